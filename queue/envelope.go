@@ -1,0 +1,105 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// EnvelopeVersion is the current envelope format version.
+const EnvelopeVersion = 1
+
+// Envelope is the JSON body of every work-queue message. Its field names are
+// a public contract: tools in other languages may read the queue.
+type Envelope struct {
+	// V is the format version (EnvelopeVersion).
+	V int `json:"v"`
+	// ID is the run id: the task id for a one-off task, or
+	// "{series}@{due RFC 3339 UTC}" for an occurrence of a recurring series.
+	ID string `json:"id"`
+	// Series is the recurring series id, empty for one-off tasks.
+	Series string `json:"series,omitempty"`
+	// Type selects the handler.
+	Type string `json:"type"`
+	// Payload is the task's data, inline.
+	Payload string `json:"payload,omitempty"`
+	// PayloadBlob, when set, names the blob holding a payload too large to
+	// travel inline (claim check); Payload is then empty.
+	PayloadBlob string `json:"payload_blob,omitempty"`
+	// Due is when the task was scheduled to run.
+	Due time.Time `json:"due"`
+	// Enqueued is when the mover put it on the queue.
+	Enqueued time.Time `json:"enqueued"`
+	// Attempt counts attempts already made and failed (0 on first delivery).
+	Attempt int `json:"attempt"`
+	// MaxAttempts overrides the worker's retry.max_attempts when > 0.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Recurrence is the series' rule ("@every 10m" or a cron expression).
+	Recurrence string `json:"recurrence,omitempty"`
+	// Generation is the fencing generation of the leader that moved it.
+	Generation int64 `json:"generation,omitempty"`
+	// LastError is the error of the last failed attempt.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// ErrMalformed is wrapped by DecodeEnvelope errors: the message is not a
+// leasecron envelope and is set aside, not retried.
+var ErrMalformed = errors.New("malformed message")
+
+// Encode returns the JSON form of e.
+func (e Envelope) Encode() (string, error) {
+	if e.V == 0 {
+		e.V = EnvelopeVersion
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return "", fmt.Errorf("encode envelope %s: %w", e.ID, err)
+	}
+	return string(b), nil
+}
+
+// DecodeEnvelope parses a queue message body. Anything that is not a valid
+// envelope (not JSON, truncated, missing id or type, unknown version) is
+// reported with ErrMalformed and the reason.
+func DecodeEnvelope(body string) (Envelope, error) {
+	var e Envelope
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		return Envelope{}, fmt.Errorf("%w: not a JSON envelope: %v", ErrMalformed, err)
+	}
+	switch {
+	case e.V != EnvelopeVersion:
+		return Envelope{}, fmt.Errorf("%w: envelope version %d, this worker understands %d", ErrMalformed, e.V, EnvelopeVersion)
+	case e.ID == "":
+		return Envelope{}, fmt.Errorf("%w: envelope has no id", ErrMalformed)
+	case e.Type == "":
+		return Envelope{}, fmt.Errorf("%w: envelope %s has no type", ErrMalformed, e.ID)
+	}
+	return e, nil
+}
+
+// Task is what a handler receives.
+type Task struct {
+	// ID is the run id (see Envelope.ID); handlers see it as LEASECRON_TASK_ID.
+	ID string
+	// Series is the recurring series id, empty for one-off tasks.
+	Series string
+	// Type is the handler type.
+	Type string
+	// Payload is the task's data (fetched from its blob if it was large).
+	Payload []byte
+	// Due is when the task was scheduled to run.
+	Due time.Time
+	// Attempt is this attempt's number, starting at 1.
+	Attempt int
+	// Generation is the fencing generation of the leader that moved it.
+	Generation int64
+	// Key is the blackboard key when the task comes from the aggregator.
+	Key string
+}
+
+// Handler runs one task. A nil return means success; an error (or a panic)
+// is a failed attempt that will be retried with backoff. Handlers must be
+// idempotent: delivery is at least once.
+type Handler func(ctx context.Context, t Task) error
