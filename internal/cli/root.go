@@ -1,0 +1,209 @@
+// Package cli builds the leasecron command tree. Only cmd/leasecron's main
+// calls os.Exit; every command here returns errors.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/leasecron/leasecron/internal/config"
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitNotFound = 3
+)
+
+// ErrNotFound marks "no such task/key" failures so they exit with code 3.
+var ErrNotFound = errors.New("not found")
+
+// app is the state shared by the commands of one tree.
+type app struct {
+	version string
+	v       *viper.Viper
+	in      io.Reader
+	out     io.Writer
+	errOut  io.Writer
+	cfgFile string
+	bindErr error
+	cfg     config.Config
+	log     *slog.Logger
+}
+
+// Main runs the CLI with args and returns the process exit code.
+func Main(ctx context.Context, version string, args []string, in io.Reader, out, errOut io.Writer) int {
+	root := NewRoot(version, in, out, errOut)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(errOut, "leasecron:", storage.Redact(err.Error()))
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.Is(err, ErrNotFound), errors.Is(err, storage.ErrNotFound):
+		return exitNotFound
+	}
+	return exitError
+}
+
+// usageError is a problem with the command line itself.
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// NewRoot builds the command tree writing to out and errOut.
+func NewRoot(version string, in io.Reader, out, errOut io.Writer) *cobra.Command {
+	a := &app{version: version, v: config.NewViper(), in: in, out: out, errOut: errOut}
+	root := &cobra.Command{
+		Use:   "leasecron",
+		Short: "Distributed task scheduler on nothing but an Azure Storage account",
+		Long: `leasecron schedules tasks into an Azure Storage table; the worker that holds a
+blob lease moves due tasks into a queue, and every worker drains the queue.
+
+Configuration comes from --config FILE (YAML), LEASECRON_* environment
+variables (LEASECRON_STORAGE_CONNECTION_STRING, ...), AZURE_STORAGE_CONNECTION_STRING,
+and flags. ` + "`leasecron config --keys`" + ` lists every key.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return a.load(cmd)
+		},
+	}
+	root.SetIn(in)
+	root.SetOut(out)
+	root.SetErr(errOut)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.cfgFile, "config", os.Getenv("LEASECRON_CONFIG"), "YAML configuration file (env LEASECRON_CONFIG)")
+	pf.String("connection-string", "", "storage connection string (overrides storage.connection_string)")
+	pf.String("log-level", "", "log level: debug, info, warn, error (overrides log.level)")
+	a.bindErr = errors.Join(
+		a.v.BindPFlag("storage.connection_string", pf.Lookup("connection-string")),
+		a.v.BindPFlag("log.level", pf.Lookup("log-level")),
+	)
+
+	root.AddCommand(
+		a.versionCmd(),
+		a.configCmd(),
+		a.azuriteCmd(),
+		a.healthcheckCmd(),
+	)
+	for _, c := range a.moreCommands() {
+		root.AddCommand(c)
+	}
+	return root
+}
+
+// extraCommands is appended to by the files that define further commands.
+var extraCommands []func(a *app) *cobra.Command
+
+func (a *app) moreCommands() []*cobra.Command {
+	var out []*cobra.Command
+	for _, f := range extraCommands {
+		out = append(out, f(a))
+	}
+	return out
+}
+
+// load reads the configuration. Commands that need no storage still
+// validate it so mistakes surface early.
+func (a *app) load(cmd *cobra.Command) error {
+	if a.bindErr != nil {
+		return fmt.Errorf("binding flags: %w", a.bindErr)
+	}
+	cfg, err := config.Load(a.v, a.cfgFile)
+	if err != nil {
+		return err
+	}
+	a.cfg = cfg
+	a.log = newLogger(a.errOut, cfg.Log.Level, cfg.Log.Format)
+	return nil
+}
+
+// clients builds storage clients from the configuration.
+func (a *app) clients() (*storage.Clients, error) {
+	c, err := storage.New(a.cfg.StorageConfig())
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// printJSON writes v as indented JSON.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprintln(a.out, "leasecron", a.version)
+			return nil
+		},
+	}
+}
+
+func (a *app) configCmd() *cobra.Command {
+	var keys, asJSON bool
+	c := &cobra.Command{
+		Use:   "config",
+		Short: "Print the effective configuration (secrets redacted), or every key with --keys",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if keys {
+				for _, k := range config.Keys {
+					fmt.Fprintf(a.out, "%-28s %-16v %s\n", k.Name, k.Default, k.Doc)
+				}
+				fmt.Fprintf(a.out, "%-28s %-16s %s\n", "handlers.<type>.*", "", "kind (exec|http|log|calendar), exec (argv list), http (URL), method, headers, timeout")
+				fmt.Fprintf(a.out, "%-28s %-16s %s\n", "limits.<type>", "", "fleet-wide concurrency limit for a task type")
+				return nil
+			}
+			m := config.Redacted(a.v)
+			if asJSON {
+				return a.printJSON(m)
+			}
+			printTree(a.out, m, "")
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&keys, "keys", false, "list every configuration key with its default and meaning")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func printTree(w io.Writer, m map[string]any, indent string) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if sub, ok := m[k].(map[string]any); ok {
+			fmt.Fprintf(w, "%s%s:\n", indent, k)
+			printTree(w, sub, indent+"  ")
+			continue
+		}
+		fmt.Fprintf(w, "%s%s: %v\n", indent, k, m[k])
+	}
+}

@@ -1,0 +1,145 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func load(t *testing.T, yaml string, env map[string]string) (Config, error) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	file := ""
+	if yaml != "" {
+		file = filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Load(NewViper(), file)
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := load(t, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Lease.Duration != 60*time.Second || c.Lease.PollEvery != 15*time.Second {
+		t.Errorf("lease defaults: %+v", c.Lease)
+	}
+	if c.Mover.Early != c.Mover.PollEvery {
+		t.Errorf("mover.early default should follow poll_every, got %v", c.Mover.Early)
+	}
+	if c.Names.Queue != "leasecron-work" || c.Names.ScheduleTable != "ScheduledItems" {
+		t.Errorf("names: %+v", c.Names)
+	}
+	if c.Retry.MaxAttempts != 5 || !c.Worker.Runs || c.Worker.Concurrency != 8 {
+		t.Errorf("worker/retry: %+v %+v", c.Worker, c.Retry)
+	}
+}
+
+func TestFileEnvAndHandlers(t *testing.T) {
+	c, err := load(t, `
+storage:
+  connection_string: "UseDevelopmentStorage=true"
+lease:
+  duration: 15s
+handlers:
+  report:
+    exec: ["/bin/sh", "-c", "cat"]
+    timeout: 10s
+  hook:
+    http: https://example.invalid/hook
+    headers:
+      Authorization: Bearer x
+limits:
+  report: 3
+`, map[string]string{
+		"LEASECRON_WORKER_CONCURRENCY": "4",
+		"LEASECRON_HANDLERS_ECHO_EXEC": "/bin/cat -",
+		"LEASECRON_LIMITS_HOOK":        "2",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Worker.Concurrency != 4 || c.Lease.Duration != 15*time.Second {
+		t.Errorf("env/file values: %+v %+v", c.Worker, c.Lease)
+	}
+	if h := c.Handlers["report"]; h.Kind != "exec" || len(h.Exec) != 3 || h.Timeout != 10*time.Second {
+		t.Errorf("report handler: %+v", h)
+	}
+	if h := c.Handlers["hook"]; h.Kind != "http" || h.Headers["authorization"] != "Bearer x" {
+		t.Errorf("hook handler: %+v", h)
+	}
+	if h := c.Handlers["echo"]; h.Kind != "exec" || strings.Join(h.Exec, " ") != "/bin/cat -" {
+		t.Errorf("echo handler from env: %+v", h)
+	}
+	if c.Limits["report"] != 3 || c.Limits["hook"] != 2 {
+		t.Errorf("limits: %v", c.Limits)
+	}
+}
+
+func TestAzureConnectionStringEnv(t *testing.T) {
+	c, err := load(t, "", map[string]string{"AZURE_STORAGE_CONNECTION_STRING": "UseDevelopmentStorage=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Storage.ConnectionString != "UseDevelopmentStorage=true" {
+		t.Fatalf("got %q", c.Storage.ConnectionString)
+	}
+}
+
+func TestBadInputIsReportedByName(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		env        map[string]string
+		want       []string
+	}{
+		{"unknown key", "lease:\n  durration: 20s\n", nil, []string{`unknown key "lease.durration"`}},
+		{"lease too short", "lease:\n  duration: 5s\n", nil, []string{"lease.duration", "15s to 1m0s"}},
+		{"not a duration", "worker:\n  visibility_timeout: soon\n", nil, []string{"worker.visibility_timeout", `"soon"`, "a duration"}},
+		{"not a number", "worker:\n  concurrency: many\n", nil, []string{"worker.concurrency", "whole number"}},
+		{"bad queue name", "names:\n  queue: Bad_Queue\n", nil, []string{"names.queue", "Bad_Queue"}},
+		{"bad table name", "names:\n  runs_table: 1runs\n", nil, []string{"names.runs_table", "1runs"}},
+		{"handler without command", "handlers:\n  x:\n    timeout: 1s\n", nil, []string{"handlers.x.kind"}},
+		{"handler bad kind", "handlers:\n  x:\n    kind: shell\n", nil, []string{"handlers.x.kind", "shell"}},
+		{"handler bad url", "handlers:\n  x:\n    http: ftp://h/\n", nil, []string{"handlers.x.http", "ftp://h/"}},
+		{"bad type name", "handlers:\n  Bad/Type:\n    kind: log\n", nil, []string{"bad/type", "lower-case"}},
+		{"unknown env", "", map[string]string{"LEASECRON_WORKR_CONCURRENCY": "3"}, []string{"LEASECRON_WORKR_CONCURRENCY"}},
+		{"bad env value", "", map[string]string{"LEASECRON_RETRY_MAX_ATTEMPTS": "0"}, []string{"retry.max_attempts", "1 to 1000"}},
+		{"bad log level", "log:\n  level: loud\n", nil, []string{"log.level", "loud"}},
+		{"bad yaml", "lease: [\n", nil, []string{"config file"}},
+		{"resume above max", "queue:\n  max_depth: 10\n  resume_below: 20\n", nil, []string{"queue.resume_below"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, tc.yaml, tc.env)
+			if err == nil || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("want ErrInvalid, got %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestRedactedHidesSecrets(t *testing.T) {
+	t.Setenv("LEASECRON_STORAGE_CONNECTION_STRING", "AccountName=a;AccountKey=c2VjcmV0;BlobEndpoint=http://x/a")
+	v := NewViper()
+	if _, err := Load(v, ""); err != nil {
+		t.Fatal(err)
+	}
+	m := Redacted(v)
+	cs := m["storage"].(map[string]any)["connection_string"].(string)
+	if strings.Contains(cs, "c2VjcmV0") || !strings.Contains(cs, "REDACTED") {
+		t.Fatalf("not redacted: %q", cs)
+	}
+}
