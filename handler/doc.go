@@ -1,0 +1,34 @@
+// Package handler provides the stock task handlers a worker can be
+// configured with: Exec runs a program named in the configuration and feeds
+// it the payload on standard input; HTTP sends the payload to a URL.
+//
+// Both return a queue.Handler. Their options are validated when the handler
+// is built, so a bad configuration is refused at start-up rather than at the
+// first task; errors wrap ErrInvalidOptions and name the field and value.
+//
+// # Security
+//
+// The program an Exec handler runs and its arguments come from
+// configuration only. The payload is data: it is written to the program's
+// standard input and never becomes part of a command line, so a payload such
+// as "; rm -rf /" reaches the program as those bytes on stdin and nothing
+// else. No shell is involved unless the configuration names one.
+//
+// # Output
+//
+// Exec keeps only the last ExecOptions.OutputTail bytes of the program's
+// combined standard output and error (a ring buffer), so a program that
+// prints gigabytes costs a few kilobytes of memory. HTTP keeps the tail of
+// the response body the same way. A failed run returns an error carrying
+// that tail (*ExecError or *HTTPError; OutputTail extracts it). To see the
+// output of every run, successful or not, put a sink into the context with
+// WithOutputSink: the queue consumer does this to store the tail in the run
+// record. Custom handlers can report output the same way with RecordOutput.
+//
+// # Idempotency
+//
+// Delivery is at least once: a task can run twice (after a worker crash, a
+// lost lease, or a visibility timeout). Programs and endpoints must be
+// idempotent; LEASECRON_TASK_ID / X-Leasecron-Task-Id identify the run and
+// are the same on every attempt.
+package handler

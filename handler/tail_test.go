@@ -1,0 +1,57 @@
+package handler
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestTailBufferKeepsLastBytes(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 7, 64, 4096} {
+		tb := newTailBuffer(n)
+		var all bytes.Buffer
+		for i := 0; i < 500; i++ {
+			size := r.IntN(3 * n)
+			p := make([]byte, size)
+			for j := range p {
+				p[j] = 'a' + byte(r.IntN(26))
+			}
+			if k, err := tb.Write(p); k != size || err != nil {
+				t.Fatalf("Write returned %d, %v; want %d, nil", k, err, size)
+			}
+			all.Write(p)
+			want := all.Bytes()
+			if len(want) > n {
+				want = want[len(want)-n:]
+			}
+			if got := tb.String(); got != string(want) {
+				t.Fatalf("n=%d after %d writes: tail %q, want %q", n, i+1, got, want)
+			}
+		}
+		if tb.Total() != int64(all.Len()) {
+			t.Fatalf("Total %d, want %d", tb.Total(), all.Len())
+		}
+	}
+}
+
+func TestTailBufferDropsCutRune(t *testing.T) {
+	tb := newTailBuffer(4)
+	tb.Write([]byte("ab€cd")) // € is 3 bytes; the last 4 bytes start inside it
+	if got := tb.String(); got != "cd" {
+		t.Fatalf("tail %q, want %q (partial rune dropped)", got, "cd")
+	}
+	tb = newTailBuffer(8)
+	tb.Write([]byte{'x', 0xff, 'y'})
+	if got := tb.String(); got != "x\uFFFDy" {
+		t.Fatalf("tail %q, want invalid byte replaced", got)
+	}
+}
+
+func TestTailBufferZeroCapacity(t *testing.T) {
+	tb := newTailBuffer(0)
+	tb.Write([]byte("hello"))
+	if tb.String() != "" || tb.Total() != 5 {
+		t.Fatalf("zero-capacity tail kept %q, total %d", tb.String(), tb.Total())
+	}
+}
