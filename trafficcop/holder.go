@@ -1,0 +1,65 @@
+package trafficcop
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// HolderInfo is what the lease blob says about its holder.
+type HolderInfo struct {
+	// Holder is the identity of the cop that acquired last. It stays in the
+	// metadata after that cop released or lost the lease: see Held.
+	Holder string
+	// Acquired is when that cop acquired.
+	Acquired time.Time
+	// Generation is the generation of that acquisition (0: never acquired).
+	Generation int64
+	// State is the lease state reported by the service.
+	State LeaseState
+	// Locked is the lease status: true while a lease is in force.
+	Locked bool
+}
+
+// Held reports whether a lease is in force, i.e. whether Holder is the
+// current holder rather than the last one.
+func (h HolderInfo) Held() bool { return h.State == LeaseLeased || h.State == LeaseBreaking }
+
+// ReadHolder reads the holder of the lease blob blobName in containerName
+// (empty: the defaults "leasecron" and "locks/scheduler") without competing
+// for it. A missing blob yields an error wrapping storage.ErrNotFound.
+func ReadHolder(ctx context.Context, clients *storage.Clients, containerName, blobName string) (HolderInfo, error) {
+	if containerName == "" {
+		containerName = DefaultContainer
+	}
+	if blobName == "" {
+		blobName = DefaultBlob
+	}
+	lock, err := NewBlobLock(clients, containerName, blobName)
+	if err != nil {
+		return HolderInfo{}, err
+	}
+	return readHolder(ctx, lock)
+}
+
+// ReadHolderFrom is ReadHolder over any Lock.
+func ReadHolderFrom(ctx context.Context, lock Lock) (HolderInfo, error) { return readHolder(ctx, lock) }
+
+func readHolder(ctx context.Context, lock Lock) (HolderInfo, error) {
+	st, err := lock.Get(ctx)
+	if err != nil {
+		return HolderInfo{}, err
+	}
+	h := HolderInfo{Holder: st.Metadata[MetaHolder], State: st.State, Locked: st.Locked}
+	if h.Generation, err = parseGeneration(st.Metadata[MetaGeneration]); err != nil {
+		return h, fmt.Errorf("%s: %w", lock, err)
+	}
+	if s := st.Metadata[MetaAcquired]; s != "" {
+		if h.Acquired, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			return h, fmt.Errorf("%s: acquired metadata %q is not an RFC 3339 time: %w", lock, s, err)
+		}
+	}
+	return h, nil
+}

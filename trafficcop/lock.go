@@ -1,0 +1,69 @@
+package trafficcop
+
+import (
+	"context"
+	"time"
+)
+
+// Lock is the storage seam under a Cop and a Semaphore: one leasable record
+// with metadata, in the manner of client-go's resourcelock.Interface. The
+// blob implementation is NewBlobLock; MemLock is an in-memory fake driven by
+// a clock.Clock for fast state-machine tests.
+//
+// Every method must honour ctx (the cop gives each call its own deadline)
+// and report refusals with the storage sentinels, so that callers can use
+// errors.Is: storage.ErrLeaseConflict (lease held by another ID, lease
+// lost or expired), storage.ErrPreconditionFailed (ETag mismatch),
+// storage.ErrNotFound (record missing). Any other error is treated as
+// transient by the renewal loop.
+type Lock interface {
+	// Ensure creates the record (and its container) if it is missing,
+	// without clobbering one that exists: an "already exists" outcome is
+	// success.
+	Ensure(ctx context.Context) error
+	// Acquire takes the lease with the given ID for duration.
+	Acquire(ctx context.Context, leaseID string, duration time.Duration) error
+	// Renew extends the lease held with leaseID by its duration.
+	Renew(ctx context.Context, leaseID string) error
+	// Release gives the lease up so that others can acquire it at once.
+	Release(ctx context.Context, leaseID string) error
+	// Get reads lease state, metadata and ETag without taking the lease.
+	Get(ctx context.Context) (LockState, error)
+	// SetMetadata replaces the metadata, only if the record's ETag is still
+	// ifMatch and the lease is held with leaseID.
+	SetMetadata(ctx context.Context, leaseID, ifMatch string, md map[string]string) error
+	// String names the record for logs (e.g. "leasecron/locks/scheduler").
+	String() string
+}
+
+// LockState is what Lock.Get reports.
+type LockState struct {
+	// State is the lease state as the service reports it.
+	State LeaseState
+	// Locked is the lease status: true while a lease is in force (leased
+	// or breaking).
+	Locked bool
+	// Metadata with lower-case keys.
+	Metadata map[string]string
+	// ETag of the record.
+	ETag string
+}
+
+// LeaseState is a lease state as reported by the Blob service.
+type LeaseState string
+
+// Lease states.
+const (
+	LeaseAvailable LeaseState = "available"
+	LeaseLeased    LeaseState = "leased"
+	LeaseExpired   LeaseState = "expired"
+	LeaseBreaking  LeaseState = "breaking"
+	LeaseBroken    LeaseState = "broken"
+)
+
+// Metadata keys written by the holder on acquisition.
+const (
+	MetaHolder     = "holder"
+	MetaAcquired   = "acquired"
+	MetaGeneration = "generation"
+)

@@ -1,0 +1,290 @@
+package trafficcop
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// Defaults used when a field of Options, SemaphoreOptions or LeaseTiming is
+// left at its zero value.
+const (
+	// DefaultContainer holds the lease blob and the semaphore slot blobs.
+	DefaultContainer = "leasecron"
+	// DefaultBlob is the lease blob of the scheduler's traffic cop.
+	DefaultBlob = "locks/scheduler"
+	// DefaultSlotPrefix is the folder under which semaphore slot blobs live:
+	// {prefix}/{name}/{i}.
+	DefaultSlotPrefix = "slots"
+	// DefaultLeaseDuration is the lease length asked of the service.
+	DefaultLeaseDuration = 60 * time.Second
+	// DefaultPollEvery is how often a cop without control tries to acquire.
+	DefaultPollEvery = 15 * time.Second
+
+	// MinLeaseDuration and MaxLeaseDuration bound LeaseDuration: the Blob
+	// service accepts fixed leases of 15 to 60 seconds.
+	MinLeaseDuration = 15 * time.Second
+	// MaxLeaseDuration: see MinLeaseDuration.
+	MaxLeaseDuration = 60 * time.Second
+
+	// MinPollEvery keeps a misconfigured cop from hammering storage.
+	MinPollEvery = 100 * time.Millisecond
+	// MaxSlots bounds the n of a Semaphore.
+	MaxSlots = 1000
+)
+
+// pollJitter is the ± fraction applied to PollEvery.
+const pollJitter = 0.2
+
+// LeaseTiming is the timing of one held lease, shared by Cop and Semaphore.
+// The invariants, checked by the constructors, are
+//
+//	15s ≤ LeaseDuration ≤ 60s (whole seconds)
+//	0 < SafetyMargin < LeaseDuration
+//	0 < RetryEvery ≤ RenewEvery
+//	RenewEvery + CallTimeout ≤ LeaseDuration − SafetyMargin
+//
+// so that a renewal that starts on time has either succeeded or timed out,
+// with time left to retry, before the holder's local deadline.
+type LeaseTiming struct {
+	// LeaseDuration is the lease length asked of the service. Default 60 s.
+	LeaseDuration time.Duration
+	// RenewEvery is the interval between renewals while holding, measured
+	// from the start of the last successful renewal (or the acquisition).
+	// Default LeaseDuration/3.
+	RenewEvery time.Duration
+	// RetryEvery is the interval between attempts after a renewal failed
+	// transiently (timeout, 5xx, connection refused). Default RenewEvery/10,
+	// at least 250 ms.
+	RetryEvery time.Duration
+	// SafetyMargin is subtracted from the lease: control is believed only
+	// until (start of the last successful renewal) + LeaseDuration −
+	// SafetyMargin on the local monotonic clock. It absorbs clock-rate drift
+	// between this host and the service and the time a cancelled leader
+	// needs to notice. Default max(2 s, LeaseDuration/10).
+	SafetyMargin time.Duration
+	// CallTimeout is the deadline of each lease call (acquire, renew,
+	// release, metadata). The SDK's own retries could otherwise outlast the
+	// lease. Default min(5 s, LeaseDuration/6).
+	CallTimeout time.Duration
+}
+
+func (t LeaseTiming) withDefaults() LeaseTiming {
+	if t.LeaseDuration == 0 {
+		t.LeaseDuration = DefaultLeaseDuration
+	}
+	if t.RenewEvery == 0 {
+		t.RenewEvery = t.LeaseDuration / 3
+	}
+	if t.RetryEvery == 0 {
+		t.RetryEvery = max(250*time.Millisecond, t.RenewEvery/10)
+	}
+	if t.SafetyMargin == 0 {
+		t.SafetyMargin = max(2*time.Second, t.LeaseDuration/10)
+	}
+	if t.CallTimeout == 0 {
+		t.CallTimeout = min(5*time.Second, t.LeaseDuration/6)
+	}
+	return t
+}
+
+func invalid(field string, value any, accepted string) error {
+	return fmt.Errorf("%w: %s = %v: %s", ErrInvalidOptions, field, value, accepted)
+}
+
+func (t LeaseTiming) validate() error {
+	d := t.LeaseDuration
+	if d < MinLeaseDuration || d > MaxLeaseDuration || d%time.Second != 0 {
+		return invalid("LeaseDuration", d, "must be whole seconds from 15s to 60s (the Blob service's fixed lease range)")
+	}
+	if t.SafetyMargin <= 0 || t.SafetyMargin >= d {
+		return invalid("SafetyMargin", t.SafetyMargin, fmt.Sprintf("must be > 0 and < LeaseDuration (%v)", d))
+	}
+	trusted := d - t.SafetyMargin
+	if t.RenewEvery <= 0 || t.RenewEvery >= trusted {
+		return invalid("RenewEvery", t.RenewEvery, fmt.Sprintf("must be > 0 and < LeaseDuration − SafetyMargin (%v)", trusted))
+	}
+	if t.RetryEvery <= 0 || t.RetryEvery > t.RenewEvery {
+		return invalid("RetryEvery", t.RetryEvery, fmt.Sprintf("must be > 0 and ≤ RenewEvery (%v)", t.RenewEvery))
+	}
+	if t.CallTimeout <= 0 || t.RenewEvery+t.CallTimeout > trusted {
+		return invalid("CallTimeout", t.CallTimeout, fmt.Sprintf("must be > 0 and ≤ LeaseDuration − SafetyMargin − RenewEvery (%v)", trusted-t.RenewEvery))
+	}
+	return nil
+}
+
+// Term describes one period of control: one successful acquisition and the
+// renewals that followed it.
+type Term struct {
+	// Generation is the fencing token: the lease blob's generation metadata,
+	// incremented on every acquisition with If-Match on the ETag read just
+	// before. It strictly increases from one term to the next.
+	Generation int64
+	// Holder is the identity of the cop that holds the term.
+	Holder string
+	// Acquired is when the term began (written to the blob in RFC 3339).
+	Acquired time.Time
+	// LeaseID is the lease ID of the term, fresh for every acquisition.
+	LeaseID string
+}
+
+// Options configures a Cop. Zero values take the documented defaults.
+type Options struct {
+	// Container holds the lease blob. Default "leasecron". Created if missing.
+	Container string
+	// Blob is the lease blob's name. Default "locks/scheduler". Created
+	// (zero bytes, If-None-Match *) if missing.
+	Blob string
+
+	// LeaseTiming: LeaseDuration, RenewEvery, RetryEvery, SafetyMargin and
+	// CallTimeout. See LeaseTiming for defaults and invariants.
+	LeaseTiming
+
+	// PollEvery is how often a cop without control tries to acquire, each
+	// wait jittered by ±20 % so contenders spread out. Default 15 s, at
+	// least 100 ms.
+	PollEvery time.Duration
+
+	// Identity names this cop in the blob's holder metadata and in logs.
+	// Default "{hostname}/{pid}/{8 random hex digits}". At most 256
+	// printable ASCII characters (it travels in an HTTP header).
+	Identity string
+
+	// Clock drives renew schedules, polls and the local deadline. Default
+	// the real clock. (Each call's CallTimeout is a real context deadline
+	// because it bounds network I/O.)
+	Clock clock.Clock
+	// Logger receives the cop's logs. Default slog.Default().
+	Logger *slog.Logger
+
+	// OnAcquired, if set, is called when a term begins. OnLost, if set, is
+	// called exactly once for every term that began, when it ends, with the
+	// reason (wrapping ErrLeaseLost, ErrStopped or ErrLeadReturned). Hooks
+	// run in order on a goroutine of their own: a slow hook delays later
+	// hooks, never renewals. Run waits for queued hooks before it returns.
+	OnAcquired func(Term)
+	// OnLost: see OnAcquired.
+	OnLost func(t Term, reason error)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Container == "" {
+		o.Container = DefaultContainer
+	}
+	if o.Blob == "" {
+		o.Blob = DefaultBlob
+	}
+	o.LeaseTiming = o.LeaseTiming.withDefaults()
+	if o.PollEvery == 0 {
+		o.PollEvery = DefaultPollEvery
+	}
+	if o.Identity == "" {
+		o.Identity = DefaultIdentity()
+	}
+	o.Clock = clock.OrReal(o.Clock)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+var identityRE = regexp.MustCompile(`^[\x20-\x7e]{1,256}$`)
+
+func (o Options) validate() error {
+	if err := storage.ValidateContainerName(o.Container); err != nil {
+		return fmt.Errorf("%w: Container: %w", ErrInvalidOptions, err)
+	}
+	if err := validateBlobName(o.Blob); err != nil {
+		return invalid("Blob", strconv.Quote(o.Blob), err.Error())
+	}
+	if err := o.LeaseTiming.validate(); err != nil {
+		return err
+	}
+	if o.PollEvery < MinPollEvery {
+		return invalid("PollEvery", o.PollEvery, "must be at least 100ms")
+	}
+	if !identityRE.MatchString(o.Identity) {
+		return invalid("Identity", strconv.Quote(o.Identity), "must be 1-256 printable ASCII characters")
+	}
+	return nil
+}
+
+func validateBlobName(name string) error {
+	ok := len(name) >= 1 && len(name) <= 1024 && name[0] != ' ' && name[len(name)-1] != ' '
+	for i := 0; ok && i < len(name); i++ {
+		ok = name[i] >= 0x20 && name[i] <= 0x7e
+	}
+	if !ok {
+		return errors.New("must be 1-1024 printable ASCII characters, not starting or ending with a space")
+	}
+	return nil
+}
+
+// DefaultIdentity returns "{hostname}/{pid}/{8 random hex digits}": unique
+// per process even when several share a host name (containers).
+func DefaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	id := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	if !identityRE.MatchString(id) {
+		// A host name outside printable ASCII: keep the unique part.
+		id = fmt.Sprintf("host/%d/%s", os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	return id
+}
+
+// SemaphoreOptions configures a Semaphore. Zero values take the documented
+// defaults.
+type SemaphoreOptions struct {
+	// Container holds the slot blobs. Default "leasecron". Created if missing.
+	Container string
+	// Prefix is the folder of the slot blobs: slot i of semaphore name is
+	// the blob {Prefix}/{name}/{i}. Default "slots".
+	Prefix string
+	// LeaseTiming of every held slot. See LeaseTiming.
+	LeaseTiming
+	// Clock drives renewals and deadlines. Default the real clock.
+	Clock clock.Clock
+	// Logger receives logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o SemaphoreOptions) withDefaults() SemaphoreOptions {
+	if o.Container == "" {
+		o.Container = DefaultContainer
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultSlotPrefix
+	}
+	o.LeaseTiming = o.LeaseTiming.withDefaults()
+	o.Clock = clock.OrReal(o.Clock)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+var slotNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
+
+func (o SemaphoreOptions) validate() error {
+	if err := storage.ValidateContainerName(o.Container); err != nil {
+		return fmt.Errorf("%w: Container: %w", ErrInvalidOptions, err)
+	}
+	if err := validateBlobName(o.Prefix + "/x"); err != nil || len(o.Prefix) > 500 {
+		return invalid("Prefix", strconv.Quote(o.Prefix), "must be at most 500 printable ASCII characters")
+	}
+	return o.LeaseTiming.validate()
+}
