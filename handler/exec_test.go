@@ -101,7 +101,7 @@ func TestExecSuccessStdinEnvAndDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	h := mustExec(t, ExecOptions{
-		Argv: []string{"/bin/sh", "-c", `cat; echo; env | grep '^LEASECRON_' | sort; echo "EXTRA=$EXTRA"; pwd`},
+		Argv: []string{"/bin/sh", "-c", `cat; echo; env | grep -E '^LEASECRON_(TASK_ID|TASK_TYPE|ATTEMPT|DUE|GENERATION|SERIES|KEY)=' | sort; echo "EXTRA=$EXTRA"; pwd`},
 		Env:  []string{"EXTRA=configured", "LEASECRON_TASK_ID=overridden-by-config"},
 		Dir:  dir,
 	})
@@ -127,6 +127,18 @@ func TestExecSuccessStdinEnvAndDir(t *testing.T) {
 	}, "\n")
 	if out != want {
 		t.Fatalf("output:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestExecInheritsWorkerEnvironment(t *testing.T) {
+	t.Setenv("LEASECRON_TEST_INHERITED", "from-worker")
+	h := mustExec(t, ExecOptions{Argv: []string{"/bin/sh", "-c", `echo "$LEASECRON_TEST_INHERITED"`}})
+	ctx, got := capture()
+	if err := h(ctx, sampleTask("")); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := got(); out != "from-worker\n" {
+		t.Fatalf("program saw %q, want the worker's variable", out)
 	}
 }
 
