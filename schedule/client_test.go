@@ -1,0 +1,310 @@
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/payload"
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+func TestAddGetCancel(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{})
+	it, err := c.Add(ctx(t), Item{ID: "job-1", Due: t0.Add(time.Hour), Payload: `{"a":1}`, Type: "mail", MaxAttempts: 3}, AddOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := mt.Rows("00")
+	if len(rows) != 2 || rows[0].RowKey != it.RowKey || rows[1].RowKey != "id~job-1" {
+		t.Fatalf("rows = %v", keysOf(rows))
+	}
+	if rows[1].Props[PropItem] != it.RowKey || rows[0].Props[PropIndexed] != true {
+		t.Fatalf("index row %v, item %v", rows[1].Props, rows[0].Props)
+	}
+	got, err := c.Get(ctx(t), "job-1")
+	if err != nil || got.Payload != `{"a":1}` || got.Type != "mail" || got.MaxAttempts != 3 || !got.Due.Equal(t0.Add(time.Hour)) || !got.Indexed {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	if _, err := c.Add(ctx(t), Item{ID: "job-1", Due: t0}, AddOptions{}); !errors.Is(err, ErrAlreadyScheduled) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	gone, err := c.Cancel(ctx(t), "job-1")
+	if err != nil || gone.ID != "job-1" {
+		t.Fatalf("Cancel = %+v, %v", gone, err)
+	}
+	if mt.Len("00") != 0 {
+		t.Fatalf("rows left: %v", keysOf(mt.Rows("00")))
+	}
+	if _, err := c.Get(ctx(t), "job-1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get after cancel: %v", err)
+	}
+	if _, err := c.Cancel(ctx(t), "job-1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Cancel twice: %v", err)
+	}
+}
+
+func keysOf(es []Entity) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.RowKey)
+	}
+	return out
+}
+
+func TestAddReplace(t *testing.T) {
+	store := payload.NewMemory()
+	c, mt, _ := newMemClient(t, Options{PayloadStore: store, InlineLimit: 64})
+	big := strings.Repeat("b", 100)
+	if _, err := c.Add(ctx(t), Item{ID: "r", Due: t0, Payload: big}, AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(store.Names()) != 1 {
+		t.Fatalf("blobs %v", store.Names())
+	}
+	// Same due: replaced in place. Different due: moved. Both keep one row + index.
+	if _, err := c.Add(ctx(t), Item{ID: "r", Due: t0, Payload: "v2"}, AddOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	if len(store.Names()) != 0 {
+		t.Fatalf("replaced payload blob not deleted: %v", store.Names())
+	}
+	it, err := c.Add(ctx(t), Item{ID: "r", Due: t0.Add(time.Minute), Payload: "v3", Recurrence: "@every 1m"}, AddOptions{Replace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := mt.Rows("00")
+	if len(rows) != 2 || rows[0].RowKey != it.RowKey || rows[1].Props[PropItem] != it.RowKey {
+		t.Fatalf("rows after replace: %v", rows)
+	}
+	got, _ := c.Get(ctx(t), "r")
+	if got.Payload != "v3" || got.Recurrence != "@every 1m" {
+		t.Fatalf("Get = %+v", got)
+	}
+}
+
+func TestRescheduleAndList(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{})
+	for i := range 5 {
+		if _, err := c.Add(ctx(t), Item{ID: fmt.Sprintf("t%d", i), Due: t0.Add(time.Duration(i-2) * time.Minute)}, AddOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	it, err := c.Reschedule(ctx(t), "t0", t0.Add(time.Hour))
+	if err != nil || !it.Due.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("Reschedule = %+v, %v", it, err)
+	}
+	got, _ := c.Get(ctx(t), "t0")
+	if !got.Due.Equal(t0.Add(time.Hour)) || mt.Len("00") != 10 {
+		t.Fatalf("after reschedule: %+v, %d rows", got, mt.Len("00"))
+	}
+	if _, err := c.Reschedule(ctx(t), "nope", t0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("reschedule unknown: %v", err)
+	}
+	if _, err := c.Reschedule(ctx(t), "t1", time.Time{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("reschedule to zero: %v", err)
+	}
+	// Page through everything two at a time: due order, no index rows.
+	var ids []string
+	tok := ""
+	for pages := 0; ; pages++ {
+		items, next, err := c.List(ctx(t), ListOptions{Limit: 2, Continuation: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			ids = append(ids, it.ID)
+		}
+		if next == "" {
+			break
+		}
+		tok = next
+		if pages > 5 {
+			t.Fatal("paging does not end")
+		}
+	}
+	if strings.Join(ids, ",") != "t1,t2,t3,t4,t0" {
+		t.Fatalf("List order %v", ids)
+	}
+	due, _, err := c.List(ctx(t), ListOptions{Due: true})
+	if err != nil || len(due) != 2 || due[0].ID != "t1" || due[1].ID != "t2" {
+		t.Fatalf("due list %+v %v", due, err)
+	}
+	st, err := c.Due(ctx(t), t0)
+	if err != nil || st.Count != 2 || !st.Oldest.Equal(t0.Add(-time.Minute)) || st.Lag != time.Minute || st.Capped {
+		t.Fatalf("Due = %+v, %v", st, err)
+	}
+	if _, _, err := c.List(ctx(t), ListOptions{Continuation: "garbage"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad token: %v", err)
+	}
+}
+
+func TestDirectRowsFoundByScan(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{})
+	rk, _ := RowKey(t0, "raw-guid-1")
+	if err := mt.PutRaw("00", rk, map[string]any{"Message": "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	rk2, _ := RowKey(t0, "other")
+	_ = mt.PutRaw("00", rk2, map[string]any{"Message": "x", "Id": "named"})
+	got, err := c.Get(ctx(t), "raw-guid-1")
+	if err != nil || got.Payload != "hi" || got.Type != DefaultType || got.Indexed {
+		t.Fatalf("Get direct = %+v, %v", got, err)
+	}
+	if got, err := c.Get(ctx(t), "named"); err != nil || got.Payload != "x" {
+		t.Fatalf("Get by Id property = %+v, %v", got, err)
+	}
+	if _, err := c.Reschedule(ctx(t), "raw-guid-1", t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx(t), "raw-guid-1"); err != nil {
+		t.Fatal(err)
+	}
+	if keys := keysOf(mt.Rows("00")); len(keys) != 1 || keys[0] != rk2 {
+		t.Fatalf("rows %v", keys)
+	}
+	// Lookups accept ids Add would refuse (rows written by other clients).
+	rk3, _ := RowKey(t0, "o'brien report")
+	_ = mt.PutRaw("00", rk3, map[string]any{"Message": "q"})
+	if got, err := c.Get(ctx(t), "o'brien report"); err != nil || got.Payload != "q" {
+		t.Fatalf("Get quoted = %+v, %v", got, err)
+	}
+}
+
+func TestScanLimit(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{ScanLimit: 5})
+	mt.MaxPage = 2
+	for i := range 10 {
+		rk, _ := RowKey(t0.Add(time.Duration(i)*time.Second), fmt.Sprintf("d%d", i))
+		_ = mt.PutRaw("00", rk, map[string]any{"Message": ""})
+	}
+	_, err := c.Get(ctx(t), "d9")
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "gave up after scanning 6 rows") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := c.Get(ctx(t), "d2"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOrphanIndexIsTakenOver(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{})
+	_ = mt.PutRaw("00", "id~ghost", map[string]any{PropItem: "0638000000000000000_ghost"})
+	if _, err := c.Get(ctx(t), "ghost"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get orphan: %v", err)
+	}
+	it, err := c.Add(ctx(t), Item{ID: "ghost", Due: t0}, AddOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Get(ctx(t), "ghost"); err != nil || got.RowKey != it.RowKey {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	// An orphan index is tidied by Cancel.
+	_ = mt.PutRaw("00", "id~ghost2", map[string]any{PropItem: "0638000000000000000_ghost2"})
+	if _, err := c.Cancel(ctx(t), "ghost2"); !errors.Is(err, ErrNotFound) {
+		t.Fatal(err)
+	}
+	if _, err := mt.Get(ctx(t), "00", "id~ghost2"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("orphan index left: %v", err)
+	}
+}
+
+func TestAddDirectRowSameKey(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{})
+	rk, _ := RowKey(t0, "dup")
+	_ = mt.PutRaw("00", rk, map[string]any{"Message": "theirs"})
+	if _, err := c.Add(ctx(t), Item{ID: "dup", Due: t0, Payload: "ours"}, AddOptions{}); !errors.Is(err, ErrAlreadyScheduled) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := c.Add(ctx(t), Item{ID: "dup", Due: t0, Payload: "ours"}, AddOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := c.Get(ctx(t), "dup")
+	if got.Payload != "ours" || !got.Indexed {
+		t.Fatalf("Get = %+v", got)
+	}
+}
+
+func TestLargePayloadClaimCheck(t *testing.T) {
+	store := payload.NewMemory()
+	c, mt, _ := newMemClient(t, Options{PayloadStore: store})
+	big := strings.Repeat("é", 20<<10) // 40 KiB of UTF-8
+	it, err := c.Add(ctx(t), Item{ID: "big", Due: t0, Payload: big}, AddOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Payload != "" || !strings.HasPrefix(it.PayloadBlob, "memory/payloads/big-") {
+		t.Fatalf("not claim-checked: %q", it.PayloadBlob)
+	}
+	got, _ := c.Get(ctx(t), "big")
+	p, err := c.LoadPayload(ctx(t), got)
+	if err != nil || p != big {
+		t.Fatalf("LoadPayload: %d bytes, %v", len(p), err)
+	}
+	// A failed table write deletes the blob it wrote.
+	mt.BeforeSubmit = func([]Op) error { return fmt.Errorf("boom: %w", storage.ErrAuth) }
+	if _, err := c.Add(ctx(t), Item{ID: "big2", Due: t0, Payload: big}, AddOptions{}); !errors.Is(err, storage.ErrAuth) {
+		t.Fatalf("err = %v", err)
+	}
+	mt.BeforeSubmit = nil
+	if n := store.Names(); len(n) != 1 {
+		t.Fatalf("blobs after failed add: %v", n)
+	}
+	// Refused duplicate: its blob is deleted too.
+	if _, err := c.Add(ctx(t), Item{ID: "big", Due: t0, Payload: big}, AddOptions{}); !errors.Is(err, ErrAlreadyScheduled) {
+		t.Fatal(err)
+	}
+	if n := store.Names(); len(n) != 1 {
+		t.Fatalf("blobs after refused duplicate: %v", n)
+	}
+	if _, err := c.Cancel(ctx(t), "big"); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.Names(); len(n) != 0 {
+		t.Fatalf("blob left after cancel: %v", n)
+	}
+	// Payload at exactly the inline limit stays inline.
+	edge := strings.Repeat("a", DefaultInlineLimit-2)
+	it, err = c.Add(ctx(t), Item{ID: "edge", Due: t0, Payload: edge}, AddOptions{})
+	if err != nil || it.PayloadBlob != "" || it.Payload != edge {
+		t.Fatalf("edge payload: blob %q, %v", it.PayloadBlob, err)
+	}
+}
+
+func TestShardsSpreadAndFind(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{Shards: []string{"00", "01", "02"}})
+	for i := range 30 {
+		if _, err := c.Add(ctx(t), Item{ID: fmt.Sprintf("s%02d", i), Due: t0}, AddOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []string{"00", "01", "02"} {
+		if mt.Len(s) == 0 {
+			t.Fatalf("shard %s unused", s)
+		}
+	}
+	for i := range 30 {
+		if _, err := c.Get(ctx(t), fmt.Sprintf("s%02d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	tok := ""
+	for {
+		items, next, err := c.List(ctx(t), ListOptions{Limit: 7, Continuation: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(items)
+		if next == "" {
+			break
+		}
+		tok = next
+	}
+	if n != 30 {
+		t.Fatalf("listed %d of 30", n)
+	}
+}

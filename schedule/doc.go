@@ -1,0 +1,60 @@
+// Package schedule owns the ScheduledItems table — the time-ordered list of
+// pending tasks — and the Mover that, while its instance holds the traffic
+// cop's lease, moves due tasks into the work queue.
+//
+// # Row schema (a public contract: any client in any language may insert rows)
+//
+//	PartitionKey  shard, "00" by default
+//	RowKey        {ticks:D19}_{id}: .NET ticks of the due time (100 ns units
+//	              since 0001-01-01T00:00:00Z, 19 digits, zero-padded), "_", id
+//	Message       the payload (string; may be "")
+//	Type          handler type; "default" if absent
+//	Recurrence    optional: "@every 10m", a 5-field cron expression, or
+//	              @yearly @annually @monthly @weekly @daily @midnight @hourly
+//	TZ            optional IANA zone for cron rules (default UTC)
+//	Id            optional; the RowKey suffix otherwise
+//	Attempts, MaxAttempts  optional integers
+//	PayloadBlob   claim-check reference of a payload kept in a blob
+//	Indexed       true on rows written by leasecron (they have an index row)
+//
+// Rows sort by due time, so "RowKey lt '{ticks+1:D19}'" selects what is due.
+// Two kinds of bookkeeping rows share each partition, with keys that sort
+// after every tick so no due query reaches them: the id index rows
+// "id~{id}" (property Item = the item's RowKey), which give Get, Cancel and
+// Reschedule an O(1) lookup and let Add refuse an id that is already
+// scheduled; and the fence row "~fence" (property Generation).
+//
+// Rows inserted directly have no index row: lookups by id fall back to a
+// scan of the item rows (bounded by Options.ScanLimit), and Add does not see
+// them when it checks for duplicates.
+//
+// # Moving
+//
+// The Mover writes its lease generation into the fence row when it takes
+// control (refusing if a newer one is there) and includes a conditional
+// update of the fence row (If-Match on the ETag it last saw) in every
+// transaction it commits, so a stale leader's transaction fails as a whole.
+// Each pass reads due rows in RowKey order, sends an envelope per row
+// (concurrently, bounded), and then removes the sent rows in transactions of
+// at most 100 operations, each delete conditional on the ETag it read. A
+// recurring row is replaced by its next occurrence in the same transaction:
+// the first occurrence strictly after max(due, now), so occurrences missed
+// while nobody moved run once, not once each. Rows due within the
+// enqueue-early window are sent with an initial invisibility of the time
+// left.
+//
+// # Guarantees and what is not guaranteed
+//
+// Every row is enqueued at least once: a row is removed only after its
+// envelope was accepted by the queue, and a crash in between enqueues it
+// again. A row that changes while it is being moved (cancelled, rescheduled,
+// replaced) is not removed by the mover; its old version may still run once.
+// Malformed rows are never dropped: they are handed to MoverOptions.SetAside
+// with the reason and only then removed. Rows with keys that can never come
+// due are found by a periodic sweep, except digit-led keys that sort between
+// the current time and year 3170, which wait until then.
+//
+// The fence makes a stale leader harmless to the table, not to the queue: a
+// leader that has lost its lease may still enqueue a duplicate before its
+// first transaction fails. Handlers must be idempotent.
+package schedule

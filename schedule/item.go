@@ -1,0 +1,203 @@
+package schedule
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Item is one scheduled task (or the next occurrence of a recurring series).
+type Item struct {
+	// ID identifies the task (and a recurring series across occurrences).
+	// Empty on Add means "generate one" (time-sortable and random). See
+	// ValidateID for the accepted form.
+	ID string
+	// Type selects the handler; empty means "default".
+	Type string
+	// Payload is the task's data: UTF-8 text, typically JSON (encode binary
+	// data as base64). Payloads larger than Options.InlineLimit are stored
+	// in a blob (claim check); on read Payload is then empty and PayloadBlob
+	// names the blob (see Client.LoadPayload).
+	Payload string
+	// Due is when the task should run (the first occurrence of a recurring
+	// series). A time in the past runs at the next move. It is stored in
+	// UTC with 100 ns precision.
+	Due time.Time
+	// Recurrence is empty for a one-off task, else "@every <duration>", a
+	// 5-field cron expression or a descriptor such as @hourly.
+	Recurrence string
+	// TZ is the IANA time zone cron recurrences are evaluated in (default
+	// UTC).
+	TZ string
+	// MaxAttempts overrides the worker's retry.max_attempts when > 0.
+	MaxAttempts int
+
+	// The fields below are set when an item is read; Add ignores them.
+
+	// PayloadBlob is the claim-check reference of a large payload.
+	PayloadBlob string
+	// Attempts is the row's Attempts bookkeeping property.
+	Attempts int
+	// Shard is the PartitionKey of the row.
+	Shard string
+	// RowKey is the row's key ({ticks:D19}_{id}).
+	RowKey string
+	// Indexed reports that the row has an id index row (it was written by
+	// leasecron rather than inserted directly).
+	Indexed bool
+	// Problem is set, when listing, for a malformed row that the mover will
+	// set aside; the other fields are then best effort.
+	Problem string
+}
+
+// DefaultType is the handler type of rows that name none.
+const DefaultType = "default"
+
+// MaxIDLen is the longest task id accepted.
+const MaxIDLen = 200
+
+// MaxMaxAttempts is the largest MaxAttempts accepted.
+const MaxMaxAttempts = 1000
+
+// Validation and lookup errors. Every validation error wraps ErrInvalid and
+// names the bad value and what is accepted.
+var (
+	// ErrInvalid: the item (or an argument) was refused before anything was written.
+	ErrInvalid = errors.New("invalid")
+	// ErrPayloadTooLarge: the payload exceeds Options.MaxPayload (or needs
+	// a blob and no payload store is configured). Also wraps ErrInvalid.
+	ErrPayloadTooLarge = errors.New("payload too large")
+	// ErrAlreadyScheduled: Add found the id already scheduled and
+	// AddOptions.Replace was not set.
+	ErrAlreadyScheduled = errors.New("already scheduled")
+	// ErrNotFound: no pending task has that id.
+	ErrNotFound = errors.New("not scheduled")
+)
+
+var (
+	idRE   = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
+	typeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+)
+
+// ValidateID checks a task id given to Add: 1–200 characters from
+// A-Z a-z 0-9 . _ : -. Characters outside that set are refused because ids
+// travel in table keys, blob names, queue messages and environment
+// variables; in particular '@' separates a series id from an occurrence's
+// due time in run ids, and '~' is reserved for the table's own rows.
+// (Lookups by id accept any id a directly inserted row may carry.)
+func ValidateID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty task id", ErrInvalid)
+	case len(id) > MaxIDLen:
+		return fmt.Errorf("%w: task id %.40q… is %d characters; the limit is %d", ErrInvalid, id, len(id), MaxIDLen)
+	case !idRE.MatchString(id):
+		return fmt.Errorf("%w: task id %q: use only letters, digits and . _ : - ('@', '~', '/', spaces and quotes are not allowed)", ErrInvalid, id)
+	}
+	return nil
+}
+
+// ValidateType checks a handler type name: 1–64 characters from
+// A-Z a-z 0-9 . _ -, starting with a letter or digit.
+func ValidateType(typ string) error {
+	if !typeRE.MatchString(typ) {
+		return fmt.Errorf("%w: task type %q: want 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalid, typ)
+	}
+	return nil
+}
+
+// validateLookupID checks an id given to Get, Cancel or Reschedule. Rows
+// inserted directly may carry ids outside ValidateID's set, so this only
+// requires a usable table key.
+func validateLookupID(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty task id", ErrInvalid)
+	}
+	if len(id) > 1000 || !utf8.ValidString(id) || strings.ContainsAny(id, "/\\#?") {
+		return fmt.Errorf("%w: task id %q cannot be part of a table key (no / \\ # ?, at most 1000 bytes)", ErrInvalid, id)
+	}
+	for _, r := range id {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return fmt.Errorf("%w: task id %q contains control character U+%04X", ErrInvalid, id, r)
+		}
+	}
+	return nil
+}
+
+// crockford is lower-case Crockford base32, in ASCII order.
+const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
+
+// NewID returns a fresh task id: 26 lower-case base32 characters, the first
+// 10 encoding the millisecond time t (so ids sort by creation time) and the
+// rest 80 random bits.
+func NewID(t time.Time) string {
+	var b [26]byte
+	ms := uint64(t.UnixMilli())
+	for i := 9; i >= 0; i-- {
+		b[i] = crockford[ms&31]
+		ms >>= 5
+	}
+	var r [10]byte
+	_, _ = rand.Read(r[:])
+	// 80 bits → 16 characters of 5 bits.
+	var acc uint64
+	bits := 0
+	j := 10
+	for _, x := range r {
+		acc = acc<<8 | uint64(x)
+		bits += 8
+		for bits >= 5 {
+			bits -= 5
+			b[j] = crockford[(acc>>uint(bits))&31]
+			j++
+		}
+	}
+	return string(b[:])
+}
+
+// jsonLen is the length of s encoded as a JSON string (how much room it
+// takes inside a queue envelope).
+func jsonLen(s string) int {
+	b, _ := json.Marshal(s)
+	return len(b)
+}
+
+// ParseWhen turns the CLI's --at / --in into a due time. at is an RFC 3339
+// time with a zone ("2025-01-02T15:04:05Z", "2025-01-02T16:04:05+01:00",
+// fractional seconds allowed); in is a non-negative Go duration from now
+// ("90s", "10m", "2h30m"). Give at most one; with neither the task is due
+// now.
+func ParseWhen(at, in string, now time.Time) (time.Time, error) {
+	at, in = strings.TrimSpace(at), strings.TrimSpace(in)
+	switch {
+	case at != "" && in != "":
+		return time.Time{}, fmt.Errorf("%w: give either --at (%q) or --in (%q), not both", ErrInvalid, at, in)
+	case at != "":
+		t, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			if _, err2 := time.Parse("2006-01-02T15:04:05", at); err2 == nil {
+				return time.Time{}, fmt.Errorf("%w: time %q has no zone; add Z (UTC) or an offset such as +02:00", ErrInvalid, at)
+			}
+			return time.Time{}, fmt.Errorf("%w: time %q is not RFC 3339; want e.g. 2025-01-02T15:04:05Z or 2025-01-02T16:04:05+01:00", ErrInvalid, at)
+		}
+		if err := checkDue(t); err != nil {
+			return time.Time{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return t.UTC(), nil
+	case in != "":
+		d, err := time.ParseDuration(in)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%w: delay %q is not a duration; want e.g. 90s, 10m, 2h30m", ErrInvalid, in)
+		}
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%w: delay %q is negative; want a duration of 0 or more (use --at for a past time)", ErrInvalid, in)
+		}
+		return now.Add(d).UTC(), nil
+	}
+	return now.UTC(), nil
+}

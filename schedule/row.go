@@ -1,0 +1,155 @@
+package schedule
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Property names of ScheduledItems rows: the public row schema.
+const (
+	PropMessage     = "Message"     // payload (string)
+	PropType        = "Type"        // handler type, "default" if absent
+	PropRecurrence  = "Recurrence"  // optional recurrence rule
+	PropTZ          = "TZ"          // optional IANA zone for cron rules
+	PropID          = "Id"          // optional; the RowKey suffix otherwise
+	PropAttempts    = "Attempts"    // optional bookkeeping
+	PropMaxAttempts = "MaxAttempts" // optional retry limit
+	PropPayloadBlob = "PayloadBlob" // claim-check reference of a large payload
+	PropIndexed     = "Indexed"     // true when an id index row exists
+	PropItem        = "Item"        // index rows: the RowKey of the item row
+	PropGeneration  = "Generation"  // fence row: the current leader generation
+)
+
+// Reserved row keys. Item rows start with 19 digits; the id index rows
+// ("id~{id}") and the fence row ("~fence") start with letters or '~', which
+// sort after every digit, so a due-time range never selects them.
+const (
+	// IndexPrefix starts the RowKey of an id index row.
+	IndexPrefix = "id~"
+	// FenceRowKey is the RowKey of a shard's fence row.
+	FenceRowKey = "~fence"
+)
+
+// indexKey is the RowKey of id's index row.
+func indexKey(id string) string { return IndexPrefix + id }
+
+// parsedRow is an item row read from the table.
+type parsedRow struct {
+	e       Entity
+	item    Item
+	rec     Recurrence
+	indexed bool
+}
+
+// parseRow interprets an item row. A non-nil error is the reason the row is
+// malformed; the returned row then still carries what could be read.
+func parseRow(e Entity) (parsedRow, error) {
+	r := parsedRow{e: e, indexed: propBool(e.Props, PropIndexed)}
+	it := &r.item
+	it.Shard, it.RowKey, it.Indexed = e.PartitionKey, e.RowKey, r.indexed
+	it.Type = DefaultType
+	due, suffix, err := ParseRowKey(e.RowKey)
+	if err != nil {
+		it.ID = e.RowKey
+		return r, err
+	}
+	it.Due, it.ID = due, suffix
+	if id, ok, err := propString(e.Props, PropID); err != nil {
+		return r, err
+	} else if ok && id != "" {
+		it.ID = id
+	}
+	msg, hasMsg, err := propString(e.Props, PropMessage)
+	if err != nil {
+		return r, err
+	}
+	it.Payload = msg
+	blob, hasBlob, err := propString(e.Props, PropPayloadBlob)
+	if err != nil {
+		return r, err
+	}
+	it.PayloadBlob = blob
+	if !hasMsg && (!hasBlob || blob == "") {
+		return r, fmt.Errorf("row has no %s property (the payload; use \"\" for none)", PropMessage)
+	}
+	if typ, ok, err := propString(e.Props, PropType); err != nil {
+		return r, err
+	} else if ok && typ != "" {
+		it.Type = typ
+		if err := ValidateType(typ); err != nil {
+			return r, err
+		}
+	}
+	if it.Recurrence, _, err = propString(e.Props, PropRecurrence); err != nil {
+		return r, err
+	}
+	if it.TZ, _, err = propString(e.Props, PropTZ); err != nil {
+		return r, err
+	}
+	if r.rec, err = ParseRecurrence(it.Recurrence, it.TZ); err != nil {
+		return r, err
+	}
+	if n, _, err := propInt(e.Props, PropAttempts); err != nil {
+		return r, err
+	} else if n < 0 || n > 1<<31-1 {
+		return r, fmt.Errorf("property %s is %d, want 0 or more", PropAttempts, n)
+	} else {
+		it.Attempts = int(n)
+	}
+	if n, _, err := propInt(e.Props, PropMaxAttempts); err != nil {
+		return r, err
+	} else if n < 0 || n > MaxMaxAttempts {
+		return r, fmt.Errorf("property %s is %d, want 0..%d", PropMaxAttempts, n, MaxMaxAttempts)
+	} else {
+		it.MaxAttempts = int(n)
+	}
+	return r, nil
+}
+
+// readItem converts a row for Get and List: malformed rows come back with
+// Problem set instead of an error.
+func readItem(e Entity) Item {
+	r, err := parseRow(e)
+	if err != nil {
+		r.item.Problem = err.Error()
+	}
+	return r.item
+}
+
+// itemProps builds the properties of an item row written by leasecron.
+func itemProps(it Item, indexed bool) map[string]any {
+	p := map[string]any{
+		PropMessage: it.Payload,
+		PropType:    it.Type,
+		PropID:      it.ID,
+	}
+	if it.Recurrence != "" {
+		p[PropRecurrence] = it.Recurrence
+	}
+	if it.TZ != "" {
+		p[PropTZ] = it.TZ
+	}
+	if it.MaxAttempts > 0 {
+		p[PropMaxAttempts] = it.MaxAttempts
+	}
+	if it.PayloadBlob != "" {
+		p[PropPayloadBlob] = it.PayloadBlob
+	}
+	if indexed {
+		p[PropIndexed] = true
+	}
+	return p
+}
+
+// runID is the queue envelope id of one run: the task id for a one-off task,
+// "{series}@{due RFC 3339 UTC}" for an occurrence of a recurring series.
+func runID(id string, due time.Time, recurring bool) string {
+	if !recurring {
+		return id
+	}
+	return id + "@" + due.UTC().Format(time.RFC3339Nano)
+}
+
+// idFromIndexKey returns the id an index RowKey stands for.
+func idFromIndexKey(rk string) (string, bool) { return strings.CutPrefix(rk, IndexPrefix) }
