@@ -42,6 +42,11 @@ type Envelope struct {
 	Generation int64 `json:"generation,omitempty"`
 	// LastError is the error of the last failed attempt.
 	LastError string `json:"last_error,omitempty"`
+	// Dequeues is the service's dequeue count of this message when a worker
+	// last rewrote it (after a failed attempt, a deferral or a release at
+	// shutdown). Deliveries beyond it had no outcome recorded — a worker
+	// crashed on them — and count towards the poison-message guard.
+	Dequeues int64 `json:"dequeues,omitempty"`
 }
 
 // ErrMalformed is wrapped by DecodeEnvelope errors: the message is not a

@@ -1,0 +1,69 @@
+package queue
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Backoff returns the retry delay after the given number of failed attempts
+// (1 for the first failure) before jitter: base·2^(failures−1), capped at
+// max.
+func Backoff(base, max time.Duration, failures int) time.Duration {
+	if failures < 1 {
+		failures = 1
+	}
+	d := base
+	for i := 1; i < failures; i++ {
+		if d >= max/2 {
+			return max
+		}
+		d *= 2
+	}
+	if d > max {
+		return max
+	}
+	return d
+}
+
+// jitter spreads d over [d/2, d] ("equal jitter"): retries of many messages
+// that failed together do not come back together, and none waits longer
+// than d. r is a uniform random number in [0, 1).
+func jitter(d time.Duration, r float64) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	half := d / 2
+	return half + time.Duration(float64(d-half)*r)
+}
+
+// poller is the empty-queue polling backoff: every empty poll doubles the
+// interval up to max; a message snaps it back to min. Each wait is
+// jittered over [¾·interval, interval] (never below min) so an idle fleet
+// does not poll in lockstep.
+type poller struct {
+	min, max, cur time.Duration
+	rnd           func() float64
+}
+
+func newPoller(min, max time.Duration, rnd func() float64) *poller {
+	return &poller{min: min, max: max, cur: min, rnd: rnd}
+}
+
+// empty returns the wait after an empty poll and doubles the interval.
+func (p *poller) empty() time.Duration {
+	d := p.cur
+	wait := d - time.Duration(float64(d/4)*p.rnd())
+	if wait < p.min {
+		wait = p.min
+	}
+	p.cur = min(p.cur*2, p.max)
+	return wait
+}
+
+// got resets the interval after messages arrived.
+func (p *poller) got() { p.cur = p.min }
+
+// interval returns the current interval.
+func (p *poller) interval() time.Duration { return p.cur }
+
+func defaultRand() float64 { return rand.Float64() }

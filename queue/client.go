@@ -1,0 +1,292 @@
+package queue
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// Default queue names.
+const (
+	DefaultQueue       = "leasecron-work"
+	DefaultPoisonQueue = "leasecron-work-poison"
+)
+
+// MaxMessageSize is the largest message body, in bytes, the service
+// accepts.
+const MaxMessageSize = 64 << 10
+
+// MaxBatch is the most messages one dequeue returns.
+const MaxBatch = 32
+
+// Sentinel errors of the producer side.
+var (
+	// ErrTooLarge: an encoded envelope exceeds MaxMessageSize; large
+	// payloads must travel through a blob (Envelope.PayloadBlob).
+	ErrTooLarge = errors.New("message too large")
+	// ErrDelayTooLong: an initial visibility delay beyond MaxVisibility.
+	ErrDelayTooLong = errors.New("enqueue delay too long")
+)
+
+// Producer enqueues envelopes; *Client implements it. The scheduler's mover
+// depends on this interface only.
+type Producer interface {
+	Enqueue(ctx context.Context, env Envelope, delay time.Duration) error
+}
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	// Queue is the work queue name. Default DefaultQueue.
+	Queue string
+	// PoisonQueue is the queue for messages set aside. Default
+	// DefaultPoisonQueue.
+	PoisonQueue string
+	// Clock is the time source. Default the real clock.
+	Clock clock.Clock
+	// Logger receives warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *ClientOptions) fill() error {
+	if o.Queue == "" {
+		o.Queue = DefaultQueue
+	}
+	if o.PoisonQueue == "" {
+		o.PoisonQueue = DefaultPoisonQueue
+	}
+	if err := storage.ValidateQueueName(o.Queue); err != nil {
+		return fmt.Errorf("queue: Queue: %w", err)
+	}
+	if err := storage.ValidateQueueName(o.PoisonQueue); err != nil {
+		return fmt.Errorf("queue: PoisonQueue: %w", err)
+	}
+	if o.Queue == o.PoisonQueue {
+		return fmt.Errorf("queue: PoisonQueue %q: must differ from Queue", o.PoisonQueue)
+	}
+	o.Clock = clock.OrReal(o.Clock)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Client is the producer side of the work queue plus its poison queue.
+// Queues are created on first use. A Client is safe for concurrent use.
+type Client struct {
+	work, poison MessageQueue
+	clk          clock.Clock
+	log          *slog.Logger
+}
+
+// NewClient returns a Client over Azure Storage queues.
+func NewClient(sc *storage.Clients, o ClientOptions) (*Client, error) {
+	if err := o.fill(); err != nil {
+		return nil, err
+	}
+	work, err := NewAzureQueue(sc, o.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("queue: Queue: %w", err)
+	}
+	poison, err := NewAzureQueue(sc, o.PoisonQueue)
+	if err != nil {
+		return nil, fmt.Errorf("queue: PoisonQueue: %w", err)
+	}
+	return &Client{work: work, poison: poison, clk: o.Clock, log: o.Logger}, nil
+}
+
+// NewClientWith returns a Client over any pair of queues (MemQueue in
+// tests). The names in o are not used.
+func NewClientWith(work, poison MessageQueue, o ClientOptions) *Client {
+	return &Client{work: work, poison: poison, clk: clock.OrReal(o.Clock), log: orDefault(o.Logger)}
+}
+
+func orDefault(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.Default()
+	}
+	return l
+}
+
+// Work returns the work queue.
+func (c *Client) Work() MessageQueue { return c.work }
+
+// Poison returns the poison queue.
+func (c *Client) Poison() MessageQueue { return c.poison }
+
+// Enqueue sends env to the work queue, visible after delay (0 for at once),
+// never expiring. V and Enqueued are filled in when zero. An envelope
+// without id or type is refused with ErrMalformed, one whose encoding
+// exceeds MaxMessageSize with ErrTooLarge.
+func (c *Client) Enqueue(ctx context.Context, env Envelope, delay time.Duration) error {
+	if env.ID == "" || env.Type == "" {
+		return fmt.Errorf("queue: enqueue: %w: envelope needs an id and a type (id %q, type %q)", ErrMalformed, env.ID, env.Type)
+	}
+	if delay > MaxVisibility {
+		return fmt.Errorf("queue: enqueue %s: %w: %v exceeds %v", env.ID, ErrDelayTooLong, delay, MaxVisibility)
+	}
+	if env.Enqueued.IsZero() {
+		env.Enqueued = c.clk.Now().UTC()
+	}
+	text, err := encodeSized(env)
+	if err != nil {
+		return fmt.Errorf("queue: enqueue: %w", err)
+	}
+	if _, err := c.work.Enqueue(ctx, text, delay); err != nil {
+		return fmt.Errorf("queue: enqueue %s: %w", env.ID, err)
+	}
+	return nil
+}
+
+// encodeSized encodes env and checks it against MaxMessageSize.
+func encodeSized(env Envelope) (string, error) {
+	text, err := env.Encode()
+	if err != nil {
+		return "", err
+	}
+	if len(text) > MaxMessageSize {
+		return "", fmt.Errorf("%w: envelope %s encodes to %d bytes, the limit is %d; put the payload in a blob", ErrTooLarge, env.ID, len(text), MaxMessageSize)
+	}
+	return text, nil
+}
+
+// Depth returns the approximate number of messages in the work queue
+// (visible or not).
+func (c *Client) Depth(ctx context.Context) (int, error) {
+	n, err := c.work.Count(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("queue: depth: %w", err)
+	}
+	return n, nil
+}
+
+// DeadLetter is the JSON record written to the poison queue for a message
+// set aside. Its field names are a public contract, like Envelope's.
+type DeadLetter struct {
+	// Reason says why the message was set aside.
+	Reason string `json:"reason"`
+	// Body is the original message body (an Envelope for a dead run,
+	// anything for a malformed message). See Truncated.
+	Body string `json:"body"`
+	// At is when it was set aside.
+	At time.Time `json:"at"`
+	// Queue is the queue the message came from.
+	Queue string `json:"queue,omitempty"`
+	// MessageID is the message's id in that queue.
+	MessageID string `json:"message_id,omitempty"`
+	// DequeueCount is how often that message had been dequeued.
+	DequeueCount int64 `json:"dequeue_count,omitempty"`
+	// RunID, Type and Attempts come from the envelope, when it could be read.
+	RunID    string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Attempts int    `json:"attempts,omitempty"`
+	// Worker is the instance that set it aside.
+	Worker string `json:"worker,omitempty"`
+	// Truncated is set when Body was cut to fit the record into one
+	// message; such a record cannot be requeued.
+	Truncated bool `json:"truncated,omitempty"`
+
+	// Poison is the poison-queue message carrying this record (filled in by
+	// DeadLetters.List; not part of the JSON).
+	Poison Message `json:"-"`
+}
+
+// ID returns the handle DeadLetters.Requeue accepts: the run id when known,
+// else the poison message id.
+func (d DeadLetter) ID() string {
+	if d.RunID != "" {
+		return d.RunID
+	}
+	return d.Poison.ID
+}
+
+// SetAside writes raw to the poison queue with reason. When raw is an
+// envelope its id, type and attempts are recorded alongside.
+func (c *Client) SetAside(ctx context.Context, raw string, reason string) error {
+	d := DeadLetter{Reason: reason, Body: raw, Queue: c.work.Name()}
+	if env, err := decodeBody(raw); err == nil {
+		d.RunID, d.Type, d.Attempts = env.ID, env.Type, env.Attempt
+	}
+	return c.setAside(ctx, d)
+}
+
+// setAside writes d to the poison queue, cutting Body if the record would
+// not fit into one message.
+func (c *Client) setAside(ctx context.Context, d DeadLetter) error {
+	if d.At.IsZero() {
+		d.At = c.clk.Now().UTC()
+	}
+	d.Reason = cut(d.Reason, 4<<10)
+	text, err := fitRecord(d)
+	if err != nil {
+		return fmt.Errorf("queue: set aside: %w", err)
+	}
+	if _, err := c.poison.Enqueue(ctx, text, 0); err != nil {
+		return fmt.Errorf("queue: set aside %s: %w", d.ID(), err)
+	}
+	return nil
+}
+
+func fitRecord(d DeadLetter) (string, error) {
+	for range 4 {
+		b, err := json.Marshal(d)
+		if err != nil {
+			return "", err
+		}
+		over := len(b) - MaxMessageSize
+		if over <= 0 {
+			return string(b), nil
+		}
+		// JSON escaping can make each byte of Body cost up to 6; cut
+		// generously and check again.
+		keep := len(d.Body) - over - 64
+		if over*2 < len(d.Body) {
+			keep = len(d.Body) - over*2 - 64
+		}
+		d.Body = cut(d.Body, max(keep, 0))
+		d.Truncated = true
+	}
+	d.Body = ""
+	b, err := json.Marshal(d)
+	return string(b), err
+}
+
+// cut returns at most n bytes of s, cut on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// decodeBody parses a message body as an envelope. Bodies written by SDKs
+// that base64-encode messages by default (.NET, Python) are accepted too
+// when they decode to a valid envelope.
+func decodeBody(text string) (Envelope, error) {
+	env, err := DecodeEnvelope(text)
+	if err == nil {
+		return env, nil
+	}
+	t := strings.TrimSpace(text)
+	if t != "" && !strings.HasPrefix(t, "{") {
+		if raw, derr := base64Decode(t); derr == nil {
+			if env2, err2 := DecodeEnvelope(string(raw)); err2 == nil {
+				return env2, nil
+			}
+		}
+	}
+	return Envelope{}, err
+}
+
+func base64Decode(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }

@@ -1,0 +1,840 @@
+package queue
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/runs"
+)
+
+func TestBackoff(t *testing.T) {
+	base, max := 2*time.Second, 10*time.Minute
+	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second,
+		64 * time.Second, 128 * time.Second, 256 * time.Second, 512 * time.Second, 10 * time.Minute, 10 * time.Minute}
+	for i, w := range want {
+		if got := Backoff(base, max, i+1); got != w {
+			t.Errorf("Backoff(attempt %d) = %v, want %v", i+1, got, w)
+		}
+	}
+	if got := Backoff(base, max, 0); got != base {
+		t.Errorf("Backoff(0) = %v, want base", got)
+	}
+	if got := Backoff(base, max, 1000); got != max {
+		t.Errorf("Backoff(1000) = %v, want the cap (no overflow)", got)
+	}
+	if got := Backoff(time.Hour, time.Hour, 3); got != time.Hour {
+		t.Errorf("Backoff with base == max = %v", got)
+	}
+	for _, r := range []float64{0, 0.25, 0.5, 0.999} {
+		j := jitter(10*time.Second, r)
+		if j < 5*time.Second || j > 10*time.Second {
+			t.Errorf("jitter(10s, %v) = %v, want within [5s, 10s]", r, j)
+		}
+	}
+	if jitter(10*time.Second, 0) != 5*time.Second || jitter(10*time.Second, 1) != 10*time.Second {
+		t.Error("jitter bounds are [d/2, d]")
+	}
+}
+
+func TestPollerBacksOffAndSnapsBack(t *testing.T) {
+	p := newPoller(200*time.Millisecond, 3*time.Second, func() float64 { return 0 })
+	var got []time.Duration
+	for i := 0; i < 6; i++ {
+		got = append(got, p.empty())
+	}
+	want := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond,
+		1600 * time.Millisecond, 3 * time.Second, 3 * time.Second}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("empty polls wait %v, want %v", got, want)
+		}
+	}
+	p.got()
+	if d := p.empty(); d != 200*time.Millisecond {
+		t.Fatalf("after a message the wait is %v, want PollMin", d)
+	}
+	// Jitter shortens a wait by at most a quarter and never below PollMin.
+	p = newPoller(200*time.Millisecond, 30*time.Second, func() float64 { return 1 })
+	for i := 0; i < 10; i++ {
+		cur := p.interval()
+		d := p.empty()
+		if d > cur || d < cur*3/4 || d < 200*time.Millisecond {
+			t.Fatalf("jittered wait %v for interval %v", d, cur)
+		}
+	}
+}
+
+// An idle consumer's polling backs off to PollMax and snaps back to PollMin
+// as soon as a message arrives.
+func TestConsumerPollingBackoff(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 800 * time.Millisecond,
+		rand: func() float64 { return 0 }})
+	h.c.Handle("t", func(context.Context, Task) error { return nil })
+	h.start()
+	var waits []time.Duration
+	for i := 0; i < 6; i++ {
+		d := h.waitIdle()
+		waits = append(waits, d)
+		if i < 5 {
+			h.clk.Advance(d)
+		}
+	}
+	want := []time.Duration{100, 200, 400, 800, 800, 800}
+	for i := range want {
+		if waits[i] != want[i]*time.Millisecond {
+			t.Fatalf("idle waits = %v, want %v ms", waits, want)
+		}
+	}
+	if st := h.c.Stats(); st.PollInterval != 800*time.Millisecond {
+		t.Fatalf("Stats().PollInterval = %v", st.PollInterval)
+	}
+	h.enqueue(Envelope{ID: "a", Type: "t"}) // arrives while the loop sleeps
+	h.clk.Advance(waits[5])
+	if d := h.waitIdle(); d != 100*time.Millisecond {
+		t.Fatalf("wait after a message = %v, want PollMin", d)
+	}
+	if st := h.c.Stats(); st.PollInterval != 100*time.Millisecond {
+		t.Fatalf("poll interval after a message = %v, want PollMin", st.PollInterval)
+	}
+	h.await(OutcomeSucceeded)
+}
+
+func TestSuccessDeletesAndPassesTheTask(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{})
+	var got calls
+	h.c.Handle("email", func(ctx context.Context, task Task) error {
+		got.add(task, h.clk.Now())
+		fmt.Fprint(Output(ctx), "sent")
+		return nil
+	})
+	due := t0.Add(-time.Minute)
+	h.enqueue(Envelope{ID: "run-1", Series: "s", Type: "email", Payload: "hello", Due: due, Generation: 4, Attempt: 1})
+	h.start()
+	h.expect(OutcomeSucceeded)
+	if n := len(h.work.All()); n != 0 {
+		t.Fatalf("work queue holds %d messages after success", n)
+	}
+	task := got.tasks[0]
+	if task.ID != "run-1" || task.Series != "s" || string(task.Payload) != "hello" || !task.Due.Equal(due) ||
+		task.Attempt != 2 || task.Generation != 4 || task.Type != "email" {
+		t.Fatalf("task = %+v", task)
+	}
+	st := h.c.Stats()
+	if st.ByType["email"].Handled != 1 || st.Total.Handled != 1 || st.InFlight != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// A failed attempt rewrites the same message with Attempt+1 and LastError
+// and hides it for the backoff; after exactly MaxAttempts it is set aside.
+func TestFailureRetriesThenPoison(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{MaxAttempts: 3, BackoffBase: 2 * time.Second})
+	rm := runs.NewMem(h.clk)
+	h.c.o.Runs = rm
+	var got calls
+	h.c.Handle("flaky", func(ctx context.Context, task Task) error {
+		n := got.add(task, h.clk.Now())
+		return WithOutput(fmt.Errorf("attempt %d broke", n), fmt.Sprintf("stderr of attempt %d", n))
+	})
+	orig := h.enqueue(Envelope{ID: "f1", Type: "flaky", Payload: "p"})
+	h.start()
+
+	h.await(OutcomeRetried) // the clock stands still until then
+	m, env := h.only(h.work)
+	if m.ID != orig.ID {
+		t.Fatal("a retry must rewrite the same message, not enqueue a new one")
+	}
+	if env.Attempt != 1 || env.LastError != "attempt 1 broke" || env.Payload != "p" || env.Dequeues != 1 {
+		t.Fatalf("rewritten envelope = %+v", env)
+	}
+	if !m.NextVisible.Equal(got.at[0].Add(2 * time.Second)) {
+		t.Fatalf("visible again at %v, want first attempt + 2s backoff (%v)", m.NextVisible, got.at[0].Add(2*time.Second))
+	}
+	r := mustRun(t, rm, "f1", runs.Failed)
+	if r.LastError != "attempt 1 broke" || r.OutputTail != "stderr of attempt 1" || r.Attempts != 1 {
+		t.Fatalf("run after attempt 1 = %+v", r)
+	}
+
+	h.expect(OutcomeRetried)
+	if _, env := h.only(h.work); env.Attempt != 2 {
+		t.Fatalf("after attempt 2 the envelope says %d", env.Attempt)
+	}
+	if gap := got.at[1].Sub(got.at[0]); gap < 2*time.Second {
+		t.Fatalf("second attempt after %v, before the 2s backoff", gap)
+	}
+	h.expect(OutcomeDead)
+	if gap := got.at[2].Sub(got.at[1]); gap < 4*time.Second {
+		t.Fatalf("third attempt after %v, before the 4s backoff", gap)
+	}
+	if got.n() != 3 {
+		t.Fatalf("handler ran %d times, want exactly MaxAttempts = 3", got.n())
+	}
+	if n := len(h.work.All()); n != 0 {
+		t.Fatalf("work queue holds %d messages after the task died", n)
+	}
+	dls := h.deadLetters()
+	if len(dls) != 1 {
+		t.Fatalf("poison queue holds %d records", len(dls))
+	}
+	dl := dls[0]
+	if dl.RunID != "f1" || dl.Type != "flaky" || dl.Attempts != 3 || dl.MessageID != orig.ID ||
+		!strings.Contains(dl.Reason, "failed 3 of 3 attempts") || !strings.Contains(dl.Reason, "attempt 3 broke") {
+		t.Fatalf("dead letter = %+v", dl)
+	}
+	if body, err := DecodeEnvelope(dl.Body); err != nil || body.ID != "f1" || body.Payload != "p" {
+		t.Fatalf("dead letter body = %q, %v", dl.Body, err)
+	}
+	mustRun(t, rm, "f1", runs.Dead)
+	st := h.c.Stats().ByType["flaky"]
+	if st.Failed != 3 || st.Retried != 2 || st.Dead != 1 || st.SetAside != 1 || st.Handled != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+
+	// Requeue brings it back with the attempt count reset.
+	dl2 := NewDeadLetters(h.c.Client(), rm)
+	if err := dl2.Requeue(context.Background(), "f1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, env := h.only(h.work); env.Attempt != 0 || env.LastError != "" || env.ID != "f1" {
+		t.Fatalf("requeued envelope = %+v", env)
+	}
+	if len(h.poison.All()) != 0 {
+		t.Fatal("requeued record still in the poison queue")
+	}
+	mustRun(t, rm, "f1", runs.Queued)
+}
+
+func TestEnvelopeMaxAttemptsOverrides(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{MaxAttempts: 5, BackoffBase: time.Second})
+	var got calls
+	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return errors.New("no") })
+	h.enqueue(Envelope{ID: "x", Type: "t", MaxAttempts: 1})
+	h.start()
+	h.expect(OutcomeDead)
+	if got.n() != 1 {
+		t.Fatalf("ran %d times with MaxAttempts 1", got.n())
+	}
+}
+
+func TestPanicIsAFailedAttempt(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{})
+	rm := runs.NewMem(h.clk)
+	h.c.o.Runs = rm
+	h.c.Handle("p", func(context.Context, Task) error { panic("kaboom") })
+	h.enqueue(Envelope{ID: "p1", Type: "p"})
+	h.start()
+	h.expect(OutcomeRetried)
+	_, env := h.only(h.work)
+	if env.Attempt != 1 || !strings.Contains(env.LastError, "panicked") || !strings.Contains(env.LastError, "kaboom") {
+		t.Fatalf("envelope after panic = %+v", env)
+	}
+	if r := mustRun(t, rm, "p1", runs.Failed); !strings.Contains(r.OutputTail, "goroutine") {
+		t.Fatalf("the stack should be in the output tail, got %q", r.OutputTail)
+	}
+}
+
+func TestTimeoutIsAFailedAttempt(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{HandlerTimeout: time.Hour, HandlerTimeouts: map[string]time.Duration{"slow": 5 * time.Second}})
+	h.c.Handle("slow", func(ctx context.Context, _ Task) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	h.enqueue(Envelope{ID: "s1", Type: "slow"})
+	h.start()
+	h.waitStarted()
+	h.waitIdle()
+	h.clk.Advance(5 * time.Second)
+	h.expect(OutcomeRetried)
+	_, env := h.only(h.work)
+	if env.Attempt != 1 || !strings.Contains(env.LastError, "timed out after 5s") {
+		t.Fatalf("envelope after timeout = %+v", env)
+	}
+}
+
+// While a handler runs, the message's visibility is extended at 2/3 of the
+// visibility timeout; at MaxRunTime the handler is cancelled (a failed attempt).
+func TestVisibilityExtendedUntilMaxRunTime(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{VisibilityTimeout: 60 * time.Second, MaxRunTime: 100 * time.Second, PollMax: time.Hour})
+	rm := runs.NewMem(h.clk)
+	h.c.o.Runs = rm
+	h.c.Handle("long", func(ctx context.Context, _ Task) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	h.enqueue(Envelope{ID: "l1", Type: "long"})
+	h.start()
+	h.waitStarted()
+	h.waitIdle()
+	for i := 1; i <= 2; i++ {
+		h.clk.Advance(40 * time.Second)
+		if err := h.waitExtended(); err != nil {
+			t.Fatalf("extension %d: %v", i, err)
+		}
+		m, _ := h.only(h.work)
+		if want := t0.Add(time.Duration(i) * 40 * time.Second).Add(60 * time.Second); !m.NextVisible.Equal(want) {
+			t.Fatalf("after extension %d visible at %v, want %v", i, m.NextVisible, want)
+		}
+		if r := mustRun(t, rm, "l1", runs.Running); !r.ClaimUntil.Equal(h.clk.Now().Add(60 * time.Second)) {
+			t.Fatalf("claim not extended: %v", r.ClaimUntil)
+		}
+	}
+	h.clk.Advance(20 * time.Second) // t0+100s = MaxRunTime
+	h.expect(OutcomeRetried)
+	if _, env := h.only(h.work); env.Attempt != 1 || !strings.Contains(env.LastError, "timed out") {
+		t.Fatalf("envelope = %+v", env)
+	}
+}
+
+// If an extension finds the message gone, the result is recorded but the
+// message is not deleted with a stale receipt.
+func TestLostMessageIsNotDeleted(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{VisibilityTimeout: 30 * time.Second})
+	fq := &flakyQueue{MemQueue: h.work}
+	c, err := NewConsumerWith(fq, h.poison, h.c.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.hooks = h.c.hooks
+	h.c = c
+	rm := runs.NewMem(h.clk)
+	h.c.o.Runs = rm
+	release := make(chan struct{})
+	h.c.Handle("t", func(context.Context, Task) error { <-release; return nil })
+	h.enqueue(Envelope{ID: "lost", Type: "t"})
+	h.start()
+	h.waitStarted()
+	h.waitIdle()
+	fq.failUpdates(fmt.Errorf("stale: %w", ErrMessageGone))
+	h.clk.Advance(20 * time.Second)
+	if err := h.waitExtended(); !errors.Is(err, ErrMessageGone) {
+		t.Fatalf("extension error = %v", err)
+	}
+	close(release)
+	h.expect(OutcomeLost)
+	if ops := h.work.Ops(); ops["delete"] != 0 {
+		t.Fatalf("message deleted %d times after its receipt went stale", ops["delete"])
+	}
+	if len(h.work.All()) != 1 {
+		t.Fatal("the message must be left to reappear")
+	}
+	mustRun(t, rm, "lost", runs.Succeeded)
+	if st := h.c.Stats().ByType["t"]; st.Handled != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// Without a limiter slot the message goes back with a delay and the
+// attempt is not counted.
+func TestLimiterRefusalDoesNotCountAnAttempt(t *testing.T) {
+	lim := &limiter{refuse: 3}
+	h := newHarness(t, ConsumerOptions{Limiter: lim, BackoffBase: time.Second, PollMax: 4 * time.Second})
+	var got calls
+	h.c.Handle("lim", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return nil })
+	h.enqueue(Envelope{ID: "l", Type: "lim"})
+	h.start()
+	h.await(OutcomeDeferred)
+	m, env := h.only(h.work)
+	if env.Attempt != 0 || env.Dequeues != 1 || !m.NextVisible.After(h.clk.Now()) {
+		t.Fatalf("deferred message = %+v %+v", m, env)
+	}
+	h.expect(OutcomeDeferred, OutcomeDeferred, OutcomeSucceeded)
+	if got.n() != 1 || got.tasks[0].Attempt != 1 {
+		t.Fatalf("handler calls = %+v; want one first attempt", got.tasks)
+	}
+	h.stop() // the slot is released after the outcome is reported
+	if lim.asked != 4 || lim.released != 1 {
+		t.Fatalf("limiter asked %d, released %d", lim.asked, lim.released)
+	}
+	if st := h.c.Stats().ByType["lim"]; st.Deferred != 3 || st.Failed != 0 || st.Handled != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestMalformedMessagesAreSetAside(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{})
+	var got calls
+	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return nil })
+	ctx := context.Background()
+	good, _ := Envelope{V: 1, ID: "b64", Type: "t"}.Encode()
+	for _, body := range []string{
+		"not json at all",
+		`{"v":1,"id":"trunc","type":"t","payl`,
+		`{"v":99,"id":"future","type":"t"}`,
+		`{"v":1,"type":"t"}`,
+		"",
+		base64.StdEncoding.EncodeToString([]byte(good)), // other SDKs' default encoding: accepted
+	} {
+		if _, err := h.work.Enqueue(ctx, body, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.start()
+	counts := map[Outcome]int{}
+	for i := 0; i < 6; i++ {
+		counts[h.next().outcome]++
+	}
+	if counts[OutcomeMalformed] != 5 || counts[OutcomeSucceeded] != 1 {
+		t.Fatalf("outcomes = %v", counts)
+	}
+	if got.n() != 1 || got.tasks[0].ID != "b64" {
+		t.Fatalf("handler calls = %+v", got.tasks)
+	}
+	if n := len(h.work.All()); n != 0 {
+		t.Fatalf("work queue holds %d messages", n)
+	}
+	reasons := map[string]string{}
+	for _, dl := range h.deadLetters() {
+		reasons[dl.Body] = dl.Reason
+		if dl.MessageID == "" || dl.Queue != "work" || dl.Worker != "test-worker" {
+			t.Fatalf("record lacks provenance: %+v", dl)
+		}
+	}
+	if len(reasons) != 5 {
+		t.Fatalf("poison records: %v", reasons)
+	}
+	for body, want := range map[string]string{
+		"not json at all":                       "not a JSON envelope",
+		`{"v":1,"id":"trunc","type":"t","payl`: "not a JSON envelope",
+		`{"v":99,"id":"future","type":"t"}`:     "version 99",
+		`{"v":1,"type":"t"}`:                    "no id",
+	} {
+		if !strings.Contains(reasons[body], want) {
+			t.Errorf("reason for %q = %q, want it to mention %q", body, reasons[body], want)
+		}
+	}
+	if st := h.c.Stats().ByType[MalformedType]; st.SetAside != 5 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// A message that crashes workers before they can record anything is set
+// aside once its unrecorded deliveries exceed MaxAttempts + CrashMargin.
+func TestCrashLoopGuard(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{MaxAttempts: 3, CrashMargin: 2, VisibilityTimeout: 10 * time.Second})
+	var got calls
+	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return nil })
+	h.enqueue(Envelope{ID: "crashy", Type: "t", Attempt: 1, Dequeues: 1})
+	ctx := context.Background()
+	// Dequeue count 1 was recorded; now 4 deliveries die without a trace.
+	for i := 0; i < 5; i++ {
+		if _, err := h.work.Dequeue(ctx, 1, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h.clk.Advance(10 * time.Second)
+	}
+	h.start()
+	h.expect(OutcomeDead)
+	if got.n() != 0 {
+		t.Fatal("a crash-looping message must not run again")
+	}
+	dls := h.deadLetters()
+	if len(dls) != 1 || !strings.Contains(dls[0].Reason, "without an outcome") {
+		t.Fatalf("dead letters = %+v", dls)
+	}
+}
+
+// Deferrals and retries record the dequeue count, so they never trip the guard.
+func TestCrashGuardIgnoresRecordedDeliveries(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{MaxAttempts: 2, CrashMargin: 1})
+	h.c.o.Limiter = &limiter{refuse: 6}
+	h.c.Handle("t", func(context.Context, Task) error { return nil })
+	h.enqueue(Envelope{ID: "patient", Type: "t"})
+	h.start()
+	for i := 0; i < 6; i++ {
+		h.expect(OutcomeDeferred)
+	}
+	h.expect(OutcomeSucceeded)
+}
+
+func TestUnknownTypeIsRetriedThenSetAside(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{MaxAttempts: 2, BackoffBase: time.Second})
+	h.enqueue(Envelope{ID: "u1", Type: "nobody"})
+	h.start()
+	h.expect(OutcomeRetried, OutcomeDead)
+	dls := h.deadLetters()
+	if len(dls) != 1 || !strings.Contains(dls[0].Reason, `no handler for type "nobody"`) {
+		t.Fatalf("dead letters = %+v", dls)
+	}
+}
+
+// A rolling deploy that adds the handler after a first failed attempt
+// still gets the task.
+func TestHandlerAddedDuringRetries(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{MaxAttempts: 3, BackoffBase: time.Second})
+	h.enqueue(Envelope{ID: "u2", Type: "new"})
+	h.start()
+	h.expect(OutcomeRetried)
+	h.c.Handle("new", func(context.Context, Task) error { return nil })
+	h.expect(OutcomeSucceeded)
+}
+
+func TestRunsSuppressDuplicatesAndHonourCancel(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{})
+	rm := runs.NewMem(h.clk)
+	h.c.o.Runs = rm
+	var got calls
+	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return nil })
+	ctx := context.Background()
+	// Already succeeded.
+	if _, err := rm.Claim(ctx, "done", "other", 1, t0, runs.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rm.Finish(ctx, "done", runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Cancelled after move.
+	if err := rm.MarkQueued(ctx, "gone", runs.Meta{Type: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rm.Cancel(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	h.enqueue(Envelope{ID: "done", Type: "t"})
+	h.enqueue(Envelope{ID: "gone", Type: "t"})
+	h.start()
+	counts := map[Outcome]int{}
+	counts[h.next().outcome]++
+	counts[h.next().outcome]++
+	if counts[OutcomeDuplicate] != 1 || counts[OutcomeCancelled] != 1 {
+		t.Fatalf("outcomes = %v", counts)
+	}
+	if got.n() != 0 {
+		t.Fatalf("handler ran %d times", got.n())
+	}
+	if len(h.work.All()) != 0 {
+		t.Fatal("both deliveries must be acknowledged")
+	}
+	if r := mustRun(t, rm, "done", runs.Succeeded); r.Duplicates != 1 {
+		t.Fatalf("duplicates = %d", r.Duplicates)
+	}
+	mustRun(t, rm, "gone", runs.Cancelled)
+	st := h.c.Stats().ByType["t"]
+	if st.Duplicates != 1 || st.Cancelled != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// The same envelope enqueued twice runs once: the second copy waits while
+// the first runs here, then is acknowledged as a duplicate.
+func TestSameEnvelopeTwiceRunsOnce(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{Concurrency: 4, BackoffBase: time.Second})
+	rm := runs.NewMem(h.clk)
+	h.c.o.Runs = rm
+	release := make(chan struct{})
+	var got calls
+	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); <-release; return nil })
+	h.enqueue(Envelope{ID: "twice", Type: "t"})
+	h.enqueue(Envelope{ID: "twice", Type: "t"})
+	h.start()
+	h.expect(OutcomeDeferred)
+	close(release)
+	h.expect(OutcomeSucceeded, OutcomeDuplicate)
+	if got.n() != 1 {
+		t.Fatalf("ran %d times", got.n())
+	}
+	if r := mustRun(t, rm, "twice", runs.Succeeded); r.Duplicates != 1 {
+		t.Fatalf("run = %+v", r)
+	}
+}
+
+func TestClaimedElsewhereIsPutBack(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{BackoffBase: time.Second})
+	rm := runs.NewMem(h.clk)
+	h.c.o.Runs = rm
+	claimUntil := t0.Add(45 * time.Second)
+	if _, err := rm.Claim(context.Background(), "busy", "other-worker", 1, claimUntil, runs.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	var got calls
+	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return nil })
+	h.enqueue(Envelope{ID: "busy", Type: "t"})
+	h.start()
+	h.expect(OutcomeDeferred)
+	m, env := h.only(h.work)
+	if env.Attempt != 0 || m.NextVisible.Before(claimUntil) {
+		t.Fatalf("put back until %v (claim until %v), attempt %d", m.NextVisible, claimUntil, env.Attempt)
+	}
+	if got.n() != 0 {
+		t.Fatal("must not run while claimed elsewhere")
+	}
+	// The other worker's claim lapses (it crashed): the next delivery takes over.
+	h.expect(OutcomeSucceeded)
+	if r := mustRun(t, rm, "busy", runs.Succeeded); r.Worker != "test-worker" {
+		t.Fatalf("run = %+v", r)
+	}
+}
+
+// At-least-once beats exactly-once: a Runs outage does not stop tasks.
+func TestRunsOutageDoesNotStopTasks(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{})
+	rm := runs.NewMem(h.clk)
+	rm.FailWith(errors.New("table service down"))
+	h.c.o.Runs = rm
+	var got calls
+	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return nil })
+	h.enqueue(Envelope{ID: "o1", Type: "t"})
+	h.start()
+	h.expect(OutcomeSucceeded)
+	if got.n() != 1 || len(h.work.All()) != 0 {
+		t.Fatalf("ran %d times, %d messages left", got.n(), len(h.work.All()))
+	}
+}
+
+func TestClaimCheckPayload(t *testing.T) {
+	pl := &payloads{blobs: map[string][]byte{"c/one": []byte("big one"), "c/series": []byte("big series")}}
+	h := newHarness(t, ConsumerOptions{Payloads: pl})
+	got := map[string]string{}
+	h.c.Handle("t", func(_ context.Context, task Task) error { got[task.ID] = string(task.Payload); return nil })
+	h.enqueue(Envelope{ID: "one", Type: "t", PayloadBlob: "c/one"})
+	h.start()
+	h.expect(OutcomeSucceeded)
+	h.enqueue(Envelope{ID: "s@1", Series: "s", Type: "t", PayloadBlob: "c/series"})
+	h.expect(OutcomeSucceeded)
+	if got["one"] != "big one" || got["s@1"] != "big series" {
+		t.Fatalf("payloads = %v", got)
+	}
+	if len(pl.deleted) != 1 || pl.deleted[0] != "c/one" {
+		t.Fatalf("deleted blobs = %v; a series' blob must stay", pl.deleted)
+	}
+	// A missing blob is a failed attempt, not a crash.
+	h.enqueue(Envelope{ID: "two", Type: "t", PayloadBlob: "c/missing"})
+	h.expect(OutcomeRetried)
+}
+
+func TestNoPayloadStoreIsAFailedAttempt(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{})
+	h.c.Handle("t", func(context.Context, Task) error { return nil })
+	h.enqueue(Envelope{ID: "x", Type: "t", PayloadBlob: "c/x"})
+	h.start()
+	h.expect(OutcomeRetried)
+	if _, env := h.only(h.work); !strings.Contains(env.LastError, "no payload store") {
+		t.Fatalf("last error = %q", env.LastError)
+	}
+}
+
+// Never more handlers than Concurrency, and never more messages dequeued
+// than free slots.
+func TestBoundedConcurrency(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{Concurrency: 3})
+	release := make(chan struct{})
+	h.c.Handle("t", func(context.Context, Task) error { <-release; return nil })
+	for i := 0; i < 10; i++ {
+		h.enqueue(Envelope{ID: fmt.Sprint("c", i), Type: "t"})
+	}
+	h.start()
+	for i := 0; i < 3; i++ {
+		h.waitStarted()
+	}
+	if st := h.c.Stats(); st.InFlight != 3 {
+		t.Fatalf("in flight = %d, want 3", st.InFlight)
+	}
+	hidden := 0
+	for _, m := range h.work.All() {
+		if m.DequeueCount > 0 {
+			hidden++
+		}
+	}
+	if hidden != 3 {
+		t.Fatalf("%d messages dequeued with 3 slots", hidden)
+	}
+	close(release)
+	for i := 0; i < 10; i++ {
+		h.expect(OutcomeSucceeded)
+	}
+	if len(h.work.All()) != 0 {
+		t.Fatal("messages left")
+	}
+}
+
+// Shutdown lets an in-flight handler finish within the grace period.
+func TestShutdownWaitsForInFlight(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ShutdownGrace: 30 * time.Second})
+	release := make(chan struct{})
+	h.c.Handle("t", func(context.Context, Task) error { <-release; return nil })
+	h.enqueue(Envelope{ID: "s", Type: "t"})
+	h.start()
+	h.waitStarted()
+	h.running = false
+	h.cancel()
+	h.waitGrace()
+	select {
+	case err := <-h.done:
+		t.Fatalf("Run returned (%v) while a handler was in flight", err)
+	default:
+	}
+	dequeues := h.work.Ops()["dequeue"]
+	close(release)
+	h.expect(OutcomeSucceeded)
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Run did not return")
+	}
+	if len(h.work.All()) != 0 {
+		t.Fatal("the finished message must be deleted")
+	}
+	if h.work.Ops()["dequeue"] != dequeues {
+		t.Fatal("dequeued after shutdown began")
+	}
+}
+
+// After the grace period handlers are cancelled; their messages are
+// released, not deleted, and no attempt is counted.
+func TestShutdownCancelsAfterGrace(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ShutdownGrace: 10 * time.Second})
+	rm := runs.NewMem(h.clk)
+	h.c.o.Runs = rm
+	h.c.Handle("t", func(ctx context.Context, _ Task) error { <-ctx.Done(); return ctx.Err() })
+	h.enqueue(Envelope{ID: "s", Type: "t"})
+	h.start()
+	h.waitStarted()
+	h.running = false
+	h.cancel()
+	h.waitGrace()
+	h.clk.Advance(10 * time.Second)
+	h.expect(OutcomeAbandoned)
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Run did not return")
+	}
+	m, env := h.only(h.work)
+	if env.Attempt != 0 || m.NextVisible.After(h.clk.Now()) {
+		t.Fatalf("released message = %+v %+v; want visible with no attempt counted", m, env)
+	}
+	if r := mustRun(t, rm, "s", runs.Queued); !strings.Contains(r.LastError, "shut down") {
+		t.Fatalf("run = %+v", r)
+	}
+	// The counters were flushed at shutdown.
+	sum, err := rm.SumCounters(context.Background())
+	if err != nil || sum.Total.Abandoned != 1 || sum.Instances != 1 {
+		t.Fatalf("counters = %+v, %v", sum, err)
+	}
+}
+
+func TestHandlerIgnoringCancellation(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ShutdownGrace: time.Second})
+	stuck := make(chan struct{})
+	defer close(stuck)
+	h.c.Handle("t", func(context.Context, Task) error { <-stuck; return nil })
+	h.enqueue(Envelope{ID: "stuck", Type: "t"})
+	h.start()
+	h.waitStarted()
+	h.running = false
+	h.cancel()
+	h.waitGrace()
+	h.clk.Advance(time.Second)
+	h.waitGrace()
+	h.clk.Advance(time.Second)
+	select {
+	case err := <-h.done:
+		if !errors.Is(err, ErrHandlersStuck) {
+			t.Fatalf("Run = %v, want ErrHandlersStuck", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Run did not return")
+	}
+	if len(h.work.All()) != 1 {
+		t.Fatal("the stuck task's message must stay")
+	}
+}
+
+func TestOutputCapture(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{})
+	rm := runs.NewMem(h.clk)
+	h.c.o.Runs = rm
+	h.c.Handle("t", func(ctx context.Context, _ Task) error {
+		w := Output(ctx)
+		for i := 0; i < 2000; i++ {
+			fmt.Fprintf(w, "line %d\n", i)
+		}
+		return nil
+	})
+	h.enqueue(Envelope{ID: "o", Type: "t"})
+	h.start()
+	h.expect(OutcomeSucceeded)
+	r := mustRun(t, rm, "o", runs.Succeeded)
+	if len(r.OutputTail) > MaxOutputTail || !strings.HasSuffix(r.OutputTail, "line 1999\n") {
+		t.Fatalf("output tail = %d bytes ending %q", len(r.OutputTail), r.OutputTail[len(r.OutputTail)-20:])
+	}
+	if Output(context.Background()) != io.Discard {
+		t.Fatal("Output outside a handler should discard")
+	}
+	if WithOutput(nil, "x") != nil {
+		t.Fatal("WithOutput(nil) must be nil")
+	}
+}
+
+func TestCountersFlushedPeriodically(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{CountersInterval: time.Second})
+	rm := runs.NewMem(h.clk)
+	h.c.o.Runs = rm
+	h.c.Handle("t", func(context.Context, Task) error { return nil })
+	h.enqueue(Envelope{ID: "a", Type: "t"})
+	h.start()
+	h.expect(OutcomeSucceeded)
+	// Keep the loop's clock moving until a periodic flush has happened.
+	deadline := time.After(waitLimit)
+	for {
+		sum, err := rm.SumCounters(context.Background())
+		if err == nil && sum.ByType["t"].Handled == 1 {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatal("counters never flushed")
+		default:
+		}
+		h.clk.Advance(h.waitIdle())
+	}
+}
+
+func TestConsumerOptionsValidation(t *testing.T) {
+	for _, c := range []struct {
+		o    ConsumerOptions
+		want string
+	}{
+		{ConsumerOptions{Concurrency: -1}, "Concurrency = -1"},
+		{ConsumerOptions{VisibilityTimeout: 500 * time.Millisecond}, "VisibilityTimeout = 500ms"},
+		{ConsumerOptions{BackoffBase: time.Minute, BackoffMax: time.Second}, "BackoffMax = 1s"},
+		{ConsumerOptions{PollMin: time.Second, PollMax: time.Millisecond}, "PollMax = 1ms"},
+		{ConsumerOptions{MaxAttempts: -2}, "MaxAttempts = -2"},
+		{ConsumerOptions{HandlerTimeouts: map[string]time.Duration{"x": 0}}, "HandlerTimeouts[x]"},
+	} {
+		_, err := NewConsumerWith(NewMemQueue("w", nil), NewMemQueue("p", nil), c.o)
+		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("options %+v: err = %v, want one naming %q", c.o, err, c.want)
+		}
+	}
+	c, err := NewConsumerWith(NewMemQueue("w", nil), NewMemQueue("p", nil), ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.o
+	if o.Concurrency != 8 || o.VisibilityTimeout != time.Minute || o.MaxRunTime != 30*time.Minute || o.MaxAttempts != 5 ||
+		o.BackoffBase != 2*time.Second || o.BackoffMax != 10*time.Minute || o.PollMin != 200*time.Millisecond ||
+		o.PollMax != 30*time.Second || o.ShutdownGrace != 30*time.Second || o.HandlerTimeout != o.MaxRunTime || o.InstanceID == "" {
+		t.Fatalf("defaults = %+v", o)
+	}
+}
+
+func TestRunTwice(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{})
+	h.start()
+	h.waitIdle()
+	if err := h.c.Run(context.Background()); !errors.Is(err, ErrAlreadyRunning) {
+		t.Fatalf("second Run = %v", err)
+	}
+}

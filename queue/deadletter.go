@@ -1,0 +1,199 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// RunRequeuer is what DeadLetters needs from the Runs table; *runs.Store
+// and *runs.Mem implement it.
+type RunRequeuer interface {
+	MarkRequeued(ctx context.Context, id string) error
+}
+
+// Sentinel errors of the dead-letter operations.
+var (
+	// ErrNoDeadLetter: no record in the poison queue has that id.
+	ErrNoDeadLetter = errors.New("no such dead letter")
+	// ErrNotRequeueable: the record's body is not a whole envelope (a
+	// malformed message, or a body truncated to fit).
+	ErrNotRequeueable = errors.New("dead letter cannot be requeued")
+)
+
+// DeadLetters operates on the poison queue: list, requeue, purge.
+//
+// The service's Peek returns at most 32 messages, so when the poison queue
+// holds 32 or more, List and the requeue operations walk it by dequeuing
+// with a short visibility timeout (ScanVisibility) and then make the
+// messages they did not remove visible again. While a walk is under way the
+// records it holds are invisible to other walks.
+type DeadLetters struct {
+	c    *Client
+	runs RunRequeuer
+	log  *slog.Logger
+	// ScanVisibility hides records during a walk. Default 30s.
+	ScanVisibility time.Duration
+}
+
+// NewDeadLetters returns the dead-letter operations of c. runs, when not
+// nil, is told when a run is requeued.
+func NewDeadLetters(c *Client, runs RunRequeuer) *DeadLetters {
+	return &DeadLetters{c: c, runs: runs, log: c.log, ScanVisibility: 30 * time.Second}
+}
+
+func parseRecord(m Message) DeadLetter {
+	var d DeadLetter
+	if err := json.Unmarshal([]byte(m.Text), &d); err != nil || (d.Reason == "" && d.Body == "") {
+		d = DeadLetter{Reason: "unreadable poison record", Body: m.Text}
+	}
+	d.Poison = m
+	return d
+}
+
+// List returns every record in the poison queue, oldest first.
+func (dl *DeadLetters) List(ctx context.Context) ([]DeadLetter, error) {
+	peeked, err := dl.c.poison.Peek(ctx, MaxBatch)
+	if err != nil {
+		return nil, fmt.Errorf("queue: list dead letters: %w", err)
+	}
+	if len(peeked) < MaxBatch {
+		out := make([]DeadLetter, len(peeked))
+		for i, m := range peeked {
+			out[i] = parseRecord(m)
+		}
+		return out, nil
+	}
+	var out []DeadLetter
+	err = dl.walk(ctx, func(d DeadLetter) (bool, error) {
+		out = append(out, d)
+		return false, nil
+	})
+	return out, err
+}
+
+// Requeue moves the record whose run id (or poison message id) is id back
+// to the work queue with its attempt count reset, and marks the run queued.
+func (dl *DeadLetters) Requeue(ctx context.Context, id string) error {
+	found := false
+	err := dl.walk(ctx, func(d DeadLetter) (bool, error) {
+		if found || (d.RunID != id && d.Poison.ID != id) {
+			return false, nil
+		}
+		found = true
+		return true, dl.requeue(ctx, d)
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("queue: requeue %s: %w", id, ErrNoDeadLetter)
+	}
+	return nil
+}
+
+// RequeueAll moves every requeueable record back to the work queue and
+// returns how many it moved; records that cannot be requeued stay.
+func (dl *DeadLetters) RequeueAll(ctx context.Context) (int, error) {
+	n := 0
+	err := dl.walk(ctx, func(d DeadLetter) (bool, error) {
+		if err := dl.requeue(ctx, d); err != nil {
+			if errors.Is(err, ErrNotRequeueable) {
+				dl.log.Info("leaving a dead letter that cannot be requeued", "message", d.Poison.ID, "reason", d.Reason)
+				return false, nil
+			}
+			return false, err
+		}
+		n++
+		return true, nil
+	})
+	return n, err
+}
+
+// Purge deletes every record and returns about how many there were.
+func (dl *DeadLetters) Purge(ctx context.Context) (int, error) {
+	n, err := dl.c.poison.Count(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("queue: purge dead letters: %w", err)
+	}
+	if err := dl.c.poison.Clear(ctx); err != nil {
+		return 0, fmt.Errorf("queue: purge dead letters: %w", err)
+	}
+	return n, nil
+}
+
+// requeue enqueues d's envelope afresh, then deletes d (a crash in between
+// leaves a duplicate, which run records suppress).
+func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter) error {
+	if d.Truncated {
+		return fmt.Errorf("queue: requeue %s: %w: its body was truncated when it was set aside", d.ID(), ErrNotRequeueable)
+	}
+	env, err := decodeBody(d.Body)
+	if err != nil {
+		return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)
+	}
+	env.Attempt, env.LastError, env.Dequeues = 0, "", 0
+	env.Enqueued = time.Time{}
+	if err := dl.c.Enqueue(ctx, env, 0); err != nil {
+		return err
+	}
+	if err := dl.c.poison.Delete(ctx, d.Poison); err != nil {
+		return fmt.Errorf("queue: requeue %s: remove dead letter: %w", d.ID(), err)
+	}
+	if dl.runs != nil {
+		if err := dl.runs.MarkRequeued(ctx, env.ID); err != nil {
+			dl.log.Warn("marking the requeued run failed", "run", env.ID, "err", err)
+		}
+	}
+	dl.log.Info("requeued a dead letter", "run", env.ID, "type", env.Type)
+	return nil
+}
+
+// walk dequeues every poison record once (hidden for ScanVisibility) and
+// calls visit; visit reports whether it removed the record. Records not
+// removed are made visible again before walk returns.
+func (dl *DeadLetters) walk(ctx context.Context, visit func(DeadLetter) (removed bool, err error)) error {
+	seen := map[string]bool{}
+	keep := map[string]Message{} // by id: the latest receipt
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		for _, m := range keep {
+			if _, err := dl.c.poison.Update(rctx, m, m.Text, 0); err != nil {
+				dl.log.Warn("making a dead letter visible again failed; it reappears by itself", "message", m.ID, "err", err)
+			}
+		}
+	}()
+	for {
+		msgs, err := dl.c.poison.Dequeue(ctx, MaxBatch, dl.ScanVisibility)
+		if err != nil {
+			return fmt.Errorf("queue: walk dead letters: %w", err)
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		fresh := 0
+		for _, m := range msgs {
+			if seen[m.ID] {
+				// The walk outlasted ScanVisibility: this one was visited.
+				keep[m.ID] = m
+				continue
+			}
+			fresh++
+			seen[m.ID] = true
+			removed, err := visit(parseRecord(m))
+			if !removed {
+				keep[m.ID] = m
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if len(msgs) < MaxBatch || fresh == 0 {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,381 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/leasecron/leasecron/azurite/azuritetest"
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/runs"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	azuritetest.StopShared()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("internal/poll.runtime_pollWait")); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// waitLimit bounds every wait on the consumer in real time, so a broken
+// consumer fails a test instead of hanging it.
+const waitLimit = 10 * time.Second
+
+type event struct {
+	typ     string
+	outcome Outcome
+}
+
+type observer struct {
+	events chan event
+	polls  chan int
+}
+
+func (o *observer) OnHandled(typ string, out Outcome, _ time.Duration) { o.events <- event{typ, out} }
+func (o *observer) OnPoll(n int, _ time.Duration) {
+	select {
+	case o.polls <- n:
+	default:
+	}
+}
+
+// harness runs a Consumer over MemQueues on a fake clock.
+type harness struct {
+	t        *testing.T
+	clk      *clock.Fake
+	work     *MemQueue
+	poison   *MemQueue
+	c        *Consumer
+	obs      *observer
+	idle     chan time.Duration
+	extended chan error
+	grace    chan struct{}
+	started  chan string
+	finished chan struct{}
+	pending  time.Duration // an idle wait not yet advanced
+	cancel   context.CancelFunc
+	done     chan error
+	running  bool
+}
+
+func newHarness(t *testing.T, o ConsumerOptions) *harness {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	h := &harness{
+		t: t, clk: clk,
+		work: NewMemQueue("work", clk), poison: NewMemQueue("poison", clk),
+		obs:  &observer{events: make(chan event, 1000), polls: make(chan int, 1000)},
+		idle: make(chan time.Duration, 1000), extended: make(chan error, 100),
+		grace: make(chan struct{}, 10), started: make(chan string, 1000), finished: make(chan struct{}, 1000),
+	}
+	o.Clock = clk
+	o.Observer = h.obs
+	if o.InstanceID == "" {
+		o.InstanceID = "test-worker"
+	}
+	if o.rand == nil {
+		o.rand = func() float64 { return 1 } // jitter(d) == d
+	}
+	c, err := NewConsumerWith(h.work, h.poison, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.hooks = testHooks{
+		idle:     func(d time.Duration) { h.idle <- d },
+		extended: func(_ string, err error) { h.extended <- err },
+		grace:    func() { h.grace <- struct{}{} },
+		started:  func(id string) { h.started <- id },
+		finished: func() { h.finished <- struct{}{} },
+	}
+	h.c = c
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel, h.done, h.running = cancel, make(chan error, 1), true
+	go func() { h.done <- h.c.Run(ctx) }()
+}
+
+// stop cancels Run, advancing the clock through the shutdown waits, and
+// returns Run's result.
+func (h *harness) stop() {
+	if !h.running {
+		return
+	}
+	h.running = false
+	h.cancel()
+	deadline := time.After(waitLimit)
+	for {
+		select {
+		case err := <-h.done:
+			if err != nil {
+				h.t.Errorf("Run: %v", err)
+			}
+			return
+		case <-h.grace:
+			// Teardown only: give handlers that are about to finish a
+			// moment before cancelling the ones that wait for it.
+			select {
+			case err := <-h.done:
+				if err != nil {
+					h.t.Errorf("Run: %v", err)
+				}
+				return
+			case <-time.After(100 * time.Millisecond):
+				h.clk.Advance(h.c.o.ShutdownGrace)
+			}
+		case <-h.idle:
+		case <-h.finished:
+		case <-deadline:
+			h.t.Fatal("Run did not return after cancel")
+		}
+	}
+}
+
+func (h *harness) enqueue(env Envelope) Message {
+	h.t.Helper()
+	if env.V == 0 {
+		env.V = EnvelopeVersion
+	}
+	text, err := env.Encode()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	m, err := h.work.Enqueue(context.Background(), text, 0)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return m
+}
+
+// next returns the next outcome, advancing the fake clock by exactly the
+// loop's sleep whenever the consumer is quiescent — the loop asleep and no
+// message in flight — so retries with backoff come due without time
+// running ahead of work in progress.
+func (h *harness) next() event {
+	h.t.Helper()
+	deadline := time.After(waitLimit)
+	for {
+		select {
+		case ev := <-h.obs.events:
+			return ev
+		case d := <-h.idle:
+			h.pending = d
+		case <-h.finished:
+		case <-deadline:
+			h.t.Fatal("no outcome")
+		}
+		if h.pending > 0 && h.c.Stats().InFlight == 0 {
+			d := h.pending
+			h.pending = 0
+			h.clk.Advance(d)
+		}
+	}
+}
+
+// expect takes outcomes until one of type want arrives, failing on others.
+func (h *harness) expect(want ...Outcome) {
+	h.t.Helper()
+	for _, w := range want {
+		if ev := h.next(); ev.outcome != w {
+			h.t.Fatalf("outcome = %s (type %s), want %s", ev.outcome, ev.typ, w)
+		}
+	}
+}
+
+// await takes the next outcome without moving the clock.
+func (h *harness) await(want Outcome) {
+	h.t.Helper()
+	select {
+	case ev := <-h.obs.events:
+		if ev.outcome != want {
+			h.t.Fatalf("outcome = %s (type %s), want %s", ev.outcome, ev.typ, want)
+		}
+	case <-time.After(waitLimit):
+		h.t.Fatal("no outcome")
+	}
+}
+
+func (h *harness) waitGrace() {
+	h.t.Helper()
+	select {
+	case <-h.grace:
+	case <-time.After(waitLimit):
+		h.t.Fatal("no shutdown wait began")
+	}
+}
+
+// waitIdle waits for the loop to go to sleep and returns its wait.
+func (h *harness) waitIdle() time.Duration {
+	h.t.Helper()
+	if d := h.pending; d > 0 {
+		h.pending = 0
+		return d
+	}
+	select {
+	case d := <-h.idle:
+		return d
+	case <-time.After(waitLimit):
+		h.t.Fatal("consumer loop never idled")
+		return 0
+	}
+}
+
+func (h *harness) waitStarted() string {
+	h.t.Helper()
+	select {
+	case id := <-h.started:
+		return id
+	case <-time.After(waitLimit):
+		h.t.Fatal("handler never started")
+		return ""
+	}
+}
+
+func (h *harness) waitExtended() error {
+	h.t.Helper()
+	select {
+	case err := <-h.extended:
+		return err
+	case <-time.After(waitLimit):
+		h.t.Fatal("visibility never extended")
+		return nil
+	}
+}
+
+func (h *harness) only(q *MemQueue) (Message, Envelope) {
+	h.t.Helper()
+	all := q.All()
+	if len(all) != 1 {
+		h.t.Fatalf("queue %s holds %d messages, want 1", q.Name(), len(all))
+	}
+	env, _ := DecodeEnvelope(all[0].Text)
+	return all[0], env
+}
+
+func (h *harness) deadLetters() []DeadLetter {
+	var out []DeadLetter
+	for _, m := range h.poison.All() {
+		out = append(out, parseRecord(m))
+	}
+	return out
+}
+
+// calls counts handler invocations.
+type calls struct {
+	mu    sync.Mutex
+	tasks []Task
+	at    []time.Time
+}
+
+func (c *calls) add(t Task, now time.Time) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tasks = append(c.tasks, t)
+	c.at = append(c.at, now)
+	return len(c.tasks)
+}
+
+func (c *calls) n() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.tasks)
+}
+
+// flakyQueue wraps a MemQueue and fails Update on demand.
+type flakyQueue struct {
+	*MemQueue
+	mu        sync.Mutex
+	updateErr error
+}
+
+func (f *flakyQueue) Update(ctx context.Context, m Message, text string, vis time.Duration) (Message, error) {
+	f.mu.Lock()
+	err := f.updateErr
+	f.mu.Unlock()
+	if err != nil {
+		return m, err
+	}
+	return f.MemQueue.Update(ctx, m, text, vis)
+}
+
+func (f *flakyQueue) failUpdates(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.updateErr = err
+}
+
+// limiter is a scripted Limiter.
+type limiter struct {
+	mu       sync.Mutex
+	refuse   int // refuse this many acquisitions first
+	asked    int
+	released int
+}
+
+func (l *limiter) Acquire(_ context.Context, _ string) (func(), bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.asked++
+	if l.refuse > 0 {
+		l.refuse--
+		return nil, false, nil
+	}
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.released++
+	}, true, nil
+}
+
+// payloads is an in-memory PayloadFetcher.
+type payloads struct {
+	mu      sync.Mutex
+	blobs   map[string][]byte
+	deleted []string
+}
+
+func (p *payloads) Get(_ context.Context, ref string) ([]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.blobs[ref]
+	if !ok {
+		return nil, errors.New("blob not found")
+	}
+	return b, nil
+}
+
+func (p *payloads) Delete(_ context.Context, ref string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.blobs, ref)
+	p.deleted = append(p.deleted, ref)
+	return nil
+}
+
+func mustRun(t *testing.T, m *runs.Mem, id string, want runs.State) runs.Run {
+	t.Helper()
+	r, err := m.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("run %s: %v", id, err)
+	}
+	if r.State != want {
+		t.Fatalf("run %s state = %s, want %s (%+v)", id, r.State, want, r)
+	}
+	return r
+}

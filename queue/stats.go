@@ -1,0 +1,141 @@
+package queue
+
+import (
+	"sync"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/runs"
+)
+
+// Outcome is what became of one delivered message.
+type Outcome string
+
+// Outcomes reported to Observer.OnHandled.
+const (
+	// OutcomeSucceeded: the handler succeeded and the message was deleted.
+	OutcomeSucceeded Outcome = "succeeded"
+	// OutcomeRetried: the attempt failed; the message comes back after a
+	// backoff with its attempt count raised.
+	OutcomeRetried Outcome = "retried"
+	// OutcomeDead: the last allowed attempt failed (or the message kept
+	// crashing workers); it was set aside in the poison queue.
+	OutcomeDead Outcome = "dead"
+	// OutcomeDuplicate: the run had already succeeded; acknowledged
+	// without running.
+	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeCancelled: the run was cancelled; acknowledged without running.
+	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeMalformed: not a readable envelope; set aside with the reason.
+	OutcomeMalformed Outcome = "malformed"
+	// OutcomeDeferred: put back for later without counting an attempt (no
+	// limiter slot, claimed by another worker, already running here).
+	OutcomeDeferred Outcome = "deferred"
+	// OutcomeAbandoned: released unfinished because the worker shut down.
+	OutcomeAbandoned Outcome = "abandoned"
+	// OutcomeLost: the handler ran but the message's visibility could not
+	// be kept (it is gone or was redelivered); its result is recorded in
+	// the run record and the message is left alone to reappear.
+	OutcomeLost Outcome = "lost"
+	// OutcomeLeft: a storage call failed so nothing could be recorded on
+	// the message; it reappears when its visibility timeout lapses.
+	OutcomeLeft Outcome = "left"
+)
+
+// Observer receives the consumer's events, for metrics. Methods are called
+// from the consumer's goroutines and must not block.
+type Observer interface {
+	// OnHandled is called once per delivered message when its outcome is
+	// settled, with the time from dequeue to outcome. taskType is
+	// "(malformed)" for messages that could not be read.
+	OnHandled(taskType string, outcome Outcome, d time.Duration)
+	// OnPoll is called after every dequeue with the number of messages
+	// received and the wait before the next dequeue.
+	OnPoll(received int, wait time.Duration)
+}
+
+// MalformedType is the type under which unreadable messages are counted.
+const MalformedType = "(malformed)"
+
+// Counts are cumulative outcome counts (see runs.Counts for the meaning of
+// each field; the consumer flushes them there).
+type Counts struct {
+	// Handled counts runs whose handler succeeded.
+	Handled int64
+	// Failed counts failed attempts, including the last one of a dead run.
+	Failed int64
+	// Retried counts failed attempts scheduled for another try.
+	Retried int64
+	// Dead counts runs given up and set aside.
+	Dead int64
+	// Duplicates counts deliveries of runs that had already succeeded.
+	Duplicates int64
+	// Cancelled counts deliveries of cancelled runs.
+	Cancelled int64
+	// SetAside counts messages written to the poison queue.
+	SetAside int64
+	// Deferred counts deliveries put back without an attempt.
+	Deferred int64
+	// Abandoned counts deliveries released unfinished at shutdown.
+	Abandoned int64
+}
+
+// Stats is a snapshot of a consumer.
+type Stats struct {
+	// Instance is the consumer's instance id.
+	Instance string
+	// InFlight is the number of messages being processed now.
+	InFlight int
+	// PollInterval is the current empty-queue polling interval.
+	PollInterval time.Duration
+	// Total sums every type.
+	Total Counts
+	// ByType holds the counts per task type.
+	ByType map[string]Counts
+}
+
+type statsState struct {
+	mu       sync.Mutex
+	byType   map[string]*Counts
+	inFlight int
+	poll     time.Duration
+}
+
+func (s *statsState) add(typ string, f func(c *Counts)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byType == nil {
+		s.byType = map[string]*Counts{}
+	}
+	c := s.byType[typ]
+	if c == nil {
+		c = &Counts{}
+		s.byType[typ] = c
+	}
+	f(c)
+}
+
+func (s *statsState) snapshot(instance string) Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Instance: instance, InFlight: s.inFlight, PollInterval: s.poll, ByType: map[string]Counts{}}
+	for k, c := range s.byType {
+		st.ByType[k] = *c
+		addCounts(&st.Total, *c)
+	}
+	return st
+}
+
+func addCounts(a *Counts, b Counts) {
+	x := runs.Counts(*a)
+	x.Add(runs.Counts(b))
+	*a = Counts(x)
+}
+
+// toRuns converts a snapshot for the Runs table's counters row.
+func (st Stats) toRuns() runs.Counters {
+	c := runs.Counters{Instance: st.Instance, Total: runs.Counts(st.Total), ByType: map[string]runs.Counts{}}
+	for k, v := range st.ByType {
+		c.ByType[k] = runs.Counts(v)
+	}
+	return c
+}
