@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -12,12 +13,17 @@ import (
 
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
+var quiet = slog.New(slog.DiscardHandler)
+
 func newMemClient(t *testing.T, o Options) (*Client, *MemoryTable, *clock.Fake) {
 	t.Helper()
 	mt := NewMemoryTable()
 	fc := clock.NewFake(t0)
 	if o.Clock == nil {
 		o.Clock = fc
+	}
+	if o.Logger == nil {
+		o.Logger = quiet
 	}
 	c, err := New(mt, o)
 	if err != nil {

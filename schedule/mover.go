@@ -412,7 +412,8 @@ type plan struct {
 	env     queue.Envelope
 	due     time.Time
 	indexed bool
-	id      string
+	id      string         // valid when keyOK
+	keyOK   bool           // the RowKey parsed: id is known
 	nextRK  string         // recurring: the next occurrence's RowKey
 	next    map[string]any // recurring: the next occurrence's properties
 	bad     string         // malformed: why
@@ -507,6 +508,8 @@ func (m *Mover) due(ctx context.Context, shard string, bound time.Time) ([]Entit
 func (m *Mover) plan(e Entity, now time.Time, gen int64) *plan {
 	r, err := parseRow(e)
 	p := &plan{e: e, indexed: r.indexed, id: r.item.ID, due: r.item.Due}
+	_, _, kerr := ParseRowKey(e.RowKey)
+	p.keyOK = kerr == nil
 	if err != nil {
 		p.bad = err.Error()
 		return p
@@ -648,7 +651,7 @@ func rowOps(shard string, p *plan, withNext, withIndex bool) []Op {
 		ops = append(ops, Op{Kind: OpInsert, PartitionKey: shard, RowKey: p.nextRK, Props: p.next})
 	}
 	ops = append(ops, Op{Kind: OpDelete, PartitionKey: shard, RowKey: p.e.RowKey, IfMatch: p.e.ETag})
-	if p.indexed && withIndex && p.bad == "" {
+	if p.indexed && withIndex && p.keyOK {
 		if recurring {
 			ops = append(ops, Op{Kind: OpMerge, PartitionKey: shard, RowKey: indexKey(p.id), Props: map[string]any{PropItem: p.nextRK}})
 		} else {
@@ -817,8 +820,9 @@ func (m *Mover) sweep(ctx context.Context, gen int64) error {
 				return fmt.Errorf("sweep shard %s: %w", shard, err)
 			}
 			for _, e := range p.Entities {
-				if _, err := parseRow(e); err != nil {
-					plans = append(plans, &plan{e: e, bad: err.Error()})
+				if r, err := parseRow(e); err != nil {
+					_, _, kerr := ParseRowKey(e.RowKey)
+					plans = append(plans, &plan{e: e, bad: err.Error(), indexed: r.indexed, id: r.item.ID, keyOK: kerr == nil})
 				}
 			}
 		}

@@ -1,0 +1,765 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/payload"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
+)
+
+type sent struct {
+	env   queue.Envelope
+	delay time.Duration
+}
+
+// fakeQueue is an Enqueuer and SetAsider that records what it is given.
+type fakeQueue struct {
+	mu     sync.Mutex
+	sent   []sent
+	aside  []string // reasons
+	raw    []string
+	hook   func(env queue.Envelope) error // called before recording; an error fails the enqueue
+	setErr error
+}
+
+func (q *fakeQueue) Enqueue(ctx context.Context, env queue.Envelope, delay time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if q.hook != nil {
+		if err := q.hook(env); err != nil {
+			return err
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.sent = append(q.sent, sent{env, delay})
+	return nil
+}
+
+func (q *fakeQueue) SetAside(ctx context.Context, raw, reason string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.setErr != nil {
+		return q.setErr
+	}
+	q.aside = append(q.aside, reason)
+	q.raw = append(q.raw, raw)
+	return nil
+}
+
+func (q *fakeQueue) ids() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	for _, s := range q.sent {
+		out = append(out, s.env.ID)
+	}
+	return out
+}
+
+func (q *fakeQueue) byID(id string) (sent, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, s := range q.sent {
+		if s.env.ID == id {
+			return s, true
+		}
+	}
+	return sent{}, false
+}
+
+type moverEnv struct {
+	c  *Client
+	mt *MemoryTable
+	fc *clock.Fake
+	q  *fakeQueue
+	m  *Mover
+}
+
+func newMoverEnv(t *testing.T, gen int64, o MoverOptions) *moverEnv {
+	t.Helper()
+	c, mt, fc := newMemClient(t, Options{})
+	q := &fakeQueue{}
+	o.Generation = func() int64 { return gen }
+	o.Clock = fc
+	o.Logger = quiet
+	if o.Enqueuer == nil {
+		o.Enqueuer = q
+	}
+	if o.SetAside == nil {
+		o.SetAside = q
+	}
+	m, err := NewMover(mt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &moverEnv{c: c, mt: mt, fc: fc, q: q, m: m}
+}
+
+// onePass takes the fence (once) and runs one pass.
+func (e *moverEnv) onePass(t *testing.T) error {
+	t.Helper()
+	gen := e.m.o.Generation()
+	e.m.mu.Lock()
+	_, have := e.m.fence["00"]
+	e.m.mu.Unlock()
+	if !have {
+		if err := e.m.takeFence(ctx(t), "00", gen); err != nil {
+			return err
+		}
+	}
+	_, err := e.m.pass(ctx(t), gen)
+	return err
+}
+
+func (e *moverEnv) add(t *testing.T, it Item) Item {
+	t.Helper()
+	it, err := e.c.Add(ctx(t), it, AddOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return it
+}
+
+func itemKeys(mt *MemoryTable) []string {
+	var out []string
+	for _, e := range mt.Rows("00") {
+		if e.RowKey[0] >= '0' && e.RowKey[0] <= '9' {
+			out = append(out, e.RowKey)
+		}
+	}
+	return out
+}
+
+func TestMoverMovesDueRowsEarlyAndInOrder(t *testing.T) {
+	e := newMoverEnv(t, 7, MoverOptions{PollEvery: 5 * time.Second})
+	e.add(t, Item{ID: "late", Due: t0.Add(-time.Minute), Payload: "p1", MaxAttempts: 4})
+	e.add(t, Item{ID: "now", Due: t0, Type: "mail"})
+	e.add(t, Item{ID: "soon", Due: t0.Add(3 * time.Second)})
+	e.add(t, Item{ID: "later", Due: t0.Add(6 * time.Second)})
+	var moved []string
+	e.m.o.OnMoved = func(_ context.Context, envs []queue.Envelope) {
+		for _, env := range envs {
+			moved = append(moved, env.ID)
+		}
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(moved, ",") != "late,now,soon" {
+		t.Fatalf("OnMoved order %v", moved)
+	}
+	late, _ := e.q.byID("late")
+	if late.delay != 0 || late.env.Payload != "p1" || late.env.Type != DefaultType || late.env.MaxAttempts != 4 ||
+		late.env.Generation != 7 || !late.env.Due.Equal(t0.Add(-time.Minute)) || !late.env.Enqueued.Equal(t0) || late.env.V != queue.EnvelopeVersion || late.env.Series != "" {
+		t.Fatalf("late envelope %+v", late)
+	}
+	soon, _ := e.q.byID("soon")
+	if soon.delay != 3*time.Second {
+		t.Fatalf("early enqueue delay %s, want 3s", soon.delay)
+	}
+	if now, _ := e.q.byID("now"); now.env.Type != "mail" || now.delay != 0 {
+		t.Fatalf("now envelope %+v", now)
+	}
+	// What is left: the later row, its index row and the fence.
+	if keys := keysOf(e.mt.Rows("00")); len(keys) != 3 || !strings.HasSuffix(keys[0], "_later") || keys[1] != "id~later" || keys[2] != FenceRowKey {
+		t.Fatalf("rows left %v", keys)
+	}
+	st := e.m.Stats()
+	if st.Moved != 3 || st.Enqueued != 3 || st.Batches != 1 || st.LastMoveLag != time.Minute || st.Generation != 0 && st.Generation != 7 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestMoverEarlyDisabled(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{Early: -1})
+	e.add(t, Item{ID: "soon", Due: t0.Add(100 * time.Millisecond)})
+	e.add(t, Item{ID: "exact", Due: t0})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if ids := e.q.ids(); len(ids) != 1 || ids[0] != "exact" {
+		t.Fatalf("sent %v", ids)
+	}
+}
+
+func TestMoverRecurringReplacedByNext(t *testing.T) {
+	e := newMoverEnv(t, 2, MoverOptions{})
+	e.add(t, Item{ID: "tick", Due: t0.Add(-95 * time.Minute), Recurrence: "@every 10m", Payload: "x"})
+	e.add(t, Item{ID: "cron", Due: t0, Recurrence: "0 9 * * *", TZ: "Europe/Berlin"})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	tick, ok := e.q.byID("tick@" + t0.Add(-95*time.Minute).Format(time.RFC3339Nano))
+	if !ok || tick.env.Series != "tick" || tick.env.Recurrence != "@every 10m" {
+		t.Fatalf("sent %v", e.q.ids())
+	}
+	if n := len(e.q.ids()); n != 2 {
+		t.Fatalf("missed occurrences must run once: %v", e.q.ids())
+	}
+	got, err := e.c.Get(ctx(t), "tick")
+	if err != nil || !got.Due.Equal(t0.Add(5*time.Minute)) || got.Payload != "x" || !got.Indexed {
+		t.Fatalf("next occurrence %+v, %v", got, err)
+	}
+	cron, _ := e.c.Get(ctx(t), "cron")
+	if !cron.Due.Equal(utc("2025-06-02T07:00:00Z")) || cron.TZ != "Europe/Berlin" {
+		t.Fatalf("cron next %+v", cron)
+	}
+	if n := len(itemKeys(e.mt)); n != 2 {
+		t.Fatalf("item rows %v", itemKeys(e.mt))
+	}
+	// Cancel stops the series.
+	if _, err := e.c.Cancel(ctx(t), "tick"); err != nil {
+		t.Fatal(err)
+	}
+	e.fc.Advance(time.Hour)
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range e.q.ids() {
+		if strings.HasPrefix(id, "tick@") && id != tick.env.ID {
+			t.Fatalf("cancelled series still ran: %v", e.q.ids())
+		}
+	}
+}
+
+func TestMoverSetsMalformedRowsAside(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{})
+	good, _ := RowKey(t0.Add(-time.Second), "good")
+	rows := map[string]map[string]any{
+		"!bang":                                  {"Message": "x"},
+		"0123_short":                             {"Message": "x"},
+		good:                                     {"Message": "ok"},
+		mustKey(t0.Add(-9*time.Second), "nomsg"): {"Type": "x"},
+		mustKey(t0.Add(-8*time.Second), "badtype"): {"Message": "x", "Type": "two words"},
+		mustKey(t0.Add(-7*time.Second), "badrec"):  {"Message": "x", "Recurrence": "@every never"},
+		mustKey(t0.Add(-6*time.Second), "badtz"):   {"Message": "x", "Recurrence": "@daily", "TZ": "Moon/Base"},
+		mustKey(t0.Add(-5*time.Second), "badatt"):  {"Message": "x", "Attempts": "many"},
+		mustKey(t0.Add(-4*time.Second), "msgnum"):  {"Message": 42},
+		mustKey(t0.Add(-3*time.Second), "maxatt"):  {"Message": "x", "MaxAttempts": -3},
+	}
+	for rk, p := range rows {
+		if err := e.mt.PutRaw("00", rk, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if ids := e.q.ids(); len(ids) != 1 || ids[0] != "good" {
+		t.Fatalf("sent %v", ids)
+	}
+	if len(e.q.aside) != 9 {
+		t.Fatalf("set aside %d: %v", len(e.q.aside), e.q.aside)
+	}
+	all := strings.Join(e.q.aside, "\n")
+	for _, want := range []string{"!bang", "0123_short", "no Message", `"two words"`, `"@every never"`, `"Moon/Base"`, "Attempts is many", "Message is", "MaxAttempts is -3"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("reasons do not mention %q:\n%s", want, all)
+		}
+	}
+	if !strings.Contains(strings.Join(e.q.raw, ""), `"Type":"two words"`) {
+		t.Errorf("raw entity JSON not passed: %v", e.q.raw)
+	}
+	if keys := itemKeys(e.mt); len(keys) != 0 {
+		t.Fatalf("rows left %v", keys)
+	}
+	if st := e.m.Stats(); st.SetAside != 9 || st.Moved != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func mustKey(t time.Time, id string) string {
+	k, err := RowKey(t, id)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+func TestMoverKeepsRowsItCannotSetAside(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{})
+	_ = e.mt.PutRaw("00", "!bad", map[string]any{"Message": "x"})
+	e.q.setErr = errors.New("poison queue down")
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if e.mt.Len("00") != 2 { // the bad row and the fence
+		t.Fatalf("a row that could not be set aside was deleted: %v", keysOf(e.mt.Rows("00")))
+	}
+}
+
+func TestMoverSweepFindsKeysThatNeverComeDue(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{})
+	far := "3000000000000000000_far" // year ~9507: valid, not due
+	for _, rk := range []string{"abc", "Zed", "5000000000000000000_x", "~zz", "~fence2", far} {
+		_ = e.mt.PutRaw("00", rk, map[string]any{"Message": "x"})
+	}
+	e.add(t, Item{ID: "future", Due: t0.Add(time.Hour)}) // index row must survive
+	if err := e.m.takeFence(ctx(t), "00", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.sweep(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.q.aside) != 5 {
+		t.Fatalf("set aside %v", e.q.aside)
+	}
+	keys := strings.Join(keysOf(e.mt.Rows("00")), " ")
+	if keys != mustKey(t0.Add(time.Hour), "future")+" "+far+" id~future "+FenceRowKey {
+		t.Fatalf("rows left: %s", keys)
+	}
+}
+
+func TestMoverEnqueueFailureKeepsRowForNextPoll(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{})
+	e.add(t, Item{ID: "a", Due: t0})
+	e.add(t, Item{ID: "b", Due: t0})
+	fail := true
+	e.q.hook = func(env queue.Envelope) error {
+		if env.ID == "a" && fail {
+			return errors.New("queue unavailable")
+		}
+		return nil
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if keys := itemKeys(e.mt); len(keys) != 1 || !strings.HasSuffix(keys[0], "_a") {
+		t.Fatalf("rows %v", keys)
+	}
+	fail = false
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if len(itemKeys(e.mt)) != 0 || len(e.q.ids()) != 2 {
+		t.Fatalf("rows %v sent %v", itemKeys(e.mt), e.q.ids())
+	}
+	if st := e.m.Stats(); st.Errors != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestMoverQueueRefusalSetsAside(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{})
+	e.add(t, Item{ID: "a", Due: t0})
+	e.q.hook = func(queue.Envelope) error { return fmt.Errorf("too big: %w", storage.ErrBadRequest) }
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.q.aside) != 1 || !strings.Contains(e.q.aside[0], "queue refused") || e.mt.Len("00") != 1 {
+		t.Fatalf("aside %v rows %v", e.q.aside, keysOf(e.mt.Rows("00")))
+	}
+}
+
+func TestMoverRowChangedMeanwhileIsNotDeleted(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{})
+	for _, id := range []string{"a", "b", "c"} {
+		e.add(t, Item{ID: id, Due: t0})
+	}
+	e.q.hook = func(env queue.Envelope) error {
+		if env.ID == "b" { // a user reschedules b while it is being moved
+			if _, err := e.c.Reschedule(context.Background(), "b", t0.Add(time.Hour)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.c.Get(ctx(t), "b")
+	if err != nil || !got.Due.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("rescheduled row lost: %+v %v", got, err)
+	}
+	if keys := itemKeys(e.mt); len(keys) != 1 {
+		t.Fatalf("rows %v", keys)
+	}
+	if st := e.m.Stats(); st.Skipped != 1 || st.Moved != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestMoverWorksAroundMissingIndexAndExistingNext(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{})
+	e.add(t, Item{ID: "noidx", Due: t0})
+	_ = e.mt.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: "id~noidx"}})
+	rec := e.add(t, Item{ID: "rec", Due: t0, Recurrence: "@every 1m"})
+	nextRK := mustKey(t0.Add(time.Minute), "rec")
+	_ = e.mt.PutRaw("00", nextRK, map[string]any{"Message": "already", "Recurrence": "@every 1m"})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	keys := itemKeys(e.mt)
+	if len(keys) != 1 || keys[0] != nextRK {
+		t.Fatalf("rows %v", keys)
+	}
+	if got, _ := e.c.Get(ctx(t), "rec"); got.RowKey != nextRK {
+		t.Fatalf("index not moved to next occurrence: %+v (was %s)", got, rec.RowKey)
+	}
+	if len(e.q.ids()) != 2 {
+		t.Fatalf("sent %v", e.q.ids())
+	}
+}
+
+func TestMoverBatchesOf100WithFence(t *testing.T) {
+	e := newMoverEnv(t, 3, MoverOptions{})
+	for i := range 250 {
+		rk := mustKey(t0.Add(-time.Duration(250-i)*time.Second), fmt.Sprintf("r%03d", i))
+		_ = e.mt.PutRaw("00", rk, map[string]any{"Message": ""})
+	}
+	var sizes []int
+	e.mt.BeforeSubmit = func(ops []Op) error {
+		last := ops[len(ops)-1]
+		if len(ops) > 1 && (last.RowKey != FenceRowKey || last.IfMatch == "" || last.Kind != OpMerge) {
+			return fmt.Errorf("batch without a conditional fence update: %+v", last)
+		}
+		sizes = append(sizes, len(ops))
+		return nil
+	}
+	var order []string
+	e.m.o.OnMoved = func(_ context.Context, envs []queue.Envelope) {
+		for _, env := range envs {
+			order = append(order, env.ID)
+		}
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(sizes) != "[1 100 100 53]" { // fence take-over, then 99+1, 99+1, 52+1
+		t.Fatalf("transaction sizes %v", sizes)
+	}
+	for i := range order {
+		if order[i] != fmt.Sprintf("r%03d", i) {
+			t.Fatalf("moved out of order at %d: %s", i, order[i])
+		}
+	}
+	if len(order) != 250 || len(itemKeys(e.mt)) != 0 {
+		t.Fatalf("moved %d, left %d", len(order), len(itemKeys(e.mt)))
+	}
+}
+
+func TestMoverFullPassContinues(t *testing.T) {
+	e := newMoverEnv(t, 3, MoverOptions{MaxPerPass: 10})
+	for i := range 25 {
+		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%02d", i)), map[string]any{"Message": ""})
+	}
+	if err := e.m.takeFence(ctx(t), "00", 3); err != nil {
+		t.Fatal(err)
+	}
+	full, err := e.m.pass(ctx(t), 3)
+	if err != nil || !full || len(e.q.ids()) != 10 {
+		t.Fatalf("full=%v err=%v sent=%d", full, err, len(e.q.ids()))
+	}
+	// Run drains the rest without waiting for the poll timer.
+	c, cancel := context.WithCancel(ctx(t))
+	done := make(chan error, 1)
+	go func() { done <- e.m.Run(c) }()
+	if err := e.fc.WaitForTimers(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(e.q.ids()) != 25 || len(itemKeys(e.mt)) != 0 {
+		t.Fatalf("sent %d, left %v", len(e.q.ids()), itemKeys(e.mt))
+	}
+}
+
+func TestMoverLargeDirectPayload(t *testing.T) {
+	store := payload.NewMemory()
+	e := newMoverEnv(t, 1, MoverOptions{PayloadStore: store, InlineLimit: 100})
+	big := strings.Repeat("<", 50) // 300 bytes as JSON (\u003c)
+	_ = e.mt.PutRaw("00", mustKey(t0, "big"), map[string]any{"Message": big})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := e.q.byID("big")
+	if !ok || s.env.Payload != "" || s.env.PayloadBlob == "" {
+		t.Fatalf("envelope %+v", s)
+	}
+	if b, err := store.Get(ctx(t), s.env.PayloadBlob); err != nil || string(b) != big {
+		t.Fatalf("blob %q %v", b, err)
+	}
+	// Without a store the row is set aside rather than retried forever.
+	e2 := newMoverEnv(t, 1, MoverOptions{InlineLimit: 100})
+	_ = e2.mt.PutRaw("00", mustKey(t0, "big"), map[string]any{"Message": big})
+	if err := e2.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if len(e2.q.aside) != 1 || !strings.Contains(e2.q.aside[0], "no payload store") {
+		t.Fatalf("aside %v", e2.q.aside)
+	}
+}
+
+// runMover starts Run in the background; wait returns its result.
+func runMover(t *testing.T, m *Mover) (cancel context.CancelFunc, wait func(time.Duration) (error, bool)) {
+	t.Helper()
+	c, cancel := context.WithCancel(ctx(t))
+	done := make(chan error, 1)
+	go func() { done <- m.Run(c) }()
+	var once sync.Once
+	var res error
+	var finished bool
+	wait = func(d time.Duration) (error, bool) {
+		once.Do(func() {
+			select {
+			case res = <-done:
+				finished = true
+			case <-time.After(d):
+			}
+		})
+		return res, finished
+	}
+	t.Cleanup(func() {
+		cancel()
+		if _, ok := wait(10 * time.Second); !ok {
+			t.Error("Run did not return after cancel")
+		}
+	})
+	return cancel, wait
+}
+
+func TestMoverFencedAtStart(t *testing.T) {
+	e := newMoverEnv(t, 3, MoverOptions{})
+	e.add(t, Item{ID: "a", Due: t0})
+	_ = e.mt.PutRaw("00", FenceRowKey, map[string]any{PropGeneration: int64(5)})
+	err := e.m.Run(ctx(t))
+	if !errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "generation 5, ours is 3") {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(e.q.ids()) != 0 || len(itemKeys(e.mt)) != 1 || e.m.Stats().Fenced != 1 {
+		t.Fatalf("a fenced mover moved: %v", e.q.ids())
+	}
+}
+
+func TestMoverFencedMidTerm(t *testing.T) {
+	e := newMoverEnv(t, 3, MoverOptions{PollEvery: time.Second})
+	_, wait := runMover(t, e.m)
+	if err := e.fc.WaitForTimers(ctx(t), 1); err != nil { // took control, first pass done
+		t.Fatal(err)
+	}
+	f, _ := e.mt.Get(ctx(t), "00", FenceRowKey)
+	if g, _, _ := propInt(f.Props, PropGeneration); g != 3 {
+		t.Fatalf("fence generation %d", g)
+	}
+	// A newer leader takes over; our next batch must fail whole.
+	newer := newMoverEnvSharing(t, e, 4)
+	if err := newer.takeFence(ctx(t), "00", 4); err != nil {
+		t.Fatal(err)
+	}
+	e.add(t, Item{ID: "a", Due: t0})
+	e.add(t, Item{ID: "b", Due: t0})
+	e.fc.Advance(time.Second)
+	if err, ok := wait(10 * time.Second); !ok || !errors.Is(err, ErrFenced) {
+		t.Fatalf("Run = %v (returned: %v)", err, ok)
+	}
+	if keys := itemKeys(e.mt); len(keys) != 2 {
+		t.Fatalf("a stale leader's deletes happened: %v", keys)
+	}
+	// It did enqueue before failing: a duplicate, never a loss.
+	if len(e.q.ids()) != 2 {
+		t.Fatalf("sent %v", e.q.ids())
+	}
+}
+
+func newMoverEnvSharing(t *testing.T, e *moverEnv, gen int64) *Mover {
+	m, err := NewMover(e.mt, MoverOptions{Generation: func() int64 { return gen }, Enqueuer: e.q, SetAside: e.q, Clock: e.fc, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// cancelTable cancels a context on a chosen call and counts calls after it.
+type cancelTable struct {
+	Table
+	mu        sync.Mutex
+	cancelled bool
+	after     int
+}
+
+func (c *cancelTable) note() {
+	c.mu.Lock()
+	if c.cancelled {
+		c.after++
+	}
+	c.mu.Unlock()
+}
+func (c *cancelTable) Query(ctx context.Context, q Query) (Page, error) {
+	c.note()
+	return c.Table.Query(ctx, q)
+}
+func (c *cancelTable) Get(ctx context.Context, pk, rk string) (Entity, error) {
+	c.note()
+	return c.Table.Get(ctx, pk, rk)
+}
+func (c *cancelTable) Submit(ctx context.Context, ops []Op) error {
+	c.note()
+	return c.Table.Submit(ctx, ops)
+}
+
+func TestMoverStopsAtOnceOnCancel(t *testing.T) {
+	c, mt, fc := newMemClient(t, Options{})
+	for i := range 50 {
+		if _, err := c.Add(ctx(t), Item{ID: fmt.Sprintf("t%02d", i), Due: t0}, AddOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ct := &cancelTable{Table: mt}
+	runCtx, cancel := context.WithCancel(ctx(t))
+	var enq sync.Mutex
+	n := 0
+	q := &fakeQueue{}
+	q.hook = func(queue.Envelope) error {
+		enq.Lock()
+		defer enq.Unlock()
+		n++
+		if n == 5 {
+			ct.mu.Lock()
+			ct.cancelled = true
+			ct.mu.Unlock()
+			cancel() // the lease is lost in the middle of a pass
+		}
+		return nil
+	}
+	m, err := NewMover(ct, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: q, SetAside: q, Clock: fc, Concurrency: 1, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(runCtx); err != nil {
+		t.Fatalf("Run after cancel = %v, want nil", err)
+	}
+	if ct.after != 0 {
+		t.Fatalf("%d storage calls after the context ended", ct.after)
+	}
+	if got := len(itemKeys(mt)); got != 50 {
+		t.Fatalf("rows deleted after cancel: %d left", got)
+	}
+	if len(q.ids()) > 5 {
+		t.Fatalf("kept enqueueing after cancel: %d", len(q.ids()))
+	}
+}
+
+func TestMoverBackpressure(t *testing.T) {
+	var mu sync.Mutex
+	depth := 10
+	e := newMoverEnv(t, 1, MoverOptions{
+		PollEvery: time.Second, MaxDepth: 10, ResumeBelow: 5,
+		Depth: func(context.Context) (int, error) { mu.Lock(); defer mu.Unlock(); return depth, nil },
+	})
+	e.add(t, Item{ID: "a", Due: t0})
+	setDepth := func(d int) { mu.Lock(); depth = d; mu.Unlock() }
+	runMover(t, e.m)
+	step := func() {
+		t.Helper()
+		if err := e.fc.WaitForTimers(ctx(t), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	if len(e.q.ids()) != 0 || !e.m.Stats().HoldingBack {
+		t.Fatalf("moved at depth 10: %v %+v", e.q.ids(), e.m.Stats())
+	}
+	setDepth(6) // below MaxDepth but not below ResumeBelow: still holding
+	e.fc.Advance(time.Second)
+	step()
+	if len(e.q.ids()) != 0 || !e.m.Stats().HoldingBack {
+		t.Fatalf("resumed at depth 6: %v", e.q.ids())
+	}
+	setDepth(4)
+	e.fc.Advance(time.Second)
+	step()
+	if len(e.q.ids()) != 1 || e.m.Stats().HoldingBack {
+		t.Fatalf("did not resume at depth 4: %v %+v", e.q.ids(), e.m.Stats())
+	}
+	e.add(t, Item{ID: "b", Due: t0.Add(time.Second)})
+	setDepth(12) // deep again: hold
+	e.fc.Advance(time.Second)
+	step()
+	if len(e.q.ids()) != 1 || !e.m.Stats().HoldingBack {
+		t.Fatalf("ignored depth 12: %v", e.q.ids())
+	}
+}
+
+func TestMoverLostCommitResponse(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{})
+	e.add(t, Item{ID: "a", Due: t0})
+	e.add(t, Item{ID: "b", Due: t0.Add(time.Millisecond)})
+	// The first batch commits but its response is lost.
+	lose := true
+	inner := e.mt.BeforeSubmit
+	e.mt.BeforeSubmit = func(ops []Op) error {
+		if inner != nil {
+			return inner(ops)
+		}
+		return nil
+	}
+	wrapped := &lossyTable{MemoryTable: e.mt, lose: &lose}
+	m, _ := NewMover(wrapped, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: e.q, SetAside: e.q, Clock: e.fc, Logger: quiet})
+	if err := m.takeFence(ctx(t), "00", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.pass(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	// Now a second pass must not think it is fenced.
+	e.add(t, Item{ID: "c", Due: t0})
+	if _, err := m.pass(ctx(t), 1); err != nil {
+		t.Fatalf("second pass: %v", err)
+	}
+	if keys := itemKeys(e.mt); len(keys) != 0 {
+		t.Fatalf("rows left %v", keys)
+	}
+}
+
+type lossyTable struct {
+	*MemoryTable
+	lose *bool
+}
+
+func (l *lossyTable) Submit(ctx context.Context, ops []Op) error {
+	err := l.MemoryTable.Submit(ctx, ops)
+	if err == nil && len(ops) > 1 && *l.lose {
+		*l.lose = false
+		return errors.New("connection reset (the transaction did commit)")
+	}
+	return err
+}
+
+func TestMoverOptionsValidation(t *testing.T) {
+	q := &fakeQueue{}
+	gen := func() int64 { return 1 }
+	for _, c := range []struct {
+		o    MoverOptions
+		want string
+	}{
+		{MoverOptions{Enqueuer: q, SetAside: q}, "Generation is nil"},
+		{MoverOptions{Generation: gen, SetAside: q}, "Enqueuer is nil"},
+		{MoverOptions{Generation: gen, Enqueuer: q}, "SetAside is nil"},
+		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, PollEvery: time.Millisecond}, "PollEvery 1ms"},
+		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, Concurrency: -1}, "Concurrency -1"},
+		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, MaxDepth: 10}, "Depth is nil"},
+		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, MaxDepth: 10, ResumeBelow: 11, Depth: func(context.Context) (int, error) { return 0, nil }}, "ResumeBelow 11"},
+		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, Early: 48 * time.Hour}, "Early 48h0m0s"},
+		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, InlineLimit: 1 << 20}, "InlineLimit 1048576"},
+	} {
+		if _, err := NewMover(NewMemoryTable(), c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewMover = %v, want %q", err, c.want)
+		}
+	}
+	m, _ := NewMover(NewMemoryTable(), MoverOptions{Generation: func() int64 { return 0 }, Enqueuer: q, SetAside: q})
+	if err := m.Run(ctx(t)); err == nil || !strings.Contains(err.Error(), "generation 0") {
+		t.Fatalf("Run with generation 0 = %v", err)
+	}
+}
