@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -150,6 +149,3 @@ func runID(id string, due time.Time, recurring bool) string {
 	}
 	return id + "@" + due.UTC().Format(time.RFC3339Nano)
 }
-
-// idFromIndexKey returns the id an index RowKey stands for.
-func idFromIndexKey(rk string) (string, bool) { return strings.CutPrefix(rk, IndexPrefix) }
