@@ -648,7 +648,14 @@ func rowOps(shard string, p *plan, withNext, withIndex bool) []Op {
 	var ops []Op
 	recurring := p.nextRK != "" && p.bad == ""
 	if recurring && withNext {
-		ops = append(ops, Op{Kind: OpInsert, PartitionKey: shard, RowKey: p.nextRK, Props: p.next})
+		next := p.next
+		if p.indexed && !withIndex {
+			// The index row is gone: the series continues unindexed (found
+			// by scanning) instead of failing every move.
+			next = copyProps(p.next)
+			delete(next, PropIndexed)
+		}
+		ops = append(ops, Op{Kind: OpInsert, PartitionKey: shard, RowKey: p.nextRK, Props: next})
 	}
 	ops = append(ops, Op{Kind: OpDelete, PartitionKey: shard, RowKey: p.e.RowKey, IfMatch: p.e.ETag})
 	if p.indexed && withIndex && p.keyOK {

@@ -409,6 +409,16 @@ func TestMoverWorksAroundMissingIndexAndExistingNext(t *testing.T) {
 	if len(e.q.ids()) != 2 {
 		t.Fatalf("sent %v", e.q.ids())
 	}
+	// A recurring series whose index row is gone continues unindexed.
+	e.add(t, Item{ID: "lost", Due: t0, Recurrence: "@every 1h"})
+	_ = e.mt.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: "id~lost"}})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.c.Get(ctx(t), "lost")
+	if err != nil || got.Indexed || !got.Due.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("lost-index series: %+v %v", got, err)
+	}
 }
 
 func TestMoverBatchesOf100WithFence(t *testing.T) {
