@@ -85,6 +85,7 @@ const (
 	OpReplace
 )
 
+// String names the operation kind.
 func (k OpKind) String() string {
 	switch k {
 	case OpInsert:
