@@ -207,7 +207,7 @@ func TestAzuriteThreeCops(t *testing.T) {
 	noneStarted("while the second holder renews")
 	mu.Lock()
 	holder = cops[second.id]
-	lastRenew := holder.k.lastStartTime()
+	lastRenew := holder.lastRenewStart()
 	mu.Unlock()
 	crashAt := time.Now()
 	holder.crash()
@@ -226,7 +226,7 @@ func TestAzuriteThreeCops(t *testing.T) {
 	noneStarted("while the third holder renews")
 	mu.Lock()
 	holder = cops[third.id]
-	lastRenew = holder.k.lastStartTime()
+	lastRenew = holder.lastRenewStart()
 	locks[third.id].cut.Store(true)
 	mu.Unlock()
 	cutAt := time.Now()

@@ -20,9 +20,8 @@ func TestMain(m *testing.M) {
 	if code == 0 {
 		if err := goleak.Find(
 			// Idle keep-alive connections of the SDK's shared HTTP transport.
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 		); err != nil {
 			os.Stderr.WriteString("goroutine leak: " + err.Error() + "\n")
 			code = 1
@@ -34,6 +33,18 @@ func TestMain(m *testing.M) {
 // crash stops the cop the way a killed process stops: no release, the
 // lease is left to expire. (Test seam: hooks still run.)
 func (c *Cop) crash() { c.stop(true) }
+
+// lastRenewStart is the start of the current term's last successful
+// renewal (zero without control).
+func (c *Cop) lastRenewStart() time.Time {
+	c.mu.Lock()
+	k := c.k
+	c.mu.Unlock()
+	if k == nil {
+		return time.Time{}
+	}
+	return k.lastStartTime()
+}
 
 // crash stops renewing the slot without releasing it.
 func (sl *Slot) crash() { sl.once.Do(func() { sl.releaseErr = sl.stop(context.Background(), false) }) }
