@@ -11,6 +11,9 @@
 ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION} AS build
+# The image pins GOTOOLCHAIN=local; allow fetching the exact toolchain go.mod
+# asks for if this image's patch release is older.
+ENV GOTOOLCHAIN=auto
 WORKDIR /src
 # Modules first, so source edits do not invalidate the download layer.
 COPY go.mod go.sum ./
