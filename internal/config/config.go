@@ -168,7 +168,7 @@ var Keys = []Key{
 	{"lease.poll_every", "15s", "How often an instance without the lease tries to acquire it (jittered).", false},
 	{"lease.safety_margin", "0s", "Control is considered lost at last renew + duration - margin; 0 means max(2s, duration/10).", false},
 	{"mover.poll_every", "5s", "How often the leader looks for due tasks.", false},
-	{"mover.early", "-1s", "Window within which due tasks are enqueued early with a visibility delay; negative means mover.poll_every, 0 disables.", false},
+	{"mover.early", "0s", "Window within which due tasks are enqueued early with a visibility delay; 0 means mover.poll_every, negative disables.", false},
 	{"mover.concurrency", 32, "Concurrent enqueues while moving.", false},
 	{"queue.max_depth", 0, "Pause moving while the queue holds this many messages; 0 disables backpressure.", false},
 	{"queue.resume_below", 0, "Resume moving below this depth; 0 means queue.max_depth/2.", false},
@@ -297,9 +297,6 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		PollEvery:   d.dur("mover.poll_every", 100*time.Millisecond, time.Hour),
 		Early:       d.dur("mover.early", -time.Hour, time.Hour),
 		Concurrency: d.int("mover.concurrency", 1, 1024),
-	}
-	if c.Mover.Early < 0 {
-		c.Mover.Early = c.Mover.PollEvery
 	}
 	c.Queue = Queue{MaxDepth: d.int("queue.max_depth", 0, 1<<30), ResumeBelow: d.int("queue.resume_below", 0, 1<<30)}
 	if c.Queue.ResumeBelow == 0 {

@@ -32,8 +32,8 @@ func TestDefaults(t *testing.T) {
 	if c.Lease.Duration != 60*time.Second || c.Lease.PollEvery != 15*time.Second {
 		t.Errorf("lease defaults: %+v", c.Lease)
 	}
-	if c.Mover.Early != c.Mover.PollEvery {
-		t.Errorf("mover.early default should follow poll_every, got %v", c.Mover.Early)
+	if c.Mover.Early != 0 {
+		t.Errorf("mover.early default should be 0 (= poll_every), got %v", c.Mover.Early)
 	}
 	if c.Names.Queue != "leasecron-work" || c.Names.ScheduleTable != "ScheduledItems" {
 		t.Errorf("names: %+v", c.Names)

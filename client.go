@@ -1,0 +1,308 @@
+package leasecron
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/payload"
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
+)
+
+// Errors callers branch on.
+var (
+	// ErrNotFound: no pending task, run or key with that id.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyScheduled: Schedule was given an id that is pending.
+	ErrAlreadyScheduled = schedule.ErrAlreadyScheduled
+	// ErrAlreadyFinished: Cancel found the run already finished.
+	ErrAlreadyFinished = runs.ErrAlreadyFinished
+)
+
+// ClientOptions configure NewClient.
+type ClientOptions struct {
+	// Storage locates the account. Required.
+	Storage Storage
+	// Names of the storage resources. Empty fields take defaults.
+	Names Names
+	// NoRuns turns off run records: no "scheduled" row at Schedule time, and
+	// Cancel can only remove tasks that have not been moved yet.
+	NoRuns bool
+	// MaxPayload is the largest payload accepted, in bytes. Default 1 MiB.
+	MaxPayload int
+	// Logger receives warnings. Default slog.Default().
+	Logger *slog.Logger
+	// Clock is the time source. Default the real clock.
+	Clock clock.Clock
+
+	clients *storage.Clients
+}
+
+// Client schedules, cancels and inspects tasks. It is safe for concurrent use.
+type Client struct {
+	o     ClientOptions
+	sc    *storage.Clients
+	sched *schedule.Client
+	runs  *runs.Store // nil when NoRuns
+	queue *queue.Client
+	dead  *queue.DeadLetters
+}
+
+// NewClient connects to the account (without contacting it yet). Tables,
+// queues and containers are created on first use.
+func NewClient(o ClientOptions) (*Client, error) {
+	o.Names = o.Names.withDefaults()
+	if err := o.Names.validate(); err != nil {
+		return nil, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.Clock = clock.OrReal(o.Clock)
+	sc := o.clients
+	if sc == nil {
+		var err error
+		if sc, err = storage.New(o.Storage.config(nil)); err != nil {
+			return nil, err
+		}
+	}
+	c := &Client{o: o, sc: sc}
+	store, err := payload.NewBlobStore(sc.Blob, payload.Options{Container: o.Names.Container, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	if c.sched, err = schedule.NewAzure(sc.Table, schedule.Options{
+		Table: o.Names.ScheduleTable, Clock: o.Clock, Logger: o.Logger, PayloadStore: store, MaxPayload: o.MaxPayload,
+	}); err != nil {
+		return nil, err
+	}
+	if !o.NoRuns {
+		if c.runs, err = runs.New(sc, runs.Options{Table: o.Names.RunsTable, Clock: o.Clock, Logger: o.Logger}); err != nil {
+			return nil, err
+		}
+	}
+	if c.queue, err = queue.NewClient(sc, queue.ClientOptions{Queue: o.Names.Queue, PoisonQueue: o.Names.PoisonQueue, Clock: o.Clock, Logger: o.Logger}); err != nil {
+		return nil, err
+	}
+	var rq queue.RunRequeuer
+	if c.runs != nil {
+		rq = c.runs
+	}
+	c.dead = queue.NewDeadLetters(c.queue, rq)
+	return c, nil
+}
+
+// Schedule adds a task. An empty ID is generated; an id that is already
+// pending is refused with ErrAlreadyScheduled unless replace is true.
+// Input is validated before anything is written.
+func (c *Client) Schedule(ctx context.Context, it Item, replace bool) (Item, error) {
+	out, err := c.sched.Add(ctx, it, schedule.AddOptions{Replace: replace})
+	if err != nil {
+		return out, err
+	}
+	if c.runs != nil && out.Recurrence == "" {
+		if err := c.runs.MarkScheduled(ctx, out.ID, runs.Meta{Type: out.Type, Due: out.Due}); err != nil {
+			c.o.Logger.Warn("run record not written; the task is scheduled", "task_id", out.ID, "err", err)
+		}
+	}
+	return out, nil
+}
+
+// CancelResult says what Cancel did.
+type CancelResult struct {
+	// ID is the task id.
+	ID string
+	// Removed is true when the task was still pending and its row was
+	// deleted (a recurring series stops).
+	Removed bool
+	// Marked is true when the task had already been moved to the queue and
+	// its run was marked cancelled: the worker that receives it
+	// acknowledges it without running it.
+	Marked bool
+}
+
+// Cancel stops a task: before it is moved its row is deleted; after, its
+// run is marked cancelled. It returns ErrNotFound for an unknown id and
+// ErrAlreadyFinished for a run that has already ended.
+func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
+	res := CancelResult{ID: id}
+	_, err := c.sched.Cancel(ctx, id)
+	switch {
+	case err == nil:
+		res.Removed = true
+	case !errors.Is(err, storage.ErrNotFound):
+		return res, err
+	}
+	if c.runs == nil {
+		if !res.Removed {
+			return res, fmt.Errorf("%w: no pending task %q (run records are off, so a task already moved to the queue cannot be cancelled)", ErrNotFound, id)
+		}
+		return res, nil
+	}
+	// Mark the run too: the row may have been moved while we deleted it.
+	_, rerr := c.runs.Cancel(ctx, id)
+	switch {
+	case rerr == nil:
+		res.Marked = !res.Removed
+	case errors.Is(rerr, runs.ErrNotFound):
+		if !res.Removed {
+			return res, fmt.Errorf("%w: no pending task or run with id %q", ErrNotFound, id)
+		}
+	case errors.Is(rerr, runs.ErrAlreadyFinished):
+		if !res.Removed {
+			return res, rerr
+		}
+	default:
+		if !res.Removed {
+			return res, rerr
+		}
+		c.o.Logger.Warn("run record not marked cancelled", "task_id", id, "err", rerr)
+	}
+	return res, nil
+}
+
+// Reschedule moves a pending task to a new due time atomically.
+func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item, error) {
+	it, err := c.sched.Reschedule(ctx, id, due)
+	if err != nil {
+		return it, notFound(err, id)
+	}
+	if c.runs != nil && it.Recurrence == "" {
+		_ = c.runs.MarkScheduled(ctx, it.ID, runs.Meta{Type: it.Type, Due: it.Due})
+	}
+	return it, nil
+}
+
+// Get returns a pending task.
+func (c *Client) Get(ctx context.Context, id string) (Item, error) {
+	it, err := c.sched.Get(ctx, id)
+	return it, notFound(err, id)
+}
+
+// List returns a page of pending tasks in due order.
+func (c *Client) List(ctx context.Context, o schedule.ListOptions) ([]Item, string, error) {
+	return c.sched.List(ctx, o)
+}
+
+// Status is what is known about a task id: its pending row and/or its run
+// record.
+type Status struct {
+	// ID is the task id.
+	ID string
+	// Pending is the scheduled row, if the task is still in the table.
+	Pending *Item
+	// Run is the run record, if there is one.
+	Run *Run
+}
+
+// State summarises Status in one word: the run's state, or "scheduled".
+func (s Status) State() string {
+	switch {
+	case s.Run != nil && (s.Pending == nil || s.Run.State != runs.Scheduled):
+		return string(s.Run.State)
+	case s.Pending != nil:
+		return string(runs.Scheduled)
+	}
+	return "unknown"
+}
+
+// Status looks a task id up in the schedule and in the run records.
+func (c *Client) Status(ctx context.Context, id string) (Status, error) {
+	st := Status{ID: id}
+	it, err := c.sched.Get(ctx, id)
+	switch {
+	case err == nil:
+		st.Pending = &it
+	case !errors.Is(err, storage.ErrNotFound):
+		return st, err
+	}
+	if c.runs != nil {
+		r, err := c.runs.Get(ctx, id)
+		switch {
+		case err == nil:
+			st.Run = &r
+		case !errors.Is(err, runs.ErrNotFound):
+			return st, err
+		}
+	}
+	if st.Pending == nil && st.Run == nil {
+		return st, fmt.Errorf("%w: no pending task or run with id %q", ErrNotFound, id)
+	}
+	return st, nil
+}
+
+// Runs lists run records.
+func (c *Client) Runs(ctx context.Context, f runs.Filter) ([]Run, error) {
+	if c.runs == nil {
+		return nil, errors.New("run records are off")
+	}
+	return c.runs.List(ctx, f)
+}
+
+// DeadLetters returns the dead-letter operations (list, requeue, purge).
+func (c *Client) DeadLetters() *queue.DeadLetters { return c.dead }
+
+// Stats is a fleet-wide snapshot for operators.
+type Stats struct {
+	// QueueDepth is the work queue's approximate message count.
+	QueueDepth int `json:"queue_depth"`
+	// PoisonDepth is the poison queue's approximate message count.
+	PoisonDepth int `json:"poison_depth"`
+	// Due is the due backlog still in the schedule table.
+	Due schedule.DueStats `json:"due"`
+	// Counters sums every worker's flushed counters (handled, failed,
+	// retried, dead, duplicates, ...).
+	Counters *runs.Counters `json:"counters,omitempty"`
+	// Leader is who holds the traffic-cop lease.
+	Leader trafficcop.HolderInfo `json:"leader"`
+}
+
+// Stats gathers queue depths, the due backlog, the leader and the workers'
+// counters.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	var s Stats
+	var err error
+	if s.QueueDepth, err = c.queue.Depth(ctx); err != nil {
+		return s, fmt.Errorf("queue depth: %w", err)
+	}
+	if s.PoisonDepth, err = c.queue.Poison().Count(ctx); err != nil {
+		return s, fmt.Errorf("poison queue depth: %w", err)
+	}
+	if s.Due, err = c.sched.Due(ctx, c.o.Clock.Now()); err != nil {
+		return s, fmt.Errorf("due backlog: %w", err)
+	}
+	if c.runs != nil {
+		sum, err := c.runs.SumCounters(ctx)
+		if err != nil {
+			return s, fmt.Errorf("counters: %w", err)
+		}
+		s.Counters = &sum
+	}
+	if s.Leader, err = c.Leader(ctx); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// Leader reads who holds the traffic-cop lease, without competing for it.
+func (c *Client) Leader(ctx context.Context) (trafficcop.HolderInfo, error) {
+	h, err := trafficcop.ReadHolder(ctx, c.sc, c.o.Names.Container, c.o.Names.LeaseBlob)
+	if errors.Is(err, storage.ErrNotFound) {
+		return trafficcop.HolderInfo{State: trafficcop.LeaseAvailable}, nil
+	}
+	return h, err
+}
+
+func notFound(err error, id string) error {
+	if err != nil && errors.Is(err, storage.ErrNotFound) && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
+}

@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/internal/config"
+)
+
+func init() {
+	extraCommands = append(extraCommands, (*app).blackboardCmd, (*app).aggregatorCmd)
+}
+
+func (a *app) blackboardCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "blackboard",
+		Short: "Show every aggregator key: start, stop, running, worker, last error",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := a.board()
+			if err != nil {
+				return err
+			}
+			es, err := b.List(cmd.Context())
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			if asJSON {
+				type row struct {
+					Key          string    `json:"key"`
+					Type         string    `json:"type"`
+					Interval     string    `json:"interval"`
+					State        string    `json:"state"`
+					Start        time.Time `json:"start,omitzero"`
+					Stop         time.Time `json:"stop,omitzero"`
+					Running      bool      `json:"running"`
+					Worker       string    `json:"worker,omitempty"`
+					LastError    string    `json:"last_error,omitempty"`
+					LastDuration float64   `json:"last_duration_seconds"`
+					Runs         int64     `json:"runs"`
+					Failures     int64     `json:"failures"`
+					NextDue      time.Time `json:"next_due,omitzero"`
+				}
+				out := []row{}
+				for _, e := range es {
+					out = append(out, row{e.Key, e.Type, e.Interval.String(), string(e.State(now)), e.Start, e.Stop, e.Running, e.Worker,
+						e.LastError, e.LastDuration.Seconds(), e.Runs, e.Failures, e.NextDue()})
+				}
+				return a.printJSON(out)
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KEY\tSTATE\tSTART\tSTOP\tRUNNING\tWORKER\tRUNS\tLAST ERROR")
+			for _, e := range es {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%d\t%s\n", e.Key, e.State(now), clockTime(e.Start), clockTime(e.Stop), e.Running, e.Worker, e.Runs, short(e.LastError, 60))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func clockTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("15:04:05")
+}
+
+func (a *app) aggregatorCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "aggregator",
+		Short: "Add, remove or run blackboard keys (leaderless per-key periodic work)",
+	}
+	var every time.Duration
+	var typ string
+	var replace bool
+	add := &cobra.Command{
+		Use:   "add KEY --every DURATION --type T [PAYLOAD | -]",
+		Short: "Add a key that a worker runs once per interval",
+		Example: `  leasecron aggregator add westlafcals --every 8h --type calendar '{"feeds":["https://example.org/a.ics"]}'`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if every <= 0 {
+				return usagef("--every is required (e.g. 1h)")
+			}
+			if err := config.ValidTypeName(typ); err != nil {
+				return usageError{err}
+			}
+			payload, err := a.readPayload(args[1:])
+			if err != nil {
+				return err
+			}
+			b, err := a.board()
+			if err != nil {
+				return err
+			}
+			e := aggregator.Entry{Key: args[0], Interval: every, Type: typ, Payload: payload}
+			if err := e.Validate(); err != nil {
+				return usageError{err}
+			}
+			if err := b.Add(cmd.Context(), e, &aggregator.AddOptions{Replace: replace}); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out, "added %s (every %s, type %s)\n", e.Key, every, typ)
+			return nil
+		},
+	}
+	add.Flags().DurationVar(&every, "every", 0, "interval between runs (required)")
+	add.Flags().StringVar(&typ, "type", "", "handler type (required)")
+	add.Flags().BoolVar(&replace, "replace", false, "replace an existing key's definition")
+	remove := &cobra.Command{
+		Use:   "remove KEY",
+		Short: "Remove a key",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := a.board()
+			if err != nil {
+				return err
+			}
+			if err := b.Remove(cmd.Context(), args[0]); err != nil {
+				if errors.Is(err, aggregator.ErrNotFound) {
+					return fmt.Errorf("%w: %v", ErrNotFound, err)
+				}
+				return err
+			}
+			fmt.Fprintf(a.out, "removed %s\n", args[0])
+			return nil
+		},
+	}
+	runNow := &cobra.Command{
+		Use:   "run-now KEY",
+		Short: "Make a key due at the next cycle regardless of its interval",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := a.board()
+			if err != nil {
+				return err
+			}
+			if err := b.RunNow(cmd.Context(), args[0]); err != nil {
+				if errors.Is(err, aggregator.ErrNotFound) {
+					return fmt.Errorf("%w: %v", ErrNotFound, err)
+				}
+				return err
+			}
+			fmt.Fprintf(a.out, "%s will run at the next cycle\n", args[0])
+			return nil
+		},
+	}
+	c.AddCommand(add, remove, runNow)
+	return c
+}

@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/handler"
+	"github.com/leasecron/leasecron/internal/config"
+	"github.com/leasecron/leasecron/queue"
+)
+
+func (a *app) storageOpts() leasecron.Storage {
+	s := a.cfg.Storage
+	return leasecron.Storage{ConnectionString: s.ConnectionString, Account: s.Account, BlobURL: s.BlobURL, QueueURL: s.QueueURL, TableURL: s.TableURL}
+}
+
+func (a *app) names() leasecron.Names {
+	n := a.cfg.Names
+	return leasecron.Names{
+		Container: n.Container, LeaseBlob: n.LeaseBlob, ScheduleTable: n.ScheduleTable, RunsTable: n.RunsTable,
+		BlackboardTable: n.BlackboardTable, Queue: n.Queue, PoisonQueue: n.PoisonQueue,
+	}
+}
+
+// client returns a leasecron.Client for the configuration.
+func (a *app) client() (*leasecron.Client, error) {
+	return leasecron.NewClient(leasecron.ClientOptions{
+		Storage:    a.storageOpts(),
+		Names:      a.names(),
+		NoRuns:     !a.cfg.Worker.Runs,
+		MaxPayload: a.cfg.Payload.MaxSize,
+		Logger:     a.log,
+	})
+}
+
+// workerOptions maps the configuration onto leasecron.WorkerOptions.
+func (a *app) workerOptions() leasecron.WorkerOptions {
+	c := a.cfg
+	timeouts := map[string]time.Duration{}
+	for typ, h := range c.Handlers {
+		if h.Timeout > 0 {
+			timeouts[typ] = h.Timeout
+		}
+	}
+	return leasecron.WorkerOptions{
+		Storage:    a.storageOpts(),
+		Names:      a.names(),
+		InstanceID: c.Worker.InstanceID,
+		Lease: leasecron.LeaseOptions{
+			Duration: c.Lease.Duration, RenewEvery: c.Lease.RenewEvery, PollEvery: c.Lease.PollEvery, SafetyMargin: c.Lease.SafetyMargin,
+		},
+		Mover: leasecron.MoverOptions{
+			PollEvery: c.Mover.PollEvery, Early: c.Mover.Early, Concurrency: c.Mover.Concurrency,
+			MaxDepth: c.Queue.MaxDepth, ResumeBelow: c.Queue.ResumeBelow,
+		},
+		Consumer: leasecron.ConsumerOptions{
+			Concurrency: c.Worker.Concurrency, VisibilityTimeout: c.Worker.VisibilityTimeout, MaxRunTime: c.Worker.MaxRunTime,
+			ShutdownGrace: c.Worker.ShutdownGrace, PollMin: c.Worker.PollMin, PollMax: c.Worker.PollMax,
+			MaxAttempts: c.Retry.MaxAttempts, BackoffBase: c.Retry.BackoffBase, BackoffMax: c.Retry.BackoffMax,
+			HandlerTimeouts: timeouts,
+		},
+		Aggregator:  leasecron.AggregatorOptions{Cycle: c.Aggregator.Cycle, LockTTL: c.Aggregator.LockTTL},
+		NoLead:      !c.Worker.Lead,
+		NoConsume:   !c.Worker.Consume,
+		NoAggregate: !c.Aggregator.Enabled,
+		NoRuns:      !c.Worker.Runs,
+		Limits:      c.Limits,
+		AdminAddr:   c.Admin.Addr,
+		Pprof:       c.Admin.Pprof,
+		Version:     a.version,
+		Logger:      a.log,
+	}
+}
+
+// buildHandlers turns handlers.<type> configuration into handlers.
+func buildHandlers(cfg config.Config, log *slog.Logger, extra map[string]func(config.Handler) (queue.Handler, error)) (map[string]queue.Handler, error) {
+	out := map[string]queue.Handler{}
+	for typ, h := range cfg.Handlers {
+		var (
+			fn  queue.Handler
+			err error
+		)
+		switch h.Kind {
+		case "exec":
+			fn, err = handler.Exec(handler.ExecOptions{Argv: h.Exec, Timeout: h.Timeout, Logger: log})
+		case "http":
+			fn, err = handler.HTTP(handler.HTTPOptions{URL: h.HTTP, Method: h.Method, Headers: h.Headers, Timeout: h.Timeout, Logger: log})
+		case "log":
+			fn = logHandler(log)
+		default:
+			make, ok := extra[h.Kind]
+			if !ok {
+				return nil, fmt.Errorf("handlers.%s.kind %q: not available in this binary", typ, h.Kind)
+			}
+			fn, err = make(h)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("handlers.%s: %w", typ, err)
+		}
+		out[typ] = fn
+	}
+	return out, nil
+}
+
+// logHandler logs each task's payload: the built-in "log" kind, handy for
+// trying leasecron out and for images without a shell.
+func logHandler(log *slog.Logger) queue.Handler {
+	return func(ctx context.Context, t queue.Task) error {
+		p := string(t.Payload)
+		if len(p) > 200 {
+			p = p[:200] + "…"
+		}
+		log.Info("task", "task_id", t.ID, "type", t.Type, "attempt", t.Attempt, "due", t.Due.Format(time.RFC3339), "payload", strings.TrimSpace(p))
+		fmt.Fprintf(queue.Output(ctx), "%s\n", p)
+		return nil
+	}
+}

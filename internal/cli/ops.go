@@ -1,0 +1,317 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/trafficcop"
+)
+
+func init() {
+	extraCommands = append(extraCommands, (*app).workerCmd, (*app).leaderCmd, (*app).statsCmd, (*app).deadletterCmd)
+}
+
+func (a *app) workerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "worker",
+		Short: "Run a worker: compete for the lease and move due tasks, consume the queue, walk the blackboard",
+		Long: `Runs until SIGINT or SIGTERM. On a signal it stops taking new tasks, lets
+running ones finish within worker.shutdown_grace, and releases the lease so
+another instance takes over within one lease.poll_every.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			hs, err := buildHandlers(a.cfg, a.log, a.extraHandlerKinds())
+			if err != nil {
+				return err
+			}
+			w, err := leasecron.NewWorker(a.workerOptions())
+			if err != nil {
+				return err
+			}
+			types := make([]string, 0, len(hs))
+			for typ, h := range hs {
+				w.Handle(typ, h)
+				types = append(types, typ)
+			}
+			sort.Strings(types)
+			if len(types) == 0 {
+				a.log.Warn("no handlers configured: every task will be retried and then set aside; configure handlers.<type>")
+			}
+			a.log.Info("worker starting", "version", a.version, "types", types, "lead", a.cfg.Worker.Lead, "consume", a.cfg.Worker.Consume,
+				"aggregator", a.cfg.Aggregator.Enabled, "storage", storage.Redact(describeStorage(a.cfg.Storage.ConnectionString, a.cfg.Storage.Account)))
+			err = w.Run(cmd.Context())
+			a.log.Info("worker stopped")
+			return err
+		},
+	}
+}
+
+func describeStorage(cs, account string) string {
+	if cs != "" {
+		if p, err := storage.ParseConnectionString(cs); err == nil {
+			return p.AccountName + " " + p.BlobEndpoint
+		}
+		return "(connection string)"
+	}
+	return account
+}
+
+func (a *app) leaderCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "leader",
+		Short: "Show who holds the traffic-cop lease, since when, its generation and the lease state",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			h, err := cl.Leader(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(holderJSON(h))
+			}
+			if !h.Held() {
+				fmt.Fprintf(a.out, "no leader (lease %s)", h.State)
+				if h.Holder != "" {
+					fmt.Fprintf(a.out, "; last holder %s, generation %d, acquired %s", h.Holder, h.Generation, h.Acquired.Format(time.RFC3339))
+				}
+				fmt.Fprintln(a.out)
+				return nil
+			}
+			fmt.Fprintf(a.out, "leader %s since %s (%s ago), generation %d, lease %s\n", h.Holder, h.Acquired.Format(time.RFC3339),
+				time.Since(h.Acquired).Round(time.Second), h.Generation, h.State)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+type holderOut struct {
+	Held       bool      `json:"held"`
+	Holder     string    `json:"holder"`
+	Acquired   time.Time `json:"acquired,omitempty"`
+	Generation int64     `json:"generation"`
+	State      string    `json:"state"`
+}
+
+func holderJSON(h trafficcop.HolderInfo) holderOut {
+	return holderOut{Held: h.Held(), Holder: h.Holder, Acquired: h.Acquired, Generation: h.Generation, State: string(h.State)}
+}
+
+func (a *app) statsCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "stats",
+		Short: "Show queue depth, due backlog, oldest due lag, leader, counters and limits",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			s, err := cl.Stats(cmd.Context())
+			if err != nil {
+				return err
+			}
+			holding := a.cfg.Queue.MaxDepth > 0 && s.QueueDepth >= a.cfg.Queue.MaxDepth
+			limits, err := a.limitStats(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(map[string]any{
+					"queue_depth": s.QueueDepth, "poison_depth": s.PoisonDepth,
+					"due_backlog": s.Due.Count, "due_backlog_capped": s.Due.Capped, "oldest_due_lag_seconds": s.Due.Lag.Seconds(),
+					"leader": holderJSON(s.Leader), "counters": s.Counters, "mover_holding_back": holding, "limits": limits,
+				})
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "queue depth\t%d\n", s.QueueDepth)
+			fmt.Fprintf(tw, "poison (dead letters)\t%d\n", s.PoisonDepth)
+			capped := ""
+			if s.Due.Capped {
+				capped = "+"
+			}
+			fmt.Fprintf(tw, "due backlog\t%d%s\n", s.Due.Count, capped)
+			fmt.Fprintf(tw, "oldest due lag\t%s\n", s.Due.Lag.Round(time.Millisecond))
+			if s.Leader.Held() {
+				fmt.Fprintf(tw, "leader\t%s (generation %d)\n", s.Leader.Holder, s.Leader.Generation)
+			} else {
+				fmt.Fprintf(tw, "leader\tnone\n")
+			}
+			if a.cfg.Queue.MaxDepth > 0 {
+				state := "moving"
+				if holding {
+					state = fmt.Sprintf("HOLDING BACK (depth %d >= queue.max_depth %d)", s.QueueDepth, a.cfg.Queue.MaxDepth)
+				}
+				fmt.Fprintf(tw, "mover\t%s\n", state)
+			}
+			if c := s.Counters; c != nil {
+				t := c.Total
+				fmt.Fprintf(tw, "handled\t%d\nfailed attempts\t%d\nretried\t%d\ndead\t%d\nduplicates suppressed\t%d\ncancelled\t%d\nset aside\t%d\ndeferred (no slot)\t%d\n",
+					t.Handled, t.Failed, t.Retried, t.Dead, t.Duplicates, t.Cancelled, t.SetAside, t.Deferred)
+				fmt.Fprintf(tw, "counter rows\t%d instance(s), last flush %s\n", c.Instances, c.Updated.Format(time.RFC3339))
+			}
+			for _, l := range limits {
+				fmt.Fprintf(tw, "limit %s\t%d/%d slots held, %d waiting (deferred)\n", l.Type, l.Held, l.Limit, l.Waiting)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+type limitOut struct {
+	Type    string `json:"type"`
+	Limit   int    `json:"limit"`
+	Held    int    `json:"held"`
+	Waiting int64  `json:"waiting"`
+}
+
+// limitStats counts held slots per limited type and the tasks deferred for
+// want of one.
+func (a *app) limitStats(ctx context.Context) ([]limitOut, error) {
+	if len(a.cfg.Limits) == 0 {
+		return nil, nil
+	}
+	sc, err := a.clients()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := a.client()
+	if err != nil {
+		return nil, err
+	}
+	var counters map[string]int64
+	if s, err := cl.Stats(ctx); err == nil && s.Counters != nil {
+		counters = map[string]int64{}
+		for typ, c := range s.Counters.ByType {
+			counters[typ] = c.Deferred
+		}
+	}
+	var out []limitOut
+	for typ, n := range a.cfg.Limits {
+		sem, err := trafficcop.NewSemaphore(sc, typ, n, trafficcop.SemaphoreOptions{Container: a.cfg.Names.Container})
+		if err != nil {
+			return nil, err
+		}
+		held, err := sem.Held(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, limitOut{Type: typ, Limit: n, Held: held, Waiting: counters[typ]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out, nil
+}
+
+func (a *app) deadletterCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "deadletter",
+		Short: "List, requeue or purge messages set aside in the poison queue",
+	}
+	var asJSON, all bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List dead letters with their reasons",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			dls, err := cl.DeadLetters().List(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if dls == nil {
+					dls = []queue.DeadLetter{}
+				}
+				return a.printJSON(dls)
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTYPE\tATTEMPTS\tAT\tREASON")
+			for _, d := range dls {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", d.ID(), d.Type, d.Attempts, d.At.Format(time.RFC3339), short(d.Reason, 80))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	requeue := &cobra.Command{
+		Use:   "requeue (ID | --all)",
+		Short: "Put a dead letter back on the work queue with its attempts reset",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if all == (len(args) == 1) {
+				return usagef("give a dead-letter ID or --all")
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			if all {
+				n, err := cl.DeadLetters().RequeueAll(cmd.Context())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.out, "requeued %d\n", n)
+				return nil
+			}
+			if err := cl.DeadLetters().Requeue(cmd.Context(), args[0]); err != nil {
+				if errors.Is(err, queue.ErrNoDeadLetter) {
+					return fmt.Errorf("%w: %v", ErrNotFound, err)
+				}
+				return err
+			}
+			fmt.Fprintf(a.out, "requeued %s\n", args[0])
+			return nil
+		},
+	}
+	requeue.Flags().BoolVar(&all, "all", false, "requeue every dead letter")
+	purge := &cobra.Command{
+		Use:   "purge",
+		Short: "Delete every dead letter",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			n, err := cl.DeadLetters().Purge(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out, "purged %d\n", n)
+			return nil
+		},
+	}
+	c.AddCommand(list, requeue, purge)
+	return c
+}
+
+// board opens the blackboard.
+func (a *app) board() (*aggregator.Board, error) {
+	sc, err := a.clients()
+	if err != nil {
+		return nil, err
+	}
+	return aggregator.NewBoard(sc, a.cfg.Names.BlackboardTable)
+}

@@ -1,0 +1,338 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+func init() {
+	extraCommands = append(extraCommands, (*app).scheduleCmd, (*app).cancelCmd, (*app).rescheduleCmd, (*app).listCmd, (*app).statusCmd)
+}
+
+// stdinLimit bounds a payload read from stdin to one byte more than the
+// configured maximum, so an oversize payload is reported, not buffered.
+func (a *app) readPayload(args []string) (string, error) {
+	if len(args) == 0 {
+		return "", nil
+	}
+	if args[0] != "-" {
+		return args[0], nil
+	}
+	b, err := io.ReadAll(io.LimitReader(a.in, int64(a.cfg.Payload.MaxSize)+1))
+	if err != nil {
+		return "", fmt.Errorf("reading payload from stdin: %w", err)
+	}
+	if len(b) > a.cfg.Payload.MaxSize {
+		return "", usagef("payload from stdin is larger than payload.max_size (%d bytes)", a.cfg.Payload.MaxSize)
+	}
+	return string(b), nil
+}
+
+func (a *app) scheduleCmd() *cobra.Command {
+	var at, in, typ, id, every, cron, tz string
+	var replace, asJSON bool
+	var maxAttempts int
+	c := &cobra.Command{
+		Use:   "schedule [--at RFC3339 | --in DURATION] [--type T] [--id ID] [--every D | --cron EXPR [--tz ZONE]] [PAYLOAD | -]",
+		Short: "Schedule a task and print its id",
+		Long: `Schedules a task. The payload is the argument, or stdin when it is "-".
+Without --at or --in the task is due now (a recurring one at its first
+occurrence from now). --every takes a Go duration ("10m"); --cron a 5-field
+expression or a descriptor such as @hourly, evaluated in --tz (default UTC).
+An id that is already pending is refused unless --replace is given.`,
+		Example: `  leasecron schedule --in 10m --type report '{"day":"2026-11-22"}'
+  leasecron schedule --at 2026-12-01T09:00:00Z --id invoice-42 --type mail - < body.json
+  leasecron schedule --id nightly --cron "0 3 * * *" --tz Europe/Amsterdam --type backup`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if every != "" && cron != "" {
+				return usagef("give --every or --cron, not both")
+			}
+			if tz != "" && cron == "" {
+				return usagef("--tz applies to --cron only")
+			}
+			rule := cron
+			if every != "" {
+				rule = "@every " + every
+			}
+			now := time.Now()
+			due, err := schedule.ParseWhen(at, in, now)
+			if err != nil {
+				return usageError{err}
+			}
+			if rule != "" && at == "" && in == "" {
+				r, err := schedule.ParseRecurrence(rule, tz)
+				if err != nil {
+					return usageError{err}
+				}
+				if due, err = r.Next(now, now); err != nil {
+					return usageError{err}
+				}
+			}
+			payload, err := a.readPayload(args)
+			if err != nil {
+				return err
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			it, err := cl.Schedule(cmd.Context(), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts}, replace)
+			if err != nil {
+				if errors.Is(err, schedule.ErrInvalid) || errors.Is(err, schedule.ErrBadRecurrence) || errors.Is(err, schedule.ErrPayloadTooLarge) {
+					return usageError{err}
+				}
+				return err
+			}
+			if asJSON {
+				return a.printJSON(itemJSON(it))
+			}
+			fmt.Fprintln(a.out, it.ID)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&at, "at", "", "due time, RFC 3339 (2026-11-22T10:00:00Z)")
+	f.StringVar(&in, "in", "", "due after this duration from now (90s, 10m, 2h)")
+	f.StringVar(&typ, "type", "", "handler type (default \"default\")")
+	f.StringVar(&id, "id", "", "task id (default: generated)")
+	f.StringVar(&every, "every", "", "repeat at this interval (e.g. 10m)")
+	f.StringVar(&cron, "cron", "", "repeat on this cron expression or descriptor (@hourly)")
+	f.StringVar(&tz, "tz", "", "IANA time zone for --cron (default UTC)")
+	f.BoolVar(&replace, "replace", false, "replace a pending task with the same id")
+	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the task is dead (default retry.max_attempts)")
+	f.BoolVar(&asJSON, "json", false, "print the scheduled task as JSON")
+	return c
+}
+
+type itemOut struct {
+	ID          string    `json:"id"`
+	Type        string    `json:"type"`
+	Due         time.Time `json:"due"`
+	Recurrence  string    `json:"recurrence,omitempty"`
+	TZ          string    `json:"tz,omitempty"`
+	Payload     string    `json:"payload,omitempty"`
+	PayloadBlob string    `json:"payload_blob,omitempty"`
+	MaxAttempts int       `json:"max_attempts,omitempty"`
+	Shard       string    `json:"shard,omitempty"`
+	RowKey      string    `json:"row_key,omitempty"`
+	Problem     string    `json:"problem,omitempty"`
+}
+
+func itemJSON(it leasecron.Item) itemOut {
+	return itemOut{ID: it.ID, Type: it.Type, Due: it.Due, Recurrence: it.Recurrence, TZ: it.TZ, Payload: it.Payload,
+		PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Shard: it.Shard, RowKey: it.RowKey, Problem: it.Problem}
+}
+
+func (a *app) cancelCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a task: delete it if still pending, or mark its run cancelled if already queued",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			res, err := cl.Cancel(cmd.Context(), args[0])
+			if err != nil {
+				if errors.Is(err, leasecron.ErrNotFound) {
+					return fmt.Errorf("%w: %v", ErrNotFound, err)
+				}
+				return err
+			}
+			if asJSON {
+				return a.printJSON(res)
+			}
+			if res.Removed {
+				fmt.Fprintf(a.out, "cancelled %s (removed from the schedule)\n", res.ID)
+			} else {
+				fmt.Fprintf(a.out, "cancelled %s (already queued: the worker that receives it acknowledges it without running)\n", res.ID)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func (a *app) rescheduleCmd() *cobra.Command {
+	var at, in string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "reschedule ID (--at RFC3339 | --in DURATION)",
+		Short: "Move a pending task to a new due time (atomically)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if at == "" && in == "" {
+				return usagef("give --at or --in")
+			}
+			due, err := schedule.ParseWhen(at, in, time.Now())
+			if err != nil {
+				return usageError{err}
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			it, err := cl.Reschedule(cmd.Context(), args[0], due)
+			if err != nil {
+				if errors.Is(err, leasecron.ErrNotFound) {
+					return fmt.Errorf("%w: %v", ErrNotFound, err)
+				}
+				return err
+			}
+			if asJSON {
+				return a.printJSON(itemJSON(it))
+			}
+			fmt.Fprintf(a.out, "%s now due %s\n", it.ID, it.Due.Format(time.RFC3339))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&at, "at", "", "new due time, RFC 3339")
+	c.Flags().StringVar(&in, "in", "", "new due time as a duration from now")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func (a *app) listCmd() *cobra.Command {
+	var due, asJSON, all bool
+	var limit int
+	var cont string
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List pending tasks in due order (paged)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			var items []leasecron.Item
+			for {
+				page, next, err := cl.List(cmd.Context(), schedule.ListOptions{Due: due, Limit: limit, Continuation: cont})
+				if err != nil {
+					return err
+				}
+				items = append(items, page...)
+				cont = next
+				if !all || next == "" {
+					break
+				}
+			}
+			if asJSON {
+				out := struct {
+					Items []itemOut `json:"items"`
+					Next  string    `json:"next,omitempty"`
+				}{Items: []itemOut{}, Next: cont}
+				for _, it := range items {
+					out.Items = append(out.Items, itemJSON(it))
+				}
+				return a.printJSON(out)
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTYPE\tDUE\tRECURRENCE\tPAYLOAD")
+			for _, it := range items {
+				p := it.Payload
+				if it.PayloadBlob != "" {
+					p = "(blob " + it.PayloadBlob + ")"
+				}
+				if it.Problem != "" {
+					p = "MALFORMED: " + it.Problem
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", it.ID, it.Type, it.Due.Format(time.RFC3339), it.Recurrence, short(p, 40))
+			}
+			tw.Flush()
+			if cont != "" {
+				fmt.Fprintf(a.errOut, "more: leasecron list --continue %s\n", cont)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&due, "due", false, "only tasks due now")
+	c.Flags().IntVar(&limit, "limit", 100, "page size (at most 1000)")
+	c.Flags().StringVar(&cont, "continue", "", "continuation token from a previous page")
+	c.Flags().BoolVar(&all, "all", false, "fetch every page")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func short(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func (a *app) statusCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status ID",
+		Short: "Show a task's state, attempts, worker, times, last error and output tail",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			st, err := cl.Status(cmd.Context(), args[0])
+			if err != nil {
+				if errors.Is(err, leasecron.ErrNotFound) {
+					return fmt.Errorf("%w: %v", ErrNotFound, err)
+				}
+				return err
+			}
+			if asJSON {
+				out := map[string]any{"id": st.ID, "state": st.State()}
+				if st.Pending != nil {
+					out["pending"] = itemJSON(*st.Pending)
+				}
+				if st.Run != nil {
+					out["run"] = st.Run
+				}
+				return a.printJSON(out)
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "id\t%s\nstate\t%s\n", st.ID, st.State())
+			if p := st.Pending; p != nil {
+				fmt.Fprintf(tw, "due\t%s\ntype\t%s\n", p.Due.Format(time.RFC3339Nano), p.Type)
+				if p.Recurrence != "" {
+					fmt.Fprintf(tw, "recurrence\t%s %s\n", p.Recurrence, p.TZ)
+				}
+			}
+			if r := st.Run; r != nil {
+				fmt.Fprintf(tw, "type\t%s\nattempts\t%d\nworker\t%s\n", r.Type, r.Attempts, r.Worker)
+				if !r.Started.IsZero() {
+					fmt.Fprintf(tw, "started\t%s\n", r.Started.Format(time.RFC3339Nano))
+				}
+				if !r.Finished.IsZero() {
+					fmt.Fprintf(tw, "finished\t%s\n", r.Finished.Format(time.RFC3339Nano))
+				}
+				if r.Duplicates > 0 {
+					fmt.Fprintf(tw, "duplicates\t%d\n", r.Duplicates)
+				}
+				if r.LastError != "" {
+					fmt.Fprintf(tw, "last error\t%s\n", r.LastError)
+				}
+			}
+			tw.Flush()
+			if r := st.Run; r != nil && r.OutputTail != "" {
+				fmt.Fprintf(a.out, "output (tail):\n%s\n", r.OutputTail)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}

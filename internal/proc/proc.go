@@ -1,0 +1,138 @@
+// Package proc builds the leasecron binary and runs worker processes for
+// multi-process tests, the reliability suite, benchmarks and the demo.
+package proc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ModuleRoot returns the directory of leasecron's go.mod.
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the leasecron module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+var (
+	buildOnce sync.Once
+	buildBin  string
+	buildErr  error
+)
+
+// Binary builds cmd/leasecron once per process into a temporary directory
+// and returns its path. LEASECRON_BIN, when set, is used instead.
+func Binary() (string, error) {
+	if p := os.Getenv("LEASECRON_BIN"); p != "" {
+		return p, nil
+	}
+	buildOnce.Do(func() {
+		root, err := ModuleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "leasecron-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildBin = filepath.Join(dir, "leasecron")
+		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/leasecron")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/leasecron: %w\n%s", err, out)
+		}
+	})
+	return buildBin, buildErr
+}
+
+// Process is a running leasecron process.
+type Process struct {
+	Name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *os.File
+	err  error
+}
+
+// Start runs bin with args and env (added to the current environment),
+// writing its combined output to logPath.
+func Start(name, bin string, args, env []string, logPath string) (*Process, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &Process{Name: name, cmd: cmd, done: make(chan struct{}), log: f}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid returns the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
+
+// Kill sends SIGKILL to the process group and waits for the exit.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Stop sends SIGTERM and waits up to grace, then kills.
+func (p *Process) Stop(grace time.Duration) error {
+	p.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(grace):
+		p.Kill()
+		return fmt.Errorf("%s did not stop within %s", p.Name, grace)
+	}
+}
+
+// Done is closed when the process exits.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Err is the exit error, valid after Done.
+func (p *Process) Err() error { return p.err }
+
+// Run runs bin with args to completion and returns stdout, stderr and the error.
+func Run(ctx context.Context, bin string, env []string, stdin io.Reader, args ...string) (string, string, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = stdin
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}

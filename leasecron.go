@@ -1,0 +1,139 @@
+// Package leasecron is the Go API for embedding leasecron: a Client that
+// schedules, cancels and inspects tasks, and a Worker that competes for the
+// traffic-cop lease, moves due tasks into the queue while it leads, runs
+// handlers for queued tasks, and walks the aggregator's blackboard.
+//
+// Delivery is at least once: a task can run more than once (a leader or
+// worker crash between two steps), so handlers must be idempotent. With run
+// records on (the default), a task whose run already succeeded is not run
+// again when a duplicate message arrives.
+//
+// The lower layers live in their own packages: trafficcop (leases and
+// slots), schedule (the ScheduledItems table and the mover), queue (the
+// envelope and the consumer pool), aggregator (the blackboard) and handler
+// (exec and http handlers).
+package leasecron
+
+import (
+	"fmt"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// Task is what a handler receives.
+type Task = queue.Task
+
+// Handler runs one task; see queue.Handler.
+type Handler = queue.Handler
+
+// Item is a scheduled task; see schedule.Item.
+type Item = schedule.Item
+
+// Run is a task's run record.
+type Run = runs.Run
+
+// RunState is a run's visible state.
+type RunState = runs.State
+
+// Storage says how to reach the storage account: a connection string, or
+// an account name with Azure AD credentials.
+type Storage struct {
+	// ConnectionString is a storage connection string with AccountName and
+	// AccountKey (or UseDevelopmentStorage=true).
+	ConnectionString string
+	// Account is the account name used with Credential when
+	// ConnectionString is empty.
+	Account string
+	// BlobURL, QueueURL and TableURL override the endpoints derived from
+	// Account.
+	BlobURL, QueueURL, TableURL string
+	// Credential is the Azure AD credential; nil means
+	// azidentity.NewDefaultAzureCredential.
+	Credential azcore.TokenCredential
+}
+
+func (s Storage) config(counter *storage.Counter) storage.Config {
+	return storage.Config{
+		ConnectionString: s.ConnectionString,
+		Account:          s.Account,
+		BlobURL:          s.BlobURL,
+		QueueURL:         s.QueueURL,
+		TableURL:         s.TableURL,
+		Credential:       s.Credential,
+		Counter:          counter,
+	}
+}
+
+// Names are the storage resources leasecron uses. Empty fields take the
+// defaults shown.
+type Names struct {
+	// Container holds the lease blob, slots, payload blobs and calendars.
+	// Default "leasecron".
+	Container string
+	// LeaseBlob is the traffic cop's blob. Default "locks/scheduler".
+	LeaseBlob string
+	// ScheduleTable holds pending tasks. Default "ScheduledItems".
+	ScheduleTable string
+	// RunsTable holds run records. Default "Runs".
+	RunsTable string
+	// BlackboardTable holds aggregator keys. Default "Blackboard".
+	BlackboardTable string
+	// Queue is the work queue. Default "leasecron-work".
+	Queue string
+	// PoisonQueue holds messages set aside. Default "leasecron-work-poison".
+	PoisonQueue string
+}
+
+// DefaultNames returns the default resource names.
+func DefaultNames() Names {
+	return Names{
+		Container:       "leasecron",
+		LeaseBlob:       "locks/scheduler",
+		ScheduleTable:   schedule.DefaultTable,
+		RunsTable:       runs.DefaultTable,
+		BlackboardTable: "Blackboard",
+		Queue:           queue.DefaultQueue,
+		PoisonQueue:     queue.DefaultPoisonQueue,
+	}
+}
+
+func (n Names) withDefaults() Names {
+	d := DefaultNames()
+	set := func(p *string, def string) {
+		if *p == "" {
+			*p = def
+		}
+	}
+	set(&n.Container, d.Container)
+	set(&n.LeaseBlob, d.LeaseBlob)
+	set(&n.ScheduleTable, d.ScheduleTable)
+	set(&n.RunsTable, d.RunsTable)
+	set(&n.BlackboardTable, d.BlackboardTable)
+	set(&n.Queue, d.Queue)
+	set(&n.PoisonQueue, d.PoisonQueue)
+	return n
+}
+
+func (n Names) validate() error {
+	for _, c := range []struct {
+		field, val string
+		check      func(string) error
+	}{
+		{"Names.Container", n.Container, storage.ValidateContainerName},
+		{"Names.ScheduleTable", n.ScheduleTable, storage.ValidateTableName},
+		{"Names.RunsTable", n.RunsTable, storage.ValidateTableName},
+		{"Names.BlackboardTable", n.BlackboardTable, storage.ValidateTableName},
+		{"Names.Queue", n.Queue, storage.ValidateQueueName},
+		{"Names.PoisonQueue", n.PoisonQueue, storage.ValidateQueueName},
+	} {
+		if err := c.check(c.val); err != nil {
+			return fmt.Errorf("%s: %w", c.field, err)
+		}
+	}
+	return nil
+}

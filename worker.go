@@ -1,0 +1,509 @@
+package leasecron
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/ops"
+	"github.com/leasecron/leasecron/internal/payload"
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
+)
+
+// LeaseOptions configure the traffic cop. Zero values take the defaults.
+type LeaseOptions struct {
+	// Duration of the blob lease, 15–60 s. Default 60 s.
+	Duration time.Duration
+	// RenewEvery is the renew interval. Default Duration/3.
+	RenewEvery time.Duration
+	// PollEvery is how often an instance without the lease tries to take
+	// it (jittered). Default 15 s.
+	PollEvery time.Duration
+	// SafetyMargin: control is considered lost at last successful renew +
+	// Duration − SafetyMargin. Default max(2 s, Duration/10).
+	SafetyMargin time.Duration
+}
+
+// MoverOptions configure the mover that runs while this instance leads.
+type MoverOptions struct {
+	// PollEvery is the pause between passes over the schedule. Default 5 s.
+	PollEvery time.Duration
+	// Early is the enqueue-early window (0 means PollEvery, negative
+	// disables): rows due within it are enqueued with a visibility delay
+	// so they appear on time.
+	Early time.Duration
+	// Concurrency bounds concurrent enqueues. Default 32.
+	Concurrency int
+	// MaxDepth pauses moving while the queue holds this many messages
+	// (0 disables backpressure); ResumeBelow resumes (default MaxDepth/2).
+	MaxDepth, ResumeBelow int
+}
+
+// ConsumerOptions configure the queue consumer. Zero values take the
+// defaults documented on queue.ConsumerOptions.
+type ConsumerOptions struct {
+	Concurrency       int
+	VisibilityTimeout time.Duration
+	MaxRunTime        time.Duration
+	ShutdownGrace     time.Duration
+	PollMin, PollMax  time.Duration
+	MaxAttempts       int
+	BackoffBase       time.Duration
+	BackoffMax        time.Duration
+	// HandlerTimeouts bounds handler runs per task type.
+	HandlerTimeouts map[string]time.Duration
+}
+
+// AggregatorOptions configure the blackboard loop.
+type AggregatorOptions struct {
+	// Cycle is how often the board is walked (jittered). Default 1 h.
+	Cycle time.Duration
+	// LockTTL is when a claim counts as abandoned; 0 means each key's
+	// interval.
+	LockTTL time.Duration
+}
+
+// WorkerOptions configure NewWorker.
+type WorkerOptions struct {
+	// Storage locates the account. Required.
+	Storage Storage
+	// Names of the storage resources. Empty fields take defaults.
+	Names Names
+	// InstanceID names this instance in the lease, run records and logs.
+	// Default host/pid/random.
+	InstanceID string
+
+	Lease      LeaseOptions
+	Mover      MoverOptions
+	Consumer   ConsumerOptions
+	Aggregator AggregatorOptions
+
+	// NoLead keeps this instance out of the lease competition (it never
+	// moves tasks).
+	NoLead bool
+	// NoConsume keeps this instance from taking tasks off the queue.
+	NoConsume bool
+	// NoAggregate keeps this instance from walking the blackboard.
+	NoAggregate bool
+	// NoRuns turns off run records (status, duplicate suppression and
+	// cancel after move). It saves about four table transactions per task.
+	NoRuns bool
+
+	// Limits caps how many tasks of a type run at once across the fleet,
+	// each running task holding one of N lease slots.
+	Limits map[string]int
+
+	// AdminAddr serves /healthz, /readyz and /metrics (e.g. ":8080");
+	// empty disables. Pprof adds /debug/pprof.
+	AdminAddr string
+	Pprof     bool
+	// Version is reported in the build-info metric.
+	Version string
+
+	// Logger receives logs. Default slog.Default().
+	Logger *slog.Logger
+	// Clock is the time source. Default the real clock.
+	Clock clock.Clock
+}
+
+// Worker is one leasecron instance: it competes for the lease and moves
+// due tasks while it leads, consumes the queue, and walks the blackboard.
+type Worker struct {
+	o        WorkerOptions
+	sc       *storage.Clients
+	counter  *storage.Counter
+	metrics  *ops.Metrics
+	log      *slog.Logger
+	sched    *schedule.Client
+	queue    *queue.Client
+	runs     *runs.Store
+	payloads *payload.BlobStore
+
+	mu       sync.Mutex
+	handlers map[string]queue.Handler
+	cop      *trafficcop.Cop
+	consumer *queue.Consumer
+	slots    map[string]*trafficcop.Semaphore
+	mover    *schedule.Mover
+	started  bool
+}
+
+// NewWorker prepares a worker; handlers are added with Handle, then Run
+// starts it.
+func NewWorker(o WorkerOptions) (*Worker, error) {
+	o.Names = o.Names.withDefaults()
+	if err := o.Names.validate(); err != nil {
+		return nil, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.Clock = clock.OrReal(o.Clock)
+	if o.InstanceID == "" {
+		o.InstanceID = trafficcop.DefaultIdentity()
+	}
+	if err := storage.ValidateKeyPart("InstanceID", o.InstanceID); err != nil {
+		return nil, err
+	}
+	w := &Worker{o: o, counter: storage.NewCounter(), metrics: ops.NewMetrics(), handlers: map[string]queue.Handler{}, slots: map[string]*trafficcop.Semaphore{}}
+	w.log = o.Logger.With("instance", o.InstanceID)
+	w.metrics.SetBuildInfo(o.Version)
+	w.counter.OnRequest = w.metrics.StorageRequest
+	var err error
+	if w.sc, err = storage.New(o.Storage.config(w.counter)); err != nil {
+		return nil, err
+	}
+	if w.payloads, err = payload.NewBlobStore(w.sc.Blob, payload.Options{Container: o.Names.Container, Logger: w.log}); err != nil {
+		return nil, err
+	}
+	if w.sched, err = schedule.NewAzure(w.sc.Table, schedule.Options{Table: o.Names.ScheduleTable, Clock: o.Clock, Logger: w.log, PayloadStore: w.payloads}); err != nil {
+		return nil, err
+	}
+	if w.queue, err = queue.NewClient(w.sc, queue.ClientOptions{Queue: o.Names.Queue, PoisonQueue: o.Names.PoisonQueue, Clock: o.Clock, Logger: w.log}); err != nil {
+		return nil, err
+	}
+	if !o.NoRuns {
+		if w.runs, err = runs.New(w.sc, runs.Options{Table: o.Names.RunsTable, Clock: o.Clock, Logger: w.log}); err != nil {
+			return nil, err
+		}
+	}
+	for typ, n := range o.Limits {
+		sem, err := trafficcop.NewSemaphore(w.sc, typ, n, trafficcop.SemaphoreOptions{Container: o.Names.Container, Clock: o.Clock, Logger: w.log})
+		if err != nil {
+			return nil, fmt.Errorf("limits.%s: %w", typ, err)
+		}
+		w.slots[typ] = sem
+	}
+	if !o.NoLead {
+		w.cop, err = trafficcop.NewCop(w.sc, trafficcop.Options{
+			Container: o.Names.Container,
+			Blob:      o.Names.LeaseBlob,
+			LeaseTiming: trafficcop.LeaseTiming{
+				LeaseDuration: o.Lease.Duration,
+				RenewEvery:    o.Lease.RenewEvery,
+				SafetyMargin:  o.Lease.SafetyMargin,
+			},
+			PollEvery: o.Lease.PollEvery,
+			Identity:  o.InstanceID,
+			Clock:     o.Clock,
+			Logger:    w.log,
+			OnAcquired: func(t trafficcop.Term) {
+				w.metrics.LeaseAcquired()
+				w.metrics.SetLeaseHeld(true)
+				w.log.Info("leading", "generation", t.Generation)
+			},
+			OnLost: func(t trafficcop.Term, reason error) {
+				w.metrics.LeaseLost()
+				w.metrics.SetLeaseHeld(false)
+				w.log.Info("stopped leading", "generation", t.Generation, "reason", reason)
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// Handle registers the handler for a task type. Handlers serve queued
+// tasks and blackboard keys alike. Call before Run.
+func (w *Worker) Handle(taskType string, h Handler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.handlers[taskType] = h
+}
+
+func (w *Worker) handler(taskType string) (queue.Handler, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, ok := w.handlers[taskType]
+	return h, ok
+}
+
+// MetricsHandler serves the worker's Prometheus metrics.
+func (w *Worker) MetricsHandler() http.Handler { return w.metrics.Handler() }
+
+// HasControl reports whether this instance currently leads.
+func (w *Worker) HasControl() bool { return w.cop != nil && w.cop.HasControl() }
+
+// Requests returns the storage requests this worker has made, by operation.
+func (w *Worker) Requests() *storage.Counter { return w.counter }
+
+// Run starts every part of the worker and blocks until ctx ends, then
+// shuts down gracefully: it stops dequeuing, lets in-flight tasks finish
+// within the shutdown grace, and releases the lease so another instance
+// takes over within one poll interval.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.started {
+		w.mu.Unlock()
+		return errors.New("leasecron: Worker.Run called twice")
+	}
+	w.started = true
+	w.mu.Unlock()
+
+	if err := w.ensure(ctx); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+
+	tables := []string{w.o.Names.ScheduleTable, w.o.Names.BlackboardTable}
+	if w.runs != nil {
+		tables = append(tables, w.o.Names.RunsTable)
+	}
+	srv, err := ops.NewServer(ops.Options{
+		Addr:    w.o.AdminAddr,
+		Metrics: w.metrics,
+		Ready:   ops.ReadyCheck(w.sc, tables, []string{w.o.Names.Queue, w.o.Names.PoisonQueue}),
+		Pprof:   w.o.Pprof,
+		Logger:  w.log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(gctx); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+
+	if w.cop != nil {
+		g.Go(func() error {
+			err := w.cop.Run(gctx, w.lead)
+			if gctx.Err() != nil {
+				return nil
+			}
+			return err
+		})
+	}
+	if !w.o.NoConsume {
+		c, err := w.newConsumer()
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return c.Run(gctx) })
+	}
+	if !w.o.NoAggregate {
+		a, err := aggregator.NewWorker(w.sc, aggregator.Options{
+			Table:      w.o.Names.BlackboardTable,
+			Cycle:      w.o.Aggregator.Cycle,
+			LockTTL:    w.o.Aggregator.LockTTL,
+			InstanceID: w.o.InstanceID,
+			Clock:      w.o.Clock,
+			Logger:     w.log,
+			Handlers:   w.handler,
+			Hooks: aggregator.Hooks{OnRun: func(r aggregator.RunReport) {
+				outcome := ops.OutcomeSucceeded
+				if r.Err != nil {
+					outcome = ops.OutcomeFailed
+				}
+				w.metrics.BlackboardRun(outcome)
+			}},
+		})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return a.Run(gctx) })
+	}
+	g.Go(func() error { w.gauges(gctx); return nil })
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// ensure creates the tables, queues and container on first use.
+func (w *Worker) ensure(ctx context.Context) error {
+	for _, t := range []string{w.o.Names.ScheduleTable, w.o.Names.BlackboardTable} {
+		if err := w.sc.EnsureTable(ctx, t); err != nil {
+			return err
+		}
+	}
+	if w.runs != nil {
+		if err := w.sc.EnsureTable(ctx, w.o.Names.RunsTable); err != nil {
+			return err
+		}
+	}
+	for _, q := range []string{w.o.Names.Queue, w.o.Names.PoisonQueue} {
+		if err := w.sc.EnsureQueue(ctx, q); err != nil {
+			return err
+		}
+	}
+	return w.sc.EnsureContainer(ctx, w.o.Names.Container)
+}
+
+// lead runs while this instance holds the lease: it moves due tasks.
+func (w *Worker) lead(ctx context.Context) error {
+	term, _ := trafficcop.TermFrom(ctx)
+	mo := schedule.MoverOptions{
+		Shards:       w.sched.Shards(),
+		Generation:   func() int64 { return term.Generation },
+		PollEvery:    w.o.Mover.PollEvery,
+		Early:        w.o.Mover.Early,
+		Concurrency:  w.o.Mover.Concurrency,
+		Enqueuer:     w.queue,
+		SetAside:     w.queue,
+		Depth:        w.queue.Depth,
+		MaxDepth:     w.o.Mover.MaxDepth,
+		ResumeBelow:  w.o.Mover.ResumeBelow,
+		PayloadStore: w.payloads,
+		Clock:        w.o.Clock,
+		Logger:       w.log.With("generation", term.Generation),
+		OnMoved: func(ctx context.Context, envs []queue.Envelope) {
+			w.metrics.MoverBatch(len(envs))
+			if w.runs == nil {
+				return
+			}
+			for _, e := range envs {
+				if err := w.runs.MarkQueued(ctx, e.ID, runs.Meta{Type: e.Type, Due: e.Due, Generation: e.Generation}); err != nil {
+					w.log.Debug("run not marked queued", "task_id", e.ID, "err", err)
+				}
+			}
+		},
+	}
+	m, err := schedule.NewMover(w.sched.Table(), mo)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.mover = m
+	w.mu.Unlock()
+	return m.Run(ctx)
+}
+
+// MoverStats returns the current (or last) mover's counters, and false if
+// this instance has not led.
+func (w *Worker) MoverStats() (schedule.MoverStats, bool) {
+	w.mu.Lock()
+	m := w.mover
+	w.mu.Unlock()
+	if m == nil {
+		return schedule.MoverStats{}, false
+	}
+	return m.Stats(), true
+}
+
+// ConsumerStats returns the consumer's counters (zero before Run).
+func (w *Worker) ConsumerStats() queue.Stats {
+	w.mu.Lock()
+	c := w.consumer
+	w.mu.Unlock()
+	if c == nil {
+		return queue.Stats{}
+	}
+	return c.Stats()
+}
+
+func (w *Worker) newConsumer() (*queue.Consumer, error) {
+	co := queue.ConsumerOptions{
+		Queue:             w.o.Names.Queue,
+		PoisonQueue:       w.o.Names.PoisonQueue,
+		Concurrency:       w.o.Consumer.Concurrency,
+		VisibilityTimeout: w.o.Consumer.VisibilityTimeout,
+		MaxRunTime:        w.o.Consumer.MaxRunTime,
+		MaxAttempts:       w.o.Consumer.MaxAttempts,
+		BackoffBase:       w.o.Consumer.BackoffBase,
+		BackoffMax:        w.o.Consumer.BackoffMax,
+		PollMin:           w.o.Consumer.PollMin,
+		PollMax:           w.o.Consumer.PollMax,
+		ShutdownGrace:     w.o.Consumer.ShutdownGrace,
+		HandlerTimeouts:   w.o.Consumer.HandlerTimeouts,
+		InstanceID:        w.o.InstanceID,
+		Clock:             w.o.Clock,
+		Logger:            w.log,
+		Payloads:          w.payloads,
+		Observer:          observer{w.metrics},
+	}
+	if w.runs != nil {
+		co.Runs = w.runs
+	}
+	if len(w.slots) > 0 {
+		co.Limiter = limiter{w.slots}
+	}
+	c, err := queue.NewConsumer(w.sc, co)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	for typ, h := range w.handlers {
+		c.Handle(typ, h)
+	}
+	w.consumer = c
+	w.mu.Unlock()
+	return c, nil
+}
+
+// gauges refreshes the queue-depth, backlog and slot gauges while the
+// worker runs. Only the leader reads the backlog (one query per minute).
+func (w *Worker) gauges(ctx context.Context) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if n, err := w.queue.Depth(cctx); err == nil {
+			w.metrics.SetQueueDepth(n)
+		}
+		if w.HasControl() {
+			if d, err := w.sched.Due(cctx, w.o.Clock.Now()); err == nil {
+				w.metrics.SetDueBacklog(d.Count, d.Lag)
+			}
+			if ms, ok := w.MoverStats(); ok {
+				w.metrics.SetMoverLag(ms.LastMoveLag)
+			}
+		}
+		for typ, s := range w.slots {
+			if n, err := s.Held(cctx); err == nil {
+				w.metrics.SetSlotsHeld(typ, n)
+			}
+		}
+		cancel()
+		if clock.Sleep(ctx, w.o.Clock, time.Minute) != nil {
+			return
+		}
+	}
+}
+
+// observer feeds consumer events to the metrics.
+type observer struct{ m *ops.Metrics }
+
+func (o observer) OnHandled(taskType string, outcome queue.Outcome, d time.Duration) {
+	o.m.TaskDone(taskType, string(outcome), d)
+}
+
+func (o observer) OnPoll(int, time.Duration) {}
+
+// limiter adapts per-type lease-slot semaphores to the consumer.
+type limiter struct{ slots map[string]*trafficcop.Semaphore }
+
+func (l limiter) Acquire(ctx context.Context, taskType string) (func(), bool, error) {
+	s, ok := l.slots[taskType]
+	if !ok {
+		return func() {}, true, nil
+	}
+	slot, err := s.TryAcquire(ctx)
+	if errors.Is(err, trafficcop.ErrNoSlot) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = slot.Release(rctx)
+	}, true, nil
+}
