@@ -399,10 +399,10 @@ func TestMalformedMessagesAreSetAside(t *testing.T) {
 		t.Fatalf("poison records: %v", reasons)
 	}
 	for body, want := range map[string]string{
-		"not json at all":                       "not a JSON envelope",
+		"not json at all":                      "not a JSON envelope",
 		`{"v":1,"id":"trunc","type":"t","payl`: "not a JSON envelope",
-		`{"v":99,"id":"future","type":"t"}`:     "version 99",
-		`{"v":1,"type":"t"}`:                    "no id",
+		`{"v":99,"id":"future","type":"t"}`:    "version 99",
+		`{"v":1,"type":"t"}`:                   "no id",
 	} {
 		if !strings.Contains(reasons[body], want) {
 			t.Errorf("reason for %q = %q, want it to mention %q", body, reasons[body], want)

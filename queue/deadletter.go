@@ -84,7 +84,8 @@ func (dl *DeadLetters) Requeue(ctx context.Context, id string) error {
 			return false, nil
 		}
 		found = true
-		return true, dl.requeue(ctx, d)
+		err := dl.requeue(ctx, d)
+		return err == nil, err
 	})
 	if err != nil {
 		return err

@@ -1,4 +1,86 @@
 // Package queue owns the work queue: the message envelope, enqueueing, and
 // the consumer pool that dequeues, runs handlers, retries with backoff and
 // sets poison messages aside.
+//
+// # Producing
+//
+// Client.Enqueue sends an Envelope as JSON with a time-to-live of -1 (a
+// fleet that is down for a week keeps its backlog) and an optional initial
+// visibility delay (the mover enqueues tasks due within its poll window
+// early, hidden until they are due). An encoded envelope must fit into one
+// message (MaxMessageSize, 64 KiB); larger payloads travel through a blob
+// (Envelope.PayloadBlob, the claim check). Queues are created on first use.
+//
+// # Consuming
+//
+// A Consumer dequeues up to 32 messages at a time but never more than it has
+// free handler slots (ConsumerOptions.Concurrency), runs the Handler
+// registered for each message's type, and deletes the message when the
+// handler returns nil. An empty queue makes polling back off exponentially,
+// with jitter, up to PollMax; the first message snaps it back to PollMin.
+//
+// A failed attempt (an error, a panic, a timeout) rewrites the same message
+// in place with Attempt+1 and LastError and hides it for
+// BackoffBase·2^(attempt−1), capped at BackoffMax and jittered over
+// [d/2, d]. Attempts are counted in the envelope, not by the service's
+// dequeue count, because deferrals (no limiter slot, claimed elsewhere) and
+// shutdown releases also dequeue a message. After the last attempt the
+// message is written to the poison queue as a DeadLetter (with the reason
+// and the envelope) and then deleted, and its run becomes dead. A message
+// that crashes workers before they can record anything is caught by its
+// dequeue count: every rewrite stores the count in Envelope.Dequeues, and
+// deliveries beyond it count as attempts; past MaxAttempts+CrashMargin the
+// message is set aside.
+//
+// A message whose type has no handler is a failed attempt like any other,
+// not an immediate dead letter: during a rolling deploy that adds the
+// handler, the retries reach a worker that has it. After the last attempt it
+// is set aside with "no handler for type …" in its reason. Messages that are
+// not envelopes (not JSON, truncated, missing id or type, unknown version)
+// are set aside at once with the reason and deleted; nothing is dropped
+// silently and nothing a message contains can crash a worker. Bodies that
+// other SDKs base64-encode by default are accepted when they decode to an
+// envelope.
+//
+// While a handler runs, the message's visibility is extended at 2/3 of
+// VisibilityTimeout (each extension hands out a new pop receipt), up to
+// MaxRunTime, when the handler's context is cancelled and the attempt
+// fails. If an extension finds the message gone or its receipt stale, the
+// handler's result is still recorded in the run record, but the message is
+// not touched again: it reappears and, with run records, is acknowledged as
+// a duplicate.
+//
+// # Run records and duplicates
+//
+// With ConsumerOptions.Runs set, every delivery first claims its run with a
+// conditional write (see internal/runs): a run that already succeeded is
+// acknowledged without running and counted as a duplicate; a cancelled run
+// is acknowledged without running; a run another worker is running under an
+// unexpired claim is put back until that claim lapses. If the claim cannot
+// be read or written, the task runs anyway: at-least-once beats
+// exactly-once, and every other run-record write is bookkeeping whose
+// failure is logged and ignored. Handlers must be idempotent.
+//
+// Output for the run record: a handler writes to Output(ctx) (the last 4 KiB
+// are kept) and/or returns WithOutput(err, tail).
+//
+// Claim check: a payload blob is fetched through ConsumerOptions.Payloads
+// before the handler runs and deleted after the task succeeds (or is found
+// cancelled), except for a recurring series' blob, which its occurrences
+// share.
+//
+// # Shutdown
+//
+// When Run's context ends the consumer stops dequeuing, lets in-flight
+// handlers finish within ShutdownGrace, then cancels their contexts. A
+// message whose handler did not finish is released (made visible at once,
+// no attempt counted), never deleted. Run returns when every handler has
+// returned.
+//
+// # Dead letters
+//
+// DeadLetters lists, requeues (attempts reset, run back to queued) and
+// purges the poison queue. The service's Peek sees at most 32 messages, so
+// beyond that the operations walk the queue by dequeuing with a short
+// visibility timeout and make untouched records visible again.
 package queue

@@ -111,6 +111,18 @@ func (q *AzureQueue) ensure(ctx context.Context) error {
 	return nil
 }
 
+// recreated reports whether err says the queue is missing (deleted while
+// this process used it) and the queue was created again.
+func (q *AzureQueue) recreated(ctx context.Context, err error) bool {
+	if err == nil || !queueerror.HasCode(err, queueerror.QueueNotFound) {
+		return false
+	}
+	q.mu.Lock()
+	q.ready = false
+	q.mu.Unlock()
+	return q.ensure(ctx) == nil
+}
+
 // seconds converts d to whole seconds, rounding up, within [0, 7 days].
 func seconds(d time.Duration) int32 {
 	if d <= 0 {
@@ -139,10 +151,14 @@ func (q *AzureQueue) Enqueue(ctx context.Context, text string, visibility time.D
 	if err := q.ensure(ctx); err != nil {
 		return Message{}, err
 	}
-	resp, err := q.qc.EnqueueMessage(ctx, text, &azqueue.EnqueueMessageOptions{
+	opts := &azqueue.EnqueueMessageOptions{
 		TimeToLive:        to.Ptr(int32(-1)),
 		VisibilityTimeout: to.Ptr(seconds(visibility)),
-	})
+	}
+	resp, err := q.qc.EnqueueMessage(ctx, text, opts)
+	if q.recreated(ctx, err) {
+		resp, err = q.qc.EnqueueMessage(ctx, text, opts)
+	}
 	if err = translate(err); err != nil {
 		return Message{}, fmt.Errorf("enqueue to %s: %w", q.name, err)
 	}
@@ -168,6 +184,9 @@ func (q *AzureQueue) Dequeue(ctx context.Context, max int, visibility time.Durat
 		NumberOfMessages:  to.Ptr(clampBatch(max)),
 		VisibilityTimeout: to.Ptr(vis),
 	})
+	if q.recreated(ctx, err) {
+		return nil, nil
+	}
 	if err = translate(err); err != nil {
 		return nil, fmt.Errorf("dequeue from %s: %w", q.name, err)
 	}

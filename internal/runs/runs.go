@@ -14,7 +14,9 @@
 // What this package does not guarantee: a claim is a lease on the row that
 // lasts until its expiry (extended while the handler runs); a worker that
 // stalls past that expiry without noticing can still finish after another
-// worker took the run over. Handlers must be idempotent.
+// worker took the run over, and claims compare expiry times written by one
+// worker's clock with another's, so clock skew between workers lengthens or
+// shortens a claim by the skew. Handlers must be idempotent.
 //
 // Layout: PartitionKey is a hash bucket "r0".."rf" of the run id (16
 // partitions spread the write load; Get and the conditional writes address
