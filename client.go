@@ -137,7 +137,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	switch {
 	case err == nil:
 		res.Removed = true
-	case !errors.Is(err, storage.ErrNotFound):
+	case !isNotFound(err):
 		return res, err
 	}
 	if c.runs == nil {
@@ -220,7 +220,7 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 	switch {
 	case err == nil:
 		st.Pending = &it
-	case !errors.Is(err, storage.ErrNotFound):
+	case !isNotFound(err):
 		return st, err
 	}
 	if c.runs != nil {
@@ -300,8 +300,12 @@ func (c *Client) Leader(ctx context.Context) (trafficcop.HolderInfo, error) {
 	return h, err
 }
 
+func isNotFound(err error) bool {
+	return errors.Is(err, storage.ErrNotFound) || errors.Is(err, schedule.ErrNotFound)
+}
+
 func notFound(err error, id string) error {
-	if err != nil && errors.Is(err, storage.ErrNotFound) && !errors.Is(err, ErrNotFound) {
+	if err != nil && isNotFound(err) && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	return err

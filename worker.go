@@ -82,7 +82,7 @@ type WorkerOptions struct {
 	// Names of the storage resources. Empty fields take defaults.
 	Names Names
 	// InstanceID names this instance in the lease, run records and logs.
-	// Default host/pid/random.
+	// Default {hostname}-{pid}-{random}; it must be valid in a table key.
 	InstanceID string
 
 	Lease      LeaseOptions
@@ -152,7 +152,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	}
 	o.Clock = clock.OrReal(o.Clock)
 	if o.InstanceID == "" {
-		o.InstanceID = trafficcop.DefaultIdentity()
+		o.InstanceID = queue.DefaultInstanceID()
 	}
 	if err := storage.ValidateKeyPart("InstanceID", o.InstanceID); err != nil {
 		return nil, err
@@ -364,7 +364,7 @@ func (w *Worker) lead(ctx context.Context) error {
 		ResumeBelow:  w.o.Mover.ResumeBelow,
 		PayloadStore: w.payloads,
 		Clock:        w.o.Clock,
-		Logger:       w.log.With("generation", term.Generation),
+		Logger:       w.log,
 		OnMoved: func(ctx context.Context, envs []queue.Envelope) {
 			w.metrics.MoverBatch(len(envs))
 			if w.runs == nil {
@@ -487,7 +487,9 @@ func (o observer) OnHandled(taskType string, outcome queue.Outcome, d time.Durat
 func (o observer) OnPoll(int, time.Duration) {}
 
 // limiter adapts per-type lease-slot semaphores to the consumer.
-type limiter struct{ slots map[string]*trafficcop.Semaphore }
+type limiter struct {
+	slots map[string]*trafficcop.Semaphore
+}
 
 func (l limiter) Acquire(ctx context.Context, taskType string) (func(), bool, error) {
 	s, ok := l.slots[taskType]

@@ -44,8 +44,8 @@ type Options struct {
 	// Host is the listen address. Default 127.0.0.1.
 	Host string
 	// Bin is the azurite executable. Default: LEASECRON_AZURITE_BIN, else
-	// node_modules/.bin/azurite in the nearest enclosing directory that has
-	// one, else azurite on PATH.
+	// node_modules/.bin/azurite in the nearest directory enclosing the working
+	// directory or the running executable, else azurite on PATH.
 	Bin string
 	// Log receives Azurite's own output. Default: discarded.
 	Log io.Writer
@@ -114,8 +114,15 @@ func FindBinary(explicit string) (string, error) {
 		}
 		return explicit, nil
 	}
+	var starts []string
 	if wd, err := os.Getwd(); err == nil {
-		for dir := wd; ; dir = filepath.Dir(dir) {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, start := range starts {
+		for dir := start; ; dir = filepath.Dir(dir) {
 			p := filepath.Join(dir, "node_modules", ".bin", "azurite")
 			if _, err := os.Stat(p); err == nil {
 				return p, nil

@@ -20,10 +20,11 @@
 // combined standard output and error (a ring buffer), so a program that
 // prints gigabytes costs a few kilobytes of memory. HTTP keeps the tail of
 // the response body the same way. A failed run returns an error carrying
-// that tail (*ExecError or *HTTPError; OutputTail extracts it). To see the
-// output of every run, successful or not, put a sink into the context with
-// WithOutputSink: the queue consumer does this to store the tail in the run
-// record. Custom handlers can report output the same way with RecordOutput.
+// that tail (*ExecError or *HTTPError; OutputTail extracts it). The tail of
+// every run, successful or not, is written to queue.Output(ctx), so the queue
+// consumer stores it in the task's run record; a sink put into the context
+// with WithOutputSink receives it instead. Custom handlers report output the
+// same way with RecordOutput.
 //
 // # Idempotency
 //

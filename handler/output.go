@@ -3,6 +3,9 @@ package handler
 import (
 	"context"
 	"errors"
+	"io"
+
+	"github.com/leasecron/leasecron/queue"
 )
 
 // ErrInvalidOptions is wrapped by every validation error of Exec and HTTP.
@@ -24,12 +27,16 @@ func WithOutputSink(ctx context.Context, sink OutputSink) context.Context {
 	return context.WithValue(ctx, sinkKey{}, sink)
 }
 
-// RecordOutput passes output to the sink in ctx, if there is one. Custom
-// handlers use it to report output the way Exec and HTTP do.
+// RecordOutput reports a finished run's output tail: to the sink in ctx
+// when there is one (WithOutputSink), otherwise to queue.Output(ctx), which
+// the queue consumer keeps in the task's run record. Custom handlers use it
+// to report output the way Exec and HTTP do.
 func RecordOutput(ctx context.Context, output string) {
 	if sink, ok := ctx.Value(sinkKey{}).(OutputSink); ok && sink != nil {
 		sink(output)
+		return
 	}
+	_, _ = io.WriteString(queue.Output(ctx), output)
 }
 
 // OutputTail returns the output tail carried by err (an *ExecError or

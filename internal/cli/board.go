@@ -83,10 +83,10 @@ func (a *app) aggregatorCmd() *cobra.Command {
 	var typ string
 	var replace bool
 	add := &cobra.Command{
-		Use:   "add KEY --every DURATION --type T [PAYLOAD | -]",
-		Short: "Add a key that a worker runs once per interval",
+		Use:     "add KEY --every DURATION --type T [PAYLOAD | -]",
+		Short:   "Add a key that a worker runs once per interval",
 		Example: `  leasecron aggregator add westlafcals --every 8h --type calendar '{"feeds":["https://example.org/a.ics"]}'`,
-		Args: cobra.RangeArgs(1, 2),
+		Args:    cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if every <= 0 {
 				return usagef("--every is required (e.g. 1h)")
@@ -127,7 +127,7 @@ func (a *app) aggregatorCmd() *cobra.Command {
 			}
 			if err := b.Remove(cmd.Context(), args[0]); err != nil {
 				if errors.Is(err, aggregator.ErrNotFound) {
-					return fmt.Errorf("%w: %v", ErrNotFound, err)
+					return notFoundErr{err}
 				}
 				return err
 			}
@@ -146,7 +146,7 @@ func (a *app) aggregatorCmd() *cobra.Command {
 			}
 			if err := b.RunNow(cmd.Context(), args[0]); err != nil {
 				if errors.Is(err, aggregator.ErrNotFound) {
-					return fmt.Errorf("%w: %v", ErrNotFound, err)
+					return notFoundErr{err}
 				}
 				return err
 			}

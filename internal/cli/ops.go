@@ -277,7 +277,7 @@ func (a *app) deadletterCmd() *cobra.Command {
 			}
 			if err := cl.DeadLetters().Requeue(cmd.Context(), args[0]); err != nil {
 				if errors.Is(err, queue.ErrNoDeadLetter) {
-					return fmt.Errorf("%w: %v", ErrNotFound, err)
+					return notFoundErr{err}
 				}
 				return err
 			}

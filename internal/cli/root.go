@@ -27,8 +27,8 @@ const (
 	exitNotFound = 3
 )
 
-// ErrNotFound marks "no such task/key" failures so they exit with code 3.
-var ErrNotFound = errors.New("not found")
+// notFoundErr marks "no such task/key" failures so they exit with code 3.
+type notFoundErr struct{ error }
 
 // app is the state shared by the commands of one tree.
 type app struct {
@@ -53,10 +53,11 @@ func Main(ctx context.Context, version string, args []string, in io.Reader, out,
 	}
 	fmt.Fprintln(errOut, "leasecron:", storage.Redact(err.Error()))
 	var ue usageError
+	var nf notFoundErr
 	switch {
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, ErrNotFound), errors.Is(err, storage.ErrNotFound):
+	case errors.As(err, &nf), errors.Is(err, storage.ErrNotFound):
 		return exitNotFound
 	}
 	return exitError

@@ -74,7 +74,9 @@ An id that is already pending is refused unless --replace is given.`,
 				if err != nil {
 					return usageError{err}
 				}
-				if due, err = r.Next(now, now); err != nil {
+				// The first occurrence from now, on a whole second so that
+				// run ids ({series}@{due}) read cleanly.
+				if due, err = r.Next(now.Truncate(time.Second), now); err != nil {
 					return usageError{err}
 				}
 			}
@@ -147,7 +149,7 @@ func (a *app) cancelCmd() *cobra.Command {
 			res, err := cl.Cancel(cmd.Context(), args[0])
 			if err != nil {
 				if errors.Is(err, leasecron.ErrNotFound) {
-					return fmt.Errorf("%w: %v", ErrNotFound, err)
+					return notFoundErr{err}
 				}
 				return err
 			}
@@ -188,7 +190,7 @@ func (a *app) rescheduleCmd() *cobra.Command {
 			it, err := cl.Reschedule(cmd.Context(), args[0], due)
 			if err != nil {
 				if errors.Is(err, leasecron.ErrNotFound) {
-					return fmt.Errorf("%w: %v", ErrNotFound, err)
+					return notFoundErr{err}
 				}
 				return err
 			}
@@ -289,7 +291,7 @@ func (a *app) statusCmd() *cobra.Command {
 			st, err := cl.Status(cmd.Context(), args[0])
 			if err != nil {
 				if errors.Is(err, leasecron.ErrNotFound) {
-					return fmt.Errorf("%w: %v", ErrNotFound, err)
+					return notFoundErr{err}
 				}
 				return err
 			}
