@@ -1,0 +1,150 @@
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// Board edits and reads the blackboard: the operator's side (the CLI's
+// `aggregator add/remove/run-now` and `blackboard`). It never claims keys.
+type Board struct {
+	store Store
+	name  string
+}
+
+// NewBoard returns the Board over the table (default DefaultTable) of the
+// account behind clients. It does not contact the service; call
+// EnsureTable before the first Add on a fresh account.
+func NewBoard(clients *storage.Clients, table string) (*Board, error) {
+	if clients == nil {
+		return nil, fmt.Errorf("%w: no storage clients", ErrInvalid)
+	}
+	s, err := NewTableStore(clients.Table, table)
+	if err != nil {
+		return nil, err
+	}
+	return &Board{store: s, name: s.Name()}, nil
+}
+
+// NewBoardWithStore returns a Board over any Store (a MemStore in tests).
+func NewBoardWithStore(s Store) *Board { return &Board{store: s, name: "(store)"} }
+
+// AddOptions modify Add.
+type AddOptions struct {
+	// Replace overwrites the definition (Interval, Type, Payload) of a key
+	// that already exists, keeping its run state; without it Add refuses an
+	// existing key with ErrExists.
+	Replace bool
+}
+
+// EnsureTable creates the blackboard table if it does not exist.
+func (b *Board) EnsureTable(ctx context.Context) error { return b.store.Ensure(ctx) }
+
+// Add puts a key on the blackboard. Only e's Key, Interval, Type and
+// Payload are used; they are validated first (ErrInvalid). A new key is due
+// at once. An existing key is refused with ErrExists unless opts.Replace,
+// in which case its definition is replaced and its state (last start, a
+// run in progress, counters) kept. opts may be nil.
+func (b *Board) Add(ctx context.Context, e Entry, opts *AddOptions) error {
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	def := e.definition()
+	_, err := b.store.Insert(ctx, def)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, storage.ErrAlreadyExists):
+		return fmt.Errorf("add blackboard key %q: %w", e.Key, err)
+	case opts == nil || !opts.Replace:
+		return fmt.Errorf("%w: %q is already on the blackboard %s (replace it to change its definition)", ErrExists, e.Key, b.name)
+	}
+	err = b.modify(ctx, e.Key, func(cur *Entry) {
+		cur.Interval, cur.Type, cur.Payload = def.Interval, def.Type, def.Payload
+	})
+	if errors.Is(err, ErrNotFound) { // removed between our insert and update: insert again
+		if _, err = b.store.Insert(ctx, def); err != nil {
+			return fmt.Errorf("add blackboard key %q: %w", e.Key, err)
+		}
+		return nil
+	}
+	return err
+}
+
+// Remove deletes key from the blackboard. A run in progress is not
+// interrupted; its worker finds the row gone and records nothing. An
+// unknown key is reported with ErrNotFound.
+func (b *Board) Remove(ctx context.Context, key string) error {
+	if err := storage.ValidateKeyPart("blackboard key", key); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	err := b.store.Delete(ctx, key, "")
+	if errors.Is(err, storage.ErrNotFound) {
+		return fmt.Errorf("%w: %q is not on the blackboard %s: %w", ErrNotFound, key, b.name, err)
+	}
+	if err != nil {
+		return fmt.Errorf("remove blackboard key %q: %w", key, err)
+	}
+	return nil
+}
+
+// RunNow flags key so that the next worker cycle runs it regardless of its
+// interval. If the key is running, the flag survives that run and makes it
+// run once more afterwards. An unknown key is reported with ErrNotFound.
+func (b *Board) RunNow(ctx context.Context, key string) error {
+	if err := storage.ValidateKeyPart("blackboard key", key); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return b.modify(ctx, key, func(cur *Entry) { cur.RunNow = true })
+}
+
+// Get returns the row for key (ErrNotFound if absent).
+func (b *Board) Get(ctx context.Context, key string) (Entry, error) {
+	if err := storage.ValidateKeyPart("blackboard key", key); err != nil {
+		return Entry{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	e, err := b.store.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return Entry{}, fmt.Errorf("%w: %q is not on the blackboard %s: %w", ErrNotFound, key, b.name, err)
+	}
+	return e, err
+}
+
+// List returns every row of the blackboard in key order: the snapshot the
+// `blackboard` command prints (see Entry.State for a display status).
+func (b *Board) List(ctx context.Context) ([]Entry, error) {
+	return b.store.List(ctx)
+}
+
+// maxModifyAttempts bounds read-modify-write retries against concurrent
+// writers (workers claiming, heartbeating, recording).
+const maxModifyAttempts = 10
+
+// modify applies fn to the current row and writes it back conditionally,
+// re-reading and retrying when another writer got there first.
+func (b *Board) modify(ctx context.Context, key string, fn func(*Entry)) error {
+	for attempt := 0; ; attempt++ {
+		cur, err := b.store.Get(ctx, key)
+		if errors.Is(err, storage.ErrNotFound) {
+			return fmt.Errorf("%w: %q is not on the blackboard %s: %w", ErrNotFound, key, b.name, err)
+		}
+		if err != nil {
+			return fmt.Errorf("update blackboard key %q: %w", key, err)
+		}
+		fn(&cur)
+		_, err = b.store.Replace(ctx, cur, cur.ETag)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, storage.ErrPreconditionFailed) && attempt+1 < maxModifyAttempts:
+			continue
+		case errors.Is(err, storage.ErrNotFound):
+			return fmt.Errorf("%w: %q is not on the blackboard %s: %w", ErrNotFound, key, b.name, err)
+		default:
+			return fmt.Errorf("update blackboard key %q: %w", key, err)
+		}
+	}
+}

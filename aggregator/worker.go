@@ -1,0 +1,632 @@
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
+)
+
+// Worker defaults and limits.
+const (
+	// DefaultCycle is how often a worker walks the board (config
+	// aggregator.cycle).
+	DefaultCycle = time.Hour
+	// CycleJitter is the fraction by which each cycle is randomly
+	// lengthened or shortened, so that workers drift apart.
+	CycleJitter = 0.1
+	// MinCycle is the shortest Cycle accepted (tests use sub-second cycles).
+	MinCycle = 10 * time.Millisecond
+	// MinLockTTL is the shortest LockTTL accepted when it is set.
+	MinLockTTL = 100 * time.Millisecond
+	// MaxConcurrentLimit is the largest MaxConcurrent accepted.
+	MaxConcurrentLimit = 64
+	// recordTimeout bounds the final write of a run, which is made on a
+	// context detached from the worker's so that shutdown still records.
+	recordTimeout = 30 * time.Second
+)
+
+// More sentinel errors, reported in RunReport.
+var (
+	// ErrClaimLost: another worker took the key over (its claim had
+	// expired) while this worker ran it; this worker wrote nothing more.
+	ErrClaimLost = errors.New("blackboard claim taken over by another worker")
+	// ErrLockExpired: the worker could not extend its claim before the lock
+	// TTL ran out by its own clock, so it cancelled the handler.
+	ErrLockExpired = errors.New("blackboard claim expired before it could be extended")
+	// ErrHandlerPanic wraps the value of a handler panic, recorded as the
+	// run's error.
+	ErrHandlerPanic = errors.New("handler panicked")
+	// ErrShutdown is wrapped in the error of a run that failed because its
+	// worker was shutting down; such a run is recorded with RunNow set, so
+	// another worker runs the key again at its next cycle.
+	ErrShutdown = errors.New("worker shutting down")
+)
+
+// Handlers looks a handler up by type; the queue's handler registry
+// provides it. ok is false for an unknown type.
+type Handlers func(taskType string) (h queue.Handler, ok bool)
+
+// Options configure a Worker. The zero value of every field but Handlers
+// means its documented default.
+type Options struct {
+	// Table is the blackboard table. Default DefaultTable ("Blackboard").
+	Table string
+	// Cycle is how often the board is walked (aggregator.cycle). Each
+	// wait is jittered by ±CycleJitter. Default DefaultCycle (1 h); at
+	// least MinCycle. A walk that runs handlers takes as long as they do;
+	// the next walk starts one Cycle after the previous one started, or at
+	// once if that time has passed.
+	Cycle time.Duration
+	// LockTTL is how long a claim stays valid without being extended
+	// (aggregator.lock_ttl); a claim older than that is abandoned and taken
+	// over. Default 0: each key's own Interval. At least MinLockTTL when
+	// set. Every worker of a fleet should use the same value.
+	LockTTL time.Duration
+	// Heartbeat is how often a running claim is extended. Default: a third
+	// of the lock TTL; it is capped at half the lock TTL.
+	Heartbeat time.Duration
+	// MaxConcurrent is how many keys one worker runs at once. Default 1
+	// (the walk waits for a free slot); at most MaxConcurrentLimit.
+	MaxConcurrent int
+	// InstanceID names this worker in the Worker column. Default
+	// "{hostname}-{pid}-{random}".
+	InstanceID string
+	// Clock is the time source. Default the real clock.
+	Clock clock.Clock
+	// Logger receives the worker's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Handlers finds the handler for a key's Type. Required. A key whose
+	// type has no handler is left for other workers (and logged once).
+	Handlers Handlers
+	// Hooks are called for metrics and tests; nil hooks are skipped.
+	Hooks Hooks
+}
+
+// Hooks observe a worker. They run synchronously on the worker's
+// goroutines and must return quickly.
+type Hooks struct {
+	// OnCycle is called at the end of every walk of the board (runs it
+	// started may still be in progress).
+	OnCycle func(CycleReport)
+	// OnRun is called after every run, once its outcome was recorded (or
+	// recording failed).
+	OnRun func(RunReport)
+}
+
+// CycleReport describes one walk of the board.
+type CycleReport struct {
+	// Worker is the walking worker's InstanceID.
+	Worker string
+	// Started is when the walk began.
+	Started time.Time
+	// Keys is how many rows the board had; Due how many of them this
+	// worker found due (or abandoned) and tried to claim; Claimed how many
+	// it claimed, TakenOver how many of those were abandoned claims;
+	// Conflicts how many claims lost a race against another writer.
+	Keys, Due, Claimed, TakenOver, Conflicts int
+	// Err is the error that ended the walk early (listing the board
+	// failed), if any. Failures of single claims are logged and counted,
+	// not reported here.
+	Err error
+}
+
+// RunReport describes one run of one key.
+type RunReport struct {
+	// Key, Type and TaskID identify the run; Worker is the InstanceID.
+	Key, Type, TaskID, Worker string
+	// Start is when the key was claimed; Duration how long the handler ran.
+	Start    time.Time
+	Duration time.Duration
+	// Err is the handler's error (a panic is reported wrapping
+	// ErrHandlerPanic), nil on success.
+	Err error
+	// TakenOver reports that this run took over an abandoned claim of
+	// TakenFrom.
+	TakenOver bool
+	TakenFrom string
+	// Interrupted reports that the worker was shutting down and the run
+	// was recorded with RunNow set.
+	Interrupted bool
+	// Recorded reports that Stop was written. When false, RecordErr says
+	// why: ErrClaimLost (taken over), ErrNotFound (key removed), or a
+	// storage error.
+	Recorded  bool
+	RecordErr error
+}
+
+// Worker walks the blackboard and runs due keys. Create one with NewWorker
+// and call Run.
+type Worker struct {
+	opts    Options
+	store   Store
+	log     *slog.Logger
+	sem     chan struct{}
+	wg      sync.WaitGroup
+	running atomic.Bool
+
+	mu       sync.Mutex
+	inflight map[string]bool
+	warned   map[string]bool
+	rng      *rand.Rand
+}
+
+// NewWorker returns a Worker over the blackboard table in the account
+// behind clients. It does not contact the service.
+func NewWorker(clients *storage.Clients, opts Options) (*Worker, error) {
+	if clients == nil {
+		return nil, fmt.Errorf("%w: no storage clients", ErrInvalid)
+	}
+	s, err := NewTableStore(clients.Table, opts.Table)
+	if err != nil {
+		return nil, err
+	}
+	return NewWorkerWithStore(s, opts)
+}
+
+// NewWorkerWithStore returns a Worker over any Store (a MemStore in tests).
+// opts.Table is ignored.
+func NewWorkerWithStore(s Store, opts Options) (*Worker, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: no store", ErrInvalid)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{
+		opts:     o,
+		store:    s,
+		log:      o.Logger.With("worker", o.InstanceID),
+		sem:      make(chan struct{}, o.MaxConcurrent),
+		inflight: map[string]bool{},
+		warned:   map[string]bool{},
+		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+	}, nil
+}
+
+// withDefaults fills in defaults and validates: the one place where both
+// happen.
+func (o Options) withDefaults() (Options, error) {
+	if o.Table == "" {
+		o.Table = DefaultTable
+	}
+	if err := storage.ValidateTableName(o.Table); err != nil {
+		return o, fmt.Errorf("%w: Table: %w", ErrInvalid, err)
+	}
+	switch {
+	case o.Cycle == 0:
+		o.Cycle = DefaultCycle
+	case o.Cycle < MinCycle:
+		return o, fmt.Errorf("%w: Cycle %v: must be at least %v (0 means the default %v)", ErrInvalid, o.Cycle, MinCycle, DefaultCycle)
+	}
+	if o.LockTTL < 0 || (o.LockTTL > 0 && o.LockTTL < MinLockTTL) {
+		return o, fmt.Errorf("%w: LockTTL %v: must be 0 (each key's interval) or at least %v", ErrInvalid, o.LockTTL, MinLockTTL)
+	}
+	if o.Heartbeat < 0 {
+		return o, fmt.Errorf("%w: Heartbeat %v: must be positive (0 means a third of the lock TTL)", ErrInvalid, o.Heartbeat)
+	}
+	switch {
+	case o.MaxConcurrent == 0:
+		o.MaxConcurrent = 1
+	case o.MaxConcurrent < 0 || o.MaxConcurrent > MaxConcurrentLimit:
+		return o, fmt.Errorf("%w: MaxConcurrent %d: must be between 1 and %d (0 means 1)", ErrInvalid, o.MaxConcurrent, MaxConcurrentLimit)
+	}
+	if o.Handlers == nil {
+		return o, fmt.Errorf("%w: Handlers is nil: pass the handler registry's lookup", ErrInvalid)
+	}
+	if o.InstanceID == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "worker"
+		}
+		o.InstanceID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	o.Clock = clock.OrReal(o.Clock)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// ID returns the worker's InstanceID.
+func (w *Worker) ID() string { return w.opts.InstanceID }
+
+// Run walks the board every cycle (the first walk at once) until ctx ends,
+// then waits for the runs in progress, whose context is cancelled too, to
+// be recorded (an interrupted run is recorded with RunNow set). It returns nil after a shutdown, and an
+// error only if the worker is already running.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("aggregator worker %s is already running", w.opts.InstanceID)
+	}
+	defer w.running.Store(false)
+	if err := w.store.Ensure(ctx); err != nil && ctx.Err() == nil {
+		w.log.Warn("aggregator: cannot create the blackboard table; will retry by listing it", "error", err)
+	}
+	w.log.Info("aggregator worker started", "cycle", w.opts.Cycle, "lock_ttl", w.opts.LockTTL, "max_concurrent", w.opts.MaxConcurrent)
+	for ctx.Err() == nil {
+		start := w.opts.Clock.Now()
+		w.walk(ctx, nil)
+		wait := w.jittered(w.opts.Cycle) - w.opts.Clock.Now().Sub(start)
+		if err := clock.Sleep(ctx, w.opts.Clock, wait); err != nil && ctx.Err() != nil {
+			break
+		}
+	}
+	w.wg.Wait()
+	w.log.Info("aggregator worker stopped")
+	return nil
+}
+
+// RunOnce walks the board once, runs what it claims, and returns when
+// those runs are recorded. It is Run's cycle without the loop, for tests
+// and for one-shot commands.
+func (w *Worker) RunOnce(ctx context.Context) (CycleReport, error) {
+	var cycle sync.WaitGroup
+	rep := w.walk(ctx, &cycle)
+	cycle.Wait()
+	return rep, rep.Err
+}
+
+func (w *Worker) jittered(d time.Duration) time.Duration {
+	w.mu.Lock()
+	f := 1 + CycleJitter*(2*w.rng.Float64()-1)
+	w.mu.Unlock()
+	return time.Duration(float64(d) * f)
+}
+
+// walk makes one pass over the board. Runs it starts are added to cycle,
+// when not nil, as well as to the worker's wait group.
+func (w *Worker) walk(ctx context.Context, cycle *sync.WaitGroup) CycleReport {
+	rep := CycleReport{Worker: w.opts.InstanceID, Started: w.opts.Clock.Now()}
+	defer func() {
+		if w.opts.Hooks.OnCycle != nil {
+			w.opts.Hooks.OnCycle(rep)
+		}
+	}()
+	rows, err := w.store.List(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			if errors.Is(err, storage.ErrNotFound) {
+				_ = w.store.Ensure(ctx)
+			}
+			w.log.Warn("aggregator: cannot list the blackboard", "error", err)
+		}
+		rep.Err = err
+		return rep
+	}
+	rep.Keys = len(rows)
+	w.mu.Lock()
+	w.rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+	w.mu.Unlock()
+
+	for _, e := range rows {
+		if ctx.Err() != nil {
+			break
+		}
+		if _, ok := w.eligible(e, w.opts.Clock.Now()); !ok {
+			continue
+		}
+		rep.Due++
+		select {
+		case w.sem <- struct{}{}:
+		case <-ctx.Done():
+			return rep
+		}
+		c, conflict, err := w.claim(ctx, e)
+		if conflict {
+			rep.Conflicts++
+		}
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn("aggregator: claim failed", "key", e.Key, "error", err)
+		}
+		if c == nil {
+			<-w.sem
+			continue
+		}
+		rep.Claimed++
+		if c.takeover {
+			rep.TakenOver++
+		}
+		w.setInflight(c.key, true)
+		w.wg.Add(1)
+		if cycle != nil {
+			cycle.Add(1)
+		}
+		go func() {
+			defer func() {
+				if cycle != nil {
+					cycle.Done()
+				}
+				w.wg.Done()
+			}()
+			r := w.execute(ctx, c)
+			w.setInflight(c.key, false)
+			<-w.sem
+			if w.opts.Hooks.OnRun != nil {
+				w.opts.Hooks.OnRun(r)
+			}
+		}()
+	}
+	return rep
+}
+
+func (w *Worker) setInflight(key string, on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if on {
+		w.inflight[key] = true
+	} else {
+		delete(w.inflight, key)
+	}
+}
+
+// warnOnce logs msg for key once per worker.
+func (w *Worker) warnOnce(key, msg string, args ...any) {
+	w.mu.Lock()
+	seen := w.warned[key+"\x00"+msg]
+	w.warned[key+"\x00"+msg] = true
+	w.mu.Unlock()
+	if !seen {
+		w.log.Warn(msg, append([]any{"key", key}, args...)...)
+	}
+}
+
+// eligible reports whether e should be claimed at now by this worker, and
+// its handler.
+func (w *Worker) eligible(e Entry, now time.Time) (queue.Handler, bool) {
+	if e.Interval < MinInterval {
+		w.warnOnce(e.Key, "aggregator: skipping key with an invalid interval", "interval", e.Interval)
+		return nil, false
+	}
+	w.mu.Lock()
+	busy := w.inflight[e.Key]
+	w.mu.Unlock()
+	if busy {
+		return nil, false
+	}
+	if !(e.Running && e.Abandoned(now)) && (e.Running || !e.Due(now)) {
+		return nil, false
+	}
+	h, ok := w.opts.Handlers(e.Type)
+	if !ok || h == nil {
+		w.warnOnce(e.Key, "aggregator: no handler for the key's type; leaving it to other workers", "type", e.Type)
+		return nil, false
+	}
+	return h, true
+}
+
+// claim is a run this worker holds.
+type claim struct {
+	key      string
+	id       string
+	handler  queue.Handler
+	entry    Entry // the row as we last wrote it, with its ETag
+	start    time.Time
+	ttl      time.Duration
+	deadline time.Time // our lock's expiry by our own clock
+	takeover bool
+	from     string
+}
+
+func (w *Worker) lockTTL(e Entry) time.Duration {
+	if w.opts.LockTTL > 0 {
+		return w.opts.LockTTL
+	}
+	return e.Interval
+}
+
+func (w *Worker) heartbeat(ttl time.Duration) time.Duration {
+	if hb := w.opts.Heartbeat; hb > 0 && hb <= ttl/2 {
+		return hb
+	}
+	return ttl / 3
+}
+
+// claim tries to claim e with a write conditional on its ETag. When the
+// write is refused because the row changed since it was listed, the row is
+// read again and, if still claimable, the claim is retried once. conflict
+// reports that a write was refused and the key was not claimed.
+func (w *Worker) claim(ctx context.Context, e Entry) (c *claim, conflict bool, err error) {
+	for attempt := 0; attempt < 2; attempt++ {
+		now := w.opts.Clock.Now()
+		h, ok := w.eligible(e, now)
+		if !ok {
+			return nil, attempt > 0, nil
+		}
+		ttl := w.lockTTL(e)
+		next := e
+		next.Start, next.ClaimedAt = now, now
+		next.Running = true
+		next.Worker = w.opts.InstanceID
+		next.ClaimID = uuid.NewString()
+		next.LockedUntil = now.Add(ttl)
+		next.RunNow = false
+		next.Runs++
+		etag, err := w.store.Replace(ctx, next, e.ETag)
+		if err == nil {
+			next.ETag = etag
+			c := &claim{key: e.Key, id: next.ClaimID, handler: h, entry: next, start: now, ttl: ttl,
+				deadline: now.Add(ttl), takeover: e.Running, from: e.Worker}
+			if c.takeover {
+				w.log.Warn("aggregator: taking over an abandoned claim", "key", e.Key, "from", e.Worker,
+					"claimed_at", e.ClaimedAt, "locked_until", e.LockedUntil)
+			}
+			return c, false, nil
+		}
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			return nil, false, nil // removed meanwhile
+		case !errors.Is(err, storage.ErrPreconditionFailed):
+			return nil, false, err
+		}
+		if e, err = w.store.Get(ctx, e.Key); err != nil {
+			if errors.Is(err, storage.ErrNotFound) {
+				return nil, true, nil
+			}
+			return nil, true, err
+		}
+	}
+	return nil, true, nil
+}
+
+// execute runs c's handler, extends the claim while it runs, and records
+// the outcome.
+func (w *Worker) execute(ctx context.Context, c *claim) RunReport {
+	e := c.entry
+	rep := RunReport{Key: c.key, Type: e.Type, TaskID: TaskID(c.key, c.start), Worker: w.opts.InstanceID,
+		Start: c.start, TakenOver: c.takeover, TakenFrom: c.from}
+	log := w.log.With("key", c.key, "task", rep.TaskID)
+	task := queue.Task{ID: rep.TaskID, Type: e.Type, Payload: []byte(e.Payload), Due: c.start, Attempt: 1, Key: c.key}
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan error, 1)
+	go func() { done <- callHandler(runCtx, c.handler, task, log) }()
+
+	hb := w.heartbeat(c.ttl)
+	margin := c.ttl / 10
+	var herr, lostErr error
+	expired := false
+	timer := w.opts.Clock.NewTimer(hb)
+wait:
+	for {
+		select {
+		case herr = <-done:
+			break wait
+		case <-timer.C():
+		}
+		now := w.opts.Clock.Now()
+		err := w.writeOwn(ctx, c, func(r *Entry) { r.LockedUntil = now.Add(c.ttl) })
+		switch {
+		case err == nil:
+			c.deadline = now.Add(c.ttl)
+		case errors.Is(err, ErrClaimLost), errors.Is(err, ErrNotFound):
+			lostErr = err
+			log.Warn("aggregator: claim lost while running; cancelling the handler", "error", err)
+			cancel(err)
+			herr = <-done
+			break wait
+		default:
+			if ctx.Err() == nil {
+				log.Warn("aggregator: cannot extend the claim", "error", err, "lock_deadline", c.deadline)
+			}
+		}
+		left := c.deadline.Add(-margin).Sub(w.opts.Clock.Now())
+		if left <= 0 {
+			log.Error("aggregator: claim expiring without renewal; cancelling the handler", "lock_deadline", c.deadline)
+			cancel(ErrLockExpired)
+			expired = true
+			herr = <-done
+			break wait
+		}
+		timer = w.opts.Clock.NewTimer(min(hb, left))
+	}
+	timer.Stop()
+	stop := w.opts.Clock.Now()
+	rep.Duration = stop.Sub(c.start)
+	rep.Err = herr
+	if expired && herr != nil {
+		herr = fmt.Errorf("%w: %w", ErrLockExpired, herr)
+		rep.Err = herr
+	}
+	if herr != nil && ctx.Err() != nil && lostErr == nil && !expired {
+		rep.Interrupted = true
+		herr = fmt.Errorf("interrupted: %w: %w", ErrShutdown, herr)
+		rep.Err = herr
+	}
+	if lostErr != nil {
+		rep.RecordErr = lostErr
+		return rep
+	}
+	if herr != nil {
+		log.Warn("aggregator: run failed", "error", herr, "duration", rep.Duration)
+	} else {
+		log.Debug("aggregator: run succeeded", "duration", rep.Duration)
+	}
+
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer rcancel()
+	err := w.writeOwn(rctx, c, func(r *Entry) {
+		r.Running = false
+		r.Stop = stop
+		r.LastDuration = rep.Duration
+		r.LockedUntil = time.Time{}
+		r.LastError = ""
+		if herr != nil {
+			r.LastError = herr.Error()
+			r.Failures++
+		}
+		if rep.Interrupted {
+			r.RunNow = true
+		}
+	})
+	if err != nil {
+		rep.RecordErr = err
+		log.Warn("aggregator: run finished but its outcome was not recorded", "error", err)
+		return rep
+	}
+	rep.Recorded = true
+	return rep
+}
+
+// writeOwn applies fn to the row as c last wrote it and writes it back,
+// conditional on c's ETag. When the row changed, it is re-read: if it still
+// carries c's claim (someone set RunNow or replaced the definition), fn is
+// applied to the fresh row and the write retried; otherwise the claim was
+// taken over (ErrClaimLost) or the key removed (ErrNotFound), and nothing
+// is written.
+func (w *Worker) writeOwn(ctx context.Context, c *claim, fn func(*Entry)) error {
+	base := c.entry
+	for attempt := 0; attempt < maxModifyAttempts; attempt++ {
+		next := base
+		fn(&next)
+		etag, err := w.store.Replace(ctx, next, base.ETag)
+		if err == nil {
+			next.ETag = etag
+			c.entry = next
+			return nil
+		}
+		if errors.Is(err, storage.ErrNotFound) {
+			return fmt.Errorf("%w: %q was removed while running: %w", ErrNotFound, c.key, err)
+		}
+		if !errors.Is(err, storage.ErrPreconditionFailed) {
+			return err
+		}
+		fresh, err := w.store.Get(ctx, c.key)
+		if errors.Is(err, storage.ErrNotFound) {
+			return fmt.Errorf("%w: %q was removed while running: %w", ErrNotFound, c.key, err)
+		}
+		if err != nil {
+			return err
+		}
+		if !fresh.Running || fresh.ClaimID != c.id {
+			return fmt.Errorf("%w: %q is now claimed by %s since %s", ErrClaimLost, c.key, fresh.Worker, fresh.ClaimedAt.Format(time.RFC3339Nano))
+		}
+		base = fresh
+	}
+	return fmt.Errorf("update blackboard key %q: %w after %d attempts", c.key, storage.ErrPreconditionFailed, maxModifyAttempts)
+}
+
+// callHandler runs h, turning a panic into an error (its stack is logged).
+func callHandler(ctx context.Context, h queue.Handler, t queue.Task, log *slog.Logger) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
+			log.Error("aggregator: handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	return h(ctx, t)
+}
