@@ -1,0 +1,45 @@
+// Package e2e holds end-to-end tests: worker processes of the built binary
+// against a private Azurite, checked from recorded executions.
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/azurite"
+	"github.com/leasecron/leasecron/internal/fleet"
+)
+
+// startFleet starts a fleet for t (Azurite included) and stops it at cleanup.
+func startFleet(t *testing.T, workers int, cfg map[string]any, env ...string) *fleet.Fleet {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test; -short skips it")
+	}
+	if _, err := azurite.FindBinary(""); err != nil && os.Getenv("LEASECRON_REQUIRE_AZURITE") == "" {
+		t.Skipf("skipping: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	f, err := fleet.Start(ctx, fleet.Options{Dir: dir, Workers: workers, Config: cfg, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.Stop()
+		if t.Failed() {
+			for _, n := range f.Names() {
+				b, _ := os.ReadFile(filepath.Join(dir, n+".log"))
+				if len(b) > 6000 {
+					b = b[len(b)-6000:]
+				}
+				t.Logf("--- %s log (tail) ---\n%s", n, b)
+			}
+		}
+	})
+	return f
+}
