@@ -26,11 +26,17 @@ func NewBoard(clients *storage.Clients, table string) (*Board, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Board{store: s, name: s.Name()}, nil
+	return NewBoardWithStore(s), nil
 }
 
 // NewBoardWithStore returns a Board over any Store (a MemStore in tests).
-func NewBoardWithStore(s Store) *Board { return &Board{store: s, name: "(store)"} }
+func NewBoardWithStore(s Store) *Board {
+	name := "in-memory store"
+	if n, ok := s.(interface{ Name() string }); ok {
+		name = "table " + n.Name()
+	}
+	return &Board{store: s, name: name}
+}
 
 // AddOptions modify Add.
 type AddOptions struct {
@@ -60,7 +66,7 @@ func (b *Board) Add(ctx context.Context, e Entry, opts *AddOptions) error {
 	case !errors.Is(err, storage.ErrAlreadyExists):
 		return fmt.Errorf("add blackboard key %q: %w", e.Key, err)
 	case opts == nil || !opts.Replace:
-		return fmt.Errorf("%w: %q is already on the blackboard %s (replace it to change its definition)", ErrExists, e.Key, b.name)
+		return fmt.Errorf("%w: %q is already on the blackboard (%s; replace it to change its definition)", ErrExists, e.Key, b.name)
 	}
 	err = b.modify(ctx, e.Key, func(cur *Entry) {
 		cur.Interval, cur.Type, cur.Payload = def.Interval, def.Type, def.Payload
@@ -83,7 +89,7 @@ func (b *Board) Remove(ctx context.Context, key string) error {
 	}
 	err := b.store.Delete(ctx, key, "")
 	if errors.Is(err, storage.ErrNotFound) {
-		return fmt.Errorf("%w: %q is not on the blackboard %s: %w", ErrNotFound, key, b.name, err)
+		return fmt.Errorf("%w: %q is not on the blackboard (%s): %w", ErrNotFound, key, b.name, err)
 	}
 	if err != nil {
 		return fmt.Errorf("remove blackboard key %q: %w", key, err)
@@ -108,7 +114,7 @@ func (b *Board) Get(ctx context.Context, key string) (Entry, error) {
 	}
 	e, err := b.store.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
-		return Entry{}, fmt.Errorf("%w: %q is not on the blackboard %s: %w", ErrNotFound, key, b.name, err)
+		return Entry{}, fmt.Errorf("%w: %q is not on the blackboard (%s): %w", ErrNotFound, key, b.name, err)
 	}
 	return e, err
 }
@@ -129,7 +135,7 @@ func (b *Board) modify(ctx context.Context, key string, fn func(*Entry)) error {
 	for attempt := 0; ; attempt++ {
 		cur, err := b.store.Get(ctx, key)
 		if errors.Is(err, storage.ErrNotFound) {
-			return fmt.Errorf("%w: %q is not on the blackboard %s: %w", ErrNotFound, key, b.name, err)
+			return fmt.Errorf("%w: %q is not on the blackboard (%s): %w", ErrNotFound, key, b.name, err)
 		}
 		if err != nil {
 			return fmt.Errorf("update blackboard key %q: %w", key, err)
@@ -142,7 +148,7 @@ func (b *Board) modify(ctx context.Context, key string, fn func(*Entry)) error {
 		case errors.Is(err, storage.ErrPreconditionFailed) && attempt+1 < maxModifyAttempts:
 			continue
 		case errors.Is(err, storage.ErrNotFound):
-			return fmt.Errorf("%w: %q is not on the blackboard %s: %w", ErrNotFound, key, b.name, err)
+			return fmt.Errorf("%w: %q is not on the blackboard (%s): %w", ErrNotFound, key, b.name, err)
 		default:
 			return fmt.Errorf("update blackboard key %q: %w", key, err)
 		}

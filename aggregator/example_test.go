@@ -1,0 +1,91 @@
+package aggregator_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
+)
+
+// The blackboard on the in-memory store: add a key, let a worker make one
+// pass, and print the snapshot the `blackboard` command shows.
+func Example() {
+	ctx := context.Background()
+	store := aggregator.NewMemStore()
+	board := aggregator.NewBoardWithStore(store)
+	_ = board.Add(ctx, aggregator.Entry{Key: "westlafcals", Interval: 8 * time.Hour, Type: "calendar",
+		Payload: `{"feeds": ["http://example.com/a.ics"]}`}, nil)
+
+	start := time.Date(2009, 7, 14, 12, 12, 5, 0, time.UTC)
+	clk := clock.NewFake(start)
+	w, err := aggregator.NewWorkerWithStore(store, aggregator.Options{
+		InstanceID: "worker-1",
+		Clock:      clk,
+		Handlers: func(typ string) (queue.Handler, bool) {
+			return func(_ context.Context, t queue.Task) error {
+				fmt.Println("running", t.ID)
+				return nil
+			}, typ == "calendar"
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, _ = w.RunOnce(ctx)
+
+	rows, _ := board.List(ctx)
+	for _, e := range rows {
+		fmt.Printf("%s: %s, start %s, worker %s, runs %d, next due %s\n", e.Key, e.State(clk.Now()),
+			e.Start.Format(time.TimeOnly), e.Worker, e.Runs, e.NextDue().Format(time.TimeOnly))
+	}
+	// Output:
+	// running westlafcals@2009-07-14T12:12:05Z
+	// westlafcals: waiting, start 12:12:05, worker worker-1, runs 1, next due 20:12:05
+}
+
+// A worker over the real table (compile-only: it needs a storage account).
+func ExampleNewWorker() {
+	clients, err := storage.New(storage.Config{ConnectionString: "UseDevelopmentStorage=true"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	w, err := aggregator.NewWorker(clients, aggregator.Options{
+		Cycle:    time.Hour,          // aggregator.cycle
+		LockTTL:  0,                  // aggregator.lock_ttl: 0 = each key's interval
+		Handlers: registryLookup,     // the queue's handler registry
+		Hooks:    aggregator.Hooks{}, // metrics
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_ = w.Run(ctx) // blocks until ctx ends
+}
+
+func registryLookup(string) (queue.Handler, bool) { return nil, false }
+
+// Operator commands map onto Board calls.
+func ExampleBoard() {
+	ctx := context.Background()
+	board := aggregator.NewBoardWithStore(aggregator.NewMemStore())
+	e := aggregator.Entry{Key: "localist", Interval: time.Hour, Type: "calendar"}
+	fmt.Println(board.Add(ctx, e, nil))
+	fmt.Println(board.Add(ctx, e, nil))
+	fmt.Println(board.Add(ctx, e, &aggregator.AddOptions{Replace: true}))
+	fmt.Println(board.RunNow(ctx, "localist"))
+	fmt.Println(board.Remove(ctx, "aroundfred"))
+	// Output:
+	// <nil>
+	// blackboard key already exists: "localist" is already on the blackboard (in-memory store; replace it to change its definition)
+	// <nil>
+	// <nil>
+	// blackboard key not found: "aroundfred" is not on the blackboard (in-memory store): delete blackboard row "aroundfred": not found
+}
