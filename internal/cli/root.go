@@ -166,12 +166,25 @@ func (a *app) versionCmd() *cobra.Command {
 }
 
 func (a *app) configCmd() *cobra.Command {
-	var keys, asJSON bool
+	var keys, asJSON, markdown bool
 	c := &cobra.Command{
 		Use:   "config",
 		Short: "Print the effective configuration (secrets redacted), or every key with --keys",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if keys && markdown {
+				fmt.Fprintln(a.out, "| key | default | meaning |\n| --- | --- | --- |")
+				for _, k := range config.Keys {
+					def := fmt.Sprint(k.Default)
+					if def == "" {
+						def = "(empty)"
+					}
+					fmt.Fprintf(a.out, "| `%s` | `%s` | %s |\n", k.Name, def, k.Doc)
+				}
+				fmt.Fprintln(a.out, "| `handlers.<type>.kind` / `.exec` / `.http` / `.method` / `.headers` / `.timeout` | | How tasks of a type are handled: `exec` (argv list from configuration; payload on stdin), `http` (POST the payload), `log` (log it), `calendar` (merge iCalendar feeds). |")
+				fmt.Fprintln(a.out, "| `limits.<type>` | | Fleet-wide number of tasks of this type that may run at once (lease slots). |")
+				return nil
+			}
 			if keys {
 				for _, k := range config.Keys {
 					fmt.Fprintf(a.out, "%-28s %-16v %s\n", k.Name, k.Default, k.Doc)
@@ -190,6 +203,7 @@ func (a *app) configCmd() *cobra.Command {
 	}
 	c.Flags().BoolVar(&keys, "keys", false, "list every configuration key with its default and meaning")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&markdown, "markdown", false, "with --keys: print a Markdown table")
 	return c
 }
 
