@@ -74,7 +74,8 @@ type MoverOptions struct {
 	// backpressure. Required when MaxDepth > 0.
 	Depth func(ctx context.Context) (int, error)
 	// MaxDepth pauses moving while the queue holds at least this many
-	// messages (0 = never pause).
+	// messages (0 = never pause). A pass moves at most MaxDepth − depth
+	// rows, so the queue does not grow past MaxDepth through the mover.
 	MaxDepth int
 	// ResumeBelow resumes moving once the depth is below it. Default
 	// MaxDepth/2 (at least 1).
@@ -422,21 +423,38 @@ type plan struct {
 
 // pass moves what is due in every shard. full reports that some shard had
 // more due rows than MaxPerPass.
+//
+// Under backpressure (MaxDepth > 0) a pass moves at most MaxDepth − depth
+// rows, so one pass cannot push the queue past MaxDepth however many rows
+// are due; a pass that fills the queue to MaxDepth starts holding back, and
+// moving resumes below ResumeBelow. When the depth is unknown (the probe
+// failed) a pass moves at most one batch (MaxOps rows).
 func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	now := m.o.Clock.Now()
 	m.count(func(s *MoverStats) { s.LastPass = now })
-	if hold, err := m.holdBack(ctx); err != nil || hold {
+	hold, room, err := m.holdBack(ctx)
+	if err != nil || hold {
 		return false, err
 	}
 	for _, shard := range m.o.Shards {
 		if ctx.Err() != nil {
 			return false, nil
 		}
-		rows, more, err := m.due(ctx, shard, now.Add(m.o.Early))
+		limit := m.o.MaxPerPass
+		if room.rows >= 0 {
+			limit = min(limit, room.rows)
+		}
+		if limit <= 0 {
+			break
+		}
+		rows, more, err := m.due(ctx, shard, now.Add(m.o.Early), limit)
 		if err != nil {
 			return false, err
 		}
 		full = full || more
+		if room.rows >= 0 {
+			room.rows -= len(rows)
+		}
 		if len(rows) == 0 {
 			continue
 		}
@@ -448,24 +466,44 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 			return false, err
 		}
 	}
+	if room.known && room.rows <= 0 {
+		// The queue is now as deep as MaxDepth allows: hold back until it
+		// drains below ResumeBelow rather than trickle rows in one by one.
+		m.mu.Lock()
+		if !m.stats.HoldingBack {
+			m.stats.HoldingBack = true
+			m.o.Logger.Info("leasecron mover: holding back; this pass filled the queue", "max_depth", m.o.MaxDepth)
+		}
+		m.mu.Unlock()
+		full = false
+	}
 	m.count(func(s *MoverStats) { s.Passes++ })
 	return full, nil
 }
 
-// holdBack applies backpressure with hysteresis.
-func (m *Mover) holdBack(ctx context.Context) (bool, error) {
+// room is how many rows a pass may still move under backpressure: rows < 0
+// means no limit; known reports that it comes from a depth probe (not the
+// one-batch allowance of an unknown depth).
+type room struct {
+	rows  int
+	known bool
+}
+
+// holdBack applies backpressure with hysteresis and says how many rows the
+// pass may move.
+func (m *Mover) holdBack(ctx context.Context) (bool, room, error) {
 	if m.o.MaxDepth <= 0 {
-		return false, nil
+		return false, room{rows: -1}, nil
 	}
 	depth, err := m.o.Depth(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil {
 		// Keep the previous state; a failed depth probe is not a reason to
-		// flood the queue or to stop moving.
+		// flood the queue or to stop moving: move at most one batch.
 		m.stats.Errors++
 		m.o.Logger.Warn("leasecron mover: queue depth unknown", "err", err)
-		return m.stats.HoldingBack, nil
+		return m.stats.HoldingBack, room{rows: MaxOps}, nil
 	}
 	was := m.stats.HoldingBack
 	switch {
@@ -476,15 +514,16 @@ func (m *Mover) holdBack(ctx context.Context) (bool, error) {
 		m.stats.HoldingBack = false
 		m.o.Logger.Info("leasecron mover: resuming", "depth", depth, "resume_below", m.o.ResumeBelow)
 	}
-	return m.stats.HoldingBack, nil
+	return m.stats.HoldingBack, room{rows: max(0, m.o.MaxDepth-depth), known: true}, nil
 }
 
-// due reads up to MaxPerPass rows of shard due at or before bound.
-func (m *Mover) due(ctx context.Context, shard string, bound time.Time) ([]Entity, bool, error) {
+// due reads up to limit (≤ MaxPerPass) rows of shard due at or before
+// bound; more reports that rows were left.
+func (m *Mover) due(ctx context.Context, shard string, bound time.Time, limit int) ([]Entity, bool, error) {
 	q := Query{Partition: shard, To: dueBound(bound)}
 	var rows []Entity
 	for {
-		q.Top = int32(min(1000, m.o.MaxPerPass-len(rows)))
+		q.Top = int32(min(1000, limit-len(rows)))
 		p, err := m.t.Query(ctx, q)
 		if err != nil {
 			return nil, false, fmt.Errorf("query due rows of shard %s: %w", shard, err)
@@ -493,7 +532,7 @@ func (m *Mover) due(ctx context.Context, shard string, bound time.Time) ([]Entit
 		if p.Continuation == "" {
 			return rows, false, nil
 		}
-		if len(rows) >= m.o.MaxPerPass {
+		if len(rows) >= limit {
 			return rows, true, nil
 		}
 		if ctx.Err() != nil {

@@ -702,6 +702,65 @@ func TestMoverBackpressure(t *testing.T) {
 	}
 }
 
+// A pass must not push the queue past MaxDepth however many rows are due:
+// it moves at most MaxDepth − depth rows, then holds back until the depth
+// falls below ResumeBelow.
+func TestMoverBackpressureCapsAPass(t *testing.T) {
+	var mu sync.Mutex
+	var q *fakeQueue
+	consumed := 0
+	depth := func(context.Context) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(q.ids()) - consumed, nil
+	}
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: time.Second, MaxDepth: 20, ResumeBelow: 10, Depth: depth})
+	q = e.q
+	for i := range 200 {
+		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
+	}
+	consume := func(n int) { mu.Lock(); consumed += n; mu.Unlock() }
+	maxDepth := 0
+	for pass := 0; len(itemKeys(e.mt)) > 0; pass++ {
+		if pass > 100 {
+			t.Fatalf("not drained after 100 passes: %d rows left", len(itemKeys(e.mt)))
+		}
+		if err := e.onePass(t); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := depth(ctx(t))
+		maxDepth = max(maxDepth, d)
+		if d > 20 {
+			t.Fatalf("pass %d left the queue %d deep (MaxDepth 20)", pass, d)
+		}
+		if d == 20 && !e.m.Stats().HoldingBack {
+			t.Fatalf("pass %d filled the queue but is not holding back", pass)
+		}
+		consume(min(d, 7)) // a slow consumer
+	}
+	if got := len(e.q.ids()); got != 200 || maxDepth != 20 {
+		t.Fatalf("sent %d (want 200), max depth %d (want 20)", got, maxDepth)
+	}
+}
+
+// With the depth unknown, a pass moves at most one batch.
+func TestMoverBackpressureUnknownDepthMovesOneBatch(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: time.Second, MaxDepth: 20,
+		Depth: func(context.Context) (int, error) { return 0, errors.New("queue unreachable") }})
+	for i := range 250 {
+		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(e.q.ids()); got != MaxOps {
+		t.Fatalf("sent %d with the depth unknown, want one batch (%d)", got, MaxOps)
+	}
+	if e.m.Stats().HoldingBack {
+		t.Fatal("an unknown depth started holding back")
+	}
+}
+
 func TestMoverLostCommitResponse(t *testing.T) {
 	e := newMoverEnv(t, 1, MoverOptions{})
 	e.add(t, Item{ID: "a", Due: t0})
