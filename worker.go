@@ -180,7 +180,10 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 		}
 	}
 	for typ, n := range o.Limits {
-		sem, err := trafficcop.NewSemaphore(w.sc, typ, n, trafficcop.SemaphoreOptions{Container: o.Names.Container, Clock: o.Clock, Logger: w.log})
+		sem, err := trafficcop.NewSemaphore(w.sc, typ, n, trafficcop.SemaphoreOptions{Container: o.Names.Container, Clock: o.Clock, Logger: w.log,
+			// Slots use the lease timing of the cop, so a crashed holder's
+			// slot frees within lease.duration.
+			LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: o.Lease.Duration, RenewEvery: o.Lease.RenewEvery, SafetyMargin: o.Lease.SafetyMargin}})
 		if err != nil {
 			return nil, fmt.Errorf("limits.%s: %w", typ, err)
 		}
