@@ -22,7 +22,11 @@ build: ## build bin/leasecron
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/leasecron
 
 test: deps ## unit + integration tests against private Azurites (under 15 min)
-	$(GO) test -count=1 -timeout 14m ./...
+	@set -o pipefail; $(GO) test -count=1 -timeout 14m -v ./... 2>&1 | tee test.log | awk '\
+		/^(ok|FAIL|panic:|--- )/ || /^    --- FAIL/ { print; fflush() } \
+		/^--- PASS/ { p++ } /^--- FAIL/ { f++ } /^--- SKIP/ { s++ } \
+		END { printf "%d passed, %d failed, %d skipped\n", p, f, s }' \
+		|| { echo "==== failure context from test.log ===="; grep -E -B80 '^\s*--- FAIL|^panic:' test.log | tail -500; exit 1; }
 
 test-short: ## unit tests only (no Azurite)
 	$(GO) test -short -count=1 ./...
@@ -37,7 +41,7 @@ lint: ## gofmt, go vet, staticcheck, compose/template validation
 	@if [ -x deploy/validate.sh ]; then deploy/validate.sh; fi
 
 demo: deps build ## Azurite + three workers + scheduled work + blackboard, live (Ctrl-C stops all)
-	$(GO) run ./internal/demo
+	LEASECRON_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/demo
 
 chaos: deps build ## reliability suite (long; regenerates docs/RELIABILITY.md)
 	$(GO) test -tags chaos -count=1 -timeout 60m -v ./internal/chaos/ 2>&1 | tee chaos.out
@@ -51,4 +55,4 @@ bench-quick: deps build ## benchmark smoke run (under 5 min)
 	$(GO) run ./internal/bench/report -in bench-results -out /tmp/leasecron-bench-report
 
 clean: ## remove build output
-	rm -rf bin bench-results chaos.out
+	rm -rf bin bench-results chaos.out test.log

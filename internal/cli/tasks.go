@@ -301,7 +301,7 @@ func (a *app) statusCmd() *cobra.Command {
 					out["pending"] = itemJSON(*st.Pending)
 				}
 				if st.Run != nil {
-					out["run"] = st.Run
+					out["run"] = runJSON(*st.Run)
 				}
 				return a.printJSON(out)
 			}
@@ -337,4 +337,27 @@ func (a *app) statusCmd() *cobra.Command {
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
+}
+
+type runOut struct {
+	ID         string    `json:"id"`
+	State      string    `json:"state"`
+	Type       string    `json:"type,omitempty"`
+	Attempts   int       `json:"attempts"`
+	Worker     string    `json:"worker,omitempty"`
+	Started    time.Time `json:"started,omitzero"`
+	Finished   time.Time `json:"finished,omitzero"`
+	LastError  string    `json:"last_error,omitempty"`
+	OutputTail string    `json:"output_tail,omitempty"`
+	Deliveries int       `json:"deliveries"`
+	Duplicates int       `json:"duplicates"`
+	Generation int64     `json:"generation,omitempty"`
+	Due        time.Time `json:"due,omitzero"`
+	Updated    time.Time `json:"updated,omitzero"`
+}
+
+func runJSON(r leasecron.Run) runOut {
+	return runOut{ID: r.ID, State: string(r.State), Type: r.Type, Attempts: r.Attempts, Worker: r.Worker, Started: r.Started,
+		Finished: r.Finished, LastError: r.LastError, OutputTail: r.OutputTail, Deliveries: r.Deliveries, Duplicates: r.Duplicates,
+		Generation: r.Generation, Due: r.Due, Updated: r.Updated}
 }

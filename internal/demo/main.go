@@ -1,0 +1,211 @@
+// Command demo is `make demo`: it starts a private Azurite, a local HTTP
+// server with four cities' calendar feeds, and three leasecron workers, then
+// schedules real work and shows it flow — who leads, tasks running on
+// different workers, the blackboard spreading calendar merges, and a
+// handover when the leader is stopped. Ctrl-C stops everything it started.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/internal/proc"
+)
+
+var cities = []string{"westlafcals", "networksierra", "localist", "aroundfred"}
+
+func main() {
+	duration := flag.Duration("duration", 0, "stop by itself after this long (0: run until Ctrl-C)")
+	handover := flag.Duration("handover", 45*time.Second, "stop the leader after this long to show a handover (0: never)")
+	interval := flag.Duration("interval", 20*time.Second, "blackboard interval of each city")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	if err := run(ctx, *handover, *interval); err != nil && ctx.Err() == nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, handover, interval time.Duration) error {
+	root, err := proc.ModuleRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "leasecron-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	// The cities' feeds, served locally.
+	feeds := http.FileServer(http.Dir(filepath.Join(root, "aggregator", "calendar", "testdata")))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: feeds, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	feedBase := "http://" + ln.Addr().String() + "/"
+
+	say("starting Azurite and three workers (logs in %s)", dir)
+	f, err := fleet.Start(ctx, fleet.Options{Dir: dir, Workers: 3, Config: map[string]any{
+		"log": map[string]any{"level": "info"},
+		"handlers": map[string]any{
+			"cities": map[string]any{"kind": "calendar", "timeout": "30s"},
+		},
+		"aggregator": map[string]any{"cycle": "2s"},
+	}})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		say("stopping workers and Azurite")
+		f.Stop()
+		say("stopped; bye")
+	}()
+	leader, err := f.WaitLeader(ctx, "")
+	if err != nil {
+		return err
+	}
+	say("%s took the lease (generation %d)", leader.Holder, leader.Generation)
+
+	for _, c := range cities {
+		payload := fmt.Sprintf(`{"feeds":[%q]}`, feedBase+c+".ics")
+		if _, stderr, err := f.CLI(ctx, "aggregator", "add", c, "--every", interval.String(), "--type", "cities", payload); err != nil {
+			return fmt.Errorf("aggregator add %s: %v %s", c, err, stderr)
+		}
+	}
+	say("blackboard: added %s, each merged every %s by whichever worker claims it", strings.Join(cities, ", "), interval)
+
+	// A spread of one-off tasks over the next minute, plus a recurring one.
+	for i := 0; i < 40; i++ {
+		in := fmt.Sprintf("%ds", 2+i*3/2)
+		if _, stderr, err := f.CLI(ctx, "schedule", "--in", in, "--type", "rec", "--id", fmt.Sprintf("job-%02d", i), fmt.Sprintf(`{"job":%d}`, i)); err != nil {
+			return fmt.Errorf("schedule: %v %s", err, stderr)
+		}
+	}
+	if _, stderr, err := f.CLI(ctx, "schedule", "--every", "5s", "--type", "rec", "--id", "heartbeat"); err != nil {
+		return fmt.Errorf("schedule: %v %s", err, stderr)
+	}
+	say("scheduled 40 one-off tasks over the next minute and a recurring 'heartbeat' every 5s")
+
+	start := time.Now()
+	handedOver := false
+	tick := time.NewTicker(3 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if handover > 0 && !handedOver && time.Since(start) > handover {
+			handedOver = true
+			h, err := f.Leader(ctx)
+			if err == nil && h.Held() {
+				say(">>> stopping the leader %s (SIGTERM) to show a handover", h.Holder)
+				f.Signal(h.Holder, syscall.SIGTERM)
+				stoppedAt := time.Now()
+				if nh, err := f.WaitLeader(ctx, h.Holder); err == nil {
+					say(">>> %s took over after %s (generation %d); restarting a worker", nh.Holder, time.Since(stoppedAt).Round(time.Millisecond), nh.Generation)
+					if name, err := f.StartWorker(); err == nil {
+						say(">>> started %s", name)
+					}
+				}
+			}
+		}
+		dashboard(ctx, f)
+	}
+}
+
+func say(format string, a ...any) {
+	fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+}
+
+// dashboard prints the leader, recent task executions and the blackboard.
+func dashboard(ctx context.Context, f *fleet.Fleet) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n==== %s ", time.Now().Format("15:04:05"))
+	if h, err := f.Leader(ctx); err == nil && h.Held() {
+		fmt.Fprintf(&b, "leader %s (generation %d)", h.Holder, h.Generation)
+	} else {
+		fmt.Fprintf(&b, "no leader right now")
+	}
+	b.WriteString(" ====\n")
+	rs, _ := f.Records()
+	perWorker := map[string]int{}
+	var recent []fleet.Record
+	for _, r := range rs {
+		perWorker[r.Worker]++
+		if time.Since(r.At) < 3*time.Second {
+			recent = append(recent, r)
+		}
+	}
+	var ws []string
+	for w, n := range perWorker {
+		ws = append(ws, fmt.Sprintf("%s:%d", w, n))
+	}
+	sort.Strings(ws)
+	fmt.Fprintf(&b, "tasks run so far: %d  (by worker %s)\n", len(rs), strings.Join(ws, " "))
+	for _, r := range recent {
+		fmt.Fprintf(&b, "  ran %-32s on %s, %4dms after due (moved by generation %d)\n", r.ID, r.Worker, r.At.Sub(r.Due).Milliseconds(), r.Generation)
+	}
+	if out, _, err := f.CLI(ctx, "blackboard", "--json"); err == nil {
+		var rows []struct {
+			Key       string    `json:"key"`
+			State     string    `json:"state"`
+			Start     time.Time `json:"start"`
+			Stop      time.Time `json:"stop"`
+			Running   bool      `json:"running"`
+			Worker    string    `json:"worker"`
+			Runs      int64     `json:"runs"`
+			LastError string    `json:"last_error"`
+		}
+		if json.Unmarshal([]byte(out), &rows) == nil {
+			b.WriteString("blackboard:\n")
+			for _, r := range rows {
+				fmt.Fprintf(&b, "  %-14s %-8s start %s  stop %s  running %-5v worker %-3s runs %d %s\n", r.Key, r.State,
+					hhmmss(r.Start), hhmmss(r.Stop), r.Running, r.Worker, r.Runs, r.LastError)
+			}
+		}
+	}
+	if out, _, err := f.CLI(ctx, "status", "--json", "job-00"); err == nil {
+		var st struct {
+			State string `json:"state"`
+			Run   struct {
+				Worker     string `json:"worker"`
+				OutputTail string `json:"output_tail"`
+			} `json:"run"`
+		}
+		if json.Unmarshal([]byte(out), &st) == nil {
+			fmt.Fprintf(&b, "result of job-00: %s on %s\n", st.State, st.Run.Worker)
+		}
+	}
+	fmt.Print(b.String())
+}
+
+func hhmmss(t time.Time) string {
+	if t.IsZero() {
+		return "--:--:--"
+	}
+	return t.Local().Format("15:04:05")
+}
