@@ -104,6 +104,14 @@ func NewClient(o ClientOptions) (*Client, error) {
 // Input is validated before anything is written.
 func (c *Client) Schedule(ctx context.Context, it Item, replace bool) (Item, error) {
 	out, err := c.sched.Add(ctx, it, schedule.AddOptions{Replace: replace})
+	if errors.Is(err, storage.ErrNotFound) {
+		// First use: the table (or the payload container) does not exist
+		// yet. Create them and try once more.
+		if eerr := c.sched.Ensure(ctx); eerr != nil {
+			return out, eerr
+		}
+		out, err = c.sched.Add(ctx, it, schedule.AddOptions{Replace: replace})
+	}
 	if err != nil {
 		return out, err
 	}

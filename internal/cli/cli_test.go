@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func run(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), "test", args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// Bad input is refused before anything touches storage: these run without
+// any storage account configured.
+func TestBadInputIsRefusedWithExitCode2(t *testing.T) {
+	t.Setenv("LEASECRON_STORAGE_CONNECTION_STRING", "")
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"schedule", "--at", "tomorrow", "x"}, `"tomorrow" is not RFC 3339`},
+		{[]string{"schedule", "--in", "soon", "x"}, "soon"},
+		{[]string{"schedule", "--at", "2026-01-01T00:00:00Z", "--in", "1m", "x"}, "not both"},
+		{[]string{"schedule", "--cron", "61 * * * *"}, "61"},
+		{[]string{"schedule", "--cron", "* * * *"}, "cron"},
+		{[]string{"schedule", "--every", "0s"}, "every"},
+		{[]string{"schedule", "--every", "1m", "--cron", "@hourly"}, "not both"},
+		{[]string{"schedule", "--tz", "Mars/Olympus", "--cron", "@daily"}, "Mars/Olympus"},
+		{[]string{"schedule", "--tz", "UTC", "x"}, "--tz applies to --cron"},
+		{[]string{"reschedule", "x"}, "--at or --in"},
+		{[]string{"schedule", "--no-such-flag"}, "unknown flag"},
+		{[]string{"deadletter", "requeue"}, "ID or --all"},
+		{[]string{"aggregator", "add", "k", "--type", "t"}, "--every is required"},
+		{[]string{"aggregator", "add", "k", "--every", "1h", "--type", "Bad Type"}, "Bad Type"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, stderr := run(t, "", tc.args...)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d; stderr %q", code, exitUsage, stderr)
+			}
+			if !strings.Contains(stderr, tc.want) {
+				t.Fatalf("stderr %q does not mention %q", stderr, tc.want)
+			}
+		})
+	}
+}
+
+func TestOversizePayloadFromStdin(t *testing.T) {
+	t.Setenv("LEASECRON_PAYLOAD_MAX_SIZE", "16")
+	code, _, stderr := run(t, strings.Repeat("x", 17), "schedule", "-")
+	if code != exitUsage || !strings.Contains(stderr, "payload.max_size") {
+		t.Fatalf("exit %d stderr %q", code, stderr)
+	}
+}
+
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(file, []byte("lease:\n  duration: 5m\nworkr:\n  concurrency: 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := run(t, "", "--config", file, "config")
+	if code != exitError || !strings.Contains(stderr, "lease.duration") || !strings.Contains(stderr, `unknown key "workr.concurrency"`) {
+		t.Fatalf("exit %d stderr %q", code, stderr)
+	}
+}
+
+func TestNoStorageConfigured(t *testing.T) {
+	t.Setenv("LEASECRON_STORAGE_CONNECTION_STRING", "")
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
+	code, _, stderr := run(t, "", "list")
+	if code != exitError || !strings.Contains(stderr, "storage.connection_string") {
+		t.Fatalf("exit %d stderr %q", code, stderr)
+	}
+}
+
+func TestBadConnectionStringIsRedacted(t *testing.T) {
+	t.Setenv("LEASECRON_STORAGE_CONNECTION_STRING", "AccountName=x;AccountKey=c2VjcmV0c2VjcmV0;Bogus")
+	code, _, stderr := run(t, "", "list")
+	if code == 0 || strings.Contains(stderr, "c2VjcmV0c2VjcmV0") {
+		t.Fatalf("exit %d, stderr must not contain the key: %q", code, stderr)
+	}
+}
+
+func TestConfigShowsEffectiveRedacted(t *testing.T) {
+	t.Setenv("LEASECRON_STORAGE_CONNECTION_STRING", "AccountName=x;AccountKey=c2VjcmV0c2VjcmV0")
+	t.Setenv("LEASECRON_WORKER_CONCURRENCY", "3")
+	code, out, stderr := run(t, "", "config")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(out, "c2VjcmV0c2VjcmV0") || !strings.Contains(out, "REDACTED") || !strings.Contains(out, "concurrency: 3") {
+		t.Fatalf("config output:\n%s", out)
+	}
+	code, out, _ = run(t, "", "config", "--keys", "--markdown")
+	if code != 0 || !strings.Contains(out, "| `lease.duration` | `60s` |") {
+		t.Fatalf("markdown keys:\n%s", out)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := run(t, "", "version")
+	if code != 0 || strings.TrimSpace(out) != "leasecron test" {
+		t.Fatalf("exit %d out %q", code, out)
+	}
+}

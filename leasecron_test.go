@@ -1,0 +1,167 @@
+package leasecron_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/azurite/azuritetest"
+	"github.com/leasecron/leasecron/internal/runs"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	azuritetest.StopShared()
+	os.Exit(code)
+}
+
+// TestWorkerAndClient runs an in-process worker and drives it through the
+// client: schedule, run, status, cancel before and after the move,
+// reschedule, unknown ids.
+func TestWorkerAndClient(t *testing.T) {
+	t.Parallel()
+	srv := azuritetest.Shared(t)
+	st := leasecron.Storage{ConnectionString: srv.ConnectionString()}
+	names := leasecron.Names{
+		ScheduleTable: azuritetest.Name(t, "s"), RunsTable: azuritetest.Name(t, "r"), BlackboardTable: azuritetest.Name(t, "b"),
+		Queue: azuritetest.Name(t, "q"), PoisonQueue: azuritetest.Name(t, "p"), Container: azuritetest.Name(t, "c"),
+	}
+	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
+		Storage: st, Names: names, InstanceID: "solo",
+		Lease:    leasecron.LeaseOptions{Duration: 15 * time.Second, PollEvery: time.Second},
+		Mover:    leasecron.MoverOptions{PollEvery: 500 * time.Millisecond},
+		Consumer: leasecron.ConsumerOptions{PollMax: 300 * time.Millisecond, Concurrency: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	ran := map[string]int{}
+	block := make(chan struct{})
+	w.Handle("note", func(ctx context.Context, task leasecron.Task) error {
+		mu.Lock()
+		ran[task.ID]++
+		mu.Unlock()
+		if string(task.Payload) == "block" {
+			select {
+			case <-block:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState := func(id string, want runs.State) {
+		t.Helper()
+		for {
+			s, err := c.Status(ctx, id)
+			if err == nil && s.Run != nil && s.Run.State == want {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%s never reached %s (last %+v, %v)", id, want, s.Run, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "a", Type: "note", Due: time.Now()}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "a", Type: "note", Due: time.Now()}, false); !errors.Is(err, leasecron.ErrAlreadyScheduled) {
+		t.Fatalf("duplicate id: %v", err)
+	}
+	waitState("a", runs.Succeeded)
+	if !w.HasControl() {
+		t.Error("the only worker should lead")
+	}
+
+	// Cancel before the move removes the row; it never runs.
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "later", Type: "note", Due: time.Now().Add(time.Hour)}, false); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Cancel(ctx, "later")
+	if err != nil || !res.Removed {
+		t.Fatalf("cancel before move: %+v %v", res, err)
+	}
+
+	// Cancel after the move: occupy the only slot, then cancel a queued task.
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "blocker", Type: "note", Payload: "block", Due: time.Now()}, false); err != nil {
+		t.Fatal(err)
+	}
+	waitState("blocker", runs.Running)
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "victim", Type: "note", Due: time.Now()}, false); err != nil {
+		t.Fatal(err)
+	}
+	waitState("victim", runs.Queued)
+	res, err = c.Cancel(ctx, "victim")
+	if err != nil || !res.Marked || res.Removed {
+		t.Fatalf("cancel after move: %+v %v", res, err)
+	}
+	close(block)
+	waitState("blocker", runs.Succeeded)
+	time.Sleep(time.Second) // give the worker time to receive and acknowledge the cancelled message
+	if s, _ := c.Status(ctx, "victim"); s.State() != "cancelled" {
+		t.Errorf("victim state %s", s.State())
+	}
+
+	// Reschedule brings a far task forward.
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "moved", Type: "note", Due: time.Now().Add(time.Hour)}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reschedule(ctx, "moved", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitState("moved", runs.Succeeded)
+
+	if _, err := c.Cancel(ctx, "nosuch"); !errors.Is(err, leasecron.ErrNotFound) {
+		t.Errorf("cancel unknown: %v", err)
+	}
+	if _, err := c.Reschedule(ctx, "nosuch", time.Now()); !errors.Is(err, leasecron.ErrNotFound) {
+		t.Errorf("reschedule unknown: %v", err)
+	}
+	if _, err := c.Status(ctx, "nosuch"); !errors.Is(err, leasecron.ErrNotFound) {
+		t.Errorf("status unknown: %v", err)
+	}
+	if _, err := c.Cancel(ctx, "a"); !errors.Is(err, leasecron.ErrAlreadyFinished) {
+		t.Errorf("cancel finished: %v", err)
+	}
+	s, err := c.Stats(ctx)
+	if err != nil || s.Leader.Holder != "solo" {
+		t.Errorf("stats: %+v %v", s, err)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ran["victim"] != 0 || ran["later"] != 0 || ran["a"] != 1 || ran["moved"] != 1 {
+		t.Errorf("runs: %v", ran)
+	}
+}
+
+func TestInvalidNamesRefused(t *testing.T) {
+	_, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"}, Names: leasecron.Names{Queue: "Bad_Queue"}})
+	if err == nil {
+		t.Fatalf("want an error for a bad queue name, got %v", err)
+	}
+	if got := err.Error(); !strings.Contains(got, "Names.Queue") || !strings.Contains(got, "Bad_Queue") {
+		t.Fatalf("error %q should name the field and value", got)
+	}
+}
+
