@@ -164,4 +164,3 @@ func TestInvalidNamesRefused(t *testing.T) {
 		t.Fatalf("error %q should name the field and value", got)
 	}
 }
-
