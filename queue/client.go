@@ -123,7 +123,9 @@ func (c *Client) Work() MessageQueue { return c.work }
 func (c *Client) Poison() MessageQueue { return c.poison }
 
 // Enqueue sends env to the work queue, visible after delay (0 for at once),
-// never expiring. V and Enqueued are filled in when zero. An envelope
+// never expiring. Azure counts the delay in whole seconds: it is rounded
+// down, so the message may appear up to a second before env.Due; the
+// consumer then holds it until Due. V and Enqueued are filled in when zero. An envelope
 // without id or type is refused with ErrMalformed, one whose encoding
 // exceeds MaxMessageSize with ErrTooLarge.
 func (c *Client) Enqueue(ctx context.Context, env Envelope, delay time.Duration) error {

@@ -244,6 +244,15 @@ func DefaultInstanceID() string {
 // message in place with Attempt+1 and LastError), not by the service's
 // dequeue count; the dequeue count only guards against a message that
 // crashes workers before they can record anything (see CrashMargin).
+//
+// On-time delivery: producers round an initial delay down to whole seconds
+// (see Client.Enqueue), so a message meant for a due time may become
+// visible up to a second early. A delivered envelope whose Due is still
+// ahead by at most 2 s (and half the visibility timeout) is held, in its
+// handler slot, until Due on the consumer's clock: handlers never start
+// before their due time. An envelope due further ahead runs at once. An
+// idle consumer polls rarely (up to PollMax); WakeAt lets a producer in the
+// same process say when a message it enqueued becomes due.
 type Consumer struct {
 	o        ConsumerOptions
 	work     MessageQueue
@@ -258,6 +267,7 @@ type Consumer struct {
 	imu      sync.Mutex
 	inFlight map[string]bool
 	stats    statsState
+	wakes    *wakeSet
 	hooks    testHooks
 }
 
@@ -268,7 +278,8 @@ type testHooks struct {
 	extended func(id string, err error)
 	grace    func() // a shutdown wait began (its timer exists)
 	started  func(id string)
-	finished func() // a message's goroutine is done (InFlight already lowered)
+	finished func()                              // a message's goroutine is done (InFlight already lowered)
+	early    func(id string, wait time.Duration) // a delivery is held until due (its timer exists)
 }
 
 // NewConsumer returns a consumer of the Azure Storage queues named in o.
@@ -297,6 +308,7 @@ func newConsumer(client *Client, o ConsumerOptions) (*Consumer, error) {
 	c := &Consumer{
 		o: o, work: client.work, client: client, log: o.Logger.With("instance", o.InstanceID), clk: o.Clock,
 		slots: make(chan struct{}, o.Concurrency), handlers: map[string]Handler{}, inFlight: map[string]bool{},
+		wakes: newWakeSet(),
 	}
 	c.client.clk = o.Clock
 	c.stats.poll = o.PollMin
@@ -496,20 +508,11 @@ func (c *Consumer) loop(ctx, hctx context.Context, wg *sync.WaitGroup) {
 					}
 					wg.Done()
 				}()
-				c.process(hctx, m)
+				c.process(ctx.Done(), hctx, m)
 			}(m)
 		}
-		if wait > 0 {
-			t := c.clk.NewTimer(wait)
-			if c.hooks.idle != nil {
-				c.hooks.idle(wait)
-			}
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C():
-			}
+		if wait > 0 && !c.sleep(ctx, wait, p) {
+			return
 		}
 	}
 }
@@ -560,10 +563,11 @@ func (c *Consumer) settle(d *delivery, o Outcome) {
 	}
 }
 
-// process takes one message through decode, guards, claim, handler and
-// outcome. It never panics and never deletes a message unless the run
-// succeeded, was a duplicate or cancelled, or was set aside.
-func (c *Consumer) process(hctx context.Context, m Message) {
+// process takes one message through decode, guards, the wait until due,
+// claim, handler and outcome. It never panics and never deletes a message
+// unless the run succeeded, was a duplicate or cancelled, or was set aside.
+// stop closes when the consumer begins to shut down.
+func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message) {
 	d := &delivery{m: m, start: c.clk.Now(), typ: MalformedType}
 	d.log = c.log.With("message", m.ID)
 	env, err := decodeBody(m.Text)
@@ -607,6 +611,13 @@ func (c *Consumer) process(hctx context.Context, m Message) {
 		return
 	}
 	defer c.untrack(env.ID)
+
+	// Enqueued early (its delay rounded down to whole seconds): hold it
+	// until due. A shutdown meanwhile puts it back for another worker.
+	if !c.untilDue(stop, d) {
+		c.deferMsg(hctx, d, 0, "worker stopping before the task was due")
+		return
+	}
 
 	if c.o.Limiter != nil {
 		release, ok, err := c.o.Limiter.Acquire(hctx, env.Type)

@@ -37,13 +37,17 @@ type Message struct {
 
 // MessageQueue is the small storage seam the producer and consumer use: one
 // queue. AzureQueue implements it over Azure Queue storage and MemQueue in
-// memory. Visibility durations are rounded up to whole seconds by the Azure
-// implementation (the service's unit).
+// memory. The Azure implementation counts visibility in whole seconds (the
+// service's unit): it rounds an initial delay (Enqueue) down, so a message
+// delayed until a due time appears up to a second early rather than late
+// (the consumer holds such a message until its envelope's Due), and every
+// other visibility duration up.
 type MessageQueue interface {
 	// Name returns the queue name.
 	Name() string
 	// Enqueue adds a message that never expires (time-to-live -1) and
-	// stays invisible for visibility.
+	// stays invisible for visibility (at most visibility: the Azure
+	// implementation rounds it down to whole seconds).
 	Enqueue(ctx context.Context, text string, visibility time.Duration) (Message, error)
 	// Dequeue takes up to max (1–32) visible messages and hides them for
 	// visibility.
@@ -123,6 +127,19 @@ func (q *AzureQueue) recreated(ctx context.Context, err error) bool {
 	return q.ensure(ctx) == nil
 }
 
+// secondsDown converts an initial delay to whole seconds, rounding down,
+// within [0, 7 days]: a message delayed until its due time must never
+// appear late; the consumer holds one that appears early until it is due.
+func secondsDown(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	if d > MaxVisibility {
+		d = MaxVisibility
+	}
+	return int32(d / time.Second)
+}
+
 // seconds converts d to whole seconds, rounding up, within [0, 7 days].
 func seconds(d time.Duration) int32 {
 	if d <= 0 {
@@ -153,7 +170,7 @@ func (q *AzureQueue) Enqueue(ctx context.Context, text string, visibility time.D
 	}
 	opts := &azqueue.EnqueueMessageOptions{
 		TimeToLive:        to.Ptr(int32(-1)),
-		VisibilityTimeout: to.Ptr(seconds(visibility)),
+		VisibilityTimeout: to.Ptr(secondsDown(visibility)),
 	}
 	resp, err := q.qc.EnqueueMessage(ctx, text, opts)
 	if q.recreated(ctx, err) {

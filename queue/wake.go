@@ -1,0 +1,169 @@
+package queue
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// maxWakes bounds the pending wake hints.
+const maxWakes = 1024
+
+// maxEarlyWait is the furthest ahead of its Due that a delivered envelope
+// is held until due (see Consumer).
+const maxEarlyWait = 2 * time.Second
+
+// wakeSet is the consumer's set of pending wake hints: sorted, distinct
+// times. kick (capacity 1) tells a
+// sleeping loop that the earliest hint moved earlier.
+type wakeSet struct {
+	mu   sync.Mutex
+	at   []time.Time
+	kick chan struct{}
+}
+
+func newWakeSet() *wakeSet { return &wakeSet{kick: make(chan struct{}, 1)} }
+
+// add records a hint at t. When the set is full the latest hint is
+// dropped (or t itself, if it is the latest).
+func (w *wakeSet) add(t time.Time) {
+	w.mu.Lock()
+	i, found := slices.BinarySearchFunc(w.at, t, func(a, b time.Time) int { return a.Compare(b) })
+	if found || (len(w.at) >= maxWakes && i == len(w.at)) {
+		w.mu.Unlock()
+		return
+	}
+	if len(w.at) >= maxWakes {
+		w.at = w.at[:len(w.at)-1]
+	}
+	w.at = slices.Insert(w.at, i, t)
+	w.mu.Unlock()
+	if i == 0 {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// next returns the earliest pending hint.
+func (w *wakeSet) next() (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.at) == 0 {
+		return time.Time{}, false
+	}
+	return w.at[0], true
+}
+
+// take removes the hints at or before now.
+func (w *wakeSet) take(now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	i := 0
+	for i < len(w.at) && !w.at[i].After(now) {
+		i++
+	}
+	w.at = slices.Delete(w.at, 0, i)
+}
+
+// pending returns how many hints are pending (a test aid).
+func (w *wakeSet) pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.at)
+}
+
+// WakeAt asks the consumer to dequeue no later than t (once it has a free
+// handler slot): a producer that has just enqueued a message visible from t
+// calls it so an idle consumer, whose polling has backed off towards
+// PollMax, still picks the message up on time. The time Enqueue returned
+// plus the delay is a good t: the message is visible by then whatever the
+// rounding (and the consumer holds one that is early until its Due).
+// When a hint comes due the
+// polling backoff also snaps back to PollMin, so a message that appears a
+// moment after t is found by the next quick polls. A t in the past means
+// "dequeue again now".
+//
+// Hints are kept until they come due, earliest first; at most 1024
+// distinct ones are pending (beyond that the latest are dropped and those
+// messages are found by regular polling). WakeAt is safe for concurrent
+// use, never blocks, and may be called before Run.
+func (c *Consumer) WakeAt(t time.Time) { c.wakes.add(t) }
+
+// sleep waits wait before the next dequeue, or less when a wake hint comes
+// due first; then the polling backoff p snaps back to PollMin. It reports
+// false when ctx ends.
+func (c *Consumer) sleep(ctx context.Context, wait time.Duration, p *poller) bool {
+	deadline := c.clk.Now().Add(wait)
+	for {
+		// A kick left over from a hint added while the loop was busy is
+		// stale: the hints are read below.
+		select {
+		case <-c.wakes.kick:
+		default:
+		}
+		now := c.clk.Now()
+		d, hinted := deadline.Sub(now), false
+		if h, ok := c.wakes.next(); ok && !h.After(deadline) {
+			d, hinted = h.Sub(now), true
+		}
+		if d <= 0 {
+			if hinted {
+				c.wakes.take(now)
+				p.got()
+			}
+			return true
+		}
+		t := c.clk.NewTimer(d)
+		if c.hooks.idle != nil {
+			c.hooks.idle(d)
+		}
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-c.wakes.kick:
+			t.Stop()
+		case <-t.C():
+		}
+	}
+}
+
+// earlyLimit is how far ahead of its Due an envelope may be held: at most
+// maxEarlyWait and half the visibility timeout, so the held message cannot
+// reappear for another worker meanwhile.
+func (c *Consumer) earlyLimit() time.Duration {
+	return min(maxEarlyWait, c.o.VisibilityTimeout/2)
+}
+
+// untilDue holds a delivery whose envelope is due a little in the future
+// (its message was enqueued with a delay rounded down to whole seconds)
+// until its Due on the consumer's clock, keeping its handler slot. An
+// envelope due further ahead than earlyLimit runs at once (producers do
+// not enqueue those). It reports false when stop closes first.
+func (c *Consumer) untilDue(stop <-chan struct{}, d *delivery) bool {
+	if d.env.Due.IsZero() {
+		return true
+	}
+	early := d.env.Due.Sub(c.clk.Now())
+	if early <= 0 {
+		return true
+	}
+	if early > c.earlyLimit() {
+		d.log.Debug("message is due further ahead than it may be held; running it now", "due_in", early)
+		return true
+	}
+	t := c.clk.NewTimer(early)
+	defer t.Stop()
+	if c.hooks.early != nil {
+		c.hooks.early(d.env.ID, early)
+	}
+	select {
+	case <-t.C():
+		return true
+	case <-stop:
+		return false
+	}
+}
