@@ -285,6 +285,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		_ = srv.Shutdown(sctx)
 	}()
 
+	// The consumer exists before the cop can lead: the mover wakes it.
+	var consumer *queue.Consumer
+	if !w.o.NoConsume {
+		if consumer, err = w.newConsumer(); err != nil {
+			return err
+		}
+	}
 	if w.cop != nil {
 		g.Go(func() error {
 			err := w.cop.Run(gctx, w.lead)
@@ -294,12 +301,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			return err
 		})
 	}
-	if !w.o.NoConsume {
-		c, err := w.newConsumer()
-		if err != nil {
-			return err
-		}
-		g.Go(func() error { return c.Run(gctx) })
+	if consumer != nil {
+		g.Go(func() error { return consumer.Run(gctx) })
 	}
 	if !w.o.NoAggregate {
 		a, err := aggregator.NewWorker(w.sc, aggregator.Options{
@@ -354,13 +357,19 @@ func (w *Worker) ensure(ctx context.Context) error {
 // lead runs while this instance holds the lease: it moves due tasks.
 func (w *Worker) lead(ctx context.Context) error {
 	term, _ := trafficcop.TermFrom(ctx)
+	var enq schedule.Enqueuer = w.queue
+	w.mu.Lock()
+	if w.consumer != nil {
+		enq = wakingEnqueuer{q: w.queue, clk: w.o.Clock, wake: w.consumer.WakeAt}
+	}
+	w.mu.Unlock()
 	mo := schedule.MoverOptions{
 		Shards:       w.sched.Shards(),
 		Generation:   func() int64 { return term.Generation },
 		PollEvery:    w.o.Mover.PollEvery,
 		Early:        w.o.Mover.Early,
 		Concurrency:  w.o.Mover.Concurrency,
-		Enqueuer:     w.queue,
+		Enqueuer:     enq,
 		SetAside:     w.queue,
 		Depth:        w.queue.Depth,
 		MaxDepth:     w.o.Mover.MaxDepth,
@@ -478,6 +487,25 @@ func (w *Worker) gauges(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// wakingEnqueuer is the mover's Enqueuer: after each enqueue it tells the
+// local consumer when the message will be visible, so an idle consumer
+// (polling as rarely as worker.poll_max) still starts the task on time.
+// Enqueue's return time plus the delay is never before the message is
+// visible, whatever the queue's rounding.
+type wakingEnqueuer struct {
+	q    *queue.Client
+	clk  clock.Clock
+	wake func(time.Time)
+}
+
+func (e wakingEnqueuer) Enqueue(ctx context.Context, env queue.Envelope, delay time.Duration) error {
+	if err := e.q.Enqueue(ctx, env, delay); err != nil {
+		return err
+	}
+	e.wake(e.clk.Now().Add(max(delay, 0)))
+	return nil
 }
 
 // observer feeds consumer events to the metrics.
