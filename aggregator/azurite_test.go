@@ -205,8 +205,19 @@ func TestThreeWorkersShareTwentyKeysOnAzurite(t *testing.T) {
 	if len(byKey) != keys {
 		t.Fatalf("%d keys ran, want %d", len(byKey), keys)
 	}
+	windows := map[int]int{} // starts per (key, interval window) -> how many windows
 	for key, invs := range byKey {
 		worstGap = max(worstGap, checkNoOverlap(t, key, invs, interval))
+		perWindow := map[int]int{}
+		for _, inv := range invs {
+			perWindow[int(inv.due.Sub(began)/interval)]++
+		}
+		for w := 0; w < int(elapsed/interval); w++ {
+			windows[perWindow[w]]++
+			if perWindow[w] > 1 {
+				t.Errorf("key %s started %d times in interval window %d", key, perWindow[w], w)
+			}
+		}
 		// Every key ran once per interval: at least floor(elapsed/(interval+cycle+slack)) times.
 		if len(invs) < 3 {
 			t.Errorf("key %s ran %d times in %v, want at least 3", key, len(invs), elapsed)
@@ -245,8 +256,8 @@ func TestThreeWorkersShareTwentyKeysOnAzurite(t *testing.T) {
 			t.Errorf("row %s: running %v, runs %d, invocations %d", e.Key, e.Running, e.Runs, len(byKey[e.Key]))
 		}
 	}
-	t.Logf("%d runs of %d keys in %v by %v; largest start gap %v (interval %v, cycle %v); %d cycles, %d claim conflicts",
-		total, keys, elapsed.Round(time.Millisecond), perWorker, worstGap.Round(time.Millisecond), interval, cycle, cycles.Load(), conflicts.Load())
+	t.Logf("%d runs of %d keys in %v by %v; largest start gap %v (interval %v, cycle %v); %d cycles, %d claim conflicts; windows by starts %v",
+		total, keys, elapsed.Round(time.Millisecond), perWorker, worstGap.Round(time.Millisecond), interval, cycle, cycles.Load(), conflicts.Load(), windows)
 }
 
 // killableStore simulates a crashed process: after kill, every call fails

@@ -37,6 +37,7 @@
 // overlap with the worker that took its key over; a crash after the handler
 // finished but before Stop was recorded makes the key run again once its
 // lock expires. Handlers must therefore be idempotent, as for the queue.
-// Keys are run at most once per Interval, and at least once per Interval
-// plus one cycle while any worker is alive.
+// A key starts at most once per Interval; while any worker is alive it
+// starts again within about one cycle (plus the time the walk spends on
+// other keys) after its Interval has passed.
 package aggregator

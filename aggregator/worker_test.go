@@ -788,7 +788,7 @@ func testStore(t *testing.T, ctx context.Context, s Store) {
 		t.Fatal(err)
 	}
 	full := Entry{Key: "k1", Interval: 90 * time.Minute, Type: "calendar", Payload: "ünïcode payload\nline 2",
-		Start: t0, Stop: t0.Add(2 * time.Second), Running: true, Worker: "w", ClaimID: "c", ClaimedAt: t0,
+		Start: t0.Add(123456700), Stop: t0.Add(2 * time.Second), Running: true, Worker: "w", ClaimID: "c", ClaimedAt: t0,
 		LockedUntil: t0.Add(time.Hour), LastError: "boom", LastDuration: 1500 * time.Millisecond, RunNow: true, Runs: 1 << 40, Failures: 2}
 	etag, err := s.Insert(ctx, full)
 	if err != nil || etag == "" {
