@@ -385,16 +385,20 @@ func (c *Cop) hold(ctx context.Context, term Term, k *keeper, lead func(context.
 			log.Warn("lead function returned an error", "err", lerr)
 		}
 	}
+	// Logged once lead has returned and before the release, whose call can
+	// take up to CallTimeout when storage hangs: the line's time is when
+	// this instance stopped acting as leader, and precedes any successor's
+	// acquisition after the release.
+	if errors.Is(reason, ErrLeaseLost) {
+		log.Warn("lost control", "reason", reason)
+	} else {
+		log.Info("gave up control", "reason", reason)
+	}
 	if !abandon {
 		// A fresh context: ctx is cancelled when the cop stops.
 		if err := k.release(context.WithoutCancel(ctx)); err != nil {
 			log.Debug("release lease", "err", err)
 		}
-	}
-	if errors.Is(reason, ErrLeaseLost) {
-		log.Warn("lost control", "reason", reason)
-	} else {
-		log.Info("gave up control", "reason", reason)
 	}
 	c.observe(event{kind: "term-ended", at: c.o.Clock.Now(), err: reason})
 	if f := c.o.OnLost; f != nil {
