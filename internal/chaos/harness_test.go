@@ -1,0 +1,557 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/azurite"
+	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// Fleet timing the checks rely on (fleet.BaseConfig): a 15 s lease, 1 s
+// polls for the lease and the mover.
+const (
+	leaseDuration = 15 * time.Second
+	safetyMargin  = 2 * time.Second // max(2 s, lease/10)
+	leasePoll     = time.Second     // ±20 % jitter
+	renewEvery    = leaseDuration / 3
+	callTimeout   = leaseDuration / 6 // min(5 s, lease/6)
+	// unsavedWindow bounds what Azurite can lose when it is killed: it saves
+	// its metadata every 5 s; the margin covers the save itself.
+	unsavedWindow = 10 * time.Second
+)
+
+// collected holds the results of this test binary's scenarios; TestMain
+// writes them out.
+var (
+	collectedMu sync.Mutex
+	collected   []Result
+	badInputs   []BadInput
+)
+
+func collect(r Result) {
+	collectedMu.Lock()
+	defer collectedMu.Unlock()
+	collected = append(collected, r)
+}
+
+// fleetConfig is the chaos suite's configuration over fleet.BaseConfig.
+func fleetConfig(extra map[string]any) map[string]any {
+	cfg := map[string]any{
+		"log":        map[string]any{"format": "json", "level": "info"},
+		"aggregator": map[string]any{"enabled": false},
+		"worker":     map[string]any{"visibility_timeout": "15s"},
+	}
+	mergeMaps(cfg, extra)
+	return cfg
+}
+
+func mergeMaps(dst, src map[string]any) {
+	for k, v := range src {
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				mergeMaps(dm, sm)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+}
+
+// run is one scenario's fleet and evidence.
+type run struct {
+	t        *testing.T
+	scenario string
+	short    bool
+	f        *fleet.Fleet
+	dir      string
+	start    time.Time
+	cl       *leasecron.Client
+	sc       *storage.Clients
+	poll     *LeasePoller
+
+	mu      sync.Mutex
+	deaths  map[string]time.Time
+	acks    map[string]time.Time // task id → when its scheduling was acknowledged
+	dues    map[string]time.Time
+	order   []string // ids in acknowledgement order
+	faults  []Fault
+	notes   []string
+	kills   []time.Time // Azurite SIGKILLs
+	stopped bool
+}
+
+// newRun starts Azurite and n workers for scenario.
+func newRun(t *testing.T, scenario string, short bool, n int, cfg map[string]any) *run {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("reliability scenario; -short skips it")
+	}
+	if _, err := azurite.FindBinary(""); err != nil && os.Getenv("LEASECRON_REQUIRE_AZURITE") == "" {
+		t.Skipf("skipping: %v", err)
+	}
+	dir := t.TempDir()
+	if keep := os.Getenv("CHAOS_KEEP"); keep != "" {
+		var err error
+		if dir, err = os.MkdirTemp(keep, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("keeping logs in %s", dir)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f, err := fleet.Start(ctx, fleet.Options{Dir: dir, Config: fleetConfig(cfg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &run{t: t, scenario: scenario, short: short, f: f, dir: dir, deaths: map[string]time.Time{},
+		acks: map[string]time.Time{}, dues: map[string]time.Time{}}
+	t.Cleanup(func() {
+		if r.poll != nil {
+			r.poll.Stop()
+		}
+		f.Stop()
+		if t.Failed() {
+			for _, name := range f.Names() {
+				b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
+				if len(b) > 4000 {
+					b = b[len(b)-4000:]
+				}
+				t.Logf("--- %s log (tail) ---\n%s", name, b)
+			}
+		}
+	})
+	if r.cl, err = f.Client(); err != nil {
+		t.Fatal(err)
+	}
+	if r.sc, err = storage.New(storage.Config{ConnectionString: f.Azurite.ConnectionString()}); err != nil {
+		t.Fatal(err)
+	}
+	r.poll = StartLeasePoller(r.cl.Leader, 100*time.Millisecond)
+	for range n {
+		r.startWorker()
+	}
+	r.start = time.Now()
+	return r
+}
+
+// startWorker starts one more worker and watches for its exit.
+func (r *run) startWorker(extraEnv ...string) string {
+	r.t.Helper()
+	name, err := r.f.StartWorker(extraEnv...)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	p := r.f.Worker(name)
+	go func() {
+		<-p.Done()
+		r.mu.Lock()
+		if _, ok := r.deaths[name]; !ok {
+			r.deaths[name] = time.Now()
+		}
+		r.mu.Unlock()
+	}()
+	return name
+}
+
+// kill SIGKILLs a worker and returns when the signal was sent.
+func (r *run) kill(name string) time.Time {
+	at := time.Now()
+	r.f.Signal(name, syscall.SIGKILL) // waits for the exit
+	r.mu.Lock()
+	if _, ok := r.deaths[name]; !ok {
+		r.deaths[name] = time.Now()
+	}
+	r.mu.Unlock()
+	return at
+}
+
+func (r *run) addFault(f Fault) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faults = append(r.faults, f)
+}
+
+func (r *run) note(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	r.t.Log(s)
+	r.mu.Lock()
+	r.notes = append(r.notes, s)
+	r.mu.Unlock()
+}
+
+func (r *run) since(t time.Time) Duration { return Duration(t.Sub(r.start)) }
+
+// waitLeader waits for a holder other than not.
+func (r *run) waitLeader(ctx context.Context, not string) (string, int64) {
+	r.t.Helper()
+	h, err := r.f.WaitLeader(ctx, not)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return h.Holder, h.Generation
+}
+
+func (r *run) ack(id string, due time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.acks[id]; !ok {
+		r.order = append(r.order, id)
+	}
+	r.acks[id] = time.Now()
+	r.dues[id] = due
+}
+
+func (r *run) scheduled() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.order...)
+}
+
+// schedule schedules items through the Go API with par goroutines. A call
+// that fails for a transient reason is retried until ctx ends; a retry that
+// finds the id already scheduled counts as acknowledged (the first attempt
+// was written although its answer was lost). It returns the ids never
+// acknowledged.
+func (r *run) schedule(ctx context.Context, items []leasecron.Item, par int) []string {
+	work := make(chan leasecron.Item)
+	var mu sync.Mutex
+	var failed []string
+	var wg sync.WaitGroup
+	for range par {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range work {
+				tried := false
+				for {
+					out, err := r.cl.Schedule(ctx, it, false)
+					if err == nil {
+						r.ack(out.ID, out.Due)
+						break
+					}
+					if tried && errors.Is(err, leasecron.ErrAlreadyScheduled) {
+						r.ack(it.ID, it.Due)
+						break
+					}
+					if ctx.Err() != nil || (!storage.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded)) {
+						mu.Lock()
+						failed = append(failed, it.ID)
+						mu.Unlock()
+						if ctx.Err() == nil {
+							r.t.Errorf("schedule %s: %v", it.ID, err)
+						}
+						break
+					}
+					tried = true
+					time.Sleep(200 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	for _, it := range items {
+		work <- it
+	}
+	close(work)
+	wg.Wait()
+	return failed
+}
+
+// netTicks is the .NET ticks of the public row contract, written out here
+// independently of the schedule package on purpose.
+func netTicks(t time.Time) int64 { return t.UTC().UnixNano()/100 + 621355968000000000 }
+
+// insertRaw writes rows the way another language's app would (the public
+// row contract: PartitionKey "00", RowKey ticks_id, Message, Type), 100 per
+// table transaction.
+func (r *run) insertRaw(ctx context.Context, typ string, ids []string, due func(i int) time.Time) {
+	r.t.Helper()
+	tc := r.sc.Table.NewClient("ScheduledItems")
+	for lo := 0; lo < len(ids); lo += 100 {
+		hi := min(lo+100, len(ids))
+		var acts []aztables.TransactionAction
+		dues := map[string]time.Time{}
+		for i := lo; i < hi; i++ {
+			d := due(i).UTC().Truncate(100 * time.Nanosecond)
+			b, _ := json.Marshal(map[string]any{
+				"PartitionKey": "00",
+				"RowKey":       fmt.Sprintf("%019d_%s", netTicks(d), ids[i]),
+				"Message":      fmt.Sprintf(`{"n":%d}`, i),
+				"Type":         typ,
+			})
+			acts = append(acts, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: b})
+			dues[ids[i]] = d
+		}
+		if _, err := tc.SubmitTransaction(ctx, acts, nil); err != nil {
+			r.t.Fatalf("raw insert: %v", err)
+		}
+		for id, d := range dues {
+			r.ack(id, d)
+		}
+	}
+}
+
+// dueBacklog counts rows of shard 00 due now.
+func (r *run) dueBacklog(ctx context.Context) (int, error) {
+	tc := r.sc.Table.NewClient("ScheduledItems")
+	filter := fmt.Sprintf("PartitionKey eq '00' and RowKey le '%019d'", netTicks(time.Now()))
+	sel := "RowKey"
+	pager := tc.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Select: &sel})
+	n := 0
+	for pager.More() {
+		p, err := pager.NextPage(ctx)
+		if err != nil {
+			return n, err
+		}
+		n += len(p.Entities)
+	}
+	return n, nil
+}
+
+// records reads the record file.
+func (r *run) records() []fleet.Record {
+	r.t.Helper()
+	rs, err := r.f.Records()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return rs
+}
+
+// slowPrefix starts the ids of recslow tasks, the only handler that
+// records its end.
+const slowPrefix = "s"
+
+// inFlight returns the recslow tasks worker w had started but not ended at t.
+func inFlight(rs []fleet.Record, w string, t time.Time) []string {
+	started := map[string]bool{}
+	for _, x := range rs {
+		if x.Worker != w || x.At.After(t) || !strings.HasPrefix(x.ID, slowPrefix) {
+			continue
+		}
+		switch x.Phase {
+		case "start":
+			started[x.ID] = true
+		case "end":
+			delete(started, x.ID)
+		}
+	}
+	var out []string
+	for id := range started {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// waitExecuted waits until every scheduled task has run, up to d.
+func (r *run) waitExecuted(d time.Duration) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	missing, _ := r.f.WaitRecords(ctx, r.scheduled())
+	return missing
+}
+
+// analysis is the evidence of a finished run.
+type analysis struct {
+	terms    []Term
+	maxMov   int
+	overlaps []Overlap
+	records  []fleet.Record
+	x        Executions
+	lease    []LeaseSample
+	lost     []string
+	dropped  []string
+	events   []LogEvent
+}
+
+// stopAndAnalyse stops the workers (SIGTERM: in-flight tasks finish), then
+// reads the logs, the records and the lease history, and classifies the
+// tasks that never ran while Azurite is still up.
+func (r *run) stopAndAnalyse() *analysis {
+	r.t.Helper()
+	var wg sync.WaitGroup
+	for _, name := range r.f.Names() {
+		p := r.f.Worker(name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Stop(20 * time.Second); err != nil {
+				select {
+				case <-p.Done():
+				default:
+					r.t.Errorf("worker %s: %v", name, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r.poll.Stop()
+	end := time.Now()
+	r.mu.Lock()
+	r.stopped = true
+	deaths := map[string]time.Time{}
+	for k, v := range r.deaths {
+		deaths[k] = v
+	}
+	r.mu.Unlock()
+	a := &analysis{}
+	for _, name := range r.f.Names() {
+		es, err := ParseWorkerLog(filepath.Join(r.dir, name+".log"), name)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		a.events = append(a.events, es...)
+	}
+	a.terms = Terms(a.events, deaths, end)
+	a.maxMov, a.overlaps = MaxOverlap(a.terms)
+	a.records = r.records()
+	a.x = Summarise(r.scheduled(), a.records, a.terms)
+	a.lease = r.poll.History()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, id := range a.x.Missing {
+		st, err := r.cl.Status(ctx, id)
+		trace := err == nil
+		if !trace && r.inUnsavedWindow(id) {
+			a.dropped = append(a.dropped, id)
+			continue
+		}
+		a.lost = append(a.lost, id)
+		if err == nil {
+			r.note("never ran: %s, state %s", id, st.State())
+		} else if len(a.lost) <= 20 {
+			r.note("never ran: %s, no trace in storage (%v)", id, err)
+		}
+	}
+	return a
+}
+
+// inUnsavedWindow reports whether task id was acknowledged, or came due
+// (and so was moved), within the unsaved window before a SIGKILL of
+// Azurite.
+func (r *run) inUnsavedWindow(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range r.kills {
+		in := func(t time.Time) bool { return !t.IsZero() && !t.Before(k.Add(-unsavedWindow)) && !t.After(k) }
+		if in(r.acks[id]) || in(r.dues[id]) {
+			return true
+		}
+	}
+	return false
+}
+
+// report fills the common fields of res from a, applies the checks every
+// scenario shares (nothing lost, at most maxMovers movers at once, sound
+// evidence), and records the row.
+func (r *run) report(a *analysis, res Result, maxMovers int) Result {
+	r.t.Helper()
+	res.Test = r.t.Name()
+	res.Scenario = r.scenario
+	res.Short = r.short
+	res.When = time.Now().UTC().Round(time.Second)
+	res.Workers = len(r.f.Names())
+	res.Tasks = a.x.Tasks
+	res.Executed = a.x.Executed
+	res.Lost = len(a.lost)
+	res.EmulatorDropped = len(a.dropped)
+	res.Duplicates = a.x.Duplicates
+	res.DuplicatedTasks = a.x.DuplicatedTasks
+	res.MaxMovers = a.maxMov
+	res.Terms = len(a.terms)
+	var ov time.Duration
+	for _, o := range a.overlaps {
+		ov += o.Duration
+		r.note("terms overlapped by %s: %s and %s", round(o.Duration), o.A, o.B)
+	}
+	res.Overlap = Duration(ov)
+	r.mu.Lock()
+	res.Faults = append(res.Faults, r.faults...)
+	res.Notes = append(res.Notes, r.notes...)
+	r.mu.Unlock()
+	res.Elapsed = Duration(time.Since(r.start))
+
+	ok := true
+	fail := func(format string, args ...any) {
+		ok = false
+		r.t.Errorf(format, args...)
+	}
+	if res.Lost > 0 {
+		fail("%d of %d tasks lost: %v", res.Lost, res.Tasks, head(a.lost, 20))
+	}
+	if a.maxMov > maxMovers {
+		fail("%d instances held control at once (allowed %d)", a.maxMov, maxMovers)
+	}
+	if a.x.BeforeTerm > 0 {
+		fail("%d executions started before their generation's term began", a.x.BeforeTerm)
+	}
+	if len(a.x.UnknownGeneration) > 0 {
+		fail("executions carry generations no logged term has: %v", a.x.UnknownGeneration)
+	}
+	if a.x.Unexpected > 0 {
+		fail("%d executions of ids never scheduled", a.x.Unexpected)
+	}
+	if r.t.Failed() {
+		ok = false
+	}
+	res.Passed = ok
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := WriteTable(ctx, r.sc, res); err != nil {
+		r.t.Errorf("results table: %v", err)
+	}
+	collect(res)
+	b, _ := json.MarshalIndent(res, "", "  ")
+	r.t.Logf("result:\n%s", b)
+	for _, term := range a.terms {
+		r.t.Logf("term %s", term)
+	}
+	return res
+}
+
+// takeoverAfter returns the first term begun after at by a worker other
+// than not, and how long after at it began.
+func takeoverAfter(a *analysis, at time.Time, not string) (Term, time.Duration, bool) {
+	t, ok := FirstTermAfter(a.terms, at, not)
+	if !ok {
+		return t, 0, false
+	}
+	return t, t.Start.Sub(at), true
+}
+
+// firstRunOfGeneration returns the first execution moved under generation
+// gen or later that started after at.
+func firstRunOfGeneration(a *analysis, at time.Time, gen int64) (fleet.Record, bool) {
+	return FirstStartAfter(a.records, at, func(x fleet.Record) bool { return x.Generation >= gen })
+}
+
+func head(s []string, n int) []string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// ids returns n ids prefix0000...
+func ids(prefix string, from, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%05d", prefix, from+i)
+	}
+	return out
+}

@@ -1,0 +1,61 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := writeResults(); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos: results:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// writeResults merges this run's results into the results file and, for
+// the full suite, regenerates the reliability document. CHAOS_RESULTS and
+// CHAOS_DOC override where they go.
+func writeResults() error {
+	collectedMu.Lock()
+	rs, bad := collected, badInputs
+	collectedMu.Unlock()
+	if len(rs) == 0 && len(bad) == 0 {
+		return nil
+	}
+	path := filepath.Join(os.TempDir(), "leasecron-chaos-short.json")
+	doc := ""
+	if fullSuite {
+		path, doc = filepath.Join("results", "chaos.json"), filepath.Join("..", "..", "docs", "RELIABILITY.md")
+	}
+	if p := os.Getenv("CHAOS_RESULTS"); p != "" {
+		path = p
+	}
+	if p := os.Getenv("CHAOS_DOC"); p != "" {
+		doc = p
+	}
+	rep, err := LoadReport(path)
+	if err != nil {
+		return err
+	}
+	rep.Merge(rs, bad)
+	rep.Machine = fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+	if err := rep.Save(path); err != nil {
+		return err
+	}
+	fmt.Printf("chaos: results in %s\n", path)
+	if doc == "" {
+		return nil
+	}
+	if err := os.WriteFile(doc, []byte(RenderMarkdown(rep)), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("chaos: wrote %s\n", doc)
+	return nil
+}
