@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/aggregator/calendar"
 	"github.com/leasecron/leasecron/internal/config"
 )
 
@@ -97,6 +98,11 @@ func (a *app) aggregatorCmd() *cobra.Command {
 			payload, err := a.readPayload(args[1:])
 			if err != nil {
 				return err
+			}
+			if h, ok := a.cfg.Handlers[typ]; ok && h.Kind == "calendar" {
+				if _, err := calendar.ParsePayload([]byte(payload)); err != nil {
+					return usageError{err}
+				}
 			}
 			b, err := a.board()
 			if err != nil {

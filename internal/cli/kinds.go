@@ -1,12 +1,21 @@
 package cli
 
 import (
+	"github.com/leasecron/leasecron/aggregator/calendar"
 	"github.com/leasecron/leasecron/internal/config"
 	"github.com/leasecron/leasecron/queue"
 )
 
 // extraHandlerKinds returns the built-in handler kinds that need more than
-// configuration (storage access, say).
+// their own configuration (storage access, say).
 func (a *app) extraHandlerKinds() map[string]func(config.Handler) (queue.Handler, error) {
-	return map[string]func(config.Handler) (queue.Handler, error){}
+	return map[string]func(config.Handler) (queue.Handler, error){
+		"calendar": func(h config.Handler) (queue.Handler, error) {
+			sc, err := a.clients()
+			if err != nil {
+				return nil, err
+			}
+			return calendar.New(calendar.Options{Clients: sc, Container: a.cfg.Names.Container, Timeout: h.Timeout, Logger: a.log})
+		},
+	}
 }

@@ -216,6 +216,7 @@ var envAllowed = map[string]bool{
 	"LEASECRON_REQUIRE_AZURITE": true,
 	"LEASECRON_AZURITE_BIN":     true,
 	"LEASECRON_CONFIG":          true,
+	"LEASECRON_BIN":             true,
 }
 
 // NewViper returns a viper instance with every default set and the

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -20,8 +21,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasecron/leasecron/aggregator/calendar"
 	"github.com/leasecron/leasecron/internal/fleet"
 	"github.com/leasecron/leasecron/internal/proc"
+	"github.com/leasecron/leasecron/internal/storage"
 )
 
 var cities = []string{"westlafcals", "networksierra", "localist", "aroundfred"}
@@ -61,7 +64,13 @@ func run(ctx context.Context, handover, interval time.Duration) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: feeds, ReadHeaderTimeout: 5 * time.Second}
+	// Real feeds take a while to fetch; so do these, so that while one
+	// worker merges a city the others claim the rest.
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(400*time.Millisecond + rand.N(800*time.Millisecond))
+		feeds.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: slow, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	feedBase := "http://" + ln.Addr().String() + "/"
@@ -82,14 +91,19 @@ func run(ctx context.Context, handover, interval time.Duration) error {
 		f.Stop()
 		say("stopped; bye")
 	}()
-	leader, err := f.WaitLeader(ctx, "")
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	go watchWorkers(wctx, f, dir)
+	leader, err := f.WaitLeader(wctx, "")
+	wcancel()
 	if err != nil {
 		return err
 	}
 	say("%s took the lease (generation %d)", leader.Holder, leader.Generation)
 
-	for _, c := range cities {
-		payload := fmt.Sprintf(`{"feeds":[%q]}`, feedBase+c+".ics")
+	for i, c := range cities {
+		// Each city merges its own feed and a neighbour's; they share
+		// events, which the merge de-duplicates.
+		payload := fmt.Sprintf(`{"feeds":[%q,%q]}`, feedBase+c+".ics", feedBase+cities[(i+1)%len(cities)]+".ics")
 		if _, stderr, err := f.CLI(ctx, "aggregator", "add", c, "--every", interval.String(), "--type", "cities", payload); err != nil {
 			return fmt.Errorf("aggregator add %s: %v %s", c, err, stderr)
 		}
@@ -137,6 +151,24 @@ func run(ctx context.Context, handover, interval time.Duration) error {
 	}
 }
 
+// watchWorkers reports a worker that exits during start-up, with the end
+// of its log, so a broken configuration does not look like a hang.
+func watchWorkers(ctx context.Context, f *fleet.Fleet, dir string) {
+	for _, name := range f.Names() {
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-f.Worker(name).Done():
+				b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
+				if len(b) > 2000 {
+					b = b[len(b)-2000:]
+				}
+				say("worker %s exited: %v\n%s", name, f.Worker(name).Err(), b)
+			}
+		}()
+	}
+}
+
 func say(format string, a ...any) {
 	fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
 }
@@ -181,26 +213,43 @@ func dashboard(ctx context.Context, f *fleet.Fleet) {
 			LastError string    `json:"last_error"`
 		}
 		if json.Unmarshal([]byte(out), &rows) == nil {
-			b.WriteString("blackboard:\n")
+			b.WriteString("blackboard (calendar merges):\n")
 			for _, r := range rows {
-				fmt.Fprintf(&b, "  %-14s %-8s start %s  stop %s  running %-5v worker %-3s runs %d %s\n", r.Key, r.State,
-					hhmmss(r.Start), hhmmss(r.Stop), r.Running, r.Worker, r.Runs, r.LastError)
+				fmt.Fprintf(&b, "  %-14s %-8s start %s  stop %s  running %-5v worker %-3s runs %d  %s %s\n", r.Key, r.State,
+					hhmmss(r.Start), hhmmss(r.Stop), r.Running, r.Worker, r.Runs, summary(ctx, f, r.Key), r.LastError)
 			}
 		}
 	}
-	if out, _, err := f.CLI(ctx, "status", "--json", "job-00"); err == nil {
+	if out, _, err := f.CLI(ctx, "stats", "--json"); err == nil {
 		var st struct {
-			State string `json:"state"`
-			Run   struct {
-				Worker     string `json:"worker"`
-				OutputTail string `json:"output_tail"`
-			} `json:"run"`
+			Depth int `json:"queue_depth"`
+			Due   int `json:"due_backlog"`
 		}
 		if json.Unmarshal([]byte(out), &st) == nil {
-			fmt.Fprintf(&b, "result of job-00: %s on %s\n", st.State, st.Run.Worker)
+			fmt.Fprintf(&b, "queue depth %d, due backlog %d\n", st.Depth, st.Due)
 		}
 	}
 	fmt.Print(b.String())
+}
+
+// summary reads the JSON summary the calendar handler wrote beside a
+// city's merged calendar.
+func summary(ctx context.Context, f *fleet.Fleet, key string) string {
+	sc, err := storage.New(storage.Config{ConnectionString: f.Azurite.ConnectionString()})
+	if err != nil {
+		return ""
+	}
+	_, name := calendar.BlobNames(key)
+	resp, err := sc.Blob.NewContainerClient("leasecron").NewBlobClient(name).DownloadStream(ctx, nil)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var sum calendar.Summary
+	if json.NewDecoder(resp.Body).Decode(&sum) != nil {
+		return ""
+	}
+	return fmt.Sprintf("-> %d events (%d duplicates merged)", sum.Events, sum.Duplicates)
 }
 
 func hhmmss(t time.Time) string {
