@@ -41,7 +41,8 @@ lint: ## gofmt, go vet, staticcheck, compose/template validation
 	@if [ -x deploy/validate.sh ]; then deploy/validate.sh; fi
 
 demo: deps build ## Azurite + three workers + scheduled work + blackboard, live (Ctrl-C stops all)
-	LEASECRON_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/demo
+	@$(GO) build -o bin/demo ./internal/demo
+	@LEASECRON_BIN=$(CURDIR)/$(BIN) bin/demo
 
 chaos: deps build ## reliability suite (long; regenerates docs/RELIABILITY.md)
 	$(GO) test -tags chaos -count=1 -timeout 60m -v ./internal/chaos/ 2>&1 | tee chaos.out
