@@ -7,7 +7,9 @@
 // Client.Enqueue sends an Envelope as JSON with a time-to-live of -1 (a
 // fleet that is down for a week keeps its backlog) and an optional initial
 // visibility delay (the mover enqueues tasks due within its poll window
-// early, hidden until they are due). An encoded envelope must fit into one
+// early, hidden until they are due; the service counts the delay in whole
+// seconds and it is rounded down, so such a message may appear up to a
+// second early — never late). An encoded envelope must fit into one
 // message (MaxMessageSize, 64 KiB); larger payloads travel through a blob
 // (Envelope.PayloadBlob, the claim check). Queues are created on first use.
 //
@@ -18,6 +20,13 @@
 // registered for each message's type, and deletes the message when the
 // handler returns nil. An empty queue makes polling back off exponentially,
 // with jitter, up to PollMax; the first message snaps it back to PollMin.
+//
+// On time: a delivered envelope whose Due is still ahead (by at most 2 s
+// and half the visibility timeout) is held in its handler slot until Due,
+// so a handler never starts early. Consumer.WakeAt lets a producer in the
+// same process (the worker's mover) say when a message it enqueued becomes
+// visible: the consumer dequeues then, however far its idle polling has
+// backed off, and the backoff snaps back to PollMin.
 //
 // A failed attempt (an error, a panic, a timeout) rewrites the same message
 // in place with Attempt+1 and LastError and hides it for
