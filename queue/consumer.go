@@ -584,7 +584,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		return
 	}
 	d.env, d.typ = env, env.Type
-	d.log = d.log.With("run", env.ID, "type", env.Type, "attempt", env.Attempt+1)
+	d.log = d.log.With("task_id", env.ID, "type", env.Type, "attempt", env.Attempt+1)
 	d.maxA = c.o.MaxAttempts
 	if env.MaxAttempts > 0 {
 		d.maxA = env.MaxAttempts
@@ -878,7 +878,7 @@ func (c *Consumer) succeed(hctx context.Context, d *delivery, tail string) {
 	if c.ack(hctx, d) {
 		c.deletePayload(hctx, d)
 	}
-	d.log.Debug("task succeeded", "took", c.clk.Now().Sub(d.start))
+	d.log.Info("task succeeded", "took", c.clk.Now().Sub(d.start))
 	c.settle(d, OutcomeSucceeded)
 }
 

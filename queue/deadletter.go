@@ -146,10 +146,10 @@ func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter) error {
 	}
 	if dl.runs != nil {
 		if err := dl.runs.MarkRequeued(ctx, env.ID); err != nil {
-			dl.log.Warn("marking the requeued run failed", "run", env.ID, "err", err)
+			dl.log.Warn("marking the requeued run failed", "task_id", env.ID, "err", err)
 		}
 	}
-	dl.log.Info("requeued a dead letter", "run", env.ID, "type", env.Type)
+	dl.log.Info("requeued a dead letter", "task_id", env.ID, "type", env.Type)
 	return nil
 }
 

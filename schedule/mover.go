@@ -19,7 +19,10 @@ import (
 // Enqueuer puts one envelope on the work queue, invisible for delay
 // (0 = visible at once). Implementations must send the message with a
 // time-to-live of −1 (never expires) so a fleet that is down for a week
-// keeps its backlog, and round delay up to whole seconds.
+// keeps its backlog. The queue counts visibility in whole seconds: the
+// queue package rounds delay down, and its consumer holds a message that
+// appears early until the envelope's Due, so handlers start on time, never
+// early.
 type Enqueuer interface {
 	Enqueue(ctx context.Context, env queue.Envelope, delay time.Duration) error
 }

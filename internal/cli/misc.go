@@ -3,34 +3,13 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/leasecron/leasecron/azurite"
 )
-
-// newLogger returns a slog logger: JSON unless w is a terminal (or format
-// forces one), secrets redacted.
-func newLogger(w io.Writer, level, format string) *slog.Logger {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(level))
-	opts := &slog.HandlerOptions{Level: lvl}
-	if format == "text" || (format == "auto" && isTerminal(w)) {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
 
 func (a *app) azuriteCmd() *cobra.Command {
 	var dir string

@@ -30,7 +30,12 @@ running ones finish within worker.shutdown_grace, and releases the lease so
 another instance takes over within one lease.poll_every.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			hs, err := buildHandlers(a.cfg, a.log, a.extraHandlerKinds())
+			// One instance id for the lease, run records and every log line,
+			// the handlers' included.
+			if a.cfg.Worker.InstanceID == "" {
+				a.cfg.Worker.InstanceID = queue.DefaultInstanceID()
+			}
+			hs, err := buildHandlers(a.cfg, a.log.With("instance", a.cfg.Worker.InstanceID), a.extraHandlerKinds())
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/leasecron/leasecron/internal/config"
+	"github.com/leasecron/leasecron/internal/ops"
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
@@ -133,7 +134,9 @@ func (a *app) load(cmd *cobra.Command) error {
 		return err
 	}
 	a.cfg = cfg
-	a.log = newLogger(a.errOut, cfg.Log.Level, cfg.Log.Format)
+	if a.log, err = ops.NewLogger(a.errOut, cfg.Log.Level, cfg.Log.Format); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -121,12 +121,12 @@ func TestMetricsAndReadiness(t *testing.T) {
 		t.Errorf("leasecron_lease_held is 1 on %v, want exactly the leader %s", holders, leader.Holder)
 	}
 
-	// Logs: the consumer logs a failed attempt with the run, type, attempt
-	// and instance; the log handler logs task_id, type and attempt.
+	// Logs: the consumer logs every attempt's outcome with task_id, type,
+	// attempt and instance; so does the log handler.
 	var failLine, loggedLine map[string]any
 	for name := range addrs {
 		for _, l := range logLines(t, f, name) {
-			if l["run"] == "bad0" && l["type"] == "fail" && failLine == nil {
+			if l["task_id"] == "bad0" && l["type"] == "fail" && failLine == nil {
 				failLine = l
 			}
 			if l["task_id"] == "logged0" {
@@ -150,19 +150,24 @@ func TestMetricsAndReadiness(t *testing.T) {
 		if loggedLine["type"] != "logged" || loggedLine["attempt"] != float64(1) {
 			t.Errorf("log-handler line lacks type or attempt: %v", loggedLine)
 		}
-		if _, ok := loggedLine["instance"]; !ok {
-			t.Logf("note: the log handler's line has no instance field")
+		if inst, _ := loggedLine["instance"].(string); addrs[inst] == "" {
+			t.Errorf("log-handler line lacks the worker's instance id: %v", loggedLine)
 		}
 	}
 	succeededLogged := false
 	for name := range addrs {
 		for _, l := range logLines(t, f, name) {
-			if id, _ := l["run"].(string); strings.HasPrefix(id, "ok") {
-				succeededLogged = true
+			if id, _ := l["task_id"].(string); strings.HasPrefix(id, "ok") && l["msg"] == "task succeeded" {
+				_, hasAttempt := l["attempt"].(float64)
+				if inst, _ := l["instance"].(string); addrs[inst] != "" && hasAttempt && l["type"] == "rec" {
+					succeededLogged = true
+				}
 			}
 		}
 	}
-	t.Logf("a succeeded rec task appears in the info-level logs: %v", succeededLogged)
+	if !succeededLogged {
+		t.Error("no info-level 'task succeeded' line with task_id, type, attempt and instance for a rec task")
+	}
 
 	// Readiness follows storage.
 	for name, base := range addrs {

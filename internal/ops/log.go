@@ -27,7 +27,7 @@ func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 			return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 		}
 	}
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationsAsText}
 	var h slog.Handler
 	switch strings.ToLower(strings.TrimSpace(format)) {
 	case "json":
@@ -123,6 +123,15 @@ func redactAttr(a slog.Attr) slog.Attr {
 		}
 	default:
 		a.Value = v
+	}
+	return a
+}
+
+// durationsAsText writes durations as "1.5s" rather than nanoseconds, so a
+// JSON log line reads the same as a text one.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
 	}
 	return a
 }
