@@ -64,6 +64,9 @@ type ConsumerOptions struct {
 	BackoffMax        time.Duration
 	// HandlerTimeouts bounds handler runs per task type.
 	HandlerTimeouts map[string]time.Duration
+	// CountersEvery is how often counters are flushed to the Runs table
+	// (what `leasecron stats` sums). Default 30 s.
+	CountersEvery time.Duration
 }
 
 // AggregatorOptions configure the blackboard loop.
@@ -436,6 +439,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		PollMax:           w.o.Consumer.PollMax,
 		ShutdownGrace:     w.o.Consumer.ShutdownGrace,
 		HandlerTimeouts:   w.o.Consumer.HandlerTimeouts,
+		CountersInterval:  w.o.Consumer.CountersEvery,
 		InstanceID:        w.o.InstanceID,
 		Clock:             w.o.Clock,
 		Logger:            w.log,

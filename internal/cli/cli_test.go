@@ -3,10 +3,15 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasecron/leasecron/internal/config"
 )
 
 func run(t *testing.T, stdin string, args ...string) (int, string, string) {
@@ -111,4 +116,33 @@ func TestVersion(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != "leasecron test" {
 		t.Fatalf("exit %d out %q", code, out)
 	}
+}
+
+// The README documents every configuration key and every command.
+func TestReadmeDocumentsEveryKeyAndCommand(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, k := range config.Keys {
+		if !strings.Contains(readme, "`"+k.Name+"`") {
+			t.Errorf("README does not document config key %s", k.Name)
+		}
+	}
+	root := NewRoot("test", strings.NewReader(""), io.Discard, io.Discard)
+	var walk func(c *cobra.Command, prefix string)
+	walk = func(c *cobra.Command, prefix string) {
+		for _, sub := range c.Commands() {
+			if sub.Hidden || sub.Name() == "help" || sub.Name() == "completion" {
+				continue
+			}
+			name := strings.TrimSpace(prefix + " " + sub.Name())
+			if !strings.Contains(readme, "`leasecron "+name) {
+				t.Errorf("README does not document `leasecron %s`", name)
+			}
+			walk(sub, name)
+		}
+	}
+	walk(root, "")
 }

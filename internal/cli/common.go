@@ -61,7 +61,7 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 			Concurrency: c.Worker.Concurrency, VisibilityTimeout: c.Worker.VisibilityTimeout, MaxRunTime: c.Worker.MaxRunTime,
 			ShutdownGrace: c.Worker.ShutdownGrace, PollMin: c.Worker.PollMin, PollMax: c.Worker.PollMax,
 			MaxAttempts: c.Retry.MaxAttempts, BackoffBase: c.Retry.BackoffBase, BackoffMax: c.Retry.BackoffMax,
-			HandlerTimeouts: timeouts,
+			HandlerTimeouts: timeouts, CountersEvery: c.Worker.CountersEvery,
 		},
 		Aggregator:  leasecron.AggregatorOptions{Cycle: c.Aggregator.Cycle, LockTTL: c.Aggregator.LockTTL},
 		NoLead:      !c.Worker.Lead,

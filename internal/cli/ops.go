@@ -133,7 +133,11 @@ func (a *app) statsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			holding := a.cfg.Queue.MaxDepth > 0 && s.QueueDepth >= a.cfg.Queue.MaxDepth
+			// The mover holds back from max_depth until the queue drains
+			// below resume_below; in between, due rows waiting means it is
+			// (still) holding back.
+			q := a.cfg.Queue
+			holding := q.MaxDepth > 0 && (s.QueueDepth >= q.MaxDepth || (s.QueueDepth >= q.ResumeBelow && s.Due.Count > 0))
 			limits, err := a.limitStats(cmd.Context())
 			if err != nil {
 				return err
@@ -162,7 +166,7 @@ func (a *app) statsCmd() *cobra.Command {
 			if a.cfg.Queue.MaxDepth > 0 {
 				state := "moving"
 				if holding {
-					state = fmt.Sprintf("HOLDING BACK (depth %d >= queue.max_depth %d)", s.QueueDepth, a.cfg.Queue.MaxDepth)
+					state = fmt.Sprintf("HOLDING BACK (depth %d; moves again below queue.resume_below %d; queue.max_depth %d)", s.QueueDepth, q.ResumeBelow, q.MaxDepth)
 				}
 				fmt.Fprintf(tw, "mover\t%s\n", state)
 			}

@@ -92,6 +92,7 @@ type Worker struct {
 	ShutdownGrace     time.Duration
 	PollMin           time.Duration
 	PollMax           time.Duration
+	CountersEvery     time.Duration
 	Runs              bool
 	Lead              bool
 	Consume           bool
@@ -179,6 +180,7 @@ var Keys = []Key{
 	{"worker.shutdown_grace", "30s", "On SIGTERM/SIGINT, how long in-flight tasks may finish.", false},
 	{"worker.poll_min", "200ms", "Queue polling interval while work is flowing.", false},
 	{"worker.poll_max", "30s", "Longest queue polling interval when idle (exponential backoff with jitter).", false},
+	{"worker.counters_every", "30s", "How often a worker flushes its counters (shown by `leasecron stats`) to the Runs table.", false},
 	{"worker.runs", true, "Keep run records (status, duplicate suppression, cancel after move).", false},
 	{"worker.lead", true, "Compete for the lease and move due tasks.", false},
 	{"worker.consume", true, "Take tasks from the queue.", false},
@@ -314,6 +316,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		ShutdownGrace:     d.dur("worker.shutdown_grace", 0, time.Hour),
 		PollMin:           d.dur("worker.poll_min", 10*time.Millisecond, time.Hour),
 		PollMax:           d.dur("worker.poll_max", 10*time.Millisecond, time.Hour),
+		CountersEvery:     d.dur("worker.counters_every", time.Second, 24*time.Hour),
 		Runs:              d.bool("worker.runs"),
 		Lead:              d.bool("worker.lead"),
 		Consume:           d.bool("worker.consume"),
