@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
-	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
@@ -41,18 +40,13 @@ type ClientOptions struct {
 	Logger *slog.Logger
 	// Clock is the time source. Default the real clock.
 	Clock clock.Clock
-
-	clients *storage.Clients
 }
 
 // Client schedules, cancels and inspects tasks. It is safe for concurrent use.
 type Client struct {
-	o     ClientOptions
-	sc    *storage.Clients
-	sched *schedule.Client
-	runs  *runs.Store // nil when NoRuns
-	queue *queue.Client
-	dead  *queue.DeadLetters
+	parts
+	o    ClientOptions
+	dead *queue.DeadLetters
 }
 
 // NewClient connects to the account (without contacting it yet). Tables,
@@ -66,31 +60,15 @@ func NewClient(o ClientOptions) (*Client, error) {
 		o.Logger = slog.Default()
 	}
 	o.Clock = clock.OrReal(o.Clock)
-	sc := o.clients
-	if sc == nil {
-		var err error
-		if sc, err = storage.New(o.Storage.config(nil)); err != nil {
-			return nil, err
-		}
-	}
-	c := &Client{o: o, sc: sc}
-	store, err := payload.NewBlobStore(sc.Blob, payload.Options{Container: o.Names.Container, Logger: o.Logger})
+	sc, err := storage.New(o.Storage.config(nil))
 	if err != nil {
 		return nil, err
 	}
-	if c.sched, err = schedule.NewAzure(sc.Table, schedule.Options{
-		Table: o.Names.ScheduleTable, Clock: o.Clock, Logger: o.Logger, PayloadStore: store, MaxPayload: o.MaxPayload,
-	}); err != nil {
+	p, err := newParts(sc, o.Names, o.NoRuns, o.MaxPayload, o.Clock, o.Logger)
+	if err != nil {
 		return nil, err
 	}
-	if !o.NoRuns {
-		if c.runs, err = runs.New(sc, runs.Options{Table: o.Names.RunsTable, Clock: o.Clock, Logger: o.Logger}); err != nil {
-			return nil, err
-		}
-	}
-	if c.queue, err = queue.NewClient(sc, queue.ClientOptions{Queue: o.Names.Queue, PoisonQueue: o.Names.PoisonQueue, Clock: o.Clock, Logger: o.Logger}); err != nil {
-		return nil, err
-	}
+	c := &Client{o: o, parts: p}
 	var rq queue.RunRequeuer
 	if c.runs != nil {
 		rq = c.runs

@@ -16,9 +16,12 @@ package leasecron
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
@@ -136,4 +139,35 @@ func (n Names) validate() error {
 		}
 	}
 	return nil
+}
+
+// parts are the storage-backed pieces a Client and a Worker both use.
+type parts struct {
+	sc       *storage.Clients
+	payloads *payload.BlobStore
+	sched    *schedule.Client
+	queue    *queue.Client
+	runs     *runs.Store // nil when run records are off
+}
+
+func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clock.Clock, log *slog.Logger) (parts, error) {
+	p := parts{sc: sc}
+	var err error
+	if p.payloads, err = payload.NewBlobStore(sc.Blob, payload.Options{Container: n.Container, Logger: log}); err != nil {
+		return p, err
+	}
+	if p.sched, err = schedule.NewAzure(sc.Table, schedule.Options{
+		Table: n.ScheduleTable, Clock: clk, Logger: log, PayloadStore: p.payloads, MaxPayload: maxPayload,
+	}); err != nil {
+		return p, err
+	}
+	if p.queue, err = queue.NewClient(sc, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {
+		return p, err
+	}
+	if !noRuns {
+		if p.runs, err = runs.New(sc, runs.Options{Table: n.RunsTable, Clock: clk, Logger: log}); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
 }

@@ -3,7 +3,6 @@ package leasecron_test
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,11 +13,7 @@ import (
 	"github.com/leasecron/leasecron/internal/runs"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	azuritetest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { azuritetest.Main(m) }
 
 // TestWorkerAndClient runs an in-process worker and drives it through the
 // client: schedule, run, status, cancel before and after the move,

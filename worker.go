@@ -14,7 +14,6 @@ import (
 	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/ops"
-	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
@@ -124,15 +123,11 @@ type WorkerOptions struct {
 // Worker is one leasecron instance: it competes for the lease and moves
 // due tasks while it leads, consumes the queue, and walks the blackboard.
 type Worker struct {
-	o        WorkerOptions
-	sc       *storage.Clients
-	counter  *storage.Counter
-	metrics  *ops.Metrics
-	log      *slog.Logger
-	sched    *schedule.Client
-	queue    *queue.Client
-	runs     *runs.Store
-	payloads *payload.BlobStore
+	parts
+	o       WorkerOptions
+	counter *storage.Counter
+	metrics *ops.Metrics
+	log     *slog.Logger
 
 	mu       sync.Mutex
 	handlers map[string]queue.Handler
@@ -164,23 +159,12 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	w.log = o.Logger.With("instance", o.InstanceID)
 	w.metrics.SetBuildInfo(o.Version)
 	w.counter.OnRequest = w.metrics.StorageRequest
-	var err error
-	if w.sc, err = storage.New(o.Storage.config(w.counter)); err != nil {
+	sc, err := storage.New(o.Storage.config(w.counter))
+	if err != nil {
 		return nil, err
 	}
-	if w.payloads, err = payload.NewBlobStore(w.sc.Blob, payload.Options{Container: o.Names.Container, Logger: w.log}); err != nil {
+	if w.parts, err = newParts(sc, o.Names, o.NoRuns, 0, o.Clock, w.log); err != nil {
 		return nil, err
-	}
-	if w.sched, err = schedule.NewAzure(w.sc.Table, schedule.Options{Table: o.Names.ScheduleTable, Clock: o.Clock, Logger: w.log, PayloadStore: w.payloads}); err != nil {
-		return nil, err
-	}
-	if w.queue, err = queue.NewClient(w.sc, queue.ClientOptions{Queue: o.Names.Queue, PoisonQueue: o.Names.PoisonQueue, Clock: o.Clock, Logger: w.log}); err != nil {
-		return nil, err
-	}
-	if !o.NoRuns {
-		if w.runs, err = runs.New(w.sc, runs.Options{Table: o.Names.RunsTable, Clock: o.Clock, Logger: w.log}); err != nil {
-			return nil, err
-		}
 	}
 	for typ, n := range o.Limits {
 		sem, err := trafficcop.NewSemaphore(w.sc, typ, n, trafficcop.SemaphoreOptions{Container: o.Names.Container, Clock: o.Clock, Logger: w.log,

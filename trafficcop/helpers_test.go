@@ -8,27 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/clock"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	azuritetest.StopShared()
-	if code == 0 {
-		if err := goleak.Find(
-			// Idle keep-alive connections of the SDK's shared HTTP transport.
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-		); err != nil {
-			os.Stderr.WriteString("goroutine leak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { azuritetest.Main(m) }
 
 // crash stops the cop the way a killed process stops: no release, the
 // lease is left to expire. (Test seam: hooks still run.)

@@ -3,14 +3,10 @@ package calendar
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/azurite/azuritetest"
@@ -18,21 +14,7 @@ import (
 	"github.com/leasecron/leasecron/queue"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	azuritetest.StopShared()
-	if code == 0 {
-		if err := goleak.Find(
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { azuritetest.Main(m) }
 
 func azClients(t *testing.T) *storage.Clients {
 	t.Helper()

@@ -7,13 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
 
@@ -22,19 +19,7 @@ import (
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	azuritetest.StopShared()
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop")); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { azuritetest.Main(m) }
 
 // echoServer echoes every byte and counts what it received.
 type echoServer struct {

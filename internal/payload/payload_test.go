@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +14,7 @@ import (
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	azuritetest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { azuritetest.Main(m) }
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
