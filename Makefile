@@ -23,7 +23,7 @@ build: ## build bin/leasecron
 
 test: deps ## unit + integration tests against private Azurites (under 15 min)
 	@set -o pipefail; $(GO) test -count=1 -timeout 14m -v ./... 2>&1 | tee test.log | awk '\
-		/^(ok|FAIL|panic:|--- )/ || /^    --- FAIL/ { print; fflush() } \
+		/^(ok|FAIL|panic:|--- |# )/ || /^    --- FAIL/ || /\.go:[0-9]+:[0-9]+: / { print; fflush() } \
 		/^--- PASS/ { p++ } /^--- FAIL/ { f++ } /^--- SKIP/ { s++ } \
 		END { printf "%d passed, %d failed, %d skipped\n", p, f, s }' \
 		|| { echo "==== failure context from test.log ===="; grep -E -B80 '^\s*--- FAIL|^panic:' test.log | tail -500; exit 1; }
