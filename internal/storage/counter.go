@@ -110,7 +110,13 @@ func opName(svc string, r *http.Request) string {
 	case "blob":
 		switch {
 		case comp == "lease":
-			return "lease-" + strings.ToLower(r.Header.Get("x-ms-lease-action"))
+			// The SDK sets this header under its lower-case name, which
+			// Header.Get (canonical keys) does not find.
+			action := r.Header.Get("x-ms-lease-action")
+			if v := r.Header["x-ms-lease-action"]; action == "" && len(v) > 0 {
+				action = v[0]
+			}
+			return "lease-" + strings.ToLower(action)
 		case comp == "metadata":
 			return strings.ToLower(r.Method) + "-metadata"
 		case comp == "list" || q.Get("restype") == "container" && r.Method == http.MethodGet:
