@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/bench/results"
+	"github.com/leasecron/leasecron/internal/fleet"
+)
+
+// runLateness is scenario 3: tasks due over several mover poll windows,
+// run by two worker processes with the product's default intervals;
+// lateness = handler start − due, with early enqueue on (the default) and
+// off (mover.early negative).
+func runLateness(ctx context.Context, b *bench) error {
+	const name = "lateness"
+	var res results.Lateness
+	for _, c := range []struct{ label, early string }{
+		{"early enqueue on (default)", "0s"},
+		{"early enqueue off (mover.early -1s)", "-1s"},
+	} {
+		run, err := b.latenessRun(ctx, c.label, c.early)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.label, err)
+		}
+		s := run.Summary
+		b.logf(name, "%s: %d tasks, p50 %.3fs p99 %.3fs max %.3fs min %.3fs, %d duplicates", c.label, run.Ran, s.P50, s.P99, s.Max, s.Min, run.Duplicates)
+		res.Runs = append(res.Runs, run)
+	}
+	return results.Write(b.out, results.LatenessFile, res)
+}
+
+func (b *bench) latenessRun(ctx context.Context, label, early string) (results.LatenessRun, error) {
+	const name = "lateness"
+	run := results.LatenessRun{Label: label, Early: early, Workers: 2, Tasks: b.s.latTasks, WindowSeconds: b.s.latWindow.Seconds()}
+	dir, err := b.scratch("lateness-early" + early)
+	if err != nil {
+		return run, err
+	}
+	cfg := workerConfig(map[string]any{"mover": map[string]any{"early": early}})
+	run.Config = map[string]string{
+		"mover.poll_every": "5s", "mover.early": early, "worker.poll_min": "200ms", "worker.poll_max": "30s",
+		"worker.concurrency": "8", "handler": "rec (exec /bin/sh: printf >> file)",
+	}
+	f, err := fleet.Start(ctx, fleet.Options{Dir: dir, Workers: run.Workers, Config: cfg})
+	if err != nil {
+		return run, err
+	}
+	defer f.Stop()
+	b.logf(name, "%s: fleet of %d up (logs in %s)", label, run.Workers, dir)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	leader, err := f.WaitLeader(wctx, "")
+	if err != nil {
+		return run, err
+	}
+	// Let the consumers settle into idle polling first, as in a fleet
+	// that has been waiting for work.
+	if err := sleep(ctx, b.s.latSettle); err != nil {
+		return run, err
+	}
+	cl, err := f.Client()
+	if err != nil {
+		return run, err
+	}
+	start := time.Now().Add(6 * time.Second)
+	dues, err := scheduleSpread(ctx, cl, b.s.latTasks, start, b.s.latWindow, "rec")
+	if err != nil {
+		return run, err
+	}
+	b.logf(name, "%s: leader %s, %d tasks due over %s from %s", label, leader.Holder, len(dues), b.s.latWindow, start.Format("15:04:05"))
+	var want []string
+	for id := range dues {
+		want = append(want, id)
+	}
+	rctx, rcancel := context.WithDeadline(ctx, start.Add(b.s.latWindow+90*time.Second))
+	defer rcancel()
+	missing, err := f.WaitRecords(rctx, want)
+	if err != nil {
+		return run, fmt.Errorf("%d of %d tasks did not run: %w", len(missing), len(want), err)
+	}
+	recs, err := f.Records()
+	if err != nil {
+		return run, err
+	}
+	starts := fleet.Starts(recs)
+	for id, due := range dues {
+		rs := starts[id]
+		if len(rs) == 0 {
+			continue
+		}
+		first := rs[0].At
+		for _, r := range rs[1:] {
+			if r.At.Before(first) {
+				first = r.At
+			}
+		}
+		run.Ran++
+		run.Duplicates += len(rs) - 1
+		run.Lateness = append(run.Lateness, first.Sub(due).Seconds())
+	}
+	run.Summary = results.Summarize(run.Lateness)
+	return run, nil
+}
+
+// scheduleSpread schedules n tasks of type typ due uniformly at random over
+// [start, start+window), eight at a time, and returns their due times by id.
+func scheduleSpread(ctx context.Context, cl *leasecron.Client, n int, start time.Time, window time.Duration, typ string) (map[string]time.Time, error) {
+	dues := map[string]time.Time{}
+	var mu sync.Mutex
+	ids := make(chan int)
+	var firstErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ids {
+				due := start.Add(time.Duration(rand.Int64N(int64(window))))
+				it, err := cl.Schedule(ctx, leasecron.Item{ID: fmt.Sprintf("late-%04d", i), Type: typ, Due: due, Payload: "{}"}, false)
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					continue
+				}
+				mu.Lock()
+				dues[it.ID] = it.Due
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range n {
+		ids <- i
+	}
+	close(ids)
+	wg.Wait()
+	return dues, firstErr
+}

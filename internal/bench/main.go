@@ -1,0 +1,232 @@
+// Command bench runs leasecron's benchmark scenarios against private
+// Azurites and writes one JSON record per scenario (see package results):
+//
+//	go run ./internal/bench -out DIR [-quick] [-only mover,consumer,...]
+//
+// Scenarios: mover (mover vs the raw enqueue ceiling and the naive
+// design), consumer (consumers vs raw dequeue+delete), lateness (on-time
+// delivery with and without early enqueue), failover (leader loss to first
+// move), transactions (storage requests per task), idle (requests per hour
+// of idle workers) and footprint (worker RSS and CPU). Each starts a fresh
+// Azurite. The count-based scenarios (transactions, idle) run alongside
+// failover, which spends most of its time waiting for leases to expire.
+// `go run ./internal/bench/report` renders the records as
+// docs/BENCHMARKS.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/bench/results"
+)
+
+// scale sizes the scenarios.
+type scale struct {
+	moverRows, naiveRows, moverReps int
+	moverLatency                    time.Duration
+	slowRows, slowNaiveRows         int
+	consumerMsgs                    int
+	instances                       []int
+	consumerConcs                   []int
+	processRuns                     []bool
+	latTasks                        int
+	latWindow, latSettle            time.Duration
+	foLeases                        []time.Duration
+	foReps                          int
+	idleWarmup, idleWindow          time.Duration
+	txWarmup, txBaseline            time.Duration
+	txSpacing                       time.Duration
+	txLone, txBurst, txSeries       int
+	txSeriesWindow                  time.Duration
+	fpTasks                         int
+}
+
+var full = scale{
+	moverRows: 10_000, naiveRows: 1_000, moverReps: 3, moverLatency: 10 * time.Millisecond, slowRows: 10_000, slowNaiveRows: 500,
+	consumerMsgs: 5_000, instances: []int{1, 2, 4}, consumerConcs: []int{32, 8}, processRuns: []bool{true, false},
+	latTasks: 300, latWindow: 30 * time.Second, latSettle: 10 * time.Second,
+	foLeases: []time.Duration{15 * time.Second, 60 * time.Second}, foReps: 3,
+	idleWarmup: 60 * time.Second, idleWindow: 4 * time.Minute,
+	txWarmup: 60 * time.Second, txBaseline: 60 * time.Second, txSpacing: 10 * time.Second,
+	txLone: 6, txBurst: 500, txSeries: 100, txSeriesWindow: 30 * time.Second,
+	fpTasks: 5_000,
+}
+
+var quick = scale{
+	moverRows: 1_000, naiveRows: 200, moverReps: 1, moverLatency: 10 * time.Millisecond, slowRows: 500, slowNaiveRows: 50,
+	consumerMsgs: 1_000, instances: []int{1, 4}, consumerConcs: []int{32}, processRuns: []bool{true},
+	latTasks: 60, latWindow: 10 * time.Second, latSettle: 4 * time.Second,
+	foLeases: []time.Duration{15 * time.Second}, foReps: 1,
+	idleWarmup: 15 * time.Second, idleWindow: 60 * time.Second,
+	txWarmup: 10 * time.Second, txBaseline: 15 * time.Second, txSpacing: 5 * time.Second,
+	txLone: 3, txBurst: 100, txSeries: 20, txSeriesWindow: 15 * time.Second,
+	fpTasks: 1_000,
+}
+
+// scenario is one benchmark: run writes its record into dir.
+type scenario struct {
+	name string
+	run  func(ctx context.Context, b *bench) error
+}
+
+var scenarios = []scenario{
+	{"mover", runMover},
+	{"consumer", runConsumer},
+	{"lateness", runLateness},
+	{"failover", runFailover},
+	{"transactions", runTransactions},
+	{"idle", runIdle},
+	{"footprint", runFootprint},
+}
+
+// concurrent are the scenarios that run together (counts and lease
+// expiries; none measures throughput).
+var concurrent = map[string]bool{"failover": true, "transactions": true, "idle": true}
+
+// bench is the shared state of one run.
+type bench struct {
+	out   string
+	quick bool
+	s     scale
+	start time.Time
+	logMu sync.Mutex
+}
+
+// logf prints a progress line: elapsed time, scenario, message.
+func (b *bench) logf(scenario, format string, args ...any) {
+	b.logMu.Lock()
+	defer b.logMu.Unlock()
+	el := time.Since(b.start).Round(time.Second)
+	fmt.Fprintf(os.Stderr, "%s [%6s] %-12s %s\n", time.Now().Format("15:04:05"), el, scenario, fmt.Sprintf(format, args...))
+}
+
+func main() {
+	out := flag.String("out", "", "directory for the JSON records (required)")
+	q := flag.Bool("quick", false, "smoke run: small sizes, one repetition (under 5 minutes)")
+	only := flag.String("only", "", "comma-separated scenarios to run (default all): "+names())
+	flag.Parse()
+	if *out == "" {
+		fmt.Fprintln(os.Stderr, "bench: -out DIR is required")
+		flag.Usage()
+		os.Exit(2)
+	}
+	sel, err := selectScenarios(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b := &bench{out: *out, quick: *q, s: full, start: time.Now()}
+	if *q {
+		b.s = quick
+	}
+	if err := b.run(ctx, sel); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func names() string {
+	var n []string
+	for _, s := range scenarios {
+		n = append(n, s.name)
+	}
+	return strings.Join(n, ",")
+}
+
+func selectScenarios(only string) ([]scenario, error) {
+	if only == "" {
+		return scenarios, nil
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(only, ",") {
+		want[strings.TrimSpace(n)] = true
+	}
+	var out []scenario
+	for _, s := range scenarios {
+		if want[s.name] {
+			out = append(out, s)
+			delete(want, s.name)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("-only: unknown scenario %q (known: %s)", n, names())
+	}
+	return out, nil
+}
+
+// run runs the selected scenarios and writes machine.json last.
+func (b *bench) run(ctx context.Context, sel []scenario) error {
+	if err := os.MkdirAll(b.out, 0o755); err != nil {
+		return err
+	}
+	m := machineInfo()
+	m.Quick, m.Started = b.quick, b.start
+	b.logf("bench", "%d cores, %s, Go %s, Azurite %s, load %s; results into %s", m.Cores, m.CPUModel, m.GoVersion, m.AzuriteVersion, m.LoadStart, b.out)
+
+	var mu sync.Mutex
+	var failed []string
+	one := func(s scenario) {
+		b.logf(s.name, "starting")
+		t0 := time.Now()
+		err := s.run(ctx, b)
+		st := results.ScenarioTime{Name: s.name, Seconds: time.Since(t0).Seconds()}
+		if err != nil {
+			st.Error = err.Error()
+			b.logf(s.name, "FAILED after %s: %v", time.Since(t0).Round(time.Second), err)
+		} else {
+			b.logf(s.name, "done in %s", time.Since(t0).Round(time.Second))
+		}
+		mu.Lock()
+		m.Scenarios = append(m.Scenarios, st)
+		if err != nil {
+			failed = append(failed, s.name)
+		}
+		mu.Unlock()
+	}
+	var group []scenario
+	flush := func() {
+		var wg sync.WaitGroup
+		for _, s := range group {
+			wg.Add(1)
+			go func() { defer wg.Done(); one(s) }()
+		}
+		wg.Wait()
+		group = nil
+	}
+	for _, s := range sel {
+		if ctx.Err() != nil {
+			break
+		}
+		if concurrent[s.name] {
+			group = append(group, s)
+			continue
+		}
+		flush()
+		one(s)
+	}
+	flush()
+	m.Finished = time.Now()
+	m.LoadEnd = loadAvg()
+	if err := results.Write(b.out, results.MachineFile, m); err != nil {
+		return err
+	}
+	b.logf("bench", "finished in %s", time.Since(b.start).Round(time.Second))
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if len(failed) > 0 {
+		return errors.New("scenarios failed: " + strings.Join(failed, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,405 @@
+// Package results holds the JSON records the benchmark runner writes
+// (`go run ./internal/bench -out DIR`) and the report renderer reads
+// (`go run ./internal/bench/report -in DIR -out docs`), plus the small
+// statistics both share. Durations are stored as float64 seconds so the
+// files stay readable.
+package results
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// File names of the records in a results directory.
+const (
+	MachineFile      = "machine.json"
+	MoverFile        = "mover.json"
+	ConsumerFile     = "consumer.json"
+	LatenessFile     = "lateness.json"
+	FailoverFile     = "failover.json"
+	TransactionsFile = "transactions.json"
+	IdleFile         = "idle.json"
+	FootprintFile    = "footprint.json"
+)
+
+// Machine describes where and when the benchmarks ran.
+type Machine struct {
+	Cores          int       `json:"cores"`
+	CPUModel       string    `json:"cpu_model"`
+	MemoryMiB      int       `json:"memory_mib"`
+	GoVersion      string    `json:"go_version"`
+	AzuriteVersion string    `json:"azurite_version"`
+	OS             string    `json:"os"`
+	Kernel         string    `json:"kernel"`
+	Commit         string    `json:"commit"`
+	Quick          bool      `json:"quick"`
+	Started        time.Time `json:"started"`
+	Finished       time.Time `json:"finished"`
+	// LoadStart and LoadEnd are /proc/loadavg at the start and the end:
+	// the machine may be shared with other work.
+	LoadStart string `json:"load_start"`
+	LoadEnd   string `json:"load_end"`
+	// Scenarios lists the scenarios run, in order, with their wall time.
+	Scenarios []ScenarioTime `json:"scenarios"`
+}
+
+// ScenarioTime is one scenario's wall time, or its error.
+type ScenarioTime struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// Rate is one throughput measurement.
+type Rate struct {
+	// N is how many items were processed.
+	N int `json:"n"`
+	// Seconds is the wall time from the first request to the last
+	// completion.
+	Seconds float64 `json:"seconds"`
+	// PerSec is N / Seconds.
+	PerSec float64 `json:"per_sec"`
+	// Progress samples (seconds since start, items done) for plots.
+	Progress []Point `json:"progress,omitempty"`
+}
+
+// NewRate builds a Rate from a count and a wall time.
+func NewRate(n int, d time.Duration, progress []Point) Rate {
+	r := Rate{N: n, Seconds: d.Seconds(), Progress: progress}
+	if d > 0 {
+		r.PerSec = float64(n) / d.Seconds()
+	}
+	return r
+}
+
+// Point is an (x, y) sample.
+type Point struct {
+	X float64 `json:"x"`
+	Y float64 `json:"y"`
+}
+
+// Mover is scenario 1: the mover against the raw enqueue ceiling and the
+// naive design.
+type Mover struct {
+	// Concurrency is the mover's enqueue concurrency and the raw
+	// ceiling's goroutine count.
+	Concurrency int `json:"concurrency"`
+	// Sets are the measurements: on Azurite as it is, and with latency
+	// added to every request (a cloud round trip).
+	Sets []MoverSet `json:"sets"`
+	// MoverRequests counts the mover's storage requests in its last
+	// repetition without added latency, by "service op".
+	MoverRequests map[string]int64 `json:"mover_requests,omitempty"`
+}
+
+// MoverSet is one set of mover measurements.
+type MoverSet struct {
+	// AddedLatencyMS is the delay added before every storage request.
+	AddedLatencyMS float64 `json:"added_latency_ms"`
+	// Rows is how many due rows the mover and the raw ceiling move.
+	Rows int `json:"rows"`
+	// NaiveRows is the subset the naive design moves (of a table holding
+	// Rows rows).
+	NaiveRows int `json:"naive_rows"`
+	// Raw, Mover and Naive hold one Rate per repetition, each on a fresh
+	// Azurite; repetition i of each ran back to back.
+	Raw   []Rate `json:"raw"`
+	Mover []Rate `json:"mover"`
+	Naive []Rate `json:"naive"`
+}
+
+// Consumer is scenario 2: consumer throughput against raw dequeue+delete.
+type Consumer struct {
+	// Messages is how many messages each measurement drains.
+	Messages int `json:"messages"`
+	// Rows are the measurements.
+	Rows []ConsumerRow `json:"rows"`
+}
+
+// Consumer variants.
+const (
+	VariantRaw       = "raw"       // plain SDK: dequeue(32) + concurrent deletes
+	VariantInProcess = "inprocess" // queue.Consumer instances, no-op Go handler
+	VariantProcess   = "process"   // worker processes of the built binary
+)
+
+// ConsumerRow is one consumer throughput measurement.
+type ConsumerRow struct {
+	Variant string `json:"variant"`
+	// Label describes the configuration.
+	Label string `json:"label"`
+	// Instances is the number of consumers (goroutine loops or processes).
+	Instances int `json:"instances"`
+	// Concurrency is the handler concurrency of each instance.
+	Concurrency int `json:"concurrency"`
+	// Runs reports whether run records were kept.
+	Runs bool `json:"runs"`
+	Rate Rate `json:"rate"`
+	// Steady is the rate between 10 % and 90 % of the messages done
+	// (leaves out start-up and the tail).
+	Steady float64 `json:"steady_per_sec"`
+	// CPUSeconds is the user+system CPU the worker processes used
+	// (process variant only).
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+}
+
+// Lateness is scenario 3: on-time delivery.
+type Lateness struct {
+	Runs []LatenessRun `json:"runs"`
+}
+
+// LatenessRun is one on-time delivery run.
+type LatenessRun struct {
+	// Label names the configuration ("early enqueue on").
+	Label string `json:"label"`
+	// Early is the mover.early setting ("0s" = the poll interval, "-1s"
+	// disables).
+	Early string `json:"early"`
+	// Workers is the number of worker processes.
+	Workers int `json:"workers"`
+	// Tasks were spread uniformly over WindowSeconds.
+	Tasks         int     `json:"tasks"`
+	WindowSeconds float64 `json:"window_seconds"`
+	// Ran counts tasks that ran; Duplicates counts executions beyond the
+	// first.
+	Ran        int `json:"ran"`
+	Duplicates int `json:"duplicates"`
+	// Config are the interval settings that matter.
+	Config map[string]string `json:"config"`
+	// Lateness is handler start − due per task, seconds (first execution).
+	Lateness []float64 `json:"lateness"`
+	Summary  Summary   `json:"summary"`
+}
+
+// Failover is scenario 4: leader loss to first move by the new leader.
+type Failover struct {
+	// PollEverySeconds is lease.poll_every of the standbys.
+	PollEverySeconds float64          `json:"poll_every_seconds"`
+	Samples          []FailoverSample `json:"samples"`
+}
+
+// FailoverSample is one leader loss.
+type FailoverSample struct {
+	LeaseSeconds float64 `json:"lease_seconds"`
+	Signal       string  `json:"signal"` // SIGTERM or SIGKILL
+	Rep          int     `json:"rep"`
+	// Takeover is signal → the marker task (due at the signal) moved by
+	// the new leader, seconds.
+	Takeover float64 `json:"takeover_seconds"`
+	// Acquired is signal → the lease blob names the new holder, seconds.
+	Acquired float64 `json:"acquired_seconds"`
+	// OldGeneration and NewGeneration are the fencing generations; the
+	// marker's run record carries NewGeneration.
+	OldGeneration int64  `json:"old_generation"`
+	NewGeneration int64  `json:"new_generation"`
+	OldLeader     string `json:"old_leader"`
+	NewLeader     string `json:"new_leader"`
+	// Error is set when the sample failed (it is then not counted).
+	Error string `json:"error,omitempty"`
+}
+
+// Transactions is scenario 5, part one: storage transactions per task.
+type Transactions struct {
+	Cases []TxCase `json:"cases"`
+}
+
+// TxCase is the marginal cost of tasks in one pattern.
+type TxCase struct {
+	// Kind is "one-off" or "recurring".
+	Kind string `json:"kind"`
+	// Pattern is "lone" (one task at a time into an idle leader) or
+	// "burst" (many due at once).
+	Pattern string `json:"pattern"`
+	// Runs reports whether run records were kept.
+	Runs bool `json:"runs"`
+	// Tasks is how many tasks (or occurrences) the averages are over.
+	Tasks int `json:"tasks"`
+	// WindowSeconds is how long the worker was observed.
+	WindowSeconds float64 `json:"window_seconds"`
+	// SpacingSeconds is the gap between lone tasks (or the recurrence).
+	SpacingSeconds float64 `json:"spacing_seconds,omitempty"`
+	// Client is the scheduling side's requests per task, by "service op";
+	// for recurring kinds, per series (paid once, not per occurrence).
+	Client map[string]float64 `json:"client"`
+	// Worker is the worker's marginal requests per task, by "service op":
+	// requests during the window minus the idle rate × the window.
+	Worker map[string]float64 `json:"worker"`
+	// ClientTotal, WorkerTotal and Total sum them.
+	ClientTotal float64 `json:"client_total"`
+	WorkerTotal float64 `json:"worker_total"`
+	Total       float64 `json:"total"`
+}
+
+// Idle is scenario 5, part two: requests per hour of idle workers.
+type Idle struct {
+	// WarmupSeconds passed before counting; WindowSeconds were counted.
+	WarmupSeconds float64   `json:"warmup_seconds"`
+	WindowSeconds float64   `json:"window_seconds"`
+	Rows          []IdleRow `json:"rows"`
+}
+
+// IdleRow is one idle role.
+type IdleRow struct {
+	// Role is "leader", "standby" or "consumer-only".
+	Role string `json:"role"`
+	// Label describes it.
+	Label string `json:"label"`
+	// Runs reports whether run records were kept.
+	Runs bool `json:"runs"`
+	// Requests counted in the window, by "service op".
+	Requests map[string]int64 `json:"requests"`
+	// PerHour is the total extrapolated to one hour.
+	PerHour float64 `json:"per_hour"`
+}
+
+// Footprint is scenario 6: a worker process's memory and CPU.
+type Footprint struct {
+	Tasks int `json:"tasks"`
+	// Concurrency is worker.concurrency; Runs whether run records were
+	// kept.
+	Concurrency int  `json:"concurrency"`
+	Runs        bool `json:"runs"`
+	// PickupSeconds is how long after the messages became visible the
+	// idle worker was first seen to have finished one (its polling had
+	// backed off); Seconds is the drain time from then to an empty queue.
+	PickupSeconds float64 `json:"pickup_seconds"`
+	Seconds       float64 `json:"seconds"`
+	TasksPerSec   float64 `json:"tasks_per_sec"`
+	// RSSIdleMiB is VmRSS before the messages became visible; RSSPeakMiB
+	// is VmHWM at the end; RSSEndMiB VmRSS at the end.
+	RSSIdleMiB float64 `json:"rss_idle_mib"`
+	RSSPeakMiB float64 `json:"rss_peak_mib"`
+	RSSEndMiB  float64 `json:"rss_end_mib"`
+	// CPUSeconds is utime+stime spent draining; CPUPer1000 per 1,000
+	// tasks; CPUIdleSeconds what the process used before.
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	CPUPer1000     float64 `json:"cpu_per_1000"`
+	CPUIdleSeconds float64 `json:"cpu_idle_seconds"`
+	// Samples over time: X seconds since the messages became visible.
+	RSS  []Point `json:"rss_mib"`
+	Done []Point `json:"done"`
+}
+
+// Summary are order statistics of a sample, in the sample's unit.
+type Summary struct {
+	N   int     `json:"n"`
+	Min float64 `json:"min"`
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// Summarize returns the order statistics of xs (nearest-rank percentiles).
+func Summarize(xs []float64) Summary {
+	if len(xs) == 0 {
+		return Summary{}
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return Summary{N: len(s), Min: s[0], P50: Percentile(s, 50), P90: Percentile(s, 90), P99: Percentile(s, 99), Max: s[len(s)-1]}
+}
+
+// Percentile returns the p-th percentile (0–100, nearest rank) of sorted
+// xs; 0 for an empty slice.
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	k := int(math.Ceil(float64(len(sorted))*p/100)) - 1
+	k = max(0, min(k, len(sorted)-1))
+	return sorted[k]
+}
+
+// Median returns the median of xs (the mean of the middle two for an even
+// count); 0 for an empty slice.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// MedianRate returns the median PerSec of rs.
+func MedianRate(rs []Rate) float64 {
+	xs := make([]float64, 0, len(rs))
+	for _, r := range rs {
+		xs = append(xs, r.PerSec)
+	}
+	return Median(xs)
+}
+
+// SteadyRate returns the rate between the times the 10 % and the 90 %
+// marks of total were reached, from progress samples (X seconds, Y items
+// done, Y non-decreasing). It falls back to the overall rate when the
+// samples are too coarse.
+func SteadyRate(progress []Point, total int) float64 {
+	if total <= 0 || len(progress) == 0 {
+		return 0
+	}
+	lo, hi := 0.1*float64(total), 0.9*float64(total)
+	var tlo, thi float64 = -1, -1
+	var ylo, yhi float64
+	for _, p := range progress {
+		if tlo < 0 && p.Y >= lo {
+			tlo, ylo = p.X, p.Y
+		}
+		if thi < 0 && p.Y >= hi {
+			thi, yhi = p.X, p.Y
+		}
+	}
+	if tlo >= 0 && thi > tlo && yhi > ylo {
+		return (yhi - ylo) / (thi - tlo)
+	}
+	last := progress[len(progress)-1]
+	if last.X <= 0 {
+		return 0
+	}
+	return last.Y / last.X
+}
+
+// Write stores v as indented JSON in dir/name.
+func Write(dir, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("results: encode %s: %w", name, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	return nil
+}
+
+// ErrMissing is returned by Read when the record does not exist (the
+// scenario was not run or failed).
+var ErrMissing = errors.New("results: record missing")
+
+// Read loads dir/name into v; ErrMissing when the file does not exist.
+func Read(dir, name string, v any) error {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %s", ErrMissing, name)
+	}
+	if err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("results: decode %s: %w", name, err)
+	}
+	return nil
+}
