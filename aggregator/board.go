@@ -60,6 +60,13 @@ func (b *Board) Add(ctx context.Context, e Entry, opts *AddOptions) error {
 	}
 	def := e.definition()
 	_, err := b.store.Insert(ctx, def)
+	if errors.Is(err, storage.ErrNotFound) {
+		// First use: the table does not exist yet.
+		if eerr := b.store.Ensure(ctx); eerr != nil {
+			return fmt.Errorf("add blackboard key %q: %w", e.Key, eerr)
+		}
+		_, err = b.store.Insert(ctx, def)
+	}
 	switch {
 	case err == nil:
 		return nil

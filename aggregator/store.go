@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"sync"
@@ -120,12 +121,19 @@ func (s *TableStore) List(ctx context.Context) ([]Entry, error) {
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list blackboard table %s: %w", s.name, storage.Translate(err))
+			err = storage.Translate(err)
+			if errors.Is(err, storage.ErrNotFound) {
+				return nil, nil // no table yet: an empty board
+			}
+			return nil, fmt.Errorf("list blackboard table %s: %w", s.name, err)
 		}
 		for _, raw := range page.Entities {
 			e, err := decodeEntity(raw)
 			if err != nil {
-				return nil, err
+				// One bad row (written by hand, say) must not stop every
+				// other key: it is skipped and reported.
+				slog.Default().Warn("skipping a malformed blackboard row", "table", s.name, "err", err)
+				continue
 			}
 			out = append(out, e)
 		}

@@ -400,6 +400,12 @@ func (w *Worker) eligible(e Entry, now time.Time) (queue.Handler, bool) {
 	if !(e.Running && e.Abandoned(now)) && (e.Running || !e.Due(now)) {
 		return nil, false
 	}
+	if err := e.Validate(); err != nil {
+		// A row written by hand with, say, no interval would otherwise run
+		// on every cycle.
+		w.warnOnce(e.Key, "aggregator: skipping an invalid blackboard row", "err", err)
+		return nil, false
+	}
 	h, ok := w.opts.Handlers(e.Type)
 	if !ok || h == nil {
 		w.warnOnce(e.Key, "aggregator: no handler for the key's type; leaving it to other workers", "type", e.Type)

@@ -868,3 +868,30 @@ func TestEntryStateAndTaskID(t *testing.T) {
 		t.Fatalf("truncateError gave %d bytes", len(long))
 	}
 }
+
+// A row written by hand that fails validation (no interval) is skipped, not
+// run on every cycle, and the valid keys beside it still run.
+func TestInvalidRowIsSkipped(t *testing.T) {
+	s := NewMemStore()
+	clk := clock.NewFake(t0)
+	r := &recorder{}
+	w := newWorker(t, s, clk, r, func(o *Options) { o.InstanceID = "w1" })
+	addKey(t, s, "good", time.Minute)
+	if _, err := s.Insert(context.Background(), Entry{Key: "nointerval", Type: "count"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		runOnce(t, w)
+		clk.Advance(time.Minute)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, task := range r.tasks {
+		if task.Key != "good" {
+			t.Fatalf("ran the invalid row: %+v", task)
+		}
+	}
+	if len(r.tasks) != 3 {
+		t.Fatalf("good ran %d times over three intervals, want 3", len(r.tasks))
+	}
+}

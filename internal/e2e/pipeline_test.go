@@ -36,6 +36,16 @@ func TestPipelineThreeProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("first leader %s generation %d", first.Holder, first.Generation)
+	out, stderr, err := f.CLI(ctx, "leader", "--json")
+	var shown struct {
+		Held       bool   `json:"held"`
+		Holder     string `json:"holder"`
+		Generation int64  `json:"generation"`
+		State      string `json:"state"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &shown) != nil || !shown.Held || shown.Holder != first.Holder || shown.Generation != first.Generation || shown.State != "leased" {
+		t.Fatalf("leader --json = %s (%v %s), want holder %s generation %d", out, err, stderr, first.Holder, first.Generation)
+	}
 
 	cl, err := f.Client()
 	if err != nil {
