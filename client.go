@@ -174,7 +174,11 @@ func (c *Client) Get(ctx context.Context, id string) (Item, error) {
 
 // List returns a page of pending tasks in due order.
 func (c *Client) List(ctx context.Context, o schedule.ListOptions) ([]Item, string, error) {
-	return c.sched.List(ctx, o)
+	items, next, err := c.sched.List(ctx, o)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, "", nil // no table yet: nothing is scheduled
+	}
+	return items, next, err
 }
 
 // Status is what is known about a task id: its pending row and/or its run
@@ -261,7 +265,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	if s.PoisonDepth, err = c.queue.Poison().Count(ctx); err != nil {
 		return s, fmt.Errorf("poison queue depth: %w", err)
 	}
-	if s.Due, err = c.sched.Due(ctx, c.o.Clock.Now()); err != nil {
+	if s.Due, err = c.sched.Due(ctx, c.o.Clock.Now()); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return s, fmt.Errorf("due backlog: %w", err)
 	}
 	if c.runs != nil {

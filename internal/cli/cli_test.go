@@ -146,3 +146,13 @@ func TestReadmeDocumentsEveryKeyAndCommand(t *testing.T) {
 	}
 	walk(root, "")
 }
+
+func TestCondenseSDKErrors(t *testing.T) {
+	dump := "list: not found: GET http://h/t()\n--------------------------------------------------------------------------------\nRESPONSE 404: 404 Not Found\nERROR CODE: TableNotFound\n--------------------------------------------------------------------------------\n{\"odata.error\":{}}\n"
+	if got := condense(dump); got != "list: not found: GET http://h/t() (error code TableNotFound)" {
+		t.Errorf("condense = %q", got)
+	}
+	if got := condense("plain\nmulti-line config error"); got != "plain\nmulti-line config error" {
+		t.Errorf("non-SDK message changed: %q", got)
+	}
+}

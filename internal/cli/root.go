@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
@@ -52,7 +53,7 @@ func Main(ctx context.Context, version string, args []string, in io.Reader, out,
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(errOut, "leasecron:", storage.Redact(err.Error()))
+	fmt.Fprintln(errOut, "leasecron:", storage.Redact(condense(err.Error())))
 	var ue usageError
 	var nf notFoundErr
 	switch {
@@ -224,4 +225,20 @@ func printTree(w io.Writer, m map[string]any, indent string) {
 		}
 		fmt.Fprintf(w, "%s%s: %v\n", indent, k, m[k])
 	}
+}
+
+// condense shortens the Azure SDK's multi-line error dumps (request,
+// response headers, body) to their first line and the service's error
+// code: enough to act on, without a screenful of HTTP.
+func condense(msg string) string {
+	first, rest, ok := strings.Cut(msg, "\n")
+	if !ok || !strings.Contains(rest, "-----") {
+		return msg
+	}
+	for _, line := range strings.Split(rest, "\n") {
+		if code, ok := strings.CutPrefix(strings.TrimSpace(line), "ERROR CODE:"); ok && strings.TrimSpace(code) != "" {
+			return first + " (error code " + strings.TrimSpace(code) + ")"
+		}
+	}
+	return first
 }
