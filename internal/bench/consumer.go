@@ -43,17 +43,17 @@ func runConsumer(ctx context.Context, b *bench) error {
 		b.logf(name, "%-40s x%d: %d in %.2fs = %.0f/s (steady %.0f/s%s)", row.Label, row.Instances, m, row.Rate.Seconds, row.Rate.PerSec, row.Steady, extra)
 	}
 	for _, k := range b.s.instances {
-		r, err := b.consumeRaw(ctx, m, k)
+		r, reqs, err := b.consumeRaw(ctx, m, k)
 		if err != nil {
 			return fmt.Errorf("raw x%d: %w", k, err)
 		}
-		add(results.ConsumerRow{Variant: results.VariantRaw, Label: "raw dequeue(32) + 32 concurrent deletes", Instances: k, Concurrency: rawConcurrency, Rate: r})
+		add(results.ConsumerRow{Variant: results.VariantRaw, Label: "raw dequeue(32) + 32 concurrent deletes", Instances: k, Concurrency: rawConcurrency, Rate: r, Requests: reqs})
 		for _, conc := range b.s.consumerConcs {
-			r, err := b.consumeInProcess(ctx, m, k, conc)
+			r, reqs, err := b.consumeInProcess(ctx, m, k, conc)
 			if err != nil {
 				return fmt.Errorf("in-process x%d: %w", k, err)
 			}
-			add(results.ConsumerRow{Variant: results.VariantInProcess, Label: fmt.Sprintf("queue.Consumer, concurrency %d, no runs", conc), Instances: k, Concurrency: conc, Rate: r})
+			add(results.ConsumerRow{Variant: results.VariantInProcess, Label: fmt.Sprintf("queue.Consumer, concurrency %d, no runs", conc), Instances: k, Concurrency: conc, Rate: r, Requests: reqs})
 		}
 		for _, runs := range b.s.processRuns {
 			r, cpu, err := b.consumeProcesses(ctx, m, k, runs)
@@ -97,11 +97,12 @@ func (b *bench) prefilled(ctx context.Context, m int) (*azurite.Server, *storage
 
 // consumeRaw drains the queue with k loops of the plain SDK, each
 // dequeuing 32 messages and deleting them with 32 goroutines.
-func (b *bench) consumeRaw(ctx context.Context, m, k int) (results.Rate, error) {
+func (b *bench) consumeRaw(ctx context.Context, m, k int) (results.Rate, map[string]int64, error) {
 	srv, _, err := b.prefilled(ctx, m)
 	if err != nil {
-		return results.Rate{}, err
+		return results.Rate{}, nil, err
 	}
+	counter := storage.NewCounter()
 	defer srv.Stop()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -111,9 +112,9 @@ func (b *bench) consumeRaw(ctx context.Context, m, k int) (results.Rate, error) 
 	fail := func(err error) { errOnce.Do(func() { firstErr = err; cancel() }) }
 	var wg sync.WaitGroup
 	for range k {
-		sc, err := clients(srv, nil) // separate clients per instance
+		sc, err := clients(srv, counter) // separate clients per instance
 		if err != nil {
-			return results.Rate{}, err
+			return results.Rate{}, nil, err
 		}
 		qc := sc.Queue.NewQueueClient(workQueue)
 		wg.Add(1)
@@ -148,21 +149,22 @@ func (b *bench) consumeRaw(ctx context.Context, m, k int) (results.Rate, error) 
 	wg.Wait()
 	pts, d := p.finish()
 	if firstErr != nil {
-		return results.Rate{}, firstErr
+		return results.Rate{}, nil, firstErr
 	}
 	if got := p.n.Load(); got != int64(m) {
-		return results.Rate{}, fmt.Errorf("raw consumers deleted %d of %d messages", got, m)
+		return results.Rate{}, nil, fmt.Errorf("raw consumers deleted %d of %d messages", got, m)
 	}
-	return results.NewRate(m, d, pts), nil
+	return results.NewRate(m, d, pts), byOp(counter), nil
 }
 
 // consumeInProcess drains the queue with k queue.Consumers (separate
 // storage clients each) running a no-op Go handler, without run records.
-func (b *bench) consumeInProcess(ctx context.Context, m, k, conc int) (results.Rate, error) {
+func (b *bench) consumeInProcess(ctx context.Context, m, k, conc int) (results.Rate, map[string]int64, error) {
 	srv, sc, err := b.prefilled(ctx, m)
 	if err != nil {
-		return results.Rate{}, err
+		return results.Rate{}, nil, err
 	}
+	counter := storage.NewCounter()
 	defer srv.Stop()
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -173,16 +175,16 @@ func (b *bench) consumeInProcess(ctx context.Context, m, k, conc int) (results.R
 	var wg sync.WaitGroup
 	errs := make(chan error, k)
 	for i := range k {
-		csc, err := clients(srv, nil)
+		csc, err := clients(srv, counter)
 		if err != nil {
-			return results.Rate{}, err
+			return results.Rate{}, nil, err
 		}
 		c, err := queue.NewConsumer(csc, queue.ConsumerOptions{
 			Concurrency: conc, InstanceID: fmt.Sprintf("bench-c%d", i), ShutdownGrace: 5 * time.Second,
 			Logger: quietLogger("consumer"), Observer: obs,
 		})
 		if err != nil {
-			return results.Rate{}, err
+			return results.Rate{}, nil, err
 		}
 		c.Handle(noopType, noop)
 		wg.Add(1)
@@ -214,9 +216,9 @@ func (b *bench) consumeInProcess(ctx context.Context, m, k, conc int) (results.R
 		}
 	}
 	if waitErr != nil {
-		return results.Rate{}, waitErr
+		return results.Rate{}, nil, waitErr
 	}
-	return results.NewRate(m, d, pts), nil
+	return results.NewRate(m, d, pts), byOp(counter), nil
 }
 
 // deleteCounter counts succeeded outcomes (settled after the delete) into

@@ -43,7 +43,7 @@ func runFootprint(ctx context.Context, b *bench) error {
 	if _, err := qc.ClearMessages(ctx, nil); err != nil {
 		return err
 	}
-	est := time.Duration(float64(m)/max(probe.PerSec, 50)*1.5*float64(time.Second)) + 12*time.Second
+	est := time.Duration(float64(m)/max(probe.PerSec, 50)*1.5*float64(time.Second)) + b.s.fpIdle
 	visible := time.Now().Add(est).Truncate(time.Second).Add(time.Second)
 	b.logf(name, "enqueueing %d messages, all visible at %s", m, visible.Format("15:04:05"))
 	fill, err := rawEnqueue(ctx, qc, m, rawConcurrency, func(int) int32 {
@@ -52,7 +52,7 @@ func runFootprint(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	if time.Until(visible) < 5*time.Second {
+	if time.Until(visible) < 3*time.Second {
 		return fmt.Errorf("enqueueing took %.1fs, longer than estimated: too little idle time left", fill.Seconds)
 	}
 	dir, err := b.scratch("footprint")

@@ -48,6 +48,7 @@ type scale struct {
 	txLone, txBurst, txSeries       int
 	txSeriesWindow                  time.Duration
 	fpTasks                         int
+	fpIdle                          time.Duration
 }
 
 var full = scale{
@@ -58,7 +59,7 @@ var full = scale{
 	idleWarmup: 60 * time.Second, idleWindow: 4 * time.Minute,
 	txWarmup: 60 * time.Second, txBaseline: 60 * time.Second, txSpacing: 10 * time.Second,
 	txLone: 6, txBurst: 500, txSeries: 100, txSeriesWindow: 30 * time.Second,
-	fpTasks: 5_000,
+	fpTasks: 5_000, fpIdle: 12 * time.Second,
 }
 
 var quick = scale{
@@ -66,10 +67,10 @@ var quick = scale{
 	consumerMsgs: 1_000, instances: []int{1, 4}, consumerConcs: []int{32}, processRuns: []bool{true},
 	latTasks: 60, latWindow: 10 * time.Second, latSettle: 4 * time.Second,
 	foLeases: []time.Duration{15 * time.Second}, foReps: 1,
-	idleWarmup: 15 * time.Second, idleWindow: 60 * time.Second,
+	idleWarmup: 10 * time.Second, idleWindow: 60 * time.Second,
 	txWarmup: 10 * time.Second, txBaseline: 15 * time.Second, txSpacing: 5 * time.Second,
-	txLone: 3, txBurst: 100, txSeries: 20, txSeriesWindow: 15 * time.Second,
-	fpTasks: 1_000,
+	txLone: 2, txBurst: 100, txSeries: 20, txSeriesWindow: 10 * time.Second,
+	fpTasks: 1_000, fpIdle: 7 * time.Second,
 }
 
 // scenario is one benchmark: run writes its record into dir.

@@ -110,13 +110,7 @@ func opName(svc string, r *http.Request) string {
 	case "blob":
 		switch {
 		case comp == "lease":
-			// The SDK sets this header under its lower-case name, which
-			// Header.Get (canonical keys) does not find.
-			action := r.Header.Get("x-ms-lease-action")
-			if v := r.Header["x-ms-lease-action"]; action == "" && len(v) > 0 {
-				action = v[0]
-			}
-			return "lease-" + strings.ToLower(action)
+			return "lease-" + strings.ToLower(header(r, "x-ms-lease-action"))
 		case comp == "metadata":
 			return strings.ToLower(r.Method) + "-metadata"
 		case comp == "list" || q.Get("restype") == "container" && r.Method == http.MethodGet:
@@ -167,4 +161,16 @@ func opName(svc string, r *http.Request) string {
 		}
 	}
 	return strings.ToLower(r.Method)
+}
+
+// header returns the first value of the header name, however its key is
+// spelled: the SDKs set x-ms-* headers under their lower-case names, which
+// Header.Get (canonical keys only) does not find.
+func header(r *http.Request, name string) string {
+	for k, v := range r.Header {
+		if len(v) > 0 && strings.EqualFold(k, name) {
+			return v[0]
+		}
+	}
+	return ""
 }

@@ -147,6 +147,9 @@ type ConsumerRow struct {
 	// CPUSeconds is the user+system CPU the worker processes used
 	// (process variant only).
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	// Requests are the storage requests made, by "service op" (raw and
+	// in-process variants).
+	Requests map[string]int64 `json:"requests,omitempty"`
 }
 
 // Lateness is scenario 3: on-time delivery.

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/azurite"
+	"github.com/leasecron/leasecron/internal/bench/results"
+)
+
+func TestCPUModelAndMemory(t *testing.T) {
+	cpuinfo := "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13 64-Core Processor\nflags\t\t: fpu\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 7B13 64-Core Processor\n"
+	if got := cpuModel(cpuinfo); got != "AMD EPYC 7B13 64-Core Processor" {
+		t.Errorf("cpuModel = %q", got)
+	}
+	if got := cpuModel("processor: 0\n"); got != "unknown" {
+		t.Errorf("cpuModel without a model = %q", got)
+	}
+	if got := memTotalMiB("MemTotal:       24684084 kB\nMemFree:        21902000 kB\n"); got != 24105 {
+		t.Errorf("memTotalMiB = %d, want 24105", got)
+	}
+}
+
+func TestParseProc(t *testing.T) {
+	status := "Name:\tleasecron\nVmPeak:\t 1642968 kB\nVmHWM:\t   23860 kB\nVmRSS:\t   19276 kB\nThreads:\t9\n"
+	rss, hwm := parseStatus(status)
+	if rss != 19276 || hwm != 23860 {
+		t.Errorf("parseStatus = %d, %d", rss, hwm)
+	}
+	// A command name with spaces and a parenthesis must not shift fields;
+	// utime is 150 ticks and stime 29.
+	stat := "4242 (my (odd) proc) S 1 4242 4242 0 -1 4194560 2411 0 0 0 150 29 0 0 20 0 9 0 1234 1642968 4819 18446744073709551615"
+	cpu, err := parseStatCPU(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu != 1.79 {
+		t.Errorf("parseStatCPU = %v, want 1.79", cpu)
+	}
+	if _, err := parseStatCPU("4242 (short) S 1"); err == nil {
+		t.Error("a truncated stat line parsed")
+	}
+	// This process: readable, with some RSS.
+	u, err := readProc(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.RSSKiB <= 0 || u.HWMKiB < u.RSSKiB {
+		t.Errorf("readProc(self) = %+v", u)
+	}
+}
+
+func TestSelectScenarios(t *testing.T) {
+	all, err := selectScenarios("")
+	if err != nil || len(all) != len(scenarios) {
+		t.Fatalf("all: %d, %v", len(all), err)
+	}
+	sel, err := selectScenarios("idle, mover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sel) != 2 || sel[0].name != "mover" || sel[1].name != "idle" {
+		t.Errorf("selection keeps the canonical order: got %v", []string{sel[0].name, sel[1].name})
+	}
+	if _, err := selectScenarios("mover,nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("unknown scenario: %v", err)
+	}
+}
+
+// tiny sizes the scenarios for tests.
+var tiny = scale{
+	moverRows: 150, naiveRows: 20, moverReps: 1, moverLatency: 5 * time.Millisecond, slowRows: 60, slowNaiveRows: 10,
+	consumerMsgs: 120, instances: []int{1, 2}, consumerConcs: []int{32},
+	txWarmup: time.Second, txBaseline: 2 * time.Second, txSpacing: 3 * time.Second,
+	txLone: 2, txBurst: 20, txSeries: 3, txSeriesWindow: 3 * time.Second,
+	idleWarmup: time.Second, idleWindow: 3 * time.Second,
+}
+
+// needAzurite skips when Azurite is not installed, unless
+// LEASECRON_REQUIRE_AZURITE is set.
+func needAzurite(t *testing.T) {
+	t.Helper()
+	if _, err := azurite.FindBinary(""); errors.Is(err, azurite.ErrNotInstalled) {
+		if os.Getenv("LEASECRON_REQUIRE_AZURITE") != "" {
+			t.Fatalf("LEASECRON_REQUIRE_AZURITE is set: %v", err)
+		}
+		t.Skip(err)
+	}
+}
+
+func tinyBench(t *testing.T) *bench {
+	return &bench{out: t.TempDir(), s: tiny, start: time.Now()}
+}
+
+// TestScenariosOnAzurite runs the in-process scenarios at tiny sizes
+// against real Azurites and checks their records.
+func TestScenariosOnAzurite(t *testing.T) {
+	needAzurite(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel) // the subtests run after this function returns
+
+	t.Run("mover", func(t *testing.T) {
+		t.Parallel()
+		b := tinyBench(t)
+		if err := runMover(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		var m results.Mover
+		if err := results.Read(b.out, results.MoverFile, &m); err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Sets) != 2 || m.Sets[1].AddedLatencyMS != 5 {
+			t.Fatalf("sets: %+v", m.Sets)
+		}
+		for _, s := range m.Sets {
+			if len(s.Raw) != 1 || len(s.Mover) != 1 || len(s.Naive) != 1 {
+				t.Fatalf("set %+v: want one repetition each", s)
+			}
+			if s.Mover[0].N != s.Rows || s.Mover[0].PerSec <= 0 || s.Raw[0].PerSec <= 0 || s.Naive[0].N != s.NaiveRows {
+				t.Errorf("set %v: raw %+v mover %+v naive %+v", s.AddedLatencyMS, s.Raw[0], s.Mover[0], s.Naive[0])
+			}
+		}
+		// The mover sent exactly one enqueue per row and committed the
+		// deletes in batches of at most 100 rows.
+		if got := m.MoverRequests["queue enqueue"]; got != 150 {
+			t.Errorf("mover enqueues = %d, want 150", got)
+		}
+		if got := m.MoverRequests["table batch"]; got < 2 || got > 4 {
+			t.Errorf("mover batches = %d, want 2 (plus the fence write)", got)
+		}
+	})
+
+	t.Run("consumer", func(t *testing.T) {
+		t.Parallel()
+		b := tinyBench(t)
+		if err := runConsumer(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		var c results.Consumer
+		if err := results.Read(b.out, results.ConsumerFile, &c); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Rows) != 4 { // raw and queue.Consumer, 1 and 2 instances
+			t.Fatalf("rows: %+v", c.Rows)
+		}
+		for _, r := range c.Rows {
+			if r.Rate.N != 120 || r.Steady <= 0 || r.Requests["queue delete-message"] != 120 {
+				t.Errorf("%s x%d: rate %+v steady %v deletes %d", r.Label, r.Instances, r.Rate, r.Steady, r.Requests["queue delete-message"])
+			}
+		}
+	})
+
+	t.Run("counts", func(t *testing.T) {
+		t.Parallel()
+		b := tinyBench(t)
+		var wg sync.WaitGroup
+		var txErr, idleErr error
+		wg.Add(2)
+		go func() { defer wg.Done(); txErr = runTransactions(ctx, b) }()
+		go func() { defer wg.Done(); idleErr = runIdle(ctx, b) }()
+		wg.Wait()
+		if txErr != nil || idleErr != nil {
+			t.Fatalf("transactions: %v; idle: %v", txErr, idleErr)
+		}
+		var tx results.Transactions
+		if err := results.Read(b.out, results.TransactionsFile, &tx); err != nil {
+			t.Fatal(err)
+		}
+		if len(tx.Cases) != 8 {
+			t.Fatalf("%d cases, want 8", len(tx.Cases))
+		}
+		for _, c := range tx.Cases {
+			// Every task is enqueued and its message deleted exactly once
+			// (a duplicate enqueue would need a leader change).
+			if c.Tasks <= 0 || c.Worker["queue enqueue"] < 0.9 || c.Worker["queue enqueue"] > 1.5 || c.Worker["queue delete-message"] < 0.9 || c.Worker["queue delete-message"] > 1.1 {
+				t.Errorf("%s %s runs=%v: %d tasks, worker %v", c.Kind, c.Pattern, c.Runs, c.Tasks, c.Worker)
+			}
+			if c.Kind == "one-off" && c.Client["table batch"] != 1 {
+				t.Errorf("%s %s: client batches per task %v, want 1 (row + index row in one transaction)", c.Kind, c.Pattern, c.Client["table batch"])
+			}
+		}
+		var idle results.Idle
+		if err := results.Read(b.out, results.IdleFile, &idle); err != nil {
+			t.Fatal(err)
+		}
+		roles := map[string]results.IdleRow{}
+		for _, r := range idle.Rows {
+			roles[r.Role] = r
+		}
+		if len(roles) != 4 {
+			t.Fatalf("idle rows: %+v", idle.Rows)
+		}
+		for op := range roles["consumer-only"].Requests {
+			if strings.HasPrefix(op, "blob lease") || op == "table query" {
+				t.Errorf("a worker that never leads made %q requests: %v", op, roles["consumer-only"].Requests)
+			}
+		}
+	})
+}
