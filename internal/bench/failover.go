@@ -101,7 +101,12 @@ func (b *bench) failoverOnce(ctx context.Context, f *fleet.Fleet, lease time.Dur
 		return fail(fmt.Errorf("schedule marker: %w", err))
 	}
 	moved, acquired := time.Duration(0), time.Duration(0)
+	nextNote := 15 * time.Second
 	for moved == 0 || acquired == 0 {
+		if el := time.Since(t0); el >= nextNote {
+			b.logf("failover", "lease %s %s rep %d: waiting, %s since the signal", lease, sigName(sig), rep, el.Round(time.Second))
+			nextNote += 15 * time.Second
+		}
 		if acquired == 0 {
 			if h, err := f.Leader(wctx); err == nil && h.Held() && h.Holder != old.Holder {
 				acquired = time.Since(t0)

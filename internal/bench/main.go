@@ -173,6 +173,21 @@ func (b *bench) run(ctx context.Context, sel []scenario) error {
 	}
 	m := machineInfo()
 	m.Quick, m.Started = b.quick, b.start
+	// A partial run (-only) into a directory with earlier records keeps
+	// the other scenarios' entries.
+	var prev results.Machine
+	if len(sel) < len(scenarios) && results.Read(b.out, results.MachineFile, &prev) == nil && prev.Quick == b.quick {
+		rerun := map[string]bool{}
+		for _, s := range sel {
+			rerun[s.name] = true
+		}
+		for _, st := range prev.Scenarios {
+			if !rerun[st.Name] {
+				m.Scenarios = append(m.Scenarios, st)
+			}
+		}
+		m.Started, m.LoadStart = prev.Started, prev.LoadStart
+	}
 	b.logf("bench", "%d cores, %s, Go %s, Azurite %s, load %s; results into %s", m.Cores, m.CPUModel, m.GoVersion, m.AzuriteVersion, m.LoadStart, b.out)
 
 	var mu sync.Mutex

@@ -45,15 +45,16 @@ func runMover(ctx context.Context, b *bench) error {
 			set.Raw = append(set.Raw, raw)
 			b.logf(name, "%s raw ceiling: %d enqueues in %.2fs = %.0f/s", tag, raw.N, raw.Seconds, raw.PerSec)
 
-			mv, reqs, err := b.moverMover(ctx, set.Rows, lat)
+			mv, reqs, tableTime, err := b.moverMover(ctx, set.Rows, lat)
 			if err != nil {
 				return fmt.Errorf("mover: %w", err)
 			}
 			set.Mover = append(set.Mover, mv)
+			set.MoverTableSeconds = append(set.MoverTableSeconds, tableTime.Seconds())
 			if lat == 0 {
 				res.MoverRequests = reqs
 			}
-			b.logf(name, "%s mover: %d rows in %.2fs = %.0f rows/s (%.0f%% of raw)", tag, mv.N, mv.Seconds, mv.PerSec, 100*mv.PerSec/raw.PerSec)
+			b.logf(name, "%s mover: %d rows in %.2fs = %.0f rows/s (%.0f%% of raw); %.2fs in table calls", tag, mv.N, mv.Seconds, mv.PerSec, 100*mv.PerSec/raw.PerSec, tableTime.Seconds())
 
 			nv, err := b.moverNaive(ctx, set.Rows, set.NaiveRows, lat)
 			if err != nil {
@@ -89,40 +90,41 @@ func (b *bench) moverRaw(ctx context.Context, n, conc int, lat time.Duration) (r
 // moverMover runs schedule.Mover in-process over n due rows until all are
 // moved, on a fresh Azurite. It returns the rate and the mover's storage
 // requests.
-func (b *bench) moverMover(ctx context.Context, n int, lat time.Duration) (results.Rate, map[string]int64, error) {
+func (b *bench) moverMover(ctx context.Context, n int, lat time.Duration) (results.Rate, map[string]int64, time.Duration, error) {
 	srv, err := b.startAzurite(ctx, "mover")
 	if err != nil {
-		return results.Rate{}, nil, err
+		return results.Rate{}, nil, 0, err
 	}
 	defer srv.Stop()
 	setup, err := clients(srv, nil)
 	if err != nil {
-		return results.Rate{}, nil, err
+		return results.Rate{}, nil, 0, err
 	}
 	t0 := time.Now()
 	if err := insertDueRows(ctx, setup, n, time.Now()); err != nil {
-		return results.Rate{}, nil, err
+		return results.Rate{}, nil, 0, err
 	}
 	if err := setup.EnsureQueue(ctx, workQueue); err != nil {
-		return results.Rate{}, nil, err
+		return results.Rate{}, nil, 0, err
 	}
 	if err := setup.EnsureQueue(ctx, queue.DefaultPoisonQueue); err != nil {
-		return results.Rate{}, nil, err
+		return results.Rate{}, nil, 0, err
 	}
 	b.logf("mover", "inserted %d due rows in %s", n, time.Since(t0).Round(time.Millisecond))
 
 	counter := storage.NewCounter()
 	sc, err := clientsWith(srv, counter, lat)
 	if err != nil {
-		return results.Rate{}, nil, err
+		return results.Rate{}, nil, 0, err
 	}
-	tbl, err := schedule.NewAzureTable(sc.Table, scheduleTable)
+	at, err := schedule.NewAzureTable(sc.Table, scheduleTable)
 	if err != nil {
-		return results.Rate{}, nil, err
+		return results.Rate{}, nil, 0, err
 	}
+	tbl := &timedTable{Table: at}
 	qc, err := queue.NewClient(sc, queue.ClientOptions{Logger: quietLogger("mover")})
 	if err != nil {
-		return results.Rate{}, nil, err
+		return results.Rate{}, nil, 0, err
 	}
 	p := newProgress(100 * time.Millisecond)
 	all := make(chan struct{})
@@ -139,7 +141,7 @@ func (b *bench) moverMover(ctx context.Context, n int, lat time.Duration) (resul
 		},
 	})
 	if err != nil {
-		return results.Rate{}, nil, err
+		return results.Rate{}, nil, 0, err
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -162,21 +164,21 @@ func (b *bench) moverMover(ctx context.Context, n int, lat time.Duration) (resul
 		runErr = <-done
 	}
 	if runErr != nil {
-		return results.Rate{}, nil, runErr
+		return results.Rate{}, nil, 0, runErr
 	}
 	st := m.Stats()
 	if st.Moved != int64(n) || st.Errors != 0 {
-		return results.Rate{}, nil, fmt.Errorf("mover stats: moved %d of %d, %d errors", st.Moved, n, st.Errors)
+		return results.Rate{}, nil, 0, fmt.Errorf("mover stats: moved %d of %d, %d errors", st.Moved, n, st.Errors)
 	}
 	qd, err := depth(ctx, setup.Queue.NewQueueClient(workQueue))
 	if err != nil {
-		return results.Rate{}, nil, err
+		return results.Rate{}, nil, 0, err
 	}
 	if qd != n {
-		return results.Rate{}, nil, fmt.Errorf("queue holds %d messages after moving %d rows", qd, n)
+		return results.Rate{}, nil, 0, fmt.Errorf("queue holds %d messages after moving %d rows", qd, n)
 	}
 	_, reqs := counter.ByOp()
-	return results.NewRate(n, d, pts), reqs, nil
+	return results.NewRate(n, d, pts), reqs, tbl.spent(), nil
 }
 
 // moverNaive measures the naive design of the seed on a fresh Azurite: read
@@ -239,4 +241,38 @@ func (b *bench) moverNaive(ctx context.Context, total, n int, lat time.Duration)
 		return results.Rate{}, fmt.Errorf("naive moved %d of %d rows", moved, n)
 	}
 	return results.NewRate(n, d, pts), nil
+}
+
+// timedTable measures the time spent in table calls.
+type timedTable struct {
+	schedule.Table
+	mu sync.Mutex
+	d  time.Duration
+}
+
+func (t *timedTable) add(t0 time.Time) {
+	t.mu.Lock()
+	t.d += time.Since(t0)
+	t.mu.Unlock()
+}
+
+func (t *timedTable) spent() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.d
+}
+
+func (t *timedTable) Query(ctx context.Context, q schedule.Query) (schedule.Page, error) {
+	defer t.add(time.Now())
+	return t.Table.Query(ctx, q)
+}
+
+func (t *timedTable) Get(ctx context.Context, pk, rk string) (schedule.Entity, error) {
+	defer t.add(time.Now())
+	return t.Table.Get(ctx, pk, rk)
+}
+
+func (t *timedTable) Submit(ctx context.Context, ops []schedule.Op) error {
+	defer t.add(time.Now())
+	return t.Table.Submit(ctx, ops)
 }

@@ -112,6 +112,10 @@ type MoverSet struct {
 	Raw   []Rate `json:"raw"`
 	Mover []Rate `json:"mover"`
 	Naive []Rate `json:"naive"`
+	// MoverTableSeconds is, per repetition, the time the mover spent in
+	// table calls (queries, batches, fence reads). It makes them one at a
+	// time between enqueue phases, so no enqueue is in flight meanwhile.
+	MoverTableSeconds []float64 `json:"mover_table_seconds,omitempty"`
 }
 
 // Consumer is scenario 2: consumer throughput against raw dequeue+delete.
