@@ -53,14 +53,27 @@ type MoverOptions struct {
 // ConsumerOptions configure the queue consumer. Zero values take the
 // defaults documented on queue.ConsumerOptions.
 type ConsumerOptions struct {
-	Concurrency       int
+	// Concurrency is how many tasks run at once. Default 8.
+	Concurrency int
+	// VisibilityTimeout is how long a dequeued message stays hidden; it is
+	// extended while its handler runs. Default 60 s.
 	VisibilityTimeout time.Duration
-	MaxRunTime        time.Duration
-	ShutdownGrace     time.Duration
-	PollMin, PollMax  time.Duration
-	MaxAttempts       int
-	BackoffBase       time.Duration
-	BackoffMax        time.Duration
+	// MaxRunTime is the longest a handler may run. Default 30 min.
+	MaxRunTime time.Duration
+	// ShutdownGrace is how long in-flight tasks may finish after Run's
+	// context ends. Default 30 s.
+	ShutdownGrace time.Duration
+	// PollMin and PollMax bound the queue polling interval: PollMin while
+	// work flows, backing off to PollMax when idle. Defaults 200 ms, 30 s.
+	PollMin, PollMax time.Duration
+	// MaxAttempts is how many attempts a task gets before it is dead.
+	// Default 5.
+	MaxAttempts int
+	// BackoffBase is the first retry delay, doubled per failed attempt
+	// with jitter, capped at BackoffMax. Defaults 2 s, 10 min.
+	BackoffBase time.Duration
+	// BackoffMax: see BackoffBase.
+	BackoffMax time.Duration
 	// HandlerTimeouts bounds handler runs per task type.
 	HandlerTimeouts map[string]time.Duration
 	// CountersEvery is how often counters are flushed to the Runs table
@@ -87,9 +100,13 @@ type WorkerOptions struct {
 	// Default {hostname}-{pid}-{random}; it must be valid in a table key.
 	InstanceID string
 
-	Lease      LeaseOptions
-	Mover      MoverOptions
-	Consumer   ConsumerOptions
+	// Lease configures the traffic cop.
+	Lease LeaseOptions
+	// Mover configures moving due tasks while this instance leads.
+	Mover MoverOptions
+	// Consumer configures the queue consumer.
+	Consumer ConsumerOptions
+	// Aggregator configures the blackboard loop.
 	Aggregator AggregatorOptions
 
 	// NoLead keeps this instance out of the lease competition (it never
@@ -108,9 +125,10 @@ type WorkerOptions struct {
 	Limits map[string]int
 
 	// AdminAddr serves /healthz, /readyz and /metrics (e.g. ":8080");
-	// empty disables. Pprof adds /debug/pprof.
+	// empty disables.
 	AdminAddr string
-	Pprof     bool
+	// Pprof adds /debug/pprof to the admin address.
+	Pprof bool
 	// Version is reported in the build-info metric.
 	Version string
 

@@ -81,6 +81,7 @@ func (m *MemLock) LeaseID() string {
 	return m.leaseID
 }
 
+// String names the lock in logs.
 func (m *MemLock) String() string { return "memlock/" + m.name }
 
 func (m *MemLock) begin(ctx context.Context, op Op) error {
