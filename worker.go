@@ -331,7 +331,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		g.Go(func() error { return a.Run(gctx) })
 	}
-	g.Go(func() error { w.gauges(gctx); return nil })
+	if w.o.AdminAddr != "" {
+		// Gauges cost storage requests; refresh them only when someone
+		// can scrape them.
+		g.Go(func() error { w.gauges(gctx); return nil })
+	}
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -430,6 +431,8 @@ func (c *Consumer) waitFor(done <-chan struct{}, d time.Duration) bool {
 }
 
 func (c *Consumer) flushLoop(sink counterSink, stop <-chan struct{}) {
+	var last runs.Counters
+	flushed := false
 	for {
 		t := c.clk.NewTimer(c.o.CountersInterval)
 		select {
@@ -438,9 +441,15 @@ func (c *Consumer) flushLoop(sink counterSink, stop <-chan struct{}) {
 			return
 		case <-t.C():
 		}
+		cur := c.Stats().toRuns()
+		if flushed && cur.Total == last.Total && reflect.DeepEqual(cur.ByType, last.ByType) {
+			continue // nothing changed: an idle worker writes nothing
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.o.StorageTimeout)
-		if err := sink.FlushCounters(ctx, c.Stats().toRuns()); err != nil {
+		if err := sink.FlushCounters(ctx, cur); err != nil {
 			c.log.Warn("flushing counters failed", "err", err)
+		} else {
+			last, flushed = cur, true
 		}
 		cancel()
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -836,5 +837,59 @@ func TestRunTwice(t *testing.T) {
 	h.waitIdle()
 	if err := h.c.Run(context.Background()); !errors.Is(err, ErrAlreadyRunning) {
 		t.Fatalf("second Run = %v", err)
+	}
+}
+
+// countingRuns counts counter flushes.
+type countingRuns struct {
+	*runs.Mem
+	mu      sync.Mutex
+	flushes int
+}
+
+func (c *countingRuns) FlushCounters(ctx context.Context, cs runs.Counters) error {
+	c.mu.Lock()
+	c.flushes++
+	c.mu.Unlock()
+	return c.Mem.FlushCounters(ctx, cs)
+}
+
+func (c *countingRuns) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.flushes
+}
+
+// An idle worker does not rewrite unchanged counters every interval: its
+// storage bill should not grow while nothing happens.
+func TestIdleCountersAreNotRewritten(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{CountersInterval: time.Second})
+	cr := &countingRuns{Mem: runs.NewMem(h.clk)}
+	h.c.o.Runs = cr
+	h.c.Handle("t", func(context.Context, Task) error { return nil })
+	h.enqueue(Envelope{ID: "a", Type: "t"})
+	h.start()
+	h.expect(OutcomeSucceeded)
+	deadline := time.After(waitLimit)
+	for cr.count() == 0 {
+		select {
+		case <-deadline:
+			t.Fatal("counters never flushed")
+		default:
+		}
+		h.clk.Advance(h.waitIdle())
+	}
+	after := cr.count()
+	var idled time.Duration
+	for range 20 { // idle polls back off: this spans many flush intervals
+		d := h.waitIdle()
+		idled += d
+		h.clk.Advance(d)
+	}
+	if idled < 10*time.Second {
+		t.Fatalf("only %s of idle time passed", idled)
+	}
+	if got := cr.count(); got != after {
+		t.Fatalf("idle consumer flushed unchanged counters %d more times", got-after)
 	}
 }
