@@ -34,13 +34,13 @@ func runConsumer(ctx context.Context, b *bench) error {
 	m := b.s.consumerMsgs
 	res := results.Consumer{Messages: m}
 	add := func(row results.ConsumerRow) {
-		row.Steady = results.SteadyRate(row.Rate.Progress, m)
+		row.Steady = results.SteadyRate(row.Rate.Progress, row.Rate.N)
 		res.Rows = append(res.Rows, row)
 		extra := ""
 		if row.CPUSeconds > 0 {
 			extra = fmt.Sprintf(", %.2f CPU s", row.CPUSeconds)
 		}
-		b.logf(name, "%-40s x%d: %d in %.2fs = %.0f/s (steady %.0f/s%s)", row.Label, row.Instances, m, row.Rate.Seconds, row.Rate.PerSec, row.Steady, extra)
+		b.logf(name, "%-40s x%d: %d in %.2fs = %.0f/s (steady %.0f/s%s)", row.Label, row.Instances, row.Rate.N, row.Rate.Seconds, row.Rate.PerSec, row.Steady, extra)
 	}
 	for _, k := range b.s.instances {
 		r, reqs, err := b.consumeRaw(ctx, m, k)
@@ -66,6 +66,15 @@ func runConsumer(ctx context.Context, b *bench) error {
 			}
 			add(results.ConsumerRow{Variant: results.VariantProcess, Label: label, Instances: k, Concurrency: defaultWorkerConcurrency, Runs: runs, Rate: r, CPUSeconds: cpu})
 		}
+	}
+	// Azurite's dequeue slows down as the queue grows: one raw loop on a
+	// longer queue shows by how much.
+	if deep := b.s.consumerDeep; deep > 0 {
+		r, reqs, err := b.consumeRaw(ctx, deep, 1)
+		if err != nil {
+			return fmt.Errorf("raw on %d messages: %w", deep, err)
+		}
+		add(results.ConsumerRow{Variant: results.VariantRawDeep, Label: fmt.Sprintf("raw, on a queue of %d", deep), Instances: 1, Concurrency: rawConcurrency, Messages: deep, Rate: r, Requests: reqs})
 	}
 	return results.Write(b.out, results.ConsumerFile, res)
 }

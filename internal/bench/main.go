@@ -34,7 +34,7 @@ type scale struct {
 	moverRows, naiveRows, moverReps int
 	moverLatency                    time.Duration
 	slowRows, slowNaiveRows         int
-	consumerMsgs                    int
+	consumerMsgs, consumerDeep      int
 	instances                       []int
 	consumerConcs                   []int
 	processRuns                     []bool
@@ -53,13 +53,13 @@ type scale struct {
 
 var full = scale{
 	moverRows: 10_000, naiveRows: 1_000, moverReps: 3, moverLatency: 10 * time.Millisecond, slowRows: 10_000, slowNaiveRows: 500,
-	consumerMsgs: 5_000, instances: []int{1, 2, 4}, consumerConcs: []int{32, 8}, processRuns: []bool{true, false},
+	consumerMsgs: 2_000, consumerDeep: 5_000, instances: []int{1, 2, 4}, consumerConcs: []int{32, 8}, processRuns: []bool{true, false},
 	latTasks: 300, latWindow: 30 * time.Second, latSettle: 10 * time.Second,
 	foLeases: []time.Duration{15 * time.Second, 60 * time.Second}, foReps: 3,
 	idleWarmup: 60 * time.Second, idleWindow: 4 * time.Minute,
 	txWarmup: 60 * time.Second, txBaseline: 60 * time.Second, txSpacing: 10 * time.Second,
 	txLone: 6, txBurst: 500, txSeries: 100, txSeriesWindow: 30 * time.Second,
-	fpTasks: 5_000, fpIdle: 12 * time.Second,
+	fpTasks: 2_000, fpIdle: 12 * time.Second,
 }
 
 var quick = scale{

@@ -131,6 +131,7 @@ const (
 	VariantRaw       = "raw"       // plain SDK: dequeue(32) + concurrent deletes
 	VariantInProcess = "inprocess" // queue.Consumer instances, no-op Go handler
 	VariantProcess   = "process"   // worker processes of the built binary
+	VariantRawDeep   = "raw-deep"  // VariantRaw on a longer queue
 )
 
 // ConsumerRow is one consumer throughput measurement.
@@ -144,7 +145,9 @@ type ConsumerRow struct {
 	Concurrency int `json:"concurrency"`
 	// Runs reports whether run records were kept.
 	Runs bool `json:"runs"`
-	Rate Rate `json:"rate"`
+	// Messages overrides Consumer.Messages for this row when not 0.
+	Messages int  `json:"messages,omitempty"`
+	Rate     Rate `json:"rate"`
 	// Steady is the rate between 10 % and 90 % of the messages done
 	// (leaves out start-up and the tail).
 	Steady float64 `json:"steady_per_sec"`
