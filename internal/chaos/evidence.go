@@ -418,5 +418,9 @@ func FirstTermAfter(terms []Term, t time.Time, not string) (Term, bool) {
 
 // describe formats a term for reports.
 func (t Term) String() string {
-	return fmt.Sprintf("%s gen %d [%s – %s, %s]", t.Worker, t.Generation, t.Start.Format("15:04:05.000"), t.End.Format("15:04:05.000"), t.EndReason)
+	fenced := ""
+	if t.Fenced {
+		fenced = ", mover fenced"
+	}
+	return fmt.Sprintf("%s gen %d [%s – %s, %s%s]", t.Worker, t.Generation, t.Start.Format("15:04:05.000"), t.End.Format("15:04:05.000"), t.EndReason, fenced)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/leasecron/leasecron/azurite"
 	"github.com/leasecron/leasecron/internal/fleet"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/schedule"
 )
 
 // Fleet timing the checks rely on (fleet.BaseConfig): a 15 s lease, 1 s
@@ -57,6 +58,15 @@ func fleetConfig(extra map[string]any) map[string]any {
 		"worker":     map[string]any{"visibility_timeout": "15s"},
 	}
 	mergeMaps(cfg, extra)
+	// CHAOS_CONFIG (JSON) is merged last, for experiments such as
+	// {"worker":{"runs":false}}.
+	if js := os.Getenv("CHAOS_CONFIG"); js != "" {
+		var over map[string]any
+		if err := json.Unmarshal([]byte(js), &over); err != nil {
+			panic(fmt.Sprintf("CHAOS_CONFIG is not a JSON object: %v", err))
+		}
+		mergeMaps(cfg, over)
+	}
 	return cfg
 }
 
@@ -89,10 +99,16 @@ type run struct {
 	acks    map[string]time.Time // task id → when its scheduling was acknowledged
 	dues    map[string]time.Time
 	order   []string // ids in acknowledgement order
-	faults  []Fault
 	notes   []string
-	kills   []time.Time // Azurite SIGKILLs
+	kills   []outage // Azurite SIGKILLs
 	stopped bool
+	// expected holds workers the test ended on purpose; unexpected lists
+	// workers that exited on their own.
+	expected   map[string]bool
+	unexpected []string
+	// afterAnalysis, when set, runs the scenario's own checks on the
+	// evidence before the row is reported.
+	afterAnalysis func(*analysis)
 }
 
 // newRun starts Azurite and n workers for scenario.
@@ -119,8 +135,11 @@ func newRun(t *testing.T, scenario string, short bool, n int, cfg map[string]any
 		t.Fatal(err)
 	}
 	r := &run{t: t, scenario: scenario, short: short, f: f, dir: dir, deaths: map[string]time.Time{},
-		acks: map[string]time.Time{}, dues: map[string]time.Time{}}
+		acks: map[string]time.Time{}, dues: map[string]time.Time{}, expected: map[string]bool{}}
 	t.Cleanup(func() {
+		r.mu.Lock()
+		r.stopped = true
+		r.mu.Unlock()
 		if r.poll != nil {
 			r.poll.Stop()
 		}
@@ -163,13 +182,24 @@ func (r *run) startWorker(extraEnv ...string) string {
 		if _, ok := r.deaths[name]; !ok {
 			r.deaths[name] = time.Now()
 		}
+		if !r.stopped && !r.expected[name] {
+			r.unexpected = append(r.unexpected, fmt.Sprintf("%s (%v)", name, p.Err()))
+		}
 		r.mu.Unlock()
 	}()
 	return name
 }
 
+// expectExit marks a worker as ended on purpose.
+func (r *run) expectExit(name string) {
+	r.mu.Lock()
+	r.expected[name] = true
+	r.mu.Unlock()
+}
+
 // kill SIGKILLs a worker and returns when the signal was sent.
 func (r *run) kill(name string) time.Time {
+	r.expectExit(name)
 	at := time.Now()
 	r.f.Signal(name, syscall.SIGKILL) // waits for the exit
 	r.mu.Lock()
@@ -178,12 +208,6 @@ func (r *run) kill(name string) time.Time {
 	}
 	r.mu.Unlock()
 	return at
-}
-
-func (r *run) addFault(f Fault) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.faults = append(r.faults, f)
 }
 
 func (r *run) note(format string, args ...any) {
@@ -238,6 +262,7 @@ func (r *run) schedule(ctx context.Context, items []leasecron.Item, par int) []s
 			defer wg.Done()
 			for it := range work {
 				tried := false
+				giveUp := time.Now().Add(2 * time.Minute)
 				for {
 					out, err := r.cl.Schedule(ctx, it, false)
 					if err == nil {
@@ -248,7 +273,8 @@ func (r *run) schedule(ctx context.Context, items []leasecron.Item, par int) []s
 						r.ack(it.ID, it.Due)
 						break
 					}
-					if ctx.Err() != nil || (!storage.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded)) {
+					invalid := errors.Is(err, schedule.ErrInvalid) || errors.Is(err, schedule.ErrBadRecurrence) || errors.Is(err, leasecron.ErrAlreadyScheduled)
+					if ctx.Err() != nil || time.Now().After(giveUp) || invalid || (!storage.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded)) {
 						mu.Lock()
 						failed = append(failed, it.ID)
 						mu.Unlock()
@@ -256,6 +282,9 @@ func (r *run) schedule(ctx context.Context, items []leasecron.Item, par int) []s
 							r.t.Errorf("schedule %s: %v", it.ID, err)
 						}
 						break
+					}
+					if !tried {
+						r.t.Logf("schedule %s: %v (retrying)", it.ID, err)
 					}
 					tried = true
 					time.Sleep(200 * time.Millisecond)
@@ -358,12 +387,37 @@ func inFlight(rs []fleet.Record, w string, t time.Time) []string {
 	return out
 }
 
-// waitExecuted waits until every scheduled task has run, up to d.
+// idleWait ends waitExecuted early when no new execution has started for
+// this long: longer than a takeover after a SIGKILL (≤ 17 s) or a message
+// coming back after its visibility timeout and run claim (≤ 30 s).
+const idleWait = 45 * time.Second
+
+// waitExecuted waits until every scheduled task has run, up to d, or until
+// nothing new has started for idleWait. It returns the tasks that have not
+// run.
 func (r *run) waitExecuted(d time.Duration) []string {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	missing, _ := r.f.WaitRecords(ctx, r.scheduled())
-	return missing
+	deadline := time.Now().Add(d)
+	lastCount, lastChange := -1, time.Now()
+	for {
+		rs := r.records()
+		starts := fleet.Starts(rs)
+		var missing []string
+		for _, id := range r.scheduled() {
+			if len(starts[id]) == 0 {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		if len(rs) != lastCount {
+			lastCount, lastChange = len(rs), time.Now()
+		}
+		if time.Now().After(deadline) || time.Since(lastChange) > idleWait {
+			return missing
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // analysis is the evidence of a finished run.
@@ -384,6 +438,9 @@ type analysis struct {
 // tasks that never ran while Azurite is still up.
 func (r *run) stopAndAnalyse() *analysis {
 	r.t.Helper()
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, name := range r.f.Names() {
 		p := r.f.Worker(name)
@@ -403,7 +460,6 @@ func (r *run) stopAndAnalyse() *analysis {
 	r.poll.Stop()
 	end := time.Now()
 	r.mu.Lock()
-	r.stopped = true
 	deaths := map[string]time.Time{}
 	for k, v := range r.deaths {
 		deaths[k] = v
@@ -441,14 +497,23 @@ func (r *run) stopAndAnalyse() *analysis {
 	return a
 }
 
+// outage is a time storage was down: from the fault to the moment it
+// answered again.
+type outage struct {
+	at, back time.Time
+}
+
 // inUnsavedWindow reports whether task id was acknowledged, or came due
 // (and so was moved), within the unsaved window before a SIGKILL of
-// Azurite.
+// Azurite. An acknowledgement that arrived during the outage was for a
+// write made before the kill (the call's retries outlived it).
 func (r *run) inUnsavedWindow(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, k := range r.kills {
-		in := func(t time.Time) bool { return !t.IsZero() && !t.Before(k.Add(-unsavedWindow)) && !t.After(k) }
+		in := func(t time.Time) bool {
+			return !t.IsZero() && !t.Before(k.at.Add(-unsavedWindow)) && !t.After(k.back.Add(leasePoll))
+		}
 		if in(r.acks[id]) || in(r.dues[id]) {
 			return true
 		}
@@ -461,6 +526,9 @@ func (r *run) inUnsavedWindow(id string) bool {
 // evidence), and records the row.
 func (r *run) report(a *analysis, res Result, maxMovers int) Result {
 	r.t.Helper()
+	if r.afterAnalysis != nil {
+		r.afterAnalysis(a)
+	}
 	res.Test = r.t.Name()
 	res.Scenario = r.scenario
 	res.Short = r.short
@@ -481,7 +549,6 @@ func (r *run) report(a *analysis, res Result, maxMovers int) Result {
 	}
 	res.Overlap = Duration(ov)
 	r.mu.Lock()
-	res.Faults = append(res.Faults, r.faults...)
 	res.Notes = append(res.Notes, r.notes...)
 	r.mu.Unlock()
 	res.Elapsed = Duration(time.Since(r.start))
@@ -502,6 +569,12 @@ func (r *run) report(a *analysis, res Result, maxMovers int) Result {
 	}
 	if len(a.x.UnknownGeneration) > 0 {
 		fail("executions carry generations no logged term has: %v", a.x.UnknownGeneration)
+	}
+	r.mu.Lock()
+	unexpected := r.unexpected
+	r.mu.Unlock()
+	if len(unexpected) > 0 {
+		fail("workers exited on their own: %v", unexpected)
 	}
 	if a.x.Unexpected > 0 {
 		fail("%d executions of ids never scheduled", a.x.Unexpected)

@@ -34,7 +34,7 @@ func RenderMarkdown(rep Report) string {
 		if !r.Passed {
 			pass = "**no**"
 		}
-		w("| %s | %d | %d | %d | %d (%d tasks) | %d | %d | %s | %s | %s | %s |\n", r.Scenario, r.Tasks, r.Lost, r.EmulatorDropped,
+		w("| %s | %d | %d | %d | %d (%d tasks) | %d | %d | %s | %s | %s | %s |\n", cell(r.Scenario), r.Tasks, r.Lost, r.EmulatorDropped,
 			r.Duplicates, r.DuplicatedTasks, r.MaxMovers, len(r.Faults), to, rec, r.Elapsed, pass)
 	}
 	w("\n%s", columns)
@@ -55,7 +55,7 @@ func RenderMarkdown(rep Report) string {
 				if f.Takeover > 0 {
 					to = f.Takeover.String()
 				}
-				w("| %s | %s | %s | %s | %s |\n", f.Kind, f.At, to, f.Recovery, cell(f.Detail))
+				w("| %s | %s | %s | %s | %s |\n", cell(f.Kind), f.At, to, f.Recovery, cell(f.Detail))
 			}
 			w("\n")
 		}
