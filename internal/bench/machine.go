@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/leasecron/leasecron/azurite"
 	"github.com/leasecron/leasecron/internal/bench/results"
@@ -161,4 +162,59 @@ func parseStatCPU(s string) (float64, error) {
 		return 0, fmt.Errorf("/proc stat: utime %q stime %q", f[11], f[12])
 	}
 	return float64(ut+st) / clockTicks, nil
+}
+
+// selfCPU returns the CPU time this process has used, in seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+// pidWithArg returns the pid of a process whose command line contains
+// arg (0 if none).
+func pidWithArg(arg string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), arg) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// cpuMeter measures the CPU this process and one Azurite use.
+type cpuMeter struct {
+	self0, az0 float64
+	azPID      int
+}
+
+func startCPU(azDir string) cpuMeter {
+	m := cpuMeter{self0: selfCPU(), azPID: pidWithArg(azDir)}
+	if m.azPID > 0 {
+		if u, err := readProc(m.azPID); err == nil {
+			m.az0 = u.CPU
+		}
+	}
+	return m
+}
+
+// stop returns the CPU seconds used since start by this process and by
+// Azurite (0 when unknown).
+func (m cpuMeter) stop() (self, az float64) {
+	self = selfCPU() - m.self0
+	if m.azPID > 0 {
+		if u, err := readProc(m.azPID); err == nil {
+			az = u.CPU - m.az0
+		}
+	}
+	return self, az
 }

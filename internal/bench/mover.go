@@ -43,7 +43,7 @@ func runMover(ctx context.Context, b *bench) error {
 				return fmt.Errorf("raw enqueue: %w", err)
 			}
 			set.Raw = append(set.Raw, raw)
-			b.logf(name, "%s raw ceiling: %d enqueues in %.2fs = %.0f/s", tag, raw.N, raw.Seconds, raw.PerSec)
+			b.logf(name, "%s raw ceiling: %d enqueues in %.2fs = %.0f/s (CPU: bench %.1fs, Azurite %.1fs)", tag, raw.N, raw.Seconds, raw.PerSec, raw.ClientCPU, raw.ServerCPU)
 
 			mv, reqs, tableTime, err := b.moverMover(ctx, set.Rows, lat)
 			if err != nil {
@@ -54,7 +54,7 @@ func runMover(ctx context.Context, b *bench) error {
 			if lat == 0 {
 				res.MoverRequests = reqs
 			}
-			b.logf(name, "%s mover: %d rows in %.2fs = %.0f rows/s (%.0f%% of raw); %.2fs in table calls", tag, mv.N, mv.Seconds, mv.PerSec, 100*mv.PerSec/raw.PerSec, tableTime.Seconds())
+			b.logf(name, "%s mover: %d rows in %.2fs = %.0f rows/s (%.0f%% of raw); %.2fs in table calls (CPU: bench %.1fs, Azurite %.1fs)", tag, mv.N, mv.Seconds, mv.PerSec, 100*mv.PerSec/raw.PerSec, tableTime.Seconds(), mv.ClientCPU, mv.ServerCPU)
 
 			nv, err := b.moverNaive(ctx, set.Rows, set.NaiveRows, lat)
 			if err != nil {
@@ -84,7 +84,10 @@ func (b *bench) moverRaw(ctx context.Context, n, conc int, lat time.Duration) (r
 	if err := sc.EnsureQueue(ctx, workQueue); err != nil {
 		return results.Rate{}, err
 	}
-	return rawEnqueue(ctx, sc.Queue.NewQueueClient(workQueue), n, conc, nil)
+	cpu := startCPU(srv.Dir())
+	r, err := rawEnqueue(ctx, sc.Queue.NewQueueClient(workQueue), n, conc, nil)
+	r.ClientCPU, r.ServerCPU = cpu.stop()
+	return r, err
 }
 
 // moverMover runs schedule.Mover in-process over n due rows until all are
@@ -126,6 +129,7 @@ func (b *bench) moverMover(ctx context.Context, n int, lat time.Duration) (resul
 	if err != nil {
 		return results.Rate{}, nil, 0, err
 	}
+	cpu := startCPU(srv.Dir())
 	p := newProgress(100 * time.Millisecond)
 	all := make(chan struct{})
 	var once sync.Once
@@ -159,6 +163,7 @@ func (b *bench) moverMover(ctx context.Context, n int, lat time.Duration) (resul
 		runErr = fmt.Errorf("moved %d of %d rows within 10 minutes", p.n.Load(), n)
 	}
 	pts, d := p.finish()
+	ccpu, scpu := cpu.stop()
 	cancel()
 	if runErr == nil {
 		runErr = <-done
@@ -178,7 +183,9 @@ func (b *bench) moverMover(ctx context.Context, n int, lat time.Duration) (resul
 		return results.Rate{}, nil, 0, fmt.Errorf("queue holds %d messages after moving %d rows", qd, n)
 	}
 	_, reqs := counter.ByOp()
-	return results.NewRate(n, d, pts), reqs, tbl.spent(), nil
+	r := results.NewRate(n, d, pts)
+	r.ClientCPU, r.ServerCPU = ccpu, scpu
+	return r, reqs, tbl.spent(), nil
 }
 
 // moverNaive measures the naive design of the seed on a fresh Azurite: read
@@ -208,6 +215,7 @@ func (b *bench) moverNaive(ctx context.Context, total, n int, lat time.Duration)
 	tc := sc.Table.NewClient(scheduleTable)
 	qc := sc.Queue.NewQueueClient(workQueue)
 
+	cpu := startCPU(srv.Dir())
 	p := newProgress(100 * time.Millisecond)
 	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey lt '%s'", schedule.DefaultShard, schedule.TickPrefix(now.Add(time.Second)))
 	pager := tc.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: to.Ptr(int32(min(n, 1000)))})
@@ -240,7 +248,9 @@ func (b *bench) moverNaive(ctx context.Context, total, n int, lat time.Duration)
 	if moved != n {
 		return results.Rate{}, fmt.Errorf("naive moved %d of %d rows", moved, n)
 	}
-	return results.NewRate(n, d, pts), nil
+	r := results.NewRate(n, d, pts)
+	r.ClientCPU, r.ServerCPU = cpu.stop()
+	return r, nil
 }
 
 // timedTable measures the time spent in table calls.

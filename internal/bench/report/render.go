@@ -210,6 +210,27 @@ func moverSection(d *doc, out string, m *results.Mover) ([]check, error) {
 			pct(pairedRatio(s.Mover, s.Raw)), fmt.Sprintf("%.1f×", results.MedianRate(s.Mover)/results.MedianRate(s.Naive)), fmt.Sprint(len(s.Mover))})
 	}
 	d.table([]string{"Setting", "Rows", "Raw ceiling (msg/s)", "Mover (rows/s)", "Naive (rows/s)", "Mover / raw", "Mover / naive", "Repetitions"}, rows)
+	if len(base.Raw) > 0 && base.Raw[0].ServerCPU > 0 {
+		med := func(rs []results.Rate, f func(results.Rate) float64) string {
+			var xs []float64
+			for _, r := range rs {
+				xs = append(xs, f(r))
+			}
+			return f1(results.Median(xs))
+		}
+		wall := func(r results.Rate) float64 { return r.Seconds }
+		cc := func(r results.Rate) float64 { return r.ClientCPU }
+		sc := func(r results.Rate) float64 { return r.ServerCPU }
+		var cr [][]string
+		for _, x := range []struct {
+			name string
+			rs   []results.Rate
+		}{{"raw ceiling", base.Raw}, {"mover", base.Mover}, {fmt.Sprintf("naive (%d rows)", base.NaiveRows), base.Naive}} {
+			cr = append(cr, []string{x.name, med(x.rs, wall), med(x.rs, cc), med(x.rs, sc)})
+		}
+		d.para("Where the time went (Azurite as is, medians): wall time, CPU of the benchmark process (the mover or the raw loop, with the Azure SDK) and CPU of Azurite, on a machine with %s.", "two cores shared with other work")
+		d.table([]string{"Run", "Wall (s)", "Client CPU (s)", "Azurite CPU (s)"}, cr)
+	}
 	rel, err := plotMover(out, *m)
 	if err != nil {
 		return nil, err

@@ -67,6 +67,10 @@ type Rate struct {
 	PerSec float64 `json:"per_sec"`
 	// Progress samples (seconds since start, items done) for plots.
 	Progress []Point `json:"progress,omitempty"`
+	// ClientCPU is the CPU time (user+system, seconds) the benchmark
+	// process used meanwhile; ServerCPU Azurite's.
+	ClientCPU float64 `json:"client_cpu,omitempty"`
+	ServerCPU float64 `json:"server_cpu,omitempty"`
 }
 
 // NewRate builds a Rate from a count and a wall time.
