@@ -28,7 +28,7 @@ func runLateness(ctx context.Context, b *bench) error {
 			return fmt.Errorf("%s: %w", c.label, err)
 		}
 		s := run.Summary
-		b.logf(name, "%s: %d tasks, p50 %.3fs p99 %.3fs max %.3fs min %.3fs, %d duplicates", c.label, run.Ran, s.P50, s.P99, s.Max, s.Min, run.Duplicates)
+		b.logf(name, "%s: %d tasks, p50 %.3fs p99 %.3fs max %.3fs min %.3fs, %d duplicates, per worker %v", c.label, run.Ran, s.P50, s.P99, s.Max, s.Min, run.Duplicates, run.PerWorker)
 		res.Runs = append(res.Runs, run)
 	}
 	return results.Write(b.out, results.LatenessFile, res)
@@ -73,6 +73,7 @@ func (b *bench) latenessRun(ctx context.Context, label, early string) (results.L
 		return run, err
 	}
 	b.logf(name, "%s: leader %s, %d tasks due over %s from %s", label, leader.Holder, len(dues), b.s.latWindow, start.Format("15:04:05"))
+	run.Leader = leader.Holder
 	var want []string
 	for id := range dues {
 		want = append(want, id)
@@ -93,12 +94,16 @@ func (b *bench) latenessRun(ctx context.Context, label, early string) (results.L
 		if len(rs) == 0 {
 			continue
 		}
-		first := rs[0].At
+		first, by := rs[0].At, rs[0].Worker
 		for _, r := range rs[1:] {
 			if r.At.Before(first) {
-				first = r.At
+				first, by = r.At, r.Worker
 			}
 		}
+		if run.PerWorker == nil {
+			run.PerWorker = map[string]int{}
+		}
+		run.PerWorker[by]++
 		run.Ran++
 		run.Duplicates += len(rs) - 1
 		run.Lateness = append(run.Lateness, first.Sub(due).Seconds())

@@ -175,8 +175,9 @@ type LatenessRun struct {
 	// Early is the mover.early setting ("0s" = the poll interval, "-1s"
 	// disables).
 	Early string `json:"early"`
-	// Workers is the number of worker processes.
-	Workers int `json:"workers"`
+	// Workers is the number of worker processes; Leader the one leading.
+	Workers int    `json:"workers"`
+	Leader  string `json:"leader"`
 	// Tasks were spread uniformly over WindowSeconds.
 	Tasks         int     `json:"tasks"`
 	WindowSeconds float64 `json:"window_seconds"`
@@ -184,6 +185,8 @@ type LatenessRun struct {
 	// first.
 	Ran        int `json:"ran"`
 	Duplicates int `json:"duplicates"`
+	// PerWorker counts the tasks each worker ran first.
+	PerWorker map[string]int `json:"per_worker,omitempty"`
 	// Config are the interval settings that matter.
 	Config map[string]string `json:"config"`
 	// Lateness is handler start − due per task, seconds (first execution).
