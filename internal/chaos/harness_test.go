@@ -19,7 +19,9 @@ import (
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite"
 	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -480,11 +482,32 @@ func (r *run) stopAndAnalyse() *analysis {
 	a.lease = r.poll.History()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	depth := -1
+	if len(a.x.Missing) > 0 {
+		if p, err := r.sc.Queue.NewQueueClient(queue.DefaultQueue).GetProperties(ctx, nil); err == nil && p.ApproximateMessagesCount != nil {
+			depth = int(*p.ApproximateMessagesCount)
+		}
+	}
+	var noTrace []string
+	defer func() {
+		if len(noTrace) > 0 {
+			r.note("dropped by the emulator: %d tasks acknowledged (or due) within the unsaved window before an Azurite SIGKILL of which no trace is left: %s", len(noTrace), strings.Join(head(noTrace, 40), " "))
+		}
+	}()
 	for _, id := range a.x.Missing {
 		st, err := r.cl.Status(ctx, id)
 		trace := err == nil
 		if !trace && r.inUnsavedWindow(id) {
 			a.dropped = append(a.dropped, id)
+			noTrace = append(noTrace, id)
+			continue
+		}
+		// Moved (the queue acknowledged its message and the run was marked
+		// queued) within the unsaved window before a kill, and the queue
+		// is empty now: Azurite lost the acknowledged message.
+		if trace && st.Pending == nil && st.Run != nil && st.Run.State == runs.Queued && depth == 0 && r.inKillWindow(st.Run.Updated) {
+			a.dropped = append(a.dropped, id)
+			r.note("dropped by the emulator: %s, marked queued at %s (its message, acknowledged then, is gone)", id, st.Run.Updated.Format("15:04:05.000"))
 			continue
 		}
 		a.lost = append(a.lost, id)
@@ -509,12 +532,18 @@ type outage struct {
 // write made before the kill (the call's retries outlived it).
 func (r *run) inUnsavedWindow(id string) bool {
 	r.mu.Lock()
+	ack, due := r.acks[id], r.dues[id]
+	r.mu.Unlock()
+	return r.inKillWindow(ack) || r.inKillWindow(due)
+}
+
+// inKillWindow reports whether t lies within the unsaved window before a
+// SIGKILL of Azurite, or during the outage that followed.
+func (r *run) inKillWindow(t time.Time) bool {
+	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, k := range r.kills {
-		in := func(t time.Time) bool {
-			return !t.IsZero() && !t.Before(k.at.Add(-unsavedWindow)) && !t.After(k.back.Add(leasePoll))
-		}
-		if in(r.acks[id]) || in(r.dues[id]) {
+		if !t.IsZero() && !t.Before(k.at.Add(-unsavedWindow)) && !t.After(k.back.Add(leasePoll)) {
 			return true
 		}
 	}

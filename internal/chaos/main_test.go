@@ -53,6 +53,9 @@ func writeResults() error {
 	if doc == "" {
 		return nil
 	}
+	if err := os.MkdirAll(filepath.Dir(doc), 0o755); err != nil {
+		return err
+	}
 	if err := os.WriteFile(doc, []byte(RenderMarkdown(rep)), 0o644); err != nil {
 		return err
 	}
