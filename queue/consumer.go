@@ -507,17 +507,20 @@ func (c *Consumer) loop(ctx, hctx context.Context, wg *sync.WaitGroup) {
 			c.stats.inFlight++
 			c.stats.mu.Unlock()
 			go func(m Message) {
+				slot := &slotHold{held: true}
 				defer func() {
 					c.stats.mu.Lock()
 					c.stats.inFlight--
 					c.stats.mu.Unlock()
-					<-c.slots
+					if slot.held {
+						<-c.slots
+					}
 					if c.hooks.finished != nil {
 						c.hooks.finished()
 					}
 					wg.Done()
 				}()
-				c.process(ctx.Done(), hctx, m)
+				c.process(ctx.Done(), hctx, m, slot)
 			}(m)
 		}
 		if wait > 0 && !c.sleep(ctx, wait, p) {
@@ -541,7 +544,13 @@ type delivery struct {
 	maxA    int
 	log     *slog.Logger
 	claimed bool
+	slot    *slotHold // nil outside the consumer loop (tests)
 }
+
+// slotHold records whether a delivery holds one of the consumer's
+// concurrency slots. A message that arrives before it is due gives its slot
+// back while it waits, so waiting messages never keep due ones from running.
+type slotHold struct{ held bool }
 
 func (c *Consumer) settle(d *delivery, o Outcome) {
 	typ := d.typ
@@ -576,8 +585,8 @@ func (c *Consumer) settle(d *delivery, o Outcome) {
 // claim, handler and outcome. It never panics and never deletes a message
 // unless the run succeeded, was a duplicate or cancelled, or was set aside.
 // stop closes when the consumer begins to shut down.
-func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message) {
-	d := &delivery{m: m, start: c.clk.Now(), typ: MalformedType}
+func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message, slot *slotHold) {
+	d := &delivery{m: m, start: c.clk.Now(), typ: MalformedType, slot: slot}
 	d.log = c.log.With("message", m.ID)
 	env, err := decodeBody(m.Text)
 	if err != nil {

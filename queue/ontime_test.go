@@ -311,3 +311,27 @@ func TestWakeSet(t *testing.T) {
 		t.Fatalf("the latest hints must be the ones dropped: %d left", w.pending())
 	}
 }
+
+// A message held until its due time gives its concurrency slot back while
+// it waits: with one slot, a message that is already due runs during the
+// hold instead of queueing behind it.
+func TestHeldMessageDoesNotBlockADueOne(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{Concurrency: 1})
+	early := earlyHook(h)
+	ran := make(chan string, 2)
+	h.c.Handle("t", func(_ context.Context, task Task) error { ran <- task.ID; return nil })
+	h.enqueue(Envelope{ID: "later", Type: "t", Due: t0.Add(1500 * time.Millisecond)})
+	h.start()
+	recv(t, early, "hold")
+	h.enqueue(Envelope{ID: "now", Type: "t", Due: t0})
+	h.c.WakeAt(t0) // dequeue again at once
+	if id := recv(t, ran, "due message"); id != "now" {
+		t.Fatalf("%s ran first; the due message should run during the other's hold", id)
+	}
+	h.await(OutcomeSucceeded)
+	h.clk.Advance(1500 * time.Millisecond)
+	if id := recv(t, ran, "held message"); id != "later" {
+		t.Fatalf("then %s ran, want later", id)
+	}
+	h.await(OutcomeSucceeded)
+}

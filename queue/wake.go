@@ -157,13 +157,27 @@ func (c *Consumer) untilDue(stop <-chan struct{}, d *delivery) bool {
 	}
 	t := c.clk.NewTimer(early)
 	defer t.Stop()
+	// Waiting needs no handler slot: give it back so that messages already
+	// due keep running, and take one again when this one is due.
+	if d.slot != nil && d.slot.held {
+		<-c.slots
+		d.slot.held = false
+	}
 	if c.hooks.early != nil {
 		c.hooks.early(d.env.ID, early)
 	}
 	select {
 	case <-t.C():
-		return true
 	case <-stop:
 		return false
 	}
+	if d.slot != nil && !d.slot.held {
+		select {
+		case c.slots <- struct{}{}:
+			d.slot.held = true
+		case <-stop:
+			return false
+		}
+	}
+	return true
 }
