@@ -15,6 +15,13 @@
 //
 // This file set holds the evidence parsing, the checks and the report; the
 // scenarios are tests. `make chaos` runs the long scenarios (build tag
-// chaos) and regenerates docs/RELIABILITY.md from their results; short
-// versions of scenarios 1, 2 and 5 run in `make test`.
+// chaos), merges their rows into results/chaos.json and regenerates
+// docs/RELIABILITY.md from it; short versions of scenarios 1, 2 and 5 run
+// in `make test` and write their rows to a temporary file. Every scenario
+// also writes its row to the ChaosResults table of its own Azurite.
+//
+// Environment: CHAOS_KEEP=DIR keeps each scenario's logs, records and
+// Azurite data under DIR; CHAOS_RESULTS and CHAOS_DOC override the results
+// file and the document; CHAOS_CONFIG (a JSON object) is merged over every
+// scenario's fleet configuration, for experiments.
 package chaos
