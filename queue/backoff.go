@@ -37,11 +37,16 @@ func jitter(d time.Duration, r float64) time.Duration {
 }
 
 // poller is the empty-queue polling backoff: every empty poll doubles the
-// interval up to max; a message snaps it back to min. Each wait is
-// jittered over [¾·interval, interval] (never below min) so an idle fleet
-// does not poll in lockstep.
+// interval up to max; a message snaps it back to min. When the work runs
+// out, the first empty poll still comes after min (more may be on its way),
+// but the backoff then resumes from half the interval it had before the work
+// arrived instead of climbing from min again: a lone task in an idle fleet
+// costs two extra polls, not seven. Each wait is jittered over
+// [¾·interval, interval] (never below min) so an idle fleet does not poll in
+// lockstep.
 type poller struct {
 	min, max, cur time.Duration
+	resume        time.Duration // interval before the current run of work; 0 when none
 	rnd           func() float64
 }
 
@@ -56,12 +61,22 @@ func (p *poller) empty() time.Duration {
 	if wait < p.min {
 		wait = p.min
 	}
-	p.cur = min(p.cur*2, p.max)
+	next := p.cur * 2
+	if p.resume > 0 {
+		next = max(next, p.resume/2)
+		p.resume = 0
+	}
+	p.cur = min(next, p.max)
 	return wait
 }
 
-// got resets the interval after messages arrived.
-func (p *poller) got() { p.cur = p.min }
+// got resets the interval after messages arrived (or a wake hint came due).
+func (p *poller) got() {
+	if p.resume == 0 {
+		p.resume = p.cur
+	}
+	p.cur = p.min
+}
 
 // interval returns the current interval.
 func (p *poller) interval() time.Duration { return p.cur }

@@ -60,6 +60,24 @@ func TestPollerBacksOffAndSnapsBack(t *testing.T) {
 	if d := p.empty(); d != 200*time.Millisecond {
 		t.Fatalf("after a message the wait is %v, want PollMin", d)
 	}
+	// The work ran out: the backoff resumes from half where it was (3 s),
+	// not from PollMin.
+	if d := p.empty(); d != 1500*time.Millisecond {
+		t.Fatalf("second empty poll after the work waits %v, want 1.5s", d)
+	}
+	if d := p.empty(); d != 3*time.Second {
+		t.Fatalf("third empty poll after the work waits %v, want 3s", d)
+	}
+	// Work that keeps coming keeps the interval at PollMin.
+	p.got()
+	p.got()
+	p.got()
+	if d := p.empty(); d != 200*time.Millisecond {
+		t.Fatalf("after a run of work the first empty poll waits %v, want PollMin", d)
+	}
+	if d := p.empty(); d != 1500*time.Millisecond {
+		t.Fatalf("a run of work must resume from the interval before the run, got %v", d)
+	}
 	// Jitter shortens a wait by at most a quarter and never below PollMin.
 	p = newPoller(200*time.Millisecond, 30*time.Second, func() float64 { return 1 })
 	for i := 0; i < 10; i++ {
