@@ -77,7 +77,7 @@ var tiny = scale{
 	moverRows: 150, naiveRows: 20, moverReps: 1, moverLatency: 5 * time.Millisecond, slowRows: 60, slowNaiveRows: 10,
 	consumerMsgs: 120, instances: []int{1, 2}, consumerConcs: []int{32},
 	txWarmup: time.Second, txBaseline: 2 * time.Second, txSpacing: 3 * time.Second,
-	txLone: 2, txBurst: 20, txSeries: 3, txSeriesWindow: 3 * time.Second,
+	txLone: 2, txBurst: 20, txSeries: 3, txSeriesWindow: 7 * time.Second, // > mover.poll_every
 	idleWarmup: time.Second, idleWindow: 3 * time.Second,
 }
 

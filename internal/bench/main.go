@@ -186,6 +186,10 @@ func (b *bench) run(ctx context.Context, sel []scenario) error {
 				m.Scenarios = append(m.Scenarios, st)
 			}
 		}
+		m.Rerun = prev.Rerun
+		for _, s := range sel {
+			m.Rerun = append(m.Rerun, s.name)
+		}
 		m.Started, m.LoadStart = prev.Started, prev.LoadStart
 	}
 	b.logf("bench", "%d cores, %s, Go %s, Azurite %s, load %s; results into %s", m.Cores, m.CPUModel, m.GoVersion, m.AzuriteVersion, m.LoadStart, b.out)

@@ -87,7 +87,6 @@ func render(r records, out string) (string, error) {
 
 	d.line("## Machine")
 	d.line("")
-	dur := m.Finished.Sub(m.Started).Round(time.Second)
 	d.table([]string{"", ""}, [][]string{
 		{"CPU", fmt.Sprintf("%s, %d cores", m.CPUModel, m.Cores)},
 		{"Memory", fmt.Sprintf("%.1f GiB", float64(m.MemoryMiB)/1024)},
@@ -95,7 +94,7 @@ func render(r records, out string) (string, error) {
 		{"Go", m.GoVersion},
 		{"Azurite", m.AzuriteVersion},
 		{"Commit", "`" + m.Commit + "`"},
-		{"Run", fmt.Sprintf("%s, %s", m.Started.UTC().Format("2006-01-02 15:04 UTC"), dur)},
+		{"Run", fmt.Sprintf("%s – %s UTC", m.Started.UTC().Format("2006-01-02 15:04"), m.Finished.UTC().Format("15:04"))},
 		{"Load average (1, 5, 15 min)", fmt.Sprintf("%s at the start, %s at the end", m.LoadStart, m.LoadEnd)},
 	})
 	d.para("The machine was shared with other work while the benchmarks ran (the load averages above include it), so throughput figures carry noise: the throughput measurements are repeated and interleaved where time allows, and medians are reported. Storage-request counts and the timings that follow from leasecron's intervals (failover, lateness) are not sensitive to the load. The count-based scenarios (transactions, idle) and failover ran at the same time, each against its own Azurite; nothing else ran alongside the throughput scenarios.")
@@ -108,6 +107,9 @@ func render(r records, out string) (string, error) {
 		st = append(st, []string{s.Name, time.Duration(s.Seconds * float64(time.Second)).Round(time.Second).String(), e})
 	}
 	d.table([]string{"Scenario", "Wall time", "Outcome"}, st)
+	if len(m.Rerun) > 0 {
+		d.para("Re-run at the end, after the other scenarios (their records replace the first run's): %s.", strings.Join(m.Rerun, ", "))
+	}
 
 	// Scenario sections render into their own doc first so the summary can
 	// come before them.
@@ -278,7 +280,27 @@ func moverSection(d *doc, out string, m *results.Mover) ([]check, error) {
 		s := m.Sets[1]
 		c1.measured += fmt.Sprintf("; %s with %s", pct(pairedRatio(s.Mover, s.Raw)), strings.TrimPrefix(setName(s), "+")+" added")
 	}
-	if c1.status == statusMissed && tableShare > 0 {
+	// Azurite's CPU per row and how busy its one thread was.
+	med := func(rs []results.Rate, f func(results.Rate) float64) float64 {
+		var xs []float64
+		for _, r := range rs {
+			if r.ServerCPU > 0 && r.Seconds > 0 && r.N > 0 {
+				xs = append(xs, f(r))
+			}
+		}
+		return results.Median(xs)
+	}
+	perRowAz := func(r results.Rate) float64 { return 1000 * r.ServerCPU / float64(r.N) }
+	busy := func(r results.Rate) float64 { return r.ServerCPU / r.Seconds }
+	azRaw, azMover := med(base.Raw, perRowAz), med(base.Mover, perRowAz)
+	if c1.status == statusMissed && azRaw > 0 && azMover > 0 {
+		c1.why = fmt.Sprintf("Short by %.0f percentage points. Azurite was the bottleneck in both runs: its single thread was busy %s of the raw run's wall time and %s of the mover's. Per row it spent %.2f ms of CPU on the raw enqueue but %.2f ms on the mover's row — the same enqueue plus the row's share of the page query, the batched delete (the delete itself is real work for the emulator, even inside a transaction of 100) and the fence reads. So on this emulator the mover can reach at most about %s of the raw ceiling however it orders its requests; it reached %s. ",
+			100*(targetMoverRaw-ratio), pct(med(base.Raw, busy)), pct(med(base.Mover, busy)), azRaw, azMover, pct(azRaw/azMover), pct(ratio))
+		if tableShare > 0 {
+			c1.why += fmt.Sprintf("The mover's table calls are made one at a time between enqueue phases (%s of its wall time, with no enqueue in flight); that matters little here because the server stays busy with them. ", pct(tableShare))
+		}
+		c1.why += fmt.Sprintf("Against a storage account, which is not one thread and bills requests rather than CPU, the mover costs %.3f requests per row against the raw loop's 1, and its remaining handicap would be those serial table calls between pages. Fix for that: pipeline the passes — read and enqueue page *n+1* while page *n*'s batches commit (the fence still orders the batches) — and send a page's batches concurrently.", perRow)
+	} else if c1.status == statusMissed && tableShare > 0 {
 		c1.why = fmt.Sprintf("Short by %.0f percentage points. Per row the mover sends the same one enqueue as the raw loop plus its share of the table work (%.3f requests per row in all). The raw loop keeps %d enqueues in flight without a break; the mover keeps them in flight only within a pass of up to 1,000 rows, then stops enqueueing while it commits that pass's deletes (ten batches of 100 one after another, each followed by a re-read of the fence row) and reads the next page. Those table calls took %s of the mover's time; its enqueue phases by themselves ran at %s of the ceiling. Azurite is single-threaded and already saturated by 32 enqueues, so the deletes cost real server time either way; against a storage account, where the limit is round trips rather than one server thread, overlapping them would hide them. Fix: pipeline the passes — read and enqueue page *n+1* while page *n*'s batches commit (the fence still orders the batches) — and send a page's batches concurrently.",
 			100*(targetMoverRaw-ratio), perRow, m.Concurrency, pct(tableShare), pct(enqOnly))
 	} else if c1.status == statusMissed {
@@ -323,7 +345,7 @@ func consumerSection(d *doc, out string, c *results.Consumer) ([]check, error) {
 	var rows [][]string
 	for _, r := range c.Rows {
 		vs := "–"
-		if b := raw[r.Instances]; b > 0 && r.Variant != results.VariantRaw {
+		if b := raw[r.Instances]; b > 0 && (r.Variant == results.VariantInProcess || r.Variant == results.VariantProcess) {
 			vs = pct(r.Steady / b)
 		}
 		msgs := c.Messages
@@ -397,9 +419,24 @@ func latenessSection(d *doc, out string, l *results.Lateness) ([]check, error) {
 	var rows [][]string
 	for _, r := range l.Runs {
 		s := r.Summary
-		rows = append(rows, []string{r.Label, fmt.Sprintf("%d / %d", r.Ran, r.Tasks), secs(s.P50), secs(s.P90), secs(s.P99), secs(s.Max), secs(s.Min), fmt.Sprint(r.Duplicates)})
+		rows = append(rows, []string{r.Label, fmt.Sprintf("%d / %d", r.Ran, r.Tasks), secs(s.P50), secs(s.P90), secs(s.P99), secs(s.Max), secs(s.Min), fmt.Sprint(r.Duplicates), perWorker(r)})
 	}
-	d.table([]string{"Run", "Ran", "p50", "p90", "p99", "max", "min", "Duplicates"}, rows)
+	d.table([]string{"Run", "Ran", "p50", "p90", "p99", "max", "min", "Duplicates", "Tasks per worker"}, rows)
+	var skew []string
+	for _, r := range l.Runs {
+		for w, n := range r.PerWorker {
+			if r.Ran > 0 && r.Workers > 1 && float64(n) >= 0.8*float64(r.Ran) {
+				role := "a standby"
+				if w == r.Leader {
+					role = "the leader"
+				}
+				skew = append(skew, fmt.Sprintf("%s (%s) ran %d of %d tasks with %s", w, role, n, r.Ran, r.Label))
+			}
+		}
+	}
+	if len(skew) > 0 {
+		d.para("One worker did nearly all the work: %s. The mover hands each task it enqueues to the consumer in its own process as a wake hint (the due time); the other workers' consumers have backed off towards worker.poll_max and rarely look, so in a fleet that is otherwise idle the leader runs the tasks, and a burst larger than its worker.concurrency waits for a handler slot.", strings.Join(skew, "; "))
+	}
 	rel, err := plotLateness(out, *l)
 	if err != nil {
 		return nil, err
@@ -411,7 +448,20 @@ func latenessSection(d *doc, out string, l *results.Lateness) ([]check, error) {
 	if len(l.Runs) > 1 {
 		ch.measured += fmt.Sprintf("; p99 %.2f s without", l.Runs[1].Summary.P99)
 	}
-	if ch.status == statusMissed {
+	top, topN := "", 0
+	for w, n := range r0.PerWorker {
+		if n > topN {
+			top, topN = w, n
+		}
+	}
+	if ch.status == statusMissed && r0.Ran > 0 && float64(topN) >= 0.8*float64(r0.Ran) {
+		who := top
+		if top == r0.Leader {
+			who += ", the leader"
+		}
+		ch.why = fmt.Sprintf("Over by %.2f s. Every task was enqueued ahead of its due time, so the tail is not the mover: it is one consumer doing nearly all the work. %s ran %d of %d tasks. Early enqueue sends each message with a visibility delay and hands the due time to the consumer in the same process (a wake hint), so the leader's consumer wakes exactly when a task comes due; the other worker gets no hint, its empty polls back off towards worker.poll_max (30 s), and when it does look, the messages due then are still invisible or already taken. When many tasks come due together the leader's %s handler slots (each task an exec of /bin/sh plus its run-record writes) are all busy and tasks wait for a slot: that wait is the tail. Fix: spread the wake-up — e.g. write the earliest pending due time where every consumer already looks (the queue's metadata, read with the depth probe) so idle consumers also wake for it — or have a consumer that finds the queue's approximate count above zero but nothing visible poll again at the next second instead of backing off; and size worker.concurrency for the burst.",
+			s.P99-targetP99, who, topN, r0.Ran, r0.Config["worker.concurrency"])
+	} else if ch.status == statusMissed {
 		ch.why = fmt.Sprintf("Over by %.2f s. A task is on time only if (a) the leader enqueued it before it came due — true for every row due at least one mover poll after it was written, with early enqueue on — and (b) some consumer dequeues it within a second of becoming visible. The late tail comes from (b): a consumer whose empty polls have backed off towards worker.poll_max (30 s) looks again only when its timer fires, unless it is woken by a hint. Fix: let the consumer of a fleet whose mover enqueued early wake at the earliest known visibility time, and cap the idle backoff while messages are known to be pending (queue depth > 0).", s.P99-targetP99)
 		if r0.Ran < r0.Tasks {
 			ch.why += fmt.Sprintf(" %d of %d tasks did not run at all within the time allowed.", r0.Tasks-r0.Ran, r0.Tasks)
@@ -581,7 +631,7 @@ var opSource = map[string]string{
 	"blob lease-renew":     "lease renewals (every duration/3 = 20 s)",
 	"queue dequeue":        "queue polls (backing off to worker.poll_max 30 s, jittered down by up to 25 %)",
 	"queue get-properties": "queue-depth gauge (every minute)",
-	"table update":         "consumer counters written to the Runs table (every 30 s, changed or not)",
+	"table update":         "consumer counters written to the Runs table (worker.counters_every)",
 	"table query":          "mover passes (every 5 s), the malformed-row sweep (3 queries a minute) and the backlog gauge (every minute)",
 	"table get-entity":     "fence-row reads",
 	"table post-table":     "create-table calls (run records' table, once per process)",
@@ -745,7 +795,17 @@ func transactionsSection(d *doc, out string, t *results.Transactions, idle *resu
 				}
 				parts = append(parts, fmt.Sprintf("%.0f/h %s", float64(standby.Requests[k])*3600/idle.WindowSeconds, src))
 			}
-			ch.why = fmt.Sprintf("%.1f× the target (%.0f over). Where it goes: %s. The default intervals alone rule the target out: acquire attempts every 15 s are 240/h and queue polls at up to 30 s another 120–160/h. Fix, in order of yield: write the consumer counters only when they changed (−120/h idle); read the queue depth for the gauge only when metrics are served or every 5 minutes; let an idle consumer back off further (e.g. 2 minutes after 10 minutes without work, with the mover's wake hint or a queue-depth probe keeping latency low); and let standbys poll the lease less often (60 s poll ⇒ 60/h) when failover within a minute is acceptable. With a 60 s lease poll, polling backed off to 2 minutes and the gauge every 5 minutes, a standby would make about 60 + 30 + 12 ≈ 100 requests/hour.", standby.PerHour/targetIdlePerHour, standby.PerHour-targetIdlePerHour, strings.Join(parts, "; "))
+			var fixes []string
+			if standby.Requests["table update"] > 0 {
+				fixes = append(fixes, "write the consumer counters only when they changed")
+			}
+			if standby.Requests["queue get-properties"] > 0 {
+				fixes = append(fixes, "read the queue depth for the gauge only when metrics are served")
+			}
+			fixes = append(fixes,
+				"let standbys poll the lease less often when a slower failover is acceptable (lease.poll_every 60 s ⇒ 60/h; the takeover after SIGTERM then takes up to a minute), or have the leaving leader's release reach the standbys another way",
+				"let an idle consumer back off further than 30 s (e.g. to 2 minutes after 10 minutes without work ⇒ 30/h), with wake hints or a cheap depth probe keeping latency low when work arrives")
+			ch.why = fmt.Sprintf("%.1f× the target (%.0f over). Where it goes: %s. With the default intervals the target cannot be met: acquire attempts every 15 s alone are 240/h, and queue polls at up to 30 s (jittered down) another 120–160/h. Fix: %s. With both interval changes a standby would make about 60 + 30 = 90 requests/hour.", standby.PerHour/targetIdlePerHour, standby.PerHour-targetIdlePerHour, strings.Join(parts, "; "), strings.Join(fixes, "; "))
 		}
 	}
 	checks = append(checks, ch)
@@ -784,4 +844,25 @@ func methodSection(d *doc) {
 	d.line("## Reproducing")
 	d.line("")
 	d.para("`make bench` runs everything (about 20–30 minutes) and rewrites this page and `docs/bench/*.png`; `make bench-quick` is a smoke run under five minutes that writes its report to `/tmp/leasecron-bench-report`. `go run ./internal/bench -out DIR -only mover,consumer` runs a subset; the JSON records in DIR hold every sample, including the progress curves behind the rates. Worker logs and configurations of the process-based scenarios are kept under `DIR/work/`.")
+}
+
+// perWorker lists the tasks each worker ran, the leader marked.
+func perWorker(r results.LatenessRun) string {
+	var ws []string
+	for w := range r.PerWorker {
+		ws = append(ws, w)
+	}
+	sort.Strings(ws)
+	var parts []string
+	for _, w := range ws {
+		name := w
+		if w == r.Leader {
+			name += " (leader)"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", name, r.PerWorker[w]))
+	}
+	if len(parts) == 0 {
+		return "–"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -29,9 +29,13 @@ func fixture(t *testing.T) string {
 	rate := func(n int, s float64) results.Rate {
 		return results.NewRate(n, time.Duration(s*float64(time.Second)), prog)
 	}
+	withCPU := func(r results.Rate, client, server float64) results.Rate {
+		r.ClientCPU, r.ServerCPU = client, server
+		return r
+	}
 	write(results.MoverFile, results.Mover{Concurrency: 32, MoverRequests: map[string]int64{"queue enqueue": 10000, "table batch": 101, "table get-entity": 102, "table query": 11},
 		Sets: []results.MoverSet{
-			{Rows: 10000, NaiveRows: 1000, Raw: []results.Rate{rate(10000, 20), rate(10000, 22)}, Mover: []results.Rate{rate(10000, 25), rate(10000, 26)}, Naive: []results.Rate{rate(1000, 4), rate(1000, 4)}, MoverTableSeconds: []float64{5, 7.8}},
+			{Rows: 10000, NaiveRows: 1000, Raw: []results.Rate{withCPU(rate(10000, 20), 4, 18), withCPU(rate(10000, 22), 4, 18)}, Mover: []results.Rate{withCPU(rate(10000, 25), 6, 24), withCPU(rate(10000, 26), 6, 24)}, Naive: []results.Rate{rate(1000, 4), rate(1000, 4)}, MoverTableSeconds: []float64{5, 7.8}},
 			{AddedLatencyMS: 10, Rows: 10000, NaiveRows: 500, Raw: []results.Rate{rate(10000, 30)}, Mover: []results.Rate{rate(10000, 31)}, Naive: []results.Rate{rate(500, 12)}},
 		}})
 	var rows []results.ConsumerRow
@@ -45,7 +49,7 @@ func fixture(t *testing.T) string {
 	lat := []float64{0.01, 0.02, 0.05, 0.2, 0.4}
 	late := []float64{0.5, 2, 3, 4, 5.5}
 	write(results.LatenessFile, results.Lateness{Runs: []results.LatenessRun{
-		{Label: "early on", Early: "0s", Workers: 2, Tasks: 5, WindowSeconds: 30, Ran: 5, Lateness: lat, Summary: results.Summarize(lat)},
+		{Label: "early on", Early: "0s", Workers: 2, Leader: "w2", Tasks: 5, WindowSeconds: 30, Ran: 5, PerWorker: map[string]int{"w1": 1, "w2": 4}, Lateness: lat, Summary: results.Summarize(lat)},
 		{Label: "early off", Early: "-1s", Workers: 2, Tasks: 5, WindowSeconds: 30, Ran: 5, Lateness: late, Summary: results.Summarize(late)},
 	}})
 	write(results.FailoverFile, results.Failover{PollEverySeconds: 15, Samples: []results.FailoverSample{
@@ -90,9 +94,11 @@ func TestRenderAll(t *testing.T) {
 		// Table calls: 5 of 25 s and 7.8 of 26 s (median 25 %); enqueue
 		// phases alone at 100 % and 121 % of raw (median 110 %).
 		"They took 25 % of its wall time", "enqueue phases ran at 110 % of the raw ceiling",
+		// Azurite: 1.8 ms per raw enqueue, 2.4 ms per moved row ⇒ at most 75 %.
+		"1.80 ms of CPU on the raw enqueue but 2.40 ms", "at most about 75 % of the raw ceiling", "| mover | 25.5 | 6.0 | 24.0 |",
 		// Consumer at 80 % of raw in every case.
 		"80 % with 1, 80 % with 2, 80 % with 4 | **missed**", "4.2 messages per dequeue",
-		"| p99 lateness ≤ 1 s | p99 0.40 s with early enqueue", "p99 5.50 s without",
+		"| p99 lateness ≤ 1 s | p99 0.40 s with early enqueue", "p99 5.50 s without", "| w1 1, w2 (leader) 4 |",
 		// SIGTERM 17.5 s > 16 s; SIGKILL 25 s ≤ 30 s; a failed sample is listed.
 		"max 17.5 s at 15 s lease (target 16 s) | **missed**", "max 25.0 s at 15 s lease (target 30 s) | met", "60 s SIGKILL run 1: no takeover",
 		"| ≤ 6 transactions per one-off task without run records | 3.3 in a burst, 9.5 for a lone task | **missed**",

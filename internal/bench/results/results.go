@@ -47,6 +47,9 @@ type Machine struct {
 	LoadEnd   string `json:"load_end"`
 	// Scenarios lists the scenarios run, in order, with their wall time.
 	Scenarios []ScenarioTime `json:"scenarios"`
+	// Rerun names the scenarios of a later partial run (-only) whose
+	// records replaced the first run's.
+	Rerun []string `json:"rerun,omitempty"`
 }
 
 // ScenarioTime is one scenario's wall time, or its error.
