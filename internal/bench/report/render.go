@@ -729,11 +729,11 @@ func transactionsSection(d *doc, out string, t *results.Transactions, idle *resu
 				deq := lone.Worker["queue dequeue"]
 				q := lone.Worker["table query"]
 				ch.why = fmt.Sprintf("Over by %.1f for a lone task", math.Max(lone.Total, burst.Total)-targetTxPerTask)
-				ch.why += fmt.Sprintf(". The task itself costs about %.1f: the schedule transaction, one enqueue, one fenced batch with the delete, one re-read of the fence row, and the message delete. The rest is polling the task sets off: %.1f extra dequeues, because a consumer that receives a message drops its polling interval back to worker.poll_min (200 ms) and backs off again (0.2, 0.4, 0.8 … s), about seven empty polls before it is back near 30 s", lone.Total-deq-math.Max(q, 0), deq)
+				ch.why += fmt.Sprintf(". The task itself costs about %.1f: the schedule transaction, one enqueue, one fenced batch with the delete, one re-read of the fence row, and the message delete. The rest is polling the task sets off: %.1f extra dequeues, because a consumer that receives a message shortens its polling interval and then backs off again through several empty polls", lone.Total-deq-math.Max(q, 0), deq)
 				if q > 0.3 {
-					ch.why += fmt.Sprintf(", and %.1f extra table queries (a pass that moved something is followed by another at once)", q)
+					ch.why += fmt.Sprintf(", and %.1f table queries more than the idle rate predicts (part of this is the noise of that subtraction)", q)
 				}
-				ch.why += fmt.Sprintf(". In a burst the same costs are shared and the total is %.1f. Fix: after a poll that returned fewer messages than asked for, resume the backoff from where it was (or halve it) instead of restarting at poll_min, and drop the fence re-read after a batch whose response proves the write (the fence row's ETag is not returned by batch responses, hence the re-read: a point read per batch).", burst.Total)
+				ch.why += fmt.Sprintf(". In a burst the same costs are shared and the total is %.1f. Fix: when a poll returns fewer messages than were asked for, keep backing off from where the interval was rather than polling faster (the mover's wake hint already covers the leader's own tasks), and drop the fence re-read after each batch once batch responses can prove the write (the Go SDK returns no per-operation ETags, hence one point read per batch — negligible in a burst, one request for a lone task).", burst.Total)
 			}
 		}
 		checks = append(checks, ch)
