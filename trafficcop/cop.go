@@ -133,7 +133,8 @@ func TermFrom(ctx context.Context) (Term, bool) {
 // ErrAlreadyRunning if Run was called before.
 //
 // Without control it tries to acquire at once and then every PollEvery
-// (±20 % jitter), with a fresh random lease ID each time. On acquisition it
+// (each wait shortened by up to 20 % at random), with a fresh random lease
+// ID each time. On acquisition it
 // writes holder, acquired and generation (previous + 1) to the blob's
 // metadata with If-Match on the ETag it read and the new lease ID; if that
 // write fails it releases the lease and counts the attempt as failed.
@@ -220,8 +221,11 @@ func (c *Cop) stop(abandon bool) {
 	}
 }
 
+// jitteredPoll is PollEvery shortened by up to pollJitter at random, so
+// contenders spread out but a released lease is still tried within one
+// PollEvery.
 func (c *Cop) jitteredPoll() time.Duration {
-	f := 1 + pollJitter*(2*rand.Float64()-1)
+	f := 1 - pollJitter*rand.Float64()
 	return time.Duration(float64(c.o.PollEvery) * f)
 }
 

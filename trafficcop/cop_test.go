@@ -300,7 +300,7 @@ func TestCopLosesControlOnRefusedRenewalAndCompetesAgain(t *testing.T) {
 	}
 	h.ev.wait("term-ended")
 	lock.SetFault(nil)
-	// Competes again after PollEvery (±20 %) with a fresh lease ID and the
+	// Competes again within PollEvery with a fresh lease ID and the
 	// next generation.
 	h.advance(1, 3600*time.Millisecond)
 	h.lead()
@@ -551,5 +551,22 @@ func TestCopRunContextCancel(t *testing.T) {
 	}
 	if !errors.Is(context.Cause(lc), ErrStopped) || lock.LeaseID() != "" {
 		t.Fatalf("cause %v, lease %q", context.Cause(lc), lock.LeaseID())
+	}
+}
+
+// Acquire polls spread contenders out but never wait longer than PollEvery,
+// so a released lease is taken within one poll interval.
+func TestPollJitterNeverExceedsPollEvery(t *testing.T) {
+	c, err := NewCopWithLock(NewMemLock("j", clock.NewFake(time.Unix(0, 0))), Options{LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := time.Hour, time.Duration(0)
+	for range 2000 {
+		d := c.jitteredPoll()
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if hi > 10*time.Second || lo < 8*time.Second || hi-lo < time.Second {
+		t.Fatalf("poll waits ranged over [%v, %v], want spread within [8s, 10s]", lo, hi)
 	}
 }

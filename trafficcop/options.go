@@ -150,7 +150,8 @@ type Options struct {
 	LeaseTiming
 
 	// PollEvery is how often a cop without control tries to acquire, each
-	// wait jittered by ±20 % so contenders spread out. Default 15 s, at
+	// wait shortened by up to 20 % at random so contenders spread out and
+	// a released lease is tried within one PollEvery. Default 15 s, at
 	// least 100 ms.
 	PollEvery time.Duration
 

@@ -4,6 +4,7 @@
 package storage
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -58,6 +59,18 @@ type Clients struct {
 	Table *aztables.ServiceClient
 }
 
+// defaultTransport keeps enough idle connections per host for the mover's
+// concurrent enqueues (32 by default) and a busy consumer: the SDK's default
+// keeps 10, so the rest would reconnect (and, against Azure, renegotiate
+// TLS) on every burst.
+var defaultTransport = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 64
+	t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: t}
+}()
+
 // ErrNoAccount is returned when a Config names neither a connection string nor an account.
 var ErrNoAccount = errors.New("no storage account configured: set storage.connection_string (or AZURE_STORAGE_CONNECTION_STRING) or storage.account")
 
@@ -68,6 +81,9 @@ func New(cfg Config) (*Clients, error) {
 	}
 	if cfg.MaxRetries == 0 {
 		cfg.MaxRetries = 2
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = defaultTransport
 	}
 	co := func(svc string) policy.ClientOptions {
 		o := policy.ClientOptions{
