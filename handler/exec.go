@@ -174,23 +174,14 @@ func (h *execHandler) setDefaults() error {
 	case fi.Mode().Perm()&0o111 == 0:
 		return fmt.Errorf("%w: ExecOptions.Argv[0] %q is not executable (mode %v)", ErrInvalidOptions, name, fi.Mode().Perm())
 	}
-	switch {
-	case h.Timeout < 0:
-		return fmt.Errorf("%w: ExecOptions.Timeout %v is negative: want > 0, or 0 for the default %v", ErrInvalidOptions, h.Timeout, DefaultExecTimeout)
-	case h.Timeout == 0:
-		h.Timeout = DefaultExecTimeout
+	if err := orDefault("ExecOptions.Timeout", &h.Timeout, DefaultExecTimeout, ""); err != nil {
+		return err
 	}
-	switch {
-	case h.KillGrace < 0:
-		return fmt.Errorf("%w: ExecOptions.KillGrace %v is negative: want > 0, or 0 for the default %v", ErrInvalidOptions, h.KillGrace, DefaultKillGrace)
-	case h.KillGrace == 0:
-		h.KillGrace = DefaultKillGrace
+	if err := orDefault("ExecOptions.KillGrace", &h.KillGrace, DefaultKillGrace, ""); err != nil {
+		return err
 	}
-	switch {
-	case h.OutputTail < 0:
-		return fmt.Errorf("%w: ExecOptions.OutputTail %d is negative: want a byte count > 0, or 0 for the default %d", ErrInvalidOptions, h.OutputTail, DefaultOutputTail)
-	case h.OutputTail == 0:
-		h.OutputTail = DefaultOutputTail
+	if err := orDefault("ExecOptions.OutputTail", &h.OutputTail, DefaultOutputTail, "a byte count "); err != nil {
+		return err
 	}
 	for i, kv := range h.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {

@@ -134,17 +134,11 @@ func (h *httpHandler) setDefaults() error {
 		hdr[k] = v
 	}
 	h.Headers = hdr
-	switch {
-	case h.Timeout < 0:
-		return fmt.Errorf("%w: HTTPOptions.Timeout %v is negative: want > 0, or 0 for the default %v", ErrInvalidOptions, h.Timeout, DefaultHTTPTimeout)
-	case h.Timeout == 0:
-		h.Timeout = DefaultHTTPTimeout
+	if err := orDefault("HTTPOptions.Timeout", &h.Timeout, DefaultHTTPTimeout, ""); err != nil {
+		return err
 	}
-	switch {
-	case h.OutputTail < 0:
-		return fmt.Errorf("%w: HTTPOptions.OutputTail %d is negative: want a byte count > 0, or 0 for the default %d", ErrInvalidOptions, h.OutputTail, DefaultOutputTail)
-	case h.OutputTail == 0:
-		h.OutputTail = DefaultOutputTail
+	if err := orDefault("HTTPOptions.OutputTail", &h.OutputTail, DefaultOutputTail, "a byte count "); err != nil {
+		return err
 	}
 	if h.Client == nil {
 		h.Client = &http.Client{}

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/leasecron/leasecron/queue"
@@ -51,4 +52,16 @@ func OutputTail(err error) string {
 		return he.Tail
 	}
 	return ""
+}
+
+// orDefault fills a zero option with its default and refuses a negative
+// one with an error naming the field, the value and what is accepted.
+func orDefault[T ~int | ~int64](field string, v *T, def T, what string) error {
+	switch {
+	case *v < 0:
+		return fmt.Errorf("%w: %s %v is negative: want %s> 0, or 0 for the default %v", ErrInvalidOptions, field, *v, what, def)
+	case *v == 0:
+		*v = def
+	}
+	return nil
 }
