@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -488,6 +489,23 @@ func (r *run) stopAndAnalyse() *analysis {
 			depth = int(*p.ApproximateMessagesCount)
 		}
 	}
+	// Dead letters by run id, to tell a task set aside from one lost.
+	dead := map[string]string{}
+	if len(a.x.Missing) > 0 {
+		if ds, err := r.cl.DeadLetters().List(ctx); err == nil {
+			for _, d := range ds {
+				dead[d.RunID] = d.Reason
+			}
+		}
+	}
+	var logs [][]byte
+	if len(a.x.Missing) > 0 {
+		for _, name := range r.f.Names() {
+			if b, err := os.ReadFile(filepath.Join(r.dir, name+".log")); err == nil {
+				logs = append(logs, b)
+			}
+		}
+	}
 	var noTrace []string
 	defer func() {
 		if len(noTrace) > 0 {
@@ -502,17 +520,29 @@ func (r *run) stopAndAnalyse() *analysis {
 			noTrace = append(noTrace, id)
 			continue
 		}
-		// Moved (the queue acknowledged its message and the run was marked
-		// queued) within the unsaved window before a kill, and the queue
-		// is empty now: Azurite lost the acknowledged message.
-		if trace && st.Pending == nil && st.Run != nil && st.Run.State == runs.Queued && depth == 0 && r.inKillWindow(st.Run.Updated) {
-			a.dropped = append(a.dropped, id)
-			r.note("dropped by the emulator: %s, marked queued at %s (its message, acknowledged then, is gone)", id, st.Run.Updated.Format("15:04:05.000"))
-			continue
+		// Moved (the queue acknowledged its message, the row was deleted and
+		// the run marked queued), never set aside, and no consumer ever
+		// logged acknowledging it: the message vanished inside Azurite. A
+		// consumer deletes a message only after running it (an execution
+		// record), or after logging why (duplicate, cancelled, set aside).
+		if trace && st.Pending == nil && st.Run != nil && st.Run.State == runs.Queued && r.azuriteKilled() {
+			_, setAside := dead[id]
+			if !setAside && !logsMention(logs, id) {
+				a.dropped = append(a.dropped, id)
+				r.note("dropped by the emulator: %s, marked queued at %s; no consumer ever received its message and the work queue holds %d messages", id, st.Run.Updated.Format("15:04:05.000"), depth)
+				continue
+			}
 		}
 		a.lost = append(a.lost, id)
 		if err == nil {
-			r.note("never ran: %s, state %s", id, st.State())
+			detail := ""
+			if st.Run != nil {
+				detail = fmt.Sprintf(", run record updated %s, generation %d, deliveries %d", st.Run.Updated.Format("15:04:05.000"), st.Run.Generation, st.Run.Deliveries)
+			}
+			if reason, ok := dead[id]; ok {
+				detail += "; set aside to the poison queue: " + reason
+			}
+			r.note("never ran: %s, state %s%s; work queue depth at the end %d", id, st.State(), detail, depth)
 		} else if len(a.lost) <= 20 {
 			r.note("never ran: %s, no trace in storage (%v)", id, err)
 		}
@@ -524,6 +554,24 @@ func (r *run) stopAndAnalyse() *analysis {
 // answered again.
 type outage struct {
 	at, back time.Time
+}
+
+// azuriteKilled reports whether the scenario SIGKILLed Azurite.
+func (r *run) azuriteKilled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.kills) > 0
+}
+
+// logsMention reports whether a worker log names run id.
+func logsMention(logs [][]byte, id string) bool {
+	needle := []byte(`"run":"` + id + `"`)
+	for _, b := range logs {
+		if bytes.Contains(b, needle) {
+			return true
+		}
+	}
+	return false
 }
 
 // inUnsavedWindow reports whether task id was acknowledged, or came due

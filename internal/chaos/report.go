@@ -125,13 +125,16 @@ storage: if a row or run record still exists it is lost (leasecron's fault).
 When Azurite itself is SIGKILLed, it forgets what it acknowledged but had not
 yet saved (each of its services saves every 5 s, independently). A missing
 task is counted as **emulator-dropped** instead of lost — reported, never
-hidden — only when the evidence shows Azurite lost an acknowledged write
-within 10 s before such a kill (or during the outage after it): either no
-trace of the task is left and its scheduling was acknowledged, or it came
-due, in that window; or its run record says *queued* (the queue had
-acknowledged its message and the row was deleted) with the record written in
-that window, and the queue is empty at the end. Real Azure Storage does not
-lose acknowledged writes; the number measures the emulator.
+hidden — only when the evidence shows Azurite lost an acknowledged write:
+either no trace of the task is left (no row, no run record) and its
+scheduling was acknowledged, or it came due, within 10 s before such a kill
+or during the outage after it; or its run record says *queued* (the queue
+had acknowledged its message, the row was deleted), it is not in the poison
+queue, and no worker's log shows a consumer ever receiving it — a consumer
+deletes a message only after running it (an execution record) or after
+logging why (duplicate, cancelled, set aside), so the message vanished
+inside the emulator. Real Azure Storage does not lose acknowledged writes;
+the number measures the emulator.
 
 **Duplicates** — execution records beyond the first per task. Delivery is at
 least once, so duplicates are allowed; they are counted.
