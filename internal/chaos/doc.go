@@ -23,5 +23,6 @@
 // Environment: CHAOS_KEEP=DIR keeps each scenario's logs, records and
 // Azurite data under DIR; CHAOS_RESULTS and CHAOS_DOC override the results
 // file and the document; CHAOS_CONFIG (a JSON object) is merged over every
-// scenario's fleet configuration, for experiments.
+// scenario's fleet configuration, for experiments; CHAOS_RENDER=1 with
+// -run NONE regenerates the document from the results file alone.
 package chaos

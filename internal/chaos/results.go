@@ -170,7 +170,9 @@ func (r *Report) Merge(rs []Result, bad []BadInput) {
 	if len(bad) > 0 {
 		r.BadInputs = bad
 	}
-	r.Updated = time.Now().UTC().Round(time.Second)
+	if len(rs) > 0 || len(bad) > 0 {
+		r.Updated = time.Now().UTC().Round(time.Second)
+	}
 }
 
 // Save writes the report as indented JSON.
