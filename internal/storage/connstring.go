@@ -36,7 +36,7 @@ func ParseConnectionString(s string) (ConnectionString, error) {
 		}
 		k, v, ok := strings.Cut(part, "=")
 		if !ok {
-			return ConnectionString{}, fmt.Errorf("storage connection string: segment %q is not key=value (expected e.g. AccountName=...;AccountKey=...)", Redact(part))
+			return ConnectionString{}, fmt.Errorf("storage connection string: segment %q is not key=value; a connection string is key=value pairs separated by semicolons, with at least AccountName and AccountKey", Redact(part))
 		}
 		kv[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
 	}
