@@ -45,7 +45,7 @@ demo: deps build ## Azurite + three workers + scheduled work + blackboard, live 
 	@LEASECRON_BIN=$(CURDIR)/$(BIN) bin/demo
 
 chaos: deps build ## reliability suite (long; regenerates docs/RELIABILITY.md)
-	$(GO) test -tags chaos -count=1 -timeout 60m -v ./internal/chaos/ 2>&1 | tee chaos.out
+	@set -o pipefail; $(GO) test -tags chaos -count=1 -timeout 60m -v ./internal/chaos/ 2>&1 | tee chaos.out
 
 bench: deps build ## benchmarks (long; regenerates docs/BENCHMARKS.md)
 	$(GO) run ./internal/bench -out bench-results

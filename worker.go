@@ -391,11 +391,19 @@ func (w *Worker) lead(ctx context.Context) error {
 			if w.runs == nil {
 				return
 			}
+			// Concurrently: one at a time, a slow link turned this
+			// bookkeeping into the mover's bottleneck.
+			var g errgroup.Group
+			g.SetLimit(16)
 			for _, e := range envs {
-				if err := w.runs.MarkQueued(ctx, e.ID, runs.Meta{Type: e.Type, Due: e.Due, Generation: e.Generation}); err != nil {
-					w.log.Debug("run not marked queued", "task_id", e.ID, "err", err)
-				}
+				g.Go(func() error {
+					if err := w.runs.MarkQueued(ctx, e.ID, runs.Meta{Type: e.Type, Due: e.Due, Generation: e.Generation}); err != nil {
+						w.log.Debug("run not marked queued", "task_id", e.ID, "err", err)
+					}
+					return nil
+				})
 			}
+			_ = g.Wait()
 		},
 	}
 	m, err := schedule.NewMover(w.sched.Table(), mo)

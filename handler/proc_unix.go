@@ -7,11 +7,6 @@ import (
 	"syscall"
 )
 
-// setProcessGroup makes the child the leader of a new process group, so a
-// timeout can signal it together with everything it started.
-func setProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-}
 
 func terminateGroup(cmd *exec.Cmd) { signalGroup(cmd, syscall.SIGTERM) }
 

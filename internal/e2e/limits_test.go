@@ -3,6 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -257,6 +261,32 @@ func TestLimitSlotsFreedAfterSIGKILL(t *testing.T) {
 	if held, err := sem.Held(ctx); err != nil || held != limit {
 		t.Errorf("while %s runs them: %d slots held (err %v), want %d", w2, held, err, limit)
 	}
+	// The killed worker's handler processes died with it (they would
+	// otherwise run on, unsupervised, while their tasks run again here).
+	if n := handlerShells(f.RecordFile, "w1"); n != 0 {
+		t.Errorf("%d handler processes of the SIGKILLed worker w1 are still running", n)
+	}
+}
+
+// handlerShells counts running exec-handler shells (the `sh -c` of the rec
+// handlers) started by the given fleet worker.
+func handlerShells(recordFile, worker string) int {
+	n := 0
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		env, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		vars := strings.Split(string(env), "\x00")
+		if !slices.Contains(vars, "FLEET_RECORD="+recordFile) || !slices.Contains(vars, "FLEET_WORKER="+worker) {
+			continue
+		}
+		if comm, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "comm")); strings.TrimSpace(string(comm)) == "sh" {
+			n++
+		}
+	}
+	return n
 }
 
 // TestBackpressure: `queue.max_depth: 20`, `queue.resume_below: 10`, two
