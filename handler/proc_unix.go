@@ -7,7 +7,6 @@ import (
 	"syscall"
 )
 
-
 func terminateGroup(cmd *exec.Cmd) { signalGroup(cmd, syscall.SIGTERM) }
 
 func killGroup(cmd *exec.Cmd) { signalGroup(cmd, syscall.SIGKILL) }
