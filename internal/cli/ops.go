@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -138,7 +139,7 @@ func (a *app) statsCmd() *cobra.Command {
 			// (still) holding back.
 			q := a.cfg.Queue
 			holding := q.MaxDepth > 0 && (s.QueueDepth >= q.MaxDepth || (s.QueueDepth >= q.ResumeBelow && s.Due.Count > 0))
-			limits, err := a.limitStats(cmd.Context())
+			limits, err := a.limitStats(cmd.Context(), s.Counters)
 			if err != nil {
 				return err
 			}
@@ -193,26 +194,16 @@ type limitOut struct {
 	Waiting int64  `json:"waiting"`
 }
 
-// limitStats counts held slots per limited type and the tasks deferred for
-// want of one.
-func (a *app) limitStats(ctx context.Context) ([]limitOut, error) {
+// limitStats counts held slots per limited type; waiting is the tasks
+// deferred for want of a slot, from the fleet counters stats already read
+// (nil when run records are off).
+func (a *app) limitStats(ctx context.Context, counters *runs.Counters) ([]limitOut, error) {
 	if len(a.cfg.Limits) == 0 {
 		return nil, nil
 	}
 	sc, err := a.clients()
 	if err != nil {
 		return nil, err
-	}
-	cl, err := a.client()
-	if err != nil {
-		return nil, err
-	}
-	var counters map[string]int64
-	if s, err := cl.Stats(ctx); err == nil && s.Counters != nil {
-		counters = map[string]int64{}
-		for typ, c := range s.Counters.ByType {
-			counters[typ] = c.Deferred
-		}
 	}
 	var out []limitOut
 	for typ, n := range a.cfg.Limits {
@@ -224,7 +215,11 @@ func (a *app) limitStats(ctx context.Context) ([]limitOut, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, limitOut{Type: typ, Limit: n, Held: held, Waiting: counters[typ]})
+		var waiting int64
+		if counters != nil {
+			waiting = counters.ByType[typ].Deferred
+		}
+		out = append(out, limitOut{Type: typ, Limit: n, Held: held, Waiting: waiting})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
 	return out, nil
