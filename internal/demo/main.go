@@ -122,6 +122,11 @@ func run(ctx context.Context, handover, interval time.Duration) error {
 	}
 	say("scheduled 40 one-off tasks over the next minute and a recurring 'heartbeat' every 5s")
 
+	// One set of clients for the dashboard's reads of the merged calendars.
+	sc, err := storage.New(storage.Config{ConnectionString: f.Azurite.ConnectionString()})
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	handedOver := false
 	tick := time.NewTicker(3 * time.Second)
@@ -147,7 +152,7 @@ func run(ctx context.Context, handover, interval time.Duration) error {
 				}
 			}
 		}
-		dashboard(ctx, f)
+		dashboard(ctx, f, sc)
 	}
 }
 
@@ -174,7 +179,7 @@ func say(format string, a ...any) {
 }
 
 // dashboard prints the leader, recent task executions and the blackboard.
-func dashboard(ctx context.Context, f *fleet.Fleet) {
+func dashboard(ctx context.Context, f *fleet.Fleet, sc *storage.Clients) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n==== %s ", time.Now().Format("15:04:05"))
 	if h, err := f.Leader(ctx); err == nil && h.Held() {
@@ -216,7 +221,7 @@ func dashboard(ctx context.Context, f *fleet.Fleet) {
 			b.WriteString("blackboard (calendar merges):\n")
 			for _, r := range rows {
 				fmt.Fprintf(&b, "  %-14s %-8s start %s  stop %s  running %-5v worker %-3s runs %d  %s %s\n", r.Key, r.State,
-					hhmmss(r.Start), hhmmss(r.Stop), r.Running, r.Worker, r.Runs, summary(ctx, f, r.Key), r.LastError)
+					hhmmss(r.Start), hhmmss(r.Stop), r.Running, r.Worker, r.Runs, summary(ctx, sc, r.Key), r.LastError)
 			}
 		}
 	}
@@ -234,11 +239,7 @@ func dashboard(ctx context.Context, f *fleet.Fleet) {
 
 // summary reads the JSON summary the calendar handler wrote beside a
 // city's merged calendar.
-func summary(ctx context.Context, f *fleet.Fleet, key string) string {
-	sc, err := storage.New(storage.Config{ConnectionString: f.Azurite.ConnectionString()})
-	if err != nil {
-		return ""
-	}
+func summary(ctx context.Context, sc *storage.Clients, key string) string {
 	_, name := calendar.BlobNames(key)
 	resp, err := sc.Blob.NewContainerClient("leasecron").NewBlobClient(name).DownloadStream(ctx, nil)
 	if err != nil {
