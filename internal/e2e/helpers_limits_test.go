@@ -21,21 +21,28 @@ import (
 	"github.com/leasecron/leasecron/internal/fleet"
 )
 
-// scheduleAll schedules items with 8 concurrent callers and fails t on the
-// first error.
-func scheduleAll(ctx context.Context, t *testing.T, cl *leasecron.Client, items []leasecron.Item) {
+// scheduleAll schedules items with 8 concurrent callers, fails t on the
+// first error, and returns each task's due time as stored (100 ns ticks).
+func scheduleAll(ctx context.Context, t *testing.T, cl *leasecron.Client, items []leasecron.Item) map[string]time.Time {
 	t.Helper()
 	work := make(chan leasecron.Item)
 	errs := make(chan error, len(items))
+	dues := make(map[string]time.Time, len(items))
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for it := range work {
-				if _, err := cl.Schedule(ctx, it, false); err != nil {
+				got, err := cl.Schedule(ctx, it, false)
+				if err != nil {
 					errs <- fmt.Errorf("schedule %s: %w", it.ID, err)
+					continue
 				}
+				mu.Lock()
+				dues[got.ID] = got.Due
+				mu.Unlock()
 			}
 		}()
 	}
@@ -48,6 +55,7 @@ func scheduleAll(ctx context.Context, t *testing.T, cl *leasecron.Client, items 
 	for err := range errs {
 		t.Fatal(err)
 	}
+	return dues
 }
 
 // ids returns the ids of items.

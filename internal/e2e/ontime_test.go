@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,36 +42,7 @@ func TestOnTimeDelivery(t *testing.T) {
 		due := start.Add(time.Duration(i)*25*time.Second/n + time.Duration(rand.Int64N(int64(250*time.Millisecond))))
 		items[i] = leasecron.Item{ID: fmt.Sprintf("ot%03d", i), Type: "rec", Due: due}
 	}
-	dues := map[string]time.Time{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	work := make(chan leasecron.Item)
-	errs := make(chan error, n)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := range work {
-				got, err := cl.Schedule(ctx, it, false)
-				if err != nil {
-					errs <- err
-					continue
-				}
-				mu.Lock()
-				dues[got.ID] = got.Due
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, it := range items {
-		work <- it
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("schedule: %v", err)
-	}
+	dues := scheduleAll(ctx, t, cl, items)
 	if late := time.Since(start); late > 0 {
 		t.Logf("warning: scheduling ended %s after the first due time", late.Round(time.Millisecond))
 	}

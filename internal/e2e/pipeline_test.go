@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,46 +53,14 @@ func TestPipelineThreeProcesses(t *testing.T) {
 	start := time.Now().Add(3 * time.Second)
 	const n, raw = 500, 50
 	var want []string
-	type job struct {
-		id  string
-		due time.Time
+	items := make([]leasecron.Item, n)
+	for i := range items {
+		items[i] = leasecron.Item{ID: fmt.Sprintf("t%03d", i), Type: "rec", Payload: `{"n":1}`,
+			Due: start.Add(time.Duration(rand.Int64N(int64(30 * time.Second))))}
+		want = append(want, items[i].ID)
 	}
-	jobs := make([]job, n)
-	for i := range jobs {
-		jobs[i] = job{fmt.Sprintf("t%03d", i), start.Add(time.Duration(rand.Int64N(int64(30 * time.Second))))}
-		want = append(want, jobs[i].id)
-	}
-	rand.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
-	dues := map[string]time.Time{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	work := make(chan job)
-	errs := make(chan error, n)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range work {
-				it, err := cl.Schedule(ctx, leasecron.Item{ID: j.id, Type: "rec", Due: j.due, Payload: `{"n":1}`}, false)
-				if err != nil {
-					errs <- err
-					continue
-				}
-				mu.Lock()
-				dues[it.ID] = it.Due
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, j := range jobs {
-		work <- j
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("schedule: %v", err)
-	}
+	rand.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
+	dues := scheduleAll(ctx, t, cl, items)
 	t.Logf("scheduled %d tasks in %s", n, time.Since(start.Add(-3*time.Second)).Round(time.Millisecond))
 
 	// Rows written directly, as a .NET/Python/Node app would: only the
