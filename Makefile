@@ -22,11 +22,8 @@ build: ## build bin/leasecron
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/leasecron
 
 test: deps ## unit + integration tests against private Azurites (under 15 min)
-	@set -o pipefail; $(GO) test -count=1 -timeout 14m -v ./... 2>&1 | tee test.log | awk '\
-		/^(ok|FAIL|panic:|--- |# )/ || /^    --- FAIL/ || /\.go:[0-9]+:[0-9]+: / { print; fflush() } \
-		/^--- PASS/ { p++ } /^--- FAIL/ { f++ } /^--- SKIP/ { s++ } \
-		END { printf "%d passed, %d failed, %d skipped\n", p, f, s }' \
-		|| { echo "==== failure context from test.log ===="; grep -E -B80 '^\s*--- FAIL|^panic:' test.log | tail -500; exit 1; }
+	@mkdir -p bin && $(GO) build -o bin/testreport ./internal/testreport
+	@set -o pipefail; $(GO) test -json -count=1 -timeout 14m ./... 2>&1 | bin/testreport -log test.log
 
 test-short: ## unit tests only (no Azurite)
 	$(GO) test -short -count=1 ./...
