@@ -366,8 +366,12 @@ func TestBackpressure(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Logf("stats while holding back: queue depth %d, due backlog %d, mover_holding_back %v", held.QueueDepth, held.DueBacklog, held.MoverHoldingBack)
-	if held.QueueDepth < maxDepth {
-		t.Errorf("stats showed the mover holding back at depth %d < max_depth %d", held.QueueDepth, maxDepth)
+	// stats infers holding back from outside: the queue at max_depth, or
+	// still at resume_below or deeper with rows due (the mover's hysteresis).
+	// Workers drain the queue between the mover's probe and stats' read, so
+	// the depth stats sees may already be below max_depth.
+	if held.QueueDepth < resumeBelow {
+		t.Errorf("stats showed the mover holding back at depth %d < resume_below %d", held.QueueDepth, resumeBelow)
 	}
 	if held.DueBacklog == 0 {
 		t.Errorf("mover holding back with no due backlog: %+v", held)
