@@ -156,11 +156,12 @@ func (b *blobLock) SetMetadata(ctx context.Context, leaseID, ifMatch string, md 
 	for k, v := range md {
 		m[k] = &v
 	}
-	etag := azcore.ETag(ifMatch)
-	_, err := b.blob.SetMetadata(ctx, m, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
-		LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &leaseID},
-	}})
+	ac := &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &leaseID}}
+	if ifMatch != "" {
+		etag := azcore.ETag(ifMatch)
+		ac.ModifiedAccessConditions = &blob.ModifiedAccessConditions{IfMatch: &etag}
+	}
+	_, err := b.blob.SetMetadata(ctx, m, &blob.SetMetadataOptions{AccessConditions: ac})
 	if err != nil {
 		return b.fail("write metadata of", err)
 	}

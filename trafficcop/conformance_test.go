@@ -70,6 +70,8 @@ func lockConformance(t *testing.T, lock Lock, wait func(time.Duration)) {
 	is("SetMetadata with a stale ETag", lock.SetMetadata(ctx, id1, `"0x8DC0000DEADBEEF"`, md), storage.ErrPreconditionFailed)
 	is("SetMetadata", lock.SetMetadata(ctx, id1, st.ETag, md), nil)
 	is("SetMetadata with the ETag it replaced", lock.SetMetadata(ctx, id1, st.ETag, md), storage.ErrPreconditionFailed)
+	is("SetMetadata without an ETag condition", lock.SetMetadata(ctx, id1, "", md), nil)
+	is("SetMetadata without an ETag condition, another lease ID", lock.SetMetadata(ctx, id2, "", md), storage.ErrLeaseConflict)
 	st = state("stamped", LeaseLeased, true)
 	for k, v := range md {
 		if st.Metadata[k] != v {

@@ -35,6 +35,9 @@ type Cop struct {
 	done     chan struct{}
 	term     Term
 	k        *keeper // non-nil while a term is in force
+	lastGen  int64   // generation of this cop's last ended term (0: none)
+
+	waitedFor string // the generation last logged as waited out (Run's goroutine only)
 }
 
 // NewCop returns a Cop on the lease blob opts.Container/opts.Blob of the
@@ -132,12 +135,25 @@ func TermFrom(ctx context.Context) (Term, bool) {
 // for a reason that retrying will not cure (authentication, bad name), or
 // ErrAlreadyRunning if Run was called before.
 //
-// Without control it tries to acquire at once and then every PollEvery
-// (each wait shortened by up to 20 % at random), with a fresh random lease
-// ID each time. On acquisition it
-// writes holder, acquired and generation (previous + 1) to the blob's
-// metadata with If-Match on the ETag it read and the new lease ID; if that
-// write fails it releases the lease and counts the attempt as failed.
+// Without control it looks at the lease at once and then every PollEvery
+// (each wait shortened by up to 20 % at random); when the lease may be
+// taken it acquires it, with a fresh random lease ID each time. A poll
+// costs one request while another instance leads. On acquisition it
+// writes holder, acquired, generation (previous + 1) and renewed to the
+// blob's metadata with If-Match on the ETag it read and the new lease ID;
+// if that write fails it releases the lease and counts the attempt as
+// failed.
+//
+// A lease that was released gracefully (its holder marks it released
+// first) or never led is taken at once. Otherwise the cop takes it only
+// once the previous holder's last recorded renewal is LeaseDuration old:
+// a lease that expired normally is that old already, so a crashed leader
+// is replaced as soon as its lease runs out, but a lease that vanished
+// early (Azurite reports every lease expired after a restart; someone may
+// break it) is left alone until the old holder's local deadline has passed.
+// Meanwhile a live holder renews the lease again and keeps control. This
+// is why the holder records each renewal in the metadata (renewed): one
+// more request per renewal.
 //
 // While holding, lead runs with a context carrying the Term (TermFrom) that
 // is cancelled — cause ErrLeaseLost, ErrStopped or ErrLeadReturned — the
@@ -149,9 +165,9 @@ func TermFrom(ctx context.Context) (Term, bool) {
 // cancelled, and a leader whose work failed gives the others a chance.
 //
 // Whenever a term ends the cop cancels lead, waits for it to return, then
-// (unless the service has refused the lease) releases the lease with a
-// fresh context bounded by CallTimeout, so that another instance can take
-// over within its next poll; OnLost is then queued.
+// (unless the service has refused the lease) marks the lease released and
+// releases it, each call bounded by CallTimeout, so that another instance
+// can take over within its next poll; OnLost is then queued.
 //
 // Neither lead nor a hook may call Stop (it waits for Run): cancel Run's
 // context instead.
@@ -191,11 +207,15 @@ func (c *Cop) Run(ctx context.Context, lead func(ctx context.Context) error) err
 			return nil
 		}
 		wait = c.jitteredPoll()
-		term, k, err := c.tryAcquire(ctx)
+		a, err := c.tryAcquire(ctx)
+		var ny *notYet
+		if errors.As(err, &ny) && ny.wait < wait {
+			wait = ny.wait
+		}
 		if err != nil {
 			continue
 		}
-		c.hold(ctx, term, k, lead, hooks)
+		c.hold(ctx, a, lead, hooks)
 	}
 }
 
@@ -254,13 +274,56 @@ func (c *Cop) ensure(ctx context.Context) error {
 	}
 }
 
+// acquisition is a lease just acquired and stamped.
+type acquisition struct {
+	term Term
+	k    *keeper
+	md   map[string]string // the metadata as stamped
+}
+
+// notYet: the lease is not in force but may not be taken before wait has
+// passed (see Cop.takeoverWait).
+type notYet struct {
+	wait time.Duration
+	why  string
+}
+
+func (e *notYet) Error() string {
+	return fmt.Sprintf("%s: %s; not taking over for another %v", storage.ErrLeaseConflict, e.why, e.wait.Round(time.Millisecond))
+}
+
+func (e *notYet) Unwrap() error { return storage.ErrLeaseConflict }
+
 // tryAcquire makes one attempt to take the lease and stamp the blob.
-func (c *Cop) tryAcquire(ctx context.Context) (Term, *keeper, error) {
+func (c *Cop) tryAcquire(ctx context.Context) (acquisition, error) {
+	fail := func(err error) (acquisition, error) {
+		c.observe(event{kind: "acquire-failed", at: c.o.Clock.Now(), err: err})
+		return acquisition{}, err
+	}
+	var prior LockState
+	err := c.call(ctx, func(cctx context.Context) (err error) { prior, err = c.lock.Get(cctx); return err })
+	if err == nil {
+		if prior.State == LeaseLeased || prior.State == LeaseBreaking {
+			err = fmt.Errorf("%w: %s is %s by %q", storage.ErrLeaseConflict, c.lock, prior.State, prior.Metadata[MetaHolder])
+		} else if wait, why := c.takeoverWait(prior); wait > 0 {
+			err = &notYet{wait: wait, why: why}
+		}
+	}
 	leaseID := uuid.NewString()
 	start := c.o.Clock.Now() // before the request: the term is trusted from here
-	err := c.call(ctx, func(cctx context.Context) error { return c.lock.Acquire(cctx, leaseID, c.o.LeaseDuration) })
+	if err == nil {
+		err = c.call(ctx, func(cctx context.Context) error { return c.lock.Acquire(cctx, leaseID, c.o.LeaseDuration) })
+	}
 	if err != nil {
+		var ny *notYet
 		switch {
+		case errors.As(err, &ny):
+			if gen := prior.Metadata[MetaGeneration]; gen != c.waitedFor {
+				c.waitedFor = gen
+				c.log.Warn("lease ended without being released while its holder may still lead; waiting until its term must have ended",
+					"previous_holder", prior.Metadata[MetaHolder], "previous_generation", gen, "state", prior.State, "why", ny.why,
+					"wait", ny.wait.Round(time.Millisecond))
+			}
 		case errors.Is(err, storage.ErrLeaseConflict):
 			c.log.Debug("lease is held by another instance", "err", err)
 		case errors.Is(err, storage.ErrNotFound):
@@ -271,11 +334,10 @@ func (c *Cop) tryAcquire(ctx context.Context) (Term, *keeper, error) {
 		case ctx.Err() == nil:
 			c.log.Warn("lease acquire failed", "err", err)
 		}
-		c.observe(event{kind: "acquire-failed", at: c.o.Clock.Now(), err: err})
-		return Term{}, nil, err
+		return fail(err)
 	}
 	k := newKeeper(c.lock, leaseID, start, c.o.LeaseTiming, c.o.Clock, c.log, c.observe)
-	term, err := c.stamp(ctx, leaseID)
+	term, md, err := c.stamp(ctx, leaseID, start)
 	if err == nil && !k.valid() {
 		err = fmt.Errorf("%w: stamping %s took past the local deadline", ErrLeaseLost, c.lock)
 	}
@@ -286,23 +348,76 @@ func (c *Cop) tryAcquire(ctx context.Context) (Term, *keeper, error) {
 		if rerr := k.release(context.WithoutCancel(ctx)); rerr != nil {
 			c.log.Debug("release after failed stamp", "err", rerr)
 		}
-		c.observe(event{kind: "acquire-failed", at: c.o.Clock.Now(), err: err})
-		return Term{}, nil, err
+		return fail(err)
 	}
-	return term, k, nil
+	c.log.Debug("acquired the lease", "generation", term.Generation, "previous_state", prior.State,
+		"previous_holder", prior.Metadata[MetaHolder], "previous_renewed", prior.Metadata[MetaRenewed])
+	k.heartbeat = c.heartbeat(leaseID, md)
+	return acquisition{term: term, k: k, md: md}, nil
 }
 
-// stamp writes holder, acquired and generation = previous + 1 with If-Match
-// on the ETag just read and the lease ID of the new term.
-func (c *Cop) stamp(ctx context.Context, leaseID string) (Term, error) {
+// takeoverWait says how long the cop must leave a lease that is not in
+// force before taking it, and why: zero if the previous term was released,
+// was this cop's own (ended), or never was; otherwise until the previous
+// holder's last recorded renewal (or acquisition) is LeaseDuration old,
+// when that holder's local deadline has certainly passed (as long as its
+// clock lags ours by less than SafetyMargin). A lease that expired normally
+// is that old already.
+func (c *Cop) takeoverWait(prior LockState) (time.Duration, string) {
+	md := prior.Metadata
+	gen := md[MetaGeneration]
+	g, err := parseGeneration(gen)
+	switch {
+	case err != nil || g == 0:
+		return 0, "" // never led (or unreadable: stamp refuses it)
+	case md[MetaReleased] == gen:
+		return 0, ""
+	case md[MetaHolder] == c.o.Identity && g == c.lastEnded():
+		return 0, "" // our own term, which has ended here
+	}
+	last, what := md[MetaRenewed], "renewed"
+	if last == "" {
+		last, what = md[MetaAcquired], "acquired"
+	}
+	at, err := time.Parse(time.RFC3339Nano, last)
+	if err != nil {
+		return 0, "" // written by something else: nothing to go by
+	}
+	now := c.o.Clock.Now()
+	wait := at.Add(c.o.LeaseDuration).Sub(now)
+	if wait <= 0 {
+		return 0, ""
+	}
+	return wait, fmt.Sprintf("the lease is %s but its holder %s it %v ago", prior.State, what, now.Sub(at).Round(time.Millisecond))
+}
+
+// heartbeat records each renewal of the term in the lease's metadata.
+func (c *Cop) heartbeat(leaseID string, stamped map[string]string) func(context.Context, time.Time) error {
+	md := maps.Clone(stamped)
+	return func(ctx context.Context, start time.Time) error {
+		md[MetaRenewed] = start.UTC().Round(0).Format(time.RFC3339Nano)
+		return c.lock.SetMetadata(ctx, leaseID, "", md)
+	}
+}
+
+func (c *Cop) lastEnded() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastGen
+}
+
+// stamp writes holder, acquired, generation = previous + 1 and renewed (the
+// start of the acquisition) with If-Match on the ETag just read and the
+// lease ID of the new term, and returns the term and the metadata written.
+func (c *Cop) stamp(ctx context.Context, leaseID string, start time.Time) (Term, map[string]string, error) {
 	var st LockState
 	err := c.call(ctx, func(cctx context.Context) (err error) { st, err = c.lock.Get(cctx); return err })
 	if err != nil {
-		return Term{}, err
+		return Term{}, nil, err
 	}
 	prev, err := parseGeneration(st.Metadata[MetaGeneration])
 	if err != nil {
-		return Term{}, fmt.Errorf("%s: %w", c.lock, err)
+		return Term{}, nil, fmt.Errorf("%s: %w", c.lock, err)
 	}
 	acquired := c.o.Clock.Now().UTC().Round(0)
 	term := Term{Generation: prev + 1, Holder: c.o.Identity, Acquired: acquired, LeaseID: leaseID}
@@ -310,14 +425,16 @@ func (c *Cop) stamp(ctx context.Context, leaseID string) (Term, error) {
 	if md == nil {
 		md = map[string]string{}
 	}
+	delete(md, MetaReleased)
 	md[MetaHolder] = term.Holder
 	md[MetaAcquired] = acquired.Format(time.RFC3339Nano)
 	md[MetaGeneration] = strconv.FormatInt(term.Generation, 10)
+	md[MetaRenewed] = start.UTC().Round(0).Format(time.RFC3339Nano)
 	err = c.call(ctx, func(cctx context.Context) error { return c.lock.SetMetadata(cctx, leaseID, st.ETag, md) })
 	if err != nil {
-		return Term{}, err
+		return Term{}, nil, err
 	}
-	return term, nil
+	return term, md, nil
 }
 
 func parseGeneration(s string) (int64, error) {
@@ -332,7 +449,8 @@ func parseGeneration(s string) (int64, error) {
 }
 
 // hold runs one term: lead plus the renewal loop, until the term ends.
-func (c *Cop) hold(ctx context.Context, term Term, k *keeper, lead func(context.Context) error, hooks *hookQueue) {
+func (c *Cop) hold(ctx context.Context, a acquisition, lead func(context.Context) error, hooks *hookQueue) {
+	term, k := a.term, a.k
 	// Not a child of ctx: it is cancelled below, with the reason as cause,
 	// when the term ends for whatever reason (including ctx ending).
 	leadCtx, cancelLead := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), termKey{}, term))
@@ -381,7 +499,6 @@ func (c *Cop) hold(ctx context.Context, term Term, k *keeper, lead func(context.
 	k.end()
 	c.mu.Lock()
 	c.term, c.k = Term{}, nil
-	abandon := c.abandon
 	c.mu.Unlock()
 	cancelLead(reason)
 	if !leadFinished {
@@ -398,16 +515,36 @@ func (c *Cop) hold(ctx context.Context, term Term, k *keeper, lead func(context.
 	} else {
 		log.Info("gave up control", "reason", reason)
 	}
+	c.endTerm(ctx, a, reason, log)
+	if f := c.o.OnLost; f != nil {
+		hooks.push(func() { f(term, reason) })
+	}
+}
+
+// endTerm releases the lease of a term that has ended (unless the cop was
+// abandoned, a simulated crash): it first marks the lease released, unless
+// it was lost, so that the successor knows this instance no longer leads.
+func (c *Cop) endTerm(ctx context.Context, a acquisition, reason error, log *slog.Logger) {
+	a.k.end()
+	c.mu.Lock()
+	c.lastGen = a.term.Generation
+	abandon := c.abandon
+	c.mu.Unlock()
 	if !abandon {
 		// A fresh context: ctx is cancelled when the cop stops.
-		if err := k.release(context.WithoutCancel(ctx)); err != nil {
+		rctx := context.WithoutCancel(ctx)
+		if !errors.Is(reason, ErrLeaseLost) {
+			md := maps.Clone(a.md)
+			md[MetaReleased] = strconv.FormatInt(a.term.Generation, 10)
+			if err := c.call(rctx, func(cctx context.Context) error { return c.lock.SetMetadata(cctx, a.term.LeaseID, "", md) }); err != nil {
+				log.Debug("mark lease released", "err", err)
+			}
+		}
+		if err := a.k.release(rctx); err != nil {
 			log.Debug("release lease", "err", err)
 		}
 	}
 	c.observe(event{kind: "term-ended", at: c.o.Clock.Now(), err: reason})
-	if f := c.o.OnLost; f != nil {
-		hooks.push(func() { f(term, reason) })
-	}
 }
 
 func stopCause(ctx context.Context) error {

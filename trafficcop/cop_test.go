@@ -22,7 +22,6 @@ type hookCall struct {
 type copHarness struct {
 	t      *testing.T
 	clk    *clock.Fake
-	lock   *MemLock
 	cop    *Cop
 	ev     *events
 	leads  chan context.Context
@@ -44,7 +43,13 @@ func unitOptions(identity string) Options {
 // and returns when that context ends (or, with lead set, runs lead).
 func startCop(t *testing.T, clk *clock.Fake, lock *MemLock, opts Options, lead func(context.Context) error) *copHarness {
 	t.Helper()
-	h := &copHarness{t: t, clk: clk, lock: lock, ev: newEvents(t),
+	return startCopOn(t, clk, lock, opts, lead)
+}
+
+// startCopOn is startCop on any Lock.
+func startCopOn(t *testing.T, clk *clock.Fake, lock Lock, opts Options, lead func(context.Context) error) *copHarness {
+	t.Helper()
+	h := &copHarness{t: t, clk: clk, ev: newEvents(t),
 		leads: make(chan context.Context, 100), hooks: make(chan hookCall, 100), runErr: make(chan error, 1)}
 	opts.Clock = clk
 	opts.Logger = testLogger(t)
@@ -350,6 +355,106 @@ func TestCopStopReleasesAndAnotherTakesOver(t *testing.T) {
 	term, ok := b.cop.Term()
 	if !ok || term.Holder != "cop-b" || term.Generation != 2 {
 		t.Fatalf("b's term %+v, %v", term, ok)
+	}
+}
+
+// TestCopLeavesALeaseThatExpiredEarly: Azurite reports every lease
+// expired after it restarts. A standby that finds the lease expired although
+// its holder renewed it recently must leave it alone: the holder, alive,
+// renews it again and keeps control.
+func TestCopLeavesALeaseThatExpiredEarly(t *testing.T) {
+	clk := clock.NewFake(t0)
+	lock := NewMemLock("scheduler", clk)
+	a := startCop(t, clk, lock, unitOptions("cop-a"), nil)
+	ctxA := a.lead()
+	b := startCop(t, clk, lock, unitOptions("cop-b"), nil)
+	b.ev.wait("acquire-failed")
+
+	lock.ExpireLease()
+	for clk.Now().Before(t0.Add(25 * time.Second)) {
+		b.advance(3, 500*time.Millisecond) // a: renew + deadline; b: poll
+		if b.cop.HasControl() {
+			t.Fatalf("b took control at %v while a leads", clk.Now().Sub(t0))
+		}
+	}
+	var waited bool
+	for {
+		select {
+		case ev := <-b.ev.ch:
+			var ny *notYet
+			if ev.kind == "acquire-failed" && errors.As(ev.err, &ny) {
+				waited = true
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if !waited {
+		t.Error("b never found the lease expired early")
+	}
+	if ctxA.Err() != nil || !a.cop.HasControl() {
+		t.Fatal("a lost control")
+	}
+	if term, _ := a.cop.Term(); term.Generation != 1 || lock.LeaseID() != term.LeaseID {
+		t.Fatalf("a's term %+v; lease %s", term, lock.LeaseID())
+	}
+	hi, err := ReadHolderFrom(context.Background(), lock)
+	if err != nil || hi.Generation != 1 || !hi.Held() {
+		t.Fatalf("lease %+v, %v", hi, err)
+	}
+	if st, _ := lock.Get(context.Background()); st.Metadata[MetaRenewed] == t0.Format(time.RFC3339Nano) {
+		t.Errorf("renewals not recorded: renewed = %s", st.Metadata[MetaRenewed])
+	}
+}
+
+// TestCopWaitsOutAPartitionedHolder: the lease expires early while its
+// holder is cut off from storage. The holder believes it leads until its
+// local deadline (13 s after its last renewal); the standby takes over only
+// once that renewal is a lease (15 s) old.
+func TestCopWaitsOutAPartitionedHolder(t *testing.T) {
+	clk := clock.NewFake(t0)
+	lock := NewMemLock("scheduler", clk)
+	pa := &partitionLock{Lock: lock}
+	a := startCopOn(t, clk, pa, unitOptions("cop-a"), nil)
+	ctxA := a.lead()
+	a.advance(2, 5*time.Second)
+	a.ev.wait("renewed") // renewal started at 5 s
+	pa.cut.Store(true)
+	lock.ExpireLease()
+	b := startCop(t, clk, lock, unitOptions("cop-b"), nil)
+	var ny *notYet
+	if ev := b.ev.wait("acquire-failed"); !errors.As(ev.err, &ny) || ny.wait != 15*time.Second {
+		t.Fatalf("b's first attempt at 5s: %v; want to wait until 20s", ev.err)
+	}
+	var lostAt time.Time
+	for b.cop.HasControl() == false {
+		if clk.Now().Sub(t0) > 30*time.Second {
+			t.Fatal("b never took over")
+		}
+		if lostAt.IsZero() && ctxA.Err() != nil {
+			lostAt = clk.Now()
+		}
+		waitTimers(t, clk, 2)
+		clk.Advance(250 * time.Millisecond)
+		select {
+		case <-b.leads:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	tookOver := clk.Now()
+	if lostAt.IsZero() {
+		lostAt = tookOver
+		if ctxA.Err() == nil {
+			t.Fatal("a still leads after b took over")
+		}
+	}
+	t.Logf("a lost control at %v, b took over at %v", lostAt.Sub(t0), tookOver.Sub(t0))
+	if lostAt.Sub(t0) > 18*time.Second+250*time.Millisecond {
+		t.Errorf("a lost control at %v, after its deadline (18s)", lostAt.Sub(t0))
+	}
+	if tookOver.Sub(t0) < 20*time.Second || !tookOver.After(lostAt) {
+		t.Errorf("b took over at %v, before a's last renewal (5s) was a lease old", tookOver.Sub(t0))
 	}
 }
 

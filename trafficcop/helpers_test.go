@@ -2,9 +2,11 @@ package trafficcop
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,4 +102,54 @@ func waitDone(t testing.TB, ch <-chan struct{}, what string) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("%s did not happen within 5s", what)
 	}
+}
+
+// partitionLock cuts one instance off from storage on demand: every call
+// fails the way a dead network fails (transient), without the lease being
+// released.
+type partitionLock struct {
+	Lock
+	cut atomic.Bool
+}
+
+func (p *partitionLock) check(ctx context.Context) error {
+	if p.cut.Load() {
+		return fmt.Errorf("%s: %w", p.Lock, errTransient)
+	}
+	return ctx.Err()
+}
+
+func (p *partitionLock) Acquire(ctx context.Context, id string, d time.Duration) error {
+	if err := p.check(ctx); err != nil {
+		return err
+	}
+	return p.Lock.Acquire(ctx, id, d)
+}
+
+func (p *partitionLock) Renew(ctx context.Context, id string) error {
+	if err := p.check(ctx); err != nil {
+		return err
+	}
+	return p.Lock.Renew(ctx, id)
+}
+
+func (p *partitionLock) Get(ctx context.Context) (LockState, error) {
+	if err := p.check(ctx); err != nil {
+		return LockState{}, err
+	}
+	return p.Lock.Get(ctx)
+}
+
+func (p *partitionLock) SetMetadata(ctx context.Context, id, ifMatch string, md map[string]string) error {
+	if err := p.check(ctx); err != nil {
+		return err
+	}
+	return p.Lock.SetMetadata(ctx, id, ifMatch, md)
+}
+
+func (p *partitionLock) Release(ctx context.Context, id string) error {
+	if err := p.check(ctx); err != nil {
+		return err
+	}
+	return p.Lock.Release(ctx, id)
 }

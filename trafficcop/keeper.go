@@ -31,6 +31,10 @@ type keeper struct {
 	clk     clock.Clock
 	log     *slog.Logger
 	observe func(event)
+	// heartbeat, if set, records a successful renewal that started at
+	// start; the renewal counts only once it has succeeded, and its errors
+	// are classified like the renewal's.
+	heartbeat func(ctx context.Context, start time.Time) error
 
 	mu        sync.Mutex
 	lastStart time.Time // start of the acquisition or last successful renewal
@@ -137,7 +141,13 @@ func (k *keeper) run(ctx context.Context, onLoss func(error)) error {
 			go func(ch chan<- renewResult) {
 				cctx, ccancel := context.WithTimeout(ctx, k.t.CallTimeout)
 				defer ccancel()
-				ch <- renewResult{start: start, err: k.lock.Renew(cctx, k.leaseID)}
+				err := k.lock.Renew(cctx, k.leaseID)
+				if err == nil && k.heartbeat != nil {
+					hctx, hcancel := context.WithTimeout(ctx, k.t.CallTimeout)
+					defer hcancel()
+					err = k.heartbeat(hctx, start)
+				}
+				ch <- renewResult{start: start, err: err}
 			}(inflight)
 
 		case r := <-inflight:

@@ -29,8 +29,9 @@ type Lock interface {
 	Release(ctx context.Context, leaseID string) error
 	// Get reads lease state, metadata and ETag without taking the lease.
 	Get(ctx context.Context) (LockState, error)
-	// SetMetadata replaces the metadata, only if the record's ETag is still
-	// ifMatch and the lease is held with leaseID.
+	// SetMetadata replaces the metadata, only if the lease is held with
+	// leaseID and, unless ifMatch is empty, the record's ETag is still
+	// ifMatch.
 	SetMetadata(ctx context.Context, leaseID, ifMatch string, md map[string]string) error
 	// String names the record for logs (e.g. "leasecron/locks/scheduler").
 	String() string
@@ -61,9 +62,20 @@ const (
 	LeaseBroken    LeaseState = "broken"
 )
 
-// Metadata keys written by the holder on acquisition.
+// Metadata keys of the lease record. The holder writes holder, acquired,
+// generation and renewed on acquisition, renewed (the start of its latest
+// renewal, by its clock) with every renewal, and released (its generation)
+// just before it releases the lease gracefully.
+//
+// A successor that finds the lease not in force without the released mark
+// takes over only once renewed + LeaseDuration has passed: by then the old
+// holder's local deadline has passed too, even if the lease vanished early
+// (Azurite reports every lease expired after it restarts) while that holder
+// still believed it led.
 const (
 	MetaHolder     = "holder"
 	MetaAcquired   = "acquired"
 	MetaGeneration = "generation"
+	MetaRenewed    = "renewed"
+	MetaReleased   = "released"
 )

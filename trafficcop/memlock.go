@@ -81,6 +81,17 @@ func (m *MemLock) LeaseID() string {
 	return m.leaseID
 }
 
+// ExpireLease makes the lease in force expire now, as Azurite does to
+// every lease when it restarts: anyone may acquire it, and its holder, who
+// is not told, may still renew it as long as nobody has.
+func (m *MemLock) ExpireLease() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stateLocked() == LeaseLeased {
+		m.expires = m.clk.Now()
+	}
+}
+
 // String names the lock in logs.
 func (m *MemLock) String() string { return "memlock/" + m.name }
 

@@ -118,30 +118,8 @@ func TestAzuriteRestart(t *testing.T) {
 	if backwards {
 		r.note("the lease blob's generation went backwards: Azurite lost the metadata write of an acquisition when it was killed")
 	}
-	// Azurite forgets leases when it restarts, so a new term can begin
-	// while the old holder still believes it leads (until its next renewal
-	// is refused or its local deadline passes). Every overlap must start
-	// after a restart and be bounded by the old term's renewal schedule.
-	for _, o := range a.overlaps {
-		later := o.B
-		if o.A.Start.After(later.Start) {
-			later = o.A
-		}
-		explained := false
-		for _, out := range outages {
-			if !later.Start.Before(out.at) && later.Start.Before(out.back.Add(leaseDuration)) {
-				explained = true
-			}
-		}
-		if !explained {
-			t.Errorf("terms overlapped outside any Azurite restart: %s and %s", o.A, o.B)
-		}
-		if limit := renewEvery + callTimeout + 2*time.Second; o.Duration > limit {
-			t.Errorf("terms overlapped for %s (more than a renewal period and a call, %s): %s and %s", round(o.Duration), limit, o.A, o.B)
-		}
-	}
-	if len(a.overlaps) > 0 {
-		res.OverlapNote = "Overlaps follow Azurite restarts that dropped the lease: a new instance acquired the blob's lease while the old holder still believed until its next renewal was refused. The fence row makes the old leader's batches fail (\"mover fenced\"), so an overlap can cause duplicate enqueues, not lost or forked rows."
-	}
-	r.report(a, res, 2)
+	// Azurite reports every lease expired after it restarts. The standbys
+	// must leave such a lease to its holder (which renews it) or take it
+	// only after the holder's term must have ended: never two in control.
+	r.report(a, res, 1)
 }

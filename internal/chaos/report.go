@@ -172,7 +172,7 @@ above; *duplicates* executions beyond the first (tasks affected);
 var scenarioText = map[string]string{
 	"1":  "The leader is SIGKILLed repeatedly while it moves a large backlog: each round inserts hundreds of rows due in the past (straight into the table, as another language's app would) plus tasks through the Go API, waits until the leader's generation has executed a row of the round, kills it within 0.3 s, and starts a replacement worker. The lease outlives the dead leader until 15 s after its last renewal, so the takeover is expected within 15 s plus a poll (less when the last renewal came well before the kill); the check allows 20 s. The rows the dead leader had enqueued but not yet deleted are enqueued again (duplicates, suppressed by run records when the first run had already succeeded).",
 	"2":  "Workers that are not the leader are SIGKILLed while they run tasks (some 2 s long), and replaced. A killed worker's messages become visible again after the visibility timeout and its run claims expire; the tasks then run elsewhere.",
-	"3":  "Azurite is restarted under load, gracefully (SIGTERM) and by SIGKILL, on the same ports and data; the workers keep running, retry with backoff and catch up. Azurite does not reliably keep leases across a restart (the lease history shows whether a new generation began), so another instance can acquire the lease while the old holder still believes it leads until its next renewal is refused: the overlap is bounded by the renewal schedule, and the fence row makes the old leader's batches fail (\"mover fenced\" in the terms below), so the overlap may cause duplicate enqueues but not lost or forked rows. The check allows 2 movers at once here, requires every overlap to begin after a restart and to last less than a renewal period plus a call timeout plus 2 s, and requires nothing lost.",
+	"3":  "Azurite is restarted under load, gracefully (SIGTERM) and by SIGKILL, on the same ports and data; the workers keep running, retry with backoff and catch up. Azurite reports every lease expired once it restarts (it reloads lease expiry times as strings and the comparison with the clock fails), so a standby could acquire the lease while the old holder still believes it leads. The holder records each renewal's time in the lease's metadata; a standby that finds the lease expired but renewed less than a lease ago leaves it alone, so the live holder renews it and keeps control, or, if that holder is gone too, takes it only once its local deadline has passed. The check requires never more than one instance in control, and nothing lost.",
 	"4a": "The leader's traffic to storage (blob, queue and table, each through its own `internal/faultproxy` proxy named by the worker's connection string) is delayed by 300 ms each way for 15 s, and later by 1 s each way (a 2 s round trip, close to the 2.5 s deadline of each lease call) for 15 s. The leader must keep or cleanly lose control; nothing may be lost.",
 	"4b": "A worker that is not the leader has every connection stalled for 25 s (accepted, nothing forwarded) while it has tasks in flight: their messages become visible to the other workers when the visibility timeout lapses, and the stalled worker's late acknowledgements fail harmlessly once it is healed.",
 	"4c": "Every connection of the leader is reset every 300 ms for 20 s, then every new connection is reset for 5 s.",
@@ -200,9 +200,10 @@ numbers of the latest run):
   turn almost all of these duplicate messages into acknowledged duplicates
   rather than second executions.
 - Handler processes started by the exec handler run in their own process
-  group and survive a SIGKILL of their worker (scenario 2 notes how many ran
-  on to the end while their tasks ran again elsewhere). In a container the
-  runtime ends them with the container; on a VM they are orphans.
+  group, and on Linux the kernel sends them SIGKILL when their worker dies
+  (parent-death signal), so a killed worker leaves no handler running while
+  its tasks run again elsewhere (scenario 2 would note any that did). On
+  other systems they would be orphans.
 - A worker whose storage is unreachable at start-up exits at once with a
   clear error (scenario 6) rather than waiting: a supervisor (systemd,
   Container Apps) restarts it. Once running, workers ride out storage
@@ -215,7 +216,10 @@ numbers of the latest run):
   (the lease blob polled every 100 ms) is recorded as a cross-check.
 - All processes share one machine and one clock; across machines, clock
   rates would have to be accounted for (the safety margin covers drift of
-  the lease's local deadline, not comparisons between logs).
+  the lease's local deadline, not comparisons between logs). A standby
+  compares the renewal time a holder recorded with its own clock before it
+  takes over a lease that ended early: a holder whose clock lags the
+  standby's by more than the safety margin could still believe it leads.
 - Azurite is an emulator: its durability and lease behaviour across restarts
   are not those of Azure Storage. Scenario 3 tests the worse behaviour on
   purpose.

@@ -209,7 +209,7 @@ func runWorkerKill(t *testing.T, scenario string, short bool, p workerKillParams
 		res.Faults = append(res.Faults, f)
 	}
 	if orphans > 0 {
-		r.note("%d handler processes of killed workers ran on and recorded their end after the kill: exec handlers run in their own process group, so a SIGKILL of the worker does not end them", orphans)
+		r.note("%d handler processes of killed workers ran on and recorded their end after the kill, although exec handlers get SIGKILL when their worker dies (Linux parent-death signal)", orphans)
 	}
 	r.report(a, res, 1)
 }
