@@ -235,7 +235,9 @@ func DefaultInstanceID() string {
 }
 
 // Consumer drains the work queue: it dequeues up to 32 messages at a time
-// (never more than it has free handler slots), runs the handler registered
+// (never more than it has free handler slots; while the queue stays deep it
+// waits up to 20 ms for half a batch of slots to free up, so that it does
+// not pay a dequeue request for every slot), runs the handler registered
 // for each message's type with bounded concurrency, deletes a message when
 // its handler succeeds, retries failures with exponential backoff and
 // jitter, extends the visibility of long-running tasks, and sets aside
@@ -458,6 +460,8 @@ func (c *Consumer) flushLoop(sink counterSink, stop <-chan struct{}) {
 // loop dequeues and dispatches until ctx ends.
 func (c *Consumer) loop(ctx, hctx context.Context, wg *sync.WaitGroup) {
 	p := newPoller(c.o.PollMin, c.o.PollMax, c.o.rand)
+	batch := min(MaxBatch, c.o.Concurrency)
+	busy := false // the last dequeue filled every slot it asked for
 	for ctx.Err() == nil {
 		// Wait for one free slot, then take up to MaxBatch.
 		select {
@@ -465,17 +469,17 @@ func (c *Consumer) loop(ctx, hctx context.Context, wg *sync.WaitGroup) {
 		case <-ctx.Done():
 			return
 		}
-		n := 1
-	grab:
-		for n < MaxBatch {
-			select {
-			case c.slots <- struct{}{}:
-				n++
-			default:
-				break grab
-			}
+		n := 1 + c.takeSlots(MaxBatch-1, nil)
+		if busy && n < batch/2 {
+			// The queue has more: rather than pay a dequeue for every
+			// few slots that free up, linger briefly until half of a
+			// batch is free.
+			t := time.NewTimer(batchLinger)
+			n += c.takeSlots(batch/2-n, t.C)
+			t.Stop()
 		}
 		msgs, err := c.work.Dequeue(ctx, n, c.o.VisibilityTimeout)
+		busy = err == nil && len(msgs) == n
 		for i := len(msgs); i < n; i++ {
 			<-c.slots
 		}
@@ -527,6 +531,35 @@ func (c *Consumer) loop(ctx, hctx context.Context, wg *sync.WaitGroup) {
 			return
 		}
 	}
+}
+
+// batchLinger bounds how long a busy consumer waits for more free slots
+// before it dequeues (real time: it only ever shortens to nothing).
+const batchLinger = 20 * time.Millisecond
+
+// takeSlots takes up to n more free handler slots and returns how many it
+// took: the free ones at once, then, until linger fires (nil: no waiting),
+// those that free up.
+func (c *Consumer) takeSlots(n int, linger <-chan time.Time) int {
+	took := 0
+	for took < n {
+		if linger == nil {
+			select {
+			case c.slots <- struct{}{}:
+				took++
+			default:
+				return took
+			}
+			continue
+		}
+		select {
+		case c.slots <- struct{}{}:
+			took++
+		case <-linger:
+			return took
+		}
+	}
+	return took
 }
 
 // opCtx returns a context for one storage call made on a message's behalf:

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -909,5 +910,46 @@ func TestIdleCountersAreNotRewritten(t *testing.T) {
 	}
 	if got := cr.count(); got != after {
 		t.Fatalf("idle consumer flushed unchanged counters %d more times", got-after)
+	}
+}
+
+// TestBusyConsumerDequeuesInLargeBatches: while the queue stays deep, a
+// consumer whose handlers finish one by one waits briefly for half a batch
+// of free slots instead of dequeuing for every slot that frees up.
+func TestBusyConsumerDequeuesInLargeBatches(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{Concurrency: 32})
+	const n = 640
+	var handled atomic.Int64
+	h.c.Handle("t", func(_ context.Context, task Task) error {
+		var i int
+		fmt.Sscan(strings.TrimPrefix(task.ID, "b"), &i)
+		time.Sleep(time.Duration(i%11) * 300 * time.Microsecond) // finish at different times
+		handled.Add(1)
+		return nil
+	})
+	for i := range n {
+		h.enqueue(Envelope{ID: fmt.Sprint("b", i), Type: "t"})
+	}
+	h.start()
+	var got, dequeues int
+	deadline := time.After(waitLimit)
+	for got < n {
+		select {
+		case k := <-h.obs.polls:
+			if k > 0 {
+				got += k
+				dequeues++
+			}
+		case <-deadline:
+			t.Fatalf("received %d of %d messages", got, n)
+		}
+	}
+	for range n {
+		h.expect(OutcomeSucceeded)
+	}
+	avg := float64(got) / float64(dequeues)
+	t.Logf("%d messages in %d dequeues: %.1f per dequeue", got, dequeues, avg)
+	if avg < 12 {
+		t.Errorf("%.1f messages per dequeue while the queue was deep, want close to half a batch (16)", avg)
 	}
 }
