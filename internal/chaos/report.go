@@ -44,7 +44,11 @@ func RenderMarkdown(rep Report) string {
 		if d, ok := scenarioText[scenarioKey(r.Scenario)]; ok {
 			w("%s\n\n", d)
 		}
-		w("Test `%s`, %d workers, %d tasks, %d terms of control; run %s.\n\n", r.Test, r.Workers, r.Tasks, r.Terms, r.When.Format(time.RFC3339))
+		terms := "terms"
+		if r.Terms == 1 {
+			terms = "term"
+		}
+		w("Test `%s`, %d workers, %d tasks, %d %s of control; run %s.\n\n", r.Test, r.Workers, r.Tasks, r.Terms, terms, r.When.Format(time.RFC3339))
 		if r.RecoveryRule != "" {
 			w("Recovery time: %s.\n\n", r.RecoveryRule)
 		}
@@ -172,7 +176,7 @@ above; *duplicates* executions beyond the first (tasks affected);
 var scenarioText = map[string]string{
 	"1":  "The leader is SIGKILLed repeatedly while it moves a large backlog: each round inserts hundreds of rows due in the past (straight into the table, as another language's app would) plus tasks through the Go API, waits until the leader's generation has executed a row of the round, kills it within 0.3 s, and starts a replacement worker. The lease outlives the dead leader until 15 s after its last renewal, so the takeover is expected within 15 s plus a poll (less when the last renewal came well before the kill); the check allows 20 s. The rows the dead leader had enqueued but not yet deleted are enqueued again (duplicates, suppressed by run records when the first run had already succeeded).",
 	"2":  "Workers that are not the leader are SIGKILLed while they run tasks (some 2 s long), and replaced. A killed worker's messages become visible again after the visibility timeout and its run claims expire; the tasks then run elsewhere.",
-	"3":  "Azurite is restarted under load, gracefully (SIGTERM) and by SIGKILL, on the same ports and data; the workers keep running, retry with backoff and catch up. Azurite reports every lease expired once it restarts (it reloads lease expiry times as strings and the comparison with the clock fails), so a standby could acquire the lease while the old holder still believes it leads. The holder records each renewal's time in the lease's metadata; a standby that finds the lease expired but renewed less than a lease ago leaves it alone, so the live holder renews it and keeps control, or, if that holder is gone too, takes it only once its local deadline has passed. The check requires never more than one instance in control, and nothing lost.",
+	"3":  "Azurite is restarted under load, gracefully (SIGTERM) and by SIGKILL, on the same ports and data; the workers keep running, retry with backoff and catch up. Azurite reports every lease expired once it restarts (it reloads lease expiry times as strings and the comparison with the clock fails), so a standby could acquire the lease while the old holder still believes it leads. The holder records each renewal's time in the lease's metadata; a standby that finds the lease expired but renewed less than a lease ago leaves it alone, so the live holder renews it and keeps control, or, if that holder is gone too, takes it only once its local deadline has passed. Executions beyond the first come from the outages: Azurite loses what it had not yet saved when it is killed (message and row deletions included, so those tasks run or move again, and their run records are gone too), and requests cut off by a restart are retried. The check requires never more than one instance in control, and nothing lost.",
 	"4a": "The leader's traffic to storage (blob, queue and table, each through its own `internal/faultproxy` proxy named by the worker's connection string) is delayed by 300 ms each way for 15 s, and later by 1 s each way (a 2 s round trip, close to the 2.5 s deadline of each lease call) for 15 s. The leader must keep or cleanly lose control; nothing may be lost.",
 	"4b": "A worker that is not the leader has every connection stalled for 25 s (accepted, nothing forwarded) while it has tasks in flight: their messages become visible to the other workers when the visibility timeout lapses, and the stalled worker's late acknowledgements fail harmlessly once it is healed.",
 	"4c": "Every connection of the leader is reset every 300 ms for 20 s, then every new connection is reset for 5 s.",

@@ -627,7 +627,8 @@ func caseShort(c results.TxCase) string {
 
 // opSource explains where a request kind comes from.
 var opSource = map[string]string{
-	"blob lease-acquire":   "acquire attempts (lease.poll_every 15 s, ±20 %)",
+	"blob lease-acquire":   "lease acquisitions",
+	"blob put-metadata":    "renewal times recorded in the lease metadata (one per renewal) and acquisition stamps",
 	"blob lease-renew":     "lease renewals (every duration/3 = 20 s)",
 	"queue dequeue":        "queue polls (backing off to worker.poll_max 30 s, jittered down by up to 25 %)",
 	"queue get-properties": "queue-depth gauge (every minute)",
@@ -635,7 +636,7 @@ var opSource = map[string]string{
 	"table query":          "mover passes (every 5 s), the malformed-row sweep (3 queries a minute) and the backlog gauge (every minute)",
 	"table get-entity":     "fence-row reads",
 	"table post-table":     "create-table calls (run records' table, once per process)",
-	"blob get-properties":  "lease-holder reads",
+	"blob head":            "lease polls (lease.poll_every 15 s, ±20 %; a poll reads the lease and acquires it only when it may be taken)",
 }
 
 func transactionsSection(d *doc, out string, t *results.Transactions, idle *results.Idle) ([]check, error) {
@@ -805,7 +806,7 @@ func transactionsSection(d *doc, out string, t *results.Transactions, idle *resu
 			fixes = append(fixes,
 				"let standbys poll the lease less often when a slower failover is acceptable (lease.poll_every 60 s ⇒ 60/h; the takeover after SIGTERM then takes up to a minute), or have the leaving leader's release reach the standbys another way",
 				"let an idle consumer back off further than 30 s (e.g. to 2 minutes after 10 minutes without work ⇒ 30/h), with wake hints or a cheap depth probe keeping latency low when work arrives")
-			ch.why = fmt.Sprintf("%.1f× the target (%.0f over). Where it goes: %s. With the default intervals the target cannot be met: acquire attempts every 15 s alone are 240/h, and queue polls at up to 30 s (jittered down) another 120–160/h. Fix: %s. With both interval changes a standby would make about 60 + 30 = 90 requests/hour.", standby.PerHour/targetIdlePerHour, standby.PerHour-targetIdlePerHour, strings.Join(parts, "; "), strings.Join(fixes, "; "))
+			ch.why = fmt.Sprintf("%.1f× the target (%.0f over). Where it goes: %s. With the default intervals the target cannot be met: lease polls every 15 s alone are 240/h, and queue polls at up to 30 s (jittered down) another 120–160/h. Fix: %s. With both interval changes a standby would make about 60 + 30 = 90 requests/hour.", standby.PerHour/targetIdlePerHour, standby.PerHour-targetIdlePerHour, strings.Join(parts, "; "), strings.Join(fixes, "; "))
 		}
 	}
 	checks = append(checks, ch)

@@ -65,7 +65,7 @@ func fixture(t *testing.T) string {
 	}})
 	write(results.IdleFile, results.Idle{WarmupSeconds: 60, WindowSeconds: 240, Rows: []results.IdleRow{
 		{Role: "leader", Label: "leading", Runs: true, Requests: map[string]int64{"table query": 64, "blob lease-renew": 12}, PerHour: 1140},
-		{Role: "standby", Label: "standby", Runs: true, Requests: map[string]int64{"blob lease-acquire": 16, "queue dequeue": 10, "table update": 8}, PerHour: 510},
+		{Role: "standby", Label: "standby", Runs: true, Requests: map[string]int64{"blob head": 16, "queue dequeue": 10, "table update": 8}, PerHour: 510},
 	}})
 	write(results.FootprintFile, results.Footprint{Tasks: 5000, Concurrency: 8, Runs: true, PickupSeconds: 3, Seconds: 40, TasksPerSec: 125,
 		RSSIdleMiB: 18, RSSPeakMiB: 26, RSSEndMiB: 25, CPUSeconds: 9, CPUPer1000: 1.8,
@@ -103,7 +103,7 @@ func TestRenderAll(t *testing.T) {
 		"max 17.5 s at 15 s lease (target 16 s) | **missed**", "max 25.0 s at 15 s lease (target 30 s) | met", "60 s SIGKILL run 1: no takeover",
 		"| ≤ 6 transactions per one-off task without run records | 3.3 in a burst, 9.5 for a lone task | **missed**",
 		"| Idle standby ≤ 120 requests/hour | 510/hour for a standby; 1140 leader | **missed**",
-		"240/h acquire attempts", "peak 26.0 MiB at 125 tasks/s",
+		"240/h lease polls", "peak 26.0 MiB at 125 tasks/s",
 		"### Where targets are missed, by how much, and why",
 	} {
 		if !strings.Contains(md, want) {
