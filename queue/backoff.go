@@ -37,11 +37,11 @@ func jitter(d time.Duration, r float64) time.Duration {
 }
 
 // poller is the empty-queue polling backoff: every empty poll doubles the
-// interval up to max; a message snaps it back to min. When the work runs
-// out, the first empty poll still comes after min (more may be on its way),
-// but the backoff then resumes from half the interval it had before the work
-// arrived instead of climbing from min again: a lone task in an idle fleet
-// costs two extra polls, not seven. Each wait is jittered over
+// interval up to max; a full batch snaps it back to min. When the work runs
+// out — a poll returns fewer messages than it asked for, or none — the
+// backoff resumes from half the interval it had before the work arrived
+// instead of climbing from min again: a lone task in an idle fleet costs
+// about half a poll more than idling, not seven. Each wait is jittered over
 // [¾·interval, interval] (never below min) so an idle fleet does not poll in
 // lockstep.
 type poller struct {
@@ -68,6 +68,20 @@ func (p *poller) empty() time.Duration {
 	}
 	p.cur = min(next, p.max)
 	return wait
+}
+
+// drained returns the wait after a poll that returned messages but fewer
+// than it asked for, after got: the queue is empty for now, so rather than
+// poll again at min and climb back through several empty polls, it waits
+// half the interval it had before the work arrived (at least min) and
+// resumes the backoff from there. Messages a producer announces (WakeAt:
+// the mover's, and this consumer's own retries) are not left waiting by it.
+func (p *poller) drained() time.Duration {
+	back := max(p.min, min(p.resume/2, p.max))
+	p.resume = 0
+	p.cur = min(back*2, p.max)
+	wait := back - time.Duration(float64(back/4)*p.rnd())
+	return max(wait, p.min)
 }
 
 // got resets the interval after messages arrived (or a wake hint came due).

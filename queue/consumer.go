@@ -496,7 +496,7 @@ func (c *Consumer) loop(ctx, hctx context.Context, wg *sync.WaitGroup) {
 		default:
 			p.got()
 			if len(msgs) < n {
-				wait = c.o.PollMin
+				wait = p.drained()
 			}
 		}
 		c.stats.mu.Lock()
@@ -947,7 +947,11 @@ func (c *Consumer) fail(hctx context.Context, d *delivery, herr error, tail stri
 	delay := jitter(Backoff(c.o.BackoffBase, c.o.BackoffMax, env.Attempt), c.o.rand())
 	d.log.Info("attempt failed; retrying later", "err", herr, "retry_in", delay, "max_attempts", d.maxA)
 	c.finish(hctx, d, runs.Failed, herr, tail)
-	if !c.rewrite(hctx, d, env, delay) {
+	if c.rewrite(hctx, d, env, delay) {
+		// This consumer knows when the retry becomes visible: wake for it
+		// rather than leave it to a backed-off poll.
+		c.WakeAt(c.clk.Now().Add(delay))
+	} else {
 		d.log.Warn("the message will reappear after its visibility timeout without this attempt counted")
 	}
 	c.settle(d, OutcomeRetried)

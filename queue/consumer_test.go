@@ -79,6 +79,21 @@ func TestPollerBacksOffAndSnapsBack(t *testing.T) {
 	if d := p.empty(); d != 1500*time.Millisecond {
 		t.Fatalf("a run of work must resume from the interval before the run, got %v", d)
 	}
+	// A poll that returns fewer messages than asked for drained the queue:
+	// wait half the interval from before the work (3 s) and resume there.
+	p.got()
+	if d := p.drained(); d != 1500*time.Millisecond {
+		t.Fatalf("wait after a drained poll %v, want 1.5s", d)
+	}
+	if d := p.empty(); d != 3*time.Second {
+		t.Fatalf("empty poll after a drained one waits %v, want 3s", d)
+	}
+	// A busy consumer (polling at PollMin when the work came) stays quick.
+	p = newPoller(200*time.Millisecond, 3*time.Second, func() float64 { return 0 })
+	p.got()
+	if d := p.drained(); d != 200*time.Millisecond {
+		t.Fatalf("drained after polling at PollMin waits %v, want PollMin", d)
+	}
 	// Jitter shortens a wait by at most a quarter and never below PollMin.
 	p = newPoller(200*time.Millisecond, 30*time.Second, func() float64 { return 1 })
 	for i := 0; i < 10; i++ {
@@ -91,7 +106,8 @@ func TestPollerBacksOffAndSnapsBack(t *testing.T) {
 }
 
 // An idle consumer's polling backs off to PollMax and snaps back to PollMin
-// as soon as a message arrives.
+// as soon as a full batch arrives (for a lone message see
+// TestLoneMessageDoesNotSpeedUpPolling).
 func TestConsumerPollingBackoff(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 800 * time.Millisecond,
 		rand: func() float64 { return 0 }})
@@ -114,15 +130,18 @@ func TestConsumerPollingBackoff(t *testing.T) {
 	if st := h.c.Stats(); st.PollInterval != 800*time.Millisecond {
 		t.Fatalf("Stats().PollInterval = %v", st.PollInterval)
 	}
-	h.enqueue(Envelope{ID: "a", Type: "t"}) // arrives while the loop sleeps
+	// A full batch (8, the concurrency) arrives while the loop sleeps: the
+	// next poll comes at once and, finding the queue empty, waits PollMin.
+	for i := range 8 {
+		h.enqueue(Envelope{ID: fmt.Sprint("a", i), Type: "t"})
+	}
 	h.clk.Advance(waits[5])
 	if d := h.waitIdle(); d != 100*time.Millisecond {
-		t.Fatalf("wait after a message = %v, want PollMin", d)
+		t.Fatalf("wait after a batch of messages = %v, want PollMin", d)
 	}
-	if st := h.c.Stats(); st.PollInterval != 100*time.Millisecond {
-		t.Fatalf("poll interval after a message = %v, want PollMin", st.PollInterval)
+	for range 8 {
+		h.await(OutcomeSucceeded)
 	}
-	h.await(OutcomeSucceeded)
 }
 
 func TestSuccessDeletesAndPassesTheTask(t *testing.T) {

@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -335,4 +337,55 @@ func TestHeldMessageDoesNotBlockADueOne(t *testing.T) {
 		t.Fatalf("then %s ran, want later", id)
 	}
 	h.await(OutcomeSucceeded)
+}
+
+// A lone message in an idle fleet: the poll that finds it returns fewer
+// messages than it asked for, so the queue is drained; the consumer then
+// waits half its idle interval instead of polling again at PollMin and
+// climbing back through several empty polls.
+func TestLoneMessageDoesNotSpeedUpPolling(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 10 * time.Second, rand: func() float64 { return 0 }})
+	h.c.Handle("t", func(context.Context, Task) error { return nil })
+	h.backedOff()
+	before := h.work.Ops()["dequeue"]
+	h.enqueue(Envelope{ID: "lone", Type: "t"})
+	h.c.WakeAt(h.clk.Now())
+	h.await(OutcomeSucceeded)
+	h.idleFor(5 * time.Second)
+	if n := h.work.Ops()["dequeue"] - before; n != 1 {
+		t.Fatalf("%d dequeues before the drained wait, want 1", n)
+	}
+	h.clk.Advance(5 * time.Second)
+	h.idleFor(10 * time.Second) // and then back to PollMax
+}
+
+// A consumer whose handler failed wakes itself for the retry: the message
+// runs again when its backoff ends, not at the next backed-off poll.
+func TestRetryWakesItsConsumer(t *testing.T) {
+	// rand 0: the retry backoff is jittered to half of 2 s.
+	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 30 * time.Second,
+		BackoffBase: 2 * time.Second, BackoffMax: 2 * time.Second, rand: func() float64 { return 0 }})
+	var mu sync.Mutex
+	var starts []time.Time
+	h.c.Handle("t", func(context.Context, Task) error {
+		mu.Lock()
+		defer mu.Unlock()
+		starts = append(starts, h.clk.Now())
+		if len(starts) == 1 {
+			return errors.New("first attempt fails")
+		}
+		return nil
+	})
+	h.backedOff()
+	h.enqueue(Envelope{ID: "r", Type: "t"})
+	h.c.WakeAt(h.clk.Now())
+	h.await(OutcomeRetried)
+	h.idleFor(time.Second) // the retry's visibility delay, not PollMax/2
+	h.clk.Advance(time.Second)
+	h.await(OutcomeSucceeded)
+	mu.Lock()
+	defer mu.Unlock()
+	if d := starts[1].Sub(starts[0]); d != time.Second {
+		t.Fatalf("retry ran %v after the failure, want the 1s backoff", d)
+	}
 }
