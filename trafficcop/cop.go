@@ -136,9 +136,12 @@ func TermFrom(ctx context.Context) (Term, bool) {
 // ErrAlreadyRunning if Run was called before.
 //
 // Without control it looks at the lease at once and then every PollEvery
-// (each wait shortened by up to 20 % at random); when the lease may be
-// taken it acquires it, with a fresh random lease ID each time. A poll
-// costs one request while another instance leads. On acquisition it
+// (each wait shortened by up to 20 % at random), or sooner: when the
+// holder's lease would run out unless renewed again (its last recorded
+// renewal + LeaseDuration), so a crashed leader is replaced as soon as its
+// lease expires. When the lease may be taken it acquires it, with a fresh
+// random lease ID each time. A poll costs one request while another
+// instance leads. On acquisition it
 // writes holder, acquired, generation (previous + 1) and renewed to the
 // blob's metadata with If-Match on the ETag it read and the new lease ID;
 // if that write fails it releases the lease and counts the attempt as
@@ -209,7 +212,7 @@ func (c *Cop) Run(ctx context.Context, lead func(ctx context.Context) error) err
 		wait = c.jitteredPoll()
 		a, err := c.tryAcquire(ctx)
 		var ny *notYet
-		if errors.As(err, &ny) && ny.wait < wait {
+		if errors.As(err, &ny) && ny.wait > 0 && ny.wait < wait {
 			wait = ny.wait
 		}
 		if err != nil {
@@ -281,15 +284,19 @@ type acquisition struct {
 	md   map[string]string // the metadata as stamped
 }
 
-// notYet: the lease is not in force but may not be taken before wait has
-// passed (see Cop.takeoverWait).
+// notYet: the lease may not be taken now. wait, when positive, is when to
+// look again: the end of a takeover wait (see Cop.takeoverWait) or the
+// moment a lease in force runs out unless renewed (see Cop.expiryWait).
 type notYet struct {
 	wait time.Duration
 	why  string
 }
 
 func (e *notYet) Error() string {
-	return fmt.Sprintf("%s: %s; not taking over for another %v", storage.ErrLeaseConflict, e.why, e.wait.Round(time.Millisecond))
+	if e.wait <= 0 {
+		return fmt.Sprintf("%s: %s", storage.ErrLeaseConflict, e.why)
+	}
+	return fmt.Sprintf("%s: %s; looking again in %v", storage.ErrLeaseConflict, e.why, e.wait.Round(time.Millisecond))
 }
 
 func (e *notYet) Unwrap() error { return storage.ErrLeaseConflict }
@@ -304,7 +311,8 @@ func (c *Cop) tryAcquire(ctx context.Context) (acquisition, error) {
 	err := c.call(ctx, func(cctx context.Context) (err error) { prior, err = c.lock.Get(cctx); return err })
 	if err == nil {
 		if prior.State == LeaseLeased || prior.State == LeaseBreaking {
-			err = fmt.Errorf("%w: %s is %s by %q", storage.ErrLeaseConflict, c.lock, prior.State, prior.Metadata[MetaHolder])
+			err = &notYet{wait: c.expiryWait(prior),
+				why: fmt.Sprintf("%s is %s by %q", c.lock, prior.State, prior.Metadata[MetaHolder])}
 		} else if wait, why := c.takeoverWait(prior); wait > 0 {
 			err = &notYet{wait: wait, why: why}
 		}
@@ -317,6 +325,8 @@ func (c *Cop) tryAcquire(ctx context.Context) (acquisition, error) {
 	if err != nil {
 		var ny *notYet
 		switch {
+		case errors.As(err, &ny) && (prior.State == LeaseLeased || prior.State == LeaseBreaking):
+			c.log.Debug("lease is held by another instance", "err", err)
 		case errors.As(err, &ny):
 			if gen := prior.Metadata[MetaGeneration]; gen != c.waitedFor {
 				c.waitedFor = gen
@@ -389,6 +399,29 @@ func (c *Cop) takeoverWait(prior LockState) (time.Duration, string) {
 		return 0, ""
 	}
 	return wait, fmt.Sprintf("the lease is %s but its holder %s it %v ago", prior.State, what, now.Sub(at).Round(time.Millisecond))
+}
+
+// expiryMargin is how long after the expiry computed from a holder's last
+// recorded renewal a standby looks again: the service counts the lease from
+// when it received that renewal, a little after the holder started it.
+const expiryMargin = 250 * time.Millisecond
+
+// expiryWait returns how long until a lease in force runs out if its holder
+// does not renew it again: its last recorded renewal + LeaseDuration (+ a
+// margin). A standby looks again then rather than a whole poll later, so a
+// crashed leader is replaced as soon as its lease expires. It is 0 when
+// there is nothing to go by or that moment has passed (a holder renewing
+// without recording it, e.g. an older version): poll as usual.
+func (c *Cop) expiryWait(st LockState) time.Duration {
+	last := st.Metadata[MetaRenewed]
+	if last == "" {
+		last = st.Metadata[MetaAcquired]
+	}
+	at, err := time.Parse(time.RFC3339Nano, last)
+	if err != nil {
+		return 0
+	}
+	return max(0, at.Add(c.o.LeaseDuration+expiryMargin).Sub(c.o.Clock.Now()))
 }
 
 // heartbeat records each renewal of the term in the lease's metadata.

@@ -470,19 +470,53 @@ func TestCopCrashLeavesLeaseToExpire(t *testing.T) {
 	if lock.LeaseID() == "" {
 		t.Fatal("crash released the lease")
 	}
-	// b polls every ~3 s; the lease expires at t0+15s.
+	// b polls every ~3 s; the lease expires at t0+15s, unless renewed, as
+	// the renewal time recorded at acquisition (t0) says: b looks again
+	// then (+ 250 ms) instead of up to a poll later.
 	for {
 		b.advance(1, time.Second)
 		select {
 		case <-b.leads:
-			if at := clk.Now().Sub(t0); at < 15*time.Second || at > 15*time.Second+3600*time.Millisecond {
-				t.Fatalf("b took over at %v, want within [15s, 18.6s]", at)
+			if at := clk.Now().Sub(t0); at < 15*time.Second || at > 16*time.Second {
+				t.Fatalf("b took over at %v, want within [15s, 16s]", at)
 			}
 			if term, _ := b.cop.Term(); term.Generation != 2 {
 				t.Fatalf("generation %d after takeover, want 2", term.Generation)
 			}
 			return
 		case <-time.After(20 * time.Millisecond):
+		}
+		if clk.Now().Sub(t0) > 30*time.Second {
+			t.Fatal("no takeover within 30s")
+		}
+	}
+}
+
+// TestCopLooksAgainWhenTheLeaseWouldExpire: a standby that sees the lease
+// held looks again when it would run out unless renewed (the holder's last
+// recorded renewal + the lease), not a whole poll later: with a 10 s poll
+// its polls would fall at about 9 s and 18 s, but it takes over a crashed
+// holder's lease at 15.25 s.
+func TestCopLooksAgainWhenTheLeaseWouldExpire(t *testing.T) {
+	clk := clock.NewFake(t0)
+	lock := NewMemLock("scheduler", clk)
+	a := startCop(t, clk, lock, unitOptions("cop-a"), nil)
+	a.lead()
+	opts := unitOptions("cop-b")
+	opts.PollEvery = 10 * time.Second
+	b := startCop(t, clk, lock, opts, nil)
+	b.ev.wait("acquire-failed")
+	a.cop.crash()
+	for {
+		waitTimers(t, clk, 1)
+		clk.Advance(250 * time.Millisecond)
+		select {
+		case <-b.leads:
+			if at := clk.Now().Sub(t0); at < 15*time.Second || at > 15500*time.Millisecond {
+				t.Fatalf("b took over at %v, want at the expiry (15.25s)", at)
+			}
+			return
+		case <-time.After(5 * time.Millisecond):
 		}
 		if clk.Now().Sub(t0) > 30*time.Second {
 			t.Fatal("no takeover within 30s")
