@@ -345,7 +345,8 @@ func TestCopStopReleasesAndAnotherTakesOver(t *testing.T) {
 		t.Errorf("OnLost reason %v, want ErrStopped", c.reason)
 	}
 	hi, err := ReadHolderFrom(context.Background(), lock)
-	if err != nil || hi.Held() || hi.State != LeaseAvailable || hi.Holder != "cop-a" || hi.Generation != 1 {
+	if err != nil || hi.Held() || hi.State != LeaseAvailable || hi.Holder != "cop-a" || hi.Generation != 1 ||
+		!hi.Released || !hi.Renewed.Equal(t0) {
 		t.Errorf("after release: %+v, %v", hi, err)
 	}
 

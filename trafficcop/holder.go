@@ -17,6 +17,11 @@ type HolderInfo struct {
 	Acquired time.Time
 	// Generation is the generation of that acquisition (0: never acquired).
 	Generation int64
+	// Renewed is the start of that cop's last recorded renewal (its
+	// acquisition until it first renews; zero if not recorded).
+	Renewed time.Time
+	// Released reports that the cop released the lease gracefully.
+	Released bool
 	// State is the lease state reported by the service.
 	State LeaseState
 	// Locked is the lease status: true while a lease is in force.
@@ -55,6 +60,11 @@ func readHolder(ctx context.Context, lock Lock) (HolderInfo, error) {
 	h := HolderInfo{Holder: st.Metadata[MetaHolder], State: st.State, Locked: st.Locked}
 	if h.Generation, err = parseGeneration(st.Metadata[MetaGeneration]); err != nil {
 		return h, fmt.Errorf("%s: %w", lock, err)
+	}
+	h.Released = h.Generation > 0 && st.Metadata[MetaReleased] == st.Metadata[MetaGeneration]
+	if s := st.Metadata[MetaRenewed]; s != "" {
+		// Informational: a malformed value is ignored, as the cop does.
+		h.Renewed, _ = time.Parse(time.RFC3339Nano, s)
 	}
 	if s := st.Metadata[MetaAcquired]; s != "" {
 		if h.Acquired, err = time.Parse(time.RFC3339Nano, s); err != nil {

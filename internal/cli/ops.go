@@ -94,12 +94,19 @@ func (a *app) leaderCmd() *cobra.Command {
 				fmt.Fprintf(a.out, "no leader (lease %s)", h.State)
 				if h.Holder != "" {
 					fmt.Fprintf(a.out, "; last holder %s, generation %d, acquired %s", h.Holder, h.Generation, h.Acquired.Format(time.RFC3339))
+					if h.Released {
+						fmt.Fprint(a.out, ", released")
+					}
 				}
 				fmt.Fprintln(a.out)
 				return nil
 			}
-			fmt.Fprintf(a.out, "leader %s since %s (%s ago), generation %d, lease %s\n", h.Holder, h.Acquired.Format(time.RFC3339),
+			fmt.Fprintf(a.out, "leader %s since %s (%s ago), generation %d, lease %s", h.Holder, h.Acquired.Format(time.RFC3339),
 				time.Since(h.Acquired).Round(time.Second), h.Generation, h.State)
+			if !h.Renewed.IsZero() {
+				fmt.Fprintf(a.out, ", renewed %s ago", time.Since(h.Renewed).Round(time.Second))
+			}
+			fmt.Fprintln(a.out)
 			return nil
 		},
 	}
@@ -108,15 +115,21 @@ func (a *app) leaderCmd() *cobra.Command {
 }
 
 type holderOut struct {
-	Held       bool      `json:"held"`
-	Holder     string    `json:"holder"`
-	Acquired   time.Time `json:"acquired,omitempty"`
-	Generation int64     `json:"generation"`
-	State      string    `json:"state"`
+	Held       bool       `json:"held"`
+	Holder     string     `json:"holder"`
+	Acquired   time.Time  `json:"acquired,omitempty"`
+	Renewed    *time.Time `json:"renewed,omitempty"`
+	Released   bool       `json:"released"`
+	Generation int64      `json:"generation"`
+	State      string     `json:"state"`
 }
 
 func holderJSON(h trafficcop.HolderInfo) holderOut {
-	return holderOut{Held: h.Held(), Holder: h.Holder, Acquired: h.Acquired, Generation: h.Generation, State: string(h.State)}
+	out := holderOut{Held: h.Held(), Holder: h.Holder, Acquired: h.Acquired, Released: h.Released, Generation: h.Generation, State: string(h.State)}
+	if !h.Renewed.IsZero() {
+		out.Renewed = &h.Renewed
+	}
+	return out
 }
 
 func (a *app) statsCmd() *cobra.Command {
