@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -186,7 +187,12 @@ func (b *bench) run(ctx context.Context, sel []scenario) error {
 				m.Scenarios = append(m.Scenarios, st)
 			}
 		}
-		m.Rerun = prev.Rerun
+		// Each scenario once, in the order of its latest re-run.
+		for _, n := range prev.Rerun {
+			if !rerun[n] && !slices.Contains(m.Rerun, n) {
+				m.Rerun = append(m.Rerun, n)
+			}
+		}
 		for _, s := range sel {
 			m.Rerun = append(m.Rerun, s.name)
 		}

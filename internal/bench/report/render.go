@@ -108,7 +108,7 @@ func render(r records, out string) (string, error) {
 	}
 	d.table([]string{"Scenario", "Wall time", "Outcome"}, st)
 	if len(m.Rerun) > 0 {
-		d.para("Re-run at the end, after the other scenarios (their records replace the first run's): %s.", strings.Join(m.Rerun, ", "))
+		d.para("Re-run later, after the other scenarios (their records replace the earlier ones), in this order: %s. The commit above is that of the latest run; scenarios not re-run then come from earlier commits.", strings.Join(m.Rerun, ", "))
 	}
 
 	// Scenario sections render into their own doc first so the summary can
@@ -517,7 +517,7 @@ func failoverSection(d *doc, out string, f *results.Failover) ([]check, error) {
 			{target: "Takeover ≤ lease + poll interval after SIGKILL", measured: "–", status: statusNotRun},
 		}, nil
 	}
-	d.para("A fleet of two worker processes per lease duration (lease.poll_every %.0f s, the default, jittered ±20 %%; other intervals default). The leader is stopped with SIGTERM (it releases the lease on the way out) or killed with SIGKILL (the lease must expire); right after the signal a marker task due at that moment is scheduled. **Takeover** is signal → the marker's row gone from the schedule (polled every 50 ms), checked to have been moved by the new leader (the marker's run record carries the new fencing generation). **Lease taken** is signal → the lease blob naming the new holder. The stopped worker is replaced by a fresh standby before the next run, so the standby's poll phase relative to the signal is random.", f.PollEverySeconds)
+	d.para("A fleet of two worker processes per lease duration (lease.poll_every %.0f s, the default, jittered ±20 %%; other intervals default). The leader is stopped with SIGTERM (it releases the lease on the way out) or killed with SIGKILL (the lease must expire); right after the signal a marker task due at that moment is scheduled. **Takeover** is signal → the marker's row gone from the schedule (polled every 50 ms), checked to have been moved by the new leader (the marker's run record carries the new fencing generation). **Lease taken** is signal → the lease blob naming the new holder. The stopped worker is replaced by a fresh standby before the next run, so the standby's poll phase relative to the signal is random. After SIGKILL the standby does not wait for its next poll: it looks again when the lease runs out unless renewed, which it computes from the renewal time the holder records in the lease's metadata, so the takeover follows the lease's expiry (a lease after the holder's last renewal, at most a lease after the kill).", f.PollEverySeconds)
 	gs := groupFailover(*f)
 	var rows [][]string
 	var checks []check
@@ -730,11 +730,11 @@ func transactionsSection(d *doc, out string, t *results.Transactions, idle *resu
 				deq := lone.Worker["queue dequeue"]
 				q := lone.Worker["table query"]
 				ch.why = fmt.Sprintf("Over by %.1f for a lone task", math.Max(lone.Total, burst.Total)-targetTxPerTask)
-				ch.why += fmt.Sprintf(". The task itself costs about %.1f: the schedule transaction, one enqueue, one fenced batch with the delete, one re-read of the fence row, and the message delete. The rest is polling the task sets off: %.1f extra dequeues, because a consumer that receives a message shortens its polling interval and then backs off again through several empty polls", lone.Total-deq-math.Max(q, 0), deq)
+				ch.why += fmt.Sprintf(". The task itself costs about %.1f: the schedule transaction, one enqueue, one fenced batch with the delete, one re-read of the fence row, and the message delete. The rest is polling the task sets off: %.1f dequeues (the one the mover's wake hint triggers, less the idle polls it replaces; after a poll that drains the queue the consumer waits half its idle interval and resumes backing off from there)", lone.Total-deq-math.Max(q, 0), deq)
 				if q > 0.3 {
 					ch.why += fmt.Sprintf(", and %.1f table queries more than the idle rate predicts (part of this is the noise of that subtraction)", q)
 				}
-				ch.why += fmt.Sprintf(". In a burst the same costs are shared and the total is %.1f. Fix: when a poll returns fewer messages than were asked for, keep backing off from where the interval was rather than polling faster (the mover's wake hint already covers the leader's own tasks), and drop the fence re-read after each batch once batch responses can prove the write (the Go SDK returns no per-operation ETags, hence one point read per batch — negligible in a burst, one request for a lone task).", burst.Total)
+				ch.why += fmt.Sprintf(". In a burst the same costs are shared and the total is %.1f. Fix: drop the fence re-read after each batch once batch responses can prove the write (the Go SDK returns no per-operation ETags, hence one point read per batch — negligible in a burst, one request for a lone task), which would bring a lone task to about %.1f.", burst.Total, lone.Total-1)
 			}
 		}
 		checks = append(checks, ch)
