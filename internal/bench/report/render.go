@@ -806,7 +806,7 @@ func transactionsSection(d *doc, out string, t *results.Transactions, idle *resu
 			fixes = append(fixes,
 				"let standbys poll the lease less often when a slower failover is acceptable (lease.poll_every 60 s ⇒ 60/h; the takeover after SIGTERM then takes up to a minute), or have the leaving leader's release reach the standbys another way",
 				"let an idle consumer back off further than 30 s (e.g. to 2 minutes after 10 minutes without work ⇒ 30/h), with wake hints or a cheap depth probe keeping latency low when work arrives")
-			ch.why = fmt.Sprintf("%.1f× the target (%.0f over). Where it goes: %s. With the default intervals the target cannot be met: lease polls every 15 s (each wait shortened by up to 20 %) alone are 240–300/h, and queue polls at up to 30 s (jittered down) another 120–160/h. Fix: %s. With both interval changes a standby would make about 60 + 30 = 90 requests/hour.", standby.PerHour/targetIdlePerHour, standby.PerHour-targetIdlePerHour, strings.Join(parts, "; "), strings.Join(fixes, "; "))
+			ch.why = fmt.Sprintf("%.1f× the target (%.0f over). Where it goes: %s. With the default intervals the target cannot be met: lease polls every 15 s (each wait shortened by up to 20 %%) alone are 240–300/h, and queue polls at up to 30 s (jittered down) another 120–160/h. Fix: %s. With both interval changes a standby would make about 60 + 30 = 90 requests/hour.", standby.PerHour/targetIdlePerHour, standby.PerHour-targetIdlePerHour, strings.Join(parts, "; "), strings.Join(fixes, "; "))
 		}
 	}
 	checks = append(checks, ch)
