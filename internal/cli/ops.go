@@ -191,7 +191,7 @@ func (a *app) statsCmd() *cobra.Command {
 				fmt.Fprintf(tw, "counter rows\t%d instance(s), last flush %s\n", c.Instances, c.Updated.Format(time.RFC3339))
 			}
 			for _, l := range limits {
-				fmt.Fprintf(tw, "limit %s\t%d/%d slots held, %d waiting (deferred)\n", l.Type, l.Held, l.Limit, l.Waiting)
+				fmt.Fprintf(tw, "limit %s\t%d/%d slots held; %d tasks put back for want of a slot so far\n", l.Type, l.Held, l.Limit, l.Deferred)
 			}
 			return tw.Flush()
 		},
@@ -201,15 +201,17 @@ func (a *app) statsCmd() *cobra.Command {
 }
 
 type limitOut struct {
-	Type    string `json:"type"`
-	Limit   int    `json:"limit"`
-	Held    int    `json:"held"`
-	Waiting int64  `json:"waiting"`
+	Type  string `json:"type"`
+	Limit int    `json:"limit"`
+	Held  int    `json:"held"`
+	// Deferred counts the times a task of the type was put back for want
+	// of a slot, since the fleet counters began (a running total, not a
+	// queue length).
+	Deferred int64 `json:"deferred"`
 }
 
-// limitStats counts held slots per limited type; waiting is the tasks
-// deferred for want of a slot, from the fleet counters stats already read
-// (nil when run records are off).
+// limitStats counts held slots per limited type; deferred comes from the
+// fleet counters stats already read (nil when run records are off).
 func (a *app) limitStats(ctx context.Context, counters *runs.Counters) ([]limitOut, error) {
 	if len(a.cfg.Limits) == 0 {
 		return nil, nil
@@ -228,11 +230,11 @@ func (a *app) limitStats(ctx context.Context, counters *runs.Counters) ([]limitO
 		if err != nil {
 			return nil, err
 		}
-		var waiting int64
+		var deferred int64
 		if counters != nil {
-			waiting = counters.ByType[typ].Deferred
+			deferred = counters.ByType[typ].Deferred
 		}
-		out = append(out, limitOut{Type: typ, Limit: n, Held: held, Waiting: waiting})
+		out = append(out, limitOut{Type: typ, Limit: n, Held: held, Deferred: deferred})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
 	return out, nil

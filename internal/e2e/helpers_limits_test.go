@@ -113,10 +113,10 @@ type statsOut struct {
 	DueBacklog       int  `json:"due_backlog"`
 	MoverHoldingBack bool `json:"mover_holding_back"`
 	Limits           []struct {
-		Type    string `json:"type"`
-		Limit   int    `json:"limit"`
-		Held    int    `json:"held"`
-		Waiting int64  `json:"waiting"`
+		Type     string `json:"type"`
+		Limit    int    `json:"limit"`
+		Held     int    `json:"held"`
+		Deferred int64  `json:"deferred"`
 	} `json:"limits"`
 }
 
