@@ -81,15 +81,8 @@ func NewClient(o ClientOptions) (*Client, error) {
 // pending is refused with ErrAlreadyScheduled unless replace is true.
 // Input is validated before anything is written.
 func (c *Client) Schedule(ctx context.Context, it Item, replace bool) (Item, error) {
+	// On a fresh account Add creates the table and payload container.
 	out, err := c.sched.Add(ctx, it, schedule.AddOptions{Replace: replace})
-	if errors.Is(err, storage.ErrNotFound) {
-		// First use: the table (or the payload container) does not exist
-		// yet. Create them and try once more.
-		if eerr := c.sched.Ensure(ctx); eerr != nil {
-			return out, eerr
-		}
-		out, err = c.sched.Add(ctx, it, schedule.AddOptions{Replace: replace})
-	}
 	if err != nil {
 		return out, err
 	}
@@ -174,11 +167,7 @@ func (c *Client) Get(ctx context.Context, id string) (Item, error) {
 
 // List returns a page of pending tasks in due order.
 func (c *Client) List(ctx context.Context, o schedule.ListOptions) ([]Item, string, error) {
-	items, next, err := c.sched.List(ctx, o)
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil, "", nil // no table yet: nothing is scheduled
-	}
-	return items, next, err
+	return c.sched.List(ctx, o) // a missing table lists as empty
 }
 
 // Status is what is known about a task id: its pending row and/or its run
@@ -265,7 +254,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	if s.PoisonDepth, err = c.queue.Poison().Count(ctx); err != nil {
 		return s, fmt.Errorf("poison queue depth: %w", err)
 	}
-	if s.Due, err = c.sched.Due(ctx, c.o.Clock.Now()); err != nil && !errors.Is(err, storage.ErrNotFound) {
+	if s.Due, err = c.sched.Due(ctx, c.o.Clock.Now()); err != nil {
 		return s, fmt.Errorf("due backlog: %w", err)
 	}
 	if c.runs != nil {

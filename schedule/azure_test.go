@@ -518,3 +518,49 @@ func TestAzureFenceTakeover(t *testing.T) {
 		t.Fatalf("stale merge: %v", err)
 	}
 }
+
+// TestAzureFreshAccount: a Client over a table and payload container that
+// do not exist yet reads an empty schedule and creates both on the first
+// Add — no Ensure call needed.
+func TestAzureFreshAccount(t *testing.T) {
+	t.Parallel()
+	srv := azuritetest.Shared(t)
+	clients, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := payload.NewBlobStore(clients.Blob, payload.Options{Container: azuritetest.Name(t, "c")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewAzure(clients.Table, Options{Table: azuritetest.Name(t, "t"), PayloadStore: store, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items, next, err := c.List(ctx(t), ListOptions{}); err != nil || len(items) != 0 || next != "" {
+		t.Fatalf("List on a missing table = %v, %q, %v; want empty", items, next, err)
+	}
+	if st, err := c.Due(ctx(t), time.Now()); err != nil || st.Count != 0 {
+		t.Fatalf("Due on a missing table = %+v, %v", st, err)
+	}
+	for name, op := range map[string]func() error{
+		"Get":        func() error { _, err := c.Get(ctx(t), "x"); return err },
+		"Cancel":     func() error { _, err := c.Cancel(ctx(t), "x"); return err },
+		"Reschedule": func() error { _, err := c.Reschedule(ctx(t), "x", time.Now()); return err },
+	} {
+		if err := op(); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s on a missing table: %v, want ErrNotFound", name, err)
+		}
+	}
+	big := strings.Repeat("p", 80<<10) // over the inline limit: goes to the missing container
+	if _, err := c.Add(ctx(t), Item{ID: "first", Due: time.Now().Add(time.Hour), Payload: big}, AddOptions{}); err != nil {
+		t.Fatalf("first Add on a fresh account: %v", err)
+	}
+	got, err := c.Get(ctx(t), "first")
+	if err != nil || got.PayloadBlob == "" {
+		t.Fatalf("Get after the first Add = %+v, %v", got, err)
+	}
+	if p, err := c.LoadPayload(ctx(t), got); err != nil || p != big {
+		t.Fatalf("payload after the first Add: %d bytes, %v", len(p), err)
+	}
+}

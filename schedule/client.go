@@ -138,7 +138,10 @@ func New(t Table, o Options) (*Client, error) {
 }
 
 // NewAzure returns a Client over the table Options.Table of the account svc
-// points at. Call Ensure once to create the table.
+// points at. The table (and the payload container) are created on first
+// use: Add creates them when they are missing, and List, Due and the
+// lookups treat a missing table as an empty schedule. Ensure creates them
+// up front.
 func NewAzure(svc *aztables.ServiceClient, o Options) (*Client, error) {
 	if o.Table == "" {
 		o.Table = DefaultTable
@@ -253,7 +256,15 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 	}
 	it.Shard, it.RowKey, it.Indexed = shard, rk, true
 	if jsonLen(it.Payload) > c.opts.InlineLimit {
-		ref, err := c.opts.PayloadStore.Put(ctx, payload.NewName(it.ID), []byte(it.Payload))
+		name := payload.NewName(it.ID)
+		ref, err := c.opts.PayloadStore.Put(ctx, name, []byte(it.Payload))
+		if errors.Is(err, storage.ErrNotFound) {
+			// First use: the payload container does not exist yet.
+			if eerr := c.Ensure(ctx); eerr != nil {
+				return Item{}, fmt.Errorf("add %s: create the payload container: %w", it.ID, eerr)
+			}
+			ref, err = c.opts.PayloadStore.Put(ctx, name, []byte(it.Payload))
+		}
 		if err != nil {
 			return Item{}, fmt.Errorf("add %s: store large payload: %w", it.ID, err)
 		}
@@ -282,10 +293,22 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 		{Kind: OpInsert, PartitionKey: shard, RowKey: ik, Props: ixProps},
 	}
 	var lastErr error
+	created := false
 	for range retries {
 		err := c.t.Submit(ctx, fresh)
 		if err == nil {
 			return "", nil
+		}
+		if errors.Is(err, storage.ErrTableNotFound) && !created {
+			// First use on this account: create the table, then write.
+			if err := c.Ensure(ctx); err != nil {
+				return "", fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)
+			}
+			created = true
+			err = c.t.Submit(ctx, fresh)
+			if err == nil {
+				return "", nil
+			}
 		}
 		if !errors.Is(err, storage.ErrAlreadyExists) {
 			return "", fmt.Errorf("add %s: %w", it.ID, err)
@@ -393,6 +416,8 @@ func (c *Client) locate(ctx context.Context, id string) (f found, orphan *Entity
 	if ValidateID(id) == nil {
 		idx, err := c.t.Get(ctx, shard, indexKey(id))
 		switch {
+		case errors.Is(err, storage.ErrTableNotFound):
+			return found{}, nil, noTable(id)
 		case err == nil:
 			rk, _, _ := propString(idx.Props, PropItem)
 			if rk != "" {
@@ -424,6 +449,9 @@ func (c *Client) scan(ctx context.Context, id string) (Entity, error) {
 		q := Query{Partition: shard, To: IndexPrefix, Select: []string{PropID}}
 		for {
 			p, err := c.t.Query(ctx, q)
+			if errors.Is(err, storage.ErrTableNotFound) {
+				return Entity{}, noTable(id)
+			}
 			if err != nil {
 				return Entity{}, fmt.Errorf("look up task %s: %w", id, err)
 			}
@@ -452,6 +480,12 @@ func (c *Client) scan(ctx context.Context, id string) (Entity, error) {
 		}
 	}
 	return Entity{}, fmt.Errorf("%w: task %s", ErrNotFound, id)
+}
+
+// noTable is the lookup error when the table does not exist yet (a fresh
+// account): nothing is scheduled.
+func noTable(id string) error {
+	return fmt.Errorf("%w: task %s (nothing has been scheduled yet: the table does not exist)", ErrNotFound, id)
 }
 
 // Get returns the pending task with this id (for a recurring series, its
@@ -594,6 +628,9 @@ func (c *Client) List(ctx context.Context, lo ListOptions) ([]Item, string, erro
 	for shardIdx < len(c.opts.Shards) {
 		q := Query{Partition: c.opts.Shards[shardIdx], To: to, Top: int32(lo.Limit - len(items)), Continuation: cont}
 		p, err := c.t.Query(ctx, q)
+		if errors.Is(err, storage.ErrTableNotFound) {
+			return nil, "", nil // a fresh account: nothing scheduled yet
+		}
 		if err != nil {
 			return nil, "", fmt.Errorf("list: %w", err)
 		}
@@ -665,6 +702,9 @@ func (c *Client) Due(ctx context.Context, now time.Time) (DueStats, error) {
 	var st DueStats
 	for _, shard := range c.opts.Shards {
 		p, err := c.t.Query(ctx, Query{Partition: shard, To: dueBound(now), Select: []string{"RowKey"}, Top: DueCountCap})
+		if errors.Is(err, storage.ErrTableNotFound) {
+			return DueStats{}, nil // a fresh account: nothing is due
+		}
 		if err != nil {
 			return DueStats{}, fmt.Errorf("due: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/storage"
 )
@@ -306,5 +307,36 @@ func TestShardsSpreadAndFind(t *testing.T) {
 	}
 	if n != 30 {
 		t.Fatalf("listed %d of 30", n)
+	}
+}
+
+// TestMissingTableIsAnEmptySchedule: on a table that does not exist yet,
+// reads see nothing scheduled and the first Add creates the table.
+func TestMissingTableIsAnEmptySchedule(t *testing.T) {
+	tbl := NewMissingMemoryTable()
+	c, err := New(tbl, Options{Clock: clock.NewFake(t0), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items, _, err := c.List(ctx(t), ListOptions{}); err != nil || len(items) != 0 {
+		t.Fatalf("List = %v, %v", items, err)
+	}
+	if st, err := c.Due(ctx(t), t0); err != nil || st != (DueStats{}) {
+		t.Fatalf("Due = %+v, %v", st, err)
+	}
+	if _, err := c.Get(ctx(t), "a"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("Get = %v, want ErrNotFound saying the table does not exist", err)
+	}
+	if tbl.Calls()["Create"] != 0 {
+		t.Fatal("a read created the table")
+	}
+	if _, err := c.Add(ctx(t), Item{ID: "a", Due: t0.Add(time.Minute)}, AddOptions{}); err != nil {
+		t.Fatalf("first Add: %v", err)
+	}
+	if tbl.Calls()["Create"] != 1 {
+		t.Fatalf("Create called %d times, want 1", tbl.Calls()["Create"])
+	}
+	if got, err := c.Get(ctx(t), "a"); err != nil || got.ID != "a" {
+		t.Fatalf("Get after Add = %+v, %v", got, err)
 	}
 }

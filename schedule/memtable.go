@@ -16,10 +16,11 @@ import (
 // range queries with paging). It is meant for tests; the zero value is not
 // usable, create one with NewMemoryTable.
 type MemoryTable struct {
-	mu    sync.Mutex
-	rows  map[string]map[string]memRow // partition → row key → row
-	etag  int64
-	calls map[string]int
+	mu      sync.Mutex
+	rows    map[string]map[string]memRow // partition → row key → row
+	etag    int64
+	calls   map[string]int
+	missing bool // every call fails with storage.ErrTableNotFound until Create
 	// BeforeSubmit, when set, is called with every Submit's operations
 	// before they are applied; a non-nil error fails the Submit unapplied.
 	BeforeSubmit func(ops []Op) error
@@ -40,6 +41,32 @@ var _ Table = (*MemoryTable)(nil)
 // NewMemoryTable returns an empty in-memory table.
 func NewMemoryTable() *MemoryTable {
 	return &MemoryTable{rows: map[string]map[string]memRow{}, calls: map[string]int{}}
+}
+
+// NewMissingMemoryTable returns a table that does not exist yet, as on a
+// fresh storage account: every call fails with storage.ErrTableNotFound
+// until Create.
+func NewMissingMemoryTable() *MemoryTable {
+	m := NewMemoryTable()
+	m.missing = true
+	return m
+}
+
+// Create creates the table if it is missing (Client.Ensure calls it).
+func (m *MemoryTable) Create(context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls["Create"]++
+	m.missing = false
+	return nil
+}
+
+// absent returns the error of a call on a missing table (m.mu held).
+func (m *MemoryTable) absent(what string) error {
+	if m.missing {
+		return fmt.Errorf("%s: %w", what, storage.ErrTableNotFound)
+	}
+	return nil
 }
 
 // Calls returns how often each method (Query, Get, Submit) was called.
@@ -114,7 +141,11 @@ func (m *MemoryTable) Query(ctx context.Context, q Query) (Page, error) {
 	m.mu.Lock()
 	m.calls["Query"]++
 	hook := m.BeforeQuery
+	err := m.absent("query " + q.Partition)
 	m.mu.Unlock()
+	if err != nil {
+		return Page{}, err
+	}
 	if hook != nil {
 		if err := hook(q); err != nil {
 			return Page{}, err
@@ -175,6 +206,9 @@ func (m *MemoryTable) Get(ctx context.Context, pk, rk string) (Entity, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls["Get"]++
+	if err := m.absent("get " + pk + "/" + rk); err != nil {
+		return Entity{}, err
+	}
 	r, ok := m.rows[pk][rk]
 	if !ok {
 		return Entity{}, fmt.Errorf("get %s/%s: %w", pk, rk, storage.ErrNotFound)
@@ -190,7 +224,11 @@ func (m *MemoryTable) Submit(ctx context.Context, ops []Op) error {
 	m.mu.Lock()
 	m.calls["Submit"]++
 	hook := m.BeforeSubmit
+	err := m.absent("submit")
 	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if hook != nil {
 		if err := hook(ops); err != nil {
 			return err

@@ -182,6 +182,10 @@ func New(cfg Config) (*Clients, error) {
 var (
 	// ErrNotFound: the blob, entity, message, table, queue or container does not exist.
 	ErrNotFound = errors.New("not found")
+	// ErrTableNotFound: the table itself does not exist (yet). It wraps
+	// ErrNotFound, so callers that do not care which is missing need not
+	// tell them apart.
+	ErrTableNotFound = fmt.Errorf("table %w", ErrNotFound)
 	// ErrAlreadyExists: a conditional create found the resource already there.
 	ErrAlreadyExists = errors.New("already exists")
 	// ErrPreconditionFailed: an If-Match / If-None-Match condition failed
@@ -220,6 +224,8 @@ func Translate(err error) error {
 			return fmt.Errorf("%w: %w", ErrPreconditionFailed, err)
 		case strings.Contains(msg, "EntityAlreadyExists") || strings.Contains(msg, " 409 "):
 			return fmt.Errorf("%w: %w", ErrAlreadyExists, err)
+		case strings.Contains(msg, "TableNotFound"):
+			return fmt.Errorf("%w: %w", ErrTableNotFound, err)
 		case strings.Contains(msg, "ResourceNotFound") || strings.Contains(msg, " 404 "):
 			return fmt.Errorf("%w: %w", ErrNotFound, err)
 		}
@@ -228,6 +234,8 @@ func Translate(err error) error {
 	switch {
 	case strings.HasPrefix(code, "Lease") || code == "LeaseAlreadyPresent" || code == "LeaseIdMismatchWithLeaseOperation":
 		return fmt.Errorf("%w: %w", ErrLeaseConflict, err)
+	case code == "TableNotFound":
+		return fmt.Errorf("%w: %w", ErrTableNotFound, err)
 	case status == http.StatusNotFound:
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	case status == http.StatusPreconditionFailed || code == "UpdateConditionNotSatisfied" || code == "ConditionNotMet":

@@ -121,6 +121,8 @@ func TestTranslate(t *testing.T) {
 		transient bool
 	}{
 		{respErr(404, "BlobNotFound"), storage.ErrNotFound, false},
+		{respErr(404, "TableNotFound"), storage.ErrTableNotFound, false},
+		{respErr(404, "TableNotFound"), storage.ErrNotFound, false},
 		{respErr(409, "LeaseAlreadyPresent"), storage.ErrLeaseConflict, false},
 		{respErr(412, "LeaseIdMismatchWithLeaseOperation"), storage.ErrLeaseConflict, false},
 		{respErr(412, "ConditionNotMet"), storage.ErrPreconditionFailed, false},
@@ -142,6 +144,9 @@ func TestTranslate(t *testing.T) {
 		if storage.IsTransient(got) != tc.transient {
 			t.Errorf("%v: transient %v, want %v", tc.err, !tc.transient, tc.transient)
 		}
+	}
+	if errors.Is(storage.Translate(respErr(404, "ResourceNotFound")), storage.ErrTableNotFound) {
+		t.Error("an entity that is not found was reported as a missing table")
 	}
 	if storage.Translate(nil) != nil {
 		t.Error("Translate(nil) != nil")
