@@ -424,11 +424,14 @@ func (c *Cop) expiryWait(st LockState) time.Duration {
 	return max(0, at.Add(c.o.LeaseDuration+expiryMargin).Sub(c.o.Clock.Now()))
 }
 
+// stampTime formats a time for the lease metadata (UTC, no monotonic part).
+func stampTime(t time.Time) string { return t.UTC().Round(0).Format(time.RFC3339Nano) }
+
 // heartbeat records each renewal of the term in the lease's metadata.
 func (c *Cop) heartbeat(leaseID string, stamped map[string]string) func(context.Context, time.Time) error {
 	md := maps.Clone(stamped)
 	return func(ctx context.Context, start time.Time) error {
-		md[MetaRenewed] = start.UTC().Round(0).Format(time.RFC3339Nano)
+		md[MetaRenewed] = stampTime(start)
 		return c.lock.SetMetadata(ctx, leaseID, "", md)
 	}
 }
@@ -462,7 +465,7 @@ func (c *Cop) stamp(ctx context.Context, leaseID string, start time.Time) (Term,
 	md[MetaHolder] = term.Holder
 	md[MetaAcquired] = acquired.Format(time.RFC3339Nano)
 	md[MetaGeneration] = strconv.FormatInt(term.Generation, 10)
-	md[MetaRenewed] = start.UTC().Round(0).Format(time.RFC3339Nano)
+	md[MetaRenewed] = stampTime(start)
 	err = c.call(ctx, func(cctx context.Context) error { return c.lock.SetMetadata(cctx, leaseID, st.ETag, md) })
 	if err != nil {
 		return Term{}, nil, err
@@ -568,6 +571,7 @@ func (c *Cop) endTerm(ctx context.Context, a acquisition, reason error, log *slo
 		rctx := context.WithoutCancel(ctx)
 		if !errors.Is(reason, ErrLeaseLost) {
 			md := maps.Clone(a.md)
+			md[MetaRenewed] = stampTime(a.k.lastStartTime())
 			md[MetaReleased] = strconv.FormatInt(a.term.Generation, 10)
 			if err := c.call(rctx, func(cctx context.Context) error { return c.lock.SetMetadata(cctx, a.term.LeaseID, "", md) }); err != nil {
 				log.Debug("mark lease released", "err", err)

@@ -710,3 +710,19 @@ func TestPollJitterNeverExceedsPollEvery(t *testing.T) {
 		t.Fatalf("poll waits ranged over [%v, %v], want spread within [8s, 10s]", lo, hi)
 	}
 }
+
+// TestCopReleaseRecordsTheLastRenewal: the release mark comes with the
+// start of the holder's last renewal, for `leasecron leader`.
+func TestCopReleaseRecordsTheLastRenewal(t *testing.T) {
+	clk := clock.NewFake(t0)
+	lock := NewMemLock("scheduler", clk)
+	h := startCop(t, clk, lock, unitOptions("cop-a"), nil)
+	h.lead()
+	h.advance(2, 5*time.Second)
+	h.ev.wait("renewed")
+	h.cop.Stop()
+	hi, err := ReadHolderFrom(context.Background(), lock)
+	if err != nil || !hi.Released || hi.Held() || !hi.Renewed.Equal(t0.Add(5*time.Second)) {
+		t.Fatalf("after Stop: %+v, %v; want released, renewed at +5s", hi, err)
+	}
+}
