@@ -149,20 +149,12 @@ func (p *progress) finish() ([]results.Point, time.Duration) {
 	return p.pts, time.Since(p.start)
 }
 
-// rawEnqueue sends n messages with conc goroutines using the plain SDK
-// (time-to-live −1, as leasecron sends them). visibility(i) is message i's
-// initial invisibility in seconds (nil: visible at once). It returns the
-// rate.
-func rawEnqueue(ctx context.Context, qc *azqueue.QueueClient, n, conc int, visibility func(i int) int32) (results.Rate, error) {
-	now := time.Now()
-	texts := make([]string, n)
-	for i := range texts {
-		texts[i] = envelopeText(i, now)
-	}
+// parallel runs f(0..n-1) with conc goroutines and returns the first
+// error.
+func parallel(ctx context.Context, n, conc int, f func(i int) error) error {
 	var next atomic.Int64
 	var firstErr error
-	var errOnce sync.Once
-	p := newProgress(100 * time.Millisecond)
+	var once sync.Once
 	var wg sync.WaitGroup
 	for range conc {
 		wg.Add(1)
@@ -173,26 +165,46 @@ func rawEnqueue(ctx context.Context, qc *azqueue.QueueClient, n, conc int, visib
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				o := &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr(int32(-1))}
-				if visibility != nil {
-					if v := visibility(i); v > 0 {
-						o.VisibilityTimeout = to.Ptr(v)
-					}
-				}
-				if _, err := qc.EnqueueMessage(ctx, texts[i], o); err != nil {
-					errOnce.Do(func() { firstErr = fmt.Errorf("enqueue: %w", storage.Translate(err)) })
+				if err := f(i); err != nil {
+					once.Do(func() { firstErr = err })
 					return
 				}
-				p.n.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	pts, d := p.finish()
 	if firstErr == nil {
 		firstErr = ctx.Err()
 	}
-	return results.NewRate(n, d, pts), firstErr
+	return firstErr
+}
+
+// rawEnqueue sends n messages with conc goroutines using the plain SDK
+// (time-to-live −1, as leasecron sends them). visibility(i) is message i's
+// initial invisibility in seconds (nil: visible at once). It returns the
+// rate.
+func rawEnqueue(ctx context.Context, qc *azqueue.QueueClient, n, conc int, visibility func(i int) int32) (results.Rate, error) {
+	now := time.Now()
+	texts := make([]string, n)
+	for i := range texts {
+		texts[i] = envelopeText(i, now)
+	}
+	p := newProgress(100 * time.Millisecond)
+	err := parallel(ctx, n, conc, func(i int) error {
+		o := &azqueue.EnqueueMessageOptions{TimeToLive: to.Ptr(int32(-1))}
+		if visibility != nil {
+			if v := visibility(i); v > 0 {
+				o.VisibilityTimeout = to.Ptr(v)
+			}
+		}
+		if _, err := qc.EnqueueMessage(ctx, texts[i], o); err != nil {
+			return fmt.Errorf("enqueue: %w", storage.Translate(err))
+		}
+		p.n.Add(1)
+		return nil
+	})
+	pts, d := p.finish()
+	return results.NewRate(n, d, pts), err
 }
 
 // depth returns the queue's approximate message count (visible or not).
@@ -237,28 +249,12 @@ func insertDueRows(ctx context.Context, sc *storage.Clients, n int, due time.Tim
 		return err
 	}
 	tc := sc.Table.NewClient(scheduleTable)
-	batches := make(chan []aztables.TransactionAction)
-	var firstErr error
-	var errOnce sync.Once
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for acts := range batches {
-				if _, err := tc.SubmitTransaction(ctx, acts, nil); err != nil {
-					errOnce.Do(func() { firstErr = fmt.Errorf("insert rows: %w", storage.Translate(err)) })
-				}
-			}
-		}()
-	}
+	var batches [][]aztables.TransactionAction
 	var acts []aztables.TransactionAction
 	for i := range n {
 		id := fmt.Sprintf("task-%06d", i)
 		rk, err := schedule.RowKey(due.Add(-time.Duration(n-i)*time.Millisecond), id)
 		if err != nil {
-			close(batches)
-			wg.Wait()
 			return err
 		}
 		b, _ := json.Marshal(map[string]any{
@@ -267,19 +263,16 @@ func insertDueRows(ctx context.Context, sc *storage.Clients, n int, due time.Tim
 		})
 		acts = append(acts, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: b})
 		if len(acts) == schedule.MaxOps || i == n-1 {
-			select {
-			case batches <- acts:
-			case <-ctx.Done():
-			}
+			batches = append(batches, acts)
 			acts = nil
 		}
 	}
-	close(batches)
-	wg.Wait()
-	if firstErr == nil {
-		firstErr = ctx.Err()
-	}
-	return firstErr
+	return parallel(ctx, len(batches), 8, func(i int) error {
+		if _, err := tc.SubmitTransaction(ctx, batches[i], nil); err != nil {
+			return fmt.Errorf("insert rows: %w", storage.Translate(err))
+		}
+		return nil
+	})
 }
 
 // sleep waits d or until ctx ends.

@@ -117,31 +117,16 @@ func (b *bench) latenessRun(ctx context.Context, label, early string) (results.L
 func scheduleSpread(ctx context.Context, cl *leasecron.Client, n int, start time.Time, window time.Duration, typ string) (map[string]time.Time, error) {
 	dues := map[string]time.Time{}
 	var mu sync.Mutex
-	ids := make(chan int)
-	var firstErr error
-	var errOnce sync.Once
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range ids {
-				due := start.Add(time.Duration(rand.Int64N(int64(window))))
-				it, err := cl.Schedule(ctx, leasecron.Item{ID: fmt.Sprintf("late-%04d", i), Type: typ, Due: due, Payload: "{}"}, false)
-				if err != nil {
-					errOnce.Do(func() { firstErr = err })
-					continue
-				}
-				mu.Lock()
-				dues[it.ID] = it.Due
-				mu.Unlock()
-			}
-		}()
-	}
-	for i := range n {
-		ids <- i
-	}
-	close(ids)
-	wg.Wait()
-	return dues, firstErr
+	err := parallel(ctx, n, 8, func(i int) error {
+		due := start.Add(time.Duration(rand.Int64N(int64(window))))
+		it, err := cl.Schedule(ctx, leasecron.Item{ID: fmt.Sprintf("late-%04d", i), Type: typ, Due: due, Payload: "{}"}, false)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		dues[it.ID] = it.Due
+		mu.Unlock()
+		return nil
+	})
+	return dues, err
 }

@@ -331,36 +331,6 @@ func cancelSeries(ctx context.Context, cl *txClient, pattern string) error {
 	return nil
 }
 
-// parallel runs f(0..n-1) with conc goroutines and returns the first
-// error.
-func parallel(ctx context.Context, n, conc int, f func(i int) error) error {
-	var next atomic.Int64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := f(i); err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr == nil {
-		firstErr = ctx.Err()
-	}
-	return firstErr
-}
-
 // rounded rounds a per-op map to one decimal for progress lines.
 func rounded(m map[string]float64) map[string]float64 {
 	out := make(map[string]float64, len(m))
