@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/internal/fleet"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/trafficcop"
 )
@@ -81,7 +80,7 @@ func TestLimitThreeAcrossFleet(t *testing.T) {
 
 	wctx, wcancel := context.WithTimeout(ctx, 75*time.Second)
 	defer wcancel()
-	missing, err := waitEnds(wctx, f, ids(items))
+	missing, err := f.WaitEnds(wctx, ids(items))
 	stopSampling()
 	<-sampled
 	if err != nil {
@@ -131,36 +130,6 @@ func TestLimitThreeAcrossFleet(t *testing.T) {
 	t.Logf("after stopping: limits %+v", s.Limits)
 	if len(s.Limits) != 1 || s.Limits[0].Held != 0 || s.Limits[0].Deferred == 0 {
 		t.Errorf("stats after the run: limits %+v, want recslow with 0 held and some deferrals", s.Limits)
-	}
-}
-
-// waitEnds waits until every id has an end record.
-func waitEnds(ctx context.Context, f *fleet.Fleet, want []string) ([]string, error) {
-	for {
-		rs, err := f.Records()
-		if err != nil {
-			return nil, err
-		}
-		ended := map[string]bool{}
-		for _, r := range rs {
-			if r.Phase == "end" {
-				ended[r.ID] = true
-			}
-		}
-		var missing []string
-		for _, id := range want {
-			if !ended[id] {
-				missing = append(missing, id)
-			}
-		}
-		if len(missing) == 0 {
-			return nil, nil
-		}
-		select {
-		case <-ctx.Done():
-			return missing, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
 	}
 }
 

@@ -290,10 +290,13 @@ func ReadRecords(path string) ([]Record, error) {
 }
 
 // Starts returns the start records grouped by task id.
-func Starts(rs []Record) map[string][]Record {
+func Starts(rs []Record) map[string][]Record { return byPhase(rs, "start") }
+
+// byPhase returns the records of one phase ("start" or "end") by task id.
+func byPhase(rs []Record, phase string) map[string][]Record {
 	m := map[string][]Record{}
 	for _, r := range rs {
-		if r.Phase == "start" {
+		if r.Phase == phase {
 			m[r.ID] = append(m[r.ID], r)
 		}
 	}
@@ -303,12 +306,22 @@ func Starts(rs []Record) map[string][]Record {
 // WaitRecords waits until every id in want has a start record, or ctx ends.
 // It returns the ids still missing.
 func (f *Fleet) WaitRecords(ctx context.Context, want []string) ([]string, error) {
+	return f.waitPhase(ctx, want, "start")
+}
+
+// WaitEnds waits until every id in want has an end record (its handler
+// finished), or ctx ends. It returns the ids still missing.
+func (f *Fleet) WaitEnds(ctx context.Context, want []string) ([]string, error) {
+	return f.waitPhase(ctx, want, "end")
+}
+
+func (f *Fleet) waitPhase(ctx context.Context, want []string, phase string) ([]string, error) {
 	for {
 		rs, err := f.Records()
 		if err != nil {
 			return nil, err
 		}
-		got := Starts(rs)
+		got := byPhase(rs, phase)
 		var missing []string
 		for _, id := range want {
 			if len(got[id]) == 0 {
