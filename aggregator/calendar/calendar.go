@@ -188,29 +188,15 @@ func (o Options) withDefaults() (Options, error) {
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{}
 	}
-	switch {
-	case o.Timeout == 0:
-		o.Timeout = DefaultTimeout
-	case o.Timeout < 0:
-		return o, fmt.Errorf("calendar: Timeout %v: must be positive (0 means %v)", o.Timeout, DefaultTimeout)
-	}
-	switch {
-	case o.MaxFeedSize == 0:
-		o.MaxFeedSize = DefaultMaxFeedSize
-	case o.MaxFeedSize < 0:
-		return o, fmt.Errorf("calendar: MaxFeedSize %d: must be positive (0 means %d)", o.MaxFeedSize, DefaultMaxFeedSize)
-	}
-	switch {
-	case o.MaxFeeds == 0:
-		o.MaxFeeds = DefaultMaxFeeds
-	case o.MaxFeeds < 0:
-		return o, fmt.Errorf("calendar: MaxFeeds %d: must be positive (0 means %d)", o.MaxFeeds, DefaultMaxFeeds)
-	}
-	switch {
-	case o.Concurrency == 0:
-		o.Concurrency = DefaultConcurrency
-	case o.Concurrency < 0:
-		return o, fmt.Errorf("calendar: Concurrency %d: must be positive (0 means %d)", o.Concurrency, DefaultConcurrency)
+	for _, err := range []error{
+		positiveOr("Timeout", &o.Timeout, DefaultTimeout),
+		positiveOr("MaxFeedSize", &o.MaxFeedSize, DefaultMaxFeedSize),
+		positiveOr("MaxFeeds", &o.MaxFeeds, DefaultMaxFeeds),
+		positiveOr("Concurrency", &o.Concurrency, DefaultConcurrency),
+	} {
+		if err != nil {
+			return o, err
+		}
 	}
 	if o.UserAgent == "" {
 		o.UserAgent = DefaultUserAgent
@@ -220,6 +206,18 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = slog.Default()
 	}
 	return o, nil
+}
+
+// positiveOr fills a zero option with its default and refuses a negative
+// one, naming the field and the value.
+func positiveOr[T ~int | ~int64](field string, v *T, def T) error {
+	switch {
+	case *v == 0:
+		*v = def
+	case *v < 0:
+		return fmt.Errorf("calendar: %s %v: must be positive (0 means %v)", field, *v, def)
+	}
+	return nil
 }
 
 // New returns the calendar handler. Register it under Type. One handler
