@@ -385,12 +385,8 @@ func (c *Cop) takeoverWait(prior LockState) (time.Duration, string) {
 	case md[MetaHolder] == c.o.Identity && g == c.lastEnded():
 		return 0, "" // our own term, which has ended here
 	}
-	last, what := md[MetaRenewed], "renewed"
-	if last == "" {
-		last, what = md[MetaAcquired], "acquired"
-	}
-	at, err := time.Parse(time.RFC3339Nano, last)
-	if err != nil {
+	at, what, ok := lastRenewal(md)
+	if !ok {
 		return 0, "" // written by something else: nothing to go by
 	}
 	now := c.o.Clock.Now()
@@ -399,6 +395,18 @@ func (c *Cop) takeoverWait(prior LockState) (time.Duration, string) {
 		return 0, ""
 	}
 	return wait, fmt.Sprintf("the lease is %s but its holder %s it %v ago", prior.State, what, now.Sub(at).Round(time.Millisecond))
+}
+
+// lastRenewal returns the start of the holder's last recorded renewal, or
+// its acquisition when it has not renewed yet (a holder that records no
+// renewals), and which of the two it is; false when neither parses.
+func lastRenewal(md map[string]string) (time.Time, string, bool) {
+	last, what := md[MetaRenewed], "renewed"
+	if last == "" {
+		last, what = md[MetaAcquired], "acquired"
+	}
+	at, err := time.Parse(time.RFC3339Nano, last)
+	return at, what, err == nil
 }
 
 // expiryMargin is how long after the expiry computed from a holder's last
@@ -413,12 +421,8 @@ const expiryMargin = 250 * time.Millisecond
 // there is nothing to go by or that moment has passed (a holder renewing
 // without recording it, e.g. an older version): poll as usual.
 func (c *Cop) expiryWait(st LockState) time.Duration {
-	last := st.Metadata[MetaRenewed]
-	if last == "" {
-		last = st.Metadata[MetaAcquired]
-	}
-	at, err := time.Parse(time.RFC3339Nano, last)
-	if err != nil {
+	at, _, ok := lastRenewal(st.Metadata)
+	if !ok {
 		return 0
 	}
 	return max(0, at.Add(c.o.LeaseDuration+expiryMargin).Sub(c.o.Clock.Now()))
