@@ -98,10 +98,7 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 
-	missing := r.waitExecuted(2 * time.Minute)
-	if len(missing) > 0 {
-		t.Logf("%d tasks had not run after the wait", len(missing))
-	}
+	r.waitExecuted(2 * time.Minute)
 	a := r.stopAndAnalyse()
 	for i, c := range cases {
 		if c.after != nil {
