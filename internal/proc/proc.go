@@ -11,13 +11,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
 
-// ModuleRoot returns the directory of leasecron's go.mod.
+// ModuleRoot returns the directory of leasecron's go.mod: the library
+// module, also when called from a nested module (tools/, examples/).
 func ModuleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
@@ -27,8 +29,19 @@ func ModuleRoot() (string, error) {
 	if mod == "" || mod == os.DevNull {
 		return "", errors.New("not inside the leasecron module")
 	}
-	return filepath.Dir(mod), nil
+	for dir := filepath.Dir(mod); ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && libraryModule.Match(b) {
+			return dir, nil
+		}
+		if parent := filepath.Dir(dir); parent == dir {
+			return "", fmt.Errorf("no go.mod of %s above %s", libraryPath, filepath.Dir(mod))
+		}
+	}
 }
+
+const libraryPath = "github.com/leasecron/leasecron"
+
+var libraryModule = regexp.MustCompile(`(?m)^module\s+` + regexp.QuoteMeta(libraryPath) + `\s*$`)
 
 var (
 	buildOnce sync.Once

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/faultproxy"
+	"github.com/leasecron/leasecron/tools/internal/faultproxy"
 )
 
 // A proxy in front of Azurite's table port: give a worker a connection

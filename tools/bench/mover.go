@@ -11,7 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
-	"github.com/leasecron/leasecron/internal/bench/results"
+	"github.com/leasecron/leasecron/tools/bench/results"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"

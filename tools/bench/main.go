@@ -1,7 +1,7 @@
 // Command bench runs leasecron's benchmark scenarios against private
 // Azurites and writes one JSON record per scenario (see package results):
 //
-//	go run ./internal/bench -out DIR [-quick] [-only mover,consumer,...]
+//	go run ./bench -out DIR [-quick] [-only mover,consumer,...]
 //
 // Scenarios: mover (mover vs the raw enqueue ceiling and the naive
 // design), consumer (consumers vs raw dequeue+delete), lateness (on-time
@@ -10,7 +10,7 @@
 // of idle workers) and footprint (worker RSS and CPU). Each starts a fresh
 // Azurite. The count-based scenarios (transactions, idle) run alongside
 // failover, which spends most of its time waiting for leases to expire.
-// `go run ./internal/bench/report` renders the records as
+// `go run ./bench/report` renders the records as
 // docs/BENCHMARKS.md.
 package main
 
@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/bench/results"
+	"github.com/leasecron/leasecron/tools/bench/results"
 )
 
 // scale sizes the scenarios.

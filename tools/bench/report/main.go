@@ -1,7 +1,7 @@
 // Command report renders the benchmark records written by
-// `go run ./internal/bench -out DIR` as Markdown with PNG plots:
+// `go run ./bench -out DIR` as Markdown with PNG plots:
 //
-//	go run ./internal/bench/report -in DIR -out docs
+//	go run ./bench/report -in DIR -out docs
 //
 // writes docs/BENCHMARKS.md and docs/bench/*.png. Scenarios without a
 // record are listed as not run.
@@ -14,7 +14,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/leasecron/leasecron/internal/bench/results"
+	"github.com/leasecron/leasecron/tools/bench/results"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/bench/results"
+	"github.com/leasecron/leasecron/tools/bench/results"
 )
 
 // fixture writes a complete set of records into a temporary directory:

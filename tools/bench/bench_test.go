@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/internal/bench/results"
+	"github.com/leasecron/leasecron/tools/bench/results"
 )
 
 func TestCPUModelAndMemory(t *testing.T) {

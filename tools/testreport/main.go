@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	go test -json ./... 2>&1 | go run ./internal/testreport -log test.log
+//	go test -json ./... 2>&1 | go run ./testreport (in tools/) -log test.log
 //
 // The full, human-readable output of every test goes to the -log file. The
 // exit status is 1 when any test or package failed, 0 otherwise.

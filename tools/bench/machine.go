@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/internal/bench/results"
+	"github.com/leasecron/leasecron/tools/bench/results"
 )
 
 // machineInfo describes this machine from /proc, the Go runtime, git and

@@ -10,7 +10,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/internal/bench/results"
+	"github.com/leasecron/leasecron/tools/bench/results"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"

@@ -27,7 +27,7 @@ func writeResults() error {
 	rs, bad := collected, badInputs
 	collectedMu.Unlock()
 	// CHAOS_RENDER=1 regenerates the document from the results file alone
-	// (e.g. go test -tags chaos -run NONE ./internal/chaos/ after editing
+	// (e.g. go test -tags chaos -run NONE ./chaos/ (in tools/) after editing
 	// the report's text).
 	if len(rs) == 0 && len(bad) == 0 && os.Getenv("CHAOS_RENDER") == "" {
 		return nil

@@ -12,7 +12,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/leasecron/leasecron/internal/bench/results"
+	"github.com/leasecron/leasecron/tools/bench/results"
 )
 
 // Plot sizes.

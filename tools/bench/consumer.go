@@ -12,7 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/internal/bench/results"
+	"github.com/leasecron/leasecron/tools/bench/results"
 	"github.com/leasecron/leasecron/internal/fleet"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/internal/bench/results"
+	"github.com/leasecron/leasecron/tools/bench/results"
 	"github.com/leasecron/leasecron/internal/fleet"
 )
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/internal/bench/results"
+	"github.com/leasecron/leasecron/tools/bench/results"
 )
 
 // runIdle is scenario 5, part two: storage requests per hour of idle

@@ -1,6 +1,6 @@
 // Package results holds the JSON records the benchmark runner writes
-// (`go run ./internal/bench -out DIR`) and the report renderer reads
-// (`go run ./internal/bench/report -in DIR -out docs`), plus the small
+// (`go run ./bench -out DIR`) and the report renderer reads
+// (`go run ./bench/report -in DIR -out docs`), plus the small
 // statistics both share. Durations are stored as float64 seconds so the
 // files stay readable.
 package results
