@@ -10,6 +10,7 @@ import (
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -17,8 +18,9 @@ import (
 
 // Errors callers branch on.
 var (
-	// ErrNotFound: no pending task, run or key with that id.
-	ErrNotFound = errors.New("not found")
+	// ErrNotFound is wrapped by every "no such task, run, key or dead
+	// letter" error of every package (leasecrontype.ErrNotFound).
+	ErrNotFound = leasecrontype.ErrNotFound
 	// ErrAlreadyScheduled: Schedule was given an id that is pending.
 	ErrAlreadyScheduled = schedule.ErrAlreadyScheduled
 	// ErrAlreadyFinished: Cancel found the run already finished.
@@ -116,7 +118,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	switch {
 	case err == nil:
 		res.Removed = true
-	case !isNotFound(err):
+	case !errors.Is(err, ErrNotFound):
 		return res, err
 	}
 	if c.runs == nil {
@@ -151,7 +153,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item, error) {
 	it, err := c.sched.Reschedule(ctx, id, due)
 	if err != nil {
-		return it, notFound(err, id)
+		return it, err
 	}
 	if c.runs != nil && it.Recurrence == "" {
 		_ = c.runs.MarkScheduled(ctx, it.ID, runs.Meta{Type: it.Type, Due: it.Due})
@@ -162,7 +164,7 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 // Get returns a pending task.
 func (c *Client) Get(ctx context.Context, id string) (Item, error) {
 	it, err := c.sched.Get(ctx, id)
-	return it, notFound(err, id)
+	return it, err
 }
 
 // List returns a page of pending tasks in due order.
@@ -199,7 +201,7 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 	switch {
 	case err == nil:
 		st.Pending = &it
-	case !isNotFound(err):
+	case !errors.Is(err, ErrNotFound):
 		return st, err
 	}
 	if c.runs != nil {
@@ -277,15 +279,4 @@ func (c *Client) Leader(ctx context.Context) (trafficcop.HolderInfo, error) {
 		return trafficcop.HolderInfo{State: trafficcop.LeaseAvailable}, nil
 	}
 	return h, err
-}
-
-func isNotFound(err error) bool {
-	return errors.Is(err, storage.ErrNotFound) || errors.Is(err, schedule.ErrNotFound)
-}
-
-func notFound(err error, id string) error {
-	if err != nil && isNotFound(err) && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
-	}
-	return err
 }

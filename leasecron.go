@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/leasecron/leasecron/internal/clock"
@@ -29,10 +31,10 @@ import (
 )
 
 // Task is what a handler receives.
-type Task = queue.Task
+type Task = leasecrontype.Task
 
-// Handler runs one task; see queue.Handler.
-type Handler = queue.Handler
+// Handler runs one task; see leasecrontype.Handler.
+type Handler = leasecrontype.Handler
 
 // Item is a scheduled task; see schedule.Item.
 type Item = schedule.Item

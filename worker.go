@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/leasecron/leasecron/aggregator"
@@ -148,7 +150,7 @@ type Worker struct {
 	log     *slog.Logger
 
 	mu       sync.Mutex
-	handlers map[string]queue.Handler
+	handlers map[string]leasecrontype.Handler
 	cop      *trafficcop.Cop
 	consumer *queue.Consumer
 	slots    map[string]*trafficcop.Semaphore
@@ -173,7 +175,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if err := storage.ValidateKeyPart("InstanceID", o.InstanceID); err != nil {
 		return nil, err
 	}
-	w := &Worker{o: o, counter: storage.NewCounter(), metrics: ops.NewMetrics(), handlers: map[string]queue.Handler{}, slots: map[string]*trafficcop.Semaphore{}}
+	w := &Worker{o: o, counter: storage.NewCounter(), metrics: ops.NewMetrics(), handlers: map[string]leasecrontype.Handler{}, slots: map[string]*trafficcop.Semaphore{}}
 	w.log = o.Logger.With("instance", o.InstanceID)
 	w.metrics.SetBuildInfo(o.Version)
 	w.counter.OnRequest = w.metrics.StorageRequest
@@ -233,7 +235,7 @@ func (w *Worker) Handle(taskType string, h Handler) {
 	w.handlers[taskType] = h
 }
 
-func (w *Worker) handler(taskType string) (queue.Handler, bool) {
+func (w *Worker) handler(taskType string) (leasecrontype.Handler, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	h, ok := w.handlers[taskType]

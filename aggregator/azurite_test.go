@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/queue"
 )
 
 // azClients returns a fresh set of clients (its own HTTP pipeline) for the
@@ -101,11 +102,11 @@ func (l *invocationLog) byKey() map[string][]invocation {
 
 // recordingHandler records every call and works for a short random time.
 func recordingHandler(log *invocationLog, worker string) Handlers {
-	return func(typ string) (queue.Handler, bool) {
+	return func(typ string) (leasecrontype.Handler, bool) {
 		if typ != "rec" {
 			return nil, false
 		}
-		return func(ctx context.Context, task queue.Task) error {
+		return func(ctx context.Context, task leasecrontype.Task) error {
 			inv := invocation{key: task.Key, worker: worker, due: task.Due, begin: time.Now()}
 			select {
 			case <-time.After(time.Duration(20+rand.IntN(40)) * time.Millisecond):
@@ -330,11 +331,11 @@ func TestCrashedWorkerKeyIsTakenOverOnAzurite(t *testing.T) {
 		ids[i] = fmt.Sprintf("w%d", i)
 		stores[i] = &killableStore{Store: azStore(t, azClients(t), table)}
 		rec := recordingHandler(&log, ids[i])
-		handlers := func(typ string) (queue.Handler, bool) {
+		handlers := func(typ string) (leasecrontype.Handler, bool) {
 			if typ != "victim" {
 				return rec(typ)
 			}
-			return func(ctx context.Context, task queue.Task) error {
+			return func(ctx context.Context, task leasecrontype.Task) error {
 				inv := invocation{key: task.Key, worker: ids[i], due: task.Due, begin: time.Now()}
 				if first.CompareAndSwap(false, true) {
 					crashed <- i

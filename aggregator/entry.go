@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/leasecron/leasecron/internal/notfound"
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
@@ -30,7 +31,7 @@ const (
 // Sentinel errors callers branch on with errors.Is.
 var (
 	// ErrNotFound: the blackboard has no such key.
-	ErrNotFound = errors.New("blackboard key not found")
+	ErrNotFound = notfound.New("blackboard key not found")
 	// ErrExists: Add found the key already on the blackboard (pass
 	// AddOptions.Replace to overwrite its definition).
 	ErrExists = errors.New("blackboard key already exists")
@@ -190,15 +191,4 @@ func (e Entry) Validate() error {
 // definition returns e with only its definition fields.
 func (e Entry) definition() Entry {
 	return Entry{Key: e.Key, Interval: e.Interval, Type: e.Type, Payload: e.Payload}
-}
-
-func truncateError(s string) string {
-	if len(s) <= maxErrorLen {
-		return s
-	}
-	cut := maxErrorLen - len("… (truncated)")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "… (truncated)"
 }

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/queue"
 )
 
 // The blackboard on the in-memory store: add a key, let a worker make one
@@ -25,8 +26,8 @@ func Example() {
 	w, err := aggregator.NewWorkerWithStore(store, aggregator.Options{
 		InstanceID: "worker-1",
 		Clock:      clk,
-		Handlers: func(typ string) (queue.Handler, bool) {
-			return func(_ context.Context, t queue.Task) error {
+		Handlers: func(typ string) (leasecrontype.Handler, bool) {
+			return func(_ context.Context, t leasecrontype.Task) error {
 				fmt.Println("running", t.ID)
 				return nil
 			}, typ == "calendar"
@@ -70,7 +71,7 @@ func ExampleNewWorker() {
 	_ = w.Run(ctx) // blocks until ctx ends
 }
 
-func registryLookup(string) (queue.Handler, bool) { return nil, false }
+func registryLookup(string) (leasecrontype.Handler, bool) { return nil, false }
 
 // Operator commands map onto Board calls.
 func ExampleBoard() {

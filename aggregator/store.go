@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/trunc"
 )
 
 // Store is the blackboard's storage seam: rows keyed by Entry.Key, each
@@ -202,7 +203,7 @@ func encodeEntity(e Entry) ([]byte, error) {
 	}
 	setString(propWorker, e.Worker)
 	setString(propClaimID, e.ClaimID)
-	setString(propLastError, truncateError(e.LastError))
+	setString(propLastError, trunc.Head(e.LastError, maxErrorLen))
 	if e.LastDuration != 0 || !e.Stop.IsZero() {
 		p[propLastDuration] = e.LastDuration.String()
 	}
@@ -369,7 +370,7 @@ func (m *MemStore) Insert(ctx context.Context, e Entry) (string, error) {
 		return "", fmt.Errorf("insert blackboard row %q: %w", e.Key, storage.ErrAlreadyExists)
 	}
 	e.ETag = m.nextETag()
-	e.LastError = truncateError(e.LastError)
+	e.LastError = trunc.Head(e.LastError, maxErrorLen)
 	m.rows[e.Key] = e
 	return e.ETag, nil
 }
@@ -389,7 +390,7 @@ func (m *MemStore) Replace(ctx context.Context, e Entry, ifMatch string) (string
 		return "", fmt.Errorf("update blackboard row %q: %w", e.Key, storage.ErrPreconditionFailed)
 	}
 	e.ETag = m.nextETag()
-	e.LastError = truncateError(e.LastError)
+	e.LastError = trunc.Head(e.LastError, maxErrorLen)
 	m.rows[e.Key] = e
 	return e.ETag, nil
 }

@@ -12,11 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/google/uuid"
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/queue"
 )
 
 // Worker defaults and limits.
@@ -57,7 +58,7 @@ var (
 
 // Handlers looks a handler up by type; the queue's handler registry
 // provides it. ok is false for an unknown type.
-type Handlers func(taskType string) (h queue.Handler, ok bool)
+type Handlers func(taskType string) (h leasecrontype.Handler, ok bool)
 
 // Options configure a Worker. The zero value of every field but Handlers
 // means its documented default.
@@ -386,7 +387,7 @@ func (w *Worker) warnOnce(key, msg string, args ...any) {
 
 // eligible reports whether e should be claimed at now by this worker, and
 // its handler.
-func (w *Worker) eligible(e Entry, now time.Time) (queue.Handler, bool) {
+func (w *Worker) eligible(e Entry, now time.Time) (leasecrontype.Handler, bool) {
 	if e.Interval < MinInterval {
 		w.warnOnce(e.Key, "aggregator: skipping key with an invalid interval", "interval", e.Interval)
 		return nil, false
@@ -418,7 +419,7 @@ func (w *Worker) eligible(e Entry, now time.Time) (queue.Handler, bool) {
 type claim struct {
 	key      string
 	id       string
-	handler  queue.Handler
+	handler  leasecrontype.Handler
 	entry    Entry // the row as we last wrote it, with its ETag
 	start    time.Time
 	ttl      time.Duration
@@ -495,7 +496,7 @@ func (w *Worker) execute(ctx context.Context, c *claim) RunReport {
 	rep := RunReport{Key: c.key, Type: e.Type, TaskID: TaskID(c.key, c.start), Worker: w.opts.InstanceID,
 		Start: c.start, TakenOver: c.takeover, TakenFrom: c.from}
 	log := w.log.With("key", c.key, "task", rep.TaskID)
-	task := queue.Task{ID: rep.TaskID, Type: e.Type, Payload: []byte(e.Payload), Due: c.start, Attempt: 1, Key: c.key}
+	task := leasecrontype.Task{ID: rep.TaskID, Type: e.Type, Payload: []byte(e.Payload), Due: c.start, Attempt: 1, Key: c.key}
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -627,7 +628,7 @@ func (w *Worker) writeOwn(ctx context.Context, c *claim, fn func(*Entry)) error 
 }
 
 // callHandler runs h, turning a panic into an error (its stack is logged).
-func callHandler(ctx context.Context, h queue.Handler, t queue.Task, log *slog.Logger) (err error) {
+func callHandler(ctx context.Context, h leasecrontype.Handler, t leasecrontype.Task, log *slog.Logger) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)

@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/internal/trunc"
 )
 
 var t0 = time.Date(2009, 7, 14, 12, 12, 5, 0, time.UTC)
@@ -23,15 +25,15 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // recorder is a handler registry that records every invocation.
 type recorder struct {
 	mu    sync.Mutex
-	tasks []queue.Task
-	fn    func(ctx context.Context, t queue.Task) error
+	tasks []leasecrontype.Task
+	fn    func(ctx context.Context, t leasecrontype.Task) error
 }
 
-func (r *recorder) handlers(typ string) (queue.Handler, bool) {
+func (r *recorder) handlers(typ string) (leasecrontype.Handler, bool) {
 	if typ != "count" {
 		return nil, false
 	}
-	return func(ctx context.Context, t queue.Task) error {
+	return func(ctx context.Context, t leasecrontype.Task) error {
 		r.mu.Lock()
 		r.tasks = append(r.tasks, t)
 		fn := r.fn
@@ -43,7 +45,7 @@ func (r *recorder) handlers(typ string) (queue.Handler, bool) {
 	}, true
 }
 
-func (r *recorder) setFn(fn func(ctx context.Context, t queue.Task) error) {
+func (r *recorder) setFn(fn func(ctx context.Context, t leasecrontype.Task) error) {
 	r.mu.Lock()
 	r.fn = fn
 	r.mu.Unlock()
@@ -263,10 +265,10 @@ func TestHandWrittenClaimExpiresAfterInterval(t *testing.T) {
 }
 
 // blockingRecorder starts handlers that signal and wait.
-func blocking(r *recorder) (started chan queue.Task, release chan error) {
-	started = make(chan queue.Task, 10)
+func blocking(r *recorder) (started chan leasecrontype.Task, release chan error) {
+	started = make(chan leasecrontype.Task, 10)
 	release = make(chan error)
-	r.setFn(func(ctx context.Context, t queue.Task) error {
+	r.setFn(func(ctx context.Context, t leasecrontype.Task) error {
 		started <- t
 		select {
 		case err := <-release:
@@ -491,7 +493,7 @@ func TestPanicsAndErrorsAreRecorded(t *testing.T) {
 	clk := clock.NewFake(t0)
 	r := &recorder{}
 	fail := map[string]string{"a": "panic", "b": "error"}
-	r.fn = func(_ context.Context, t queue.Task) error {
+	r.fn = func(_ context.Context, t leasecrontype.Task) error {
 		switch fail[t.Key] {
 		case "panic":
 			panic("boom in " + t.Key)
@@ -864,7 +866,7 @@ func TestEntryStateAndTaskID(t *testing.T) {
 	if id := TaskID("k", t0.In(time.FixedZone("x", 3600))); id != "k@2009-07-14T12:12:05Z" {
 		t.Fatalf("TaskID %s", id)
 	}
-	if long := truncateError(strings.Repeat("é", 5000)); len(long) > maxErrorLen || !strings.HasSuffix(long, "(truncated)") {
+	if long := trunc.Head(strings.Repeat("é", 5000), maxErrorLen); len(long) > maxErrorLen || !strings.HasSuffix(long, "…") {
 		t.Fatalf("truncateError gave %d bytes", len(long))
 	}
 }

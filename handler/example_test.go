@@ -8,8 +8,9 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/leasecron/leasecron/handler"
-	"github.com/leasecron/leasecron/queue"
 )
 
 // An Exec handler runs a configured program; the payload arrives on stdin
@@ -24,7 +25,7 @@ func ExampleExec() {
 		return
 	}
 	ctx := handler.WithOutputSink(context.Background(), func(out string) { fmt.Print(out) })
-	err = h(ctx, queue.Task{ID: "t1", Type: "greet", Payload: []byte("; rm -rf /"), Attempt: 1})
+	err = h(ctx, leasecrontype.Task{ID: "t1", Type: "greet", Payload: []byte("; rm -rf /"), Attempt: 1})
 	fmt.Println("error:", err)
 	// Output:
 	// task t1 attempt 1 got: ; rm -rf /
@@ -34,7 +35,7 @@ func ExampleExec() {
 // A failing program's exit code and output travel in the error.
 func ExampleOutputTail() {
 	h, _ := handler.Exec(handler.ExecOptions{Argv: []string{"/bin/sh", "-c", "echo disk full >&2; exit 4"}})
-	err := h(context.Background(), queue.Task{ID: "t2", Type: "backup"})
+	err := h(context.Background(), leasecrontype.Task{ID: "t2", Type: "backup"})
 	fmt.Println(err)
 	fmt.Printf("tail: %q\n", handler.OutputTail(err))
 	// Output:
@@ -57,7 +58,7 @@ func ExampleHTTP() {
 		fmt.Println(err)
 		return
 	}
-	err = h(context.Background(), queue.Task{ID: "t3", Type: "report", Payload: []byte(`{"day":"monday"}`), Attempt: 1})
+	err = h(context.Background(), leasecrontype.Task{ID: "t3", Type: "report", Payload: []byte(`{"day":"monday"}`), Attempt: 1})
 	fmt.Println("error:", err)
 	// Output:
 	// POST /hooks/report id=t3 type=report body={"day":"monday"}

@@ -14,7 +14,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/leasecrontype"
+
+	"github.com/leasecron/leasecron/internal/trunc"
 )
 
 // Defaults for ExecOptions and HTTPOptions.
@@ -136,7 +138,7 @@ type execHandler struct {
 // Exec validates opts and returns an error wrapping ErrInvalidOptions that
 // names the bad field when they are unusable (empty Argv, relative or
 // missing or non-executable program, negative durations, malformed Env).
-func Exec(opts ExecOptions) (queue.Handler, error) {
+func Exec(opts ExecOptions) (leasecrontype.Handler, error) {
 	h := &execHandler{ExecOptions: opts}
 	if err := h.setDefaults(); err != nil {
 		return nil, err
@@ -205,7 +207,7 @@ func (h *execHandler) setDefaults() error {
 }
 
 // taskEnv returns the LEASECRON_* variables for t.
-func taskEnv(t queue.Task) []string {
+func taskEnv(t leasecrontype.Task) []string {
 	env := []string{
 		EnvTaskID + "=" + t.ID,
 		EnvTaskType + "=" + t.Type,
@@ -224,7 +226,7 @@ func taskEnv(t queue.Task) []string {
 	return env
 }
 
-func (h *execHandler) run(ctx context.Context, t queue.Task) error {
+func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeoutCause(ctx, h.Timeout, ErrTimeout)
 	defer cancel()
@@ -251,7 +253,7 @@ func (h *execHandler) run(ctx context.Context, t queue.Task) error {
 		return nil
 	}
 
-	out := newTailBuffer(h.OutputTail)
+	out := trunc.NewWriter(h.OutputTail)
 	p, err := startPiped(cmd, t.Payload, out)
 	if err != nil {
 		ee := &ExecError{Command: h.Argv[0], ExitCode: -1, Err: fmt.Errorf("start: %w", err)}

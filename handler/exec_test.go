@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-func mustExec(t *testing.T, opts ExecOptions) queue.Handler {
+func mustExec(t *testing.T, opts ExecOptions) leasecrontype.Handler {
 	t.Helper()
 	h, err := Exec(opts)
 	if err != nil {
@@ -24,8 +24,8 @@ func mustExec(t *testing.T, opts ExecOptions) queue.Handler {
 	return h
 }
 
-func sampleTask(payload string) queue.Task {
-	return queue.Task{
+func sampleTask(payload string) leasecrontype.Task {
+	return leasecrontype.Task{
 		ID:         "task-1",
 		Series:     "nightly",
 		Type:       "report",

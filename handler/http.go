@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/internal/trunc"
 )
 
 // DefaultHTTPTimeout bounds one request of an HTTP handler.
@@ -94,7 +96,7 @@ type httpHandler struct {
 //
 // HTTP validates opts and returns an error wrapping ErrInvalidOptions that
 // names the bad field when they are unusable.
-func HTTP(opts HTTPOptions) (queue.Handler, error) {
+func HTTP(opts HTTPOptions) (leasecrontype.Handler, error) {
 	h := &httpHandler{HTTPOptions: opts}
 	if err := h.setDefaults(); err != nil {
 		return nil, err
@@ -166,7 +168,7 @@ func validToken(s string) bool {
 	return true
 }
 
-func (h *httpHandler) run(ctx context.Context, t queue.Task) error {
+func (h *httpHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeoutCause(ctx, h.Timeout, ErrTimeout)
 	defer cancel()
@@ -198,7 +200,7 @@ func (h *httpHandler) run(ctx context.Context, t queue.Task) error {
 		return h.requestError(ctx, err)
 	}
 	defer resp.Body.Close()
-	body := newTailBuffer(h.OutputTail)
+	body := trunc.NewWriter(h.OutputTail)
 	_, rerr := io.Copy(body, io.LimitReader(resp.Body, maxDrain))
 	tail := body.String()
 	RecordOutput(ctx, tail)

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-func mustHTTP(t *testing.T, opts HTTPOptions) queue.Handler {
+func mustHTTP(t *testing.T, opts HTTPOptions) leasecrontype.Handler {
 	t.Helper()
 	h, err := HTTP(opts)
 	if err != nil {

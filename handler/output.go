@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // ErrInvalidOptions is wrapped by every validation error of Exec and HTTP.
@@ -29,7 +29,7 @@ func WithOutputSink(ctx context.Context, sink OutputSink) context.Context {
 }
 
 // RecordOutput reports a finished run's output tail: to the sink in ctx
-// when there is one (WithOutputSink), otherwise to queue.Output(ctx), which
+// when there is one (WithOutputSink), otherwise to leasecrontype.Output(ctx), which
 // the queue consumer keeps in the task's run record. Custom handlers use it
 // to report output the way Exec and HTTP do.
 func RecordOutput(ctx context.Context, output string) {
@@ -37,7 +37,7 @@ func RecordOutput(ctx context.Context, output string) {
 		sink(output)
 		return
 	}
-	_, _ = io.WriteString(queue.Output(ctx), output)
+	_, _ = io.WriteString(leasecrontype.Output(ctx), output)
 }
 
 // OutputTail returns the output tail carried by err (an *ExecError or

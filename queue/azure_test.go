@@ -13,6 +13,7 @@ import (
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // azEnv is one test's slice of the shared Azurite: its own queues and table.
@@ -74,7 +75,7 @@ type azConsumer struct {
 	done   chan error
 }
 
-func (e *azEnv) start(o ConsumerOptions, handlers map[string]Handler) *azConsumer {
+func (e *azEnv) start(o ConsumerOptions, handlers map[string]leasecrontype.Handler) *azConsumer {
 	e.t.Helper()
 	obs := &observer{events: make(chan event, 1000), polls: make(chan int, 1)}
 	o.Observer = obs
@@ -248,8 +249,8 @@ func TestAzureAlwaysFailingGoesToPoisonAndRequeues(t *testing.T) {
 	e := newAz(t)
 	ctx := context.Background()
 	var calls atomic.Int32
-	c := e.start(ConsumerOptions{MaxAttempts: 3, Runs: e.runs}, map[string]Handler{
-		"doomed": func(context.Context, Task) error {
+	c := e.start(ConsumerOptions{MaxAttempts: 3, Runs: e.runs}, map[string]leasecrontype.Handler{
+		"doomed": func(context.Context, leasecrontype.Task) error {
 			n := calls.Add(1)
 			return fmt.Errorf("doomed attempt %d", n)
 		},
@@ -312,7 +313,7 @@ func TestAzureLongHandlerNotDeliveredTwice(t *testing.T) {
 	e := newAz(t)
 	ctx := context.Background()
 	var calls atomic.Int32
-	h := map[string]Handler{"long": func(ctx context.Context, _ Task) error {
+	h := map[string]leasecrontype.Handler{"long": func(ctx context.Context, _ leasecrontype.Task) error {
 		calls.Add(1)
 		select {
 		case <-time.After(8 * time.Second):
@@ -345,7 +346,7 @@ func TestAzureDuplicateEnvelopeRunsOnce(t *testing.T) {
 	ctx := context.Background()
 	var calls atomic.Int32
 	started := make(chan struct{}, 2)
-	h := map[string]Handler{"once": func(context.Context, Task) error {
+	h := map[string]leasecrontype.Handler{"once": func(context.Context, leasecrontype.Task) error {
 		calls.Add(1)
 		started <- struct{}{}
 		time.Sleep(1500 * time.Millisecond)
@@ -398,7 +399,7 @@ func TestAzureCancelledRunAcked(t *testing.T) {
 	e := newAz(t)
 	ctx := context.Background()
 	var calls atomic.Int32
-	c := e.start(ConsumerOptions{Runs: e.runs}, map[string]Handler{"t": func(context.Context, Task) error {
+	c := e.start(ConsumerOptions{Runs: e.runs}, map[string]leasecrontype.Handler{"t": func(context.Context, leasecrontype.Task) error {
 		calls.Add(1)
 		return nil
 	}})
@@ -459,7 +460,7 @@ func TestAzureHundredMessages(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]int{}
 	var running, peak atomic.Int32
-	c := e.start(ConsumerOptions{Concurrency: 8, Runs: e.runs}, map[string]Handler{"bulk": func(_ context.Context, task Task) error {
+	c := e.start(ConsumerOptions{Concurrency: 8, Runs: e.runs}, map[string]leasecrontype.Handler{"bulk": func(_ context.Context, task leasecrontype.Task) error {
 		n := running.Add(1)
 		defer running.Add(-1)
 		for {

@@ -16,6 +16,8 @@ import (
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Limiter caps how many tasks of a type run at once (across the fleet:
@@ -264,7 +266,7 @@ type Consumer struct {
 	clk      clock.Clock
 	slots    chan struct{}
 	hmu      sync.RWMutex
-	handlers map[string]Handler
+	handlers map[string]leasecrontype.Handler
 	running  sync.Mutex
 	started  bool
 	imu      sync.Mutex
@@ -310,7 +312,7 @@ func newConsumer(client *Client, o ConsumerOptions) (*Consumer, error) {
 	}
 	c := &Consumer{
 		o: o, work: client.work, client: client, log: o.Logger.With("instance", o.InstanceID), clk: o.Clock,
-		slots: make(chan struct{}, o.Concurrency), handlers: map[string]Handler{}, inFlight: map[string]bool{},
+		slots: make(chan struct{}, o.Concurrency), handlers: map[string]leasecrontype.Handler{}, inFlight: map[string]bool{},
 		wakes: newWakeSet(),
 	}
 	c.client.clk = o.Clock
@@ -320,7 +322,7 @@ func newConsumer(client *Client, o ConsumerOptions) (*Consumer, error) {
 
 // Handle registers h for taskType, replacing an earlier registration. It
 // may be called while the consumer runs.
-func (c *Consumer) Handle(taskType string, h Handler) {
+func (c *Consumer) Handle(taskType string, h leasecrontype.Handler) {
 	c.hmu.Lock()
 	defer c.hmu.Unlock()
 	if h == nil {
@@ -330,7 +332,7 @@ func (c *Consumer) Handle(taskType string, h Handler) {
 	c.handlers[taskType] = h
 }
 
-func (c *Consumer) handler(taskType string) Handler {
+func (c *Consumer) handler(taskType string) leasecrontype.Handler {
 	c.hmu.RLock()
 	defer c.hmu.RUnlock()
 	return c.handlers[taskType]
@@ -688,8 +690,8 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		return
 	}
 
-	out := newTailBuffer(MaxOutputTail)
-	task := Task{ID: env.ID, Series: env.Series, Type: env.Type, Due: env.Due, Attempt: env.Attempt + 1,
+	out := trunc.NewWriter(leasecrontype.MaxOutputTail)
+	task := leasecrontype.Task{ID: env.ID, Series: env.Series, Type: env.Type, Due: env.Due, Attempt: env.Attempt + 1,
 		Generation: env.Generation}
 	var herr error
 	lost := false
@@ -698,7 +700,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	} else if task.Payload, herr = c.fetchPayload(hctx, env); herr == nil {
 		herr, lost = c.runHandler(hctx, d, h, task, out)
 	}
-	tail := runs.Tail(joinOutput(out.String(), OutputOf(herr)), MaxOutputTail)
+	tail := trunc.Tail(joinOutput(out.String(), leasecrontype.OutputOf(herr)), leasecrontype.MaxOutputTail)
 
 	switch {
 	case lost:
@@ -786,12 +788,12 @@ func (c *Consumer) claim(hctx context.Context, d *delivery) bool {
 // runHandler calls h with the task, extending the message's visibility
 // until it returns. lost reports that an extension found the message gone
 // (or its receipt stale): the message must then not be touched again.
-func (c *Consumer) runHandler(hctx context.Context, d *delivery, h Handler, task Task, out *tailBuffer) (herr error, lost bool) {
+func (c *Consumer) runHandler(hctx context.Context, d *delivery, h leasecrontype.Handler, task leasecrontype.Task, out *trunc.Writer) (herr error, lost bool) {
 	timeout := c.o.HandlerTimeout
 	if t, ok := c.o.HandlerTimeouts[task.Type]; ok {
 		timeout = min(t, c.o.MaxRunTime)
 	}
-	rctx, cancel := context.WithCancelCause(context.WithValue(hctx, outputKey{}, out))
+	rctx, cancel := context.WithCancelCause(leasecrontype.WithOutputWriter(hctx, out))
 	defer cancel(nil)
 	started := c.clk.Now()
 	vis := c.o.VisibilityTimeout
@@ -857,11 +859,11 @@ func (c *Consumer) runHandler(hctx context.Context, d *delivery, h Handler, task
 }
 
 // call runs h, turning a panic into ErrPanic.
-func call(ctx context.Context, h Handler, t Task) (err error) {
+func call(ctx context.Context, h leasecrontype.Handler, t leasecrontype.Task) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			stack := string(debug.Stack())
-			err = WithOutput(fmt.Errorf("%w: %v", ErrPanic, r), stack)
+			err = leasecrontype.WithOutput(fmt.Errorf("%w: %v", ErrPanic, r), stack)
 		}
 	}()
 	return h(ctx, t)
@@ -936,7 +938,7 @@ func (c *Consumer) succeed(hctx context.Context, d *delivery, tail string) {
 func (c *Consumer) fail(hctx context.Context, d *delivery, herr error, tail string) {
 	env := d.env
 	env.Attempt++
-	env.LastError = runs.Truncate(herr.Error(), 2<<10)
+	env.LastError = trunc.Head(herr.Error(), 2<<10)
 	env.Dequeues = d.m.DequeueCount
 	if env.Attempt >= d.maxA {
 		c.stats.add(d.typ, func(x *Counts) { x.Failed++ })

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 func TestBackoff(t *testing.T) {
@@ -111,7 +112,7 @@ func TestPollerBacksOffAndSnapsBack(t *testing.T) {
 func TestConsumerPollingBackoff(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 800 * time.Millisecond,
 		rand: func() float64 { return 0 }})
-	h.c.Handle("t", func(context.Context, Task) error { return nil })
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
 	h.start()
 	var waits []time.Duration
 	for i := 0; i < 6; i++ {
@@ -147,9 +148,9 @@ func TestConsumerPollingBackoff(t *testing.T) {
 func TestSuccessDeletesAndPassesTheTask(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
 	var got calls
-	h.c.Handle("email", func(ctx context.Context, task Task) error {
+	h.c.Handle("email", func(ctx context.Context, task leasecrontype.Task) error {
 		got.add(task, h.clk.Now())
-		fmt.Fprint(Output(ctx), "sent")
+		fmt.Fprint(leasecrontype.Output(ctx), "sent")
 		return nil
 	})
 	due := t0.Add(-time.Minute)
@@ -177,9 +178,9 @@ func TestFailureRetriesThenPoison(t *testing.T) {
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
 	var got calls
-	h.c.Handle("flaky", func(ctx context.Context, task Task) error {
+	h.c.Handle("flaky", func(ctx context.Context, task leasecrontype.Task) error {
 		n := got.add(task, h.clk.Now())
-		return WithOutput(fmt.Errorf("attempt %d broke", n), fmt.Sprintf("stderr of attempt %d", n))
+		return leasecrontype.WithOutput(fmt.Errorf("attempt %d broke", n), fmt.Sprintf("stderr of attempt %d", n))
 	})
 	orig := h.enqueue(Envelope{ID: "f1", Type: "flaky", Payload: "p"})
 	h.start()
@@ -252,7 +253,10 @@ func TestFailureRetriesThenPoison(t *testing.T) {
 func TestEnvelopeMaxAttemptsOverrides(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{MaxAttempts: 5, BackoffBase: time.Second})
 	var got calls
-	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return errors.New("no") })
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
+		got.add(task, h.clk.Now())
+		return errors.New("no")
+	})
 	h.enqueue(Envelope{ID: "x", Type: "t", MaxAttempts: 1})
 	h.start()
 	h.expect(OutcomeDead)
@@ -265,7 +269,7 @@ func TestPanicIsAFailedAttempt(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
-	h.c.Handle("p", func(context.Context, Task) error { panic("kaboom") })
+	h.c.Handle("p", func(context.Context, leasecrontype.Task) error { panic("kaboom") })
 	h.enqueue(Envelope{ID: "p1", Type: "p"})
 	h.start()
 	h.expect(OutcomeRetried)
@@ -280,7 +284,7 @@ func TestPanicIsAFailedAttempt(t *testing.T) {
 
 func TestTimeoutIsAFailedAttempt(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{HandlerTimeout: time.Hour, HandlerTimeouts: map[string]time.Duration{"slow": 5 * time.Second}})
-	h.c.Handle("slow", func(ctx context.Context, _ Task) error {
+	h.c.Handle("slow", func(ctx context.Context, _ leasecrontype.Task) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})
@@ -302,7 +306,7 @@ func TestVisibilityExtendedUntilMaxRunTime(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{VisibilityTimeout: 60 * time.Second, MaxRunTime: 100 * time.Second, PollMax: time.Hour})
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
-	h.c.Handle("long", func(ctx context.Context, _ Task) error {
+	h.c.Handle("long", func(ctx context.Context, _ leasecrontype.Task) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})
@@ -344,7 +348,7 @@ func TestLostMessageIsNotDeleted(t *testing.T) {
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
 	release := make(chan struct{})
-	h.c.Handle("t", func(context.Context, Task) error { <-release; return nil })
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { <-release; return nil })
 	h.enqueue(Envelope{ID: "lost", Type: "t"})
 	h.start()
 	h.waitStarted()
@@ -374,7 +378,7 @@ func TestLimiterRefusalDoesNotCountAnAttempt(t *testing.T) {
 	lim := &limiter{refuse: 3}
 	h := newHarness(t, ConsumerOptions{Limiter: lim, BackoffBase: time.Second, PollMax: 4 * time.Second})
 	var got calls
-	h.c.Handle("lim", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return nil })
+	h.c.Handle("lim", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
 	h.enqueue(Envelope{ID: "l", Type: "lim"})
 	h.start()
 	h.await(OutcomeDeferred)
@@ -398,7 +402,7 @@ func TestLimiterRefusalDoesNotCountAnAttempt(t *testing.T) {
 func TestMalformedMessagesAreSetAside(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
 	var got calls
-	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return nil })
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
 	ctx := context.Background()
 	good, _ := Envelope{V: 1, ID: "b64", Type: "t"}.Encode()
 	for _, body := range []string{
@@ -457,7 +461,7 @@ func TestMalformedMessagesAreSetAside(t *testing.T) {
 func TestCrashLoopGuard(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{MaxAttempts: 3, CrashMargin: 2, VisibilityTimeout: 10 * time.Second})
 	var got calls
-	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return nil })
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
 	h.enqueue(Envelope{ID: "crashy", Type: "t", Attempt: 1, Dequeues: 1})
 	ctx := context.Background()
 	// Dequeue count 1 was recorded; now 4 deliveries die without a trace.
@@ -482,7 +486,7 @@ func TestCrashLoopGuard(t *testing.T) {
 func TestCrashGuardIgnoresRecordedDeliveries(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{MaxAttempts: 2, CrashMargin: 1})
 	h.c.o.Limiter = &limiter{refuse: 6}
-	h.c.Handle("t", func(context.Context, Task) error { return nil })
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
 	h.enqueue(Envelope{ID: "patient", Type: "t"})
 	h.start()
 	for i := 0; i < 6; i++ {
@@ -509,7 +513,7 @@ func TestHandlerAddedDuringRetries(t *testing.T) {
 	h.enqueue(Envelope{ID: "u2", Type: "new"})
 	h.start()
 	h.expect(OutcomeRetried)
-	h.c.Handle("new", func(context.Context, Task) error { return nil })
+	h.c.Handle("new", func(context.Context, leasecrontype.Task) error { return nil })
 	h.expect(OutcomeSucceeded)
 }
 
@@ -518,7 +522,7 @@ func TestRunsSuppressDuplicatesAndHonourCancel(t *testing.T) {
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
 	var got calls
-	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return nil })
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
 	ctx := context.Background()
 	// Already succeeded.
 	if _, err := rm.Claim(ctx, "done", "other", 1, t0, runs.Meta{}); err != nil {
@@ -567,7 +571,11 @@ func TestSameEnvelopeTwiceRunsOnce(t *testing.T) {
 	h.c.o.Runs = rm
 	release := make(chan struct{})
 	var got calls
-	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); <-release; return nil })
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
+		got.add(task, h.clk.Now())
+		<-release
+		return nil
+	})
 	h.enqueue(Envelope{ID: "twice", Type: "t"})
 	h.enqueue(Envelope{ID: "twice", Type: "t"})
 	h.start()
@@ -591,7 +599,7 @@ func TestClaimedElsewhereIsPutBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got calls
-	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return nil })
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
 	h.enqueue(Envelope{ID: "busy", Type: "t"})
 	h.start()
 	h.expect(OutcomeDeferred)
@@ -616,7 +624,7 @@ func TestRunsOutageDoesNotStopTasks(t *testing.T) {
 	rm.FailWith(errors.New("table service down"))
 	h.c.o.Runs = rm
 	var got calls
-	h.c.Handle("t", func(_ context.Context, task Task) error { got.add(task, h.clk.Now()); return nil })
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
 	h.enqueue(Envelope{ID: "o1", Type: "t"})
 	h.start()
 	h.expect(OutcomeSucceeded)
@@ -629,7 +637,10 @@ func TestClaimCheckPayload(t *testing.T) {
 	pl := &payloads{blobs: map[string][]byte{"c/one": []byte("big one"), "c/series": []byte("big series")}}
 	h := newHarness(t, ConsumerOptions{Payloads: pl})
 	got := map[string]string{}
-	h.c.Handle("t", func(_ context.Context, task Task) error { got[task.ID] = string(task.Payload); return nil })
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
+		got[task.ID] = string(task.Payload)
+		return nil
+	})
 	h.enqueue(Envelope{ID: "one", Type: "t", PayloadBlob: "c/one"})
 	h.start()
 	h.expect(OutcomeSucceeded)
@@ -648,7 +659,7 @@ func TestClaimCheckPayload(t *testing.T) {
 
 func TestNoPayloadStoreIsAFailedAttempt(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
-	h.c.Handle("t", func(context.Context, Task) error { return nil })
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
 	h.enqueue(Envelope{ID: "x", Type: "t", PayloadBlob: "c/x"})
 	h.start()
 	h.expect(OutcomeRetried)
@@ -662,7 +673,7 @@ func TestNoPayloadStoreIsAFailedAttempt(t *testing.T) {
 func TestBoundedConcurrency(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{Concurrency: 3})
 	release := make(chan struct{})
-	h.c.Handle("t", func(context.Context, Task) error { <-release; return nil })
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { <-release; return nil })
 	for i := 0; i < 10; i++ {
 		h.enqueue(Envelope{ID: fmt.Sprint("c", i), Type: "t"})
 	}
@@ -695,7 +706,7 @@ func TestBoundedConcurrency(t *testing.T) {
 func TestShutdownWaitsForInFlight(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ShutdownGrace: 30 * time.Second})
 	release := make(chan struct{})
-	h.c.Handle("t", func(context.Context, Task) error { <-release; return nil })
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { <-release; return nil })
 	h.enqueue(Envelope{ID: "s", Type: "t"})
 	h.start()
 	h.waitStarted()
@@ -732,7 +743,7 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ShutdownGrace: 10 * time.Second})
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
-	h.c.Handle("t", func(ctx context.Context, _ Task) error { <-ctx.Done(); return ctx.Err() })
+	h.c.Handle("t", func(ctx context.Context, _ leasecrontype.Task) error { <-ctx.Done(); return ctx.Err() })
 	h.enqueue(Envelope{ID: "s", Type: "t"})
 	h.start()
 	h.waitStarted()
@@ -767,7 +778,7 @@ func TestHandlerIgnoringCancellation(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ShutdownGrace: time.Second})
 	stuck := make(chan struct{})
 	defer close(stuck)
-	h.c.Handle("t", func(context.Context, Task) error { <-stuck; return nil })
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { <-stuck; return nil })
 	h.enqueue(Envelope{ID: "stuck", Type: "t"})
 	h.start()
 	h.waitStarted()
@@ -794,8 +805,8 @@ func TestOutputCapture(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
-	h.c.Handle("t", func(ctx context.Context, _ Task) error {
-		w := Output(ctx)
+	h.c.Handle("t", func(ctx context.Context, _ leasecrontype.Task) error {
+		w := leasecrontype.Output(ctx)
 		for i := 0; i < 2000; i++ {
 			fmt.Fprintf(w, "line %d\n", i)
 		}
@@ -805,14 +816,14 @@ func TestOutputCapture(t *testing.T) {
 	h.start()
 	h.expect(OutcomeSucceeded)
 	r := mustRun(t, rm, "o", runs.Succeeded)
-	if len(r.OutputTail) > MaxOutputTail || !strings.HasSuffix(r.OutputTail, "line 1999\n") {
+	if len(r.OutputTail) > leasecrontype.MaxOutputTail || !strings.HasSuffix(r.OutputTail, "line 1999\n") {
 		t.Fatalf("output tail = %d bytes ending %q", len(r.OutputTail), r.OutputTail[len(r.OutputTail)-20:])
 	}
-	if Output(context.Background()) != io.Discard {
+	if leasecrontype.Output(context.Background()) != io.Discard {
 		t.Fatal("Output outside a handler should discard")
 	}
-	if WithOutput(nil, "x") != nil {
-		t.Fatal("WithOutput(nil) must be nil")
+	if leasecrontype.WithOutput(nil, "x") != nil {
+		t.Fatal("leasecrontype.WithOutput(nil) must be nil")
 	}
 }
 
@@ -820,7 +831,7 @@ func TestCountersFlushedPeriodically(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{CountersInterval: time.Second})
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
-	h.c.Handle("t", func(context.Context, Task) error { return nil })
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
 	h.enqueue(Envelope{ID: "a", Type: "t"})
 	h.start()
 	h.expect(OutcomeSucceeded)
@@ -904,7 +915,7 @@ func TestIdleCountersAreNotRewritten(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{CountersInterval: time.Second})
 	cr := &countingRuns{Mem: runs.NewMem(h.clk)}
 	h.c.o.Runs = cr
-	h.c.Handle("t", func(context.Context, Task) error { return nil })
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
 	h.enqueue(Envelope{ID: "a", Type: "t"})
 	h.start()
 	h.expect(OutcomeSucceeded)
@@ -939,7 +950,7 @@ func TestBusyConsumerDequeuesInLargeBatches(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{Concurrency: 32})
 	const n = 640
 	var handled atomic.Int64
-	h.c.Handle("t", func(_ context.Context, task Task) error {
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
 		var i int
 		fmt.Sscan(strings.TrimPrefix(task.ID, "b"), &i)
 		time.Sleep(time.Duration(i%11) * 300 * time.Microsecond) // finish at different times

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/notfound"
 )
 
 // RunRequeuer is what DeadLetters needs from the Runs table; *runs.Store
@@ -18,7 +20,7 @@ type RunRequeuer interface {
 // Sentinel errors of the dead-letter operations.
 var (
 	// ErrNoDeadLetter: no record in the poison queue has that id.
-	ErrNoDeadLetter = errors.New("no such dead letter")
+	ErrNoDeadLetter = notfound.New("no such dead letter")
 	// ErrNotRequeueable: the record's body is not a whole envelope (a
 	// malformed message, or a body truncated to fit).
 	ErrNotRequeueable = errors.New("dead letter cannot be requeued")

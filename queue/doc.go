@@ -16,7 +16,7 @@
 // # Consuming
 //
 // A Consumer dequeues up to 32 messages at a time but never more than it has
-// free handler slots (ConsumerOptions.Concurrency), runs the Handler
+// free handler slots (ConsumerOptions.Concurrency), runs the leasecrontype.Handler
 // registered for each message's type, and deletes the message when the
 // handler returns nil. An empty queue makes polling back off exponentially,
 // with jitter, up to PollMax; the first message snaps it back to PollMin.
@@ -71,7 +71,7 @@
 // failure is logged and ignored. Handlers must be idempotent.
 //
 // Output for the run record: a handler writes to Output(ctx) (the last 4 KiB
-// are kept) and/or returns WithOutput(err, tail).
+// are kept) and/or returns leasecrontype.WithOutput(err, tail).
 //
 // Claim check: a payload blob is fetched through ConsumerOptions.Payloads
 // before the handler runs and deleted after the task succeeds (or is found

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,28 +82,3 @@ func DecodeEnvelope(body string) (Envelope, error) {
 	}
 	return e, nil
 }
-
-// Task is what a handler receives.
-type Task struct {
-	// ID is the run id (see Envelope.ID); handlers see it as LEASECRON_TASK_ID.
-	ID string
-	// Series is the recurring series id, empty for one-off tasks.
-	Series string
-	// Type is the handler type.
-	Type string
-	// Payload is the task's data (fetched from its blob if it was large).
-	Payload []byte
-	// Due is when the task was scheduled to run.
-	Due time.Time
-	// Attempt is this attempt's number, starting at 1.
-	Attempt int
-	// Generation is the fencing generation of the leader that moved it.
-	Generation int64
-	// Key is the blackboard key when the task comes from the aggregator.
-	Key string
-}
-
-// Handler runs one task. A nil return means success; an error (or a panic)
-// is a failed attempt that will be retried with backoff. Handlers must be
-// idempotent: delivery is at least once.
-type Handler func(ctx context.Context, t Task) error

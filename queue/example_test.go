@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
@@ -28,8 +30,8 @@ func ExampleConsumer() {
 		return
 	}
 	done := make(chan struct{})
-	c.Handle("greet", func(ctx context.Context, t queue.Task) error {
-		fmt.Fprintf(queue.Output(ctx), "greeted %s", t.Payload)
+	c.Handle("greet", func(ctx context.Context, t leasecrontype.Task) error {
+		fmt.Fprintf(leasecrontype.Output(ctx), "greeted %s", t.Payload)
 		fmt.Printf("hello, %s (task %s, attempt %d)\n", t.Payload, t.ID, t.Attempt)
 		close(done)
 		return nil
@@ -61,9 +63,9 @@ func ExampleConsumer() {
 
 // A handler that captured its output elsewhere returns it with its error.
 func ExampleWithOutput() {
-	err := queue.WithOutput(errors.New("exit status 2"), "cannot open input.csv")
+	err := leasecrontype.WithOutput(errors.New("exit status 2"), "cannot open input.csv")
 	fmt.Println(err)
-	fmt.Println(queue.OutputOf(err))
+	fmt.Println(leasecrontype.OutputOf(err))
 	// Output:
 	// exit status 2
 	// cannot open input.csv

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/leasecron/leasecron/queue"
 )
 
@@ -21,7 +23,7 @@ func ExampleConsumer_WakeAt() {
 		return
 	}
 	started := make(chan time.Time, 1)
-	c.Handle("report", func(context.Context, queue.Task) error { started <- time.Now(); return nil })
+	c.Handle("report", func(context.Context, leasecrontype.Task) error { started <- time.Now(); return nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

@@ -10,6 +10,7 @@ import (
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 func TestMain(m *testing.M) { azuritetest.Main(m) }
@@ -265,11 +266,11 @@ func (h *harness) deadLetters() []DeadLetter {
 // calls counts handler invocations.
 type calls struct {
 	mu    sync.Mutex
-	tasks []Task
+	tasks []leasecrontype.Task
 	at    []time.Time
 }
 
-func (c *calls) add(t Task, now time.Time) int {
+func (c *calls) add(t leasecrontype.Task, now time.Time) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.tasks = append(c.tasks, t)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // An initial delay is rounded down to whole seconds (never late); other
@@ -83,7 +85,7 @@ func TestEarlyEnvelopeHeldUntilDue(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
 	early := earlyHook(h)
 	at := make(chan time.Time, 1)
-	h.c.Handle("t", func(context.Context, Task) error { at <- h.clk.Now(); return nil })
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { at <- h.clk.Now(); return nil })
 	due := t0.Add(1500 * time.Millisecond)
 	h.enqueue(Envelope{ID: "e", Type: "t", Due: due})
 	h.start()
@@ -119,7 +121,7 @@ func TestEnvelopeDueFarAheadRunsAtOnce(t *testing.T) {
 			h := newHarness(t, ConsumerOptions{VisibilityTimeout: c.vis})
 			early := earlyHook(h)
 			at := make(chan time.Time, 1)
-			h.c.Handle("t", func(context.Context, Task) error { at <- h.clk.Now(); return nil })
+			h.c.Handle("t", func(context.Context, leasecrontype.Task) error { at <- h.clk.Now(); return nil })
 			h.enqueue(Envelope{ID: "far", Type: "t", Due: t0.Add(c.ahead)})
 			h.start()
 			if got := recv(t, at, "handler start"); !got.Equal(t0) {
@@ -139,7 +141,7 @@ func TestShutdownWhileHeldPutsTheMessageBack(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
 	early := earlyHook(h)
 	ran := make(chan struct{}, 1)
-	h.c.Handle("t", func(context.Context, Task) error { ran <- struct{}{}; return nil })
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { ran <- struct{}{}; return nil })
 	h.enqueue(Envelope{ID: "held", Type: "t", Due: t0.Add(time.Second)})
 	h.start()
 	recv(t, early, "hold")
@@ -197,7 +199,7 @@ func (h *harness) backedOff() {
 func TestWakeAtShortensAnIdleWait(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 30 * time.Second, rand: func() float64 { return 0 }})
 	at := make(chan time.Time, 1)
-	h.c.Handle("t", func(context.Context, Task) error { at <- h.clk.Now(); return nil })
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { at <- h.clk.Now(); return nil })
 	h.backedOff()
 	now := h.clk.Now()
 	due := now.Add(3 * time.Second)
@@ -322,7 +324,7 @@ func TestHeldMessageDoesNotBlockADueOne(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{Concurrency: 1})
 	early := earlyHook(h)
 	ran := make(chan string, 2)
-	h.c.Handle("t", func(_ context.Context, task Task) error { ran <- task.ID; return nil })
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { ran <- task.ID; return nil })
 	h.enqueue(Envelope{ID: "later", Type: "t", Due: t0.Add(1500 * time.Millisecond)})
 	h.start()
 	recv(t, early, "hold")
@@ -345,7 +347,7 @@ func TestHeldMessageDoesNotBlockADueOne(t *testing.T) {
 // climbing back through several empty polls.
 func TestLoneMessageDoesNotSpeedUpPolling(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 10 * time.Second, rand: func() float64 { return 0 }})
-	h.c.Handle("t", func(context.Context, Task) error { return nil })
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
 	h.backedOff()
 	before := h.work.Ops()["dequeue"]
 	h.enqueue(Envelope{ID: "lone", Type: "t"})
@@ -367,7 +369,7 @@ func TestRetryWakesItsConsumer(t *testing.T) {
 		BackoffBase: 2 * time.Second, BackoffMax: 2 * time.Second, rand: func() float64 { return 0 }})
 	var mu sync.Mutex
 	var starts []time.Time
-	h.c.Handle("t", func(context.Context, Task) error {
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error {
 		mu.Lock()
 		defer mu.Unlock()
 		starts = append(starts, h.clk.Now())

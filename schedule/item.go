@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/leasecron/leasecron/internal/notfound"
 )
 
 // Item is one scheduled task (or the next occurrence of a recurring series).
@@ -76,7 +78,7 @@ var (
 	// AddOptions.Replace was not set.
 	ErrAlreadyScheduled = errors.New("already scheduled")
 	// ErrNotFound: no pending task has that id.
-	ErrNotFound = errors.New("not scheduled")
+	ErrNotFound = notfound.New("not scheduled")
 )
 
 var (

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/queue"
 )
 
 func TestMain(m *testing.M) { azuritetest.Main(m) }
@@ -130,7 +131,7 @@ func TestUnderTheAggregatorOnAzurite(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, err := aggregator.NewWorker(c, aggregator.Options{Table: table, Logger: quiet, MaxConcurrent: 2,
-		Handlers: func(typ string) (queue.Handler, bool) { return h, typ == Type }})
+		Handlers: func(typ string) (leasecrontype.Handler, bool) { return h, typ == Type }})
 	if err != nil {
 		t.Fatal(err)
 	}

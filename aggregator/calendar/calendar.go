@@ -55,9 +55,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/queue"
 )
 
 // Type is the handler type name under which New's handler is registered.
@@ -223,7 +224,7 @@ func positiveOr[T ~int | ~int64](field string, v *T, def T) error {
 // New returns the calendar handler. Register it under Type. One handler
 // may serve many keys at once; it keeps its conditional-request cache for
 // its lifetime.
-func New(opts Options) (queue.Handler, error) {
+func New(opts Options) (leasecrontype.Handler, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -359,7 +360,7 @@ type merger struct {
 	cache map[string]*cacheEntry
 }
 
-func (m *merger) handle(ctx context.Context, t queue.Task) error {
+func (m *merger) handle(ctx context.Context, t leasecrontype.Task) error {
 	key := t.Key
 	if key == "" {
 		return fmt.Errorf("%w: task %s has no blackboard key (the calendar handler runs under the aggregator)", ErrBadPayload, t.ID)

@@ -19,10 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	ics "github.com/arran4/golang-ical"
 
 	"github.com/leasecron/leasecron/internal/clock"
-	"github.com/leasecron/leasecron/queue"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -128,7 +129,7 @@ func payload(urls ...string) []byte {
 	return b
 }
 
-func newHandler(t *testing.T, blobs BlobWriter, mod func(*Options)) queue.Handler {
+func newHandler(t *testing.T, blobs BlobWriter, mod func(*Options)) leasecrontype.Handler {
 	t.Helper()
 	o := Options{Blobs: blobs, Logger: quiet, Clock: clock.NewFake(time.Date(2026, 8, 1, 12, 0, 0, 0, time.UTC))}
 	if mod != nil {
@@ -141,8 +142,8 @@ func newHandler(t *testing.T, blobs BlobWriter, mod func(*Options)) queue.Handle
 	return h
 }
 
-func task(key string, p []byte) queue.Task {
-	return queue.Task{ID: key + "@2026-08-01T12:00:00Z", Type: Type, Key: key, Payload: p, Attempt: 1}
+func task(key string, p []byte) leasecrontype.Task {
+	return leasecrontype.Task{ID: key + "@2026-08-01T12:00:00Z", Type: Type, Key: key, Payload: p, Attempt: 1}
 }
 
 func readSummary(t *testing.T, b []byte) Summary {
@@ -533,7 +534,7 @@ func TestPlainTextPayloadAndBadTasks(t *testing.T) {
 		t.Fatalf("summary %+v", sum)
 	}
 	n := len(blobs.blobs)
-	for _, tk := range []queue.Task{
+	for _, tk := range []leasecrontype.Task{
 		{ID: "x", Payload: payload(srv.url("localist"))}, // no key
 		task("bad/key", payload(srv.url("localist"))),
 		task("k", []byte("gopher://x")),

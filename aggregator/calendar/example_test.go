@@ -7,8 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/leasecron/leasecron/aggregator/calendar"
-	"github.com/leasecron/leasecron/queue"
 )
 
 // printBlobs is a BlobWriter that keeps what it is given.
@@ -38,7 +39,7 @@ func Example() {
 		payload += fmt.Sprintf("%q", srv.URL+"/"+city+".ics")
 	}
 	payload += `]}`
-	err = h(context.Background(), queue.Task{ID: "elmcity@2026-08-01T12:00:00Z", Type: calendar.Type, Key: "elmcity", Payload: []byte(payload), Attempt: 1})
+	err = h(context.Background(), leasecrontype.Task{ID: "elmcity@2026-08-01T12:00:00Z", Type: calendar.Type, Key: "elmcity", Payload: []byte(payload), Attempt: 1})
 	fmt.Println("error:", err)
 
 	icsName, sumName := calendar.BlobNames("elmcity")

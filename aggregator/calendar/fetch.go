@@ -12,6 +12,8 @@ import (
 	"time"
 
 	ics "github.com/arran4/golang-ical"
+
+	"github.com/leasecron/leasecron/internal/trunc"
 )
 
 // feed is one parsed feed; it is shared through the cache and never
@@ -157,7 +159,7 @@ func parseFeed(body []byte) (*feed, error) {
 	}
 	first, _, _ := strings.Cut(string(trimmed[:min(len(trimmed), 200)]), "\n")
 	if !strings.EqualFold(strings.TrimSpace(first), "BEGIN:VCALENDAR") {
-		return nil, fmt.Errorf("%w: not an iCalendar stream (starts with %q)", ErrFeedMalformed, truncate(strings.TrimSpace(first), 40))
+		return nil, fmt.Errorf("%w: not an iCalendar stream (starts with %q)", ErrFeedMalformed, trunc.Head(strings.TrimSpace(first), 40))
 	}
 	lastNL := bytes.LastIndexByte(trimmed, '\n')
 	if last := strings.TrimSpace(string(trimmed[lastNL+1:])); !strings.EqualFold(last, "END:VCALENDAR") {
@@ -200,11 +202,4 @@ func splitListProperties(ev *ics.VEvent) {
 	if changed {
 		ev.Properties = props
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/handler"
 	"github.com/leasecron/leasecron/internal/config"
-	"github.com/leasecron/leasecron/queue"
 )
 
 func (a *app) storageOpts() leasecron.Storage {
@@ -77,11 +78,11 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 }
 
 // buildHandlers turns handlers.<type> configuration into handlers.
-func buildHandlers(cfg config.Config, log *slog.Logger, extra map[string]func(config.Handler) (queue.Handler, error)) (map[string]queue.Handler, error) {
-	out := map[string]queue.Handler{}
+func buildHandlers(cfg config.Config, log *slog.Logger, extra map[string]func(config.Handler) (leasecrontype.Handler, error)) (map[string]leasecrontype.Handler, error) {
+	out := map[string]leasecrontype.Handler{}
 	for typ, h := range cfg.Handlers {
 		var (
-			fn  queue.Handler
+			fn  leasecrontype.Handler
 			err error
 		)
 		switch h.Kind {
@@ -108,14 +109,14 @@ func buildHandlers(cfg config.Config, log *slog.Logger, extra map[string]func(co
 
 // logHandler logs each task's payload: the built-in "log" kind, handy for
 // trying leasecron out and for images without a shell.
-func logHandler(log *slog.Logger) queue.Handler {
-	return func(ctx context.Context, t queue.Task) error {
+func logHandler(log *slog.Logger) leasecrontype.Handler {
+	return func(ctx context.Context, t leasecrontype.Task) error {
 		p := string(t.Payload)
 		if len(p) > 200 {
 			p = p[:200] + "…"
 		}
 		log.Info("task", "task_id", t.ID, "type", t.Type, "attempt", t.Attempt, "due", t.Due.Format(time.RFC3339), "payload", strings.TrimSpace(p))
-		fmt.Fprintf(queue.Output(ctx), "%s\n", p)
+		fmt.Fprintf(leasecrontype.Output(ctx), "%s\n", p)
 		return nil
 	}
 }

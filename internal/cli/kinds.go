@@ -3,14 +3,14 @@ package cli
 import (
 	"github.com/leasecron/leasecron/aggregator/calendar"
 	"github.com/leasecron/leasecron/internal/config"
-	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // extraHandlerKinds returns the built-in handler kinds that need more than
 // their own configuration (storage access, say).
-func (a *app) extraHandlerKinds() map[string]func(config.Handler) (queue.Handler, error) {
-	return map[string]func(config.Handler) (queue.Handler, error){
-		"calendar": func(h config.Handler) (queue.Handler, error) {
+func (a *app) extraHandlerKinds() map[string]func(config.Handler) (leasecrontype.Handler, error) {
+	return map[string]func(config.Handler) (leasecrontype.Handler, error){
+		"calendar": func(h config.Handler) (leasecrontype.Handler, error) {
 			sc, err := a.clients()
 			if err != nil {
 				return nil, err

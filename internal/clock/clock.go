@@ -7,25 +7,17 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-// Clock is the time source carried by every leasecron service.
-type Clock interface {
-	// Now returns the current time. The real clock's value carries a
-	// monotonic reading, so Sub and Since between two Now values are immune
-	// to wall-clock jumps.
-	Now() time.Time
-	// NewTimer returns a timer that fires once after d.
-	NewTimer(d time.Duration) Timer
-}
+// Clock is the time source carried by every leasecron service; it is the
+// public leasecrontype.Clock.
+type Clock = leasecrontype.Clock
 
-// Timer is the subset of *time.Timer that services use.
-type Timer interface {
-	// C delivers the time when the timer fires.
-	C() <-chan time.Time
-	// Stop prevents the timer from firing; it reports whether it did.
-	Stop() bool
-}
+// Timer is the subset of *time.Timer that services use
+// (leasecrontype.Timer).
+type Timer = leasecrontype.Timer
 
 // Real is the wall clock.
 type Real struct{}

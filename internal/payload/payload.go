@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/leasecron/leasecron/internal/notfound"
 )
 
 // Store holds payload blobs. BlobStore is the Azure implementation and
@@ -39,7 +41,7 @@ type Store interface {
 // Sentinel errors.
 var (
 	// ErrNotFound: the referenced payload blob does not exist.
-	ErrNotFound = errors.New("payload blob not found")
+	ErrNotFound = notfound.New("payload blob not found")
 	// ErrBadRef: the reference is not one this store hands out.
 	ErrBadRef = errors.New("bad payload reference")
 	// ErrTooLarge: the blob is larger than the store's MaxSize.

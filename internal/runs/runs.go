@@ -28,64 +28,32 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/leasecron/leasecron/internal/notfound"
+	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-// State is a run's visible state.
-type State string
+// State is a run's visible state (leasecrontype.RunState).
+type State = leasecrontype.RunState
 
-// The states of a run. A run moves scheduled → queued → running →
-// succeeded, or running → failed → running … → dead; cancelled can be set
-// from any state that is not finished.
+// The states of a run, as in leasecrontype.
 const (
-	// Scheduled: a row waits in the schedule table.
-	Scheduled State = "scheduled"
-	// Queued: the task is on the work queue.
-	Queued State = "queued"
-	// Running: a worker has claimed it and its handler is running.
-	Running State = "running"
-	// Succeeded: the handler returned nil. Finished.
-	Succeeded State = "succeeded"
-	// Failed: the last attempt failed; another attempt will follow.
-	Failed State = "failed"
-	// Dead: the last allowed attempt failed; the message was set aside in
-	// the poison queue. Finished (until requeued).
-	Dead State = "dead"
-	// Cancelled: cancelled by a user; a delivery is acknowledged without
-	// running. Finished.
-	Cancelled State = "cancelled"
+	Scheduled = leasecrontype.RunScheduled
+	Queued    = leasecrontype.RunQueued
+	Running   = leasecrontype.RunRunning
+	Succeeded = leasecrontype.RunSucceeded
+	Failed    = leasecrontype.RunFailed
+	Dead      = leasecrontype.RunDead
+	Cancelled = leasecrontype.RunCancelled
 )
 
 // States lists every state, in lifecycle order.
-var States = []State{Scheduled, Queued, Running, Succeeded, Failed, Dead, Cancelled}
-
-// Finished reports whether s is a final state (succeeded, dead, cancelled).
-func (s State) Finished() bool { return s == Succeeded || s == Dead || s == Cancelled }
-
-// Valid reports whether s is one of States.
-func (s State) Valid() bool {
-	for _, x := range States {
-		if s == x {
-			return true
-		}
-	}
-	return false
-}
+var States = leasecrontype.RunStates()
 
 // ParseState parses a state name, naming the accepted values on error.
-func ParseState(s string) (State, error) {
-	st := State(strings.ToLower(strings.TrimSpace(s)))
-	if !st.Valid() {
-		names := make([]string, len(States))
-		for i, x := range States {
-			names[i] = string(x)
-		}
-		return "", fmt.Errorf("unknown run state %q: want one of %s", s, strings.Join(names, ", "))
-	}
-	return st, nil
-}
+func ParseState(s string) (State, error) { return leasecrontype.ParseRunState(s) }
 
 // Run is one row of the Runs table.
 type Run struct {
@@ -160,7 +128,7 @@ const (
 // Sentinel errors.
 var (
 	// ErrNotFound: no row for this run id.
-	ErrNotFound = errors.New("run not found")
+	ErrNotFound = notfound.New("run not found")
 	// ErrAlreadySucceeded: Claim found the run succeeded; the delivery is a
 	// duplicate and must be acknowledged without running.
 	ErrAlreadySucceeded = errors.New("run already succeeded")
@@ -267,10 +235,10 @@ func applyFinish(cur *Run, id string, state State, err error, tail string, now t
 	next.Finished = now
 	next.ClaimUntil = now
 	if err != nil {
-		next.LastError = Truncate(err.Error(), MaxLastError)
+		next.LastError = trunc.Head(err.Error(), MaxLastError)
 	}
 	if tail != "" {
-		next.OutputTail = Tail(tail, MaxOutputTail)
+		next.OutputTail = trunc.Tail(tail, MaxOutputTail)
 	}
 	return next
 }
@@ -283,40 +251,6 @@ func applyCancel(cur Run, now time.Time) (Run, error) {
 	cur.State = Cancelled
 	cur.Finished = now
 	return cur, nil
-}
-
-// Truncate returns at most n bytes of the start of s, cut on a rune boundary,
-// with "…" appended when something was cut.
-func Truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const ell = "…"
-	cut := n - len(ell)
-	if cut < 0 {
-		cut = 0
-	}
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ell
-}
-
-// Tail returns at most n bytes of the end of s, cut on a rune boundary, with
-// "…" prepended when something was cut.
-func Tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const ell = "…"
-	start := len(s) - (n - len(ell))
-	if start > len(s) {
-		start = len(s)
-	}
-	for start < len(s) && !utf8.RuneStart(s[start]) {
-		start++
-	}
-	return ell + s[start:]
 }
 
 // matches reports whether r passes f (ignoring Limit).

@@ -57,26 +57,6 @@ func TestDecideClaim(t *testing.T) {
 	}
 }
 
-func TestTruncateAndTail(t *testing.T) {
-	if got := Truncate("hello", 10); got != "hello" {
-		t.Fatal(got)
-	}
-	s := strings.Repeat("é", 100) // 200 bytes
-	got := Truncate(s, 51)
-	if len(got) > 51 || !strings.HasSuffix(got, "…") || !strings.HasPrefix(got, "éé") {
-		t.Fatalf("Truncate = %q (%d bytes)", got, len(got))
-	}
-	tail := Tail(s+"END", 50)
-	if len(tail) > 50 || !strings.HasSuffix(tail, "END") || !strings.HasPrefix(tail, "…") {
-		t.Fatalf("Tail = %q (%d bytes)", tail, len(tail))
-	}
-	for _, x := range []string{got, tail} {
-		if strings.ContainsRune(x, '\uFFFD') {
-			t.Fatalf("cut inside a rune: %q", x)
-		}
-	}
-}
-
 func TestParseState(t *testing.T) {
 	if s, err := ParseState(" Running "); err != nil || s != Running {
 		t.Fatalf("ParseState = %v, %v", s, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/trunc"
 )
 
 // DefaultTable is the default name of the Runs table.
@@ -445,8 +446,8 @@ func runProps(r Run) map[string]any {
 		"Type":       r.Type,
 		"Attempts":   int32(r.Attempts),
 		"Worker":     r.Worker,
-		"LastError":  Truncate(r.LastError, MaxLastError),
-		"OutputTail": Tail(r.OutputTail, MaxOutputTail),
+		"LastError":  trunc.Head(r.LastError, MaxLastError),
+		"OutputTail": trunc.Tail(r.OutputTail, MaxOutputTail),
 		"Deliveries": int32(r.Deliveries),
 		"Duplicates": int32(r.Duplicates),
 	}

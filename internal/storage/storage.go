@@ -17,6 +17,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Config says how to reach one storage account. Either ConnectionString or
@@ -181,7 +183,8 @@ func New(cfg Config) (*Clients, error) {
 // Sentinel errors produced by Translate. Callers branch on them with errors.Is.
 var (
 	// ErrNotFound: the blob, entity, message, table, queue or container does not exist.
-	ErrNotFound = errors.New("not found")
+	// It is leasecrontype.ErrNotFound, the one every package wraps.
+	ErrNotFound = leasecrontype.ErrNotFound
 	// ErrTableNotFound: the table itself does not exist (yet). It wraps
 	// ErrNotFound, so callers that do not care which is missing need not
 	// tell them apart.

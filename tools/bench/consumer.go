@@ -8,14 +8,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/tools/bench/results"
 	"github.com/leasecron/leasecron/internal/fleet"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/tools/bench/results"
 )
 
 // rawConcurrency is the goroutine count of one raw consumer loop and the
@@ -180,7 +182,7 @@ func (b *bench) consumeInProcess(ctx context.Context, m, k, conc int) (results.R
 	p := newProgress(100 * time.Millisecond)
 	all := make(chan struct{})
 	obs := &deleteCounter{p: p, total: int64(m), all: all}
-	noop := func(context.Context, queue.Task) error { return nil }
+	noop := func(context.Context, leasecrontype.Task) error { return nil }
 	var wg sync.WaitGroup
 	errs := make(chan error, k)
 	for i := range k {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/tools/bench/results"
 	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/tools/bench/results"
 )
 
 // runLateness is scenario 3: tasks due over several mover poll windows,

@@ -11,10 +11,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
-	"github.com/leasecron/leasecron/tools/bench/results"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/tools/bench/results"
 )
 
 // runMover is scenario 1: the mover moving N due rows, against the raw

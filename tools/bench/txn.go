@@ -8,13 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasecron/leasecron/leasecrontype"
+
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/tools/bench/results"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/tools/bench/results"
 )
 
 // runTransactions is scenario 5, part one: the storage requests one task
@@ -116,7 +117,7 @@ func startWorker(ctx context.Context, srv *azurite.Server, id string, mod func(*
 		return nil, err
 	}
 	tw := &txWorker{w: w, done: make(chan error, 1)}
-	w.Handle(noopType, func(context.Context, queue.Task) error { tw.handled.Add(1); return nil })
+	w.Handle(noopType, func(context.Context, leasecrontype.Task) error { tw.handled.Add(1); return nil })
 	go func() { tw.done <- w.Run(ctx) }()
 	return tw, nil
 }

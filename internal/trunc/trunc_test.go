@@ -1,15 +1,16 @@
-package handler
+package trunc
 
 import (
 	"bytes"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
-func TestTailBufferKeepsLastBytes(t *testing.T) {
+func TestWriterKeepsLastBytes(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{1, 7, 64, 4096} {
-		tb := newTailBuffer(n)
+		tb := NewWriter(n)
 		var all bytes.Buffer
 		for i := 0; i < 500; i++ {
 			size := r.IntN(3 * n)
@@ -35,23 +36,43 @@ func TestTailBufferKeepsLastBytes(t *testing.T) {
 	}
 }
 
-func TestTailBufferDropsCutRune(t *testing.T) {
-	tb := newTailBuffer(4)
+func TestWriterDropsCutRune(t *testing.T) {
+	tb := NewWriter(4)
 	tb.Write([]byte("ab€cd")) // € is 3 bytes; the last 4 bytes start inside it
 	if got := tb.String(); got != "cd" {
 		t.Fatalf("tail %q, want %q (partial rune dropped)", got, "cd")
 	}
-	tb = newTailBuffer(8)
+	tb = NewWriter(8)
 	tb.Write([]byte{'x', 0xff, 'y'})
 	if got := tb.String(); got != "x\uFFFDy" {
 		t.Fatalf("tail %q, want invalid byte replaced", got)
 	}
 }
 
-func TestTailBufferZeroCapacity(t *testing.T) {
-	tb := newTailBuffer(0)
+func TestWriterZeroCapacity(t *testing.T) {
+	tb := NewWriter(0)
 	tb.Write([]byte("hello"))
 	if tb.String() != "" || tb.Total() != 5 {
 		t.Fatalf("zero-capacity tail kept %q, total %d", tb.String(), tb.Total())
+	}
+}
+
+func TestHeadAndTail(t *testing.T) {
+	if got := Head("hello", 10); got != "hello" {
+		t.Fatal(got)
+	}
+	s := strings.Repeat("é", 100) // 200 bytes
+	got := Head(s, 51)
+	if len(got) > 51 || !strings.HasSuffix(got, "…") || !strings.HasPrefix(got, "éé") {
+		t.Fatalf("Head = %q (%d bytes)", got, len(got))
+	}
+	tail := Tail(s+"END", 50)
+	if len(tail) > 50 || !strings.HasSuffix(tail, "END") || !strings.HasPrefix(tail, "…") {
+		t.Fatalf("Tail = %q (%d bytes)", tail, len(tail))
+	}
+	for _, x := range []string{got, tail} {
+		if strings.ContainsRune(x, '\uFFFD') {
+			t.Fatalf("cut inside a rune: %q", x)
+		}
 	}
 }
