@@ -46,6 +46,9 @@ type Mover struct {
 	mu    sync.Mutex
 	stats MoverStats
 	fence map[string]string // shard → fence row ETag last seen
+	// waiting are the runs known to be in the queue only to wait for
+	// their due time (run id → due), for backpressure.
+	waiting map[string]time.Time
 }
 
 // NewMover returns a Mover over t.
@@ -56,7 +59,7 @@ func NewMover(t Table, o MoverOptions) (*Mover, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	return &Mover{t: t, o: o, fence: map[string]string{}}, nil
+	return &Mover{t: t, o: o, fence: map[string]string{}, waiting: map[string]time.Time{}}, nil
 }
 
 // Stats returns a snapshot of the counters.
