@@ -168,7 +168,7 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clo
 	}); err != nil {
 		return p, err
 	}
-	if p.queue, err = queue.NewClient(sc, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {
+	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {
 		return p, err
 	}
 	if !noRuns {

@@ -467,7 +467,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 	if len(w.slots) > 0 {
 		co.Limiter = limiter{w.slots}
 	}
-	c, err := queue.NewConsumer(w.sc, co)
+	c, err := queue.NewConsumer(w.sc.Queue, co)
 	if err != nil {
 		return nil, err
 	}
