@@ -274,7 +274,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 
 // Leader reads who holds the traffic-cop lease, without competing for it.
 func (c *Client) Leader(ctx context.Context) (trafficcop.HolderInfo, error) {
-	h, err := trafficcop.ReadHolder(ctx, c.sc, c.o.Names.Container, c.o.Names.LeaseBlob)
+	h, err := trafficcop.ReadHolder(ctx, c.lease)
 	if errors.Is(err, storage.ErrNotFound) {
 		return trafficcop.HolderInfo{State: trafficcop.LeaseAvailable}, nil
 	}

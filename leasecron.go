@@ -28,6 +28,7 @@ import (
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
 )
 
 // Task is what a handler receives.
@@ -150,11 +151,15 @@ type parts struct {
 	sched    *schedule.Client
 	queue    *queue.Client
 	runs     *runs.Store // nil when run records are off
+	lease    trafficcop.Lock
 }
 
 func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clock.Clock, log *slog.Logger) (parts, error) {
 	p := parts{sc: sc}
 	var err error
+	if p.lease, err = trafficcop.NewBlobLock(sc.Blob.NewContainerClient(n.Container), n.LeaseBlob); err != nil {
+		return p, fmt.Errorf("Names.LeaseBlob: %w", err)
+	}
 	if p.payloads, err = payload.NewBlobStore(sc.Blob, payload.Options{Container: n.Container, Logger: log}); err != nil {
 		return p, err
 	}
@@ -163,7 +168,7 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clo
 	}); err != nil {
 		return p, err
 	}
-	if p.queue, err = queue.NewClient(sc, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {
+	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {
 		return p, err
 	}
 	if !noRuns {

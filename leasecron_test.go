@@ -151,11 +151,19 @@ func TestWorkerAndClient(t *testing.T) {
 }
 
 func TestInvalidNamesRefused(t *testing.T) {
-	_, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"}, Names: leasecron.Names{Queue: "Bad_Queue"}})
-	if err == nil {
-		t.Fatalf("want an error for a bad queue name, got %v", err)
-	}
-	if got := err.Error(); !strings.Contains(got, "Names.Queue") || !strings.Contains(got, "Bad_Queue") {
-		t.Fatalf("error %q should name the field and value", got)
+	for _, c := range []struct {
+		names        leasecron.Names
+		field, value string
+	}{
+		{leasecron.Names{Queue: "Bad_Queue"}, "Names.Queue", "Bad_Queue"},
+		{leasecron.Names{LeaseBlob: " locks"}, "Names.LeaseBlob", `" locks"`},
+	} {
+		_, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"}, Names: c.names})
+		if err == nil {
+			t.Fatalf("%s %s: want an error", c.field, c.value)
+		}
+		if got := err.Error(); !strings.Contains(got, c.field) || !strings.Contains(got, c.value) {
+			t.Fatalf("error %q should name the field %s and value %s", got, c.field, c.value)
+		}
 	}
 }

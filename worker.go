@@ -186,8 +186,9 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if w.parts, err = newParts(sc, o.Names, o.NoRuns, 0, o.Clock, w.log); err != nil {
 		return nil, err
 	}
+	cc := w.sc.Blob.NewContainerClient(o.Names.Container)
 	for typ, n := range o.Limits {
-		sem, err := trafficcop.NewSemaphore(w.sc, typ, n, trafficcop.SemaphoreOptions{Container: o.Names.Container, Clock: o.Clock, Logger: w.log,
+		sem, err := trafficcop.NewSemaphore(cc, typ, n, trafficcop.SemaphoreOptions{Clock: o.Clock, Logger: w.log,
 			// Slots use the lease timing of the cop, so a crashed holder's
 			// slot frees within lease.duration.
 			LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: o.Lease.Duration, RenewEvery: o.Lease.RenewEvery, SafetyMargin: o.Lease.SafetyMargin}})
@@ -197,9 +198,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 		w.slots[typ] = sem
 	}
 	if !o.NoLead {
-		w.cop, err = trafficcop.NewCop(w.sc, trafficcop.Options{
-			Container: o.Names.Container,
-			Blob:      o.Names.LeaseBlob,
+		w.cop, err = trafficcop.NewCop(w.lease, trafficcop.Options{
 			LeaseTiming: trafficcop.LeaseTiming{
 				LeaseDuration: o.Lease.Duration,
 				RenewEvery:    o.Lease.RenewEvery,
@@ -468,7 +467,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 	if len(w.slots) > 0 {
 		co.Limiter = limiter{w.slots}
 	}
-	c, err := queue.NewConsumer(w.sc, co)
+	c, err := queue.NewConsumer(w.sc.Queue, co)
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,6 @@ package queue
 import (
 	"sync"
 	"time"
-
-	"github.com/leasecron/leasecron/internal/runs"
 )
 
 // Outcome is what became of one delivered message.
@@ -56,8 +54,9 @@ type Observer interface {
 // MalformedType is the type under which unreadable messages are counted.
 const MalformedType = "(malformed)"
 
-// Counts are cumulative outcome counts (see runs.Counts for the meaning of
-// each field; the consumer flushes them there).
+// Counts are cumulative outcome counts of one consumer (or their sum);
+// Consumer.Stats returns them, and the Runs table keeps each worker's for
+// `leasecron stats`.
 type Counts struct {
 	// Handled counts runs whose handler succeeded.
 	Handled int64
@@ -123,19 +122,4 @@ func (s *statsState) snapshot(instance string) Stats {
 		addCounts(&st.Total, *c)
 	}
 	return st
-}
-
-func addCounts(a *Counts, b Counts) {
-	x := runs.Counts(*a)
-	x.Add(runs.Counts(b))
-	*a = Counts(x)
-}
-
-// toRuns converts a snapshot for the Runs table's counters row.
-func (st Stats) toRuns() runs.Counters {
-	c := runs.Counters{Instance: st.Instance, Total: runs.Counts(st.Total), ByType: map[string]runs.Counts{}}
-	for k, v := range st.ByType {
-		c.ByType[k] = runs.Counts(v)
-	}
-	return c
 }

@@ -222,7 +222,7 @@ func (a *app) limitStats(ctx context.Context, counters *runs.Counters) ([]limitO
 	}
 	var out []limitOut
 	for typ, n := range a.cfg.Limits {
-		sem, err := trafficcop.NewSemaphore(sc, typ, n, trafficcop.SemaphoreOptions{Container: a.cfg.Names.Container})
+		sem, err := trafficcop.NewSemaphore(sc.Blob.NewContainerClient(a.cfg.Names.Container), typ, n, trafficcop.SemaphoreOptions{})
 		if err != nil {
 			return nil, err
 		}
