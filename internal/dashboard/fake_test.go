@@ -172,9 +172,15 @@ func (f *fakeSource) RunNow(ctx context.Context, id string) (schedule.Item, erro
 	return schedule.Item{ID: id, Due: f.now}, nil
 }
 
-func (f *fakeSource) Requeue(ctx context.Context, id string) error { f.did("requeue " + id); return nil }
+func (f *fakeSource) Requeue(ctx context.Context, id string) error {
+	f.did("requeue " + id)
+	return nil
+}
 
-func (f *fakeSource) RequeueAll(ctx context.Context) (int, error) { f.did("requeue-all"); return 1, nil }
+func (f *fakeSource) RequeueAll(ctx context.Context) (int, error) {
+	f.did("requeue-all")
+	return 1, nil
+}
 
 func (f *fakeSource) Purge(ctx context.Context) (int, error) { f.did("purge"); return 1, nil }
 

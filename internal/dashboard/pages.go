@@ -198,7 +198,7 @@ func (s *Server) loadOverview(ctx context.Context, r *http.Request) (any, error)
 		v := &OverviewView{Leader: leaderView(st.Leader), QueueDepth: st.QueueDepth, DeadLetters: st.PoisonDepth, DueBacklog: st.DueCount,
 			DueBacklogCapped: st.DueCapped, OldestDueLagSeconds: st.DueLag.Seconds(), Counters: st.Counters,
 			Backpressure: Backpressure{Enabled: st.Backpressure, HoldingBack: st.HoldingBack, MaxDepth: st.MaxDepth, ResumeBelow: st.ResumeBelow},
-			Limits: nonNil(st.Limits), Paused: []PauseView{}, Throughput: minuteViews(mins, now)}
+			Limits:       nonNil(st.Limits), Paused: []PauseView{}, Throughput: minuteViews(mins, now)}
 		for _, p := range st.Paused {
 			v.Paused = append(v.Paused, PauseView(p))
 		}
