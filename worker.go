@@ -137,7 +137,7 @@ type WorkerOptions struct {
 	// Logger receives logs. Default slog.Default().
 	Logger *slog.Logger
 	// Clock is the time source. Default the real clock.
-	Clock clock.Clock
+	Clock leasecrontype.Clock
 }
 
 // Worker is one leasecron instance: it competes for the lease and moves
@@ -247,8 +247,10 @@ func (w *Worker) MetricsHandler() http.Handler { return w.metrics.Handler() }
 // HasControl reports whether this instance currently leads.
 func (w *Worker) HasControl() bool { return w.cop != nil && w.cop.HasControl() }
 
-// Requests returns the storage requests this worker has made, by operation.
-func (w *Worker) Requests() *storage.Counter { return w.counter }
+// Requests returns a snapshot of the storage requests this worker has
+// made since NewWorker, by operation. Subtract an earlier snapshot (Sub) to
+// count the requests of an interval.
+func (w *Worker) Requests() RequestCounts { return requestCountsOf(w.counter) }
 
 // Run starts every part of the worker and blocks until ctx ends, then
 // shuts down gracefully: it stops dequeuing, lets in-flight tasks finish
