@@ -149,6 +149,12 @@ func (f *fakeSource) Fleet(ctx context.Context) (Fleet, error) {
 		Limits:    []Limit{{Type: "mail", Limit: 2, Held: 1}}}, nil
 }
 
+func (f *fakeSource) Instances(ctx context.Context) ([]Instance, error) {
+	f.count("Instances")
+	fl, _ := f.Fleet(ctx)
+	return fl.Instances, nil
+}
+
 func (f *fakeSource) Schedule(ctx context.Context, it schedule.Item, replace bool) (schedule.Item, error) {
 	f.did("schedule " + it.ID)
 	if it.ID == "" {

@@ -187,11 +187,11 @@ func (s *Server) loadOverview(ctx context.Context, r *http.Request) (any, error)
 		now := s.o.Clock.Now()
 		var st Stats
 		var mins []Minute
-		var fl Fleet
+		var ins []Instance
 		g, gctx := errgroup.WithContext(ctx)
 		g.Go(func() (err error) { st, err = s.o.Source.Stats(gctx); return err })
 		g.Go(func() (err error) { mins, err = s.o.Source.Throughput(gctx, now.Add(-time.Hour)); return err })
-		g.Go(func() (err error) { fl, err = s.o.Source.Fleet(gctx); return err })
+		g.Go(func() (err error) { ins, err = s.o.Source.Instances(gctx); return err })
 		if err := g.Wait(); err != nil {
 			return nil, err
 		}
@@ -202,12 +202,12 @@ func (s *Server) loadOverview(ctx context.Context, r *http.Request) (any, error)
 		for _, p := range st.Paused {
 			v.Paused = append(v.Paused, PauseView(p))
 		}
-		for _, in := range fl.Instances {
-			if now.Sub(in.Flushed) < activeWindow || in.ID == fl.Leader.Holder && fl.Leader.Held() {
+		for _, in := range ins {
+			if now.Sub(in.Flushed) < activeWindow || in.ID == st.Leader.Holder && st.Leader.Held() {
 				v.FleetSize++
 			}
 		}
-		if fl.Leader.Held() && !hasInstance(fl.Instances, fl.Leader.Holder) {
+		if st.Leader.Held() && !hasInstance(ins, st.Leader.Holder) {
 			v.FleetSize++ // a leader that has not flushed counters yet
 		}
 		v.Chart = newChart(v.Throughput)

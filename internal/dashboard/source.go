@@ -34,6 +34,8 @@ type Source interface {
 	Blackboard(ctx context.Context) ([]aggregator.Entry, error)
 	// Fleet returns the instances seen, the lease holder and the slots.
 	Fleet(ctx context.Context) (Fleet, error)
+	// Instances returns the instances seen (the overview's fleet size).
+	Instances(ctx context.Context) ([]Instance, error)
 
 	// Schedule adds a task (the `leasecron schedule` path).
 	Schedule(ctx context.Context, it schedule.Item, replace bool) (schedule.Item, error)
