@@ -332,5 +332,5 @@ func (a *app) board() (*aggregator.Board, error) {
 	if err != nil {
 		return nil, err
 	}
-	return aggregator.NewBoard(sc, a.cfg.Names.BlackboardTable)
+	return aggregator.NewBoard(sc.Table, a.cfg.Names.BlackboardTable)
 }
