@@ -41,7 +41,7 @@ type ClientOptions struct {
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 	// Clock is the time source. Default the real clock.
-	Clock clock.Clock
+	Clock leasecrontype.Clock
 }
 
 // Client schedules, cancels and inspects tasks. It is safe for concurrent use.
@@ -208,7 +208,8 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 		r, err := c.runs.Get(ctx, id)
 		switch {
 		case err == nil:
-			st.Run = &r
+			pr := r.Public()
+			st.Run = &pr
 		case !errors.Is(err, runs.ErrNotFound):
 			return st, err
 		}
@@ -217,14 +218,6 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 		return st, fmt.Errorf("%w: no pending task or run with id %q", ErrNotFound, id)
 	}
 	return st, nil
-}
-
-// Runs lists run records.
-func (c *Client) Runs(ctx context.Context, f runs.Filter) ([]Run, error) {
-	if c.runs == nil {
-		return nil, errors.New("run records are off")
-	}
-	return c.runs.List(ctx, f)
 }
 
 // DeadLetters returns the dead-letter operations (list, requeue, purge).
@@ -240,7 +233,7 @@ type Stats struct {
 	Due schedule.DueStats `json:"due"`
 	// Counters sums every worker's flushed counters (handled, failed,
 	// retried, dead, duplicates, ...).
-	Counters *runs.Counters `json:"counters,omitempty"`
+	Counters *Counters `json:"counters,omitempty"`
 	// Leader is who holds the traffic-cop lease.
 	Leader trafficcop.HolderInfo `json:"leader"`
 }
@@ -264,7 +257,8 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 		if err != nil {
 			return s, fmt.Errorf("counters: %w", err)
 		}
-		s.Counters = &sum
+		cs := countersOf(sum)
+		s.Counters = &cs
 	}
 	if s.Leader, err = c.Leader(ctx); err != nil {
 		return s, err
@@ -274,7 +268,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 
 // Leader reads who holds the traffic-cop lease, without competing for it.
 func (c *Client) Leader(ctx context.Context) (trafficcop.HolderInfo, error) {
-	h, err := trafficcop.ReadHolder(ctx, c.sc, c.o.Names.Container, c.o.Names.LeaseBlob)
+	h, err := trafficcop.ReadHolder(ctx, c.lease)
 	if errors.Is(err, storage.ErrNotFound) {
 		return trafficcop.HolderInfo{State: trafficcop.LeaseAvailable}, nil
 	}

@@ -59,23 +59,23 @@ const MalformedType = "(malformed)"
 // `leasecron stats`.
 type Counts struct {
 	// Handled counts runs whose handler succeeded.
-	Handled int64
+	Handled int64 `json:"handled"`
 	// Failed counts failed attempts, including the last one of a dead run.
-	Failed int64
+	Failed int64 `json:"failed"`
 	// Retried counts failed attempts scheduled for another try.
-	Retried int64
+	Retried int64 `json:"retried"`
 	// Dead counts runs given up and set aside.
-	Dead int64
+	Dead int64 `json:"dead"`
 	// Duplicates counts deliveries of runs that had already succeeded.
-	Duplicates int64
+	Duplicates int64 `json:"duplicates"`
 	// Cancelled counts deliveries of cancelled runs.
-	Cancelled int64
+	Cancelled int64 `json:"cancelled"`
 	// SetAside counts messages written to the poison queue.
-	SetAside int64
+	SetAside int64 `json:"set_aside"`
 	// Deferred counts deliveries put back without an attempt.
-	Deferred int64
+	Deferred int64 `json:"deferred"`
 	// Abandoned counts deliveries released unfinished at shutdown.
-	Abandoned int64
+	Abandoned int64 `json:"abandoned"`
 }
 
 // Stats is a snapshot of a consumer.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/aggregator"
-	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -212,7 +211,7 @@ type limitOut struct {
 
 // limitStats counts held slots per limited type; deferred comes from the
 // fleet counters stats already read (nil when run records are off).
-func (a *app) limitStats(ctx context.Context, counters *runs.Counters) ([]limitOut, error) {
+func (a *app) limitStats(ctx context.Context, counters *leasecron.Counters) ([]limitOut, error) {
 	if len(a.cfg.Limits) == 0 {
 		return nil, nil
 	}
@@ -222,7 +221,7 @@ func (a *app) limitStats(ctx context.Context, counters *runs.Counters) ([]limitO
 	}
 	var out []limitOut
 	for typ, n := range a.cfg.Limits {
-		sem, err := trafficcop.NewSemaphore(sc, typ, n, trafficcop.SemaphoreOptions{Container: a.cfg.Names.Container})
+		sem, err := trafficcop.NewSemaphore(sc.Blob.NewContainerClient(a.cfg.Names.Container), typ, n, trafficcop.SemaphoreOptions{})
 		if err != nil {
 			return nil, err
 		}
