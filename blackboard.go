@@ -10,7 +10,7 @@ import (
 // blackboard`, and of the dashboard's blackboard page.
 
 func (c *Client) board() (*aggregator.Board, error) {
-	return aggregator.NewBoard(c.sc, c.o.Names.BlackboardTable)
+	return aggregator.NewBoard(c.sc.Table, c.o.Names.BlackboardTable)
 }
 
 // Blackboard returns every aggregator key with the state of its last run.

@@ -322,7 +322,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		g.Go(func() error { return consumer.Run(gctx) })
 	}
 	if !w.o.NoAggregate {
-		a, err := aggregator.NewWorker(w.sc, aggregator.Options{
+		a, err := aggregator.NewWorker(w.sc.Table, aggregator.Options{
 			Table:      w.o.Names.BlackboardTable,
 			Cycle:      w.o.Aggregator.Cycle,
 			LockTTL:    w.o.Aggregator.LockTTL,
