@@ -28,6 +28,7 @@ import (
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
 )
 
 // Task is what a handler receives.
@@ -39,11 +40,24 @@ type Handler = leasecrontype.Handler
 // Item is a scheduled task; see schedule.Item.
 type Item = schedule.Item
 
-// Run is a task's run record.
-type Run = runs.Run
+// Run is a task's run record; see leasecrontype.Run.
+type Run = leasecrontype.Run
 
-// RunState is a run's visible state.
-type RunState = runs.State
+// RunState is a run's visible state; see leasecrontype.RunState.
+type RunState = leasecrontype.RunState
+
+// The states of a run (leasecrontype.RunScheduled, ...): scheduled →
+// queued → running → succeeded, or running → failed → running … → dead;
+// cancelled from any state that is not finished.
+const (
+	RunScheduled = leasecrontype.RunScheduled
+	RunQueued    = leasecrontype.RunQueued
+	RunRunning   = leasecrontype.RunRunning
+	RunSucceeded = leasecrontype.RunSucceeded
+	RunFailed    = leasecrontype.RunFailed
+	RunDead      = leasecrontype.RunDead
+	RunCancelled = leasecrontype.RunCancelled
+)
 
 // Storage says how to reach the storage account: a connection string, or
 // an account name with Azure AD credentials.
@@ -150,11 +164,15 @@ type parts struct {
 	sched    *schedule.Client
 	queue    *queue.Client
 	runs     *runs.Store // nil when run records are off
+	lease    trafficcop.Lock
 }
 
 func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clock.Clock, log *slog.Logger) (parts, error) {
 	p := parts{sc: sc}
 	var err error
+	if p.lease, err = trafficcop.NewBlobLock(sc.Blob.NewContainerClient(n.Container), n.LeaseBlob); err != nil {
+		return p, fmt.Errorf("Names.LeaseBlob: %w", err)
+	}
 	if p.payloads, err = payload.NewBlobStore(sc.Blob, payload.Options{Container: n.Container, Logger: log}); err != nil {
 		return p, err
 	}
@@ -163,7 +181,7 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clo
 	}); err != nil {
 		return p, err
 	}
-	if p.queue, err = queue.NewClient(sc, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {
+	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {
 		return p, err
 	}
 	if !noRuns {

@@ -21,17 +21,17 @@ func TestBackoff(t *testing.T) {
 	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second,
 		64 * time.Second, 128 * time.Second, 256 * time.Second, 512 * time.Second, 10 * time.Minute, 10 * time.Minute}
 	for i, w := range want {
-		if got := Backoff(base, max, i+1); got != w {
-			t.Errorf("Backoff(attempt %d) = %v, want %v", i+1, got, w)
+		if got := backoff(base, max, i+1); got != w {
+			t.Errorf("backoff(attempt %d) = %v, want %v", i+1, got, w)
 		}
 	}
-	if got := Backoff(base, max, 0); got != base {
-		t.Errorf("Backoff(0) = %v, want base", got)
+	if got := backoff(base, max, 0); got != base {
+		t.Errorf("backoff(0) = %v, want base", got)
 	}
-	if got := Backoff(base, max, 1000); got != max {
-		t.Errorf("Backoff(1000) = %v, want the cap (no overflow)", got)
+	if got := backoff(base, max, 1000); got != max {
+		t.Errorf("backoff(1000) = %v, want the cap (no overflow)", got)
 	}
-	if got := Backoff(time.Hour, time.Hour, 3); got != time.Hour {
+	if got := backoff(time.Hour, time.Hour, 3); got != time.Hour {
 		t.Errorf("Backoff with base == max = %v", got)
 	}
 	for _, r := range []float64{0, 0.25, 0.5, 0.999} {

@@ -40,7 +40,7 @@ func TestAzureEnqueueDelayRoundsDown(t *testing.T) {
 	t.Parallel()
 	e := newAz(t)
 	ctx := context.Background()
-	q := e.client.Work()
+	q := e.client.work
 	m, err := q.Enqueue(ctx, `{"v":1,"id":"a","type":"t"}`, 1900*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
