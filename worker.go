@@ -41,9 +41,10 @@ type LeaseOptions struct {
 type MoverOptions struct {
 	// PollEvery is the pause between passes over the schedule. Default 5 s.
 	PollEvery time.Duration
-	// Early is the enqueue-early window (0 means PollEvery, negative
-	// disables): rows due within it are enqueued with a visibility delay
-	// so they appear on time.
+	// Early is the enqueue-early window: rows due within it are enqueued
+	// with a visibility delay so they appear on time, even when the leader
+	// dies before they come due. 0 means one failover, lease duration +
+	// lease poll (75 s with the defaults); negative disables.
 	Early time.Duration
 	// Concurrency bounds concurrent enqueues. Default 32.
 	Concurrency int
@@ -212,6 +213,8 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 			Identity:  o.InstanceID,
 			Clock:     o.Clock,
 			Logger:    w.log,
+			Note:      w.wakeNote,
+			OnNote:    w.heardWakeNote,
 			OnAcquired: func(t trafficcop.Term) {
 				w.metrics.LeaseAcquired()
 				w.metrics.SetLeaseHeld(true)
@@ -388,7 +391,7 @@ func (w *Worker) lead(ctx context.Context) error {
 		Shards:       w.sched.Shards(),
 		Generation:   func() int64 { return term.Generation },
 		PollEvery:    w.o.Mover.PollEvery,
-		Early:        w.o.Mover.Early,
+		Early:        earlyWindow(w.o.Mover, w.o.Lease),
 		Concurrency:  w.o.Mover.Concurrency,
 		Enqueuer:     enq,
 		SetAside:     w.queue,
@@ -408,6 +411,9 @@ func (w *Worker) lead(ctx context.Context) error {
 			var g errgroup.Group
 			g.SetLimit(16)
 			for _, e := range envs {
+				if e.Token != "" {
+					continue // sent early: confirmed before its row was moved
+				}
 				g.Go(func() error {
 					if err := w.runs.MarkQueued(ctx, e.ID, runs.Meta{Type: e.Type, Due: e.Due, Generation: e.Generation}); err != nil {
 						w.log.Debug("run not marked queued", "task_id", e.ID, "err", err)

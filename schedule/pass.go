@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -293,7 +294,7 @@ func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 		case err == nil:
 			p.sends[i].env = env
 			m.count(func(st *MoverStats) { st.Enqueued++ })
-			if s.delay > 0 && env.Token != "" {
+			if s.delay > 0 {
 				m.waitingFor(env.ID, env.Due)
 			}
 		case errors.Is(err, storage.ErrBadRequest) && i == 0:
@@ -335,6 +336,28 @@ func (m *Mover) Waiting(now time.Time) int {
 		}
 	}
 	return n
+}
+
+// Upcoming returns the distinct due times, in order, of the messages this
+// mover knows to be waiting in the queue for their due time (see Waiting),
+// at most max of them: when they come due, any consumer may look for them
+// (a leader's worker publishes them to the others, which need them if it
+// dies before they come due).
+func (m *Mover) Upcoming(now time.Time, max int) []time.Time {
+	m.mu.Lock()
+	out := make([]time.Time, 0, len(m.waiting))
+	for _, due := range m.waiting {
+		if due.After(now) {
+			out = append(out, due)
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	out = slices.CompactFunc(out, func(a, b time.Time) bool { return a.Equal(b) })
+	if len(out) > max {
+		out = out[:max]
+	}
+	return out
 }
 
 // forEach runs f for every element of items, at most n at a time, and
