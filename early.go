@@ -9,6 +9,11 @@ import (
 	"github.com/leasecron/leasecron/trafficcop"
 )
 
+// failoverEarly turns on the failover-sized default of earlyWindow. It
+// stays off until workers check early-sent messages against their run
+// records (the change after an early enqueue must be honoured first).
+const failoverEarly = false
+
 // earlyWindow is the mover's enqueue-early window: Mover.Early, or by
 // default one failover — lease duration + lease poll — so that a task
 // scheduled before its leader dies is already in the queue, invisible until
@@ -16,6 +21,9 @@ import (
 func earlyWindow(m MoverOptions, l LeaseOptions) time.Duration {
 	if m.Early != 0 {
 		return m.Early
+	}
+	if !failoverEarly {
+		return 0 // the mover's default: one pass
 	}
 	d, p := l.Duration, l.PollEvery
 	if d == 0 {

@@ -41,10 +41,10 @@ type LeaseOptions struct {
 type MoverOptions struct {
 	// PollEvery is the pause between passes over the schedule. Default 5 s.
 	PollEvery time.Duration
-	// Early is the enqueue-early window: rows due within it are enqueued
-	// with a visibility delay so they appear on time, even when the leader
-	// dies before they come due. 0 means one failover, lease duration +
-	// lease poll (75 s with the defaults); negative disables.
+	// Early is the enqueue-early window (0 means PollEvery, negative
+	// disables): rows due within it are enqueued with a visibility delay
+	// so they appear on time, even when the leader dies before they come
+	// due if it is longer than lease duration + lease poll.
 	Early time.Duration
 	// Concurrency bounds concurrent enqueues. Default 32.
 	Concurrency int
