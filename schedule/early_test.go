@@ -88,6 +88,28 @@ func TestCadenceMissedOccurrencesRunOnce(t *testing.T) {
 	}
 }
 
+// A series added between two passes gets every occurrence that fell due
+// since the previous pass (sent at once), not only the first.
+func TestCadenceSeriesAddedBetweenPasses(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	e.fc.Advance(time.Second)
+	e.add(t, Item{ID: "beat", Due: e.fc.Now().Add(500 * time.Millisecond), Recurrence: "@every 2s"})
+	e.fc.Advance(4 * time.Second) // the next pass, at t0+5s
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range e.q.sentFor("beat") {
+		got = append(got, fmt.Sprintf("%s/%s", s.env.Due.Sub(t0), s.delay))
+	}
+	if strings.Join(got, " ") != "1.5s/0s 3.5s/0s 5.5s/500ms 7.5s/2.5s 9.5s/4.5s" {
+		t.Fatalf("sent %v: want the two occurrences due since the last pass at once, then the window's", got)
+	}
+}
+
 // MaxOccurrences bounds what one pass sends for a series; the rest follow
 // in later passes, each at its own time.
 func TestCadenceBoundPerPass(t *testing.T) {

@@ -49,6 +49,9 @@ type Mover struct {
 	// waiting are the runs known to be in the queue only to wait for
 	// their due time (run id → due), for backpressure.
 	waiting map[string]time.Time
+	// lastPass is when the previous completed pass of the current term
+	// started (zero at the start of a term).
+	lastPass time.Time
 }
 
 // NewMover returns a Mover over t.
@@ -92,6 +95,9 @@ func (m *Mover) Run(ctx context.Context) error {
 		return fmt.Errorf("schedule.Mover.Run: generation %d: want the lease term's fencing generation (1 or more)", gen)
 	}
 	m.count(func(s *MoverStats) { s.Generation = gen })
+	m.mu.Lock()
+	m.lastPass = time.Time{}
+	m.mu.Unlock()
 	log := m.o.Logger.With("generation", gen)
 	for _, shard := range m.o.Shards {
 		for {

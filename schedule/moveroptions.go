@@ -83,7 +83,8 @@ type MoverOptions struct {
 	// early (its envelope carries a Token) just before its row is moved;
 	// the root marks the run "queued" with that token, so a worker that
 	// receives the message knows it is still current without reading the
-	// row. An error keeps the row for the next pass.
+	// row. An error keeps the row for the next pass. It is called from
+	// several goroutines at once (at most Concurrency).
 	Confirm func(ctx context.Context, env queue.Envelope) error
 	// Unconfirm takes a confirmation back when the row changed (was
 	// cancelled, rescheduled, replaced or deleted) between the

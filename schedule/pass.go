@@ -63,6 +63,13 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	m.count(func(s *MoverStats) { s.LastPass = now })
 	hold, room, err := m.holdBack(ctx, now)
 	if err != nil || hold {
+		if hold {
+			// Occurrences that fall due while moving is held back are
+			// missed, as while nobody leads: a series runs once after.
+			m.mu.Lock()
+			m.lastPass = now
+			m.mu.Unlock()
+		}
 		return false, err
 	}
 	for _, shard := range m.o.Shards {
@@ -98,11 +105,15 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 		full = false
 	}
 	m.count(func(s *MoverStats) { s.Passes++ })
+	m.mu.Lock()
+	m.lastPass = now
+	m.mu.Unlock()
 	return full, nil
 }
 
 // plan interprets one row read at now: the messages to send and what then
-// happens to the row; or why the row is malformed.
+// happens to the row; or why the row is malformed. since is when the
+// previous pass of this term ran (now in a term's first pass).
 //
 // Two horizons apply. Rows due by now + retire window (min(PollEvery,
 // Early)) are removed from the table once their messages are in the queue:
@@ -113,7 +124,7 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 // replacing them still works until they are moved; a worker that receives
 // such a message checks it against the run record or the row (see
 // Client.Current).
-func (m *Mover) plan(e Entity, now time.Time, gen int64) *plan {
+func (m *Mover) plan(e Entity, now, since time.Time, gen int64) *plan {
 	r, err := parseRow(e)
 	p := &plan{e: e, indexed: r.indexed, id: r.item.ID, due: r.item.Due}
 	_, _, kerr := ParseRowKey(e.RowKey)
@@ -173,8 +184,11 @@ func (m *Mover) plan(e Entity, now time.Time, gen int64) *plan {
 
 	// A series: every occurrence due within the window gets its own
 	// message. The first is the row's own due time; after it, occurrences
-	// missed while nobody moved are skipped (Recurrence.Next), so an
-	// overdue series runs once, not once per missed occurrence.
+	// due before since (the previous pass of this term, or now) are skipped
+	// (Recurrence.Next): they were missed while nobody moved, so an overdue
+	// series runs once, not once per missed occurrence. Occurrences that
+	// fell due since the previous pass (a series added meanwhile) are sent
+	// at once.
 	if !r.indexed {
 		// Without an index row a worker cannot find the series' row to
 		// check an early-sent occurrence: send only what is moved now.
@@ -209,7 +223,7 @@ func (m *Mover) plan(e Entity, now time.Time, gen int64) *plan {
 			lastEarly = occ
 			fresh++
 		}
-		next, err := r.rec.Next(occ, now)
+		next, err := r.rec.Next(occ, since)
 		if err != nil {
 			p.bad = fmt.Sprintf("recurrence %q: %v", it.Recurrence, err)
 			return p

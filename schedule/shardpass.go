@@ -25,7 +25,8 @@ type shardPass struct {
 	shard  string
 	gen    int64
 	now    time.Time
-	budget int // messages (or rows) this pass may still act on
+	since  time.Time // the previous pass of the term (see Mover.plan)
+	budget int       // messages (or rows) this pass may still act on
 	sent   int // messages sent
 	sem    chan struct{}
 	mu     sync.Mutex
@@ -41,7 +42,13 @@ type chunk struct {
 }
 
 func (m *Mover) newShardPass(shard string, gen int64, now time.Time, budget int) *shardPass {
-	return &shardPass{m: m, shard: shard, gen: gen, now: now, budget: budget, sem: make(chan struct{}, m.o.Concurrency)}
+	m.mu.Lock()
+	since := m.lastPass
+	m.mu.Unlock()
+	if since.IsZero() || since.After(now) {
+		since = now
+	}
+	return &shardPass{m: m, shard: shard, gen: gen, now: now, since: since, budget: budget, sem: make(chan struct{}, m.o.Concurrency)}
 }
 
 // run moves what is due in the shard. more reports that the budget ran out
@@ -107,7 +114,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *chunk) (more bool, er
 			if sp.budget <= 0 {
 				return i < len(page.Entities) || page.Continuation != "", nil
 			}
-			p := m.plan(e, sp.now, sp.gen)
+			p := m.plan(e, sp.now, sp.since, sp.gen)
 			if !p.acts() {
 				continue
 			}
