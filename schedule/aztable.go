@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -183,7 +184,7 @@ func (t *AzureTable) Submit(ctx context.Context, ops []Op) ([]string, error) {
 		actions = append(actions, a)
 	}
 	var resp *http.Response
-	if _, err := t.c.SubmitTransaction(runtime.WithCaptureResponse(ctx, &resp), actions, nil); err != nil {
+	if _, err := t.c.SubmitTransaction(policy.WithCaptureResponse(ctx, &resp), actions, nil); err != nil {
 		return nil, fmt.Errorf("transaction of %d operations on %s/%s: %w", len(ops), t.name, ops[0].PartitionKey, storage.Translate(err))
 	}
 	return batchETags(resp, len(ops)), nil
