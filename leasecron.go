@@ -40,11 +40,24 @@ type Handler = leasecrontype.Handler
 // Item is a scheduled task; see schedule.Item.
 type Item = schedule.Item
 
-// Run is a task's run record.
-type Run = runs.Run
+// Run is a task's run record; see leasecrontype.Run.
+type Run = leasecrontype.Run
 
-// RunState is a run's visible state.
-type RunState = runs.State
+// RunState is a run's visible state; see leasecrontype.RunState.
+type RunState = leasecrontype.RunState
+
+// The states of a run (leasecrontype.RunScheduled, ...): scheduled →
+// queued → running → succeeded, or running → failed → running … → dead;
+// cancelled from any state that is not finished.
+const (
+	RunScheduled = leasecrontype.RunScheduled
+	RunQueued    = leasecrontype.RunQueued
+	RunRunning   = leasecrontype.RunRunning
+	RunSucceeded = leasecrontype.RunSucceeded
+	RunFailed    = leasecrontype.RunFailed
+	RunDead      = leasecrontype.RunDead
+	RunCancelled = leasecrontype.RunCancelled
+)
 
 // Storage says how to reach the storage account: a connection string, or
 // an account name with Azure AD credentials.

@@ -131,13 +131,17 @@ type WorkerOptions struct {
 	AdminAddr string
 	// Pprof adds /debug/pprof to the admin address.
 	Pprof bool
+	// Dashboard, when set, also serves the web dashboard on AdminAddr
+	// (see DashboardOptions; a non-loopback AdminAddr needs its Auth, or
+	// ReadOnly with AllowAnonymous).
+	Dashboard *DashboardOptions
 	// Version is reported in the build-info metric.
 	Version string
 
 	// Logger receives logs. Default slog.Default().
 	Logger *slog.Logger
 	// Clock is the time source. Default the real clock.
-	Clock clock.Clock
+	Clock leasecrontype.Clock
 }
 
 // Worker is one leasecron instance: it competes for the lease and moves
@@ -247,8 +251,10 @@ func (w *Worker) MetricsHandler() http.Handler { return w.metrics.Handler() }
 // HasControl reports whether this instance currently leads.
 func (w *Worker) HasControl() bool { return w.cop != nil && w.cop.HasControl() }
 
-// Requests returns the storage requests this worker has made, by operation.
-func (w *Worker) Requests() *storage.Counter { return w.counter }
+// Requests returns a snapshot of the storage requests this worker has
+// made since NewWorker, by operation. Subtract an earlier snapshot (Sub) to
+// count the requests of an interval.
+func (w *Worker) Requests() RequestCounts { return requestCountsOf(w.counter) }
 
 // Run starts every part of the worker and blocks until ctx ends, then
 // shuts down gracefully: it stops dequeuing, lets in-flight tasks finish
@@ -272,12 +278,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.runs != nil {
 		tables = append(tables, w.o.Names.RunsTable)
 	}
+	dash, err := w.dashboard()
+	if err != nil {
+		return err
+	}
 	srv, err := ops.NewServer(ops.Options{
-		Addr:    w.o.AdminAddr,
-		Metrics: w.metrics,
-		Ready:   ops.ReadyCheck(w.sc, tables, []string{w.o.Names.Queue, w.o.Names.PoisonQueue}),
-		Pprof:   w.o.Pprof,
-		Logger:  w.log,
+		Addr:     w.o.AdminAddr,
+		Metrics:  w.metrics,
+		Ready:    ops.ReadyCheck(w.sc, tables, []string{w.o.Names.Queue, w.o.Names.PoisonQueue}),
+		Pprof:    w.o.Pprof,
+		Logger:   w.log,
+		Fallback: dash,
 	})
 	if err != nil {
 		return err
@@ -311,7 +322,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		g.Go(func() error { return consumer.Run(gctx) })
 	}
 	if !w.o.NoAggregate {
-		a, err := aggregator.NewWorker(w.sc, aggregator.Options{
+		a, err := aggregator.NewWorker(w.sc.Table, aggregator.Options{
 			Table:      w.o.Names.BlackboardTable,
 			Cycle:      w.o.Aggregator.Cycle,
 			LockTTL:    w.o.Aggregator.LockTTL,

@@ -9,53 +9,26 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-// Counts are outcome counts of one worker instance or of the fleet.
-type Counts struct {
-	// Handled counts runs whose handler succeeded.
-	Handled int64 `json:"handled"`
-	// Failed counts failed attempts (errors, panics, timeouts), including
-	// the last one of a run that went dead.
-	Failed int64 `json:"failed"`
-	// Retried counts failed attempts that were scheduled for another try.
-	Retried int64 `json:"retried"`
-	// Dead counts runs given up and set aside after their last attempt.
-	Dead int64 `json:"dead"`
-	// Duplicates counts deliveries acknowledged without running because the
-	// run had already succeeded.
-	Duplicates int64 `json:"duplicates"`
-	// Cancelled counts deliveries acknowledged without running because the
-	// run was cancelled.
-	Cancelled int64 `json:"cancelled"`
-	// SetAside counts messages moved to the poison queue (malformed ones and
-	// dead runs).
-	SetAside int64 `json:"set_aside"`
-	// Deferred counts deliveries put back without an attempt (no limiter
-	// slot, claimed elsewhere).
-	Deferred int64 `json:"deferred"`
-	// Abandoned counts deliveries released unfinished at shutdown.
-	Abandoned int64 `json:"abandoned"`
-}
+// Counts are outcome counts of one worker instance or of the fleet
+// (leasecrontype.Counts).
+type Counts = leasecrontype.Counts
 
+// counterNames name the fields of Counts in counterFields' order: the
+// properties of a counters row.
 var counterNames = []string{"Handled", "Failed", "Retried", "Dead", "Duplicates", "Cancelled", "SetAside", "Deferred", "Abandoned"}
 
-func (c *Counts) fields() []*int64 {
+func counterFields(c *Counts) []*int64 {
 	return []*int64{&c.Handled, &c.Failed, &c.Retried, &c.Dead, &c.Duplicates, &c.Cancelled, &c.SetAside, &c.Deferred, &c.Abandoned}
 }
 
-// Add adds o to c.
-func (c *Counts) Add(o Counts) {
-	of := o.fields()
-	for i, f := range c.fields() {
-		*f += *of[i]
-	}
-}
-
-// sub returns c − o.
-func (c Counts) sub(o Counts) Counts {
-	of := o.fields()
-	for i, f := range c.fields() {
+// subCounts returns c − o.
+func subCounts(c, o Counts) Counts {
+	of := counterFields(&o)
+	for i, f := range counterFields(&c) {
 		*f -= *of[i]
 	}
 	return c
@@ -103,9 +76,9 @@ func (c *Counters) add(o Counters) {
 
 // sub returns c − o, type by type.
 func (c Counters) sub(o Counters) Counters {
-	out := Counters{Instance: c.Instance, Total: c.Total.sub(o.Total), ByType: map[string]Counts{}}
+	out := Counters{Instance: c.Instance, Total: subCounts(c.Total, o.Total), ByType: map[string]Counts{}}
 	for t, n := range c.ByType {
-		if d := n.sub(o.ByType[t]); d != (Counts{}) {
+		if d := subCounts(n, o.ByType[t]); d != (Counts{}) {
 			out.ByType[t] = d
 		}
 	}
@@ -186,7 +159,7 @@ func (s *Store) FlushCounters(ctx context.Context, c Counters) error {
 			return err
 		}
 		p := props{"Minute": t, "Instance": c.Instance, "ByType": string(byType), "Flushed": now}
-		f := x.Total.fields()
+		f := counterFields(&x.Total)
 		for i, name := range counterNames {
 			p[name] = *f[i]
 		}
@@ -222,7 +195,7 @@ func (s *Store) minuteRows(ctx context.Context, since time.Time, f func(t time.T
 				continue
 			}
 			c := Counters{Instance: rw.p.str("Instance"), Updated: rw.p.time("Flushed"), Instances: 1, ByType: map[string]Counts{}}
-			f0 := c.Total.fields()
+			f0 := counterFields(&c.Total)
 			for i, name := range counterNames {
 				*f0[i] = rw.p.int(name)
 			}
