@@ -255,6 +255,26 @@ func (s *Store) SumCounters(ctx context.Context) (Counters, error) {
 	return sum, err
 }
 
+// ListCounters returns each instance's counts of the last 24 hours (the
+// instances that counted anything in that time), by instance id.
+func (s *Store) ListCounters(ctx context.Context) ([]Counters, error) {
+	by := map[string]*Counters{}
+	err := s.minuteRows(ctx, s.now().Add(-statsWindow), func(_ time.Time, inst string, c Counters) {
+		x := by[inst]
+		if x == nil {
+			x = &Counters{Instance: inst, Instances: 1, ByType: map[string]Counts{}}
+			by[inst] = x
+		}
+		x.add(c)
+	})
+	out := make([]Counters, 0, len(by))
+	for _, c := range by {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Instance < out[j].Instance })
+	return out, err
+}
+
 // sanitizeKey makes s usable in a RowKey: forbidden characters become '_'.
 func sanitizeKey(s string) string {
 	if s == "" {

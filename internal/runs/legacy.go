@@ -25,7 +25,7 @@ const (
 )
 
 // legacyProbe remembers whether the table holds rows of the previous
-// layout, rechecked every legacyRecheck (one query).
+// layout: one query when a Store first uses the table.
 type legacyProbe struct {
 	mu      sync.Mutex
 	checked time.Time
@@ -44,7 +44,10 @@ func (s *Store) hasLegacy(ctx context.Context) (bool, error) {
 	s.legacy.mu.Lock()
 	defer s.legacy.mu.Unlock()
 	now := s.now()
-	if !s.legacy.checked.IsZero() && now.Sub(s.legacy.checked) < legacyRecheck {
+	// A table found without old rows never gets them again (only workers of
+	// the previous version write them); one with old rows is looked at
+	// again every legacyRecheck until Migrate has removed them.
+	if !s.legacy.checked.IsZero() && (!s.legacy.present || now.Sub(s.legacy.checked) < legacyRecheck) {
 		return s.legacy.present, nil
 	}
 	p, err := s.t.query(ctx, query{pkFrom: legacyFirst, pkTo: legacyLast, top: 1, sel: []string{"State"}})
@@ -136,7 +139,7 @@ func (s *Store) Migrate(ctx context.Context) (MigrateStats, error) {
 		}
 	}
 	s.legacy.mu.Lock()
-	s.legacy.checked = time.Time{}
+	s.legacy.checked, s.legacy.present = s.now(), false
 	s.legacy.mu.Unlock()
 	return st, nil
 }

@@ -111,7 +111,9 @@ func (m *memTable) query(ctx context.Context, q query) (page, error) {
 			}
 		}
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].pk < keys[j].pk || keys[i].pk == keys[j].pk && keys[i].rk < keys[j].rk })
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].pk < keys[j].pk || keys[i].pk == keys[j].pk && keys[i].rk < keys[j].rk
+	})
 	var p page
 next:
 	for _, k := range keys {

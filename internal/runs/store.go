@@ -147,6 +147,11 @@ func (s *Store) ensure(ctx context.Context) error {
 		return fmt.Errorf("runs: %w", err)
 	}
 	s.ready = true
+	// Look for records of the previous layout now, once, rather than on
+	// the first lookup that misses.
+	if _, err := s.hasLegacy(ctx); err != nil {
+		s.o.Logger.Debug("runs: could not look for records of the previous layout yet", "err", err)
+	}
 	return nil
 }
 
@@ -466,6 +471,25 @@ func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 		return next, err == nil, err
 	})
 	return out, err
+}
+
+// CancelPending records that a task was cancelled before the mover sent it
+// (its pending row was removed): a cancelled record replaces any earlier,
+// finished run of the id, and a run the mover sent meanwhile is cancelled.
+func (s *Store) CancelPending(ctx context.Context, id string, m Meta) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	now := s.now()
+	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		if cur != nil && !cur.State.Finished() {
+			next, err := applyCancel(*cur, now)
+			return next, err == nil, nil
+		}
+		next := Run{ID: id, State: Cancelled, Finished: now}
+		fillMeta(&next, m)
+		return next, true, nil
+	})
 }
 
 // modify runs a read-decide-write loop on one run: read its record (nil

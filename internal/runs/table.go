@@ -33,7 +33,7 @@ const maxOps = 100
 // row is one entity as read.
 type row struct {
 	pk, rk, etag string
-	p        props
+	p            props
 	// updated is the service's Timestamp.
 	updated time.Time
 }
@@ -127,8 +127,8 @@ type query struct {
 	// pkFrom and pkTo, when pk is empty, select the partitions in
 	// [pkFrom, pkTo] instead of one.
 	pkFrom, pkTo string
-	from, to string
-	where    []cond
+	from, to     string
+	where        []cond
 	// sel, when set, limits the properties returned.
 	sel []string
 	// top is the page size (0 = the service's maximum, 1000).
