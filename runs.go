@@ -34,6 +34,11 @@ const (
 	DefaultRunCleanEvery      = time.Hour
 )
 
+// ErrInvalidRunQuery is wrapped by Client.Runs when it refuses a RunQuery:
+// an unknown state, a limit outside 1..1000, a series id with characters
+// ids cannot hold, or a continuation token another query returned.
+var ErrInvalidRunQuery = runs.ErrInvalid
+
 // ErrNoRunRecords: run records are off (NoRuns, config worker.runs false),
 // so there is no run history to read.
 var ErrNoRunRecords = errors.New("run records are off (worker.runs: false)")
