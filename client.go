@@ -42,13 +42,29 @@ type ClientOptions struct {
 	Logger *slog.Logger
 	// Clock is the time source. Default the real clock.
 	Clock leasecrontype.Clock
+	// Limits, MaxDepth and ResumeBelow describe the fleet as its workers
+	// are configured (WorkerOptions.Limits, MoverOptions.MaxDepth and
+	// ResumeBelow), for Limits and Backpressure.
+	Limits                map[string]int
+	MaxDepth, ResumeBelow int
 }
 
 // Client schedules, cancels and inspects tasks. It is safe for concurrent use.
 type Client struct {
 	parts
-	o    ClientOptions
-	dead *queue.DeadLetters
+	o       ClientOptions
+	dead    *queue.DeadLetters
+	counter *storage.Counter // nil for a worker's client (see Worker.Requests)
+}
+
+// Requests returns the storage requests this client has made, by
+// operation (empty for the client a worker builds for its dashboard; see
+// Worker.Requests).
+func (c *Client) Requests() RequestCounts {
+	if c.counter == nil {
+		return RequestCounts{ByOp: map[string]int64{}}
+	}
+	return requestCountsOf(c.counter)
 }
 
 // NewClient connects to the account (without contacting it yet). Tables,
@@ -62,7 +78,8 @@ func NewClient(o ClientOptions) (*Client, error) {
 		o.Logger = slog.Default()
 	}
 	o.Clock = clock.OrReal(o.Clock)
-	sc, err := storage.New(o.Storage.config(nil))
+	counter := storage.NewCounter()
+	sc, err := storage.New(o.Storage.config(counter))
 	if err != nil {
 		return nil, err
 	}
@@ -70,13 +87,21 @@ func NewClient(o ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	c := clientOf(p, o)
+	c.counter = counter
+	return c, nil
+}
+
+// clientOf is the Client over parts already built (a Worker's, for the
+// dashboard it serves); o must have its defaults filled in.
+func clientOf(p parts, o ClientOptions) *Client {
 	c := &Client{o: o, parts: p}
 	var rq queue.RunRequeuer
 	if c.runs != nil {
 		rq = c.runs
 	}
 	c.dead = queue.NewDeadLetters(c.queue, rq)
-	return c, nil
+	return c
 }
 
 // Schedule adds a task. An empty ID is generated; an id that is already

@@ -5,13 +5,13 @@ import (
 
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Counts are cumulative outcome counts: handled, failed, retried, dead,
 // duplicates suppressed, cancelled, set aside, deferred and abandoned
-// deliveries (see queue.Counts for each field).
-type Counts = queue.Counts
+// deliveries (see leasecrontype.Counts for each field).
+type Counts = leasecrontype.Counts
 
 // Counters is the sum of the counters every worker flushes to the Runs
 // table (every ConsumerOptions.CountersEvery, and at shutdown): what
@@ -28,11 +28,7 @@ type Counters struct {
 }
 
 func countersOf(c runs.Counters) Counters {
-	out := Counters{Updated: c.Updated, Instances: c.Instances, Total: Counts(c.Total), ByType: make(map[string]Counts, len(c.ByType))}
-	for typ, n := range c.ByType {
-		out.ByType[typ] = Counts(n)
-	}
-	return out
+	return Counters{Updated: c.Updated, Instances: c.Instances, Total: c.Total, ByType: c.ByType}
 }
 
 // RequestCounts is a snapshot of the storage requests one worker has made:

@@ -131,6 +131,10 @@ type WorkerOptions struct {
 	AdminAddr string
 	// Pprof adds /debug/pprof to the admin address.
 	Pprof bool
+	// Dashboard, when set, also serves the web dashboard on AdminAddr
+	// (see DashboardOptions; a non-loopback AdminAddr needs its Auth, or
+	// ReadOnly with AllowAnonymous).
+	Dashboard *DashboardOptions
 	// Version is reported in the build-info metric.
 	Version string
 
@@ -274,12 +278,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.runs != nil {
 		tables = append(tables, w.o.Names.RunsTable)
 	}
+	dash, err := w.dashboard()
+	if err != nil {
+		return err
+	}
 	srv, err := ops.NewServer(ops.Options{
-		Addr:    w.o.AdminAddr,
-		Metrics: w.metrics,
-		Ready:   ops.ReadyCheck(w.sc, tables, []string{w.o.Names.Queue, w.o.Names.PoisonQueue}),
-		Pprof:   w.o.Pprof,
-		Logger:  w.log,
+		Addr:     w.o.AdminAddr,
+		Metrics:  w.metrics,
+		Ready:    ops.ReadyCheck(w.sc, tables, []string{w.o.Names.Queue, w.o.Names.PoisonQueue}),
+		Pprof:    w.o.Pprof,
+		Logger:   w.log,
+		Fallback: dash,
 	})
 	if err != nil {
 		return err
@@ -313,7 +322,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		g.Go(func() error { return consumer.Run(gctx) })
 	}
 	if !w.o.NoAggregate {
-		a, err := aggregator.NewWorker(w.sc, aggregator.Options{
+		a, err := aggregator.NewWorker(w.sc.Table, aggregator.Options{
 			Table:      w.o.Names.BlackboardTable,
 			Cycle:      w.o.Aggregator.Cycle,
 			LockTTL:    w.o.Aggregator.LockTTL,

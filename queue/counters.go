@@ -65,18 +65,7 @@ func (c *Consumer) flushLoop(sink counterSink, stop <-chan struct{}) {
 	}
 }
 
-// addCounts adds b to a (runs.Counts.Add: one list of the fields).
-func addCounts(a *Counts, b Counts) {
-	x := runs.Counts(*a)
-	x.Add(runs.Counts(b))
-	*a = Counts(x)
-}
-
 // toRuns converts a snapshot for the Runs table's counters row.
 func (st Stats) toRuns() runs.Counters {
-	c := runs.Counters{Instance: st.Instance, Total: runs.Counts(st.Total), ByType: map[string]runs.Counts{}}
-	for k, v := range st.ByType {
-		c.ByType[k] = runs.Counts(v)
-	}
-	return c
+	return runs.Counters{Instance: st.Instance, Total: st.Total, ByType: st.ByType}
 }

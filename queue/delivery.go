@@ -120,10 +120,10 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		d.log.Warn("message visibility was lost while the handler ran; recording the result and leaving the message to reappear", "err", herr)
 		if herr == nil {
 			c.finish(hctx, d, leasecrontype.RunSucceeded, nil, tail)
-			c.stats.add(d.typ, func(x *Counts) { x.Handled++ })
+			c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Handled++ })
 		} else {
 			c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
-			c.stats.add(d.typ, func(x *Counts) { x.Failed++ })
+			c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Failed++ })
 		}
 		c.settle(d, OutcomeLost)
 	case herr != nil && hctx.Err() != nil && !errors.Is(herr, ErrHandlerTimeout):

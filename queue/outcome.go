@@ -12,7 +12,7 @@ import (
 
 func (c *Consumer) settle(d *delivery, o Outcome) {
 	typ := d.typ
-	c.stats.add(typ, func(x *Counts) {
+	c.stats.add(typ, func(x *leasecrontype.Counts) {
 		switch o {
 		case OutcomeSucceeded:
 			x.Handled++
@@ -95,7 +95,7 @@ func (c *Consumer) fail(hctx context.Context, d *delivery, herr error, tail stri
 	env.LastError = trunc.Head(herr.Error(), 2<<10)
 	env.Dequeues = d.m.DequeueCount
 	if env.Attempt >= d.maxA {
-		c.stats.add(d.typ, func(x *Counts) { x.Failed++ })
+		c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Failed++ })
 		reason := fmt.Sprintf("failed %d of %d attempts; last error: %s", env.Attempt, d.maxA, env.LastError)
 		c.dead(hctx, d, env, reason, herr, tail)
 		return

@@ -3,6 +3,8 @@ package queue
 import (
 	"sync"
 	"time"
+
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Outcome is what became of one delivered message.
@@ -54,30 +56,6 @@ type Observer interface {
 // MalformedType is the type under which unreadable messages are counted.
 const MalformedType = "(malformed)"
 
-// Counts are cumulative outcome counts of one consumer (or their sum);
-// Consumer.Stats returns them, and the Runs table keeps each worker's for
-// `leasecron stats`.
-type Counts struct {
-	// Handled counts runs whose handler succeeded.
-	Handled int64 `json:"handled"`
-	// Failed counts failed attempts, including the last one of a dead run.
-	Failed int64 `json:"failed"`
-	// Retried counts failed attempts scheduled for another try.
-	Retried int64 `json:"retried"`
-	// Dead counts runs given up and set aside.
-	Dead int64 `json:"dead"`
-	// Duplicates counts deliveries of runs that had already succeeded.
-	Duplicates int64 `json:"duplicates"`
-	// Cancelled counts deliveries of cancelled runs.
-	Cancelled int64 `json:"cancelled"`
-	// SetAside counts messages written to the poison queue.
-	SetAside int64 `json:"set_aside"`
-	// Deferred counts deliveries put back without an attempt.
-	Deferred int64 `json:"deferred"`
-	// Abandoned counts deliveries released unfinished at shutdown.
-	Abandoned int64 `json:"abandoned"`
-}
-
 // Stats is a snapshot of a consumer.
 type Stats struct {
 	// Instance is the consumer's instance id.
@@ -87,27 +65,27 @@ type Stats struct {
 	// PollInterval is the current empty-queue polling interval.
 	PollInterval time.Duration
 	// Total sums every type.
-	Total Counts
+	Total leasecrontype.Counts
 	// ByType holds the counts per task type.
-	ByType map[string]Counts
+	ByType map[string]leasecrontype.Counts
 }
 
 type statsState struct {
 	mu       sync.Mutex
-	byType   map[string]*Counts
+	byType   map[string]*leasecrontype.Counts
 	inFlight int
 	poll     time.Duration
 }
 
-func (s *statsState) add(typ string, f func(c *Counts)) {
+func (s *statsState) add(typ string, f func(c *leasecrontype.Counts)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byType == nil {
-		s.byType = map[string]*Counts{}
+		s.byType = map[string]*leasecrontype.Counts{}
 	}
 	c := s.byType[typ]
 	if c == nil {
-		c = &Counts{}
+		c = &leasecrontype.Counts{}
 		s.byType[typ] = c
 	}
 	f(c)
@@ -116,10 +94,10 @@ func (s *statsState) add(typ string, f func(c *Counts)) {
 func (s *statsState) snapshot(instance string) Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Instance: instance, InFlight: s.inFlight, PollInterval: s.poll, ByType: map[string]Counts{}}
+	st := Stats{Instance: instance, InFlight: s.inFlight, PollInterval: s.poll, ByType: map[string]leasecrontype.Counts{}}
 	for k, c := range s.byType {
 		st.ByType[k] = *c
-		addCounts(&st.Total, *c)
+		st.Total.Add(*c)
 	}
 	return st
 }

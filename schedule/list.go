@@ -20,6 +20,10 @@ type ListOptions struct {
 	Limit int
 	// Continuation resumes after the page that returned it.
 	Continuation string
+	// Type, when set, lists only tasks of this type.
+	Type string
+	// Recurring lists only recurring series.
+	Recurring bool
 }
 
 // List returns one page of pending items in due order (shard by shard),
@@ -42,7 +46,7 @@ func (c *Client) List(ctx context.Context, lo ListOptions) ([]Item, string, erro
 	}
 	var items []Item
 	for shardIdx < len(c.opts.Shards) {
-		q := Query{Partition: c.opts.Shards[shardIdx], To: to, Top: int32(lo.Limit - len(items)), Continuation: cont}
+		q := Query{Partition: c.opts.Shards[shardIdx], To: to, Top: int32(lo.Limit - len(items)), Continuation: cont, Type: lo.Type, Recurring: lo.Recurring}
 		p, err := c.t.Query(ctx, q)
 		if errors.Is(err, storage.ErrTableNotFound) {
 			return nil, "", nil // a fresh account: nothing scheduled yet

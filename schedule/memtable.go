@@ -169,6 +169,9 @@ func (m *MemoryTable) Query(ctx context.Context, q Query) (Page, error) {
 			break
 		}
 		e := m.entity(m.rows[q.Partition][rk])
+		if !q.keeps(e.Props) {
+			continue
+		}
 		if len(q.Select) > 0 {
 			keep := map[string]any{}
 			for _, s := range q.Select {

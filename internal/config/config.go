@@ -35,6 +35,7 @@ type Config struct {
 	Payload    Payload
 	Aggregator Aggregator
 	Admin      Admin
+	Dashboard  Dashboard
 	Log        Log
 	// Handlers maps a task type to how it is handled.
 	Handlers map[string]Handler
@@ -119,8 +120,17 @@ type Aggregator struct {
 
 // Admin configures the operations endpoints.
 type Admin struct {
-	Addr  string
-	Pprof bool
+	Addr      string
+	Pprof     bool
+	Dashboard bool
+}
+
+// Dashboard configures the web dashboard.
+type Dashboard struct {
+	Addr           string
+	Auth           string
+	ReadOnly       bool
+	AllowAnonymous bool
 }
 
 // Log configures logging.
@@ -193,6 +203,11 @@ var Keys = []Key{
 	{"aggregator.lock_ttl", "0s", "After how long a claim is abandoned and may be taken over; 0 means the key's interval.", false},
 	{"admin.addr", "", "Address of /healthz, /readyz and /metrics (e.g. :8080); empty disables.", false},
 	{"admin.pprof", false, "Serve /debug/pprof on the admin address.", false},
+	{"admin.dashboard", false, "Also serve the web dashboard on the admin address (under the dashboard.* rules for non-loopback addresses).", false},
+	{"dashboard.addr", "127.0.0.1:8090", "Address of `leasecron dashboard`; an address that is not loopback needs dashboard.auth, or dashboard.read_only with dashboard.allow_anonymous.", false},
+	{"dashboard.auth", "", "Dashboard credentials: basic:USER:PASSWORD or bearer:TOKEN (compared in constant time; a browser sends the token as the basic-auth password).", true},
+	{"dashboard.read_only", false, "Hide and refuse every dashboard action.", false},
+	{"dashboard.allow_anonymous", false, "With dashboard.read_only, allow serving without dashboard.auth on an address that is not loopback.", false},
 	{"log.level", "info", "debug, info, warn or error.", false},
 	{"log.format", "auto", "auto (JSON unless on a terminal), json or text.", false},
 }
@@ -340,7 +355,11 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		Cycle:   d.dur("aggregator.cycle", 100*time.Millisecond, 7*24*time.Hour),
 		LockTTL: d.dur("aggregator.lock_ttl", 0, 7*24*time.Hour),
 	}
-	c.Admin = Admin{Addr: d.str("admin.addr"), Pprof: d.bool("admin.pprof")}
+	c.Admin = Admin{Addr: d.str("admin.addr"), Pprof: d.bool("admin.pprof"), Dashboard: d.bool("admin.dashboard")}
+	c.Dashboard = Dashboard{Addr: d.str("dashboard.addr"), Auth: d.str("dashboard.auth"), ReadOnly: d.bool("dashboard.read_only"), AllowAnonymous: d.bool("dashboard.allow_anonymous")}
+	if c.Admin.Dashboard && c.Admin.Addr == "" {
+		d.bad("admin.dashboard", "true", "false unless admin.addr is set (the dashboard is served on it)")
+	}
 	c.Log = Log{Level: d.oneOf("log.level", "debug", "info", "warn", "error"), Format: d.oneOf("log.format", "auto", "json", "text")}
 
 	for typ, raw := range v.GetStringMap("handlers") {
