@@ -7,7 +7,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # make test refuses to pass by skipping: Azurite tests fail when Azurite is missing.
 export LEASECRON_REQUIRE_AZURITE ?= 1
 
-.PHONY: help deps build test test-short race lint demo bench bench-quick chaos clean
+.PHONY: help deps build test test-short race lint demo bench bench-quick chaos screenshots clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -74,6 +74,10 @@ bench: deps build ## benchmarks (long; regenerates docs/BENCHMARKS.md)
 bench-quick: deps build ## benchmark smoke run (under 5 min)
 	cd tools && $(GO) run ./bench -quick -out ../bench-results
 	cd tools && $(GO) run ./bench/report -in ../bench-results -out /tmp/leasecron-bench-report
+
+screenshots: deps ## regenerate docs/dashboard.png and docs/dashboard/*.png in headless Chromium
+	DASHBOARD_SCREENSHOTS=$(CURDIR)/docs/dashboard $(GO) test -count=1 -timeout 10m -run TestDashboardInChromium ./internal/e2e/
+	cp docs/dashboard/overview.png docs/dashboard.png
 
 clean: ## remove build output
 	rm -rf bin bench-results chaos.out test.log

@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/pause"
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
@@ -151,6 +152,7 @@ type parts struct {
 	queue    *queue.Client
 	runs     *runs.Store // nil when run records are off
 	lease    trafficcop.Lock
+	pauses   *pause.Store
 }
 
 func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clock.Clock, log *slog.Logger) (parts, error) {
@@ -168,6 +170,9 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clo
 		return p, err
 	}
 	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {
+		return p, err
+	}
+	if p.pauses, err = pause.New(sc.Blob.NewContainerClient(n.Container), pause.DefaultBlob, clk); err != nil {
 		return p, err
 	}
 	if !noRuns {

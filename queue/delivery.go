@@ -70,6 +70,11 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		c.dead(hctx, d, env, reason, nil, "")
 		return
 	}
+	// Its type is paused fleet-wide: put it back without an attempt.
+	if until, paused := c.pausedUntil(hctx, env.Type); paused {
+		c.holdPaused(hctx, d, until)
+		return
+	}
 	// The same run already in flight on this worker (a second copy of the
 	// message): put this copy back.
 	if !c.track(env.ID) {

@@ -28,7 +28,7 @@ func (c *Consumer) settle(d *delivery, o Outcome) {
 			x.Cancelled++
 		case OutcomeMalformed:
 			x.SetAside++
-		case OutcomeDeferred:
+		case OutcomeDeferred, OutcomePaused:
 			x.Deferred++
 		case OutcomeAbandoned:
 			x.Abandoned++

@@ -94,6 +94,8 @@ type Worker struct {
 	PollMin           time.Duration
 	PollMax           time.Duration
 	CountersEvery     time.Duration
+	PauseCheck        time.Duration
+	PauseHold         time.Duration
 	Runs              bool
 	Lead              bool
 	Consume           bool
@@ -191,6 +193,8 @@ var Keys = []Key{
 	{"worker.poll_min", "200ms", "Queue polling interval while work is flowing.", false},
 	{"worker.poll_max", "30s", "Longest queue polling interval when idle (exponential backoff with jitter).", false},
 	{"worker.counters_every", "30s", "How often a worker flushes its counters (shown by `leasecron stats`) to the Runs table.", false},
+	{"worker.pause_check", "5s", "How long a worker trusts the pause state (`leasecron pause`) it read; it reads it only while it has work or holds paused tasks.", false},
+	{"worker.pause_hold", "10m", "How long a task of a type paused without an end is hidden before it is looked at again (the worker that hid it shows it again as soon as the type is resumed).", false},
 	{"worker.runs", true, "Keep run records (status, duplicate suppression, cancel after move).", false},
 	{"worker.lead", true, "Compete for the lease and move due tasks.", false},
 	{"worker.consume", true, "Take tasks from the queue.", false},
@@ -332,6 +336,8 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		PollMin:           d.dur("worker.poll_min", 10*time.Millisecond, time.Hour),
 		PollMax:           d.dur("worker.poll_max", 10*time.Millisecond, time.Hour),
 		CountersEvery:     d.dur("worker.counters_every", time.Second, 24*time.Hour),
+		PauseCheck:        d.dur("worker.pause_check", 100*time.Millisecond, time.Hour),
+		PauseHold:         d.dur("worker.pause_hold", time.Second, 7*24*time.Hour),
 		Runs:              d.bool("worker.runs"),
 		Lead:              d.bool("worker.lead"),
 		Consume:           d.bool("worker.consume"),
