@@ -41,14 +41,30 @@ type ClientOptions struct {
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 	// Clock is the time source. Default the real clock.
-	Clock clock.Clock
+	Clock leasecrontype.Clock
+	// Limits, MaxDepth and ResumeBelow describe the fleet as its workers
+	// are configured (WorkerOptions.Limits, MoverOptions.MaxDepth and
+	// ResumeBelow), for Limits and Backpressure.
+	Limits                map[string]int
+	MaxDepth, ResumeBelow int
 }
 
 // Client schedules, cancels and inspects tasks. It is safe for concurrent use.
 type Client struct {
 	parts
-	o    ClientOptions
-	dead *queue.DeadLetters
+	o       ClientOptions
+	dead    *queue.DeadLetters
+	counter *storage.Counter // nil for a worker's client (see Worker.Requests)
+}
+
+// Requests returns the storage requests this client has made, by
+// operation (empty for the client a worker builds for its dashboard; see
+// Worker.Requests).
+func (c *Client) Requests() RequestCounts {
+	if c.counter == nil {
+		return RequestCounts{ByOp: map[string]int64{}}
+	}
+	return requestCountsOf(c.counter)
 }
 
 // NewClient connects to the account (without contacting it yet). Tables,
@@ -62,7 +78,8 @@ func NewClient(o ClientOptions) (*Client, error) {
 		o.Logger = slog.Default()
 	}
 	o.Clock = clock.OrReal(o.Clock)
-	sc, err := storage.New(o.Storage.config(nil))
+	counter := storage.NewCounter()
+	sc, err := storage.New(o.Storage.config(counter))
 	if err != nil {
 		return nil, err
 	}
@@ -70,13 +87,21 @@ func NewClient(o ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	c := clientOf(p, o)
+	c.counter = counter
+	return c, nil
+}
+
+// clientOf is the Client over parts already built (a Worker's, for the
+// dashboard it serves); o must have its defaults filled in.
+func clientOf(p parts, o ClientOptions) *Client {
 	c := &Client{o: o, parts: p}
 	var rq queue.RunRequeuer
 	if c.runs != nil {
 		rq = c.runs
 	}
 	c.dead = queue.NewDeadLetters(c.queue, rq)
-	return c, nil
+	return c
 }
 
 // Schedule adds a task. An empty ID is generated; an id that is already
@@ -208,7 +233,8 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 		r, err := c.runs.Get(ctx, id)
 		switch {
 		case err == nil:
-			st.Run = &r
+			pr := r.Public()
+			st.Run = &pr
 		case !errors.Is(err, runs.ErrNotFound):
 			return st, err
 		}
@@ -217,14 +243,6 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 		return st, fmt.Errorf("%w: no pending task or run with id %q", ErrNotFound, id)
 	}
 	return st, nil
-}
-
-// Runs lists run records.
-func (c *Client) Runs(ctx context.Context, f runs.Filter) ([]Run, error) {
-	if c.runs == nil {
-		return nil, errors.New("run records are off")
-	}
-	return c.runs.List(ctx, f)
 }
 
 // DeadLetters returns the dead-letter operations (list, requeue, purge).
@@ -240,7 +258,7 @@ type Stats struct {
 	Due schedule.DueStats `json:"due"`
 	// Counters sums every worker's flushed counters (handled, failed,
 	// retried, dead, duplicates, ...).
-	Counters *runs.Counters `json:"counters,omitempty"`
+	Counters *Counters `json:"counters,omitempty"`
 	// Leader is who holds the traffic-cop lease.
 	Leader trafficcop.HolderInfo `json:"leader"`
 }
@@ -264,7 +282,8 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 		if err != nil {
 			return s, fmt.Errorf("counters: %w", err)
 		}
-		s.Counters = &sum
+		cs := countersOf(sum)
+		s.Counters = &cs
 	}
 	if s.Leader, err = c.Leader(ctx); err != nil {
 		return s, err
@@ -274,7 +293,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 
 // Leader reads who holds the traffic-cop lease, without competing for it.
 func (c *Client) Leader(ctx context.Context) (trafficcop.HolderInfo, error) {
-	h, err := trafficcop.ReadHolder(ctx, c.sc, c.o.Names.Container, c.o.Names.LeaseBlob)
+	h, err := trafficcop.ReadHolder(ctx, c.lease)
 	if errors.Is(err, storage.ErrNotFound) {
 		return trafficcop.HolderInfo{State: trafficcop.LeaseAvailable}, nil
 	}

@@ -1,17 +1,3 @@
-// Package leasecron is the Go API for embedding leasecron: a Client that
-// schedules, cancels and inspects tasks, and a Worker that competes for the
-// traffic-cop lease, moves due tasks into the queue while it leads, runs
-// handlers for queued tasks, and walks the aggregator's blackboard.
-//
-// Delivery is at least once: a task can run more than once (a leader or
-// worker crash between two steps), so handlers must be idempotent. With run
-// records on (the default), a task whose run already succeeded is not run
-// again when a duplicate message arrives.
-//
-// The lower layers live in their own packages: trafficcop (leases and
-// slots), schedule (the ScheduledItems table and the mover), queue (the
-// envelope and the consumer pool), aggregator (the blackboard) and handler
-// (exec and http handlers).
 package leasecron
 
 import (
@@ -23,11 +9,13 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/pause"
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
 )
 
 // Task is what a handler receives.
@@ -39,11 +27,24 @@ type Handler = leasecrontype.Handler
 // Item is a scheduled task; see schedule.Item.
 type Item = schedule.Item
 
-// Run is a task's run record.
-type Run = runs.Run
+// Run is a task's run record; see leasecrontype.Run.
+type Run = leasecrontype.Run
 
-// RunState is a run's visible state.
-type RunState = runs.State
+// RunState is a run's visible state; see leasecrontype.RunState.
+type RunState = leasecrontype.RunState
+
+// The states of a run (leasecrontype.RunScheduled, ...): scheduled →
+// queued → running → succeeded, or running → failed → running … → dead;
+// cancelled from any state that is not finished.
+const (
+	RunScheduled = leasecrontype.RunScheduled
+	RunQueued    = leasecrontype.RunQueued
+	RunRunning   = leasecrontype.RunRunning
+	RunSucceeded = leasecrontype.RunSucceeded
+	RunFailed    = leasecrontype.RunFailed
+	RunDead      = leasecrontype.RunDead
+	RunCancelled = leasecrontype.RunCancelled
+)
 
 // Storage says how to reach the storage account: a connection string, or
 // an account name with Azure AD credentials.
@@ -150,11 +151,16 @@ type parts struct {
 	sched    *schedule.Client
 	queue    *queue.Client
 	runs     *runs.Store // nil when run records are off
+	lease    trafficcop.Lock
+	pauses   *pause.Store
 }
 
 func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clock.Clock, log *slog.Logger) (parts, error) {
 	p := parts{sc: sc}
 	var err error
+	if p.lease, err = trafficcop.NewBlobLock(sc.Blob.NewContainerClient(n.Container), n.LeaseBlob); err != nil {
+		return p, fmt.Errorf("Names.LeaseBlob: %w", err)
+	}
 	if p.payloads, err = payload.NewBlobStore(sc.Blob, payload.Options{Container: n.Container, Logger: log}); err != nil {
 		return p, err
 	}
@@ -163,7 +169,10 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clo
 	}); err != nil {
 		return p, err
 	}
-	if p.queue, err = queue.NewClient(sc, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {
+	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {
+		return p, err
+	}
+	if p.pauses, err = pause.New(sc.Blob.NewContainerClient(n.Container), pause.DefaultBlob, clk); err != nil {
 		return p, err
 	}
 	if !noRuns {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite/azuritetest"
-	"github.com/leasecron/leasecron/internal/runs"
 )
 
 func TestMain(m *testing.M) { azuritetest.Main(m) }
@@ -59,7 +58,7 @@ func TestWorkerAndClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState := func(id string, want runs.State) {
+	waitState := func(id string, want leasecron.RunState) {
 		t.Helper()
 		for {
 			s, err := c.Status(ctx, id)
@@ -79,7 +78,7 @@ func TestWorkerAndClient(t *testing.T) {
 	if _, err := c.Schedule(ctx, leasecron.Item{ID: "a", Type: "note", Due: time.Now()}, false); !errors.Is(err, leasecron.ErrAlreadyScheduled) {
 		t.Fatalf("duplicate id: %v", err)
 	}
-	waitState("a", runs.Succeeded)
+	waitState("a", leasecron.RunSucceeded)
 	if !w.HasControl() {
 		t.Error("the only worker should lead")
 	}
@@ -97,17 +96,17 @@ func TestWorkerAndClient(t *testing.T) {
 	if _, err := c.Schedule(ctx, leasecron.Item{ID: "blocker", Type: "note", Payload: "block", Due: time.Now()}, false); err != nil {
 		t.Fatal(err)
 	}
-	waitState("blocker", runs.Running)
+	waitState("blocker", leasecron.RunRunning)
 	if _, err := c.Schedule(ctx, leasecron.Item{ID: "victim", Type: "note", Due: time.Now()}, false); err != nil {
 		t.Fatal(err)
 	}
-	waitState("victim", runs.Queued)
+	waitState("victim", leasecron.RunQueued)
 	res, err = c.Cancel(ctx, "victim")
 	if err != nil || !res.Marked || res.Removed {
 		t.Fatalf("cancel after move: %+v %v", res, err)
 	}
 	close(block)
-	waitState("blocker", runs.Succeeded)
+	waitState("blocker", leasecron.RunSucceeded)
 	time.Sleep(time.Second) // give the worker time to receive and acknowledge the cancelled message
 	if s, _ := c.Status(ctx, "victim"); s.State() != "cancelled" {
 		t.Errorf("victim state %s", s.State())
@@ -120,7 +119,7 @@ func TestWorkerAndClient(t *testing.T) {
 	if _, err := c.Reschedule(ctx, "moved", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	waitState("moved", runs.Succeeded)
+	waitState("moved", leasecron.RunSucceeded)
 
 	if _, err := c.Cancel(ctx, "nosuch"); !errors.Is(err, leasecron.ErrNotFound) {
 		t.Errorf("cancel unknown: %v", err)
@@ -139,6 +138,10 @@ func TestWorkerAndClient(t *testing.T) {
 		t.Errorf("stats: %+v %v", s, err)
 	}
 
+	reqs := w.Requests()
+	if reqs.Total <= 0 || reqs.ByOp["blob lease-acquire"] < 1 || reqs.ByOp["queue dequeue"] < 1 {
+		t.Errorf("requests: %+v; want lease acquisitions and dequeues", reqs)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
@@ -148,14 +151,42 @@ func TestWorkerAndClient(t *testing.T) {
 	if ran["victim"] != 0 || ran["later"] != 0 || ran["a"] != 1 || ran["moved"] != 1 {
 		t.Errorf("runs: %v", ran)
 	}
+	// The worker flushed its counters when it stopped.
+	s, err = c.Stats(context.Background())
+	if err != nil || s.Counters == nil {
+		t.Fatalf("stats after shutdown: %+v %v", s, err)
+	}
+	if cs := s.Counters; cs.Instances != 1 || cs.Total.Handled != 3 || cs.ByType["note"].Handled != 3 || cs.Total.Cancelled < 1 {
+		t.Errorf("counters after shutdown: %+v; want one instance, 3 handled, a cancelled delivery", *cs)
+	}
+	if s.Leader.Held() {
+		t.Errorf("leader after shutdown: %+v; want the lease released", s.Leader)
+	}
+}
+
+func TestRequestCountsSub(t *testing.T) {
+	base := leasecron.RequestCounts{Total: 5, ByOp: map[string]int64{"blob lease-renew": 2, "queue dequeue": 3}}
+	now := leasecron.RequestCounts{Total: 9, ByOp: map[string]int64{"blob lease-renew": 2, "queue dequeue": 6, "table batch": 1}}
+	got := now.Sub(base)
+	if got.Total != 4 || len(got.ByOp) != 2 || got.ByOp["queue dequeue"] != 3 || got.ByOp["table batch"] != 1 {
+		t.Fatalf("Sub = %+v; want 4 requests: 3 dequeues, 1 batch", got)
+	}
 }
 
 func TestInvalidNamesRefused(t *testing.T) {
-	_, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"}, Names: leasecron.Names{Queue: "Bad_Queue"}})
-	if err == nil {
-		t.Fatalf("want an error for a bad queue name, got %v", err)
-	}
-	if got := err.Error(); !strings.Contains(got, "Names.Queue") || !strings.Contains(got, "Bad_Queue") {
-		t.Fatalf("error %q should name the field and value", got)
+	for _, c := range []struct {
+		names        leasecron.Names
+		field, value string
+	}{
+		{leasecron.Names{Queue: "Bad_Queue"}, "Names.Queue", "Bad_Queue"},
+		{leasecron.Names{LeaseBlob: " locks"}, "Names.LeaseBlob", `" locks"`},
+	} {
+		_, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"}, Names: c.names})
+		if err == nil {
+			t.Fatalf("%s %s: want an error", c.field, c.value)
+		}
+		if got := err.Error(); !strings.Contains(got, c.field) || !strings.Contains(got, c.value) {
+			t.Fatalf("error %q should name the field %s and value %s", got, c.field, c.value)
+		}
 	}
 }

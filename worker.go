@@ -78,6 +78,14 @@ type ConsumerOptions struct {
 	BackoffMax time.Duration
 	// HandlerTimeouts bounds handler runs per task type.
 	HandlerTimeouts map[string]time.Duration
+	// PauseCheck is how long a worker trusts the pause state it read
+	// (see Client.Pause) before reading it again; it reads only while it
+	// has work or holds paused tasks. Default 5 s.
+	PauseCheck time.Duration
+	// PauseHold is how long a task of a type paused without an end is
+	// hidden before it is looked at again; on resume the worker that hid
+	// it shows it again at once. Default 10 min.
+	PauseHold time.Duration
 	// CountersEvery is how often counters are flushed to the Runs table
 	// (what `leasecron stats` sums). Default 30 s.
 	CountersEvery time.Duration
@@ -131,13 +139,17 @@ type WorkerOptions struct {
 	AdminAddr string
 	// Pprof adds /debug/pprof to the admin address.
 	Pprof bool
+	// Dashboard, when set, also serves the web dashboard on AdminAddr
+	// (see DashboardOptions; a non-loopback AdminAddr needs its Auth, or
+	// ReadOnly with AllowAnonymous).
+	Dashboard *DashboardOptions
 	// Version is reported in the build-info metric.
 	Version string
 
 	// Logger receives logs. Default slog.Default().
 	Logger *slog.Logger
 	// Clock is the time source. Default the real clock.
-	Clock clock.Clock
+	Clock leasecrontype.Clock
 }
 
 // Worker is one leasecron instance: it competes for the lease and moves
@@ -186,8 +198,9 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if w.parts, err = newParts(sc, o.Names, o.NoRuns, 0, o.Clock, w.log); err != nil {
 		return nil, err
 	}
+	cc := w.sc.Blob.NewContainerClient(o.Names.Container)
 	for typ, n := range o.Limits {
-		sem, err := trafficcop.NewSemaphore(w.sc, typ, n, trafficcop.SemaphoreOptions{Container: o.Names.Container, Clock: o.Clock, Logger: w.log,
+		sem, err := trafficcop.NewSemaphore(cc, typ, n, trafficcop.SemaphoreOptions{Clock: o.Clock, Logger: w.log,
 			// Slots use the lease timing of the cop, so a crashed holder's
 			// slot frees within lease.duration.
 			LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: o.Lease.Duration, RenewEvery: o.Lease.RenewEvery, SafetyMargin: o.Lease.SafetyMargin}})
@@ -197,9 +210,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 		w.slots[typ] = sem
 	}
 	if !o.NoLead {
-		w.cop, err = trafficcop.NewCop(w.sc, trafficcop.Options{
-			Container: o.Names.Container,
-			Blob:      o.Names.LeaseBlob,
+		w.cop, err = trafficcop.NewCop(w.lease, trafficcop.Options{
 			LeaseTiming: trafficcop.LeaseTiming{
 				LeaseDuration: o.Lease.Duration,
 				RenewEvery:    o.Lease.RenewEvery,
@@ -248,8 +259,10 @@ func (w *Worker) MetricsHandler() http.Handler { return w.metrics.Handler() }
 // HasControl reports whether this instance currently leads.
 func (w *Worker) HasControl() bool { return w.cop != nil && w.cop.HasControl() }
 
-// Requests returns the storage requests this worker has made, by operation.
-func (w *Worker) Requests() *storage.Counter { return w.counter }
+// Requests returns a snapshot of the storage requests this worker has
+// made since NewWorker, by operation. Subtract an earlier snapshot (Sub) to
+// count the requests of an interval.
+func (w *Worker) Requests() RequestCounts { return requestCountsOf(w.counter) }
 
 // Run starts every part of the worker and blocks until ctx ends, then
 // shuts down gracefully: it stops dequeuing, lets in-flight tasks finish
@@ -273,12 +286,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.runs != nil {
 		tables = append(tables, w.o.Names.RunsTable)
 	}
+	dash, err := w.dashboard()
+	if err != nil {
+		return err
+	}
 	srv, err := ops.NewServer(ops.Options{
-		Addr:    w.o.AdminAddr,
-		Metrics: w.metrics,
-		Ready:   ops.ReadyCheck(w.sc, tables, []string{w.o.Names.Queue, w.o.Names.PoisonQueue}),
-		Pprof:   w.o.Pprof,
-		Logger:  w.log,
+		Addr:     w.o.AdminAddr,
+		Metrics:  w.metrics,
+		Ready:    ops.ReadyCheck(w.sc, tables, []string{w.o.Names.Queue, w.o.Names.PoisonQueue}),
+		Pprof:    w.o.Pprof,
+		Logger:   w.log,
+		Fallback: dash,
 	})
 	if err != nil {
 		return err
@@ -312,7 +330,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		g.Go(func() error { return consumer.Run(gctx) })
 	}
 	if !w.o.NoAggregate {
-		a, err := aggregator.NewWorker(w.sc, aggregator.Options{
+		a, err := aggregator.NewWorker(w.sc.Table, aggregator.Options{
 			Table:      w.o.Names.BlackboardTable,
 			Cycle:      w.o.Aggregator.Cycle,
 			LockTTL:    w.o.Aggregator.LockTTL,
@@ -456,6 +474,8 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		ShutdownGrace:     w.o.Consumer.ShutdownGrace,
 		HandlerTimeouts:   w.o.Consumer.HandlerTimeouts,
 		CountersInterval:  w.o.Consumer.CountersEvery,
+		PauseCheck:        w.o.Consumer.PauseCheck,
+		PauseHold:         w.o.Consumer.PauseHold,
 		InstanceID:        w.o.InstanceID,
 		Clock:             w.o.Clock,
 		Logger:            w.log,
@@ -465,10 +485,11 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 	if w.runs != nil {
 		co.Runs = w.runs
 	}
+	co.Pauses = w.pauses
 	if len(w.slots) > 0 {
 		co.Limiter = limiter{w.slots}
 	}
-	c, err := queue.NewConsumer(w.sc, co)
+	c, err := queue.NewConsumer(w.sc.Queue, co)
 	if err != nil {
 		return nil, err
 	}

@@ -29,9 +29,9 @@ func azClients(t *testing.T) *storage.Clients {
 	return c
 }
 
-func azStore(t *testing.T, c *storage.Clients, table string) *TableStore {
+func azStore(t *testing.T, c *storage.Clients, table string) *tableStore {
 	t.Helper()
-	s, err := NewTableStore(c.Table, table)
+	s, err := newTableStore(c.Table, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestBoardOnAzurite(t *testing.T) {
 	defer cancel()
 	c := azClients(t)
 	table := azuritetest.Name(t, "t")
-	b, err := NewBoard(c, table)
+	b, err := NewBoard(c.Table, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestBoardOnAzurite(t *testing.T) {
 		t.Fatal(err)
 	}
 	testBoard(t, ctx, b, azStore(t, c, table))
-	if _, err := NewBoard(c, "no-such_table!"); !errors.Is(err, ErrInvalid) {
+	if _, err := NewBoard(c.Table, "no-such_table!"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("NewBoard(bad table) = %v", err)
 	}
 }
@@ -150,7 +150,7 @@ func TestThreeWorkersShareTwentyKeysOnAzurite(t *testing.T) {
 	)
 	table := azuritetest.Name(t, "t")
 	admin := azClients(t)
-	b, err := NewBoard(admin, table)
+	b, err := NewBoard(admin.Table, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestThreeWorkersShareTwentyKeysOnAzurite(t *testing.T) {
 	began := time.Now()
 	for i := range 3 {
 		id := fmt.Sprintf("w%d", i)
-		w, err := NewWorker(azClients(t), Options{
+		w, err := NewWorker(azClients(t).Table, Options{
 			Table: table, Cycle: cycle, InstanceID: id, Logger: quiet,
 			Handlers: recordingHandler(&log, id),
 			Hooks: Hooks{
@@ -295,7 +295,7 @@ func TestCrashedWorkerKeyIsTakenOverOnAzurite(t *testing.T) {
 	const lockTTL = 1500 * time.Millisecond
 	table := azuritetest.Name(t, "t")
 	admin := azClients(t)
-	b, err := NewBoard(admin, table)
+	b, err := NewBoard(admin.Table, table)
 	if err != nil {
 		t.Fatal(err)
 	}

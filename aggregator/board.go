@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Board edits and reads the blackboard: the operator's side (the CLI's
@@ -16,13 +18,12 @@ type Board struct {
 }
 
 // NewBoard returns the Board over the table (default DefaultTable) of the
-// account behind clients. It does not contact the service; call
-// EnsureTable before the first Add on a fresh account.
-func NewBoard(clients *storage.Clients, table string) (*Board, error) {
-	if clients == nil {
-		return nil, fmt.Errorf("%w: no storage clients", ErrInvalid)
-	}
-	s, err := NewTableStore(clients.Table, table)
+// account behind svc, a table service client the caller built with its own
+// credential (aztables.NewServiceClient, NewServiceClientWithSharedKey or
+// NewServiceClientFromConnectionString). It does not contact the service;
+// the table is created on the first Add.
+func NewBoard(svc *aztables.ServiceClient, table string) (*Board, error) {
+	s, err := newTableStore(svc, table)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +61,7 @@ func (b *Board) Add(ctx context.Context, e Entry, opts *AddOptions) error {
 	}
 	def := e.definition()
 	_, err := b.store.Insert(ctx, def)
-	if errors.Is(err, storage.ErrNotFound) {
+	if errors.Is(err, leasecrontype.ErrNotFound) {
 		// First use: the table does not exist yet.
 		if eerr := b.store.Ensure(ctx); eerr != nil {
 			return fmt.Errorf("add blackboard key %q: %w", e.Key, eerr)
@@ -70,7 +71,7 @@ func (b *Board) Add(ctx context.Context, e Entry, opts *AddOptions) error {
 	switch {
 	case err == nil:
 		return nil
-	case !errors.Is(err, storage.ErrAlreadyExists):
+	case !errors.Is(err, ErrExists):
 		return fmt.Errorf("add blackboard key %q: %w", e.Key, err)
 	case opts == nil || !opts.Replace:
 		return fmt.Errorf("%w: %q is already on the blackboard (%s; replace it to change its definition)", ErrExists, e.Key, b.name)
@@ -95,7 +96,7 @@ func (b *Board) Remove(ctx context.Context, key string) error {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	err := b.store.Delete(ctx, key, "")
-	if errors.Is(err, storage.ErrNotFound) {
+	if errors.Is(err, leasecrontype.ErrNotFound) {
 		return fmt.Errorf("%w: %q is not on the blackboard (%s): %w", ErrNotFound, key, b.name, err)
 	}
 	if err != nil {
@@ -120,7 +121,7 @@ func (b *Board) Get(ctx context.Context, key string) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	e, err := b.store.Get(ctx, key)
-	if errors.Is(err, storage.ErrNotFound) {
+	if errors.Is(err, leasecrontype.ErrNotFound) {
 		return Entry{}, fmt.Errorf("%w: %q is not on the blackboard (%s): %w", ErrNotFound, key, b.name, err)
 	}
 	return e, err
@@ -141,7 +142,7 @@ const maxModifyAttempts = 10
 func (b *Board) modify(ctx context.Context, key string, fn func(*Entry)) error {
 	for attempt := 0; ; attempt++ {
 		cur, err := b.store.Get(ctx, key)
-		if errors.Is(err, storage.ErrNotFound) {
+		if errors.Is(err, leasecrontype.ErrNotFound) {
 			return fmt.Errorf("%w: %q is not on the blackboard (%s): %w", ErrNotFound, key, b.name, err)
 		}
 		if err != nil {
@@ -152,9 +153,9 @@ func (b *Board) modify(ctx context.Context, key string, fn func(*Entry)) error {
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, storage.ErrPreconditionFailed) && attempt+1 < maxModifyAttempts:
+		case errors.Is(err, ErrConflict) && attempt+1 < maxModifyAttempts:
 			continue
-		case errors.Is(err, storage.ErrNotFound):
+		case errors.Is(err, leasecrontype.ErrNotFound):
 			return fmt.Errorf("%w: %q is not on the blackboard (%s): %w", ErrNotFound, key, b.name, err)
 		default:
 			return fmt.Errorf("update blackboard key %q: %w", key, err)

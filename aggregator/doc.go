@@ -9,6 +9,15 @@
 // ClaimedAt, LockedUntil, LastError, LastDuration, RunNow, Runs, Failures.
 // [Board] edits definitions and reads the snapshot; [Worker] runs keys.
 //
+// Both are built over a table service client the caller made with its own
+// credential ([NewBoard], [NewWorker] take an *aztables.ServiceClient), or
+// over any [Store] ([NewBoardWithStore], [NewWorkerWithStore]); [MemStore]
+// is an in-memory one for tests and examples. A key's Type names a
+// leasecrontype.Handler found through Options.Handlers (the worker's
+// registry, shared with the queue); the handler gets a leasecrontype.Task
+// whose Key is the blackboard key. The calendar sub-package is the
+// reference workload.
+//
 // Every cycle (default one hour, ±10% jitter) a worker lists the board,
 // shuffles it so that workers started together spread out, and for each key
 // that is due — never run, last Start at least Interval ago, or RunNow set —

@@ -33,8 +33,12 @@ var (
 	// ErrNotFound: the blackboard has no such key.
 	ErrNotFound = notfound.New("blackboard key not found")
 	// ErrExists: Add found the key already on the blackboard (pass
-	// AddOptions.Replace to overwrite its definition).
+	// AddOptions.Replace to overwrite its definition); a Store's Insert of
+	// an existing row.
 	ErrExists = errors.New("blackboard key already exists")
+	// ErrConflict: a Store's conditional write (Replace, Delete) found the
+	// row changed since it was read: its ETag is no longer the one given.
+	ErrConflict = errors.New("blackboard row changed concurrently")
 	// ErrInvalid is wrapped by every validation error of an Entry or of
 	// Options.
 	ErrInvalid = errors.New("invalid blackboard entry")
@@ -152,9 +156,9 @@ func (e Entry) State(now time.Time) State {
 	}
 }
 
-// TaskID is the task id a handler sees for the run that started at start:
+// taskID is the task id a handler sees for the run that started at start:
 // "{key}@{start, RFC 3339 UTC}".
-func TaskID(key string, start time.Time) string {
+func taskID(key string, start time.Time) string {
 	return key + "@" + start.UTC().Format(time.RFC3339)
 }
 

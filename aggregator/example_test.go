@@ -3,14 +3,26 @@ package aggregator_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
-	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/leasecron/leasecron/aggregator"
-	"github.com/leasecron/leasecron/internal/clock"
-	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
+
+// stoppedClock is a leasecrontype.Clock that stands still, as a test clock
+// would between steps.
+type stoppedClock struct{ now time.Time }
+
+func (c stoppedClock) Now() time.Time                             { return c.now }
+func (c stoppedClock) NewTimer(time.Duration) leasecrontype.Timer { return stoppedTimer{} }
+
+type stoppedTimer struct{}
+
+func (stoppedTimer) C() <-chan time.Time { return nil }
+func (stoppedTimer) Stop() bool          { return true }
 
 // The blackboard on the in-memory store: add a key, let a worker make one
 // pass, and print the snapshot the `blackboard` command shows.
@@ -22,7 +34,7 @@ func Example() {
 		Payload: `{"feeds": ["http://example.com/a.ics"]}`}, nil)
 
 	start := time.Date(2009, 7, 14, 12, 12, 5, 0, time.UTC)
-	clk := clock.NewFake(start)
+	clk := stoppedClock{start}
 	w, err := aggregator.NewWorkerWithStore(store, aggregator.Options{
 		InstanceID: "worker-1",
 		Clock:      clk,
@@ -49,14 +61,15 @@ func Example() {
 	// westlafcals: waiting, start 12:12:05, worker worker-1, runs 1, next due 20:12:05
 }
 
-// A worker over the real table (compile-only: it needs a storage account).
+// A worker over the real table, on a table service client built with its
+// own credential (compile-only: it needs a storage account).
 func ExampleNewWorker() {
-	clients, err := storage.New(storage.Config{ConnectionString: "UseDevelopmentStorage=true"})
+	svc, err := aztables.NewServiceClientFromConnectionString(os.Getenv("AZURE_STORAGE_CONNECTION_STRING"), nil)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	w, err := aggregator.NewWorker(clients, aggregator.Options{
+	w, err := aggregator.NewWorker(svc, aggregator.Options{
 		Cycle:    time.Hour,          // aggregator.cycle
 		LockTTL:  0,                  // aggregator.lock_ttl: 0 = each key's interval
 		Handlers: registryLookup,     // the queue's handler registry

@@ -16,14 +16,16 @@ import (
 
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Store is the blackboard's storage seam: rows keyed by Entry.Key, each
-// with an ETag that changes on every write. Errors are the storage
-// package's sentinels (storage.ErrNotFound, storage.ErrAlreadyExists,
-// storage.ErrPreconditionFailed) so callers branch with errors.Is. The
-// table implementation is NewTableStore; NewMemStore is an in-memory one
-// with the same semantics for tests and examples.
+// with an ETag that changes on every write. Errors wrap these sentinels so
+// callers branch with errors.Is: leasecrontype.ErrNotFound (no such row),
+// ErrExists (Insert of a row that exists) and ErrConflict (the row's ETag
+// is no longer ifMatch). NewBoard and NewWorker use the table one;
+// NewMemStore is an in-memory one with the same semantics for tests and
+// examples.
 type Store interface {
 	// Ensure creates the underlying table if it does not exist.
 	Ensure(ctx context.Context) error
@@ -66,16 +68,16 @@ const (
 	propFailures     = "Failures"
 )
 
-// TableStore is the Store over an Azure table.
-type TableStore struct {
+// tableStore is the Store over an Azure table.
+type tableStore struct {
 	svc   *aztables.ServiceClient
 	name  string
 	table *aztables.Client
 }
 
-// NewTableStore returns the Store over the table name ("" means
+// newTableStore returns the Store over the table name ("" means
 // DefaultTable) of svc. It does not contact the service.
-func NewTableStore(svc *aztables.ServiceClient, name string) (*TableStore, error) {
+func newTableStore(svc *aztables.ServiceClient, name string) (*tableStore, error) {
 	if svc == nil {
 		return nil, fmt.Errorf("%w: no table service client", ErrInvalid)
 	}
@@ -85,14 +87,14 @@ func NewTableStore(svc *aztables.ServiceClient, name string) (*TableStore, error
 	if err := storage.ValidateTableName(name); err != nil {
 		return nil, fmt.Errorf("%w: Table: %w", ErrInvalid, err)
 	}
-	return &TableStore{svc: svc, name: name, table: svc.NewClient(name)}, nil
+	return &tableStore{svc: svc, name: name, table: svc.NewClient(name)}, nil
 }
 
 // Name returns the table name.
-func (s *TableStore) Name() string { return s.name }
+func (s *tableStore) Name() string { return s.name }
 
 // Ensure implements Store.
-func (s *TableStore) Ensure(ctx context.Context) error {
+func (s *tableStore) Ensure(ctx context.Context) error {
 	_, err := s.svc.CreateTable(ctx, s.name, nil)
 	if err = storage.Translate(err); err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
 		return fmt.Errorf("create blackboard table %s: %w", s.name, err)
@@ -101,7 +103,7 @@ func (s *TableStore) Ensure(ctx context.Context) error {
 }
 
 // Get implements Store.
-func (s *TableStore) Get(ctx context.Context, key string) (Entry, error) {
+func (s *tableStore) Get(ctx context.Context, key string) (Entry, error) {
 	resp, err := s.table.GetEntity(ctx, Partition, key, nil)
 	if err != nil {
 		return Entry{}, fmt.Errorf("read blackboard row %q: %w", key, storage.Translate(err))
@@ -115,7 +117,7 @@ func (s *TableStore) Get(ctx context.Context, key string) (Entry, error) {
 }
 
 // List implements Store.
-func (s *TableStore) List(ctx context.Context) ([]Entry, error) {
+func (s *tableStore) List(ctx context.Context) ([]Entry, error) {
 	filter := "PartitionKey eq '" + Partition + "'"
 	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
 	var out []Entry
@@ -123,7 +125,7 @@ func (s *TableStore) List(ctx context.Context) ([]Entry, error) {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
 			err = storage.Translate(err)
-			if errors.Is(err, storage.ErrNotFound) {
+			if errors.Is(err, leasecrontype.ErrNotFound) {
 				return nil, nil // no table yet: an empty board
 			}
 			return nil, fmt.Errorf("list blackboard table %s: %w", s.name, err)
@@ -144,20 +146,20 @@ func (s *TableStore) List(ctx context.Context) ([]Entry, error) {
 }
 
 // Insert implements Store.
-func (s *TableStore) Insert(ctx context.Context, e Entry) (string, error) {
+func (s *tableStore) Insert(ctx context.Context, e Entry) (string, error) {
 	body, err := encodeEntity(e)
 	if err != nil {
 		return "", err
 	}
 	resp, err := s.table.AddEntity(ctx, body, nil)
 	if err != nil {
-		return "", fmt.Errorf("insert blackboard row %q: %w", e.Key, storage.Translate(err))
+		return "", fmt.Errorf("insert blackboard row %q: %w", e.Key, translate(err))
 	}
 	return string(resp.ETag), nil
 }
 
 // Replace implements Store.
-func (s *TableStore) Replace(ctx context.Context, e Entry, ifMatch string) (string, error) {
+func (s *tableStore) Replace(ctx context.Context, e Entry, ifMatch string) (string, error) {
 	if ifMatch == "" {
 		return "", fmt.Errorf("replace blackboard row %q: %w: no ETag to match", e.Key, ErrInvalid)
 	}
@@ -168,22 +170,36 @@ func (s *TableStore) Replace(ctx context.Context, e Entry, ifMatch string) (stri
 	tag := azcore.ETag(ifMatch)
 	resp, err := s.table.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &tag, UpdateMode: aztables.UpdateModeReplace})
 	if err != nil {
-		return "", fmt.Errorf("update blackboard row %q: %w", e.Key, storage.Translate(err))
+		return "", fmt.Errorf("update blackboard row %q: %w", e.Key, translate(err))
 	}
 	return string(resp.ETag), nil
 }
 
 // Delete implements Store.
-func (s *TableStore) Delete(ctx context.Context, key, ifMatch string) error {
+func (s *tableStore) Delete(ctx context.Context, key, ifMatch string) error {
 	var opts *aztables.DeleteEntityOptions
 	if ifMatch != "" {
 		tag := azcore.ETag(ifMatch)
 		opts = &aztables.DeleteEntityOptions{IfMatch: &tag}
 	}
 	if _, err := s.table.DeleteEntity(ctx, Partition, key, opts); err != nil {
-		return fmt.Errorf("delete blackboard row %q: %w", key, storage.Translate(err))
+		return fmt.Errorf("delete blackboard row %q: %w", key, translate(err))
 	}
 	return nil
+}
+
+// translate maps a table error to the Store contract: the storage
+// sentinels a conditional write produces become ErrExists and ErrConflict
+// (the service's error stays in the chain).
+func translate(err error) error {
+	err = storage.Translate(err)
+	switch {
+	case errors.Is(err, storage.ErrAlreadyExists):
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	case errors.Is(err, storage.ErrPreconditionFailed):
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	return err
 }
 
 func encodeEntity(e Entry) ([]byte, error) {
@@ -339,7 +355,7 @@ func (m *MemStore) Get(ctx context.Context, key string) (Entry, error) {
 	defer m.mu.Unlock()
 	e, ok := m.rows[key]
 	if !ok {
-		return Entry{}, fmt.Errorf("read blackboard row %q: %w", key, storage.ErrNotFound)
+		return Entry{}, fmt.Errorf("read blackboard row %q: %w", key, leasecrontype.ErrNotFound)
 	}
 	return e, nil
 }
@@ -367,7 +383,7 @@ func (m *MemStore) Insert(ctx context.Context, e Entry) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.rows[e.Key]; ok {
-		return "", fmt.Errorf("insert blackboard row %q: %w", e.Key, storage.ErrAlreadyExists)
+		return "", fmt.Errorf("insert blackboard row %q: %w", e.Key, ErrExists)
 	}
 	e.ETag = m.nextETag()
 	e.LastError = trunc.Head(e.LastError, maxErrorLen)
@@ -385,9 +401,9 @@ func (m *MemStore) Replace(ctx context.Context, e Entry, ifMatch string) (string
 	cur, ok := m.rows[e.Key]
 	switch {
 	case !ok:
-		return "", fmt.Errorf("update blackboard row %q: %w", e.Key, storage.ErrNotFound)
+		return "", fmt.Errorf("update blackboard row %q: %w", e.Key, leasecrontype.ErrNotFound)
 	case ifMatch != "*" && cur.ETag != ifMatch:
-		return "", fmt.Errorf("update blackboard row %q: %w", e.Key, storage.ErrPreconditionFailed)
+		return "", fmt.Errorf("update blackboard row %q: %w", e.Key, ErrConflict)
 	}
 	e.ETag = m.nextETag()
 	e.LastError = trunc.Head(e.LastError, maxErrorLen)
@@ -405,9 +421,9 @@ func (m *MemStore) Delete(ctx context.Context, key, ifMatch string) error {
 	cur, ok := m.rows[key]
 	switch {
 	case !ok:
-		return fmt.Errorf("delete blackboard row %q: %w", key, storage.ErrNotFound)
+		return fmt.Errorf("delete blackboard row %q: %w", key, leasecrontype.ErrNotFound)
 	case ifMatch != "" && ifMatch != "*" && cur.ETag != ifMatch:
-		return fmt.Errorf("delete blackboard row %q: %w", key, storage.ErrPreconditionFailed)
+		return fmt.Errorf("delete blackboard row %q: %w", key, ErrConflict)
 	}
 	delete(m.rows, key)
 	return nil

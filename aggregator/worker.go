@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/leasecron/leasecron/leasecrontype"
 
 	"github.com/google/uuid"
@@ -164,13 +165,11 @@ type Worker struct {
 	rng      *rand.Rand
 }
 
-// NewWorker returns a Worker over the blackboard table in the account
-// behind clients. It does not contact the service.
-func NewWorker(clients *storage.Clients, opts Options) (*Worker, error) {
-	if clients == nil {
-		return nil, fmt.Errorf("%w: no storage clients", ErrInvalid)
-	}
-	s, err := NewTableStore(clients.Table, opts.Table)
+// NewWorker returns a Worker over the blackboard table opts.Table (default
+// DefaultTable) of the account behind svc, a table service client the
+// caller built with its own credential. It does not contact the service.
+func NewWorker(svc *aztables.ServiceClient, opts Options) (*Worker, error) {
+	s, err := newTableStore(svc, opts.Table)
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +299,7 @@ func (w *Worker) walk(ctx context.Context, cycle *sync.WaitGroup) CycleReport {
 	rows, err := w.store.List(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			if errors.Is(err, storage.ErrNotFound) {
+			if errors.Is(err, leasecrontype.ErrNotFound) {
 				_ = w.store.Ensure(ctx)
 			}
 			w.log.Warn("aggregator: cannot list the blackboard", "error", err)
@@ -474,13 +473,13 @@ func (w *Worker) claim(ctx context.Context, e Entry) (c *claim, conflict bool, e
 			return c, false, nil
 		}
 		switch {
-		case errors.Is(err, storage.ErrNotFound):
+		case errors.Is(err, leasecrontype.ErrNotFound):
 			return nil, false, nil // removed meanwhile
-		case !errors.Is(err, storage.ErrPreconditionFailed):
+		case !errors.Is(err, ErrConflict):
 			return nil, false, err
 		}
 		if e, err = w.store.Get(ctx, e.Key); err != nil {
-			if errors.Is(err, storage.ErrNotFound) {
+			if errors.Is(err, leasecrontype.ErrNotFound) {
 				return nil, true, nil
 			}
 			return nil, true, err
@@ -493,7 +492,7 @@ func (w *Worker) claim(ctx context.Context, e Entry) (c *claim, conflict bool, e
 // the outcome.
 func (w *Worker) execute(ctx context.Context, c *claim) RunReport {
 	e := c.entry
-	rep := RunReport{Key: c.key, Type: e.Type, TaskID: TaskID(c.key, c.start), Worker: w.opts.InstanceID,
+	rep := RunReport{Key: c.key, Type: e.Type, TaskID: taskID(c.key, c.start), Worker: w.opts.InstanceID,
 		Start: c.start, TakenOver: c.takeover, TakenFrom: c.from}
 	log := w.log.With("key", c.key, "task", rep.TaskID)
 	task := leasecrontype.Task{ID: rep.TaskID, Type: e.Type, Payload: []byte(e.Payload), Due: c.start, Attempt: 1, Key: c.key}
@@ -606,14 +605,14 @@ func (w *Worker) writeOwn(ctx context.Context, c *claim, fn func(*Entry)) error 
 			c.entry = next
 			return nil
 		}
-		if errors.Is(err, storage.ErrNotFound) {
+		if errors.Is(err, leasecrontype.ErrNotFound) {
 			return fmt.Errorf("%w: %q was removed while running: %w", ErrNotFound, c.key, err)
 		}
-		if !errors.Is(err, storage.ErrPreconditionFailed) {
+		if !errors.Is(err, ErrConflict) {
 			return err
 		}
 		fresh, err := w.store.Get(ctx, c.key)
-		if errors.Is(err, storage.ErrNotFound) {
+		if errors.Is(err, leasecrontype.ErrNotFound) {
 			return fmt.Errorf("%w: %q was removed while running: %w", ErrNotFound, c.key, err)
 		}
 		if err != nil {
@@ -624,7 +623,7 @@ func (w *Worker) writeOwn(ctx context.Context, c *claim, fn func(*Entry)) error 
 		}
 		base = fresh
 	}
-	return fmt.Errorf("update blackboard key %q: %w after %d attempts", c.key, storage.ErrPreconditionFailed, maxModifyAttempts)
+	return fmt.Errorf("update blackboard key %q: %w after %d attempts", c.key, ErrConflict, maxModifyAttempts)
 }
 
 // callHandler runs h, turning a panic into an error (its stack is logged).

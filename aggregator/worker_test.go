@@ -14,7 +14,6 @@ import (
 	"github.com/leasecron/leasecron/leasecrontype"
 
 	"github.com/leasecron/leasecron/internal/clock"
-	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/trunc"
 )
 
@@ -796,8 +795,8 @@ func testStore(t *testing.T, ctx context.Context, s Store) {
 	if err != nil || etag == "" {
 		t.Fatalf("Insert = %q, %v", etag, err)
 	}
-	if _, err := s.Insert(ctx, full); !errors.Is(err, storage.ErrAlreadyExists) {
-		t.Fatalf("second Insert = %v, want ErrAlreadyExists", err)
+	if _, err := s.Insert(ctx, full); !errors.Is(err, ErrExists) {
+		t.Fatalf("second Insert = %v, want ErrExists", err)
 	}
 	got, err := s.Get(ctx, "k1")
 	if err != nil {
@@ -824,8 +823,8 @@ func testStore(t *testing.T, ctx context.Context, s Store) {
 	if err != nil || etag2 == etag {
 		t.Fatalf("Replace = %q, %v", etag2, err)
 	}
-	if _, err := s.Replace(ctx, next, etag); !errors.Is(err, storage.ErrPreconditionFailed) {
-		t.Fatalf("Replace with stale ETag = %v, want ErrPreconditionFailed", err)
+	if _, err := s.Replace(ctx, next, etag); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Replace with stale ETag = %v, want ErrConflict", err)
 	}
 	if _, err := s.Replace(ctx, next, etag2); err != nil {
 		t.Fatalf("Replace with the ETag Replace returned: %v", err)
@@ -834,19 +833,19 @@ func testStore(t *testing.T, ctx context.Context, s Store) {
 	if err != nil || len(list) != 2 || list[0].Key != "k0" || list[1].Key != "k1" || list[1].ETag == "" || list[1].Running {
 		t.Fatalf("List = %+v, %v", list, err)
 	}
-	if _, err := s.Replace(ctx, Entry{Key: "nope", Interval: time.Second}, etag); !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrPreconditionFailed) {
+	if _, err := s.Replace(ctx, Entry{Key: "nope", Interval: time.Second}, etag); !errors.Is(err, leasecrontype.ErrNotFound) && !errors.Is(err, ErrConflict) {
 		t.Fatalf("Replace(missing) = %v", err)
 	}
-	if err := s.Delete(ctx, "k1", etag); !errors.Is(err, storage.ErrPreconditionFailed) {
+	if err := s.Delete(ctx, "k1", etag); !errors.Is(err, ErrConflict) {
 		t.Fatalf("Delete with stale ETag = %v", err)
 	}
 	if err := s.Delete(ctx, "k1", ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, "k1", ""); !errors.Is(err, storage.ErrNotFound) {
+	if err := s.Delete(ctx, "k1", ""); !errors.Is(err, leasecrontype.ErrNotFound) {
 		t.Fatalf("Delete(missing) = %v", err)
 	}
-	if _, err := s.Get(ctx, "k1"); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := s.Get(ctx, "k1"); !errors.Is(err, leasecrontype.ErrNotFound) {
 		t.Fatalf("Get(missing) = %v", err)
 	}
 }
@@ -863,7 +862,7 @@ func TestEntryStateAndTaskID(t *testing.T) {
 	if e.State(t0.Add(time.Hour)) != StateDue {
 		t.Fatal("due at interval")
 	}
-	if id := TaskID("k", t0.In(time.FixedZone("x", 3600))); id != "k@2009-07-14T12:12:05Z" {
+	if id := taskID("k", t0.In(time.FixedZone("x", 3600))); id != "k@2009-07-14T12:12:05Z" {
 		t.Fatalf("TaskID %s", id)
 	}
 	if long := trunc.Head(strings.Repeat("é", 5000), maxErrorLen); len(long) > maxErrorLen || !strings.HasSuffix(long, "…") {

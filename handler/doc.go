@@ -2,7 +2,8 @@
 // configured with: Exec runs a program named in the configuration and feeds
 // it the payload on standard input; HTTP sends the payload to a URL.
 //
-// Both return a leasecrontype.Handler. Their options are validated when the handler
+// Both return a leasecrontype.Handler (register it with the worker's
+// Handle, or a queue.Consumer's). Their options are validated when the handler
 // is built, so a bad configuration is refused at start-up rather than at the
 // first task; errors wrap ErrInvalidOptions and name the field and value.
 //
@@ -20,11 +21,10 @@
 // combined standard output and error (a ring buffer), so a program that
 // prints gigabytes costs a few kilobytes of memory. HTTP keeps the tail of
 // the response body the same way. A failed run returns an error carrying
-// that tail (*ExecError or *HTTPError; OutputTail extracts it). The tail of
-// every run, successful or not, is written to leasecrontype.Output(ctx), so the queue
-// consumer stores it in the task's run record; a sink put into the context
-// with WithOutputSink receives it instead. Custom handlers report output the
-// same way with RecordOutput.
+// that tail (*ExecError or *HTTPError, found with errors.As). The tail of
+// every run, successful or not, is written to leasecrontype.Output(ctx), so
+// the queue consumer stores it in the task's run record; custom handlers
+// report output the same way.
 //
 // # Idempotency
 //

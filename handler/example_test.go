@@ -2,10 +2,12 @@ package handler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"time"
 
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -24,7 +26,8 @@ func ExampleExec() {
 		fmt.Println(err)
 		return
 	}
-	ctx := handler.WithOutputSink(context.Background(), func(out string) { fmt.Print(out) })
+	// The consumer gives every handler a context whose Output it keeps.
+	ctx := leasecrontype.WithOutputWriter(context.Background(), os.Stdout)
 	err = h(ctx, leasecrontype.Task{ID: "t1", Type: "greet", Payload: []byte("; rm -rf /"), Attempt: 1})
 	fmt.Println("error:", err)
 	// Output:
@@ -33,14 +36,17 @@ func ExampleExec() {
 }
 
 // A failing program's exit code and output travel in the error.
-func ExampleOutputTail() {
+func ExampleExecError() {
 	h, _ := handler.Exec(handler.ExecOptions{Argv: []string{"/bin/sh", "-c", "echo disk full >&2; exit 4"}})
 	err := h(context.Background(), leasecrontype.Task{ID: "t2", Type: "backup"})
 	fmt.Println(err)
-	fmt.Printf("tail: %q\n", handler.OutputTail(err))
+	var ee *handler.ExecError
+	if errors.As(err, &ee) {
+		fmt.Printf("exit code %d, tail: %q\n", ee.ExitCode, ee.Tail)
+	}
 	// Output:
 	// exec /bin/sh: exit code 4; output: disk full
-	// tail: "disk full\n"
+	// exit code 4, tail: "disk full\n"
 }
 
 // An HTTP handler posts the payload; 2xx is success.

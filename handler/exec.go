@@ -261,7 +261,7 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 		if ctx.Err() != nil {
 			ee.Err = h.contextError(ctx)
 		}
-		RecordOutput(ctx, "")
+		recordOutput(ctx, "")
 		return ee
 	}
 	err = cmd.Wait()
@@ -279,7 +279,7 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	p.finish(h.KillGrace)
 
 	tail := out.String()
-	RecordOutput(ctx, tail)
+	recordOutput(ctx, tail)
 	elapsed := time.Since(start)
 	if err == nil {
 		h.Logger.Debug("exec handler: done", "command", h.Argv[0], "task", t.ID, "type", t.Type, "elapsed", elapsed, "output_bytes", out.Total())

@@ -36,12 +36,37 @@ func sampleTask(payload string) leasecrontype.Task {
 	}
 }
 
-// capture returns a context with an output sink and a func reading what it got.
+// countingWriter keeps the last write and counts the writes.
+type countingWriter struct {
+	got   string
+	calls int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.got = string(p) // each run writes its tail once: keep the last
+	w.calls++
+	return len(p), nil
+}
+
+// capture returns a context whose leasecrontype.Output is recorded and a
+// func reading what it got and how many writes that took.
 func capture() (context.Context, func() (string, int)) {
-	var got string
-	calls := 0
-	ctx := WithOutputSink(context.Background(), func(s string) { got = s; calls++ })
-	return ctx, func() (string, int) { return got, calls }
+	w := &countingWriter{}
+	ctx := leasecrontype.WithOutputWriter(context.Background(), w)
+	return ctx, func() (string, int) { return w.got, w.calls }
+}
+
+// tailOf returns the output tail an *ExecError or *HTTPError carries.
+func tailOf(err error) string {
+	var ee *ExecError
+	if errors.As(err, &ee) {
+		return ee.Tail
+	}
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.Tail
+	}
+	return ""
 }
 
 func TestExecValidation(t *testing.T) {
@@ -210,8 +235,8 @@ func TestExecFailureCarriesExitCodeAndTail(t *testing.T) {
 	if ee.Tail != "to-stdout\nboom\n" {
 		t.Errorf("Tail %q", ee.Tail)
 	}
-	if OutputTail(err) != ee.Tail {
-		t.Errorf("OutputTail(err) = %q, want the tail", OutputTail(err))
+	if tailOf(err) != ee.Tail {
+		t.Errorf("tailOf(err) = %q, want the tail", tailOf(err))
 	}
 	if s := err.Error(); !strings.Contains(s, "exit code 3") || !strings.Contains(s, "boom") || !strings.Contains(s, "/bin/sh") {
 		t.Errorf("Error() %q lacks command, exit code or output", s)
@@ -299,8 +324,8 @@ func TestExecNeverExitsIgnoringSIGTERMIsKilled(t *testing.T) {
 	if elapsed < 500*time.Millisecond-50*time.Millisecond || elapsed > 4*time.Second {
 		t.Errorf("returned after %v, want about timeout+grace = 500ms", elapsed)
 	}
-	if !strings.Contains(OutputTail(err), "looping") {
-		t.Errorf("tail %q lacks the program's output", OutputTail(err))
+	if !strings.Contains(tailOf(err), "looping") {
+		t.Errorf("tail %q lacks the program's output", tailOf(err))
 	}
 }
 

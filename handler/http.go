@@ -203,7 +203,7 @@ func (h *httpHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	body := trunc.NewWriter(h.OutputTail)
 	_, rerr := io.Copy(body, io.LimitReader(resp.Body, maxDrain))
 	tail := body.String()
-	RecordOutput(ctx, tail)
+	recordOutput(ctx, tail)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		h.Logger.Debug("http handler: failed", "url", h.safeURL, "task", t.ID, "status", resp.StatusCode, "elapsed", time.Since(start))
 		return &HTTPError{Method: h.Method, URL: h.safeURL, StatusCode: resp.StatusCode, Tail: tail}

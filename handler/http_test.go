@@ -137,8 +137,8 @@ func TestHTTPNon2xxIsAnErrorWithBodyTail(t *testing.T) {
 		if he.StatusCode != status || !strings.HasSuffix(he.Tail, "the real reason") || len(he.Tail) != 32 {
 			t.Errorf("status %d: got %d, tail %q", status, he.StatusCode, he.Tail)
 		}
-		if OutputTail(err) != he.Tail {
-			t.Errorf("OutputTail(err) = %q", OutputTail(err))
+		if tailOf(err) != he.Tail {
+			t.Errorf("tailOf(err) = %q", tailOf(err))
 		}
 		msg := err.Error()
 		if !strings.Contains(msg, http.StatusText(status)) || !strings.Contains(msg, "the real reason") {
@@ -204,7 +204,7 @@ func TestHTTPConnectionRefused(t *testing.T) {
 	if strings.Contains(err.Error(), "SECRET") {
 		t.Errorf("error %q leaks the URL's signature", err)
 	}
-	if OutputTail(err) != "" {
-		t.Errorf("OutputTail of a connection error: %q", OutputTail(err))
+	if tailOf(err) != "" {
+		t.Errorf("OutputTail of a connection error: %q", tailOf(err))
 	}
 }

@@ -11,6 +11,9 @@
 //   - ErrNotFound: wrapped by every "no such task, run, key, dead letter,
 //     blob or table" error of every package, so that one errors.Is test
 //     covers them all.
+//   - ErrLeaseConflict and ErrPreconditionFailed: the refusals of a lease
+//     or a conditional write, which every trafficcop.Lock reports and the
+//     storage layer translates Azure's error codes into.
 //
 // The root package re-exports the names a typical program needs
 // (leasecron.Task, leasecron.Handler, leasecron.Run, ...); reach for this

@@ -37,7 +37,7 @@ func newAz(t *testing.T) *azEnv {
 	if e.runs, err = runs.New(sc, runs.Options{Table: azuritetest.Name(t, "r")}); err != nil {
 		t.Fatal(err)
 	}
-	if e.client, err = NewClient(sc, ClientOptions{Queue: e.queue, PoisonQueue: e.poison}); err != nil {
+	if e.client, err = NewClient(sc.Queue, ClientOptions{Queue: e.queue, PoisonQueue: e.poison}); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -79,7 +79,7 @@ func (e *azEnv) start(o ConsumerOptions, handlers map[string]leasecrontype.Handl
 	e.t.Helper()
 	obs := &observer{events: make(chan event, 1000), polls: make(chan int, 1)}
 	o.Observer = obs
-	c, err := NewConsumer(e.sc, e.fast(o))
+	c, err := NewConsumer(e.sc.Queue, e.fast(o))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestAzureQueueReceipts(t *testing.T) {
 	t.Parallel()
 	e := newAz(t)
 	ctx := context.Background()
-	q := e.client.Work()
+	q := e.client.work
 	if err := e.client.Enqueue(ctx, Envelope{ID: "r1", Type: "t"}, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestAzureTTLNeverExpires(t *testing.T) {
 	if err := e.client.Enqueue(ctx, Envelope{ID: "forever", Type: "t"}, 0); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := e.client.Work().Peek(ctx, 1)
+	msgs, err := e.client.work.Peek(ctx, 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("Peek = %+v, %v", msgs, err)
 	}
@@ -194,7 +194,7 @@ func TestAzureTTLNeverExpires(t *testing.T) {
 	if err := e.client.Enqueue(ctx, Envelope{ID: "later", Type: "t"}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if msgs, _ := e.client.Work().Peek(ctx, 32); len(msgs) != 1 {
+	if msgs, _ := e.client.work.Peek(ctx, 32); len(msgs) != 1 {
 		t.Fatalf("a delayed message is visible: %d visible", len(msgs))
 	}
 	if n, err := e.client.Depth(ctx); err != nil || n != 2 {
@@ -227,7 +227,7 @@ func TestAzureEnqueueSizeLimit(t *testing.T) {
 	if err := e.client.Enqueue(ctx, tricky, 0); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := e.client.Work().Dequeue(ctx, 32, 30*time.Second)
+	msgs, err := e.client.work.Dequeue(ctx, 32, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestAzureAlwaysFailingGoesToPoisonAndRequeues(t *testing.T) {
 	if err := dl.Requeue(ctx, "d1"); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := e.client.Work().Peek(ctx, 32)
+	msgs, err := e.client.work.Peek(ctx, 32)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("work queue after requeue = %+v, %v", msgs, err)
 	}
@@ -377,7 +377,7 @@ func TestAzureDuplicateEnvelopeRunsOnce(t *testing.T) {
 		t.Fatal("worker B should have found the claim held and put the copy back")
 	}
 	r, err := e.runs.Get(ctx, "dup-1")
-	if err != nil || r.State != runs.Succeeded || r.Duplicates != 1 || r.Type != "once" || r.Worker != a.c.Instance() {
+	if err != nil || r.State != runs.Succeeded || r.Duplicates != 1 || r.Type != "once" || r.Worker != a.c.o.InstanceID {
 		t.Fatalf("run = %+v, %v", r, err)
 	}
 	dups := a.c.Stats().Total.Duplicates + b.c.Stats().Total.Duplicates
@@ -432,7 +432,7 @@ func TestAzureMalformedSetAside(t *testing.T) {
 	c := e.start(ConsumerOptions{}, nil)
 	bodies := []string{"hello, not JSON", `{"v":1,"id":"half","type":"t","pay`}
 	for _, b := range bodies {
-		if _, err := e.client.Work().Enqueue(ctx, b, 0); err != nil {
+		if _, err := e.client.work.Enqueue(ctx, b, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -532,7 +532,7 @@ func TestAzureDeadLettersBeyondPeekLimit(t *testing.T) {
 		}
 	}
 	dl := NewDeadLetters(e.client, e.runs)
-	dl.ScanVisibility = 10 * time.Second
+	dl.scanVisibility = 10 * time.Second
 	list, err := dl.List(ctx)
 	if err != nil || len(list) != 37 {
 		t.Fatalf("List = %d records, %v", len(list), err)

@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// Backoff returns the retry delay after the given number of failed attempts
+// backoff returns the retry delay after the given number of failed attempts
 // (1 for the first failure) before jitter: base·2^(failures−1), capped at
 // max.
-func Backoff(base, max time.Duration, failures int) time.Duration {
+func backoff(base, max time.Duration, failures int) time.Duration {
 	if failures < 1 {
 		failures = 1
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
 )
@@ -36,12 +37,6 @@ var (
 	// ErrDelayTooLong: an initial visibility delay beyond MaxVisibility.
 	ErrDelayTooLong = errors.New("enqueue delay too long")
 )
-
-// Producer enqueues envelopes; *Client implements it. The scheduler's mover
-// depends on this interface only.
-type Producer interface {
-	Enqueue(ctx context.Context, env Envelope, delay time.Duration) error
-}
 
 // ClientOptions configure a Client.
 type ClientOptions struct {
@@ -87,24 +82,29 @@ type Client struct {
 	log          *slog.Logger
 }
 
-// NewClient returns a Client over Azure Storage queues.
-func NewClient(sc *storage.Clients, o ClientOptions) (*Client, error) {
+// NewClient returns a Client over the queues o names (default
+// DefaultQueue and DefaultPoisonQueue) of the account behind svc, a queue
+// service client the caller built with its own credential
+// (azqueue.NewServiceClient, NewServiceClientWithSharedKeyCredential or
+// NewServiceClientFromConnectionString). It does not contact the service.
+func NewClient(svc *azqueue.ServiceClient, o ClientOptions) (*Client, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	work, err := NewAzureQueue(sc, o.Queue)
+	work, err := newAzureQueue(svc, o.Queue)
 	if err != nil {
 		return nil, fmt.Errorf("queue: Queue: %w", err)
 	}
-	poison, err := NewAzureQueue(sc, o.PoisonQueue)
+	poison, err := newAzureQueue(svc, o.PoisonQueue)
 	if err != nil {
 		return nil, fmt.Errorf("queue: PoisonQueue: %w", err)
 	}
 	return &Client{work: work, poison: poison, clk: o.Clock, log: o.Logger}, nil
 }
 
-// NewClientWith returns a Client over any pair of queues (MemQueue in
-// tests). The names in o are not used.
+// NewClientWith returns a Client over any pair of queues: AzureQueues
+// built with their own clients, or MemQueues in tests and examples. The
+// queue names in o are not used.
 func NewClientWith(work, poison MessageQueue, o ClientOptions) *Client {
 	return &Client{work: work, poison: poison, clk: clock.OrReal(o.Clock), log: orDefault(o.Logger)}
 }
@@ -115,9 +115,6 @@ func orDefault(l *slog.Logger) *slog.Logger {
 	}
 	return l
 }
-
-// Work returns the work queue.
-func (c *Client) Work() MessageQueue { return c.work }
 
 // Poison returns the poison queue.
 func (c *Client) Poison() MessageQueue { return c.poison }

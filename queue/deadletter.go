@@ -11,9 +11,10 @@ import (
 	"github.com/leasecron/leasecron/internal/notfound"
 )
 
-// RunRequeuer is what DeadLetters needs from the Runs table; *runs.Store
-// and *runs.Mem implement it.
+// RunRequeuer is what DeadLetters needs from the run records: leasecron's
+// Runs table implements it.
 type RunRequeuer interface {
+	// MarkRequeued puts run id back to queued with its attempts reset.
 	MarkRequeued(ctx context.Context, id string) error
 }
 
@@ -30,21 +31,21 @@ var (
 //
 // The service's Peek returns at most 32 messages, so when the poison queue
 // holds 32 or more, List and the requeue operations walk it by dequeuing
-// with a short visibility timeout (ScanVisibility) and then make the
+// with a short visibility timeout (30 s) and then make the
 // messages they did not remove visible again. While a walk is under way the
 // records it holds are invisible to other walks.
 type DeadLetters struct {
 	c    *Client
 	runs RunRequeuer
 	log  *slog.Logger
-	// ScanVisibility hides records during a walk. Default 30s.
-	ScanVisibility time.Duration
+	// scanVisibility hides records during a walk. Default 30s.
+	scanVisibility time.Duration
 }
 
 // NewDeadLetters returns the dead-letter operations of c. runs, when not
 // nil, is told when a run is requeued.
 func NewDeadLetters(c *Client, runs RunRequeuer) *DeadLetters {
-	return &DeadLetters{c: c, runs: runs, log: c.log, ScanVisibility: 30 * time.Second}
+	return &DeadLetters{c: c, runs: runs, log: c.log, scanVisibility: 30 * time.Second}
 }
 
 func parseRecord(m Message) DeadLetter {
@@ -155,7 +156,7 @@ func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter) error {
 	return nil
 }
 
-// walk dequeues every poison record once (hidden for ScanVisibility) and
+// walk dequeues every poison record once (hidden for scanVisibility) and
 // calls visit; visit reports whether it removed the record. Records not
 // removed are made visible again before walk returns.
 func (dl *DeadLetters) walk(ctx context.Context, visit func(DeadLetter) (removed bool, err error)) error {
@@ -171,7 +172,7 @@ func (dl *DeadLetters) walk(ctx context.Context, visit func(DeadLetter) (removed
 		}
 	}()
 	for {
-		msgs, err := dl.c.poison.Dequeue(ctx, MaxBatch, dl.ScanVisibility)
+		msgs, err := dl.c.poison.Dequeue(ctx, MaxBatch, dl.scanVisibility)
 		if err != nil {
 			return fmt.Errorf("queue: walk dead letters: %w", err)
 		}
@@ -181,7 +182,7 @@ func (dl *DeadLetters) walk(ctx context.Context, visit func(DeadLetter) (removed
 		fresh := 0
 		for _, m := range msgs {
 			if seen[m.ID] {
-				// The walk outlasted ScanVisibility: this one was visited.
+				// The walk outlasted scanVisibility: this one was visited.
 				keep[m.ID] = m
 				continue
 			}

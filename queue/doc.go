@@ -2,6 +2,20 @@
 // the consumer pool that dequeues, runs handlers, retries with backoff and
 // sets poison messages aside.
 //
+// # Building one
+//
+// Over Azure Storage, with clients the caller built with its own
+// credential: NewClient (producer, poison queue, depth) and NewConsumer take
+// an *azqueue.ServiceClient and the queue names from their options;
+// NewAzureQueue wraps one *azqueue.QueueClient as a MessageQueue. Over any
+// MessageQueue — AzureQueues, or the in-memory MemQueue for tests and
+// examples — NewClientWith and NewConsumerWith. Handlers are
+// leasecrontype.Handler functions receiving a leasecrontype.Task. What the
+// consumer needs from elsewhere is a small interface each, all optional:
+// RunRecorder (run records and duplicate suppression), PayloadFetcher
+// (large payloads), Limiter (per-type concurrency) and Observer (metrics).
+// leasecron's worker wires in its own; a program may bring its own.
+//
 // # Producing
 //
 // Client.Enqueue sends an Envelope as JSON with a time-to-live of -1 (a
@@ -62,7 +76,7 @@
 // # Run records and duplicates
 //
 // With ConsumerOptions.Runs set, every delivery first claims its run with a
-// conditional write (see internal/runs): a run that already succeeded is
+// conditional write (see RunRecorder): a run that already succeeded is
 // acknowledged without running and counted as a duplicate; a cancelled run
 // is acknowledged without running; a run another worker is running under an
 // unexpired claim is put back until that claim lapses. If the claim cannot
@@ -70,13 +84,23 @@
 // exactly-once, and every other run-record write is bookkeeping whose
 // failure is logged and ignored. Handlers must be idempotent.
 //
-// Output for the run record: a handler writes to Output(ctx) (the last 4 KiB
-// are kept) and/or returns leasecrontype.WithOutput(err, tail).
+// Output for the run record: a handler writes to leasecrontype.Output(ctx)
+// (the last 4 KiB are kept) and/or returns leasecrontype.WithOutput(err,
+// tail).
 //
 // Claim check: a payload blob is fetched through ConsumerOptions.Payloads
 // before the handler runs and deleted after the task succeeds (or is found
 // cancelled), except for a recurring series' blob, which its occurrences
 // share.
+//
+// # Paused types
+//
+// With ConsumerOptions.Pauses set, a delivery whose type is paused is put
+// back without running: hidden until the pause ends (PauseHold when it has
+// no end), no attempt counted (OutcomePaused). The consumer reads the pause
+// state at most once per PauseCheck and only while it receives messages or
+// holds paused ones; it remembers the messages it hid and shows them again
+// as soon as a check finds their type resumed.
 //
 // # Shutdown
 //

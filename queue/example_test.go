@@ -2,14 +2,14 @@ package queue_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"os"
+	"sync"
 	"time"
 
-	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
-	"github.com/leasecron/leasecron/internal/runs"
-	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 )
 
@@ -17,11 +17,9 @@ import (
 func ExampleConsumer() {
 	work := queue.NewMemQueue("work", nil)
 	poison := queue.NewMemQueue("poison", nil)
-	records := runs.NewMem(nil)
 
 	c, err := queue.NewConsumerWith(work, poison, queue.ConsumerOptions{
 		Concurrency: 2,
-		Runs:        records,
 		InstanceID:  "example",
 		PollMin:     10 * time.Millisecond,
 	})
@@ -31,7 +29,6 @@ func ExampleConsumer() {
 	}
 	done := make(chan struct{})
 	c.Handle("greet", func(ctx context.Context, t leasecrontype.Task) error {
-		fmt.Fprintf(leasecrontype.Output(ctx), "greeted %s", t.Payload)
 		fmt.Printf("hello, %s (task %s, attempt %d)\n", t.Payload, t.ID, t.Attempt)
 		close(done)
 		return nil
@@ -51,36 +48,108 @@ func ExampleConsumer() {
 	if err := <-result; err != nil {
 		fmt.Println(err)
 	}
-
-	r, _ := records.Get(context.Background(), "greet-1")
-	fmt.Println("run:", r.State, "output:", r.OutputTail)
 	fmt.Println("handled:", c.Stats().Total.Handled)
 	// Output:
 	// hello, world (task greet-1, attempt 1)
-	// run: succeeded output: greeted world
 	// handled: 1
 }
 
-// A handler that captured its output elsewhere returns it with its error.
-func ExampleWithOutput() {
-	err := leasecrontype.WithOutput(errors.New("exit status 2"), "cannot open input.csv")
-	fmt.Println(err)
-	fmt.Println(leasecrontype.OutputOf(err))
-	// Output:
-	// exit status 2
-	// cannot open input.csv
+// memRecorder is a minimal RunRecorder: it keeps the latest record of each
+// run in memory. (leasecron's Runs table is the one a worker uses.)
+type memRecorder struct {
+	mu   sync.Mutex
+	runs map[string]leasecrontype.Run
 }
 
-// Producing to and inspecting the Azure queues (needs a storage account or
-// Azurite, so it is compile-only).
-func ExampleClient() {
-	sc, err := storage.New(storage.Config{ConnectionString: "UseDevelopmentStorage=true"})
+func (m *memRecorder) Claim(_ context.Context, id, worker string, attempt int, until time.Time, meta leasecrontype.RunMeta) (leasecrontype.Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.runs[id]
+	switch {
+	case r.State == leasecrontype.RunSucceeded:
+		return r, leasecrontype.ErrRunSucceeded
+	case r.State == leasecrontype.RunCancelled:
+		return r, leasecrontype.ErrRunCancelled
+	case r.State == leasecrontype.RunRunning && r.Worker != worker && r.ClaimUntil.After(time.Now()):
+		return r, leasecrontype.ErrRunClaimed
+	}
+	r = leasecrontype.Run{ID: id, State: leasecrontype.RunRunning, Type: meta.Type, Due: meta.Due,
+		Attempts: attempt, Worker: worker, Started: time.Now(), ClaimUntil: until}
+	m.runs[id] = r
+	return r, nil
+}
+
+func (m *memRecorder) Extend(_ context.Context, id, _ string, until time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.runs[id]
+	r.ClaimUntil = until
+	m.runs[id] = r
+	return nil
+}
+
+func (m *memRecorder) Finish(_ context.Context, id string, state leasecrontype.RunState, err error, tail string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.runs[id]
+	r.State, r.OutputTail, r.Finished = state, tail, time.Now()
+	if err != nil {
+		r.LastError = err.Error()
+	}
+	m.runs[id] = r
+	return nil
+}
+
+// A consumer with run records: the recorder sees the claim and the
+// outcome, with what the handler wrote to leasecrontype.Output; a second
+// delivery of a run that succeeded is acknowledged without running.
+func ExampleRunRecorder() {
+	work, poison := queue.NewMemQueue("work", nil), queue.NewMemQueue("poison", nil)
+	records := &memRecorder{runs: map[string]leasecrontype.Run{}}
+	c, err := queue.NewConsumerWith(work, poison, queue.ConsumerOptions{Runs: records, PollMin: 10 * time.Millisecond})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ran := make(chan struct{}, 2)
+	c.Handle("report", func(ctx context.Context, t leasecrontype.Task) error {
+		fmt.Fprintf(leasecrontype.Output(ctx), "wrote report %s", t.Payload)
+		ran <- struct{}{}
+		return nil
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	result := make(chan error, 1)
+	go func() { result <- c.Run(ctx) }()
+
+	env := queue.Envelope{ID: "report-7", Type: "report", Payload: "7"}
+	_ = c.Client().Enqueue(ctx, env, 0)
+	<-ran
+	_ = c.Client().Enqueue(ctx, env, 0) // the same run delivered again
+	for c.Stats().Total.Duplicates == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	<-result
+
+	r := records.runs["report-7"]
+	fmt.Println("run:", r.State, "output:", r.OutputTail)
+	fmt.Println("handled:", c.Stats().Total.Handled, "duplicates:", c.Stats().Total.Duplicates)
+	// Output:
+	// run: succeeded output: wrote report 7
+	// handled: 1 duplicates: 1
+}
+
+// Producing to and inspecting the Azure queues over a queue service client
+// built with its own credential (needs a storage account or Azurite, so it
+// is compile-only).
+func ExampleNewClient() {
+	svc, err := azqueue.NewServiceClientFromConnectionString(os.Getenv("AZURE_STORAGE_CONNECTION_STRING"), nil)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	ctx := context.Background()
-	client, err := queue.NewClient(sc, queue.ClientOptions{})
+	client, err := queue.NewClient(svc, queue.ClientOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return

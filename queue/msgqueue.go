@@ -80,22 +80,35 @@ const MaxVisibility = 7 * 24 * time.Hour
 // created on first use.
 type AzureQueue struct {
 	name  string
-	svc   *azqueue.ServiceClient
 	qc    *azqueue.QueueClient
 	mu    sync.Mutex
 	ready bool
 }
 
-// NewAzureQueue returns the queue called name. It does not contact the
-// service.
-func NewAzureQueue(sc *storage.Clients, name string) (*AzureQueue, error) {
+// NewAzureQueue returns the MessageQueue over qc, a client for one queue
+// (from azqueue.ServiceClient.NewQueueClient or
+// azqueue.NewQueueClientFromConnectionString, with its own credential). It
+// does not contact the service; the queue is created on first use.
+func NewAzureQueue(qc *azqueue.QueueClient) (*AzureQueue, error) {
+	if qc == nil {
+		return nil, errors.New("queue: NewAzureQueue: the queue client is nil")
+	}
+	name, err := storage.NameFromURL(qc.URL(), storage.ValidateQueueName)
+	if err != nil {
+		return nil, fmt.Errorf("queue: NewAzureQueue: queue client %w", err)
+	}
+	return &AzureQueue{name: name, qc: qc}, nil
+}
+
+// newAzureQueue returns the AzureQueue called name of svc.
+func newAzureQueue(svc *azqueue.ServiceClient, name string) (*AzureQueue, error) {
 	if err := storage.ValidateQueueName(name); err != nil {
 		return nil, err
 	}
-	if sc == nil || sc.Queue == nil {
-		return nil, errors.New("queue: no queue service client")
+	if svc == nil {
+		return nil, errors.New("the queue service client is nil")
 	}
-	return &AzureQueue{name: name, svc: sc.Queue, qc: sc.Queue.NewQueueClient(name)}, nil
+	return &AzureQueue{name: name, qc: svc.NewQueueClient(name)}, nil
 }
 
 // Name implements MessageQueue.
@@ -107,7 +120,7 @@ func (q *AzureQueue) ensure(ctx context.Context) error {
 	if q.ready {
 		return nil
 	}
-	_, err := q.svc.CreateQueue(ctx, q.name, nil)
+	_, err := q.qc.Create(ctx, nil)
 	if err = storage.Translate(err); err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
 		return fmt.Errorf("create queue %s: %w", q.name, err)
 	}

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Outcome is what became of one delivered message.
@@ -30,6 +30,9 @@ const (
 	// OutcomeDeferred: put back for later without counting an attempt (no
 	// limiter slot, claimed by another worker, already running here).
 	OutcomeDeferred Outcome = "deferred"
+	// OutcomePaused: its type is paused; put back without running and
+	// without counting an attempt, until the type is resumed.
+	OutcomePaused Outcome = "paused"
 	// OutcomeAbandoned: released unfinished because the worker shut down.
 	OutcomeAbandoned Outcome = "abandoned"
 	// OutcomeLost: the handler ran but the message's visibility could not
@@ -56,29 +59,6 @@ type Observer interface {
 // MalformedType is the type under which unreadable messages are counted.
 const MalformedType = "(malformed)"
 
-// Counts are cumulative outcome counts (see runs.Counts for the meaning of
-// each field; the consumer flushes them there).
-type Counts struct {
-	// Handled counts runs whose handler succeeded.
-	Handled int64
-	// Failed counts failed attempts, including the last one of a dead run.
-	Failed int64
-	// Retried counts failed attempts scheduled for another try.
-	Retried int64
-	// Dead counts runs given up and set aside.
-	Dead int64
-	// Duplicates counts deliveries of runs that had already succeeded.
-	Duplicates int64
-	// Cancelled counts deliveries of cancelled runs.
-	Cancelled int64
-	// SetAside counts messages written to the poison queue.
-	SetAside int64
-	// Deferred counts deliveries put back without an attempt.
-	Deferred int64
-	// Abandoned counts deliveries released unfinished at shutdown.
-	Abandoned int64
-}
-
 // Stats is a snapshot of a consumer.
 type Stats struct {
 	// Instance is the consumer's instance id.
@@ -88,27 +68,27 @@ type Stats struct {
 	// PollInterval is the current empty-queue polling interval.
 	PollInterval time.Duration
 	// Total sums every type.
-	Total Counts
+	Total leasecrontype.Counts
 	// ByType holds the counts per task type.
-	ByType map[string]Counts
+	ByType map[string]leasecrontype.Counts
 }
 
 type statsState struct {
 	mu       sync.Mutex
-	byType   map[string]*Counts
+	byType   map[string]*leasecrontype.Counts
 	inFlight int
 	poll     time.Duration
 }
 
-func (s *statsState) add(typ string, f func(c *Counts)) {
+func (s *statsState) add(typ string, f func(c *leasecrontype.Counts)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byType == nil {
-		s.byType = map[string]*Counts{}
+		s.byType = map[string]*leasecrontype.Counts{}
 	}
 	c := s.byType[typ]
 	if c == nil {
-		c = &Counts{}
+		c = &leasecrontype.Counts{}
 		s.byType[typ] = c
 	}
 	f(c)
@@ -117,25 +97,10 @@ func (s *statsState) add(typ string, f func(c *Counts)) {
 func (s *statsState) snapshot(instance string) Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Instance: instance, InFlight: s.inFlight, PollInterval: s.poll, ByType: map[string]Counts{}}
+	st := Stats{Instance: instance, InFlight: s.inFlight, PollInterval: s.poll, ByType: map[string]leasecrontype.Counts{}}
 	for k, c := range s.byType {
 		st.ByType[k] = *c
-		addCounts(&st.Total, *c)
+		st.Total.Add(*c)
 	}
 	return st
-}
-
-func addCounts(a *Counts, b Counts) {
-	x := runs.Counts(*a)
-	x.Add(runs.Counts(b))
-	*a = Counts(x)
-}
-
-// toRuns converts a snapshot for the Runs table's counters row.
-func (st Stats) toRuns() runs.Counters {
-	c := runs.Counters{Instance: st.Instance, Total: runs.Counts(st.Total), ByType: map[string]runs.Counts{}}
-	for k, v := range st.ByType {
-		c.ByType[k] = runs.Counts(v)
-	}
-	return c
 }

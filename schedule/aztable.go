@@ -57,6 +57,12 @@ func (t *AzureTable) Query(ctx context.Context, q Query) (Page, error) {
 	if q.To != "" {
 		filter += " and RowKey lt " + odataString(q.To)
 	}
+	if q.Type != "" {
+		filter += " and Type eq " + odataString(q.Type)
+	}
+	if q.Recurring {
+		filter += " and Recurrence gt ''"
+	}
 	opts := &aztables.ListEntitiesOptions{Filter: &filter}
 	if len(q.Select) > 0 {
 		sel := []string{"PartitionKey", "RowKey"}

@@ -334,8 +334,8 @@ func TestAzureLargePayloadRoundTrip(t *testing.T) {
 		t.Fatalf("not claim-checked: %+v", it.PayloadBlob)
 	}
 	got, _ := a.c.Get(ctx(t), "big")
-	if p, err := a.c.LoadPayload(ctx(t), got); err != nil || p != big {
-		t.Fatalf("LoadPayload: %d bytes, %v", len(p), err)
+	if p, err := a.store.Get(ctx(t), got.PayloadBlob); err != nil || string(p) != big {
+		t.Fatalf("payload blob: %d bytes, %v", len(p), err)
 	}
 	// A refused duplicate leaves no blob behind.
 	if _, err := a.c.Add(ctx(t), Item{ID: "big", Due: t0, Payload: big}, AddOptions{}); !errors.Is(err, ErrAlreadyScheduled) {
@@ -529,7 +529,8 @@ func TestAzureFreshAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := payload.NewBlobStore(clients.Blob, payload.Options{Container: azuritetest.Name(t, "c")})
+	// The public constructor, over a container client the caller built.
+	store, err := NewPayloadStore(clients.Blob.NewContainerClient(azuritetest.Name(t, "c")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +561,7 @@ func TestAzureFreshAccount(t *testing.T) {
 	if err != nil || got.PayloadBlob == "" {
 		t.Fatalf("Get after the first Add = %+v, %v", got, err)
 	}
-	if p, err := c.LoadPayload(ctx(t), got); err != nil || p != big {
+	if p, err := store.Get(ctx(t), got.PayloadBlob); err != nil || string(p) != big {
 		t.Fatalf("payload after the first Add: %d bytes, %v", len(p), err)
 	}
 }

@@ -145,11 +145,11 @@ func TestRescheduleAndList(t *testing.T) {
 func TestDirectRowsFoundByScan(t *testing.T) {
 	c, mt, _ := newMemClient(t, Options{})
 	rk, _ := RowKey(t0, "raw-guid-1")
-	if err := mt.PutRaw("00", rk, map[string]any{"Message": "hi"}); err != nil {
+	if err := mt.putRaw("00", rk, map[string]any{"Message": "hi"}); err != nil {
 		t.Fatal(err)
 	}
 	rk2, _ := RowKey(t0, "other")
-	_ = mt.PutRaw("00", rk2, map[string]any{"Message": "x", "Id": "named"})
+	_ = mt.putRaw("00", rk2, map[string]any{"Message": "x", "Id": "named"})
 	got, err := c.Get(ctx(t), "raw-guid-1")
 	if err != nil || got.Payload != "hi" || got.Type != DefaultType || got.Indexed {
 		t.Fatalf("Get direct = %+v, %v", got, err)
@@ -168,7 +168,7 @@ func TestDirectRowsFoundByScan(t *testing.T) {
 	}
 	// Lookups accept ids Add would refuse (rows written by other clients).
 	rk3, _ := RowKey(t0, "o'brien report")
-	_ = mt.PutRaw("00", rk3, map[string]any{"Message": "q"})
+	_ = mt.putRaw("00", rk3, map[string]any{"Message": "q"})
 	if got, err := c.Get(ctx(t), "o'brien report"); err != nil || got.Payload != "q" {
 		t.Fatalf("Get quoted = %+v, %v", got, err)
 	}
@@ -176,10 +176,10 @@ func TestDirectRowsFoundByScan(t *testing.T) {
 
 func TestScanLimit(t *testing.T) {
 	c, mt, _ := newMemClient(t, Options{ScanLimit: 5})
-	mt.MaxPage = 2
+	mt.maxPage = 2
 	for i := range 10 {
 		rk, _ := RowKey(t0.Add(time.Duration(i)*time.Second), fmt.Sprintf("d%d", i))
-		_ = mt.PutRaw("00", rk, map[string]any{"Message": ""})
+		_ = mt.putRaw("00", rk, map[string]any{"Message": ""})
 	}
 	_, err := c.Get(ctx(t), "d9")
 	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "gave up after scanning 6 rows") {
@@ -192,7 +192,7 @@ func TestScanLimit(t *testing.T) {
 
 func TestOrphanIndexIsTakenOver(t *testing.T) {
 	c, mt, _ := newMemClient(t, Options{})
-	_ = mt.PutRaw("00", "id~ghost", map[string]any{PropItem: "0638000000000000000_ghost"})
+	_ = mt.putRaw("00", "id~ghost", map[string]any{PropItem: "0638000000000000000_ghost"})
 	if _, err := c.Get(ctx(t), "ghost"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get orphan: %v", err)
 	}
@@ -204,7 +204,7 @@ func TestOrphanIndexIsTakenOver(t *testing.T) {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
 	// An orphan index is tidied by Cancel.
-	_ = mt.PutRaw("00", "id~ghost2", map[string]any{PropItem: "0638000000000000000_ghost2"})
+	_ = mt.putRaw("00", "id~ghost2", map[string]any{PropItem: "0638000000000000000_ghost2"})
 	if _, err := c.Cancel(ctx(t), "ghost2"); !errors.Is(err, ErrNotFound) {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestOrphanIndexIsTakenOver(t *testing.T) {
 func TestAddDirectRowSameKey(t *testing.T) {
 	c, mt, _ := newMemClient(t, Options{})
 	rk, _ := RowKey(t0, "dup")
-	_ = mt.PutRaw("00", rk, map[string]any{"Message": "theirs"})
+	_ = mt.putRaw("00", rk, map[string]any{"Message": "theirs"})
 	if _, err := c.Add(ctx(t), Item{ID: "dup", Due: t0, Payload: "ours"}, AddOptions{}); !errors.Is(err, ErrAlreadyScheduled) {
 		t.Fatalf("err = %v", err)
 	}
@@ -241,16 +241,16 @@ func TestLargePayloadClaimCheck(t *testing.T) {
 		t.Fatalf("not claim-checked: %q", it.PayloadBlob)
 	}
 	got, _ := c.Get(ctx(t), "big")
-	p, err := c.LoadPayload(ctx(t), got)
-	if err != nil || p != big {
-		t.Fatalf("LoadPayload: %d bytes, %v", len(p), err)
+	p, err := store.Get(ctx(t), got.PayloadBlob)
+	if err != nil || string(p) != big {
+		t.Fatalf("payload blob: %d bytes, %v", len(p), err)
 	}
 	// A failed table write deletes the blob it wrote.
-	mt.BeforeSubmit = func([]Op) error { return fmt.Errorf("boom: %w", storage.ErrAuth) }
+	mt.beforeSubmit = func([]Op) error { return fmt.Errorf("boom: %w", storage.ErrAuth) }
 	if _, err := c.Add(ctx(t), Item{ID: "big2", Due: t0, Payload: big}, AddOptions{}); !errors.Is(err, storage.ErrAuth) {
 		t.Fatalf("err = %v", err)
 	}
-	mt.BeforeSubmit = nil
+	mt.beforeSubmit = nil
 	if n := store.Names(); len(n) != 1 {
 		t.Fatalf("blobs after failed add: %v", n)
 	}
@@ -313,7 +313,7 @@ func TestShardsSpreadAndFind(t *testing.T) {
 // TestMissingTableIsAnEmptySchedule: on a table that does not exist yet,
 // reads see nothing scheduled and the first Add creates the table.
 func TestMissingTableIsAnEmptySchedule(t *testing.T) {
-	tbl := NewMissingMemoryTable()
+	tbl := newMissingMemoryTable()
 	c, err := New(tbl, Options{Clock: clock.NewFake(t0), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -327,14 +327,14 @@ func TestMissingTableIsAnEmptySchedule(t *testing.T) {
 	if _, err := c.Get(ctx(t), "a"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("Get = %v, want ErrNotFound saying the table does not exist", err)
 	}
-	if tbl.Calls()["Create"] != 0 {
+	if tbl.callCounts()["Create"] != 0 {
 		t.Fatal("a read created the table")
 	}
 	if _, err := c.Add(ctx(t), Item{ID: "a", Due: t0.Add(time.Minute)}, AddOptions{}); err != nil {
 		t.Fatalf("first Add: %v", err)
 	}
-	if tbl.Calls()["Create"] != 1 {
-		t.Fatalf("Create called %d times, want 1", tbl.Calls()["Create"])
+	if tbl.callCounts()["Create"] != 1 {
+		t.Fatalf("Create called %d times, want 1", tbl.callCounts()["Create"])
 	}
 	if got, err := c.Get(ctx(t), "a"); err != nil || got.ID != "a" {
 		t.Fatalf("Get after Add = %+v, %v", got, err)

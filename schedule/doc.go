@@ -2,6 +2,20 @@
 // pending tasks — and the Mover that, while its instance holds the traffic
 // cop's lease, moves due tasks into the work queue.
 //
+// # Public surface
+//
+// Client (New over any Table, NewAzure over an *aztables.ServiceClient)
+// adds, gets, cancels, reschedules and lists tasks; Item is a task as
+// written and read. Mover (NewMover) moves due rows; it takes the work queue
+// as a small Enqueuer (queue.Client implements it), malformed rows go to a
+// SetAsider, and its generation comes from the traffic cop's lease term.
+// Table is the storage seam both use: NewAzureTable is the Azure
+// implementation, MemoryTable the in-memory one for tests and examples.
+// PayloadStore holds payloads too large to travel inline (NewPayloadStore
+// keeps them in a blob container the caller built). RowKey, ParseRowKey,
+// Ticks and ParseRecurrence are the row contract's helpers for programs
+// that write rows themselves.
+//
 // # Row schema (a public contract: any client in any language may insert rows)
 //
 //	PartitionKey  shard, "00" by default

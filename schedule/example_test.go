@@ -7,9 +7,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/clock"
-	"github.com/leasecron/leasecron/internal/payload"
-	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
@@ -27,12 +28,24 @@ func (printQueue) SetAside(_ context.Context, raw, reason string) error {
 	return nil
 }
 
+// stoppedClock stands still at one moment, so the example's output does not
+// depend on when it runs; a program leaves Options.Clock nil (the real clock).
+type stoppedClock struct{ t time.Time }
+
+func (c stoppedClock) Now() time.Time                           { return c.t }
+func (stoppedClock) NewTimer(time.Duration) leasecrontype.Timer { return neverTimer{} }
+
+type neverTimer struct{}
+
+func (neverTimer) C() <-chan time.Time { return nil }
+func (neverTimer) Stop() bool          { return true }
+
 // A one-off task and a recurring series, moved by one pass of the Mover (on
 // the in-memory table and a fake clock).
 func ExampleMover() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fc := clock.NewFake(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
+	fc := stoppedClock{time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)}
 	quiet := slog.New(slog.DiscardHandler)
 	table := schedule.NewMemoryTable()
 	c, _ := schedule.New(table, schedule.Options{Clock: fc, Logger: quiet})
@@ -78,13 +91,24 @@ func ExampleParseWhen() {
 // Azurite).
 func ExampleNewAzure() {
 	ctx := context.Background()
-	clients, err := storage.New(storage.Config{ConnectionString: os.Getenv("AZURE_STORAGE_CONNECTION_STRING")})
+	conn := os.Getenv("AZURE_STORAGE_CONNECTION_STRING")
+	tables, err := aztables.NewServiceClientFromConnectionString(conn, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	store, _ := payload.NewBlobStore(clients.Blob, payload.Options{})
-	c, err := schedule.NewAzure(clients.Table, schedule.Options{PayloadStore: store})
+	// Payloads over 24 KiB go to blobs in the "leasecron" container.
+	blobs, err := container.NewClientFromConnectionString(conn, "leasecron", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	store, err := schedule.NewPayloadStore(blobs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c, err := schedule.NewAzure(tables, schedule.Options{PayloadStore: store})
 	if err != nil {
 		fmt.Println(err)
 		return

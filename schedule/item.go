@@ -134,10 +134,10 @@ func validateLookupID(id string) error {
 // crockford is lower-case Crockford base32, in ASCII order.
 const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
 
-// NewID returns a fresh task id: 26 lower-case base32 characters, the first
+// newID returns a fresh task id: 26 lower-case base32 characters, the first
 // 10 encoding the millisecond time t (so ids sort by creation time) and the
 // rest 80 random bits.
-func NewID(t time.Time) string {
+func newID(t time.Time) string {
 	var b [26]byte
 	ms := uint64(t.UnixMilli())
 	for i := 9; i >= 0; i-- {

@@ -70,7 +70,7 @@ func TestValidationRefusesBeforeWriting(t *testing.T) {
 			}
 		}
 	}
-	if n := mt.Calls()["Submit"]; n != 0 {
+	if n := mt.callCounts()["Submit"]; n != 0 {
 		t.Fatalf("%d writes after refused input", n)
 	}
 }
@@ -78,7 +78,7 @@ func TestValidationRefusesBeforeWriting(t *testing.T) {
 func TestPrepareDefaults(t *testing.T) {
 	c, _, fc := newMemClient(t, Options{})
 	berlin, _ := time.LoadLocation("Europe/Berlin")
-	it, err := c.Prepare(Item{Due: t0.In(berlin).Add(123 * time.Nanosecond), Payload: "{}"})
+	it, err := c.prepare(Item{Due: t0.In(berlin).Add(123 * time.Nanosecond), Payload: "{}"}, fc.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +89,9 @@ func TestPrepareDefaults(t *testing.T) {
 		t.Fatalf("due not normalised: %s", it.Due)
 	}
 	// Generated ids sort by creation time.
-	a := NewID(fc.Now())
-	b := NewID(fc.Now().Add(time.Millisecond))
-	if !(a < b) || a == NewID(fc.Now()) {
+	a := newID(fc.Now())
+	b := newID(fc.Now().Add(time.Millisecond))
+	if !(a < b) || a == newID(fc.Now()) {
 		t.Fatalf("ids %s %s not time-sortable and unique", a, b)
 	}
 	for _, ok := range []string{"nightly_report", "a.b:c-d", "X", strings.Repeat("z", 200)} {

@@ -13,22 +13,19 @@ import (
 
 // MemoryTable is an in-memory Table with the service's semantics for the
 // operations leasecron uses (ETags, atomic transactions, RowKey-ordered
-// range queries with paging). It is meant for tests; the zero value is not
-// usable, create one with NewMemoryTable.
+// range queries with paging), for tests and examples that run without
+// storage. The zero value is not usable; create one with NewMemoryTable.
 type MemoryTable struct {
 	mu      sync.Mutex
 	rows    map[string]map[string]memRow // partition → row key → row
 	etag    int64
 	calls   map[string]int
 	missing bool // every call fails with storage.ErrTableNotFound until Create
-	// BeforeSubmit, when set, is called with every Submit's operations
+	// beforeSubmit, when set, is called with every Submit's operations
 	// before they are applied; a non-nil error fails the Submit unapplied.
-	BeforeSubmit func(ops []Op) error
-	// BeforeQuery, when set, is called before every Query; a non-nil error
-	// fails it.
-	BeforeQuery func(q Query) error
-	// MaxPage caps the page size of queries (0 = 1000, the service's cap).
-	MaxPage int
+	beforeSubmit func(ops []Op) error
+	// maxPage caps the page size of queries (0 = 1000, the service's cap).
+	maxPage int
 }
 
 type memRow struct {
@@ -43,10 +40,10 @@ func NewMemoryTable() *MemoryTable {
 	return &MemoryTable{rows: map[string]map[string]memRow{}, calls: map[string]int{}}
 }
 
-// NewMissingMemoryTable returns a table that does not exist yet, as on a
+// newMissingMemoryTable returns a table that does not exist yet, as on a
 // fresh storage account: every call fails with storage.ErrTableNotFound
 // until Create.
-func NewMissingMemoryTable() *MemoryTable {
+func newMissingMemoryTable() *MemoryTable {
 	m := NewMemoryTable()
 	m.missing = true
 	return m
@@ -69,8 +66,8 @@ func (m *MemoryTable) absent(what string) error {
 	return nil
 }
 
-// Calls returns how often each method (Query, Get, Submit) was called.
-func (m *MemoryTable) Calls() map[string]int {
+// callCounts returns how often each method (Query, Get, Submit) was called.
+func (m *MemoryTable) callCounts() map[string]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := map[string]int{}
@@ -98,9 +95,9 @@ func (m *MemoryTable) Rows(partition string) []Entity {
 	return out
 }
 
-// PutRaw stores an entity given as raw JSON properties (as another
+// putRaw stores an entity given as raw JSON properties (as another
 // language's client would write it), replacing any row with the same keys.
-func (m *MemoryTable) PutRaw(partition, rowKey string, props map[string]any) error {
+func (m *MemoryTable) putRaw(partition, rowKey string, props map[string]any) error {
 	b, err := encodeEntity(partition, rowKey, props)
 	if err != nil {
 		return err
@@ -139,22 +136,13 @@ func (m *MemoryTable) Query(ctx context.Context, q Query) (Page, error) {
 		return Page{}, err
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.calls["Query"]++
-	hook := m.BeforeQuery
-	err := m.absent("query " + q.Partition)
-	m.mu.Unlock()
-	if err != nil {
+	if err := m.absent("query " + q.Partition); err != nil {
 		return Page{}, err
 	}
-	if hook != nil {
-		if err := hook(q); err != nil {
-			return Page{}, err
-		}
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	top := int(q.Top)
-	limit := m.MaxPage
+	limit := m.maxPage
 	if limit <= 0 {
 		limit = 1000
 	}
@@ -181,6 +169,9 @@ func (m *MemoryTable) Query(ctx context.Context, q Query) (Page, error) {
 			break
 		}
 		e := m.entity(m.rows[q.Partition][rk])
+		if !q.keeps(e.Props) {
+			continue
+		}
 		if len(q.Select) > 0 {
 			keep := map[string]any{}
 			for _, s := range q.Select {
@@ -223,7 +214,7 @@ func (m *MemoryTable) Submit(ctx context.Context, ops []Op) error {
 	}
 	m.mu.Lock()
 	m.calls["Submit"]++
-	hook := m.BeforeSubmit
+	hook := m.beforeSubmit
 	err := m.absent("submit")
 	m.mu.Unlock()
 	if err != nil {

@@ -248,7 +248,7 @@ func TestMoverSetsMalformedRowsAside(t *testing.T) {
 		mustKey(t0.Add(-3*time.Second), "maxatt"):  {"Message": "x", "MaxAttempts": -3},
 	}
 	for rk, p := range rows {
-		if err := e.mt.PutRaw("00", rk, p); err != nil {
+		if err := e.mt.putRaw("00", rk, p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -288,7 +288,7 @@ func mustKey(t time.Time, id string) string {
 
 func TestMoverKeepsRowsItCannotSetAside(t *testing.T) {
 	e := newMoverEnv(t, 1, MoverOptions{})
-	_ = e.mt.PutRaw("00", "!bad", map[string]any{"Message": "x"})
+	_ = e.mt.putRaw("00", "!bad", map[string]any{"Message": "x"})
 	e.q.setErr = errors.New("poison queue down")
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
@@ -302,7 +302,7 @@ func TestMoverSweepFindsKeysThatNeverComeDue(t *testing.T) {
 	e := newMoverEnv(t, 1, MoverOptions{})
 	far := "3000000000000000000_far" // year ~9507: valid, not due
 	for _, rk := range []string{"abc", "Zed", "5000000000000000000_x", "~zz", "~fence2", far} {
-		_ = e.mt.PutRaw("00", rk, map[string]any{"Message": "x"})
+		_ = e.mt.putRaw("00", rk, map[string]any{"Message": "x"})
 	}
 	e.add(t, Item{ID: "future", Due: t0.Add(time.Hour)}) // index row must survive
 	if err := e.m.takeFence(ctx(t), "00", 1); err != nil {
@@ -395,7 +395,7 @@ func TestMoverWorksAroundMissingIndexAndExistingNext(t *testing.T) {
 	_ = e.mt.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: "id~noidx"}})
 	rec := e.add(t, Item{ID: "rec", Due: t0, Recurrence: "@every 1m"})
 	nextRK := mustKey(t0.Add(time.Minute), "rec")
-	_ = e.mt.PutRaw("00", nextRK, map[string]any{"Message": "already", "Recurrence": "@every 1m"})
+	_ = e.mt.putRaw("00", nextRK, map[string]any{"Message": "already", "Recurrence": "@every 1m"})
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
 	}
@@ -425,10 +425,10 @@ func TestMoverBatchesOf100WithFence(t *testing.T) {
 	e := newMoverEnv(t, 3, MoverOptions{})
 	for i := range 250 {
 		rk := mustKey(t0.Add(-time.Duration(250-i)*time.Second), fmt.Sprintf("r%03d", i))
-		_ = e.mt.PutRaw("00", rk, map[string]any{"Message": ""})
+		_ = e.mt.putRaw("00", rk, map[string]any{"Message": ""})
 	}
 	var sizes []int
-	e.mt.BeforeSubmit = func(ops []Op) error {
+	e.mt.beforeSubmit = func(ops []Op) error {
 		last := ops[len(ops)-1]
 		if len(ops) > 1 && (last.RowKey != FenceRowKey || last.IfMatch == "" || last.Kind != OpMerge) {
 			return fmt.Errorf("batch without a conditional fence update: %+v", last)
@@ -461,7 +461,7 @@ func TestMoverBatchesOf100WithFence(t *testing.T) {
 func TestMoverFullPassContinues(t *testing.T) {
 	e := newMoverEnv(t, 3, MoverOptions{MaxPerPass: 10})
 	for i := range 25 {
-		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%02d", i)), map[string]any{"Message": ""})
+		_ = e.mt.putRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%02d", i)), map[string]any{"Message": ""})
 	}
 	if err := e.m.takeFence(ctx(t), "00", 3); err != nil {
 		t.Fatal(err)
@@ -490,7 +490,7 @@ func TestMoverLargeDirectPayload(t *testing.T) {
 	store := payload.NewMemory()
 	e := newMoverEnv(t, 1, MoverOptions{PayloadStore: store, InlineLimit: 100})
 	big := strings.Repeat("<", 50) // 300 bytes as JSON (\u003c)
-	_ = e.mt.PutRaw("00", mustKey(t0, "big"), map[string]any{"Message": big})
+	_ = e.mt.putRaw("00", mustKey(t0, "big"), map[string]any{"Message": big})
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +503,7 @@ func TestMoverLargeDirectPayload(t *testing.T) {
 	}
 	// Without a store the row is set aside rather than retried forever.
 	e2 := newMoverEnv(t, 1, MoverOptions{InlineLimit: 100})
-	_ = e2.mt.PutRaw("00", mustKey(t0, "big"), map[string]any{"Message": big})
+	_ = e2.mt.putRaw("00", mustKey(t0, "big"), map[string]any{"Message": big})
 	if err := e2.onePass(t); err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +543,7 @@ func runMover(t *testing.T, m *Mover) (cancel context.CancelFunc, wait func(time
 func TestMoverFencedAtStart(t *testing.T) {
 	e := newMoverEnv(t, 3, MoverOptions{})
 	e.add(t, Item{ID: "a", Due: t0})
-	_ = e.mt.PutRaw("00", FenceRowKey, map[string]any{PropGeneration: int64(5)})
+	_ = e.mt.putRaw("00", FenceRowKey, map[string]any{PropGeneration: int64(5)})
 	err := e.m.Run(ctx(t))
 	if !errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "generation 5, ours is 3") {
 		t.Fatalf("Run = %v", err)
@@ -717,7 +717,7 @@ func TestMoverBackpressureCapsAPass(t *testing.T) {
 	e := newMoverEnv(t, 1, MoverOptions{PollEvery: time.Second, MaxDepth: 20, ResumeBelow: 10, Depth: depth})
 	q = e.q
 	for i := range 200 {
-		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
+		_ = e.mt.putRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
 	}
 	consume := func(n int) { mu.Lock(); consumed += n; mu.Unlock() }
 	maxDepth := 0
@@ -748,7 +748,7 @@ func TestMoverBackpressureUnknownDepthMovesOneBatch(t *testing.T) {
 	e := newMoverEnv(t, 1, MoverOptions{PollEvery: time.Second, MaxDepth: 20,
 		Depth: func(context.Context) (int, error) { return 0, errors.New("queue unreachable") }})
 	for i := range 250 {
-		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
+		_ = e.mt.putRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
 	}
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
@@ -767,8 +767,8 @@ func TestMoverLostCommitResponse(t *testing.T) {
 	e.add(t, Item{ID: "b", Due: t0.Add(time.Millisecond)})
 	// The first batch commits but its response is lost.
 	lose := true
-	inner := e.mt.BeforeSubmit
-	e.mt.BeforeSubmit = func(ops []Op) error {
+	inner := e.mt.beforeSubmit
+	e.mt.beforeSubmit = func(ops []Op) error {
 		if inner != nil {
 			return inner(ops)
 		}

@@ -43,6 +43,28 @@ type Query struct {
 	Top int32
 	// Continuation resumes after the page that returned it.
 	Continuation string
+	// Type, when set, keeps only entities whose Type property equals it
+	// (filtered by the service).
+	Type string
+	// Recurring keeps only entities with a non-empty Recurrence property
+	// (filtered by the service).
+	Recurring bool
+}
+
+// keeps reports whether an entity's properties pass q's Type and
+// Recurring filters (for tables that filter in memory).
+func (q Query) keeps(props map[string]any) bool {
+	if q.Type != "" {
+		if t, _ := props["Type"].(string); t != q.Type {
+			return false
+		}
+	}
+	if q.Recurring {
+		if r, _ := props["Recurrence"].(string); r == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // Page is one page of query results.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/azurite/azuritetest"
-	"github.com/leasecron/leasecron/internal/storage"
 )
 
 // TestAzuriteThreeCops runs three cops on one blob (15 s lease, 2 s poll)
@@ -18,8 +17,7 @@ import (
 // holder, sampling HasControl every 100 ms.
 func TestAzuriteThreeCops(t *testing.T) {
 	t.Parallel()
-	clients := azuriteClients(t)
-	container := azuritetest.Name(t, "c")
+	cc := azuriteContainer(t)
 	const (
 		blobName = "locks/scheduler"
 		lease    = 15 * time.Second
@@ -43,12 +41,8 @@ func TestAzuriteThreeCops(t *testing.T) {
 	)
 	started := make(chan *termSpan, 100)
 	startCop := func(id string) {
-		bl, err := NewBlobLock(clients, container, blobName)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pl := &partitionLock{Lock: bl}
-		cop, err := NewCopWithLock(pl, Options{
+		pl := &partitionLock{Lock: newBlobLock(t, cc, blobName)}
+		cop, err := NewCop(pl, Options{
 			LeaseTiming: LeaseTiming{LeaseDuration: lease},
 			PollEvery:   poll,
 			Identity:    id,
@@ -101,7 +95,7 @@ func TestAzuriteThreeCops(t *testing.T) {
 	}
 	holderIs := func(s *termSpan) {
 		t.Helper()
-		hi, err := ReadHolder(ctx, clients, container, blobName)
+		hi, err := ReadHolder(ctx, newBlobLock(t, cc, blobName))
 		if err != nil || hi.Holder != s.id || hi.Generation != s.gen || !hi.Held() || hi.State != LeaseLeased {
 			t.Fatalf("ReadHolder = %+v, %v; want %s generation %d, leased", hi, err, s.id, s.gen)
 		}
@@ -227,7 +221,7 @@ func TestAzuriteThreeCops(t *testing.T) {
 		c.Stop()
 	}
 	runs.Wait()
-	hi, err := ReadHolder(ctx, clients, container, blobName)
+	hi, err := ReadHolder(ctx, newBlobLock(t, cc, blobName))
 	if err != nil || hi.Held() || hi.Holder != fourth.id || hi.Generation != fourth.gen {
 		t.Errorf("after everyone stopped: %+v, %v", hi, err)
 	}
@@ -258,12 +252,11 @@ func TestAzuriteThreeCops(t *testing.T) {
 // crashed holder's slot frees itself when its lease expires.
 func TestAzuriteSemaphore(t *testing.T) {
 	t.Parallel()
-	clients := azuriteClients(t)
-	container := azuritetest.Name(t, "c")
+	cc := azuriteContainer(t)
 	const lease = 15 * time.Second
 	newSem := func() *Semaphore {
-		s, err := NewSemaphore(clients, "limited-type", 3, SemaphoreOptions{
-			Container: container, LeaseTiming: LeaseTiming{LeaseDuration: lease}, Logger: testLogger(t)})
+		s, err := NewSemaphore(cc, "limited-type", 3, SemaphoreOptions{
+			LeaseTiming: LeaseTiming{LeaseDuration: lease}, Logger: testLogger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -409,13 +402,12 @@ func TestAzuriteSemaphore(t *testing.T) {
 	}
 }
 
-// TestAzuriteNewCop: the public constructor creates container and blob,
+// TestAzuriteNewCop: a cop on a blob lock creates container and blob,
 // stamps the holder, and releases on Stop.
 func TestAzuriteNewCop(t *testing.T) {
 	t.Parallel()
-	clients := azuriteClients(t)
-	container := azuritetest.Name(t, "c")
-	cop, err := NewCop(clients, Options{Container: container, Identity: "solo",
+	cc := azuriteContainer(t)
+	cop, err := NewCop(newBlobLock(t, cc, "locks/scheduler"), Options{Identity: "solo",
 		LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second}, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -444,7 +436,7 @@ func TestAzuriteNewCop(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	hi, err = ReadHolder(context.Background(), clients, container, DefaultBlob)
+	hi, err = ReadHolder(context.Background(), newBlobLock(t, cc, "locks/scheduler"))
 	if err != nil || hi.Held() || hi.State != LeaseAvailable || hi.Generation != 1 {
 		t.Fatalf("after Stop: %+v, %v", hi, err)
 	}
@@ -457,10 +449,7 @@ func TestAzuriteNewCop(t *testing.T) {
 func TestAzuriteRestartNeverTwoLeaders(t *testing.T) {
 	t.Parallel()
 	srv := azuritetest.Start(t)
-	clients, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := containerOn(t, srv, "leasecron")
 	const lease, poll = 15 * time.Second, time.Second
 	var (
 		mu    sync.Mutex
@@ -469,7 +458,7 @@ func TestAzuriteRestartNeverTwoLeaders(t *testing.T) {
 	cops := make([]*Cop, 2)
 	var runs sync.WaitGroup
 	for i := range cops {
-		c, err := NewCop(clients, Options{Identity: fmt.Sprintf("cop-%d", i), PollEvery: poll,
+		c, err := NewCop(newBlobLock(t, cc, "locks/scheduler"), Options{Identity: fmt.Sprintf("cop-%d", i), PollEvery: poll,
 			LeaseTiming: LeaseTiming{LeaseDuration: lease}, Logger: testLogger(t),
 			OnAcquired: func(term Term) {
 				mu.Lock()

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -28,27 +30,50 @@ type blobLock struct {
 	blobName      string
 }
 
-// NewBlobLock returns the Lock over blob blobName in container
-// containerName of clients' account. It does not contact the service; the
-// container and blob are created by Ensure.
-func NewBlobLock(clients *storage.Clients, containerName, blobName string) (Lock, error) {
-	if clients == nil || clients.Blob == nil {
-		return nil, fmt.Errorf("%w: storage clients without a blob client", ErrInvalidOptions)
+// NewBlobLock returns the Lock over the block blob blobName in the
+// container c: a container client the caller built with the Azure SDK and
+// its own credential, for example
+//
+//	c, err := container.NewClientFromConnectionString(connStr, "leasecron", nil)
+//
+// or container.NewClient(url, azidentity credential, nil). It does not
+// contact the service; Ensure creates the container and the blob. Give
+// the client's options a short retry budget or rely on the cop's
+// per-call deadline (Options.CallTimeout), which bounds every call.
+func NewBlobLock(c *container.Client, blobName string) (Lock, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil container client", ErrInvalidOptions)
 	}
-	if err := storage.ValidateContainerName(containerName); err != nil {
-		return nil, fmt.Errorf("%w: container: %w", ErrInvalidOptions, err)
+	name, err := containerName(c.URL())
+	if err != nil {
+		return nil, fmt.Errorf("%w: container client: %w", ErrInvalidOptions, err)
 	}
 	if err := validateBlobName(blobName); err != nil {
 		return nil, invalid("blob", strconv.Quote(blobName), err.Error())
 	}
-	cc := clients.Blob.NewContainerClient(containerName)
 	return &blobLock{
-		container:     cc,
-		blob:          cc.NewBlobClient(blobName),
-		block:         cc.NewBlockBlobClient(blobName),
-		containerName: containerName,
+		container:     c,
+		blob:          c.NewBlobClient(blobName),
+		block:         c.NewBlockBlobClient(blobName),
+		containerName: name,
 		blobName:      blobName,
 	}, nil
+}
+
+// containerName is the last segment of a container client's URL (both
+// https://{account}.blob.core.windows.net/{container} and Azurite's
+// http://host:port/{account}/{container}), checked against the service's
+// naming rules so that a bad name is refused before any request.
+func containerName(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("URL %q: %w", rawURL, err)
+	}
+	name := path.Base(strings.TrimSuffix(u.Path, "/"))
+	if err := storage.ValidateContainerName(name); err != nil {
+		return "", fmt.Errorf("URL %q: %w", rawURL, err)
+	}
+	return name, nil
 }
 
 func (b *blobLock) String() string { return b.containerName + "/" + b.blobName }

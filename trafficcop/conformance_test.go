@@ -6,21 +6,41 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/google/uuid"
 
+	"github.com/leasecron/leasecron/azurite"
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/clock"
-	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-func azuriteClients(t *testing.T) *storage.Clients {
+// azuriteContainer returns a client for a container of its own (named
+// after the test) on the shared Azurite, built the way a program using the
+// Azure SDK builds one: from the connection string, with its shared key.
+// The container does not exist yet.
+func azuriteContainer(t *testing.T) *container.Client {
 	t.Helper()
-	srv := azuritetest.Shared(t)
-	clients, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString()})
+	return containerOn(t, azuritetest.Shared(t), azuritetest.Name(t, "c"))
+}
+
+func containerOn(t *testing.T, srv *azurite.Server, name string) *container.Client {
+	t.Helper()
+	c, err := container.NewClientFromConnectionString(srv.ConnectionString(), name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return clients
+	return c
+}
+
+// newBlobLock is NewBlobLock that fails the test on error.
+func newBlobLock(t *testing.T, c *container.Client, name string) Lock {
+	t.Helper()
+	l, err := NewBlobLock(c, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // lockConformance runs one script against a Lock: the blob implementation
@@ -49,8 +69,8 @@ func lockConformance(t *testing.T, lock Lock, wait func(time.Duration)) {
 	id1, id2 := uuid.NewString(), uuid.NewString()
 
 	_, err := lock.Get(ctx)
-	is("Get before Ensure", err, storage.ErrNotFound)
-	is("Acquire before Ensure", lock.Acquire(ctx, id1, d), storage.ErrNotFound)
+	is("Get before Ensure", err, leasecrontype.ErrNotFound)
+	is("Acquire before Ensure", lock.Acquire(ctx, id1, d), leasecrontype.ErrNotFound)
 	is("Ensure", lock.Ensure(ctx), nil)
 	is("Ensure again", lock.Ensure(ctx), nil)
 	st := state("fresh", LeaseAvailable, false)
@@ -59,19 +79,19 @@ func lockConformance(t *testing.T, lock Lock, wait func(time.Duration)) {
 	}
 
 	is("Acquire", lock.Acquire(ctx, id1, d), nil)
-	is("Acquire with another ID", lock.Acquire(ctx, id2, d), storage.ErrLeaseConflict)
+	is("Acquire with another ID", lock.Acquire(ctx, id2, d), leasecrontype.ErrLeaseConflict)
 	is("Acquire again with the same ID", lock.Acquire(ctx, id1, d), nil)
 	st = state("leased", LeaseLeased, true)
-	is("Renew with another ID", lock.Renew(ctx, id2), storage.ErrLeaseConflict)
+	is("Renew with another ID", lock.Renew(ctx, id2), leasecrontype.ErrLeaseConflict)
 	is("Renew", lock.Renew(ctx, id1), nil)
 
 	md := map[string]string{MetaHolder: "h/1/abcd", MetaGeneration: "7", MetaAcquired: "2030-01-02T03:04:05Z"}
-	is("SetMetadata with another lease ID", lock.SetMetadata(ctx, id2, st.ETag, md), storage.ErrLeaseConflict)
-	is("SetMetadata with a stale ETag", lock.SetMetadata(ctx, id1, `"0x8DC0000DEADBEEF"`, md), storage.ErrPreconditionFailed)
+	is("SetMetadata with another lease ID", lock.SetMetadata(ctx, id2, st.ETag, md), leasecrontype.ErrLeaseConflict)
+	is("SetMetadata with a stale ETag", lock.SetMetadata(ctx, id1, `"0x8DC0000DEADBEEF"`, md), leasecrontype.ErrPreconditionFailed)
 	is("SetMetadata", lock.SetMetadata(ctx, id1, st.ETag, md), nil)
-	is("SetMetadata with the ETag it replaced", lock.SetMetadata(ctx, id1, st.ETag, md), storage.ErrPreconditionFailed)
+	is("SetMetadata with the ETag it replaced", lock.SetMetadata(ctx, id1, st.ETag, md), leasecrontype.ErrPreconditionFailed)
 	is("SetMetadata without an ETag condition", lock.SetMetadata(ctx, id1, "", md), nil)
-	is("SetMetadata without an ETag condition, another lease ID", lock.SetMetadata(ctx, id2, "", md), storage.ErrLeaseConflict)
+	is("SetMetadata without an ETag condition, another lease ID", lock.SetMetadata(ctx, id2, "", md), leasecrontype.ErrLeaseConflict)
 	st = state("stamped", LeaseLeased, true)
 	for k, v := range md {
 		if st.Metadata[k] != v {
@@ -82,17 +102,17 @@ func lockConformance(t *testing.T, lock Lock, wait func(time.Duration)) {
 	if st2 := state("after Ensure", LeaseLeased, true); st2.Metadata[MetaGeneration] != "7" {
 		t.Fatal("Ensure clobbered the blob")
 	}
-	hi, err := ReadHolderFrom(ctx, lock)
+	hi, err := ReadHolder(ctx, lock)
 	if err != nil || hi.Holder != "h/1/abcd" || hi.Generation != 7 || !hi.Held() ||
 		!hi.Acquired.Equal(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)) {
-		t.Fatalf("ReadHolderFrom: %+v, %v", hi, err)
+		t.Fatalf("ReadHolder: %+v, %v", hi, err)
 	}
 
-	is("Release with another ID", lock.Release(ctx, id2), storage.ErrLeaseConflict)
+	is("Release with another ID", lock.Release(ctx, id2), leasecrontype.ErrLeaseConflict)
 	is("Release", lock.Release(ctx, id1), nil)
 	st = state("released", LeaseAvailable, false)
-	is("Renew after Release", lock.Renew(ctx, id1), storage.ErrLeaseConflict)
-	is("SetMetadata with a lease ID but no lease", lock.SetMetadata(ctx, id1, st.ETag, md), storage.ErrLeaseConflict)
+	is("Renew after Release", lock.Renew(ctx, id1), leasecrontype.ErrLeaseConflict)
+	is("SetMetadata with a lease ID but no lease", lock.SetMetadata(ctx, id1, st.ETag, md), leasecrontype.ErrLeaseConflict)
 
 	// Expiry.
 	id3, id4 := uuid.NewString(), uuid.NewString()
@@ -103,8 +123,8 @@ func lockConformance(t *testing.T, lock Lock, wait func(time.Duration)) {
 	state("renewed after expiry", LeaseLeased, true)
 	wait(d + time.Second)
 	is("Acquire after expiry", lock.Acquire(ctx, id4, d), nil)
-	is("Renew of a lease somebody else took", lock.Renew(ctx, id3), storage.ErrLeaseConflict)
-	is("Release of a lease somebody else took", lock.Release(ctx, id3), storage.ErrLeaseConflict)
+	is("Renew of a lease somebody else took", lock.Renew(ctx, id3), leasecrontype.ErrLeaseConflict)
+	is("Release of a lease somebody else took", lock.Release(ctx, id3), leasecrontype.ErrLeaseConflict)
 	is("final Release", lock.Release(ctx, id4), nil)
 }
 
@@ -115,19 +135,13 @@ func TestMemLockConformance(t *testing.T) {
 
 func TestAzuriteBlobLockConformance(t *testing.T) {
 	t.Parallel()
-	clients := azuriteClients(t)
-	lock, err := NewBlobLock(clients, azuritetest.Name(t, "c"), "locks/conformance")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lockConformance(t, lock, time.Sleep)
+	lockConformance(t, newBlobLock(t, azuriteContainer(t), "locks/conformance"), time.Sleep)
 }
 
 func TestAzuriteReadHolderMissing(t *testing.T) {
 	t.Parallel()
-	clients := azuriteClients(t)
-	_, err := ReadHolder(context.Background(), clients, azuritetest.Name(t, "c"), "")
-	if !errors.Is(err, storage.ErrNotFound) {
+	_, err := ReadHolder(context.Background(), newBlobLock(t, azuriteContainer(t), "locks/scheduler"))
+	if !errors.Is(err, leasecrontype.ErrNotFound) {
 		t.Fatalf("ReadHolder of a missing blob: %v, want ErrNotFound", err)
 	}
 }

@@ -15,12 +15,13 @@ import (
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Cop competes for one blob lease and, while it holds it, runs a lead
 // function with a context that is cancelled the moment control is lost.
-// Build one with NewCop (over Azure Storage) or NewCopWithLock; run it once
-// with Run; end it with Stop or by cancelling Run's context.
+// Build one with NewCop over a Lock; run it once with Run; end it with Stop
+// or by cancelling Run's context.
 type Cop struct {
 	o       Options
 	lock    Lock
@@ -40,25 +41,12 @@ type Cop struct {
 	waitedFor string // the generation last logged as waited out (Run's goroutine only)
 }
 
-// NewCop returns a Cop on the lease blob opts.Container/opts.Blob of the
-// account behind clients. It validates opts (errors wrap ErrInvalidOptions
-// and name the field) and does not contact the service: Run creates the
-// container and blob if they are missing.
-func NewCop(clients *storage.Clients, opts Options) (*Cop, error) {
-	o := opts.withDefaults()
-	if err := o.validate(); err != nil {
-		return nil, err
-	}
-	lock, err := NewBlobLock(clients, o.Container, o.Blob)
-	if err != nil {
-		return nil, err
-	}
-	return newCop(lock, o), nil
-}
-
-// NewCopWithLock returns a Cop over any Lock, such as a MemLock in tests.
-// opts.Container and opts.Blob are ignored.
-func NewCopWithLock(lock Lock, opts Options) (*Cop, error) {
+// NewCop returns a Cop over lock: for Azure Storage, the lease blob from
+// NewBlobLock on a container client the caller built; in tests, a MemLock.
+// It validates opts (errors wrap ErrInvalidOptions and name the field) and
+// does not contact the service: Run creates the lease record (for a blob,
+// the container and the blob) if it is missing.
+func NewCop(lock Lock, opts Options) (*Cop, error) {
 	if lock == nil {
 		return nil, fmt.Errorf("%w: nil Lock", ErrInvalidOptions)
 	}
@@ -81,9 +69,6 @@ func newCop(lock Lock, o Options) *Cop {
 
 // Identity returns the identity this cop writes as holder.
 func (c *Cop) Identity() string { return c.o.Identity }
-
-// Options returns the options in force, defaults filled in.
-func (c *Cop) Options() Options { return c.o }
 
 // HasControl reports whether this cop holds control now: it acquired the
 // lease, has not lost it, and the local deadline (start of the last
@@ -294,12 +279,12 @@ type notYet struct {
 
 func (e *notYet) Error() string {
 	if e.wait <= 0 {
-		return fmt.Sprintf("%s: %s", storage.ErrLeaseConflict, e.why)
+		return fmt.Sprintf("%s: %s", leasecrontype.ErrLeaseConflict, e.why)
 	}
-	return fmt.Sprintf("%s: %s; looking again in %v", storage.ErrLeaseConflict, e.why, e.wait.Round(time.Millisecond))
+	return fmt.Sprintf("%s: %s; looking again in %v", leasecrontype.ErrLeaseConflict, e.why, e.wait.Round(time.Millisecond))
 }
 
-func (e *notYet) Unwrap() error { return storage.ErrLeaseConflict }
+func (e *notYet) Unwrap() error { return leasecrontype.ErrLeaseConflict }
 
 // tryAcquire makes one attempt to take the lease and stamp the blob.
 func (c *Cop) tryAcquire(ctx context.Context) (acquisition, error) {
@@ -334,9 +319,9 @@ func (c *Cop) tryAcquire(ctx context.Context) (acquisition, error) {
 					"previous_holder", prior.Metadata[MetaHolder], "previous_generation", gen, "state", prior.State, "why", ny.why,
 					"wait", ny.wait.Round(time.Millisecond))
 			}
-		case errors.Is(err, storage.ErrLeaseConflict):
+		case errors.Is(err, leasecrontype.ErrLeaseConflict):
 			c.log.Debug("lease is held by another instance", "err", err)
-		case errors.Is(err, storage.ErrNotFound):
+		case errors.Is(err, leasecrontype.ErrNotFound):
 			c.log.Warn("lease blob missing; recreating it", "err", err)
 			if eerr := c.call(ctx, c.lock.Ensure); eerr != nil {
 				c.log.Warn("cannot recreate lease blob", "err", eerr)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
-	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 type hookCall struct {
@@ -59,7 +59,7 @@ func startCopOn(t *testing.T, clk *clock.Fake, lock Lock, opts Options, lead fun
 	if opts.OnLost == nil {
 		opts.OnLost = func(term Term, reason error) { h.hooks <- hookCall{kind: "lost", term: term, reason: reason} }
 	}
-	cop, err := NewCopWithLock(lock, opts)
+	cop, err := NewCop(lock, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,19 +288,19 @@ func TestCopLosesControlOnRefusedRenewalAndCompetesAgain(t *testing.T) {
 	first, _ := h.cop.Term()
 	lock.SetFault(func(_ context.Context, op Op) error {
 		if op == OpRenew {
-			return fmt.Errorf("%w: LeaseIdMismatchWithLeaseOperation", storage.ErrLeaseConflict)
+			return fmt.Errorf("%w: LeaseIdMismatchWithLeaseOperation", leasecrontype.ErrLeaseConflict)
 		}
 		return nil
 	})
 	h.advance(2, 5*time.Second)
-	if ev := h.ev.wait("lost"); !ev.at.Equal(t0.Add(5*time.Second)) || !errors.Is(ev.err, storage.ErrLeaseConflict) {
+	if ev := h.ev.wait("lost"); !ev.at.Equal(t0.Add(5*time.Second)) || !errors.Is(ev.err, leasecrontype.ErrLeaseConflict) {
 		t.Fatalf("lost at %v with %v; want at once (5s) with the refusal", ev.at.Sub(t0), ev.err)
 	}
 	waitDone(t, ctx.Done(), "lead context cancellation")
 	if h.cop.HasControl() {
 		t.Fatal("HasControl after a refused renewal")
 	}
-	if cause := context.Cause(ctx); !errors.Is(cause, ErrLeaseLost) || !errors.Is(cause, storage.ErrLeaseConflict) {
+	if cause := context.Cause(ctx); !errors.Is(cause, ErrLeaseLost) || !errors.Is(cause, leasecrontype.ErrLeaseConflict) {
 		t.Errorf("cause %v", cause)
 	}
 	h.ev.wait("term-ended")
@@ -344,7 +344,7 @@ func TestCopStopReleasesAndAnotherTakesOver(t *testing.T) {
 	if c := a.hook("lost"); !errors.Is(c.reason, ErrStopped) {
 		t.Errorf("OnLost reason %v, want ErrStopped", c.reason)
 	}
-	hi, err := ReadHolderFrom(context.Background(), lock)
+	hi, err := ReadHolder(context.Background(), lock)
 	if err != nil || hi.Held() || hi.State != LeaseAvailable || hi.Holder != "cop-a" || hi.Generation != 1 ||
 		!hi.Released || !hi.Renewed.Equal(t0) {
 		t.Errorf("after release: %+v, %v", hi, err)
@@ -400,7 +400,7 @@ func TestCopLeavesALeaseThatExpiredEarly(t *testing.T) {
 	if term, _ := a.cop.Term(); term.Generation != 1 || lock.LeaseID() != term.LeaseID {
 		t.Fatalf("a's term %+v; lease %s", term, lock.LeaseID())
 	}
-	hi, err := ReadHolderFrom(context.Background(), lock)
+	hi, err := ReadHolder(context.Background(), lock)
 	if err != nil || hi.Generation != 1 || !hi.Held() {
 		t.Fatalf("lease %+v, %v", hi, err)
 	}
@@ -572,13 +572,13 @@ func TestCopMetadataWriteFailureMeansNotAcquired(t *testing.T) {
 	lock := NewMemLock("scheduler", clk)
 	lock.SetFault(func(_ context.Context, op Op) error {
 		if op == OpSetMetadata {
-			return fmt.Errorf("%w: ConditionNotMet", storage.ErrPreconditionFailed)
+			return fmt.Errorf("%w: ConditionNotMet", leasecrontype.ErrPreconditionFailed)
 		}
 		return nil
 	})
 	h := startCop(t, clk, lock, unitOptions("cop-a"), nil)
 	ev := h.ev.wait("acquire-failed")
-	if !errors.Is(ev.err, storage.ErrPreconditionFailed) {
+	if !errors.Is(ev.err, leasecrontype.ErrPreconditionFailed) {
 		t.Fatalf("acquire failed with %v", ev.err)
 	}
 	if h.cop.HasControl() || lock.LeaseID() != "" || lock.Count(OpRelease) != 1 {
@@ -618,8 +618,8 @@ func TestCopRefusesMalformedGeneration(t *testing.T) {
 	if lock.LeaseID() != "" {
 		t.Fatal("lease kept")
 	}
-	if _, err := ReadHolderFrom(ctx, lock); err == nil {
-		t.Error("ReadHolderFrom accepted a malformed generation")
+	if _, err := ReadHolder(ctx, lock); err == nil {
+		t.Error("ReadHolder accepted a malformed generation")
 	}
 }
 
@@ -653,7 +653,7 @@ func TestCopSlowHookDoesNotBlockRenewals(t *testing.T) {
 
 func TestCopStopBeforeRunAndRunTwice(t *testing.T) {
 	clk := clock.NewFake(t0)
-	cop, err := NewCopWithLock(NewMemLock("x", clk), Options{Clock: clk, Logger: testLogger(t)})
+	cop, err := NewCop(NewMemLock("x", clk), Options{Clock: clk, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -674,7 +674,7 @@ func TestCopStopBeforeRunAndRunTwice(t *testing.T) {
 func TestCopRunContextCancel(t *testing.T) {
 	clk := clock.NewFake(t0)
 	lock := NewMemLock("scheduler", clk)
-	cop, err := NewCopWithLock(lock, Options{Clock: clk, Logger: testLogger(t), LeaseTiming: LeaseTiming{LeaseDuration: 20 * time.Second}})
+	cop, err := NewCop(lock, Options{Clock: clk, Logger: testLogger(t), LeaseTiming: LeaseTiming{LeaseDuration: 20 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -697,7 +697,7 @@ func TestCopRunContextCancel(t *testing.T) {
 // Acquire polls spread contenders out but never wait longer than PollEvery,
 // so a released lease is taken within one poll interval.
 func TestPollJitterNeverExceedsPollEvery(t *testing.T) {
-	c, err := NewCopWithLock(NewMemLock("j", clock.NewFake(time.Unix(0, 0))), Options{LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 10 * time.Second})
+	c, err := NewCop(NewMemLock("j", clock.NewFake(time.Unix(0, 0))), Options{LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -721,7 +721,7 @@ func TestCopReleaseRecordsTheLastRenewal(t *testing.T) {
 	h.advance(2, 5*time.Second)
 	h.ev.wait("renewed")
 	h.cop.Stop()
-	hi, err := ReadHolderFrom(context.Background(), lock)
+	hi, err := ReadHolder(context.Background(), lock)
 	if err != nil || !hi.Released || hi.Held() || !hi.Renewed.Equal(t0.Add(5*time.Second)) {
 		t.Fatalf("after Stop: %+v, %v; want released, renewed at +5s", hi, err)
 	}

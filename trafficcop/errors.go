@@ -3,8 +3,8 @@ package trafficcop
 import "errors"
 
 // Sentinel errors. Callers branch on them with errors.Is; the package wraps
-// causes with %w so the storage sentinels (storage.ErrLeaseConflict, …) stay
-// visible in the chain too.
+// causes with %w so the storage refusals (leasecrontype.ErrLeaseConflict,
+// ErrPreconditionFailed, ErrNotFound) stay visible in the chain too.
 var (
 	// ErrInvalidOptions is wrapped by every Options / SemaphoreOptions
 	// validation error. The message names the field, its value and what is

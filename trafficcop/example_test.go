@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
+	"os/signal"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
 	"github.com/leasecron/leasecron/trafficcop"
 )
 
@@ -15,7 +18,7 @@ import (
 // the lease and reads its term from its context.
 func ExampleCop() {
 	lock := trafficcop.NewMemLock("scheduler", nil)
-	cop, err := trafficcop.NewCopWithLock(lock, trafficcop.Options{Identity: "worker-1"})
+	cop, err := trafficcop.NewCop(lock, trafficcop.Options{Identity: "worker-1"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -35,13 +38,21 @@ func ExampleCop() {
 	// Run returned <nil> - lease released: true
 }
 
-// The scheduler's cop on Azure Storage (compile-only: needs an account).
-func ExampleNewCop() {
-	clients, err := storage.New(storage.Config{ConnectionString: "UseDevelopmentStorage=true"})
+// A leader elector on Azure Storage, for any program: the cop runs over a
+// blob the program names, in a container client it builds itself with the
+// Azure SDK and its own credential (here a connection string's shared key;
+// container.NewClient with an azidentity credential works the same way).
+// Compile-only: it needs a storage account or Azurite.
+func ExampleNewBlobLock() {
+	cc, err := container.NewClientFromConnectionString(os.Getenv("AZURE_STORAGE_CONNECTION_STRING"), "myapp", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	cop, err := trafficcop.NewCop(clients, trafficcop.Options{
+	lock, err := trafficcop.NewBlobLock(cc, "locks/nightly-report")
+	if err != nil {
+		log.Fatal(err)
+	}
+	cop, err := trafficcop.NewCop(lock, trafficcop.Options{
 		LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 30 * time.Second},
 		OnAcquired:  func(t trafficcop.Term) { log.Printf("leading, generation %d", t.Generation) },
 		OnLost:      func(t trafficcop.Term, reason error) { log.Printf("term %d ended: %v", t.Generation, reason) },
@@ -49,18 +60,63 @@ func ExampleNewCop() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
 	go func() {
-		_ = cop.Run(context.Background(), func(ctx context.Context) error {
-			<-ctx.Done() // move due tasks until control ends
+		// Only one instance at a time runs this function; it must stop
+		// when ctx is cancelled (control lost or shutdown).
+		_ = cop.Run(ctx, func(ctx context.Context) error {
+			term, _ := trafficcop.TermFrom(ctx)
+			for ctx.Err() == nil {
+				// Do one step of the leader's work. Writes that must never
+				// come from a stale leader carry term.Generation as a fence.
+				fmt.Println("working as generation", term.Generation)
+				select {
+				case <-ctx.Done():
+				case <-time.After(10 * time.Second):
+				}
+			}
 			return nil
 		})
 	}()
-	defer cop.Stop()
 
-	h, err := trafficcop.ReadHolder(context.Background(), clients, "", "")
-	if err == nil && h.Held() {
+	// Any instance can ask who leads without competing.
+	if h, err := trafficcop.ReadHolder(ctx, lock); err == nil && h.Held() {
 		fmt.Printf("%s leads (generation %d since %s)\n", h.Holder, h.Generation, h.Acquired)
 	}
+	<-ctx.Done()
+	cop.Stop() // releases the lease: another instance takes over within its poll
+}
+
+// Handover: two instances compete for one lease; when the leader stops,
+// the standby takes over with the next generation. An in-memory lock on
+// the real clock stands in for the blob.
+func ExampleCop_handover() {
+	lock := trafficcop.NewMemLock("scheduler", nil)
+	opts := func(id string) trafficcop.Options {
+		return trafficcop.Options{Identity: id, PollEvery: 100 * time.Millisecond}
+	}
+	a, _ := trafficcop.NewCop(lock, opts("a"))
+	b, _ := trafficcop.NewCop(lock, opts("b"))
+	leading := make(chan trafficcop.Term)
+	lead := func(ctx context.Context) error {
+		t, _ := trafficcop.TermFrom(ctx)
+		leading <- t
+		<-ctx.Done()
+		return nil
+	}
+	go func() { _ = a.Run(context.Background(), lead) }()
+	t := <-leading
+	fmt.Printf("%s leads, generation %d\n", t.Holder, t.Generation)
+
+	go func() { _ = b.Run(context.Background(), lead) }()
+	a.Stop() // graceful: marks the lease released and releases it
+	t = <-leading
+	fmt.Printf("%s leads, generation %d; a has control: %v\n", t.Holder, t.Generation, a.HasControl())
+	b.Stop()
+	// Output:
+	// a leads, generation 1
+	// b leads, generation 2; a has control: false
 }
 
 // A per-type concurrency limit of two over in-memory slots.

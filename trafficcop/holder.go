@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/leasecron/leasecron/internal/storage"
 )
 
 // HolderInfo is what the lease blob says about its holder.
@@ -32,25 +30,15 @@ type HolderInfo struct {
 // current holder rather than the last one.
 func (h HolderInfo) Held() bool { return h.State == LeaseLeased || h.State == LeaseBreaking }
 
-// ReadHolder reads the holder of the lease blob blobName in containerName
-// (empty: the defaults "leasecron" and "locks/scheduler") without competing
-// for it. A missing blob yields an error wrapping storage.ErrNotFound.
-func ReadHolder(ctx context.Context, clients *storage.Clients, containerName, blobName string) (HolderInfo, error) {
-	if containerName == "" {
-		containerName = DefaultContainer
-	}
-	if blobName == "" {
-		blobName = DefaultBlob
-	}
-	lock, err := NewBlobLock(clients, containerName, blobName)
-	if err != nil {
-		return HolderInfo{}, err
+// ReadHolder reads who holds the lease on lock (for a blob, build it with
+// NewBlobLock) without competing for it. A missing record yields an error
+// wrapping leasecrontype.ErrNotFound.
+func ReadHolder(ctx context.Context, lock Lock) (HolderInfo, error) {
+	if lock == nil {
+		return HolderInfo{}, fmt.Errorf("%w: nil Lock", ErrInvalidOptions)
 	}
 	return readHolder(ctx, lock)
 }
-
-// ReadHolderFrom is ReadHolder over any Lock.
-func ReadHolderFrom(ctx context.Context, lock Lock) (HolderInfo, error) { return readHolder(ctx, lock) }
 
 func readHolder(ctx context.Context, lock Lock) (HolderInfo, error) {
 	st, err := lock.Get(ctx)

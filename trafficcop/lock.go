@@ -8,14 +8,15 @@ import (
 // Lock is the storage seam under a Cop and a Semaphore: one leasable record
 // with metadata, in the manner of client-go's resourcelock.Interface. The
 // blob implementation is NewBlobLock; MemLock is an in-memory fake driven by
-// a clock.Clock for fast state-machine tests.
+// a leasecrontype.Clock for fast state-machine tests. Other implementations
+// (another store with leases) can be written outside this module.
 //
 // Every method must honour ctx (the cop gives each call its own deadline)
-// and report refusals with the storage sentinels, so that callers can use
-// errors.Is: storage.ErrLeaseConflict (lease held by another ID, lease
-// lost or expired), storage.ErrPreconditionFailed (ETag mismatch),
-// storage.ErrNotFound (record missing). Any other error is treated as
-// transient by the renewal loop.
+// and report refusals by wrapping these sentinels, so that callers can use
+// errors.Is: leasecrontype.ErrLeaseConflict (lease held by another ID,
+// lease lost or expired), leasecrontype.ErrPreconditionFailed (ETag
+// mismatch), leasecrontype.ErrNotFound (record missing). Any other error
+// is treated as transient: the cop retries it.
 type Lock interface {
 	// Ensure creates the record (and its container) if it is missing,
 	// without clobbering one that exists: an "already exists" outcome is

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
-	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Op names a Lock operation, for MemLock's fault injection and counters.
@@ -29,13 +29,14 @@ const (
 // service's lease rules (one lease ID at a time, expiry by the clock it is
 // given, renewal of an expired lease that nobody else took, metadata writes
 // needing the current lease ID and ETag) and reports refusals with the same
-// storage sentinels as the blob implementation.
+// sentinels as the blob implementation (leasecrontype.ErrLeaseConflict,
+// ErrPreconditionFailed, ErrNotFound).
 //
 // A MemLock starts out missing, like a blob that was never created; Ensure
 // creates it. Faults can be injected with SetFault.
 type MemLock struct {
 	name string
-	clk  clock.Clock
+	clk  leasecrontype.Clock
 
 	mu       sync.Mutex
 	exists   bool
@@ -50,7 +51,7 @@ type MemLock struct {
 
 // NewMemLock returns a missing MemLock named name whose leases expire by
 // clk (nil: the real clock).
-func NewMemLock(name string, clk clock.Clock) *MemLock {
+func NewMemLock(name string, clk leasecrontype.Clock) *MemLock {
 	return &MemLock{name: name, clk: clock.OrReal(clk), md: map[string]string{}, counts: map[Op]int{}}
 }
 
@@ -111,7 +112,7 @@ func (m *MemLock) begin(ctx context.Context, op Op) error {
 	m.mu.Lock()
 	if !m.exists && op != OpEnsure {
 		m.mu.Unlock()
-		return fmt.Errorf("%s %s: %w", op, m, storage.ErrNotFound)
+		return fmt.Errorf("%s %s: %w", op, m, leasecrontype.ErrNotFound)
 	}
 	return nil // m.mu held
 }
@@ -128,7 +129,7 @@ func (m *MemLock) stateLocked() LeaseState {
 }
 
 func (m *MemLock) conflict(op Op, why string) error {
-	return fmt.Errorf("%s %s: %w: %s", op, m, storage.ErrLeaseConflict, why)
+	return fmt.Errorf("%s %s: %w: %s", op, m, leasecrontype.ErrLeaseConflict, why)
 }
 
 // Ensure implements Lock.
@@ -208,7 +209,7 @@ func (m *MemLock) SetMetadata(ctx context.Context, leaseID, ifMatch string, md m
 		return m.conflict(OpSetMetadata, "there is currently no lease on the blob")
 	}
 	if ifMatch != "" && ifMatch != m.etagLocked() {
-		return fmt.Errorf("%s %s: %w: ETag %s, blob has %s", OpSetMetadata, m, storage.ErrPreconditionFailed, ifMatch, m.etagLocked())
+		return fmt.Errorf("%s %s: %w: ETag %s, blob has %s", OpSetMetadata, m, leasecrontype.ErrPreconditionFailed, ifMatch, m.etagLocked())
 	}
 	m.md = maps.Clone(md)
 	if m.md == nil {

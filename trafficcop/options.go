@@ -12,16 +12,12 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
-	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Defaults used when a field of Options, SemaphoreOptions or LeaseTiming is
-// left at its zero value.
+// left at its zero value, and bounds the constructors enforce.
 const (
-	// DefaultContainer holds the lease blob and the semaphore slot blobs.
-	DefaultContainer = "leasecron"
-	// DefaultBlob is the lease blob of the scheduler's traffic cop.
-	DefaultBlob = "locks/scheduler"
 	// DefaultSlotPrefix is the folder under which semaphore slot blobs live:
 	// {prefix}/{name}/{i}.
 	DefaultSlotPrefix = "slots"
@@ -139,12 +135,6 @@ type Term struct {
 
 // Options configures a Cop. Zero values take the documented defaults.
 type Options struct {
-	// Container holds the lease blob. Default "leasecron". Created if missing.
-	Container string
-	// Blob is the lease blob's name. Default "locks/scheduler". Created
-	// (zero bytes, If-None-Match *) if missing.
-	Blob string
-
 	// LeaseTiming: LeaseDuration, RenewEvery, RetryEvery, SafetyMargin and
 	// CallTimeout. See LeaseTiming for defaults and invariants.
 	LeaseTiming
@@ -163,7 +153,7 @@ type Options struct {
 	// Clock drives renew schedules, polls and the local deadline. Default
 	// the real clock. (Each call's CallTimeout is a real context deadline
 	// because it bounds network I/O.)
-	Clock clock.Clock
+	Clock leasecrontype.Clock
 	// Logger receives the cop's logs. Default slog.Default().
 	Logger *slog.Logger
 
@@ -178,12 +168,6 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Container == "" {
-		o.Container = DefaultContainer
-	}
-	if o.Blob == "" {
-		o.Blob = DefaultBlob
-	}
 	o.LeaseTiming = o.LeaseTiming.withDefaults()
 	if o.PollEvery == 0 {
 		o.PollEvery = DefaultPollEvery
@@ -201,12 +185,6 @@ func (o Options) withDefaults() Options {
 var identityRE = regexp.MustCompile(`^[\x20-\x7e]{1,256}$`)
 
 func (o Options) validate() error {
-	if err := storage.ValidateContainerName(o.Container); err != nil {
-		return fmt.Errorf("%w: Container: %w", ErrInvalidOptions, err)
-	}
-	if err := validateBlobName(o.Blob); err != nil {
-		return invalid("Blob", strconv.Quote(o.Blob), err.Error())
-	}
 	if err := o.LeaseTiming.validate(); err != nil {
 		return err
 	}
@@ -250,23 +228,18 @@ func DefaultIdentity() string {
 // SemaphoreOptions configures a Semaphore. Zero values take the documented
 // defaults.
 type SemaphoreOptions struct {
-	// Container holds the slot blobs. Default "leasecron". Created if missing.
-	Container string
 	// Prefix is the folder of the slot blobs: slot i of semaphore name is
 	// the blob {Prefix}/{name}/{i}. Default "slots".
 	Prefix string
 	// LeaseTiming of every held slot. See LeaseTiming.
 	LeaseTiming
 	// Clock drives renewals and deadlines. Default the real clock.
-	Clock clock.Clock
+	Clock leasecrontype.Clock
 	// Logger receives logs. Default slog.Default().
 	Logger *slog.Logger
 }
 
 func (o SemaphoreOptions) withDefaults() SemaphoreOptions {
-	if o.Container == "" {
-		o.Container = DefaultContainer
-	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultSlotPrefix
 	}
@@ -281,9 +254,6 @@ func (o SemaphoreOptions) withDefaults() SemaphoreOptions {
 var slotNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
 
 func (o SemaphoreOptions) validate() error {
-	if err := storage.ValidateContainerName(o.Container); err != nil {
-		return fmt.Errorf("%w: Container: %w", ErrInvalidOptions, err)
-	}
 	if err := validateBlobName(o.Prefix + "/x"); err != nil || len(o.Prefix) > 500 {
 		return invalid("Prefix", strconv.Quote(o.Prefix), "must be at most 500 printable ASCII characters")
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
 	"github.com/leasecron/leasecron/internal/clock"
 )
 
@@ -20,7 +22,7 @@ func TestOptionsDefaults(t *testing.T) {
 	if o.LeaseTiming != want {
 		t.Errorf("timing %+v, want %+v", o.LeaseTiming, want)
 	}
-	if o.Container != "leasecron" || o.Blob != "locks/scheduler" || o.PollEvery != 15*time.Second || o.Logger == nil {
+	if o.PollEvery != 15*time.Second || o.Logger == nil {
 		t.Errorf("defaults %+v", o)
 	}
 	if _, ok := o.Clock.(clock.Real); !ok {
@@ -43,7 +45,7 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Errorf("15s defaults invalid: %v", err)
 	}
 	so := SemaphoreOptions{}.withDefaults()
-	if so.Container != "leasecron" || so.Prefix != "slots" || so.validate() != nil {
+	if so.Prefix != "slots" || so.validate() != nil {
 		t.Errorf("semaphore defaults %+v: %v", so, so.validate())
 	}
 }
@@ -74,13 +76,10 @@ func TestOptionsValidation(t *testing.T) {
 		{"identity with newline", Options{Identity: "a\nb"}, "Identity"},
 		{"identity too long", Options{Identity: strings.Repeat("x", 257)}, "Identity"},
 		{"identity not ASCII", Options{Identity: "höst/1/abc"}, "Identity"},
-		{"bad container", Options{Container: "Bad_Name"}, "Container"},
-		{"blob with leading space", Options{Blob: " locks"}, "Blob"},
-		{"blob too long", Options{Blob: strings.Repeat("b", 1025)}, "Blob"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := NewCopWithLock(NewMemLock("x", nil), c.opts)
+			_, err := NewCop(NewMemLock("x", nil), c.opts)
 			if !errors.Is(err, ErrInvalidOptions) {
 				t.Fatalf("err %v, want ErrInvalidOptions", err)
 			}
@@ -122,5 +121,44 @@ func TestSemaphoreValidation(t *testing.T) {
 	}
 	if _, err := NewSemaphore(nil, "x", 1, SemaphoreOptions{}); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("nil clients: %v", err)
+	}
+}
+
+func TestNewBlobLockValidation(t *testing.T) {
+	cc := func(u string) *container.Client {
+		c, err := container.NewClientWithNoCredential(u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, c := range []struct {
+		name   string
+		client *container.Client
+		blob   string
+		want   string // in the error; "" means accepted
+		str    string // String() when accepted
+	}{
+		{"azure URL", cc("https://acct.blob.core.windows.net/leasecron"), "locks/scheduler", "", "leasecron/locks/scheduler"},
+		{"azurite URL", cc("http://127.0.0.1:10000/devstoreaccount1/jobs"), "locks/a", "", "jobs/locks/a"},
+		{"compose host, trailing slash, SAS", cc("http://azurite:10000/devstoreaccount1/jobs/?sv=x&sig=y"), "l", "", "jobs/l"},
+		{"nil client", nil, "locks/scheduler", "nil container client", ""},
+		{"bad container", cc("https://acct.blob.core.windows.net/Bad_Name"), "locks/scheduler", `container name "Bad_Name"`, ""},
+		{"no container", cc("https://acct.blob.core.windows.net/"), "locks/scheduler", "container name", ""},
+		{"blob with leading space", cc("https://acct.blob.core.windows.net/leasecron"), " locks", `blob = " locks"`, ""},
+		{"blob too long", cc("https://acct.blob.core.windows.net/leasecron"), strings.Repeat("b", 1025), "blob = ", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := NewBlobLock(c.client, c.blob)
+			if c.want == "" {
+				if err != nil || l.String() != c.str {
+					t.Fatalf("NewBlobLock = %v, %v; want %s", l, err, c.str)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want ErrInvalidOptions naming %s", err, c.want)
+			}
+		})
 	}
 }

@@ -9,9 +9,10 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/google/uuid"
 
-	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Semaphore limits concurrency across instances to N: it is N lease slots,
@@ -26,18 +27,19 @@ type Semaphore struct {
 	observe func(event)
 }
 
-// NewSemaphore returns the semaphore name with n slots in the account
-// behind clients. name is 1–200 letters, digits, '.', '_' or '-'; n is
-// 1..MaxSlots. It does not contact the service: slot blobs are created on
-// first use.
-func NewSemaphore(clients *storage.Clients, name string, n int, opts SemaphoreOptions) (*Semaphore, error) {
+// NewSemaphore returns the semaphore name with n slots, the blobs
+// {Prefix}/{name}/{i} of the container c (a container client the caller
+// built with the Azure SDK, as for NewBlobLock). name is 1–200 letters,
+// digits, '.', '_' or '-'; n is 1..MaxSlots. It does not contact the
+// service: the container and slot blobs are created on first use.
+func NewSemaphore(c *container.Client, name string, n int, opts SemaphoreOptions) (*Semaphore, error) {
 	o := opts.withDefaults()
 	if err := validateSemaphore(name, n, o); err != nil {
 		return nil, err
 	}
 	locks := make([]Lock, n)
 	for i := range locks {
-		l, err := NewBlobLock(clients, o.Container, o.Prefix+"/"+name+"/"+strconv.Itoa(i))
+		l, err := NewBlobLock(c, o.Prefix+"/"+name+"/"+strconv.Itoa(i))
 		if err != nil {
 			return nil, err
 		}
@@ -47,7 +49,8 @@ func NewSemaphore(clients *storage.Clients, name string, n int, opts SemaphoreOp
 }
 
 // NewSemaphoreWithLocks returns a semaphore whose slots are locks (such as
-// MemLocks in tests). opts.Container and opts.Prefix are ignored.
+// MemLocks in tests, or any other Lock implementation). opts.Prefix is
+// ignored.
 func NewSemaphoreWithLocks(name string, locks []Lock, opts SemaphoreOptions) (*Semaphore, error) {
 	o := opts.withDefaults()
 	if err := validateSemaphore(name, len(locks), o); err != nil {
@@ -79,9 +82,6 @@ func newSemaphore(name string, locks []Lock, o SemaphoreOptions) *Semaphore {
 // Name returns the semaphore's name.
 func (s *Semaphore) Name() string { return s.name }
 
-// Size returns N, the number of slots.
-func (s *Semaphore) Size() int { return len(s.slots) }
-
 // TryAcquire tries the slots once each, starting at a random one so that
 // contenders spread out, and returns the first it leases. It returns an
 // error wrapping ErrNoSlot when every slot is held, and another error when
@@ -102,7 +102,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Slot, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("semaphore %q: %w", s.name, context.Cause(ctx))
 		}
-		if !errors.Is(err, storage.ErrLeaseConflict) {
+		if !errors.Is(err, leasecrontype.ErrLeaseConflict) {
 			errs = append(errs, err)
 		}
 	}
@@ -124,7 +124,7 @@ func (s *Semaphore) tryOne(ctx context.Context, i int) (*Slot, error) {
 	acquire := func(cctx context.Context) error { return lock.Acquire(cctx, id, s.o.LeaseDuration) }
 	start := s.o.Clock.Now()
 	err := s.call(ctx, acquire)
-	if errors.Is(err, storage.ErrNotFound) { // first use of this slot
+	if errors.Is(err, leasecrontype.ErrNotFound) { // first use of this slot
 		if err := s.call(ctx, lock.Ensure); err != nil {
 			return nil, err
 		}
@@ -144,7 +144,7 @@ func (s *Semaphore) Held(ctx context.Context) (int, error) {
 	held := 0
 	for _, l := range s.slots {
 		st, err := l.Get(ctx)
-		if errors.Is(err, storage.ErrNotFound) {
+		if errors.Is(err, leasecrontype.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -214,7 +214,7 @@ func (sl *Slot) stop(ctx context.Context, release bool) error {
 		return nil
 	}
 	err := sl.k.release(ctx)
-	if err != nil && lost && errors.Is(err, storage.ErrLeaseConflict) {
+	if err != nil && lost && errors.Is(err, leasecrontype.ErrLeaseConflict) {
 		return nil
 	}
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
-	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 func newMemSemaphore(t *testing.T, clk *clock.Fake, n int) (*Semaphore, []*MemLock, *events) {
@@ -160,7 +160,7 @@ func TestSemaphoreSlotLostOnRefusedRenewal(t *testing.T) {
 	}
 	mems[0].SetFault(func(_ context.Context, op Op) error {
 		if op == OpRenew {
-			return fmt.Errorf("%w: lease lost", storage.ErrLeaseConflict)
+			return fmt.Errorf("%w: lease lost", leasecrontype.ErrLeaseConflict)
 		}
 		return nil
 	})

@@ -44,6 +44,16 @@ func download(t *testing.T, ctx context.Context, c *storage.Clients, container, 
 	return b, ct
 }
 
+// blobWriter is the BlobWriter over container of c.
+func blobWriter(t *testing.T, c *storage.Clients, container string) BlobWriter {
+	t.Helper()
+	w, err := NewBlobWriter(c.Blob.NewContainerClient(container))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 func TestWritesBlobsToAzurite(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -51,7 +61,7 @@ func TestWritesBlobsToAzurite(t *testing.T) {
 	c := azClients(t)
 	container := azuritetest.Name(t, "c")
 	srv := newFeedServer(t)
-	h, err := New(Options{Clients: c, Container: container, Logger: quiet})
+	h, err := New(Options{Blobs: blobWriter(t, c, container), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,18 +120,18 @@ func TestUnderTheAggregatorOnAzurite(t *testing.T) {
 	container := azuritetest.Name(t, "c")
 	table := azuritetest.Name(t, "t")
 	srv := newFeedServer(t)
-	h, err := New(Options{Clients: c, Container: container, Logger: quiet})
+	h, err := New(Options{Blobs: blobWriter(t, c, container), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	board, err := aggregator.NewBoard(c, table)
+	board, err := aggregator.NewBoard(c.Table, table)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := board.EnsureTable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, city := range Cities {
+	for _, city := range cities {
 		if err := board.Add(ctx, aggregator.Entry{Key: city, Interval: time.Hour, Type: Type, Payload: string(payload(srv.url(city)))}, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +140,7 @@ func TestUnderTheAggregatorOnAzurite(t *testing.T) {
 		Payload: srv.url("westlafcals") + "\n" + srv.url("malformed") + "\n"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	w, err := aggregator.NewWorker(c, aggregator.Options{Table: table, Logger: quiet, MaxConcurrent: 2,
+	w, err := aggregator.NewWorker(c.Table, aggregator.Options{Table: table, Logger: quiet, MaxConcurrent: 2,
 		Handlers: func(typ string) (leasecrontype.Handler, bool) { return h, typ == Type }})
 	if err != nil {
 		t.Fatal(err)

@@ -15,8 +15,9 @@
 // # Output
 //
 // For the key K (Task.Key), the handler writes calendars/K.ics (the merged
-// calendar) and then calendars/K.json (a [Summary]) to the container
-// (default "leasecron"). Events are de-duplicated by (UID, RECURRENCE-ID):
+// calendar) and then calendars/K.json (a [Summary]) through its
+// [BlobWriter]: [NewBlobWriter] puts them in an Azure blob container
+// (leasecron's worker uses names.container, "leasecron" by default). Events are de-duplicated by (UID, RECURRENCE-ID):
 // an event listed by several feeds appears once, the copy with the highest
 // SEQUENCE (then the latest LAST-MODIFIED or DTSTAMP, then the earliest
 // feed) winning. Recurring events keep their RRULE, EXDATE and RDATE, and
@@ -66,8 +67,6 @@ const Type = "calendar"
 
 // Defaults and limits.
 const (
-	// DefaultContainer holds the output blobs.
-	DefaultContainer = "leasecron"
 	// DefaultTimeout bounds the fetch of one feed, body included.
 	DefaultTimeout = 15 * time.Second
 	// DefaultMaxFeedSize is the largest feed body read, in bytes (5 MiB).
@@ -136,21 +135,10 @@ func (e *FeedsError) Unwrap() []error {
 	return out
 }
 
-// BlobWriter stores one output blob; the Azure implementation is used when
-// Options.Blobs is nil.
-type BlobWriter interface {
-	// WriteBlob creates or overwrites container/name with data.
-	WriteBlob(ctx context.Context, container, name, contentType string, data []byte) error
-}
-
 // Options configure the handler. Zero values mean the documented defaults.
 type Options struct {
-	// Clients is used to write blobs when Blobs is nil.
-	Clients *storage.Clients
-	// Blobs receives the output; default: blob storage of Clients.
+	// Blobs receives the output (see NewBlobWriter). Required.
 	Blobs BlobWriter
-	// Container holds the output. Default DefaultContainer ("leasecron").
-	Container string
 	// HTTPClient fetches feeds. Default: a client of its own on
 	// http.DefaultTransport (redirects followed); Timeout bounds each feed.
 	HTTPClient *http.Client
@@ -175,16 +163,7 @@ type Options struct {
 
 func (o Options) withDefaults() (Options, error) {
 	if o.Blobs == nil {
-		if o.Clients == nil || o.Clients.Blob == nil {
-			return o, fmt.Errorf("calendar: Options.Blobs and Options.Clients are both nil: pass storage clients or a BlobWriter")
-		}
-		o.Blobs = NewBlobWriter(o.Clients)
-	}
-	if o.Container == "" {
-		o.Container = DefaultContainer
-	}
-	if err := storage.ValidateContainerName(o.Container); err != nil {
-		return o, fmt.Errorf("calendar: Container: %w", err)
+		return o, errors.New("calendar: Options.Blobs is nil: pass NewBlobWriter(containerClient) or a BlobWriter of your own")
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{}
@@ -396,8 +375,8 @@ func (m *merger) handle(ctx context.Context, t leasecrontype.Task) error {
 		if err != nil {
 			return fmt.Errorf("calendar %s: serialize: %w", key, err)
 		}
-		if err := m.opts.Blobs.WriteBlob(ctx, m.opts.Container, icsName, "text/calendar; charset=utf-8", body); err != nil {
-			return fmt.Errorf("calendar %s: write %s/%s: %w", key, m.opts.Container, icsName, err)
+		if err := m.opts.Blobs.WriteBlob(ctx, icsName, "text/calendar; charset=utf-8", body); err != nil {
+			return fmt.Errorf("calendar %s: write %s: %w", key, icsName, err)
 		}
 		sum.Written = true
 	}
@@ -405,8 +384,8 @@ func (m *merger) handle(ctx context.Context, t leasecrontype.Task) error {
 	if err != nil {
 		return fmt.Errorf("calendar %s: encode summary: %w", key, err)
 	}
-	if err := m.opts.Blobs.WriteBlob(ctx, m.opts.Container, sumName, "application/json", append(js, '\n')); err != nil {
-		return fmt.Errorf("calendar %s: write %s/%s: %w", key, m.opts.Container, sumName, err)
+	if err := m.opts.Blobs.WriteBlob(ctx, sumName, "application/json", append(js, '\n')); err != nil {
+		return fmt.Errorf("calendar %s: write %s: %w", key, sumName, err)
 	}
 	log.Info("calendar: merged", "feeds", len(feeds), "failed", len(failed), "events", sum.Events, "duplicates", sum.Duplicates)
 	if len(failed) > 0 {

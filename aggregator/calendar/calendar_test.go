@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/leasecron/leasecron/leasecrontype"
 
 	ics "github.com/arran4/golang-ical"
@@ -39,11 +40,11 @@ func newMemBlobs() *memBlobs {
 	return &memBlobs{blobs: map[string][]byte{}, types: map[string]string{}}
 }
 
-func (m *memBlobs) WriteBlob(_ context.Context, container, name, contentType string, data []byte) error {
+func (m *memBlobs) WriteBlob(_ context.Context, name, contentType string, data []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.blobs[container+"/"+name] = append([]byte(nil), data...)
-	m.types[container+"/"+name] = contentType
+	m.blobs[name] = append([]byte(nil), data...)
+	m.types[name] = contentType
 	return nil
 }
 
@@ -51,7 +52,7 @@ func (m *memBlobs) get(t *testing.T, name string) []byte {
 	t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b, ok := m.blobs["leasecron/"+name]
+	b, ok := m.blobs[name]
 	if !ok {
 		t.Fatalf("blob %s not written", name)
 	}
@@ -84,7 +85,7 @@ func newFeedServer(t *testing.T) *feedServer {
 	return fs
 }
 
-func fsReadFile(name string) ([]byte, error) { return fs.ReadFile(Fixtures(), name) }
+func fsReadFile(name string) ([]byte, error) { return fs.ReadFile(fixtures(), name) }
 
 const modTime = "Tue, 14 Jul 2009 12:12:05 GMT"
 
@@ -182,7 +183,7 @@ func TestMergesFourCities(t *testing.T) {
 	blobs := newMemBlobs()
 	h := newHandler(t, blobs, nil)
 	var urls []string
-	for _, c := range Cities {
+	for _, c := range cities {
 		urls = append(urls, srv.url(c))
 	}
 	if err := h(context.Background(), task("elmcity", payload(urls...))); err != nil {
@@ -197,7 +198,7 @@ func TestMergesFourCities(t *testing.T) {
 			t.Fatalf("line longer than 75 octets: %q", line)
 		}
 	}
-	if ct := blobs.types["leasecron/calendars/elmcity.ics"]; !strings.HasPrefix(ct, "text/calendar") {
+	if ct := blobs.types["calendars/elmcity.ics"]; !strings.HasPrefix(ct, "text/calendar") {
 		t.Fatalf("content type %q", ct)
 	}
 	cal, byUID := eventsByUID(t, body)
@@ -549,9 +550,18 @@ func TestPlainTextPayloadAndBadTasks(t *testing.T) {
 }
 
 func TestOptionsValidation(t *testing.T) {
+	bad, err := container.NewClientWithNoCredential("http://127.0.0.1:1/devstoreaccount1/Bad_Name", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewBlobWriter(bad); err == nil || !strings.Contains(err.Error(), "Bad_Name") {
+		t.Errorf("NewBlobWriter(container Bad_Name) = %v, want an error naming it", err)
+	}
+	if _, err := NewBlobWriter(nil); err == nil {
+		t.Error("NewBlobWriter(nil) accepted")
+	}
 	for _, o := range []Options{
 		{},
-		{Blobs: newMemBlobs(), Container: "Bad_Name"},
 		{Blobs: newMemBlobs(), Timeout: -1},
 		{Blobs: newMemBlobs(), MaxFeedSize: -1},
 		{Blobs: newMemBlobs(), Concurrency: -1},
@@ -563,7 +573,7 @@ func TestOptionsValidation(t *testing.T) {
 }
 
 func TestFixturesParse(t *testing.T) {
-	for _, c := range Cities {
+	for _, c := range cities {
 		b, err := fsReadFile(c + ".ics")
 		if err != nil {
 			t.Fatal(err)

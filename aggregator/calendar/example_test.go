@@ -6,33 +6,36 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/leasecron/leasecron/leasecrontype"
 
 	"github.com/leasecron/leasecron/aggregator/calendar"
 )
 
-// printBlobs is a BlobWriter that keeps what it is given.
-type printBlobs map[string][]byte
+// mapBlobs is a BlobWriter that keeps what it is given.
+type mapBlobs map[string][]byte
 
-func (p printBlobs) WriteBlob(_ context.Context, container, name, _ string, data []byte) error {
-	p[container+"/"+name] = data
+func (p mapBlobs) WriteBlob(_ context.Context, name, _ string, data []byte) error {
+	p[name] = data
 	return nil
 }
 
-// Merge the four sample cities, served over HTTP the way the demo does.
+// Merge the four sample cities of the package's test data, served over
+// HTTP the way the demo does.
 func Example() {
-	srv := httptest.NewServer(http.FileServerFS(calendar.Fixtures()))
+	srv := httptest.NewServer(http.FileServerFS(os.DirFS("testdata")))
 	defer srv.Close()
 
-	blobs := printBlobs{}
+	blobs := mapBlobs{}
 	h, err := calendar.New(calendar.Options{Blobs: blobs})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	payload := `{"feeds": [`
-	for i, city := range calendar.Cities {
+	for i, city := range []string{"westlafcals", "networksierra", "localist", "aroundfred"} {
 		if i > 0 {
 			payload += ", "
 		}
@@ -44,8 +47,8 @@ func Example() {
 
 	icsName, sumName := calendar.BlobNames("elmcity")
 	var sum calendar.Summary
-	_ = json.Unmarshal(blobs["leasecron/"+sumName], &sum)
-	fmt.Printf("%s written: %v\n", icsName, len(blobs["leasecron/"+icsName]) > 0)
+	_ = json.Unmarshal(blobs[sumName], &sum)
+	fmt.Printf("%s written: %v\n", icsName, len(blobs[icsName]) > 0)
 	fmt.Println("events:", sum.Events, "duplicates:", sum.Duplicates)
 	fmt.Println("time zones:", sum.Timezones)
 	// Output:
@@ -53,4 +56,25 @@ func Example() {
 	// calendars/elmcity.ics written: true
 	// events: 24 duplicates: 4
 	// time zones: [America/Indiana/Indianapolis America/Los_Angeles America/New_York Europe/London]
+}
+
+// The handler over an Azure blob container, on a client built with its own
+// credential (compile-only: it needs a storage account).
+func ExampleNewBlobWriter() {
+	c, err := container.NewClientFromConnectionString(os.Getenv("AZURE_STORAGE_CONNECTION_STRING"), "leasecron", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	blobs, err := calendar.NewBlobWriter(c)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h, err := calendar.New(calendar.Options{Blobs: blobs})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = h // register it under calendar.Type: worker.Handle(calendar.Type, h)
 }

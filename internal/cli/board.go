@@ -24,11 +24,11 @@ func (a *app) blackboardCmd() *cobra.Command {
 		Short: "Show every aggregator key: start, stop, running, worker, last error",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := a.board()
+			cl, err := a.client()
 			if err != nil {
 				return err
 			}
-			es, err := b.List(cmd.Context())
+			es, err := cl.Blackboard(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -104,7 +104,7 @@ func (a *app) aggregatorCmd() *cobra.Command {
 					return usageError{err}
 				}
 			}
-			b, err := a.board()
+			cl, err := a.client()
 			if err != nil {
 				return err
 			}
@@ -112,7 +112,7 @@ func (a *app) aggregatorCmd() *cobra.Command {
 			if err := e.Validate(); err != nil {
 				return usageError{err}
 			}
-			if err := b.Add(cmd.Context(), e, &aggregator.AddOptions{Replace: replace}); err != nil {
+			if err := cl.AddBlackboardKey(cmd.Context(), e, replace); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.out, "added %s (every %s, type %s)\n", e.Key, every, typ)
@@ -127,11 +127,11 @@ func (a *app) aggregatorCmd() *cobra.Command {
 		Short: "Remove a key",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := a.board()
+			cl, err := a.client()
 			if err != nil {
 				return err
 			}
-			if err := b.Remove(cmd.Context(), args[0]); err != nil {
+			if err := cl.RemoveBlackboardKey(cmd.Context(), args[0]); err != nil {
 				if errors.Is(err, aggregator.ErrNotFound) {
 					return notFoundErr{err}
 				}
@@ -146,11 +146,11 @@ func (a *app) aggregatorCmd() *cobra.Command {
 		Short: "Make a key due at the next cycle regardless of its interval",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := a.board()
+			cl, err := a.client()
 			if err != nil {
 				return err
 			}
-			if err := b.RunNow(cmd.Context(), args[0]); err != nil {
+			if err := cl.RunBlackboardKeyNow(cmd.Context(), args[0]); err != nil {
 				if errors.Is(err, aggregator.ErrNotFound) {
 					return notFoundErr{err}
 				}

@@ -35,6 +35,8 @@ func (a *app) client() (*leasecron.Client, error) {
 		NoRuns:     !a.cfg.Worker.Runs,
 		MaxPayload: a.cfg.Payload.MaxSize,
 		Logger:     a.log,
+		Limits:     a.cfg.Limits,
+		MaxDepth:   a.cfg.Queue.MaxDepth, ResumeBelow: a.cfg.Queue.ResumeBelow,
 	})
 }
 
@@ -47,7 +49,13 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 			timeouts[typ] = h.Timeout
 		}
 	}
+	var dash *leasecron.DashboardOptions
+	if c.Admin.Dashboard {
+		d := a.dashboardOptions()
+		dash = &d
+	}
 	return leasecron.WorkerOptions{
+		Dashboard:  dash,
 		Storage:    a.storageOpts(),
 		Names:      a.names(),
 		InstanceID: c.Worker.InstanceID,
@@ -63,6 +71,7 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 			ShutdownGrace: c.Worker.ShutdownGrace, PollMin: c.Worker.PollMin, PollMax: c.Worker.PollMax,
 			MaxAttempts: c.Retry.MaxAttempts, BackoffBase: c.Retry.BackoffBase, BackoffMax: c.Retry.BackoffMax,
 			HandlerTimeouts: timeouts, CountersEvery: c.Worker.CountersEvery,
+			PauseCheck: c.Worker.PauseCheck, PauseHold: c.Worker.PauseHold,
 		},
 		Aggregator:  leasecron.AggregatorOptions{Cycle: c.Aggregator.Cycle, LockTTL: c.Aggregator.LockTTL},
 		NoLead:      !c.Worker.Lead,

@@ -15,7 +15,11 @@ func (a *app) extraHandlerKinds() map[string]func(config.Handler) (leasecrontype
 			if err != nil {
 				return nil, err
 			}
-			return calendar.New(calendar.Options{Clients: sc, Container: a.cfg.Names.Container, Timeout: h.Timeout, Logger: a.log})
+			blobs, err := calendar.NewBlobWriter(sc.Blob.NewContainerClient(a.cfg.Names.Container))
+			if err != nil {
+				return nil, err
+			}
+			return calendar.New(calendar.Options{Blobs: blobs, Timeout: h.Timeout, Logger: a.log})
 		},
 	}
 }

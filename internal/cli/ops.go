@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -11,8 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/aggregator"
-	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -147,12 +144,8 @@ func (a *app) statsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// The mover holds back from max_depth until the queue drains
-			// below resume_below; in between, due rows waiting means it is
-			// (still) holding back.
-			q := a.cfg.Queue
-			holding := q.MaxDepth > 0 && (s.QueueDepth >= q.MaxDepth || (s.QueueDepth >= q.ResumeBelow && s.Due.Count > 0))
-			limits, err := a.limitStats(cmd.Context(), s.Counters)
+			bp := cl.Backpressure(s)
+			limits, err := cl.Limits(cmd.Context(), s.Counters)
 			if err != nil {
 				return err
 			}
@@ -160,7 +153,7 @@ func (a *app) statsCmd() *cobra.Command {
 				return a.printJSON(map[string]any{
 					"queue_depth": s.QueueDepth, "poison_depth": s.PoisonDepth,
 					"due_backlog": s.Due.Count, "due_backlog_capped": s.Due.Capped, "oldest_due_lag_seconds": s.Due.Lag.Seconds(),
-					"leader": holderJSON(s.Leader), "counters": s.Counters, "mover_holding_back": holding, "limits": limits,
+					"leader": holderJSON(s.Leader), "counters": s.Counters, "mover_holding_back": bp.HoldingBack, "limits": limits,
 				})
 			}
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
@@ -177,10 +170,10 @@ func (a *app) statsCmd() *cobra.Command {
 			} else {
 				fmt.Fprintf(tw, "leader\tnone\n")
 			}
-			if a.cfg.Queue.MaxDepth > 0 {
+			if bp.Enabled {
 				state := "moving"
-				if holding {
-					state = fmt.Sprintf("HOLDING BACK (depth %d; moves again below queue.resume_below %d; queue.max_depth %d)", s.QueueDepth, q.ResumeBelow, q.MaxDepth)
+				if bp.HoldingBack {
+					state = fmt.Sprintf("HOLDING BACK (depth %d; moves again below queue.resume_below %d; queue.max_depth %d)", s.QueueDepth, bp.ResumeBelow, bp.MaxDepth)
 				}
 				fmt.Fprintf(tw, "mover\t%s\n", state)
 			}
@@ -198,46 +191,6 @@ func (a *app) statsCmd() *cobra.Command {
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
-}
-
-type limitOut struct {
-	Type  string `json:"type"`
-	Limit int    `json:"limit"`
-	Held  int    `json:"held"`
-	// Deferred counts the times a task of the type was put back for want
-	// of a slot, since the fleet counters began (a running total, not a
-	// queue length).
-	Deferred int64 `json:"deferred"`
-}
-
-// limitStats counts held slots per limited type; deferred comes from the
-// fleet counters stats already read (nil when run records are off).
-func (a *app) limitStats(ctx context.Context, counters *runs.Counters) ([]limitOut, error) {
-	if len(a.cfg.Limits) == 0 {
-		return nil, nil
-	}
-	sc, err := a.clients()
-	if err != nil {
-		return nil, err
-	}
-	var out []limitOut
-	for typ, n := range a.cfg.Limits {
-		sem, err := trafficcop.NewSemaphore(sc, typ, n, trafficcop.SemaphoreOptions{Container: a.cfg.Names.Container})
-		if err != nil {
-			return nil, err
-		}
-		held, err := sem.Held(ctx)
-		if err != nil {
-			return nil, err
-		}
-		var deferred int64
-		if counters != nil {
-			deferred = counters.ByType[typ].Deferred
-		}
-		out = append(out, limitOut{Type: typ, Limit: n, Held: held, Deferred: deferred})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
-	return out, nil
 }
 
 func (a *app) deadletterCmd() *cobra.Command {
@@ -324,13 +277,4 @@ func (a *app) deadletterCmd() *cobra.Command {
 	}
 	c.AddCommand(list, requeue, purge)
 	return c
-}
-
-// board opens the blackboard.
-func (a *app) board() (*aggregator.Board, error) {
-	sc, err := a.clients()
-	if err != nil {
-		return nil, err
-	}
-	return aggregator.NewBoard(sc, a.cfg.Names.BlackboardTable)
 }

@@ -54,31 +54,9 @@ An id that is already pending is refused unless --replace is given.`,
   leasecron schedule --id nightly --cron "0 3 * * *" --tz Europe/Amsterdam --type backup`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if every != "" && cron != "" {
-				return usagef("give --every or --cron, not both")
-			}
-			if tz != "" && cron == "" {
-				return usagef("--tz applies to --cron only")
-			}
-			rule := cron
-			if every != "" {
-				rule = "@every " + every
-			}
-			now := time.Now()
-			due, err := schedule.ParseWhen(at, in, now)
+			due, rule, err := schedule.When{At: at, In: in, Every: every, Cron: cron, TZ: tz}.Resolve(time.Now())
 			if err != nil {
 				return usageError{err}
-			}
-			if rule != "" && at == "" && in == "" {
-				r, err := schedule.ParseRecurrence(rule, tz)
-				if err != nil {
-					return usageError{err}
-				}
-				// The first occurrence from now, on a whole second so that
-				// run ids ({series}@{due}) read cleanly.
-				if due, err = r.Next(now.Truncate(time.Second), now); err != nil {
-					return usageError{err}
-				}
 			}
 			payload, err := a.readPayload(args)
 			if err != nil {

@@ -35,6 +35,7 @@ type Config struct {
 	Payload    Payload
 	Aggregator Aggregator
 	Admin      Admin
+	Dashboard  Dashboard
 	Log        Log
 	// Handlers maps a task type to how it is handled.
 	Handlers map[string]Handler
@@ -93,6 +94,8 @@ type Worker struct {
 	PollMin           time.Duration
 	PollMax           time.Duration
 	CountersEvery     time.Duration
+	PauseCheck        time.Duration
+	PauseHold         time.Duration
 	Runs              bool
 	Lead              bool
 	Consume           bool
@@ -119,8 +122,17 @@ type Aggregator struct {
 
 // Admin configures the operations endpoints.
 type Admin struct {
-	Addr  string
-	Pprof bool
+	Addr      string
+	Pprof     bool
+	Dashboard bool
+}
+
+// Dashboard configures the web dashboard.
+type Dashboard struct {
+	Addr           string
+	Auth           string
+	ReadOnly       bool
+	AllowAnonymous bool
 }
 
 // Log configures logging.
@@ -181,6 +193,8 @@ var Keys = []Key{
 	{"worker.poll_min", "200ms", "Queue polling interval while work is flowing.", false},
 	{"worker.poll_max", "30s", "Longest queue polling interval when idle (exponential backoff with jitter).", false},
 	{"worker.counters_every", "30s", "How often a worker flushes its counters (shown by `leasecron stats`) to the Runs table.", false},
+	{"worker.pause_check", "5s", "How long a worker trusts the pause state (`leasecron pause`) it read; it reads it only while it has work or holds paused tasks.", false},
+	{"worker.pause_hold", "10m", "How long a task of a type paused without an end is hidden before it is looked at again (the worker that hid it shows it again as soon as the type is resumed).", false},
 	{"worker.runs", true, "Keep run records (status, duplicate suppression, cancel after move).", false},
 	{"worker.lead", true, "Compete for the lease and move due tasks.", false},
 	{"worker.consume", true, "Take tasks from the queue.", false},
@@ -193,6 +207,11 @@ var Keys = []Key{
 	{"aggregator.lock_ttl", "0s", "After how long a claim is abandoned and may be taken over; 0 means the key's interval.", false},
 	{"admin.addr", "", "Address of /healthz, /readyz and /metrics (e.g. :8080); empty disables.", false},
 	{"admin.pprof", false, "Serve /debug/pprof on the admin address.", false},
+	{"admin.dashboard", false, "Also serve the web dashboard on the admin address (under the dashboard.* rules for non-loopback addresses).", false},
+	{"dashboard.addr", "127.0.0.1:8090", "Address of `leasecron dashboard`; an address that is not loopback needs dashboard.auth, or dashboard.read_only with dashboard.allow_anonymous.", false},
+	{"dashboard.auth", "", "Dashboard credentials: basic:USER:PASSWORD or bearer:TOKEN (compared in constant time; a browser sends the token as the basic-auth password).", true},
+	{"dashboard.read_only", false, "Hide and refuse every dashboard action.", false},
+	{"dashboard.allow_anonymous", false, "With dashboard.read_only, allow serving without dashboard.auth on an address that is not loopback.", false},
 	{"log.level", "info", "debug, info, warn or error.", false},
 	{"log.format", "auto", "auto (JSON unless on a terminal), json or text.", false},
 }
@@ -317,6 +336,8 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		PollMin:           d.dur("worker.poll_min", 10*time.Millisecond, time.Hour),
 		PollMax:           d.dur("worker.poll_max", 10*time.Millisecond, time.Hour),
 		CountersEvery:     d.dur("worker.counters_every", time.Second, 24*time.Hour),
+		PauseCheck:        d.dur("worker.pause_check", 100*time.Millisecond, time.Hour),
+		PauseHold:         d.dur("worker.pause_hold", time.Second, 7*24*time.Hour),
 		Runs:              d.bool("worker.runs"),
 		Lead:              d.bool("worker.lead"),
 		Consume:           d.bool("worker.consume"),
@@ -340,7 +361,11 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		Cycle:   d.dur("aggregator.cycle", 100*time.Millisecond, 7*24*time.Hour),
 		LockTTL: d.dur("aggregator.lock_ttl", 0, 7*24*time.Hour),
 	}
-	c.Admin = Admin{Addr: d.str("admin.addr"), Pprof: d.bool("admin.pprof")}
+	c.Admin = Admin{Addr: d.str("admin.addr"), Pprof: d.bool("admin.pprof"), Dashboard: d.bool("admin.dashboard")}
+	c.Dashboard = Dashboard{Addr: d.str("dashboard.addr"), Auth: d.str("dashboard.auth"), ReadOnly: d.bool("dashboard.read_only"), AllowAnonymous: d.bool("dashboard.allow_anonymous")}
+	if c.Admin.Dashboard && c.Admin.Addr == "" {
+		d.bad("admin.dashboard", "true", "false unless admin.addr is set (the dashboard is served on it)")
+	}
 	c.Log = Log{Level: d.oneOf("log.level", "debug", "info", "warn", "error"), Format: d.oneOf("log.format", "auto", "json", "text")}
 
 	for typ, raw := range v.GetStringMap("handlers") {

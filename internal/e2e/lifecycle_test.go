@@ -368,7 +368,7 @@ func TestLifecycleDuplicateMessageRunsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qc, err := queue.NewClient(sc, queue.ClientOptions{})
+	qc, err := queue.NewClient(sc.Queue, queue.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

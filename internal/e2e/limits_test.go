@@ -169,7 +169,7 @@ func TestLimitSlotsFreedAfterSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sem, err := trafficcop.NewSemaphore(sc, "recslow", limit, trafficcop.SemaphoreOptions{})
+	sem, err := trafficcop.NewSemaphore(sc.Blob.NewContainerClient("leasecron"), "recslow", limit, trafficcop.SemaphoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

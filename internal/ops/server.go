@@ -33,6 +33,9 @@ type Options struct {
 	Pprof bool
 	// Logger receives start, stop and serve errors. Default slog.Default().
 	Logger *slog.Logger
+	// Fallback, when set, serves every path the admin routes do not (a
+	// worker's dashboard).
+	Fallback http.Handler
 }
 
 // Server is the admin HTTP server:
@@ -81,6 +84,9 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.opts.Metrics.Handler())
+	if s.opts.Fallback != nil {
+		mux.Handle("/", s.opts.Fallback)
+	}
 	if s.opts.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
 
@@ -69,6 +70,24 @@ func NewBlobStore(svc *service.Client, o Options) (*BlobStore, error) {
 		return nil, errors.New("payload.NewBlobStore: nil blob service client")
 	}
 	return &BlobStore{c: svc.NewContainerClient(o.Container), opts: o}, nil
+}
+
+// NewContainerStore returns a store over a container client the caller
+// built (with its own credential); o.Container is taken from the client's
+// URL. It does not contact the service.
+func NewContainerStore(c *container.Client, o Options) (*BlobStore, error) {
+	if c == nil {
+		return nil, errors.New("payload store: nil container client")
+	}
+	parts, err := blob.ParseURL(c.URL())
+	if err != nil || parts.ContainerName == "" {
+		return nil, fmt.Errorf("payload store: container URL %q names no container", c.URL())
+	}
+	o.Container = parts.ContainerName
+	if err := o.fill(); err != nil {
+		return nil, err
+	}
+	return &BlobStore{c: c, opts: o}, nil
 }
 
 // Container returns the container name.

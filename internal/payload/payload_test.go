@@ -94,6 +94,28 @@ func TestBlobStoreOnAzurite(t *testing.T) {
 	}
 }
 
+// A store over a container client the caller built takes the container's
+// name from the client's URL (path-style on Azurite).
+func TestContainerStoreOnAzurite(t *testing.T) {
+	srv := azuritetest.Shared(t)
+	clients, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := azuritetest.Name(t, "p")
+	s, err := payload.NewContainerStore(clients.Blob.NewContainerClient(name), payload.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Container() != name {
+		t.Fatalf("container %q, want %q", s.Container(), name)
+	}
+	exercise(t, s, name)
+	if _, err := payload.NewContainerStore(nil, payload.Options{}); err == nil {
+		t.Fatal("nil container client accepted")
+	}
+}
+
 func TestBlobStoreOptions(t *testing.T) {
 	if _, err := payload.NewBlobStore(nil, payload.Options{Container: "Bad_Name"}); err == nil || !strings.Contains(err.Error(), `"Bad_Name"`) {
 		t.Fatalf("bad container: %v", err)

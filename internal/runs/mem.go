@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Mem is an in-memory Runs table with the same semantics as Store (it
@@ -123,17 +124,17 @@ func (m *Mem) MarkRequeued(_ context.Context, id string) error {
 }
 
 // Claim implements Store.Claim.
-func (m *Mem) Claim(_ context.Context, id, worker string, attempt int, leaseUntil time.Time, meta Meta) (Run, error) {
+func (m *Mem) Claim(_ context.Context, id, worker string, attempt int, leaseUntil time.Time, meta Meta) (leasecrontype.Run, error) {
 	if err := validateID(id); err != nil {
-		return Run{}, err
+		return leasecrontype.Run{}, err
 	}
 	if err := m.lock(); err != nil {
-		return Run{}, err
+		return leasecrontype.Run{}, err
 	}
 	defer m.mu.Unlock()
 	next, verdict := decideClaim(m.cur(id), id, worker, attempt, leaseUntil, meta, m.clk.Now())
 	m.put(next)
-	return m.rows[id], verdict
+	return m.rows[id].Public(), verdict
 }
 
 // Extend implements Store.Extend.

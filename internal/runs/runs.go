@@ -95,16 +95,9 @@ type Run struct {
 	etag string
 }
 
-// Meta is what a claim records about the task besides the claim itself, so
-// that a run that never had a scheduled or queued row still shows its type.
-type Meta struct {
-	// Type is the handler type.
-	Type string
-	// Due is when the task was due.
-	Due time.Time
-	// Generation is the fencing generation of the leader that moved it.
-	Generation int64
-}
+// Meta is what a claim records about the task besides the claim itself
+// (leasecrontype.RunMeta, the public shape queue.RunRecorder speaks).
+type Meta = leasecrontype.RunMeta
 
 // Filter selects runs for List. The zero value selects every run.
 type Filter struct {
@@ -131,12 +124,12 @@ var (
 	ErrNotFound = notfound.New("run not found")
 	// ErrAlreadySucceeded: Claim found the run succeeded; the delivery is a
 	// duplicate and must be acknowledged without running.
-	ErrAlreadySucceeded = errors.New("run already succeeded")
+	ErrAlreadySucceeded = leasecrontype.ErrRunSucceeded
 	// ErrCancelled: Claim found the run cancelled; acknowledge without running.
-	ErrCancelled = errors.New("run cancelled")
+	ErrCancelled = leasecrontype.ErrRunCancelled
 	// ErrClaimedElsewhere: Claim found the run running on another worker
 	// whose claim has not lapsed; put the message back for later.
-	ErrClaimedElsewhere = errors.New("run claimed by another worker")
+	ErrClaimedElsewhere = leasecrontype.ErrRunClaimed
 	// ErrAlreadyFinished: Cancel found the run already finished.
 	ErrAlreadyFinished = errors.New("run already finished")
 	// ErrContention: a conditional write kept losing to concurrent writers.

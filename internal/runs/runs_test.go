@@ -12,6 +12,7 @@ import (
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 func TestMain(m *testing.M) { azuritetest.Main(m) }
@@ -99,7 +100,7 @@ type api interface {
 	MarkScheduled(ctx context.Context, id string, m Meta) error
 	MarkQueued(ctx context.Context, id string, m Meta) error
 	MarkRequeued(ctx context.Context, id string) error
-	Claim(ctx context.Context, id, worker string, attempt int, leaseUntil time.Time, m Meta) (Run, error)
+	Claim(ctx context.Context, id, worker string, attempt int, leaseUntil time.Time, m Meta) (leasecrontype.Run, error)
 	Extend(ctx context.Context, id, worker string, until time.Time) error
 	Finish(ctx context.Context, id string, state State, err error, outputTail string) error
 	Cancel(ctx context.Context, id string) (Run, error)
@@ -150,16 +151,16 @@ func behaviour(t *testing.T, s api, now func() time.Time) {
 	}
 
 	// First claim wins; a second worker is refused while the claim holds.
-	r, err := s.Claim(ctx, id, "w1", 1, now().Add(time.Minute), Meta{})
+	c, err := s.Claim(ctx, id, "w1", 1, now().Add(time.Minute), Meta{})
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
-	if r.State != Running || r.Worker != "w1" || r.Attempts != 1 {
-		t.Fatalf("claimed row = %+v", r)
+	if c.State != Running || c.Worker != "w1" || c.Attempts != 1 {
+		t.Fatalf("claimed row = %+v", c)
 	}
-	r, err = s.Claim(ctx, id, "w2", 1, now().Add(time.Minute), Meta{})
-	if !errors.Is(err, ErrClaimedElsewhere) || r.Worker != "w1" || r.ClaimUntil.Before(now()) {
-		t.Fatalf("second Claim = %+v, %v; want ErrClaimedElsewhere with w1's claim", r, err)
+	c, err = s.Claim(ctx, id, "w2", 1, now().Add(time.Minute), Meta{})
+	if !errors.Is(err, ErrClaimedElsewhere) || c.Worker != "w1" || c.ClaimUntil.Before(now()) {
+		t.Fatalf("second Claim = %+v, %v; want ErrClaimedElsewhere with w1's claim", c, err)
 	}
 	if err := s.Extend(ctx, id, "w1", now().Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
@@ -192,9 +193,9 @@ func behaviour(t *testing.T, s api, now func() time.Time) {
 		t.Fatalf("succeeded row: last error %q, tail %d bytes", r.LastError, len(r.OutputTail))
 	}
 	// A redelivery is a duplicate and is counted.
-	r, err = s.Claim(ctx, id, "w3", 1, now().Add(time.Minute), Meta{})
-	if !errors.Is(err, ErrAlreadySucceeded) || r.Duplicates != 1 {
-		t.Fatalf("duplicate Claim = %+v, %v", r, err)
+	c, err = s.Claim(ctx, id, "w3", 1, now().Add(time.Minute), Meta{})
+	if !errors.Is(err, ErrAlreadySucceeded) || c.Duplicates != 1 {
+		t.Fatalf("duplicate Claim = %+v, %v", c, err)
 	}
 	if r := mustState(t, s, id, Succeeded); r.Duplicates != 1 || r.Deliveries != 4 {
 		t.Fatalf("duplicates/deliveries = %d/%d, want 1/4", r.Duplicates, r.Deliveries)

@@ -18,6 +18,7 @@ import (
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // DefaultTable is the default name of the Runs table.
@@ -143,14 +144,14 @@ func (s *Store) MarkRequeued(ctx context.Context, id string) error {
 // worker whose claim has not lapsed; the returned row says until when). A
 // missing row is created. Any other error means the claim could not be
 // read or written; the caller should run the task anyway.
-func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, leaseUntil time.Time, m Meta) (Run, error) {
+func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, leaseUntil time.Time, m Meta) (leasecrontype.Run, error) {
 	if err := validateID(id); err != nil {
-		return Run{}, err
+		return leasecrontype.Run{}, err
 	}
 	for try := 0; try < maxTries; try++ {
 		cur, ok, err := s.get(ctx, id)
 		if err != nil {
-			return Run{}, err
+			return leasecrontype.Run{}, err
 		}
 		var curp *Run
 		if ok {
@@ -160,7 +161,7 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 		err = s.write(ctx, id, curp, next)
 		switch {
 		case err == nil:
-			return next, verdict
+			return next.Public(), verdict
 		case verdict != nil:
 			// A refusal stands even when recording the delivery failed or
 			// lost a race (succeeded and cancelled do not change back; a
@@ -169,14 +170,14 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 			if !isConflict(err) {
 				s.o.Logger.Warn("runs: recording a delivery failed", "run", id, "err", err)
 			}
-			return next, verdict
+			return next.Public(), verdict
 		case isConflict(err):
 			continue // lost a race: read again and decide again
 		default:
-			return Run{}, err
+			return leasecrontype.Run{}, err
 		}
 	}
-	return Run{}, fmt.Errorf("runs: claim %s: %w", id, ErrContention)
+	return leasecrontype.Run{}, fmt.Errorf("runs: claim %s: %w", id, ErrContention)
 }
 
 // Extend moves the claim's expiry to until while the handler runs. A missing

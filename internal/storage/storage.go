@@ -192,11 +192,13 @@ var (
 	// ErrAlreadyExists: a conditional create found the resource already there.
 	ErrAlreadyExists = errors.New("already exists")
 	// ErrPreconditionFailed: an If-Match / If-None-Match condition failed
-	// (the ETag changed since it was read).
-	ErrPreconditionFailed = errors.New("precondition failed")
+	// (the ETag changed since it was read). It is the public
+	// leasecrontype.ErrPreconditionFailed.
+	ErrPreconditionFailed = leasecrontype.ErrPreconditionFailed
 	// ErrLeaseConflict: a lease operation was refused (already leased, lease
-	// ID mismatch, lease lost or expired).
-	ErrLeaseConflict = errors.New("lease conflict")
+	// ID mismatch, lease lost or expired). It is the public
+	// leasecrontype.ErrLeaseConflict.
+	ErrLeaseConflict = leasecrontype.ErrLeaseConflict
 	// ErrAuth: the service rejected the credentials.
 	ErrAuth = errors.New("storage authentication failed")
 	// ErrBadRequest: the service rejected the request as invalid (bad name,

@@ -190,7 +190,7 @@ func (b *bench) consumeInProcess(ctx context.Context, m, k, conc int) (results.R
 		if err != nil {
 			return results.Rate{}, nil, err
 		}
-		c, err := queue.NewConsumer(csc, queue.ConsumerOptions{
+		c, err := queue.NewConsumer(csc.Queue, queue.ConsumerOptions{
 			Concurrency: conc, InstanceID: fmt.Sprintf("bench-c%d", i), ShutdownGrace: 5 * time.Second,
 			Logger: quietLogger("consumer"), Observer: obs,
 		})

@@ -60,8 +60,9 @@ func runIdle(ctx context.Context, b *bench) error {
 	if !workers[0].w.HasControl() {
 		return fmt.Errorf("the first worker lost the lease during the warm-up")
 	}
-	for _, w := range workers {
-		w.w.Requests().Reset()
+	before := make([]leasecron.RequestCounts, len(workers))
+	for i, w := range workers {
+		before[i] = w.w.Requests()
 	}
 	t0 := time.Now()
 	for el := time.Duration(0); el < b.s.idleWindow; el += time.Minute {
@@ -78,11 +79,8 @@ func runIdle(ctx context.Context, b *bench) error {
 		if i == 0 && !workers[0].w.HasControl() {
 			return fmt.Errorf("the leader lost the lease while counting")
 		}
-		counts := byOp(workers[i].w.Requests())
-		var total int64
-		for _, v := range counts {
-			total += v
-		}
+		reqs := workers[i].w.Requests().Sub(before[i])
+		counts, total := reqs.ByOp, reqs.Total
 		row := results.IdleRow{Role: r.role, Label: r.label, Runs: r.runs, Requests: counts, PerHour: float64(total) * 3600 / window.Seconds()}
 		res.Rows = append(res.Rows, row)
 		b.logf(name, "%-34s %4d requests in %s = %.0f/hour %v", r.label, total, window.Round(time.Second), row.PerHour, counts)

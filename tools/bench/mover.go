@@ -125,7 +125,7 @@ func (b *bench) moverMover(ctx context.Context, n int, lat time.Duration) (resul
 		return results.Rate{}, nil, 0, err
 	}
 	tbl := &timedTable{Table: at}
-	qc, err := queue.NewClient(sc, queue.ClientOptions{Logger: quietLogger("mover")})
+	qc, err := queue.NewClient(sc.Queue, queue.ClientOptions{Logger: quietLogger("mover")})
 	if err != nil {
 		return results.Rate{}, nil, 0, err
 	}

@@ -199,24 +199,20 @@ func (b *bench) txCases(ctx context.Context, withRuns bool) ([]results.TxCase, e
 	if err := sleep(ctx, b.s.txWarmup); err != nil {
 		return nil, err
 	}
-	wc := tw.w.Requests()
-	wc.Reset()
+	idle0 := tw.w.Requests()
 	if err := sleep(ctx, b.s.txBaseline); err != nil {
 		return nil, err
 	}
-	base := byOp(wc)
-	var baseTotal int64
-	for _, v := range base {
-		baseTotal += v
-	}
+	idle := tw.w.Requests().Sub(idle0)
+	base, baseTotal := idle.ByOp, idle.Total
 	b.logf(name, "%s: idle rate %.1f requests/min %v", tag, float64(baseTotal)/b.s.txBaseline.Minutes(), base)
 
 	var out []results.TxCase
-	// measure resets the counters, runs f (which returns the number of
-	// tasks), waits for the worker to settle and computes the marginal
-	// cost per task.
+	// measure takes a snapshot of the worker's requests and resets the
+	// client's counter, runs f (which returns the number of tasks), waits
+	// for the worker to settle and computes the marginal cost per task.
 	measure := func(kind, pattern string, spacing time.Duration, want int64, f func() (series int, err error)) error {
-		wc.Reset()
+		w0 := tw.w.Requests()
 		cl.counter.Reset()
 		m0, h0 := tw.moved(), tw.handled.Load()
 		t0 := time.Now()
@@ -240,7 +236,7 @@ func (b *bench) txCases(ctx context.Context, withRuns bool) ([]results.TxCase, e
 		}
 		c := results.TxCase{Kind: kind, Pattern: pattern, Runs: withRuns, Tasks: int(n), WindowSeconds: window.Seconds(),
 			SpacingSeconds: spacing.Seconds(), Client: map[string]float64{}, Worker: map[string]float64{}}
-		for op, v := range byOp(wc) {
+		for op, v := range tw.w.Requests().Sub(w0).ByOp {
 			c.Worker[op] = float64(v) / float64(n)
 		}
 		for op, v := range base {

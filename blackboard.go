@@ -1,0 +1,52 @@
+package leasecron
+
+import (
+	"context"
+
+	"github.com/leasecron/leasecron/aggregator"
+)
+
+// The blackboard operations of `leasecron aggregator` and `leasecron
+// blackboard`, and of the dashboard's blackboard page.
+
+func (c *Client) board() (*aggregator.Board, error) {
+	return aggregator.NewBoard(c.sc.Table, c.o.Names.BlackboardTable)
+}
+
+// Blackboard returns every aggregator key with the state of its last run.
+func (c *Client) Blackboard(ctx context.Context) ([]aggregator.Entry, error) {
+	b, err := c.board()
+	if err != nil {
+		return nil, err
+	}
+	return b.List(ctx)
+}
+
+// AddBlackboardKey adds a key (its Key, Interval, Type and Payload); an
+// existing key is refused unless replace, which keeps its run history.
+func (c *Client) AddBlackboardKey(ctx context.Context, e aggregator.Entry, replace bool) error {
+	b, err := c.board()
+	if err != nil {
+		return err
+	}
+	return b.Add(ctx, e, &aggregator.AddOptions{Replace: replace})
+}
+
+// RemoveBlackboardKey removes a key; an unknown key wraps ErrNotFound.
+func (c *Client) RemoveBlackboardKey(ctx context.Context, key string) error {
+	b, err := c.board()
+	if err != nil {
+		return err
+	}
+	return b.Remove(ctx, key)
+}
+
+// RunBlackboardKeyNow makes a key due at the next cycle regardless of its
+// interval; an unknown key wraps ErrNotFound.
+func (c *Client) RunBlackboardKeyNow(ctx context.Context, key string) error {
+	b, err := c.board()
+	if err != nil {
+		return err
+	}
+	return b.RunNow(ctx, key)
+}

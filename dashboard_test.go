@@ -1,0 +1,95 @@
+package leasecron_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/azurite/azuritetest"
+)
+
+// TestDashboardOnAzurite renders every page over a real account and
+// counts the storage requests each costs: the figures the README quotes.
+// A second view within the cache TTL costs none.
+func TestDashboardOnAzurite(t *testing.T) {
+	t.Parallel()
+	srv := azuritetest.Shared(t)
+	st := leasecron.Storage{ConnectionString: srv.ConnectionString()}
+	names := leasecron.Names{
+		ScheduleTable: azuritetest.Name(t, "s"), RunsTable: azuritetest.Name(t, "r"), BlackboardTable: azuritetest.Name(t, "b"),
+		Queue: azuritetest.Name(t, "q"), PoisonQueue: azuritetest.Name(t, "p"), Container: azuritetest.Name(t, "c"),
+	}
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Limits: map[string]int{"mail": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	xss := `<img src=x onerror=alert(1)>`
+	for _, it := range []leasecron.Item{
+		{ID: "one", Type: "mail", Due: time.Now().Add(time.Hour), Payload: xss},
+		{ID: "two", Type: "report", Due: time.Now().Add(2 * time.Hour)},
+		{ID: "series", Type: "report", Due: time.Now().Add(time.Hour), Recurrence: "@every 1h"},
+	} {
+		if _, err := c.Schedule(ctx, it, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.AddBlackboardKey(ctx, aggregator.Entry{Key: "city", Interval: time.Hour, Type: "cities"}, false); err != nil {
+		t.Fatal(err)
+	}
+	get := func(h http.Handler, path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		b, _ := io.ReadAll(rec.Result().Body)
+		return rec.Code, string(b)
+	}
+	// The queues exist in a running fleet's account (workers create them);
+	// a first view creates them here, and is not counted.
+	warm, _ := leasecron.NewDashboard(c, leasecron.DashboardOptions{})
+	get(warm, "/")
+	for _, c2 := range []struct {
+		path, want string
+		max        int64
+	}{
+		{"/", `id="queue-depth"`, 8},
+		{"/tasks", `data-id="one"`, 3},
+		{"/tasks?type=report", `data-id="two"`, 3},
+		{"/tasks/one", `id="payload"`, 3},
+		{"/tasks/series", `id="task-state"`, 4},
+		{"/recurring", `data-id="series"`, 2},
+		{"/runs", `id="runs"`, 20},
+		{"/deadletters", `id="dead-total"`, 3},
+		{"/blackboard", `data-key="city"`, 2},
+		{"/fleet", `id="slots-table"`, 4},
+	} {
+		h, err := leasecron.NewDashboard(c, leasecron.DashboardOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := c.Requests()
+		code, body := get(h, c2.path)
+		n := c.Requests().Sub(before)
+		if code != 200 || !strings.Contains(body, c2.want) {
+			t.Fatalf("GET %s: %d, no %s\n%s", c2.path, code, c2.want, body)
+		}
+		if strings.Contains(body, "<img") {
+			t.Errorf("GET %s: the payload reached the page as markup", c2.path)
+		}
+		t.Logf("GET %-20s %2d storage requests %v", c2.path, n.Total, n.ByOp)
+		if n.Total > c2.max {
+			t.Errorf("GET %s cost %d storage requests, want at most %d", c2.path, n.Total, c2.max)
+		}
+		before = c.Requests()
+		get(h, c2.path)
+		if again := c.Requests().Sub(before); again.Total != 0 {
+			t.Errorf("GET %s again within the cache TTL cost %d requests, want 0", c2.path, again.Total)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package leasecron
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/trafficcop"
+)
+
+// What `leasecron stats` and the dashboard show about the fleet beyond
+// Stats: its instances, the slots of limited types, backpressure, and the
+// dead letters at the head of the poison queue.
+
+// Instance is one worker instance as its counters row shows it.
+type Instance struct {
+	// ID is the instance id.
+	ID string `json:"id"`
+	// Flushed is when the instance last wrote its counters (workers write
+	// only when a counter changed).
+	Flushed time.Time `json:"last_flush"`
+	// Total sums its counts over every task type.
+	Total Counts `json:"counters"`
+	// ByType holds its counts per task type.
+	ByType map[string]Counts `json:"by_type"`
+}
+
+// Instances returns every instance that has flushed counters, by id. It
+// is empty when run records are off.
+func (c *Client) Instances(ctx context.Context) ([]Instance, error) {
+	if c.runs == nil {
+		return nil, nil
+	}
+	rows, err := c.runs.ListCounters(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("counters: %w", err)
+	}
+	out := make([]Instance, 0, len(rows))
+	for _, r := range rows {
+		in := Instance{ID: r.Instance, Flushed: r.Updated, Total: Counts(r.Total), ByType: make(map[string]Counts, len(r.ByType))}
+		for typ, n := range r.ByType {
+			in.ByType[typ] = Counts(n)
+		}
+		out = append(out, in)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// LimitUsage is one limited task type's slots.
+type LimitUsage struct {
+	// Type is the task type.
+	Type string `json:"type"`
+	// Limit is its configured number of slots (ClientOptions.Limits).
+	Limit int `json:"limit"`
+	// Held is how many slots are leased now.
+	Held int `json:"held"`
+	// Deferred counts the times a task of the type was put back for want
+	// of a slot, since the fleet counters began (a running total, not a
+	// queue length).
+	Deferred int64 `json:"deferred"`
+}
+
+// Limits reads the slots of every type in ClientOptions.Limits (one blob
+// read per slot); counters, when not nil, supply the deferred totals.
+func (c *Client) Limits(ctx context.Context, counters *Counters) ([]LimitUsage, error) {
+	out := make([]LimitUsage, 0, len(c.o.Limits))
+	for typ, n := range c.o.Limits {
+		sem, err := trafficcop.NewSemaphore(c.sc.Blob.NewContainerClient(c.o.Names.Container), typ, n, trafficcop.SemaphoreOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("limits.%s: %w", typ, err)
+		}
+		held, err := sem.Held(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("limits.%s: %w", typ, err)
+		}
+		u := LimitUsage{Type: typ, Limit: n, Held: held}
+		if counters != nil {
+			u.Deferred = counters.ByType[typ].Deferred
+		}
+		out = append(out, u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out, nil
+}
+
+// Backpressure is the mover's queue-depth brake as the fleet is configured
+// (ClientOptions.MaxDepth and ResumeBelow).
+type Backpressure struct {
+	// Enabled: MaxDepth > 0.
+	Enabled bool `json:"enabled"`
+	// HoldingBack: the mover is (still) holding back: the queue is at
+	// MaxDepth, or above ResumeBelow with due rows waiting.
+	HoldingBack bool `json:"holding_back"`
+	// MaxDepth and ResumeBelow as configured.
+	MaxDepth    int `json:"max_depth"`
+	ResumeBelow int `json:"resume_below"`
+}
+
+// Backpressure infers from s whether the mover is holding back.
+func (c *Client) Backpressure(s Stats) Backpressure {
+	b := Backpressure{Enabled: c.o.MaxDepth > 0, MaxDepth: c.o.MaxDepth, ResumeBelow: c.o.ResumeBelow}
+	if b.Enabled && b.ResumeBelow == 0 {
+		b.ResumeBelow = b.MaxDepth / 2
+	}
+	b.HoldingBack = b.Enabled && (s.QueueDepth >= b.MaxDepth || (s.QueueDepth >= b.ResumeBelow && s.Due.Count > 0))
+	return b
+}
+
+// PeekDeadLetters returns up to n (1–32) of the oldest dead letters and
+// about how many there are, in two requests (DeadLetters().List walks the
+// whole poison queue).
+func (c *Client) PeekDeadLetters(ctx context.Context, n int) ([]queue.DeadLetter, int, error) {
+	return c.dead.Peek(ctx, n)
+}
+
+// RunNow makes a pending task due now; for a recurring series its next
+// occurrence runs now and the series continues from there. It is
+// Reschedule to the current time.
+func (c *Client) RunNow(ctx context.Context, id string) (Item, error) {
+	return c.Reschedule(ctx, id, c.o.Clock.Now())
+}

@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasecron/leasecron"
+)
+
+func init() {
+	extraCommands = append(extraCommands, (*app).dashboardCmd)
+}
+
+// dashboardOptions maps the dashboard.* keys.
+func (a *app) dashboardOptions() leasecron.DashboardOptions {
+	d := a.cfg.Dashboard
+	return leasecron.DashboardOptions{Auth: d.Auth, ReadOnly: d.ReadOnly, AllowAnonymous: d.AllowAnonymous, Version: a.version, Logger: a.log}
+}
+
+func (a *app) dashboardCmd() *cobra.Command {
+	var addr string
+	c := &cobra.Command{
+		Use:   "dashboard [--addr HOST:PORT]",
+		Short: "Serve the web dashboard for the configured account (default http://127.0.0.1:8090)",
+		Long: `Serves the web dashboard until SIGINT or SIGTERM: the overview, pending
+tasks, recurring series, runs, dead letters, the blackboard and the fleet,
+each page with a JSON twin under /api/, and the actions of the CLI.
+
+It listens on loopback by default. On any other address it refuses to start
+unless dashboard.auth is set (basic:USER:PASSWORD or bearer:TOKEN), or
+dashboard.read_only and dashboard.allow_anonymous are both true.`,
+		Example: `  leasecron dashboard
+  LEASECRON_DASHBOARD_AUTH=bearer:$(openssl rand -hex 16) leasecron dashboard --addr :8090`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if addr == "" {
+				addr = a.cfg.Dashboard.Addr
+			}
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return usagef("--addr %q: %v: want HOST:PORT, e.g. %s", addr, err, leasecron.DefaultDashboardAddr)
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			o := a.dashboardOptions()
+			o.OnListen = func(at net.Addr) {
+				fmt.Fprintf(a.out, "dashboard: http://%s/\n", at)
+				a.log.Info("dashboard listening", "addr", at.String(), "read_only", o.ReadOnly, "auth", o.Auth != "")
+			}
+			err = leasecron.ServeDashboard(cmd.Context(), addr, cl, o)
+			if errors.Is(err, leasecron.ErrDashboardExposed) {
+				return usageError{err}
+			}
+			return err
+		},
+	}
+	c.Flags().StringVar(&addr, "addr", "", "listen address (default dashboard.addr, 127.0.0.1:8090)")
+	return c
+}

@@ -1,0 +1,196 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// maxForm bounds a POSTed form (a schedule form carries a payload).
+const maxForm = 2 << 20
+
+// action does one state change and returns the message to show.
+type action func(ctx context.Context, r *http.Request) (string, error)
+
+func (s *Server) actionRoutes(m *http.ServeMux) {
+	m.Handle("POST /tasks", s.action("schedule", s.doSchedule))
+	m.Handle("POST /tasks/{id}/cancel", s.action("cancel", func(ctx context.Context, r *http.Request) (string, error) {
+		return s.o.Source.Cancel(ctx, r.PathValue("id"))
+	}))
+	m.Handle("POST /tasks/{id}/run-now", s.action("run-now", func(ctx context.Context, r *http.Request) (string, error) {
+		it, err := s.o.Source.RunNow(ctx, r.PathValue("id"))
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s is due now (%s)", it.ID, it.Due.UTC().Format("15:04:05Z")), nil
+	}))
+	m.Handle("POST /tasks/{id}/reschedule", s.action("reschedule", func(ctx context.Context, r *http.Request) (string, error) {
+		at, in := strings.TrimSpace(r.PostFormValue("at")), strings.TrimSpace(r.PostFormValue("in"))
+		if at == "" && in == "" {
+			return "", badf("reschedule: give a new due time: \"in\" as a duration (90s, 10m) or \"at\" as RFC 3339")
+		}
+		due, err := schedule.ParseWhen(at, in, s.o.Clock.Now())
+		if err != nil {
+			return "", badRequest{err}
+		}
+		it, err := s.o.Source.Reschedule(ctx, r.PathValue("id"), due)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s now due %s", it.ID, it.Due.UTC().Format("2006-01-02 15:04:05Z")), nil
+	}))
+	m.Handle("POST /deadletters/{id}/requeue", s.action("requeue", func(ctx context.Context, r *http.Request) (string, error) {
+		id := r.PathValue("id")
+		if err := s.o.Source.Requeue(ctx, id); err != nil {
+			return "", err
+		}
+		return "requeued " + id, nil
+	}))
+	m.Handle("POST /deadletters/requeue-all", s.action("requeue-all", func(ctx context.Context, r *http.Request) (string, error) {
+		n, err := s.o.Source.RequeueAll(ctx)
+		return fmt.Sprintf("requeued %d dead letter(s)", n), err
+	}))
+	m.Handle("POST /deadletters/purge", s.action("purge", func(ctx context.Context, r *http.Request) (string, error) {
+		n, err := s.o.Source.Purge(ctx)
+		return fmt.Sprintf("purged %d dead letter(s)", n), err
+	}))
+	m.Handle("POST /blackboard/{key}/run-now", s.action("blackboard run-now", func(ctx context.Context, r *http.Request) (string, error) {
+		key := r.PathValue("key")
+		if err := s.o.Source.RunKeyNow(ctx, key); err != nil {
+			return "", err
+		}
+		return key + " will run at the next cycle", nil
+	}))
+	m.Handle("POST /blackboard/{key}/remove", s.action("blackboard remove", func(ctx context.Context, r *http.Request) (string, error) {
+		key := r.PathValue("key")
+		if err := s.o.Source.RemoveKey(ctx, key); err != nil {
+			return "", err
+		}
+		return "removed " + key, nil
+	}))
+}
+
+// action wraps a state change: read-only mode, cross-origin protection
+// and the CSRF token are checked first; then the cache is cleared, and the
+// result goes back as JSON or as a flash message on the page the form was
+// on.
+func (s *Server) action(name string, do action) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		if s.o.ReadOnly {
+			s.refuse(w, r, http.StatusForbidden, "the dashboard is read-only (dashboard.read_only): actions are disabled")
+			return
+		}
+		if err := cop.Check(r); err != nil {
+			s.refuse(w, r, http.StatusForbidden, "cross-origin request refused")
+			return
+		}
+		if err := r.ParseForm(); err != nil {
+			s.refuse(w, r, http.StatusBadRequest, "unreadable form: "+err.Error())
+			return
+		}
+		if !s.csrf.check(r) {
+			s.refuse(w, r, http.StatusForbidden, "missing or invalid CSRF token: reload the page and try again")
+			return
+		}
+		msg, err := do(r.Context(), r)
+		s.cache.clear()
+		if err != nil {
+			status, text := actionStatus(err)
+			s.log.Info("dashboard action failed", "action", name, "err", err)
+			s.finish(w, r, status, flash{Text: text})
+			return
+		}
+		s.log.Info("dashboard action", "action", name, "result", msg)
+		s.finish(w, r, http.StatusOK, flash{OK: true, Text: msg})
+	})
+}
+
+func actionStatus(err error) (int, string) {
+	var br badRequest
+	text := trunc.Head(firstLine(err.Error()), 500)
+	switch {
+	case errors.As(err, &br), errors.Is(err, ErrInvalid), errors.Is(err, schedule.ErrInvalid), errors.Is(err, schedule.ErrBadRecurrence):
+		return http.StatusBadRequest, text
+	case errors.Is(err, leasecrontype.ErrNotFound):
+		return http.StatusNotFound, text
+	case errors.Is(err, schedule.ErrAlreadyScheduled), errors.Is(err, ErrConflict):
+		return http.StatusConflict, text
+	}
+	return http.StatusBadGateway, text
+}
+
+// ErrConflict is wrapped by a Source's errors about a state that forbids the
+// action (a run already finished); the dashboard answers 409.
+var ErrConflict = errors.New("conflict")
+
+func wantsJSON(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "application/json")
+}
+
+// refuse answers a request that was not carried out.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	if wantsJSON(r) {
+		writeJSON(w, status, map[string]any{"ok": false, "error": msg})
+		return
+	}
+	http.Error(w, msg, status)
+}
+
+func (s *Server) finish(w http.ResponseWriter, r *http.Request, status int, f flash) {
+	if wantsJSON(r) {
+		if f.OK {
+			writeJSON(w, status, map[string]any{"ok": true, "message": f.Text})
+		} else {
+			writeJSON(w, status, map[string]any{"ok": false, "error": f.Text})
+		}
+		return
+	}
+	s.csrf.setFlash(w, f)
+	http.Redirect(w, r, backTo(r), http.StatusSeeOther)
+}
+
+// backTo is the local page a form names in its "back" field ("/" when it
+// names none or anything that is not a path on this site).
+func backTo(r *http.Request) string {
+	b := r.PostFormValue("back")
+	u, err := url.Parse(b)
+	if err != nil || b == "" || !strings.HasPrefix(b, "/") || strings.HasPrefix(b, "//") || strings.Contains(b, "\\") || u.Host != "" || u.Scheme != "" {
+		return "/"
+	}
+	return b
+}
+
+func (s *Server) doSchedule(ctx context.Context, r *http.Request) (string, error) {
+	f := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
+	spec := schedule.When{At: f("at"), In: f("in"), Every: f("every"), Cron: f("cron"), TZ: f("tz")}
+	due, rule, err := spec.Resolve(s.o.Clock.Now())
+	if err != nil {
+		return "", badRequest{err}
+	}
+	it := schedule.Item{ID: f("id"), Type: f("type"), Payload: r.PostFormValue("payload"), Due: due, Recurrence: rule, TZ: spec.TZ}
+	if ma := f("max_attempts"); ma != "" {
+		n, err := strconv.Atoi(ma)
+		if err != nil || n < 0 {
+			return "", badf("max attempts %q: want a whole number (empty for the default)", ma)
+		}
+		it.MaxAttempts = n
+	}
+	out, err := s.o.Source.Schedule(ctx, it, r.PostFormValue("replace") != "")
+	if err != nil {
+		return "", err
+	}
+	if out.Recurrence != "" {
+		return fmt.Sprintf("scheduled series %s (%s), first due %s", out.ID, out.Recurrence, out.Due.UTC().Format("2006-01-02 15:04:05Z")), nil
+	}
+	return fmt.Sprintf("scheduled %s, due %s", out.ID, out.Due.UTC().Format("2006-01-02 15:04:05Z")), nil
+}

@@ -1,0 +1,209 @@
+// Package dashboard is leasecron's web dashboard: server-rendered pages
+// (html/template) for the overview, pending tasks, recurring series, run
+// history, dead letters, the blackboard and the fleet, each with a JSON
+// twin under /api/, and the actions of the CLI behind POST forms with a
+// CSRF token. Everything it serves is embedded; the one script refreshes
+// the live parts of a page by polling the page itself.
+//
+// Reads go through a short server-side cache shared by every viewer, so
+// live refresh costs a bounded number of storage requests per minute
+// whatever the number of viewers; actions clear it.
+package dashboard
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+)
+
+// Defaults.
+const (
+	// DefaultAddr is where `leasecron dashboard` listens unless told.
+	DefaultAddr = "127.0.0.1:8090"
+	// DefaultRefresh is how often an open page refreshes its live parts.
+	DefaultRefresh = 10 * time.Second
+	// DefaultCacheTTL is how long a read is shared between viewers.
+	DefaultCacheTTL = 5 * time.Second
+	// PageSize is the rows per page of the paged lists.
+	PageSize = 50
+	// PayloadPreview is the most payload, error or output text shown, in
+	// bytes.
+	PayloadPreview = 4 << 10
+	// DeadLetterPreview is how many dead letters the page shows (the
+	// service's peek limit).
+	DeadLetterPreview = 32
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Options configure New.
+type Options struct {
+	// Source reads and acts. Required.
+	Source Source
+	// Auth is "" (none), "basic:USER:PASSWORD" or "bearer:TOKEN". With a
+	// bearer token a browser signs in with basic auth, any user name and
+	// the token as the password.
+	Auth string
+	// ReadOnly hides every action and refuses every POST.
+	ReadOnly bool
+	// AllowAnonymous permits a read-only dashboard without Auth on a
+	// non-loopback address (see CheckAddr).
+	AllowAnonymous bool
+	// Refresh is the live-refresh interval of open pages. Default 10 s.
+	Refresh time.Duration
+	// CacheTTL is how long one read is shared between viewers. Default
+	// 5 s.
+	CacheTTL time.Duration
+	// Version is shown in the footer.
+	Version string
+	// Clock is the time source. Default the real clock.
+	Clock clock.Clock
+	// Logger receives action and error logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// ErrExposed: the address is reachable from other machines and the
+// dashboard is neither authenticated nor explicitly read-only and
+// anonymous.
+var ErrExposed = errors.New("dashboard would be exposed without authentication")
+
+// CheckAddr refuses a listen address that is not loopback unless auth is
+// configured, or the dashboard is read-only with anonymous access allowed
+// explicitly. "localhost" and loopback IPs are loopback; an empty host
+// (":8090") listens on every interface.
+func CheckAddr(addr string, o Options) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("dashboard address %q: %v: want host:port, e.g. %s", addr, err, DefaultAddr)
+	}
+	if isLoopback(host) || o.Auth != "" || (o.ReadOnly && o.AllowAnonymous) {
+		return nil
+	}
+	return fmt.Errorf("%w: address %q is not loopback: set dashboard.auth (basic:USER:PASSWORD or bearer:TOKEN), or dashboard.read_only: true with dashboard.allow_anonymous: true, or listen on 127.0.0.1", ErrExposed, addr)
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// Server is the dashboard's http.Handler.
+type Server struct {
+	o      Options
+	auth   authenticator
+	csrf   *csrfKey
+	cache  *cache
+	tmpl   map[string]*template.Template
+	static http.Handler
+	mux    *http.ServeMux
+	log    *slog.Logger
+}
+
+// New builds the dashboard handler.
+func New(o Options) (*Server, error) {
+	if o.Source == nil {
+		return nil, errors.New("dashboard: Options.Source is required")
+	}
+	if o.Refresh == 0 {
+		o.Refresh = DefaultRefresh
+	}
+	if o.CacheTTL == 0 {
+		o.CacheTTL = DefaultCacheTTL
+	}
+	if o.Refresh < time.Second {
+		return nil, fmt.Errorf("dashboard: Options.Refresh %v: want at least 1s", o.Refresh)
+	}
+	if o.CacheTTL < 0 {
+		return nil, fmt.Errorf("dashboard: Options.CacheTTL %v is negative: want 0 (the default %v) or more", o.CacheTTL, DefaultCacheTTL)
+	}
+	o.Clock = clock.OrReal(o.Clock)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	auth, err := parseAuth(o.Auth)
+	if err != nil {
+		return nil, err
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	s := &Server{o: o, auth: auth, csrf: &csrfKey{key: key}, cache: newCache(o.Clock, o.CacheTTL), log: o.Logger}
+	if s.tmpl, err = parseTemplates(); err != nil {
+		return nil, err
+	}
+	sub, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	s.static = http.StripPrefix("/static/", http.FileServerFS(sub))
+	s.mux = s.routes()
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler: security headers, authentication,
+// then the routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
+	if !s.auth.ok(r) {
+		h.Set("WWW-Authenticate", `Basic realm="leasecron dashboard", charset="UTF-8"`)
+		http.Error(w, "authentication required", http.StatusUnauthorized)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Serve listens on addr (after CheckAddr) and serves until ctx ends, then
+// shuts down within 5 s. ready, when not nil, receives the bound address.
+func Serve(ctx context.Context, addr string, h http.Handler, o Options, ready func(net.Addr)) error {
+	if err := CheckAddr(addr, o); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("dashboard: listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,404 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+)
+
+var t0 = time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+
+func newTest(t *testing.T, o Options) (*fakeSource, *clock.Fake, *httptest.Server, *http.Client) {
+	t.Helper()
+	src := newFakeSource(t0)
+	clk := clock.NewFake(t0)
+	if o.Source == nil {
+		o.Source = src
+	}
+	o.Clock = clk
+	o.Version = "test"
+	h, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	jar, _ := cookiejar.New(nil)
+	cl := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return src, clk, srv, cl
+}
+
+func fetch(t *testing.T, cl *http.Client, method, u string, form url.Values, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, _ := http.NewRequest(method, u, body)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func TestEveryPageRendersItsIDsAndJSONTwin(t *testing.T) {
+	_, _, srv, cl := newTest(t, Options{})
+	for _, c := range []struct {
+		path string
+		ids  []string
+		json string // a key of the JSON twin
+	}{
+		{"/", []string{"leader", "fleet-size", "queue-depth", "dead-letters", "due-backlog", "oldest-lag", "backpressure", "throughput-chart", "counters", "limits"}, "queue_depth"},
+		{"/tasks", []string{"tasks-table", "schedule-form", "filter-form", "search-form"}, "items"},
+		{"/tasks/job-1", []string{"task-state", "task-fields", "payload", "task-actions"}, "pending"},
+		{"/tasks/bad-1", []string{"task-state", "last-error"}, "run"},
+		{"/recurring", []string{"series-table"}, "series"},
+		{"/runs", []string{"runs-table", "state-tabs"}, "runs"},
+		{"/runs?state=dead", []string{"runs-table"}, "runs"},
+		{"/deadletters", []string{"deadletters-table", "bulk-actions", "dead-total"}, "dead_letters"},
+		{"/blackboard", []string{"keys-table"}, "keys"},
+		{"/fleet", []string{"leader", "instances-table", "slots-table"}, "instances"},
+	} {
+		resp, body := fetch(t, cl, "GET", srv.URL+c.path, nil, nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d\n%s", c.path, resp.StatusCode, body)
+		}
+		for _, id := range c.ids {
+			if !strings.Contains(body, `id="`+id+`"`) {
+				t.Errorf("GET %s: no element with id %q", c.path, id)
+			}
+		}
+		api := "/api" + c.path
+		if c.path == "/" {
+			api = "/api/overview"
+		}
+		resp, body = fetch(t, cl, "GET", srv.URL+api, nil, nil)
+		var m map[string]any
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &m) != nil {
+			t.Fatalf("GET %s: %d %s", api, resp.StatusCode, body)
+		}
+		if _, ok := m[c.json]; !ok {
+			t.Errorf("GET %s: no %q in %s", api, c.json, body)
+		}
+	}
+}
+
+func TestPayloadsErrorsAndOutputAreEscaped(t *testing.T) {
+	_, _, srv, cl := newTest(t, Options{})
+	for _, p := range []string{"/tasks", "/tasks/job-1", "/tasks/done-1", "/tasks/bad-1", "/runs", "/deadletters", "/blackboard"} {
+		_, body := fetch(t, cl, "GET", srv.URL+p, nil, nil)
+		if strings.Contains(body, "<img") {
+			t.Errorf("GET %s: the payload reached the page as markup", p)
+		}
+		if !strings.Contains(body, "&lt;img src=x onerror=alert(1)&gt;") && p != "/runs" && p != "/blackboard" {
+			t.Errorf("GET %s: the payload is not shown as text", p)
+		}
+	}
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	_, _, srv, cl := newTest(t, Options{})
+	resp, _ := fetch(t, cl, "GET", srv.URL+"/", nil, nil)
+	csp := resp.Header.Get("Content-Security-Policy")
+	for _, want := range []string{"script-src 'self'", "frame-ancestors 'none'", "default-src 'none'"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("CSP %q lacks %q", csp, want)
+		}
+	}
+	if strings.Contains(csp, "unsafe-inline") {
+		t.Errorf("CSP allows inline code: %q", csp)
+	}
+	if resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("headers: %v", resp.Header)
+	}
+}
+
+func TestActionsNeedTheCSRFToken(t *testing.T) {
+	src, _, srv, cl := newTest(t, Options{})
+	_, body := fetch(t, cl, "GET", srv.URL+"/tasks", nil, nil)
+	m := csrfRE.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("no CSRF token in the tasks page")
+	}
+	token := m[1]
+	// Without the token, with a wrong one, and cross-site with the right
+	// one: refused, and nothing happens.
+	for _, c := range []struct {
+		form url.Values
+		hdr  map[string]string
+	}{
+		{url.Values{"back": {"/tasks"}}, nil},
+		{url.Values{"csrf": {"forged"}}, nil},
+		{url.Values{"csrf": {token}}, map[string]string{"Sec-Fetch-Site": "cross-site"}},
+		{url.Values{"csrf": {token}}, map[string]string{"Origin": "https://evil.example"}},
+	} {
+		resp, _ := fetch(t, cl, "POST", srv.URL+"/tasks/job-1/cancel", c.form, c.hdr)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("POST %v %v: status %d, want 403", c.form, c.hdr, resp.StatusCode)
+		}
+	}
+	// Another browser's cookie with this token: refused too.
+	other := &http.Client{CheckRedirect: cl.CheckRedirect}
+	if resp, _ := fetch(t, other, "POST", srv.URL+"/tasks/job-1/cancel", url.Values{"csrf": {token}}, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("token without its cookie: %d", resp.StatusCode)
+	}
+	if got := src.done(); len(got) != 0 {
+		t.Fatalf("refused requests acted: %v", got)
+	}
+	resp, _ := fetch(t, cl, "POST", srv.URL+"/tasks/job-1/cancel", url.Values{"csrf": {token}, "back": {"/tasks"}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/tasks" {
+		t.Fatalf("POST with token: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if got := src.done(); len(got) != 1 || got[0] != "cancel job-1" {
+		t.Fatalf("actions: %v", got)
+	}
+	// The result shows once on the next page.
+	_, body = fetch(t, cl, "GET", srv.URL+"/tasks", nil, nil)
+	if !strings.Contains(body, `id="flash"`) || !strings.Contains(body, "cancelled job-1") {
+		t.Errorf("no flash message after the action")
+	}
+	_, body = fetch(t, cl, "GET", srv.URL+"/tasks", nil, nil)
+	if strings.Contains(body, `id="flash"`) {
+		t.Errorf("the flash message shows twice")
+	}
+}
+
+func TestEveryActionReachesTheSource(t *testing.T) {
+	src, _, srv, cl := newTest(t, Options{})
+	resp, body := fetch(t, cl, "GET", srv.URL+"/api/csrf", nil, nil)
+	var tok struct{ Token string }
+	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &tok) != nil || tok.Token == "" {
+		t.Fatalf("GET /api/csrf: %d %s", resp.StatusCode, body)
+	}
+	js := map[string]string{"Accept": "application/json", "X-CSRF-Token": tok.Token}
+	for _, c := range []struct {
+		path string
+		form url.Values
+		want string
+	}{
+		{"/tasks", url.Values{"id": {"new-1"}, "type": {"mail"}, "in": {"10m"}}, "schedule new-1"},
+		{"/tasks/job-1/run-now", nil, "run-now job-1"},
+		{"/tasks/job-1/reschedule", url.Values{"in": {"90s"}}, "reschedule job-1 1m30s"},
+		{"/tasks/job-1/cancel", nil, "cancel job-1"},
+		{"/deadletters/bad-1/requeue", nil, "requeue bad-1"},
+		{"/deadletters/requeue-all", nil, "requeue-all"},
+		{"/deadletters/purge", nil, "purge"},
+		{"/blackboard/city-a/run-now", nil, "key-run-now city-a"},
+		{"/blackboard/city-a/remove", nil, "key-remove city-a"},
+	} {
+		if c.form == nil {
+			c.form = url.Values{}
+		}
+		resp, body := fetch(t, cl, "POST", srv.URL+c.path, c.form, js)
+		var out struct {
+			OK      bool
+			Message string
+		}
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &out) != nil || !out.OK {
+			t.Errorf("POST %s: %d %s", c.path, resp.StatusCode, body)
+		}
+		got := src.done()
+		if len(got) == 0 || got[len(got)-1] != c.want {
+			t.Errorf("POST %s: source saw %v, want %q last", c.path, got, c.want)
+		}
+	}
+	// Bad input is refused before the source is asked, naming the value.
+	n := len(src.done())
+	resp, body = fetch(t, cl, "POST", srv.URL+"/tasks", url.Values{"in": {"soon"}}, js)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, `\"soon\"`) {
+		t.Errorf("bad delay: %d %s", resp.StatusCode, body)
+	}
+	resp, body = fetch(t, cl, "POST", srv.URL+"/tasks/job-1/reschedule", url.Values{}, js)
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("reschedule without a time: %d %s", resp.StatusCode, body)
+	}
+	if len(src.done()) != n {
+		t.Errorf("refused input reached the source: %v", src.done()[n:])
+	}
+}
+
+func TestReadOnlyHidesAndRefusesActions(t *testing.T) {
+	src, _, srv, cl := newTest(t, Options{ReadOnly: true})
+	for _, p := range []string{"/", "/tasks", "/tasks/job-1", "/recurring", "/deadletters", "/blackboard"} {
+		_, body := fetch(t, cl, "GET", srv.URL+p, nil, nil)
+		if strings.Contains(body, `method="post"`) {
+			t.Errorf("read-only %s shows a form that changes state", p)
+		}
+	}
+	_, body := fetch(t, cl, "GET", srv.URL+"/api/csrf", nil, nil)
+	var tok struct{ Token string }
+	_ = json.Unmarshal([]byte(body), &tok)
+	resp, _ := fetch(t, cl, "POST", srv.URL+"/deadletters/purge", url.Values{"csrf": {tok.Token}}, nil)
+	if resp.StatusCode != http.StatusForbidden || len(src.done()) != 0 {
+		t.Errorf("read-only purge: %d, actions %v", resp.StatusCode, src.done())
+	}
+}
+
+func TestAuth(t *testing.T) {
+	for _, c := range []struct {
+		auth       string
+		user, pass string
+		bearer     string
+		want       int
+	}{
+		{"basic:ops:s3cret", "ops", "s3cret", "", 200},
+		{"basic:ops:s3cret", "ops", "wrong", "", 401},
+		{"basic:ops:s3cret", "admin", "s3cret", "", 401},
+		{"basic:ops:s3cret", "", "", "", 401},
+		{"basic:ops:s3cret", "", "", "s3cret", 401},
+		{"bearer:tok3n", "", "", "tok3n", 200},
+		{"bearer:tok3n", "", "", "tok3", 401},
+		{"bearer:tok3n", "anyone", "tok3n", "", 200},
+		{"bearer:tok3n", "anyone", "nope", "", 401},
+	} {
+		_, _, srv, cl := newTest(t, Options{Auth: c.auth})
+		req, _ := http.NewRequest("GET", srv.URL+"/api/overview", nil)
+		if c.user != "" || c.pass != "" {
+			req.SetBasicAuth(c.user, c.pass)
+		}
+		if c.bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+c.bearer)
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s with user %q pass %q bearer %q: %d, want %d", c.auth, c.user, c.pass, c.bearer, resp.StatusCode, c.want)
+		}
+		if c.want == 401 && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic") {
+			t.Errorf("401 without a basic-auth challenge")
+		}
+	}
+	for _, bad := range []string{"s3cret", "basic:ops", "basic::x", "bearer:", "token:x"} {
+		_, err := New(Options{Source: newFakeSource(t0), Auth: bad})
+		if err == nil || strings.Contains(err.Error(), bad) && bad != "bearer:" {
+			t.Errorf("auth %q: err %v (must refuse without echoing the secret)", bad, err)
+		}
+	}
+}
+
+func TestCheckAddr(t *testing.T) {
+	for _, c := range []struct {
+		addr string
+		o    Options
+		ok   bool
+	}{
+		{"127.0.0.1:8090", Options{}, true},
+		{"localhost:8090", Options{}, true},
+		{"[::1]:8090", Options{}, true},
+		{":8090", Options{}, false},
+		{"0.0.0.0:8090", Options{}, false},
+		{"10.1.2.3:8090", Options{}, false},
+		{"example.org:8090", Options{}, false},
+		{":8090", Options{ReadOnly: true}, false},
+		{":8090", Options{AllowAnonymous: true}, false},
+		{":8090", Options{ReadOnly: true, AllowAnonymous: true}, true},
+		{":8090", Options{Auth: "bearer:x"}, true},
+		{"nonsense", Options{}, false},
+	} {
+		err := CheckAddr(c.addr, c.o)
+		if (err == nil) != c.ok {
+			t.Errorf("CheckAddr(%q, %+v) = %v, want ok=%v", c.addr, c.o, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), c.addr) {
+			t.Errorf("error %q does not name the address", err)
+		}
+	}
+	if err := CheckAddr(":1", Options{}); !errors.Is(err, ErrExposed) {
+		t.Errorf("want ErrExposed, got %v", err)
+	}
+}
+
+func TestReadsAreSharedBetweenViewers(t *testing.T) {
+	src, clk, srv, cl := newTest(t, Options{CacheTTL: 5 * time.Second})
+	for range 5 {
+		fetch(t, cl, "GET", srv.URL+"/", nil, nil)
+		fetch(t, cl, "GET", srv.URL+"/api/overview", nil, nil)
+	}
+	if n := src.called("Stats"); n != 1 {
+		t.Fatalf("10 views within the TTL read Stats %d times, want 1", n)
+	}
+	clk.Advance(5 * time.Second)
+	fetch(t, cl, "GET", srv.URL+"/", nil, nil)
+	if n := src.called("Stats"); n != 2 {
+		t.Fatalf("after the TTL: %d reads, want 2", n)
+	}
+	// An action clears the cache, so its effect shows at once.
+	_, body := fetch(t, cl, "GET", srv.URL+"/api/csrf", nil, nil)
+	var tok struct{ Token string }
+	_ = json.Unmarshal([]byte(body), &tok)
+	fetch(t, cl, "POST", srv.URL+"/deadletters/purge", url.Values{"csrf": {tok.Token}}, nil)
+	fetch(t, cl, "GET", srv.URL+"/", nil, nil)
+	if n := src.called("Stats"); n != 3 {
+		t.Fatalf("after an action: %d reads, want 3", n)
+	}
+}
+
+func TestBadQueriesNameTheValue(t *testing.T) {
+	_, _, srv, cl := newTest(t, Options{})
+	for _, c := range []struct{ path, want string }{
+		{"/runs?state=sleeping", `"sleeping"`},
+		{"/tasks?continue=bad", `bad`},
+		{"/tasks/nope", `nope`},
+	} {
+		resp, body := fetch(t, cl, "GET", srv.URL+c.path, nil, nil)
+		if resp.StatusCode/100 != 4 || !strings.Contains(body, c.want) && !strings.Contains(body, template_escape(c.want)) {
+			t.Errorf("GET %s: %d, body lacks %s", c.path, resp.StatusCode, c.want)
+		}
+	}
+	resp, _ := fetch(t, cl, "GET", srv.URL+"/tasks?id=job-1", nil, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/tasks/job-1" {
+		t.Errorf("id search: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+func template_escape(s string) string { return strings.ReplaceAll(s, `"`, "&#34;") }
+
+func TestBackStaysOnThisSite(t *testing.T) {
+	for in, want := range map[string]string{"/tasks?type=a": "/tasks?type=a", "//evil.example/": "/", "https://evil.example/": "/", "/\\evil": "/", "": "/"} {
+		r := httptest.NewRequest("POST", "/x", strings.NewReader(url.Values{"back": {in}}.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if got := backTo(r); got != want {
+			t.Errorf("backTo(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestChartScale(t *testing.T) {
+	for in, want := range map[int64]int64{0: 5, 3: 5, 6: 10, 11: 20, 20: 20, 21: 50, 499: 500, 501: 1000} {
+		if got := niceMax(in); got != want {
+			t.Errorf("niceMax(%d) = %d, want %d", in, got, want)
+		}
+	}
+	ms := minuteViews([]Minute{{Minute: t0.Add(-30 * time.Second), Succeeded: 4, Failed: 1}}, t0)
+	if len(ms) != 60 || !ms[59].Minute.Equal(t0) || ms[58].Succeeded != 4 {
+		t.Fatalf("minutes: %d, last %v, second last %+v", len(ms), ms[59].Minute, ms[58])
+	}
+	c := newChart(ms)
+	if c.Succeeded != 4 || c.Failed != 1 || c.Max != 5 || c.Bars[58].OkH != chartH*4/5 {
+		t.Fatalf("chart: %+v", c.Bars[58])
+	}
+}

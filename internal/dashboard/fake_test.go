@@ -1,0 +1,201 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
+)
+
+// xss is the payload every text field of the fake carries somewhere.
+const xss = `<img src=x onerror=alert(1)>`
+
+// fakeSource is an in-memory Source that counts its calls.
+type fakeSource struct {
+	mu      sync.Mutex
+	now     time.Time
+	calls   map[string]int
+	pending []schedule.Item
+	runs    []leasecrontype.Run
+	dead    []queue.DeadLetter
+	keys    []aggregator.Entry
+	actions []string
+}
+
+func newFakeSource(now time.Time) *fakeSource {
+	return &fakeSource{
+		now:   now,
+		calls: map[string]int{},
+		pending: []schedule.Item{
+			{ID: "job-1", Type: "mail", Due: now.Add(time.Minute), Payload: xss},
+			{ID: "nightly", Type: "report", Due: now.Add(time.Hour), Recurrence: "0 3 * * *", TZ: "Europe/Amsterdam"},
+		},
+		runs: []leasecrontype.Run{
+			{ID: "done-1", State: leasecrontype.RunSucceeded, Type: "mail", Attempts: 1, Worker: "w1", Started: now.Add(-time.Minute), Finished: now.Add(-50 * time.Second), OutputTail: xss},
+			{ID: "bad-1", State: leasecrontype.RunDead, Type: "mail", Attempts: 5, Worker: "w2", LastError: xss},
+			{ID: "nightly@2026-01-01T03:00:00Z", State: leasecrontype.RunFailed, Type: "report", Attempts: 1},
+		},
+		dead: []queue.DeadLetter{{Reason: xss, Body: `{"payload":"` + xss + `"}`, RunID: "bad-1", Type: "mail", Attempts: 5, At: now}},
+		keys: []aggregator.Entry{{Key: "city-" + "a", Interval: time.Hour, Type: "cities", Start: now.Add(-time.Minute), LastError: xss, Runs: 3}},
+	}
+}
+
+func (f *fakeSource) count(name string) {
+	f.mu.Lock()
+	f.calls[name]++
+	f.mu.Unlock()
+}
+
+func (f *fakeSource) called(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[name]
+}
+
+func (f *fakeSource) did(a string) {
+	f.mu.Lock()
+	f.actions = append(f.actions, a)
+	f.mu.Unlock()
+}
+
+func (f *fakeSource) done() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.actions...)
+}
+
+func (f *fakeSource) Stats(ctx context.Context) (Stats, error) {
+	f.count("Stats")
+	return Stats{QueueDepth: 3, PoisonDepth: len(f.dead), DueCount: 1, DueLag: 2 * time.Second,
+		Leader:   trafficcop.HolderInfo{Holder: "w1", Generation: 4, Acquired: f.now.Add(-time.Hour), State: trafficcop.LeaseLeased, Locked: true},
+		Counters: &Counts{Handled: 10, Failed: 2}, Instances: 2, Backpressure: true, MaxDepth: 100, ResumeBelow: 50,
+		Limits: []Limit{{Type: "mail", Limit: 2, Held: 1}}}, nil
+}
+
+func (f *fakeSource) Throughput(ctx context.Context, since time.Time) ([]Minute, error) {
+	f.count("Throughput")
+	return []Minute{{Minute: f.now.Add(-2 * time.Minute), Succeeded: 7, Failed: 1}, {Minute: f.now, Succeeded: 3}}, nil
+}
+
+func (f *fakeSource) Pending(ctx context.Context, q PendingQuery) (PendingPage, error) {
+	f.count("Pending")
+	if q.Continue == "bad" {
+		return PendingPage{}, fmt.Errorf("%w: continuation %q", schedule.ErrInvalid, q.Continue)
+	}
+	var out []schedule.Item
+	for _, it := range f.pending {
+		if (q.Type == "" || it.Type == q.Type) && (!q.Recurring || it.Recurrence != "") {
+			out = append(out, it)
+		}
+	}
+	return PendingPage{Items: out}, nil
+}
+
+func (f *fakeSource) Task(ctx context.Context, id string) (Task, error) {
+	f.count("Task")
+	t := Task{ID: id}
+	for _, it := range f.pending {
+		if it.ID == id {
+			t.Pending = &it
+			t.Payload = it.Payload
+		}
+	}
+	for _, r := range f.runs {
+		if r.ID == id {
+			t.Run = &r
+		}
+	}
+	if t.Pending == nil && t.Run == nil {
+		return t, fmt.Errorf("%w: no pending task or run with id %q", leasecrontype.ErrNotFound, id)
+	}
+	return t, nil
+}
+
+func (f *fakeSource) Runs(ctx context.Context, q RunQuery) (RunPage, error) {
+	f.count("Runs")
+	var out []leasecrontype.Run
+	for _, r := range f.runs {
+		if q.State != "" && r.State != q.State {
+			continue
+		}
+		if q.Series != "" && len(r.ID) <= len(q.Series) || q.Series != "" && r.ID[:len(q.Series)+1] != q.Series+"@" {
+			continue
+		}
+		out = append(out, r)
+	}
+	return RunPage{Runs: out}, nil
+}
+
+func (f *fakeSource) DeadLetters(ctx context.Context, n int) ([]queue.DeadLetter, int, error) {
+	f.count("DeadLetters")
+	return f.dead, len(f.dead), nil
+}
+
+func (f *fakeSource) Blackboard(ctx context.Context) ([]aggregator.Entry, error) {
+	f.count("Blackboard")
+	return f.keys, nil
+}
+
+func (f *fakeSource) Fleet(ctx context.Context) (Fleet, error) {
+	f.count("Fleet")
+	return Fleet{Leader: trafficcop.HolderInfo{Holder: "w1", Generation: 4, State: trafficcop.LeaseLeased},
+		Instances: []Instance{{ID: "w1", Version: "v1", Flushed: f.now.Add(-time.Minute), Counts: Counts{Handled: 7}}, {ID: "w2", Flushed: f.now.Add(-time.Hour)}},
+		Limits:    []Limit{{Type: "mail", Limit: 2, Held: 1}}}, nil
+}
+
+func (f *fakeSource) Instances(ctx context.Context) ([]Instance, error) {
+	f.count("Instances")
+	fl, _ := f.Fleet(ctx)
+	return fl.Instances, nil
+}
+
+func (f *fakeSource) Schedule(ctx context.Context, it schedule.Item, replace bool) (schedule.Item, error) {
+	f.did("schedule " + it.ID)
+	if it.ID == "" {
+		it.ID = "generated"
+	}
+	return it, nil
+}
+
+func (f *fakeSource) Cancel(ctx context.Context, id string) (string, error) {
+	f.did("cancel " + id)
+	return "cancelled " + id, nil
+}
+
+func (f *fakeSource) Reschedule(ctx context.Context, id string, due time.Time) (schedule.Item, error) {
+	f.did("reschedule " + id + " " + due.Sub(f.now).String())
+	return schedule.Item{ID: id, Due: due}, nil
+}
+
+func (f *fakeSource) RunNow(ctx context.Context, id string) (schedule.Item, error) {
+	f.did("run-now " + id)
+	return schedule.Item{ID: id, Due: f.now}, nil
+}
+
+func (f *fakeSource) Requeue(ctx context.Context, id string) error {
+	f.did("requeue " + id)
+	return nil
+}
+
+func (f *fakeSource) RequeueAll(ctx context.Context) (int, error) {
+	f.did("requeue-all")
+	return 1, nil
+}
+
+func (f *fakeSource) Purge(ctx context.Context) (int, error) { f.did("purge"); return 1, nil }
+
+func (f *fakeSource) RunKeyNow(ctx context.Context, key string) error {
+	f.did("key-run-now " + key)
+	return nil
+}
+
+func (f *fakeSource) RemoveKey(ctx context.Context, key string) error {
+	f.did("key-remove " + key)
+	return nil
+}

@@ -1,0 +1,497 @@
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// badRequest is an invalid query value; it becomes a 400 naming the value.
+type badRequest struct{ error }
+
+func badf(format string, a ...any) error { return badRequest{fmt.Errorf(format, a...)} }
+
+// loader produces a page's view model from a request.
+type loader func(ctx context.Context, r *http.Request) (any, error)
+
+// pageDef is one page: its path, template, title and loader.
+type pageDef struct {
+	path, tmpl, title string
+	load              loader
+}
+
+func (s *Server) pages() []pageDef {
+	return []pageDef{
+		{"/{$}", "overview", "Overview", s.loadOverview},
+		{"/tasks", "tasks", "Pending tasks", s.loadTasks},
+		{"/tasks/{id}", "task", "Task", s.loadTask},
+		{"/recurring", "recurring", "Recurring series", s.loadRecurring},
+		{"/runs", "runs", "Runs", s.loadRuns},
+		{"/deadletters", "deadletters", "Dead letters", s.loadDeadLetters},
+		{"/blackboard", "blackboard", "Blackboard", s.loadBlackboard},
+		{"/fleet", "fleet", "Fleet", s.loadFleet},
+	}
+}
+
+func (s *Server) routes() *http.ServeMux {
+	m := http.NewServeMux()
+	m.Handle("GET /static/", s.static)
+	for _, p := range s.pages() {
+		h := s.servePage(p)
+		if p.tmpl == "tasks" {
+			h = findTask(h)
+		}
+		m.HandleFunc("GET "+p.path, h)
+		m.HandleFunc("GET /api"+strings.TrimSuffix(p.path, "{$}"), s.serveAPI(p))
+	}
+	m.HandleFunc("GET /api/csrf", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"token": s.csrf.token(w, r)})
+	})
+	s.actionRoutes(m)
+	return m
+}
+
+// findTask sends the id search of the tasks page (/tasks?id=X) to the
+// task's own page.
+func findTask(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if id := strings.TrimSpace(r.URL.Query().Get("id")); id != "" {
+			http.Redirect(w, r, "/tasks/"+url.PathEscape(id), http.StatusSeeOther)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// pageData is what the layout renders around a page's view model.
+type pageData struct {
+	Title    string
+	Active   string
+	Now      time.Time
+	CSRF     string
+	ReadOnly bool
+	Flash    *flash
+	Refresh  int
+	Version  string
+	Here     string
+	Data     any
+}
+
+func (s *Server) servePage(p pageDef) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		// The token (and its cookie) first: headers go before the body.
+		pd := pageData{Title: p.title, Active: p.tmpl, Now: s.o.Clock.Now(), CSRF: s.csrf.token(w, r), ReadOnly: s.o.ReadOnly,
+			Flash: s.csrf.takeFlash(w, r), Refresh: int(s.o.Refresh / time.Second), Version: s.o.Version, Here: r.URL.RequestURI()}
+		data, err := p.load(r.Context(), r)
+		if err != nil {
+			status, msg := s.errorStatus(err)
+			pd.Title = http.StatusText(status)
+			pd.Data = msg
+			s.render(w, status, "error", pd)
+			return
+		}
+		if t, ok := data.(titled); ok {
+			pd.Title = t.title()
+		}
+		pd.Data = data
+		s.render(w, http.StatusOK, p.tmpl, pd)
+	}
+}
+
+// titled lets a view model name its page (a task page shows the id).
+type titled interface{ title() string }
+
+func (v *TaskView) title() string { return "Task " + v.ID }
+
+func (s *Server) serveAPI(p pageDef) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		data, err := p.load(r.Context(), r)
+		if err != nil {
+			status, msg := s.errorStatus(err)
+			writeJSON(w, status, map[string]string{"error": msg})
+			return
+		}
+		writeJSON(w, http.StatusOK, data)
+	}
+}
+
+func (s *Server) errorStatus(err error) (int, string) {
+	var br badRequest
+	switch {
+	case errors.As(err, &br):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, leasecrontype.ErrNotFound):
+		return http.StatusNotFound, err.Error()
+	}
+	s.log.Warn("dashboard: read failed", "err", err)
+	return http.StatusBadGateway, "reading storage failed: " + trunc.Head(firstLine(err.Error()), 300)
+}
+
+// firstLine keeps the Azure SDK's multi-line error dumps to their summary.
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func (s *Server) render(w http.ResponseWriter, status int, name string, pd pageData) {
+	var buf bytes.Buffer
+	if err := s.tmpl[name].ExecuteTemplate(&buf, "layout", pd); err != nil {
+		s.log.Error("dashboard: rendering failed", "page", name, "err", err)
+		http.Error(w, "rendering failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// cached runs fetch through the shared cache under key.
+func cached[T any](ctx context.Context, s *Server, key string, fetch func(ctx context.Context) (T, error)) (T, error) {
+	v, err := s.cache.get(ctx, key, func(ctx context.Context) (any, error) { return fetch(ctx) })
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v.(T), nil
+}
+
+// --- loaders -------------------------------------------------------------
+
+func (s *Server) loadOverview(ctx context.Context, r *http.Request) (any, error) {
+	return cached(ctx, s, "overview", func(ctx context.Context) (*OverviewView, error) {
+		now := s.o.Clock.Now()
+		var st Stats
+		var mins []Minute
+		var ins []Instance
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() (err error) { st, err = s.o.Source.Stats(gctx); return err })
+		g.Go(func() (err error) { mins, err = s.o.Source.Throughput(gctx, now.Add(-time.Hour)); return err })
+		g.Go(func() (err error) { ins, err = s.o.Source.Instances(gctx); return err })
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		v := &OverviewView{Leader: leaderView(st.Leader), QueueDepth: st.QueueDepth, DeadLetters: st.PoisonDepth, DueBacklog: st.DueCount,
+			DueBacklogCapped: st.DueCapped, OldestDueLagSeconds: st.DueLag.Seconds(), Counters: st.Counters,
+			Backpressure: Backpressure{Enabled: st.Backpressure, HoldingBack: st.HoldingBack, MaxDepth: st.MaxDepth, ResumeBelow: st.ResumeBelow},
+			Limits:       nonNil(st.Limits), Paused: []PauseView{}, Throughput: minuteViews(mins, now)}
+		for _, p := range st.Paused {
+			v.Paused = append(v.Paused, PauseView(p))
+		}
+		for _, in := range ins {
+			if now.Sub(in.Flushed) < activeWindow || in.ID == st.Leader.Holder && st.Leader.Held() {
+				v.FleetSize++
+			}
+		}
+		if st.Leader.Held() && !hasInstance(ins, st.Leader.Holder) {
+			v.FleetSize++ // a leader that has not flushed counters yet
+		}
+		v.Chart = newChart(v.Throughput)
+		return v, nil
+	})
+}
+
+func hasInstance(ins []Instance, id string) bool {
+	for _, in := range ins {
+		if in.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// minuteViews fills the last hour minute by minute (missing minutes are
+// zeros), oldest first.
+func minuteViews(mins []Minute, now time.Time) []MinuteView {
+	end := now.UTC().Truncate(time.Minute)
+	by := map[time.Time]Minute{}
+	for _, m := range mins {
+		by[m.Minute.UTC().Truncate(time.Minute)] = m
+	}
+	out := make([]MinuteView, 0, 60)
+	for t := end.Add(-59 * time.Minute); !t.After(end); t = t.Add(time.Minute) {
+		m := by[t]
+		out = append(out, MinuteView{Minute: t, Succeeded: m.Succeeded, Failed: m.Failed, Retried: m.Retried, Dead: m.Dead, Cancelled: m.Cancelled})
+	}
+	return out
+}
+
+func (s *Server) loadTasks(ctx context.Context, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	typ, cont := strings.TrimSpace(q.Get("type")), q.Get("continue")
+	return cached(ctx, s, "tasks\n"+typ+"\n"+cont, func(ctx context.Context) (*TasksView, error) {
+		p, err := s.o.Source.Pending(ctx, PendingQuery{Type: typ, Limit: PageSize, Continue: cont})
+		if err != nil {
+			return nil, asBad(err)
+		}
+		v := &TasksView{Type: typ, Items: []ItemView{}, Continue: p.Continue, Cursor: cont}
+		for _, it := range p.Items {
+			v.Items = append(v.Items, itemView(it, 120))
+		}
+		return v, nil
+	})
+}
+
+// ErrInvalid is wrapped by a Source's errors about input it refuses (a bad
+// continuation token, a malformed filter); the dashboard answers 400.
+var ErrInvalid = errors.New("invalid input")
+
+// asBad marks validation errors of the source as the viewer's mistake.
+func asBad(err error) error {
+	if errors.Is(err, ErrInvalid) || errors.Is(err, schedule.ErrInvalid) {
+		return badRequest{err}
+	}
+	return err
+}
+
+func (s *Server) loadTask(ctx context.Context, r *http.Request) (any, error) {
+	id := r.PathValue("id")
+	return cached(ctx, s, "task\n"+id, func(ctx context.Context) (*TaskView, error) {
+		t, err := s.o.Source.Task(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		v := &TaskView{ID: t.ID, State: "unknown"}
+		if t.Pending != nil {
+			iv := itemView(*t.Pending, PayloadPreview)
+			if t.Payload != "" {
+				iv.Payload, iv.PayloadSize = trunc.Head(t.Payload, PayloadPreview), len(t.Payload)
+			}
+			v.Pending, v.State = &iv, string(leasecrontype.RunScheduled)
+		}
+		if t.Run != nil {
+			rv := runView(*t.Run)
+			v.Run = &rv
+			if t.Pending == nil || t.Run.State != leasecrontype.RunScheduled {
+				v.State = rv.State
+			}
+		}
+		for _, r := range t.Recent {
+			v.Recent = append(v.Recent, runView(r))
+		}
+		return v, nil
+	})
+}
+
+// recentPerSeries is how many of a series' latest occurrences are shown.
+const recentPerSeries = 5
+
+func (s *Server) loadRecurring(ctx context.Context, r *http.Request) (any, error) {
+	cont := r.URL.Query().Get("continue")
+	return cached(ctx, s, "recurring\n"+cont, func(ctx context.Context) (*RecurringView, error) {
+		p, err := s.o.Source.Pending(ctx, PendingQuery{Recurring: true, Limit: PageSize, Continue: cont})
+		if err != nil {
+			return nil, asBad(err)
+		}
+		v := &RecurringView{Series: make([]SeriesView, len(p.Items)), Continue: p.Continue, Cursor: cont}
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(8)
+		for i, it := range p.Items {
+			v.Series[i] = SeriesView{ItemView: itemView(it, 120), Recent: []RunView{}}
+			g.Go(func() error {
+				rp, err := s.o.Source.Runs(gctx, RunQuery{Series: it.ID, Limit: recentPerSeries})
+				if err != nil {
+					return err
+				}
+				for _, run := range rp.Runs {
+					v.Series[i].Recent = append(v.Series[i].Recent, runView(run))
+				}
+				return nil
+			})
+		}
+		return v, g.Wait()
+	})
+}
+
+func (s *Server) loadRuns(ctx context.Context, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	var state leasecrontype.RunState
+	if raw := q.Get("state"); raw != "" && raw != "any" {
+		st, err := leasecrontype.ParseRunState(raw)
+		if err != nil {
+			return nil, badRequest{err}
+		}
+		state = st
+	}
+	typ, cont := strings.TrimSpace(q.Get("type")), q.Get("continue")
+	return cached(ctx, s, "runs\n"+string(state)+"\n"+typ+"\n"+cont, func(ctx context.Context) (*RunsView, error) {
+		p, err := s.o.Source.Runs(ctx, RunQuery{State: state, Type: typ, Limit: PageSize, Continue: cont})
+		if err != nil {
+			return nil, asBad(err)
+		}
+		v := &RunsView{State: string(state), Type: typ, Runs: []RunView{}, Continue: p.Continue, Partial: p.Partial, Cursor: cont}
+		for _, run := range p.Runs {
+			v.Runs = append(v.Runs, runView(run))
+		}
+		return v, nil
+	})
+}
+
+func (s *Server) loadDeadLetters(ctx context.Context, r *http.Request) (any, error) {
+	return cached(ctx, s, "deadletters", func(ctx context.Context) (*DeadLettersView, error) {
+		dls, total, err := s.o.Source.DeadLetters(ctx, DeadLetterPreview)
+		if err != nil {
+			return nil, err
+		}
+		v := &DeadLettersView{Total: max(total, len(dls)), DeadLetters: []DeadLetterView{}}
+		for _, d := range dls {
+			v.DeadLetters = append(v.DeadLetters, deadLetterView(d))
+		}
+		return v, nil
+	})
+}
+
+func (s *Server) loadBlackboard(ctx context.Context, r *http.Request) (any, error) {
+	return cached(ctx, s, "blackboard", func(ctx context.Context) (*BlackboardView, error) {
+		es, err := s.o.Source.Blackboard(ctx)
+		if err != nil {
+			return nil, err
+		}
+		now := s.o.Clock.Now()
+		v := &BlackboardView{Keys: []KeyView{}}
+		for _, e := range es {
+			v.Keys = append(v.Keys, keyView(e, now))
+		}
+		return v, nil
+	})
+}
+
+func (s *Server) loadFleet(ctx context.Context, r *http.Request) (any, error) {
+	return cached(ctx, s, "fleet", func(ctx context.Context) (*FleetView, error) {
+		fl, err := s.o.Source.Fleet(ctx)
+		if err != nil {
+			return nil, err
+		}
+		now := s.o.Clock.Now()
+		v := &FleetView{Leader: leaderView(fl.Leader), Instances: []InstanceView{}, Limits: nonNil(fl.Limits)}
+		for _, in := range fl.Instances {
+			v.Instances = append(v.Instances, InstanceView{ID: in.ID, Version: in.Version, Flushed: in.Flushed, Counts: in.Counts,
+				Active: now.Sub(in.Flushed) < activeWindow, Leader: fl.Leader.Held() && in.ID == fl.Leader.Holder})
+		}
+		sort.SliceStable(v.Instances, func(i, j int) bool { return v.Instances[i].ID < v.Instances[j].ID })
+		return v, nil
+	})
+}
+
+// --- template helpers ----------------------------------------------------
+
+func templateFuncs() template.FuncMap {
+	return template.FuncMap{
+		"ts": func(t time.Time) string {
+			if t.IsZero() {
+				return ""
+			}
+			return t.UTC().Format("2006-01-02 15:04:05Z")
+		},
+		"iso": func(t time.Time) string {
+			if t.IsZero() {
+				return ""
+			}
+			return t.UTC().Format(time.RFC3339)
+		},
+		"rel":   relative,
+		"dur":   func(d time.Duration) string { return roundDur(d).String() },
+		"secs":  func(f float64) string { return roundDur(time.Duration(f * float64(time.Second))).String() },
+		"path":  url.PathEscape,
+		"query": url.QueryEscape,
+		"short": func(s string, n int) string { return trunc.Head(strings.Join(strings.Fields(s), " "), n) },
+		"state": stateClass,
+		"bytes": func(n int) string {
+			if n < 1024 {
+				return strconv.Itoa(n) + " B"
+			}
+			return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+		},
+		"states": func() []string {
+			out := []string{}
+			for _, st := range leasecrontype.RunStates() {
+				out = append(out, string(st))
+			}
+			return out
+		},
+	}
+}
+
+func roundDur(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Hour:
+		return d.Round(time.Minute)
+	case d >= time.Minute:
+		return d.Round(time.Second)
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// relative says how far t is from now: "3m ago", "in 20s", "now".
+func relative(t, now time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := t.Sub(now)
+	ago := d < 0
+	if ago {
+		d = -d
+	}
+	var s string
+	switch {
+	case d < time.Second:
+		return "now"
+	case d < time.Minute:
+		s = fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		s = fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		s = fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	default:
+		s = fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+	if ago {
+		return s + " ago"
+	}
+	return "in " + s
+}
+
+// stateClass maps a state word (run, lease or blackboard) to its CSS class;
+// unknown words get the neutral one, so nothing stored reaches the class
+// attribute.
+func stateClass(s string) string {
+	switch s {
+	case "scheduled", "queued", "running", "succeeded", "failed", "dead", "cancelled",
+		"waiting", "due", "abandoned", "leased", "available", "expired", "breaking", "broken":
+		return "st st-" + s
+	}
+	return "st"
+}

@@ -1,0 +1,184 @@
+package dashboard
+
+import (
+	"context"
+	"time"
+
+	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
+)
+
+// Source is what the dashboard reads and does. The root package's Client
+// implements it (through a small adapter in leasecron's dashboard.go), so
+// every action takes the same code path as the CLI.
+type Source interface {
+	// Stats is the fleet snapshot of the overview.
+	Stats(ctx context.Context) (Stats, error)
+	// Throughput returns per-minute outcome counts since a time, oldest
+	// first.
+	Throughput(ctx context.Context, since time.Time) ([]Minute, error)
+	// Pending returns one page of pending tasks in due order.
+	Pending(ctx context.Context, q PendingQuery) (PendingPage, error)
+	// Task returns what is known about one task or run id; it wraps
+	// leasecrontype.ErrNotFound when nothing is.
+	Task(ctx context.Context, id string) (Task, error)
+	// Runs returns one page of run records, newest first.
+	Runs(ctx context.Context, q RunQuery) (RunPage, error)
+	// DeadLetters returns up to n of the oldest dead letters and how many
+	// there are in all.
+	DeadLetters(ctx context.Context, n int) ([]queue.DeadLetter, int, error)
+	// Blackboard returns every aggregator key.
+	Blackboard(ctx context.Context) ([]aggregator.Entry, error)
+	// Fleet returns the instances seen, the lease holder and the slots.
+	Fleet(ctx context.Context) (Fleet, error)
+	// Instances returns the instances seen (the overview's fleet size).
+	Instances(ctx context.Context) ([]Instance, error)
+
+	// Schedule adds a task (the `leasecron schedule` path).
+	Schedule(ctx context.Context, it schedule.Item, replace bool) (schedule.Item, error)
+	// Cancel cancels a task (`leasecron cancel`) and says what it did.
+	Cancel(ctx context.Context, id string) (string, error)
+	// Reschedule moves a pending task (`leasecron reschedule`).
+	Reschedule(ctx context.Context, id string, due time.Time) (schedule.Item, error)
+	// RunNow makes a pending task, or a series' next occurrence, due now.
+	RunNow(ctx context.Context, id string) (schedule.Item, error)
+	// Requeue puts one dead letter back on the work queue.
+	Requeue(ctx context.Context, id string) error
+	// RequeueAll puts every requeueable dead letter back.
+	RequeueAll(ctx context.Context) (int, error)
+	// Purge deletes every dead letter.
+	Purge(ctx context.Context) (int, error)
+	// RunKeyNow makes a blackboard key due at the next cycle.
+	RunKeyNow(ctx context.Context, key string) error
+	// RemoveKey removes a blackboard key.
+	RemoveKey(ctx context.Context, key string) error
+}
+
+// Stats is the overview's snapshot.
+type Stats struct {
+	QueueDepth  int
+	PoisonDepth int
+	DueCount    int
+	DueCapped   bool
+	OldestDue   time.Time
+	DueLag      time.Duration
+	Leader      trafficcop.HolderInfo
+	// Counters are the fleet's summed counters; nil when run records are
+	// off.
+	Counters *Counts
+	// Instances is the number of counter rows summed.
+	Instances int
+	// Backpressure is on when queue.max_depth is configured; HoldingBack
+	// says whether the mover is holding back now.
+	Backpressure bool
+	HoldingBack  bool
+	MaxDepth     int
+	ResumeBelow  int
+	// Limits are the slots per limited type.
+	Limits []Limit
+	// Paused lists task types whose runs are paused (empty when none).
+	Paused []Pause
+}
+
+// Pause is one paused task type.
+type Pause struct {
+	Type  string
+	Until time.Time
+}
+
+// Counts are cumulative outcome counts.
+type Counts struct {
+	Handled    int64 `json:"handled"`
+	Failed     int64 `json:"failed"`
+	Retried    int64 `json:"retried"`
+	Dead       int64 `json:"dead"`
+	Duplicates int64 `json:"duplicates"`
+	Cancelled  int64 `json:"cancelled"`
+	SetAside   int64 `json:"set_aside"`
+	Deferred   int64 `json:"deferred"`
+}
+
+// Limit is one limited type's slots.
+type Limit struct {
+	Type     string `json:"type"`
+	Limit    int    `json:"limit"`
+	Held     int    `json:"held"`
+	Deferred int64  `json:"deferred"`
+}
+
+// Minute is one minute of fleet outcomes.
+type Minute struct {
+	Minute    time.Time
+	Succeeded int64
+	Failed    int64
+	Retried   int64
+	Dead      int64
+	Cancelled int64
+}
+
+// PendingQuery selects pending tasks.
+type PendingQuery struct {
+	// Type keeps tasks of this type ("" = any).
+	Type string
+	// Recurring keeps only recurring series.
+	Recurring bool
+	// Limit is the page size.
+	Limit int
+	// Continue is the token of the previous page.
+	Continue string
+}
+
+// PendingPage is one page of pending tasks.
+type PendingPage struct {
+	Items    []schedule.Item
+	Continue string
+}
+
+// Task is what is known about one id.
+type Task struct {
+	ID      string
+	Pending *schedule.Item
+	Run     *leasecrontype.Run
+	// Payload is the pending task's payload, loaded from its blob when it
+	// is large (at most PayloadPreview bytes are shown).
+	Payload string
+	// Recent are the latest occurrences of a recurring series, newest
+	// first.
+	Recent []leasecrontype.Run
+}
+
+// RunQuery selects run records.
+type RunQuery struct {
+	State    leasecrontype.RunState
+	Type     string
+	Series   string
+	Limit    int
+	Continue string
+}
+
+// RunPage is one page of run records, newest first.
+type RunPage struct {
+	Runs     []leasecrontype.Run
+	Continue string
+	// Partial explains a limitation of the records (e.g. a scan capped);
+	// empty when the page is exact.
+	Partial string
+}
+
+// Fleet is what the fleet page shows.
+type Fleet struct {
+	Leader    trafficcop.HolderInfo
+	Instances []Instance
+	Limits    []Limit
+}
+
+// Instance is one worker instance as its counters row shows it.
+type Instance struct {
+	ID      string
+	Version string
+	Flushed time.Time
+	Counts  Counts
+}

@@ -1,0 +1,238 @@
+package dashboard
+
+import (
+	"time"
+
+	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
+)
+
+// The view models below are what each page renders and what its /api/
+// twin returns as JSON: one model, two renderings. Field names are the
+// JSON API's contract (documented in the README).
+
+// LeaderView is the lease holder.
+type LeaderView struct {
+	Held       bool      `json:"held"`
+	Holder     string    `json:"holder"`
+	Generation int64     `json:"generation"`
+	Acquired   time.Time `json:"acquired,omitzero"`
+	Renewed    time.Time `json:"renewed,omitzero"`
+	Released   bool      `json:"released"`
+	State      string    `json:"state"`
+}
+
+func leaderView(h trafficcop.HolderInfo) LeaderView {
+	return LeaderView{Held: h.Held(), Holder: h.Holder, Generation: h.Generation, Acquired: h.Acquired, Renewed: h.Renewed, Released: h.Released, State: string(h.State)}
+}
+
+// MinuteView is one minute of the throughput chart.
+type MinuteView struct {
+	Minute    time.Time `json:"minute"`
+	Succeeded int64     `json:"succeeded"`
+	Failed    int64     `json:"failed"`
+	Retried   int64     `json:"retried"`
+	Dead      int64     `json:"dead"`
+	Cancelled int64     `json:"cancelled"`
+}
+
+// OverviewView is GET / and /api/overview.
+type OverviewView struct {
+	Leader              LeaderView   `json:"leader"`
+	FleetSize           int          `json:"fleet_size"`
+	QueueDepth          int          `json:"queue_depth"`
+	DeadLetters         int          `json:"dead_letters"`
+	DueBacklog          int          `json:"due_backlog"`
+	DueBacklogCapped    bool         `json:"due_backlog_capped"`
+	OldestDueLagSeconds float64      `json:"oldest_due_lag_seconds"`
+	Counters            *Counts      `json:"counters"`
+	Backpressure        Backpressure `json:"backpressure"`
+	Limits              []Limit      `json:"limits"`
+	Paused              []PauseView  `json:"paused"`
+	Throughput          []MinuteView `json:"throughput"`
+	Chart               *chart       `json:"-"`
+}
+
+// Backpressure is the mover's queue-depth brake.
+type Backpressure struct {
+	Enabled     bool `json:"enabled"`
+	HoldingBack bool `json:"holding_back"`
+	MaxDepth    int  `json:"max_depth,omitempty"`
+	ResumeBelow int  `json:"resume_below,omitempty"`
+}
+
+// PauseView is a paused task type.
+type PauseView struct {
+	Type  string    `json:"type"`
+	Until time.Time `json:"until,omitzero"`
+}
+
+// ItemView is a pending task.
+type ItemView struct {
+	ID          string    `json:"id"`
+	Type        string    `json:"type"`
+	Due         time.Time `json:"due"`
+	Recurrence  string    `json:"recurrence,omitempty"`
+	TZ          string    `json:"tz,omitempty"`
+	Payload     string    `json:"payload_preview"`
+	PayloadSize int       `json:"payload_size"`
+	PayloadBlob string    `json:"payload_blob,omitempty"`
+	MaxAttempts int       `json:"max_attempts,omitempty"`
+	Problem     string    `json:"problem,omitempty"`
+}
+
+func itemView(it schedule.Item, preview int) ItemView {
+	return ItemView{ID: it.ID, Type: it.Type, Due: it.Due, Recurrence: it.Recurrence, TZ: it.TZ, Payload: trunc.Head(it.Payload, preview),
+		PayloadSize: len(it.Payload), PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Problem: it.Problem}
+}
+
+// TasksView is GET /tasks and /api/tasks.
+type TasksView struct {
+	Type     string     `json:"type,omitempty"`
+	Items    []ItemView `json:"items"`
+	Continue string     `json:"continue,omitempty"`
+	Cursor   string     `json:"-"` // the token of this page ("" = first)
+}
+
+// RunView is a run record.
+type RunView struct {
+	ID         string    `json:"id"`
+	State      string    `json:"state"`
+	Type       string    `json:"type,omitempty"`
+	Attempts   int       `json:"attempts"`
+	Worker     string    `json:"worker,omitempty"`
+	Generation int64     `json:"generation,omitempty"`
+	Due        time.Time `json:"due,omitzero"`
+	Started    time.Time `json:"started,omitzero"`
+	Finished   time.Time `json:"finished,omitzero"`
+	Deliveries int       `json:"deliveries"`
+	Duplicates int       `json:"duplicates"`
+	LastError  string    `json:"last_error,omitempty"`
+	OutputTail string    `json:"output_tail,omitempty"`
+	Updated    time.Time `json:"updated,omitzero"`
+}
+
+func runView(r leasecrontype.Run) RunView {
+	return RunView{ID: r.ID, State: string(r.State), Type: r.Type, Attempts: r.Attempts, Worker: r.Worker, Generation: r.Generation,
+		Due: r.Due, Started: r.Started, Finished: r.Finished, Deliveries: r.Deliveries, Duplicates: r.Duplicates,
+		LastError: trunc.Head(r.LastError, PayloadPreview), OutputTail: trunc.Tail(r.OutputTail, PayloadPreview), Updated: r.Updated}
+}
+
+// Duration is how long the latest attempt ran (0 when unknown).
+func (r RunView) Duration() time.Duration {
+	if r.Started.IsZero() || r.Finished.Before(r.Started) {
+		return 0
+	}
+	return r.Finished.Sub(r.Started)
+}
+
+// TaskView is GET /tasks/{id} and /api/tasks/{id}.
+type TaskView struct {
+	ID      string    `json:"id"`
+	State   string    `json:"state"`
+	Pending *ItemView `json:"pending,omitempty"`
+	Run     *RunView  `json:"run,omitempty"`
+	Recent  []RunView `json:"recent_occurrences,omitempty"`
+}
+
+// SeriesView is one recurring series.
+type SeriesView struct {
+	ItemView
+	Recent []RunView `json:"recent_occurrences"`
+}
+
+// RecurringView is GET /recurring and /api/recurring.
+type RecurringView struct {
+	Series   []SeriesView `json:"series"`
+	Continue string       `json:"continue,omitempty"`
+	Cursor   string       `json:"-"`
+}
+
+// RunsView is GET /runs and /api/runs.
+type RunsView struct {
+	State    string    `json:"state,omitempty"`
+	Type     string    `json:"type,omitempty"`
+	Runs     []RunView `json:"runs"`
+	Continue string    `json:"continue,omitempty"`
+	Partial  string    `json:"partial,omitempty"`
+	Cursor   string    `json:"-"`
+}
+
+// DeadLetterView is one dead letter.
+type DeadLetterView struct {
+	ID        string    `json:"id"`
+	Type      string    `json:"type,omitempty"`
+	Attempts  int       `json:"attempts,omitempty"`
+	At        time.Time `json:"at"`
+	Reason    string    `json:"reason"`
+	Body      string    `json:"body_preview"`
+	BodySize  int       `json:"body_size"`
+	Worker    string    `json:"worker,omitempty"`
+	Truncated bool      `json:"truncated,omitempty"`
+}
+
+// DeadLettersView is GET /deadletters and /api/deadletters.
+type DeadLettersView struct {
+	Total       int              `json:"total"`
+	DeadLetters []DeadLetterView `json:"dead_letters"`
+}
+
+func deadLetterView(d queue.DeadLetter) DeadLetterView {
+	return DeadLetterView{ID: d.ID(), Type: d.Type, Attempts: d.Attempts, At: d.At, Reason: trunc.Head(d.Reason, PayloadPreview),
+		Body: trunc.Head(d.Body, PayloadPreview), BodySize: len(d.Body), Worker: d.Worker, Truncated: d.Truncated}
+}
+
+// KeyView is one blackboard key.
+type KeyView struct {
+	Key                 string    `json:"key"`
+	State               string    `json:"state"`
+	Type                string    `json:"type"`
+	IntervalSeconds     float64   `json:"interval_seconds"`
+	Interval            string    `json:"-"`
+	Start               time.Time `json:"start,omitzero"`
+	Stop                time.Time `json:"stop,omitzero"`
+	Running             bool      `json:"running"`
+	Worker              string    `json:"worker,omitempty"`
+	Runs                int64     `json:"runs"`
+	Failures            int64     `json:"failures"`
+	LastError           string    `json:"last_error,omitempty"`
+	LastDurationSeconds float64   `json:"last_duration_seconds"`
+	NextDue             time.Time `json:"next_due,omitzero"`
+}
+
+// BlackboardView is GET /blackboard and /api/blackboard.
+type BlackboardView struct {
+	Keys []KeyView `json:"keys"`
+}
+
+func keyView(e aggregator.Entry, now time.Time) KeyView {
+	return KeyView{Key: e.Key, State: string(e.State(now)), Type: e.Type, IntervalSeconds: e.Interval.Seconds(), Interval: e.Interval.String(),
+		Start: e.Start, Stop: e.Stop, Running: e.Running, Worker: e.Worker, Runs: e.Runs, Failures: e.Failures,
+		LastError: trunc.Head(e.LastError, PayloadPreview), LastDurationSeconds: e.LastDuration.Seconds(), NextDue: e.NextDue()}
+}
+
+// InstanceView is one worker instance.
+type InstanceView struct {
+	ID      string    `json:"id"`
+	Version string    `json:"version,omitempty"`
+	Flushed time.Time `json:"last_flush"`
+	Active  bool      `json:"active"`
+	Leader  bool      `json:"leader"`
+	Counts  Counts    `json:"counters"`
+}
+
+// FleetView is GET /fleet and /api/fleet.
+type FleetView struct {
+	Leader    LeaderView     `json:"leader"`
+	Instances []InstanceView `json:"instances"`
+	Limits    []Limit        `json:"limits"`
+}
+
+// activeWindow is how recently an instance must have flushed its counters
+// to count as part of the fleet. Workers flush only when a counter changed
+// (every worker.counters_every at most), so an idle worker can fall out.
+const activeWindow = 15 * time.Minute

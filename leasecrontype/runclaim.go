@@ -1,0 +1,35 @@
+package leasecrontype
+
+import (
+	"errors"
+	"time"
+)
+
+// RunMeta is what a worker tells a run record about a task when it claims
+// the run (queue.RunRecorder's Claim), so that a run that never had a
+// scheduled or queued record still shows its type and due time.
+type RunMeta struct {
+	// Type is the handler type.
+	Type string
+	// Due is when the task was due.
+	Due time.Time
+	// Generation is the fencing generation of the leader that moved it.
+	Generation int64
+}
+
+// A run recorder's Claim refuses with one of these (wrapped or not) when the
+// delivery must not run; the queue consumer branches on them with
+// errors.Is. Any other error means the claim could not be read or written,
+// and the task runs anyway: at-least-once beats exactly-once.
+var (
+	// ErrRunSucceeded: the run already succeeded; the delivery is a
+	// duplicate and is acknowledged without running.
+	ErrRunSucceeded = errors.New("run already succeeded")
+	// ErrRunCancelled: the run was cancelled; the delivery is
+	// acknowledged without running.
+	ErrRunCancelled = errors.New("run cancelled")
+	// ErrRunClaimed: another worker runs it under a claim that has not
+	// lapsed (Run.ClaimUntil says until when); the message is put back
+	// until then.
+	ErrRunClaimed = errors.New("run claimed by another worker")
+)

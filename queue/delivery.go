@@ -1,0 +1,304 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
+)
+
+// delivery is the state of one message being processed.
+type delivery struct {
+	m       Message
+	env     Envelope
+	typ     string
+	start   time.Time
+	maxA    int
+	log     *slog.Logger
+	claimed bool
+	slot    *slotHold // nil outside the consumer loop (tests)
+}
+
+// slotHold records whether a delivery holds one of the consumer's
+// concurrency slots. A message that arrives before it is due gives its slot
+// back while it waits, so waiting messages never keep due ones from running.
+type slotHold struct{ held bool }
+
+// process takes one message through decode, guards, the wait until due,
+// claim, handler and outcome. It never panics and never deletes a message
+// unless the run succeeded, was a duplicate or cancelled, or was set aside.
+// stop closes when the consumer begins to shut down.
+func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message, slot *slotHold) {
+	d := &delivery{m: m, start: c.clk.Now(), typ: MalformedType, slot: slot}
+	d.log = c.log.With("message", m.ID)
+	env, err := decodeBody(m.Text)
+	if err != nil {
+		reason := err.Error()
+		d.log.Warn("setting aside a malformed message", "reason", reason, "dequeue_count", m.DequeueCount)
+		rec := DeadLetter{Reason: reason, Body: m.Text, Queue: c.work.Name(), MessageID: m.ID,
+			DequeueCount: m.DequeueCount, Worker: c.o.InstanceID}
+		if c.setAsideAndDelete(hctx, d, rec) {
+			c.settle(d, OutcomeMalformed)
+		} else {
+			c.settle(d, OutcomeLeft)
+		}
+		return
+	}
+	d.env, d.typ = env, env.Type
+	d.log = d.log.With("task_id", env.ID, "type", env.Type, "attempt", env.Attempt+1)
+	d.maxA = c.o.MaxAttempts
+	if env.MaxAttempts > 0 {
+		d.maxA = env.MaxAttempts
+	}
+
+	// Out of attempts already (an earlier set-aside failed, or MaxAttempts
+	// was lowered): set aside without running.
+	if env.Attempt >= d.maxA {
+		c.dead(hctx, d, env, fmt.Sprintf("used %d of %d attempts; last error: %s", env.Attempt, d.maxA, env.LastError), nil, "")
+		return
+	}
+	// Crash guard: deliveries with no recorded outcome count as attempts.
+	unrecorded := m.DequeueCount - 1 - env.Dequeues
+	if unrecorded > 0 && int64(env.Attempt)+unrecorded >= int64(d.maxA+c.o.CrashMargin) {
+		reason := fmt.Sprintf("delivered %d times without an outcome being recorded (a worker may be crashing on it); %d failed attempts recorded, last error: %s",
+			unrecorded, env.Attempt, env.LastError)
+		c.dead(hctx, d, env, reason, nil, "")
+		return
+	}
+	// Its type is paused fleet-wide: put it back without an attempt.
+	if until, paused := c.pausedUntil(hctx, env.Type); paused {
+		c.holdPaused(hctx, d, until)
+		return
+	}
+	// The same run already in flight on this worker (a second copy of the
+	// message): put this copy back.
+	if !c.track(env.ID) {
+		c.deferMsg(hctx, d, c.deferDelay(d), "already running on this worker")
+		return
+	}
+	defer c.untrack(env.ID)
+
+	// Enqueued early (its delay rounded down to whole seconds): hold it
+	// until due. A shutdown meanwhile puts it back for another worker.
+	if !c.untilDue(stop, d) {
+		c.deferMsg(hctx, d, 0, "worker stopping before the task was due")
+		return
+	}
+
+	if c.o.Limiter != nil {
+		release, ok, err := c.o.Limiter.Acquire(hctx, env.Type)
+		if err != nil || !ok {
+			if err != nil {
+				d.log.Warn("limiter failed; putting the message back", "err", err)
+			}
+			c.deferMsg(hctx, d, c.deferDelay(d), "no limiter slot")
+			return
+		}
+		if release != nil {
+			defer release()
+		}
+	}
+
+	if c.o.Runs != nil && !c.claim(hctx, d) {
+		return
+	}
+
+	out := trunc.NewWriter(leasecrontype.MaxOutputTail)
+	task := leasecrontype.Task{ID: env.ID, Series: env.Series, Type: env.Type, Due: env.Due, Attempt: env.Attempt + 1,
+		Generation: env.Generation}
+	var herr error
+	lost := false
+	if h := c.handler(env.Type); h == nil {
+		herr = fmt.Errorf("%w %q", ErrNoHandler, env.Type)
+	} else if task.Payload, herr = c.fetchPayload(hctx, env); herr == nil {
+		herr, lost = c.runHandler(hctx, d, h, task, out)
+	}
+	tail := trunc.Tail(joinOutput(out.String(), leasecrontype.OutputOf(herr)), leasecrontype.MaxOutputTail)
+
+	switch {
+	case lost:
+		d.log.Warn("message visibility was lost while the handler ran; recording the result and leaving the message to reappear", "err", herr)
+		if herr == nil {
+			c.finish(hctx, d, leasecrontype.RunSucceeded, nil, tail)
+			c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Handled++ })
+		} else {
+			c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
+			c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Failed++ })
+		}
+		c.settle(d, OutcomeLost)
+	case herr != nil && hctx.Err() != nil && !errors.Is(herr, ErrHandlerTimeout):
+		c.abandon(d, tail)
+	case herr == nil:
+		c.succeed(hctx, d, tail)
+	default:
+		c.fail(hctx, d, herr, tail)
+	}
+}
+
+func joinOutput(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "\n" + b
+}
+
+func (c *Consumer) track(id string) bool {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	if c.inFlight[id] {
+		return false
+	}
+	c.inFlight[id] = true
+	return true
+}
+
+func (c *Consumer) untrack(id string) {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	delete(c.inFlight, id)
+}
+
+// claim records the claim in Runs; it returns false when the message was
+// settled without running. A Runs outage does not stop the task.
+func (c *Consumer) claim(hctx context.Context, d *delivery) bool {
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	now := c.clk.Now()
+	r, err := c.o.Runs.Claim(ctx, d.env.ID, c.o.InstanceID, d.env.Attempt+1, now.Add(c.o.VisibilityTimeout),
+		leasecrontype.RunMeta{Type: d.env.Type, Due: d.env.Due, Generation: d.env.Generation})
+	switch {
+	case err == nil:
+		d.claimed = true
+		return true
+	case errors.Is(err, leasecrontype.ErrRunSucceeded):
+		d.log.Info("run already succeeded; acknowledging a duplicate delivery")
+		c.ack(hctx, d)
+		c.settle(d, OutcomeDuplicate)
+		return false
+	case errors.Is(err, leasecrontype.ErrRunCancelled):
+		d.log.Info("run was cancelled; acknowledging without running")
+		if c.ack(hctx, d) {
+			c.deletePayload(hctx, d)
+		}
+		c.settle(d, OutcomeCancelled)
+		return false
+	case errors.Is(err, leasecrontype.ErrRunClaimed):
+		wait := r.ClaimUntil.Sub(now)
+		wait = min(max(wait, c.o.BackoffBase), c.o.VisibilityTimeout)
+		wait += time.Duration(float64(c.o.BackoffBase) * c.o.rand())
+		c.deferMsg(hctx, d, wait, "claimed by "+r.Worker)
+		return false
+	default:
+		// At-least-once beats exactly-once: without a readable claim, run.
+		d.log.Warn("run claim failed; running anyway", "err", err)
+		return true
+	}
+}
+
+// runHandler calls h with the task, extending the message's visibility
+// until it returns. lost reports that an extension found the message gone
+// (or its receipt stale): the message must then not be touched again.
+func (c *Consumer) runHandler(hctx context.Context, d *delivery, h leasecrontype.Handler, task leasecrontype.Task, out *trunc.Writer) (herr error, lost bool) {
+	timeout := c.o.HandlerTimeout
+	if t, ok := c.o.HandlerTimeouts[task.Type]; ok {
+		timeout = min(t, c.o.MaxRunTime)
+	}
+	rctx, cancel := context.WithCancelCause(leasecrontype.WithOutputWriter(hctx, out))
+	defer cancel(nil)
+	started := c.clk.Now()
+	vis := c.o.VisibilityTimeout
+	deadline := c.clk.NewTimer(timeout)
+	defer deadline.Stop()
+	ext := c.clk.NewTimer(vis * 2 / 3)
+	defer func() { ext.Stop() }()
+	done := make(chan error, 1)
+	if c.hooks.started != nil {
+		c.hooks.started(task.ID)
+	}
+	go func() { done <- call(rctx, h, task) }()
+	timedOut := false
+	extending := true
+	for {
+		select {
+		case err := <-done:
+			if timedOut && err != nil {
+				err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, timeout, err)
+			}
+			return err, lost
+		case <-deadline.C():
+			timedOut = true
+			d.log.Warn("handler timed out; cancelling it", "timeout", timeout)
+			cancel(ErrHandlerTimeout)
+		case <-ext.C():
+			if !extending {
+				continue
+			}
+			if c.clk.Now().Sub(started) > c.o.MaxRunTime+vis {
+				d.log.Error("handler ignores cancellation; no longer extending its message", "running_for", c.clk.Now().Sub(started))
+				extending = false
+				continue
+			}
+			next := vis * 2 / 3
+			ctx, cancelOp := c.opCtx(hctx)
+			m, err := c.work.Update(ctx, d.m, d.m.Text, vis)
+			switch {
+			case err == nil:
+				d.m = m
+				if d.claimed {
+					if err := c.o.Runs.Extend(ctx, d.env.ID, c.o.InstanceID, c.clk.Now().Add(vis)); err != nil {
+						d.log.Debug("extending the run claim failed", "err", err)
+					}
+				}
+			case errors.Is(err, ErrMessageGone):
+				d.log.Warn("cannot extend visibility: message gone or redelivered", "err", err)
+				lost = true
+				extending = false
+			default:
+				next = min(vis/6, 5*time.Second)
+				d.log.Warn("extending visibility failed; retrying", "err", err, "retry_in", next)
+			}
+			cancelOp()
+			if c.hooks.extended != nil {
+				c.hooks.extended(d.env.ID, err)
+			}
+			if extending {
+				ext = c.clk.NewTimer(next)
+			}
+		}
+	}
+}
+
+// call runs h, turning a panic into ErrPanic.
+func call(ctx context.Context, h leasecrontype.Handler, t leasecrontype.Task) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := string(debug.Stack())
+			err = leasecrontype.WithOutput(fmt.Errorf("%w: %v", ErrPanic, r), stack)
+		}
+	}()
+	return h(ctx, t)
+}
+
+func (c *Consumer) fetchPayload(hctx context.Context, env Envelope) ([]byte, error) {
+	if env.PayloadBlob == "" {
+		return []byte(env.Payload), nil
+	}
+	if c.o.Payloads == nil {
+		return nil, fmt.Errorf("%w (blob %s)", ErrNoPayloadStore, env.PayloadBlob)
+	}
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	b, err := c.o.Payloads.Get(ctx, env.PayloadBlob)
+	if err != nil {
+		return nil, fmt.Errorf("fetch payload %s: %w", env.PayloadBlob, err)
+	}
+	return b, nil
+}

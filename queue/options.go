@@ -1,0 +1,191 @@
+package queue
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+)
+
+// ConsumerOptions configure a Consumer. Zero values take the documented
+// defaults; negative durations and counts are refused.
+type ConsumerOptions struct {
+	// Queue is the work queue name. Default DefaultQueue.
+	Queue string
+	// PoisonQueue is where messages are set aside. Default DefaultPoisonQueue.
+	PoisonQueue string
+	// Concurrency is how many handlers run at once. Default 8.
+	Concurrency int
+	// VisibilityTimeout is how long a dequeued message stays hidden; it is
+	// extended at 2/3 of its length while the handler runs
+	// (worker.visibility_timeout). Default 60s; at least 1s.
+	VisibilityTimeout time.Duration
+	// MaxRunTime is the longest a handler may run; then its context is
+	// cancelled and the attempt fails (worker.max_run_time). Default 30m.
+	MaxRunTime time.Duration
+	// MaxAttempts is how many attempts a task gets before it is dead and
+	// set aside (retry.max_attempts); Envelope.MaxAttempts overrides it
+	// per task. Default 5.
+	MaxAttempts int
+	// BackoffBase is the first retry delay; it doubles per failed attempt,
+	// with jitter over [d/2, d] (retry.backoff_base). Default 2s. The
+	// service counts visibility in whole seconds.
+	BackoffBase time.Duration
+	// BackoffMax caps the retry delay (retry.backoff_max). Default 10m.
+	BackoffMax time.Duration
+	// PollMin is the polling interval while messages flow. Default 200ms.
+	PollMin time.Duration
+	// PollMax caps the empty-queue polling backoff. Default 30s.
+	PollMax time.Duration
+	// ShutdownGrace is how long in-flight handlers may finish after the
+	// Run context ends before their contexts are cancelled; Run then waits
+	// as long again for them to return. Default 30s.
+	ShutdownGrace time.Duration
+	// HandlerTimeout bounds one handler call (capped by MaxRunTime).
+	// Default MaxRunTime.
+	HandlerTimeout time.Duration
+	// HandlerTimeouts overrides HandlerTimeout per task type.
+	HandlerTimeouts map[string]time.Duration
+	// CrashMargin is how many deliveries without any recorded outcome (a
+	// worker crashing on the message before it can update it) are tolerated
+	// beyond MaxAttempts before the message is set aside. Default 2.
+	CrashMargin int
+	// CountersInterval is how often counters are flushed to Runs (when it
+	// supports FlushCounters). Default 30s.
+	CountersInterval time.Duration
+	// StorageTimeout bounds each queue, table or blob call made for one
+	// message. Default 30s.
+	StorageTimeout time.Duration
+	// InstanceID names this worker in run records and counters. Default
+	// "{hostname}-{pid}-{random}".
+	InstanceID string
+	// Clock is the time source. Default the real clock.
+	Clock clock.Clock
+	// Logger receives the consumer's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Runs, when set, keeps run records and suppresses duplicates; nil
+	// means no run records.
+	Runs RunRecorder
+	// Payloads resolves Envelope.PayloadBlob; nil means tasks with a
+	// payload blob fail.
+	Payloads PayloadFetcher
+	// Limiter, when set, caps concurrency per task type.
+	Limiter Limiter
+	// Pauses, when set, says which task types are paused fleet-wide: their
+	// messages are put back without running (see PauseSource).
+	Pauses PauseSource
+	// PauseCheck is how long the pause state read from Pauses is trusted
+	// before it is read again; it is read only while messages arrive or
+	// paused messages are held, so an idle consumer reads nothing. Default
+	// 5s.
+	PauseCheck time.Duration
+	// PauseHold is how long a message of a paused type is hidden when its
+	// pause has no end; the consumer that hid it shows it again as soon as
+	// it sees the type resumed, so this only matters when that consumer
+	// stops first. A pause with an end hides its messages until then.
+	// Default 10m.
+	PauseHold time.Duration
+	// Observer, when set, receives events for metrics.
+	Observer Observer
+
+	rand func() float64 // tests make jitter deterministic
+}
+
+func (o *ConsumerOptions) fill() error {
+	bad := func(field string, v any, want string) error {
+		return fmt.Errorf("%w: ConsumerOptions.%s = %v: %s", ErrInvalidOptions, field, v, want)
+	}
+	durs := []struct {
+		name string
+		p    *time.Duration
+		def  time.Duration
+	}{
+		{"VisibilityTimeout", &o.VisibilityTimeout, 60 * time.Second},
+		{"MaxRunTime", &o.MaxRunTime, 30 * time.Minute},
+		{"BackoffBase", &o.BackoffBase, 2 * time.Second},
+		{"BackoffMax", &o.BackoffMax, 10 * time.Minute},
+		{"PollMin", &o.PollMin, 200 * time.Millisecond},
+		{"PollMax", &o.PollMax, 30 * time.Second},
+		{"ShutdownGrace", &o.ShutdownGrace, 30 * time.Second},
+		{"CountersInterval", &o.CountersInterval, 30 * time.Second},
+		{"StorageTimeout", &o.StorageTimeout, 30 * time.Second},
+		{"PauseCheck", &o.PauseCheck, 5 * time.Second},
+		{"PauseHold", &o.PauseHold, 10 * time.Minute},
+	}
+	for _, d := range durs {
+		if *d.p < 0 {
+			return bad(d.name, *d.p, "must not be negative (0 means the default "+d.def.String()+")")
+		}
+		if *d.p == 0 {
+			*d.p = d.def
+		}
+	}
+	ints := []struct {
+		name string
+		p    *int
+		def  int
+	}{
+		{"Concurrency", &o.Concurrency, 8},
+		{"MaxAttempts", &o.MaxAttempts, 5},
+		{"CrashMargin", &o.CrashMargin, 2},
+	}
+	for _, n := range ints {
+		if *n.p < 0 {
+			return bad(n.name, *n.p, fmt.Sprintf("must not be negative (0 means the default %d)", n.def))
+		}
+		if *n.p == 0 {
+			*n.p = n.def
+		}
+	}
+	switch {
+	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > MaxVisibility:
+		return bad("VisibilityTimeout", o.VisibilityTimeout, "want 1s to 168h")
+	case o.BackoffMax < o.BackoffBase:
+		return bad("BackoffMax", o.BackoffMax, fmt.Sprintf("must be at least BackoffBase (%v)", o.BackoffBase))
+	case o.PauseHold > MaxVisibility:
+		return bad("PauseHold", o.PauseHold, "want at most 168h")
+	case o.BackoffMax > MaxVisibility:
+		return bad("BackoffMax", o.BackoffMax, "want at most 168h")
+	case o.PollMax < o.PollMin:
+		return bad("PollMax", o.PollMax, fmt.Sprintf("must be at least PollMin (%v)", o.PollMin))
+	case o.Concurrency > 1024:
+		return bad("Concurrency", o.Concurrency, "want 1 to 1024")
+	}
+	if o.HandlerTimeout < 0 {
+		return bad("HandlerTimeout", o.HandlerTimeout, "must not be negative (0 means MaxRunTime)")
+	}
+	if o.HandlerTimeout == 0 || o.HandlerTimeout > o.MaxRunTime {
+		o.HandlerTimeout = o.MaxRunTime
+	}
+	for typ, d := range o.HandlerTimeouts {
+		if d <= 0 {
+			return bad("HandlerTimeouts["+typ+"]", d, "must be positive")
+		}
+	}
+	if o.InstanceID == "" {
+		o.InstanceID = DefaultInstanceID()
+	}
+	o.Clock = clock.OrReal(o.Clock)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.rand == nil {
+		o.rand = defaultRand
+	}
+	return nil
+}
+
+// DefaultInstanceID returns "{hostname}-{pid}-{4 random bytes in hex}".
+func DefaultInstanceID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}

@@ -1,0 +1,213 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
+)
+
+func (c *Consumer) settle(d *delivery, o Outcome) {
+	typ := d.typ
+	c.stats.add(typ, func(x *leasecrontype.Counts) {
+		switch o {
+		case OutcomeSucceeded:
+			x.Handled++
+		case OutcomeRetried:
+			x.Failed++
+			x.Retried++
+		case OutcomeDead:
+			x.Dead++
+			x.SetAside++
+		case OutcomeDuplicate:
+			x.Duplicates++
+		case OutcomeCancelled:
+			x.Cancelled++
+		case OutcomeMalformed:
+			x.SetAside++
+		case OutcomeDeferred, OutcomePaused:
+			x.Deferred++
+		case OutcomeAbandoned:
+			x.Abandoned++
+		}
+	})
+	if c.o.Observer != nil {
+		c.o.Observer.OnHandled(typ, o, c.clk.Now().Sub(d.start))
+	}
+}
+
+// deletePayload removes a one-off task's payload blob once the task is done
+// with; a series' blob is shared by its occurrences and is left alone.
+func (c *Consumer) deletePayload(hctx context.Context, d *delivery) {
+	if d.env.PayloadBlob == "" || d.env.Series != "" || c.o.Payloads == nil {
+		return
+	}
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	if err := c.o.Payloads.Delete(ctx, d.env.PayloadBlob); err != nil {
+		d.log.Warn("deleting the payload blob failed", "blob", d.env.PayloadBlob, "err", err)
+	}
+}
+
+func (c *Consumer) finish(hctx context.Context, d *delivery, st leasecrontype.RunState, err error, tail string) {
+	if c.o.Runs == nil {
+		return
+	}
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	if ferr := c.o.Runs.Finish(ctx, d.env.ID, st, err, tail); ferr != nil {
+		d.log.Warn("recording the run failed", "state", st, "err", ferr)
+	}
+}
+
+// ack deletes the message; it reports whether it is gone.
+func (c *Consumer) ack(hctx context.Context, d *delivery) bool {
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	if err := c.work.Delete(ctx, d.m); err != nil {
+		if errors.Is(err, ErrMessageGone) {
+			d.log.Warn("message was redelivered before it could be deleted", "err", err)
+		} else {
+			d.log.Warn("deleting the message failed; it will reappear", "err", err)
+		}
+		return false
+	}
+	return true
+}
+
+func (c *Consumer) succeed(hctx context.Context, d *delivery, tail string) {
+	// Record success first: if the delete is lost, the redelivery is
+	// recognised as a duplicate.
+	c.finish(hctx, d, leasecrontype.RunSucceeded, nil, tail)
+	if c.ack(hctx, d) {
+		c.deletePayload(hctx, d)
+	}
+	d.log.Info("task succeeded", "took", c.clk.Now().Sub(d.start))
+	c.settle(d, OutcomeSucceeded)
+}
+
+func (c *Consumer) fail(hctx context.Context, d *delivery, herr error, tail string) {
+	env := d.env
+	env.Attempt++
+	env.LastError = trunc.Head(herr.Error(), 2<<10)
+	env.Dequeues = d.m.DequeueCount
+	if env.Attempt >= d.maxA {
+		c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Failed++ })
+		reason := fmt.Sprintf("failed %d of %d attempts; last error: %s", env.Attempt, d.maxA, env.LastError)
+		c.dead(hctx, d, env, reason, herr, tail)
+		return
+	}
+	delay := jitter(backoff(c.o.BackoffBase, c.o.BackoffMax, env.Attempt), c.o.rand())
+	d.log.Info("attempt failed; retrying later", "err", herr, "retry_in", delay, "max_attempts", d.maxA)
+	c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
+	if c.rewrite(hctx, d, env, delay) {
+		// This consumer knows when the retry becomes visible: wake for it
+		// rather than leave it to a backed-off poll.
+		c.WakeAt(c.clk.Now().Add(delay))
+	} else {
+		d.log.Warn("the message will reappear after its visibility timeout without this attempt counted")
+	}
+	c.settle(d, OutcomeRetried)
+}
+
+// rewrite updates the message in place with env, hidden for delay.
+func (c *Consumer) rewrite(hctx context.Context, d *delivery, env Envelope, delay time.Duration) bool {
+	text, err := encodeSized(env)
+	if err != nil {
+		// LastError grew the envelope past the limit: drop it.
+		env.LastError = ""
+		if text, err = encodeSized(env); err != nil {
+			text = d.m.Text
+		}
+	}
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	m, err := c.work.Update(ctx, d.m, text, delay)
+	if err != nil {
+		d.log.Warn("updating the message failed", "err", err)
+		return false
+	}
+	d.m = m
+	return true
+}
+
+// deferMsg puts the message back for later without counting an attempt.
+func (c *Consumer) deferMsg(hctx context.Context, d *delivery, delay time.Duration, why string) {
+	env := d.env
+	env.Dequeues = d.m.DequeueCount
+	d.log.Debug("putting the message back", "why", why, "delay", delay)
+	if c.rewrite(hctx, d, env, delay) {
+		c.settle(d, OutcomeDeferred)
+	} else {
+		c.settle(d, OutcomeLeft)
+	}
+}
+
+// deferDelay grows with how often the message has been put back
+// (approximated by its dequeue count beyond its attempts), up to PollMax.
+func (c *Consumer) deferDelay(d *delivery) time.Duration {
+	k := d.m.DequeueCount - 1 - int64(d.env.Attempt)
+	k = min(max(k, 0), 30)
+	return jitter(backoff(c.o.BackoffBase, min(c.o.BackoffMax, max(c.o.PollMax, c.o.BackoffBase)), int(k)+1), c.o.rand())
+}
+
+// dead sets the message aside with reason and deletes it; the run becomes
+// dead. If the poison queue cannot be written the message is rewritten
+// with its attempts used up, so the next delivery tries again without
+// running the handler.
+func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason string, herr error, tail string) {
+	body, err := encodeSized(env)
+	if err != nil {
+		body = d.m.Text
+	}
+	rec := DeadLetter{Reason: reason, Body: body, Queue: c.work.Name(), MessageID: d.m.ID, DequeueCount: d.m.DequeueCount,
+		RunID: env.ID, Type: env.Type, Attempts: env.Attempt, Worker: c.o.InstanceID}
+	d.log.Warn("task is dead; setting it aside", "reason", reason)
+	if herr == nil {
+		herr = errors.New(reason)
+	}
+	if !c.setAsideAndDelete(hctx, d, rec) {
+		env.Attempt = max(env.Attempt, d.maxA)
+		env.Dequeues = d.m.DequeueCount
+		c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
+		c.rewrite(hctx, d, env, jitter(backoff(c.o.BackoffBase, c.o.BackoffMax, env.Attempt), c.o.rand()))
+		c.settle(d, OutcomeLeft)
+		return
+	}
+	c.finish(hctx, d, leasecrontype.RunDead, herr, tail)
+	c.settle(d, OutcomeDead)
+}
+
+// setAsideAndDelete writes rec to the poison queue, then deletes the
+// message. It reports whether the record was written (the message is
+// never deleted otherwise).
+func (c *Consumer) setAsideAndDelete(hctx context.Context, d *delivery, rec DeadLetter) bool {
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	if err := c.client.setAside(ctx, rec); err != nil {
+		d.log.Error("setting the message aside failed; leaving it", "err", err)
+		return false
+	}
+	c.ack(hctx, d)
+	return true
+}
+
+// abandon releases a message whose handler was cancelled by shutdown, so
+// another worker can take it at once; the attempt is not counted.
+func (c *Consumer) abandon(d *delivery, tail string) {
+	ctx, cancel := c.opCtx(context.Background())
+	defer cancel()
+	env := d.env
+	env.Dequeues = d.m.DequeueCount
+	if text, err := encodeSized(env); err == nil {
+		if _, err := c.work.Update(ctx, d.m, text, 0); err != nil {
+			d.log.Warn("releasing the message failed; it reappears after its visibility timeout", "err", err)
+		}
+	}
+	c.finish(ctx, d, leasecrontype.RunQueued, errors.New("worker shut down before the task finished"), tail)
+	d.log.Info("handler cancelled by shutdown; message released")
+	c.settle(d, OutcomeAbandoned)
+}

@@ -1,0 +1,54 @@
+package queue
+
+import (
+	"context"
+	"time"
+
+	"github.com/leasecron/leasecron/leasecrontype"
+)
+
+// Limiter caps how many tasks of a type run at once (across the fleet:
+// trafficcop's Semaphore adapts to it). When Acquire reports !ok, or fails,
+// the message is put back with a delay and the attempt is not counted.
+type Limiter interface {
+	// Acquire takes a slot for taskType. release is called when the task
+	// ends; it is nil when !ok. A type without a limit is always ok.
+	Acquire(ctx context.Context, taskType string) (release func(), ok bool, err error)
+}
+
+// PayloadFetcher resolves claim-check references (Envelope.PayloadBlob).
+// leasecron's payload blobs (leasecron/payloads/... in the container)
+// implement it; the worker wires them in.
+type PayloadFetcher interface {
+	// Get returns the payload a reference points to.
+	Get(ctx context.Context, ref string) ([]byte, error)
+	// Delete removes it; deleting a missing payload is not an error.
+	Delete(ctx context.Context, ref string) error
+}
+
+// RunRecorder keeps run records for the consumer: the claim that
+// suppresses duplicates, its extension while the handler runs, and the
+// outcome. leasecron's Runs table implements it (the worker wires it in
+// unless run records are off); a program can supply its own.
+//
+// Every call but Claim is bookkeeping: the consumer logs a failure and
+// carries on.
+type RunRecorder interface {
+	// Claim records that worker starts attempt (from 1) of run id, its
+	// claim valid until leaseUntil, and returns the record as it now
+	// stands. Two workers claiming the same run at once must not both
+	// succeed (a conditional write). Instead of claiming it returns an
+	// error wrapping leasecrontype.ErrRunSucceeded (the delivery is a
+	// duplicate), leasecrontype.ErrRunCancelled, or
+	// leasecrontype.ErrRunClaimed (another worker's claim has not lapsed;
+	// the returned Run's Worker and ClaimUntil say whose and until when).
+	// Any other error means the claim could not be read or written, and the
+	// task runs anyway.
+	Claim(ctx context.Context, id, worker string, attempt int, leaseUntil time.Time, m leasecrontype.RunMeta) (leasecrontype.Run, error)
+	// Extend moves worker's claim on id to until.
+	Extend(ctx context.Context, id, worker string, until time.Time) error
+	// Finish records the attempt's outcome: state, the error of a failed
+	// attempt (nil otherwise) and the end of its output. A cancelled run
+	// stays cancelled.
+	Finish(ctx context.Context, id string, state leasecrontype.RunState, err error, outputTail string) error
+}

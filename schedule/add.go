@@ -1,0 +1,220 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/leasecron/leasecron/internal/payload"
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// AddOptions modify Add.
+type AddOptions struct {
+	// Replace lets Add overwrite a pending task with the same id (its due
+	// time, payload and recurrence are replaced atomically).
+	Replace bool
+}
+
+func (c *Client) prepare(it Item, now time.Time) (Item, error) {
+	out := Item{ID: it.ID, Type: it.Type, Payload: it.Payload, Recurrence: strings.TrimSpace(it.Recurrence), TZ: strings.TrimSpace(it.TZ), MaxAttempts: it.MaxAttempts}
+	if out.ID == "" {
+		out.ID = newID(now)
+	}
+	if err := ValidateID(out.ID); err != nil {
+		return Item{}, err
+	}
+	if out.Type == "" {
+		out.Type = DefaultType
+	}
+	if err := ValidateType(out.Type); err != nil {
+		return Item{}, err
+	}
+	if it.Due.IsZero() {
+		return Item{}, fmt.Errorf("%w: task %s has no due time (set Due; the CLI takes --at or --in)", ErrInvalid, out.ID)
+	}
+	if err := checkDue(it.Due); err != nil {
+		return Item{}, fmt.Errorf("%w: task %s: %v", ErrInvalid, out.ID, err)
+	}
+	out.Due = FromTicks(Ticks(it.Due))
+	if _, err := ParseRecurrence(out.Recurrence, out.TZ); err != nil {
+		return Item{}, fmt.Errorf("%w: task %s: %w", ErrInvalid, out.ID, err)
+	}
+	if out.MaxAttempts < 0 || out.MaxAttempts > MaxMaxAttempts {
+		return Item{}, fmt.Errorf("%w: task %s: max attempts %d: want 0 (worker default) .. %d", ErrInvalid, out.ID, out.MaxAttempts, MaxMaxAttempts)
+	}
+	if !utf8.ValidString(out.Payload) {
+		return Item{}, fmt.Errorf("%w: task %s: payload is not valid UTF-8; encode binary data as base64", ErrInvalid, out.ID)
+	}
+	if len(out.Payload) > c.opts.MaxPayload {
+		return Item{}, fmt.Errorf("%w: %w: task %s: payload is %d bytes, the limit (payload.max_size) is %d", ErrInvalid, ErrPayloadTooLarge, out.ID, len(out.Payload), c.opts.MaxPayload)
+	}
+	if jsonLen(out.Payload) > c.opts.InlineLimit && c.opts.PayloadStore == nil {
+		return Item{}, fmt.Errorf("%w: %w: task %s: payload is %d bytes as JSON, more than the inline limit %d, and no payload store is configured", ErrInvalid, ErrPayloadTooLarge, out.ID, jsonLen(out.Payload), c.opts.InlineLimit)
+	}
+	return out, nil
+}
+
+// Add schedules it. Invalid items are refused with an error wrapping
+// ErrInvalid before anything is written. An id that is already scheduled
+// (through leasecron) is refused with ErrAlreadyScheduled unless
+// ao.Replace. The row and its id index row are written in one transaction;
+// a payload above the inline limit is stored in a blob first, and deleted
+// again if the table write fails. It returns the item as stored.
+func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) {
+	it, err := c.prepare(it, c.opts.Clock.Now())
+	if err != nil {
+		return Item{}, err
+	}
+	shard := c.shardFor(it.ID)
+	rk, err := RowKey(it.Due, it.ID)
+	if err != nil {
+		return Item{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	it.Shard, it.RowKey, it.Indexed = shard, rk, true
+	if jsonLen(it.Payload) > c.opts.InlineLimit {
+		name := payload.NewName(it.ID)
+		ref, err := c.opts.PayloadStore.Put(ctx, name, []byte(it.Payload))
+		if errors.Is(err, storage.ErrNotFound) {
+			// First use: the payload container does not exist yet.
+			if eerr := c.Ensure(ctx); eerr != nil {
+				return Item{}, fmt.Errorf("add %s: create the payload container: %w", it.ID, eerr)
+			}
+			ref, err = c.opts.PayloadStore.Put(ctx, name, []byte(it.Payload))
+		}
+		if err != nil {
+			return Item{}, fmt.Errorf("add %s: store large payload: %w", it.ID, err)
+		}
+		it.PayloadBlob, it.Payload = ref, ""
+	}
+	oldBlob, err := c.add(ctx, shard, rk, it, ao)
+	if err != nil {
+		if it.PayloadBlob != "" {
+			c.deleteBlob(ctx, it.PayloadBlob)
+		}
+		return Item{}, err
+	}
+	if oldBlob != "" && oldBlob != it.PayloadBlob {
+		c.deleteBlob(ctx, oldBlob)
+	}
+	return it, nil
+}
+
+// add writes the rows; it returns the payload blob of a replaced item.
+func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptions) (string, error) {
+	props := itemProps(it, true)
+	ixProps := map[string]any{PropItem: rk, PropID: it.ID}
+	ik := indexKey(it.ID)
+	fresh := []Op{
+		{Kind: OpInsert, PartitionKey: shard, RowKey: rk, Props: props},
+		{Kind: OpInsert, PartitionKey: shard, RowKey: ik, Props: ixProps},
+	}
+	var lastErr error
+	created := false
+	for range retries {
+		err := c.t.Submit(ctx, fresh)
+		if err == nil {
+			return "", nil
+		}
+		if errors.Is(err, storage.ErrTableNotFound) && !created {
+			// First use on this account: create the table, then write.
+			if err := c.Ensure(ctx); err != nil {
+				return "", fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)
+			}
+			created = true
+			err = c.t.Submit(ctx, fresh)
+			if err == nil {
+				return "", nil
+			}
+		}
+		if !errors.Is(err, storage.ErrAlreadyExists) {
+			return "", fmt.Errorf("add %s: %w", it.ID, err)
+		}
+		lastErr = err
+		// Something is in the way: the index row, or an unindexed row with
+		// the same id and due time.
+		var ops []Op
+		var oldBlob string
+		idx, err := c.t.Get(ctx, shard, ik)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			cur, err := c.t.Get(ctx, shard, rk)
+			if errors.Is(err, storage.ErrNotFound) {
+				continue // gone meanwhile; try again
+			} else if err != nil {
+				return "", fmt.Errorf("add %s: %w", it.ID, err)
+			}
+			if !ao.Replace {
+				return "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano))
+			}
+			oldBlob, _, _ = propString(cur.Props, PropPayloadBlob)
+			ops = []Op{
+				{Kind: OpReplace, PartitionKey: shard, RowKey: rk, Props: props, IfMatch: cur.ETag},
+				{Kind: OpInsert, PartitionKey: shard, RowKey: ik, Props: ixProps},
+			}
+		case err != nil:
+			return "", fmt.Errorf("add %s: read id index: %w", it.ID, err)
+		default:
+			oldRK, _, _ := propString(idx.Props, PropItem)
+			var cur Entity
+			if oldRK != "" {
+				cur, err = c.t.Get(ctx, shard, oldRK)
+			} else {
+				err = storage.ErrNotFound
+			}
+			switch {
+			case errors.Is(err, storage.ErrNotFound): // a stale index row: take it over
+				ops = []Op{
+					{Kind: OpInsert, PartitionKey: shard, RowKey: rk, Props: props},
+					{Kind: OpReplace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
+				}
+			case err != nil:
+				return "", fmt.Errorf("add %s: %w", it.ID, err)
+			case !ao.Replace:
+				due, _, _ := ParseRowKey(oldRK)
+				return "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano))
+			case oldRK == rk:
+				oldBlob, _, _ = propString(cur.Props, PropPayloadBlob)
+				ops = []Op{
+					{Kind: OpReplace, PartitionKey: shard, RowKey: rk, Props: props, IfMatch: cur.ETag},
+					{Kind: OpReplace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
+				}
+			default:
+				oldBlob, _, _ = propString(cur.Props, PropPayloadBlob)
+				ops = []Op{
+					{Kind: OpDelete, PartitionKey: shard, RowKey: oldRK, IfMatch: cur.ETag},
+					{Kind: OpInsert, PartitionKey: shard, RowKey: rk, Props: props},
+					{Kind: OpReplace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
+				}
+			}
+		}
+		err = c.t.Submit(ctx, ops)
+		if err == nil {
+			return oldBlob, nil
+		}
+		if !conflict(err) {
+			return "", fmt.Errorf("add %s: %w", it.ID, err)
+		}
+		lastErr = err
+	}
+	return "", fmt.Errorf("add %s: still conflicting after %d attempts: %w", it.ID, retries, lastErr)
+}
+
+// conflict reports errors that mean "changed meanwhile; read again".
+func conflict(err error) bool {
+	return errors.Is(err, storage.ErrPreconditionFailed) || errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrAlreadyExists)
+}
+
+func (c *Client) deleteBlob(ctx context.Context, ref string) {
+	if c.opts.PayloadStore == nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if err := c.opts.PayloadStore.Delete(dctx, ref); err != nil {
+		c.opts.Logger.Warn("leasecron: payload blob left behind", "ref", ref, "err", err)
+	}
+}

@@ -1,0 +1,39 @@
+package schedule
+
+import "context"
+
+// room is how many rows a pass may still move under backpressure: rows < 0
+// means no limit; known reports that it comes from a depth probe (not the
+// one-batch allowance of an unknown depth).
+type room struct {
+	rows  int
+	known bool
+}
+
+// holdBack applies backpressure with hysteresis and says how many rows the
+// pass may move.
+func (m *Mover) holdBack(ctx context.Context) (bool, room, error) {
+	if m.o.MaxDepth <= 0 {
+		return false, room{rows: -1}, nil
+	}
+	depth, err := m.o.Depth(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		// Keep the previous state; a failed depth probe is not a reason to
+		// flood the queue or to stop moving: move at most one batch.
+		m.stats.Errors++
+		m.o.Logger.Warn("leasecron mover: queue depth unknown", "err", err)
+		return m.stats.HoldingBack, room{rows: MaxOps}, nil
+	}
+	was := m.stats.HoldingBack
+	switch {
+	case !was && depth >= m.o.MaxDepth:
+		m.stats.HoldingBack = true
+		m.o.Logger.Info("leasecron mover: holding back; the queue is deep", "depth", depth, "max_depth", m.o.MaxDepth)
+	case was && depth < m.o.ResumeBelow:
+		m.stats.HoldingBack = false
+		m.o.Logger.Info("leasecron mover: resuming", "depth", depth, "resume_below", m.o.ResumeBelow)
+	}
+	return m.stats.HoldingBack, room{rows: max(0, m.o.MaxDepth-depth), known: true}, nil
+}

@@ -1,0 +1,90 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Cancel deletes the pending task with this id (a recurring series stops)
+// together with its index row, atomically, and then its payload blob. It
+// returns the item as it was. Unknown ids fail with ErrNotFound. A run
+// already moved to the queue is not recalled.
+func (c *Client) Cancel(ctx context.Context, id string) (Item, error) {
+	var lastErr error
+	for range retries {
+		f, orphan, err := c.locate(ctx, id)
+		if err != nil {
+			if orphan != nil && errors.Is(err, ErrNotFound) {
+				// Tidy a stale index row; a failure here changes nothing.
+				_ = c.t.Submit(ctx, []Op{{Kind: OpDelete, PartitionKey: orphan.PartitionKey, RowKey: orphan.RowKey, IfMatch: orphan.ETag}})
+			}
+			return Item{}, err
+		}
+		ops := []Op{{Kind: OpDelete, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, IfMatch: f.row.ETag}}
+		if f.index != nil {
+			ops = append(ops, Op{Kind: OpDelete, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, IfMatch: f.index.ETag})
+		}
+		err = c.t.Submit(ctx, ops)
+		if err == nil {
+			it := readItem(f.row)
+			if it.PayloadBlob != "" {
+				c.deleteBlob(ctx, it.PayloadBlob)
+			}
+			return it, nil
+		}
+		if !conflict(err) {
+			return Item{}, fmt.Errorf("cancel %s: %w", id, err)
+		}
+		lastErr = err
+	}
+	return Item{}, fmt.Errorf("cancel %s: still conflicting after %d attempts: %w", id, retries, lastErr)
+}
+
+// Reschedule moves the pending task with this id to a new due time: the new
+// row is inserted, the old one deleted and the index updated in one
+// transaction. For a recurring series this moves its next occurrence.
+func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item, error) {
+	if due.IsZero() {
+		return Item{}, fmt.Errorf("%w: reschedule %s: no due time given", ErrInvalid, id)
+	}
+	if err := checkDue(due); err != nil {
+		return Item{}, fmt.Errorf("%w: reschedule %s: %v", ErrInvalid, id, err)
+	}
+	var lastErr error
+	for range retries {
+		f, _, err := c.locate(ctx, id)
+		if err != nil {
+			return Item{}, err
+		}
+		_, suffix, err := ParseRowKey(f.row.RowKey)
+		if err != nil {
+			return Item{}, fmt.Errorf("%w: reschedule %s: the row is malformed: %v", ErrInvalid, id, err)
+		}
+		newRK, err := RowKey(due, suffix)
+		if err != nil {
+			return Item{}, fmt.Errorf("%w: reschedule %s: %v", ErrInvalid, id, err)
+		}
+		if newRK == f.row.RowKey {
+			return readItem(f.row), nil
+		}
+		moved := Entity{PartitionKey: f.row.PartitionKey, RowKey: newRK, Props: f.row.Props}
+		ops := []Op{
+			{Kind: OpInsert, PartitionKey: moved.PartitionKey, RowKey: newRK, Props: copyProps(f.row.Props)},
+			{Kind: OpDelete, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, IfMatch: f.row.ETag},
+		}
+		if f.index != nil {
+			ops = append(ops, Op{Kind: OpMerge, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, Props: map[string]any{PropItem: newRK}, IfMatch: f.index.ETag})
+		}
+		err = c.t.Submit(ctx, ops)
+		if err == nil {
+			return readItem(moved), nil
+		}
+		if !conflict(err) {
+			return Item{}, fmt.Errorf("reschedule %s: %w", id, err)
+		}
+		lastErr = err
+	}
+	return Item{}, fmt.Errorf("reschedule %s: still conflicting after %d attempts: %w", id, retries, lastErr)
+}

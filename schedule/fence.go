@@ -1,0 +1,95 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// takeFence writes gen into shard's fence row unless a newer generation is
+// already there.
+func (m *Mover) takeFence(ctx context.Context, shard string, gen int64) error {
+	for range retries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		e, err := m.t.Get(ctx, shard, FenceRowKey)
+		var op Op
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			op = Op{Kind: OpInsert, PartitionKey: shard, RowKey: FenceRowKey, Props: map[string]any{PropGeneration: gen}}
+		case err != nil:
+			return fmt.Errorf("read fence of shard %s: %w", shard, err)
+		default:
+			g, _, perr := propInt(e.Props, PropGeneration)
+			if perr != nil {
+				return fmt.Errorf("fence of shard %s: %w", shard, perr)
+			}
+			if g > gen {
+				return fmt.Errorf("%w: shard %s fence holds generation %d, ours is %d", ErrFenced, shard, g, gen)
+			}
+			op = Op{Kind: OpMerge, PartitionKey: shard, RowKey: FenceRowKey, Props: map[string]any{PropGeneration: gen}, IfMatch: e.ETag}
+		}
+		err = m.t.Submit(ctx, []Op{op})
+		if err == nil {
+			return m.refreshFence(ctx, shard, gen)
+		}
+		if !conflict(err) {
+			return fmt.Errorf("write fence of shard %s: %w", shard, err)
+		}
+	}
+	return fmt.Errorf("write fence of shard %s: still conflicting after %d attempts", shard, retries)
+}
+
+// refreshFence re-reads shard's fence row after a write: it must still hold
+// gen, and its new ETag conditions the next batch.
+func (m *Mover) refreshFence(ctx context.Context, shard string, gen int64) error {
+	e, err := m.t.Get(ctx, shard, FenceRowKey)
+	if err != nil {
+		return fmt.Errorf("read fence of shard %s: %w", shard, err)
+	}
+	g, _, err := propInt(e.Props, PropGeneration)
+	if err != nil {
+		return fmt.Errorf("fence of shard %s: %w", shard, err)
+	}
+	if g != gen {
+		return fmt.Errorf("%w: shard %s fence holds generation %d, ours is %d", ErrFenced, shard, g, gen)
+	}
+	m.mu.Lock()
+	m.fence[shard] = e.ETag
+	m.mu.Unlock()
+	return nil
+}
+
+// fenceOp is the conditional fence update every batch carries.
+func (m *Mover) fenceOp(shard string, gen int64) Op {
+	m.mu.Lock()
+	etag := m.fence[shard]
+	m.mu.Unlock()
+	return Op{Kind: OpMerge, PartitionKey: shard, RowKey: FenceRowKey, Props: map[string]any{PropGeneration: gen}, IfMatch: etag}
+}
+
+// checkFence re-reads shard's fence row after a failed batch. It reports
+// ErrFenced when another generation has written it. When the row holds our
+// generation under a new ETag (a batch of ours committed although its
+// response was lost) it adopts that ETag and reports changed, so the caller
+// retries.
+func (m *Mover) checkFence(ctx context.Context, shard string, gen int64) (changed bool, err error) {
+	e, err := m.t.Get(ctx, shard, FenceRowKey)
+	if err != nil {
+		return false, fmt.Errorf("read fence of shard %s: %w", shard, err)
+	}
+	g, _, _ := propInt(e.Props, PropGeneration)
+	if g != gen {
+		return false, fmt.Errorf("%w: shard %s fence holds generation %d, ours is %d", ErrFenced, shard, g, gen)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.ETag != m.fence[shard] {
+		m.fence[shard] = e.ETag
+		return true, nil
+	}
+	return false, nil
+}

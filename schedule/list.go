@@ -1,0 +1,148 @@
+package schedule
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// ListOptions select what List returns.
+type ListOptions struct {
+	// Due lists only rows due now (by the client's clock).
+	Due bool
+	// Limit is the page size. Default 100, at most 1000.
+	Limit int
+	// Continuation resumes after the page that returned it.
+	Continuation string
+	// Type, when set, lists only tasks of this type.
+	Type string
+	// Recurring lists only recurring series.
+	Recurring bool
+}
+
+// List returns one page of pending items in due order (shard by shard),
+// and a continuation token ("" when there are no more). Malformed rows are
+// included with Item.Problem set.
+func (c *Client) List(ctx context.Context, lo ListOptions) ([]Item, string, error) {
+	if lo.Limit == 0 {
+		lo.Limit = 100
+	}
+	if lo.Limit < 0 || lo.Limit > 1000 {
+		return nil, "", fmt.Errorf("%w: list limit %d: want 1..1000", ErrInvalid, lo.Limit)
+	}
+	shardIdx, cont, err := decodeListToken(lo.Continuation, len(c.opts.Shards))
+	if err != nil {
+		return nil, "", err
+	}
+	to := IndexPrefix
+	if lo.Due {
+		to = dueBound(c.opts.Clock.Now())
+	}
+	var items []Item
+	for shardIdx < len(c.opts.Shards) {
+		q := Query{Partition: c.opts.Shards[shardIdx], To: to, Top: int32(lo.Limit - len(items)), Continuation: cont, Type: lo.Type, Recurring: lo.Recurring}
+		p, err := c.t.Query(ctx, q)
+		if errors.Is(err, storage.ErrTableNotFound) {
+			return nil, "", nil // a fresh account: nothing scheduled yet
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("list: %w", err)
+		}
+		for _, e := range p.Entities {
+			items = append(items, readItem(e))
+		}
+		cont = p.Continuation
+		if cont == "" {
+			shardIdx++
+		}
+		if len(items) >= lo.Limit {
+			break
+		}
+	}
+	if shardIdx >= len(c.opts.Shards) {
+		return items, "", nil
+	}
+	return items, encodeListToken(shardIdx, cont), nil
+}
+
+func encodeListToken(shard int, cont string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(shard) + "\n" + cont))
+}
+
+func decodeListToken(tok string, shards int) (int, string, error) {
+	if tok == "" {
+		return 0, "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err == nil {
+		s, cont, ok := strings.Cut(string(b), "\n")
+		n, aerr := strconv.Atoi(s)
+		if ok && aerr == nil && n >= 0 && n < shards {
+			return n, cont, nil
+		}
+	}
+	return 0, "", fmt.Errorf("%w: list continuation %q is not a token List returned", ErrInvalid, tok)
+}
+
+// dueBound is the exclusive RowKey bound that selects rows due at or before t.
+func dueBound(t time.Time) string {
+	if t.After(MaxTime) {
+		t = MaxTime
+	}
+	if t.Before(MinTime) {
+		return "0"
+	}
+	return fmt.Sprintf("%0*d", TickDigits, Ticks(t)+1)
+}
+
+// DueStats describes the due backlog.
+type DueStats struct {
+	// Count is the number of rows due (capped; see Capped).
+	Count int
+	// Capped reports that more rows are due than were counted.
+	Capped bool
+	// Oldest is the due time of the oldest due row (zero when none).
+	Oldest time.Time
+	// Lag is now − Oldest (0 when nothing is due).
+	Lag time.Duration
+}
+
+// DueCountCap is how many due rows Due counts per shard (one query page).
+const DueCountCap = 1000
+
+// Due counts rows due at now (at most DueCountCap per shard, one query per
+// shard reading only keys) and reports the oldest, for `stats`.
+func (c *Client) Due(ctx context.Context, now time.Time) (DueStats, error) {
+	var st DueStats
+	for _, shard := range c.opts.Shards {
+		p, err := c.t.Query(ctx, Query{Partition: shard, To: dueBound(now), Select: []string{"RowKey"}, Top: DueCountCap})
+		if errors.Is(err, storage.ErrTableNotFound) {
+			return DueStats{}, nil // a fresh account: nothing is due
+		}
+		if err != nil {
+			return DueStats{}, fmt.Errorf("due: %w", err)
+		}
+		st.Count += len(p.Entities)
+		if p.Continuation != "" {
+			st.Capped = true
+		}
+		for _, e := range p.Entities {
+			if due, _, err := ParseRowKey(e.RowKey); err == nil {
+				if st.Oldest.IsZero() || due.Before(st.Oldest) {
+					st.Oldest = due
+				}
+				break
+			}
+		}
+	}
+	if !st.Oldest.IsZero() {
+		st.Lag = max(0, now.Sub(st.Oldest))
+	}
+	return st, nil
+}

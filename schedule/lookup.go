@@ -1,0 +1,108 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// found is an item row located by id, with its index row when it has one.
+type found struct {
+	row   Entity
+	index *Entity
+}
+
+// locate finds the pending row of id: through the id index when there is
+// one, else by scanning the item rows (directly inserted rows have no
+// index). orphan is an index row whose item is gone.
+func (c *Client) locate(ctx context.Context, id string) (f found, orphan *Entity, err error) {
+	if err := validateLookupID(id); err != nil {
+		return found{}, nil, err
+	}
+	shard := c.shardFor(id)
+	if ValidateID(id) == nil {
+		idx, err := c.t.Get(ctx, shard, indexKey(id))
+		switch {
+		case errors.Is(err, storage.ErrTableNotFound):
+			return found{}, nil, noTable(id)
+		case err == nil:
+			rk, _, _ := propString(idx.Props, PropItem)
+			if rk != "" {
+				row, err := c.t.Get(ctx, shard, rk)
+				if err == nil {
+					return found{row: row, index: &idx}, nil, nil
+				}
+				if !errors.Is(err, storage.ErrNotFound) {
+					return found{}, nil, fmt.Errorf("read task %s: %w", id, err)
+				}
+			}
+			orphan = &idx
+		case !errors.Is(err, storage.ErrNotFound):
+			return found{}, nil, fmt.Errorf("read id index of %s: %w", id, err)
+		}
+	}
+	row, err := c.scan(ctx, id)
+	if err != nil {
+		return found{}, orphan, err
+	}
+	return found{row: row}, orphan, nil
+}
+
+// scan looks for an unindexed row of id: RowKey suffix or Id property equal
+// to id. It reads at most ScanLimit rows.
+func (c *Client) scan(ctx context.Context, id string) (Entity, error) {
+	scanned := 0
+	for _, shard := range c.opts.Shards {
+		q := Query{Partition: shard, To: IndexPrefix, Select: []string{PropID}}
+		for {
+			p, err := c.t.Query(ctx, q)
+			if errors.Is(err, storage.ErrTableNotFound) {
+				return Entity{}, noTable(id)
+			}
+			if err != nil {
+				return Entity{}, fmt.Errorf("look up task %s: %w", id, err)
+			}
+			for _, e := range p.Entities {
+				_, suffix, perr := ParseRowKey(e.RowKey)
+				pid, _, _ := propString(e.Props, PropID)
+				if (perr == nil && suffix == id && pid == "") || pid == id {
+					full, err := c.t.Get(ctx, shard, e.RowKey)
+					if errors.Is(err, storage.ErrNotFound) {
+						continue
+					}
+					if err != nil {
+						return Entity{}, fmt.Errorf("read task %s: %w", id, err)
+					}
+					return full, nil
+				}
+			}
+			scanned += len(p.Entities)
+			if p.Continuation == "" {
+				break
+			}
+			if scanned >= c.opts.ScanLimit {
+				return Entity{}, fmt.Errorf("%w: task %s (no id index; gave up after scanning %d rows, Options.ScanLimit)", ErrNotFound, id, scanned)
+			}
+			q.Continuation = p.Continuation
+		}
+	}
+	return Entity{}, fmt.Errorf("%w: task %s", ErrNotFound, id)
+}
+
+// noTable is the lookup error when the table does not exist yet (a fresh
+// account): nothing is scheduled.
+func noTable(id string) error {
+	return fmt.Errorf("%w: task %s (nothing has been scheduled yet: the table does not exist)", ErrNotFound, id)
+}
+
+// Get returns the pending task with this id (for a recurring series, its
+// next occurrence). Unknown ids fail with ErrNotFound.
+func (c *Client) Get(ctx context.Context, id string) (Item, error) {
+	f, _, err := c.locate(ctx, id)
+	if err != nil {
+		return Item{}, err
+	}
+	return readItem(f.row), nil
+}

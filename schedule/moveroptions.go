@@ -1,0 +1,183 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/queue"
+)
+
+// Defaults of MoverOptions.
+const (
+	DefaultPollEvery   = 5 * time.Second
+	DefaultConcurrency = 32
+	DefaultMaxPerPass  = 1000
+	DefaultSweepEvery  = time.Minute
+	// sweepTop is how many rows one sweep query reads per key range.
+	sweepTop = 100
+)
+
+// MoverOptions configures a Mover. Zero values mean the documented defaults.
+type MoverOptions struct {
+	// Shards are the partitions to move from. Default ["00"]; use the
+	// Client's Shards.
+	Shards []string
+	// Generation returns the fencing generation of the current lease term
+	// (≥ 1). Required. Run reads it once, when it starts.
+	Generation func() int64
+	// PollEvery is the pause between passes (config mover.poll_every).
+	// Default 5 s.
+	PollEvery time.Duration
+	// Early is the enqueue-early window: rows due within it are enqueued
+	// now with an initial invisibility of the time left, so they appear on
+	// time rather than up to a poll late. 0 means PollEvery; a negative
+	// value disables early enqueueing.
+	Early time.Duration
+	// Concurrency bounds concurrent enqueues. Default 32.
+	Concurrency int
+	// MaxPerPass bounds the rows one pass reads per shard. Default 1000; a
+	// full pass is followed by another at once.
+	MaxPerPass int
+	// Enqueuer sends envelopes to the work queue. Required.
+	Enqueuer Enqueuer
+	// SetAside keeps malformed rows before they are deleted. Required.
+	SetAside SetAsider
+	// Depth returns the work queue's (approximate) depth, for
+	// backpressure. Required when MaxDepth > 0.
+	Depth func(ctx context.Context) (int, error)
+	// MaxDepth pauses moving while the queue holds at least this many
+	// messages (0 = never pause). A pass moves at most MaxDepth − depth
+	// rows, so the queue does not grow past MaxDepth through the mover.
+	MaxDepth int
+	// ResumeBelow resumes moving once the depth is below it. Default
+	// MaxDepth/2 (at least 1).
+	ResumeBelow int
+	// OnMoved, when set, is called after each committed batch with the
+	// envelopes whose rows it removed (e.g. to mark runs "queued"). It runs
+	// on the mover's goroutine and should be quick.
+	OnMoved func(ctx context.Context, envs []queue.Envelope)
+	// PayloadStore takes payloads of directly inserted rows that are too
+	// large for a queue message. Nil: such rows are set aside.
+	PayloadStore PayloadStore
+	// InlineLimit is the largest payload (as a JSON string) sent inline.
+	// Default 24 KiB, at most 32 KiB.
+	InlineLimit int
+	// SweepEvery is how often the mover looks for rows whose RowKey can
+	// never come due (malformed keys sorting after the tick range) and sets
+	// them aside. Default 1 minute; negative disables.
+	SweepEvery time.Duration
+	// Clock is the time source. Default the real clock.
+	Clock clock.Clock
+	// Logger receives progress and warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *MoverOptions) fill() error {
+	if len(o.Shards) == 0 {
+		o.Shards = []string{DefaultShard}
+	}
+	for _, s := range o.Shards {
+		if err := validateShard(s); err != nil {
+			return fmt.Errorf("schedule.MoverOptions: %w", err)
+		}
+	}
+	if o.Generation == nil {
+		return errors.New("schedule.MoverOptions.Generation is nil: the mover needs the lease term's fencing generation")
+	}
+	if o.PollEvery == 0 {
+		o.PollEvery = DefaultPollEvery
+	}
+	if o.PollEvery < 10*time.Millisecond {
+		return fmt.Errorf("schedule.MoverOptions.PollEvery %s: want at least 10ms (0 means %s)", o.PollEvery, DefaultPollEvery)
+	}
+	if o.Early == 0 {
+		o.Early = o.PollEvery
+	}
+	if o.Early < 0 {
+		o.Early = 0
+	}
+	if o.Early > 24*time.Hour {
+		return fmt.Errorf("schedule.MoverOptions.Early %s: want at most 24h (0 means PollEvery, negative disables)", o.Early)
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Concurrency < 0 || o.Concurrency > 1024 {
+		return fmt.Errorf("schedule.MoverOptions.Concurrency %d: want 1..1024 (0 means %d)", o.Concurrency, DefaultConcurrency)
+	}
+	if o.MaxPerPass == 0 {
+		o.MaxPerPass = DefaultMaxPerPass
+	}
+	if o.MaxPerPass < 0 || o.MaxPerPass > 100_000 {
+		return fmt.Errorf("schedule.MoverOptions.MaxPerPass %d: want 1..100000 (0 means %d)", o.MaxPerPass, DefaultMaxPerPass)
+	}
+	if o.Enqueuer == nil {
+		return errors.New("schedule.MoverOptions.Enqueuer is nil")
+	}
+	if o.SetAside == nil {
+		return errors.New("schedule.MoverOptions.SetAside is nil: malformed rows must go somewhere")
+	}
+	if o.MaxDepth < 0 {
+		return fmt.Errorf("schedule.MoverOptions.MaxDepth %d: want 0 (no backpressure) or more", o.MaxDepth)
+	}
+	if o.MaxDepth > 0 {
+		if o.Depth == nil {
+			return fmt.Errorf("schedule.MoverOptions.MaxDepth is %d but Depth is nil", o.MaxDepth)
+		}
+		if o.ResumeBelow == 0 {
+			o.ResumeBelow = max(1, o.MaxDepth/2)
+		}
+		if o.ResumeBelow < 1 || o.ResumeBelow > o.MaxDepth {
+			return fmt.Errorf("schedule.MoverOptions.ResumeBelow %d: want 1..MaxDepth (%d)", o.ResumeBelow, o.MaxDepth)
+		}
+	}
+	if o.InlineLimit == 0 {
+		o.InlineLimit = DefaultInlineLimit
+	}
+	if o.InlineLimit < 0 || o.InlineLimit > MaxInlineLimit {
+		return fmt.Errorf("schedule.MoverOptions.InlineLimit %d: want 1..%d bytes (0 means %d)", o.InlineLimit, MaxInlineLimit, DefaultInlineLimit)
+	}
+	if o.SweepEvery == 0 {
+		o.SweepEvery = DefaultSweepEvery
+	}
+	o.Clock = clock.OrReal(o.Clock)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// MoverStats are the mover's counters since it was created.
+type MoverStats struct {
+	// Generation is the fencing generation of the current (or last) term.
+	Generation int64
+	// Passes counts completed polls.
+	Passes int64
+	// Enqueued counts envelopes sent (including ones whose rows were then
+	// not removed: those will be sent again, a counted duplicate).
+	Enqueued int64
+	// Moved counts rows removed (or advanced) after their envelope was sent.
+	Moved int64
+	// Batches counts committed table transactions.
+	Batches int64
+	// SetAside counts malformed rows set aside and removed.
+	SetAside int64
+	// Skipped counts rows that changed while being moved (enqueued, not
+	// removed by the mover).
+	Skipped int64
+	// Fenced counts terms that ended because a newer leader took over.
+	Fenced int64
+	// Errors counts failed storage or queue calls.
+	Errors int64
+	// HoldingBack reports that moving is paused by backpressure.
+	HoldingBack bool
+	// LastMoveLag is how late (now − due) the oldest row of the last pass
+	// that moved anything was; 0 when it was on time or early.
+	LastMoveLag time.Duration
+	// LastPass is when the last pass started.
+	LastPass time.Time
+}
