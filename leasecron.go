@@ -1,17 +1,3 @@
-// Package leasecron is the Go API for embedding leasecron: a Client that
-// schedules, cancels and inspects tasks, and a Worker that competes for the
-// traffic-cop lease, moves due tasks into the queue while it leads, runs
-// handlers for queued tasks, and walks the aggregator's blackboard.
-//
-// Delivery is at least once: a task can run more than once (a leader or
-// worker crash between two steps), so handlers must be idempotent. With run
-// records on (the default), a task whose run already succeeded is not run
-// again when a duplicate message arrives.
-//
-// The lower layers live in their own packages: trafficcop (leases and
-// slots), schedule (the ScheduledItems table and the mover), queue (the
-// envelope and the consumer pool), aggregator (the blackboard) and handler
-// (exec and http handlers).
 package leasecron
 
 import (

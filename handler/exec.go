@@ -16,6 +16,7 @@ import (
 
 	"github.com/leasecron/leasecron/leasecrontype"
 
+	"github.com/leasecron/leasecron/internal/osproc"
 	"github.com/leasecron/leasecron/internal/trunc"
 )
 
@@ -181,7 +182,7 @@ func (h *execHandler) setDefaults() error {
 		return fmt.Errorf("%w: ExecOptions.Argv[0] %q: %v", ErrInvalidOptions, name, err)
 	case fi.IsDir():
 		return fmt.Errorf("%w: ExecOptions.Argv[0] %q is a directory, not a program", ErrInvalidOptions, name)
-	case fi.Mode().Perm()&0o111 == 0:
+	case !osproc.Executable(fi):
 		return fmt.Errorf("%w: ExecOptions.Argv[0] %q is not executable (mode %v)", ErrInvalidOptions, name, fi.Mode().Perm())
 	}
 	if err := orDefault("ExecOptions.Timeout", &h.Timeout, DefaultExecTimeout, ""); err != nil {
@@ -245,7 +246,7 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	// os/exec keeps the last value of a duplicated key, so the task
 	// variables win over the worker's environment and opts.Env.
 	cmd.Env = append(append(os.Environ(), h.Env...), taskEnv(t)...)
-	setProcessGroup(cmd)
+	osproc.Prepare(cmd)
 
 	var (
 		mu        sync.Mutex
@@ -256,8 +257,8 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 		mu.Lock()
 		defer mu.Unlock()
 		cancelled = true
-		terminateGroup(cmd)
-		killTimer = time.AfterFunc(h.KillGrace, func() { killGroup(cmd) })
+		osproc.Terminate(cmd)
+		killTimer = time.AfterFunc(h.KillGrace, func() { osproc.Kill(cmd) })
 		return nil
 	}
 
@@ -282,7 +283,7 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	// The run is over when the program exits: whatever it left running in
 	// its process group (background children, or survivors of SIGTERM at
 	// a timeout) is killed now.
-	killGroup(cmd)
+	osproc.Kill(cmd)
 	p.finish(h.KillGrace)
 
 	tail := out.String()
