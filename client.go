@@ -208,7 +208,9 @@ type Status struct {
 // State summarises Status in one word: the run's state, or "scheduled".
 func (s Status) State() string {
 	switch {
-	case s.Run != nil && (s.Pending == nil || s.Run.State != runs.Scheduled):
+	case s.Run != nil && (s.Pending == nil || (s.Run.State != runs.Scheduled && s.Run.State != runs.Queued)):
+		// While its row is still in the schedule a task is scheduled, even
+		// if the mover has just recorded its run as queued before sending.
 		return string(s.Run.State)
 	case s.Pending != nil:
 		return string(runs.Scheduled)

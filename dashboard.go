@@ -101,6 +101,13 @@ func (s dashSource) Stats(ctx context.Context) (dashboard.Stats, error) {
 		return out, err
 	}
 	out.Limits = dashLimits(lim)
+	ps, err := s.c.Paused(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, p := range ps {
+		out.Paused = append(out.Paused, dashboard.Pause{Type: p.Type, Until: p.Until})
+	}
 	return out, nil
 }
 

@@ -70,6 +70,9 @@ type ConsumerOptions struct {
 	// MaxAttempts is how many attempts a task gets before it is dead.
 	// Default 5.
 	MaxAttempts int
+	// MaxSnoozes is how many times one run may snooze (Snooze) without
+	// using an attempt; each snooze beyond is a failed attempt. Default 50.
+	MaxSnoozes int
 	// BackoffBase is the first retry delay, doubled per failed attempt
 	// with jitter, capped at BackoffMax. Defaults 2 s, 10 min.
 	BackoffBase time.Duration
@@ -77,6 +80,14 @@ type ConsumerOptions struct {
 	BackoffMax time.Duration
 	// HandlerTimeouts bounds handler runs per task type.
 	HandlerTimeouts map[string]time.Duration
+	// PauseCheck is how long a worker trusts the pause state it read
+	// (see Client.Pause) before reading it again; it reads only while it
+	// has work or holds paused tasks. Default 5 s.
+	PauseCheck time.Duration
+	// PauseHold is how long a task of a type paused without an end is
+	// hidden before it is looked at again; on resume the worker that hid
+	// it shows it again at once. Default 10 min.
+	PauseHold time.Duration
 	// CountersEvery is how often counters are flushed to the Runs table
 	// (what `leasecron stats` sums). Default 30 s.
 	CountersEvery time.Duration
@@ -456,6 +467,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		VisibilityTimeout: w.o.Consumer.VisibilityTimeout,
 		MaxRunTime:        w.o.Consumer.MaxRunTime,
 		MaxAttempts:       w.o.Consumer.MaxAttempts,
+		MaxSnoozes:        w.o.Consumer.MaxSnoozes,
 		BackoffBase:       w.o.Consumer.BackoffBase,
 		BackoffMax:        w.o.Consumer.BackoffMax,
 		PollMin:           w.o.Consumer.PollMin,
@@ -463,6 +475,8 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		ShutdownGrace:     w.o.Consumer.ShutdownGrace,
 		HandlerTimeouts:   w.o.Consumer.HandlerTimeouts,
 		CountersInterval:  w.o.Consumer.CountersEvery,
+		PauseCheck:        w.o.Consumer.PauseCheck,
+		PauseHold:         w.o.Consumer.PauseHold,
 		InstanceID:        w.o.InstanceID,
 		Clock:             w.o.Clock,
 		Logger:            w.log,
@@ -472,6 +486,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 	if w.runs != nil {
 		co.Runs = w.runs
 	}
+	co.Pauses = w.pauses
 	if len(w.slots) > 0 {
 		co.Limiter = limiter{w.slots}
 	}

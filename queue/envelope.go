@@ -48,6 +48,10 @@ type Envelope struct {
 	// attempt in one conditional write. A message without it is claimed
 	// correctly too, at the cost of a read.
 	Marked bool `json:"marked,omitempty"`
+	// Snoozes counts the times the handler snoozed this run (see
+	// leasecrontype.Snooze); past ConsumerOptions.MaxSnoozes a snooze is a
+	// failed attempt.
+	Snoozes int `json:"snoozes,omitempty"`
 	// Dequeues is the service's dequeue count of this message when a worker
 	// last rewrote it (after a failed attempt, a deferral or a release at
 	// shutdown). Deliveries beyond it had no outcome recorded — a worker

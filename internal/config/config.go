@@ -95,6 +95,8 @@ type Worker struct {
 	PollMin           time.Duration
 	PollMax           time.Duration
 	CountersEvery     time.Duration
+	PauseCheck        time.Duration
+	PauseHold         time.Duration
 	Runs              bool
 	Lead              bool
 	Consume           bool
@@ -112,6 +114,7 @@ type Retry struct {
 	MaxAttempts int
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
+	MaxSnoozes  int
 }
 
 // Payload configures payload limits.
@@ -199,6 +202,8 @@ var Keys = []Key{
 	{"worker.poll_min", "200ms", "Queue polling interval while work is flowing.", false},
 	{"worker.poll_max", "30s", "Longest queue polling interval when idle (exponential backoff with jitter).", false},
 	{"worker.counters_every", "30s", "How often a worker flushes its counters (shown by `leasecron stats`) to the Runs table.", false},
+	{"worker.pause_check", "5s", "How long a worker trusts the pause state (`leasecron pause`) it read; it reads it only while it has work or holds paused tasks.", false},
+	{"worker.pause_hold", "10m", "How long a task of a type paused without an end is hidden before it is looked at again (the worker that hid it shows it again as soon as the type is resumed).", false},
 	{"worker.runs", true, "Keep run records (status, duplicate suppression, cancel after move).", false},
 	{"worker.lead", true, "Compete for the lease and move due tasks.", false},
 	{"worker.consume", true, "Take tasks from the queue.", false},
@@ -206,6 +211,7 @@ var Keys = []Key{
 	{"runs.retention_failed", "720h", "How long the record of a failed or dead run is kept after its last attempt (30 days).", false},
 	{"runs.clean_every", "1h", "How often the leader removes expired run records and old per-minute counters; 0 disables (then run `leasecron runs clean`).", false},
 	{"retry.max_attempts", 5, "Attempts before a task is dead and set aside.", false},
+	{"retry.max_snoozes", 50, "Times one run may snooze (leasecron.Snooze, exec exit 75, http 503 + Retry-After) without using an attempt; each snooze beyond is a failed attempt.", false},
 	{"retry.backoff_base", "2s", "First retry delay; doubles per attempt, with jitter.", false},
 	{"retry.backoff_max", "10m", "Longest retry delay.", false},
 	{"payload.max_size", 1048576, "Largest payload in bytes; payloads over 24 KiB travel through a blob.", false},
@@ -343,6 +349,8 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		PollMin:           d.dur("worker.poll_min", 10*time.Millisecond, time.Hour),
 		PollMax:           d.dur("worker.poll_max", 10*time.Millisecond, time.Hour),
 		CountersEvery:     d.dur("worker.counters_every", time.Second, 24*time.Hour),
+		PauseCheck:        d.dur("worker.pause_check", 100*time.Millisecond, time.Hour),
+		PauseHold:         d.dur("worker.pause_hold", time.Second, 7*24*time.Hour),
 		Runs:              d.bool("worker.runs"),
 		Lead:              d.bool("worker.lead"),
 		Consume:           d.bool("worker.consume"),
@@ -365,6 +373,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 	}
 	c.Retry = Retry{
 		MaxAttempts: d.int("retry.max_attempts", 1, 1000),
+		MaxSnoozes:  d.int("retry.max_snoozes", 1, 100000),
 		BackoffBase: d.dur("retry.backoff_base", time.Millisecond, 24*time.Hour),
 		BackoffMax:  d.dur("retry.backoff_max", time.Millisecond, 7*24*time.Hour),
 	}

@@ -50,6 +50,8 @@ type lcStatus struct {
 		Worker     string `json:"worker"`
 		LastError  string `json:"last_error"`
 		Duplicates int    `json:"duplicates"`
+		// SnoozedUntil is set while (and after) the run snoozed.
+		SnoozedUntil time.Time `json:"snoozed_until"`
 	} `json:"run"`
 }
 

@@ -137,7 +137,7 @@ func stateRange(st State) (from, to string) {
 // scheduled (pending tasks are the schedule table's).
 func hasStateRow(st State) bool {
 	switch st {
-	case Queued, Running, Failed, Dead, Cancelled:
+	case Queued, Running, Snoozed, Failed, Dead, Cancelled:
 		return true
 	}
 	return false

@@ -67,7 +67,7 @@ func (q Query) fingerprint() uint32 {
 }
 
 // listSelect are the properties a listing reads.
-var listSelect = []string{"Id", "State", "Type", "Series", "Attempts", "Worker", "LastError", "Generation", "Started", "Finished", "Due"}
+var listSelect = []string{"Id", "State", "Type", "Series", "Attempts", "Worker", "LastError", "Generation", "Started", "Finished", "Due", "SnoozedUntil", "Timestamp"}
 
 // plan returns the partitions and the RowKey range a query reads, and the
 // conditions the service applies.

@@ -14,7 +14,7 @@ func listProps(r Run) props {
 	p := props{
 		"Id": r.ID, "State": string(r.State), "Type": r.Type, "Attempts": int32(r.Attempts),
 		"Worker": r.Worker, "LastError": trunc.Head(r.LastError, MaxListError), "Generation": r.Generation,
-		"Started": r.Started, "Finished": r.Finished, "Due": r.Due,
+		"Started": r.Started, "Finished": r.Finished, "Due": r.Due, "SnoozedUntil": r.SnoozedUntil,
 	}
 	if r.Series != "" {
 		p["Series"] = r.Series
@@ -35,9 +35,13 @@ func runProps(r Run) props {
 // claimProps are the properties a claim sets; merged into rows whose other
 // properties (the last error of an earlier attempt, its finish time) stay.
 func claimProps(r Run) props {
-	p := props{
-		"Id": r.ID, "State": string(r.State), "Type": r.Type, "Attempts": int32(r.Attempts),
-		"Worker": r.Worker, "Started": r.Started, "Due": r.Due, "Generation": r.Generation,
+	p := props{"Id": r.ID, "State": string(r.State), "Attempts": int32(r.Attempts), "Worker": r.Worker, "Started": r.Started, "Due": r.Due}
+	// What the delivery did not say is left as the record has it.
+	if r.Type != "" {
+		p["Type"] = r.Type
+	}
+	if r.Generation != 0 {
+		p["Generation"] = r.Generation
 	}
 	if r.Series != "" {
 		p["Series"] = r.Series
@@ -59,7 +63,7 @@ func decodeRun(rw row) Run {
 		Started: p.time("Started"), Finished: p.time("Finished"),
 		LastError: p.str("LastError"), OutputTail: p.str("OutputTail"),
 		Duplicates: int(p.int("Duplicates")), Generation: p.int("Generation"),
-		Due: p.time("Due"), ClaimUntil: p.time("ClaimUntil"),
+		Due: p.time("Due"), ClaimUntil: p.time("ClaimUntil"), SnoozedUntil: p.time("SnoozedUntil"),
 		Updated: rw.updated, etag: rw.etag,
 	}
 }
@@ -70,7 +74,7 @@ func (r Run) Public() leasecrontype.Run {
 		ID: r.ID, State: r.State, Type: r.Type, Series: r.Series, Attempts: r.Attempts, Worker: r.Worker,
 		Started: r.Started, Finished: r.Finished, LastError: r.LastError, OutputTail: r.OutputTail,
 		Duplicates: r.Duplicates, Generation: r.Generation,
-		Due: r.Due, ClaimUntil: r.ClaimUntil, Updated: r.Updated,
+		Due: r.Due, ClaimUntil: r.ClaimUntil, SnoozedUntil: r.SnoozedUntil, Updated: r.Updated,
 	}
 }
 
@@ -139,29 +143,25 @@ func claimOps(token string, next Run) []op {
 
 // finishOps is the one-write end of an attempt this Store claimed (c):
 // it takes c's running state row (failing if a cancel or another worker's
-// claim replaced it), adds the new state's row and merges the outcome into
-// the run row and the time list row.
-func finishOps(c, next Run, withErr, withTail bool) []op {
+// claim replaced it), adds the new state's row and merges the properties
+// named in set into the run row and the time list row.
+func finishOps(c, next Run, set []string) []op {
 	pk := bucketOf(next.ID)
-	set := props{"State": string(next.State), "Finished": next.Finished}
-	if withErr {
-		set["LastError"] = trunc.Head(next.LastError, MaxListError)
-	}
-	run := maps.Clone(set)
-	run["ClaimUntil"] = next.ClaimUntil
-	if withErr {
-		run["LastError"] = next.LastError
-	}
-	if withTail {
-		run["OutputTail"] = next.OutputTail
+	all, list := runProps(next), listProps(next)
+	run, lp := props{}, props{}
+	for _, name := range set {
+		run[name] = all[name]
+		if v, ok := list[name]; ok {
+			lp[name] = v
+		}
 	}
 	ops := []op{
 		{kind: opDelete, pk: pk, rk: stateRowKey(c)},
-		{kind: opMerge, pk: pk, rk: listKey(next.ID, next.Due), p: set},
+		{kind: opMerge, pk: pk, rk: listKey(next.ID, next.Due), p: lp},
 		{kind: opMerge, pk: pk, rk: runKey(next.ID), p: run},
 	}
 	if k := stateRowKey(next); k != "" {
-		ops = append(ops, op{kind: opInsert, pk: pk, rk: k, p: listProps(next)})
+		ops = append(ops, op{kind: opInsert, pk: pk, rk: k, p: list})
 	}
 	return ops
 }

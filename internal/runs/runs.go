@@ -22,6 +22,7 @@ const (
 	Failed    = leasecrontype.RunFailed
 	Dead      = leasecrontype.RunDead
 	Cancelled = leasecrontype.RunCancelled
+	Snoozed   = leasecrontype.RunSnoozed
 )
 
 // States lists every state, in lifecycle order.
@@ -66,6 +67,9 @@ type Run struct {
 	// ClaimUntil is when the current claim lapses; a running run whose
 	// claim has lapsed may be taken over by another worker.
 	ClaimUntil time.Time
+	// SnoozedUntil is when a snoozed run runs again (the latest snooze;
+	// kept after the run moves on).
+	SnoozedUntil time.Time
 	// Updated is the service's last-modified time of the record.
 	Updated time.Time
 
@@ -212,6 +216,26 @@ func applyFinish(cur *Run, id string, state State, err error, tail string, now t
 	if err != nil {
 		next.LastError = trunc.Head(err.Error(), MaxLastError)
 	}
+	if tail != "" {
+		next.OutputTail = trunc.Tail(tail, MaxOutputTail)
+	}
+	return next
+}
+
+// applySnooze computes the record Snooze writes: the attempt ended without
+// an outcome and the run waits until until. Attempts and LastError are left
+// as they are (a snooze is not a failure); a cancelled run stays cancelled.
+func applySnooze(cur *Run, id string, until time.Time, tail string, now time.Time) Run {
+	next := Run{ID: id}
+	if cur != nil {
+		next = *cur
+	}
+	if next.State != Cancelled {
+		next.State = Snoozed
+	}
+	next.SnoozedUntil = until.UTC()
+	next.Finished = now
+	next.ClaimUntil = now
 	if tail != "" {
 		next.OutputTail = trunc.Tail(tail, MaxOutputTail)
 	}

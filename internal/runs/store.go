@@ -424,15 +424,49 @@ func (s *Store) Finish(ctx context.Context, id string, state State, err error, o
 	if !state.Valid() {
 		return fmt.Errorf("%w: state %q", ErrInvalid, state)
 	}
-	if eerr := s.ensure(ctx); eerr != nil {
-		return eerr
+	set := []string{"State", "Finished", "ClaimUntil"}
+	if err != nil {
+		set = append(set, "LastError")
+	}
+	if outputTail != "" {
+		set = append(set, "OutputTail")
+	}
+	return s.end(ctx, id, set, func(cur *Run, now time.Time) Run {
+		return applyFinish(cur, id, state, err, outputTail, now)
+	})
+}
+
+// Snooze records that the running attempt of id snoozed until until
+// (leasecrontype.Snooze): the run is snoozed, its attempts and last error
+// stay, a cancelled run stays cancelled. Like Finish it is one write for a
+// run this Store claimed.
+func (s *Store) Snooze(ctx context.Context, id string, until time.Time, outputTail string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	set := []string{"State", "Finished", "ClaimUntil", "SnoozedUntil"}
+	if outputTail != "" {
+		set = append(set, "OutputTail")
+	}
+	return s.end(ctx, id, set, func(cur *Run, now time.Time) Run {
+		return applySnooze(cur, id, until, outputTail, now)
+	})
+}
+
+// end records the end of an attempt as apply computes it; set names the
+// properties apply changes. A run this Store claimed takes one transaction
+// (finishOps); otherwise, or when that finds the run changed, the record is
+// read and written conditionally.
+func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur *Run, now time.Time) Run) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
 	}
 	now := s.now()
 	v, claimed := s.claims.LoadAndDelete(id)
+	var c Run
 	if claimed {
-		c := v.(Run)
-		next := applyFinish(&c, id, state, err, outputTail, now)
-		ferr := s.t.submit(ctx, finishOps(c, next, err != nil, outputTail != ""))
+		c = v.(Run)
+		ferr := s.t.submit(ctx, finishOps(c, apply(&c, now), set))
 		if ferr == nil {
 			return nil
 		}
@@ -441,16 +475,15 @@ func (s *Store) Finish(ctx context.Context, id string, state State, err error, o
 		}
 	}
 	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
-		if claimed && cur != nil && cur.State == Running && cur.Worker != v.(Run).Worker && cur.ClaimUntil.After(now) {
+		if claimed && cur != nil && cur.State == Running && cur.Worker != c.Worker && cur.ClaimUntil.After(now) {
 			s.o.Logger.Warn("runs: another worker has taken the run over; not recording this attempt's end over its claim",
-				"run", id, "state", state, "worker", cur.Worker)
+				"run", id, "worker", cur.Worker)
 			return Run{}, false, nil
 		}
-		next := applyFinish(cur, id, state, err, outputTail, now)
 		if cur == nil && claimed {
-			next.Type, next.Due, next.Generation, next.Series = v.(Run).Type, v.(Run).Due, v.(Run).Generation, v.(Run).Series
+			cur = &Run{ID: id, Type: c.Type, Due: c.Due, Generation: c.Generation, Series: c.Series, Attempts: c.Attempts, Worker: c.Worker, Started: c.Started}
 		}
-		return next, true, nil
+		return apply(cur, now), true, nil
 	})
 }
 
