@@ -44,6 +44,7 @@ const (
 	RunFailed    = leasecrontype.RunFailed
 	RunDead      = leasecrontype.RunDead
 	RunCancelled = leasecrontype.RunCancelled
+	RunSnoozed   = leasecrontype.RunSnoozed
 )
 
 // Storage says how to reach the storage account: a connection string, or

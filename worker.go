@@ -71,6 +71,9 @@ type ConsumerOptions struct {
 	// MaxAttempts is how many attempts a task gets before it is dead.
 	// Default 5.
 	MaxAttempts int
+	// MaxSnoozes is how many times one run may snooze (Snooze) without
+	// using an attempt; each snooze beyond is a failed attempt. Default 50.
+	MaxSnoozes int
 	// BackoffBase is the first retry delay, doubled per failed attempt
 	// with jitter, capped at BackoffMax. Defaults 2 s, 10 min.
 	BackoffBase time.Duration
@@ -470,6 +473,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		VisibilityTimeout: w.o.Consumer.VisibilityTimeout,
 		MaxRunTime:        w.o.Consumer.MaxRunTime,
 		MaxAttempts:       w.o.Consumer.MaxAttempts,
+		MaxSnoozes:        w.o.Consumer.MaxSnoozes,
 		BackoffBase:       w.o.Consumer.BackoffBase,
 		BackoffMax:        w.o.Consumer.BackoffMax,
 		PollMin:           w.o.Consumer.PollMin,

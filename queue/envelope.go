@@ -41,6 +41,10 @@ type Envelope struct {
 	Generation int64 `json:"generation,omitempty"`
 	// LastError is the error of the last failed attempt.
 	LastError string `json:"last_error,omitempty"`
+	// Snoozes counts the times the handler snoozed this run (see
+	// leasecrontype.Snooze); past ConsumerOptions.MaxSnoozes a snooze is a
+	// failed attempt.
+	Snoozes int `json:"snoozes,omitempty"`
 	// Dequeues is the service's dequeue count of this message when a worker
 	// last rewrote it (after a failed attempt, a deferral or a release at
 	// shutdown). Deliveries beyond it had no outcome recorded — a worker

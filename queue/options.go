@@ -50,6 +50,11 @@ type ConsumerOptions struct {
 	HandlerTimeout time.Duration
 	// HandlerTimeouts overrides HandlerTimeout per task type.
 	HandlerTimeouts map[string]time.Duration
+	// MaxSnoozes is how many times one run may snooze
+	// (leasecrontype.Snooze) without using attempts (retry.max_snoozes);
+	// each snooze beyond it is a failed attempt, so a task that snoozes
+	// forever ends dead. Default 50.
+	MaxSnoozes int
 	// CrashMargin is how many deliveries without any recorded outcome (a
 	// worker crashing on the message before it can update it) are tolerated
 	// beyond MaxAttempts before the message is set aside. Default 2.
@@ -132,6 +137,7 @@ func (o *ConsumerOptions) fill() error {
 		{"Concurrency", &o.Concurrency, 8},
 		{"MaxAttempts", &o.MaxAttempts, 5},
 		{"CrashMargin", &o.CrashMargin, 2},
+		{"MaxSnoozes", &o.MaxSnoozes, 50},
 	}
 	for _, n := range ints {
 		if *n.p < 0 {

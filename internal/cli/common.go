@@ -69,7 +69,7 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 		Consumer: leasecron.ConsumerOptions{
 			Concurrency: c.Worker.Concurrency, VisibilityTimeout: c.Worker.VisibilityTimeout, MaxRunTime: c.Worker.MaxRunTime,
 			ShutdownGrace: c.Worker.ShutdownGrace, PollMin: c.Worker.PollMin, PollMax: c.Worker.PollMax,
-			MaxAttempts: c.Retry.MaxAttempts, BackoffBase: c.Retry.BackoffBase, BackoffMax: c.Retry.BackoffMax,
+			MaxAttempts: c.Retry.MaxAttempts, MaxSnoozes: c.Retry.MaxSnoozes, BackoffBase: c.Retry.BackoffBase, BackoffMax: c.Retry.BackoffMax,
 			HandlerTimeouts: timeouts, CountersEvery: c.Worker.CountersEvery,
 			PauseCheck: c.Worker.PauseCheck, PauseHold: c.Worker.PauseHold,
 		},

@@ -106,6 +106,7 @@ type Retry struct {
 	MaxAttempts int
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
+	MaxSnoozes  int
 }
 
 // Payload configures payload limits.
@@ -199,6 +200,7 @@ var Keys = []Key{
 	{"worker.lead", true, "Compete for the lease and move due tasks.", false},
 	{"worker.consume", true, "Take tasks from the queue.", false},
 	{"retry.max_attempts", 5, "Attempts before a task is dead and set aside.", false},
+	{"retry.max_snoozes", 50, "Times one run may snooze (leasecron.Snooze, exec exit 75, http 503 + Retry-After) without using an attempt; each snooze beyond is a failed attempt.", false},
 	{"retry.backoff_base", "2s", "First retry delay; doubles per attempt, with jitter.", false},
 	{"retry.backoff_max", "10m", "Longest retry delay.", false},
 	{"payload.max_size", 1048576, "Largest payload in bytes; payloads over 24 KiB travel through a blob.", false},
@@ -352,6 +354,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 	}
 	c.Retry = Retry{
 		MaxAttempts: d.int("retry.max_attempts", 1, 1000),
+		MaxSnoozes:  d.int("retry.max_snoozes", 1, 100000),
 		BackoffBase: d.dur("retry.backoff_base", time.Millisecond, 24*time.Hour),
 		BackoffMax:  d.dur("retry.backoff_max", time.Millisecond, 7*24*time.Hour),
 	}

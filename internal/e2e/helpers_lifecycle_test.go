@@ -51,6 +51,8 @@ type lcStatus struct {
 		LastError  string `json:"last_error"`
 		Deliveries int    `json:"deliveries"`
 		Duplicates int    `json:"duplicates"`
+		// SnoozedUntil is set while (and after) the run snoozed.
+		SnoozedUntil time.Time `json:"snoozed_until"`
 	} `json:"run"`
 }
 

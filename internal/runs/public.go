@@ -9,6 +9,6 @@ func (r Run) Public() leasecrontype.Run {
 		ID: r.ID, State: r.State, Type: r.Type, Attempts: r.Attempts, Worker: r.Worker,
 		Started: r.Started, Finished: r.Finished, LastError: r.LastError, OutputTail: r.OutputTail,
 		Deliveries: r.Deliveries, Duplicates: r.Duplicates, Generation: r.Generation,
-		Due: r.Due, ClaimUntil: r.ClaimUntil, Updated: r.Updated,
+		Due: r.Due, ClaimUntil: r.ClaimUntil, SnoozedUntil: r.SnoozedUntil, Updated: r.Updated,
 	}
 }

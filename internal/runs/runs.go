@@ -47,6 +47,7 @@ const (
 	Failed    = leasecrontype.RunFailed
 	Dead      = leasecrontype.RunDead
 	Cancelled = leasecrontype.RunCancelled
+	Snoozed   = leasecrontype.RunSnoozed
 )
 
 // States lists every state, in lifecycle order.
@@ -89,6 +90,8 @@ type Run struct {
 	// ClaimUntil is when the current claim lapses; a running run whose
 	// claim has lapsed may be taken over by another worker.
 	ClaimUntil time.Time
+	// SnoozedUntil is when a snoozed run runs again (see snooze.go).
+	SnoozedUntil time.Time
 	// Updated is the service's last-modified time of the row.
 	Updated time.Time
 

@@ -457,6 +457,7 @@ func runProps(r Run) map[string]any {
 	putTime(p, "Finished", r.Finished)
 	putTime(p, "Due", r.Due)
 	putTime(p, "ClaimUntil", r.ClaimUntil)
+	putTime(p, propSnoozedUntil, r.SnoozedUntil)
 	return p
 }
 
@@ -499,6 +500,7 @@ type rowJSON struct {
 	Finished     time.Time `json:"Finished"`
 	Due          time.Time `json:"Due"`
 	ClaimUntil   time.Time `json:"ClaimUntil"`
+	SnoozedUntil time.Time `json:"SnoozedUntil"`
 }
 
 func decodeRun(b []byte, etag string) (Run, error) {
@@ -510,22 +512,23 @@ func decodeRun(b []byte, etag string) (Run, error) {
 		etag = j.ETag
 	}
 	return Run{
-		ID:         j.RowKey,
-		State:      State(j.State),
-		Type:       j.Type,
-		Attempts:   int(j.Attempts),
-		Worker:     j.Worker,
-		Started:    j.Started,
-		Finished:   j.Finished,
-		LastError:  j.LastError,
-		OutputTail: j.OutputTail,
-		Deliveries: int(j.Deliveries),
-		Duplicates: int(j.Duplicates),
-		Generation: int64(j.Generation),
-		Due:        j.Due,
-		ClaimUntil: j.ClaimUntil,
-		Updated:    j.Timestamp,
-		etag:       etag,
+		ID:           j.RowKey,
+		State:        State(j.State),
+		Type:         j.Type,
+		Attempts:     int(j.Attempts),
+		Worker:       j.Worker,
+		Started:      j.Started,
+		Finished:     j.Finished,
+		LastError:    j.LastError,
+		OutputTail:   j.OutputTail,
+		Deliveries:   int(j.Deliveries),
+		Duplicates:   int(j.Duplicates),
+		Generation:   int64(j.Generation),
+		Due:          j.Due,
+		ClaimUntil:   j.ClaimUntil,
+		SnoozedUntil: j.SnoozedUntil,
+		Updated:      j.Timestamp,
+		etag:         etag,
 	}, nil
 }
 
