@@ -93,7 +93,7 @@ func (s dashSource) Stats(ctx context.Context) (dashboard.Stats, error) {
 		OldestDue: st.Due.Oldest, DueLag: st.Due.Lag, Leader: st.Leader, Backpressure: bp.Enabled, HoldingBack: bp.HoldingBack,
 		MaxDepth: bp.MaxDepth, ResumeBelow: bp.ResumeBelow}
 	if st.Counters != nil {
-		n := dashCounts(st.Counters.Total)
+		n := st.Counters.Total
 		out.Counters, out.Instances = &n, st.Counters.Instances
 	}
 	lim, err := s.c.Limits(ctx, st.Counters)
@@ -109,11 +109,6 @@ func (s dashSource) Stats(ctx context.Context) (dashboard.Stats, error) {
 		out.Paused = append(out.Paused, dashboard.Pause{Type: p.Type, Until: p.Until})
 	}
 	return out, nil
-}
-
-func dashCounts(c Counts) dashboard.Counts {
-	return dashboard.Counts{Handled: c.Handled, Failed: c.Failed, Retried: c.Retried, Dead: c.Dead, Duplicates: c.Duplicates,
-		Cancelled: c.Cancelled, SetAside: c.SetAside, Deferred: c.Deferred}
 }
 
 func dashLimits(ls []LimitUsage) []dashboard.Limit {
@@ -191,7 +186,7 @@ func (s dashSource) Instances(ctx context.Context) ([]dashboard.Instance, error)
 func dashInstances(ins []Instance) []dashboard.Instance {
 	out := make([]dashboard.Instance, 0, len(ins))
 	for _, in := range ins {
-		out = append(out, dashboard.Instance{ID: in.ID, Flushed: in.Flushed, Counts: dashCounts(in.Total)})
+		out = append(out, dashboard.Instance{ID: in.ID, Flushed: in.Flushed, Counts: in.Total})
 	}
 	return out
 }
@@ -271,9 +266,6 @@ func (w *Worker) dashboard() (http.Handler, error) {
 	if o == nil {
 		return nil, nil
 	}
-	if w.o.AdminAddr == "" {
-		return nil, errors.New("leasecron: WorkerOptions.Dashboard needs AdminAddr (the dashboard is served there)")
-	}
 	c := clientOf(w.parts, ClientOptions{Names: w.o.Names, NoRuns: w.o.NoRuns, Logger: w.log, Clock: w.o.Clock,
 		Limits: w.o.Limits, MaxDepth: w.o.Mover.MaxDepth, ResumeBelow: w.o.Mover.ResumeBelow})
 	do := *o
@@ -283,9 +275,24 @@ func (w *Worker) dashboard() (http.Handler, error) {
 	if do.Version == "" {
 		do.Version = w.o.Version
 	}
-	io := do.internal(c)
-	if err := dashboard.CheckAddr(w.o.AdminAddr, io); err != nil {
-		return nil, fmt.Errorf("admin address: %w", err)
+	return dashboard.New(do.internal(c))
+}
+
+// checkDashboard refuses a dashboard without an admin address, or on one
+// that would expose it (see ServeDashboard).
+func (o WorkerOptions) checkDashboard() error {
+	d := o.Dashboard
+	if d == nil {
+		return nil
 	}
-	return dashboard.New(io)
+	if o.AdminAddr == "" {
+		return errors.New("leasecron: WorkerOptions.Dashboard needs AdminAddr (the dashboard is served there)")
+	}
+	if err := dashboard.ValidateAuth(d.Auth); err != nil {
+		return err
+	}
+	if err := dashboard.CheckAddr(o.AdminAddr, dashboard.Options{Auth: d.Auth, ReadOnly: d.ReadOnly, AllowAnonymous: d.AllowAnonymous}); err != nil {
+		return fmt.Errorf("WorkerOptions.AdminAddr: %w", err)
+	}
+	return nil
 }

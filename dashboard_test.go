@@ -93,3 +93,29 @@ func TestDashboardOnAzurite(t *testing.T) {
 		}
 	}
 }
+
+// A worker refuses to serve the dashboard without an admin address, or on
+// one other machines reach without auth.
+func TestWorkerDashboardNeedsASafeAdminAddress(t *testing.T) {
+	st := leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"}
+	for _, c := range []struct {
+		addr string
+		o    leasecron.DashboardOptions
+		want string
+	}{
+		{"", leasecron.DashboardOptions{}, "needs AdminAddr"},
+		{":8080", leasecron.DashboardOptions{}, "not loopback"},
+		{"0.0.0.0:8080", leasecron.DashboardOptions{ReadOnly: true}, "not loopback"},
+		{":8080", leasecron.DashboardOptions{Auth: "secret"}, "basic:USER:PASSWORD"},
+	} {
+		_, err := leasecron.NewWorker(leasecron.WorkerOptions{Storage: st, AdminAddr: c.addr, Dashboard: &c.o})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("AdminAddr %q %+v: %v, want an error about %q", c.addr, c.o, err, c.want)
+		}
+	}
+	for _, ok := range []leasecron.DashboardOptions{{Auth: "bearer:t"}, {ReadOnly: true, AllowAnonymous: true}} {
+		if _, err := leasecron.NewWorker(leasecron.WorkerOptions{Storage: st, AdminAddr: ":8080", Dashboard: &ok}); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
+	}
+}

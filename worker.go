@@ -196,6 +196,9 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if err := storage.ValidateKeyPart("InstanceID", o.InstanceID); err != nil {
 		return nil, err
 	}
+	if err := o.checkDashboard(); err != nil {
+		return nil, err
+	}
 	w := &Worker{o: o, counter: storage.NewCounter(), metrics: ops.NewMetrics(), handlers: map[string]leasecrontype.Handler{}, slots: map[string]*trafficcop.Semaphore{}}
 	w.log = o.Logger.With("instance", o.InstanceID)
 	w.metrics.SetBuildInfo(o.Version)
