@@ -7,7 +7,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # make test refuses to pass by skipping: Azurite tests fail when Azurite is missing.
 export LEASECRON_REQUIRE_AZURITE ?= 1
 
-.PHONY: help deps build test test-short race lint demo bench bench-quick chaos clean
+.PHONY: help deps build test test-short race lint demo bench bench-quick chaos screenshots clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -15,6 +15,7 @@ help: ## list targets
 deps: ## install Go modules and the pinned Azurite (npm ci)
 	$(GO) mod download
 	cd tools && $(GO) mod download
+	cd examples && $(GO) mod download
 	@command -v node >/dev/null || { echo "Node.js is required: apt-get install -y nodejs npm"; exit 1; }
 	@if [ ! -x node_modules/.bin/azurite ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
 		npm ci --no-audit --no-fund --loglevel=error; fi
@@ -23,31 +24,38 @@ build: ## build bin/leasecron
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/leasecron
 
 # The library module, then the tools module (the short reliability
-# scenarios, the benchmark and report code), in one report.
+# scenarios, the benchmark and report code), then the examples module
+# (builds and runs examples/worker and examples/leader), in one report.
 test: deps ## unit + integration tests against private Azurites (under 15 min)
 	@mkdir -p bin && cd tools && $(GO) build -o ../bin/testreport ./testreport
 	@set -o pipefail; { $(GO) test -json -count=1 -timeout 14m ./... 2>&1; \
-		(cd tools && $(GO) test -json -count=1 -timeout 10m ./... 2>&1); } | bin/testreport -log test.log
+		(cd tools && $(GO) test -json -count=1 -timeout 10m ./... 2>&1); \
+		(cd examples && $(GO) test -json -count=1 -timeout 5m ./... 2>&1); } | bin/testreport -log test.log
 
 test-short: ## unit tests only (no Azurite)
 	$(GO) test -short -count=1 ./...
 	cd tools && $(GO) test -short -count=1 ./...
+	cd examples && $(GO) test -short -count=1 ./...
 
 race: deps ## tests with the race detector
 	$(GO) test -race -count=1 -timeout 20m ./...
 	cd tools && $(GO) test -race -count=1 -timeout 20m ./...
+	cd examples && $(GO) test -race -count=1 -timeout 10m ./...
 
 lint: ## gofmt, go vet, staticcheck, public-API check, cross-builds, go mod tidy, compose/template validation
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd tools && $(GO) vet ./...
+	cd examples && $(GO) vet ./...
 	@mkdir -p bin && cd tools && $(GO) build -o ../bin/staticcheck honnef.co/go/tools/cmd/staticcheck
 	bin/staticcheck ./...
 	cd tools && ../bin/staticcheck ./...
+	cd examples && ../bin/staticcheck ./...
 	cd tools && $(GO) run ./apicheck ..
 	GOOS=darwin $(GO) build ./...
 	GOOS=windows $(GO) build ./...
-	@for m in . tools; do (cd $$m && cp go.mod /tmp/lc-go.mod && cp go.sum /tmp/lc-go.sum && $(GO) mod tidy && \
+	cd examples && GOOS=darwin $(GO) build ./... && GOOS=windows $(GO) build ./...
+	@for m in . tools examples; do (cd $$m && cp go.mod /tmp/lc-go.mod && cp go.sum /tmp/lc-go.sum && $(GO) mod tidy && \
 		if ! cmp -s go.mod /tmp/lc-go.mod || ! cmp -s go.sum /tmp/lc-go.sum; then \
 		echo "go mod tidy changes $$m/go.mod or go.sum"; cp /tmp/lc-go.mod go.mod; cp /tmp/lc-go.sum go.sum; exit 1; fi) || exit 1; done
 	@if [ -x deploy/validate.sh ]; then deploy/validate.sh; fi
@@ -66,6 +74,10 @@ bench: deps build ## benchmarks (long; regenerates docs/BENCHMARKS.md)
 bench-quick: deps build ## benchmark smoke run (under 5 min)
 	cd tools && $(GO) run ./bench -quick -out ../bench-results
 	cd tools && $(GO) run ./bench/report -in ../bench-results -out /tmp/leasecron-bench-report
+
+screenshots: deps ## regenerate docs/dashboard.png and docs/dashboard/*.png in headless Chromium
+	DASHBOARD_SCREENSHOTS=$(CURDIR)/docs/dashboard $(GO) test -count=1 -timeout 10m -run TestDashboardInChromium ./internal/e2e/
+	cp docs/dashboard/overview.png docs/dashboard.png
 
 clean: ## remove build output
 	rm -rf bin bench-results chaos.out test.log

@@ -2,11 +2,15 @@ package leasecron_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // A worker with one handler. It needs a storage account (or Azurite:
@@ -50,5 +54,92 @@ func ExampleClient_Schedule() {
 	_, err = c.Schedule(ctx, leasecron.Item{ID: "nightly", Type: "report", Recurrence: "0 3 * * *", TZ: "Europe/Amsterdam", Due: time.Now()}, true)
 	if err != nil {
 		fmt.Println(err)
+	}
+}
+
+// A handler is a plain function, so it can be tested without storage: give
+// it a Task and a context whose Output is a buffer (the worker gives every
+// handler such a context and keeps the end of what it writes in the run
+// record).
+func ExampleHandler() {
+	var greet leasecron.Handler = func(ctx context.Context, t leasecron.Task) error {
+		var p struct {
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(t.Payload, &p); err != nil {
+			return fmt.Errorf("task %s: payload is not a greeting: %w", t.ID, err)
+		}
+		fmt.Fprintf(leasecrontype.Output(ctx), "hello, %s", p.Name)
+		return nil
+	}
+
+	var out strings.Builder
+	ctx := leasecrontype.WithOutputWriter(context.Background(), &out)
+	err := greet(ctx, leasecron.Task{ID: "t1", Type: "greet", Payload: []byte(`{"name":"Ada"}`), Attempt: 1})
+	fmt.Printf("err=%v output=%q\n", err, out.String())
+	err = greet(ctx, leasecron.Task{ID: "t2", Type: "greet", Payload: []byte(`not json`), Attempt: 1})
+	fmt.Println(err != nil)
+	// Output:
+	// err=<nil> output="hello, Ada"
+	// true
+}
+
+// What became of a task: its pending row, its run record, or
+// ErrNotFound. Compile-only (it needs a storage account).
+func ExampleClient_Status() {
+	c, err := leasecron.NewClient(leasecron.ClientOptions{
+		Storage: leasecron.Storage{ConnectionString: os.Getenv("AZURE_STORAGE_CONNECTION_STRING")},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s, err := c.Status(context.Background(), "invoice-42")
+	switch {
+	case errors.Is(err, leasecron.ErrNotFound):
+		fmt.Println("no such task")
+	case err != nil:
+		fmt.Println(err)
+	case s.Run != nil && s.Run.State == leasecron.RunFailed:
+		fmt.Printf("attempt %d failed: %s\n", s.Run.Attempts, s.Run.LastError)
+	case s.Run != nil && s.Run.State.Finished():
+		fmt.Printf("%s on %s; output: %s\n", s.Run.State, s.Run.Worker, s.Run.OutputTail)
+	default:
+		fmt.Println(s.State())
+	}
+}
+
+// Fleet-wide numbers and the storage requests one worker made in an
+// interval (Azure bills each request). Compile-only.
+func ExampleWorker_Requests() {
+	st := leasecron.Storage{ConnectionString: os.Getenv("AZURE_STORAGE_CONNECTION_STRING")}
+	w, err := leasecron.NewWorker(leasecron.WorkerOptions{Storage: st})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer stop()
+	go func() { _ = w.Run(ctx) }()
+
+	time.Sleep(time.Minute) // warm up
+	before := w.Requests()
+	time.Sleep(time.Minute)
+	idle := w.Requests().Sub(before)
+	fmt.Printf("%d requests in a minute: %v\n", idle.Total, idle.ByOp)
+
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s, err := c.Stats(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("leader %s (generation %d), queue depth %d\n", s.Leader.Holder, s.Leader.Generation, s.QueueDepth)
+	if s.Counters != nil {
+		fmt.Printf("%d handled, %d failed attempts across %d workers\n", s.Counters.Total.Handled, s.Counters.Total.Failed, s.Counters.Instances)
 	}
 }

@@ -1,17 +1,3 @@
-// Package leasecron is the Go API for embedding leasecron: a Client that
-// schedules, cancels and inspects tasks, and a Worker that competes for the
-// traffic-cop lease, moves due tasks into the queue while it leads, runs
-// handlers for queued tasks, and walks the aggregator's blackboard.
-//
-// Delivery is at least once: a task can run more than once (a leader or
-// worker crash between two steps), so handlers must be idempotent. With run
-// records on (the default), a task whose run already succeeded is not run
-// again when a duplicate message arrives.
-//
-// The lower layers live in their own packages: trafficcop (leases and
-// slots), schedule (the ScheduledItems table and the mover), queue (the
-// envelope and the consumer pool), aggregator (the blackboard) and handler
-// (exec and http handlers).
 package leasecron
 
 import (
@@ -23,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/pause"
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
@@ -57,6 +44,7 @@ const (
 	RunFailed    = leasecrontype.RunFailed
 	RunDead      = leasecrontype.RunDead
 	RunCancelled = leasecrontype.RunCancelled
+	RunSnoozed   = leasecrontype.RunSnoozed
 )
 
 // Storage says how to reach the storage account: a connection string, or
@@ -165,9 +153,10 @@ type parts struct {
 	queue    *queue.Client
 	runs     *runs.Store // nil when run records are off
 	lease    trafficcop.Lock
+	pauses   *pause.Store
 }
 
-func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clock.Clock, log *slog.Logger) (parts, error) {
+func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayload int, clk clock.Clock, log *slog.Logger) (parts, error) {
 	p := parts{sc: sc}
 	var err error
 	if p.lease, err = trafficcop.NewBlobLock(sc.Blob.NewContainerClient(n.Container), n.LeaseBlob); err != nil {
@@ -184,8 +173,11 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clo
 	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {
 		return p, err
 	}
+	if p.pauses, err = pause.New(sc.Blob.NewContainerClient(n.Container), pause.DefaultBlob, clk); err != nil {
+		return p, err
+	}
 	if !noRuns {
-		if p.runs, err = runs.New(sc, runs.Options{Table: n.RunsTable, Clock: clk, Logger: log}); err != nil {
+		if p.runs, err = runs.New(sc, runs.Options{Table: n.RunsTable, Retention: ro.Retention, RetentionFailed: ro.RetentionFailed, Clock: clk, Logger: log}); err != nil {
 			return p, err
 		}
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/ops"
-	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
@@ -72,6 +71,9 @@ type ConsumerOptions struct {
 	// MaxAttempts is how many attempts a task gets before it is dead.
 	// Default 5.
 	MaxAttempts int
+	// MaxSnoozes is how many times one run may snooze (Snooze) without
+	// using an attempt; each snooze beyond is a failed attempt. Default 50.
+	MaxSnoozes int
 	// BackoffBase is the first retry delay, doubled per failed attempt
 	// with jitter, capped at BackoffMax. Defaults 2 s, 10 min.
 	BackoffBase time.Duration
@@ -79,6 +81,14 @@ type ConsumerOptions struct {
 	BackoffMax time.Duration
 	// HandlerTimeouts bounds handler runs per task type.
 	HandlerTimeouts map[string]time.Duration
+	// PauseCheck is how long a worker trusts the pause state it read
+	// (see Client.Pause) before reading it again; it reads only while it
+	// has work or holds paused tasks. Default 5 s.
+	PauseCheck time.Duration
+	// PauseHold is how long a task of a type paused without an end is
+	// hidden before it is looked at again; on resume the worker that hid
+	// it shows it again at once. Default 10 min.
+	PauseHold time.Duration
 	// CountersEvery is how often counters are flushed to the Runs table
 	// (what `leasecron stats` sums). Default 30 s.
 	CountersEvery time.Duration
@@ -119,9 +129,13 @@ type WorkerOptions struct {
 	NoConsume bool
 	// NoAggregate keeps this instance from walking the blackboard.
 	NoAggregate bool
-	// NoRuns turns off run records (status, duplicate suppression and
-	// cancel after move). It saves about four table transactions per task.
+	// NoRuns turns off run records (status, duplicate suppression, cancel
+	// after move, run history). It saves about two table transactions per
+	// task.
 	NoRuns bool
+	// Runs configures run records: retention and how often the leader
+	// removes expired ones.
+	Runs RunsOptions
 
 	// Limits caps how many tasks of a type run at once across the fleet,
 	// each running task holding one of N lease slots.
@@ -177,7 +191,13 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if o.InstanceID == "" {
 		o.InstanceID = queue.DefaultInstanceID()
 	}
+	if err := o.Runs.fill(); err != nil {
+		return nil, err
+	}
 	if err := storage.ValidateKeyPart("InstanceID", o.InstanceID); err != nil {
+		return nil, err
+	}
+	if err := o.checkDashboard(); err != nil {
 		return nil, err
 	}
 	w := &Worker{o: o, counter: storage.NewCounter(), metrics: ops.NewMetrics(), handlers: map[string]leasecrontype.Handler{}, slots: map[string]*trafficcop.Semaphore{}}
@@ -188,7 +208,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.parts, err = newParts(sc, o.Names, o.NoRuns, 0, o.Clock, w.log); err != nil {
+	if w.parts, err = newParts(sc, o.Names, o.NoRuns, o.Runs, 0, o.Clock, w.log); err != nil {
 		return nil, err
 	}
 	cc := w.sc.Blob.NewContainerClient(o.Names.Container)
@@ -401,28 +421,10 @@ func (w *Worker) lead(ctx context.Context) error {
 		PayloadStore: w.payloads,
 		Clock:        w.o.Clock,
 		Logger:       w.log,
-		OnMoved: func(ctx context.Context, envs []queue.Envelope) {
-			w.metrics.MoverBatch(len(envs))
-			if w.runs == nil {
-				return
-			}
-			// Concurrently: one at a time, a slow link turned this
-			// bookkeeping into the mover's bottleneck.
-			var g errgroup.Group
-			g.SetLimit(16)
-			for _, e := range envs {
-				if e.Token != "" {
-					continue // sent early: confirmed before its row was moved
-				}
-				g.Go(func() error {
-					if err := w.runs.MarkQueued(ctx, e.ID, runs.Meta{Type: e.Type, Due: e.Due, Generation: e.Generation}); err != nil {
-						w.log.Debug("run not marked queued", "task_id", e.ID, "err", err)
-					}
-					return nil
-				})
-			}
-			_ = g.Wait()
-		},
+		OnMoved:      func(_ context.Context, envs []queue.Envelope) { w.metrics.MoverBatch(len(envs)) },
+	}
+	if w.runs != nil {
+		mo.BeforeSend = w.markQueued
 	}
 	m, err := schedule.NewMover(w.sched.Table(), mo)
 	if err != nil {
@@ -431,7 +433,13 @@ func (w *Worker) lead(ctx context.Context) error {
 	w.mu.Lock()
 	w.mover = m
 	w.mu.Unlock()
-	return m.Run(ctx)
+	if w.runs == nil || w.o.Runs.CleanEvery < 0 {
+		return m.Run(ctx)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return m.Run(gctx) })
+	g.Go(func() error { w.cleanRuns(gctx); return nil })
+	return g.Wait()
 }
 
 // MoverStats returns the current (or last) mover's counters, and false if
@@ -465,6 +473,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		VisibilityTimeout: w.o.Consumer.VisibilityTimeout,
 		MaxRunTime:        w.o.Consumer.MaxRunTime,
 		MaxAttempts:       w.o.Consumer.MaxAttempts,
+		MaxSnoozes:        w.o.Consumer.MaxSnoozes,
 		BackoffBase:       w.o.Consumer.BackoffBase,
 		BackoffMax:        w.o.Consumer.BackoffMax,
 		PollMin:           w.o.Consumer.PollMin,
@@ -472,6 +481,8 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		ShutdownGrace:     w.o.Consumer.ShutdownGrace,
 		HandlerTimeouts:   w.o.Consumer.HandlerTimeouts,
 		CountersInterval:  w.o.Consumer.CountersEvery,
+		PauseCheck:        w.o.Consumer.PauseCheck,
+		PauseHold:         w.o.Consumer.PauseHold,
 		InstanceID:        w.o.InstanceID,
 		Clock:             w.o.Clock,
 		Logger:            w.log,
@@ -481,6 +492,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 	if w.runs != nil {
 		co.Runs = w.runs
 	}
+	co.Pauses = w.pauses
 	if len(w.slots) > 0 {
 		co.Limiter = limiter{w.slots}
 	}

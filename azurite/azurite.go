@@ -23,9 +23,9 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/osproc"
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
@@ -153,7 +153,10 @@ func (s *Server) start(ctx context.Context) error {
 		args = append(args, "--location", s.opts.Dir)
 	}
 	cmd := exec.Command(s.bin, args...)
-	cmd.SysProcAttr = sysProcAttr()
+	// In a process group of its own, so a stop reaches node and anything it
+	// spawned, and (on Linux) killed with the process that started it, so an
+	// interrupted test never leaves one running.
+	osproc.Prepare(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("azurite: %w", err)
@@ -278,7 +281,7 @@ func (s *Server) kill() {
 	if cmd == nil || cmd.Process == nil {
 		return
 	}
-	killGroup(cmd.Process.Pid, syscall.SIGKILL)
+	osproc.Kill(cmd)
 	<-done
 }
 
@@ -296,11 +299,11 @@ func (s *Server) terminate() {
 	if cmd == nil || cmd.Process == nil {
 		return
 	}
-	killGroup(cmd.Process.Pid, syscall.SIGTERM)
+	osproc.Terminate(cmd)
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		killGroup(cmd.Process.Pid, syscall.SIGKILL)
+		osproc.Kill(cmd)
 		<-done
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/leasecron/leasecron/leasecrontype"
 
+	"github.com/leasecron/leasecron/internal/osproc"
 	"github.com/leasecron/leasecron/internal/trunc"
 )
 
@@ -30,6 +31,14 @@ const (
 	// errorTailMax bounds the part of the tail repeated in Error().
 	errorTailMax = 1 << 10
 )
+
+// ExitSnooze is the exit status with which an Exec handler's program
+// snoozes its task (EX_TEMPFAIL of sysexits.h, "try again later"): the last
+// line of its output says for how long — a Go duration ("10m", "90s") or a
+// number of seconds ("600") — and the task runs again after that without
+// using an attempt (leasecrontype.Snooze). With a last line that is not a
+// duration the exit is a failed attempt like any other.
+const ExitSnooze = 75
 
 // Environment variables an Exec handler's program receives, in addition to
 // the worker's own environment and ExecOptions.Env.
@@ -173,7 +182,7 @@ func (h *execHandler) setDefaults() error {
 		return fmt.Errorf("%w: ExecOptions.Argv[0] %q: %v", ErrInvalidOptions, name, err)
 	case fi.IsDir():
 		return fmt.Errorf("%w: ExecOptions.Argv[0] %q is a directory, not a program", ErrInvalidOptions, name)
-	case fi.Mode().Perm()&0o111 == 0:
+	case !osproc.Executable(fi):
 		return fmt.Errorf("%w: ExecOptions.Argv[0] %q is not executable (mode %v)", ErrInvalidOptions, name, fi.Mode().Perm())
 	}
 	if err := orDefault("ExecOptions.Timeout", &h.Timeout, DefaultExecTimeout, ""); err != nil {
@@ -237,7 +246,7 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	// os/exec keeps the last value of a duplicated key, so the task
 	// variables win over the worker's environment and opts.Env.
 	cmd.Env = append(append(os.Environ(), h.Env...), taskEnv(t)...)
-	setProcessGroup(cmd)
+	osproc.Prepare(cmd)
 
 	var (
 		mu        sync.Mutex
@@ -248,8 +257,8 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 		mu.Lock()
 		defer mu.Unlock()
 		cancelled = true
-		terminateGroup(cmd)
-		killTimer = time.AfterFunc(h.KillGrace, func() { killGroup(cmd) })
+		osproc.Terminate(cmd)
+		killTimer = time.AfterFunc(h.KillGrace, func() { osproc.Kill(cmd) })
 		return nil
 	}
 
@@ -274,7 +283,7 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	// The run is over when the program exits: whatever it left running in
 	// its process group (background children, or survivors of SIGTERM at
 	// a timeout) is killed now.
-	killGroup(cmd)
+	osproc.Kill(cmd)
 	p.finish(h.KillGrace)
 
 	tail := out.String()
@@ -291,6 +300,14 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	if wasCancelled {
 		ee.Err = h.contextError(ctx)
 		ee.ExitCode = -1
+	}
+	if ee.ExitCode == ExitSnooze {
+		d, perr := parseSnooze(tail)
+		if perr == nil {
+			h.Logger.Debug("exec handler: snoozed", "command", h.Argv[0], "task", t.ID, "for", d)
+			return leasecrontype.Snooze(d)
+		}
+		ee.Err = fmt.Errorf("exit code %d asks for a snooze, but %v", ExitSnooze, perr)
 	}
 	h.Logger.Debug("exec handler: failed", "command", h.Argv[0], "task", t.ID, "type", t.Type, "elapsed", elapsed, "err", ee.Err)
 	return ee
@@ -369,4 +386,18 @@ func (p *pipes) finish(grace time.Duration) {
 		<-p.outDone
 	}
 	p.outR.Close()
+}
+
+// parseSnooze reads the snooze length from the last non-empty line of an
+// Exec program's output: a Go duration or a whole number of seconds.
+func parseSnooze(output string) (time.Duration, error) {
+	lines := strings.Split(strings.TrimRight(output, " \t\r\n"), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if n, err := strconv.ParseInt(last, 10, 64); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second, nil
+	}
+	if d, err := time.ParseDuration(last); err == nil && d >= 0 {
+		return d, nil
+	}
+	return 0, fmt.Errorf("its last output line %q is not a duration: want e.g. 10m, 90s or 600 (seconds)", trunc.Head(last, 80))
 }

@@ -30,6 +30,9 @@ var (
 	ErrNoPayloadStore = errors.New("envelope has a payload blob but no payload store is configured")
 	// ErrAlreadyRunning: Run was called twice.
 	ErrAlreadyRunning = errors.New("consumer already running")
+	// ErrTooManySnoozes: the handler snoozed more than MaxSnoozes times;
+	// the snooze counts as a failed attempt.
+	ErrTooManySnoozes = errors.New("snoozed too many times")
 	// ErrHandlersStuck: Run returned while handlers that ignored their
 	// cancelled context were still running.
 	ErrHandlersStuck = errors.New("handlers did not return after cancellation")
@@ -74,7 +77,11 @@ type Consumer struct {
 	inFlight map[string]bool
 	stats    statsState
 	wakes    *wakeSet
-	hooks    testHooks
+	// pause is the pause state as last read and the paused messages held;
+	// pauseRead serialises reads of the PauseSource.
+	pause     pauseState
+	pauseRead sync.Mutex
+	hooks     testHooks
 }
 
 // testHooks let tests wait for the consumer's internal steps instead of
@@ -86,6 +93,7 @@ type testHooks struct {
 	started  func(id string)
 	finished func()                              // a message's goroutine is done (InFlight already lowered)
 	early    func(id string, wait time.Duration) // a delivery is held until due (its timer exists)
+	released func(n int)                         // the pause watcher showed n held messages again
 }
 
 // NewConsumer returns a consumer of the queues o names (default
@@ -115,7 +123,7 @@ func newConsumer(client *Client, o ConsumerOptions) (*Consumer, error) {
 	c := &Consumer{
 		o: o, work: client.work, client: client, log: o.Logger.With("instance", o.InstanceID), clk: o.Clock,
 		slots: make(chan struct{}, o.Concurrency), handlers: map[string]leasecrontype.Handler{}, inFlight: map[string]bool{},
-		wakes: newWakeSet(),
+		wakes: newWakeSet(), pause: pauseState{held: map[string]heldMsg{}},
 	}
 	c.client.clk = o.Clock
 	c.stats.poll = o.PollMin
@@ -167,6 +175,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 
 	stopCounters := c.startCounters(hctx)
+	pausesDone := make(chan struct{})
+	if c.o.Pauses != nil {
+		go func() { defer close(pausesDone); c.watchPauses(ctx, hctx) }()
+	} else {
+		close(pausesDone)
+	}
 
 	c.log.Info("consumer started", "queue", c.work.Name(), "concurrency", c.o.Concurrency,
 		"visibility_timeout", c.o.VisibilityTimeout, "max_attempts", c.o.MaxAttempts)
@@ -185,6 +199,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.log.Error("handlers ignore cancellation; returning without them", "in_flight", c.Stats().InFlight)
 		}
 	}
+	<-pausesDone
 	stopCounters()
 	c.log.Info("consumer stopped")
 	return result

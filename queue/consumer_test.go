@@ -157,7 +157,7 @@ func TestSuccessDeletesAndPassesTheTask(t *testing.T) {
 	h.enqueue(Envelope{ID: "run-1", Series: "s", Type: "email", Payload: "hello", Due: due, Generation: 4, Attempt: 1})
 	h.start()
 	h.expect(OutcomeSucceeded)
-	if n := len(h.work.All()); n != 0 {
+	if n := len(h.work.all()); n != 0 {
 		t.Fatalf("work queue holds %d messages after success", n)
 	}
 	task := got.tasks[0]
@@ -215,7 +215,7 @@ func TestFailureRetriesThenPoison(t *testing.T) {
 	if got.n() != 3 {
 		t.Fatalf("handler ran %d times, want exactly MaxAttempts = 3", got.n())
 	}
-	if n := len(h.work.All()); n != 0 {
+	if n := len(h.work.all()); n != 0 {
 		t.Fatalf("work queue holds %d messages after the task died", n)
 	}
 	dls := h.deadLetters()
@@ -244,7 +244,7 @@ func TestFailureRetriesThenPoison(t *testing.T) {
 	if _, env := h.only(h.work); env.Attempt != 0 || env.LastError != "" || env.ID != "f1" {
 		t.Fatalf("requeued envelope = %+v", env)
 	}
-	if len(h.poison.All()) != 0 {
+	if len(h.poison.all()) != 0 {
 		t.Fatal("requeued record still in the poison queue")
 	}
 	mustRun(t, rm, "f1", runs.Queued)
@@ -360,10 +360,10 @@ func TestLostMessageIsNotDeleted(t *testing.T) {
 	}
 	close(release)
 	h.expect(OutcomeLost)
-	if ops := h.work.Ops(); ops["delete"] != 0 {
+	if ops := h.work.opCounts(); ops["delete"] != 0 {
 		t.Fatalf("message deleted %d times after its receipt went stale", ops["delete"])
 	}
-	if len(h.work.All()) != 1 {
+	if len(h.work.all()) != 1 {
 		t.Fatal("the message must be left to reappear")
 	}
 	mustRun(t, rm, "lost", runs.Succeeded)
@@ -428,7 +428,7 @@ func TestMalformedMessagesAreSetAside(t *testing.T) {
 	if got.n() != 1 || got.tasks[0].ID != "b64" {
 		t.Fatalf("handler calls = %+v", got.tasks)
 	}
-	if n := len(h.work.All()); n != 0 {
+	if n := len(h.work.all()); n != 0 {
 		t.Fatalf("work queue holds %d messages", n)
 	}
 	reasons := map[string]string{}
@@ -532,8 +532,8 @@ func TestRunsSuppressDuplicatesAndHonourCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Cancelled after move.
-	if err := rm.MarkQueued(ctx, "gone", runs.Meta{Type: "t"}); err != nil {
-		t.Fatal(err)
+	if m := rm.MarkQueued(ctx, []runs.Mark{{ID: "gone", Meta: runs.Meta{Type: "t"}}}); !m[0] {
+		t.Fatal("gone not marked queued")
 	}
 	if _, err := rm.Cancel(ctx, "gone"); err != nil {
 		t.Fatal(err)
@@ -550,7 +550,7 @@ func TestRunsSuppressDuplicatesAndHonourCancel(t *testing.T) {
 	if got.n() != 0 {
 		t.Fatalf("handler ran %d times", got.n())
 	}
-	if len(h.work.All()) != 0 {
+	if len(h.work.all()) != 0 {
 		t.Fatal("both deliveries must be acknowledged")
 	}
 	if r := mustRun(t, rm, "done", runs.Succeeded); r.Duplicates != 1 {
@@ -628,8 +628,8 @@ func TestRunsOutageDoesNotStopTasks(t *testing.T) {
 	h.enqueue(Envelope{ID: "o1", Type: "t"})
 	h.start()
 	h.expect(OutcomeSucceeded)
-	if got.n() != 1 || len(h.work.All()) != 0 {
-		t.Fatalf("ran %d times, %d messages left", got.n(), len(h.work.All()))
+	if got.n() != 1 || len(h.work.all()) != 0 {
+		t.Fatalf("ran %d times, %d messages left", got.n(), len(h.work.all()))
 	}
 }
 
@@ -685,7 +685,7 @@ func TestBoundedConcurrency(t *testing.T) {
 		t.Fatalf("in flight = %d, want 3", st.InFlight)
 	}
 	hidden := 0
-	for _, m := range h.work.All() {
+	for _, m := range h.work.all() {
 		if m.DequeueCount > 0 {
 			hidden++
 		}
@@ -697,7 +697,7 @@ func TestBoundedConcurrency(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		h.expect(OutcomeSucceeded)
 	}
-	if len(h.work.All()) != 0 {
+	if len(h.work.all()) != 0 {
 		t.Fatal("messages left")
 	}
 }
@@ -718,7 +718,7 @@ func TestShutdownWaitsForInFlight(t *testing.T) {
 		t.Fatalf("Run returned (%v) while a handler was in flight", err)
 	default:
 	}
-	dequeues := h.work.Ops()["dequeue"]
+	dequeues := h.work.opCounts()["dequeue"]
 	close(release)
 	h.expect(OutcomeSucceeded)
 	select {
@@ -729,10 +729,10 @@ func TestShutdownWaitsForInFlight(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("Run did not return")
 	}
-	if len(h.work.All()) != 0 {
+	if len(h.work.all()) != 0 {
 		t.Fatal("the finished message must be deleted")
 	}
-	if h.work.Ops()["dequeue"] != dequeues {
+	if h.work.opCounts()["dequeue"] != dequeues {
 		t.Fatal("dequeued after shutdown began")
 	}
 }
@@ -796,7 +796,7 @@ func TestHandlerIgnoringCancellation(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("Run did not return")
 	}
-	if len(h.work.All()) != 1 {
+	if len(h.work.all()) != 1 {
 		t.Fatal("the stuck task's message must stay")
 	}
 }

@@ -93,6 +93,15 @@
 // cancelled), except for a recurring series' blob, which its occurrences
 // share.
 //
+// # Paused types
+//
+// With ConsumerOptions.Pauses set, a delivery whose type is paused is put
+// back without running: hidden until the pause ends (PauseHold when it has
+// no end), no attempt counted (OutcomePaused). The consumer reads the pause
+// state at most once per PauseCheck and only while it receives messages or
+// holds paused ones; it remembers the messages it hid and shows them again
+// as soon as a check finds their type resumed.
+//
 // # Shutdown
 //
 // When Run's context ends the consumer stops dequeuing, lets in-flight

@@ -247,7 +247,7 @@ func (h *harness) waitExtended() error {
 
 func (h *harness) only(q *MemQueue) (Message, Envelope) {
 	h.t.Helper()
-	all := q.All()
+	all := q.all()
 	if len(all) != 1 {
 		h.t.Fatalf("queue %s holds %d messages, want 1", q.Name(), len(all))
 	}
@@ -257,7 +257,7 @@ func (h *harness) only(q *MemQueue) (Message, Envelope) {
 
 func (h *harness) deadLetters() []DeadLetter {
 	var out []DeadLetter
-	for _, m := range h.poison.All() {
+	for _, m := range h.poison.all() {
 		out = append(out, parseRecord(m))
 	}
 	return out

@@ -158,8 +158,8 @@ func (q *MemQueue) Clear(context.Context) error {
 	return nil
 }
 
-// All returns every message, visible or not, in enqueue order (a test aid).
-func (q *MemQueue) All() []Message {
+// all returns every message, visible or not, in enqueue order (a test aid).
+func (q *MemQueue) all() []Message {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	all := make([]*memMsg, 0, len(q.msgs))
@@ -174,9 +174,9 @@ func (q *MemQueue) All() []Message {
 	return out
 }
 
-// Ops returns how many calls of each kind (enqueue, dequeue, peek, update,
+// opCounts returns how many calls of each kind (enqueue, dequeue, peek, update,
 // delete) the queue has served (a test aid).
-func (q *MemQueue) Ops() map[string]int {
+func (q *MemQueue) opCounts() map[string]int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := make(map[string]int, len(q.ops))

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
-	"path"
-	"strings"
 	"sync"
 	"time"
 
@@ -96,13 +93,9 @@ func NewAzureQueue(qc *azqueue.QueueClient) (*AzureQueue, error) {
 	if qc == nil {
 		return nil, errors.New("queue: NewAzureQueue: the queue client is nil")
 	}
-	u, err := url.Parse(qc.URL())
+	name, err := storage.NameFromURL(qc.URL(), storage.ValidateQueueName)
 	if err != nil {
-		return nil, fmt.Errorf("queue: NewAzureQueue: queue client URL %q: %w", qc.URL(), err)
-	}
-	name := path.Base(strings.TrimSuffix(u.Path, "/"))
-	if err := storage.ValidateQueueName(name); err != nil {
-		return nil, fmt.Errorf("queue: NewAzureQueue: queue client URL %q: %w", storage.Redact(qc.URL()), err)
+		return nil, fmt.Errorf("queue: NewAzureQueue: queue client %w", err)
 	}
 	return &AzureQueue{name: name, qc: qc}, nil
 }

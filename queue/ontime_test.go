@@ -225,12 +225,12 @@ func TestWakeAtShortensAnIdleWait(t *testing.T) {
 func TestWakeAtResetsTheBackoff(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 10 * time.Second, rand: func() float64 { return 0 }})
 	h.backedOff()
-	before := h.work.Ops()["dequeue"]
+	before := h.work.opCounts()["dequeue"]
 	h.c.WakeAt(h.clk.Now().Add(time.Second))
 	h.idleFor(time.Second)
 	h.clk.Advance(time.Second)
 	h.idleFor(100 * time.Millisecond)
-	if n := h.work.Ops()["dequeue"] - before; n != 1 {
+	if n := h.work.opCounts()["dequeue"] - before; n != 1 {
 		t.Fatalf("%d dequeues at the hint, want 1", n)
 	}
 	if st := h.c.Stats(); st.PollInterval != 5*time.Second {
@@ -242,10 +242,10 @@ func TestWakeAtResetsTheBackoff(t *testing.T) {
 func TestWakeAtNowDequeuesAtOnce(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 10 * time.Second, rand: func() float64 { return 0 }})
 	h.backedOff()
-	before := h.work.Ops()["dequeue"]
+	before := h.work.opCounts()["dequeue"]
 	h.c.WakeAt(h.clk.Now())
 	h.idleFor(100 * time.Millisecond) // no clock advance needed
-	if n := h.work.Ops()["dequeue"] - before; n != 1 {
+	if n := h.work.opCounts()["dequeue"] - before; n != 1 {
 		t.Fatalf("%d dequeues after WakeAt(now), want 1", n)
 	}
 }
@@ -260,14 +260,14 @@ func TestWakeAtKeepsSeveralHints(t *testing.T) {
 	}
 	h.idleFor(2 * time.Second)
 	for i, step := range []time.Duration{2, 3, 3} {
-		before := h.work.Ops()["dequeue"]
+		before := h.work.opCounts()["dequeue"]
 		h.clk.Advance(step * time.Second)
 		if i < 2 {
 			h.idleFor(3 * time.Second) // until the next hint
 		} else {
 			h.idleFor(10 * time.Second) // no hints left: PollMax
 		}
-		if n := h.work.Ops()["dequeue"] - before; n != 1 {
+		if n := h.work.opCounts()["dequeue"] - before; n != 1 {
 			t.Fatalf("hint %d: %d dequeues, want 1", i, n)
 		}
 	}
@@ -349,12 +349,12 @@ func TestLoneMessageDoesNotSpeedUpPolling(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 10 * time.Second, rand: func() float64 { return 0 }})
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
 	h.backedOff()
-	before := h.work.Ops()["dequeue"]
+	before := h.work.opCounts()["dequeue"]
 	h.enqueue(Envelope{ID: "lone", Type: "t"})
 	h.c.WakeAt(h.clk.Now())
 	h.await(OutcomeSucceeded)
 	h.idleFor(5 * time.Second)
-	if n := h.work.Ops()["dequeue"] - before; n != 1 {
+	if n := h.work.opCounts()["dequeue"] - before; n != 1 {
 		t.Fatalf("%d dequeues before the drained wait, want 1", n)
 	}
 	h.clk.Advance(5 * time.Second)

@@ -50,6 +50,11 @@ type ConsumerOptions struct {
 	HandlerTimeout time.Duration
 	// HandlerTimeouts overrides HandlerTimeout per task type.
 	HandlerTimeouts map[string]time.Duration
+	// MaxSnoozes is how many times one run may snooze
+	// (leasecrontype.Snooze) without using attempts (retry.max_snoozes);
+	// each snooze beyond it is a failed attempt, so a task that snoozes
+	// forever ends dead. Default 50.
+	MaxSnoozes int
 	// CrashMargin is how many deliveries without any recorded outcome (a
 	// worker crashing on the message before it can update it) are tolerated
 	// beyond MaxAttempts before the message is set aside. Default 2.
@@ -75,6 +80,20 @@ type ConsumerOptions struct {
 	Payloads PayloadFetcher
 	// Limiter, when set, caps concurrency per task type.
 	Limiter Limiter
+	// Pauses, when set, says which task types are paused fleet-wide: their
+	// messages are put back without running (see PauseSource).
+	Pauses PauseSource
+	// PauseCheck is how long the pause state read from Pauses is trusted
+	// before it is read again; it is read only while messages arrive or
+	// paused messages are held, so an idle consumer reads nothing. Default
+	// 5s.
+	PauseCheck time.Duration
+	// PauseHold is how long a message of a paused type is hidden when its
+	// pause has no end; the consumer that hid it shows it again as soon as
+	// it sees the type resumed, so this only matters when that consumer
+	// stops first. A pause with an end hides its messages until then.
+	// Default 10m.
+	PauseHold time.Duration
 	// Observer, when set, receives events for metrics.
 	Observer Observer
 
@@ -99,6 +118,8 @@ func (o *ConsumerOptions) fill() error {
 		{"ShutdownGrace", &o.ShutdownGrace, 30 * time.Second},
 		{"CountersInterval", &o.CountersInterval, 30 * time.Second},
 		{"StorageTimeout", &o.StorageTimeout, 30 * time.Second},
+		{"PauseCheck", &o.PauseCheck, 5 * time.Second},
+		{"PauseHold", &o.PauseHold, 10 * time.Minute},
 	}
 	for _, d := range durs {
 		if *d.p < 0 {
@@ -116,6 +137,7 @@ func (o *ConsumerOptions) fill() error {
 		{"Concurrency", &o.Concurrency, 8},
 		{"MaxAttempts", &o.MaxAttempts, 5},
 		{"CrashMargin", &o.CrashMargin, 2},
+		{"MaxSnoozes", &o.MaxSnoozes, 50},
 	}
 	for _, n := range ints {
 		if *n.p < 0 {
@@ -130,6 +152,8 @@ func (o *ConsumerOptions) fill() error {
 		return bad("VisibilityTimeout", o.VisibilityTimeout, "want 1s to 168h")
 	case o.BackoffMax < o.BackoffBase:
 		return bad("BackoffMax", o.BackoffMax, fmt.Sprintf("must be at least BackoffBase (%v)", o.BackoffBase))
+	case o.PauseHold > MaxVisibility:
+		return bad("PauseHold", o.PauseHold, "want at most 168h")
 	case o.BackoffMax > MaxVisibility:
 		return bad("BackoffMax", o.BackoffMax, "want at most 168h")
 	case o.PollMax < o.PollMin:

@@ -162,7 +162,7 @@ func (m *Mover) committed(ctx context.Context, batch []*plan) {
 			}
 		}
 	}
-	m.count(func(s *MoverStats) { s.Batches++; s.Moved += moved; s.Marked += marked; s.SetAside += aside })
+	m.count(func(s *MoverStats) { s.Batches++; s.Moved += moved; s.SentEarly += marked; s.SetAside += aside })
 	if m.o.OnMoved != nil && len(envs) > 0 {
 		m.o.OnMoved(ctx, envs)
 	}

@@ -192,7 +192,7 @@ func TestEarlySendMarksThenConfirmsAndMoves(t *testing.T) {
 	if strings.Join(moved, ",") != "job" || len(itemKeys(e.mt)) != 0 {
 		t.Fatalf("moved %v, rows left %v", moved, itemKeys(e.mt))
 	}
-	if st := e.m.Stats(); st.Marked != 1 || st.Moved != 1 || st.Enqueued != 1 {
+	if st := e.m.Stats(); st.SentEarly != 1 || st.Moved != 1 || st.Enqueued != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -75,6 +75,15 @@ type MoverOptions struct {
 	// ResumeBelow resumes moving once the depth is below it. Default
 	// MaxDepth/2 (at least 1).
 	ResumeBelow int
+	// BeforeSend, when set, is called with the envelopes of each batch of
+	// due rows before they are sent, and returns for each whether it was
+	// recorded (leasecron's worker marks their runs queued in one table
+	// transaction per partition); the mover sets Envelope.Marked on those.
+	// Envelopes sent early (with a Token) are not passed: their runs are
+	// recorded through Confirm when their rows are moved. It runs on the
+	// goroutine that reads the rows, while earlier batches are sent and
+	// committed.
+	BeforeSend func(ctx context.Context, envs []queue.Envelope) []bool
 	// OnMoved, when set, is called after each committed batch with the
 	// envelopes whose rows it removed (e.g. to mark runs "queued"). It runs
 	// on the mover's goroutine and should be quick.
@@ -202,9 +211,9 @@ type MoverStats struct {
 	Enqueued int64
 	// Moved counts rows removed (or advanced) after their envelope was sent.
 	Moved int64
-	// Marked counts rows whose messages were sent early and which stay in
-	// the table, marked as sent, until they are moved.
-	Marked int64
+	// SentEarly counts rows whose messages were sent early and which stay
+	// in the table, marked as sent, until they are moved.
+	SentEarly int64
 	// Batches counts committed table transactions.
 	Batches int64
 	// SetAside counts malformed rows set aside and removed.

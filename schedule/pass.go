@@ -389,3 +389,32 @@ func forEach[T any](n int, items []T, f func(T)) {
 	}
 	wg.Wait()
 }
+
+// beforeSend hands the envelopes a chunk is about to send to BeforeSend
+// and sets Marked on those it recorded. Envelopes sent early (with a Token)
+// are left out: their runs are recorded when their rows are moved
+// (Confirm), since the task may still change before that.
+func (m *Mover) beforeSend(ctx context.Context, plans []*plan) {
+	if m.o.BeforeSend == nil {
+		return
+	}
+	var envs []queue.Envelope
+	var at []*send
+	for _, p := range plans {
+		if p.bad != "" {
+			continue
+		}
+		for _, s := range p.sends {
+			if s.env.Token == "" {
+				envs, at = append(envs, s.env), append(at, s)
+			}
+		}
+	}
+	if len(envs) == 0 {
+		return
+	}
+	marked := m.o.BeforeSend(ctx, envs)
+	for i, s := range at {
+		s.env.Marked = i < len(marked) && marked[i]
+	}
+}

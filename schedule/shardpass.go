@@ -15,7 +15,7 @@ const chunkBuffer = 16
 // shardPass is one pass over one shard. It is a pipeline: the reader reads
 // the due rows page by page and plans them; their messages are sent
 // concurrently (at most Concurrency at a time) as soon as a batch's worth
-// of rows is planned; and the committer removes (or marks) each batch's
+// of rows is planned (after MoverOptions.BeforeSend); and the committer removes (or marks) each batch's
 // rows in its own fenced transaction as soon as that batch's messages are
 // in the queue, while later pages are still being read and sent. Batches
 // commit one after another, in RowKey order: each carries the fence row's
@@ -27,7 +27,7 @@ type shardPass struct {
 	now    time.Time
 	since  time.Time // the previous pass of the term (see Mover.plan)
 	budget int       // messages (or rows) this pass may still act on
-	sent   int // messages sent
+	sent   int       // messages sent
 	sem    chan struct{}
 	mu     sync.Mutex
 	lagSet bool
@@ -92,10 +92,15 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *chunk) (more bool, er
 	q := Query{Partition: sp.shard, To: dueBound(sp.now.Add(m.o.Early))}
 	cur := &chunk{keys: map[string]bool{}}
 	flush := func() {
-		if len(cur.plans) > 0 {
-			out <- cur
-			cur = &chunk{keys: map[string]bool{}}
+		if len(cur.plans) == 0 {
+			return
 		}
+		m.beforeSend(ctx, cur.plans)
+		for _, p := range cur.plans {
+			sp.start(ctx, cur, p)
+		}
+		out <- cur
+		cur = &chunk{keys: map[string]bool{}}
 	}
 	defer flush()
 	for {
@@ -123,7 +128,6 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *chunk) (more bool, er
 				flush()
 				cur.add(p, sp.shard)
 			}
-			sp.start(ctx, cur, p)
 			if cur.ops >= MaxOps-1 {
 				flush()
 			}

@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"path"
-	"strings"
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
@@ -44,13 +41,9 @@ func NewBlobWriter(c *container.Client) (BlobWriter, error) {
 	if c == nil {
 		return nil, errors.New("calendar: NewBlobWriter: the container client is nil")
 	}
-	u, err := url.Parse(c.URL())
+	name, err := storage.NameFromURL(c.URL(), storage.ValidateContainerName)
 	if err != nil {
-		return nil, fmt.Errorf("calendar: NewBlobWriter: container client URL: %w", err)
-	}
-	name := path.Base(strings.TrimSuffix(u.Path, "/"))
-	if err := storage.ValidateContainerName(name); err != nil {
-		return nil, fmt.Errorf("calendar: NewBlobWriter: container client URL %q: %w", storage.Redact(c.URL()), err)
+		return nil, fmt.Errorf("calendar: NewBlobWriter: container client %w", err)
 	}
 	return &azureBlobs{c: c, name: name}, nil
 }

@@ -31,6 +31,7 @@ type Config struct {
 	Mover      Mover
 	Queue      Queue
 	Worker     Worker
+	Runs       Runs
 	Retry      Retry
 	Payload    Payload
 	Aggregator Aggregator
@@ -94,9 +95,18 @@ type Worker struct {
 	PollMin           time.Duration
 	PollMax           time.Duration
 	CountersEvery     time.Duration
+	PauseCheck        time.Duration
+	PauseHold         time.Duration
 	Runs              bool
 	Lead              bool
 	Consume           bool
+}
+
+// Runs configures run records.
+type Runs struct {
+	Retention       time.Duration
+	RetentionFailed time.Duration
+	CleanEvery      time.Duration
 }
 
 // Retry configures failed-attempt backoff.
@@ -104,6 +114,7 @@ type Retry struct {
 	MaxAttempts int
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
+	MaxSnoozes  int
 }
 
 // Payload configures payload limits.
@@ -191,10 +202,16 @@ var Keys = []Key{
 	{"worker.poll_min", "200ms", "Queue polling interval while work is flowing.", false},
 	{"worker.poll_max", "30s", "Longest queue polling interval when idle (exponential backoff with jitter).", false},
 	{"worker.counters_every", "30s", "How often a worker flushes its counters (shown by `leasecron stats`) to the Runs table.", false},
+	{"worker.pause_check", "5s", "How long a worker trusts the pause state (`leasecron pause`) it read; it reads it only while it has work or holds paused tasks.", false},
+	{"worker.pause_hold", "10m", "How long a task of a type paused without an end is hidden before it is looked at again (the worker that hid it shows it again as soon as the type is resumed).", false},
 	{"worker.runs", true, "Keep run records (status, duplicate suppression, cancel after move).", false},
 	{"worker.lead", true, "Compete for the lease and move due tasks.", false},
 	{"worker.consume", true, "Take tasks from the queue.", false},
+	{"runs.retention", "168h", "How long the record of a succeeded or cancelled run is kept after it finished (7 days).", false},
+	{"runs.retention_failed", "720h", "How long the record of a failed or dead run is kept after its last attempt (30 days).", false},
+	{"runs.clean_every", "1h", "How often the leader removes expired run records and old per-minute counters; 0 disables (then run `leasecron runs clean`).", false},
 	{"retry.max_attempts", 5, "Attempts before a task is dead and set aside.", false},
+	{"retry.max_snoozes", 50, "Times one run may snooze (leasecron.Snooze, exec exit 75, http 503 + Retry-After) without using an attempt; each snooze beyond is a failed attempt.", false},
 	{"retry.backoff_base", "2s", "First retry delay; doubles per attempt, with jitter.", false},
 	{"retry.backoff_max", "10m", "Longest retry delay.", false},
 	{"payload.max_size", 1048576, "Largest payload in bytes; payloads over 24 KiB travel through a blob.", false},
@@ -332,6 +349,8 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		PollMin:           d.dur("worker.poll_min", 10*time.Millisecond, time.Hour),
 		PollMax:           d.dur("worker.poll_max", 10*time.Millisecond, time.Hour),
 		CountersEvery:     d.dur("worker.counters_every", time.Second, 24*time.Hour),
+		PauseCheck:        d.dur("worker.pause_check", 100*time.Millisecond, time.Hour),
+		PauseHold:         d.dur("worker.pause_hold", time.Second, 7*24*time.Hour),
 		Runs:              d.bool("worker.runs"),
 		Lead:              d.bool("worker.lead"),
 		Consume:           d.bool("worker.consume"),
@@ -344,8 +363,17 @@ func Load(v *viper.Viper, file string) (Config, error) {
 			problems = append(problems, err.Error())
 		}
 	}
+	c.Runs = Runs{
+		Retention:       d.dur("runs.retention", time.Minute, 100*365*24*time.Hour),
+		RetentionFailed: d.dur("runs.retention_failed", time.Minute, 100*365*24*time.Hour),
+		CleanEvery:      d.dur("runs.clean_every", 0, 7*24*time.Hour),
+	}
+	if c.Runs.CleanEvery > 0 && c.Runs.CleanEvery < time.Minute {
+		d.bad("runs.clean_every", c.Runs.CleanEvery.String(), "0 (off) or at least 1m")
+	}
 	c.Retry = Retry{
 		MaxAttempts: d.int("retry.max_attempts", 1, 1000),
+		MaxSnoozes:  d.int("retry.max_snoozes", 1, 100000),
 		BackoffBase: d.dur("retry.backoff_base", time.Millisecond, 24*time.Hour),
 		BackoffMax:  d.dur("retry.backoff_max", time.Millisecond, 7*24*time.Hour),
 	}

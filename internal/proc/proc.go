@@ -14,8 +14,9 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/osproc"
 )
 
 // ModuleRoot returns the directory of leasecron's go.mod: the library
@@ -95,7 +96,7 @@ func Start(name, bin string, args, env []string, logPath string) (*Process, erro
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	osproc.Prepare(cmd)
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -112,18 +113,22 @@ func Start(name, bin string, args, env []string, logPath string) (*Process, erro
 // Pid returns the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
-// Signal sends sig to the process.
-func (p *Process) Signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
+// Signal sends sig to the process alone (not its group). Where the
+// platform cannot deliver sig (Windows: anything but os.Kill), nothing
+// happens.
+func (p *Process) Signal(sig os.Signal) { _ = p.cmd.Process.Signal(sig) }
 
-// Kill sends SIGKILL to the process group and waits for the exit.
+// Kill kills the process group at once (see internal/osproc) and waits for
+// the exit.
 func (p *Process) Kill() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	osproc.Kill(p.cmd)
 	<-p.done
 }
 
-// Stop sends SIGTERM and waits up to grace, then kills.
+// Stop asks the process group to stop (SIGTERM; see internal/osproc) and
+// waits up to grace, then kills it.
 func (p *Process) Stop(grace time.Duration) error {
-	p.Signal(syscall.SIGTERM)
+	osproc.Terminate(p.cmd)
 	select {
 	case <-p.done:
 		return p.err

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+func init() {
+	extraCommands = append(extraCommands, (*app).pauseCmd, (*app).resumeCmd, (*app).pausedCmd)
+}
+
+func (a *app) pauseCmd() *cobra.Command {
+	var until, forDur string
+	c := &cobra.Command{
+		Use:   "pause TYPE [--until RFC3339 | --for DURATION]",
+		Short: "Pause a task type across the fleet",
+		Long: `Stops every worker from running tasks of TYPE until it is resumed (or
+until --until / for --for). Due tasks keep moving into the queue; there they
+wait, without using attempts and without being dead-lettered, and run once the
+pause ends. Workers honour the pause within worker.pause_check (5 s).`,
+		Example: `  leasecron pause notify
+  leasecron pause notify --for 30m
+  leasecron pause report --until 2026-12-01T09:00:00Z`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var end time.Time
+			if until != "" || forDur != "" {
+				var err error
+				if end, err = schedule.ParseWhen(until, forDur, time.Now()); err != nil {
+					return usageError{err}
+				}
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := cl.Pause(cmd.Context(), args[0], end); err != nil {
+				if errors.Is(err, schedule.ErrInvalid) {
+					return usageError{err}
+				}
+				return err
+			}
+			if end.IsZero() {
+				fmt.Fprintf(a.out, "%s paused until resumed\n", args[0])
+			} else {
+				fmt.Fprintf(a.out, "%s paused until %s\n", args[0], end.UTC().Format(time.RFC3339))
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&until, "until", "", "end of the pause, RFC 3339 (2026-11-22T10:00:00Z)")
+	c.Flags().StringVar(&forDur, "for", "", "length of the pause (30m, 2h)")
+	return c
+}
+
+func (a *app) resumeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "resume TYPE",
+		Short: "End the pause of a task type",
+		Long: `Ends the pause of TYPE: workers take its waiting tasks up again within
+worker.pause_check (5 s). A type that is not paused exits with code 3.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := cl.Resume(cmd.Context(), args[0]); err != nil {
+				if errors.Is(err, schedule.ErrInvalid) {
+					return usageError{err}
+				}
+				if errors.Is(err, leasecron.ErrNotFound) {
+					return notFoundErr{err}
+				}
+				return err
+			}
+			fmt.Fprintf(a.out, "%s resumed\n", args[0])
+			return nil
+		},
+	}
+}
+
+func (a *app) pausedCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "paused [--json]",
+		Short: "List the paused task types",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			ps, err := cl.Paused(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if ps == nil {
+					ps = []leasecron.Pause{}
+				}
+				return a.printJSON(ps)
+			}
+			if len(ps) == 0 {
+				fmt.Fprintln(a.out, "no task type is paused")
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TYPE\tSINCE\tUNTIL\tBY")
+			for _, p := range ps {
+				end := "resumed"
+				if !p.Until.IsZero() {
+					end = p.Until.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Type, p.Since.UTC().Format(time.RFC3339), end, p.By)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}

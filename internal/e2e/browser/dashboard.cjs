@@ -1,0 +1,159 @@
+// Drives the leasecron dashboard in Debian's headless Chromium through
+// playwright-core (pinned in package.json; no browser download).
+//
+// Usage: node dashboard.cjs PLAN.json
+// PLAN: {"base": "http://127.0.0.1:PORT", "pages": [{"path": "/", "ids": [...]}],
+//        "actions": true|false, "screenshots": "DIR" (optional), "refreshWait": ms}
+// Prints one JSON line: {"ok": bool, "failures": [...], "steps": [...]}.
+// The Go test (internal/e2e/dashboard_test.go) prepares the fleet, runs
+// this, then checks through the CLI that every click took effect.
+"use strict";
+const fs = require("fs");
+const os = require("os");
+const path = require("path");
+const { chromium } = require("playwright-core");
+
+const plan = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
+const base = plan.base;
+const origin = new URL(base).origin;
+const failures = [];
+const steps = [];
+const fail = (msg) => failures.push(msg);
+const step = (msg) => steps.push(msg);
+
+async function main() {
+  const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "leasecron-chromium-"));
+  const ctx = await chromium.launchPersistentContext(userDir, {
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    viewport: { width: 1280, height: 860 },
+    colorScheme: plan.colorScheme || "light",
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  try {
+    await run(ctx);
+  } finally {
+    await ctx.close();
+    fs.rmSync(userDir, { recursive: true, force: true });
+  }
+}
+
+async function run(ctx) {
+  // No request may leave the dashboard's origin.
+  ctx.on("request", (req) => {
+    const u = req.url();
+    if (!u.startsWith(origin + "/") && u !== origin && !u.startsWith("data:")) fail("request left the origin: " + u);
+  });
+  const page = await ctx.newPage();
+  page.on("console", (m) => { if (m.type() === "error") fail("console error on " + page.url() + ": " + m.text()); });
+  page.on("pageerror", (e) => fail("page error on " + page.url() + ": " + e.message));
+  page.on("dialog", (d) => { step("confirm: " + d.message()); d.accept(); });
+  page.setDefaultTimeout(20000);
+
+  for (const p of plan.pages) {
+    const resp = await page.goto(base + p.path);
+    if (!resp || resp.status() !== 200) { fail(`GET ${p.path}: status ${resp && resp.status()}`); continue; }
+    for (const id of p.ids) {
+      if (await page.locator("#" + id).count() !== 1) fail(`GET ${p.path}: no element #${id}`);
+    }
+    for (const sel of p.selectors || []) {
+      if (await page.locator(sel).count() < 1) fail(`GET ${p.path}: nothing matches ${sel}`);
+    }
+    if (await page.locator("main img").count() !== 0) fail(`GET ${p.path}: an <img> element was rendered from data`);
+    if (await page.evaluate(() => window.__xss === 1)) fail(`GET ${p.path}: the XSS payload ran`);
+    if (plan.screenshots && p.shot) {
+      await page.screenshot({ path: path.join(plan.screenshots, p.shot), fullPage: !!p.fullPage });
+      step("screenshot " + p.shot);
+    }
+    step("rendered " + p.path);
+  }
+  if (!plan.actions) return;
+
+  // The payload shows as text, exactly.
+  await page.goto(base + "/tasks/" + encodeURIComponent(plan.xssTask));
+  const shown = await page.locator("#payload").textContent();
+  if (shown !== plan.xssPayload) fail(`XSS payload shown as ${JSON.stringify(shown)}`);
+  if (await page.evaluate(() => window.__xss === 1)) fail("the XSS payload ran");
+
+  // A POST without the CSRF token is refused: sent with the browser's
+  // cookies (the CSRF cookie included) but no token.
+  const resp = await page.request.post(base + "/tasks/" + encodeURIComponent(plan.csrfTask) + "/cancel", { form: { back: "/" }, maxRedirects: 0 });
+  const status = resp.status();
+  if (status !== 403) fail(`POST without a CSRF token answered ${status}, want 403`);
+  step("csrf-less POST refused: " + status);
+
+  const flash = async (want) => {
+    const f = page.locator("#flash");
+    await f.waitFor();
+    const t = (await f.textContent()).trim();
+    if (!t.includes(want)) fail(`flash ${JSON.stringify(t)} lacks ${JSON.stringify(want)}`);
+    step("flash: " + t);
+  };
+
+  // Schedule through the form.
+  await page.goto(base + "/tasks");
+  const form = page.locator("#schedule-form");
+  await form.locator('input[name="id"]').fill(plan.schedule.id);
+  await form.locator('input[name="type"]').fill(plan.schedule.type);
+  await form.locator('input[name="in"]').fill(plan.schedule.in);
+  await form.locator('textarea[name="payload"]').fill(plan.schedule.payload);
+  await page.click("#schedule-submit");
+  await flash("scheduled " + plan.schedule.id);
+
+  // Reschedule, run now, cancel: buttons on the tasks page's rows.
+  const row = (id) => page.locator(`#tasks-table tr[data-id="${id}"]`);
+  await page.goto(base + "/tasks");
+  await row(plan.reschedule.id).locator('input[name="in"]').fill(plan.reschedule.in);
+  await row(plan.reschedule.id).getByRole("button", { name: "Reschedule" }).click();
+  await flash(plan.reschedule.id + " now due");
+  await row(plan.runNow).getByRole("button", { name: "Run now" }).click();
+  await flash(plan.runNow + " is due now");
+  await row(plan.cancel).getByRole("button", { name: "Cancel" }).click();
+  await flash("cancelled " + plan.cancel);
+
+  // Runs: the state filter is a link.
+  await page.goto(base + "/runs");
+  await page.locator('#state-tabs a', { hasText: "succeeded" }).click();
+  await page.waitForURL(/state=succeeded/);
+  step("runs filtered: " + page.url());
+
+  // Dead letters: requeue one, then all; wait for the one that dies again,
+  // then purge.
+  await page.goto(base + "/deadletters");
+  await page.locator(`#deadletters-table tr[data-id="${plan.requeue}"]`).getByRole("button", { name: "Requeue" }).click();
+  await flash("requeued " + plan.requeue);
+  await page.getByRole("button", { name: "Requeue all" }).click();
+  await flash("requeued");
+  const deadline = Date.now() + 60000;
+  for (;;) {
+    await page.goto(base + "/deadletters");
+    if (await page.locator(`#deadletters-table tr[data-id="${plan.diesAgain}"]`).count() === 1) break;
+    if (Date.now() > deadline) { fail(plan.diesAgain + " never came back to the dead letters"); break; }
+    await page.waitForTimeout(1000);
+  }
+  await page.getByRole("button", { name: "Purge" }).click();
+  await flash("purged");
+
+  // Blackboard: run a key now, remove another.
+  await page.goto(base + "/blackboard");
+  await page.locator(`#keys-table tr[data-key="${plan.keyRunNow}"]`).getByRole("button", { name: "Run now" }).click();
+  await flash(plan.keyRunNow + " will run");
+  await page.locator(`#keys-table tr[data-key="${plan.keyRemove}"]`).getByRole("button", { name: "Remove" }).click();
+  await flash("removed " + plan.keyRemove);
+
+  // Live refresh: the overview's figures update without a reload.
+  await page.goto(base + "/");
+  const before = await page.locator("#updated").textContent();
+  await page.evaluate(() => { window.__sameDocument = true; });
+  await page.waitForFunction((b) => document.getElementById("updated").textContent !== b, before, { timeout: plan.refreshWait || 30000 });
+  if (!(await page.evaluate(() => window.__sameDocument === true))) fail("the page reloaded instead of refreshing in place");
+  step("refreshed in place");
+}
+
+main()
+  .catch((e) => fail("script: " + (e && e.stack || e)))
+  .finally(() => {
+    process.stdout.write(JSON.stringify({ ok: failures.length === 0, failures, steps }) + "\n");
+    process.exit(0);
+  });

@@ -1,0 +1,148 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/leasecrontype"
+)
+
+// pauseSource is a PauseSource in memory that counts its reads.
+type pauseSource struct {
+	mu    sync.Mutex
+	types map[string]time.Time
+	reads int
+	err   error
+}
+
+func (p *pauseSource) PausedTypes(context.Context) (map[string]time.Time, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reads++
+	if p.err != nil {
+		return nil, p.err
+	}
+	out := make(map[string]time.Time, len(p.types))
+	for k, v := range p.types {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (p *pauseSource) set(typ string, until time.Time, paused bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if paused {
+		p.types[typ] = until
+	} else {
+		delete(p.types, typ)
+	}
+}
+
+func (p *pauseSource) readCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reads
+}
+
+// A paused type's messages go back without running and without an
+// attempt; other types flow; on resume the held messages come back at
+// once (not after PauseHold) and run as first attempts. The pause state is
+// read at most once per PauseCheck.
+func TestPausedTypeWaitsAndResumes(t *testing.T) {
+	src := &pauseSource{types: map[string]time.Time{"notify": {}}}
+	h := newHarness(t, ConsumerOptions{Pauses: src, PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second})
+	released := make(chan int, 10)
+	h.c.hooks.released = func(n int) { released <- n }
+	var got calls
+	h.c.Handle("notify", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	h.c.Handle("report", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	h.enqueue(Envelope{ID: "n1", Type: "notify"})
+	h.enqueue(Envelope{ID: "r1", Type: "report"})
+	h.start()
+	outcomes := map[string]Outcome{}
+	for range 2 {
+		ev := h.next()
+		outcomes[ev.typ] = ev.outcome
+	}
+	if outcomes["notify"] != OutcomePaused || outcomes["report"] != OutcomeSucceeded {
+		t.Fatalf("outcomes %v, want notify paused and report succeeded", outcomes)
+	}
+	m, env := h.only(h.work)
+	if env.ID != "n1" || env.Attempt != 0 || !m.NextVisible.Equal(t0.Add(10*time.Minute)) {
+		t.Fatalf("paused message = %+v %+v; want n1 hidden for the default PauseHold, no attempt", m, env)
+	}
+	if got.n() != 1 || got.tasks[0].ID != "r1" {
+		t.Fatalf("handler calls %+v, want only r1", got.tasks)
+	}
+
+	// Resumed: at its next check (PauseCheck after the start) the watcher
+	// sees it and shows n1 again, long before the hold would have ended.
+	src.set("notify", time.Time{}, false)
+	h.clk.Advance(5 * time.Second)
+	select {
+	case n := <-released:
+		if n != 1 {
+			t.Fatalf("the watcher showed %d messages again, want 1", n)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the pause watcher never checked")
+	}
+	h.expect(OutcomeSucceeded)
+	if got.n() != 2 || got.tasks[1].ID != "n1" || got.tasks[1].Attempt != 1 {
+		t.Fatalf("handler calls %+v, want n1 as a first attempt", got.tasks)
+	}
+	if max := int(h.clk.Now().Sub(t0)/(5*time.Second)) + 2; src.readCount() > max {
+		t.Fatalf("%d pause reads in %v, want at most %d (one per PauseCheck)", src.readCount(), h.clk.Now().Sub(t0), max)
+	}
+	if st := h.c.Stats().ByType["notify"]; st.Deferred != 1 || st.Failed != 0 || st.Handled != 1 {
+		t.Fatalf("notify stats %+v, want one deferral, one success, no failure", st)
+	}
+}
+
+// A pause with an end hides its messages until then; they run afterwards
+// without a resume.
+func TestPauseUntilEnds(t *testing.T) {
+	until := t0.Add(30 * time.Second)
+	src := &pauseSource{types: map[string]time.Time{"notify": until}}
+	h := newHarness(t, ConsumerOptions{Pauses: src, PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second})
+	var got calls
+	h.c.Handle("notify", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	h.enqueue(Envelope{ID: "n1", Type: "notify"})
+	h.start()
+	h.expect(OutcomePaused)
+	if m, _ := h.only(h.work); !m.NextVisible.Equal(until) {
+		t.Fatalf("paused message visible at %v, want at the pause's end %v", m.NextVisible, until)
+	}
+	h.expect(OutcomeSucceeded)
+	if got.n() != 1 || got.at[0].Before(until) {
+		t.Fatalf("ran at %v, want after %v", got.at, until)
+	}
+}
+
+// An idle consumer reads no pause state; a failed read keeps the last
+// known state instead of pausing or resuming anything.
+func TestPauseReadsOnlyWithWork(t *testing.T) {
+	src := &pauseSource{types: map[string]time.Time{}}
+	h := newHarness(t, ConsumerOptions{Pauses: src, PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second})
+	h.c.Handle("notify", func(context.Context, leasecrontype.Task) error { return nil })
+	h.start()
+	for range 30 { // a minute of idle polling
+		h.clk.Advance(h.waitIdle())
+	}
+	if n := src.readCount(); n != 0 {
+		t.Fatalf("an idle consumer read the pause state %d times", n)
+	}
+	src.mu.Lock()
+	src.err = errors.New("storage unreachable")
+	src.mu.Unlock()
+	h.enqueue(Envelope{ID: "n1", Type: "notify"})
+	h.clk.Advance(h.waitIdle())
+	h.expect(OutcomeSucceeded)
+	if n := src.readCount(); n != 1 {
+		t.Fatalf("pause reads = %d, want 1", n)
+	}
+}
