@@ -33,6 +33,7 @@ func (a *app) client() (*leasecron.Client, error) {
 		Storage:    a.storageOpts(),
 		Names:      a.names(),
 		NoRuns:     !a.cfg.Worker.Runs,
+		Runs:       a.runsOptions(),
 		MaxPayload: a.cfg.Payload.MaxSize,
 		Logger:     a.log,
 		Limits:     a.cfg.Limits,
@@ -78,6 +79,7 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 		NoConsume:   !c.Worker.Consume,
 		NoAggregate: !c.Aggregator.Enabled,
 		NoRuns:      !c.Worker.Runs,
+		Runs:        a.runsOptions(),
 		Limits:      c.Limits,
 		AdminAddr:   c.Admin.Addr,
 		Pprof:       c.Admin.Pprof,
@@ -128,4 +130,15 @@ func logHandler(log *slog.Logger) leasecrontype.Handler {
 		fmt.Fprintf(leasecrontype.Output(ctx), "%s\n", p)
 		return nil
 	}
+}
+
+// runsOptions maps runs.* onto leasecron.RunsOptions (runs.clean_every 0
+// turns the leader's cleaning off).
+func (a *app) runsOptions() leasecron.RunsOptions {
+	r := a.cfg.Runs
+	o := leasecron.RunsOptions{Retention: r.Retention, RetentionFailed: r.RetentionFailed, CleanEvery: r.CleanEvery}
+	if o.CleanEvery == 0 {
+		o.CleanEvery = -1
+	}
+	return o
 }

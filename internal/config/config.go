@@ -31,6 +31,7 @@ type Config struct {
 	Mover      Mover
 	Queue      Queue
 	Worker     Worker
+	Runs       Runs
 	Retry      Retry
 	Payload    Payload
 	Aggregator Aggregator
@@ -99,6 +100,13 @@ type Worker struct {
 	Runs              bool
 	Lead              bool
 	Consume           bool
+}
+
+// Runs configures run records.
+type Runs struct {
+	Retention       time.Duration
+	RetentionFailed time.Duration
+	CleanEvery      time.Duration
 }
 
 // Retry configures failed-attempt backoff.
@@ -199,6 +207,9 @@ var Keys = []Key{
 	{"worker.runs", true, "Keep run records (status, duplicate suppression, cancel after move).", false},
 	{"worker.lead", true, "Compete for the lease and move due tasks.", false},
 	{"worker.consume", true, "Take tasks from the queue.", false},
+	{"runs.retention", "168h", "How long the record of a succeeded or cancelled run is kept after it finished (7 days).", false},
+	{"runs.retention_failed", "720h", "How long the record of a failed or dead run is kept after its last attempt (30 days).", false},
+	{"runs.clean_every", "1h", "How often the leader removes expired run records and old per-minute counters; 0 disables (then run `leasecron runs clean`).", false},
 	{"retry.max_attempts", 5, "Attempts before a task is dead and set aside.", false},
 	{"retry.max_snoozes", 50, "Times one run may snooze (leasecron.Snooze, exec exit 75, http 503 + Retry-After) without using an attempt; each snooze beyond is a failed attempt.", false},
 	{"retry.backoff_base", "2s", "First retry delay; doubles per attempt, with jitter.", false},
@@ -351,6 +362,14 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		if err := storage.ValidateKeyPart("worker.instance_id", c.Worker.InstanceID); err != nil {
 			problems = append(problems, err.Error())
 		}
+	}
+	c.Runs = Runs{
+		Retention:       d.dur("runs.retention", time.Minute, 100*365*24*time.Hour),
+		RetentionFailed: d.dur("runs.retention_failed", time.Minute, 100*365*24*time.Hour),
+		CleanEvery:      d.dur("runs.clean_every", 0, 7*24*time.Hour),
+	}
+	if c.Runs.CleanEvery > 0 && c.Runs.CleanEvery < time.Minute {
+		d.bad("runs.clean_every", c.Runs.CleanEvery.String(), "0 (off) or at least 1m")
 	}
 	c.Retry = Retry{
 		MaxAttempts: d.int("retry.max_attempts", 1, 1000),

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/tools/bench/results"
 )
@@ -15,31 +14,29 @@ import (
 // runBatch is the batch-scheduling scenario: N tasks scheduled with
 // schedule.Client.AddMany (what leasecron.Client.ScheduleMany does) against
 // M scheduled one Add at a time, sequentially and by 16 callers (what
-// leasecron.Client.Schedule does), with and without run records, on
-// Azurite as is and with a delay added before every request (what a storage
+// leasecron.Client.Schedule does; run records start when the mover sends a
+// task, so scheduling writes none either way), on Azurite as is and with a delay added before every request (what a storage
 // account in the cloud adds), each on a fresh Azurite, every storage
 // request counted.
 func runBatch(ctx context.Context, b *bench) error {
 	var res results.Batch
 	for _, lat := range []time.Duration{0, b.s.batchLatency} {
-		for _, withRuns := range []bool{false, true} {
-			for _, m := range []struct {
-				name  string
-				tasks int
-				conc  int
-			}{
-				{"batch", b.s.batchTasks, 0},
-				{"single", b.s.batchSingle, 1},
-				{"single-16", b.s.batchSingle, 16},
-			} {
-				c, err := b.batchCase(ctx, m.name, m.tasks, m.conc, withRuns, lat)
-				if err != nil {
-					return fmt.Errorf("%s (runs %v, +%v): %w", m.name, withRuns, lat, err)
-				}
-				b.logf("batch", "%s, runs %v, +%v per request: %d tasks in %.2f s (%.0f/s), %.3f requests/task",
-					m.name, withRuns, lat, c.Tasks, c.Rate.Seconds, c.Rate.PerSec, c.PerTask)
-				res.Cases = append(res.Cases, c)
+		for _, m := range []struct {
+			name  string
+			tasks int
+			conc  int
+		}{
+			{"batch", b.s.batchTasks, 0},
+			{"single", b.s.batchSingle, 1},
+			{"single-16", b.s.batchSingle, 16},
+		} {
+			c, err := b.batchCase(ctx, m.name, m.tasks, m.conc, lat)
+			if err != nil {
+				return fmt.Errorf("%s (+%v): %w", m.name, lat, err)
 			}
+			b.logf("batch", "%s, +%v per request: %d tasks in %.2f s (%.0f/s), %.3f requests/task",
+				m.name, lat, c.Tasks, c.Rate.Seconds, c.Rate.PerSec, c.PerTask)
+			res.Cases = append(res.Cases, c)
 		}
 	}
 	return results.Write(b.out, results.BatchFile, res)
@@ -48,13 +45,13 @@ func runBatch(ctx context.Context, b *bench) error {
 // batchCase schedules tasks tasks on a fresh Azurite: with AddMany when
 // conc is 0, else one Add per task with conc callers; lat is added before
 // every request.
-func (b *bench) batchCase(ctx context.Context, method string, tasks, conc int, withRuns bool, lat time.Duration) (results.BatchCase, error) {
+func (b *bench) batchCase(ctx context.Context, method string, tasks, conc int, lat time.Duration) (results.BatchCase, error) {
 	srv, err := b.startAzurite(ctx, "batch")
 	if err != nil {
 		return results.BatchCase{}, err
 	}
 	defer srv.Stop()
-	tc, err := newTxClientWith(ctx, srv, withRuns, lat)
+	tc, err := newTxClientWith(ctx, srv, lat)
 	if err != nil {
 		return results.BatchCase{}, err
 	}
@@ -74,7 +71,7 @@ func (b *bench) batchCase(ctx context.Context, method string, tasks, conc int, w
 	if err != nil {
 		return results.BatchCase{}, err
 	}
-	c := results.BatchCase{Method: method, Runs: withRuns, AddedLatencyMS: float64(lat) / float64(time.Millisecond), Tasks: tasks, Rate: results.NewRate(tasks, took, nil), Requests: map[string]int64{}}
+	c := results.BatchCase{Method: method, AddedLatencyMS: float64(lat) / float64(time.Millisecond), Tasks: tasks, Rate: results.NewRate(tasks, took, nil), Requests: map[string]int64{}}
 	keys, counts := tc.counter.ByOp()
 	for _, k := range keys {
 		c.Requests[k] = counts[k]
@@ -83,20 +80,10 @@ func (b *bench) batchCase(ctx context.Context, method string, tasks, conc int, w
 	return c, nil
 }
 
-// scheduleMany is leasecron.Client.ScheduleMany over counted clients:
-// AddMany, then the run records of one-off tasks, 16 at a time.
+// scheduleMany is leasecron.Client.ScheduleMany over counted clients.
 func (c *txClient) scheduleMany(ctx context.Context, items []schedule.Item) error {
-	res, err := c.sched.AddMany(ctx, items, schedule.AddManyOptions{})
-	if err != nil {
-		return err
-	}
-	if c.runs == nil {
-		return nil
-	}
-	return eachLimit(len(res), 16, func(i int) error {
-		it := res[i].Item
-		return c.runs.MarkScheduled(ctx, it.ID, runs.Meta{Type: it.Type, Due: it.Due})
-	})
+	_, err := c.sched.AddMany(ctx, items, schedule.AddManyOptions{})
+	return err
 }
 
 // scheduleEach schedules one task per call with conc callers.

@@ -21,7 +21,7 @@ const (
 	targetIdlePerHour  = 120  // idle standby ≤ 120 requests/hour
 	targetRSSMiB       = 40.0 // RSS < 40 MiB at 1,000 tasks/s
 	targetRSSRate      = 1000.0
-	targetBatchPerTask = 0.05 // requests per task with ScheduleMany, no run records
+	targetBatchPerTask = 0.05 // requests per task with ScheduleMany
 	targetBatchRatio   = 20.0 // ScheduleMany vs one Schedule after the other
 )
 
@@ -850,22 +850,22 @@ func batchSection(d *doc, bt *results.Batch) []check {
 	d.line("## 7. Batch scheduling")
 	d.line("")
 	notRun := []check{
-		{target: fmt.Sprintf("ScheduleMany: at most %.2f requests per task (no run records)", targetBatchPerTask), measured: "–", status: statusNotRun},
+		{target: fmt.Sprintf("ScheduleMany: at most %.2f requests per task", targetBatchPerTask), measured: "–", status: statusNotRun},
 		{target: fmt.Sprintf("ScheduleMany: at least %.0f× the throughput of one Schedule at a time", targetBatchRatio), measured: "–", status: statusNotRun},
 	}
 	if bt == nil {
 		d.para("Not run.")
 		return notRun
 	}
-	find := func(method string, runs bool, lat float64) *results.BatchCase {
+	find := func(method string, lat float64) *results.BatchCase {
 		for i := range bt.Cases {
-			if c := &bt.Cases[i]; c.Method == method && c.Runs == runs && c.AddedLatencyMS == lat {
+			if c := &bt.Cases[i]; c.Method == method && c.AddedLatencyMS == lat {
 				return c
 			}
 		}
 		return nil
 	}
-	d.para("`Client.ScheduleMany` (`schedule.Client.AddMany`: table transactions of up to 100 rows, first the id index rows, then the item rows, 8 transactions in flight; with run records, one \"scheduled\" record per one-off task, 16 at a time) against `Client.Schedule` once per task (one transaction writing the row and its index row, plus the run record): one call after the other (\"single\"), and 16 callers at once (\"single-16\"). Every case on a fresh Azurite, every storage request counted; tasks due in an hour, so no worker is involved. The second set adds a fixed delay before every request, as a storage account in the cloud does.")
+	d.para("`Client.ScheduleMany` (`schedule.Client.AddMany`: table transactions of up to 100 rows, first the id index rows, then the item rows, 8 transactions in flight) against `Client.Schedule` once per task (one transaction writing the row and its index row): one call after the other (\"single\"), and 16 callers at once (\"single-16\"). Run records start when the mover sends a task, so neither writes any. Every case on a fresh Azurite, every storage request counted; tasks due in an hour, so no worker is involved. The second set adds a fixed delay before every request, as a storage account in the cloud does.")
 	var rows [][]string
 	lats := map[float64]bool{}
 	for _, c := range bt.Cases {
@@ -879,17 +879,17 @@ func batchSection(d *doc, bt *results.Batch) []check {
 		if c.AddedLatencyMS > 0 {
 			lat = f0(c.AddedLatencyMS) + " ms"
 		}
-		rows = append(rows, []string{c.Method, runsWord(c.Runs), lat, fmt.Sprint(c.Tasks), secs(c.Rate.Seconds), f0(c.Rate.PerSec), fmt.Sprintf("%.3f", c.PerTask), strings.Join(ops, ", ")})
+		rows = append(rows, []string{c.Method, lat, fmt.Sprint(c.Tasks), secs(c.Rate.Seconds), f0(c.Rate.PerSec), fmt.Sprintf("%.3f", c.PerTask), strings.Join(ops, ", ")})
 	}
-	d.table([]string{"Method", "Run records", "Added latency", "Tasks", "Time", "Tasks/s", "Requests per task", "Requests"}, rows)
-	batch, single := find("batch", false, 0), find("single", false, 0)
+	d.table([]string{"Method", "Added latency", "Tasks", "Time", "Tasks/s", "Requests per task", "Requests"}, rows)
+	batch, single := find("batch", 0), find("single", 0)
 	if batch == nil || single == nil {
 		return notRun
 	}
 	// ratios returns ScheduleMany's throughput against one call after
 	// the other and against 16 callers, at one added latency.
 	ratios := func(lat float64) (seq, conc float64, ok bool) {
-		b, s, s16 := find("batch", false, lat), find("single", false, lat), find("single-16", false, lat)
+		b, s, s16 := find("batch", lat), find("single", lat), find("single-16", lat)
 		if b == nil || s == nil {
 			return 0, 0, false
 		}
@@ -905,9 +905,9 @@ func batchSection(d *doc, bt *results.Batch) []check {
 		cloudLat = max(cloudLat, l)
 	}
 	seqC, concC, cloud := ratios(cloudLat)
-	d.para("Without run records, on Azurite as is, ScheduleMany is %.1f× as fast as one Schedule after the other and %.1f× as fast as 16 concurrent callers: Azurite (one Node.js thread) spends most of its time per row, not per request, so batching saves little of it.", seq0, conc0)
+	d.para("On Azurite as is, ScheduleMany is %.1f× as fast as one Schedule after the other and %.1f× as fast as 16 concurrent callers: Azurite (one Node.js thread) spends most of its time per row, not per request, so batching saves little of it.", seq0, conc0)
 	if cloud {
-		d.para("With %.0f ms added per request — the latency a storage account in the cloud adds, which one-at-a-time scheduling pays once per task and ScheduleMany once per 100 rows — it is %.0f× as fast as one call after the other and %.1f× as fast as 16 callers. With run records each one-off task still costs its run record (one request), which is then most of the cost.", cloudLat, seqC, concC)
+		d.para("With %.0f ms added per request — the latency a storage account in the cloud adds, which one-at-a-time scheduling pays once per task and ScheduleMany once per 100 rows — it is %.0f× as fast as one call after the other and %.1f× as fast as 16 callers.", cloudLat, seqC, concC)
 	}
 	perTask := check{target: notRun[0].target, measured: fmt.Sprintf("%.3f requests per task for %d tasks", batch.PerTask, batch.Tasks), status: status(batch.PerTask <= targetBatchPerTask)}
 	if perTask.status == statusMissed {

@@ -318,8 +318,6 @@ type BatchCase struct {
 	// Method is "batch" (ScheduleMany), "single" (one Schedule call after
 	// the other) or "single-16" (16 callers at once).
 	Method string `json:"method"`
-	// Runs reports whether run records were kept.
-	Runs bool `json:"runs"`
 	// AddedLatencyMS is the delay added before every request (0: Azurite
 	// as is).
 	AddedLatencyMS float64 `json:"added_latency_ms,omitempty"`
