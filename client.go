@@ -36,7 +36,8 @@ type ClientOptions struct {
 	// NoRuns turns off run records: no "scheduled" row at Schedule time, and
 	// Cancel can only remove tasks that have not been moved yet.
 	NoRuns bool
-	// MaxPayload is the largest payload accepted, in bytes. Default 1 MiB.
+	// MaxPayload is the largest payload accepted, in bytes. Default
+	// 1048576 (1 MiB).
 	MaxPayload int
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
