@@ -11,7 +11,6 @@ import (
 
 	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/internal/dashboard"
-	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
@@ -94,7 +93,7 @@ func (s dashSource) Stats(ctx context.Context) (dashboard.Stats, error) {
 		OldestDue: st.Due.Oldest, DueLag: st.Due.Lag, Leader: st.Leader, Backpressure: bp.Enabled, HoldingBack: bp.HoldingBack,
 		MaxDepth: bp.MaxDepth, ResumeBelow: bp.ResumeBelow}
 	if st.Counters != nil {
-		n := dashCounts(st.Counters.Total)
+		n := st.Counters.Total
 		out.Counters, out.Instances = &n, st.Counters.Instances
 	}
 	lim, err := s.c.Limits(ctx, st.Counters)
@@ -102,12 +101,14 @@ func (s dashSource) Stats(ctx context.Context) (dashboard.Stats, error) {
 		return out, err
 	}
 	out.Limits = dashLimits(lim)
+	ps, err := s.c.Paused(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, p := range ps {
+		out.Paused = append(out.Paused, dashboard.Pause{Type: p.Type, Until: p.Until})
+	}
 	return out, nil
-}
-
-func dashCounts(c Counts) dashboard.Counts {
-	return dashboard.Counts{Handled: c.Handled, Failed: c.Failed, Retried: c.Retried, Dead: c.Dead, Duplicates: c.Duplicates,
-		Cancelled: c.Cancelled, SetAside: c.SetAside, Deferred: c.Deferred}
 }
 
 func dashLimits(ls []LimitUsage) []dashboard.Limit {
@@ -119,9 +120,15 @@ func dashLimits(ls []LimitUsage) []dashboard.Limit {
 }
 
 func (s dashSource) Throughput(ctx context.Context, since time.Time) ([]dashboard.Minute, error) {
-	// Per-minute counts arrive with the run-history queries; until then
-	// the chart is empty.
-	return nil, nil
+	if s.c.runs == nil {
+		return nil, nil
+	}
+	mins, err := s.c.Throughput(ctx, since)
+	out := make([]dashboard.Minute, len(mins))
+	for i, m := range mins {
+		out[i] = dashboard.Minute{Minute: m.Minute, Succeeded: m.Succeeded, Failed: m.Failed, Retried: m.Retried, Dead: m.Dead, Cancelled: m.Cancelled}
+	}
+	return out, err
 }
 
 func (s dashSource) Pending(ctx context.Context, q dashboard.PendingQuery) (dashboard.PendingPage, error) {
@@ -155,29 +162,12 @@ func (s dashSource) Task(ctx context.Context, id string) (dashboard.Task, error)
 	return t, nil
 }
 
-// runScanCap bounds the interim run listing (a scan of the Runs table).
-const runScanCap = 50
-
 func (s dashSource) Runs(ctx context.Context, q dashboard.RunQuery) (dashboard.RunPage, error) {
-	if s.c.runs == nil {
+	if s.c.runs == nil && q.State != RunScheduled {
 		return dashboard.RunPage{Partial: "Run records are off (worker.runs: false): there is no run history."}, nil
 	}
-	if q.Series != "" {
-		return dashboard.RunPage{Partial: "Occurrences of a series are listed once the run-history queries land."}, nil
-	}
-	f := runs.Filter{Type: q.Type, Limit: runScanCap}
-	if q.State != "" {
-		f.States = []runs.State{q.State}
-	}
-	rs, err := s.c.runs.List(ctx, f)
-	if err != nil {
-		return dashboard.RunPage{}, err
-	}
-	out := dashboard.RunPage{Partial: "The run history is read by scanning the Runs table; only the 50 most recently updated runs are shown."}
-	for _, r := range rs {
-		out.Runs = append(out.Runs, r.Public())
-	}
-	return out, nil
+	p, err := s.c.Runs(ctx, RunQuery{State: q.State, Type: q.Type, Series: q.Series, Limit: q.Limit, Continue: q.Continue})
+	return dashboard.RunPage{Runs: p.Runs, Continue: p.Continue}, err
 }
 
 func (s dashSource) DeadLetters(ctx context.Context, n int) ([]queue.DeadLetter, int, error) {
@@ -196,7 +186,7 @@ func (s dashSource) Instances(ctx context.Context) ([]dashboard.Instance, error)
 func dashInstances(ins []Instance) []dashboard.Instance {
 	out := make([]dashboard.Instance, 0, len(ins))
 	for _, in := range ins {
-		out = append(out, dashboard.Instance{ID: in.ID, Flushed: in.Flushed, Counts: dashCounts(in.Total)})
+		out = append(out, dashboard.Instance{ID: in.ID, Flushed: in.Flushed, Counts: in.Total})
 	}
 	return out
 }
@@ -276,9 +266,6 @@ func (w *Worker) dashboard() (http.Handler, error) {
 	if o == nil {
 		return nil, nil
 	}
-	if w.o.AdminAddr == "" {
-		return nil, errors.New("leasecron: WorkerOptions.Dashboard needs AdminAddr (the dashboard is served there)")
-	}
 	c := clientOf(w.parts, ClientOptions{Names: w.o.Names, NoRuns: w.o.NoRuns, Logger: w.log, Clock: w.o.Clock,
 		Limits: w.o.Limits, MaxDepth: w.o.Mover.MaxDepth, ResumeBelow: w.o.Mover.ResumeBelow})
 	do := *o
@@ -288,9 +275,24 @@ func (w *Worker) dashboard() (http.Handler, error) {
 	if do.Version == "" {
 		do.Version = w.o.Version
 	}
-	io := do.internal(c)
-	if err := dashboard.CheckAddr(w.o.AdminAddr, io); err != nil {
-		return nil, fmt.Errorf("admin address: %w", err)
+	return dashboard.New(do.internal(c))
+}
+
+// checkDashboard refuses a dashboard without an admin address, or on one
+// that would expose it (see ServeDashboard).
+func (o WorkerOptions) checkDashboard() error {
+	d := o.Dashboard
+	if d == nil {
+		return nil
 	}
-	return dashboard.New(io)
+	if o.AdminAddr == "" {
+		return errors.New("leasecron: WorkerOptions.Dashboard needs AdminAddr (the dashboard is served there)")
+	}
+	if err := dashboard.ValidateAuth(d.Auth); err != nil {
+		return err
+	}
+	if err := dashboard.CheckAddr(o.AdminAddr, dashboard.Options{Auth: d.Auth, ReadOnly: d.ReadOnly, AllowAnonymous: d.AllowAnonymous}); err != nil {
+		return fmt.Errorf("WorkerOptions.AdminAddr: %w", err)
+	}
+	return nil
 }

@@ -58,7 +58,7 @@ func TestDashboardOnAzurite(t *testing.T) {
 		path, want string
 		max        int64
 	}{
-		{"/", `id="queue-depth"`, 8},
+		{"/", `id="queue-depth"`, 10}, // … + the throughput chart's per-minute counters
 		{"/tasks", `data-id="one"`, 3},
 		{"/tasks?type=report", `data-id="two"`, 3},
 		{"/tasks/one", `id="payload"`, 3},
@@ -90,6 +90,32 @@ func TestDashboardOnAzurite(t *testing.T) {
 		get(h, c2.path)
 		if again := c.Requests().Sub(before); again.Total != 0 {
 			t.Errorf("GET %s again within the cache TTL cost %d requests, want 0", c2.path, again.Total)
+		}
+	}
+}
+
+// A worker refuses to serve the dashboard without an admin address, or on
+// one other machines reach without auth.
+func TestWorkerDashboardNeedsASafeAdminAddress(t *testing.T) {
+	st := leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"}
+	for _, c := range []struct {
+		addr string
+		o    leasecron.DashboardOptions
+		want string
+	}{
+		{"", leasecron.DashboardOptions{}, "needs AdminAddr"},
+		{":8080", leasecron.DashboardOptions{}, "not loopback"},
+		{"0.0.0.0:8080", leasecron.DashboardOptions{ReadOnly: true}, "not loopback"},
+		{":8080", leasecron.DashboardOptions{Auth: "secret"}, "basic:USER:PASSWORD"},
+	} {
+		_, err := leasecron.NewWorker(leasecron.WorkerOptions{Storage: st, AdminAddr: c.addr, Dashboard: &c.o})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("AdminAddr %q %+v: %v, want an error about %q", c.addr, c.o, err, c.want)
+		}
+	}
+	for _, ok := range []leasecron.DashboardOptions{{Auth: "bearer:t"}, {ReadOnly: true, AllowAnonymous: true}} {
+		if _, err := leasecron.NewWorker(leasecron.WorkerOptions{Storage: st, AdminAddr: ":8080", Dashboard: &ok}); err != nil {
+			t.Errorf("%+v: %v", ok, err)
 		}
 	}
 }

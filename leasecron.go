@@ -45,6 +45,7 @@ const (
 	RunFailed    = leasecrontype.RunFailed
 	RunDead      = leasecrontype.RunDead
 	RunCancelled = leasecrontype.RunCancelled
+	RunSnoozed   = leasecrontype.RunSnoozed
 )
 
 // Storage says how to reach the storage account: a connection string, or
@@ -156,7 +157,7 @@ type parts struct {
 	pauses   *pause.Store
 }
 
-func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clock.Clock, log *slog.Logger) (parts, error) {
+func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayload int, clk clock.Clock, log *slog.Logger) (parts, error) {
 	p := parts{sc: sc}
 	var err error
 	if p.lease, err = trafficcop.NewBlobLock(sc.Blob.NewContainerClient(n.Container), n.LeaseBlob); err != nil {
@@ -177,7 +178,7 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clo
 		return p, err
 	}
 	if !noRuns {
-		if p.runs, err = runs.New(sc, runs.Options{Table: n.RunsTable, Clock: clk, Logger: log}); err != nil {
+		if p.runs, err = runs.New(sc, runs.Options{Table: n.RunsTable, Retention: ro.Retention, RetentionFailed: ro.RetentionFailed, Clock: clk, Logger: log}); err != nil {
 			return p, err
 		}
 	}

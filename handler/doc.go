@@ -26,6 +26,16 @@
 // the queue consumer stores it in the task's run record; custom handlers
 // report output the same way.
 //
+// # Snooze
+//
+// A task that is not ready yet ("the input lands in ten minutes") can ask to
+// run again later without using an attempt (leasecrontype.Snooze): an Exec
+// program exits with ExitSnooze (75) and prints the delay as its last output
+// line ("10m", or "600" seconds); an HTTP endpoint answers 503 Service
+// Unavailable with a Retry-After header (seconds or an HTTP date). A 503
+// without Retry-After, or exit 75 without a readable delay, is a failed
+// attempt.
+//
 // # Idempotency
 //
 // Delivery is at least once: a task can run twice (after a worker crash, a

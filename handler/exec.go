@@ -32,6 +32,14 @@ const (
 	errorTailMax = 1 << 10
 )
 
+// ExitSnooze is the exit status with which an Exec handler's program
+// snoozes its task (EX_TEMPFAIL of sysexits.h, "try again later"): the last
+// line of its output says for how long — a Go duration ("10m", "90s") or a
+// number of seconds ("600") — and the task runs again after that without
+// using an attempt (leasecrontype.Snooze). With a last line that is not a
+// duration the exit is a failed attempt like any other.
+const ExitSnooze = 75
+
 // Environment variables an Exec handler's program receives, in addition to
 // the worker's own environment and ExecOptions.Env.
 const (
@@ -293,6 +301,14 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 		ee.Err = h.contextError(ctx)
 		ee.ExitCode = -1
 	}
+	if ee.ExitCode == ExitSnooze {
+		d, perr := parseSnooze(tail)
+		if perr == nil {
+			h.Logger.Debug("exec handler: snoozed", "command", h.Argv[0], "task", t.ID, "for", d)
+			return leasecrontype.Snooze(d)
+		}
+		ee.Err = fmt.Errorf("exit code %d asks for a snooze, but %v", ExitSnooze, perr)
+	}
 	h.Logger.Debug("exec handler: failed", "command", h.Argv[0], "task", t.ID, "type", t.Type, "elapsed", elapsed, "err", ee.Err)
 	return ee
 }
@@ -370,4 +386,18 @@ func (p *pipes) finish(grace time.Duration) {
 		<-p.outDone
 	}
 	p.outR.Close()
+}
+
+// parseSnooze reads the snooze length from the last non-empty line of an
+// Exec program's output: a Go duration or a whole number of seconds.
+func parseSnooze(output string) (time.Duration, error) {
+	lines := strings.Split(strings.TrimRight(output, " \t\r\n"), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if n, err := strconv.ParseInt(last, 10, 64); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second, nil
+	}
+	if d, err := time.ParseDuration(last); err == nil && d >= 0 {
+		return d, nil
+	}
+	return 0, fmt.Errorf("its last output line %q is not a duration: want e.g. 10m, 90s or 600 (seconds)", trunc.Head(last, 80))
 }

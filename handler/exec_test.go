@@ -463,3 +463,34 @@ func TestExecEscapedChildHoldingOutputIsBounded(t *testing.T) {
 		t.Errorf("output %q", out)
 	}
 }
+
+// Exit code 75 with a delay on the last output line snoozes the task; a
+// last line that is not a delay makes exit 75 a plain failure.
+func TestExecSnooze(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		script string
+		want   time.Duration
+	}{
+		{`echo "input not there yet"; echo 10m; exit 75`, 10 * time.Minute},
+		{`echo 600; exit 75`, 10 * time.Minute},
+		{`printf '90s\n\n'; exit 75`, 90 * time.Second},
+	} {
+		h := mustExec(t, ExecOptions{Argv: []string{"/bin/sh", "-c", c.script}})
+		ctx, got := capture()
+		err := h(ctx, sampleTask(""))
+		if d, ok := leasecrontype.SnoozeOf(err); !ok || d != c.want {
+			t.Errorf("%s: err %v, want a snooze of %v", c.script, err, c.want)
+		}
+		if out, _ := got(); out == "" {
+			t.Errorf("%s: output not recorded", c.script)
+		}
+	}
+	h := mustExec(t, ExecOptions{Argv: []string{"/bin/sh", "-c", `echo "later, maybe"; exit 75`}})
+	err := h(context.Background(), sampleTask(""))
+	var ee *ExecError
+	if _, ok := leasecrontype.SnoozeOf(err); ok || !errors.As(err, &ee) || ee.ExitCode != ExitSnooze ||
+		!strings.Contains(err.Error(), `"later, maybe" is not a duration`) {
+		t.Fatalf("exit 75 without a delay = %v, want an ExecError naming the bad line", err)
+	}
+}

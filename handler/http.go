@@ -90,9 +90,10 @@ type httpHandler struct {
 
 // HTTP returns a handler that sends the task's payload as the body of a
 // request to opts.URL, with the X-Leasecron-* headers describing the task.
-// A 2xx response is success; any other status returns an *HTTPError with
-// the status and the tail of the body; a request that exceeds opts.Timeout
-// returns an error wrapping ErrTimeout.
+// A 2xx response is success; 503 with a Retry-After header snoozes the
+// task for that long (leasecrontype.Snooze); any other status returns an
+// *HTTPError with the status and the tail of the body; a request that
+// exceeds opts.Timeout returns an error wrapping ErrTimeout.
 //
 // HTTP validates opts and returns an error wrapping ErrInvalidOptions that
 // names the bad field when they are unusable.
@@ -204,6 +205,12 @@ func (h *httpHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	_, rerr := io.Copy(body, io.LimitReader(resp.Body, maxDrain))
 	tail := body.String()
 	recordOutput(ctx, tail)
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			h.Logger.Debug("http handler: snoozed", "url", h.safeURL, "task", t.ID, "for", d)
+			return leasecrontype.Snooze(d)
+		}
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		h.Logger.Debug("http handler: failed", "url", h.safeURL, "task", t.ID, "status", resp.StatusCode, "elapsed", time.Since(start))
 		return &HTTPError{Method: h.Method, URL: h.safeURL, StatusCode: resp.StatusCode, Tail: tail}
@@ -230,4 +237,20 @@ func (h *httpHandler) requestError(ctx context.Context, err error) error {
 		return fmt.Errorf("http %s %s: cancelled: %w", h.Method, h.safeURL, context.Cause(ctx))
 	}
 	return fmt.Errorf("http %s %s: %w", h.Method, h.safeURL, err)
+}
+
+// retryAfter parses a Retry-After header: a number of seconds or an HTTP
+// date (a date in the past means now).
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
 }

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -206,5 +207,39 @@ func TestHTTPConnectionRefused(t *testing.T) {
 	}
 	if tailOf(err) != "" {
 		t.Errorf("OutputTail of a connection error: %q", tailOf(err))
+	}
+}
+
+// 503 with Retry-After (seconds or an HTTP date) snoozes the task; 503
+// without it is a failed attempt.
+func TestHTTPRetryAfterSnoozes(t *testing.T) {
+	t.Parallel()
+	retry := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := <-retry; v != "" {
+			w.Header().Set("Retry-After", v)
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, "busy")
+	}))
+	defer srv.Close()
+	h, err := HTTP(HTTPOptions{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := leasecrontype.Task{ID: "t", Type: "notify", Attempt: 1}
+	retry <- "120"
+	if d, ok := leasecrontype.SnoozeOf(h(context.Background(), task)); !ok || d != 2*time.Minute {
+		t.Fatalf("503 Retry-After: 120 = %v, %v; want a 2 min snooze", d, ok)
+	}
+	retry <- time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
+	if d, ok := leasecrontype.SnoozeOf(h(context.Background(), task)); !ok || d < 59*time.Minute || d > time.Hour {
+		t.Fatalf("503 Retry-After in an hour = %v, %v", d, ok)
+	}
+	retry <- ""
+	err = h(context.Background(), task)
+	var he *HTTPError
+	if _, ok := leasecrontype.SnoozeOf(err); ok || !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("503 without Retry-After = %v, want an HTTPError", err)
 	}
 }

@@ -11,8 +11,9 @@ import (
 type RunState string
 
 // The states of a run. A run moves scheduled → queued → running →
-// succeeded, or running → failed → running … → dead; cancelled can be set
-// from any state that is not finished.
+// succeeded, or running → failed → running … → dead, and running →
+// snoozed → running when its handler snoozes; cancelled can be set from any
+// state that is not finished.
 const (
 	// RunScheduled: a row waits in the schedule table.
 	RunScheduled RunState = "scheduled"
@@ -30,11 +31,14 @@ const (
 	// RunCancelled: cancelled by a user; a delivery is acknowledged
 	// without running. Finished.
 	RunCancelled RunState = "cancelled"
+	// RunSnoozed: the handler asked to run again later (Snooze); the
+	// message is hidden until SnoozedUntil and the attempt not counted.
+	RunSnoozed RunState = "snoozed"
 )
 
 // RunStates lists every state, in lifecycle order.
 func RunStates() []RunState {
-	return []RunState{RunScheduled, RunQueued, RunRunning, RunSucceeded, RunFailed, RunDead, RunCancelled}
+	return []RunState{RunScheduled, RunQueued, RunRunning, RunSnoozed, RunSucceeded, RunFailed, RunDead, RunCancelled}
 }
 
 // Finished reports whether s is a final state (succeeded, dead, cancelled).
@@ -55,7 +59,7 @@ func (s RunState) Valid() bool {
 func ParseRunState(s string) (RunState, error) {
 	st := RunState(strings.ToLower(strings.TrimSpace(s)))
 	if !st.Valid() {
-		names := make([]string, 0, 7)
+		names := make([]string, 0, 8)
 		for _, x := range RunStates() {
 			names = append(names, string(x))
 		}
@@ -72,6 +76,9 @@ type Run struct {
 	State RunState
 	// Type is the handler type.
 	Type string
+	// Series is the recurring series of an occurrence; empty for a one-off
+	// task.
+	Series string
 	// Attempts is the number of the latest attempt (1 for the first).
 	Attempts int
 	// Worker is the instance that ran (or runs) the latest attempt.
@@ -86,8 +93,6 @@ type Run struct {
 	// OutputTail is the end of the latest attempt's output (at most
 	// MaxOutputTail bytes).
 	OutputTail string
-	// Deliveries counts queue deliveries that reached a claim.
-	Deliveries int
 	// Duplicates counts deliveries acknowledged without running because the
 	// run had already succeeded.
 	Duplicates int
@@ -98,6 +103,9 @@ type Run struct {
 	// ClaimUntil is when the current claim lapses; a running run whose
 	// claim has lapsed may be taken over by another worker.
 	ClaimUntil time.Time
+	// SnoozedUntil is when a snoozed run runs again (the latest snooze;
+	// kept after the run moves on).
+	SnoozedUntil time.Time
 	// Updated is the service's last-modified time of the record.
 	Updated time.Time
 }

@@ -30,6 +30,9 @@ var (
 	ErrNoPayloadStore = errors.New("envelope has a payload blob but no payload store is configured")
 	// ErrAlreadyRunning: Run was called twice.
 	ErrAlreadyRunning = errors.New("consumer already running")
+	// ErrTooManySnoozes: the handler snoozed more than MaxSnoozes times;
+	// the snooze counts as a failed attempt.
+	ErrTooManySnoozes = errors.New("snoozed too many times")
 	// ErrHandlersStuck: Run returned while handlers that ignored their
 	// cancelled context were still running.
 	ErrHandlersStuck = errors.New("handlers did not return after cancellation")

@@ -120,6 +120,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	}
 	tail := trunc.Tail(joinOutput(out.String(), leasecrontype.OutputOf(herr)), leasecrontype.MaxOutputTail)
 
+	delay, snoozed := leasecrontype.SnoozeOf(herr)
 	switch {
 	case lost:
 		d.log.Warn("message visibility was lost while the handler ran; recording the result and leaving the message to reappear", "err", herr)
@@ -133,6 +134,8 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		c.settle(d, OutcomeLost)
 	case herr != nil && hctx.Err() != nil && !errors.Is(herr, ErrHandlerTimeout):
 		c.abandon(d, tail)
+	case snoozed:
+		c.snooze(hctx, d, delay, tail)
 	case herr == nil:
 		c.succeed(hctx, d, tail)
 	default:
@@ -173,7 +176,7 @@ func (c *Consumer) claim(hctx context.Context, d *delivery) bool {
 	defer cancel()
 	now := c.clk.Now()
 	r, err := c.o.Runs.Claim(ctx, d.env.ID, c.o.InstanceID, d.env.Attempt+1, now.Add(c.o.VisibilityTimeout),
-		leasecrontype.RunMeta{Type: d.env.Type, Due: d.env.Due, Generation: d.env.Generation})
+		d.env.runMeta())
 	switch {
 	case err == nil:
 		d.claimed = true

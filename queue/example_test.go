@@ -100,6 +100,15 @@ func (m *memRecorder) Finish(_ context.Context, id string, state leasecrontype.R
 	return nil
 }
 
+func (m *memRecorder) Snooze(_ context.Context, id string, until time.Time, tail string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.runs[id]
+	r.State, r.SnoozedUntil, r.OutputTail = leasecrontype.RunSnoozed, until, tail
+	m.runs[id] = r
+	return nil
+}
+
 // A consumer with run records: the recorder sees the claim and the
 // outcome, with what the handler wrote to leasecrontype.Output; a second
 // delivery of a run that succeeded is acknowledged without running.

@@ -24,6 +24,7 @@ const (
 	DefaultPollMax           = 30 * time.Second
 	DefaultShutdownGrace     = 30 * time.Second
 	DefaultCrashMargin       = 2
+	DefaultMaxSnoozes        = 50
 	DefaultCountersInterval  = 30 * time.Second
 	DefaultStorageTimeout    = 30 * time.Second
 	DefaultPauseCheck        = 5 * time.Second
@@ -69,6 +70,11 @@ type ConsumerOptions struct {
 	HandlerTimeout time.Duration
 	// HandlerTimeouts overrides HandlerTimeout per task type.
 	HandlerTimeouts map[string]time.Duration
+	// MaxSnoozes is how many times one run may snooze
+	// (leasecrontype.Snooze) without using attempts (retry.max_snoozes);
+	// each snooze beyond it is a failed attempt, so a task that snoozes
+	// forever ends dead. Default 50.
+	MaxSnoozes int
 	// CrashMargin is how many deliveries without any recorded outcome (a
 	// worker crashing on the message before it can update it) are tolerated
 	// beyond MaxAttempts before the message is set aside. Default 2.
@@ -148,6 +154,7 @@ func (o *ConsumerOptions) fill() error {
 		{"Concurrency", &o.Concurrency, DefaultConcurrency},
 		{"MaxAttempts", &o.MaxAttempts, DefaultMaxAttempts},
 		{"CrashMargin", &o.CrashMargin, DefaultCrashMargin},
+		{"MaxSnoozes", &o.MaxSnoozes, DefaultMaxSnoozes},
 	} {
 		if err := opt.Default(ErrInvalidOptions, "ConsumerOptions."+n.name, n.p, n.def); err != nil {
 			return err

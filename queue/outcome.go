@@ -28,7 +28,7 @@ func (c *Consumer) settle(d *delivery, o Outcome) {
 			x.Cancelled++
 		case OutcomeMalformed:
 			x.SetAside++
-		case OutcomeDeferred, OutcomePaused:
+		case OutcomeDeferred, OutcomePaused, OutcomeSnoozed:
 			x.Deferred++
 		case OutcomeAbandoned:
 			x.Abandoned++
@@ -111,6 +111,39 @@ func (c *Consumer) fail(hctx context.Context, d *delivery, herr error, tail stri
 		d.log.Warn("the message will reappear after its visibility timeout without this attempt counted")
 	}
 	c.settle(d, OutcomeRetried)
+}
+
+// snooze puts the message back for delay without counting an attempt: the
+// handler returned leasecrontype.Snooze. Past MaxSnoozes the snooze is a
+// failed attempt instead, so a task cannot snooze forever.
+func (c *Consumer) snooze(hctx context.Context, d *delivery, delay time.Duration, tail string) {
+	d.env.Snoozes++
+	if d.env.Snoozes > c.o.MaxSnoozes {
+		c.fail(hctx, d, fmt.Errorf("%w: %d times; the limit (retry.max_snoozes) is %d", ErrTooManySnoozes, d.env.Snoozes, c.o.MaxSnoozes), tail)
+		return
+	}
+	if delay > MaxVisibility {
+		d.log.Warn("snooze longer than the queue's longest invisibility; the task comes back after a week", "asked", delay)
+		delay = MaxVisibility
+	}
+	env := d.env
+	env.Dequeues = d.m.DequeueCount
+	if !c.rewrite(hctx, d, env, delay) {
+		d.log.Warn("the message will reappear after its visibility timeout without the snooze")
+		c.settle(d, OutcomeLeft)
+		return
+	}
+	until := c.clk.Now().Add(delay)
+	if d.claimed {
+		ctx, cancel := c.opCtx(hctx)
+		if err := c.o.Runs.Snooze(ctx, d.env.ID, until, tail); err != nil {
+			d.log.Warn("recording the snooze failed", "err", err)
+		}
+		cancel()
+	}
+	d.log.Info("task snoozed", "for", delay, "snoozes", env.Snoozes)
+	c.WakeAt(until)
+	c.settle(d, OutcomeSnoozed)
 }
 
 // rewrite updates the message in place with env, hidden for delay.

@@ -51,4 +51,8 @@ type RunRecorder interface {
 	// attempt (nil otherwise) and the end of its output. A cancelled run
 	// stays cancelled.
 	Finish(ctx context.Context, id string, state leasecrontype.RunState, err error, outputTail string) error
+	// Snooze records that the attempt ended with leasecrontype.Snooze: the
+	// run is RunSnoozed until until, with its attempts and last error
+	// unchanged.
+	Snooze(ctx context.Context, id string, until time.Time, outputTail string) error
 }

@@ -30,6 +30,9 @@ const (
 	// OutcomeDeferred: put back for later without counting an attempt (no
 	// limiter slot, claimed by another worker, already running here).
 	OutcomeDeferred Outcome = "deferred"
+	// OutcomeSnoozed: the handler snoozed (leasecrontype.Snooze); the
+	// message comes back after the delay with its attempt count unchanged.
+	OutcomeSnoozed Outcome = "snoozed"
 	// OutcomePaused: its type is paused; put back without running and
 	// without counting an attempt, until the type is resumed.
 	OutcomePaused Outcome = "paused"

@@ -44,6 +44,9 @@ func TestBadInputIsRefusedWithExitCode2(t *testing.T) {
 		{[]string{"deadletter", "requeue"}, "ID or --all"},
 		{[]string{"aggregator", "add", "k", "--type", "t"}, "--every is required"},
 		{[]string{"aggregator", "add", "k", "--every", "1h", "--type", "Bad Type"}, "Bad Type"},
+		{[]string{"dashboard", "--addr", ":8090"}, `":8090" is not loopback`},
+		{[]string{"dashboard", "--addr", "0.0.0.0:8090"}, "dashboard.auth"},
+		{[]string{"dashboard", "--addr", "nonsense"}, `"nonsense"`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -55,6 +58,24 @@ func TestBadInputIsRefusedWithExitCode2(t *testing.T) {
 				t.Fatalf("stderr %q does not mention %q", stderr, tc.want)
 			}
 		})
+	}
+}
+
+func TestDashboardAuthIsCheckedWithoutEchoingIt(t *testing.T) {
+	t.Setenv("LEASECRON_DASHBOARD_AUTH", "hunter2")
+	code, _, stderr := run(t, "", "dashboard", "--addr", ":8090")
+	if code != exitUsage || !strings.Contains(stderr, "basic:USER:PASSWORD or bearer:TOKEN") || strings.Contains(stderr, "hunter2") {
+		t.Fatalf("exit %d stderr %q", code, stderr)
+	}
+	// Read-only and anonymous on purpose: allowed past the address check
+	// (and then fails for want of a storage account).
+	t.Setenv("LEASECRON_DASHBOARD_AUTH", "")
+	t.Setenv("LEASECRON_DASHBOARD_READ_ONLY", "true")
+	t.Setenv("LEASECRON_DASHBOARD_ALLOW_ANONYMOUS", "true")
+	t.Setenv("LEASECRON_STORAGE_CONNECTION_STRING", "")
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
+	if code, _, stderr := run(t, "", "dashboard", "--addr", ":8090"); code == exitUsage || strings.Contains(stderr, "loopback") {
+		t.Fatalf("read-only anonymous refused: exit %d stderr %q", code, stderr)
 	}
 }
 

@@ -20,6 +20,7 @@ func (a *app) client() (*leasecron.Client, error) {
 		Storage:    a.cfg.Storage,
 		Names:      a.cfg.Names,
 		NoRuns:     !a.cfg.Worker.Runs,
+		Runs:       a.runsOptions(),
 		MaxPayload: a.cfg.Payload.MaxSize,
 		Logger:     a.log,
 		Limits:     a.cfg.Limits,
@@ -56,7 +57,7 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 		Consumer: leasecron.ConsumerOptions{
 			Concurrency: c.Worker.Concurrency, VisibilityTimeout: c.Worker.VisibilityTimeout, MaxRunTime: c.Worker.MaxRunTime,
 			ShutdownGrace: c.Worker.ShutdownGrace, PollMin: c.Worker.PollMin, PollMax: c.Worker.PollMax,
-			MaxAttempts: c.Retry.MaxAttempts, BackoffBase: c.Retry.BackoffBase, BackoffMax: c.Retry.BackoffMax,
+			MaxAttempts: c.Retry.MaxAttempts, MaxSnoozes: c.Retry.MaxSnoozes, BackoffBase: c.Retry.BackoffBase, BackoffMax: c.Retry.BackoffMax,
 			HandlerTimeouts: timeouts, CountersEvery: c.Worker.CountersEvery,
 			PauseCheck: c.Worker.PauseCheck, PauseHold: c.Worker.PauseHold,
 		},
@@ -65,6 +66,7 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 		NoConsume:   !c.Worker.Consume,
 		NoAggregate: !c.Aggregator.Enabled,
 		NoRuns:      !c.Worker.Runs,
+		Runs:        a.runsOptions(),
 		Limits:      c.Limits,
 		AdminAddr:   c.Admin.Addr,
 		Pprof:       c.Admin.Pprof,
@@ -115,4 +117,15 @@ func logHandler(log *slog.Logger) leasecrontype.Handler {
 		fmt.Fprintf(leasecrontype.Output(ctx), "%s\n", p)
 		return nil
 	}
+}
+
+// runsOptions maps runs.* onto leasecron.RunsOptions (runs.clean_every 0
+// turns the leader's cleaning off).
+func (a *app) runsOptions() leasecron.RunsOptions {
+	r := a.cfg.Runs
+	o := leasecron.RunsOptions{Retention: r.Retention, RetentionFailed: r.RetentionFailed, CleanEvery: r.CleanEvery}
+	if o.CleanEvery == 0 {
+		o.CleanEvery = -1
+	}
+	return o
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/dashboard"
 )
 
 func init() {
@@ -42,11 +43,18 @@ dashboard.read_only and dashboard.allow_anonymous are both true.`,
 			if _, _, err := net.SplitHostPort(addr); err != nil {
 				return usagef("--addr %q: %v: want HOST:PORT, e.g. %s", addr, err, leasecron.DefaultDashboardAddr)
 			}
+			o := a.dashboardOptions()
+			// Refused before anything touches storage.
+			if err := dashboard.ValidateAuth(o.Auth); err != nil {
+				return usageError{err}
+			}
+			if err := dashboard.CheckAddr(addr, dashboard.Options{Auth: o.Auth, ReadOnly: o.ReadOnly, AllowAnonymous: o.AllowAnonymous}); err != nil {
+				return usageError{err}
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err
 			}
-			o := a.dashboardOptions()
 			o.OnListen = func(at net.Addr) {
 				fmt.Fprintf(a.out, "dashboard: http://%s/\n", at)
 				a.log.Info("dashboard listening", "addr", at.String(), "read_only", o.ReadOnly, "auth", o.Auth != "")

@@ -299,6 +299,9 @@ func (a *app) statusCmd() *cobra.Command {
 				if !r.Finished.IsZero() {
 					fmt.Fprintf(tw, "finished\t%s\n", r.Finished.Format(time.RFC3339Nano))
 				}
+				if r.State == leasecron.RunSnoozed {
+					fmt.Fprintf(tw, "snoozed until\t%s\n", r.SnoozedUntil.Format(time.RFC3339Nano))
+				}
 				if r.Duplicates > 0 {
 					fmt.Fprintf(tw, "duplicates\t%d\n", r.Duplicates)
 				}
@@ -327,15 +330,16 @@ type runOut struct {
 	Finished   time.Time `json:"finished,omitzero"`
 	LastError  string    `json:"last_error,omitempty"`
 	OutputTail string    `json:"output_tail,omitempty"`
-	Deliveries int       `json:"deliveries"`
+	Series     string    `json:"series,omitempty"`
 	Duplicates int       `json:"duplicates"`
 	Generation int64     `json:"generation,omitempty"`
 	Due        time.Time `json:"due,omitzero"`
+	Snoozed    time.Time `json:"snoozed_until,omitzero"`
 	Updated    time.Time `json:"updated,omitzero"`
 }
 
 func runJSON(r leasecron.Run) runOut {
 	return runOut{ID: r.ID, State: string(r.State), Type: r.Type, Attempts: r.Attempts, Worker: r.Worker, Started: r.Started,
-		Finished: r.Finished, LastError: r.LastError, OutputTail: r.OutputTail, Deliveries: r.Deliveries, Duplicates: r.Duplicates,
-		Generation: r.Generation, Due: r.Due, Updated: r.Updated}
+		Finished: r.Finished, LastError: r.LastError, OutputTail: r.OutputTail, Series: r.Series, Duplicates: r.Duplicates,
+		Generation: r.Generation, Due: r.Due, Snoozed: r.SnoozedUntil, Updated: r.Updated}
 }

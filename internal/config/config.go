@@ -30,6 +30,7 @@ type Config struct {
 	Mover      Mover
 	Queue      Queue
 	Worker     Worker
+	Runs       Runs
 	Retry      Retry
 	Payload    Payload
 	Aggregator Aggregator
@@ -80,11 +81,19 @@ type Worker struct {
 	Consume           bool
 }
 
+// Runs configures run records.
+type Runs struct {
+	Retention       time.Duration
+	RetentionFailed time.Duration
+	CleanEvery      time.Duration
+}
+
 // Retry configures failed-attempt backoff.
 type Retry struct {
 	MaxAttempts int
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
+	MaxSnoozes  int
 }
 
 // Payload configures payload limits.

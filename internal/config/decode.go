@@ -113,8 +113,17 @@ func Load(v *viper.Viper, file string) (Config, error) {
 			problems = append(problems, err.Error())
 		}
 	}
+	c.Runs = Runs{
+		Retention:       d.dur("runs.retention", time.Minute, 100*365*24*time.Hour),
+		RetentionFailed: d.dur("runs.retention_failed", time.Minute, 100*365*24*time.Hour),
+		CleanEvery:      d.dur("runs.clean_every", 0, 7*24*time.Hour),
+	}
+	if c.Runs.CleanEvery > 0 && c.Runs.CleanEvery < time.Minute {
+		d.bad("runs.clean_every", c.Runs.CleanEvery.String(), "0 (off) or at least 1m")
+	}
 	c.Retry = Retry{
 		MaxAttempts: d.int("retry.max_attempts", 1, 1000),
+		MaxSnoozes:  d.int("retry.max_snoozes", 1, 100000),
 		BackoffBase: d.dur("retry.backoff_base", time.Millisecond, 24*time.Hour),
 		BackoffMax:  d.dur("retry.backoff_max", time.Millisecond, 7*24*time.Hour),
 	}

@@ -18,6 +18,13 @@ type authenticator struct {
 	bearer       bool
 }
 
+// ValidateAuth checks the form of Options.Auth (dashboard.auth) without
+// echoing it.
+func ValidateAuth(s string) error {
+	_, err := parseAuth(s)
+	return err
+}
+
 // parseAuth reads Options.Auth. The error names the accepted forms but
 // never echoes the value (it is a secret).
 func parseAuth(s string) (authenticator, error) {

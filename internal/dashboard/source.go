@@ -89,17 +89,8 @@ type Pause struct {
 	Until time.Time
 }
 
-// Counts are cumulative outcome counts.
-type Counts struct {
-	Handled    int64 `json:"handled"`
-	Failed     int64 `json:"failed"`
-	Retried    int64 `json:"retried"`
-	Dead       int64 `json:"dead"`
-	Duplicates int64 `json:"duplicates"`
-	Cancelled  int64 `json:"cancelled"`
-	SetAside   int64 `json:"set_aside"`
-	Deferred   int64 `json:"deferred"`
-}
+// Counts are cumulative outcome counts (the CLI's stats).
+type Counts = leasecrontype.Counts
 
 // Limit is one limited type's slots.
 type Limit struct {

@@ -33,6 +33,7 @@ func main() {
 	duration := flag.Duration("duration", 0, "stop by itself after this long (0: run until Ctrl-C)")
 	handover := flag.Duration("handover", 45*time.Second, "stop the leader after this long to show a handover (0: never)")
 	interval := flag.Duration("interval", 20*time.Second, "blackboard interval of each city")
+	dashAddr := flag.String("dashboard", "127.0.0.1:8090", "address of the web dashboard (a free port if taken)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -41,13 +42,13 @@ func main() {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	if err := run(ctx, *handover, *interval); err != nil && ctx.Err() == nil {
+	if err := run(ctx, *handover, *interval, *dashAddr); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, handover, interval time.Duration) error {
+func run(ctx context.Context, handover, interval time.Duration, dashAddr string) error {
 	root, err := proc.ModuleRoot()
 	if err != nil {
 		return err
@@ -75,6 +76,15 @@ func run(ctx context.Context, handover, interval time.Duration) error {
 	defer srv.Close()
 	feedBase := "http://" + ln.Addr().String() + "/"
 
+	// The dashboard's address first: the port is taken now and answers
+	// "starting" until the fleet is up.
+	dash, err := newDemoDashboard(dashAddr)
+	if err != nil {
+		return err
+	}
+	defer dash.Close()
+	say("dashboard: %s  (open it in a browser; it shows this fleet live)", dash.URL)
+
 	say("starting Azurite and three workers (logs in %s)", dir)
 	f, err := fleet.Start(ctx, fleet.Options{Dir: dir, Workers: 3, Config: map[string]any{
 		"log": map[string]any{"level": "info"},
@@ -82,6 +92,8 @@ func run(ctx context.Context, handover, interval time.Duration) error {
 			"cities": map[string]any{"kind": "calendar", "timeout": "30s"},
 		},
 		"aggregator": map[string]any{"cycle": "2s"},
+		// Counters every 5 s, so the dashboard's figures move.
+		"worker": map[string]any{"counters_every": "5s"},
 	}})
 	if err != nil {
 		return err
@@ -91,6 +103,9 @@ func run(ctx context.Context, handover, interval time.Duration) error {
 		f.Stop()
 		say("stopped; bye")
 	}()
+	if err := dash.Serve(f); err != nil {
+		return err
+	}
 	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
 	go watchWorkers(wctx, f, dir)
 	leader, err := f.WaitLeader(wctx, "")
