@@ -14,24 +14,11 @@ import (
 	"github.com/leasecron/leasecron/internal/config"
 )
 
-func (a *app) storageOpts() leasecron.Storage {
-	s := a.cfg.Storage
-	return leasecron.Storage{ConnectionString: s.ConnectionString, Account: s.Account, BlobURL: s.BlobURL, QueueURL: s.QueueURL, TableURL: s.TableURL}
-}
-
-func (a *app) names() leasecron.Names {
-	n := a.cfg.Names
-	return leasecron.Names{
-		Container: n.Container, LeaseBlob: n.LeaseBlob, ScheduleTable: n.ScheduleTable, RunsTable: n.RunsTable,
-		BlackboardTable: n.BlackboardTable, Queue: n.Queue, PoisonQueue: n.PoisonQueue,
-	}
-}
-
 // client returns a leasecron.Client for the configuration.
 func (a *app) client() (*leasecron.Client, error) {
 	return leasecron.NewClient(leasecron.ClientOptions{
-		Storage:    a.storageOpts(),
-		Names:      a.names(),
+		Storage:    a.cfg.Storage,
+		Names:      a.cfg.Names,
 		NoRuns:     !a.cfg.Worker.Runs,
 		Runs:       a.runsOptions(),
 		MaxPayload: a.cfg.Payload.MaxSize,
@@ -57,8 +44,8 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 	}
 	return leasecron.WorkerOptions{
 		Dashboard:  dash,
-		Storage:    a.storageOpts(),
-		Names:      a.names(),
+		Storage:    a.cfg.Storage,
+		Names:      a.cfg.Names,
 		InstanceID: c.Worker.InstanceID,
 		Lease: leasecron.LeaseOptions{
 			Duration: c.Lease.Duration, RenewEvery: c.Lease.RenewEvery, PollEvery: c.Lease.PollEvery, SafetyMargin: c.Lease.SafetyMargin,
