@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// chunkBuffer bounds how many chunks (batches) a pass keeps in flight
+// batchBuffer bounds how many batches a pass keeps in flight
 // between sending and committing.
-const chunkBuffer = 16
+const batchBuffer = 16
 
 // shardPass is one pass over one shard. It is a pipeline: the reader reads
 // the due rows page by page and plans them; their messages are sent
@@ -33,8 +33,8 @@ type shardPass struct {
 	lagSet bool
 }
 
-// chunk is the rows of one fenced transaction.
-type chunk struct {
+// txBatch is the rows of one fenced transaction of a pass.
+type txBatch struct {
 	plans []*plan
 	ops   int
 	keys  map[string]bool
@@ -56,12 +56,12 @@ func (m *Mover) newShardPass(shard string, gen int64, now time.Time, budget int)
 func (sp *shardPass) run(ctx context.Context) (more bool, err error) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	chunks := make(chan *chunk, chunkBuffer)
+	batches := make(chan *txBatch, batchBuffer)
 	var cerr error
 	committed := make(chan struct{})
 	go func() {
 		defer close(committed)
-		for c := range chunks {
+		for c := range batches {
 			if cerr != nil || pctx.Err() != nil {
 				c.sends.Wait()
 				continue
@@ -71,8 +71,8 @@ func (sp *shardPass) run(ctx context.Context) (more bool, err error) {
 			}
 		}
 	}()
-	more, rerr := sp.read(pctx, chunks)
-	close(chunks)
+	more, rerr := sp.read(pctx, batches)
+	close(batches)
 	<-committed
 	switch {
 	case ctx.Err() != nil:
@@ -87,10 +87,10 @@ func (sp *shardPass) run(ctx context.Context) (more bool, err error) {
 
 // read plans the due rows of the shard and hands them to the committer a
 // batch at a time, starting their sends on the way.
-func (sp *shardPass) read(ctx context.Context, out chan<- *chunk) (more bool, err error) {
+func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, err error) {
 	m := sp.m
 	q := Query{Partition: sp.shard, To: dueBound(sp.now.Add(m.o.Early))}
-	cur := &chunk{keys: map[string]bool{}}
+	cur := &txBatch{keys: map[string]bool{}}
 	flush := func() {
 		if len(cur.plans) == 0 {
 			return
@@ -100,7 +100,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *chunk) (more bool, er
 			sp.start(ctx, cur, p)
 		}
 		out <- cur
-		cur = &chunk{keys: map[string]bool{}}
+		cur = &txBatch{keys: map[string]bool{}}
 	}
 	defer flush()
 	for {
@@ -144,7 +144,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *chunk) (more bool, er
 
 // start sends p's messages in the background, at most Concurrency plans
 // at a time across the pass.
-func (sp *shardPass) start(ctx context.Context, c *chunk, p *plan) {
+func (sp *shardPass) start(ctx context.Context, c *txBatch, p *plan) {
 	if p.bad != "" || len(p.sends) == 0 {
 		p.ok = p.bad == ""
 		return
@@ -166,9 +166,9 @@ func (sp *shardPass) start(ctx context.Context, c *chunk, p *plan) {
 	}()
 }
 
-// settle waits for a chunk's sends, sets its malformed rows aside, confirms
+// settle waits for a batch's sends, sets its malformed rows aside, confirms
 // the early-sent runs it retires and commits what is ready.
-func (sp *shardPass) settle(ctx context.Context, c *chunk) error {
+func (sp *shardPass) settle(ctx context.Context, c *txBatch) error {
 	c.sends.Wait()
 	if ctx.Err() != nil {
 		return nil
@@ -209,10 +209,10 @@ func (sp *shardPass) settle(ctx context.Context, c *chunk) error {
 	return m.commit(ctx, sp.shard, sp.gen, ready)
 }
 
-// add puts p into the chunk unless its operations would not fit in the
-// chunk's transaction (with the fence update) or touch a row it already
-// touches. An empty chunk takes any plan.
-func (c *chunk) add(p *plan, shard string) bool {
+// add puts p into the batch unless its operations would not fit in the
+// batch's transaction (with the fence update) or touch a row it already
+// touches. An empty batch takes any plan.
+func (c *txBatch) add(p *plan, shard string) bool {
 	ops := p.ops(shard, true, true)
 	clash := false
 	for _, op := range ops {
