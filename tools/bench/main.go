@@ -7,7 +7,8 @@
 // design), consumer (consumers vs raw dequeue+delete), lateness (on-time
 // delivery with and without early enqueue), failover (leader loss to first
 // move), transactions (storage requests per task), idle (requests per hour
-// of idle workers) and footprint (worker RSS and CPU). Each starts a fresh
+// of idle workers), footprint (worker RSS and CPU) and batch (ScheduleMany
+// against one Schedule per task). Each starts a fresh
 // Azurite. The count-based scenarios (transactions, idle) run alongside
 // failover, which spends most of its time waiting for leases to expire.
 // `go run ./bench/report` renders the records as
@@ -50,6 +51,8 @@ type scale struct {
 	txSeriesWindow                  time.Duration
 	fpTasks                         int
 	fpIdle                          time.Duration
+	batchTasks, batchSingle         int
+	batchLatency                    time.Duration
 }
 
 var full = scale{
@@ -61,6 +64,7 @@ var full = scale{
 	txWarmup: 60 * time.Second, txBaseline: 60 * time.Second, txSpacing: 10 * time.Second,
 	txLone: 6, txBurst: 500, txSeries: 100, txSeriesWindow: 30 * time.Second,
 	fpTasks: 2_000, fpIdle: 12 * time.Second,
+	batchTasks: 10_000, batchSingle: 1_000, batchLatency: 10 * time.Millisecond,
 }
 
 var quick = scale{
@@ -72,6 +76,7 @@ var quick = scale{
 	txWarmup: 10 * time.Second, txBaseline: 15 * time.Second, txSpacing: 5 * time.Second,
 	txLone: 2, txBurst: 100, txSeries: 20, txSeriesWindow: 10 * time.Second,
 	fpTasks: 1_000, fpIdle: 7 * time.Second,
+	batchTasks: 2_000, batchSingle: 200, batchLatency: 10 * time.Millisecond,
 }
 
 // scenario is one benchmark: run writes its record into dir.
@@ -88,6 +93,7 @@ var scenarios = []scenario{
 	{"transactions", runTransactions},
 	{"idle", runIdle},
 	{"footprint", runFootprint},
+	{"batch", runBatch},
 }
 
 // concurrent are the scenarios that run together (counts and lease
