@@ -70,7 +70,7 @@ type Envelope struct {
 
 // runMeta is what a run record learns about the task from e.
 func (e Envelope) runMeta() leasecrontype.RunMeta {
-	return leasecrontype.RunMeta{Type: e.Type, Due: e.Due, Generation: e.Generation, Queued: e.Marked}
+	return leasecrontype.RunMeta{Type: e.Type, Due: e.Due, Generation: e.Generation, Queued: e.Marked, Token: e.Token}
 }
 
 // ErrMalformed is wrapped by DecodeEnvelope errors: the message is not a

@@ -24,7 +24,7 @@ func (c *Consumer) settle(d *delivery, o Outcome) {
 			x.SetAside++
 		case OutcomeDuplicate:
 			x.Duplicates++
-		case OutcomeCancelled:
+		case OutcomeCancelled, OutcomeSuperseded:
 			x.Cancelled++
 		case OutcomeMalformed:
 			x.SetAside++

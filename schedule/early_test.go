@@ -141,11 +141,11 @@ func TestEarlySendMarksThenConfirmsAndMoves(t *testing.T) {
 	var confirmed []queue.Envelope
 	var moved []string
 	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute,
-		Confirm: func(_ context.Context, env queue.Envelope) error {
+		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
 			mu.Lock()
-			confirmed = append(confirmed, env)
+			confirmed = append(confirmed, envs...)
 			mu.Unlock()
-			return nil
+			return allTrue(len(envs))
 		},
 		OnMoved: func(_ context.Context, envs []queue.Envelope) {
 			for _, env := range envs {
@@ -284,11 +284,13 @@ func TestEarlySendSeries(t *testing.T) {
 	var confirmed []string
 	var mu sync.Mutex
 	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: 20 * time.Second,
-		Confirm: func(_ context.Context, env queue.Envelope) error {
+		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
 			mu.Lock()
-			confirmed = append(confirmed, env.Due.Sub(t0).String())
+			for _, env := range envs {
+				confirmed = append(confirmed, env.Due.Sub(t0).String())
+			}
 			mu.Unlock()
-			return nil
+			return allTrue(len(envs))
 		}})
 	e.c.opts.ChangesAfterSend = true
 	e.add(t, Item{ID: "tick", Due: t0, Recurrence: "@every 4s"})
@@ -341,11 +343,11 @@ func TestEarlySendConfirmFailureAndChange(t *testing.T) {
 	var fail bool
 	var unconfirmed []string
 	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute,
-		Confirm: func(context.Context, queue.Envelope) error {
+		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
 			if fail {
-				return errors.New("runs table down")
+				return make([]bool, len(envs)) // the runs table is down
 			}
-			return nil
+			return allTrue(len(envs))
 		},
 		Unconfirm: func(_ context.Context, env queue.Envelope) error {
 			unconfirmed = append(unconfirmed, env.ID)
@@ -412,4 +414,12 @@ func TestBackpressureIgnoresWaitingMessages(t *testing.T) {
 	if _, ok := e.q.byID("now"); !ok {
 		t.Fatal("a due task was held back by messages that are only waiting")
 	}
+}
+
+func allTrue(n int) []bool {
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = true
+	}
+	return out
 }

@@ -41,7 +41,7 @@ type plan struct {
 
 	ok        bool   // every send was accepted (or the row was set aside)
 	blob      string // payload blob stored for a large directly inserted row
-	confirmed int    // how many of confirm were accepted
+	confirmed int    // how many of confirm were accepted (Unconfirm takes them back)
 }
 
 // send is one message of a plan.

@@ -29,6 +29,9 @@ func runProps(r Run) props {
 	p["OutputTail"] = trunc.Tail(r.OutputTail, MaxOutputTail)
 	p["Duplicates"] = int32(r.Duplicates)
 	p["ClaimUntil"] = r.ClaimUntil
+	if r.Token != "" {
+		p["Token"] = r.Token
+	}
 	return p
 }
 
@@ -64,6 +67,7 @@ func decodeRun(rw row) Run {
 		LastError: p.str("LastError"), OutputTail: p.str("OutputTail"),
 		Duplicates: int(p.int("Duplicates")), Generation: p.int("Generation"),
 		Due: p.time("Due"), ClaimUntil: p.time("ClaimUntil"), SnoozedUntil: p.time("SnoozedUntil"),
+		Token:   p.str("Token"),
 		Updated: rw.updated, etag: rw.etag,
 	}
 }

@@ -351,9 +351,12 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 	next := Run{ID: id, State: Running, Worker: worker, Attempts: attempt, Started: now, ClaimUntil: leaseUntil}
 	fillMeta(&next, m)
 	var ops []op
-	if token := claimToken(id, attempt, m); token != "" {
+	switch token := claimToken(id, attempt, m); {
+	case m.Token != "" && attempt <= 1:
+		// Sent early: the record must carry the token (decideClaim).
+	case token != "":
 		ops = claimOps(token, next)
-	} else if attempt <= 1 {
+	case attempt <= 1:
 		ops = transition(nil, next)
 	}
 	if ops != nil {
