@@ -339,6 +339,7 @@ func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecr
 			return false
 		}
 	}
+	d.log.Debug("early-sent message checked against its task's row", "current", current, "row", d.env.Row)
 	if current {
 		m.Token = "" // the row still stands for it: claim as any other
 	}

@@ -64,8 +64,11 @@ type Envelope struct {
 	// deleted after the early enqueue is acknowledged without running.
 	Token string `json:"token,omitempty"`
 	// Row is the schedule row ("{shard}/{RowKey}") an early-sent message
-	// came from (with Token).
-	Row string `json:"row,omitempty"`
+	// came from (with Token), and RowETag its ETag when the mover read it:
+	// until the row is marked with the token (just after the send), a row
+	// still at that ETag stands for the message too.
+	Row     string `json:"row,omitempty"`
+	RowETag string `json:"row_etag,omitempty"`
 }
 
 // runMeta is what a run record learns about the task from e.

@@ -160,7 +160,7 @@ func (m *Mover) plan(e Entity, now, since time.Time, gen int64) *plan {
 			env.Series = it.ID
 		}
 		if tok != "" {
-			env.Token, env.Row = tok, row
+			env.Token, env.Row, env.RowETag = tok, row, e.ETag
 		}
 		return env
 	}

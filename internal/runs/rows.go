@@ -88,7 +88,11 @@ func stateRowKey(r Run) string {
 	if !hasStateRow(r.State) {
 		return ""
 	}
-	return stateKey(r.State, r.ID, r.Due, r.Worker)
+	who := r.Worker
+	if r.State == Queued {
+		who = r.Token
+	}
+	return stateKey(r.State, r.ID, r.Due, who)
 }
 
 // transition returns the one transaction that takes a run from cur (nil:

@@ -318,6 +318,9 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta) error {
 // takes the failed row its previous attempt left.
 func claimToken(id string, attempt int, m Meta) string {
 	switch {
+	case attempt <= 1 && m.Token != "":
+		// Sent early: only the record confirmed with this token will do.
+		return stateKey(Queued, id, m.Due, m.Token)
 	case attempt <= 1 && m.Queued:
 		return stateKey(Queued, id, m.Due, "")
 	case attempt > 1:
@@ -351,12 +354,9 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 	next := Run{ID: id, State: Running, Worker: worker, Attempts: attempt, Started: now, ClaimUntil: leaseUntil}
 	fillMeta(&next, m)
 	var ops []op
-	switch token := claimToken(id, attempt, m); {
-	case m.Token != "" && attempt <= 1:
-		// Sent early: the record must carry the token (decideClaim).
-	case token != "":
+	if token := claimToken(id, attempt, m); token != "" {
 		ops = claimOps(token, next)
-	case attempt <= 1:
+	} else if attempt <= 1 {
 		ops = transition(nil, next)
 	}
 	if ops != nil {

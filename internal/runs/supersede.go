@@ -11,8 +11,10 @@ import (
 // the schedule until the task is nearly due; a cancel, reschedule, replace
 // or delete meanwhile changes the row. When the mover moves the row it first
 // confirms the run here: MarkQueued with Meta.Token records the token on
-// the run. A claim of the message's first attempt (Meta.Token set) then
-// succeeds only if the record carries the token; otherwise it is refused
+// the run, and in the key of its queued state row. A claim of the message's
+// first attempt (Meta.Token set) takes exactly that row, in one write as for
+// any marked run, and so succeeds only if the record carries the token;
+// otherwise it is refused
 // with ErrUnconfirmed and the worker looks at the row itself (the leader may
 // have died before moving it): unchanged, it claims again without the
 // token; changed or gone, the message is stale and is acknowledged without
