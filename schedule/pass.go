@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/payload"
@@ -372,22 +371,6 @@ func (m *Mover) Upcoming(now time.Time, max int) []time.Time {
 		out = out[:max]
 	}
 	return out
-}
-
-// forEach runs f for every element of items, at most n at a time, and
-// waits for all of them.
-func forEach[T any](n int, items []T, f func(T)) {
-	sem := make(chan struct{}, n)
-	var wg sync.WaitGroup
-	for _, it := range items {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f(it)
-		}()
-	}
-	wg.Wait()
 }
 
 // beforeSend hands the envelopes a chunk is about to send to BeforeSend
