@@ -128,6 +128,7 @@ func render(r records, out string) (string, error) {
 			return err
 		},
 		func() error { c, err := footprintSection(&body, out, r.footprint); add(c...); return err },
+		func() error { add(dashboardSection(&body, r.dashboard)...); return nil },
 	}
 	for _, s := range steps {
 		if err = s(); err != nil {
