@@ -33,10 +33,13 @@ type ClientOptions struct {
 	Storage Storage
 	// Names of the storage resources. Empty fields take defaults.
 	Names Names
-	// NoRuns turns off run records: no "scheduled" row at Schedule time, and
-	// Cancel can only remove tasks that have not been moved yet.
+	// NoRuns turns off run records: Cancel can only remove tasks that have
+	// not been moved yet, and there is no run history.
 	NoRuns bool
-	// MaxPayload is the largest payload accepted, in bytes. Default 1 MiB.
+	// Runs configures run records (retention).
+	Runs RunsOptions
+	// MaxPayload is the largest payload accepted, in bytes. Default
+	// 1048576 (1 MiB).
 	MaxPayload int
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
@@ -78,12 +81,15 @@ func NewClient(o ClientOptions) (*Client, error) {
 		o.Logger = slog.Default()
 	}
 	o.Clock = clock.OrReal(o.Clock)
+	if err := o.Runs.fill(); err != nil {
+		return nil, err
+	}
 	counter := storage.NewCounter()
 	sc, err := storage.New(o.Storage.config(counter))
 	if err != nil {
 		return nil, err
 	}
-	p, err := newParts(sc, o.Names, o.NoRuns, o.MaxPayload, o.Clock, o.Logger)
+	p, err := newParts(sc, o.Names, o.NoRuns, o.Runs, o.MaxPayload, o.Clock, o.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -108,17 +114,10 @@ func clientOf(p parts, o ClientOptions) *Client {
 // pending is refused with ErrAlreadyScheduled unless replace is true.
 // Input is validated before anything is written.
 func (c *Client) Schedule(ctx context.Context, it Item, replace bool) (Item, error) {
-	// On a fresh account Add creates the table and payload container.
-	out, err := c.sched.Add(ctx, it, schedule.AddOptions{Replace: replace})
-	if err != nil {
-		return out, err
-	}
-	if c.runs != nil && out.Recurrence == "" {
-		if err := c.runs.MarkScheduled(ctx, out.ID, runs.Meta{Type: out.Type, Due: out.Due}); err != nil {
-			c.o.Logger.Warn("run record not written; the task is scheduled", "task_id", out.ID, "err", err)
-		}
-	}
-	return out, nil
+	// On a fresh account Add creates the table and payload container. The
+	// run record starts when the mover sends the task: until then the
+	// pending row is the task's record (Status reads it).
+	return c.sched.Add(ctx, it, schedule.AddOptions{Replace: replace})
 }
 
 // CancelResult says what Cancel did.
@@ -139,7 +138,7 @@ type CancelResult struct {
 // ErrAlreadyFinished for a run that has already ended.
 func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	res := CancelResult{ID: id}
-	_, err := c.sched.Cancel(ctx, id)
+	it, err := c.sched.Cancel(ctx, id)
 	switch {
 	case err == nil:
 		res.Removed = true
@@ -152,8 +151,14 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 		}
 		return res, nil
 	}
-	// Mark the run too: the row may have been moved while we deleted it.
-	_, rerr := c.runs.Cancel(ctx, id)
+	// Record the run cancelled too: the row may have been moved while we
+	// deleted it, and status then says what became of the task.
+	var rerr error
+	if res.Removed && it.Recurrence == "" {
+		rerr = c.runs.CancelPending(ctx, id, runs.Meta{Type: it.Type, Due: it.Due})
+	} else {
+		_, rerr = c.runs.Cancel(ctx, id)
+	}
 	switch {
 	case rerr == nil:
 		res.Marked = !res.Removed
@@ -176,14 +181,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 
 // Reschedule moves a pending task to a new due time atomically.
 func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item, error) {
-	it, err := c.sched.Reschedule(ctx, id, due)
-	if err != nil {
-		return it, err
-	}
-	if c.runs != nil && it.Recurrence == "" {
-		_ = c.runs.MarkScheduled(ctx, it.ID, runs.Meta{Type: it.Type, Due: it.Due})
-	}
-	return it, nil
+	return c.sched.Reschedule(ctx, id, due)
 }
 
 // Get returns a pending task.
@@ -211,7 +209,9 @@ type Status struct {
 // State summarises Status in one word: the run's state, or "scheduled".
 func (s Status) State() string {
 	switch {
-	case s.Run != nil && (s.Pending == nil || s.Run.State != runs.Scheduled):
+	case s.Run != nil && (s.Pending == nil || (s.Run.State != runs.Scheduled && s.Run.State != runs.Queued)):
+		// While its row is still in the schedule a task is scheduled, even
+		// if the mover has just recorded its run as queued before sending.
 		return string(s.Run.State)
 	case s.Pending != nil:
 		return string(runs.Scheduled)
@@ -235,6 +235,8 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 		case err == nil:
 			pr := r.Public()
 			st.Run = &pr
+		case errors.Is(err, runs.ErrExpired) && st.Pending == nil:
+			return st, err
 		case !errors.Is(err, runs.ErrNotFound):
 			return st, err
 		}

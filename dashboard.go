@@ -11,7 +11,6 @@ import (
 
 	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/internal/dashboard"
-	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
@@ -121,9 +120,15 @@ func dashLimits(ls []LimitUsage) []dashboard.Limit {
 }
 
 func (s dashSource) Throughput(ctx context.Context, since time.Time) ([]dashboard.Minute, error) {
-	// Per-minute counts arrive with the run-history queries; until then
-	// the chart is empty.
-	return nil, nil
+	if s.c.runs == nil {
+		return nil, nil
+	}
+	mins, err := s.c.Throughput(ctx, since)
+	out := make([]dashboard.Minute, len(mins))
+	for i, m := range mins {
+		out[i] = dashboard.Minute{Minute: m.Minute, Succeeded: m.Succeeded, Failed: m.Failed, Retried: m.Retried, Dead: m.Dead, Cancelled: m.Cancelled}
+	}
+	return out, err
 }
 
 func (s dashSource) Pending(ctx context.Context, q dashboard.PendingQuery) (dashboard.PendingPage, error) {
@@ -157,29 +162,12 @@ func (s dashSource) Task(ctx context.Context, id string) (dashboard.Task, error)
 	return t, nil
 }
 
-// runScanCap bounds the interim run listing (a scan of the Runs table).
-const runScanCap = 50
-
 func (s dashSource) Runs(ctx context.Context, q dashboard.RunQuery) (dashboard.RunPage, error) {
-	if s.c.runs == nil {
+	if s.c.runs == nil && q.State != RunScheduled {
 		return dashboard.RunPage{Partial: "Run records are off (worker.runs: false): there is no run history."}, nil
 	}
-	if q.Series != "" {
-		return dashboard.RunPage{Partial: "Occurrences of a series are listed once the run-history queries land."}, nil
-	}
-	f := runs.Filter{Type: q.Type, Limit: runScanCap}
-	if q.State != "" {
-		f.States = []runs.State{q.State}
-	}
-	rs, err := s.c.runs.List(ctx, f)
-	if err != nil {
-		return dashboard.RunPage{}, err
-	}
-	out := dashboard.RunPage{Partial: "The run history is read by scanning the Runs table; only the 50 most recently updated runs are shown."}
-	for _, r := range rs {
-		out.Runs = append(out.Runs, r.Public())
-	}
-	return out, nil
+	p, err := s.c.Runs(ctx, RunQuery{State: q.State, Type: q.Type, Series: q.Series, Limit: q.Limit, Continue: q.Continue})
+	return dashboard.RunPage{Runs: p.Runs, Continue: p.Continue}, err
 }
 
 func (s dashSource) DeadLetters(ctx context.Context, n int) ([]queue.DeadLetter, int, error) {

@@ -58,7 +58,7 @@ func TestDashboardOnAzurite(t *testing.T) {
 		path, want string
 		max        int64
 	}{
-		{"/", `id="queue-depth"`, 9},
+		{"/", `id="queue-depth"`, 10}, // … + the throughput chart's per-minute counters
 		{"/tasks", `data-id="one"`, 3},
 		{"/tasks?type=report", `data-id="two"`, 3},
 		{"/tasks/one", `id="payload"`, 3},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
+	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/pause"
 	"github.com/leasecron/leasecron/internal/payload"
@@ -99,11 +100,11 @@ type Names struct {
 // DefaultNames returns the default resource names.
 func DefaultNames() Names {
 	return Names{
-		Container:       "leasecron",
+		Container:       payload.DefaultContainer,
 		LeaseBlob:       "locks/scheduler",
 		ScheduleTable:   schedule.DefaultTable,
 		RunsTable:       runs.DefaultTable,
-		BlackboardTable: "Blackboard",
+		BlackboardTable: aggregator.DefaultTable,
 		Queue:           queue.DefaultQueue,
 		PoisonQueue:     queue.DefaultPoisonQueue,
 	}
@@ -156,7 +157,7 @@ type parts struct {
 	pauses   *pause.Store
 }
 
-func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clock.Clock, log *slog.Logger) (parts, error) {
+func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayload int, clk clock.Clock, log *slog.Logger) (parts, error) {
 	p := parts{sc: sc}
 	var err error
 	if p.lease, err = trafficcop.NewBlobLock(sc.Blob.NewContainerClient(n.Container), n.LeaseBlob); err != nil {
@@ -177,7 +178,7 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, maxPayload int, clk clo
 		return p, err
 	}
 	if !noRuns {
-		if p.runs, err = runs.New(sc, runs.Options{Table: n.RunsTable, Clock: clk, Logger: log}); err != nil {
+		if p.runs, err = runs.New(sc, runs.Options{Table: n.RunsTable, Retention: ro.Retention, RetentionFailed: ro.RetentionFailed, Clock: clk, Logger: log}); err != nil {
 			return p, err
 		}
 	}

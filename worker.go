@@ -15,8 +15,8 @@ import (
 
 	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/internal/ops"
-	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
@@ -25,21 +25,21 @@ import (
 
 // LeaseOptions configure the traffic cop. Zero values take the defaults.
 type LeaseOptions struct {
-	// Duration of the blob lease, 15–60 s. Default 60 s.
+	// Duration of the blob lease, 15s to 60s. Default 60s.
 	Duration time.Duration
 	// RenewEvery is the renew interval. Default Duration/3.
 	RenewEvery time.Duration
 	// PollEvery is how often an instance without the lease tries to take
-	// it (jittered). Default 15 s.
+	// it (jittered). Default 15s.
 	PollEvery time.Duration
 	// SafetyMargin: control is considered lost at last successful renew +
-	// Duration − SafetyMargin. Default max(2 s, Duration/10).
+	// Duration − SafetyMargin. Default max(2s, Duration/10).
 	SafetyMargin time.Duration
 }
 
 // MoverOptions configure the mover that runs while this instance leads.
 type MoverOptions struct {
-	// PollEvery is the pause between passes over the schedule. Default 5 s.
+	// PollEvery is the pause between passes over the schedule. Default 5s.
 	PollEvery time.Duration
 	// Early is the enqueue-early window (0 means PollEvery, negative
 	// disables): rows due within it are enqueued with a visibility delay
@@ -58,16 +58,19 @@ type ConsumerOptions struct {
 	// Concurrency is how many tasks run at once. Default 8.
 	Concurrency int
 	// VisibilityTimeout is how long a dequeued message stays hidden; it is
-	// extended while its handler runs. Default 60 s.
+	// extended while its handler runs. Default 60s.
 	VisibilityTimeout time.Duration
-	// MaxRunTime is the longest a handler may run. Default 30 min.
+	// MaxRunTime is the longest a handler may run. Default 30m.
 	MaxRunTime time.Duration
 	// ShutdownGrace is how long in-flight tasks may finish after Run's
-	// context ends. Default 30 s.
+	// context ends. Default 30s.
 	ShutdownGrace time.Duration
-	// PollMin and PollMax bound the queue polling interval: PollMin while
-	// work flows, backing off to PollMax when idle. Defaults 200 ms, 30 s.
-	PollMin, PollMax time.Duration
+	// PollMin is the queue polling interval while work flows. Default
+	// 200ms.
+	PollMin time.Duration
+	// PollMax is the longest polling interval, backed off to when the
+	// queue is idle. Default 30s.
+	PollMax time.Duration
 	// MaxAttempts is how many attempts a task gets before it is dead.
 	// Default 5.
 	MaxAttempts int
@@ -75,28 +78,28 @@ type ConsumerOptions struct {
 	// using an attempt; each snooze beyond is a failed attempt. Default 50.
 	MaxSnoozes int
 	// BackoffBase is the first retry delay, doubled per failed attempt
-	// with jitter, capped at BackoffMax. Defaults 2 s, 10 min.
+	// with jitter, capped at BackoffMax. Default 2s.
 	BackoffBase time.Duration
-	// BackoffMax: see BackoffBase.
+	// BackoffMax is the longest retry delay. Default 10m.
 	BackoffMax time.Duration
 	// HandlerTimeouts bounds handler runs per task type.
 	HandlerTimeouts map[string]time.Duration
 	// PauseCheck is how long a worker trusts the pause state it read
 	// (see Client.Pause) before reading it again; it reads only while it
-	// has work or holds paused tasks. Default 5 s.
+	// has work or holds paused tasks. Default 5s.
 	PauseCheck time.Duration
 	// PauseHold is how long a task of a type paused without an end is
 	// hidden before it is looked at again; on resume the worker that hid
-	// it shows it again at once. Default 10 min.
+	// it shows it again at once. Default 10m.
 	PauseHold time.Duration
 	// CountersEvery is how often counters are flushed to the Runs table
-	// (what `leasecron stats` sums). Default 30 s.
+	// (what `leasecron stats` sums). Default 30s.
 	CountersEvery time.Duration
 }
 
 // AggregatorOptions configure the blackboard loop.
 type AggregatorOptions struct {
-	// Cycle is how often the board is walked (jittered). Default 1 h.
+	// Cycle is how often the board is walked (jittered). Default 1h.
 	Cycle time.Duration
 	// LockTTL is when a claim counts as abandoned; 0 means each key's
 	// interval.
@@ -110,7 +113,8 @@ type WorkerOptions struct {
 	// Names of the storage resources. Empty fields take defaults.
 	Names Names
 	// InstanceID names this instance in the lease, run records and logs.
-	// Default {hostname}-{pid}-{random}; it must be valid in a table key.
+	// Default {hostname}-{pid}-{8 random hex digits}; it must be valid in a
+	// table key.
 	InstanceID string
 
 	// Lease configures the traffic cop.
@@ -129,9 +133,13 @@ type WorkerOptions struct {
 	NoConsume bool
 	// NoAggregate keeps this instance from walking the blackboard.
 	NoAggregate bool
-	// NoRuns turns off run records (status, duplicate suppression and
-	// cancel after move). It saves about four table transactions per task.
+	// NoRuns turns off run records (status, duplicate suppression, cancel
+	// after move, run history). It saves about two table transactions per
+	// task.
 	NoRuns bool
+	// Runs configures run records: retention and how often the leader
+	// removes expired ones.
+	Runs RunsOptions
 
 	// Limits caps how many tasks of a type run at once across the fleet,
 	// each running task holding one of N lease slots.
@@ -185,7 +193,10 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	}
 	o.Clock = clock.OrReal(o.Clock)
 	if o.InstanceID == "" {
-		o.InstanceID = queue.DefaultInstanceID()
+		o.InstanceID = instance.NewID()
+	}
+	if err := o.Runs.fill(); err != nil {
+		return nil, err
 	}
 	if err := storage.ValidateKeyPart("InstanceID", o.InstanceID); err != nil {
 		return nil, err
@@ -201,11 +212,14 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.parts, err = newParts(sc, o.Names, o.NoRuns, 0, o.Clock, w.log); err != nil {
+	if w.parts, err = newParts(sc, o.Names, o.NoRuns, o.Runs, 0, o.Clock, w.log); err != nil {
 		return nil, err
 	}
 	cc := w.sc.Blob.NewContainerClient(o.Names.Container)
 	for typ, n := range o.Limits {
+		if err := schedule.ValidateType(typ); err != nil {
+			return nil, fmt.Errorf("Limits: %w", err)
+		}
 		sem, err := trafficcop.NewSemaphore(cc, typ, n, trafficcop.SemaphoreOptions{Clock: o.Clock, Logger: w.log,
 			// Slots use the lease timing of the cop, so a crashed holder's
 			// slot frees within lease.duration.
@@ -245,7 +259,9 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 }
 
 // Handle registers the handler for a task type. Handlers serve queued
-// tasks and blackboard keys alike. Call before Run.
+// tasks and blackboard keys alike. Call before Run. The type follows the
+// rule of schedule.ValidateType (a type that cannot be scheduled could
+// never reach its handler); Run refuses to start with one that does not.
 func (w *Worker) Handle(taskType string, h Handler) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -281,7 +297,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("leasecron: Worker.Run called twice")
 	}
 	w.started = true
+	var bad []error
+	for typ := range w.handlers {
+		if err := schedule.ValidateType(typ); err != nil {
+			bad = append(bad, fmt.Errorf("Handle: %w", err))
+		}
+	}
 	w.mu.Unlock()
+	if len(bad) > 0 {
+		return errors.Join(bad...)
+	}
 
 	if err := w.ensure(ctx); err != nil {
 		return err
@@ -412,25 +437,10 @@ func (w *Worker) lead(ctx context.Context) error {
 		PayloadStore: w.payloads,
 		Clock:        w.o.Clock,
 		Logger:       w.log,
-		OnMoved: func(ctx context.Context, envs []queue.Envelope) {
-			w.metrics.MoverBatch(len(envs))
-			if w.runs == nil {
-				return
-			}
-			// Concurrently: one at a time, a slow link turned this
-			// bookkeeping into the mover's bottleneck.
-			var g errgroup.Group
-			g.SetLimit(16)
-			for _, e := range envs {
-				g.Go(func() error {
-					if err := w.runs.MarkQueued(ctx, e.ID, runs.Meta{Type: e.Type, Due: e.Due, Generation: e.Generation}); err != nil {
-						w.log.Debug("run not marked queued", "task_id", e.ID, "err", err)
-					}
-					return nil
-				})
-			}
-			_ = g.Wait()
-		},
+		OnMoved:      func(_ context.Context, envs []queue.Envelope) { w.metrics.MoverBatch(len(envs)) },
+	}
+	if w.runs != nil {
+		mo.BeforeSend = w.markQueued
 	}
 	m, err := schedule.NewMover(w.sched.Table(), mo)
 	if err != nil {
@@ -439,7 +449,13 @@ func (w *Worker) lead(ctx context.Context) error {
 	w.mu.Lock()
 	w.mover = m
 	w.mu.Unlock()
-	return m.Run(ctx)
+	if w.runs == nil || w.o.Runs.CleanEvery < 0 {
+		return m.Run(ctx)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return m.Run(gctx) })
+	g.Go(func() error { w.cleanRuns(gctx); return nil })
+	return g.Wait()
 }
 
 // MoverStats returns the current (or last) mover's counters, and false if

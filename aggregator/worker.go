@@ -6,18 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/google/uuid"
 	"github.com/leasecron/leasecron/leasecrontype"
 
-	"github.com/google/uuid"
-
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
@@ -228,11 +227,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: Handlers is nil: pass the handler registry's lookup", ErrInvalid)
 	}
 	if o.InstanceID == "" {
-		host, _ := os.Hostname()
-		if host == "" {
-			host = "worker"
-		}
-		o.InstanceID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+		o.InstanceID = instance.NewID()
 	}
 	o.Clock = clock.OrReal(o.Clock)
 	if o.Logger == nil {

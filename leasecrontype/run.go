@@ -76,6 +76,9 @@ type Run struct {
 	State RunState
 	// Type is the handler type.
 	Type string
+	// Series is the recurring series of an occurrence; empty for a one-off
+	// task.
+	Series string
 	// Attempts is the number of the latest attempt (1 for the first).
 	Attempts int
 	// Worker is the instance that ran (or runs) the latest attempt.
@@ -90,8 +93,6 @@ type Run struct {
 	// OutputTail is the end of the latest attempt's output (at most
 	// MaxOutputTail bytes).
 	OutputTail string
-	// Deliveries counts queue deliveries that reached a claim.
-	Deliveries int
 	// Duplicates counts deliveries acknowledged without running because the
 	// run had already succeeded.
 	Duplicates int

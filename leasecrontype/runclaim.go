@@ -7,14 +7,19 @@ import (
 
 // RunMeta is what a worker tells a run record about a task when it claims
 // the run (queue.RunRecorder's Claim), so that a run that never had a
-// scheduled or queued record still shows its type and due time.
+// queued record still shows its type and due time.
 type RunMeta struct {
 	// Type is the handler type.
 	Type string
-	// Due is when the task was due.
+	// Due is when the task was due. With the run id it names the run's
+	// record rows.
 	Due time.Time
 	// Generation is the fencing generation of the leader that moved it.
 	Generation int64
+	// Queued reports that the run was recorded as queued before its
+	// message was sent (queue.Envelope.Marked): the claim of its first
+	// attempt can then take that record in one conditional write.
+	Queued bool
 }
 
 // A run recorder's Claim refuses with one of these (wrapped or not) when the

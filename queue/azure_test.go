@@ -255,10 +255,10 @@ func TestAzureAlwaysFailingGoesToPoisonAndRequeues(t *testing.T) {
 			return fmt.Errorf("doomed attempt %d", n)
 		},
 	})
-	if err := e.runs.MarkQueued(ctx, "d1", runs.Meta{Type: "doomed"}); err != nil {
-		t.Fatal(err)
+	if m := e.runs.MarkQueued(ctx, []runs.Mark{{ID: "d1", Meta: runs.Meta{Type: "doomed"}}}); !m[0] {
+		t.Fatal("d1 not marked queued")
 	}
-	if err := e.client.Enqueue(ctx, Envelope{ID: "d1", Type: "doomed", Payload: "data"}, 0); err != nil {
+	if err := e.client.Enqueue(ctx, Envelope{ID: "d1", Type: "doomed", Payload: "data", Marked: true}, 0); err != nil {
 		t.Fatal(err)
 	}
 	got := outcomes(t, 30*time.Second, atLeast(OutcomeDead, 1), c)
@@ -294,7 +294,7 @@ func TestAzureAlwaysFailingGoesToPoisonAndRequeues(t *testing.T) {
 		t.Fatalf("work queue after requeue = %+v, %v", msgs, err)
 	}
 	env, err := DecodeEnvelope(msgs[0].Text)
-	if err != nil || env.ID != "d1" || env.Attempt != 0 || env.Payload != "data" || env.LastError != "" {
+	if err != nil || env.ID != "d1" || env.Attempt != 0 || env.Payload != "data" || env.LastError != "" || !env.Marked {
 		t.Fatalf("requeued envelope = %+v, %v", env, err)
 	}
 	if r, _ := e.runs.Get(ctx, "d1"); r.State != runs.Queued || r.Attempts != 0 {
@@ -406,8 +406,8 @@ func TestAzureCancelledRunAcked(t *testing.T) {
 	if err := e.client.Enqueue(ctx, Envelope{ID: "cx", Type: "t"}, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.runs.MarkQueued(ctx, "cx", runs.Meta{Type: "t"}); err != nil {
-		t.Fatal(err)
+	if m := e.runs.MarkQueued(ctx, []runs.Mark{{ID: "cx", Meta: runs.Meta{Type: "t"}}}); !m[0] {
+		t.Fatal("cx not marked queued")
 	}
 	if _, err := e.runs.Cancel(ctx, "cx"); err != nil {
 		t.Fatal(err)
@@ -508,9 +508,9 @@ func TestAzureHundredMessages(t *testing.T) {
 	if n, _ := e.client.Depth(ctx); n != 0 {
 		t.Fatalf("depth %d", n)
 	}
-	done, err := e.runs.List(ctx, runs.Filter{States: []runs.State{runs.Succeeded}, Type: "bulk"})
-	if err != nil || len(done) != 100 {
-		t.Fatalf("%d succeeded run records, %v", len(done), err)
+	done, err := e.runs.Query(ctx, runs.Query{State: runs.Succeeded, Type: "bulk", Limit: 1000})
+	if err != nil || len(done.Runs) != 100 {
+		t.Fatalf("%d succeeded run records, %v", len(done.Runs), err)
 	}
 }
 

@@ -532,8 +532,8 @@ func TestRunsSuppressDuplicatesAndHonourCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Cancelled after move.
-	if err := rm.MarkQueued(ctx, "gone", runs.Meta{Type: "t"}); err != nil {
-		t.Fatal(err)
+	if m := rm.MarkQueued(ctx, []runs.Mark{{ID: "gone", Meta: runs.Meta{Type: "t"}}}); !m[0] {
+		t.Fatal("gone not marked queued")
 	}
 	if _, err := rm.Cancel(ctx, "gone"); err != nil {
 		t.Fatal(err)

@@ -9,13 +9,16 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/notfound"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // RunRequeuer is what DeadLetters needs from the run records: leasecron's
 // Runs table implements it.
 type RunRequeuer interface {
-	// MarkRequeued puts run id back to queued with its attempts reset.
-	MarkRequeued(ctx context.Context, id string) error
+	// MarkRequeued puts run id back to queued with its attempts reset; m
+	// describes the task as it is sent again. When it returns nil the
+	// message is sent with Envelope.Marked set.
+	MarkRequeued(ctx context.Context, id string, m leasecrontype.RunMeta) error
 }
 
 // Sentinel errors of the dead-letter operations.
@@ -129,8 +132,8 @@ func (dl *DeadLetters) Purge(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// requeue enqueues d's envelope afresh, then deletes d (a crash in between
-// leaves a duplicate, which run records suppress).
+// requeue marks the run queued, enqueues d's envelope afresh, then deletes
+// d (a crash in between leaves a duplicate, which run records suppress).
 func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter) error {
 	if d.Truncated {
 		return fmt.Errorf("queue: requeue %s: %w: its body was truncated when it was set aside", d.ID(), ErrNotRequeueable)
@@ -140,17 +143,19 @@ func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter) error {
 		return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)
 	}
 	env.Attempt, env.LastError, env.Dequeues = 0, "", 0
-	env.Enqueued = time.Time{}
+	env.Enqueued, env.Marked = time.Time{}, false
+	if dl.runs != nil {
+		if err := dl.runs.MarkRequeued(ctx, env.ID, env.runMeta()); err != nil {
+			dl.log.Warn("marking the requeued run failed", "task_id", env.ID, "err", err)
+		} else {
+			env.Marked = true
+		}
+	}
 	if err := dl.c.Enqueue(ctx, env, 0); err != nil {
 		return err
 	}
 	if err := dl.c.poison.Delete(ctx, d.Poison); err != nil {
 		return fmt.Errorf("queue: requeue %s: remove dead letter: %w", d.ID(), err)
-	}
-	if dl.runs != nil {
-		if err := dl.runs.MarkRequeued(ctx, env.ID); err != nil {
-			dl.log.Warn("marking the requeued run failed", "task_id", env.ID, "err", err)
-		}
 	}
 	dl.log.Info("requeued a dead letter", "task_id", env.ID, "type", env.Type)
 	return nil

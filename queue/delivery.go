@@ -176,7 +176,7 @@ func (c *Consumer) claim(hctx context.Context, d *delivery) bool {
 	defer cancel()
 	now := c.clk.Now()
 	r, err := c.o.Runs.Claim(ctx, d.env.ID, c.o.InstanceID, d.env.Attempt+1, now.Add(c.o.VisibilityTimeout),
-		leasecrontype.RunMeta{Type: d.env.Type, Due: d.env.Due, Generation: d.env.Generation})
+		d.env.runMeta())
 	switch {
 	case err == nil:
 		d.claimed = true

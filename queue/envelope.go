@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // EnvelopeVersion is the current envelope format version.
@@ -41,6 +43,11 @@ type Envelope struct {
 	Generation int64 `json:"generation,omitempty"`
 	// LastError is the error of the last failed attempt.
 	LastError string `json:"last_error,omitempty"`
+	// Marked reports that the run was recorded as queued (run records)
+	// before this message was sent, so that a worker claims its first
+	// attempt in one conditional write. A message without it is claimed
+	// correctly too, at the cost of a read.
+	Marked bool `json:"marked,omitempty"`
 	// Snoozes counts the times the handler snoozed this run (see
 	// leasecrontype.Snooze); past ConsumerOptions.MaxSnoozes a snooze is a
 	// failed attempt.
@@ -50,6 +57,11 @@ type Envelope struct {
 	// shutdown). Deliveries beyond it had no outcome recorded — a worker
 	// crashed on them — and count towards the poison-message guard.
 	Dequeues int64 `json:"dequeues,omitempty"`
+}
+
+// runMeta is what a run record learns about the task from e.
+func (e Envelope) runMeta() leasecrontype.RunMeta {
+	return leasecrontype.RunMeta{Type: e.Type, Due: e.Due, Generation: e.Generation, Queued: e.Marked}
 }
 
 // ErrMalformed is wrapped by DecodeEnvelope errors: the message is not a

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/leasecron/leasecron/internal/notfound"
+	"github.com/leasecron/leasecron/internal/tasktype"
 )
 
 // Item is one scheduled task (or the next occurrence of a recurring series).
@@ -82,8 +83,7 @@ var (
 )
 
 var (
-	idRE   = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
-	typeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	idRE = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
 )
 
 // ValidateID checks a task id given to Add: 1–200 characters from
@@ -104,11 +104,16 @@ func ValidateID(id string) error {
 	return nil
 }
 
-// ValidateType checks a handler type name: 1–64 characters from
-// A-Z a-z 0-9 . _ -, starting with a letter or digit.
+// ValidateType checks a task type: 1–64 lower-case letters, digits, '_'
+// and '-', starting with a letter or digit. It is the one rule of every
+// place a type is named — scheduling, the mover's check of stored rows,
+// Worker.Handle, pauses, blackboard keys and the configuration's
+// handlers.<type> and limits.<type> (and their LEASECRON_HANDLERS_<TYPE>_…
+// variables, which cannot tell case or hold a '.') — so a type that can be
+// scheduled can always be given a handler. The error wraps ErrInvalid.
 func ValidateType(typ string) error {
-	if !typeRE.MatchString(typ) {
-		return fmt.Errorf("%w: task type %q: want 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalid, typ)
+	if err := tasktype.Validate(typ); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }

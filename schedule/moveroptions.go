@@ -56,6 +56,13 @@ type MoverOptions struct {
 	// ResumeBelow resumes moving once the depth is below it. Default
 	// MaxDepth/2 (at least 1).
 	ResumeBelow int
+	// BeforeSend, when set, is called with the well-formed envelopes of
+	// each page of due rows before they are sent, and returns for each
+	// whether it was recorded (leasecron's worker marks their runs queued
+	// in one table transaction per partition); the mover sets
+	// Envelope.Marked on those. It runs on the mover's goroutine, between
+	// reading a page and sending it.
+	BeforeSend func(ctx context.Context, envs []queue.Envelope) []bool
 	// OnMoved, when set, is called after each committed batch with the
 	// envelopes whose rows it removed (e.g. to mark runs "queued"). It runs
 	// on the mover's goroutine and should be quick.

@@ -162,6 +162,7 @@ func (m *Mover) plan(e Entity, now time.Time, gen int64) *plan {
 
 // move enqueues (or sets aside) the planned rows and removes them.
 func (m *Mover) move(ctx context.Context, shard string, gen int64, now time.Time, plans []*plan) error {
+	m.beforeSend(ctx, plans)
 	m.enqueue(ctx, now, plans)
 	if ctx.Err() != nil {
 		return nil
@@ -250,4 +251,26 @@ func (m *Mover) enqueue(ctx context.Context, now time.Time, plans []*plan) {
 		}()
 	}
 	wg.Wait()
+}
+
+// beforeSend hands the well-formed plans' envelopes to BeforeSend and marks
+// those it recorded.
+func (m *Mover) beforeSend(ctx context.Context, plans []*plan) {
+	if m.o.BeforeSend == nil {
+		return
+	}
+	var envs []queue.Envelope
+	var good []*plan
+	for _, p := range plans {
+		if p.bad == "" {
+			envs, good = append(envs, p.env), append(good, p)
+		}
+	}
+	if len(envs) == 0 {
+		return
+	}
+	marked := m.o.BeforeSend(ctx, envs)
+	for i, p := range good {
+		p.env.Marked = i < len(marked) && marked[i]
+	}
 }

@@ -1,17 +1,15 @@
 package trafficcop
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"regexp"
 	"strconv"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -208,22 +206,12 @@ func validateBlobName(name string) error {
 	return nil
 }
 
-// DefaultIdentity returns "{hostname}/{pid}/{8 random hex digits}": unique
-// per process even when several share a host name (containers).
-func DefaultIdentity() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown-host"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	id := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-	if !identityRE.MatchString(id) {
-		// A host name outside printable ASCII: keep the unique part.
-		id = fmt.Sprintf("host/%d/%s", os.Getpid(), hex.EncodeToString(b[:]))
-	}
-	return id
-}
+// DefaultIdentity returns "{hostname}-{pid}-{8 random hex digits}": unique
+// per process even when several share a host name (containers). It is the
+// identity every leasecron component gives itself when none is set (the
+// worker's worker.instance_id), so a cop inside a worker and the worker's
+// run records name the process alike.
+func DefaultIdentity() string { return instance.NewID() }
 
 // SemaphoreOptions configures a Semaphore. Zero values take the documented
 // defaults.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/aggregator/calendar"
-	"github.com/leasecron/leasecron/internal/config"
+	"github.com/leasecron/leasecron/schedule"
 )
 
 func init() {
@@ -92,7 +92,7 @@ func (a *app) aggregatorCmd() *cobra.Command {
 			if every <= 0 {
 				return usagef("--every is required (e.g. 1h)")
 			}
-			if err := config.ValidTypeName(typ); err != nil {
+			if err := schedule.ValidateType(typ); err != nil {
 				return usageError{err}
 			}
 			payload, err := a.readPayload(args[1:])

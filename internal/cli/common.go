@@ -14,25 +14,13 @@ import (
 	"github.com/leasecron/leasecron/internal/config"
 )
 
-func (a *app) storageOpts() leasecron.Storage {
-	s := a.cfg.Storage
-	return leasecron.Storage{ConnectionString: s.ConnectionString, Account: s.Account, BlobURL: s.BlobURL, QueueURL: s.QueueURL, TableURL: s.TableURL}
-}
-
-func (a *app) names() leasecron.Names {
-	n := a.cfg.Names
-	return leasecron.Names{
-		Container: n.Container, LeaseBlob: n.LeaseBlob, ScheduleTable: n.ScheduleTable, RunsTable: n.RunsTable,
-		BlackboardTable: n.BlackboardTable, Queue: n.Queue, PoisonQueue: n.PoisonQueue,
-	}
-}
-
 // client returns a leasecron.Client for the configuration.
 func (a *app) client() (*leasecron.Client, error) {
 	return leasecron.NewClient(leasecron.ClientOptions{
-		Storage:    a.storageOpts(),
-		Names:      a.names(),
+		Storage:    a.cfg.Storage,
+		Names:      a.cfg.Names,
 		NoRuns:     !a.cfg.Worker.Runs,
+		Runs:       a.runsOptions(),
 		MaxPayload: a.cfg.Payload.MaxSize,
 		Logger:     a.log,
 		Limits:     a.cfg.Limits,
@@ -56,8 +44,8 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 	}
 	return leasecron.WorkerOptions{
 		Dashboard:  dash,
-		Storage:    a.storageOpts(),
-		Names:      a.names(),
+		Storage:    a.cfg.Storage,
+		Names:      a.cfg.Names,
 		InstanceID: c.Worker.InstanceID,
 		Lease: leasecron.LeaseOptions{
 			Duration: c.Lease.Duration, RenewEvery: c.Lease.RenewEvery, PollEvery: c.Lease.PollEvery, SafetyMargin: c.Lease.SafetyMargin,
@@ -78,6 +66,7 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 		NoConsume:   !c.Worker.Consume,
 		NoAggregate: !c.Aggregator.Enabled,
 		NoRuns:      !c.Worker.Runs,
+		Runs:        a.runsOptions(),
 		Limits:      c.Limits,
 		AdminAddr:   c.Admin.Addr,
 		Pprof:       c.Admin.Pprof,
@@ -128,4 +117,15 @@ func logHandler(log *slog.Logger) leasecrontype.Handler {
 		fmt.Fprintf(leasecrontype.Output(ctx), "%s\n", p)
 		return nil
 	}
+}
+
+// runsOptions maps runs.* onto leasecron.RunsOptions (runs.clean_every 0
+// turns the leader's cleaning off).
+func (a *app) runsOptions() leasecron.RunsOptions {
+	r := a.cfg.Runs
+	o := leasecron.RunsOptions{Retention: r.Retention, RetentionFailed: r.RetentionFailed, CleanEvery: r.CleanEvery}
+	if o.CleanEvery == 0 {
+		o.CleanEvery = -1
+	}
+	return o
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -31,7 +32,7 @@ another instance takes over within one lease.poll_every.`,
 			// One instance id for the lease, run records and every log line,
 			// the handlers' included.
 			if a.cfg.Worker.InstanceID == "" {
-				a.cfg.Worker.InstanceID = queue.DefaultInstanceID()
+				a.cfg.Worker.InstanceID = instance.NewID()
 			}
 			hs, err := buildHandlers(a.cfg, a.log.With("instance", a.cfg.Worker.InstanceID), a.extraHandlerKinds())
 			if err != nil {

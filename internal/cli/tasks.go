@@ -330,7 +330,7 @@ type runOut struct {
 	Finished   time.Time `json:"finished,omitzero"`
 	LastError  string    `json:"last_error,omitempty"`
 	OutputTail string    `json:"output_tail,omitempty"`
-	Deliveries int       `json:"deliveries"`
+	Series     string    `json:"series,omitempty"`
 	Duplicates int       `json:"duplicates"`
 	Generation int64     `json:"generation,omitempty"`
 	Due        time.Time `json:"due,omitzero"`
@@ -340,6 +340,6 @@ type runOut struct {
 
 func runJSON(r leasecron.Run) runOut {
 	return runOut{ID: r.ID, State: string(r.State), Type: r.Type, Attempts: r.Attempts, Worker: r.Worker, Started: r.Started,
-		Finished: r.Finished, LastError: r.LastError, OutputTail: r.OutputTail, Deliveries: r.Deliveries, Duplicates: r.Duplicates,
+		Finished: r.Finished, LastError: r.LastError, OutputTail: r.OutputTail, Series: r.Series, Duplicates: r.Duplicates,
 		Generation: r.Generation, Due: r.Due, Snoozed: r.SnoozedUntil, Updated: r.Updated}
 }

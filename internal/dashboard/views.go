@@ -109,7 +109,6 @@ type RunView struct {
 	Due        time.Time `json:"due,omitzero"`
 	Started    time.Time `json:"started,omitzero"`
 	Finished   time.Time `json:"finished,omitzero"`
-	Deliveries int       `json:"deliveries"`
 	Duplicates int       `json:"duplicates"`
 	LastError  string    `json:"last_error,omitempty"`
 	OutputTail string    `json:"output_tail,omitempty"`
@@ -118,7 +117,7 @@ type RunView struct {
 
 func runView(r leasecrontype.Run) RunView {
 	return RunView{ID: r.ID, State: string(r.State), Type: r.Type, Attempts: r.Attempts, Worker: r.Worker, Generation: r.Generation,
-		Due: r.Due, Started: r.Started, Finished: r.Finished, Deliveries: r.Deliveries, Duplicates: r.Duplicates,
+		Due: r.Due, Started: r.Started, Finished: r.Finished, Duplicates: r.Duplicates,
 		LastError: trunc.Head(r.LastError, PayloadPreview), OutputTail: trunc.Tail(r.OutputTail, PayloadPreview), Updated: r.Updated}
 }
 

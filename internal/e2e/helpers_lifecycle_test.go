@@ -49,7 +49,6 @@ type lcStatus struct {
 		Attempts   int    `json:"attempts"`
 		Worker     string `json:"worker"`
 		LastError  string `json:"last_error"`
-		Deliveries int    `json:"deliveries"`
 		Duplicates int    `json:"duplicates"`
 		// SnoozedUntil is set while (and after) the run snoozed.
 		SnoozedUntil time.Time `json:"snoozed_until"`
@@ -103,6 +102,26 @@ func lcWaitRecords(ctx context.Context, t *testing.T, f *fleet.Fleet, limit time
 	defer cancel()
 	if missing, err := f.WaitRecords(wctx, ids); err != nil {
 		t.Fatalf("no start record within %s for %v (%v)", limit, missing, err)
+	}
+}
+
+// lcWaitQueueEmpty polls `stats --json` until the work queue is empty; it
+// fails t after limit.
+func lcWaitQueueEmpty(ctx context.Context, t *testing.T, f *fleet.Fleet, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		var st struct {
+			QueueDepth int `json:"queue_depth"`
+		}
+		out, _, code := lcRun(ctx, f, nil, "stats", "--json")
+		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.QueueDepth == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the work queue is not empty after %s: %s", limit, out)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

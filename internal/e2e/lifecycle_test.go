@@ -111,8 +111,8 @@ func TestLifecycleLongHandlerNotDeliveredTwice(t *testing.T) {
 	if starts != 1 || ends != 1 {
 		t.Fatalf("slow1 (12 s, visibility timeout 5 s): %d starts and %d ends, want 1 and 1", starts, ends)
 	}
-	if st.Run.Deliveries != 1 {
-		t.Fatalf("slow1 reached a claim %d times, want 1", st.Run.Deliveries)
+	if st.Run.Attempts != 1 || st.Run.Duplicates != 0 {
+		t.Fatalf("slow1's record shows %d attempts and %d duplicates, want 1 and 0", st.Run.Attempts, st.Run.Duplicates)
 	}
 	t.Logf("12 s handler with a 5 s visibility timeout: 1 start, 1 delivery, worker %s", st.Run.Worker)
 }
@@ -230,8 +230,8 @@ func TestLifecycleCancel(t *testing.T) {
 		t.Fatalf("cancel late1: %q, want it reported as already queued", out)
 	}
 	// Once the blocker ends the worker receives late1 and acknowledges it.
-	st := lcWaitStatus(ctx, t, f, "late1", 40*time.Second, "a delivery of the cancelled run",
-		func(s lcStatus) bool { return s.Run != nil && s.Run.Deliveries >= 1 })
+	lcWaitQueueEmpty(ctx, t, f, 40*time.Second)
+	st := lcWaitStatus(ctx, t, f, "late1", 10*time.Second, "cancelled", func(s lcStatus) bool { return s.State == "cancelled" })
 	if st.State != "cancelled" {
 		t.Fatalf("late1 is %s after its delivery, want cancelled", st.State)
 	}
@@ -388,7 +388,7 @@ func TestLifecycleDuplicateMessageRunsOnce(t *testing.T) {
 	if st.State != "succeeded" {
 		t.Fatalf("dup1 is %s", st.State)
 	}
-	t.Logf("dup1 enqueued twice: 1 run, %d deliveries, %d duplicate(s) in its run record", st.Run.Deliveries, st.Run.Duplicates)
+	t.Logf("dup1 enqueued twice: 1 run, %d duplicate(s) in its run record", st.Run.Duplicates)
 
 	// Counters reach the table every 30 s or at shutdown: stop the workers
 	// and read the fleet-wide sum.

@@ -1,24 +1,47 @@
 package runs
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-// Counts are one instance's cumulative outcome counts
+// Counts are outcome counts of one worker instance or of the fleet
 // (leasecrontype.Counts).
 type Counts = leasecrontype.Counts
 
-// Counters is one instance's counters row, or the sum of all of them.
+// counterNames name the fields of Counts in counterFields' order: the
+// properties of a counters row.
+var counterNames = []string{"Handled", "Failed", "Retried", "Dead", "Duplicates", "Cancelled", "SetAside", "Deferred", "Abandoned"}
+
+func counterFields(c *Counts) []*int64 {
+	return []*int64{&c.Handled, &c.Failed, &c.Retried, &c.Dead, &c.Duplicates, &c.Cancelled, &c.SetAside, &c.Deferred, &c.Abandoned}
+}
+
+// subCounts returns c − o.
+func subCounts(c, o Counts) Counts {
+	of := counterFields(&o)
+	for i, f := range counterFields(&c) {
+		*f -= *of[i]
+	}
+	return c
+}
+
+// Counters are one instance's counts, or the sum of several.
 type Counters struct {
 	// Instance is the worker instance id; empty for a sum.
 	Instance string
-	// Updated is when the row was last flushed (the latest of all rows for
+	// Updated is when the counts were last written (the latest of all for
 	// a sum).
 	Updated time.Time
-	// Instances is the number of rows summed (1 for a single row).
+	// Instances is the number of instances summed (1 for a single one).
 	Instances int
 	// Total sums every type.
 	Total Counts
@@ -36,20 +59,237 @@ func (c Counters) Types() []string {
 	return out
 }
 
-// sumCounters adds rows into one Counters.
-func sumCounters(rows []Counters) Counters {
-	sum := Counters{ByType: map[string]Counts{}}
-	for _, r := range rows {
-		sum.Instances++
-		sum.Total.Add(r.Total)
-		if r.Updated.After(sum.Updated) {
-			sum.Updated = r.Updated
-		}
-		for t, c := range r.ByType {
-			x := sum.ByType[t]
-			x.Add(c)
-			sum.ByType[t] = x
+func (c *Counters) add(o Counters) {
+	c.Total.Add(o.Total)
+	if c.ByType == nil {
+		c.ByType = map[string]Counts{}
+	}
+	for t, n := range o.ByType {
+		x := c.ByType[t]
+		x.Add(n)
+		c.ByType[t] = x
+	}
+	if o.Updated.After(c.Updated) {
+		c.Updated = o.Updated
+	}
+}
+
+// sub returns c − o, type by type.
+func (c Counters) sub(o Counters) Counters {
+	out := Counters{Instance: c.Instance, Total: subCounts(c.Total, o.Total), ByType: map[string]Counts{}}
+	for t, n := range c.ByType {
+		if d := subCounts(n, o.ByType[t]); d != (Counts{}) {
+			out.ByType[t] = d
 		}
 	}
-	return sum
+	return out
+}
+
+// Minute is the fleet's counts of one minute.
+type Minute struct {
+	// Minute is the minute's start (UTC).
+	Minute time.Time
+	// Counts are what every worker counted in that minute.
+	Counts
+}
+
+// Counters are kept per minute: each worker writes, for every minute in
+// which its counts changed, one row holding that minute's increments, in
+// partition "~m{yyyymmdd}" with RowKey "{hhmm}~{instance}". Rows are kept
+// for CountersKept and then removed by Clean, so the counters stay bounded
+// however long a fleet runs and however many instances come and go.
+const (
+	// CountersKept is how long per-minute counters are kept.
+	CountersKept = 48 * time.Hour
+	// statsWindow is what SumCounters adds up.
+	statsWindow    = 24 * time.Hour
+	minutePrefix   = "~m"
+	minuteDayFmt   = "20060102"
+	minuteRowFmt   = "1504"
+	minuteSentinel = "~n" // sorts after every "~m..." partition
+)
+
+// minuteCounters is a Store's memory of what it has written: per instance,
+// the cumulative counts last written and the increments of the minutes
+// not yet final.
+type minuteCounters struct {
+	mu      sync.Mutex
+	last    map[string]Counters
+	pending map[string]map[time.Time]Counters
+}
+
+func minutePartition(t time.Time) string { return minutePrefix + t.UTC().Format(minuteDayFmt) }
+
+// FlushCounters records one instance's cumulative counts c: the increase
+// since its previous flush counts towards the current minute, whose row
+// (holding that minute's increments so far) is written again. A flush that
+// fails is retried with the next one; an instance's counts start from zero
+// when its process starts.
+func (s *Store) FlushCounters(ctx context.Context, c Counters) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	now := s.now()
+	minute := now.Truncate(time.Minute)
+	inst := sanitizeKey(c.Instance)
+	m := &s.minute
+	m.mu.Lock()
+	if m.last == nil {
+		m.last, m.pending = map[string]Counters{}, map[string]map[time.Time]Counters{}
+	}
+	delta := c.sub(m.last[inst])
+	mins := m.pending[inst]
+	if mins == nil {
+		mins = map[time.Time]Counters{}
+		m.pending[inst] = mins
+	}
+	if delta.Total != (Counts{}) || len(delta.ByType) > 0 {
+		x := mins[minute]
+		x.add(delta)
+		mins[minute] = x
+	}
+	m.last[inst] = c
+	write := maps.Clone(mins)
+	m.mu.Unlock()
+
+	var firstErr error
+	for t, x := range write {
+		byType, err := json.Marshal(x.ByType)
+		if err != nil {
+			return err
+		}
+		p := props{"Minute": t, "Instance": c.Instance, "ByType": string(byType), "Flushed": now}
+		f := counterFields(&x.Total)
+		for i, name := range counterNames {
+			p[name] = *f[i]
+		}
+		err = s.t.submit(ctx, []op{{kind: opUpsert, pk: minutePartition(t), rk: t.Format(minuteRowFmt) + "~" + inst, p: p}})
+		m.mu.Lock()
+		if err == nil && t.Before(minute) {
+			delete(mins, t) // written, and no longer changing
+		}
+		m.mu.Unlock()
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("runs: write counters of %s: %w", t.Format(time.RFC3339), err)
+		}
+	}
+	return firstErr
+}
+
+// minuteRows reads the per-minute rows from since (truncated to the
+// minute) on, calling f with each row's minute and counts.
+func (s *Store) minuteRows(ctx context.Context, since time.Time, f func(t time.Time, inst string, c Counters)) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	since = since.UTC().Truncate(time.Minute)
+	q := query{pkFrom: minutePartition(since), pkTo: minuteSentinel, top: 1000}
+	for {
+		p, err := s.t.query(ctx, q)
+		if err != nil {
+			return fmt.Errorf("runs: read counters: %w", err)
+		}
+		for _, rw := range p.rows {
+			t := rw.p.time("Minute")
+			if t.Before(since) || !strings.HasPrefix(rw.pk, minutePrefix) {
+				continue
+			}
+			c := Counters{Instance: rw.p.str("Instance"), Updated: rw.p.time("Flushed"), Instances: 1, ByType: map[string]Counts{}}
+			f0 := counterFields(&c.Total)
+			for i, name := range counterNames {
+				*f0[i] = rw.p.int(name)
+			}
+			if bt := rw.p.str("ByType"); bt != "" && bt != "null" {
+				if err := json.Unmarshal([]byte(bt), &c.ByType); err != nil {
+					s.o.Logger.Warn("runs: skipping an unreadable counters row", "row", rw.pk+"/"+rw.rk, "err", err)
+					continue
+				}
+			}
+			f(t, c.Instance, c)
+		}
+		if p.cont == "" {
+			return nil
+		}
+		q.cont = p.cont
+	}
+}
+
+// Throughput returns the fleet's counts per minute from since to now,
+// oldest first, one entry per minute (zero where nothing was counted).
+// Minutes older than CountersKept are gone; since is moved up to the
+// oldest kept minute.
+func (s *Store) Throughput(ctx context.Context, since time.Time) ([]Minute, error) {
+	now := s.now().Truncate(time.Minute)
+	since = since.UTC().Truncate(time.Minute)
+	if oldest := now.Add(-CountersKept); since.Before(oldest) {
+		since = oldest
+	}
+	if since.After(now) {
+		return nil, nil
+	}
+	out := make([]Minute, int(now.Sub(since)/time.Minute)+1)
+	for i := range out {
+		out[i].Minute = since.Add(time.Duration(i) * time.Minute)
+	}
+	err := s.minuteRows(ctx, since, func(t time.Time, _ string, c Counters) {
+		if i := int(t.Sub(since) / time.Minute); i >= 0 && i < len(out) {
+			out[i].Counts.Add(c.Total)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SumCounters adds up every instance's counts of the last 24 hours (what
+// `leasecron stats` shows).
+func (s *Store) SumCounters(ctx context.Context) (Counters, error) {
+	sum := Counters{ByType: map[string]Counts{}}
+	seen := map[string]bool{}
+	err := s.minuteRows(ctx, s.now().Add(-statsWindow), func(_ time.Time, inst string, c Counters) {
+		sum.add(c)
+		seen[inst] = true
+	})
+	sum.Instances = len(seen)
+	return sum, err
+}
+
+// ListCounters returns each instance's counts of the last 24 hours (the
+// instances that counted anything in that time), by instance id.
+func (s *Store) ListCounters(ctx context.Context) ([]Counters, error) {
+	by := map[string]*Counters{}
+	err := s.minuteRows(ctx, s.now().Add(-statsWindow), func(_ time.Time, inst string, c Counters) {
+		x := by[inst]
+		if x == nil {
+			x = &Counters{Instance: inst, Instances: 1, ByType: map[string]Counts{}}
+			by[inst] = x
+		}
+		x.add(c)
+	})
+	out := make([]Counters, 0, len(by))
+	for _, c := range by {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Instance < out[j].Instance })
+	return out, err
+}
+
+// sanitizeKey makes s usable in a RowKey: forbidden characters become '_'.
+func sanitizeKey(s string) string {
+	if s == "" {
+		return "_"
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r == '/' || r == '\\' || r == '#' || r == '?' || r == '\'' || r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			r = '_'
+		}
+		b.WriteRune(r)
+	}
+	out := b.String()
+	if len(out) > 256 {
+		out = out[:256]
+	}
+	return out
 }

@@ -1,33 +1,8 @@
-// Package runs keeps the Runs table: one row per run id recording what
-// happened to a task (its visible state, attempts, worker, times, last error
-// and output tail), plus one counters row per worker instance.
-//
-// Runs are bookkeeping. Every write that need not be conditional is an
-// upsert (merge), so a missing row never breaks the pipeline, and callers
-// are expected to log a failed write and carry on: a Runs-table outage must
-// not stop tasks from being handled. The one decision the table takes part
-// in is the claim (duplicate suppression): Claim is a conditional write on
-// the row's ETag, so of two workers that receive the same message at once
-// only one wins. If the claim itself cannot be read or written the consumer
-// runs the task anyway — at-least-once beats exactly-once.
-//
-// What this package does not guarantee: a claim is a lease on the row that
-// lasts until its expiry (extended while the handler runs); a worker that
-// stalls past that expiry without noticing can still finish after another
-// worker took the run over, and claims compare expiry times written by one
-// worker's clock with another's, so clock skew between workers lengthens or
-// shortens a claim by the skew. Handlers must be idempotent.
-//
-// Layout: PartitionKey is a hash bucket "r0".."rf" of the run id (16
-// partitions spread the write load; Get and the conditional writes address
-// one row), RowKey is the run id. Counters rows live in partition "~stats"
-// with the instance id as RowKey.
 package runs
 
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/notfound"
@@ -56,7 +31,7 @@ var States = leasecrontype.RunStates()
 // ParseState parses a state name, naming the accepted values on error.
 func ParseState(s string) (State, error) { return leasecrontype.ParseRunState(s) }
 
-// Run is one row of the Runs table.
+// Run is one run record.
 type Run struct {
 	// ID is the run id (the task id, or "{series}@{due}" for an occurrence).
 	ID string
@@ -64,6 +39,9 @@ type Run struct {
 	State State
 	// Type is the handler type.
 	Type string
+	// Series is the recurring series of an occurrence, empty for a one-off
+	// task.
+	Series string
 	// Attempts is the number of the latest attempt (1 for the first).
 	Attempts int
 	// Worker is the instance that ran (or runs) the latest attempt.
@@ -73,13 +51,12 @@ type Run struct {
 	// Finished is when the latest attempt ended (or the run was cancelled).
 	Finished time.Time
 	// LastError is the error of the latest failed attempt; it is kept after
-	// a later success so that a flaky task stays visible.
+	// a later success so that a flaky task stays visible. Listings carry
+	// its first MaxListError bytes.
 	LastError string
 	// OutputTail is the end of the latest attempt's output (at most
-	// MaxOutputTail bytes).
+	// MaxOutputTail bytes). Listings leave it out; Get has it.
 	OutputTail string
-	// Deliveries counts queue deliveries that reached a claim.
-	Deliveries int
 	// Duplicates counts deliveries acknowledged without running because the
 	// run had already succeeded.
 	Duplicates int
@@ -90,41 +67,42 @@ type Run struct {
 	// ClaimUntil is when the current claim lapses; a running run whose
 	// claim has lapsed may be taken over by another worker.
 	ClaimUntil time.Time
-	// SnoozedUntil is when a snoozed run runs again (see snooze.go).
+	// SnoozedUntil is when a snoozed run runs again (the latest snooze;
+	// kept after the run moves on).
 	SnoozedUntil time.Time
-	// Updated is the service's last-modified time of the row.
+	// Updated is the service's last-modified time of the record.
 	Updated time.Time
 
 	etag string
+	// legacy marks a record read from the previous layout.
+	legacy bool
 }
 
-// Meta is what a claim records about the task besides the claim itself
-// (leasecrontype.RunMeta, the public shape queue.RunRecorder speaks).
+// Meta is what a claim or a queued mark records about the task besides the
+// claim itself (leasecrontype.RunMeta, the public shape queue.RunRecorder
+// speaks).
 type Meta = leasecrontype.RunMeta
-
-// Filter selects runs for List. The zero value selects every run.
-type Filter struct {
-	// States, when not empty, keeps runs in one of these states.
-	States []State
-	// Type, when set, keeps runs of this handler type.
-	Type string
-	// Limit, when > 0, returns at most this many runs (the most recently
-	// updated).
-	Limit int
-}
 
 // Limits on stored text.
 const (
 	// MaxOutputTail is the most output kept per run, in bytes (the end is kept).
-	MaxOutputTail = 4 << 10
+	MaxOutputTail = leasecrontype.MaxOutputTail
 	// MaxLastError is the most error text kept per run, in bytes.
 	MaxLastError = 4 << 10
+	// MaxListError is the most error text a listing row carries.
+	MaxListError = 512
+	// MaxIDLen is the longest run id with a record: every key holding it
+	// must fit the service's 1 KiB RowKey limit.
+	MaxIDLen = 960
 )
 
 // Sentinel errors.
 var (
-	// ErrNotFound: no row for this run id.
+	// ErrNotFound: no record for this run id.
 	ErrNotFound = notfound.New("run not found")
+	// ErrExpired: the run's record has passed its retention; the cleaner
+	// removes it (or has removed it). It matches ErrNotFound too.
+	ErrExpired = notfound.New("run record expired")
 	// ErrAlreadySucceeded: Claim found the run succeeded; the delivery is a
 	// duplicate and must be acknowledged without running.
 	ErrAlreadySucceeded = leasecrontype.ErrRunSucceeded
@@ -136,39 +114,35 @@ var (
 	// ErrAlreadyFinished: Cancel found the run already finished.
 	ErrAlreadyFinished = errors.New("run already finished")
 	// ErrContention: a conditional write kept losing to concurrent writers.
-	ErrContention = errors.New("run row changed concurrently too many times")
+	ErrContention = errors.New("run record changed concurrently too many times")
 	// ErrInvalid: an argument was refused before anything was written.
 	ErrInvalid = errors.New("invalid run argument")
 )
 
-// maxTries bounds read-modify-write loops on one row.
+// maxTries bounds read-modify-write loops on one run.
 const maxTries = 5
 
-// Partition keys.
-const (
-	bucketPrefix = "r"
-	statsPK      = "~stats"
-)
-
-// partitionFor returns the hash bucket ("r0".."rf") of a run id.
-func partitionFor(id string) string {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	return fmt.Sprintf("%s%x", bucketPrefix, h.Sum32()%16)
+// newer reports whether meta describes a later scheduling of cur's id than
+// cur itself: the id was scheduled again after cur finished, so a delivery
+// of the new run starts a fresh record instead of being taken for cur.
+func newer(cur *Run, m Meta) bool {
+	return cur != nil && cur.State.Finished() && !m.Due.IsZero() && !cur.Due.IsZero() && stored(m.Due).After(cur.Due)
 }
 
-// decideClaim computes the row a claim writes and its outcome, given the
-// current row (nil when there is none). On ErrAlreadySucceeded, ErrCancelled
-// and ErrClaimedElsewhere the returned row still records the delivery and is
-// written too.
+// stored is t as the table keeps it: UTC, to the 100 ns tick.
+func stored(t time.Time) time.Time { return t.UTC().Truncate(100 * time.Nanosecond) }
+
+// decideClaim computes the record a claim writes and its outcome, given the
+// current record (nil when there is none). On ErrAlreadySucceeded the
+// returned record counts the duplicate and is written; on ErrCancelled and
+// ErrClaimedElsewhere nothing is written.
 func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time, m Meta, now time.Time) (Run, error) {
 	var next Run
-	if cur != nil {
+	if cur != nil && !newer(cur, m) {
 		next = *cur
 	} else {
 		next = Run{ID: id, State: Queued}
 	}
-	next.Deliveries++
 	fillMeta(&next, m)
 	switch {
 	case next.State == Succeeded:
@@ -192,31 +166,39 @@ func fillMeta(r *Run, m Meta) {
 		r.Type = m.Type
 	}
 	if !m.Due.IsZero() {
-		r.Due = m.Due
+		r.Due = stored(m.Due)
 	}
 	if m.Generation != 0 {
 		r.Generation = m.Generation
 	}
+	if series, _, ok := occurrence(r.ID); ok {
+		r.Series = series
+	}
 }
 
-// applyQueued computes the row MarkQueued writes; write is false when the
-// run has already moved past queued (a consumer was quicker than the mover's
-// bookkeeping) and only its metadata may be filled in.
-func applyQueued(cur *Run, id string, m Meta) Run {
-	if cur == nil {
-		r := Run{ID: id, State: Queued}
-		fillMeta(&r, m)
-		return r
-	}
-	next := *cur
-	fillMeta(&next, m)
-	if next.State == "" || next.State == Scheduled {
+// decideQueued computes the record a queued mark writes. write is false
+// when there is nothing to write; marked reports whether the run is queued
+// under this due time afterwards (so a claim can take it in one write).
+// A run that has moved past queued (a consumer was quicker, or this is a
+// repeated move of a row whose earlier move was delivered) is left alone.
+func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
+	switch {
+	case cur == nil || newer(cur, m):
+		next = Run{ID: id, State: Queued}
+		fillMeta(&next, m)
+		return next, true, true
+	case cur.State == Queued && cur.Due.Equal(stored(m.Due)):
+		return *cur, false, true
+	case cur.State == Scheduled:
+		next = *cur
 		next.State = Queued
+		fillMeta(&next, m)
+		return next, true, true
 	}
-	return next
+	return *cur, false, false
 }
 
-// applyFinish computes the row Finish writes. A cancelled run stays
+// applyFinish computes the record Finish writes. A cancelled run stays
 // cancelled: the outcome is recorded but the state is not overwritten.
 func applyFinish(cur *Run, id string, state State, err error, tail string, now time.Time) Run {
 	var next Run
@@ -224,6 +206,7 @@ func applyFinish(cur *Run, id string, state State, err error, tail string, now t
 		next = *cur
 	} else {
 		next = Run{ID: id}
+		fillMeta(&next, Meta{})
 	}
 	if next.State != Cancelled || state == Cancelled {
 		next.State = state
@@ -239,7 +222,27 @@ func applyFinish(cur *Run, id string, state State, err error, tail string, now t
 	return next
 }
 
-// applyCancel computes the row Cancel writes.
+// applySnooze computes the record Snooze writes: the attempt ended without
+// an outcome and the run waits until until. Attempts and LastError are left
+// as they are (a snooze is not a failure); a cancelled run stays cancelled.
+func applySnooze(cur *Run, id string, until time.Time, tail string, now time.Time) Run {
+	next := Run{ID: id}
+	if cur != nil {
+		next = *cur
+	}
+	if next.State != Cancelled {
+		next.State = Snoozed
+	}
+	next.SnoozedUntil = until.UTC()
+	next.Finished = now
+	next.ClaimUntil = now
+	if tail != "" {
+		next.OutputTail = trunc.Tail(tail, MaxOutputTail)
+	}
+	return next
+}
+
+// applyCancel computes the record Cancel writes.
 func applyCancel(cur Run, now time.Time) (Run, error) {
 	if cur.State.Finished() {
 		return cur, fmt.Errorf("%w: run %s is %s", ErrAlreadyFinished, cur.ID, cur.State)
@@ -249,32 +252,16 @@ func applyCancel(cur Run, now time.Time) (Run, error) {
 	return cur, nil
 }
 
-// matches reports whether r passes f (ignoring Limit).
-func (f Filter) matches(r Run) bool {
-	if f.Type != "" && r.Type != f.Type {
-		return false
-	}
-	if len(f.States) == 0 {
-		return true
-	}
-	for _, s := range f.States {
-		if r.State == s {
-			return true
-		}
-	}
-	return false
-}
-
 func validateID(id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: run id is empty", ErrInvalid)
 	}
-	if len(id) > 1024 {
-		return fmt.Errorf("%w: run id is %d bytes, the limit is 1024", ErrInvalid, len(id))
+	if len(id) > MaxIDLen {
+		return fmt.Errorf("%w: run id is %d bytes, the limit is %d", ErrInvalid, len(id), MaxIDLen)
 	}
 	for _, r := range id {
-		if r == '/' || r == '\\' || r == '#' || r == '?' || r < 0x20 || (r >= 0x7f && r <= 0x9f) {
-			return fmt.Errorf("%w: run id %q contains %q; table keys may not contain / \\ # ? or control characters", ErrInvalid, id, r)
+		if r == '/' || r == '\\' || r == '#' || r == '?' || r == '\'' || r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return fmt.Errorf("%w: run id %q contains %q; run ids may not contain / \\ # ? ' or control characters", ErrInvalid, id, r)
 		}
 	}
 	return nil

@@ -12,7 +12,6 @@ import (
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 func TestMain(m *testing.M) { azuritetest.Main(m) }
@@ -33,7 +32,8 @@ func TestDecideClaim(t *testing.T) {
 		{"missing row is claimed", nil, nil, Running, 0},
 		{"queued is claimed", &Run{ID: "a", State: Queued}, nil, Running, 0},
 		{"failed is claimed", &Run{ID: "a", State: Failed, Attempts: 1}, nil, Running, 0},
-		{"succeeded is a duplicate", &Run{ID: "a", State: Succeeded}, ErrAlreadySucceeded, Succeeded, 1},
+		{"succeeded is a duplicate", &Run{ID: "a", State: Succeeded, Due: meta.Due}, ErrAlreadySucceeded, Succeeded, 1},
+		{"an earlier run of the id is not", &Run{ID: "a", State: Succeeded, Due: meta.Due.Add(-time.Hour)}, nil, Running, 0},
 		{"cancelled is not run", &Run{ID: "a", State: Cancelled}, ErrCancelled, Cancelled, 0},
 		{"running elsewhere unexpired", &Run{ID: "a", State: Running, Worker: "w2", ClaimUntil: now.Add(time.Second)}, ErrClaimedElsewhere, Running, 0},
 		{"running elsewhere expired is taken over", &Run{ID: "a", State: Running, Worker: "w2", ClaimUntil: now}, nil, Running, 0},
@@ -45,7 +45,7 @@ func TestDecideClaim(t *testing.T) {
 			if !errors.Is(err, c.want) || (c.want == nil && err != nil) {
 				t.Fatalf("err = %v, want %v", err, c.want)
 			}
-			if got.State != c.wantState || got.Duplicates != c.wantDup || got.Deliveries != 1 {
+			if got.State != c.wantState || got.Duplicates != c.wantDup {
 				t.Fatalf("row = %+v", got)
 			}
 			if got.Type != "email" || got.Generation != 7 || !got.Due.Equal(meta.Due) {
@@ -66,223 +66,74 @@ func TestParseState(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "succeeded") {
 		t.Fatalf("want an error naming the accepted states, got %v", err)
 	}
-	for _, s := range []State{Succeeded, Dead, Cancelled} {
-		if !s.Finished() {
-			t.Fatalf("%s should be finished", s)
-		}
-	}
-	if Failed.Finished() || Running.Finished() {
-		t.Fatal("failed/running are not finished")
-	}
 }
 
-func TestPartitionFor(t *testing.T) {
+func TestKeys(t *testing.T) {
+	due := time.Date(2026, 11, 23, 2, 0, 0, 0, time.UTC)
+	occ := OccurrenceID("nightly", due)
+	if occ != "nightly@2026-11-23T02:00:00Z" {
+		t.Fatalf("OccurrenceID = %q", occ)
+	}
+	if s, d, ok := occurrence(occ); !ok || s != "nightly" || !d.Equal(due) {
+		t.Fatalf("occurrence(%q) = %q %v %v", occ, s, d, ok)
+	}
+	for _, id := range []string{"plain", "a@b", "x@2026-11-23T02:00:00+01:00", "x@2026-11-23T02:00:00.000Z", "a~b@2026-11-23T02:00:00Z", "@2026-11-23T02:00:00Z"} {
+		if _, _, ok := occurrence(id); ok {
+			t.Errorf("%q taken for an occurrence", id)
+		}
+		if runKey(id) != prefixRun+id {
+			t.Errorf("runKey(%q) = %q", id, runKey(id))
+		}
+	}
+	if bucketOf(occ) != bucketOf(OccurrenceID("nightly", due.Add(time.Hour))) {
+		t.Fatal("occurrences of one series are in different partitions")
+	}
 	seen := map[string]bool{}
 	for i := 0; i < 200; i++ {
-		pk := partitionFor(fmt.Sprintf("task-%d", i))
-		if len(pk) != 2 || pk[0] != 'r' || !strings.ContainsRune("0123456789abcdef", rune(pk[1])) {
-			t.Fatalf("bad partition %q", pk)
+		seen[bucketOf(fmt.Sprintf("task-%d", i))] = true
+	}
+	if len(seen) != Buckets {
+		t.Fatalf("200 ids fall into %d partitions, want %d", len(seen), Buckets)
+	}
+	// Later due times sort first; ties by id.
+	a, b := listKey("a", due), listKey("a", due.Add(time.Nanosecond*100))
+	if !(b < a) || !(listKey("a", due) < listKey("b", due)) {
+		t.Fatal("list keys do not sort newest first")
+	}
+	if k := stateKey(Queued, "a", due, "w"); !(k >= "x~queued~" && k < "x~queued~~") {
+		t.Fatalf("state key %q outside its range", k)
+	}
+	if stateKey(Running, "a", due, "w1") == stateKey(Running, "a", due, "w2") {
+		t.Fatal("a running state row does not name its worker")
+	}
+	if lo, hi := invertedAfter(due), inverted(due); !(hi < lo) {
+		t.Fatalf("invertedAfter %s not after %s", lo, hi)
+	}
+}
+
+func TestInvalidIDs(t *testing.T) {
+	m := NewMem(nil)
+	for _, id := range []string{"", "a/b", "a#b", "a?b", "a\\b", "a\nb", "it's", strings.Repeat("x", MaxIDLen+1)} {
+		if _, err := m.Claim(context.Background(), id, "w", 1, time.Now(), Meta{}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Claim(%.20q) = %v, want ErrInvalid", id, err)
 		}
-		seen[pk] = true
-	}
-	if len(seen) < 12 {
-		t.Fatalf("ids spread over only %d buckets", len(seen))
-	}
-	a, b := "same-id", "same-"+"id"
-	if partitionFor(a) != partitionFor(b) {
-		t.Fatal("not deterministic")
 	}
 }
 
-// api is what both Store and Mem implement; the behaviour suite runs on both.
-type api interface {
-	Get(ctx context.Context, id string) (Run, error)
-	MarkScheduled(ctx context.Context, id string, m Meta) error
-	MarkQueued(ctx context.Context, id string, m Meta) error
-	MarkRequeued(ctx context.Context, id string) error
-	Claim(ctx context.Context, id, worker string, attempt int, leaseUntil time.Time, m Meta) (leasecrontype.Run, error)
-	Extend(ctx context.Context, id, worker string, until time.Time) error
-	Finish(ctx context.Context, id string, state State, err error, outputTail string) error
-	Cancel(ctx context.Context, id string) (Run, error)
-	List(ctx context.Context, f Filter) ([]Run, error)
-	FlushCounters(ctx context.Context, c Counters) error
-	SumCounters(ctx context.Context) (Counters, error)
-}
-
-var (
-	_ api = (*Store)(nil)
-	_ api = (*Mem)(nil)
-)
-
-func mustState(t *testing.T, s api, id string, want State) Run {
-	t.Helper()
-	r, err := s.Get(context.Background(), id)
-	if err != nil {
-		t.Fatalf("Get(%s): %v", id, err)
+func TestOptionsValidation(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Table: "bad-name"}, "Options.Table"},
+		{Options{Retention: time.Second}, "Options.Retention 1s"},
+		{Options{RetentionFailed: -time.Hour}, "Options.RetentionFailed -1h0m0s"},
+	} {
+		_, err := New(&storage.Clients{}, c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%+v) = %v, want an error naming %q", c.o, err, c.want)
+		}
 	}
-	if r.State != want {
-		t.Fatalf("run %s state = %s, want %s (%+v)", id, r.State, want, r)
-	}
-	return r
-}
-
-// behaviour exercises the lifecycle; now returns the store's current time.
-func behaviour(t *testing.T, s api, now func() time.Time) {
-	ctx := context.Background()
-	id := "nightly@2030-01-02T03:04:05Z:it's" // '@', ':' and a quote
-	due := now().Add(-time.Minute).UTC().Truncate(time.Second)
-
-	if _, err := s.Get(ctx, id); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Get missing: %v, want ErrNotFound", err)
-	}
-	if _, err := s.Cancel(ctx, id); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Cancel missing: %v, want ErrNotFound", err)
-	}
-	if err := s.MarkScheduled(ctx, id, Meta{Type: "report", Due: due}); err != nil {
-		t.Fatal(err)
-	}
-	mustState(t, s, id, Scheduled)
-	if err := s.MarkQueued(ctx, id, Meta{Type: "report", Due: due, Generation: 3}); err != nil {
-		t.Fatal(err)
-	}
-	r := mustState(t, s, id, Queued)
-	if r.Type != "report" || r.Generation != 3 || !r.Due.Equal(due) {
-		t.Fatalf("queued row = %+v", r)
-	}
-
-	// First claim wins; a second worker is refused while the claim holds.
-	c, err := s.Claim(ctx, id, "w1", 1, now().Add(time.Minute), Meta{})
-	if err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
-	if c.State != Running || c.Worker != "w1" || c.Attempts != 1 {
-		t.Fatalf("claimed row = %+v", c)
-	}
-	c, err = s.Claim(ctx, id, "w2", 1, now().Add(time.Minute), Meta{})
-	if !errors.Is(err, ErrClaimedElsewhere) || c.Worker != "w1" || c.ClaimUntil.Before(now()) {
-		t.Fatalf("second Claim = %+v, %v; want ErrClaimedElsewhere with w1's claim", c, err)
-	}
-	if err := s.Extend(ctx, id, "w1", now().Add(2*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if r := mustState(t, s, id, Running); r.ClaimUntil.Before(now().Add(90 * time.Second)) {
-		t.Fatalf("claim not extended: %v", r.ClaimUntil)
-	}
-	// A late MarkQueued never moves it backwards.
-	if err := s.MarkQueued(ctx, id, Meta{Type: "report"}); err != nil {
-		t.Fatal(err)
-	}
-	mustState(t, s, id, Running)
-
-	if err := s.Finish(ctx, id, Failed, errors.New("boom"), "line 1\nline 2"); err != nil {
-		t.Fatal(err)
-	}
-	r = mustState(t, s, id, Failed)
-	if r.LastError != "boom" || r.OutputTail != "line 1\nline 2" || r.Finished.IsZero() {
-		t.Fatalf("failed row = %+v", r)
-	}
-	// After a failure the claim is released: another worker may retry at once.
-	if _, err := s.Claim(ctx, id, "w2", 2, now().Add(time.Minute), Meta{}); err != nil {
-		t.Fatalf("retry claim: %v", err)
-	}
-	if err := s.Finish(ctx, id, Succeeded, nil, strings.Repeat("x", 10000)+"done"); err != nil {
-		t.Fatal(err)
-	}
-	r = mustState(t, s, id, Succeeded)
-	if r.LastError != "boom" || len(r.OutputTail) > MaxOutputTail || !strings.HasSuffix(r.OutputTail, "done") {
-		t.Fatalf("succeeded row: last error %q, tail %d bytes", r.LastError, len(r.OutputTail))
-	}
-	// A redelivery is a duplicate and is counted.
-	c, err = s.Claim(ctx, id, "w3", 1, now().Add(time.Minute), Meta{})
-	if !errors.Is(err, ErrAlreadySucceeded) || c.Duplicates != 1 {
-		t.Fatalf("duplicate Claim = %+v, %v", c, err)
-	}
-	if r := mustState(t, s, id, Succeeded); r.Duplicates != 1 || r.Deliveries != 4 {
-		t.Fatalf("duplicates/deliveries = %d/%d, want 1/4", r.Duplicates, r.Deliveries)
-	}
-	if _, err := s.Cancel(ctx, id); !errors.Is(err, ErrAlreadyFinished) {
-		t.Fatalf("Cancel finished: %v, want ErrAlreadyFinished", err)
-	}
-
-	// Cancel after move: the delivery is refused and a late Finish keeps it cancelled.
-	id2 := "cancel-me"
-	if err := s.MarkQueued(ctx, id2, Meta{Type: "report"}); err != nil {
-		t.Fatal(err)
-	}
-	if r, err := s.Cancel(ctx, id2); err != nil || r.State != Cancelled {
-		t.Fatalf("Cancel = %+v, %v", r, err)
-	}
-	if _, err := s.Claim(ctx, id2, "w1", 1, now().Add(time.Minute), Meta{}); !errors.Is(err, ErrCancelled) {
-		t.Fatalf("Claim cancelled: %v", err)
-	}
-	if err := s.Finish(ctx, id2, Succeeded, nil, "late"); err != nil {
-		t.Fatal(err)
-	}
-	if r := mustState(t, s, id2, Cancelled); r.OutputTail != "late" {
-		t.Fatalf("late finish not recorded: %+v", r)
-	}
-
-	// Dead, then requeued.
-	id3 := "dies"
-	if _, err := s.Claim(ctx, id3, "w1", 3, now().Add(time.Minute), Meta{Type: "flaky"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Finish(ctx, id3, Dead, errors.New("gave up"), ""); err != nil {
-		t.Fatal(err)
-	}
-	mustState(t, s, id3, Dead)
-	if err := s.MarkRequeued(ctx, id3); err != nil {
-		t.Fatal(err)
-	}
-	if r := mustState(t, s, id3, Queued); r.Attempts != 0 || r.Type != "flaky" {
-		t.Fatalf("requeued row = %+v", r)
-	}
-
-	// List filters.
-	all, err := s.List(ctx, Filter{})
-	if err != nil || len(all) != 3 {
-		t.Fatalf("List all = %d rows, %v", len(all), err)
-	}
-	got, err := s.List(ctx, Filter{States: []State{Cancelled, Succeeded}})
-	if err != nil || len(got) != 2 {
-		t.Fatalf("List states = %+v, %v", got, err)
-	}
-	got, err = s.List(ctx, Filter{Type: "flaky"})
-	if err != nil || len(got) != 1 || got[0].ID != id3 {
-		t.Fatalf("List type = %+v, %v", got, err)
-	}
-	got, err = s.List(ctx, Filter{Limit: 1})
-	if err != nil || len(got) != 1 {
-		t.Fatalf("List limit = %+v, %v", got, err)
-	}
-
-	// Counters.
-	if err := s.FlushCounters(ctx, Counters{Instance: "host/1", Total: Counts{Handled: 3, Failed: 1},
-		ByType: map[string]Counts{"a": {Handled: 2}, "b": {Handled: 1, Failed: 1}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.FlushCounters(ctx, Counters{Instance: "host-2", Total: Counts{Handled: 5, Dead: 2},
-		ByType: map[string]Counts{"a": {Handled: 5, Dead: 2}}}); err != nil {
-		t.Fatal(err)
-	}
-	// A later flush replaces the instance's row (counts are cumulative).
-	if err := s.FlushCounters(ctx, Counters{Instance: "host-2", Total: Counts{Handled: 6, Dead: 2},
-		ByType: map[string]Counts{"a": {Handled: 6, Dead: 2}}}); err != nil {
-		t.Fatal(err)
-	}
-	sum, err := s.SumCounters(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Instances != 2 || sum.Total.Handled != 9 || sum.Total.Dead != 2 || sum.Total.Failed != 1 ||
-		sum.ByType["a"].Handled != 8 || sum.ByType["b"].Failed != 1 {
-		t.Fatalf("SumCounters = %+v", sum)
-	}
-}
-
-func TestMemBehaviour(t *testing.T) {
-	clk := clock.NewFake(t0)
-	behaviour(t, NewMem(clk), clk.Now)
 }
 
 func TestMemFailWith(t *testing.T) {
@@ -298,113 +149,411 @@ func TestMemFailWith(t *testing.T) {
 	}
 }
 
-func TestInvalidIDs(t *testing.T) {
-	m := NewMem(nil)
-	for _, id := range []string{"", "a/b", "a#b", "a?b", "a\\b", "a\nb"} {
-		if err := m.MarkQueued(context.Background(), id, Meta{}); !errors.Is(err, ErrInvalid) {
-			t.Errorf("MarkQueued(%q) = %v, want ErrInvalid", id, err)
-		}
-	}
+// env is one Store under test with its request count and clock.
+type env struct {
+	s *Store
+	// other is a second Store on the same table: another worker process.
+	other    *Store
+	requests func() int64
+	now      func() time.Time
+	advance  func(time.Duration) // nil on the real clock
 }
 
-func TestOptionsValidation(t *testing.T) {
-	_, err := New(&storage.Clients{}, Options{Table: "bad-name"})
-	if err == nil || !strings.Contains(err.Error(), "Options.Table") || !strings.Contains(err.Error(), "bad-name") {
-		t.Fatalf("want an error naming Options.Table and the value, got %v", err)
+func memEnv(t *testing.T) env {
+	clk := clock.NewFake(t0)
+	m := NewMem(clk)
+	other := &Store{t: m.mt, o: m.o}
+	if err := m.ensure(context.Background()); err != nil {
+		t.Fatal(err)
 	}
+	return env{s: m.Store, other: other, requests: m.Requests, now: clk.Now, advance: clk.Advance}
 }
 
-// --- Azurite -----------------------------------------------------------
-
-func newStore(t *testing.T) *Store {
+// azureEnv is a Store over a fresh table of the shared Azurite, its
+// requests counted by storage.Counter.
+func azureEnv(t *testing.T, o Options) env {
 	t.Helper()
 	srv := azuritetest.Shared(t)
-	sc, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString()})
+	cnt := storage.NewCounter()
+	sc, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString(), Counter: cnt})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(sc, Options{Table: azuritetest.Name(t, "r")})
+	o.Table = azuritetest.Name(t, "r")
+	s, err := New(sc, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
-}
-
-func TestStoreBehaviour(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	behaviour(t, s, time.Now)
-}
-
-// Two (here: eight) workers that receive the same message at once: exactly
-// one claim wins, the others see ErrClaimedElsewhere.
-func TestStoreConcurrentClaim(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	ctx := context.Background()
-	for round := 0; round < 3; round++ {
-		id := fmt.Sprintf("race-%d", round)
-		if round == 1 {
-			if err := s.MarkQueued(ctx, id, Meta{Type: "t"}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		const n = 8
-		var wg sync.WaitGroup
-		errs := make([]error, n)
-		for i := 0; i < n; i++ {
-			wg.Add(1)
-			go func(i int) {
-				defer wg.Done()
-				_, errs[i] = s.Claim(ctx, id, fmt.Sprintf("w%d", i), 1, time.Now().Add(time.Minute), Meta{Type: "t"})
-			}(i)
-		}
-		wg.Wait()
-		won := 0
-		for i, err := range errs {
-			switch {
-			case err == nil:
-				won++
-			case errors.Is(err, ErrClaimedElsewhere):
-			default:
-				t.Fatalf("round %d worker %d: %v", round, i, err)
-			}
-		}
-		if won != 1 {
-			t.Fatalf("round %d: %d claims won, want exactly 1 (%v)", round, won, errs)
-		}
-		r, err := s.Get(ctx, id)
-		// Deliveries recorded by refusals are best effort under contention.
-		if err != nil || r.Deliveries < 1 || r.Deliveries > n || r.State != Running {
-			t.Fatalf("round %d row = %+v, %v; want 1..%d deliveries", round, r, err, n)
-		}
-	}
-}
-
-func TestStoreMissingRowsAndUpserts(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	ctx := context.Background()
-	// Writes that need no row never fail for a missing one.
-	if err := s.Finish(ctx, "never-queued", Succeeded, nil, "out"); err != nil {
+	if err := s.ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	mustState(t, s, "never-queued", Succeeded)
-	if err := s.Extend(ctx, "ghost", "w", time.Now()); err != nil {
+	other, err := New(sc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := env{s: s, other: other, requests: cnt.Total, now: time.Now}
+	if fc, ok := o.Clock.(*clock.Fake); ok {
+		e.now, e.advance = fc.Now, fc.Advance
+	}
+	return e
+}
+
+// cost runs f and returns how many requests it made.
+func (e env) cost(f func()) int64 {
+	before := e.requests()
+	f()
+	return e.requests() - before
+}
+
+func (e env) mustState(t *testing.T, id string, want State) Run {
+	t.Helper()
+	r, err := e.s.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", id, err)
+	}
+	if r.State != want {
+		t.Fatalf("%s is %s, want %s (%+v)", id, r.State, want, r)
+	}
+	return r
+}
+
+func (e env) verify(t *testing.T) int {
+	t.Helper()
+	problems, n, err := e.s.Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) > 0 {
+		t.Fatalf("rows disagree:\n%s", strings.Join(problems, "\n"))
+	}
+	return n
+}
+
+func (e env) wantCost(t *testing.T, what string, want int64, f func()) {
+	t.Helper()
+	if got := e.cost(f); got != want {
+		t.Errorf("%s cost %d requests, want %d", what, got, want)
+	}
+}
+
+// lifecycle drives runs through every path and checks each write's cost:
+// the happy path is a batched mark, one claim write and one finish write.
+func lifecycle(t *testing.T, e env) {
+	ctx := context.Background()
+	s := e.s
+	due := e.now().Add(-time.Second).Truncate(time.Second)
+	meta := Meta{Type: "email", Due: due, Generation: 3}
+
+	// Marked, claimed, failed, retried, succeeded.
+	var marked []bool
+	e.wantCost(t, "marking 3 runs queued", 3, func() { // one transaction per partition at most
+		marked = s.MarkQueued(ctx, []Mark{{"a1", meta}, {"a2", meta}, {"a3", meta}})
+	})
+	if fmt.Sprint(marked) != "[true true true]" {
+		t.Fatalf("marked = %v", marked)
+	}
+	mq := meta
+	mq.Queued = true
+	e.wantCost(t, "a claim of a marked run", 1, func() {
+		if r, err := s.Claim(ctx, "a1", "w1", 1, e.now().Add(time.Minute), mq); err != nil || r.State != Running || r.Worker != "w1" {
+			t.Fatalf("Claim = %+v, %v", r, err)
+		}
+	})
+	e.mustState(t, "a1", Running)
+	e.wantCost(t, "a finish", 1, func() {
+		if err := s.Finish(ctx, "a1", Failed, errors.New("boom"), "line 1\nline 2"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	r := e.mustState(t, "a1", Failed)
+	if r.LastError != "boom" || r.OutputTail != "line 1\nline 2" || r.Finished.IsZero() || r.Type != "email" || r.Generation != 3 {
+		t.Fatalf("failed record = %+v", r)
+	}
+	e.wantCost(t, "a retry's claim", 1, func() {
+		if _, err := s.Claim(ctx, "a1", "w2", 2, e.now().Add(time.Minute), mq); err != nil {
+			t.Fatal(err)
+		}
+	})
+	e.wantCost(t, "a heartbeat", 1, func() {
+		if err := s.Extend(ctx, "a1", "w2", e.now().Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := s.Finish(ctx, "a1", Succeeded, nil, strings.Repeat("x", 10000)+"done"); err != nil {
+		t.Fatal(err)
+	}
+	r = e.mustState(t, "a1", Succeeded)
+	if r.LastError != "boom" || len(r.OutputTail) > MaxOutputTail || !strings.HasSuffix(r.OutputTail, "done") || r.Attempts != 2 || r.Worker != "w2" {
+		t.Fatalf("succeeded record: %+v", r)
+	}
+	// A redelivery is a duplicate and is counted.
+	c, err := s.Claim(ctx, "a1", "w3", 1, e.now().Add(time.Minute), mq)
+	if !errors.Is(err, ErrAlreadySucceeded) || c.Duplicates != 1 {
+		t.Fatalf("duplicate Claim = %+v, %v", c, err)
+	}
+	if r := e.mustState(t, "a1", Succeeded); r.Duplicates != 1 {
+		t.Fatalf("duplicates = %d, want 1", r.Duplicates)
+	}
+	if _, err := s.Cancel(ctx, "a1"); !errors.Is(err, ErrAlreadyFinished) {
+		t.Fatalf("Cancel finished: %v, want ErrAlreadyFinished", err)
+	}
+
+	// Two workers claim the same marked run: one wins.
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.Claim(ctx, "a2", fmt.Sprintf("w%d", i), 1, e.now().Add(time.Minute), mq)
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, ErrClaimedElsewhere):
+			t.Fatalf("concurrent claim: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d of 4 concurrent claims won (%v)", won, errs)
+	}
+
+	// Cancel after the move: the delivery is refused; a late finish keeps
+	// it cancelled.
+	if r, err := s.Cancel(ctx, "a3"); err != nil || r.State != Cancelled {
+		t.Fatalf("Cancel = %+v, %v", r, err)
+	}
+	if _, err := s.Claim(ctx, "a3", "w1", 1, e.now().Add(time.Minute), mq); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("Claim cancelled: %v", err)
+	}
+	if _, err := s.Cancel(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Cancel unknown: %v", err)
+	}
+
+	// A run without a mark (its message sent by something else): one
+	// write too, and a cancel while it runs wins over its finish.
+	e.wantCost(t, "a claim of an unmarked run", 1, func() {
+		if _, err := s.Claim(ctx, "b1", "w1", 1, e.now().Add(time.Minute), meta); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := s.Cancel(ctx, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "b1", Succeeded, nil, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "b1", Cancelled); r.OutputTail != "late" {
+		t.Fatalf("late finish not recorded: %+v", r)
+	}
+
+	// Dead, then requeued: a marked run again.
+	if _, err := s.Claim(ctx, "c1", "w1", 3, e.now().Add(time.Minute), Meta{Type: "flaky", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "c1", Dead, errors.New("gave up"), ""); err != nil {
+		t.Fatal(err)
+	}
+	e.mustState(t, "c1", Dead)
+	if err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "c1", Queued); r.Attempts != 0 || r.Type != "flaky" {
+		t.Fatalf("requeued record = %+v", r)
+	}
+	e.wantCost(t, "a claim of a requeued run", 1, func() {
+		if _, err := s.Claim(ctx, "c1", "w1", 1, e.now().Add(time.Minute), Meta{Type: "flaky", Due: due, Queued: true}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// A claim taken over after it lapsed: the first worker's late finish
+	// does not overwrite the second worker's claim.
+	if _, err := s.Claim(ctx, "d1", "slow", 1, e.now().Add(-time.Second), meta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.other.Claim(ctx, "d1", "fast", 1, e.now().Add(time.Minute), meta); err != nil {
+		t.Fatalf("takeover of a lapsed claim: %v", err)
+	}
+	if err := s.Finish(ctx, "d1", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "d1", Running); r.Worker != "fast" {
+		t.Fatalf("after the first worker's late finish the run is %+v", r)
+	}
+
+	// An id scheduled again after its run finished starts a new record.
+	later := Meta{Type: "email", Due: due.Add(time.Hour)}
+	if m := s.MarkQueued(ctx, []Mark{{"a1", later}}); !m[0] {
+		t.Fatal("a new run of a finished id was not marked")
+	}
+	if r := e.mustState(t, "a1", Queued); !r.Due.Equal(later.Due) || r.Duplicates != 0 || r.LastError != "" {
+		t.Fatalf("new run of a1 kept the old one's fields: %+v", r)
+	}
+	// A repeated mark of a run that has moved on leaves it alone.
+	if m := s.MarkQueued(ctx, []Mark{{"c1", Meta{Type: "flaky", Due: due}}}); m[0] {
+		t.Fatal("a running run was marked queued again")
+	}
+	e.mustState(t, "c1", Running)
+
+	// Missing records.
+	if _, err := s.Get(ctx, "ghost"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get ghost: %v", err)
+	}
+	if err := s.Extend(ctx, "ghost", "w", e.now()); err != nil {
 		t.Fatalf("Extend missing row: %v", err)
 	}
-	if _, err := s.Get(ctx, "ghost"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Extend created a row: %v", err)
-	}
-	if err := s.MarkRequeued(ctx, "fresh"); err != nil {
+	if err := s.Finish(ctx, "never-claimed", Succeeded, nil, "out"); err != nil {
 		t.Fatal(err)
 	}
-	mustState(t, s, "fresh", Queued)
-	// Scheduling an id again starts a new run.
-	if err := s.MarkScheduled(ctx, "never-queued", Meta{Type: "again"}); err != nil {
+	e.mustState(t, "never-claimed", Succeeded)
+
+	// Occurrences of a series.
+	for i := 0; i < 3; i++ {
+		id := OccurrenceID("nightly", due.Add(time.Duration(i)*time.Hour))
+		if _, err := s.Claim(ctx, id, "w1", 1, e.now().Add(time.Minute), Meta{Type: "report", Due: due.Add(time.Duration(i) * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(ctx, id, Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.mustState(t, id, Succeeded); r.Series != "nightly" {
+			t.Fatalf("occurrence record %+v has no series", r)
+		}
+	}
+	if n := e.verify(t); n != 10 {
+		t.Fatalf("%d runs, want 10", n)
+	}
+
+	// Listings.
+	ids := func(q Query) []string {
+		t.Helper()
+		p, err := s.Query(ctx, q)
+		if err != nil {
+			t.Fatalf("Query(%+v): %v", q, err)
+		}
+		var out []string
+		for _, r := range p.Runs {
+			out = append(out, r.ID+":"+string(r.State))
+		}
+		return out
+	}
+	check := func(q Query, want string) {
+		t.Helper()
+		if got := strings.Join(ids(q), " "); got != want {
+			t.Errorf("Query(%+v) = %s\nwant %s", q, got, want)
+		}
+	}
+	n0 := OccurrenceID("nightly", due)
+	n1 := OccurrenceID("nightly", due.Add(time.Hour))
+	n2 := OccurrenceID("nightly", due.Add(2*time.Hour))
+	check(Query{Series: "nightly"}, n2+":succeeded "+n1+":succeeded "+n0+":succeeded")
+	check(Query{State: Running}, "a2:running c1:running d1:running")
+	check(Query{State: Cancelled}, "a3:cancelled b1:cancelled")
+	check(Query{Type: "report", State: Succeeded, Limit: 2}, n2+":succeeded "+n1+":succeeded")
+	check(Query{State: Succeeded, Since: due.Add(30 * time.Minute)}, n2+":succeeded "+n1+":succeeded")
+	check(Query{State: Queued}, "a1:queued")
+	// Paging through everything gives each run once, newest first.
+	var all []string
+	q := Query{Limit: 3}
+	for pages := 0; ; pages++ {
+		p, err := s.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range p.Runs {
+			all = append(all, r.ID)
+		}
+		if p.Continue == "" {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("paging does not end")
+		}
+		q.Continue = p.Continue
+	}
+	if got := strings.Join(all, " "); got != n2+" a1 "+n1+" a2 a3 b1 c1 d1 "+n0+" never-claimed" {
+		t.Errorf("pages = %s", got)
+	}
+	for _, bad := range []Query{{State: Scheduled}, {Limit: MaxLimit + 1}, {State: "done"}, {Continue: "garbage"}, {Series: "a~b"}} {
+		if _, err := s.Query(ctx, bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Query(%+v) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	if _, err := s.Query(ctx, Query{State: Failed, Continue: q.Continue}); !errors.Is(err, ErrBadContinue) {
+		t.Errorf("a token of another query: %v", err)
+	}
+}
+
+func TestMemLifecycle(t *testing.T) { lifecycle(t, memEnv(t)) }
+
+func TestStoreLifecycle(t *testing.T) {
+	t.Parallel()
+	lifecycle(t, azureEnv(t, Options{}))
+}
+
+// Counters are kept per minute: Throughput returns every minute, SumCounters
+// the last 24 hours, and Clean drops minutes older than CountersKept.
+func counters(t *testing.T, e env) {
+	ctx := context.Background()
+	s := e.s
+	start := e.now().Truncate(time.Minute)
+	flush := func(inst string, handled, failed int64, byType map[string]Counts) {
+		t.Helper()
+		if err := s.FlushCounters(ctx, Counters{Instance: inst, Total: Counts{Handled: handled, Failed: failed}, ByType: byType}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush("host/1", 3, 1, map[string]Counts{"a": {Handled: 2}, "b": {Handled: 1, Failed: 1}})
+	flush("host-2", 5, 0, map[string]Counts{"a": {Handled: 5}})
+	e.advance(30 * time.Second)
+	flush("host-2", 6, 0, map[string]Counts{"a": {Handled: 6}}) // cumulative: +1
+	e.advance(time.Minute)
+	flush("host/1", 10, 1, map[string]Counts{"a": {Handled: 9}, "b": {Handled: 1, Failed: 1}}) // +7 in the next minute
+	e.advance(time.Minute)
+	flush("host/1", 10, 1, map[string]Counts{"a": {Handled: 9}, "b": {Handled: 1, Failed: 1}}) // nothing new
+
+	mins, err := s.Throughput(ctx, start.Add(-time.Minute))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if r := mustState(t, s, "never-queued", Scheduled); r.OutputTail != "" || r.Type != "again" {
-		t.Fatalf("rescheduled row kept old fields: %+v", r)
+	var got []string
+	for _, m := range mins {
+		got = append(got, fmt.Sprintf("%s:%d/%d", m.Minute.Sub(start), m.Handled, m.Failed))
 	}
+	if want := "-1m0s:0/0 0s:9/1 1m0s:7/0 2m0s:0/0"; strings.Join(got, " ") != want {
+		t.Fatalf("Throughput = %v, want %s", got, want)
+	}
+	sum, err := s.SumCounters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Instances != 2 || sum.Total.Handled != 16 || sum.Total.Failed != 1 || sum.ByType["a"].Handled != 15 || sum.ByType["b"].Failed != 1 {
+		t.Fatalf("SumCounters = %+v", sum)
+	}
+	// A day later the stats window has moved on; two days later Clean
+	// removes the rows.
+	e.advance(25 * time.Hour)
+	if sum, _ := s.SumCounters(ctx); sum.Total.Handled != 0 {
+		t.Fatalf("SumCounters a day later = %+v", sum.Total)
+	}
+	if m, _ := s.Throughput(ctx, start); len(m) == 0 || m[0].Handled != 9 {
+		t.Fatalf("a day later the first minute is %+v, want it kept", m[:1])
+	}
+	e.advance(CountersKept)
+	st, err := s.Clean(ctx)
+	if err != nil || st.Counters != 3 {
+		t.Fatalf("Clean = %+v, %v; want the 3 counters rows removed", st, err)
+	}
+}
+
+func TestMemCounters(t *testing.T) { counters(t, memEnv(t)) }
+
+func TestStoreCounters(t *testing.T) {
+	t.Parallel()
+	counters(t, azureEnv(t, Options{Clock: clock.NewFake(time.Now().Truncate(time.Minute))}))
 }

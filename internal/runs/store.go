@@ -2,32 +2,40 @@ package runs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // DefaultTable is the default name of the Runs table.
 const DefaultTable = "Runs"
 
+// Default retentions.
+const (
+	// DefaultRetention is how long succeeded and cancelled runs are kept.
+	DefaultRetention = 7 * 24 * time.Hour
+	// DefaultRetentionFailed is how long failed and dead runs are kept.
+	DefaultRetentionFailed = 30 * 24 * time.Hour
+)
+
 // Options configure a Store.
 type Options struct {
 	// Table is the table name. Default DefaultTable ("Runs").
 	Table string
+	// Retention is how long a succeeded or cancelled run is kept after it
+	// finished. Default DefaultRetention (7 days).
+	Retention time.Duration
+	// RetentionFailed is how long a failed or dead run is kept after its
+	// last attempt. Default DefaultRetentionFailed (30 days).
+	RetentionFailed time.Duration
 	// Clock is the time source. Default the real clock.
 	Clock clock.Clock
 	// Logger receives warnings. Default slog.Default().
@@ -41,6 +49,18 @@ func (o *Options) fill() error {
 	if err := storage.ValidateTableName(o.Table); err != nil {
 		return fmt.Errorf("runs: Options.Table: %w", err)
 	}
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.RetentionFailed == 0 {
+		o.RetentionFailed = DefaultRetentionFailed
+	}
+	if o.Retention < time.Minute {
+		return fmt.Errorf("runs: Options.Retention %s: want at least 1m (0 means %s)", o.Retention, DefaultRetention)
+	}
+	if o.RetentionFailed < time.Minute {
+		return fmt.Errorf("runs: Options.RetentionFailed %s: want at least 1m (0 means %s)", o.RetentionFailed, DefaultRetentionFailed)
+	}
 	o.Clock = clock.OrReal(o.Clock)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -48,14 +68,19 @@ func (o *Options) fill() error {
 	return nil
 }
 
-// Store is the Runs table in Azure Table storage. The table is created on
-// first use. A Store is safe for concurrent use.
+// Store keeps run records in one Azure table (see the package doc for the
+// layout). The table is created on first use. A Store is safe for
+// concurrent use.
 type Store struct {
-	sc    *storage.Clients
-	tc    *aztables.Client
+	t     table
 	o     Options
 	mu    sync.Mutex
 	ready bool
+	// claims are the runs this Store claimed and has not finished: Finish
+	// and Extend of such a run are one write.
+	claims sync.Map // id → Run
+	legacy legacyProbe
+	minute minuteCounters
 }
 
 // New returns a Store over the table named in o. It does not contact the
@@ -65,13 +90,52 @@ func New(sc *storage.Clients, o Options) (*Store, error) {
 		return nil, err
 	}
 	if sc == nil || sc.Table == nil {
-		return nil, fmt.Errorf("runs: no table service client")
+		return nil, errors.New("runs: no table service client")
 	}
-	return &Store{sc: sc, tc: sc.Table.NewClient(o.Table), o: o}, nil
+	return &Store{t: &azTable{c: sc.Table.NewClient(o.Table), name: o.Table}, o: o}, nil
+}
+
+// Mem is a Store over an in-memory table with the service's semantics, for
+// tests and examples.
+type Mem struct {
+	*Store
+	mt *memTable
+}
+
+// NewMem returns an empty in-memory Store on clock c (nil means the real
+// clock) with the default options.
+func NewMem(c clock.Clock) *Mem {
+	o := Options{Clock: c}
+	_ = o.fill()
+	mt := newMemTable(o.Clock)
+	return &Mem{Store: &Store{t: mt, o: o}, mt: mt}
+}
+
+// FailWith makes every later call fail with err (nil heals it), to test
+// that callers survive a Runs-table outage.
+func (m *Mem) FailWith(err error) {
+	m.mt.mu.Lock()
+	defer m.mt.mu.Unlock()
+	m.mt.fail = err
+}
+
+// Requests returns how many table requests the Store has made.
+func (m *Mem) Requests() int64 {
+	m.mt.mu.Lock()
+	defer m.mt.mu.Unlock()
+	return m.mt.requests
 }
 
 // Table returns the table name.
 func (s *Store) Table() string { return s.o.Table }
+
+// Retention returns the retentions in force: of succeeded and cancelled
+// runs, and of failed and dead ones.
+func (s *Store) Retention() (succeeded, failed time.Duration) {
+	return s.o.Retention, s.o.RetentionFailed
+}
+
+func (s *Store) now() time.Time { return s.o.Clock.Now().UTC() }
 
 func (s *Store) ensure(ctx context.Context) error {
 	s.mu.Lock()
@@ -79,109 +143,253 @@ func (s *Store) ensure(ctx context.Context) error {
 	if s.ready {
 		return nil
 	}
-	if err := s.sc.EnsureTable(ctx, s.o.Table); err != nil {
+	if err := s.t.create(ctx); err != nil {
 		return fmt.Errorf("runs: %w", err)
 	}
 	s.ready = true
+	// Look for records of the previous layout now, once, rather than on
+	// the first lookup that misses.
+	if _, err := s.hasLegacy(ctx); err != nil {
+		s.o.Logger.Debug("runs: could not look for records of the previous layout yet", "err", err)
+	}
 	return nil
 }
 
-// Get returns the run with this id, or an error wrapping ErrNotFound.
+// retention returns how long a run in state st is kept after it finished;
+// 0 for states that do not expire (the run is still live).
+func (s *Store) retention(st State) time.Duration {
+	switch st {
+	case Succeeded, Cancelled:
+		return s.o.Retention
+	case Failed, Dead:
+		return s.o.RetentionFailed
+	}
+	return 0
+}
+
+// expired reports whether r has passed its retention at now.
+func (s *Store) expired(r Run, now time.Time) bool {
+	d := s.retention(r.State)
+	return d > 0 && !r.Finished.IsZero() && r.Finished.Add(d).Before(now)
+}
+
+// Get returns the run with this id: an error wrapping ErrNotFound when
+// there is none, or ErrExpired (which matches ErrNotFound too) when its
+// record has passed its retention. It is one point read.
 func (s *Store) Get(ctx context.Context, id string) (Run, error) {
 	if err := validateID(id); err != nil {
 		return Run{}, err
 	}
-	r, ok, err := s.get(ctx, id)
-	if err != nil {
+	r, ok, err := s.read(ctx, id)
+	switch {
+	case err != nil:
 		return Run{}, err
-	}
-	if !ok {
+	case !ok:
 		return Run{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	case s.expired(r, s.now()):
+		return Run{}, fmt.Errorf("%w: %s %s at %s and is kept for %s", ErrExpired, id, r.State,
+			r.Finished.Format(time.RFC3339), s.retention(r.State))
 	}
 	return r, nil
 }
 
-// MarkScheduled starts a fresh run record in state scheduled (replacing any
-// earlier record with this id: scheduling an id again starts a new run).
-func (s *Store) MarkScheduled(ctx context.Context, id string, m Meta) error {
+// read returns the record of id (ok false when there is none), falling
+// back to a record of the previous layout while the table holds any.
+func (s *Store) read(ctx context.Context, id string) (Run, bool, error) {
+	if err := s.ensure(ctx); err != nil {
+		return Run{}, false, err
+	}
+	rw, err := s.t.get(ctx, bucketOf(id), runKey(id))
+	switch {
+	case err == nil:
+		return decodeRun(rw), true, nil
+	case !errors.Is(err, storage.ErrNotFound):
+		return Run{}, false, fmt.Errorf("runs: read %s: %w", id, err)
+	}
+	return s.readLegacy(ctx, id)
+}
+
+// Mark asks MarkQueued to record one run as queued.
+type Mark struct {
+	// ID is the run id.
+	ID string
+	// Meta describes the task (its Due keys the record).
+	Meta Meta
+}
+
+// MarkQueued records runs as queued before their messages are sent, and
+// reports which ones are: a delivery of a marked run is claimed in one
+// write (leasecrontype.RunMeta.Queued). It writes one transaction per
+// partition and up to 33 runs, so a mover's page of due tasks costs a few
+// requests; runs it cannot insert (an earlier record of the id exists) are
+// decided one by one. Failures are logged, not returned: marks are
+// bookkeeping, and an unmarked run is still claimed correctly.
+func (s *Store) MarkQueued(ctx context.Context, marks []Mark) []bool {
+	out := make([]bool, len(marks))
+	if len(marks) == 0 {
+		return out
+	}
+	if err := s.ensure(ctx); err != nil {
+		s.o.Logger.Debug("runs not marked queued", "runs", len(marks), "err", err)
+		return out
+	}
+	byBucket := map[string][]int{}
+	for i, m := range marks {
+		if err := validateID(m.ID); err != nil {
+			s.o.Logger.Debug("run not marked queued", "task_id", m.ID, "err", err)
+			continue
+		}
+		b := bucketOf(m.ID)
+		byBucket[b] = append(byBucket[b], i)
+	}
+	var g errgroup.Group
+	for _, idx := range byBucket {
+		g.Go(func() error {
+			const perBatch = maxOps / 3
+			for len(idx) > 0 {
+				n := min(len(idx), perBatch)
+				s.markBatch(ctx, marks, idx[:n], out)
+				idx = idx[n:]
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return out
+}
+
+func (s *Store) markBatch(ctx context.Context, marks []Mark, idx []int, out []bool) {
+	var ops []op
+	for _, i := range idx {
+		r := Run{ID: marks[i].ID, State: Queued}
+		fillMeta(&r, marks[i].Meta)
+		ops = append(ops, transition(nil, r)...)
+	}
+	err := s.t.submit(ctx, ops)
+	if err == nil {
+		for _, i := range idx {
+			out[i] = true
+		}
+		return
+	}
+	if !isConflict(err) && !errors.Is(err, storage.ErrBadRequest) {
+		s.o.Logger.Debug("runs not marked queued", "runs", len(idx), "err", err)
+		return
+	}
+	for _, i := range idx {
+		m := marks[i]
+		var marked bool
+		err := s.modify(ctx, m.ID, func(cur *Run) (Run, bool, error) {
+			next, write, ok := decideQueued(cur, m.ID, m.Meta)
+			marked = ok
+			return next, write, nil
+		})
+		if err != nil {
+			s.o.Logger.Debug("run not marked queued", "task_id", m.ID, "err", err)
+			marked = false
+		}
+		out[i] = marked
+	}
+}
+
+// MarkRequeued puts a dead (or any) run back to queued with its attempts
+// reset, for a dead letter moved back to the work queue; m describes the
+// task as it will be delivered. When it returns nil the run is marked
+// queued under m.Due (so the delivery may set leasecrontype.RunMeta.Queued).
+func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
-	r := Run{ID: id, State: Scheduled}
-	fillMeta(&r, m)
-	return s.upsert(ctx, partitionFor(id), id, runProps(r), aztables.UpdateModeReplace)
+	now := s.now()
+	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		next := Run{ID: id}
+		if cur != nil {
+			next = *cur
+		}
+		fillMeta(&next, m)
+		next.State, next.Attempts, next.ClaimUntil = Queued, 0, now
+		return next, true, nil
+	})
 }
 
-// MarkQueued records that the run is on the queue. It never moves a run
-// backwards: if a consumer has already claimed or finished it (it can be
-// quicker than the mover's bookkeeping), only missing metadata is filled in.
-// It costs a read and a conditional write.
-func (s *Store) MarkQueued(ctx context.Context, id string, m Meta) error {
-	if err := validateID(id); err != nil {
-		return err
+// claimToken is the state row a claim of a delivery described by m takes
+// in one write, or "" when the delivery is not known to have one: a first
+// attempt of a run the mover marked queued takes its queued row, a retry
+// takes the failed row its previous attempt left.
+func claimToken(id string, attempt int, m Meta) string {
+	switch {
+	case attempt <= 1 && m.Queued:
+		return stateKey(Queued, id, m.Due, "")
+	case attempt > 1:
+		return stateKey(Failed, id, m.Due, "")
 	}
-	return s.modify(ctx, id, func(cur *Run) (Run, error) { return applyQueued(cur, id, m), nil })
+	return ""
 }
 
-// MarkRequeued puts a dead (or any) run back to queued with its attempt
-// count reset, for a dead letter moved back to the work queue. It is an
-// unconditional merge.
-func (s *Store) MarkRequeued(ctx context.Context, id string) error {
-	if err := validateID(id); err != nil {
-		return err
-	}
-	now := s.o.Clock.Now()
-	props := map[string]any{"State": string(Queued), "Attempts": int32(0)}
-	putTime(props, "ClaimUntil", now)
-	return s.upsert(ctx, partitionFor(id), id, props, aztables.UpdateModeMerge)
-}
-
-// Claim claims the run for worker's attempt until leaseUntil with a
-// conditional write on the row's ETag, so of two workers claiming at once
-// only one wins. It returns the row as written and, instead of claiming:
-// ErrAlreadySucceeded (the delivery is a duplicate; it is counted in
-// Duplicates), ErrCancelled, or ErrClaimedElsewhere (running on another
-// worker whose claim has not lapsed; the returned row says until when). A
-// missing row is created. Any other error means the claim could not be
-// read or written; the caller should run the task anyway.
+// Claim claims the run for worker's attempt until leaseUntil, so that of
+// two workers claiming at once only one wins. It returns the record as
+// written and, instead of claiming: ErrAlreadySucceeded (the delivery is a
+// duplicate; it is counted in Duplicates), ErrCancelled, or
+// ErrClaimedElsewhere (running on another worker whose claim has not
+// lapsed; the returned record says until when). Any other error means the
+// claim could not be read or written; the caller should run the task
+// anyway.
+//
+// A first attempt of a run marked queued, a first attempt of a run with no
+// record and a retry after a recorded failure are one transaction that is
+// conditional on the state row it replaces (or on the record's absence);
+// anything else, or a transaction that finds the run changed, reads the
+// record and writes conditionally on its ETag.
 func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, leaseUntil time.Time, m Meta) (leasecrontype.Run, error) {
 	if err := validateID(id); err != nil {
 		return leasecrontype.Run{}, err
 	}
-	for try := 0; try < maxTries; try++ {
-		cur, ok, err := s.get(ctx, id)
-		if err != nil {
-			return leasecrontype.Run{}, err
+	if err := s.ensure(ctx); err != nil {
+		return leasecrontype.Run{}, err
+	}
+	now := s.now()
+	next := Run{ID: id, State: Running, Worker: worker, Attempts: attempt, Started: now, ClaimUntil: leaseUntil}
+	fillMeta(&next, m)
+	var ops []op
+	if token := claimToken(id, attempt, m); token != "" {
+		ops = claimOps(token, next)
+	} else if attempt <= 1 {
+		ops = transition(nil, next)
+	}
+	if ops != nil {
+		err := s.t.submit(ctx, ops)
+		if err == nil {
+			s.claims.Store(id, next)
+			return next.Public(), nil
 		}
-		var curp *Run
-		if ok {
-			curp = &cur
-		}
-		next, verdict := decideClaim(curp, id, worker, attempt, leaseUntil, m, s.o.Clock.Now())
-		err = s.write(ctx, id, curp, next)
-		switch {
-		case err == nil:
-			return next.Public(), verdict
-		case verdict != nil:
-			// A refusal stands even when recording the delivery failed or
-			// lost a race (succeeded and cancelled do not change back; a
-			// stale "claimed elsewhere" only delays the message): the
-			// delivery counters are best effort.
-			if !isConflict(err) {
-				s.o.Logger.Warn("runs: recording a delivery failed", "run", id, "err", err)
-			}
-			return next.Public(), verdict
-		case isConflict(err):
-			continue // lost a race: read again and decide again
-		default:
-			return leasecrontype.Run{}, err
+		if !isConflict(err) {
+			return leasecrontype.Run{}, fmt.Errorf("runs: claim %s: %w", id, err)
 		}
 	}
-	return leasecrontype.Run{}, fmt.Errorf("runs: claim %s: %w", id, ErrContention)
+	var verdict error
+	err := s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		var n Run
+		n, verdict = decideClaim(cur, id, worker, attempt, leaseUntil, m, now)
+		next = n
+		// A duplicate is counted (best effort); other refusals write nothing.
+		return n, verdict == nil || (cur != nil && errors.Is(verdict, ErrAlreadySucceeded)), nil
+	})
+	switch {
+	case verdict != nil:
+		if err != nil && !isConflict(err) && !errors.Is(err, ErrContention) {
+			s.o.Logger.Warn("runs: counting a duplicate delivery failed", "run", id, "err", err)
+		}
+		return next.Public(), verdict
+	case err != nil:
+		return leasecrontype.Run{}, err
+	}
+	s.claims.Store(id, next)
+	return next.Public(), nil
 }
 
-// Extend moves the claim's expiry to until while the handler runs. A missing
-// row is not an error.
+// Extend moves worker's claim on id to until while the handler runs. A run
+// this Store claimed is extended only while the claim is still this
+// worker's; a missing record is not an error.
 func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) error {
 	if err := validateID(id); err != nil {
 		return err
@@ -189,15 +397,16 @@ func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) 
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
-	props := map[string]any{"PartitionKey": partitionFor(id), "RowKey": id, "Worker": worker}
-	putTime(props, "ClaimUntil", until)
-	b, err := json.Marshal(props)
-	if err != nil {
-		return err
+	set := props{"ClaimUntil": until.UTC(), "Worker": worker}
+	ops := []op{{kind: opMerge, pk: bucketOf(id), rk: runKey(id), p: set}}
+	if v, ok := s.claims.Load(id); ok {
+		c := v.(Run)
+		c.ClaimUntil = until.UTC()
+		s.claims.Store(id, c)
+		ops = append(ops, op{kind: opMerge, pk: bucketOf(id), rk: stateKey(Running, id, c.Due, c.Worker), p: props{"ClaimUntil": until.UTC()}})
 	}
-	anyTag := azcore.ETagAny
-	_, err = s.tc.UpdateEntity(ctx, b, &aztables.UpdateEntityOptions{IfMatch: &anyTag, UpdateMode: aztables.UpdateModeMerge})
-	if err = storage.Translate(err); err != nil && !errors.Is(err, storage.ErrNotFound) {
+	err := s.t.submit(ctx, ops)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("runs: extend claim on %s: %w", id, err)
 	}
 	return nil
@@ -206,7 +415,8 @@ func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) 
 // Finish records the end of an attempt: state (usually succeeded, failed or
 // dead; queued for a delivery released at shutdown), the error (kept in
 // LastError when not nil) and the output tail (kept when not empty). The
-// claim is released. A cancelled run stays cancelled.
+// claim is released. A cancelled run stays cancelled, and a run another
+// worker has taken over under a live claim is left to it.
 func (s *Store) Finish(ctx context.Context, id string, state State, err error, outputTail string) error {
 	if verr := validateID(id); verr != nil {
 		return verr
@@ -214,151 +424,115 @@ func (s *Store) Finish(ctx context.Context, id string, state State, err error, o
 	if !state.Valid() {
 		return fmt.Errorf("%w: state %q", ErrInvalid, state)
 	}
-	return s.modify(ctx, id, func(cur *Run) (Run, error) {
-		return applyFinish(cur, id, state, err, outputTail, s.o.Clock.Now()), nil
+	set := []string{"State", "Finished", "ClaimUntil"}
+	if err != nil {
+		set = append(set, "LastError")
+	}
+	if outputTail != "" {
+		set = append(set, "OutputTail")
+	}
+	return s.end(ctx, id, set, func(cur *Run, now time.Time) Run {
+		return applyFinish(cur, id, state, err, outputTail, now)
+	})
+}
+
+// Snooze records that the running attempt of id snoozed until until
+// (leasecrontype.Snooze): the run is snoozed, its attempts and last error
+// stay, a cancelled run stays cancelled. Like Finish it is one write for a
+// run this Store claimed.
+func (s *Store) Snooze(ctx context.Context, id string, until time.Time, outputTail string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	set := []string{"State", "Finished", "ClaimUntil", "SnoozedUntil"}
+	if outputTail != "" {
+		set = append(set, "OutputTail")
+	}
+	return s.end(ctx, id, set, func(cur *Run, now time.Time) Run {
+		return applySnooze(cur, id, until, outputTail, now)
+	})
+}
+
+// end records the end of an attempt as apply computes it; set names the
+// properties apply changes. A run this Store claimed takes one transaction
+// (finishOps); otherwise, or when that finds the run changed, the record is
+// read and written conditionally.
+func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur *Run, now time.Time) Run) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	now := s.now()
+	v, claimed := s.claims.LoadAndDelete(id)
+	var c Run
+	if claimed {
+		c = v.(Run)
+		ferr := s.t.submit(ctx, finishOps(c, apply(&c, now), set))
+		if ferr == nil {
+			return nil
+		}
+		if !isConflict(ferr) {
+			return fmt.Errorf("runs: finish %s: %w", id, ferr)
+		}
+	}
+	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		if claimed && cur != nil && cur.State == Running && cur.Worker != c.Worker && cur.ClaimUntil.After(now) {
+			s.o.Logger.Warn("runs: another worker has taken the run over; not recording this attempt's end over its claim",
+				"run", id, "worker", cur.Worker)
+			return Run{}, false, nil
+		}
+		if cur == nil && claimed {
+			cur = &Run{ID: id, Type: c.Type, Due: c.Due, Generation: c.Generation, Series: c.Series, Attempts: c.Attempts, Worker: c.Worker, Started: c.Started}
+		}
+		return apply(cur, now), true, nil
 	})
 }
 
 // Cancel marks the run cancelled unless it has already finished, returning
-// the row. Unknown ids fail with ErrNotFound, finished runs with
-// ErrAlreadyFinished (and the row).
+// the record. Unknown ids fail with ErrNotFound, finished runs with
+// ErrAlreadyFinished (and the record).
 func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 	if err := validateID(id); err != nil {
 		return Run{}, err
 	}
 	var out Run
-	err := s.modify(ctx, id, func(cur *Run) (Run, error) {
+	err := s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
 		if cur == nil {
-			return Run{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+			return Run{}, false, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
-		next, err := applyCancel(*cur, s.o.Clock.Now())
+		next, err := applyCancel(*cur, s.now())
 		out = next
-		return next, err
+		return next, err == nil, err
 	})
 	return out, err
 }
 
-// List returns the runs passing f, most recently updated first. It scans
-// the run partitions (the table is bookkeeping, not an index).
-func (s *Store) List(ctx context.Context, f Filter) ([]Run, error) {
-	if err := s.ensure(ctx); err != nil {
-		return nil, err
-	}
-	conds := []string{fmt.Sprintf("PartitionKey ge '%s0' and PartitionKey le '%sf'", bucketPrefix, bucketPrefix)}
-	if f.Type != "" {
-		conds = append(conds, fmt.Sprintf("Type eq '%s'", quote(f.Type)))
-	}
-	if len(f.States) > 0 {
-		var ss []string
-		for _, st := range f.States {
-			ss = append(ss, fmt.Sprintf("State eq '%s'", quote(string(st))))
-		}
-		conds = append(conds, "("+strings.Join(ss, " or ")+")")
-	}
-	filter := strings.Join(conds, " and ")
-	var out []Run
-	pager := s.tc.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("runs: list: %w", storage.Translate(err))
-		}
-		for _, b := range page.Entities {
-			r, err := decodeRun(b, "")
-			if err != nil {
-				s.o.Logger.Warn("runs: skipping unreadable row", "err", err)
-				continue
-			}
-			if f.matches(r) {
-				out = append(out, r)
-			}
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Updated.After(out[j].Updated) })
-	if f.Limit > 0 && len(out) > f.Limit {
-		out = out[:f.Limit]
-	}
-	return out, nil
-}
-
-// FlushCounters writes one instance's cumulative counters, replacing its
-// previous row.
-func (s *Store) FlushCounters(ctx context.Context, c Counters) error {
-	if err := s.ensure(ctx); err != nil {
+// CancelPending records that a task was cancelled before the mover sent it
+// (its pending row was removed): a cancelled record replaces any earlier,
+// finished run of the id, and a run the mover sent meanwhile is cancelled.
+func (s *Store) CancelPending(ctx context.Context, id string, m Meta) error {
+	if err := validateID(id); err != nil {
 		return err
 	}
-	inst := sanitizeKey(c.Instance)
-	byType, err := json.Marshal(c.ByType)
-	if err != nil {
-		return err
-	}
-	props := counterProps(c.Total)
-	props["ByType"] = string(byType)
-	putTime(props, "Flushed", s.o.Clock.Now())
-	return s.upsert(ctx, statsPK, inst, props, aztables.UpdateModeReplace)
-}
-
-// ListCounters returns every instance's counters row.
-func (s *Store) ListCounters(ctx context.Context) ([]Counters, error) {
-	if err := s.ensure(ctx); err != nil {
-		return nil, err
-	}
-	filter := fmt.Sprintf("PartitionKey eq '%s'", statsPK)
-	var out []Counters
-	pager := s.tc.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("runs: list counters: %w", storage.Translate(err))
+	now := s.now()
+	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		if cur != nil && !cur.State.Finished() {
+			next, err := applyCancel(*cur, now)
+			return next, err == nil, nil
 		}
-		for _, b := range page.Entities {
-			c, err := decodeCounters(b)
-			if err != nil {
-				s.o.Logger.Warn("runs: skipping unreadable counters row", "err", err)
-				continue
-			}
-			out = append(out, c)
-		}
-	}
-	return out, nil
+		next := Run{ID: id, State: Cancelled, Finished: now}
+		fillMeta(&next, m)
+		return next, true, nil
+	})
 }
 
-// SumCounters adds up every instance's counters (for the stats command).
-func (s *Store) SumCounters(ctx context.Context) (Counters, error) {
-	rows, err := s.ListCounters(ctx)
-	if err != nil {
-		return Counters{}, err
-	}
-	return sumCounters(rows), nil
-}
-
-// --- row access --------------------------------------------------------
-
-func (s *Store) get(ctx context.Context, id string) (Run, bool, error) {
-	if err := s.ensure(ctx); err != nil {
-		return Run{}, false, err
-	}
-	resp, err := s.tc.GetEntity(ctx, partitionFor(id), id, nil)
-	if err = storage.Translate(err); err != nil {
-		if errors.Is(err, storage.ErrNotFound) {
-			return Run{}, false, nil
-		}
-		return Run{}, false, fmt.Errorf("runs: get %s: %w", id, err)
-	}
-	r, err := decodeRun(resp.Value, string(resp.ETag))
-	if err != nil {
-		return Run{}, false, fmt.Errorf("runs: get %s: %w", id, err)
-	}
-	return r, true, nil
-}
-
-// modify runs a read-modify-write loop on one row: read (nil when
-// missing), compute with f, then insert or merge conditionally on the ETag
-// read, retrying on a lost race. When f returns an error nothing is written
-// and the error is returned as is.
-func (s *Store) modify(ctx context.Context, id string, f func(cur *Run) (Run, error)) error {
+// modify runs a read-decide-write loop on one run: read its record (nil
+// when missing), let f compute the next record and whether to write it,
+// then write the transition conditionally on the ETag read, retrying when
+// another writer was quicker. An error of f is returned as is, with
+// nothing written.
+func (s *Store) modify(ctx context.Context, id string, f func(cur *Run) (next Run, write bool, err error)) error {
 	for try := 0; try < maxTries; try++ {
-		cur, ok, err := s.get(ctx, id)
+		cur, ok, err := s.read(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -366,238 +540,28 @@ func (s *Store) modify(ctx context.Context, id string, f func(cur *Run) (Run, er
 		if ok {
 			curp = &cur
 		}
-		next, err := f(curp)
-		if err != nil {
+		next, write, err := f(curp)
+		if err != nil || !write {
 			return err
 		}
-		err = s.write(ctx, id, curp, next)
+		if curp != nil && curp.legacy {
+			err = s.convert(ctx, cur, next)
+		} else {
+			err = s.t.submit(ctx, transition(curp, next))
+		}
 		if err == nil || !isConflict(err) {
-			return err
+			if err != nil {
+				return fmt.Errorf("runs: write %s: %w", id, err)
+			}
+			return nil
 		}
 	}
 	return fmt.Errorf("runs: %s: %w", id, ErrContention)
 }
 
-// write inserts next when cur is nil, or merges it into the row
-// conditionally on cur's ETag.
-func (s *Store) write(ctx context.Context, id string, cur *Run, next Run) error {
-	props := runProps(next)
-	props["PartitionKey"], props["RowKey"] = partitionFor(id), id
-	b, err := json.Marshal(props)
-	if err != nil {
-		return err
-	}
-	if cur != nil {
-		etag := azcore.ETag(cur.etag)
-		_, err = s.tc.UpdateEntity(ctx, b, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeMerge})
-	} else {
-		_, err = s.tc.AddEntity(ctx, b, nil)
-	}
-	if err = storage.Translate(err); err != nil {
-		return fmt.Errorf("runs: write %s: %w", id, err)
-	}
-	return nil
-}
-
-// isConflict reports whether a conditional write lost a race (the row
-// changed, appeared or vanished since it was read).
+// isConflict reports whether a conditional write lost a race: a row
+// changed, appeared or vanished since it was read.
 func isConflict(err error) bool {
 	return errors.Is(err, storage.ErrPreconditionFailed) || errors.Is(err, storage.ErrAlreadyExists) ||
 		errors.Is(err, storage.ErrNotFound)
-}
-
-func (s *Store) upsert(ctx context.Context, pk, rk string, props map[string]any, mode aztables.UpdateMode) error {
-	if err := s.ensure(ctx); err != nil {
-		return err
-	}
-	props["PartitionKey"], props["RowKey"] = pk, rk
-	b, err := json.Marshal(props)
-	if err != nil {
-		return err
-	}
-	_, err = s.tc.UpsertEntity(ctx, b, &aztables.UpsertEntityOptions{UpdateMode: mode})
-	if err = storage.Translate(err); err != nil {
-		return fmt.Errorf("runs: upsert %s/%s: %w", pk, rk, err)
-	}
-	return nil
-}
-
-// --- encoding ----------------------------------------------------------
-
-const edmTime = "2006-01-02T15:04:05.0000000Z"
-
-func putTime(p map[string]any, name string, t time.Time) {
-	if t.IsZero() {
-		return
-	}
-	p[name] = t.UTC().Truncate(100 * time.Nanosecond).Format(edmTime)
-	p[name+"@odata.type"] = "Edm.DateTime"
-}
-
-func putInt64(p map[string]any, name string, v int64) {
-	p[name] = strconv.FormatInt(v, 10)
-	p[name+"@odata.type"] = "Edm.Int64"
-}
-
-// runProps encodes every field of r (zero times are left out, so a merge
-// keeps what the row had).
-func runProps(r Run) map[string]any {
-	p := map[string]any{
-		"State":      string(r.State),
-		"Type":       r.Type,
-		"Attempts":   int32(r.Attempts),
-		"Worker":     r.Worker,
-		"LastError":  trunc.Head(r.LastError, MaxLastError),
-		"OutputTail": trunc.Tail(r.OutputTail, MaxOutputTail),
-		"Deliveries": int32(r.Deliveries),
-		"Duplicates": int32(r.Duplicates),
-	}
-	putInt64(p, "Generation", r.Generation)
-	putTime(p, "Started", r.Started)
-	putTime(p, "Finished", r.Finished)
-	putTime(p, "Due", r.Due)
-	putTime(p, "ClaimUntil", r.ClaimUntil)
-	putTime(p, propSnoozedUntil, r.SnoozedUntil)
-	return p
-}
-
-// flexInt decodes a JSON number or a string holding one (Edm.Int64).
-type flexInt int64
-
-func (f *flexInt) UnmarshalJSON(b []byte) error {
-	s := strings.Trim(string(b), `"`)
-	if s == "" || s == "null" {
-		*f = 0
-		return nil
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		fv, ferr := strconv.ParseFloat(s, 64)
-		if ferr != nil {
-			return err
-		}
-		v = int64(fv)
-	}
-	*f = flexInt(v)
-	return nil
-}
-
-type rowJSON struct {
-	PartitionKey string    `json:"PartitionKey"`
-	RowKey       string    `json:"RowKey"`
-	Timestamp    time.Time `json:"Timestamp"`
-	ETag         string    `json:"odata.etag"`
-	State        string    `json:"State"`
-	Type         string    `json:"Type"`
-	Attempts     flexInt   `json:"Attempts"`
-	Worker       string    `json:"Worker"`
-	LastError    string    `json:"LastError"`
-	OutputTail   string    `json:"OutputTail"`
-	Deliveries   flexInt   `json:"Deliveries"`
-	Duplicates   flexInt   `json:"Duplicates"`
-	Generation   flexInt   `json:"Generation"`
-	Started      time.Time `json:"Started"`
-	Finished     time.Time `json:"Finished"`
-	Due          time.Time `json:"Due"`
-	ClaimUntil   time.Time `json:"ClaimUntil"`
-	SnoozedUntil time.Time `json:"SnoozedUntil"`
-}
-
-func decodeRun(b []byte, etag string) (Run, error) {
-	var j rowJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return Run{}, fmt.Errorf("decode run row: %w", err)
-	}
-	if etag == "" {
-		etag = j.ETag
-	}
-	return Run{
-		ID:           j.RowKey,
-		State:        State(j.State),
-		Type:         j.Type,
-		Attempts:     int(j.Attempts),
-		Worker:       j.Worker,
-		Started:      j.Started,
-		Finished:     j.Finished,
-		LastError:    j.LastError,
-		OutputTail:   j.OutputTail,
-		Deliveries:   int(j.Deliveries),
-		Duplicates:   int(j.Duplicates),
-		Generation:   int64(j.Generation),
-		Due:          j.Due,
-		ClaimUntil:   j.ClaimUntil,
-		SnoozedUntil: j.SnoozedUntil,
-		Updated:      j.Timestamp,
-		etag:         etag,
-	}, nil
-}
-
-var counterNames = []string{"Handled", "Failed", "Retried", "Dead", "Duplicates", "Cancelled", "SetAside", "Deferred", "Abandoned"}
-
-func counterFields(c *Counts) []*int64 {
-	return []*int64{&c.Handled, &c.Failed, &c.Retried, &c.Dead, &c.Duplicates, &c.Cancelled, &c.SetAside, &c.Deferred, &c.Abandoned}
-}
-
-func counterProps(c Counts) map[string]any {
-	p := map[string]any{}
-	for i, f := range counterFields(&c) {
-		putInt64(p, counterNames[i], *f)
-	}
-	return p
-}
-
-func decodeCounters(b []byte) (Counters, error) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return Counters{}, fmt.Errorf("decode counters row: %w", err)
-	}
-	var c Counters
-	c.Instances = 1
-	if v, ok := raw["RowKey"]; ok {
-		_ = json.Unmarshal(v, &c.Instance)
-	}
-	if v, ok := raw["Flushed"]; ok {
-		_ = json.Unmarshal(v, &c.Updated)
-	}
-	for i, f := range counterFields(&c.Total) {
-		if v, ok := raw[counterNames[i]]; ok {
-			var n flexInt
-			if err := json.Unmarshal(v, &n); err != nil {
-				return Counters{}, fmt.Errorf("decode counters row %s.%s: %w", c.Instance, counterNames[i], err)
-			}
-			*f = int64(n)
-		}
-	}
-	c.ByType = map[string]Counts{}
-	if v, ok := raw["ByType"]; ok {
-		var s string
-		if err := json.Unmarshal(v, &s); err == nil && s != "" && s != "null" {
-			if err := json.Unmarshal([]byte(s), &c.ByType); err != nil {
-				return Counters{}, fmt.Errorf("decode counters row %s.ByType: %w", c.Instance, err)
-			}
-		}
-	}
-	return c, nil
-}
-
-// quote escapes a value for an OData string literal.
-func quote(s string) string { return strings.ReplaceAll(s, "'", "''") }
-
-// sanitizeKey makes s usable as a RowKey: forbidden characters become '_'.
-func sanitizeKey(s string) string {
-	if s == "" {
-		return "_"
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if r == '/' || r == '\\' || r == '#' || r == '?' || r < 0x20 || (r >= 0x7f && r <= 0x9f) {
-			r = '_'
-		}
-		b.WriteRune(r)
-	}
-	out := b.String()
-	if len(out) > 512 {
-		out = out[:512]
-	}
-	return out
 }

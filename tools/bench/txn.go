@@ -12,7 +12,6 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/tools/bench/results"
@@ -50,15 +49,15 @@ func runTransactions(ctx context.Context, b *bench) error {
 	return results.Write(b.out, results.TransactionsFile, res)
 }
 
-// txClient schedules like leasecron.Client.Schedule (schedule.Client.Add,
-// then runs.Store.MarkScheduled for one-off tasks) over counted clients.
+// txClient schedules like leasecron.Client.Schedule (schedule.Client.Add;
+// the run record starts when the mover sends the task) over counted
+// clients.
 type txClient struct {
 	sched   *schedule.Client
-	runs    *runs.Store
 	counter *storage.Counter
 }
 
-func newTxClient(ctx context.Context, srv *azurite.Server, withRuns bool) (*txClient, error) {
+func newTxClient(ctx context.Context, srv *azurite.Server) (*txClient, error) {
 	c := &txClient{counter: storage.NewCounter()}
 	sc, err := clients(srv, c.counter)
 	if err != nil {
@@ -70,28 +69,13 @@ func newTxClient(ctx context.Context, srv *azurite.Server, withRuns bool) (*txCl
 	if err := c.sched.Ensure(ctx); err != nil {
 		return nil, err
 	}
-	if withRuns {
-		if c.runs, err = runs.New(sc, runs.Options{Logger: quietLogger("transactions")}); err != nil {
-			return nil, err
-		}
-		// The store creates its table on first use: do that now.
-		if _, err := c.runs.Get(ctx, "warm-up"); err != nil && !errors.Is(err, runs.ErrNotFound) {
-			return nil, err
-		}
-	}
 	c.counter.Reset()
 	return c, nil
 }
 
 func (c *txClient) schedule(ctx context.Context, it schedule.Item) error {
-	out, err := c.sched.Add(ctx, it, schedule.AddOptions{})
-	if err != nil {
-		return err
-	}
-	if c.runs != nil && out.Recurrence == "" {
-		return c.runs.MarkScheduled(ctx, out.ID, runs.Meta{Type: out.Type, Due: out.Due})
-	}
-	return nil
+	_, err := c.sched.Add(ctx, it, schedule.AddOptions{})
+	return err
 }
 
 // txWorker is an in-process worker counting handled tasks.
@@ -191,7 +175,7 @@ func (b *bench) txCases(ctx context.Context, withRuns bool) ([]results.TxCase, e
 	if err := tw.waitLeading(ctx, 30*time.Second); err != nil {
 		return nil, err
 	}
-	cl, err := newTxClient(ctx, srv, withRuns)
+	cl, err := newTxClient(ctx, srv)
 	if err != nil {
 		return nil, err
 	}

@@ -539,7 +539,7 @@ func (r *run) stopAndAnalyse() *analysis {
 		if err == nil {
 			detail := ""
 			if st.Run != nil {
-				detail = fmt.Sprintf(", run record updated %s, generation %d, deliveries %d", st.Run.Updated.Format("15:04:05.000"), st.Run.Generation, st.Run.Deliveries)
+				detail = fmt.Sprintf(", run record updated %s, generation %d, attempts %d", st.Run.Updated.Format("15:04:05.000"), st.Run.Generation, st.Run.Attempts)
 			}
 			if reason, ok := dead[id]; ok {
 				detail += "; set aside to the poison queue: " + reason

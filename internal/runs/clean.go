@@ -1,0 +1,130 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// CleanStats says what a Clean pass did.
+type CleanStats struct {
+	// Expired counts run records removed.
+	Expired int `json:"expired"`
+	// Counters counts per-minute counters rows removed.
+	Counters int `json:"counters"`
+}
+
+// Clean removes the run records that have passed their retention and the
+// per-minute counters older than CountersKept. It never scans the table:
+// per partition it reads the expired end of each retention class's rows —
+// the state rows of cancelled, failed and dead runs (few), and the time rows
+// of runs due before the shorter retention's cutoff for succeeded ones (the
+// bulk: oldest first, so the read stops where the young ones begin) — with
+// the service filtering on the finish time, and deletes every row of an
+// expired run in one transaction with others of its partition (up to 50
+// runs per request). A transaction is conditional on the ETag of the row
+// that proved the run expired, so a run that changed since (requeued, its
+// id scheduled again) is left alone. Stopped at any point — killed, or its
+// context cancelled — it leaves whole runs, never part of one; the next
+// pass finishes the job.
+func (s *Store) Clean(ctx context.Context) (CleanStats, error) {
+	var st CleanStats
+	if err := s.ensure(ctx); err != nil {
+		return st, err
+	}
+	now := s.now()
+	short := now.Add(-s.o.Retention)
+	long := now.Add(-s.o.RetentionFailed)
+	sel := []string{"Id", "State", "Due", "Worker", "Finished"}
+	for _, pk := range buckets() {
+		// Succeeded: time rows of runs due before the cutoff (a run
+		// finishes after it is due), newest of them first.
+		lq := query{pk: pk, from: prefixList + invertedAfter(short), to: prefixList + "~", sel: sel,
+			where: []cond{{"State", "eq", string(Succeeded)}, {"Finished", "lt", short}}}
+		n, err := s.expire(ctx, lq, false)
+		st.Expired += n
+		if err != nil {
+			return st, err
+		}
+		for _, c := range []struct {
+			st     State
+			cutoff time.Time
+		}{{Cancelled, short}, {Failed, long}, {Dead, long}} {
+			from, to := stateRange(c.st)
+			n, err := s.expire(ctx, query{pk: pk, from: from, to: to, sel: sel, where: []cond{{"Finished", "lt", c.cutoff}}}, true)
+			st.Expired += n
+			if err != nil {
+				return st, err
+			}
+		}
+	}
+	n, err := s.cleanCounters(ctx, now.Add(-CountersKept))
+	st.Counters = n
+	return st, err
+}
+
+// expire deletes the runs whose rows q finds: q reads their state rows
+// (byState) or their time rows.
+func (s *Store) expire(ctx context.Context, q query, byState bool) (int, error) {
+	size := 2
+	if byState {
+		size = 3
+	}
+	var batch []op
+	done := 0
+	flush := func() {
+		done += s.submitEach(ctx, batch, size)
+		batch = batch[:0]
+	}
+	for {
+		p, err := s.t.query(ctx, q)
+		if err != nil {
+			return done, fmt.Errorf("runs: clean %s: %w", q.pk, err)
+		}
+		for _, rw := range p.rows {
+			r := decodeRun(rw)
+			if len(batch)+size > maxOps {
+				flush()
+			}
+			// The row read goes conditionally; the others of the run
+			// change only together with it.
+			batch = append(batch, op{kind: opDelete, pk: q.pk, rk: rw.rk, ifMatch: rw.etag})
+			if byState {
+				batch = append(batch, op{kind: opDelete, pk: q.pk, rk: listKey(r.ID, r.Due)})
+			}
+			batch = append(batch, op{kind: opDelete, pk: q.pk, rk: runKey(r.ID)})
+		}
+		if p.cont == "" {
+			break
+		}
+		q.cont = p.cont
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	flush()
+	return done, ctx.Err()
+}
+
+// cleanCounters deletes the per-minute counters rows of minutes before
+// cutoff.
+func (s *Store) cleanCounters(ctx context.Context, cutoff time.Time) (int, error) {
+	q := query{pkFrom: minutePrefix, pkTo: minutePartition(cutoff), sel: []string{"Minute"}}
+	var old []row
+	for {
+		p, err := s.t.query(ctx, q)
+		if err != nil {
+			return 0, fmt.Errorf("runs: clean counters: %w", err)
+		}
+		for _, rw := range p.rows {
+			if t := rw.p.time("Minute"); !t.IsZero() && t.Before(cutoff) {
+				old = append(old, rw)
+			}
+		}
+		if p.cont == "" {
+			break
+		}
+		q.cont = p.cont
+	}
+	return s.deleteRows(ctx, old), nil
+}

@@ -1,0 +1,214 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// The previous layout (up to the version that introduced this one) kept one
+// row per run id in partition "r0".."rf" (a hash bucket of the id) with the
+// id as RowKey, and one cumulative counters row per worker instance in
+// partition "~stats". Reads fall back to such rows while the table holds
+// any; a write converts the run it touches; Migrate converts them all.
+const (
+	legacyFirst    = "r0"
+	legacyLast     = "rf"
+	legacyStatsPK  = "~stats"
+	legacyRecheck  = 10 * time.Minute
+	legacyPageSize = 1000
+)
+
+// legacyProbe remembers whether the table holds rows of the previous
+// layout: one query when a Store first uses the table.
+type legacyProbe struct {
+	mu      sync.Mutex
+	checked time.Time
+	present bool
+}
+
+func legacyPartition(id string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return fmt.Sprintf("r%x", h.Sum32()%16)
+}
+
+// hasLegacy reports whether the table holds run rows of the previous
+// layout.
+func (s *Store) hasLegacy(ctx context.Context) (bool, error) {
+	s.legacy.mu.Lock()
+	defer s.legacy.mu.Unlock()
+	now := s.now()
+	// A table found without old rows never gets them again (only workers of
+	// the previous version write them); one with old rows is looked at
+	// again every legacyRecheck until Migrate has removed them.
+	if !s.legacy.checked.IsZero() && (!s.legacy.present || now.Sub(s.legacy.checked) < legacyRecheck) {
+		return s.legacy.present, nil
+	}
+	p, err := s.t.query(ctx, query{pkFrom: legacyFirst, pkTo: legacyLast, top: 1, sel: []string{"State"}})
+	if err != nil {
+		return false, fmt.Errorf("runs: look for records of the previous layout: %w", err)
+	}
+	s.legacy.checked, s.legacy.present = now, len(p.rows) > 0 || p.cont != ""
+	return s.legacy.present, nil
+}
+
+// readLegacy reads id's record of the previous layout, if the table holds
+// that layout at all.
+func (s *Store) readLegacy(ctx context.Context, id string) (Run, bool, error) {
+	if ok, err := s.hasLegacy(ctx); err != nil || !ok {
+		return Run{}, false, err
+	}
+	rw, err := s.t.get(ctx, legacyPartition(id), id)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return Run{}, false, nil
+	case err != nil:
+		return Run{}, false, fmt.Errorf("runs: read %s: %w", id, err)
+	}
+	r := decodeRun(rw)
+	r.ID = id
+	r.legacy = true
+	return r, true, nil
+}
+
+// convert writes next, the successor of a record of the previous layout,
+// in the current layout and then removes the old row (a crash in between
+// leaves the old row, which reads no longer reach once the new one exists).
+func (s *Store) convert(ctx context.Context, old, next Run) error {
+	if err := s.t.submit(ctx, transition(nil, next)); err != nil {
+		return err
+	}
+	err := s.t.submit(ctx, []op{{kind: opDelete, pk: legacyPartition(old.ID), rk: old.ID, ifMatch: old.etag}})
+	if err != nil && !isConflict(err) {
+		s.o.Logger.Warn("runs: removing a converted record of the previous layout failed", "run", old.ID, "err", err)
+	}
+	return nil
+}
+
+// MigrateStats says what Migrate did.
+type MigrateStats struct {
+	// Converted counts records written in the current layout.
+	Converted int `json:"converted"`
+	// Skipped counts old records not converted: a newer record of the same
+	// run existed, or the record was of a task still pending (scheduled),
+	// whose pending row is its record now.
+	Skipped int `json:"skipped"`
+	// Removed counts old rows deleted (records and counters rows).
+	Removed int `json:"removed"`
+}
+
+// Migrate converts every record of the previous layout into the current
+// one and removes the old rows and the old cumulative counters rows. It can
+// be stopped and run again at any time: a record is written in the new
+// layout before its old row is removed, and one already converted is
+// skipped.
+func (s *Store) Migrate(ctx context.Context) (MigrateStats, error) {
+	var st MigrateStats
+	if err := s.ensure(ctx); err != nil {
+		return st, err
+	}
+	for _, q := range []query{
+		{pkFrom: legacyFirst, pkTo: legacyLast, top: legacyPageSize},
+		{pk: legacyStatsPK, top: legacyPageSize},
+	} {
+		for {
+			p, err := s.t.query(ctx, q)
+			if err != nil {
+				return st, fmt.Errorf("runs: migrate: %w", err)
+			}
+			var gone []row
+			for _, rw := range p.rows {
+				if len(rw.pk) != 2 && rw.pk != legacyStatsPK {
+					continue // not a partition of the previous layout
+				}
+				if rw.pk == legacyStatsPK || s.migrateOne(ctx, rw, &st) {
+					gone = append(gone, rw)
+				}
+			}
+			st.Removed += s.deleteRows(ctx, gone)
+			if p.cont == "" {
+				break
+			}
+			q.cont = p.cont
+		}
+	}
+	s.legacy.mu.Lock()
+	s.legacy.checked, s.legacy.present = s.now(), false
+	s.legacy.mu.Unlock()
+	return st, nil
+}
+
+// migrateOne writes the record of rw in the current layout and reports
+// whether its old row may go.
+func (s *Store) migrateOne(ctx context.Context, rw row, st *MigrateStats) bool {
+	r := decodeRun(rw)
+	r.ID = rw.rk
+	if validateID(r.ID) != nil || r.State == Scheduled || !r.State.Valid() {
+		st.Skipped++
+		return true
+	}
+	if series, _, ok := occurrence(r.ID); ok {
+		r.Series = series
+	}
+	err := s.t.submit(ctx, transition(nil, r))
+	switch {
+	case err == nil:
+		st.Converted++
+	case errors.Is(err, storage.ErrAlreadyExists):
+		st.Skipped++
+	default:
+		s.o.Logger.Warn("runs: migrate: converting a record failed; its old row stays", "run", r.ID, "err", err)
+		return false
+	}
+	return true
+}
+
+// deleteRows deletes rows (conditionally on their ETags) in transactions
+// of one partition each, and returns how many it deleted. A transaction
+// that fails (a row changed) is retried row by row.
+func (s *Store) deleteRows(ctx context.Context, rows []row) int {
+	byPK := map[string][]op{}
+	var order []string
+	for _, rw := range rows {
+		if byPK[rw.pk] == nil {
+			order = append(order, rw.pk)
+		}
+		byPK[rw.pk] = append(byPK[rw.pk], op{kind: opDelete, pk: rw.pk, rk: rw.rk, ifMatch: rw.etag})
+	}
+	n := 0
+	for _, pk := range order {
+		ops := byPK[pk]
+		for len(ops) > 0 {
+			k := min(len(ops), maxOps)
+			n += s.submitEach(ctx, ops[:k], 1)
+			ops = ops[k:]
+		}
+	}
+	return n
+}
+
+// submitEach submits ops as one transaction of groups of size ops each; if
+// it fails, each group alone. It returns how many groups were applied.
+func (s *Store) submitEach(ctx context.Context, ops []op, size int) int {
+	if len(ops) == 0 {
+		return 0
+	}
+	if err := s.t.submit(ctx, ops); err == nil {
+		return len(ops) / size
+	}
+	n := 0
+	for i := 0; i+size <= len(ops); i += size {
+		if err := s.t.submit(ctx, ops[i:i+size]); err == nil {
+			n++
+		} else if !isConflict(err) {
+			s.o.Logger.Warn("runs: deleting rows failed", "row", ops[i].rk, "err", err)
+		}
+	}
+	return n
+}

@@ -1,0 +1,230 @@
+package runs
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Page sizes of Query.
+const (
+	// DefaultLimit is the page size when Query.Limit is 0.
+	DefaultLimit = 50
+	// MaxLimit is the largest page (the service's largest query page).
+	MaxLimit = 1000
+)
+
+// Query selects run records for Store.Query, newest first: ordered by due
+// time, latest first (then by id). The zero value lists every run.
+type Query struct {
+	// State keeps runs in this state ("" = any). Scheduled is refused:
+	// tasks that wait in the schedule have no run record yet.
+	State State
+	// Type keeps runs of this handler type ("" = any).
+	Type string
+	// Series keeps the occurrences of this recurring series.
+	Series string
+	// Since keeps runs due at or after it (zero = no bound).
+	Since time.Time
+	// Limit is the page size: 0 means DefaultLimit, at most MaxLimit.
+	Limit int
+	// Continue resumes after the page that returned it.
+	Continue string
+}
+
+// Page is one page of Query results.
+type Page struct {
+	// Runs are newest first. They carry no output tail and at most
+	// MaxListError bytes of the last error; Get has the whole record.
+	Runs []Run
+	// Continue, when not empty, fetches the next page.
+	Continue string
+}
+
+// ErrBadContinue: a continuation token that this query did not return.
+var ErrBadContinue = fmt.Errorf("%w: continuation token", ErrInvalid)
+
+// cursor is what a continuation token holds: per partition read, the last
+// RowKey returned ("" = none yet) and whether the partition is exhausted.
+type cursor struct {
+	Q    uint32   `json:"q"`
+	Last []string `json:"l"`
+	Done []bool   `json:"d"`
+}
+
+// fingerprint ties a token to the query that made it.
+func (q Query) fingerprint() uint32 {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", q.State, q.Type, q.Series, q.Since.UnixNano())
+	return h.Sum32()
+}
+
+// listSelect are the properties a listing reads.
+var listSelect = []string{"Id", "State", "Type", "Series", "Attempts", "Worker", "LastError", "Generation", "Started", "Finished", "Due", "SnoozedUntil", "Timestamp"}
+
+// plan returns the partitions and the RowKey range a query reads, and the
+// conditions the service applies.
+func (q Query) plan() (pks []string, from, to string, where []cond) {
+	if q.Type != "" {
+		where = append(where, cond{"Type", "eq", q.Type})
+	}
+	switch {
+	case q.Series != "":
+		pks = []string{bucketOf(OccurrenceID(q.Series, time.Unix(0, 0)))}
+		from, to = seriesRange(q.Series)
+		if q.State != "" {
+			where = append(where, cond{"State", "eq", string(q.State)})
+		}
+		if !q.Since.IsZero() {
+			to = from + invertedAfter(q.Since)
+		}
+		return pks, from, to, where
+	case q.State == "" || !hasStateRow(q.State):
+		from, to = prefixList, prefixList+"~"
+		if q.State != "" {
+			where = append(where, cond{"State", "eq", string(q.State)})
+		}
+	default:
+		from, to = stateRange(q.State)
+	}
+	if !q.Since.IsZero() {
+		to = from + invertedAfter(q.Since)
+	}
+	return buckets(), from, to, where
+}
+
+// Query returns a page of run records, newest first. Without Series it
+// reads each of the Buckets partitions once (a state's own rows for a
+// state other than succeeded, the time rows otherwise), so a page costs
+// Buckets requests whatever the table holds; with Series it reads the
+// series' one partition. A Type filter, and State succeeded, are applied by
+// the service to those rows and can take more requests when they match
+// few. Records past their retention are left out.
+func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
+	switch {
+	case q.State == Scheduled:
+		return Page{}, fmt.Errorf("%w: state scheduled: tasks waiting in the schedule have no run record yet (list them with `leasecron list`)", ErrInvalid)
+	case q.State != "" && !q.State.Valid():
+		_, err := ParseState(string(q.State))
+		return Page{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	case q.Limit < 0 || q.Limit > MaxLimit:
+		return Page{}, fmt.Errorf("%w: limit %d: want 1..%d (0 means %d)", ErrInvalid, q.Limit, MaxLimit, DefaultLimit)
+	case strings.ContainsAny(q.Series, "~'/\\#?"):
+		return Page{}, fmt.Errorf("%w: series %q: a series id has no ~ ' / \\ # ?", ErrInvalid, q.Series)
+	}
+	if q.Limit == 0 {
+		q.Limit = DefaultLimit
+	}
+	if err := s.ensure(ctx); err != nil {
+		return Page{}, err
+	}
+	pks, from, to, where := q.plan()
+	cur := cursor{Q: q.fingerprint(), Last: make([]string, len(pks)), Done: make([]bool, len(pks))}
+	if q.Continue != "" {
+		b, err := base64.RawURLEncoding.DecodeString(q.Continue)
+		if err != nil || json.Unmarshal(b, &cur) != nil || cur.Q != q.fingerprint() || len(cur.Last) != len(pks) || len(cur.Done) != len(pks) {
+			return Page{}, fmt.Errorf("%w %q was not returned by this query (same state, type, series and since)", ErrBadContinue, q.Continue)
+		}
+	}
+	got := make([][]row, len(pks))
+	more := make([]bool, len(pks))
+	var g errgroup.Group
+	for i, pk := range pks {
+		if cur.Done[i] {
+			continue
+		}
+		g.Go(func() error {
+			qq := query{pk: pk, from: from, to: to, where: where, sel: listSelect, top: q.Limit}
+			if cur.Last[i] != "" {
+				qq.from = cur.Last[i] + " " // the first key after it: keys hold no control characters
+			}
+			var err error
+			got[i], more[i], err = s.collect(ctx, qq, q.Limit)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return Page{}, fmt.Errorf("runs: list: %w", err)
+	}
+	type hit struct {
+		r    row
+		from int
+	}
+	var hits []hit
+	for i, rows := range got {
+		for _, r := range rows {
+			hits = append(hits, hit{r, i})
+		}
+	}
+	sort.Slice(hits, func(a, b int) bool { return listOrder(hits[a].r) < listOrder(hits[b].r) })
+	if len(hits) > q.Limit {
+		hits = hits[:q.Limit]
+	}
+	var out Page
+	now := s.now()
+	taken := make([]int, len(pks))
+	for _, h := range hits {
+		cur.Last[h.from] = h.r.rk
+		taken[h.from]++
+		if r := decodeRun(h.r); !s.expired(r, now) {
+			out.Runs = append(out.Runs, r)
+		}
+	}
+	end := true
+	for i := range pks {
+		if !cur.Done[i] && !more[i] && taken[i] == len(got[i]) {
+			cur.Done[i] = true
+		}
+		end = end && cur.Done[i]
+	}
+	if !end {
+		b, _ := json.Marshal(cur)
+		out.Continue = base64.RawURLEncoding.EncodeToString(b)
+	}
+	return out, nil
+}
+
+// listOrder is the key listings sort by: the due part and the id of a
+// list row or of an occurrence's run row, so rows of different partitions
+// merge newest first.
+func listOrder(r row) string {
+	k := r.rk
+	switch {
+	case strings.HasPrefix(k, prefixState):
+		// x~{state}~{inverted due}~{id}
+		if i := strings.IndexByte(k[len(prefixState):], '~'); i >= 0 {
+			return k[len(prefixState)+i+1:]
+		}
+	case strings.HasPrefix(k, prefixList):
+		return k[len(prefixList):]
+	}
+	return k
+}
+
+// collect reads up to limit rows of q, following the service's
+// continuations (a filtered query can return short pages); more reports
+// that rows may be left.
+func (s *Store) collect(ctx context.Context, q query, limit int) (rows []row, more bool, err error) {
+	for {
+		q.top = limit - len(rows)
+		p, err := s.t.query(ctx, q)
+		if err != nil {
+			return nil, false, err
+		}
+		rows = append(rows, p.rows...)
+		if p.cont == "" {
+			return rows, false, nil
+		}
+		if len(rows) >= limit {
+			return rows, true, nil
+		}
+		q.cont = p.cont
+	}
+}
