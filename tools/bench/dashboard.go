@@ -192,30 +192,41 @@ func follow(ctx context.Context, c *leasecron.Client, path string, n int) (strin
 	return cur, nil
 }
 
-// seedRuns writes n run records: half queued, the others finished, mostly
-// succeeded, some failed, dead or cancelled; the first ones are
-// occurrences of the series.
+// seedRuns writes n run records: marked queued in batches (as the mover
+// does), then half of them finished, mostly succeeded, some failed, dead or
+// cancelled; the first ones are occurrences of the series.
 func seedRuns(ctx context.Context, rs *runs.Store, n, series int, now time.Time) error {
 	states := []leasecrontype.RunState{leasecrontype.RunSucceeded, leasecrontype.RunSucceeded, leasecrontype.RunSucceeded, leasecrontype.RunFailed,
 		leasecrontype.RunSucceeded, leasecrontype.RunDead, leasecrontype.RunSucceeded, leasecrontype.RunCancelled}
 	types := []string{"mail", "report", "sync", "noop"}
-	return parallel(ctx, n, 32, func(i int) error {
-		id := fmt.Sprintf("run-%06d", i)
+	ids := make([]string, n)
+	marks := make([]runs.Mark, n)
+	for i := range n {
 		due := now.Add(-time.Duration(n-i) * time.Second)
+		ids[i] = fmt.Sprintf("run-%06d", i)
 		if i < series*20 {
-			id = fmt.Sprintf("series-%04d@%s", i%series, due.UTC().Format(time.RFC3339))
+			ids[i] = fmt.Sprintf("series-%04d@%s", i%series, due.UTC().Format(time.RFC3339))
 		}
-		if err := rs.MarkQueued(ctx, id, runs.Meta{Type: types[i%len(types)], Due: due}); err != nil {
-			return err
+		marks[i] = runs.Mark{ID: ids[i], Meta: runs.Meta{Type: types[i%len(types)], Due: due}}
+	}
+	const chunk = 500
+	if err := parallel(ctx, (n+chunk-1)/chunk, 8, func(c int) error {
+		part := marks[c*chunk : min((c+1)*chunk, n)]
+		for i, ok := range rs.MarkQueued(ctx, part) {
+			if !ok {
+				return fmt.Errorf("run %s not marked queued", part[i].ID)
+			}
 		}
-		if i%2 == 1 {
-			return nil // half stay queued: cheaper to write
-		}
-		st := states[(i/2)%len(states)]
+		return nil
+	}); err != nil {
+		return err
+	}
+	return parallel(ctx, n/2, 32, func(j int) error {
+		st := states[j%len(states)]
 		var herr error
 		if st != leasecrontype.RunSucceeded {
 			herr = fmt.Errorf("exit code 1")
 		}
-		return rs.Finish(ctx, id, st, herr, "")
+		return rs.Finish(ctx, ids[2*j], st, herr, "")
 	})
 }
