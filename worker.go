@@ -367,7 +367,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			LockTTL:    w.o.Aggregator.LockTTL,
 			InstanceID: w.o.InstanceID,
 			Clock:      w.o.Clock,
-			Logger:     w.log,
+			Logger:     w.o.Logger, // it adds "instance" itself
 			Handlers:   w.handler,
 			Hooks: aggregator.Hooks{OnRun: func(r aggregator.RunReport) {
 				outcome := ops.OutcomeSucceeded
@@ -501,7 +501,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		PauseHold:         w.o.Consumer.PauseHold,
 		InstanceID:        w.o.InstanceID,
 		Clock:             w.o.Clock,
-		Logger:            w.log,
+		Logger:            w.o.Logger, // it adds "instance" itself
 		Payloads:          w.payloads,
 		Observer:          observer{w.metrics},
 	}

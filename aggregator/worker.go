@@ -82,8 +82,9 @@ type Options struct {
 	// MaxConcurrent is how many keys one worker runs at once. Default 1
 	// (the walk waits for a free slot); at most MaxConcurrentLimit.
 	MaxConcurrent int
-	// InstanceID names this worker in the Worker column. Default
-	// "{hostname}-{pid}-{random}".
+	// InstanceID names this worker in the Worker column and, as
+	// "instance", in its log lines. Default
+	// "{hostname}-{pid}-{8 random hex digits}".
 	InstanceID string
 	// Clock is the time source. Default the real clock.
 	Clock clock.Clock
@@ -188,7 +189,7 @@ func NewWorkerWithStore(s Store, opts Options) (*Worker, error) {
 	return &Worker{
 		opts:     o,
 		store:    s,
-		log:      o.Logger.With("worker", o.InstanceID),
+		log:      o.Logger.With("instance", o.InstanceID),
 		sem:      make(chan struct{}, o.MaxConcurrent),
 		inflight: map[string]bool{},
 		warned:   map[string]bool{},

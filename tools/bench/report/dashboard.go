@@ -15,7 +15,7 @@ const targetDashboardMS = 300.0
 
 func dashboardSection(d *doc, r *results.Dashboard) []check {
 	const target = "Every dashboard page < 300 ms server time (10,000 pending, 100,000 runs)"
-	d.line("## 7. Dashboard")
+	d.line("## 8. Dashboard")
 	d.line("")
 	if r == nil {
 		d.para("Not run.")

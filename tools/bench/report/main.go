@@ -45,6 +45,7 @@ type records struct {
 	idle         *results.Idle
 	footprint    *results.Footprint
 	dashboard    *results.Dashboard
+	batch        *results.Batch
 }
 
 // load reads every record of dir; machine.json is required.
@@ -71,6 +72,7 @@ func load(dir string) (records, error) {
 		i  results.Idle
 		fp results.Footprint
 		db results.Dashboard
+		bt results.Batch
 	)
 	for _, x := range []struct {
 		name string
@@ -85,6 +87,7 @@ func load(dir string) (records, error) {
 		{results.IdleFile, &i, func() { r.idle = &i }},
 		{results.FootprintFile, &fp, func() { r.footprint = &fp }},
 		{results.DashboardFile, &db, func() { r.dashboard = &db }},
+		{results.BatchFile, &bt, func() { r.batch = &bt }},
 	} {
 		if ok, err = opt(x.name, x.v); err != nil {
 			return r, err
