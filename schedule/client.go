@@ -59,6 +59,13 @@ type Options struct {
 	// no index row (rows inserted directly by other clients). Default
 	// 100000.
 	ScanLimit int
+	// ChangesAfterSend says that the workers check every message the mover
+	// sent early against its run record or row (they keep run records,
+	// and the root wires Client.Current into the consumer), so Cancel,
+	// Reschedule and Add with Replace may change a task whose message is
+	// already in the queue: the old message becomes a no-op. When false
+	// such changes fail with ErrAlreadySent instead of pretending.
+	ChangesAfterSend bool
 }
 
 func (o *Options) fill() error {

@@ -18,6 +18,8 @@ const (
 	PropIndexed     = "Indexed"     // true when an id index row exists
 	PropItem        = "Item"        // index rows: the RowKey of the item row
 	PropGeneration  = "Generation"  // fence row: the current leader generation
+	PropSent        = "Sent"        // written by the mover: token of the messages sent early
+	PropSentUntil   = "SentUntil"   // written by the mover: a series' last occurrence sent early
 )
 
 // Reserved row keys. Item rows start with 19 digits; the id index rows
@@ -39,6 +41,10 @@ type parsedRow struct {
 	item    Item
 	rec     Recurrence
 	indexed bool
+	// sent is the token of messages the mover sent early for this row
+	// (PropSent); sentUntil the last occurrence they cover (a series).
+	sent      string
+	sentUntil time.Time
 }
 
 // parseRow interprets an item row. A non-nil error is the reason the row is
@@ -88,6 +94,18 @@ func parseRow(e Entity) (parsedRow, error) {
 	}
 	if r.rec, err = ParseRecurrence(it.Recurrence, it.TZ); err != nil {
 		return r, err
+	}
+	if r.sent, _, err = propString(e.Props, PropSent); err != nil {
+		return r, err
+	}
+	it.Sent = r.sent != ""
+	if s, ok, err := propString(e.Props, PropSentUntil); err != nil {
+		return r, err
+	} else if ok && s != "" {
+		if r.sentUntil, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			return r, fmt.Errorf("property %s is %q, want an RFC 3339 time", PropSentUntil, s)
+		}
+		it.SentUntil = r.sentUntil
 	}
 	if n, _, err := propInt(e.Props, PropAttempts); err != nil {
 		return r, err

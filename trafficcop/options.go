@@ -166,6 +166,18 @@ type Options struct {
 	OnAcquired func(Term)
 	// OnLost: see OnAcquired.
 	OnLost func(t Term, reason error)
+
+	// Note, if set, is called by the holder before it records its
+	// acquisition and each renewal in the lease metadata; what it returns
+	// (printable ASCII, at most MaxNote bytes) is stored with them under
+	// MetaNote. It lets a leader tell the instances waiting for the lease
+	// something they need if it dies — leasecron's worker publishes when
+	// the tasks it has already enqueued come due, so that the others'
+	// consumers look for them on time. It must be quick.
+	Note func() string
+	// OnNote, if set, is called with the holder's note each time this cop,
+	// not holding the lease, reads it held by another instance.
+	OnNote func(note string)
 }
 
 func (o Options) withDefaults() Options {
