@@ -16,8 +16,8 @@ import (
 
 	"github.com/leasecron/leasecron/leasecrontype"
 
-	"github.com/leasecron/leasecron/internal/osproc"
 	"github.com/leasecron/leasecron/internal/opt"
+	"github.com/leasecron/leasecron/internal/osproc"
 	"github.com/leasecron/leasecron/internal/trunc"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/leasecron/leasecron/leasecrontype"
 
-	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/opt"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/trunc"
 )
 

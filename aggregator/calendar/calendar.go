@@ -191,7 +191,6 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-
 // New returns the calendar handler. Register it under Type. One handler
 // may serve many keys at once; it keeps its conditional-request cache for
 // its lifetime.
