@@ -137,6 +137,7 @@ func (m *Mover) plan(e Entity, now time.Time, gen int64) *plan {
 		MaxAttempts: it.MaxAttempts,
 		Recurrence:  it.Recurrence,
 		Generation:  gen,
+		TraceParent: it.TraceParent,
 	}
 	if recurring {
 		p.env.Series = it.ID

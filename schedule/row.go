@@ -18,6 +18,7 @@ const (
 	PropIndexed     = "Indexed"     // true when an id index row exists
 	PropItem        = "Item"        // index rows: the RowKey of the item row
 	PropGeneration  = "Generation"  // fence row: the current leader generation
+	PropTraceParent = "TraceParent" // optional W3C traceparent of the trace that scheduled it
 )
 
 // Reserved row keys. Item rows start with 19 digits; the id index rows
@@ -89,6 +90,11 @@ func parseRow(e Entity) (parsedRow, error) {
 	if r.rec, err = ParseRecurrence(it.Recurrence, it.TZ); err != nil {
 		return r, err
 	}
+	// A trace context that cannot be read is dropped, not a reason to set
+	// the task aside: tracing is never worth a lost task.
+	if tp, _, err := propString(e.Props, PropTraceParent); err == nil && ValidTraceParent(tp) {
+		it.TraceParent = tp
+	}
 	if n, _, err := propInt(e.Props, PropAttempts); err != nil {
 		return r, err
 	} else if n < 0 || n > 1<<31-1 {
@@ -134,6 +140,9 @@ func itemProps(it Item, indexed bool) map[string]any {
 	}
 	if it.PayloadBlob != "" {
 		p[PropPayloadBlob] = it.PayloadBlob
+	}
+	if it.TraceParent != "" {
+		p[PropTraceParent] = it.TraceParent
 	}
 	if indexed {
 		p[PropIndexed] = true
