@@ -46,7 +46,8 @@ type MoverOptions struct {
 	PollEvery time.Duration
 	// Early is the enqueue-early window (0 means PollEvery, negative
 	// disables): rows due within it are enqueued with a visibility delay
-	// so they appear on time.
+	// so they appear on time, even when the leader dies before they come
+	// due if it is longer than lease duration + lease poll.
 	Early time.Duration
 	// Concurrency bounds concurrent enqueues. Default 32.
 	Concurrency int
@@ -251,6 +252,8 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 			Identity:  o.InstanceID,
 			Clock:     o.Clock,
 			Logger:    w.log,
+			Note:      w.wakeNote,
+			OnNote:    w.heardWakeNote,
 			OnAcquired: func(t trafficcop.Term) {
 				w.metrics.LeaseAcquired()
 				w.metrics.SetLeaseHeld(true)
@@ -378,7 +381,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			LockTTL:    w.o.Aggregator.LockTTL,
 			InstanceID: w.o.InstanceID,
 			Clock:      w.o.Clock,
-			Logger:     w.log,
+			Logger:     w.o.Logger, // it adds "instance" itself
 			Handlers:   w.handler,
 			Hooks: aggregator.Hooks{OnRun: func(r aggregator.RunReport) {
 				outcome := ops.OutcomeSucceeded
@@ -439,7 +442,7 @@ func (w *Worker) lead(ctx context.Context) error {
 		Shards:       w.sched.Shards(),
 		Generation:   func() int64 { return term.Generation },
 		PollEvery:    w.o.Mover.PollEvery,
-		Early:        w.o.Mover.Early,
+		Early:        earlyWindow(w.o.Mover, w.o.Lease),
 		Concurrency:  w.o.Mover.Concurrency,
 		Enqueuer:     enq,
 		SetAside:     w.queue,
@@ -513,7 +516,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		PauseHold:         w.o.Consumer.PauseHold,
 		InstanceID:        w.o.InstanceID,
 		Clock:             w.o.Clock,
-		Logger:            w.log,
+		Logger:            w.o.Logger, // it adds "instance" itself
 		Payloads:          w.payloads,
 		TracerProvider:    w.o.TracerProvider,
 		Observer:          observer{w.metrics},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/leasecron/leasecron/leasecrontype"
 
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/osproc"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
@@ -65,7 +66,9 @@ type ExecOptions struct {
 	Argv []string
 	// Timeout bounds one run. At the timeout the program's whole process
 	// group gets SIGTERM, and SIGKILL KillGrace later if the program is
-	// still running. Default DefaultExecTimeout (5 min).
+	// still running. Default DefaultExecTimeout (5 min). (The leasecron
+	// binary gives an exec handler without handlers.<type>.timeout the
+	// worker's worker.max_run_time instead.)
 	//
 	// The program runs in a process group of its own. When it exits,
 	// successfully or not, whatever it left running in that group
@@ -188,13 +191,13 @@ func (h *execHandler) setDefaults() error {
 	case !osproc.Executable(fi):
 		return fmt.Errorf("%w: ExecOptions.Argv[0] %q is not executable (mode %v)", ErrInvalidOptions, name, fi.Mode().Perm())
 	}
-	if err := orDefault("ExecOptions.Timeout", &h.Timeout, DefaultExecTimeout, ""); err != nil {
+	if err := opt.Default(ErrInvalidOptions, "ExecOptions.Timeout", &h.Timeout, DefaultExecTimeout); err != nil {
 		return err
 	}
-	if err := orDefault("ExecOptions.KillGrace", &h.KillGrace, DefaultKillGrace, ""); err != nil {
+	if err := opt.Default(ErrInvalidOptions, "ExecOptions.KillGrace", &h.KillGrace, DefaultKillGrace); err != nil {
 		return err
 	}
-	if err := orDefault("ExecOptions.OutputTail", &h.OutputTail, DefaultOutputTail, "a byte count "); err != nil {
+	if err := opt.Default(ErrInvalidOptions, "ExecOptions.OutputTail", &h.OutputTail, DefaultOutputTail); err != nil {
 		return err
 	}
 	for i, kv := range h.Env {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasecron/leasecron/leasecrontype"
 
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
@@ -139,10 +140,10 @@ func (h *httpHandler) setDefaults() error {
 		hdr[k] = v
 	}
 	h.Headers = hdr
-	if err := orDefault("HTTPOptions.Timeout", &h.Timeout, DefaultHTTPTimeout, ""); err != nil {
+	if err := opt.Default(ErrInvalidOptions, "HTTPOptions.Timeout", &h.Timeout, DefaultHTTPTimeout); err != nil {
 		return err
 	}
-	if err := orDefault("HTTPOptions.OutputTail", &h.OutputTail, DefaultOutputTail, "a byte count "); err != nil {
+	if err := opt.Default(ErrInvalidOptions, "HTTPOptions.OutputTail", &h.OutputTail, DefaultOutputTail); err != nil {
 		return err
 	}
 	if h.Client == nil {

@@ -61,6 +61,15 @@ type Envelope struct {
 	// shutdown). Deliveries beyond it had no outcome recorded — a worker
 	// crashed on them — and count towards the poison-message guard.
 	Dequeues int64 `json:"dequeues,omitempty"`
+	// Token is set on a message the mover sent early, before its row left
+	// the schedule table: the row records it (property Sent), and a worker
+	// with run records checks that the run record or the row still carries
+	// it before running, so a task cancelled, rescheduled, replaced or
+	// deleted after the early enqueue is acknowledged without running.
+	Token string `json:"token,omitempty"`
+	// Row is the schedule row ("{shard}/{RowKey}") an early-sent message
+	// came from (with Token).
+	Row string `json:"row,omitempty"`
 }
 
 // runMeta is what a run record learns about the task from e.

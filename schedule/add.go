@@ -122,7 +122,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 	var lastErr error
 	created := false
 	for range retries {
-		err := c.t.Submit(ctx, fresh)
+		_, err := c.t.Submit(ctx, fresh)
 		if err == nil {
 			return "", nil
 		}
@@ -132,7 +132,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 				return "", fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)
 			}
 			created = true
-			err = c.t.Submit(ctx, fresh)
+			_, err = c.t.Submit(ctx, fresh)
 			if err == nil {
 				return "", nil
 			}
@@ -156,6 +156,9 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 			}
 			if !ao.Replace {
 				return "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano))
+			}
+			if err := c.refuseSent(cur, "replaced"); err != nil {
+				return "", err
 			}
 			oldBlob, _, _ = propString(cur.Props, PropPayloadBlob)
 			ops = []Op{
@@ -183,6 +186,8 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 			case !ao.Replace:
 				due, _, _ := ParseRowKey(oldRK)
 				return "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano))
+			case c.refuseSent(cur, "replaced") != nil:
+				return "", c.refuseSent(cur, "replaced")
 			case oldRK == rk:
 				oldBlob, _, _ = propString(cur.Props, PropPayloadBlob)
 				ops = []Op{
@@ -198,7 +203,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 				}
 			}
 		}
-		err = c.t.Submit(ctx, ops)
+		_, err = c.t.Submit(ctx, ops)
 		if err == nil {
 			return oldBlob, nil
 		}

@@ -350,10 +350,10 @@ func (b *batch) writeRows(ctx context.Context, cs []chunk, ops func(chunk) []Op,
 			if len(ch.items) == 0 {
 				return nil
 			}
-			err := b.c.t.Submit(ctx, ops(ch))
+			_, err := b.c.t.Submit(ctx, ops(ch))
 			if errors.Is(err, storage.ErrTableNotFound) {
 				if err = b.ensure(ctx); err == nil {
-					err = b.c.t.Submit(ctx, ops(ch))
+					_, err = b.c.t.Submit(ctx, ops(ch))
 				}
 			}
 			if err == nil {
@@ -410,7 +410,7 @@ func (b *batch) resolveIndex(ctx context.Context, ch chunk) (chunk, error) {
 			due, _, _ := ParseRowKey(oldRK)
 			b.fail(i, fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano)))
 		case errors.Is(err, storage.ErrNotFound):
-			derr := b.c.t.Submit(ctx, []Op{{Kind: OpDelete, PartitionKey: ch.shard, RowKey: idx.RowKey, IfMatch: idx.ETag}})
+			_, derr := b.c.t.Submit(ctx, []Op{{Kind: OpDelete, PartitionKey: ch.shard, RowKey: idx.RowKey, IfMatch: idx.ETag}})
 			if derr != nil && !conflict(derr) {
 				return ch, fmt.Errorf("remove the stale id index of %s: %w", it.ID, derr)
 			}
@@ -506,11 +506,11 @@ func (b *batch) undoRows(ctx context.Context, idx []int) {
 		for k, i := range ch.items {
 			ops[k] = Op{Kind: OpDelete, PartitionKey: ch.shard, RowKey: b.res[i].Item.RowKey}
 		}
-		if b.c.t.Submit(ctx, ops) == nil {
+		if _, err := b.c.t.Submit(ctx, ops); err == nil {
 			continue
 		}
 		for k, i := range ch.items {
-			err := b.c.t.Submit(ctx, ops[k:k+1])
+			_, err := b.c.t.Submit(ctx, ops[k:k+1])
 			if err == nil {
 				continue
 			}
@@ -535,11 +535,11 @@ func (b *batch) undoIndex(ctx context.Context, idx []int) {
 		for k, i := range ch.items {
 			ops[k] = Op{Kind: OpDelete, PartitionKey: ch.shard, RowKey: indexKey(b.res[i].Item.ID)}
 		}
-		if b.c.t.Submit(ctx, ops) == nil {
+		if _, err := b.c.t.Submit(ctx, ops); err == nil {
 			continue
 		}
 		for k := range ops {
-			if err := b.c.t.Submit(ctx, ops[k:k+1]); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			if _, err := b.c.t.Submit(ctx, ops[k:k+1]); err != nil && !errors.Is(err, storage.ErrNotFound) {
 				b.c.opts.Logger.Warn("leasecron: an id index row of a rolled-back batch is left behind", "row", ops[k].RowKey, "err", err)
 			}
 		}

@@ -58,6 +58,12 @@ type Item struct {
 	// Indexed reports that the row has an id index row (it was written by
 	// leasecron rather than inserted directly).
 	Indexed bool
+	// Sent reports that the mover has already sent this task's message
+	// early (invisible until due) while the row waits in the table to be
+	// moved; for a series, its occurrences up to SentUntil.
+	Sent bool
+	// SentUntil is the last occurrence of a series sent early.
+	SentUntil time.Time
 	// Problem is set, when listing, for a malformed row that the mover will
 	// set aside; the other fields are then best effort.
 	Problem string
@@ -83,6 +89,10 @@ var (
 	// ErrAlreadyScheduled: Add found the id already scheduled and
 	// AddOptions.Replace was not set.
 	ErrAlreadyScheduled = errors.New("already scheduled")
+	// ErrAlreadySent: the task's message was already sent early and the
+	// change asked for cannot be honoured (Options.ChangesAfterSend is
+	// false: the workers keep no run records).
+	ErrAlreadySent = errors.New("already sent to the queue")
 	// ErrNotFound: no pending task has that id.
 	ErrNotFound = notfound.New("not scheduled")
 )

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -132,9 +131,6 @@ func (a *app) aggregatorCmd() *cobra.Command {
 				return err
 			}
 			if err := cl.RemoveBlackboardKey(cmd.Context(), args[0]); err != nil {
-				if errors.Is(err, aggregator.ErrNotFound) {
-					return notFoundErr{err}
-				}
 				return err
 			}
 			fmt.Fprintf(a.out, "removed %s\n", args[0])
@@ -151,9 +147,6 @@ func (a *app) aggregatorCmd() *cobra.Command {
 				return err
 			}
 			if err := cl.RunBlackboardKeyNow(cmd.Context(), args[0]); err != nil {
-				if errors.Is(err, aggregator.ErrNotFound) {
-					return notFoundErr{err}
-				}
 				return err
 			}
 			fmt.Fprintf(a.out, "%s will run at the next cycle\n", args[0])

@@ -12,6 +12,7 @@ import (
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/handler"
 	"github.com/leasecron/leasecron/internal/config"
+	"github.com/leasecron/leasecron/internal/trunc"
 )
 
 // client returns a leasecron.Client for the configuration.
@@ -109,10 +110,7 @@ func buildHandlers(cfg config.Config, log *slog.Logger, extra map[string]func(co
 // trying leasecron out and for images without a shell.
 func logHandler(log *slog.Logger) leasecrontype.Handler {
 	return func(ctx context.Context, t leasecrontype.Task) error {
-		p := string(t.Payload)
-		if len(p) > 200 {
-			p = p[:200] + "…"
-		}
+		p := trunc.Head(string(t.Payload), 200) // never half a character
 		log.Info("task", "task_id", t.ID, "type", t.Type, "attempt", t.Attempt, "due", t.Due.Format(time.RFC3339), "payload", strings.TrimSpace(p))
 		fmt.Fprintf(leasecrontype.Output(ctx), "%s\n", p)
 		return nil

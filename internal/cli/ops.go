@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"text/tabwriter"
@@ -254,9 +253,6 @@ func (a *app) deadletterCmd() *cobra.Command {
 				return nil
 			}
 			if err := cl.DeadLetters().Requeue(cmd.Context(), args[0]); err != nil {
-				if errors.Is(err, queue.ErrNoDeadLetter) {
-					return notFoundErr{err}
-				}
 				return err
 			}
 			fmt.Fprintf(a.out, "requeued %s\n", args[0])

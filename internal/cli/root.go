@@ -19,6 +19,7 @@ import (
 	"github.com/leasecron/leasecron/internal/config"
 	"github.com/leasecron/leasecron/internal/ops"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Exit codes.
@@ -28,9 +29,6 @@ const (
 	exitUsage    = 2
 	exitNotFound = 3
 )
-
-// notFoundErr marks "no such task/key" failures so they exit with code 3.
-type notFoundErr struct{ error }
 
 // app is the state shared by the commands of one tree.
 type app struct {
@@ -55,11 +53,12 @@ func Main(ctx context.Context, version string, args []string, in io.Reader, out,
 	}
 	fmt.Fprintln(errOut, "leasecron:", storage.Redact(condense(err.Error())))
 	var ue usageError
-	var nf notFoundErr
 	switch {
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.As(err, &nf), errors.Is(err, storage.ErrNotFound):
+	case errors.Is(err, leasecrontype.ErrNotFound):
+		// One sentinel for every "no such task, run, key, dead letter or
+		// blob" of every package (see internal/notfound).
 		return exitNotFound
 	}
 	return exitError

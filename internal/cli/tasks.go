@@ -147,9 +147,6 @@ func (a *app) cancelCmd() *cobra.Command {
 			}
 			res, err := cl.Cancel(cmd.Context(), args[0])
 			if err != nil {
-				if errors.Is(err, leasecron.ErrNotFound) {
-					return notFoundErr{err}
-				}
 				return err
 			}
 			if asJSON {
@@ -188,9 +185,6 @@ func (a *app) rescheduleCmd() *cobra.Command {
 			}
 			it, err := cl.Reschedule(cmd.Context(), args[0], due)
 			if err != nil {
-				if errors.Is(err, leasecron.ErrNotFound) {
-					return notFoundErr{err}
-				}
 				return err
 			}
 			if asJSON {
@@ -289,9 +283,6 @@ func (a *app) statusCmd() *cobra.Command {
 			}
 			st, err := cl.Status(cmd.Context(), args[0])
 			if err != nil {
-				if errors.Is(err, leasecron.ErrNotFound) {
-					return notFoundErr{err}
-				}
 				return err
 			}
 			if asJSON {

@@ -44,6 +44,7 @@ type records struct {
 	transactions *results.Transactions
 	idle         *results.Idle
 	footprint    *results.Footprint
+	dashboard    *results.Dashboard
 	batch        *results.Batch
 }
 
@@ -70,6 +71,7 @@ func load(dir string) (records, error) {
 		t  results.Transactions
 		i  results.Idle
 		fp results.Footprint
+		db results.Dashboard
 		bt results.Batch
 	)
 	for _, x := range []struct {
@@ -84,6 +86,7 @@ func load(dir string) (records, error) {
 		{results.TransactionsFile, &t, func() { r.transactions = &t }},
 		{results.IdleFile, &i, func() { r.idle = &i }},
 		{results.FootprintFile, &fp, func() { r.footprint = &fp }},
+		{results.DashboardFile, &db, func() { r.dashboard = &db }},
 		{results.BatchFile, &bt, func() { r.batch = &bt }},
 	} {
 		if ok, err = opt(x.name, x.v); err != nil {

@@ -131,6 +131,7 @@ func render(r records, out string) (string, error) {
 		},
 		func() error { c, err := footprintSection(&body, out, r.footprint); add(c...); return err },
 		func() error { add(batchSection(&body, r.batch)...); return nil },
+		func() error { add(dashboardSection(&body, r.dashboard)...); return nil },
 	}
 	for _, s := range steps {
 		if err = s(); err != nil {
