@@ -80,7 +80,7 @@ func (c *Client) AddMany(ctx context.Context, items []Item, o AddManyOptions) ([
 		o.Concurrency = DefaultBatchConcurrency
 	}
 	b := &batch{c: c, o: o, res: make([]AddResult, len(items))}
-	b.validate(items)
+	b.validate(items, TraceParentOf(ctx))
 	if !o.Partial && b.refused() > 0 {
 		b.notWritten(b.live(), "another item of the batch was refused")
 		return b.res, b.summary()
@@ -118,11 +118,15 @@ type batch struct {
 	ensureMu sync.Mutex
 }
 
-// validate prepares every item; refused ones get their Err.
-func (b *batch) validate(items []Item) {
+// validate prepares every item; refused ones get their Err. Items without
+// a trace parent get tp, the caller's.
+func (b *batch) validate(items []Item, tp string) {
 	now := b.c.opts.Clock.Now()
 	seen := make(map[string]int, len(items))
 	for i, it := range items {
+		if it.TraceParent == "" {
+			it.TraceParent = tp
+		}
 		p, err := b.c.prepare(it, now)
 		if err != nil {
 			b.res[i] = AddResult{Item: it, Err: err}
