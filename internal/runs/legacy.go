@@ -58,6 +58,14 @@ func (s *Store) hasLegacy(ctx context.Context) (bool, error) {
 	return s.legacy.present, nil
 }
 
+// legacyPresent reports what the last look found (true until a look has
+// found none).
+func (s *Store) legacyPresent() bool {
+	s.legacy.mu.Lock()
+	defer s.legacy.mu.Unlock()
+	return s.legacy.checked.IsZero() || s.legacy.present
+}
+
 // readLegacy reads id's record of the previous layout, if the table holds
 // that layout at all.
 func (s *Store) readLegacy(ctx context.Context, id string) (Run, bool, error) {

@@ -59,7 +59,7 @@ var full = scale{
 	foLeases: []time.Duration{15 * time.Second, 60 * time.Second}, foReps: 3,
 	idleWarmup: 60 * time.Second, idleWindow: 4 * time.Minute,
 	txWarmup: 60 * time.Second, txBaseline: 60 * time.Second, txSpacing: 10 * time.Second,
-	txLone: 6, txBurst: 500, txSeries: 100, txSeriesWindow: 30 * time.Second,
+	txLone: 6, txBurst: 300, txSeries: 100, txSeriesWindow: 30 * time.Second,
 	fpTasks: 2_000, fpIdle: 12 * time.Second,
 }
 

@@ -18,6 +18,10 @@ const (
 	targetP99         = 1.0  // p99 lateness ≤ 1 s
 	targetTermSlack   = 1.0  // takeover after SIGTERM ≤ poll + 1 s
 	targetTxPerTask   = 6.0  // ≤ 6 requests per one-off task without runs
+	targetRunsBurst   = 5.0  // ≤ 5 worker requests per task in a burst with run records
+	targetRunsLone    = 9.0  // ≤ 9 worker requests per lone task with run records
+	targetRunsExtra   = 2.0  // run records ≤ 2 worker requests per task beyond none, in a burst
+	targetRunsProcess = 0.80 // worker processes with run records ≥ 80 % of the same without
 	targetIdlePerHour = 120  // idle standby ≤ 120 requests/hour
 	targetRSSMiB      = 40.0 // RSS < 40 MiB at 1,000 tasks/s
 	targetRSSRate     = 1000.0
@@ -388,9 +392,10 @@ func consumerSection(d *doc, out string, c *results.Consumer) ([]check, error) {
 		}
 	}
 	ch := check{target: "Consumer ≥ 85 % of raw dequeue+delete", measured: "queue.Consumer (concurrency 32) vs raw: " + strings.Join(parts, ", ")}
+	rc := runsProcessCheck(c)
 	if math.IsInf(worst, 1) {
 		ch.status, ch.measured = statusNotRun, "–"
-		return []check{ch}, nil
+		return []check{ch, rc}, nil
 	}
 	ch.status = status(worst >= targetConsumerRaw)
 	if ch.status == statusMissed {
@@ -404,7 +409,46 @@ func consumerSection(d *doc, out string, c *results.Consumer) ([]check, error) {
 		}
 		ch.why += "With no-op handlers on a single-threaded Azurite every extra request shows directly in the rate."
 	}
-	return []check{ch}, nil
+	return []check{ch, rc}, nil
+}
+
+// runsProcessCheck compares worker processes with run records to the same
+// number without, in the same run.
+func runsProcessCheck(c *results.Consumer) check {
+	ch := check{target: "Worker processes with run records ≥ 80 % of the same without", measured: "–", status: statusNotRun}
+	on, off := map[int]float64{}, map[int]float64{}
+	var ks []int
+	for _, r := range c.Rows {
+		if r.Variant != results.VariantProcess || r.Steady <= 0 {
+			continue
+		}
+		if r.Runs {
+			on[r.Instances] = r.Steady
+			ks = append(ks, r.Instances)
+		} else {
+			off[r.Instances] = r.Steady
+		}
+	}
+	sort.Ints(ks)
+	worst := math.Inf(1)
+	var parts []string
+	for _, k := range ks {
+		if off[k] == 0 {
+			continue
+		}
+		x := on[k] / off[k]
+		parts = append(parts, fmt.Sprintf("%s with %d (%s vs %s tasks/s)", pct(x), k, f0(on[k]), f0(off[k])))
+		worst = math.Min(worst, x)
+	}
+	if len(parts) == 0 {
+		return ch
+	}
+	ch.measured = strings.Join(parts, ", ")
+	ch.status = status(worst >= targetRunsProcess)
+	if ch.status == statusMissed {
+		ch.why = fmt.Sprintf("Short by %.0f percentage points. With run records a task costs two table transactions (its claim and its finish) on top of a dequeue share and a delete; on one single-threaded Azurite, with no-op handlers, the transactions' CPU in the emulator shows directly in the rate.", 100*(targetRunsProcess-worst))
+	}
+	return ch
 }
 
 func latenessSection(d *doc, out string, l *results.Lateness) ([]check, error) {
@@ -649,7 +693,7 @@ func transactionsSection(d *doc, out string, t *results.Transactions, idle *resu
 	} else {
 		c0 := t.Cases[0]
 		_ = c0
-		d.para("Every storage request is a billed transaction. An in-process `leasecron.Worker` with default options leads and consumes on its own fresh Azurite, with and without run records (`NoRuns`), and its `Requests()` counter is read around each pattern; its idle request rate, measured first for a minute after a minute's warm-up, is subtracted, so the worker figures are the **marginal** cost of the tasks (small negative entries are that subtraction's noise). The scheduling side is counted separately over the same calls `Client.Schedule` makes (`schedule.Client.Add`, then `MarkScheduled` with run records). **Lone**: one task at a time, every few seconds, into an otherwise idle leader — the worst case, since nothing is shared. **Burst**: many due at once — passes, dequeues and batches are shared. Recurring series are scheduled once; their client cost is per series, not per occurrence.")
+		d.para("Every storage request is a billed transaction. An in-process `leasecron.Worker` with default options leads and consumes on its own fresh Azurite, with and without run records (`NoRuns`), and its `Requests()` counter is read around each pattern; its idle request rate, measured first for a minute after a minute's warm-up, is subtracted, so the worker figures are the **marginal** cost of the tasks (small negative entries are that subtraction's noise). The scheduling side is counted separately over the call `Client.Schedule` makes (`schedule.Client.Add`: one table transaction; the run record starts when the mover sends the task, so it is a worker cost). **Lone**: one task at a time, every few seconds, into an otherwise idle leader — the worst case, since nothing is shared. **Burst**: many due at once — passes, dequeues and batches are shared. Recurring series are scheduled once; their client cost is per series, not per occurrence.")
 		var rows [][]string
 		for _, c := range sortedCases(t.Cases) {
 			client := f1(c.ClientTotal)
@@ -738,6 +782,7 @@ func transactionsSection(d *doc, out string, t *results.Transactions, idle *resu
 			}
 		}
 		checks = append(checks, ch)
+		checks = append(checks, runsTxChecks(t)...)
 	}
 
 	d.line("### Idle workers")
@@ -866,4 +911,36 @@ func perWorker(r results.LatenessRun) string {
 		return "–"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// runsTxChecks are the targets of run records' cost per task (worker
+// requests, one-off tasks).
+func runsTxChecks(t *results.Transactions) []check {
+	find := func(pattern string, runs bool) *results.TxCase {
+		for i := range t.Cases {
+			if c := &t.Cases[i]; c.Kind == "one-off" && c.Pattern == pattern && c.Runs == runs {
+				return c
+			}
+		}
+		return nil
+	}
+	burst, burstOff, lone, loneOff := find("burst", true), find("burst", false), find("lone", true), find("lone", false)
+	cb := check{target: "≤ 5 worker requests per one-off task in a burst with run records (≤ 2 beyond none)", measured: "–", status: statusNotRun}
+	if burst != nil && burstOff != nil {
+		extra := burst.WorkerTotal - burstOff.WorkerTotal
+		cb.measured = fmt.Sprintf("%.1f (%.1f without run records: %.1f beyond), %d tasks", burst.WorkerTotal, burstOff.WorkerTotal, extra, burst.Tasks)
+		cb.status = status(burst.WorkerTotal <= targetRunsBurst && extra <= targetRunsExtra+0.05)
+		if cb.status == statusMissed {
+			cb.why = fmt.Sprintf("Over by %.1f. Run records cost a claim and a finish transaction per task and the mover's share of its mark transactions (%.2f table batches per task in all).", math.Max(burst.WorkerTotal-targetRunsBurst, extra-targetRunsExtra), burst.Worker["table batch"])
+		}
+	}
+	cl := check{target: "≤ 9 worker requests per lone one-off task with run records", measured: "–", status: statusNotRun}
+	if lone != nil && loneOff != nil {
+		cl.measured = fmt.Sprintf("%.1f (%.1f without run records)", lone.WorkerTotal, loneOff.WorkerTotal)
+		cl.status = status(lone.WorkerTotal <= targetRunsLone)
+		if cl.status == statusMissed {
+			cl.why = fmt.Sprintf("Over by %.1f. A lone task pays the mover's mark transaction alone, plus its claim and its finish, on top of %.1f without records.", lone.WorkerTotal-targetRunsLone, loneOff.WorkerTotal)
+		}
+	}
+	return []check{cb, cl}
 }

@@ -1,0 +1,360 @@
+package runs
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/leasecron/leasecron/azurite"
+	"github.com/leasecron/leasecron/azurite/azuritetest"
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// seed writes runs as the layout keeps them (each run's rows inserted
+// together), in transactions of up to 33 runs per partition, a few at a
+// time: a fast way to fill a table.
+func seed(t testing.TB, s *Store, rs []Run) {
+	t.Helper()
+	ctx := context.Background()
+	by := map[string][]op{}
+	for _, r := range rs {
+		pk := bucketOf(r.ID)
+		by[pk] = append(by[pk], transition(nil, r)...)
+	}
+	var g errgroup.Group
+	g.SetLimit(8)
+	for _, ops := range by {
+		for len(ops) > 0 {
+			n := 0
+			for n < len(ops) && n+3 <= maxOps {
+				// Keep a run's rows in one transaction: every run has a
+				// run row first.
+				n++
+				for n < len(ops) && !strings.HasPrefix(ops[n].rk, prefixRun) && !strings.HasPrefix(ops[n].rk, prefixOcc) {
+					n++
+				}
+			}
+			batch := ops[:n]
+			ops = ops[n:]
+			g.Go(func() error { return s.t.submit(ctx, batch) })
+		}
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// history is a generated run history: mostly succeeded one-off runs, some
+// of every other state, and a long-running series, with due times a
+// second apart going back from base, each run finished a few seconds after
+// it was due.
+type history struct {
+	base time.Time
+	runs []Run
+}
+
+func makeHistory(base time.Time, n int) history {
+	h := history{base: base}
+	for i := 0; i < n; i++ {
+		due := base.Add(-time.Duration(i) * 7 * time.Second)
+		r := Run{ID: fmt.Sprintf("task-%06d", i), Type: []string{"mail", "report", "sync"}[i%3], Due: due,
+			Attempts: 1, Worker: "w" + strconv.Itoa(i%5), Started: due.Add(time.Second), Finished: due.Add(3 * time.Second), State: Succeeded}
+		switch {
+		case i%20 == 3:
+			r.State, r.LastError, r.Attempts = Failed, fmt.Sprintf("attempt of %d failed", i), 2
+		case i%50 == 7:
+			r.State, r.LastError, r.Attempts = Dead, "gave up", 5
+		case i%200 == 11:
+			r.State = Cancelled
+		case i%1000 == 13 && i < 100_000:
+			r.State, r.Finished, r.ClaimUntil = Running, time.Time{}, base.Add(time.Hour)
+		case i%250 == 17:
+			r.State, r.Finished, r.Started, r.Attempts, r.Worker = Queued, time.Time{}, time.Time{}, 0, ""
+		case i%40 == 19:
+			r.ID, r.Series, r.Type = OccurrenceID("nightly", due), "nightly", "report"
+		}
+		h.runs = append(h.runs, r)
+	}
+	return h
+}
+
+// newest returns the ids of the first n runs passing keep, newest first
+// (the history is generated newest first).
+func (h history) newest(n int, keep func(Run) bool) []string {
+	var out []string
+	for _, r := range h.runs {
+		if len(out) == n {
+			break
+		}
+		if keep(r) {
+			out = append(out, r.ID)
+		}
+	}
+	return out
+}
+
+func ids(rs []Run) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// privateEnv is a Store on its own Azurite (a large table slows Azurite
+// down for every other test).
+func privateEnv(t *testing.T, o Options) (env, string) {
+	t.Helper()
+	srv := azuritetest.StartWith(t, azurite.Options{InMemory: true})
+	cnt := storage.NewCounter()
+	sc, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString(), Counter: cnt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Table == "" {
+		o.Table = "Runs"
+	}
+	s, err := New(sc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e := env{s: s, requests: cnt.Total, now: time.Now}
+	if fc, ok := o.Clock.(*clock.Fake); ok {
+		e.now, e.advance = fc.Now, fc.Advance
+	}
+	return e, srv.ConnectionString()
+}
+
+// 100,000 run records: the newest 50 failed, the running ones and a
+// series' history each cost at most 5 requests and come back right and in
+// order; then retention with short settings removes exactly the expired
+// records, at a counted cost.
+func TestHistoryAtScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 100,000 records")
+	}
+	t.Parallel()
+	base := time.Now().UTC().Truncate(time.Second)
+	fc := clock.NewFake(base.Add(time.Minute))
+	e, _ := privateEnv(t, Options{Clock: fc, Retention: 24 * time.Hour, RetentionFailed: 72 * time.Hour})
+	n := 100_000
+	if v, err := strconv.Atoi(os.Getenv("RUNS_HISTORY_N")); err == nil {
+		n = v // for trying the test out quickly
+	}
+	h := makeHistory(base, n)
+	began := time.Now()
+	seed(t, e.s, h.runs)
+	t.Logf("seeded %d runs in %s", n, time.Since(began).Round(time.Second))
+	ctx := context.Background()
+
+	query := func(what string, q Query, want []string) Page {
+		t.Helper()
+		var p Page
+		cost := e.cost(func() {
+			var err error
+			if p, err = e.s.Query(ctx, q); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		})
+		t.Logf("%s: %d runs, %d requests", what, len(p.Runs), cost)
+		if cost > 5 {
+			t.Errorf("%s cost %d requests, want at most 5", what, cost)
+		}
+		if got := strings.Join(ids(p.Runs), " "); got != strings.Join(want, " ") {
+			t.Errorf("%s = %.300s…\nwant %.300s…", what, got, strings.Join(want, " "))
+		}
+		return p
+	}
+	isState := func(st State) func(Run) bool { return func(r Run) bool { return r.State == st } }
+	failed := h.newest(100, isState(Failed))
+	p := query("the newest 50 failed", Query{State: Failed}, failed[:50])
+	query("the next 50 failed", Query{State: Failed, Continue: p.Continue}, failed[50:])
+	running := h.newest(1000, isState(Running))
+	query("the running ones", Query{State: Running, Limit: 1000}, running)
+	series := h.newest(50, func(r Run) bool { return r.Series == "nightly" })
+	query("the series' newest 50", Query{Series: "nightly"}, series)
+	query("the newest 50 of any state", Query{}, h.newest(50, func(Run) bool { return true }))
+	query("the newest 50 succeeded", Query{State: Succeeded}, h.newest(50, isState(Succeeded)))
+	since := base.Add(-time.Hour)
+	query("failed within the last hour", Query{State: Failed, Since: since, Limit: 1000},
+		h.newest(1000, func(r Run) bool { return r.State == Failed && !r.Due.Before(since) }))
+	if c := e.cost(func() {
+		if r, err := e.s.Get(ctx, failed[0]); err != nil || r.State != Failed || r.LastError == "" {
+			t.Fatalf("Get = %+v, %v", r, err)
+		}
+	}); c != 1 {
+		t.Errorf("status of one run cost %d requests, want 1", c)
+	}
+
+	// Retention: a day for succeeded and cancelled, three for failed and
+	// dead. Two days after base, the runs of days two and more are gone
+	// (succeeded, cancelled) or stay (failed, dead, the live ones).
+	fc.Advance(48 * time.Hour)
+	now := fc.Now()
+	expired := map[string]bool{}
+	for _, r := range h.runs {
+		if e.s.expired(r, now) {
+			expired[r.ID] = true
+		}
+	}
+	var st CleanStats
+	cost := e.cost(func() {
+		var err error
+		if st, err = e.s.Clean(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("clean: %d of %d runs expired, %d requests (%.1f per 1,000 expired)", st.Expired, n, cost, float64(cost)*1000/float64(st.Expired))
+	if st.Expired != len(expired) {
+		t.Errorf("Clean removed %d runs, want the %d expired", st.Expired, len(expired))
+	}
+	if per100 := float64(cost) * 100 / float64(st.Expired); per100 > 2.5 {
+		t.Errorf("Clean cost %.2f requests per 100 expired runs, want at most 2.5", per100)
+	}
+	left := map[string]bool{}
+	q := Query{Limit: MaxLimit}
+	for {
+		p, err := e.s.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range p.Runs {
+			left[r.ID] = true
+		}
+		if p.Continue == "" {
+			break
+		}
+		q.Continue = p.Continue
+	}
+	wrong := 0
+	for _, r := range h.runs {
+		if left[r.ID] == expired[r.ID] && wrong < 10 {
+			wrong++
+			t.Errorf("%s (%s, finished %s): kept %v, expired %v", r.ID, r.State, r.Finished.Format(time.RFC3339), left[r.ID], expired[r.ID])
+		}
+	}
+	if runs := e.verify(t); runs != n-len(expired) {
+		t.Errorf("%d runs left in the table, want %d", runs, n-len(expired))
+	}
+	// Nothing expired is left for a second pass.
+	if st, err := e.s.Clean(ctx); err != nil || st.Expired != 0 {
+		t.Errorf("a second pass removed %d, %v", st.Expired, err)
+	}
+}
+
+// A cleaner killed (SIGKILL) in the middle of its work leaves only whole
+// runs: the table is consistent, nothing younger than the retention is
+// gone, and the next pass removes the rest.
+func TestCleanerKilledMidway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 30,000 records and kills a process")
+	}
+	t.Parallel()
+	base := time.Now().UTC().Truncate(time.Second)
+	at := base.Add(72 * time.Hour) // with a 1-day retention most succeeded runs are expired
+	o := Options{Clock: clock.NewFake(at), Retention: 24 * time.Hour, RetentionFailed: 72 * time.Hour}
+	e, conn := privateEnv(t, o)
+	h := makeHistory(base, 30_000)
+	seed(t, e.s, h.runs)
+	expired := map[string]bool{}
+	for _, r := range h.runs {
+		if e.s.expired(r, at) {
+			expired[r.ID] = true
+		}
+	}
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCleanerChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "RUNS_CLEANER_CHILD="+strings.Join([]string{conn, e.s.Table(), at.Format(time.RFC3339Nano)}, "|"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc2 := bufio.NewScanner(out)
+	killed := false
+	for sc2.Scan() {
+		line := sc2.Text()
+		if n, ok := strings.CutPrefix(line, "cleaned "); ok {
+			if k, _ := strconv.Atoi(n); k >= 1000 && !killed {
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+				killed = true
+				t.Logf("killed the cleaner after it reported %d runs removed", k)
+			}
+		}
+	}
+	_ = cmd.Wait()
+	if !killed {
+		t.Fatal("the cleaner finished before it could be killed")
+	}
+	// Consistent, and nothing younger than its retention gone.
+	remaining := e.verify(t)
+	if remaining <= len(h.runs)-len(expired) {
+		t.Fatalf("%d runs left after the kill: the cleaner was not stopped midway", remaining)
+	}
+	for _, r := range h.runs {
+		if !expired[r.ID] {
+			if _, err := e.s.Get(context.Background(), r.ID); err != nil {
+				t.Fatalf("%s (not expired) is gone: %v", r.ID, err)
+			}
+		}
+	}
+	// Restarted, it finishes the job.
+	st, err := e.s.Clean(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.verify(t); got != len(h.runs)-len(expired) {
+		t.Fatalf("%d runs left after the second pass (which removed %d), want %d", got, st.Expired, len(h.runs)-len(expired))
+	}
+	t.Logf("kill midway: %d runs left, the second pass removed %d more; %d expired of %d in all", remaining, st.Expired, len(expired), len(h.runs))
+}
+
+// TestCleanerChild is the process TestCleanerKilledMidway kills: a Clean
+// pass that reports its progress on stdout.
+func TestCleanerChild(t *testing.T) {
+	spec := os.Getenv("RUNS_CLEANER_CHILD")
+	if spec == "" {
+		t.Skip("run by TestCleanerKilledMidway")
+	}
+	parts := strings.SplitN(spec, "|", 3)
+	at, err := time.Parse(time.RFC3339Nano, parts[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := storage.New(storage.Config{ConnectionString: parts[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(sc, Options{Table: parts[1], Clock: clock.NewFake(at), Retention: 24 * time.Hour, RetentionFailed: 72 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	total := 0
+	s.onCleaned = func(n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		total += n
+		fmt.Printf("cleaned %d\n", total)
+	}
+	if _, err := s.Clean(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
