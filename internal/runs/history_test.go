@@ -3,9 +3,11 @@ package runs
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // seed writes runs as the layout keeps them (each run's rows inserted
@@ -68,8 +71,8 @@ func makeHistory(base time.Time, n int) history {
 	h := history{base: base}
 	for i := 0; i < n; i++ {
 		due := base.Add(-time.Duration(i) * 7 * time.Second)
-		r := Run{ID: fmt.Sprintf("task-%06d", i), Type: []string{"mail", "report", "sync"}[i%3], Due: due,
-			Attempts: 1, Worker: "w" + strconv.Itoa(i%5), Started: due.Add(time.Second), Finished: due.Add(3 * time.Second), State: Succeeded}
+		r := Run{Run: leasecrontype.Run{ID: fmt.Sprintf("task-%06d", i), Type: []string{"mail", "report", "sync"}[i%3], Due: due,
+			Attempts: 1, Worker: "w" + strconv.Itoa(i%5), Started: due.Add(time.Second), Finished: due.Add(3 * time.Second), State: Succeeded}}
 		switch {
 		case i%20 == 3:
 			r.State, r.LastError, r.Attempts = Failed, fmt.Sprintf("attempt of %d failed", i), 2
@@ -150,7 +153,7 @@ func TestHistoryAtScale(t *testing.T) {
 	t.Parallel()
 	base := time.Now().UTC().Truncate(time.Second)
 	fc := clock.NewFake(base.Add(time.Minute))
-	e, _ := privateEnv(t, Options{Clock: fc, Retention: 24 * time.Hour, RetentionFailed: 72 * time.Hour})
+	e, _ := privateEnv(t, Options{Clock: fc}) // the default retentions: 7 and 30 days
 	n := 100_000
 	if v, err := strconv.Atoi(os.Getenv("RUNS_HISTORY_N")); err == nil {
 		n = v // for trying the test out quickly
@@ -200,10 +203,9 @@ func TestHistoryAtScale(t *testing.T) {
 		t.Errorf("status of one run cost %d requests, want 1", c)
 	}
 
-	// Retention: a day for succeeded and cancelled, three for failed and
-	// dead. Two days after base, the runs of days two and more are gone
-	// (succeeded, cancelled) or stay (failed, dead, the live ones).
-	fc.Advance(48 * time.Hour)
+	// Retention with the defaults: the history spans eight days, so the
+	// succeeded and cancelled runs of its oldest day are expired; the
+	// failed and dead ones (30 days) and the live ones stay.
 	now := fc.Now()
 	expired := map[string]bool{}
 	for _, r := range h.runs {
@@ -261,14 +263,14 @@ func TestHistoryAtScale(t *testing.T) {
 // gone, and the next pass removes the rest.
 func TestCleanerKilledMidway(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes 30,000 records and kills a process")
+		t.Skip("writes 10,000 records and kills a process")
 	}
 	t.Parallel()
 	base := time.Now().UTC().Truncate(time.Second)
 	at := base.Add(72 * time.Hour) // with a 1-day retention most succeeded runs are expired
 	o := Options{Clock: clock.NewFake(at), Retention: 24 * time.Hour, RetentionFailed: 72 * time.Hour}
 	e, conn := privateEnv(t, o)
-	h := makeHistory(base, 30_000)
+	h := makeHistory(base, 10_000)
 	seed(t, e.s, h.runs)
 	expired := map[string]bool{}
 	for _, r := range h.runs {
@@ -357,4 +359,89 @@ func TestCleanerChild(t *testing.T) {
 	if _, err := s.Clean(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Retention removes exactly the runs past it — per class, to the second —
+// and none younger, nor any live run however old.
+func retentionBehaviour(t *testing.T, e env) {
+	ctx := context.Background()
+	now := e.now()
+	var rs []Run
+	var want []string
+	add := func(id string, st State, finishedAgo time.Duration, expired bool) {
+		r := newRun(id, st)
+		r.Due = now.Add(-finishedAgo - time.Minute)
+		r.Type = "t"
+		if st.Finished() || st == Failed {
+			r.Finished = now.Add(-finishedAgo)
+		}
+		rs = append(rs, r)
+		if !expired {
+			want = append(want, id)
+		}
+	}
+	const h = time.Hour
+	add("ok-young", Succeeded, 1*h-time.Second, false)
+	add("ok-old", Succeeded, 1*h+time.Second, true)
+	add("cancelled-young", Cancelled, 1*h-time.Second, false)
+	add("cancelled-old", Cancelled, 1*h+time.Second, true)
+	add("failed-young", Failed, 3*h-time.Second, false)
+	add("failed-old", Failed, 3*h+time.Second, true)
+	add("dead-young", Dead, 3*h-time.Second, false)
+	add("dead-old", Dead, 3*h+time.Second, true)
+	add("ok-between", Succeeded, 2*h, true)
+	add("failed-between", Failed, 2*h, false)
+	add("queued-ancient", Queued, 100*h, false)
+	add("running-ancient", Running, 100*h, false)
+	for i := 0; i < 200; i++ {
+		add(fmt.Sprintf("bulk-%03d", i), Succeeded, 2*h+time.Duration(i)*time.Second, true)
+		add(fmt.Sprintf("keep-%03d", i), Succeeded, 30*time.Minute, false)
+	}
+	seed(t, e.s, rs)
+	if _, err := e.s.Get(ctx, "ok-old"); !errors.Is(err, ErrExpired) || !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get of an expired record before the cleaner ran: %v, want ErrExpired", err)
+	}
+	var st CleanStats
+	cost := e.cost(func() {
+		var err error
+		if st, err = e.s.Clean(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("removed %d expired runs with %d requests", st.Expired, cost)
+	if st.Expired != len(rs)-len(want) {
+		t.Errorf("Clean removed %d, want %d", st.Expired, len(rs)-len(want))
+	}
+	// 5 classes × 4 partitions of reads, and 205 succeeded runs in
+	// transactions of 50 per partition, plus the few others.
+	if cost > 40 {
+		t.Errorf("Clean cost %d requests, want at most 40", cost)
+	}
+	p, err := e.s.Query(ctx, Query{Limit: MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ids(p.Runs)
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("left after Clean:\n%v\nwant\n%v", got, want)
+	}
+	if n := e.verify(t); n != len(want) {
+		t.Errorf("%d runs in the table, want %d", n, len(want))
+	}
+	if _, err := e.s.Get(ctx, "ok-old"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get of a removed record: %v", err)
+	}
+}
+
+func TestMemRetention(t *testing.T) {
+	e := memEnv(t)
+	e.s.o.Retention, e.s.o.RetentionFailed = time.Hour, 3*time.Hour
+	retentionBehaviour(t, e)
+}
+
+func TestStoreRetention(t *testing.T) {
+	t.Parallel()
+	retentionBehaviour(t, azureEnv(t, Options{Clock: clock.NewFake(time.Now()), Retention: time.Hour, RetentionFailed: 3 * time.Hour}))
 }
