@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/leasecron/leasecron/azurite"
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/clock"
@@ -24,37 +22,12 @@ import (
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-// seed writes runs as the layout keeps them (each run's rows inserted
-// together), in transactions of up to 33 runs per partition, a few at a
-// time: a fast way to fill a table.
+// seed writes runs as the layout keeps them (Import).
 func seed(t testing.TB, s *Store, rs []Run) {
 	t.Helper()
-	ctx := context.Background()
-	by := map[string][]op{}
-	for _, r := range rs {
-		pk := bucketOf(r.ID)
-		by[pk] = append(by[pk], transition(nil, r)...)
-	}
-	var g errgroup.Group
-	g.SetLimit(8)
-	for _, ops := range by {
-		for len(ops) > 0 {
-			n := 0
-			for n < len(ops) && n+3 <= maxOps {
-				// Keep a run's rows in one transaction: every run has a
-				// run row first.
-				n++
-				for n < len(ops) && !strings.HasPrefix(ops[n].rk, prefixRun) && !strings.HasPrefix(ops[n].rk, prefixOcc) {
-					n++
-				}
-			}
-			batch := ops[:n]
-			ops = ops[n:]
-			g.Go(func() error { return s.t.submit(ctx, batch) })
-		}
-	}
-	if err := g.Wait(); err != nil {
-		t.Fatal(err)
+	n, err := s.Import(context.Background(), rs)
+	if err != nil || n != len(rs) {
+		t.Fatalf("Import wrote %d of %d runs: %v", n, len(rs), err)
 	}
 }
 

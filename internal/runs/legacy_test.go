@@ -38,10 +38,9 @@ func writeLegacy(t *testing.T, tb table, due time.Time) {
 // A table of the previous layout keeps working: lookups fall back to the
 // old rows, a claim of a run that succeeded there is a duplicate, a cancel
 // converts the run; Migrate converts the rest and removes the old rows.
-func legacyBehaviour(t *testing.T, e env, tb table) {
+func legacyBehaviour(t *testing.T, e env, due time.Time) {
 	ctx := context.Background()
 	s := e.s
-	due := e.now().Add(-time.Hour).Truncate(time.Second)
 	if r, err := s.Get(ctx, "old-done"); err != nil || r.State != Succeeded || r.OutputTail != "old output" || r.Generation != 4 {
 		t.Fatalf("Get of an old record = %+v, %v", r, err)
 	}
@@ -103,11 +102,12 @@ func legacyBehaviour(t *testing.T, e env, tb table) {
 func TestMemLegacy(t *testing.T) {
 	clk := clock.NewFake(t0)
 	mt := newMemTable(clk)
-	writeLegacy(t, mt, t0.Add(-time.Hour).Truncate(time.Second))
+	due := t0.Add(-time.Hour).Truncate(time.Second)
+	writeLegacy(t, mt, due)
 	o := Options{Clock: clk}
 	_ = o.fill()
 	s := &Store{t: mt, o: o}
-	legacyBehaviour(t, env{s: s, requests: func() int64 { return 0 }, now: clk.Now, advance: clk.Advance}, mt)
+	legacyBehaviour(t, env{s: s, requests: func() int64 { return 0 }, now: clk.Now, advance: clk.Advance}, due)
 }
 
 func TestStoreLegacy(t *testing.T) {
@@ -115,7 +115,8 @@ func TestStoreLegacy(t *testing.T) {
 	e := azureEnv(t, Options{})
 	// A second Store on the same table, made after the old rows exist
 	// (the first one looked when it started and found none).
-	writeLegacy(t, e.s.t, time.Now().Add(-time.Hour).Truncate(time.Second))
+	due := time.Now().Add(-time.Hour).Truncate(time.Second)
+	writeLegacy(t, e.s.t, due)
 	fresh := &Store{t: e.s.t, o: e.s.o}
-	legacyBehaviour(t, env{s: fresh, requests: e.requests, now: e.now}, e.s.t)
+	legacyBehaviour(t, env{s: fresh, requests: e.requests, now: e.now}, due)
 }
