@@ -19,7 +19,6 @@ import (
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // seed writes runs as the layout keeps them (Import).
@@ -31,54 +30,13 @@ func seed(t testing.TB, s *Store, rs []Run) {
 	}
 }
 
-// history is a generated run history: mostly succeeded one-off runs, some
-// of every other state, and a long-running series, with due times a
-// second apart going back from base, each run finished a few seconds after
-// it was due.
+// history is a generated run history (Sample).
 type history struct {
 	base time.Time
 	runs []Run
 }
 
-func makeHistory(base time.Time, n int) history {
-	h := history{base: base}
-	for i := 0; i < n; i++ {
-		due := base.Add(-time.Duration(i) * 7 * time.Second)
-		r := Run{Run: leasecrontype.Run{ID: fmt.Sprintf("task-%06d", i), Type: []string{"mail", "report", "sync"}[i%3], Due: due,
-			Attempts: 1, Worker: "w" + strconv.Itoa(i%5), Started: due.Add(time.Second), Finished: due.Add(3 * time.Second), State: Succeeded}}
-		switch {
-		case i%20 == 3:
-			r.State, r.LastError, r.Attempts = Failed, fmt.Sprintf("attempt of %d failed", i), 2
-		case i%50 == 7:
-			r.State, r.LastError, r.Attempts = Dead, "gave up", 5
-		case i%200 == 11:
-			r.State = Cancelled
-		case i%1000 == 13 && i < 100_000:
-			r.State, r.Finished, r.ClaimUntil = Running, time.Time{}, base.Add(time.Hour)
-		case i%250 == 17:
-			r.State, r.Finished, r.Started, r.Attempts, r.Worker = Queued, time.Time{}, time.Time{}, 0, ""
-		case i%40 == 19:
-			r.ID, r.Series, r.Type = OccurrenceID("nightly", due), "nightly", "report"
-		}
-		h.runs = append(h.runs, r)
-	}
-	return h
-}
-
-// newest returns the ids of the first n runs passing keep, newest first
-// (the history is generated newest first).
-func (h history) newest(n int, keep func(Run) bool) []string {
-	var out []string
-	for _, r := range h.runs {
-		if len(out) == n {
-			break
-		}
-		if keep(r) {
-			out = append(out, r.ID)
-		}
-	}
-	return out
-}
+func (h history) newest(n int, keep func(Run) bool) []string { return Newest(h.runs, n, keep) }
 
 func ids(rs []Run) []string {
 	out := make([]string, len(rs))
@@ -131,7 +89,7 @@ func TestHistoryAtScale(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("RUNS_HISTORY_N")); err == nil {
 		n = v // for trying the test out quickly
 	}
-	h := makeHistory(base, n)
+	h := history{base: base, runs: Sample(base, n)}
 	began := time.Now()
 	seed(t, e.s, h.runs)
 	t.Logf("seeded %d runs in %s", n, time.Since(began).Round(time.Second))
@@ -243,7 +201,7 @@ func TestCleanerKilledMidway(t *testing.T) {
 	at := base.Add(72 * time.Hour) // with a 1-day retention most succeeded runs are expired
 	o := Options{Clock: clock.NewFake(at), Retention: 24 * time.Hour, RetentionFailed: 72 * time.Hour}
 	e, conn := privateEnv(t, o)
-	h := makeHistory(base, 10_000)
+	h := history{base: base, runs: Sample(base, 10_000)}
 	seed(t, e.s, h.runs)
 	expired := map[string]bool{}
 	for _, r := range h.runs {

@@ -7,7 +7,8 @@
 // design), consumer (consumers vs raw dequeue+delete), lateness (on-time
 // delivery with and without early enqueue), failover (leader loss to first
 // move), transactions (storage requests per task), idle (requests per hour
-// of idle workers) and footprint (worker RSS and CPU). Each starts a fresh
+// of idle workers), footprint (worker RSS and CPU) and history (what run
+// history listings and retention cost on a table of 100,000 records). Each starts a fresh
 // Azurite. The count-based scenarios (transactions, idle) run alongside
 // failover, which spends most of its time waiting for leases to expire.
 // `go run ./bench/report` renders the records as
@@ -50,6 +51,7 @@ type scale struct {
 	txSeriesWindow                  time.Duration
 	fpTasks                         int
 	fpIdle                          time.Duration
+	historyRuns                     int
 }
 
 var full = scale{
@@ -61,6 +63,7 @@ var full = scale{
 	txWarmup: 60 * time.Second, txBaseline: 60 * time.Second, txSpacing: 10 * time.Second,
 	txLone: 6, txBurst: 300, txSeries: 100, txSeriesWindow: 30 * time.Second,
 	fpTasks: 2_000, fpIdle: 12 * time.Second,
+	historyRuns: 100_000,
 }
 
 var quick = scale{
@@ -72,6 +75,7 @@ var quick = scale{
 	txWarmup: 10 * time.Second, txBaseline: 15 * time.Second, txSpacing: 5 * time.Second,
 	txLone: 2, txBurst: 100, txSeries: 20, txSeriesWindow: 10 * time.Second,
 	fpTasks: 1_000, fpIdle: 7 * time.Second,
+	historyRuns: 10_000,
 }
 
 // scenario is one benchmark: run writes its record into dir.
@@ -88,6 +92,7 @@ var scenarios = []scenario{
 	{"transactions", runTransactions},
 	{"idle", runIdle},
 	{"footprint", runFootprint},
+	{"history", runHistory},
 }
 
 // concurrent are the scenarios that run together (counts and lease

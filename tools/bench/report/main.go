@@ -44,6 +44,7 @@ type records struct {
 	transactions *results.Transactions
 	idle         *results.Idle
 	footprint    *results.Footprint
+	history      *results.History
 }
 
 // load reads every record of dir; machine.json is required.
@@ -69,6 +70,7 @@ func load(dir string) (records, error) {
 		t  results.Transactions
 		i  results.Idle
 		fp results.Footprint
+		h  results.History
 	)
 	for _, x := range []struct {
 		name string
@@ -82,6 +84,7 @@ func load(dir string) (records, error) {
 		{results.TransactionsFile, &t, func() { r.transactions = &t }},
 		{results.IdleFile, &i, func() { r.idle = &i }},
 		{results.FootprintFile, &fp, func() { r.footprint = &fp }},
+		{results.HistoryFile, &h, func() { r.history = &h }},
 	} {
 		if ok, err = opt(x.name, x.v); err != nil {
 			return r, err

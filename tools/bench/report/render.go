@@ -22,6 +22,8 @@ const (
 	targetRunsLone    = 9.0  // ≤ 9 worker requests per lone task with run records
 	targetRunsExtra   = 2.0  // run records ≤ 2 worker requests per task beyond none, in a burst
 	targetRunsProcess = 0.80 // worker processes with run records ≥ 80 % of the same without
+	targetRunsPage    = 5    // a page of run history ≤ 5 requests whatever the table holds
+	targetRunsClean   = 1.0  // retention ≤ 1 request per 100 expired records
 	targetIdlePerHour = 120  // idle standby ≤ 120 requests/hour
 	targetRSSMiB      = 40.0 // RSS < 40 MiB at 1,000 tasks/s
 	targetRSSRate     = 1000.0
@@ -132,6 +134,7 @@ func render(r records, out string) (string, error) {
 			return err
 		},
 		func() error { c, err := footprintSection(&body, out, r.footprint); add(c...); return err },
+		func() error { add(historySection(&body, r.history)...); return nil },
 	}
 	for _, s := range steps {
 		if err = s(); err != nil {
@@ -943,4 +946,69 @@ func runsTxChecks(t *results.Transactions) []check {
 		}
 	}
 	return []check{cb, cl}
+}
+
+func historySection(d *doc, h *results.History) []check {
+	d.line("## 7. Run history")
+	d.line("")
+	page := check{target: "A page of run history (newest 50 failed, the running ones, a series) ≤ 5 requests", measured: "–", status: statusNotRun}
+	clean := check{target: "Retention ≤ 1 request per 100 expired records", measured: "–", status: statusNotRun}
+	if h == nil {
+		d.para("Not run.")
+		return []check{page, clean}
+	}
+	d.para("A Runs table of %s run records (eight days of a fleet's history: mostly succeeded one-off runs of three types, 5 %% failed, 2 %% dead, 0.5 %% cancelled, 0.1 %% running, 0.4 %% queued, 2.5 %% occurrences of one series; written in %.0f s with table transactions) on a fresh, in-memory Azurite; then the listings `leasecron runs` and the dashboard make, one lookup by id, and one cleaner pass with the default retentions (%.0f days for succeeded and cancelled runs, %.0f for failed and dead), each counted in storage requests. **Right** says whether the listing returned exactly the expected runs, newest first. See [run-history.md](run-history.md) for the layout.",
+		thousands(h.Runs), h.SeedSeconds, h.RetentionDays, h.FailedRetention)
+	var rows [][]string
+	worst := int64(0)
+	for _, q := range h.Queries {
+		right := "yes"
+		if !q.Right {
+			right = "**no**"
+		}
+		rows = append(rows, []string{q.What, fmt.Sprint(q.Rows), fmt.Sprint(q.Requests), right})
+		if !strings.Contains(q.What, "type") {
+			worst = max(worst, q.Requests)
+		}
+	}
+	d.table([]string{"Read", "Runs returned", "Requests", "Right"}, rows)
+	per100 := float64(h.CleanRequests) * 100 / math.Max(1, float64(h.Expired))
+	var ops []string
+	for _, k := range sortedKeys(h.CleanByOp) {
+		ops = append(ops, fmt.Sprintf("%s %d", k, h.CleanByOp[k]))
+	}
+	d.para("The cleaner removed %s expired records with %d requests (%s) in %.0f s: **%.1f requests per 1,000 expired records**.", thousands(h.Expired), h.CleanRequests, strings.Join(ops, ", "), h.CleanSeconds, per100*10)
+	page.measured = fmt.Sprintf("at most %d (%s records)", worst, thousands(h.Runs))
+	page.status = status(worst <= targetRunsPage)
+	allRight := true
+	for _, q := range h.Queries {
+		allRight = allRight && q.Right
+	}
+	if !allRight {
+		page.status = statusMissed
+		page.why = "A listing returned other runs than expected (see the table)."
+	}
+	clean.measured = fmt.Sprintf("%.2f per 100 (%s expired)", per100, thousands(h.Expired))
+	clean.status = status(per100 <= targetRunsClean)
+	if clean.status == statusMissed {
+		clean.why = fmt.Sprintf("Over by %.2f. A run is two rows — its run row, keyed by its id for the one-read lookup, and its list row, keyed by due time for the listings — (three for a failed, dead or cancelled run, which also has a state row), and all of them go in one transaction of at most 100 rows: 50 runs per request, plus one query per 1,000 rows read. Whole-table drops (a table per day) would cost nearly nothing, but a lookup by id could then not know which table to read: ids are chosen by users and carry no time.", per100-targetRunsClean)
+	}
+	return []check{page, clean}
+}
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func sortedKeys(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
