@@ -121,3 +121,43 @@ func TestRunHistoryCommands(t *testing.T) {
 		t.Errorf("migrate on a table of the current layout: %s", out)
 	}
 }
+
+// The leader removes expired run records by itself: with runs.retention
+// 1m and runs.clean_every 1m, a succeeded run's status says its record
+// expired once the minute has passed, and within the leader's next
+// cleaning pass the record is gone.
+func TestRunRetentionByLeader(t *testing.T) {
+	t.Parallel()
+	f := startFleet(t, 1, map[string]any{"runs": map[string]any{"retention": "1m", "clean_every": "1m"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	lcCLI(ctx, t, f, "schedule", "--id", "brief", "--type", "rec")
+	lcWaitStatus(ctx, t, f, "brief", 30*time.Second, "succeeded", func(s lcStatus) bool { return s.State == "succeeded" })
+	finished := time.Now()
+	var expiredSeen bool
+	for {
+		_, errOut, code := lcRun(ctx, f, nil, "status", "brief")
+		switch {
+		case code == 3 && strings.Contains(errOut, "expired"):
+			expiredSeen = true
+		case code == 3:
+			if !expiredSeen && time.Since(finished) < time.Minute {
+				t.Fatalf("brief's record vanished %s after it finished, before its retention of 1m: %s", time.Since(finished).Round(time.Second), errOut)
+			}
+			// Removed: neither listed nor found.
+			if out := lcCLI(ctx, t, f, "runs", "--json"); strings.Contains(out, `"brief"`) {
+				t.Fatalf("brief is gone for status but listed: %s", out)
+			}
+			t.Logf("brief: record expired after 1m and removed by the leader %s after it finished (seen as expired before: %v)", time.Since(finished).Round(time.Second), expiredSeen)
+			return
+		case code != 0:
+			t.Fatalf("status brief: exit %d: %s", code, errOut)
+		case time.Since(finished) > time.Minute+5*time.Second:
+			t.Fatalf("brief still shows as live %s after it finished (retention 1m)", time.Since(finished).Round(time.Second))
+		}
+		if time.Since(finished) > 3*time.Minute+30*time.Second {
+			t.Fatal("the leader has not removed the expired record within two cleaning intervals")
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
