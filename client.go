@@ -38,7 +38,8 @@ type ClientOptions struct {
 	NoRuns bool
 	// Runs configures run records (retention).
 	Runs RunsOptions
-	// MaxPayload is the largest payload accepted, in bytes. Default 1 MiB.
+	// MaxPayload is the largest payload accepted, in bytes. Default
+	// 1048576 (1 MiB).
 	MaxPayload int
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger

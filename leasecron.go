@@ -8,6 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
+	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/pause"
 	"github.com/leasecron/leasecron/internal/payload"
@@ -99,11 +100,11 @@ type Names struct {
 // DefaultNames returns the default resource names.
 func DefaultNames() Names {
 	return Names{
-		Container:       "leasecron",
+		Container:       payload.DefaultContainer,
 		LeaseBlob:       "locks/scheduler",
 		ScheduleTable:   schedule.DefaultTable,
 		RunsTable:       runs.DefaultTable,
-		BlackboardTable: "Blackboard",
+		BlackboardTable: aggregator.DefaultTable,
 		Queue:           queue.DefaultQueue,
 		PoisonQueue:     queue.DefaultPoisonQueue,
 	}

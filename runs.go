@@ -15,14 +15,14 @@ import (
 // WorkerOptions.Runs). Zero values take the defaults shown.
 type RunsOptions struct {
 	// Retention is how long a succeeded or cancelled run's record is kept
-	// after it finished (config runs.retention). Default 7 days.
+	// after it finished (config runs.retention). Default 168h (7 days).
 	Retention time.Duration
 	// RetentionFailed is how long a failed or dead run's record is kept
-	// after its last attempt (config runs.retention_failed). Default 30
-	// days.
+	// after its last attempt (config runs.retention_failed). Default 720h
+	// (30 days).
 	RetentionFailed time.Duration
 	// CleanEvery is how often the leader removes expired records (config
-	// runs.clean_every). Default 1 hour; negative disables (then run
+	// runs.clean_every). Default 1h; negative disables (then run
 	// `leasecron runs clean` from time to time).
 	CleanEvery time.Duration
 }

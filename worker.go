@@ -10,13 +10,17 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/leasecrontype"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/internal/ops"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -24,25 +28,26 @@ import (
 
 // LeaseOptions configure the traffic cop. Zero values take the defaults.
 type LeaseOptions struct {
-	// Duration of the blob lease, 15–60 s. Default 60 s.
+	// Duration of the blob lease, 15s to 60s. Default 60s.
 	Duration time.Duration
 	// RenewEvery is the renew interval. Default Duration/3.
 	RenewEvery time.Duration
 	// PollEvery is how often an instance without the lease tries to take
-	// it (jittered). Default 15 s.
+	// it (jittered). Default 15s.
 	PollEvery time.Duration
 	// SafetyMargin: control is considered lost at last successful renew +
-	// Duration − SafetyMargin. Default max(2 s, Duration/10).
+	// Duration − SafetyMargin. Default max(2s, Duration/10).
 	SafetyMargin time.Duration
 }
 
 // MoverOptions configure the mover that runs while this instance leads.
 type MoverOptions struct {
-	// PollEvery is the pause between passes over the schedule. Default 5 s.
+	// PollEvery is the pause between passes over the schedule. Default 5s.
 	PollEvery time.Duration
 	// Early is the enqueue-early window (0 means PollEvery, negative
 	// disables): rows due within it are enqueued with a visibility delay
-	// so they appear on time.
+	// so they appear on time, even when the leader dies before they come
+	// due if it is longer than lease duration + lease poll.
 	Early time.Duration
 	// Concurrency bounds concurrent enqueues. Default 32.
 	Concurrency int
@@ -57,16 +62,19 @@ type ConsumerOptions struct {
 	// Concurrency is how many tasks run at once. Default 8.
 	Concurrency int
 	// VisibilityTimeout is how long a dequeued message stays hidden; it is
-	// extended while its handler runs. Default 60 s.
+	// extended while its handler runs. Default 60s.
 	VisibilityTimeout time.Duration
-	// MaxRunTime is the longest a handler may run. Default 30 min.
+	// MaxRunTime is the longest a handler may run. Default 30m.
 	MaxRunTime time.Duration
 	// ShutdownGrace is how long in-flight tasks may finish after Run's
-	// context ends. Default 30 s.
+	// context ends. Default 30s.
 	ShutdownGrace time.Duration
-	// PollMin and PollMax bound the queue polling interval: PollMin while
-	// work flows, backing off to PollMax when idle. Defaults 200 ms, 30 s.
-	PollMin, PollMax time.Duration
+	// PollMin is the queue polling interval while work flows. Default
+	// 200ms.
+	PollMin time.Duration
+	// PollMax is the longest polling interval, backed off to when the
+	// queue is idle. Default 30s.
+	PollMax time.Duration
 	// MaxAttempts is how many attempts a task gets before it is dead.
 	// Default 5.
 	MaxAttempts int
@@ -74,28 +82,28 @@ type ConsumerOptions struct {
 	// using an attempt; each snooze beyond is a failed attempt. Default 50.
 	MaxSnoozes int
 	// BackoffBase is the first retry delay, doubled per failed attempt
-	// with jitter, capped at BackoffMax. Defaults 2 s, 10 min.
+	// with jitter, capped at BackoffMax. Default 2s.
 	BackoffBase time.Duration
-	// BackoffMax: see BackoffBase.
+	// BackoffMax is the longest retry delay. Default 10m.
 	BackoffMax time.Duration
 	// HandlerTimeouts bounds handler runs per task type.
 	HandlerTimeouts map[string]time.Duration
 	// PauseCheck is how long a worker trusts the pause state it read
 	// (see Client.Pause) before reading it again; it reads only while it
-	// has work or holds paused tasks. Default 5 s.
+	// has work or holds paused tasks. Default 5s.
 	PauseCheck time.Duration
 	// PauseHold is how long a task of a type paused without an end is
 	// hidden before it is looked at again; on resume the worker that hid
-	// it shows it again at once. Default 10 min.
+	// it shows it again at once. Default 10m.
 	PauseHold time.Duration
 	// CountersEvery is how often counters are flushed to the Runs table
-	// (what `leasecron stats` sums). Default 30 s.
+	// (what `leasecron stats` sums). Default 30s.
 	CountersEvery time.Duration
 }
 
 // AggregatorOptions configure the blackboard loop.
 type AggregatorOptions struct {
-	// Cycle is how often the board is walked (jittered). Default 1 h.
+	// Cycle is how often the board is walked (jittered). Default 1h.
 	Cycle time.Duration
 	// LockTTL is when a claim counts as abandoned; 0 means each key's
 	// interval.
@@ -109,7 +117,8 @@ type WorkerOptions struct {
 	// Names of the storage resources. Empty fields take defaults.
 	Names Names
 	// InstanceID names this instance in the lease, run records and logs.
-	// Default {hostname}-{pid}-{random}; it must be valid in a table key.
+	// Default {hostname}-{pid}-{8 random hex digits}; it must be valid in a
+	// table key.
 	InstanceID string
 
 	// Lease configures the traffic cop.
@@ -156,6 +165,11 @@ type WorkerOptions struct {
 	Logger *slog.Logger
 	// Clock is the time source. Default the real clock.
 	Clock leasecrontype.Clock
+	// TracerProvider receives the spans of moves and runs (see the README's
+	// Traces section). Default the global provider (otel.GetTracerProvider),
+	// which does nothing unless set up; the CLI sets one up from the
+	// standard OTEL_* variables.
+	TracerProvider trace.TracerProvider
 }
 
 // Worker is one leasecron instance: it competes for the lease and moves
@@ -187,8 +201,11 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 		o.Logger = slog.Default()
 	}
 	o.Clock = clock.OrReal(o.Clock)
+	if o.TracerProvider == nil {
+		o.TracerProvider = otel.GetTracerProvider()
+	}
 	if o.InstanceID == "" {
-		o.InstanceID = queue.DefaultInstanceID()
+		o.InstanceID = instance.NewID()
 	}
 	if err := o.Runs.fill(); err != nil {
 		return nil, err
@@ -212,6 +229,9 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	}
 	cc := w.sc.Blob.NewContainerClient(o.Names.Container)
 	for typ, n := range o.Limits {
+		if err := schedule.ValidateType(typ); err != nil {
+			return nil, fmt.Errorf("Limits: %w", err)
+		}
 		sem, err := trafficcop.NewSemaphore(cc, typ, n, trafficcop.SemaphoreOptions{Clock: o.Clock, Logger: w.log,
 			// Slots use the lease timing of the cop, so a crashed holder's
 			// slot frees within lease.duration.
@@ -232,6 +252,8 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 			Identity:  o.InstanceID,
 			Clock:     o.Clock,
 			Logger:    w.log,
+			Note:      w.wakeNote,
+			OnNote:    w.heardWakeNote,
 			OnAcquired: func(t trafficcop.Term) {
 				w.metrics.LeaseAcquired()
 				w.metrics.SetLeaseHeld(true)
@@ -251,7 +273,9 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 }
 
 // Handle registers the handler for a task type. Handlers serve queued
-// tasks and blackboard keys alike. Call before Run.
+// tasks and blackboard keys alike. Call before Run. The type follows the
+// rule of schedule.ValidateType (a type that cannot be scheduled could
+// never reach its handler); Run refuses to start with one that does not.
 func (w *Worker) Handle(taskType string, h Handler) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -287,7 +311,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("leasecron: Worker.Run called twice")
 	}
 	w.started = true
+	var bad []error
+	for typ := range w.handlers {
+		if err := schedule.ValidateType(typ); err != nil {
+			bad = append(bad, fmt.Errorf("Handle: %w", err))
+		}
+	}
 	w.mu.Unlock()
+	if len(bad) > 0 {
+		return errors.Join(bad...)
+	}
 
 	if err := w.ensure(ctx); err != nil {
 		return err
@@ -348,7 +381,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			LockTTL:    w.o.Aggregator.LockTTL,
 			InstanceID: w.o.InstanceID,
 			Clock:      w.o.Clock,
-			Logger:     w.log,
+			Logger:     w.o.Logger, // it adds "instance" itself
 			Handlers:   w.handler,
 			Hooks: aggregator.Hooks{OnRun: func(r aggregator.RunReport) {
 				outcome := ops.OutcomeSucceeded
@@ -404,11 +437,12 @@ func (w *Worker) lead(ctx context.Context) error {
 		enq = wakingEnqueuer{q: w.queue, clk: w.o.Clock, wake: w.consumer.WakeAt}
 	}
 	w.mu.Unlock()
+	enq = tracingEnqueuer{next: enq, tracer: w.o.TracerProvider.Tracer(tracing.Name)}
 	mo := schedule.MoverOptions{
 		Shards:       w.sched.Shards(),
 		Generation:   func() int64 { return term.Generation },
 		PollEvery:    w.o.Mover.PollEvery,
-		Early:        w.o.Mover.Early,
+		Early:        earlyWindow(w.o.Mover, w.o.Lease),
 		Concurrency:  w.o.Mover.Concurrency,
 		Enqueuer:     enq,
 		SetAside:     w.queue,
@@ -482,8 +516,9 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		PauseHold:         w.o.Consumer.PauseHold,
 		InstanceID:        w.o.InstanceID,
 		Clock:             w.o.Clock,
-		Logger:            w.log,
+		Logger:            w.o.Logger, // it adds "instance" itself
 		Payloads:          w.payloads,
+		TracerProvider:    w.o.TracerProvider,
 		Observer:          observer{w.metrics},
 	}
 	if w.runs != nil {

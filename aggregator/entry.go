@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/leasecron/leasecron/internal/notfound"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/tasktype"
 )
 
 // Defaults and limits.
@@ -22,8 +22,9 @@ const (
 	// MaxPayload is the largest Payload, in bytes, a key may carry (a table
 	// string property holds at most 32 Ki UTF-16 code units).
 	MaxPayload = 32 * 1024
-	// MaxTypeLen is the longest handler type name accepted.
-	MaxTypeLen = 256
+	// MaxTypeLen is the longest handler type name accepted (the one task
+	// type rule: see schedule.ValidateType).
+	MaxTypeLen = tasktype.MaxLen
 	// maxErrorLen bounds LastError as stored.
 	maxErrorLen = 4096
 )
@@ -175,13 +176,8 @@ func (e Entry) Validate() error {
 	if e.Type == "" {
 		return fmt.Errorf("%w: Type for key %q is empty: name a registered handler type", ErrInvalid, e.Key)
 	}
-	if len(e.Type) > MaxTypeLen || !utf8.ValidString(e.Type) {
-		return fmt.Errorf("%w: Type %.40q for key %q: must be valid UTF-8 of at most %d bytes", ErrInvalid, e.Type, e.Key, MaxTypeLen)
-	}
-	for _, r := range e.Type {
-		if unicode.IsControl(r) || unicode.IsSpace(r) {
-			return fmt.Errorf("%w: Type %q for key %q contains %q: spaces and control characters are not accepted", ErrInvalid, e.Type, e.Key, r)
-		}
+	if err := tasktype.Validate(e.Type); err != nil {
+		return fmt.Errorf("%w: Type for key %q: %w", ErrInvalid, e.Key, err)
 	}
 	if len(e.Payload) > MaxPayload {
 		return fmt.Errorf("%w: Payload for key %q is %d bytes: at most %d are accepted", ErrInvalid, e.Key, len(e.Payload), MaxPayload)

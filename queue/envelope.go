@@ -48,6 +48,10 @@ type Envelope struct {
 	// attempt in one conditional write. A message without it is claimed
 	// correctly too, at the cost of a read.
 	Marked bool `json:"marked,omitempty"`
+	// TraceParent is the W3C traceparent of the span the run's spans are
+	// children of (the move, whose parent is the schedule row's
+	// TraceParent); empty when the task is not traced.
+	TraceParent string `json:"traceparent,omitempty"`
 	// Snoozes counts the times the handler snoozed this run (see
 	// leasecrontype.Snooze); past ConsumerOptions.MaxSnoozes a snooze is a
 	// failed attempt.
@@ -57,6 +61,15 @@ type Envelope struct {
 	// shutdown). Deliveries beyond it had no outcome recorded — a worker
 	// crashed on them — and count towards the poison-message guard.
 	Dequeues int64 `json:"dequeues,omitempty"`
+	// Token is set on a message the mover sent early, before its row left
+	// the schedule table: the row records it (property Sent), and a worker
+	// with run records checks that the run record or the row still carries
+	// it before running, so a task cancelled, rescheduled, replaced or
+	// deleted after the early enqueue is acknowledged without running.
+	Token string `json:"token,omitempty"`
+	// Row is the schedule row ("{shard}/{RowKey}") an early-sent message
+	// came from (with Token).
+	Row string `json:"row,omitempty"`
 }
 
 // runMeta is what a run record learns about the task from e.

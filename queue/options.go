@@ -1,14 +1,36 @@
 package queue
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/instance"
+	"github.com/leasecron/leasecron/internal/opt"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Defaults of ConsumerOptions: the one place they are declared. The
+// worker's configuration keys (worker.*, retry.*) take their defaults from
+// here.
+const (
+	DefaultConcurrency       = 8
+	DefaultVisibilityTimeout = 60 * time.Second
+	DefaultMaxRunTime        = 30 * time.Minute
+	DefaultMaxAttempts       = 5
+	DefaultBackoffBase       = 2 * time.Second
+	DefaultBackoffMax        = 10 * time.Minute
+	DefaultPollMin           = 200 * time.Millisecond
+	DefaultPollMax           = 30 * time.Second
+	DefaultShutdownGrace     = 30 * time.Second
+	DefaultCrashMargin       = 2
+	DefaultMaxSnoozes        = 50
+	DefaultCountersInterval  = 30 * time.Second
+	DefaultStorageTimeout    = 30 * time.Second
+	DefaultPauseCheck        = 5 * time.Second
+	DefaultPauseHold         = 10 * time.Minute
 )
 
 // ConsumerOptions configure a Consumer. Zero values take the documented
@@ -66,7 +88,8 @@ type ConsumerOptions struct {
 	// message. Default 30s.
 	StorageTimeout time.Duration
 	// InstanceID names this worker in run records and counters. Default
-	// "{hostname}-{pid}-{random}".
+	// "{hostname}-{pid}-{8 random hex digits}", the same form as every
+	// leasecron default identity.
 	InstanceID string
 	// Clock is the time source. Default the real clock.
 	Clock clock.Clock
@@ -96,86 +119,87 @@ type ConsumerOptions struct {
 	PauseHold time.Duration
 	// Observer, when set, receives events for metrics.
 	Observer Observer
+	// TracerProvider makes the spans of each delivery (leasecron.run, with
+	// leasecron.retry and leasecron.dead_letter inside), children of the
+	// envelope's TraceParent. Default the global provider
+	// (otel.GetTracerProvider), which does nothing unless a program sets
+	// one up.
+	TracerProvider trace.TracerProvider
 
 	rand func() float64 // tests make jitter deterministic
 }
 
 func (o *ConsumerOptions) fill() error {
 	bad := func(field string, v any, want string) error {
-		return fmt.Errorf("%w: ConsumerOptions.%s = %v: %s", ErrInvalidOptions, field, v, want)
+		return opt.Invalid(ErrInvalidOptions, "ConsumerOptions."+field, v, want)
 	}
-	durs := []struct {
+	for _, d := range []struct {
 		name string
 		p    *time.Duration
 		def  time.Duration
 	}{
-		{"VisibilityTimeout", &o.VisibilityTimeout, 60 * time.Second},
-		{"MaxRunTime", &o.MaxRunTime, 30 * time.Minute},
-		{"BackoffBase", &o.BackoffBase, 2 * time.Second},
-		{"BackoffMax", &o.BackoffMax, 10 * time.Minute},
-		{"PollMin", &o.PollMin, 200 * time.Millisecond},
-		{"PollMax", &o.PollMax, 30 * time.Second},
-		{"ShutdownGrace", &o.ShutdownGrace, 30 * time.Second},
-		{"CountersInterval", &o.CountersInterval, 30 * time.Second},
-		{"StorageTimeout", &o.StorageTimeout, 30 * time.Second},
-		{"PauseCheck", &o.PauseCheck, 5 * time.Second},
-		{"PauseHold", &o.PauseHold, 10 * time.Minute},
-	}
-	for _, d := range durs {
-		if *d.p < 0 {
-			return bad(d.name, *d.p, "must not be negative (0 means the default "+d.def.String()+")")
-		}
-		if *d.p == 0 {
-			*d.p = d.def
+		{"VisibilityTimeout", &o.VisibilityTimeout, DefaultVisibilityTimeout},
+		{"MaxRunTime", &o.MaxRunTime, DefaultMaxRunTime},
+		{"BackoffBase", &o.BackoffBase, DefaultBackoffBase},
+		{"BackoffMax", &o.BackoffMax, DefaultBackoffMax},
+		{"PollMin", &o.PollMin, DefaultPollMin},
+		{"PollMax", &o.PollMax, DefaultPollMax},
+		{"ShutdownGrace", &o.ShutdownGrace, DefaultShutdownGrace},
+		{"CountersInterval", &o.CountersInterval, DefaultCountersInterval},
+		{"StorageTimeout", &o.StorageTimeout, DefaultStorageTimeout},
+		{"PauseCheck", &o.PauseCheck, DefaultPauseCheck},
+		{"PauseHold", &o.PauseHold, DefaultPauseHold},
+	} {
+		if err := opt.Default(ErrInvalidOptions, "ConsumerOptions."+d.name, d.p, d.def); err != nil {
+			return err
 		}
 	}
-	ints := []struct {
+	for _, n := range []struct {
 		name string
 		p    *int
 		def  int
 	}{
-		{"Concurrency", &o.Concurrency, 8},
-		{"MaxAttempts", &o.MaxAttempts, 5},
-		{"CrashMargin", &o.CrashMargin, 2},
-		{"MaxSnoozes", &o.MaxSnoozes, 50},
-	}
-	for _, n := range ints {
-		if *n.p < 0 {
-			return bad(n.name, *n.p, fmt.Sprintf("must not be negative (0 means the default %d)", n.def))
-		}
-		if *n.p == 0 {
-			*n.p = n.def
+		{"Concurrency", &o.Concurrency, DefaultConcurrency},
+		{"MaxAttempts", &o.MaxAttempts, DefaultMaxAttempts},
+		{"CrashMargin", &o.CrashMargin, DefaultCrashMargin},
+		{"MaxSnoozes", &o.MaxSnoozes, DefaultMaxSnoozes},
+	} {
+		if err := opt.Default(ErrInvalidOptions, "ConsumerOptions."+n.name, n.p, n.def); err != nil {
+			return err
 		}
 	}
 	switch {
 	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > MaxVisibility:
-		return bad("VisibilityTimeout", o.VisibilityTimeout, "want 1s to 168h")
+		return bad("VisibilityTimeout", o.VisibilityTimeout, "1s to 168h")
 	case o.BackoffMax < o.BackoffBase:
-		return bad("BackoffMax", o.BackoffMax, fmt.Sprintf("must be at least BackoffBase (%v)", o.BackoffBase))
+		return bad("BackoffMax", o.BackoffMax, fmt.Sprintf("at least BackoffBase (%v)", o.BackoffBase))
 	case o.PauseHold > MaxVisibility:
-		return bad("PauseHold", o.PauseHold, "want at most 168h")
+		return bad("PauseHold", o.PauseHold, "at most 168h")
 	case o.BackoffMax > MaxVisibility:
-		return bad("BackoffMax", o.BackoffMax, "want at most 168h")
+		return bad("BackoffMax", o.BackoffMax, "at most 168h")
 	case o.PollMax < o.PollMin:
-		return bad("PollMax", o.PollMax, fmt.Sprintf("must be at least PollMin (%v)", o.PollMin))
+		return bad("PollMax", o.PollMax, fmt.Sprintf("at least PollMin (%v)", o.PollMin))
 	case o.Concurrency > 1024:
-		return bad("Concurrency", o.Concurrency, "want 1 to 1024")
+		return bad("Concurrency", o.Concurrency, "1 to 1024")
 	}
 	if o.HandlerTimeout < 0 {
-		return bad("HandlerTimeout", o.HandlerTimeout, "must not be negative (0 means MaxRunTime)")
+		return bad("HandlerTimeout", o.HandlerTimeout, "a positive value, or 0 for MaxRunTime")
 	}
 	if o.HandlerTimeout == 0 || o.HandlerTimeout > o.MaxRunTime {
 		o.HandlerTimeout = o.MaxRunTime
 	}
 	for typ, d := range o.HandlerTimeouts {
 		if d <= 0 {
-			return bad("HandlerTimeouts["+typ+"]", d, "must be positive")
+			return bad("HandlerTimeouts["+typ+"]", d, "a positive value")
 		}
 	}
 	if o.InstanceID == "" {
-		o.InstanceID = DefaultInstanceID()
+		o.InstanceID = instance.NewID()
 	}
 	o.Clock = clock.OrReal(o.Clock)
+	if o.TracerProvider == nil {
+		o.TracerProvider = otel.GetTracerProvider()
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -183,15 +207,4 @@ func (o *ConsumerOptions) fill() error {
 		o.rand = defaultRand
 	}
 	return nil
-}
-
-// DefaultInstanceID returns "{hostname}-{pid}-{4 random bytes in hex}".
-func DefaultInstanceID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "host"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }

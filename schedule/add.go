@@ -20,7 +20,8 @@ type AddOptions struct {
 }
 
 func (c *Client) prepare(it Item, now time.Time) (Item, error) {
-	out := Item{ID: it.ID, Type: it.Type, Payload: it.Payload, Recurrence: strings.TrimSpace(it.Recurrence), TZ: strings.TrimSpace(it.TZ), MaxAttempts: it.MaxAttempts}
+	out := Item{ID: it.ID, Type: it.Type, Payload: it.Payload, Recurrence: strings.TrimSpace(it.Recurrence), TZ: strings.TrimSpace(it.TZ), MaxAttempts: it.MaxAttempts,
+		TraceParent: strings.TrimSpace(it.TraceParent)}
 	if out.ID == "" {
 		out.ID = newID(now)
 	}
@@ -46,6 +47,9 @@ func (c *Client) prepare(it Item, now time.Time) (Item, error) {
 	if out.MaxAttempts < 0 || out.MaxAttempts > MaxMaxAttempts {
 		return Item{}, fmt.Errorf("%w: task %s: max attempts %d: want 0 (worker default) .. %d", ErrInvalid, out.ID, out.MaxAttempts, MaxMaxAttempts)
 	}
+	if out.TraceParent != "" && !ValidTraceParent(out.TraceParent) {
+		return Item{}, fmt.Errorf("%w: task %s: trace parent %q is not a W3C traceparent (00-{32 hex}-{16 hex}-{2 hex})", ErrInvalid, out.ID, out.TraceParent)
+	}
 	if !utf8.ValidString(out.Payload) {
 		return Item{}, fmt.Errorf("%w: task %s: payload is not valid UTF-8; encode binary data as base64", ErrInvalid, out.ID)
 	}
@@ -65,6 +69,9 @@ func (c *Client) prepare(it Item, now time.Time) (Item, error) {
 // a payload above the inline limit is stored in a blob first, and deleted
 // again if the table write fails. It returns the item as stored.
 func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) {
+	if it.TraceParent == "" {
+		it.TraceParent = TraceParentOf(ctx)
+	}
 	it, err := c.prepare(it, c.opts.Clock.Now())
 	if err != nil {
 		return Item{}, err
@@ -115,7 +122,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 	var lastErr error
 	created := false
 	for range retries {
-		err := c.t.Submit(ctx, fresh)
+		_, err := c.t.Submit(ctx, fresh)
 		if err == nil {
 			return "", nil
 		}
@@ -125,7 +132,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 				return "", fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)
 			}
 			created = true
-			err = c.t.Submit(ctx, fresh)
+			_, err = c.t.Submit(ctx, fresh)
 			if err == nil {
 				return "", nil
 			}
@@ -149,6 +156,9 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 			}
 			if !ao.Replace {
 				return "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano))
+			}
+			if err := c.refuseSent(cur, "replaced"); err != nil {
+				return "", err
 			}
 			oldBlob, _, _ = propString(cur.Props, PropPayloadBlob)
 			ops = []Op{
@@ -176,6 +186,8 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 			case !ao.Replace:
 				due, _, _ := ParseRowKey(oldRK)
 				return "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano))
+			case c.refuseSent(cur, "replaced") != nil:
+				return "", c.refuseSent(cur, "replaced")
 			case oldRK == rk:
 				oldBlob, _, _ = propString(cur.Props, PropPayloadBlob)
 				ops = []Op{
@@ -191,7 +203,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 				}
 			}
 		}
-		err = c.t.Submit(ctx, ops)
+		_, err = c.t.Submit(ctx, ops)
 		if err == nil {
 			return oldBlob, nil
 		}

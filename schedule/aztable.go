@@ -1,12 +1,20 @@
 package schedule
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
@@ -127,16 +135,21 @@ func etagOrAny(s string) *azcore.ETag {
 }
 
 // Submit implements Table. A single operation is sent as a plain request, more
-// as one entity-group transaction.
-func (t *AzureTable) Submit(ctx context.Context, ops []Op) error {
+// as one entity-group transaction; the new ETags are read from the
+// transaction's per-operation responses.
+func (t *AzureTable) Submit(ctx context.Context, ops []Op) ([]string, error) {
 	if len(ops) == 0 {
-		return nil
+		return nil, nil
 	}
 	if len(ops) > MaxOps {
-		return fmt.Errorf("submit %s: %d operations, a transaction holds at most %d", t.name, len(ops), MaxOps)
+		return nil, fmt.Errorf("submit %s: %d operations, a transaction holds at most %d", t.name, len(ops), MaxOps)
 	}
 	if len(ops) == 1 {
-		return t.single(ctx, ops[0])
+		etag, err := t.single(ctx, ops[0])
+		if err != nil {
+			return nil, err
+		}
+		return []string{etag}, nil
 	}
 	actions := make([]aztables.TransactionAction, 0, len(ops))
 	for _, op := range ops {
@@ -154,7 +167,7 @@ func (t *AzureTable) Submit(ctx context.Context, ops []Op) error {
 			a.IfMatch = etagOrAny(op.IfMatch)
 		case OpMerge, OpReplace:
 			if strings.Contains(op.PartitionKey+op.RowKey, "'") {
-				return fmt.Errorf("submit %s: %s of %s/%s: keys with a single quote cannot be updated in a transaction", t.name, op.Kind, op.PartitionKey, op.RowKey)
+				return nil, fmt.Errorf("submit %s: %s of %s/%s: keys with a single quote cannot be updated in a transaction", t.name, op.Kind, op.PartitionKey, op.RowKey)
 			}
 			a.ActionType = aztables.TransactionTypeUpdateMerge
 			if op.Kind == OpReplace {
@@ -163,45 +176,116 @@ func (t *AzureTable) Submit(ctx context.Context, ops []Op) error {
 			a.Entity, err = encodeEntity(op.PartitionKey, op.RowKey, op.Props)
 			a.IfMatch = etagOrAny(op.IfMatch)
 		default:
-			return fmt.Errorf("submit %s: unknown operation %v", t.name, op.Kind)
+			return nil, fmt.Errorf("submit %s: unknown operation %v", t.name, op.Kind)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		actions = append(actions, a)
 	}
-	if _, err := t.c.SubmitTransaction(ctx, actions, nil); err != nil {
-		return fmt.Errorf("transaction of %d operations on %s/%s: %w", len(ops), t.name, ops[0].PartitionKey, storage.Translate(err))
+	var resp *http.Response
+	if _, err := t.c.SubmitTransaction(policy.WithCaptureResponse(ctx, &resp), actions, nil); err != nil {
+		return nil, fmt.Errorf("transaction of %d operations on %s/%s: %w", len(ops), t.name, ops[0].PartitionKey, storage.Translate(err))
 	}
-	return nil
+	return batchETags(resp, len(ops)), nil
 }
 
-func (t *AzureTable) single(ctx context.Context, op Op) error {
+// batchETags reads the ETag of each operation's response from a committed
+// transaction's multipart response: one part per operation, in order. It
+// returns nil when the response cannot be read that way (the caller then
+// re-reads what it needs).
+func batchETags(resp *http.Response, n int) []string {
+	if resp == nil {
+		return nil
+	}
+	body, err := runtime.Payload(resp)
+	if err != nil {
+		return nil
+	}
+	parts, err := multipartParts(resp.Header.Get("Content-Type"), body)
+	if err != nil || len(parts) != 1 {
+		return nil
+	}
+	// The one part of the batch response is the changeset's response.
+	changeset, err := multipartParts(parts[0].ctype, parts[0].body)
+	if err != nil || len(changeset) != n {
+		return nil
+	}
+	etags := make([]string, n)
+	for i, p := range changeset {
+		r, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(p.body)), nil)
+		if err != nil {
+			return nil
+		}
+		_ = r.Body.Close()
+		if r.StatusCode/100 != 2 {
+			return nil
+		}
+		etags[i] = r.Header.Get("ETag")
+	}
+	return etags
+}
+
+type mimePart struct {
+	ctype string
+	body  []byte
+}
+
+// multipartParts splits a multipart body whose Content-Type is ctype.
+func multipartParts(ctype string, body []byte) ([]mimePart, error) {
+	mt, params, err := mime.ParseMediaType(ctype)
+	if err != nil || !strings.HasPrefix(mt, "multipart/") || params["boundary"] == "" {
+		return nil, fmt.Errorf("not a multipart body: %q", ctype)
+	}
+	r := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	var out []mimePart
+	for {
+		p, err := r.NextPart()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, mimePart{ctype: p.Header.Get("Content-Type"), body: b})
+	}
+}
+
+func (t *AzureTable) single(ctx context.Context, op Op) (string, error) {
 	var err error
+	var etag azcore.ETag
 	switch op.Kind {
 	case OpInsert:
 		var b []byte
 		if b, err = encodeEntity(op.PartitionKey, op.RowKey, op.Props); err != nil {
-			return err
+			return "", err
 		}
-		_, err = t.c.AddEntity(ctx, b, nil)
+		var r aztables.AddEntityResponse
+		r, err = t.c.AddEntity(ctx, b, nil)
+		etag = r.ETag
 	case OpDelete:
 		_, err = t.c.DeleteEntity(ctx, op.PartitionKey, op.RowKey, &aztables.DeleteEntityOptions{IfMatch: etagOrAny(op.IfMatch)})
 	case OpMerge, OpReplace:
 		var b []byte
 		if b, err = encodeEntity(op.PartitionKey, op.RowKey, op.Props); err != nil {
-			return err
+			return "", err
 		}
 		mode := aztables.UpdateModeMerge
 		if op.Kind == OpReplace {
 			mode = aztables.UpdateModeReplace
 		}
-		_, err = t.c.UpdateEntity(ctx, b, &aztables.UpdateEntityOptions{IfMatch: etagOrAny(op.IfMatch), UpdateMode: mode})
+		var r aztables.UpdateEntityResponse
+		r, err = t.c.UpdateEntity(ctx, b, &aztables.UpdateEntityOptions{IfMatch: etagOrAny(op.IfMatch), UpdateMode: mode})
+		etag = r.ETag
 	default:
-		return fmt.Errorf("submit %s: unknown operation %v", t.name, op.Kind)
+		return "", fmt.Errorf("submit %s: unknown operation %v", t.name, op.Kind)
 	}
 	if err != nil {
-		return fmt.Errorf("%s %s/%s/%s: %w", op.Kind, t.name, op.PartitionKey, op.RowKey, storage.Translate(err))
+		return "", fmt.Errorf("%s %s/%s/%s: %w", op.Kind, t.name, op.PartitionKey, op.RowKey, storage.Translate(err))
 	}
-	return nil
+	return string(etag), nil
 }

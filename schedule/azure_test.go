@@ -214,7 +214,7 @@ func TestAzureStaleFenceFailsWholeBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := a.allKeys(t)
-	err := a.table.Submit(ctx(t), []Op{
+	_, err := a.table.Submit(ctx(t), []Op{
 		{Kind: OpDelete, PartitionKey: "00", RowKey: rows[0]},
 		{Kind: OpDelete, PartitionKey: "00", RowKey: rows[1]},
 		{Kind: OpMerge, PartitionKey: "00", RowKey: FenceRowKey, Props: map[string]any{PropGeneration: int64(1)}, IfMatch: staleETag},
@@ -254,7 +254,7 @@ func TestAzureRowChangedDuringMove(t *testing.T) {
 		}
 	}
 	// c has lost its index row: the mover must still remove it.
-	if err := a.table.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: "id~c"}}); err != nil {
+	if _, err := a.table.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: "id~c"}}); err != nil {
 		t.Fatal(err)
 	}
 	q := &fakeQueue{}
@@ -391,7 +391,7 @@ func TestAzureThousandRowsInOrderNoLoss(t *testing.T) {
 	const n = 1000
 	var ops []Op
 	flush := func() {
-		if err := a.table.Submit(ctx(t), ops); err != nil {
+		if _, err := a.table.Submit(ctx(t), ops); err != nil {
 			t.Fatal(err)
 		}
 		ops = nil

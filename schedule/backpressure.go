@@ -1,6 +1,9 @@
 package schedule
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // room is how many rows a pass may still move under backpressure: rows < 0
 // means no limit; known reports that it comes from a depth probe (not the
@@ -12,11 +15,13 @@ type room struct {
 
 // holdBack applies backpressure with hysteresis and says how many rows the
 // pass may move.
-func (m *Mover) holdBack(ctx context.Context) (bool, room, error) {
+func (m *Mover) holdBack(ctx context.Context, now time.Time) (bool, room, error) {
 	if m.o.MaxDepth <= 0 {
 		return false, room{rows: -1}, nil
 	}
 	depth, err := m.o.Depth(ctx)
+	// Messages sent early wait invisibly for their due time: not backlog.
+	depth = max(0, depth-m.Waiting(now))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil {

@@ -10,7 +10,10 @@ import (
 // Cancel deletes the pending task with this id (a recurring series stops)
 // together with its index row, atomically, and then its payload blob. It
 // returns the item as it was. Unknown ids fail with ErrNotFound. A run
-// already moved to the queue is not recalled.
+// already moved to the queue is not recalled; a message sent early (the row
+// is still here, Item.Sent) becomes a no-op for workers that check it
+// (Options.ChangesAfterSend), and without them Cancel refuses with
+// ErrAlreadySent.
 func (c *Client) Cancel(ctx context.Context, id string) (Item, error) {
 	var lastErr error
 	for range retries {
@@ -18,15 +21,18 @@ func (c *Client) Cancel(ctx context.Context, id string) (Item, error) {
 		if err != nil {
 			if orphan != nil && errors.Is(err, ErrNotFound) {
 				// Tidy a stale index row; a failure here changes nothing.
-				_ = c.t.Submit(ctx, []Op{{Kind: OpDelete, PartitionKey: orphan.PartitionKey, RowKey: orphan.RowKey, IfMatch: orphan.ETag}})
+				_, _ = c.t.Submit(ctx, []Op{{Kind: OpDelete, PartitionKey: orphan.PartitionKey, RowKey: orphan.RowKey, IfMatch: orphan.ETag}})
 			}
+			return Item{}, err
+		}
+		if err := c.refuseSent(f.row, "cancelled"); err != nil {
 			return Item{}, err
 		}
 		ops := []Op{{Kind: OpDelete, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, IfMatch: f.row.ETag}}
 		if f.index != nil {
 			ops = append(ops, Op{Kind: OpDelete, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, IfMatch: f.index.ETag})
 		}
-		err = c.t.Submit(ctx, ops)
+		_, err = c.t.Submit(ctx, ops)
 		if err == nil {
 			it := readItem(f.row)
 			if it.PayloadBlob != "" {
@@ -44,7 +50,11 @@ func (c *Client) Cancel(ctx context.Context, id string) (Item, error) {
 
 // Reschedule moves the pending task with this id to a new due time: the new
 // row is inserted, the old one deleted and the index updated in one
-// transaction. For a recurring series this moves its next occurrence.
+// transaction. For a recurring series this moves its next occurrence (and
+// drops the occurrences already sent early). Messages sent early for the
+// old due time become no-ops for workers that check them
+// (Options.ChangesAfterSend); without them Reschedule refuses with
+// ErrAlreadySent.
 func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item, error) {
 	if due.IsZero() {
 		return Item{}, fmt.Errorf("%w: reschedule %s: no due time given", ErrInvalid, id)
@@ -69,15 +79,25 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 		if newRK == f.row.RowKey {
 			return readItem(f.row), nil
 		}
-		moved := Entity{PartitionKey: f.row.PartitionKey, RowKey: newRK, Props: f.row.Props}
+		if err := c.refuseSent(f.row, "rescheduled"); err != nil {
+			return Item{}, err
+		}
+		// The moved row is a new row: what was sent early for the old one
+		// no longer applies.
+		props := copyProps(f.row.Props)
+		for _, k := range []string{PropSent, PropSentUntil} {
+			delete(props, k)
+			delete(props, k+"@odata.type")
+		}
+		moved := Entity{PartitionKey: f.row.PartitionKey, RowKey: newRK, Props: props}
 		ops := []Op{
-			{Kind: OpInsert, PartitionKey: moved.PartitionKey, RowKey: newRK, Props: copyProps(f.row.Props)},
+			{Kind: OpInsert, PartitionKey: moved.PartitionKey, RowKey: newRK, Props: props},
 			{Kind: OpDelete, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, IfMatch: f.row.ETag},
 		}
 		if f.index != nil {
 			ops = append(ops, Op{Kind: OpMerge, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, Props: map[string]any{PropItem: newRK}, IfMatch: f.index.ETag})
 		}
-		err = c.t.Submit(ctx, ops)
+		_, err = c.t.Submit(ctx, ops)
 		if err == nil {
 			return readItem(moved), nil
 		}
@@ -87,4 +107,19 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 		lastErr = err
 	}
 	return Item{}, fmt.Errorf("reschedule %s: still conflicting after %d attempts: %w", id, retries, lastErr)
+}
+
+// refuseSent returns ErrAlreadySent when row's message was already sent
+// early and the workers do not check early-sent messages
+// (Options.ChangesAfterSend is false): the change could not be honoured.
+func (c *Client) refuseSent(row Entity, verb string) error {
+	if c.opts.ChangesAfterSend {
+		return nil
+	}
+	sent, _, _ := propString(row.Props, PropSent)
+	if sent == "" {
+		return nil
+	}
+	it := readItem(row)
+	return fmt.Errorf("%w: task %s (due %s) cannot be %s: its message is already in the queue, invisible until due, and without run records the workers cannot tell that it changed", ErrAlreadySent, it.ID, it.Due.Format(time.RFC3339), verb)
 }

@@ -9,8 +9,14 @@ import (
 	"github.com/leasecron/leasecron/queue"
 )
 
-// rowOps are the table operations that retire one row.
-func rowOps(shard string, p *plan, withNext, withIndex bool) []Op {
+// ops are the table operations that settle one row after its messages are
+// in the queue: remove it (a series: replace it by its next occurrence),
+// or mark it as sent early. withNext and withIndex leave out the next
+// occurrence's insert and the index row update when those are in the way.
+func (p *plan) ops(shard string, withNext, withIndex bool) []Op {
+	if p.mark != nil && p.bad == "" {
+		return []Op{{Kind: OpMerge, PartitionKey: shard, RowKey: p.e.RowKey, Props: p.mark, IfMatch: p.e.ETag}}
+	}
 	var ops []Op
 	recurring := p.nextRK != "" && p.bad == ""
 	if recurring && withNext {
@@ -34,93 +40,69 @@ func rowOps(shard string, p *plan, withNext, withIndex bool) []Op {
 	return ops
 }
 
-// commit removes the ready rows in fenced transactions of at most MaxOps
-// operations, in RowKey order.
-func (m *Mover) commit(ctx context.Context, shard string, gen int64, ready []*plan) error {
-	for i := 0; i < len(ready); {
-		var ops []Op
-		keys := map[string]bool{}
-		j := i
-		for ; j < len(ready); j++ {
-			rops := rowOps(shard, ready[j], true, true)
-			clash := false
-			for _, op := range rops {
-				clash = clash || keys[op.RowKey]
-			}
-			if len(ops)+len(rops) > MaxOps-1 || (clash && j > i) {
-				break
-			}
-			for _, op := range rops {
-				keys[op.RowKey] = true
-			}
-			ops = append(ops, rops...)
-		}
-		batch := ready[i:j]
-		i = j
-		var err error
-		for attempt := 0; ; attempt++ {
-			if ctx.Err() != nil {
-				return nil
-			}
-			err = m.t.Submit(ctx, append(ops, m.fenceOp(shard, gen)))
-			if err == nil || ctx.Err() != nil {
-				break
-			}
-			changed, ferr := m.checkFence(ctx, shard, gen)
-			if ferr != nil {
-				return ferr
-			}
-			if !changed || attempt > 0 {
-				break
-			}
-		}
+// commit settles the ready rows of one chunk in one fenced transaction
+// (falling back to one transaction per row when some row changed).
+func (m *Mover) commit(ctx context.Context, shard string, gen int64, batch []*plan) error {
+	var ops []Op
+	for _, p := range batch {
+		ops = append(ops, p.ops(shard, true, true)...)
+	}
+	var err error
+	var etags []string
+	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err == nil {
-			m.committed(ctx, batch)
-			if ctx.Err() != nil {
-				return nil
-			}
-			if err := m.refreshFence(ctx, shard, gen); err != nil {
-				return err
-			}
-			continue
+		etags, err = m.t.Submit(ctx, append(ops, m.fenceOp(shard, gen)))
+		if err == nil || ctx.Err() != nil {
+			break
 		}
-		if !conflict(err) && !errors.Is(err, storage.ErrBadRequest) {
-			return fmt.Errorf("remove moved rows: %w", err)
+		changed, ferr := m.checkFence(ctx, shard, gen)
+		if ferr != nil {
+			return ferr
 		}
-		// Some row changed since it was read (or an index row or the next
-		// occurrence is in the way): settle the batch row by row.
-		for _, p := range batch {
-			if err := m.commitOne(ctx, shard, gen, p); err != nil {
-				return err
-			}
-			if ctx.Err() != nil {
-				return nil
-			}
+		if !changed || attempt > 0 {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err == nil {
+		m.committed(ctx, batch)
+		return m.adoptFence(ctx, shard, gen, etags)
+	}
+	if !conflict(err) && !errors.Is(err, storage.ErrBadRequest) {
+		return fmt.Errorf("remove moved rows: %w", err)
+	}
+	// Some row changed since it was read (or an index row or the next
+	// occurrence is in the way): settle the batch row by row.
+	for _, p := range batch {
+		if err := m.commitOne(ctx, shard, gen, p); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
 		}
 	}
 	return nil
 }
 
-// commitOne retires one row in its own fenced transaction, working around
+// commitOne settles one row in its own fenced transaction, working around
 // an index row that is gone or a next occurrence that already exists. A row
 // that changed since it was read is left alone (its run was enqueued: a
-// possible duplicate, never a loss).
+// possible duplicate, never a loss; an early-sent message of a changed row
+// is a no-op for workers that check it).
 func (m *Mover) commitOne(ctx context.Context, shard string, gen int64, p *plan) error {
 	withNext, withIndex := true, true
 	for range 5 {
 		if ctx.Err() != nil {
 			return nil
 		}
-		err := m.t.Submit(ctx, append(rowOps(shard, p, withNext, withIndex), m.fenceOp(shard, gen)))
+		etags, err := m.t.Submit(ctx, append(p.ops(shard, withNext, withIndex), m.fenceOp(shard, gen)))
 		if err == nil {
 			m.committed(ctx, []*plan{p})
-			if ctx.Err() != nil {
-				return nil
-			}
-			return m.refreshFence(ctx, shard, gen)
+			return m.adoptFence(ctx, shard, gen, etags)
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -140,36 +122,47 @@ func (m *Mover) commitOne(ctx context.Context, shard string, gen int64, p *plan)
 			if errors.Is(gerr, storage.ErrNotFound) || (gerr == nil && cur.ETag != p.e.ETag) {
 				m.count(func(s *MoverStats) { s.Skipped++ })
 				m.o.Logger.Info("leasecron mover: row changed while it was moved; left as it is (its run may be enqueued twice)", "row", p.e.RowKey)
+				m.unconfirm(ctx, p)
 				return nil
 			}
 			if gerr != nil {
 				return fmt.Errorf("re-read row %s: %w", p.e.RowKey, gerr)
 			}
-			if !withIndex {
-				return fmt.Errorf("remove moved row %s: %w", p.e.RowKey, err)
+			if !withIndex || p.mark != nil {
+				return fmt.Errorf("settle moved row %s: %w", p.e.RowKey, err)
 			}
 			withIndex = false // the row is unchanged: its index row is missing
 			continue
 		default:
-			return fmt.Errorf("remove moved row %s: %w", p.e.RowKey, err)
+			return fmt.Errorf("settle moved row %s: %w", p.e.RowKey, err)
 		}
 	}
-	return fmt.Errorf("remove moved row %s: gave up", p.e.RowKey)
+	return fmt.Errorf("settle moved row %s: gave up", p.e.RowKey)
 }
 
-// committed records a committed batch and reports it to OnMoved.
+// committed records a committed batch and reports the runs whose rows it
+// removed to OnMoved.
 func (m *Mover) committed(ctx context.Context, batch []*plan) {
 	var envs []queue.Envelope
-	var moved, aside int64
+	var moved, marked, aside int64
 	for _, p := range batch {
-		if p.bad != "" {
+		switch {
+		case p.bad != "":
 			aside++
+			continue
+		case !p.retire:
+			marked++
 			continue
 		}
 		moved++
-		envs = append(envs, p.env)
+		envs = append(envs, p.confirm...)
+		for _, s := range p.sends {
+			if s.env.Token == "" { // sent and moved in this pass
+				envs = append(envs, s.env)
+			}
+		}
 	}
-	m.count(func(s *MoverStats) { s.Batches++; s.Moved += moved; s.SetAside += aside })
+	m.count(func(s *MoverStats) { s.Batches++; s.Moved += moved; s.SentEarly += marked; s.SetAside += aside })
 	if m.o.OnMoved != nil && len(envs) > 0 {
 		m.o.OnMoved(ctx, envs)
 	}

@@ -30,6 +30,8 @@
 //	Attempts, MaxAttempts  optional integers
 //	PayloadBlob   claim-check reference of a payload kept in a blob
 //	Indexed       true on rows written by leasecron (they have an index row)
+//	Sent, SentUntil  written by the mover: the row's message (a series: its
+//	              occurrences up to SentUntil) is already in the queue
 //
 // Rows sort by due time, so "RowKey lt '{ticks+1:D19}'" selects what is due.
 // Two kinds of bookkeeping rows share each partition, with keys that sort
@@ -48,14 +50,39 @@
 // control (refusing if a newer one is there) and includes a conditional
 // update of the fence row (If-Match on the ETag it last saw) in every
 // transaction it commits, so a stale leader's transaction fails as a whole.
-// Each pass reads due rows in RowKey order, sends an envelope per row
-// (concurrently, bounded), and then removes the sent rows in transactions of
-// at most 100 operations, each delete conditional on the ETag it read. A
-// recurring row is replaced by its next occurrence in the same transaction:
-// the first occurrence strictly after max(due, now), so occurrences missed
-// while nobody moved run once, not once each. Rows due within the
-// enqueue-early window are sent with an initial invisibility of the time
-// left.
+// The fence row's new ETag is read from each committed transaction's
+// response, so a batch costs one request.
+//
+// A pass is a pipeline: it reads the rows due within the enqueue-early
+// window (MoverOptions.Early) page by page in RowKey order; as soon as a
+// batch's worth of rows is planned their envelopes are sent (concurrently,
+// at most Concurrency at a time), and each batch is committed — in RowKey
+// order, one transaction of at most 100 operations after another, each
+// carrying the fence — as soon as its envelopes are in the queue, while
+// later pages are still being read and sent. Every delete is conditional on
+// the ETag read.
+//
+// Rows due within min(PollEvery, Early) are moved: sent with an initial
+// invisibility of the time left and removed. Rows due later in the window
+// are sent early and stay in the table, marked as sent (PropSent holds a
+// random token their envelopes carry); they are moved, without being sent
+// again, once they are that close. Until then a change to them — cancel,
+// reschedule, replace, or a delete by another client — changes the row, and
+// a worker that checks the message against the row (Client.Current) or
+// against the run record the mover confirms before moving the row
+// (MoverOptions.Confirm) acknowledges it without running. Without such
+// checks (Options.ChangesAfterSend false) the Client refuses those changes
+// with ErrAlreadySent.
+//
+// A recurring row produces every occurrence due within the window, each as
+// its own envelope (run id "{series}@{due}") with its own invisibility, at
+// most MoverOptions.MaxOccurrences per series and pass; the row moves to
+// its first occurrence after the move window in the same transaction that
+// removes it, keeping the occurrences already sent beyond it on record
+// (PropSentUntil). Occurrences that fell due before the previous pass of
+// the term (while nobody moved, or while moving was held back) are skipped:
+// an overdue series runs once, not once per missed occurrence, and "@every"
+// keeps its phase.
 //
 // # Guarantees and what is not guaranteed
 //

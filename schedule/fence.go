@@ -32,9 +32,9 @@ func (m *Mover) takeFence(ctx context.Context, shard string, gen int64) error {
 			}
 			op = Op{Kind: OpMerge, PartitionKey: shard, RowKey: FenceRowKey, Props: map[string]any{PropGeneration: gen}, IfMatch: e.ETag}
 		}
-		err = m.t.Submit(ctx, []Op{op})
+		etags, err := m.t.Submit(ctx, []Op{op})
 		if err == nil {
-			return m.refreshFence(ctx, shard, gen)
+			return m.adoptFence(ctx, shard, gen, etags)
 		}
 		if !conflict(err) {
 			return fmt.Errorf("write fence of shard %s: %w", shard, err)
@@ -61,6 +61,22 @@ func (m *Mover) refreshFence(ctx context.Context, shard string, gen int64) error
 	m.fence[shard] = e.ETag
 	m.mu.Unlock()
 	return nil
+}
+
+// adoptFence takes the fence row's new ETag from a committed transaction's
+// response (the fence update is its last operation), or re-reads the row
+// when the table could not tell.
+func (m *Mover) adoptFence(ctx context.Context, shard string, gen int64, etags []string) error {
+	if n := len(etags); n > 0 && etags[n-1] != "" {
+		m.mu.Lock()
+		m.fence[shard] = etags[n-1]
+		m.mu.Unlock()
+		return nil
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return m.refreshFence(ctx, shard, gen)
 }
 
 // fenceOp is the conditional fence update every batch carries.

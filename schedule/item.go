@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/leasecron/leasecron/internal/notfound"
+	"github.com/leasecron/leasecron/internal/tasktype"
 )
 
 // Item is one scheduled task (or the next occurrence of a recurring series).
@@ -38,6 +39,11 @@ type Item struct {
 	TZ string
 	// MaxAttempts overrides the worker's retry.max_attempts when > 0.
 	MaxAttempts int
+	// TraceParent is the W3C traceparent of the trace the task belongs to
+	// (00-{trace id}-{span id}-{flags}); the worker's spans for the task
+	// are its children (for a recurring series, each occurrence links to
+	// it). Empty on Add means the span in Add's context, if there is one.
+	TraceParent string
 
 	// The fields below are set when an item is read; Add ignores them.
 
@@ -52,6 +58,12 @@ type Item struct {
 	// Indexed reports that the row has an id index row (it was written by
 	// leasecron rather than inserted directly).
 	Indexed bool
+	// Sent reports that the mover has already sent this task's message
+	// early (invisible until due) while the row waits in the table to be
+	// moved; for a series, its occurrences up to SentUntil.
+	Sent bool
+	// SentUntil is the last occurrence of a series sent early.
+	SentUntil time.Time
 	// Problem is set, when listing, for a malformed row that the mover will
 	// set aside; the other fields are then best effort.
 	Problem string
@@ -77,13 +89,16 @@ var (
 	// ErrAlreadyScheduled: Add found the id already scheduled and
 	// AddOptions.Replace was not set.
 	ErrAlreadyScheduled = errors.New("already scheduled")
+	// ErrAlreadySent: the task's message was already sent early and the
+	// change asked for cannot be honoured (Options.ChangesAfterSend is
+	// false: the workers keep no run records).
+	ErrAlreadySent = errors.New("already sent to the queue")
 	// ErrNotFound: no pending task has that id.
 	ErrNotFound = notfound.New("not scheduled")
 )
 
 var (
-	idRE   = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
-	typeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	idRE = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
 )
 
 // ValidateID checks a task id given to Add: 1–200 characters from
@@ -104,11 +119,16 @@ func ValidateID(id string) error {
 	return nil
 }
 
-// ValidateType checks a handler type name: 1–64 characters from
-// A-Z a-z 0-9 . _ -, starting with a letter or digit.
+// ValidateType checks a task type: 1–64 lower-case letters, digits, '_'
+// and '-', starting with a letter or digit. It is the one rule of every
+// place a type is named — scheduling, the mover's check of stored rows,
+// Worker.Handle, pauses, blackboard keys and the configuration's
+// handlers.<type> and limits.<type> (and their LEASECRON_HANDLERS_<TYPE>_…
+// variables, which cannot tell case or hold a '.') — so a type that can be
+// scheduled can always be given a handler. The error wraps ErrInvalid.
 func ValidateType(typ string) error {
-	if !typeRE.MatchString(typ) {
-		return fmt.Errorf("%w: task type %q: want 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalid, typ)
+	if err := tasktype.Validate(typ); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }

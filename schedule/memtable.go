@@ -208,9 +208,9 @@ func (m *MemoryTable) Get(ctx context.Context, pk, rk string) (Entity, error) {
 }
 
 // Submit implements Table.
-func (m *MemoryTable) Submit(ctx context.Context, ops []Op) error {
+func (m *MemoryTable) Submit(ctx context.Context, ops []Op) ([]string, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	m.mu.Lock()
 	m.calls["Submit"]++
@@ -218,18 +218,18 @@ func (m *MemoryTable) Submit(ctx context.Context, ops []Op) error {
 	err := m.absent("submit")
 	m.mu.Unlock()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if hook != nil {
 		if err := hook(ops); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if len(ops) == 0 {
-		return nil
+		return nil, nil
 	}
 	if len(ops) > MaxOps {
-		return fmt.Errorf("%w: %d operations, a transaction holds at most %d", storage.ErrBadRequest, len(ops), MaxOps)
+		return nil, fmt.Errorf("%w: %d operations, a transaction holds at most %d", storage.ErrBadRequest, len(ops), MaxOps)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -240,27 +240,27 @@ func (m *MemoryTable) Submit(ctx context.Context, ops []Op) error {
 	// all or nothing.
 	for i, op := range ops {
 		if op.PartitionKey != pk {
-			return fmt.Errorf("%w: operation %d is in partition %q, the transaction in %q", storage.ErrBadRequest, i, op.PartitionKey, pk)
+			return nil, fmt.Errorf("%w: operation %d is in partition %q, the transaction in %q", storage.ErrBadRequest, i, op.PartitionKey, pk)
 		}
 		if seen[op.RowKey] {
-			return fmt.Errorf("%w: row %q appears twice in one transaction", storage.ErrBadRequest, op.RowKey)
+			return nil, fmt.Errorf("%w: row %q appears twice in one transaction", storage.ErrBadRequest, op.RowKey)
 		}
 		seen[op.RowKey] = true
 		r, exists := m.rows[pk][op.RowKey]
 		switch op.Kind {
 		case OpInsert:
 			if exists {
-				return fmt.Errorf("operation %d: insert %s/%s: %w", i, pk, op.RowKey, storage.ErrAlreadyExists)
+				return nil, fmt.Errorf("operation %d: insert %s/%s: %w", i, pk, op.RowKey, storage.ErrAlreadyExists)
 			}
 		case OpDelete, OpMerge, OpReplace:
 			if !exists {
-				return fmt.Errorf("operation %d: %s %s/%s: %w", i, op.Kind, pk, op.RowKey, storage.ErrNotFound)
+				return nil, fmt.Errorf("operation %d: %s %s/%s: %w", i, op.Kind, pk, op.RowKey, storage.ErrNotFound)
 			}
 			if op.IfMatch != "" && op.IfMatch != "*" && op.IfMatch != r.etag {
-				return fmt.Errorf("operation %d: %s %s/%s: %w", i, op.Kind, pk, op.RowKey, storage.ErrPreconditionFailed)
+				return nil, fmt.Errorf("operation %d: %s %s/%s: %w", i, op.Kind, pk, op.RowKey, storage.ErrPreconditionFailed)
 			}
 		default:
-			return fmt.Errorf("%w: unknown operation %v", storage.ErrBadRequest, op.Kind)
+			return nil, fmt.Errorf("%w: unknown operation %v", storage.ErrBadRequest, op.Kind)
 		}
 		props := op.Props
 		if op.Kind == OpMerge {
@@ -272,17 +272,19 @@ func (m *MemoryTable) Submit(ctx context.Context, ops []Op) error {
 		if op.Kind != OpDelete {
 			b, err := encodeEntity(pk, op.RowKey, props)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			bodies[i] = b
 		}
 	}
+	etags := make([]string, len(ops))
 	for i, op := range ops {
 		if op.Kind == OpDelete {
 			delete(m.rows[pk], op.RowKey)
 		} else {
 			m.put(pk, op.RowKey, bodies[i])
+			etags[i] = m.rows[pk][op.RowKey].etag
 		}
 	}
-	return nil
+	return etags, nil
 }

@@ -46,6 +46,12 @@ type Mover struct {
 	mu    sync.Mutex
 	stats MoverStats
 	fence map[string]string // shard → fence row ETag last seen
+	// waiting are the runs known to be in the queue only to wait for
+	// their due time (run id → due), for backpressure.
+	waiting map[string]time.Time
+	// lastPass is when the previous completed pass of the current term
+	// started (zero at the start of a term).
+	lastPass time.Time
 }
 
 // NewMover returns a Mover over t.
@@ -56,7 +62,7 @@ func NewMover(t Table, o MoverOptions) (*Mover, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	return &Mover{t: t, o: o, fence: map[string]string{}}, nil
+	return &Mover{t: t, o: o, fence: map[string]string{}, waiting: map[string]time.Time{}}, nil
 }
 
 // Stats returns a snapshot of the counters.
@@ -89,6 +95,9 @@ func (m *Mover) Run(ctx context.Context) error {
 		return fmt.Errorf("schedule.Mover.Run: generation %d: want the lease term's fencing generation (1 or more)", gen)
 	}
 	m.count(func(s *MoverStats) { s.Generation = gen })
+	m.mu.Lock()
+	m.lastPass = time.Time{}
+	m.mu.Unlock()
 	log := m.o.Logger.With("generation", gen)
 	for _, shard := range m.o.Shards {
 		for {

@@ -392,7 +392,7 @@ func TestMoverRowChangedMeanwhileIsNotDeleted(t *testing.T) {
 func TestMoverWorksAroundMissingIndexAndExistingNext(t *testing.T) {
 	e := newMoverEnv(t, 1, MoverOptions{})
 	e.add(t, Item{ID: "noidx", Due: t0})
-	_ = e.mt.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: "id~noidx"}})
+	_, _ = e.mt.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: "id~noidx"}})
 	rec := e.add(t, Item{ID: "rec", Due: t0, Recurrence: "@every 1m"})
 	nextRK := mustKey(t0.Add(time.Minute), "rec")
 	_ = e.mt.putRaw("00", nextRK, map[string]any{"Message": "already", "Recurrence": "@every 1m"})
@@ -411,7 +411,7 @@ func TestMoverWorksAroundMissingIndexAndExistingNext(t *testing.T) {
 	}
 	// A recurring series whose index row is gone continues unindexed.
 	e.add(t, Item{ID: "lost", Due: t0, Recurrence: "@every 1h"})
-	_ = e.mt.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: "id~lost"}})
+	_, _ = e.mt.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: "id~lost"}})
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
 	}
@@ -614,7 +614,7 @@ func (c *cancelTable) Get(ctx context.Context, pk, rk string) (Entity, error) {
 	c.note()
 	return c.Table.Get(ctx, pk, rk)
 }
-func (c *cancelTable) Submit(ctx context.Context, ops []Op) error {
+func (c *cancelTable) Submit(ctx context.Context, ops []Op) ([]string, error) {
 	c.note()
 	return c.Table.Submit(ctx, ops)
 }
@@ -797,13 +797,13 @@ type lossyTable struct {
 	lose *bool
 }
 
-func (l *lossyTable) Submit(ctx context.Context, ops []Op) error {
-	err := l.MemoryTable.Submit(ctx, ops)
+func (l *lossyTable) Submit(ctx context.Context, ops []Op) ([]string, error) {
+	etags, err := l.MemoryTable.Submit(ctx, ops)
 	if err == nil && len(ops) > 1 && *l.lose {
 		*l.lose = false
-		return errors.New("connection reset (the transaction did commit)")
+		return nil, errors.New("connection reset (the transaction did commit)")
 	}
-	return err
+	return etags, err
 }
 
 func TestMoverOptionsValidation(t *testing.T) {

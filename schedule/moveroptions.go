@@ -15,8 +15,11 @@ import (
 const (
 	DefaultPollEvery   = 5 * time.Second
 	DefaultConcurrency = 32
-	DefaultMaxPerPass  = 1000
+	DefaultMaxPerPass  = 10_000
 	DefaultSweepEvery  = time.Minute
+	// DefaultMaxOccurrences bounds the messages one pass sends for one
+	// recurring series.
+	DefaultMaxOccurrences = 100
 	// sweepTop is how many rows one sweep query reads per key range.
 	sweepTop = 100
 )
@@ -34,14 +37,27 @@ type MoverOptions struct {
 	PollEvery time.Duration
 	// Early is the enqueue-early window: rows due within it are enqueued
 	// now with an initial invisibility of the time left, so they appear on
-	// time rather than up to a poll late. 0 means PollEvery; a negative
-	// value disables early enqueueing.
+	// time rather than up to a poll late — and, with a window longer than a
+	// failover (lease duration + lease poll), so that they appear on time
+	// when the leader crashes before they come due. Rows due within
+	// min(PollEvery, Early) are moved (removed from the table) once
+	// enqueued; rows due later in the window stay in the table marked as
+	// sent (PropSent) until they are that close, so that changes to them
+	// still apply (see Confirm and Client.Current). 0 means PollEvery; a
+	// negative value disables early enqueueing.
 	Early time.Duration
 	// Concurrency bounds concurrent enqueues. Default 32.
 	Concurrency int
-	// MaxPerPass bounds the rows one pass reads per shard. Default 1000; a
-	// full pass is followed by another at once.
+	// MaxPerPass bounds the messages (or rows, for rows with nothing to
+	// send) one pass acts on per shard. Default 10000; a full pass is
+	// followed by another at once. A pass reads the due rows page by page
+	// and commits each batch while later pages are read and sent.
 	MaxPerPass int
+	// MaxOccurrences bounds the messages one pass sends for one recurring
+	// series: every occurrence due within the Early window becomes its own
+	// message, at most this many per pass (the rest follow in later
+	// passes). Default 100.
+	MaxOccurrences int
 	// Enqueuer sends envelopes to the work queue. Required.
 	Enqueuer Enqueuer
 	// SetAside keeps malformed rows before they are deleted. Required.
@@ -50,23 +66,39 @@ type MoverOptions struct {
 	// backpressure. Required when MaxDepth > 0.
 	Depth func(ctx context.Context) (int, error)
 	// MaxDepth pauses moving while the queue holds at least this many
-	// messages (0 = never pause). A pass moves at most MaxDepth − depth
-	// rows, so the queue does not grow past MaxDepth through the mover.
+	// messages (0 = never pause). The depth is what Depth reports less the
+	// messages this mover knows to be waiting, invisible, for their due
+	// time (sent early; see Waiting): only due work counts as backlog. A
+	// pass sends at most MaxDepth − depth messages, so the queue does not
+	// grow past MaxDepth through the mover.
 	MaxDepth int
 	// ResumeBelow resumes moving once the depth is below it. Default
 	// MaxDepth/2 (at least 1).
 	ResumeBelow int
-	// BeforeSend, when set, is called with the well-formed envelopes of
-	// each page of due rows before they are sent, and returns for each
-	// whether it was recorded (leasecron's worker marks their runs queued
-	// in one table transaction per partition); the mover sets
-	// Envelope.Marked on those. It runs on the mover's goroutine, between
-	// reading a page and sending it.
+	// BeforeSend, when set, is called with the envelopes of each batch of
+	// due rows before they are sent, and returns for each whether it was
+	// recorded (leasecron's worker marks their runs queued in one table
+	// transaction per partition); the mover sets Envelope.Marked on those.
+	// Envelopes sent early (with a Token) are not passed: their runs are
+	// recorded through Confirm when their rows are moved. It runs on the
+	// goroutine that reads the rows, while earlier batches are sent and
+	// committed.
 	BeforeSend func(ctx context.Context, envs []queue.Envelope) []bool
 	// OnMoved, when set, is called after each committed batch with the
 	// envelopes whose rows it removed (e.g. to mark runs "queued"). It runs
 	// on the mover's goroutine and should be quick.
 	OnMoved func(ctx context.Context, envs []queue.Envelope)
+	// Confirm, when set, is called for each run whose message was sent
+	// early (its envelope carries a Token) just before its row is moved;
+	// the root marks the run "queued" with that token, so a worker that
+	// receives the message knows it is still current without reading the
+	// row. An error keeps the row for the next pass. It is called from
+	// several goroutines at once (at most Concurrency).
+	Confirm func(ctx context.Context, env queue.Envelope) error
+	// Unconfirm takes a confirmation back when the row changed (was
+	// cancelled, rescheduled, replaced or deleted) between the
+	// confirmation and the move.
+	Unconfirm func(ctx context.Context, env queue.Envelope) error
 	// PayloadStore takes payloads of directly inserted rows that are too
 	// large for a queue message. Nil: such rows are set aside.
 	PayloadStore PayloadStore
@@ -119,6 +151,12 @@ func (o *MoverOptions) fill() error {
 	if o.MaxPerPass == 0 {
 		o.MaxPerPass = DefaultMaxPerPass
 	}
+	if o.MaxOccurrences == 0 {
+		o.MaxOccurrences = DefaultMaxOccurrences
+	}
+	if o.MaxOccurrences < 0 || o.MaxOccurrences > 10_000 {
+		return fmt.Errorf("schedule.MoverOptions.MaxOccurrences %d: want 1..10000 (0 means %d)", o.MaxOccurrences, DefaultMaxOccurrences)
+	}
 	if o.MaxPerPass < 0 || o.MaxPerPass > 100_000 {
 		return fmt.Errorf("schedule.MoverOptions.MaxPerPass %d: want 1..100000 (0 means %d)", o.MaxPerPass, DefaultMaxPerPass)
 	}
@@ -158,6 +196,10 @@ func (o *MoverOptions) fill() error {
 	return nil
 }
 
+// retireWindow is how close to its due time a row is moved out of the
+// table (rows due later within Early are only marked as sent).
+func (o *MoverOptions) retireWindow() time.Duration { return min(o.PollEvery, o.Early) }
+
 // MoverStats are the mover's counters since it was created.
 type MoverStats struct {
 	// Generation is the fencing generation of the current (or last) term.
@@ -169,6 +211,9 @@ type MoverStats struct {
 	Enqueued int64
 	// Moved counts rows removed (or advanced) after their envelope was sent.
 	Moved int64
+	// SentEarly counts rows whose messages were sent early and which stay
+	// in the table, marked as sent, until they are moved.
+	SentEarly int64
 	// Batches counts committed table transactions.
 	Batches int64
 	// SetAside counts malformed rows set aside and removed.

@@ -2,8 +2,11 @@ package schedule
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -13,33 +16,60 @@ import (
 	"github.com/leasecron/leasecron/queue"
 )
 
-// plan is what the mover intends for one row.
+// plan is what the mover intends for one row in one pass: the messages to
+// send for it, and what then happens to the row.
 type plan struct {
 	e       Entity
-	env     queue.Envelope
-	due     time.Time
+	due     time.Time // the row's due time
 	indexed bool
-	id      string         // valid when keyOK
-	keyOK   bool           // the RowKey parsed: id is known
-	nextRK  string         // recurring: the next occurrence's RowKey
-	next    map[string]any // recurring: the next occurrence's properties
-	bad     string         // malformed: why
-	done    bool           // enqueued, or set aside
+	id      string // valid when keyOK
+	keyOK   bool   // the RowKey parsed: id is known
+	bad     string // malformed: why
+
+	// sends are the messages this pass enqueues for the row, in due order
+	// (one for a one-off task, one per occurrence for a series).
+	sends []*send
+	// confirm are the messages sent early by an earlier pass whose row
+	// this pass retires (MoverOptions.Confirm is told first).
+	confirm []queue.Envelope
+	// retire removes the row (a series: replaces it by nextRK/next);
+	// otherwise mark, when set, is merged into the row, which stays.
+	retire bool
+	nextRK string         // series: the RowKey of the row that replaces it
+	next   map[string]any // series: that row's properties
+	mark   map[string]any // the early-send bookkeeping merged into a row that stays
+
+	ok        bool   // every send was accepted (or the row was set aside)
+	blob      string // payload blob stored for a large directly inserted row
+	confirmed int    // how many of confirm were accepted
+}
+
+// send is one message of a plan.
+type send struct {
+	env   queue.Envelope
+	delay time.Duration
 }
 
 // pass moves what is due in every shard. full reports that some shard had
 // more due rows than MaxPerPass.
 //
-// Under backpressure (MaxDepth > 0) a pass moves at most MaxDepth − depth
-// rows, so one pass cannot push the queue past MaxDepth however many rows
-// are due; a pass that fills the queue to MaxDepth starts holding back, and
-// moving resumes below ResumeBelow. When the depth is unknown (the probe
-// failed) a pass moves at most one batch (MaxOps rows).
+// Under backpressure (MaxDepth > 0) a pass sends at most MaxDepth − depth
+// messages, so one pass cannot push the queue past MaxDepth however many
+// rows are due; a pass that fills the queue to MaxDepth starts holding back,
+// and moving resumes below ResumeBelow. When the depth is unknown (the
+// probe failed) a pass moves at most one batch (MaxOps rows).
 func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	now := m.o.Clock.Now()
 	m.count(func(s *MoverStats) { s.LastPass = now })
-	hold, room, err := m.holdBack(ctx)
+	hold, room, err := m.holdBack(ctx, now)
 	if err != nil || hold {
+		if hold {
+			// Occurrences that fall due while moving is held back are
+			// missed, as while nobody leads: a series runs once after.
+			m.mu.Lock()
+			m.lastPass = now
+			m.mu.Unlock()
+		}
 		return false, err
 	}
 	for _, shard := range m.o.Shards {
@@ -53,23 +83,14 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 		if limit <= 0 {
 			break
 		}
-		rows, more, err := m.due(ctx, shard, now.Add(m.o.Early), limit)
+		sp := m.newShardPass(shard, gen, now, limit)
+		more, err := sp.run(ctx)
 		if err != nil {
 			return false, err
 		}
 		full = full || more
 		if room.rows >= 0 {
-			room.rows -= len(rows)
-		}
-		if len(rows) == 0 {
-			continue
-		}
-		plans := make([]*plan, 0, len(rows))
-		for _, e := range rows {
-			plans = append(plans, m.plan(e, now, gen))
-		}
-		if err := m.move(ctx, shard, gen, now, plans); err != nil {
-			return false, err
+			room.rows -= sp.sent
 		}
 	}
 	if room.known && room.rows <= 0 {
@@ -84,37 +105,26 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 		full = false
 	}
 	m.count(func(s *MoverStats) { s.Passes++ })
+	m.mu.Lock()
+	m.lastPass = now
+	m.mu.Unlock()
 	return full, nil
 }
 
-// due reads up to limit (≤ MaxPerPass) rows of shard due at or before
-// bound; more reports that rows were left.
-func (m *Mover) due(ctx context.Context, shard string, bound time.Time, limit int) ([]Entity, bool, error) {
-	q := Query{Partition: shard, To: dueBound(bound)}
-	var rows []Entity
-	for {
-		q.Top = int32(min(1000, limit-len(rows)))
-		p, err := m.t.Query(ctx, q)
-		if err != nil {
-			return nil, false, fmt.Errorf("query due rows of shard %s: %w", shard, err)
-		}
-		rows = append(rows, p.Entities...)
-		if p.Continuation == "" {
-			return rows, false, nil
-		}
-		if len(rows) >= limit {
-			return rows, true, nil
-		}
-		if ctx.Err() != nil {
-			return rows, false, nil
-		}
-		q.Continuation = p.Continuation
-	}
-}
-
-// plan interprets one row: the envelope to send and, for a recurring row,
-// its next occurrence; or why the row is malformed.
-func (m *Mover) plan(e Entity, now time.Time, gen int64) *plan {
+// plan interprets one row read at now: the messages to send and what then
+// happens to the row; or why the row is malformed. since is when the
+// previous pass of this term ran (now in a term's first pass).
+//
+// Two horizons apply. Rows due by now + retire window (min(PollEvery,
+// Early)) are removed from the table once their messages are in the queue:
+// the move. Rows due later but within now + Early get their messages sent
+// early, invisible until due, and stay in the table marked as sent
+// (PropSent holds a random token the messages carry, PropSentUntil the last
+// occurrence sent of a series), so that cancelling, rescheduling or
+// replacing them still works until they are moved; a worker that receives
+// such a message checks it against the run record or the row (see
+// Client.Current).
+func (m *Mover) plan(e Entity, now, since time.Time, gen int64) *plan {
 	r, err := parseRow(e)
 	p := &plan{e: e, indexed: r.indexed, id: r.item.ID, due: r.item.Due}
 	_, _, kerr := ParseRowKey(e.RowKey)
@@ -124,153 +134,288 @@ func (m *Mover) plan(e Entity, now time.Time, gen int64) *plan {
 		return p
 	}
 	it := r.item
-	recurring := !r.rec.IsZero()
-	p.env = queue.Envelope{
+	base := queue.Envelope{
 		V:           queue.EnvelopeVersion,
-		ID:          runID(it.ID, it.Due, recurring),
 		Type:        it.Type,
 		Payload:     it.Payload,
 		PayloadBlob: it.PayloadBlob,
-		Due:         it.Due,
 		Enqueued:    now.UTC(),
 		Attempt:     it.Attempts,
 		MaxAttempts: it.MaxAttempts,
 		Recurrence:  it.Recurrence,
 		Generation:  gen,
+		TraceParent: it.TraceParent,
 	}
-	if recurring {
-		p.env.Series = it.ID
-		next, err := r.rec.Next(it.Due, now)
+	if base.PayloadBlob == "" && jsonLen(base.Payload) > m.o.InlineLimit && m.o.PayloadStore == nil {
+		p.bad = fmt.Sprintf("payload is %d bytes as JSON, more than the inline limit %d, and no payload store is configured", jsonLen(base.Payload), m.o.InlineLimit)
+		return p
+	}
+	retireBy, earlyBy := now.Add(m.o.retireWindow()), now.Add(m.o.Early)
+	token := r.sent
+	recurring := !r.rec.IsZero()
+	row := e.PartitionKey + "/" + e.RowKey
+	msg := func(due time.Time, tok string) queue.Envelope {
+		env := base
+		env.ID, env.Due = runID(it.ID, due, recurring), due
+		if recurring {
+			env.Series = it.ID
+		}
+		if tok != "" {
+			env.Token, env.Row = tok, row
+		}
+		return env
+	}
+	if !recurring {
+		switch {
+		case !p.due.After(retireBy) && token != "":
+			p.confirm = append(p.confirm, msg(p.due, token))
+			p.retire = true
+		case !p.due.After(retireBy):
+			p.sends = append(p.sends, &send{env: msg(p.due, ""), delay: max(0, p.due.Sub(now))})
+			p.retire = true
+		case token != "":
+			m.waitingFor(msg(p.due, token).ID, p.due) // sent by an earlier pass or term
+		default:
+			token = newToken()
+			p.sends = append(p.sends, &send{env: msg(p.due, token), delay: p.due.Sub(now)})
+			p.mark = map[string]any{PropSent: token}
+		}
+		return p
+	}
+
+	// A series: every occurrence due within the window gets its own
+	// message. The first is the row's own due time; after it, occurrences
+	// due before since (the previous pass of this term, or now) are skipped
+	// (Recurrence.Next): they were missed while nobody moved, so an overdue
+	// series runs once, not once per missed occurrence. Occurrences that
+	// fell due since the previous pass (a series added meanwhile) are sent
+	// at once.
+	if !r.indexed {
+		// Without an index row a worker cannot find the series' row to
+		// check an early-sent occurrence: send only what is moved now.
+		earlyBy = retireBy
+	}
+	sentUntil := r.sentUntil
+	if token == "" {
+		sentUntil = time.Time{}
+	}
+	newTok := token
+	if newTok == "" {
+		newTok = newToken()
+	}
+	var lastEarly, firstAfter time.Time
+	occ := p.due
+	fresh := 0
+	for !occ.After(earlyBy) && fresh < m.o.MaxOccurrences {
+		already := token != "" && !occ.After(sentUntil)
+		if occ.After(retireBy) && firstAfter.IsZero() {
+			firstAfter = occ
+		}
+		switch {
+		case !occ.After(retireBy) && already:
+			p.confirm = append(p.confirm, msg(occ, token))
+		case !occ.After(retireBy):
+			p.sends = append(p.sends, &send{env: msg(occ, ""), delay: max(0, occ.Sub(now))})
+			fresh++
+		case already:
+			m.waitingFor(msg(occ, token).ID, occ)
+		default:
+			p.sends = append(p.sends, &send{env: msg(occ, newTok), delay: occ.Sub(now)})
+			lastEarly = occ
+			fresh++
+		}
+		next, err := r.rec.Next(occ, since)
 		if err != nil {
 			p.bad = fmt.Sprintf("recurrence %q: %v", it.Recurrence, err)
 			return p
 		}
-		_, suffix, _ := ParseRowKey(e.RowKey)
-		if p.nextRK, err = RowKey(next, suffix); err != nil {
-			p.bad = fmt.Sprintf("recurrence %q: next occurrence: %v", it.Recurrence, err)
-			return p
+		occ = next
+	}
+	until := sentUntil
+	if lastEarly.After(until) {
+		until = lastEarly
+	}
+	marker := func(props map[string]any) {
+		props[PropSent], props[PropSentUntil] = newTok, formatSentUntil(until)
+	}
+	if p.due.After(retireBy) {
+		// Nothing to move yet: only early sends, recorded on the row.
+		if !lastEarly.IsZero() {
+			p.mark = map[string]any{}
+			marker(p.mark)
 		}
-		p.next = copyProps(e.Props)
-		delete(p.next, PropAttempts)
-		delete(p.next, PropAttempts+"@odata.type")
+		return p
 	}
-	if p.env.PayloadBlob == "" && jsonLen(p.env.Payload) > m.o.InlineLimit && m.o.PayloadStore == nil {
-		p.bad = fmt.Sprintf("payload is %d bytes as JSON, more than the inline limit %d, and no payload store is configured", jsonLen(p.env.Payload), m.o.InlineLimit)
+	// Move the row to its first occurrence after the retire horizon (or
+	// to the first one this pass did not reach, when MaxOccurrences
+	// stopped it), in the same transaction that removes this one.
+	nextDue := occ
+	if !firstAfter.IsZero() {
+		nextDue = firstAfter
 	}
+	_, suffix, _ := ParseRowKey(e.RowKey)
+	if p.nextRK, err = RowKey(nextDue, suffix); err != nil {
+		p.bad = fmt.Sprintf("recurrence %q: next occurrence: %v", it.Recurrence, err)
+		return p
+	}
+	p.next = copyProps(e.Props)
+	for _, k := range []string{PropAttempts, PropSent, PropSentUntil} {
+		delete(p.next, k)
+		delete(p.next, k+"@odata.type")
+	}
+	if !until.IsZero() && !until.Before(nextDue) {
+		// Occurrences already sent from the next due on stay recorded.
+		marker(p.next)
+	}
+	p.retire = true
 	return p
 }
 
-// move enqueues (or sets aside) the planned rows and removes them.
-func (m *Mover) move(ctx context.Context, shard string, gen int64, now time.Time, plans []*plan) error {
-	m.beforeSend(ctx, plans)
-	m.enqueue(ctx, now, plans)
-	if ctx.Err() != nil {
-		return nil
-	}
-	for _, p := range plans {
-		if p.bad == "" || p.done {
-			continue
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		reason := fmt.Sprintf("malformed row %s/%s: %s", p.e.PartitionKey, p.e.RowKey, p.bad)
-		if err := m.o.SetAside.SetAside(ctx, p.e.Raw, reason); err != nil {
-			m.count(func(s *MoverStats) { s.Errors++ })
-			m.o.Logger.Warn("leasecron mover: cannot set a malformed row aside; it stays", "row", p.e.RowKey, "err", err)
-			continue
-		}
-		m.o.Logger.Warn("leasecron mover: set a malformed row aside", "row", p.e.RowKey, "reason", p.bad)
-		p.done = true
-	}
-	var ready []*plan
-	for _, p := range plans {
-		if p.done {
-			ready = append(ready, p)
-		}
-	}
-	if len(ready) == 0 {
-		return nil
-	}
-	if lag := now.Sub(ready[0].due); ready[0].bad == "" {
-		m.count(func(s *MoverStats) { s.LastMoveLag = max(0, lag) })
-	}
-	return m.commit(ctx, shard, gen, ready)
+// newToken returns a fresh early-send token: 12 random hex digits.
+func newToken() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
-// enqueue sends the envelopes of the well-formed plans, at most
-// Concurrency at a time. A large payload of a directly inserted row is
-// moved to the payload store first.
-func (m *Mover) enqueue(ctx context.Context, now time.Time, plans []*plan) {
-	sem := make(chan struct{}, m.o.Concurrency)
-	var wg sync.WaitGroup
-	for _, p := range plans {
-		if p.bad != "" {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-		case sem <- struct{}{}:
-		}
+// formatSentUntil renders PropSentUntil.
+func formatSentUntil(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// sendAll sends a plan's messages, in order, stopping at the first failure
+// (the row then stays for the next pass). A large payload of a directly
+// inserted row is moved to the payload store first. It reports whether
+// every message was accepted.
+func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
+	for i, s := range p.sends {
 		if ctx.Err() != nil {
-			break
+			return false
 		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if ctx.Err() != nil {
-				return
-			}
-			env := p.env
-			if env.PayloadBlob == "" && jsonLen(env.Payload) > m.o.InlineLimit {
+		env := s.env
+		if env.PayloadBlob == "" && jsonLen(env.Payload) > m.o.InlineLimit {
+			if p.blob == "" {
 				// Deterministic name: a retry overwrites instead of leaking.
 				ref, err := m.o.PayloadStore.Put(ctx, payload.Prefix+p.id+"-"+strconv.FormatInt(Ticks(p.due), 10), []byte(env.Payload))
 				if err != nil {
 					m.count(func(s *MoverStats) { s.Errors++ })
 					m.o.Logger.Warn("leasecron mover: cannot store a large payload; the row stays", "row", p.e.RowKey, "err", err)
-					return
+					return false
 				}
-				env.PayloadBlob, env.Payload = ref, ""
+				p.blob = ref
 			}
-			delay := max(0, p.due.Sub(now))
-			err := m.o.Enqueuer.Enqueue(ctx, env, delay)
-			switch {
-			case err == nil:
-				p.env, p.done = env, true
-				m.count(func(s *MoverStats) { s.Enqueued++ })
-			case errors.Is(err, storage.ErrBadRequest):
-				// The queue refuses this message as such: set it aside
-				// rather than retry it forever.
-				p.bad = fmt.Sprintf("the queue refused its message: %v", err)
-			default:
-				if ctx.Err() == nil {
-					m.count(func(s *MoverStats) { s.Errors++ })
-					m.o.Logger.Warn("leasecron mover: enqueue failed; the row stays for the next poll", "row", p.e.RowKey, "err", err)
-				}
+			env.PayloadBlob, env.Payload = p.blob, ""
+		}
+		err := m.o.Enqueuer.Enqueue(ctx, env, s.delay)
+		switch {
+		case err == nil:
+			p.sends[i].env = env
+			m.count(func(st *MoverStats) { st.Enqueued++ })
+			if s.delay > 0 {
+				m.waitingFor(env.ID, env.Due)
 			}
+		case errors.Is(err, storage.ErrBadRequest) && i == 0:
+			// The queue refuses this message as such: set the row aside
+			// rather than retry it forever.
+			p.bad = fmt.Sprintf("the queue refused its message: %v", err)
+			return false
+		default:
+			if ctx.Err() == nil {
+				m.count(func(s *MoverStats) { s.Errors++ })
+				m.o.Logger.Warn("leasecron mover: enqueue failed; the row stays for the next poll", "row", p.e.RowKey, "err", err)
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// waitingFor records a message known to be in the queue, invisible until
+// due (see Waiting).
+func (m *Mover) waitingFor(runID string, due time.Time) {
+	m.mu.Lock()
+	m.waiting[runID] = due
+	m.mu.Unlock()
+}
+
+// Waiting returns how many messages this mover knows to be in the queue
+// only to wait for their due time (sent early), as of now. Backpressure
+// does not count them as backlog.
+func (m *Mover) Waiting(now time.Time) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for id, due := range m.waiting {
+		if due.After(now) {
+			n++
+		} else {
+			delete(m.waiting, id)
+		}
+	}
+	return n
+}
+
+// Upcoming returns the distinct due times, in order, of the messages this
+// mover knows to be waiting in the queue for their due time (see Waiting),
+// at most max of them: when they come due, any consumer may look for them
+// (a leader's worker publishes them to the others, which need them if it
+// dies before they come due).
+func (m *Mover) Upcoming(now time.Time, max int) []time.Time {
+	m.mu.Lock()
+	out := make([]time.Time, 0, len(m.waiting))
+	for _, due := range m.waiting {
+		if due.After(now) {
+			out = append(out, due)
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	out = slices.CompactFunc(out, func(a, b time.Time) bool { return a.Equal(b) })
+	if len(out) > max {
+		out = out[:max]
+	}
+	return out
+}
+
+// forEach runs f for every element of items, at most n at a time, and
+// waits for all of them.
+func forEach[T any](n int, items []T, f func(T)) {
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for _, it := range items {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(it)
 		}()
 	}
 	wg.Wait()
 }
 
-// beforeSend hands the well-formed plans' envelopes to BeforeSend and marks
-// those it recorded.
+// beforeSend hands the envelopes a chunk is about to send to BeforeSend
+// and sets Marked on those it recorded. Envelopes sent early (with a Token)
+// are left out: their runs are recorded when their rows are moved
+// (Confirm), since the task may still change before that.
 func (m *Mover) beforeSend(ctx context.Context, plans []*plan) {
 	if m.o.BeforeSend == nil {
 		return
 	}
 	var envs []queue.Envelope
-	var good []*plan
+	var at []*send
 	for _, p := range plans {
-		if p.bad == "" {
-			envs, good = append(envs, p.env), append(good, p)
+		if p.bad != "" {
+			continue
+		}
+		for _, s := range p.sends {
+			if s.env.Token == "" {
+				envs, at = append(envs, s.env), append(at, s)
+			}
 		}
 	}
 	if len(envs) == 0 {
 		return
 	}
 	marked := m.o.BeforeSend(ctx, envs)
-	for i, p := range good {
-		p.env.Marked = i < len(marked) && marked[i]
+	for i, s := range at {
+		s.env.Marked = i < len(marked) && marked[i]
 	}
 }

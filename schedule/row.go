@@ -18,6 +18,9 @@ const (
 	PropIndexed     = "Indexed"     // true when an id index row exists
 	PropItem        = "Item"        // index rows: the RowKey of the item row
 	PropGeneration  = "Generation"  // fence row: the current leader generation
+	PropTraceParent = "TraceParent" // optional W3C traceparent of the trace that scheduled it
+	PropSent        = "Sent"        // written by the mover: token of the messages sent early
+	PropSentUntil   = "SentUntil"   // written by the mover: a series' last occurrence sent early
 )
 
 // Reserved row keys. Item rows start with 19 digits; the id index rows
@@ -39,6 +42,10 @@ type parsedRow struct {
 	item    Item
 	rec     Recurrence
 	indexed bool
+	// sent is the token of messages the mover sent early for this row
+	// (PropSent); sentUntil the last occurrence they cover (a series).
+	sent      string
+	sentUntil time.Time
 }
 
 // parseRow interprets an item row. A non-nil error is the reason the row is
@@ -89,6 +96,23 @@ func parseRow(e Entity) (parsedRow, error) {
 	if r.rec, err = ParseRecurrence(it.Recurrence, it.TZ); err != nil {
 		return r, err
 	}
+	// A trace context that cannot be read is dropped, not a reason to set
+	// the task aside: tracing is never worth a lost task.
+	if tp, _, err := propString(e.Props, PropTraceParent); err == nil && ValidTraceParent(tp) {
+		it.TraceParent = tp
+	}
+	if r.sent, _, err = propString(e.Props, PropSent); err != nil {
+		return r, err
+	}
+	it.Sent = r.sent != ""
+	if s, ok, err := propString(e.Props, PropSentUntil); err != nil {
+		return r, err
+	} else if ok && s != "" {
+		if r.sentUntil, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			return r, fmt.Errorf("property %s is %q, want an RFC 3339 time", PropSentUntil, s)
+		}
+		it.SentUntil = r.sentUntil
+	}
 	if n, _, err := propInt(e.Props, PropAttempts); err != nil {
 		return r, err
 	} else if n < 0 || n > 1<<31-1 {
@@ -134,6 +158,9 @@ func itemProps(it Item, indexed bool) map[string]any {
 	}
 	if it.PayloadBlob != "" {
 		p[PropPayloadBlob] = it.PayloadBlob
+	}
+	if it.TraceParent != "" {
+		p[PropTraceParent] = it.TraceParent
 	}
 	if indexed {
 		p[PropIndexed] = true

@@ -30,8 +30,15 @@ func (m *Mover) sweep(ctx context.Context, gen int64) error {
 			}
 		}
 		if len(plans) > 0 {
-			if err := m.move(ctx, shard, gen, m.o.Clock.Now(), plans); err != nil {
-				return err
+			sp := m.newShardPass(shard, gen, m.o.Clock.Now(), len(plans))
+			for len(plans) > 0 && ctx.Err() == nil {
+				c := &txBatch{keys: map[string]bool{}}
+				for len(plans) > 0 && c.add(plans[0], shard) {
+					plans = plans[1:]
+				}
+				if err := sp.settle(ctx, c); err != nil {
+					return err
+				}
 			}
 		}
 	}

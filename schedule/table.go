@@ -22,7 +22,10 @@ type Table interface {
 	Get(ctx context.Context, partitionKey, rowKey string) (Entity, error)
 	// Submit applies ops atomically: all succeed or none does. All ops must
 	// be in one partition, touch distinct rows and number at most MaxOps.
-	Submit(ctx context.Context, ops []Op) error
+	// On success it returns the new ETag of the row each op wrote (""
+	// for a delete), or nil when the implementation cannot tell; the Mover
+	// then re-reads its fence row after each transaction.
+	Submit(ctx context.Context, ops []Op) (etags []string, err error)
 }
 
 // MaxOps is the most operations a table transaction may hold.

@@ -296,6 +296,9 @@ func (c *Cop) tryAcquire(ctx context.Context) (acquisition, error) {
 	err := c.call(ctx, func(cctx context.Context) (err error) { prior, err = c.lock.Get(cctx); return err })
 	if err == nil {
 		if prior.State == LeaseLeased || prior.State == LeaseBreaking {
+			if c.o.OnNote != nil && prior.Metadata[MetaNote] != "" {
+				c.o.OnNote(prior.Metadata[MetaNote])
+			}
 			err = &notYet{wait: c.expiryWait(prior),
 				why: fmt.Sprintf("%s is %s by %q", c.lock, prior.State, prior.Metadata[MetaHolder])}
 		} else if wait, why := c.takeoverWait(prior); wait > 0 {
@@ -413,6 +416,29 @@ func (c *Cop) expiryWait(st LockState) time.Duration {
 	return max(0, at.Add(c.o.LeaseDuration+expiryMargin).Sub(c.o.Clock.Now()))
 }
 
+// note puts Options.Note's current value into md (or removes a note left
+// by an earlier holder).
+func (c *Cop) note(md map[string]string) {
+	if c.o.Note == nil {
+		delete(md, MetaNote)
+		return
+	}
+	n := c.o.Note()
+	ok := len(n) <= MaxNote
+	for i := 0; ok && i < len(n); i++ {
+		ok = n[i] >= 0x20 && n[i] <= 0x7e
+	}
+	switch {
+	case n == "":
+		delete(md, MetaNote)
+	case !ok:
+		c.log.Warn("lease note dropped: want at most MaxNote bytes of printable ASCII", "len", len(n))
+		delete(md, MetaNote)
+	default:
+		md[MetaNote] = n
+	}
+}
+
 // stampTime formats a time for the lease metadata (UTC, no monotonic part).
 func stampTime(t time.Time) string { return t.UTC().Round(0).Format(time.RFC3339Nano) }
 
@@ -421,6 +447,7 @@ func (c *Cop) heartbeat(leaseID string, stamped map[string]string) func(context.
 	md := maps.Clone(stamped)
 	return func(ctx context.Context, start time.Time) error {
 		md[MetaRenewed] = stampTime(start)
+		c.note(md)
 		return c.lock.SetMetadata(ctx, leaseID, "", md)
 	}
 }
@@ -455,6 +482,7 @@ func (c *Cop) stamp(ctx context.Context, leaseID string, start time.Time) (Term,
 	md[MetaAcquired] = acquired.Format(time.RFC3339Nano)
 	md[MetaGeneration] = strconv.FormatInt(term.Generation, 10)
 	md[MetaRenewed] = stampTime(start)
+	c.note(md)
 	err = c.call(ctx, func(cctx context.Context) error { return c.lock.SetMetadata(cctx, leaseID, st.ETag, md) })
 	if err != nil {
 		return Term{}, nil, err

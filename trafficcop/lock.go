@@ -79,4 +79,11 @@ const (
 	MetaGeneration = "generation"
 	MetaRenewed    = "renewed"
 	MetaReleased   = "released"
+	// MetaNote carries Options.Note of the holder (rewritten with every
+	// renewal) to the cops waiting for the lease (Options.OnNote).
+	MetaNote = "note"
 )
+
+// MaxNote is the longest Options.Note kept in the lease metadata; a longer
+// one is left out (and logged).
+const MaxNote = 2048

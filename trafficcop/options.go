@@ -1,17 +1,16 @@
 package trafficcop
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"regexp"
 	"strconv"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/instance"
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -93,27 +92,29 @@ func (t LeaseTiming) withDefaults() LeaseTiming {
 	return t
 }
 
+// invalid refuses value for field in the form every leasecron option
+// error has: "…: field = value: want accepted".
 func invalid(field string, value any, accepted string) error {
-	return fmt.Errorf("%w: %s = %v: %s", ErrInvalidOptions, field, value, accepted)
+	return opt.Invalid(ErrInvalidOptions, field, value, accepted)
 }
 
 func (t LeaseTiming) validate() error {
 	d := t.LeaseDuration
 	if d < MinLeaseDuration || d > MaxLeaseDuration || d%time.Second != 0 {
-		return invalid("LeaseDuration", d, "must be whole seconds from 15s to 60s (the Blob service's fixed lease range)")
+		return invalid("LeaseDuration", d, "whole seconds from 15s to 60s (the Blob service's fixed lease range)")
 	}
 	if t.SafetyMargin <= 0 || t.SafetyMargin >= d {
-		return invalid("SafetyMargin", t.SafetyMargin, fmt.Sprintf("must be > 0 and < LeaseDuration (%v)", d))
+		return invalid("SafetyMargin", t.SafetyMargin, fmt.Sprintf("> 0 and < LeaseDuration (%v)", d))
 	}
 	trusted := d - t.SafetyMargin
 	if t.RenewEvery <= 0 || t.RenewEvery >= trusted {
-		return invalid("RenewEvery", t.RenewEvery, fmt.Sprintf("must be > 0 and < LeaseDuration − SafetyMargin (%v)", trusted))
+		return invalid("RenewEvery", t.RenewEvery, fmt.Sprintf("> 0 and < LeaseDuration − SafetyMargin (%v)", trusted))
 	}
 	if t.RetryEvery <= 0 || t.RetryEvery > t.RenewEvery {
-		return invalid("RetryEvery", t.RetryEvery, fmt.Sprintf("must be > 0 and ≤ RenewEvery (%v)", t.RenewEvery))
+		return invalid("RetryEvery", t.RetryEvery, fmt.Sprintf("> 0 and ≤ RenewEvery (%v)", t.RenewEvery))
 	}
 	if t.CallTimeout <= 0 || t.RenewEvery+t.CallTimeout > trusted {
-		return invalid("CallTimeout", t.CallTimeout, fmt.Sprintf("must be > 0 and ≤ LeaseDuration − SafetyMargin − RenewEvery (%v)", trusted-t.RenewEvery))
+		return invalid("CallTimeout", t.CallTimeout, fmt.Sprintf("> 0 and ≤ LeaseDuration − SafetyMargin − RenewEvery (%v)", trusted-t.RenewEvery))
 	}
 	return nil
 }
@@ -165,6 +166,18 @@ type Options struct {
 	OnAcquired func(Term)
 	// OnLost: see OnAcquired.
 	OnLost func(t Term, reason error)
+
+	// Note, if set, is called by the holder before it records its
+	// acquisition and each renewal in the lease metadata; what it returns
+	// (printable ASCII, at most MaxNote bytes) is stored with them under
+	// MetaNote. It lets a leader tell the instances waiting for the lease
+	// something they need if it dies — leasecron's worker publishes when
+	// the tasks it has already enqueued come due, so that the others'
+	// consumers look for them on time. It must be quick.
+	Note func() string
+	// OnNote, if set, is called with the holder's note each time this cop,
+	// not holding the lease, reads it held by another instance.
+	OnNote func(note string)
 }
 
 func (o Options) withDefaults() Options {
@@ -189,10 +202,10 @@ func (o Options) validate() error {
 		return err
 	}
 	if o.PollEvery < MinPollEvery {
-		return invalid("PollEvery", o.PollEvery, "must be at least 100ms")
+		return invalid("PollEvery", o.PollEvery, "at least 100ms")
 	}
 	if !identityRE.MatchString(o.Identity) {
-		return invalid("Identity", strconv.Quote(o.Identity), "must be 1-256 printable ASCII characters")
+		return invalid("Identity", strconv.Quote(o.Identity), "1-256 printable ASCII characters")
 	}
 	return nil
 }
@@ -203,27 +216,17 @@ func validateBlobName(name string) error {
 		ok = name[i] >= 0x20 && name[i] <= 0x7e
 	}
 	if !ok {
-		return errors.New("must be 1-1024 printable ASCII characters, not starting or ending with a space")
+		return errors.New("1-1024 printable ASCII characters, not starting or ending with a space")
 	}
 	return nil
 }
 
-// DefaultIdentity returns "{hostname}/{pid}/{8 random hex digits}": unique
-// per process even when several share a host name (containers).
-func DefaultIdentity() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown-host"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	id := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-	if !identityRE.MatchString(id) {
-		// A host name outside printable ASCII: keep the unique part.
-		id = fmt.Sprintf("host/%d/%s", os.Getpid(), hex.EncodeToString(b[:]))
-	}
-	return id
-}
+// DefaultIdentity returns "{hostname}-{pid}-{8 random hex digits}": unique
+// per process even when several share a host name (containers). It is the
+// identity every leasecron component gives itself when none is set (the
+// worker's worker.instance_id), so a cop inside a worker and the worker's
+// run records name the process alike.
+func DefaultIdentity() string { return instance.NewID() }
 
 // SemaphoreOptions configures a Semaphore. Zero values take the documented
 // defaults.
@@ -255,7 +258,7 @@ var slotNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
 
 func (o SemaphoreOptions) validate() error {
 	if err := validateBlobName(o.Prefix + "/x"); err != nil || len(o.Prefix) > 500 {
-		return invalid("Prefix", strconv.Quote(o.Prefix), "must be at most 500 printable ASCII characters")
+		return invalid("Prefix", strconv.Quote(o.Prefix), "at most 500 printable ASCII characters")
 	}
 	return o.LeaseTiming.validate()
 }

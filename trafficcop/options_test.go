@@ -28,8 +28,8 @@ func TestOptionsDefaults(t *testing.T) {
 	if _, ok := o.Clock.(clock.Real); !ok {
 		t.Errorf("clock %T", o.Clock)
 	}
-	if !regexp.MustCompile(`^.+/\d+/[0-9a-f]{8}$`).MatchString(o.Identity) {
-		t.Errorf("identity %q, want host/pid/8 hex", o.Identity)
+	if !regexp.MustCompile(`^.+-\d+-[0-9a-f]{8}$`).MatchString(o.Identity) {
+		t.Errorf("identity %q, want host-pid-8 hex", o.Identity)
 	}
 	if a, b := DefaultIdentity(), DefaultIdentity(); a == b {
 		t.Errorf("two default identities are both %q", a)

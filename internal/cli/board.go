@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -10,7 +9,7 @@ import (
 
 	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/aggregator/calendar"
-	"github.com/leasecron/leasecron/internal/config"
+	"github.com/leasecron/leasecron/schedule"
 )
 
 func init() {
@@ -92,7 +91,7 @@ func (a *app) aggregatorCmd() *cobra.Command {
 			if every <= 0 {
 				return usagef("--every is required (e.g. 1h)")
 			}
-			if err := config.ValidTypeName(typ); err != nil {
+			if err := schedule.ValidateType(typ); err != nil {
 				return usageError{err}
 			}
 			payload, err := a.readPayload(args[1:])
@@ -132,9 +131,6 @@ func (a *app) aggregatorCmd() *cobra.Command {
 				return err
 			}
 			if err := cl.RemoveBlackboardKey(cmd.Context(), args[0]); err != nil {
-				if errors.Is(err, aggregator.ErrNotFound) {
-					return notFoundErr{err}
-				}
 				return err
 			}
 			fmt.Fprintf(a.out, "removed %s\n", args[0])
@@ -151,9 +147,6 @@ func (a *app) aggregatorCmd() *cobra.Command {
 				return err
 			}
 			if err := cl.RunBlackboardKeyNow(cmd.Context(), args[0]); err != nil {
-				if errors.Is(err, aggregator.ErrNotFound) {
-					return notFoundErr{err}
-				}
 				return err
 			}
 			fmt.Fprintf(a.out, "%s will run at the next cycle\n", args[0])

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron/internal/config"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 func run(t *testing.T, stdin string, args ...string) (int, string, string) {
@@ -175,5 +178,19 @@ func TestCondenseSDKErrors(t *testing.T) {
 	}
 	if got := condense("plain\nmulti-line config error"); got != "plain\nmulti-line config error" {
 		t.Errorf("non-SDK message changed: %q", got)
+	}
+}
+
+// The log handler shortens long payloads without cutting a character in
+// half (it used to cut at byte 200).
+func TestLogHandlerKeepsUTF8(t *testing.T) {
+	var out bytes.Buffer
+	h := logHandler(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx := leasecrontype.WithOutputWriter(context.Background(), &out)
+	if err := h(ctx, leasecrontype.Task{ID: "t", Type: "log", Payload: []byte("x" + strings.Repeat("é", 150))}); err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.ValidString(out.String()) || len(out.String()) > 201 {
+		t.Fatalf("output %q (%d bytes): want at most 200 bytes of valid UTF-8 and a newline", out.String(), len(out.String()))
 	}
 }

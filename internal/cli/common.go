@@ -12,26 +12,14 @@ import (
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/handler"
 	"github.com/leasecron/leasecron/internal/config"
+	"github.com/leasecron/leasecron/internal/trunc"
 )
-
-func (a *app) storageOpts() leasecron.Storage {
-	s := a.cfg.Storage
-	return leasecron.Storage{ConnectionString: s.ConnectionString, Account: s.Account, BlobURL: s.BlobURL, QueueURL: s.QueueURL, TableURL: s.TableURL}
-}
-
-func (a *app) names() leasecron.Names {
-	n := a.cfg.Names
-	return leasecron.Names{
-		Container: n.Container, LeaseBlob: n.LeaseBlob, ScheduleTable: n.ScheduleTable, RunsTable: n.RunsTable,
-		BlackboardTable: n.BlackboardTable, Queue: n.Queue, PoisonQueue: n.PoisonQueue,
-	}
-}
 
 // client returns a leasecron.Client for the configuration.
 func (a *app) client() (*leasecron.Client, error) {
 	return leasecron.NewClient(leasecron.ClientOptions{
-		Storage:    a.storageOpts(),
-		Names:      a.names(),
+		Storage:    a.cfg.Storage,
+		Names:      a.cfg.Names,
 		NoRuns:     !a.cfg.Worker.Runs,
 		Runs:       a.runsOptions(),
 		MaxPayload: a.cfg.Payload.MaxSize,
@@ -57,8 +45,8 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 	}
 	return leasecron.WorkerOptions{
 		Dashboard:  dash,
-		Storage:    a.storageOpts(),
-		Names:      a.names(),
+		Storage:    a.cfg.Storage,
+		Names:      a.cfg.Names,
 		InstanceID: c.Worker.InstanceID,
 		Lease: leasecron.LeaseOptions{
 			Duration: c.Lease.Duration, RenewEvery: c.Lease.RenewEvery, PollEvery: c.Lease.PollEvery, SafetyMargin: c.Lease.SafetyMargin,
@@ -122,10 +110,7 @@ func buildHandlers(cfg config.Config, log *slog.Logger, extra map[string]func(co
 // trying leasecron out and for images without a shell.
 func logHandler(log *slog.Logger) leasecrontype.Handler {
 	return func(ctx context.Context, t leasecrontype.Task) error {
-		p := string(t.Payload)
-		if len(p) > 200 {
-			p = p[:200] + "…"
-		}
+		p := trunc.Head(string(t.Payload), 200) // never half a character
 		log.Info("task", "task_id", t.ID, "type", t.Type, "attempt", t.Attempt, "due", t.Due.Format(time.RFC3339), "payload", strings.TrimSpace(p))
 		fmt.Fprintf(leasecrontype.Output(ctx), "%s\n", p)
 		return nil

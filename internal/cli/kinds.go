@@ -11,11 +11,11 @@ import (
 func (a *app) extraHandlerKinds() map[string]func(config.Handler) (leasecrontype.Handler, error) {
 	return map[string]func(config.Handler) (leasecrontype.Handler, error){
 		"calendar": func(h config.Handler) (leasecrontype.Handler, error) {
-			sc, err := a.clients()
+			cc, err := a.cfg.Storage.ContainerClient(a.cfg.Names.Container)
 			if err != nil {
 				return nil, err
 			}
-			blobs, err := calendar.NewBlobWriter(sc.Blob.NewContainerClient(a.cfg.Names.Container))
+			blobs, err := calendar.NewBlobWriter(cc)
 			if err != nil {
 				return nil, err
 			}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"text/tabwriter"
@@ -10,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -31,12 +31,17 @@ another instance takes over within one lease.poll_every.`,
 			// One instance id for the lease, run records and every log line,
 			// the handlers' included.
 			if a.cfg.Worker.InstanceID == "" {
-				a.cfg.Worker.InstanceID = queue.DefaultInstanceID()
+				a.cfg.Worker.InstanceID = instance.NewID()
 			}
 			hs, err := buildHandlers(a.cfg, a.log.With("instance", a.cfg.Worker.InstanceID), a.extraHandlerKinds())
 			if err != nil {
 				return err
 			}
+			stopTracing, err := a.startTracing(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			w, err := leasecron.NewWorker(a.workerOptions())
 			if err != nil {
 				return err
@@ -248,9 +253,6 @@ func (a *app) deadletterCmd() *cobra.Command {
 				return nil
 			}
 			if err := cl.DeadLetters().Requeue(cmd.Context(), args[0]); err != nil {
-				if errors.Is(err, queue.ErrNoDeadLetter) {
-					return notFoundErr{err}
-				}
 				return err
 			}
 			fmt.Fprintf(a.out, "requeued %s\n", args[0])

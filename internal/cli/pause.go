@@ -76,9 +76,6 @@ worker.pause_check (5 s). A type that is not paused exits with code 3.`,
 				if errors.Is(err, schedule.ErrInvalid) {
 					return usageError{err}
 				}
-				if errors.Is(err, leasecron.ErrNotFound) {
-					return notFoundErr{err}
-				}
 				return err
 			}
 			fmt.Fprintf(a.out, "%s resumed\n", args[0])

@@ -19,6 +19,7 @@ import (
 	"github.com/leasecron/leasecron/internal/config"
 	"github.com/leasecron/leasecron/internal/ops"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Exit codes.
@@ -28,9 +29,6 @@ const (
 	exitUsage    = 2
 	exitNotFound = 3
 )
-
-// notFoundErr marks "no such task/key" failures so they exit with code 3.
-type notFoundErr struct{ error }
 
 // app is the state shared by the commands of one tree.
 type app struct {
@@ -55,11 +53,12 @@ func Main(ctx context.Context, version string, args []string, in io.Reader, out,
 	}
 	fmt.Fprintln(errOut, "leasecron:", storage.Redact(condense(err.Error())))
 	var ue usageError
-	var nf notFoundErr
 	switch {
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.As(err, &nf), errors.Is(err, storage.ErrNotFound):
+	case errors.Is(err, leasecrontype.ErrNotFound):
+		// One sentinel for every "no such task, run, key, dead letter or
+		// blob" of every package (see internal/notfound).
 		return exitNotFound
 	}
 	return exitError
@@ -141,15 +140,6 @@ func (a *app) load(cmd *cobra.Command) error {
 	return nil
 }
 
-// clients builds storage clients from the configuration.
-func (a *app) clients() (*storage.Clients, error) {
-	c, err := storage.New(a.cfg.StorageConfig())
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
 // printJSON writes v as indented JSON.
 func (a *app) printJSON(v any) error {
 	enc := json.NewEncoder(a.out)
@@ -177,25 +167,10 @@ func (a *app) configCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if keys && markdown {
-				fmt.Fprintln(a.out, "| key | default | meaning |\n| --- | --- | --- |")
-				for _, k := range config.Keys {
-					def := fmt.Sprint(k.Default)
-					if def == "" {
-						def = "(empty)"
-					}
-					fmt.Fprintf(a.out, "| `%s` | `%s` | %s |\n", k.Name, def, k.Doc)
-				}
-				fmt.Fprintln(a.out, "| `handlers.<type>.kind` / `.exec` / `.http` / `.method` / `.headers` / `.timeout` | | How tasks of a type are handled: `exec` (argv list from configuration; payload on stdin), `http` (POST the payload), `log` (log it), `calendar` (merge iCalendar feeds). |")
-				fmt.Fprintln(a.out, "| `limits.<type>` | | Fleet-wide number of tasks of this type that may run at once (lease slots). |")
-				return nil
+				return config.WriteMarkdown(a.out)
 			}
 			if keys {
-				for _, k := range config.Keys {
-					fmt.Fprintf(a.out, "%-28s %-16v %s\n", k.Name, k.Default, k.Doc)
-				}
-				fmt.Fprintf(a.out, "%-28s %-16s %s\n", "handlers.<type>.*", "", "kind (exec|http|log|calendar), exec (argv list), http (URL), method, headers, timeout")
-				fmt.Fprintf(a.out, "%-28s %-16s %s\n", "limits.<type>", "", "fleet-wide concurrency limit for a task type")
-				return nil
+				return config.WriteKeys(a.out)
 			}
 			m := config.Redacted(a.v)
 			if asJSON {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -38,22 +40,39 @@ func (a *app) readPayload(args []string) (string, error) {
 }
 
 func (a *app) scheduleCmd() *cobra.Command {
-	var at, in, typ, id, every, cron, tz string
-	var replace, asJSON bool
+	var at, in, typ, id, every, cron, tz, file string
+	var replace, asJSON, partial bool
 	var maxAttempts int
 	c := &cobra.Command{
-		Use:   "schedule [--at RFC3339 | --in DURATION] [--type T] [--id ID] [--every D | --cron EXPR [--tz ZONE]] [PAYLOAD | -]",
+		Use:   "schedule [--at RFC3339 | --in DURATION] [--type T] [--id ID] [--every D | --cron EXPR [--tz ZONE]] [PAYLOAD | -]\n  leasecron schedule --file tasks.jsonl [--partial]",
 		Short: "Schedule a task and print its id",
 		Long: `Schedules a task. The payload is the argument, or stdin when it is "-".
 Without --at or --in the task is due now (a recurring one at its first
 occurrence from now). --every takes a Go duration ("10m"); --cron a 5-field
 expression or a descriptor such as @hourly, evaluated in --tz (default UTC).
-An id that is already pending is refused unless --replace is given.`,
+An id that is already pending is refused unless --replace is given.
+
+--file schedules one task per line of a JSON Lines file ("-" for stdin),
+each an object with id, type, payload (a string, or any JSON value taken as
+its JSON text), at or in, every or cron, tz and max_attempts, in table
+transactions of up to 100. Every line is checked first: a malformed line is
+reported with its number and nothing is scheduled, and an id already pending
+undoes the whole file, unless --partial schedules what it can.`,
 		Example: `  leasecron schedule --in 10m --type report '{"day":"2026-11-22"}'
   leasecron schedule --at 2026-12-01T09:00:00Z --id invoice-42 --type mail - < body.json
-  leasecron schedule --id nightly --cron "0 3 * * *" --tz Europe/Amsterdam --type backup`,
+  leasecron schedule --id nightly --cron "0 3 * * *" --tz Europe/Amsterdam --type backup
+  leasecron schedule --file tasks.jsonl`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if file != "" {
+				if len(args) > 0 || at != "" || in != "" || typ != "" || id != "" || every != "" || cron != "" || tz != "" || replace || maxAttempts != 0 {
+					return usagef("--file takes every task from the file: give only --partial and --json with it")
+				}
+				return a.scheduleFile(tracing.FromEnv(cmd.Context(), os.Getenv), file, partial, asJSON)
+			}
+			if partial {
+				return usagef("--partial goes with --file")
+			}
 			due, rule, err := schedule.When{At: at, In: in, Every: every, Cron: cron, TZ: tz}.Resolve(time.Now())
 			if err != nil {
 				return usageError{err}
@@ -66,7 +85,7 @@ An id that is already pending is refused unless --replace is given.`,
 			if err != nil {
 				return err
 			}
-			it, err := cl.Schedule(cmd.Context(), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts}, replace)
+			it, err := cl.Schedule(tracing.FromEnv(cmd.Context(), os.Getenv), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts}, replace)
 			if err != nil {
 				if errors.Is(err, schedule.ErrInvalid) || errors.Is(err, schedule.ErrBadRecurrence) || errors.Is(err, schedule.ErrPayloadTooLarge) {
 					return usageError{err}
@@ -90,7 +109,9 @@ An id that is already pending is refused unless --replace is given.`,
 	f.StringVar(&tz, "tz", "", "IANA time zone for --cron (default UTC)")
 	f.BoolVar(&replace, "replace", false, "replace a pending task with the same id")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the task is dead (default retry.max_attempts)")
-	f.BoolVar(&asJSON, "json", false, "print the scheduled task as JSON")
+	f.BoolVar(&asJSON, "json", false, "print the scheduled task as JSON (with --file: one result per line)")
+	f.StringVar(&file, "file", "", "schedule one task per line of this JSON Lines file (- for stdin)")
+	f.BoolVar(&partial, "partial", false, "with --file: schedule the lines that can be, report the others")
 	return c
 }
 
@@ -126,9 +147,6 @@ func (a *app) cancelCmd() *cobra.Command {
 			}
 			res, err := cl.Cancel(cmd.Context(), args[0])
 			if err != nil {
-				if errors.Is(err, leasecron.ErrNotFound) {
-					return notFoundErr{err}
-				}
 				return err
 			}
 			if asJSON {
@@ -167,9 +185,6 @@ func (a *app) rescheduleCmd() *cobra.Command {
 			}
 			it, err := cl.Reschedule(cmd.Context(), args[0], due)
 			if err != nil {
-				if errors.Is(err, leasecron.ErrNotFound) {
-					return notFoundErr{err}
-				}
 				return err
 			}
 			if asJSON {
@@ -268,9 +283,6 @@ func (a *app) statusCmd() *cobra.Command {
 			}
 			st, err := cl.Status(cmd.Context(), args[0])
 			if err != nil {
-				if errors.Is(err, leasecron.ErrNotFound) {
-					return notFoundErr{err}
-				}
 				return err
 			}
 			if asJSON {

@@ -16,12 +16,18 @@ func load(t *testing.T, yaml string, env map[string]string) (Config, error) {
 	}
 	file := ""
 	if yaml != "" {
-		file = filepath.Join(t.TempDir(), "c.yaml")
-		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		file = writeFile(t, yaml)
 	}
 	return Load(NewViper(), file)
+}
+
+func writeFile(t *testing.T, yaml string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 func TestDefaults(t *testing.T) {

@@ -79,6 +79,7 @@ var tiny = scale{
 	txWarmup: time.Second, txBaseline: 2 * time.Second, txSpacing: 3 * time.Second,
 	txLone: 2, txBurst: 20, txSeries: 3, txSeriesWindow: 7 * time.Second, // > mover.poll_every
 	idleWarmup: time.Second, idleWindow: 3 * time.Second,
+	dashPending: 200, dashRuns: 300, dashReps: 1,
 }
 
 // needAzurite skips when Azurite is not installed, unless
@@ -104,6 +105,36 @@ func TestScenariosOnAzurite(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel) // the subtests run after this function returns
+
+	t.Run("dashboard", func(t *testing.T) {
+		t.Parallel()
+		b := tinyBench(t)
+		if err := runDashboard(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		var d results.Dashboard
+		if err := results.Read(b.out, results.DashboardFile, &d); err != nil {
+			t.Fatal(err)
+		}
+		byPath := map[string]results.DashboardPage{}
+		for _, p := range d.Pages {
+			byPath[p.Path] = p
+			if p.MS.N != 1 || p.Bytes == 0 {
+				t.Errorf("%s: %+v", p.Path, p)
+			}
+		}
+		// A page of pending tasks is one query however many are pending;
+		// the overview's reads are fixed (4 slots of one limited type).
+		if p := byPath["/tasks"]; p.Requests != 1 {
+			t.Errorf("/tasks: %d requests %v, want 1", p.Requests, p.ByOp)
+		}
+		if p := byPath["/"]; p.Requests < 6 || p.Requests > 14 {
+			t.Errorf("/: %d requests %v", p.Requests, p.ByOp)
+		}
+		if d.BaselineMS <= 0 || d.CachedMS <= 0 {
+			t.Errorf("baseline %v, cached %v", d.BaselineMS, d.CachedMS)
+		}
+	})
 
 	t.Run("mover", func(t *testing.T) {
 		t.Parallel()

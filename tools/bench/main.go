@@ -7,7 +7,9 @@
 // design), consumer (consumers vs raw dequeue+delete), lateness (on-time
 // delivery with and without early enqueue), failover (leader loss to first
 // move), transactions (storage requests per task), idle (requests per hour
-// of idle workers), footprint (worker RSS and CPU) and history (what run
+// of idle workers), footprint (worker RSS and CPU), dashboard (page render
+// time and storage requests per page over a large account), batch
+// (ScheduleMany against one Schedule per task) and history (what run
 // history listings and retention cost on a table of 100,000 records). Each starts a fresh
 // Azurite. The count-based scenarios (transactions, idle) run alongside
 // failover, which spends most of its time waiting for leases to expire.
@@ -52,6 +54,9 @@ type scale struct {
 	fpTasks                         int
 	fpIdle                          time.Duration
 	historyRuns                     int
+	dashPending, dashRuns, dashReps int
+	batchTasks, batchSingle         int
+	batchLatency                    time.Duration
 }
 
 var full = scale{
@@ -64,6 +69,8 @@ var full = scale{
 	txLone: 6, txBurst: 300, txSeries: 100, txSeriesWindow: 30 * time.Second,
 	fpTasks: 2_000, fpIdle: 12 * time.Second,
 	historyRuns: 100_000,
+	dashPending: 10_000, dashRuns: 100_000, dashReps: 5,
+	batchTasks: 10_000, batchSingle: 1_000, batchLatency: 10 * time.Millisecond,
 }
 
 var quick = scale{
@@ -76,6 +83,8 @@ var quick = scale{
 	txLone: 2, txBurst: 100, txSeries: 20, txSeriesWindow: 10 * time.Second,
 	fpTasks: 1_000, fpIdle: 7 * time.Second,
 	historyRuns: 10_000,
+	dashPending: 2_000, dashRuns: 5_000, dashReps: 3,
+	batchTasks: 2_000, batchSingle: 200, batchLatency: 10 * time.Millisecond,
 }
 
 // scenario is one benchmark: run writes its record into dir.
@@ -93,6 +102,8 @@ var scenarios = []scenario{
 	{"idle", runIdle},
 	{"footprint", runFootprint},
 	{"history", runHistory},
+	{"dashboard", runDashboard},
+	{"batch", runBatch},
 }
 
 // concurrent are the scenarios that run together (counts and lease

@@ -282,7 +282,7 @@ func (t *timedTable) Get(ctx context.Context, pk, rk string) (schedule.Entity, e
 	return t.Table.Get(ctx, pk, rk)
 }
 
-func (t *timedTable) Submit(ctx context.Context, ops []schedule.Op) error {
+func (t *timedTable) Submit(ctx context.Context, ops []schedule.Op) ([]string, error) {
 	defer t.add(time.Now())
 	return t.Table.Submit(ctx, ops)
 }

@@ -58,8 +58,14 @@ type txClient struct {
 }
 
 func newTxClient(ctx context.Context, srv *azurite.Server) (*txClient, error) {
+	return newTxClientWith(ctx, srv, 0)
+}
+
+// newTxClientWith is newTxClient with lat added before every request (see
+// clientsWith).
+func newTxClientWith(ctx context.Context, srv *azurite.Server, lat time.Duration) (*txClient, error) {
 	c := &txClient{counter: storage.NewCounter()}
-	sc, err := clients(srv, c.counter)
+	sc, err := clientsWith(srv, c.counter, lat)
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,8 @@ type records struct {
 	idle         *results.Idle
 	footprint    *results.Footprint
 	history      *results.History
+	dashboard    *results.Dashboard
+	batch        *results.Batch
 }
 
 // load reads every record of dir; machine.json is required.
@@ -71,6 +73,8 @@ func load(dir string) (records, error) {
 		i  results.Idle
 		fp results.Footprint
 		h  results.History
+		db results.Dashboard
+		bt results.Batch
 	)
 	for _, x := range []struct {
 		name string
@@ -85,6 +89,8 @@ func load(dir string) (records, error) {
 		{results.IdleFile, &i, func() { r.idle = &i }},
 		{results.FootprintFile, &fp, func() { r.footprint = &fp }},
 		{results.HistoryFile, &h, func() { r.history = &h }},
+		{results.DashboardFile, &db, func() { r.dashboard = &db }},
+		{results.BatchFile, &bt, func() { r.batch = &bt }},
 	} {
 		if ok, err = opt(x.name, x.v); err != nil {
 			return r, err

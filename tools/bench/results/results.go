@@ -27,6 +27,7 @@ const (
 	IdleFile         = "idle.json"
 	FootprintFile    = "footprint.json"
 	HistoryFile      = "history.json"
+	BatchFile        = "batch.json"
 )
 
 // Machine describes where and when the benchmarks ran.
@@ -305,6 +306,30 @@ type Footprint struct {
 	// Samples over time: X seconds since the messages became visible.
 	RSS  []Point `json:"rss_mib"`
 	Done []Point `json:"done"`
+}
+
+// Batch is the batch-scheduling scenario: Client.ScheduleMany's table
+// transactions against one Schedule call per task, on the same Azurite.
+type Batch struct {
+	Cases []BatchCase `json:"cases"`
+}
+
+// BatchCase is one way of scheduling Tasks tasks.
+type BatchCase struct {
+	// Method is "batch" (ScheduleMany), "single" (one Schedule call after
+	// the other) or "single-16" (16 callers at once).
+	Method string `json:"method"`
+	// AddedLatencyMS is the delay added before every request (0: Azurite
+	// as is).
+	AddedLatencyMS float64 `json:"added_latency_ms,omitempty"`
+	// Tasks is how many tasks were scheduled.
+	Tasks int `json:"tasks"`
+	// Rate is the throughput (tasks per second).
+	Rate Rate `json:"rate"`
+	// Requests is every storage request made, by "service op"; PerTask
+	// their sum per task.
+	Requests map[string]int64 `json:"requests"`
+	PerTask  float64          `json:"per_task"`
 }
 
 // Summary are order statistics of a sample, in the sample's unit.

@@ -1,0 +1,53 @@
+package leasecron
+
+import (
+	"testing"
+	"time"
+)
+
+func TestEarlyWindowCoversAFailover(t *testing.T) {
+	if !failoverEarly {
+		t.Skip("the failover-sized default is not on yet")
+	}
+	for _, c := range []struct {
+		m    MoverOptions
+		l    LeaseOptions
+		want time.Duration
+	}{
+		{MoverOptions{}, LeaseOptions{}, 75 * time.Second},
+		{MoverOptions{}, LeaseOptions{Duration: 15 * time.Second, PollEvery: time.Second}, 16 * time.Second},
+		{MoverOptions{PollEvery: 30 * time.Second}, LeaseOptions{Duration: 15 * time.Second, PollEvery: time.Second}, 30 * time.Second},
+		{MoverOptions{Early: 3 * time.Second}, LeaseOptions{}, 3 * time.Second},
+		{MoverOptions{Early: -1}, LeaseOptions{}, -1},
+	} {
+		if got := earlyWindow(c.m, c.l); got != c.want {
+			t.Errorf("earlyWindow(%+v, %+v) = %s, want %s", c.m, c.l, got, c.want)
+		}
+	}
+}
+
+func TestWakeNoteRoundTrip(t *testing.T) {
+	base := time.Date(2026, 11, 23, 10, 0, 0, 123e6, time.UTC)
+	var dues []time.Time
+	for i := range maxWakeNote {
+		dues = append(dues, base.Add(time.Duration(i)*250*time.Millisecond))
+	}
+	note := encodeWakeNote(dues)
+	if len(note) > 2048 {
+		t.Fatalf("a full note is %d bytes, more than trafficcop.MaxNote", len(note))
+	}
+	got := decodeWakeNote(note)
+	if len(got) != len(dues) {
+		t.Fatalf("decoded %d of %d times", len(got), len(dues))
+	}
+	for i := range dues {
+		if !got[i].Equal(dues[i]) {
+			t.Fatalf("time %d: %s, want %s", i, got[i], dues[i])
+		}
+	}
+	for _, bad := range []string{"", "wake1:", "wake1:zz", "other:1:2", "wake1:1:2,-3", "wake1:1:x!"} {
+		if got := decodeWakeNote(bad); got != nil {
+			t.Errorf("decodeWakeNote(%q) = %v, want nothing", bad, got)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// fileLine is one line of `schedule --file`: a JSON object with these
+// fields (unknown ones are refused).
+type fileLine struct {
+	ID          string          `json:"id"`
+	Type        string          `json:"type"`
+	Payload     json.RawMessage `json:"payload"`
+	At          string          `json:"at"`
+	In          string          `json:"in"`
+	Every       string          `json:"every"`
+	Cron        string          `json:"cron"`
+	TZ          string          `json:"tz"`
+	MaxAttempts int             `json:"max_attempts"`
+}
+
+// lineResult is what `schedule --file --json` prints per line.
+type lineResult struct {
+	Line   int       `json:"line"`
+	ID     string    `json:"id,omitempty"`
+	Status string    `json:"status"` // scheduled, invalid, duplicate, not_written, moved
+	Due    time.Time `json:"due,omitzero"`
+	Error  string    `json:"error,omitempty"`
+}
+
+// parseLine turns one line into an item. A payload that is a JSON string is
+// taken as its text; any other JSON value as its compact JSON.
+func parseLine(b []byte, now time.Time) (leasecron.Item, error) {
+	var l fileLine
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return leasecron.Item{}, fmt.Errorf("not a JSON object with id, type, payload, at, in, every, cron, tz, max_attempts: %v", err)
+	}
+	if dec.More() {
+		return leasecron.Item{}, errors.New("more than one JSON value on the line")
+	}
+	payload := ""
+	if len(l.Payload) > 0 && string(l.Payload) != "null" {
+		var s string
+		if err := json.Unmarshal(l.Payload, &s); err == nil {
+			payload = s
+		} else {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, l.Payload); err != nil {
+				return leasecron.Item{}, fmt.Errorf("payload: %v", err)
+			}
+			payload = buf.String()
+		}
+	}
+	due, rule, err := schedule.When{At: l.At, In: l.In, Every: l.Every, Cron: l.Cron, TZ: l.TZ}.Resolve(now)
+	if err != nil {
+		return leasecron.Item{}, err
+	}
+	return leasecron.Item{ID: l.ID, Type: l.Type, Payload: payload, Due: due, Recurrence: rule, TZ: l.TZ, MaxAttempts: l.MaxAttempts}, nil
+}
+
+// scheduleFile is `schedule --file PATH`: one task per line, scheduled with
+// Client.ScheduleMany. Every line is read and checked first; a malformed
+// line is reported with its number and, without partial, nothing is
+// scheduled.
+func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON bool) error {
+	var r io.Reader = a.in
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return usageError{err}
+		}
+		defer f.Close()
+		r = f
+	}
+	now := time.Now()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 2*a.cfg.Payload.MaxSize+64<<10)
+	var (
+		items   []leasecron.Item
+		lineOf  []int
+		results []lineResult
+		bad     int
+	)
+	for n := 1; sc.Scan(); n++ {
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		it, err := parseLine(b, now)
+		if err != nil {
+			bad++
+			results = append(results, lineResult{Line: n, ID: idOf(b), Status: "invalid", Error: err.Error()})
+			continue
+		}
+		items = append(items, it)
+		lineOf = append(lineOf, n)
+	}
+	if err := sc.Err(); err != nil {
+		return usagef("reading %s: %v (a line may hold at most twice payload.max_size)", path, err)
+	}
+	if len(items) == 0 && bad == 0 {
+		return usagef("%s holds no tasks", path)
+	}
+	var res []leasecron.ScheduleResult
+	if bad == 0 || partial {
+		cl, err := a.client()
+		if err != nil {
+			return err
+		}
+		res, _ = cl.ScheduleMany(ctx, items, leasecron.ScheduleManyOptions{Partial: partial})
+	}
+	invalid := bad
+	scheduled := 0
+	for k, it := range items {
+		lr := lineResult{Line: lineOf[k], ID: it.ID, Due: it.Due}
+		switch {
+		case res == nil:
+			lr.Status, lr.Error = "not_written", "not written: another line of the file was refused"
+		case res[k].Err == nil:
+			lr.Status, lr.ID, lr.Due = "scheduled", res[k].Item.ID, res[k].Item.Due
+			scheduled++
+		default:
+			lr.Error = res[k].Err.Error()
+			switch err := res[k].Err; {
+			case errors.Is(err, schedule.ErrInvalid) || errors.Is(err, schedule.ErrBadRecurrence) || errors.Is(err, schedule.ErrPayloadTooLarge):
+				lr.Status = "invalid"
+				invalid++
+			case errors.Is(err, leasecron.ErrAlreadyScheduled):
+				lr.Status = "duplicate"
+			case errors.Is(err, schedule.ErrMovedBeforeRollback):
+				lr.Status = "moved"
+			default:
+				lr.Status = "not_written"
+			}
+		}
+		results = append(results, lr)
+	}
+	slices.SortFunc(results, func(x, y lineResult) int { return x.Line - y.Line })
+	if asJSON {
+		if err := a.printJSON(results); err != nil {
+			return err
+		}
+	} else {
+		for _, lr := range results {
+			if lr.Status != "scheduled" {
+				fmt.Fprintf(a.out, "line %d: %s %s: %s\n", lr.Line, lr.ID, strings.ReplaceAll(lr.Status, "_", " "), lr.Error)
+			}
+		}
+		fmt.Fprintf(a.out, "%d of %d tasks scheduled\n", scheduled, len(results))
+	}
+	switch {
+	case scheduled == len(results):
+		return nil
+	case invalid > 0 && scheduled == 0:
+		return usagef("%d of %d lines refused as invalid; nothing was scheduled", invalid, len(results))
+	default:
+		return fmt.Errorf("%d of %d tasks not scheduled", len(results)-scheduled, len(results))
+	}
+}
+
+// idOf returns the "id" of a line that could not be read, when it has one.
+func idOf(b []byte) string {
+	var l struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(b, &l)
+	return l.ID
+}

@@ -1,0 +1,330 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/tasktype"
+)
+
+// Load reads the optional YAML file into v and decodes the effective
+// configuration, reporting unknown keys and bad values.
+func Load(v *viper.Viper, file string) (Config, error) {
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return Config{}, fmt.Errorf("%w: config file: %w", ErrInvalid, err)
+		}
+		defer f.Close()
+		if err := v.MergeConfig(f); err != nil {
+			return Config{}, fmt.Errorf("%w: config file %s: %w", ErrInvalid, filepath.Base(file), err)
+		}
+	}
+	if err := applyDynamicEnv(v, os.Environ()); err != nil {
+		return Config{}, err
+	}
+	var problems []string
+	known := map[string]bool{}
+	for _, k := range Keys {
+		known[k.Name] = true
+	}
+	for _, k := range v.AllKeys() {
+		if known[k] {
+			continue
+		}
+		parts := strings.Split(k, ".")
+		switch {
+		case parts[0] == "handlers" && len(parts) >= 3 && handlerFields[parts[2]] && (len(parts) == 3 || parts[2] == "headers"):
+		case parts[0] == "limits" && len(parts) == 2:
+		default:
+			problems = append(problems, fmt.Sprintf("unknown key %q", k))
+		}
+	}
+	c := Config{Handlers: map[string]Handler{}, Limits: map[string]int{}}
+	d := decoder{v: v}
+	c.Storage = leasecron.Storage{
+		ConnectionString: v.GetString("storage.connection_string"),
+		Account:          v.GetString("storage.account"),
+		BlobURL:          d.url("storage.blob_url"),
+		QueueURL:         d.url("storage.queue_url"),
+		TableURL:         d.url("storage.table_url"),
+	}
+	c.Names = leasecron.Names{
+		Container:       d.name("names.container", storage.ValidateContainerName),
+		LeaseBlob:       d.str("names.lease_blob"),
+		ScheduleTable:   d.name("names.schedule_table", storage.ValidateTableName),
+		RunsTable:       d.name("names.runs_table", storage.ValidateTableName),
+		BlackboardTable: d.name("names.blackboard_table", storage.ValidateTableName),
+		Queue:           d.name("names.queue", storage.ValidateQueueName),
+		PoisonQueue:     d.name("names.poison_queue", storage.ValidateQueueName),
+	}
+	if c.Names.LeaseBlob == "" {
+		d.bad("names.lease_blob", "", "a blob name")
+	}
+	c.Lease = Lease{
+		Duration:     d.dur("lease.duration", 15*time.Second, 60*time.Second),
+		RenewEvery:   d.dur("lease.renew_every", 0, time.Minute),
+		PollEvery:    d.dur("lease.poll_every", 100*time.Millisecond, time.Hour),
+		SafetyMargin: d.dur("lease.safety_margin", 0, time.Minute),
+	}
+	c.Mover = Mover{
+		PollEvery:   d.dur("mover.poll_every", 100*time.Millisecond, time.Hour),
+		Early:       d.dur("mover.early", -time.Hour, time.Hour),
+		Concurrency: d.int("mover.concurrency", 1, 1024),
+	}
+	c.Queue = Queue{MaxDepth: d.int("queue.max_depth", 0, 1<<30), ResumeBelow: d.int("queue.resume_below", 0, 1<<30)}
+	if c.Queue.ResumeBelow == 0 {
+		c.Queue.ResumeBelow = c.Queue.MaxDepth / 2
+	}
+	if c.Queue.MaxDepth > 0 && c.Queue.ResumeBelow >= c.Queue.MaxDepth {
+		d.bad("queue.resume_below", strconv.Itoa(c.Queue.ResumeBelow), fmt.Sprintf("less than queue.max_depth (%d)", c.Queue.MaxDepth))
+	}
+	c.Worker = Worker{
+		Concurrency:       d.int("worker.concurrency", 1, 1024),
+		VisibilityTimeout: d.dur("worker.visibility_timeout", time.Second, 7*24*time.Hour),
+		MaxRunTime:        d.dur("worker.max_run_time", time.Second, 7*24*time.Hour),
+		InstanceID:        d.str("worker.instance_id"),
+		ShutdownGrace:     d.dur("worker.shutdown_grace", 0, time.Hour),
+		PollMin:           d.dur("worker.poll_min", 10*time.Millisecond, time.Hour),
+		PollMax:           d.dur("worker.poll_max", 10*time.Millisecond, time.Hour),
+		CountersEvery:     d.dur("worker.counters_every", time.Second, 24*time.Hour),
+		PauseCheck:        d.dur("worker.pause_check", 100*time.Millisecond, time.Hour),
+		PauseHold:         d.dur("worker.pause_hold", time.Second, 7*24*time.Hour),
+		Runs:              d.bool("worker.runs"),
+		Lead:              d.bool("worker.lead"),
+		Consume:           d.bool("worker.consume"),
+	}
+	if c.Worker.PollMax < c.Worker.PollMin {
+		d.bad("worker.poll_max", c.Worker.PollMax.String(), "at least worker.poll_min ("+c.Worker.PollMin.String()+")")
+	}
+	if c.Worker.InstanceID != "" {
+		if err := storage.ValidateKeyPart("worker.instance_id", c.Worker.InstanceID); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	c.Runs = Runs{
+		Retention:       d.dur("runs.retention", time.Minute, 100*365*24*time.Hour),
+		RetentionFailed: d.dur("runs.retention_failed", time.Minute, 100*365*24*time.Hour),
+		CleanEvery:      d.dur("runs.clean_every", 0, 7*24*time.Hour),
+	}
+	if c.Runs.CleanEvery > 0 && c.Runs.CleanEvery < time.Minute {
+		d.bad("runs.clean_every", c.Runs.CleanEvery.String(), "0 (off) or at least 1m")
+	}
+	c.Retry = Retry{
+		MaxAttempts: d.int("retry.max_attempts", 1, 1000),
+		MaxSnoozes:  d.int("retry.max_snoozes", 1, 100000),
+		BackoffBase: d.dur("retry.backoff_base", time.Millisecond, 24*time.Hour),
+		BackoffMax:  d.dur("retry.backoff_max", time.Millisecond, 7*24*time.Hour),
+	}
+	c.Payload = Payload{MaxSize: d.int("payload.max_size", 1, 64<<20)}
+	c.Aggregator = Aggregator{
+		Enabled: d.bool("aggregator.enabled"),
+		Cycle:   d.dur("aggregator.cycle", 100*time.Millisecond, 7*24*time.Hour),
+		LockTTL: d.dur("aggregator.lock_ttl", 0, 7*24*time.Hour),
+	}
+	c.Admin = Admin{Addr: d.str("admin.addr"), Pprof: d.bool("admin.pprof"), Dashboard: d.bool("admin.dashboard")}
+	c.Dashboard = Dashboard{Addr: d.str("dashboard.addr"), Auth: d.str("dashboard.auth"), ReadOnly: d.bool("dashboard.read_only"), AllowAnonymous: d.bool("dashboard.allow_anonymous")}
+	if c.Admin.Dashboard && c.Admin.Addr == "" {
+		d.bad("admin.dashboard", "true", "false unless admin.addr is set (the dashboard is served on it)")
+	}
+	c.Log = Log{Level: d.oneOf("log.level", "debug", "info", "warn", "error"), Format: d.oneOf("log.format", "auto", "json", "text")}
+
+	for typ := range v.GetStringMap("handlers") {
+		if err := tasktype.Validate(typ); err != nil {
+			problems = append(problems, fmt.Sprintf("handlers.%s: %v", typ, err))
+			continue
+		}
+		c.Handlers[typ] = d.handler(typ, c.Worker.MaxRunTime)
+	}
+	for typ := range v.GetStringMap("limits") {
+		if err := tasktype.Validate(typ); err != nil {
+			problems = append(problems, fmt.Sprintf("limits.%s: %v", typ, err))
+			continue
+		}
+		c.Limits[typ] = d.int("limits."+typ, 1, 10000)
+	}
+	problems = append(problems, d.problems...)
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return c, fmt.Errorf("%w:\n  %s", ErrInvalid, strings.Join(problems, "\n  "))
+	}
+	return c, nil
+}
+
+type decoder struct {
+	v        *viper.Viper
+	problems []string
+}
+
+func (d *decoder) bad(key, val, want string) {
+	d.problems = append(d.problems, fmt.Sprintf("%s = %q: want %s", key, val, want))
+}
+
+func (d *decoder) str(key string) string { return strings.TrimSpace(d.v.GetString(key)) }
+
+func (d *decoder) name(key string, check func(string) error) string {
+	s := d.str(key)
+	if err := check(s); err != nil {
+		d.problems = append(d.problems, fmt.Sprintf("%s: %v", key, err))
+	}
+	return s
+}
+
+func (d *decoder) url(key string) string {
+	s := d.str(key)
+	if s == "" {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		d.bad(key, s, "an http(s) URL")
+	}
+	return s
+}
+
+func (d *decoder) dur(key string, lo, hi time.Duration) time.Duration {
+	raw := d.v.Get(key)
+	var (
+		t   time.Duration
+		err error
+	)
+	switch x := raw.(type) {
+	case time.Duration:
+		t = x
+	case string:
+		t, err = time.ParseDuration(strings.TrimSpace(x))
+	case int, int64, float64:
+		err = errors.New("needs a unit")
+	default:
+		err = fmt.Errorf("unexpected %T", raw)
+	}
+	if err != nil {
+		d.bad(key, fmt.Sprint(raw), "a duration such as 30s, 5m or 1h")
+		return 0
+	}
+	if t < lo || t > hi {
+		d.bad(key, t.String(), fmt.Sprintf("a duration from %s to %s", lo, hi))
+	}
+	return t
+}
+
+func (d *decoder) int(key string, lo, hi int) int {
+	raw := d.v.Get(key)
+	var n int
+	switch x := raw.(type) {
+	case int:
+		n = x
+	case int64:
+		n = int(x)
+	case float64:
+		if x != float64(int(x)) {
+			d.bad(key, fmt.Sprint(raw), "a whole number")
+			return 0
+		}
+		n = int(x)
+	case string:
+		var err error
+		if n, err = strconv.Atoi(strings.TrimSpace(x)); err != nil {
+			d.bad(key, x, "a whole number")
+			return 0
+		}
+	default:
+		d.bad(key, fmt.Sprint(raw), "a whole number")
+		return 0
+	}
+	if n < lo || n > hi {
+		d.bad(key, strconv.Itoa(n), fmt.Sprintf("a number from %d to %d", lo, hi))
+	}
+	return n
+}
+
+func (d *decoder) bool(key string) bool {
+	raw := d.v.Get(key)
+	switch x := raw.(type) {
+	case bool:
+		return x
+	case string:
+		b, err := strconv.ParseBool(strings.TrimSpace(x))
+		if err != nil {
+			d.bad(key, x, "true or false")
+		}
+		return b
+	}
+	d.bad(key, fmt.Sprint(raw), "true or false")
+	return false
+}
+
+func (d *decoder) oneOf(key string, allowed ...string) string {
+	s := strings.ToLower(d.str(key))
+	for _, a := range allowed {
+		if s == a {
+			return s
+		}
+	}
+	d.bad(key, s, "one of "+strings.Join(allowed, ", "))
+	return allowed[0]
+}
+
+// handler decodes handlers.<typ>. Its timeout may not exceed maxRun
+// (worker.max_run_time, which cancels any handler anyway); an exec handler
+// without one gets maxRun, so a long job is not cut short by a default
+// of its own.
+func (d *decoder) handler(typ string, maxRun time.Duration) Handler {
+	prefix := "handlers." + typ + "."
+	h := Handler{Kind: strings.ToLower(d.str(prefix + "kind")), HTTP: d.str(prefix + "http"), Method: strings.ToUpper(d.str(prefix + "method"))}
+	h.Exec = d.v.GetStringSlice(prefix + "exec")
+	if len(h.Exec) == 1 && strings.ContainsAny(h.Exec[0], " \t") {
+		// A single string is split on white space; use a YAML list for
+		// arguments that contain spaces.
+		h.Exec = strings.Fields(h.Exec[0])
+	}
+	h.Headers = d.v.GetStringMapString(prefix + "headers")
+	if d.v.IsSet(prefix + "timeout") {
+		h.Timeout = d.dur(prefix+"timeout", time.Millisecond, 7*24*time.Hour)
+		if maxRun > 0 && h.Timeout > maxRun {
+			d.bad(prefix+"timeout", formatValue(h.Timeout), fmt.Sprintf("at most worker.max_run_time (%s), which cancels every handler; raise both for longer jobs", formatValue(maxRun)))
+		}
+	}
+	if h.Kind == "" {
+		switch {
+		case len(h.Exec) > 0 && h.HTTP != "":
+			d.bad(prefix+"exec", strings.Join(h.Exec, " "), "either exec or http for one type, not both")
+		case len(h.Exec) > 0:
+			h.Kind = "exec"
+		case h.HTTP != "":
+			h.Kind = "http"
+		default:
+			d.bad(prefix+"kind", "", "exec (with handlers."+typ+".exec), http (with handlers."+typ+".http), log or calendar")
+			return h
+		}
+	}
+	if !handlerKinds[h.Kind] {
+		d.bad(prefix+"kind", h.Kind, "exec, http, log or calendar")
+	}
+	switch h.Kind {
+	case "exec":
+		if len(h.Exec) == 0 {
+			d.bad(prefix+"exec", "", "the command to run, as a list: [\"/usr/local/bin/report\", \"--daily\"]")
+		}
+		if h.Timeout == 0 {
+			h.Timeout = maxRun
+		}
+	case "http":
+		u, err := url.Parse(h.HTTP)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			d.bad(prefix+"http", h.HTTP, "an http(s) URL")
+		}
+	}
+	return h
+}

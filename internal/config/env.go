@@ -1,0 +1,92 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/viper"
+)
+
+// envAllowed lists LEASECRON_* variables that are not configuration keys.
+var envAllowed = map[string]bool{
+	"LEASECRON_REQUIRE_AZURITE": true,
+	"LEASECRON_AZURITE_BIN":     true,
+	"LEASECRON_CONFIG":          true,
+	"LEASECRON_BIN":             true,
+}
+
+// NewViper returns a viper instance with every default set and the
+// environment bound: LEASECRON_ + the key in upper case with '.' as '_'
+// (LEASECRON_STORAGE_CONNECTION_STRING), plus LEASECRON_HANDLERS_<TYPE>_<FIELD>
+// and LEASECRON_LIMITS_<TYPE>.
+func NewViper() *viper.Viper {
+	v := viper.New()
+	v.SetConfigType("yaml")
+	for _, k := range Keys {
+		v.SetDefault(k.Name, k.Default)
+		_ = v.BindEnv(k.Name, k.Env())
+	}
+	_ = v.BindEnv("storage.connection_string", "LEASECRON_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_CONNECTION_STRING")
+	return v
+}
+
+// applyDynamicEnv maps LEASECRON_HANDLERS_<TYPE>_<FIELD> and
+// LEASECRON_LIMITS_<TYPE> into v and reports LEASECRON_* variables that name
+// no key.
+func applyDynamicEnv(v *viper.Viper, env []string) error {
+	static := map[string]bool{}
+	for _, k := range Keys {
+		static[k.Env()] = true
+	}
+	var problems []string
+	overlay := map[string]any{}
+	handlers := map[string]any{}
+	limits := map[string]any{}
+	for _, kv := range env {
+		name, val, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "LEASECRON_") || static[name] || envAllowed[name] {
+			continue
+		}
+		rest := strings.ToLower(strings.TrimPrefix(name, "LEASECRON_"))
+		switch {
+		case strings.HasPrefix(rest, "handlers_"):
+			body := strings.TrimPrefix(rest, "handlers_")
+			i := strings.LastIndex(body, "_")
+			if i <= 0 || !handlerFields[body[i+1:]] {
+				problems = append(problems, fmt.Sprintf("environment %s: want LEASECRON_HANDLERS_<TYPE>_<KIND|EXEC|HTTP|METHOD|TIMEOUT>", name))
+				continue
+			}
+			typ, field := body[:i], body[i+1:]
+			h, _ := handlers[typ].(map[string]any)
+			if h == nil {
+				h = map[string]any{}
+				handlers[typ] = h
+			}
+			if field == "exec" {
+				h[field] = strings.Fields(val)
+			} else {
+				h[field] = val
+			}
+		case strings.HasPrefix(rest, "limits_"):
+			limits[strings.TrimPrefix(rest, "limits_")] = val
+		default:
+			problems = append(problems, fmt.Sprintf("environment %s names no configuration key (see `leasecron config --keys`)", name))
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return fmt.Errorf("%w:\n  %s", ErrInvalid, strings.Join(problems, "\n  "))
+	}
+	if len(handlers) > 0 {
+		overlay["handlers"] = handlers
+	}
+	if len(limits) > 0 {
+		overlay["limits"] = limits
+	}
+	if len(overlay) > 0 {
+		// Merged into the config layer so file and environment combine.
+		return v.MergeConfigMap(overlay)
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/handler"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
+)
+
+// Key describes one static configuration key.
+type Key struct {
+	// Name is the dotted key, e.g. worker.concurrency.
+	Name string
+	// Default is the value when no source sets the key: a string, an int,
+	// a bool or a time.Duration. Defaults that a package applies to a zero
+	// option come from that package's constant, so each is declared once.
+	Default any
+	// Doc says what the key means.
+	Doc string
+	// Secret keys are redacted wherever the configuration is shown.
+	Secret bool
+}
+
+// Env is the key's environment variable: LEASECRON_ and the key in upper
+// case with '.' as '_' (LEASECRON_WORKER_CONCURRENCY).
+func (k Key) Env() string { return envName(k.Name) }
+
+func envName(key string) string {
+	return "LEASECRON_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// DefaultString is the default as the configuration would spell it
+// ("30s", "8", "true"), or "" when it is empty.
+func (k Key) DefaultString() string { return formatValue(k.Default) }
+
+// names are the root package's default resource names.
+var names = leasecron.DefaultNames()
+
+// Keys lists every static key with its default and meaning. `leasecron
+// config --keys` prints it and the README's configuration table is this
+// list (WriteMarkdown; a test compares them).
+var Keys = []Key{
+	{"storage.connection_string", "", "Storage connection string (AccountName/AccountKey or explicit endpoints). AZURE_STORAGE_CONNECTION_STRING is honoured too.", true},
+	{"storage.account", "", "Storage account name, used with Azure AD credentials (managed identity, workload identity, Azure CLI) when no connection string is set.", false},
+	{"storage.blob_url", "", "Override of the blob endpoint used with storage.account.", false},
+	{"storage.queue_url", "", "Override of the queue endpoint used with storage.account.", false},
+	{"storage.table_url", "", "Override of the table endpoint used with storage.account.", false},
+	{"names.container", names.Container, "Blob container for the lease blob, slots, payloads and calendars.", false},
+	{"names.lease_blob", names.LeaseBlob, "Blob whose lease makes the traffic cop.", false},
+	{"names.schedule_table", names.ScheduleTable, "Table of pending tasks.", false},
+	{"names.runs_table", names.RunsTable, "Table of run records.", false},
+	{"names.blackboard_table", names.BlackboardTable, "Table of aggregator keys.", false},
+	{"names.queue", names.Queue, "Work queue.", false},
+	{"names.poison_queue", names.PoisonQueue, "Queue for messages set aside (dead letters).", false},
+	{"lease.duration", trafficcop.DefaultLeaseDuration, "Lease duration, 15s to 60s.", false},
+	{"lease.renew_every", time.Duration(0), "Renew interval; 0 means lease.duration/3.", false},
+	{"lease.poll_every", trafficcop.DefaultPollEvery, "How often an instance without the lease tries to acquire it (jittered).", false},
+	{"lease.safety_margin", time.Duration(0), "Control is considered lost at last renew + duration - margin; 0 means max(2s, duration/10).", false},
+	{"mover.poll_every", schedule.DefaultPollEvery, "How often the leader looks for due tasks.", false},
+	{"mover.early", time.Duration(0), "Window within which due tasks are enqueued early with a visibility delay; 0 means mover.poll_every, negative disables.", false},
+	{"mover.concurrency", schedule.DefaultConcurrency, "Concurrent enqueues while moving.", false},
+	{"queue.max_depth", 0, "Pause moving while the queue holds this many messages; 0 disables backpressure.", false},
+	{"queue.resume_below", 0, "Resume moving below this depth; 0 means queue.max_depth/2.", false},
+	{"worker.concurrency", queue.DefaultConcurrency, "Tasks run at once by one worker.", false},
+	{"worker.visibility_timeout", queue.DefaultVisibilityTimeout, "How long a dequeued message stays invisible; extended while its handler runs.", false},
+	{"worker.max_run_time", queue.DefaultMaxRunTime, "Longest a handler may run before it is cancelled (a failed attempt); also the timeout of an exec handler without handlers.<type>.timeout.", false},
+	{"worker.instance_id", "", "This instance's identity; empty means {hostname}-{pid}-{8 random hex digits}.", false},
+	{"worker.shutdown_grace", queue.DefaultShutdownGrace, "On SIGTERM/SIGINT, how long in-flight tasks may finish.", false},
+	{"worker.poll_min", queue.DefaultPollMin, "Queue polling interval while work is flowing.", false},
+	{"worker.poll_max", queue.DefaultPollMax, "Longest queue polling interval when idle (exponential backoff with jitter).", false},
+	{"worker.counters_every", queue.DefaultCountersInterval, "How often a worker writes its counters (per minute, kept 48 h; `leasecron stats` sums the last 24 h) to the Runs table.", false},
+	{"worker.pause_check", queue.DefaultPauseCheck, "How long a worker trusts the pause state (`leasecron pause`) it read; it reads it only while it has work or holds paused tasks.", false},
+	{"worker.pause_hold", queue.DefaultPauseHold, "How long a task of a type paused without an end is hidden before it is looked at again (the worker that hid it shows it again as soon as the type is resumed).", false},
+	{"worker.runs", true, "Keep run records (status, duplicate suppression, cancel after move).", false},
+	{"worker.lead", true, "Compete for the lease and move due tasks.", false},
+	{"worker.consume", true, "Take tasks from the queue.", false},
+	{"runs.retention", leasecron.DefaultRunRetention, "How long the record of a succeeded or cancelled run is kept after it finished (7 days).", false},
+	{"runs.retention_failed", leasecron.DefaultRunRetentionFailed, "How long the record of a failed or dead run is kept after its last attempt (30 days).", false},
+	{"runs.clean_every", leasecron.DefaultRunCleanEvery, "How often the leader removes expired run records and old per-minute counters; 0 disables (then run `leasecron runs clean`).", false},
+	{"retry.max_attempts", queue.DefaultMaxAttempts, "Attempts before a task is dead and set aside.", false},
+	{"retry.max_snoozes", queue.DefaultMaxSnoozes, "Times one run may snooze (leasecron.Snooze, exec exit 75, http 503 + Retry-After) without using an attempt; each snooze beyond is a failed attempt.", false},
+	{"retry.backoff_base", queue.DefaultBackoffBase, "First retry delay; doubles per attempt, with jitter.", false},
+	{"retry.backoff_max", queue.DefaultBackoffMax, "Longest retry delay.", false},
+	{"payload.max_size", schedule.DefaultMaxPayload, "Largest payload in bytes; payloads over 24 KiB travel through a blob.", false},
+	{"aggregator.enabled", true, "Run the blackboard aggregator loop.", false},
+	{"aggregator.cycle", aggregator.DefaultCycle, "How often a worker walks the blackboard (jittered).", false},
+	{"aggregator.lock_ttl", time.Duration(0), "After how long a claim is abandoned and may be taken over; 0 means the key's interval.", false},
+	{"admin.addr", "", "Address of /healthz, /readyz and /metrics (e.g. :8080); empty disables.", false},
+	{"admin.pprof", false, "Serve /debug/pprof on the admin address.", false},
+	{"admin.dashboard", false, "Also serve the web dashboard on the admin address (under the dashboard.* rules for non-loopback addresses).", false},
+	{"dashboard.addr", leasecron.DefaultDashboardAddr, "Address of `leasecron dashboard`; an address that is not loopback needs dashboard.auth, or dashboard.read_only with dashboard.allow_anonymous.", false},
+	{"dashboard.auth", "", "Dashboard credentials: basic:USER:PASSWORD or bearer:TOKEN (compared in constant time; a browser sends the token as the basic-auth password).", true},
+	{"dashboard.read_only", false, "Hide and refuse every dashboard action.", false},
+	{"dashboard.allow_anonymous", false, "With dashboard.read_only, allow serving without dashboard.auth on an address that is not loopback.", false},
+	{"log.level", "info", "debug, info, warn or error.", false},
+	{"log.format", "auto", "auto (JSON unless on a terminal), json or text.", false},
+}
+
+// Family describes a family of keys named after task types.
+type Family struct {
+	// Name is the family's pattern, e.g. limits.<type>.
+	Name string
+	// Cell is how the README table spells its keys (Markdown).
+	Cell string
+	// Brief is its one-line summary for `leasecron config --keys`.
+	Brief string
+	// Doc is its meaning, for the README table.
+	Doc string
+}
+
+// Families are the keys named after a task type (see schedule.ValidateType
+// for the names a type may have).
+var Families = []Family{
+	{
+		Name:  "handlers.<type>.*",
+		Cell:  "`handlers.<type>.kind` / `.exec` / `.http` / `.method` / `.headers` / `.timeout`",
+		Brief: "kind (exec|http|log|calendar), exec (argv list), http (URL), method, headers, timeout",
+		Doc: "How tasks of a type are handled: `exec` (argv list from configuration; payload on stdin), `http` (POST the payload), `log` (log it), `calendar` (merge iCalendar feeds). " +
+			"`timeout` is at most worker.max_run_time; without it an exec handler gets worker.max_run_time and an http handler " + formatValue(handler.DefaultHTTPTimeout) + ".",
+	},
+	{
+		Name:  "limits.<type>",
+		Cell:  "`limits.<type>`",
+		Brief: "fleet-wide concurrency limit for a task type",
+		Doc:   "Fleet-wide number of tasks of this type that may run at once (lease slots).",
+	},
+}
+
+// Dynamic key families: the fields a handler may have and its kinds.
+var (
+	handlerFields = map[string]bool{"kind": true, "exec": true, "http": true, "method": true, "headers": true, "timeout": true}
+	handlerKinds  = map[string]bool{"exec": true, "http": true, "log": true, "calendar": true}
+)
+
+// WriteMarkdown writes the configuration table of the README: every key,
+// its default and its meaning, then the families.
+func WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("| key | default | meaning |\n| --- | --- | --- |\n")
+	for _, k := range Keys {
+		def := k.DefaultString()
+		if def == "" {
+			def = "(empty)"
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", k.Name, def, k.Doc)
+	}
+	for _, f := range Families {
+		fmt.Fprintf(&b, "| %s | | %s |\n", f.Cell, f.Doc)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteKeys writes every key with its default and meaning, one a line.
+func WriteKeys(w io.Writer) error {
+	var b strings.Builder
+	for _, k := range Keys {
+		fmt.Fprintf(&b, "%-28s %-16s %s\n", k.Name, k.DefaultString(), k.Doc)
+	}
+	for _, f := range Families {
+		fmt.Fprintf(&b, "%-28s %-16s %s\n", f.Name, "", f.Brief)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// formatValue spells a configuration value as a user would write it:
+// durations in hours, minutes, seconds or milliseconds, whichever is the
+// largest whole unit — except that under two minutes whole seconds are
+// kept ("60s", "90s", "2m", "1h").
+func formatValue(v any) string {
+	d, ok := v.(time.Duration)
+	switch {
+	case !ok:
+		return fmt.Sprint(v)
+	case d == 0:
+		return "0s"
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0 && d >= 2*time.Minute:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	case d%time.Millisecond == 0:
+		return fmt.Sprintf("%dms", d/time.Millisecond)
+	}
+	return d.String()
+}

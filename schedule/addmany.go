@@ -1,0 +1,554 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/payload"
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// Errors of AddMany, beside ErrInvalid and ErrAlreadyScheduled.
+var (
+	// ErrNotWritten: a valid item that was not written, because another
+	// item of an all-or-nothing batch was refused or a storage call
+	// failed; the error says which.
+	ErrNotWritten = errors.New("not written")
+	// ErrMovedBeforeRollback: an all-or-nothing batch failed part-way and
+	// this item, already due, had been moved to the queue before it could
+	// be taken back (see AddMany).
+	ErrMovedBeforeRollback = errors.New("moved to the queue before the batch could be rolled back")
+)
+
+// DefaultBatchConcurrency is how many table transactions AddMany has in
+// flight at once by default.
+const DefaultBatchConcurrency = 8
+
+// indexRowsPerTxn is how many id index rows, or item rows, one transaction
+// of AddMany writes (the service's limit).
+const indexRowsPerTxn = MaxOps
+
+// AddManyOptions modify AddMany.
+type AddManyOptions struct {
+	// Partial writes every item that can be written and reports the
+	// others. Without it, one invalid or duplicate item means nothing is
+	// written.
+	Partial bool
+	// Concurrency is how many table transactions are in flight at once.
+	// Default DefaultBatchConcurrency.
+	Concurrency int
+}
+
+// AddResult is what became of one item given to AddMany.
+type AddResult struct {
+	// Item is the item as stored (with its generated id, shard and row
+	// key), or as given when it was refused before that was known.
+	Item Item
+	// Err is nil when the item was written. Otherwise it wraps ErrInvalid
+	// (refused by validation, or an id that appears twice in the batch),
+	// ErrAlreadyScheduled (the id is pending already), ErrNotWritten or
+	// ErrMovedBeforeRollback.
+	Err error
+}
+
+// AddMany schedules items with table transactions: each writes up to 100
+// rows of one shard, so a batch costs about two transactions per 100
+// items (one for the id index rows, one for the item rows), plus one blob
+// write per payload above the inline limit. It returns one result per item,
+// in order, and an error wrapping ErrNotWritten when any item was not
+// written.
+//
+// Items are validated first, all of them: without o.Partial, one invalid
+// item means nothing is written at all. Then the id index rows are written
+// — they make a duplicate id fail, and no mover ever reads them, so a
+// refusal here is undone without any task having been visible — and only
+// then the item rows, the latest due first. Without o.Partial, a duplicate
+// id or a failed write undoes everything written so far. One thing cannot
+// be undone: an item row that came due and was moved to the queue between
+// its write and the undo; such items are reported with
+// ErrMovedBeforeRollback (the caller can cancel their runs). With o.Partial,
+// the items that can be written are, and each of the others says why not.
+//
+// AddMany does not replace pending tasks: an id that is already scheduled
+// is refused (ErrAlreadyScheduled), whatever its due time.
+func (c *Client) AddMany(ctx context.Context, items []Item, o AddManyOptions) ([]AddResult, error) {
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultBatchConcurrency
+	}
+	b := &batch{c: c, o: o, res: make([]AddResult, len(items))}
+	b.validate(items, TraceParentOf(ctx))
+	if !o.Partial && b.refused() > 0 {
+		b.notWritten(b.live(), "another item of the batch was refused")
+		return b.res, b.summary()
+	}
+	if err := b.storePayloads(ctx); err != nil && !o.Partial {
+		b.abort(ctx, err)
+		return b.res, b.summary()
+	}
+	if err := b.writeRows(ctx, b.indexChunks(), b.indexOps, b.resolveIndex, b.indexed); err != nil && !o.Partial {
+		b.abort(ctx, err)
+		return b.res, b.summary()
+	}
+	if err := b.writeRows(ctx, b.itemChunks(), b.itemOps, b.resolveItems, b.written); err != nil && !o.Partial {
+		b.abort(ctx, err)
+		return b.res, b.summary()
+	}
+	if o.Partial {
+		b.tidy(ctx)
+	}
+	return b.res, b.summary()
+}
+
+// batch is the state of one AddMany call. res holds every item's result;
+// an item is live while its Err is nil.
+type batch struct {
+	c   *Client
+	o   AddManyOptions
+	res []AddResult
+
+	mu       sync.Mutex
+	indexed  map[int]bool // index row written
+	written  map[int]bool // item row written
+	blobs    map[int]bool // payload blob stored
+	ensured  bool
+	ensureMu sync.Mutex
+}
+
+// validate prepares every item; refused ones get their Err. Items without
+// a trace parent get tp, the caller's.
+func (b *batch) validate(items []Item, tp string) {
+	now := b.c.opts.Clock.Now()
+	seen := make(map[string]int, len(items))
+	for i, it := range items {
+		if it.TraceParent == "" {
+			it.TraceParent = tp
+		}
+		p, err := b.c.prepare(it, now)
+		if err != nil {
+			b.res[i] = AddResult{Item: it, Err: err}
+			continue
+		}
+		if j, dup := seen[p.ID]; dup {
+			b.res[i] = AddResult{Item: p, Err: fmt.Errorf("%w: task id %q is also item %d of the batch", ErrInvalid, p.ID, j+1)}
+			continue
+		}
+		seen[p.ID] = i
+		rk, err := RowKey(p.Due, p.ID)
+		if err != nil {
+			b.res[i] = AddResult{Item: p, Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+			continue
+		}
+		p.Shard, p.RowKey, p.Indexed = b.c.shardFor(p.ID), rk, true
+		b.res[i] = AddResult{Item: p}
+	}
+	b.indexed, b.written, b.blobs = map[int]bool{}, map[int]bool{}, map[int]bool{}
+}
+
+// live returns the indexes of the items not refused so far.
+func (b *batch) live() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []int
+	for i, r := range b.res {
+		if r.Err == nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (b *batch) refused() int { return len(b.res) - len(b.live()) }
+
+// fail records err for item i.
+func (b *batch) fail(i int, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.res[i].Err == nil {
+		b.res[i].Err = err
+	}
+}
+
+// notWritten marks the items idx as not written, for why.
+func (b *batch) notWritten(idx []int, why string) {
+	for _, i := range idx {
+		b.fail(i, fmt.Errorf("%w: %s", ErrNotWritten, why))
+	}
+}
+
+// summary is AddMany's error: nil when every item was written.
+func (b *batch) summary() error {
+	n := b.refused()
+	if n == 0 {
+		return nil
+	}
+	var first error
+	for _, r := range b.res {
+		if r.Err != nil && !errors.Is(r.Err, ErrNotWritten) {
+			first = r.Err
+			break
+		}
+	}
+	if first == nil {
+		first = b.res[slices.IndexFunc(b.res, func(r AddResult) bool { return r.Err != nil })].Err
+	}
+	return fmt.Errorf("%w: %d of %d items (first: %w)", ErrNotWritten, n, len(b.res), first)
+}
+
+// ensure creates the table (and payload container) once, on first use.
+func (b *batch) ensure(ctx context.Context) error {
+	b.ensureMu.Lock()
+	defer b.ensureMu.Unlock()
+	if b.ensured {
+		return nil
+	}
+	if err := b.c.Ensure(ctx); err != nil {
+		return err
+	}
+	b.ensured = true
+	return nil
+}
+
+// storePayloads puts every payload above the inline limit in a blob.
+func (b *batch) storePayloads(ctx context.Context) error {
+	var big []int
+	for _, i := range b.live() {
+		if jsonLen(b.res[i].Item.Payload) > b.c.opts.InlineLimit {
+			big = append(big, i)
+		}
+	}
+	return b.each(ctx, len(big), func(ctx context.Context, k int) error {
+		i := big[k]
+		it := b.res[i].Item
+		name := payload.NewName(it.ID)
+		ref, err := b.c.opts.PayloadStore.Put(ctx, name, []byte(it.Payload))
+		if errors.Is(err, storage.ErrNotFound) {
+			if err = b.ensure(ctx); err == nil {
+				ref, err = b.c.opts.PayloadStore.Put(ctx, name, []byte(it.Payload))
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("%w: store the large payload of %s: %w", ErrNotWritten, it.ID, err)
+			b.fail(i, err)
+			return err
+		}
+		b.mu.Lock()
+		b.res[i].Item.PayloadBlob, b.res[i].Item.Payload = ref, ""
+		b.blobs[i] = true
+		b.mu.Unlock()
+		return nil
+	})
+}
+
+// each runs f for 0..n-1 with o.Concurrency at once. Without o.Partial the
+// first error cancels the rest and is returned; with it every f runs and
+// the first error is returned.
+func (b *batch) each(ctx context.Context, n int, f func(ctx context.Context, k int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, b.o.Concurrency)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for k := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := f(ctx, k); err != nil {
+				once.Do(func() {
+					first = err
+					if !b.o.Partial {
+						cancel()
+					}
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// chunk is up to indexRowsPerTxn items of one shard.
+type chunk struct {
+	shard string
+	items []int
+}
+
+// chunks groups the live items by shard, in the order given, into chunks
+// of at most indexRowsPerTxn.
+func chunks(b *batch, order []int) []chunk {
+	byShard := map[string][]int{}
+	var shards []string
+	for _, i := range order {
+		s := b.res[i].Item.Shard
+		if _, ok := byShard[s]; !ok {
+			shards = append(shards, s)
+		}
+		byShard[s] = append(byShard[s], i)
+	}
+	var out []chunk
+	for _, s := range shards {
+		for part := range slices.Chunk(byShard[s], indexRowsPerTxn) {
+			out = append(out, chunk{shard: s, items: part})
+		}
+	}
+	return out
+}
+
+// indexChunks are the id index rows to write, in item order.
+func (b *batch) indexChunks() []chunk { return chunks(b, b.live()) }
+
+// itemChunks are the item rows to write, the latest due first: if the
+// batch fails part-way, what was written is what comes due last, and has
+// the least chance of being moved before it is taken back.
+func (b *batch) itemChunks() []chunk {
+	order := b.live()
+	slices.SortStableFunc(order, func(x, y int) int { return b.res[y].Item.Due.Compare(b.res[x].Item.Due) })
+	return chunks(b, order)
+}
+
+// indexOps inserts the id index rows of ch.
+func (b *batch) indexOps(ch chunk) []Op {
+	ops := make([]Op, len(ch.items))
+	for k, i := range ch.items {
+		it := b.res[i].Item
+		ops[k] = Op{Kind: OpInsert, PartitionKey: ch.shard, RowKey: indexKey(it.ID), Props: map[string]any{PropItem: it.RowKey, PropID: it.ID}}
+	}
+	return ops
+}
+
+// itemOps inserts the item rows of ch.
+func (b *batch) itemOps(ch chunk) []Op {
+	ops := make([]Op, len(ch.items))
+	for k, i := range ch.items {
+		it := b.res[i].Item
+		ops[k] = Op{Kind: OpInsert, PartitionKey: ch.shard, RowKey: it.RowKey, Props: itemProps(it, true)}
+	}
+	return ops
+}
+
+// writeRows writes the chunks, o.Concurrency transactions at once, and
+// records each written item in done. A transaction refused because a row
+// is in the way is resolved: resolve marks the items that are really
+// duplicates and returns the chunk without them, to be tried again —
+// without o.Partial a duplicate ends the batch instead. Other failures mark
+// the chunk's items not written and, without o.Partial, end the batch.
+func (b *batch) writeRows(ctx context.Context, cs []chunk, ops func(chunk) []Op, resolve func(context.Context, chunk) (chunk, error), done map[int]bool) error {
+	return b.each(ctx, len(cs), func(ctx context.Context, k int) error {
+		ch := cs[k]
+		for range retries {
+			if len(ch.items) == 0 {
+				return nil
+			}
+			_, err := b.c.t.Submit(ctx, ops(ch))
+			if errors.Is(err, storage.ErrTableNotFound) {
+				if err = b.ensure(ctx); err == nil {
+					_, err = b.c.t.Submit(ctx, ops(ch))
+				}
+			}
+			if err == nil {
+				b.mu.Lock()
+				for _, i := range ch.items {
+					done[i] = true
+				}
+				b.mu.Unlock()
+				return nil
+			}
+			if !errors.Is(err, storage.ErrAlreadyExists) {
+				b.notWritten(ch.items, err.Error())
+				return err
+			}
+			rest, rerr := resolve(ctx, ch)
+			if rerr != nil {
+				b.notWritten(ch.items, rerr.Error())
+				return rerr
+			}
+			if len(rest.items) < len(ch.items) && !b.o.Partial {
+				return fmt.Errorf("%w: the batch holds an id that is already scheduled", ErrAlreadyScheduled)
+			}
+			ch = rest
+		}
+		err := fmt.Errorf("rows kept changing under %d attempts", retries)
+		b.notWritten(ch.items, err.Error())
+		return err
+	})
+}
+
+// resolveIndex finds out which index rows of ch are in the way: an id whose
+// task is pending is a duplicate; an index row whose item row is gone is
+// stale and is deleted (as Add takes such a row over).
+func (b *batch) resolveIndex(ctx context.Context, ch chunk) (chunk, error) {
+	rest := chunk{shard: ch.shard}
+	for _, i := range ch.items {
+		it := b.res[i].Item
+		idx, err := b.c.t.Get(ctx, ch.shard, indexKey(it.ID))
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			rest.items = append(rest.items, i)
+			continue
+		case err != nil:
+			return ch, fmt.Errorf("read the id index of %s: %w", it.ID, err)
+		}
+		oldRK, _, _ := propString(idx.Props, PropItem)
+		if oldRK != "" {
+			_, err = b.c.t.Get(ctx, ch.shard, oldRK)
+		} else {
+			err = storage.ErrNotFound
+		}
+		switch {
+		case err == nil:
+			due, _, _ := ParseRowKey(oldRK)
+			b.fail(i, fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano)))
+		case errors.Is(err, storage.ErrNotFound):
+			_, derr := b.c.t.Submit(ctx, []Op{{Kind: OpDelete, PartitionKey: ch.shard, RowKey: idx.RowKey, IfMatch: idx.ETag}})
+			if derr != nil && !conflict(derr) {
+				return ch, fmt.Errorf("remove the stale id index of %s: %w", it.ID, derr)
+			}
+			rest.items = append(rest.items, i)
+		default:
+			return ch, fmt.Errorf("read %s: %w", it.ID, err)
+		}
+	}
+	return rest, nil
+}
+
+// resolveItems finds the item rows of ch that are in the way: a row with
+// the same id and due time written without an index (by another program)
+// makes its item a duplicate.
+func (b *batch) resolveItems(ctx context.Context, ch chunk) (chunk, error) {
+	rest := chunk{shard: ch.shard}
+	for _, i := range ch.items {
+		it := b.res[i].Item
+		_, err := b.c.t.Get(ctx, ch.shard, it.RowKey)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			rest.items = append(rest.items, i)
+		case err == nil:
+			b.fail(i, fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano)))
+		default:
+			return ch, fmt.Errorf("read %s: %w", it.ID, err)
+		}
+	}
+	return rest, nil
+}
+
+// undoTimeout bounds the clean-up after a failed batch, which runs even
+// when the caller's context has ended.
+const undoTimeout = 2 * time.Minute
+
+// abort ends an all-or-nothing batch that failed with cause: everything
+// written is taken back, and every item not refused for a reason of its
+// own is reported not written.
+func (b *batch) abort(ctx context.Context, cause error) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	b.mu.Lock()
+	var rows, index, blobs []int
+	for i := range b.res {
+		if b.written[i] {
+			rows = append(rows, i)
+		}
+		if b.indexed[i] {
+			index = append(index, i)
+		}
+		if b.blobs[i] {
+			blobs = append(blobs, i)
+		}
+	}
+	b.mu.Unlock()
+	b.undoRows(uctx, rows)
+	b.undoIndex(uctx, index)
+	b.undoBlobs(uctx, blobs)
+	b.notWritten(b.live(), "the batch was rolled back: "+cause.Error())
+}
+
+// tidy removes, after a partial batch, the index rows and blobs of the
+// items whose item row was not written.
+func (b *batch) tidy(ctx context.Context) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	b.mu.Lock()
+	var index, blobs []int
+	for i := range b.res {
+		if b.written[i] {
+			continue
+		}
+		if b.indexed[i] {
+			index = append(index, i)
+		}
+		if b.blobs[i] {
+			blobs = append(blobs, i)
+		}
+	}
+	b.mu.Unlock()
+	b.undoIndex(uctx, index)
+	b.undoBlobs(uctx, blobs)
+}
+
+// undoRows deletes the item rows of items idx, a transaction per chunk. A
+// transaction that fails because a row is gone is redone row by row: a
+// row that is gone was moved to the queue, and its item is reported with
+// ErrMovedBeforeRollback (a recurring series is cancelled, so that the
+// occurrence the mover inserted does not go on).
+func (b *batch) undoRows(ctx context.Context, idx []int) {
+	for _, ch := range chunks(b, idx) {
+		ops := make([]Op, len(ch.items))
+		for k, i := range ch.items {
+			ops[k] = Op{Kind: OpDelete, PartitionKey: ch.shard, RowKey: b.res[i].Item.RowKey}
+		}
+		if _, err := b.c.t.Submit(ctx, ops); err == nil {
+			continue
+		}
+		for k, i := range ch.items {
+			_, err := b.c.t.Submit(ctx, ops[k:k+1])
+			if err == nil {
+				continue
+			}
+			it := b.res[i].Item
+			if errors.Is(err, storage.ErrNotFound) {
+				if it.Recurrence != "" {
+					_, _ = b.c.Cancel(ctx, it.ID)
+				}
+				b.fail(i, fmt.Errorf("%w: task %s", ErrMovedBeforeRollback, it.ID))
+				continue
+			}
+			b.c.opts.Logger.Warn("leasecron: a row of a rolled-back batch could not be deleted", "task_id", it.ID, "err", err)
+			b.fail(i, fmt.Errorf("%w: task %s was written and could not be deleted again: %w", ErrNotWritten, it.ID, err))
+		}
+	}
+}
+
+// undoIndex deletes the id index rows of items idx (best effort).
+func (b *batch) undoIndex(ctx context.Context, idx []int) {
+	for _, ch := range chunks(b, idx) {
+		ops := make([]Op, len(ch.items))
+		for k, i := range ch.items {
+			ops[k] = Op{Kind: OpDelete, PartitionKey: ch.shard, RowKey: indexKey(b.res[i].Item.ID)}
+		}
+		if _, err := b.c.t.Submit(ctx, ops); err == nil {
+			continue
+		}
+		for k := range ops {
+			if _, err := b.c.t.Submit(ctx, ops[k:k+1]); err != nil && !errors.Is(err, storage.ErrNotFound) {
+				b.c.opts.Logger.Warn("leasecron: an id index row of a rolled-back batch is left behind", "row", ops[k].RowKey, "err", err)
+			}
+		}
+	}
+}
+
+// undoBlobs deletes the payload blobs of items idx.
+func (b *batch) undoBlobs(ctx context.Context, idx []int) {
+	for _, i := range idx {
+		b.c.deleteBlob(ctx, b.res[i].Item.PayloadBlob)
+	}
+}

@@ -1,0 +1,222 @@
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/payload"
+	"github.com/leasecron/leasecron/internal/storage"
+	"go.opentelemetry.io/otel/trace"
+)
+
+func batchItems(n int, prefix string) []Item {
+	items := make([]Item, n)
+	for i := range items {
+		items[i] = Item{ID: fmt.Sprintf("%s%04d", prefix, i), Type: "mail", Payload: fmt.Sprintf(`{"n":%d}`, i), Due: t0.Add(time.Duration(i) * time.Second)}
+	}
+	return items
+}
+
+// 250 items: three index transactions and three item transactions, and
+// every task readable as if added one by one.
+func TestAddManyWritesInTransactions(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{})
+	items := batchItems(250, "b")
+	res, err := c.AddMany(ctx(t), items, AddManyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil || r.Item.ID != items[i].ID || r.Item.RowKey == "" {
+			t.Fatalf("result %d = %+v", i, r)
+		}
+	}
+	if n := mt.callCounts()["Submit"]; n != 6 {
+		t.Fatalf("%d transactions for 250 items, want 6 (3 of index rows, 3 of item rows)", n)
+	}
+	if mt.Len("00") != 500 {
+		t.Fatalf("%d rows, want 500", mt.Len("00"))
+	}
+	got, err := c.Get(ctx(t), "b0123")
+	if err != nil || got.Payload != `{"n":123}` || !got.Indexed || !got.Due.Equal(t0.Add(123*time.Second)) {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+}
+
+// Without Partial: one invalid item, one id twice, or one id already
+// scheduled, and nothing of the batch is left in the table.
+func TestAddManyAllOrNothing(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{})
+	if _, err := c.Add(ctx(t), Item{ID: "b0150", Due: t0}, AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := mt.Len("00")
+
+	bad := batchItems(200, "b")
+	bad[7].Type = "no spaces"
+	res, err := c.AddMany(ctx(t), bad, AddManyOptions{})
+	if !errors.Is(err, ErrNotWritten) || !errors.Is(res[7].Err, ErrInvalid) || !errors.Is(res[8].Err, ErrNotWritten) {
+		t.Fatalf("invalid item: err %v, res[7] %v, res[8] %v", err, res[7].Err, res[8].Err)
+	}
+	if n := mt.callCounts()["Submit"]; n != 1 || mt.Len("00") != before {
+		t.Fatalf("an invalid batch wrote: %d transactions, %d rows", n-1, mt.Len("00")-before)
+	}
+
+	twice := batchItems(3, "t")
+	twice[2].ID = twice[0].ID
+	res, _ = c.AddMany(ctx(t), twice, AddManyOptions{})
+	if !errors.Is(res[2].Err, ErrInvalid) || !strings.Contains(res[2].Err.Error(), "also item 1") {
+		t.Fatalf("an id twice: %v", res[2].Err)
+	}
+
+	dup := batchItems(200, "b") // b0150 is pending
+	res, err = c.AddMany(ctx(t), dup, AddManyOptions{})
+	if !errors.Is(err, ErrNotWritten) || !errors.Is(res[150].Err, ErrAlreadyScheduled) {
+		t.Fatalf("duplicate: err %v, res[150] %v", err, res[150].Err)
+	}
+	for i, r := range res {
+		if i != 150 && !errors.Is(r.Err, ErrNotWritten) {
+			t.Fatalf("res[%d] = %v, want not written", i, r.Err)
+		}
+	}
+	if mt.Len("00") != before {
+		t.Fatalf("a refused batch left %d rows: %v", mt.Len("00")-before, keysOf(mt.Rows("00")))
+	}
+}
+
+// With Partial, what can be written is; the rest is reported, and the
+// index rows of duplicates are not left behind.
+func TestAddManyPartial(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{})
+	if _, err := c.Add(ctx(t), Item{ID: "p0005", Due: t0}, AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	items := batchItems(10, "p")
+	items[3].Due = time.Time{}
+	res, err := c.AddMany(ctx(t), items, AddManyOptions{Partial: true})
+	if !errors.Is(err, ErrNotWritten) || !strings.Contains(err.Error(), "2 of 10") {
+		t.Fatalf("err = %v", err)
+	}
+	if !errors.Is(res[3].Err, ErrInvalid) || !errors.Is(res[5].Err, ErrAlreadyScheduled) {
+		t.Fatalf("res[3] %v, res[5] %v", res[3].Err, res[5].Err)
+	}
+	for _, i := range []int{0, 1, 2, 4, 6, 7, 8, 9} {
+		if res[i].Err != nil {
+			t.Fatalf("res[%d] = %v", i, res[i].Err)
+		}
+		if _, err := c.Get(ctx(t), items[i].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mt.Len("00") != 2*9 {
+		t.Fatalf("%d rows, want 18 (nine tasks with their index rows)", mt.Len("00"))
+	}
+	got, _ := c.Get(ctx(t), "p0005")
+	if !got.Due.Equal(t0) {
+		t.Fatalf("the pending p0005 was changed: %+v", got)
+	}
+}
+
+// A failure after some item rows were written rolls them back; the item
+// rows are written latest first, and a row moved before the rollback is
+// reported as such.
+func TestAddManyRollsBackAfterAFailure(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{})
+	items := batchItems(300, "r")
+	var submits atomic.Int32
+	mt.beforeSubmit = func(ops []Op) error {
+		if ops[0].Kind != OpInsert || strings.HasPrefix(ops[0].RowKey, IndexPrefix) {
+			return nil
+		}
+		n := submits.Add(1)
+		if n == 1 {
+			// The first item rows written are the latest due.
+			if !strings.HasSuffix(ops[0].RowKey, "r0299") {
+				return fmt.Errorf("first item transaction starts with %s, want the latest due", ops[0].RowKey)
+			}
+			return nil
+		}
+		if n == 2 {
+			// Meanwhile the mover takes one written row.
+			for _, e := range mt.Rows("00") {
+				if strings.HasSuffix(e.RowKey, "_r0250") {
+					delete(mt.rows["00"], e.RowKey)
+				}
+			}
+		}
+		return fmt.Errorf("%w: injected", storage.ErrBadRequest)
+	}
+	res, err := c.AddMany(ctx(t), items, AddManyOptions{Concurrency: 1})
+	if !errors.Is(err, ErrNotWritten) {
+		t.Fatalf("err = %v", err)
+	}
+	if !errors.Is(res[250].Err, ErrMovedBeforeRollback) {
+		t.Fatalf("res[250] = %v, want moved before rollback", res[250].Err)
+	}
+	for i, r := range res {
+		if i != 250 && !errors.Is(r.Err, ErrNotWritten) {
+			t.Fatalf("res[%d] = %v", i, r.Err)
+		}
+	}
+	if mt.Len("00") != 0 {
+		t.Fatalf("rows left after the rollback: %d", mt.Len("00"))
+	}
+}
+
+// Large payloads go through blobs, which a refused batch deletes again.
+func TestAddManyLargePayloads(t *testing.T) {
+	store := payload.NewMemory()
+	c, _, _ := newMemClient(t, Options{PayloadStore: store, InlineLimit: 64})
+	items := batchItems(3, "l")
+	items[1].Payload = strings.Repeat("x", 200)
+	res, err := c.AddMany(ctx(t), items, AddManyOptions{})
+	if err != nil || res[1].Item.PayloadBlob == "" {
+		t.Fatalf("AddMany = %+v, %v", res, err)
+	}
+	if b, err := store.Get(ctx(t), res[1].Item.PayloadBlob); err != nil || string(b) != items[1].Payload {
+		t.Fatalf("payload = %q, %v", b, err)
+	}
+	refused := batchItems(3, "l") // all three pending now
+	refused[0].ID, refused[2].ID = "fresh0", "fresh2"
+	refused[2].Payload = strings.Repeat("y", 200)
+	res, _ = c.AddMany(ctx(t), refused, AddManyOptions{})
+	if !errors.Is(res[1].Err, ErrAlreadyScheduled) || len(store.Names()) != 1 {
+		t.Fatalf("refused batch: %v, blobs %v (want the first batch's one)", res[1].Err, store.Names())
+	}
+}
+
+// Add and AddMany take the trace context of their context when an item
+// names none; an item's own traceparent wins, and a malformed one is
+// refused.
+func TestTraceParentFromContext(t *testing.T) {
+	c, _, _ := newMemClient(t, Options{})
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	tctx := trace.ContextWithSpanContext(ctx(t), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	const want = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	it, err := c.Add(tctx, Item{ID: "a", Due: t0}, AddOptions{})
+	if err != nil || it.TraceParent != want {
+		t.Fatalf("Add = %+v, %v", it, err)
+	}
+	if got, _ := c.Get(ctx(t), "a"); got.TraceParent != want {
+		t.Fatalf("stored TraceParent %q", got.TraceParent)
+	}
+	own := "00-11111111111111111111111111111111-2222222222222222-00"
+	res, err := c.AddMany(tctx, []Item{{ID: "b", Due: t0}, {ID: "c", Due: t0, TraceParent: own}}, AddManyOptions{})
+	if err != nil || res[0].Item.TraceParent != want || res[1].Item.TraceParent != own {
+		t.Fatalf("AddMany = %+v, %v", res, err)
+	}
+	if _, err := c.Add(ctx(t), Item{ID: "d", Due: t0, TraceParent: "00-xyz"}, AddOptions{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a malformed traceparent: %v", err)
+	}
+	if _, err := c.Add(ctx(t), Item{ID: "e", Due: t0}, AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.Get(ctx(t), "e"); got.TraceParent != "" {
+		t.Fatalf("untraced task got TraceParent %q", got.TraceParent)
+	}
+}

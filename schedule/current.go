@@ -1,0 +1,55 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
+)
+
+// Current reports whether a message the mover sent early (env.Token set)
+// still stands for its task: its row is still in the table carrying the
+// token (for an occurrence of a series: the series' row carries it, and its
+// SentUntil reaches the occurrence). It is false when the task was
+// cancelled, rescheduled, replaced or deleted since the message was sent —
+// or when the row has been moved out of the table meanwhile, which is why a
+// worker asks only when the run record does not already confirm the token
+// (the mover confirms it there before it moves the row), and asks the run
+// record again after a false answer. Messages without a token are always
+// current.
+func (c *Client) Current(ctx context.Context, env queue.Envelope) (bool, error) {
+	if env.Token == "" {
+		return true, nil
+	}
+	shard, rk, ok := strings.Cut(env.Row, "/")
+	if !ok || shard == "" || rk == "" {
+		return false, fmt.Errorf("%w: envelope %s: row %q: want {shard}/{RowKey}", ErrInvalid, env.ID, env.Row)
+	}
+	var row Entity
+	var err error
+	if env.Series == "" {
+		row, err = c.t.Get(ctx, shard, rk)
+	} else {
+		// A series' row moves as its occurrences are moved: find it by id.
+		var f found
+		f, _, err = c.locate(ctx, env.Series)
+		row = f.row
+	}
+	switch {
+	case errors.Is(err, storage.ErrNotFound), errors.Is(err, ErrNotFound), errors.Is(err, storage.ErrTableNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("check run %s against its row: %w", env.ID, err)
+	}
+	r, _ := parseRow(row)
+	if r.sent != env.Token {
+		return false, nil
+	}
+	if env.Series != "" && env.Due.After(r.sentUntil) {
+		return false, nil
+	}
+	return true, nil
+}

@@ -1,0 +1,415 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/queue"
+)
+
+// sentAt returns the messages sent for id (a run id or a series id), in
+// order, with their delays.
+func (q *fakeQueue) sentFor(prefix string) []sent {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []sent
+	for _, s := range q.sent {
+		if s.env.ID == prefix || strings.HasPrefix(s.env.ID, prefix+"@") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (q *fakeQueue) reset() {
+	q.mu.Lock()
+	q.sent = nil
+	q.mu.Unlock()
+}
+
+// Every occurrence of a series due within the window becomes its own
+// message with its own run id and delay; the row moves to the first
+// occurrence after the window in the same transaction.
+func TestCadenceEveryOccurrenceInTheWindow(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second})
+	e.add(t, Item{ID: "beat", Due: t0, Recurrence: "@every 2s"})
+	for pass := range 4 {
+		if err := e.onePass(t); err != nil {
+			t.Fatal(err)
+		}
+		e.fc.Advance(5 * time.Second)
+		_ = pass
+	}
+	got := e.q.sentFor("beat")
+	// Passes at t0, +5, +10, +15 with a 5 s window reach t0+20 s: 11
+	// occurrences, each once, 2 s apart, each delayed to its own time.
+	if len(got) != 11 {
+		t.Fatalf("sent %d occurrences, want 11: %v", len(got), e.q.ids())
+	}
+	for i, s := range got {
+		due := t0.Add(time.Duration(i) * 2 * time.Second)
+		if s.env.ID != "beat@"+due.Format(time.RFC3339Nano) || !s.env.Due.Equal(due) || s.env.Series != "beat" {
+			t.Fatalf("occurrence %d: %+v", i, s.env)
+		}
+		// The first pass (every 5 s) whose 5 s window reaches it sends it.
+		pass := time.Duration(max(0, (i*2-5+4)/5)) * 5 * time.Second
+		if s.delay != due.Sub(t0.Add(pass)) {
+			t.Fatalf("occurrence %d (due +%s) sent with delay %s", i, due.Sub(t0), s.delay)
+		}
+	}
+	next, err := e.c.Get(ctx(t), "beat")
+	if err != nil || !next.Due.Equal(t0.Add(22*time.Second)) {
+		t.Fatalf("next occurrence %+v, %v", next, err)
+	}
+	if n := len(itemKeys(e.mt)); n != 1 {
+		t.Fatalf("series forked: %v", itemKeys(e.mt))
+	}
+}
+
+// Occurrences missed while nobody led run once: the first overdue one,
+// then the series resumes at its phase after now.
+func TestCadenceMissedOccurrencesRunOnce(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second})
+	e.add(t, Item{ID: "beat", Due: t0.Add(-time.Minute), Recurrence: "@every 2s"})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	var dues []string
+	for _, s := range e.q.sentFor("beat") {
+		dues = append(dues, s.env.Due.Sub(t0).String())
+	}
+	if strings.Join(dues, " ") != "-1m0s 2s 4s" {
+		t.Fatalf("sent occurrences at %v, want the overdue one once and then +2s, +4s", dues)
+	}
+}
+
+// A series added between two passes gets every occurrence that fell due
+// since the previous pass (sent at once), not only the first.
+func TestCadenceSeriesAddedBetweenPasses(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	e.fc.Advance(time.Second)
+	e.add(t, Item{ID: "beat", Due: e.fc.Now().Add(500 * time.Millisecond), Recurrence: "@every 2s"})
+	e.fc.Advance(4 * time.Second) // the next pass, at t0+5s
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range e.q.sentFor("beat") {
+		got = append(got, fmt.Sprintf("%s/%s", s.env.Due.Sub(t0), s.delay))
+	}
+	if strings.Join(got, " ") != "1.5s/0s 3.5s/0s 5.5s/500ms 7.5s/2.5s 9.5s/4.5s" {
+		t.Fatalf("sent %v: want the two occurrences due since the last pass at once, then the window's", got)
+	}
+}
+
+// MaxOccurrences bounds what one pass sends for a series; the rest follow
+// in later passes, each at its own time.
+func TestCadenceBoundPerPass(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute, MaxOccurrences: 10})
+	e.add(t, Item{ID: "fast", Due: t0, Recurrence: "@every 1s"})
+	var perPass []int
+	for range 20 {
+		e.q.reset()
+		if err := e.onePass(t); err != nil {
+			t.Fatal(err)
+		}
+		perPass = append(perPass, len(e.q.sentFor("fast")))
+		e.fc.Advance(5 * time.Second)
+	}
+	for i, n := range perPass {
+		if n > 10 {
+			t.Fatalf("pass %d sent %d messages for one series, bound 10: %v", i, n, perPass)
+		}
+	}
+	if perPass[0] != 10 || perPass[len(perPass)-1] != 5 {
+		t.Fatalf("messages per pass %v: want 10 while catching up, then 5 (one pass of a 1 s series)", perPass)
+	}
+}
+
+// A one-off task due after the move window but within Early is sent early,
+// marked on its row, not sent again, and confirmed when it is moved.
+func TestEarlySendMarksThenConfirmsAndMoves(t *testing.T) {
+	var mu sync.Mutex
+	var confirmed []queue.Envelope
+	var moved []string
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute,
+		Confirm: func(_ context.Context, env queue.Envelope) error {
+			mu.Lock()
+			confirmed = append(confirmed, env)
+			mu.Unlock()
+			return nil
+		},
+		OnMoved: func(_ context.Context, envs []queue.Envelope) {
+			for _, env := range envs {
+				moved = append(moved, env.ID)
+			}
+		}})
+	e.add(t, Item{ID: "job", Due: t0.Add(30 * time.Second), Payload: "p"})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	got := e.q.sentFor("job")
+	if len(got) != 1 || got[0].delay != 30*time.Second || got[0].env.Token == "" || got[0].env.Row != "00/"+mustKey(t0.Add(30*time.Second), "job") {
+		t.Fatalf("early send %+v", got)
+	}
+	it, err := e.c.Get(ctx(t), "job")
+	if err != nil || !it.Sent {
+		t.Fatalf("row after the early send: %+v, %v", it, err)
+	}
+	if ok, err := e.c.Current(ctx(t), got[0].env); !ok || err != nil {
+		t.Fatalf("Current = %v, %v; want the message current while its row is unchanged", ok, err)
+	}
+	if e.m.Waiting(t0) != 1 {
+		t.Fatalf("waiting %d, want 1", e.m.Waiting(t0))
+	}
+	for range 4 { // +5 .. +20: nothing new
+		e.fc.Advance(5 * time.Second)
+		if err := e.onePass(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(e.q.sentFor("job")); n != 1 || len(moved) != 0 {
+		t.Fatalf("sent %d times, moved %v before its move window", n, moved)
+	}
+	e.fc.Advance(5 * time.Second) // +25: due within the 5 s move window
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.q.sentFor("job")); n != 1 {
+		t.Fatalf("sent again when moved: %d", n)
+	}
+	if len(confirmed) != 1 || confirmed[0].Token != got[0].env.Token || confirmed[0].ID != "job" {
+		t.Fatalf("confirmed %+v", confirmed)
+	}
+	if strings.Join(moved, ",") != "job" || len(itemKeys(e.mt)) != 0 {
+		t.Fatalf("moved %v, rows left %v", moved, itemKeys(e.mt))
+	}
+	if st := e.m.Stats(); st.SentEarly != 1 || st.Moved != 1 || st.Enqueued != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// After an early send, cancel, reschedule, replace and a direct delete all
+// make the sent message stale (Current is false); the rescheduled and the
+// replaced task are sent again for their new row.
+func TestEarlySentThenChanged(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute})
+	e.c.opts.ChangesAfterSend = true
+	for _, id := range []string{"cancel", "resched", "replace", "deleted"} {
+		e.add(t, Item{ID: id, Due: t0.Add(30 * time.Second), Payload: "old"})
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	first := map[string]queue.Envelope{}
+	for _, id := range []string{"cancel", "resched", "replace", "deleted"} {
+		first[id] = e.q.sentFor(id)[0].env
+	}
+	if _, err := e.c.Cancel(ctx(t), "cancel"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Reschedule(ctx(t), "resched", t0.Add(40*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Add(ctx(t), Item{ID: "replace", Due: t0.Add(30 * time.Second), Payload: "new"}, AddOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	rk := mustKey(t0.Add(30*time.Second), "deleted") // as another language's client would
+	if _, err := e.mt.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: rk}}); err != nil {
+		t.Fatal(err)
+	}
+	for id, env := range first {
+		if ok, err := e.c.Current(ctx(t), env); ok || err != nil {
+			t.Errorf("%s: Current = %v, %v after the change; want false", id, ok, err)
+		}
+	}
+	e.fc.Advance(time.Second)
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	re := e.q.sentFor("resched")
+	if len(re) != 2 || !re[1].env.Due.Equal(t0.Add(40*time.Second)) || re[1].env.Token == re[0].env.Token {
+		t.Fatalf("rescheduled task sent %+v", re)
+	}
+	rp := e.q.sentFor("replace")
+	if len(rp) != 2 || rp[1].env.Payload != "new" || rp[1].env.Token == rp[0].env.Token {
+		t.Fatalf("replaced task sent %+v", rp)
+	}
+	if ok, _ := e.c.Current(ctx(t), rp[1].env); !ok {
+		t.Fatal("the replacement's message is not current")
+	}
+	if n := len(e.q.sentFor("cancel")) + len(e.q.sentFor("deleted")); n != 2 {
+		t.Fatalf("cancelled or deleted task sent again: %v", e.q.ids())
+	}
+}
+
+// Without workers that check early-sent messages, a change to a task whose
+// message is already in the queue is refused, not pretended.
+func TestEarlySentChangeRefusedWithoutChecks(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute})
+	e.add(t, Item{ID: "job", Due: t0.Add(30 * time.Second)})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	for name, op := range map[string]func() error{
+		"cancel":     func() error { _, err := e.c.Cancel(ctx(t), "job"); return err },
+		"reschedule": func() error { _, err := e.c.Reschedule(ctx(t), "job", t0.Add(time.Hour)); return err },
+		"replace": func() error {
+			_, err := e.c.Add(ctx(t), Item{ID: "job", Due: t0.Add(time.Hour)}, AddOptions{Replace: true})
+			return err
+		},
+	} {
+		err := op()
+		if !errors.Is(err, ErrAlreadySent) || !strings.Contains(err.Error(), "task job") || !strings.Contains(err.Error(), "run records") {
+			t.Errorf("%s after the early send = %v, want ErrAlreadySent naming the task and the cause", name, err)
+		}
+	}
+	if it, err := e.c.Get(ctx(t), "job"); err != nil || !it.Due.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("the refused changes changed the task: %+v %v", it, err)
+	}
+}
+
+// A series sends occurrences ahead within Early, records them on its row,
+// and the row moves along as they come within the move window; cancelling
+// the series makes its early-sent occurrences stale.
+func TestEarlySendSeries(t *testing.T) {
+	var confirmed []string
+	var mu sync.Mutex
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: 20 * time.Second,
+		Confirm: func(_ context.Context, env queue.Envelope) error {
+			mu.Lock()
+			confirmed = append(confirmed, env.Due.Sub(t0).String())
+			mu.Unlock()
+			return nil
+		}})
+	e.c.opts.ChangesAfterSend = true
+	e.add(t, Item{ID: "tick", Due: t0, Recurrence: "@every 4s"})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	var dues []string
+	for _, s := range e.q.sentFor("tick") {
+		dues = append(dues, fmt.Sprintf("%s/%v", s.env.Due.Sub(t0), s.env.Token != ""))
+	}
+	// 0 and 4 s are moved now (no token); 8..20 s are sent early.
+	if strings.Join(dues, " ") != "0s/false 4s/false 8s/true 12s/true 16s/true 20s/true" {
+		t.Fatalf("first pass sent %v", dues)
+	}
+	it, _ := e.c.Get(ctx(t), "tick")
+	if !it.Due.Equal(t0.Add(8*time.Second)) || !it.Sent || !it.SentUntil.Equal(t0.Add(20*time.Second)) {
+		t.Fatalf("series row after the first pass: %+v", it)
+	}
+	e.fc.Advance(5 * time.Second)
+	e.q.reset()
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	dues = nil
+	for _, s := range e.q.sentFor("tick") {
+		dues = append(dues, s.env.Due.Sub(t0).String())
+	}
+	if strings.Join(dues, " ") != "24s" || strings.Join(confirmed, " ") != "8s" {
+		t.Fatalf("second pass sent %v and confirmed %v; want 24s sent and 8s confirmed", dues, confirmed)
+	}
+	it, _ = e.c.Get(ctx(t), "tick")
+	if !it.Due.Equal(t0.Add(12*time.Second)) || !it.SentUntil.Equal(t0.Add(24*time.Second)) {
+		t.Fatalf("series row after the second pass: %+v", it)
+	}
+	stale := e.q.sent[len(e.q.sent)-1].env
+	if ok, _ := e.c.Current(ctx(t), stale); !ok {
+		t.Fatal("an early-sent occurrence of a live series is not current")
+	}
+	if _, err := e.c.Cancel(ctx(t), "tick"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := e.c.Current(ctx(t), stale); ok {
+		t.Fatal("an early-sent occurrence of a cancelled series is still current")
+	}
+}
+
+// A confirmation that fails keeps the row (and sends nothing again); one
+// whose row changed before the move is taken back.
+func TestEarlySendConfirmFailureAndChange(t *testing.T) {
+	var fail bool
+	var unconfirmed []string
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute,
+		Confirm: func(context.Context, queue.Envelope) error {
+			if fail {
+				return errors.New("runs table down")
+			}
+			return nil
+		},
+		Unconfirm: func(_ context.Context, env queue.Envelope) error {
+			unconfirmed = append(unconfirmed, env.ID)
+			return nil
+		}})
+	e.c.opts.ChangesAfterSend = true
+	e.add(t, Item{ID: "a", Due: t0.Add(10 * time.Second)})
+	e.add(t, Item{ID: "b", Due: t0.Add(10 * time.Second)})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	e.fc.Advance(6 * time.Second)
+	fail = true
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if len(itemKeys(e.mt)) != 2 || len(e.q.ids()) != 2 {
+		t.Fatalf("rows %v sent %v after failed confirmations", itemKeys(e.mt), e.q.ids())
+	}
+	fail = false
+	// b is cancelled between its confirmation and its move.
+	e.mt.beforeSubmit = func(ops []Op) error {
+		for _, op := range ops {
+			if op.Kind == OpDelete && strings.HasSuffix(op.RowKey, "_b") {
+				e.mt.beforeSubmit = nil
+				if _, err := e.c.Cancel(context.Background(), "b"); err != nil {
+					return err
+				}
+				break
+			}
+		}
+		return nil
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if len(itemKeys(e.mt)) != 0 || strings.Join(unconfirmed, ",") != "b" {
+		t.Fatalf("rows %v, unconfirmed %v; want both gone and b taken back", itemKeys(e.mt), unconfirmed)
+	}
+}
+
+// Backpressure counts only what is due: messages waiting invisibly for
+// their due time are not backlog.
+func TestBackpressureIgnoresWaitingMessages(t *testing.T) {
+	var q *fakeQueue
+	depth := func(context.Context) (int, error) { return len(q.ids()), nil }
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute, MaxDepth: 10, Depth: depth})
+	q = e.q
+	for i := range 20 {
+		e.add(t, Item{ID: fmt.Sprintf("later%02d", i), Due: t0.Add(30 * time.Second)})
+	}
+	for range 3 {
+		if err := e.onePass(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(e.q.ids()); n != 20 || e.m.Stats().HoldingBack {
+		t.Fatalf("sent %d of 20 waiting messages; holding back %v", n, e.m.Stats().HoldingBack)
+	}
+	e.add(t, Item{ID: "now", Due: t0})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.q.byID("now"); !ok {
+		t.Fatal("a due task was held back by messages that are only waiting")
+	}
+}

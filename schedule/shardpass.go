@@ -1,0 +1,290 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// batchBuffer bounds how many batches a pass keeps in flight
+// between sending and committing.
+const batchBuffer = 16
+
+// shardPass is one pass over one shard. It is a pipeline: the reader reads
+// the due rows page by page and plans them; their messages are sent
+// concurrently (at most Concurrency at a time) as soon as a batch's worth
+// of rows is planned (after MoverOptions.BeforeSend); and the committer removes (or marks) each batch's
+// rows in its own fenced transaction as soon as that batch's messages are
+// in the queue, while later pages are still being read and sent. Batches
+// commit one after another, in RowKey order: each carries the fence row's
+// ETag as the previous one left it.
+type shardPass struct {
+	m      *Mover
+	shard  string
+	gen    int64
+	now    time.Time
+	since  time.Time // the previous pass of the term (see Mover.plan)
+	budget int       // messages (or rows) this pass may still act on
+	sent   int       // messages sent
+	sem    chan struct{}
+	mu     sync.Mutex
+	lagSet bool
+}
+
+// txBatch is the rows of one fenced transaction of a pass.
+type txBatch struct {
+	plans []*plan
+	ops   int
+	keys  map[string]bool
+	sends sync.WaitGroup
+}
+
+func (m *Mover) newShardPass(shard string, gen int64, now time.Time, budget int) *shardPass {
+	m.mu.Lock()
+	since := m.lastPass
+	m.mu.Unlock()
+	if since.IsZero() || since.After(now) {
+		since = now
+	}
+	return &shardPass{m: m, shard: shard, gen: gen, now: now, since: since, budget: budget, sem: make(chan struct{}, m.o.Concurrency)}
+}
+
+// run moves what is due in the shard. more reports that the budget ran out
+// before the due rows did.
+func (sp *shardPass) run(ctx context.Context) (more bool, err error) {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan *txBatch, batchBuffer)
+	var cerr error
+	committed := make(chan struct{})
+	go func() {
+		defer close(committed)
+		for c := range batches {
+			if cerr != nil || pctx.Err() != nil {
+				c.sends.Wait()
+				continue
+			}
+			if cerr = sp.settle(pctx, c); cerr != nil {
+				cancel() // stop reading and sending: the pass has failed
+			}
+		}
+	}()
+	more, rerr := sp.read(pctx, batches)
+	close(batches)
+	<-committed
+	switch {
+	case ctx.Err() != nil:
+		return false, nil
+	case cerr != nil:
+		return false, cerr
+	case rerr != nil:
+		return false, rerr
+	}
+	return more, nil
+}
+
+// read plans the due rows of the shard and hands them to the committer a
+// batch at a time, starting their sends on the way.
+func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, err error) {
+	m := sp.m
+	q := Query{Partition: sp.shard, To: dueBound(sp.now.Add(m.o.Early))}
+	cur := &txBatch{keys: map[string]bool{}}
+	flush := func() {
+		if len(cur.plans) == 0 {
+			return
+		}
+		m.beforeSend(ctx, cur.plans)
+		for _, p := range cur.plans {
+			sp.start(ctx, cur, p)
+		}
+		out <- cur
+		cur = &txBatch{keys: map[string]bool{}}
+	}
+	defer flush()
+	for {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		q.Top = int32(min(1000, max(sp.budget, 1)))
+		page, err := m.t.Query(ctx, q)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			return false, fmt.Errorf("query due rows of shard %s: %w", sp.shard, err)
+		}
+		for i, e := range page.Entities {
+			if sp.budget <= 0 {
+				return i < len(page.Entities) || page.Continuation != "", nil
+			}
+			p := m.plan(e, sp.now, sp.since, sp.gen)
+			if !p.acts() {
+				continue
+			}
+			sp.budget -= max(1, len(p.sends))
+			if !cur.add(p, sp.shard) {
+				flush()
+				cur.add(p, sp.shard)
+			}
+			if cur.ops >= MaxOps-1 {
+				flush()
+			}
+		}
+		if page.Continuation == "" {
+			return false, nil
+		}
+		if sp.budget <= 0 {
+			return true, nil
+		}
+		q.Continuation = page.Continuation
+	}
+}
+
+// start sends p's messages in the background, at most Concurrency plans
+// at a time across the pass.
+func (sp *shardPass) start(ctx context.Context, c *txBatch, p *plan) {
+	if p.bad != "" || len(p.sends) == 0 {
+		p.ok = p.bad == ""
+		return
+	}
+	select {
+	case sp.sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	c.sends.Add(1)
+	go func() {
+		defer func() { <-sp.sem; c.sends.Done() }()
+		p.ok = sp.m.sendAll(ctx, sp.now, p)
+		if p.ok {
+			sp.mu.Lock()
+			sp.sent += len(p.sends)
+			sp.mu.Unlock()
+		}
+	}()
+}
+
+// settle waits for a batch's sends, sets its malformed rows aside, confirms
+// the early-sent runs it retires and commits what is ready.
+func (sp *shardPass) settle(ctx context.Context, c *txBatch) error {
+	c.sends.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	m := sp.m
+	for _, p := range c.plans {
+		if p.bad == "" || p.ok {
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		reason := fmt.Sprintf("malformed row %s/%s: %s", p.e.PartitionKey, p.e.RowKey, p.bad)
+		if err := m.o.SetAside.SetAside(ctx, p.e.Raw, reason); err != nil {
+			m.count(func(s *MoverStats) { s.Errors++ })
+			m.o.Logger.Warn("leasecron mover: cannot set a malformed row aside; it stays", "row", p.e.RowKey, "err", err)
+			continue
+		}
+		m.o.Logger.Warn("leasecron mover: set a malformed row aside", "row", p.e.RowKey, "reason", p.bad)
+		p.ok = true
+	}
+	var ready []*plan
+	for _, p := range c.plans {
+		if p.ok {
+			ready = append(ready, p)
+		}
+	}
+	ready = m.confirmAll(ctx, ready)
+	if len(ready) == 0 || ctx.Err() != nil {
+		return nil
+	}
+	sp.mu.Lock()
+	if !sp.lagSet && ready[0].bad == "" && ready[0].retire {
+		sp.lagSet = true
+		m.count(func(s *MoverStats) { s.LastMoveLag = max(0, sp.now.Sub(ready[0].due)) })
+	}
+	sp.mu.Unlock()
+	return m.commit(ctx, sp.shard, sp.gen, ready)
+}
+
+// add puts p into the batch unless its operations would not fit in the
+// batch's transaction (with the fence update) or touch a row it already
+// touches. An empty batch takes any plan.
+func (c *txBatch) add(p *plan, shard string) bool {
+	ops := p.ops(shard, true, true)
+	clash := false
+	for _, op := range ops {
+		clash = clash || c.keys[op.RowKey]
+	}
+	if len(c.plans) > 0 && (c.ops+len(ops) > MaxOps-1 || clash) {
+		return false
+	}
+	for _, op := range ops {
+		c.keys[op.RowKey] = true
+	}
+	c.ops += len(ops)
+	c.plans = append(c.plans, p)
+	return true
+}
+
+// acts reports whether the plan has anything to do.
+func (p *plan) acts() bool {
+	return p.bad != "" || p.retire || p.mark != nil
+}
+
+// confirmAll tells MoverOptions.Confirm about the early-sent runs the
+// ready plans retire, and returns the plans that may be committed: a plan
+// whose confirmation failed keeps its row for the next pass (its messages
+// are in the queue; a worker that receives one checks the row).
+func (m *Mover) confirmAll(ctx context.Context, ready []*plan) []*plan {
+	if m.o.Confirm == nil {
+		return ready
+	}
+	var todo []*plan
+	for _, p := range ready {
+		if len(p.confirm) > 0 {
+			todo = append(todo, p)
+		}
+	}
+	if len(todo) == 0 {
+		return ready
+	}
+	forEach(m.o.Concurrency, todo, func(p *plan) {
+		for _, env := range p.confirm {
+			if ctx.Err() != nil {
+				return
+			}
+			if err := m.o.Confirm(ctx, env); err != nil {
+				m.count(func(s *MoverStats) { s.Errors++ })
+				m.o.Logger.Warn("leasecron mover: cannot confirm an early-sent run; its row stays", "run", env.ID, "err", err)
+				return
+			}
+			p.confirmed++
+		}
+	})
+	out := ready[:0]
+	for _, p := range ready {
+		if p.confirmed == len(p.confirm) {
+			out = append(out, p)
+		} else {
+			m.unconfirm(ctx, p)
+		}
+	}
+	return out
+}
+
+// unconfirm takes back the confirmations of a plan whose row was not
+// retired after all (it changed meanwhile).
+func (m *Mover) unconfirm(ctx context.Context, p *plan) {
+	if m.o.Unconfirm == nil {
+		return
+	}
+	for _, env := range p.confirm[:p.confirmed] {
+		if err := m.o.Unconfirm(ctx, env); err != nil && !errors.Is(err, context.Canceled) {
+			m.count(func(s *MoverStats) { s.Errors++ })
+			m.o.Logger.Warn("leasecron mover: cannot take back the confirmation of a run whose row changed", "run", env.ID, "err", err)
+		}
+	}
+}

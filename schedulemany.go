@@ -1,0 +1,61 @@
+package leasecron
+
+import (
+	"context"
+	"errors"
+
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// ScheduleManyOptions modify ScheduleMany.
+type ScheduleManyOptions struct {
+	// Partial schedules every item that can be scheduled and reports the
+	// others. Without it nothing is scheduled unless everything can be.
+	Partial bool
+}
+
+// ScheduleResult is what became of one item given to ScheduleMany.
+type ScheduleResult struct {
+	// Item is the item as stored (with its generated id), or as given when
+	// it was refused.
+	Item Item
+	// Err is nil when the item was scheduled. Otherwise it wraps
+	// schedule.ErrInvalid (refused by validation, or an id twice in the
+	// batch), ErrAlreadyScheduled (the id is pending), schedule.ErrNotWritten
+	// (not written because another item was refused, or a storage call
+	// failed) or schedule.ErrMovedBeforeRollback (see ScheduleMany).
+	Err error
+}
+
+// ScheduleMany schedules items in table transactions of up to 100 rows of
+// one shard: about two transactions per 100 tasks instead of one per task
+// (run records start when the mover sends a task, so they add nothing
+// here). It returns a result per item, in order, and an error
+// wrapping schedule.ErrNotWritten when any item was not scheduled.
+//
+// Every item is validated before anything is written. Without o.Partial,
+// the batch is all or nothing: one invalid item, an id that is already
+// pending or a failed write, and whatever was written is taken back. The
+// one thing that cannot be taken back is a task that came due and was
+// moved to the queue in the moment between its write and the undo; such an
+// item is reported with schedule.ErrMovedBeforeRollback and, with run
+// records, its run is recorded cancelled so that workers acknowledge it
+// without running it (a recurring series is stopped). With o.Partial, the items that can be scheduled are.
+// ScheduleMany never replaces a pending task.
+func (c *Client) ScheduleMany(ctx context.Context, items []Item, o ScheduleManyOptions) ([]ScheduleResult, error) {
+	res, err := c.sched.AddMany(ctx, items, schedule.AddManyOptions{Partial: o.Partial})
+	out := make([]ScheduleResult, len(res))
+	for i, r := range res {
+		out[i] = ScheduleResult{Item: r.Item, Err: r.Err}
+		if c.runs == nil || !errors.Is(r.Err, schedule.ErrMovedBeforeRollback) || r.Item.Recurrence != "" {
+			continue
+		}
+		// Sent before it could be taken back: a cancelled record makes
+		// the worker that receives it acknowledge it without running.
+		if cerr := c.runs.CancelPending(ctx, r.Item.ID, runs.Meta{Type: r.Item.Type, Due: r.Item.Due}); cerr != nil {
+			c.o.Logger.Warn("run of a rolled-back task not marked cancelled", "task_id", r.Item.ID, "err", cerr)
+		}
+	}
+	return out, err
+}
