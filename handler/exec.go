@@ -18,6 +18,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/osproc"
+	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
 )
 
@@ -42,7 +43,9 @@ const (
 const ExitSnooze = 75
 
 // Environment variables an Exec handler's program receives, in addition to
-// the worker's own environment and ExecOptions.Env.
+// the worker's own environment and ExecOptions.Env. A traced task's
+// program also gets TRACEPARENT (and TRACESTATE), the W3C trace context of
+// the worker's span for the run, so that its own spans join the trace.
 const (
 	EnvTaskID     = "LEASECRON_TASK_ID"    // the run id (same on every attempt)
 	EnvTaskType   = "LEASECRON_TASK_TYPE"  // the handler type
@@ -218,6 +221,17 @@ func (h *execHandler) setDefaults() error {
 	return nil
 }
 
+// withoutTrace drops TRACEPARENT and TRACESTATE from env.
+func withoutTrace(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "TRACEPARENT=") && !strings.HasPrefix(kv, "TRACESTATE=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // taskEnv returns the LEASECRON_* variables for t.
 func taskEnv(t leasecrontype.Task) []string {
 	env := []string{
@@ -247,8 +261,10 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	cmd.Args[0] = h.Argv[0]
 	cmd.Dir = h.Dir
 	// os/exec keeps the last value of a duplicated key, so the task
-	// variables win over the worker's environment and opts.Env.
-	cmd.Env = append(append(os.Environ(), h.Env...), taskEnv(t)...)
+	// variables win over the worker's environment and opts.Env. The
+	// worker's own TRACEPARENT/TRACESTATE, if it was started with them,
+	// are not the task's: the task's span (when there is one) replaces them.
+	cmd.Env = append(append(append(withoutTrace(os.Environ()), h.Env...), taskEnv(t)...), tracing.Env(ctx)...)
 	osproc.Prepare(cmd)
 
 	var (

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/dashboard"
+	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -67,7 +69,7 @@ undoes the whole file, unless --partial schedules what it can.`,
 				if len(args) > 0 || at != "" || in != "" || typ != "" || id != "" || every != "" || cron != "" || tz != "" || replace || maxAttempts != 0 {
 					return usagef("--file takes every task from the file: give only --partial and --json with it")
 				}
-				return a.scheduleFile(cmd.Context(), file, partial, asJSON)
+				return a.scheduleFile(tracing.FromEnv(cmd.Context(), os.Getenv), file, partial, asJSON)
 			}
 			if partial {
 				return usagef("--partial goes with --file")
@@ -84,7 +86,7 @@ undoes the whole file, unless --partial schedules what it can.`,
 			if err != nil {
 				return err
 			}
-			it, err := cl.Schedule(cmd.Context(), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts}, replace)
+			it, err := cl.Schedule(tracing.FromEnv(cmd.Context(), os.Getenv), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts}, replace)
 			if err != nil {
 				if errors.Is(err, schedule.ErrInvalid) || errors.Is(err, schedule.ErrBadRecurrence) || errors.Is(err, schedule.ErrPayloadTooLarge) {
 					return usageError{err}
