@@ -67,7 +67,9 @@ func TestWorkerAndClient(t *testing.T) {
 		t.Helper()
 		for {
 			s, err := c.Status(ctx, id)
-			if err == nil && s.Run != nil && s.Run.State == want {
+			// State, not Run.State: the mover records a run queued just
+			// before it sends the task and removes its row.
+			if err == nil && s.Run != nil && s.State() == string(want) {
 				return
 			}
 			if ctx.Err() != nil {
