@@ -11,7 +11,6 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/aggregator"
-	"github.com/leasecron/leasecron/azurite/azuritetest"
 )
 
 // TestDashboardOnAzurite renders every page over a real account and
@@ -19,12 +18,7 @@ import (
 // A second view within the cache TTL costs none.
 func TestDashboardOnAzurite(t *testing.T) {
 	t.Parallel()
-	srv := azuritetest.Shared(t)
-	st := leasecron.Storage{ConnectionString: srv.ConnectionString()}
-	names := leasecron.Names{
-		ScheduleTable: azuritetest.Name(t, "s"), RunsTable: azuritetest.Name(t, "r"), BlackboardTable: azuritetest.Name(t, "b"),
-		Queue: azuritetest.Name(t, "q"), PoisonQueue: azuritetest.Name(t, "p"), Container: azuritetest.Name(t, "c"),
-	}
+	st, names := testAccount(t)
 	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Limits: map[string]int{"mail": 2}})
 	if err != nil {
 		t.Fatal(err)

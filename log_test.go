@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/azurite/azuritetest"
 )
 
 // Every JSON log line of a worker names its instance exactly once, and no
@@ -21,12 +20,7 @@ import (
 // logger that already had it.)
 func TestWorkerLogLinesCarryEachKeyOnce(t *testing.T) {
 	t.Parallel()
-	srv := azuritetest.Shared(t)
-	st := leasecron.Storage{ConnectionString: srv.ConnectionString()}
-	names := leasecron.Names{
-		ScheduleTable: azuritetest.Name(t, "s"), RunsTable: azuritetest.Name(t, "r"), BlackboardTable: azuritetest.Name(t, "b"),
-		Queue: azuritetest.Name(t, "q"), PoisonQueue: azuritetest.Name(t, "p"), Container: azuritetest.Name(t, "c"),
-	}
+	st, names := testAccount(t)
 	var logs syncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	w, err := leasecron.NewWorker(leasecron.WorkerOptions{

@@ -30,3 +30,19 @@ func TestWorkerRefusesTypesOutsideTheRule(t *testing.T) {
 		t.Errorf("Run with a handler for Report.Daily: %v, want an error naming that type only", err)
 	}
 }
+
+// Storage.ContainerClient builds a client of the named container in the
+// configured account, and refuses a name the service would refuse.
+func TestStorageContainerClient(t *testing.T) {
+	st := leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"}
+	cc, err := st.ContainerClient("calendars")
+	if err != nil || !strings.HasSuffix(cc.URL(), "/devstoreaccount1/calendars") {
+		t.Fatalf("ContainerClient(calendars) = %v, %v", cc, err)
+	}
+	if _, err := st.ContainerClient("Bad_Name"); err == nil || !strings.Contains(err.Error(), "Bad_Name") {
+		t.Errorf("ContainerClient(Bad_Name) = %v, want an error naming it", err)
+	}
+	if _, err := (leasecron.Storage{}).ContainerClient("calendars"); err == nil {
+		t.Error("ContainerClient without an account: no error")
+	}
+}

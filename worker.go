@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/leasecrontype"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"golang.org/x/sync/errgroup"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/internal/ops"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -162,6 +165,11 @@ type WorkerOptions struct {
 	Logger *slog.Logger
 	// Clock is the time source. Default the real clock.
 	Clock leasecrontype.Clock
+	// TracerProvider receives the spans of moves and runs (see the README's
+	// Traces section). Default the global provider (otel.GetTracerProvider),
+	// which does nothing unless set up; the CLI sets one up from the
+	// standard OTEL_* variables.
+	TracerProvider trace.TracerProvider
 }
 
 // Worker is one leasecron instance: it competes for the lease and moves
@@ -193,6 +201,9 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 		o.Logger = slog.Default()
 	}
 	o.Clock = clock.OrReal(o.Clock)
+	if o.TracerProvider == nil {
+		o.TracerProvider = otel.GetTracerProvider()
+	}
 	if o.InstanceID == "" {
 		o.InstanceID = instance.NewID()
 	}
@@ -426,6 +437,7 @@ func (w *Worker) lead(ctx context.Context) error {
 		enq = wakingEnqueuer{q: w.queue, clk: w.o.Clock, wake: w.consumer.WakeAt}
 	}
 	w.mu.Unlock()
+	enq = tracingEnqueuer{next: enq, tracer: w.o.TracerProvider.Tracer(tracing.Name)}
 	mo := schedule.MoverOptions{
 		Shards:       w.sched.Shards(),
 		Generation:   func() int64 { return term.Generation },
@@ -508,6 +520,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		Clock:             w.o.Clock,
 		Logger:            w.o.Logger, // it adds "instance" itself
 		Payloads:          w.payloads,
+		TracerProvider:    w.o.TracerProvider,
 		Observer:          observer{w.metrics},
 	}
 	if w.runs != nil {

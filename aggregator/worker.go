@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/instance"
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
@@ -206,23 +207,17 @@ func (o Options) withDefaults() (Options, error) {
 	if err := storage.ValidateTableName(o.Table); err != nil {
 		return o, fmt.Errorf("%w: Table: %w", ErrInvalid, err)
 	}
-	switch {
-	case o.Cycle == 0:
-		o.Cycle = DefaultCycle
-	case o.Cycle < MinCycle:
-		return o, fmt.Errorf("%w: Cycle %v: must be at least %v (0 means the default %v)", ErrInvalid, o.Cycle, MinCycle, DefaultCycle)
+	if err := opt.DefaultAtLeast(ErrInvalid, "aggregator.Options.Cycle", &o.Cycle, DefaultCycle, MinCycle); err != nil {
+		return o, err
 	}
 	if o.LockTTL < 0 || (o.LockTTL > 0 && o.LockTTL < MinLockTTL) {
-		return o, fmt.Errorf("%w: LockTTL %v: must be 0 (each key's interval) or at least %v", ErrInvalid, o.LockTTL, MinLockTTL)
+		return o, opt.Invalid(ErrInvalid, "aggregator.Options.LockTTL", o.LockTTL, fmt.Sprintf("0 (each key's interval) or at least %v", MinLockTTL))
 	}
 	if o.Heartbeat < 0 {
-		return o, fmt.Errorf("%w: Heartbeat %v: must be positive (0 means a third of the lock TTL)", ErrInvalid, o.Heartbeat)
+		return o, opt.Invalid(ErrInvalid, "aggregator.Options.Heartbeat", o.Heartbeat, "a positive value, or 0 for a third of the lock TTL")
 	}
-	switch {
-	case o.MaxConcurrent == 0:
-		o.MaxConcurrent = 1
-	case o.MaxConcurrent < 0 || o.MaxConcurrent > MaxConcurrentLimit:
-		return o, fmt.Errorf("%w: MaxConcurrent %d: must be between 1 and %d (0 means 1)", ErrInvalid, o.MaxConcurrent, MaxConcurrentLimit)
+	if err := opt.DefaultIn(ErrInvalid, "aggregator.Options.MaxConcurrent", &o.MaxConcurrent, 1, 1, MaxConcurrentLimit); err != nil {
+		return o, err
 	}
 	if o.Handlers == nil {
 		return o, fmt.Errorf("%w: Handlers is nil: pass the handler registry's lookup", ErrInvalid)

@@ -670,11 +670,11 @@ func TestOptionsValidation(t *testing.T) {
 		want string
 	}{
 		{Options{}, "Handlers"},
-		{Options{Handlers: h, Cycle: time.Millisecond}, "Cycle 1ms"},
-		{Options{Handlers: h, LockTTL: time.Millisecond}, "LockTTL 1ms"},
-		{Options{Handlers: h, LockTTL: -time.Second}, "LockTTL -1s"},
-		{Options{Handlers: h, Heartbeat: -time.Second}, "Heartbeat -1s"},
-		{Options{Handlers: h, MaxConcurrent: 65}, "MaxConcurrent 65"},
+		{Options{Handlers: h, Cycle: time.Millisecond}, "Cycle = 1ms"},
+		{Options{Handlers: h, LockTTL: time.Millisecond}, "LockTTL = 1ms"},
+		{Options{Handlers: h, LockTTL: -time.Second}, "LockTTL = -1s"},
+		{Options{Handlers: h, Heartbeat: -time.Second}, "Heartbeat = -1s"},
+		{Options{Handlers: h, MaxConcurrent: 65}, "MaxConcurrent = 65"},
 		{Options{Handlers: h, Table: "bad-name"}, "bad-name"},
 	} {
 		_, err := NewWorkerWithStore(NewMemStore(), tc.o)

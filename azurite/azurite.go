@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -99,6 +100,15 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	return s, nil
 }
 
+// binName is npm's launcher of the azurite package in node_modules/.bin:
+// a shell script, or on Windows the azurite.cmd beside it.
+func binName() string {
+	if runtime.GOOS == "windows" {
+		return "azurite.cmd"
+	}
+	return "azurite"
+}
+
 // FindBinary resolves the azurite executable as Start does, returning
 // ErrNotInstalled (with the fixing command) when it is missing.
 func FindBinary(explicit string) (string, error) {
@@ -123,7 +133,7 @@ func FindBinary(explicit string) (string, error) {
 	}
 	for _, start := range starts {
 		for dir := start; ; dir = filepath.Dir(dir) {
-			p := filepath.Join(dir, "node_modules", ".bin", "azurite")
+			p := filepath.Join(dir, "node_modules", ".bin", binName())
 			if _, err := os.Stat(p); err == nil {
 				return p, nil
 			}

@@ -16,7 +16,9 @@ import (
 
 	"github.com/leasecron/leasecron/leasecrontype"
 
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/osproc"
+	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
 )
 
@@ -41,7 +43,9 @@ const (
 const ExitSnooze = 75
 
 // Environment variables an Exec handler's program receives, in addition to
-// the worker's own environment and ExecOptions.Env.
+// the worker's own environment and ExecOptions.Env. A traced task's
+// program also gets TRACEPARENT (and TRACESTATE), the W3C trace context of
+// the worker's span for the run, so that its own spans join the trace.
 const (
 	EnvTaskID     = "LEASECRON_TASK_ID"    // the run id (same on every attempt)
 	EnvTaskType   = "LEASECRON_TASK_TYPE"  // the handler type
@@ -62,7 +66,9 @@ type ExecOptions struct {
 	Argv []string
 	// Timeout bounds one run. At the timeout the program's whole process
 	// group gets SIGTERM, and SIGKILL KillGrace later if the program is
-	// still running. Default DefaultExecTimeout (5 min).
+	// still running. Default DefaultExecTimeout (5 min). (The leasecron
+	// binary gives an exec handler without handlers.<type>.timeout the
+	// worker's worker.max_run_time instead.)
 	//
 	// The program runs in a process group of its own. When it exits,
 	// successfully or not, whatever it left running in that group
@@ -185,13 +191,13 @@ func (h *execHandler) setDefaults() error {
 	case !osproc.Executable(fi):
 		return fmt.Errorf("%w: ExecOptions.Argv[0] %q is not executable (mode %v)", ErrInvalidOptions, name, fi.Mode().Perm())
 	}
-	if err := orDefault("ExecOptions.Timeout", &h.Timeout, DefaultExecTimeout, ""); err != nil {
+	if err := opt.Default(ErrInvalidOptions, "ExecOptions.Timeout", &h.Timeout, DefaultExecTimeout); err != nil {
 		return err
 	}
-	if err := orDefault("ExecOptions.KillGrace", &h.KillGrace, DefaultKillGrace, ""); err != nil {
+	if err := opt.Default(ErrInvalidOptions, "ExecOptions.KillGrace", &h.KillGrace, DefaultKillGrace); err != nil {
 		return err
 	}
-	if err := orDefault("ExecOptions.OutputTail", &h.OutputTail, DefaultOutputTail, "a byte count "); err != nil {
+	if err := opt.Default(ErrInvalidOptions, "ExecOptions.OutputTail", &h.OutputTail, DefaultOutputTail); err != nil {
 		return err
 	}
 	for i, kv := range h.Env {
@@ -213,6 +219,17 @@ func (h *execHandler) setDefaults() error {
 		h.Logger = slog.Default()
 	}
 	return nil
+}
+
+// withoutTrace drops TRACEPARENT and TRACESTATE from env.
+func withoutTrace(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "TRACEPARENT=") && !strings.HasPrefix(kv, "TRACESTATE=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // taskEnv returns the LEASECRON_* variables for t.
@@ -244,8 +261,10 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	cmd.Args[0] = h.Argv[0]
 	cmd.Dir = h.Dir
 	// os/exec keeps the last value of a duplicated key, so the task
-	// variables win over the worker's environment and opts.Env.
-	cmd.Env = append(append(os.Environ(), h.Env...), taskEnv(t)...)
+	// variables win over the worker's environment and opts.Env. The
+	// worker's own TRACEPARENT/TRACESTATE, if it was started with them,
+	// are not the task's: the task's span (when there is one) replaces them.
+	cmd.Env = append(append(append(withoutTrace(os.Environ()), h.Env...), taskEnv(t)...), tracing.Env(ctx)...)
 	osproc.Prepare(cmd)
 
 	var (

@@ -15,7 +15,9 @@ import (
 
 	"github.com/leasecron/leasecron/leasecrontype"
 
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
 )
 
@@ -26,7 +28,8 @@ const DefaultHTTPTimeout = 30 * time.Second
 const maxDrain = 1 << 20
 
 // Request headers an HTTP handler sends with every task. They mirror the
-// environment variables of Exec.
+// environment variables of Exec; a traced task's request also carries the
+// W3C traceparent (and tracestate) header of the worker's span for the run.
 const (
 	HeaderTaskID     = "X-Leasecron-Task-Id"
 	HeaderTaskType   = "X-Leasecron-Task-Type"
@@ -137,10 +140,10 @@ func (h *httpHandler) setDefaults() error {
 		hdr[k] = v
 	}
 	h.Headers = hdr
-	if err := orDefault("HTTPOptions.Timeout", &h.Timeout, DefaultHTTPTimeout, ""); err != nil {
+	if err := opt.Default(ErrInvalidOptions, "HTTPOptions.Timeout", &h.Timeout, DefaultHTTPTimeout); err != nil {
 		return err
 	}
-	if err := orDefault("HTTPOptions.OutputTail", &h.OutputTail, DefaultOutputTail, "a byte count "); err != nil {
+	if err := opt.Default(ErrInvalidOptions, "HTTPOptions.OutputTail", &h.OutputTail, DefaultOutputTail); err != nil {
 		return err
 	}
 	if h.Client == nil {
@@ -195,6 +198,8 @@ func (h *httpHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	if t.Key != "" {
 		req.Header.Set(HeaderKey, t.Key)
 	}
+	// W3C trace context of the worker's span for the run, when traced.
+	tracing.Inject(ctx, req.Header)
 
 	resp, err := h.Client.Do(req)
 	if err != nil {

@@ -38,8 +38,8 @@ func TestHTTPValidation(t *testing.T) {
 		{"bad method", HTTPOptions{URL: "http://h/", Method: "PO ST"}, `HTTPOptions.Method "PO ST"`},
 		{"bad header name", HTTPOptions{URL: "http://h/", Headers: map[string]string{"Bad Name": "x"}}, `"Bad Name" is not a valid header name`},
 		{"header injection", HTTPOptions{URL: "http://h/", Headers: map[string]string{"X-A": "1\r\nX-B: 2"}}, `Headers["X-A"]: value contains a line break`},
-		{"negative timeout", HTTPOptions{URL: "http://h/", Timeout: -time.Second}, "HTTPOptions.Timeout -1s is negative"},
-		{"negative tail", HTTPOptions{URL: "http://h/", OutputTail: -5}, "HTTPOptions.OutputTail -5"},
+		{"negative timeout", HTTPOptions{URL: "http://h/", Timeout: -time.Second}, "HTTPOptions.Timeout = -1s: want a positive value"},
+		{"negative tail", HTTPOptions{URL: "http://h/", OutputTail: -5}, "HTTPOptions.OutputTail = -5"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

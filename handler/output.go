@@ -3,7 +3,6 @@ package handler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -20,16 +19,4 @@ var ErrTimeout = errors.New("handler timed out")
 // run record.
 func recordOutput(ctx context.Context, output string) {
 	_, _ = io.WriteString(leasecrontype.Output(ctx), output)
-}
-
-// orDefault fills a zero option with its default and refuses a negative
-// one with an error naming the field, the value and what is accepted.
-func orDefault[T ~int | ~int64](field string, v *T, def T, what string) error {
-	switch {
-	case *v < 0:
-		return fmt.Errorf("%w: %s %v is negative: want %s> 0, or 0 for the default %v", ErrInvalidOptions, field, *v, what, def)
-	case *v == 0:
-		*v = def
-	}
-	return nil
 }

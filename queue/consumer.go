@@ -10,7 +10,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/leasecrontype"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Sentinel errors of the consumer.
@@ -81,6 +83,7 @@ type Consumer struct {
 	// pauseRead serialises reads of the PauseSource.
 	pause     pauseState
 	pauseRead sync.Mutex
+	tracer    trace.Tracer
 	hooks     testHooks
 }
 
@@ -124,6 +127,7 @@ func newConsumer(client *Client, o ConsumerOptions) (*Consumer, error) {
 		o: o, work: client.work, client: client, log: o.Logger.With("instance", o.InstanceID), clk: o.Clock,
 		slots: make(chan struct{}, o.Concurrency), handlers: map[string]leasecrontype.Handler{}, inFlight: map[string]bool{},
 		wakes: newWakeSet(), pause: pauseState{held: map[string]heldMsg{}},
+		tracer: o.TracerProvider.Tracer(tracing.Name),
 	}
 	c.client.clk = o.Clock
 	c.stats.poll = o.PollMin

@@ -8,8 +8,10 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // delivery is the state of one message being processed.
@@ -21,7 +23,8 @@ type delivery struct {
 	maxA    int
 	log     *slog.Logger
 	claimed bool
-	slot    *slotHold // nil outside the consumer loop (tests)
+	slot    *slotHold  // nil outside the consumer loop (tests)
+	span    trace.Span // the delivery's leasecron.run span; nil for a malformed message
 }
 
 // slotHold records whether a delivery holds one of the consumer's
@@ -51,6 +54,11 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	}
 	d.env, d.typ = env, env.Type
 	d.log = d.log.With("task_id", env.ID, "type", env.Type, "attempt", env.Attempt+1)
+	// The delivery's span: a child of the schedule row's trace (an
+	// occurrence of a series links to it); the handler's context carries it.
+	hctx, d.span = tracing.StartTask(hctx, c.tracer, "leasecron.run", env.TraceParent, env.Series != "", trace.SpanKindConsumer,
+		tracing.TaskAttrs(env.ID, env.Type, env.Attempt+1, env.Series)...)
+	defer d.span.End() // settle ends it; this covers any way out without an outcome
 	d.maxA = c.o.MaxAttempts
 	if env.MaxAttempts > 0 {
 		d.maxA = env.MaxAttempts

@@ -102,6 +102,16 @@
 // holds paused ones; it remembers the messages it hid and shows them again
 // as soon as a check finds their type resumed.
 //
+// # Traces
+//
+// Every delivery of an envelope is a span, leasecron.run, in the trace of
+// the envelope's TraceParent (a child of it; for an occurrence of a
+// recurring series a new trace linked to it), made with
+// ConsumerOptions.TracerProvider; the handler's context holds it. A failed
+// attempt adds a leasecron.retry span inside it, the last a
+// leasecron.dead_letter span. The spans carry leasecron.task.id, .type,
+// .attempt and .series, and the run span leasecron.outcome.
+//
 // # Shutdown
 //
 // When Run's context ends the consumer stops dequeuing, lets in-flight

@@ -48,6 +48,10 @@ type Envelope struct {
 	// attempt in one conditional write. A message without it is claimed
 	// correctly too, at the cost of a read.
 	Marked bool `json:"marked,omitempty"`
+	// TraceParent is the W3C traceparent of the span the run's spans are
+	// children of (the move, whose parent is the schedule row's
+	// TraceParent); empty when the task is not traced.
+	TraceParent string `json:"traceparent,omitempty"`
 	// Snoozes counts the times the handler snoozed this run (see
 	// leasecrontype.Snooze); past ConsumerOptions.MaxSnoozes a snooze is a
 	// failed attempt.

@@ -9,6 +9,8 @@ import (
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/internal/opt"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of ConsumerOptions: the one place they are declared. The
@@ -127,6 +129,12 @@ type ConsumerOptions struct {
 	PauseHold time.Duration
 	// Observer, when set, receives events for metrics.
 	Observer Observer
+	// TracerProvider makes the spans of each delivery (leasecron.run, with
+	// leasecron.retry and leasecron.dead_letter inside), children of the
+	// envelope's TraceParent. Default the global provider
+	// (otel.GetTracerProvider), which does nothing unless a program sets
+	// one up.
+	TracerProvider trace.TracerProvider
 
 	rand func() float64 // tests make jitter deterministic
 }
@@ -199,6 +207,9 @@ func (o *ConsumerOptions) fill() error {
 		o.InstanceID = instance.NewID()
 	}
 	o.Clock = clock.OrReal(o.Clock)
+	if o.TracerProvider == nil {
+		o.TracerProvider = otel.GetTracerProvider()
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func (c *Consumer) settle(d *delivery, o Outcome) {
@@ -34,6 +38,11 @@ func (c *Consumer) settle(d *delivery, o Outcome) {
 			x.Abandoned++
 		}
 	})
+	// The delivery's span ends with its outcome, before anyone hears of it.
+	if d.span != nil {
+		d.span.SetAttributes(tracing.Outcome.String(string(o)))
+		d.span.End()
+	}
 	if c.o.Observer != nil {
 		c.o.Observer.OnHandled(typ, o, c.clk.Now().Sub(d.start))
 	}
@@ -101,6 +110,7 @@ func (c *Consumer) fail(hctx context.Context, d *delivery, herr error, tail stri
 		return
 	}
 	delay := jitter(backoff(c.o.BackoffBase, c.o.BackoffMax, env.Attempt), c.o.rand())
+	c.traceStep(hctx, d, "leasecron.retry", herr, attribute.String("leasecron.retry_in", delay.String()))
 	d.log.Info("attempt failed; retrying later", "err", herr, "retry_in", delay, "max_attempts", d.maxA)
 	c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
 	if c.rewrite(hctx, d, env, delay) {
@@ -202,6 +212,7 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 	if herr == nil {
 		herr = errors.New(reason)
 	}
+	c.traceStep(hctx, d, "leasecron.dead_letter", herr, attribute.String("leasecron.reason", trunc.Head(reason, 512)))
 	if !c.setAsideAndDelete(hctx, d, rec) {
 		env.Attempt = max(env.Attempt, d.maxA)
 		env.Dequeues = d.m.DequeueCount
@@ -243,4 +254,18 @@ func (c *Consumer) abandon(d *delivery, tail string) {
 	c.finish(ctx, d, leasecrontype.RunQueued, errors.New("worker shut down before the task finished"), tail)
 	d.log.Info("handler cancelled by shutdown; message released")
 	c.settle(d, OutcomeAbandoned)
+}
+
+// traceStep records a step of a failed delivery (a retry scheduled, a dead
+// letter) as a short span inside the delivery's, and marks both failed
+// with err.
+func (c *Consumer) traceStep(hctx context.Context, d *delivery, name string, err error, attrs ...attribute.KeyValue) {
+	if d.span == nil {
+		return
+	}
+	d.span.RecordError(err)
+	d.span.SetStatus(codes.Error, trunc.Head(err.Error(), 256))
+	_, s := c.tracer.Start(hctx, name, trace.WithAttributes(append(tracing.TaskAttrs(d.env.ID, d.env.Type, d.env.Attempt+1, d.env.Series), attrs...)...))
+	s.SetStatus(codes.Error, trunc.Head(err.Error(), 256))
+	s.End()
 }

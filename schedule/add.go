@@ -20,7 +20,8 @@ type AddOptions struct {
 }
 
 func (c *Client) prepare(it Item, now time.Time) (Item, error) {
-	out := Item{ID: it.ID, Type: it.Type, Payload: it.Payload, Recurrence: strings.TrimSpace(it.Recurrence), TZ: strings.TrimSpace(it.TZ), MaxAttempts: it.MaxAttempts}
+	out := Item{ID: it.ID, Type: it.Type, Payload: it.Payload, Recurrence: strings.TrimSpace(it.Recurrence), TZ: strings.TrimSpace(it.TZ), MaxAttempts: it.MaxAttempts,
+		TraceParent: strings.TrimSpace(it.TraceParent)}
 	if out.ID == "" {
 		out.ID = newID(now)
 	}
@@ -46,6 +47,9 @@ func (c *Client) prepare(it Item, now time.Time) (Item, error) {
 	if out.MaxAttempts < 0 || out.MaxAttempts > MaxMaxAttempts {
 		return Item{}, fmt.Errorf("%w: task %s: max attempts %d: want 0 (worker default) .. %d", ErrInvalid, out.ID, out.MaxAttempts, MaxMaxAttempts)
 	}
+	if out.TraceParent != "" && !ValidTraceParent(out.TraceParent) {
+		return Item{}, fmt.Errorf("%w: task %s: trace parent %q is not a W3C traceparent (00-{32 hex}-{16 hex}-{2 hex})", ErrInvalid, out.ID, out.TraceParent)
+	}
 	if !utf8.ValidString(out.Payload) {
 		return Item{}, fmt.Errorf("%w: task %s: payload is not valid UTF-8; encode binary data as base64", ErrInvalid, out.ID)
 	}
@@ -65,6 +69,9 @@ func (c *Client) prepare(it Item, now time.Time) (Item, error) {
 // a payload above the inline limit is stored in a blob first, and deleted
 // again if the table write fails. It returns the item as stored.
 func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) {
+	if it.TraceParent == "" {
+		it.TraceParent = TraceParentOf(ctx)
+	}
 	it, err := c.prepare(it, c.opts.Clock.Now())
 	if err != nil {
 		return Item{}, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/storage"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func batchItems(n int, prefix string) []Item {
@@ -185,5 +186,37 @@ func TestAddManyLargePayloads(t *testing.T) {
 	res, _ = c.AddMany(ctx(t), refused, AddManyOptions{})
 	if !errors.Is(res[1].Err, ErrAlreadyScheduled) || len(store.Names()) != 1 {
 		t.Fatalf("refused batch: %v, blobs %v (want the first batch's one)", res[1].Err, store.Names())
+	}
+}
+
+// Add and AddMany take the trace context of their context when an item
+// names none; an item's own traceparent wins, and a malformed one is
+// refused.
+func TestTraceParentFromContext(t *testing.T) {
+	c, _, _ := newMemClient(t, Options{})
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	tctx := trace.ContextWithSpanContext(ctx(t), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	const want = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	it, err := c.Add(tctx, Item{ID: "a", Due: t0}, AddOptions{})
+	if err != nil || it.TraceParent != want {
+		t.Fatalf("Add = %+v, %v", it, err)
+	}
+	if got, _ := c.Get(ctx(t), "a"); got.TraceParent != want {
+		t.Fatalf("stored TraceParent %q", got.TraceParent)
+	}
+	own := "00-11111111111111111111111111111111-2222222222222222-00"
+	res, err := c.AddMany(tctx, []Item{{ID: "b", Due: t0}, {ID: "c", Due: t0, TraceParent: own}}, AddManyOptions{})
+	if err != nil || res[0].Item.TraceParent != want || res[1].Item.TraceParent != own {
+		t.Fatalf("AddMany = %+v, %v", res, err)
+	}
+	if _, err := c.Add(ctx(t), Item{ID: "d", Due: t0, TraceParent: "00-xyz"}, AddOptions{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a malformed traceparent: %v", err)
+	}
+	if _, err := c.Add(ctx(t), Item{ID: "e", Due: t0}, AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.Get(ctx(t), "e"); got.TraceParent != "" {
+		t.Fatalf("untraced task got TraceParent %q", got.TraceParent)
 	}
 }

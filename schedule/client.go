@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/storage"
 )
@@ -91,23 +92,14 @@ func (o *Options) fill() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.MaxPayload == 0 {
-		o.MaxPayload = DefaultMaxPayload
+	if err := opt.DefaultIn(ErrInvalid, "schedule.Options.MaxPayload", &o.MaxPayload, DefaultMaxPayload, 1, MaxPayloadLimit); err != nil {
+		return err
 	}
-	if o.MaxPayload < 0 || o.MaxPayload > MaxPayloadLimit {
-		return fmt.Errorf("schedule.Options.MaxPayload %d: want 1..%d bytes (0 means %d)", o.MaxPayload, MaxPayloadLimit, DefaultMaxPayload)
+	if err := opt.DefaultIn(ErrInvalid, "schedule.Options.InlineLimit", &o.InlineLimit, DefaultInlineLimit, 1, MaxInlineLimit); err != nil {
+		return err
 	}
-	if o.InlineLimit == 0 {
-		o.InlineLimit = DefaultInlineLimit
-	}
-	if o.InlineLimit < 0 || o.InlineLimit > MaxInlineLimit {
-		return fmt.Errorf("schedule.Options.InlineLimit %d: want 1..%d bytes (0 means %d)", o.InlineLimit, MaxInlineLimit, DefaultInlineLimit)
-	}
-	if o.ScanLimit == 0 {
-		o.ScanLimit = DefaultScanLimit
-	}
-	if o.ScanLimit < 0 {
-		return fmt.Errorf("schedule.Options.ScanLimit %d: want a positive row count (0 means %d)", o.ScanLimit, DefaultScanLimit)
+	if err := opt.Default(ErrInvalid, "schedule.Options.ScanLimit", &o.ScanLimit, DefaultScanLimit); err != nil {
+		return err
 	}
 	return nil
 }

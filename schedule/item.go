@@ -39,6 +39,11 @@ type Item struct {
 	TZ string
 	// MaxAttempts overrides the worker's retry.max_attempts when > 0.
 	MaxAttempts int
+	// TraceParent is the W3C traceparent of the trace the task belongs to
+	// (00-{trace id}-{span id}-{flags}); the worker's spans for the task
+	// are its children (for a recurring series, each occurrence links to
+	// it). Empty on Add means the span in Add's context, if there is one.
+	TraceParent string
 
 	// The fields below are set when an item is read; Add ignores them.
 

@@ -109,10 +109,10 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{Table: "1bad"}, `"1bad"`},
 		{Options{Shards: []string{"00", "00"}}, `"00" appears twice`},
 		{Options{Shards: []string{"a/b"}}, `"a/b"`},
-		{Options{MaxPayload: -1}, "MaxPayload -1"},
-		{Options{MaxPayload: 1 << 30}, "MaxPayload 1073741824"},
-		{Options{InlineLimit: 40000}, "InlineLimit 40000: want 1..32768"},
-		{Options{ScanLimit: -2}, "ScanLimit -2"},
+		{Options{MaxPayload: -1}, "MaxPayload = -1"},
+		{Options{MaxPayload: 1 << 30}, "MaxPayload = 1073741824"},
+		{Options{InlineLimit: 40000}, "InlineLimit = 40000: want 1 to 32768"},
+		{Options{ScanLimit: -2}, "ScanLimit = -2"},
 	} {
 		_, err := New(NewMemoryTable(), c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -816,12 +816,12 @@ func TestMoverOptionsValidation(t *testing.T) {
 		{MoverOptions{Enqueuer: q, SetAside: q}, "Generation is nil"},
 		{MoverOptions{Generation: gen, SetAside: q}, "Enqueuer is nil"},
 		{MoverOptions{Generation: gen, Enqueuer: q}, "SetAside is nil"},
-		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, PollEvery: time.Millisecond}, "PollEvery 1ms"},
-		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, Concurrency: -1}, "Concurrency -1"},
+		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, PollEvery: time.Millisecond}, "PollEvery = 1ms"},
+		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, Concurrency: -1}, "Concurrency = -1"},
 		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, MaxDepth: 10}, "Depth is nil"},
-		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, MaxDepth: 10, ResumeBelow: 11, Depth: func(context.Context) (int, error) { return 0, nil }}, "ResumeBelow 11"},
-		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, Early: 48 * time.Hour}, "Early 48h0m0s"},
-		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, InlineLimit: 1 << 20}, "InlineLimit 1048576"},
+		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, MaxDepth: 10, ResumeBelow: 11, Depth: func(context.Context) (int, error) { return 0, nil }}, "ResumeBelow = 11"},
+		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, Early: 48 * time.Hour}, "Early = 48h0m0s"},
+		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, InlineLimit: 1 << 20}, "InlineLimit = 1048576"},
 	} {
 		if _, err := NewMover(NewMemoryTable(), c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewMover = %v, want %q", err, c.want)

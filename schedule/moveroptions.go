@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/queue"
 )
 
@@ -128,11 +129,8 @@ func (o *MoverOptions) fill() error {
 	if o.Generation == nil {
 		return errors.New("schedule.MoverOptions.Generation is nil: the mover needs the lease term's fencing generation")
 	}
-	if o.PollEvery == 0 {
-		o.PollEvery = DefaultPollEvery
-	}
-	if o.PollEvery < 10*time.Millisecond {
-		return fmt.Errorf("schedule.MoverOptions.PollEvery %s: want at least 10ms (0 means %s)", o.PollEvery, DefaultPollEvery)
+	if err := opt.DefaultAtLeast(ErrInvalid, "schedule.MoverOptions.PollEvery", &o.PollEvery, DefaultPollEvery, 10*time.Millisecond); err != nil {
+		return err
 	}
 	if o.Early == 0 {
 		o.Early = o.PollEvery
@@ -141,25 +139,16 @@ func (o *MoverOptions) fill() error {
 		o.Early = 0
 	}
 	if o.Early > 24*time.Hour {
-		return fmt.Errorf("schedule.MoverOptions.Early %s: want at most 24h (0 means PollEvery, negative disables)", o.Early)
+		return opt.Invalid(ErrInvalid, "schedule.MoverOptions.Early", o.Early, "at most 24h, 0 for PollEvery, or negative to disable")
 	}
-	if o.Concurrency == 0 {
-		o.Concurrency = DefaultConcurrency
+	if err := opt.DefaultIn(ErrInvalid, "schedule.MoverOptions.Concurrency", &o.Concurrency, DefaultConcurrency, 1, 1024); err != nil {
+		return err
 	}
-	if o.Concurrency < 0 || o.Concurrency > 1024 {
-		return fmt.Errorf("schedule.MoverOptions.Concurrency %d: want 1..1024 (0 means %d)", o.Concurrency, DefaultConcurrency)
+	if err := opt.DefaultIn(ErrInvalid, "schedule.MoverOptions.MaxOccurrences", &o.MaxOccurrences, DefaultMaxOccurrences, 1, 10_000); err != nil {
+		return err
 	}
-	if o.MaxPerPass == 0 {
-		o.MaxPerPass = DefaultMaxPerPass
-	}
-	if o.MaxOccurrences == 0 {
-		o.MaxOccurrences = DefaultMaxOccurrences
-	}
-	if o.MaxOccurrences < 0 || o.MaxOccurrences > 10_000 {
-		return fmt.Errorf("schedule.MoverOptions.MaxOccurrences %d: want 1..10000 (0 means %d)", o.MaxOccurrences, DefaultMaxOccurrences)
-	}
-	if o.MaxPerPass < 0 || o.MaxPerPass > 100_000 {
-		return fmt.Errorf("schedule.MoverOptions.MaxPerPass %d: want 1..100000 (0 means %d)", o.MaxPerPass, DefaultMaxPerPass)
+	if err := opt.DefaultIn(ErrInvalid, "schedule.MoverOptions.MaxPerPass", &o.MaxPerPass, DefaultMaxPerPass, 1, 100_000); err != nil {
+		return err
 	}
 	if o.Enqueuer == nil {
 		return errors.New("schedule.MoverOptions.Enqueuer is nil")
@@ -168,7 +157,7 @@ func (o *MoverOptions) fill() error {
 		return errors.New("schedule.MoverOptions.SetAside is nil: malformed rows must go somewhere")
 	}
 	if o.MaxDepth < 0 {
-		return fmt.Errorf("schedule.MoverOptions.MaxDepth %d: want 0 (no backpressure) or more", o.MaxDepth)
+		return opt.Invalid(ErrInvalid, "schedule.MoverOptions.MaxDepth", o.MaxDepth, "0 (no backpressure) or more")
 	}
 	if o.MaxDepth > 0 {
 		if o.Depth == nil {
@@ -178,14 +167,11 @@ func (o *MoverOptions) fill() error {
 			o.ResumeBelow = max(1, o.MaxDepth/2)
 		}
 		if o.ResumeBelow < 1 || o.ResumeBelow > o.MaxDepth {
-			return fmt.Errorf("schedule.MoverOptions.ResumeBelow %d: want 1..MaxDepth (%d)", o.ResumeBelow, o.MaxDepth)
+			return opt.Invalid(ErrInvalid, "schedule.MoverOptions.ResumeBelow", o.ResumeBelow, fmt.Sprintf("1 to MaxDepth (%d)", o.MaxDepth))
 		}
 	}
-	if o.InlineLimit == 0 {
-		o.InlineLimit = DefaultInlineLimit
-	}
-	if o.InlineLimit < 0 || o.InlineLimit > MaxInlineLimit {
-		return fmt.Errorf("schedule.MoverOptions.InlineLimit %d: want 1..%d bytes (0 means %d)", o.InlineLimit, MaxInlineLimit, DefaultInlineLimit)
+	if err := opt.DefaultIn(ErrInvalid, "schedule.MoverOptions.InlineLimit", &o.InlineLimit, DefaultInlineLimit, 1, MaxInlineLimit); err != nil {
+		return err
 	}
 	if o.SweepEvery == 0 {
 		o.SweepEvery = DefaultSweepEvery

@@ -143,6 +143,7 @@ func (m *Mover) plan(e Entity, now, since time.Time, gen int64) *plan {
 		MaxAttempts: it.MaxAttempts,
 		Recurrence:  it.Recurrence,
 		Generation:  gen,
+		TraceParent: it.TraceParent,
 	}
 	if base.PayloadBlob == "" && jsonLen(base.Payload) > m.o.InlineLimit && m.o.PayloadStore == nil {
 		p.bad = fmt.Sprintf("payload is %d bytes as JSON, more than the inline limit %d, and no payload store is configured", jsonLen(base.Payload), m.o.InlineLimit)

@@ -18,6 +18,7 @@ const (
 	PropIndexed     = "Indexed"     // true when an id index row exists
 	PropItem        = "Item"        // index rows: the RowKey of the item row
 	PropGeneration  = "Generation"  // fence row: the current leader generation
+	PropTraceParent = "TraceParent" // optional W3C traceparent of the trace that scheduled it
 	PropSent        = "Sent"        // written by the mover: token of the messages sent early
 	PropSentUntil   = "SentUntil"   // written by the mover: a series' last occurrence sent early
 )
@@ -95,6 +96,11 @@ func parseRow(e Entity) (parsedRow, error) {
 	if r.rec, err = ParseRecurrence(it.Recurrence, it.TZ); err != nil {
 		return r, err
 	}
+	// A trace context that cannot be read is dropped, not a reason to set
+	// the task aside: tracing is never worth a lost task.
+	if tp, _, err := propString(e.Props, PropTraceParent); err == nil && ValidTraceParent(tp) {
+		it.TraceParent = tp
+	}
 	if r.sent, _, err = propString(e.Props, PropSent); err != nil {
 		return r, err
 	}
@@ -152,6 +158,9 @@ func itemProps(it Item, indexed bool) map[string]any {
 	}
 	if it.PayloadBlob != "" {
 		p[PropPayloadBlob] = it.PayloadBlob
+	}
+	if it.TraceParent != "" {
+		p[PropTraceParent] = it.TraceParent
 	}
 	if indexed {
 		p[PropIndexed] = true

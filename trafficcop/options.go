@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/instance"
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -91,27 +92,29 @@ func (t LeaseTiming) withDefaults() LeaseTiming {
 	return t
 }
 
+// invalid refuses value for field in the form every leasecron option
+// error has: "…: field = value: want accepted".
 func invalid(field string, value any, accepted string) error {
-	return fmt.Errorf("%w: %s = %v: %s", ErrInvalidOptions, field, value, accepted)
+	return opt.Invalid(ErrInvalidOptions, field, value, accepted)
 }
 
 func (t LeaseTiming) validate() error {
 	d := t.LeaseDuration
 	if d < MinLeaseDuration || d > MaxLeaseDuration || d%time.Second != 0 {
-		return invalid("LeaseDuration", d, "must be whole seconds from 15s to 60s (the Blob service's fixed lease range)")
+		return invalid("LeaseDuration", d, "whole seconds from 15s to 60s (the Blob service's fixed lease range)")
 	}
 	if t.SafetyMargin <= 0 || t.SafetyMargin >= d {
-		return invalid("SafetyMargin", t.SafetyMargin, fmt.Sprintf("must be > 0 and < LeaseDuration (%v)", d))
+		return invalid("SafetyMargin", t.SafetyMargin, fmt.Sprintf("> 0 and < LeaseDuration (%v)", d))
 	}
 	trusted := d - t.SafetyMargin
 	if t.RenewEvery <= 0 || t.RenewEvery >= trusted {
-		return invalid("RenewEvery", t.RenewEvery, fmt.Sprintf("must be > 0 and < LeaseDuration − SafetyMargin (%v)", trusted))
+		return invalid("RenewEvery", t.RenewEvery, fmt.Sprintf("> 0 and < LeaseDuration − SafetyMargin (%v)", trusted))
 	}
 	if t.RetryEvery <= 0 || t.RetryEvery > t.RenewEvery {
-		return invalid("RetryEvery", t.RetryEvery, fmt.Sprintf("must be > 0 and ≤ RenewEvery (%v)", t.RenewEvery))
+		return invalid("RetryEvery", t.RetryEvery, fmt.Sprintf("> 0 and ≤ RenewEvery (%v)", t.RenewEvery))
 	}
 	if t.CallTimeout <= 0 || t.RenewEvery+t.CallTimeout > trusted {
-		return invalid("CallTimeout", t.CallTimeout, fmt.Sprintf("must be > 0 and ≤ LeaseDuration − SafetyMargin − RenewEvery (%v)", trusted-t.RenewEvery))
+		return invalid("CallTimeout", t.CallTimeout, fmt.Sprintf("> 0 and ≤ LeaseDuration − SafetyMargin − RenewEvery (%v)", trusted-t.RenewEvery))
 	}
 	return nil
 }
@@ -144,8 +147,9 @@ type Options struct {
 	PollEvery time.Duration
 
 	// Identity names this cop in the blob's holder metadata and in logs.
-	// Default "{hostname}/{pid}/{8 random hex digits}". At most 256
-	// printable ASCII characters (it travels in an HTTP header).
+	// Default DefaultIdentity(): "{hostname}-{pid}-{8 random hex digits}".
+	// At most 256 printable ASCII characters (it travels in an HTTP
+	// header).
 	Identity string
 
 	// Clock drives renew schedules, polls and the local deadline. Default
@@ -199,10 +203,10 @@ func (o Options) validate() error {
 		return err
 	}
 	if o.PollEvery < MinPollEvery {
-		return invalid("PollEvery", o.PollEvery, "must be at least 100ms")
+		return invalid("PollEvery", o.PollEvery, "at least 100ms")
 	}
 	if !identityRE.MatchString(o.Identity) {
-		return invalid("Identity", strconv.Quote(o.Identity), "must be 1-256 printable ASCII characters")
+		return invalid("Identity", strconv.Quote(o.Identity), "1-256 printable ASCII characters")
 	}
 	return nil
 }
@@ -213,7 +217,7 @@ func validateBlobName(name string) error {
 		ok = name[i] >= 0x20 && name[i] <= 0x7e
 	}
 	if !ok {
-		return errors.New("must be 1-1024 printable ASCII characters, not starting or ending with a space")
+		return errors.New("1-1024 printable ASCII characters, not starting or ending with a space")
 	}
 	return nil
 }
@@ -255,7 +259,7 @@ var slotNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
 
 func (o SemaphoreOptions) validate() error {
 	if err := validateBlobName(o.Prefix + "/x"); err != nil || len(o.Prefix) > 500 {
-		return invalid("Prefix", strconv.Quote(o.Prefix), "must be at most 500 printable ASCII characters")
+		return invalid("Prefix", strconv.Quote(o.Prefix), "at most 500 printable ASCII characters")
 	}
 	return o.LeaseTiming.validate()
 }

@@ -66,10 +66,10 @@ func NewSemaphoreWithLocks(name string, locks []Lock, opts SemaphoreOptions) (*S
 
 func validateSemaphore(name string, n int, o SemaphoreOptions) error {
 	if !slotNameRE.MatchString(name) {
-		return invalid("name", strconv.Quote(name), "must be 1-200 letters, digits, '.', '_' or '-'")
+		return invalid("name", strconv.Quote(name), "1-200 letters, digits, '.', '_' or '-'")
 	}
 	if n < 1 || n > MaxSlots {
-		return invalid("n", n, fmt.Sprintf("must be from 1 to %d", MaxSlots))
+		return invalid("n", n, fmt.Sprintf("from 1 to %d", MaxSlots))
 	}
 	return o.validate()
 }

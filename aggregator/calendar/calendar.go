@@ -59,6 +59,7 @@ import (
 	"github.com/leasecron/leasecron/leasecrontype"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
@@ -93,6 +94,8 @@ var (
 	ErrFeedEmpty = errors.New("feed empty")
 	// ErrFeedMalformed: the body is not a well-formed iCalendar stream.
 	ErrFeedMalformed = errors.New("feed malformed")
+	// ErrInvalidOptions is wrapped by New's errors about its Options.
+	ErrInvalidOptions = errors.New("invalid calendar options")
 )
 
 // FeedsError reports the feeds of one run that failed. The other feeds were
@@ -163,16 +166,16 @@ type Options struct {
 
 func (o Options) withDefaults() (Options, error) {
 	if o.Blobs == nil {
-		return o, errors.New("calendar: Options.Blobs is nil: pass NewBlobWriter(containerClient) or a BlobWriter of your own")
+		return o, fmt.Errorf("%w: calendar.Options.Blobs is nil: pass NewBlobWriter(containerClient) or a BlobWriter of your own", ErrInvalidOptions)
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{}
 	}
 	for _, err := range []error{
-		positiveOr("Timeout", &o.Timeout, DefaultTimeout),
-		positiveOr("MaxFeedSize", &o.MaxFeedSize, DefaultMaxFeedSize),
-		positiveOr("MaxFeeds", &o.MaxFeeds, DefaultMaxFeeds),
-		positiveOr("Concurrency", &o.Concurrency, DefaultConcurrency),
+		opt.Default(ErrInvalidOptions, "calendar.Options.Timeout", &o.Timeout, DefaultTimeout),
+		opt.Default(ErrInvalidOptions, "calendar.Options.MaxFeedSize", &o.MaxFeedSize, DefaultMaxFeedSize),
+		opt.Default(ErrInvalidOptions, "calendar.Options.MaxFeeds", &o.MaxFeeds, DefaultMaxFeeds),
+		opt.Default(ErrInvalidOptions, "calendar.Options.Concurrency", &o.Concurrency, DefaultConcurrency),
 	} {
 		if err != nil {
 			return o, err
@@ -186,18 +189,6 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = slog.Default()
 	}
 	return o, nil
-}
-
-// positiveOr fills a zero option with its default and refuses a negative
-// one, naming the field and the value.
-func positiveOr[T ~int | ~int64](field string, v *T, def T) error {
-	switch {
-	case *v == 0:
-		*v = def
-	case *v < 0:
-		return fmt.Errorf("calendar: %s %v: must be positive (0 means %v)", field, *v, def)
-	}
-	return nil
 }
 
 // New returns the calendar handler. Register it under Type. One handler

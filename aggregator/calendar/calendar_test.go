@@ -568,6 +568,8 @@ func TestOptionsValidation(t *testing.T) {
 	} {
 		if _, err := New(o); err == nil {
 			t.Errorf("New(%+v) accepted", o)
+		} else if !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidOptions", o, err)
 		}
 	}
 }

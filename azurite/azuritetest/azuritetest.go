@@ -22,9 +22,15 @@ import (
 // Start starts a private Azurite for t and stops it when t ends.
 func Start(t testing.TB) *azurite.Server {
 	t.Helper()
+	return StartWith(t, azurite.Options{})
+}
+
+// StartWith is Start with options (InMemory for tests that write much).
+func StartWith(t testing.TB, o azurite.Options) *azurite.Server {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	s, err := azurite.Start(ctx, azurite.Options{})
+	s, err := azurite.Start(ctx, o)
 	if err != nil {
 		if errors.Is(err, azurite.ErrNotInstalled) && os.Getenv("LEASECRON_REQUIRE_AZURITE") == "" {
 			t.Skipf("skipping Azurite integration test: %v", err)

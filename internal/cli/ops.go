@@ -37,6 +37,11 @@ another instance takes over within one lease.poll_every.`,
 			if err != nil {
 				return err
 			}
+			stopTracing, err := a.startTracing(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			w, err := leasecron.NewWorker(a.workerOptions())
 			if err != nil {
 				return err

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/opt"
 )
 
 // Defaults.
@@ -82,6 +83,9 @@ type Options struct {
 // anonymous.
 var ErrExposed = errors.New("dashboard would be exposed without authentication")
 
+// ErrInvalidOptions is wrapped by errors about New's Options.
+var ErrInvalidOptions = errors.New("invalid dashboard options")
+
 // CheckAddr refuses a listen address that is not loopback unless auth is
 // configured, or the dashboard is read-only with anonymous access allowed
 // explicitly. "localhost" and loopback IPs are loopback; an empty host
@@ -122,17 +126,11 @@ func New(o Options) (*Server, error) {
 	if o.Source == nil {
 		return nil, errors.New("dashboard: Options.Source is required")
 	}
-	if o.Refresh == 0 {
-		o.Refresh = DefaultRefresh
+	if err := opt.DefaultAtLeast(ErrInvalidOptions, "dashboard.Options.Refresh", &o.Refresh, DefaultRefresh, time.Second); err != nil {
+		return nil, err
 	}
-	if o.CacheTTL == 0 {
-		o.CacheTTL = DefaultCacheTTL
-	}
-	if o.Refresh < time.Second {
-		return nil, fmt.Errorf("dashboard: Options.Refresh %v: want at least 1s", o.Refresh)
-	}
-	if o.CacheTTL < 0 {
-		return nil, fmt.Errorf("dashboard: Options.CacheTTL %v is negative: want 0 (the default %v) or more", o.CacheTTL, DefaultCacheTTL)
+	if err := opt.Default(ErrInvalidOptions, "dashboard.Options.CacheTTL", &o.CacheTTL, DefaultCacheTTL); err != nil {
+		return nil, err
 	}
 	o.Clock = clock.OrReal(o.Clock)
 	if o.Logger == nil {

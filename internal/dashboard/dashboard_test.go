@@ -402,3 +402,23 @@ func TestChartScale(t *testing.T) {
 		t.Fatalf("chart: %+v", c.Bars[58])
 	}
 }
+
+func TestPagerLinksCarryTheFiltersAndToken(t *testing.T) {
+	_, _, srv, cl := newTest(t, Options{})
+	_, body := fetch(t, cl, "GET", srv.URL+"/tasks?type=mail", nil, nil)
+	m := regexp.MustCompile(`href="([^"]*)" id="next-page"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("no next-page link")
+	}
+	u, err := url.Parse(strings.ReplaceAll(m[1], "&amp;", "&"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := u.Query(); q.Get("type") != "mail" || q.Get("continue") != "tok+/=&x" {
+		t.Fatalf("next link %q: query %v", m[1], q)
+	}
+	_, body = fetch(t, cl, "GET", srv.URL+"/tasks?type=mail&continue=x", nil, nil)
+	if !strings.Contains(body, `href="?type=mail" id="first-page"`) {
+		t.Errorf("no first-page link back to the filtered list")
+	}
+}

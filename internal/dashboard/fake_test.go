@@ -94,7 +94,11 @@ func (f *fakeSource) Pending(ctx context.Context, q PendingQuery) (PendingPage, 
 			out = append(out, it)
 		}
 	}
-	return PendingPage{Items: out}, nil
+	next := ""
+	if q.Continue == "" {
+		next = "tok+/=&x"
+	}
+	return PendingPage{Items: out, Continue: next}, nil
 }
 
 func (f *fakeSource) Task(ctx context.Context, id string) (Task, error) {

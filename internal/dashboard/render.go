@@ -41,10 +41,10 @@ var nav = []navItem{
 	{"fleet", "/fleet", "Fleet"},
 }
 
-// pagerLinks are the query strings of a paged list's links.
+// pagerLinks are the links of a paged list.
 type pagerLinks struct {
-	Cursor      string // this page's token ("" = first page)
-	First, Next string // query strings without "?"
+	Cursor      string       // this page's token ("" = first page)
+	First, Next template.URL // "?query"; Next is "" on the last page
 }
 
 func renderFuncs() template.FuncMap {
@@ -58,22 +58,22 @@ func renderFuncs() template.FuncMap {
 			}
 			return "/api" + here
 		},
-		"pager": func(cursor, next, extra string) pagerLinks {
-			p := pagerLinks{Cursor: cursor, First: extra}
+		// pager builds the first/next links from the page's filters (name,
+		// value pairs; empty values left out) and the next token. The
+		// query is encoded here, whole, so the template inserts it as is.
+		"pager": func(cursor, next string, filters ...string) pagerLinks {
+			v := url.Values{}
+			for i := 0; i+1 < len(filters); i += 2 {
+				if filters[i+1] != "" {
+					v.Set(filters[i], filters[i+1])
+				}
+			}
+			p := pagerLinks{Cursor: cursor, First: template.URL("?" + v.Encode())}
 			if next != "" {
-				p.Next = strings.TrimPrefix(extra+"&continue="+url.QueryEscape(next), "&")
+				v.Set("continue", next)
+				p.Next = template.URL("?" + v.Encode())
 			}
 			return p
-		},
-		"runsQuery": func(state, typ string) string {
-			v := url.Values{}
-			if state != "" {
-				v.Set("state", state)
-			}
-			if typ != "" {
-				v.Set("type", typ)
-			}
-			return v.Encode()
 		},
 		"finished": func(state string) bool { return leasecrontype.RunState(state).Finished() },
 	}

@@ -10,6 +10,8 @@ import (
 	"net/http/pprof"
 	"sync"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/opt"
 )
 
 // DefaultReadyTimeout bounds one readiness check.
@@ -55,6 +57,9 @@ type Server struct {
 	shutdown bool
 }
 
+// ErrInvalidOptions is wrapped by NewServer's errors about its Options.
+var ErrInvalidOptions = errors.New("invalid ops options")
+
 // NewServer validates opts and builds the server; it does not listen yet.
 func NewServer(opts Options) (*Server, error) {
 	if opts.Addr != "" {
@@ -62,11 +67,8 @@ func NewServer(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("ops: Options.Addr %q: %v: want host:port or :port, or empty to disable", opts.Addr, err)
 		}
 	}
-	switch {
-	case opts.ReadyTimeout < 0:
-		return nil, fmt.Errorf("ops: Options.ReadyTimeout %v is negative: want > 0, or 0 for the default %v", opts.ReadyTimeout, DefaultReadyTimeout)
-	case opts.ReadyTimeout == 0:
-		opts.ReadyTimeout = DefaultReadyTimeout
+	if err := opt.Default(ErrInvalidOptions, "ops.Options.ReadyTimeout", &opts.ReadyTimeout, DefaultReadyTimeout); err != nil {
+		return nil, err
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -180,7 +180,7 @@ func TestServerOptionErrors(t *testing.T) {
 		want string
 	}{
 		{Options{Addr: "8080"}, `Options.Addr "8080"`},
-		{Options{Addr: ":8080", ReadyTimeout: -time.Second}, "Options.ReadyTimeout -1s is negative"},
+		{Options{Addr: ":8080", ReadyTimeout: -time.Second}, "Options.ReadyTimeout = -1s: want a positive value"},
 	} {
 		if _, err := NewServer(c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewServer(%+v) = %v, want error mentioning %q", c.opts, err, c.want)

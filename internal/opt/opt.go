@@ -37,3 +37,14 @@ func DefaultIn[T Number](kind error, field string, v *T, def, lo, hi T) error {
 	}
 	return nil
 }
+
+// DefaultAtLeast is Default for a value that must also be at least lo.
+func DefaultAtLeast[T Number](kind error, field string, v *T, def, lo T) error {
+	if *v == 0 {
+		*v = def
+	}
+	if *v < lo {
+		return Invalid(kind, field, *v, fmt.Sprintf("at least %v, or 0 for the default %v", lo, def))
+	}
+	return nil
+}

@@ -38,3 +38,15 @@ func TestDefaultIn(t *testing.T) {
 		}
 	}
 }
+
+func TestDefaultAtLeast(t *testing.T) {
+	d := time.Duration(0)
+	if err := DefaultAtLeast(errKind, "Options.Cycle", &d, time.Hour, 10*time.Millisecond); err != nil || d != time.Hour {
+		t.Fatalf("zero: %v, %v", d, err)
+	}
+	d = time.Millisecond
+	err := DefaultAtLeast(errKind, "Options.Cycle", &d, time.Hour, 10*time.Millisecond)
+	if !errors.Is(err, errKind) || err.Error() != "invalid test options: Options.Cycle = 1ms: want at least 10ms, or 0 for the default 1h0m0s" {
+		t.Fatalf("below: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
 
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
@@ -39,11 +40,8 @@ func (o *Options) fill() error {
 	if err := storage.ValidateContainerName(o.Container); err != nil {
 		return fmt.Errorf("payload.Options.Container: %w", err)
 	}
-	if o.MaxSize == 0 {
-		o.MaxSize = DefaultMaxSize
-	}
-	if o.MaxSize < 0 {
-		return fmt.Errorf("payload.Options.MaxSize %d: must be positive (0 means %d)", o.MaxSize, DefaultMaxSize)
+	if err := opt.Default(ErrInvalidOptions, "payload.Options.MaxSize", &o.MaxSize, DefaultMaxSize); err != nil {
+		return err
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -46,6 +46,8 @@ var (
 	ErrBadRef = errors.New("bad payload reference")
 	// ErrTooLarge: the blob is larger than the store's MaxSize.
 	ErrTooLarge = errors.New("payload blob too large")
+	// ErrInvalidOptions is wrapped by NewBlobStore's errors about its Options.
+	ErrInvalidOptions = errors.New("invalid payload options")
 )
 
 // Prefix is the folder under which payload blobs are named.

@@ -120,7 +120,7 @@ func TestBlobStoreOptions(t *testing.T) {
 	if _, err := payload.NewBlobStore(nil, payload.Options{Container: "Bad_Name"}); err == nil || !strings.Contains(err.Error(), `"Bad_Name"`) {
 		t.Fatalf("bad container: %v", err)
 	}
-	if _, err := payload.NewBlobStore(nil, payload.Options{MaxSize: -1}); err == nil || !strings.Contains(err.Error(), "MaxSize -1") {
+	if _, err := payload.NewBlobStore(nil, payload.Options{MaxSize: -1}); err == nil || !strings.Contains(err.Error(), "MaxSize = -1") {
 		t.Fatalf("bad size: %v", err)
 	}
 	if _, err := payload.NewBlobStore(nil, payload.Options{}); err == nil {

@@ -73,8 +73,12 @@ func (s *Store) expire(ctx context.Context, q query, byState bool) (int, error) 
 	var batch []op
 	done := 0
 	flush := func() {
-		done += s.submitEach(ctx, batch, size)
+		n := s.submitEach(ctx, batch, size)
+		done += n
 		batch = batch[:0]
+		if s.onCleaned != nil && n > 0 {
+			s.onCleaned(n)
+		}
 	}
 	for {
 		p, err := s.t.query(ctx, q)

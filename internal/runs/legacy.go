@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
@@ -56,6 +58,14 @@ func (s *Store) hasLegacy(ctx context.Context) (bool, error) {
 	}
 	s.legacy.checked, s.legacy.present = now, len(p.rows) > 0 || p.cont != ""
 	return s.legacy.present, nil
+}
+
+// legacyPresent reports what the last look found (true until a look has
+// found none).
+func (s *Store) legacyPresent() bool {
+	s.legacy.mu.Lock()
+	defer s.legacy.mu.Unlock()
+	return s.legacy.checked.IsZero() || s.legacy.present
 }
 
 // readLegacy reads id's record of the previous layout, if the table holds
@@ -123,13 +133,34 @@ func (s *Store) Migrate(ctx context.Context) (MigrateStats, error) {
 				return st, fmt.Errorf("runs: migrate: %w", err)
 			}
 			var gone []row
+			var conv []Run
+			var convRows []row
 			for _, rw := range p.rows {
-				if len(rw.pk) != 2 && rw.pk != legacyStatsPK {
-					continue // not a partition of the previous layout
-				}
-				if rw.pk == legacyStatsPK || s.migrateOne(ctx, rw, &st) {
+				switch {
+				case len(rw.pk) != 2 && rw.pk != legacyStatsPK:
+					// not a partition of the previous layout
+				case rw.pk == legacyStatsPK:
 					gone = append(gone, rw)
+				default:
+					if r, ok := migrateOne(rw); ok {
+						conv, convRows = append(conv, r), append(convRows, rw)
+					} else {
+						st.Skipped++
+						gone = append(gone, rw)
+					}
 				}
+			}
+			res := s.importRuns(ctx, conv)
+			for i, out := range res {
+				switch out {
+				case imported:
+					st.Converted++
+				case existed:
+					st.Skipped++
+				default:
+					continue // its old row stays for the next run
+				}
+				gone = append(gone, convRows[i])
 			}
 			st.Removed += s.deleteRows(ctx, gone)
 			if p.cont == "" {
@@ -144,29 +175,92 @@ func (s *Store) Migrate(ctx context.Context) (MigrateStats, error) {
 	return st, nil
 }
 
-// migrateOne writes the record of rw in the current layout and reports
-// whether its old row may go.
-func (s *Store) migrateOne(ctx context.Context, rw row, st *MigrateStats) bool {
+// migrateOne reads the record of rw and reports whether it is to be
+// converted (a record of a pending task, or one no key can hold, is not:
+// its old row just goes).
+func migrateOne(rw row) (Run, bool) {
 	r := decodeRun(rw)
 	r.ID = rw.rk
 	if validateID(r.ID) != nil || r.State == Scheduled || !r.State.Valid() {
-		st.Skipped++
-		return true
+		return r, false
 	}
 	if series, _, ok := occurrence(r.ID); ok {
 		r.Series = series
 	}
-	err := s.t.submit(ctx, transition(nil, r))
-	switch {
-	case err == nil:
-		st.Converted++
-	case errors.Is(err, storage.ErrAlreadyExists):
-		st.Skipped++
-	default:
-		s.o.Logger.Warn("runs: migrate: converting a record failed; its old row stays", "run", r.ID, "err", err)
-		return false
+	return r, true
+}
+
+// Import writes finished (or any) records as they are, each run's rows
+// in one transaction with up to 32 others of its partition: for tools that
+// fill a table (benchmarks, tests) and for Migrate. A run whose id already
+// has a record is left as it is; Import returns how many it wrote.
+func (s *Store) Import(ctx context.Context, rs []Run) (int, error) {
+	if err := s.ensure(ctx); err != nil {
+		return 0, err
 	}
-	return true
+	n := 0
+	for _, out := range s.importRuns(ctx, rs) {
+		if out == imported {
+			n++
+		}
+	}
+	return n, ctx.Err()
+}
+
+type importOutcome int
+
+const (
+	importFailed importOutcome = iota
+	imported
+	existed
+)
+
+// importRuns inserts the runs' rows, 33 runs per partition and
+// transaction, several transactions at once; a transaction that fails is
+// retried run by run.
+func (s *Store) importRuns(ctx context.Context, rs []Run) []importOutcome {
+	out := make([]importOutcome, len(rs))
+	byPK := map[string][]int{}
+	for i, r := range rs {
+		if validateID(r.ID) == nil {
+			byPK[bucketOf(r.ID)] = append(byPK[bucketOf(r.ID)], i)
+		}
+	}
+	var g errgroup.Group
+	g.SetLimit(8)
+	for _, idx := range byPK {
+		for len(idx) > 0 {
+			k := min(len(idx), maxOps/3)
+			chunk := idx[:k]
+			idx = idx[k:]
+			g.Go(func() error {
+				var ops []op
+				for _, i := range chunk {
+					ops = append(ops, transition(nil, rs[i])...)
+				}
+				if s.t.submit(ctx, ops) == nil {
+					for _, i := range chunk {
+						out[i] = imported
+					}
+					return nil
+				}
+				for _, i := range chunk {
+					err := s.t.submit(ctx, transition(nil, rs[i]))
+					switch {
+					case err == nil:
+						out[i] = imported
+					case errors.Is(err, storage.ErrAlreadyExists):
+						out[i] = existed
+					default:
+						s.o.Logger.Warn("runs: writing a record failed", "run", rs[i].ID, "err", err)
+					}
+				}
+				return nil
+			})
+		}
+	}
+	_ = g.Wait()
+	return out
 }
 
 // deleteRows deletes rows (conditionally on their ETags) in transactions

@@ -199,10 +199,3 @@ func (m *memTable) submit(ctx context.Context, ops []op) error {
 	}
 	return nil
 }
-
-// count returns the rows of a partition (tests).
-func (m *memTable) count(pk string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.rows[pk])
-}

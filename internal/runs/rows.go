@@ -60,27 +60,19 @@ func decodeRun(rw row) Run {
 		// A row of the previous layout: its RowKey is the id.
 		id = strings.TrimPrefix(rw.rk, prefixRun)
 	}
-	return Run{
+	return Run{Run: leasecrontype.Run{
 		ID: id, State: State(p.str("State")), Type: p.str("Type"), Series: p.str("Series"),
 		Attempts: int(p.int("Attempts")), Worker: p.str("Worker"),
 		Started: p.time("Started"), Finished: p.time("Finished"),
 		LastError: p.str("LastError"), OutputTail: p.str("OutputTail"),
 		Duplicates: int(p.int("Duplicates")), Generation: p.int("Generation"),
 		Due: p.time("Due"), ClaimUntil: p.time("ClaimUntil"), SnoozedUntil: p.time("SnoozedUntil"),
-		Token:   p.str("Token"),
-		Updated: rw.updated, etag: rw.etag,
-	}
+		Updated: rw.updated,
+	}, Token: p.str("Token"), etag: rw.etag}
 }
 
 // Public returns r as the public leasecrontype.Run.
-func (r Run) Public() leasecrontype.Run {
-	return leasecrontype.Run{
-		ID: r.ID, State: r.State, Type: r.Type, Series: r.Series, Attempts: r.Attempts, Worker: r.Worker,
-		Started: r.Started, Finished: r.Finished, LastError: r.LastError, OutputTail: r.OutputTail,
-		Duplicates: r.Duplicates, Generation: r.Generation,
-		Due: r.Due, ClaimUntil: r.ClaimUntil, SnoozedUntil: r.SnoozedUntil, Updated: r.Updated,
-	}
-}
+func (r Run) Public() leasecrontype.Run { return r.Run }
 
 // stateRowKey returns r's state list row key, or "" when its state has
 // none.

@@ -31,54 +31,23 @@ var States = leasecrontype.RunStates()
 // ParseState parses a state name, naming the accepted values on error.
 func ParseState(s string) (State, error) { return leasecrontype.ParseRunState(s) }
 
-// Run is one run record.
+// Run is one run record: the public record (leasecrontype.Run: state,
+// type, series, attempts, worker, times, last error, output tail, ...) and
+// the row's ETag.
 type Run struct {
-	// ID is the run id (the task id, or "{series}@{due}" for an occurrence).
-	ID string
-	// State is the visible state.
-	State State
-	// Type is the handler type.
-	Type string
-	// Series is the recurring series of an occurrence, empty for a one-off
-	// task.
-	Series string
-	// Attempts is the number of the latest attempt (1 for the first).
-	Attempts int
-	// Worker is the instance that ran (or runs) the latest attempt.
-	Worker string
-	// Started is when the latest attempt started.
-	Started time.Time
-	// Finished is when the latest attempt ended (or the run was cancelled).
-	Finished time.Time
-	// LastError is the error of the latest failed attempt; it is kept after
-	// a later success so that a flaky task stays visible. Listings carry
-	// its first MaxListError bytes.
-	LastError string
-	// OutputTail is the end of the latest attempt's output (at most
-	// MaxOutputTail bytes). Listings leave it out; Get has it.
-	OutputTail string
-	// Duplicates counts deliveries acknowledged without running because the
-	// run had already succeeded.
-	Duplicates int
-	// Generation is the fencing generation of the leader that moved it.
-	Generation int64
-	// Due is when the task was scheduled to run.
-	Due time.Time
-	// ClaimUntil is when the current claim lapses; a running run whose
-	// claim has lapsed may be taken over by another worker.
-	ClaimUntil time.Time
-	// SnoozedUntil is when a snoozed run runs again (the latest snooze;
-	// kept after the run moves on).
-	SnoozedUntil time.Time
-	// Updated is the service's last-modified time of the record.
-	Updated time.Time
+	leasecrontype.Run
 	// Token is the token of the early-sent message the mover confirmed for
-	// this run when it moved the task's row (see leasecrontype.RunMeta).
+	// this run when it moved the task's row (see supersede.go).
 	Token string
 
 	etag string
 	// legacy marks a record read from the previous layout.
 	legacy bool
+}
+
+// newRun returns a record of id in state st.
+func newRun(id string, st State) Run {
+	return Run{Run: leasecrontype.Run{ID: id, State: st}}
 }
 
 // Meta is what a claim or a queued mark records about the task besides the
@@ -105,7 +74,7 @@ var (
 	ErrNotFound = notfound.New("run not found")
 	// ErrExpired: the run's record has passed its retention; the cleaner
 	// removes it (or has removed it). It matches ErrNotFound too.
-	ErrExpired = notfound.New("run record expired")
+	ErrExpired error = expired{}
 	// ErrAlreadySucceeded: Claim found the run succeeded; the delivery is a
 	// duplicate and must be acknowledged without running.
 	ErrAlreadySucceeded = leasecrontype.ErrRunSucceeded
@@ -121,6 +90,12 @@ var (
 	// ErrInvalid: an argument was refused before anything was written.
 	ErrInvalid = errors.New("invalid run argument")
 )
+
+// expired is ErrExpired: a "not found" with its own message.
+type expired struct{}
+
+func (expired) Error() string { return "run record expired" }
+func (expired) Unwrap() error { return ErrNotFound }
 
 // maxTries bounds read-modify-write loops on one run.
 const maxTries = 5
@@ -141,13 +116,13 @@ func stored(t time.Time) time.Time { return t.UTC().Truncate(100 * time.Nanoseco
 // ErrClaimedElsewhere nothing is written.
 func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time, m Meta, now time.Time) (Run, error) {
 	if unconfirmed(cur, m) {
-		return Run{ID: id}, ErrUnconfirmed
+		return newRun(id, ""), ErrUnconfirmed
 	}
 	var next Run
 	if cur != nil && !newer(cur, m) {
 		next = *cur
 	} else {
-		next = Run{ID: id, State: Queued}
+		next = newRun(id, Queued)
 	}
 	fillMeta(&next, m)
 	switch {
@@ -193,7 +168,7 @@ func fillMeta(r *Run, m Meta) {
 func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 	switch {
 	case cur == nil || newer(cur, m):
-		next = Run{ID: id, State: Queued}
+		next = newRun(id, Queued)
 		fillMeta(&next, m)
 		return next, true, true
 	case cur.State == Queued && cur.Due.Equal(stored(m.Due)):
@@ -220,7 +195,7 @@ func applyFinish(cur *Run, id string, state State, err error, tail string, now t
 	if cur != nil {
 		next = *cur
 	} else {
-		next = Run{ID: id}
+		next = newRun(id, "")
 		fillMeta(&next, Meta{})
 	}
 	if next.State != Cancelled || state == Cancelled {
@@ -241,7 +216,7 @@ func applyFinish(cur *Run, id string, state State, err error, tail string, now t
 // an outcome and the run waits until until. Attempts and LastError are left
 // as they are (a snooze is not a failure); a cancelled run stays cancelled.
 func applySnooze(cur *Run, id string, until time.Time, tail string, now time.Time) Run {
-	next := Run{ID: id}
+	next := newRun(id, "")
 	if cur != nil {
 		next = *cur
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 func TestMain(m *testing.M) { azuritetest.Main(m) }
@@ -30,14 +31,14 @@ func TestDecideClaim(t *testing.T) {
 		wantDup   int
 	}{
 		{"missing row is claimed", nil, nil, Running, 0},
-		{"queued is claimed", &Run{ID: "a", State: Queued}, nil, Running, 0},
-		{"failed is claimed", &Run{ID: "a", State: Failed, Attempts: 1}, nil, Running, 0},
-		{"succeeded is a duplicate", &Run{ID: "a", State: Succeeded, Due: meta.Due}, ErrAlreadySucceeded, Succeeded, 1},
-		{"an earlier run of the id is not", &Run{ID: "a", State: Succeeded, Due: meta.Due.Add(-time.Hour)}, nil, Running, 0},
-		{"cancelled is not run", &Run{ID: "a", State: Cancelled}, ErrCancelled, Cancelled, 0},
-		{"running elsewhere unexpired", &Run{ID: "a", State: Running, Worker: "w2", ClaimUntil: now.Add(time.Second)}, ErrClaimedElsewhere, Running, 0},
-		{"running elsewhere expired is taken over", &Run{ID: "a", State: Running, Worker: "w2", ClaimUntil: now}, nil, Running, 0},
-		{"running here is reclaimed", &Run{ID: "a", State: Running, Worker: "w1", ClaimUntil: now.Add(time.Hour)}, nil, Running, 0},
+		{"queued is claimed", &Run{Run: leasecrontype.Run{ID: "a", State: Queued}}, nil, Running, 0},
+		{"failed is claimed", &Run{Run: leasecrontype.Run{ID: "a", State: Failed, Attempts: 1}}, nil, Running, 0},
+		{"succeeded is a duplicate", &Run{Run: leasecrontype.Run{ID: "a", State: Succeeded, Due: meta.Due}}, ErrAlreadySucceeded, Succeeded, 1},
+		{"an earlier run of the id is not", &Run{Run: leasecrontype.Run{ID: "a", State: Succeeded, Due: meta.Due.Add(-time.Hour)}}, nil, Running, 0},
+		{"cancelled is not run", &Run{Run: leasecrontype.Run{ID: "a", State: Cancelled}}, ErrCancelled, Cancelled, 0},
+		{"running elsewhere unexpired", &Run{Run: leasecrontype.Run{ID: "a", State: Running, Worker: "w2", ClaimUntil: now.Add(time.Second)}}, ErrClaimedElsewhere, Running, 0},
+		{"running elsewhere expired is taken over", &Run{Run: leasecrontype.Run{ID: "a", State: Running, Worker: "w2", ClaimUntil: now}}, nil, Running, 0},
+		{"running here is reclaimed", &Run{Run: leasecrontype.Run{ID: "a", State: Running, Worker: "w1", ClaimUntil: now.Add(time.Hour)}}, nil, Running, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

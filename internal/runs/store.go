@@ -81,6 +81,9 @@ type Store struct {
 	claims sync.Map // id → Run
 	legacy legacyProbe
 	minute minuteCounters
+	// onCleaned, when set (tests), is told how many runs each of Clean's
+	// transactions removed.
+	onCleaned func(n int)
 }
 
 // New returns a Store over the table named in o. It does not contact the
@@ -261,7 +264,7 @@ func (s *Store) MarkQueued(ctx context.Context, marks []Mark) []bool {
 func (s *Store) markBatch(ctx context.Context, marks []Mark, idx []int, out []bool) {
 	var ops []op
 	for _, i := range idx {
-		r := Run{ID: marks[i].ID, State: Queued}
+		r := newRun(marks[i].ID, Queued)
 		fillMeta(&r, marks[i].Meta)
 		ops = append(ops, transition(nil, r)...)
 	}
@@ -302,7 +305,7 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta) error {
 	}
 	now := s.now()
 	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
-		next := Run{ID: id}
+		next := newRun(id, "")
 		if cur != nil {
 			next = *cur
 		}
@@ -351,12 +354,15 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 		return leasecrontype.Run{}, err
 	}
 	now := s.now()
-	next := Run{ID: id, State: Running, Worker: worker, Attempts: attempt, Started: now, ClaimUntil: leaseUntil}
+	next := newRun(id, Running)
+	next.Worker, next.Attempts, next.Started, next.ClaimUntil = worker, attempt, now, leaseUntil
 	fillMeta(&next, m)
 	var ops []op
 	if token := claimToken(id, attempt, m); token != "" {
 		ops = claimOps(token, next)
-	} else if attempt <= 1 {
+	} else if attempt <= 1 && !s.legacyPresent() {
+		// Inserting fails if the run has a record — unless that record is
+		// an old-layout row, which only a read finds.
 		ops = transition(nil, next)
 	}
 	if ops != nil {
@@ -484,7 +490,9 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 			return Run{}, false, nil
 		}
 		if cur == nil && claimed {
-			cur = &Run{ID: id, Type: c.Type, Due: c.Due, Generation: c.Generation, Series: c.Series, Attempts: c.Attempts, Worker: c.Worker, Started: c.Started}
+			r := newRun(id, "")
+			r.Type, r.Due, r.Generation, r.Series, r.Attempts, r.Worker, r.Started = c.Type, c.Due, c.Generation, c.Series, c.Attempts, c.Worker, c.Started
+			cur = &r
 		}
 		return apply(cur, now), true, nil
 	})
@@ -522,7 +530,8 @@ func (s *Store) CancelPending(ctx context.Context, id string, m Meta) error {
 			next, err := applyCancel(*cur, now)
 			return next, err == nil, nil
 		}
-		next := Run{ID: id, State: Cancelled, Finished: now}
+		next := newRun(id, Cancelled)
+		next.Finished = now
 		fillMeta(&next, m)
 		return next, true, nil
 	})

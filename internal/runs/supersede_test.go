@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // The claim of an early-sent message succeeds only on a record that carries
@@ -18,13 +20,13 @@ func TestDecideClaimEarlySent(t *testing.T) {
 		want error
 	}{
 		{"no record", nil, ErrUnconfirmed},
-		{"queued without the token", &Run{ID: "a", State: Queued, Due: meta.Due}, ErrUnconfirmed},
-		{"queued with another token", &Run{ID: "a", State: Queued, Due: meta.Due, Token: "tok0"}, ErrUnconfirmed},
-		{"only an earlier, finished run", &Run{ID: "a", State: Succeeded, Due: meta.Due.Add(-time.Hour), Token: "tok1"}, ErrUnconfirmed},
-		{"confirmed", &Run{ID: "a", State: Queued, Due: meta.Due, Token: "tok1"}, nil},
-		{"cancelled stays cancelled", &Run{ID: "a", State: Cancelled, Due: meta.Due}, ErrCancelled},
-		{"a retry after a failure", &Run{ID: "a", State: Failed, Due: meta.Due, Attempts: 1}, nil},
-		{"succeeded is a duplicate", &Run{ID: "a", State: Succeeded, Due: meta.Due}, ErrAlreadySucceeded},
+		{"queued without the token", &Run{Run: leasecrontype.Run{ID: "a", State: Queued, Due: meta.Due}}, ErrUnconfirmed},
+		{"queued with another token", &Run{Run: leasecrontype.Run{ID: "a", State: Queued, Due: meta.Due}, Token: "tok0"}, ErrUnconfirmed},
+		{"only an earlier, finished run", &Run{Run: leasecrontype.Run{ID: "a", State: Succeeded, Due: meta.Due.Add(-time.Hour)}, Token: "tok1"}, ErrUnconfirmed},
+		{"confirmed", &Run{Run: leasecrontype.Run{ID: "a", State: Queued, Due: meta.Due}, Token: "tok1"}, nil},
+		{"cancelled stays cancelled", &Run{Run: leasecrontype.Run{ID: "a", State: Cancelled, Due: meta.Due}}, ErrCancelled},
+		{"a retry after a failure", &Run{Run: leasecrontype.Run{ID: "a", State: Failed, Due: meta.Due, Attempts: 1}}, nil},
+		{"succeeded is a duplicate", &Run{Run: leasecrontype.Run{ID: "a", State: Succeeded, Due: meta.Due}}, ErrAlreadySucceeded},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := decideClaim(c.cur, "a", "w1", 1, now.Add(time.Minute), meta, now)

@@ -79,6 +79,8 @@ var tiny = scale{
 	txWarmup: time.Second, txBaseline: 2 * time.Second, txSpacing: 3 * time.Second,
 	txLone: 2, txBurst: 20, txSeries: 3, txSeriesWindow: 7 * time.Second, // > mover.poll_every
 	idleWarmup: time.Second, idleWindow: 3 * time.Second,
+	dashPending: 200, dashRuns: 300, dashReps: 1,
+	batchTasks: 250, batchSingle: 20, batchLatency: 5 * time.Millisecond,
 }
 
 // needAzurite skips when Azurite is not installed, unless
@@ -104,6 +106,36 @@ func TestScenariosOnAzurite(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel) // the subtests run after this function returns
+
+	t.Run("dashboard", func(t *testing.T) {
+		t.Parallel()
+		b := tinyBench(t)
+		if err := runDashboard(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		var d results.Dashboard
+		if err := results.Read(b.out, results.DashboardFile, &d); err != nil {
+			t.Fatal(err)
+		}
+		byPath := map[string]results.DashboardPage{}
+		for _, p := range d.Pages {
+			byPath[p.Path] = p
+			if p.MS.N != 1 || p.Bytes == 0 {
+				t.Errorf("%s: %+v", p.Path, p)
+			}
+		}
+		// A page of pending tasks is one query however many are pending;
+		// the overview's reads are fixed (4 slots of one limited type).
+		if p := byPath["/tasks"]; p.Requests != 1 {
+			t.Errorf("/tasks: %d requests %v, want 1", p.Requests, p.ByOp)
+		}
+		if p := byPath["/"]; p.Requests < 6 || p.Requests > 14 {
+			t.Errorf("/: %d requests %v", p.Requests, p.ByOp)
+		}
+		if d.BaselineMS <= 0 || d.CachedMS <= 0 {
+			t.Errorf("baseline %v, cached %v", d.BaselineMS, d.CachedMS)
+		}
+	})
 
 	t.Run("mover", func(t *testing.T) {
 		t.Parallel()
@@ -152,6 +184,32 @@ func TestScenariosOnAzurite(t *testing.T) {
 		for _, r := range c.Rows {
 			if r.Rate.N != 120 || r.Steady <= 0 || r.Requests["queue delete-message"] != 120 {
 				t.Errorf("%s x%d: rate %+v steady %v deletes %d", r.Label, r.Instances, r.Rate, r.Steady, r.Requests["queue delete-message"])
+			}
+		}
+	})
+
+	t.Run("batch", func(t *testing.T) {
+		t.Parallel()
+		b := tinyBench(t)
+		if err := runBatch(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		var bt results.Batch
+		if err := results.Read(b.out, results.BatchFile, &bt); err != nil {
+			t.Fatal(err)
+		}
+		if len(bt.Cases) != 6 {
+			t.Fatalf("%d cases, want 6", len(bt.Cases))
+		}
+		for _, c := range bt.Cases {
+			// 250 tasks in one shard: 3 transactions of index rows and
+			// 3 of task rows; one transaction per task one at a time.
+			want := int64(c.Tasks)
+			if c.Method == "batch" {
+				want = 6
+			}
+			if c.Requests["table batch"] != want || len(c.Requests) != 1 || c.Rate.PerSec <= 0 {
+				t.Errorf("%s +%v ms: %d tasks, requests %v, rate %+v; want %d transactions and nothing else", c.Method, c.AddedLatencyMS, c.Tasks, c.Requests, c.Rate, want)
 			}
 		}
 	})

@@ -7,8 +7,10 @@
 // design), consumer (consumers vs raw dequeue+delete), lateness (on-time
 // delivery with and without early enqueue), failover (leader loss to first
 // move), transactions (storage requests per task), idle (requests per hour
-// of idle workers), footprint (worker RSS and CPU) and batch (ScheduleMany
-// against one Schedule per task). Each starts a fresh
+// of idle workers), footprint (worker RSS and CPU), dashboard (page render
+// time and storage requests per page over a large account), batch
+// (ScheduleMany against one Schedule per task) and history (what run
+// history listings and retention cost on a table of 100,000 records). Each starts a fresh
 // Azurite. The count-based scenarios (transactions, idle) run alongside
 // failover, which spends most of its time waiting for leases to expire.
 // `go run ./bench/report` renders the records as
@@ -51,6 +53,8 @@ type scale struct {
 	txSeriesWindow                  time.Duration
 	fpTasks                         int
 	fpIdle                          time.Duration
+	historyRuns                     int
+	dashPending, dashRuns, dashReps int
 	batchTasks, batchSingle         int
 	batchLatency                    time.Duration
 }
@@ -62,8 +66,10 @@ var full = scale{
 	foLeases: []time.Duration{15 * time.Second, 60 * time.Second}, foReps: 3,
 	idleWarmup: 60 * time.Second, idleWindow: 4 * time.Minute,
 	txWarmup: 60 * time.Second, txBaseline: 60 * time.Second, txSpacing: 10 * time.Second,
-	txLone: 6, txBurst: 500, txSeries: 100, txSeriesWindow: 30 * time.Second,
+	txLone: 6, txBurst: 300, txSeries: 100, txSeriesWindow: 30 * time.Second,
 	fpTasks: 2_000, fpIdle: 12 * time.Second,
+	historyRuns: 100_000,
+	dashPending: 10_000, dashRuns: 100_000, dashReps: 5,
 	batchTasks: 10_000, batchSingle: 1_000, batchLatency: 10 * time.Millisecond,
 }
 
@@ -76,6 +82,8 @@ var quick = scale{
 	txWarmup: 10 * time.Second, txBaseline: 15 * time.Second, txSpacing: 5 * time.Second,
 	txLone: 2, txBurst: 100, txSeries: 20, txSeriesWindow: 10 * time.Second,
 	fpTasks: 1_000, fpIdle: 7 * time.Second,
+	historyRuns: 10_000,
+	dashPending: 2_000, dashRuns: 10_000, dashReps: 3,
 	batchTasks: 2_000, batchSingle: 200, batchLatency: 10 * time.Millisecond,
 }
 
@@ -93,6 +101,8 @@ var scenarios = []scenario{
 	{"transactions", runTransactions},
 	{"idle", runIdle},
 	{"footprint", runFootprint},
+	{"history", runHistory},
+	{"dashboard", runDashboard},
 	{"batch", runBatch},
 }
 

@@ -68,6 +68,14 @@ async function run(ctx) {
     }
     step("rendered " + p.path);
   }
+  if (plan.screenshots) {
+    // Dark mode follows the system's setting.
+    await page.emulateMedia({ colorScheme: "dark" });
+    await page.goto(base + "/");
+    await page.screenshot({ path: path.join(plan.screenshots, "overview-dark.png") });
+    await page.emulateMedia({ colorScheme: "light" });
+    step("screenshot overview-dark.png");
+  }
   if (!plan.actions) return;
 
   // The payload shows as text, exactly.

@@ -44,6 +44,8 @@ type records struct {
 	transactions *results.Transactions
 	idle         *results.Idle
 	footprint    *results.Footprint
+	history      *results.History
+	dashboard    *results.Dashboard
 	batch        *results.Batch
 }
 
@@ -70,6 +72,8 @@ func load(dir string) (records, error) {
 		t  results.Transactions
 		i  results.Idle
 		fp results.Footprint
+		h  results.History
+		db results.Dashboard
 		bt results.Batch
 	)
 	for _, x := range []struct {
@@ -84,6 +88,8 @@ func load(dir string) (records, error) {
 		{results.TransactionsFile, &t, func() { r.transactions = &t }},
 		{results.IdleFile, &i, func() { r.idle = &i }},
 		{results.FootprintFile, &fp, func() { r.footprint = &fp }},
+		{results.HistoryFile, &h, func() { r.history = &h }},
+		{results.DashboardFile, &db, func() { r.dashboard = &db }},
 		{results.BatchFile, &bt, func() { r.batch = &bt }},
 	} {
 		if ok, err = opt(x.name, x.v); err != nil {

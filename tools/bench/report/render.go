@@ -23,6 +23,12 @@ const (
 	targetRSSRate      = 1000.0
 	targetBatchPerTask = 0.05 // requests per task with ScheduleMany
 	targetBatchRatio   = 20.0 // ScheduleMany vs one Schedule after the other
+	targetRunsBurst    = 5.0  // ≤ 5 worker requests per task in a burst with run records
+	targetRunsLone     = 9.0  // ≤ 9 worker requests per lone task with run records
+	targetRunsExtra    = 2.0  // run records ≤ 2 worker requests per task beyond none, in a burst
+	targetRunsProcess  = 0.80 // worker processes with run records ≥ 80 % of the same without
+	targetRunsPage     = 5    // a page of run history ≤ 5 requests whatever the table holds
+	targetRunsClean    = 1.0  // retention ≤ 1 request per 100 expired records
 )
 
 // doc accumulates Markdown.
@@ -131,6 +137,8 @@ func render(r records, out string) (string, error) {
 		},
 		func() error { c, err := footprintSection(&body, out, r.footprint); add(c...); return err },
 		func() error { add(batchSection(&body, r.batch)...); return nil },
+		func() error { add(dashboardSection(&body, r.dashboard)...); return nil },
+		func() error { add(historySection(&body, r.history)...); return nil },
 	}
 	for _, s := range steps {
 		if err = s(); err != nil {
@@ -391,9 +399,10 @@ func consumerSection(d *doc, out string, c *results.Consumer) ([]check, error) {
 		}
 	}
 	ch := check{target: "Consumer ≥ 85 % of raw dequeue+delete", measured: "queue.Consumer (concurrency 32) vs raw: " + strings.Join(parts, ", ")}
+	rc := runsProcessCheck(c)
 	if math.IsInf(worst, 1) {
 		ch.status, ch.measured = statusNotRun, "–"
-		return []check{ch}, nil
+		return []check{ch, rc}, nil
 	}
 	ch.status = status(worst >= targetConsumerRaw)
 	if ch.status == statusMissed {
@@ -407,7 +416,46 @@ func consumerSection(d *doc, out string, c *results.Consumer) ([]check, error) {
 		}
 		ch.why += "With no-op handlers on a single-threaded Azurite every extra request shows directly in the rate."
 	}
-	return []check{ch}, nil
+	return []check{ch, rc}, nil
+}
+
+// runsProcessCheck compares worker processes with run records to the same
+// number without, in the same run.
+func runsProcessCheck(c *results.Consumer) check {
+	ch := check{target: "Worker processes with run records ≥ 80 % of the same without", measured: "–", status: statusNotRun}
+	on, off := map[int]float64{}, map[int]float64{}
+	var ks []int
+	for _, r := range c.Rows {
+		if r.Variant != results.VariantProcess || r.Steady <= 0 {
+			continue
+		}
+		if r.Runs {
+			on[r.Instances] = r.Steady
+			ks = append(ks, r.Instances)
+		} else {
+			off[r.Instances] = r.Steady
+		}
+	}
+	sort.Ints(ks)
+	worst := math.Inf(1)
+	var parts []string
+	for _, k := range ks {
+		if off[k] == 0 {
+			continue
+		}
+		x := on[k] / off[k]
+		parts = append(parts, fmt.Sprintf("%s with %d (%s vs %s tasks/s)", pct(x), k, f0(on[k]), f0(off[k])))
+		worst = math.Min(worst, x)
+	}
+	if len(parts) == 0 {
+		return ch
+	}
+	ch.measured = strings.Join(parts, ", ")
+	ch.status = status(worst >= targetRunsProcess)
+	if ch.status == statusMissed {
+		ch.why = fmt.Sprintf("Short by %.0f percentage points. With run records a task costs two table transactions (its claim and its finish) on top of a dequeue share and a delete; on one single-threaded Azurite, with no-op handlers, the transactions' CPU in the emulator shows directly in the rate.", 100*(targetRunsProcess-worst))
+	}
+	return ch
 }
 
 func latenessSection(d *doc, out string, l *results.Lateness) ([]check, error) {
@@ -674,7 +722,7 @@ func transactionsSection(d *doc, out string, t *results.Transactions, idle *resu
 	} else {
 		c0 := t.Cases[0]
 		_ = c0
-		d.para("Every storage request is a billed transaction. An in-process `leasecron.Worker` with default options leads and consumes on its own fresh Azurite, with and without run records (`NoRuns`), and its `Requests()` counter is read around each pattern; its idle request rate, measured first for a minute after a minute's warm-up, is subtracted, so the worker figures are the **marginal** cost of the tasks (small negative entries are that subtraction's noise). The scheduling side is counted separately over the same calls `Client.Schedule` makes (`schedule.Client.Add`, then `MarkScheduled` with run records). **Lone**: one task at a time, every few seconds, into an otherwise idle leader — the worst case, since nothing is shared. **Burst**: many due at once — passes, dequeues and batches are shared. Recurring series are scheduled once; their client cost is per series, not per occurrence.")
+		d.para("Every storage request is a billed transaction. An in-process `leasecron.Worker` with default options leads and consumes on its own fresh Azurite, with and without run records (`NoRuns`), and its `Requests()` counter is read around each pattern; its idle request rate, measured first for a minute after a minute's warm-up, is subtracted, so the worker figures are the **marginal** cost of the tasks (small negative entries are that subtraction's noise). The scheduling side is counted separately over the call `Client.Schedule` makes (`schedule.Client.Add`: one table transaction; the run record starts when the mover sends the task, so it is a worker cost). **Lone**: one task at a time, every few seconds, into an otherwise idle leader — the worst case, since nothing is shared. **Burst**: many due at once — passes, dequeues and batches are shared. Recurring series are scheduled once; their client cost is per series, not per occurrence.")
 		var rows [][]string
 		for _, c := range sortedCases(t.Cases) {
 			client := f1(c.ClientTotal)
@@ -763,6 +811,7 @@ func transactionsSection(d *doc, out string, t *results.Transactions, idle *resu
 			}
 		}
 		checks = append(checks, ch)
+		checks = append(checks, runsTxChecks(t)...)
 	}
 
 	d.line("### Idle workers")
@@ -972,4 +1021,101 @@ func perWorker(r results.LatenessRun) string {
 		return "–"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// runsTxChecks are the targets of run records' cost per task (worker
+// requests, one-off tasks).
+func runsTxChecks(t *results.Transactions) []check {
+	find := func(pattern string, runs bool) *results.TxCase {
+		for i := range t.Cases {
+			if c := &t.Cases[i]; c.Kind == "one-off" && c.Pattern == pattern && c.Runs == runs {
+				return c
+			}
+		}
+		return nil
+	}
+	burst, burstOff, lone, loneOff := find("burst", true), find("burst", false), find("lone", true), find("lone", false)
+	cb := check{target: "≤ 5 worker requests per one-off task in a burst with run records (≤ 2 beyond none)", measured: "–", status: statusNotRun}
+	if burst != nil && burstOff != nil {
+		extra := burst.WorkerTotal - burstOff.WorkerTotal
+		cb.measured = fmt.Sprintf("%.1f (%.1f without run records: %.1f beyond), %d tasks", burst.WorkerTotal, burstOff.WorkerTotal, extra, burst.Tasks)
+		cb.status = status(burst.WorkerTotal <= targetRunsBurst && extra <= targetRunsExtra+0.05)
+		if cb.status == statusMissed {
+			cb.why = fmt.Sprintf("Over by %.1f. Run records cost a claim and a finish transaction per task and the mover's share of its mark transactions (%.2f table batches per task in all).", math.Max(burst.WorkerTotal-targetRunsBurst, extra-targetRunsExtra), burst.Worker["table batch"])
+		}
+	}
+	cl := check{target: "≤ 9 worker requests per lone one-off task with run records", measured: "–", status: statusNotRun}
+	if lone != nil && loneOff != nil {
+		cl.measured = fmt.Sprintf("%.1f (%.1f without run records)", lone.WorkerTotal, loneOff.WorkerTotal)
+		cl.status = status(lone.WorkerTotal <= targetRunsLone)
+		if cl.status == statusMissed {
+			cl.why = fmt.Sprintf("Over by %.1f. A lone task pays the mover's mark transaction alone, plus its claim and its finish, on top of %.1f without records.", lone.WorkerTotal-targetRunsLone, loneOff.WorkerTotal)
+		}
+	}
+	return []check{cb, cl}
+}
+
+func historySection(d *doc, h *results.History) []check {
+	d.line("## 9. Run history")
+	d.line("")
+	page := check{target: "A page of run history (newest 50 failed, the running ones, a series) ≤ 5 requests", measured: "–", status: statusNotRun}
+	clean := check{target: "Retention ≤ 1 request per 100 expired records", measured: "–", status: statusNotRun}
+	if h == nil {
+		d.para("Not run.")
+		return []check{page, clean}
+	}
+	d.para("A Runs table of %s run records (eight days of a fleet's history: mostly succeeded one-off runs of three types, 5 %% failed, 2 %% dead, 0.5 %% cancelled, 0.1 %% running, 0.4 %% queued, 2.5 %% occurrences of one series; written in %.0f s with table transactions) on a fresh, in-memory Azurite; then the listings `leasecron runs` and the dashboard make, one lookup by id, and one cleaner pass with the default retentions (%.0f days for succeeded and cancelled runs, %.0f for failed and dead), each counted in storage requests. **Right** says whether the listing returned exactly the expected runs, newest first. See [run-history.md](run-history.md) for the layout.",
+		thousands(h.Runs), h.SeedSeconds, h.RetentionDays, h.FailedRetention)
+	var rows [][]string
+	worst := int64(0)
+	for _, q := range h.Queries {
+		right := "yes"
+		if !q.Right {
+			right = "**no**"
+		}
+		rows = append(rows, []string{q.What, fmt.Sprint(q.Rows), fmt.Sprint(q.Requests), right})
+		if !strings.Contains(q.What, "type") {
+			worst = max(worst, q.Requests)
+		}
+	}
+	d.table([]string{"Read", "Runs returned", "Requests", "Right"}, rows)
+	per100 := float64(h.CleanRequests) * 100 / math.Max(1, float64(h.Expired))
+	var ops []string
+	for _, k := range sortedKeys(h.CleanByOp) {
+		ops = append(ops, fmt.Sprintf("%s %d", k, h.CleanByOp[k]))
+	}
+	d.para("The cleaner removed %s expired records with %d requests (%s) in %.0f s: **%.1f requests per 1,000 expired records**.", thousands(h.Expired), h.CleanRequests, strings.Join(ops, ", "), h.CleanSeconds, per100*10)
+	page.measured = fmt.Sprintf("at most %d (%s records)", worst, thousands(h.Runs))
+	page.status = status(worst <= targetRunsPage)
+	allRight := true
+	for _, q := range h.Queries {
+		allRight = allRight && q.Right
+	}
+	if !allRight {
+		page.status = statusMissed
+		page.why = "A listing returned other runs than expected (see the table)."
+	}
+	clean.measured = fmt.Sprintf("%.2f per 100 (%s expired)", per100, thousands(h.Expired))
+	clean.status = status(per100 <= targetRunsClean)
+	if clean.status == statusMissed {
+		clean.why = fmt.Sprintf("Over by %.2f. A run is two rows — its run row, keyed by its id for the one-read lookup, and its list row, keyed by due time for the listings — (three for a failed, dead or cancelled run, which also has a state row), and all of them go in one transaction of at most 100 rows: 50 runs per request, plus one query per 1,000 rows read. Whole-table drops (a table per day) would cost nearly nothing, but a lookup by id could then not know which table to read: ids are chosen by users and carry no time.", per100-targetRunsClean)
+	}
+	return []check{page, clean}
+}
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func sortedKeys(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

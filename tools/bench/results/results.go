@@ -26,6 +26,7 @@ const (
 	TransactionsFile = "transactions.json"
 	IdleFile         = "idle.json"
 	FootprintFile    = "footprint.json"
+	HistoryFile      = "history.json"
 	BatchFile        = "batch.json"
 )
 
@@ -451,4 +452,33 @@ func Read(dir, name string, v any) error {
 		return fmt.Errorf("results: decode %s: %w", name, err)
 	}
 	return nil
+}
+
+// History is the run-history scenario: what listings, a lookup and the
+// cleaner cost on a table of many run records.
+type History struct {
+	// Runs is how many run records the table held.
+	Runs int `json:"runs"`
+	// SeedSeconds is how long writing them took.
+	SeedSeconds float64 `json:"seed_seconds"`
+	// Queries are the listings and the lookup, with their requests.
+	Queries []HistoryQuery `json:"queries"`
+	// Expired is how many records the cleaner removed, Requests what it
+	// cost, Seconds how long it took.
+	Expired         int              `json:"expired"`
+	CleanRequests   int64            `json:"clean_requests"`
+	CleanSeconds    float64          `json:"clean_seconds"`
+	CleanByOp       map[string]int64 `json:"clean_by_op"`
+	RetentionDays   float64          `json:"retention_days"`
+	FailedRetention float64          `json:"failed_retention_days"`
+}
+
+// HistoryQuery is one listing (or lookup) of the run-history scenario.
+type HistoryQuery struct {
+	What     string `json:"what"`
+	Rows     int    `json:"rows"`
+	Requests int64  `json:"requests"`
+	// Right reports that it returned the expected runs in the expected
+	// order.
+	Right bool `json:"right"`
 }

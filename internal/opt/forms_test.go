@@ -1,0 +1,97 @@
+package opt_test
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/aggregator/calendar"
+	"github.com/leasecron/leasecron/handler"
+	"github.com/leasecron/leasecron/internal/ops"
+	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
+)
+
+// Every package refuses a negative option the same way: its sentinel, the
+// field, "= value", and "want" what is accepted with the default. (Six
+// packages had six forms: "X -1s is negative", "X = -1: must not be
+// negative", "X -1: must be positive", "X 65: must be between", …)
+func TestOneErrorFormForNegativeOptions(t *testing.T) {
+	form := regexp.MustCompile(`: [A-Za-z.]*\b(\w+) = -\S+: want .*0 for the default`)
+	noop := func(context.Context, leasecrontype.Task) error { return nil }
+	mem := func(string) (leasecrontype.Handler, bool) { return noop, true }
+	for _, c := range []struct {
+		field string
+		kind  error
+		err   func() error
+	}{
+		{"Concurrency", queue.ErrInvalidOptions, func() error {
+			_, err := queue.NewConsumerWith(queue.NewMemQueue("w", nil), queue.NewMemQueue("p", nil), queue.ConsumerOptions{Concurrency: -1})
+			return err
+		}},
+		{"PollMax", queue.ErrInvalidOptions, func() error {
+			_, err := queue.NewConsumerWith(queue.NewMemQueue("w", nil), queue.NewMemQueue("p", nil), queue.ConsumerOptions{PollMax: -time.Second})
+			return err
+		}},
+		{"Timeout", handler.ErrInvalidOptions, func() error {
+			_, err := handler.HTTP(handler.HTTPOptions{URL: "http://h/", Timeout: -time.Second})
+			return err
+		}},
+		{"KillGrace", handler.ErrInvalidOptions, func() error {
+			_, err := handler.Exec(handler.ExecOptions{Argv: []string{"/bin/sh"}, KillGrace: -time.Second})
+			return err
+		}},
+		{"MaxFeeds", calendar.ErrInvalidOptions, func() error {
+			_, err := calendar.New(calendar.Options{Blobs: nopBlobs{}, MaxFeeds: -1})
+			return err
+		}},
+		{"MaxConcurrent", aggregator.ErrInvalid, func() error {
+			_, err := aggregator.NewWorkerWithStore(aggregator.NewMemStore(), aggregator.Options{Handlers: mem, MaxConcurrent: -1})
+			return err
+		}},
+		{"Cycle", aggregator.ErrInvalid, func() error {
+			_, err := aggregator.NewWorkerWithStore(aggregator.NewMemStore(), aggregator.Options{Handlers: mem, Cycle: -time.Second})
+			return err
+		}},
+		{"ScanLimit", schedule.ErrInvalid, func() error {
+			_, err := schedule.New(schedule.NewMemoryTable(), schedule.Options{ScanLimit: -1})
+			return err
+		}},
+		{"MaxPayload", schedule.ErrInvalid, func() error {
+			_, err := schedule.New(schedule.NewMemoryTable(), schedule.Options{MaxPayload: -1})
+			return err
+		}},
+		{"ReadyTimeout", ops.ErrInvalidOptions, func() error {
+			_, err := ops.NewServer(ops.Options{ReadyTimeout: -time.Second})
+			return err
+		}},
+	} {
+		err := c.err()
+		m := form.FindStringSubmatch(errString(err))
+		if !errors.Is(err, c.kind) || m == nil || m[1] != c.field {
+			t.Errorf("negative %s: %v; want %v and the form \"…%s = -…: want …, or 0 for the default …\"", c.field, err, c.kind, c.field)
+		}
+	}
+	// trafficcop's options have derived defaults and ranges; its refusals
+	// take the same "field = value: want" form.
+	_, err := trafficcop.NewCop(trafficcop.NewMemLock("l", nil), trafficcop.Options{PollEvery: -time.Second})
+	if !errors.Is(err, trafficcop.ErrInvalidOptions) || !regexp.MustCompile(`PollEvery = -1s: want `).MatchString(errString(err)) {
+		t.Errorf("trafficcop PollEvery -1s: %v", err)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+type nopBlobs struct{}
+
+func (nopBlobs) WriteBlob(context.Context, string, string, []byte) error { return nil }
