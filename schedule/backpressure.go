@@ -21,7 +21,7 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time) (bool, room, error)
 	}
 	depth, err := m.o.Depth(ctx)
 	// Messages sent early wait invisibly for their due time: not backlog.
-	depth = max(0, depth-m.Waiting(now))
+	depth = max(0, depth-m.waitingAt(now))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil {

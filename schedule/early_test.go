@@ -167,8 +167,8 @@ func TestEarlySendMarksThenConfirmsAndMoves(t *testing.T) {
 	if ok, err := e.c.Current(ctx(t), got[0].env); !ok || err != nil {
 		t.Fatalf("Current = %v, %v; want the message current while its row is unchanged", ok, err)
 	}
-	if e.m.Waiting(t0) != 1 {
-		t.Fatalf("waiting %d, want 1", e.m.Waiting(t0))
+	if e.m.waitingAt(t0) != 1 {
+		t.Fatalf("waiting %d, want 1", e.m.waitingAt(t0))
 	}
 	for range 4 { // +5 .. +20: nothing new
 		e.fc.Advance(5 * time.Second)

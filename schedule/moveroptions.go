@@ -69,9 +69,10 @@ type MoverOptions struct {
 	// MaxDepth pauses moving while the queue holds at least this many
 	// messages (0 = never pause). The depth is what Depth reports less the
 	// messages this mover knows to be waiting, invisible, for their due
-	// time (sent early; see Waiting): only due work counts as backlog. A
-	// pass sends at most MaxDepth − depth messages, so the queue does not
-	// grow past MaxDepth through the mover.
+	// time (those it sent early, and those an earlier leader sent early
+	// whose rows it has read): only due work counts as backlog. A pass
+	// sends at most MaxDepth − depth messages, so the queue does not grow
+	// past MaxDepth through the mover.
 	MaxDepth int
 	// ResumeBelow resumes moving once the depth is below it. Default
 	// MaxDepth/2 (at least 1).

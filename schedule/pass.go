@@ -328,17 +328,17 @@ func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 }
 
 // waitingFor records a message known to be in the queue, invisible until
-// due (see Waiting).
+// due (see waitingAt).
 func (m *Mover) waitingFor(runID string, due time.Time) {
 	m.mu.Lock()
 	m.waiting[runID] = due
 	m.mu.Unlock()
 }
 
-// Waiting returns how many messages this mover knows to be in the queue
+// waitingAt returns how many messages this mover knows to be in the queue
 // only to wait for their due time (sent early), as of now. Backpressure
 // does not count them as backlog.
-func (m *Mover) Waiting(now time.Time) int {
+func (m *Mover) waitingAt(now time.Time) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
@@ -353,7 +353,7 @@ func (m *Mover) Waiting(now time.Time) int {
 }
 
 // Upcoming returns the distinct due times, in order, of the messages this
-// mover knows to be waiting in the queue for their due time (see Waiting),
+// mover knows to be waiting in the queue for their due time (see waitingAt),
 // at most max of them: when they come due, any consumer may look for them
 // (a leader's worker publishes them to the others, which need them if it
 // dies before they come due).
