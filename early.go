@@ -12,6 +12,13 @@ import (
 	"github.com/leasecron/leasecron/trafficcop"
 )
 
+// ErrAlreadySent: Cancel, Reschedule or Schedule with replace was refused
+// because the task's message is already in the queue (enqueued early,
+// invisible until due) and run records are off, so workers could not tell
+// that it changed. With run records the change is made and the early
+// message becomes a no-op.
+var ErrAlreadySent = schedule.ErrAlreadySent
+
 // earlyWindow is the mover's enqueue-early window: Mover.Early, or by
 // default one failover — lease duration + lease poll — so that a task
 // scheduled before its leader dies is already in the queue, invisible until
