@@ -195,10 +195,7 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		d.claimed = true
 		return true
 	case errors.Is(err, leasecrontype.ErrRunSucceeded):
-		d.log.Info("run already succeeded; acknowledging a duplicate delivery")
-		c.ack(hctx, d)
-		c.settle(d, OutcomeDuplicate)
-		return false
+		return c.ackUnrun(hctx, d, OutcomeDuplicate, "run already succeeded; acknowledging a duplicate delivery")
 	case errors.Is(err, leasecrontype.ErrRunCancelled):
 		d.log.Info("run was cancelled; acknowledging without running")
 		if c.ack(hctx, d) {
@@ -209,10 +206,7 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 	case errors.Is(err, leasecrontype.ErrRunUnconfirmed) && check:
 		return c.claimUnconfirmed(hctx, d, m)
 	case errors.Is(err, leasecrontype.ErrRunUnconfirmed):
-		d.log.Info("task changed since its message was sent early; acknowledging without running")
-		c.ack(hctx, d)
-		c.settle(d, OutcomeSuperseded)
-		return false
+		return c.ackUnrun(hctx, d, OutcomeSuperseded, "task changed since its message was sent early; acknowledging without running")
 	case errors.Is(err, leasecrontype.ErrRunClaimed):
 		wait := r.ClaimUntil.Sub(now)
 		wait = min(max(wait, c.o.BackoffBase), c.o.VisibilityTimeout)
@@ -352,4 +346,13 @@ func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecr
 		m.Token = "" // the row still stands for it: claim as any other
 	}
 	return c.claimAs(hctx, d, m, false)
+}
+
+// ackUnrun acknowledges a delivery that must not run and settles it with o;
+// it returns false (not claimed).
+func (c *Consumer) ackUnrun(hctx context.Context, d *delivery, o Outcome, why string) bool {
+	d.log.Info(why)
+	c.ack(hctx, d)
+	c.settle(d, o)
+	return false
 }
