@@ -60,6 +60,7 @@ type send struct {
 func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	now := m.o.Clock.Now()
 	m.count(func(s *MoverStats) { s.LastPass = now })
+	m.waitingAt(now) // forgets the messages that have come due
 	hold, room, err := m.holdBack(ctx, now)
 	if err != nil || hold {
 		if hold {
@@ -336,8 +337,8 @@ func (m *Mover) waitingFor(runID string, due time.Time) {
 }
 
 // waitingAt returns how many messages this mover knows to be in the queue
-// only to wait for their due time (sent early), as of now. Backpressure
-// does not count them as backlog.
+// only to wait for their due time (sent early), as of now, and forgets
+// those that have come due. Backpressure does not count them as backlog.
 func (m *Mover) waitingAt(now time.Time) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
