@@ -340,6 +340,9 @@ func retentionBehaviour(t *testing.T, e env) {
 		}
 	})
 	t.Logf("removed %d expired runs with %d requests", st.Expired, cost)
+	if last, err := e.s.LastClean(ctx); err != nil || !last.Equal(stored(now)) {
+		t.Errorf("LastClean = %v, %v; want %v", last, err, now)
+	}
 	if st.Expired != len(rs)-len(want) {
 		t.Errorf("Clean removed %d, want %d", st.Expired, len(rs)-len(want))
 	}
