@@ -172,7 +172,7 @@ func memEnv(t *testing.T) env {
 
 // azureEnv is a Store over a fresh table of the shared Azurite, its
 // requests counted by storage.Counter.
-func azureEnv(t *testing.T, o Options) env {
+func azureEnv(t testing.TB, o Options) env {
 	t.Helper()
 	srv := azuritetest.Shared(t)
 	cnt := storage.NewCounter()
