@@ -1,18 +1,16 @@
 package leasecron
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
 )
-
-// failoverEarly turns on the failover-sized default of earlyWindow. It
-// stays off until workers check early-sent messages against their run
-// records (the change after an early enqueue must be honoured first).
-const failoverEarly = false
 
 // earlyWindow is the mover's enqueue-early window: Mover.Early, or by
 // default one failover — lease duration + lease poll — so that a task
@@ -21,9 +19,6 @@ const failoverEarly = false
 func earlyWindow(m MoverOptions, l LeaseOptions) time.Duration {
 	if m.Early != 0 {
 		return m.Early
-	}
-	if !failoverEarly {
-		return 0 // the mover's default: one pass
 	}
 	d, p := l.Duration, l.PollEvery
 	if d == 0 {
@@ -121,4 +116,22 @@ func (w *Worker) heardWakeNote(note string) {
 			c.WakeAt(t)
 		}
 	}
+}
+
+// confirmEarly records the runs of early-sent tasks as queued with their
+// tokens before the mover moves their rows (schedule.MoverOptions.Confirm):
+// a worker that receives such a message then knows without reading the row
+// that it still stands for its task.
+func (w *Worker) confirmEarly(ctx context.Context, envs []queue.Envelope) []bool {
+	marks := make([]runs.Mark, len(envs))
+	for i, e := range envs {
+		marks[i] = runs.Mark{ID: e.ID, Meta: runs.Meta{Type: e.Type, Due: e.Due, Generation: e.Generation, Token: e.Token}}
+	}
+	return w.runs.Confirm(ctx, marks)
+}
+
+// unconfirmEarly takes a confirmation back when the task's row changed
+// before the mover could move it (schedule.MoverOptions.Unconfirm).
+func (w *Worker) unconfirmEarly(ctx context.Context, env queue.Envelope) error {
+	return w.runs.Unconfirm(ctx, env.ID, env.Token)
 }

@@ -6,9 +6,6 @@ import (
 )
 
 func TestEarlyWindowCoversAFailover(t *testing.T) {
-	if !failoverEarly {
-		t.Skip("the failover-sized default is not on yet")
-	}
 	for _, c := range []struct {
 		m    MoverOptions
 		l    LeaseOptions

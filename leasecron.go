@@ -168,6 +168,8 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 	}
 	if p.sched, err = schedule.NewAzure(sc.Table, schedule.Options{
 		Table: n.ScheduleTable, Clock: clk, Logger: log, PayloadStore: p.payloads, MaxPayload: maxPayload,
+		// Workers with run records check early-sent messages (see early.go).
+		ChangesAfterSend: !noRuns,
 	}); err != nil {
 		return p, err
 	}

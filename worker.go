@@ -44,10 +44,10 @@ type LeaseOptions struct {
 type MoverOptions struct {
 	// PollEvery is the pause between passes over the schedule. Default 5s.
 	PollEvery time.Duration
-	// Early is the enqueue-early window (0 means PollEvery, negative
-	// disables): rows due within it are enqueued with a visibility delay
-	// so they appear on time, even when the leader dies before they come
-	// due if it is longer than lease duration + lease poll.
+	// Early is the enqueue-early window: rows due within it are enqueued
+	// with a visibility delay so they appear on time, even when the leader
+	// dies before they come due. 0 means one failover, lease duration +
+	// lease poll (75 s with the defaults); negative disables.
 	Early time.Duration
 	// Concurrency bounds concurrent enqueues. Default 32.
 	Concurrency int
@@ -456,6 +456,8 @@ func (w *Worker) lead(ctx context.Context) error {
 	}
 	if w.runs != nil {
 		mo.BeforeSend = w.markQueued
+		mo.Confirm = w.confirmEarly
+		mo.Unconfirm = w.unconfirmEarly
 	}
 	m, err := schedule.NewMover(w.sched.Table(), mo)
 	if err != nil {
@@ -523,6 +525,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 	}
 	if w.runs != nil {
 		co.Runs = w.runs
+		co.Current = w.sched.Current
 	}
 	co.Pauses = w.pauses
 	if len(w.slots) > 0 {

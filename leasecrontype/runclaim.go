@@ -20,6 +20,12 @@ type RunMeta struct {
 	// message was sent (queue.Envelope.Marked): the claim of its first
 	// attempt can then take that record in one conditional write.
 	Queued bool
+	// Token is the token of a message the mover sent early
+	// (queue.Envelope.Token). A claim of its first attempt succeeds only
+	// if the run record carries the same token (the mover records it when
+	// it moves the task's row) and is refused with ErrRunUnconfirmed
+	// otherwise, so that the worker checks the task's row first.
+	Token string
 }
 
 // A run recorder's Claim refuses with one of these (wrapped or not) when the
@@ -37,4 +43,10 @@ var (
 	// lapsed (Run.ClaimUntil says until when); the message is put back
 	// until then.
 	ErrRunClaimed = errors.New("run claimed by another worker")
+	// ErrRunUnconfirmed: the delivery is of a message sent early
+	// (RunMeta.Token) and the run record does not carry its token yet: the
+	// task may have been cancelled, rescheduled or replaced since it was
+	// sent. The worker checks the task's row; if it is unchanged it claims
+	// again without the token, otherwise it acknowledges without running.
+	ErrRunUnconfirmed = errors.New("early-sent run not confirmed")
 )

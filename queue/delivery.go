@@ -180,11 +180,16 @@ func (c *Consumer) untrack(id string) {
 // claim records the claim in Runs; it returns false when the message was
 // settled without running. A Runs outage does not stop the task.
 func (c *Consumer) claim(hctx context.Context, d *delivery) bool {
+	return c.claimAs(hctx, d, d.env.runMeta(), true)
+}
+
+// claimAs claims with m; check says whether a refusal as unconfirmed
+// (an early-sent message) may still be resolved by checking the task's row.
+func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.RunMeta, check bool) bool {
 	ctx, cancel := c.opCtx(hctx)
 	defer cancel()
 	now := c.clk.Now()
-	r, err := c.o.Runs.Claim(ctx, d.env.ID, c.o.InstanceID, d.env.Attempt+1, now.Add(c.o.VisibilityTimeout),
-		d.env.runMeta())
+	r, err := c.o.Runs.Claim(ctx, d.env.ID, c.o.InstanceID, d.env.Attempt+1, now.Add(c.o.VisibilityTimeout), m)
 	switch {
 	case err == nil:
 		d.claimed = true
@@ -200,6 +205,13 @@ func (c *Consumer) claim(hctx context.Context, d *delivery) bool {
 			c.deletePayload(hctx, d)
 		}
 		c.settle(d, OutcomeCancelled)
+		return false
+	case errors.Is(err, leasecrontype.ErrRunUnconfirmed) && check:
+		return c.claimUnconfirmed(hctx, d, m)
+	case errors.Is(err, leasecrontype.ErrRunUnconfirmed):
+		d.log.Info("task changed since its message was sent early; acknowledging without running")
+		c.ack(hctx, d)
+		c.settle(d, OutcomeSuperseded)
 		return false
 	case errors.Is(err, leasecrontype.ErrRunClaimed):
 		wait := r.ClaimUntil.Sub(now)
@@ -312,4 +324,32 @@ func (c *Consumer) fetchPayload(hctx context.Context, env Envelope) ([]byte, err
 		return nil, fmt.Errorf("fetch payload %s: %w", env.PayloadBlob, err)
 	}
 	return b, nil
+}
+
+// claimUnconfirmed settles the first delivery of a message sent early whose
+// run record does not carry its token: the task's row decides. If the row
+// still carries the token (the leader died before moving it, or has not
+// moved it yet) the run is claimed without the token. If not, the record is
+// asked once more (the mover confirms a run before it removes its row); a
+// run still unconfirmed then is stale and acknowledged without running. When
+// the row cannot be read the message is put back for a later look: late,
+// never run against a cancel.
+func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecrontype.RunMeta) bool {
+	current := c.o.Current == nil
+	if !current {
+		ctx, cancel := c.opCtx(hctx)
+		var err error
+		current, err = c.o.Current(ctx, d.env)
+		cancel()
+		if err != nil {
+			d.log.Warn("cannot check an early-sent message against its task; putting it back", "err", err)
+			c.deferMsg(hctx, d, c.o.BackoffBase, "early-sent message not checked")
+			return false
+		}
+	}
+	d.log.Debug("early-sent message checked against its task's row", "current", current, "row", d.env.Row)
+	if current {
+		m.Token = "" // the row still stands for it: claim as any other
+	}
+	return c.claimAs(hctx, d, m, false)
 }

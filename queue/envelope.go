@@ -68,13 +68,16 @@ type Envelope struct {
 	// deleted after the early enqueue is acknowledged without running.
 	Token string `json:"token,omitempty"`
 	// Row is the schedule row ("{shard}/{RowKey}") an early-sent message
-	// came from (with Token).
-	Row string `json:"row,omitempty"`
+	// came from (with Token), and RowETag its ETag when the mover read it:
+	// until the row is marked with the token (just after the send), a row
+	// still at that ETag stands for the message too.
+	Row     string `json:"row,omitempty"`
+	RowETag string `json:"row_etag,omitempty"`
 }
 
 // runMeta is what a run record learns about the task from e.
 func (e Envelope) runMeta() leasecrontype.RunMeta {
-	return leasecrontype.RunMeta{Type: e.Type, Due: e.Due, Generation: e.Generation, Queued: e.Marked}
+	return leasecrontype.RunMeta{Type: e.Type, Due: e.Due, Generation: e.Generation, Queued: e.Marked, Token: e.Token}
 }
 
 // ErrMalformed is wrapped by DecodeEnvelope errors: the message is not a

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -98,6 +99,15 @@ type ConsumerOptions struct {
 	// Runs, when set, keeps run records and suppresses duplicates; nil
 	// means no run records.
 	Runs RunRecorder
+	// Current, when set with Runs, tells whether a message the mover sent
+	// early (Envelope.Token) still stands for its task — its row in the
+	// schedule still carries the token (schedule.Client.Current). The
+	// consumer asks when the run record does not confirm the token
+	// (leasecrontype.ErrRunUnconfirmed): a stale message (the task was
+	// cancelled, rescheduled, replaced or deleted since it was sent) is
+	// acknowledged without running (OutcomeSuperseded). Without Current
+	// such a message runs.
+	Current func(ctx context.Context, env Envelope) (bool, error)
 	// Payloads resolves Envelope.PayloadBlob; nil means tasks with a
 	// payload blob fail.
 	Payloads PayloadFetcher

@@ -28,7 +28,7 @@ func (c *Consumer) settle(d *delivery, o Outcome) {
 			x.SetAside++
 		case OutcomeDuplicate:
 			x.Duplicates++
-		case OutcomeCancelled:
+		case OutcomeCancelled, OutcomeSuperseded:
 			x.Cancelled++
 		case OutcomeMalformed:
 			x.SetAside++

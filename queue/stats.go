@@ -25,6 +25,10 @@ const (
 	OutcomeDuplicate Outcome = "duplicate"
 	// OutcomeCancelled: the run was cancelled; acknowledged without running.
 	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeSuperseded: a message sent early for a task that was
+	// cancelled, rescheduled, replaced or deleted since; acknowledged
+	// without running (counted with Cancelled).
+	OutcomeSuperseded Outcome = "superseded"
 	// OutcomeMalformed: not a readable envelope; set aside with the reason.
 	OutcomeMalformed Outcome = "malformed"
 	// OutcomeDeferred: put back for later without counting an attempt (no

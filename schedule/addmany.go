@@ -450,38 +450,30 @@ const undoTimeout = 2 * time.Minute
 // written is taken back, and every item not refused for a reason of its
 // own is reported not written.
 func (b *batch) abort(ctx context.Context, cause error) {
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
-	defer cancel()
-	b.mu.Lock()
-	var rows, index, blobs []int
-	for i := range b.res {
-		if b.written[i] {
-			rows = append(rows, i)
-		}
-		if b.indexed[i] {
-			index = append(index, i)
-		}
-		if b.blobs[i] {
-			blobs = append(blobs, i)
-		}
-	}
-	b.mu.Unlock()
-	b.undoRows(uctx, rows)
-	b.undoIndex(uctx, index)
-	b.undoBlobs(uctx, blobs)
+	b.undo(ctx, true, func(int) bool { return false })
 	b.notWritten(b.live(), "the batch was rolled back: "+cause.Error())
 }
 
 // tidy removes, after a partial batch, the index rows and blobs of the
 // items whose item row was not written.
 func (b *batch) tidy(ctx context.Context) {
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	b.undo(ctx, false, func(i int) bool { return b.written[i] })
+}
+
+// undo deletes what the batch wrote for every item that keep (called with
+// b.mu held) does not keep: its item row (when rows), its id index row and
+// its payload blob. It runs even when ctx has ended.
+func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
 	b.mu.Lock()
-	var index, blobs []int
+	var written, index, blobs []int
 	for i := range b.res {
-		if b.written[i] {
+		if keep(i) {
 			continue
+		}
+		if rows && b.written[i] {
+			written = append(written, i)
 		}
 		if b.indexed[i] {
 			index = append(index, i)
@@ -491,64 +483,47 @@ func (b *batch) tidy(ctx context.Context) {
 		}
 	}
 	b.mu.Unlock()
-	b.undoIndex(uctx, index)
-	b.undoBlobs(uctx, blobs)
-}
-
-// undoRows deletes the item rows of items idx, a transaction per chunk. A
-// transaction that fails because a row is gone is redone row by row: a
-// row that is gone was moved to the queue, and its item is reported with
-// ErrMovedBeforeRollback (a recurring series is cancelled, so that the
-// occurrence the mover inserted does not go on).
-func (b *batch) undoRows(ctx context.Context, idx []int) {
-	for _, ch := range chunks(b, idx) {
-		ops := make([]Op, len(ch.items))
-		for k, i := range ch.items {
-			ops[k] = Op{Kind: OpDelete, PartitionKey: ch.shard, RowKey: b.res[i].Item.RowKey}
-		}
-		if _, err := b.c.t.Submit(ctx, ops); err == nil {
-			continue
-		}
-		for k, i := range ch.items {
-			_, err := b.c.t.Submit(ctx, ops[k:k+1])
-			if err == nil {
-				continue
+	// A task row that is gone was moved to the queue: its item is
+	// reported with ErrMovedBeforeRollback, and a recurring series is
+	// cancelled so that the occurrence the mover inserted does not go on.
+	b.deleteEach(ctx, written, func(i int) string { return b.res[i].Item.RowKey }, func(i int, err error) {
+		it := b.res[i].Item
+		if errors.Is(err, storage.ErrNotFound) {
+			if it.Recurrence != "" {
+				_, _ = b.c.Cancel(ctx, it.ID)
 			}
-			it := b.res[i].Item
-			if errors.Is(err, storage.ErrNotFound) {
-				if it.Recurrence != "" {
-					_, _ = b.c.Cancel(ctx, it.ID)
-				}
-				b.fail(i, fmt.Errorf("%w: task %s", ErrMovedBeforeRollback, it.ID))
-				continue
-			}
-			b.c.opts.Logger.Warn("leasecron: a row of a rolled-back batch could not be deleted", "task_id", it.ID, "err", err)
-			b.fail(i, fmt.Errorf("%w: task %s was written and could not be deleted again: %w", ErrNotWritten, it.ID, err))
+			b.fail(i, fmt.Errorf("%w: task %s", ErrMovedBeforeRollback, it.ID))
+			return
 		}
-	}
-}
-
-// undoIndex deletes the id index rows of items idx (best effort).
-func (b *batch) undoIndex(ctx context.Context, idx []int) {
-	for _, ch := range chunks(b, idx) {
-		ops := make([]Op, len(ch.items))
-		for k, i := range ch.items {
-			ops[k] = Op{Kind: OpDelete, PartitionKey: ch.shard, RowKey: indexKey(b.res[i].Item.ID)}
+		b.c.opts.Logger.Warn("leasecron: a row of a rolled-back batch could not be deleted", "task_id", it.ID, "err", err)
+		b.fail(i, fmt.Errorf("%w: task %s was written and could not be deleted again: %w", ErrNotWritten, it.ID, err))
+	})
+	b.deleteEach(ctx, index, func(i int) string { return indexKey(b.res[i].Item.ID) }, func(i int, err error) {
+		if !errors.Is(err, storage.ErrNotFound) {
+			b.c.opts.Logger.Warn("leasecron: an id index row of a rolled-back batch is left behind", "task_id", b.res[i].Item.ID, "err", err)
 		}
-		if _, err := b.c.t.Submit(ctx, ops); err == nil {
-			continue
-		}
-		for k := range ops {
-			if _, err := b.c.t.Submit(ctx, ops[k:k+1]); err != nil && !errors.Is(err, storage.ErrNotFound) {
-				b.c.opts.Logger.Warn("leasecron: an id index row of a rolled-back batch is left behind", "row", ops[k].RowKey, "err", err)
-			}
-		}
-	}
-}
-
-// undoBlobs deletes the payload blobs of items idx.
-func (b *batch) undoBlobs(ctx context.Context, idx []int) {
-	for _, i := range idx {
+	})
+	for _, i := range blobs {
 		b.c.deleteBlob(ctx, b.res[i].Item.PayloadBlob)
+	}
+}
+
+// deleteEach deletes the row key(i) of every item of idx, a transaction
+// per chunk; a transaction that fails is redone a row at a time, and
+// failed hears of each row that could not be deleted.
+func (b *batch) deleteEach(ctx context.Context, idx []int, key func(i int) string, failed func(i int, err error)) {
+	for _, ch := range chunks(b, idx) {
+		ops := make([]Op, len(ch.items))
+		for k, i := range ch.items {
+			ops[k] = Op{Kind: OpDelete, PartitionKey: ch.shard, RowKey: key(i)}
+		}
+		if _, err := b.c.t.Submit(ctx, ops); err == nil {
+			continue
+		}
+		for k, i := range ch.items {
+			if _, err := b.c.t.Submit(ctx, ops[k:k+1]); err != nil {
+				failed(i, err)
+			}
+		}
 	}
 }

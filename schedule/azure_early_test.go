@@ -110,11 +110,11 @@ func TestAzureEarlySendMarkAndChange(t *testing.T) {
 	var mu sync.Mutex
 	var confirmed []queue.Envelope
 	m := a.mover(t, 1, q, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute})
-	m.o.Confirm = func(_ context.Context, env queue.Envelope) error {
+	m.o.Confirm = func(_ context.Context, envs []queue.Envelope) []bool {
 		mu.Lock()
 		defer mu.Unlock()
-		confirmed = append(confirmed, env)
-		return nil
+		confirmed = append(confirmed, envs...)
+		return allTrue(len(envs))
 	}
 	if err := m.takeFence(ctx(t), "00", 1); err != nil {
 		t.Fatal(err)

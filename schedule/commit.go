@@ -47,30 +47,22 @@ func (m *Mover) commit(ctx context.Context, shard string, gen int64, batch []*pl
 	for _, p := range batch {
 		ops = append(ops, p.ops(shard, true, true)...)
 	}
-	var err error
-	var etags []string
-	for attempt := 0; ; attempt++ {
-		if ctx.Err() != nil {
-			return nil
-		}
-		etags, err = m.t.Submit(ctx, append(ops, m.fenceOp(shard, gen)))
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		changed, ferr := m.checkFence(ctx, shard, gen)
-		if ferr != nil {
-			return ferr
-		}
-		if !changed || attempt > 0 {
-			break
-		}
+	if ctx.Err() != nil {
+		return nil
 	}
+	etags, err := m.t.Submit(ctx, append(ops, m.fenceOp(shard, gen)))
 	if ctx.Err() != nil {
 		return nil
 	}
 	if err == nil {
 		m.committed(ctx, batch)
 		return m.adoptFence(ctx, shard, gen, etags)
+	}
+	if done, ferr := m.lostResponse(ctx, shard, gen); ferr != nil || done {
+		if done {
+			m.committed(ctx, batch)
+		}
+		return ferr
 	}
 	if !conflict(err) && !errors.Is(err, storage.ErrBadRequest) {
 		return fmt.Errorf("remove moved rows: %w", err)
@@ -107,13 +99,13 @@ func (m *Mover) commitOne(ctx context.Context, shard string, gen int64, p *plan)
 		if ctx.Err() != nil {
 			return nil
 		}
-		changed, ferr := m.checkFence(ctx, shard, gen)
-		if ferr != nil {
+		if done, ferr := m.lostResponse(ctx, shard, gen); ferr != nil || done {
+			if done {
+				m.committed(ctx, []*plan{p})
+			}
 			return ferr
 		}
 		switch {
-		case changed:
-			continue // our fence ETag was stale; try again with the new one
 		case errors.Is(err, storage.ErrAlreadyExists):
 			withNext = false // the next occurrence is already there
 			continue
@@ -138,6 +130,20 @@ func (m *Mover) commitOne(ctx context.Context, shard string, gen int64, p *plan)
 		}
 	}
 	return fmt.Errorf("settle moved row %s: gave up", p.e.RowKey)
+}
+
+// lostResponse tells, after a transaction failed, whether it committed all
+// the same (its response was lost): the fence row then holds our generation
+// under an ETag we have not seen. Only this mover's transactions write the
+// fence with its generation, one at a time, each adopting the ETag it
+// leaves, so a changed fence means the transaction in flight committed. The
+// new ETag is adopted. ErrFenced when another generation has taken over.
+func (m *Mover) lostResponse(ctx context.Context, shard string, gen int64) (bool, error) {
+	changed, err := m.checkFence(ctx, shard, gen)
+	if err != nil && ctx.Err() != nil {
+		return false, nil
+	}
+	return changed, err
 }
 
 // committed records a committed batch and reports the runs whose rows it

@@ -13,7 +13,9 @@ import (
 // Current reports whether a message the mover sent early (env.Token set)
 // still stands for its task: its row is still in the table carrying the
 // token (for an occurrence of a series: the series' row carries it, and its
-// SentUntil reaches the occurrence). It is false when the task was
+// SentUntil reaches the occurrence), or still exactly as the mover read it
+// before sending (env.RowETag: the mark that follows the send has not
+// landed yet). It is false when the task was
 // cancelled, rescheduled, replaced or deleted since the message was sent —
 // or when the row has been moved out of the table meanwhile, which is why a
 // worker asks only when the run record does not already confirm the token
@@ -45,6 +47,11 @@ func (c *Client) Current(ctx context.Context, env queue.Envelope) (bool, error) 
 		return false, fmt.Errorf("check run %s against its row: %w", env.ID, err)
 	}
 	r, _ := parseRow(row)
+	if r.sent == "" && env.RowETag != "" && row.ETag == env.RowETag {
+		// The row is as the mover read it: the message was sent and the
+		// row is not marked yet (the mark follows the send).
+		return true, nil
+	}
 	if r.sent != env.Token {
 		return false, nil
 	}

@@ -141,11 +141,11 @@ func TestEarlySendMarksThenConfirmsAndMoves(t *testing.T) {
 	var confirmed []queue.Envelope
 	var moved []string
 	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute,
-		Confirm: func(_ context.Context, env queue.Envelope) error {
+		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
 			mu.Lock()
-			confirmed = append(confirmed, env)
+			confirmed = append(confirmed, envs...)
 			mu.Unlock()
-			return nil
+			return allTrue(len(envs))
 		},
 		OnMoved: func(_ context.Context, envs []queue.Envelope) {
 			for _, env := range envs {
@@ -284,11 +284,13 @@ func TestEarlySendSeries(t *testing.T) {
 	var confirmed []string
 	var mu sync.Mutex
 	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: 20 * time.Second,
-		Confirm: func(_ context.Context, env queue.Envelope) error {
+		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
 			mu.Lock()
-			confirmed = append(confirmed, env.Due.Sub(t0).String())
+			for _, env := range envs {
+				confirmed = append(confirmed, env.Due.Sub(t0).String())
+			}
 			mu.Unlock()
-			return nil
+			return allTrue(len(envs))
 		}})
 	e.c.opts.ChangesAfterSend = true
 	e.add(t, Item{ID: "tick", Due: t0, Recurrence: "@every 4s"})
@@ -341,11 +343,11 @@ func TestEarlySendConfirmFailureAndChange(t *testing.T) {
 	var fail bool
 	var unconfirmed []string
 	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute,
-		Confirm: func(context.Context, queue.Envelope) error {
+		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
 			if fail {
-				return errors.New("runs table down")
+				return make([]bool, len(envs)) // the runs table is down
 			}
-			return nil
+			return allTrue(len(envs))
 		},
 		Unconfirm: func(_ context.Context, env queue.Envelope) error {
 			unconfirmed = append(unconfirmed, env.ID)
@@ -411,5 +413,96 @@ func TestBackpressureIgnoresWaitingMessages(t *testing.T) {
 	}
 	if _, ok := e.q.byID("now"); !ok {
 		t.Fatal("a due task was held back by messages that are only waiting")
+	}
+}
+
+func allTrue(n int) []bool {
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = true
+	}
+	return out
+}
+
+// A move whose transaction commits but whose response is lost (a timeout)
+// is a move: its confirmations stand. Taking them back would make the
+// early-sent message look stale to the worker that receives it, and the task
+// would never run.
+func TestEarlySendLostResponseKeepsConfirmation(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{})
+	e.c.opts.ChangesAfterSend = true
+	var unconfirmed, moved []string
+	lose := false
+	wrapped := &lossyTable{MemoryTable: e.mt, lose: &lose}
+	m, err := NewMover(wrapped, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: e.q, SetAside: e.q, Clock: e.fc, Logger: quiet,
+		PollEvery: 5 * time.Second, Early: time.Minute,
+		Confirm: func(_ context.Context, envs []queue.Envelope) []bool { return allTrue(len(envs)) },
+		Unconfirm: func(_ context.Context, env queue.Envelope) error {
+			unconfirmed = append(unconfirmed, env.ID)
+			return nil
+		},
+		OnMoved: func(_ context.Context, envs []queue.Envelope) {
+			for _, env := range envs {
+				moved = append(moved, env.ID)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.takeFence(ctx(t), "00", 1); err != nil {
+		t.Fatal(err)
+	}
+	e.add(t, Item{ID: "a", Due: t0.Add(20 * time.Second)})
+	e.add(t, Item{ID: "b", Due: t0.Add(20 * time.Second)})
+	if _, err := m.pass(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.fc.Advance(16 * time.Second)
+	lose = true // the move commits, its response is lost
+	if _, err := m.pass(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(unconfirmed) != 0 || strings.Join(moved, ",") != "a,b" || len(itemKeys(e.mt)) != 0 {
+		t.Fatalf("unconfirmed %v, moved %v, rows %v: a committed move must count as one", unconfirmed, moved, itemKeys(e.mt))
+	}
+	// The next pass is not fenced: the fence's new ETag was adopted.
+	e.add(t, Item{ID: "c", Due: e.fc.Now()})
+	if _, err := m.pass(ctx(t), 1); err != nil {
+		t.Fatalf("pass after a lost response: %v", err)
+	}
+}
+
+// A message sent early can reach a worker before the mark that follows the
+// send has landed on its row (a slow table): the row, still exactly as the
+// mover read it, stands for the message. A row replaced in that moment does
+// not.
+func TestEarlySentCurrentBeforeTheMark(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute})
+	e.c.opts.ChangesAfterSend = true
+	e.add(t, Item{ID: "slow", Due: t0.Add(30 * time.Second), Payload: "v1"})
+	e.add(t, Item{ID: "swapped", Due: t0.Add(30 * time.Second), Payload: "v1"})
+	if err := e.m.takeFence(ctx(t), "00", 1); err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]bool{}
+	e.mt.beforeSubmit = func(ops []Op) error {
+		e.mt.beforeSubmit = nil
+		if _, err := e.c.Add(context.Background(), Item{ID: "swapped", Due: t0.Add(30 * time.Second), Payload: "v2"}, AddOptions{Replace: true}); err != nil {
+			return err
+		}
+		for _, s := range e.q.sent {
+			ok, err := e.c.Current(context.Background(), s.env)
+			if err != nil {
+				return err
+			}
+			results[s.env.ID] = ok
+		}
+		return nil
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if !results["slow"] || results["swapped"] {
+		t.Fatalf("Current before the mark: %v; want slow current (row unchanged) and swapped stale (replaced)", results)
 	}
 }

@@ -89,13 +89,14 @@ type MoverOptions struct {
 	// envelopes whose rows it removed (e.g. to mark runs "queued"). It runs
 	// on the mover's goroutine and should be quick.
 	OnMoved func(ctx context.Context, envs []queue.Envelope)
-	// Confirm, when set, is called for each run whose message was sent
-	// early (its envelope carries a Token) just before its row is moved;
-	// the root marks the run "queued" with that token, so a worker that
-	// receives the message knows it is still current without reading the
-	// row. An error keeps the row for the next pass. It is called from
-	// several goroutines at once (at most Concurrency).
-	Confirm func(ctx context.Context, env queue.Envelope) error
+	// Confirm, when set, is called with the runs whose messages were sent
+	// early (their envelopes carry a Token) just before their rows are
+	// moved, a batch at a time, and returns for each whether its row may be
+	// moved; leasecron's worker records each run as queued with its token,
+	// so a worker that receives the message knows it still stands without
+	// reading the row. A row whose run is not confirmed stays for the next
+	// pass (its message is in the queue, and is checked against the row).
+	Confirm func(ctx context.Context, envs []queue.Envelope) []bool
 	// Unconfirm takes a confirmation back when the row changed (was
 	// cancelled, rescheduled, replaced or deleted) between the
 	// confirmation and the move.

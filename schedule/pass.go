@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/payload"
@@ -41,7 +40,7 @@ type plan struct {
 
 	ok        bool   // every send was accepted (or the row was set aside)
 	blob      string // payload blob stored for a large directly inserted row
-	confirmed int    // how many of confirm were accepted
+	confirmed int    // how many of confirm were accepted (Unconfirm takes them back)
 }
 
 // send is one message of a plan.
@@ -161,7 +160,7 @@ func (m *Mover) plan(e Entity, now, since time.Time, gen int64) *plan {
 			env.Series = it.ID
 		}
 		if tok != "" {
-			env.Token, env.Row = tok, row
+			env.Token, env.Row, env.RowETag = tok, row, e.ETag
 		}
 		return env
 	}
@@ -380,22 +379,6 @@ func (m *Mover) Upcoming(now time.Time, max int) []time.Time {
 		out = out[:max]
 	}
 	return out
-}
-
-// forEach runs f for every element of items, at most n at a time, and
-// waits for all of them.
-func forEach[T any](n int, items []T, f func(T)) {
-	sem := make(chan struct{}, n)
-	var wg sync.WaitGroup
-	for _, it := range items {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f(it)
-		}()
-	}
-	wg.Wait()
 }
 
 // beforeSend hands the envelopes a chunk is about to send to BeforeSend

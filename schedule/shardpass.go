@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/leasecron/leasecron/queue"
 )
 
 // batchBuffer bounds how many batches a pass keeps in flight
@@ -242,34 +244,35 @@ func (m *Mover) confirmAll(ctx context.Context, ready []*plan) []*plan {
 	if m.o.Confirm == nil {
 		return ready
 	}
-	var todo []*plan
+	var envs []queue.Envelope
+	var of []*plan
 	for _, p := range ready {
-		if len(p.confirm) > 0 {
-			todo = append(todo, p)
+		for _, env := range p.confirm {
+			envs, of = append(envs, env), append(of, p)
 		}
 	}
-	if len(todo) == 0 {
+	if len(envs) == 0 || ctx.Err() != nil {
 		return ready
 	}
-	forEach(m.o.Concurrency, todo, func(p *plan) {
-		for _, env := range p.confirm {
-			if ctx.Err() != nil {
-				return
-			}
-			if err := m.o.Confirm(ctx, env); err != nil {
-				m.count(func(s *MoverStats) { s.Errors++ })
-				m.o.Logger.Warn("leasecron mover: cannot confirm an early-sent run; its row stays", "run", env.ID, "err", err)
-				return
-			}
+	ok := m.o.Confirm(ctx, envs)
+	failed := map[*plan]bool{}
+	for i, p := range of {
+		if i < len(ok) && ok[i] {
 			p.confirmed++
+		} else {
+			failed[p] = true
 		}
-	})
+	}
+	if len(failed) > 0 {
+		m.count(func(s *MoverStats) { s.Errors++ })
+		m.o.Logger.Warn("leasecron mover: early-sent runs not confirmed; their rows stay for the next pass", "rows", len(failed))
+	}
 	out := ready[:0]
 	for _, p := range ready {
-		if p.confirmed == len(p.confirm) {
-			out = append(out, p)
-		} else {
+		if failed[p] {
 			m.unconfirm(ctx, p)
+		} else {
+			out = append(out, p)
 		}
 	}
 	return out
@@ -278,10 +281,10 @@ func (m *Mover) confirmAll(ctx context.Context, ready []*plan) []*plan {
 // unconfirm takes back the confirmations of a plan whose row was not
 // retired after all (it changed meanwhile).
 func (m *Mover) unconfirm(ctx context.Context, p *plan) {
-	if m.o.Unconfirm == nil {
+	if m.o.Unconfirm == nil || p.confirmed == 0 {
 		return
 	}
-	for _, env := range p.confirm[:p.confirmed] {
+	for _, env := range p.confirm {
 		if err := m.o.Unconfirm(ctx, env); err != nil && !errors.Is(err, context.Canceled) {
 			m.count(func(s *MoverStats) { s.Errors++ })
 			m.o.Logger.Warn("leasecron mover: cannot take back the confirmation of a run whose row changed", "run", env.ID, "err", err)

@@ -147,8 +147,9 @@ type Options struct {
 	PollEvery time.Duration
 
 	// Identity names this cop in the blob's holder metadata and in logs.
-	// Default "{hostname}/{pid}/{8 random hex digits}". At most 256
-	// printable ASCII characters (it travels in an HTTP header).
+	// Default DefaultIdentity(): "{hostname}-{pid}-{8 random hex digits}".
+	// At most 256 printable ASCII characters (it travels in an HTTP
+	// header).
 	Identity string
 
 	// Clock drives renew schedules, polls and the local deadline. Default

@@ -240,12 +240,17 @@ for (const app of apps) {
   const minVal = minRef ? params[minRef]?.defaultValue : scale.minReplicas;
   if (!(minVal >= 1)) fail(`minReplicas ${JSON.stringify(scale.minReplicas)} must default to >= 1 (someone must hold the lease)`);
   if (minRef && !(params[minRef]?.minValue >= 1)) fail(`parameter ${minRef} must have minValue >= 1`);
-  const q = (scale.rules ?? []).map((r) => r.azureQueue).find(Boolean);
-  if (!q) fail("no azureQueue scale rule");
+  // A custom azure-queue rule: the built-in azureQueue rule counts
+  // invisible messages too, and tasks enqueued early wait invisibly for
+  // their due time; queueLengthStrategy visibleonly counts only due work.
+  const r = (scale.rules ?? []).map((r) => r.custom).find((c) => c?.type === "azure-queue");
+  if (!r) fail("no custom azure-queue scale rule");
   else {
-    if (!q.accountName) fail("azureQueue scale rule lacks accountName (needed with a managed identity)");
-    if (!q.identity) fail("azureQueue scale rule lacks identity");
-    if (q.auth) fail("azureQueue scale rule uses secrets (auth) instead of the identity");
+    const q = r.metadata ?? {};
+    if (!q.accountName) fail("azure-queue scale rule lacks accountName (needed with a managed identity)");
+    if (!r.identity) fail("azure-queue scale rule lacks identity");
+    if (r.auth) fail("azure-queue scale rule uses secrets (auth) instead of the identity");
+    if (q.queueLengthStrategy !== "visibleonly") fail("azure-queue scale rule must count visible messages only (queueLengthStrategy visibleonly): tasks enqueued early wait invisibly");
     const qn = /variables\('(\w+)'\)/.exec(String(q.queueName))?.[1];
     if ((qn ? vars[qn] : q.queueName) !== "leasecron-work") fail(`scale rule queue ${q.queueName} is not leasecron-work`);
   }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/aggregator/calendar"
+	"github.com/leasecron/leasecron/internal/dashboard"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -33,25 +34,9 @@ func (a *app) blackboardCmd() *cobra.Command {
 			}
 			now := time.Now()
 			if asJSON {
-				type row struct {
-					Key          string    `json:"key"`
-					Type         string    `json:"type"`
-					Interval     string    `json:"interval"`
-					State        string    `json:"state"`
-					Start        time.Time `json:"start,omitzero"`
-					Stop         time.Time `json:"stop,omitzero"`
-					Running      bool      `json:"running"`
-					Worker       string    `json:"worker,omitempty"`
-					LastError    string    `json:"last_error,omitempty"`
-					LastDuration float64   `json:"last_duration_seconds"`
-					Runs         int64     `json:"runs"`
-					Failures     int64     `json:"failures"`
-					NextDue      time.Time `json:"next_due,omitzero"`
-				}
-				out := []row{}
+				out := []dashboard.KeyView{}
 				for _, e := range es {
-					out = append(out, row{e.Key, e.Type, e.Interval.String(), string(e.State(now)), e.Start, e.Stop, e.Running, e.Worker,
-						e.LastError, e.LastDuration.Seconds(), e.Runs, e.Failures, e.NextDue()})
+					out = append(out, dashboard.KeyViewOf(e, now))
 				}
 				return a.printJSON(out)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/dashboard"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -71,9 +72,9 @@ func (a *app) runsCmd() *cobra.Command {
 			}
 			if asJSON {
 				out := struct {
-					Runs []runOut `json:"runs"`
-					Next string   `json:"next,omitempty"`
-				}{Runs: []runOut{}, Next: q.Continue}
+					Runs []dashboard.RunView `json:"runs"`
+					Next string              `json:"next,omitempty"`
+				}{Runs: []dashboard.RunView{}, Next: q.Continue}
 				for _, r := range rs {
 					out.Runs = append(out.Runs, runJSON(r))
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/dashboard"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/schedule"
 )
@@ -332,26 +333,6 @@ func (a *app) statusCmd() *cobra.Command {
 	return c
 }
 
-type runOut struct {
-	ID         string    `json:"id"`
-	State      string    `json:"state"`
-	Type       string    `json:"type,omitempty"`
-	Attempts   int       `json:"attempts"`
-	Worker     string    `json:"worker,omitempty"`
-	Started    time.Time `json:"started,omitzero"`
-	Finished   time.Time `json:"finished,omitzero"`
-	LastError  string    `json:"last_error,omitempty"`
-	OutputTail string    `json:"output_tail,omitempty"`
-	Series     string    `json:"series,omitempty"`
-	Duplicates int       `json:"duplicates"`
-	Generation int64     `json:"generation,omitempty"`
-	Due        time.Time `json:"due,omitzero"`
-	Snoozed    time.Time `json:"snoozed_until,omitzero"`
-	Updated    time.Time `json:"updated,omitzero"`
-}
-
-func runJSON(r leasecron.Run) runOut {
-	return runOut{ID: r.ID, State: string(r.State), Type: r.Type, Attempts: r.Attempts, Worker: r.Worker, Started: r.Started,
-		Finished: r.Finished, LastError: r.LastError, OutputTail: r.OutputTail, Series: r.Series, Duplicates: r.Duplicates,
-		Generation: r.Generation, Due: r.Due, Snoozed: r.SnoozedUntil, Updated: r.Updated}
-}
+// runJSON is a run as `status --json` prints it: the dashboard's JSON
+// shape of a run.
+func runJSON(r leasecron.Run) dashboard.RunView { return dashboard.RunViewOf(r) }

@@ -39,7 +39,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("lease defaults: %+v", c.Lease)
 	}
 	if c.Mover.Early != 0 {
-		t.Errorf("mover.early default should be 0 (= poll_every), got %v", c.Mover.Early)
+		t.Errorf("mover.early default should be 0 (= lease.duration + lease.poll_every), got %v", c.Mover.Early)
 	}
 	if c.Names.Queue != "leasecron-work" || c.Names.ScheduleTable != "ScheduledItems" {
 		t.Errorf("names: %+v", c.Names)

@@ -64,7 +64,7 @@ var Keys = []Key{
 	{"lease.poll_every", trafficcop.DefaultPollEvery, "How often an instance without the lease tries to acquire it (jittered).", false},
 	{"lease.safety_margin", time.Duration(0), "Control is considered lost at last renew + duration - margin; 0 means max(2s, duration/10).", false},
 	{"mover.poll_every", schedule.DefaultPollEvery, "How often the leader looks for due tasks.", false},
-	{"mover.early", time.Duration(0), "Window within which due tasks are enqueued early with a visibility delay; 0 means mover.poll_every, negative disables.", false},
+	{"mover.early", time.Duration(0), "Window within which due tasks are enqueued early with a visibility delay, so they start on time even through a leader failover; 0 means lease.duration + lease.poll_every, negative disables.", false},
 	{"mover.concurrency", schedule.DefaultConcurrency, "Concurrent enqueues while moving.", false},
 	{"queue.max_depth", 0, "Pause moving while the queue holds this many messages; 0 disables backpressure.", false},
 	{"queue.resume_below", 0, "Resume moving below this depth; 0 means queue.max_depth/2.", false},

@@ -291,14 +291,14 @@ func (s *Server) loadTask(ctx context.Context, r *http.Request) (any, error) {
 			v.Pending, v.State = &iv, string(leasecrontype.RunScheduled)
 		}
 		if t.Run != nil {
-			rv := runView(*t.Run)
+			rv := RunViewOf(*t.Run)
 			v.Run = &rv
 			if t.Pending == nil || t.Run.State != leasecrontype.RunScheduled {
 				v.State = rv.State
 			}
 		}
 		for _, r := range t.Recent {
-			v.Recent = append(v.Recent, runView(r))
+			v.Recent = append(v.Recent, RunViewOf(r))
 		}
 		return v, nil
 	})
@@ -325,7 +325,7 @@ func (s *Server) loadRecurring(ctx context.Context, r *http.Request) (any, error
 					return err
 				}
 				for _, run := range rp.Runs {
-					v.Series[i].Recent = append(v.Series[i].Recent, runView(run))
+					v.Series[i].Recent = append(v.Series[i].Recent, RunViewOf(run))
 				}
 				return nil
 			})
@@ -352,7 +352,7 @@ func (s *Server) loadRuns(ctx context.Context, r *http.Request) (any, error) {
 		}
 		v := &RunsView{State: string(state), Type: typ, Runs: []RunView{}, Continue: p.Continue, Partial: p.Partial, Cursor: cont}
 		for _, run := range p.Runs {
-			v.Runs = append(v.Runs, runView(run))
+			v.Runs = append(v.Runs, RunViewOf(run))
 		}
 		return v, nil
 	})
@@ -381,7 +381,7 @@ func (s *Server) loadBlackboard(ctx context.Context, r *http.Request) (any, erro
 		now := s.o.Clock.Now()
 		v := &BlackboardView{Keys: []KeyView{}}
 		for _, e := range es {
-			v.Keys = append(v.Keys, keyView(e, now))
+			v.Keys = append(v.Keys, KeyViewOf(e, now))
 		}
 		return v, nil
 	})

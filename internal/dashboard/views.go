@@ -98,7 +98,8 @@ type TasksView struct {
 	Cursor   string     `json:"-"` // the token of this page ("" = first)
 }
 
-// RunView is a run record.
+// RunView is a run record: the JSON shape of a run wherever leasecron
+// prints one (the dashboard's API and `leasecron status --json`).
 type RunView struct {
 	ID         string    `json:"id"`
 	State      string    `json:"state"`
@@ -112,13 +113,18 @@ type RunView struct {
 	Duplicates int       `json:"duplicates"`
 	LastError  string    `json:"last_error,omitempty"`
 	OutputTail string    `json:"output_tail,omitempty"`
+	Series     string    `json:"series,omitempty"`
+	Snoozed    time.Time `json:"snoozed_until,omitzero"`
 	Updated    time.Time `json:"updated,omitzero"`
 }
 
-func runView(r leasecrontype.Run) RunView {
+// RunViewOf is r as shown and printed (error and output at most
+// PayloadPreview bytes, as stored).
+func RunViewOf(r leasecrontype.Run) RunView {
 	return RunView{ID: r.ID, State: string(r.State), Type: r.Type, Attempts: r.Attempts, Worker: r.Worker, Generation: r.Generation,
 		Due: r.Due, Started: r.Started, Finished: r.Finished, Duplicates: r.Duplicates,
-		LastError: trunc.Head(r.LastError, PayloadPreview), OutputTail: trunc.Tail(r.OutputTail, PayloadPreview), Updated: r.Updated}
+		LastError: trunc.Head(r.LastError, PayloadPreview), OutputTail: trunc.Tail(r.OutputTail, PayloadPreview),
+		Series: r.Series, Snoozed: r.SnoozedUntil, Updated: r.Updated}
 }
 
 // Duration is how long the latest attempt ran (0 when unknown).
@@ -185,13 +191,14 @@ func deadLetterView(d queue.DeadLetter) DeadLetterView {
 		Body: trunc.Head(d.Body, PayloadPreview), BodySize: len(d.Body), Worker: d.Worker, Truncated: d.Truncated}
 }
 
-// KeyView is one blackboard key.
+// KeyView is one blackboard key: its JSON shape in the dashboard's API
+// and in `leasecron blackboard --json`.
 type KeyView struct {
 	Key                 string    `json:"key"`
 	State               string    `json:"state"`
 	Type                string    `json:"type"`
+	Interval            string    `json:"interval"`
 	IntervalSeconds     float64   `json:"interval_seconds"`
-	Interval            string    `json:"-"`
 	Start               time.Time `json:"start,omitzero"`
 	Stop                time.Time `json:"stop,omitzero"`
 	Running             bool      `json:"running"`
@@ -208,7 +215,8 @@ type BlackboardView struct {
 	Keys []KeyView `json:"keys"`
 }
 
-func keyView(e aggregator.Entry, now time.Time) KeyView {
+// KeyViewOf is e as shown and printed at now.
+func KeyViewOf(e aggregator.Entry, now time.Time) KeyView {
 	return KeyView{Key: e.Key, State: string(e.State(now)), Type: e.Type, IntervalSeconds: e.Interval.Seconds(), Interval: e.Interval.String(),
 		Start: e.Start, Stop: e.Stop, Running: e.Running, Worker: e.Worker, Runs: e.Runs, Failures: e.Failures,
 		LastError: trunc.Head(e.LastError, PayloadPreview), LastDurationSeconds: e.LastDuration.Seconds(), NextDue: e.NextDue()}

@@ -99,7 +99,7 @@ func TestCadenceEvery2sAcrossSIGTERM(t *testing.T) {
 	maxLate := time.Duration(0)
 	for i, l := range lateness[1:] {
 		maxLate = max(maxLate, l)
-		if l > 2*time.Second {
+		if l > 3*time.Second { // a liveness bound, generous for a loaded machine
 			t.Errorf("occurrence due %s started %s late", in[i+1].Format(time.TimeOnly), l.Round(time.Millisecond))
 		}
 	}

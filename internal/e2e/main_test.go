@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite"
 	"github.com/leasecron/leasecron/internal/fleet"
 )
@@ -42,4 +43,18 @@ func startFleet(t *testing.T, workers int, cfg map[string]any, env ...string) *f
 		}
 	})
 	return f
+}
+
+// leaderClient waits until a worker of f leads and returns a Go client for
+// f's account.
+func leaderClient(ctx context.Context, t *testing.T, f *fleet.Fleet) *leasecron.Client {
+	t.Helper()
+	if _, err := f.WaitLeader(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := f.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }

@@ -21,13 +21,7 @@ func TestPauseAcrossFleet(t *testing.T) {
 	f := startFleet(t, 3, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := f.WaitLeader(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := f.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := leaderClient(ctx, t, f)
 	lcCLI(ctx, t, f, "pause", "recslow")
 	var listed []leasecron.Pause
 	if err := json.Unmarshal([]byte(lcCLI(ctx, t, f, "paused", "--json")), &listed); err != nil || len(listed) != 1 || listed[0].Type != "recslow" || !listed[0].Until.IsZero() {

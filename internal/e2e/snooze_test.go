@@ -22,13 +22,7 @@ func TestSnoozeExecHandler(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := f.WaitLeader(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := f.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := leaderClient(ctx, t, f)
 	if _, err := cl.Schedule(ctx, leasecron.Item{ID: "snz1", Type: "snoozer", Due: time.Now()}, false); err != nil {
 		t.Fatal(err)
 	}

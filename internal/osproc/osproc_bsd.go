@@ -2,16 +2,8 @@
 
 package osproc
 
-import (
-	"os/exec"
-	"syscall"
-)
+import "syscall"
 
-// Prepare makes cmd, when started, the leader of a new process group. Call
-// it before cmd.Start.
-func Prepare(cmd *exec.Cmd) {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setpgid = true
-}
+// dieWithParent does nothing: only Linux can tie a child's life to its
+// parent's.
+func dieWithParent(*syscall.SysProcAttr) {}

@@ -8,6 +8,17 @@ import (
 	"syscall"
 )
 
+// Prepare makes cmd, when started, the leader of a new process group, and
+// on Linux has the kernel kill it when the thread that started it dies.
+// Call it before cmd.Start.
+func Prepare(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	dieWithParent(cmd.SysProcAttr)
+}
+
 // Terminate asks cmd's process group to stop: SIGTERM to every process in
 // it. It does nothing if cmd has not started; a group that is already gone
 // is not an error.

@@ -18,7 +18,8 @@
 //     due order, newest first;
 //   - for every state but succeeded, the state list row
 //     "x~{state}~{inverted due}~{id}" (a running run's key ends with a tag
-//     of its worker): the listing of that state, newest first.
+//     of its worker, an early-sent run confirmed as queued with the token
+//     of its message): the listing of that state, newest first.
 //
 // Every change to a run is one entity-group transaction over its rows
 // (same partition), so they never disagree; Verify checks it.

@@ -20,7 +20,7 @@ const (
 	prefixRun    = "r~" // run row of a one-off task: r~{id}
 	prefixOcc    = "o~" // run row of an occurrence: o~{series}~{inverted due}
 	prefixList   = "l~" // time list row: l~{inverted due}~{id}
-	prefixState  = "x~" // state list row: x~{state}~{inverted due}~{id}
+	prefixState  = "x~" // state list row: x~{state}~{inverted due}~{id}[~{worker hash or token}]
 	bucketPrefix = "p"  // bucket partitions: p0 .. p3
 )
 
@@ -119,6 +119,11 @@ func listKey(id string, due time.Time) string {
 // claim.
 func stateKey(st State, id string, due time.Time, worker string) string {
 	k := prefixState + string(st) + "~" + inverted(due) + "~" + id
+	if st == Queued && worker != "" {
+		// An early-sent run confirmed with its token (see supersede.go):
+		// the claim of that message takes exactly this row.
+		return k + "~" + worker
+	}
 	if st == Running {
 		h := fnv.New32a()
 		_, _ = h.Write([]byte(worker))

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/leasecron/leasecron/internal/opt"
 )
 
 // Page sizes of Query.
@@ -114,13 +116,11 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 	case q.State != "" && !q.State.Valid():
 		_, err := ParseState(string(q.State))
 		return Page{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	case q.Limit < 0 || q.Limit > MaxLimit:
-		return Page{}, fmt.Errorf("%w: limit %d: want 1..%d (0 means %d)", ErrInvalid, q.Limit, MaxLimit, DefaultLimit)
 	case strings.ContainsAny(q.Series, "~'/\\#?"):
 		return Page{}, fmt.Errorf("%w: series %q: a series id has no ~ ' / \\ # ?", ErrInvalid, q.Series)
 	}
-	if q.Limit == 0 {
-		q.Limit = DefaultLimit
+	if err := opt.DefaultIn(ErrInvalid, "limit", &q.Limit, DefaultLimit, 1, MaxLimit); err != nil {
+		return Page{}, err
 	}
 	if err := s.ensure(ctx); err != nil {
 		return Page{}, err

@@ -29,6 +29,9 @@ func runProps(r Run) props {
 	p["OutputTail"] = trunc.Tail(r.OutputTail, MaxOutputTail)
 	p["Duplicates"] = int32(r.Duplicates)
 	p["ClaimUntil"] = r.ClaimUntil
+	if r.Token != "" {
+		p["Token"] = r.Token
+	}
 	return p
 }
 
@@ -65,7 +68,7 @@ func decodeRun(rw row) Run {
 		Duplicates: int(p.int("Duplicates")), Generation: p.int("Generation"),
 		Due: p.time("Due"), ClaimUntil: p.time("ClaimUntil"), SnoozedUntil: p.time("SnoozedUntil"),
 		Updated: rw.updated,
-	}, etag: rw.etag}
+	}, Token: p.str("Token"), etag: rw.etag}
 }
 
 // Public returns r as the public leasecrontype.Run.
@@ -77,7 +80,11 @@ func stateRowKey(r Run) string {
 	if !hasStateRow(r.State) {
 		return ""
 	}
-	return stateKey(r.State, r.ID, r.Due, r.Worker)
+	who := r.Worker
+	if r.State == Queued {
+		who = r.Token
+	}
+	return stateKey(r.State, r.ID, r.Due, who)
 }
 
 // transition returns the one transaction that takes a run from cur (nil:

@@ -36,6 +36,9 @@ func ParseState(s string) (State, error) { return leasecrontype.ParseRunState(s)
 // the row's ETag.
 type Run struct {
 	leasecrontype.Run
+	// Token is the token of the early-sent message the mover confirmed for
+	// this run when it moved the task's row (see supersede.go).
+	Token string
 
 	etag string
 	// legacy marks a record read from the previous layout.
@@ -112,6 +115,9 @@ func stored(t time.Time) time.Time { return t.UTC().Truncate(100 * time.Nanoseco
 // returned record counts the duplicate and is written; on ErrCancelled and
 // ErrClaimedElsewhere nothing is written.
 func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time, m Meta, now time.Time) (Run, error) {
+	if unconfirmed(cur, m) {
+		return newRun(id, ""), ErrUnconfirmed
+	}
 	var next Run
 	if cur != nil && !newer(cur, m) {
 		next = *cur
@@ -137,6 +143,9 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 }
 
 func fillMeta(r *Run, m Meta) {
+	if m.Token != "" {
+		r.Token = m.Token
+	}
 	if m.Type != "" {
 		r.Type = m.Type
 	}
@@ -163,6 +172,12 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 		fillMeta(&next, m)
 		return next, true, true
 	case cur.State == Queued && cur.Due.Equal(stored(m.Due)):
+		if m.Token != "" && cur.Token != m.Token {
+			// An early-sent run is confirmed as its row is moved.
+			next = *cur
+			next.Token = m.Token
+			return next, true, true
+		}
 		return *cur, false, true
 	case cur.State == Scheduled:
 		next = *cur

@@ -127,8 +127,8 @@ func TestOptionsValidation(t *testing.T) {
 		want string
 	}{
 		{Options{Table: "bad-name"}, "Options.Table"},
-		{Options{Retention: time.Second}, "Options.Retention 1s"},
-		{Options{RetentionFailed: -time.Hour}, "Options.RetentionFailed -1h0m0s"},
+		{Options{Retention: time.Second}, "Options.Retention = 1s"},
+		{Options{RetentionFailed: -time.Hour}, "Options.RetentionFailed = -1h0m0s"},
 	} {
 		_, err := New(&storage.Clients{}, c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

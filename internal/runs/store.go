@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
@@ -49,17 +50,11 @@ func (o *Options) fill() error {
 	if err := storage.ValidateTableName(o.Table); err != nil {
 		return fmt.Errorf("runs: Options.Table: %w", err)
 	}
-	if o.Retention == 0 {
-		o.Retention = DefaultRetention
+	if err := opt.DefaultAtLeast(ErrInvalid, "runs.Options.Retention", &o.Retention, DefaultRetention, time.Minute); err != nil {
+		return err
 	}
-	if o.RetentionFailed == 0 {
-		o.RetentionFailed = DefaultRetentionFailed
-	}
-	if o.Retention < time.Minute {
-		return fmt.Errorf("runs: Options.Retention %s: want at least 1m (0 means %s)", o.Retention, DefaultRetention)
-	}
-	if o.RetentionFailed < time.Minute {
-		return fmt.Errorf("runs: Options.RetentionFailed %s: want at least 1m (0 means %s)", o.RetentionFailed, DefaultRetentionFailed)
+	if err := opt.DefaultAtLeast(ErrInvalid, "runs.Options.RetentionFailed", &o.RetentionFailed, DefaultRetentionFailed, time.Minute); err != nil {
+		return err
 	}
 	o.Clock = clock.OrReal(o.Clock)
 	if o.Logger == nil {
@@ -321,6 +316,9 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta) error {
 // takes the failed row its previous attempt left.
 func claimToken(id string, attempt int, m Meta) string {
 	switch {
+	case attempt <= 1 && m.Token != "":
+		// Sent early: only the record confirmed with this token will do.
+		return stateKey(Queued, id, m.Due, m.Token)
 	case attempt <= 1 && m.Queued:
 		return stateKey(Queued, id, m.Due, "")
 	case attempt > 1:

@@ -80,6 +80,7 @@ var tiny = scale{
 	txLone: 2, txBurst: 20, txSeries: 3, txSeriesWindow: 7 * time.Second, // > mover.poll_every
 	idleWarmup: time.Second, idleWindow: 3 * time.Second,
 	dashPending: 200, dashRuns: 300, dashReps: 1,
+	batchTasks: 250, batchSingle: 20, batchLatency: 5 * time.Millisecond,
 }
 
 // needAzurite skips when Azurite is not installed, unless
@@ -183,6 +184,32 @@ func TestScenariosOnAzurite(t *testing.T) {
 		for _, r := range c.Rows {
 			if r.Rate.N != 120 || r.Steady <= 0 || r.Requests["queue delete-message"] != 120 {
 				t.Errorf("%s x%d: rate %+v steady %v deletes %d", r.Label, r.Instances, r.Rate, r.Steady, r.Requests["queue delete-message"])
+			}
+		}
+	})
+
+	t.Run("batch", func(t *testing.T) {
+		t.Parallel()
+		b := tinyBench(t)
+		if err := runBatch(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		var bt results.Batch
+		if err := results.Read(b.out, results.BatchFile, &bt); err != nil {
+			t.Fatal(err)
+		}
+		if len(bt.Cases) != 6 {
+			t.Fatalf("%d cases, want 6", len(bt.Cases))
+		}
+		for _, c := range bt.Cases {
+			// 250 tasks in one shard: 3 transactions of index rows and
+			// 3 of task rows; one transaction per task one at a time.
+			want := int64(c.Tasks)
+			if c.Method == "batch" {
+				want = 6
+			}
+			if c.Requests["table batch"] != want || len(c.Requests) != 1 || c.Rate.PerSec <= 0 {
+				t.Errorf("%s +%v ms: %d tasks, requests %v, rate %+v; want %d transactions and nothing else", c.Method, c.AddedLatencyMS, c.Tasks, c.Requests, c.Rate, want)
 			}
 		}
 	})

@@ -73,8 +73,7 @@ func runDashboard(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	res.Runs -= missed
-	b.logf(name, "%d run records written in %s (%d marks failed)", res.Runs, time.Since(t0).Round(time.Second), missed)
+	b.logf(name, "%d run records written in %s (%d writes failed)", res.Runs, time.Since(t0).Round(time.Second), missed)
 
 	// ... dead letters, blackboard keys and three workers' counters.
 	qc, err := queue.NewClient(sc.Queue, queue.ClientOptions{Logger: quietLogger(name)})
@@ -198,7 +197,8 @@ func follow(ctx context.Context, c *leasecron.Client, path string, n int) (strin
 // seedRuns writes n run records: marked queued in batches (as the mover
 // does), then one in twenty finished, mostly succeeded, some failed, dead
 // or cancelled; the first ones are occurrences of the series. It returns
-// how many marks the store could not write.
+// how many writes failed (on a loaded machine Azurite can time out as the
+// table grows; such a run stays as it was).
 func seedRuns(ctx context.Context, rs *runs.Store, n, series int, now time.Time) (int, error) {
 	states := []leasecrontype.RunState{leasecrontype.RunSucceeded, leasecrontype.RunSucceeded, leasecrontype.RunSucceeded, leasecrontype.RunFailed,
 		leasecrontype.RunSucceeded, leasecrontype.RunDead, leasecrontype.RunSucceeded, leasecrontype.RunCancelled}
@@ -227,13 +227,16 @@ func seedRuns(ctx context.Context, rs *runs.Store, n, series int, now time.Time)
 		return 0, err
 	}
 	// One in twenty finished, so that every state has its pages.
-	err := parallel(ctx, n/20, 32, func(j int) error {
+	err := parallel(ctx, n/20, 16, func(j int) error {
 		st := states[j%len(states)]
 		var herr error
 		if st != leasecrontype.RunSucceeded {
 			herr = fmt.Errorf("exit code 1")
 		}
-		return rs.Finish(ctx, ids[20*j], st, herr, "")
+		if err := rs.Finish(ctx, ids[20*j], st, herr, ""); err != nil && ctx.Err() == nil {
+			missed.Add(1) // a slow Azurite timing out: the run stays queued
+		}
+		return nil
 	})
 	return int(missed.Load()), err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/leasecron/leasecron"
@@ -12,40 +13,62 @@ import (
 	"github.com/leasecron/leasecron/tools/bench/results"
 )
 
+// latCase is one lateness run: two workers with the product's defaults, or
+// three with a 15 s lease whose leader is SIGKILLed as the tasks come due.
+type latCase struct {
+	label, early string
+	kill         bool
+}
+
 // runLateness is scenario 3: tasks due over several mover poll windows,
-// run by two worker processes with the product's default intervals;
-// lateness = handler start − due, with early enqueue on (the default) and
-// off (mover.early negative).
+// run by worker processes with the product's default intervals; lateness
+// = handler start − due, with early enqueue on (the default) and off
+// (mover.early negative), and through a leader SIGKILL with the default
+// window (one failover) and with a window of one pass.
 func runLateness(ctx context.Context, b *bench) error {
 	const name = "lateness"
 	var res results.Lateness
-	for _, c := range []struct{ label, early string }{
-		{"early enqueue on (default)", "0s"},
-		{"early enqueue off (mover.early -1s)", "-1s"},
+	for _, c := range []latCase{
+		{label: "early enqueue on (default)", early: "0s"},
+		{label: "early enqueue off (mover.early -1s)", early: "-1s"},
+		{label: "leader SIGKILLed, early enqueue on (default: one failover)", early: "0s", kill: true},
+		{label: "leader SIGKILLed, mover.early 5s (one pass)", early: "5s", kill: true},
 	} {
-		run, err := b.latenessRun(ctx, c.label, c.early)
+		run, err := b.latenessRun(ctx, c)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.label, err)
 		}
 		s := run.Summary
-		b.logf(name, "%s: %d tasks, p50 %.3fs p99 %.3fs max %.3fs min %.3fs, %d duplicates, per worker %v", c.label, run.Ran, s.P50, s.P99, s.Max, s.Min, run.Duplicates, run.PerWorker)
+		b.logf(name, "%s: %d tasks, p50 %.3fs p99 %.3fs max %.3fs min %.3fs, %d duplicates, per worker %v %s", c.label, run.Ran, s.P50, s.P99, s.Max, s.Min, run.Duplicates, run.PerWorker, run.Kill)
 		res.Runs = append(res.Runs, run)
 	}
 	return results.Write(b.out, results.LatenessFile, res)
 }
 
-func (b *bench) latenessRun(ctx context.Context, label, early string) (results.LatenessRun, error) {
+func (b *bench) latenessRun(ctx context.Context, c latCase) (results.LatenessRun, error) {
 	const name = "lateness"
+	label, early := c.label, c.early
 	run := results.LatenessRun{Label: label, Early: early, Workers: 2, Tasks: b.s.latTasks, WindowSeconds: b.s.latWindow.Seconds()}
-	dir, err := b.scratch("lateness-early" + early)
-	if err != nil {
-		return run, err
-	}
-	cfg := workerConfig(map[string]any{"mover": map[string]any{"early": early}})
+	tag := "lateness-early" + early
+	extra := map[string]any{"mover": map[string]any{"early": early}}
 	run.Config = map[string]string{
 		"mover.poll_every": "5s", "mover.early": early, "worker.poll_min": "200ms", "worker.poll_max": "30s",
 		"worker.concurrency": "8", "handler": "rec (exec /bin/sh: printf >> file)",
 	}
+	// Tasks come due 6 s after scheduling; with a leader to kill, at least
+	// a failover (lease 15 s + lease poll 15 s) after, so that the default
+	// window has enqueued them all before the kill.
+	ahead := 6 * time.Second
+	if c.kill {
+		run.Workers, tag, ahead = 3, tag+"-kill", 35*time.Second
+		extra["lease"] = map[string]any{"duration": "15s", "poll_every": "15s"}
+		run.Config["lease.duration"], run.Config["lease.poll_every"] = "15s", "15s"
+	}
+	dir, err := b.scratch(tag)
+	if err != nil {
+		return run, err
+	}
+	cfg := workerConfig(extra)
 	f, err := fleet.Start(ctx, fleet.Options{Dir: dir, Workers: run.Workers, Config: cfg})
 	if err != nil {
 		return run, err
@@ -67,13 +90,27 @@ func (b *bench) latenessRun(ctx context.Context, label, early string) (results.L
 	if err != nil {
 		return run, err
 	}
-	start := time.Now().Add(6 * time.Second)
+	start := time.Now().Add(ahead)
 	dues, err := scheduleSpread(ctx, cl, b.s.latTasks, start, b.s.latWindow, "rec")
 	if err != nil {
 		return run, err
 	}
 	b.logf(name, "%s: leader %s, %d tasks due over %s from %s", label, leader.Holder, len(dues), b.s.latWindow, start.Format("15:04:05"))
 	run.Leader = leader.Holder
+	if c.kill {
+		if err := sleep(ctx, time.Until(start)); err != nil {
+			return run, err
+		}
+		killed := time.Now()
+		f.Signal(leader.Holder, syscall.SIGKILL)
+		next, err := f.WaitLeader(wctx, leader.Holder)
+		if err != nil {
+			return run, fmt.Errorf("no takeover after the SIGKILL of %s: %w", leader.Holder, err)
+		}
+		run.TakeoverSeconds = time.Since(killed).Seconds()
+		run.Kill = fmt.Sprintf("SIGKILL of the leader %s as the first task came due; %s took over %.1f s later", leader.Holder, next.Holder, run.TakeoverSeconds)
+		b.logf(name, "%s: %s", label, run.Kill)
+	}
 	var want []string
 	for id := range dues {
 		want = append(want, id)

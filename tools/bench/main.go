@@ -83,7 +83,7 @@ var quick = scale{
 	txLone: 2, txBurst: 100, txSeries: 20, txSeriesWindow: 10 * time.Second,
 	fpTasks: 1_000, fpIdle: 7 * time.Second,
 	historyRuns: 10_000,
-	dashPending: 2_000, dashRuns: 5_000, dashReps: 3,
+	dashPending: 2_000, dashRuns: 10_000, dashReps: 3,
 	batchTasks: 2_000, batchSingle: 200, batchLatency: 10 * time.Millisecond,
 }
 

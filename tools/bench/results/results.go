@@ -177,8 +177,8 @@ type Lateness struct {
 type LatenessRun struct {
 	// Label names the configuration ("early enqueue on").
 	Label string `json:"label"`
-	// Early is the mover.early setting ("0s" = the poll interval, "-1s"
-	// disables).
+	// Early is the mover.early setting ("0s" = the default, one failover:
+	// lease duration + lease poll; "-1s" disables).
 	Early string `json:"early"`
 	// Workers is the number of worker processes; Leader the one leading.
 	Workers int    `json:"workers"`
@@ -194,6 +194,10 @@ type LatenessRun struct {
 	PerWorker map[string]int `json:"per_worker,omitempty"`
 	// Config are the interval settings that matter.
 	Config map[string]string `json:"config"`
+	// Kill describes the leader SIGKILL of the run ("" = none) and
+	// TakeoverSeconds how long after it the next leader took over.
+	Kill            string  `json:"kill,omitempty"`
+	TakeoverSeconds float64 `json:"takeover_seconds,omitempty"`
 	// Lateness is handler start − due per task, seconds (first execution).
 	Lateness []float64 `json:"lateness"`
 	Summary  Summary   `json:"summary"`

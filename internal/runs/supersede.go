@@ -1,0 +1,86 @@
+package runs
+
+import (
+	"context"
+
+	"github.com/leasecron/leasecron/leasecrontype"
+)
+
+// Early-sent runs. The mover sends a task due within its enqueue-early
+// window ahead of time, with a token its row records, and leaves the row in
+// the schedule until the task is nearly due; a cancel, reschedule, replace
+// or delete meanwhile changes the row. When the mover moves the row it first
+// confirms the run here: MarkQueued with Meta.Token records the token on
+// the run, and in the key of its queued state row. A claim of the message's
+// first attempt (Meta.Token set) takes exactly that row, in one write as for
+// any marked run, and so succeeds only if the record carries the token;
+// otherwise it is refused
+// with ErrUnconfirmed and the worker looks at the row itself (the leader may
+// have died before moving it): unchanged, it claims again without the
+// token; changed or gone, the message is stale and is acknowledged without
+// running.
+
+// ErrUnconfirmed: Claim of an early-sent message whose token the record
+// does not carry (leasecrontype.ErrRunUnconfirmed).
+var ErrUnconfirmed = leasecrontype.ErrRunUnconfirmed
+
+// unconfirmed reports whether a claim described by m is of an early-sent
+// message whose token the record does not confirm: no record for this run
+// (or only a finished earlier one), or one still scheduled or queued
+// without the token. A run already running, finished or cancelled is left
+// to the usual rules (a retry, a duplicate, a cancel).
+func unconfirmed(cur *Run, m Meta) bool {
+	if m.Token == "" {
+		return false
+	}
+	if cur == nil || newer(cur, m) {
+		return true
+	}
+	switch cur.State {
+	case "", Scheduled, Queued:
+		return cur.Token != m.Token
+	}
+	return false
+}
+
+// Unconfirm takes back the confirmation of an early-sent run (MarkQueued
+// with Meta.Token) whose row changed before the mover could move it: the
+// token is cleared if the record still carries it, so a claim of the stale
+// message is refused and checked against the row.
+func (s *Store) Unconfirm(ctx context.Context, id, token string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		if cur == nil || token == "" || cur.Token != token {
+			return Run{}, false, nil
+		}
+		next := *cur
+		next.Token = ""
+		return next, true, nil
+	})
+}
+
+// Confirm records early-sent runs before the mover moves their rows
+// (MarkQueued with each Meta.Token set) and reports, for each, whether the
+// row may be moved: the run now carries its token, or it has already moved
+// past queued (a worker ran it after checking the row, or it was
+// cancelled). A false answer keeps the row for the next pass.
+func (s *Store) Confirm(ctx context.Context, marks []Mark) []bool {
+	ok := s.MarkQueued(ctx, marks)
+	for i, m := range marks {
+		if ok[i] {
+			continue
+		}
+		cur, found, err := s.read(ctx, m.ID)
+		if err != nil || !found || newer(&cur, m.Meta) {
+			continue
+		}
+		switch cur.State {
+		case "", Scheduled, Queued:
+		default:
+			ok[i] = true
+		}
+	}
+	return ok
+}

@@ -1,0 +1,105 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/leasecrontype"
+)
+
+// The claim of an early-sent message succeeds only on a record that carries
+// its token; anything else is left for the row to decide.
+func TestDecideClaimEarlySent(t *testing.T) {
+	now := t0
+	meta := Meta{Type: "email", Due: now.Add(-time.Second), Token: "tok1"}
+	for _, c := range []struct {
+		name string
+		cur  *Run
+		want error
+	}{
+		{"no record", nil, ErrUnconfirmed},
+		{"queued without the token", &Run{Run: leasecrontype.Run{ID: "a", State: Queued, Due: meta.Due}}, ErrUnconfirmed},
+		{"queued with another token", &Run{Run: leasecrontype.Run{ID: "a", State: Queued, Due: meta.Due}, Token: "tok0"}, ErrUnconfirmed},
+		{"only an earlier, finished run", &Run{Run: leasecrontype.Run{ID: "a", State: Succeeded, Due: meta.Due.Add(-time.Hour)}, Token: "tok1"}, ErrUnconfirmed},
+		{"confirmed", &Run{Run: leasecrontype.Run{ID: "a", State: Queued, Due: meta.Due}, Token: "tok1"}, nil},
+		{"cancelled stays cancelled", &Run{Run: leasecrontype.Run{ID: "a", State: Cancelled, Due: meta.Due}}, ErrCancelled},
+		{"a retry after a failure", &Run{Run: leasecrontype.Run{ID: "a", State: Failed, Due: meta.Due, Attempts: 1}}, nil},
+		{"succeeded is a duplicate", &Run{Run: leasecrontype.Run{ID: "a", State: Succeeded, Due: meta.Due}}, ErrAlreadySucceeded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := decideClaim(c.cur, "a", "w1", 1, now.Add(time.Minute), meta, now)
+			if !errors.Is(err, c.want) || (c.want == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+		})
+	}
+}
+
+func earlySent(t *testing.T, e env) {
+	ctx := context.Background()
+	s := e.s
+	due := e.now().Add(time.Second).Truncate(time.Second)
+	m := Meta{Type: "email", Due: due, Token: "tok1"}
+	// Unconfirmed: the claim is refused and writes nothing.
+	if _, err := s.Claim(ctx, "early1", "w1", 1, due.Add(time.Minute), m); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("claim before confirmation = %v, want ErrUnconfirmed", err)
+	}
+	if _, err := s.Get(ctx, "early1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a refused claim wrote a record: %v", err)
+	}
+	// The mover confirms as it moves the row; then the claim takes it.
+	if ok := s.Confirm(ctx, []Mark{{ID: "early1", Meta: m}}); !ok[0] {
+		t.Fatal("Confirm failed")
+	}
+	if r := e.mustState(t, "early1", Queued); r.Token != "tok1" {
+		t.Fatalf("confirmed record %+v", r)
+	}
+	if _, err := s.Claim(ctx, "early1", "w1", 1, due.Add(time.Minute), m); err != nil {
+		t.Fatalf("claim after confirmation: %v", err)
+	}
+	// A stale message (another token) of the same run is refused while the
+	// run is queued, and follows the usual rules once it runs.
+	if ok := s.Confirm(ctx, []Mark{{ID: "early2", Meta: m}}); !ok[0] {
+		t.Fatal("Confirm failed")
+	}
+	stale := m
+	stale.Token = "tok0"
+	if _, err := s.Claim(ctx, "early2", "w1", 1, due.Add(time.Minute), stale); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("stale token = %v, want ErrUnconfirmed", err)
+	}
+	// Unconfirm clears only its own token.
+	if err := s.Unconfirm(ctx, "early2", "tok0"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "early2", Queued); r.Token != "tok1" {
+		t.Fatalf("Unconfirm of another token changed %+v", r)
+	}
+	if err := s.Unconfirm(ctx, "early2", "tok1"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "early2", Queued); r.Token != "" {
+		t.Fatalf("Unconfirm left %+v", r)
+	}
+	if _, err := s.Claim(ctx, "early2", "w1", 1, due.Add(time.Minute), m); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("claim after Unconfirm = %v, want ErrUnconfirmed", err)
+	}
+	// The row decided it stands: the claim without the token goes through.
+	m.Token = ""
+	if _, err := s.Claim(ctx, "early2", "w1", 1, due.Add(time.Minute), m); err != nil {
+		t.Fatalf("claim without the token: %v", err)
+	}
+	// A run a worker already took (through the row) may have its row moved.
+	if ok := s.Confirm(ctx, []Mark{{ID: "early2", Meta: Meta{Type: "email", Due: due, Token: "tok1"}}}); !ok[0] {
+		t.Fatal("Confirm of a running run must let the row be moved")
+	}
+	e.verify(t)
+}
+
+func TestMemEarlySent(t *testing.T) { earlySent(t, memEnv(t)) }
+
+func TestStoreEarlySent(t *testing.T) {
+	t.Parallel()
+	earlySent(t, azureEnv(t, Options{}))
+}
