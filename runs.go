@@ -234,19 +234,27 @@ func (w *Worker) markQueued(ctx context.Context, envs []queue.Envelope) []bool {
 	return w.runs.MarkQueued(ctx, marks)
 }
 
-// cleanRuns removes expired run records while this instance leads: a
-// minute after it took the lease, then every RunsOptions.CleanEvery.
+// cleanRuns removes expired run records while this instance leads, every
+// RunsOptions.CleanEvery since the last pass of any leader (so a change of
+// leader does not clean twice, and a fresh table is first cleaned after one
+// interval), but not before it has led for a minute.
 func (w *Worker) cleanRuns(ctx context.Context) {
-	wait := time.Minute
+	every := w.o.Runs.CleanEvery
+	wait := every
+	if last, err := w.runs.LastClean(ctx); err != nil {
+		w.log.Debug("reading the last cleaning pass failed", "err", err)
+	} else if !last.IsZero() {
+		wait = last.Add(every).Sub(w.o.Clock.Now())
+	}
 	for {
-		t := w.o.Clock.NewTimer(wait)
+		t := w.o.Clock.NewTimer(max(wait, time.Minute))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C():
 		}
-		wait = w.o.Runs.CleanEvery
+		wait = every
 		st, err := w.runs.Clean(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:

@@ -304,7 +304,14 @@ func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 			}
 			env.PayloadBlob, env.Payload = p.blob, ""
 		}
-		err := m.o.Enqueuer.Enqueue(ctx, env, s.delay)
+		delay := s.delay
+		if delay > 0 {
+			// Measured now, not when the pass began: recording the runs
+			// (BeforeSend) and the sends before this one take time, and
+			// the message must appear when it is due, not that much later.
+			delay = max(0, env.Due.Sub(m.o.Clock.Now()))
+		}
+		err := m.o.Enqueuer.Enqueue(ctx, env, delay)
 		switch {
 		case err == nil:
 			p.sends[i].env = env

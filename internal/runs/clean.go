@@ -2,8 +2,11 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/storage"
 )
 
 // CleanStats says what a Clean pass did.
@@ -60,7 +63,36 @@ func (s *Store) Clean(ctx context.Context) (CleanStats, error) {
 	}
 	n, err := s.cleanCounters(ctx, now.Add(-CountersKept))
 	st.Counters = n
-	return st, err
+	if err != nil {
+		return st, err
+	}
+	// Remember the pass, so that a new leader does not clean again at once.
+	if err := s.t.submit(ctx, []op{{kind: opUpsert, pk: metaPK, rk: metaCleaned, p: props{"At": now, "Expired": int64(st.Expired)}}}); err != nil {
+		s.o.Logger.Debug("runs: recording the cleaning pass failed", "err", err)
+	}
+	return st, nil
+}
+
+// The row that records the last cleaning pass.
+const (
+	metaPK      = "~clean" // sorts before the counters partitions ("~m...")
+	metaCleaned = "cleaned"
+)
+
+// LastClean returns when the last Clean pass finished (zero if none has):
+// one point read.
+func (s *Store) LastClean(ctx context.Context) (time.Time, error) {
+	if err := s.ensure(ctx); err != nil {
+		return time.Time{}, err
+	}
+	rw, err := s.t.get(ctx, metaPK, metaCleaned)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return time.Time{}, nil
+	case err != nil:
+		return time.Time{}, fmt.Errorf("runs: read the last cleaning pass: %w", err)
+	}
+	return rw.p.time("At"), nil
 }
 
 // expire deletes the runs whose rows q finds: q reads their state rows

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -226,7 +225,7 @@ func TestCleanerKilledMidway(t *testing.T) {
 		line := sc2.Text()
 		if n, ok := strings.CutPrefix(line, "cleaned "); ok {
 			if k, _ := strconv.Atoi(n); k >= 1000 && !killed {
-				_ = cmd.Process.Signal(syscall.SIGKILL)
+				_ = cmd.Process.Kill() // SIGKILL on Unix
 				killed = true
 				t.Logf("killed the cleaner after it reported %d runs removed", k)
 			}
@@ -340,6 +339,9 @@ func retentionBehaviour(t *testing.T, e env) {
 		}
 	})
 	t.Logf("removed %d expired runs with %d requests", st.Expired, cost)
+	if last, err := e.s.LastClean(ctx); err != nil || !last.Equal(stored(now)) {
+		t.Errorf("LastClean = %v, %v; want %v", last, err, now)
+	}
 	if st.Expired != len(rs)-len(want) {
 		t.Errorf("Clean removed %d, want %d", st.Expired, len(rs)-len(want))
 	}

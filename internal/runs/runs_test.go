@@ -172,7 +172,7 @@ func memEnv(t *testing.T) env {
 
 // azureEnv is a Store over a fresh table of the shared Azurite, its
 // requests counted by storage.Counter.
-func azureEnv(t *testing.T, o Options) env {
+func azureEnv(t testing.TB, o Options) env {
 	t.Helper()
 	srv := azuritetest.Shared(t)
 	cnt := storage.NewCounter()
@@ -379,6 +379,12 @@ func lifecycle(t *testing.T, e env) {
 	}
 	if _, err := e.other.Claim(ctx, "d1", "fast", 1, e.now().Add(time.Minute), meta); err != nil {
 		t.Fatalf("takeover of a lapsed claim: %v", err)
+	}
+	if err := s.Extend(ctx, "d1", "slow", e.now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "d1", Running); r.Worker != "fast" || r.ClaimUntil.After(e.now().Add(2*time.Minute)) {
+		t.Fatalf("the first worker's heartbeat changed the second worker's claim: %+v", r)
 	}
 	if err := s.Finish(ctx, "d1", Succeeded, nil, ""); err != nil {
 		t.Fatal(err)

@@ -409,6 +409,8 @@ func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) 
 		s.claims.Store(id, c)
 		ops = append(ops, op{kind: opMerge, pk: bucketOf(id), rk: stateKey(Running, id, c.Due, c.Worker), p: props{"ClaimUntil": until.UTC()}})
 	}
+	// A missing running row means the claim is no longer this worker's (a
+	// cancel, or another worker took it over): nothing is extended then.
 	err := s.t.submit(ctx, ops)
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("runs: extend claim on %s: %w", id, err)
