@@ -94,7 +94,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 	q := Query{Partition: sp.shard, To: dueBound(sp.now.Add(m.o.Early))}
 	cur := &txBatch{keys: map[string]bool{}}
 	flush := func() {
-		if len(cur.plans) == 0 {
+		if len(cur.plans) == 0 || ctx.Err() != nil {
 			return
 		}
 		m.beforeSend(ctx, cur.plans)
