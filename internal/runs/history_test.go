@@ -209,7 +209,7 @@ func TestCleanerKilledMidway(t *testing.T) {
 		}
 	}
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCleanerChild$", "-test.v")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "RUNS_CLEANER_CHILD="+strings.Join([]string{conn, e.s.Table(), at.Format(time.RFC3339Nano)}, "|"))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -258,25 +258,25 @@ func TestCleanerKilledMidway(t *testing.T) {
 	t.Logf("kill midway: %d runs left, the second pass removed %d more; %d expired of %d in all", remaining, st.Expired, len(expired), len(h.runs))
 }
 
-// TestCleanerChild is the process TestCleanerKilledMidway kills: a Clean
-// pass that reports its progress on stdout.
-func TestCleanerChild(t *testing.T) {
-	spec := os.Getenv("RUNS_CLEANER_CHILD")
-	if spec == "" {
-		t.Skip("run by TestCleanerKilledMidway")
-	}
+// cleanerChild is the process TestCleanerKilledMidway kills (TestMain runs
+// it instead of the tests when RUNS_CLEANER_CHILD is set): a Clean pass that
+// reports its progress on stdout.
+func cleanerChild(spec string) error {
 	parts := strings.SplitN(spec, "|", 3)
+	if len(parts) != 3 {
+		return fmt.Errorf("RUNS_CLEANER_CHILD %q: want connection|table|time", spec)
+	}
 	at, err := time.Parse(time.RFC3339Nano, parts[2])
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	sc, err := storage.New(storage.Config{ConnectionString: parts[0]})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	s, err := New(sc, Options{Table: parts[1], Clock: clock.NewFake(at), Retention: 24 * time.Hour, RetentionFailed: 72 * time.Hour})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	var mu sync.Mutex
 	total := 0
@@ -286,9 +286,8 @@ func TestCleanerChild(t *testing.T) {
 		total += n
 		fmt.Printf("cleaned %d\n", total)
 	}
-	if _, err := s.Clean(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	_, err = s.Clean(context.Background())
+	return err
 }
 
 // Retention removes exactly the runs past it — per class, to the second —

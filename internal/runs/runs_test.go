@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +16,16 @@ import (
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-func TestMain(m *testing.M) { azuritetest.Main(m) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv("RUNS_CLEANER_CHILD"); spec != "" {
+		if err := cleanerChild(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "cleaner child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	azuritetest.Main(m)
+}
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
