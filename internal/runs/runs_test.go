@@ -532,7 +532,8 @@ func counters(t *testing.T, e env) {
 	e.advance(30 * time.Second)
 	flush("host-2", 6, 0, map[string]Counts{"a": {Handled: 6}}) // cumulative: +1
 	e.advance(time.Minute)
-	s.o.Version = "v1.1.0"                                                                     // host/1 upgraded
+	// host/1 upgraded.
+	s.o.Version = "v1.1.0"
 	flush("host/1", 10, 1, map[string]Counts{"a": {Handled: 9}, "b": {Handled: 1, Failed: 1}}) // +7 in the next minute
 	e.advance(time.Minute)
 	flush("host/1", 10, 1, map[string]Counts{"a": {Handled: 9}, "b": {Handled: 1, Failed: 1}}) // nothing new
