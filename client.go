@@ -89,7 +89,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := newParts(sc, o.Names, o.NoRuns, o.Runs, o.MaxPayload, o.Clock, o.Logger)
+	p, err := newParts(sc, o.Names, o.NoRuns, o.Runs, o.MaxPayload, "", o.Clock, o.Logger)
 	if err != nil {
 		return nil, err
 	}

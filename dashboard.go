@@ -186,7 +186,7 @@ func (s dashSource) Instances(ctx context.Context) ([]dashboard.Instance, error)
 func dashInstances(ins []Instance) []dashboard.Instance {
 	out := make([]dashboard.Instance, 0, len(ins))
 	for _, in := range ins {
-		out = append(out, dashboard.Instance{ID: in.ID, Flushed: in.Flushed, Counts: in.Total})
+		out = append(out, dashboard.Instance{ID: in.ID, Version: in.Version, Flushed: in.Flushed, Counts: in.Total})
 	}
 	return out
 }

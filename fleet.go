@@ -18,6 +18,9 @@ import (
 type Instance struct {
 	// ID is the instance id.
 	ID string `json:"id"`
+	// Version is what the instance runs (WorkerOptions.Version), as its
+	// latest counters row says.
+	Version string `json:"version,omitempty"`
 	// Flushed is when the instance last wrote its counters (workers write
 	// only when a counter changed).
 	Flushed time.Time `json:"last_flush"`
@@ -39,7 +42,7 @@ func (c *Client) Instances(ctx context.Context) ([]Instance, error) {
 	}
 	out := make([]Instance, 0, len(rows))
 	for _, r := range rows {
-		in := Instance{ID: r.Instance, Flushed: r.Updated, Total: Counts(r.Total), ByType: make(map[string]Counts, len(r.ByType))}
+		in := Instance{ID: r.Instance, Version: r.Version, Flushed: r.Updated, Total: Counts(r.Total), ByType: make(map[string]Counts, len(r.ByType))}
 		for typ, n := range r.ByType {
 			in.ByType[typ] = Counts(n)
 		}

@@ -157,7 +157,9 @@ type parts struct {
 	pauses   *pause.Store
 }
 
-func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayload int, clk clock.Clock, log *slog.Logger) (parts, error) {
+// version is written on the counters rows (the worker's version; empty for
+// a client, which flushes none).
+func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayload int, version string, clk clock.Clock, log *slog.Logger) (parts, error) {
 	p := parts{sc: sc}
 	var err error
 	if p.lease, err = trafficcop.NewBlobLock(sc.Blob.NewContainerClient(n.Container), n.LeaseBlob); err != nil {
@@ -180,7 +182,7 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 		return p, err
 	}
 	if !noRuns {
-		if p.runs, err = runs.New(sc, runs.Options{Table: n.RunsTable, Retention: ro.Retention, RetentionFailed: ro.RetentionFailed, Clock: clk, Logger: log}); err != nil {
+		if p.runs, err = runs.New(sc, runs.Options{Table: n.RunsTable, Retention: ro.Retention, RetentionFailed: ro.RetentionFailed, Version: version, Clock: clk, Logger: log}); err != nil {
 			return p, err
 		}
 	}

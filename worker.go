@@ -158,7 +158,9 @@ type WorkerOptions struct {
 	// (see DashboardOptions; a non-loopback AdminAddr needs its Auth, or
 	// ReadOnly with AllowAnonymous).
 	Dashboard *DashboardOptions
-	// Version is reported in the build-info metric.
+	// Version is reported in the build-info metric and on the dashboard's
+	// fleet page. Default the module version from the build information
+	// (or the VCS revision of a development build).
 	Version string
 
 	// Logger receives logs. Default slog.Default().
@@ -207,6 +209,9 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if o.InstanceID == "" {
 		o.InstanceID = instance.NewID()
 	}
+	if o.Version == "" {
+		o.Version = instance.Version()
+	}
 	if err := o.Runs.fill(); err != nil {
 		return nil, err
 	}
@@ -224,7 +229,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.parts, err = newParts(sc, o.Names, o.NoRuns, o.Runs, 0, o.Clock, w.log); err != nil {
+	if w.parts, err = newParts(sc, o.Names, o.NoRuns, o.Runs, 0, o.Version, o.Clock, w.log); err != nil {
 		return nil, err
 	}
 	cc := w.sc.Blob.NewContainerClient(o.Names.Container)

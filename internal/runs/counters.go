@@ -38,6 +38,9 @@ func subCounts(c, o Counts) Counts {
 type Counters struct {
 	// Instance is the worker instance id; empty for a sum.
 	Instance string
+	// Version is the instance's version as its latest row gives it (the
+	// writer's Options.Version); empty for a sum.
+	Version string
 	// Updated is when the counts were last written (the latest of all for
 	// a sum).
 	Updated time.Time
@@ -71,6 +74,9 @@ func (c *Counters) add(o Counters) {
 	}
 	if o.Updated.After(c.Updated) {
 		c.Updated = o.Updated
+		if o.Version != "" && o.Instance == c.Instance {
+			c.Version = o.Version
+		}
 	}
 }
 
@@ -159,6 +165,9 @@ func (s *Store) FlushCounters(ctx context.Context, c Counters) error {
 			return err
 		}
 		p := props{"Minute": t, "Instance": c.Instance, "ByType": string(byType), "Flushed": now}
+		if s.o.Version != "" {
+			p["Version"] = s.o.Version
+		}
 		f := counterFields(&x.Total)
 		for i, name := range counterNames {
 			p[name] = *f[i]
@@ -194,7 +203,7 @@ func (s *Store) minuteRows(ctx context.Context, since time.Time, f func(t time.T
 			if t.Before(since) || !strings.HasPrefix(rw.pk, minutePrefix) {
 				continue
 			}
-			c := Counters{Instance: rw.p.str("Instance"), Updated: rw.p.time("Flushed"), Instances: 1, ByType: map[string]Counts{}}
+			c := Counters{Instance: rw.p.str("Instance"), Version: rw.p.str("Version"), Updated: rw.p.time("Flushed"), Instances: 1, ByType: map[string]Counts{}}
 			f0 := counterFields(&c.Total)
 			for i, name := range counterNames {
 				*f0[i] = rw.p.int(name)

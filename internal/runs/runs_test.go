@@ -525,14 +525,31 @@ func counters(t *testing.T, e env) {
 			t.Fatal(err)
 		}
 	}
+	s.o.Version = "v1.0.0" // the writer's version goes on its rows
 	flush("host/1", 3, 1, map[string]Counts{"a": {Handled: 2}, "b": {Handled: 1, Failed: 1}})
+	s.o.Version = ""
 	flush("host-2", 5, 0, map[string]Counts{"a": {Handled: 5}})
 	e.advance(30 * time.Second)
 	flush("host-2", 6, 0, map[string]Counts{"a": {Handled: 6}}) // cumulative: +1
 	e.advance(time.Minute)
+	// host/1 upgraded.
+	s.o.Version = "v1.1.0"
 	flush("host/1", 10, 1, map[string]Counts{"a": {Handled: 9}, "b": {Handled: 1, Failed: 1}}) // +7 in the next minute
 	e.advance(time.Minute)
 	flush("host/1", 10, 1, map[string]Counts{"a": {Handled: 9}, "b": {Handled: 1, Failed: 1}}) // nothing new
+	s.o.Version = ""
+
+	insts, err := s.ListCounters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, c := range insts {
+		seen = append(seen, fmt.Sprintf("%s=%q:%d", c.Instance, c.Version, c.Total.Handled))
+	}
+	if want := `host-2="":6 host/1="v1.1.0":10`; strings.Join(seen, " ") != want {
+		t.Fatalf("ListCounters = %v, want %s (each instance's latest version)", seen, want)
+	}
 
 	mins, err := s.Throughput(ctx, start.Add(-time.Minute))
 	if err != nil {

@@ -41,6 +41,9 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
+	// Version is written on the counters rows this store flushes, so that
+	// the fleet page shows what each instance runs. Empty writes none.
+	Version string
 }
 
 func (o *Options) fill() error {
