@@ -29,6 +29,11 @@ func occurrences(t *testing.T, f *fleet.Fleet, series string) (dues, starts []ti
 			t.Errorf("occurrence %s ran twice", r.ID)
 			continue
 		}
+		if due, err := time.Parse(time.RFC3339, strings.TrimPrefix(r.ID, series+"@")); err != nil {
+			t.Errorf("occurrence id %q: want %s@<RFC3339>: %v", r.ID, series, err)
+		} else if !due.Equal(r.Due) {
+			t.Errorf("occurrence %s ran with due %v", r.ID, r.Due)
+		}
 		if r.At.Before(r.Due) {
 			t.Errorf("occurrence %s started %s before its due time", r.ID, r.Due.Sub(r.At))
 		}
@@ -45,6 +50,28 @@ func occurrences(t *testing.T, f *fleet.Fleet, series string) (dues, starts []ti
 	return dues, starts
 }
 
+// seriesAcrossSIGTERM schedules an @every series called id once f has a
+// leader, stops that leader with SIGTERM after stopAfter and waits for the
+// next; it returns when the series was scheduled.
+func seriesAcrossSIGTERM(ctx context.Context, t *testing.T, f *fleet.Fleet, every, id string, stopAfter time.Duration) time.Time {
+	t.Helper()
+	first, err := f.WaitLeader(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lcCLI(ctx, t, f, "schedule", "--every", every, "--id", id, "--type", "rec")
+	began := time.Now()
+	time.Sleep(stopAfter)
+	f.Signal(first.Holder, syscall.SIGTERM)
+	next, err := f.WaitLeader(ctx, first.Holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leader %s stopped at +%s; %s leads %s later (generation %d -> %d)", first.Holder, stopAfter,
+		next.Holder, time.Since(began.Add(stopAfter)).Round(time.Millisecond), first.Generation, next.Generation)
+	return began
+}
+
 // An @every 2s series with the default mover settings (a pass every 5 s)
 // runs every occurrence — each at its own time, none lost, none doubled —
 // for 30 s, across a leader that stops with SIGTERM and the standby that
@@ -57,19 +84,7 @@ func TestCadenceEvery2sAcrossSIGTERM(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	first, err := f.WaitLeader(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lcCLI(ctx, t, f, "schedule", "--every", "2s", "--id", "beat", "--type", "rec")
-	began := time.Now()
-	time.Sleep(12 * time.Second)
-	f.Signal(first.Holder, syscall.SIGTERM)
-	next, err := f.WaitLeader(ctx, first.Holder)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("leader %s stopped at +12s; %s took over %s later", first.Holder, next.Holder, time.Since(began.Add(12*time.Second)).Round(time.Millisecond))
+	began := seriesAcrossSIGTERM(ctx, t, f, "2s", "beat", 12*time.Second)
 	time.Sleep(time.Until(began.Add(36 * time.Second)))
 
 	dues, starts := occurrences(t, f, "beat")

@@ -8,9 +8,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -124,21 +122,7 @@ func TestLifecycleEverySeriesAcrossHandover(t *testing.T) {
 	f := startFleet(t, 2, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	first, err := f.WaitLeader(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lcCLI(ctx, t, f, "schedule", "--every", "3s", "--id", "rec1", "--type", "rec")
-	began := time.Now()
-
-	time.Sleep(10 * time.Second)
-	f.Signal(first.Holder, syscall.SIGTERM)
-	next, err := f.WaitLeader(ctx, first.Holder)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("leader %s stopped at +%s; %s leads after %s (generation %d -> %d)", first.Holder, (10 * time.Second),
-		next.Holder, time.Since(began.Add(10*time.Second)).Round(time.Millisecond), first.Generation, next.Generation)
+	began := seriesAcrossSIGTERM(ctx, t, f, "3s", "rec1", 10*time.Second)
 	time.Sleep(time.Until(began.Add(21 * time.Second)))
 
 	out := lcCLI(ctx, t, f, "cancel", "rec1")
@@ -148,34 +132,7 @@ func TestLifecycleEverySeriesAcrossHandover(t *testing.T) {
 	}
 	time.Sleep(5 * time.Second)
 
-	rs, err := f.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]int{}
-	var dues []time.Time
-	var starts []time.Time
-	for _, r := range rs {
-		if r.Phase != "start" || !strings.HasPrefix(r.ID, "rec1@") {
-			continue
-		}
-		seen[r.ID]++
-		if seen[r.ID] > 1 {
-			t.Errorf("occurrence %s ran %d times", r.ID, seen[r.ID])
-			continue
-		}
-		due, err := time.Parse(time.RFC3339, strings.TrimPrefix(r.ID, "rec1@"))
-		if err != nil {
-			t.Fatalf("occurrence id %q: want rec1@<RFC3339>: %v", r.ID, err)
-		}
-		if !due.Equal(r.Due) {
-			t.Errorf("occurrence %s ran with due %v", r.ID, r.Due)
-		}
-		dues = append(dues, due)
-		starts = append(starts, r.At)
-	}
-	sort.Slice(dues, func(i, j int) bool { return dues[i].Before(dues[j]) })
-	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+	dues, starts := occurrences(t, f, "rec1")
 	if len(dues) < 6 {
 		t.Fatalf("%d occurrences in ~21 s, want at least 6: %v", len(dues), dues)
 	}
