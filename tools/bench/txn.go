@@ -69,11 +69,7 @@ func newTxClientWith(ctx context.Context, srv *azurite.Server, lat time.Duration
 	if err != nil {
 		return nil, err
 	}
-	// ChangesAfterSend as leasecron.Client sets it with run records on. The
-	// bench stops its series with Cancel either way; without run records
-	// that is what a row deleted by another client does: the occurrences
-	// already sent early still run, and settle waits for them.
-	if c.sched, err = schedule.NewAzure(sc.Table, schedule.Options{Logger: quietLogger("transactions"), ChangesAfterSend: true}); err != nil {
+	if c.sched, err = schedule.NewAzure(sc.Table, schedule.Options{Logger: quietLogger("transactions")}); err != nil {
 		return nil, err
 	}
 	if err := c.sched.Ensure(ctx); err != nil {
