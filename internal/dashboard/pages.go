@@ -304,8 +304,13 @@ func (s *Server) loadTask(ctx context.Context, r *http.Request) (any, error) {
 	})
 }
 
-// recentPerSeries is how many of a series' latest occurrences are shown.
-const recentPerSeries = 5
+// RecentPerSeries is how many of a series' latest occurrences /recurring
+// shows; it reads them with one range query per series, SeriesReadsAtOnce
+// at a time.
+const (
+	RecentPerSeries   = 5
+	SeriesReadsAtOnce = 8
+)
 
 func (s *Server) loadRecurring(ctx context.Context, r *http.Request) (any, error) {
 	cont := r.URL.Query().Get("continue")
@@ -316,11 +321,11 @@ func (s *Server) loadRecurring(ctx context.Context, r *http.Request) (any, error
 		}
 		v := &RecurringView{Series: make([]SeriesView, len(p.Items)), Continue: p.Continue, Cursor: cont}
 		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(8)
+		g.SetLimit(SeriesReadsAtOnce)
 		for i, it := range p.Items {
 			v.Series[i] = SeriesView{ItemView: itemView(it, 120), Recent: []RunView{}}
 			g.Go(func() error {
-				rp, err := s.o.Source.Runs(gctx, RunQuery{Series: it.ID, Limit: recentPerSeries})
+				rp, err := s.o.Source.Runs(gctx, RunQuery{Series: it.ID, Limit: RecentPerSeries})
 				if err != nil {
 					return err
 				}

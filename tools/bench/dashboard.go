@@ -18,6 +18,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/internal/dashboard"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
@@ -41,7 +42,8 @@ func runDashboard(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	res := results.Dashboard{Pending: b.s.dashPending, Series: b.s.dashPending / 100, Runs: b.s.dashRuns, DeadLetters: 40, Keys: 20, Reps: b.s.dashReps}
+	res := results.Dashboard{Pending: b.s.dashPending, Series: b.s.dashPending / 100, Runs: b.s.dashRuns, DeadLetters: 40, Keys: 20, Reps: b.s.dashReps,
+		RecentPerSeries: dashboard.RecentPerSeries, SeriesReadsAtOnce: dashboard.SeriesReadsAtOnce}
 
 	// The account: pending tasks (1 in 100 a recurring series) ...
 	t0 := time.Now()

@@ -21,6 +21,11 @@ type Dashboard struct {
 	BaselineMS float64 `json:"baseline_ms"`
 	// Pages are the measurements, one row per page.
 	Pages []DashboardPage `json:"pages"`
+	// RecentPerSeries and SeriesReadsAtOnce are how /recurring reads each
+	// series' latest occurrences: that many, with one range query per
+	// series, that many queries at a time.
+	RecentPerSeries   int `json:"recent_per_series"`
+	SeriesReadsAtOnce int `json:"series_reads_at_once"`
 	// CachedMS is the median time of a page served from the shared cache
 	// (the overview, a second viewer within the TTL), with no request.
 	CachedMS float64 `json:"cached_ms"`
