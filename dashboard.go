@@ -170,6 +170,17 @@ func (s dashSource) Runs(ctx context.Context, q dashboard.RunQuery) (dashboard.R
 	return dashboard.RunPage{Runs: p.Runs, Continue: p.Continue}, err
 }
 
+func (s dashSource) Recent(ctx context.Context, series string, n int) ([]Run, error) {
+	if s.c.runs != nil {
+		rs, ok, err := s.c.runs.Recent(ctx, series)
+		if err != nil || ok {
+			return rs[:min(n, len(rs))], err
+		}
+	}
+	p, err := s.Runs(ctx, dashboard.RunQuery{Series: series, Limit: n})
+	return p.Runs, err
+}
+
 func (s dashSource) DeadLetters(ctx context.Context, n int) ([]queue.DeadLetter, int, error) {
 	return s.c.PeekDeadLetters(ctx, n)
 }

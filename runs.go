@@ -175,6 +175,9 @@ type CleanResult struct {
 	Expired int `json:"expired"`
 	// Counters counts per-minute counter rows removed.
 	Counters int `json:"counters"`
+	// Summaries counts series summary rows removed: those whose every
+	// recent occurrence has passed its retention.
+	Summaries int `json:"summaries,omitempty"`
 }
 
 // CleanRuns removes the run records past their retention and the
@@ -259,8 +262,8 @@ func (w *Worker) cleanRuns(ctx context.Context) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			w.log.Warn("removing expired run records failed; trying again next time", "err", err, "removed", st.Expired)
-		case st.Expired > 0 || st.Counters > 0:
-			w.log.Info("removed expired run records", "runs", st.Expired, "counter_rows", st.Counters)
+		case st.Expired > 0 || st.Counters > 0 || st.Summaries > 0:
+			w.log.Info("removed expired run records", "runs", st.Expired, "counter_rows", st.Counters, "series_summaries", st.Summaries)
 		}
 	}
 }

@@ -26,6 +26,10 @@ type RunMeta struct {
 	// it moves the task's row) and is refused with ErrRunUnconfirmed
 	// otherwise, so that the worker checks the task's row first.
 	Token string
+	// Seq numbers an occurrence within its series (queue.Envelope.Seq; 0
+	// when unknown): the run record keeps the series' latest outcomes in
+	// one summary row with a slot per Seq modulo the slots.
+	Seq int64
 }
 
 // A run recorder's Claim refuses with one of these (wrapped or not) when the

@@ -39,6 +39,10 @@ type Envelope struct {
 	MaxAttempts int `json:"max_attempts,omitempty"`
 	// Recurrence is the series' rule ("@every 10m" or a cron expression).
 	Recurrence string `json:"recurrence,omitempty"`
+	// Seq numbers an occurrence within its series (1, 2, ... as the mover
+	// sends them; 0 for one-off tasks and messages of older movers). Run
+	// records use it to keep a series' latest outcomes in one row.
+	Seq int64 `json:"seq,omitempty"`
 	// Generation is the fencing generation of the leader that moved it.
 	Generation int64 `json:"generation,omitempty"`
 	// LastError is the error of the last failed attempt.
@@ -77,7 +81,7 @@ type Envelope struct {
 
 // runMeta is what a run record learns about the task from e.
 func (e Envelope) runMeta() leasecrontype.RunMeta {
-	return leasecrontype.RunMeta{Type: e.Type, Due: e.Due, Generation: e.Generation, Queued: e.Marked, Token: e.Token}
+	return leasecrontype.RunMeta{Type: e.Type, Due: e.Due, Generation: e.Generation, Queued: e.Marked, Token: e.Token, Seq: e.Seq}
 }
 
 // ErrMalformed is wrapped by DecodeEnvelope errors: the message is not a

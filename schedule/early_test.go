@@ -53,7 +53,8 @@ func TestCadenceEveryOccurrenceInTheWindow(t *testing.T) {
 	}
 	for i, s := range got {
 		due := t0.Add(time.Duration(i) * 2 * time.Second)
-		if s.env.ID != "beat@"+due.Format(time.RFC3339Nano) || !s.env.Due.Equal(due) || s.env.Series != "beat" {
+		// Numbered 1, 2, ... across passes (the row keeps the count).
+		if s.env.ID != "beat@"+due.Format(time.RFC3339Nano) || !s.env.Due.Equal(due) || s.env.Series != "beat" || s.env.Seq != int64(i+1) {
 			t.Fatalf("occurrence %d: %+v", i, s.env)
 		}
 		// The first pass (every 5 s) whose 5 s window reaches it sends it.
@@ -299,10 +300,11 @@ func TestEarlySendSeries(t *testing.T) {
 	}
 	var dues []string
 	for _, s := range e.q.sentFor("tick") {
-		dues = append(dues, fmt.Sprintf("%s/%v", s.env.Due.Sub(t0), s.env.Token != ""))
+		dues = append(dues, fmt.Sprintf("%s/%v/%d", s.env.Due.Sub(t0), s.env.Token != "", s.env.Seq))
 	}
-	// 0 and 4 s are moved now (no token); 8..20 s are sent early.
-	if strings.Join(dues, " ") != "0s/false 4s/false 8s/true 12s/true 16s/true 20s/true" {
+	// 0 and 4 s are moved now (no token); 8..20 s are sent early; all are
+	// numbered in order.
+	if strings.Join(dues, " ") != "0s/false/1 4s/false/2 8s/true/3 12s/true/4 16s/true/5 20s/true/6" {
 		t.Fatalf("first pass sent %v", dues)
 	}
 	it, _ := e.c.Get(ctx(t), "tick")
@@ -316,9 +318,9 @@ func TestEarlySendSeries(t *testing.T) {
 	}
 	dues = nil
 	for _, s := range e.q.sentFor("tick") {
-		dues = append(dues, s.env.Due.Sub(t0).String())
+		dues = append(dues, fmt.Sprintf("%s/%d", s.env.Due.Sub(t0), s.env.Seq))
 	}
-	if strings.Join(dues, " ") != "24s" || strings.Join(confirmed, " ") != "8s" {
+	if strings.Join(dues, " ") != "24s/7" || strings.Join(confirmed, " ") != "8s" {
 		t.Fatalf("second pass sent %v and confirmed %v; want 24s sent and 8s confirmed", dues, confirmed)
 	}
 	it, _ = e.c.Get(ctx(t), "tick")

@@ -215,14 +215,14 @@ func (m *Mover) plan(e Entity, now, since time.Time, gen int64) *plan {
 		case !occ.After(retireBy) && already:
 			p.confirm = append(p.confirm, msg(occ, token))
 		case !occ.After(retireBy):
-			p.sends = append(p.sends, &send{env: msg(occ, ""), delay: max(0, occ.Sub(now))})
 			fresh++
+			p.sends = append(p.sends, &send{env: numbered(msg(occ, ""), r.seq+int64(fresh)), delay: max(0, occ.Sub(now))})
 		case already:
 			m.waitingFor(msg(occ, token).ID, occ)
 		default:
-			p.sends = append(p.sends, &send{env: msg(occ, newTok), delay: occ.Sub(now)})
-			lastEarly = occ
 			fresh++
+			p.sends = append(p.sends, &send{env: numbered(msg(occ, newTok), r.seq+int64(fresh)), delay: occ.Sub(now)})
+			lastEarly = occ
 		}
 		next, err := r.rec.Next(occ, since)
 		if err != nil {
@@ -235,13 +235,14 @@ func (m *Mover) plan(e Entity, now, since time.Time, gen int64) *plan {
 	if lastEarly.After(until) {
 		until = lastEarly
 	}
+	seq := r.seq + int64(fresh)
 	marker := func(props map[string]any) {
 		props[PropSent], props[PropSentUntil] = newTok, formatSentUntil(until)
 	}
 	if p.due.After(retireBy) {
 		// Nothing to move yet: only early sends, recorded on the row.
 		if !lastEarly.IsZero() {
-			p.mark = map[string]any{}
+			p.mark = map[string]any{PropSeq: seq}
 			marker(p.mark)
 		}
 		return p
@@ -263,12 +264,22 @@ func (m *Mover) plan(e Entity, now, since time.Time, gen int64) *plan {
 		delete(p.next, k)
 		delete(p.next, k+"@odata.type")
 	}
+	if seq > 0 {
+		p.next[PropSeq] = seq
+	}
 	if !until.IsZero() && !until.Before(nextDue) {
 		// Occurrences already sent from the next due on stay recorded.
 		marker(p.next)
 	}
 	p.retire = true
 	return p
+}
+
+// numbered returns env as occurrence number seq of its series
+// (queue.Envelope.Seq).
+func numbered(env queue.Envelope, seq int64) queue.Envelope {
+	env.Seq = seq
+	return env
 }
 
 // newToken returns a fresh early-send token: 12 random hex digits.

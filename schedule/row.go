@@ -21,6 +21,7 @@ const (
 	PropTraceParent = "TraceParent" // optional W3C traceparent of the trace that scheduled it
 	PropSent        = "Sent"        // written by the mover: token of the messages sent early
 	PropSentUntil   = "SentUntil"   // written by the mover: a series' last occurrence sent early
+	PropSeq         = "Seq"         // written by the mover: how many occurrences of a series it has sent
 )
 
 // Reserved row keys. Item rows start with 19 digits; the id index rows
@@ -46,6 +47,9 @@ type parsedRow struct {
 	// (PropSent); sentUntil the last occurrence they cover (a series).
 	sent      string
 	sentUntil time.Time
+	// seq is how many occurrences of a series the mover has sent
+	// (PropSeq): the next one sent is seq+1.
+	seq int64
 }
 
 // parseRow interprets an item row. A non-nil error is the reason the row is
@@ -112,6 +116,12 @@ func parseRow(e Entity) (parsedRow, error) {
 			return r, fmt.Errorf("property %s is %q, want an RFC 3339 time", PropSentUntil, s)
 		}
 		it.SentUntil = r.sentUntil
+	}
+	// A sequence number that cannot be read restarts at 0: it only spreads
+	// a series' latest occurrences over the summary slots of its run
+	// records, never worth setting a series aside.
+	if n, _, err := propInt(e.Props, PropSeq); err == nil && n > 0 {
+		r.seq = n
 	}
 	if n, _, err := propInt(e.Props, PropAttempts); err != nil {
 		return r, err

@@ -143,7 +143,7 @@ func (a *app) runsCleanCmd() *cobra.Command {
 			if asJSON {
 				return a.printJSON(res)
 			}
-			fmt.Fprintf(a.out, "removed %d expired run records and %d per-minute counter rows\n", res.Expired, res.Counters)
+			fmt.Fprintf(a.out, "removed %d expired run records, %d per-minute counter rows and %d series summaries\n", res.Expired, res.Counters, res.Summaries)
 			return nil
 		},
 	}

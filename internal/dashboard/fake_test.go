@@ -136,6 +136,11 @@ func (f *fakeSource) Runs(ctx context.Context, q RunQuery) (RunPage, error) {
 	return RunPage{Runs: out}, nil
 }
 
+func (f *fakeSource) Recent(ctx context.Context, series string, n int) ([]leasecrontype.Run, error) {
+	p, err := f.Runs(ctx, RunQuery{Series: series, Limit: n})
+	return p.Runs[:min(n, len(p.Runs))], err
+}
+
 func (f *fakeSource) DeadLetters(ctx context.Context, n int) ([]queue.DeadLetter, int, error) {
 	f.count("DeadLetters")
 	return f.dead, len(f.dead), nil

@@ -305,8 +305,9 @@ func (s *Server) loadTask(ctx context.Context, r *http.Request) (any, error) {
 }
 
 // RecentPerSeries is how many of a series' latest occurrences /recurring
-// shows; it reads them with one range query per series, SeriesReadsAtOnce
-// at a time.
+// shows; it reads them with Source.Recent (one point read of the series'
+// summary row, a range query for a series without one), SeriesReadsAtOnce
+// series at a time.
 const (
 	RecentPerSeries   = 5
 	SeriesReadsAtOnce = 8
@@ -325,11 +326,11 @@ func (s *Server) loadRecurring(ctx context.Context, r *http.Request) (any, error
 		for i, it := range p.Items {
 			v.Series[i] = SeriesView{ItemView: itemView(it, 120), Recent: []RunView{}}
 			g.Go(func() error {
-				rp, err := s.o.Source.Runs(gctx, RunQuery{Series: it.ID, Limit: RecentPerSeries})
+				recent, err := s.o.Source.Recent(gctx, it.ID, RecentPerSeries)
 				if err != nil {
 					return err
 				}
-				for _, run := range rp.Runs {
+				for _, run := range recent {
 					v.Series[i].Recent = append(v.Series[i].Recent, RunViewOf(run))
 				}
 				return nil

@@ -27,6 +27,10 @@ type Source interface {
 	Task(ctx context.Context, id string) (Task, error)
 	// Runs returns one page of run records, newest first.
 	Runs(ctx context.Context, q RunQuery) (RunPage, error)
+	// Recent returns the latest outcomes of up to n occurrences of a
+	// series, newest first (from its summary where there is one: a point
+	// read).
+	Recent(ctx context.Context, series string, n int) ([]leasecrontype.Run, error)
 	// DeadLetters returns up to n of the oldest dead letters and how many
 	// there are in all.
 	DeadLetters(ctx context.Context, n int) ([]queue.DeadLetter, int, error)

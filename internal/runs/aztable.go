@@ -130,6 +130,8 @@ func (t *azTable) submit(ctx context.Context, ops []op) error {
 			a.ActionType, a.IfMatch = aztables.TransactionTypeUpdateReplace, etag(o.ifMatch)
 		case opUpsert:
 			a.ActionType = aztables.TransactionTypeInsertReplace
+		case opUpsertMerge:
+			a.ActionType = aztables.TransactionTypeInsertMerge
 		}
 		if a.Entity, err = encodeProps(o.pk, o.rk, o.p); err != nil {
 			return err
@@ -159,6 +161,8 @@ func (t *azTable) one(ctx context.Context, o op) error {
 			_, err = t.c.UpdateEntity(ctx, b, &aztables.UpdateEntityOptions{IfMatch: etag(o.ifMatch), UpdateMode: aztables.UpdateModeReplace})
 		case opUpsert:
 			_, err = t.c.UpsertEntity(ctx, b, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
+		case opUpsertMerge:
+			_, err = t.c.UpsertEntity(ctx, b, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeMerge})
 		}
 	}
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // CleanStats says what a Clean pass did.
@@ -15,6 +16,8 @@ type CleanStats struct {
 	Expired int `json:"expired"`
 	// Counters counts per-minute counters rows removed.
 	Counters int `json:"counters"`
+	// Summaries counts series summary rows removed (every slot expired).
+	Summaries int `json:"summaries,omitempty"`
 }
 
 // Clean removes the run records that have passed their retention and the
@@ -40,11 +43,12 @@ func (s *Store) Clean(ctx context.Context) (CleanStats, error) {
 	long := now.Add(-s.o.RetentionFailed)
 	sel := []string{"Id", "State", "Due", "Worker", "Finished"}
 	for _, pk := range buckets() {
+		occurrences := false
 		// Succeeded: time rows of runs due before the cutoff (a run
 		// finishes after it is due), newest of them first.
 		lq := query{pk: pk, from: prefixList + invertedAfter(short), to: prefixList + "~", sel: sel,
 			where: []cond{{"State", "eq", string(Succeeded)}, {"Finished", "lt", short}}}
-		n, err := s.expire(ctx, lq, false)
+		n, err := s.expire(ctx, lq, false, &occurrences)
 		st.Expired += n
 		if err != nil {
 			return st, err
@@ -54,8 +58,17 @@ func (s *Store) Clean(ctx context.Context) (CleanStats, error) {
 			cutoff time.Time
 		}{{Cancelled, short}, {Failed, long}, {Dead, long}} {
 			from, to := stateRange(c.st)
-			n, err := s.expire(ctx, query{pk: pk, from: from, to: to, sel: sel, where: []cond{{"Finished", "lt", c.cutoff}}}, true)
+			n, err := s.expire(ctx, query{pk: pk, from: from, to: to, sel: sel, where: []cond{{"Finished", "lt", c.cutoff}}}, true, &occurrences)
 			st.Expired += n
+			if err != nil {
+				return st, err
+			}
+		}
+		if occurrences {
+			// Only a pass that expired occurrences can have emptied a
+			// summary: one more query of this partition.
+			n, err := s.cleanSummaries(ctx, pk, now)
+			st.Summaries += n
 			if err != nil {
 				return st, err
 			}
@@ -96,8 +109,9 @@ func (s *Store) LastClean(ctx context.Context) (time.Time, error) {
 }
 
 // expire deletes the runs whose rows q finds: q reads their state rows
-// (byState) or their time rows.
-func (s *Store) expire(ctx context.Context, q query, byState bool) (int, error) {
+// (byState) or their time rows. It sets *occurrences when any of them was
+// an occurrence of a series.
+func (s *Store) expire(ctx context.Context, q query, byState bool, occurrences *bool) (int, error) {
 	size := 2
 	if byState {
 		size = 3
@@ -119,6 +133,9 @@ func (s *Store) expire(ctx context.Context, q query, byState bool) (int, error) 
 		}
 		for _, rw := range p.rows {
 			r := decodeRun(rw)
+			if _, _, ok := occurrence(r.ID); ok {
+				*occurrences = true
+			}
 			if len(batch)+size > maxOps {
 				flush()
 			}
@@ -140,6 +157,35 @@ func (s *Store) expire(ctx context.Context, q query, byState bool) (int, error) 
 	}
 	flush()
 	return done, ctx.Err()
+}
+
+// cleanSummaries deletes the summary rows of partition pk whose every
+// slot has passed its retention (conditionally on the ETag read, so a
+// slot written meanwhile keeps the row), and returns how many it deleted.
+func (s *Store) cleanSummaries(ctx context.Context, pk string, now time.Time) (int, error) {
+	q := query{pk: pk, from: prefixSummary, to: prefixSummary + "~"}
+	var gone []row
+	for {
+		p, err := s.t.query(ctx, q)
+		if err != nil {
+			return 0, fmt.Errorf("runs: clean summaries of %s: %w", pk, err)
+		}
+		for _, rw := range p.rows {
+			live := false
+			for _, sl := range decodeSlots(rw.p) {
+				r := Run{Run: leasecrontype.Run{State: sl.State, Finished: sl.Finished}}
+				live = live || !s.expired(r, now)
+			}
+			if !live {
+				gone = append(gone, rw)
+			}
+		}
+		if p.cont == "" || ctx.Err() != nil {
+			break
+		}
+		q.cont = p.cont
+	}
+	return s.deleteRows(ctx, gone), ctx.Err()
 }
 
 // cleanCounters deletes the per-minute counters rows of minutes before

@@ -22,7 +22,11 @@
 //     of its message): the listing of that state, newest first.
 //
 // Every change to a run is one entity-group transaction over its rows
-// (same partition), so they never disagree; Verify checks it.
+// (same partition), so they never disagree; Verify checks it. A series
+// also has a summary row, "s~{series}" in its partition, with the latest
+// outcome of its last SummarySlots occurrences (summary.go): each change of
+// a numbered occurrence merges its slot in the same transaction, and
+// Recent reads it in one point read.
 //
 // # Writes
 //

@@ -54,10 +54,18 @@ func invertedAfter(t time.Time) string {
 // for an occurrence (so that a series' history is one partition), of its
 // id otherwise.
 func bucketOf(id string) string {
-	key := id
 	if series, _, ok := occurrence(id); ok {
-		key = series
+		return seriesBucket(series)
 	}
+	return hashBucket(id)
+}
+
+// seriesBucket returns the partition of a series' occurrences and of its
+// summary row.
+func seriesBucket(series string) string { return hashBucket(series) }
+
+// hashBucket returns the bucket partition of key.
+func hashBucket(key string) string {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
 	return bucketPrefix + strconv.Itoa(int(h.Sum32()%Buckets))

@@ -164,14 +164,14 @@ func (m *memTable) submit(ctx context.Context, ops []op) error {
 		switch {
 		case o.kind == opInsert && exists:
 			return fmt.Errorf("operation %d: insert %s/%s: %w", i, o.pk, o.rk, storage.ErrAlreadyExists)
-		case o.kind == opInsert || o.kind == opUpsert:
+		case o.kind == opInsert || o.kind == opUpsert || o.kind == opUpsertMerge:
 		case !exists:
 			return fmt.Errorf("operation %d: %s %s/%s: %w", i, o.kind, o.pk, o.rk, storage.ErrNotFound)
 		case o.ifMatch != "" && o.ifMatch != cur.etag:
 			return fmt.Errorf("operation %d: %s %s/%s: %w", i, o.kind, o.pk, o.rk, storage.ErrPreconditionFailed)
 		}
 		p := o.p
-		if o.kind == opMerge {
+		if o.kind == opMerge || (o.kind == opUpsertMerge && exists) {
 			p = m.read(cur).p
 			for k, v := range o.p {
 				p[k] = v

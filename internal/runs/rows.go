@@ -32,6 +32,9 @@ func runProps(r Run) props {
 	if r.Token != "" {
 		p["Token"] = r.Token
 	}
+	if r.Seq > 0 {
+		p["Seq"] = r.Seq
+	}
 	return p
 }
 
@@ -48,6 +51,9 @@ func claimProps(r Run) props {
 	}
 	if r.Series != "" {
 		p["Series"] = r.Series
+	}
+	if r.Seq > 0 {
+		p["Seq"] = r.Seq
 	}
 	return p
 }
@@ -68,7 +74,7 @@ func decodeRun(rw row) Run {
 		Duplicates: int(p.int("Duplicates")), Generation: p.int("Generation"),
 		Due: p.time("Due"), ClaimUntil: p.time("ClaimUntil"), SnoozedUntil: p.time("SnoozedUntil"),
 		Updated: rw.updated,
-	}, Token: p.str("Token"), etag: rw.etag}
+	}, Token: p.str("Token"), Seq: p.int("Seq"), etag: rw.etag}
 }
 
 // Public returns r as the public leasecrontype.Run.
@@ -133,12 +139,12 @@ func claimOps(token string, next Run) []op {
 	cp := claimProps(next)
 	run := maps.Clone(cp)
 	run["ClaimUntil"] = next.ClaimUntil
-	return []op{
+	return withSummary([]op{
 		{kind: opDelete, pk: pk, rk: token},
 		{kind: opInsert, pk: pk, rk: stateRowKey(next), p: listProps(next)},
 		{kind: opMerge, pk: pk, rk: listKey(next.ID, next.Due), p: cp},
 		{kind: opMerge, pk: pk, rk: runKey(next.ID), p: run},
-	}
+	}, next)
 }
 
 // finishOps is the one-write end of an attempt this Store claimed (c):
@@ -163,5 +169,5 @@ func finishOps(c, next Run, set []string) []op {
 	if k := stateRowKey(next); k != "" {
 		ops = append(ops, op{kind: opInsert, pk: pk, rk: k, p: list})
 	}
-	return ops
+	return withSummary(ops, next)
 }

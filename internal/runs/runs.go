@@ -39,6 +39,10 @@ type Run struct {
 	// Token is the token of the early-sent message the mover confirmed for
 	// this run when it moved the task's row (see supersede.go).
 	Token string
+	// Seq numbers an occurrence within its series (Meta.Seq; 0 when
+	// unknown): its outcome goes to slot Seq mod SummarySlots of the
+	// series' summary row.
+	Seq int64
 
 	etag string
 	// legacy marks a record read from the previous layout.
@@ -154,6 +158,9 @@ func fillMeta(r *Run, m Meta) {
 	}
 	if m.Generation != 0 {
 		r.Generation = m.Generation
+	}
+	if m.Seq > 0 {
+		r.Seq = m.Seq
 	}
 	if series, _, ok := occurrence(r.ID); ok {
 		r.Series = series

@@ -361,7 +361,7 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 	} else if attempt <= 1 && !s.legacyPresent() {
 		// Inserting fails if the run has a record — unless that record is
 		// an old-layout row, which only a read finds.
-		ops = transition(nil, next)
+		ops = withSummary(transition(nil, next), next)
 	}
 	if ops != nil {
 		err := s.t.submit(ctx, ops)
@@ -559,7 +559,7 @@ func (s *Store) modify(ctx context.Context, id string, f func(cur *Run) (next Ru
 		if curp != nil && curp.legacy {
 			err = s.convert(ctx, cur, next)
 		} else {
-			err = s.t.submit(ctx, transition(curp, next))
+			err = s.t.submit(ctx, withSummary(transition(curp, next), next))
 		}
 		if err == nil || !isConflict(err) {
 			if err != nil {

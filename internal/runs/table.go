@@ -106,10 +106,13 @@ const (
 	opReplace
 	// opUpsert inserts a row or replaces it, unconditionally.
 	opUpsert
+	// opUpsertMerge inserts a row or sets the given properties of it,
+	// keeping the others, unconditionally.
+	opUpsertMerge
 )
 
 func (k opKind) String() string {
-	return [...]string{"?", "insert", "delete", "merge", "replace", "upsert"}[k]
+	return [...]string{"?", "insert", "delete", "merge", "replace", "upsert", "upsert-merge"}[k]
 }
 
 // op is one operation of a transaction.

@@ -214,6 +214,9 @@ func seedRuns(ctx context.Context, rs *runs.Store, n, series int, now time.Time)
 			ids[i] = fmt.Sprintf("series-%04d@%s", i%series, due.UTC().Format(time.RFC3339))
 		}
 		marks[i] = runs.Mark{ID: ids[i], Meta: runs.Meta{Type: types[i%len(types)], Due: due}}
+		if i < series*20 {
+			marks[i].Meta.Seq = int64(i/series + 1) // the mover numbers a series' occurrences
+		}
 	}
 	const chunk = 500
 	var missed atomic.Int64
@@ -228,17 +231,39 @@ func seedRuns(ctx context.Context, rs *runs.Store, n, series int, now time.Time)
 	}); err != nil {
 		return 0, err
 	}
-	// One in twenty finished, so that every state has its pages.
-	err := parallel(ctx, n/20, 16, func(j int) error {
-		st := states[j%len(states)]
-		var herr error
-		if st != leasecrontype.RunSucceeded {
-			herr = fmt.Errorf("exit code 1")
+	// Every occurrence claimed and finished as a worker does it (which
+	// keeps each series' summary row), and one in twenty of the other
+	// runs finished, so that every state has its pages.
+	occ := min(n, series*20)
+	err := parallel(ctx, occ, 16, func(i int) error {
+		m := marks[i].Meta
+		m.Queued = true
+		if _, err := rs.Claim(ctx, ids[i], "bench-worker", 1, time.Now().Add(time.Minute), m); err != nil {
+			if ctx.Err() == nil {
+				missed.Add(1)
+			}
+			return nil
 		}
-		if err := rs.Finish(ctx, ids[20*j], st, herr, ""); err != nil && ctx.Err() == nil {
-			missed.Add(1) // a slow Azurite timing out: the run stays queued
-		}
-		return nil
+		return finishAs(ctx, rs, ids[i], states[i%len(states)], &missed)
+	})
+	if err != nil {
+		return 0, err
+	}
+	err = parallel(ctx, (n-occ)/20, 16, func(j int) error {
+		return finishAs(ctx, rs, ids[occ+20*j], states[j%len(states)], &missed)
 	})
 	return int(missed.Load()), err
+}
+
+// finishAs records the end of run id in state st (failed with an error
+// unless it succeeded), counting a write that failed in missed.
+func finishAs(ctx context.Context, rs *runs.Store, id string, st leasecrontype.RunState, missed *atomic.Int64) error {
+	var herr error
+	if st != leasecrontype.RunSucceeded {
+		herr = fmt.Errorf("exit code 1")
+	}
+	if err := rs.Finish(ctx, id, st, herr, ""); err != nil && ctx.Err() == nil {
+		missed.Add(1) // a slow Azurite timing out: the run stays as it was
+	}
+	return nil
 }
