@@ -79,6 +79,9 @@ type Store struct {
 	claims sync.Map // id → Run
 	legacy legacyProbe
 	minute minuteCounters
+	// group combines concurrent claims, extensions and finishes into
+	// shared transactions (nil: each goes alone).
+	group *grouper
 	// onCleaned, when set (tests), is told how many runs each of Clean's
 	// transactions removed.
 	onCleaned func(n int)
@@ -93,7 +96,8 @@ func New(sc *storage.Clients, o Options) (*Store, error) {
 	if sc == nil || sc.Table == nil {
 		return nil, errors.New("runs: no table service client")
 	}
-	return &Store{t: &azTable{c: sc.Table.NewClient(o.Table), name: o.Table}, o: o}, nil
+	t := &azTable{c: sc.Table.NewClient(o.Table), name: o.Table}
+	return &Store{t: t, o: o, group: newGrouper(t)}, nil
 }
 
 // Mem is a Store over an in-memory table with the service's semantics, for
@@ -109,7 +113,7 @@ func NewMem(c clock.Clock) *Mem {
 	o := Options{Clock: c}
 	_ = o.fill()
 	mt := newMemTable(o.Clock)
-	return &Mem{Store: &Store{t: mt, o: o}, mt: mt}
+	return &Mem{Store: &Store{t: mt, o: o, group: newGrouper(mt)}, mt: mt}
 }
 
 // FailWith makes every later call fail with err (nil heals it), to test
@@ -137,6 +141,16 @@ func (s *Store) Retention() (succeeded, failed time.Duration) {
 }
 
 func (s *Store) now() time.Time { return s.o.Clock.Now().UTC() }
+
+// submitRun applies one run's transaction of the hot path (a claim, an
+// extension, a finish), sharing a request with others submitted at the
+// same time (grouper).
+func (s *Store) submitRun(ctx context.Context, ops []op) error {
+	if s.group == nil {
+		return s.t.submit(ctx, ops)
+	}
+	return s.group.submit(ctx, ops)
+}
 
 func (s *Store) ensure(ctx context.Context) error {
 	s.mu.Lock()
@@ -364,7 +378,7 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 		ops = withSummary(transition(nil, next), next)
 	}
 	if ops != nil {
-		err := s.t.submit(ctx, ops)
+		err := s.submitRun(ctx, ops)
 		if err == nil {
 			s.claims.Store(id, next)
 			return next.Public(), nil
@@ -414,7 +428,7 @@ func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) 
 	}
 	// A missing running row means the claim is no longer this worker's (a
 	// cancel, or another worker took it over): nothing is extended then.
-	err := s.t.submit(ctx, ops)
+	err := s.submitRun(ctx, ops)
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("runs: extend claim on %s: %w", id, err)
 	}
@@ -475,7 +489,7 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 	var c Run
 	if claimed {
 		c = v.(Run)
-		ferr := s.t.submit(ctx, finishOps(c, apply(&c, now), set))
+		ferr := s.submitRun(ctx, finishOps(c, apply(&c, now), set))
 		if ferr == nil {
 			return nil
 		}
