@@ -41,7 +41,9 @@
 // A finish takes the worker's own running row the same way. Anything
 // unexpected falls back to reading the run row and writing conditionally
 // on its ETag. So the happy path of a task costs the mover's share of a
-// batch, one claim and one finish.
+// batch, one claim and one finish — and claims, extensions and finishes
+// submitted while another of their partition is on its way share one
+// transaction (group.go), so a busy worker pays less than that.
 //
 // # Reads
 //
