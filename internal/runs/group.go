@@ -13,12 +13,17 @@ import (
 // may have different deadlines, so it carries none of theirs.
 const groupTimeout = 30 * time.Second
 
-// grouper combines the one-run transactions that callers submit while an
-// earlier one of the same partition is on its way into shared
-// transactions (group commit). Claims and finishes of a worker's
-// concurrent deliveries thus cost one request per partition per round
-// trip instead of one each, while a lone caller's transaction goes out at
-// once, alone: nothing waits for company.
+// groupLanes is how many transactions of one partition a Store has on
+// their way at once before callers wait to share the next one: a request
+// stuck in retries during a storage outage holds up one lane, not the
+// partition.
+const groupLanes = 4
+
+// grouper combines the one-run transactions that callers submit while
+// every lane of their partition has one on its way into shared
+// transactions (group commit). Claims and finishes of a busy worker's
+// deliveries thus cost fewer requests, while a caller that finds a lane
+// free goes out at once, alone: nothing waits for company.
 //
 // Every caller still gets its own outcome. A shared transaction is all or
 // nothing, so when one fails on a condition (a row changed, appeared or
@@ -26,6 +31,7 @@ const groupTimeout = 30 * time.Second
 // then submitted again alone. Any other failure is every caller's.
 type grouper struct {
 	t     table
+	lanes int
 	mu    sync.Mutex
 	parts map[string]*groupQueue
 	// onSubmit, when set (tests), is told the size of each transaction
@@ -34,7 +40,7 @@ type grouper struct {
 }
 
 type groupQueue struct {
-	busy    bool
+	busy    int // lanes with a transaction on its way
 	waiting []*groupCall
 }
 
@@ -43,7 +49,9 @@ type groupCall struct {
 	done chan error
 }
 
-func newGrouper(t table) *grouper { return &grouper{t: t, parts: map[string]*groupQueue{}} }
+func newGrouper(t table) *grouper {
+	return &grouper{t: t, lanes: groupLanes, parts: map[string]*groupQueue{}}
+}
 
 // submit applies ops (one run's transaction: one partition, at most maxOps
 // rows, each once) atomically, possibly together with other callers'.
@@ -60,8 +68,10 @@ func (g *grouper) submit(ctx context.Context, ops []op) error {
 		g.parts[pk] = q
 	}
 	q.waiting = append(q.waiting, call)
-	start := !q.busy
-	q.busy = true
+	start := q.busy < g.lanes
+	if start {
+		q.busy++
+	}
 	g.mu.Unlock()
 	if start {
 		go g.drain(context.WithoutCancel(ctx), pk, q)
@@ -76,15 +86,15 @@ func (g *grouper) submit(ctx context.Context, ops []op) error {
 	}
 }
 
-// drain submits q's waiting calls, as many per transaction as fit, until
-// none is left.
+// drain is one lane: it submits q's waiting calls, as many per
+// transaction as fit, until none is left.
 func (g *grouper) drain(ctx context.Context, pk string, q *groupQueue) {
 	for {
 		g.mu.Lock()
 		group, rest := takeGroup(q.waiting)
 		q.waiting = rest
 		if len(group) == 0 {
-			q.busy = false
+			q.busy--
 			g.mu.Unlock()
 			return
 		}

@@ -48,7 +48,7 @@ func submitAll(t *testing.T, g *grouper, gt *gatedTable, calls [][]op) []error {
 	waiting := func() int {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if q := g.parts[calls[0][0].pk]; q != nil && q.busy {
+		if q := g.parts[calls[0][0].pk]; q != nil && q.busy > 0 {
 			return len(q.waiting)
 		}
 		return -1
@@ -83,10 +83,13 @@ func waitUntil(t *testing.T, ok func() bool) {
 // one; each gets its own outcome, a failed condition included; rows that
 // appear twice and transactions over maxOps are split.
 func TestGrouper(t *testing.T) {
+	// One lane, so that every caller after the first waits.
 	newEnv := func() (*grouper, *gatedTable, *memTable) {
 		mt := newMemTable(clock.NewFake(t0))
 		gt := &gatedTable{table: mt, gate: make(chan struct{})}
-		return newGrouper(gt), gt, mt
+		g := newGrouper(gt)
+		g.lanes = 1
+		return g, gt, mt
 	}
 	t.Run("shared", func(t *testing.T) {
 		g, gt, mt := newEnv()
@@ -172,6 +175,52 @@ func TestGrouper(t *testing.T) {
 			t.Fatalf("transactions %v", gt.txns)
 		}
 	})
+}
+
+// stuckTable holds the transactions that touch row "stuck" until the test
+// lets them go, as a request retried through a storage outage.
+type stuckTable struct {
+	table
+	release chan struct{}
+}
+
+func (s *stuckTable) submit(ctx context.Context, ops []op) error {
+	for _, o := range ops {
+		if o.rk == "stuck" {
+			<-s.release
+		}
+	}
+	return s.table.submit(ctx, ops)
+}
+
+// A transaction stuck on its way holds up one lane, not its partition:
+// the callers behind it go out on the others.
+func TestGrouperStuckLane(t *testing.T) {
+	mt := newMemTable(clock.NewFake(t0))
+	st := &stuckTable{table: mt, release: make(chan struct{})}
+	g := newGrouper(st)
+	stuck := make(chan error, 1)
+	go func() { stuck <- g.submit(context.Background(), insertOps("p0", "stuck")) }()
+	waitUntil(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		q := g.parts["p0"]
+		return q != nil && q.busy == 1 && len(q.waiting) == 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 20 {
+		if err := g.submit(ctx, insertOps("p0", fmt.Sprintf("next%d", i))); err != nil {
+			t.Fatalf("a call behind the stuck transaction: %v", err)
+		}
+	}
+	close(st.release)
+	if err := <-stuck; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(mt.rows["p0"]); n != 21 {
+		t.Fatalf("%d rows, want 21", n)
+	}
 }
 
 // Claims and finishes of concurrent deliveries share transactions on the
