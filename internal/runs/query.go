@@ -116,8 +116,10 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 	case q.State != "" && !q.State.Valid():
 		_, err := ParseState(string(q.State))
 		return Page{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	case strings.ContainsAny(q.Series, "~'/\\#?"):
-		return Page{}, fmt.Errorf("%w: series %q: a series id has no ~ ' / \\ # ?", ErrInvalid, q.Series)
+	case q.Series != "":
+		if err := checkSeries(q.Series); err != nil {
+			return Page{}, err
+		}
 	}
 	if err := opt.DefaultIn(ErrInvalid, "limit", &q.Limit, DefaultLimit, 1, MaxLimit); err != nil {
 		return Page{}, err

@@ -75,8 +75,11 @@ func withSummary(ops []op, next Run) []op {
 // occurrences was numbered, or the row was cleaned): Query with Series
 // then reads the records themselves.
 func (s *Store) Recent(ctx context.Context, series string) (rs []leasecrontype.Run, ok bool, err error) {
-	if series == "" || strings.ContainsAny(series, "~'/\\#?") {
-		return nil, false, fmt.Errorf("%w: series %q: a series id is not empty and has no ~ ' / \\ # ?", ErrInvalid, series)
+	if series == "" {
+		return nil, false, fmt.Errorf("%w: no series id", ErrInvalid)
+	}
+	if err := checkSeries(series); err != nil {
+		return nil, false, err
 	}
 	if err := s.ensure(ctx); err != nil {
 		return nil, false, err
@@ -114,4 +117,12 @@ func decodeSlots(p props) []slot {
 	}
 	slices.SortFunc(out, func(a, b slot) int { return cmp.Or(b.Due.Compare(a.Due), cmp.Compare(b.Seq, a.Seq)) })
 	return out
+}
+
+// checkSeries refuses a series id that cannot key a run record.
+func checkSeries(series string) error {
+	if strings.ContainsAny(series, "~'/\\#?") {
+		return fmt.Errorf("%w: series %q: a series id has no ~ ' / \\ # ?", ErrInvalid, series)
+	}
+	return nil
 }
