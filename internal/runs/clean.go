@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // CleanStats says what a Clean pass did.
@@ -171,12 +170,7 @@ func (s *Store) cleanSummaries(ctx context.Context, pk string, now time.Time) (i
 			return 0, fmt.Errorf("runs: clean summaries of %s: %w", pk, err)
 		}
 		for _, rw := range p.rows {
-			live := false
-			for _, sl := range decodeSlots(rw.p) {
-				r := Run{Run: leasecrontype.Run{State: sl.State, Finished: sl.Finished}}
-				live = live || !s.expired(r, now)
-			}
-			if !live {
+			if len(s.liveSlots(rw, now)) == 0 {
 				gone = append(gone, rw)
 			}
 		}

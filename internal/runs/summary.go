@@ -91,15 +91,26 @@ func (s *Store) Recent(ctx context.Context, series string) (rs []leasecrontype.R
 	case err != nil:
 		return nil, false, fmt.Errorf("runs: read the summary of series %s: %w", series, err)
 	}
-	now := s.now()
+	for _, r := range s.liveSlots(rw, s.now()) {
+		rs = append(rs, r.Public())
+	}
+	return rs, true, nil
+}
+
+// liveSlots returns the occurrences a summary row shows, newest due
+// first, without those past their retention at now: what Recent returns,
+// and what keeps the row from the cleaner.
+func (s *Store) liveSlots(rw row, now time.Time) []Run {
+	series := strings.TrimPrefix(rw.rk, prefixSummary)
+	var out []Run
 	for _, sl := range decodeSlots(rw.p) {
 		r := Run{Run: leasecrontype.Run{ID: OccurrenceID(series, sl.Due), Series: series, State: sl.State, Attempts: sl.Attempts,
 			Due: sl.Due, Finished: sl.Finished, LastError: sl.Error, Updated: rw.updated}}
 		if !s.expired(r, now) {
-			rs = append(rs, r.Public())
+			out = append(out, r)
 		}
 	}
-	return rs, true, nil
+	return out
 }
 
 // decodeSlots reads a summary row's slots, newest due first; a slot that
