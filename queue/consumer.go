@@ -71,6 +71,7 @@ type Consumer struct {
 	log      *slog.Logger
 	clk      clock.Clock
 	slots    chan struct{}
+	settling chan struct{} // deliveries recording their outcome after giving their slot back
 	hmu      sync.RWMutex
 	handlers map[string]leasecrontype.Handler
 	running  sync.Mutex
@@ -125,7 +126,7 @@ func newConsumer(client *Client, o ConsumerOptions) (*Consumer, error) {
 	}
 	c := &Consumer{
 		o: o, work: client.work, client: client, log: o.Logger.With("instance", o.InstanceID), clk: o.Clock,
-		slots: make(chan struct{}, o.Concurrency), handlers: map[string]leasecrontype.Handler{}, inFlight: map[string]bool{},
+		slots: make(chan struct{}, o.Concurrency), settling: make(chan struct{}, o.Concurrency), handlers: map[string]leasecrontype.Handler{}, inFlight: map[string]bool{},
 		wakes: newWakeSet(), pause: pauseState{held: map[string]heldMsg{}},
 		tracer: o.TracerProvider.Tracer(tracing.Name),
 	}

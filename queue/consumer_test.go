@@ -983,3 +983,78 @@ func TestBusyConsumerDequeuesInLargeBatches(t *testing.T) {
 		t.Errorf("%.1f messages per dequeue while the queue was deep, want close to half a batch (16)", avg)
 	}
 }
+
+// gatedFinish holds every Finish until gate closes, reporting each caller.
+type gatedFinish struct {
+	RunRecorder
+	gate     chan struct{}
+	entering chan string
+}
+
+func (g gatedFinish) Finish(ctx context.Context, id string, st leasecrontype.RunState, err error, tail string) error {
+	g.entering <- id
+	<-g.gate
+	return g.RunRecorder.Finish(ctx, id, st, err, tail)
+}
+
+// A handler slot is given back when the handler returns, not when its
+// outcome is recorded: while the run records are slow to answer, the next
+// messages' handlers run. At most Concurrency deliveries record outcomes at
+// once, so a store that does not answer holds the consumer at 2 ×
+// Concurrency messages, and every message is still deleted only after its
+// outcome is recorded.
+func TestSlotGivenBackWhileOutcomeIsRecorded(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{Concurrency: 2})
+	rm := runs.NewMem(h.clk)
+	g := gatedFinish{RunRecorder: rm, gate: make(chan struct{}), entering: make(chan string, 10)}
+	h.c.o.Runs = g
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
+	for i := 0; i < 6; i++ {
+		h.enqueue(Envelope{ID: fmt.Sprint("s", i), Type: "t"})
+	}
+	h.start()
+	recording := map[string]bool{}
+	for len(recording) < 2 {
+		select {
+		case id := <-g.entering:
+			recording[id] = true
+		case <-time.After(waitLimit):
+			t.Fatal("no outcome being recorded")
+		}
+	}
+	// Two more handlers run while the first two outcomes are being recorded.
+	for i := 0; i < 4; i++ {
+		h.waitStarted()
+	}
+	// Those two hold their slots waiting for a settling token: nothing more
+	// is dequeued. (A bounded wait: the claim is that nothing happens.)
+	select {
+	case id := <-h.started:
+		t.Fatalf("handler of %s started with 2 slots and 2 outcomes pending", id)
+	case <-time.After(200 * time.Millisecond):
+	}
+	// All six are still in the queue: the first two are deleted only after
+	// their outcomes are recorded.
+	dequeued := 0
+	for _, m := range h.work.all() {
+		if m.DequeueCount > 0 {
+			dequeued++
+		}
+	}
+	if dequeued != 4 || len(h.work.all()) != 6 {
+		t.Fatalf("%d messages dequeued, %d in the queue; want 4 and 6", dequeued, len(h.work.all()))
+	}
+	if st := h.c.Stats(); st.InFlight != 4 {
+		t.Fatalf("in flight = %d, want 4", st.InFlight)
+	}
+	close(g.gate)
+	for i := 0; i < 6; i++ {
+		h.expect(OutcomeSucceeded)
+	}
+	if len(h.work.all()) != 0 {
+		t.Fatal("messages left")
+	}
+	for i := 0; i < 6; i++ {
+		mustRun(t, rm, fmt.Sprint("s", i), runs.Succeeded)
+	}
+}

@@ -29,8 +29,10 @@ type delivery struct {
 
 // slotHold records whether a delivery holds one of the consumer's
 // concurrency slots. A message that arrives before it is due gives its slot
-// back while it waits, so waiting messages never keep due ones from running.
-type slotHold struct{ held bool }
+// back while it waits, so waiting messages never keep due ones from running;
+// a delivery whose handler has returned gives it back for a settling token
+// (see handOff).
+type slotHold struct{ held, settling bool }
 
 // process takes one message through decode, guards, the wait until due,
 // claim, handler and outcome. It never panics and never deletes a message
@@ -127,6 +129,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		herr, lost = c.runHandler(hctx, d, h, task, out)
 	}
 	tail := trunc.Tail(joinOutput(out.String(), leasecrontype.OutputOf(herr)), leasecrontype.MaxOutputTail)
+	c.handOff(d)
 
 	delay, snoozed := leasecrontype.SnoozeOf(herr)
 	switch {
@@ -149,6 +152,23 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	default:
 		c.fail(hctx, d, herr, tail)
 	}
+}
+
+// handOff gives a delivery's handler slot back once its handler has
+// returned, so that recording the outcome — with run records on, a table
+// transaction and then the message's delete, two round trips — does not keep
+// the next message's handler waiting. The delivery takes a settling token
+// first: at most Concurrency deliveries record outcomes at once, so a slow
+// store holds handlers back (their slots stay taken) instead of letting
+// finished messages pile up.
+func (c *Consumer) handOff(d *delivery) {
+	if d.slot == nil || !d.slot.held {
+		return
+	}
+	c.settling <- struct{}{}
+	d.slot.settling = true
+	<-c.slots
+	d.slot.held = false
 }
 
 func joinOutput(a, b string) string {

@@ -32,7 +32,11 @@
 // A Consumer dequeues up to 32 messages at a time but never more than it has
 // free handler slots (ConsumerOptions.Concurrency), runs the leasecrontype.Handler
 // registered for each message's type, and deletes the message when the
-// handler returns nil. An empty queue makes polling back off exponentially,
+// handler returns nil. A slot is free again as soon as its handler returns:
+// recording the outcome (the run record, then the message's delete or
+// rewrite) happens outside it, at most Concurrency at a time, so the round
+// trips of the bookkeeping do not keep the next handler waiting; a message
+// is still deleted only after its outcome is recorded. An empty queue makes polling back off exponentially,
 // with jitter, up to PollMax; the first message snaps it back to PollMin.
 //
 // On time: a delivered envelope whose Due is still ahead (by at most 2 s

@@ -41,7 +41,9 @@ type ConsumerOptions struct {
 	Queue string
 	// PoisonQueue is where messages are set aside. Default DefaultPoisonQueue.
 	PoisonQueue string
-	// Concurrency is how many handlers run at once. Default 8.
+	// Concurrency is how many handlers run at once. Default 8. Up to as
+	// many more deliveries whose handlers have returned may be recording
+	// their outcomes meanwhile (see the package documentation).
 	Concurrency int
 	// VisibilityTimeout is how long a dequeued message stays hidden; it is
 	// extended at 2/3 of its length while the handler runs

@@ -68,6 +68,9 @@ func (c *Consumer) loop(ctx, hctx context.Context, wg *sync.WaitGroup) {
 					if slot.held {
 						<-c.slots
 					}
+					if slot.settling {
+						<-c.settling
+					}
 					if c.hooks.finished != nil {
 						c.hooks.finished()
 					}
