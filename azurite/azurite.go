@@ -270,6 +270,17 @@ func (s *Server) Ports() (blob, queue, table int) { return s.blob, s.queue, s.ta
 // Dir returns the data directory ("" when in memory).
 func (s *Server) Dir() string { return s.opts.Dir }
 
+// Pid returns the process id of the running Azurite, 0 before it started;
+// benchmarks read its CPU time from it.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Done is closed when the Azurite process exits.
 func (s *Server) Done() <-chan struct{} {
 	s.mu.Lock()

@@ -2,6 +2,9 @@ package azurite_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +39,11 @@ func TestStartAnswersAllServices(t *testing.T) {
 	// Idempotent: second creation is fine.
 	if err := c.EnsureTable(ctx, "probe"); err != nil {
 		t.Fatal(err)
+	}
+	// Pid names the emulator's own process (node running Azurite).
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.Pid()))
+	if runtime.GOOS == "linux" && (err != nil || !strings.Contains(string(cmdline), "azurite")) {
+		t.Fatalf("Pid %d: cmdline %q, %v", s.Pid(), cmdline, err)
 	}
 }
 

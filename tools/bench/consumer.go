@@ -40,7 +40,7 @@ func runConsumer(ctx context.Context, b *bench) error {
 		res.Rows = append(res.Rows, row)
 		extra := ""
 		if row.CPUSeconds > 0 {
-			extra = fmt.Sprintf(", %.2f CPU s", row.CPUSeconds)
+			extra = fmt.Sprintf(", %.2f CPU s, Azurite %.2f CPU s", row.CPUSeconds, row.AzuriteCPUSeconds)
 		}
 		b.logf(name, "%-40s x%d: %d in %.2fs = %.0f/s (steady %.0f/s%s)", row.Label, row.Instances, row.Rate.N, row.Rate.Seconds, row.Rate.PerSec, row.Steady, extra)
 	}
@@ -57,16 +57,38 @@ func runConsumer(ctx context.Context, b *bench) error {
 			}
 			add(results.ConsumerRow{Variant: results.VariantInProcess, Label: fmt.Sprintf("queue.Consumer, concurrency %d, no runs", conc), Instances: k, Concurrency: conc, Rate: r, Requests: reqs})
 		}
-		for _, runs := range b.s.processRuns {
-			r, cpu, err := b.consumeProcesses(ctx, m, k, runs)
-			if err != nil {
-				return fmt.Errorf("processes x%d: %w", k, err)
+	}
+	// Worker processes, with run records and without, in interleaved pairs
+	// (the machine's load drifts; medians are reported): on Azurite as is,
+	// then through a proxy that adds a storage account's round trip.
+	type procCase struct {
+		k   int
+		lat time.Duration
+	}
+	var cases []procCase
+	for _, k := range b.s.instances {
+		cases = append(cases, procCase{k: k})
+	}
+	if b.s.processLatency > 0 {
+		cases = append(cases, procCase{k: 1, lat: b.s.processLatency})
+	}
+	for rep := 0; rep < b.s.processReps; rep++ {
+		for _, pc := range cases {
+			for _, runs := range b.s.processRuns {
+				r, cpu, acpu, err := b.consumeProcesses(ctx, m, pc.k, runs, pc.lat)
+				if err != nil {
+					return fmt.Errorf("processes x%d: %w", pc.k, err)
+				}
+				label := "worker processes, defaults (runs on)"
+				if !runs {
+					label = "worker processes, worker.runs=false"
+				}
+				if pc.lat > 0 {
+					label += fmt.Sprintf(", +%s per request", pc.lat)
+				}
+				add(results.ConsumerRow{Variant: results.VariantProcess, Label: label, Instances: pc.k, Concurrency: defaultWorkerConcurrency, Runs: runs,
+					Rate: r, CPUSeconds: cpu, AzuriteCPUSeconds: acpu, LatencyMs: int(pc.lat / time.Millisecond), Rep: rep})
 			}
-			label := "worker processes, defaults (runs on)"
-			if !runs {
-				label = "worker processes, worker.runs=false"
-			}
-			add(results.ConsumerRow{Variant: results.VariantProcess, Label: label, Instances: k, Concurrency: defaultWorkerConcurrency, Runs: runs, Rate: r, CPUSeconds: cpu})
 		}
 	}
 	// Azurite's dequeue slows down as the queue grows: one raw loop on a
@@ -279,25 +301,40 @@ func fleetMerge(dst, src map[string]any) {
 	}
 }
 
-// consumeProcesses drains the queue with k worker processes (not leading)
-// and returns the rate (from the depth, polled every 100 ms) and the CPU
-// seconds the processes used.
-func (b *bench) consumeProcesses(ctx context.Context, m, k int, runs bool) (results.Rate, float64, error) {
+// consumeProcesses drains the queue with k worker processes (not leading),
+// their storage requests delayed by lat when it is not 0, and returns the
+// rate (from the depth, polled every 100 ms) and the CPU seconds the
+// processes and Azurite used.
+func (b *bench) consumeProcesses(ctx context.Context, m, k int, runs bool, lat time.Duration) (results.Rate, float64, float64, error) {
 	srv, sc, err := b.prefilled(ctx, m)
 	if err != nil {
-		return results.Rate{}, 0, err
+		return results.Rate{}, 0, 0, err
 	}
 	defer srv.Stop()
-	dir, err := b.scratch(fmt.Sprintf("consumer-x%d-runs-%v", k, runs))
+	dir, err := b.scratch(fmt.Sprintf("consumer-x%d-runs-%v-lat-%s", k, runs, lat))
 	if err != nil {
-		return results.Rate{}, 0, err
+		return results.Rate{}, 0, 0, err
+	}
+	var env []string
+	if lat > 0 {
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		cs, err := latencyProxy(pctx, srv, lat)
+		if err != nil {
+			return results.Rate{}, 0, 0, err
+		}
+		env = append(env, "LEASECRON_STORAGE_CONNECTION_STRING="+cs)
+	}
+	az0, err := readProc(srv.Pid())
+	if err != nil {
+		return results.Rate{}, 0, 0, fmt.Errorf("azurite's CPU: %w", err)
 	}
 	p := newProgress(100 * time.Millisecond)
-	f, err := fleet.Start(ctx, fleet.Options{Dir: dir, Workers: k, Azurite: srv, Config: workerConfig(map[string]any{
+	f, err := fleet.Start(ctx, fleet.Options{Dir: dir, Workers: k, Azurite: srv, Env: env, Config: workerConfig(map[string]any{
 		"worker": map[string]any{"lead": false, "runs": runs},
 	})})
 	if err != nil {
-		return results.Rate{}, 0, err
+		return results.Rate{}, 0, 0, err
 	}
 	defer f.Stop()
 	derr := waitDrained(ctx, sc.Queue.NewQueueClient(workQueue), m, p, 10*time.Minute)
@@ -308,10 +345,14 @@ func (b *bench) consumeProcesses(ctx context.Context, m, k int, runs bool) (resu
 			cpu += u.CPU
 		}
 	}
-	if derr != nil {
-		return results.Rate{}, 0, fmt.Errorf("%w (logs in %s)", derr, dir)
+	az1, err := readProc(srv.Pid())
+	if derr == nil && err != nil {
+		derr = fmt.Errorf("azurite's CPU: %w", err)
 	}
-	return results.NewRate(m, d, pts), cpu, nil
+	if derr != nil {
+		return results.Rate{}, 0, 0, fmt.Errorf("%w (logs in %s)", derr, dir)
+	}
+	return results.NewRate(m, d, pts), cpu, az1.CPU - az0.CPU, nil
 }
 
 // scratch returns a fresh directory under the output directory's work

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -74,14 +77,22 @@ type slowTransport struct {
 }
 
 func (t slowTransport) Do(r *http.Request) (*http.Response, error) {
-	tm := time.NewTimer(t.d)
+	if err := hold(r, t.d); err != nil {
+		return nil, err
+	}
+	return t.c.Do(r)
+}
+
+// hold waits d, or until r's context ends.
+func hold(r *http.Request, d time.Duration) error {
+	tm := time.NewTimer(d)
 	defer tm.Stop()
 	select {
 	case <-r.Context().Done():
-		return nil, r.Context().Err()
+		return r.Context().Err()
 	case <-tm.C:
+		return nil
 	}
-	return t.c.Do(r)
 }
 
 // quietLogger logs warnings and errors only, with the scenario's name.
@@ -293,4 +304,46 @@ func mkdirFresh(dir string) error {
 		return err
 	}
 	return os.MkdirAll(dir, 0o755)
+}
+
+// latencyProxy puts a reverse proxy in front of each of srv's services
+// that holds every request for d before passing it on, the round trip of a
+// storage account in the cloud, for processes that cannot be given a slow
+// transport. It returns the connection string of the proxies; they close
+// when ctx ends.
+func latencyProxy(ctx context.Context, srv *azurite.Server, d time.Duration) (string, error) {
+	blob, queue, table := srv.Ports()
+	var ports []int
+	for _, p := range []int{blob, queue, table} {
+		target, err := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", p))
+		if err != nil {
+			return "", err
+		}
+		rp := httputil.NewSingleHostReverseProxy(target)
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 256
+		rp.Transport = delayedTrip{rt: tr, d: d}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		s := &http.Server{Handler: rp, ReadHeaderTimeout: time.Minute}
+		go func() { _ = s.Serve(l) }()
+		context.AfterFunc(ctx, func() { _ = s.Close() })
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return azurite.ConnectionString("127.0.0.1", ports[0], ports[1], ports[2]), nil
+}
+
+// delayedTrip holds each request for d, then sends it with rt.
+type delayedTrip struct {
+	rt http.RoundTripper
+	d  time.Duration
+}
+
+func (t delayedTrip) RoundTrip(r *http.Request) (*http.Response, error) {
+	if err := hold(r, t.d); err != nil {
+		return nil, err
+	}
+	return t.rt.RoundTrip(r)
 }

@@ -42,6 +42,8 @@ type scale struct {
 	instances                       []int
 	consumerConcs                   []int
 	processRuns                     []bool
+	processReps                     int           // interleaved repetitions of the worker-process pairs
+	processLatency                  time.Duration // the proxy's delay for the latency pairs (one process)
 	latTasks                        int
 	latWindow, latSettle            time.Duration
 	foLeases                        []time.Duration
@@ -62,6 +64,7 @@ type scale struct {
 var full = scale{
 	moverRows: 10_000, naiveRows: 1_000, moverReps: 3, moverLatency: 10 * time.Millisecond, slowRows: 10_000, slowNaiveRows: 500,
 	consumerMsgs: 2_000, consumerDeep: 5_000, instances: []int{1, 2, 4}, consumerConcs: []int{32, 8}, processRuns: []bool{true, false},
+	processReps: 3, processLatency: 10 * time.Millisecond,
 	latTasks: 300, latWindow: 30 * time.Second, latSettle: 10 * time.Second,
 	foLeases: []time.Duration{15 * time.Second, 60 * time.Second}, foReps: 3,
 	idleWarmup: 60 * time.Second, idleWindow: 4 * time.Minute,
@@ -75,7 +78,7 @@ var full = scale{
 
 var quick = scale{
 	moverRows: 1_000, naiveRows: 200, moverReps: 1, moverLatency: 10 * time.Millisecond, slowRows: 500, slowNaiveRows: 50,
-	consumerMsgs: 1_000, instances: []int{1, 4}, consumerConcs: []int{32}, processRuns: []bool{true},
+	consumerMsgs: 1_000, instances: []int{1, 4}, consumerConcs: []int{32}, processRuns: []bool{true}, processReps: 1,
 	latTasks: 60, latWindow: 10 * time.Second, latSettle: 4 * time.Second,
 	foLeases: []time.Duration{15 * time.Second}, foReps: 1,
 	idleWarmup: 10 * time.Second, idleWindow: 60 * time.Second,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,5 +169,44 @@ func TestRenderPartial(t *testing.T) {
 	}
 	if _, err := Render(t.TempDir(), out); err == nil {
 		t.Error("rendering without machine.json succeeded")
+	}
+}
+
+// The worker-process check takes medians of the interleaved runs on Azurite
+// as is, reports the latency pairs beside them without letting them decide,
+// and names Azurite's CPU per task when it misses.
+func TestRunsProcessCheckMedians(t *testing.T) {
+	row := func(k int, runs bool, steady, azCPU float64, lat, rep int) results.ConsumerRow {
+		label := "worker processes, worker.runs=false"
+		if runs {
+			label = "worker processes, defaults (runs on)"
+		}
+		if lat > 0 {
+			label += fmt.Sprintf(", +%dms per request", lat)
+		}
+		return results.ConsumerRow{Variant: results.VariantProcess, Label: label, Instances: k, Runs: runs, Steady: steady,
+			AzuriteCPUSeconds: azCPU, LatencyMs: lat, Rep: rep}
+	}
+	c := &results.Consumer{Messages: 1000, Rows: []results.ConsumerRow{
+		// k=1: medians 150 on (an outlier of 40 ignored) and 200 off: 75 %.
+		row(1, true, 150, 10, 0, 0), row(1, false, 200, 7, 0, 0),
+		row(1, true, 40, 10, 0, 1), row(1, false, 210, 7, 0, 1),
+		row(1, true, 160, 10, 0, 2), row(1, false, 190, 7, 0, 2),
+		// Through the proxy: 90 %, reported, not deciding.
+		row(1, true, 90, 9, 10, 0), row(1, false, 100, 7, 10, 0),
+	}}
+	ch := runsProcessCheck(c)
+	if ch.status != statusMissed {
+		t.Fatalf("status = %s", ch.status)
+	}
+	for _, want := range []string{"75 % with 1 (150 vs 200 tasks/s) (medians)", "90 % with 1 process through 10 ms per request (90 vs 100 tasks/s)", "10.0 ms with records against 7.0 ms without"} {
+		if !strings.Contains(ch.measured+ch.why, want) {
+			t.Errorf("check lacks %q:\n%s\n%s", want, ch.measured, ch.why)
+		}
+	}
+	// Medians at 80 % or more meet it.
+	c.Rows[1].Steady, c.Rows[3].Steady, c.Rows[5].Steady = 180, 180, 180
+	if ch := runsProcessCheck(c); ch.status != statusMet {
+		t.Fatalf("status = %s (%s)", ch.status, ch.measured)
 	}
 }

@@ -163,6 +163,14 @@ type ConsumerRow struct {
 	// CPUSeconds is the user+system CPU the worker processes used
 	// (process variant only).
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	// AzuriteCPUSeconds is the CPU Azurite used while the processes
+	// drained the queue (process variant only).
+	AzuriteCPUSeconds float64 `json:"azurite_cpu_seconds,omitempty"`
+	// LatencyMs is the delay a proxy added to every storage request of the
+	// processes (0: none).
+	LatencyMs int `json:"latency_ms,omitempty"`
+	// Rep numbers repeated measurements of the same configuration (from 0).
+	Rep int `json:"rep,omitempty"`
 	// Requests are the storage requests made, by "service op" (raw and
 	// in-process variants).
 	Requests map[string]int64 `json:"requests,omitempty"`
