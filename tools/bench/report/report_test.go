@@ -199,7 +199,7 @@ func TestRunsProcessCheckMedians(t *testing.T) {
 	if ch.status != statusMissed {
 		t.Fatalf("status = %s", ch.status)
 	}
-	for _, want := range []string{"75 % with 1 (150 vs 200 tasks/s) (medians)", "90 % with 1 process through 10 ms per request (90 vs 100 tasks/s)", "10.0 ms with records against 7.0 ms without"} {
+	for _, want := range []string{"75 % with 1 (150 vs 200 tasks/s) (medians)", "90 % with 1 process through 10 ms per request (90 vs 100 tasks/s)", "10.0 ms with records against 7.0 ms without. The difference, 3.0 ms"} {
 		if !strings.Contains(ch.measured+ch.why, want) {
 			t.Errorf("check lacks %q:\n%s\n%s", want, ch.measured, ch.why)
 		}
