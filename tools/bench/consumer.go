@@ -91,6 +91,13 @@ func runConsumer(ctx context.Context, b *bench) error {
 			}
 		}
 	}
+	if n := b.s.tableCostEntities; n > 0 {
+		costs, err := b.azuriteTableCosts(ctx, n)
+		if err != nil {
+			return err
+		}
+		res.TableCosts = costs
+	}
 	// Azurite's dequeue slows down as the queue grows: one raw loop on a
 	// longer queue shows by how much.
 	if deep := b.s.consumerDeep; deep > 0 {

@@ -44,6 +44,7 @@ type scale struct {
 	processRuns                     []bool
 	processReps                     int           // interleaved repetitions of the worker-process pairs
 	processLatency                  time.Duration // the proxy's delay for the latency pairs (one process)
+	tableCostEntities               int           // entities inserted per size when measuring Azurite's table costs
 	latTasks                        int
 	latWindow, latSettle            time.Duration
 	foLeases                        []time.Duration
@@ -64,7 +65,7 @@ type scale struct {
 var full = scale{
 	moverRows: 10_000, naiveRows: 1_000, moverReps: 3, moverLatency: 10 * time.Millisecond, slowRows: 10_000, slowNaiveRows: 500,
 	consumerMsgs: 2_000, consumerDeep: 5_000, instances: []int{1, 2, 4}, consumerConcs: []int{32, 8}, processRuns: []bool{true, false},
-	processReps: 3, processLatency: 10 * time.Millisecond,
+	processReps: 3, processLatency: 10 * time.Millisecond, tableCostEntities: 9_000,
 	latTasks: 300, latWindow: 30 * time.Second, latSettle: 10 * time.Second,
 	foLeases: []time.Duration{15 * time.Second, 60 * time.Second}, foReps: 3,
 	idleWarmup: 60 * time.Second, idleWindow: 4 * time.Minute,

@@ -386,6 +386,18 @@ func consumerSection(d *doc, out string, c *results.Consumer) ([]check, error) {
 	}
 	d.table([]string{"Configuration", "Consumers", "Steady tasks/s", "Overall tasks/s", "vs raw (same count)", "Dequeue requests", "Worker CPU", "Azurite CPU per task"}, rows)
 	d.para("Worker-process rows are medians of interleaved runs (with and without run records alternately, each on a fresh Azurite), with the range. *+10ms per request*: the workers reach Azurite through a proxy that holds every request 10 ms, a storage account's round trip, so that the rate shows what round trips cost rather than only the emulator's CPU; Azurite's CPU per task is read from /proc for the whole drain.")
+	if len(c.TableCosts) > 0 {
+		var tr [][]string
+		for _, tc := range c.TableCosts {
+			kind := fmt.Sprintf("transaction of %d", tc.EntitiesPerRequest)
+			if tc.EntitiesPerRequest == 1 {
+				kind = "single insert"
+			}
+			tr = append(tr, []string{kind, fmt.Sprint(tc.Requests), fmt.Sprintf("%.2f ms", tc.PerRequestMs()), fmt.Sprintf("%.3f ms", tc.PerEntityMs())})
+		}
+		d.para("What table requests cost the emulator: Azurite's CPU while eight callers insert entities shaped like a run's rows into four partitions, on a fresh Azurite per size. A request costs a fixed part and a part per entity, so the two transactions of a task (claim and finish, three entities each) cost it about twice a 3-entity transaction, whether or not they could have been one.")
+		d.table([]string{"Request", "Requests", "Azurite CPU per request", "per entity"}, tr)
+	}
 	for _, r := range c.Rows {
 		if r.Variant == results.VariantRawDeep && raw[1] > 0 {
 			d.para("Azurite's dequeue gets slower as the queue grows: the same raw loop drains a queue of %d at %s/s against %s/s for %d, which is why these measurements use %d messages (a storage account does not behave this way).", r.Messages, f0(r.Steady), f0(raw[1]), c.Messages, c.Messages)

@@ -46,7 +46,8 @@ func fixture(t *testing.T) string {
 			results.ConsumerRow{Variant: results.VariantInProcess, Label: "queue.Consumer, concurrency 32", Instances: k, Concurrency: 32, Rate: rate(5000, 11), Steady: 400, Requests: map[string]int64{"queue dequeue": 1200}},
 			results.ConsumerRow{Variant: results.VariantProcess, Label: "processes", Instances: k, Concurrency: 8, Runs: true, Rate: rate(5000, 30), Steady: 170, CPUSeconds: 6})
 	}
-	write(results.ConsumerFile, results.Consumer{Messages: 5000, Rows: rows})
+	write(results.ConsumerFile, results.Consumer{Messages: 5000, Rows: rows, TableCosts: []results.TableCost{
+		{EntitiesPerRequest: 1, Requests: 9000, AzuriteCPUSeconds: 6.3}, {EntitiesPerRequest: 3, Requests: 3000, AzuriteCPUSeconds: 4.2}}})
 	lat := []float64{0.01, 0.02, 0.05, 0.2, 0.4}
 	late := []float64{0.5, 2, 3, 4, 5.5}
 	write(results.LatenessFile, results.Lateness{Runs: []results.LatenessRun{
@@ -112,6 +113,8 @@ func TestRenderAll(t *testing.T) {
 		"The calls add up to 25 % of its wall time", "| mover | 25.5 | 6.0 | 24.0 |",
 		// Consumer at 80 % of raw in every case.
 		"80 % with 1, 80 % with 2, 80 % with 4 | **missed**", "4.2 messages per dequeue",
+		// Azurite's table costs: per request and per entity.
+		"| single insert | 9000 | 0.70 ms | 0.700 ms |", "| transaction of 3 | 3000 | 1.40 ms | 0.467 ms |",
 		"| p99 lateness ≤ 1 s | p99 0.40 s with early enqueue", "p99 5.50 s without", "| w1 1, w2 (leader) 4 |",
 		// SIGTERM 17.5 s > 16 s; SIGKILL 25 s ≤ 30 s; a failed sample is listed.
 		"max 17.5 s at 15 s lease (target 16 s) | **missed**", "max 25.0 s at 15 s lease (target 30 s) | met", "60 s SIGKILL run 1: no takeover",

@@ -133,6 +133,33 @@ type Consumer struct {
 	Messages int `json:"messages"`
 	// Rows are the measurements.
 	Rows []ConsumerRow `json:"rows"`
+	// TableCosts are Azurite's CPU for table transactions of a few sizes.
+	TableCosts []TableCost `json:"table_costs,omitempty"`
+}
+
+// TableCost is Azurite's CPU for Requests table requests of
+// EntitiesPerRequest inserts each (one insert request when 1, else a
+// transaction).
+type TableCost struct {
+	EntitiesPerRequest int     `json:"entities_per_request"`
+	Requests           int     `json:"requests"`
+	AzuriteCPUSeconds  float64 `json:"azurite_cpu_seconds"`
+}
+
+// PerRequestMs is Azurite's CPU per request, in milliseconds.
+func (c TableCost) PerRequestMs() float64 {
+	if c.Requests == 0 {
+		return 0
+	}
+	return c.AzuriteCPUSeconds * 1000 / float64(c.Requests)
+}
+
+// PerEntityMs is Azurite's CPU per entity, in milliseconds.
+func (c TableCost) PerEntityMs() float64 {
+	if c.EntitiesPerRequest == 0 {
+		return 0
+	}
+	return c.PerRequestMs() / float64(c.EntitiesPerRequest)
 }
 
 // Consumer variants.
