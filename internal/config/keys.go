@@ -68,7 +68,7 @@ var Keys = []Key{
 	{"mover.concurrency", schedule.DefaultConcurrency, "Concurrent enqueues while moving.", false},
 	{"queue.max_depth", 0, "Pause moving while the queue holds this many messages; 0 disables backpressure.", false},
 	{"queue.resume_below", 0, "Resume moving below this depth; 0 means queue.max_depth/2.", false},
-	{"worker.concurrency", queue.DefaultConcurrency, "Tasks run at once by one worker.", false},
+	{"worker.concurrency", queue.DefaultConcurrency, "Tasks run at once by one worker. A task's slot is free as soon as its handler returns; recording its outcome (up to as many at once) does not hold it.", false},
 	{"worker.visibility_timeout", queue.DefaultVisibilityTimeout, "How long a dequeued message stays invisible; extended while its handler runs.", false},
 	{"worker.max_run_time", queue.DefaultMaxRunTime, "Longest a handler may run before it is cancelled (a failed attempt); also the timeout of an exec handler without handlers.<type>.timeout.", false},
 	{"worker.instance_id", "", "This instance's identity; empty means {hostname}-{pid}-{8 random hex digits}.", false},

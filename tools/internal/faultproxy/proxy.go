@@ -320,8 +320,8 @@ func (p *Proxy) serve(ln net.Listener) {
 			mode, closed := p.mode, p.closed
 			p.mu.Unlock()
 			if closed || mode == Reset || mode == Partition {
+				p.resets.Add(1) // counted before the peer can see the reset
 				rst(cc)
-				p.resets.Add(1)
 				continue
 			}
 			p.wg.Add(1)
@@ -345,9 +345,9 @@ func (p *Proxy) handle(cc net.Conn) {
 	p.mu.Lock()
 	if p.closed || p.mode == Reset || p.mode == Partition {
 		p.mu.Unlock()
+		p.resets.Add(1) // counted before the peer can see the reset
 		rst(cc)
 		rst(tc)
-		p.resets.Add(1)
 		return
 	}
 	p.conns[c] = struct{}{}
@@ -391,9 +391,9 @@ func (c *conn) close() {
 func (c *conn) reset(p *Proxy) {
 	c.once.Do(func() {
 		close(c.done)
+		p.resets.Add(1) // counted before the peer can see the reset
 		rst(c.client)
 		rst(c.target)
-		p.resets.Add(1)
 	})
 }
 
