@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/azurite"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/tools/bench/results"
 )
 
@@ -75,7 +76,7 @@ func TestSelectScenarios(t *testing.T) {
 // tiny sizes the scenarios for tests.
 var tiny = scale{
 	moverRows: 150, naiveRows: 20, moverReps: 1, moverLatency: 5 * time.Millisecond, slowRows: 60, slowNaiveRows: 10,
-	consumerMsgs: 120, instances: []int{1, 2}, consumerConcs: []int{32},
+	consumerMsgs: 120, instances: []int{1, 2}, consumerConcs: []int{32}, tableCostEntities: 120,
 	txWarmup: time.Second, txBaseline: 2 * time.Second, txSpacing: 3 * time.Second,
 	txLone: 2, txBurst: 20, txSeries: 3, txSeriesWindow: 7 * time.Second, // > mover.poll_every
 	idleWarmup: time.Second, idleWindow: 3 * time.Second,
@@ -185,6 +186,48 @@ func TestScenariosOnAzurite(t *testing.T) {
 			if r.Rate.N != 120 || r.Steady <= 0 || r.Requests["queue delete-message"] != 120 {
 				t.Errorf("%s x%d: rate %+v steady %v deletes %d", r.Label, r.Instances, r.Rate, r.Steady, r.Requests["queue delete-message"])
 			}
+		}
+		// Azurite's table costs: 120 entities in requests of 1, 3, 6, 30.
+		want := map[int]int{1: 120, 3: 40, 6: 20, 30: 4}
+		if len(c.TableCosts) != len(want) {
+			t.Fatalf("table costs: %+v", c.TableCosts)
+		}
+		for _, tc := range c.TableCosts {
+			if want[tc.EntitiesPerRequest] != tc.Requests || tc.AzuriteCPUSeconds < 0 {
+				t.Errorf("table cost %+v", tc)
+			}
+		}
+	})
+
+	// The latency proxy passes requests on, each after its delay.
+	t.Run("latency proxy", func(t *testing.T) {
+		t.Parallel()
+		b := tinyBench(t)
+		srv, err := b.startAzurite(ctx, "proxy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Stop()
+		const lat = 100 * time.Millisecond
+		cs, err := latencyProxy(ctx, srv, lat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := storage.New(storage.Config{ConnectionString: cs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ensure := range []func(context.Context, string) error{sc.EnsureQueue, sc.EnsureTable, sc.EnsureContainer} {
+			t0 := time.Now()
+			if err := ensure(ctx, "proxied"); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(t0); d < lat {
+				t.Errorf("a request through the proxy took %s, less than its %s delay", d, lat)
+			}
+		}
+		if _, err := sc.Queue.NewQueueClient("proxied").GetProperties(ctx, nil); err != nil {
+			t.Fatalf("the queue created through the proxy: %v", err)
 		}
 	})
 
