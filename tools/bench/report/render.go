@@ -528,12 +528,12 @@ func runsProcessCheck(c *results.Consumer) check {
 			continue
 		}
 		x := on[k] / off[k]
-		part := fmt.Sprintf("%s with %d (%s vs %s tasks/s)", pct(x), k.k, f0(on[k]), f0(off[k]))
+		rates := fmt.Sprintf("(%s vs %s tasks/s)", f0(on[k]), f0(off[k]))
 		if k.lat > 0 {
-			lat = append(lat, fmt.Sprintf("%s with %d process through %d ms per request (%s vs %s tasks/s)", pct(x), k.k, k.lat, f0(on[k]), f0(off[k])))
+			lat = append(lat, fmt.Sprintf("%s with %d process through %d ms per request %s", pct(x), k.k, k.lat, rates))
 			continue
 		}
-		parts = append(parts, part)
+		parts = append(parts, fmt.Sprintf("%s with %d %s", pct(x), k.k, rates))
 		if x < worst {
 			worst, worstK = x, k
 		}
