@@ -70,7 +70,9 @@ func runConsumer(ctx context.Context, b *bench) error {
 		cases = append(cases, procCase{k: k})
 	}
 	if b.s.processLatency > 0 {
-		cases = append(cases, procCase{k: 1, lat: b.s.processLatency})
+		for _, k := range b.s.instances {
+			cases = append(cases, procCase{k: k, lat: b.s.processLatency})
+		}
 	}
 	for rep := 0; rep < b.s.processReps; rep++ {
 		for _, pc := range cases {

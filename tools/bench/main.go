@@ -43,7 +43,7 @@ type scale struct {
 	consumerConcs                   []int
 	processRuns                     []bool
 	processReps                     int           // interleaved repetitions of the worker-process pairs
-	processLatency                  time.Duration // the proxy's delay for the latency pairs (one process)
+	processLatency                  time.Duration // the proxy's delay for the latency pairs (each process count)
 	tableCostEntities               int           // entities inserted per size when measuring Azurite's table costs
 	latTasks                        int
 	latWindow, latSettle            time.Duration

@@ -62,6 +62,14 @@ func pct(x float64) string {
 }
 func secs(x float64) string { return fmt.Sprintf("%.2f s", x) }
 
+// plural is n followed by one or many, as n calls for.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 // check is one target against its measurement.
 type check struct {
 	target   string
@@ -375,7 +383,7 @@ func consumerSection(d *doc, out string, c *results.Consumer) ([]check, error) {
 			cpu = fmt.Sprintf("%.2f s / 1,000", g.median(func(r results.ConsumerRow) float64 { return r.CPUSeconds })/msgs*1000)
 		}
 		if r.AzuriteCPUSeconds > 0 {
-			az = fmt.Sprintf("%.1f ms", g.median(func(r results.ConsumerRow) float64 { return r.AzuriteCPUSeconds })/msgs*1000)
+			az = fmt.Sprintf("%.1f ms (busy %s)", g.median(func(r results.ConsumerRow) float64 { return r.AzuriteCPUSeconds })/msgs*1000, pct(g.median(results.ConsumerRow.AzuriteBusy)))
 		}
 		st := f0(steady)
 		if len(g.rows) > 1 {
@@ -385,7 +393,7 @@ func consumerSection(d *doc, out string, c *results.Consumer) ([]check, error) {
 		rows = append(rows, []string{r.Label, fmt.Sprint(r.Instances), st, f0(g.median(func(r results.ConsumerRow) float64 { return r.Rate.PerSec })), vs, deq, cpu, az})
 	}
 	d.table([]string{"Configuration", "Consumers", "Steady tasks/s", "Overall tasks/s", "vs raw (same count)", "Dequeue requests", "Worker CPU", "Azurite CPU per task"}, rows)
-	d.para("Worker-process rows are medians of interleaved runs (with and without run records alternately, each on a fresh Azurite), with the range. *+10ms per request*: the workers reach Azurite through a proxy that holds every request 10 ms, a storage account's round trip, so that the rate shows what round trips cost rather than only the emulator's CPU; Azurite's CPU per task is read from /proc for the whole drain.")
+	d.para("Worker-process rows are medians of interleaved runs (with and without run records alternately, each on a fresh Azurite), with the range. *+10ms per request*: the workers reach Azurite through a proxy that holds every request 10 ms, a storage account's round trip, so that the rate shows what round trips cost rather than only the emulator's CPU; Azurite's CPU per task is read from /proc for the whole drain, and *busy* is that CPU time as a share of the drain's wall time: near 100 %% its one thread was the bottleneck, and the rate is the emulator's, not the workers'.")
 	if len(c.TableCosts) > 0 {
 		var tr [][]string
 		for _, tc := range c.TableCosts {
@@ -495,6 +503,7 @@ func runsProcessCheck(c *results.Consumer) check {
 	type key struct{ k, lat int }
 	on, off := map[key]float64{}, map[key]float64{}
 	azOn, azOff := map[key]float64{}, map[key]float64{}
+	busyOn, busyOff := map[key]float64{}, map[key]float64{}
 	var keys []key
 	for _, g := range groupConsumerRows(c.Rows) {
 		r := g.rows[0]
@@ -508,11 +517,12 @@ func runsProcessCheck(c *results.Consumer) check {
 		kk := key{r.Instances, r.LatencyMs}
 		steady := g.median(func(r results.ConsumerRow) float64 { return r.Steady })
 		az := g.median(func(r results.ConsumerRow) float64 { return r.AzuriteCPUSeconds }) / msgs * 1000
+		busy := g.median(results.ConsumerRow.AzuriteBusy)
 		if r.Runs {
-			on[kk], azOn[kk] = steady, az
+			on[kk], azOn[kk], busyOn[kk] = steady, az, busy
 			keys = append(keys, kk)
 		} else {
-			off[kk], azOff[kk] = steady, az
+			off[kk], azOff[kk], busyOff[kk] = steady, az, busy
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool {
@@ -530,7 +540,10 @@ func runsProcessCheck(c *results.Consumer) check {
 		x := on[k] / off[k]
 		rates := fmt.Sprintf("(%s vs %s tasks/s)", f0(on[k]), f0(off[k]))
 		if k.lat > 0 {
-			lat = append(lat, fmt.Sprintf("%s with %d process through %d ms per request %s", pct(x), k.k, k.lat, rates))
+			if busyOn[k] > 0 {
+				rates = fmt.Sprintf("(%s vs %s tasks/s, Azurite busy %s vs %s)", f0(on[k]), f0(off[k]), pct(busyOn[k]), pct(busyOff[k]))
+			}
+			lat = append(lat, fmt.Sprintf("%s with %s through %d ms per request %s", pct(x), plural(k.k, "process", "processes"), k.lat, rates))
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s with %d %s", pct(x), k.k, rates))

@@ -188,22 +188,25 @@ func TestRunsProcessCheckMedians(t *testing.T) {
 			label += fmt.Sprintf(", +%dms per request", lat)
 		}
 		return results.ConsumerRow{Variant: results.VariantProcess, Label: label, Instances: k, Runs: runs, Steady: steady,
-			AzuriteCPUSeconds: azCPU, LatencyMs: lat, Rep: rep}
+			AzuriteCPUSeconds: azCPU, LatencyMs: lat, Rep: rep, Rate: results.Rate{N: 1000, Seconds: 10}}
 	}
 	c := &results.Consumer{Messages: 1000, Rows: []results.ConsumerRow{
 		// k=1: medians 150 on (an outlier of 40 ignored) and 200 off: 75 %.
 		row(1, true, 150, 10, 0, 0), row(1, false, 200, 7, 0, 0),
 		row(1, true, 40, 10, 0, 1), row(1, false, 210, 7, 0, 1),
 		row(1, true, 160, 10, 0, 2), row(1, false, 190, 7, 0, 2),
-		// Through the proxy: 90 %, reported, not deciding.
+		// Through the proxy: 90 % and, with two processes, 50 %:
+		// reported, not deciding, with Azurite's busy share.
 		row(1, true, 90, 9, 10, 0), row(1, false, 100, 7, 10, 0),
+		row(2, true, 50, 9.5, 10, 0), row(2, false, 100, 7, 10, 0),
 	}}
 	c.TableCosts = []results.TableCost{{EntitiesPerRequest: 3, Requests: 100, AzuriteCPUSeconds: 0.15}}
 	ch := runsProcessCheck(c)
 	if ch.status != statusMissed {
 		t.Fatalf("status = %s", ch.status)
 	}
-	for _, want := range []string{"75 % with 1 (150 vs 200 tasks/s) (medians)", "90 % with 1 process through 10 ms per request (90 vs 100 tasks/s)", "10.0 ms with records against 7.0 ms without. The difference, 3.0 ms",
+	for _, want := range []string{"75 % with 1 (150 vs 200 tasks/s) (medians)", "90 % with 1 process through 10 ms per request (90 vs 100 tasks/s, Azurite busy 90 % vs 70 %)",
+		"50 % with 2 processes through 10 ms per request (50 vs 100 tasks/s, Azurite busy 95 % vs 70 %)", "10.0 ms with records against 7.0 ms without. The difference, 3.0 ms",
 		// The two transactions' own cost, measured alone: 2 × 1.5 ms.
 		"which cost it 3.0 ms when measured alone"} {
 		if !strings.Contains(ch.measured+ch.why, want) {

@@ -203,6 +203,17 @@ type ConsumerRow struct {
 	Requests map[string]int64 `json:"requests,omitempty"`
 }
 
+// AzuriteBusy is the share of the drain's wall time that Azurite spent on
+// the CPU (0 when not measured): near 1, its single thread was the
+// bottleneck and the rate says what its CPU per task is rather than what
+// the workers could do.
+func (r ConsumerRow) AzuriteBusy() float64 {
+	if r.Rate.Seconds <= 0 {
+		return 0
+	}
+	return r.AzuriteCPUSeconds / r.Rate.Seconds
+}
+
 // Lateness is scenario 3: on-time delivery.
 type Lateness struct {
 	Runs []LatenessRun `json:"runs"`
