@@ -40,6 +40,10 @@ type Options struct {
 	Env []string
 	// Azurite, when set, is used instead of starting a fresh one.
 	Azurite *azurite.Server
+	// ConnectionString, when set, is the account the workers use instead
+	// of an Azurite (none is started; Fleet.Azurite stays nil). It is
+	// passed in the workers' environment, never written to a file.
+	ConnectionString string
 }
 
 // Fleet is a running set of workers.
@@ -94,7 +98,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	}
 	f := &Fleet{Dir: o.Dir, Bin: bin, opts: o, workers: map[string]*proc.Process{}, Azurite: o.Azurite,
 		RecordFile: filepath.Join(o.Dir, "records.txt"), ConfigFile: filepath.Join(o.Dir, "leasecron.yaml")}
-	if f.Azurite == nil {
+	if f.Azurite == nil && o.ConnectionString == "" {
 		if f.Azurite, err = azurite.Start(ctx, azurite.Options{Dir: filepath.Join(o.Dir, "azurite")}); err != nil {
 			return nil, err
 		}
@@ -136,7 +140,7 @@ func merge(dst, src map[string]any) {
 // Env is the environment of leasecron processes of this fleet.
 func (f *Fleet) Env() []string {
 	env := []string{
-		"LEASECRON_STORAGE_CONNECTION_STRING=" + f.Azurite.ConnectionString(),
+		"LEASECRON_STORAGE_CONNECTION_STRING=" + f.connectionString(),
 		"LEASECRON_CONFIG=" + f.ConfigFile,
 		"FLEET_RECORD=" + f.RecordFile,
 	}
@@ -195,7 +199,15 @@ func (f *Fleet) Signal(name string, sig syscall.Signal) {
 
 // Client returns a Go client for the fleet's account.
 func (f *Fleet) Client() (*leasecron.Client, error) {
-	return leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: f.Azurite.ConnectionString()}})
+	return leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: f.connectionString()}})
+}
+
+// connectionString is the account of the fleet's workers.
+func (f *Fleet) connectionString() string {
+	if f.opts.ConnectionString != "" {
+		return f.opts.ConnectionString
+	}
+	return f.Azurite.ConnectionString()
 }
 
 // CLI runs the leasecron binary with args against the fleet.

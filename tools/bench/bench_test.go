@@ -3,11 +3,17 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/leasecron/leasecron/azurite"
 	"github.com/leasecron/leasecron/internal/storage"
@@ -57,18 +63,27 @@ func TestParseProc(t *testing.T) {
 }
 
 func TestSelectScenarios(t *testing.T) {
-	all, err := selectScenarios("")
+	all, err := selectScenarios("", true)
 	if err != nil || len(all) != len(scenarios) {
 		t.Fatalf("all: %d, %v", len(all), err)
 	}
-	sel, err := selectScenarios("idle, mover")
+	// Without an account, "all" leaves the account scenario out and
+	// naming it is an error that says what to set.
+	all, err = selectScenarios("", false)
+	if err != nil || len(all) != len(scenarios)-1 || slices.ContainsFunc(all, func(s scenario) bool { return s.name == accountScenario }) {
+		t.Fatalf("all without an account: %d, %v", len(all), err)
+	}
+	if _, err := selectScenarios("consumer,account", false); !errors.Is(err, errNoAccount) || !strings.Contains(err.Error(), AccountEnv) {
+		t.Errorf("account without one: %v", err)
+	}
+	sel, err := selectScenarios("idle, mover", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(sel) != 2 || sel[0].name != "mover" || sel[1].name != "idle" {
 		t.Errorf("selection keeps the canonical order: got %v", []string{sel[0].name, sel[1].name})
 	}
-	if _, err := selectScenarios("mover,nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+	if _, err := selectScenarios("mover,nope", false); err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("unknown scenario: %v", err)
 	}
 }
@@ -76,7 +91,7 @@ func TestSelectScenarios(t *testing.T) {
 // tiny sizes the scenarios for tests.
 var tiny = scale{
 	moverRows: 150, naiveRows: 20, moverReps: 1, moverLatency: 5 * time.Millisecond, slowRows: 60, slowNaiveRows: 10,
-	consumerMsgs: 120, instances: []int{1, 2}, consumerConcs: []int{32}, tableCostEntities: 120,
+	consumerMsgs: 120, instances: []int{1, 2}, consumerConcs: []int{32}, tableCostEntities: 120, accountMsgs: 60,
 	txWarmup: time.Second, txBaseline: 2 * time.Second, txSpacing: 3 * time.Second,
 	txLone: 2, txBurst: 20, txSeries: 3, txSeriesWindow: 7 * time.Second, // > mover.poll_every
 	idleWarmup: time.Second, idleWindow: 3 * time.Second,
@@ -303,4 +318,82 @@ func TestScenariosOnAzurite(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAccountScenario runs the account scenario against an Azurite given
+// as the account: worker-process pairs on queues and tables of their own,
+// all deleted afterwards.
+func TestAccountScenario(t *testing.T) {
+	needAzurite(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv, err := azurite.Start(ctx, azurite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	b := tinyBench(t)
+	b.s.processReps = 1
+	if err := runAccount(ctx, b); !errors.Is(err, errNoAccount) {
+		t.Fatalf("without an account: %v", err)
+	}
+	b.account = srv.ConnectionString()
+	if err := runAccount(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	var c results.Consumer
+	if err := results.Read(b.out, results.AccountFile, &c); err != nil {
+		t.Fatal(err)
+	}
+	// One pair (runs on, off) per process count; each drained its own
+	// queue of 60 (a worker left on the default queue would never drain
+	// it).
+	var got []string
+	for _, r := range c.Rows {
+		got = append(got, fmt.Sprintf("x%d runs=%v", r.Instances, r.Runs))
+		if r.Variant != results.VariantProcess || r.Rate.N != 60 || r.Rate.PerSec <= 0 || r.Steady <= 0 {
+			t.Errorf("%s x%d: %+v steady %v", r.Label, r.Instances, r.Rate, r.Steady)
+		}
+	}
+	if want := []string{"x1 runs=true", "x1 runs=false", "x2 runs=true", "x2 runs=false"}; !slices.Equal(got, want) {
+		t.Errorf("rows %v, want %v", got, want)
+	}
+	// Nothing of the measurements is left on the account.
+	sc, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp := sc.Queue.NewListQueuesPager(&azqueue.ListQueuesOptions{Prefix: to.Ptr("lcb")})
+	for qp.More() {
+		page, err := qp.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range page.Queues {
+			t.Errorf("queue %s left", *q.Name)
+		}
+	}
+	tp := sc.Table.NewListTablesPager(nil)
+	for tp.More() {
+		page, err := tp.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tb := range page.Tables {
+			if strings.HasPrefix(*tb.Name, "lcb") {
+				t.Errorf("table %s left", *tb.Name)
+			}
+		}
+	}
+	cp := sc.Blob.NewListContainersPager(&service.ListContainersOptions{Prefix: to.Ptr("lcb")})
+	for cp.More() {
+		page, err := cp.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ct := range page.ContainerItems {
+			t.Errorf("container %s left", *ct.Name)
+		}
+	}
 }

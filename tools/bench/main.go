@@ -9,9 +9,11 @@
 // move), transactions (storage requests per task), idle (requests per hour
 // of idle workers), footprint (worker RSS and CPU), dashboard (page render
 // time and storage requests per page over a large account), batch
-// (ScheduleMany against one Schedule per task) and history (what run
-// history listings and retention cost on a table of 100,000 records). Each starts a fresh
-// Azurite. The count-based scenarios (transactions, idle) run alongside
+// (ScheduleMany against one Schedule per task), history (what run
+// history listings and retention cost on a table of 100,000 records) and
+// account (the consumer scenario's worker-process pairs against a real
+// storage account, whose connection string LEASECRON_BENCH_ACCOUNT holds;
+// left out without it). Each of the others starts a fresh Azurite. The count-based scenarios (transactions, idle) run alongside
 // failover, which spends most of its time waiting for leases to expire.
 // `go run ./bench/report` renders the records as
 // docs/BENCHMARKS.md.
@@ -44,6 +46,7 @@ type scale struct {
 	processRuns                     []bool
 	processReps                     int           // interleaved repetitions of the worker-process pairs
 	processLatency                  time.Duration // the proxy's delay for the latency pairs (each process count)
+	accountMsgs                     int           // messages per measurement of the account scenario
 	tableCostEntities               int           // entities inserted per size when measuring Azurite's table costs
 	latTasks                        int
 	latWindow, latSettle            time.Duration
@@ -65,7 +68,7 @@ type scale struct {
 var full = scale{
 	moverRows: 10_000, naiveRows: 1_000, moverReps: 3, moverLatency: 10 * time.Millisecond, slowRows: 10_000, slowNaiveRows: 500,
 	consumerMsgs: 2_000, consumerDeep: 5_000, instances: []int{1, 2, 4}, consumerConcs: []int{32, 8}, processRuns: []bool{true, false},
-	processReps: 3, processLatency: 10 * time.Millisecond, tableCostEntities: 9_000,
+	processReps: 3, processLatency: 10 * time.Millisecond, tableCostEntities: 9_000, accountMsgs: 5_000,
 	latTasks: 300, latWindow: 30 * time.Second, latSettle: 10 * time.Second,
 	foLeases: []time.Duration{15 * time.Second, 60 * time.Second}, foReps: 3,
 	idleWarmup: 60 * time.Second, idleWindow: 4 * time.Minute,
@@ -79,7 +82,7 @@ var full = scale{
 
 var quick = scale{
 	moverRows: 1_000, naiveRows: 200, moverReps: 1, moverLatency: 10 * time.Millisecond, slowRows: 500, slowNaiveRows: 50,
-	consumerMsgs: 1_000, instances: []int{1, 4}, consumerConcs: []int{32}, processRuns: []bool{true}, processReps: 1,
+	consumerMsgs: 1_000, instances: []int{1, 4}, consumerConcs: []int{32}, processRuns: []bool{true}, processReps: 1, accountMsgs: 1_000,
 	latTasks: 60, latWindow: 10 * time.Second, latSettle: 4 * time.Second,
 	foLeases: []time.Duration{15 * time.Second}, foReps: 1,
 	idleWarmup: 10 * time.Second, idleWindow: 60 * time.Second,
@@ -108,7 +111,12 @@ var scenarios = []scenario{
 	{"history", runHistory},
 	{"dashboard", runDashboard},
 	{"batch", runBatch},
+	{accountScenario, runAccount},
 }
+
+// accountScenario is the one scenario that needs a storage account
+// (AccountEnv) and is left out of a run without one.
+const accountScenario = "account"
 
 // concurrent are the scenarios that run together (counts and lease
 // expiries; none measures throughput).
@@ -118,9 +126,15 @@ var concurrent = map[string]bool{"failover": true, "transactions": true, "idle":
 type bench struct {
 	out   string
 	quick bool
-	s     scale
-	start time.Time
-	logMu sync.Mutex
+	// partial: only some scenarios were asked for (-only), so the
+	// results directory keeps the others' records.
+	partial bool
+	// account is the connection string of the account scenario's storage
+	// account ("" without one).
+	account string
+	s       scale
+	start   time.Time
+	logMu   sync.Mutex
 }
 
 // logf prints a progress line: elapsed time, scenario, message.
@@ -141,14 +155,15 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	sel, err := selectScenarios(*only)
+	account := accountFromEnv()
+	sel, err := selectScenarios(*only, account != "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b := &bench{out: *out, quick: *q, s: full, start: time.Now()}
+	b := &bench{out: *out, quick: *q, s: full, start: time.Now(), account: account, partial: *only != ""}
 	if *q {
 		b.s = quick
 	}
@@ -166,9 +181,18 @@ func names() string {
 	return strings.Join(n, ",")
 }
 
-func selectScenarios(only string) ([]scenario, error) {
+// selectScenarios returns the scenarios only names (all when empty), in
+// their canonical order; the account scenario runs only with an account
+// (withAccount): left out of "all" without one, an error when named.
+func selectScenarios(only string, withAccount bool) ([]scenario, error) {
 	if only == "" {
-		return scenarios, nil
+		var out []scenario
+		for _, s := range scenarios {
+			if s.name != accountScenario || withAccount {
+				out = append(out, s)
+			}
+		}
+		return out, nil
 	}
 	want := map[string]bool{}
 	for _, n := range strings.Split(only, ",") {
@@ -184,6 +208,11 @@ func selectScenarios(only string) ([]scenario, error) {
 	for n := range want {
 		return nil, fmt.Errorf("-only: unknown scenario %q (known: %s)", n, names())
 	}
+	for _, s := range out {
+		if s.name == accountScenario && !withAccount {
+			return nil, errNoAccount
+		}
+	}
 	return out, nil
 }
 
@@ -197,7 +226,7 @@ func (b *bench) run(ctx context.Context, sel []scenario) error {
 	// A partial run (-only) into a directory with earlier records keeps
 	// the other scenarios' entries.
 	var prev results.Machine
-	if len(sel) < len(scenarios) && results.Read(b.out, results.MachineFile, &prev) == nil && prev.Quick == b.quick {
+	if b.partial && results.Read(b.out, results.MachineFile, &prev) == nil && prev.Quick == b.quick {
 		rerun := map[string]bool{}
 		for _, s := range sel {
 			rerun[s.name] = true

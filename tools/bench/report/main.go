@@ -47,6 +47,7 @@ type records struct {
 	history      *results.History
 	dashboard    *results.Dashboard
 	batch        *results.Batch
+	account      *results.Consumer
 }
 
 // load reads every record of dir; machine.json is required.
@@ -75,6 +76,7 @@ func load(dir string) (records, error) {
 		h  results.History
 		db results.Dashboard
 		bt results.Batch
+		ac results.Consumer
 	)
 	for _, x := range []struct {
 		name string
@@ -91,6 +93,7 @@ func load(dir string) (records, error) {
 		{results.HistoryFile, &h, func() { r.history = &h }},
 		{results.DashboardFile, &db, func() { r.dashboard = &db }},
 		{results.BatchFile, &bt, func() { r.batch = &bt }},
+		{results.AccountFile, &ac, func() { r.account = &ac }},
 	} {
 		if ok, err = opt(x.name, x.v); err != nil {
 			return r, err

@@ -28,6 +28,9 @@ const (
 	FootprintFile    = "footprint.json"
 	HistoryFile      = "history.json"
 	BatchFile        = "batch.json"
+	// AccountFile is a Consumer record of worker-process pairs against a
+	// storage account.
+	AccountFile = "account.json"
 )
 
 // Machine describes where and when the benchmarks ran.
