@@ -394,7 +394,7 @@ func consumerSection(d *doc, out string, c, acct *results.Consumer) ([]check, er
 		rows = append(rows, []string{r.Label, fmt.Sprint(r.Instances), st, f0(g.median(func(r results.ConsumerRow) float64 { return r.Rate.PerSec })), vs, deq, cpu, az})
 	}
 	d.table([]string{"Configuration", "Consumers", "Steady tasks/s", "Overall tasks/s", "vs raw (same count)", "Dequeue requests", "Worker CPU", "Azurite CPU per task"}, rows)
-	d.para("Worker-process rows are medians of interleaved runs (with and without run records alternately, each on a fresh Azurite), with the range. *+10ms per request*: the workers reach Azurite through a proxy that holds every request 10 ms, a storage account's round trip, so that the rate shows what round trips cost rather than only the emulator's CPU; Azurite's CPU per task is read from /proc for the whole drain, and *busy* is that CPU time as a share of the drain's wall time: near 100 %% its one thread was the bottleneck, and the rate is the emulator's, not the workers'.")
+	d.para("Worker-process rows are medians of interleaved runs (with and without run records alternately, each on a fresh Azurite), with the range. *+10ms per request*: the workers reach Azurite through a proxy that holds every request 10 ms, a storage account's round trip, so that the rate shows what round trips cost rather than only the emulator's CPU; Azurite's CPU per task is read from /proc for the whole drain, and *busy* is that CPU time as a share of the drain's wall time (over 100 %% when its garbage collector's helper threads run beside the JavaScript thread): near or over 100 %% that one thread was the bottleneck, and the rate is the emulator's, not the workers'.")
 	if len(c.TableCosts) > 0 {
 		var tr [][]string
 		for _, tc := range c.TableCosts {
