@@ -20,8 +20,10 @@
 // in `make test` and write their rows to a temporary file. Every scenario
 // also writes its row to the ChaosResults table of its own Azurite.
 //
-// Environment: CHAOS_KEEP=DIR keeps each scenario's logs, records and
-// Azurite data under DIR; CHAOS_RESULTS and CHAOS_DOC override the results
+// A scenario that fails keeps its worker logs, records and Azurite data
+// (in the system's temporary directory) and logs where; one that passes
+// removes them. Environment: CHAOS_KEEP=DIR keeps every scenario's under
+// DIR; CHAOS_RESULTS and CHAOS_DOC override the results
 // file and the document; CHAOS_CONFIG (a JSON object) is merged over every
 // scenario's fleet configuration, for experiments; CHAOS_RENDER=1 with
 // -run NONE regenerates the document from the results file alone.

@@ -123,19 +123,22 @@ func newRun(t *testing.T, scenario string, short bool, n int, cfg map[string]any
 	if _, err := azurite.FindBinary(""); err != nil && os.Getenv("LEASECRON_REQUIRE_AZURITE") == "" {
 		t.Skipf("skipping: %v", err)
 	}
-	dir := t.TempDir()
-	if keep := os.Getenv("CHAOS_KEEP"); keep != "" {
-		var err error
-		if dir, err = os.MkdirTemp(keep, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-"); err != nil {
-			t.Fatal(err)
-		}
+	// The scenario's directory (worker logs, records, Azurite's data) is
+	// removed when it passes, unless CHAOS_KEEP asks for it, and kept
+	// when it fails: a loss must leave its evidence behind.
+	keep := os.Getenv("CHAOS_KEEP")
+	dir, err := os.MkdirTemp(keep, "leasecron-chaos-"+strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keep != "" {
 		t.Logf("keeping logs in %s", dir)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	f, err := fleet.Start(ctx, fleet.Options{Dir: dir, Config: fleetConfig(cfg)})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v (logs in %s)", err, dir)
 	}
 	r := &run{t: t, scenario: scenario, short: short, f: f, dir: dir, deaths: map[string]time.Time{},
 		acks: map[string]time.Time{}, dues: map[string]time.Time{}, expected: map[string]bool{}}
@@ -147,7 +150,8 @@ func newRun(t *testing.T, scenario string, short bool, n int, cfg map[string]any
 			r.poll.Stop()
 		}
 		f.Stop()
-		if t.Failed() {
+		switch {
+		case t.Failed():
 			for _, name := range f.Names() {
 				b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
 				if len(b) > 4000 {
@@ -155,6 +159,9 @@ func newRun(t *testing.T, scenario string, short bool, n int, cfg map[string]any
 				}
 				t.Logf("--- %s log (tail) ---\n%s", name, b)
 			}
+			t.Logf("the scenario's worker logs, records and Azurite data are kept in %s", dir)
+		case keep == "":
+			_ = os.RemoveAll(dir)
 		}
 	})
 	if r.cl, err = f.Client(); err != nil {
