@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
@@ -364,36 +366,49 @@ func TestAccountScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp := sc.Queue.NewListQueuesPager(&azqueue.ListQueuesOptions{Prefix: to.Ptr("lcb")})
-	for qp.More() {
-		page, err := qp.NextPage(ctx)
-		if err != nil {
-			t.Fatal(err)
+	queues, err := listAll(ctx, sc.Queue.NewListQueuesPager(&azqueue.ListQueuesOptions{Prefix: to.Ptr("lcb")}), func(p azqueue.ListQueuesResponse) (n []string) {
+		for _, q := range p.Queues {
+			n = append(n, *q.Name)
 		}
-		for _, q := range page.Queues {
-			t.Errorf("queue %s left", *q.Name)
-		}
+		return n
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	tp := sc.Table.NewListTablesPager(nil)
-	for tp.More() {
-		page, err := tp.NextPage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, tb := range page.Tables {
+	tables, err := listAll(ctx, sc.Table.NewListTablesPager(nil), func(p aztables.ListTablesResponse) (n []string) {
+		for _, tb := range p.Tables {
 			if strings.HasPrefix(*tb.Name, "lcb") {
-				t.Errorf("table %s left", *tb.Name)
+				n = append(n, *tb.Name)
 			}
 		}
+		return n
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	cp := sc.Blob.NewListContainersPager(&service.ListContainersOptions{Prefix: to.Ptr("lcb")})
-	for cp.More() {
-		page, err := cp.NextPage(ctx)
+	containers, err := listAll(ctx, sc.Blob.NewListContainersPager(&service.ListContainersOptions{Prefix: to.Ptr("lcb")}), func(p service.ListContainersResponse) (n []string) {
+		for _, c := range p.ContainerItems {
+			n = append(n, *c.Name)
+		}
+		return n
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := slices.Concat(queues, tables, containers); len(left) > 0 {
+		t.Errorf("left on the account: %v", left)
+	}
+}
+
+// listAll pages through p and returns the names each page yields.
+func listAll[T any](ctx context.Context, p *runtime.Pager[T], names func(T) []string) ([]string, error) {
+	var out []string
+	for p.More() {
+		page, err := p.NextPage(ctx)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		for _, ct := range page.ContainerItems {
-			t.Errorf("container %s left", *ct.Name)
-		}
+		out = append(out, names(page)...)
 	}
+	return out, nil
 }
