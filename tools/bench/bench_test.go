@@ -322,6 +322,26 @@ func TestScenariosOnAzurite(t *testing.T) {
 	})
 }
 
+// A whole run without an account removes an account record an earlier run
+// left (it would decide a check for other code); a partial run keeps it.
+func TestWholeRunDropsStaleAccountRecord(t *testing.T) {
+	for _, partial := range []bool{false, true} {
+		b := tinyBench(t)
+		b.partial = partial
+		if err := results.Write(b.out, results.AccountFile, results.Consumer{Messages: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.run(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		var c results.Consumer
+		err := results.Read(b.out, results.AccountFile, &c)
+		if kept := err == nil; kept != partial {
+			t.Errorf("partial %v: account record kept %v (%v)", partial, kept, err)
+		}
+	}
+}
+
 // TestAccountScenario runs the account scenario against an Azurite given
 // as the account: worker-process pairs on queues and tables of their own,
 // all deleted afterwards.

@@ -13,8 +13,9 @@
 // history listings and retention cost on a table of 100,000 records) and
 // account (the consumer scenario's worker-process pairs against a real
 // storage account, whose connection string LEASECRON_BENCH_ACCOUNT holds;
-// left out without it). Each of the others starts a fresh Azurite. The count-based scenarios (transactions, idle) run alongside
-// failover, which spends most of its time waiting for leases to expire.
+// left out without it). Each of the others starts a fresh Azurite. The
+// count-based scenarios (transactions, idle) run alongside failover,
+// which spends most of its time waiting for leases to expire.
 // `go run ./bench/report` renders the records as
 // docs/BENCHMARKS.md.
 package main
@@ -24,8 +25,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -223,6 +226,13 @@ func (b *bench) run(ctx context.Context, sel []scenario) error {
 	}
 	m := machineInfo()
 	m.Quick, m.Started = b.quick, b.start
+	if !b.partial && b.account == "" {
+		// A whole run without an account: an account record left by an
+		// earlier run would describe other code, and would decide a check.
+		if err := os.Remove(filepath.Join(b.out, results.AccountFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
 	// A partial run (-only) into a directory with earlier records keeps
 	// the other scenarios' entries.
 	var prev results.Machine
