@@ -1190,7 +1190,7 @@ func batchSection(d *doc, bt *results.Batch) []check {
 func methodSection(d *doc) {
 	d.line("## Reproducing")
 	d.line("")
-	d.para("`make bench` runs everything (about 20–30 minutes) and rewrites this page and `docs/bench/*.png`; `make bench-quick` is a smoke run under five minutes that writes its report to `/tmp/leasecron-bench-report`. `cd tools && go run ./bench -out DIR -only mover,consumer` runs a subset; the JSON records in DIR hold every sample, including the progress curves behind the rates. Worker logs and configurations of the process-based scenarios are kept under `DIR/work/`.")
+	d.para("`make bench` runs everything (about 40 minutes on a 2-core machine; the account scenario adds its own pairs when LEASECRON_BENCH_ACCOUNT is set) and rewrites this page and `docs/bench/*.png`; `make bench-quick` is a smoke run under five minutes that writes its report to `/tmp/leasecron-bench-report`. `cd tools && go run ./bench -out DIR -only mover,consumer` runs a subset; the JSON records in DIR hold every sample, including the progress curves behind the rates. Worker logs and configurations of the process-based scenarios are kept under `DIR/work/`.")
 }
 
 // perWorker lists the tasks each worker ran, the leader marked.
