@@ -113,6 +113,16 @@ func needAzurite(t *testing.T) {
 	}
 }
 
+// scenarioCtx bounds one parallel subtest from when it starts running:
+// a deadline shared by all of them would also count the time each waits
+// for a free slot, which grows with the other parallel tests of the
+// package on a small machine.
+func scenarioCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func tinyBench(t *testing.T) *bench {
 	return &bench{out: t.TempDir(), s: tiny, start: time.Now()}
 }
@@ -122,11 +132,10 @@ func tinyBench(t *testing.T) *bench {
 func TestScenariosOnAzurite(t *testing.T) {
 	needAzurite(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel) // the subtests run after this function returns
 
 	t.Run("dashboard", func(t *testing.T) {
 		t.Parallel()
+		ctx := scenarioCtx(t)
 		b := tinyBench(t)
 		if err := runDashboard(ctx, b); err != nil {
 			t.Fatal(err)
@@ -157,6 +166,7 @@ func TestScenariosOnAzurite(t *testing.T) {
 
 	t.Run("mover", func(t *testing.T) {
 		t.Parallel()
+		ctx := scenarioCtx(t)
 		b := tinyBench(t)
 		if err := runMover(ctx, b); err != nil {
 			t.Fatal(err)
@@ -188,6 +198,7 @@ func TestScenariosOnAzurite(t *testing.T) {
 
 	t.Run("consumer", func(t *testing.T) {
 		t.Parallel()
+		ctx := scenarioCtx(t)
 		b := tinyBench(t)
 		if err := runConsumer(ctx, b); err != nil {
 			t.Fatal(err)
@@ -219,6 +230,7 @@ func TestScenariosOnAzurite(t *testing.T) {
 	// The latency proxy passes requests on, each after its delay.
 	t.Run("latency proxy", func(t *testing.T) {
 		t.Parallel()
+		ctx := scenarioCtx(t)
 		b := tinyBench(t)
 		srv, err := b.startAzurite(ctx, "proxy")
 		if err != nil {
@@ -250,6 +262,7 @@ func TestScenariosOnAzurite(t *testing.T) {
 
 	t.Run("batch", func(t *testing.T) {
 		t.Parallel()
+		ctx := scenarioCtx(t)
 		b := tinyBench(t)
 		if err := runBatch(ctx, b); err != nil {
 			t.Fatal(err)
@@ -276,6 +289,7 @@ func TestScenariosOnAzurite(t *testing.T) {
 
 	t.Run("counts", func(t *testing.T) {
 		t.Parallel()
+		ctx := scenarioCtx(t)
 		b := tinyBench(t)
 		var wg sync.WaitGroup
 		var txErr, idleErr error
@@ -348,8 +362,7 @@ func TestWholeRunDropsStaleAccountRecord(t *testing.T) {
 func TestAccountScenario(t *testing.T) {
 	needAzurite(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := scenarioCtx(t)
 	srv, err := azurite.Start(ctx, azurite.Options{})
 	if err != nil {
 		t.Fatal(err)
