@@ -147,11 +147,7 @@ func (b *bench) consumeOnAccount(ctx context.Context, sc *storage.Clients, cs st
 	}
 	derr := waitDrained(ctx, qc, m, p, 10*time.Minute)
 	pts, d := p.finish()
-	for _, w := range f.Names() {
-		if u, err := readProc(f.Worker(w).Pid()); err == nil {
-			cpu += u.CPU
-		}
-	}
+	cpu = fleetCPU(f)
 	f.Stop()
 	if derr != nil {
 		return rate, 0, fmt.Errorf("%w (logs in %s)", derr, dir)

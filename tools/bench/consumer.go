@@ -356,12 +356,7 @@ func (b *bench) consumeProcesses(ctx context.Context, m, k int, runs bool, lat t
 	defer f.Stop()
 	derr := waitDrained(ctx, sc.Queue.NewQueueClient(workQueue), m, p, 10*time.Minute)
 	pts, d := p.finish()
-	var cpu float64
-	for _, n := range f.Names() {
-		if u, err := readProc(f.Worker(n).Pid()); err == nil {
-			cpu += u.CPU
-		}
-	}
+	cpu := fleetCPU(f)
 	az1, err := readProc(srv.Pid())
 	if derr == nil && err != nil {
 		derr = fmt.Errorf("azurite's CPU: %w", err)
@@ -370,6 +365,18 @@ func (b *bench) consumeProcesses(ctx context.Context, m, k int, runs bool, lat t
 		return results.Rate{}, 0, 0, fmt.Errorf("%w (logs in %s)", derr, dir)
 	}
 	return results.NewRate(m, d, pts), cpu, az1.CPU - az0.CPU, nil
+}
+
+// fleetCPU is the CPU seconds (user+system) f's running workers have used;
+// a worker whose /proc entry cannot be read counts nothing.
+func fleetCPU(f *fleet.Fleet) float64 {
+	var cpu float64
+	for _, n := range f.Names() {
+		if u, err := readProc(f.Worker(n).Pid()); err == nil {
+			cpu += u.CPU
+		}
+	}
+	return cpu
 }
 
 // scratch returns a fresh directory under the output directory's work
