@@ -444,7 +444,6 @@ func (w *Worker) lead(ctx context.Context) error {
 	w.mu.Unlock()
 	enq = tracingEnqueuer{next: enq, tracer: w.o.TracerProvider.Tracer(tracing.Name)}
 	mo := schedule.MoverOptions{
-		Shards:       w.sched.Shards(),
 		Generation:   func() int64 { return term.Generation },
 		PollEvery:    w.o.Mover.PollEvery,
 		Early:        earlyWindow(w.o.Mover, w.o.Lease),
@@ -464,7 +463,7 @@ func (w *Worker) lead(ctx context.Context) error {
 		mo.Confirm = w.confirmEarly
 		mo.Unconfirm = w.unconfirmEarly
 	}
-	m, err := schedule.NewMover(w.sched.Table(), mo)
+	m, err := schedule.NewMover(w.sched, mo)
 	if err != nil {
 		return err
 	}

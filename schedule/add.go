@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
@@ -115,9 +116,9 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 	props := itemProps(it, true)
 	ixProps := map[string]any{PropItem: rk, PropID: it.ID}
 	ik := indexKey(it.ID)
-	fresh := []Op{
-		{Kind: OpInsert, PartitionKey: shard, RowKey: rk, Props: props},
-		{Kind: OpInsert, PartitionKey: shard, RowKey: ik, Props: ixProps},
+	fresh := []table.Op{
+		{Kind: table.Insert, PartitionKey: shard, RowKey: rk, Props: props},
+		{Kind: table.Insert, PartitionKey: shard, RowKey: ik, Props: ixProps},
 	}
 	var lastErr error
 	created := false
@@ -143,7 +144,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 		lastErr = err
 		// Something is in the way: the index row, or an unindexed row with
 		// the same id and due time.
-		var ops []Op
+		var ops []table.Op
 		var oldBlob string
 		idx, err := c.t.Get(ctx, shard, ik)
 		switch {
@@ -160,16 +161,16 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 			if err := c.refuseSent(cur, "replaced"); err != nil {
 				return "", err
 			}
-			oldBlob, _, _ = propString(cur.Props, PropPayloadBlob)
-			ops = []Op{
-				{Kind: OpReplace, PartitionKey: shard, RowKey: rk, Props: props, IfMatch: cur.ETag},
-				{Kind: OpInsert, PartitionKey: shard, RowKey: ik, Props: ixProps},
+			oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
+			ops = []table.Op{
+				{Kind: table.Replace, PartitionKey: shard, RowKey: rk, Props: props, IfMatch: cur.ETag},
+				{Kind: table.Insert, PartitionKey: shard, RowKey: ik, Props: ixProps},
 			}
 		case err != nil:
 			return "", fmt.Errorf("add %s: read id index: %w", it.ID, err)
 		default:
-			oldRK, _, _ := propString(idx.Props, PropItem)
-			var cur Entity
+			oldRK, _, _ := idx.Props.StrictString(PropItem)
+			var cur table.Entity
 			if oldRK != "" {
 				cur, err = c.t.Get(ctx, shard, oldRK)
 			} else {
@@ -177,9 +178,9 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 			}
 			switch {
 			case errors.Is(err, storage.ErrNotFound): // a stale index row: take it over
-				ops = []Op{
-					{Kind: OpInsert, PartitionKey: shard, RowKey: rk, Props: props},
-					{Kind: OpReplace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
+				ops = []table.Op{
+					{Kind: table.Insert, PartitionKey: shard, RowKey: rk, Props: props},
+					{Kind: table.Replace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
 				}
 			case err != nil:
 				return "", fmt.Errorf("add %s: %w", it.ID, err)
@@ -189,17 +190,17 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 			case c.refuseSent(cur, "replaced") != nil:
 				return "", c.refuseSent(cur, "replaced")
 			case oldRK == rk:
-				oldBlob, _, _ = propString(cur.Props, PropPayloadBlob)
-				ops = []Op{
-					{Kind: OpReplace, PartitionKey: shard, RowKey: rk, Props: props, IfMatch: cur.ETag},
-					{Kind: OpReplace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
+				oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
+				ops = []table.Op{
+					{Kind: table.Replace, PartitionKey: shard, RowKey: rk, Props: props, IfMatch: cur.ETag},
+					{Kind: table.Replace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
 				}
 			default:
-				oldBlob, _, _ = propString(cur.Props, PropPayloadBlob)
-				ops = []Op{
-					{Kind: OpDelete, PartitionKey: shard, RowKey: oldRK, IfMatch: cur.ETag},
-					{Kind: OpInsert, PartitionKey: shard, RowKey: rk, Props: props},
-					{Kind: OpReplace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
+				oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
+				ops = []table.Op{
+					{Kind: table.Delete, PartitionKey: shard, RowKey: oldRK, IfMatch: cur.ETag},
+					{Kind: table.Insert, PartitionKey: shard, RowKey: rk, Props: props},
+					{Kind: table.Replace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
 				}
 			}
 		}

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +31,7 @@ const DefaultBatchConcurrency = 8
 
 // indexRowsPerTxn is how many id index rows, or item rows, one transaction
 // of AddMany writes (the service's limit).
-const indexRowsPerTxn = MaxOps
+const indexRowsPerTxn = table.MaxOps
 
 // AddManyOptions modify AddMany.
 type AddManyOptions struct {
@@ -318,21 +319,21 @@ func (b *batch) itemChunks() []chunk {
 }
 
 // indexOps inserts the id index rows of ch.
-func (b *batch) indexOps(ch chunk) []Op {
-	ops := make([]Op, len(ch.items))
+func (b *batch) indexOps(ch chunk) []table.Op {
+	ops := make([]table.Op, len(ch.items))
 	for k, i := range ch.items {
 		it := b.res[i].Item
-		ops[k] = Op{Kind: OpInsert, PartitionKey: ch.shard, RowKey: indexKey(it.ID), Props: map[string]any{PropItem: it.RowKey, PropID: it.ID}}
+		ops[k] = table.Op{Kind: table.Insert, PartitionKey: ch.shard, RowKey: indexKey(it.ID), Props: map[string]any{PropItem: it.RowKey, PropID: it.ID}}
 	}
 	return ops
 }
 
 // itemOps inserts the item rows of ch.
-func (b *batch) itemOps(ch chunk) []Op {
-	ops := make([]Op, len(ch.items))
+func (b *batch) itemOps(ch chunk) []table.Op {
+	ops := make([]table.Op, len(ch.items))
 	for k, i := range ch.items {
 		it := b.res[i].Item
-		ops[k] = Op{Kind: OpInsert, PartitionKey: ch.shard, RowKey: it.RowKey, Props: itemProps(it, true)}
+		ops[k] = table.Op{Kind: table.Insert, PartitionKey: ch.shard, RowKey: it.RowKey, Props: itemProps(it, true)}
 	}
 	return ops
 }
@@ -343,7 +344,7 @@ func (b *batch) itemOps(ch chunk) []Op {
 // duplicates and returns the chunk without them, to be tried again —
 // without o.Partial a duplicate ends the batch instead. Other failures mark
 // the chunk's items not written and, without o.Partial, end the batch.
-func (b *batch) writeRows(ctx context.Context, cs []chunk, ops func(chunk) []Op, resolve func(context.Context, chunk) (chunk, error), done map[int]bool) error {
+func (b *batch) writeRows(ctx context.Context, cs []chunk, ops func(chunk) []table.Op, resolve func(context.Context, chunk) (chunk, error), done map[int]bool) error {
 	return b.each(ctx, len(cs), func(ctx context.Context, k int) error {
 		ch := cs[k]
 		for range retries {
@@ -399,7 +400,7 @@ func (b *batch) resolveIndex(ctx context.Context, ch chunk) (chunk, error) {
 		case err != nil:
 			return ch, fmt.Errorf("read the id index of %s: %w", it.ID, err)
 		}
-		oldRK, _, _ := propString(idx.Props, PropItem)
+		oldRK, _, _ := idx.Props.StrictString(PropItem)
 		if oldRK != "" {
 			_, err = b.c.t.Get(ctx, ch.shard, oldRK)
 		} else {
@@ -410,7 +411,7 @@ func (b *batch) resolveIndex(ctx context.Context, ch chunk) (chunk, error) {
 			due, _, _ := ParseRowKey(oldRK)
 			b.fail(i, fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano)))
 		case errors.Is(err, storage.ErrNotFound):
-			_, derr := b.c.t.Submit(ctx, []Op{{Kind: OpDelete, PartitionKey: ch.shard, RowKey: idx.RowKey, IfMatch: idx.ETag}})
+			_, derr := b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: ch.shard, RowKey: idx.RowKey, IfMatch: idx.ETag}})
 			if derr != nil && !conflict(derr) {
 				return ch, fmt.Errorf("remove the stale id index of %s: %w", it.ID, derr)
 			}
@@ -513,9 +514,9 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 // failed hears of each row that could not be deleted.
 func (b *batch) deleteEach(ctx context.Context, idx []int, key func(i int) string, failed func(i int, err error)) {
 	for _, ch := range chunks(b, idx) {
-		ops := make([]Op, len(ch.items))
+		ops := make([]table.Op, len(ch.items))
 		for k, i := range ch.items {
-			ops[k] = Op{Kind: OpDelete, PartitionKey: ch.shard, RowKey: key(i)}
+			ops[k] = table.Op{Kind: table.Delete, PartitionKey: ch.shard, RowKey: key(i)}
 		}
 		if _, err := b.c.t.Submit(ctx, ops); err == nil {
 			continue

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"errors"
 	"fmt"
 	"strings"
@@ -35,7 +36,7 @@ func TestAddManyWritesInTransactions(t *testing.T) {
 			t.Fatalf("result %d = %+v", i, r)
 		}
 	}
-	if n := mt.callCounts()["Submit"]; n != 6 {
+	if n := mt.Calls()["Submit"]; n != 6 {
 		t.Fatalf("%d transactions for 250 items, want 6 (3 of index rows, 3 of item rows)", n)
 	}
 	if mt.Len("00") != 500 {
@@ -62,7 +63,7 @@ func TestAddManyAllOrNothing(t *testing.T) {
 	if !errors.Is(err, ErrNotWritten) || !errors.Is(res[7].Err, ErrInvalid) || !errors.Is(res[8].Err, ErrNotWritten) {
 		t.Fatalf("invalid item: err %v, res[7] %v, res[8] %v", err, res[7].Err, res[8].Err)
 	}
-	if n := mt.callCounts()["Submit"]; n != 1 || mt.Len("00") != before {
+	if n := mt.Calls()["Submit"]; n != 1 || mt.Len("00") != before {
 		t.Fatalf("an invalid batch wrote: %d transactions, %d rows", n-1, mt.Len("00")-before)
 	}
 
@@ -128,8 +129,8 @@ func TestAddManyRollsBackAfterAFailure(t *testing.T) {
 	c, mt, _ := newMemClient(t, Options{})
 	items := batchItems(300, "r")
 	var submits atomic.Int32
-	mt.beforeSubmit = func(ops []Op) error {
-		if ops[0].Kind != OpInsert || strings.HasPrefix(ops[0].RowKey, IndexPrefix) {
+	mt.BeforeSubmit(func(ops []table.Op) error {
+		if ops[0].Kind != table.Insert || strings.HasPrefix(ops[0].RowKey, IndexPrefix) {
 			return nil
 		}
 		n := submits.Add(1)
@@ -144,12 +145,12 @@ func TestAddManyRollsBackAfterAFailure(t *testing.T) {
 			// Meanwhile the mover takes one written row.
 			for _, e := range mt.Rows("00") {
 				if strings.HasSuffix(e.RowKey, "_r0250") {
-					delete(mt.rows["00"], e.RowKey)
+					mt.Remove("00", e.RowKey)
 				}
 			}
 		}
 		return fmt.Errorf("%w: injected", storage.ErrBadRequest)
-	}
+	})
 	res, err := c.AddMany(ctx(t), items, AddManyOptions{Concurrency: 1})
 	if !errors.Is(err, ErrNotWritten) {
 		t.Fatalf("err = %v", err)

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,7 @@ import (
 
 type azEnv struct {
 	clients *storage.Clients
-	table   *AzureTable
+	table   *table.Azure
 	raw     *aztables.Client
 	c       *Client
 	fc      *clock.Fake
@@ -38,7 +39,7 @@ func newAzEnv(t *testing.T, o Options) *azEnv {
 		t.Fatal(err)
 	}
 	name := azuritetest.Name(t, "t")
-	tbl, err := NewAzureTable(clients.Table, name)
+	tbl, err := table.NewAzure(clients.Table, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func newAzEnv(t *testing.T, o Options) *azEnv {
 	if o.PayloadStore == nil {
 		o.PayloadStore = store
 	}
-	c, err := New(tbl, o)
+	c, err := newClient(tbl, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func (a *azEnv) mover(t *testing.T, gen int64, q *fakeQueue, o MoverOptions) *Mo
 	if o.PayloadStore == nil {
 		o.PayloadStore = a.store
 	}
-	m, err := NewMover(a.table, o)
+	m, err := newMover(a.table, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func (a *azEnv) mover(t *testing.T, gen int64, q *fakeQueue, o MoverOptions) *Mo
 func (a *azEnv) allKeys(t *testing.T) []string {
 	t.Helper()
 	var keys []string
-	q := Query{Partition: "00"}
+	q := table.Query{Partition: "00"}
 	for {
 		p, err := a.table.Query(ctx(t), q)
 		if err != nil {
@@ -214,10 +215,10 @@ func TestAzureStaleFenceFailsWholeBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := a.allKeys(t)
-	_, err := a.table.Submit(ctx(t), []Op{
-		{Kind: OpDelete, PartitionKey: "00", RowKey: rows[0]},
-		{Kind: OpDelete, PartitionKey: "00", RowKey: rows[1]},
-		{Kind: OpMerge, PartitionKey: "00", RowKey: FenceRowKey, Props: map[string]any{PropGeneration: int64(1)}, IfMatch: staleETag},
+	_, err := a.table.Submit(ctx(t), []table.Op{
+		{Kind: table.Delete, PartitionKey: "00", RowKey: rows[0]},
+		{Kind: table.Delete, PartitionKey: "00", RowKey: rows[1]},
+		{Kind: table.Merge, PartitionKey: "00", RowKey: FenceRowKey, Props: map[string]any{PropGeneration: int64(1)}, IfMatch: staleETag},
 	})
 	if !errors.Is(err, storage.ErrPreconditionFailed) {
 		t.Fatalf("stale fence transaction: %v, want ErrPreconditionFailed", err)
@@ -254,7 +255,7 @@ func TestAzureRowChangedDuringMove(t *testing.T) {
 		}
 	}
 	// c has lost its index row: the mover must still remove it.
-	if _, err := a.table.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: "id~c"}}); err != nil {
+	if _, err := a.table.Submit(ctx(t), []table.Op{{Kind: table.Delete, PartitionKey: "00", RowKey: "id~c"}}); err != nil {
 		t.Fatal(err)
 	}
 	q := &fakeQueue{}
@@ -389,7 +390,7 @@ func TestAzureThousandRowsInOrderNoLoss(t *testing.T) {
 	t.Parallel()
 	a := newAzEnv(t, Options{})
 	const n = 1000
-	var ops []Op
+	var ops []table.Op
 	flush := func() {
 		if _, err := a.table.Submit(ctx(t), ops); err != nil {
 			t.Fatal(err)
@@ -399,7 +400,7 @@ func TestAzureThousandRowsInOrderNoLoss(t *testing.T) {
 	for i := range n {
 		// Inserted in a shuffled order; due times spread over the last hour.
 		j := (i * 7919) % n
-		ops = append(ops, Op{Kind: OpInsert, PartitionKey: "00", RowKey: mustKey(t0.Add(-time.Hour+time.Duration(j)*time.Second), fmt.Sprintf("r%04d", j)), Props: map[string]any{"Message": fmt.Sprint(j)}})
+		ops = append(ops, table.Op{Kind: table.Insert, PartitionKey: "00", RowKey: mustKey(t0.Add(-time.Hour+time.Duration(j)*time.Second), fmt.Sprintf("r%04d", j)), Props: map[string]any{"Message": fmt.Sprint(j)}})
 		if len(ops) == 100 {
 			flush()
 		}

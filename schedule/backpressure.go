@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"time"
 )
@@ -29,7 +30,7 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time) (bool, room, error)
 		// flood the queue or to stop moving: move at most one batch.
 		m.stats.Errors++
 		m.o.Logger.Warn("leasecron mover: queue depth unknown", "err", err)
-		return m.stats.HoldingBack, room{rows: MaxOps}, nil
+		return m.stats.HoldingBack, room{rows: table.MaxOps}, nil
 	}
 	was := m.stats.HoldingBack
 	switch {

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
@@ -21,16 +22,16 @@ func (c *Client) Cancel(ctx context.Context, id string) (Item, error) {
 		if err != nil {
 			if orphan != nil && errors.Is(err, ErrNotFound) {
 				// Tidy a stale index row; a failure here changes nothing.
-				_, _ = c.t.Submit(ctx, []Op{{Kind: OpDelete, PartitionKey: orphan.PartitionKey, RowKey: orphan.RowKey, IfMatch: orphan.ETag}})
+				_, _ = c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: orphan.PartitionKey, RowKey: orphan.RowKey, IfMatch: orphan.ETag}})
 			}
 			return Item{}, err
 		}
 		if err := c.refuseSent(f.row, "cancelled"); err != nil {
 			return Item{}, err
 		}
-		ops := []Op{{Kind: OpDelete, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, IfMatch: f.row.ETag}}
+		ops := []table.Op{{Kind: table.Delete, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, IfMatch: f.row.ETag}}
 		if f.index != nil {
-			ops = append(ops, Op{Kind: OpDelete, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, IfMatch: f.index.ETag})
+			ops = append(ops, table.Op{Kind: table.Delete, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, IfMatch: f.index.ETag})
 		}
 		_, err = c.t.Submit(ctx, ops)
 		if err == nil {
@@ -84,18 +85,18 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 		}
 		// The moved row is a new row: what was sent early for the old one
 		// no longer applies.
-		props := copyProps(f.row.Props)
+		props := table.Props(f.row.Props).Clone()
 		for _, k := range []string{PropSent, PropSentUntil} {
 			delete(props, k)
 			delete(props, k+"@odata.type")
 		}
-		moved := Entity{PartitionKey: f.row.PartitionKey, RowKey: newRK, Props: props}
-		ops := []Op{
-			{Kind: OpInsert, PartitionKey: moved.PartitionKey, RowKey: newRK, Props: props},
-			{Kind: OpDelete, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, IfMatch: f.row.ETag},
+		moved := table.Entity{PartitionKey: f.row.PartitionKey, RowKey: newRK, Props: props}
+		ops := []table.Op{
+			{Kind: table.Insert, PartitionKey: moved.PartitionKey, RowKey: newRK, Props: props},
+			{Kind: table.Delete, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, IfMatch: f.row.ETag},
 		}
 		if f.index != nil {
-			ops = append(ops, Op{Kind: OpMerge, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, Props: map[string]any{PropItem: newRK}, IfMatch: f.index.ETag})
+			ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, Props: map[string]any{PropItem: newRK}, IfMatch: f.index.ETag})
 		}
 		_, err = c.t.Submit(ctx, ops)
 		if err == nil {
@@ -112,11 +113,11 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 // refuseSent returns ErrAlreadySent when row's message was already sent
 // early and the workers do not check early-sent messages
 // (Options.ChangesAfterSend is false): the change could not be honoured.
-func (c *Client) refuseSent(row Entity, verb string) error {
+func (c *Client) refuseSent(row table.Entity, verb string) error {
 	if c.opts.ChangesAfterSend {
 		return nil
 	}
-	sent, _, _ := propString(row.Props, PropSent)
+	sent, _, _ := row.Props.StrictString(PropSent)
 	if sent == "" {
 		return nil
 	}

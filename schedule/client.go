@@ -1,10 +1,10 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"strings"
 
@@ -117,19 +117,30 @@ func validateShard(s string) error {
 // Client reads and writes the ScheduledItems table: add, get, cancel,
 // reschedule, list. It is safe for concurrent use.
 type Client struct {
-	t    Table
-	opts Options
+	t     table.Table
+	opts  Options
+	parts table.Partitions
 }
 
-// New returns a Client over t.
-func New(t Table, o Options) (*Client, error) {
+// newClient returns a Client over t.
+func newClient(t table.Table, o Options) (*Client, error) {
 	if t == nil {
-		return nil, errors.New("schedule.New: nil Table")
+		return nil, errors.New("schedule: nil table")
 	}
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	return &Client{t: t, opts: o}, nil
+	parts, err := table.NewPartitions(o.Shards...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: schedule.Options.Shards: %w", ErrInvalid, err)
+	}
+	return &Client{t: t, opts: o, parts: parts}, nil
+}
+
+// NewMemory returns a Client over a table kept in memory, with the
+// service's semantics, for tests and examples that run without storage.
+func NewMemory(o Options) (*Client, error) {
+	return newClient(table.NewMemory(o.Table, o.Clock), o)
 }
 
 // NewAzure returns a Client over the table Options.Table of the account svc
@@ -141,20 +152,18 @@ func NewAzure(svc *aztables.ServiceClient, o Options) (*Client, error) {
 	if o.Table == "" {
 		o.Table = DefaultTable
 	}
-	t, err := NewAzureTable(svc, o.Table)
+	t, err := table.NewAzure(svc, o.Table)
 	if err != nil {
 		return nil, err
 	}
-	return New(t, o)
+	return newClient(t, o)
 }
 
 // Ensure creates the table (and the payload container) when the
 // implementations support it.
 func (c *Client) Ensure(ctx context.Context) error {
-	if cr, ok := c.t.(interface{ Create(context.Context) error }); ok {
-		if err := cr.Create(ctx); err != nil {
-			return err
-		}
+	if err := c.t.Create(ctx); err != nil {
+		return err
 	}
 	if en, ok := c.opts.PayloadStore.(interface{ Ensure(context.Context) error }); ok {
 		if err := en.Ensure(ctx); err != nil {
@@ -164,18 +173,8 @@ func (c *Client) Ensure(ctx context.Context) error {
 	return nil
 }
 
-// Table returns the storage seam the client uses (to share it with a Mover).
-func (c *Client) Table() Table { return c.t }
-
 // Shards returns the PartitionKeys in use.
 func (c *Client) Shards() []string { return append([]string(nil), c.opts.Shards...) }
 
-// shardFor picks the partition an id lives in.
-func (c *Client) shardFor(id string) string {
-	if len(c.opts.Shards) == 1 {
-		return c.opts.Shards[0]
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	return c.opts.Shards[h.Sum32()%uint32(len(c.opts.Shards))]
-}
+// shardFor picks the partition an id lives in (see table.Partitions).
+func (c *Client) shardFor(id string) string { return c.parts.Of(id) }

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"errors"
 	"fmt"
 	"strings"
@@ -47,7 +48,7 @@ func TestAddGetCancel(t *testing.T) {
 	}
 }
 
-func keysOf(es []Entity) []string {
+func keysOf(es []table.Entity) []string {
 	var out []string
 	for _, e := range es {
 		out = append(out, e.RowKey)
@@ -145,11 +146,11 @@ func TestRescheduleAndList(t *testing.T) {
 func TestDirectRowsFoundByScan(t *testing.T) {
 	c, mt, _ := newMemClient(t, Options{})
 	rk, _ := RowKey(t0, "raw-guid-1")
-	if err := mt.putRaw("00", rk, map[string]any{"Message": "hi"}); err != nil {
+	if err := mt.PutRaw("00", rk, map[string]any{"Message": "hi"}); err != nil {
 		t.Fatal(err)
 	}
 	rk2, _ := RowKey(t0, "other")
-	_ = mt.putRaw("00", rk2, map[string]any{"Message": "x", "Id": "named"})
+	_ = mt.PutRaw("00", rk2, map[string]any{"Message": "x", "Id": "named"})
 	got, err := c.Get(ctx(t), "raw-guid-1")
 	if err != nil || got.Payload != "hi" || got.Type != DefaultType || got.Indexed {
 		t.Fatalf("Get direct = %+v, %v", got, err)
@@ -168,7 +169,7 @@ func TestDirectRowsFoundByScan(t *testing.T) {
 	}
 	// Lookups accept ids Add would refuse (rows written by other clients).
 	rk3, _ := RowKey(t0, "o'brien report")
-	_ = mt.putRaw("00", rk3, map[string]any{"Message": "q"})
+	_ = mt.PutRaw("00", rk3, map[string]any{"Message": "q"})
 	if got, err := c.Get(ctx(t), "o'brien report"); err != nil || got.Payload != "q" {
 		t.Fatalf("Get quoted = %+v, %v", got, err)
 	}
@@ -176,10 +177,10 @@ func TestDirectRowsFoundByScan(t *testing.T) {
 
 func TestScanLimit(t *testing.T) {
 	c, mt, _ := newMemClient(t, Options{ScanLimit: 5})
-	mt.maxPage = 2
+	mt.SetMaxPage(2)
 	for i := range 10 {
 		rk, _ := RowKey(t0.Add(time.Duration(i)*time.Second), fmt.Sprintf("d%d", i))
-		_ = mt.putRaw("00", rk, map[string]any{"Message": ""})
+		_ = mt.PutRaw("00", rk, map[string]any{"Message": ""})
 	}
 	_, err := c.Get(ctx(t), "d9")
 	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "gave up after scanning 6 rows") {
@@ -192,7 +193,7 @@ func TestScanLimit(t *testing.T) {
 
 func TestOrphanIndexIsTakenOver(t *testing.T) {
 	c, mt, _ := newMemClient(t, Options{})
-	_ = mt.putRaw("00", "id~ghost", map[string]any{PropItem: "0638000000000000000_ghost"})
+	_ = mt.PutRaw("00", "id~ghost", map[string]any{PropItem: "0638000000000000000_ghost"})
 	if _, err := c.Get(ctx(t), "ghost"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get orphan: %v", err)
 	}
@@ -204,7 +205,7 @@ func TestOrphanIndexIsTakenOver(t *testing.T) {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
 	// An orphan index is tidied by Cancel.
-	_ = mt.putRaw("00", "id~ghost2", map[string]any{PropItem: "0638000000000000000_ghost2"})
+	_ = mt.PutRaw("00", "id~ghost2", map[string]any{PropItem: "0638000000000000000_ghost2"})
 	if _, err := c.Cancel(ctx(t), "ghost2"); !errors.Is(err, ErrNotFound) {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestOrphanIndexIsTakenOver(t *testing.T) {
 func TestAddDirectRowSameKey(t *testing.T) {
 	c, mt, _ := newMemClient(t, Options{})
 	rk, _ := RowKey(t0, "dup")
-	_ = mt.putRaw("00", rk, map[string]any{"Message": "theirs"})
+	_ = mt.PutRaw("00", rk, map[string]any{"Message": "theirs"})
 	if _, err := c.Add(ctx(t), Item{ID: "dup", Due: t0, Payload: "ours"}, AddOptions{}); !errors.Is(err, ErrAlreadyScheduled) {
 		t.Fatalf("err = %v", err)
 	}
@@ -246,11 +247,11 @@ func TestLargePayloadClaimCheck(t *testing.T) {
 		t.Fatalf("payload blob: %d bytes, %v", len(p), err)
 	}
 	// A failed table write deletes the blob it wrote.
-	mt.beforeSubmit = func([]Op) error { return fmt.Errorf("boom: %w", storage.ErrAuth) }
+	mt.BeforeSubmit(func([]table.Op) error { return fmt.Errorf("boom: %w", storage.ErrAuth) })
 	if _, err := c.Add(ctx(t), Item{ID: "big2", Due: t0, Payload: big}, AddOptions{}); !errors.Is(err, storage.ErrAuth) {
 		t.Fatalf("err = %v", err)
 	}
-	mt.beforeSubmit = nil
+	mt.BeforeSubmit(nil)
 	if n := store.Names(); len(n) != 1 {
 		t.Fatalf("blobs after failed add: %v", n)
 	}
@@ -313,8 +314,8 @@ func TestShardsSpreadAndFind(t *testing.T) {
 // TestMissingTableIsAnEmptySchedule: on a table that does not exist yet,
 // reads see nothing scheduled and the first Add creates the table.
 func TestMissingTableIsAnEmptySchedule(t *testing.T) {
-	tbl := newMissingMemoryTable()
-	c, err := New(tbl, Options{Clock: clock.NewFake(t0), Logger: quiet})
+	tbl := table.NewMissingMemory("", nil)
+	c, err := newClient(tbl, Options{Clock: clock.NewFake(t0), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,14 +328,14 @@ func TestMissingTableIsAnEmptySchedule(t *testing.T) {
 	if _, err := c.Get(ctx(t), "a"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("Get = %v, want ErrNotFound saying the table does not exist", err)
 	}
-	if tbl.callCounts()["Create"] != 0 {
+	if tbl.Calls()["Create"] != 0 {
 		t.Fatal("a read created the table")
 	}
 	if _, err := c.Add(ctx(t), Item{ID: "a", Due: t0.Add(time.Minute)}, AddOptions{}); err != nil {
 		t.Fatalf("first Add: %v", err)
 	}
-	if tbl.callCounts()["Create"] != 1 {
-		t.Fatalf("Create called %d times, want 1", tbl.callCounts()["Create"])
+	if tbl.Calls()["Create"] != 1 {
+		t.Fatalf("Create called %d times, want 1", tbl.Calls()["Create"])
 	}
 	if got, err := c.Get(ctx(t), "a"); err != nil || got.ID != "a" {
 		t.Fatalf("Get after Add = %+v, %v", got, err)

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
@@ -13,28 +14,28 @@ import (
 // in the queue: remove it (a series: replace it by its next occurrence),
 // or mark it as sent early. withNext and withIndex leave out the next
 // occurrence's insert and the index row update when those are in the way.
-func (p *plan) ops(shard string, withNext, withIndex bool) []Op {
+func (p *plan) ops(shard string, withNext, withIndex bool) []table.Op {
 	if p.mark != nil && p.bad == "" {
-		return []Op{{Kind: OpMerge, PartitionKey: shard, RowKey: p.e.RowKey, Props: p.mark, IfMatch: p.e.ETag}}
+		return []table.Op{{Kind: table.Merge, PartitionKey: shard, RowKey: p.e.RowKey, Props: p.mark, IfMatch: p.e.ETag}}
 	}
-	var ops []Op
+	var ops []table.Op
 	recurring := p.nextRK != "" && p.bad == ""
 	if recurring && withNext {
 		next := p.next
 		if p.indexed && !withIndex {
 			// The index row is gone: the series continues unindexed (found
 			// by scanning) instead of failing every move.
-			next = copyProps(p.next)
+			next = table.Props(p.next).Clone()
 			delete(next, PropIndexed)
 		}
-		ops = append(ops, Op{Kind: OpInsert, PartitionKey: shard, RowKey: p.nextRK, Props: next})
+		ops = append(ops, table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: p.nextRK, Props: next})
 	}
-	ops = append(ops, Op{Kind: OpDelete, PartitionKey: shard, RowKey: p.e.RowKey, IfMatch: p.e.ETag})
+	ops = append(ops, table.Op{Kind: table.Delete, PartitionKey: shard, RowKey: p.e.RowKey, IfMatch: p.e.ETag})
 	if p.indexed && withIndex && p.keyOK {
 		if recurring {
-			ops = append(ops, Op{Kind: OpMerge, PartitionKey: shard, RowKey: indexKey(p.id), Props: map[string]any{PropItem: p.nextRK}})
+			ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: shard, RowKey: indexKey(p.id), Props: map[string]any{PropItem: p.nextRK}})
 		} else {
-			ops = append(ops, Op{Kind: OpDelete, PartitionKey: shard, RowKey: indexKey(p.id)})
+			ops = append(ops, table.Op{Kind: table.Delete, PartitionKey: shard, RowKey: indexKey(p.id)})
 		}
 	}
 	return ops
@@ -43,7 +44,7 @@ func (p *plan) ops(shard string, withNext, withIndex bool) []Op {
 // commit settles the ready rows of one chunk in one fenced transaction
 // (falling back to one transaction per row when some row changed).
 func (m *Mover) commit(ctx context.Context, shard string, gen int64, batch []*plan) error {
-	var ops []Op
+	var ops []table.Op
 	for _, p := range batch {
 		ops = append(ops, p.ops(shard, true, true)...)
 	}

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +31,7 @@ func (c *Client) Current(ctx context.Context, env queue.Envelope) (bool, error) 
 	if !ok || shard == "" || rk == "" {
 		return false, fmt.Errorf("%w: envelope %s: row %q: want {shard}/{RowKey}", ErrInvalid, env.ID, env.Row)
 	}
-	var row Entity
+	var row table.Entity
 	var err error
 	if env.Series == "" {
 		row, err = c.t.Get(ctx, shard, rk)

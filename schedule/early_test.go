@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
@@ -224,7 +225,7 @@ func TestEarlySentThenChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	rk := mustKey(t0.Add(30*time.Second), "deleted") // as another language's client would
-	if _, err := e.mt.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: rk}}); err != nil {
+	if _, err := e.mt.Submit(ctx(t), []table.Op{{Kind: table.Delete, PartitionKey: "00", RowKey: rk}}); err != nil {
 		t.Fatal(err)
 	}
 	for id, env := range first {
@@ -371,10 +372,10 @@ func TestEarlySendConfirmFailureAndChange(t *testing.T) {
 	}
 	fail = false
 	// b is cancelled between its confirmation and its move.
-	e.mt.beforeSubmit = func(ops []Op) error {
+	e.mt.BeforeSubmit(func(ops []table.Op) error {
 		for _, op := range ops {
-			if op.Kind == OpDelete && strings.HasSuffix(op.RowKey, "_b") {
-				e.mt.beforeSubmit = nil
+			if op.Kind == table.Delete && strings.HasSuffix(op.RowKey, "_b") {
+				e.mt.BeforeSubmit(nil)
 				if _, err := e.c.Cancel(context.Background(), "b"); err != nil {
 					return err
 				}
@@ -382,7 +383,7 @@ func TestEarlySendConfirmFailureAndChange(t *testing.T) {
 			}
 		}
 		return nil
-	}
+	})
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
 	}
@@ -435,8 +436,8 @@ func TestEarlySendLostResponseKeepsConfirmation(t *testing.T) {
 	e.c.opts.ChangesAfterSend = true
 	var unconfirmed, moved []string
 	lose := false
-	wrapped := &lossyTable{MemoryTable: e.mt, lose: &lose}
-	m, err := NewMover(wrapped, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: e.q, SetAside: e.q, Clock: e.fc, Logger: quiet,
+	wrapped := &lossyTable{Memory: e.mt, lose: &lose}
+	m, err := newMover(wrapped, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: e.q, SetAside: e.q, Clock: e.fc, Logger: quiet,
 		PollEvery: 5 * time.Second, Early: time.Minute,
 		Confirm: func(_ context.Context, envs []queue.Envelope) []bool { return allTrue(len(envs)) },
 		Unconfirm: func(_ context.Context, env queue.Envelope) error {
@@ -487,8 +488,8 @@ func TestEarlySentCurrentBeforeTheMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	results := map[string]bool{}
-	e.mt.beforeSubmit = func(ops []Op) error {
-		e.mt.beforeSubmit = nil
+	e.mt.BeforeSubmit(func(ops []table.Op) error {
+		e.mt.BeforeSubmit(nil)
 		if _, err := e.c.Add(context.Background(), Item{ID: "swapped", Due: t0.Add(30 * time.Second), Payload: "v2"}, AddOptions{Replace: true}); err != nil {
 			return err
 		}
@@ -500,7 +501,7 @@ func TestEarlySentCurrentBeforeTheMark(t *testing.T) {
 			results[s.env.ID] = ok
 		}
 		return nil
-	}
+	})
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
 	}

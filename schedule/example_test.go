@@ -47,12 +47,11 @@ func ExampleMover() {
 	defer cancel()
 	fc := stoppedClock{time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)}
 	quiet := slog.New(slog.DiscardHandler)
-	table := schedule.NewMemoryTable()
-	c, _ := schedule.New(table, schedule.Options{Clock: fc, Logger: quiet})
+	c, _ := schedule.NewMemory(schedule.Options{Clock: fc, Logger: quiet})
 	_, _ = c.Add(ctx, schedule.Item{ID: "hello", Due: fc.Now(), Payload: `{"to":"world"}`, Type: "greet"}, schedule.AddOptions{})
 	_, _ = c.Add(ctx, schedule.Item{ID: "beat", Due: fc.Now().Add(2 * time.Second), Recurrence: "@every 1h"}, schedule.AddOptions{})
 
-	m, _ := schedule.NewMover(table, schedule.MoverOptions{
+	m, _ := schedule.NewMover(c, schedule.MoverOptions{
 		Generation:  func() int64 { return 1 },
 		Enqueuer:    printQueue{},
 		SetAside:    printQueue{},

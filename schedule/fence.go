@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
@@ -16,23 +17,23 @@ func (m *Mover) takeFence(ctx context.Context, shard string, gen int64) error {
 			return err
 		}
 		e, err := m.t.Get(ctx, shard, FenceRowKey)
-		var op Op
+		var op table.Op
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
-			op = Op{Kind: OpInsert, PartitionKey: shard, RowKey: FenceRowKey, Props: map[string]any{PropGeneration: gen}}
+			op = table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: FenceRowKey, Props: map[string]any{PropGeneration: gen}}
 		case err != nil:
 			return fmt.Errorf("read fence of shard %s: %w", shard, err)
 		default:
-			g, _, perr := propInt(e.Props, PropGeneration)
+			g, _, perr := e.Props.StrictInt(PropGeneration)
 			if perr != nil {
 				return fmt.Errorf("fence of shard %s: %w", shard, perr)
 			}
 			if g > gen {
 				return fmt.Errorf("%w: shard %s fence holds generation %d, ours is %d", ErrFenced, shard, g, gen)
 			}
-			op = Op{Kind: OpMerge, PartitionKey: shard, RowKey: FenceRowKey, Props: map[string]any{PropGeneration: gen}, IfMatch: e.ETag}
+			op = table.Op{Kind: table.Merge, PartitionKey: shard, RowKey: FenceRowKey, Props: map[string]any{PropGeneration: gen}, IfMatch: e.ETag}
 		}
-		etags, err := m.t.Submit(ctx, []Op{op})
+		etags, err := m.t.Submit(ctx, []table.Op{op})
 		if err == nil {
 			return m.adoptFence(ctx, shard, gen, etags)
 		}
@@ -50,7 +51,7 @@ func (m *Mover) refreshFence(ctx context.Context, shard string, gen int64) error
 	if err != nil {
 		return fmt.Errorf("read fence of shard %s: %w", shard, err)
 	}
-	g, _, err := propInt(e.Props, PropGeneration)
+	g, _, err := e.Props.StrictInt(PropGeneration)
 	if err != nil {
 		return fmt.Errorf("fence of shard %s: %w", shard, err)
 	}
@@ -80,11 +81,11 @@ func (m *Mover) adoptFence(ctx context.Context, shard string, gen int64, etags [
 }
 
 // fenceOp is the conditional fence update every batch carries.
-func (m *Mover) fenceOp(shard string, gen int64) Op {
+func (m *Mover) fenceOp(shard string, gen int64) table.Op {
 	m.mu.Lock()
 	etag := m.fence[shard]
 	m.mu.Unlock()
-	return Op{Kind: OpMerge, PartitionKey: shard, RowKey: FenceRowKey, Props: map[string]any{PropGeneration: gen}, IfMatch: etag}
+	return table.Op{Kind: table.Merge, PartitionKey: shard, RowKey: FenceRowKey, Props: map[string]any{PropGeneration: gen}, IfMatch: etag}
 }
 
 // checkFence re-reads shard's fence row after a failed batch. It reports
@@ -97,7 +98,7 @@ func (m *Mover) checkFence(ctx context.Context, shard string, gen int64) (change
 	if err != nil {
 		return false, fmt.Errorf("read fence of shard %s: %w", shard, err)
 	}
-	g, _, _ := propInt(e.Props, PropGeneration)
+	g, _, _ := e.Props.StrictInt(PropGeneration)
 	if g != gen {
 		return false, fmt.Errorf("%w: shard %s fence holds generation %d, ours is %d", ErrFenced, shard, g, gen)
 	}

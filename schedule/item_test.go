@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"errors"
 	"log/slog"
 	"strings"
@@ -15,9 +16,9 @@ var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 var quiet = slog.New(slog.DiscardHandler)
 
-func newMemClient(t *testing.T, o Options) (*Client, *MemoryTable, *clock.Fake) {
+func newMemClient(t *testing.T, o Options) (*Client, *table.Memory, *clock.Fake) {
 	t.Helper()
-	mt := NewMemoryTable()
+	mt := table.NewMemory("", nil)
 	fc := clock.NewFake(t0)
 	if o.Clock == nil {
 		o.Clock = fc
@@ -25,7 +26,7 @@ func newMemClient(t *testing.T, o Options) (*Client, *MemoryTable, *clock.Fake) 
 	if o.Logger == nil {
 		o.Logger = quiet
 	}
-	c, err := New(mt, o)
+	c, err := newClient(mt, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestValidationRefusesBeforeWriting(t *testing.T) {
 			}
 		}
 	}
-	if n := mt.callCounts()["Submit"]; n != 0 {
+	if n := mt.Calls()["Submit"]; n != 0 {
 		t.Fatalf("%d writes after refused input", n)
 	}
 }
@@ -114,12 +115,12 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{InlineLimit: 40000}, "InlineLimit = 40000: want 1 to 32768"},
 		{Options{ScanLimit: -2}, "ScanLimit = -2"},
 	} {
-		_, err := New(NewMemoryTable(), c.o)
+		_, err := newClient(table.NewMemory("", nil), c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("New(%+v) = %v, want error mentioning %q", c.o, err, c.want)
+			t.Errorf("newClient(%+v) = %v, want error mentioning %q", c.o, err, c.want)
 		}
 	}
-	if _, err := New(NewMemoryTable(), Options{PayloadStore: payload.NewMemory()}); err != nil {
+	if _, err := newClient(table.NewMemory("", nil), Options{PayloadStore: payload.NewMemory()}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -46,7 +47,13 @@ func (c *Client) List(ctx context.Context, lo ListOptions) ([]Item, string, erro
 	}
 	var items []Item
 	for shardIdx < len(c.opts.Shards) {
-		q := Query{Partition: c.opts.Shards[shardIdx], To: to, Top: int32(lo.Limit - len(items)), Continuation: cont, Type: lo.Type, Recurring: lo.Recurring}
+		q := table.Query{Partition: c.opts.Shards[shardIdx], To: to, Top: lo.Limit - len(items), Continuation: cont}
+		if lo.Type != "" {
+			q.Where = append(q.Where, table.Cond{Prop: PropType, Op: table.Eq, Value: lo.Type})
+		}
+		if lo.Recurring {
+			q.Where = append(q.Where, table.Cond{Prop: PropRecurrence, Op: table.Gt, Value: ""})
+		}
 		p, err := c.t.Query(ctx, q)
 		if errors.Is(err, storage.ErrTableNotFound) {
 			return nil, "", nil // a fresh account: nothing scheduled yet
@@ -121,7 +128,7 @@ const DueCountCap = 1000
 func (c *Client) Due(ctx context.Context, now time.Time) (DueStats, error) {
 	var st DueStats
 	for _, shard := range c.opts.Shards {
-		p, err := c.t.Query(ctx, Query{Partition: shard, To: dueBound(now), Select: []string{"RowKey"}, Top: DueCountCap})
+		p, err := c.t.Query(ctx, table.Query{Partition: shard, To: dueBound(now), Select: []string{"RowKey"}, Top: DueCountCap})
 		if errors.Is(err, storage.ErrTableNotFound) {
 			return DueStats{}, nil // a fresh account: nothing is due
 		}

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
@@ -10,14 +11,14 @@ import (
 
 // found is an item row located by id, with its index row when it has one.
 type found struct {
-	row   Entity
-	index *Entity
+	row   table.Entity
+	index *table.Entity
 }
 
 // locate finds the pending row of id: through the id index when there is
 // one, else by scanning the item rows (directly inserted rows have no
 // index). orphan is an index row whose item is gone.
-func (c *Client) locate(ctx context.Context, id string) (f found, orphan *Entity, err error) {
+func (c *Client) locate(ctx context.Context, id string) (f found, orphan *table.Entity, err error) {
 	if err := validateLookupID(id); err != nil {
 		return found{}, nil, err
 	}
@@ -28,7 +29,7 @@ func (c *Client) locate(ctx context.Context, id string) (f found, orphan *Entity
 		case errors.Is(err, storage.ErrTableNotFound):
 			return found{}, nil, noTable(id)
 		case err == nil:
-			rk, _, _ := propString(idx.Props, PropItem)
+			rk, _, _ := idx.Props.StrictString(PropItem)
 			if rk != "" {
 				row, err := c.t.Get(ctx, shard, rk)
 				if err == nil {
@@ -52,28 +53,28 @@ func (c *Client) locate(ctx context.Context, id string) (f found, orphan *Entity
 
 // scan looks for an unindexed row of id: RowKey suffix or Id property equal
 // to id. It reads at most ScanLimit rows.
-func (c *Client) scan(ctx context.Context, id string) (Entity, error) {
+func (c *Client) scan(ctx context.Context, id string) (table.Entity, error) {
 	scanned := 0
 	for _, shard := range c.opts.Shards {
-		q := Query{Partition: shard, To: IndexPrefix, Select: []string{PropID}}
+		q := table.Query{Partition: shard, To: IndexPrefix, Select: []string{PropID}}
 		for {
 			p, err := c.t.Query(ctx, q)
 			if errors.Is(err, storage.ErrTableNotFound) {
-				return Entity{}, noTable(id)
+				return table.Entity{}, noTable(id)
 			}
 			if err != nil {
-				return Entity{}, fmt.Errorf("look up task %s: %w", id, err)
+				return table.Entity{}, fmt.Errorf("look up task %s: %w", id, err)
 			}
 			for _, e := range p.Entities {
 				_, suffix, perr := ParseRowKey(e.RowKey)
-				pid, _, _ := propString(e.Props, PropID)
+				pid, _, _ := e.Props.StrictString(PropID)
 				if (perr == nil && suffix == id && pid == "") || pid == id {
 					full, err := c.t.Get(ctx, shard, e.RowKey)
 					if errors.Is(err, storage.ErrNotFound) {
 						continue
 					}
 					if err != nil {
-						return Entity{}, fmt.Errorf("read task %s: %w", id, err)
+						return table.Entity{}, fmt.Errorf("read task %s: %w", id, err)
 					}
 					return full, nil
 				}
@@ -83,12 +84,12 @@ func (c *Client) scan(ctx context.Context, id string) (Entity, error) {
 				break
 			}
 			if scanned >= c.opts.ScanLimit {
-				return Entity{}, fmt.Errorf("%w: task %s (no id index; gave up after scanning %d rows, Options.ScanLimit)", ErrNotFound, id, scanned)
+				return table.Entity{}, fmt.Errorf("%w: task %s (no id index; gave up after scanning %d rows, Options.ScanLimit)", ErrNotFound, id, scanned)
 			}
 			q.Continuation = p.Continuation
 		}
 	}
-	return Entity{}, fmt.Errorf("%w: task %s", ErrNotFound, id)
+	return table.Entity{}, fmt.Errorf("%w: task %s", ErrNotFound, id)
 }
 
 // noTable is the lookup error when the table does not exist yet (a fresh

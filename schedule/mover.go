@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
@@ -39,7 +40,7 @@ var ErrFenced = errors.New("fenced: a newer leader owns the schedule")
 // must run only while its instance holds the traffic cop's lease; the fence
 // row makes a stale leader's writes fail rather than fork or lose rows.
 type Mover struct {
-	t       Table
+	t       table.Table
 	o       MoverOptions
 	running atomic.Bool
 
@@ -54,10 +55,22 @@ type Mover struct {
 	lastPass time.Time
 }
 
-// NewMover returns a Mover over t.
-func NewMover(t Table, o MoverOptions) (*Mover, error) {
+// NewMover returns a Mover of the schedule c reads and writes. Its
+// Shards default to c's.
+func NewMover(c *Client, o MoverOptions) (*Mover, error) {
+	if c == nil {
+		return nil, errors.New("schedule.NewMover: nil Client")
+	}
+	if len(o.Shards) == 0 {
+		o.Shards = c.Shards()
+	}
+	return newMover(c.t, o)
+}
+
+// newMover returns a Mover over t.
+func newMover(t table.Table, o MoverOptions) (*Mover, error) {
 	if t == nil {
-		return nil, errors.New("schedule.NewMover: nil Table")
+		return nil, errors.New("schedule.NewMover: nil table")
 	}
 	if err := o.fill(); err != nil {
 		return nil, err

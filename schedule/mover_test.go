@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +80,7 @@ func (q *fakeQueue) byID(id string) (sent, bool) {
 
 type moverEnv struct {
 	c  *Client
-	mt *MemoryTable
+	mt *table.Memory
 	fc *clock.Fake
 	q  *fakeQueue
 	m  *Mover
@@ -98,7 +99,7 @@ func newMoverEnv(t *testing.T, gen int64, o MoverOptions) *moverEnv {
 	if o.SetAside == nil {
 		o.SetAside = q
 	}
-	m, err := NewMover(mt, o)
+	m, err := newMover(mt, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func (e *moverEnv) add(t *testing.T, it Item) Item {
 	return it
 }
 
-func itemKeys(mt *MemoryTable) []string {
+func itemKeys(mt *table.Memory) []string {
 	var out []string
 	for _, e := range mt.Rows("00") {
 		if e.RowKey[0] >= '0' && e.RowKey[0] <= '9' {
@@ -248,7 +249,7 @@ func TestMoverSetsMalformedRowsAside(t *testing.T) {
 		mustKey(t0.Add(-3*time.Second), "maxatt"):  {"Message": "x", "MaxAttempts": -3},
 	}
 	for rk, p := range rows {
-		if err := e.mt.putRaw("00", rk, p); err != nil {
+		if err := e.mt.PutRaw("00", rk, p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -288,7 +289,7 @@ func mustKey(t time.Time, id string) string {
 
 func TestMoverKeepsRowsItCannotSetAside(t *testing.T) {
 	e := newMoverEnv(t, 1, MoverOptions{})
-	_ = e.mt.putRaw("00", "!bad", map[string]any{"Message": "x"})
+	_ = e.mt.PutRaw("00", "!bad", map[string]any{"Message": "x"})
 	e.q.setErr = errors.New("poison queue down")
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
@@ -302,7 +303,7 @@ func TestMoverSweepFindsKeysThatNeverComeDue(t *testing.T) {
 	e := newMoverEnv(t, 1, MoverOptions{})
 	far := "3000000000000000000_far" // year ~9507: valid, not due
 	for _, rk := range []string{"abc", "Zed", "5000000000000000000_x", "~zz", "~fence2", far} {
-		_ = e.mt.putRaw("00", rk, map[string]any{"Message": "x"})
+		_ = e.mt.PutRaw("00", rk, map[string]any{"Message": "x"})
 	}
 	e.add(t, Item{ID: "future", Due: t0.Add(time.Hour)}) // index row must survive
 	if err := e.m.takeFence(ctx(t), "00", 1); err != nil {
@@ -392,10 +393,10 @@ func TestMoverRowChangedMeanwhileIsNotDeleted(t *testing.T) {
 func TestMoverWorksAroundMissingIndexAndExistingNext(t *testing.T) {
 	e := newMoverEnv(t, 1, MoverOptions{})
 	e.add(t, Item{ID: "noidx", Due: t0})
-	_, _ = e.mt.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: "id~noidx"}})
+	_, _ = e.mt.Submit(ctx(t), []table.Op{{Kind: table.Delete, PartitionKey: "00", RowKey: "id~noidx"}})
 	rec := e.add(t, Item{ID: "rec", Due: t0, Recurrence: "@every 1m"})
 	nextRK := mustKey(t0.Add(time.Minute), "rec")
-	_ = e.mt.putRaw("00", nextRK, map[string]any{"Message": "already", "Recurrence": "@every 1m"})
+	_ = e.mt.PutRaw("00", nextRK, map[string]any{"Message": "already", "Recurrence": "@every 1m"})
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +412,7 @@ func TestMoverWorksAroundMissingIndexAndExistingNext(t *testing.T) {
 	}
 	// A recurring series whose index row is gone continues unindexed.
 	e.add(t, Item{ID: "lost", Due: t0, Recurrence: "@every 1h"})
-	_, _ = e.mt.Submit(ctx(t), []Op{{Kind: OpDelete, PartitionKey: "00", RowKey: "id~lost"}})
+	_, _ = e.mt.Submit(ctx(t), []table.Op{{Kind: table.Delete, PartitionKey: "00", RowKey: "id~lost"}})
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
 	}
@@ -425,17 +426,17 @@ func TestMoverBatchesOf100WithFence(t *testing.T) {
 	e := newMoverEnv(t, 3, MoverOptions{})
 	for i := range 250 {
 		rk := mustKey(t0.Add(-time.Duration(250-i)*time.Second), fmt.Sprintf("r%03d", i))
-		_ = e.mt.putRaw("00", rk, map[string]any{"Message": ""})
+		_ = e.mt.PutRaw("00", rk, map[string]any{"Message": ""})
 	}
 	var sizes []int
-	e.mt.beforeSubmit = func(ops []Op) error {
+	e.mt.BeforeSubmit(func(ops []table.Op) error {
 		last := ops[len(ops)-1]
-		if len(ops) > 1 && (last.RowKey != FenceRowKey || last.IfMatch == "" || last.Kind != OpMerge) {
+		if len(ops) > 1 && (last.RowKey != FenceRowKey || last.IfMatch == "" || last.Kind != table.Merge) {
 			return fmt.Errorf("batch without a conditional fence update: %+v", last)
 		}
 		sizes = append(sizes, len(ops))
 		return nil
-	}
+	})
 	var order []string
 	e.m.o.OnMoved = func(_ context.Context, envs []queue.Envelope) {
 		for _, env := range envs {
@@ -461,7 +462,7 @@ func TestMoverBatchesOf100WithFence(t *testing.T) {
 func TestMoverFullPassContinues(t *testing.T) {
 	e := newMoverEnv(t, 3, MoverOptions{MaxPerPass: 10})
 	for i := range 25 {
-		_ = e.mt.putRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%02d", i)), map[string]any{"Message": ""})
+		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%02d", i)), map[string]any{"Message": ""})
 	}
 	if err := e.m.takeFence(ctx(t), "00", 3); err != nil {
 		t.Fatal(err)
@@ -490,7 +491,7 @@ func TestMoverLargeDirectPayload(t *testing.T) {
 	store := payload.NewMemory()
 	e := newMoverEnv(t, 1, MoverOptions{PayloadStore: store, InlineLimit: 100})
 	big := strings.Repeat("<", 50) // 300 bytes as JSON (\u003c)
-	_ = e.mt.putRaw("00", mustKey(t0, "big"), map[string]any{"Message": big})
+	_ = e.mt.PutRaw("00", mustKey(t0, "big"), map[string]any{"Message": big})
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +504,7 @@ func TestMoverLargeDirectPayload(t *testing.T) {
 	}
 	// Without a store the row is set aside rather than retried forever.
 	e2 := newMoverEnv(t, 1, MoverOptions{InlineLimit: 100})
-	_ = e2.mt.putRaw("00", mustKey(t0, "big"), map[string]any{"Message": big})
+	_ = e2.mt.PutRaw("00", mustKey(t0, "big"), map[string]any{"Message": big})
 	if err := e2.onePass(t); err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +544,7 @@ func runMover(t *testing.T, m *Mover) (cancel context.CancelFunc, wait func(time
 func TestMoverFencedAtStart(t *testing.T) {
 	e := newMoverEnv(t, 3, MoverOptions{})
 	e.add(t, Item{ID: "a", Due: t0})
-	_ = e.mt.putRaw("00", FenceRowKey, map[string]any{PropGeneration: int64(5)})
+	_ = e.mt.PutRaw("00", FenceRowKey, map[string]any{PropGeneration: int64(5)})
 	err := e.m.Run(ctx(t))
 	if !errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "generation 5, ours is 3") {
 		t.Fatalf("Run = %v", err)
@@ -560,7 +561,7 @@ func TestMoverFencedMidTerm(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, _ := e.mt.Get(ctx(t), "00", FenceRowKey)
-	if g, _, _ := propInt(f.Props, PropGeneration); g != 3 {
+	if g, _, _ := f.Props.StrictInt(PropGeneration); g != 3 {
 		t.Fatalf("fence generation %d", g)
 	}
 	// A newer leader takes over; our next batch must fail whole.
@@ -584,7 +585,7 @@ func TestMoverFencedMidTerm(t *testing.T) {
 }
 
 func newMoverEnvSharing(t *testing.T, e *moverEnv, gen int64) *Mover {
-	m, err := NewMover(e.mt, MoverOptions{Generation: func() int64 { return gen }, Enqueuer: e.q, SetAside: e.q, Clock: e.fc, Logger: quiet})
+	m, err := newMover(e.mt, MoverOptions{Generation: func() int64 { return gen }, Enqueuer: e.q, SetAside: e.q, Clock: e.fc, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -593,7 +594,7 @@ func newMoverEnvSharing(t *testing.T, e *moverEnv, gen int64) *Mover {
 
 // cancelTable cancels a context on a chosen call and counts calls after it.
 type cancelTable struct {
-	Table
+	table.Table
 	mu        sync.Mutex
 	cancelled bool
 	after     int
@@ -606,15 +607,15 @@ func (c *cancelTable) note() {
 	}
 	c.mu.Unlock()
 }
-func (c *cancelTable) Query(ctx context.Context, q Query) (Page, error) {
+func (c *cancelTable) Query(ctx context.Context, q table.Query) (table.Page, error) {
 	c.note()
 	return c.Table.Query(ctx, q)
 }
-func (c *cancelTable) Get(ctx context.Context, pk, rk string) (Entity, error) {
+func (c *cancelTable) Get(ctx context.Context, pk, rk string) (table.Entity, error) {
 	c.note()
 	return c.Table.Get(ctx, pk, rk)
 }
-func (c *cancelTable) Submit(ctx context.Context, ops []Op) ([]string, error) {
+func (c *cancelTable) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
 	c.note()
 	return c.Table.Submit(ctx, ops)
 }
@@ -643,7 +644,7 @@ func TestMoverStopsAtOnceOnCancel(t *testing.T) {
 		}
 		return nil
 	}
-	m, err := NewMover(ct, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: q, SetAside: q, Clock: fc, Concurrency: 1, Logger: quiet})
+	m, err := newMover(ct, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: q, SetAside: q, Clock: fc, Concurrency: 1, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,7 +718,7 @@ func TestMoverBackpressureCapsAPass(t *testing.T) {
 	e := newMoverEnv(t, 1, MoverOptions{PollEvery: time.Second, MaxDepth: 20, ResumeBelow: 10, Depth: depth})
 	q = e.q
 	for i := range 200 {
-		_ = e.mt.putRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
+		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
 	}
 	consume := func(n int) { mu.Lock(); consumed += n; mu.Unlock() }
 	maxDepth := 0
@@ -748,13 +749,13 @@ func TestMoverBackpressureUnknownDepthMovesOneBatch(t *testing.T) {
 	e := newMoverEnv(t, 1, MoverOptions{PollEvery: time.Second, MaxDepth: 20,
 		Depth: func(context.Context) (int, error) { return 0, errors.New("queue unreachable") }})
 	for i := range 250 {
-		_ = e.mt.putRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
+		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
 	}
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
 	}
-	if got := len(e.q.ids()); got != MaxOps {
-		t.Fatalf("sent %d with the depth unknown, want one batch (%d)", got, MaxOps)
+	if got := len(e.q.ids()); got != table.MaxOps {
+		t.Fatalf("sent %d with the depth unknown, want one batch (%d)", got, table.MaxOps)
 	}
 	if e.m.Stats().HoldingBack {
 		t.Fatal("an unknown depth started holding back")
@@ -767,15 +768,11 @@ func TestMoverLostCommitResponse(t *testing.T) {
 	e.add(t, Item{ID: "b", Due: t0.Add(time.Millisecond)})
 	// The first batch commits but its response is lost.
 	lose := true
-	inner := e.mt.beforeSubmit
-	e.mt.beforeSubmit = func(ops []Op) error {
-		if inner != nil {
-			return inner(ops)
-		}
+	e.mt.BeforeSubmit(func(ops []table.Op) error {
 		return nil
-	}
-	wrapped := &lossyTable{MemoryTable: e.mt, lose: &lose}
-	m, _ := NewMover(wrapped, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: e.q, SetAside: e.q, Clock: e.fc, Logger: quiet})
+	})
+	wrapped := &lossyTable{Memory: e.mt, lose: &lose}
+	m, _ := newMover(wrapped, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: e.q, SetAside: e.q, Clock: e.fc, Logger: quiet})
 	if err := m.takeFence(ctx(t), "00", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -793,12 +790,12 @@ func TestMoverLostCommitResponse(t *testing.T) {
 }
 
 type lossyTable struct {
-	*MemoryTable
+	*table.Memory
 	lose *bool
 }
 
-func (l *lossyTable) Submit(ctx context.Context, ops []Op) ([]string, error) {
-	etags, err := l.MemoryTable.Submit(ctx, ops)
+func (l *lossyTable) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	etags, err := l.Memory.Submit(ctx, ops)
 	if err == nil && len(ops) > 1 && *l.lose {
 		*l.lose = false
 		return nil, errors.New("connection reset (the transaction did commit)")
@@ -823,11 +820,11 @@ func TestMoverOptionsValidation(t *testing.T) {
 		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, Early: 48 * time.Hour}, "Early = 48h0m0s"},
 		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, InlineLimit: 1 << 20}, "InlineLimit = 1048576"},
 	} {
-		if _, err := NewMover(NewMemoryTable(), c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := newMover(table.NewMemory("", nil), c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewMover = %v, want %q", err, c.want)
 		}
 	}
-	m, _ := NewMover(NewMemoryTable(), MoverOptions{Generation: func() int64 { return 0 }, Enqueuer: q, SetAside: q})
+	m, _ := newMover(table.NewMemory("", nil), MoverOptions{Generation: func() int64 { return 0 }, Enqueuer: q, SetAside: q})
 	if err := m.Run(ctx(t)); err == nil || !strings.Contains(err.Error(), "generation 0") {
 		t.Fatalf("Run with generation 0 = %v", err)
 	}

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,7 +19,7 @@ import (
 // plan is what the mover intends for one row in one pass: the messages to
 // send for it, and what then happens to the row.
 type plan struct {
-	e       Entity
+	e       table.Entity
 	due     time.Time // the row's due time
 	indexed bool
 	id      string // valid when keyOK
@@ -124,7 +125,7 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 // replacing them still works until they are moved; a worker that receives
 // such a message checks it against the run record or the row (see
 // Client.Current).
-func (m *Mover) plan(e Entity, now, since time.Time, gen int64) *plan {
+func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 	r, err := parseRow(e)
 	p := &plan{e: e, indexed: r.indexed, id: r.item.ID, due: r.item.Due}
 	_, _, kerr := ParseRowKey(e.RowKey)
@@ -259,7 +260,7 @@ func (m *Mover) plan(e Entity, now, since time.Time, gen int64) *plan {
 		p.bad = fmt.Sprintf("recurrence %q: next occurrence: %v", it.Recurrence, err)
 		return p
 	}
-	p.next = copyProps(e.Props)
+	p.next = table.Props(e.Props).Clone()
 	for _, k := range []string{PropAttempts, PropSent, PropSentUntil} {
 		delete(p.next, k)
 		delete(p.next, k+"@odata.type")

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"fmt"
 	"time"
 )
@@ -39,7 +40,7 @@ func indexKey(id string) string { return IndexPrefix + id }
 
 // parsedRow is an item row read from the table.
 type parsedRow struct {
-	e       Entity
+	e       table.Entity
 	item    Item
 	rec     Recurrence
 	indexed bool
@@ -54,8 +55,8 @@ type parsedRow struct {
 
 // parseRow interprets an item row. A non-nil error is the reason the row is
 // malformed; the returned row then still carries what could be read.
-func parseRow(e Entity) (parsedRow, error) {
-	r := parsedRow{e: e, indexed: propBool(e.Props, PropIndexed)}
+func parseRow(e table.Entity) (parsedRow, error) {
+	r := parsedRow{e: e, indexed: e.Props.Bool(PropIndexed)}
 	it := &r.item
 	it.Shard, it.RowKey, it.Indexed = e.PartitionKey, e.RowKey, r.indexed
 	it.Type = DefaultType
@@ -65,17 +66,17 @@ func parseRow(e Entity) (parsedRow, error) {
 		return r, err
 	}
 	it.Due, it.ID = due, suffix
-	if id, ok, err := propString(e.Props, PropID); err != nil {
+	if id, ok, err := e.Props.StrictString(PropID); err != nil {
 		return r, err
 	} else if ok && id != "" {
 		it.ID = id
 	}
-	msg, hasMsg, err := propString(e.Props, PropMessage)
+	msg, hasMsg, err := e.Props.StrictString(PropMessage)
 	if err != nil {
 		return r, err
 	}
 	it.Payload = msg
-	blob, hasBlob, err := propString(e.Props, PropPayloadBlob)
+	blob, hasBlob, err := e.Props.StrictString(PropPayloadBlob)
 	if err != nil {
 		return r, err
 	}
@@ -83,7 +84,7 @@ func parseRow(e Entity) (parsedRow, error) {
 	if !hasMsg && (!hasBlob || blob == "") {
 		return r, fmt.Errorf("row has no %s property (the payload; use \"\" for none)", PropMessage)
 	}
-	if typ, ok, err := propString(e.Props, PropType); err != nil {
+	if typ, ok, err := e.Props.StrictString(PropType); err != nil {
 		return r, err
 	} else if ok && typ != "" {
 		it.Type = typ
@@ -91,10 +92,10 @@ func parseRow(e Entity) (parsedRow, error) {
 			return r, err
 		}
 	}
-	if it.Recurrence, _, err = propString(e.Props, PropRecurrence); err != nil {
+	if it.Recurrence, _, err = e.Props.StrictString(PropRecurrence); err != nil {
 		return r, err
 	}
-	if it.TZ, _, err = propString(e.Props, PropTZ); err != nil {
+	if it.TZ, _, err = e.Props.StrictString(PropTZ); err != nil {
 		return r, err
 	}
 	if r.rec, err = ParseRecurrence(it.Recurrence, it.TZ); err != nil {
@@ -102,14 +103,14 @@ func parseRow(e Entity) (parsedRow, error) {
 	}
 	// A trace context that cannot be read is dropped, not a reason to set
 	// the task aside: tracing is never worth a lost task.
-	if tp, _, err := propString(e.Props, PropTraceParent); err == nil && ValidTraceParent(tp) {
+	if tp, _, err := e.Props.StrictString(PropTraceParent); err == nil && ValidTraceParent(tp) {
 		it.TraceParent = tp
 	}
-	if r.sent, _, err = propString(e.Props, PropSent); err != nil {
+	if r.sent, _, err = e.Props.StrictString(PropSent); err != nil {
 		return r, err
 	}
 	it.Sent = r.sent != ""
-	if s, ok, err := propString(e.Props, PropSentUntil); err != nil {
+	if s, ok, err := e.Props.StrictString(PropSentUntil); err != nil {
 		return r, err
 	} else if ok && s != "" {
 		if r.sentUntil, err = time.Parse(time.RFC3339Nano, s); err != nil {
@@ -120,17 +121,17 @@ func parseRow(e Entity) (parsedRow, error) {
 	// A sequence number that cannot be read restarts at 0: it only spreads
 	// a series' latest occurrences over the summary slots of its run
 	// records, never worth setting a series aside.
-	if n, _, err := propInt(e.Props, PropSeq); err == nil && n > 0 {
+	if n, _, err := e.Props.StrictInt(PropSeq); err == nil && n > 0 {
 		r.seq = n
 	}
-	if n, _, err := propInt(e.Props, PropAttempts); err != nil {
+	if n, _, err := e.Props.StrictInt(PropAttempts); err != nil {
 		return r, err
 	} else if n < 0 || n > 1<<31-1 {
 		return r, fmt.Errorf("property %s is %d, want 0 or more", PropAttempts, n)
 	} else {
 		it.Attempts = int(n)
 	}
-	if n, _, err := propInt(e.Props, PropMaxAttempts); err != nil {
+	if n, _, err := e.Props.StrictInt(PropMaxAttempts); err != nil {
 		return r, err
 	} else if n < 0 || n > MaxMaxAttempts {
 		return r, fmt.Errorf("property %s is %d, want 0..%d", PropMaxAttempts, n, MaxMaxAttempts)
@@ -142,7 +143,7 @@ func parseRow(e Entity) (parsedRow, error) {
 
 // readItem converts a row for Get and List: malformed rows come back with
 // Problem set instead of an error.
-func readItem(e Entity) Item {
+func readItem(e table.Entity) Item {
 	r, err := parseRow(e)
 	if err != nil {
 		r.item.Problem = err.Error()

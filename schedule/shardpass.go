@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
@@ -91,7 +92,7 @@ func (sp *shardPass) run(ctx context.Context) (more bool, err error) {
 // batch at a time, starting their sends on the way.
 func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, err error) {
 	m := sp.m
-	q := Query{Partition: sp.shard, To: dueBound(sp.now.Add(m.o.Early))}
+	q := table.Query{Partition: sp.shard, To: dueBound(sp.now.Add(m.o.Early))}
 	cur := &txBatch{keys: map[string]bool{}}
 	flush := func() {
 		if len(cur.plans) == 0 || ctx.Err() != nil {
@@ -109,7 +110,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 		if ctx.Err() != nil {
 			return false, nil
 		}
-		q.Top = int32(min(1000, max(sp.budget, 1)))
+		q.Top = min(table.MaxPage, max(sp.budget, 1))
 		page, err := m.t.Query(ctx, q)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -130,7 +131,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 				flush()
 				cur.add(p, sp.shard)
 			}
-			if cur.ops >= MaxOps-1 {
+			if cur.ops >= table.MaxOps-1 {
 				flush()
 			}
 		}
@@ -220,7 +221,7 @@ func (c *txBatch) add(p *plan, shard string) bool {
 	for _, op := range ops {
 		clash = clash || c.keys[op.RowKey]
 	}
-	if len(c.plans) > 0 && (c.ops+len(ops) > MaxOps-1 || clash) {
+	if len(c.plans) > 0 && (c.ops+len(ops) > table.MaxOps-1 || clash) {
 		return false
 	}
 	for _, op := range ops {

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"fmt"
 )
@@ -18,7 +19,7 @@ func (m *Mover) sweep(ctx context.Context, gen int64) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			p, err := m.t.Query(ctx, Query{Partition: shard, From: r[0], To: r[1], Top: sweepTop})
+			p, err := m.t.Query(ctx, table.Query{Partition: shard, From: r[0], To: r[1], Top: sweepTop})
 			if err != nil {
 				return fmt.Errorf("sweep shard %s: %w", shard, err)
 			}

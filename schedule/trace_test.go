@@ -8,9 +8,9 @@ import "testing"
 func TestMoverCarriesTraceParent(t *testing.T) {
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	e := newMoverEnv(t, 1, MoverOptions{})
-	_ = e.mt.putRaw("00", mustKey(t0.Add(-2), "traced"), map[string]any{"Message": "", "TraceParent": tp})
-	_ = e.mt.putRaw("00", mustKey(t0.Add(-1), "garbled"), map[string]any{"Message": "", "TraceParent": "not-a-traceparent"})
-	_ = e.mt.putRaw("00", mustKey(t0, "series"), map[string]any{"Message": "", "Recurrence": "@every 1h", "TraceParent": tp})
+	_ = e.mt.PutRaw("00", mustKey(t0.Add(-2), "traced"), map[string]any{"Message": "", "TraceParent": tp})
+	_ = e.mt.PutRaw("00", mustKey(t0.Add(-1), "garbled"), map[string]any{"Message": "", "TraceParent": "not-a-traceparent"})
+	_ = e.mt.PutRaw("00", mustKey(t0, "series"), map[string]any{"Message": "", "Recurrence": "@every 1h", "TraceParent": tp})
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
 	}

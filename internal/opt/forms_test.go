@@ -59,11 +59,11 @@ func TestOneErrorFormForNegativeOptions(t *testing.T) {
 			return err
 		}},
 		{"ScanLimit", schedule.ErrInvalid, func() error {
-			_, err := schedule.New(schedule.NewMemoryTable(), schedule.Options{ScanLimit: -1})
+			_, err := schedule.NewMemory(schedule.Options{ScanLimit: -1})
 			return err
 		}},
 		{"MaxPayload", schedule.ErrInvalid, func() error {
-			_, err := schedule.New(schedule.NewMemoryTable(), schedule.Options{MaxPayload: -1})
+			_, err := schedule.NewMemory(schedule.Options{MaxPayload: -1})
 			return err
 		}},
 		{"ReadyTimeout", ops.ErrInvalidOptions, func() error {

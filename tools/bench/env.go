@@ -21,6 +21,7 @@ import (
 
 	"github.com/leasecron/leasecron/azurite"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/tools/bench/results"
@@ -273,7 +274,7 @@ func insertDueRows(ctx context.Context, sc *storage.Clients, n int, due time.Tim
 			schedule.PropMessage: fmt.Sprintf(`{"n":%d}`, i), schedule.PropType: noopType, schedule.PropID: id,
 		})
 		acts = append(acts, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: b})
-		if len(acts) == schedule.MaxOps || i == n-1 {
+		if len(acts) == table.MaxOps || i == n-1 {
 			batches = append(batches, acts)
 			acts = nil
 		}

@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
+	"github.com/leasecron/leasecron/azurite"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
@@ -116,15 +120,16 @@ func (b *bench) moverMover(ctx context.Context, n int, lat time.Duration) (resul
 	b.logf("mover", "inserted %d due rows in %s", n, time.Since(t0).Round(time.Millisecond))
 
 	counter := storage.NewCounter()
-	sc, err := clientsWith(srv, counter, lat)
+	tbl := &timedTable{}
+	sc, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString(), Counter: counter,
+		Transport: tbl.wrap(slowTransport{c: sdkLikeClient, d: lat}, tablePort(srv))})
 	if err != nil {
 		return results.Rate{}, nil, 0, err
 	}
-	at, err := schedule.NewAzureTable(sc.Table, scheduleTable)
+	sched, err := schedule.NewAzure(sc.Table, schedule.Options{Table: scheduleTable, Logger: quietLogger("mover")})
 	if err != nil {
 		return results.Rate{}, nil, 0, err
 	}
-	tbl := &timedTable{Table: at}
 	qc, err := queue.NewClient(sc.Queue, queue.ClientOptions{Logger: quietLogger("mover")})
 	if err != nil {
 		return results.Rate{}, nil, 0, err
@@ -133,7 +138,7 @@ func (b *bench) moverMover(ctx context.Context, n int, lat time.Duration) (resul
 	p := newProgress(100 * time.Millisecond)
 	all := make(chan struct{})
 	var once sync.Once
-	m, err := schedule.NewMover(tbl, schedule.MoverOptions{
+	m, err := schedule.NewMover(sched, schedule.MoverOptions{
 		Generation: func() int64 { return 1 },
 		Enqueuer:   qc,
 		SetAside:   qc,
@@ -253,12 +258,33 @@ func (b *bench) moverNaive(ctx context.Context, total, n int, lat time.Duration)
 	return r, nil
 }
 
-// timedTable measures the time spent in table calls.
+// timedTable measures the time spent in requests to the table service.
 type timedTable struct {
-	schedule.Table
 	mu sync.Mutex
 	d  time.Duration
 }
+
+// tablePort is the port of srv's table service.
+func tablePort(srv *azurite.Server) string {
+	_, _, p := srv.Ports()
+	return strconv.Itoa(p)
+}
+
+// wrap returns next, timing the requests to the table service's port.
+func (t *timedTable) wrap(next policy.Transporter, port string) policy.Transporter {
+	return transportFunc(func(r *http.Request) (*http.Response, error) {
+		if r.URL.Port() != port {
+			return next.Do(r)
+		}
+		defer t.add(time.Now())
+		return next.Do(r)
+	})
+}
+
+// transportFunc adapts a function to policy.Transporter.
+type transportFunc func(*http.Request) (*http.Response, error)
+
+func (f transportFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
 
 func (t *timedTable) add(t0 time.Time) {
 	t.mu.Lock()
@@ -270,19 +296,4 @@ func (t *timedTable) spent() time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.d
-}
-
-func (t *timedTable) Query(ctx context.Context, q schedule.Query) (schedule.Page, error) {
-	defer t.add(time.Now())
-	return t.Table.Query(ctx, q)
-}
-
-func (t *timedTable) Get(ctx context.Context, pk, rk string) (schedule.Entity, error) {
-	defer t.add(time.Now())
-	return t.Table.Get(ctx, pk, rk)
-}
-
-func (t *timedTable) Submit(ctx context.Context, ops []schedule.Op) ([]string, error) {
-	defer t.add(time.Now())
-	return t.Table.Submit(ctx, ops)
 }
