@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leasecron/leasecron/internal/table"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/storage"
@@ -45,8 +46,8 @@ func (s *Store) Clean(ctx context.Context) (CleanStats, error) {
 		occurrences := false
 		// Succeeded: time rows of runs due before the cutoff (a run
 		// finishes after it is due), newest of them first.
-		lq := query{pk: pk, from: prefixList + invertedAfter(short), to: prefixList + "~", sel: sel,
-			where: []cond{{"State", "eq", string(Succeeded)}, {"Finished", "lt", short}}}
+		lq := table.Query{Partition: pk, From: prefixList + invertedAfter(short), To: prefixList + "~", Select: sel,
+			Where: []table.Cond{{Prop: "State", Op: table.Eq, Value: string(Succeeded)}, {Prop: "Finished", Op: table.Lt, Value: short}}}
 		n, err := s.expire(ctx, lq, false, &occurrences)
 		st.Expired += n
 		if err != nil {
@@ -57,7 +58,7 @@ func (s *Store) Clean(ctx context.Context) (CleanStats, error) {
 			cutoff time.Time
 		}{{Cancelled, short}, {Failed, long}, {Dead, long}} {
 			from, to := stateRange(c.st)
-			n, err := s.expire(ctx, query{pk: pk, from: from, to: to, sel: sel, where: []cond{{"Finished", "lt", c.cutoff}}}, true, &occurrences)
+			n, err := s.expire(ctx, table.Query{Partition: pk, From: from, To: to, Select: sel, Where: []table.Cond{{Prop: "Finished", Op: table.Lt, Value: c.cutoff}}}, true, &occurrences)
 			st.Expired += n
 			if err != nil {
 				return st, err
@@ -79,7 +80,7 @@ func (s *Store) Clean(ctx context.Context) (CleanStats, error) {
 		return st, err
 	}
 	// Remember the pass, so that a new leader does not clean again at once.
-	if err := s.t.submit(ctx, []op{{kind: opUpsert, pk: metaPK, rk: metaCleaned, p: props{"At": now, "Expired": int64(st.Expired)}}}); err != nil {
+	if err := submit(ctx, s.t, []table.Op{{Kind: table.Upsert, PartitionKey: metaPK, RowKey: metaCleaned, Props: table.Props{"At": now, "Expired": int64(st.Expired)}}}); err != nil {
 		s.o.Logger.Debug("runs: recording the cleaning pass failed", "err", err)
 	}
 	return st, nil
@@ -97,25 +98,25 @@ func (s *Store) LastClean(ctx context.Context) (time.Time, error) {
 	if err := s.ensure(ctx); err != nil {
 		return time.Time{}, err
 	}
-	rw, err := s.t.get(ctx, metaPK, metaCleaned)
+	rw, err := s.t.Get(ctx, metaPK, metaCleaned)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return time.Time{}, nil
 	case err != nil:
 		return time.Time{}, fmt.Errorf("runs: read the last cleaning pass: %w", err)
 	}
-	return rw.p.time("At"), nil
+	return rw.Props.Time("At"), nil
 }
 
 // expire deletes the runs whose rows q finds: q reads their state rows
 // (byState) or their time rows. It sets *occurrences when any of them was
 // an occurrence of a series.
-func (s *Store) expire(ctx context.Context, q query, byState bool, occurrences *bool) (int, error) {
+func (s *Store) expire(ctx context.Context, q table.Query, byState bool, occurrences *bool) (int, error) {
 	size := 2
 	if byState {
 		size = 3
 	}
-	var batch []op
+	var batch []table.Op
 	done := 0
 	flush := func() {
 		n := s.submitEach(ctx, batch, size)
@@ -126,30 +127,30 @@ func (s *Store) expire(ctx context.Context, q query, byState bool, occurrences *
 		}
 	}
 	for {
-		p, err := s.t.query(ctx, q)
+		p, err := s.t.Query(ctx, q)
 		if err != nil {
-			return done, fmt.Errorf("runs: clean %s: %w", q.pk, err)
+			return done, fmt.Errorf("runs: clean %s: %w", q.Partition, err)
 		}
-		for _, rw := range p.rows {
+		for _, rw := range p.Entities {
 			r := decodeRun(rw)
 			if _, _, ok := occurrence(r.ID); ok {
 				*occurrences = true
 			}
-			if len(batch)+size > maxOps {
+			if len(batch)+size > table.MaxOps {
 				flush()
 			}
 			// The row read goes conditionally; the others of the run
 			// change only together with it.
-			batch = append(batch, op{kind: opDelete, pk: q.pk, rk: rw.rk, ifMatch: rw.etag})
+			batch = append(batch, table.Op{Kind: table.Delete, PartitionKey: q.Partition, RowKey: rw.RowKey, IfMatch: rw.ETag})
 			if byState {
-				batch = append(batch, op{kind: opDelete, pk: q.pk, rk: listKey(r.ID, r.Due)})
+				batch = append(batch, table.Op{Kind: table.Delete, PartitionKey: q.Partition, RowKey: listKey(r.ID, r.Due)})
 			}
-			batch = append(batch, op{kind: opDelete, pk: q.pk, rk: runKey(r.ID)})
+			batch = append(batch, table.Op{Kind: table.Delete, PartitionKey: q.Partition, RowKey: runKey(r.ID)})
 		}
-		if p.cont == "" {
+		if p.Continuation == "" {
 			break
 		}
-		q.cont = p.cont
+		q.Continuation = p.Continuation
 		if ctx.Err() != nil {
 			break
 		}
@@ -162,22 +163,22 @@ func (s *Store) expire(ctx context.Context, q query, byState bool, occurrences *
 // slot has passed its retention (conditionally on the ETag read, so a
 // slot written meanwhile keeps the row), and returns how many it deleted.
 func (s *Store) cleanSummaries(ctx context.Context, pk string, now time.Time) (int, error) {
-	q := query{pk: pk, from: prefixSummary, to: prefixSummary + "~"}
-	var gone []row
+	q := table.Query{Partition: pk, From: prefixSummary, To: prefixSummary + "~"}
+	var gone []table.Entity
 	for {
-		p, err := s.t.query(ctx, q)
+		p, err := s.t.Query(ctx, q)
 		if err != nil {
 			return 0, fmt.Errorf("runs: clean summaries of %s: %w", pk, err)
 		}
-		for _, rw := range p.rows {
+		for _, rw := range p.Entities {
 			if len(s.liveSlots(rw, now)) == 0 {
 				gone = append(gone, rw)
 			}
 		}
-		if p.cont == "" || ctx.Err() != nil {
+		if p.Continuation == "" || ctx.Err() != nil {
 			break
 		}
-		q.cont = p.cont
+		q.Continuation = p.Continuation
 	}
 	return s.deleteRows(ctx, gone), ctx.Err()
 }
@@ -185,22 +186,22 @@ func (s *Store) cleanSummaries(ctx context.Context, pk string, now time.Time) (i
 // cleanCounters deletes the per-minute counters rows of minutes before
 // cutoff.
 func (s *Store) cleanCounters(ctx context.Context, cutoff time.Time) (int, error) {
-	q := query{pkFrom: minutePrefix, pkTo: minutePartition(cutoff), sel: []string{"Minute"}}
-	var old []row
+	q := table.Query{PartitionFrom: minutePrefix, PartitionTo: minutePartition(cutoff), Select: []string{"Minute"}}
+	var old []table.Entity
 	for {
-		p, err := s.t.query(ctx, q)
+		p, err := s.t.Query(ctx, q)
 		if err != nil {
 			return 0, fmt.Errorf("runs: clean counters: %w", err)
 		}
-		for _, rw := range p.rows {
-			if t := rw.p.time("Minute"); !t.IsZero() && t.Before(cutoff) {
+		for _, rw := range p.Entities {
+			if t := rw.Props.Time("Minute"); !t.IsZero() && t.Before(cutoff) {
 				old = append(old, rw)
 			}
 		}
-		if p.cont == "" {
+		if p.Continuation == "" {
 			break
 		}
-		q.cont = p.cont
+		q.Continuation = p.Continuation
 	}
 	return s.deleteRows(ctx, old), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/leasecron/leasecron/internal/table"
 	"maps"
 	"sort"
 	"strings"
@@ -164,7 +165,7 @@ func (s *Store) FlushCounters(ctx context.Context, c Counters) error {
 		if err != nil {
 			return err
 		}
-		p := props{"Minute": t, "Instance": c.Instance, "ByType": string(byType), "Flushed": now}
+		p := table.Props{"Minute": t, "Instance": c.Instance, "ByType": string(byType), "Flushed": now}
 		if s.o.Version != "" {
 			p["Version"] = s.o.Version
 		}
@@ -172,7 +173,7 @@ func (s *Store) FlushCounters(ctx context.Context, c Counters) error {
 		for i, name := range counterNames {
 			p[name] = *f[i]
 		}
-		err = s.t.submit(ctx, []op{{kind: opUpsert, pk: minutePartition(t), rk: t.Format(minuteRowFmt) + "~" + inst, p: p}})
+		err = submit(ctx, s.t, []table.Op{{Kind: table.Upsert, PartitionKey: minutePartition(t), RowKey: t.Format(minuteRowFmt) + "~" + inst, Props: p}})
 		m.mu.Lock()
 		if err == nil && t.Before(minute) {
 			delete(mins, t) // written, and no longer changing
@@ -192,34 +193,34 @@ func (s *Store) minuteRows(ctx context.Context, since time.Time, f func(t time.T
 		return err
 	}
 	since = since.UTC().Truncate(time.Minute)
-	q := query{pkFrom: minutePartition(since), pkTo: minuteSentinel, top: 1000}
+	q := table.Query{PartitionFrom: minutePartition(since), PartitionTo: minuteSentinel, Top: 1000}
 	for {
-		p, err := s.t.query(ctx, q)
+		p, err := s.t.Query(ctx, q)
 		if err != nil {
 			return fmt.Errorf("runs: read counters: %w", err)
 		}
-		for _, rw := range p.rows {
-			t := rw.p.time("Minute")
-			if t.Before(since) || !strings.HasPrefix(rw.pk, minutePrefix) {
+		for _, rw := range p.Entities {
+			t := rw.Props.Time("Minute")
+			if t.Before(since) || !strings.HasPrefix(rw.PartitionKey, minutePrefix) {
 				continue
 			}
-			c := Counters{Instance: rw.p.str("Instance"), Version: rw.p.str("Version"), Updated: rw.p.time("Flushed"), Instances: 1, ByType: map[string]Counts{}}
+			c := Counters{Instance: rw.Props.Str("Instance"), Version: rw.Props.Str("Version"), Updated: rw.Props.Time("Flushed"), Instances: 1, ByType: map[string]Counts{}}
 			f0 := counterFields(&c.Total)
 			for i, name := range counterNames {
-				*f0[i] = rw.p.int(name)
+				*f0[i] = rw.Props.Int(name)
 			}
-			if bt := rw.p.str("ByType"); bt != "" && bt != "null" {
+			if bt := rw.Props.Str("ByType"); bt != "" && bt != "null" {
 				if err := json.Unmarshal([]byte(bt), &c.ByType); err != nil {
-					s.o.Logger.Warn("runs: skipping an unreadable counters row", "row", rw.pk+"/"+rw.rk, "err", err)
+					s.o.Logger.Warn("runs: skipping an unreadable counters row", "row", rw.PartitionKey+"/"+rw.RowKey, "err", err)
 					continue
 				}
 			}
 			f(t, c.Instance, c)
 		}
-		if p.cont == "" {
+		if p.Continuation == "" {
 			return nil
 		}
-		q.cont = p.cont
+		q.Continuation = p.Continuation
 	}
 }
 

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"errors"
+	"github.com/leasecron/leasecron/internal/table"
 	"sync"
 	"time"
 
@@ -30,7 +31,7 @@ const groupLanes = 4
 // vanished) the service cannot say whose; each caller's operations are
 // then submitted again alone. Any other failure is every caller's.
 type grouper struct {
-	t     table
+	t     table.Table
 	lanes int
 	mu    sync.Mutex
 	parts map[string]*groupQueue
@@ -45,22 +46,22 @@ type groupQueue struct {
 }
 
 type groupCall struct {
-	ops  []op
+	ops  []table.Op
 	done chan error
 }
 
-func newGrouper(t table) *grouper {
+func newGrouper(t table.Table) *grouper {
 	return &grouper{t: t, lanes: groupLanes, parts: map[string]*groupQueue{}}
 }
 
 // submit applies ops (one run's transaction: one partition, at most maxOps
 // rows, each once) atomically, possibly together with other callers'.
-func (g *grouper) submit(ctx context.Context, ops []op) error {
+func (g *grouper) submit(ctx context.Context, ops []table.Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
 	call := &groupCall{ops: ops, done: make(chan error, 1)}
-	pk := ops[0].pk
+	pk := ops[0].PartitionKey
 	g.mu.Lock()
 	q := g.parts[pk]
 	if q == nil {
@@ -111,16 +112,16 @@ func takeGroup(waiting []*groupCall) (group, rest []*groupCall) {
 	rows := map[string]bool{}
 	n := 0
 	for i, c := range waiting {
-		if i > 0 && n+len(c.ops) > maxOps {
+		if i > 0 && n+len(c.ops) > table.MaxOps {
 			return waiting[:i], waiting[i:]
 		}
 		for _, o := range c.ops {
-			if rows[o.rk] {
+			if rows[o.RowKey] {
 				return waiting[:i], waiting[i:]
 			}
 		}
 		for _, o := range c.ops {
-			rows[o.rk] = true
+			rows[o.RowKey] = true
 		}
 		n += len(c.ops)
 	}
@@ -131,14 +132,14 @@ func takeGroup(waiting []*groupCall) (group, rest []*groupCall) {
 func (g *grouper) run(ctx context.Context, group []*groupCall) {
 	ctx, cancel := context.WithTimeout(ctx, groupTimeout)
 	defer cancel()
-	var ops []op
+	var ops []table.Op
 	for _, c := range group {
 		ops = append(ops, c.ops...)
 	}
 	if g.onSubmit != nil {
 		g.onSubmit(len(group))
 	}
-	err := g.t.submit(ctx, ops)
+	err := submit(ctx, g.t, ops)
 	if err == nil || len(group) == 1 || !(isConflict(err) || errors.Is(err, storage.ErrBadRequest)) {
 		for _, c := range group {
 			c.done <- err
@@ -151,6 +152,6 @@ func (g *grouper) run(ctx context.Context, group []*groupCall) {
 		if g.onSubmit != nil {
 			g.onSubmit(1)
 		}
-		c.done <- g.t.submit(ctx, c.ops)
+		c.done <- submit(ctx, g.t, c.ops)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leasecron/leasecron/internal/table"
 	"sync"
 	"testing"
 	"time"
@@ -16,24 +17,24 @@ import (
 // that callers pile up behind the first one as they do behind a slow
 // request.
 type gatedTable struct {
-	table
+	table.Table
 	gate chan struct{}
 	mu   sync.Mutex
 	txns []int // operations per transaction, in order
 }
 
-func (g *gatedTable) submit(ctx context.Context, ops []op) error {
+func (g *gatedTable) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
 	<-g.gate
 	g.mu.Lock()
 	g.txns = append(g.txns, len(ops))
 	g.mu.Unlock()
-	return g.table.submit(ctx, ops)
+	return g.Table.Submit(ctx, ops)
 }
 
-func insertOps(pk string, keys ...string) []op {
-	var ops []op
+func insertOps(pk string, keys ...string) []table.Op {
+	var ops []table.Op
 	for _, k := range keys {
-		ops = append(ops, op{kind: opInsert, pk: pk, rk: k, p: props{"K": k}})
+		ops = append(ops, table.Op{Kind: table.Insert, PartitionKey: pk, RowKey: k, Props: table.Props{"K": k}})
 	}
 	return ops
 }
@@ -41,14 +42,14 @@ func insertOps(pk string, keys ...string) []op {
 // submitAll submits each call's ops, in order, while the first is held at
 // the gate, waits until all the others wait behind it, lets the
 // transactions through and returns each caller's error.
-func submitAll(t *testing.T, g *grouper, gt *gatedTable, calls [][]op) []error {
+func submitAll(t *testing.T, g *grouper, gt *gatedTable, calls [][]table.Op) []error {
 	t.Helper()
 	errs := make([]error, len(calls))
 	var wg sync.WaitGroup
 	waiting := func() int {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if q := g.parts[calls[0][0].pk]; q != nil && q.busy > 0 {
+		if q := g.parts[calls[0][0].PartitionKey]; q != nil && q.busy > 0 {
 			return len(q.waiting)
 		}
 		return -1
@@ -84,16 +85,16 @@ func waitUntil(t *testing.T, ok func() bool) {
 // appear twice and transactions over maxOps are split.
 func TestGrouper(t *testing.T) {
 	// One lane, so that every caller after the first waits.
-	newEnv := func() (*grouper, *gatedTable, *memTable) {
-		mt := newMemTable(clock.NewFake(t0))
-		gt := &gatedTable{table: mt, gate: make(chan struct{})}
+	newEnv := func() (*grouper, *gatedTable, *table.Memory) {
+		mt := table.NewMemory("", clock.NewFake(t0))
+		gt := &gatedTable{Table: mt, gate: make(chan struct{})}
 		g := newGrouper(gt)
 		g.lanes = 1
 		return g, gt, mt
 	}
 	t.Run("shared", func(t *testing.T) {
 		g, gt, mt := newEnv()
-		var calls [][]op
+		var calls [][]table.Op
 		for i := range 10 {
 			calls = append(calls, insertOps("p0", fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)))
 		}
@@ -105,16 +106,16 @@ func TestGrouper(t *testing.T) {
 		if fmt.Sprint(gt.txns) != "[2 18]" {
 			t.Fatalf("transactions of %v operations; want the first alone, then the other nine together", gt.txns)
 		}
-		if n := len(mt.rows["p0"]); n != 20 {
+		if n := mt.Len("p0"); n != 20 {
 			t.Fatalf("%d rows written, want 20", n)
 		}
 	})
 	t.Run("a failed condition is its caller's alone", func(t *testing.T) {
 		g, gt, mt := newEnv()
-		if err := mt.submit(context.Background(), insertOps("p0", "taken")); err != nil {
+		if err := submit(context.Background(), mt, insertOps("p0", "taken")); err != nil {
 			t.Fatal(err)
 		}
-		calls := [][]op{insertOps("p0", "x0"), insertOps("p0", "x1"), insertOps("p0", "taken"), insertOps("p0", "x3")}
+		calls := [][]table.Op{insertOps("p0", "x0"), insertOps("p0", "x1"), insertOps("p0", "taken"), insertOps("p0", "x3")}
 		errs := submitAll(t, g, gt, calls)
 		for i, err := range errs {
 			if want := i == 2; errors.Is(err, storage.ErrAlreadyExists) != want || (!want && err != nil) {
@@ -126,7 +127,7 @@ func TestGrouper(t *testing.T) {
 			t.Fatalf("transactions %v", gt.txns)
 		}
 		for _, k := range []string{"x0", "x1", "x3"} {
-			if _, ok := mt.rows["p0"][k]; !ok {
+			if _, err := mt.Get(context.Background(), "p0", k); err != nil {
 				t.Fatalf("%s not written", k)
 			}
 		}
@@ -137,10 +138,10 @@ func TestGrouper(t *testing.T) {
 		for i := range big {
 			big[i] = fmt.Sprintf("big%02d", i)
 		}
-		calls := [][]op{
+		calls := [][]table.Op{
 			insertOps("p0", "first"),
 			insertOps("p0", "s1"),
-			{{kind: opUpsertMerge, pk: "p0", rk: "s1", p: props{"X": "again"}}},
+			{{Kind: table.UpsertMerge, PartitionKey: "p0", RowKey: "s1", Props: table.Props{"X": "again"}}},
 			insertOps("p0", big[:50]...),
 			insertOps("p0", big[50:]...),
 		}
@@ -155,9 +156,9 @@ func TestGrouper(t *testing.T) {
 			t.Fatalf("transactions %v", gt.txns)
 		}
 	})
-	t.Run("over maxOps", func(t *testing.T) {
+	t.Run("over table.MaxOps", func(t *testing.T) {
 		g, gt, _ := newEnv()
-		var calls [][]op
+		var calls [][]table.Op
 		calls = append(calls, insertOps("p0", "first"))
 		for i := range 3 {
 			var keys []string
@@ -180,24 +181,24 @@ func TestGrouper(t *testing.T) {
 // stuckTable holds the transactions that touch row "stuck" until the test
 // lets them go, as a request retried through a storage outage.
 type stuckTable struct {
-	table
+	table.Table
 	release chan struct{}
 }
 
-func (s *stuckTable) submit(ctx context.Context, ops []op) error {
+func (s *stuckTable) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
 	for _, o := range ops {
-		if o.rk == "stuck" {
+		if o.RowKey == "stuck" {
 			<-s.release
 		}
 	}
-	return s.table.submit(ctx, ops)
+	return s.Table.Submit(ctx, ops)
 }
 
 // A transaction stuck on its way holds up one lane, not its partition:
 // the callers behind it go out on the others.
 func TestGrouperStuckLane(t *testing.T) {
-	mt := newMemTable(clock.NewFake(t0))
-	st := &stuckTable{table: mt, release: make(chan struct{})}
+	mt := table.NewMemory("", clock.NewFake(t0))
+	st := &stuckTable{Table: mt, release: make(chan struct{})}
 	g := newGrouper(st)
 	stuck := make(chan error, 1)
 	go func() { stuck <- g.submit(context.Background(), insertOps("p0", "stuck")) }()
@@ -218,7 +219,7 @@ func TestGrouperStuckLane(t *testing.T) {
 	if err := <-stuck; err != nil {
 		t.Fatal(err)
 	}
-	if n := len(mt.rows["p0"]); n != 21 {
+	if n := mt.Len("p0"); n != 21 {
 		t.Fatalf("%d rows, want 21", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leasecron/leasecron/internal/table"
 	"hash/fnv"
 	"sync"
 	"time"
@@ -52,11 +53,11 @@ func (s *Store) hasLegacy(ctx context.Context) (bool, error) {
 	if !s.legacy.checked.IsZero() && (!s.legacy.present || now.Sub(s.legacy.checked) < legacyRecheck) {
 		return s.legacy.present, nil
 	}
-	p, err := s.t.query(ctx, query{pkFrom: legacyFirst, pkTo: legacyLast, top: 1, sel: []string{"State"}})
+	p, err := s.t.Query(ctx, table.Query{PartitionFrom: legacyFirst, PartitionTo: legacyLast, Top: 1, Select: []string{"State"}})
 	if err != nil {
 		return false, fmt.Errorf("runs: look for records of the previous layout: %w", err)
 	}
-	s.legacy.checked, s.legacy.present = now, len(p.rows) > 0 || p.cont != ""
+	s.legacy.checked, s.legacy.present = now, len(p.Entities) > 0 || p.Continuation != ""
 	return s.legacy.present, nil
 }
 
@@ -74,7 +75,7 @@ func (s *Store) readLegacy(ctx context.Context, id string) (Run, bool, error) {
 	if ok, err := s.hasLegacy(ctx); err != nil || !ok {
 		return Run{}, false, err
 	}
-	rw, err := s.t.get(ctx, legacyPartition(id), id)
+	rw, err := s.t.Get(ctx, legacyPartition(id), id)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return Run{}, false, nil
@@ -91,10 +92,10 @@ func (s *Store) readLegacy(ctx context.Context, id string) (Run, bool, error) {
 // in the current layout and then removes the old row (a crash in between
 // leaves the old row, which reads no longer reach once the new one exists).
 func (s *Store) convert(ctx context.Context, old, next Run) error {
-	if err := s.t.submit(ctx, transition(nil, next)); err != nil {
+	if err := submit(ctx, s.t, transition(nil, next)); err != nil {
 		return err
 	}
-	err := s.t.submit(ctx, []op{{kind: opDelete, pk: legacyPartition(old.ID), rk: old.ID, ifMatch: old.etag}})
+	err := submit(ctx, s.t, []table.Op{{Kind: table.Delete, PartitionKey: legacyPartition(old.ID), RowKey: old.ID, IfMatch: old.ETag}})
 	if err != nil && !isConflict(err) {
 		s.o.Logger.Warn("runs: removing a converted record of the previous layout failed", "run", old.ID, "err", err)
 	}
@@ -123,23 +124,23 @@ func (s *Store) Migrate(ctx context.Context) (MigrateStats, error) {
 	if err := s.ensure(ctx); err != nil {
 		return st, err
 	}
-	for _, q := range []query{
-		{pkFrom: legacyFirst, pkTo: legacyLast, top: legacyPageSize},
-		{pk: legacyStatsPK, top: legacyPageSize},
+	for _, q := range []table.Query{
+		{PartitionFrom: legacyFirst, PartitionTo: legacyLast, Top: legacyPageSize},
+		{Partition: legacyStatsPK, Top: legacyPageSize},
 	} {
 		for {
-			p, err := s.t.query(ctx, q)
+			p, err := s.t.Query(ctx, q)
 			if err != nil {
 				return st, fmt.Errorf("runs: migrate: %w", err)
 			}
-			var gone []row
+			var gone []table.Entity
 			var conv []Run
-			var convRows []row
-			for _, rw := range p.rows {
+			var convRows []table.Entity
+			for _, rw := range p.Entities {
 				switch {
-				case len(rw.pk) != 2 && rw.pk != legacyStatsPK:
+				case len(rw.PartitionKey) != 2 && rw.PartitionKey != legacyStatsPK:
 					// not a partition of the previous layout
-				case rw.pk == legacyStatsPK:
+				case rw.PartitionKey == legacyStatsPK:
 					gone = append(gone, rw)
 				default:
 					if r, ok := migrateOne(rw); ok {
@@ -163,10 +164,10 @@ func (s *Store) Migrate(ctx context.Context) (MigrateStats, error) {
 				gone = append(gone, convRows[i])
 			}
 			st.Removed += s.deleteRows(ctx, gone)
-			if p.cont == "" {
+			if p.Continuation == "" {
 				break
 			}
-			q.cont = p.cont
+			q.Continuation = p.Continuation
 		}
 	}
 	s.legacy.mu.Lock()
@@ -178,9 +179,9 @@ func (s *Store) Migrate(ctx context.Context) (MigrateStats, error) {
 // migrateOne reads the record of rw and reports whether it is to be
 // converted (a record of a pending task, or one no key can hold, is not:
 // its old row just goes).
-func migrateOne(rw row) (Run, bool) {
+func migrateOne(rw table.Entity) (Run, bool) {
 	r := decodeRun(rw)
-	r.ID = rw.rk
+	r.ID = rw.RowKey
 	if validateID(r.ID) != nil || r.State == Scheduled || !r.State.Valid() {
 		return r, false
 	}
@@ -230,22 +231,22 @@ func (s *Store) importRuns(ctx context.Context, rs []Run) []importOutcome {
 	g.SetLimit(8)
 	for _, idx := range byPK {
 		for len(idx) > 0 {
-			k := min(len(idx), maxOps/3)
+			k := min(len(idx), table.MaxOps/3)
 			chunk := idx[:k]
 			idx = idx[k:]
 			g.Go(func() error {
-				var ops []op
+				var ops []table.Op
 				for _, i := range chunk {
 					ops = append(ops, transition(nil, rs[i])...)
 				}
-				if s.t.submit(ctx, ops) == nil {
+				if submit(ctx, s.t, ops) == nil {
 					for _, i := range chunk {
 						out[i] = imported
 					}
 					return nil
 				}
 				for _, i := range chunk {
-					err := s.t.submit(ctx, transition(nil, rs[i]))
+					err := submit(ctx, s.t, transition(nil, rs[i]))
 					switch {
 					case err == nil:
 						out[i] = imported
@@ -266,20 +267,20 @@ func (s *Store) importRuns(ctx context.Context, rs []Run) []importOutcome {
 // deleteRows deletes rows (conditionally on their ETags) in transactions
 // of one partition each, and returns how many it deleted. A transaction
 // that fails (a row changed) is retried row by row.
-func (s *Store) deleteRows(ctx context.Context, rows []row) int {
-	byPK := map[string][]op{}
+func (s *Store) deleteRows(ctx context.Context, rows []table.Entity) int {
+	byPK := map[string][]table.Op{}
 	var order []string
 	for _, rw := range rows {
-		if byPK[rw.pk] == nil {
-			order = append(order, rw.pk)
+		if byPK[rw.PartitionKey] == nil {
+			order = append(order, rw.PartitionKey)
 		}
-		byPK[rw.pk] = append(byPK[rw.pk], op{kind: opDelete, pk: rw.pk, rk: rw.rk, ifMatch: rw.etag})
+		byPK[rw.PartitionKey] = append(byPK[rw.PartitionKey], table.Op{Kind: table.Delete, PartitionKey: rw.PartitionKey, RowKey: rw.RowKey, IfMatch: rw.ETag})
 	}
 	n := 0
 	for _, pk := range order {
 		ops := byPK[pk]
 		for len(ops) > 0 {
-			k := min(len(ops), maxOps)
+			k := min(len(ops), table.MaxOps)
 			n += s.submitEach(ctx, ops[:k], 1)
 			ops = ops[k:]
 		}
@@ -289,19 +290,19 @@ func (s *Store) deleteRows(ctx context.Context, rows []row) int {
 
 // submitEach submits ops as one transaction of groups of size ops each; if
 // it fails, each group alone. It returns how many groups were applied.
-func (s *Store) submitEach(ctx context.Context, ops []op, size int) int {
+func (s *Store) submitEach(ctx context.Context, ops []table.Op, size int) int {
 	if len(ops) == 0 {
 		return 0
 	}
-	if err := s.t.submit(ctx, ops); err == nil {
+	if err := submit(ctx, s.t, ops); err == nil {
 		return len(ops) / size
 	}
 	n := 0
 	for i := 0; i+size <= len(ops); i += size {
-		if err := s.t.submit(ctx, ops[i:i+size]); err == nil {
+		if err := submit(ctx, s.t, ops[i:i+size]); err == nil {
 			n++
 		} else if !isConflict(err) {
-			s.o.Logger.Warn("runs: deleting rows failed", "row", ops[i].rk, "err", err)
+			s.o.Logger.Warn("runs: deleting rows failed", "row", ops[i].RowKey, "err", err)
 		}
 	}
 	return n

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"errors"
+	"github.com/leasecron/leasecron/internal/table"
 	"testing"
 	"time"
 
@@ -11,26 +12,26 @@ import (
 
 // writeLegacy puts records and a counters row into the table the way the
 // previous layout did.
-func writeLegacy(t *testing.T, tb table, due time.Time) {
+func writeLegacy(t *testing.T, tb table.Table, due time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	if err := tb.create(ctx); err != nil {
+	if err := tb.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []struct {
 		id    string
 		state State
 	}{{"old-done", Succeeded}, {"old-queued", Queued}, {"old-failed", Failed}, {"old-pending", Scheduled}, {"old-queued-2", Queued}, {OccurrenceID("old-series", due), Succeeded}} {
-		p := props{"State": string(r.state), "Type": "legacy", "Attempts": int32(1), "Worker": "w-old", "LastError": "",
+		p := table.Props{"State": string(r.state), "Type": "legacy", "Attempts": int32(1), "Worker": "w-old", "LastError": "",
 			"OutputTail": "old output", "Deliveries": int32(1), "Duplicates": int32(0), "Generation": int64(4), "Due": due}
 		if r.state == Succeeded || r.state == Failed {
 			p["Finished"] = due.Add(time.Second)
 		}
-		if err := tb.submit(ctx, []op{{kind: opInsert, pk: legacyPartition(r.id), rk: r.id, p: p}}); err != nil {
+		if err := submit(ctx, tb, []table.Op{{Kind: table.Insert, PartitionKey: legacyPartition(r.id), RowKey: r.id, Props: p}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := tb.submit(ctx, []op{{kind: opInsert, pk: legacyStatsPK, rk: "host-1", p: props{"Handled": int64(7)}}}); err != nil {
+	if err := submit(ctx, tb, []table.Op{{Kind: table.Insert, PartitionKey: legacyStatsPK, RowKey: "host-1", Props: table.Props{"Handled": int64(7)}}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -101,7 +102,7 @@ func legacyBehaviour(t *testing.T, e env, due time.Time) {
 
 func TestMemLegacy(t *testing.T) {
 	clk := clock.NewFake(t0)
-	mt := newMemTable(clk)
+	mt := table.NewMemory("", clk)
 	due := t0.Add(-time.Hour).Truncate(time.Second)
 	writeLegacy(t, mt, due)
 	o := Options{Clock: clk}

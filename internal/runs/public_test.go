@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"reflect"
 	"testing"
 	"time"
@@ -33,11 +34,11 @@ func TestRunRowKeepsEveryField(t *testing.T) {
 			t.Fatalf("field %s of kind %s: teach this test about it", name, f.Kind())
 		}
 	}
-	b, err := encodeProps(bucketOf(r.ID), runKey(r.ID), runProps(r))
+	b, err := table.Encode(bucketOf(r.ID), runKey(r.ID), runProps(r))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rw, err := decodeRow(b, "")
+	rw, err := table.Decode(b, "")
 	if err != nil {
 		t.Fatal(err)
 	}

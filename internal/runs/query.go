@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/leasecron/leasecron/internal/table"
 	"hash/fnv"
 	"sort"
 	"strings"
@@ -73,16 +74,16 @@ var listSelect = []string{"Id", "State", "Type", "Series", "Attempts", "Worker",
 
 // plan returns the partitions and the RowKey range a query reads, and the
 // conditions the service applies.
-func (q Query) plan() (pks []string, from, to string, where []cond) {
+func (q Query) plan() (pks []string, from, to string, where []table.Cond) {
 	if q.Type != "" {
-		where = append(where, cond{"Type", "eq", q.Type})
+		where = append(where, table.Cond{Prop: "Type", Op: table.Eq, Value: q.Type})
 	}
 	switch {
 	case q.Series != "":
 		pks = []string{bucketOf(OccurrenceID(q.Series, time.Unix(0, 0)))}
 		from, to = seriesRange(q.Series)
 		if q.State != "" {
-			where = append(where, cond{"State", "eq", string(q.State)})
+			where = append(where, table.Cond{Prop: "State", Op: table.Eq, Value: string(q.State)})
 		}
 		if !q.Since.IsZero() {
 			to = from + invertedAfter(q.Since)
@@ -91,7 +92,7 @@ func (q Query) plan() (pks []string, from, to string, where []cond) {
 	case q.State == "" || !hasStateRow(q.State):
 		from, to = prefixList, prefixList+"~"
 		if q.State != "" {
-			where = append(where, cond{"State", "eq", string(q.State)})
+			where = append(where, table.Cond{Prop: "State", Op: table.Eq, Value: string(q.State)})
 		}
 	default:
 		from, to = stateRange(q.State)
@@ -135,7 +136,7 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 			return Page{}, fmt.Errorf("%w %q was not returned by this query (same state, type, series and since)", ErrBadContinue, q.Continue)
 		}
 	}
-	got := make([][]row, len(pks))
+	got := make([][]table.Entity, len(pks))
 	more := make([]bool, len(pks))
 	var g errgroup.Group
 	for i, pk := range pks {
@@ -143,9 +144,9 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 			continue
 		}
 		g.Go(func() error {
-			qq := query{pk: pk, from: from, to: to, where: where, sel: listSelect, top: q.Limit}
+			qq := table.Query{Partition: pk, From: from, To: to, Where: where, Select: listSelect, Top: q.Limit}
 			if cur.Last[i] != "" {
-				qq.from = cur.Last[i] + " " // the first key after it: keys hold no control characters
+				qq.From = cur.Last[i] + " " // the first key after it: keys hold no control characters
 			}
 			var err error
 			got[i], more[i], err = s.collect(ctx, qq, q.Limit)
@@ -156,7 +157,7 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 		return Page{}, fmt.Errorf("runs: list: %w", err)
 	}
 	type hit struct {
-		r    row
+		r    table.Entity
 		from int
 	}
 	var hits []hit
@@ -173,7 +174,7 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 	now := s.now()
 	taken := make([]int, len(pks))
 	for _, h := range hits {
-		cur.Last[h.from] = h.r.rk
+		cur.Last[h.from] = h.r.RowKey
 		taken[h.from]++
 		if r := decodeRun(h.r); !s.expired(r, now) {
 			out.Runs = append(out.Runs, r)
@@ -196,8 +197,8 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 // listOrder is the key listings sort by: the due part and the id of a
 // list row or of an occurrence's run row, so rows of different partitions
 // merge newest first.
-func listOrder(r row) string {
-	k := r.rk
+func listOrder(r table.Entity) string {
+	k := r.RowKey
 	switch {
 	case strings.HasPrefix(k, prefixState):
 		// x~{state}~{inverted due}~{id}
@@ -213,20 +214,20 @@ func listOrder(r row) string {
 // collect reads up to limit rows of q, following the service's
 // continuations (a filtered query can return short pages); more reports
 // that rows may be left.
-func (s *Store) collect(ctx context.Context, q query, limit int) (rows []row, more bool, err error) {
+func (s *Store) collect(ctx context.Context, q table.Query, limit int) (rows []table.Entity, more bool, err error) {
 	for {
-		q.top = limit - len(rows)
-		p, err := s.t.query(ctx, q)
+		q.Top = limit - len(rows)
+		p, err := s.t.Query(ctx, q)
 		if err != nil {
 			return nil, false, err
 		}
-		rows = append(rows, p.rows...)
-		if p.cont == "" {
+		rows = append(rows, p.Entities...)
+		if p.Continuation == "" {
 			return rows, false, nil
 		}
 		if len(rows) >= limit {
 			return rows, true, nil
 		}
-		q.cont = p.cont
+		q.Continuation = p.Continuation
 	}
 }

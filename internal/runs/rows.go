@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"github.com/leasecron/leasecron/internal/table"
 	"maps"
 	"strings"
 
@@ -10,8 +11,8 @@ import (
 
 // listProps are the properties of a run's list rows: what a listing
 // shows, without the output tail and with the start of the last error.
-func listProps(r Run) props {
-	p := props{
+func listProps(r Run) table.Props {
+	p := table.Props{
 		"Id": r.ID, "State": string(r.State), "Type": r.Type, "Attempts": int32(r.Attempts),
 		"Worker": r.Worker, "LastError": trunc.Head(r.LastError, MaxListError), "Generation": r.Generation,
 		"Started": r.Started, "Finished": r.Finished, "Due": r.Due, "SnoozedUntil": r.SnoozedUntil,
@@ -23,7 +24,7 @@ func listProps(r Run) props {
 }
 
 // runProps are the properties of a run's run row: everything.
-func runProps(r Run) props {
+func runProps(r Run) table.Props {
 	p := listProps(r)
 	p["LastError"] = trunc.Head(r.LastError, MaxLastError)
 	p["OutputTail"] = trunc.Tail(r.OutputTail, MaxOutputTail)
@@ -40,8 +41,8 @@ func runProps(r Run) props {
 
 // claimProps are the properties a claim sets; merged into rows whose other
 // properties (the last error of an earlier attempt, its finish time) stay.
-func claimProps(r Run) props {
-	p := props{"Id": r.ID, "State": string(r.State), "Attempts": int32(r.Attempts), "Worker": r.Worker, "Started": r.Started, "Due": r.Due}
+func claimProps(r Run) table.Props {
+	p := table.Props{"Id": r.ID, "State": string(r.State), "Attempts": int32(r.Attempts), "Worker": r.Worker, "Started": r.Started, "Due": r.Due}
 	// What the delivery did not say is left as the record has it.
 	if r.Type != "" {
 		p["Type"] = r.Type
@@ -59,22 +60,22 @@ func claimProps(r Run) props {
 }
 
 // decodeRun reads a run row or a list row.
-func decodeRun(rw row) Run {
-	p := rw.p
-	id := p.str("Id")
+func decodeRun(rw table.Entity) Run {
+	p := rw.Props
+	id := p.Str("Id")
 	if id == "" {
 		// A row of the previous layout: its RowKey is the id.
-		id = strings.TrimPrefix(rw.rk, prefixRun)
+		id = strings.TrimPrefix(rw.RowKey, prefixRun)
 	}
 	return Run{Run: leasecrontype.Run{
-		ID: id, State: State(p.str("State")), Type: p.str("Type"), Series: p.str("Series"),
-		Attempts: int(p.int("Attempts")), Worker: p.str("Worker"),
-		Started: p.time("Started"), Finished: p.time("Finished"),
-		LastError: p.str("LastError"), OutputTail: p.str("OutputTail"),
-		Duplicates: int(p.int("Duplicates")), Generation: p.int("Generation"),
-		Due: p.time("Due"), ClaimUntil: p.time("ClaimUntil"), SnoozedUntil: p.time("SnoozedUntil"),
-		Updated: rw.updated,
-	}, Token: p.str("Token"), Seq: p.int("Seq"), etag: rw.etag}
+		ID: id, State: State(p.Str("State")), Type: p.Str("Type"), Series: p.Str("Series"),
+		Attempts: int(p.Int("Attempts")), Worker: p.Str("Worker"),
+		Started: p.Time("Started"), Finished: p.Time("Finished"),
+		LastError: p.Str("LastError"), OutputTail: p.Str("OutputTail"),
+		Duplicates: int(p.Int("Duplicates")), Generation: p.Int("Generation"),
+		Due: p.Time("Due"), ClaimUntil: p.Time("ClaimUntil"), SnoozedUntil: p.Time("SnoozedUntil"),
+		Updated: rw.Timestamp,
+	}, Token: p.Str("Token"), Seq: p.Int("Seq"), ETag: rw.ETag}
 }
 
 // Public returns r as the public leasecrontype.Run.
@@ -99,14 +100,14 @@ func stateRowKey(r Run) string {
 // its key changes and rewritten only when what it shows changes. Every
 // change to a run goes through one such transaction, so its three rows
 // never disagree.
-func transition(cur *Run, next Run) []op {
+func transition(cur *Run, next Run) []table.Op {
 	pk := bucketOf(next.ID)
-	ops := []op{{kind: opInsert, pk: pk, rk: runKey(next.ID), p: runProps(next)}}
+	ops := []table.Op{{Kind: table.Insert, PartitionKey: pk, RowKey: runKey(next.ID), Props: runProps(next)}}
 	if cur != nil {
-		ops[0].kind, ops[0].ifMatch = opReplace, cur.etag
+		ops[0].Kind, ops[0].IfMatch = table.Replace, cur.ETag
 	}
 	var oldL, oldX string
-	var oldP props
+	var oldP table.Props
 	if cur != nil {
 		oldL, oldX, oldP = listKey(cur.ID, cur.Due), stateRowKey(*cur), listProps(*cur)
 	}
@@ -115,14 +116,14 @@ func transition(cur *Run, next Run) []op {
 		switch {
 		case oldK == newK && newK != "":
 			if !maps.Equal(oldP, newP) {
-				ops = append(ops, op{kind: opReplace, pk: pk, rk: newK, p: newP})
+				ops = append(ops, table.Op{Kind: table.Replace, PartitionKey: pk, RowKey: newK, Props: newP})
 			}
 			return
 		case oldK != "":
-			ops = append(ops, op{kind: opDelete, pk: pk, rk: oldK})
+			ops = append(ops, table.Op{Kind: table.Delete, PartitionKey: pk, RowKey: oldK})
 		}
 		if newK != "" {
-			ops = append(ops, op{kind: opInsert, pk: pk, rk: newK, p: newP})
+			ops = append(ops, table.Op{Kind: table.Insert, PartitionKey: pk, RowKey: newK, Props: newP})
 		}
 	}
 	move(oldL, listKey(next.ID, next.Due))
@@ -134,16 +135,16 @@ func transition(cur *Run, next Run) []op {
 // to exist: take the token (the transaction fails if another claim, a
 // cancel or a finish took it first), add the running state row and merge
 // the claim into the run row and the time list row.
-func claimOps(token string, next Run) []op {
+func claimOps(token string, next Run) []table.Op {
 	pk := bucketOf(next.ID)
 	cp := claimProps(next)
 	run := maps.Clone(cp)
 	run["ClaimUntil"] = next.ClaimUntil
-	return withSummary([]op{
-		{kind: opDelete, pk: pk, rk: token},
-		{kind: opInsert, pk: pk, rk: stateRowKey(next), p: listProps(next)},
-		{kind: opMerge, pk: pk, rk: listKey(next.ID, next.Due), p: cp},
-		{kind: opMerge, pk: pk, rk: runKey(next.ID), p: run},
+	return withSummary([]table.Op{
+		{Kind: table.Delete, PartitionKey: pk, RowKey: token},
+		{Kind: table.Insert, PartitionKey: pk, RowKey: stateRowKey(next), Props: listProps(next)},
+		{Kind: table.Merge, PartitionKey: pk, RowKey: listKey(next.ID, next.Due), Props: cp},
+		{Kind: table.Merge, PartitionKey: pk, RowKey: runKey(next.ID), Props: run},
 	}, next)
 }
 
@@ -151,23 +152,23 @@ func claimOps(token string, next Run) []op {
 // it takes c's running state row (failing if a cancel or another worker's
 // claim replaced it), adds the new state's row and merges the properties
 // named in set into the run row and the time list row.
-func finishOps(c, next Run, set []string) []op {
+func finishOps(c, next Run, set []string) []table.Op {
 	pk := bucketOf(next.ID)
 	all, list := runProps(next), listProps(next)
-	run, lp := props{}, props{}
+	run, lp := table.Props{}, table.Props{}
 	for _, name := range set {
 		run[name] = all[name]
 		if v, ok := list[name]; ok {
 			lp[name] = v
 		}
 	}
-	ops := []op{
-		{kind: opDelete, pk: pk, rk: stateRowKey(c)},
-		{kind: opMerge, pk: pk, rk: listKey(next.ID, next.Due), p: lp},
-		{kind: opMerge, pk: pk, rk: runKey(next.ID), p: run},
+	ops := []table.Op{
+		{Kind: table.Delete, PartitionKey: pk, RowKey: stateRowKey(c)},
+		{Kind: table.Merge, PartitionKey: pk, RowKey: listKey(next.ID, next.Due), Props: lp},
+		{Kind: table.Merge, PartitionKey: pk, RowKey: runKey(next.ID), Props: run},
 	}
 	if k := stateRowKey(next); k != "" {
-		ops = append(ops, op{kind: opInsert, pk: pk, rk: k, p: list})
+		ops = append(ops, table.Op{Kind: table.Insert, PartitionKey: pk, RowKey: k, Props: list})
 	}
 	return withSummary(ops, next)
 }

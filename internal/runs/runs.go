@@ -44,7 +44,7 @@ type Run struct {
 	// series' summary row.
 	Seq int64
 
-	etag string
+	ETag string
 	// legacy marks a record read from the previous layout.
 	legacy bool
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leasecron/leasecron/internal/table"
 	"log/slog"
 	"sync"
 	"time"
@@ -70,7 +71,7 @@ func (o *Options) fill() error {
 // layout). The table is created on first use. A Store is safe for
 // concurrent use.
 type Store struct {
-	t     table
+	t     table.Table
 	o     Options
 	mu    sync.Mutex
 	ready bool
@@ -96,7 +97,10 @@ func New(sc *storage.Clients, o Options) (*Store, error) {
 	if sc == nil || sc.Table == nil {
 		return nil, errors.New("runs: no table service client")
 	}
-	t := &azTable{c: sc.Table.NewClient(o.Table), name: o.Table}
+	t, err := table.NewAzure(sc.Table, o.Table)
+	if err != nil {
+		return nil, err
+	}
 	return &Store{t: t, o: o, group: newGrouper(t)}, nil
 }
 
@@ -104,7 +108,7 @@ func New(sc *storage.Clients, o Options) (*Store, error) {
 // tests and examples.
 type Mem struct {
 	*Store
-	mt *memTable
+	mt *table.Memory
 }
 
 // NewMem returns an empty in-memory Store on clock c (nil means the real
@@ -112,24 +116,16 @@ type Mem struct {
 func NewMem(c clock.Clock) *Mem {
 	o := Options{Clock: c}
 	_ = o.fill()
-	mt := newMemTable(o.Clock)
+	mt := table.NewMemory(o.Table, o.Clock)
 	return &Mem{Store: &Store{t: mt, o: o, group: newGrouper(mt)}, mt: mt}
 }
 
 // FailWith makes every later call fail with err (nil heals it), to test
 // that callers survive a Runs-table outage.
-func (m *Mem) FailWith(err error) {
-	m.mt.mu.Lock()
-	defer m.mt.mu.Unlock()
-	m.mt.fail = err
-}
+func (m *Mem) FailWith(err error) { m.mt.FailWith(err) }
 
 // Requests returns how many table requests the Store has made.
-func (m *Mem) Requests() int64 {
-	m.mt.mu.Lock()
-	defer m.mt.mu.Unlock()
-	return m.mt.requests
-}
+func (m *Mem) Requests() int64 { return int64(m.mt.Requests()) }
 
 // Table returns the table name.
 func (s *Store) Table() string { return s.o.Table }
@@ -145,9 +141,9 @@ func (s *Store) now() time.Time { return s.o.Clock.Now().UTC() }
 // submitRun applies one run's transaction of the hot path (a claim, an
 // extension, a finish), sharing a request with others submitted at the
 // same time (grouper).
-func (s *Store) submitRun(ctx context.Context, ops []op) error {
+func (s *Store) submitRun(ctx context.Context, ops []table.Op) error {
 	if s.group == nil {
-		return s.t.submit(ctx, ops)
+		return submit(ctx, s.t, ops)
 	}
 	return s.group.submit(ctx, ops)
 }
@@ -158,7 +154,7 @@ func (s *Store) ensure(ctx context.Context) error {
 	if s.ready {
 		return nil
 	}
-	if err := s.t.create(ctx); err != nil {
+	if err := s.t.Create(ctx); err != nil {
 		return fmt.Errorf("runs: %w", err)
 	}
 	s.ready = true
@@ -214,7 +210,7 @@ func (s *Store) read(ctx context.Context, id string) (Run, bool, error) {
 	if err := s.ensure(ctx); err != nil {
 		return Run{}, false, err
 	}
-	rw, err := s.t.get(ctx, bucketOf(id), runKey(id))
+	rw, err := s.t.Get(ctx, bucketOf(id), runKey(id))
 	switch {
 	case err == nil:
 		return decodeRun(rw), true, nil
@@ -260,7 +256,7 @@ func (s *Store) MarkQueued(ctx context.Context, marks []Mark) []bool {
 	var g errgroup.Group
 	for _, idx := range byBucket {
 		g.Go(func() error {
-			const perBatch = maxOps / 3
+			const perBatch = table.MaxOps / 3
 			for len(idx) > 0 {
 				n := min(len(idx), perBatch)
 				s.markBatch(ctx, marks, idx[:n], out)
@@ -274,13 +270,13 @@ func (s *Store) MarkQueued(ctx context.Context, marks []Mark) []bool {
 }
 
 func (s *Store) markBatch(ctx context.Context, marks []Mark, idx []int, out []bool) {
-	var ops []op
+	var ops []table.Op
 	for _, i := range idx {
 		r := newRun(marks[i].ID, Queued)
 		fillMeta(&r, marks[i].Meta)
 		ops = append(ops, transition(nil, r)...)
 	}
-	err := s.t.submit(ctx, ops)
+	err := submit(ctx, s.t, ops)
 	if err == nil {
 		for _, i := range idx {
 			out[i] = true
@@ -369,7 +365,7 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 	next := newRun(id, Running)
 	next.Worker, next.Attempts, next.Started, next.ClaimUntil = worker, attempt, now, leaseUntil
 	fillMeta(&next, m)
-	var ops []op
+	var ops []table.Op
 	if token := claimToken(id, attempt, m); token != "" {
 		ops = claimOps(token, next)
 	} else if attempt <= 1 && !s.legacyPresent() {
@@ -418,13 +414,13 @@ func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) 
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
-	set := props{"ClaimUntil": until.UTC(), "Worker": worker}
-	ops := []op{{kind: opMerge, pk: bucketOf(id), rk: runKey(id), p: set}}
+	set := table.Props{"ClaimUntil": until.UTC(), "Worker": worker}
+	ops := []table.Op{{Kind: table.Merge, PartitionKey: bucketOf(id), RowKey: runKey(id), Props: set}}
 	if v, ok := s.claims.Load(id); ok {
 		c := v.(Run)
 		c.ClaimUntil = until.UTC()
 		s.claims.Store(id, c)
-		ops = append(ops, op{kind: opMerge, pk: bucketOf(id), rk: stateKey(Running, id, c.Due, c.Worker), p: props{"ClaimUntil": until.UTC()}})
+		ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: bucketOf(id), RowKey: stateKey(Running, id, c.Due, c.Worker), Props: table.Props{"ClaimUntil": until.UTC()}})
 	}
 	// A missing running row means the claim is no longer this worker's (a
 	// cancel, or another worker took it over): nothing is extended then.
@@ -573,7 +569,7 @@ func (s *Store) modify(ctx context.Context, id string, f func(cur *Run) (next Ru
 		if curp != nil && curp.legacy {
 			err = s.convert(ctx, cur, next)
 		} else {
-			err = s.t.submit(ctx, withSummary(transition(curp, next), next))
+			err = submit(ctx, s.t, withSummary(transition(curp, next), next))
 		}
 		if err == nil || !isConflict(err) {
 			if err != nil {
@@ -590,4 +586,11 @@ func (s *Store) modify(ctx context.Context, id string, f func(cur *Run) (next Ru
 func isConflict(err error) bool {
 	return errors.Is(err, storage.ErrPreconditionFailed) || errors.Is(err, storage.ErrAlreadyExists) ||
 		errors.Is(err, storage.ErrNotFound)
+}
+
+// submit applies ops to t as one transaction (the new ETags are not needed
+// here).
+func submit(ctx context.Context, t table.Table, ops []table.Op) error {
+	_, err := t.Submit(ctx, ops)
+	return err
 }

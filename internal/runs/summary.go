@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/leasecron/leasecron/internal/table"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,7 +57,7 @@ func summaryKey(series string) string { return prefixSummary + series }
 
 // withSummary returns ops with the merge of next's slot into its series'
 // summary row appended, when next is a numbered occurrence.
-func withSummary(ops []op, next Run) []op {
+func withSummary(ops []table.Op, next Run) []table.Op {
 	if next.Series == "" || next.Seq <= 0 {
 		return ops
 	}
@@ -66,7 +67,7 @@ func withSummary(ops []op, next Run) []op {
 		return ops
 	}
 	name := slotProp + strconv.FormatInt(next.Seq%SummarySlots, 10)
-	return append(ops, op{kind: opUpsertMerge, pk: bucketOf(next.ID), rk: summaryKey(next.Series), p: props{name: string(b)}})
+	return append(ops, table.Op{Kind: table.UpsertMerge, PartitionKey: bucketOf(next.ID), RowKey: summaryKey(next.Series), Props: table.Props{name: string(b)}})
 }
 
 // Recent returns the latest outcomes of series' occurrences from its
@@ -84,7 +85,7 @@ func (s *Store) Recent(ctx context.Context, series string) (rs []leasecrontype.R
 	if err := s.ensure(ctx); err != nil {
 		return nil, false, err
 	}
-	rw, err := s.t.get(ctx, seriesBucket(series), summaryKey(series))
+	rw, err := s.t.Get(ctx, seriesBucket(series), summaryKey(series))
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return nil, false, nil
@@ -100,12 +101,12 @@ func (s *Store) Recent(ctx context.Context, series string) (rs []leasecrontype.R
 // liveSlots returns the occurrences a summary row shows, newest due
 // first, without those past their retention at now: what Recent returns,
 // and what keeps the row from the cleaner.
-func (s *Store) liveSlots(rw row, now time.Time) []Run {
-	series := strings.TrimPrefix(rw.rk, prefixSummary)
+func (s *Store) liveSlots(rw table.Entity, now time.Time) []Run {
+	series := strings.TrimPrefix(rw.RowKey, prefixSummary)
 	var out []Run
-	for _, sl := range decodeSlots(rw.p) {
+	for _, sl := range decodeSlots(rw.Props) {
 		r := Run{Run: leasecrontype.Run{ID: OccurrenceID(series, sl.Due), Series: series, State: sl.State, Attempts: sl.Attempts,
-			Due: sl.Due, Finished: sl.Finished, LastError: sl.Error, Updated: rw.updated}}
+			Due: sl.Due, Finished: sl.Finished, LastError: sl.Error, Updated: rw.Timestamp}}
 		if !s.expired(r, now) {
 			out = append(out, r)
 		}
@@ -115,10 +116,10 @@ func (s *Store) liveSlots(rw row, now time.Time) []Run {
 
 // decodeSlots reads a summary row's slots, newest due first; a slot that
 // cannot be read is left out.
-func decodeSlots(p props) []slot {
+func decodeSlots(p table.Props) []slot {
 	var out []slot
 	for i := range SummarySlots {
-		raw := p.str(slotProp + strconv.Itoa(i))
+		raw := p.Str(slotProp + strconv.Itoa(i))
 		var sl slot
 		if raw == "" || json.Unmarshal([]byte(raw), &sl) != nil || sl.Due.IsZero() || !sl.State.Valid() {
 			continue

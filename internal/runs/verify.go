@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"fmt"
+	"github.com/leasecron/leasecron/internal/table"
 	"sort"
 	"strings"
 )
@@ -18,20 +19,20 @@ func (s *Store) Verify(ctx context.Context) (problems []string, runs int, err er
 		return nil, 0, err
 	}
 	for _, pk := range buckets() {
-		all := map[string]row{}
-		q := query{pk: pk, sel: []string{"Id", "State", "Due", "Worker"}}
+		all := map[string]table.Entity{}
+		q := table.Query{Partition: pk, Select: []string{"Id", "State", "Due", "Worker"}}
 		for {
-			p, err := s.t.query(ctx, q)
+			p, err := s.t.Query(ctx, q)
 			if err != nil {
 				return nil, runs, fmt.Errorf("runs: verify %s: %w", pk, err)
 			}
-			for _, rw := range p.rows {
-				all[rw.rk] = rw
+			for _, rw := range p.Entities {
+				all[rw.RowKey] = rw
 			}
-			if p.cont == "" {
+			if p.Continuation == "" {
 				break
 			}
-			q.cont = p.cont
+			q.Continuation = p.Continuation
 		}
 		want := map[string]string{} // list/state row key → run row key that needs it
 		for rk, rw := range all {
@@ -53,8 +54,8 @@ func (s *Store) Verify(ctx context.Context) (problems []string, runs int, err er
 			switch {
 			case !ok:
 				problems = append(problems, fmt.Sprintf("%s/%s: list row %s is missing", pk, rk, k))
-			case l.p.str("State") != all[rk].p.str("State"):
-				problems = append(problems, fmt.Sprintf("%s/%s: list row %s says %s, the run row %s", pk, rk, k, l.p.str("State"), all[rk].p.str("State")))
+			case l.Props.Str("State") != all[rk].Props.Str("State"):
+				problems = append(problems, fmt.Sprintf("%s/%s: list row %s says %s, the run row %s", pk, rk, k, l.Props.Str("State"), all[rk].Props.Str("State")))
 			}
 		}
 		for rk := range all {
