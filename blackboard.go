@@ -3,18 +3,18 @@ package leasecron
 import (
 	"context"
 
-	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/blackboard"
 )
 
 // The blackboard operations of `leasecron aggregator` and `leasecron
 // blackboard`, and of the dashboard's blackboard page.
 
-func (c *Client) board() (*aggregator.Board, error) {
-	return aggregator.NewBoard(c.sc.Table, c.o.Names.BlackboardTable)
+func (c *Client) board() (*blackboard.Board, error) {
+	return blackboard.NewBoard(c.sc.Table, c.o.Names.BlackboardTable)
 }
 
 // Blackboard returns every aggregator key with the state of its last run.
-func (c *Client) Blackboard(ctx context.Context) ([]aggregator.Entry, error) {
+func (c *Client) Blackboard(ctx context.Context) ([]blackboard.Entry, error) {
 	b, err := c.board()
 	if err != nil {
 		return nil, err
@@ -24,12 +24,12 @@ func (c *Client) Blackboard(ctx context.Context) ([]aggregator.Entry, error) {
 
 // AddBlackboardKey adds a key (its Key, Interval, Type and Payload); an
 // existing key is refused unless replace, which keeps its run history.
-func (c *Client) AddBlackboardKey(ctx context.Context, e aggregator.Entry, replace bool) error {
+func (c *Client) AddBlackboardKey(ctx context.Context, e blackboard.Entry, replace bool) error {
 	b, err := c.board()
 	if err != nil {
 		return err
 	}
-	return b.Add(ctx, e, &aggregator.AddOptions{Replace: replace})
+	return b.Add(ctx, e, &blackboard.AddOptions{Replace: replace})
 }
 
 // RemoveBlackboardKey removes a key; an unknown key wraps ErrNotFound.

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/internal/dashboard"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
@@ -185,7 +185,7 @@ func (s dashSource) DeadLetters(ctx context.Context, n int) ([]queue.DeadLetter,
 	return s.c.PeekDeadLetters(ctx, n)
 }
 
-func (s dashSource) Blackboard(ctx context.Context) ([]aggregator.Entry, error) {
+func (s dashSource) Blackboard(ctx context.Context) ([]blackboard.Entry, error) {
 	return s.c.Blackboard(ctx)
 }
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/blackboard"
 )
 
 // TestDashboardOnAzurite renders every page over a real account and
@@ -35,7 +35,7 @@ func TestDashboardOnAzurite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.AddBlackboardKey(ctx, aggregator.Entry{Key: "city", Interval: time.Hour, Type: "cities"}, false); err != nil {
+	if err := c.AddBlackboardKey(ctx, blackboard.Entry{Key: "city", Interval: time.Hour, Type: "cities"}, false); err != nil {
 		t.Fatal(err)
 	}
 	get := func(h http.Handler, path string) (int, string) {

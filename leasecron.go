@@ -8,7 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
-	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/pause"
 	"github.com/leasecron/leasecron/internal/payload"
@@ -104,7 +104,7 @@ func DefaultNames() Names {
 		LeaseBlob:       "locks/scheduler",
 		ScheduleTable:   schedule.DefaultTable,
 		RunsTable:       runs.DefaultTable,
-		BlackboardTable: aggregator.DefaultTable,
+		BlackboardTable: blackboard.DefaultTable,
 		Queue:           queue.DefaultQueue,
 		PoisonQueue:     queue.DefaultPoisonQueue,
 	}

@@ -28,7 +28,7 @@ func TestWorkerLogLinesCarryEachKeyOnce(t *testing.T) {
 		Lease:      leasecron.LeaseOptions{Duration: 15 * time.Second, PollEvery: time.Second},
 		Mover:      leasecron.MoverOptions{PollEvery: 500 * time.Millisecond},
 		Consumer:   leasecron.ConsumerOptions{PollMax: 300 * time.Millisecond, BackoffBase: time.Second},
-		Aggregator: leasecron.AggregatorOptions{Cycle: time.Second},
+		Blackboard: leasecron.BlackboardOptions{Cycle: time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)

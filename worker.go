@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/internal/ops"
@@ -101,8 +101,8 @@ type ConsumerOptions struct {
 	CountersEvery time.Duration
 }
 
-// AggregatorOptions configure the blackboard loop.
-type AggregatorOptions struct {
+// BlackboardOptions configure the blackboard loop.
+type BlackboardOptions struct {
 	// Cycle is how often the board is walked (jittered). Default 1h.
 	Cycle time.Duration
 	// LockTTL is when a claim counts as abandoned; 0 means each key's
@@ -127,16 +127,16 @@ type WorkerOptions struct {
 	Mover MoverOptions
 	// Consumer configures the queue consumer.
 	Consumer ConsumerOptions
-	// Aggregator configures the blackboard loop.
-	Aggregator AggregatorOptions
+	// Blackboard configures the blackboard loop.
+	Blackboard BlackboardOptions
 
 	// NoLead keeps this instance out of the lease competition (it never
 	// moves tasks).
 	NoLead bool
 	// NoConsume keeps this instance from taking tasks off the queue.
 	NoConsume bool
-	// NoAggregate keeps this instance from walking the blackboard.
-	NoAggregate bool
+	// NoBlackboard keeps this instance from walking the blackboard.
+	NoBlackboard bool
 	// NoRuns turns off run records (status, duplicate suppression, cancel
 	// after move, run history). It saves about two table transactions per
 	// task.
@@ -379,16 +379,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	if consumer != nil {
 		g.Go(func() error { return consumer.Run(gctx) })
 	}
-	if !w.o.NoAggregate {
-		a, err := aggregator.NewWorker(w.sc.Table, aggregator.Options{
+	if !w.o.NoBlackboard {
+		a, err := blackboard.NewWorker(w.sc.Table, blackboard.Options{
 			Table:      w.o.Names.BlackboardTable,
-			Cycle:      w.o.Aggregator.Cycle,
-			LockTTL:    w.o.Aggregator.LockTTL,
+			Cycle:      w.o.Blackboard.Cycle,
+			LockTTL:    w.o.Blackboard.LockTTL,
 			InstanceID: w.o.InstanceID,
 			Clock:      w.o.Clock,
 			Logger:     w.o.Logger, // it adds "instance" itself
 			Handlers:   w.handler,
-			Hooks: aggregator.Hooks{OnRun: func(r aggregator.RunReport) {
+			Hooks: blackboard.Hooks{OnRun: func(r blackboard.RunReport) {
 				outcome := ops.OutcomeSucceeded
 				if r.Err != nil {
 					outcome = ops.OutcomeFailed

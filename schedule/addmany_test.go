@@ -1,7 +1,6 @@
 package schedule
 
 import (
-	"github.com/leasecron/leasecron/internal/table"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/storage"
-	"go.opentelemetry.io/otel/trace"
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 func batchItems(n int, prefix string) []Item {

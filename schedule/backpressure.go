@@ -1,9 +1,10 @@
 package schedule
 
 import (
-	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // room is how many rows a pass may still move under backpressure: rows < 0

@@ -1,11 +1,12 @@
 package schedule
 
 import (
-	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // Cancel deletes the pending task with this id (a recurring series stops)

@@ -1,7 +1,6 @@
 package schedule
 
 import (
-	"github.com/leasecron/leasecron/internal/table"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 func TestAddGetCancel(t *testing.T) {

@@ -1,7 +1,6 @@
 package schedule
 
 import (
-	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/queue"
 )
 

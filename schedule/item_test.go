@@ -1,7 +1,6 @@
 package schedule
 
 import (
-	"github.com/leasecron/leasecron/internal/table"
 	"errors"
 	"log/slog"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/payload"
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)

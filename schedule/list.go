@@ -1,7 +1,6 @@
 package schedule
 
 import (
-	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // ListOptions select what List returns.

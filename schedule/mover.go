@@ -1,7 +1,6 @@
 package schedule
 
 import (
-	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/queue"
 )
 

@@ -1,9 +1,10 @@
 package schedule
 
 import (
-	"github.com/leasecron/leasecron/internal/table"
 	"fmt"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // Property names of ScheduledItems rows: the public row schema.

@@ -1,9 +1,10 @@
 package schedule
 
 import (
-	"github.com/leasecron/leasecron/internal/table"
 	"context"
 	"fmt"
+
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // sweepRanges are the RowKey ranges no due query reaches: keys starting

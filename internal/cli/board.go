@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/leasecron/leasecron/aggregator"
-	"github.com/leasecron/leasecron/aggregator/calendar"
+	"github.com/leasecron/leasecron/blackboard"
+	"github.com/leasecron/leasecron/blackboard/calendar"
 	"github.com/leasecron/leasecron/internal/dashboard"
 	"github.com/leasecron/leasecron/schedule"
 )
@@ -21,7 +21,7 @@ func (a *app) blackboardCmd() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "blackboard",
-		Short: "Show every aggregator key: start, stop, running, worker, last error",
+		Short: "Show every blackboard key (start, stop, running, worker, last error); add, remove or run one with its subcommands",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := a.client()
@@ -49,6 +49,7 @@ func (a *app) blackboardCmd() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.AddCommand(a.boardCommands("blackboard")...)
 	return c
 }
 
@@ -59,18 +60,29 @@ func clockTime(t time.Time) string {
 	return t.Local().Format("15:04:05")
 }
 
+// aggregatorCmd is the blackboard's earlier name, kept so that scripts
+// written for it keep working.
 func (a *app) aggregatorCmd() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "aggregator",
-		Short: "Add, remove or run blackboard keys (leaderless per-key periodic work)",
+		Use:        "aggregator",
+		Short:      "Add, remove or run blackboard keys (the earlier name of leasecron blackboard)",
+		Hidden:     true,
+		Deprecated: "use leasecron blackboard add, remove or run-now",
 	}
+	c.AddCommand(a.boardCommands("aggregator")...)
+	return c
+}
+
+// boardCommands are the blackboard's add, remove and run-now, under the
+// command named parent.
+func (a *app) boardCommands(parent string) []*cobra.Command {
 	var every time.Duration
 	var typ string
 	var replace bool
 	add := &cobra.Command{
 		Use:     "add KEY --every DURATION --type T [PAYLOAD | -]",
 		Short:   "Add a key that a worker runs once per interval",
-		Example: `  leasecron aggregator add westlafcals --every 8h --type calendar '{"feeds":["https://example.org/a.ics"]}'`,
+		Example: `  leasecron ` + parent + ` add westlafcals --every 8h --type calendar '{"feeds":["https://example.org/a.ics"]}'`,
 		Args:    cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if every <= 0 {
@@ -92,7 +104,7 @@ func (a *app) aggregatorCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			e := aggregator.Entry{Key: args[0], Interval: every, Type: typ, Payload: payload}
+			e := blackboard.Entry{Key: args[0], Interval: every, Type: typ, Payload: payload}
 			if err := e.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -138,6 +150,5 @@ func (a *app) aggregatorCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.AddCommand(add, remove, runNow)
-	return c
+	return []*cobra.Command{add, remove, runNow}
 }

@@ -46,7 +46,7 @@ func TestBadInputIsRefusedWithExitCode2(t *testing.T) {
 		{[]string{"schedule", "--no-such-flag"}, "unknown flag"},
 		{[]string{"deadletter", "requeue"}, "ID or --all"},
 		{[]string{"aggregator", "add", "k", "--type", "t"}, "--every is required"},
-		{[]string{"aggregator", "add", "k", "--every", "1h", "--type", "Bad Type"}, "Bad Type"},
+		{[]string{"blackboard", "add", "k", "--every", "1h", "--type", "Bad Type"}, "Bad Type"},
 		{[]string{"dashboard", "--addr", ":8090"}, `":8090" is not loopback`},
 		{[]string{"dashboard", "--addr", "0.0.0.0:8090"}, "dashboard.auth"},
 		{[]string{"dashboard", "--addr", "nonsense"}, `"nonsense"`},

@@ -7,12 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasecron/leasecron/leasecrontype"
-
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/handler"
 	"github.com/leasecron/leasecron/internal/config"
 	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // client returns a leasecron.Client for the configuration.
@@ -62,17 +61,17 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 			HandlerTimeouts: timeouts, CountersEvery: c.Worker.CountersEvery,
 			PauseCheck: c.Worker.PauseCheck, PauseHold: c.Worker.PauseHold,
 		},
-		Aggregator:  leasecron.AggregatorOptions{Cycle: c.Aggregator.Cycle, LockTTL: c.Aggregator.LockTTL},
-		NoLead:      !c.Worker.Lead,
-		NoConsume:   !c.Worker.Consume,
-		NoAggregate: !c.Aggregator.Enabled,
-		NoRuns:      !c.Worker.Runs,
-		Runs:        a.runsOptions(),
-		Limits:      c.Limits,
-		AdminAddr:   c.Admin.Addr,
-		Pprof:       c.Admin.Pprof,
-		Version:     a.version,
-		Logger:      a.log,
+		Blackboard:   leasecron.BlackboardOptions{Cycle: c.Blackboard.Cycle, LockTTL: c.Blackboard.LockTTL},
+		NoLead:       !c.Worker.Lead,
+		NoConsume:    !c.Worker.Consume,
+		NoBlackboard: !c.Blackboard.Enabled,
+		NoRuns:       !c.Worker.Runs,
+		Runs:         a.runsOptions(),
+		Limits:       c.Limits,
+		AdminAddr:    c.Admin.Addr,
+		Pprof:        c.Admin.Pprof,
+		Version:      a.version,
+		Logger:       a.log,
 	}
 }
 

@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"github.com/leasecron/leasecron/aggregator/calendar"
+	"github.com/leasecron/leasecron/blackboard/calendar"
 	"github.com/leasecron/leasecron/internal/config"
 	"github.com/leasecron/leasecron/leasecrontype"
 )

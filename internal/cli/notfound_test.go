@@ -18,7 +18,7 @@ func TestUnknownIDsExitWithCode3(t *testing.T) {
 		{"cancel", "nosuch"},
 		{"reschedule", "nosuch", "--in", "1m"},
 		{"aggregator", "remove", "nosuch"},
-		{"aggregator", "run-now", "nosuch"},
+		{"blackboard", "run-now", "nosuch"},
 		{"deadletter", "requeue", "nosuch"},
 		{"resume", "nosuch"},
 	} {

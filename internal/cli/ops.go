@@ -56,7 +56,7 @@ another instance takes over within one lease.poll_every.`,
 				a.log.Warn("no handlers configured: every task will be retried and then set aside; configure handlers.<type>")
 			}
 			a.log.Info("worker starting", "version", a.version, "types", types, "lead", a.cfg.Worker.Lead, "consume", a.cfg.Worker.Consume,
-				"aggregator", a.cfg.Aggregator.Enabled, "storage", storage.Redact(describeStorage(a.cfg.Storage.ConnectionString, a.cfg.Storage.Account)))
+				"blackboard", a.cfg.Blackboard.Enabled, "storage", storage.Redact(describeStorage(a.cfg.Storage.ConnectionString, a.cfg.Storage.Account)))
 			err = w.Run(cmd.Context())
 			a.log.Info("worker stopped")
 			return err

@@ -137,6 +137,9 @@ func (a *app) load(cmd *cobra.Command) error {
 	if a.log, err = ops.NewLogger(a.errOut, cfg.Log.Level, cfg.Log.Format); err != nil {
 		return err
 	}
+	for _, d := range cfg.Deprecated {
+		a.log.Warn("configuration: a key was renamed", "detail", d)
+	}
 	return nil
 }
 

@@ -33,7 +33,7 @@ type Config struct {
 	Runs       Runs
 	Retry      Retry
 	Payload    Payload
-	Aggregator Aggregator
+	Blackboard Blackboard
 	Admin      Admin
 	Dashboard  Dashboard
 	Log        Log
@@ -41,6 +41,8 @@ type Config struct {
 	Handlers map[string]Handler
 	// Limits maps a task type to its fleet-wide concurrency limit.
 	Limits map[string]int
+	// Deprecated says which keys were set by an earlier name (see Renamed).
+	Deprecated []string
 }
 
 // Lease configures the traffic cop.
@@ -101,8 +103,8 @@ type Payload struct {
 	MaxSize int
 }
 
-// Aggregator configures the blackboard worker.
-type Aggregator struct {
+// Blackboard configures the blackboard worker.
+type Blackboard struct {
 	Enabled bool
 	Cycle   time.Duration
 	LockTTL time.Duration

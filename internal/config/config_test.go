@@ -149,3 +149,44 @@ func TestRedactedHidesSecrets(t *testing.T) {
 		t.Fatalf("not redacted: %q", cs)
 	}
 }
+
+// Keys set by an earlier name keep working, the current name wins when
+// both are set, and Load says which were used.
+func TestRenamedKeys(t *testing.T) {
+	t.Run("file", func(t *testing.T) {
+		c, err := load(t, "aggregator:\n  cycle: 2s\n  enabled: false\n", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Blackboard.Cycle != 2*time.Second || c.Blackboard.Enabled {
+			t.Errorf("blackboard from aggregator.*: %+v", c.Blackboard)
+		}
+		if len(c.Deprecated) != 2 || !strings.Contains(c.Deprecated[0], "is now blackboard.") {
+			t.Errorf("deprecated: %q", c.Deprecated)
+		}
+	})
+	t.Run("env", func(t *testing.T) {
+		c, err := load(t, "", map[string]string{"LEASECRON_AGGREGATOR_LOCK_TTL": "3m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Blackboard.LockTTL != 3*time.Minute || len(c.Deprecated) != 1 {
+			t.Errorf("lock ttl %v, deprecated %q", c.Blackboard.LockTTL, c.Deprecated)
+		}
+	})
+	t.Run("the current name wins", func(t *testing.T) {
+		c, err := load(t, "aggregator:\n  cycle: 2s\nblackboard:\n  cycle: 5s\n", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Blackboard.Cycle != 5*time.Second {
+			t.Errorf("cycle %v, want 5s", c.Blackboard.Cycle)
+		}
+	})
+	t.Run("a bad value names the key it came from", func(t *testing.T) {
+		_, err := load(t, "aggregator:\n  cycle: soon\n", nil)
+		if err == nil || !strings.Contains(err.Error(), "blackboard.cycle") {
+			t.Errorf("err = %v", err)
+		}
+	})
+}

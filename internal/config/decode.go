@@ -34,11 +34,22 @@ func Load(v *viper.Viper, file string) (Config, error) {
 	if err := applyDynamicEnv(v, os.Environ()); err != nil {
 		return Config{}, err
 	}
-	var problems []string
+	var problems, deprecated []string
 	known := map[string]bool{}
 	for _, k := range Keys {
 		known[k.Name] = true
 	}
+	for old, cur := range Renamed {
+		known[old] = true
+		if !v.IsSet(old) {
+			continue
+		}
+		deprecated = append(deprecated, fmt.Sprintf("%s (or %s) is now %s (%s); the old name still works", old, envName(old), cur, envName(cur)))
+		if !v.InConfig(cur) && os.Getenv(envName(cur)) == "" {
+			v.Set(cur, v.Get(old))
+		}
+	}
+	sort.Strings(deprecated)
 	for _, k := range v.AllKeys() {
 		if known[k] {
 			continue
@@ -51,7 +62,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 			problems = append(problems, fmt.Sprintf("unknown key %q", k))
 		}
 	}
-	c := Config{Handlers: map[string]Handler{}, Limits: map[string]int{}}
+	c := Config{Handlers: map[string]Handler{}, Limits: map[string]int{}, Deprecated: deprecated}
 	d := decoder{v: v}
 	c.Storage = leasecron.Storage{
 		ConnectionString: v.GetString("storage.connection_string"),
@@ -128,10 +139,10 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		BackoffMax:  d.dur("retry.backoff_max", time.Millisecond, 7*24*time.Hour),
 	}
 	c.Payload = Payload{MaxSize: d.int("payload.max_size", 1, 64<<20)}
-	c.Aggregator = Aggregator{
-		Enabled: d.bool("aggregator.enabled"),
-		Cycle:   d.dur("aggregator.cycle", 100*time.Millisecond, 7*24*time.Hour),
-		LockTTL: d.dur("aggregator.lock_ttl", 0, 7*24*time.Hour),
+	c.Blackboard = Blackboard{
+		Enabled: d.bool("blackboard.enabled"),
+		Cycle:   d.dur("blackboard.cycle", 100*time.Millisecond, 7*24*time.Hour),
+		LockTTL: d.dur("blackboard.lock_ttl", 0, 7*24*time.Hour),
 	}
 	c.Admin = Admin{Addr: d.str("admin.addr"), Pprof: d.bool("admin.pprof"), Dashboard: d.bool("admin.dashboard")}
 	c.Dashboard = Dashboard{Addr: d.str("dashboard.addr"), Auth: d.str("dashboard.auth"), ReadOnly: d.bool("dashboard.read_only"), AllowAnonymous: d.bool("dashboard.allow_anonymous")}

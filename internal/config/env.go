@@ -28,6 +28,9 @@ func NewViper() *viper.Viper {
 		_ = v.BindEnv(k.Name, k.Env())
 	}
 	_ = v.BindEnv("storage.connection_string", "LEASECRON_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_CONNECTION_STRING")
+	for old := range Renamed {
+		_ = v.BindEnv(old, envName(old))
+	}
 	return v
 }
 
@@ -38,6 +41,9 @@ func applyDynamicEnv(v *viper.Viper, env []string) error {
 	static := map[string]bool{}
 	for _, k := range Keys {
 		static[k.Env()] = true
+	}
+	for old := range Renamed {
+		static[envName(old)] = true
 	}
 	var problems []string
 	overlay := map[string]any{}

@@ -7,12 +7,22 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/handler"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
 )
+
+// Renamed maps a key's earlier name to its current one. A file or
+// environment that still sets the earlier name keeps working (the current
+// name wins when both are set) and Load reports it in
+// Config.Deprecated.
+var Renamed = map[string]string{
+	"aggregator.enabled":  "blackboard.enabled",
+	"aggregator.cycle":    "blackboard.cycle",
+	"aggregator.lock_ttl": "blackboard.lock_ttl",
+}
 
 // Key describes one static configuration key.
 type Key struct {
@@ -56,7 +66,7 @@ var Keys = []Key{
 	{"names.lease_blob", names.LeaseBlob, "Blob whose lease makes the traffic cop.", false},
 	{"names.schedule_table", names.ScheduleTable, "Table of pending tasks.", false},
 	{"names.runs_table", names.RunsTable, "Table of run records.", false},
-	{"names.blackboard_table", names.BlackboardTable, "Table of aggregator keys.", false},
+	{"names.blackboard_table", names.BlackboardTable, "Table of blackboard keys.", false},
 	{"names.queue", names.Queue, "Work queue.", false},
 	{"names.poison_queue", names.PoisonQueue, "Queue for messages set aside (dead letters).", false},
 	{"lease.duration", trafficcop.DefaultLeaseDuration, "Lease duration, 15s to 60s.", false},
@@ -89,9 +99,9 @@ var Keys = []Key{
 	{"retry.backoff_base", queue.DefaultBackoffBase, "First retry delay; doubles per attempt, with jitter.", false},
 	{"retry.backoff_max", queue.DefaultBackoffMax, "Longest retry delay.", false},
 	{"payload.max_size", schedule.DefaultMaxPayload, "Largest payload in bytes; payloads over 24 KiB travel through a blob.", false},
-	{"aggregator.enabled", true, "Run the blackboard aggregator loop.", false},
-	{"aggregator.cycle", aggregator.DefaultCycle, "How often a worker walks the blackboard (jittered).", false},
-	{"aggregator.lock_ttl", time.Duration(0), "After how long a claim is abandoned and may be taken over; 0 means the key's interval.", false},
+	{"blackboard.enabled", true, "Walk the blackboard: run its keys as they come due.", false},
+	{"blackboard.cycle", blackboard.DefaultCycle, "How often a worker walks the blackboard (jittered).", false},
+	{"blackboard.lock_ttl", time.Duration(0), "After how long a claim is abandoned and may be taken over; 0 means the key's interval.", false},
 	{"admin.addr", "", "Address of /healthz, /readyz and /metrics (e.g. :8080); empty disables.", false},
 	{"admin.pprof", false, "Serve /debug/pprof on the admin address.", false},
 	{"admin.dashboard", false, "Also serve the web dashboard on the admin address (under the dashboard.* rules for non-loopback addresses).", false},

@@ -77,7 +77,7 @@ func TestRootOptionDocsShowTheKeysDefaults(t *testing.T) {
 		"ConsumerOptions.PauseCheck":        "worker.pause_check",
 		"ConsumerOptions.PauseHold":         "worker.pause_hold",
 		"ConsumerOptions.CountersEvery":     "worker.counters_every",
-		"AggregatorOptions.Cycle":           "aggregator.cycle",
+		"BlackboardOptions.Cycle":           "blackboard.cycle",
 		"ClientOptions.MaxPayload":          "payload.max_size",
 		"Names.Container":                   "names.container",
 		"Names.LeaseBlob":                   "names.lease_blob",

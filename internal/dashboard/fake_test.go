@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
@@ -24,7 +24,7 @@ type fakeSource struct {
 	pending []schedule.Item
 	runs    []leasecrontype.Run
 	dead    []queue.DeadLetter
-	keys    []aggregator.Entry
+	keys    []blackboard.Entry
 	actions []string
 }
 
@@ -42,7 +42,7 @@ func newFakeSource(now time.Time) *fakeSource {
 			{ID: "nightly@2026-01-01T03:00:00Z", State: leasecrontype.RunFailed, Type: "report", Attempts: 1},
 		},
 		dead: []queue.DeadLetter{{Reason: xss, Body: `{"payload":"` + xss + `"}`, RunID: "bad-1", Type: "mail", Attempts: 5, At: now}},
-		keys: []aggregator.Entry{{Key: "city-" + "a", Interval: time.Hour, Type: "cities", Start: now.Add(-time.Minute), LastError: xss, Runs: 3}},
+		keys: []blackboard.Entry{{Key: "city-" + "a", Interval: time.Hour, Type: "cities", Start: now.Add(-time.Minute), LastError: xss, Runs: 3}},
 	}
 }
 
@@ -146,7 +146,7 @@ func (f *fakeSource) DeadLetters(ctx context.Context, n int) ([]queue.DeadLetter
 	return f.dead, len(f.dead), nil
 }
 
-func (f *fakeSource) Blackboard(ctx context.Context) ([]aggregator.Entry, error) {
+func (f *fakeSource) Blackboard(ctx context.Context) ([]blackboard.Entry, error) {
 	f.count("Blackboard")
 	return f.keys, nil
 }

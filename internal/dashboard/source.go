@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
@@ -35,7 +35,7 @@ type Source interface {
 	// there are in all.
 	DeadLetters(ctx context.Context, n int) ([]queue.DeadLetter, int, error)
 	// Blackboard returns every aggregator key.
-	Blackboard(ctx context.Context) ([]aggregator.Entry, error)
+	Blackboard(ctx context.Context) ([]blackboard.Entry, error)
 	// Fleet returns the instances seen, the lease holder and the slots.
 	Fleet(ctx context.Context) (Fleet, error)
 	// Instances returns the instances seen (the overview's fleet size).

@@ -3,7 +3,7 @@ package dashboard
 import (
 	"time"
 
-	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
@@ -216,7 +216,7 @@ type BlackboardView struct {
 }
 
 // KeyViewOf is e as shown and printed at now.
-func KeyViewOf(e aggregator.Entry, now time.Time) KeyView {
+func KeyViewOf(e blackboard.Entry, now time.Time) KeyView {
 	return KeyView{Key: e.Key, State: string(e.State(now)), Type: e.Type, IntervalSeconds: e.Interval.Seconds(), Interval: e.Interval.String(),
 		Start: e.Start, Stop: e.Stop, Running: e.Running, Worker: e.Worker, Runs: e.Runs, Failures: e.Failures,
 		LastError: trunc.Head(e.LastError, PayloadPreview), LastDurationSeconds: e.LastDuration.Seconds(), NextDue: e.NextDue()}

@@ -12,12 +12,12 @@ import (
 	"github.com/leasecron/leasecron/internal/fleet"
 )
 
-// TestBlackboardCLI drives the aggregator through the CLI against two
+// TestBlackboardCLI drives the blackboard through the CLI against two
 // worker processes: add keys, run one now, watch `blackboard --json`,
 // remove, and check the refusals.
 func TestBlackboardCLI(t *testing.T) {
 	t.Parallel()
-	f := startFleet(t, 2, map[string]any{"aggregator": map[string]any{"cycle": "500ms"}})
+	f := startFleet(t, 2, map[string]any{"blackboard": map[string]any{"cycle": "500ms"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cli := func(args ...string) (string, string, int) {
@@ -32,13 +32,13 @@ func TestBlackboardCLI(t *testing.T) {
 		return out, stderr, code
 	}
 	// A key due at once (never ran) and one that runs only when asked.
-	if _, stderr, code := cli("aggregator", "add", "alpha", "--every", "1h", "--type", "rec", "payload-a"); code != 0 {
+	if _, stderr, code := cli("blackboard", "add", "alpha", "--every", "1h", "--type", "rec", "payload-a"); code != 0 {
 		t.Fatalf("add alpha: %d %s", code, stderr)
 	}
-	if _, stderr, code := cli("aggregator", "add", "alpha", "--every", "1h", "--type", "rec"); code == 0 || !strings.Contains(stderr, "alpha") {
+	if _, stderr, code := cli("blackboard", "add", "alpha", "--every", "1h", "--type", "rec"); code == 0 || !strings.Contains(stderr, "alpha") {
 		t.Fatalf("duplicate add: exit %d %q", code, stderr)
 	}
-	if _, stderr, code := cli("aggregator", "add", "bad/key", "--every", "1h", "--type", "rec"); code != 2 || !strings.Contains(stderr, "bad/key") {
+	if _, stderr, code := cli("blackboard", "add", "bad/key", "--every", "1h", "--type", "rec"); code != 2 || !strings.Contains(stderr, "bad/key") {
 		t.Fatalf("bad key: exit %d %q", code, stderr)
 	}
 	type row struct {
@@ -84,7 +84,7 @@ func TestBlackboardCLI(t *testing.T) {
 	if got := board()["alpha"].Runs; got != 1 {
 		t.Fatalf("alpha ran %d times within its interval", got)
 	}
-	if _, stderr, code := cli("aggregator", "run-now", "alpha"); code != 0 {
+	if _, stderr, code := cli("blackboard", "run-now", "alpha"); code != 0 {
 		t.Fatalf("run-now: %d %s", code, stderr)
 	}
 	waitRuns("alpha", 2)
@@ -104,13 +104,13 @@ func TestBlackboardCLI(t *testing.T) {
 	if out, _, code := cli("blackboard"); code != 0 || !strings.Contains(out, "alpha") || !strings.Contains(out, "KEY") {
 		t.Errorf("blackboard table: %d\n%s", code, out)
 	}
-	if _, stderr, code := cli("aggregator", "remove", "alpha"); code != 0 {
+	if _, stderr, code := cli("blackboard", "remove", "alpha"); code != 0 {
 		t.Fatalf("remove: %d %s", code, stderr)
 	}
 	if _, ok := board()["alpha"]; ok {
 		t.Error("alpha still on the board after remove")
 	}
-	for _, args := range [][]string{{"aggregator", "remove", "nosuch"}, {"aggregator", "run-now", "nosuch"}} {
+	for _, args := range [][]string{{"blackboard", "remove", "nosuch"}, {"aggregator", "run-now", "nosuch"}} {
 		if _, stderr, code := cli(args...); code != 3 || !strings.Contains(stderr, "nosuch") {
 			t.Errorf("%v: exit %d %q, want 3 naming the key", args, code, stderr)
 		}

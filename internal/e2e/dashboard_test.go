@@ -115,8 +115,8 @@ func TestDashboardInChromium(t *testing.T) {
 	} {
 		lcCLI(ctx, t, f, append([]string{"schedule"}, args...)...)
 	}
-	lcCLI(ctx, t, f, "aggregator", "add", "city", "--every", "1h", "--type", "rec")
-	lcCLI(ctx, t, f, "aggregator", "add", "gone", "--every", "1h", "--type", "rec")
+	lcCLI(ctx, t, f, "blackboard", "add", "city", "--every", "1h", "--type", "rec")
+	lcCLI(ctx, t, f, "blackboard", "add", "gone", "--every", "1h", "--type", "rec")
 	lcWaitRecords(ctx, t, f, 90*time.Second, "done-1")
 	waitFor(ctx, t, 90*time.Second, "three dead letters", func() bool {
 		out, _, code := lcRun(ctx, f, nil, "deadletter", "list", "--json")

@@ -72,7 +72,7 @@ func BaseConfig(recordFile string) map[string]any {
 		"mover":  map[string]any{"poll_every": "1s"},
 		"worker": map[string]any{"poll_max": "500ms", "shutdown_grace": "10s", "visibility_timeout": "30s"},
 		"retry":  map[string]any{"backoff_base": "1s", "backoff_max": "5s"},
-		"aggregator": map[string]any{
+		"blackboard": map[string]any{
 			"cycle": "1s",
 		},
 		"handlers": map[string]any{

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -18,7 +18,7 @@ func TestEveryDefaultIdentityHasOneForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agg, err := aggregator.NewWorkerWithStore(aggregator.NewMemStore(), aggregator.Options{
+	agg, err := blackboard.NewWorkerWithStore(blackboard.NewMemoryStore(), blackboard.Options{
 		Handlers: func(string) (leasecrontype.Handler, bool) { return nil, false },
 	})
 	if err != nil {

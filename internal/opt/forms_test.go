@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/aggregator"
-	"github.com/leasecron/leasecron/aggregator/calendar"
+	"github.com/leasecron/leasecron/blackboard"
+	"github.com/leasecron/leasecron/blackboard/calendar"
 	"github.com/leasecron/leasecron/handler"
 	"github.com/leasecron/leasecron/internal/ops"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -50,12 +50,12 @@ func TestOneErrorFormForNegativeOptions(t *testing.T) {
 			_, err := calendar.New(calendar.Options{Blobs: nopBlobs{}, MaxFeeds: -1})
 			return err
 		}},
-		{"MaxConcurrent", aggregator.ErrInvalid, func() error {
-			_, err := aggregator.NewWorkerWithStore(aggregator.NewMemStore(), aggregator.Options{Handlers: mem, MaxConcurrent: -1})
+		{"MaxConcurrent", blackboard.ErrInvalid, func() error {
+			_, err := blackboard.NewWorkerWithStore(blackboard.NewMemoryStore(), blackboard.Options{Handlers: mem, MaxConcurrent: -1})
 			return err
 		}},
-		{"Cycle", aggregator.ErrInvalid, func() error {
-			_, err := aggregator.NewWorkerWithStore(aggregator.NewMemStore(), aggregator.Options{Handlers: mem, Cycle: -time.Second})
+		{"Cycle", blackboard.ErrInvalid, func() error {
+			_, err := blackboard.NewWorkerWithStore(blackboard.NewMemoryStore(), blackboard.Options{Handlers: mem, Cycle: -time.Second})
 			return err
 		}},
 		{"ScanLimit", schedule.ErrInvalid, func() error {

@@ -313,13 +313,17 @@ func (m *Memory) Submit(ctx context.Context, ops []Op) ([]string, error) {
 	// all or nothing.
 	for i, op := range ops {
 		r, exists := m.rows[pk][op.RowKey]
+		where := fmt.Sprintf("%s %s/%s/%s", op.Kind, m.name, pk, op.RowKey)
+		if len(ops) > 1 {
+			where = fmt.Sprintf("operation %d: %s", i, where)
+		}
 		switch {
 		case op.Kind == Insert && exists:
-			return nil, fmt.Errorf("operation %d: insert %s/%s/%s: %w", i, m.name, pk, op.RowKey, storage.ErrAlreadyExists)
+			return nil, fmt.Errorf("%s: %w", where, storage.ErrAlreadyExists)
 		case op.Kind.conditional() && !exists:
-			return nil, fmt.Errorf("operation %d: %s %s/%s/%s: %w", i, op.Kind, m.name, pk, op.RowKey, storage.ErrNotFound)
+			return nil, fmt.Errorf("%s: %w", where, storage.ErrNotFound)
 		case op.Kind.conditional() && op.IfMatch != "" && op.IfMatch != "*" && op.IfMatch != r.etag:
-			return nil, fmt.Errorf("operation %d: %s %s/%s/%s: %w", i, op.Kind, m.name, pk, op.RowKey, storage.ErrPreconditionFailed)
+			return nil, fmt.Errorf("%s: %w", where, storage.ErrPreconditionFailed)
 		}
 		if op.Kind == Delete {
 			continue

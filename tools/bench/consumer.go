@@ -297,7 +297,7 @@ func workerConfig(extra map[string]any) map[string]any {
 		"mover":      map[string]any{"poll_every": "5s"},
 		"worker":     map[string]any{"poll_max": "30s", "shutdown_grace": "10s", "visibility_timeout": "60s"},
 		"retry":      map[string]any{"backoff_base": "2s", "backoff_max": "10m"},
-		"aggregator": map[string]any{"cycle": "1h", "enabled": false},
+		"blackboard": map[string]any{"cycle": "1h", "enabled": false},
 		"log":        map[string]any{"level": "warn"},
 		"handlers":   map[string]any{noopType: map[string]any{"kind": "log"}},
 	}

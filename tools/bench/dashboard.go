@@ -17,7 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/internal/dashboard"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -88,7 +88,7 @@ func runDashboard(ctx context.Context, b *bench) error {
 		}
 	}
 	for i := range res.Keys {
-		if err := c.AddBlackboardKey(ctx, aggregator.Entry{Key: fmt.Sprintf("city-%02d", i), Interval: time.Hour, Type: "cities"}, false); err != nil {
+		if err := c.AddBlackboardKey(ctx, blackboard.Entry{Key: fmt.Sprintf("city-%02d", i), Interval: time.Hour, Type: "cities"}, false); err != nil {
 			return err
 		}
 	}

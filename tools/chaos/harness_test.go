@@ -57,7 +57,7 @@ func collect(r Result) {
 func fleetConfig(extra map[string]any) map[string]any {
 	cfg := map[string]any{
 		"log":        map[string]any{"format": "json", "level": "info"},
-		"aggregator": map[string]any{"enabled": false},
+		"blackboard": map[string]any{"enabled": false},
 		"worker":     map[string]any{"visibility_timeout": "15s"},
 	}
 	mergeMaps(cfg, extra)

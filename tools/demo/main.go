@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leasecron/leasecron/aggregator/calendar"
+	"github.com/leasecron/leasecron/blackboard/calendar"
 	"github.com/leasecron/leasecron/internal/fleet"
 	"github.com/leasecron/leasecron/internal/proc"
 	"github.com/leasecron/leasecron/internal/storage"
@@ -60,7 +60,7 @@ func run(ctx context.Context, handover, interval time.Duration, dashAddr string)
 	defer os.RemoveAll(dir)
 
 	// The cities' feeds, served locally.
-	feeds := http.FileServer(http.Dir(filepath.Join(root, "aggregator", "calendar", "testdata")))
+	feeds := http.FileServer(http.Dir(filepath.Join(root, "blackboard", "calendar", "testdata")))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -91,7 +91,7 @@ func run(ctx context.Context, handover, interval time.Duration, dashAddr string)
 		"handlers": map[string]any{
 			"cities": map[string]any{"kind": "calendar", "timeout": "30s"},
 		},
-		"aggregator": map[string]any{"cycle": "2s"},
+		"blackboard": map[string]any{"cycle": "2s"},
 		// Counters every 5 s, so the dashboard's figures move.
 		"worker": map[string]any{"counters_every": "5s"},
 	}})
@@ -119,8 +119,8 @@ func run(ctx context.Context, handover, interval time.Duration, dashAddr string)
 		// Each city merges its own feed and a neighbour's; they share
 		// events, which the merge de-duplicates.
 		payload := fmt.Sprintf(`{"feeds":[%q,%q]}`, feedBase+c+".ics", feedBase+cities[(i+1)%len(cities)]+".ics")
-		if _, stderr, err := f.CLI(ctx, "aggregator", "add", c, "--every", interval.String(), "--type", "cities", payload); err != nil {
-			return fmt.Errorf("aggregator add %s: %v %s", c, err, stderr)
+		if _, stderr, err := f.CLI(ctx, "blackboard", "add", c, "--every", interval.String(), "--type", "cities", payload); err != nil {
+			return fmt.Errorf("blackboard add %s: %v %s", c, err, stderr)
 		}
 	}
 	say("blackboard: added %s, each merged every %s by whichever worker claims it", strings.Join(cities, ", "), interval)

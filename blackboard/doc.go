@@ -1,4 +1,4 @@
-// Package aggregator is leasecron's blackboard: periodic work keyed by name
+// Package blackboard is leasecron's blackboard: periodic work keyed by name
 // (a city, a feed, a report) that any number of identical workers share
 // without a leader.
 //
@@ -11,7 +11,7 @@
 //
 // Both are built over a table service client the caller made with its own
 // credential ([NewBoard], [NewWorker] take an *aztables.ServiceClient), or
-// over any [Store] ([NewBoardWithStore], [NewWorkerWithStore]); [MemStore]
+// over any [Store] ([NewBoardWithStore], [NewWorkerWithStore]); [NewMemoryStore]
 // is an in-memory one for tests and examples. A key's Type names a
 // leasecrontype.Handler found through Options.Handlers (the worker's
 // registry, shared with the queue); the handler gets a leasecrontype.Task
@@ -49,4 +49,4 @@
 // A key starts at most once per Interval; while any worker is alive it
 // starts again within about one cycle (plus the time the walk spends on
 // other keys) after its Interval has passed.
-package aggregator
+package blackboard

@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/leasecrontype"
-
-	"github.com/leasecron/leasecron/aggregator"
 	"github.com/leasecron/leasecron/azurite/azuritetest"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 func TestMain(m *testing.M) { azuritetest.Main(m) }
@@ -110,9 +109,9 @@ func TestWritesBlobsToAzurite(t *testing.T) {
 	download(t, ctx, c, container, "calendars/baltimore.json")
 }
 
-// The calendar handler under the aggregator: a failing feed shows on the
+// The calendar handler on the blackboard: a failing feed shows on the
 // blackboard as LastError, and the good feeds are still published.
-func TestUnderTheAggregatorOnAzurite(t *testing.T) {
+func TestOnTheBlackboardOnAzurite(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -124,7 +123,7 @@ func TestUnderTheAggregatorOnAzurite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	board, err := aggregator.NewBoard(c.Table, table)
+	board, err := blackboard.NewBoard(c.Table, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,15 +131,15 @@ func TestUnderTheAggregatorOnAzurite(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, city := range cities {
-		if err := board.Add(ctx, aggregator.Entry{Key: city, Interval: time.Hour, Type: Type, Payload: string(payload(srv.url(city)))}, nil); err != nil {
+		if err := board.Add(ctx, blackboard.Entry{Key: city, Interval: time.Hour, Type: Type, Payload: string(payload(srv.url(city)))}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := board.Add(ctx, aggregator.Entry{Key: "broken", Interval: time.Hour, Type: Type,
+	if err := board.Add(ctx, blackboard.Entry{Key: "broken", Interval: time.Hour, Type: Type,
 		Payload: srv.url("westlafcals") + "\n" + srv.url("malformed") + "\n"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	w, err := aggregator.NewWorker(c.Table, aggregator.Options{Table: table, Logger: quiet, MaxConcurrent: 2,
+	w, err := blackboard.NewWorker(c.Table, blackboard.Options{Table: table, Logger: quiet, MaxConcurrent: 2,
 		Handlers: func(typ string) (leasecrontype.Handler, bool) { return h, typ == Type }})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package aggregator
+package blackboard
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 )
 
 // Board edits and reads the blackboard: the operator's side (the CLI's
-// `aggregator add/remove/run-now` and `blackboard`). It never claims keys.
+// `blackboard add/remove/run-now` and `blackboard`). It never claims keys.
 type Board struct {
 	store Store
 	name  string
@@ -30,11 +30,11 @@ func NewBoard(svc *aztables.ServiceClient, table string) (*Board, error) {
 	return NewBoardWithStore(s), nil
 }
 
-// NewBoardWithStore returns a Board over any Store (a MemStore in tests).
+// NewBoardWithStore returns a Board over any Store (NewMemoryStore in tests).
 func NewBoardWithStore(s Store) *Board {
-	name := "in-memory store"
-	if n, ok := s.(interface{ Name() string }); ok {
-		name = "table " + n.Name()
+	name := "its store"
+	if n, ok := s.(interface{ Where() string }); ok {
+		name = n.Where()
 	}
 	return &Board{store: s, name: name}
 }

@@ -1,4 +1,4 @@
-package aggregator_test
+package blackboard_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"github.com/leasecron/leasecron/aggregator"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -28,14 +28,14 @@ func (stoppedTimer) Stop() bool          { return true }
 // pass, and print the snapshot the `blackboard` command shows.
 func Example() {
 	ctx := context.Background()
-	store := aggregator.NewMemStore()
-	board := aggregator.NewBoardWithStore(store)
-	_ = board.Add(ctx, aggregator.Entry{Key: "westlafcals", Interval: 8 * time.Hour, Type: "calendar",
+	store := blackboard.NewMemoryStore()
+	board := blackboard.NewBoardWithStore(store)
+	_ = board.Add(ctx, blackboard.Entry{Key: "westlafcals", Interval: 8 * time.Hour, Type: "calendar",
 		Payload: `{"feeds": ["http://example.com/a.ics"]}`}, nil)
 
 	start := time.Date(2009, 7, 14, 12, 12, 5, 0, time.UTC)
 	clk := stoppedClock{start}
-	w, err := aggregator.NewWorkerWithStore(store, aggregator.Options{
+	w, err := blackboard.NewWorkerWithStore(store, blackboard.Options{
 		InstanceID: "worker-1",
 		Clock:      clk,
 		Handlers: func(typ string) (leasecrontype.Handler, bool) {
@@ -69,11 +69,11 @@ func ExampleNewWorker() {
 		fmt.Println(err)
 		return
 	}
-	w, err := aggregator.NewWorker(svc, aggregator.Options{
-		Cycle:    time.Hour,          // aggregator.cycle
-		LockTTL:  0,                  // aggregator.lock_ttl: 0 = each key's interval
+	w, err := blackboard.NewWorker(svc, blackboard.Options{
+		Cycle:    time.Hour,          // blackboard.cycle
+		LockTTL:  0,                  // blackboard.lock_ttl: 0 = each key's interval
 		Handlers: registryLookup,     // the queue's handler registry
-		Hooks:    aggregator.Hooks{}, // metrics
+		Hooks:    blackboard.Hooks{}, // metrics
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -89,11 +89,11 @@ func registryLookup(string) (leasecrontype.Handler, bool) { return nil, false }
 // Operator commands map onto Board calls.
 func ExampleBoard() {
 	ctx := context.Background()
-	board := aggregator.NewBoardWithStore(aggregator.NewMemStore())
-	e := aggregator.Entry{Key: "localist", Interval: time.Hour, Type: "calendar"}
+	board := blackboard.NewBoardWithStore(blackboard.NewMemoryStore())
+	e := blackboard.Entry{Key: "localist", Interval: time.Hour, Type: "calendar"}
 	fmt.Println(board.Add(ctx, e, nil))
 	fmt.Println(board.Add(ctx, e, nil))
-	fmt.Println(board.Add(ctx, e, &aggregator.AddOptions{Replace: true}))
+	fmt.Println(board.Add(ctx, e, &blackboard.AddOptions{Replace: true}))
 	fmt.Println(board.RunNow(ctx, "localist"))
 	fmt.Println(board.Remove(ctx, "aroundfred"))
 	// Output:
@@ -101,5 +101,5 @@ func ExampleBoard() {
 	// blackboard key already exists: "localist" is already on the blackboard (in-memory store; replace it to change its definition)
 	// <nil>
 	// <nil>
-	// blackboard key not found: "aroundfred" is not on the blackboard (in-memory store): delete blackboard row "aroundfred": not found
+	// blackboard key not found: "aroundfred" is not on the blackboard (in-memory store): delete blackboard row "aroundfred": delete Blackboard/bb/aroundfred: not found
 }

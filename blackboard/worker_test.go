@@ -1,4 +1,4 @@
-package aggregator
+package blackboard
 
 import (
 	"context"
@@ -95,7 +95,7 @@ func runOnce(t *testing.T, w *Worker) CycleReport {
 }
 
 func TestClaimsOnlyWhenDue(t *testing.T) {
-	s := NewMemStore()
+	s := NewMemoryStore()
 	clk := clock.NewFake(t0)
 	r := &recorder{}
 	w := newWorker(t, s, clk, r, func(o *Options) { o.InstanceID = "w1" })
@@ -158,7 +158,7 @@ func (b *barrierStore) List(ctx context.Context) ([]Entry, error) {
 }
 
 func TestRacingWorkersClaimEachKeyOnce(t *testing.T) {
-	mem := NewMemStore()
+	mem := NewMemoryStore()
 	s := &barrierStore{Store: mem, n: 3}
 	clk := clock.NewFake(t0)
 	r := &recorder{}
@@ -200,7 +200,7 @@ func TestRacingWorkersClaimEachKeyOnce(t *testing.T) {
 }
 
 func TestTwoWorkersRaceForOneKey(t *testing.T) {
-	mem := NewMemStore()
+	mem := NewMemoryStore()
 	s := &barrierStore{Store: mem, n: 2}
 	clk := clock.NewFake(t0)
 	r := &recorder{}
@@ -218,7 +218,7 @@ func TestTwoWorkersRaceForOneKey(t *testing.T) {
 }
 
 func TestAbandonedClaimIsTakenOverAfterTTL(t *testing.T) {
-	s := NewMemStore()
+	s := NewMemoryStore()
 	clk := clock.NewFake(t0)
 	r := &recorder{}
 	var runs []RunReport
@@ -289,7 +289,7 @@ func intrude(t *testing.T, s Store, key, worker string, now time.Time) {
 }
 
 func TestStaleOwnerCannotOverwriteNewOwner(t *testing.T) {
-	s := NewMemStore()
+	s := NewMemoryStore()
 	clk := clock.NewFake(t0)
 	r := &recorder{}
 	started, release := blocking(r)
@@ -313,7 +313,7 @@ func TestStaleOwnerCannotOverwriteNewOwner(t *testing.T) {
 }
 
 func TestRunNowDuringRunIsKeptAndRecordSucceeds(t *testing.T) {
-	s := NewMemStore()
+	s := NewMemoryStore()
 	clk := clock.NewFake(t0)
 	r := &recorder{}
 	started, release := blocking(r)
@@ -341,7 +341,7 @@ func TestRunNowDuringRunIsKeptAndRecordSucceeds(t *testing.T) {
 }
 
 func TestRunNowRunsBeforeInterval(t *testing.T) {
-	s := NewMemStore()
+	s := NewMemoryStore()
 	clk := clock.NewFake(t0)
 	r := &recorder{}
 	w := newWorker(t, s, clk, r, nil)
@@ -393,7 +393,7 @@ func advanceUntil(t *testing.T, clk *clock.Fake, step time.Duration, done <-chan
 }
 
 func TestHeartbeatExtendsClaimAndDetectsTakeover(t *testing.T) {
-	s := NewMemStore()
+	s := NewMemoryStore()
 	clk := clock.NewFake(t0)
 	r := &recorder{}
 	started, _ := blocking(r)
@@ -454,7 +454,7 @@ func (f *flakyStore) List(ctx context.Context) ([]Entry, error) {
 }
 
 func TestHandlerCancelledWhenClaimCannotBeExtended(t *testing.T) {
-	mem := NewMemStore()
+	mem := NewMemoryStore()
 	s := &flakyStore{Store: mem}
 	clk := clock.NewFake(t0)
 	r := &recorder{}
@@ -488,7 +488,7 @@ func TestHandlerCancelledWhenClaimCannotBeExtended(t *testing.T) {
 }
 
 func TestPanicsAndErrorsAreRecorded(t *testing.T) {
-	s := NewMemStore()
+	s := NewMemoryStore()
 	clk := clock.NewFake(t0)
 	r := &recorder{}
 	fail := map[string]string{"a": "panic", "b": "error"}
@@ -527,7 +527,7 @@ func TestPanicsAndErrorsAreRecorded(t *testing.T) {
 }
 
 func TestShutdownRecordsInterruptedRunWithRunNow(t *testing.T) {
-	s := NewMemStore()
+	s := NewMemoryStore()
 	clk := clock.NewFake(t0)
 	r := &recorder{}
 	started, _ := blocking(r)
@@ -552,7 +552,7 @@ func TestShutdownRecordsInterruptedRunWithRunNow(t *testing.T) {
 }
 
 func TestUnknownTypeIsLeftAlone(t *testing.T) {
-	s := NewMemStore()
+	s := NewMemoryStore()
 	r := &recorder{}
 	w := newWorker(t, s, clock.NewFake(t0), r, nil)
 	if err := NewBoardWithStore(s).Add(context.Background(), Entry{Key: "x", Interval: time.Minute, Type: "nosuchtype"}, nil); err != nil {
@@ -567,7 +567,7 @@ func TestUnknownTypeIsLeftAlone(t *testing.T) {
 }
 
 func TestRunLoopCyclesWithJitter(t *testing.T) {
-	s := NewMemStore()
+	s := NewMemoryStore()
 	clk := clock.NewFake(t0)
 	r := &recorder{}
 	cycles := make(chan CycleReport, 10)
@@ -610,7 +610,7 @@ func TestRunLoopCyclesWithJitter(t *testing.T) {
 }
 
 func TestListFailureDoesNotStopTheLoop(t *testing.T) {
-	mem := NewMemStore()
+	mem := NewMemoryStore()
 	s := &flakyStore{Store: mem}
 	clk := clock.NewFake(t0)
 	r := &recorder{}
@@ -637,7 +637,7 @@ func TestListFailureDoesNotStopTheLoop(t *testing.T) {
 }
 
 func TestMaxConcurrentRunsKeysInParallel(t *testing.T) {
-	s := NewMemStore()
+	s := NewMemoryStore()
 	clk := clock.NewFake(t0)
 	r := &recorder{}
 	started, release := blocking(r)
@@ -677,12 +677,12 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{Handlers: h, MaxConcurrent: 65}, "MaxConcurrent = 65"},
 		{Options{Handlers: h, Table: "bad-name"}, "bad-name"},
 	} {
-		_, err := NewWorkerWithStore(NewMemStore(), tc.o)
+		_, err := NewWorkerWithStore(NewMemoryStore(), tc.o)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("options %+v: error %v, want ErrInvalid naming %q", tc.o, err, tc.want)
 		}
 	}
-	w, err := NewWorkerWithStore(NewMemStore(), Options{Handlers: h})
+	w, err := NewWorkerWithStore(NewMemoryStore(), Options{Handlers: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -699,7 +699,7 @@ func TestOptionsValidation(t *testing.T) {
 
 func TestBoard(t *testing.T) {
 	ctx := context.Background()
-	s := NewMemStore()
+	s := NewMemoryStore()
 	testBoard(t, ctx, NewBoardWithStore(s), s)
 }
 
@@ -781,7 +781,7 @@ func testBoard(t *testing.T, ctx context.Context, b *Board, s Store) {
 	}
 }
 
-func TestMemStore(t *testing.T) { testStore(t, context.Background(), NewMemStore()) }
+func TestMemStore(t *testing.T) { testStore(t, context.Background(), NewMemoryStore()) }
 
 // testStore checks the Store contract; it runs on MemStore and on Azurite.
 func testStore(t *testing.T, ctx context.Context, s Store) {
@@ -873,7 +873,7 @@ func TestEntryStateAndTaskID(t *testing.T) {
 // A row written by hand that fails validation (no interval) is skipped, not
 // run on every cycle, and the valid keys beside it still run.
 func TestInvalidRowIsSkipped(t *testing.T) {
-	s := NewMemStore()
+	s := NewMemoryStore()
 	clk := clock.NewFake(t0)
 	r := &recorder{}
 	w := newWorker(t, s, clk, r, func(o *Options) { o.InstanceID = "w1" })

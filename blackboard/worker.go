@@ -1,4 +1,4 @@
-package aggregator
+package blackboard
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // Worker defaults and limits.
 const (
 	// DefaultCycle is how often a worker walks the board (config
-	// aggregator.cycle).
+	// blackboard.cycle).
 	DefaultCycle = time.Hour
 	// CycleJitter is the fraction by which each cycle is randomly
 	// lengthened or shortened, so that workers drift apart.
@@ -66,14 +66,14 @@ type Handlers func(taskType string) (h leasecrontype.Handler, ok bool)
 type Options struct {
 	// Table is the blackboard table. Default DefaultTable ("Blackboard").
 	Table string
-	// Cycle is how often the board is walked (aggregator.cycle). Each
+	// Cycle is how often the board is walked (blackboard.cycle). Each
 	// wait is jittered by ±CycleJitter. Default DefaultCycle (1 h); at
 	// least MinCycle. A walk that runs handlers takes as long as they do;
 	// the next walk starts one Cycle after the previous one started, or at
 	// once if that time has passed.
 	Cycle time.Duration
 	// LockTTL is how long a claim stays valid without being extended
-	// (aggregator.lock_ttl); a claim older than that is abandoned and taken
+	// (blackboard.lock_ttl); a claim older than that is abandoned and taken
 	// over. Default 0: each key's own Interval. At least MinLockTTL when
 	// set. Every worker of a fleet should use the same value.
 	LockTTL time.Duration
@@ -177,7 +177,7 @@ func NewWorker(svc *aztables.ServiceClient, opts Options) (*Worker, error) {
 	return NewWorkerWithStore(s, opts)
 }
 
-// NewWorkerWithStore returns a Worker over any Store (a MemStore in tests).
+// NewWorkerWithStore returns a Worker over any Store (NewMemoryStore in tests).
 // opts.Table is ignored.
 func NewWorkerWithStore(s Store, opts Options) (*Worker, error) {
 	if s == nil {
@@ -207,16 +207,16 @@ func (o Options) withDefaults() (Options, error) {
 	if err := storage.ValidateTableName(o.Table); err != nil {
 		return o, fmt.Errorf("%w: Table: %w", ErrInvalid, err)
 	}
-	if err := opt.DefaultAtLeast(ErrInvalid, "aggregator.Options.Cycle", &o.Cycle, DefaultCycle, MinCycle); err != nil {
+	if err := opt.DefaultAtLeast(ErrInvalid, "blackboard.Options.Cycle", &o.Cycle, DefaultCycle, MinCycle); err != nil {
 		return o, err
 	}
 	if o.LockTTL < 0 || (o.LockTTL > 0 && o.LockTTL < MinLockTTL) {
-		return o, opt.Invalid(ErrInvalid, "aggregator.Options.LockTTL", o.LockTTL, fmt.Sprintf("0 (each key's interval) or at least %v", MinLockTTL))
+		return o, opt.Invalid(ErrInvalid, "blackboard.Options.LockTTL", o.LockTTL, fmt.Sprintf("0 (each key's interval) or at least %v", MinLockTTL))
 	}
 	if o.Heartbeat < 0 {
-		return o, opt.Invalid(ErrInvalid, "aggregator.Options.Heartbeat", o.Heartbeat, "a positive value, or 0 for a third of the lock TTL")
+		return o, opt.Invalid(ErrInvalid, "blackboard.Options.Heartbeat", o.Heartbeat, "a positive value, or 0 for a third of the lock TTL")
 	}
-	if err := opt.DefaultIn(ErrInvalid, "aggregator.Options.MaxConcurrent", &o.MaxConcurrent, 1, 1, MaxConcurrentLimit); err != nil {
+	if err := opt.DefaultIn(ErrInvalid, "blackboard.Options.MaxConcurrent", &o.MaxConcurrent, 1, 1, MaxConcurrentLimit); err != nil {
 		return o, err
 	}
 	if o.Handlers == nil {
@@ -241,13 +241,13 @@ func (w *Worker) ID() string { return w.opts.InstanceID }
 // error only if the worker is already running.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
-		return fmt.Errorf("aggregator worker %s is already running", w.opts.InstanceID)
+		return fmt.Errorf("blackboard worker %s is already running", w.opts.InstanceID)
 	}
 	defer w.running.Store(false)
 	if err := w.store.Ensure(ctx); err != nil && ctx.Err() == nil {
-		w.log.Warn("aggregator: cannot create the blackboard table; will retry by listing it", "error", err)
+		w.log.Warn("blackboard: cannot create the blackboard table; will retry by listing it", "error", err)
 	}
-	w.log.Info("aggregator worker started", "cycle", w.opts.Cycle, "lock_ttl", w.opts.LockTTL, "max_concurrent", w.opts.MaxConcurrent)
+	w.log.Info("blackboard worker started", "cycle", w.opts.Cycle, "lock_ttl", w.opts.LockTTL, "max_concurrent", w.opts.MaxConcurrent)
 	for ctx.Err() == nil {
 		start := w.opts.Clock.Now()
 		w.walk(ctx, nil)
@@ -257,7 +257,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	w.wg.Wait()
-	w.log.Info("aggregator worker stopped")
+	w.log.Info("blackboard worker stopped")
 	return nil
 }
 
@@ -293,7 +293,7 @@ func (w *Worker) walk(ctx context.Context, cycle *sync.WaitGroup) CycleReport {
 			if errors.Is(err, leasecrontype.ErrNotFound) {
 				_ = w.store.Ensure(ctx)
 			}
-			w.log.Warn("aggregator: cannot list the blackboard", "error", err)
+			w.log.Warn("blackboard: cannot list the blackboard", "error", err)
 		}
 		rep.Err = err
 		return rep
@@ -321,7 +321,7 @@ func (w *Worker) walk(ctx context.Context, cycle *sync.WaitGroup) CycleReport {
 			rep.Conflicts++
 		}
 		if err != nil && ctx.Err() == nil {
-			w.log.Warn("aggregator: claim failed", "key", e.Key, "error", err)
+			w.log.Warn("blackboard: claim failed", "key", e.Key, "error", err)
 		}
 		if c == nil {
 			<-w.sem
@@ -379,7 +379,7 @@ func (w *Worker) warnOnce(key, msg string, args ...any) {
 // its handler.
 func (w *Worker) eligible(e Entry, now time.Time) (leasecrontype.Handler, bool) {
 	if e.Interval < MinInterval {
-		w.warnOnce(e.Key, "aggregator: skipping key with an invalid interval", "interval", e.Interval)
+		w.warnOnce(e.Key, "blackboard: skipping key with an invalid interval", "interval", e.Interval)
 		return nil, false
 	}
 	w.mu.Lock()
@@ -394,12 +394,12 @@ func (w *Worker) eligible(e Entry, now time.Time) (leasecrontype.Handler, bool) 
 	if err := e.Validate(); err != nil {
 		// A row written by hand with, say, no interval would otherwise run
 		// on every cycle.
-		w.warnOnce(e.Key, "aggregator: skipping an invalid blackboard row", "err", err)
+		w.warnOnce(e.Key, "blackboard: skipping an invalid blackboard row", "err", err)
 		return nil, false
 	}
 	h, ok := w.opts.Handlers(e.Type)
 	if !ok || h == nil {
-		w.warnOnce(e.Key, "aggregator: no handler for the key's type; leaving it to other workers", "type", e.Type)
+		w.warnOnce(e.Key, "blackboard: no handler for the key's type; leaving it to other workers", "type", e.Type)
 		return nil, false
 	}
 	return h, true
@@ -458,7 +458,7 @@ func (w *Worker) claim(ctx context.Context, e Entry) (c *claim, conflict bool, e
 			c := &claim{key: e.Key, id: next.ClaimID, handler: h, entry: next, start: now, ttl: ttl,
 				deadline: now.Add(ttl), takeover: e.Running, from: e.Worker}
 			if c.takeover {
-				w.log.Warn("aggregator: taking over an abandoned claim", "key", e.Key, "from", e.Worker,
+				w.log.Warn("blackboard: taking over an abandoned claim", "key", e.Key, "from", e.Worker,
 					"claimed_at", e.ClaimedAt, "locked_until", e.LockedUntil)
 			}
 			return c, false, nil
@@ -512,18 +512,18 @@ wait:
 			c.deadline = now.Add(c.ttl)
 		case errors.Is(err, ErrClaimLost), errors.Is(err, ErrNotFound):
 			lostErr = err
-			log.Warn("aggregator: claim lost while running; cancelling the handler", "error", err)
+			log.Warn("blackboard: claim lost while running; cancelling the handler", "error", err)
 			cancel(err)
 			herr = <-done
 			break wait
 		default:
 			if ctx.Err() == nil {
-				log.Warn("aggregator: cannot extend the claim", "error", err, "lock_deadline", c.deadline)
+				log.Warn("blackboard: cannot extend the claim", "error", err, "lock_deadline", c.deadline)
 			}
 		}
 		left := c.deadline.Add(-margin).Sub(w.opts.Clock.Now())
 		if left <= 0 {
-			log.Error("aggregator: claim expiring without renewal; cancelling the handler", "lock_deadline", c.deadline)
+			log.Error("blackboard: claim expiring without renewal; cancelling the handler", "lock_deadline", c.deadline)
 			cancel(ErrLockExpired)
 			expired = true
 			herr = <-done
@@ -549,9 +549,9 @@ wait:
 		return rep
 	}
 	if herr != nil {
-		log.Warn("aggregator: run failed", "error", herr, "duration", rep.Duration)
+		log.Warn("blackboard: run failed", "error", herr, "duration", rep.Duration)
 	} else {
-		log.Debug("aggregator: run succeeded", "duration", rep.Duration)
+		log.Debug("blackboard: run succeeded", "duration", rep.Duration)
 	}
 
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
@@ -572,7 +572,7 @@ wait:
 	})
 	if err != nil {
 		rep.RecordErr = err
-		log.Warn("aggregator: run finished but its outcome was not recorded", "error", err)
+		log.Warn("blackboard: run finished but its outcome was not recorded", "error", err)
 		return rep
 	}
 	rep.Recorded = true
@@ -622,7 +622,7 @@ func callHandler(ctx context.Context, h leasecrontype.Handler, t leasecrontype.T
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
-			log.Error("aggregator: handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			log.Error("blackboard: handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 		}
 	}()
 	return h(ctx, t)

@@ -11,7 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/leasecron/leasecron/leasecrontype"
 
-	"github.com/leasecron/leasecron/aggregator/calendar"
+	"github.com/leasecron/leasecron/blackboard/calendar"
 )
 
 // mapBlobs is a BlobWriter that keeps what it is given.

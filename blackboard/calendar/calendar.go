@@ -1,4 +1,4 @@
-// Package calendar is the aggregator's reference workload, after the elmcity
+// Package calendar is the blackboard's reference workload, after the elmcity
 // calendar aggregator: the "calendar" handler type fetches a key's iCalendar
 // feeds, merges them into one calendar without duplicates, and writes it to
 // blob storage with a JSON summary beside it.
@@ -333,7 +333,7 @@ type merger struct {
 func (m *merger) handle(ctx context.Context, t leasecrontype.Task) error {
 	key := t.Key
 	if key == "" {
-		return fmt.Errorf("%w: task %s has no blackboard key (the calendar handler runs under the aggregator)", ErrBadPayload, t.ID)
+		return fmt.Errorf("%w: task %s has no blackboard key (the calendar handler runs on the blackboard)", ErrBadPayload, t.ID)
 	}
 	if err := storage.ValidateKeyPart("calendar key", key); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadPayload, err)
