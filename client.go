@@ -61,8 +61,7 @@ type Client struct {
 }
 
 // Requests returns the storage requests this client has made, by
-// operation (empty for the client a worker builds for its dashboard; see
-// Worker.Requests).
+// operation (empty for a worker's Client; see Worker.Requests).
 func (c *Client) Requests() RequestCounts {
 	if c.counter == nil {
 		return RequestCounts{ByOp: map[string]int64{}}
@@ -98,8 +97,8 @@ func NewClient(o ClientOptions) (*Client, error) {
 	return c, nil
 }
 
-// clientOf is the Client over parts already built (a Worker's, for the
-// dashboard it serves); o must have its defaults filled in.
+// clientOf is the Client over parts already built (a Worker's; see
+// Worker.Client); o must have its defaults filled in.
 func clientOf(p parts, o ClientOptions) *Client {
 	c := &Client{o: o, parts: p}
 	var rq queue.RunRequeuer
@@ -108,6 +107,33 @@ func clientOf(p parts, o ClientOptions) *Client {
 	}
 	c.dead = queue.NewDeadLetters(c.queue, rq)
 	return c
+}
+
+// Clock returns the client's time source.
+func (c *Client) Clock() leasecrontype.Clock { return c.o.Clock }
+
+// RunRecords reports whether the client keeps run records (see
+// ClientOptions.NoRuns).
+func (c *Client) RunRecords() bool { return c.runs != nil }
+
+// Payload reads a payload kept in a blob (Item.PayloadBlob, a claim-check
+// reference) and returns its bytes.
+func (c *Client) Payload(ctx context.Context, ref string) ([]byte, error) {
+	return c.payloads.Get(ctx, ref)
+}
+
+// Recent returns the newest n runs of a recurring series, newest first:
+// one read of the series' summary, or a query of its history when the
+// summary does not say (written by an earlier release).
+func (c *Client) Recent(ctx context.Context, series string, n int) ([]Run, error) {
+	if c.runs != nil {
+		rs, ok, err := c.runs.Recent(ctx, series)
+		if err != nil || ok {
+			return rs[:min(n, len(rs))], err
+		}
+	}
+	p, err := c.Runs(ctx, RunQuery{Series: series, Limit: n})
+	return p.Runs, err
 }
 
 // Schedule adds a task. An empty ID is generated; an id that is already

@@ -37,7 +37,7 @@
 // due backlog, the leader (Leader) and the fleet's Counters;
 // DeadLetters, Blackboard and the blackboard methods, Instances and Limits
 // cover the rest of what the command line and the dashboard show
-// (NewDashboard serves it as a web UI).
+// (package dashboard serves it as a web UI).
 //
 // Errors callers branch on are ErrNotFound (wrapped by every "no such
 // task, run, key or dead letter"), ErrAlreadyScheduled and

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/dashboard"
 )
 
 // TestRecurringSummaryThroughAWorker runs a series through an in-process
@@ -64,7 +65,7 @@ func TestRecurringSummaryThroughAWorker(t *testing.T) {
 		t.Fatalf("run records of beat: %+v, %v", records, err)
 	}
 
-	h, err := leasecron.NewDashboard(c, leasecron.DashboardOptions{})
+	h, err := dashboard.New(c, dashboard.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,10 +154,13 @@ type WorkerOptions struct {
 	AdminAddr string
 	// Pprof adds /debug/pprof to the admin address.
 	Pprof bool
-	// Dashboard, when set, also serves the web dashboard on AdminAddr
-	// (see DashboardOptions; a non-loopback AdminAddr needs its Auth, or
-	// ReadOnly with AllowAnonymous).
-	Dashboard *DashboardOptions
+	// AdminHandler, when set, builds a handler that Run serves on
+	// AdminAddr for every path the admin server does not serve itself
+	// (/healthz, /readyz, /metrics, /debug/pprof), given a Client over this
+	// worker's storage (Worker.Client): for example the web dashboard,
+	// func(c *Client) (http.Handler, error) { return dashboard.New(c,
+	// dashboard.Options{...}) }. Exposing it safely is the caller's part.
+	AdminHandler func(c *Client) (http.Handler, error)
 	// Version is reported in the build-info metric and on the dashboard's
 	// fleet page. Default the module version from the build information
 	// (or the VCS revision of a development build).
@@ -218,8 +221,8 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if err := storage.ValidateKeyPart("InstanceID", o.InstanceID); err != nil {
 		return nil, err
 	}
-	if err := o.checkDashboard(); err != nil {
-		return nil, err
+	if o.AdminHandler != nil && o.AdminAddr == "" {
+		return nil, errors.New("leasecron: WorkerOptions.AdminHandler needs AdminAddr (it is served there)")
 	}
 	w := &Worker{o: o, counter: storage.NewCounter(), metrics: ops.NewMetrics(), handlers: map[string]leasecrontype.Handler{}, slots: map[string]*trafficcop.Semaphore{}}
 	w.log = o.Logger.With("instance", o.InstanceID)
@@ -297,6 +300,14 @@ func (w *Worker) handler(taskType string) (leasecrontype.Handler, bool) {
 // MetricsHandler serves the worker's Prometheus metrics.
 func (w *Worker) MetricsHandler() http.Handler { return w.metrics.Handler() }
 
+// Client returns a Client over this worker's storage clients and options
+// (its requests count in Worker.Requests), for example to serve the
+// dashboard beside the worker (WorkerOptions.AdminHandler).
+func (w *Worker) Client() *Client {
+	return clientOf(w.parts, ClientOptions{Names: w.o.Names, NoRuns: w.o.NoRuns, Logger: w.log, Clock: w.o.Clock,
+		Limits: w.o.Limits, MaxDepth: w.o.Mover.MaxDepth, ResumeBelow: w.o.Mover.ResumeBelow})
+}
+
 // HasControl reports whether this instance currently leads.
 func (w *Worker) HasControl() bool { return w.cop != nil && w.cop.HasControl() }
 
@@ -336,9 +347,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.runs != nil {
 		tables = append(tables, w.o.Names.RunsTable)
 	}
-	dash, err := w.dashboard()
-	if err != nil {
-		return err
+	var admin http.Handler
+	var err error
+	if w.o.AdminHandler != nil {
+		if admin, err = w.o.AdminHandler(w.Client()); err != nil {
+			return fmt.Errorf("WorkerOptions.AdminHandler: %w", err)
+		}
 	}
 	srv, err := ops.NewServer(ops.Options{
 		Addr:     w.o.AdminAddr,
@@ -346,7 +360,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		Ready:    ops.ReadyCheck(w.sc, tables, []string{w.o.Names.Queue, w.o.Names.PoisonQueue}),
 		Pprof:    w.o.Pprof,
 		Logger:   w.log,
-		Fallback: dash,
+		Fallback: admin,
 	})
 	if err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 
 	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/blackboard/calendar"
-	"github.com/leasecron/leasecron/internal/dashboard"
+	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/schedule"
 )
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/handler"
 	"github.com/leasecron/leasecron/internal/config"
 	"github.com/leasecron/leasecron/internal/trunc"
@@ -29,7 +31,7 @@ func (a *app) client() (*leasecron.Client, error) {
 }
 
 // workerOptions maps the configuration onto leasecron.WorkerOptions.
-func (a *app) workerOptions() leasecron.WorkerOptions {
+func (a *app) workerOptions() (leasecron.WorkerOptions, error) {
 	c := a.cfg
 	timeouts := map[string]time.Duration{}
 	for typ, h := range c.Handlers {
@@ -37,16 +39,18 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 			timeouts[typ] = h.Timeout
 		}
 	}
-	var dash *leasecron.DashboardOptions
+	var dash func(*leasecron.Client) (http.Handler, error)
 	if c.Admin.Dashboard {
-		d := a.dashboardOptions()
-		dash = &d
+		var err error
+		if dash, err = dashboard.ForWorker(c.Admin.Addr, a.dashboardOptions()); err != nil {
+			return leasecron.WorkerOptions{}, usageError{fmt.Errorf("admin.dashboard: %w", err)}
+		}
 	}
 	return leasecron.WorkerOptions{
-		Dashboard:  dash,
-		Storage:    a.cfg.Storage,
-		Names:      a.cfg.Names,
-		InstanceID: c.Worker.InstanceID,
+		AdminHandler: dash,
+		Storage:      a.cfg.Storage,
+		Names:        a.cfg.Names,
+		InstanceID:   c.Worker.InstanceID,
 		Lease: leasecron.LeaseOptions{
 			Duration: c.Lease.Duration, RenewEvery: c.Lease.RenewEvery, PollEvery: c.Lease.PollEvery, SafetyMargin: c.Lease.SafetyMargin,
 		},
@@ -72,7 +76,7 @@ func (a *app) workerOptions() leasecron.WorkerOptions {
 		Pprof:        c.Admin.Pprof,
 		Version:      a.version,
 		Logger:       a.log,
-	}
+	}, nil
 }
 
 // buildHandlers turns handlers.<type> configuration into handlers.

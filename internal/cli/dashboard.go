@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/internal/dashboard"
+	"github.com/leasecron/leasecron/dashboard"
 )
 
 func init() {
@@ -16,9 +15,9 @@ func init() {
 }
 
 // dashboardOptions maps the dashboard.* keys.
-func (a *app) dashboardOptions() leasecron.DashboardOptions {
+func (a *app) dashboardOptions() dashboard.Options {
 	d := a.cfg.Dashboard
-	return leasecron.DashboardOptions{Auth: d.Auth, ReadOnly: d.ReadOnly, AllowAnonymous: d.AllowAnonymous, Version: a.version, Logger: a.log}
+	return dashboard.Options{Auth: d.Auth, ReadOnly: d.ReadOnly, AllowAnonymous: d.AllowAnonymous, Version: a.version, Logger: a.log}
 }
 
 func (a *app) dashboardCmd() *cobra.Command {
@@ -41,7 +40,7 @@ dashboard.read_only and dashboard.allow_anonymous are both true.`,
 				addr = a.cfg.Dashboard.Addr
 			}
 			if _, _, err := net.SplitHostPort(addr); err != nil {
-				return usagef("--addr %q: %v: want HOST:PORT, e.g. %s", addr, err, leasecron.DefaultDashboardAddr)
+				return usagef("--addr %q: %v: want HOST:PORT, e.g. %s", addr, err, dashboard.DefaultAddr)
 			}
 			o := a.dashboardOptions()
 			// Refused before anything touches storage.
@@ -59,8 +58,8 @@ dashboard.read_only and dashboard.allow_anonymous are both true.`,
 				fmt.Fprintf(a.out, "dashboard: http://%s/\n", at)
 				a.log.Info("dashboard listening", "addr", at.String(), "read_only", o.ReadOnly, "auth", o.Auth != "")
 			}
-			err = leasecron.ServeDashboard(cmd.Context(), addr, cl, o)
-			if errors.Is(err, leasecron.ErrDashboardExposed) {
+			err = dashboard.Serve(cmd.Context(), addr, cl, o)
+			if errors.Is(err, dashboard.ErrExposed) {
 				return usageError{err}
 			}
 			return err

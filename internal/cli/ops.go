@@ -42,7 +42,11 @@ another instance takes over within one lease.poll_every.`,
 				return err
 			}
 			defer stopTracing()
-			w, err := leasecron.NewWorker(a.workerOptions())
+			wo, err := a.workerOptions()
+			if err != nil {
+				return err
+			}
+			w, err := leasecron.NewWorker(wo)
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/internal/dashboard"
+	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/blackboard"
+	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/handler"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
@@ -105,7 +106,7 @@ var Keys = []Key{
 	{"admin.addr", "", "Address of /healthz, /readyz and /metrics (e.g. :8080); empty disables.", false},
 	{"admin.pprof", false, "Serve /debug/pprof on the admin address.", false},
 	{"admin.dashboard", false, "Also serve the web dashboard on the admin address (under the dashboard.* rules for non-loopback addresses).", false},
-	{"dashboard.addr", leasecron.DefaultDashboardAddr, "Address of `leasecron dashboard`; an address that is not loopback needs dashboard.auth, or dashboard.read_only with dashboard.allow_anonymous.", false},
+	{"dashboard.addr", dashboard.DefaultAddr, "Address of `leasecron dashboard`; an address that is not loopback needs dashboard.auth, or dashboard.read_only with dashboard.allow_anonymous.", false},
 	{"dashboard.auth", "", "Dashboard credentials: basic:USER:PASSWORD or bearer:TOKEN (compared in constant time; a browser sends the token as the basic-auth password).", true},
 	{"dashboard.read_only", false, "Hide and refuse every dashboard action.", false},
 	{"dashboard.allow_anonymous", false, "With dashboard.read_only, allow serving without dashboard.auth on an address that is not loopback.", false},

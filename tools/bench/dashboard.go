@@ -18,7 +18,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/blackboard"
-	"github.com/leasecron/leasecron/internal/dashboard"
+	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
@@ -132,7 +132,7 @@ func runDashboard(ctx context.Context, b *bench) error {
 		row := results.DashboardPage{Path: p, Label: labels[p]}
 		var times []float64
 		for range res.Reps {
-			h, err := leasecron.NewDashboard(c, leasecron.DashboardOptions{})
+			h, err := dashboard.New(c, dashboard.Options{})
 			if err != nil {
 				return err
 			}
@@ -153,7 +153,7 @@ func runDashboard(ctx context.Context, b *bench) error {
 	}
 
 	// A second viewer within the cache TTL.
-	h, err := leasecron.NewDashboard(c, leasecron.DashboardOptions{})
+	h, err := dashboard.New(c, dashboard.Options{})
 	if err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ var nextLink = regexp.MustCompile(`href="\?([^"]+)" id="next-page"`)
 // follow walks a paged list n pages deep through its "next page" links and
 // returns the URL of that page (or of the last, if there are fewer).
 func follow(ctx context.Context, c *leasecron.Client, path string, n int) (string, error) {
-	h, err := leasecron.NewDashboard(c, leasecron.DashboardOptions{})
+	h, err := dashboard.New(c, dashboard.Options{})
 	if err != nil {
 		return "", err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/internal/fleet"
 )
 
@@ -53,10 +54,11 @@ func (d *demoDashboard) Serve(f *fleet.Fleet) error {
 	if err != nil {
 		return err
 	}
-	h, err := leasecron.NewDashboard(c, leasecron.DashboardOptions{Version: "demo"})
+	srv, err := dashboard.New(c, dashboard.Options{Version: "demo"})
 	if err != nil {
 		return err
 	}
+	var h http.Handler = srv
 	d.h.Store(&h)
 	return nil
 }

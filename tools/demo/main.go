@@ -167,7 +167,7 @@ func run(ctx context.Context, handover, interval time.Duration, dashAddr string)
 				}
 			}
 		}
-		dashboard(ctx, f, sc)
+		showFleet(ctx, f, sc)
 	}
 }
 
@@ -193,8 +193,8 @@ func say(format string, a ...any) {
 	fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
 }
 
-// dashboard prints the leader, recent task executions and the blackboard.
-func dashboard(ctx context.Context, f *fleet.Fleet, sc *storage.Clients) {
+// showFleet prints the leader, recent task executions and the blackboard.
+func showFleet(ctx context.Context, f *fleet.Fleet, sc *storage.Clients) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n==== %s ", time.Now().Format("15:04:05"))
 	if h, err := f.Leader(ctx); err == nil && h.Held() {

@@ -21,7 +21,7 @@ func dashboardSection(d *doc, r *results.Dashboard) []check {
 		d.para("Not run.")
 		return []check{{target: target, measured: "–", status: statusNotRun}}
 	}
-	d.para("The web dashboard's handler (`leasecron.NewDashboard`) rendering each page in-process over one fresh Azurite that holds %d pending tasks (%d of them recurring series), %d run records, %d dead letters and %d blackboard keys, with one limited type of 4 slots. Each page is rendered %d times, each time by a new handler so nothing comes from the shared cache; the server time is from the request to the last byte of HTML. Storage requests are counted by the client's request counter. The baseline is the least any page reads: one plain-SDK table query of 50 entities on the same Azurite, median %.1f ms.",
+	d.para("The web dashboard's handler (`dashboard.New`) rendering each page in-process over one fresh Azurite that holds %d pending tasks (%d of them recurring series), %d run records, %d dead letters and %d blackboard keys, with one limited type of 4 slots. Each page is rendered %d times, each time by a new handler so nothing comes from the shared cache; the server time is from the request to the last byte of HTML. Storage requests are counted by the client's request counter. The baseline is the least any page reads: one plain-SDK table query of 50 entities on the same Azurite, median %.1f ms.",
 		r.Pending, r.Series, r.Runs, r.DeadLetters, r.Keys, r.Reps, r.BaselineMS)
 	var rows [][]string
 	worst := results.DashboardPage{}

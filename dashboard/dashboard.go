@@ -24,8 +24,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/opt"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Defaults.
@@ -52,10 +54,8 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-// Options configure New.
+// Options configure the dashboard. Zero values take the defaults.
 type Options struct {
-	// Source reads and acts. Required.
-	Source Source
 	// Auth is "" (none), "basic:USER:PASSWORD" or "bearer:TOKEN". With a
 	// bearer token a browser signs in with basic auth, any user name and
 	// the token as the password.
@@ -73,9 +73,12 @@ type Options struct {
 	// Version is shown in the footer.
 	Version string
 	// Clock is the time source. Default the real clock.
-	Clock clock.Clock
+	Clock leasecrontype.Clock
 	// Logger receives action and error logs. Default slog.Default().
 	Logger *slog.Logger
+	// OnListen, when set, is called by Serve with the address it listens
+	// on (useful with port 0).
+	OnListen func(addr net.Addr)
 }
 
 // ErrExposed: the address is reachable from other machines and the
@@ -111,6 +114,7 @@ func isLoopback(host string) bool {
 
 // Server is the dashboard's http.Handler.
 type Server struct {
+	src    Source
 	o      Options
 	auth   authenticator
 	csrf   *csrfKey
@@ -121,11 +125,23 @@ type Server struct {
 	log    *slog.Logger
 }
 
-// New builds the dashboard handler.
-func New(o Options) (*Server, error) {
-	if o.Source == nil {
-		return nil, errors.New("dashboard: Options.Source is required")
+// New returns the web dashboard over c as an http.Handler to mount
+// anywhere (it serves /, /tasks, /runs, ..., /api/... and /static/). Every
+// action goes through c, as the CLI's do. The handler applies Auth itself;
+// exposing it safely is the caller's part: Serve refuses non-loopback
+// addresses without Auth (see CheckAddr).
+func New(c *leasecron.Client, o Options) (*Server, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil Client", ErrInvalidOptions)
 	}
+	if o.Clock == nil {
+		o.Clock = c.Clock()
+	}
+	return newServer(clientSource{c}, o)
+}
+
+// newServer builds the dashboard over any Source (the tests use a fake).
+func newServer(src Source, o Options) (*Server, error) {
 	if err := opt.DefaultAtLeast(ErrInvalidOptions, "dashboard.Options.Refresh", &o.Refresh, DefaultRefresh, time.Second); err != nil {
 		return nil, err
 	}
@@ -144,7 +160,7 @@ func New(o Options) (*Server, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	s := &Server{o: o, auth: auth, csrf: &csrfKey{key: key}, cache: newCache(o.Clock, o.CacheTTL), log: o.Logger}
+	s := &Server{src: src, o: o, auth: auth, csrf: &csrfKey{key: key}, cache: newCache(o.Clock, o.CacheTTL), log: o.Logger}
 	if s.tmpl, err = parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -176,12 +192,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Serve listens on addr (after CheckAddr) and serves until ctx ends, then
-// shuts down within 5 s. ready, when not nil, receives the bound address.
-func Serve(ctx context.Context, addr string, h http.Handler, o Options, ready func(net.Addr)) error {
+// Serve serves the dashboard over c on addr until ctx ends, then shuts
+// down within 5 s. It refuses (ErrExposed) an address that is not loopback
+// unless o.Auth is set, or o.ReadOnly and o.AllowAnonymous both are.
+func Serve(ctx context.Context, addr string, c *leasecron.Client, o Options) error {
 	if err := CheckAddr(addr, o); err != nil {
 		return err
 	}
+	h, err := New(c, o)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, addr, h, o.OnListen)
+}
+
+// serve listens on addr and serves h until ctx ends.
+func serve(ctx context.Context, addr string, h http.Handler, ready func(net.Addr)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("dashboard: listen on %s: %w", addr, err)
@@ -204,4 +230,21 @@ func Serve(ctx context.Context, addr string, h http.Handler, o Options, ready fu
 		return err
 	}
 	return nil
+}
+
+// ForWorker returns, for leasecron.WorkerOptions.AdminHandler, a builder
+// of the dashboard a worker serves on its admin address addr. It refuses
+// an empty addr, an address other machines can reach without o.Auth
+// (unless o.ReadOnly and o.AllowAnonymous both are), and a malformed Auth.
+func ForWorker(addr string, o Options) (func(*leasecron.Client) (http.Handler, error), error) {
+	if addr == "" {
+		return nil, fmt.Errorf("%w: the dashboard needs the worker's AdminAddr (it is served there)", ErrInvalidOptions)
+	}
+	if err := ValidateAuth(o.Auth); err != nil {
+		return nil, err
+	}
+	if err := CheckAddr(addr, o); err != nil {
+		return nil, fmt.Errorf("admin address: %w", err)
+	}
+	return func(c *leasecron.Client) (http.Handler, error) { return New(c, o) }, nil
 }

@@ -189,9 +189,9 @@ func (s *Server) loadOverview(ctx context.Context, r *http.Request) (any, error)
 		var mins []Minute
 		var ins []Instance
 		g, gctx := errgroup.WithContext(ctx)
-		g.Go(func() (err error) { st, err = s.o.Source.Stats(gctx); return err })
-		g.Go(func() (err error) { mins, err = s.o.Source.Throughput(gctx, now.Add(-time.Hour)); return err })
-		g.Go(func() (err error) { ins, err = s.o.Source.Instances(gctx); return err })
+		g.Go(func() (err error) { st, err = s.src.Stats(gctx); return err })
+		g.Go(func() (err error) { mins, err = s.src.Throughput(gctx, now.Add(-time.Hour)); return err })
+		g.Go(func() (err error) { ins, err = s.src.Instances(gctx); return err })
 		if err := g.Wait(); err != nil {
 			return nil, err
 		}
@@ -251,7 +251,7 @@ func (s *Server) loadTasks(ctx context.Context, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	typ, cont := strings.TrimSpace(q.Get("type")), q.Get("continue")
 	return cached(ctx, s, "tasks\n"+typ+"\n"+cont, func(ctx context.Context) (*TasksView, error) {
-		p, err := s.o.Source.Pending(ctx, PendingQuery{Type: typ, Limit: PageSize, Continue: cont})
+		p, err := s.src.Pending(ctx, PendingQuery{Type: typ, Limit: PageSize, Continue: cont})
 		if err != nil {
 			return nil, asBad(err)
 		}
@@ -278,7 +278,7 @@ func asBad(err error) error {
 func (s *Server) loadTask(ctx context.Context, r *http.Request) (any, error) {
 	id := r.PathValue("id")
 	return cached(ctx, s, "task\n"+id, func(ctx context.Context) (*TaskView, error) {
-		t, err := s.o.Source.Task(ctx, id)
+		t, err := s.src.Task(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -316,7 +316,7 @@ const (
 func (s *Server) loadRecurring(ctx context.Context, r *http.Request) (any, error) {
 	cont := r.URL.Query().Get("continue")
 	return cached(ctx, s, "recurring\n"+cont, func(ctx context.Context) (*RecurringView, error) {
-		p, err := s.o.Source.Pending(ctx, PendingQuery{Recurring: true, Limit: PageSize, Continue: cont})
+		p, err := s.src.Pending(ctx, PendingQuery{Recurring: true, Limit: PageSize, Continue: cont})
 		if err != nil {
 			return nil, asBad(err)
 		}
@@ -326,7 +326,7 @@ func (s *Server) loadRecurring(ctx context.Context, r *http.Request) (any, error
 		for i, it := range p.Items {
 			v.Series[i] = SeriesView{ItemView: itemView(it, 120), Recent: []RunView{}}
 			g.Go(func() error {
-				recent, err := s.o.Source.Recent(gctx, it.ID, RecentPerSeries)
+				recent, err := s.src.Recent(gctx, it.ID, RecentPerSeries)
 				if err != nil {
 					return err
 				}
@@ -352,7 +352,7 @@ func (s *Server) loadRuns(ctx context.Context, r *http.Request) (any, error) {
 	}
 	typ, cont := strings.TrimSpace(q.Get("type")), q.Get("continue")
 	return cached(ctx, s, "runs\n"+string(state)+"\n"+typ+"\n"+cont, func(ctx context.Context) (*RunsView, error) {
-		p, err := s.o.Source.Runs(ctx, RunQuery{State: state, Type: typ, Limit: PageSize, Continue: cont})
+		p, err := s.src.Runs(ctx, RunQuery{State: state, Type: typ, Limit: PageSize, Continue: cont})
 		if err != nil {
 			return nil, asBad(err)
 		}
@@ -366,7 +366,7 @@ func (s *Server) loadRuns(ctx context.Context, r *http.Request) (any, error) {
 
 func (s *Server) loadDeadLetters(ctx context.Context, r *http.Request) (any, error) {
 	return cached(ctx, s, "deadletters", func(ctx context.Context) (*DeadLettersView, error) {
-		dls, total, err := s.o.Source.DeadLetters(ctx, DeadLetterPreview)
+		dls, total, err := s.src.DeadLetters(ctx, DeadLetterPreview)
 		if err != nil {
 			return nil, err
 		}
@@ -380,7 +380,7 @@ func (s *Server) loadDeadLetters(ctx context.Context, r *http.Request) (any, err
 
 func (s *Server) loadBlackboard(ctx context.Context, r *http.Request) (any, error) {
 	return cached(ctx, s, "blackboard", func(ctx context.Context) (*BlackboardView, error) {
-		es, err := s.o.Source.Blackboard(ctx)
+		es, err := s.src.Blackboard(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -395,7 +395,7 @@ func (s *Server) loadBlackboard(ctx context.Context, r *http.Request) (any, erro
 
 func (s *Server) loadFleet(ctx context.Context, r *http.Request) (any, error) {
 	return cached(ctx, s, "fleet", func(ctx context.Context) (*FleetView, error) {
-		fl, err := s.o.Source.Fleet(ctx)
+		fl, err := s.src.Fleet(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package leasecron_test
+package dashboard_test
 
 import (
 	"context"
@@ -10,8 +10,21 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/blackboard"
+	"github.com/leasecron/leasecron/dashboard"
 )
+
+func TestMain(m *testing.M) { azuritetest.Main(m) }
+
+func testAccount(t *testing.T) (leasecron.Storage, leasecron.Names) {
+	t.Helper()
+	srv := azuritetest.Shared(t)
+	return leasecron.Storage{ConnectionString: srv.ConnectionString()}, leasecron.Names{
+		ScheduleTable: azuritetest.Name(t, "s"), RunsTable: azuritetest.Name(t, "r"), BlackboardTable: azuritetest.Name(t, "b"),
+		Queue: azuritetest.Name(t, "q"), PoisonQueue: azuritetest.Name(t, "p"), Container: azuritetest.Name(t, "c"),
+	}
+}
 
 // TestDashboardOnAzurite renders every page over a real account and
 // counts the storage requests each costs: the figures the README quotes.
@@ -46,7 +59,7 @@ func TestDashboardOnAzurite(t *testing.T) {
 	}
 	// The queues exist in a running fleet's account (workers create them);
 	// a first view creates them here, and is not counted.
-	warm, _ := leasecron.NewDashboard(c, leasecron.DashboardOptions{})
+	warm, _ := dashboard.New(c, dashboard.Options{})
 	get(warm, "/")
 	for _, c2 := range []struct {
 		path, want string
@@ -63,7 +76,7 @@ func TestDashboardOnAzurite(t *testing.T) {
 		{"/blackboard", `data-key="city"`, 2},
 		{"/fleet", `id="slots-table"`, 4},
 	} {
-		h, err := leasecron.NewDashboard(c, leasecron.DashboardOptions{})
+		h, err := dashboard.New(c, dashboard.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,27 +101,26 @@ func TestDashboardOnAzurite(t *testing.T) {
 	}
 }
 
-// A worker refuses to serve the dashboard without an admin address, or on
-// one other machines reach without auth.
-func TestWorkerDashboardNeedsASafeAdminAddress(t *testing.T) {
-	st := leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"}
+// A worker's dashboard is refused without an admin address, or on one
+// other machines reach without auth.
+func TestForWorkerNeedsASafeAdminAddress(t *testing.T) {
 	for _, c := range []struct {
 		addr string
-		o    leasecron.DashboardOptions
+		o    dashboard.Options
 		want string
 	}{
-		{"", leasecron.DashboardOptions{}, "needs AdminAddr"},
-		{":8080", leasecron.DashboardOptions{}, "not loopback"},
-		{"0.0.0.0:8080", leasecron.DashboardOptions{ReadOnly: true}, "not loopback"},
-		{":8080", leasecron.DashboardOptions{Auth: "secret"}, "basic:USER:PASSWORD"},
+		{"", dashboard.Options{}, "needs the worker's AdminAddr"},
+		{":8080", dashboard.Options{}, "not loopback"},
+		{"0.0.0.0:8080", dashboard.Options{ReadOnly: true}, "not loopback"},
+		{":8080", dashboard.Options{Auth: "secret"}, "basic:USER:PASSWORD"},
 	} {
-		_, err := leasecron.NewWorker(leasecron.WorkerOptions{Storage: st, AdminAddr: c.addr, Dashboard: &c.o})
+		_, err := dashboard.ForWorker(c.addr, c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("AdminAddr %q %+v: %v, want an error about %q", c.addr, c.o, err, c.want)
 		}
 	}
-	for _, ok := range []leasecron.DashboardOptions{{Auth: "bearer:t"}, {ReadOnly: true, AllowAnonymous: true}} {
-		if _, err := leasecron.NewWorker(leasecron.WorkerOptions{Storage: st, AdminAddr: ":8080", Dashboard: &ok}); err != nil {
+	for _, ok := range []dashboard.Options{{Auth: "bearer:t"}, {ReadOnly: true, AllowAnonymous: true}} {
+		if _, err := dashboard.ForWorker(":8080", ok); err != nil {
 			t.Errorf("%+v: %v", ok, err)
 		}
 	}

@@ -22,12 +22,9 @@ func newTest(t *testing.T, o Options) (*fakeSource, *clock.Fake, *httptest.Serve
 	t.Helper()
 	src := newFakeSource(t0)
 	clk := clock.NewFake(t0)
-	if o.Source == nil {
-		o.Source = src
-	}
 	o.Clock = clk
 	o.Version = "test"
-	h, err := New(o)
+	h, err := newServer(src, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +290,7 @@ func TestAuth(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"s3cret", "basic:ops", "basic::x", "bearer:", "token:x"} {
-		_, err := New(Options{Source: newFakeSource(t0), Auth: bad})
+		_, err := newServer(newFakeSource(t0), Options{Auth: bad})
 		if err == nil || strings.Contains(err.Error(), bad) && bad != "bearer:" {
 			t.Errorf("auth %q: err %v (must refuse without echoing the secret)", bad, err)
 		}

@@ -23,10 +23,10 @@ type action func(ctx context.Context, r *http.Request) (string, error)
 func (s *Server) actionRoutes(m *http.ServeMux) {
 	m.Handle("POST /tasks", s.action("schedule", s.doSchedule))
 	m.Handle("POST /tasks/{id}/cancel", s.action("cancel", func(ctx context.Context, r *http.Request) (string, error) {
-		return s.o.Source.Cancel(ctx, r.PathValue("id"))
+		return s.src.Cancel(ctx, r.PathValue("id"))
 	}))
 	m.Handle("POST /tasks/{id}/run-now", s.action("run-now", func(ctx context.Context, r *http.Request) (string, error) {
-		it, err := s.o.Source.RunNow(ctx, r.PathValue("id"))
+		it, err := s.src.RunNow(ctx, r.PathValue("id"))
 		if err != nil {
 			return "", err
 		}
@@ -41,7 +41,7 @@ func (s *Server) actionRoutes(m *http.ServeMux) {
 		if err != nil {
 			return "", badRequest{err}
 		}
-		it, err := s.o.Source.Reschedule(ctx, r.PathValue("id"), due)
+		it, err := s.src.Reschedule(ctx, r.PathValue("id"), due)
 		if err != nil {
 			return "", err
 		}
@@ -49,29 +49,29 @@ func (s *Server) actionRoutes(m *http.ServeMux) {
 	}))
 	m.Handle("POST /deadletters/{id}/requeue", s.action("requeue", func(ctx context.Context, r *http.Request) (string, error) {
 		id := r.PathValue("id")
-		if err := s.o.Source.Requeue(ctx, id); err != nil {
+		if err := s.src.Requeue(ctx, id); err != nil {
 			return "", err
 		}
 		return "requeued " + id, nil
 	}))
 	m.Handle("POST /deadletters/requeue-all", s.action("requeue-all", func(ctx context.Context, r *http.Request) (string, error) {
-		n, err := s.o.Source.RequeueAll(ctx)
+		n, err := s.src.RequeueAll(ctx)
 		return fmt.Sprintf("requeued %d dead letter(s)", n), err
 	}))
 	m.Handle("POST /deadletters/purge", s.action("purge", func(ctx context.Context, r *http.Request) (string, error) {
-		n, err := s.o.Source.Purge(ctx)
+		n, err := s.src.Purge(ctx)
 		return fmt.Sprintf("purged %d dead letter(s)", n), err
 	}))
 	m.Handle("POST /blackboard/{key}/run-now", s.action("blackboard run-now", func(ctx context.Context, r *http.Request) (string, error) {
 		key := r.PathValue("key")
-		if err := s.o.Source.RunKeyNow(ctx, key); err != nil {
+		if err := s.src.RunKeyNow(ctx, key); err != nil {
 			return "", err
 		}
 		return key + " will run at the next cycle", nil
 	}))
 	m.Handle("POST /blackboard/{key}/remove", s.action("blackboard remove", func(ctx context.Context, r *http.Request) (string, error) {
 		key := r.PathValue("key")
-		if err := s.o.Source.RemoveKey(ctx, key); err != nil {
+		if err := s.src.RemoveKey(ctx, key); err != nil {
 			return "", err
 		}
 		return "removed " + key, nil
@@ -185,7 +185,7 @@ func (s *Server) doSchedule(ctx context.Context, r *http.Request) (string, error
 		}
 		it.MaxAttempts = n
 	}
-	out, err := s.o.Source.Schedule(ctx, it, r.PostFormValue("replace") != "")
+	out, err := s.src.Schedule(ctx, it, r.PostFormValue("replace") != "")
 	if err != nil {
 		return "", err
 	}

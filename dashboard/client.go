@@ -1,0 +1,197 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/blackboard"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// clientSource adapts a Client to the dashboard's Source: each method is
+// the Client method the CLI calls.
+type clientSource struct{ c *leasecron.Client }
+
+func (s clientSource) Stats(ctx context.Context) (Stats, error) {
+	st, err := s.c.Stats(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	bp := s.c.Backpressure(st)
+	out := Stats{QueueDepth: st.QueueDepth, PoisonDepth: st.PoisonDepth, DueCount: st.Due.Count, DueCapped: st.Due.Capped,
+		OldestDue: st.Due.Oldest, DueLag: st.Due.Lag, Leader: st.Leader, Backpressure: bp.Enabled, HoldingBack: bp.HoldingBack,
+		MaxDepth: bp.MaxDepth, ResumeBelow: bp.ResumeBelow}
+	if st.Counters != nil {
+		n := st.Counters.Total
+		out.Counters, out.Instances = &n, st.Counters.Instances
+	}
+	lim, err := s.c.Limits(ctx, st.Counters)
+	if err != nil {
+		return out, err
+	}
+	out.Limits = dashLimits(lim)
+	ps, err := s.c.Paused(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, p := range ps {
+		out.Paused = append(out.Paused, Pause{Type: p.Type, Until: p.Until})
+	}
+	return out, nil
+}
+
+func dashLimits(ls []leasecron.LimitUsage) []Limit {
+	out := make([]Limit, len(ls))
+	for i, l := range ls {
+		out[i] = Limit(l)
+	}
+	return out
+}
+
+func (s clientSource) Throughput(ctx context.Context, since time.Time) ([]Minute, error) {
+	if !s.c.RunRecords() {
+		return nil, nil
+	}
+	mins, err := s.c.Throughput(ctx, since)
+	out := make([]Minute, len(mins))
+	for i, m := range mins {
+		out[i] = Minute{Minute: m.Minute, Succeeded: m.Succeeded, Failed: m.Failed, Retried: m.Retried, Dead: m.Dead, Cancelled: m.Cancelled}
+	}
+	return out, err
+}
+
+func (s clientSource) Pending(ctx context.Context, q PendingQuery) (PendingPage, error) {
+	items, next, err := s.c.List(ctx, schedule.ListOptions{Type: q.Type, Recurring: q.Recurring, Limit: q.Limit, Continuation: q.Continue})
+	return PendingPage{Items: items, Continue: next}, err
+}
+
+func (s clientSource) Task(ctx context.Context, id string) (Task, error) {
+	st, err := s.c.Status(ctx, id)
+	if err != nil {
+		return Task{}, err
+	}
+	t := Task{ID: st.ID, Pending: st.Pending, Run: st.Run}
+	if p := st.Pending; p != nil {
+		t.Payload = p.Payload
+		if p.PayloadBlob != "" {
+			b, err := s.c.Payload(ctx, p.PayloadBlob)
+			if err != nil {
+				b = []byte("(payload blob unreadable: " + err.Error() + ")")
+			}
+			t.Payload = string(b)
+		}
+		if p.Recurrence != "" {
+			rp, err := s.Runs(ctx, RunQuery{Series: p.ID, Limit: 10})
+			if err != nil {
+				return t, err
+			}
+			t.Recent = rp.Runs
+		}
+	}
+	return t, nil
+}
+
+func (s clientSource) Runs(ctx context.Context, q RunQuery) (RunPage, error) {
+	if !s.c.RunRecords() && q.State != leasecron.RunScheduled {
+		return RunPage{Partial: "Run records are off (worker.runs: false): there is no run history."}, nil
+	}
+	p, err := s.c.Runs(ctx, leasecron.RunQuery{State: q.State, Type: q.Type, Series: q.Series, Limit: q.Limit, Continue: q.Continue})
+	return RunPage{Runs: p.Runs, Continue: p.Continue}, err
+}
+
+func (s clientSource) Recent(ctx context.Context, series string, n int) ([]leasecron.Run, error) {
+	return s.c.Recent(ctx, series, n)
+}
+
+func (s clientSource) DeadLetters(ctx context.Context, n int) ([]queue.DeadLetter, int, error) {
+	return s.c.PeekDeadLetters(ctx, n)
+}
+
+func (s clientSource) Blackboard(ctx context.Context) ([]blackboard.Entry, error) {
+	return s.c.Blackboard(ctx)
+}
+
+func (s clientSource) Instances(ctx context.Context) ([]Instance, error) {
+	ins, err := s.c.Instances(ctx)
+	return dashInstances(ins), err
+}
+
+func dashInstances(ins []leasecron.Instance) []Instance {
+	out := make([]Instance, 0, len(ins))
+	for _, in := range ins {
+		out = append(out, Instance{ID: in.ID, Version: in.Version, Flushed: in.Flushed, Counts: in.Total})
+	}
+	return out
+}
+
+func (s clientSource) Fleet(ctx context.Context) (Fleet, error) {
+	var f Fleet
+	var err error
+	if f.Leader, err = s.c.Leader(ctx); err != nil {
+		return f, err
+	}
+	ins, err := s.c.Instances(ctx)
+	if err != nil {
+		return f, err
+	}
+	f.Instances = dashInstances(ins)
+	sum := &leasecron.Counters{ByType: map[string]leasecron.Counts{}}
+	for _, in := range ins {
+		for typ, n := range in.ByType {
+			x := sum.ByType[typ]
+			x.Deferred += n.Deferred
+			sum.ByType[typ] = x
+		}
+	}
+	lim, err := s.c.Limits(ctx, sum)
+	f.Limits = dashLimits(lim)
+	return f, err
+}
+
+func (s clientSource) Schedule(ctx context.Context, it schedule.Item, replace bool) (schedule.Item, error) {
+	return s.c.Schedule(ctx, it, replace)
+}
+
+func (s clientSource) Cancel(ctx context.Context, id string) (string, error) {
+	res, err := s.c.Cancel(ctx, id)
+	if errors.Is(err, leasecron.ErrAlreadyFinished) {
+		return "", fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	if err != nil {
+		return "", err
+	}
+	if res.Removed {
+		return "cancelled " + res.ID + " (removed from the schedule)", nil
+	}
+	return "cancelled " + res.ID + " (already queued: the worker that receives it acknowledges it without running)", nil
+}
+
+func (s clientSource) Reschedule(ctx context.Context, id string, due time.Time) (schedule.Item, error) {
+	return s.c.Reschedule(ctx, id, due)
+}
+
+func (s clientSource) RunNow(ctx context.Context, id string) (schedule.Item, error) {
+	return s.c.RunNow(ctx, id)
+}
+
+func (s clientSource) Requeue(ctx context.Context, id string) error {
+	return s.c.DeadLetters().Requeue(ctx, id)
+}
+
+func (s clientSource) RequeueAll(ctx context.Context) (int, error) {
+	return s.c.DeadLetters().RequeueAll(ctx)
+}
+
+func (s clientSource) Purge(ctx context.Context) (int, error) { return s.c.DeadLetters().Purge(ctx) }
+
+func (s clientSource) RunKeyNow(ctx context.Context, key string) error {
+	return s.c.RunBlackboardKeyNow(ctx, key)
+}
+
+func (s clientSource) RemoveKey(ctx context.Context, key string) error {
+	return s.c.RemoveBlackboardKey(ctx, key)
+}
