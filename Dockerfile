@@ -15,10 +15,12 @@ FROM golang:${GO_VERSION} AS build
 # asks for if this image's patch release is older.
 ENV GOTOOLCHAIN=auto
 WORKDIR /src
-# Modules first, so source edits do not invalidate the download layer.
+# Modules first, so source edits do not invalidate the download layer. The
+# command is a module of its own (cmd/leasecron) over the library's.
 COPY go.mod go.sum ./
+COPY cmd/leasecron/go.mod cmd/leasecron/go.sum ./cmd/leasecron/
 RUN --mount=type=cache,target=/go/pkg/mod \
-    go mod download
+    cd cmd/leasecron && go mod download
 COPY . .
 ARG VERSION=dev
 # Set by BuildKit for multi-platform builds; empty means the build host's.
@@ -26,9 +28,9 @@ ARG TARGETOS
 ARG TARGETARCH
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
+    cd cmd/leasecron && CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
-      -o /out/leasecron ./cmd/leasecron
+      -o /out/leasecron .
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/leasecron /leasecron

@@ -12,35 +12,37 @@ export LEASECRON_REQUIRE_AZURITE ?= 1
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
+# The library, the command (its own module: cobra, viper and the
+# OpenTelemetry SDK stay out of the library), the tools (tests, benchmarks,
+# the reliability suite, the demo) and the examples.
+MODULES := . cmd/leasecron tools examples
+
 deps: ## install Go modules and the pinned Azurite (npm ci)
-	$(GO) mod download
-	cd tools && $(GO) mod download
-	cd examples && $(GO) mod download
+	@for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
 	@command -v node >/dev/null || { echo "Node.js is required: apt-get install -y nodejs npm"; exit 1; }
 	@if [ ! -x node_modules/.bin/azurite ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
 		npm ci --no-audit --no-fund --loglevel=error; fi
 
 build: ## build bin/leasecron
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/leasecron
+	cd cmd/leasecron && $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(CURDIR)/$(BIN) .
 
-# The library module, then the tools module (the short reliability
-# scenarios, the benchmark and report code), then the examples module
-# (builds and runs examples/worker and examples/leader), in one report.
+# The library module, the command's module, then the tools module (the
+# end-to-end tests of the built binary and the dashboard in Chromium, the
+# short reliability scenarios, the benchmark and report code), then the
+# examples module (builds and runs examples/worker and examples/leader),
+# in one report.
 test: deps ## unit + integration tests against private Azurites (under 15 min)
 	@mkdir -p bin && cd tools && $(GO) build -o ../bin/testreport ./testreport
-	@set -o pipefail; { $(GO) test -json -count=1 -timeout 14m ./... 2>&1; \
-		(cd tools && $(GO) test -json -count=1 -timeout 10m ./... 2>&1); \
+	@set -o pipefail; { $(GO) test -json -count=1 -timeout 10m ./... 2>&1; \
+		(cd cmd/leasecron && $(GO) test -json -count=1 -timeout 5m ./... 2>&1); \
+		(cd tools && $(GO) test -json -count=1 -timeout 14m ./... 2>&1); \
 		(cd examples && $(GO) test -json -count=1 -timeout 5m ./... 2>&1); } | bin/testreport -log test.log
 
 test-short: ## unit tests only (no Azurite)
-	$(GO) test -short -count=1 ./...
-	cd tools && $(GO) test -short -count=1 ./...
-	cd examples && $(GO) test -short -count=1 ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) test -short -count=1 ./...) || exit 1; done
 
 race: deps ## tests with the race detector
-	$(GO) test -race -count=1 -timeout 20m ./...
-	cd tools && $(GO) test -race -count=1 -timeout 20m ./...
-	cd examples && $(GO) test -race -count=1 -timeout 10m ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) test -race -count=1 -timeout 20m ./...) || exit 1; done
 
 lint: ## gofmt, go vet, staticcheck, public-API check, cross-builds, go mod tidy, compose/template validation
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -76,7 +78,7 @@ bench-quick: deps build ## benchmark smoke run (under 5 min)
 	cd tools && $(GO) run ./bench/report -in ../bench-results -out /tmp/leasecron-bench-report
 
 screenshots: deps ## regenerate docs/dashboard.png and docs/dashboard/*.png in headless Chromium
-	DASHBOARD_SCREENSHOTS=$(CURDIR)/docs/dashboard $(GO) test -count=1 -timeout 10m -run TestDashboardInChromium ./internal/e2e/
+	cd tools && DASHBOARD_SCREENSHOTS=$(CURDIR)/docs/dashboard $(GO) test -count=1 -timeout 10m -run TestDashboardInChromium ./e2e/
 	cp docs/dashboard/overview.png docs/dashboard.png
 
 clean: ## remove build output

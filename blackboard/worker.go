@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
-	"github.com/google/uuid"
-	"github.com/leasecron/leasecron/leasecrontype"
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/internal/opt"
+	"github.com/leasecron/leasecron/internal/randid"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Worker defaults and limits.
@@ -448,7 +448,7 @@ func (w *Worker) claim(ctx context.Context, e Entry) (c *claim, conflict bool, e
 		next.Start, next.ClaimedAt = now, now
 		next.Running = true
 		next.Worker = w.opts.InstanceID
-		next.ClaimID = uuid.NewString()
+		next.ClaimID = randid.UUID()
 		next.LockedUntil = now.Add(ttl)
 		next.RunNow = false
 		next.Runs++

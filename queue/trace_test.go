@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasecron/leasecron/internal/tracing/tracingtest"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -19,13 +18,13 @@ const (
 	rowTP      = "00-" + rowTraceID + "-" + rowSpanID + "-01"
 )
 
-func recorder() (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
-	sr := tracetest.NewSpanRecorder()
-	return sr, sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+func recorder() (*tracingtest.Recorder, *tracingtest.Recorder) {
+	sr := tracingtest.NewRecorder()
+	return sr, sr
 }
 
-func spansNamed(sr *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
-	var out []sdktrace.ReadOnlySpan
+func spansNamed(sr *tracingtest.Recorder, name string) []*tracingtest.Span {
+	var out []*tracingtest.Span
 	for _, s := range sr.Ended() {
 		if s.Name() == name {
 			out = append(out, s)
@@ -34,14 +33,7 @@ func spansNamed(sr *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan
 	return out
 }
 
-func attr(s sdktrace.ReadOnlySpan, key string) string {
-	for _, kv := range s.Attributes() {
-		if string(kv.Key) == key {
-			return kv.Value.String()
-		}
-	}
-	return ""
-}
+func attr(s *tracingtest.Span, key string) string { return s.Attr(key) }
 
 // A delivery's span is a child of the envelope's traceparent, carries the
 // task's id, type, attempt and outcome, and is the span in the handler's

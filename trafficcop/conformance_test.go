@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/google/uuid"
 
 	"github.com/leasecron/leasecron/azurite"
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/randid"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -66,7 +66,7 @@ func lockConformance(t *testing.T, lock Lock, wait func(time.Duration)) {
 		}
 		return st
 	}
-	id1, id2 := uuid.NewString(), uuid.NewString()
+	id1, id2 := randid.UUID(), randid.UUID()
 
 	_, err := lock.Get(ctx)
 	is("Get before Ensure", err, leasecrontype.ErrNotFound)
@@ -115,7 +115,7 @@ func lockConformance(t *testing.T, lock Lock, wait func(time.Duration)) {
 	is("SetMetadata with a lease ID but no lease", lock.SetMetadata(ctx, id1, st.ETag, md), leasecrontype.ErrLeaseConflict)
 
 	// Expiry.
-	id3, id4 := uuid.NewString(), uuid.NewString()
+	id3, id4 := randid.UUID(), randid.UUID()
 	is("Acquire for expiry", lock.Acquire(ctx, id3, d), nil)
 	wait(d + time.Second)
 	state("after the lease ran out", LeaseExpired, false)

@@ -11,9 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/randid"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
@@ -305,7 +304,7 @@ func (c *Cop) tryAcquire(ctx context.Context) (acquisition, error) {
 			err = &notYet{wait: wait, why: why}
 		}
 	}
-	leaseID := uuid.NewString()
+	leaseID := randid.UUID()
 	start := c.o.Clock.Now() // before the request: the term is trusted from here
 	if err == nil {
 		err = c.call(ctx, func(cctx context.Context) error { return c.lock.Acquire(cctx, leaseID, c.o.LeaseDuration) })

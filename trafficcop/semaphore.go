@@ -10,8 +10,8 @@ import (
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/google/uuid"
 
+	"github.com/leasecron/leasecron/internal/randid"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -120,7 +120,7 @@ func (s *Semaphore) call(ctx context.Context, f func(context.Context) error) err
 
 func (s *Semaphore) tryOne(ctx context.Context, i int) (*Slot, error) {
 	lock := s.slots[i]
-	id := uuid.NewString()
+	id := randid.UUID()
 	acquire := func(cctx context.Context) error { return lock.Acquire(cctx, id, s.o.LeaseDuration) }
 	start := s.o.Clock.Now()
 	err := s.call(ctx, acquire)

@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/leasecron/leasecron/internal/cli"
+	"github.com/leasecron/leasecron/cmd/leasecron/internal/cli"
 	"github.com/leasecron/leasecron/internal/instance"
 )
 

@@ -21,9 +21,20 @@ import (
 
 const module = "github.com/leasecron/leasecron"
 
-// internal reports whether path is one of the library's internal packages.
+// internal reports whether path is an internal package of the library
+// (any path with an "internal" element below the module: internal/…, and
+// a public package's own internal/ folder).
 func internal(path string) bool {
-	return path == module+"/internal" || strings.HasPrefix(path, module+"/internal/")
+	rest, ok := strings.CutPrefix(path, module+"/")
+	if !ok {
+		return false
+	}
+	for _, el := range strings.Split(rest, "/") {
+		if el == "internal" {
+			return true
+		}
+	}
+	return false
 }
 
 type checker struct {

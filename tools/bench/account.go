@@ -9,8 +9,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/fleet"
-	"github.com/leasecron/leasecron/internal/proc"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/proc"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/tools/bench/results"
 )

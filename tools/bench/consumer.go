@@ -14,8 +14,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/internal/fleet"
-	"github.com/leasecron/leasecron/internal/proc"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/proc"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/tools/bench/results"

@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/tools/bench/results"
 )

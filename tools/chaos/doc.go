@@ -1,5 +1,5 @@
 // Package chaos is leasecron's reliability suite: it runs worker processes
-// of the built binary against a private Azurite (internal/fleet), schedules
+// of the built binary against a private Azurite (tools/internal/fleet), schedules
 // thousands of tasks whose handler records every execution, injects faults
 // (SIGKILL and SIGTERM of leaders and workers, Azurite restarts and crashes,
 // network latency, stalls, resets and partitions through

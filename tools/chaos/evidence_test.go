@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 	"github.com/leasecron/leasecron/trafficcop"
 )
 

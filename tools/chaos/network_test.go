@@ -13,7 +13,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 	"github.com/leasecron/leasecron/tools/internal/faultproxy"
 )
 

@@ -114,7 +114,7 @@ evidence, produced by the reliability suite in ` + "`tools/chaos`" + `.
 
 Run it with ` + "`make chaos`" + ` (about 20 minutes on 2 cores). It starts a fresh
 Azurite and several worker processes of the built binary for each scenario
-(` + "`internal/fleet`" + `: 15 s lease, 1 s lease and mover polls, 15 s
+(` + "`tools/internal/fleet`" + `: 15 s lease, 1 s lease and mover polls, 15 s
 visibility timeout), schedules thousands of tasks whose handler appends one
 line per execution to a shared file (task id, due time, start time, worker,
 fencing generation of the move), injects faults, waits, and checks the

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
 // The scenarios shared by the short versions (make test) and the long ones

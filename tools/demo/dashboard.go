@@ -9,7 +9,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/dashboard"
-	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
 // demoDashboard is the web dashboard the demo serves in-process: its port

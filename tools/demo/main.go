@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/blackboard/calendar"
-	"github.com/leasecron/leasecron/internal/fleet"
-	"github.com/leasecron/leasecron/internal/proc"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/proc"
 	"github.com/leasecron/leasecron/internal/storage"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/fleet"
-	"github.com/leasecron/leasecron/internal/proc"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/proc"
 )
 
 // lcRun runs the leasecron CLI against f and returns its output and exit

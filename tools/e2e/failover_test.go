@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
 // Three workers with a 15 s lease and otherwise default settings (lease

@@ -11,7 +11,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
 // startFleet starts a fleet for t (Azurite included) and stops it at cleanup.

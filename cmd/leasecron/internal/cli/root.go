@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
-	"github.com/leasecron/leasecron/internal/config"
+	"github.com/leasecron/leasecron/cmd/leasecron/internal/config"
 	"github.com/leasecron/leasecron/internal/ops"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
 // occurrences returns the first start of every occurrence of series, by

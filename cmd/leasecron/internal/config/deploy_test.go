@@ -13,7 +13,7 @@ import (
 // They must load through the real loader, or a stack would start with an
 // "unknown key" error nobody saw here.
 func TestDeploymentFilesLoad(t *testing.T) {
-	root := filepath.Join("..", "..")
+	root := filepath.Join("..", "..", "..", "..")
 	if _, err := Load(NewViper(), filepath.Join(root, "deploy", "compose", "leasecron.yaml")); err != nil {
 		t.Fatalf("deploy/compose/leasecron.yaml: %v", err)
 	}

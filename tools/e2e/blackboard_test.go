@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
 // TestBlackboardCLI drives the blackboard through the CLI against two

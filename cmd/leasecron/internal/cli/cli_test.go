@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/leasecron/leasecron/internal/config"
+	"github.com/leasecron/leasecron/cmd/leasecron/internal/config"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -144,7 +144,7 @@ func TestVersion(t *testing.T) {
 
 // The README documents every configuration key and every command.
 func TestReadmeDocumentsEveryKeyAndCommand(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,14 +5,14 @@ import (
 	"os"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/tracing"
+	"github.com/leasecron/leasecron/cmd/leasecron/internal/otelsetup"
 )
 
 // startTracing sets up OpenTelemetry traces from the standard OTEL_*
-// variables when they ask for them (see tracing.Setup); the returned stop
+// variables when they ask for them (see otelsetup.Setup); the returned stop
 // flushes the spans still buffered.
 func (a *app) startTracing(ctx context.Context) (stop func(), err error) {
-	shutdown, on, err := tracing.Setup(ctx, a.version, os.Getenv)
+	shutdown, on, err := otelsetup.Setup(ctx, a.version, os.Getenv)
 	if err != nil {
 		return nil, usageError{err}
 	}

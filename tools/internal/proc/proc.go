@@ -20,7 +20,8 @@ import (
 )
 
 // ModuleRoot returns the directory of leasecron's go.mod: the library
-// module, also when called from a nested module (tools/, examples/).
+// module, also when called from a nested module (tools/, examples/,
+// cmd/leasecron/).
 func ModuleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
@@ -50,8 +51,9 @@ var (
 	buildErr  error
 )
 
-// Binary builds cmd/leasecron once per process into a temporary directory
-// and returns its path. LEASECRON_BIN, when set, is used instead.
+// Binary builds the command (cmd/leasecron, a module of its own) once per
+// process into a temporary directory and returns its path. LEASECRON_BIN,
+// when set, is used instead.
 func Binary() (string, error) {
 	if p := os.Getenv("LEASECRON_BIN"); p != "" {
 		return p, nil
@@ -68,10 +70,10 @@ func Binary() (string, error) {
 			return
 		}
 		buildBin = filepath.Join(dir, "leasecron")
-		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/leasecron")
-		cmd.Dir = root
+		cmd := exec.Command("go", "build", "-o", buildBin, ".")
+		cmd.Dir = filepath.Join(root, "cmd", "leasecron")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/leasecron: %w\n%s", err, out)
+			buildErr = fmt.Errorf("go build in cmd/leasecron: %w\n%s", err, out)
 		}
 	})
 	return buildBin, buildErr

@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/proc"
+	"github.com/leasecron/leasecron/tools/internal/proc"
 )
 
 var dashboardURL = regexp.MustCompile(`dashboard: (http://[^\s/]+)/`)

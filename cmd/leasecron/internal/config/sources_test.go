@@ -16,7 +16,7 @@ import (
 // --keys --markdown` prints: defaults are declared once (in the packages
 // that apply them), and the documentation cannot drift from them.
 func TestReadmeConfigurationTableIsTheKeyList(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestReadmeConfigurationTableIsTheKeyList(t *testing.T) {
 				t.Errorf("README configuration table line %d:\n got %s\nwant %s", i+1, g, w)
 			}
 		}
-		t.Log("regenerate it with: go run ./cmd/leasecron config --keys --markdown")
+		t.Log("regenerate it with: make build && bin/leasecron config --keys --markdown")
 	}
 }
 
@@ -112,7 +112,7 @@ func TestRootOptionDocsShowTheKeysDefaults(t *testing.T) {
 func rootFieldDocs(t *testing.T) map[string]string {
 	t.Helper()
 	fset := token.NewFileSet()
-	files, err := filepath.Glob(filepath.Join("..", "..", "*.go"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "..", "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}

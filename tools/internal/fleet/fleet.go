@@ -23,7 +23,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/internal/proc"
+	"github.com/leasecron/leasecron/tools/internal/proc"
 	"github.com/leasecron/leasecron/trafficcop"
 )
 

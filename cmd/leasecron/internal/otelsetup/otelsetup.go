@@ -1,4 +1,8 @@
-package tracing
+// Package otelsetup configures the OpenTelemetry SDK for the leasecron
+// command from the standard OTEL_* variables. The library depends on the
+// OpenTelemetry API only (it takes a TracerProvider); choosing the SDK and
+// its exporters is the program's part, and this is the program's.
+package otelsetup
 
 import (
 	"context"
@@ -81,14 +85,3 @@ func Setup(ctx context.Context, version string, getenv func(string) string) (shu
 	return tp.Shutdown, true, nil
 }
 
-// FromEnv returns ctx carrying the trace context of the TRACEPARENT (and
-// TRACESTATE) variables, the convention for handing a trace to a command:
-// a task scheduled by `leasecron schedule` run inside a traced script
-// joins the script's trace.
-func FromEnv(ctx context.Context, getenv func(string) string) context.Context {
-	tp := strings.TrimSpace(getenv("TRACEPARENT"))
-	if tp == "" {
-		return ctx
-	}
-	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp, "tracestate": getenv("TRACESTATE")})
-}

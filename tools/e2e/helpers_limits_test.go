@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
 // scheduleAll schedules items with 8 concurrent callers, fails t on the

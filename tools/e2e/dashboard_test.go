@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/fleet"
-	"github.com/leasecron/leasecron/internal/proc"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/proc"
 )
 
 // chromium is Debian's headless browser the dashboard test drives.

@@ -2,7 +2,7 @@ package cli
 
 import (
 	"github.com/leasecron/leasecron/blackboard/calendar"
-	"github.com/leasecron/leasecron/internal/config"
+	"github.com/leasecron/leasecron/cmd/leasecron/internal/config"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
