@@ -44,22 +44,34 @@ test-short: ## unit tests only (no Azurite)
 race: deps ## tests with the race detector
 	@for m in $(MODULES); do (cd $$m && $(GO) test -race -count=1 -timeout 20m ./...) || exit 1; done
 
-lint: ## gofmt, go vet, staticcheck, public-API check, cross-builds, go mod tidy, compose/template validation
+GOLANGCI_LINT_VERSION := v2.15.0
+
+bin/golangci-lint-$(GOLANGCI_LINT_VERSION):
+	@mkdir -p bin && GOBIN=$(CURDIR)/bin/gcl-$(GOLANGCI_LINT_VERSION) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@mv bin/gcl-$(GOLANGCI_LINT_VERSION)/golangci-lint $@ && rmdir bin/gcl-$(GOLANGCI_LINT_VERSION)
+
+# What an embedder links: the examples' worker must not carry the
+# command's dependencies (cobra, viper, yaml) or the OpenTelemetry SDK's
+# exporters (OTLP, gRPC).
+EMBED_FORBIDDEN := spf13/cobra|spf13/viper|yaml|google.golang.org/grpc|otlptrace|otel/sdk
+
+lint: bin/golangci-lint-$(GOLANGCI_LINT_VERSION) ## gofmt, vet, golangci-lint (layers, imports, slog, errors, staticcheck) on every module, API and layering checks, cross-builds, tidy, the embedder's binary, compose/template validation
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	cd tools && $(GO) vet ./...
-	cd examples && $(GO) vet ./...
-	@mkdir -p bin && cd tools && $(GO) build -o ../bin/staticcheck honnef.co/go/tools/cmd/staticcheck
-	bin/staticcheck ./...
-	cd tools && ../bin/staticcheck ./...
-	cd examples && ../bin/staticcheck ./...
+	@for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) vet ./... && $(CURDIR)/bin/golangci-lint-$(GOLANGCI_LINT_VERSION) run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
 	cd tools && $(GO) run ./apicheck ..
+	cd tools && $(GO) run ./layercheck ..
 	GOOS=darwin $(GO) build ./...
 	GOOS=windows $(GO) build ./...
+	cd cmd/leasecron && GOOS=darwin $(GO) build ./... && GOOS=windows $(GO) build ./...
 	cd examples && GOOS=darwin $(GO) build ./... && GOOS=windows $(GO) build ./...
-	@for m in . tools examples; do (cd $$m && cp go.mod /tmp/lc-go.mod && cp go.sum /tmp/lc-go.sum && $(GO) mod tidy && \
+	@for m in $(MODULES); do (cd $$m && cp go.mod /tmp/lc-go.mod && cp go.sum /tmp/lc-go.sum && $(GO) mod tidy && \
 		if ! cmp -s go.mod /tmp/lc-go.mod || ! cmp -s go.sum /tmp/lc-go.sum; then \
 		echo "go mod tidy changes $$m/go.mod or go.sum"; cp /tmp/lc-go.mod go.mod; cp /tmp/lc-go.sum go.sum; exit 1; fi) || exit 1; done
+	@n=$$(sed -n '/^require (/,/^)/p' go.mod | grep -vc 'require (\|)\|// indirect'); echo "library go.mod: $$n direct requirements"; \
+		if [ $$n -gt 12 ]; then echo "the library may require at most 12 modules directly (embedders link them)"; exit 1; fi
+	@mkdir -p bin && cd examples && $(GO) build -o ../bin/example-worker ./worker
+	@if $(GO) version -m bin/example-worker | grep -E '$(EMBED_FORBIDDEN)'; then echo "examples/worker links the modules above: the library must not depend on them"; exit 1; fi
+	@echo "examples/worker: $$(du -h bin/example-worker | cut -f1), $$($(GO) version -m bin/example-worker | grep -c '^\s*dep') modules, none of the command's"
 	@if [ -x deploy/validate.sh ]; then deploy/validate.sh; fi
 
 demo: deps build ## Azurite + three workers + scheduled work + blackboard, live (Ctrl-C stops all)

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/leasecron/leasecron/leasecrontype"
-
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/leasecron/leasecron/blackboard"
@@ -14,6 +12,7 @@ import (
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"

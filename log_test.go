@@ -113,7 +113,7 @@ func keyCounts(line string) (map[string]int, error) {
 		return err
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, fmt.Errorf("not a JSON object (%v)", err)
+		return nil, fmt.Errorf("not a JSON object (%w)", err)
 	}
 	return counts, walk("")
 }

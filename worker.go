@@ -9,10 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasecron/leasecron/leasecrontype"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
-
 	"golang.org/x/sync/errgroup"
 
 	"github.com/leasecron/leasecron/blackboard"
@@ -21,6 +19,7 @@ import (
 	"github.com/leasecron/leasecron/internal/ops"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/tracing"
+	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"

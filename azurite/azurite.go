@@ -120,7 +120,7 @@ func FindBinary(explicit string) (string, error) {
 	}
 	if explicit != "" {
 		if _, err := os.Stat(explicit); err != nil {
-			return "", fmt.Errorf("%w: %s: %v; run `make deps` (npm ci) in the leasecron repository", ErrNotInstalled, explicit, err)
+			return "", fmt.Errorf("%w: %s: %w; run `make deps` (npm ci) in the leasecron repository", ErrNotInstalled, explicit, err)
 		}
 		return explicit, nil
 	}
@@ -238,7 +238,7 @@ func (s *Server) start(ctx context.Context) error {
 			case <-done:
 				return fail(errors.New("exited during start-up"))
 			case <-deadline.C:
-				return fail(fmt.Errorf("%s does not answer: %v", u, err))
+				return fail(fmt.Errorf("%s does not answer: %w", u, err))
 			case <-ctx.Done():
 				return fail(ctx.Err())
 			case <-time.After(50 * time.Millisecond):

@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/leasecrontype"
-
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // azClients returns a fresh set of clients (its own HTTP pipeline) for the

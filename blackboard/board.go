@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
 )

@@ -190,7 +190,7 @@ func NewWorkerWithStore(s Store, opts Options) (*Worker, error) {
 	return &Worker{
 		opts:     o,
 		store:    s,
-		log:      o.Logger.With("instance", o.InstanceID),
+		log:      o.Logger.With("component", "blackboard", "instance", o.InstanceID),
 		sem:      make(chan struct{}, o.MaxConcurrent),
 		inflight: map[string]bool{},
 		warned:   map[string]bool{},
@@ -245,7 +245,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer w.running.Store(false)
 	if err := w.store.Ensure(ctx); err != nil && ctx.Err() == nil {
-		w.log.Warn("blackboard: cannot create the blackboard table; will retry by listing it", "error", err)
+		w.log.Warn("cannot create the blackboard table; will retry by listing it", "err", err)
 	}
 	w.log.Info("blackboard worker started", "cycle", w.opts.Cycle, "lock_ttl", w.opts.LockTTL, "max_concurrent", w.opts.MaxConcurrent)
 	for ctx.Err() == nil {
@@ -293,7 +293,7 @@ func (w *Worker) walk(ctx context.Context, cycle *sync.WaitGroup) CycleReport {
 			if errors.Is(err, leasecrontype.ErrNotFound) {
 				_ = w.store.Ensure(ctx)
 			}
-			w.log.Warn("blackboard: cannot list the blackboard", "error", err)
+			w.log.Warn("cannot list the blackboard", "err", err)
 		}
 		rep.Err = err
 		return rep
@@ -321,7 +321,7 @@ func (w *Worker) walk(ctx context.Context, cycle *sync.WaitGroup) CycleReport {
 			rep.Conflicts++
 		}
 		if err != nil && ctx.Err() == nil {
-			w.log.Warn("blackboard: claim failed", "key", e.Key, "error", err)
+			w.log.Warn("claim failed", "key", e.Key, "err", err)
 		}
 		if c == nil {
 			<-w.sem
@@ -371,7 +371,7 @@ func (w *Worker) warnOnce(key, msg string, args ...any) {
 	w.warned[key+"\x00"+msg] = true
 	w.mu.Unlock()
 	if !seen {
-		w.log.Warn(msg, append([]any{"key", key}, args...)...)
+		w.log.Warn(msg, append([]any{"key", key}, args...)...) //nolint:sloglint // msg is a constant at every call site
 	}
 }
 
@@ -379,7 +379,7 @@ func (w *Worker) warnOnce(key, msg string, args ...any) {
 // its handler.
 func (w *Worker) eligible(e Entry, now time.Time) (leasecrontype.Handler, bool) {
 	if e.Interval < MinInterval {
-		w.warnOnce(e.Key, "blackboard: skipping key with an invalid interval", "interval", e.Interval)
+		w.warnOnce(e.Key, "skipping key with an invalid interval", "interval", e.Interval)
 		return nil, false
 	}
 	w.mu.Lock()
@@ -394,12 +394,12 @@ func (w *Worker) eligible(e Entry, now time.Time) (leasecrontype.Handler, bool) 
 	if err := e.Validate(); err != nil {
 		// A row written by hand with, say, no interval would otherwise run
 		// on every cycle.
-		w.warnOnce(e.Key, "blackboard: skipping an invalid blackboard row", "err", err)
+		w.warnOnce(e.Key, "skipping an invalid blackboard row", "err", err)
 		return nil, false
 	}
 	h, ok := w.opts.Handlers(e.Type)
 	if !ok || h == nil {
-		w.warnOnce(e.Key, "blackboard: no handler for the key's type; leaving it to other workers", "type", e.Type)
+		w.warnOnce(e.Key, "no handler for the key's type; leaving it to other workers", "type", e.Type)
 		return nil, false
 	}
 	return h, true
@@ -458,7 +458,7 @@ func (w *Worker) claim(ctx context.Context, e Entry) (c *claim, conflict bool, e
 			c := &claim{key: e.Key, id: next.ClaimID, handler: h, entry: next, start: now, ttl: ttl,
 				deadline: now.Add(ttl), takeover: e.Running, from: e.Worker}
 			if c.takeover {
-				w.log.Warn("blackboard: taking over an abandoned claim", "key", e.Key, "from", e.Worker,
+				w.log.Warn("taking over an abandoned claim", "key", e.Key, "from", e.Worker,
 					"claimed_at", e.ClaimedAt, "locked_until", e.LockedUntil)
 			}
 			return c, false, nil
@@ -485,7 +485,7 @@ func (w *Worker) execute(ctx context.Context, c *claim) RunReport {
 	e := c.entry
 	rep := RunReport{Key: c.key, Type: e.Type, TaskID: taskID(c.key, c.start), Worker: w.opts.InstanceID,
 		Start: c.start, TakenOver: c.takeover, TakenFrom: c.from}
-	log := w.log.With("key", c.key, "task", rep.TaskID)
+	log := w.log.With("key", c.key, "task_id", rep.TaskID)
 	task := leasecrontype.Task{ID: rep.TaskID, Type: e.Type, Payload: []byte(e.Payload), Due: c.start, Attempt: 1, Key: c.key}
 
 	runCtx, cancel := context.WithCancelCause(ctx)
@@ -512,18 +512,18 @@ wait:
 			c.deadline = now.Add(c.ttl)
 		case errors.Is(err, ErrClaimLost), errors.Is(err, ErrNotFound):
 			lostErr = err
-			log.Warn("blackboard: claim lost while running; cancelling the handler", "error", err)
+			log.Warn("claim lost while running; cancelling the handler", "err", err)
 			cancel(err)
 			herr = <-done
 			break wait
 		default:
 			if ctx.Err() == nil {
-				log.Warn("blackboard: cannot extend the claim", "error", err, "lock_deadline", c.deadline)
+				log.Warn("cannot extend the claim", "err", err, "lock_deadline", c.deadline)
 			}
 		}
 		left := c.deadline.Add(-margin).Sub(w.opts.Clock.Now())
 		if left <= 0 {
-			log.Error("blackboard: claim expiring without renewal; cancelling the handler", "lock_deadline", c.deadline)
+			log.Error("claim expiring without renewal; cancelling the handler", "lock_deadline", c.deadline)
 			cancel(ErrLockExpired)
 			expired = true
 			herr = <-done
@@ -549,9 +549,9 @@ wait:
 		return rep
 	}
 	if herr != nil {
-		log.Warn("blackboard: run failed", "error", herr, "duration", rep.Duration)
+		log.Warn("run failed", "err", herr, "duration", rep.Duration)
 	} else {
-		log.Debug("blackboard: run succeeded", "duration", rep.Duration)
+		log.Debug("run succeeded", "duration", rep.Duration)
 	}
 
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
@@ -572,7 +572,7 @@ wait:
 	})
 	if err != nil {
 		rep.RecordErr = err
-		log.Warn("blackboard: run finished but its outcome was not recorded", "error", err)
+		log.Warn("run finished but its outcome was not recorded", "err", err)
 		return rep
 	}
 	rep.Recorded = true
@@ -622,7 +622,7 @@ func callHandler(ctx context.Context, h leasecrontype.Handler, t leasecrontype.T
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
-			log.Error("blackboard: handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			log.Error("handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 		}
 	}()
 	return h(ctx, t)

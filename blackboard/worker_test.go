@@ -4,22 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/leasecrontype"
-
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 var t0 = time.Date(2009, 7, 14, 12, 12, 5, 0, time.UTC)
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 // recorder is a handler registry that records every invocation.
 type recorder struct {

@@ -96,7 +96,7 @@ var ErrInvalidOptions = errors.New("invalid dashboard options")
 func CheckAddr(addr string, o Options) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("dashboard address %q: %v: want host:port, e.g. %s", addr, err, DefaultAddr)
+		return fmt.Errorf("dashboard address %q: %w: want host:port, e.g. %s", addr, err, DefaultAddr)
 	}
 	if isLoopback(host) || o.Auth != "" || (o.ReadOnly && o.AllowAnonymous) {
 		return nil
@@ -152,6 +152,7 @@ func newServer(src Source, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Logger = o.Logger.With("component", "dashboard")
 	auth, err := parseAuth(o.Auth)
 	if err != nil {
 		return nil, err

@@ -138,7 +138,7 @@ func (s *Server) errorStatus(err error) (int, string) {
 	case errors.Is(err, leasecrontype.ErrNotFound):
 		return http.StatusNotFound, err.Error()
 	}
-	s.log.Warn("dashboard: read failed", "err", err)
+	s.log.Warn("read failed", "err", err)
 	return http.StatusBadGateway, "reading storage failed: " + trunc.Head(firstLine(err.Error()), 300)
 }
 
@@ -160,7 +160,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (s *Server) render(w http.ResponseWriter, status int, name string, pd pageData) {
 	var buf bytes.Buffer
 	if err := s.tmpl[name].ExecuteTemplate(&buf, "layout", pd); err != nil {
-		s.log.Error("dashboard: rendering failed", "page", name, "err", err)
+		s.log.Error("rendering failed", "page", name, "err", err)
 		http.Error(w, "rendering failed", http.StatusInternalServerError)
 		return
 	}

@@ -10,9 +10,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/leasecron/leasecron/leasecrontype"
-
 	"github.com/leasecron/leasecron/handler"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // An Exec handler runs a configured program; the payload arrives on stdin

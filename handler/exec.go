@@ -14,12 +14,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasecron/leasecron/leasecrontype"
-
 	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/osproc"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Defaults for ExecOptions and HTTPOptions.
@@ -175,7 +174,7 @@ func (h *execHandler) setDefaults() error {
 	default:
 		p, err := exec.LookPath(name)
 		if err != nil {
-			return fmt.Errorf("%w: ExecOptions.Argv[0] %q: not found on PATH (%v): use an absolute path or install it", ErrInvalidOptions, name, err)
+			return fmt.Errorf("%w: ExecOptions.Argv[0] %q: not found on PATH (%w): use an absolute path or install it", ErrInvalidOptions, name, err)
 		}
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("%w: ExecOptions.Argv[0] %q resolves to relative path %q through PATH: use an absolute path", ErrInvalidOptions, name, p)
@@ -185,7 +184,7 @@ func (h *execHandler) setDefaults() error {
 	fi, err := os.Stat(h.path)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: ExecOptions.Argv[0] %q: %v", ErrInvalidOptions, name, err)
+		return fmt.Errorf("%w: ExecOptions.Argv[0] %q: %w", ErrInvalidOptions, name, err)
 	case fi.IsDir():
 		return fmt.Errorf("%w: ExecOptions.Argv[0] %q is a directory, not a program", ErrInvalidOptions, name)
 	case !osproc.Executable(fi):
@@ -209,7 +208,7 @@ func (h *execHandler) setDefaults() error {
 	if h.Dir != "" {
 		fi, err := os.Stat(h.Dir)
 		if err != nil {
-			return fmt.Errorf("%w: ExecOptions.Dir %q: %v", ErrInvalidOptions, h.Dir, err)
+			return fmt.Errorf("%w: ExecOptions.Dir %q: %w", ErrInvalidOptions, h.Dir, err)
 		}
 		if !fi.IsDir() {
 			return fmt.Errorf("%w: ExecOptions.Dir %q is not a directory", ErrInvalidOptions, h.Dir)
@@ -218,6 +217,7 @@ func (h *execHandler) setDefaults() error {
 	if h.Logger == nil {
 		h.Logger = slog.Default()
 	}
+	h.Logger = h.Logger.With("component", "handler", "kind", "exec")
 	return nil
 }
 
@@ -309,7 +309,7 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	recordOutput(ctx, tail)
 	elapsed := time.Since(start)
 	if err == nil {
-		h.Logger.Debug("exec handler: done", "command", h.Argv[0], "task", t.ID, "type", t.Type, "elapsed", elapsed, "output_bytes", out.Total())
+		h.Logger.Debug("done", "command", h.Argv[0], "task_id", t.ID, "type", t.Type, "elapsed", elapsed, "output_bytes", out.Total())
 		return nil
 	}
 	ee := &ExecError{Command: h.Argv[0], ExitCode: -1, Tail: tail, OutputBytes: out.Total(), Err: err}
@@ -323,12 +323,12 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	if ee.ExitCode == ExitSnooze {
 		d, perr := parseSnooze(tail)
 		if perr == nil {
-			h.Logger.Debug("exec handler: snoozed", "command", h.Argv[0], "task", t.ID, "for", d)
+			h.Logger.Debug("snoozed", "command", h.Argv[0], "task_id", t.ID, "for", d)
 			return leasecrontype.Snooze(d)
 		}
-		ee.Err = fmt.Errorf("exit code %d asks for a snooze, but %v", ExitSnooze, perr)
+		ee.Err = fmt.Errorf("exit code %d asks for a snooze, but %w", ExitSnooze, perr)
 	}
-	h.Logger.Debug("exec handler: failed", "command", h.Argv[0], "task", t.ID, "type", t.Type, "elapsed", elapsed, "err", ee.Err)
+	h.Logger.Debug("failed", "command", h.Argv[0], "task_id", t.ID, "type", t.Type, "elapsed", elapsed, "err", ee.Err)
 	return ee
 }
 

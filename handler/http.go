@@ -13,12 +13,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasecron/leasecron/leasecrontype"
-
 	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // DefaultHTTPTimeout bounds one request of an HTTP handler.
@@ -114,7 +113,7 @@ func (h *httpHandler) setDefaults() error {
 	}
 	u, err := url.Parse(h.URL)
 	if err != nil {
-		return fmt.Errorf("%w: HTTPOptions.URL %q: %v", ErrInvalidOptions, storage.Redact(h.URL), err)
+		return fmt.Errorf("%w: HTTPOptions.URL %q: %w", ErrInvalidOptions, storage.Redact(h.URL), err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("%w: HTTPOptions.URL %q has scheme %q: want http or https", ErrInvalidOptions, storage.Redact(h.URL), u.Scheme)
@@ -152,6 +151,7 @@ func (h *httpHandler) setDefaults() error {
 	if h.Logger == nil {
 		h.Logger = slog.Default()
 	}
+	h.Logger = h.Logger.With("component", "handler", "kind", "http")
 	return nil
 }
 
@@ -212,20 +212,20 @@ func (h *httpHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	recordOutput(ctx, tail)
 	if resp.StatusCode == http.StatusServiceUnavailable {
 		if d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-			h.Logger.Debug("http handler: snoozed", "url", h.safeURL, "task", t.ID, "for", d)
+			h.Logger.Debug("snoozed", "url", h.safeURL, "task_id", t.ID, "for", d)
 			return leasecrontype.Snooze(d)
 		}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		h.Logger.Debug("http handler: failed", "url", h.safeURL, "task", t.ID, "status", resp.StatusCode, "elapsed", time.Since(start))
+		h.Logger.Debug("failed", "url", h.safeURL, "task_id", t.ID, "status", resp.StatusCode, "elapsed", time.Since(start))
 		return &HTTPError{Method: h.Method, URL: h.safeURL, StatusCode: resp.StatusCode, Tail: tail}
 	}
 	if rerr != nil {
 		// The endpoint said yes; a body cut short by the timeout does not
 		// change that.
-		h.Logger.Debug("http handler: response body not fully read", "url", h.safeURL, "task", t.ID, "err", rerr)
+		h.Logger.Debug("response body not fully read", "url", h.safeURL, "task_id", t.ID, "err", rerr)
 	}
-	h.Logger.Debug("http handler: done", "url", h.safeURL, "task", t.ID, "status", resp.StatusCode, "elapsed", time.Since(start))
+	h.Logger.Debug("done", "url", h.safeURL, "task_id", t.ID, "status", resp.StatusCode, "elapsed", time.Since(start))
 	return nil
 }
 

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/leasecrontype"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Sentinel errors of the consumer.

@@ -8,10 +8,11 @@ import (
 	"runtime/debug"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // delivery is the state of one message being processed.
@@ -374,7 +375,7 @@ func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecr
 // ackUnrun acknowledges a delivery that must not run and settles it with o;
 // it returns false (not claimed).
 func (c *Consumer) ackUnrun(hctx context.Context, d *delivery, o Outcome, why string) bool {
-	d.log.Info(why)
+	d.log.Info(why) //nolint:sloglint // why is a constant at every call site
 	c.ack(hctx, d)
 	c.settle(d, o)
 	return false

@@ -106,7 +106,7 @@ func (e Envelope) Encode() (string, error) {
 func DecodeEnvelope(body string) (Envelope, error) {
 	var e Envelope
 	if err := json.Unmarshal([]byte(body), &e); err != nil {
-		return Envelope{}, fmt.Errorf("%w: not a JSON envelope: %v", ErrMalformed, err)
+		return Envelope{}, fmt.Errorf("%w: not a JSON envelope: %w", ErrMalformed, err)
 	}
 	switch {
 	case e.V != EnvelopeVersion:

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/leasecrontype"
-
 	"github.com/leasecron/leasecron/queue"
 )
 

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/tracing"
-	"github.com/leasecron/leasecron/internal/trunc"
-	"github.com/leasecron/leasecron/leasecrontype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/leasecron/leasecron/internal/tracing"
+	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 func (c *Consumer) settle(d *delivery, o Outcome) {

@@ -39,7 +39,7 @@ func (c *Client) prepare(it Item, now time.Time) (Item, error) {
 		return Item{}, fmt.Errorf("%w: task %s has no due time (set Due; the CLI takes --at or --in)", ErrInvalid, out.ID)
 	}
 	if err := checkDue(it.Due); err != nil {
-		return Item{}, fmt.Errorf("%w: task %s: %v", ErrInvalid, out.ID, err)
+		return Item{}, fmt.Errorf("%w: task %s: %w", ErrInvalid, out.ID, err)
 	}
 	out.Due = FromTicks(Ticks(it.Due))
 	if _, err := ParseRecurrence(out.Recurrence, out.TZ); err != nil {
@@ -80,7 +80,7 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 	shard := c.shardFor(it.ID)
 	rk, err := RowKey(it.Due, it.ID)
 	if err != nil {
-		return Item{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return Item{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	it.Shard, it.RowKey, it.Indexed = shard, rk, true
 	if jsonLen(it.Payload) > c.opts.InlineLimit {
@@ -228,6 +228,6 @@ func (c *Client) deleteBlob(ctx context.Context, ref string) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	if err := c.opts.PayloadStore.Delete(dctx, ref); err != nil {
-		c.opts.Logger.Warn("leasecron: payload blob left behind", "ref", ref, "err", err)
+		c.opts.Logger.Warn("payload blob left behind", "ref", ref, "err", err)
 	}
 }

@@ -140,7 +140,7 @@ func (b *batch) validate(items []Item, tp string) {
 		seen[p.ID] = i
 		rk, err := RowKey(p.Due, p.ID)
 		if err != nil {
-			b.res[i] = AddResult{Item: p, Err: fmt.Errorf("%w: %v", ErrInvalid, err)}
+			b.res[i] = AddResult{Item: p, Err: fmt.Errorf("%w: %w", ErrInvalid, err)}
 			continue
 		}
 		p.Shard, p.RowKey, p.Indexed = b.c.shardFor(p.ID), rk, true
@@ -496,12 +496,12 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 			b.fail(i, fmt.Errorf("%w: task %s", ErrMovedBeforeRollback, it.ID))
 			return
 		}
-		b.c.opts.Logger.Warn("leasecron: a row of a rolled-back batch could not be deleted", "task_id", it.ID, "err", err)
+		b.c.opts.Logger.Warn("a row of a rolled-back batch could not be deleted", "task_id", it.ID, "err", err)
 		b.fail(i, fmt.Errorf("%w: task %s was written and could not be deleted again: %w", ErrNotWritten, it.ID, err))
 	})
 	b.deleteEach(ctx, index, func(i int) string { return indexKey(b.res[i].Item.ID) }, func(i int, err error) {
 		if !errors.Is(err, storage.ErrNotFound) {
-			b.c.opts.Logger.Warn("leasecron: an id index row of a rolled-back batch is left behind", "task_id", b.res[i].Item.ID, "err", err)
+			b.c.opts.Logger.Warn("an id index row of a rolled-back batch is left behind", "task_id", b.res[i].Item.ID, "err", err)
 		}
 	})
 	for _, i := range blobs {

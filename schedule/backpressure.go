@@ -30,17 +30,17 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time) (bool, room, error)
 		// Keep the previous state; a failed depth probe is not a reason to
 		// flood the queue or to stop moving: move at most one batch.
 		m.stats.Errors++
-		m.o.Logger.Warn("leasecron mover: queue depth unknown", "err", err)
+		m.o.Logger.Warn("queue depth unknown", "err", err)
 		return m.stats.HoldingBack, room{rows: table.MaxOps}, nil
 	}
 	was := m.stats.HoldingBack
 	switch {
 	case !was && depth >= m.o.MaxDepth:
 		m.stats.HoldingBack = true
-		m.o.Logger.Info("leasecron mover: holding back; the queue is deep", "depth", depth, "max_depth", m.o.MaxDepth)
+		m.o.Logger.Info("holding back; the queue is deep", "depth", depth, "max_depth", m.o.MaxDepth)
 	case was && depth < m.o.ResumeBelow:
 		m.stats.HoldingBack = false
-		m.o.Logger.Info("leasecron mover: resuming", "depth", depth, "resume_below", m.o.ResumeBelow)
+		m.o.Logger.Info("resuming", "depth", depth, "resume_below", m.o.ResumeBelow)
 	}
 	return m.stats.HoldingBack, room{rows: max(0, m.o.MaxDepth-depth), known: true}, nil
 }

@@ -62,7 +62,7 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 		return Item{}, fmt.Errorf("%w: reschedule %s: no due time given", ErrInvalid, id)
 	}
 	if err := checkDue(due); err != nil {
-		return Item{}, fmt.Errorf("%w: reschedule %s: %v", ErrInvalid, id, err)
+		return Item{}, fmt.Errorf("%w: reschedule %s: %w", ErrInvalid, id, err)
 	}
 	var lastErr error
 	for range retries {
@@ -72,11 +72,11 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 		}
 		_, suffix, err := ParseRowKey(f.row.RowKey)
 		if err != nil {
-			return Item{}, fmt.Errorf("%w: reschedule %s: the row is malformed: %v", ErrInvalid, id, err)
+			return Item{}, fmt.Errorf("%w: reschedule %s: the row is malformed: %w", ErrInvalid, id, err)
 		}
 		newRK, err := RowKey(due, suffix)
 		if err != nil {
-			return Item{}, fmt.Errorf("%w: reschedule %s: %v", ErrInvalid, id, err)
+			return Item{}, fmt.Errorf("%w: reschedule %s: %w", ErrInvalid, id, err)
 		}
 		if newRK == f.row.RowKey {
 			return readItem(f.row), nil

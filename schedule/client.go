@@ -92,6 +92,7 @@ func (o *Options) fill() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Logger = o.Logger.With("component", "schedule")
 	if err := opt.DefaultIn(ErrInvalid, "schedule.Options.MaxPayload", &o.MaxPayload, DefaultMaxPayload, 1, MaxPayloadLimit); err != nil {
 		return err
 	}

@@ -114,7 +114,7 @@ func (m *Mover) commitOne(ctx context.Context, shard string, gen int64, p *plan)
 			cur, gerr := m.t.Get(ctx, shard, p.e.RowKey)
 			if errors.Is(gerr, storage.ErrNotFound) || (gerr == nil && cur.ETag != p.e.ETag) {
 				m.count(func(s *MoverStats) { s.Skipped++ })
-				m.o.Logger.Info("leasecron mover: row changed while it was moved; left as it is (its run may be enqueued twice)", "row", p.e.RowKey)
+				m.o.Logger.Info("row changed while it was moved; left as it is (its run may be enqueued twice)", "row", p.e.RowKey)
 				m.unconfirm(ctx, p)
 				return nil
 			}

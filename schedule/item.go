@@ -208,7 +208,7 @@ func ParseWhen(at, in string, now time.Time) (time.Time, error) {
 			return time.Time{}, fmt.Errorf("%w: time %q is not RFC 3339; want e.g. 2025-01-02T15:04:05Z or 2025-01-02T16:04:05+01:00", ErrInvalid, at)
 		}
 		if err := checkDue(t); err != nil {
-			return time.Time{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return time.Time{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		return t.UTC(), nil
 	case in != "":

@@ -128,13 +128,13 @@ func (m *Mover) Run(ctx context.Context) error {
 				return nil
 			}
 			m.count(func(s *MoverStats) { s.Errors++ })
-			log.Warn("leasecron mover: cannot take the fence; retrying", "shard", shard, "err", err)
+			log.Warn("cannot take the fence; retrying", "shard", shard, "err", err)
 			if clock.Sleep(ctx, m.o.Clock, m.o.PollEvery) != nil {
 				return nil
 			}
 		}
 	}
-	log.Info("leasecron mover: in control", "shards", m.o.Shards)
+	log.Info("in control", "shards", m.o.Shards)
 	var lastSweep time.Time
 	for {
 		if ctx.Err() != nil {
@@ -155,7 +155,7 @@ func (m *Mover) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			m.count(func(s *MoverStats) { s.Errors++ })
-			log.Warn("leasecron mover: pass failed; retrying at the next poll", "err", err)
+			log.Warn("pass failed; retrying at the next poll", "err", err)
 		}
 		if full && err == nil {
 			continue
@@ -168,6 +168,6 @@ func (m *Mover) Run(ctx context.Context) error {
 
 func (m *Mover) fenced(log *slog.Logger, err error) error {
 	m.count(func(s *MoverStats) { s.Fenced++ })
-	log.Warn("leasecron mover: stopping", "err", err)
+	log.Warn("stopping", "err", err)
 	return err
 }

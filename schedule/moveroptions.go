@@ -181,6 +181,7 @@ func (o *MoverOptions) fill() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Logger = o.Logger.With("component", "mover")
 	return nil
 }
 

@@ -100,7 +100,7 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 		m.mu.Lock()
 		if !m.stats.HoldingBack {
 			m.stats.HoldingBack = true
-			m.o.Logger.Info("leasecron mover: holding back; this pass filled the queue", "max_depth", m.o.MaxDepth)
+			m.o.Logger.Info("holding back; this pass filled the queue", "max_depth", m.o.MaxDepth)
 		}
 		m.mu.Unlock()
 		full = false
@@ -309,7 +309,7 @@ func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 				ref, err := m.o.PayloadStore.Put(ctx, payload.Prefix+p.id+"-"+strconv.FormatInt(Ticks(p.due), 10), []byte(env.Payload))
 				if err != nil {
 					m.count(func(s *MoverStats) { s.Errors++ })
-					m.o.Logger.Warn("leasecron mover: cannot store a large payload; the row stays", "row", p.e.RowKey, "err", err)
+					m.o.Logger.Warn("cannot store a large payload; the row stays", "row", p.e.RowKey, "err", err)
 					return false
 				}
 				p.blob = ref
@@ -339,7 +339,7 @@ func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 		default:
 			if ctx.Err() == nil {
 				m.count(func(s *MoverStats) { s.Errors++ })
-				m.o.Logger.Warn("leasecron mover: enqueue failed; the row stays for the next poll", "row", p.e.RowKey, "err", err)
+				m.o.Logger.Warn("enqueue failed; the row stays for the next poll", "row", p.e.RowKey, "err", err)
 			}
 			return false
 		}

@@ -97,7 +97,7 @@ func ParseRecurrence(rule, tz string) (Recurrence, error) {
 	// A syntactically valid expression may never fire (e.g. "0 0 30 2 *").
 	probe := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	if _, err := r.next(probe); err != nil {
-		return Recurrence{}, fmt.Errorf("%w %q: the expression never fires: %v", ErrBadRecurrence, rule, err)
+		return Recurrence{}, fmt.Errorf("%w %q: the expression never fires: %w", ErrBadRecurrence, rule, err)
 	}
 	return r, nil
 }

@@ -187,10 +187,10 @@ func (sp *shardPass) settle(ctx context.Context, c *txBatch) error {
 		reason := fmt.Sprintf("malformed row %s/%s: %s", p.e.PartitionKey, p.e.RowKey, p.bad)
 		if err := m.o.SetAside.SetAside(ctx, p.e.Raw, reason); err != nil {
 			m.count(func(s *MoverStats) { s.Errors++ })
-			m.o.Logger.Warn("leasecron mover: cannot set a malformed row aside; it stays", "row", p.e.RowKey, "err", err)
+			m.o.Logger.Warn("cannot set a malformed row aside; it stays", "row", p.e.RowKey, "err", err)
 			continue
 		}
-		m.o.Logger.Warn("leasecron mover: set a malformed row aside", "row", p.e.RowKey, "reason", p.bad)
+		m.o.Logger.Warn("set a malformed row aside", "row", p.e.RowKey, "reason", p.bad)
 		p.ok = true
 	}
 	var ready []*plan
@@ -266,7 +266,7 @@ func (m *Mover) confirmAll(ctx context.Context, ready []*plan) []*plan {
 	}
 	if len(failed) > 0 {
 		m.count(func(s *MoverStats) { s.Errors++ })
-		m.o.Logger.Warn("leasecron mover: early-sent runs not confirmed; their rows stay for the next pass", "rows", len(failed))
+		m.o.Logger.Warn("early-sent runs not confirmed; their rows stay for the next pass", "rows", len(failed))
 	}
 	out := ready[:0]
 	for _, p := range ready {
@@ -288,7 +288,7 @@ func (m *Mover) unconfirm(ctx context.Context, p *plan) {
 	for _, env := range p.confirm {
 		if err := m.o.Unconfirm(ctx, env); err != nil && !errors.Is(err, context.Canceled) {
 			m.count(func(s *MoverStats) { s.Errors++ })
-			m.o.Logger.Warn("leasecron mover: cannot take back the confirmation of a run whose row changed", "run", env.ID, "err", err)
+			m.o.Logger.Warn("cannot take back the confirmation of a run whose row changed", "run", env.ID, "err", err)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package trafficcop
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync/atomic"
@@ -37,7 +36,7 @@ func (sl *Slot) crash() { sl.once.Do(func() { sl.releaseErr = sl.stop(context.Ba
 
 func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("LEASECRON_TEST_LOG") == "" {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
+		return slog.New(slog.DiscardHandler)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 }

@@ -56,11 +56,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasecron/leasecron/leasecrontype"
-
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Type is the handler type name under which New's handler is registered.
@@ -188,6 +187,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Logger = o.Logger.With("component", "calendar")
 	return o, nil
 }
 
@@ -271,7 +271,7 @@ func parsePayload(payload []byte, maxFeeds int) ([]string, error) {
 		dec := json.NewDecoder(bytes.NewReader(p))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&doc); err != nil {
-			return nil, fmt.Errorf(`%w: not {"feeds": [urls...]}: %v`, ErrBadPayload, err)
+			return nil, fmt.Errorf(`%w: not {"feeds": [urls...]}: %w`, ErrBadPayload, err)
 		}
 		raw = doc.Feeds
 	} else {
@@ -288,7 +288,7 @@ func parsePayload(payload []byte, maxFeeds int) ([]string, error) {
 		u = strings.TrimSpace(u)
 		norm, err := normalizeURL(u)
 		if err != nil {
-			return nil, fmt.Errorf("%w: feed %d %q: %v", ErrBadPayload, i+1, storage.Redact(u), err)
+			return nil, fmt.Errorf("%w: feed %d %q: %w", ErrBadPayload, i+1, storage.Redact(u), err)
 		}
 		if !seen[norm] {
 			seen[norm] = true
@@ -342,7 +342,7 @@ func (m *merger) handle(ctx context.Context, t leasecrontype.Task) error {
 	if err != nil {
 		return fmt.Errorf("calendar %s: %w", key, err)
 	}
-	log := m.opts.Logger.With("key", key, "task", t.ID)
+	log := m.opts.Logger.With("key", key, "task_id", t.ID)
 
 	outcomes := m.fetchAll(ctx, feeds)
 	if err := ctx.Err(); err != nil {
@@ -357,7 +357,7 @@ func (m *merger) handle(ctx context.Context, t leasecrontype.Task) error {
 		sum.Feeds = append(sum.Feeds, o.result)
 		if o.err != nil {
 			failed = append(failed, FeedFailure{URL: o.result.URL, Err: o.err})
-			log.Warn("calendar: feed failed", "url", storage.Redact(o.result.URL), "error", o.err)
+			log.Warn("feed failed", "url", storage.Redact(o.result.URL), "err", o.err)
 		}
 	}
 	icsName, sumName := BlobNames(key)
@@ -378,7 +378,7 @@ func (m *merger) handle(ctx context.Context, t leasecrontype.Task) error {
 	if err := m.opts.Blobs.WriteBlob(ctx, sumName, "application/json", append(js, '\n')); err != nil {
 		return fmt.Errorf("calendar %s: write %s: %w", key, sumName, err)
 	}
-	log.Info("calendar: merged", "feeds", len(feeds), "failed", len(failed), "events", sum.Events, "duplicates", sum.Duplicates)
+	log.Info("merged", "feeds", len(feeds), "failed", len(failed), "events", sum.Events, "duplicates", sum.Duplicates)
 	if len(failed) > 0 {
 		return &FeedsError{Key: key, Total: len(feeds), Failed: failed}
 	}

@@ -20,14 +20,13 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/leasecron/leasecron/leasecrontype"
-
 	ics "github.com/arran4/golang-ical"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 // memBlobs is an in-memory BlobWriter.
 type memBlobs struct {

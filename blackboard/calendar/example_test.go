@@ -9,9 +9,9 @@ import (
 	"os"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/leasecron/leasecron/leasecrontype"
 
 	"github.com/leasecron/leasecron/blackboard/calendar"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // mapBlobs is a BlobWriter that keeps what it is given.

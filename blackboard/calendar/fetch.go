@@ -84,7 +84,7 @@ func (m *merger) fetch(ctx context.Context, u string) (o outcome) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		o.err = fmt.Errorf("%w: %v", ErrFeedUnreachable, err)
+		o.err = fmt.Errorf("%w: %w", ErrFeedUnreachable, err)
 		return o
 	}
 	req.Header.Set("User-Agent", m.opts.UserAgent)
@@ -167,7 +167,7 @@ func parseFeed(body []byte) (*feed, error) {
 	}
 	cal, err := ics.ParseCalendar(bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrFeedMalformed, err)
+		return nil, fmt.Errorf("%w: %w", ErrFeedMalformed, err)
 	}
 	f := &feed{timezones: cal.Timezones()}
 	for _, ev := range cal.Events() {

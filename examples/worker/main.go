@@ -140,7 +140,7 @@ func run() error {
 		case <-ctx.Done():
 			return fmt.Errorf("%d of %d tasks had not succeeded when the wait ended: %w", len(pending), *n, context.Cause(ctx))
 		case err := <-done:
-			return fmt.Errorf("worker stopped early: %v", err)
+			return fmt.Errorf("worker stopped early: %w", err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

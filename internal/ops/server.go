@@ -64,7 +64,7 @@ var ErrInvalidOptions = errors.New("invalid ops options")
 func NewServer(opts Options) (*Server, error) {
 	if opts.Addr != "" {
 		if _, _, err := net.SplitHostPort(opts.Addr); err != nil {
-			return nil, fmt.Errorf("ops: Options.Addr %q: %v: want host:port or :port, or empty to disable", opts.Addr, err)
+			return nil, fmt.Errorf("ops: Options.Addr %q: %w: want host:port or :port, or empty to disable", opts.Addr, err)
 		}
 	}
 	if err := opt.Default(ErrInvalidOptions, "ops.Options.ReadyTimeout", &opts.ReadyTimeout, DefaultReadyTimeout); err != nil {

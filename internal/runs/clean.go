@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/leasecron/leasecron/internal/table"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // CleanStats says what a Clean pass did.
@@ -81,7 +81,7 @@ func (s *Store) Clean(ctx context.Context) (CleanStats, error) {
 	}
 	// Remember the pass, so that a new leader does not clean again at once.
 	if err := submit(ctx, s.t, []table.Op{{Kind: table.Upsert, PartitionKey: metaPK, RowKey: metaCleaned, Props: table.Props{"At": now, "Expired": int64(st.Expired)}}}); err != nil {
-		s.o.Logger.Debug("runs: recording the cleaning pass failed", "err", err)
+		s.o.Logger.Debug("recording the cleaning pass failed", "err", err)
 	}
 	return st, nil
 }

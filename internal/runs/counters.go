@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/leasecron/leasecron/internal/table"
 	"maps"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -211,7 +211,7 @@ func (s *Store) minuteRows(ctx context.Context, since time.Time, f func(t time.T
 			}
 			if bt := rw.Props.Str("ByType"); bt != "" && bt != "null" {
 				if err := json.Unmarshal([]byte(bt), &c.ByType); err != nil {
-					s.o.Logger.Warn("runs: skipping an unreadable counters row", "row", rw.PartitionKey+"/"+rw.RowKey, "err", err)
+					s.o.Logger.Warn("skipping an unreadable counters row", "row", rw.PartitionKey+"/"+rw.RowKey, "err", err)
 					continue
 				}
 			}

@@ -3,11 +3,11 @@ package runs
 import (
 	"context"
 	"errors"
-	"github.com/leasecron/leasecron/internal/table"
 	"sync"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // groupTimeout bounds one shared transaction: the callers that wait on it

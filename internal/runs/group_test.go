@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/leasecron/leasecron/internal/table"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // gatedTable holds every transaction until the test lets it through, so

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/leasecron/leasecron/internal/table"
 	"hash/fnv"
 	"sync"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // The previous layout (up to the version that introduced this one) kept one
@@ -97,7 +97,7 @@ func (s *Store) convert(ctx context.Context, old, next Run) error {
 	}
 	err := submit(ctx, s.t, []table.Op{{Kind: table.Delete, PartitionKey: legacyPartition(old.ID), RowKey: old.ID, IfMatch: old.ETag}})
 	if err != nil && !isConflict(err) {
-		s.o.Logger.Warn("runs: removing a converted record of the previous layout failed", "run", old.ID, "err", err)
+		s.o.Logger.Warn("removing a converted record of the previous layout failed", "run", old.ID, "err", err)
 	}
 	return nil
 }
@@ -253,7 +253,7 @@ func (s *Store) importRuns(ctx context.Context, rs []Run) []importOutcome {
 					case errors.Is(err, storage.ErrAlreadyExists):
 						out[i] = existed
 					default:
-						s.o.Logger.Warn("runs: writing a record failed", "run", rs[i].ID, "err", err)
+						s.o.Logger.Warn("writing a record failed", "run", rs[i].ID, "err", err)
 					}
 				}
 				return nil
@@ -302,7 +302,7 @@ func (s *Store) submitEach(ctx context.Context, ops []table.Op, size int) int {
 		if err := submit(ctx, s.t, ops[i:i+size]); err == nil {
 			n++
 		} else if !isConflict(err) {
-			s.o.Logger.Warn("runs: deleting rows failed", "row", ops[i].RowKey, "err", err)
+			s.o.Logger.Warn("deleting rows failed", "row", ops[i].RowKey, "err", err)
 		}
 	}
 	return n

@@ -3,11 +3,11 @@ package runs
 import (
 	"context"
 	"errors"
-	"github.com/leasecron/leasecron/internal/table"
 	"testing"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // writeLegacy puts records and a counters row into the table the way the

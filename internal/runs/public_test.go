@@ -1,10 +1,11 @@
 package runs
 
 import (
-	"github.com/leasecron/leasecron/internal/table"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // TestRunRowKeepsEveryField fails when leasecrontype.Run gains a field that

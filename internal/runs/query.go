@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/leasecron/leasecron/internal/table"
 	"hash/fnv"
 	"sort"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/leasecron/leasecron/internal/opt"
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // Page sizes of Query.

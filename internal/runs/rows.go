@@ -1,10 +1,10 @@
 package runs
 
 import (
-	"github.com/leasecron/leasecron/internal/table"
 	"maps"
 	"strings"
 
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/leasecron/leasecron/internal/table"
 	"log/slog"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -64,6 +64,7 @@ func (o *Options) fill() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Logger = o.Logger.With("component", "runs")
 	return nil
 }
 
@@ -161,7 +162,7 @@ func (s *Store) ensure(ctx context.Context) error {
 	// Look for records of the previous layout now, once, rather than on
 	// the first lookup that misses.
 	if _, err := s.hasLegacy(ctx); err != nil {
-		s.o.Logger.Debug("runs: could not look for records of the previous layout yet", "err", err)
+		s.o.Logger.Debug("could not look for records of the previous layout yet", "err", err)
 	}
 	return nil
 }
@@ -394,7 +395,7 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 	switch {
 	case verdict != nil:
 		if err != nil && !isConflict(err) && !errors.Is(err, ErrContention) {
-			s.o.Logger.Warn("runs: counting a duplicate delivery failed", "run", id, "err", err)
+			s.o.Logger.Warn("counting a duplicate delivery failed", "run", id, "err", err)
 		}
 		return next.Public(), verdict
 	case err != nil:
@@ -495,7 +496,7 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 	}
 	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
 		if claimed && cur != nil && cur.State == Running && cur.Worker != c.Worker && cur.ClaimUntil.After(now) {
-			s.o.Logger.Warn("runs: another worker has taken the run over; not recording this attempt's end over its claim",
+			s.o.Logger.Warn("another worker has taken the run over; not recording this attempt's end over its claim",
 				"run", id, "worker", cur.Worker)
 			return Run{}, false, nil
 		}

@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/leasecron/leasecron/internal/table"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
 )

@@ -3,9 +3,10 @@ package runs
 import (
 	"context"
 	"fmt"
-	"github.com/leasecron/leasecron/internal/table"
 	"sort"
 	"strings"
+
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // Verify reads every run partition whole and reports each place where the

@@ -266,7 +266,7 @@ func multipartParts(ctype string, body []byte) ([]mimePart, error) {
 	var out []mimePart
 	for {
 		p, err := r.NextPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {

@@ -9,10 +9,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/leasecron/leasecron/tools/internal/fleet"
-	"github.com/leasecron/leasecron/tools/internal/proc"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/tools/bench/results"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/proc"
 )
 
 // AccountEnv names the environment variable that holds the connection

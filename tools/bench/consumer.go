@@ -8,17 +8,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasecron/leasecron/leasecrontype"
-
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/tools/internal/fleet"
-	"github.com/leasecron/leasecron/tools/internal/proc"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/tools/bench/results"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
+	"github.com/leasecron/leasecron/tools/internal/proc"
 )
 
 // rawConcurrency is the goroutine count of one raw consumer loop and the
@@ -262,7 +261,7 @@ func (b *bench) consumeInProcess(ctx context.Context, m, k, conc int) (results.R
 	}
 	if waitErr == nil {
 		if qd, err := depth(ctx, sc.Queue.NewQueueClient(workQueue)); err != nil || qd != 0 {
-			waitErr = fmt.Errorf("queue depth %d after all were handled (%v)", qd, err)
+			waitErr = fmt.Errorf("queue depth %d after all were handled (%w)", qd, err)
 		}
 	}
 	if waitErr != nil {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/tools/internal/fleet"
 	"github.com/leasecron/leasecron/tools/bench/results"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
 // failoverPoll is lease.poll_every in the failover fleets (the default).

@@ -6,9 +6,9 @@ import (
 	"math"
 	"time"
 
-	"github.com/leasecron/leasecron/tools/internal/fleet"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/tools/bench/results"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
 // runFootprint is scenario 6: one worker process (default settings, the

@@ -41,7 +41,7 @@ func runHistory(ctx context.Context, b *bench) error {
 	b.logf(name, "writing %d run records", n)
 	t0 := time.Now()
 	if w, err := s.Import(ctx, rs); err != nil || w != n {
-		return fmt.Errorf("import: %d of %d written: %v", w, n, err)
+		return fmt.Errorf("import: %d of %d written: %w", w, n, err)
 	}
 	res := results.History{Runs: n, SeedSeconds: time.Since(t0).Seconds(), RetentionDays: 7, FailedRetention: 30}
 	b.logf(name, "written in %s", time.Since(t0).Round(time.Second))

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/tools/internal/fleet"
 	"github.com/leasecron/leasecron/tools/bench/results"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
 // latCase is one lateness run: two workers with the product's defaults, or

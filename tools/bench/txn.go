@@ -8,11 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/leasecron/leasecron/leasecrontype"
-
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/tools/bench/results"
 )
@@ -121,7 +120,7 @@ func (tw *txWorker) waitLeading(ctx context.Context, limit time.Duration) error 
 		}
 		select {
 		case err := <-tw.done:
-			return fmt.Errorf("worker stopped: %v", err)
+			return fmt.Errorf("worker stopped: %w", err)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):

@@ -19,9 +19,9 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/tools/internal/proc"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/tools/internal/proc"
 )
 
 // badInputConfig adds two handlers to the fleet: noisy prints 5 MB, hang

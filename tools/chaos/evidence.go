@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,13 +16,15 @@ import (
 )
 
 // The log messages the analysis reads. They are written by trafficcop.Cop
-// (control) and schedule.Mover (moving).
+// (control) and schedule.Mover (moving; component "mover", and from
+// releases before the component attribute with a "leasecron mover: "
+// prefix).
 const (
 	MsgAcquired    = "acquired control"
 	MsgLost        = "lost control"
 	MsgGaveUp      = "gave up control"
-	MsgMoverStart  = "leasecron mover: in control"
-	MsgMoverFenced = "leasecron mover: stopping"
+	MsgMoverStart  = "in control"
+	MsgMoverFenced = "stopping"
 )
 
 // LogEvent is one line of interest from a worker's JSON log.
@@ -52,8 +55,15 @@ func ParseWorkerLog(path, worker string) ([]LogEvent, error) {
 			Generation int64     `json:"generation"`
 			Reason     string    `json:"reason"`
 			Err        string    `json:"err"`
+			Component  string    `json:"component"`
 		}
 		if json.Unmarshal(sc.Bytes(), &l) != nil {
+			continue
+		}
+		if m, ok := strings.CutPrefix(l.Msg, "leasecron mover: "); ok {
+			l.Msg, l.Component = m, "mover"
+		}
+		if (l.Msg == MsgMoverStart || l.Msg == MsgMoverFenced) && l.Component != "mover" {
 			continue
 		}
 		switch l.Msg {

@@ -21,7 +21,8 @@ func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) 
 func TestParseWorkerLog(t *testing.T) {
 	log := `{"time":"2026-11-22T10:00:00.100Z","level":"INFO","msg":"worker starting"}
 {"time":"2026-11-22T10:00:00.200Z","level":"INFO","msg":"acquired control","generation":3}
-{"time":"2026-11-22T10:00:00.250Z","level":"INFO","msg":"leasecron mover: in control","generation":3}
+{"time":"2026-11-22T10:00:00.250Z","level":"INFO","msg":"in control","component":"mover","generation":3}
+{"time":"2026-11-22T10:00:00.300Z","level":"INFO","msg":"stopping","component":"something else"}
 not json at all
 {"time":"2026-11-22T10:00:05.000Z","level":"WARN","msg":"leasecron mover: stopping","generation":3,"err":"fenced"}
 {"time":"2026-11-22T10:00:05.100Z","level":"WARN","msg":"lost control","generation":3,"reason":"lease lost"}

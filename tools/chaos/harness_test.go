@@ -19,11 +19,11 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/tools/internal/fleet"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
 // Fleet timing the checks rely on (fleet.BaseConfig): a 15 s lease, 1 s

@@ -13,8 +13,8 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite"
-	"github.com/leasecron/leasecron/tools/internal/fleet"
 	"github.com/leasecron/leasecron/tools/internal/faultproxy"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
 // proxies stand between one worker and Azurite's three services.

@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/blackboard/calendar"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/tools/internal/fleet"
 	"github.com/leasecron/leasecron/tools/internal/proc"
-	"github.com/leasecron/leasecron/internal/storage"
 )
 
 var cities = []string{"westlafcals", "networksierra", "localist", "aroundfred"}
@@ -120,7 +120,7 @@ func run(ctx context.Context, handover, interval time.Duration, dashAddr string)
 		// events, which the merge de-duplicates.
 		payload := fmt.Sprintf(`{"feeds":[%q,%q]}`, feedBase+c+".ics", feedBase+cities[(i+1)%len(cities)]+".ics")
 		if _, stderr, err := f.CLI(ctx, "blackboard", "add", c, "--every", interval.String(), "--type", "cities", payload); err != nil {
-			return fmt.Errorf("blackboard add %s: %v %s", c, err, stderr)
+			return fmt.Errorf("blackboard add %s: %w %s", c, err, stderr)
 		}
 	}
 	say("blackboard: added %s, each merged every %s by whichever worker claims it", strings.Join(cities, ", "), interval)
@@ -129,11 +129,11 @@ func run(ctx context.Context, handover, interval time.Duration, dashAddr string)
 	for i := 0; i < 40; i++ {
 		in := fmt.Sprintf("%ds", 2+i*3/2)
 		if _, stderr, err := f.CLI(ctx, "schedule", "--in", in, "--type", "rec", "--id", fmt.Sprintf("job-%02d", i), fmt.Sprintf(`{"job":%d}`, i)); err != nil {
-			return fmt.Errorf("schedule: %v %s", err, stderr)
+			return fmt.Errorf("schedule: %w %s", err, stderr)
 		}
 	}
 	if _, stderr, err := f.CLI(ctx, "schedule", "--every", "5s", "--type", "rec", "--id", "heartbeat"); err != nil {
-		return fmt.Errorf("schedule: %v %s", err, stderr)
+		return fmt.Errorf("schedule: %w %s", err, stderr)
 	}
 	say("scheduled 40 one-off tasks over the next minute and a recurring 'heartbeat' every 5s")
 

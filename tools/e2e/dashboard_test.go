@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -68,7 +69,8 @@ func runBrowser(ctx context.Context, t *testing.T, node, script string, plan map
 	var res browserResult
 	if jerr := json.Unmarshal(out, &res); jerr != nil {
 		stderr := ""
-		if ee, ok := err.(*exec.ExitError); ok {
+		ee := &exec.ExitError{}
+		if errors.As(err, &ee) {
 			stderr = string(ee.Stderr)
 		}
 		t.Fatalf("browser script: %v %v\nstdout: %s\nstderr: %s", err, jerr, out, stderr)

@@ -13,8 +13,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/tools/internal/fleet"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
 // netTicks is the .NET ticks encoding of the public row contract, written

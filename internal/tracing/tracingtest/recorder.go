@@ -105,7 +105,7 @@ func (s *Span) Attributes() []attribute.KeyValue {
 func (s *Span) Attr(key string) string {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -128,7 +128,11 @@ func (s *Span) End(...trace.SpanEndOption) { s.rec.mu.Lock(); s.ended = true; s.
 func (s *Span) AddEvent(string, ...trace.EventOption) {}
 
 // AddLink implements trace.Span.
-func (s *Span) AddLink(l trace.Link) { s.rec.mu.Lock(); s.links = append(s.links, l); s.rec.mu.Unlock() }
+func (s *Span) AddLink(l trace.Link) {
+	s.rec.mu.Lock()
+	s.links = append(s.links, l)
+	s.rec.mu.Unlock()
+}
 
 // IsRecording implements trace.Span.
 func (s *Span) IsRecording() bool { return true }

@@ -419,7 +419,7 @@ func consumerSection(d *doc, out string, c, acct *results.Consumer) ([]check, er
 	}
 	d.image("consumer throughput", rel)
 
-	var worst float64 = math.Inf(1)
+	var worst = math.Inf(1)
 	var parts []string
 	var worstRow results.ConsumerRow
 	for _, r := range c.Rows {

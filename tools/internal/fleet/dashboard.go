@@ -32,7 +32,7 @@ func (f *Fleet) StartDashboard(ctx context.Context, args []string, env ...string
 		}
 		select {
 		case <-p.Done():
-			return "", p, fmt.Errorf("leasecron dashboard exited: %v\n%s", p.Err(), b)
+			return "", p, fmt.Errorf("leasecron dashboard exited: %w\n%s", p.Err(), b)
 		case <-ctx.Done():
 			return "", p, fmt.Errorf("leasecron dashboard did not listen: %w\n%s", ctx.Err(), b)
 		case <-time.After(50 * time.Millisecond):

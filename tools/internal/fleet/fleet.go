@@ -238,7 +238,7 @@ func (f *Fleet) WaitLeader(ctx context.Context, not string) (trafficcop.HolderIn
 		}
 		select {
 		case <-ctx.Done():
-			return h, fmt.Errorf("no new leader: %w (last %+v, err %v)", ctx.Err(), h, err)
+			return h, fmt.Errorf("no new leader: %w (last %+v, err %w)", ctx.Err(), h, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -185,7 +185,7 @@ func TestCondenseSDKErrors(t *testing.T) {
 // half (it used to cut at byte 200).
 func TestLogHandlerKeepsUTF8(t *testing.T) {
 	var out bytes.Buffer
-	h := logHandler(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := logHandler(slog.New(slog.DiscardHandler))
 	ctx := leasecrontype.WithOutputWriter(context.Background(), &out)
 	if err := h(ctx, leasecrontype.Task{ID: "t", Type: "log", Payload: []byte("x" + strings.Repeat("é", 150))}); err != nil {
 		t.Fatal(err)

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/cmd/leasecron/internal/config"
 	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/handler"
-	"github.com/leasecron/leasecron/cmd/leasecron/internal/config"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
 )

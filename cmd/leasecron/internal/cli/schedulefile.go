@@ -47,7 +47,7 @@ func parseLine(b []byte, now time.Time) (leasecron.Item, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&l); err != nil {
-		return leasecron.Item{}, fmt.Errorf("not a JSON object with id, type, payload, at, in, every, cron, tz, max_attempts: %v", err)
+		return leasecron.Item{}, fmt.Errorf("not a JSON object with id, type, payload, at, in, every, cron, tz, max_attempts: %w", err)
 	}
 	if dec.More() {
 		return leasecron.Item{}, errors.New("more than one JSON value on the line")
@@ -60,7 +60,7 @@ func parseLine(b []byte, now time.Time) (leasecron.Item, error) {
 		} else {
 			var buf bytes.Buffer
 			if err := json.Compact(&buf, l.Payload); err != nil {
-				return leasecron.Item{}, fmt.Errorf("payload: %v", err)
+				return leasecron.Item{}, fmt.Errorf("payload: %w", err)
 			}
 			payload = buf.String()
 		}
@@ -77,7 +77,7 @@ func parseLine(b []byte, now time.Time) (leasecron.Item, error) {
 // line is reported with its number and, without partial, nothing is
 // scheduled.
 func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON bool) error {
-	var r io.Reader = a.in
+	var r io.Reader = a.in //nolint:staticcheck // r becomes a file below
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {

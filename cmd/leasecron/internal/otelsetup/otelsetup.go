@@ -84,4 +84,3 @@ func Setup(ctx context.Context, version string, getenv func(string) string) (shu
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return tp.Shutdown, true, nil
 }
-

@@ -32,4 +32,3 @@ func TestEnabled(t *testing.T) {
 		t.Errorf("an unknown protocol: on %v, %v", on, err)
 	}
 }
-

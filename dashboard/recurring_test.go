@@ -1,4 +1,4 @@
-package leasecron_test
+package dashboard_test
 
 import (
 	"context"

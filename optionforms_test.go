@@ -1,4 +1,4 @@
-package opt_test
+package leasecron_test
 
 import (
 	"context"
