@@ -6,14 +6,14 @@ import (
 	"github.com/leasecron/leasecron/blackboard"
 )
 
-// The blackboard operations of `leasecron aggregator` and `leasecron
-// blackboard`, and of the dashboard's blackboard page.
+// The blackboard operations of `leasecron blackboard` (list, add, remove,
+// run-now) and of the dashboard's blackboard page.
 
 func (c *Client) board() (*blackboard.Board, error) {
 	return blackboard.NewBoard(c.sc.Table, c.o.Names.BlackboardTable)
 }
 
-// Blackboard returns every aggregator key with the state of its last run.
+// Blackboard returns every blackboard key with the state of its last run.
 func (c *Client) Blackboard(ctx context.Context) ([]blackboard.Entry, error) {
 	b, err := c.board()
 	if err != nil {
@@ -23,13 +23,14 @@ func (c *Client) Blackboard(ctx context.Context) ([]blackboard.Entry, error) {
 }
 
 // AddBlackboardKey adds a key (its Key, Interval, Type and Payload); an
-// existing key is refused unless replace, which keeps its run history.
-func (c *Client) AddBlackboardKey(ctx context.Context, e blackboard.Entry, replace bool) error {
+// existing key is refused unless o.Replace, which keeps its run history.
+// A nil o is the zero value.
+func (c *Client) AddBlackboardKey(ctx context.Context, e blackboard.Entry, o *blackboard.AddOptions) error {
 	b, err := c.board()
 	if err != nil {
 		return err
 	}
-	return b.Add(ctx, e, &blackboard.AddOptions{Replace: replace})
+	return b.Add(ctx, e, o)
 }
 
 // RemoveBlackboardKey removes a key; an unknown key wraps ErrNotFound.

@@ -14,7 +14,7 @@ import (
 type Counts = leasecrontype.Counts
 
 // Counters is the sum of the counters every worker flushes to the Runs
-// table (every ConsumerOptions.CountersEvery, and at shutdown): what
+// table (every WorkerOptions.Consumer.CountersEvery, and at shutdown): what
 // `leasecron stats` shows.
 type Counters struct {
 	// Updated is when the most recent worker flushed.

@@ -8,7 +8,7 @@
 // NewWorker builds one instance; Handle registers a Handler (a
 // func(ctx, Task) error) per task type; Run blocks until its context ends
 // and then shuts down gracefully (stop dequeuing, let in-flight tasks
-// finish within ConsumerOptions.ShutdownGrace, release the lease). While it
+// finish within WorkerOptions.Consumer.ShutdownGrace, release the lease). While it
 // runs, a worker
 //
 //   - competes for the traffic-cop blob lease (package trafficcop) and,

@@ -1,6 +1,7 @@
 package leasecron
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"strings"
@@ -12,33 +13,16 @@ import (
 	"github.com/leasecron/leasecron/trafficcop"
 )
 
-// ErrAlreadySent: Cancel, Reschedule or Schedule with replace was refused
-// because the task's message is already in the queue (enqueued early,
-// invisible until due) and run records are off, so workers could not tell
-// that it changed. With run records the change is made and the early
-// message becomes a no-op.
-var ErrAlreadySent = schedule.ErrAlreadySent
-
 // earlyWindow is the mover's enqueue-early window: Mover.Early, or by
 // default one failover — lease duration + lease poll — so that a task
 // scheduled before its leader dies is already in the queue, invisible until
 // due, and runs on time through the failover. Never shorter than a pass.
-func earlyWindow(m MoverOptions, l LeaseOptions) time.Duration {
+func earlyWindow(m schedule.MoverSettings, l trafficcop.Timing) time.Duration {
 	if m.Early != 0 {
 		return m.Early
 	}
-	d, p := l.Duration, l.PollEvery
-	if d == 0 {
-		d = trafficcop.DefaultLeaseDuration
-	}
-	if p == 0 {
-		p = trafficcop.DefaultPollEvery
-	}
-	poll := m.PollEvery
-	if poll == 0 {
-		poll = schedule.DefaultPollEvery
-	}
-	return max(d+p, poll)
+	l = l.WithDefaults()
+	return max(l.LeaseDuration+l.PollEvery, cmp.Or(m.PollEvery, schedule.DefaultPollEvery))
 }
 
 // Wake notes: the leader publishes, in the lease metadata with every

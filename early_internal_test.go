@@ -3,19 +3,23 @@ package leasecron
 import (
 	"testing"
 	"time"
+
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
 )
 
 func TestEarlyWindowCoversAFailover(t *testing.T) {
+	short := trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second}
 	for _, c := range []struct {
-		m    MoverOptions
-		l    LeaseOptions
+		m    schedule.MoverSettings
+		l    trafficcop.Timing
 		want time.Duration
 	}{
-		{MoverOptions{}, LeaseOptions{}, 75 * time.Second},
-		{MoverOptions{}, LeaseOptions{Duration: 15 * time.Second, PollEvery: time.Second}, 16 * time.Second},
-		{MoverOptions{PollEvery: 30 * time.Second}, LeaseOptions{Duration: 15 * time.Second, PollEvery: time.Second}, 30 * time.Second},
-		{MoverOptions{Early: 3 * time.Second}, LeaseOptions{}, 3 * time.Second},
-		{MoverOptions{Early: -1}, LeaseOptions{}, -1},
+		{schedule.MoverSettings{}, trafficcop.Timing{}, 75 * time.Second},
+		{schedule.MoverSettings{}, short, 16 * time.Second},
+		{schedule.MoverSettings{PollEvery: 30 * time.Second}, short, 30 * time.Second},
+		{schedule.MoverSettings{Early: 3 * time.Second}, trafficcop.Timing{}, 3 * time.Second},
+		{schedule.MoverSettings{Early: -1}, trafficcop.Timing{}, -1},
 	} {
 		if got := earlyWindow(c.m, c.l); got != c.want {
 			t.Errorf("earlyWindow(%+v, %+v) = %s, want %s", c.m, c.l, got, c.want)

@@ -9,6 +9,9 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite/azuritetest"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
 )
 
 // Without run records a worker cannot tell that a task enqueued early has
@@ -24,9 +27,9 @@ func TestChangeAfterEarlyEnqueueRefusedWithoutRunRecords(t *testing.T) {
 	}
 	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
 		Storage: st, Names: names, InstanceID: "solo", NoRuns: true,
-		Lease:    leasecron.LeaseOptions{Duration: 15 * time.Second, PollEvery: time.Second},
-		Mover:    leasecron.MoverOptions{PollEvery: 500 * time.Millisecond},
-		Consumer: leasecron.ConsumerOptions{PollMax: 300 * time.Millisecond},
+		Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
+		Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
+		Consumer: queue.ConsumerSettings{PollMax: 300 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +47,7 @@ func TestChangeAfterEarlyEnqueueRefusedWithoutRunRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	due := time.Now().Add(6 * time.Second)
-	if _, err := c.Schedule(ctx, leasecron.Item{ID: "job", Type: "note", Due: due}, false); err != nil {
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "job", Type: "note", Due: due}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -61,7 +64,7 @@ func TestChangeAfterEarlyEnqueueRefusedWithoutRunRecords(t *testing.T) {
 		"cancel":     func() error { _, err := c.Cancel(ctx, "job"); return err },
 		"reschedule": func() error { _, err := c.Reschedule(ctx, "job", due.Add(time.Hour)); return err },
 		"replace": func() error {
-			_, err := c.Schedule(ctx, leasecron.Item{ID: "job", Type: "note", Due: due, Payload: "v2"}, true)
+			_, err := c.Schedule(ctx, leasecron.Item{ID: "job", Type: "note", Due: due, Payload: "v2"}, &leasecron.ScheduleOptions{Replace: true})
 			return err
 		},
 	} {

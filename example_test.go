@@ -45,13 +45,13 @@ func ExampleClient_Schedule() {
 		return
 	}
 	ctx := context.Background()
-	it, err := c.Schedule(ctx, leasecron.Item{Type: "mail", Payload: `{"to":"ops@example.com"}`, Due: time.Now().Add(time.Hour)}, false)
+	it, err := c.Schedule(ctx, leasecron.Item{Type: "mail", Payload: `{"to":"ops@example.com"}`, Due: time.Now().Add(time.Hour)}, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println("scheduled", it.ID)
-	_, err = c.Schedule(ctx, leasecron.Item{ID: "nightly", Type: "report", Recurrence: "0 3 * * *", TZ: "Europe/Amsterdam", Due: time.Now()}, true)
+	_, err = c.Schedule(ctx, leasecron.Item{ID: "nightly", Type: "report", Recurrence: "0 3 * * *", TZ: "Europe/Amsterdam", Due: time.Now()}, &leasecron.ScheduleOptions{Replace: true})
 	if err != nil {
 		fmt.Println(err)
 	}

@@ -2,11 +2,13 @@ package leasecron
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
 
-	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
 )
 
@@ -112,16 +114,54 @@ func (c *Client) Backpressure(s Stats) Backpressure {
 	return b
 }
 
-// PeekDeadLetters returns up to n (1–32) of the oldest dead letters and
-// about how many there are, in two requests (DeadLetters().List walks the
-// whole poison queue).
-func (c *Client) PeekDeadLetters(ctx context.Context, n int) ([]queue.DeadLetter, int, error) {
-	return c.dead.Peek(ctx, n)
+// Stats is a fleet-wide snapshot for operators.
+type Stats struct {
+	// QueueDepth is the work queue's approximate message count.
+	QueueDepth int `json:"queue_depth"`
+	// PoisonDepth is the poison queue's approximate message count.
+	PoisonDepth int `json:"poison_depth"`
+	// Due is the due backlog still in the schedule table.
+	Due schedule.DueStats `json:"due"`
+	// Counters sums every worker's flushed counters (handled, failed,
+	// retried, dead, duplicates, ...).
+	Counters *Counters `json:"counters,omitempty"`
+	// Leader is who holds the traffic-cop lease.
+	Leader trafficcop.HolderInfo `json:"leader"`
 }
 
-// RunNow makes a pending task due now; for a recurring series its next
-// occurrence runs now and the series continues from there. It is
-// Reschedule to the current time.
-func (c *Client) RunNow(ctx context.Context, id string) (Item, error) {
-	return c.Reschedule(ctx, id, c.o.Clock.Now())
+// Stats gathers queue depths, the due backlog, the leader and the workers'
+// counters.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	var s Stats
+	var err error
+	if s.QueueDepth, err = c.queue.Depth(ctx); err != nil {
+		return s, fmt.Errorf("queue depth: %w", err)
+	}
+	if s.PoisonDepth, err = c.queue.Poison().Count(ctx); err != nil {
+		return s, fmt.Errorf("poison queue depth: %w", err)
+	}
+	if s.Due, err = c.sched.Due(ctx, c.o.Clock.Now()); err != nil {
+		return s, fmt.Errorf("due backlog: %w", err)
+	}
+	if c.runs != nil {
+		sum, err := c.runs.SumCounters(ctx)
+		if err != nil {
+			return s, fmt.Errorf("counters: %w", err)
+		}
+		cs := countersOf(sum)
+		s.Counters = &cs
+	}
+	if s.Leader, err = c.Leader(ctx); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// Leader reads who holds the traffic-cop lease, without competing for it.
+func (c *Client) Leader(ctx context.Context) (trafficcop.HolderInfo, error) {
+	h, err := trafficcop.ReadHolder(ctx, c.lease)
+	if errors.Is(err, storage.ErrNotFound) {
+		return trafficcop.HolderInfo{State: trafficcop.LeaseAvailable}, nil
+	}
+	return h, err
 }

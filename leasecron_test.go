@@ -10,6 +10,9 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/azurite/azuritetest"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
 )
 
 func TestMain(m *testing.M) { azuritetest.Main(m) }
@@ -32,9 +35,9 @@ func TestWorkerAndClient(t *testing.T) {
 	st, names := testAccount(t)
 	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
 		Storage: st, Names: names, InstanceID: "solo",
-		Lease:    leasecron.LeaseOptions{Duration: 15 * time.Second, PollEvery: time.Second},
-		Mover:    leasecron.MoverOptions{PollEvery: 500 * time.Millisecond},
-		Consumer: leasecron.ConsumerOptions{PollMax: 300 * time.Millisecond, Concurrency: 1},
+		Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
+		Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
+		Consumer: queue.ConsumerSettings{PollMax: 300 * time.Millisecond, Concurrency: 1},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -79,10 +82,10 @@ func TestWorkerAndClient(t *testing.T) {
 		}
 	}
 
-	if _, err := c.Schedule(ctx, leasecron.Item{ID: "a", Type: "note", Due: time.Now()}, false); err != nil {
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "a", Type: "note", Due: time.Now()}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Schedule(ctx, leasecron.Item{ID: "a", Type: "note", Due: time.Now()}, false); !errors.Is(err, leasecron.ErrAlreadyScheduled) {
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "a", Type: "note", Due: time.Now()}, nil); !errors.Is(err, leasecron.ErrAlreadyScheduled) {
 		t.Fatalf("duplicate id: %v", err)
 	}
 	waitState("a", leasecron.RunSucceeded)
@@ -91,7 +94,7 @@ func TestWorkerAndClient(t *testing.T) {
 	}
 
 	// Cancel before the move removes the row; it never runs.
-	if _, err := c.Schedule(ctx, leasecron.Item{ID: "later", Type: "note", Due: time.Now().Add(time.Hour)}, false); err != nil {
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "later", Type: "note", Due: time.Now().Add(time.Hour)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	res, err := c.Cancel(ctx, "later")
@@ -100,11 +103,11 @@ func TestWorkerAndClient(t *testing.T) {
 	}
 
 	// Cancel after the move: occupy the only slot, then cancel a queued task.
-	if _, err := c.Schedule(ctx, leasecron.Item{ID: "blocker", Type: "note", Payload: "block", Due: time.Now()}, false); err != nil {
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "blocker", Type: "note", Payload: "block", Due: time.Now()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitState("blocker", leasecron.RunRunning)
-	if _, err := c.Schedule(ctx, leasecron.Item{ID: "victim", Type: "note", Due: time.Now()}, false); err != nil {
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "victim", Type: "note", Due: time.Now()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitState("victim", leasecron.RunQueued)
@@ -120,7 +123,7 @@ func TestWorkerAndClient(t *testing.T) {
 	}
 
 	// Reschedule brings a far task forward.
-	if _, err := c.Schedule(ctx, leasecron.Item{ID: "moved", Type: "note", Due: time.Now().Add(time.Hour)}, false); err != nil {
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "moved", Type: "note", Due: time.Now().Add(time.Hour)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Reschedule(ctx, "moved", time.Now()); err != nil {

@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/blackboard"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
 )
 
 // Every JSON log line of a worker names its instance exactly once, and no
@@ -25,10 +29,10 @@ func TestWorkerLogLinesCarryEachKeyOnce(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
 		Storage: st, Names: names, InstanceID: "logger-1", Logger: log,
-		Lease:      leasecron.LeaseOptions{Duration: 15 * time.Second, PollEvery: time.Second},
-		Mover:      leasecron.MoverOptions{PollEvery: 500 * time.Millisecond},
-		Consumer:   leasecron.ConsumerOptions{PollMax: 300 * time.Millisecond, BackoffBase: time.Second},
-		Blackboard: leasecron.BlackboardOptions{Cycle: time.Second},
+		Lease:      trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
+		Mover:      schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
+		Consumer:   queue.ConsumerSettings{PollMax: 300 * time.Millisecond, BackoffBase: time.Second},
+		Blackboard: blackboard.Settings{Cycle: time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +53,7 @@ func TestWorkerLogLinesCarryEachKeyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Schedule(ctx, leasecron.Item{ID: "n1", Type: "note", Due: time.Now()}, false); err != nil {
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "n1", Type: "note", Due: time.Now()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for {

@@ -31,11 +31,11 @@ func TestOneErrorFormForNegativeOptions(t *testing.T) {
 		err   func() error
 	}{
 		{"Concurrency", queue.ErrInvalidOptions, func() error {
-			_, err := queue.NewConsumerWith(queue.NewMemQueue("w", nil), queue.NewMemQueue("p", nil), queue.ConsumerOptions{Concurrency: -1})
+			_, err := queue.NewConsumerWith(queue.NewMemQueue("w", nil), queue.NewMemQueue("p", nil), queue.ConsumerOptions{ConsumerSettings: queue.ConsumerSettings{Concurrency: -1}})
 			return err
 		}},
 		{"PollMax", queue.ErrInvalidOptions, func() error {
-			_, err := queue.NewConsumerWith(queue.NewMemQueue("w", nil), queue.NewMemQueue("p", nil), queue.ConsumerOptions{PollMax: -time.Second})
+			_, err := queue.NewConsumerWith(queue.NewMemQueue("w", nil), queue.NewMemQueue("p", nil), queue.ConsumerOptions{ConsumerSettings: queue.ConsumerSettings{PollMax: -time.Second}})
 			return err
 		}},
 		{"Timeout", handler.ErrInvalidOptions, func() error {
@@ -51,11 +51,11 @@ func TestOneErrorFormForNegativeOptions(t *testing.T) {
 			return err
 		}},
 		{"MaxConcurrent", blackboard.ErrInvalid, func() error {
-			_, err := blackboard.NewWorkerWithStore(blackboard.NewMemoryStore(), blackboard.Options{Handlers: mem, MaxConcurrent: -1})
+			_, err := blackboard.NewWorkerWithStore(blackboard.NewMemoryStore(), blackboard.Options{Settings: blackboard.Settings{MaxConcurrent: -1}, Handlers: mem})
 			return err
 		}},
 		{"Cycle", blackboard.ErrInvalid, func() error {
-			_, err := blackboard.NewWorkerWithStore(blackboard.NewMemoryStore(), blackboard.Options{Handlers: mem, Cycle: -time.Second})
+			_, err := blackboard.NewWorkerWithStore(blackboard.NewMemoryStore(), blackboard.Options{Settings: blackboard.Settings{Cycle: -time.Second}, Handlers: mem})
 			return err
 		}},
 		{"ScanLimit", schedule.ErrInvalid, func() error {
@@ -79,7 +79,7 @@ func TestOneErrorFormForNegativeOptions(t *testing.T) {
 	}
 	// trafficcop's options have derived defaults and ranges; its refusals
 	// take the same "field = value: want" form.
-	_, err := trafficcop.NewCop(trafficcop.NewMemLock("l", nil), trafficcop.Options{PollEvery: -time.Second})
+	_, err := trafficcop.NewCop(trafficcop.NewMemLock("l", nil), trafficcop.Options{Timing: trafficcop.Timing{PollEvery: -time.Second}})
 	if !errors.Is(err, trafficcop.ErrInvalidOptions) || !regexp.MustCompile(`PollEvery = -1s: want `).MatchString(errString(err)) {
 		t.Errorf("trafficcop PollEvery -1s: %v", err)
 	}

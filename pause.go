@@ -26,7 +26,7 @@ type Pause struct {
 
 // Pause pauses typ across the fleet until until (the zero time: until
 // Resume), replacing an earlier pause of it. Workers honour it within
-// ConsumerOptions.PauseCheck (5 s by default). Tasks of the type keep
+// WorkerOptions.Consumer.PauseCheck (5 s by default). Tasks of the type keep
 // being moved into the queue when due; there they wait without using
 // attempts. An until that is not in the future is refused.
 func (c *Client) Pause(ctx context.Context, typ string, until time.Time) error {
@@ -42,7 +42,7 @@ func (c *Client) Pause(ctx context.Context, typ string, until time.Time) error {
 }
 
 // Resume ends the pause of typ. Workers take its tasks up again within
-// ConsumerOptions.PauseCheck. A type that is not paused is reported with an
+// WorkerOptions.Consumer.PauseCheck. A type that is not paused is reported with an
 // error wrapping ErrNotFound.
 func (c *Client) Resume(ctx context.Context, typ string) error {
 	if err := schedule.ValidateType(typ); err != nil {

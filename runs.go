@@ -34,15 +34,6 @@ const (
 	DefaultRunCleanEvery      = time.Hour
 )
 
-// ErrInvalidRunQuery is wrapped by Client.Runs when it refuses a RunQuery:
-// an unknown state, a limit outside 1..1000, a series id with characters
-// ids cannot hold, or a continuation token another query returned.
-var ErrInvalidRunQuery = runs.ErrInvalid
-
-// ErrNoRunRecords: run records are off (NoRuns, config worker.runs false),
-// so there is no run history to read.
-var ErrNoRunRecords = errors.New("run records are off (worker.runs: false)")
-
 // RunQuery selects run records for Client.Runs, newest first: by due
 // time, latest first. The zero value lists every run.
 type RunQuery struct {
@@ -150,7 +141,7 @@ type MinuteCounts struct {
 
 // Throughput returns the fleet's outcome counts per minute from since to
 // now, oldest first, one entry per minute (zeros where nothing happened).
-// Workers write their counts every ConsumerOptions.CountersEvery (30 s),
+// Workers write their counts every WorkerOptions.Consumer.CountersEvery (30 s),
 // so the last minute fills in late. Counts are kept for 48 hours; an
 // earlier since starts at the oldest minute kept.
 func (c *Client) Throughput(ctx context.Context, since time.Time) ([]MinuteCounts, error) {
@@ -216,15 +207,23 @@ func (c *Client) MigrateRuns(ctx context.Context) (MigrateResult, error) {
 	return MigrateResult(st), err
 }
 
+// CheckResult is what CheckRuns found.
+type CheckResult struct {
+	// Problems describe each run whose rows disagree, one line each.
+	Problems []string
+	// Runs is how many runs were read.
+	Runs int
+}
+
 // CheckRuns reads the whole Runs table and reports every run whose rows
 // disagree (see docs/run-history.md): none, unless something other than
-// leasecron wrote the table. It returns the problems and how many runs it
-// read.
-func (c *Client) CheckRuns(ctx context.Context) ([]string, int, error) {
+// leasecron wrote the table.
+func (c *Client) CheckRuns(ctx context.Context) (CheckResult, error) {
 	if c.runs == nil {
-		return nil, 0, ErrNoRunRecords
+		return CheckResult{}, ErrNoRunRecords
 	}
-	return c.runs.Verify(ctx)
+	problems, n, err := c.runs.Verify(ctx)
+	return CheckResult{Problems: problems, Runs: n}, err
 }
 
 // markQueued records the runs of a page of due tasks as queued before the
@@ -276,4 +275,18 @@ func (o *RunsOptions) fill() error {
 		return fmt.Errorf("RunsOptions.CleanEvery %s: want at least 1m (0 means %s, negative disables)", o.CleanEvery, DefaultRunCleanEvery)
 	}
 	return nil
+}
+
+// Recent returns the newest n runs of a recurring series, newest first:
+// one read of the series' summary, or a query of its history when the
+// summary does not say (written by an earlier release).
+func (c *Client) Recent(ctx context.Context, series string, n int) ([]Run, error) {
+	if c.runs != nil {
+		rs, ok, err := c.runs.Recent(ctx, series)
+		if err != nil || ok {
+			return rs[:min(n, len(rs))], err
+		}
+	}
+	p, err := c.Runs(ctx, RunQuery{Series: series, Limit: n})
+	return p.Runs, err
 }

@@ -18,7 +18,7 @@ import (
 //	})
 //
 // The run shows RunSnoozed and SnoozedUntil until it runs again. One run
-// may snooze ConsumerOptions.MaxSnoozes times (retry.max_snoozes, default
+// may snooze WorkerOptions.Consumer.MaxSnoozes times (retry.max_snoozes, default
 // 50); each snooze beyond is a failed attempt. Exec programs snooze by
 // exiting with handler.ExitSnooze (75) and printing the delay as their last
 // line; HTTP endpoints by answering 503 with Retry-After.

@@ -22,7 +22,7 @@ type tracingEnqueuer struct {
 
 func (e tracingEnqueuer) Enqueue(ctx context.Context, env queue.Envelope, delay time.Duration) error {
 	ctx, span := tracing.StartTask(ctx, e.tracer, "leasecron.move", env.TraceParent, env.Series != "", trace.SpanKindProducer,
-		append(tracing.TaskAttrs(env.ID, env.Type, env.Attempt+1, env.Series), tracing.Generation.Int64(env.Generation))...)
+		append(tracing.TaskAttrs(env.ID, env.Type, env.FailedAttempts+1, env.Series), tracing.Generation.Int64(env.Generation))...)
 	defer span.End()
 	err := e.next.Enqueue(ctx, env, delay)
 	if err != nil {

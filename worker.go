@@ -25,90 +25,6 @@ import (
 	"github.com/leasecron/leasecron/trafficcop"
 )
 
-// LeaseOptions configure the traffic cop. Zero values take the defaults.
-type LeaseOptions struct {
-	// Duration of the blob lease, 15s to 60s. Default 60s.
-	Duration time.Duration
-	// RenewEvery is the renew interval. Default Duration/3.
-	RenewEvery time.Duration
-	// PollEvery is how often an instance without the lease tries to take
-	// it (jittered). Default 15s.
-	PollEvery time.Duration
-	// SafetyMargin: control is considered lost at last successful renew +
-	// Duration − SafetyMargin. Default max(2s, Duration/10).
-	SafetyMargin time.Duration
-}
-
-// MoverOptions configure the mover that runs while this instance leads.
-type MoverOptions struct {
-	// PollEvery is the pause between passes over the schedule. Default 5s.
-	PollEvery time.Duration
-	// Early is the enqueue-early window: rows due within it are enqueued
-	// with a visibility delay so they appear on time, even when the leader
-	// dies before they come due. 0 means one failover, lease duration +
-	// lease poll (75 s with the defaults); negative disables.
-	Early time.Duration
-	// Concurrency bounds concurrent enqueues. Default 32.
-	Concurrency int
-	// MaxDepth pauses moving while the queue holds this many messages
-	// (0 disables backpressure); ResumeBelow resumes (default MaxDepth/2).
-	MaxDepth, ResumeBelow int
-}
-
-// ConsumerOptions configure the queue consumer. Zero values take the
-// defaults documented on queue.ConsumerOptions.
-type ConsumerOptions struct {
-	// Concurrency is how many tasks run at once. Default 8.
-	Concurrency int
-	// VisibilityTimeout is how long a dequeued message stays hidden; it is
-	// extended while its handler runs. Default 60s.
-	VisibilityTimeout time.Duration
-	// MaxRunTime is the longest a handler may run. Default 30m.
-	MaxRunTime time.Duration
-	// ShutdownGrace is how long in-flight tasks may finish after Run's
-	// context ends. Default 30s.
-	ShutdownGrace time.Duration
-	// PollMin is the queue polling interval while work flows. Default
-	// 200ms.
-	PollMin time.Duration
-	// PollMax is the longest polling interval, backed off to when the
-	// queue is idle. Default 30s.
-	PollMax time.Duration
-	// MaxAttempts is how many attempts a task gets before it is dead.
-	// Default 5.
-	MaxAttempts int
-	// MaxSnoozes is how many times one run may snooze (Snooze) without
-	// using an attempt; each snooze beyond is a failed attempt. Default 50.
-	MaxSnoozes int
-	// BackoffBase is the first retry delay, doubled per failed attempt
-	// with jitter, capped at BackoffMax. Default 2s.
-	BackoffBase time.Duration
-	// BackoffMax is the longest retry delay. Default 10m.
-	BackoffMax time.Duration
-	// HandlerTimeouts bounds handler runs per task type.
-	HandlerTimeouts map[string]time.Duration
-	// PauseCheck is how long a worker trusts the pause state it read
-	// (see Client.Pause) before reading it again; it reads only while it
-	// has work or holds paused tasks. Default 5s.
-	PauseCheck time.Duration
-	// PauseHold is how long a task of a type paused without an end is
-	// hidden before it is looked at again; on resume the worker that hid
-	// it shows it again at once. Default 10m.
-	PauseHold time.Duration
-	// CountersEvery is how often counters are flushed to the Runs table
-	// (what `leasecron stats` sums). Default 30s.
-	CountersEvery time.Duration
-}
-
-// BlackboardOptions configure the blackboard loop.
-type BlackboardOptions struct {
-	// Cycle is how often the board is walked (jittered). Default 1h.
-	Cycle time.Duration
-	// LockTTL is when a claim counts as abandoned; 0 means each key's
-	// interval.
-	LockTTL time.Duration
-}
-
 // WorkerOptions configure NewWorker.
 type WorkerOptions struct {
 	// Storage locates the account. Required.
@@ -120,14 +36,24 @@ type WorkerOptions struct {
 	// table key.
 	InstanceID string
 
-	// Lease configures the traffic cop.
-	Lease LeaseOptions
-	// Mover configures moving due tasks while this instance leads.
-	Mover MoverOptions
-	// Consumer configures the queue consumer.
-	Consumer ConsumerOptions
-	// Blackboard configures the blackboard loop.
-	Blackboard BlackboardOptions
+	// Lease is the traffic cop's timing (lease.*): the lease duration,
+	// renewal, safety margin and how often a standby tries to take it.
+	// Zero fields take trafficcop's defaults (60 s lease, renewed every
+	// 20 s, tried every 15 s).
+	Lease trafficcop.Timing
+	// Mover configures moving due tasks while this instance leads
+	// (mover.*, queue.max_depth, queue.resume_below). Zero fields take
+	// schedule's defaults, except Early: 0 means one failover (lease
+	// duration + lease poll, 75 s with the defaults), so that tasks
+	// scheduled before a leader dies still start on time; negative
+	// disables early enqueueing.
+	Mover schedule.MoverSettings
+	// Consumer configures the queue consumer (worker.*, retry.*). Zero
+	// fields take queue's defaults.
+	Consumer queue.ConsumerSettings
+	// Blackboard configures the blackboard loop (blackboard.*). Zero
+	// fields take blackboard's defaults.
+	Blackboard blackboard.Settings
 
 	// NoLead keeps this instance out of the lease competition (it never
 	// moves tasks).
@@ -242,7 +168,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 		sem, err := trafficcop.NewSemaphore(cc, typ, n, trafficcop.SemaphoreOptions{Clock: o.Clock, Logger: w.log,
 			// Slots use the lease timing of the cop, so a crashed holder's
 			// slot frees within lease.duration.
-			LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: o.Lease.Duration, RenewEvery: o.Lease.RenewEvery, SafetyMargin: o.Lease.SafetyMargin}})
+			LeaseTiming: o.Lease.LeaseTiming})
 		if err != nil {
 			return nil, fmt.Errorf("limits.%s: %w", typ, err)
 		}
@@ -250,17 +176,12 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	}
 	if !o.NoLead {
 		w.cop, err = trafficcop.NewCop(w.lease, trafficcop.Options{
-			LeaseTiming: trafficcop.LeaseTiming{
-				LeaseDuration: o.Lease.Duration,
-				RenewEvery:    o.Lease.RenewEvery,
-				SafetyMargin:  o.Lease.SafetyMargin,
-			},
-			PollEvery: o.Lease.PollEvery,
-			Identity:  o.InstanceID,
-			Clock:     o.Clock,
-			Logger:    w.log,
-			Note:      w.wakeNote,
-			OnNote:    w.heardWakeNote,
+			Timing:   o.Lease,
+			Identity: o.InstanceID,
+			Clock:    o.Clock,
+			Logger:   w.log,
+			Note:     w.wakeNote,
+			OnNote:   w.heardWakeNote,
 			OnAcquired: func(t trafficcop.Term) {
 				w.metrics.LeaseAcquired()
 				w.metrics.SetLeaseHeld(true)
@@ -395,8 +316,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.o.NoBlackboard {
 		a, err := blackboard.NewWorker(w.sc.Table, blackboard.Options{
 			Table:      w.o.Names.BlackboardTable,
-			Cycle:      w.o.Blackboard.Cycle,
-			LockTTL:    w.o.Blackboard.LockTTL,
+			Settings:   w.o.Blackboard,
 			InstanceID: w.o.InstanceID,
 			Clock:      w.o.Clock,
 			Logger:     w.o.Logger, // it adds "instance" itself
@@ -456,20 +376,18 @@ func (w *Worker) lead(ctx context.Context) error {
 	}
 	w.mu.Unlock()
 	enq = tracingEnqueuer{next: enq, tracer: w.o.TracerProvider.Tracer(tracing.Name)}
+	settings := w.o.Mover
+	settings.Early = earlyWindow(w.o.Mover, w.o.Lease)
 	mo := schedule.MoverOptions{
-		Generation:   func() int64 { return term.Generation },
-		PollEvery:    w.o.Mover.PollEvery,
-		Early:        earlyWindow(w.o.Mover, w.o.Lease),
-		Concurrency:  w.o.Mover.Concurrency,
-		Enqueuer:     enq,
-		SetAside:     w.queue,
-		Depth:        w.queue.Depth,
-		MaxDepth:     w.o.Mover.MaxDepth,
-		ResumeBelow:  w.o.Mover.ResumeBelow,
-		PayloadStore: w.payloads,
-		Clock:        w.o.Clock,
-		Logger:       w.log,
-		OnMoved:      func(_ context.Context, envs []queue.Envelope) { w.metrics.MoverBatch(len(envs)) },
+		MoverSettings: settings,
+		Generation:    func() int64 { return term.Generation },
+		Enqueuer:      enq,
+		SetAside:      w.queue,
+		Depth:         w.queue.Depth,
+		PayloadStore:  w.payloads,
+		Clock:         w.o.Clock,
+		Logger:        w.log,
+		OnMoved:       func(_ context.Context, envs []queue.Envelope) { w.metrics.MoverBatch(len(envs)) },
 	}
 	if w.runs != nil {
 		mo.BeforeSend = w.markQueued
@@ -517,28 +435,15 @@ func (w *Worker) ConsumerStats() queue.Stats {
 
 func (w *Worker) newConsumer() (*queue.Consumer, error) {
 	co := queue.ConsumerOptions{
-		Queue:             w.o.Names.Queue,
-		PoisonQueue:       w.o.Names.PoisonQueue,
-		Concurrency:       w.o.Consumer.Concurrency,
-		VisibilityTimeout: w.o.Consumer.VisibilityTimeout,
-		MaxRunTime:        w.o.Consumer.MaxRunTime,
-		MaxAttempts:       w.o.Consumer.MaxAttempts,
-		MaxSnoozes:        w.o.Consumer.MaxSnoozes,
-		BackoffBase:       w.o.Consumer.BackoffBase,
-		BackoffMax:        w.o.Consumer.BackoffMax,
-		PollMin:           w.o.Consumer.PollMin,
-		PollMax:           w.o.Consumer.PollMax,
-		ShutdownGrace:     w.o.Consumer.ShutdownGrace,
-		HandlerTimeouts:   w.o.Consumer.HandlerTimeouts,
-		CountersInterval:  w.o.Consumer.CountersEvery,
-		PauseCheck:        w.o.Consumer.PauseCheck,
-		PauseHold:         w.o.Consumer.PauseHold,
-		InstanceID:        w.o.InstanceID,
-		Clock:             w.o.Clock,
-		Logger:            w.o.Logger, // it adds "instance" itself
-		Payloads:          w.payloads,
-		TracerProvider:    w.o.TracerProvider,
-		Observer:          observer{w.metrics},
+		ConsumerSettings: w.o.Consumer,
+		Queue:            w.o.Names.Queue,
+		PoisonQueue:      w.o.Names.PoisonQueue,
+		InstanceID:       w.o.InstanceID,
+		Clock:            w.o.Clock,
+		Logger:           w.o.Logger, // it adds "instance" itself
+		Payloads:         w.payloads,
+		TracerProvider:   w.o.TracerProvider,
+		Observer:         observer{w.metrics},
 	}
 	if w.runs != nil {
 		co.Runs = w.runs

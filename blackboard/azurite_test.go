@@ -177,7 +177,8 @@ func TestThreeWorkersShareTwentyKeysOnAzurite(t *testing.T) {
 	for i := range 3 {
 		id := fmt.Sprintf("w%d", i)
 		w, err := NewWorker(azClients(t).Table, Options{
-			Table: table, Cycle: cycle, InstanceID: id, Logger: quiet,
+			Settings: Settings{Cycle: cycle},
+			Table:    table, InstanceID: id, Logger: quiet,
 			Handlers: recordingHandler(&log, id),
 			Hooks: Hooks{
 				OnCycle: func(c CycleReport) { conflicts.Add(int64(c.Conflicts)); cycles.Add(1) },
@@ -348,7 +349,7 @@ func TestCrashedWorkerKeyIsTakenOverOnAzurite(t *testing.T) {
 			}, true
 		}
 		w, err := NewWorkerWithStore(stores[i], Options{
-			Cycle: 300 * time.Millisecond, LockTTL: lockTTL, InstanceID: ids[i], Logger: quiet, Handlers: handlers,
+			Settings: Settings{Cycle: 300 * time.Millisecond, LockTTL: lockTTL}, InstanceID: ids[i], Logger: quiet, Handlers: handlers,
 			Hooks: Hooks{OnRun: func(r RunReport) { mu.Lock(); reports = append(reports, r); mu.Unlock() }},
 		})
 		if err != nil {

@@ -43,6 +43,9 @@ var (
 	// ErrInvalid is wrapped by every validation error of an Entry or of
 	// Options.
 	ErrInvalid = errors.New("invalid blackboard entry")
+	// ErrInvalidOptions: NewWorker or NewBoard refused its options. It
+	// wraps ErrInvalid.
+	ErrInvalidOptions = fmt.Errorf("%w options", ErrInvalid)
 )
 
 // Entry is one blackboard row: a key's definition and the state of its

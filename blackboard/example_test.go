@@ -70,8 +70,10 @@ func ExampleNewWorker() {
 		return
 	}
 	w, err := blackboard.NewWorker(svc, blackboard.Options{
-		Cycle:    time.Hour,          // blackboard.cycle
-		LockTTL:  0,                  // blackboard.lock_ttl: 0 = each key's interval
+		Settings: blackboard.Settings{
+			Cycle:   time.Hour, // blackboard.cycle
+			LockTTL: 0,         // blackboard.lock_ttl: 0 = each key's interval
+		},
 		Handlers: registryLookup,     // the queue's handler registry
 		Hooks:    blackboard.Hooks{}, // metrics
 	})

@@ -1,6 +1,7 @@
 package blackboard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,13 +62,12 @@ var (
 // provides it. ok is false for an unknown type.
 type Handlers func(taskType string) (h leasecrontype.Handler, ok bool)
 
-// Options configure a Worker. The zero value of every field but Handlers
-// means its documented default.
-type Options struct {
-	// Table is the blackboard table. Default DefaultTable ("Blackboard").
-	Table string
+// Settings are a blackboard worker's tunable settings, the part of Options
+// a program configures (leasecron.WorkerOptions.Blackboard takes them as
+// they are). Zero values take the defaults; negative values are refused.
+type Settings struct {
 	// Cycle is how often the board is walked (blackboard.cycle). Each
-	// wait is jittered by ±CycleJitter. Default DefaultCycle (1 h); at
+	// wait is jittered by ±CycleJitter. Default 1h (DefaultCycle); at
 	// least MinCycle. A walk that runs handlers takes as long as they do;
 	// the next walk starts one Cycle after the previous one started, or at
 	// once if that time has passed.
@@ -83,6 +83,15 @@ type Options struct {
 	// MaxConcurrent is how many keys one worker runs at once. Default 1
 	// (the walk waits for a free slot); at most MaxConcurrentLimit.
 	MaxConcurrent int
+}
+
+// Options configure a Worker. The zero value of every field but Handlers
+// means its documented default.
+type Options struct {
+	// Settings are the tunable settings (see there).
+	Settings
+	// Table is the blackboard table. Default DefaultTable ("Blackboard").
+	Table string
 	// InstanceID names this worker in the Worker column and, as
 	// "instance", in its log lines. Default
 	// "{hostname}-{pid}-{8 random hex digits}".
@@ -183,8 +192,8 @@ func NewWorkerWithStore(s Store, opts Options) (*Worker, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: no store", ErrInvalid)
 	}
-	o, err := opts.withDefaults()
-	if err != nil {
+	o := opts.WithDefaults()
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	return &Worker{
@@ -198,38 +207,46 @@ func NewWorkerWithStore(s Store, opts Options) (*Worker, error) {
 	}, nil
 }
 
-// withDefaults fills in defaults and validates: the one place where both
-// happen.
-func (o Options) withDefaults() (Options, error) {
-	if o.Table == "" {
-		o.Table = DefaultTable
+// WithDefaults returns s with every zero field set to its default. A
+// zero LockTTL stays zero (each key's interval), and so does a zero
+// Heartbeat (a third of the lock TTL in force).
+func (s Settings) WithDefaults() Settings {
+	s.Cycle = cmp.Or(s.Cycle, DefaultCycle)
+	s.MaxConcurrent = cmp.Or(s.MaxConcurrent, 1)
+	return s
+}
+
+func (s Settings) validate() error {
+	switch {
+	case s.LockTTL < 0 || (s.LockTTL > 0 && s.LockTTL < MinLockTTL):
+		return opt.Invalid(ErrInvalidOptions, "blackboard.Settings.LockTTL", s.LockTTL, fmt.Sprintf("0 (each key's interval) or at least %v", MinLockTTL))
+	case s.Heartbeat < 0:
+		return opt.Invalid(ErrInvalidOptions, "blackboard.Settings.Heartbeat", s.Heartbeat, "a positive value, or 0 for a third of the lock TTL")
 	}
+	return opt.First(
+		opt.AtLeast(ErrInvalidOptions, "blackboard.Settings.Cycle", s.Cycle, DefaultCycle, MinCycle),
+		opt.In(ErrInvalidOptions, "blackboard.Settings.MaxConcurrent", s.MaxConcurrent, 1, 1, MaxConcurrentLimit),
+	)
+}
+
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
+	o.Settings = o.Settings.WithDefaults()
+	o.Table = cmp.Or(o.Table, DefaultTable)
+	o.InstanceID = cmp.Or(o.InstanceID, instance.NewID())
+	o.Clock = clock.OrReal(o.Clock)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	return o
+}
+
+func (o Options) validate() error {
 	if err := storage.ValidateTableName(o.Table); err != nil {
-		return o, fmt.Errorf("%w: Table: %w", ErrInvalid, err)
-	}
-	if err := opt.DefaultAtLeast(ErrInvalid, "blackboard.Options.Cycle", &o.Cycle, DefaultCycle, MinCycle); err != nil {
-		return o, err
-	}
-	if o.LockTTL < 0 || (o.LockTTL > 0 && o.LockTTL < MinLockTTL) {
-		return o, opt.Invalid(ErrInvalid, "blackboard.Options.LockTTL", o.LockTTL, fmt.Sprintf("0 (each key's interval) or at least %v", MinLockTTL))
-	}
-	if o.Heartbeat < 0 {
-		return o, opt.Invalid(ErrInvalid, "blackboard.Options.Heartbeat", o.Heartbeat, "a positive value, or 0 for a third of the lock TTL")
-	}
-	if err := opt.DefaultIn(ErrInvalid, "blackboard.Options.MaxConcurrent", &o.MaxConcurrent, 1, 1, MaxConcurrentLimit); err != nil {
-		return o, err
+		return fmt.Errorf("%w: Table: %w", ErrInvalidOptions, err)
 	}
 	if o.Handlers == nil {
-		return o, fmt.Errorf("%w: Handlers is nil: pass the handler registry's lookup", ErrInvalid)
+		return fmt.Errorf("%w: Handlers is nil: pass the handler registry's lookup", ErrInvalidOptions)
 	}
-	if o.InstanceID == "" {
-		o.InstanceID = instance.NewID()
-	}
-	o.Clock = clock.OrReal(o.Clock)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	return o, nil
+	return o.Settings.validate()
 }
 
 // ID returns the worker's InstanceID.

@@ -56,7 +56,7 @@ func (r *recorder) count() int {
 
 func newWorker(t *testing.T, s Store, clk clock.Clock, r *recorder, mod func(*Options)) *Worker {
 	t.Helper()
-	o := Options{Clock: clk, Logger: quiet, Handlers: r.handlers, Cycle: time.Minute}
+	o := Options{Settings: Settings{Cycle: time.Minute}, Clock: clk, Logger: quiet, Handlers: r.handlers}
 	if mod != nil {
 		mod(&o)
 	}
@@ -668,11 +668,11 @@ func TestOptionsValidation(t *testing.T) {
 		want string
 	}{
 		{Options{}, "Handlers"},
-		{Options{Handlers: h, Cycle: time.Millisecond}, "Cycle = 1ms"},
-		{Options{Handlers: h, LockTTL: time.Millisecond}, "LockTTL = 1ms"},
-		{Options{Handlers: h, LockTTL: -time.Second}, "LockTTL = -1s"},
-		{Options{Handlers: h, Heartbeat: -time.Second}, "Heartbeat = -1s"},
-		{Options{Handlers: h, MaxConcurrent: 65}, "MaxConcurrent = 65"},
+		{Options{Settings: Settings{Cycle: time.Millisecond}, Handlers: h}, "Cycle = 1ms"},
+		{Options{Settings: Settings{LockTTL: time.Millisecond}, Handlers: h}, "LockTTL = 1ms"},
+		{Options{Settings: Settings{LockTTL: -time.Second}, Handlers: h}, "LockTTL = -1s"},
+		{Options{Settings: Settings{Heartbeat: -time.Second}, Handlers: h}, "Heartbeat = -1s"},
+		{Options{Settings: Settings{MaxConcurrent: 65}, Handlers: h}, "MaxConcurrent = 65"},
 		{Options{Handlers: h, Table: "bad-name"}, "bad-name"},
 	} {
 		_, err := NewWorkerWithStore(NewMemoryStore(), tc.o)

@@ -44,11 +44,11 @@ func TestDashboardOnAzurite(t *testing.T) {
 		{ID: "two", Type: "report", Due: time.Now().Add(2 * time.Hour)},
 		{ID: "series", Type: "report", Due: time.Now().Add(time.Hour), Recurrence: "@every 1h"},
 	} {
-		if _, err := c.Schedule(ctx, it, false); err != nil {
+		if _, err := c.Schedule(ctx, it, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := c.AddBlackboardKey(ctx, blackboard.Entry{Key: "city", Interval: time.Hour, Type: "cities"}, false); err != nil {
+	if err := c.AddBlackboardKey(ctx, blackboard.Entry{Key: "city", Interval: time.Hour, Type: "cities"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	get := func(h http.Handler, path string) (int, string) {

@@ -65,8 +65,8 @@ func (s clientSource) Throughput(ctx context.Context, since time.Time) ([]Minute
 }
 
 func (s clientSource) Pending(ctx context.Context, q PendingQuery) (PendingPage, error) {
-	items, next, err := s.c.List(ctx, schedule.ListOptions{Type: q.Type, Recurring: q.Recurring, Limit: q.Limit, Continuation: q.Continue})
-	return PendingPage{Items: items, Continue: next}, err
+	p, err := s.c.List(ctx, &leasecron.ListOptions{Type: q.Type, Recurring: q.Recurring, Limit: q.Limit, Continuation: q.Continue})
+	return PendingPage{Items: p.Items, Continue: p.Continue}, err
 }
 
 func (s clientSource) Task(ctx context.Context, id string) (Task, error) {
@@ -108,7 +108,8 @@ func (s clientSource) Recent(ctx context.Context, series string, n int) ([]lease
 }
 
 func (s clientSource) DeadLetters(ctx context.Context, n int) ([]queue.DeadLetter, int, error) {
-	return s.c.PeekDeadLetters(ctx, n)
+	p, err := s.c.PeekDeadLetters(ctx, n)
+	return p.DeadLetters, p.Total, err
 }
 
 func (s clientSource) Blackboard(ctx context.Context) ([]blackboard.Entry, error) {
@@ -153,7 +154,7 @@ func (s clientSource) Fleet(ctx context.Context) (Fleet, error) {
 }
 
 func (s clientSource) Schedule(ctx context.Context, it schedule.Item, replace bool) (schedule.Item, error) {
-	return s.c.Schedule(ctx, it, replace)
+	return s.c.Schedule(ctx, it, &leasecron.ScheduleOptions{Replace: replace})
 }
 
 func (s clientSource) Cancel(ctx context.Context, id string) (string, error) {

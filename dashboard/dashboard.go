@@ -11,6 +11,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"embed"
@@ -81,6 +82,22 @@ type Options struct {
 	OnListen func(addr net.Addr)
 }
 
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
+	o.Refresh = cmp.Or(o.Refresh, DefaultRefresh)
+	o.CacheTTL = cmp.Or(o.CacheTTL, DefaultCacheTTL)
+	o.Clock = clock.OrReal(o.Clock)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	return o
+}
+
+func (o Options) validate() error {
+	return opt.First(
+		opt.AtLeast(ErrInvalidOptions, "dashboard.Options.Refresh", o.Refresh, DefaultRefresh, time.Second),
+		opt.Positive(ErrInvalidOptions, "dashboard.Options.CacheTTL", o.CacheTTL, DefaultCacheTTL),
+	)
+}
+
 // ErrExposed: the address is reachable from other machines and the
 // dashboard is neither authenticated nor explicitly read-only and
 // anonymous.
@@ -142,15 +159,9 @@ func New(c *leasecron.Client, o Options) (*Server, error) {
 
 // newServer builds the dashboard over any Source (the tests use a fake).
 func newServer(src Source, o Options) (*Server, error) {
-	if err := opt.DefaultAtLeast(ErrInvalidOptions, "dashboard.Options.Refresh", &o.Refresh, DefaultRefresh, time.Second); err != nil {
+	o = o.WithDefaults()
+	if err := o.validate(); err != nil {
 		return nil, err
-	}
-	if err := opt.Default(ErrInvalidOptions, "dashboard.Options.CacheTTL", &o.CacheTTL, DefaultCacheTTL); err != nil {
-		return nil, err
-	}
-	o.Clock = clock.OrReal(o.Clock)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
 	}
 	o.Logger = o.Logger.With("component", "dashboard")
 	auth, err := parseAuth(o.Auth)

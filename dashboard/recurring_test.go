@@ -13,6 +13,9 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/dashboard"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
 )
 
 // TestRecurringSummaryThroughAWorker runs a series through an in-process
@@ -24,9 +27,9 @@ func TestRecurringSummaryThroughAWorker(t *testing.T) {
 	st, names := testAccount(t)
 	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
 		Storage: st, Names: names, InstanceID: "summary",
-		Lease:    leasecron.LeaseOptions{Duration: 15 * time.Second, PollEvery: time.Second},
-		Mover:    leasecron.MoverOptions{PollEvery: 300 * time.Millisecond},
-		Consumer: leasecron.ConsumerOptions{PollMax: 200 * time.Millisecond, Concurrency: 2, MaxAttempts: 1},
+		Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
+		Mover:    schedule.MoverSettings{PollEvery: 300 * time.Millisecond},
+		Consumer: queue.ConsumerSettings{PollMax: 200 * time.Millisecond, Concurrency: 2, MaxAttempts: 1},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +50,7 @@ func TestRecurringSummaryThroughAWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Schedule(ctx, leasecron.Item{ID: "beat", Type: "tick", Due: time.Now(), Recurrence: "@every 1s"}, false); err != nil {
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "beat", Type: "tick", Due: time.Now(), Recurrence: "@every 1s"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for n.Load() < 8 {

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -153,14 +154,25 @@ type execHandler struct {
 // names the bad field when they are unusable (empty Argv, relative or
 // missing or non-executable program, negative durations, malformed Env).
 func Exec(opts ExecOptions) (leasecrontype.Handler, error) {
-	h := &execHandler{ExecOptions: opts}
-	if err := h.setDefaults(); err != nil {
+	h := &execHandler{ExecOptions: opts.WithDefaults()}
+	if err := h.validate(); err != nil {
 		return nil, err
 	}
 	return h.run, nil
 }
 
-func (h *execHandler) setDefaults() error {
+// WithDefaults returns o with every zero field set to its default.
+func (o ExecOptions) WithDefaults() ExecOptions {
+	o.Timeout = cmp.Or(o.Timeout, DefaultExecTimeout)
+	o.KillGrace = cmp.Or(o.KillGrace, DefaultKillGrace)
+	o.OutputTail = cmp.Or(o.OutputTail, DefaultOutputTail)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	return o
+}
+
+// validate refuses unusable options and settles what they imply (the
+// program's path, private copies of slices and maps).
+func (h *execHandler) validate() error {
 	if len(h.Argv) == 0 || h.Argv[0] == "" {
 		return fmt.Errorf("%w: ExecOptions.Argv is empty: name the program to run and its arguments, e.g. [\"/usr/local/bin/report\", \"--daily\"]", ErrInvalidOptions)
 	}
@@ -190,13 +202,11 @@ func (h *execHandler) setDefaults() error {
 	case !osproc.Executable(fi):
 		return fmt.Errorf("%w: ExecOptions.Argv[0] %q is not executable (mode %v)", ErrInvalidOptions, name, fi.Mode().Perm())
 	}
-	if err := opt.Default(ErrInvalidOptions, "ExecOptions.Timeout", &h.Timeout, DefaultExecTimeout); err != nil {
-		return err
-	}
-	if err := opt.Default(ErrInvalidOptions, "ExecOptions.KillGrace", &h.KillGrace, DefaultKillGrace); err != nil {
-		return err
-	}
-	if err := opt.Default(ErrInvalidOptions, "ExecOptions.OutputTail", &h.OutputTail, DefaultOutputTail); err != nil {
+	if err := opt.First(
+		opt.Positive(ErrInvalidOptions, "ExecOptions.Timeout", h.Timeout, DefaultExecTimeout),
+		opt.Positive(ErrInvalidOptions, "ExecOptions.KillGrace", h.KillGrace, DefaultKillGrace),
+		opt.Positive(ErrInvalidOptions, "ExecOptions.OutputTail", h.OutputTail, DefaultOutputTail),
+	); err != nil {
 		return err
 	}
 	for i, kv := range h.Env {
@@ -213,9 +223,6 @@ func (h *execHandler) setDefaults() error {
 		if !fi.IsDir() {
 			return fmt.Errorf("%w: ExecOptions.Dir %q is not a directory", ErrInvalidOptions, h.Dir)
 		}
-	}
-	if h.Logger == nil {
-		h.Logger = slog.Default()
 	}
 	h.Logger = h.Logger.With("component", "handler", "kind", "exec")
 	return nil

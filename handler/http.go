@@ -2,6 +2,7 @@ package handler
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,14 +101,26 @@ type httpHandler struct {
 // HTTP validates opts and returns an error wrapping ErrInvalidOptions that
 // names the bad field when they are unusable.
 func HTTP(opts HTTPOptions) (leasecrontype.Handler, error) {
-	h := &httpHandler{HTTPOptions: opts}
-	if err := h.setDefaults(); err != nil {
+	h := &httpHandler{HTTPOptions: opts.WithDefaults()}
+	if err := h.validate(); err != nil {
 		return nil, err
 	}
 	return h.run, nil
 }
 
-func (h *httpHandler) setDefaults() error {
+// WithDefaults returns o with every zero field set to its default.
+func (o HTTPOptions) WithDefaults() HTTPOptions {
+	o.Method = cmp.Or(o.Method, http.MethodPost)
+	o.Timeout = cmp.Or(o.Timeout, DefaultHTTPTimeout)
+	o.OutputTail = cmp.Or(o.OutputTail, DefaultOutputTail)
+	o.Client = cmp.Or(o.Client, &http.Client{})
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	return o
+}
+
+// validate refuses unusable options and settles what they imply (the
+// program's path, private copies of slices and maps).
+func (h *httpHandler) validate() error {
 	if h.URL == "" {
 		return fmt.Errorf("%w: HTTPOptions.URL is empty: want an http:// or https:// URL", ErrInvalidOptions)
 	}
@@ -122,9 +135,6 @@ func (h *httpHandler) setDefaults() error {
 		return fmt.Errorf("%w: HTTPOptions.URL %q has no host", ErrInvalidOptions, storage.Redact(h.URL))
 	}
 	h.safeURL = storage.Redact(u.Redacted())
-	if h.Method == "" {
-		h.Method = http.MethodPost
-	}
 	if !validToken(h.Method) {
 		return fmt.Errorf("%w: HTTPOptions.Method %q is not a valid HTTP method", ErrInvalidOptions, h.Method)
 	}
@@ -139,17 +149,11 @@ func (h *httpHandler) setDefaults() error {
 		hdr[k] = v
 	}
 	h.Headers = hdr
-	if err := opt.Default(ErrInvalidOptions, "HTTPOptions.Timeout", &h.Timeout, DefaultHTTPTimeout); err != nil {
+	if err := opt.First(
+		opt.Positive(ErrInvalidOptions, "HTTPOptions.Timeout", h.Timeout, DefaultHTTPTimeout),
+		opt.Positive(ErrInvalidOptions, "HTTPOptions.OutputTail", h.OutputTail, DefaultOutputTail),
+	); err != nil {
 		return err
-	}
-	if err := opt.Default(ErrInvalidOptions, "HTTPOptions.OutputTail", &h.OutputTail, DefaultOutputTail); err != nil {
-		return err
-	}
-	if h.Client == nil {
-		h.Client = &http.Client{}
-	}
-	if h.Logger == nil {
-		h.Logger = slog.Default()
 	}
 	h.Logger = h.Logger.With("component", "handler", "kind", "http")
 	return nil

@@ -249,7 +249,7 @@ func TestAzureAlwaysFailingGoesToPoisonAndRequeues(t *testing.T) {
 	e := newAz(t)
 	ctx := context.Background()
 	var calls atomic.Int32
-	c := e.start(ConsumerOptions{MaxAttempts: 3, Runs: e.runs}, map[string]leasecrontype.Handler{
+	c := e.start(ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 3}, Runs: e.runs}, map[string]leasecrontype.Handler{
 		"doomed": func(context.Context, leasecrontype.Task) error {
 			n := calls.Add(1)
 			return fmt.Errorf("doomed attempt %d", n)
@@ -294,7 +294,7 @@ func TestAzureAlwaysFailingGoesToPoisonAndRequeues(t *testing.T) {
 		t.Fatalf("work queue after requeue = %+v, %v", msgs, err)
 	}
 	env, err := DecodeEnvelope(msgs[0].Text)
-	if err != nil || env.ID != "d1" || env.Attempt != 0 || env.Payload != "data" || env.LastError != "" || !env.Marked {
+	if err != nil || env.ID != "d1" || env.FailedAttempts != 0 || env.Payload != "data" || env.LastError != "" || !env.Marked {
 		t.Fatalf("requeued envelope = %+v, %v", env, err)
 	}
 	if r, _ := e.runs.Get(ctx, "d1"); r.State != runs.Queued || r.Attempts != 0 {
@@ -322,7 +322,7 @@ func TestAzureLongHandlerNotDeliveredTwice(t *testing.T) {
 			return ctx.Err()
 		}
 	}}
-	o := ConsumerOptions{VisibilityTimeout: 3 * time.Second}
+	o := ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 3 * time.Second}}
 	a, b := e.start(o, h), e.start(o, h)
 	if err := e.client.Enqueue(ctx, Envelope{ID: "long-1", Type: "long"}, 0); err != nil {
 		t.Fatal(err)
@@ -352,7 +352,7 @@ func TestAzureDuplicateEnvelopeRunsOnce(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 		return nil
 	}}
-	o := ConsumerOptions{Runs: e.runs, VisibilityTimeout: 3 * time.Second, Concurrency: 1}
+	o := ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 3 * time.Second, Concurrency: 1}, Runs: e.runs}
 	a := e.start(o, h)
 	env := Envelope{ID: "dup-1", Type: "once", Due: time.Now().UTC()}
 	if err := e.client.Enqueue(ctx, env, 0); err != nil {
@@ -460,7 +460,7 @@ func TestAzureHundredMessages(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]int{}
 	var running, peak atomic.Int32
-	c := e.start(ConsumerOptions{Concurrency: 8, Runs: e.runs}, map[string]leasecrontype.Handler{"bulk": func(_ context.Context, task leasecrontype.Task) error {
+	c := e.start(ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 8}, Runs: e.runs}, map[string]leasecrontype.Handler{"bulk": func(_ context.Context, task leasecrontype.Task) error {
 		n := running.Add(1)
 		defer running.Add(-1)
 		for {
@@ -521,7 +521,7 @@ func TestAzureDeadLettersBeyondPeekLimit(t *testing.T) {
 	e := newAz(t)
 	ctx := context.Background()
 	for i := 0; i < 35; i++ {
-		body, _ := Envelope{V: 1, ID: fmt.Sprintf("dl-%02d", i), Type: "t", Attempt: 5}.Encode()
+		body, _ := Envelope{V: 1, ID: fmt.Sprintf("dl-%02d", i), Type: "t", FailedAttempts: 5}.Encode()
 		if err := e.client.SetAside(ctx, body, "test"); err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -52,25 +53,24 @@ type ClientOptions struct {
 	Logger *slog.Logger
 }
 
-func (o *ClientOptions) fill() error {
-	if o.Queue == "" {
-		o.Queue = DefaultQueue
-	}
-	if o.PoisonQueue == "" {
-		o.PoisonQueue = DefaultPoisonQueue
-	}
+// WithDefaults returns o with every zero field set to its default.
+func (o ClientOptions) WithDefaults() ClientOptions {
+	o.Queue = cmp.Or(o.Queue, DefaultQueue)
+	o.PoisonQueue = cmp.Or(o.PoisonQueue, DefaultPoisonQueue)
+	o.Clock = clock.OrReal(o.Clock)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	return o
+}
+
+func (o ClientOptions) validate() error {
 	if err := storage.ValidateQueueName(o.Queue); err != nil {
-		return fmt.Errorf("queue: Queue: %w", err)
+		return fmt.Errorf("%w: ClientOptions.Queue: %w", ErrInvalidOptions, err)
 	}
 	if err := storage.ValidateQueueName(o.PoisonQueue); err != nil {
-		return fmt.Errorf("queue: PoisonQueue: %w", err)
+		return fmt.Errorf("%w: ClientOptions.PoisonQueue: %w", ErrInvalidOptions, err)
 	}
 	if o.Queue == o.PoisonQueue {
-		return fmt.Errorf("queue: PoisonQueue %q: must differ from Queue", o.PoisonQueue)
-	}
-	o.Clock = clock.OrReal(o.Clock)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+		return fmt.Errorf("%w: ClientOptions.PoisonQueue = %q: want a queue other than Queue", ErrInvalidOptions, o.PoisonQueue)
 	}
 	return nil
 }
@@ -89,7 +89,8 @@ type Client struct {
 // (azqueue.NewServiceClient, NewServiceClientWithSharedKeyCredential or
 // NewServiceClientFromConnectionString). It does not contact the service.
 func NewClient(svc *azqueue.ServiceClient, o ClientOptions) (*Client, error) {
-	if err := o.fill(); err != nil {
+	o = o.WithDefaults()
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	work, err := newAzureQueue(svc, o.Queue)
@@ -213,7 +214,7 @@ func (d DeadLetter) ID() string {
 func (c *Client) SetAside(ctx context.Context, raw string, reason string) error {
 	d := DeadLetter{Reason: reason, Body: raw, Queue: c.work.Name()}
 	if env, err := decodeBody(raw); err == nil {
-		d.RunID, d.Type, d.Attempts = env.ID, env.Type, env.Attempt
+		d.RunID, d.Type, d.Attempts = env.ID, env.Type, env.FailedAttempts
 	}
 	return c.setAside(ctx, d)
 }

@@ -122,7 +122,8 @@ func NewConsumerWith(work, poison MessageQueue, o ConsumerOptions) (*Consumer, e
 }
 
 func newConsumer(client *Client, o ConsumerOptions) (*Consumer, error) {
-	if err := o.fill(); err != nil {
+	o = o.WithDefaults()
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	c := &Consumer{

@@ -110,8 +110,9 @@ func TestPollerBacksOffAndSnapsBack(t *testing.T) {
 // as soon as a full batch arrives (for a lone message see
 // TestLoneMessageDoesNotSpeedUpPolling).
 func TestConsumerPollingBackoff(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 800 * time.Millisecond,
-		rand: func() float64 { return 0 }})
+	h := newHarness(t, ConsumerOptions{
+		ConsumerSettings: ConsumerSettings{PollMin: 100 * time.Millisecond, PollMax: 800 * time.Millisecond},
+		rand:             func() float64 { return 0 }})
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
 	h.start()
 	var waits []time.Duration
@@ -154,7 +155,7 @@ func TestSuccessDeletesAndPassesTheTask(t *testing.T) {
 		return nil
 	})
 	due := t0.Add(-time.Minute)
-	h.enqueue(Envelope{ID: "run-1", Series: "s", Type: "email", Payload: "hello", Due: due, Generation: 4, Attempt: 1})
+	h.enqueue(Envelope{ID: "run-1", Series: "s", Type: "email", Payload: "hello", Due: due, Generation: 4, FailedAttempts: 1})
 	h.start()
 	h.expect(OutcomeSucceeded)
 	if n := len(h.work.all()); n != 0 {
@@ -174,7 +175,7 @@ func TestSuccessDeletesAndPassesTheTask(t *testing.T) {
 // A failed attempt rewrites the same message with Attempt+1 and LastError
 // and hides it for the backoff; after exactly MaxAttempts it is set aside.
 func TestFailureRetriesThenPoison(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{MaxAttempts: 3, BackoffBase: 2 * time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 3, BackoffBase: 2 * time.Second}})
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
 	var got calls
@@ -190,7 +191,7 @@ func TestFailureRetriesThenPoison(t *testing.T) {
 	if m.ID != orig.ID {
 		t.Fatal("a retry must rewrite the same message, not enqueue a new one")
 	}
-	if env.Attempt != 1 || env.LastError != "attempt 1 broke" || env.Payload != "p" || env.Dequeues != 1 {
+	if env.FailedAttempts != 1 || env.LastError != "attempt 1 broke" || env.Payload != "p" || env.Dequeues != 1 {
 		t.Fatalf("rewritten envelope = %+v", env)
 	}
 	if !m.NextVisible.Equal(got.at[0].Add(2 * time.Second)) {
@@ -202,8 +203,8 @@ func TestFailureRetriesThenPoison(t *testing.T) {
 	}
 
 	h.expect(OutcomeRetried)
-	if _, env := h.only(h.work); env.Attempt != 2 {
-		t.Fatalf("after attempt 2 the envelope says %d", env.Attempt)
+	if _, env := h.only(h.work); env.FailedAttempts != 2 {
+		t.Fatalf("after attempt 2 the envelope says %d", env.FailedAttempts)
 	}
 	if gap := got.at[1].Sub(got.at[0]); gap < 2*time.Second {
 		t.Fatalf("second attempt after %v, before the 2s backoff", gap)
@@ -241,7 +242,7 @@ func TestFailureRetriesThenPoison(t *testing.T) {
 	if err := dl2.Requeue(context.Background(), "f1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, env := h.only(h.work); env.Attempt != 0 || env.LastError != "" || env.ID != "f1" {
+	if _, env := h.only(h.work); env.FailedAttempts != 0 || env.LastError != "" || env.ID != "f1" {
 		t.Fatalf("requeued envelope = %+v", env)
 	}
 	if len(h.poison.all()) != 0 {
@@ -251,7 +252,7 @@ func TestFailureRetriesThenPoison(t *testing.T) {
 }
 
 func TestEnvelopeMaxAttemptsOverrides(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{MaxAttempts: 5, BackoffBase: time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 5, BackoffBase: time.Second}})
 	var got calls
 	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
 		got.add(task, h.clk.Now())
@@ -274,7 +275,7 @@ func TestPanicIsAFailedAttempt(t *testing.T) {
 	h.start()
 	h.expect(OutcomeRetried)
 	_, env := h.only(h.work)
-	if env.Attempt != 1 || !strings.Contains(env.LastError, "panicked") || !strings.Contains(env.LastError, "kaboom") {
+	if env.FailedAttempts != 1 || !strings.Contains(env.LastError, "panicked") || !strings.Contains(env.LastError, "kaboom") {
 		t.Fatalf("envelope after panic = %+v", env)
 	}
 	if r := mustRun(t, rm, "p1", runs.Failed); !strings.Contains(r.OutputTail, "goroutine") {
@@ -283,7 +284,7 @@ func TestPanicIsAFailedAttempt(t *testing.T) {
 }
 
 func TestTimeoutIsAFailedAttempt(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{HandlerTimeout: time.Hour, HandlerTimeouts: map[string]time.Duration{"slow": 5 * time.Second}})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{HandlerTimeout: time.Hour, HandlerTimeouts: map[string]time.Duration{"slow": 5 * time.Second}}})
 	h.c.Handle("slow", func(ctx context.Context, _ leasecrontype.Task) error {
 		<-ctx.Done()
 		return ctx.Err()
@@ -295,7 +296,7 @@ func TestTimeoutIsAFailedAttempt(t *testing.T) {
 	h.clk.Advance(5 * time.Second)
 	h.expect(OutcomeRetried)
 	_, env := h.only(h.work)
-	if env.Attempt != 1 || !strings.Contains(env.LastError, "timed out after 5s") {
+	if env.FailedAttempts != 1 || !strings.Contains(env.LastError, "timed out after 5s") {
 		t.Fatalf("envelope after timeout = %+v", env)
 	}
 }
@@ -303,7 +304,7 @@ func TestTimeoutIsAFailedAttempt(t *testing.T) {
 // While a handler runs, the message's visibility is extended at 2/3 of the
 // visibility timeout; at MaxRunTime the handler is cancelled (a failed attempt).
 func TestVisibilityExtendedUntilMaxRunTime(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{VisibilityTimeout: 60 * time.Second, MaxRunTime: 100 * time.Second, PollMax: time.Hour})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 60 * time.Second, MaxRunTime: 100 * time.Second, PollMax: time.Hour}})
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
 	h.c.Handle("long", func(ctx context.Context, _ leasecrontype.Task) error {
@@ -329,7 +330,7 @@ func TestVisibilityExtendedUntilMaxRunTime(t *testing.T) {
 	}
 	h.clk.Advance(20 * time.Second) // t0+100s = MaxRunTime
 	h.expect(OutcomeRetried)
-	if _, env := h.only(h.work); env.Attempt != 1 || !strings.Contains(env.LastError, "timed out") {
+	if _, env := h.only(h.work); env.FailedAttempts != 1 || !strings.Contains(env.LastError, "timed out") {
 		t.Fatalf("envelope = %+v", env)
 	}
 }
@@ -337,7 +338,7 @@ func TestVisibilityExtendedUntilMaxRunTime(t *testing.T) {
 // If an extension finds the message gone, the result is recorded but the
 // message is not deleted with a stale receipt.
 func TestLostMessageIsNotDeleted(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{VisibilityTimeout: 30 * time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 30 * time.Second}})
 	fq := &flakyQueue{MemQueue: h.work}
 	c, err := NewConsumerWith(fq, h.poison, h.c.o)
 	if err != nil {
@@ -376,14 +377,14 @@ func TestLostMessageIsNotDeleted(t *testing.T) {
 // attempt is not counted.
 func TestLimiterRefusalDoesNotCountAnAttempt(t *testing.T) {
 	lim := &limiter{refuse: 3}
-	h := newHarness(t, ConsumerOptions{Limiter: lim, BackoffBase: time.Second, PollMax: 4 * time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{BackoffBase: time.Second, PollMax: 4 * time.Second}, Limiter: lim})
 	var got calls
 	h.c.Handle("lim", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
 	h.enqueue(Envelope{ID: "l", Type: "lim"})
 	h.start()
 	h.await(OutcomeDeferred)
 	m, env := h.only(h.work)
-	if env.Attempt != 0 || env.Dequeues != 1 || !m.NextVisible.After(h.clk.Now()) {
+	if env.FailedAttempts != 0 || env.Dequeues != 1 || !m.NextVisible.After(h.clk.Now()) {
 		t.Fatalf("deferred message = %+v %+v", m, env)
 	}
 	h.expect(OutcomeDeferred, OutcomeDeferred, OutcomeSucceeded)
@@ -459,10 +460,10 @@ func TestMalformedMessagesAreSetAside(t *testing.T) {
 // A message that crashes workers before they can record anything is set
 // aside once its unrecorded deliveries exceed MaxAttempts + CrashMargin.
 func TestCrashLoopGuard(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{MaxAttempts: 3, CrashMargin: 2, VisibilityTimeout: 10 * time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 3, CrashMargin: 2, VisibilityTimeout: 10 * time.Second}})
 	var got calls
 	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
-	h.enqueue(Envelope{ID: "crashy", Type: "t", Attempt: 1, Dequeues: 1})
+	h.enqueue(Envelope{ID: "crashy", Type: "t", FailedAttempts: 1, Dequeues: 1})
 	ctx := context.Background()
 	// Dequeue count 1 was recorded; now 4 deliveries die without a trace.
 	for i := 0; i < 5; i++ {
@@ -484,7 +485,7 @@ func TestCrashLoopGuard(t *testing.T) {
 
 // Deferrals and retries record the dequeue count, so they never trip the guard.
 func TestCrashGuardIgnoresRecordedDeliveries(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{MaxAttempts: 2, CrashMargin: 1})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 2, CrashMargin: 1}})
 	h.c.o.Limiter = &limiter{refuse: 6}
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
 	h.enqueue(Envelope{ID: "patient", Type: "t"})
@@ -496,7 +497,7 @@ func TestCrashGuardIgnoresRecordedDeliveries(t *testing.T) {
 }
 
 func TestUnknownTypeIsRetriedThenSetAside(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{MaxAttempts: 2, BackoffBase: time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 2, BackoffBase: time.Second}})
 	h.enqueue(Envelope{ID: "u1", Type: "nobody"})
 	h.start()
 	h.expect(OutcomeRetried, OutcomeDead)
@@ -509,7 +510,7 @@ func TestUnknownTypeIsRetriedThenSetAside(t *testing.T) {
 // A rolling deploy that adds the handler after a first failed attempt
 // still gets the task.
 func TestHandlerAddedDuringRetries(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{MaxAttempts: 3, BackoffBase: time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 3, BackoffBase: time.Second}})
 	h.enqueue(Envelope{ID: "u2", Type: "new"})
 	h.start()
 	h.expect(OutcomeRetried)
@@ -566,7 +567,7 @@ func TestRunsSuppressDuplicatesAndHonourCancel(t *testing.T) {
 // The same envelope enqueued twice runs once: the second copy waits while
 // the first runs here, then is acknowledged as a duplicate.
 func TestSameEnvelopeTwiceRunsOnce(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{Concurrency: 4, BackoffBase: time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 4, BackoffBase: time.Second}})
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
 	release := make(chan struct{})
@@ -591,7 +592,7 @@ func TestSameEnvelopeTwiceRunsOnce(t *testing.T) {
 }
 
 func TestClaimedElsewhereIsPutBack(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{BackoffBase: time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{BackoffBase: time.Second}})
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
 	claimUntil := t0.Add(45 * time.Second)
@@ -604,8 +605,8 @@ func TestClaimedElsewhereIsPutBack(t *testing.T) {
 	h.start()
 	h.expect(OutcomeDeferred)
 	m, env := h.only(h.work)
-	if env.Attempt != 0 || m.NextVisible.Before(claimUntil) {
-		t.Fatalf("put back until %v (claim until %v), attempt %d", m.NextVisible, claimUntil, env.Attempt)
+	if env.FailedAttempts != 0 || m.NextVisible.Before(claimUntil) {
+		t.Fatalf("put back until %v (claim until %v), attempt %d", m.NextVisible, claimUntil, env.FailedAttempts)
 	}
 	if got.n() != 0 {
 		t.Fatal("must not run while claimed elsewhere")
@@ -671,7 +672,7 @@ func TestNoPayloadStoreIsAFailedAttempt(t *testing.T) {
 // Never more handlers than Concurrency, and never more messages dequeued
 // than free slots.
 func TestBoundedConcurrency(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{Concurrency: 3})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 3}})
 	release := make(chan struct{})
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { <-release; return nil })
 	for i := 0; i < 10; i++ {
@@ -704,7 +705,7 @@ func TestBoundedConcurrency(t *testing.T) {
 
 // Shutdown lets an in-flight handler finish within the grace period.
 func TestShutdownWaitsForInFlight(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{ShutdownGrace: 30 * time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{ShutdownGrace: 30 * time.Second}})
 	release := make(chan struct{})
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { <-release; return nil })
 	h.enqueue(Envelope{ID: "s", Type: "t"})
@@ -740,7 +741,7 @@ func TestShutdownWaitsForInFlight(t *testing.T) {
 // After the grace period handlers are cancelled; their messages are
 // released, not deleted, and no attempt is counted.
 func TestShutdownCancelsAfterGrace(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{ShutdownGrace: 10 * time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{ShutdownGrace: 10 * time.Second}})
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
 	h.c.Handle("t", func(ctx context.Context, _ leasecrontype.Task) error { <-ctx.Done(); return ctx.Err() })
@@ -761,7 +762,7 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 	m, env := h.only(h.work)
-	if env.Attempt != 0 || m.NextVisible.After(h.clk.Now()) {
+	if env.FailedAttempts != 0 || m.NextVisible.After(h.clk.Now()) {
 		t.Fatalf("released message = %+v %+v; want visible with no attempt counted", m, env)
 	}
 	if r := mustRun(t, rm, "s", runs.Queued); !strings.Contains(r.LastError, "shut down") {
@@ -775,7 +776,7 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 }
 
 func TestHandlerIgnoringCancellation(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{ShutdownGrace: time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{ShutdownGrace: time.Second}})
 	stuck := make(chan struct{})
 	defer close(stuck)
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { <-stuck; return nil })
@@ -828,7 +829,7 @@ func TestOutputCapture(t *testing.T) {
 }
 
 func TestCountersFlushedPeriodically(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{CountersInterval: time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{CountersEvery: time.Second}})
 	rm := runs.NewMem(h.clk)
 	h.c.o.Runs = rm
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
@@ -856,12 +857,12 @@ func TestConsumerOptionsValidation(t *testing.T) {
 		o    ConsumerOptions
 		want string
 	}{
-		{ConsumerOptions{Concurrency: -1}, "Concurrency = -1"},
-		{ConsumerOptions{VisibilityTimeout: 500 * time.Millisecond}, "VisibilityTimeout = 500ms"},
-		{ConsumerOptions{BackoffBase: time.Minute, BackoffMax: time.Second}, "BackoffMax = 1s"},
-		{ConsumerOptions{PollMin: time.Second, PollMax: time.Millisecond}, "PollMax = 1ms"},
-		{ConsumerOptions{MaxAttempts: -2}, "MaxAttempts = -2"},
-		{ConsumerOptions{HandlerTimeouts: map[string]time.Duration{"x": 0}}, "HandlerTimeouts[x]"},
+		{ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: -1}}, "Concurrency = -1"},
+		{ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 500 * time.Millisecond}}, "VisibilityTimeout = 500ms"},
+		{ConsumerOptions{ConsumerSettings: ConsumerSettings{BackoffBase: time.Minute, BackoffMax: time.Second}}, "BackoffMax = 1s"},
+		{ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMin: time.Second, PollMax: time.Millisecond}}, "PollMax = 1ms"},
+		{ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: -2}}, "MaxAttempts = -2"},
+		{ConsumerOptions{ConsumerSettings: ConsumerSettings{HandlerTimeouts: map[string]time.Duration{"x": 0}}}, "HandlerTimeouts[x]"},
 	} {
 		_, err := NewConsumerWith(NewMemQueue("w", nil), NewMemQueue("p", nil), c.o)
 		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), c.want) {
@@ -912,7 +913,7 @@ func (c *countingRuns) count() int {
 // An idle worker does not rewrite unchanged counters every interval: its
 // storage bill should not grow while nothing happens.
 func TestIdleCountersAreNotRewritten(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{CountersInterval: time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{CountersEvery: time.Second}})
 	cr := &countingRuns{Mem: runs.NewMem(h.clk)}
 	h.c.o.Runs = cr
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
@@ -947,7 +948,7 @@ func TestIdleCountersAreNotRewritten(t *testing.T) {
 // consumer whose handlers finish one by one waits briefly for half a batch
 // of free slots instead of dequeuing for every slot that frees up.
 func TestBusyConsumerDequeuesInLargeBatches(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{Concurrency: 32})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 32}})
 	const n = 640
 	var handled atomic.Int64
 	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
@@ -1004,7 +1005,7 @@ func (g gatedFinish) Finish(ctx context.Context, id string, st leasecrontype.Run
 // Concurrency messages, and every message is still deleted only after its
 // outcome is recorded.
 func TestSlotGivenBackWhileOutcomeIsRecorded(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{Concurrency: 2})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 2}})
 	rm := runs.NewMem(h.clk)
 	g := gatedFinish{RunRecorder: rm, gate: make(chan struct{}), entering: make(chan string, 10)}
 	h.c.o.Runs = g

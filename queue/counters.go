@@ -15,7 +15,7 @@ type counterSink interface {
 }
 
 // startCounters flushes the counters to the run recorder, when it keeps
-// them, every CountersInterval while they change. The returned stop ends
+// them, every CountersEvery while they change. The returned stop ends
 // that and flushes once more (on hctx, which outlives shutdown).
 func (c *Consumer) startCounters(hctx context.Context) (stop func()) {
 	sink, ok := c.o.Runs.(counterSink)
@@ -38,13 +38,13 @@ func (c *Consumer) startCounters(hctx context.Context) (stop func()) {
 	}
 }
 
-// flushLoop flushes every CountersInterval until stop closes, skipping
+// flushLoop flushes every CountersEvery until stop closes, skipping
 // flushes when nothing changed: an idle worker writes nothing.
 func (c *Consumer) flushLoop(sink counterSink, stop <-chan struct{}) {
 	var last runs.Counters
 	flushed := false
 	for {
-		t := c.clk.NewTimer(c.o.CountersInterval)
+		t := c.clk.NewTimer(c.o.CountersEvery)
 		select {
 		case <-stop:
 			t.Stop()

@@ -142,7 +142,7 @@ func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter) error {
 	if err != nil {
 		return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)
 	}
-	env.Attempt, env.LastError, env.Dequeues = 0, "", 0
+	env.FailedAttempts, env.LastError, env.Dequeues = 0, "", 0
 	env.Enqueued, env.Marked = time.Time{}, false
 	if dl.runs != nil {
 		if err := dl.runs.MarkRequeued(ctx, env.ID, env.runMeta()); err != nil {

@@ -56,11 +56,11 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		return
 	}
 	d.env, d.typ = env, env.Type
-	d.log = d.log.With("task_id", env.ID, "type", env.Type, "attempt", env.Attempt+1)
+	d.log = d.log.With("task_id", env.ID, "type", env.Type, "attempt", env.FailedAttempts+1)
 	// The delivery's span: a child of the schedule row's trace (an
 	// occurrence of a series links to it); the handler's context carries it.
 	hctx, d.span = tracing.StartTask(hctx, c.tracer, "leasecron.run", env.TraceParent, env.Series != "", trace.SpanKindConsumer,
-		tracing.TaskAttrs(env.ID, env.Type, env.Attempt+1, env.Series)...)
+		tracing.TaskAttrs(env.ID, env.Type, env.FailedAttempts+1, env.Series)...)
 	defer d.span.End() // settle ends it; this covers any way out without an outcome
 	d.maxA = c.o.MaxAttempts
 	if env.MaxAttempts > 0 {
@@ -69,15 +69,15 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 
 	// Out of attempts already (an earlier set-aside failed, or MaxAttempts
 	// was lowered): set aside without running.
-	if env.Attempt >= d.maxA {
-		c.dead(hctx, d, env, fmt.Sprintf("used %d of %d attempts; last error: %s", env.Attempt, d.maxA, env.LastError), nil, "")
+	if env.FailedAttempts >= d.maxA {
+		c.dead(hctx, d, env, fmt.Sprintf("used %d of %d attempts; last error: %s", env.FailedAttempts, d.maxA, env.LastError), nil, "")
 		return
 	}
 	// Crash guard: deliveries with no recorded outcome count as attempts.
 	unrecorded := m.DequeueCount - 1 - env.Dequeues
-	if unrecorded > 0 && int64(env.Attempt)+unrecorded >= int64(d.maxA+c.o.CrashMargin) {
+	if unrecorded > 0 && int64(env.FailedAttempts)+unrecorded >= int64(d.maxA+c.o.CrashMargin) {
 		reason := fmt.Sprintf("delivered %d times without an outcome being recorded (a worker may be crashing on it); %d failed attempts recorded, last error: %s",
-			unrecorded, env.Attempt, env.LastError)
+			unrecorded, env.FailedAttempts, env.LastError)
 		c.dead(hctx, d, env, reason, nil, "")
 		return
 	}
@@ -120,7 +120,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	}
 
 	out := trunc.NewWriter(leasecrontype.MaxOutputTail)
-	task := leasecrontype.Task{ID: env.ID, Series: env.Series, Type: env.Type, Due: env.Due, Attempt: env.Attempt + 1,
+	task := leasecrontype.Task{ID: env.ID, Series: env.Series, Type: env.Type, Due: env.Due, Attempt: env.FailedAttempts + 1,
 		Generation: env.Generation}
 	var herr error
 	lost := false
@@ -210,7 +210,7 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 	ctx, cancel := c.opCtx(hctx)
 	defer cancel()
 	now := c.clk.Now()
-	r, err := c.o.Runs.Claim(ctx, d.env.ID, c.o.InstanceID, d.env.Attempt+1, now.Add(c.o.VisibilityTimeout), m)
+	r, err := c.o.Runs.Claim(ctx, d.env.ID, c.o.InstanceID, d.env.FailedAttempts+1, now.Add(c.o.VisibilityTimeout), m)
 	switch {
 	case err == nil:
 		d.claimed = true

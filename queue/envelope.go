@@ -33,8 +33,11 @@ type Envelope struct {
 	Due time.Time `json:"due"`
 	// Enqueued is when the mover put it on the queue.
 	Enqueued time.Time `json:"enqueued"`
-	// Attempt counts attempts already made and failed (0 on first delivery).
-	Attempt int `json:"attempt"`
+	// FailedAttempts counts the attempts already made and failed (0 on the
+	// first delivery); the attempt a delivery makes is FailedAttempts+1, the
+	// number Task.Attempt and the run record carry. (Its JSON name,
+	// "attempt", is the wire format's.)
+	FailedAttempts int `json:"attempt"`
 	// MaxAttempts overrides the worker's retry.max_attempts when > 0.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 	// Recurrence is the series' rule ("@every 10m" or a cron expression).

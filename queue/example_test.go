@@ -19,9 +19,8 @@ func ExampleConsumer() {
 	poison := queue.NewMemQueue("poison", nil)
 
 	c, err := queue.NewConsumerWith(work, poison, queue.ConsumerOptions{
-		Concurrency: 2,
-		InstanceID:  "example",
-		PollMin:     10 * time.Millisecond,
+		ConsumerSettings: queue.ConsumerSettings{Concurrency: 2, PollMin: 10 * time.Millisecond},
+		InstanceID:       "example",
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -115,7 +114,7 @@ func (m *memRecorder) Snooze(_ context.Context, id string, until time.Time, tail
 func ExampleRunRecorder() {
 	work, poison := queue.NewMemQueue("work", nil), queue.NewMemQueue("poison", nil)
 	records := &memRecorder{runs: map[string]leasecrontype.Run{}}
-	c, err := queue.NewConsumerWith(work, poison, queue.ConsumerOptions{Runs: records, PollMin: 10 * time.Millisecond})
+	c, err := queue.NewConsumerWith(work, poison, queue.ConsumerOptions{ConsumerSettings: queue.ConsumerSettings{PollMin: 10 * time.Millisecond}, Runs: records})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -15,7 +15,7 @@ import (
 func ExampleConsumer_WakeAt() {
 	work, poison := queue.NewMemQueue("work", nil), queue.NewMemQueue("poison", nil)
 	c, err := queue.NewConsumerWith(work, poison, queue.ConsumerOptions{
-		PollMin: 30 * time.Second, PollMax: 30 * time.Second, ShutdownGrace: time.Second,
+		ConsumerSettings: queue.ConsumerSettings{PollMin: 30 * time.Second, PollMax: 30 * time.Second, ShutdownGrace: time.Second},
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -118,7 +118,7 @@ func TestEnvelopeDueFarAheadRunsAtOnce(t *testing.T) {
 		{"beyond half the visibility timeout", 2 * time.Second, 1500 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t, ConsumerOptions{VisibilityTimeout: c.vis})
+			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: c.vis}})
 			early := earlyHook(h)
 			at := make(chan time.Time, 1)
 			h.c.Handle("t", func(context.Context, leasecrontype.Task) error { at <- h.clk.Now(); return nil })
@@ -155,8 +155,8 @@ func TestShutdownWhileHeldPutsTheMessageBack(t *testing.T) {
 		t.Fatal("the handler ran")
 	}
 	m, env := h.only(h.work)
-	if env.Attempt != 0 || m.DequeueCount != 1 || env.Dequeues != 1 {
-		t.Fatalf("put back with attempt %d, dequeue count %d, recorded dequeues %d", env.Attempt, m.DequeueCount, env.Dequeues)
+	if env.FailedAttempts != 0 || m.DequeueCount != 1 || env.Dequeues != 1 {
+		t.Fatalf("put back with attempt %d, dequeue count %d, recorded dequeues %d", env.FailedAttempts, m.DequeueCount, env.Dequeues)
 	}
 	if !m.NextVisible.Equal(h.clk.Now()) {
 		t.Fatalf("visible again at %v, want at once (%v)", m.NextVisible, h.clk.Now())
@@ -197,7 +197,7 @@ func (h *harness) backedOff() {
 // An idle consumer polling every PollMax dequeues a message on time when
 // told when it becomes visible.
 func TestWakeAtShortensAnIdleWait(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 30 * time.Second, rand: func() float64 { return 0 }})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMin: 100 * time.Millisecond, PollMax: 30 * time.Second}, rand: func() float64 { return 0 }})
 	at := make(chan time.Time, 1)
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { at <- h.clk.Now(); return nil })
 	h.backedOff()
@@ -223,7 +223,7 @@ func TestWakeAtShortensAnIdleWait(t *testing.T) {
 // message that appears a moment late is still found quickly; once that
 // quick look finds nothing, the backoff resumes from half where it was.
 func TestWakeAtResetsTheBackoff(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 10 * time.Second, rand: func() float64 { return 0 }})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMin: 100 * time.Millisecond, PollMax: 10 * time.Second}, rand: func() float64 { return 0 }})
 	h.backedOff()
 	before := h.work.opCounts()["dequeue"]
 	h.c.WakeAt(h.clk.Now().Add(time.Second))
@@ -240,7 +240,7 @@ func TestWakeAtResetsTheBackoff(t *testing.T) {
 
 // A hint at or before now makes the loop dequeue again without waiting.
 func TestWakeAtNowDequeuesAtOnce(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 10 * time.Second, rand: func() float64 { return 0 }})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMin: 100 * time.Millisecond, PollMax: 10 * time.Second}, rand: func() float64 { return 0 }})
 	h.backedOff()
 	before := h.work.opCounts()["dequeue"]
 	h.c.WakeAt(h.clk.Now())
@@ -252,7 +252,7 @@ func TestWakeAtNowDequeuesAtOnce(t *testing.T) {
 
 // Several hints are kept and served earliest first.
 func TestWakeAtKeepsSeveralHints(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{PollMin: 10 * time.Second, PollMax: 10 * time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMin: 10 * time.Second, PollMax: 10 * time.Second}})
 	h.backedOff()
 	now := h.clk.Now()
 	for _, s := range []time.Duration{5, 2, 8} {
@@ -321,7 +321,7 @@ func TestWakeSet(t *testing.T) {
 // it waits: with one slot, a message that is already due runs during the
 // hold instead of queueing behind it.
 func TestHeldMessageDoesNotBlockADueOne(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{Concurrency: 1})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1}})
 	early := earlyHook(h)
 	ran := make(chan string, 2)
 	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { ran <- task.ID; return nil })
@@ -346,7 +346,7 @@ func TestHeldMessageDoesNotBlockADueOne(t *testing.T) {
 // waits half its idle interval instead of polling again at PollMin and
 // climbing back through several empty polls.
 func TestLoneMessageDoesNotSpeedUpPolling(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 10 * time.Second, rand: func() float64 { return 0 }})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMin: 100 * time.Millisecond, PollMax: 10 * time.Second}, rand: func() float64 { return 0 }})
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
 	h.backedOff()
 	before := h.work.opCounts()["dequeue"]
@@ -365,8 +365,8 @@ func TestLoneMessageDoesNotSpeedUpPolling(t *testing.T) {
 // runs again when its backoff ends, not at the next backed-off poll.
 func TestRetryWakesItsConsumer(t *testing.T) {
 	// rand 0: the retry backoff is jittered to half of 2 s.
-	h := newHarness(t, ConsumerOptions{PollMin: 100 * time.Millisecond, PollMax: 30 * time.Second,
-		BackoffBase: 2 * time.Second, BackoffMax: 2 * time.Second, rand: func() float64 { return 0 }})
+	h := newHarness(t, ConsumerOptions{
+		ConsumerSettings: ConsumerSettings{PollMin: 100 * time.Millisecond, PollMax: 30 * time.Second, BackoffBase: 2 * time.Second, BackoffMax: 2 * time.Second}, rand: func() float64 { return 0 }})
 	var mu sync.Mutex
 	var starts []time.Time
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error {

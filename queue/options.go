@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -29,19 +30,17 @@ const (
 	DefaultShutdownGrace     = 30 * time.Second
 	DefaultCrashMargin       = 2
 	DefaultMaxSnoozes        = 50
-	DefaultCountersInterval  = 30 * time.Second
+	DefaultCountersEvery     = 30 * time.Second
 	DefaultStorageTimeout    = 30 * time.Second
 	DefaultPauseCheck        = 5 * time.Second
 	DefaultPauseHold         = 10 * time.Minute
 )
 
-// ConsumerOptions configure a Consumer. Zero values take the documented
-// defaults; negative durations and counts are refused.
-type ConsumerOptions struct {
-	// Queue is the work queue name. Default DefaultQueue.
-	Queue string
-	// PoisonQueue is where messages are set aside. Default DefaultPoisonQueue.
-	PoisonQueue string
+// ConsumerSettings are the consumer's tunable settings, the part of
+// ConsumerOptions a program configures (leasecron.WorkerOptions.Consumer
+// takes them as they are). Zero values take the defaults; negative
+// durations and counts are refused.
+type ConsumerSettings struct {
 	// Concurrency is how many handlers run at once. Default 8. Up to as
 	// many more deliveries whose handlers have returned may be recording
 	// their outcomes meanwhile (see the package documentation).
@@ -85,12 +84,34 @@ type ConsumerOptions struct {
 	// worker crashing on the message before it can update it) are tolerated
 	// beyond MaxAttempts before the message is set aside. Default 2.
 	CrashMargin int
-	// CountersInterval is how often counters are flushed to Runs (when it
+	// CountersEvery is how often counters are flushed to Runs (when it
 	// supports FlushCounters). Default 30s.
-	CountersInterval time.Duration
+	CountersEvery time.Duration
 	// StorageTimeout bounds each queue, table or blob call made for one
 	// message. Default 30s.
 	StorageTimeout time.Duration
+	// PauseCheck is how long the pause state read from Pauses is trusted
+	// before it is read again; it is read only while messages arrive or
+	// paused messages are held, so an idle consumer reads nothing. Default
+	// 5s.
+	PauseCheck time.Duration
+	// PauseHold is how long a message of a paused type is hidden when its
+	// pause has no end; the consumer that hid it shows it again as soon as
+	// it sees the type resumed, so this only matters when that consumer
+	// stops first. A pause with an end hides its messages until then.
+	// Default 10m.
+	PauseHold time.Duration
+}
+
+// ConsumerOptions configure a Consumer. Zero values take the documented
+// defaults; negative durations and counts are refused.
+type ConsumerOptions struct {
+	// ConsumerSettings are the tunable settings (see there).
+	ConsumerSettings
+	// Queue is the work queue name. Default DefaultQueue.
+	Queue string
+	// PoisonQueue is where messages are set aside. Default DefaultPoisonQueue.
+	PoisonQueue string
 	// InstanceID names this worker in run records and counters. Default
 	// "{hostname}-{pid}-{8 random hex digits}", the same form as every
 	// leasecron default identity.
@@ -119,17 +140,6 @@ type ConsumerOptions struct {
 	// Pauses, when set, says which task types are paused fleet-wide: their
 	// messages are put back without running (see PauseSource).
 	Pauses PauseSource
-	// PauseCheck is how long the pause state read from Pauses is trusted
-	// before it is read again; it is read only while messages arrive or
-	// paused messages are held, so an idle consumer reads nothing. Default
-	// 5s.
-	PauseCheck time.Duration
-	// PauseHold is how long a message of a paused type is hidden when its
-	// pause has no end; the consumer that hid it shows it again as soon as
-	// it sees the type resumed, so this only matters when that consumer
-	// stops first. A pause with an end hides its messages until then.
-	// Default 10m.
-	PauseHold time.Duration
 	// Observer, when set, receives events for metrics.
 	Observer Observer
 	// TracerProvider makes the spans of each delivery (leasecron.run, with
@@ -142,82 +152,90 @@ type ConsumerOptions struct {
 	rand func() float64 // tests make jitter deterministic
 }
 
-func (o *ConsumerOptions) fill() error {
+// WithDefaults returns s with every zero field set to its default.
+// HandlerTimeout defaults to MaxRunTime (and is capped by it).
+func (s ConsumerSettings) WithDefaults() ConsumerSettings {
+	s.Concurrency = cmp.Or(s.Concurrency, DefaultConcurrency)
+	s.VisibilityTimeout = cmp.Or(s.VisibilityTimeout, DefaultVisibilityTimeout)
+	s.MaxRunTime = cmp.Or(s.MaxRunTime, DefaultMaxRunTime)
+	s.MaxAttempts = cmp.Or(s.MaxAttempts, DefaultMaxAttempts)
+	s.BackoffBase = cmp.Or(s.BackoffBase, DefaultBackoffBase)
+	s.BackoffMax = cmp.Or(s.BackoffMax, DefaultBackoffMax)
+	s.PollMin = cmp.Or(s.PollMin, DefaultPollMin)
+	s.PollMax = cmp.Or(s.PollMax, DefaultPollMax)
+	s.ShutdownGrace = cmp.Or(s.ShutdownGrace, DefaultShutdownGrace)
+	if s.HandlerTimeout == 0 || s.HandlerTimeout > s.MaxRunTime {
+		s.HandlerTimeout = s.MaxRunTime
+	}
+	s.MaxSnoozes = cmp.Or(s.MaxSnoozes, DefaultMaxSnoozes)
+	s.CrashMargin = cmp.Or(s.CrashMargin, DefaultCrashMargin)
+	s.CountersEvery = cmp.Or(s.CountersEvery, DefaultCountersEvery)
+	s.StorageTimeout = cmp.Or(s.StorageTimeout, DefaultStorageTimeout)
+	s.PauseCheck = cmp.Or(s.PauseCheck, DefaultPauseCheck)
+	s.PauseHold = cmp.Or(s.PauseHold, DefaultPauseHold)
+	return s
+}
+
+func (s ConsumerSettings) validate() error {
+	const p = "ConsumerSettings."
 	bad := func(field string, v any, want string) error {
-		return opt.Invalid(ErrInvalidOptions, "ConsumerOptions."+field, v, want)
+		return opt.Invalid(ErrInvalidOptions, p+field, v, want)
 	}
-	for _, d := range []struct {
-		name string
-		p    *time.Duration
-		def  time.Duration
-	}{
-		{"VisibilityTimeout", &o.VisibilityTimeout, DefaultVisibilityTimeout},
-		{"MaxRunTime", &o.MaxRunTime, DefaultMaxRunTime},
-		{"BackoffBase", &o.BackoffBase, DefaultBackoffBase},
-		{"BackoffMax", &o.BackoffMax, DefaultBackoffMax},
-		{"PollMin", &o.PollMin, DefaultPollMin},
-		{"PollMax", &o.PollMax, DefaultPollMax},
-		{"ShutdownGrace", &o.ShutdownGrace, DefaultShutdownGrace},
-		{"CountersInterval", &o.CountersInterval, DefaultCountersInterval},
-		{"StorageTimeout", &o.StorageTimeout, DefaultStorageTimeout},
-		{"PauseCheck", &o.PauseCheck, DefaultPauseCheck},
-		{"PauseHold", &o.PauseHold, DefaultPauseHold},
-	} {
-		if err := opt.Default(ErrInvalidOptions, "ConsumerOptions."+d.name, d.p, d.def); err != nil {
-			return err
-		}
-	}
-	for _, n := range []struct {
-		name string
-		p    *int
-		def  int
-	}{
-		{"Concurrency", &o.Concurrency, DefaultConcurrency},
-		{"MaxAttempts", &o.MaxAttempts, DefaultMaxAttempts},
-		{"CrashMargin", &o.CrashMargin, DefaultCrashMargin},
-		{"MaxSnoozes", &o.MaxSnoozes, DefaultMaxSnoozes},
-	} {
-		if err := opt.Default(ErrInvalidOptions, "ConsumerOptions."+n.name, n.p, n.def); err != nil {
-			return err
-		}
+	if err := opt.First(
+		opt.In(ErrInvalidOptions, p+"Concurrency", s.Concurrency, DefaultConcurrency, 1, 1024),
+		opt.Positive(ErrInvalidOptions, p+"MaxRunTime", s.MaxRunTime, DefaultMaxRunTime),
+		opt.Positive(ErrInvalidOptions, p+"MaxAttempts", s.MaxAttempts, DefaultMaxAttempts),
+		opt.Positive(ErrInvalidOptions, p+"BackoffBase", s.BackoffBase, DefaultBackoffBase),
+		opt.Positive(ErrInvalidOptions, p+"BackoffMax", s.BackoffMax, DefaultBackoffMax),
+		opt.Positive(ErrInvalidOptions, p+"PollMin", s.PollMin, DefaultPollMin),
+		opt.Positive(ErrInvalidOptions, p+"PollMax", s.PollMax, DefaultPollMax),
+		opt.Positive(ErrInvalidOptions, p+"ShutdownGrace", s.ShutdownGrace, DefaultShutdownGrace),
+		opt.Positive(ErrInvalidOptions, p+"MaxSnoozes", s.MaxSnoozes, DefaultMaxSnoozes),
+		opt.Positive(ErrInvalidOptions, p+"CrashMargin", s.CrashMargin, DefaultCrashMargin),
+		opt.Positive(ErrInvalidOptions, p+"CountersEvery", s.CountersEvery, DefaultCountersEvery),
+		opt.Positive(ErrInvalidOptions, p+"StorageTimeout", s.StorageTimeout, DefaultStorageTimeout),
+		opt.Positive(ErrInvalidOptions, p+"PauseCheck", s.PauseCheck, DefaultPauseCheck),
+		opt.Positive(ErrInvalidOptions, p+"PauseHold", s.PauseHold, DefaultPauseHold),
+	); err != nil {
+		return err
 	}
 	switch {
-	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > MaxVisibility:
-		return bad("VisibilityTimeout", o.VisibilityTimeout, "1s to 168h")
-	case o.BackoffMax < o.BackoffBase:
-		return bad("BackoffMax", o.BackoffMax, fmt.Sprintf("at least BackoffBase (%v)", o.BackoffBase))
-	case o.PauseHold > MaxVisibility:
-		return bad("PauseHold", o.PauseHold, "at most 168h")
-	case o.BackoffMax > MaxVisibility:
-		return bad("BackoffMax", o.BackoffMax, "at most 168h")
-	case o.PollMax < o.PollMin:
-		return bad("PollMax", o.PollMax, fmt.Sprintf("at least PollMin (%v)", o.PollMin))
-	case o.Concurrency > 1024:
-		return bad("Concurrency", o.Concurrency, "1 to 1024")
+	case s.VisibilityTimeout < time.Second || s.VisibilityTimeout > MaxVisibility:
+		return bad("VisibilityTimeout", s.VisibilityTimeout, "1s to 168h, or 0 for the default 1m0s")
+	case s.BackoffMax < s.BackoffBase:
+		return bad("BackoffMax", s.BackoffMax, fmt.Sprintf("at least BackoffBase (%v)", s.BackoffBase))
+	case s.PauseHold > MaxVisibility:
+		return bad("PauseHold", s.PauseHold, "at most 168h")
+	case s.BackoffMax > MaxVisibility:
+		return bad("BackoffMax", s.BackoffMax, "at most 168h")
+	case s.PollMax < s.PollMin:
+		return bad("PollMax", s.PollMax, fmt.Sprintf("at least PollMin (%v)", s.PollMin))
+	case s.HandlerTimeout < 0:
+		return bad("HandlerTimeout", s.HandlerTimeout, "a positive value, or 0 for MaxRunTime")
 	}
-	if o.HandlerTimeout < 0 {
-		return bad("HandlerTimeout", o.HandlerTimeout, "a positive value, or 0 for MaxRunTime")
-	}
-	if o.HandlerTimeout == 0 || o.HandlerTimeout > o.MaxRunTime {
-		o.HandlerTimeout = o.MaxRunTime
-	}
-	for typ, d := range o.HandlerTimeouts {
+	for typ, d := range s.HandlerTimeouts {
 		if d <= 0 {
 			return bad("HandlerTimeouts["+typ+"]", d, "a positive value")
 		}
 	}
-	if o.InstanceID == "" {
-		o.InstanceID = instance.NewID()
-	}
+	return nil
+}
+
+// WithDefaults returns o with every zero field set to its default.
+func (o ConsumerOptions) WithDefaults() ConsumerOptions {
+	o.ConsumerSettings = o.ConsumerSettings.WithDefaults()
+	o.Queue = cmp.Or(o.Queue, DefaultQueue)
+	o.PoisonQueue = cmp.Or(o.PoisonQueue, DefaultPoisonQueue)
+	o.InstanceID = cmp.Or(o.InstanceID, instance.NewID())
 	o.Clock = clock.OrReal(o.Clock)
 	if o.TracerProvider == nil {
 		o.TracerProvider = otel.GetTracerProvider()
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	if o.rand == nil {
 		o.rand = defaultRand
 	}
-	return nil
+	return o
 }
+
+func (o ConsumerOptions) validate() error { return o.ConsumerSettings.validate() }

@@ -101,16 +101,16 @@ func (c *Consumer) succeed(hctx context.Context, d *delivery, tail string) {
 
 func (c *Consumer) fail(hctx context.Context, d *delivery, herr error, tail string) {
 	env := d.env
-	env.Attempt++
+	env.FailedAttempts++
 	env.LastError = trunc.Head(herr.Error(), 2<<10)
 	env.Dequeues = d.m.DequeueCount
-	if env.Attempt >= d.maxA {
+	if env.FailedAttempts >= d.maxA {
 		c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Failed++ })
-		reason := fmt.Sprintf("failed %d of %d attempts; last error: %s", env.Attempt, d.maxA, env.LastError)
+		reason := fmt.Sprintf("failed %d of %d attempts; last error: %s", env.FailedAttempts, d.maxA, env.LastError)
 		c.dead(hctx, d, env, reason, herr, tail)
 		return
 	}
-	delay := jitter(backoff(c.o.BackoffBase, c.o.BackoffMax, env.Attempt), c.o.rand())
+	delay := jitter(backoff(c.o.BackoffBase, c.o.BackoffMax, env.FailedAttempts), c.o.rand())
 	c.traceStep(hctx, d, "leasecron.retry", herr, attribute.String("leasecron.retry_in", delay.String()))
 	d.log.Info("attempt failed; retrying later", "err", herr, "retry_in", delay, "max_attempts", d.maxA)
 	c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
@@ -193,7 +193,7 @@ func (c *Consumer) deferMsg(hctx context.Context, d *delivery, delay time.Durati
 // deferDelay grows with how often the message has been put back
 // (approximated by its dequeue count beyond its attempts), up to PollMax.
 func (c *Consumer) deferDelay(d *delivery) time.Duration {
-	k := d.m.DequeueCount - 1 - int64(d.env.Attempt)
+	k := d.m.DequeueCount - 1 - int64(d.env.FailedAttempts)
 	k = min(max(k, 0), 30)
 	return jitter(backoff(c.o.BackoffBase, min(c.o.BackoffMax, max(c.o.PollMax, c.o.BackoffBase)), int(k)+1), c.o.rand())
 }
@@ -208,17 +208,17 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 		body = d.m.Text
 	}
 	rec := DeadLetter{Reason: reason, Body: body, Queue: c.work.Name(), MessageID: d.m.ID, DequeueCount: d.m.DequeueCount,
-		RunID: env.ID, Type: env.Type, Attempts: env.Attempt, Worker: c.o.InstanceID}
+		RunID: env.ID, Type: env.Type, Attempts: env.FailedAttempts, Worker: c.o.InstanceID}
 	d.log.Warn("task is dead; setting it aside", "reason", reason)
 	if herr == nil {
 		herr = errors.New(reason)
 	}
 	c.traceStep(hctx, d, "leasecron.dead_letter", herr, attribute.String("leasecron.reason", trunc.Head(reason, 512)))
 	if !c.setAsideAndDelete(hctx, d, rec) {
-		env.Attempt = max(env.Attempt, d.maxA)
+		env.FailedAttempts = max(env.FailedAttempts, d.maxA)
 		env.Dequeues = d.m.DequeueCount
 		c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
-		c.rewrite(hctx, d, env, jitter(backoff(c.o.BackoffBase, c.o.BackoffMax, env.Attempt), c.o.rand()))
+		c.rewrite(hctx, d, env, jitter(backoff(c.o.BackoffBase, c.o.BackoffMax, env.FailedAttempts), c.o.rand()))
 		c.settle(d, OutcomeLeft)
 		return
 	}
@@ -266,7 +266,7 @@ func (c *Consumer) traceStep(hctx context.Context, d *delivery, name string, err
 	}
 	d.span.RecordError(err)
 	d.span.SetStatus(codes.Error, trunc.Head(err.Error(), 256))
-	_, s := c.tracer.Start(hctx, name, trace.WithAttributes(append(tracing.TaskAttrs(d.env.ID, d.env.Type, d.env.Attempt+1, d.env.Series), attrs...)...))
+	_, s := c.tracer.Start(hctx, name, trace.WithAttributes(append(tracing.TaskAttrs(d.env.ID, d.env.Type, d.env.FailedAttempts+1, d.env.Series), attrs...)...))
 	s.SetStatus(codes.Error, trunc.Head(err.Error(), 256))
 	s.End()
 }

@@ -54,7 +54,7 @@ func (p *pauseSource) readCount() int {
 // read at most once per PauseCheck.
 func TestPausedTypeWaitsAndResumes(t *testing.T) {
 	src := &pauseSource{types: map[string]time.Time{"notify": {}}}
-	h := newHarness(t, ConsumerOptions{Pauses: src, PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second}, Pauses: src})
 	released := make(chan int, 10)
 	h.c.hooks.released = func(n int) { released <- n }
 	var got calls
@@ -72,7 +72,7 @@ func TestPausedTypeWaitsAndResumes(t *testing.T) {
 		t.Fatalf("outcomes %v, want notify paused and report succeeded", outcomes)
 	}
 	m, env := h.only(h.work)
-	if env.ID != "n1" || env.Attempt != 0 || !m.NextVisible.Equal(t0.Add(10*time.Minute)) {
+	if env.ID != "n1" || env.FailedAttempts != 0 || !m.NextVisible.Equal(t0.Add(10*time.Minute)) {
 		t.Fatalf("paused message = %+v %+v; want n1 hidden for the default PauseHold, no attempt", m, env)
 	}
 	if got.n() != 1 || got.tasks[0].ID != "r1" {
@@ -108,7 +108,7 @@ func TestPausedTypeWaitsAndResumes(t *testing.T) {
 func TestPauseUntilEnds(t *testing.T) {
 	until := t0.Add(30 * time.Second)
 	src := &pauseSource{types: map[string]time.Time{"notify": until}}
-	h := newHarness(t, ConsumerOptions{Pauses: src, PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second}, Pauses: src})
 	var got calls
 	h.c.Handle("notify", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
 	h.enqueue(Envelope{ID: "n1", Type: "notify"})
@@ -127,7 +127,7 @@ func TestPauseUntilEnds(t *testing.T) {
 // known state instead of pausing or resuming anything.
 func TestPauseReadsOnlyWithWork(t *testing.T) {
 	src := &pauseSource{types: map[string]time.Time{}}
-	h := newHarness(t, ConsumerOptions{Pauses: src, PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second}, Pauses: src})
 	h.c.Handle("notify", func(context.Context, leasecrontype.Task) error { return nil })
 	h.start()
 	for range 30 { // a minute of idle polling

@@ -14,7 +14,7 @@ import (
 // unchanged; the run record shows the snooze and no error.
 func TestSnoozeRunsAgainWithoutAnAttempt(t *testing.T) {
 	rm := runs.NewMem(nil)
-	h := newHarness(t, ConsumerOptions{Runs: rm, PollMax: 2 * time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMax: 2 * time.Second}, Runs: rm})
 	var got calls
 	var snoozedRun runs.Run
 	h.c.Handle("report", func(ctx context.Context, task leasecrontype.Task) error {
@@ -29,7 +29,7 @@ func TestSnoozeRunsAgainWithoutAnAttempt(t *testing.T) {
 	h.start()
 	h.await(OutcomeSnoozed)
 	m, env := h.only(h.work)
-	if env.Attempt != 0 || env.Snoozes != 1 || !m.NextVisible.Equal(t0.Add(10*time.Minute)) {
+	if env.FailedAttempts != 0 || env.Snoozes != 1 || !m.NextVisible.Equal(t0.Add(10*time.Minute)) {
 		t.Fatalf("snoozed message = %+v %+v; want attempt 0, one snooze, visible in 10 min", m, env)
 	}
 	r := mustRun(t, rm, "r1", runs.Snoozed)
@@ -55,7 +55,7 @@ func TestSnoozeRunsAgainWithoutAnAttempt(t *testing.T) {
 // A task that snoozes forever: past MaxSnoozes each snooze is a failed
 // attempt, so it ends dead rather than looping.
 func TestSnoozeLimit(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{MaxSnoozes: 2, MaxAttempts: 2, BackoffBase: time.Second, BackoffMax: time.Second, PollMax: 2 * time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxSnoozes: 2, MaxAttempts: 2, BackoffBase: time.Second, BackoffMax: time.Second, PollMax: 2 * time.Second}})
 	var got calls
 	h.c.Handle("forever", func(_ context.Context, task leasecrontype.Task) error {
 		got.add(task, h.clk.Now())

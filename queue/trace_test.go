@@ -40,7 +40,7 @@ func attr(s *tracingtest.Span, key string) string { return s.Attr(key) }
 // context; a failed attempt adds a retry span, the last a dead-letter span.
 func TestDeliverySpans(t *testing.T) {
 	sr, tp := recorder()
-	h := newHarness(t, ConsumerOptions{TracerProvider: tp, MaxAttempts: 2, BackoffBase: time.Second, BackoffMax: time.Second, PollMax: 2 * time.Second})
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 2, BackoffBase: time.Second, BackoffMax: time.Second, PollMax: 2 * time.Second}, TracerProvider: tp})
 	var inHandler trace.SpanContext
 	h.c.Handle("ok", func(ctx context.Context, _ leasecrontype.Task) error {
 		inHandler = trace.SpanContextFromContext(ctx)

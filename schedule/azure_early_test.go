@@ -26,7 +26,7 @@ func TestAzureCadenceBoundedBurst(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a := newAzEnv(t, Options{})
 			q := &fakeQueue{}
-			m := a.mover(t, 1, q, MoverOptions{PollEvery: 5 * time.Second, Early: 20 * time.Second, MaxOccurrences: c.bound})
+			m := a.mover(t, 1, q, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: 20 * time.Second, MaxOccurrences: c.bound}})
 			if err := m.takeFence(ctx(t), "00", 1); err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestAzureEarlySendMarkAndChange(t *testing.T) {
 	q := &fakeQueue{}
 	var mu sync.Mutex
 	var confirmed []queue.Envelope
-	m := a.mover(t, 1, q, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute})
+	m := a.mover(t, 1, q, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: time.Minute}})
 	m.o.Confirm = func(_ context.Context, envs []queue.Envelope) []bool {
 		mu.Lock()
 		defer mu.Unlock()

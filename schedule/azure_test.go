@@ -266,7 +266,7 @@ func TestAzureRowChangedDuringMove(t *testing.T) {
 		}
 		return nil
 	}
-	m := a.mover(t, 1, q, MoverOptions{Concurrency: 1})
+	m := a.mover(t, 1, q, MoverOptions{MoverSettings: MoverSettings{Concurrency: 1}})
 	if err := m.takeFence(ctx(t), "00", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestAzureRecurringReplacedAtomically(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := &fakeQueue{}
-	m := a.mover(t, 9, q, MoverOptions{Early: -1})
+	m := a.mover(t, 9, q, MoverOptions{MoverSettings: MoverSettings{Early: -1}})
 	if err := m.takeFence(ctx(t), "00", 9); err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +453,7 @@ func TestAzureRunLoop(t *testing.T) {
 		}
 	}
 	q := &fakeQueue{}
-	m := a.mover(t, 1, q, MoverOptions{PollEvery: time.Second, Early: -1})
+	m := a.mover(t, 1, q, MoverOptions{MoverSettings: MoverSettings{PollEvery: time.Second, Early: -1}})
 	cancel, wait := runMover(t, m)
 	if err := a.fc.WaitForTimers(ctx(t), 1); err != nil {
 		t.Fatal(err)

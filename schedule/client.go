@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,41 +69,39 @@ type Options struct {
 	ChangesAfterSend bool
 }
 
-func (o *Options) fill() error {
-	if o.Table == "" {
-		o.Table = DefaultTable
-	}
-	if err := storage.ValidateTableName(o.Table); err != nil {
-		return fmt.Errorf("schedule.Options.Table: %w", err)
-	}
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
+	o.Table = cmp.Or(o.Table, DefaultTable)
 	if len(o.Shards) == 0 {
 		o.Shards = []string{DefaultShard}
+	}
+	o.Clock = clock.OrReal(o.Clock)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.MaxPayload = cmp.Or(o.MaxPayload, DefaultMaxPayload)
+	o.InlineLimit = cmp.Or(o.InlineLimit, DefaultInlineLimit)
+	o.ScanLimit = cmp.Or(o.ScanLimit, DefaultScanLimit)
+	return o
+}
+
+func (o Options) validate() error {
+	if err := storage.ValidateTableName(o.Table); err != nil {
+		return fmt.Errorf("%w: schedule.Options.Table: %w", ErrInvalidOptions, err)
 	}
 	seen := map[string]bool{}
 	for _, s := range o.Shards {
 		if err := validateShard(s); err != nil {
-			return err
+			return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 		}
 		if seen[s] {
-			return fmt.Errorf("schedule.Options.Shards: %q appears twice", s)
+			return fmt.Errorf("%w: schedule.Options.Shards: %q appears twice", ErrInvalidOptions, s)
 		}
 		seen[s] = true
 	}
-	o.Clock = clock.OrReal(o.Clock)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	o.Logger = o.Logger.With("component", "schedule")
-	if err := opt.DefaultIn(ErrInvalid, "schedule.Options.MaxPayload", &o.MaxPayload, DefaultMaxPayload, 1, MaxPayloadLimit); err != nil {
-		return err
-	}
-	if err := opt.DefaultIn(ErrInvalid, "schedule.Options.InlineLimit", &o.InlineLimit, DefaultInlineLimit, 1, MaxInlineLimit); err != nil {
-		return err
-	}
-	if err := opt.Default(ErrInvalid, "schedule.Options.ScanLimit", &o.ScanLimit, DefaultScanLimit); err != nil {
-		return err
-	}
-	return nil
+	return opt.First(
+		opt.In(ErrInvalidOptions, "schedule.Options.MaxPayload", o.MaxPayload, DefaultMaxPayload, 1, MaxPayloadLimit),
+		opt.In(ErrInvalidOptions, "schedule.Options.InlineLimit", o.InlineLimit, DefaultInlineLimit, 1, MaxInlineLimit),
+		opt.Positive(ErrInvalidOptions, "schedule.Options.ScanLimit", o.ScanLimit, DefaultScanLimit),
+	)
 }
 
 func validateShard(s string) error {
@@ -128,9 +127,11 @@ func newClient(t table.Table, o Options) (*Client, error) {
 	if t == nil {
 		return nil, errors.New("schedule: nil table")
 	}
-	if err := o.fill(); err != nil {
+	o = o.WithDefaults()
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	o.Logger = o.Logger.With("component", "schedule")
 	parts, err := table.NewPartitions(o.Shards...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: schedule.Options.Shards: %w", ErrInvalid, err)

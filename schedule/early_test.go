@@ -37,7 +37,7 @@ func (q *fakeQueue) reset() {
 // message with its own run id and delay; the row moves to the first
 // occurrence after the window in the same transaction.
 func TestCadenceEveryOccurrenceInTheWindow(t *testing.T) {
-	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second})
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second}})
 	e.add(t, Item{ID: "beat", Due: t0, Recurrence: "@every 2s"})
 	for pass := range 4 {
 		if err := e.onePass(t); err != nil {
@@ -76,7 +76,7 @@ func TestCadenceEveryOccurrenceInTheWindow(t *testing.T) {
 // Occurrences missed while nobody led run once: the first overdue one,
 // then the series resumes at its phase after now.
 func TestCadenceMissedOccurrencesRunOnce(t *testing.T) {
-	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second})
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second}})
 	e.add(t, Item{ID: "beat", Due: t0.Add(-time.Minute), Recurrence: "@every 2s"})
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestCadenceMissedOccurrencesRunOnce(t *testing.T) {
 // A series added between two passes gets every occurrence that fell due
 // since the previous pass (sent at once), not only the first.
 func TestCadenceSeriesAddedBetweenPasses(t *testing.T) {
-	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second})
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second}})
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestCadenceSeriesAddedBetweenPasses(t *testing.T) {
 // MaxOccurrences bounds what one pass sends for a series; the rest follow
 // in later passes, each at its own time.
 func TestCadenceBoundPerPass(t *testing.T) {
-	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute, MaxOccurrences: 10})
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: time.Minute, MaxOccurrences: 10}})
 	e.add(t, Item{ID: "fast", Due: t0, Recurrence: "@every 1s"})
 	var perPass []int
 	for range 20 {
@@ -142,7 +142,8 @@ func TestEarlySendMarksThenConfirmsAndMoves(t *testing.T) {
 	var mu sync.Mutex
 	var confirmed []queue.Envelope
 	var moved []string
-	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute,
+	e := newMoverEnv(t, 1, MoverOptions{
+		MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: time.Minute},
 		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
 			mu.Lock()
 			confirmed = append(confirmed, envs...)
@@ -203,7 +204,7 @@ func TestEarlySendMarksThenConfirmsAndMoves(t *testing.T) {
 // make the sent message stale (Current is false); the rescheduled and the
 // replaced task are sent again for their new row.
 func TestEarlySentThenChanged(t *testing.T) {
-	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute})
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: time.Minute}})
 	e.c.opts.ChangesAfterSend = true
 	for _, id := range []string{"cancel", "resched", "replace", "deleted"} {
 		e.add(t, Item{ID: id, Due: t0.Add(30 * time.Second), Payload: "old"})
@@ -256,7 +257,7 @@ func TestEarlySentThenChanged(t *testing.T) {
 // Without workers that check early-sent messages, a change to a task whose
 // message is already in the queue is refused, not pretended.
 func TestEarlySentChangeRefusedWithoutChecks(t *testing.T) {
-	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute})
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: time.Minute}})
 	e.add(t, Item{ID: "job", Due: t0.Add(30 * time.Second)})
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
@@ -285,7 +286,8 @@ func TestEarlySentChangeRefusedWithoutChecks(t *testing.T) {
 func TestEarlySendSeries(t *testing.T) {
 	var confirmed []string
 	var mu sync.Mutex
-	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: 20 * time.Second,
+	e := newMoverEnv(t, 1, MoverOptions{
+		MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: 20 * time.Second},
 		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
 			mu.Lock()
 			for _, env := range envs {
@@ -345,7 +347,8 @@ func TestEarlySendSeries(t *testing.T) {
 func TestEarlySendConfirmFailureAndChange(t *testing.T) {
 	var fail bool
 	var unconfirmed []string
-	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute,
+	e := newMoverEnv(t, 1, MoverOptions{
+		MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: time.Minute},
 		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
 			if fail {
 				return make([]bool, len(envs)) // the runs table is down
@@ -397,7 +400,7 @@ func TestEarlySendConfirmFailureAndChange(t *testing.T) {
 func TestBackpressureIgnoresWaitingMessages(t *testing.T) {
 	var q *fakeQueue
 	depth := func(context.Context) (int, error) { return len(q.ids()), nil }
-	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute, MaxDepth: 10, Depth: depth})
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: time.Minute, MaxDepth: 10}, Depth: depth})
 	q = e.q
 	for i := range 20 {
 		e.add(t, Item{ID: fmt.Sprintf("later%02d", i), Due: t0.Add(30 * time.Second)})
@@ -437,8 +440,8 @@ func TestEarlySendLostResponseKeepsConfirmation(t *testing.T) {
 	var unconfirmed, moved []string
 	lose := false
 	wrapped := &lossyTable{Memory: e.mt, lose: &lose}
-	m, err := newMover(wrapped, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: e.q, SetAside: e.q, Clock: e.fc, Logger: quiet,
-		PollEvery: 5 * time.Second, Early: time.Minute,
+	m, err := newMover(wrapped, MoverOptions{
+		MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: time.Minute}, Generation: func() int64 { return 1 }, Enqueuer: e.q, SetAside: e.q, Clock: e.fc, Logger: quiet,
 		Confirm: func(_ context.Context, envs []queue.Envelope) []bool { return allTrue(len(envs)) },
 		Unconfirm: func(_ context.Context, env queue.Envelope) error {
 			unconfirmed = append(unconfirmed, env.ID)
@@ -480,7 +483,7 @@ func TestEarlySendLostResponseKeepsConfirmation(t *testing.T) {
 // mover read it, stands for the message. A row replaced in that moment does
 // not.
 func TestEarlySentCurrentBeforeTheMark(t *testing.T) {
-	e := newMoverEnv(t, 1, MoverOptions{PollEvery: 5 * time.Second, Early: time.Minute})
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: time.Minute}})
 	e.c.opts.ChangesAfterSend = true
 	e.add(t, Item{ID: "slow", Due: t0.Add(30 * time.Second), Payload: "v1"})
 	e.add(t, Item{ID: "swapped", Due: t0.Add(30 * time.Second), Payload: "v1"})

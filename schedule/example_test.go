@@ -52,12 +52,12 @@ func ExampleMover() {
 	_, _ = c.Add(ctx, schedule.Item{ID: "beat", Due: fc.Now().Add(2 * time.Second), Recurrence: "@every 1h"}, schedule.AddOptions{})
 
 	m, _ := schedule.NewMover(c, schedule.MoverOptions{
-		Generation:  func() int64 { return 1 },
-		Enqueuer:    printQueue{},
-		SetAside:    printQueue{},
-		Concurrency: 1,
-		Clock:       fc,
-		Logger:      quiet,
+		MoverSettings: schedule.MoverSettings{Concurrency: 1},
+		Generation:    func() int64 { return 1 },
+		Enqueuer:      printQueue{},
+		SetAside:      printQueue{},
+		Clock:         fc,
+		Logger:        quiet,
 		// Stop after the first committed batch (a real mover runs until its
 		// leader context ends).
 		OnMoved: func(context.Context, []queue.Envelope) { cancel() },

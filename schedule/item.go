@@ -83,6 +83,9 @@ const MaxMaxAttempts = 1000
 var (
 	// ErrInvalid: the item (or an argument) was refused before anything was written.
 	ErrInvalid = errors.New("invalid")
+	// ErrInvalidOptions: NewAzure, NewMemory or NewMover refused its
+	// options. It wraps ErrInvalid.
+	ErrInvalidOptions = fmt.Errorf("%w options", ErrInvalid)
 	// ErrPayloadTooLarge: the payload exceeds Options.MaxPayload (or needs
 	// a blob and no payload store is configured). Also wraps ErrInvalid.
 	ErrPayloadTooLarge = errors.New("payload too large")

@@ -72,9 +72,17 @@ func newMover(t table.Table, o MoverOptions) (*Mover, error) {
 	if t == nil {
 		return nil, errors.New("schedule.NewMover: nil table")
 	}
-	if err := o.fill(); err != nil {
+	o = o.WithDefaults()
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	if o.Early < 0 {
+		o.Early = 0 // off
+	}
+	if o.SweepEvery < 0 {
+		o.SweepEvery = 0 // off
+	}
+	o.Logger = o.Logger.With("component", "mover")
 	return &Mover{t: t, o: o, fence: map[string]string{}, waiting: map[string]time.Time{}}, nil
 }
 

@@ -142,7 +142,7 @@ func itemKeys(mt *table.Memory) []string {
 }
 
 func TestMoverMovesDueRowsEarlyAndInOrder(t *testing.T) {
-	e := newMoverEnv(t, 7, MoverOptions{PollEvery: 5 * time.Second})
+	e := newMoverEnv(t, 7, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second}})
 	e.add(t, Item{ID: "late", Due: t0.Add(-time.Minute), Payload: "p1", MaxAttempts: 4})
 	e.add(t, Item{ID: "now", Due: t0, Type: "mail"})
 	e.add(t, Item{ID: "soon", Due: t0.Add(3 * time.Second)})
@@ -182,7 +182,7 @@ func TestMoverMovesDueRowsEarlyAndInOrder(t *testing.T) {
 }
 
 func TestMoverEarlyDisabled(t *testing.T) {
-	e := newMoverEnv(t, 1, MoverOptions{Early: -1})
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{Early: -1}})
 	e.add(t, Item{ID: "soon", Due: t0.Add(100 * time.Millisecond)})
 	e.add(t, Item{ID: "exact", Due: t0})
 	if err := e.onePass(t); err != nil {
@@ -460,7 +460,7 @@ func TestMoverBatchesOf100WithFence(t *testing.T) {
 }
 
 func TestMoverFullPassContinues(t *testing.T) {
-	e := newMoverEnv(t, 3, MoverOptions{MaxPerPass: 10})
+	e := newMoverEnv(t, 3, MoverOptions{MoverSettings: MoverSettings{MaxPerPass: 10}})
 	for i := range 25 {
 		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%02d", i)), map[string]any{"Message": ""})
 	}
@@ -489,7 +489,7 @@ func TestMoverFullPassContinues(t *testing.T) {
 
 func TestMoverLargeDirectPayload(t *testing.T) {
 	store := payload.NewMemory()
-	e := newMoverEnv(t, 1, MoverOptions{PayloadStore: store, InlineLimit: 100})
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{InlineLimit: 100}, PayloadStore: store})
 	big := strings.Repeat("<", 50) // 300 bytes as JSON (\u003c)
 	_ = e.mt.PutRaw("00", mustKey(t0, "big"), map[string]any{"Message": big})
 	if err := e.onePass(t); err != nil {
@@ -503,7 +503,7 @@ func TestMoverLargeDirectPayload(t *testing.T) {
 		t.Fatalf("blob %q %v", b, err)
 	}
 	// Without a store the row is set aside rather than retried forever.
-	e2 := newMoverEnv(t, 1, MoverOptions{InlineLimit: 100})
+	e2 := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{InlineLimit: 100}})
 	_ = e2.mt.PutRaw("00", mustKey(t0, "big"), map[string]any{"Message": big})
 	if err := e2.onePass(t); err != nil {
 		t.Fatal(err)
@@ -555,7 +555,7 @@ func TestMoverFencedAtStart(t *testing.T) {
 }
 
 func TestMoverFencedMidTerm(t *testing.T) {
-	e := newMoverEnv(t, 3, MoverOptions{PollEvery: time.Second})
+	e := newMoverEnv(t, 3, MoverOptions{MoverSettings: MoverSettings{PollEvery: time.Second}})
 	_, wait := runMover(t, e.m)
 	if err := e.fc.WaitForTimers(ctx(t), 1); err != nil { // took control, first pass done
 		t.Fatal(err)
@@ -644,7 +644,7 @@ func TestMoverStopsAtOnceOnCancel(t *testing.T) {
 		}
 		return nil
 	}
-	m, err := newMover(ct, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: q, SetAside: q, Clock: fc, Concurrency: 1, Logger: quiet})
+	m, err := newMover(ct, MoverOptions{MoverSettings: MoverSettings{Concurrency: 1}, Generation: func() int64 { return 1 }, Enqueuer: q, SetAside: q, Clock: fc, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -666,8 +666,8 @@ func TestMoverBackpressure(t *testing.T) {
 	var mu sync.Mutex
 	depth := 10
 	e := newMoverEnv(t, 1, MoverOptions{
-		PollEvery: time.Second, MaxDepth: 10, ResumeBelow: 5,
-		Depth: func(context.Context) (int, error) { mu.Lock(); defer mu.Unlock(); return depth, nil },
+		MoverSettings: MoverSettings{PollEvery: time.Second, MaxDepth: 10, ResumeBelow: 5},
+		Depth:         func(context.Context) (int, error) { mu.Lock(); defer mu.Unlock(); return depth, nil },
 	})
 	e.add(t, Item{ID: "a", Due: t0})
 	setDepth := func(d int) { mu.Lock(); depth = d; mu.Unlock() }
@@ -715,7 +715,7 @@ func TestMoverBackpressureCapsAPass(t *testing.T) {
 		defer mu.Unlock()
 		return len(q.ids()) - consumed, nil
 	}
-	e := newMoverEnv(t, 1, MoverOptions{PollEvery: time.Second, MaxDepth: 20, ResumeBelow: 10, Depth: depth})
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: time.Second, MaxDepth: 20, ResumeBelow: 10}, Depth: depth})
 	q = e.q
 	for i := range 200 {
 		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
@@ -746,8 +746,9 @@ func TestMoverBackpressureCapsAPass(t *testing.T) {
 
 // With the depth unknown, a pass moves at most one batch.
 func TestMoverBackpressureUnknownDepthMovesOneBatch(t *testing.T) {
-	e := newMoverEnv(t, 1, MoverOptions{PollEvery: time.Second, MaxDepth: 20,
-		Depth: func(context.Context) (int, error) { return 0, errors.New("queue unreachable") }})
+	e := newMoverEnv(t, 1, MoverOptions{
+		MoverSettings: MoverSettings{PollEvery: time.Second, MaxDepth: 20},
+		Depth:         func(context.Context) (int, error) { return 0, errors.New("queue unreachable") }})
 	for i := range 250 {
 		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
 	}
@@ -813,12 +814,12 @@ func TestMoverOptionsValidation(t *testing.T) {
 		{MoverOptions{Enqueuer: q, SetAside: q}, "Generation is nil"},
 		{MoverOptions{Generation: gen, SetAside: q}, "Enqueuer is nil"},
 		{MoverOptions{Generation: gen, Enqueuer: q}, "SetAside is nil"},
-		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, PollEvery: time.Millisecond}, "PollEvery = 1ms"},
-		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, Concurrency: -1}, "Concurrency = -1"},
-		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, MaxDepth: 10}, "Depth is nil"},
-		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, MaxDepth: 10, ResumeBelow: 11, Depth: func(context.Context) (int, error) { return 0, nil }}, "ResumeBelow = 11"},
-		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, Early: 48 * time.Hour}, "Early = 48h0m0s"},
-		{MoverOptions{Generation: gen, Enqueuer: q, SetAside: q, InlineLimit: 1 << 20}, "InlineLimit = 1048576"},
+		{MoverOptions{MoverSettings: MoverSettings{PollEvery: time.Millisecond}, Generation: gen, Enqueuer: q, SetAside: q}, "PollEvery = 1ms"},
+		{MoverOptions{MoverSettings: MoverSettings{Concurrency: -1}, Generation: gen, Enqueuer: q, SetAside: q}, "Concurrency = -1"},
+		{MoverOptions{MoverSettings: MoverSettings{MaxDepth: 10}, Generation: gen, Enqueuer: q, SetAside: q}, "Depth is nil"},
+		{MoverOptions{MoverSettings: MoverSettings{MaxDepth: 10, ResumeBelow: 11}, Generation: gen, Enqueuer: q, SetAside: q, Depth: func(context.Context) (int, error) { return 0, nil }}, "ResumeBelow = 11"},
+		{MoverOptions{MoverSettings: MoverSettings{Early: 48 * time.Hour}, Generation: gen, Enqueuer: q, SetAside: q}, "Early = 48h0m0s"},
+		{MoverOptions{MoverSettings: MoverSettings{InlineLimit: 1 << 20}, Generation: gen, Enqueuer: q, SetAside: q}, "InlineLimit = 1048576"},
 	} {
 		if _, err := newMover(table.NewMemory("", nil), c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewMover = %v, want %q", err, c.want)

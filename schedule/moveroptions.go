@@ -1,8 +1,8 @@
 package schedule
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -25,16 +25,13 @@ const (
 	sweepTop = 100
 )
 
-// MoverOptions configures a Mover. Zero values mean the documented defaults.
-type MoverOptions struct {
-	// Shards are the partitions to move from. Default ["00"]; use the
-	// Client's Shards.
-	Shards []string
-	// Generation returns the fencing generation of the current lease term
-	// (≥ 1). Required. Run reads it once, when it starts.
-	Generation func() int64
-	// PollEvery is the pause between passes (config mover.poll_every).
-	// Default 5 s.
+// MoverSettings are the mover's tunable settings, the part of
+// MoverOptions a program configures (leasecron.WorkerOptions.Mover takes
+// them as they are). Zero values take the defaults; a negative value is
+// refused, except where a field says it turns something off.
+type MoverSettings struct {
+	// PollEvery is the pause between passes (mover.poll_every). Default
+	// 5s.
 	PollEvery time.Duration
 	// Early is the enqueue-early window: rows due within it are enqueued
 	// now with an initial invisibility of the time left, so they appear on
@@ -47,7 +44,8 @@ type MoverOptions struct {
 	// still apply (see Confirm and Client.Current). 0 means PollEvery; a
 	// negative value disables early enqueueing.
 	Early time.Duration
-	// Concurrency bounds concurrent enqueues. Default 32.
+	// Concurrency bounds concurrent enqueues (mover.concurrency). Default
+	// 32.
 	Concurrency int
 	// MaxPerPass bounds the messages (or rows, for rows with nothing to
 	// send) one pass acts on per shard. Default 10000; a full pass is
@@ -59,13 +57,6 @@ type MoverOptions struct {
 	// message, at most this many per pass (the rest follow in later
 	// passes). Default 100.
 	MaxOccurrences int
-	// Enqueuer sends envelopes to the work queue. Required.
-	Enqueuer Enqueuer
-	// SetAside keeps malformed rows before they are deleted. Required.
-	SetAside SetAsider
-	// Depth returns the work queue's (approximate) depth, for
-	// backpressure. Required when MaxDepth > 0.
-	Depth func(ctx context.Context) (int, error)
 	// MaxDepth pauses moving while the queue holds at least this many
 	// messages (0 = never pause). The depth is what Depth reports less the
 	// messages this mover knows to be waiting, invisible, for their due
@@ -77,6 +68,33 @@ type MoverOptions struct {
 	// ResumeBelow resumes moving once the depth is below it. Default
 	// MaxDepth/2 (at least 1).
 	ResumeBelow int
+	// InlineLimit is the largest payload (as a JSON string) sent inline.
+	// Default 24 KiB, at most 32 KiB.
+	InlineLimit int
+	// SweepEvery is how often the mover looks for rows whose RowKey can
+	// never come due (malformed keys sorting after the tick range) and sets
+	// them aside. Default 1 minute; negative disables.
+	SweepEvery time.Duration
+}
+
+// MoverOptions configures a Mover: its settings and what it is wired to.
+// Zero values mean the documented defaults.
+type MoverOptions struct {
+	// MoverSettings are the tunable settings (see there).
+	MoverSettings
+	// Shards are the partitions to move from. Default ["00"]; use the
+	// Client's Shards.
+	Shards []string
+	// Generation returns the fencing generation of the current lease term
+	// (≥ 1). Required. Run reads it once, when it starts.
+	Generation func() int64
+	// Enqueuer sends envelopes to the work queue. Required.
+	Enqueuer Enqueuer
+	// SetAside keeps malformed rows before they are deleted. Required.
+	SetAside SetAsider
+	// Depth returns the work queue's (approximate) depth, for
+	// backpressure. Required when MaxDepth > 0.
+	Depth func(ctx context.Context) (int, error)
 	// BeforeSend, when set, is called with the envelopes of each batch of
 	// due rows before they are sent, and returns for each whether it was
 	// recorded (leasecron's worker marks their runs queued in one table
@@ -105,83 +123,80 @@ type MoverOptions struct {
 	// PayloadStore takes payloads of directly inserted rows that are too
 	// large for a queue message. Nil: such rows are set aside.
 	PayloadStore PayloadStore
-	// InlineLimit is the largest payload (as a JSON string) sent inline.
-	// Default 24 KiB, at most 32 KiB.
-	InlineLimit int
-	// SweepEvery is how often the mover looks for rows whose RowKey can
-	// never come due (malformed keys sorting after the tick range) and sets
-	// them aside. Default 1 minute; negative disables.
-	SweepEvery time.Duration
 	// Clock is the time source. Default the real clock.
 	Clock clock.Clock
 	// Logger receives progress and warnings. Default slog.Default().
 	Logger *slog.Logger
 }
 
-func (o *MoverOptions) fill() error {
+// WithDefaults returns s with every zero field set to its default. Early
+// and SweepEvery keep a negative value (off).
+func (s MoverSettings) WithDefaults() MoverSettings {
+	s.PollEvery = cmp.Or(s.PollEvery, DefaultPollEvery)
+	s.Early = cmp.Or(s.Early, s.PollEvery)
+	s.Concurrency = cmp.Or(s.Concurrency, DefaultConcurrency)
+	s.MaxOccurrences = cmp.Or(s.MaxOccurrences, DefaultMaxOccurrences)
+	s.MaxPerPass = cmp.Or(s.MaxPerPass, DefaultMaxPerPass)
+	if s.MaxDepth > 0 {
+		s.ResumeBelow = cmp.Or(s.ResumeBelow, max(1, s.MaxDepth/2))
+	}
+	s.InlineLimit = cmp.Or(s.InlineLimit, DefaultInlineLimit)
+	s.SweepEvery = cmp.Or(s.SweepEvery, DefaultSweepEvery)
+	return s
+}
+
+func (s MoverSettings) validate() error {
+	const p = "schedule.MoverSettings."
+	err := opt.First(
+		opt.AtLeast(ErrInvalidOptions, p+"PollEvery", s.PollEvery, DefaultPollEvery, 10*time.Millisecond),
+		opt.In(ErrInvalidOptions, p+"Concurrency", s.Concurrency, DefaultConcurrency, 1, 1024),
+		opt.In(ErrInvalidOptions, p+"MaxOccurrences", s.MaxOccurrences, DefaultMaxOccurrences, 1, 10_000),
+		opt.In(ErrInvalidOptions, p+"MaxPerPass", s.MaxPerPass, DefaultMaxPerPass, 1, 100_000),
+		opt.In(ErrInvalidOptions, p+"InlineLimit", s.InlineLimit, DefaultInlineLimit, 1, MaxInlineLimit),
+	)
+	switch {
+	case err != nil:
+		return err
+	case s.Early > 24*time.Hour:
+		return opt.Invalid(ErrInvalidOptions, p+"Early", s.Early, "at most 24h, 0 for PollEvery, or negative to disable")
+	case s.MaxDepth < 0:
+		return opt.Invalid(ErrInvalidOptions, p+"MaxDepth", s.MaxDepth, "0 (no backpressure) or more")
+	case s.MaxDepth > 0 && (s.ResumeBelow < 1 || s.ResumeBelow > s.MaxDepth):
+		return opt.Invalid(ErrInvalidOptions, p+"ResumeBelow", s.ResumeBelow, fmt.Sprintf("1 to MaxDepth (%d)", s.MaxDepth))
+	}
+	return nil
+}
+
+// WithDefaults returns o with every zero field set to its default.
+func (o MoverOptions) WithDefaults() MoverOptions {
+	o.MoverSettings = o.MoverSettings.WithDefaults()
 	if len(o.Shards) == 0 {
 		o.Shards = []string{DefaultShard}
 	}
+	o.Clock = clock.OrReal(o.Clock)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	return o
+}
+
+func (o MoverOptions) validate() error {
+	if err := o.MoverSettings.validate(); err != nil {
+		return err
+	}
 	for _, s := range o.Shards {
 		if err := validateShard(s); err != nil {
-			return fmt.Errorf("schedule.MoverOptions: %w", err)
+			return fmt.Errorf("%w: schedule.MoverOptions: %w", ErrInvalidOptions, err)
 		}
 	}
-	if o.Generation == nil {
-		return errors.New("schedule.MoverOptions.Generation is nil: the mover needs the lease term's fencing generation")
+	switch {
+	case o.Generation == nil:
+		return fmt.Errorf("%w: schedule.MoverOptions.Generation is nil: the mover needs the lease term's fencing generation", ErrInvalidOptions)
+	case o.Enqueuer == nil:
+		return fmt.Errorf("%w: schedule.MoverOptions.Enqueuer is nil: the mover needs the work queue", ErrInvalidOptions)
+	case o.SetAside == nil:
+		return fmt.Errorf("%w: schedule.MoverOptions.SetAside is nil: malformed rows must go somewhere", ErrInvalidOptions)
+	case o.MaxDepth > 0 && o.Depth == nil:
+		return fmt.Errorf("%w: schedule.MoverSettings.MaxDepth is %d but MoverOptions.Depth is nil: backpressure needs the queue's depth", ErrInvalidOptions, o.MaxDepth)
 	}
-	if err := opt.DefaultAtLeast(ErrInvalid, "schedule.MoverOptions.PollEvery", &o.PollEvery, DefaultPollEvery, 10*time.Millisecond); err != nil {
-		return err
-	}
-	if o.Early == 0 {
-		o.Early = o.PollEvery
-	}
-	if o.Early < 0 {
-		o.Early = 0
-	}
-	if o.Early > 24*time.Hour {
-		return opt.Invalid(ErrInvalid, "schedule.MoverOptions.Early", o.Early, "at most 24h, 0 for PollEvery, or negative to disable")
-	}
-	if err := opt.DefaultIn(ErrInvalid, "schedule.MoverOptions.Concurrency", &o.Concurrency, DefaultConcurrency, 1, 1024); err != nil {
-		return err
-	}
-	if err := opt.DefaultIn(ErrInvalid, "schedule.MoverOptions.MaxOccurrences", &o.MaxOccurrences, DefaultMaxOccurrences, 1, 10_000); err != nil {
-		return err
-	}
-	if err := opt.DefaultIn(ErrInvalid, "schedule.MoverOptions.MaxPerPass", &o.MaxPerPass, DefaultMaxPerPass, 1, 100_000); err != nil {
-		return err
-	}
-	if o.Enqueuer == nil {
-		return errors.New("schedule.MoverOptions.Enqueuer is nil")
-	}
-	if o.SetAside == nil {
-		return errors.New("schedule.MoverOptions.SetAside is nil: malformed rows must go somewhere")
-	}
-	if o.MaxDepth < 0 {
-		return opt.Invalid(ErrInvalid, "schedule.MoverOptions.MaxDepth", o.MaxDepth, "0 (no backpressure) or more")
-	}
-	if o.MaxDepth > 0 {
-		if o.Depth == nil {
-			return fmt.Errorf("schedule.MoverOptions.MaxDepth is %d but Depth is nil", o.MaxDepth)
-		}
-		if o.ResumeBelow == 0 {
-			o.ResumeBelow = max(1, o.MaxDepth/2)
-		}
-		if o.ResumeBelow < 1 || o.ResumeBelow > o.MaxDepth {
-			return opt.Invalid(ErrInvalid, "schedule.MoverOptions.ResumeBelow", o.ResumeBelow, fmt.Sprintf("1 to MaxDepth (%d)", o.MaxDepth))
-		}
-	}
-	if err := opt.DefaultIn(ErrInvalid, "schedule.MoverOptions.InlineLimit", &o.InlineLimit, DefaultInlineLimit, 1, MaxInlineLimit); err != nil {
-		return err
-	}
-	if o.SweepEvery == 0 {
-		o.SweepEvery = DefaultSweepEvery
-	}
-	o.Clock = clock.OrReal(o.Clock)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	o.Logger = o.Logger.With("component", "mover")
 	return nil
 }
 

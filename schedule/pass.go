@@ -136,16 +136,16 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 	}
 	it := r.item
 	base := queue.Envelope{
-		V:           queue.EnvelopeVersion,
-		Type:        it.Type,
-		Payload:     it.Payload,
-		PayloadBlob: it.PayloadBlob,
-		Enqueued:    now.UTC(),
-		Attempt:     it.Attempts,
-		MaxAttempts: it.MaxAttempts,
-		Recurrence:  it.Recurrence,
-		Generation:  gen,
-		TraceParent: it.TraceParent,
+		V:              queue.EnvelopeVersion,
+		Type:           it.Type,
+		Payload:        it.Payload,
+		PayloadBlob:    it.PayloadBlob,
+		Enqueued:       now.UTC(),
+		FailedAttempts: it.Attempts,
+		MaxAttempts:    it.MaxAttempts,
+		Recurrence:     it.Recurrence,
+		Generation:     gen,
+		TraceParent:    it.TraceParent,
 	}
 	if base.PayloadBlob == "" && jsonLen(base.Payload) > m.o.InlineLimit && m.o.PayloadStore == nil {
 		p.bad = fmt.Sprintf("payload is %d bytes as JSON, more than the inline limit %d, and no payload store is configured", jsonLen(base.Payload), m.o.InlineLimit)

@@ -43,10 +43,9 @@ func TestAzuriteThreeCops(t *testing.T) {
 	startCop := func(id string) {
 		pl := &partitionLock{Lock: newBlobLock(t, cc, blobName)}
 		cop, err := NewCop(pl, Options{
-			LeaseTiming: LeaseTiming{LeaseDuration: lease},
-			PollEvery:   poll,
-			Identity:    id,
-			Logger:      testLogger(t),
+			Timing:   Timing{LeaseTiming: LeaseTiming{LeaseDuration: lease}, PollEvery: poll},
+			Identity: id,
+			Logger:   testLogger(t),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -407,8 +406,8 @@ func TestAzuriteSemaphore(t *testing.T) {
 func TestAzuriteNewCop(t *testing.T) {
 	t.Parallel()
 	cc := azuriteContainer(t)
-	cop, err := NewCop(newBlobLock(t, cc, "locks/scheduler"), Options{Identity: "solo",
-		LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second}, Logger: testLogger(t)})
+	cop, err := NewCop(newBlobLock(t, cc, "locks/scheduler"), Options{
+		Timing: Timing{LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second}}, Identity: "solo", Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,8 +457,8 @@ func TestAzuriteRestartNeverTwoLeaders(t *testing.T) {
 	cops := make([]*Cop, 2)
 	var runs sync.WaitGroup
 	for i := range cops {
-		c, err := NewCop(newBlobLock(t, cc, "locks/scheduler"), Options{Identity: fmt.Sprintf("cop-%d", i), PollEvery: poll,
-			LeaseTiming: LeaseTiming{LeaseDuration: lease}, Logger: testLogger(t),
+		c, err := NewCop(newBlobLock(t, cc, "locks/scheduler"), Options{
+			Timing: Timing{PollEvery: poll, LeaseTiming: LeaseTiming{LeaseDuration: lease}}, Identity: fmt.Sprintf("cop-%d", i), Logger: testLogger(t),
 			OnAcquired: func(term Term) {
 				mu.Lock()
 				terms = append(terms, fmt.Sprintf("%s/%d", term.Holder, term.Generation))

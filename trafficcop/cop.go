@@ -49,7 +49,7 @@ func NewCop(lock Lock, opts Options) (*Cop, error) {
 	if lock == nil {
 		return nil, fmt.Errorf("%w: nil Lock", ErrInvalidOptions)
 	}
-	o := opts.withDefaults()
+	o := opts.WithDefaults()
 	if err := o.validate(); err != nil {
 		return nil, err
 	}

@@ -33,9 +33,8 @@ type copHarness struct {
 // 13 s after the last successful renewal start), RetryEvery 500 ms.
 func unitOptions(identity string) Options {
 	return Options{
-		LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second, CallTimeout: 8 * time.Second},
-		PollEvery:   3 * time.Second,
-		Identity:    identity,
+		Timing:   Timing{LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second, CallTimeout: 8 * time.Second}, PollEvery: 3 * time.Second},
+		Identity: identity,
 	}
 }
 
@@ -674,7 +673,7 @@ func TestCopStopBeforeRunAndRunTwice(t *testing.T) {
 func TestCopRunContextCancel(t *testing.T) {
 	clk := clock.NewFake(t0)
 	lock := NewMemLock("scheduler", clk)
-	cop, err := NewCop(lock, Options{Clock: clk, Logger: testLogger(t), LeaseTiming: LeaseTiming{LeaseDuration: 20 * time.Second}})
+	cop, err := NewCop(lock, Options{Timing: Timing{LeaseTiming: LeaseTiming{LeaseDuration: 20 * time.Second}}, Clock: clk, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -697,7 +696,7 @@ func TestCopRunContextCancel(t *testing.T) {
 // Acquire polls spread contenders out but never wait longer than PollEvery,
 // so a released lease is taken within one poll interval.
 func TestPollJitterNeverExceedsPollEvery(t *testing.T) {
-	c, err := NewCop(NewMemLock("j", clock.NewFake(time.Unix(0, 0))), Options{LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 10 * time.Second})
+	c, err := NewCop(NewMemLock("j", clock.NewFake(time.Unix(0, 0))), Options{Timing: Timing{LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 10 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,9 +53,9 @@ func ExampleNewBlobLock() {
 		log.Fatal(err)
 	}
 	cop, err := trafficcop.NewCop(lock, trafficcop.Options{
-		LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 30 * time.Second},
-		OnAcquired:  func(t trafficcop.Term) { log.Printf("leading, generation %d", t.Generation) },
-		OnLost:      func(t trafficcop.Term, reason error) { log.Printf("term %d ended: %v", t.Generation, reason) },
+		Timing:     trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 30 * time.Second}},
+		OnAcquired: func(t trafficcop.Term) { log.Printf("leading, generation %d", t.Generation) },
+		OnLost:     func(t trafficcop.Term, reason error) { log.Printf("term %d ended: %v", t.Generation, reason) },
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -94,7 +94,7 @@ func ExampleNewBlobLock() {
 func ExampleCop_handover() {
 	lock := trafficcop.NewMemLock("scheduler", nil)
 	opts := func(id string) trafficcop.Options {
-		return trafficcop.Options{Identity: id, PollEvery: 100 * time.Millisecond}
+		return trafficcop.Options{Timing: trafficcop.Timing{PollEvery: 100 * time.Millisecond}, Identity: id}
 	}
 	a, _ := trafficcop.NewCop(lock, opts("a"))
 	b, _ := trafficcop.NewCop(lock, opts("b"))

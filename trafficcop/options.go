@@ -1,6 +1,7 @@
 package trafficcop
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,7 +52,8 @@ const pollJitter = 0.2
 // so that a renewal that starts on time has either succeeded or timed out,
 // with time left to retry, before the holder's local deadline.
 type LeaseTiming struct {
-	// LeaseDuration is the lease length asked of the service. Default 60 s.
+	// LeaseDuration is the lease length asked of the service (lease.duration).
+	// Default 60s.
 	LeaseDuration time.Duration
 	// RenewEvery is the interval between renewals while holding, measured
 	// from the start of the last successful renewal (or the acquisition).
@@ -73,22 +75,13 @@ type LeaseTiming struct {
 	CallTimeout time.Duration
 }
 
-func (t LeaseTiming) withDefaults() LeaseTiming {
-	if t.LeaseDuration == 0 {
-		t.LeaseDuration = DefaultLeaseDuration
-	}
-	if t.RenewEvery == 0 {
-		t.RenewEvery = t.LeaseDuration / 3
-	}
-	if t.RetryEvery == 0 {
-		t.RetryEvery = max(250*time.Millisecond, t.RenewEvery/10)
-	}
-	if t.SafetyMargin == 0 {
-		t.SafetyMargin = max(2*time.Second, t.LeaseDuration/10)
-	}
-	if t.CallTimeout == 0 {
-		t.CallTimeout = min(5*time.Second, t.LeaseDuration/6)
-	}
+// WithDefaults returns t with every zero field set to its default.
+func (t LeaseTiming) WithDefaults() LeaseTiming {
+	t.LeaseDuration = cmp.Or(t.LeaseDuration, DefaultLeaseDuration)
+	t.RenewEvery = cmp.Or(t.RenewEvery, t.LeaseDuration/3)
+	t.RetryEvery = cmp.Or(t.RetryEvery, max(250*time.Millisecond, t.RenewEvery/10))
+	t.SafetyMargin = cmp.Or(t.SafetyMargin, max(2*time.Second, t.LeaseDuration/10))
+	t.CallTimeout = cmp.Or(t.CallTimeout, min(5*time.Second, t.LeaseDuration/6))
 	return t
 }
 
@@ -134,17 +127,32 @@ type Term struct {
 	LeaseID string
 }
 
-// Options configures a Cop. Zero values take the documented defaults.
-type Options struct {
+// Timing is a Cop's timing: the lease it holds and how often it tries to
+// take it. It is the part of Options a program configures
+// (leasecron.WorkerOptions.Lease takes it as it is).
+type Timing struct {
 	// LeaseTiming: LeaseDuration, RenewEvery, RetryEvery, SafetyMargin and
 	// CallTimeout. See LeaseTiming for defaults and invariants.
 	LeaseTiming
 
 	// PollEvery is how often a cop without control tries to acquire, each
 	// wait shortened by up to 20 % at random so contenders spread out and
-	// a released lease is tried within one PollEvery. Default 15 s, at
-	// least 100 ms.
+	// a released lease is tried within one PollEvery (lease.poll_every).
+	// Default 15s; at least 100ms.
 	PollEvery time.Duration
+}
+
+// WithDefaults returns t with every zero field set to its default.
+func (t Timing) WithDefaults() Timing {
+	t.LeaseTiming = t.LeaseTiming.WithDefaults()
+	t.PollEvery = cmp.Or(t.PollEvery, DefaultPollEvery)
+	return t
+}
+
+// Options configures a Cop. Zero values take the documented defaults.
+type Options struct {
+	// Timing is the lease's timing (see there).
+	Timing
 
 	// Identity names this cop in the blob's holder metadata and in logs.
 	// Default DefaultIdentity(): "{hostname}-{pid}-{8 random hex digits}".
@@ -181,18 +189,12 @@ type Options struct {
 	OnNote func(note string)
 }
 
-func (o Options) withDefaults() Options {
-	o.LeaseTiming = o.LeaseTiming.withDefaults()
-	if o.PollEvery == 0 {
-		o.PollEvery = DefaultPollEvery
-	}
-	if o.Identity == "" {
-		o.Identity = DefaultIdentity()
-	}
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
+	o.Timing = o.Timing.WithDefaults()
+	o.Identity = cmp.Or(o.Identity, DefaultIdentity())
 	o.Clock = clock.OrReal(o.Clock)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
 
@@ -243,15 +245,12 @@ type SemaphoreOptions struct {
 	Logger *slog.Logger
 }
 
-func (o SemaphoreOptions) withDefaults() SemaphoreOptions {
-	if o.Prefix == "" {
-		o.Prefix = DefaultSlotPrefix
-	}
-	o.LeaseTiming = o.LeaseTiming.withDefaults()
+// WithDefaults returns o with every zero field set to its default.
+func (o SemaphoreOptions) WithDefaults() SemaphoreOptions {
+	o.Prefix = cmp.Or(o.Prefix, DefaultSlotPrefix)
+	o.LeaseTiming = o.LeaseTiming.WithDefaults()
 	o.Clock = clock.OrReal(o.Clock)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
 

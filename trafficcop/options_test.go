@@ -13,7 +13,7 @@ import (
 )
 
 func TestOptionsDefaults(t *testing.T) {
-	o := Options{}.withDefaults()
+	o := Options{}.WithDefaults()
 	if err := o.validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
@@ -35,7 +35,7 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Errorf("two default identities are both %q", a)
 	}
 
-	short := LeaseTiming{LeaseDuration: 15 * time.Second}.withDefaults()
+	short := LeaseTiming{LeaseDuration: 15 * time.Second}.WithDefaults()
 	want = LeaseTiming{LeaseDuration: 15 * time.Second, RenewEvery: 5 * time.Second, RetryEvery: 500 * time.Millisecond,
 		SafetyMargin: 2 * time.Second, CallTimeout: 2500 * time.Millisecond}
 	if short != want {
@@ -44,7 +44,7 @@ func TestOptionsDefaults(t *testing.T) {
 	if err := short.validate(); err != nil {
 		t.Errorf("15s defaults invalid: %v", err)
 	}
-	so := SemaphoreOptions{}.withDefaults()
+	so := SemaphoreOptions{}.WithDefaults()
 	if so.Prefix != "slots" || so.validate() != nil {
 		t.Errorf("semaphore defaults %+v: %v", so, so.validate())
 	}
@@ -52,7 +52,7 @@ func TestOptionsDefaults(t *testing.T) {
 
 func TestOptionsValidation(t *testing.T) {
 	lt := func(f func(*LeaseTiming)) Options {
-		o := Options{LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second}}
+		o := Options{Timing: Timing{LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second}}}
 		f(&o.LeaseTiming)
 		return o
 	}
@@ -72,7 +72,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"retry slower than renew", lt(func(l *LeaseTiming) { l.RetryEvery = 6 * time.Second }), "RetryEvery"},
 		{"call outlasts deadline", lt(func(l *LeaseTiming) { l.CallTimeout = 9 * time.Second }), "CallTimeout"},
 		{"negative call timeout", lt(func(l *LeaseTiming) { l.CallTimeout = -time.Second }), "CallTimeout"},
-		{"poll too fast", Options{PollEvery: 10 * time.Millisecond}, "PollEvery"},
+		{"poll too fast", Options{Timing: Timing{PollEvery: 10 * time.Millisecond}}, "PollEvery"},
 		{"identity with newline", Options{Identity: "a\nb"}, "Identity"},
 		{"identity too long", Options{Identity: strings.Repeat("x", 257)}, "Identity"},
 		{"identity not ASCII", Options{Identity: "höst/1/abc"}, "Identity"},

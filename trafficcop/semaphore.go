@@ -33,7 +33,7 @@ type Semaphore struct {
 // digits, '.', '_' or '-'; n is 1..MaxSlots. It does not contact the
 // service: the container and slot blobs are created on first use.
 func NewSemaphore(c *container.Client, name string, n int, opts SemaphoreOptions) (*Semaphore, error) {
-	o := opts.withDefaults()
+	o := opts.WithDefaults()
 	if err := validateSemaphore(name, n, o); err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func NewSemaphore(c *container.Client, name string, n int, opts SemaphoreOptions
 // MemLocks in tests, or any other Lock implementation). opts.Prefix is
 // ignored.
 func NewSemaphoreWithLocks(name string, locks []Lock, opts SemaphoreOptions) (*Semaphore, error) {
-	o := opts.withDefaults()
+	o := opts.WithDefaults()
 	if err := validateSemaphore(name, len(locks), o); err != nil {
 		return nil, err
 	}

@@ -139,7 +139,8 @@ func TestOnTheBlackboardOnAzurite(t *testing.T) {
 		Payload: srv.url("westlafcals") + "\n" + srv.url("malformed") + "\n"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	w, err := blackboard.NewWorker(c.Table, blackboard.Options{Table: table, Logger: quiet, MaxConcurrent: 2,
+	w, err := blackboard.NewWorker(c.Table, blackboard.Options{
+		Settings: blackboard.Settings{MaxConcurrent: 2}, Table: table, Logger: quiet,
 		Handlers: func(typ string) (leasecrontype.Handler, bool) { return h, typ == Type }})
 	if err != nil {
 		t.Fatal(err)

@@ -45,6 +45,7 @@ package calendar
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -163,42 +164,40 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-func (o Options) withDefaults() (Options, error) {
-	if o.Blobs == nil {
-		return o, fmt.Errorf("%w: calendar.Options.Blobs is nil: pass NewBlobWriter(containerClient) or a BlobWriter of your own", ErrInvalidOptions)
-	}
-	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{}
-	}
-	for _, err := range []error{
-		opt.Default(ErrInvalidOptions, "calendar.Options.Timeout", &o.Timeout, DefaultTimeout),
-		opt.Default(ErrInvalidOptions, "calendar.Options.MaxFeedSize", &o.MaxFeedSize, DefaultMaxFeedSize),
-		opt.Default(ErrInvalidOptions, "calendar.Options.MaxFeeds", &o.MaxFeeds, DefaultMaxFeeds),
-		opt.Default(ErrInvalidOptions, "calendar.Options.Concurrency", &o.Concurrency, DefaultConcurrency),
-	} {
-		if err != nil {
-			return o, err
-		}
-	}
-	if o.UserAgent == "" {
-		o.UserAgent = DefaultUserAgent
-	}
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
+	o.HTTPClient = cmp.Or(o.HTTPClient, &http.Client{})
+	o.Timeout = cmp.Or(o.Timeout, DefaultTimeout)
+	o.MaxFeedSize = cmp.Or(o.MaxFeedSize, DefaultMaxFeedSize)
+	o.MaxFeeds = cmp.Or(o.MaxFeeds, DefaultMaxFeeds)
+	o.Concurrency = cmp.Or(o.Concurrency, DefaultConcurrency)
+	o.UserAgent = cmp.Or(o.UserAgent, DefaultUserAgent)
 	o.Clock = clock.OrReal(o.Clock)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	return o
+}
+
+func (o Options) validate() error {
+	if o.Blobs == nil {
+		return fmt.Errorf("%w: calendar.Options.Blobs is nil: pass NewBlobWriter(containerClient) or a BlobWriter of your own", ErrInvalidOptions)
 	}
-	o.Logger = o.Logger.With("component", "calendar")
-	return o, nil
+	return opt.First(
+		opt.Positive(ErrInvalidOptions, "calendar.Options.Timeout", o.Timeout, DefaultTimeout),
+		opt.Positive(ErrInvalidOptions, "calendar.Options.MaxFeedSize", o.MaxFeedSize, DefaultMaxFeedSize),
+		opt.Positive(ErrInvalidOptions, "calendar.Options.MaxFeeds", o.MaxFeeds, DefaultMaxFeeds),
+		opt.Positive(ErrInvalidOptions, "calendar.Options.Concurrency", o.Concurrency, DefaultConcurrency),
+	)
 }
 
 // New returns the calendar handler. Register it under Type. One handler
 // may serve many keys at once; it keeps its conditional-request cache for
 // its lifetime.
 func New(opts Options) (leasecrontype.Handler, error) {
-	o, err := opts.withDefaults()
-	if err != nil {
+	o := opts.WithDefaults()
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	o.Logger = o.Logger.With("component", "calendar")
 	m := &merger{opts: o, cache: map[string]*cacheEntry{}}
 	return m.handle, nil
 }

@@ -70,10 +70,9 @@ func run() error {
 		return err
 	}
 	cop, err := trafficcop.NewCop(lock, trafficcop.Options{
-		Identity:    *id,
-		PollEvery:   *poll,
-		LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: *lease},
-		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Identity: *id,
+		Timing:   trafficcop.Timing{PollEvery: *poll, LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: *lease}},
+		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/schedule"
 )
 
 func main() {
@@ -94,7 +95,7 @@ func run() error {
 		if i == *n-1 {
 			due = due.Add(2 * time.Second)
 		}
-		it, err := client.Schedule(ctx, leasecron.Item{Type: "greet", Payload: string(payload), Due: due}, false)
+		it, err := client.Schedule(ctx, leasecron.Item{Type: "greet", Payload: string(payload), Due: due}, nil)
 		if err != nil {
 			return fmt.Errorf("schedule: %w", err)
 		}
@@ -105,7 +106,7 @@ func run() error {
 	// Work: one worker leads (moves due tasks into the queue) and consumes.
 	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
 		Storage: st,
-		Mover:   leasecron.MoverOptions{PollEvery: time.Second},
+		Mover:   schedule.MoverSettings{PollEvery: time.Second},
 		Logger:  logger,
 	})
 	if err != nil {

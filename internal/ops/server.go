@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,11 +68,10 @@ func NewServer(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("ops: Options.Addr %q: %w: want host:port or :port, or empty to disable", opts.Addr, err)
 		}
 	}
-	if err := opt.Default(ErrInvalidOptions, "ops.Options.ReadyTimeout", &opts.ReadyTimeout, DefaultReadyTimeout); err != nil {
+	opts.ReadyTimeout = cmp.Or(opts.ReadyTimeout, DefaultReadyTimeout)
+	opts.Logger = cmp.Or(opts.Logger, slog.Default())
+	if err := opt.Positive(ErrInvalidOptions, "ops.Options.ReadyTimeout", opts.ReadyTimeout, DefaultReadyTimeout); err != nil {
 		return nil, err
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
 	}
 	s := &Server{opts: opts}
 	s.handler = s.routes()

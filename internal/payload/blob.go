@@ -2,6 +2,7 @@ package payload
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,20 +34,19 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-func (o *Options) fill() error {
-	if o.Container == "" {
-		o.Container = DefaultContainer
-	}
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
+	o.Container = cmp.Or(o.Container, DefaultContainer)
+	o.MaxSize = cmp.Or(o.MaxSize, DefaultMaxSize)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	return o
+}
+
+func (o Options) validate() error {
 	if err := storage.ValidateContainerName(o.Container); err != nil {
-		return fmt.Errorf("payload.Options.Container: %w", err)
+		return fmt.Errorf("%w: payload.Options.Container: %w", ErrInvalidOptions, err)
 	}
-	if err := opt.Default(ErrInvalidOptions, "payload.Options.MaxSize", &o.MaxSize, DefaultMaxSize); err != nil {
-		return err
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	return nil
+	return opt.Positive(ErrInvalidOptions, "payload.Options.MaxSize", o.MaxSize, DefaultMaxSize)
 }
 
 // BlobStore keeps payloads as block blobs in one container. References have
@@ -61,7 +61,8 @@ var _ Store = (*BlobStore)(nil)
 // NewBlobStore returns a store over the account's blob service. It does not
 // contact the service; the container is created on first Put if missing.
 func NewBlobStore(svc *service.Client, o Options) (*BlobStore, error) {
-	if err := o.fill(); err != nil {
+	o = o.WithDefaults()
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	if svc == nil {
@@ -82,7 +83,8 @@ func NewContainerStore(c *container.Client, o Options) (*BlobStore, error) {
 		return nil, fmt.Errorf("payload store: container URL %q names no container", c.URL())
 	}
 	o.Container = parts.ContainerName
-	if err := o.fill(); err != nil {
+	o = o.WithDefaults()
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	return &BlobStore{c: c, opts: o}, nil

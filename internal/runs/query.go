@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -122,7 +123,8 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 			return Page{}, err
 		}
 	}
-	if err := opt.DefaultIn(ErrInvalid, "limit", &q.Limit, DefaultLimit, 1, MaxLimit); err != nil {
+	q.Limit = cmp.Or(q.Limit, DefaultLimit)
+	if err := opt.In(ErrInvalid, "limit", q.Limit, DefaultLimit, 1, MaxLimit); err != nil {
 		return Page{}, err
 	}
 	if err := s.ensure(ctx); err != nil {

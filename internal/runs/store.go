@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,22 +48,32 @@ type Options struct {
 	Version string
 }
 
-func (o *Options) fill() error {
-	if o.Table == "" {
-		o.Table = DefaultTable
-	}
-	if err := storage.ValidateTableName(o.Table); err != nil {
-		return fmt.Errorf("runs: Options.Table: %w", err)
-	}
-	if err := opt.DefaultAtLeast(ErrInvalid, "runs.Options.Retention", &o.Retention, DefaultRetention, time.Minute); err != nil {
-		return err
-	}
-	if err := opt.DefaultAtLeast(ErrInvalid, "runs.Options.RetentionFailed", &o.RetentionFailed, DefaultRetentionFailed, time.Minute); err != nil {
-		return err
-	}
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
+	o.Table = cmp.Or(o.Table, DefaultTable)
+	o.Retention = cmp.Or(o.Retention, DefaultRetention)
+	o.RetentionFailed = cmp.Or(o.RetentionFailed, DefaultRetentionFailed)
 	o.Clock = clock.OrReal(o.Clock)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	return o
+}
+
+func (o Options) validate() error {
+	if err := storage.ValidateTableName(o.Table); err != nil {
+		return fmt.Errorf("%w: runs.Options.Table: %w", ErrInvalid, err)
+	}
+	return opt.First(
+		opt.AtLeast(ErrInvalid, "runs.Options.Retention", o.Retention, DefaultRetention, time.Minute),
+		opt.AtLeast(ErrInvalid, "runs.Options.RetentionFailed", o.RetentionFailed, DefaultRetentionFailed, time.Minute),
+	)
+}
+
+// fill settles o's defaults and validates it: the one place a Store's
+// options are read.
+func (o *Options) fill() error {
+	*o = o.WithDefaults()
+	if err := o.validate(); err != nil {
+		return err
 	}
 	o.Logger = o.Logger.With("component", "runs")
 	return nil

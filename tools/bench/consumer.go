@@ -229,7 +229,7 @@ func (b *bench) consumeInProcess(ctx context.Context, m, k, conc int) (results.R
 			return results.Rate{}, nil, err
 		}
 		c, err := queue.NewConsumer(csc.Queue, queue.ConsumerOptions{
-			Concurrency: conc, InstanceID: fmt.Sprintf("bench-c%d", i), ShutdownGrace: 5 * time.Second,
+			ConsumerSettings: queue.ConsumerSettings{Concurrency: conc, ShutdownGrace: 5 * time.Second}, InstanceID: fmt.Sprintf("bench-c%d", i),
 			Logger: quietLogger("consumer"), Observer: obs,
 		})
 		if err != nil {

@@ -54,7 +54,7 @@ func runDashboard(ctx context.Context, b *bench) error {
 		if i%100 == 0 {
 			it.ID, it.Recurrence = fmt.Sprintf("series-%04d", i/100), "@every 1h"
 		}
-		_, err := c.Schedule(ctx, it, false)
+		_, err := c.Schedule(ctx, it, nil)
 		return err
 	}); err != nil {
 		return fmt.Errorf("schedule: %w", err)
@@ -88,7 +88,7 @@ func runDashboard(ctx context.Context, b *bench) error {
 		}
 	}
 	for i := range res.Keys {
-		if err := c.AddBlackboardKey(ctx, blackboard.Entry{Key: fmt.Sprintf("city-%02d", i), Interval: time.Hour, Type: "cities"}, false); err != nil {
+		if err := c.AddBlackboardKey(ctx, blackboard.Entry{Key: fmt.Sprintf("city-%02d", i), Interval: time.Hour, Type: "cities"}, nil); err != nil {
 			return err
 		}
 	}

@@ -97,7 +97,7 @@ func (b *bench) failoverOnce(ctx context.Context, f *fleet.Fleet, lease time.Dur
 	t0 := time.Now()
 	f.Signal(old.Holder, sig) // SIGKILL waits for the exit
 	id := fmt.Sprintf("failover-%s-%s-%d", lease, sigName(sig), rep)
-	if _, err := cl.Schedule(wctx, leasecron.Item{ID: id, Type: noopType, Due: t0, Payload: "{}"}, false); err != nil {
+	if _, err := cl.Schedule(wctx, leasecron.Item{ID: id, Type: noopType, Due: t0, Payload: "{}"}, nil); err != nil {
 		return fail(fmt.Errorf("schedule marker: %w", err))
 	}
 	moved, acquired := time.Duration(0), time.Duration(0)

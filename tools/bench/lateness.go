@@ -156,7 +156,7 @@ func scheduleSpread(ctx context.Context, cl *leasecron.Client, n int, start time
 	var mu sync.Mutex
 	err := parallel(ctx, n, 8, func(i int) error {
 		due := start.Add(time.Duration(rand.Int64N(int64(window))))
-		it, err := cl.Schedule(ctx, leasecron.Item{ID: fmt.Sprintf("late-%04d", i), Type: typ, Due: due, Payload: "{}"}, false)
+		it, err := cl.Schedule(ctx, leasecron.Item{ID: fmt.Sprintf("late-%04d", i), Type: typ, Due: due, Payload: "{}"}, nil)
 		if err != nil {
 			return err
 		}

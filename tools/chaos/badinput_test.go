@@ -250,7 +250,7 @@ func runCase(r *run, input, expected string, it leasecron.Item, check func(lease
 		// Scheduled apart from the good tasks: these handlers record no
 		// executions; their outcome is read from the run record.
 		send: func(ctx context.Context) (string, bool, bool) {
-			if _, err := r.cl.Schedule(ctx, it, false); err != nil {
+			if _, err := r.cl.Schedule(ctx, it, nil); err != nil {
 				return "could not schedule: " + err.Error(), false, true
 			}
 			return "scheduled", false, false
@@ -289,12 +289,12 @@ func badCases(t *testing.T, r *run) []badCase {
 			nil, 2, []string{"schedule", "--every", "0s", "--id", "bad-every"}, "minimum"),
 		errCase("Go API: a 2 MiB payload (limit 1 MiB)", "ErrPayloadTooLarge before anything is written",
 			func(ctx context.Context) error {
-				_, err := r.cl.Schedule(ctx, leasecron.Item{ID: "big-1", Type: "rec", Payload: strings.Repeat("x", 2<<20), Due: time.Now()}, false)
+				_, err := r.cl.Schedule(ctx, leasecron.Item{ID: "big-1", Type: "rec", Payload: strings.Repeat("x", 2<<20), Due: time.Now()}, nil)
 				return err
 			}, schedule.ErrPayloadTooLarge),
 		errCase("Go API: task id \"bad/id#1\" (forbidden characters)", "ErrInvalid naming the allowed characters",
 			func(ctx context.Context) error {
-				_, err := r.cl.Schedule(ctx, leasecron.Item{ID: "bad/id#1", Type: "rec", Due: time.Now()}, false)
+				_, err := r.cl.Schedule(ctx, leasecron.Item{ID: "bad/id#1", Type: "rec", Due: time.Now()}, nil)
 				return err
 			}, schedule.ErrInvalid, "task id"),
 		cliCase(r, "schedule --type \"bad type\" (invalid type name)", "usage error (exit 2) describing valid type names",
@@ -303,7 +303,7 @@ func badCases(t *testing.T, r *run) []badCase {
 			func(ctx context.Context) error {
 				var first error
 				dupOnce.Do(func() {
-					_, first = r.cl.Schedule(ctx, leasecron.Item{ID: "dup-1", Type: "rec", Due: time.Now().Add(5 * time.Second)}, false)
+					_, first = r.cl.Schedule(ctx, leasecron.Item{ID: "dup-1", Type: "rec", Due: time.Now().Add(5 * time.Second)}, nil)
 					if first == nil {
 						r.ack("dup-1", time.Now().Add(5*time.Second))
 					}
@@ -311,7 +311,7 @@ func badCases(t *testing.T, r *run) []badCase {
 				if first != nil {
 					return fmt.Errorf("first schedule failed: %w", first)
 				}
-				_, err := r.cl.Schedule(ctx, leasecron.Item{ID: "dup-1", Type: "rec", Due: time.Now()}, false)
+				_, err := r.cl.Schedule(ctx, leasecron.Item{ID: "dup-1", Type: "rec", Due: time.Now()}, nil)
 				return err
 			}, leasecron.ErrAlreadyScheduled), func(a *analysis, obs string, ok bool) (string, bool) {
 			n := 0

@@ -274,7 +274,7 @@ func (r *run) schedule(ctx context.Context, items []leasecron.Item, par int) []s
 				tried := false
 				giveUp := time.Now().Add(2 * time.Minute)
 				for {
-					out, err := r.cl.Schedule(ctx, it, false)
+					out, err := r.cl.Schedule(ctx, it, nil)
 					if err == nil {
 						r.ack(out.ID, out.Due)
 						break

@@ -35,7 +35,7 @@ func scheduleAll(ctx context.Context, t *testing.T, cl *leasecron.Client, items 
 		go func() {
 			defer wg.Done()
 			for it := range work {
-				got, err := cl.Schedule(ctx, it, false)
+				got, err := cl.Schedule(ctx, it, nil)
 				if err != nil {
 					errs <- fmt.Errorf("schedule %s: %w", it.ID, err)
 					continue

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/schedule"
 )
 
 // pendingIDs lists every pending task id.
@@ -20,7 +19,8 @@ func pendingIDs(ctx context.Context, t *testing.T, cl *leasecron.Client) map[str
 	out := map[string]leasecron.Item{}
 	token := ""
 	for {
-		page, next, err := cl.List(ctx, schedule.ListOptions{Limit: 1000, Continuation: token})
+		p, err := cl.List(ctx, &leasecron.ListOptions{Limit: 1000, Continuation: token})
+		page, next := p.Items, p.Continue
 		if err != nil {
 			t.Fatal(err)
 		}

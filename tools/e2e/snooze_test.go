@@ -23,7 +23,7 @@ func TestSnoozeExecHandler(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl := leaderClient(ctx, t, f)
-	if _, err := cl.Schedule(ctx, leasecron.Item{ID: "snz1", Type: "snoozer", Due: time.Now()}, false); err != nil {
+	if _, err := cl.Schedule(ctx, leasecron.Item{ID: "snz1", Type: "snoozer", Due: time.Now()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	st := lcWaitStatus(ctx, t, f, "snz1", 30*time.Second, "snoozed", func(s lcStatus) bool {

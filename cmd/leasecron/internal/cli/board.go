@@ -108,7 +108,7 @@ func (a *app) boardCommands(parent string) []*cobra.Command {
 			if err := e.Validate(); err != nil {
 				return usageError{err}
 			}
-			if err := cl.AddBlackboardKey(cmd.Context(), e, replace); err != nil {
+			if err := cl.AddBlackboardKey(cmd.Context(), e, &blackboard.AddOptions{Replace: replace}); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.out, "added %s (every %s, type %s)\n", e.Key, every, typ)

@@ -9,11 +9,15 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/cmd/leasecron/internal/config"
 	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/handler"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
 )
 
 // client returns a leasecron.Client for the configuration.
@@ -51,21 +55,21 @@ func (a *app) workerOptions() (leasecron.WorkerOptions, error) {
 		Storage:      a.cfg.Storage,
 		Names:        a.cfg.Names,
 		InstanceID:   c.Worker.InstanceID,
-		Lease: leasecron.LeaseOptions{
-			Duration: c.Lease.Duration, RenewEvery: c.Lease.RenewEvery, PollEvery: c.Lease.PollEvery, SafetyMargin: c.Lease.SafetyMargin,
+		Lease: trafficcop.Timing{
+			LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: c.Lease.Duration, RenewEvery: c.Lease.RenewEvery, SafetyMargin: c.Lease.SafetyMargin}, PollEvery: c.Lease.PollEvery,
 		},
-		Mover: leasecron.MoverOptions{
+		Mover: schedule.MoverSettings{
 			PollEvery: c.Mover.PollEvery, Early: c.Mover.Early, Concurrency: c.Mover.Concurrency,
 			MaxDepth: c.Queue.MaxDepth, ResumeBelow: c.Queue.ResumeBelow,
 		},
-		Consumer: leasecron.ConsumerOptions{
+		Consumer: queue.ConsumerSettings{
 			Concurrency: c.Worker.Concurrency, VisibilityTimeout: c.Worker.VisibilityTimeout, MaxRunTime: c.Worker.MaxRunTime,
 			ShutdownGrace: c.Worker.ShutdownGrace, PollMin: c.Worker.PollMin, PollMax: c.Worker.PollMax,
 			MaxAttempts: c.Retry.MaxAttempts, MaxSnoozes: c.Retry.MaxSnoozes, BackoffBase: c.Retry.BackoffBase, BackoffMax: c.Retry.BackoffMax,
 			HandlerTimeouts: timeouts, CountersEvery: c.Worker.CountersEvery,
 			PauseCheck: c.Worker.PauseCheck, PauseHold: c.Worker.PauseHold,
 		},
-		Blackboard:   leasecron.BlackboardOptions{Cycle: c.Blackboard.Cycle, LockTTL: c.Blackboard.LockTTL},
+		Blackboard:   blackboard.Settings{Cycle: c.Blackboard.Cycle, LockTTL: c.Blackboard.LockTTL},
 		NoLead:       !c.Worker.Lead,
 		NoConsume:    !c.Worker.Consume,
 		NoBlackboard: !c.Blackboard.Enabled,

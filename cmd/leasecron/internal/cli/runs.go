@@ -162,7 +162,8 @@ func (a *app) runsCheckCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			problems, n, err := cl.CheckRuns(cmd.Context())
+			res, err := cl.CheckRuns(cmd.Context())
+			problems, n := res.Problems, res.Runs
 			if err != nil {
 				return err
 			}

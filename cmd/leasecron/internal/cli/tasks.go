@@ -86,7 +86,7 @@ undoes the whole file, unless --partial schedules what it can.`,
 			if err != nil {
 				return err
 			}
-			it, err := cl.Schedule(tracing.FromEnv(cmd.Context(), os.Getenv), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts}, replace)
+			it, err := cl.Schedule(tracing.FromEnv(cmd.Context(), os.Getenv), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts}, &leasecron.ScheduleOptions{Replace: replace})
 			if err != nil {
 				if errors.Is(err, schedule.ErrInvalid) || errors.Is(err, schedule.ErrBadRecurrence) || errors.Is(err, schedule.ErrPayloadTooLarge) {
 					return usageError{err}
@@ -216,7 +216,8 @@ func (a *app) listCmd() *cobra.Command {
 			}
 			var items []leasecron.Item
 			for {
-				page, next, err := cl.List(cmd.Context(), schedule.ListOptions{Due: due, Limit: limit, Continuation: cont})
+				p, err := cl.List(cmd.Context(), &leasecron.ListOptions{Due: due, Limit: limit, Continuation: cont})
+				page, next := p.Items, p.Continue
 				if err != nil {
 					return err
 				}

@@ -52,47 +52,53 @@ func TestReadmeConfigurationTableIsTheKeyList(t *testing.T) {
 	}
 }
 
-// The root package's options document the same defaults as the keys they
-// are configured by: each documented "Default X" of a field below must be
-// the key's default as the configuration spells it.
-func TestRootOptionDocsShowTheKeysDefaults(t *testing.T) {
+// The options a worker is configured with document the same defaults as
+// the keys they are configured by: each documented "Default X" of a field
+// below (in the root package or the sub-package whose settings the root
+// takes) must be the key's default as the configuration spells it.
+func TestOptionDocsShowTheKeysDefaults(t *testing.T) {
 	fields := map[string]string{
-		"LeaseOptions.Duration":             "lease.duration",
-		"LeaseOptions.PollEvery":            "lease.poll_every",
-		"MoverOptions.PollEvery":            "mover.poll_every",
-		"MoverOptions.Concurrency":          "mover.concurrency",
-		"ConsumerOptions.Concurrency":       "worker.concurrency",
-		"ConsumerOptions.VisibilityTimeout": "worker.visibility_timeout",
-		"ConsumerOptions.MaxRunTime":        "worker.max_run_time",
-		"ConsumerOptions.ShutdownGrace":     "worker.shutdown_grace",
-		"ConsumerOptions.PollMin":           "worker.poll_min",
-		"ConsumerOptions.PollMax":           "worker.poll_max",
-		"ConsumerOptions.MaxAttempts":       "retry.max_attempts",
-		"ConsumerOptions.MaxSnoozes":        "retry.max_snoozes",
-		"RunsOptions.Retention":             "runs.retention",
-		"RunsOptions.RetentionFailed":       "runs.retention_failed",
-		"RunsOptions.CleanEvery":            "runs.clean_every",
-		"ConsumerOptions.BackoffBase":       "retry.backoff_base",
-		"ConsumerOptions.BackoffMax":        "retry.backoff_max",
-		"ConsumerOptions.PauseCheck":        "worker.pause_check",
-		"ConsumerOptions.PauseHold":         "worker.pause_hold",
-		"ConsumerOptions.CountersEvery":     "worker.counters_every",
-		"BlackboardOptions.Cycle":           "blackboard.cycle",
-		"ClientOptions.MaxPayload":          "payload.max_size",
-		"Names.Container":                   "names.container",
-		"Names.LeaseBlob":                   "names.lease_blob",
-		"Names.ScheduleTable":               "names.schedule_table",
-		"Names.RunsTable":                   "names.runs_table",
-		"Names.BlackboardTable":             "names.blackboard_table",
-		"Names.Queue":                       "names.queue",
-		"Names.PoisonQueue":                 "names.poison_queue",
+		"trafficcop.LeaseTiming.LeaseDuration":     "lease.duration",
+		"trafficcop.Timing.PollEvery":              "lease.poll_every",
+		"schedule.MoverSettings.PollEvery":         "mover.poll_every",
+		"schedule.MoverSettings.Concurrency":       "mover.concurrency",
+		"queue.ConsumerSettings.Concurrency":       "worker.concurrency",
+		"queue.ConsumerSettings.VisibilityTimeout": "worker.visibility_timeout",
+		"queue.ConsumerSettings.MaxRunTime":        "worker.max_run_time",
+		"queue.ConsumerSettings.ShutdownGrace":     "worker.shutdown_grace",
+		"queue.ConsumerSettings.PollMin":           "worker.poll_min",
+		"queue.ConsumerSettings.PollMax":           "worker.poll_max",
+		"queue.ConsumerSettings.MaxAttempts":       "retry.max_attempts",
+		"queue.ConsumerSettings.MaxSnoozes":        "retry.max_snoozes",
+		"queue.ConsumerSettings.BackoffBase":       "retry.backoff_base",
+		"queue.ConsumerSettings.BackoffMax":        "retry.backoff_max",
+		"queue.ConsumerSettings.PauseCheck":        "worker.pause_check",
+		"queue.ConsumerSettings.PauseHold":         "worker.pause_hold",
+		"queue.ConsumerSettings.CountersEvery":     "worker.counters_every",
+		"blackboard.Settings.Cycle":                "blackboard.cycle",
+		"RunsOptions.Retention":                    "runs.retention",
+		"RunsOptions.RetentionFailed":              "runs.retention_failed",
+		"RunsOptions.CleanEvery":                   "runs.clean_every",
+		"ClientOptions.MaxPayload":                 "payload.max_size",
+		"Names.Container":                          "names.container",
+		"Names.LeaseBlob":                          "names.lease_blob",
+		"Names.ScheduleTable":                      "names.schedule_table",
+		"Names.RunsTable":                          "names.runs_table",
+		"Names.BlackboardTable":                    "names.blackboard_table",
+		"Names.Queue":                              "names.queue",
+		"Names.PoisonQueue":                        "names.poison_queue",
 	}
-	docs := rootFieldDocs(t)
+	docs := fieldDocs(t, "")
+	for _, pkg := range []string{"trafficcop", "schedule", "queue", "blackboard"} {
+		for k, v := range fieldDocs(t, pkg) {
+			docs[pkg+"."+k] = v
+		}
+	}
 	def := regexp.MustCompile(`Default\s+"?([^"\s]+?)"?[.;,]?(\s|$)`)
 	for field, key := range fields {
 		doc, ok := docs[field]
 		if !ok {
-			t.Errorf("root field %s not found", field)
+			t.Errorf("field %s not found", field)
 			continue
 		}
 		m := def.FindStringSubmatch(doc)
@@ -107,12 +113,12 @@ func TestRootOptionDocsShowTheKeysDefaults(t *testing.T) {
 	}
 }
 
-// rootFieldDocs returns the doc comment of every field of every struct type
-// in the root package, by "Type.Field".
-func rootFieldDocs(t *testing.T) map[string]string {
+// fieldDocs returns the doc comment of every field of every struct type
+// of the library's package in dir ("" for the root), by "Type.Field".
+func fieldDocs(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	fset := token.NewFileSet()
-	files, err := filepath.Glob(filepath.Join("..", "..", "..", "..", "*.go"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "..", dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,42 @@
+package leasecron
+
+import (
+	"errors"
+
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// The errors callers branch on, with errors.Is. Every one is listed in the
+// package documentation.
+var (
+	// ErrNotFound is wrapped by every "no such task, run, key or dead
+	// letter" error of every package (leasecrontype.ErrNotFound).
+	ErrNotFound = leasecrontype.ErrNotFound
+	// ErrInvalidTask: Schedule, ScheduleMany or Reschedule refused the
+	// task (its id, type, due time, rule, zone or payload) before anything
+	// was written; the message names the bad value and what is accepted.
+	ErrInvalidTask = schedule.ErrInvalid
+	// ErrAlreadyScheduled: Schedule was given an id that is pending (and
+	// ScheduleOptions.Replace was not set).
+	ErrAlreadyScheduled = schedule.ErrAlreadyScheduled
+	// ErrAlreadyFinished: Cancel found the run already finished.
+	ErrAlreadyFinished = runs.ErrAlreadyFinished
+	// ErrAlreadySent: Cancel, Reschedule or Schedule with Replace was
+	// refused because the task's message is already in the queue (enqueued
+	// early, invisible until due) and run records are off, so workers could
+	// not tell that it changed. With run records the change is made and the
+	// early message becomes a no-op.
+	ErrAlreadySent = schedule.ErrAlreadySent
+	// ErrInvalidRunQuery: Runs was given a query it cannot answer (an
+	// unknown state, a continuation token from another query, ...).
+	ErrInvalidRunQuery = runs.ErrInvalid
+	// ErrNoRunRecords: the call needs run records and they are off
+	// (ClientOptions.NoRuns; worker.runs: false).
+	ErrNoRunRecords = errors.New("run records are off (worker.runs: false)")
+	// ErrInvalidOptions is wrapped by NewWorker's and NewClient's refusals
+	// of their options; the message names the field, the bad value and
+	// what is accepted.
+	ErrInvalidOptions = errors.New("invalid leasecron options")
+)

@@ -1,0 +1,189 @@
+package leasecron
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// CancelResult says what Cancel did.
+type CancelResult struct {
+	// ID is the task id.
+	ID string
+	// Removed is true when the task was still pending and its row was
+	// deleted (a recurring series stops).
+	Removed bool
+	// Marked is true when the task had already been moved to the queue and
+	// its run was marked cancelled: the worker that receives it
+	// acknowledges it without running it.
+	Marked bool
+}
+
+// Cancel stops a task: before it is moved its row is deleted; after, its
+// run is marked cancelled. It returns ErrNotFound for an unknown id and
+// ErrAlreadyFinished for a run that has already ended.
+func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
+	res := CancelResult{ID: id}
+	it, err := c.sched.Cancel(ctx, id)
+	switch {
+	case err == nil:
+		res.Removed = true
+	case !errors.Is(err, ErrNotFound):
+		return res, err
+	}
+	if c.runs == nil {
+		if !res.Removed {
+			return res, fmt.Errorf("%w: no pending task %q (run records are off, so a task already moved to the queue cannot be cancelled)", ErrNotFound, id)
+		}
+		return res, nil
+	}
+	// Record the run cancelled too: the row may have been moved while we
+	// deleted it, and status then says what became of the task.
+	var rerr error
+	if res.Removed && it.Recurrence == "" {
+		rerr = c.runs.CancelPending(ctx, id, runs.Meta{Type: it.Type, Due: it.Due})
+	} else {
+		_, rerr = c.runs.Cancel(ctx, id)
+	}
+	switch {
+	case rerr == nil:
+		res.Marked = !res.Removed
+	case errors.Is(rerr, runs.ErrNotFound):
+		if !res.Removed {
+			return res, fmt.Errorf("%w: no pending task or run with id %q", ErrNotFound, id)
+		}
+	case errors.Is(rerr, runs.ErrAlreadyFinished):
+		if !res.Removed {
+			return res, rerr
+		}
+	default:
+		if !res.Removed {
+			return res, rerr
+		}
+		c.o.Logger.Warn("run record not marked cancelled", "task_id", id, "err", rerr)
+	}
+	return res, nil
+}
+
+// Reschedule moves a pending task to a new due time atomically.
+func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item, error) {
+	return c.sched.Reschedule(ctx, id, due)
+}
+
+// Get returns a pending task.
+func (c *Client) Get(ctx context.Context, id string) (Item, error) {
+	it, err := c.sched.Get(ctx, id)
+	return it, err
+}
+
+// ListOptions select and page List (see schedule.ListOptions).
+type ListOptions = schedule.ListOptions
+
+// ListPage is one page of pending tasks.
+type ListPage struct {
+	// Items are the pending tasks, in due order.
+	Items []Item
+	// Continue, when not empty, fetches the next page
+	// (ListOptions.Continuation).
+	Continue string
+}
+
+// List returns a page of pending tasks in due order. A nil *ListOptions
+// lists the first page of every task.
+func (c *Client) List(ctx context.Context, o *ListOptions) (ListPage, error) {
+	if o == nil {
+		o = &ListOptions{}
+	}
+	items, next, err := c.sched.List(ctx, *o) // a missing table lists as empty
+	return ListPage{Items: items, Continue: next}, err
+}
+
+// Status is what is known about a task id: its pending row and/or its run
+// record.
+type Status struct {
+	// ID is the task id.
+	ID string
+	// Pending is the scheduled row, if the task is still in the table.
+	Pending *Item
+	// Run is the run record, if there is one.
+	Run *Run
+}
+
+// State summarises Status in one word: the run's state, or "scheduled".
+func (s Status) State() string {
+	switch {
+	case s.Run != nil && (s.Pending == nil || (s.Run.State != runs.Scheduled && s.Run.State != runs.Queued)):
+		// While its row is still in the schedule a task is scheduled, even
+		// if the mover has just recorded its run as queued before sending.
+		return string(s.Run.State)
+	case s.Pending != nil:
+		return string(runs.Scheduled)
+	}
+	return "unknown"
+}
+
+// Status looks a task id up in the schedule and in the run records.
+func (c *Client) Status(ctx context.Context, id string) (Status, error) {
+	st := Status{ID: id}
+	it, err := c.sched.Get(ctx, id)
+	switch {
+	case err == nil:
+		st.Pending = &it
+	case !errors.Is(err, ErrNotFound):
+		return st, err
+	}
+	if c.runs != nil {
+		r, err := c.runs.Get(ctx, id)
+		switch {
+		case err == nil:
+			pr := r.Public()
+			st.Run = &pr
+		case errors.Is(err, runs.ErrExpired) && st.Pending == nil:
+			return st, err
+		case !errors.Is(err, runs.ErrNotFound):
+			return st, err
+		}
+	}
+	if st.Pending == nil && st.Run == nil {
+		return st, fmt.Errorf("%w: no pending task or run with id %q", ErrNotFound, id)
+	}
+	return st, nil
+}
+
+// Payload reads a payload kept in a blob (Item.PayloadBlob, a claim-check
+// reference) and returns its bytes.
+func (c *Client) Payload(ctx context.Context, ref string) ([]byte, error) {
+	return c.payloads.Get(ctx, ref)
+}
+
+// RunNow makes a pending task due now; for a recurring series its next
+// occurrence runs now and the series continues from there. It is
+// Reschedule to the current time.
+func (c *Client) RunNow(ctx context.Context, id string) (Item, error) {
+	return c.Reschedule(ctx, id, c.o.Clock.Now())
+}
+
+// ScheduleOptions modify Schedule. A nil *ScheduleOptions is the zero value.
+type ScheduleOptions struct {
+	// Replace overwrites a pending task with the same id (atomically)
+	// instead of refusing it with ErrAlreadyScheduled.
+	Replace bool
+}
+
+// Schedule adds a task and returns it as stored (with its generated ID
+// when it had none). An id that is already pending is refused with
+// ErrAlreadyScheduled unless o.Replace; input the schedule cannot take is
+// refused with ErrInvalidTask before anything is written.
+func (c *Client) Schedule(ctx context.Context, it Item, o *ScheduleOptions) (Item, error) {
+	if o == nil {
+		o = &ScheduleOptions{}
+	}
+	// On a fresh account Add creates the table and payload container. The
+	// run record starts when the mover sends the task: until then the
+	// pending row is the task's record (Status reads it).
+	return c.sched.Add(ctx, it, schedule.AddOptions{Replace: o.Replace})
+}
