@@ -1,12 +1,15 @@
 package leasecron
 
 import (
+	"cmp"
 	"log/slog"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
 )
 
 // ClientOptions configure NewClient.
@@ -34,6 +37,26 @@ type ClientOptions struct {
 	MaxDepth, ResumeBelow int
 }
 
+// WithDefaults returns o with every zero field set to its default.
+func (o ClientOptions) WithDefaults() ClientOptions {
+	o.Names = o.Names.WithDefaults()
+	o.Runs = o.Runs.WithDefaults()
+	o.MaxPayload = cmp.Or(o.MaxPayload, schedule.DefaultMaxPayload)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.Clock = clock.OrReal(o.Clock)
+	return o
+}
+
+func (o ClientOptions) validate() error {
+	if err := o.Names.validate(); err != nil {
+		return err
+	}
+	if err := o.Runs.validate(); err != nil {
+		return err
+	}
+	return opt.In(ErrInvalidOptions, "ClientOptions.MaxPayload", o.MaxPayload, schedule.DefaultMaxPayload, 1, schedule.MaxPayloadLimit)
+}
+
 // Client schedules, cancels and inspects tasks. It is safe for concurrent use.
 type Client struct {
 	parts
@@ -54,15 +77,8 @@ func (c *Client) Requests() RequestCounts {
 // NewClient connects to the account (without contacting it yet). Tables,
 // queues and containers are created on first use.
 func NewClient(o ClientOptions) (*Client, error) {
-	o.Names = o.Names.withDefaults()
-	if err := o.Names.validate(); err != nil {
-		return nil, err
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	o.Clock = clock.OrReal(o.Clock)
-	if err := o.Runs.fill(); err != nil {
+	o = o.WithDefaults()
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	counter := storage.NewCounter()

@@ -16,7 +16,7 @@
 //     table into the work queue (package schedule's Mover);
 //   - consumes the queue with bounded concurrency, retrying failures with
 //     backoff and setting aside what keeps failing (package queue);
-//   - walks the blackboard of per-key periodic work (package aggregator);
+//   - walks the blackboard of per-key periodic work (package blackboard);
 //   - enforces per-type fleet-wide limits with lease slots
 //     (WorkerOptions.Limits);
 //   - serves /healthz, /readyz, /metrics and, optionally, the dashboard on
@@ -30,18 +30,35 @@
 // # Client
 //
 // NewClient needs no running worker. Schedule adds a task (an Item: type,
-// payload, due time, optional recurrence), Cancel, Reschedule and RunNow
-// change it, Get and List read pending tasks, and Status reports a task's
+// payload, due time, optional recurrence; ScheduleOptions), ScheduleMany
+// many, Cancel, Reschedule and RunNow change it, Get and List read pending
+// tasks, and Status reports a task's
 // pending row and its Run record (a RunState: scheduled, queued, running,
 // succeeded, failed, dead or cancelled). Stats gathers queue depths, the
 // due backlog, the leader (Leader) and the fleet's Counters;
 // DeadLetters, Blackboard and the blackboard methods, Instances and Limits
-// cover the rest of what the command line and the dashboard show
-// (package dashboard serves it as a web UI).
+// cover the rest of what the command line and the dashboard show. Package
+// dashboard serves a Client as a web UI (a worker serves it beside its
+// admin endpoints through WorkerOptions.AdminHandler and Worker.Client).
 //
-// Errors callers branch on are ErrNotFound (wrapped by every "no such
-// task, run, key or dead letter"), ErrAlreadyScheduled and
-// ErrAlreadyFinished; test with errors.Is.
+// The errors callers branch on, all in errors.go, are ErrNotFound
+// (wrapped by every "no such task, run, key or dead letter"),
+// ErrInvalidTask (a task refused before anything was written),
+// ErrAlreadyScheduled, ErrAlreadyFinished, ErrAlreadySent,
+// ErrInvalidRunQuery, ErrNoRunRecords and ErrInvalidOptions; test with
+// errors.Is.
+//
+// # Options
+//
+// Every options type of the library follows one idiom: WithDefaults
+// returns a copy whose zero fields hold their defaults, and the
+// constructor refuses what validation finds wrong with an error wrapping
+// its package's ErrInvalidOptions that names the field, the value and what
+// is accepted. Zero means the default; a negative value is refused, except
+// where a field says it turns something off. WorkerOptions takes the
+// settings of the packages it assembles as they are: Lease is
+// trafficcop.Timing, Mover schedule.MoverSettings, Consumer
+// queue.ConsumerSettings and Blackboard blackboard.Settings.
 //
 // # Types
 //
@@ -67,8 +84,11 @@
 // piece: trafficcop (a blob-lease leader elector and lease-slot
 // semaphore any program can embed over its own azblob container client),
 // schedule (the schedule table and the mover), queue (the envelope, the
-// client and the consumer pool), aggregator (the blackboard) and
-// aggregator/calendar, handler (exec and http handlers), and azurite
-// (starting Azurite for tests). The repository's examples/ directory holds
-// programs written only against this public API.
+// client and the consumer pool), blackboard (per-key periodic work) and
+// blackboard/calendar, handler (exec and http handlers), dashboard (the web
+// UI over a Client), and azurite (starting Azurite for tests). The
+// repository's examples/ directory holds programs written only against
+// this public API; the command (cmd/leasecron) is a module of its own, so
+// an embedding program links none of its dependencies (cobra, viper, the
+// OpenTelemetry SDK and its exporters).
 package leasecron

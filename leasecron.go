@@ -1,6 +1,7 @@
 package leasecron
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 
@@ -88,7 +89,7 @@ type Names struct {
 	ScheduleTable string
 	// RunsTable holds run records. Default "Runs".
 	RunsTable string
-	// BlackboardTable holds aggregator keys. Default "Blackboard".
+	// BlackboardTable holds blackboard keys. Default "Blackboard".
 	BlackboardTable string
 	// Queue is the work queue. Default "leasecron-work".
 	Queue string
@@ -109,20 +110,16 @@ func DefaultNames() Names {
 	}
 }
 
-func (n Names) withDefaults() Names {
+// WithDefaults returns n with every empty name set to its default.
+func (n Names) WithDefaults() Names {
 	d := DefaultNames()
-	set := func(p *string, def string) {
-		if *p == "" {
-			*p = def
-		}
-	}
-	set(&n.Container, d.Container)
-	set(&n.LeaseBlob, d.LeaseBlob)
-	set(&n.ScheduleTable, d.ScheduleTable)
-	set(&n.RunsTable, d.RunsTable)
-	set(&n.BlackboardTable, d.BlackboardTable)
-	set(&n.Queue, d.Queue)
-	set(&n.PoisonQueue, d.PoisonQueue)
+	n.Container = cmp.Or(n.Container, d.Container)
+	n.LeaseBlob = cmp.Or(n.LeaseBlob, d.LeaseBlob)
+	n.ScheduleTable = cmp.Or(n.ScheduleTable, d.ScheduleTable)
+	n.RunsTable = cmp.Or(n.RunsTable, d.RunsTable)
+	n.BlackboardTable = cmp.Or(n.BlackboardTable, d.BlackboardTable)
+	n.Queue = cmp.Or(n.Queue, d.Queue)
+	n.PoisonQueue = cmp.Or(n.PoisonQueue, d.PoisonQueue)
 	return n
 }
 
@@ -139,8 +136,11 @@ func (n Names) validate() error {
 		{"Names.PoisonQueue", n.PoisonQueue, storage.ValidateQueueName},
 	} {
 		if err := c.check(c.val); err != nil {
-			return fmt.Errorf("%s: %w", c.field, err)
+			return fmt.Errorf("%w: %s: %w", ErrInvalidOptions, c.field, err)
 		}
+	}
+	if n.Queue == n.PoisonQueue {
+		return fmt.Errorf("%w: Names.PoisonQueue = %q: want a queue other than Names.Queue", ErrInvalidOptions, n.PoisonQueue)
 	}
 	return nil
 }

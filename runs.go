@@ -1,11 +1,13 @@
 package leasecron
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
@@ -267,14 +269,23 @@ func (w *Worker) cleanRuns(ctx context.Context) {
 	}
 }
 
-func (o *RunsOptions) fill() error {
-	if o.CleanEvery == 0 {
-		o.CleanEvery = DefaultRunCleanEvery
-	}
+// WithDefaults returns o with every zero field set to its default; a
+// negative CleanEvery stays (off).
+func (o RunsOptions) WithDefaults() RunsOptions {
+	o.Retention = cmp.Or(o.Retention, DefaultRunRetention)
+	o.RetentionFailed = cmp.Or(o.RetentionFailed, DefaultRunRetentionFailed)
+	o.CleanEvery = cmp.Or(o.CleanEvery, DefaultRunCleanEvery)
+	return o
+}
+
+func (o RunsOptions) validate() error {
 	if o.CleanEvery > 0 && o.CleanEvery < time.Minute {
-		return fmt.Errorf("RunsOptions.CleanEvery %s: want at least 1m (0 means %s, negative disables)", o.CleanEvery, DefaultRunCleanEvery)
+		return opt.Invalid(ErrInvalidOptions, "RunsOptions.CleanEvery", o.CleanEvery, fmt.Sprintf("at least 1m, 0 for the default %v, or negative to disable", DefaultRunCleanEvery))
 	}
-	return nil
+	return opt.First(
+		opt.AtLeast(ErrInvalidOptions, "RunsOptions.Retention", o.Retention, DefaultRunRetention, time.Minute),
+		opt.AtLeast(ErrInvalidOptions, "RunsOptions.RetentionFailed", o.RetentionFailed, DefaultRunRetentionFailed, time.Minute),
+	)
 }
 
 // Recent returns the newest n runs of a recurring series, newest first:

@@ -1,6 +1,7 @@
 package leasecron
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/internal/ops"
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -102,6 +104,43 @@ type WorkerOptions struct {
 	TracerProvider trace.TracerProvider
 }
 
+// WithDefaults returns o with every zero field of its own set to its
+// default (Lease, Mover, Consumer and Blackboard are settled by the
+// packages they configure, when the worker builds its parts).
+func (o WorkerOptions) WithDefaults() WorkerOptions {
+	o.Names = o.Names.WithDefaults()
+	o.Runs = o.Runs.WithDefaults()
+	o.InstanceID = cmp.Or(o.InstanceID, instance.NewID())
+	o.Version = cmp.Or(o.Version, instance.Version())
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.Clock = clock.OrReal(o.Clock)
+	if o.TracerProvider == nil {
+		o.TracerProvider = otel.GetTracerProvider()
+	}
+	return o
+}
+
+func (o WorkerOptions) validate() error {
+	if err := o.Names.validate(); err != nil {
+		return err
+	}
+	if err := o.Runs.validate(); err != nil {
+		return err
+	}
+	if err := storage.ValidateKeyPart("InstanceID", o.InstanceID); err != nil {
+		return fmt.Errorf("%w: WorkerOptions.%w", ErrInvalidOptions, err)
+	}
+	if o.AdminHandler != nil && o.AdminAddr == "" {
+		return fmt.Errorf("%w: WorkerOptions.AdminHandler needs AdminAddr (it is served there)", ErrInvalidOptions)
+	}
+	for typ, n := range o.Limits {
+		if n < 1 || n > trafficcop.MaxSlots {
+			return opt.Invalid(ErrInvalidOptions, "WorkerOptions.Limits["+typ+"]", n, fmt.Sprintf("1 to %d running tasks", trafficcop.MaxSlots))
+		}
+	}
+	return nil
+}
+
 // Worker is one leasecron instance: it competes for the lease and moves
 // due tasks while it leads, consumes the queue, and walks the blackboard.
 type Worker struct {
@@ -123,31 +162,9 @@ type Worker struct {
 // NewWorker prepares a worker; handlers are added with Handle, then Run
 // starts it.
 func NewWorker(o WorkerOptions) (*Worker, error) {
-	o.Names = o.Names.withDefaults()
-	if err := o.Names.validate(); err != nil {
+	o = o.WithDefaults()
+	if err := o.validate(); err != nil {
 		return nil, err
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	o.Clock = clock.OrReal(o.Clock)
-	if o.TracerProvider == nil {
-		o.TracerProvider = otel.GetTracerProvider()
-	}
-	if o.InstanceID == "" {
-		o.InstanceID = instance.NewID()
-	}
-	if o.Version == "" {
-		o.Version = instance.Version()
-	}
-	if err := o.Runs.fill(); err != nil {
-		return nil, err
-	}
-	if err := storage.ValidateKeyPart("InstanceID", o.InstanceID); err != nil {
-		return nil, err
-	}
-	if o.AdminHandler != nil && o.AdminAddr == "" {
-		return nil, errors.New("leasecron: WorkerOptions.AdminHandler needs AdminAddr (it is served there)")
 	}
 	w := &Worker{o: o, counter: storage.NewCounter(), metrics: ops.NewMetrics(), handlers: map[string]leasecrontype.Handler{}, slots: map[string]*trafficcop.Semaphore{}}
 	w.log = o.Logger.With("instance", o.InstanceID)

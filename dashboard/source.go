@@ -34,7 +34,7 @@ type Source interface {
 	// DeadLetters returns up to n of the oldest dead letters and how many
 	// there are in all.
 	DeadLetters(ctx context.Context, n int) ([]queue.DeadLetter, int, error)
-	// Blackboard returns every aggregator key.
+	// Blackboard returns every blackboard key.
 	Blackboard(ctx context.Context) ([]blackboard.Entry, error)
 	// Fleet returns the instances seen, the lease holder and the slots.
 	Fleet(ctx context.Context) (Fleet, error)

@@ -25,7 +25,7 @@ type Task struct {
 	Attempt int
 	// Generation is the fencing generation of the leader that moved it.
 	Generation int64
-	// Key is the blackboard key when the task comes from the aggregator.
+	// Key is the blackboard key when the task comes from the blackboard.
 	Key string
 }
 

@@ -3,7 +3,6 @@ package schedule
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -125,7 +124,7 @@ type Client struct {
 // newClient returns a Client over t.
 func newClient(t table.Table, o Options) (*Client, error) {
 	if t == nil {
-		return nil, errors.New("schedule: nil table")
+		return nil, fmt.Errorf("%w: nil table", ErrInvalidOptions)
 	}
 	o = o.WithDefaults()
 	if err := o.validate(); err != nil {

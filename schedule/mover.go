@@ -59,7 +59,7 @@ type Mover struct {
 // Shards default to c's.
 func NewMover(c *Client, o MoverOptions) (*Mover, error) {
 	if c == nil {
-		return nil, errors.New("schedule.NewMover: nil Client")
+		return nil, fmt.Errorf("%w: schedule.NewMover: nil Client", ErrInvalidOptions)
 	}
 	if len(o.Shards) == 0 {
 		o.Shards = c.Shards()
@@ -70,7 +70,7 @@ func NewMover(c *Client, o MoverOptions) (*Mover, error) {
 // newMover returns a Mover over t.
 func newMover(t table.Table, o MoverOptions) (*Mover, error) {
 	if t == nil {
-		return nil, errors.New("schedule.NewMover: nil table")
+		return nil, fmt.Errorf("%w: schedule.NewMover: nil table", ErrInvalidOptions)
 	}
 	o = o.WithDefaults()
 	if err := o.validate(); err != nil {

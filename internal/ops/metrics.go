@@ -117,7 +117,7 @@ func NewMetrics() *Metrics {
 	}, []string{"service", "op", "status"})
 	m.blackboardRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasecron_blackboard_runs_total",
-		Help: "Blackboard (aggregator) runs by outcome.",
+		Help: "Blackboard runs by outcome.",
 	}, []string{"outcome"})
 	m.slotsHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "leasecron_semaphore_slots_held",
@@ -245,7 +245,7 @@ func (m *Metrics) StorageRequest(k storage.RequestKey) {
 	m.storageReqs.WithLabelValues(k.Service, k.Op, strconv.Itoa(k.Status)).Inc()
 }
 
-// BlackboardRun counts one aggregator run with its outcome (e.g.
+// BlackboardRun counts one blackboard run with its outcome (e.g.
 // "succeeded", "failed", "takeover").
 func (m *Metrics) BlackboardRun(outcome string) {
 	if m == nil {

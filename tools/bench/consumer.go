@@ -289,7 +289,7 @@ func (*deleteCounter) OnPoll(int, time.Duration) {}
 
 // workerConfig is the fleet configuration of benchmark worker processes:
 // the product's default intervals, a no-op "log" handler whose lines are
-// not written (log.level warn), no aggregator.
+// not written (log.level warn), no blackboard.
 func workerConfig(extra map[string]any) map[string]any {
 	cfg := map[string]any{
 		"lease":      map[string]any{"duration": "60s", "poll_every": "15s"},

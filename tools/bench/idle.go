@@ -11,7 +11,7 @@ import (
 
 // runIdle is scenario 5, part two: storage requests per hour of idle
 // in-process workers with default options (lease poll 15 s, consumer
-// poll_max 30 s, aggregator cycle 1 h) on one fresh Azurite: the leader, a
+// poll_max 30 s, blackboard cycle 1 h) on one fresh Azurite: the leader, a
 // standby competing for the lease, a standby without run records, and a
 // worker that does not compete (worker.lead=false). Counting starts after
 // a warm-up, so the consumers' polling has backed off to its maximum.

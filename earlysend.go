@@ -3,11 +3,10 @@ package leasecron
 import (
 	"cmp"
 	"context"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/wakenote"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -25,62 +24,6 @@ func earlyWindow(m schedule.MoverSettings, l trafficcop.Timing) time.Duration {
 	return max(l.LeaseDuration+l.PollEvery, cmp.Or(m.PollEvery, schedule.DefaultPollEvery))
 }
 
-// Wake notes: the leader publishes, in the lease metadata with every
-// renewal (trafficcop.Options.Note), when the messages it has enqueued early
-// come due; every other worker's consumer looks for work at those times. If
-// the leader dies, its tasks still start on time although no consumer is
-// told by the mover any more, and however far the others' polling has
-// backed off.
-const (
-	wakeNotePrefix = "wake1:"
-	// maxWakeNote bounds the due times in one note (each takes about five
-	// bytes; trafficcop.MaxNote is 2 KiB).
-	maxWakeNote = 300
-)
-
-// encodeWakeNote renders due times (sorted) as "wake1:{first unix ms in
-// base 36}:{offsets from it in ms, base 36, comma-separated}".
-func encodeWakeNote(dues []time.Time) string {
-	if len(dues) == 0 {
-		return ""
-	}
-	base := dues[0].UnixMilli()
-	var b strings.Builder
-	b.WriteString(wakeNotePrefix)
-	b.WriteString(strconv.FormatInt(base, 36))
-	b.WriteByte(':')
-	for i, d := range dues {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatInt(d.UnixMilli()-base, 36))
-	}
-	return b.String()
-}
-
-// decodeWakeNote parses encodeWakeNote's form; anything else yields nothing.
-func decodeWakeNote(s string) []time.Time {
-	rest, ok := strings.CutPrefix(s, wakeNotePrefix)
-	if !ok {
-		return nil
-	}
-	head, list, ok := strings.Cut(rest, ":")
-	base, err := strconv.ParseInt(head, 36, 64)
-	if !ok || err != nil || list == "" {
-		return nil
-	}
-	parts := strings.Split(list, ",")
-	out := make([]time.Time, 0, min(len(parts), maxWakeNote))
-	for _, p := range parts[:min(len(parts), maxWakeNote)] {
-		off, err := strconv.ParseInt(p, 36, 64)
-		if err != nil || off < 0 {
-			return nil
-		}
-		out = append(out, time.UnixMilli(base+off))
-	}
-	return out
-}
-
 // wakeNote is the leader's note: when the messages its mover enqueued
 // early come due.
 func (w *Worker) wakeNote() string {
@@ -90,7 +33,7 @@ func (w *Worker) wakeNote() string {
 	if m == nil {
 		return ""
 	}
-	return encodeWakeNote(m.Upcoming(w.o.Clock.Now(), maxWakeNote))
+	return wakenote.Encode(m.Upcoming(w.o.Clock.Now(), wakenote.Max))
 }
 
 // heardWakeNote hands the leader's wake note to this worker's consumer.
@@ -102,7 +45,7 @@ func (w *Worker) heardWakeNote(note string) {
 		return
 	}
 	now := w.o.Clock.Now()
-	for _, t := range decodeWakeNote(note) {
+	for _, t := range wakenote.Decode(note) {
 		if t.After(now) {
 			c.WakeAt(t)
 		}
