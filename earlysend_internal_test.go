@@ -1,6 +1,7 @@
 package leasecron
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 
 func TestEarlyWindowCoversAFailover(t *testing.T) {
 	short := trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second}
-	for _, c := range []struct {
+	for i, c := range []struct {
 		m    schedule.MoverSettings
 		l    trafficcop.Timing
 		want time.Duration
@@ -21,8 +22,10 @@ func TestEarlyWindowCoversAFailover(t *testing.T) {
 		{schedule.MoverSettings{Early: 3 * time.Second}, trafficcop.Timing{}, 3 * time.Second},
 		{schedule.MoverSettings{Early: -1}, trafficcop.Timing{}, -1},
 	} {
-		if got := earlyWindow(c.m, c.l); got != c.want {
-			t.Errorf("earlyWindow(%+v, %+v) = %s, want %s", c.m, c.l, got, c.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := earlyWindow(c.m, c.l); got != c.want {
+				t.Errorf("earlyWindow(%+v, %+v) = %s, want %s", c.m, c.l, got, c.want)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package leasecron_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -68,9 +69,11 @@ func TestChangeAfterEarlyEnqueueRefusedWithoutRunRecords(t *testing.T) {
 			return err
 		},
 	} {
-		if err := op(); !errors.Is(err, leasecron.ErrAlreadySent) || !strings.Contains(err.Error(), "run records") {
-			t.Errorf("%s after the early enqueue = %v, want ErrAlreadySent saying why", name, err)
-		}
+		t.Run(fmt.Sprint(name), func(t *testing.T) {
+			if err := op(); !errors.Is(err, leasecron.ErrAlreadySent) || !strings.Contains(err.Error(), "run records") {
+				t.Errorf("%s after the early enqueue = %v, want ErrAlreadySent saying why", name, err)
+			}
+		})
 	}
 	select {
 	case id := <-ran:

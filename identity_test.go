@@ -1,6 +1,7 @@
 package leasecron_test
 
 import (
+	"fmt"
 	"regexp"
 	"testing"
 
@@ -14,7 +15,7 @@ import (
 // format (there were three: host-pid-hex, host/pid/hex and host-pid-uuid8).
 func TestEveryDefaultIdentityHasOneForm(t *testing.T) {
 	form := regexp.MustCompile(`^[A-Za-z0-9._-]{1,40}-[0-9]+-[0-9a-f]{8}$`)
-	cop, err := trafficcop.NewCop(trafficcop.NewMemLock("l", nil), trafficcop.Options{})
+	cop, err := trafficcop.NewCop(trafficcop.NewMemoryLock("l", nil), trafficcop.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,7 @@ func TestEveryDefaultIdentityHasOneForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	con, err := queue.NewConsumerWith(queue.NewMemQueue("w", nil), queue.NewMemQueue("p", nil), queue.ConsumerOptions{})
+	con, err := queue.NewConsumerWith(queue.NewMemoryQueue("w", nil), queue.NewMemoryQueue("p", nil), queue.ConsumerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +35,10 @@ func TestEveryDefaultIdentityHasOneForm(t *testing.T) {
 		"aggregator Worker.ID":       agg.ID(),
 		"queue Consumer":             con.Stats().Instance,
 	} {
-		if !form.MatchString(id) {
-			t.Errorf("%s = %q, want {host}-{pid}-{8 hex}", name, id)
-		}
+		t.Run(fmt.Sprint(name), func(t *testing.T) {
+			if !form.MatchString(id) {
+				t.Errorf("%s = %q, want {host}-{pid}-{8 hex}", name, id)
+			}
+		})
 	}
 }

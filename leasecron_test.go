@@ -191,12 +191,14 @@ func TestInvalidNamesRefused(t *testing.T) {
 		{leasecron.Names{Queue: "Bad_Queue"}, "Names.Queue", "Bad_Queue"},
 		{leasecron.Names{LeaseBlob: " locks"}, "Names.LeaseBlob", `" locks"`},
 	} {
-		_, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"}, Names: c.names})
-		if err == nil {
-			t.Fatalf("%s %s: want an error", c.field, c.value)
-		}
-		if got := err.Error(); !strings.Contains(got, c.field) || !strings.Contains(got, c.value) {
-			t.Fatalf("error %q should name the field %s and value %s", got, c.field, c.value)
-		}
+		t.Run(c.value, func(t *testing.T) {
+			_, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"}, Names: c.names})
+			if err == nil {
+				t.Fatalf("%s %s: want an error", c.field, c.value)
+			}
+			if got := err.Error(); !strings.Contains(got, c.field) || !strings.Contains(got, c.value) {
+				t.Fatalf("error %q should name the field %s and value %s", got, c.field, c.value)
+			}
+		})
 	}
 }

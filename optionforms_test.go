@@ -31,11 +31,11 @@ func TestOneErrorFormForNegativeOptions(t *testing.T) {
 		err   func() error
 	}{
 		{"Concurrency", queue.ErrInvalidOptions, func() error {
-			_, err := queue.NewConsumerWith(queue.NewMemQueue("w", nil), queue.NewMemQueue("p", nil), queue.ConsumerOptions{ConsumerSettings: queue.ConsumerSettings{Concurrency: -1}})
+			_, err := queue.NewConsumerWith(queue.NewMemoryQueue("w", nil), queue.NewMemoryQueue("p", nil), queue.ConsumerOptions{ConsumerSettings: queue.ConsumerSettings{Concurrency: -1}})
 			return err
 		}},
 		{"PollMax", queue.ErrInvalidOptions, func() error {
-			_, err := queue.NewConsumerWith(queue.NewMemQueue("w", nil), queue.NewMemQueue("p", nil), queue.ConsumerOptions{ConsumerSettings: queue.ConsumerSettings{PollMax: -time.Second}})
+			_, err := queue.NewConsumerWith(queue.NewMemoryQueue("w", nil), queue.NewMemoryQueue("p", nil), queue.ConsumerOptions{ConsumerSettings: queue.ConsumerSettings{PollMax: -time.Second}})
 			return err
 		}},
 		{"Timeout", handler.ErrInvalidOptions, func() error {
@@ -71,15 +71,17 @@ func TestOneErrorFormForNegativeOptions(t *testing.T) {
 			return err
 		}},
 	} {
-		err := c.err()
-		m := form.FindStringSubmatch(errString(err))
-		if !errors.Is(err, c.kind) || m == nil || m[1] != c.field {
-			t.Errorf("negative %s: %v; want %v and the form \"…%s = -…: want …, or 0 for the default …\"", c.field, err, c.kind, c.field)
-		}
+		t.Run(c.field, func(t *testing.T) {
+			err := c.err()
+			m := form.FindStringSubmatch(errString(err))
+			if !errors.Is(err, c.kind) || m == nil || m[1] != c.field {
+				t.Errorf("negative %s: %v; want %v and the form \"…%s = -…: want …, or 0 for the default …\"", c.field, err, c.kind, c.field)
+			}
+		})
 	}
 	// trafficcop's options have derived defaults and ranges; its refusals
 	// take the same "field = value: want" form.
-	_, err := trafficcop.NewCop(trafficcop.NewMemLock("l", nil), trafficcop.Options{Timing: trafficcop.Timing{PollEvery: -time.Second}})
+	_, err := trafficcop.NewCop(trafficcop.NewMemoryLock("l", nil), trafficcop.Options{Timing: trafficcop.Timing{PollEvery: -time.Second}})
 	if !errors.Is(err, trafficcop.ErrInvalidOptions) || !regexp.MustCompile(`PollEvery = -1s: want `).MatchString(errString(err)) {
 		t.Errorf("trafficcop PollEvery -1s: %v", err)
 	}

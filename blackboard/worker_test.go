@@ -191,9 +191,11 @@ func TestRacingWorkersClaimEachKeyOnce(t *testing.T) {
 		perKey[task.Key]++
 	}
 	for k, n := range perKey {
-		if n != 5 {
-			t.Errorf("key %s ran %d times in 5 intervals", k, n)
-		}
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			if n != 5 {
+				t.Errorf("key %s ran %d times in 5 intervals", k, n)
+			}
+		})
 	}
 }
 
@@ -675,10 +677,12 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{Settings: Settings{MaxConcurrent: 65}, Handlers: h}, "MaxConcurrent = 65"},
 		{Options{Handlers: h, Table: "bad-name"}, "bad-name"},
 	} {
-		_, err := NewWorkerWithStore(NewMemoryStore(), tc.o)
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("options %+v: error %v, want ErrInvalid naming %q", tc.o, err, tc.want)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			_, err := NewWorkerWithStore(NewMemoryStore(), tc.o)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("options %+v: error %v, want ErrInvalid naming %q", tc.o, err, tc.want)
+			}
+		})
 	}
 	w, err := NewWorkerWithStore(NewMemoryStore(), Options{Handlers: h})
 	if err != nil {
@@ -885,10 +889,12 @@ func TestInvalidRowIsSkipped(t *testing.T) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, task := range r.tasks {
-		if task.Key != "good" {
-			t.Fatalf("ran the invalid row: %+v", task)
-		}
+	for i, task := range r.tasks {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if task.Key != "good" {
+				t.Fatalf("ran the invalid row: %+v", task)
+			}
+		})
 	}
 	if len(r.tasks) != 3 {
 		t.Fatalf("good ran %d times over three intervals, want 3", len(r.tasks))

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -39,14 +40,16 @@ func TestDashboardOnAzurite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	xss := `<img src=x onerror=alert(1)>`
-	for _, it := range []leasecron.Item{
+	for i, it := range []leasecron.Item{
 		{ID: "one", Type: "mail", Due: time.Now().Add(time.Hour), Payload: xss},
 		{ID: "two", Type: "report", Due: time.Now().Add(2 * time.Hour)},
 		{ID: "series", Type: "report", Due: time.Now().Add(time.Hour), Recurrence: "@every 1h"},
 	} {
-		if _, err := c.Schedule(ctx, it, nil); err != nil {
-			t.Fatal(err)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if _, err := c.Schedule(ctx, it, nil); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 	if err := c.AddBlackboardKey(ctx, blackboard.Entry{Key: "city", Interval: time.Hour, Type: "cities"}, nil); err != nil {
 		t.Fatal(err)
@@ -76,28 +79,30 @@ func TestDashboardOnAzurite(t *testing.T) {
 		{"/blackboard", `data-key="city"`, 2},
 		{"/fleet", `id="slots-table"`, 4},
 	} {
-		h, err := dashboard.New(c, dashboard.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := c.Requests()
-		code, body := get(h, c2.path)
-		n := c.Requests().Sub(before)
-		if code != 200 || !strings.Contains(body, c2.want) {
-			t.Fatalf("GET %s: %d, no %s\n%s", c2.path, code, c2.want, body)
-		}
-		if strings.Contains(body, "<img") {
-			t.Errorf("GET %s: the payload reached the page as markup", c2.path)
-		}
-		t.Logf("GET %-20s %2d storage requests %v", c2.path, n.Total, n.ByOp)
-		if n.Total > c2.max {
-			t.Errorf("GET %s cost %d storage requests, want at most %d", c2.path, n.Total, c2.max)
-		}
-		before = c.Requests()
-		get(h, c2.path)
-		if again := c.Requests().Sub(before); again.Total != 0 {
-			t.Errorf("GET %s again within the cache TTL cost %d requests, want 0", c2.path, again.Total)
-		}
+		t.Run(c2.path, func(t *testing.T) {
+			h, err := dashboard.New(c, dashboard.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := c.Requests()
+			code, body := get(h, c2.path)
+			n := c.Requests().Sub(before)
+			if code != 200 || !strings.Contains(body, c2.want) {
+				t.Fatalf("GET %s: %d, no %s\n%s", c2.path, code, c2.want, body)
+			}
+			if strings.Contains(body, "<img") {
+				t.Errorf("GET %s: the payload reached the page as markup", c2.path)
+			}
+			t.Logf("GET %-20s %2d storage requests %v", c2.path, n.Total, n.ByOp)
+			if n.Total > c2.max {
+				t.Errorf("GET %s cost %d storage requests, want at most %d", c2.path, n.Total, c2.max)
+			}
+			before = c.Requests()
+			get(h, c2.path)
+			if again := c.Requests().Sub(before); again.Total != 0 {
+				t.Errorf("GET %s again within the cache TTL cost %d requests, want 0", c2.path, again.Total)
+			}
+		})
 	}
 }
 
@@ -114,14 +119,18 @@ func TestForWorkerNeedsASafeAdminAddress(t *testing.T) {
 		{"0.0.0.0:8080", dashboard.Options{ReadOnly: true}, "not loopback"},
 		{":8080", dashboard.Options{Auth: "secret"}, "basic:USER:PASSWORD"},
 	} {
-		_, err := dashboard.ForWorker(c.addr, c.o)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("AdminAddr %q %+v: %v, want an error about %q", c.addr, c.o, err, c.want)
-		}
+		t.Run(c.addr, func(t *testing.T) {
+			_, err := dashboard.ForWorker(c.addr, c.o)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("AdminAddr %q %+v: %v, want an error about %q", c.addr, c.o, err, c.want)
+			}
+		})
 	}
-	for _, ok := range []dashboard.Options{{Auth: "bearer:t"}, {ReadOnly: true, AllowAnonymous: true}} {
-		if _, err := dashboard.ForWorker(":8080", ok); err != nil {
-			t.Errorf("%+v: %v", ok, err)
-		}
+	for i, ok := range []dashboard.Options{{Auth: "bearer:t"}, {ReadOnly: true, AllowAnonymous: true}} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if _, err := dashboard.ForWorker(":8080", ok); err != nil {
+				t.Errorf("%+v: %v", ok, err)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -77,40 +78,44 @@ func TestEveryPageRendersItsIDsAndJSONTwin(t *testing.T) {
 		{"/blackboard", []string{"keys-table"}, "keys"},
 		{"/fleet", []string{"leader", "instances-table", "slots-table"}, "instances"},
 	} {
-		resp, body := fetch(t, cl, "GET", srv.URL+c.path, nil, nil)
-		if resp.StatusCode != 200 {
-			t.Fatalf("GET %s: %d\n%s", c.path, resp.StatusCode, body)
-		}
-		for _, id := range c.ids {
-			if !strings.Contains(body, `id="`+id+`"`) {
-				t.Errorf("GET %s: no element with id %q", c.path, id)
+		t.Run(c.path, func(t *testing.T) {
+			resp, body := fetch(t, cl, "GET", srv.URL+c.path, nil, nil)
+			if resp.StatusCode != 200 {
+				t.Fatalf("GET %s: %d\n%s", c.path, resp.StatusCode, body)
 			}
-		}
-		api := "/api" + c.path
-		if c.path == "/" {
-			api = "/api/overview"
-		}
-		resp, body = fetch(t, cl, "GET", srv.URL+api, nil, nil)
-		var m map[string]any
-		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &m) != nil {
-			t.Fatalf("GET %s: %d %s", api, resp.StatusCode, body)
-		}
-		if _, ok := m[c.json]; !ok {
-			t.Errorf("GET %s: no %q in %s", api, c.json, body)
-		}
+			for _, id := range c.ids {
+				if !strings.Contains(body, `id="`+id+`"`) {
+					t.Errorf("GET %s: no element with id %q", c.path, id)
+				}
+			}
+			api := "/api" + c.path
+			if c.path == "/" {
+				api = "/api/overview"
+			}
+			resp, body = fetch(t, cl, "GET", srv.URL+api, nil, nil)
+			var m map[string]any
+			if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &m) != nil {
+				t.Fatalf("GET %s: %d %s", api, resp.StatusCode, body)
+			}
+			if _, ok := m[c.json]; !ok {
+				t.Errorf("GET %s: no %q in %s", api, c.json, body)
+			}
+		})
 	}
 }
 
 func TestPayloadsErrorsAndOutputAreEscaped(t *testing.T) {
 	_, _, srv, cl := newTest(t, Options{})
 	for _, p := range []string{"/tasks", "/tasks/job-1", "/tasks/done-1", "/tasks/bad-1", "/runs", "/deadletters", "/blackboard"} {
-		_, body := fetch(t, cl, "GET", srv.URL+p, nil, nil)
-		if strings.Contains(body, "<img") {
-			t.Errorf("GET %s: the payload reached the page as markup", p)
-		}
-		if !strings.Contains(body, "&lt;img src=x onerror=alert(1)&gt;") && p != "/runs" && p != "/blackboard" {
-			t.Errorf("GET %s: the payload is not shown as text", p)
-		}
+		t.Run(p, func(t *testing.T) {
+			_, body := fetch(t, cl, "GET", srv.URL+p, nil, nil)
+			if strings.Contains(body, "<img") {
+				t.Errorf("GET %s: the payload reached the page as markup", p)
+			}
+			if !strings.Contains(body, "&lt;img src=x onerror=alert(1)&gt;") && p != "/runs" && p != "/blackboard" {
+				t.Errorf("GET %s: the payload is not shown as text", p)
+			}
+		})
 	}
 }
 
@@ -119,9 +124,11 @@ func TestSecurityHeaders(t *testing.T) {
 	resp, _ := fetch(t, cl, "GET", srv.URL+"/", nil, nil)
 	csp := resp.Header.Get("Content-Security-Policy")
 	for _, want := range []string{"script-src 'self'", "frame-ancestors 'none'", "default-src 'none'"} {
-		if !strings.Contains(csp, want) {
-			t.Errorf("CSP %q lacks %q", csp, want)
-		}
+		t.Run(want, func(t *testing.T) {
+			if !strings.Contains(csp, want) {
+				t.Errorf("CSP %q lacks %q", csp, want)
+			}
+		})
 	}
 	if strings.Contains(csp, "unsafe-inline") {
 		t.Errorf("CSP allows inline code: %q", csp)
@@ -141,7 +148,7 @@ func TestActionsNeedTheCSRFToken(t *testing.T) {
 	token := m[1]
 	// Without the token, with a wrong one, and cross-site with the right
 	// one: refused, and nothing happens.
-	for _, c := range []struct {
+	for i, c := range []struct {
 		form url.Values
 		hdr  map[string]string
 	}{
@@ -150,10 +157,12 @@ func TestActionsNeedTheCSRFToken(t *testing.T) {
 		{url.Values{"csrf": {token}}, map[string]string{"Sec-Fetch-Site": "cross-site"}},
 		{url.Values{"csrf": {token}}, map[string]string{"Origin": "https://evil.example"}},
 	} {
-		resp, _ := fetch(t, cl, "POST", srv.URL+"/tasks/job-1/cancel", c.form, c.hdr)
-		if resp.StatusCode != http.StatusForbidden {
-			t.Errorf("POST %v %v: status %d, want 403", c.form, c.hdr, resp.StatusCode)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			resp, _ := fetch(t, cl, "POST", srv.URL+"/tasks/job-1/cancel", c.form, c.hdr)
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("POST %v %v: status %d, want 403", c.form, c.hdr, resp.StatusCode)
+			}
+		})
 	}
 	// Another browser's cookie with this token: refused too.
 	other := &http.Client{CheckRedirect: cl.CheckRedirect}
@@ -204,21 +213,23 @@ func TestEveryActionReachesTheSource(t *testing.T) {
 		{"/blackboard/city-a/run-now", nil, "key-run-now city-a"},
 		{"/blackboard/city-a/remove", nil, "key-remove city-a"},
 	} {
-		if c.form == nil {
-			c.form = url.Values{}
-		}
-		resp, body := fetch(t, cl, "POST", srv.URL+c.path, c.form, js)
-		var out struct {
-			OK      bool
-			Message string
-		}
-		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &out) != nil || !out.OK {
-			t.Errorf("POST %s: %d %s", c.path, resp.StatusCode, body)
-		}
-		got := src.done()
-		if len(got) == 0 || got[len(got)-1] != c.want {
-			t.Errorf("POST %s: source saw %v, want %q last", c.path, got, c.want)
-		}
+		t.Run(c.path, func(t *testing.T) {
+			if c.form == nil {
+				c.form = url.Values{}
+			}
+			resp, body := fetch(t, cl, "POST", srv.URL+c.path, c.form, js)
+			var out struct {
+				OK      bool
+				Message string
+			}
+			if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &out) != nil || !out.OK {
+				t.Errorf("POST %s: %d %s", c.path, resp.StatusCode, body)
+			}
+			got := src.done()
+			if len(got) == 0 || got[len(got)-1] != c.want {
+				t.Errorf("POST %s: source saw %v, want %q last", c.path, got, c.want)
+			}
+		})
 	}
 	// Bad input is refused before the source is asked, naming the value.
 	n := len(src.done())
@@ -238,10 +249,12 @@ func TestEveryActionReachesTheSource(t *testing.T) {
 func TestReadOnlyHidesAndRefusesActions(t *testing.T) {
 	src, _, srv, cl := newTest(t, Options{ReadOnly: true})
 	for _, p := range []string{"/", "/tasks", "/tasks/job-1", "/recurring", "/deadletters", "/blackboard"} {
-		_, body := fetch(t, cl, "GET", srv.URL+p, nil, nil)
-		if strings.Contains(body, `method="post"`) {
-			t.Errorf("read-only %s shows a form that changes state", p)
-		}
+		t.Run(p, func(t *testing.T) {
+			_, body := fetch(t, cl, "GET", srv.URL+p, nil, nil)
+			if strings.Contains(body, `method="post"`) {
+				t.Errorf("read-only %s shows a form that changes state", p)
+			}
+		})
 	}
 	_, body := fetch(t, cl, "GET", srv.URL+"/api/csrf", nil, nil)
 	var tok struct{ Token string }
@@ -269,31 +282,35 @@ func TestAuth(t *testing.T) {
 		{"bearer:tok3n", "anyone", "tok3n", "", 200},
 		{"bearer:tok3n", "anyone", "nope", "", 401},
 	} {
-		_, _, srv, cl := newTest(t, Options{Auth: c.auth})
-		req, _ := http.NewRequest("GET", srv.URL+"/api/overview", nil)
-		if c.user != "" || c.pass != "" {
-			req.SetBasicAuth(c.user, c.pass)
-		}
-		if c.bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+c.bearer)
-		}
-		resp, err := cl.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != c.want {
-			t.Errorf("%s with user %q pass %q bearer %q: %d, want %d", c.auth, c.user, c.pass, c.bearer, resp.StatusCode, c.want)
-		}
-		if c.want == 401 && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic") {
-			t.Errorf("401 without a basic-auth challenge")
-		}
+		t.Run(c.auth, func(t *testing.T) {
+			_, _, srv, cl := newTest(t, Options{Auth: c.auth})
+			req, _ := http.NewRequest("GET", srv.URL+"/api/overview", nil)
+			if c.user != "" || c.pass != "" {
+				req.SetBasicAuth(c.user, c.pass)
+			}
+			if c.bearer != "" {
+				req.Header.Set("Authorization", "Bearer "+c.bearer)
+			}
+			resp, err := cl.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				t.Errorf("%s with user %q pass %q bearer %q: %d, want %d", c.auth, c.user, c.pass, c.bearer, resp.StatusCode, c.want)
+			}
+			if c.want == 401 && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic") {
+				t.Errorf("401 without a basic-auth challenge")
+			}
+		})
 	}
 	for _, bad := range []string{"s3cret", "basic:ops", "basic::x", "bearer:", "token:x"} {
-		_, err := newServer(newFakeSource(t0), Options{Auth: bad})
-		if err == nil || strings.Contains(err.Error(), bad) && bad != "bearer:" {
-			t.Errorf("auth %q: err %v (must refuse without echoing the secret)", bad, err)
-		}
+		t.Run(bad, func(t *testing.T) {
+			_, err := newServer(newFakeSource(t0), Options{Auth: bad})
+			if err == nil || strings.Contains(err.Error(), bad) && bad != "bearer:" {
+				t.Errorf("auth %q: err %v (must refuse without echoing the secret)", bad, err)
+			}
+		})
 	}
 }
 
@@ -316,13 +333,15 @@ func TestCheckAddr(t *testing.T) {
 		{":8090", Options{Auth: "bearer:x"}, true},
 		{"nonsense", Options{}, false},
 	} {
-		err := CheckAddr(c.addr, c.o)
-		if (err == nil) != c.ok {
-			t.Errorf("CheckAddr(%q, %+v) = %v, want ok=%v", c.addr, c.o, err, c.ok)
-		}
-		if err != nil && !strings.Contains(err.Error(), c.addr) {
-			t.Errorf("error %q does not name the address", err)
-		}
+		t.Run(c.addr, func(t *testing.T) {
+			err := CheckAddr(c.addr, c.o)
+			if (err == nil) != c.ok {
+				t.Errorf("CheckAddr(%q, %+v) = %v, want ok=%v", c.addr, c.o, err, c.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), c.addr) {
+				t.Errorf("error %q does not name the address", err)
+			}
+		})
 	}
 	if err := CheckAddr(":1", Options{}); !errors.Is(err, ErrExposed) {
 		t.Errorf("want ErrExposed, got %v", err)
@@ -361,10 +380,12 @@ func TestBadQueriesNameTheValue(t *testing.T) {
 		{"/tasks?continue=bad", `bad`},
 		{"/tasks/nope", `nope`},
 	} {
-		resp, body := fetch(t, cl, "GET", srv.URL+c.path, nil, nil)
-		if resp.StatusCode/100 != 4 || !strings.Contains(body, c.want) && !strings.Contains(body, template_escape(c.want)) {
-			t.Errorf("GET %s: %d, body lacks %s", c.path, resp.StatusCode, c.want)
-		}
+		t.Run(c.path, func(t *testing.T) {
+			resp, body := fetch(t, cl, "GET", srv.URL+c.path, nil, nil)
+			if resp.StatusCode/100 != 4 || !strings.Contains(body, c.want) && !strings.Contains(body, template_escape(c.want)) {
+				t.Errorf("GET %s: %d, body lacks %s", c.path, resp.StatusCode, c.want)
+			}
+		})
 	}
 	resp, _ := fetch(t, cl, "GET", srv.URL+"/tasks?id=job-1", nil, nil)
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/tasks/job-1" {
@@ -376,19 +397,23 @@ func template_escape(s string) string { return strings.ReplaceAll(s, `"`, "&#34;
 
 func TestBackStaysOnThisSite(t *testing.T) {
 	for in, want := range map[string]string{"/tasks?type=a": "/tasks?type=a", "//evil.example/": "/", "https://evil.example/": "/", "/\\evil": "/", "": "/"} {
-		r := httptest.NewRequest("POST", "/x", strings.NewReader(url.Values{"back": {in}}.Encode()))
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		if got := backTo(r); got != want {
-			t.Errorf("backTo(%q) = %q, want %q", in, got, want)
-		}
+		t.Run(fmt.Sprint(in), func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/x", strings.NewReader(url.Values{"back": {in}}.Encode()))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if got := backTo(r); got != want {
+				t.Errorf("backTo(%q) = %q, want %q", in, got, want)
+			}
+		})
 	}
 }
 
 func TestChartScale(t *testing.T) {
 	for in, want := range map[int64]int64{0: 5, 3: 5, 6: 10, 11: 20, 20: 20, 21: 50, 499: 500, 501: 1000} {
-		if got := niceMax(in); got != want {
-			t.Errorf("niceMax(%d) = %d, want %d", in, got, want)
-		}
+		t.Run(fmt.Sprint(in), func(t *testing.T) {
+			if got := niceMax(in); got != want {
+				t.Errorf("niceMax(%d) = %d, want %d", in, got, want)
+			}
+		})
 	}
 	ms := minuteViews([]Minute{{Minute: t0.Add(-30 * time.Second), Succeeded: 4, Failed: 1}}, t0)
 	if len(ms) != 60 || !ms[59].Minute.Equal(t0) || ms[58].Succeeded != 4 {

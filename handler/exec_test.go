@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,23 +201,25 @@ func TestExecPayloadIsNeverACommand(t *testing.T) {
 		"&& touch " + marker,
 		"; rm -rf /",
 	}
-	for _, argv := range [][]string{
+	for i, argv := range [][]string{
 		{"/bin/cat"},
 		{"/bin/sh", "-c", `read -r line; printf '%s\n' "$line"`},
 	} {
-		h := mustExec(t, ExecOptions{Argv: argv})
-		for _, p := range payloads {
-			ctx, got := capture()
-			if err := h(ctx, sampleTask(p+"\n")); err != nil {
-				t.Fatalf("%v with payload %q: %v", argv, p, err)
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			h := mustExec(t, ExecOptions{Argv: argv})
+			for _, p := range payloads {
+				ctx, got := capture()
+				if err := h(ctx, sampleTask(p+"\n")); err != nil {
+					t.Fatalf("%v with payload %q: %v", argv, p, err)
+				}
+				if out, _ := got(); out != p+"\n" {
+					t.Fatalf("%v echoed %q, want the payload %q verbatim", argv, out, p)
+				}
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatalf("payload %q was executed: %s exists", p, marker)
+				}
 			}
-			if out, _ := got(); out != p+"\n" {
-				t.Fatalf("%v echoed %q, want the payload %q verbatim", argv, out, p)
-			}
-			if _, err := os.Stat(marker); err == nil {
-				t.Fatalf("payload %q was executed: %s exists", p, marker)
-			}
-		}
+		})
 	}
 }
 
@@ -476,15 +479,17 @@ func TestExecSnooze(t *testing.T) {
 		{`echo 600; exit 75`, 10 * time.Minute},
 		{`printf '90s\n\n'; exit 75`, 90 * time.Second},
 	} {
-		h := mustExec(t, ExecOptions{Argv: []string{"/bin/sh", "-c", c.script}})
-		ctx, got := capture()
-		err := h(ctx, sampleTask(""))
-		if d, ok := leasecrontype.SnoozeOf(err); !ok || d != c.want {
-			t.Errorf("%s: err %v, want a snooze of %v", c.script, err, c.want)
-		}
-		if out, _ := got(); out == "" {
-			t.Errorf("%s: output not recorded", c.script)
-		}
+		t.Run(c.script, func(t *testing.T) {
+			h := mustExec(t, ExecOptions{Argv: []string{"/bin/sh", "-c", c.script}})
+			ctx, got := capture()
+			err := h(ctx, sampleTask(""))
+			if d, ok := leasecrontype.SnoozeOf(err); !ok || d != c.want {
+				t.Errorf("%s: err %v, want a snooze of %v", c.script, err, c.want)
+			}
+			if out, _ := got(); out == "" {
+				t.Errorf("%s: output not recorded", c.script)
+			}
+		})
 	}
 	h := mustExec(t, ExecOptions{Argv: []string{"/bin/sh", "-c", `echo "later, maybe"; exit 75`}})
 	err := h(context.Background(), sampleTask(""))

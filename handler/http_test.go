@@ -94,9 +94,11 @@ func TestHTTPSendsPayloadAndHeaders(t *testing.T) {
 		"Content-Type":   "application/json",
 	}
 	for k, v := range want {
-		if g := s.header.Get(k); g != v {
-			t.Errorf("header %s = %q, want %q", k, g, v)
-		}
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			if g := s.header.Get(k); g != v {
+				t.Errorf("header %s = %q, want %q", k, g, v)
+			}
+		})
 	}
 	if o, calls := out(); o != "accepted task-1" || calls != 1 {
 		t.Errorf("sink got %q (%d calls)", o, calls)
@@ -122,35 +124,37 @@ func TestHTTPMethodAndDefaultContentType(t *testing.T) {
 
 func TestHTTPNon2xxIsAnErrorWithBodyTail(t *testing.T) {
 	t.Parallel()
-	for _, status := range []int{http.StatusInternalServerError, http.StatusNotFound, http.StatusMultipleChoices} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(status)
-			io.WriteString(w, strings.Repeat("noise ", 2000)+"the real reason")
-		}))
-		h := mustHTTP(t, HTTPOptions{URL: srv.URL + "/x?sig=SECRET", OutputTail: 32})
-		ctx, out := capture()
-		err := h(ctx, sampleTask(""))
-		srv.Close()
-		var he *HTTPError
-		if !errors.As(err, &he) {
-			t.Fatalf("status %d: error %v (%T), want *HTTPError", status, err, err)
-		}
-		if he.StatusCode != status || !strings.HasSuffix(he.Tail, "the real reason") || len(he.Tail) != 32 {
-			t.Errorf("status %d: got %d, tail %q", status, he.StatusCode, he.Tail)
-		}
-		if tailOf(err) != he.Tail {
-			t.Errorf("tailOf(err) = %q", tailOf(err))
-		}
-		msg := err.Error()
-		if !strings.Contains(msg, http.StatusText(status)) || !strings.Contains(msg, "the real reason") {
-			t.Errorf("Error() %q lacks the status or body", msg)
-		}
-		if strings.Contains(msg, "SECRET") {
-			t.Errorf("Error() %q leaks the URL's signature", msg)
-		}
-		if o, calls := out(); calls != 1 || o != he.Tail {
-			t.Errorf("sink got %q (%d calls)", o, calls)
-		}
+	for i, status := range []int{http.StatusInternalServerError, http.StatusNotFound, http.StatusMultipleChoices} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(status)
+				io.WriteString(w, strings.Repeat("noise ", 2000)+"the real reason")
+			}))
+			h := mustHTTP(t, HTTPOptions{URL: srv.URL + "/x?sig=SECRET", OutputTail: 32})
+			ctx, out := capture()
+			err := h(ctx, sampleTask(""))
+			srv.Close()
+			var he *HTTPError
+			if !errors.As(err, &he) {
+				t.Fatalf("status %d: error %v (%T), want *HTTPError", status, err, err)
+			}
+			if he.StatusCode != status || !strings.HasSuffix(he.Tail, "the real reason") || len(he.Tail) != 32 {
+				t.Errorf("status %d: got %d, tail %q", status, he.StatusCode, he.Tail)
+			}
+			if tailOf(err) != he.Tail {
+				t.Errorf("tailOf(err) = %q", tailOf(err))
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, http.StatusText(status)) || !strings.Contains(msg, "the real reason") {
+				t.Errorf("Error() %q lacks the status or body", msg)
+			}
+			if strings.Contains(msg, "SECRET") {
+				t.Errorf("Error() %q leaks the URL's signature", msg)
+			}
+			if o, calls := out(); calls != 1 || o != he.Tail {
+				t.Errorf("sink got %q (%d calls)", o, calls)
+			}
+		})
 	}
 }
 

@@ -21,9 +21,11 @@ func TestBackoff(t *testing.T) {
 	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second,
 		64 * time.Second, 128 * time.Second, 256 * time.Second, 512 * time.Second, 10 * time.Minute, 10 * time.Minute}
 	for i, w := range want {
-		if got := backoff(base, max, i+1); got != w {
-			t.Errorf("backoff(attempt %d) = %v, want %v", i+1, got, w)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := backoff(base, max, i+1); got != w {
+				t.Errorf("backoff(attempt %d) = %v, want %v", i+1, got, w)
+			}
+		})
 	}
 	if got := backoff(base, max, 0); got != base {
 		t.Errorf("backoff(0) = %v, want base", got)
@@ -34,11 +36,13 @@ func TestBackoff(t *testing.T) {
 	if got := backoff(time.Hour, time.Hour, 3); got != time.Hour {
 		t.Errorf("Backoff with base == max = %v", got)
 	}
-	for _, r := range []float64{0, 0.25, 0.5, 0.999} {
-		j := jitter(10*time.Second, r)
-		if j < 5*time.Second || j > 10*time.Second {
-			t.Errorf("jitter(10s, %v) = %v, want within [5s, 10s]", r, j)
-		}
+	for i, r := range []float64{0, 0.25, 0.5, 0.999} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			j := jitter(10*time.Second, r)
+			if j < 5*time.Second || j > 10*time.Second {
+				t.Errorf("jitter(10s, %v) = %v, want within [5s, 10s]", r, j)
+			}
+		})
 	}
 	if jitter(10*time.Second, 0) != 5*time.Second || jitter(10*time.Second, 1) != 10*time.Second {
 		t.Error("jitter bounds are [d/2, d]")
@@ -176,7 +180,7 @@ func TestSuccessDeletesAndPassesTheTask(t *testing.T) {
 // and hides it for the backoff; after exactly MaxAttempts it is set aside.
 func TestFailureRetriesThenPoison(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 3, BackoffBase: 2 * time.Second}})
-	rm := runs.NewMem(h.clk)
+	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
 	var got calls
 	h.c.Handle("flaky", func(ctx context.Context, task leasecrontype.Task) error {
@@ -268,7 +272,7 @@ func TestEnvelopeMaxAttemptsOverrides(t *testing.T) {
 
 func TestPanicIsAFailedAttempt(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
-	rm := runs.NewMem(h.clk)
+	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
 	h.c.Handle("p", func(context.Context, leasecrontype.Task) error { panic("kaboom") })
 	h.enqueue(Envelope{ID: "p1", Type: "p"})
@@ -305,7 +309,7 @@ func TestTimeoutIsAFailedAttempt(t *testing.T) {
 // visibility timeout; at MaxRunTime the handler is cancelled (a failed attempt).
 func TestVisibilityExtendedUntilMaxRunTime(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 60 * time.Second, MaxRunTime: 100 * time.Second, PollMax: time.Hour}})
-	rm := runs.NewMem(h.clk)
+	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
 	h.c.Handle("long", func(ctx context.Context, _ leasecrontype.Task) error {
 		<-ctx.Done()
@@ -339,14 +343,14 @@ func TestVisibilityExtendedUntilMaxRunTime(t *testing.T) {
 // message is not deleted with a stale receipt.
 func TestLostMessageIsNotDeleted(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 30 * time.Second}})
-	fq := &flakyQueue{MemQueue: h.work}
+	fq := &flakyQueue{MemoryQueue: h.work}
 	c, err := NewConsumerWith(fq, h.poison, h.c.o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.hooks = h.c.hooks
 	h.c = c
-	rm := runs.NewMem(h.clk)
+	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
 	release := make(chan struct{})
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { <-release; return nil })
@@ -414,9 +418,11 @@ func TestMalformedMessagesAreSetAside(t *testing.T) {
 		"",
 		base64.StdEncoding.EncodeToString([]byte(good)), // other SDKs' default encoding: accepted
 	} {
-		if _, err := h.work.Enqueue(ctx, body, 0); err != nil {
-			t.Fatal(err)
-		}
+		t.Run(body, func(t *testing.T) {
+			if _, err := h.work.Enqueue(ctx, body, 0); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 	h.start()
 	counts := map[Outcome]int{}
@@ -433,11 +439,13 @@ func TestMalformedMessagesAreSetAside(t *testing.T) {
 		t.Fatalf("work queue holds %d messages", n)
 	}
 	reasons := map[string]string{}
-	for _, dl := range h.deadLetters() {
-		reasons[dl.Body] = dl.Reason
-		if dl.MessageID == "" || dl.Queue != "work" || dl.Worker != "test-worker" {
-			t.Fatalf("record lacks provenance: %+v", dl)
-		}
+	for i, dl := range h.deadLetters() {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			reasons[dl.Body] = dl.Reason
+			if dl.MessageID == "" || dl.Queue != "work" || dl.Worker != "test-worker" {
+				t.Fatalf("record lacks provenance: %+v", dl)
+			}
+		})
 	}
 	if len(reasons) != 5 {
 		t.Fatalf("poison records: %v", reasons)
@@ -448,9 +456,11 @@ func TestMalformedMessagesAreSetAside(t *testing.T) {
 		`{"v":99,"id":"future","type":"t"}`:    "version 99",
 		`{"v":1,"type":"t"}`:                   "no id",
 	} {
-		if !strings.Contains(reasons[body], want) {
-			t.Errorf("reason for %q = %q, want it to mention %q", body, reasons[body], want)
-		}
+		t.Run(fmt.Sprint(body), func(t *testing.T) {
+			if !strings.Contains(reasons[body], want) {
+				t.Errorf("reason for %q = %q, want it to mention %q", body, reasons[body], want)
+			}
+		})
 	}
 	if st := h.c.Stats().ByType[MalformedType]; st.SetAside != 5 {
 		t.Fatalf("stats = %+v", st)
@@ -520,7 +530,7 @@ func TestHandlerAddedDuringRetries(t *testing.T) {
 
 func TestRunsSuppressDuplicatesAndHonourCancel(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
-	rm := runs.NewMem(h.clk)
+	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
 	var got calls
 	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
@@ -568,7 +578,7 @@ func TestRunsSuppressDuplicatesAndHonourCancel(t *testing.T) {
 // the first runs here, then is acknowledged as a duplicate.
 func TestSameEnvelopeTwiceRunsOnce(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 4, BackoffBase: time.Second}})
-	rm := runs.NewMem(h.clk)
+	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
 	release := make(chan struct{})
 	var got calls
@@ -593,7 +603,7 @@ func TestSameEnvelopeTwiceRunsOnce(t *testing.T) {
 
 func TestClaimedElsewhereIsPutBack(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{BackoffBase: time.Second}})
-	rm := runs.NewMem(h.clk)
+	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
 	claimUntil := t0.Add(45 * time.Second)
 	if _, err := rm.Claim(context.Background(), "busy", "other-worker", 1, claimUntil, runs.Meta{}); err != nil {
@@ -621,7 +631,7 @@ func TestClaimedElsewhereIsPutBack(t *testing.T) {
 // At-least-once beats exactly-once: a Runs outage does not stop tasks.
 func TestRunsOutageDoesNotStopTasks(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
-	rm := runs.NewMem(h.clk)
+	rm := runs.NewMemory(h.clk)
 	rm.FailWith(errors.New("table service down"))
 	h.c.o.Runs = rm
 	var got calls
@@ -742,7 +752,7 @@ func TestShutdownWaitsForInFlight(t *testing.T) {
 // released, not deleted, and no attempt is counted.
 func TestShutdownCancelsAfterGrace(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{ShutdownGrace: 10 * time.Second}})
-	rm := runs.NewMem(h.clk)
+	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
 	h.c.Handle("t", func(ctx context.Context, _ leasecrontype.Task) error { <-ctx.Done(); return ctx.Err() })
 	h.enqueue(Envelope{ID: "s", Type: "t"})
@@ -804,7 +814,7 @@ func TestHandlerIgnoringCancellation(t *testing.T) {
 
 func TestOutputCapture(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
-	rm := runs.NewMem(h.clk)
+	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
 	h.c.Handle("t", func(ctx context.Context, _ leasecrontype.Task) error {
 		w := leasecrontype.Output(ctx)
@@ -830,7 +840,7 @@ func TestOutputCapture(t *testing.T) {
 
 func TestCountersFlushedPeriodically(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{CountersEvery: time.Second}})
-	rm := runs.NewMem(h.clk)
+	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
 	h.enqueue(Envelope{ID: "a", Type: "t"})
@@ -864,12 +874,14 @@ func TestConsumerOptionsValidation(t *testing.T) {
 		{ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: -2}}, "MaxAttempts = -2"},
 		{ConsumerOptions{ConsumerSettings: ConsumerSettings{HandlerTimeouts: map[string]time.Duration{"x": 0}}}, "HandlerTimeouts[x]"},
 	} {
-		_, err := NewConsumerWith(NewMemQueue("w", nil), NewMemQueue("p", nil), c.o)
-		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("options %+v: err = %v, want one naming %q", c.o, err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			_, err := NewConsumerWith(NewMemoryQueue("w", nil), NewMemoryQueue("p", nil), c.o)
+			if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("options %+v: err = %v, want one naming %q", c.o, err, c.want)
+			}
+		})
 	}
-	c, err := NewConsumerWith(NewMemQueue("w", nil), NewMemQueue("p", nil), ConsumerOptions{})
+	c, err := NewConsumerWith(NewMemoryQueue("w", nil), NewMemoryQueue("p", nil), ConsumerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -892,7 +904,7 @@ func TestRunTwice(t *testing.T) {
 
 // countingRuns counts counter flushes.
 type countingRuns struct {
-	*runs.Mem
+	*runs.Memory
 	mu      sync.Mutex
 	flushes int
 }
@@ -901,7 +913,7 @@ func (c *countingRuns) FlushCounters(ctx context.Context, cs runs.Counters) erro
 	c.mu.Lock()
 	c.flushes++
 	c.mu.Unlock()
-	return c.Mem.FlushCounters(ctx, cs)
+	return c.Memory.FlushCounters(ctx, cs)
 }
 
 func (c *countingRuns) count() int {
@@ -914,7 +926,7 @@ func (c *countingRuns) count() int {
 // storage bill should not grow while nothing happens.
 func TestIdleCountersAreNotRewritten(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{CountersEvery: time.Second}})
-	cr := &countingRuns{Mem: runs.NewMem(h.clk)}
+	cr := &countingRuns{Memory: runs.NewMemory(h.clk)}
 	h.c.o.Runs = cr
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
 	h.enqueue(Envelope{ID: "a", Type: "t"})
@@ -1006,7 +1018,7 @@ func (g gatedFinish) Finish(ctx context.Context, id string, st leasecrontype.Run
 // outcome is recorded.
 func TestSlotGivenBackWhileOutcomeIsRecorded(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 2}})
-	rm := runs.NewMem(h.clk)
+	rm := runs.NewMemory(h.clk)
 	g := gatedFinish{RunRecorder: rm, gate: make(chan struct{}), entering: make(chan string, 10)}
 	h.c.o.Runs = g
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })

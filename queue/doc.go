@@ -8,7 +8,7 @@
 // credential: NewClient (producer, poison queue, depth) and NewConsumer take
 // an *azqueue.ServiceClient and the queue names from their options;
 // NewAzureQueue wraps one *azqueue.QueueClient as a MessageQueue. Over any
-// MessageQueue — AzureQueues, or the in-memory MemQueue for tests and
+// MessageQueue — AzureQueues, or the in-memory MemoryQueue for tests and
 // examples — NewClientWith and NewConsumerWith. Handlers are
 // leasecrontype.Handler functions receiving a leasecrontype.Task. What the
 // consumer needs from elsewhere is a small interface each, all optional:

@@ -15,7 +15,7 @@ import (
 // acknowledged without running (superseded), unreadable is put back.
 func TestEarlySentMessagesAreCheckedAgainstTheirTask(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
-	rm := runs.NewMem(h.clk)
+	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
 	var mu sync.Mutex
 	asked := map[string]int{}

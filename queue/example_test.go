@@ -15,8 +15,8 @@ import (
 
 // A consumer over in-memory queues: enqueue a task, handle it, shut down.
 func ExampleConsumer() {
-	work := queue.NewMemQueue("work", nil)
-	poison := queue.NewMemQueue("poison", nil)
+	work := queue.NewMemoryQueue("work", nil)
+	poison := queue.NewMemoryQueue("poison", nil)
 
 	c, err := queue.NewConsumerWith(work, poison, queue.ConsumerOptions{
 		ConsumerSettings: queue.ConsumerSettings{Concurrency: 2, PollMin: 10 * time.Millisecond},
@@ -112,7 +112,7 @@ func (m *memRecorder) Snooze(_ context.Context, id string, until time.Time, tail
 // outcome, with what the handler wrote to leasecrontype.Output; a second
 // delivery of a run that succeeded is acknowledged without running.
 func ExampleRunRecorder() {
-	work, poison := queue.NewMemQueue("work", nil), queue.NewMemQueue("poison", nil)
+	work, poison := queue.NewMemoryQueue("work", nil), queue.NewMemoryQueue("poison", nil)
 	records := &memRecorder{runs: map[string]leasecrontype.Run{}}
 	c, err := queue.NewConsumerWith(work, poison, queue.ConsumerOptions{ConsumerSettings: queue.ConsumerSettings{PollMin: 10 * time.Millisecond}, Runs: records})
 	if err != nil {

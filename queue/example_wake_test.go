@@ -13,7 +13,7 @@ import (
 // every 30 s, when the delayed message it just enqueued becomes due; the
 // handler starts then, not at the next poll.
 func ExampleConsumer_WakeAt() {
-	work, poison := queue.NewMemQueue("work", nil), queue.NewMemQueue("poison", nil)
+	work, poison := queue.NewMemoryQueue("work", nil), queue.NewMemoryQueue("poison", nil)
 	c, err := queue.NewConsumerWith(work, poison, queue.ConsumerOptions{
 		ConsumerSettings: queue.ConsumerSettings{PollMin: 30 * time.Second, PollMax: 30 * time.Second, ShutdownGrace: time.Second},
 	})

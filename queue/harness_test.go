@@ -43,8 +43,8 @@ func (o *observer) OnPoll(n int, _ time.Duration) {
 type harness struct {
 	t        *testing.T
 	clk      *clock.Fake
-	work     *MemQueue
-	poison   *MemQueue
+	work     *MemoryQueue
+	poison   *MemoryQueue
 	c        *Consumer
 	obs      *observer
 	idle     chan time.Duration
@@ -63,7 +63,7 @@ func newHarness(t *testing.T, o ConsumerOptions) *harness {
 	clk := clock.NewFake(t0)
 	h := &harness{
 		t: t, clk: clk,
-		work: NewMemQueue("work", clk), poison: NewMemQueue("poison", clk),
+		work: NewMemoryQueue("work", clk), poison: NewMemoryQueue("poison", clk),
 		obs:  &observer{events: make(chan event, 1000), polls: make(chan int, 1000)},
 		idle: make(chan time.Duration, 1000), extended: make(chan error, 100),
 		grace: make(chan struct{}, 10), started: make(chan string, 1000), finished: make(chan struct{}, 1000),
@@ -245,7 +245,7 @@ func (h *harness) waitExtended() error {
 	}
 }
 
-func (h *harness) only(q *MemQueue) (Message, Envelope) {
+func (h *harness) only(q *MemoryQueue) (Message, Envelope) {
 	h.t.Helper()
 	all := q.all()
 	if len(all) != 1 {
@@ -284,9 +284,9 @@ func (c *calls) n() int {
 	return len(c.tasks)
 }
 
-// flakyQueue wraps a MemQueue and fails Update on demand.
+// flakyQueue wraps a MemoryQueue and fails Update on demand.
 type flakyQueue struct {
-	*MemQueue
+	*MemoryQueue
 	mu        sync.Mutex
 	updateErr error
 }
@@ -298,7 +298,7 @@ func (f *flakyQueue) Update(ctx context.Context, m Message, text string, vis tim
 	if err != nil {
 		return m, err
 	}
-	return f.MemQueue.Update(ctx, m, text, vis)
+	return f.MemoryQueue.Update(ctx, m, text, vis)
 }
 
 func (f *flakyQueue) failUpdates(err error) {
@@ -355,7 +355,7 @@ func (p *payloads) Delete(_ context.Context, ref string) error {
 	return nil
 }
 
-func mustRun(t *testing.T, m *runs.Mem, id string, want runs.State) runs.Run {
+func mustRun(t *testing.T, m *runs.Memory, id string, want runs.State) runs.Run {
 	t.Helper()
 	r, err := m.Get(context.Background(), id)
 	if err != nil {

@@ -10,10 +10,10 @@ import (
 	"github.com/leasecron/leasecron/internal/clock"
 )
 
-// MemQueue is an in-memory MessageQueue with the service's visibility and
+// MemoryQueue is an in-memory MessageQueue with the service's visibility and
 // pop-receipt semantics, driven by a clock, for tests and examples. Unlike
 // the service it does not round visibility to whole seconds.
-type MemQueue struct {
+type MemoryQueue struct {
 	name string
 	clk  clock.Clock
 	mu   sync.Mutex
@@ -30,21 +30,21 @@ type memMsg struct {
 // farFuture is the expiry of a message that never expires.
 var farFuture = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 
-// NewMemQueue returns an empty queue on clock c (nil means the real clock).
-func NewMemQueue(name string, c clock.Clock) *MemQueue {
-	return &MemQueue{name: name, clk: clock.OrReal(c), msgs: map[string]*memMsg{}, ops: map[string]int{}}
+// NewMemoryQueue returns an empty queue on clock c (nil means the real clock).
+func NewMemoryQueue(name string, c clock.Clock) *MemoryQueue {
+	return &MemoryQueue{name: name, clk: clock.OrReal(c), msgs: map[string]*memMsg{}, ops: map[string]int{}}
 }
 
 // Name implements MessageQueue.
-func (q *MemQueue) Name() string { return q.name }
+func (q *MemoryQueue) Name() string { return q.name }
 
-func (q *MemQueue) next() string {
+func (q *MemoryQueue) next() string {
 	q.seq++
 	return fmt.Sprintf("%d", q.seq)
 }
 
 // Enqueue implements MessageQueue.
-func (q *MemQueue) Enqueue(_ context.Context, text string, visibility time.Duration) (Message, error) {
+func (q *MemoryQueue) Enqueue(_ context.Context, text string, visibility time.Duration) (Message, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.ops["enqueue"]++
@@ -58,7 +58,7 @@ func (q *MemQueue) Enqueue(_ context.Context, text string, visibility time.Durat
 	return m.Message, nil
 }
 
-func (q *MemQueue) visible() []*memMsg {
+func (q *MemoryQueue) visible() []*memMsg {
 	now := q.clk.Now()
 	var out []*memMsg
 	for _, m := range q.msgs {
@@ -71,7 +71,7 @@ func (q *MemQueue) visible() []*memMsg {
 }
 
 // Dequeue implements MessageQueue.
-func (q *MemQueue) Dequeue(_ context.Context, n int, visibility time.Duration) ([]Message, error) {
+func (q *MemoryQueue) Dequeue(_ context.Context, n int, visibility time.Duration) ([]Message, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.ops["dequeue"]++
@@ -91,7 +91,7 @@ func (q *MemQueue) Dequeue(_ context.Context, n int, visibility time.Duration) (
 }
 
 // Peek implements MessageQueue.
-func (q *MemQueue) Peek(_ context.Context, n int) ([]Message, error) {
+func (q *MemoryQueue) Peek(_ context.Context, n int) ([]Message, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.ops["peek"]++
@@ -108,7 +108,7 @@ func (q *MemQueue) Peek(_ context.Context, n int) ([]Message, error) {
 	return out, nil
 }
 
-func (q *MemQueue) find(m Message) (*memMsg, error) {
+func (q *MemoryQueue) find(m Message) (*memMsg, error) {
 	cur, ok := q.msgs[m.ID]
 	if !ok || cur.PopReceipt != m.PopReceipt {
 		return nil, fmt.Errorf("message %s in %s: %w", m.ID, q.name, ErrMessageGone)
@@ -117,7 +117,7 @@ func (q *MemQueue) find(m Message) (*memMsg, error) {
 }
 
 // Update implements MessageQueue.
-func (q *MemQueue) Update(_ context.Context, m Message, text string, visibility time.Duration) (Message, error) {
+func (q *MemoryQueue) Update(_ context.Context, m Message, text string, visibility time.Duration) (Message, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.ops["update"]++
@@ -132,7 +132,7 @@ func (q *MemQueue) Update(_ context.Context, m Message, text string, visibility 
 }
 
 // Delete implements MessageQueue.
-func (q *MemQueue) Delete(_ context.Context, m Message) error {
+func (q *MemoryQueue) Delete(_ context.Context, m Message) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.ops["delete"]++
@@ -144,14 +144,14 @@ func (q *MemQueue) Delete(_ context.Context, m Message) error {
 }
 
 // Count implements MessageQueue.
-func (q *MemQueue) Count(context.Context) (int, error) {
+func (q *MemoryQueue) Count(context.Context) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.msgs), nil
 }
 
 // Clear implements MessageQueue.
-func (q *MemQueue) Clear(context.Context) error {
+func (q *MemoryQueue) Clear(context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.msgs = map[string]*memMsg{}
@@ -159,7 +159,7 @@ func (q *MemQueue) Clear(context.Context) error {
 }
 
 // all returns every message, visible or not, in enqueue order (a test aid).
-func (q *MemQueue) all() []Message {
+func (q *MemoryQueue) all() []Message {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	all := make([]*memMsg, 0, len(q.msgs))
@@ -176,7 +176,7 @@ func (q *MemQueue) all() []Message {
 
 // opCounts returns how many calls of each kind (enqueue, dequeue, peek, update,
 // delete) the queue has served (a test aid).
-func (q *MemQueue) opCounts() map[string]int {
+func (q *MemoryQueue) opCounts() map[string]int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := make(map[string]int, len(q.ops))

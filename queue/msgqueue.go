@@ -36,7 +36,7 @@ type Message struct {
 }
 
 // MessageQueue is the small storage seam the producer and consumer use: one
-// queue. AzureQueue implements it over Azure Queue storage and MemQueue in
+// queue. AzureQueue implements it over Azure Queue storage and MemoryQueue in
 // memory. The Azure implementation counts visibility in whole seconds (the
 // service's unit): it rounds an initial delay (Enqueue) down, so a message
 // delayed until a due time appears up to a second early rather than late

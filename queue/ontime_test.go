@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 // An initial delay is rounded down to whole seconds (never late); other
 // visibility durations are rounded up.
 func TestDelaySeconds(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		d        time.Duration
 		down, up int32
 	}{
@@ -25,12 +26,14 @@ func TestDelaySeconds(t *testing.T) {
 		{4*time.Second + time.Nanosecond, 4, 5},
 		{8 * 24 * time.Hour, int32(MaxVisibility / time.Second), int32(MaxVisibility / time.Second)},
 	} {
-		if got := secondsDown(c.d); got != c.down {
-			t.Errorf("secondsDown(%v) = %d, want %d", c.d, got, c.down)
-		}
-		if got := seconds(c.d); got != c.up {
-			t.Errorf("seconds(%v) = %d, want %d", c.d, got, c.up)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := secondsDown(c.d); got != c.down {
+				t.Errorf("secondsDown(%v) = %d, want %d", c.d, got, c.down)
+			}
+			if got := seconds(c.d); got != c.up {
+				t.Errorf("seconds(%v) = %d, want %d", c.d, got, c.up)
+			}
+		})
 	}
 }
 
@@ -260,16 +263,18 @@ func TestWakeAtKeepsSeveralHints(t *testing.T) {
 	}
 	h.idleFor(2 * time.Second)
 	for i, step := range []time.Duration{2, 3, 3} {
-		before := h.work.opCounts()["dequeue"]
-		h.clk.Advance(step * time.Second)
-		if i < 2 {
-			h.idleFor(3 * time.Second) // until the next hint
-		} else {
-			h.idleFor(10 * time.Second) // no hints left: PollMax
-		}
-		if n := h.work.opCounts()["dequeue"] - before; n != 1 {
-			t.Fatalf("hint %d: %d dequeues, want 1", i, n)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			before := h.work.opCounts()["dequeue"]
+			h.clk.Advance(step * time.Second)
+			if i < 2 {
+				h.idleFor(3 * time.Second) // until the next hint
+			} else {
+				h.idleFor(10 * time.Second) // no hints left: PollMax
+			}
+			if n := h.work.opCounts()["dequeue"] - before; n != 1 {
+				t.Fatalf("hint %d: %d dequeues, want 1", i, n)
+			}
+		})
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // A handler that snoozes runs again after the delay with its attempt count
 // unchanged; the run record shows the snooze and no error.
 func TestSnoozeRunsAgainWithoutAnAttempt(t *testing.T) {
-	rm := runs.NewMem(nil)
+	rm := runs.NewMemory(nil)
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMax: 2 * time.Second}, Runs: rm})
 	var got calls
 	var snoozedRun runs.Run

@@ -33,9 +33,11 @@ func TestAddManyWritesInTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, r := range res {
-		if r.Err != nil || r.Item.ID != items[i].ID || r.Item.RowKey == "" {
-			t.Fatalf("result %d = %+v", i, r)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if r.Err != nil || r.Item.ID != items[i].ID || r.Item.RowKey == "" {
+				t.Fatalf("result %d = %+v", i, r)
+			}
+		})
 	}
 	if n := mt.Calls()["Submit"]; n != 6 {
 		t.Fatalf("%d transactions for 250 items, want 6 (3 of index rows, 3 of item rows)", n)
@@ -81,9 +83,11 @@ func TestAddManyAllOrNothing(t *testing.T) {
 		t.Fatalf("duplicate: err %v, res[150] %v", err, res[150].Err)
 	}
 	for i, r := range res {
-		if i != 150 && !errors.Is(r.Err, ErrNotWritten) {
-			t.Fatalf("res[%d] = %v, want not written", i, r.Err)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if i != 150 && !errors.Is(r.Err, ErrNotWritten) {
+				t.Fatalf("res[%d] = %v, want not written", i, r.Err)
+			}
+		})
 	}
 	if mt.Len("00") != before {
 		t.Fatalf("a refused batch left %d rows: %v", mt.Len("00")-before, keysOf(mt.Rows("00")))
@@ -107,12 +111,14 @@ func TestAddManyPartial(t *testing.T) {
 		t.Fatalf("res[3] %v, res[5] %v", res[3].Err, res[5].Err)
 	}
 	for _, i := range []int{0, 1, 2, 4, 6, 7, 8, 9} {
-		if res[i].Err != nil {
-			t.Fatalf("res[%d] = %v", i, res[i].Err)
-		}
-		if _, err := c.Get(ctx(t), items[i].ID); err != nil {
-			t.Fatal(err)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if res[i].Err != nil {
+				t.Fatalf("res[%d] = %v", i, res[i].Err)
+			}
+			if _, err := c.Get(ctx(t), items[i].ID); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 	if mt.Len("00") != 2*9 {
 		t.Fatalf("%d rows, want 18 (nine tasks with their index rows)", mt.Len("00"))
@@ -160,9 +166,11 @@ func TestAddManyRollsBackAfterAFailure(t *testing.T) {
 		t.Fatalf("res[250] = %v, want moved before rollback", res[250].Err)
 	}
 	for i, r := range res {
-		if i != 250 && !errors.Is(r.Err, ErrNotWritten) {
-			t.Fatalf("res[%d] = %v", i, r.Err)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if i != 250 && !errors.Is(r.Err, ErrNotWritten) {
+				t.Fatalf("res[%d] = %v", i, r.Err)
+			}
+		})
 	}
 	if mt.Len("00") != 0 {
 		t.Fatalf("rows left after the rollback: %d", mt.Len("00"))

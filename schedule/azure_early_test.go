@@ -120,9 +120,11 @@ func TestAzureEarlySendMarkAndChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"keep", "resched", "cancel", "replace"} {
-		if _, err := a.c.Add(ctx(t), Item{ID: id, Due: t0.Add(30 * time.Second), Payload: "v1"}, AddOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		t.Run(id, func(t *testing.T) {
+			if _, err := a.c.Add(ctx(t), Item{ID: id, Due: t0.Add(30 * time.Second), Payload: "v1"}, AddOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 	if _, err := m.pass(ctx(t), 1); err != nil {
 		t.Fatal(err)
@@ -131,11 +133,13 @@ func TestAzureEarlySendMarkAndChange(t *testing.T) {
 		t.Fatalf("sent %v", q.ids())
 	}
 	env := map[string]queue.Envelope{}
-	for _, s := range q.sent {
-		env[s.env.ID] = s.env
-		if ok, err := a.c.Current(ctx(t), s.env); !ok || err != nil {
-			t.Fatalf("%s: Current = %v, %v right after the early send", s.env.ID, ok, err)
-		}
+	for i, s := range q.sent {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			env[s.env.ID] = s.env
+			if ok, err := a.c.Current(ctx(t), s.env); !ok || err != nil {
+				t.Fatalf("%s: Current = %v, %v right after the early send", s.env.ID, ok, err)
+			}
+		})
 	}
 	if _, err := a.c.Reschedule(ctx(t), "resched", t0.Add(50*time.Second)); err != nil {
 		t.Fatal(err)
@@ -147,9 +151,11 @@ func TestAzureEarlySendMarkAndChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, want := range map[string]bool{"keep": true, "resched": false, "cancel": false, "replace": false} {
-		if ok, err := a.c.Current(ctx(t), env[id]); ok != want || err != nil {
-			t.Errorf("%s: Current = %v, %v after the changes; want %v", id, ok, err, want)
-		}
+		t.Run(fmt.Sprint(id), func(t *testing.T) {
+			if ok, err := a.c.Current(ctx(t), env[id]); ok != want || err != nil {
+				t.Errorf("%s: Current = %v, %v after the changes; want %v", id, ok, err, want)
+			}
+		})
 	}
 	if it, _ := a.c.Get(ctx(t), "resched"); it.Sent {
 		t.Fatalf("a rescheduled row keeps the old sent mark: %+v", it)
@@ -165,8 +171,10 @@ func TestAzureEarlySendMarkAndChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ids []string
-	for _, s := range q.sent[4:] {
-		ids = append(ids, fmt.Sprintf("%s/%s", s.env.ID, s.env.Payload))
+	for i, s := range q.sent[4:] {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			ids = append(ids, fmt.Sprintf("%s/%s", s.env.ID, s.env.Payload))
+		})
 	}
 	if strings.Join(ids, " ") != "replace/v2 resched/v1" {
 		t.Fatalf("sent again: %v", ids)

@@ -250,9 +250,11 @@ func TestAzureRowChangedDuringMove(t *testing.T) {
 	t.Parallel()
 	a := newAzEnv(t, Options{})
 	for _, id := range []string{"a", "b", "c"} {
-		if _, err := a.c.Add(ctx(t), Item{ID: id, Due: t0}, AddOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		t.Run(id, func(t *testing.T) {
+			if _, err := a.c.Add(ctx(t), Item{ID: id, Due: t0}, AddOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 	// c has lost its index row: the mover must still remove it.
 	if _, err := a.table.Submit(ctx(t), []table.Op{{Kind: table.Delete, PartitionKey: "00", RowKey: "id~c"}}); err != nil {
@@ -435,9 +437,11 @@ func TestAzureThousandRowsInOrderNoLoss(t *testing.T) {
 		t.Fatalf("moved %d, sent %d", len(order), len(q.ids()))
 	}
 	for i, id := range order {
-		if id != fmt.Sprintf("r%04d", i) {
-			t.Fatalf("out of order at %d: %s", i, id)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if id != fmt.Sprintf("r%04d", i) {
+				t.Fatalf("out of order at %d: %s", i, id)
+			}
+		})
 	}
 	if keys := a.allKeys(t); len(keys) != 1 || keys[0] != FenceRowKey {
 		t.Fatalf("left %d rows", len(keys))
@@ -550,9 +554,11 @@ func TestAzureFreshAccount(t *testing.T) {
 		"Cancel":     func() error { _, err := c.Cancel(ctx(t), "x"); return err },
 		"Reschedule": func() error { _, err := c.Reschedule(ctx(t), "x", time.Now()); return err },
 	} {
-		if err := op(); !errors.Is(err, ErrNotFound) {
-			t.Errorf("%s on a missing table: %v, want ErrNotFound", name, err)
-		}
+		t.Run(fmt.Sprint(name), func(t *testing.T) {
+			if err := op(); !errors.Is(err, ErrNotFound) {
+				t.Errorf("%s on a missing table: %v, want ErrNotFound", name, err)
+			}
+		})
 	}
 	big := strings.Repeat("p", 80<<10) // over the inline limit: goes to the missing container
 	if _, err := c.Add(ctx(t), Item{ID: "first", Due: time.Now().Add(time.Hour), Payload: big}, AddOptions{}); err != nil {

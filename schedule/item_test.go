@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -59,17 +60,19 @@ func TestValidationRefusesBeforeWriting(t *testing.T) {
 		{"too large", Item{ID: "a", Due: t0, Payload: strings.Repeat("p", 1001)}, []string{"1001 bytes", "limit (payload.max_size) is 1000"}, ErrPayloadTooLarge},
 		{"no store", Item{ID: "a", Due: t0, Payload: strings.Repeat("p", 200)}, []string{"inline limit 100", "no payload store"}, ErrPayloadTooLarge},
 	}
-	for _, tc := range cases {
-		_, err := c.Add(ctx(t), tc.it, AddOptions{})
-		if !errors.Is(err, tc.is) || !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: err = %v, want %v and ErrInvalid", tc.name, err, tc.is)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: error %q does not mention %q", tc.name, err, w)
+	for i, tc := range cases {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			_, err := c.Add(ctx(t), tc.it, AddOptions{})
+			if !errors.Is(err, tc.is) || !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s: err = %v, want %v and ErrInvalid", tc.name, err, tc.is)
+				return
 			}
-		}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: error %q does not mention %q", tc.name, err, w)
+				}
+			}
+		})
 	}
 	if n := mt.Calls()["Submit"]; n != 0 {
 		t.Fatalf("%d writes after refused input", n)
@@ -96,9 +99,11 @@ func TestPrepareDefaults(t *testing.T) {
 		t.Fatalf("ids %s %s not time-sortable and unique", a, b)
 	}
 	for _, ok := range []string{"nightly_report", "a.b:c-d", "X", strings.Repeat("z", 200)} {
-		if err := ValidateID(ok); err != nil {
-			t.Errorf("ValidateID(%q): %v", ok, err)
-		}
+		t.Run(ok, func(t *testing.T) {
+			if err := ValidateID(ok); err != nil {
+				t.Errorf("ValidateID(%q): %v", ok, err)
+			}
+		})
 	}
 }
 
@@ -115,10 +120,12 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{InlineLimit: 40000}, "InlineLimit = 40000: want 1 to 32768"},
 		{Options{ScanLimit: -2}, "ScanLimit = -2"},
 	} {
-		_, err := newClient(table.NewMemory("", nil), c.o)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("newClient(%+v) = %v, want error mentioning %q", c.o, err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			_, err := newClient(table.NewMemory("", nil), c.o)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("newClient(%+v) = %v, want error mentioning %q", c.o, err, c.want)
+			}
+		})
 	}
 	if _, err := newClient(table.NewMemory("", nil), Options{PayloadStore: payload.NewMemory()}); err != nil {
 		t.Fatal(err)
@@ -147,9 +154,11 @@ func TestParseWhen(t *testing.T) {
 		{"", "-5m", "negative"},
 		{"2025-01-02T15:04:05Z", "5m", "not both"},
 	} {
-		_, err := ParseWhen(c.at, c.in, now)
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("ParseWhen(%q, %q) = %v, want %q", c.at, c.in, err, c.want)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			_, err := ParseWhen(c.at, c.in, now)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("ParseWhen(%q, %q) = %v, want %q", c.at, c.in, err, c.want)
+			}
+		})
 	}
 }

@@ -226,10 +226,12 @@ func TestMoverRecurringReplacedByNext(t *testing.T) {
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range e.q.ids() {
-		if strings.HasPrefix(id, "tick@") && id != tick.env.ID {
-			t.Fatalf("cancelled series still ran: %v", e.q.ids())
-		}
+	for i, id := range e.q.ids() {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if strings.HasPrefix(id, "tick@") && id != tick.env.ID {
+				t.Fatalf("cancelled series still ran: %v", e.q.ids())
+			}
+		})
 	}
 }
 
@@ -249,9 +251,11 @@ func TestMoverSetsMalformedRowsAside(t *testing.T) {
 		mustKey(t0.Add(-3*time.Second), "maxatt"):  {"Message": "x", "MaxAttempts": -3},
 	}
 	for rk, p := range rows {
-		if err := e.mt.PutRaw("00", rk, p); err != nil {
-			t.Fatal(err)
-		}
+		t.Run(fmt.Sprint(rk), func(t *testing.T) {
+			if err := e.mt.PutRaw("00", rk, p); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
@@ -264,9 +268,11 @@ func TestMoverSetsMalformedRowsAside(t *testing.T) {
 	}
 	all := strings.Join(e.q.aside, "\n")
 	for _, want := range []string{"!bang", "0123_short", "no Message", `"two words"`, `"@every never"`, `"Moon/Base"`, "Attempts is many", "Message is", "MaxAttempts is -3"} {
-		if !strings.Contains(all, want) {
-			t.Errorf("reasons do not mention %q:\n%s", want, all)
-		}
+		t.Run(want, func(t *testing.T) {
+			if !strings.Contains(all, want) {
+				t.Errorf("reasons do not mention %q:\n%s", want, all)
+			}
+		})
 	}
 	if !strings.Contains(strings.Join(e.q.raw, ""), `"Type":"two words"`) {
 		t.Errorf("raw entity JSON not passed: %v", e.q.raw)
@@ -303,7 +309,9 @@ func TestMoverSweepFindsKeysThatNeverComeDue(t *testing.T) {
 	e := newMoverEnv(t, 1, MoverOptions{})
 	far := "3000000000000000000_far" // year ~9507: valid, not due
 	for _, rk := range []string{"abc", "Zed", "5000000000000000000_x", "~zz", "~fence2", far} {
-		_ = e.mt.PutRaw("00", rk, map[string]any{"Message": "x"})
+		t.Run(rk, func(t *testing.T) {
+			_ = e.mt.PutRaw("00", rk, map[string]any{"Message": "x"})
+		})
 	}
 	e.add(t, Item{ID: "future", Due: t0.Add(time.Hour)}) // index row must survive
 	if err := e.m.takeFence(ctx(t), "00", 1); err != nil {
@@ -821,9 +829,11 @@ func TestMoverOptionsValidation(t *testing.T) {
 		{MoverOptions{MoverSettings: MoverSettings{Early: 48 * time.Hour}, Generation: gen, Enqueuer: q, SetAside: q}, "Early = 48h0m0s"},
 		{MoverOptions{MoverSettings: MoverSettings{InlineLimit: 1 << 20}, Generation: gen, Enqueuer: q, SetAside: q}, "InlineLimit = 1048576"},
 	} {
-		if _, err := newMover(table.NewMemory("", nil), c.o); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("NewMover = %v, want %q", err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			if _, err := newMover(table.NewMemory("", nil), c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("NewMover = %v, want %q", err, c.want)
+			}
+		})
 	}
 	m, _ := newMover(table.NewMemory("", nil), MoverOptions{Generation: func() int64 { return 0 }, Enqueuer: q, SetAside: q})
 	if err := m.Run(ctx(t)); err == nil || !strings.Contains(err.Error(), "generation 0") {

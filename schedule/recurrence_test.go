@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,11 @@ func TestParseRecurrenceAccepts(t *testing.T) {
 		{"@hourly", ""}, {"@DAILY", "Asia/Tokyo"}, {"@midnight", ""}, {"@weekly", ""}, {"@monthly", ""},
 		{"@yearly", ""}, {"@annually", ""}, {"0 0 29 2 *", ""},
 	} {
-		if _, err := ParseRecurrence(c.rule, c.tz); err != nil {
-			t.Errorf("ParseRecurrence(%q, %q): %v", c.rule, c.tz, err)
-		}
+		t.Run(c.rule, func(t *testing.T) {
+			if _, err := ParseRecurrence(c.rule, c.tz); err != nil {
+				t.Errorf("ParseRecurrence(%q, %q): %v", c.rule, c.tz, err)
+			}
+		})
 	}
 }
 
@@ -38,21 +41,23 @@ func TestParseRecurrenceRefuses(t *testing.T) {
 		{"@hourly", "Local", "differs between machines"},
 		{"", "Nowhere/City", "unknown time zone"},
 	} {
-		_, err := ParseRecurrence(c.rule, c.tz)
-		if !errors.Is(err, ErrBadRecurrence) {
-			t.Errorf("ParseRecurrence(%q, %q) = %v, want ErrBadRecurrence", c.rule, c.tz, err)
-			continue
-		}
-		if !strings.Contains(err.Error(), c.want) {
-			t.Errorf("ParseRecurrence(%q, %q) = %q, want it to say %q", c.rule, c.tz, err, c.want)
-		}
-		named := c.rule
-		if c.tz != "" && c.rule == "@hourly" || c.rule == "" {
-			named = c.tz
-		}
-		if !strings.Contains(err.Error(), named) {
-			t.Errorf("error %q does not name the bad value %q", err, named)
-		}
+		t.Run(c.rule, func(t *testing.T) {
+			_, err := ParseRecurrence(c.rule, c.tz)
+			if !errors.Is(err, ErrBadRecurrence) {
+				t.Errorf("ParseRecurrence(%q, %q) = %v, want ErrBadRecurrence", c.rule, c.tz, err)
+				return
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("ParseRecurrence(%q, %q) = %q, want it to say %q", c.rule, c.tz, err, c.want)
+			}
+			named := c.rule
+			if c.tz != "" && c.rule == "@hourly" || c.rule == "" {
+				named = c.tz
+			}
+			if !strings.Contains(err.Error(), named) {
+				t.Errorf("error %q does not name the bad value %q", err, named)
+			}
+		})
 	}
 }
 
@@ -84,10 +89,12 @@ func TestNextEvery(t *testing.T) {
 		{"2025-01-01T10:00:00.5Z", "2025-01-01T10:00:01Z", "2025-01-01T10:10:00.5Z"}, // sub-second phase
 		{"0001-01-01T00:00:00Z", "2025-01-01T10:00:00Z", "2025-01-01T10:10:00Z"},     // gap beyond time.Duration
 	} {
-		got, err := r.Next(utc(c.due), utc(c.now))
-		if err != nil || !got.Equal(utc(c.want)) {
-			t.Errorf("Next(%s, %s) = %s, %v; want %s", c.due, c.now, got, err, c.want)
-		}
+		t.Run(c.due, func(t *testing.T) {
+			got, err := r.Next(utc(c.due), utc(c.now))
+			if err != nil || !got.Equal(utc(c.want)) {
+				t.Errorf("Next(%s, %s) = %s, %v; want %s", c.due, c.now, got, err, c.want)
+			}
+		})
 	}
 }
 
@@ -108,31 +115,35 @@ func TestNextCron(t *testing.T) {
 		{"30 1 * * *", "America/New_York", "2025-11-01T05:30:00Z", "2025-11-01T05:30:00Z", "2025-11-02T05:30:00Z"},
 		{"30 1 * * *", "America/New_York", "2025-11-02T05:30:00Z", "2025-11-02T05:30:00Z", "2025-11-03T06:30:00Z"},
 	}
-	for _, c := range cases {
-		r := mustRec(t, c.rule, c.tz)
-		got, err := r.Next(utc(c.due), utc(c.now))
-		if err != nil || !got.Equal(utc(c.want)) {
-			t.Errorf("%q in %q: Next(%s, %s) = %s, %v; want %s", c.rule, c.tz, c.due, c.now, got, err, c.want)
-		}
+	for i, c := range cases {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			r := mustRec(t, c.rule, c.tz)
+			got, err := r.Next(utc(c.due), utc(c.now))
+			if err != nil || !got.Equal(utc(c.want)) {
+				t.Errorf("%q in %q: Next(%s, %s) = %s, %v; want %s", c.rule, c.tz, c.due, c.now, got, err, c.want)
+			}
+		})
 	}
 }
 
 func TestNextIsAlwaysAfterBoth(t *testing.T) {
 	rules := []struct{ rule, tz string }{{"@every 7s", ""}, {"*/1 * * * *", "Europe/London"}, {"0 */3 * * *", "Australia/Lord_Howe"}}
 	start := utc("2025-03-28T00:00:00Z")
-	for _, rr := range rules {
-		r := mustRec(t, rr.rule, rr.tz)
-		due := start
-		for i := range 2000 {
-			now := due.Add(time.Duration(i%5) * time.Second)
-			next, err := r.Next(due, now)
-			if err != nil {
-				t.Fatal(err)
+	for i, rr := range rules {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			r := mustRec(t, rr.rule, rr.tz)
+			due := start
+			for i := range 2000 {
+				now := due.Add(time.Duration(i%5) * time.Second)
+				next, err := r.Next(due, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !next.After(due) || !next.After(now) {
+					t.Fatalf("%s: Next(%s, %s) = %s is not after both", rr.rule, due, now, next)
+				}
+				due = next
 			}
-			if !next.After(due) || !next.After(now) {
-				t.Fatalf("%s: Next(%s, %s) = %s is not after both", rr.rule, due, now, next)
-			}
-			due = next
-		}
+		})
 	}
 }

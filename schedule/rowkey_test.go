@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -19,13 +20,15 @@ func TestTicksKnownValues(t *testing.T) {
 		{time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), 630_822_816_000_000_000}, // DateTime(2000,1,1).Ticks
 		{MaxTime, 3_155_378_975_999_999_999},
 	}
-	for _, c := range cases {
-		if got := Ticks(c.t); got != c.want {
-			t.Errorf("Ticks(%s) = %d, want %d", c.t, got, c.want)
-		}
-		if back := FromTicks(c.want); !back.Equal(c.t) || back.Location() != time.UTC {
-			t.Errorf("FromTicks(%d) = %s, want %s UTC", c.want, back, c.t)
-		}
+	for i, c := range cases {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := Ticks(c.t); got != c.want {
+				t.Errorf("Ticks(%s) = %d, want %d", c.t, got, c.want)
+			}
+			if back := FromTicks(c.want); !back.Equal(c.t) || back.Location() != time.UTC {
+				t.Errorf("FromTicks(%d) = %s, want %s UTC", c.want, back, c.t)
+			}
+		})
 	}
 }
 
@@ -38,10 +41,12 @@ func TestRowKeyEdges(t *testing.T) {
 	if err != nil || rk != "3155378975999999999_z" {
 		t.Fatalf("year 9999: %q, %v", rk, err)
 	}
-	for _, bad := range []time.Time{MaxTime.Add(100 * time.Nanosecond), MinTime.Add(-time.Nanosecond), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)} {
-		if _, err := RowKey(bad, "x"); err == nil {
-			t.Errorf("RowKey(%s) accepted", bad)
-		}
+	for i, bad := range []time.Time{MaxTime.Add(100 * time.Nanosecond), MinTime.Add(-time.Nanosecond), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if _, err := RowKey(bad, "x"); err == nil {
+				t.Errorf("RowKey(%s) accepted", bad)
+			}
+		})
 	}
 	if _, err := RowKey(time.Now(), ""); err == nil {
 		t.Error("empty id accepted")
@@ -88,10 +93,12 @@ func TestRowKeyLexicalOrderIsTimeOrder(t *testing.T) {
 	}
 	keys := make([]string, len(times))
 	for i, tm := range times {
-		keys[i], _ = RowKey(tm, "id")
-		if len(keys[i]) != TickDigits+3 {
-			t.Fatalf("key %q is not 19 digits + _id", keys[i])
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			keys[i], _ = RowKey(tm, "id")
+			if len(keys[i]) != TickDigits+3 {
+				t.Fatalf("key %q is not 19 digits + _id", keys[i])
+			}
+		})
 	}
 	idx := make([]int, len(times))
 	for i := range idx {
@@ -116,11 +123,13 @@ func TestParseRowKey(t *testing.T) {
 		"", "abc", "0638712345678901234", "0638712345678901234_", "0638712345678901234-x",
 		"063871234567890123a_x", "-638712345678901234_x", "9999999999999999999_x", "063871234567890123_x",
 	} {
-		if _, _, err := ParseRowKey(bad); !errors.Is(err, ErrBadRowKey) {
-			t.Errorf("ParseRowKey(%q) err = %v, want ErrBadRowKey", bad, err)
-		} else if !strings.Contains(err.Error(), bad) {
-			t.Errorf("error %q does not name the key %q", err, bad)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if _, _, err := ParseRowKey(bad); !errors.Is(err, ErrBadRowKey) {
+				t.Errorf("ParseRowKey(%q) err = %v, want ErrBadRowKey", bad, err)
+			} else if !strings.Contains(err.Error(), bad) {
+				t.Errorf("error %q does not name the key %q", err, bad)
+			}
+		})
 	}
 }
 

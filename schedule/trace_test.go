@@ -1,6 +1,9 @@
 package schedule
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // A row's TraceParent, as any program may set it, reaches the envelope
 // (every occurrence of a series carries the series'); a malformed one is
@@ -43,8 +46,10 @@ func TestValidTraceParent(t *testing.T) {
 		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7":        false,
 		"": false,
 	} {
-		if got := ValidTraceParent(tp); got != want {
-			t.Errorf("ValidTraceParent(%q) = %v", tp, got)
-		}
+		t.Run(fmt.Sprint(tp), func(t *testing.T) {
+			if got := ValidTraceParent(tp); got != want {
+				t.Errorf("ValidTraceParent(%q) = %v", tp, got)
+			}
+		})
 	}
 }

@@ -44,7 +44,7 @@ func newBlobLock(t *testing.T, c *container.Client, name string) Lock {
 }
 
 // lockConformance runs one script against a Lock: the blob implementation
-// on Azurite and MemLock must agree, so that fake-clock tests of the cop
+// on Azurite and MemoryLock must agree, so that fake-clock tests of the cop
 // mean something. wait lets a lease run out (real sleep or fake clock).
 func lockConformance(t *testing.T, lock Lock, wait func(time.Duration)) {
 	ctx := context.Background()
@@ -130,7 +130,7 @@ func lockConformance(t *testing.T, lock Lock, wait func(time.Duration)) {
 
 func TestMemLockConformance(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lockConformance(t, NewMemLock("conformance", clk), clk.Advance)
+	lockConformance(t, NewMemoryLock("conformance", clk), clk.Advance)
 }
 
 func TestAzuriteBlobLockConformance(t *testing.T) {

@@ -41,7 +41,7 @@ type Cop struct {
 }
 
 // NewCop returns a Cop over lock: for Azure Storage, the lease blob from
-// NewBlobLock on a container client the caller built; in tests, a MemLock.
+// NewBlobLock on a container client the caller built; in tests, a MemoryLock.
 // It validates opts (errors wrap ErrInvalidOptions and name the field) and
 // does not contact the service: Run creates the lease record (for a blob,
 // the container and the blob) if it is missing.

@@ -40,7 +40,7 @@ func unitOptions(identity string) Options {
 
 // startCop runs a cop on lock whose lead reports its context on h.leads
 // and returns when that context ends (or, with lead set, runs lead).
-func startCop(t *testing.T, clk *clock.Fake, lock *MemLock, opts Options, lead func(context.Context) error) *copHarness {
+func startCop(t *testing.T, clk *clock.Fake, lock *MemoryLock, opts Options, lead func(context.Context) error) *copHarness {
 	t.Helper()
 	return startCopOn(t, clk, lock, opts, lead)
 }
@@ -115,7 +115,7 @@ func (h *copHarness) advance(n int, d time.Duration) {
 
 func TestCopAcquires(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	h := startCop(t, clk, lock, unitOptions("cop-a"), nil)
 
 	ctx := h.lead()
@@ -144,9 +144,11 @@ func TestCopAcquires(t *testing.T) {
 	}
 	want := map[string]string{MetaHolder: "cop-a", MetaGeneration: "1", MetaAcquired: "2030-01-02T03:04:05Z"}
 	for k, v := range want {
-		if st.Metadata[k] != v {
-			t.Errorf("metadata %s = %q, want %q", k, st.Metadata[k], v)
-		}
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			if st.Metadata[k] != v {
+				t.Errorf("metadata %s = %q, want %q", k, st.Metadata[k], v)
+			}
+		})
 	}
 	hi, err := h.cop.Holder(context.Background())
 	if err != nil || hi.Holder != "cop-a" || hi.Generation != 1 || !hi.Held() || hi.State != LeaseLeased || !hi.Acquired.Equal(t0) {
@@ -159,7 +161,7 @@ func TestCopAcquires(t *testing.T) {
 
 func TestCopRenewsOnSchedule(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	h := startCop(t, clk, lock, unitOptions("cop-a"), nil)
 	h.ev.wait("acquired")
 	ctx := h.lead()
@@ -187,7 +189,7 @@ var errTransient = errors.New("dial tcp 127.0.0.1:10000: connect: connection ref
 
 func TestCopLosesControlAtLocalDeadlineWhileRenewalsFail(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	h := startCop(t, clk, lock, unitOptions("cop-a"), nil)
 	h.ev.wait("acquired")
 	ctx := h.lead()
@@ -240,7 +242,7 @@ func TestCopLosesControlAtLocalDeadlineWhileRenewalsFail(t *testing.T) {
 
 func TestCopHungRenewalDoesNotExtendControl(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	unblock := make(chan struct{})
 	defer close(unblock)
 	h := startCop(t, clk, lock, unitOptions("cop-a"), nil)
@@ -280,7 +282,7 @@ func TestCopHungRenewalDoesNotExtendControl(t *testing.T) {
 
 func TestCopLosesControlOnRefusedRenewalAndCompetesAgain(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	h := startCop(t, clk, lock, unitOptions("cop-a"), nil)
 	h.ev.wait("acquired")
 	ctx := h.lead()
@@ -316,7 +318,7 @@ func TestCopLosesControlOnRefusedRenewalAndCompetesAgain(t *testing.T) {
 
 func TestCopStopReleasesAndAnotherTakesOver(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	a := startCop(t, clk, lock, unitOptions("cop-a"), nil)
 	a.ev.wait("acquired")
 	ctxA := a.lead()
@@ -364,7 +366,7 @@ func TestCopStopReleasesAndAnotherTakesOver(t *testing.T) {
 // renews it again and keeps control.
 func TestCopLeavesALeaseThatExpiredEarly(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	a := startCop(t, clk, lock, unitOptions("cop-a"), nil)
 	ctxA := a.lead()
 	b := startCop(t, clk, lock, unitOptions("cop-b"), nil)
@@ -414,7 +416,7 @@ func TestCopLeavesALeaseThatExpiredEarly(t *testing.T) {
 // once that renewal is a lease (15 s) old.
 func TestCopWaitsOutAPartitionedHolder(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	pa := &partitionLock{Lock: lock}
 	a := startCopOn(t, clk, pa, unitOptions("cop-a"), nil)
 	ctxA := a.lead()
@@ -460,7 +462,7 @@ func TestCopWaitsOutAPartitionedHolder(t *testing.T) {
 
 func TestCopCrashLeavesLeaseToExpire(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	a := startCop(t, clk, lock, unitOptions("cop-a"), nil)
 	a.lead()
 	b := startCop(t, clk, lock, unitOptions("cop-b"), nil)
@@ -499,7 +501,7 @@ func TestCopCrashLeavesLeaseToExpire(t *testing.T) {
 // holder's lease at 15.25 s.
 func TestCopLooksAgainWhenTheLeaseWouldExpire(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	a := startCop(t, clk, lock, unitOptions("cop-a"), nil)
 	a.lead()
 	opts := unitOptions("cop-b")
@@ -526,7 +528,7 @@ func TestCopLooksAgainWhenTheLeaseWouldExpire(t *testing.T) {
 
 func TestCopLeadReturningReleasesAndGenerationIncrements(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	var (
 		mu   sync.Mutex
 		gens []int64
@@ -560,15 +562,17 @@ func TestCopLeadReturningReleasesAndGenerationIncrements(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for i, g := range gens {
-		if g != int64(i+1) {
-			t.Fatalf("generations %v, want 1, 2, 3, …", gens)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if g != int64(i+1) {
+				t.Fatalf("generations %v, want 1, 2, 3, …", gens)
+			}
+		})
 	}
 }
 
 func TestCopMetadataWriteFailureMeansNotAcquired(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	lock.SetFault(func(_ context.Context, op Op) error {
 		if op == OpSetMetadata {
 			return fmt.Errorf("%w: ConditionNotMet", leasecrontype.ErrPreconditionFailed)
@@ -600,7 +604,7 @@ func TestCopMetadataWriteFailureMeansNotAcquired(t *testing.T) {
 
 func TestCopRefusesMalformedGeneration(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	ctx := context.Background()
 	if err := lock.Ensure(ctx); err != nil {
 		t.Fatal(err)
@@ -624,7 +628,7 @@ func TestCopRefusesMalformedGeneration(t *testing.T) {
 
 func TestCopSlowHookDoesNotBlockRenewals(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	release := make(chan struct{})
 	var order []string
 	var mu sync.Mutex
@@ -652,7 +656,7 @@ func TestCopSlowHookDoesNotBlockRenewals(t *testing.T) {
 
 func TestCopStopBeforeRunAndRunTwice(t *testing.T) {
 	clk := clock.NewFake(t0)
-	cop, err := NewCop(NewMemLock("x", clk), Options{Clock: clk, Logger: testLogger(t)})
+	cop, err := NewCop(NewMemoryLock("x", clk), Options{Clock: clk, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -672,7 +676,7 @@ func TestCopStopBeforeRunAndRunTwice(t *testing.T) {
 
 func TestCopRunContextCancel(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	cop, err := NewCop(lock, Options{Timing: Timing{LeaseTiming: LeaseTiming{LeaseDuration: 20 * time.Second}}, Clock: clk, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -696,7 +700,7 @@ func TestCopRunContextCancel(t *testing.T) {
 // Acquire polls spread contenders out but never wait longer than PollEvery,
 // so a released lease is taken within one poll interval.
 func TestPollJitterNeverExceedsPollEvery(t *testing.T) {
-	c, err := NewCop(NewMemLock("j", clock.NewFake(time.Unix(0, 0))), Options{Timing: Timing{LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 10 * time.Second}})
+	c, err := NewCop(NewMemoryLock("j", clock.NewFake(time.Unix(0, 0))), Options{Timing: Timing{LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 10 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -714,7 +718,7 @@ func TestPollJitterNeverExceedsPollEvery(t *testing.T) {
 // start of the holder's last renewal, for `leasecron leader`.
 func TestCopReleaseRecordsTheLastRenewal(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	h := startCop(t, clk, lock, unitOptions("cop-a"), nil)
 	h.lead()
 	h.advance(2, 5*time.Second)

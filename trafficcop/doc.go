@@ -10,7 +10,7 @@
 // github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container) that the
 // caller built with its own credential — a connection string's shared key
 // (container.NewClientFromConnectionString), an azidentity credential
-// (container.NewClient), or a SAS URL. MemLock is an in-memory Lock on a
+// (container.NewClient), or a SAS URL. MemoryLock is an in-memory Lock on a
 // leasecrontype.Clock for tests and examples. Then
 //
 //	lock, err := trafficcop.NewBlobLock(containerClient, "locks/my-job")

@@ -17,7 +17,7 @@ import (
 // A Cop over an in-memory lock: the lead function runs while the cop holds
 // the lease and reads its term from its context.
 func ExampleCop() {
-	lock := trafficcop.NewMemLock("scheduler", nil)
+	lock := trafficcop.NewMemoryLock("scheduler", nil)
 	cop, err := trafficcop.NewCop(lock, trafficcop.Options{Identity: "worker-1"})
 	if err != nil {
 		log.Fatal(err)
@@ -92,7 +92,7 @@ func ExampleNewBlobLock() {
 // the standby takes over with the next generation. An in-memory lock on
 // the real clock stands in for the blob.
 func ExampleCop_handover() {
-	lock := trafficcop.NewMemLock("scheduler", nil)
+	lock := trafficcop.NewMemoryLock("scheduler", nil)
 	opts := func(id string) trafficcop.Options {
 		return trafficcop.Options{Timing: trafficcop.Timing{PollEvery: 100 * time.Millisecond}, Identity: id}
 	}
@@ -121,7 +121,7 @@ func ExampleCop_handover() {
 
 // A per-type concurrency limit of two over in-memory slots.
 func ExampleSemaphore() {
-	locks := []trafficcop.Lock{trafficcop.NewMemLock("slots/report/0", nil), trafficcop.NewMemLock("slots/report/1", nil)}
+	locks := []trafficcop.Lock{trafficcop.NewMemoryLock("slots/report/0", nil), trafficcop.NewMemoryLock("slots/report/1", nil)}
 	sem, err := trafficcop.NewSemaphoreWithLocks("report", locks, trafficcop.SemaphoreOptions{})
 	if err != nil {
 		log.Fatal(err)

@@ -7,7 +7,7 @@ import (
 
 // Lock is the storage seam under a Cop and a Semaphore: one leasable record
 // with metadata, in the manner of client-go's resourcelock.Interface. The
-// blob implementation is NewBlobLock; MemLock is an in-memory fake driven by
+// blob implementation is NewBlobLock; MemoryLock is an in-memory fake driven by
 // a leasecrontype.Clock for fast state-machine tests. Other implementations
 // (another store with leases) can be written outside this module.
 //

@@ -12,7 +12,7 @@ import (
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-// Op names a Lock operation, for MemLock's fault injection and counters.
+// Op names a Lock operation, for MemoryLock's fault injection and counters.
 type Op string
 
 // Lock operations.
@@ -25,16 +25,16 @@ const (
 	OpSetMetadata Op = "setmetadata"
 )
 
-// MemLock is an in-memory Lock for tests and examples. It follows the Blob
+// MemoryLock is an in-memory Lock for tests and examples. It follows the Blob
 // service's lease rules (one lease ID at a time, expiry by the clock it is
 // given, renewal of an expired lease that nobody else took, metadata writes
 // needing the current lease ID and ETag) and reports refusals with the same
 // sentinels as the blob implementation (leasecrontype.ErrLeaseConflict,
 // ErrPreconditionFailed, ErrNotFound).
 //
-// A MemLock starts out missing, like a blob that was never created; Ensure
+// A MemoryLock starts out missing, like a blob that was never created; Ensure
 // creates it. Faults can be injected with SetFault.
-type MemLock struct {
+type MemoryLock struct {
 	name string
 	clk  leasecrontype.Clock
 
@@ -49,31 +49,31 @@ type MemLock struct {
 	counts   map[Op]int
 }
 
-// NewMemLock returns a missing MemLock named name whose leases expire by
+// NewMemoryLock returns a missing MemoryLock named name whose leases expire by
 // clk (nil: the real clock).
-func NewMemLock(name string, clk leasecrontype.Clock) *MemLock {
-	return &MemLock{name: name, clk: clock.OrReal(clk), md: map[string]string{}, counts: map[Op]int{}}
+func NewMemoryLock(name string, clk leasecrontype.Clock) *MemoryLock {
+	return &MemoryLock{name: name, clk: clock.OrReal(clk), md: map[string]string{}, counts: map[Op]int{}}
 }
 
 // SetFault installs f, called before every operation with the operation's
 // context. A non-nil result is returned instead of performing the
 // operation; f may block (to simulate a hung call) and should then honour
 // ctx. Nil removes the fault.
-func (m *MemLock) SetFault(f func(ctx context.Context, op Op) error) {
+func (m *MemoryLock) SetFault(f func(ctx context.Context, op Op) error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.fault = f
 }
 
 // Count reports how many times op was called (including faulted calls).
-func (m *MemLock) Count(op Op) int {
+func (m *MemoryLock) Count(op Op) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.counts[op]
 }
 
 // LeaseID returns the ID of the lease in force, or "" if none is.
-func (m *MemLock) LeaseID() string {
+func (m *MemoryLock) LeaseID() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stateLocked() != LeaseLeased {
@@ -85,7 +85,7 @@ func (m *MemLock) LeaseID() string {
 // ExpireLease makes the lease in force expire now, as Azurite does to
 // every lease when it restarts: anyone may acquire it, and its holder, who
 // is not told, may still renew it as long as nobody has.
-func (m *MemLock) ExpireLease() {
+func (m *MemoryLock) ExpireLease() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stateLocked() == LeaseLeased {
@@ -94,9 +94,9 @@ func (m *MemLock) ExpireLease() {
 }
 
 // String names the lock in logs.
-func (m *MemLock) String() string { return "memlock/" + m.name }
+func (m *MemoryLock) String() string { return "memlock/" + m.name }
 
-func (m *MemLock) begin(ctx context.Context, op Op) error {
+func (m *MemoryLock) begin(ctx context.Context, op Op) error {
 	m.mu.Lock()
 	m.counts[op]++
 	f := m.fault
@@ -117,7 +117,7 @@ func (m *MemLock) begin(ctx context.Context, op Op) error {
 	return nil // m.mu held
 }
 
-func (m *MemLock) stateLocked() LeaseState {
+func (m *MemoryLock) stateLocked() LeaseState {
 	switch {
 	case m.leaseID == "":
 		return LeaseAvailable
@@ -128,12 +128,12 @@ func (m *MemLock) stateLocked() LeaseState {
 	}
 }
 
-func (m *MemLock) conflict(op Op, why string) error {
+func (m *MemoryLock) conflict(op Op, why string) error {
 	return fmt.Errorf("%s %s: %w: %s", op, m, leasecrontype.ErrLeaseConflict, why)
 }
 
 // Ensure implements Lock.
-func (m *MemLock) Ensure(ctx context.Context) error {
+func (m *MemoryLock) Ensure(ctx context.Context) error {
 	if err := m.begin(ctx, OpEnsure); err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (m *MemLock) Ensure(ctx context.Context) error {
 }
 
 // Acquire implements Lock.
-func (m *MemLock) Acquire(ctx context.Context, leaseID string, d time.Duration) error {
+func (m *MemoryLock) Acquire(ctx context.Context, leaseID string, d time.Duration) error {
 	if err := m.begin(ctx, OpAcquire); err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func (m *MemLock) Acquire(ctx context.Context, leaseID string, d time.Duration) 
 }
 
 // Renew implements Lock.
-func (m *MemLock) Renew(ctx context.Context, leaseID string) error {
+func (m *MemoryLock) Renew(ctx context.Context, leaseID string) error {
 	if err := m.begin(ctx, OpRenew); err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (m *MemLock) Renew(ctx context.Context, leaseID string) error {
 }
 
 // Release implements Lock.
-func (m *MemLock) Release(ctx context.Context, leaseID string) error {
+func (m *MemoryLock) Release(ctx context.Context, leaseID string) error {
 	if err := m.begin(ctx, OpRelease); err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func (m *MemLock) Release(ctx context.Context, leaseID string) error {
 }
 
 // Get implements Lock.
-func (m *MemLock) Get(ctx context.Context) (LockState, error) {
+func (m *MemoryLock) Get(ctx context.Context) (LockState, error) {
 	if err := m.begin(ctx, OpGet); err != nil {
 		return LockState{}, err
 	}
@@ -194,10 +194,10 @@ func (m *MemLock) Get(ctx context.Context) (LockState, error) {
 	return LockState{State: st, Locked: st == LeaseLeased, Metadata: maps.Clone(m.md), ETag: m.etagLocked()}, nil
 }
 
-func (m *MemLock) etagLocked() string { return `"0x` + strconv.FormatInt(m.etag, 16) + `"` }
+func (m *MemoryLock) etagLocked() string { return `"0x` + strconv.FormatInt(m.etag, 16) + `"` }
 
 // SetMetadata implements Lock.
-func (m *MemLock) SetMetadata(ctx context.Context, leaseID, ifMatch string, md map[string]string) error {
+func (m *MemoryLock) SetMetadata(ctx context.Context, leaseID, ifMatch string, md map[string]string) error {
 	if err := m.begin(ctx, OpSetMetadata); err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 // waiting for the lease hears the latest one each time it looks.
 func TestCopNoteReachesStandbys(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	var n atomic.Int64
 	a := unitOptions("cop-a")
 	a.Note = func() string { return "due:" + strings.Repeat("x", int(n.Add(1))) }
@@ -58,7 +58,7 @@ func TestCopNoteReachesStandbys(t *testing.T) {
 // A note that does not fit the metadata is left out, not written broken.
 func TestCopNoteTooLongIsLeftOut(t *testing.T) {
 	clk := clock.NewFake(t0)
-	lock := NewMemLock("scheduler", clk)
+	lock := NewMemoryLock("scheduler", clk)
 	a := unitOptions("cop-a")
 	a.Note = func() string { return strings.Repeat("y", MaxNote+1) }
 	ha := startCop(t, clk, lock, a, nil)

@@ -79,7 +79,7 @@ func TestOptionsValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := NewCop(NewMemLock("x", nil), c.opts)
+			_, err := NewCop(NewMemoryLock("x", nil), c.opts)
 			if !errors.Is(err, ErrInvalidOptions) {
 				t.Fatalf("err %v, want ErrInvalidOptions", err)
 			}
@@ -94,7 +94,7 @@ func TestSemaphoreValidation(t *testing.T) {
 	locks := func(n int) []Lock {
 		l := make([]Lock, n)
 		for i := range l {
-			l[i] = NewMemLock("s", nil)
+			l[i] = NewMemoryLock("s", nil)
 		}
 		return l
 	}

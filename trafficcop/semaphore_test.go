@@ -11,12 +11,12 @@ import (
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-func newMemSemaphore(t *testing.T, clk *clock.Fake, n int) (*Semaphore, []*MemLock, *events) {
+func newMemSemaphore(t *testing.T, clk *clock.Fake, n int) (*Semaphore, []*MemoryLock, *events) {
 	t.Helper()
-	mems := make([]*MemLock, n)
+	mems := make([]*MemoryLock, n)
 	locks := make([]Lock, n)
 	for i := range mems {
-		mems[i] = NewMemLock(fmt.Sprintf("slots/test/%d", i), clk)
+		mems[i] = NewMemoryLock(fmt.Sprintf("slots/test/%d", i), clk)
 		locks[i] = mems[i]
 	}
 	sem, err := NewSemaphoreWithLocks("test", locks, SemaphoreOptions{
@@ -52,10 +52,12 @@ func TestSemaphoreLimitsToN(t *testing.T) {
 	if n, err := sem.Held(ctx); err != nil || n != 3 {
 		t.Fatalf("Held = %d, %v; want 3", n, err)
 	}
-	for _, m := range mems {
-		if m.Count(OpEnsure) != 1 {
-			t.Errorf("%s ensured %d times, want once (created on first use)", m, m.Count(OpEnsure))
-		}
+	for i, m := range mems {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if m.Count(OpEnsure) != 1 {
+				t.Errorf("%s ensured %d times, want once (created on first use)", m, m.Count(OpEnsure))
+			}
+		})
 	}
 	if err := slots[1].Release(ctx); err != nil {
 		t.Fatal(err)
@@ -74,10 +76,12 @@ func TestSemaphoreLimitsToN(t *testing.T) {
 		t.Fatalf("TryAcquire after release: %v, %v; want slot %d", sl, err, slots[1].Index())
 	}
 	slots[1] = sl
-	for _, s := range slots {
-		if err := s.Release(ctx); err != nil {
-			t.Error(err)
-		}
+	for i, s := range slots {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if err := s.Release(ctx); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 	if n, _ := sem.Held(ctx); n != 0 {
 		t.Fatalf("Held = %d after releasing all", n)
@@ -179,8 +183,10 @@ func TestSemaphoreSlotLostOnRefusedRenewal(t *testing.T) {
 func TestSemaphoreReportsStorageTrouble(t *testing.T) {
 	clk := clock.NewFake(t0)
 	sem, mems, _ := newMemSemaphore(t, clk, 2)
-	for _, m := range mems {
-		m.SetFault(func(context.Context, Op) error { return errTransient })
+	for i, m := range mems {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			m.SetFault(func(context.Context, Op) error { return errTransient })
+		})
 	}
 	_, err := sem.TryAcquire(context.Background())
 	if err == nil || errors.Is(err, ErrNoSlot) || !errors.Is(err, errTransient) {

@@ -192,10 +192,12 @@ func TestMergesFourCities(t *testing.T) {
 	if !bytes.HasPrefix(body, []byte("BEGIN:VCALENDAR\r\n")) || !bytes.HasSuffix(body, []byte("END:VCALENDAR\r\n")) {
 		t.Fatalf("not a CRLF calendar:\n%.200s", body)
 	}
-	for _, line := range strings.Split(string(body), "\r\n") {
-		if len(line) > 75 {
-			t.Fatalf("line longer than 75 octets: %q", line)
-		}
+	for i, line := range strings.Split(string(body), "\r\n") {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if len(line) > 75 {
+				t.Fatalf("line longer than 75 octets: %q", line)
+			}
+		})
 	}
 	if ct := blobs.types["calendars/elmcity.ics"]; !strings.HasPrefix(ct, "text/calendar") {
 		t.Fatalf("content type %q", ct)
@@ -240,23 +242,29 @@ func TestMergesFourCities(t *testing.T) {
 		t.Fatal("story time EXDATE lost")
 	}
 	for _, uid := range []string{"ns-open-mic@networksierra.example", "lo-harbor-jazz@localist.example", "af-first-friday@aroundfred.example"} {
-		if len(byUID[uid]) != 2 {
-			t.Errorf("%s: %d components, want series + override", uid, len(byUID[uid]))
-		}
+		t.Run(uid, func(t *testing.T) {
+			if len(byUID[uid]) != 2 {
+				t.Errorf("%s: %d components, want series + override", uid, len(byUID[uid]))
+			}
+		})
 	}
 
 	// Time zones: every TZID in use has its VTIMEZONE; values keep their zone.
 	zones := map[string]bool{}
-	for _, z := range cal.Timezones() {
-		zones[tzid(z)] = true
-		if len(z.Components) != 2 {
-			t.Errorf("VTIMEZONE %s lost its STANDARD/DAYLIGHT rules", tzid(z))
-		}
+	for i, z := range cal.Timezones() {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			zones[tzid(z)] = true
+			if len(z.Components) != 2 {
+				t.Errorf("VTIMEZONE %s lost its STANDARD/DAYLIGHT rules", tzid(z))
+			}
+		})
 	}
 	for _, want := range []string{"America/Indiana/Indianapolis", "America/Los_Angeles", "America/New_York", "Europe/London"} {
-		if !zones[want] {
-			t.Errorf("VTIMEZONE %s missing (have %v)", want, zones)
-		}
+		t.Run(want, func(t *testing.T) {
+			if !zones[want] {
+				t.Errorf("VTIMEZONE %s missing (have %v)", want, zones)
+			}
+		})
 	}
 	sister := byUID["af-sister-city@aroundfred.example"][0].GetProperty(ics.ComponentPropertyDtStart)
 	if sister.Value != "20261014T190000" || sister.ICalParameters["TZID"][0] != "Europe/London" {
@@ -285,12 +293,14 @@ func TestMergesFourCities(t *testing.T) {
 	}
 	// Events come in start order.
 	var prev time.Time
-	for _, ev := range cal.Events() {
-		s := parseICalTime(ev.GetProperty(ics.ComponentPropertyDtStart))
-		if s.Before(prev) {
-			t.Fatalf("events out of order at %s", ev.Id())
-		}
-		prev = s
+	for i, ev := range cal.Events() {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			s := parseICalTime(ev.GetProperty(ics.ComponentPropertyDtStart))
+			if s.Before(prev) {
+				t.Fatalf("events out of order at %s", ev.Id())
+			}
+			prev = s
+		})
 	}
 
 	sum := readSummary(t, blobs.get(t, "calendars/elmcity.json"))
@@ -298,10 +308,12 @@ func TestMergesFourCities(t *testing.T) {
 		len(sum.Timezones) != 4 || len(sum.MissingTimezones) != 0 || sum.Task != "elmcity@2026-08-01T12:00:00Z" {
 		t.Fatalf("summary %+v", sum)
 	}
-	for _, f := range sum.Feeds {
-		if f.Status != StatusOK || f.Events != 7 || f.HTTPStatus != 200 || f.Error != "" || f.Bytes == 0 {
-			t.Errorf("feed %+v", f)
-		}
+	for i, f := range sum.Feeds {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if f.Status != StatusOK || f.Events != 7 || f.HTTPStatus != 200 || f.Error != "" || f.Bytes == 0 {
+				t.Errorf("feed %+v", f)
+			}
+		})
 	}
 }
 
@@ -393,10 +405,12 @@ func TestFailedFeedsAreRecordedAndOthersStillMerge(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Total != len(feeds) || len(fe.Failed) != len(feeds)-1 {
 		t.Fatalf("error %v: want a FeedsError with %d failures", err, len(feeds)-1)
 	}
-	for _, want := range []error{ErrFeedMalformed, ErrFeedEmpty, ErrFeedTooLarge, ErrFeedUnreachable} {
-		if !errors.Is(err, want) {
-			t.Errorf("error does not wrap %v", want)
-		}
+	for i, want := range []error{ErrFeedMalformed, ErrFeedEmpty, ErrFeedTooLarge, ErrFeedUnreachable} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if !errors.Is(err, want) {
+				t.Errorf("error does not wrap %v", want)
+			}
+		})
 	}
 	if msg := err.Error(); !strings.Contains(msg, "9 of 10 feeds failed") || strings.Contains(msg, "\n") {
 		t.Fatalf("error message %q", msg)
@@ -418,16 +432,18 @@ func TestFailedFeedsAreRecordedAndOthersStillMerge(t *testing.T) {
 		extra.URL + "/html.ics":           "not an iCalendar stream",
 		extra.URL + "/truncated.ics":      "truncated",
 	}
-	for _, f := range sum.Feeds {
-		if f.URL == srv.url("westlafcals") {
-			if f.Status != StatusOK || f.Events != 7 {
-				t.Errorf("good feed %+v", f)
+	for i, f := range sum.Feeds {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if f.URL == srv.url("westlafcals") {
+				if f.Status != StatusOK || f.Events != 7 {
+					t.Errorf("good feed %+v", f)
+				}
+				return
 			}
-			continue
-		}
-		if f.Status != StatusFailed || !strings.Contains(f.Error, wantErr[f.URL]) || f.Events != 0 {
-			t.Errorf("feed %s: %+v, want failed with %q", f.URL, f, wantErr[f.URL])
-		}
+			if f.Status != StatusFailed || !strings.Contains(f.Error, wantErr[f.URL]) || f.Events != 0 {
+				t.Errorf("feed %s: %+v, want failed with %q", f.URL, f, wantErr[f.URL])
+			}
+		})
 	}
 	if !sum.Written || sum.Events != 7 {
 		t.Fatalf("summary %+v", sum)
@@ -477,14 +493,16 @@ func TestDuplicatesResolvedBySequenceThenModified(t *testing.T) {
 		{[]*feed{cal(ev("1", "20260101T000000Z", "a")), cal(ev("1", "20260601T000000Z", "later modified"))}, "later modified"},
 		{[]*feed{cal(ev("1", "20260101T000000Z", "first feed")), cal(ev("1", "20260101T000000Z", "second feed"))}, "first feed"},
 	} {
-		var outs []outcome
-		for _, f := range tc.feeds {
-			outs = append(outs, outcome{feed: f})
-		}
-		m := merge("k", outs)
-		if len(m.events) != 1 || m.duplicates != 1 || value(m.events[0], ics.ComponentPropertySummary) != tc.want {
-			t.Errorf("kept %q, want %q", value(m.events[0], ics.ComponentPropertySummary), tc.want)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			var outs []outcome
+			for _, f := range tc.feeds {
+				outs = append(outs, outcome{feed: f})
+			}
+			m := merge("k", outs)
+			if len(m.events) != 1 || m.duplicates != 1 || value(m.events[0], ics.ComponentPropertySummary) != tc.want {
+				t.Errorf("kept %q, want %q", value(m.events[0], ics.ComponentPropertySummary), tc.want)
+			}
+		})
 	}
 	// Same UID, different RECURRENCE-ID: both kept.
 	f := cal(ev("0", "20260101T000000Z", "series"),
@@ -510,9 +528,11 @@ func TestParsePayload(t *testing.T) {
 	}
 	for _, bad := range []string{"", "  \n# only a comment\n", `{"feeds": []}`, `{"feed": ["http://a.example"]}`, `{"feeds": "x"}`,
 		"ftp://a.example/x.ics", "file:///etc/passwd", "http:///nohost.ics", "not a url at all"} {
-		if _, err := ParsePayload([]byte(bad)); !errors.Is(err, ErrBadPayload) {
-			t.Errorf("ParsePayload(%q) = %v, want ErrBadPayload", bad, err)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if _, err := ParsePayload([]byte(bad)); !errors.Is(err, ErrBadPayload) {
+				t.Errorf("ParsePayload(%q) = %v, want ErrBadPayload", bad, err)
+			}
+		})
 	}
 	many := strings.Repeat("http://a.example/x.ics\n", 1)
 	for i := range DefaultMaxFeeds {
@@ -534,14 +554,16 @@ func TestPlainTextPayloadAndBadTasks(t *testing.T) {
 		t.Fatalf("summary %+v", sum)
 	}
 	n := len(blobs.blobs)
-	for _, tk := range []leasecrontype.Task{
+	for i, tk := range []leasecrontype.Task{
 		{ID: "x", Payload: payload(srv.url("localist"))}, // no key
 		task("bad/key", payload(srv.url("localist"))),
 		task("k", []byte("gopher://x")),
 	} {
-		if err := h(context.Background(), tk); !errors.Is(err, ErrBadPayload) {
-			t.Errorf("task %+v: %v, want ErrBadPayload", tk, err)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if err := h(context.Background(), tk); !errors.Is(err, ErrBadPayload) {
+				t.Errorf("task %+v: %v, want ErrBadPayload", tk, err)
+			}
+		})
 	}
 	if len(blobs.blobs) != n {
 		t.Fatal("a refused task wrote blobs")
@@ -559,30 +581,34 @@ func TestOptionsValidation(t *testing.T) {
 	if _, err := NewBlobWriter(nil); err == nil {
 		t.Error("NewBlobWriter(nil) accepted")
 	}
-	for _, o := range []Options{
+	for i, o := range []Options{
 		{},
 		{Blobs: newMemBlobs(), Timeout: -1},
 		{Blobs: newMemBlobs(), MaxFeedSize: -1},
 		{Blobs: newMemBlobs(), Concurrency: -1},
 	} {
-		if _, err := New(o); err == nil {
-			t.Errorf("New(%+v) accepted", o)
-		} else if !errors.Is(err, ErrInvalidOptions) {
-			t.Errorf("New(%+v) = %v, want ErrInvalidOptions", o, err)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if _, err := New(o); err == nil {
+				t.Errorf("New(%+v) accepted", o)
+			} else if !errors.Is(err, ErrInvalidOptions) {
+				t.Errorf("New(%+v) = %v, want ErrInvalidOptions", o, err)
+			}
+		})
 	}
 }
 
 func TestFixturesParse(t *testing.T) {
-	for _, c := range cities {
-		b, err := fsReadFile(c + ".ics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := parseFeed(b)
-		if err != nil || len(f.events) != 7 {
-			t.Fatalf("%s: %v", c, err)
-		}
+	for i, c := range cities {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			b, err := fsReadFile(c + ".ics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := parseFeed(b)
+			if err != nil || len(f.events) != 7 {
+				t.Fatalf("%s: %v", c, err)
+			}
+		})
 	}
 	b, _ := fsReadFile("malformed.ics")
 	if _, err := parseFeed(b); !errors.Is(err, ErrFeedMalformed) {

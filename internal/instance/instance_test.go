@@ -1,6 +1,7 @@
 package instance
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"strconv"
@@ -16,12 +17,14 @@ func TestNewID(t *testing.T) {
 		t.Fatalf("two ids alike: %q", a)
 	}
 	for _, s := range []string{a, b} {
-		if !format.MatchString(s) {
-			t.Errorf("NewID() = %q, want {host}-{pid}-{8 hex}", s)
-		}
-		if !strings.Contains(s, "-"+strconv.Itoa(os.Getpid())+"-") {
-			t.Errorf("NewID() = %q does not carry the pid %d", s, os.Getpid())
-		}
+		t.Run(s, func(t *testing.T) {
+			if !format.MatchString(s) {
+				t.Errorf("NewID() = %q, want {host}-{pid}-{8 hex}", s)
+			}
+			if !strings.Contains(s, "-"+strconv.Itoa(os.Getpid())+"-") {
+				t.Errorf("NewID() = %q does not carry the pid %d", s, os.Getpid())
+			}
+		})
 	}
 }
 
@@ -32,9 +35,11 @@ func TestHostNamesAreMadeSafe(t *testing.T) {
 		"mäschine":               "m_schine-7-",
 		strings.Repeat("h", 100): strings.Repeat("h", 40) + "-7-",
 	} {
-		got := id(host, 7)
-		if !strings.HasPrefix(got, want) || !format.MatchString(got) {
-			t.Errorf("id(%q) = %q, want prefix %q in the id format", host, got, want)
-		}
+		t.Run(fmt.Sprint(host), func(t *testing.T) {
+			got := id(host, 7)
+			if !strings.HasPrefix(got, want) || !format.MatchString(got) {
+				t.Errorf("id(%q) = %q, want prefix %q in the id format", host, got, want)
+			}
+		})
 	}
 }

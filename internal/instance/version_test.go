@@ -18,8 +18,10 @@ func TestVersionOf(t *testing.T) {
 		{"replaced by a directory", debug.BuildInfo{Main: debug.Module{Path: "example.com/app"}, Deps: []*debug.Module{{Path: modulePath, Version: "v0.0.0", Replace: &debug.Module{Path: "../"}}}}, "v0.0.0"},
 		{"nothing recorded", debug.BuildInfo{Main: debug.Module{Path: "example.com/app"}}, "devel"},
 	} {
-		if got := versionOf(&c.bi); got != c.want {
-			t.Errorf("%s: %q, want %q", c.name, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if got := versionOf(&c.bi); got != c.want {
+				t.Errorf("%s: %q, want %q", c.name, got, c.want)
+			}
+		})
 	}
 }

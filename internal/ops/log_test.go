@@ -21,30 +21,32 @@ type config struct {
 
 func TestLoggerRedactsConnectionStrings(t *testing.T) {
 	for _, format := range []string{"json", "text"} {
-		var buf bytes.Buffer
-		log, err := NewLogger(&buf, "debug", format)
-		if err != nil {
-			t.Fatal(err)
-		}
-		log = log.With("startup_conn", secretConn)
-		log.WithGroup("storage").Info("connecting with "+secretConn,
-			"connection_string", secretConn,
-			"err", fmt.Errorf("dial: %s: refused", secretConn),
-			"config", config{Name: "x", Conn: secretConn},
-			slog.Group("nested", "conn", secretConn),
-			"blob_url", "https://acct.blob.core.windows.net/c/b?sv=2024&sig=abcdef123",
-			"kept", "plain value",
-		)
-		out := buf.String()
-		if strings.Contains(out, storage.DevAccountKey) || strings.Contains(out, "abcdef123") {
-			t.Fatalf("%s output leaks a secret:\n%s", format, out)
-		}
-		if n := strings.Count(out, "AccountKey=REDACTED"); n != 6 {
-			t.Errorf("%s: %d redacted keys, want 6 (message, With, attr, error, struct, group):\n%s", format, n, out)
-		}
-		if !strings.Contains(out, "sig=REDACTED") || !strings.Contains(out, "plain value") {
-			t.Errorf("%s output:\n%s", format, out)
-		}
+		t.Run(format, func(t *testing.T) {
+			var buf bytes.Buffer
+			log, err := NewLogger(&buf, "debug", format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			log = log.With("startup_conn", secretConn)
+			log.WithGroup("storage").Info("connecting with "+secretConn,
+				"connection_string", secretConn,
+				"err", fmt.Errorf("dial: %s: refused", secretConn),
+				"config", config{Name: "x", Conn: secretConn},
+				slog.Group("nested", "conn", secretConn),
+				"blob_url", "https://acct.blob.core.windows.net/c/b?sv=2024&sig=abcdef123",
+				"kept", "plain value",
+			)
+			out := buf.String()
+			if strings.Contains(out, storage.DevAccountKey) || strings.Contains(out, "abcdef123") {
+				t.Fatalf("%s output leaks a secret:\n%s", format, out)
+			}
+			if n := strings.Count(out, "AccountKey=REDACTED"); n != 6 {
+				t.Errorf("%s: %d redacted keys, want 6 (message, With, attr, error, struct, group):\n%s", format, n, out)
+			}
+			if !strings.Contains(out, "sig=REDACTED") || !strings.Contains(out, "plain value") {
+				t.Errorf("%s output:\n%s", format, out)
+			}
+		})
 	}
 }
 
@@ -76,10 +78,12 @@ func TestLoggerFormatAndLevel(t *testing.T) {
 		t.Fatalf("text output %q", out)
 	}
 
-	for _, c := range [][2]string{{"loud", ""}, {"info", "xml"}} {
-		if _, err := NewLogger(&buf, c[0], c[1]); err == nil {
-			t.Errorf("NewLogger(level %q, format %q) accepted", c[0], c[1])
-		}
+	for i, c := range [][2]string{{"loud", ""}, {"info", "xml"}} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if _, err := NewLogger(&buf, c[0], c[1]); err == nil {
+				t.Errorf("NewLogger(level %q, format %q) accepted", c[0], c[1])
+			}
+		})
 	}
 }
 

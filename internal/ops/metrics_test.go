@@ -73,18 +73,22 @@ func TestMetricsExposition(t *testing.T) {
 		`go_goroutines `,
 		`process_cpu_seconds_total `,
 	} {
-		if !strings.Contains(out, want+"\n") && !strings.Contains(out, want) {
-			t.Errorf("exposition lacks %q", want)
-		}
+		t.Run(want, func(t *testing.T) {
+			if !strings.Contains(out, want+"\n") && !strings.Contains(out, want) {
+				t.Errorf("exposition lacks %q", want)
+			}
+		})
 	}
 
 	m.SetLeaseHeld(false)
 	m.SetBuildInfo("v1.2.4")
 	out = scrape(t, m.Handler())
 	for _, want := range []string{"leasecron_lease_held 0\n", `leasecron_build_info{version="v1.2.4"} 1`} {
-		if !strings.Contains(out, want) {
-			t.Errorf("after update, exposition lacks %q", want)
-		}
+		t.Run(want, func(t *testing.T) {
+			if !strings.Contains(out, want) {
+				t.Errorf("after update, exposition lacks %q", want)
+			}
+		})
 	}
 	if strings.Contains(out, `version="v1.2.3"`) {
 		t.Error("old build info still exposed")

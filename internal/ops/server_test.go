@@ -182,9 +182,11 @@ func TestServerOptionErrors(t *testing.T) {
 		{Options{Addr: "8080"}, `Options.Addr "8080"`},
 		{Options{Addr: ":8080", ReadyTimeout: -time.Second}, "Options.ReadyTimeout = -1s: want a positive value"},
 	} {
-		if _, err := NewServer(c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("NewServer(%+v) = %v, want error mentioning %q", c.opts, err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			if _, err := NewServer(c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("NewServer(%+v) = %v, want error mentioning %q", c.opts, err, c.want)
+			}
+		})
 	}
 	// A port in use is reported by Start, naming the address.
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -114,17 +114,19 @@ func TestExecutable(t *testing.T) {
 		mode os.FileMode
 		want bool
 	}{{"script", 0o755, true}, {"owner-only", 0o700, true}, {"data", 0o644, false}} {
-		p := filepath.Join(dir, c.name)
-		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), c.mode); err != nil {
-			t.Fatal(err)
-		}
-		fi, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := Executable(fi); got != c.want {
-			t.Errorf("Executable(%s, %v) = %v, want %v", c.name, c.mode, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(dir, c.name)
+			if err := os.WriteFile(p, []byte("#!/bin/sh\n"), c.mode); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := Executable(fi); got != c.want {
+				t.Errorf("Executable(%s, %v) = %v, want %v", c.name, c.mode, got, c.want)
+			}
+		})
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {

@@ -89,12 +89,14 @@ func TestKeys(t *testing.T) {
 		t.Fatalf("occurrence(%q) = %q %v %v", occ, s, d, ok)
 	}
 	for _, id := range []string{"plain", "a@b", "x@2026-11-23T02:00:00+01:00", "x@2026-11-23T02:00:00.000Z", "a~b@2026-11-23T02:00:00Z", "@2026-11-23T02:00:00Z"} {
-		if _, _, ok := occurrence(id); ok {
-			t.Errorf("%q taken for an occurrence", id)
-		}
-		if runKey(id) != prefixRun+id {
-			t.Errorf("runKey(%q) = %q", id, runKey(id))
-		}
+		t.Run(id, func(t *testing.T) {
+			if _, _, ok := occurrence(id); ok {
+				t.Errorf("%q taken for an occurrence", id)
+			}
+			if runKey(id) != prefixRun+id {
+				t.Errorf("runKey(%q) = %q", id, runKey(id))
+			}
+		})
 	}
 	if bucketOf(occ) != bucketOf(OccurrenceID("nightly", due.Add(time.Hour))) {
 		t.Fatal("occurrences of one series are in different partitions")
@@ -123,11 +125,13 @@ func TestKeys(t *testing.T) {
 }
 
 func TestInvalidIDs(t *testing.T) {
-	m := NewMem(nil)
+	m := NewMemory(nil)
 	for _, id := range []string{"", "a/b", "a#b", "a?b", "a\\b", "a\nb", "it's", strings.Repeat("x", MaxIDLen+1)} {
-		if _, err := m.Claim(context.Background(), id, "w", 1, time.Now(), Meta{}); !errors.Is(err, ErrInvalid) {
-			t.Errorf("Claim(%.20q) = %v, want ErrInvalid", id, err)
-		}
+		t.Run(id, func(t *testing.T) {
+			if _, err := m.Claim(context.Background(), id, "w", 1, time.Now(), Meta{}); !errors.Is(err, ErrInvalid) {
+				t.Errorf("Claim(%.20q) = %v, want ErrInvalid", id, err)
+			}
+		})
 	}
 }
 
@@ -140,15 +144,17 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{Retention: time.Second}, "Options.Retention = 1s"},
 		{Options{RetentionFailed: -time.Hour}, "Options.RetentionFailed = -1h0m0s"},
 	} {
-		_, err := New(&storage.Clients{}, c.o)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("New(%+v) = %v, want an error naming %q", c.o, err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			_, err := New(&storage.Clients{}, c.o)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("New(%+v) = %v, want an error naming %q", c.o, err, c.want)
+			}
+		})
 	}
 }
 
 func TestMemFailWith(t *testing.T) {
-	m := NewMem(nil)
+	m := NewMemory(nil)
 	outage := errors.New("table down")
 	m.FailWith(outage)
 	if _, err := m.Claim(context.Background(), "a", "w", 1, time.Now(), Meta{}); !errors.Is(err, outage) {
@@ -172,7 +178,7 @@ type env struct {
 
 func memEnv(t *testing.T) env {
 	clk := clock.NewFake(t0)
-	m := NewMem(clk)
+	m := NewMemory(clk)
 	other := &Store{t: m.mt, o: m.o}
 	if err := m.ensure(context.Background()); err != nil {
 		t.Fatal(err)

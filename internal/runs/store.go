@@ -116,28 +116,28 @@ func New(sc *storage.Clients, o Options) (*Store, error) {
 	return &Store{t: t, o: o, group: newGrouper(t)}, nil
 }
 
-// Mem is a Store over an in-memory table with the service's semantics, for
+// Memory is a Store over an in-memory table with the service's semantics, for
 // tests and examples.
-type Mem struct {
+type Memory struct {
 	*Store
 	mt *table.Memory
 }
 
-// NewMem returns an empty in-memory Store on clock c (nil means the real
+// NewMemory returns an empty in-memory Store on clock c (nil means the real
 // clock) with the default options.
-func NewMem(c clock.Clock) *Mem {
+func NewMemory(c clock.Clock) *Memory {
 	o := Options{Clock: c}
 	_ = o.fill()
 	mt := table.NewMemory(o.Table, o.Clock)
-	return &Mem{Store: &Store{t: mt, o: o, group: newGrouper(mt)}, mt: mt}
+	return &Memory{Store: &Store{t: mt, o: o, group: newGrouper(mt)}, mt: mt}
 }
 
 // FailWith makes every later call fail with err (nil heals it), to test
 // that callers survive a Runs-table outage.
-func (m *Mem) FailWith(err error) { m.mt.FailWith(err) }
+func (m *Memory) FailWith(err error) { m.mt.FailWith(err) }
 
 // Requests returns how many table requests the Store has made.
-func (m *Mem) Requests() int64 { return int64(m.mt.Requests()) }
+func (m *Memory) Requests() int64 { return int64(m.mt.Requests()) }
 
 // Table returns the table name.
 func (s *Store) Table() string { return s.o.Table }

@@ -160,8 +160,10 @@ func TestSummarySlots(t *testing.T) {
 		t.Fatalf("Recent = %d runs, %v, %v", len(got), ok, err)
 	}
 	for i, r := range got {
-		if want := due.Add(time.Duration(2*SummarySlots+1-i) * time.Minute); !r.Due.Equal(want) {
-			t.Fatalf("slot %d holds %s, want due %s", i, r.ID, want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if want := due.Add(time.Duration(2*SummarySlots+1-i) * time.Minute); !r.Due.Equal(want) {
+				t.Fatalf("slot %d holds %s, want due %s", i, r.ID, want)
+			}
+		})
 	}
 }

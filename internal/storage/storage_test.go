@@ -43,13 +43,15 @@ func TestParseConnectionString(t *testing.T) {
 		{"AccountName=a;AccountKey=k;BlobEndpoint=not a url", "not an http(s) URL"},
 		{"BlobEndpoint=https://x;SharedAccessSignature=sv=1&sig=abc", "SAS connection strings are not supported"},
 	} {
-		_, err := storage.ParseConnectionString(bad.in)
-		if err == nil || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("%q: got %v, want %q", bad.in, err, bad.want)
-		}
-		if err != nil && strings.Contains(err.Error(), "sig=abc") {
-			t.Errorf("%q: error leaks the signature: %v", bad.in, err)
-		}
+		t.Run(bad.in, func(t *testing.T) {
+			_, err := storage.ParseConnectionString(bad.in)
+			if err == nil || !strings.Contains(err.Error(), bad.want) {
+				t.Errorf("%q: got %v, want %q", bad.in, err, bad.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "sig=abc") {
+				t.Errorf("%q: error leaks the signature: %v", bad.in, err)
+			}
+		})
 	}
 }
 
@@ -57,9 +59,11 @@ func TestRedact(t *testing.T) {
 	in := "AccountName=a;AccountKey=c2VjcmV0;BlobEndpoint=https://a.blob.core.windows.net/?sv=1&sig=s1gn4ture&se=2;SharedAccessSignature=sv=2&sig=zzz"
 	out := storage.Redact(in)
 	for _, secret := range []string{"c2VjcmV0", "s1gn4ture", "zzz"} {
-		if strings.Contains(out, secret) {
-			t.Errorf("Redact left %q in %q", secret, out)
-		}
+		t.Run(secret, func(t *testing.T) {
+			if strings.Contains(out, secret) {
+				t.Errorf("Redact left %q in %q", secret, out)
+			}
+		})
 	}
 	if !strings.Contains(out, "AccountName=a") || !strings.Contains(out, "se=2") {
 		t.Errorf("Redact removed too much: %q", out)
@@ -133,17 +137,19 @@ func TestTranslate(t *testing.T) {
 		{respErr(500, "InternalError"), nil, true},
 		{errors.New("dial tcp: connection refused"), nil, true},
 	}
-	for _, tc := range cases {
-		got := storage.Translate(tc.err)
-		if tc.want != nil && !errors.Is(got, tc.want) {
-			t.Errorf("%v: translated to %v, want %v", tc.err, got, tc.want)
-		}
-		if !errors.Is(got, tc.err) {
-			t.Errorf("%v: cause lost in %v", tc.err, got)
-		}
-		if storage.IsTransient(got) != tc.transient {
-			t.Errorf("%v: transient %v, want %v", tc.err, !tc.transient, tc.transient)
-		}
+	for i, tc := range cases {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			got := storage.Translate(tc.err)
+			if tc.want != nil && !errors.Is(got, tc.want) {
+				t.Errorf("%v: translated to %v, want %v", tc.err, got, tc.want)
+			}
+			if !errors.Is(got, tc.err) {
+				t.Errorf("%v: cause lost in %v", tc.err, got)
+			}
+			if storage.IsTransient(got) != tc.transient {
+				t.Errorf("%v: transient %v, want %v", tc.err, !tc.transient, tc.transient)
+			}
+		})
 	}
 	if errors.Is(storage.Translate(respErr(404, "ResourceNotFound")), storage.ErrTableNotFound) {
 		t.Error("an entity that is not found was reported as a missing table")
@@ -155,22 +161,28 @@ func TestTranslate(t *testing.T) {
 
 func TestValidateNames(t *testing.T) {
 	for _, ok := range []string{"leasecron-work", "abc", "a1-b2"} {
-		if err := storage.ValidateQueueName(ok); err != nil {
-			t.Errorf("queue %q: %v", ok, err)
-		}
+		t.Run(ok, func(t *testing.T) {
+			if err := storage.ValidateQueueName(ok); err != nil {
+				t.Errorf("queue %q: %v", ok, err)
+			}
+		})
 	}
 	for _, bad := range []string{"ab", "Upper", "double--hyphen", "-lead", "trail-", strings.Repeat("a", 64)} {
-		if err := storage.ValidateQueueName(bad); err == nil || !strings.Contains(err.Error(), bad) {
-			t.Errorf("queue %q accepted or not named: %v", bad, err)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if err := storage.ValidateQueueName(bad); err == nil || !strings.Contains(err.Error(), bad) {
+				t.Errorf("queue %q accepted or not named: %v", bad, err)
+			}
+		})
 	}
 	if err := storage.ValidateTableName("1abc"); err == nil {
 		t.Error("table name starting with a digit accepted")
 	}
 	for _, bad := range []string{"", "a/b", "a\\b", "a#b", "a?b", "tab\there", strings.Repeat("x", 1025), "\xff"} {
-		if err := storage.ValidateKeyPart("id", bad); !errors.Is(err, storage.ErrInvalidName) {
-			t.Errorf("key %q: %v", bad, err)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if err := storage.ValidateKeyPart("id", bad); !errors.Is(err, storage.ErrInvalidName) {
+				t.Errorf("key %q: %v", bad, err)
+			}
+		})
 	}
 }
 
@@ -208,9 +220,11 @@ func TestCounterAgainstAzurite(t *testing.T) {
 	}
 	keys, counts := counter.ByOp()
 	for _, want := range []string{"queue enqueue", "queue dequeue", "queue delete-message", "table post-table"} {
-		if counts[want] != 1 {
-			t.Errorf("%s counted %d times; all: %v %v", want, counts[want], keys, counts)
-		}
+		t.Run(want, func(t *testing.T) {
+			if counts[want] != 1 {
+				t.Errorf("%s counted %d times; all: %v %v", want, counts[want], keys, counts)
+			}
+		})
 	}
 	if int64(hooked) != counter.Total() || counter.Total() < 5 {
 		t.Errorf("hook saw %d, total %d", hooked, counter.Total())

@@ -8,9 +8,11 @@ import (
 
 func TestValidate(t *testing.T) {
 	for _, ok := range []string{"mail", "report-daily", "report_daily", "2fa", "a", strings.Repeat("x", MaxLen)} {
-		if err := Validate(ok); err != nil {
-			t.Errorf("Validate(%q) = %v, want nil", ok, err)
-		}
+		t.Run(ok, func(t *testing.T) {
+			if err := Validate(ok); err != nil {
+				t.Errorf("Validate(%q) = %v, want nil", ok, err)
+			}
+		})
 	}
 	for _, c := range []struct{ typ, want string }{
 		// Schedulable before, but no handler could be configured for them.
@@ -24,10 +26,12 @@ func TestValidate(t *testing.T) {
 		{"a/b", `"a/b"`},
 		{strings.Repeat("x", MaxLen+1), "1-64"},
 	} {
-		err := Validate(c.typ)
-		var te *Error
-		if !errors.As(err, &te) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("Validate(%q) = %v, want an *Error mentioning %q", c.typ, err, c.want)
-		}
+		t.Run(c.typ, func(t *testing.T) {
+			err := Validate(c.typ)
+			var te *Error
+			if !errors.As(err, &te) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Validate(%q) = %v, want an *Error mentioning %q", c.typ, err, c.want)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package trunc
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -9,30 +10,32 @@ import (
 
 func TestWriterKeepsLastBytes(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{1, 7, 64, 4096} {
-		tb := NewWriter(n)
-		var all bytes.Buffer
-		for i := 0; i < 500; i++ {
-			size := r.IntN(3 * n)
-			p := make([]byte, size)
-			for j := range p {
-				p[j] = 'a' + byte(r.IntN(26))
+	for i, n := range []int{1, 7, 64, 4096} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			tb := NewWriter(n)
+			var all bytes.Buffer
+			for i := 0; i < 500; i++ {
+				size := r.IntN(3 * n)
+				p := make([]byte, size)
+				for j := range p {
+					p[j] = 'a' + byte(r.IntN(26))
+				}
+				if k, err := tb.Write(p); k != size || err != nil {
+					t.Fatalf("Write returned %d, %v; want %d, nil", k, err, size)
+				}
+				all.Write(p)
+				want := all.Bytes()
+				if len(want) > n {
+					want = want[len(want)-n:]
+				}
+				if got := tb.String(); got != string(want) {
+					t.Fatalf("n=%d after %d writes: tail %q, want %q", n, i+1, got, want)
+				}
 			}
-			if k, err := tb.Write(p); k != size || err != nil {
-				t.Fatalf("Write returned %d, %v; want %d, nil", k, err, size)
+			if tb.Total() != int64(all.Len()) {
+				t.Fatalf("Total %d, want %d", tb.Total(), all.Len())
 			}
-			all.Write(p)
-			want := all.Bytes()
-			if len(want) > n {
-				want = want[len(want)-n:]
-			}
-			if got := tb.String(); got != string(want) {
-				t.Fatalf("n=%d after %d writes: tail %q, want %q", n, i+1, got, want)
-			}
-		}
-		if tb.Total() != int64(all.Len()) {
-			t.Fatalf("Total %d, want %d", tb.Total(), all.Len())
-		}
+		})
 	}
 }
 
@@ -71,8 +74,10 @@ func TestHeadAndTail(t *testing.T) {
 		t.Fatalf("Tail = %q (%d bytes)", tail, len(tail))
 	}
 	for _, x := range []string{got, tail} {
-		if strings.ContainsRune(x, '\uFFFD') {
-			t.Fatalf("cut inside a rune: %q", x)
-		}
+		t.Run(x, func(t *testing.T) {
+			if strings.ContainsRune(x, '\uFFFD') {
+				t.Fatalf("cut inside a rune: %q", x)
+			}
+		})
 	}
 }

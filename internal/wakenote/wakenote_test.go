@@ -25,8 +25,10 @@ func TestWakeNoteRoundTrip(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "wake1:", "wake1:zz", "other:1:2", "wake1:1:2,-3", "wake1:1:x!"} {
-		if got := Decode(bad); got != nil {
-			t.Errorf("Decode(%q) = %v, want nothing", bad, got)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if got := Decode(bad); got != nil {
+				t.Errorf("Decode(%q) = %v, want nothing", bad, got)
+			}
+		})
 	}
 }

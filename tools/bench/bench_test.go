@@ -339,20 +339,22 @@ func TestScenariosOnAzurite(t *testing.T) {
 // A whole run without an account removes an account record an earlier run
 // left (it would decide a check for other code); a partial run keeps it.
 func TestWholeRunDropsStaleAccountRecord(t *testing.T) {
-	for _, partial := range []bool{false, true} {
-		b := tinyBench(t)
-		b.partial = partial
-		if err := results.Write(b.out, results.AccountFile, results.Consumer{Messages: 1}); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.run(context.Background(), nil); err != nil {
-			t.Fatal(err)
-		}
-		var c results.Consumer
-		err := results.Read(b.out, results.AccountFile, &c)
-		if kept := err == nil; kept != partial {
-			t.Errorf("partial %v: account record kept %v (%v)", partial, kept, err)
-		}
+	for i, partial := range []bool{false, true} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			b := tinyBench(t)
+			b.partial = partial
+			if err := results.Write(b.out, results.AccountFile, results.Consumer{Messages: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.run(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+			var c results.Consumer
+			err := results.Read(b.out, results.AccountFile, &c)
+			if kept := err == nil; kept != partial {
+				t.Errorf("partial %v: account record kept %v (%v)", partial, kept, err)
+			}
+		})
 	}
 }
 
@@ -385,11 +387,13 @@ func TestAccountScenario(t *testing.T) {
 	// queue of 60 (a worker left on the default queue would never drain
 	// it).
 	var got []string
-	for _, r := range c.Rows {
-		got = append(got, fmt.Sprintf("x%d runs=%v", r.Instances, r.Runs))
-		if r.Variant != results.VariantProcess || r.Rate.N != 60 || r.Rate.PerSec <= 0 || r.Steady <= 0 {
-			t.Errorf("%s x%d: %+v steady %v", r.Label, r.Instances, r.Rate, r.Steady)
-		}
+	for i, r := range c.Rows {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			got = append(got, fmt.Sprintf("x%d runs=%v", r.Instances, r.Runs))
+			if r.Variant != results.VariantProcess || r.Rate.N != 60 || r.Rate.PerSec <= 0 || r.Steady <= 0 {
+				t.Errorf("%s x%d: %+v steady %v", r.Label, r.Instances, r.Rate, r.Steady)
+			}
+		})
 	}
 	if want := []string{"x1 runs=true", "x1 runs=false", "x2 runs=true", "x2 runs=false"}; !slices.Equal(got, want) {
 		t.Errorf("rows %v, want %v", got, want)

@@ -56,28 +56,30 @@ func TestAzuriteRestart(t *testing.T) {
 		kind string
 	}
 	var outages []fault
-	for _, step := range []struct {
+	for i, step := range []struct {
 		after time.Duration
 		kill  bool
 	}{{12 * time.Second, false}, {30 * time.Second, true}, {46 * time.Second, true}} {
-		time.Sleep(time.Until(base.Add(step.after)))
-		o := fault{kind: "Azurite restart (SIGTERM, saved)", outage: outage{at: time.Now()}}
-		if step.kill {
-			o.kind = "Azurite SIGKILL, restarted after 2 s"
-			r.f.Azurite.Kill()
-			time.Sleep(2 * time.Second)
-		}
-		if err := r.f.Azurite.Restart(ctx); err != nil {
-			t.Fatalf("restart Azurite: %v", err)
-		}
-		o.back = time.Now()
-		if step.kill {
-			r.mu.Lock()
-			r.kills = append(r.kills, o.outage)
-			r.mu.Unlock()
-		}
-		r.note("%s at %s: storage answered again after %s", o.kind, r.since(o.at), round(o.back.Sub(o.at)))
-		outages = append(outages, o)
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			time.Sleep(time.Until(base.Add(step.after)))
+			o := fault{kind: "Azurite restart (SIGTERM, saved)", outage: outage{at: time.Now()}}
+			if step.kill {
+				o.kind = "Azurite SIGKILL, restarted after 2 s"
+				r.f.Azurite.Kill()
+				time.Sleep(2 * time.Second)
+			}
+			if err := r.f.Azurite.Restart(ctx); err != nil {
+				t.Fatalf("restart Azurite: %v", err)
+			}
+			o.back = time.Now()
+			if step.kill {
+				r.mu.Lock()
+				r.kills = append(r.kills, o.outage)
+				r.mu.Unlock()
+			}
+			r.note("%s at %s: storage answered again after %s", o.kind, r.since(o.at), round(o.back.Sub(o.at)))
+			outages = append(outages, o)
+		})
 	}
 	time.Sleep(time.Until(base.Add(window)))
 	close(trickling)
@@ -87,28 +89,30 @@ func TestAzuriteRestart(t *testing.T) {
 	a := r.stopAndAnalyse()
 	res := Result{RecoveryRule: "from the fault to the first execution that started after storage answered again; takeover: from the fault to the next term of control, when the fault ended one"}
 	for i, o := range outages {
-		f := Fault{Kind: o.kind, At: r.since(o.at)}
-		until := o.at.Add(leaseDuration + 5*time.Second)
-		if i+1 < len(outages) && outages[i+1].at.Before(until) {
-			until = outages[i+1].at
-		}
-		if x, ok := FirstStartAfter(a.records, o.back, nil); ok {
-			f.Recovery = Duration(x.At.Sub(o.at))
-		} else {
-			t.Errorf("nothing ran after %s", o.kind)
-		}
-		// A term that ended after the fault began was ended by it when a
-		// new term started soon after.
-		detail := fmt.Sprintf("down %s", round(o.back.Sub(o.at)))
-		for _, term := range a.terms {
-			if term.Start.After(o.at) && term.Start.Before(until) {
-				f.Takeover = Duration(term.Start.Sub(o.at))
-				detail += fmt.Sprintf("; new term %s gen %d", term.Worker, term.Generation)
-				break
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			f := Fault{Kind: o.kind, At: r.since(o.at)}
+			until := o.at.Add(leaseDuration + 5*time.Second)
+			if i+1 < len(outages) && outages[i+1].at.Before(until) {
+				until = outages[i+1].at
 			}
-		}
-		f.Detail = detail
-		res.Faults = append(res.Faults, f)
+			if x, ok := FirstStartAfter(a.records, o.back, nil); ok {
+				f.Recovery = Duration(x.At.Sub(o.at))
+			} else {
+				t.Errorf("nothing ran after %s", o.kind)
+			}
+			// A term that ended after the fault began was ended by it when a
+			// new term started soon after.
+			detail := fmt.Sprintf("down %s", round(o.back.Sub(o.at)))
+			for _, term := range a.terms {
+				if term.Start.After(o.at) && term.Start.Before(until) {
+					f.Takeover = Duration(term.Start.Sub(o.at))
+					detail += fmt.Sprintf("; new term %s gen %d", term.Worker, term.Generation)
+					break
+				}
+			}
+			f.Detail = detail
+			res.Faults = append(res.Faults, f)
+		})
 	}
 	gens, backwards := GenerationsSeen(a.lease)
 	r.note("lease generations seen by the poller: %v", gens)

@@ -93,20 +93,24 @@ func TestBadInput(t *testing.T) {
 		results[i].OK = false
 	}
 	for i, x := range results {
-		if !x.OK && cases[i].after == nil {
-			t.Errorf("bad input %q: expected %s; observed %s", x.Input, x.Expected, x.Observed)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if !x.OK && cases[i].after == nil {
+				t.Errorf("bad input %q: expected %s; observed %s", x.Input, x.Expected, x.Observed)
+			}
+		})
 	}
 
 	r.waitExecuted(2 * time.Minute)
 	a := r.stopAndAnalyse()
 	for i, c := range cases {
-		if c.after != nil {
-			results[i].Observed, results[i].OK = c.after(a, results[i].Observed, results[i].OK)
-			if !results[i].OK {
-				t.Errorf("bad input %q: expected %s; observed %s", results[i].Input, results[i].Expected, results[i].Observed)
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if c.after != nil {
+				results[i].Observed, results[i].OK = c.after(a, results[i].Observed, results[i].OK)
+				if !results[i].OK {
+					t.Errorf("bad input %q: expected %s; observed %s", results[i].Input, results[i].Expected, results[i].Observed)
+				}
 			}
-		}
+		})
 	}
 	collectedMu.Lock()
 	badInputs = results

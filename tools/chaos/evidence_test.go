@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,10 +76,12 @@ func TestTermsEndings(t *testing.T) {
 		t.Fatalf("terms %v", terms)
 	}
 	for i, w := range want {
-		x := terms[i]
-		if x.Worker != w.w || x.Generation != w.g || !x.End.Equal(at(w.end)) || x.EndReason != w.reason {
-			t.Errorf("term %d = %s, want %+v", i, x, w)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			x := terms[i]
+			if x.Worker != w.w || x.Generation != w.g || !x.End.Equal(at(w.end)) || x.EndReason != w.reason {
+				t.Errorf("term %d = %s, want %+v", i, x, w)
+			}
+		})
 	}
 	if !terms[2].Open || terms[0].Open {
 		t.Error("Open flags wrong")
@@ -211,9 +214,11 @@ func TestReportMergeSaveLoadRender(t *testing.T) {
 	}
 	md := RenderMarkdown(back)
 	for _, want := range []string{"# Reliability", "| 1 a | 5 | 1 |", "**no**", "k\\|ill", "## Bad input", "| x | y | z | yes |", "Movers at once"} {
-		if !strings.Contains(md, want) {
-			t.Errorf("markdown lacks %q", want)
-		}
+		t.Run(want, func(t *testing.T) {
+			if !strings.Contains(md, want) {
+				t.Errorf("markdown lacks %q", want)
+			}
+		})
 	}
 	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)

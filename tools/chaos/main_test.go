@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -13,6 +15,13 @@ func TestMain(m *testing.M) {
 	if err := writeResults(); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos: results:", err)
 		if code == 0 {
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop")); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
 			code = 1
 		}
 	}

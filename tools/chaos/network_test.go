@@ -225,12 +225,14 @@ func TestNetworkLatency(t *testing.T) {
 	base := time.Now().Add(5 * time.Second)
 	r.scheduleSpread(ctx, "l", 1800, 100, base, 60*time.Second)
 	var faults []netFault
-	for _, ph := range []struct {
+	for i, ph := range []struct {
 		after, lat time.Duration
 	}{{10 * time.Second, 300 * time.Millisecond}, {35 * time.Second, time.Second}} {
-		time.Sleep(time.Until(base.Add(ph.after)))
-		faults = append(faults, ps.during(t, fmt.Sprintf("latency %s each way on %s", ph.lat, name), 15*time.Second,
-			func() { ps.latency(t, ph.lat) }))
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			time.Sleep(time.Until(base.Add(ph.after)))
+			faults = append(faults, ps.during(t, fmt.Sprintf("latency %s each way on %s", ph.lat, name), 15*time.Second,
+				func() { ps.latency(t, ph.lat) }))
+		})
 	}
 	finishNet(t, r, name, ps, base, faults, true)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -47,7 +48,7 @@ func browserTools(t *testing.T) (node, script string) {
 		}
 		t.Skip(msg)
 	}
-	return node, filepath.Join(root, "internal", "e2e", "browser", "dashboard.cjs")
+	return node, filepath.Join(root, "tools", "e2e", "browser", "dashboard.cjs")
 }
 
 // browserResult is what dashboard.cjs prints.
@@ -169,8 +170,10 @@ func TestDashboardInChromium(t *testing.T) {
 		"keyRunNow": "city", "keyRemove": "gone",
 		"refreshWait": 30000,
 	})
-	for _, fl := range res.Failures {
-		t.Error("browser:", fl)
+	for i, fl := range res.Failures {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Error("browser:", fl)
+		})
 	}
 
 	// The CLI sees every click's effect.
@@ -202,15 +205,17 @@ func TestDashboardInChromium(t *testing.T) {
 
 	// The worker-served dashboard answers beside /healthz.
 	for _, p := range []string{"/healthz", "/", "/api/overview"} {
-		resp, err := http.Get("http://" + adminAddr + p)
-		if err != nil {
-			t.Fatalf("admin %s: %v", p, err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Errorf("admin %s: %d %s", p, resp.StatusCode, b)
-		}
+		t.Run(p, func(t *testing.T) {
+			resp, err := http.Get("http://" + adminAddr + p)
+			if err != nil {
+				t.Fatalf("admin %s: %v", p, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("admin %s: %d %s", p, resp.StatusCode, b)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,11 +38,13 @@ func TestLifecycleDeadLetterAndRequeue(t *testing.T) {
 	lcCLI(ctx, t, f, "schedule", "--id", "flaky1", "--type", "flaky", "p")
 	began := time.Now()
 	for _, id := range []string{"doomed", "flaky1"} {
-		st := lcWaitStatus(ctx, t, f, id, 45*time.Second, "dead", func(s lcStatus) bool { return s.State == "dead" })
-		if st.Run == nil || st.Run.Attempts != 3 {
-			t.Fatalf("%s is dead after %+v attempts, want exactly 3 (retry.max_attempts)", id, st.Run)
-		}
-		t.Logf("%s dead after %d attempts (%s after scheduling); last error %q", id, st.Run.Attempts, time.Since(began).Round(100*time.Millisecond), st.Run.LastError)
+		t.Run(id, func(t *testing.T) {
+			st := lcWaitStatus(ctx, t, f, id, 45*time.Second, "dead", func(s lcStatus) bool { return s.State == "dead" })
+			if st.Run == nil || st.Run.Attempts != 3 {
+				t.Fatalf("%s is dead after %+v attempts, want exactly 3 (retry.max_attempts)", id, st.Run)
+			}
+			t.Logf("%s dead after %d attempts (%s after scheduling); last error %q", id, st.Run.Attempts, time.Since(began).Round(100*time.Millisecond), st.Run.LastError)
+		})
 	}
 
 	out := lcCLI(ctx, t, f, "deadletter", "list", "--json")
@@ -54,13 +57,15 @@ func TestLifecycleDeadLetterAndRequeue(t *testing.T) {
 		byID[d.RunID] = d
 	}
 	for id, why := range map[string]string{"doomed": "exit code 7; output: failing on purpose", "flaky1": "exit code 9; output: marker file missing"} {
-		d, ok := byID[id]
-		if !ok {
-			t.Fatalf("%s is not in the dead letters: %s", id, out)
-		}
-		if d.Attempts != 3 || !strings.Contains(d.Reason, "failed 3 of 3 attempts") || !strings.Contains(d.Reason, why) {
-			t.Errorf("dead letter %s: attempts %d, reason %q; want 3 attempts and a reason with %q", id, d.Attempts, d.Reason, why)
-		}
+		t.Run(fmt.Sprint(id), func(t *testing.T) {
+			d, ok := byID[id]
+			if !ok {
+				t.Fatalf("%s is not in the dead letters: %s", id, out)
+			}
+			if d.Attempts != 3 || !strings.Contains(d.Reason, "failed 3 of 3 attempts") || !strings.Contains(d.Reason, why) {
+				t.Errorf("dead letter %s: attempts %d, reason %q; want 3 attempts and a reason with %q", id, d.Attempts, d.Reason, why)
+			}
+		})
 	}
 	if n := len(lcStarts(t, f, "flaky1")); n != 0 {
 		t.Fatalf("flaky1 recorded %d successful starts while failing", n)

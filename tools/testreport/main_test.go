@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -46,9 +47,11 @@ func TestReport(t *testing.T) {
 		"FAIL p TestA\n    a_test.go:10: some log\n    a_test.go:12: want 3, got 4\n",
 		"FAIL r\n    panic: boom\n",
 	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("report lacks %q:\n%s", want, got)
-		}
+		t.Run(want, func(t *testing.T) {
+			if !strings.Contains(got, want) {
+				t.Errorf("report lacks %q:\n%s", want, got)
+			}
+		})
 	}
 	if strings.Contains(got, "quiet") || strings.Contains(got, "TestB/sub") {
 		t.Errorf("passing output leaked into the report:\n%s", got)
@@ -76,8 +79,10 @@ func TestIsErrorLine(t *testing.T) {
 		"see x_test.go:12: in prose":  false,
 		"x_test.go:ab: no line":       false,
 	} {
-		if got := isErrorLine(line); got != want {
-			t.Errorf("isErrorLine(%q) = %v, want %v", line, got, want)
-		}
+		t.Run(fmt.Sprint(line), func(t *testing.T) {
+			if got := isErrorLine(line); got != want {
+				t.Errorf("isErrorLine(%q) = %v, want %v", line, got, want)
+			}
+		})
 	}
 }

@@ -129,26 +129,30 @@ func TestRenderAll(t *testing.T) {
 		"## 9. Run history", "| A page of run history (newest 50 failed, the running ones, a series) ≤ 5 requests | at most 4 (100,000 records) | met |",
 		"| Retention ≤ 1 request per 100 expired records | 2.20 per 100 (12,000 expired) | **missed** |", "**22.0 requests per 1,000 expired records**",
 	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("BENCHMARKS.md lacks %q", want)
-		}
+		t.Run(want, func(t *testing.T) {
+			if !strings.Contains(md, want) {
+				t.Errorf("BENCHMARKS.md lacks %q", want)
+			}
+		})
 	}
 	if strings.Contains(md, "%!") || strings.Contains(md, "MISSING") {
 		t.Error("BENCHMARKS.md has a formatting error")
 	}
 	for _, png := range []string{"mover", "consumer", "lateness", "failover", "transactions", "idle", "footprint"} {
-		rel := "bench/" + png + ".png"
-		if !strings.Contains(md, "]("+rel+")") {
-			t.Errorf("BENCHMARKS.md does not show %s", rel)
-		}
-		b, err := os.ReadFile(filepath.Join(out, rel))
-		if err != nil {
-			t.Error(err)
-			continue
-		}
-		if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) || len(b) < 2000 {
-			t.Errorf("%s is not a plausible PNG (%d bytes)", rel, len(b))
-		}
+		t.Run(png, func(t *testing.T) {
+			rel := "bench/" + png + ".png"
+			if !strings.Contains(md, "]("+rel+")") {
+				t.Errorf("BENCHMARKS.md does not show %s", rel)
+			}
+			b, err := os.ReadFile(filepath.Join(out, rel))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) || len(b) < 2000 {
+				t.Errorf("%s is not a plausible PNG (%d bytes)", rel, len(b))
+			}
+		})
 	}
 }
 
@@ -209,9 +213,11 @@ func TestRunsProcessCheckMedians(t *testing.T) {
 		"50 % with 2 processes through 10 ms per request (50 vs 100 tasks/s, Azurite busy 95 % vs 70 %)", "10.0 ms with records against 7.0 ms without. The difference, 3.0 ms",
 		// The two transactions' own cost, measured alone: 2 × 1.5 ms.
 		"which cost it 3.0 ms when measured alone"} {
-		if !strings.Contains(ch.measured+ch.why, want) {
-			t.Errorf("check lacks %q:\n%s\n%s", want, ch.measured, ch.why)
-		}
+		t.Run(want, func(t *testing.T) {
+			if !strings.Contains(ch.measured+ch.why, want) {
+				t.Errorf("check lacks %q:\n%s\n%s", want, ch.measured, ch.why)
+			}
+		})
 	}
 	// Medians at 80 % or more meet it.
 	c.Rows[1].Steady, c.Rows[3].Steady, c.Rows[5].Steady = 180, 180, 180

@@ -24,10 +24,12 @@ func TestSummarize(t *testing.T) {
 
 func TestPercentileAndMedian(t *testing.T) {
 	s := []float64{1, 2, 3, 4}
-	for _, c := range []struct{ p, want float64 }{{0, 1}, {25, 1}, {26, 2}, {50, 2}, {75, 3}, {100, 4}} {
-		if got := Percentile(s, c.p); got != c.want {
-			t.Errorf("Percentile(%v) = %v, want %v", c.p, got, c.want)
-		}
+	for i, c := range []struct{ p, want float64 }{{0, 1}, {25, 1}, {26, 2}, {50, 2}, {75, 3}, {100, 4}} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := Percentile(s, c.p); got != c.want {
+				t.Errorf("Percentile(%v) = %v, want %v", c.p, got, c.want)
+			}
+		})
 	}
 	if Percentile(nil, 50) != 0 {
 		t.Error("Percentile of nothing is not 0")

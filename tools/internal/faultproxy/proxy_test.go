@@ -3,6 +3,7 @@ package faultproxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -94,11 +95,13 @@ func roundTrip(c net.Conn, msg string, d time.Duration) (string, error) {
 }
 
 func TestOptionsValidation(t *testing.T) {
-	for _, o := range []Options{{}, {Target: "nohostport"}, {Target: "127.0.0.1:1", DialTimeout: -time.Second}, {Target: "127.0.0.1:1", Listen: "256.0.0.1:0"}} {
-		if p, err := New(o); err == nil {
-			p.Close()
-			t.Errorf("New(%+v) accepted", o)
-		}
+	for i, o := range []Options{{}, {Target: "nohostport"}, {Target: "127.0.0.1:1", DialTimeout: -time.Second}, {Target: "127.0.0.1:1", Listen: "256.0.0.1:0"}} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if p, err := New(o); err == nil {
+				p.Close()
+				t.Errorf("New(%+v) accepted", o)
+			}
+		})
 	}
 	p := newProxy(t, "127.0.0.1:1")
 	if err := p.Set(Mode(42)); err == nil {
@@ -207,11 +210,13 @@ func TestStallHoldsThenDeliversToOpenConnections(t *testing.T) {
 		conn net.Conn
 		want string
 	}{{open, "held"}, {fresh, "new"}} {
-		_ = c.conn.SetDeadline(time.Now().Add(2 * time.Second))
-		buf := make([]byte, len(c.want))
-		if _, err := io.ReadFull(c.conn, buf); err != nil || string(buf) != c.want {
-			t.Fatalf("after the stall read %q, %v; want %q", buf, err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			_ = c.conn.SetDeadline(time.Now().Add(2 * time.Second))
+			buf := make([]byte, len(c.want))
+			if _, err := io.ReadFull(c.conn, buf); err != nil || string(buf) != c.want {
+				t.Fatalf("after the stall read %q, %v; want %q", buf, err, c.want)
+			}
+		})
 	}
 	time.Sleep(100 * time.Millisecond)
 	if n := e.received.Load(); n != int64(len("a")+len("held")+len("new")) {
@@ -315,7 +320,9 @@ func TestAzuriteThroughProxy(t *testing.T) {
 	blob, queue, table := srv.Ports()
 	var proxies [3]*Proxy
 	for i, port := range []int{blob, queue, table} {
-		proxies[i] = newProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			proxies[i] = newProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		})
 	}
 	cs := azurite.ConnectionString("127.0.0.1", proxies[0].Port(), proxies[1].Port(), proxies[2].Port())
 	sc, err := storage.New(storage.Config{ConnectionString: cs})

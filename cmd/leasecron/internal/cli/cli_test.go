@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -149,10 +150,12 @@ func TestReadmeDocumentsEveryKeyAndCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	for _, k := range config.Keys {
-		if !strings.Contains(readme, "`"+k.Name+"`") {
-			t.Errorf("README does not document config key %s", k.Name)
-		}
+	for i, k := range config.Keys {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if !strings.Contains(readme, "`"+k.Name+"`") {
+				t.Errorf("README does not document config key %s", k.Name)
+			}
+		})
 	}
 	root := NewRoot("test", strings.NewReader(""), io.Discard, io.Discard)
 	var walk func(c *cobra.Command, prefix string)

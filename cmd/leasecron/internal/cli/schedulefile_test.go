@@ -23,15 +23,17 @@ func TestParseLine(t *testing.T) {
 		{line: `{"id":"f"} {"id":"g"}`, err: "more than one JSON value"},
 		{line: `not json`, err: "not a JSON object"},
 	} {
-		it, err := parseLine([]byte(c.line), now)
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("%s: err %v, want %q", c.line, err, c.err)
+		t.Run(c.rule, func(t *testing.T) {
+			it, err := parseLine([]byte(c.line), now)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Errorf("%s: err %v, want %q", c.line, err, c.err)
+				}
+				return
 			}
-			continue
-		}
-		if err != nil || it.Payload != c.payload || !it.Due.Equal(c.due) || it.Recurrence != c.rule {
-			t.Errorf("%s: %+v, %v", c.line, it, err)
-		}
+			if err != nil || it.Payload != c.payload || !it.Due.Equal(c.due) || it.Recurrence != c.rule {
+				t.Errorf("%s: %+v, %v", c.line, it, err)
+			}
+		})
 	}
 }

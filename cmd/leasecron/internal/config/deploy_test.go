@@ -20,15 +20,17 @@ func TestDeploymentFilesLoad(t *testing.T) {
 	envRE := regexp.MustCompile(`\b(LEASECRON_[A-Z0-9_]+)\b`)
 	seen := map[string]bool{}
 	for _, f := range []string{"docker-compose.yml", filepath.Join("deploy", "azure", "azuredeploy.json")} {
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range envRE.FindAllStringSubmatch(string(b), -1) {
-			if m[1][len(m[1])-1] != '_' { // prose such as LEASECRON_HANDLERS_<TYPE>_EXEC
-				seen[m[1]] = true
+		t.Run(f, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(root, f))
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			for _, m := range envRE.FindAllStringSubmatch(string(b), -1) {
+				if m[1][len(m[1])-1] != '_' { // prose such as LEASECRON_HANDLERS_<TYPE>_EXEC
+					seen[m[1]] = true
+				}
+			}
+		})
 	}
 	delete(seen, "LEASECRON_VERSION") // compose build argument, not read by leasecron
 	var names []string

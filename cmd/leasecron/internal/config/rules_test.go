@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,12 +19,14 @@ func TestSchedulableTypesAreExactlyTheConfigurableOnes(t *testing.T) {
 		"mail", "report-daily", "report_daily", "2fa", strings.Repeat("x", 64),
 		"Report.Daily", "report.daily", "Mail", "send mail", "-x", strings.Repeat("x", 65),
 	} {
-		schedulable := schedule.ValidateType(typ) == nil
-		inFile := configures(t, "handlers:\n  \""+typ+"\":\n    kind: log\n", nil, typ)
-		inEnv := configures(t, "", map[string]string{"LEASECRON_HANDLERS_" + strings.ToUpper(typ) + "_KIND": "log"}, typ)
-		if schedulable != inFile || schedulable != inEnv {
-			t.Errorf("type %q: schedulable %v, configurable in a file %v, in the environment %v; want all alike", typ, schedulable, inFile, inEnv)
-		}
+		t.Run(typ, func(t *testing.T) {
+			schedulable := schedule.ValidateType(typ) == nil
+			inFile := configures(t, "handlers:\n  \""+typ+"\":\n    kind: log\n", nil, typ)
+			inEnv := configures(t, "", map[string]string{"LEASECRON_HANDLERS_" + strings.ToUpper(typ) + "_KIND": "log"}, typ)
+			if schedulable != inFile || schedulable != inEnv {
+				t.Errorf("type %q: schedulable %v, configurable in a file %v, in the environment %v; want all alike", typ, schedulable, inFile, inEnv)
+			}
+		})
 	}
 }
 
@@ -97,8 +100,10 @@ func TestFormatValue(t *testing.T) {
 		30 * time.Minute: "30m", time.Hour: "1h", 200 * time.Millisecond: "200ms", 1500 * time.Microsecond: "1.5ms",
 		8: "8", true: "true", "leasecron": "leasecron",
 	} {
-		if got := formatValue(v); got != want {
-			t.Errorf("formatValue(%v) = %q, want %q", v, got, want)
-		}
+		t.Run(fmt.Sprint(v), func(t *testing.T) {
+			if got := formatValue(v); got != want {
+				t.Errorf("formatValue(%v) = %q, want %q", v, got, want)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package otelsetup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -10,7 +11,7 @@ func env(m map[string]string) func(string) string { return func(k string) string
 
 // Tracing is off unless the OTEL_* variables ask for traces.
 func TestEnabled(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		vars map[string]string
 		want bool
 		err  bool
@@ -23,10 +24,12 @@ func TestEnabled(t *testing.T) {
 		{vars: map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}, want: false},
 		{vars: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, err: true},
 	} {
-		got, err := Enabled(env(c.vars))
-		if got != c.want || (err != nil) != c.err || (err != nil && !errors.Is(err, ErrConfig)) {
-			t.Errorf("Enabled(%v) = %v, %v", c.vars, got, err)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			got, err := Enabled(env(c.vars))
+			if got != c.want || (err != nil) != c.err || (err != nil && !errors.Is(err, ErrConfig)) {
+				t.Errorf("Enabled(%v) = %v, %v", c.vars, got, err)
+			}
+		})
 	}
 	if _, on, err := Setup(context.Background(), "test", env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "thrift"})); on || !errors.Is(err, ErrConfig) {
 		t.Errorf("an unknown protocol: on %v, %v", on, err)
