@@ -262,4 +262,3 @@ func TestPreviousReleaseAccountKeepsWorking(t *testing.T) {
 		t.Errorf("queued-1 (a message the previous release enqueued): %+v, %v", s.Run, err)
 	}
 }
-

@@ -208,27 +208,25 @@ func TestThreeWorkersShareTwentyKeysOnAzurite(t *testing.T) {
 	}
 	windows := map[int]int{} // starts per (key, interval window) -> how many windows
 	for key, invs := range byKey {
-		t.Run(fmt.Sprint(key), func(t *testing.T) {
-			worstGap = max(worstGap, checkNoOverlap(t, key, invs, interval))
-			perWindow := map[int]int{}
-			for _, inv := range invs {
-				perWindow[int(inv.due.Sub(began)/interval)]++
+		worstGap = max(worstGap, checkNoOverlap(t, key, invs, interval))
+		perWindow := map[int]int{}
+		for _, inv := range invs {
+			perWindow[int(inv.due.Sub(began)/interval)]++
+		}
+		for w := 0; w < int(elapsed/interval); w++ {
+			windows[perWindow[w]]++
+			if perWindow[w] > 1 {
+				t.Errorf("key %s started %d times in interval window %d", key, perWindow[w], w)
 			}
-			for w := 0; w < int(elapsed/interval); w++ {
-				windows[perWindow[w]]++
-				if perWindow[w] > 1 {
-					t.Errorf("key %s started %d times in interval window %d", key, perWindow[w], w)
-				}
-			}
-			// Every key ran once per interval: at least floor(elapsed/(interval+cycle+slack)) times.
-			if len(invs) < 3 {
-				t.Errorf("key %s ran %d times in %v, want at least 3", key, len(invs), elapsed)
-			}
-			for _, inv := range invs {
-				perWorker[inv.worker]++
-			}
-			total += len(invs)
-		})
+		}
+		// Every key ran once per interval: at least floor(elapsed/(interval+cycle+slack)) times.
+		if len(invs) < 3 {
+			t.Errorf("key %s ran %d times in %v, want at least 3", key, len(invs), elapsed)
+		}
+		for _, inv := range invs {
+			perWorker[inv.worker]++
+		}
+		total += len(invs)
 	}
 	// A due key waits at most one jittered cycle for a walk, plus the
 	// handlers queued before it in that walk (up to 0.84 s in ten CI runs);
@@ -240,12 +238,10 @@ func TestThreeWorkersShareTwentyKeysOnAzurite(t *testing.T) {
 		t.Errorf("work was not spread: %v", perWorker)
 	}
 	mu.Lock()
-	for i, r := range reports {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if !r.Recorded {
-				t.Errorf("run %s by %s not recorded: %v", r.TaskID, r.Worker, r.RecordErr)
-			}
-		})
+	for _, r := range reports {
+		if !r.Recorded {
+			t.Errorf("run %s by %s not recorded: %v", r.TaskID, r.Worker, r.RecordErr)
+		}
 	}
 	nReports := len(reports)
 	mu.Unlock()
@@ -257,12 +253,10 @@ func TestThreeWorkersShareTwentyKeysOnAzurite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, e := range rows {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if e.Running || e.Runs != int64(len(byKey[e.Key])) {
-				t.Errorf("row %s: running %v, runs %d, invocations %d", e.Key, e.Running, e.Runs, len(byKey[e.Key]))
-			}
-		})
+	for _, e := range rows {
+		if e.Running || e.Runs != int64(len(byKey[e.Key])) {
+			t.Errorf("row %s: running %v, runs %d, invocations %d", e.Key, e.Running, e.Runs, len(byKey[e.Key]))
+		}
 	}
 	t.Logf("%d runs of %d keys in %v by %v; largest start gap %v (interval %v, cycle %v); %d cycles, %d claim conflicts; windows by starts %v",
 		total, keys, elapsed.Round(time.Millisecond), perWorker, worstGap.Round(time.Millisecond), interval, cycle, cycles.Load(), conflicts.Load(), windows)
@@ -438,12 +432,10 @@ func TestCrashedWorkerKeyIsTakenOverOnAzurite(t *testing.T) {
 	}
 	// The survivors kept the other keys going, never overlapping.
 	for key, invs := range log.byKey() {
-		t.Run(fmt.Sprint(key), func(t *testing.T) {
-			checkNoOverlap(t, key, invs, 2*time.Second)
-			if last := invs[len(invs)-1]; !last.begin.After(killedAt) || last.worker == ids[victim] {
-				t.Errorf("key %s not run by a survivor after the crash (last %+v)", key, last)
-			}
-		})
+		checkNoOverlap(t, key, invs, 2*time.Second)
+		if last := invs[len(invs)-1]; !last.begin.After(killedAt) || last.worker == ids[victim] {
+			t.Errorf("key %s not run by a survivor after the crash (last %+v)", key, last)
+		}
 	}
 	t.Logf("killed %s at +0; lock expired at %v; taken over by %s at %v, completed at %v",
 		ids[victim], before.LockedUntil.Sub(killedAt).Round(time.Millisecond), takeover.worker,

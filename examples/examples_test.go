@@ -65,24 +65,20 @@ func TestWorkerExample(t *testing.T) {
 		want[m[1]] = "hello, " + []string{"Ada", "Grace", "Edsger"}[i]
 	}
 	handled := map[string]int{}
-	for i, m := range regexp.MustCompile(`(?m)^handled (\S+) attempt (\d+): (.*)$`).FindAllStringSubmatch(string(out), -1) {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if want[m[1]] != m[3] {
-				t.Errorf("handled %s with %q, want %q", m[1], m[3], want[m[1]])
-			}
-			handled[m[1]]++
-		})
+	for _, m := range regexp.MustCompile(`(?m)^handled (\S+) attempt (\d+): (.*)$`).FindAllStringSubmatch(string(out), -1) {
+		if want[m[1]] != m[3] {
+			t.Errorf("handled %s with %q, want %q", m[1], m[3], want[m[1]])
+		}
+		handled[m[1]]++
 	}
 	for id, greeting := range want {
-		t.Run(fmt.Sprint(id), func(t *testing.T) {
-			if handled[id] < 1 {
-				t.Errorf("task %s was never handled", id)
-			}
-			// The run record keeps the handler's output.
-			if !strings.Contains(string(out), fmt.Sprintf("\n%s succeeded: %s\n", id, greeting)) {
-				t.Errorf("no line %q", fmt.Sprintf("%s succeeded: %s", id, greeting))
-			}
-		})
+		if handled[id] < 1 {
+			t.Errorf("task %s was never handled", id)
+		}
+		// The run record keeps the handler's output.
+		if !strings.Contains(string(out), fmt.Sprintf("\n%s succeeded: %s\n", id, greeting)) {
+			t.Errorf("no line %q", fmt.Sprintf("%s succeeded: %s", id, greeting))
+		}
 	}
 	if !strings.HasSuffix(string(out), "all 3 tasks succeeded\n") {
 		t.Errorf("the output does not end with the summary line")
@@ -276,18 +272,16 @@ func TestLeaderExample(t *testing.T) {
 	defer l.mu.Unlock()
 	last := map[int]time.Time{}  // generation -> its last line
 	begin := map[int]time.Time{} // generation -> its "leading" line
-	for i, e := range l.events {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if e.gen == 0 {
-				return
-			}
-			if e.what == "leading" {
-				begin[e.gen] = e.at
-			}
-			if e.at.After(last[e.gen]) {
-				last[e.gen] = e.at
-			}
-		})
+	for _, e := range l.events {
+		if e.gen == 0 {
+			continue
+		}
+		if e.what == "leading" {
+			begin[e.gen] = e.at
+		}
+		if e.at.After(last[e.gen]) {
+			last[e.gen] = e.at
+		}
 	}
 	for gen := 2; gen <= 3; gen++ {
 		if !last[gen-1].Before(begin[gen]) {
@@ -295,11 +289,9 @@ func TestLeaderExample(t *testing.T) {
 				gen-1, last[gen-1].Format(time.RFC3339Nano), gen, begin[gen].Format(time.RFC3339Nano), events)
 		}
 	}
-	for i, e := range l.events {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if e.gen > 3 {
-				t.Errorf("unexpected generation %d (%s): only three terms were expected", e.gen, e.id)
-			}
-		})
+	for _, e := range l.events {
+		if e.gen > 3 {
+			t.Errorf("unexpected generation %d (%s): only three terms were expected", e.gen, e.id)
+		}
 	}
 }

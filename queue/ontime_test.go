@@ -263,18 +263,16 @@ func TestWakeAtKeepsSeveralHints(t *testing.T) {
 	}
 	h.idleFor(2 * time.Second)
 	for i, step := range []time.Duration{2, 3, 3} {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			before := h.work.opCounts()["dequeue"]
-			h.clk.Advance(step * time.Second)
-			if i < 2 {
-				h.idleFor(3 * time.Second) // until the next hint
-			} else {
-				h.idleFor(10 * time.Second) // no hints left: PollMax
-			}
-			if n := h.work.opCounts()["dequeue"] - before; n != 1 {
-				t.Fatalf("hint %d: %d dequeues, want 1", i, n)
-			}
-		})
+		before := h.work.opCounts()["dequeue"]
+		h.clk.Advance(step * time.Second)
+		if i < 2 {
+			h.idleFor(3 * time.Second) // until the next hint
+		} else {
+			h.idleFor(10 * time.Second) // no hints left: PollMax
+		}
+		if n := h.work.opCounts()["dequeue"] - before; n != 1 {
+			t.Fatalf("hint %d: %d dequeues, want 1", i, n)
+		}
 	}
 }
 

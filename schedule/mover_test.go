@@ -226,12 +226,10 @@ func TestMoverRecurringReplacedByNext(t *testing.T) {
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)
 	}
-	for i, id := range e.q.ids() {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if strings.HasPrefix(id, "tick@") && id != tick.env.ID {
-				t.Fatalf("cancelled series still ran: %v", e.q.ids())
-			}
-		})
+	for _, id := range e.q.ids() {
+		if strings.HasPrefix(id, "tick@") && id != tick.env.ID {
+			t.Fatalf("cancelled series still ran: %v", e.q.ids())
+		}
 	}
 }
 
@@ -251,11 +249,9 @@ func TestMoverSetsMalformedRowsAside(t *testing.T) {
 		mustKey(t0.Add(-3*time.Second), "maxatt"):  {"Message": "x", "MaxAttempts": -3},
 	}
 	for rk, p := range rows {
-		t.Run(fmt.Sprint(rk), func(t *testing.T) {
-			if err := e.mt.PutRaw("00", rk, p); err != nil {
-				t.Fatal(err)
-			}
-		})
+		if err := e.mt.PutRaw("00", rk, p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)

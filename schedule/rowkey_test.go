@@ -41,12 +41,10 @@ func TestRowKeyEdges(t *testing.T) {
 	if err != nil || rk != "3155378975999999999_z" {
 		t.Fatalf("year 9999: %q, %v", rk, err)
 	}
-	for i, bad := range []time.Time{MaxTime.Add(100 * time.Nanosecond), MinTime.Add(-time.Nanosecond), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)} {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if _, err := RowKey(bad, "x"); err == nil {
-				t.Errorf("RowKey(%s) accepted", bad)
-			}
-		})
+	for _, bad := range []time.Time{MaxTime.Add(100 * time.Nanosecond), MinTime.Add(-time.Nanosecond), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		if _, err := RowKey(bad, "x"); err == nil {
+			t.Errorf("RowKey(%s) accepted", bad)
+		}
 	}
 	if _, err := RowKey(time.Now(), ""); err == nil {
 		t.Error("empty id accepted")
@@ -93,12 +91,10 @@ func TestRowKeyLexicalOrderIsTimeOrder(t *testing.T) {
 	}
 	keys := make([]string, len(times))
 	for i, tm := range times {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			keys[i], _ = RowKey(tm, "id")
-			if len(keys[i]) != TickDigits+3 {
-				t.Fatalf("key %q is not 19 digits + _id", keys[i])
-			}
-		})
+		keys[i], _ = RowKey(tm, "id")
+		if len(keys[i]) != TickDigits+3 {
+			t.Fatalf("key %q is not 19 digits + _id", keys[i])
+		}
 	}
 	idx := make([]int, len(times))
 	for i := range idx {

@@ -52,12 +52,10 @@ func TestSemaphoreLimitsToN(t *testing.T) {
 	if n, err := sem.Held(ctx); err != nil || n != 3 {
 		t.Fatalf("Held = %d, %v; want 3", n, err)
 	}
-	for i, m := range mems {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if m.Count(OpEnsure) != 1 {
-				t.Errorf("%s ensured %d times, want once (created on first use)", m, m.Count(OpEnsure))
-			}
-		})
+	for _, m := range mems {
+		if m.Count(OpEnsure) != 1 {
+			t.Errorf("%s ensured %d times, want once (created on first use)", m, m.Count(OpEnsure))
+		}
 	}
 	if err := slots[1].Release(ctx); err != nil {
 		t.Fatal(err)
@@ -76,12 +74,10 @@ func TestSemaphoreLimitsToN(t *testing.T) {
 		t.Fatalf("TryAcquire after release: %v, %v; want slot %d", sl, err, slots[1].Index())
 	}
 	slots[1] = sl
-	for i, s := range slots {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if err := s.Release(ctx); err != nil {
-				t.Error(err)
-			}
-		})
+	for _, s := range slots {
+		if err := s.Release(ctx); err != nil {
+			t.Error(err)
+		}
 	}
 	if n, _ := sem.Held(ctx); n != 0 {
 		t.Fatalf("Held = %d after releasing all", n)
@@ -183,10 +179,8 @@ func TestSemaphoreSlotLostOnRefusedRenewal(t *testing.T) {
 func TestSemaphoreReportsStorageTrouble(t *testing.T) {
 	clk := clock.NewFake(t0)
 	sem, mems, _ := newMemSemaphore(t, clk, 2)
-	for i, m := range mems {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			m.SetFault(func(context.Context, Op) error { return errTransient })
-		})
+	for _, m := range mems {
+		m.SetFault(func(context.Context, Op) error { return errTransient })
 	}
 	_, err := sem.TryAcquire(context.Background())
 	if err == nil || errors.Is(err, ErrNoSlot) || !errors.Is(err, errTransient) {

@@ -192,12 +192,10 @@ func TestMergesFourCities(t *testing.T) {
 	if !bytes.HasPrefix(body, []byte("BEGIN:VCALENDAR\r\n")) || !bytes.HasSuffix(body, []byte("END:VCALENDAR\r\n")) {
 		t.Fatalf("not a CRLF calendar:\n%.200s", body)
 	}
-	for i, line := range strings.Split(string(body), "\r\n") {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if len(line) > 75 {
-				t.Fatalf("line longer than 75 octets: %q", line)
-			}
-		})
+	for _, line := range strings.Split(string(body), "\r\n") {
+		if len(line) > 75 {
+			t.Fatalf("line longer than 75 octets: %q", line)
+		}
 	}
 	if ct := blobs.types["calendars/elmcity.ics"]; !strings.HasPrefix(ct, "text/calendar") {
 		t.Fatalf("content type %q", ct)
@@ -251,13 +249,11 @@ func TestMergesFourCities(t *testing.T) {
 
 	// Time zones: every TZID in use has its VTIMEZONE; values keep their zone.
 	zones := map[string]bool{}
-	for i, z := range cal.Timezones() {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			zones[tzid(z)] = true
-			if len(z.Components) != 2 {
-				t.Errorf("VTIMEZONE %s lost its STANDARD/DAYLIGHT rules", tzid(z))
-			}
-		})
+	for _, z := range cal.Timezones() {
+		zones[tzid(z)] = true
+		if len(z.Components) != 2 {
+			t.Errorf("VTIMEZONE %s lost its STANDARD/DAYLIGHT rules", tzid(z))
+		}
 	}
 	for _, want := range []string{"America/Indiana/Indianapolis", "America/Los_Angeles", "America/New_York", "Europe/London"} {
 		t.Run(want, func(t *testing.T) {
@@ -293,14 +289,12 @@ func TestMergesFourCities(t *testing.T) {
 	}
 	// Events come in start order.
 	var prev time.Time
-	for i, ev := range cal.Events() {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			s := parseICalTime(ev.GetProperty(ics.ComponentPropertyDtStart))
-			if s.Before(prev) {
-				t.Fatalf("events out of order at %s", ev.Id())
-			}
-			prev = s
-		})
+	for _, ev := range cal.Events() {
+		s := parseICalTime(ev.GetProperty(ics.ComponentPropertyDtStart))
+		if s.Before(prev) {
+			t.Fatalf("events out of order at %s", ev.Id())
+		}
+		prev = s
 	}
 
 	sum := readSummary(t, blobs.get(t, "calendars/elmcity.json"))
@@ -308,12 +302,10 @@ func TestMergesFourCities(t *testing.T) {
 		len(sum.Timezones) != 4 || len(sum.MissingTimezones) != 0 || sum.Task != "elmcity@2026-08-01T12:00:00Z" {
 		t.Fatalf("summary %+v", sum)
 	}
-	for i, f := range sum.Feeds {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if f.Status != StatusOK || f.Events != 7 || f.HTTPStatus != 200 || f.Error != "" || f.Bytes == 0 {
-				t.Errorf("feed %+v", f)
-			}
-		})
+	for _, f := range sum.Feeds {
+		if f.Status != StatusOK || f.Events != 7 || f.HTTPStatus != 200 || f.Error != "" || f.Bytes == 0 {
+			t.Errorf("feed %+v", f)
+		}
 	}
 }
 
@@ -432,18 +424,16 @@ func TestFailedFeedsAreRecordedAndOthersStillMerge(t *testing.T) {
 		extra.URL + "/html.ics":           "not an iCalendar stream",
 		extra.URL + "/truncated.ics":      "truncated",
 	}
-	for i, f := range sum.Feeds {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if f.URL == srv.url("westlafcals") {
-				if f.Status != StatusOK || f.Events != 7 {
-					t.Errorf("good feed %+v", f)
-				}
-				return
+	for _, f := range sum.Feeds {
+		if f.URL == srv.url("westlafcals") {
+			if f.Status != StatusOK || f.Events != 7 {
+				t.Errorf("good feed %+v", f)
 			}
-			if f.Status != StatusFailed || !strings.Contains(f.Error, wantErr[f.URL]) || f.Events != 0 {
-				t.Errorf("feed %s: %+v, want failed with %q", f.URL, f, wantErr[f.URL])
-			}
-		})
+			continue
+		}
+		if f.Status != StatusFailed || !strings.Contains(f.Error, wantErr[f.URL]) || f.Events != 0 {
+			t.Errorf("feed %s: %+v, want failed with %q", f.URL, f, wantErr[f.URL])
+		}
 	}
 	if !sum.Written || sum.Events != 7 {
 		t.Fatalf("summary %+v", sum)
@@ -554,16 +544,14 @@ func TestPlainTextPayloadAndBadTasks(t *testing.T) {
 		t.Fatalf("summary %+v", sum)
 	}
 	n := len(blobs.blobs)
-	for i, tk := range []leasecrontype.Task{
+	for _, tk := range []leasecrontype.Task{
 		{ID: "x", Payload: payload(srv.url("localist"))}, // no key
 		task("bad/key", payload(srv.url("localist"))),
 		task("k", []byte("gopher://x")),
 	} {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if err := h(context.Background(), tk); !errors.Is(err, ErrBadPayload) {
-				t.Errorf("task %+v: %v, want ErrBadPayload", tk, err)
-			}
-		})
+		if err := h(context.Background(), tk); !errors.Is(err, ErrBadPayload) {
+			t.Errorf("task %+v: %v, want ErrBadPayload", tk, err)
+		}
 	}
 	if len(blobs.blobs) != n {
 		t.Fatal("a refused task wrote blobs")
@@ -598,17 +586,15 @@ func TestOptionsValidation(t *testing.T) {
 }
 
 func TestFixturesParse(t *testing.T) {
-	for i, c := range cities {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			b, err := fsReadFile(c + ".ics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := parseFeed(b)
-			if err != nil || len(f.events) != 7 {
-				t.Fatalf("%s: %v", c, err)
-			}
-		})
+	for _, c := range cities {
+		b, err := fsReadFile(c + ".ics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parseFeed(b)
+		if err != nil || len(f.events) != 7 {
+			t.Fatalf("%s: %v", c, err)
+		}
 	}
 	b, _ := fsReadFile("malformed.ics")
 	if _, err := parseFeed(b); !errors.Is(err, ErrFeedMalformed) {

@@ -387,13 +387,11 @@ func TestAccountScenario(t *testing.T) {
 	// queue of 60 (a worker left on the default queue would never drain
 	// it).
 	var got []string
-	for i, r := range c.Rows {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			got = append(got, fmt.Sprintf("x%d runs=%v", r.Instances, r.Runs))
-			if r.Variant != results.VariantProcess || r.Rate.N != 60 || r.Rate.PerSec <= 0 || r.Steady <= 0 {
-				t.Errorf("%s x%d: %+v steady %v", r.Label, r.Instances, r.Rate, r.Steady)
-			}
-		})
+	for _, r := range c.Rows {
+		got = append(got, fmt.Sprintf("x%d runs=%v", r.Instances, r.Runs))
+		if r.Variant != results.VariantProcess || r.Rate.N != 60 || r.Rate.PerSec <= 0 || r.Steady <= 0 {
+			t.Errorf("%s x%d: %+v steady %v", r.Label, r.Instances, r.Rate, r.Steady)
+		}
 	}
 	if want := []string{"x1 runs=true", "x1 runs=false", "x2 runs=true", "x2 runs=false"}; !slices.Equal(got, want) {
 		t.Errorf("rows %v, want %v", got, want)

@@ -89,30 +89,28 @@ func TestAzuriteRestart(t *testing.T) {
 	a := r.stopAndAnalyse()
 	res := Result{RecoveryRule: "from the fault to the first execution that started after storage answered again; takeover: from the fault to the next term of control, when the fault ended one"}
 	for i, o := range outages {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			f := Fault{Kind: o.kind, At: r.since(o.at)}
-			until := o.at.Add(leaseDuration + 5*time.Second)
-			if i+1 < len(outages) && outages[i+1].at.Before(until) {
-				until = outages[i+1].at
+		f := Fault{Kind: o.kind, At: r.since(o.at)}
+		until := o.at.Add(leaseDuration + 5*time.Second)
+		if i+1 < len(outages) && outages[i+1].at.Before(until) {
+			until = outages[i+1].at
+		}
+		if x, ok := FirstStartAfter(a.records, o.back, nil); ok {
+			f.Recovery = Duration(x.At.Sub(o.at))
+		} else {
+			t.Errorf("nothing ran after %s", o.kind)
+		}
+		// A term that ended after the fault began was ended by it when a
+		// new term started soon after.
+		detail := fmt.Sprintf("down %s", round(o.back.Sub(o.at)))
+		for _, term := range a.terms {
+			if term.Start.After(o.at) && term.Start.Before(until) {
+				f.Takeover = Duration(term.Start.Sub(o.at))
+				detail += fmt.Sprintf("; new term %s gen %d", term.Worker, term.Generation)
+				break
 			}
-			if x, ok := FirstStartAfter(a.records, o.back, nil); ok {
-				f.Recovery = Duration(x.At.Sub(o.at))
-			} else {
-				t.Errorf("nothing ran after %s", o.kind)
-			}
-			// A term that ended after the fault began was ended by it when a
-			// new term started soon after.
-			detail := fmt.Sprintf("down %s", round(o.back.Sub(o.at)))
-			for _, term := range a.terms {
-				if term.Start.After(o.at) && term.Start.Before(until) {
-					f.Takeover = Duration(term.Start.Sub(o.at))
-					detail += fmt.Sprintf("; new term %s gen %d", term.Worker, term.Generation)
-					break
-				}
-			}
-			f.Detail = detail
-			res.Faults = append(res.Faults, f)
-		})
+		}
+		f.Detail = detail
+		res.Faults = append(res.Faults, f)
 	}
 	gens, backwards := GenerationsSeen(a.lease)
 	r.note("lease generations seen by the poller: %v", gens)

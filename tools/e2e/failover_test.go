@@ -55,20 +55,16 @@ func TestFailoverEarlyEnqueueThroughLeaderKill(t *testing.T) {
 	for _, id := range append(append([]string{}, cancelled...), keys(moved)...) {
 		waitSent(ctx, t, cl, id)
 	}
-	for i, id := range cancelled {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if _, err := cl.Cancel(ctx, id); err != nil {
-				t.Fatalf("cancel %s after its early enqueue: %v", id, err)
-			}
-		})
+	for _, id := range cancelled {
+		if _, err := cl.Cancel(ctx, id); err != nil {
+			t.Fatalf("cancel %s after its early enqueue: %v", id, err)
+		}
 	}
 	for id, due := range moved {
-		t.Run(fmt.Sprint(id), func(t *testing.T) {
-			if _, err := cl.Reschedule(ctx, id, due); err != nil {
-				t.Fatalf("reschedule %s after its early enqueue: %v", id, err)
-			}
-			dues[id] = due
-		})
+		if _, err := cl.Reschedule(ctx, id, due); err != nil {
+			t.Fatalf("reschedule %s after its early enqueue: %v", id, err)
+		}
+		dues[id] = due
 	}
 	t.Logf("changed 5 cancelled and 5 rescheduled tasks %s before the first is due", time.Until(start).Round(time.Millisecond))
 
@@ -86,12 +82,10 @@ func TestFailoverEarlyEnqueueThroughLeaderKill(t *testing.T) {
 	for _, id := range cancelled {
 		skip[id] = true
 	}
-	for i, it := range items {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if !skip[it.ID] {
-				want = append(want, it.ID)
-			}
-		})
+	for _, it := range items {
+		if !skip[it.ID] {
+			want = append(want, it.ID)
+		}
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer wcancel()
@@ -105,29 +99,25 @@ func TestFailoverEarlyEnqueueThroughLeaderKill(t *testing.T) {
 	}
 	starts := fleet.Starts(rs)
 	var lateness []time.Duration
-	for i, id := range want {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			r := starts[id]
-			if len(r) != 1 {
-				t.Errorf("%s ran %d times", id, len(r))
+	for _, id := range want {
+		r := starts[id]
+		if len(r) != 1 {
+			t.Errorf("%s ran %d times", id, len(r))
+		}
+		if !r[0].Due.Equal(dues[id]) {
+			t.Errorf("%s ran for due %s, want %s (its rescheduled time)", id, r[0].Due.Format(time.StampMilli), dues[id].Format(time.StampMilli))
+		}
+		for _, x := range r {
+			if x.At.Before(dues[id]) {
+				t.Errorf("%s started %s before its due time", id, dues[id].Sub(x.At))
 			}
-			if !r[0].Due.Equal(dues[id]) {
-				t.Errorf("%s ran for due %s, want %s (its rescheduled time)", id, r[0].Due.Format(time.StampMilli), dues[id].Format(time.StampMilli))
-			}
-			for _, x := range r {
-				if x.At.Before(dues[id]) {
-					t.Errorf("%s started %s before its due time", id, dues[id].Sub(x.At))
-				}
-			}
-			lateness = append(lateness, r[0].At.Sub(dues[id]))
-		})
+		}
+		lateness = append(lateness, r[0].At.Sub(dues[id]))
 	}
-	for i, id := range cancelled {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if n := len(starts[id]); n != 0 {
-				t.Errorf("%s, cancelled after its early enqueue, ran %d times", id, n)
-			}
-		})
+	for _, id := range cancelled {
+		if n := len(starts[id]); n != 0 {
+			t.Errorf("%s, cancelled after its early enqueue, ran %d times", id, n)
+		}
 	}
 	sort.Slice(lateness, func(i, j int) bool { return lateness[i] < lateness[j] })
 	p50, p99 := fleet.Percentile(lateness, 0.5), fleet.Percentile(lateness, 0.99)

@@ -48,10 +48,8 @@ func TestOnTimeDelivery(t *testing.T) {
 	}
 
 	var want []string
-	for i, it := range items {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			want = append(want, it.ID)
-		})
+	for _, it := range items {
+		want = append(want, it.ID)
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 25*time.Second+90*time.Second)
 	defer wcancel()
@@ -66,23 +64,21 @@ func TestOnTimeDelivery(t *testing.T) {
 	var lateness []time.Duration
 	early, overOne, dups := 0, 0, 0
 	perWorker := map[string]int{}
-	for i, id := range want {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			r := starts[id]
-			dups += len(r) - 1
-			perWorker[r[0].Worker]++
-			for _, x := range r {
-				if x.At.Before(dues[id]) {
-					early++
-					t.Errorf("%s started %s before its due time %s on %s", id, dues[id].Sub(x.At), dues[id].Format(time.StampMilli), x.Worker)
-				}
+	for _, id := range want {
+		r := starts[id]
+		dups += len(r) - 1
+		perWorker[r[0].Worker]++
+		for _, x := range r {
+			if x.At.Before(dues[id]) {
+				early++
+				t.Errorf("%s started %s before its due time %s on %s", id, dues[id].Sub(x.At), dues[id].Format(time.StampMilli), x.Worker)
 			}
-			l := r[0].At.Sub(dues[id])
-			lateness = append(lateness, l)
-			if l > time.Second {
-				overOne++
-			}
-		})
+		}
+		l := r[0].At.Sub(dues[id])
+		lateness = append(lateness, l)
+		if l > time.Second {
+			overOne++
+		}
 	}
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	t.Logf("on-time delivery, 2 workers, worker.poll_max 30s, mover.poll_every 5s, %d tasks over 25 s: lateness (handler start - due) p50 %s, p99 %s, max %s; started before due: %d; per worker %v; executions beyond the first: %d",

@@ -34,11 +34,9 @@ func TestMetricsAndReadiness(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for name, base := range addrs {
-		t.Run(fmt.Sprint(name), func(t *testing.T) {
-			if _, err := waitStatus(ctx, base+"/healthz", http.StatusOK, 100*time.Millisecond); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-		})
+		if _, err := waitStatus(ctx, base+"/healthz", http.StatusOK, 100*time.Millisecond); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
 	}
 	leader, err := f.WaitLeader(ctx, "")
 	if err != nil {
@@ -111,15 +109,13 @@ func TestMetricsAndReadiness(t *testing.T) {
 	}
 	var holders []string
 	for name, m := range after {
-		t.Run(fmt.Sprint(name), func(t *testing.T) {
-			v, ok := m.sum("leasecron_lease_held")
-			if !ok {
-				t.Errorf("%s: no leasecron_lease_held metric", name)
-			}
-			if v == 1 {
-				holders = append(holders, name)
-			}
-		})
+		v, ok := m.sum("leasecron_lease_held")
+		if !ok {
+			t.Errorf("%s: no leasecron_lease_held metric", name)
+		}
+		if v == 1 {
+			holders = append(holders, name)
+		}
 	}
 	if len(holders) != 1 || holders[0] != leader.Holder {
 		t.Errorf("leasecron_lease_held is 1 on %v, want exactly the leader %s", holders, leader.Holder)
@@ -175,11 +171,9 @@ func TestMetricsAndReadiness(t *testing.T) {
 
 	// Readiness follows storage.
 	for name, base := range addrs {
-		t.Run(fmt.Sprint(name), func(t *testing.T) {
-			if code, body, err := get(ctx, base+"/readyz"); err != nil || code != http.StatusOK {
-				t.Fatalf("%s /readyz before the outage: %d %q %v", name, code, body, err)
-			}
-		})
+		if code, body, err := get(ctx, base+"/readyz"); err != nil || code != http.StatusOK {
+			t.Fatalf("%s /readyz before the outage: %d %q %v", name, code, body, err)
+		}
 	}
 	// Let Azurite persist what the workers created before it dies.
 	time.Sleep(6 * time.Second)
@@ -187,15 +181,13 @@ func TestMetricsAndReadiness(t *testing.T) {
 	octx, ocancel := context.WithTimeout(ctx, 20*time.Second)
 	defer ocancel()
 	for name, r := range waitAll(octx, addrs, "/readyz", http.StatusServiceUnavailable) {
-		t.Run(fmt.Sprint(name), func(t *testing.T) {
-			if r.err != nil {
-				t.Fatalf("%s: %v", name, r.err)
-			}
-			t.Logf("%s /readyz 503 %s after Azurite was killed", name, r.took.Round(time.Millisecond))
-			if r.took > 10*time.Second {
-				t.Errorf("%s: /readyz took %s to report the outage", name, r.took)
-			}
-		})
+		if r.err != nil {
+			t.Fatalf("%s: %v", name, r.err)
+		}
+		t.Logf("%s /readyz 503 %s after Azurite was killed", name, r.took.Round(time.Millisecond))
+		if r.took > 10*time.Second {
+			t.Errorf("%s: /readyz took %s to report the outage", name, r.took)
+		}
 	}
 	if code, _, err := get(ctx, addrs[leader.Holder]+"/healthz"); err != nil || code != http.StatusOK {
 		t.Errorf("/healthz during the outage: %d %v (liveness must not follow storage)", code, err)
@@ -208,12 +200,10 @@ func TestMetricsAndReadiness(t *testing.T) {
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer rcancel()
 	for name, r := range waitAll(rctx, addrs, "/readyz", http.StatusOK) {
-		t.Run(fmt.Sprint(name), func(t *testing.T) {
-			if r.err != nil {
-				t.Fatalf("%s: %v", name, r.err)
-			}
-			t.Logf("%s /readyz 200 again %s after Azurite restarted", name, r.took.Round(time.Millisecond))
-		})
+		if r.err != nil {
+			t.Fatalf("%s: %v", name, r.err)
+		}
+		t.Logf("%s /readyz 200 again %s after Azurite restarted", name, r.took.Round(time.Millisecond))
 	}
 }
 

@@ -66,20 +66,16 @@ func TestPauseAcrossFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, r := range rs {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if strings.HasPrefix(r.ID, "held") {
-				t.Fatalf("paused task %s ran on %s at %s, %s after the pause began", r.ID, r.Worker, r.At.Format(time.RFC3339Nano), r.At.Sub(began))
-			}
-		})
+	for _, r := range rs {
+		if strings.HasPrefix(r.ID, "held") {
+			t.Fatalf("paused task %s ran on %s at %s, %s after the pause began", r.ID, r.Worker, r.At.Format(time.RFC3339Nano), r.At.Sub(began))
+		}
 	}
-	for i, it := range paused {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			st, err := cl.Status(ctx, it.ID)
-			if err != nil || st.Run == nil || st.Run.Attempts != 0 || st.Run.State.Finished() {
-				t.Fatalf("status of paused %s after 20 s: %+v %+v, %v; want waiting with no attempt", it.ID, st, st.Run, err)
-			}
-		})
+	for _, it := range paused {
+		st, err := cl.Status(ctx, it.ID)
+		if err != nil || st.Run == nil || st.Run.Attempts != 0 || st.Run.State.Finished() {
+			t.Fatalf("status of paused %s after 20 s: %+v %+v, %v; want waiting with no attempt", it.ID, st, st.Run, err)
+		}
 	}
 	t.Logf("20 s paused: 20 rec tasks ran, no recslow task did")
 
@@ -96,14 +92,12 @@ func TestPauseAcrossFleet(t *testing.T) {
 			starts[r.ID]++
 		}
 	}
-	for i, it := range paused {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if starts[it.ID] != 1 {
-				t.Errorf("%s started %d times, want once", it.ID, starts[it.ID])
-			}
-			lcWaitStatus(ctx, t, f, it.ID, 30*time.Second, "succeeded as the first attempt", func(s lcStatus) bool {
-				return s.Run != nil && s.Run.State == "succeeded" && s.Run.Attempts == 1
-			})
+	for _, it := range paused {
+		if starts[it.ID] != 1 {
+			t.Errorf("%s started %d times, want once", it.ID, starts[it.ID])
+		}
+		lcWaitStatus(ctx, t, f, it.ID, 30*time.Second, "succeeded as the first attempt", func(s lcStatus) bool {
+			return s.Run != nil && s.Run.State == "succeeded" && s.Run.Attempts == 1
 		})
 	}
 	var dead []json.RawMessage

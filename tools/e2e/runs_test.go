@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -69,11 +68,9 @@ func TestRunHistoryCommands(t *testing.T) {
 		t.Fatalf("series tick: %s, want at least 3 succeeded occurrences", ids(series))
 	}
 	for i, r := range series.Runs {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if r.Series != "tick" || !strings.HasPrefix(r.ID, "tick@") || (i > 0 && r.ID >= series.Runs[i-1].ID) {
-				t.Fatalf("series listing not newest first or not the series': %s", ids(series))
-			}
-		})
+		if r.Series != "tick" || !strings.HasPrefix(r.ID, "tick@") || (i > 0 && r.ID >= series.Runs[i-1].ID) {
+			t.Fatalf("series listing not newest first or not the series': %s", ids(series))
+		}
 	}
 
 	if got := ids(list("--state", "dead")); got != "bad1:dead" {
@@ -108,13 +105,11 @@ func TestRunHistoryCommands(t *testing.T) {
 		t.Errorf("paging saw %v", seen)
 	}
 
-	for i, bad := range [][]string{{"--state", "done"}, {"--limit", "0"}, {"--limit", "5000"}, {"--continue", "nonsense"}} {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			_, errOut, code := lcRun(ctx, f, nil, append([]string{"runs"}, bad...)...)
-			if code != 2 || errOut == "" {
-				t.Errorf("runs %v: exit %d, stderr %q; want exit 2 with a message", bad, code, errOut)
-			}
-		})
+	for _, bad := range [][]string{{"--state", "done"}, {"--limit", "0"}, {"--limit", "5000"}, {"--continue", "nonsense"}} {
+		_, errOut, code := lcRun(ctx, f, nil, append([]string{"runs"}, bad...)...)
+		if code != 2 || errOut == "" {
+			t.Errorf("runs %v: exit %d, stderr %q; want exit 2 with a message", bad, code, errOut)
+		}
 	}
 	if out := lcCLI(ctx, t, f, "runs", "check"); !strings.Contains(out, ", 0 problems") {
 		t.Errorf("runs check: %s", out)

@@ -320,9 +320,7 @@ func TestAzuriteThroughProxy(t *testing.T) {
 	blob, queue, table := srv.Ports()
 	var proxies [3]*Proxy
 	for i, port := range []int{blob, queue, table} {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			proxies[i] = newProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		})
+		proxies[i] = newProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	}
 	cs := azurite.ConnectionString("127.0.0.1", proxies[0].Port(), proxies[1].Port(), proxies[2].Port())
 	sc, err := storage.New(storage.Config{ConnectionString: cs})

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -14,7 +13,7 @@ func TestUnknownIDsExitWithCode3(t *testing.T) {
 	srv := azuritetest.Start(t)
 	t.Setenv("LEASECRON_STORAGE_CONNECTION_STRING", srv.ConnectionString())
 	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
-	for i, cmd := range [][]string{
+	for _, cmd := range [][]string{
 		{"status", "nosuch"},
 		{"cancel", "nosuch"},
 		{"reschedule", "nosuch", "--in", "1m"},
@@ -23,12 +22,10 @@ func TestUnknownIDsExitWithCode3(t *testing.T) {
 		{"deadletter", "requeue", "nosuch"},
 		{"resume", "nosuch"},
 	} {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			code, _, stderr := run(t, "", cmd...)
-			if code != exitNotFound {
-				t.Errorf("leasecron %s: exit %d, want %d; stderr %q", strings.Join(cmd, " "), code, exitNotFound, stderr)
-			}
-		})
+		code, _, stderr := run(t, "", cmd...)
+		if code != exitNotFound {
+			t.Errorf("leasecron %s: exit %d, want %d; stderr %q", strings.Join(cmd, " "), code, exitNotFound, stderr)
+		}
 	}
 	if code, _, stderr := run(t, "", "schedule", "--type", "Report.Daily", "x"); code != exitUsage || !strings.Contains(stderr, `"Report.Daily"`) {
 		t.Errorf("schedule --type Report.Daily: exit %d, stderr %q; want %d naming the type", code, stderr, exitUsage)
