@@ -3,6 +3,7 @@ package leasecron
 import (
 	"cmp"
 	"log/slog"
+	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/opt"
@@ -26,6 +27,12 @@ type ClientOptions struct {
 	// MaxPayload is the largest payload accepted, in bytes. Default
 	// 1048576 (1 MiB).
 	MaxPayload int
+	// SendWithin: a one-off task that Schedule, ScheduleMany or RunNow
+	// makes due within this of now is sent to the queue by the client at
+	// once (with run records on), rather than by the mover's next pass.
+	// Default DefaultSendWithin (5s, one mover pass; the CLI uses
+	// mover.poll_every); negative leaves every task to the mover.
+	SendWithin time.Duration
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 	// Clock is the time source. Default the real clock.
@@ -42,6 +49,7 @@ func (o ClientOptions) WithDefaults() ClientOptions {
 	o.Names = o.Names.WithDefaults()
 	o.Runs = o.Runs.WithDefaults()
 	o.MaxPayload = cmp.Or(o.MaxPayload, schedule.DefaultMaxPayload)
+	o.SendWithin = cmp.Or(o.SendWithin, DefaultSendWithin)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	o.Clock = clock.OrReal(o.Clock)
 	return o

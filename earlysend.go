@@ -49,8 +49,18 @@ func (w *Worker) heardWakeNote(note string) {
 		if t.After(now) {
 			c.WakeAt(t)
 		}
+		// A message the leader's consumer held until due reappears within
+		// a second after it (queue: a held message's visibility is cut to
+		// its due time) if the leader died holding it: look again then.
+		if r := t.Add(rescueAfter); r.After(now) {
+			c.WakeAt(r)
+		}
 	}
 }
+
+// rescueAfter is how long after a due time a standby looks again for a
+// message whose holder may have died (see heardWakeNote).
+const rescueAfter = 1100 * time.Millisecond
 
 // confirmEarly records the runs of early-sent tasks as queued with their
 // tokens before the mover moves their rows (schedule.MoverOptions.Confirm):

@@ -301,3 +301,8 @@ func (c *Client) Recent(ctx context.Context, series string, n int) ([]Run, error
 	p, err := c.Runs(ctx, RunQuery{Series: series, Limit: n})
 	return p.Runs, err
 }
+
+// OccurrenceID is the run id of the occurrence of a recurring series due
+// at due ("{series}@{due in RFC 3339, UTC}"): what Status, Cancel and the
+// run history call it.
+func OccurrenceID(series string, due time.Time) string { return runs.OccurrenceID(series, due) }

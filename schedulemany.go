@@ -30,8 +30,10 @@ type ScheduleResult struct {
 
 // ScheduleMany schedules items in table transactions of up to 100 rows of
 // one shard: about two transactions per 100 tasks instead of one per task
-// (run records start when the mover sends a task, so they add nothing
-// here). It returns a result per item, in order, and an error
+// (run records start when a task is sent, so they add nothing here). The
+// one-off tasks due within ClientOptions.SendWithin are then sent at once,
+// as Schedule sends them: a message each, their runs recorded queued in a
+// transaction per partition and 33 runs, and a mark on each row. It returns a result per item, in order, and an error
 // wrapping schedule.ErrNotWritten when any item was not scheduled.
 //
 // Every item is validated before anything is written. Without o.Partial,
@@ -44,7 +46,13 @@ type ScheduleResult struct {
 // without running it (a recurring series is stopped). With o.Partial, the items that can be scheduled are.
 // ScheduleMany never replaces a pending task.
 func (c *Client) ScheduleMany(ctx context.Context, items []Item, o ScheduleManyOptions) ([]ScheduleResult, error) {
-	res, err := c.sched.AddMany(ctx, items, schedule.AddManyOptions{Partial: o.Partial})
+	now := c.o.Clock.Now()
+	ao := schedule.AddManyOptions{Partial: o.Partial}
+	if c.sendsNow(Item{Due: now}, now) {
+		ao.Sending, ao.SendDueBy = now.Add(sendGrace), now.Add(c.o.SendWithin)
+	}
+	res, err := c.sched.AddMany(ctx, items, ao)
+	c.sendMany(ctx, res)
 	out := make([]ScheduleResult, len(res))
 	for i, r := range res {
 		out[i] = ScheduleResult{Item: r.Item, Err: r.Err}
@@ -58,4 +66,18 @@ func (c *Client) ScheduleMany(ctx context.Context, items []Item, o ScheduleManyO
 		}
 	}
 	return out, err
+}
+
+// sendMany sends the messages of the written items marked as being sent
+// (schedule.AddManyOptions.Sending).
+func (c *Client) sendMany(ctx context.Context, res []schedule.AddResult) {
+	var due []Item
+	for _, r := range res {
+		if r.Err == nil && !r.Item.SendingUntil.IsZero() {
+			due = append(due, r.Item)
+		}
+	}
+	if len(due) > 0 {
+		c.sendAll(ctx, due)
+	}
 }

@@ -164,7 +164,17 @@ func (c *Client) Payload(ctx context.Context, ref string) ([]byte, error) {
 // occurrence runs now and the series continues from there. It is
 // Reschedule to the current time.
 func (c *Client) RunNow(ctx context.Context, id string) (Item, error) {
-	return c.Reschedule(ctx, id, c.o.Clock.Now())
+	now := c.o.Clock.Now()
+	var o schedule.RescheduleOptions
+	if c.sendsNow(Item{Due: now}, now) {
+		o.Sending = now.Add(sendGrace) // one-off tasks only; a series ignores it
+	}
+	it, err := c.sched.RescheduleWith(ctx, id, now, o)
+	if err != nil || o.Sending.IsZero() || it.Recurrence != "" || it.SendingUntil.IsZero() {
+		return it, err
+	}
+	c.sendNow(ctx, it)
+	return it, nil
 }
 
 // ScheduleOptions modify Schedule. A nil *ScheduleOptions is the zero value.
@@ -183,7 +193,18 @@ func (c *Client) Schedule(ctx context.Context, it Item, o *ScheduleOptions) (Ite
 		o = &ScheduleOptions{}
 	}
 	// On a fresh account Add creates the table and payload container. The
-	// run record starts when the mover sends the task: until then the
-	// pending row is the task's record (Status reads it).
-	return c.sched.Add(ctx, it, schedule.AddOptions{Replace: o.Replace})
+	// run record starts when the task is sent: until then the pending row
+	// is the task's record (Status reads it).
+	ao := schedule.AddOptions{Replace: o.Replace}
+	now := c.o.Clock.Now()
+	send := !it.Due.IsZero() && c.sendsNow(it, now)
+	if send {
+		ao.Sending = now.Add(sendGrace)
+	}
+	added, err := c.sched.Add(ctx, it, ao)
+	if err != nil || !send {
+		return added, err
+	}
+	c.sendNow(ctx, added)
+	return added, nil
 }

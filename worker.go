@@ -200,11 +200,13 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 			Note:     w.wakeNote,
 			OnNote:   w.heardWakeNote,
 			OnAcquired: func(t trafficcop.Term) {
+				w.listen(true)
 				w.metrics.LeaseAcquired()
 				w.metrics.SetLeaseHeld(true)
 				w.log.Info("leading", "generation", t.Generation)
 			},
 			OnLost: func(t trafficcop.Term, reason error) {
+				w.listen(false)
 				w.metrics.LeaseLost()
 				w.metrics.SetLeaseHeld(false)
 				w.log.Info("stopped leading", "generation", t.Generation, "reason", reason)
@@ -242,7 +244,20 @@ func (w *Worker) MetricsHandler() http.Handler { return w.metrics.Handler() }
 // dashboard beside the worker (WorkerOptions.AdminHandler).
 func (w *Worker) Client() *Client {
 	return clientOf(w.parts, ClientOptions{Names: w.o.Names, NoRuns: w.o.NoRuns, Logger: w.log, Clock: w.o.Clock,
-		Limits: w.o.Limits, MaxDepth: w.o.Mover.MaxDepth, ResumeBelow: w.o.Mover.ResumeBelow})
+		Limits: w.o.Limits, MaxDepth: w.o.Mover.MaxDepth, ResumeBelow: w.o.Mover.ResumeBelow,
+		SendWithin: cmp.Or(w.o.Mover.PollEvery, DefaultSendWithin)})
+}
+
+// listen makes the consumer poll hot while this instance leads, so that an
+// idle fleet has one consumer that starts a task sent for now within a
+// fraction of a second (queue.ConsumerSettings.ListenEvery).
+func (w *Worker) listen(on bool) {
+	w.mu.Lock()
+	c := w.consumer
+	w.mu.Unlock()
+	if c != nil {
+		c.Listen(on)
+	}
 }
 
 // HasControl reports whether this instance currently leads.
@@ -405,6 +420,18 @@ func (w *Worker) lead(ctx context.Context) error {
 		Clock:         w.o.Clock,
 		Logger:        w.log,
 		OnMoved:       func(_ context.Context, envs []queue.Envelope) { w.metrics.MoverBatch(len(envs)) },
+	}
+	w.mu.Lock()
+	consumer := w.consumer
+	w.mu.Unlock()
+	// A message waiting in the queue for its due time: this worker's
+	// consumer looks for it then, and the standbys hear of it with the
+	// next note (announced at once rather than at the next renewal).
+	mo.OnWaiting = func(due time.Time) {
+		if consumer != nil {
+			consumer.WakeAt(due)
+		}
+		w.cop.Announce()
 	}
 	if w.runs != nil {
 		mo.BeforeSend = w.markQueued

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
@@ -81,6 +82,8 @@ type Consumer struct {
 	inFlight map[string]bool
 	stats    statsState
 	wakes    *wakeSet
+	// listening caps the polling interval at ListenEvery (Listen).
+	listening atomic.Bool
 	// pause is the pause state as last read and the paused messages held;
 	// pauseRead serialises reads of the PauseSource.
 	pause     pauseState

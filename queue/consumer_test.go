@@ -1067,3 +1067,45 @@ func TestSlotGivenBackWhileOutcomeIsRecorded(t *testing.T) {
 		mustRun(t, rm, fmt.Sprint("s", i), runs.Succeeded)
 	}
 }
+
+// A listening consumer (the leader's) polls at least every ListenEvery
+// however long its queue stays empty; turning listening on cuts a long
+// wait short, and off lets the backoff climb to PollMax again.
+func TestListeningCapsThePollingInterval(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{
+		ConsumerSettings: ConsumerSettings{PollMin: 100 * time.Millisecond, PollMax: 800 * time.Millisecond, ListenEvery: 200 * time.Millisecond},
+		rand:             func() float64 { return 0 }})
+	h.start()
+	for _, want := range []time.Duration{100, 200, 400} {
+		if d := h.waitIdle(); d != want*time.Millisecond {
+			t.Fatalf("idle wait %v, want %v ms", d, want)
+		}
+		if want != 400 {
+			h.clk.Advance(want * time.Millisecond)
+		}
+	}
+	h.c.Listen(true) // during the 400 ms wait: it ends at once
+	var waits []time.Duration
+	for range 6 {
+		d := h.waitIdle()
+		if d > 0 {
+			waits = append(waits, d)
+			h.clk.Advance(d)
+		}
+	}
+	for _, d := range waits {
+		if d > 200*time.Millisecond {
+			t.Fatalf("waits while listening %v: want none over ListenEvery (200ms)", waits)
+		}
+	}
+	h.c.Listen(false)
+	longest := time.Duration(0)
+	for range 8 {
+		d := h.waitIdle()
+		longest = max(longest, d)
+		h.clk.Advance(d)
+	}
+	if longest != 800*time.Millisecond {
+		t.Fatalf("after listening stopped the longest wait is %v, want PollMax", longest)
+	}
+}

@@ -96,7 +96,11 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 
 	// Enqueued early (its delay rounded down to whole seconds): hold it
 	// until due. A shutdown meanwhile puts it back for another worker.
-	if !c.untilDue(stop, d) {
+	if hold, gone := c.untilDue(stop, hctx, d); gone {
+		d.log.Info("a held message was taken by another worker; leaving it")
+		c.settle(d, OutcomeLost)
+		return
+	} else if !hold {
 		c.deferMsg(hctx, d, 0, "worker stopping before the task was due")
 		return
 	}

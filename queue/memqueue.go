@@ -127,7 +127,9 @@ func (q *MemoryQueue) Update(_ context.Context, m Message, text string, visibili
 	}
 	cur.Text = text
 	cur.PopReceipt = "p" + q.next()
-	cur.NextVisible = q.clk.Now().Add(max(visibility, 0))
+	// As the service: visibility in whole seconds, rounded up as
+	// AzureQueue.Update rounds it.
+	cur.NextVisible = q.clk.Now().Add(time.Duration(seconds(max(visibility, 0))) * time.Second)
 	return cur.Message, nil
 }
 

@@ -109,6 +109,34 @@ func TestEarlyEnvelopeHeldUntilDue(t *testing.T) {
 	h.await(OutcomeSucceeded)
 }
 
+// While a consumer holds an early message its visibility ends at the due
+// time (the next whole second), so a worker that dies holding it (a leader killed a moment before
+// an occurrence) delays it by no more than that; at the due time the
+// visibility is extended again before the task runs.
+func TestHeldMessageReappearsAtItsDueTimeIfItsHolderDies(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{})
+	early := earlyHook(h)
+	at := make(chan time.Time, 1)
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { at <- h.clk.Now(); return nil })
+	due := t0.Add(1500 * time.Millisecond)
+	h.enqueue(Envelope{ID: "e", Type: "t", Due: due})
+	h.start()
+	recv(t, early, "hold")
+	// The service counts visibility in whole seconds, rounded up: the
+	// message would reappear within a second after its due time.
+	if all := h.work.all(); len(all) != 1 || all[0].NextVisible.Before(due) || !all[0].NextVisible.Before(due.Add(time.Second)) {
+		t.Fatalf("while held the message is next visible at %v, want within a second after its due time %v", all[0].NextVisible, due)
+	}
+	h.clk.Advance(1500 * time.Millisecond)
+	if got := recv(t, at, "handler start"); !got.Equal(due) {
+		t.Fatalf("handler started at %v, want %v", got, due)
+	}
+	h.await(OutcomeSucceeded)
+	if n := h.work.opCounts()["update"]; n != 2 {
+		t.Fatalf("%d message updates, want 2 (cut to the due time, extended at it)", n)
+	}
+}
+
 // An envelope due further ahead than the hold limit (2 s, or half the
 // visibility timeout) runs at once, as it would have before.
 func TestEnvelopeDueFarAheadRunsAtOnce(t *testing.T) {

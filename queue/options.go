@@ -34,6 +34,7 @@ const (
 	DefaultStorageTimeout    = 30 * time.Second
 	DefaultPauseCheck        = 5 * time.Second
 	DefaultPauseHold         = 10 * time.Minute
+	DefaultListenEvery       = 200 * time.Millisecond
 )
 
 // ConsumerSettings are the consumer's tunable settings, the part of
@@ -66,6 +67,12 @@ type ConsumerSettings struct {
 	PollMin time.Duration
 	// PollMax caps the empty-queue polling backoff. Default 30s.
 	PollMax time.Duration
+	// ListenEvery caps the polling interval while the consumer listens
+	// (Consumer.Listen: leasecron's worker listens while it leads), so
+	// that one consumer of an idle fleet picks up a task sent for now
+	// within a fraction of a second (worker.listen_every). Default 200ms;
+	// negative: never listen.
+	ListenEvery time.Duration
 	// ShutdownGrace is how long in-flight handlers may finish after the
 	// Run context ends before their contexts are cancelled; Run then waits
 	// as long again for them to return. Default 30s.
@@ -173,6 +180,7 @@ func (s ConsumerSettings) WithDefaults() ConsumerSettings {
 	s.StorageTimeout = cmp.Or(s.StorageTimeout, DefaultStorageTimeout)
 	s.PauseCheck = cmp.Or(s.PauseCheck, DefaultPauseCheck)
 	s.PauseHold = cmp.Or(s.PauseHold, DefaultPauseHold)
+	s.ListenEvery = cmp.Or(s.ListenEvery, DefaultListenEvery)
 	return s
 }
 
@@ -210,6 +218,8 @@ func (s ConsumerSettings) validate() error {
 		return bad("BackoffMax", s.BackoffMax, "at most 168h")
 	case s.PollMax < s.PollMin:
 		return bad("PollMax", s.PollMax, fmt.Sprintf("at least PollMin (%v)", s.PollMin))
+	case s.ListenEvery > 0 && s.ListenEvery < 10*time.Millisecond:
+		return bad("ListenEvery", s.ListenEvery, "at least 10ms, 0 for the default 200ms, or negative to never listen")
 	case s.HandlerTimeout < 0:
 		return bad("HandlerTimeout", s.HandlerTimeout, "a positive value, or 0 for MaxRunTime")
 	}

@@ -48,6 +48,9 @@ func (c *Consumer) loop(ctx, hctx context.Context, wg *sync.WaitGroup) {
 				wait = p.drained()
 			}
 		}
+		if c.listening.Load() && wait > c.o.ListenEvery {
+			wait = c.o.ListenEvery
+		}
 		c.stats.mu.Lock()
 		c.stats.poll = p.interval()
 		c.stats.mu.Unlock()

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -92,6 +93,21 @@ func (w *wakeSet) pending() int {
 // use, never blocks, and may be called before Run.
 func (c *Consumer) WakeAt(t time.Time) { c.wakes.add(t) }
 
+// Listen makes the consumer poll at least every ListenEvery (on) or lets
+// its polling back off to PollMax again (off); turning it on cuts a long
+// wait short. leasecron's worker listens while it leads, so that an idle
+// fleet has one consumer that finds a task sent for now within a fraction
+// of a second while the others poll rarely. It does nothing when
+// ListenEvery is negative, and is safe for concurrent use.
+func (c *Consumer) Listen(on bool) {
+	if c.o.ListenEvery <= 0 {
+		return
+	}
+	if c.listening.Swap(on) != on && on {
+		c.WakeAt(c.clk.Now())
+	}
+}
+
 // sleep waits wait before the next dequeue, or less when a wake hint comes
 // due first; then the polling backoff p snaps back to PollMin. It reports
 // false when ctx ends.
@@ -142,18 +158,39 @@ func (c *Consumer) earlyLimit() time.Duration {
 // (its message was enqueued with a delay rounded down to whole seconds)
 // until its Due on the consumer's clock, keeping its handler slot. An
 // envelope due further ahead than earlyLimit runs at once (producers do
-// not enqueue those). It reports false when stop closes first.
-func (c *Consumer) untilDue(stop <-chan struct{}, d *delivery) bool {
+// not enqueue those). It reports hold: run the task; false with gone: the
+// message is no longer this delivery's (another worker took it), leave it
+// alone; false otherwise: the consumer is stopping, put it back.
+//
+// While it holds a message, the message's visibility is cut to the time
+// left (rounded up to the second), so that if this worker dies holding it
+// — a leader killed a moment before an occurrence is due — the message
+// reappears for the others at its due time rather than after the whole
+// visibility timeout; at the due time it is extended again before the
+// task runs. That costs two queue requests per held message.
+func (c *Consumer) untilDue(stop <-chan struct{}, hctx context.Context, d *delivery) (hold, gone bool) {
 	if d.env.Due.IsZero() {
-		return true
+		return true, false
 	}
 	early := d.env.Due.Sub(c.clk.Now())
 	if early <= 0 {
-		return true
+		return true, false
 	}
 	if early > c.earlyLimit() {
 		d.log.Debug("message is due further ahead than it may be held; running it now", "due_in", early)
-		return true
+		return true, false
+	}
+	shortened := false
+	if early < c.o.VisibilityTimeout-time.Second {
+		ctx, cancel := c.opCtx(hctx)
+		m, err := c.work.Update(ctx, d.m, d.m.Text, early)
+		cancel()
+		switch {
+		case err == nil:
+			d.m, shortened = m, true
+		case errors.Is(err, ErrMessageGone):
+			return false, true
+		}
 	}
 	t := c.clk.NewTimer(early)
 	defer t.Stop()
@@ -169,15 +206,30 @@ func (c *Consumer) untilDue(stop <-chan struct{}, d *delivery) bool {
 	select {
 	case <-t.C():
 	case <-stop:
-		return false
+		return false, false
+	}
+	if shortened {
+		ctx, cancel := c.opCtx(hctx)
+		m, err := c.work.Update(ctx, d.m, d.m.Text, c.o.VisibilityTimeout)
+		cancel()
+		switch {
+		case err == nil:
+			d.m = m
+		case errors.Is(err, ErrMessageGone):
+			return false, true
+		default:
+			// It may reappear for another worker within a second: the run
+			// claim keeps the two from both running it.
+			d.log.Warn("extending a held message's visibility failed", "err", err)
+		}
 	}
 	if d.slot != nil && !d.slot.held {
 		select {
 		case c.slots <- struct{}{}:
 			d.slot.held = true
 		case <-stop:
-			return false
+			return false, false
 		}
 	}
-	return true
+	return true, false
 }

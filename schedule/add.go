@@ -18,6 +18,12 @@ type AddOptions struct {
 	// Replace lets Add overwrite a pending task with the same id (its due
 	// time, payload and recurrence are replaced atomically).
 	Replace bool
+	// Sending, when set, says that the caller sends the task's message
+	// itself (a one-off task due now) and marks the row sent (MarkSent)
+	// before this time: the mover leaves the row alone until then, and
+	// moves it as any other row after, if the caller never marked it (it
+	// died, or the queue refused the message).
+	Sending time.Time
 }
 
 func (c *Client) prepare(it Item, now time.Time) (Item, error) {
@@ -83,6 +89,7 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 		return Item{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	it.Shard, it.RowKey, it.Indexed = shard, rk, true
+	it.SendingUntil = ao.Sending
 	if jsonLen(it.Payload) > c.opts.InlineLimit {
 		name := payload.NewName(it.ID)
 		ref, err := c.opts.PayloadStore.Put(ctx, name, []byte(it.Payload))
@@ -98,7 +105,8 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 		}
 		it.PayloadBlob, it.Payload = ref, ""
 	}
-	oldBlob, err := c.add(ctx, shard, rk, it, ao)
+	oldBlob, etag, err := c.add(ctx, shard, rk, it, ao)
+	it.ETag = etag
 	if err != nil {
 		if it.PayloadBlob != "" {
 			c.deleteBlob(ctx, it.PayloadBlob)
@@ -111,8 +119,9 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 	return it, nil
 }
 
-// add writes the rows; it returns the payload blob of a replaced item.
-func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptions) (string, error) {
+// add writes the rows; it returns the payload blob of a replaced item and
+// the item row's new ETag ("" when the table cannot tell).
+func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptions) (oldBlob, etag string, err error) {
 	props := itemProps(it, true)
 	ixProps := map[string]any{PropItem: rk, PropID: it.ID}
 	ik := indexKey(it.ID)
@@ -123,29 +132,30 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 	var lastErr error
 	created := false
 	for range retries {
-		_, err := c.t.Submit(ctx, fresh)
+		etags, err := c.t.Submit(ctx, fresh)
 		if err == nil {
-			return "", nil
+			return "", etagAt(etags, 0), nil
 		}
 		if errors.Is(err, storage.ErrTableNotFound) && !created {
 			// First use on this account: create the table, then write.
 			if err := c.Ensure(ctx); err != nil {
-				return "", fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)
+				return "", "", fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)
 			}
 			created = true
-			_, err = c.t.Submit(ctx, fresh)
+			etags, err = c.t.Submit(ctx, fresh)
 			if err == nil {
-				return "", nil
+				return "", etagAt(etags, 0), nil
 			}
 		}
 		if !errors.Is(err, storage.ErrAlreadyExists) {
-			return "", fmt.Errorf("add %s: %w", it.ID, err)
+			return "", "", fmt.Errorf("add %s: %w", it.ID, err)
 		}
 		lastErr = err
 		// Something is in the way: the index row, or an unindexed row with
 		// the same id and due time.
 		var ops []table.Op
-		var oldBlob string
+		itemOp := 0
+		oldBlob = ""
 		idx, err := c.t.Get(ctx, shard, ik)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
@@ -153,13 +163,13 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 			if errors.Is(err, storage.ErrNotFound) {
 				continue // gone meanwhile; try again
 			} else if err != nil {
-				return "", fmt.Errorf("add %s: %w", it.ID, err)
+				return "", "", fmt.Errorf("add %s: %w", it.ID, err)
 			}
 			if !ao.Replace {
-				return "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano))
+				return "", "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano))
 			}
 			if err := c.refuseSent(cur, "replaced"); err != nil {
-				return "", err
+				return "", "", err
 			}
 			oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
 			ops = []table.Op{
@@ -167,7 +177,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 				{Kind: table.Insert, PartitionKey: shard, RowKey: ik, Props: ixProps},
 			}
 		case err != nil:
-			return "", fmt.Errorf("add %s: read id index: %w", it.ID, err)
+			return "", "", fmt.Errorf("add %s: read id index: %w", it.ID, err)
 		default:
 			oldRK, _, _ := idx.Props.StrictString(PropItem)
 			var cur table.Entity
@@ -183,12 +193,12 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 					{Kind: table.Replace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
 				}
 			case err != nil:
-				return "", fmt.Errorf("add %s: %w", it.ID, err)
+				return "", "", fmt.Errorf("add %s: %w", it.ID, err)
 			case !ao.Replace:
 				due, _, _ := ParseRowKey(oldRK)
-				return "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano))
+				return "", "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano))
 			case c.refuseSent(cur, "replaced") != nil:
-				return "", c.refuseSent(cur, "replaced")
+				return "", "", c.refuseSent(cur, "replaced")
 			case oldRK == rk:
 				oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
 				ops = []table.Op{
@@ -197,6 +207,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 				}
 			default:
 				oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
+				itemOp = 1
 				ops = []table.Op{
 					{Kind: table.Delete, PartitionKey: shard, RowKey: oldRK, IfMatch: cur.ETag},
 					{Kind: table.Insert, PartitionKey: shard, RowKey: rk, Props: props},
@@ -204,16 +215,24 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 				}
 			}
 		}
-		_, err = c.t.Submit(ctx, ops)
+		etags, err = c.t.Submit(ctx, ops)
 		if err == nil {
-			return oldBlob, nil
+			return oldBlob, etagAt(etags, itemOp), nil
 		}
 		if !conflict(err) {
-			return "", fmt.Errorf("add %s: %w", it.ID, err)
+			return "", "", fmt.Errorf("add %s: %w", it.ID, err)
 		}
 		lastErr = err
 	}
-	return "", fmt.Errorf("add %s: still conflicting after %d attempts: %w", it.ID, retries, lastErr)
+	return "", "", fmt.Errorf("add %s: still conflicting after %d attempts: %w", it.ID, retries, lastErr)
+}
+
+// etagAt returns etags[i], or "" when the table did not tell.
+func etagAt(etags []string, i int) string {
+	if i < len(etags) {
+		return etags[i]
+	}
+	return ""
 }
 
 // conflict reports errors that mean "changed meanwhile; read again".

@@ -42,6 +42,11 @@ type AddManyOptions struct {
 	// Concurrency is how many table transactions are in flight at once.
 	// Default DefaultBatchConcurrency.
 	Concurrency int
+	// Sending and SendDueBy: the items due at or before SendDueBy (a
+	// series: its first occurrence)
+	// are written with AddOptions.Sending set to Sending (their messages
+	// are sent by the caller; see MarkSent).
+	Sending, SendDueBy time.Time
 }
 
 // AddResult is what became of one item given to AddMany.
@@ -90,11 +95,11 @@ func (c *Client) AddMany(ctx context.Context, items []Item, o AddManyOptions) ([
 		b.abort(ctx, err)
 		return b.res, b.summary()
 	}
-	if err := b.writeRows(ctx, b.indexChunks(), b.indexOps, b.resolveIndex, b.indexed); err != nil && !o.Partial {
+	if err := b.writeRows(ctx, b.indexChunks(), b.indexOps, b.resolveIndex, b.indexed, false); err != nil && !o.Partial {
 		b.abort(ctx, err)
 		return b.res, b.summary()
 	}
-	if err := b.writeRows(ctx, b.itemChunks(), b.itemOps, b.resolveItems, b.written); err != nil && !o.Partial {
+	if err := b.writeRows(ctx, b.itemChunks(), b.itemOps, b.resolveItems, b.written, true); err != nil && !o.Partial {
 		b.abort(ctx, err)
 		return b.res, b.summary()
 	}
@@ -144,6 +149,9 @@ func (b *batch) validate(items []Item, tp string) {
 			continue
 		}
 		p.Shard, p.RowKey, p.Indexed = b.c.shardFor(p.ID), rk, true
+		if !b.o.Sending.IsZero() && !p.Due.After(b.o.SendDueBy) {
+			p.SendingUntil = b.o.Sending
+		}
 		b.res[i] = AddResult{Item: p}
 	}
 	b.indexed, b.written, b.blobs = map[int]bool{}, map[int]bool{}, map[int]bool{}
@@ -344,23 +352,28 @@ func (b *batch) itemOps(ch chunk) []table.Op {
 // duplicates and returns the chunk without them, to be tried again —
 // without o.Partial a duplicate ends the batch instead. Other failures mark
 // the chunk's items not written and, without o.Partial, end the batch.
-func (b *batch) writeRows(ctx context.Context, cs []chunk, ops func(chunk) []table.Op, resolve func(context.Context, chunk) (chunk, error), done map[int]bool) error {
+// With isItems the chunks are the item rows, whose new ETags go into the
+// results.
+func (b *batch) writeRows(ctx context.Context, cs []chunk, ops func(chunk) []table.Op, resolve func(context.Context, chunk) (chunk, error), done map[int]bool, isItems bool) error {
 	return b.each(ctx, len(cs), func(ctx context.Context, k int) error {
 		ch := cs[k]
 		for range retries {
 			if len(ch.items) == 0 {
 				return nil
 			}
-			_, err := b.c.t.Submit(ctx, ops(ch))
+			etags, err := b.c.t.Submit(ctx, ops(ch))
 			if errors.Is(err, storage.ErrTableNotFound) {
 				if err = b.ensure(ctx); err == nil {
-					_, err = b.c.t.Submit(ctx, ops(ch))
+					etags, err = b.c.t.Submit(ctx, ops(ch))
 				}
 			}
 			if err == nil {
 				b.mu.Lock()
-				for _, i := range ch.items {
+				for k, i := range ch.items {
 					done[i] = true
+					if isItems {
+						b.res[i].Item.ETag = etagAt(etags, k)
+					}
 				}
 				b.mu.Unlock()
 				return nil

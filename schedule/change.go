@@ -58,6 +58,18 @@ func (c *Client) Cancel(ctx context.Context, id string) (Item, error) {
 // (Options.ChangesAfterSend); without them Reschedule refuses with
 // ErrAlreadySent.
 func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item, error) {
+	return c.RescheduleWith(ctx, id, due, RescheduleOptions{})
+}
+
+// RescheduleOptions modify RescheduleWith.
+type RescheduleOptions struct {
+	// Sending: see AddOptions.Sending (for a one-off task rescheduled to
+	// now whose message the caller sends itself; a series ignores it).
+	Sending time.Time
+}
+
+// RescheduleWith is Reschedule with options.
+func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o RescheduleOptions) (Item, error) {
 	if due.IsZero() {
 		return Item{}, fmt.Errorf("%w: reschedule %s: no due time given", ErrInvalid, id)
 	}
@@ -87,9 +99,11 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 		// The moved row is a new row: what was sent early for the old one
 		// no longer applies.
 		props := table.Props(f.row.Props).Clone()
-		for _, k := range []string{PropSent, PropSentUntil} {
-			delete(props, k)
-			delete(props, k+"@odata.type")
+		for _, k := range []string{PropSent, PropSentUntil, PropSendingUntil} {
+			props.Delete(k)
+		}
+		if rec, _, _ := props.StrictString(PropRecurrence); !o.Sending.IsZero() && rec == "" {
+			props[PropSendingUntil] = o.Sending.UTC().Format(time.RFC3339Nano)
 		}
 		moved := table.Entity{PartitionKey: f.row.PartitionKey, RowKey: newRK, Props: props}
 		ops := []table.Op{
@@ -99,8 +113,9 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 		if f.index != nil {
 			ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, Props: map[string]any{PropItem: newRK}, IfMatch: f.index.ETag})
 		}
-		_, err = c.t.Submit(ctx, ops)
+		etags, err := c.t.Submit(ctx, ops)
 		if err == nil {
+			moved.ETag = etagAt(etags, 0)
 			return readItem(moved), nil
 		}
 		if !conflict(err) {

@@ -64,6 +64,13 @@ type Item struct {
 	Sent bool
 	// SentUntil is the last occurrence of a series sent early.
 	SentUntil time.Time
+	// SendingUntil, when set, says that the client that wrote the row is
+	// sending the task's message itself (a task due now: see
+	// AddOptions.Sending); the mover leaves the row alone until then.
+	SendingUntil time.Time
+	// ETag is the row's version as Add, Reschedule or a lookup last saw
+	// it (for MarkSent and Envelope).
+	ETag string
 	// Problem is set, when listing, for a malformed row that the mover will
 	// set aside; the other fields are then best effort.
 	Problem string

@@ -116,6 +116,12 @@ type MoverOptions struct {
 	// reading the row. A row whose run is not confirmed stays for the next
 	// pass (its message is in the queue, and is checked against the row).
 	Confirm func(ctx context.Context, envs []queue.Envelope) []bool
+	// OnWaiting, when set, is told the due time of every message the mover
+	// knows to be in the queue waiting for its due time: those it sends
+	// early and those an earlier term sent early whose rows it reads (after
+	// a handover). leasecron's worker wakes its consumer then, so such
+	// tasks start on time whoever sent them. It must be quick.
+	OnWaiting func(due time.Time)
 	// Unconfirm takes a confirmation back when the row changed (was
 	// cancelled, rescheduled, replaced or deleted) between the
 	// confirmation and the move.

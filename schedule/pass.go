@@ -153,6 +153,12 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 	}
 	retireBy, earlyBy := now.Add(m.o.retireWindow()), now.Add(m.o.Early)
 	token := r.sent
+	if token == "" && now.Before(it.SendingUntil) {
+		// The client that wrote the row is sending its message itself
+		// (AddOptions.Sending); it is moved as any other row only if the
+		// client never marks it sent.
+		return p
+	}
 	recurring := !r.rec.IsZero()
 	row := e.PartitionKey + "/" + e.RowKey
 	msg := func(due time.Time, tok string) queue.Envelope {
@@ -351,8 +357,12 @@ func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 // due (see waitingAt).
 func (m *Mover) waitingFor(runID string, due time.Time) {
 	m.mu.Lock()
+	_, known := m.waiting[runID]
 	m.waiting[runID] = due
 	m.mu.Unlock()
+	if !known && m.o.OnWaiting != nil {
+		m.o.OnWaiting(due)
+	}
 }
 
 // waitingAt returns how many messages this mover knows to be in the queue

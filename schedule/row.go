@@ -24,6 +24,11 @@ const (
 	PropSent        = "Sent"        // written by the mover: token of the messages sent early
 	PropSentUntil   = "SentUntil"   // written by the mover: a series' last occurrence sent early
 	PropSeq         = "Seq"         // written by the mover: how many occurrences of a series it has sent
+	// PropSendingUntil is written by a client that sends a task due now
+	// itself: until then the mover leaves the row alone (the client marks
+	// it Sent once the message is in the queue; if it dies first, the row
+	// is moved as any other once the time has passed).
+	PropSendingUntil = "SendingUntil"
 )
 
 // Reserved row keys. Item rows start with 19 digits; the id index rows
@@ -110,6 +115,14 @@ func parseRow(e table.Entity) (parsedRow, error) {
 	if r.sent, _, err = e.Props.StrictString(PropSent); err != nil {
 		return r, err
 	}
+	// A sending mark that cannot be read is ignored: the row is then moved
+	// as any other (at worst a duplicate, which the run claim suppresses).
+	if s, _, err := e.Props.StrictString(PropSendingUntil); err == nil && s != "" {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			it.SendingUntil = t.UTC()
+		}
+	}
+	it.ETag = e.ETag
 	it.Sent = r.sent != ""
 	if s, ok, err := e.Props.StrictString(PropSentUntil); err != nil {
 		return r, err
@@ -173,6 +186,9 @@ func itemProps(it Item, indexed bool) map[string]any {
 	}
 	if it.TraceParent != "" {
 		p[PropTraceParent] = it.TraceParent
+	}
+	if !it.SendingUntil.IsZero() {
+		p[PropSendingUntil] = it.SendingUntil.UTC().Format(time.RFC3339Nano)
 	}
 	if indexed {
 		p[PropIndexed] = true

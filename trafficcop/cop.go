@@ -36,6 +36,8 @@ type Cop struct {
 	term     Term
 	k        *keeper // non-nil while a term is in force
 	lastGen  int64   // generation of this cop's last ended term (0: none)
+	// announce asks the holder to write its note now (Announce).
+	announce chan struct{}
 
 	waitedFor string // the generation last logged as waited out (Run's goroutine only)
 }
@@ -58,11 +60,12 @@ func NewCop(lock Lock, opts Options) (*Cop, error) {
 
 func newCop(lock Lock, o Options) *Cop {
 	return &Cop{
-		o:       o,
-		lock:    lock,
-		log:     o.Logger.With("lock", lock.String(), "identity", o.Identity),
-		observe: func(event) {},
-		done:    make(chan struct{}),
+		o:        o,
+		lock:     lock,
+		log:      o.Logger.With("lock", lock.String(), "identity", o.Identity),
+		observe:  func(event) {},
+		done:     make(chan struct{}),
+		announce: make(chan struct{}, 1),
 	}
 }
 
@@ -266,6 +269,7 @@ type acquisition struct {
 	term Term
 	k    *keeper
 	md   map[string]string // the metadata as stamped
+	tm   *termMeta         // the metadata the term keeps writing
 }
 
 // notYet: the lease may not be taken now. wait, when positive, is when to
@@ -349,8 +353,9 @@ func (c *Cop) tryAcquire(ctx context.Context) (acquisition, error) {
 	}
 	c.log.Debug("acquired the lease", "generation", term.Generation, "previous_state", prior.State,
 		"previous_holder", prior.Metadata[MetaHolder], "previous_renewed", prior.Metadata[MetaRenewed])
-	k.heartbeat = c.heartbeat(leaseID, md)
-	return acquisition{term: term, k: k, md: md}, nil
+	tm := &termMeta{md: maps.Clone(md), leaseID: leaseID, written: c.o.Clock.Now()}
+	k.heartbeat = c.heartbeat(tm)
+	return acquisition{term: term, k: k, md: md, tm: tm}, nil
 }
 
 // takeoverWait says how long the cop must leave a lease that is not in
@@ -441,13 +446,66 @@ func (c *Cop) note(md map[string]string) {
 // stampTime formats a time for the lease metadata (UTC, no monotonic part).
 func stampTime(t time.Time) string { return t.UTC().Round(0).Format(time.RFC3339Nano) }
 
+// termMeta is the metadata a term keeps writing: at each renewal (with
+// the renewal's start) and when its note is announced (Announce). The two
+// kinds of write are serialised, so the last one written carries the last
+// renewal.
+type termMeta struct {
+	mu      sync.Mutex
+	md      map[string]string
+	leaseID string
+	written time.Time // when it was last written (the cop's clock)
+}
+
 // heartbeat records each renewal of the term in the lease's metadata.
-func (c *Cop) heartbeat(leaseID string, stamped map[string]string) func(context.Context, time.Time) error {
-	md := maps.Clone(stamped)
+func (c *Cop) heartbeat(tm *termMeta) func(context.Context, time.Time) error {
 	return func(ctx context.Context, start time.Time) error {
-		md[MetaRenewed] = stampTime(start)
-		c.note(md)
-		return c.lock.SetMetadata(ctx, leaseID, "", md)
+		tm.mu.Lock()
+		defer tm.mu.Unlock()
+		tm.md[MetaRenewed] = stampTime(start)
+		c.note(tm.md)
+		tm.written = c.o.Clock.Now()
+		return c.lock.SetMetadata(ctx, tm.leaseID, "", tm.md)
+	}
+}
+
+// announceEvery is the shortest interval between two writes of the note.
+const announceEvery = time.Second
+
+// Announce asks the holder to write its note (Options.Note) into the lease
+// metadata now rather than at its next renewal, so that the instances
+// waiting for the lease hear of a change within their next look: at most
+// one write a second, nothing while this cop does not hold the lease. It
+// never blocks.
+func (c *Cop) Announce() {
+	select {
+	case c.announce <- struct{}{}:
+	default:
+	}
+}
+
+// announcer writes the note whenever Announce asks, until ctx ends.
+func (c *Cop) announcer(ctx context.Context, tm *termMeta) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.announce:
+		}
+		tm.mu.Lock()
+		wait := tm.written.Add(announceEvery).Sub(c.o.Clock.Now())
+		tm.mu.Unlock()
+		if wait > 0 && clock.Sleep(ctx, c.o.Clock, wait) != nil {
+			return
+		}
+		tm.mu.Lock()
+		c.note(tm.md)
+		tm.written = c.o.Clock.Now()
+		err := c.call(ctx, func(cctx context.Context) error { return c.lock.SetMetadata(cctx, tm.leaseID, "", tm.md) })
+		tm.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			c.log.Debug("announce the lease note", "err", err)
+		}
 	}
 }
 
@@ -472,6 +530,12 @@ func (c *Cop) stamp(ctx context.Context, leaseID string, start time.Time) (Term,
 	}
 	acquired := c.o.Clock.Now().UTC().Round(0)
 	term := Term{Generation: prev + 1, Holder: c.o.Identity, Acquired: acquired, LeaseID: leaseID}
+	// The previous holder's last note (written with its last renewal, or
+	// as it released the lease) is handed on before it is replaced: what it
+	// announced still matters to the new holder.
+	if c.o.OnNote != nil && st.Metadata[MetaNote] != "" {
+		c.o.OnNote(st.Metadata[MetaNote])
+	}
 	md := maps.Clone(st.Metadata)
 	if md == nil {
 		md = map[string]string{}
@@ -526,6 +590,9 @@ func (c *Cop) hold(ctx context.Context, a acquisition, lead func(context.Context
 			cancelLead(err)
 		})
 	}()
+	announced := make(chan struct{})
+	go func() { defer close(announced); c.announcer(keepCtx, a.tm) }()
+	defer func() { stopKeep(); <-announced }()
 	leadDone := make(chan error, 1)
 	go func() { leadDone <- lead(leadCtx) }()
 
@@ -587,8 +654,16 @@ func (c *Cop) endTerm(ctx context.Context, a acquisition, reason error, log *slo
 		rctx := context.WithoutCancel(ctx)
 		if !errors.Is(reason, ErrLeaseLost) {
 			md := maps.Clone(a.md)
+			if a.tm != nil {
+				a.tm.mu.Lock()
+				md = maps.Clone(a.tm.md)
+				a.tm.mu.Unlock()
+			}
 			md[MetaRenewed] = stampTime(a.k.lastStartTime())
 			md[MetaReleased] = strconv.FormatInt(a.term.Generation, 10)
+			// The last note, so that the successor hears of everything
+			// this term announced, also since its last renewal.
+			c.note(md)
 			if err := c.call(rctx, func(cctx context.Context) error { return c.lock.SetMetadata(cctx, a.term.LeaseID, "", md) }); err != nil {
 				log.Debug("mark lease released", "err", err)
 			}

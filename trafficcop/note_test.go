@@ -67,3 +67,68 @@ func TestCopNoteTooLongIsLeftOut(t *testing.T) {
 		t.Fatalf("metadata %v", st.Metadata)
 	}
 }
+
+// A graceful release writes the holder's last note, and the cop that takes
+// the lease over hears it: what the old holder announced since its last
+// renewal is not lost at a handover.
+func TestCopNoteSurvivesAHandover(t *testing.T) {
+	clk := clock.NewFake(t0)
+	lock := NewMemoryLock("scheduler", clk)
+	var n atomic.Int64
+	a := unitOptions("cop-a")
+	a.Note = func() string { return "due:" + strings.Repeat("x", int(n.Add(1))) }
+	ha := startCop(t, clk, lock, a, nil)
+	ha.ev.wait("acquired")
+	ha.lead()
+	ha.cop.Stop() // graceful: marks the lease released, with a fresh note
+	ha.ev.wait("term-ended")
+	st, _ := lock.Get(t.Context())
+	if st.Metadata[MetaNote] != "due:xx" || st.Metadata[MetaReleased] == "" {
+		t.Fatalf("after the release the metadata holds note %q, released %q; want the last note", st.Metadata[MetaNote], st.Metadata[MetaReleased])
+	}
+
+	var mu sync.Mutex
+	var heard []string
+	b := unitOptions("cop-b")
+	b.OnNote = func(s string) { mu.Lock(); heard = append(heard, s); mu.Unlock() }
+	hb := startCop(t, clk, lock, b, nil)
+	hb.ev.wait("acquired")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) == 0 || heard[len(heard)-1] != "due:xx" {
+		t.Fatalf("the new holder heard %q, want the previous holder's last note", heard)
+	}
+}
+
+// Announce writes the holder's note at once (at most once a second), not
+// only at the next renewal, and keeps the last renewal's time.
+func TestCopAnnounceWritesTheNoteNow(t *testing.T) {
+	clk := clock.NewFake(t0)
+	lock := NewMemoryLock("scheduler", clk)
+	var note atomic.Value
+	note.Store("due:1")
+	a := unitOptions("cop-a")
+	a.Note = func() string { return note.Load().(string) }
+	ha := startCop(t, clk, lock, a, nil)
+	ha.ev.wait("acquired")
+	ha.lead()
+	renewed := func() string { st, _ := lock.Get(t.Context()); return st.Metadata[MetaRenewed] }
+	before := renewed()
+	note.Store("due:2")
+	clk.Advance(announceEvery) // past the debounce of the acquisition's write
+	ha.cop.Announce()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ := lock.Get(t.Context())
+		if st.Metadata[MetaNote] == "due:2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the announced note never reached the metadata: %v", st.Metadata)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := renewed(); got != before {
+		t.Fatalf("an announce changed the renewal time from %s to %s", before, got)
+	}
+}

@@ -177,7 +177,7 @@ type Options struct {
 	OnLost func(t Term, reason error)
 
 	// Note, if set, is called by the holder before it records its
-	// acquisition and each renewal in the lease metadata; what it returns
+	// acquisition, each renewal and its release in the lease metadata; what it returns
 	// (printable ASCII, at most MaxNote bytes) is stored with them under
 	// MetaNote. It lets a leader tell the instances waiting for the lease
 	// something they need if it dies — leasecron's worker publishes when
@@ -185,7 +185,9 @@ type Options struct {
 	// consumers look for them on time. It must be quick.
 	Note func() string
 	// OnNote, if set, is called with the holder's note each time this cop,
-	// not holding the lease, reads it held by another instance.
+	// not holding the lease, reads it held by another instance, and with the
+	// previous holder's last note (written at its last renewal, or when it
+	// released the lease) when this cop takes the lease over.
 	OnNote func(note string)
 }
 

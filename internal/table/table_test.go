@@ -63,11 +63,13 @@ func azureTable(t *testing.T) table.Table {
 // TestConformance runs one suite on every implementation: what it checks
 // is what leasecron's stores rely on of Azure Table storage.
 func TestConformance(t *testing.T) {
-	for _, b := range backends() {
-		t.Parallel()
-		for _, c := range conformance {
-			t.Run(c.name, func(t *testing.T) { c.run(t, b) })
-		}
+	for name, b := range backends() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for _, c := range conformance {
+				t.Run(c.name, func(t *testing.T) { c.run(t, b) })
+			}
+		})
 	}
 }
 

@@ -28,6 +28,7 @@ func (a *app) client() (*leasecron.Client, error) {
 		NoRuns:     !a.cfg.Worker.Runs,
 		Runs:       a.runsOptions(),
 		MaxPayload: a.cfg.Payload.MaxSize,
+		SendWithin: a.cfg.Mover.PollEvery,
 		Logger:     a.log,
 		Limits:     a.cfg.Limits,
 		MaxDepth:   a.cfg.Queue.MaxDepth, ResumeBelow: a.cfg.Queue.ResumeBelow,
@@ -64,7 +65,7 @@ func (a *app) workerOptions() (leasecron.WorkerOptions, error) {
 		},
 		Consumer: queue.ConsumerSettings{
 			Concurrency: c.Worker.Concurrency, VisibilityTimeout: c.Worker.VisibilityTimeout, MaxRunTime: c.Worker.MaxRunTime,
-			ShutdownGrace: c.Worker.ShutdownGrace, PollMin: c.Worker.PollMin, PollMax: c.Worker.PollMax,
+			ShutdownGrace: c.Worker.ShutdownGrace, PollMin: c.Worker.PollMin, PollMax: c.Worker.PollMax, ListenEvery: c.Worker.ListenEvery,
 			MaxAttempts: c.Retry.MaxAttempts, MaxSnoozes: c.Retry.MaxSnoozes, BackoffBase: c.Retry.BackoffBase, BackoffMax: c.Retry.BackoffMax,
 			HandlerTimeouts: timeouts, CountersEvery: c.Worker.CountersEvery,
 			PauseCheck: c.Worker.PauseCheck, PauseHold: c.Worker.PauseHold,

@@ -75,6 +75,7 @@ type Worker struct {
 	ShutdownGrace     time.Duration
 	PollMin           time.Duration
 	PollMax           time.Duration
+	ListenEvery       time.Duration
 	CountersEvery     time.Duration
 	PauseCheck        time.Duration
 	PauseHold         time.Duration

@@ -109,12 +109,16 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		ShutdownGrace:     d.dur("worker.shutdown_grace", 0, time.Hour),
 		PollMin:           d.dur("worker.poll_min", 10*time.Millisecond, time.Hour),
 		PollMax:           d.dur("worker.poll_max", 10*time.Millisecond, time.Hour),
+		ListenEvery:       d.dur("worker.listen_every", -24*time.Hour, time.Hour),
 		CountersEvery:     d.dur("worker.counters_every", time.Second, 24*time.Hour),
 		PauseCheck:        d.dur("worker.pause_check", 100*time.Millisecond, time.Hour),
 		PauseHold:         d.dur("worker.pause_hold", time.Second, 7*24*time.Hour),
 		Runs:              d.bool("worker.runs"),
 		Lead:              d.bool("worker.lead"),
 		Consume:           d.bool("worker.consume"),
+	}
+	if l := c.Worker.ListenEvery; l > 0 && l < 10*time.Millisecond {
+		d.bad("worker.listen_every", l.String(), "at least 10ms, or negative to never listen")
 	}
 	if c.Worker.PollMax < c.Worker.PollMin {
 		d.bad("worker.poll_max", c.Worker.PollMax.String(), "at least worker.poll_min ("+c.Worker.PollMin.String()+")")

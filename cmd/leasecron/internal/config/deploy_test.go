@@ -42,11 +42,13 @@ func TestDeploymentFilesLoad(t *testing.T) {
 		t.Fatalf("found only %v: did the files move?", names)
 	}
 	for _, n := range names {
-		env := []string{n + "=" + sample(n)}
-		v := NewViper()
-		if err := applyDynamicEnv(v, env); err != nil {
-			t.Fatalf("%s: %v", n, err)
-		}
+		t.Run(n, func(t *testing.T) {
+			env := []string{n + "=" + sample(n)}
+			v := NewViper()
+			if err := applyDynamicEnv(v, env); err != nil {
+				t.Fatalf("%s: %v", n, err)
+			}
+		})
 	}
 }
 

@@ -86,6 +86,7 @@ var Keys = []Key{
 	{"worker.shutdown_grace", queue.DefaultShutdownGrace, "On SIGTERM/SIGINT, how long in-flight tasks may finish.", false},
 	{"worker.poll_min", queue.DefaultPollMin, "Queue polling interval while work is flowing.", false},
 	{"worker.poll_max", queue.DefaultPollMax, "Longest queue polling interval when idle (exponential backoff with jitter).", false},
+	{"worker.listen_every", queue.DefaultListenEvery, "Longest queue polling interval of the leader's consumer, so that an idle fleet starts a task scheduled for now within a fraction of a second (about 3600/listen_every requests an hour); negative: the leader backs off like the others.", false},
 	{"worker.counters_every", queue.DefaultCountersEvery, "How often a worker writes its counters (per minute, kept 48 h; `leasecron stats` sums the last 24 h) to the Runs table.", false},
 	{"worker.pause_check", queue.DefaultPauseCheck, "How long a worker trusts the pause state (`leasecron pause`) it read; it reads it only while it has work or holds paused tasks.", false},
 	{"worker.pause_hold", queue.DefaultPauseHold, "How long a task of a type paused without an end is hidden before it is looked at again (the worker that hid it shows it again as soon as the type is resumed).", false},

@@ -1,0 +1,201 @@
+package leasecron_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
+)
+
+// queueDepth is how many messages the account's work queue holds.
+func queueDepth(ctx context.Context, t *testing.T, st leasecron.Storage, names leasecron.Names) int {
+	t.Helper()
+	sc, err := storage.New(storage.Config{ConnectionString: st.ConnectionString})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qc, err := queue.NewClient(sc.Queue, queue.ClientOptions{Queue: names.Queue, PoisonQueue: names.PoisonQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := qc.Depth(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A task due now (a series: its first occurrence) is in the queue when
+// Schedule returns — no worker runs here, so nobody else could have put it
+// there — recorded queued with its message's token, its row marked sent; a
+// task due later is left to the mover.
+func TestScheduleSendsATaskDueNow(t *testing.T) {
+	t.Parallel()
+	st, names := testAccount(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, it := range []leasecron.Item{
+		{ID: "now", Type: "t", Due: now},
+		{ID: "soon", Type: "t", Due: now.Add(2 * time.Second)},
+		{ID: "later", Type: "t", Due: now.Add(time.Hour)},
+		{ID: "series", Type: "t", Due: now, Recurrence: "@every 1h"},
+	} {
+		if _, err := c.Schedule(ctx, it, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := queueDepth(ctx, t, st, names); n != 3 {
+		t.Fatalf("the queue holds %d messages, want 3 (the tasks due within a pass)", n)
+	}
+	for _, id := range []string{"now", "soon"} {
+		s, err := c.Status(ctx, id)
+		if err != nil || s.Run == nil || s.Run.State != leasecron.RunQueued || s.Pending == nil || !s.Pending.Sent || !s.Pending.SendingUntil.IsZero() {
+			t.Errorf("%s: run %+v, pending %+v, %v; want queued, its row marked sent", id, s.Run, s.Pending, err)
+		}
+	}
+	if s, err := c.Status(ctx, "later"); err != nil || s.Run != nil || s.Pending == nil || s.Pending.Sent {
+		t.Errorf("later: run %+v, pending %+v, %v; want it left to the mover", s.Run, s.Pending, err)
+	}
+	series, err := c.Get(ctx, "series")
+	if err != nil || !series.Sent || !series.SentUntil.Equal(series.Due) {
+		t.Errorf("the series' row after its first occurrence was sent: %+v, %v", series, err)
+	}
+	if s, err := c.Status(ctx, leasecron.OccurrenceID("series", series.Due)); err != nil || s.Run == nil || s.Run.State != leasecron.RunQueued {
+		t.Errorf("the series' first occurrence: %+v, %v; want queued", s.Run, err)
+	}
+	// Pending until the mover moves its row: a second task with the id is
+	// refused, as for any pending task.
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "now", Type: "t", Due: time.Now()}, nil); !errors.Is(err, leasecron.ErrAlreadyScheduled) {
+		t.Errorf("a second schedule of a task sent now: %v, want ErrAlreadyScheduled", err)
+	}
+	// RunNow sends a pending one-off task at once too.
+	if _, err := c.RunNow(ctx, "later"); err != nil {
+		t.Fatal(err)
+	}
+	if n := queueDepth(ctx, t, st, names); n != 4 {
+		t.Fatalf("after run-now the queue holds %d messages, want 4", n)
+	}
+	// With SendWithin negative every task waits for the mover.
+	off, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, SendWithin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := off.Schedule(ctx, leasecron.Item{ID: "off", Type: "t", Due: time.Now()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := queueDepth(ctx, t, st, names); n != 4 {
+		t.Fatalf("with SendWithin < 0 the queue holds %d messages, want still 4", n)
+	}
+}
+
+// Tasks sent by the client run once each, never after a cancel that
+// returned, and ScheduleMany sends its due items at once as well.
+func TestTasksSentNowRunOnceAndObeyCancel(t *testing.T) {
+	t.Parallel()
+	st, names := testAccount(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Scheduled and cancelled before any worker runs.
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "cancelled", Type: "t", Due: time.Now()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Cancel(ctx, "cancelled"); err != nil || !res.Removed {
+		t.Fatalf("cancel: %+v, %v", res, err)
+	}
+	var items []leasecron.Item
+	for i := range 20 {
+		items = append(items, leasecron.Item{ID: fmt.Sprintf("many-%02d", i), Type: "t", Due: time.Now()})
+	}
+	res, err := c.ScheduleMany(ctx, items, leasecron.ScheduleManyOptions{})
+	if err != nil {
+		t.Fatalf("schedule many: %v (%+v)", err, res)
+	}
+	if n := queueDepth(ctx, t, st, names); n != 21 {
+		t.Fatalf("the queue holds %d messages, want 21 (20 of the batch and the cancelled task's)", n)
+	}
+
+	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
+		Storage: st, Names: names, InstanceID: "w",
+		Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
+		Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
+		Consumer: queue.ConsumerSettings{PollMax: 500 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	ran := map[string]int{}
+	w.Handle("t", func(_ context.Context, task leasecron.Task) error {
+		mu.Lock()
+		ran[task.ID]++
+		mu.Unlock()
+		return nil
+	})
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	// A cancel right after a schedule, with the worker running.
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "cancelled-live", Type: "t", Due: time.Now()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	liveCancel, cerr := c.Cancel(ctx, "cancelled-live")
+	for {
+		mu.Lock()
+		n := len(ran)
+		mu.Unlock()
+		if n >= 20 && queueDepth(ctx, t, st, names) == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("ran %v", ran)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The movers' passes that follow find the rows marked sent and move
+	// them without sending again.
+	time.Sleep(2 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range ran {
+		if n != 1 {
+			t.Errorf("%s ran %d times", id, n)
+		}
+	}
+	if ran["cancelled"] != 0 {
+		t.Error("a task cancelled before any worker ran was run")
+	}
+	if cerr == nil && (liveCancel.Removed || liveCancel.Marked) && ran["cancelled-live"] != 0 {
+		t.Errorf("a task whose cancel returned %+v was run", liveCancel)
+	}
+	for _, it := range items {
+		if ran[it.ID] != 1 {
+			t.Errorf("%s of the batch ran %d times", it.ID, ran[it.ID])
+		}
+	}
+	if p, err := c.List(ctx, nil); err != nil || len(p.Items) != 0 {
+		t.Errorf("rows left pending: %v, %v", p.Items, err)
+	}
+}
