@@ -167,11 +167,20 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 	if p.payloads, err = payload.NewBlobStore(sc.Blob, payload.Options{Container: n.Container, Logger: log}); err != nil {
 		return p, err
 	}
-	if p.sched, err = schedule.NewAzure(sc.Table, schedule.Options{
+	if !noRuns {
+		if p.runs, err = runs.New(sc, runs.Options{Table: n.RunsTable, Retention: ro.Retention, RetentionFailed: ro.RetentionFailed, Version: version, Clock: clk, Logger: log}); err != nil {
+			return p, err
+		}
+	}
+	so := schedule.Options{
 		Table: n.ScheduleTable, Clock: clk, Logger: log, PayloadStore: p.payloads, MaxPayload: maxPayload,
 		// Workers with run records check early-sent messages (see early.go).
 		ChangesAfterSend: !noRuns,
-	}); err != nil {
+	}
+	if p.runs != nil {
+		so.Unconfirm = p.runs.Unconfirm // of a task a client sent for now (sendnow.go)
+	}
+	if p.sched, err = schedule.NewAzure(sc.Table, so); err != nil {
 		return p, err
 	}
 	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {
@@ -179,11 +188,6 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 	}
 	if p.pauses, err = pause.New(sc.Blob.NewContainerClient(n.Container), pause.DefaultBlob, clk); err != nil {
 		return p, err
-	}
-	if !noRuns {
-		if p.runs, err = runs.New(sc, runs.Options{Table: n.RunsTable, Retention: ro.Retention, RetentionFailed: ro.RetentionFailed, Version: version, Clock: clk, Logger: log}); err != nil {
-			return p, err
-		}
 	}
 	return p, nil
 }

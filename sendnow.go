@@ -9,7 +9,6 @@ import (
 
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -17,12 +16,14 @@ import (
 // occurrence) that Schedule or ScheduleMany makes due within
 // ClientOptions.SendWithin, and a one-off task RunNow makes due, is sent by
 // the client itself instead of waiting up to a mover pass: the row is
-// written marked as being sent, the message is sent, the run is recorded
-// queued with the message's token, and the row is marked sent (see
-// schedule's sendnow.go). Every guarantee of a task the mover sends early
-// holds: cancel, reschedule and replace still apply until the mover moves
-// the row, a duplicate id is refused while it is pending, and a client that
-// dies midway leaves a row the mover moves once sendGrace has passed.
+// written marked as being sent, the message is sent with a token, the run
+// of a one-off task is recorded queued with the token, and the row is
+// marked sent (and confirmed) with it (see schedule's sendnow.go); from
+// there on it is a task the mover sent early. Every guarantee of such a
+// task holds: cancel, reschedule and replace through the Client still apply
+// until the mover moves the row (the last two take the confirmation back),
+// a duplicate id is refused while it is pending, and a client that dies
+// midway leaves a row the mover moves once sendGrace has passed.
 
 // DefaultSendWithin is ClientOptions.SendWithin's default: one mover pass
 // (mover.poll_every's default).
@@ -43,16 +44,15 @@ func (c *Client) sendsNow(it Item, now time.Time) bool {
 // schedule.AddOptions.Sending (it as Add or RescheduleWith returned it).
 func (c *Client) sendNow(ctx context.Context, it Item) { c.sendAll(ctx, []Item{it}) }
 
-// sendAll sends the messages of one-off tasks written with Sending, a few
-// at a time, then records their runs queued with their tokens (a
-// transaction per partition and 33 runs) and marks their rows sent (a
-// transaction per shard and 100 rows). A failure is logged, not returned:
+// sendAll sends the messages of tasks written with Sending, a few at a
+// time, then records the runs of the one-off ones queued with their tokens
+// (a transaction per run partition and 33 runs) and marks their rows sent
+// (a transaction per shard and 100 rows). A failure is logged, not returned:
 // the tasks are scheduled either way, and the mover sends any unmarked one
 // once the grace has passed.
 func (c *Client) sendAll(ctx context.Context, items []Item) {
 	now := c.o.Clock.Now()
 	sent := make([]schedule.Sent, len(items))
-	envs := make([]queue.Envelope, len(items))
 	ok := make([]bool, len(items))
 	var g errgroup.Group
 	g.SetLimit(sendConcurrency)
@@ -67,26 +67,33 @@ func (c *Client) sendAll(ctx context.Context, items []Item) {
 				c.o.Logger.Warn("sending a task due now failed; the mover sends it within its grace", "task_id", it.ID, "grace", sendGrace, "err", err)
 				return nil
 			}
-			sent[i], envs[i], ok[i] = schedule.Sent{Item: it, Token: token}, env, true
+			sent[i], ok[i] = schedule.Sent{Item: it, Token: token}, true
 			return nil
 		})
 	}
 	_ = g.Wait()
-	var marks []runs.Mark
 	var done []schedule.Sent
+	var marks []runs.Mark
+	var marked []int // index in done of each mark
 	for i, s := range sent {
-		if ok[i] {
-			env := envs[i]
-			marks = append(marks, runs.Mark{ID: env.ID, Meta: runs.Meta{Type: env.Type, Due: env.Due, Token: s.Token, Seq: env.Seq}})
-			done = append(done, s)
+		if !ok[i] {
+			continue
 		}
+		if it := s.Item; it.Recurrence == "" {
+			// Recorded queued with the token, the worker's claim is one
+			// write, and the mover moves the row without confirming it.
+			// (A series' occurrence is checked against its row instead.)
+			marked = append(marked, len(done))
+			marks = append(marks, runs.Mark{ID: it.ID, Meta: runs.Meta{Type: it.Type, Due: it.Due, Token: s.Token}})
+		}
+		done = append(done, s)
 	}
 	if len(done) == 0 {
 		return
 	}
-	// Recorded queued with the token, a worker's claim succeeds without
-	// reading the row; a worker faster than this reads the row instead.
-	c.runs.Confirm(ctx, marks)
+	for i, ok := range c.runs.Confirm(ctx, marks) {
+		done[marked[i]].Confirmed = ok
+	}
 	for i, err := range c.sched.MarkSentMany(ctx, done) {
 		if err != nil && !errors.Is(err, storage.ErrPreconditionFailed) && !errors.Is(err, ErrNotFound) {
 			c.o.Logger.Warn("marking a task due now as sent failed; the mover may send it again (a worker runs it once)", "task_id", done[i].Item.ID, "err", err)

@@ -73,9 +73,6 @@ func TestScheduleSendsATaskDueNow(t *testing.T) {
 	if err != nil || !series.Sent || !series.SentUntil.Equal(series.Due) {
 		t.Errorf("the series' row after its first occurrence was sent: %+v, %v", series, err)
 	}
-	if s, err := c.Status(ctx, leasecron.OccurrenceID("series", series.Due)); err != nil || s.Run == nil || s.Run.State != leasecron.RunQueued {
-		t.Errorf("the series' first occurrence: %+v, %v; want queued", s.Run, err)
-	}
 	// Pending until the mover moves its row: a second task with the id is
 	// refused, as for any pending task.
 	if _, err := c.Schedule(ctx, leasecron.Item{ID: "now", Type: "t", Due: time.Now()}, nil); !errors.Is(err, leasecron.ErrAlreadyScheduled) {
@@ -119,6 +116,20 @@ func TestTasksSentNowRunOnceAndObeyCancel(t *testing.T) {
 	if res, err := c.Cancel(ctx, "cancelled"); err != nil || !res.Removed {
 		t.Fatalf("cancel: %+v, %v", res, err)
 	}
+	// Scheduled for now, then moved 3 s ahead: it runs once, not early.
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "moved", Type: "t", Due: time.Now()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	movedTo, err := c.Reschedule(ctx, "moved", time.Now().Add(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Scheduled, then replaced, both due now: the first message is a no-op.
+	for _, payload := range []string{`"first"`, `"second"`} {
+		if _, err := c.Schedule(ctx, leasecron.Item{ID: "replaced", Type: "t", Due: time.Now(), Payload: payload}, &leasecron.ScheduleOptions{Replace: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var items []leasecron.Item
 	for i := range 20 {
 		items = append(items, leasecron.Item{ID: fmt.Sprintf("many-%02d", i), Type: "t", Due: time.Now()})
@@ -127,8 +138,8 @@ func TestTasksSentNowRunOnceAndObeyCancel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("schedule many: %v (%+v)", err, res)
 	}
-	if n := queueDepth(ctx, t, st, names); n != 21 {
-		t.Fatalf("the queue holds %d messages, want 21 (20 of the batch and the cancelled task's)", n)
+	if n := queueDepth(ctx, t, st, names); n != 24 {
+		t.Fatalf("the queue holds %d messages, want 24 (20 of the batch, the cancelled task's, the rescheduled one's old message and both forms of the replaced one)", n)
 	}
 
 	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
@@ -142,9 +153,17 @@ func TestTasksSentNowRunOnceAndObeyCancel(t *testing.T) {
 	}
 	var mu sync.Mutex
 	ran := map[string]int{}
+	var replacedPayload string
+	var movedRan time.Time
 	w.Handle("t", func(_ context.Context, task leasecron.Task) error {
 		mu.Lock()
 		ran[task.ID]++
+		switch task.ID {
+		case "replaced":
+			replacedPayload = string(task.Payload)
+		case "moved":
+			movedRan = time.Now()
+		}
 		mu.Unlock()
 		return nil
 	})
@@ -166,7 +185,7 @@ func TestTasksSentNowRunOnceAndObeyCancel(t *testing.T) {
 		mu.Lock()
 		n := len(ran)
 		mu.Unlock()
-		if n >= 20 && queueDepth(ctx, t, st, names) == 0 {
+		if n >= 22 && queueDepth(ctx, t, st, names) == 0 {
 			break
 		}
 		if ctx.Err() != nil {
@@ -186,6 +205,12 @@ func TestTasksSentNowRunOnceAndObeyCancel(t *testing.T) {
 	}
 	if ran["cancelled"] != 0 {
 		t.Error("a task cancelled before any worker ran was run")
+	}
+	if ran["moved"] != 1 || movedRan.Before(movedTo.Due) {
+		t.Errorf("the rescheduled task ran %d times, at %s; want once, not before %s", ran["moved"], movedRan.Format(time.StampMilli), movedTo.Due.Format(time.StampMilli))
+	}
+	if ran["replaced"] != 1 || replacedPayload != `"second"` {
+		t.Errorf("the replaced task ran %d times, last with payload %s; want once, with its second form", ran["replaced"], replacedPayload)
 	}
 	if cerr == nil && (liveCancel.Removed || liveCancel.Marked) && ran["cancelled-live"] != 0 {
 		t.Errorf("a task whose cancel returned %+v was run", liveCancel)

@@ -156,6 +156,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 		var ops []table.Op
 		itemOp := 0
 		oldBlob = ""
+		var replaced table.Entity // the row a Replace rewrites
 		idx, err := c.t.Get(ctx, shard, ik)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
@@ -172,6 +173,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 				return "", "", err
 			}
 			oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
+			replaced = cur
 			ops = []table.Op{
 				{Kind: table.Replace, PartitionKey: shard, RowKey: rk, Props: props, IfMatch: cur.ETag},
 				{Kind: table.Insert, PartitionKey: shard, RowKey: ik, Props: ixProps},
@@ -201,12 +203,14 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 				return "", "", c.refuseSent(cur, "replaced")
 			case oldRK == rk:
 				oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
+				replaced = cur
 				ops = []table.Op{
 					{Kind: table.Replace, PartitionKey: shard, RowKey: rk, Props: props, IfMatch: cur.ETag},
 					{Kind: table.Replace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
 				}
 			default:
 				oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
+				replaced = cur
 				itemOp = 1
 				ops = []table.Op{
 					{Kind: table.Delete, PartitionKey: shard, RowKey: oldRK, IfMatch: cur.ETag},
@@ -217,6 +221,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 		}
 		etags, err = c.t.Submit(ctx, ops)
 		if err == nil {
+			c.unconfirm(ctx, it.ID, replaced)
 			return oldBlob, etagAt(etags, itemOp), nil
 		}
 		if !conflict(err) {

@@ -99,7 +99,7 @@ func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o
 		// The moved row is a new row: what was sent early for the old one
 		// no longer applies.
 		props := table.Props(f.row.Props).Clone()
-		for _, k := range []string{PropSent, PropSentUntil, PropSendingUntil} {
+		for _, k := range []string{PropSent, PropSentUntil, PropSendingUntil, PropConfirmed} {
 			props.Delete(k)
 		}
 		if rec, _, _ := props.StrictString(PropRecurrence); !o.Sending.IsZero() && rec == "" {
@@ -115,6 +115,7 @@ func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o
 		}
 		etags, err := c.t.Submit(ctx, ops)
 		if err == nil {
+			c.unconfirm(ctx, id, f.row)
 			moved.ETag = etagAt(etags, 0)
 			return readItem(moved), nil
 		}
@@ -124,6 +125,20 @@ func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o
 		lastErr = err
 	}
 	return Item{}, fmt.Errorf("reschedule %s: still conflicting after %d attempts: %w", id, retries, lastErr)
+}
+
+// unconfirm takes back the confirmation of the run of old, a row that was
+// just rewritten, when the client that sent it had confirmed it
+// (PropConfirmed). A failure is logged: the change stands, and the old
+// message may then run once.
+func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
+	tok := old.Props.Str(PropConfirmed)
+	if tok == "" || c.opts.Unconfirm == nil || tok != old.Props.Str(PropSent) {
+		return
+	}
+	if err := c.opts.Unconfirm(ctx, id, tok); err != nil {
+		c.opts.Logger.Warn("cannot take back the confirmation of a task sent for now; its old message may still run", "task_id", id, "err", err)
+	}
 }
 
 // refuseSent returns ErrAlreadySent when row's message was already sent

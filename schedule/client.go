@@ -66,6 +66,13 @@ type Options struct {
 	// already in the queue: the old message becomes a no-op. When false
 	// such changes fail with ErrAlreadySent instead of pretending.
 	ChangesAfterSend bool
+	// Unconfirm takes back the confirmation of a run whose message was
+	// sent, and the run recorded queued with token, by the client that
+	// scheduled it for now (PropConfirmed): Reschedule and Add with Replace
+	// call it after rewriting such a row, so that the old message is
+	// checked against the row and found stale. Nil: nothing to take back
+	// (no client confirms runs without run records).
+	Unconfirm func(ctx context.Context, id, token string) error
 }
 
 // WithDefaults returns o with every zero field set to its default.

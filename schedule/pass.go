@@ -174,6 +174,8 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 	}
 	if !recurring {
 		switch {
+		case !p.due.After(retireBy) && token != "" && r.confirmed == token:
+			p.retire = true // its sender confirmed the run already
 		case !p.due.After(retireBy) && token != "":
 			p.confirm = append(p.confirm, msg(p.due, token))
 			p.retire = true

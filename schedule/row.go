@@ -29,6 +29,12 @@ const (
 	// it Sent once the message is in the queue; if it dies first, the row
 	// is moved as any other once the time has passed).
 	PropSendingUntil = "SendingUntil"
+	// PropConfirmed is written with PropSent by a client that sent a
+	// one-off task due now and recorded its run queued with the token
+	// (the run records' Confirm): equal to PropSent, the mover moves the
+	// row without confirming the run again; a change of the row through
+	// Client takes the confirmation back (Options.Unconfirm).
+	PropConfirmed = "Confirmed"
 )
 
 // Reserved row keys. Item rows start with 19 digits; the id index rows
@@ -54,6 +60,9 @@ type parsedRow struct {
 	// (PropSent); sentUntil the last occurrence they cover (a series).
 	sent      string
 	sentUntil time.Time
+	// confirmed is PropConfirmed: the token the sender confirmed on the
+	// run record (a one-off task sent by its client).
+	confirmed string
 	// seq is how many occurrences of a series the mover has sent
 	// (PropSeq): the next one sent is seq+1.
 	seq int64
@@ -115,6 +124,7 @@ func parseRow(e table.Entity) (parsedRow, error) {
 	if r.sent, _, err = e.Props.StrictString(PropSent); err != nil {
 		return r, err
 	}
+	r.confirmed = e.Props.Str(PropConfirmed)
 	// A sending mark that cannot be read is ignored: the row is then moved
 	// as any other (at worst a duplicate, which the run claim suppresses).
 	if s, _, err := e.Props.StrictString(PropSendingUntil); err == nil && s != "" {

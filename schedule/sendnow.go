@@ -21,11 +21,18 @@ import (
 //     worker that receives it before the row is marked finds the row
 //     exactly as written (Current) and runs it;
 //  3. record the run queued with the token (the run records' Confirm), so
-//     a worker's claim succeeds without reading the row;
-//  4. MarkSent: the row now says Sent with the token, as a row the mover
-//     sent early; the mover moves it at its next pass without sending it
-//     again, and until then a cancel, reschedule or replace still applies
-//     (the message then becomes a no-op).
+//     a worker's claim succeeds without reading the row (a one-off task;
+//     a series' occurrence is checked against the row, as one the mover
+//     sent early);
+//  4. MarkSent: the row now says Sent with the token (and Confirmed, when
+//     3 succeeded), as a row the mover sent early; the mover moves it at
+//     its next pass without sending it again (nor confirming it again),
+//     and until then a cancel, reschedule or replace through Client still
+//     applies: Cancel marks the run cancelled, and Reschedule and Add with
+//     Replace take the confirmation back (Options.Unconfirm), so the old
+//     message is checked against the row and becomes a no-op. (A row
+//     deleted by another language's client in that window is not noticed:
+//     the task was due and in the queue, and may well have run already.)
 //
 // If the sender dies or the queue refuses between 1 and 4, the row is
 // moved as any other once SendingUntil has passed: the task is late by
@@ -65,12 +72,16 @@ func (c *Client) Envelope(it Item, token string, now time.Time) (queue.Envelope,
 	return env, nil
 }
 
-// sentProps are what MarkSent merges into the row of it: the token, and
-// for a series that its first occurrence (number 1) is the last one sent.
-func sentProps(it Item, token string) table.Props {
-	p := table.Props{PropSent: token, PropSendingUntil: ""}
-	if it.Recurrence != "" {
-		p[PropSentUntil], p[PropSeq] = formatSentUntil(it.Due), int64(1)
+// sentProps are what MarkSent merges into the row: the token, whether its
+// run was confirmed, and for a series that its first occurrence (number 1)
+// is the last one sent.
+func sentProps(s Sent) table.Props {
+	p := table.Props{PropSent: s.Token, PropSendingUntil: "", PropConfirmed: ""}
+	if s.Confirmed && s.Item.Recurrence == "" {
+		p[PropConfirmed] = s.Token
+	}
+	if s.Item.Recurrence != "" {
+		p[PropSentUntil], p[PropSeq] = formatSentUntil(s.Item.Due), int64(1)
 	}
 	return p
 }
@@ -81,12 +92,13 @@ func sentProps(it Item, token string) table.Props {
 // row changed meanwhile (cancelled, rescheduled, replaced) is left as it
 // is and MarkSent reports storage.ErrPreconditionFailed or ErrNotFound; the
 // message is then a no-op for the workers.
-func (c *Client) MarkSent(ctx context.Context, it Item, token string) error {
+func (c *Client) MarkSent(ctx context.Context, s Sent) error {
+	it := s.Item
 	if it.ETag == "" {
 		return fmt.Errorf("%w: mark %s sent: the item carries no ETag", ErrInvalid, it.ID)
 	}
 	_, err := c.t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: it.Shard, RowKey: it.RowKey,
-		Props: sentProps(it, token), IfMatch: it.ETag}})
+		Props: sentProps(s), IfMatch: it.ETag}})
 	if errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("mark %s sent: %w: %w", it.ID, ErrNotFound, err)
 	}
@@ -102,6 +114,9 @@ type Sent struct {
 	Item Item
 	// Token is the token its message carries.
 	Token string
+	// Confirmed says that the run (of a one-off task) was recorded queued
+	// with Token, so the mover need not confirm it.
+	Confirmed bool
 }
 
 // MarkSentMany is MarkSent for many tasks, in a transaction per shard and
@@ -122,13 +137,13 @@ func (c *Client) MarkSentMany(ctx context.Context, sent []Sent) []error {
 			for _, i := range chunk {
 				it := sent[i].Item
 				ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: it.Shard, RowKey: it.RowKey,
-					Props: sentProps(it, sent[i].Token), IfMatch: it.ETag})
+					Props: sentProps(sent[i]), IfMatch: it.ETag})
 			}
 			if _, err := c.t.Submit(ctx, ops); err == nil {
 				continue
 			}
 			for _, i := range chunk {
-				errs[i] = c.MarkSent(ctx, sent[i].Item, sent[i].Token)
+				errs[i] = c.MarkSent(ctx, sent[i])
 			}
 		}
 	}

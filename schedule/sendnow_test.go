@@ -1,11 +1,14 @@
 package schedule
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
 )
 
 // A row whose client is sending its message itself is left alone until its
@@ -39,13 +42,13 @@ func TestMoverLeavesRowsBeingSent(t *testing.T) {
 	if ok, err := e.c.Current(ctxt, env); !ok || err != nil {
 		t.Fatalf("before the mark the message is current? %v, %v", ok, err)
 	}
-	if err := e.c.MarkSent(ctxt, marked, "tok1"); err != nil {
+	if err := e.c.MarkSent(ctxt, Sent{Item: marked, Token: "tok1"}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := e.c.Current(ctxt, env); !ok || err != nil {
 		t.Fatalf("after the mark the message is current? %v, %v", ok, err)
 	}
-	if err := e.c.MarkSent(ctxt, marked, "tok2"); !errors.Is(err, storage.ErrPreconditionFailed) {
+	if err := e.c.MarkSent(ctxt, Sent{Item: marked, Token: "tok2"}); !errors.Is(err, storage.ErrPreconditionFailed) {
 		t.Fatalf("a second mark with a stale ETag: %v, want ErrPreconditionFailed", err)
 	}
 	if err := e.onePass(t); err != nil {
@@ -71,5 +74,71 @@ func TestMoverLeavesRowsBeingSent(t *testing.T) {
 	s, err := e.c.RescheduleWith(ctxt, "series", e.fc.Now(), RescheduleOptions{Sending: e.fc.Now().Add(time.Minute)})
 	if err != nil || !s.SendingUntil.IsZero() {
 		t.Fatalf("a series rescheduled with Sending: %+v, %v", s, err)
+	}
+}
+
+// A row its sender confirmed (the run recorded queued with the token) is
+// moved without confirming the run again; one it did not confirm is
+// confirmed by the mover as any row sent early. Rescheduling or replacing
+// a confirmed row through the Client takes the confirmation back
+// (Options.Unconfirm) with the old token; cancelling it does not need to.
+func TestConfirmedRowsAndTheirChanges(t *testing.T) {
+	var unconfirmed []string
+	c, mt, fc := newMemClient(t, Options{ChangesAfterSend: true, Unconfirm: func(_ context.Context, id, token string) error {
+		unconfirmed = append(unconfirmed, id+"/"+token)
+		return nil
+	}})
+	var confirmed []string
+	q := &fakeQueue{}
+	m, err := newMover(mt, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: q, SetAside: q, Clock: fc, Logger: quiet,
+		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
+			out := make([]bool, len(envs))
+			for i, env := range envs {
+				confirmed, out[i] = append(confirmed, env.ID+"/"+env.Token), true
+			}
+			return out
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxt := ctx(t)
+	now := fc.Now()
+	sendNow := func(id, token string, confirm bool) Item {
+		it, err := c.Add(ctxt, Item{ID: id, Due: now}, AddOptions{Sending: now.Add(15 * time.Second), Replace: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.MarkSent(ctxt, Sent{Item: it, Token: token, Confirmed: confirm}); err != nil {
+			t.Fatal(err)
+		}
+		return it
+	}
+	sendNow("confirmed", "c1", true)
+	sendNow("unconfirmed", "u1", false)
+	sendNow("rescheduled", "r1", true)
+	sendNow("replaced", "p1", true)
+	if _, err := c.Reschedule(ctxt, "rescheduled", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	sendNow("replaced", "p2", true)
+	if want := []string{"rescheduled/r1", "replaced/p1"}; !slices.Equal(unconfirmed, want) {
+		t.Errorf("confirmations taken back: %v, want %v", unconfirmed, want)
+	}
+	if err := m.takeFence(ctxt, "00", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.pass(ctxt, 1); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"unconfirmed/u1"}; !slices.Equal(confirmed, want) {
+		t.Errorf("the mover confirmed %v, want %v", confirmed, want)
+	}
+	for _, id := range []string{"confirmed", "unconfirmed", "replaced"} {
+		if _, err := c.Get(ctxt, id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: not moved (%v)", id, err)
+		}
+	}
+	if n := len(q.ids()); n != 0 {
+		t.Errorf("the mover sent %d messages for rows whose senders had sent them", n)
 	}
 }

@@ -13,8 +13,11 @@ import (
 // in-process workers with default options (lease poll 15 s, consumer
 // poll_max 30 s, blackboard cycle 1 h) on one fresh Azurite: the leader, a
 // standby competing for the lease, a standby without run records, and a
-// worker that does not compete (worker.lead=false). Counting starts after
-// a warm-up, so the consumers' polling has backed off to its maximum.
+// worker that does not compete (worker.lead=false); and, on an Azurite of
+// its own, a leader whose consumer does not listen (worker.listen_every
+// negative: the previous release's leader, whose polling backs off like
+// everyone's). Counting starts after a warm-up, so the consumers' polling
+// has backed off to its maximum.
 func runIdle(ctx context.Context, b *bench) error {
 	const name = "idle"
 	srv, err := b.startAzurite(ctx, name)
@@ -22,26 +25,38 @@ func runIdle(ctx context.Context, b *bench) error {
 		return err
 	}
 	defer srv.Stop()
+	quiet, err := b.startAzurite(ctx, name+"-nolisten")
+	if err != nil {
+		return err
+	}
+	defer quiet.Stop()
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	roles := []struct {
 		role, label string
 		runs        bool
 		mod         func(*leasecron.WorkerOptions)
+		alone       bool // on its own Azurite, so that it leads
 	}{
-		{"leader", "leading, nothing to move", true, nil},
-		{"standby", "standby (competes for the lease)", true, nil},
-		{"standby-noruns", "standby, worker.runs=false", false, func(o *leasecron.WorkerOptions) { o.NoRuns = true }},
-		{"consumer-only", "worker.lead=false (never leads)", true, func(o *leasecron.WorkerOptions) { o.NoLead = true }},
+		{"leader", "leading, nothing to move (listening every 200 ms)", true, nil, false},
+		{"standby", "standby (competes for the lease)", true, nil, false},
+		{"standby-noruns", "standby, worker.runs=false", false, func(o *leasecron.WorkerOptions) { o.NoRuns = true }, false},
+		{"consumer-only", "worker.lead=false (never leads)", true, func(o *leasecron.WorkerOptions) { o.NoLead = true }, false},
+		{"leader-nolisten", "leading, worker.listen_every=-1 (not listening, as before)", true,
+			func(o *leasecron.WorkerOptions) { o.Consumer.ListenEvery = -1 }, true},
 	}
 	workers := make([]*txWorker, len(roles))
 	for i, r := range roles {
-		w, err := startWorker(wctx, srv, "idle-"+r.role, r.mod)
+		on := srv
+		if r.alone {
+			on = quiet
+		}
+		w, err := startWorker(wctx, on, "idle-"+r.role, r.mod)
 		if err != nil {
 			return err
 		}
 		workers[i] = w
-		if i == 0 {
+		if i == 0 || r.alone {
 			if err := w.waitLeading(ctx, 30*time.Second); err != nil {
 				return err
 			}
@@ -57,8 +72,8 @@ func runIdle(ctx context.Context, b *bench) error {
 	if err := sleep(ctx, b.s.idleWarmup); err != nil {
 		return err
 	}
-	if !workers[0].w.HasControl() {
-		return fmt.Errorf("the first worker lost the lease during the warm-up")
+	if err := leading(workers, roles[len(roles)-1].alone); err != nil {
+		return fmt.Errorf("during the warm-up: %w", err)
 	}
 	before := make([]leasecron.RequestCounts, len(workers))
 	for i, w := range workers {
@@ -75,10 +90,10 @@ func runIdle(ctx context.Context, b *bench) error {
 	}
 	window := time.Since(t0)
 	res := results.Idle{WarmupSeconds: b.s.idleWarmup.Seconds(), WindowSeconds: window.Seconds()}
+	if err := leading(workers, roles[len(roles)-1].alone); err != nil {
+		return fmt.Errorf("while counting: %w", err)
+	}
 	for i, r := range roles {
-		if i == 0 && !workers[0].w.HasControl() {
-			return fmt.Errorf("the leader lost the lease while counting")
-		}
 		reqs := workers[i].w.Requests().Sub(before[i])
 		counts, total := reqs.ByOp, reqs.Total
 		row := results.IdleRow{Role: r.role, Label: r.label, Runs: r.runs, Requests: counts, PerHour: float64(total) * 3600 / window.Seconds()}
@@ -86,4 +101,16 @@ func runIdle(ctx context.Context, b *bench) error {
 		b.logf(name, "%-34s %4d requests in %s = %.0f/hour %v", r.label, total, window.Round(time.Second), row.PerHour, counts)
 	}
 	return results.Write(b.out, results.IdleFile, res)
+}
+
+// leading reports an error unless the first worker, and the last when it
+// has an Azurite of its own, still hold their leases.
+func leading(workers []*txWorker, lastAlone bool) error {
+	if !workers[0].w.HasControl() {
+		return fmt.Errorf("the leader lost the lease")
+	}
+	if last := workers[len(workers)-1]; lastAlone && !last.w.HasControl() {
+		return fmt.Errorf("the leader that does not listen lost the lease")
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -14,25 +15,29 @@ import (
 )
 
 // latCase is one lateness run: two workers with the product's defaults, or
-// three with a 15 s lease whose leader is SIGKILLed as the tasks come due.
+// three with a 15 s lease whose leader gets sig (SIGKILL or SIGTERM) as
+// the tasks come due.
 type latCase struct {
 	label, early string
-	kill         bool
+	sig          syscall.Signal // 0: no handover
 }
 
 // runLateness is scenario 3: tasks due over several mover poll windows,
 // run by worker processes with the product's default intervals; lateness
 // = handler start − due, with early enqueue on (the default) and off
-// (mover.early negative), and through a leader SIGKILL with the default
-// window (one failover) and with a window of one pass.
+// (mover.early negative), through a leader SIGKILL with the default
+// window (one failover) and with a window of one pass, and through a
+// graceful handover (SIGTERM: the leader releases the lease and its
+// successor hears of what it sent early).
 func runLateness(ctx context.Context, b *bench) error {
 	const name = "lateness"
 	var res results.Lateness
 	for _, c := range []latCase{
 		{label: "early enqueue on (default)", early: "0s"},
 		{label: "early enqueue off (mover.early -1s)", early: "-1s"},
-		{label: "leader SIGKILLed, early enqueue on (default: one failover)", early: "0s", kill: true},
-		{label: "leader SIGKILLed, mover.early 5s (one pass)", early: "5s", kill: true},
+		{label: "leader SIGKILLed, early enqueue on (default: one failover)", early: "0s", sig: syscall.SIGKILL},
+		{label: "leader SIGKILLed, mover.early 5s (one pass)", early: "5s", sig: syscall.SIGKILL},
+		{label: "leader SIGTERMed (graceful handover), early enqueue on (default)", early: "0s", sig: syscall.SIGTERM},
 	} {
 		run, err := b.latenessRun(ctx, c)
 		if err != nil {
@@ -59,8 +64,8 @@ func (b *bench) latenessRun(ctx context.Context, c latCase) (results.LatenessRun
 	// a failover (lease 15 s + lease poll 15 s) after, so that the default
 	// window has enqueued them all before the kill.
 	ahead := 6 * time.Second
-	if c.kill {
-		run.Workers, tag, ahead = 3, tag+"-kill", 35*time.Second
+	if c.sig != 0 {
+		run.Workers, tag, ahead = 3, tag+"-"+strings.ToLower(sigName(c.sig)), 35*time.Second
 		extra["lease"] = map[string]any{"duration": "15s", "poll_every": "15s"}
 		run.Config["lease.duration"], run.Config["lease.poll_every"] = "15s", "15s"
 	}
@@ -97,18 +102,18 @@ func (b *bench) latenessRun(ctx context.Context, c latCase) (results.LatenessRun
 	}
 	b.logf(name, "%s: leader %s, %d tasks due over %s from %s", label, leader.Holder, len(dues), b.s.latWindow, start.Format("15:04:05"))
 	run.Leader = leader.Holder
-	if c.kill {
+	if c.sig != 0 {
 		if err := sleep(ctx, time.Until(start)); err != nil {
 			return run, err
 		}
 		killed := time.Now()
-		f.Signal(leader.Holder, syscall.SIGKILL)
+		f.Signal(leader.Holder, c.sig)
 		next, err := f.WaitLeader(wctx, leader.Holder)
 		if err != nil {
-			return run, fmt.Errorf("no takeover after the SIGKILL of %s: %w", leader.Holder, err)
+			return run, fmt.Errorf("no takeover after the %s of %s: %w", sigName(c.sig), leader.Holder, err)
 		}
 		run.TakeoverSeconds = time.Since(killed).Seconds()
-		run.Kill = fmt.Sprintf("SIGKILL of the leader %s as the first task came due; %s took over %.1f s later", leader.Holder, next.Holder, run.TakeoverSeconds)
+		run.Kill = fmt.Sprintf("%s of the leader %s as the first task came due; %s took over %.1f s later", sigName(c.sig), leader.Holder, next.Holder, run.TakeoverSeconds)
 		b.logf(name, "%s: %s", label, run.Kill)
 	}
 	var want []string

@@ -21,7 +21,9 @@ import (
 // (default options) leads and consumes; its Requests() counter is read
 // around each pattern, and its idle request rate, measured first, is
 // subtracted (the marginal cost). The scheduling side is counted with its
-// own counter on the same calls leasecron.Client.Schedule makes. Both
+// own counter: a leasecron.Client's Requests around its Schedule calls
+// (a task due now is sent by the client, so its enqueue and run record
+// count there). Both
 // cases run at once on separate Azurites.
 func runTransactions(ctx context.Context, b *bench) error {
 	var mu sync.Mutex
@@ -48,20 +50,16 @@ func runTransactions(ctx context.Context, b *bench) error {
 	return results.Write(b.out, results.TransactionsFile, res)
 }
 
-// txClient schedules like leasecron.Client.Schedule (schedule.Client.Add;
-// the run record starts when the mover sends the task) over counted
-// clients.
+// txClient schedules with schedule.Client (the table layer leasecron's
+// Client writes through) over a counted client, for the batch scenario's
+// comparison of ScheduleMany's transactions with one Add per task.
 type txClient struct {
 	sched   *schedule.Client
 	counter *storage.Counter
 }
 
-func newTxClient(ctx context.Context, srv *azurite.Server) (*txClient, error) {
-	return newTxClientWith(ctx, srv, 0)
-}
-
-// newTxClientWith is newTxClient with lat added before every request (see
-// clientsWith).
+// newTxClientWith connects a txClient to srv with lat added before every
+// request (see clientsWith).
 func newTxClientWith(ctx context.Context, srv *azurite.Server, lat time.Duration) (*txClient, error) {
 	c := &txClient{counter: storage.NewCounter()}
 	sc, err := clientsWith(srv, c.counter, lat)
@@ -189,8 +187,15 @@ func (b *bench) txCases(ctx context.Context, withRuns bool) ([]results.TxCase, e
 	if err := tw.waitLeading(ctx, 30*time.Second); err != nil {
 		return nil, err
 	}
-	cl, err := newTxClient(ctx, srv)
+	cl, err := leasecron.NewClient(leasecron.ClientOptions{
+		Storage: leasecron.Storage{ConnectionString: srv.ConnectionString()},
+		NoRuns:  !withRuns, Logger: quietLogger("transactions-client"),
+	})
 	if err != nil {
+		return nil, err
+	}
+	// Create the tables and queue outside the counted window.
+	if _, err := cl.List(ctx, &leasecron.ListOptions{Limit: 1}); err != nil {
 		return nil, err
 	}
 	b.logf(name, "%s: worker leads; idling %s, then counting the idle rate for %s", tag, b.s.txWarmup, b.s.txBaseline)
@@ -210,15 +215,14 @@ func (b *bench) txCases(ctx context.Context, withRuns bool) ([]results.TxCase, e
 	// client's counter, runs f (which returns the number of tasks), waits
 	// for the worker to settle and computes the marginal cost per task.
 	measure := func(kind, pattern string, spacing time.Duration, want int64, f func() (series int, err error)) error {
-		w0 := tw.w.Requests()
-		cl.counter.Reset()
+		w0, c0 := tw.w.Requests(), cl.Requests()
 		m0, h0 := tw.moved(), tw.handled.Load()
 		t0 := time.Now()
 		series, err := f()
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", pattern, kind, err)
 		}
-		clientCounts := byOp(cl.counter) // before any cancels
+		clientCounts := cl.Requests().Sub(c0).ByOp // before any cancels
 		if kind == "recurring" {
 			if err := cancelSeries(ctx, cl, pattern); err != nil {
 				return err
@@ -266,7 +270,7 @@ func (b *bench) txCases(ctx context.Context, withRuns bool) ([]results.TxCase, e
 	// Lone one-off tasks, one every spacing.
 	if err := measure("one-off", "lone", spacing, int64(b.s.txLone), func() (int, error) {
 		for i := range b.s.txLone {
-			if err := cl.schedule(ctx, schedule.Item{ID: fmt.Sprintf("lone-%d", i), Type: noopType, Due: time.Now(), Payload: "{}"}); err != nil {
+			if err := schedule1(ctx, cl, leasecron.Item{ID: fmt.Sprintf("lone-%d", i), Type: noopType, Due: time.Now(), Payload: "{}"}); err != nil {
 				return 0, err
 			}
 			if err := sleep(ctx, spacing); err != nil {
@@ -279,7 +283,7 @@ func (b *bench) txCases(ctx context.Context, withRuns bool) ([]results.TxCase, e
 	}
 	// One recurring series, @every spacing, for as long.
 	if err := measure("recurring", "lone", spacing, 0, func() (int, error) {
-		if err := cl.schedule(ctx, schedule.Item{ID: "lone-series", Type: noopType, Due: time.Now(), Payload: "{}", Recurrence: "@every " + spacing.String()}); err != nil {
+		if err := schedule1(ctx, cl, leasecron.Item{ID: "lone-series", Type: noopType, Due: time.Now(), Payload: "{}", Recurrence: "@every " + spacing.String()}); err != nil {
 			return 1, err
 		}
 		return 1, sleep(ctx, time.Duration(b.s.txLone)*spacing)
@@ -289,7 +293,7 @@ func (b *bench) txCases(ctx context.Context, withRuns bool) ([]results.TxCase, e
 	// A burst of one-off tasks due at once.
 	if err := measure("one-off", "burst", 0, int64(b.s.txBurst), func() (int, error) {
 		return 0, parallel(ctx, b.s.txBurst, 8, func(i int) error {
-			return cl.schedule(ctx, schedule.Item{ID: fmt.Sprintf("burst-%04d", i), Type: noopType, Due: time.Now(), Payload: "{}"})
+			return schedule1(ctx, cl, leasecron.Item{ID: fmt.Sprintf("burst-%04d", i), Type: noopType, Due: time.Now(), Payload: "{}"})
 		})
 	}); err != nil {
 		return out, err
@@ -297,7 +301,7 @@ func (b *bench) txCases(ctx context.Context, withRuns bool) ([]results.TxCase, e
 	// Many recurring series at once.
 	if err := measure("recurring", "burst", spacing, 0, func() (int, error) {
 		err := parallel(ctx, b.s.txSeries, 8, func(i int) error {
-			return cl.schedule(ctx, schedule.Item{ID: fmt.Sprintf("burst-series-%03d", i), Type: noopType, Due: time.Now(), Payload: "{}", Recurrence: "@every " + spacing.String()})
+			return schedule1(ctx, cl, leasecron.Item{ID: fmt.Sprintf("burst-series-%03d", i), Type: noopType, Due: time.Now(), Payload: "{}", Recurrence: "@every " + spacing.String()})
 		})
 		if err != nil {
 			return b.s.txSeries, err
@@ -310,16 +314,16 @@ func (b *bench) txCases(ctx context.Context, withRuns bool) ([]results.TxCase, e
 }
 
 // cancelSeries cancels the series the recurring pattern scheduled.
-func cancelSeries(ctx context.Context, cl *txClient, pattern string) error {
-	items, _, err := cl.sched.List(ctx, schedule.ListOptions{Limit: 1000})
+func cancelSeries(ctx context.Context, cl *leasecron.Client, pattern string) error {
+	page, err := cl.List(ctx, &leasecron.ListOptions{Limit: 1000})
 	if err != nil {
 		return err
 	}
-	for _, it := range items {
+	for _, it := range page.Items {
 		if it.Recurrence == "" {
 			continue
 		}
-		if _, err := cl.sched.Cancel(ctx, it.ID); err != nil && !errors.Is(err, schedule.ErrNotFound) {
+		if _, err := cl.Cancel(ctx, it.ID); err != nil && !errors.Is(err, leasecron.ErrNotFound) {
 			return fmt.Errorf("%s: cancel %s: %w", pattern, it.ID, err)
 		}
 	}
@@ -340,4 +344,11 @@ func sign(v float64) float64 {
 		return -1
 	}
 	return 1
+}
+
+// schedule1 schedules it as a user would, with Client.Schedule: a task due
+// now is sent by the client itself (ClientOptions.SendWithin).
+func schedule1(ctx context.Context, cl *leasecron.Client, it leasecron.Item) error {
+	_, err := cl.Schedule(ctx, it, nil)
+	return err
 }

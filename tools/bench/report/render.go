@@ -659,7 +659,7 @@ func latenessSection(d *doc, out string, l *results.Lateness) ([]check, error) {
 		return []check{{target: "p99 lateness ≤ 1 s", measured: "–", status: statusNotRun}}, nil
 	}
 	r0 := l.Runs[0]
-	d.para("Two worker processes (`tools/internal/fleet`) with the product's default intervals (mover.poll_every 5 s, worker.poll_min 200 ms, worker.poll_max 30 s, lease 60 s) and a fresh Azurite per run; after the fleet has idled, %d tasks are scheduled due uniformly over %.0f s (%.0f mover poll windows), starting 6 s ahead. Lateness = the moment the handler recorded its start (an `exec` of `/bin/sh`, which appends a line to a file: a few milliseconds of fork) − the due time. Early enqueue (the default) enqueues rows due within one failover (lease duration + lease poll) with an initial visibility delay; `mover.early: -1s` turns it off. The runs marked *leader SIGKILLed* use three workers with a 15 s lease (other settings default), schedule the tasks 35 s ahead — at least lease + lease poll — and SIGKILL the leader as the first one comes due.", r0.Tasks, r0.WindowSeconds, r0.WindowSeconds/5)
+	d.para("Two worker processes (`tools/internal/fleet`) with the product's default intervals (mover.poll_every 5 s, worker.poll_min 200 ms, worker.poll_max 30 s, lease 60 s) and a fresh Azurite per run; after the fleet has idled, %d tasks are scheduled due uniformly over %.0f s (%.0f mover poll windows), starting 6 s ahead. Lateness = the moment the handler recorded its start (an `exec` of `/bin/sh`, which appends a line to a file: a few milliseconds of fork) − the due time. Early enqueue (the default) enqueues rows due within one failover (lease duration + lease poll) with an initial visibility delay; `mover.early: -1s` turns it off. The runs marked *leader SIGKILLed* or *SIGTERMed* use three workers with a 15 s lease (other settings default), schedule the tasks 35 s ahead — at least lease + lease poll — and SIGKILL the leader as the first one comes due; the run marked *leader SIGTERMed* stops it gracefully instead (it releases the lease, writing the due times of what it sent early into the lease's metadata for its successor).", r0.Tasks, r0.WindowSeconds, r0.WindowSeconds/5)
 	var rows [][]string
 	for _, r := range l.Runs {
 		s := r.Summary
@@ -721,15 +721,16 @@ func latenessSection(d *doc, out string, l *results.Lateness) ([]check, error) {
 			continue
 		}
 		s := r.Summary
-		kc := check{target: "p99 lateness ≤ 1 s through a leader SIGKILL", status: status(s.P99 <= targetP99 && r.Ran == r.Tasks),
+		sig, _, _ := strings.Cut(r.Kill, " ")
+		kc := check{target: "p99 lateness ≤ 1 s through a leader " + sig, status: status(s.P99 <= targetP99 && r.Ran == r.Tasks),
 			measured: fmt.Sprintf("p99 %.2f s, p50 %.2f s, max %.2f s; %d of %d ran", s.P99, s.P50, s.Max, r.Ran, r.Tasks)}
 		for _, o := range l.Runs {
-			if o.Kill != "" && o.Early != "0s" {
+			if strings.HasPrefix(o.Kill, sig+" ") && o.Early != "0s" {
 				kc.measured += fmt.Sprintf("; p99 %.2f s with mover.early %s", o.Summary.P99, o.Early)
 			}
 		}
 		if kc.status == statusMissed {
-			kc.why = fmt.Sprintf("Over by %.2f s (or tasks missing). The tasks were enqueued before the kill, invisible until due; the surviving workers wake for them from the due times the leader published in the lease metadata. A tail here means a surviving consumer did not look on time (it last read the lease before those tasks were enqueued) or had no free handler slot.", s.P99-targetP99)
+			kc.why = fmt.Sprintf("Over by %.2f s (or tasks missing). The tasks were enqueued before the %s, invisible until due; the other workers wake for them from the due times the leader published in the lease metadata (after a SIGTERM the leader writes them as it releases the lease, and its successor reads them as it takes it). A tail here means a consumer did not look on time (it last read the lease before those tasks were enqueued) or had no free handler slot.", s.P99-targetP99, sig)
 		}
 		checks = append(checks, kc)
 	}
@@ -913,7 +914,7 @@ func transactionsSection(d *doc, out string, t *results.Transactions, idle *resu
 		d.para("Per-task costs not run.")
 		checks = append(checks, check{target: "≤ 6 transactions per one-off task without run records", measured: "–", status: statusNotRun})
 	} else {
-		d.para("Every storage request is a billed transaction. An in-process `leasecron.Worker` with default options leads and consumes on its own fresh Azurite, with and without run records (`NoRuns`), and its `Requests()` counter is read around each pattern; its idle request rate, measured first for a minute after a minute's warm-up, is subtracted, so the worker figures are the **marginal** cost of the tasks (small negative entries are that subtraction's noise). The scheduling side is counted separately over the call `Client.Schedule` makes (`schedule.Client.Add`: one table transaction; the run record starts when the mover sends the task, so it is a worker cost). **Lone**: one task at a time, every few seconds, into an otherwise idle leader — the worst case, since nothing is shared. **Burst**: many due at once — passes, dequeues and batches are shared. Recurring series are scheduled once; their client cost is per series, not per occurrence. Each recurring pattern ends by cancelling its series, so the worker runs with early enqueue off (`mover.early` negative: rows move one pass ahead); otherwise the occurrences of the next failover window would be in the queue when the series is cancelled. A series left running pays one enqueue per occurrence either way, and a one-off task scheduled ahead pays at most one more table transaction with early enqueue on (its sent mark, shared by the rows marked in the same pass).")
+		d.para("Every storage request is a billed transaction. An in-process `leasecron.Worker` with default options leads and consumes on its own fresh Azurite, with and without run records (`NoRuns`), and its `Requests()` counter is read around each pattern; its idle request rate, measured first for a minute after a minute's warm-up, is subtracted, so the worker figures are the **marginal** cost of the tasks (small negative entries are that subtraction's noise). The scheduling side is counted separately: a `leasecron.Client`'s own `Requests()` around its `Client.Schedule` calls. The tasks are scheduled due now, so the client sends each one-off task itself (`ClientOptions.SendWithin`): the row written marked as being sent, the message, the run record as queued (with run records on) and the row's sent mark are client requests, and the mover only removes the row; without run records, or for a series, the client writes the row and the mover sends. **Lone**: one task at a time, every few seconds, into an otherwise idle leader — the worst case, since nothing is shared. **Burst**: many due at once — passes, dequeues and batches are shared. Recurring series are scheduled once; their client cost is per series, not per occurrence. Each recurring pattern ends by cancelling its series, so the worker runs with early enqueue off (`mover.early` negative: rows move one pass ahead); otherwise the occurrences of the next failover window would be in the queue when the series is cancelled. A series left running pays one enqueue per occurrence either way, and a one-off task scheduled ahead pays at most one more table transaction with early enqueue on (its sent mark, shared by the rows marked in the same pass).")
 		var rows [][]string
 		for _, c := range sortedCases(t.Cases) {
 			client := f1(c.ClientTotal)
@@ -1012,7 +1013,19 @@ func transactionsSection(d *doc, out string, t *results.Transactions, idle *resu
 		checks = append(checks, check{target: "Idle standby ≤ 120 requests/hour", measured: "–", status: statusNotRun})
 		return checks, nil
 	}
-	d.para("Four in-process workers with default options (lease 60 s, lease.poll_every 15 s, mover.poll_every 5 s, worker.poll_max 30 s, blackboard.cycle 1 h) share one fresh Azurite and an empty schedule: the leader, a standby competing for the lease, a standby without run records, and a worker that never competes (`worker.lead=false`). After a %.0f s warm-up (the consumers' polling has backed off to its maximum) their requests are counted for %.0f s and extrapolated to an hour. The blackboard loop walks the board once at start and then once an hour (one query an hour per worker, not in the window).", idle.WarmupSeconds, idle.WindowSeconds)
+	d.para("Four in-process workers with default options (lease 60 s, lease.poll_every 15 s, mover.poll_every 5 s, worker.poll_min 200 ms, worker.poll_max 30 s, worker.listen_every 200 ms, blackboard.cycle 1 h) share one fresh Azurite and an empty schedule: the leader, a standby competing for the lease, a standby without run records, and a worker that never competes (`worker.lead=false`). Beside them, on an Azurite of its own, a leader with `worker.listen_every: -1`: the previous release's leader, whose consumer backs off like everyone's. After a %.0f s warm-up (the consumers' polling has backed off to its maximum) their requests are counted for %.0f s and extrapolated to an hour. The blackboard loop walks the board once at start and then once an hour (one query an hour per worker, not in the window).", idle.WarmupSeconds, idle.WindowSeconds)
+	var listening, quiet *results.IdleRow
+	for i := range idle.Rows {
+		switch idle.Rows[i].Role {
+		case "leader":
+			listening = &idle.Rows[i]
+		case "leader-nolisten":
+			quiet = &idle.Rows[i]
+		}
+	}
+	if listening != nil && quiet != nil {
+		d.para("Listening is what makes a task scheduled for now start within a fraction of a second in an idle fleet: the leader's consumer looks at the queue every worker.listen_every (one dequeue of an empty queue each time) instead of backing off to worker.poll_max. It costs the fleet %.0f requests an hour more than a leader that does not listen (%.0f against %.0f), paid by one worker only, whichever leads. `worker.listen_every` trades it against start latency (1 s: about a fifth of the cost, up to a second's wait; negative: the previous behaviour, where a task scheduled for now waits for a consumer's backed-off poll).", listening.PerHour-quiet.PerHour, listening.PerHour, quiet.PerHour)
+	}
 	var rows [][]string
 	for _, r := range idle.Rows {
 		var keys []string

@@ -321,7 +321,8 @@ type Idle struct {
 
 // IdleRow is one idle role.
 type IdleRow struct {
-	// Role is "leader", "standby" or "consumer-only".
+	// Role is "leader", "standby", "standby-noruns", "consumer-only" or
+	// "leader-nolisten" (a leader with worker.listen_every negative).
 	Role string `json:"role"`
 	// Label describes it.
 	Label string `json:"label"`
