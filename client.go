@@ -39,7 +39,10 @@ type ClientOptions struct {
 	Clock leasecrontype.Clock
 	// Limits, MaxDepth and ResumeBelow describe the fleet as its workers
 	// are configured (WorkerOptions.Limits, WorkerOptions.Mover.MaxDepth
-	// and ResumeBelow), for Limits and Backpressure.
+	// and ResumeBelow), for Limits and Backpressure. With MaxDepth set, the
+	// client sends tasks due now itself (SendWithin) only while the work
+	// queue is below it (the depth is read at most once a second), and
+	// leaves the rest to the mover, which holds back.
 	Limits                map[string]int
 	MaxDepth, ResumeBelow int
 }
@@ -71,6 +74,7 @@ type Client struct {
 	o       ClientOptions
 	dead    *queue.DeadLetters
 	counter *storage.Counter // nil for a worker's client (see Worker.Requests)
+	budget  sendBudget       // what it may send itself under backpressure
 }
 
 // Requests returns the storage requests this client has made, by

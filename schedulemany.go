@@ -49,7 +49,15 @@ func (c *Client) ScheduleMany(ctx context.Context, items []Item, o ScheduleManyO
 	now := c.o.Clock.Now()
 	ao := schedule.AddManyOptions{Partial: o.Partial}
 	if c.sendsNow(Item{Due: now}, now) {
-		ao.Sending, ao.SendDueBy = now.Add(sendGrace), now.Add(c.o.SendWithin)
+		due := 0
+		for _, it := range items {
+			if !it.Due.After(now.Add(c.o.SendWithin)) {
+				due++
+			}
+		}
+		if n := c.takeSends(ctx, due); n > 0 {
+			ao.Sending, ao.SendDueBy, ao.SendLimit = now.Add(sendGrace), now.Add(c.o.SendWithin), n
+		}
 	}
 	res, err := c.sched.AddMany(ctx, items, ao)
 	c.sendMany(ctx, res)

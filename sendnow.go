@@ -3,6 +3,7 @@ package leasecron
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -103,3 +104,39 @@ func (c *Client) sendAll(ctx context.Context, items []Item) {
 
 // sendConcurrency bounds the messages sent at once.
 const sendConcurrency = 32
+
+// sendBudget bounds what a client sends itself under backpressure
+// (ClientOptions.MaxDepth): it reads the work queue's depth at most once a
+// second and hands out max_depth − depth sends until the next read, so a
+// burst of tasks due now fills the queue to max_depth and leaves the rest
+// to the mover, which holds back as for any other rows.
+type sendBudget struct {
+	mu   sync.Mutex
+	at   time.Time
+	left int
+}
+
+// sendBudgetEvery is how long a read of the queue's depth is trusted.
+const sendBudgetEvery = time.Second
+
+// takeSends returns how many of n tasks due now the client may send itself
+// (all of them without backpressure).
+func (c *Client) takeSends(ctx context.Context, n int) int {
+	if c.o.MaxDepth <= 0 || n <= 0 {
+		return n
+	}
+	b := &c.budget
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now := c.o.Clock.Now(); b.at.IsZero() || now.Sub(b.at) >= sendBudgetEvery {
+		depth, err := c.queue.Depth(ctx)
+		if err != nil {
+			c.o.Logger.Debug("queue depth unknown; leaving tasks due now to the mover", "err", err)
+			return 0
+		}
+		b.at, b.left = now, max(0, c.o.MaxDepth-depth)
+	}
+	take := min(n, b.left)
+	b.left -= take
+	return take
+}

@@ -224,3 +224,45 @@ func TestTasksSentNowRunOnceAndObeyCancel(t *testing.T) {
 		t.Errorf("rows left pending: %v, %v", p.Items, err)
 	}
 }
+
+// Under backpressure (ClientOptions.MaxDepth) a client sends tasks due now
+// itself only until the queue would pass max_depth; the rest are written
+// for the mover, which holds back.
+func TestSendingNowRespectsMaxDepth(t *testing.T) {
+	t.Parallel()
+	st, names := testAccount(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, MaxDepth: 5, ResumeBelow: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []leasecron.Item
+	for i := range 12 {
+		items = append(items, leasecron.Item{ID: fmt.Sprintf("bp-%02d", i), Type: "t", Due: time.Now()})
+	}
+	if _, err := c.ScheduleMany(ctx, items, leasecron.ScheduleManyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "one-more", Type: "t", Due: time.Now()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := queueDepth(ctx, t, st, names); n != 5 {
+		t.Fatalf("the queue holds %d messages, want 5 (max_depth): the rest wait for the mover", n)
+	}
+	p, err := c.List(ctx, &leasecron.ListOptions{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := 0
+	for _, it := range p.Items {
+		if it.Sent {
+			sent++
+		} else if !it.SendingUntil.IsZero() {
+			t.Errorf("%s is marked as being sent but was left to the mover", it.ID)
+		}
+	}
+	if sent != 5 || len(p.Items) != 13 {
+		t.Errorf("%d of %d rows marked sent, want 5 of 13", sent, len(p.Items))
+	}
+}

@@ -166,7 +166,7 @@ func (c *Client) Payload(ctx context.Context, ref string) ([]byte, error) {
 func (c *Client) RunNow(ctx context.Context, id string) (Item, error) {
 	now := c.o.Clock.Now()
 	var o schedule.RescheduleOptions
-	if c.sendsNow(Item{Due: now}, now) {
+	if c.sendsNow(Item{Due: now}, now) && c.takeSends(ctx, 1) == 1 {
 		o.Sending = now.Add(sendGrace) // one-off tasks only; a series ignores it
 	}
 	it, err := c.sched.RescheduleWith(ctx, id, now, o)
@@ -197,7 +197,7 @@ func (c *Client) Schedule(ctx context.Context, it Item, o *ScheduleOptions) (Ite
 	// is the task's record (Status reads it).
 	ao := schedule.AddOptions{Replace: o.Replace}
 	now := c.o.Clock.Now()
-	send := !it.Due.IsZero() && c.sendsNow(it, now)
+	send := !it.Due.IsZero() && c.sendsNow(it, now) && c.takeSends(ctx, 1) == 1
 	if send {
 		ao.Sending = now.Add(sendGrace)
 	}

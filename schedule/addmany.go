@@ -47,6 +47,10 @@ type AddManyOptions struct {
 	// are written with AddOptions.Sending set to Sending (their messages
 	// are sent by the caller; see MarkSent).
 	Sending, SendDueBy time.Time
+	// SendLimit, when positive, bounds how many items (the first in the
+	// batch's order) are written with Sending; the rest are left to the
+	// mover (the caller's budget under backpressure).
+	SendLimit int
 }
 
 // AddResult is what became of one item given to AddMany.
@@ -129,6 +133,7 @@ type batch struct {
 func (b *batch) validate(items []Item, tp string) {
 	now := b.c.opts.Clock.Now()
 	seen := make(map[string]int, len(items))
+	sending := 0
 	for i, it := range items {
 		if it.TraceParent == "" {
 			it.TraceParent = tp
@@ -149,8 +154,9 @@ func (b *batch) validate(items []Item, tp string) {
 			continue
 		}
 		p.Shard, p.RowKey, p.Indexed = b.c.shardFor(p.ID), rk, true
-		if !b.o.Sending.IsZero() && !p.Due.After(b.o.SendDueBy) {
+		if !b.o.Sending.IsZero() && !p.Due.After(b.o.SendDueBy) && (b.o.SendLimit <= 0 || sending < b.o.SendLimit) {
 			p.SendingUntil = b.o.Sending
+			sending++
 		}
 		b.res[i] = AddResult{Item: p}
 	}

@@ -235,6 +235,10 @@ type Executions struct {
 	// the logs carries (a task moved by an instance that never logged
 	// taking control).
 	UnknownGeneration []int64
+	// ClientSent counts start records of messages no mover sent: the
+	// scheduling client sent them itself because they were due now
+	// (generation 0).
+	ClientSent int
 	// BeforeTerm counts records that started before the earliest term of
 	// their generation began (impossible if the evidence is sound).
 	BeforeTerm int
@@ -269,7 +273,9 @@ func Summarise(scheduled []string, records []fleet.Record, terms []Term) Executi
 		if f, ok := x.First[r.ID]; !ok || r.At.Before(f.At) {
 			x.First[r.ID] = r
 		}
-		if s, ok := termStart[r.Generation]; !ok {
+		if r.Generation == 0 {
+			x.ClientSent++ // sent by its client, not moved by a leader
+		} else if s, ok := termStart[r.Generation]; !ok {
 			unknown[r.Generation] = true
 		} else if r.At.Before(s) {
 			x.BeforeTerm++

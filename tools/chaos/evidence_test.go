@@ -128,9 +128,10 @@ func TestSummarise(t *testing.T) {
 		{ID: "b", At: at(5500), Worker: "w2", Generation: 2, Phase: "start"}, // before its term
 		{ID: "c", At: at(7000), Worker: "w3", Generation: 7, Phase: "start"}, // unknown generation
 		{ID: "zz", At: at(7000), Worker: "w3", Generation: 2, Phase: "start"},
+		{ID: "now", At: at(50), Worker: "w1", Generation: 0, Phase: "start"}, // sent by its client
 	}
-	x := Summarise([]string{"a", "b", "c", "d"}, recs, terms)
-	if x.Tasks != 4 || x.Executed != 3 || len(x.Missing) != 1 || x.Missing[0] != "d" {
+	x := Summarise([]string{"a", "b", "c", "d", "now"}, recs, terms)
+	if x.Tasks != 5 || x.Executed != 4 || len(x.Missing) != 1 || x.Missing[0] != "d" || x.ClientSent != 1 {
 		t.Errorf("counts %+v", x)
 	}
 	if x.Duplicates != 1 || x.DuplicatedTasks != 1 || x.Unexpected != 1 || x.BeforeTerm != 1 {

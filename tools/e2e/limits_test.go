@@ -280,7 +280,11 @@ func TestBackpressure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := f.Client()
+	// The client knows the fleet's backpressure (as the command does from
+	// the same configuration): it sends tasks due now itself only while
+	// the queue is below max_depth.
+	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: f.Azurite.ConnectionString()},
+		MaxDepth: maxDepth, ResumeBelow: resumeBelow})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sort"
 	"sync"
 	"syscall"
@@ -32,7 +33,7 @@ func defaultSettings() map[string]any {
 // (handler start − the command's return) p50 at most 0.2 s and p99 at
 // most 1 s, each run once; once as soon as the fleet leads, and once after
 // five idle minutes, when every consumer's polling has long backed off to
-// its 30 s maximum.
+// its 30 s maximum (make test-long).
 func TestTasksDueNowStartWithinASecond(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -43,6 +44,11 @@ func TestTasksDueNowStartWithinASecond(t *testing.T) {
 		{"after 5 idle minutes", 5 * time.Minute},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.idle > time.Minute && os.Getenv("LEASECRON_LONG") == "" {
+				// Six minutes of one of the machine's two test slots would
+				// push make test past its budget: make test-long runs it.
+				t.Skip("long: set LEASECRON_LONG=1 (make test-long)")
+			}
 			t.Parallel()
 			dueNowLatency(t, c.idle)
 		})
