@@ -45,8 +45,9 @@
 // (wrapped by every "no such task, run, key or dead letter"),
 // ErrInvalidTask (a task refused before anything was written),
 // ErrAlreadyScheduled, ErrAlreadyFinished, ErrAlreadySent,
-// ErrInvalidRunQuery, ErrNoRunRecords and ErrInvalidOptions; test with
-// errors.Is.
+// ErrInvalidRunQuery, ErrNoRunRecords, ErrInvalidOptions and
+// ErrServerBusy (storage throttled the request; try again later); test
+// with errors.Is.
 //
 // # Options
 //

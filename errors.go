@@ -39,4 +39,9 @@ var (
 	// of their options; the message names the field, the bad value and
 	// what is accepted.
 	ErrInvalidOptions = errors.New("invalid leasecron options")
+	// ErrServerBusy is wrapped by errors of storage requests the service
+	// refused as busy (503 ServerBusy, 500 OperationTimedOut, 429) after
+	// the SDK's own retries: trying again later may succeed
+	// (leasecrontype.ErrServerBusy).
+	ErrServerBusy = leasecrontype.ErrServerBusy
 )

@@ -290,9 +290,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.Join(bad...)
 	}
 
-	if err := w.ensure(ctx); err != nil {
-		return err
-	}
 	g, gctx := errgroup.WithContext(ctx)
 
 	tables := []string{w.o.Names.ScheduleTable, w.o.Names.BlackboardTable}
@@ -301,6 +298,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	var admin http.Handler
 	var err error
+	su := &startup{}
 	if w.o.AdminHandler != nil {
 		if admin, err = w.o.AdminHandler(w.Client()); err != nil {
 			return fmt.Errorf("WorkerOptions.AdminHandler: %w", err)
@@ -309,7 +307,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	srv, err := ops.NewServer(ops.Options{
 		Addr:     w.o.AdminAddr,
 		Metrics:  w.metrics,
-		Ready:    ops.ReadyCheck(w.sc, tables, []string{w.o.Names.Queue, w.o.Names.PoisonQueue}),
+		Ready:    su.check(ops.ReadyCheck(w.sc, tables, []string{w.o.Names.Queue, w.o.Names.PoisonQueue})),
 		Pprof:    w.o.Pprof,
 		Logger:   w.log,
 		Fallback: admin,
@@ -325,6 +323,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
+	// The admin address answers (not ready) while storage is not.
+	if err := w.start(gctx, su); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 
 	// The consumer exists before the cop can lead: the mover wakes it.
 	var consumer *queue.Consumer

@@ -16,4 +16,10 @@ var (
 	// ErrPreconditionFailed means a conditional write found the record
 	// changed since it was read (an If-Match ETag no longer matches).
 	ErrPreconditionFailed = errors.New("precondition failed")
+
+	// ErrServerBusy means the storage service is throttling or failed on
+	// its side (503 ServerBusy, 500 OperationTimedOut, other 5xx, 429):
+	// nothing was refused, and the same request may succeed a moment
+	// later. Callers branch on it to back off instead of giving up.
+	ErrServerBusy = errors.New("storage service busy")
 )

@@ -5,37 +5,6 @@ import (
 	"time"
 )
 
-// backoff returns the retry delay after the given number of failed attempts
-// (1 for the first failure) before jitter: base·2^(failures−1), capped at
-// max.
-func backoff(base, max time.Duration, failures int) time.Duration {
-	if failures < 1 {
-		failures = 1
-	}
-	d := base
-	for i := 1; i < failures; i++ {
-		if d >= max/2 {
-			return max
-		}
-		d *= 2
-	}
-	if d > max {
-		return max
-	}
-	return d
-}
-
-// jitter spreads d over [d/2, d] ("equal jitter"): retries of many messages
-// that failed together do not come back together, and none waits longer
-// than d. r is a uniform random number in [0, 1).
-func jitter(d time.Duration, r float64) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	half := d / 2
-	return half + time.Duration(float64(d-half)*r)
-}
-
 // poller is the empty-queue polling backoff: every empty poll doubles the
 // interval up to max; a full batch snaps it back to min. When the work runs
 // out — a poll returns fewer messages than it asked for, or none — the

@@ -16,37 +16,6 @@ import (
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-func TestBackoff(t *testing.T) {
-	base, max := 2*time.Second, 10*time.Minute
-	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second,
-		64 * time.Second, 128 * time.Second, 256 * time.Second, 512 * time.Second, 10 * time.Minute, 10 * time.Minute}
-	for i, w := range want {
-		if got := backoff(base, max, i+1); got != w {
-			t.Errorf("backoff(attempt %d) = %v, want %v", i+1, got, w)
-		}
-	}
-	if got := backoff(base, max, 0); got != base {
-		t.Errorf("backoff(0) = %v, want base", got)
-	}
-	if got := backoff(base, max, 1000); got != max {
-		t.Errorf("backoff(1000) = %v, want the cap (no overflow)", got)
-	}
-	if got := backoff(time.Hour, time.Hour, 3); got != time.Hour {
-		t.Errorf("Backoff with base == max = %v", got)
-	}
-	for i, r := range []float64{0, 0.25, 0.5, 0.999} {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			j := jitter(10*time.Second, r)
-			if j < 5*time.Second || j > 10*time.Second {
-				t.Errorf("jitter(10s, %v) = %v, want within [5s, 10s]", r, j)
-			}
-		})
-	}
-	if jitter(10*time.Second, 0) != 5*time.Second || jitter(10*time.Second, 1) != 10*time.Second {
-		t.Error("jitter bounds are [d/2, d]")
-	}
-}
-
 func TestPollerBacksOffAndSnapsBack(t *testing.T) {
 	p := newPoller(200*time.Millisecond, 3*time.Second, func() float64 { return 0 })
 	var got []time.Duration

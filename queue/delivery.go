@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -359,10 +360,13 @@ func (c *Consumer) fetchPayload(hctx context.Context, env Envelope) ([]byte, err
 func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecrontype.RunMeta) bool {
 	current := c.o.Current == nil
 	if !current {
-		ctx, cancel := c.opCtx(hctx)
-		var err error
-		current, err = c.o.Current(ctx, d.env)
-		cancel()
+		err := retry.Transient(hctx, retry.Policy{Tries: 3, Clock: c.o.Clock}, func(context.Context) error {
+			ctx, cancel := c.opCtx(hctx)
+			defer cancel()
+			var cerr error
+			current, cerr = c.o.Current(ctx, d.env)
+			return cerr
+		})
 		if err != nil {
 			d.log.Warn("cannot check an early-sent message against its task; putting it back", "err", err)
 			c.deferMsg(hctx, d, c.o.BackoffBase, "early-sent message not checked")

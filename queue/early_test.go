@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -61,11 +62,36 @@ func TestEarlySentMessagesAreCheckedAgainstTheirTask(t *testing.T) {
 	if st := h.c.Stats().ByType["t"]; st.Cancelled != 1 || st.Handled != 2 {
 		t.Fatalf("stats %+v: a superseded delivery counts as cancelled", st)
 	}
-	// A row that cannot be read: put back, not run, not dropped.
+	// A row that cannot be read: tried three times within seconds, then
+	// put back, not run, not dropped. The retries wait on the fake clock,
+	// which moves whenever a retry is asleep.
 	h.enqueue(Envelope{ID: "unreadable", Type: "t", Due: t0, Token: "tok", Row: "00/y"})
-	if o := h.next().outcome; o != OutcomeDeferred {
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			mu.Lock()
+			n := asked["unreadable"]
+			mu.Unlock()
+			if n > 0 && n < 3 {
+				h.clk.Advance(time.Second)
+			}
+		}
+	}()
+	o := h.next().outcome
+	close(stop)
+	if o != OutcomeDeferred {
 		t.Fatalf("unreadable row: %s, want deferred", o)
 	}
+	mu.Lock()
+	if asked["unreadable"] != 3 {
+		t.Errorf("an unreadable row was read %d times before the message was put back, want 3", asked["unreadable"])
+	}
+	mu.Unlock()
 	if got.n() != 2 || len(h.work.all()) != 1 {
 		t.Fatalf("ran %d, %d messages left", got.n(), len(h.work.all()))
 	}

@@ -74,7 +74,7 @@ func newHarness(t *testing.T, o ConsumerOptions) *harness {
 		o.InstanceID = "test-worker"
 	}
 	if o.rand == nil {
-		o.rand = func() float64 { return 1 } // jitter(d) == d
+		o.rand = func() float64 { return 1 } // retry.Jitter(d) == d
 	}
 	c, err := NewConsumerWith(h.work, h.poison, o)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -110,7 +111,7 @@ func (c *Consumer) fail(hctx context.Context, d *delivery, herr error, tail stri
 		c.dead(hctx, d, env, reason, herr, tail)
 		return
 	}
-	delay := jitter(backoff(c.o.BackoffBase, c.o.BackoffMax, env.FailedAttempts), c.o.rand())
+	delay := retry.Jitter(retry.Exp(c.o.BackoffBase, c.o.BackoffMax, env.FailedAttempts), c.o.rand())
 	c.traceStep(hctx, d, "leasecron.retry", herr, attribute.String("leasecron.retry_in", delay.String()))
 	d.log.Info("attempt failed; retrying later", "err", herr, "retry_in", delay, "max_attempts", d.maxA)
 	c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
@@ -167,9 +168,17 @@ func (c *Consumer) rewrite(hctx context.Context, d *delivery, env Envelope, dela
 			text = d.m.Text
 		}
 	}
-	ctx, cancel := c.opCtx(hctx)
-	defer cancel()
-	m, err := c.work.Update(ctx, d.m, text, delay)
+	// A short fault (throttling, a dropped connection) is tried again
+	// within seconds: given up, the message would stay invisible for the
+	// rest of its visibility timeout, and its task be late by that much.
+	var m Message
+	err = retry.Transient(hctx, retry.Policy{Clock: c.o.Clock}, func(context.Context) error {
+		ctx, cancel := c.opCtx(hctx)
+		defer cancel()
+		var uerr error
+		m, uerr = c.work.Update(ctx, d.m, text, delay)
+		return uerr
+	})
 	if err != nil {
 		d.log.Warn("updating the message failed", "err", err)
 		return false
@@ -195,7 +204,7 @@ func (c *Consumer) deferMsg(hctx context.Context, d *delivery, delay time.Durati
 func (c *Consumer) deferDelay(d *delivery) time.Duration {
 	k := d.m.DequeueCount - 1 - int64(d.env.FailedAttempts)
 	k = min(max(k, 0), 30)
-	return jitter(backoff(c.o.BackoffBase, min(c.o.BackoffMax, max(c.o.PollMax, c.o.BackoffBase)), int(k)+1), c.o.rand())
+	return retry.Jitter(retry.Exp(c.o.BackoffBase, min(c.o.BackoffMax, max(c.o.PollMax, c.o.BackoffBase)), int(k)+1), c.o.rand())
 }
 
 // dead sets the message aside with reason and deletes it; the run becomes
@@ -218,7 +227,7 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 		env.FailedAttempts = max(env.FailedAttempts, d.maxA)
 		env.Dequeues = d.m.DequeueCount
 		c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
-		c.rewrite(hctx, d, env, jitter(backoff(c.o.BackoffBase, c.o.BackoffMax, env.FailedAttempts), c.o.rand()))
+		c.rewrite(hctx, d, env, retry.Jitter(retry.Exp(c.o.BackoffBase, c.o.BackoffMax, env.FailedAttempts), c.o.rand()))
 		c.settle(d, OutcomeLeft)
 		return
 	}

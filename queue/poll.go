@@ -4,13 +4,20 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/retry"
 )
+
+// errorBackoffMax caps the wait after failed dequeues: short enough that a
+// consumer is back within seconds when a busy account recovers.
+const errorBackoffMax = 5 * time.Second
 
 // loop dequeues and dispatches until ctx ends.
 func (c *Consumer) loop(ctx, hctx context.Context, wg *sync.WaitGroup) {
 	p := newPoller(c.o.PollMin, c.o.PollMax, c.o.rand)
 	batch := min(MaxBatch, c.o.Concurrency)
 	busy := false // the last dequeue filled every slot it asked for
+	failures := 0 // dequeues failed in a row
 	for ctx.Err() == nil {
 		// Wait for one free slot, then take up to MaxBatch.
 		select {
@@ -33,12 +40,19 @@ func (c *Consumer) loop(ctx, hctx context.Context, wg *sync.WaitGroup) {
 			<-c.slots
 		}
 		var wait time.Duration
+		if err == nil {
+			failures = 0
+		}
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
 				return
 			}
-			wait = p.empty()
+			// A failed dequeue says nothing about the queue being empty:
+			// back off from poll_min on its own count (throttling asks
+			// for it), not from the idle interval.
+			failures++
+			wait = retry.After(err, c.o.PollMin, errorBackoffMax, failures, c.o.rand())
 			c.log.Warn("dequeue failed", "err", err, "retry_in", wait)
 		case len(msgs) == 0:
 			wait = p.empty()
@@ -48,7 +62,7 @@ func (c *Consumer) loop(ctx, hctx context.Context, wg *sync.WaitGroup) {
 				wait = p.drained()
 			}
 		}
-		if c.listening.Load() && wait > c.o.ListenEvery {
+		if err == nil && c.listening.Load() && wait > c.o.ListenEvery {
 			wait = c.o.ListenEvery
 		}
 		c.stats.mu.Lock()

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/queue"
@@ -41,6 +45,13 @@ func (p *plan) ops(shard string, withNext, withIndex bool) []table.Op {
 	return ops
 }
 
+// A batch's transaction refused for a transient reason is tried up to
+// commitTries times in all, commitRetryBase apart and more.
+const (
+	commitTries     = 3
+	commitRetryBase = 500 * time.Millisecond
+)
+
 // commit settles the ready rows of one chunk in one fenced transaction
 // (falling back to one transaction per row when some row changed).
 func (m *Mover) commit(ctx context.Context, shard string, gen int64, batch []*plan) error {
@@ -51,19 +62,31 @@ func (m *Mover) commit(ctx context.Context, shard string, gen int64, batch []*pl
 	if ctx.Err() != nil {
 		return nil
 	}
-	etags, err := m.t.Submit(ctx, append(ops, m.fenceOp(shard, gen)))
-	if ctx.Err() != nil {
-		return nil
-	}
-	if err == nil {
-		m.committed(ctx, batch)
-		return m.adoptFence(ctx, shard, gen, etags)
-	}
-	if done, ferr := m.lostResponse(ctx, shard, gen); ferr != nil || done {
-		if done {
-			m.committed(ctx, batch)
+	var err error
+	for try := 1; ; try++ {
+		var etags []string
+		etags, err = m.t.Submit(ctx, append(ops, m.fenceOp(shard, gen)))
+		if ctx.Err() != nil {
+			return nil
 		}
-		return ferr
+		if err == nil {
+			m.committed(ctx, batch)
+			return m.adoptFence(ctx, shard, gen, etags)
+		}
+		if done, ferr := m.lostResponse(ctx, shard, gen); ferr != nil || done {
+			if done {
+				m.committed(ctx, batch)
+			}
+			return ferr
+		}
+		// A busy account: try the same transaction again within the pass
+		// rather than give up every batch after it until the next pass.
+		if try >= commitTries || !storage.IsTransient(err) {
+			break
+		}
+		if clock.Sleep(ctx, m.o.Clock, retry.After(err, commitRetryBase, 4*commitRetryBase, try, rand.Float64())) != nil {
+			return nil
+		}
 	}
 	if !conflict(err) && !errors.Is(err, storage.ErrBadRequest) {
 		return fmt.Errorf("remove moved rows: %w", err)

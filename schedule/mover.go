@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/queue"
 )
@@ -53,6 +54,7 @@ type Mover struct {
 	// lastPass is when the previous completed pass of the current term
 	// started (zero at the start of a term).
 	lastPass time.Time
+	lastTook time.Duration // how long the last completed pass took (retireWindow)
 }
 
 // NewMover returns a Mover of the schedule c reads and writes. Its
@@ -144,6 +146,7 @@ func (m *Mover) Run(ctx context.Context) error {
 	}
 	log.Info("in control", "shards", m.o.Shards)
 	var lastSweep time.Time
+	failures := 0 // passes failed in a row
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -161,14 +164,22 @@ func (m *Mover) Run(ctx context.Context) error {
 		if errors.Is(err, ErrFenced) {
 			return m.fenced(log, err)
 		}
+		wait := m.o.PollEvery
 		if err != nil {
+			// A busy account is not pressed harder: failed passes in a row
+			// space the next ones out to twice the poll (or what the
+			// service asks for); the first good pass restores the pace.
+			failures++
+			wait = retry.Wait(retry.Exp(m.o.PollEvery, 2*m.o.PollEvery, failures), err)
 			m.count(func(s *MoverStats) { s.Errors++ })
-			log.Warn("pass failed; retrying at the next poll", "err", err)
+			log.Warn("pass failed; retrying", "err", err, "retry_in", wait)
+		} else {
+			failures = 0
 		}
 		if full && err == nil {
 			continue
 		}
-		if clock.Sleep(ctx, m.o.Clock, m.o.PollEvery) != nil {
+		if clock.Sleep(ctx, m.o.Clock, wait) != nil {
 			return nil
 		}
 	}

@@ -207,8 +207,17 @@ func (o MoverOptions) validate() error {
 }
 
 // retireWindow is how close to its due time a row is moved out of the
-// table (rows due later within Early are only marked as sent).
-func (o *MoverOptions) retireWindow() time.Duration { return min(o.PollEvery, o.Early) }
+// table (rows due later within Early are only marked as sent): the next
+// pass, which comes a poll after this one ends. When passes take long (a
+// busy account), rows are retired that much earlier, so that their runs
+// are confirmed before they come due and workers claim them in one write;
+// never beyond Early.
+func (m *Mover) retireWindow() time.Duration {
+	m.mu.Lock()
+	took := m.lastTook
+	m.mu.Unlock()
+	return min(m.o.PollEvery+2*took, m.o.Early)
+}
 
 // MoverStats are the mover's counters since it was created.
 type MoverStats struct {

@@ -42,6 +42,9 @@ type plan struct {
 	ok        bool   // every send was accepted (or the row was set aside)
 	blob      string // payload blob stored for a large directly inserted row
 	confirmed int    // how many of confirm were accepted (Unconfirm takes them back)
+	// preconfirmed: confirm has been asked already (Mover.confirmPlans);
+	// confirmFailed: some of it was refused, so the row stays.
+	preconfirmed, confirmFailed bool
 }
 
 // send is one message of a plan.
@@ -90,6 +93,7 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 			return false, err
 		}
 		full = full || more
+		m.o.Logger.Debug("pass over a shard", "shard", shard, "sent", sp.sent, "more", more, "took", m.o.Clock.Now().Sub(now))
 		if room.rows >= 0 {
 			room.rows -= sp.sent
 		}
@@ -108,6 +112,7 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	m.count(func(s *MoverStats) { s.Passes++ })
 	m.mu.Lock()
 	m.lastPass = now
+	m.lastTook = m.o.Clock.Now().Sub(now)
 	m.mu.Unlock()
 	return full, nil
 }
@@ -151,7 +156,7 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 		p.bad = fmt.Sprintf("payload is %d bytes as JSON, more than the inline limit %d, and no payload store is configured", jsonLen(base.Payload), m.o.InlineLimit)
 		return p
 	}
-	retireBy, earlyBy := now.Add(m.o.retireWindow()), now.Add(m.o.Early)
+	retireBy, earlyBy := now.Add(m.retireWindow()), now.Add(m.o.Early)
 	token := r.sent
 	if token == "" && now.Before(it.SendingUntil) {
 		// The client that wrote the row is sending its message itself

@@ -42,6 +42,10 @@ type txBatch struct {
 	ops   int
 	keys  map[string]bool
 	sends sync.WaitGroup
+	// confirming is the confirmation of the batch's plans that only retire
+	// rows sent early, started as the batch is handed on, so that it
+	// overlaps the commits of the batches before it.
+	confirming sync.WaitGroup
 }
 
 func (m *Mover) newShardPass(shard string, gen int64, now time.Time, budget int) *shardPass {
@@ -101,6 +105,14 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 		m.beforeSend(ctx, cur.plans)
 		for _, p := range cur.plans {
 			sp.start(ctx, cur, p)
+		}
+		if pre := retiringOnly(cur.plans); len(pre) > 0 && m.o.Confirm != nil {
+			c := cur
+			c.confirming.Add(1)
+			go func() {
+				defer c.confirming.Done()
+				m.confirmPlans(ctx, pre)
+			}()
 		}
 		out <- cur
 		cur = &txBatch{keys: map[string]bool{}}
@@ -173,6 +185,7 @@ func (sp *shardPass) start(ctx context.Context, c *txBatch, p *plan) {
 // the early-sent runs it retires and commits what is ready.
 func (sp *shardPass) settle(ctx context.Context, c *txBatch) error {
 	c.sends.Wait()
+	c.confirming.Wait()
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -242,41 +255,68 @@ func (p *plan) acts() bool {
 // whose confirmation failed keeps its row for the next pass (its messages
 // are in the queue; a worker that receives one checks the row).
 func (m *Mover) confirmAll(ctx context.Context, ready []*plan) []*plan {
-	if m.o.Confirm == nil {
+	if m.o.Confirm == nil || ctx.Err() != nil {
 		return ready
 	}
-	var envs []queue.Envelope
-	var of []*plan
+	var todo []*plan
 	for _, p := range ready {
-		for _, env := range p.confirm {
-			envs, of = append(envs, env), append(of, p)
+		if !p.preconfirmed {
+			todo = append(todo, p)
 		}
 	}
-	if len(envs) == 0 || ctx.Err() != nil {
-		return ready
-	}
-	ok := m.o.Confirm(ctx, envs)
-	failed := map[*plan]bool{}
-	for i, p := range of {
-		if i < len(ok) && ok[i] {
-			p.confirmed++
-		} else {
-			failed[p] = true
-		}
-	}
-	if len(failed) > 0 {
-		m.count(func(s *MoverStats) { s.Errors++ })
-		m.o.Logger.Warn("early-sent runs not confirmed; their rows stay for the next pass", "rows", len(failed))
-	}
+	m.confirmPlans(ctx, todo)
 	out := ready[:0]
 	for _, p := range ready {
-		if failed[p] {
+		if p.confirmFailed {
 			m.unconfirm(ctx, p)
 		} else {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// retiringOnly returns the plans that retire rows sent early and send
+// nothing: their confirmation need not wait for any send.
+func retiringOnly(plans []*plan) []*plan {
+	var out []*plan
+	for _, p := range plans {
+		if p.bad == "" && len(p.confirm) > 0 && len(p.sends) == 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// confirmPlans tells MoverOptions.Confirm about the early-sent runs plans
+// retire, in one call, and marks each plan confirmed (preconfirmed) or
+// failed.
+func (m *Mover) confirmPlans(ctx context.Context, plans []*plan) {
+	var envs []queue.Envelope
+	var of []*plan
+	for _, p := range plans {
+		p.preconfirmed = true
+		for _, env := range p.confirm {
+			envs, of = append(envs, env), append(of, p)
+		}
+	}
+	if len(envs) == 0 || ctx.Err() != nil {
+		return
+	}
+	ok := m.o.Confirm(ctx, envs)
+	failed := 0
+	for i, p := range of {
+		if i < len(ok) && ok[i] {
+			p.confirmed++
+		} else if !p.confirmFailed {
+			p.confirmFailed = true
+			failed++
+		}
+	}
+	if failed > 0 {
+		m.count(func(s *MoverStats) { s.Errors++ })
+		m.o.Logger.Warn("early-sent runs not confirmed; their rows stay for the next pass", "rows", failed)
+	}
 }
 
 // unconfirm takes back the confirmations of a plan whose row was not

@@ -248,6 +248,15 @@ type Mark struct {
 // decided one by one. Failures are logged, not returned: marks are
 // bookkeeping, and an unmarked run is still claimed correctly.
 func (s *Store) MarkQueued(ctx context.Context, marks []Mark) []bool {
+	return s.markQueued(ctx, marks, decideQueued)
+}
+
+// decider decides, for one run that could not be inserted with its batch,
+// the record to write (when write) and whether the run counts as marked.
+type decider func(cur *Run, id string, m Meta) (next Run, write, marked bool)
+
+// markQueued is MarkQueued with decide for the runs decided one by one.
+func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider) []bool {
 	out := make([]bool, len(marks))
 	if len(marks) == 0 {
 		return out
@@ -271,7 +280,7 @@ func (s *Store) MarkQueued(ctx context.Context, marks []Mark) []bool {
 			const perBatch = table.MaxOps / 3
 			for len(idx) > 0 {
 				n := min(len(idx), perBatch)
-				s.markBatch(ctx, marks, idx[:n], out)
+				s.markBatch(ctx, marks, idx[:n], out, decide)
 				idx = idx[n:]
 			}
 			return nil
@@ -281,7 +290,7 @@ func (s *Store) MarkQueued(ctx context.Context, marks []Mark) []bool {
 	return out
 }
 
-func (s *Store) markBatch(ctx context.Context, marks []Mark, idx []int, out []bool) {
+func (s *Store) markBatch(ctx context.Context, marks []Mark, idx []int, out []bool, decide decider) {
 	var ops []table.Op
 	for _, i := range idx {
 		r := newRun(marks[i].ID, Queued)
@@ -299,21 +308,33 @@ func (s *Store) markBatch(ctx context.Context, marks []Mark, idx []int, out []bo
 		s.o.Logger.Debug("runs not marked queued", "runs", len(idx), "err", err)
 		return
 	}
+	// One at a time would make a slow or throttled account stall the
+	// mover's pass for the whole batch: a few at once.
+	var g errgroup.Group
+	g.SetLimit(fallbackConcurrency)
 	for _, i := range idx {
-		m := marks[i]
-		var marked bool
-		err := s.modify(ctx, m.ID, func(cur *Run) (Run, bool, error) {
-			next, write, ok := decideQueued(cur, m.ID, m.Meta)
-			marked = ok
-			return next, write, nil
+		g.Go(func() error {
+			m := marks[i]
+			var marked bool
+			err := s.modify(ctx, m.ID, func(cur *Run) (Run, bool, error) {
+				next, write, ok := decide(cur, m.ID, m.Meta)
+				marked = ok
+				return next, write, nil
+			})
+			if err != nil {
+				s.o.Logger.Debug("run not marked queued", "task_id", m.ID, "err", err)
+				marked = false
+			}
+			out[i] = marked
+			return nil
 		})
-		if err != nil {
-			s.o.Logger.Debug("run not marked queued", "task_id", m.ID, "err", err)
-			marked = false
-		}
-		out[i] = marked
 	}
+	_ = g.Wait()
 }
+
+// fallbackConcurrency bounds the runs written one by one at once when
+// their batch could not be written whole.
+const fallbackConcurrency = 8
 
 // MarkRequeued puts a dead (or any) run back to queued with its attempts
 // reset, for a dead letter moved back to the work queue; m describes the

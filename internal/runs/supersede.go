@@ -67,20 +67,20 @@ func (s *Store) Unconfirm(ctx context.Context, id, token string) error {
 // past queued (a worker ran it after checking the row, or it was
 // cancelled). A false answer keeps the row for the next pass.
 func (s *Store) Confirm(ctx context.Context, marks []Mark) []bool {
-	ok := s.MarkQueued(ctx, marks)
-	for i, m := range marks {
-		if ok[i] {
-			continue
-		}
-		cur, found, err := s.read(ctx, m.ID)
-		if err != nil || !found || newer(&cur, m.Meta) {
-			continue
-		}
-		switch cur.State {
-		case "", Scheduled, Queued:
-		default:
-			ok[i] = true
-		}
+	return s.markQueued(ctx, marks, decideConfirmed)
+}
+
+// decideConfirmed is decideQueued for Confirm: a run that has moved past
+// queued (a worker ran it after checking the row, or it was cancelled)
+// needs no confirmation and counts as confirmed, decided on the one read.
+func decideConfirmed(cur *Run, id string, m Meta) (next Run, write, marked bool) {
+	next, write, marked = decideQueued(cur, id, m)
+	if marked || cur == nil || newer(cur, m) {
+		return next, write, marked
 	}
-	return ok
+	switch cur.State {
+	case "", Scheduled, Queued:
+		return next, write, false
+	}
+	return *cur, false, true
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -204,6 +205,11 @@ var (
 	// ErrBadRequest: the service rejected the request as invalid (bad name,
 	// property too large, malformed input).
 	ErrBadRequest = errors.New("rejected by storage service")
+	// ErrServerBusy: the service is throttling (503 ServerBusy, 500
+	// OperationTimedOut, 429) or failed on its side (5xx); the request may
+	// be tried again later, after RetryAfter when it says. It is the public
+	// leasecrontype.ErrServerBusy.
+	ErrServerBusy = leasecrontype.ErrServerBusy
 )
 
 // Translate maps an Azure SDK error to one of the sentinel errors, keeping
@@ -251,8 +257,33 @@ func Translate(err error) error {
 		return fmt.Errorf("%w: %w", ErrAuth, err)
 	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	case status >= 500 || status == http.StatusTooManyRequests || code == "ServerBusy" || code == "OperationTimedOut":
+		return fmt.Errorf("%w: %w", ErrServerBusy, err)
 	}
 	return err
+}
+
+// RetryAfter is how long the service asked the caller to wait before trying
+// again (Retry-After, or x-ms-retry-after-ms), or 0 when err carries no such
+// answer.
+func RetryAfter(err error) time.Duration {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) || re.RawResponse == nil {
+		return 0
+	}
+	h := re.RawResponse.Header
+	if ms, perr := strconv.ParseInt(h.Get("x-ms-retry-after-ms"), 10, 64); perr == nil && ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	if v := h.Get("Retry-After"); v != "" {
+		if s, perr := strconv.ParseInt(v, 10, 64); perr == nil && s > 0 {
+			return time.Duration(s) * time.Second
+		}
+		if t, perr := http.ParseTime(v); perr == nil {
+			return max(0, time.Until(t))
+		}
+	}
+	return 0
 }
 
 // IsTransient reports whether err is worth retrying later: timeouts,

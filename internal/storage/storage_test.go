@@ -133,8 +133,10 @@ func TestTranslate(t *testing.T) {
 		{respErr(409, "EntityAlreadyExists"), storage.ErrAlreadyExists, false},
 		{respErr(403, "AuthenticationFailed"), storage.ErrAuth, false},
 		{respErr(400, "InvalidInput"), storage.ErrBadRequest, false},
-		{respErr(503, "ServerBusy"), nil, true},
-		{respErr(500, "InternalError"), nil, true},
+		{respErr(503, "ServerBusy"), storage.ErrServerBusy, true},
+		{respErr(500, "OperationTimedOut"), storage.ErrServerBusy, true},
+		{respErr(429, "TooManyRequests"), storage.ErrServerBusy, true},
+		{respErr(500, "InternalError"), storage.ErrServerBusy, true},
 		{errors.New("dial tcp: connection refused"), nil, true},
 	}
 	for i, tc := range cases {
@@ -156,6 +158,36 @@ func TestTranslate(t *testing.T) {
 	}
 	if storage.Translate(nil) != nil {
 		t.Error("Translate(nil) != nil")
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	with := func(h http.Header) error {
+		resp := &http.Response{StatusCode: 503, Header: h, Body: io.NopCloser(strings.NewReader("")),
+			Request: &http.Request{Method: "GET", URL: mustURL("http://h/x")}}
+		return storage.Translate(runtime.NewResponseError(resp))
+	}
+	cases := []struct {
+		name string
+		h    http.Header
+		want time.Duration
+	}{
+		{"seconds", http.Header{"Retry-After": {"3"}}, 3 * time.Second},
+		{"milliseconds win", http.Header{"Retry-After": {"3"}, "X-Ms-Retry-After-Ms": {"250"}}, 250 * time.Millisecond},
+		{"none", http.Header{}, 0},
+		{"garbage", http.Header{"Retry-After": {"soon"}}, 0},
+		{"negative", http.Header{"Retry-After": {"-4"}}, 0},
+		{"a date in the past", http.Header{"Retry-After": {"Mon, 02 Jan 2006 15:04:05 GMT"}}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := storage.RetryAfter(with(c.h)); got != c.want {
+				t.Errorf("RetryAfter = %s, want %s", got, c.want)
+			}
+		})
+	}
+	if got := storage.RetryAfter(errors.New("dial tcp: refused")); got != 0 {
+		t.Errorf("RetryAfter of a connection error = %s, want 0", got)
 	}
 }
 

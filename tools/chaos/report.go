@@ -155,8 +155,9 @@ only inside its lead function, so a term is a sound upper bound of the time
 its instance could move. Terms are closed intervals; two that touch at the
 same millisecond count as overlapping. The check is that no two terms of
 different workers overlap. Two further checks tie executions to terms: every
-execution carries the generation of the move that enqueued it, that
-generation must belong to a logged term, and no execution may start before
+execution carries the generation of the move that enqueued it (0 for a
+task due now, which its scheduling client sent itself), that generation
+must belong to a logged term, and no execution may start before
 that term began.
 
 **Recovery time** — per fault, from the moment the fault was injected to the
@@ -184,6 +185,8 @@ var scenarioText = map[string]string{
 	"4e": "As 4d, but the partition refuses connections: each renewal fails at once and is retried every 0.5 s until the local deadline.",
 	"5":  "The leader gets SIGTERM while it runs tasks: it gives up control and releases the lease at once (another instance leads within one poll), lets its in-flight tasks finish, and exits 0.",
 	"6":  "Bad input of many kinds against a running fleet, with good tasks alongside.",
+	"7a": "Storage throttles: a proxy in front of each of Azurite's services (tools/internal/throttle) answers a share of all requests at random with 503 ServerBusy and Retry-After: 1, as Azure does past a scalability target. Three workers start through it (start-up is throttled too), 1,000 tasks come due over a minute, then the throttling stops; once every task due meanwhile has been moved (the harness watches the due rows), 200 more come due over 20 s from one mover pass later. Checked: nothing lost, no worker exits, lateness p99 of the tasks due while throttled at most 5 s, the backlog moved within a minute of the end, and the tasks due after it on time again (p99 at most 1 s). The SDK retries each refused request up to twice (honouring Retry-After); what still fails is retried by leasecron: start-up until storage answers, dequeues from poll_min with backoff, message updates within seconds, mover passes spaced out to twice the poll.",
+	"7b": "As 7a with half of all requests refused. The fleet then moves about as fast as tasks come due, so it falls behind by a pass or two; lateness is reported, not bounded, and the bounds after the end of the throttling apply.",
 }
 
 const limits = `## Observations
