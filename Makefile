@@ -7,7 +7,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # make test refuses to pass by skipping: Azurite tests fail when Azurite is missing.
 export LEASECRON_REQUIRE_AZURITE ?= 1
 
-.PHONY: help deps build test test-long test-short race lint demo bench bench-quick chaos screenshots clean
+.PHONY: help deps build test test-long test-short race fuzz lint demo bench bench-quick chaos screenshots clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -43,6 +43,12 @@ test: deps ## unit + integration tests against private Azurites (under 15 min)
 # ones too long for make test's budget (a fleet idle for five minutes).
 test-long: deps ## long end-to-end tests (about 7 min): tasks due now after 5 idle minutes
 	cd tools && LEASECRON_LONG=1 $(GO) test -count=1 -timeout 20m -v -run 'TestTasksDueNowStartWithinASecond' ./e2e/
+
+# Each fuzz target runs for FUZZTIME in turn (make test replays only their
+# seeds and the failing inputs kept under testdata/fuzz/).
+FUZZTIME ?= 2m
+fuzz: ## every fuzz target for FUZZTIME each (default 2m: about 40 min); FUZZ=regexp picks targets
+	@tools/fuzz/run.sh $(FUZZTIME) '$(or $(FUZZ),.)'
 
 test-short: ## unit tests only (no Azurite)
 	@for m in $(MODULES); do (cd $$m && $(GO) test -short -count=1 ./...) || exit 1; done

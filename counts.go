@@ -18,7 +18,7 @@ type Counts = leasecrontype.Counts
 // `leasecron stats` shows.
 type Counters struct {
 	// Updated is when the most recent worker flushed.
-	Updated time.Time `json:"updated"`
+	Updated time.Time `json:"updated,omitzero"`
 	// Instances is the number of worker instances summed.
 	Instances int `json:"instances"`
 	// Total sums every task type.

@@ -25,7 +25,7 @@ type Instance struct {
 	Version string `json:"version,omitempty"`
 	// Flushed is when the instance last wrote its counters (workers write
 	// only when a counter changed).
-	Flushed time.Time `json:"last_flush"`
+	Flushed time.Time `json:"last_flush,omitzero"`
 	// Total sums its counts over every task type.
 	Total Counts `json:"counters"`
 	// ByType holds its counts per task type.

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -10,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/leasecron/leasecron/internal/trunc"
-	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -23,10 +21,18 @@ type action func(ctx context.Context, r *http.Request) (string, error)
 func (s *Server) actionRoutes(m *http.ServeMux) {
 	m.Handle("POST /tasks", s.action("schedule", s.doSchedule))
 	m.Handle("POST /tasks/{id}/cancel", s.action("cancel", func(ctx context.Context, r *http.Request) (string, error) {
-		return s.src.Cancel(ctx, r.PathValue("id"))
+		id, err := pathID(r, "id")
+		if err != nil {
+			return "", err
+		}
+		return s.src.Cancel(ctx, id)
 	}))
 	m.Handle("POST /tasks/{id}/run-now", s.action("run-now", func(ctx context.Context, r *http.Request) (string, error) {
-		it, err := s.src.RunNow(ctx, r.PathValue("id"))
+		id, err := pathID(r, "id")
+		if err != nil {
+			return "", err
+		}
+		it, err := s.src.RunNow(ctx, id)
 		if err != nil {
 			return "", err
 		}
@@ -41,14 +47,21 @@ func (s *Server) actionRoutes(m *http.ServeMux) {
 		if err != nil {
 			return "", badRequest{err}
 		}
-		it, err := s.src.Reschedule(ctx, r.PathValue("id"), due)
+		id, err := pathID(r, "id")
+		if err != nil {
+			return "", err
+		}
+		it, err := s.src.Reschedule(ctx, id, due)
 		if err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("%s now due %s", it.ID, it.Due.UTC().Format("2006-01-02 15:04:05Z")), nil
 	}))
 	m.Handle("POST /deadletters/{id}/requeue", s.action("requeue", func(ctx context.Context, r *http.Request) (string, error) {
-		id := r.PathValue("id")
+		id, err := pathID(r, "id")
+		if err != nil {
+			return "", err
+		}
 		if err := s.src.Requeue(ctx, id); err != nil {
 			return "", err
 		}
@@ -63,14 +76,20 @@ func (s *Server) actionRoutes(m *http.ServeMux) {
 		return fmt.Sprintf("purged %d dead letter(s)", n), err
 	}))
 	m.Handle("POST /blackboard/{key}/run-now", s.action("blackboard run-now", func(ctx context.Context, r *http.Request) (string, error) {
-		key := r.PathValue("key")
+		key, err := pathID(r, "key")
+		if err != nil {
+			return "", err
+		}
 		if err := s.src.RunKeyNow(ctx, key); err != nil {
 			return "", err
 		}
 		return key + " will run at the next cycle", nil
 	}))
 	m.Handle("POST /blackboard/{key}/remove", s.action("blackboard remove", func(ctx context.Context, r *http.Request) (string, error) {
-		key := r.PathValue("key")
+		key, err := pathID(r, "key")
+		if err != nil {
+			return "", err
+		}
 		if err := s.src.RemoveKey(ctx, key); err != nil {
 			return "", err
 		}
@@ -116,22 +135,8 @@ func (s *Server) action(name string, do action) http.Handler {
 }
 
 func actionStatus(err error) (int, string) {
-	var br badRequest
-	text := trunc.Head(firstLine(err.Error()), 500)
-	switch {
-	case errors.As(err, &br), errors.Is(err, ErrInvalid), errors.Is(err, schedule.ErrInvalid), errors.Is(err, schedule.ErrBadRecurrence):
-		return http.StatusBadRequest, text
-	case errors.Is(err, leasecrontype.ErrNotFound):
-		return http.StatusNotFound, text
-	case errors.Is(err, schedule.ErrAlreadyScheduled), errors.Is(err, ErrConflict):
-		return http.StatusConflict, text
-	}
-	return http.StatusBadGateway, text
+	return statusOf(err), trunc.Head(firstLine(err.Error()), 500)
 }
-
-// ErrConflict is wrapped by a Source's errors about a state that forbids the
-// action (a run already finished); the dashboard answers 409.
-var ErrConflict = errors.New("conflict")
 
 func wantsJSON(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "application/json")

@@ -201,6 +201,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "authentication required", http.StatusUnauthorized)
 		return
 	}
+	if s.noRoute(w, r) {
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -20,11 +19,6 @@ import (
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/schedule"
 )
-
-// badRequest is an invalid query value; it becomes a 400 naming the value.
-type badRequest struct{ error }
-
-func badf(format string, a ...any) error { return badRequest{fmt.Errorf(format, a...)} }
 
 // loader produces a page's view model from a request.
 type loader func(ctx context.Context, r *http.Request) (any, error)
@@ -57,7 +51,11 @@ func (s *Server) routes() *http.ServeMux {
 			h = findTask(h)
 		}
 		m.HandleFunc("GET "+p.path, h)
-		m.HandleFunc("GET /api"+strings.TrimSuffix(p.path, "{$}"), s.serveAPI(p))
+		api := "/api" + p.path
+		if p.tmpl == "overview" {
+			api = "/api/overview"
+		}
+		m.HandleFunc("GET "+api, s.serveAPI(p))
 	}
 	m.HandleFunc("GET /api/csrf", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"token": s.csrf.token(w, r)})
@@ -92,17 +90,50 @@ type pageData struct {
 	Data     any
 }
 
+// newPageData starts what the layout renders for a request. The token
+// (and its cookie) come first: headers go before the body.
+func (s *Server) newPageData(w http.ResponseWriter, r *http.Request, title, active string) pageData {
+	return pageData{Title: title, Active: active, Now: s.o.Clock.Now(), CSRF: s.csrf.token(w, r), ReadOnly: s.o.ReadOnly,
+		Flash: s.csrf.takeFlash(w, r), Refresh: int(s.o.Refresh / time.Second), Version: s.o.Version, Here: r.URL.RequestURI()}
+}
+
+// serveError answers a page or API request with status and msg.
+func (s *Server) serveError(w http.ResponseWriter, r *http.Request, pd pageData, status int, msg string) {
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeJSON(w, status, map[string]string{"error": msg})
+		return
+	}
+	pd.Title = http.StatusText(status)
+	pd.Data = msg
+	s.render(w, status, "error", pd)
+}
+
+// noRoute answers a path no page, API route or action has (for any
+// method: a path with a route for another method gets the mux's 405).
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) bool {
+	for _, m := range []string{r.Method, http.MethodGet, http.MethodPost} {
+		rr := r.Clone(r.Context())
+		rr.Method = m
+		if _, pat := s.mux.Handler(rr); pat != "" {
+			return false
+		}
+	}
+	msg := fmt.Sprintf("no page %s: the pages are /, /tasks, /tasks/ID, /recurring, /runs, /deadletters, /blackboard and /fleet, each also as JSON under /api", trunc.Head(strconv.Quote(r.URL.Path), 200))
+	var pd pageData
+	if !strings.HasPrefix(r.URL.Path, "/api/") {
+		pd = s.newPageData(w, r, "", "")
+	}
+	s.serveError(w, r, pd, http.StatusNotFound, msg)
+	return true
+}
+
 func (s *Server) servePage(p pageDef) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		// The token (and its cookie) first: headers go before the body.
-		pd := pageData{Title: p.title, Active: p.tmpl, Now: s.o.Clock.Now(), CSRF: s.csrf.token(w, r), ReadOnly: s.o.ReadOnly,
-			Flash: s.csrf.takeFlash(w, r), Refresh: int(s.o.Refresh / time.Second), Version: s.o.Version, Here: r.URL.RequestURI()}
+		pd := s.newPageData(w, r, p.title, p.tmpl)
 		data, err := p.load(r.Context(), r)
 		if err != nil {
 			status, msg := s.errorStatus(err)
-			pd.Title = http.StatusText(status)
-			pd.Data = msg
-			s.render(w, status, "error", pd)
+			s.serveError(w, r, pd, status, msg)
 			return
 		}
 		if t, ok := data.(titled); ok {
@@ -123,7 +154,7 @@ func (s *Server) serveAPI(p pageDef) http.HandlerFunc {
 		data, err := p.load(r.Context(), r)
 		if err != nil {
 			status, msg := s.errorStatus(err)
-			writeJSON(w, status, map[string]string{"error": msg})
+			s.serveError(w, r, pageData{}, status, msg)
 			return
 		}
 		writeJSON(w, http.StatusOK, data)
@@ -131,15 +162,15 @@ func (s *Server) serveAPI(p pageDef) http.HandlerFunc {
 }
 
 func (s *Server) errorStatus(err error) (int, string) {
-	var br badRequest
-	switch {
-	case errors.As(err, &br):
-		return http.StatusBadRequest, err.Error()
-	case errors.Is(err, leasecrontype.ErrNotFound):
-		return http.StatusNotFound, err.Error()
+	status := statusOf(err)
+	if status < 500 {
+		return status, trunc.Head(err.Error(), 500)
 	}
 	s.log.Warn("read failed", "err", err)
-	return http.StatusBadGateway, "reading storage failed: " + trunc.Head(firstLine(err.Error()), 300)
+	if status == http.StatusServiceUnavailable {
+		return status, "storage is busy (throttling); try again shortly: " + trunc.Head(firstLine(err.Error()), 300)
+	}
+	return status, "reading storage failed: " + trunc.Head(firstLine(err.Error()), 300)
 }
 
 // firstLine keeps the Azure SDK's multi-line error dumps to their summary.
@@ -250,10 +281,13 @@ func minuteViews(mins []Minute, now time.Time) []MinuteView {
 func (s *Server) loadTasks(ctx context.Context, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	typ, cont := strings.TrimSpace(q.Get("type")), q.Get("continue")
+	if err := checkTypeFilter(typ); err != nil {
+		return nil, err
+	}
 	return cached(ctx, s, "tasks\n"+typ+"\n"+cont, func(ctx context.Context) (*TasksView, error) {
 		p, err := s.src.Pending(ctx, PendingQuery{Type: typ, Limit: PageSize, Continue: cont})
 		if err != nil {
-			return nil, asBad(err)
+			return nil, err
 		}
 		v := &TasksView{Type: typ, Items: []ItemView{}, Continue: p.Continue, Cursor: cont}
 		for _, it := range p.Items {
@@ -263,20 +297,22 @@ func (s *Server) loadTasks(ctx context.Context, r *http.Request) (any, error) {
 	})
 }
 
-// ErrInvalid is wrapped by a Source's errors about input it refuses (a bad
-// continuation token, a malformed filter); the dashboard answers 400.
-var ErrInvalid = errors.New("invalid input")
-
-// asBad marks validation errors of the source as the viewer's mistake.
-func asBad(err error) error {
-	if errors.Is(err, ErrInvalid) || errors.Is(err, schedule.ErrInvalid) {
-		return badRequest{err}
+// checkTypeFilter refuses a type filter no task can have.
+func checkTypeFilter(typ string) error {
+	if typ == "" {
+		return nil
 	}
-	return err
+	if err := schedule.ValidateType(typ); err != nil {
+		return badRequest{fmt.Errorf("type filter: %w", err)}
+	}
+	return nil
 }
 
 func (s *Server) loadTask(ctx context.Context, r *http.Request) (any, error) {
-	id := r.PathValue("id")
+	id, err := pathID(r, "id")
+	if err != nil {
+		return nil, err
+	}
 	return cached(ctx, s, "task\n"+id, func(ctx context.Context) (*TaskView, error) {
 		t, err := s.src.Task(ctx, id)
 		if err != nil {
@@ -318,7 +354,7 @@ func (s *Server) loadRecurring(ctx context.Context, r *http.Request) (any, error
 	return cached(ctx, s, "recurring\n"+cont, func(ctx context.Context) (*RecurringView, error) {
 		p, err := s.src.Pending(ctx, PendingQuery{Recurring: true, Limit: PageSize, Continue: cont})
 		if err != nil {
-			return nil, asBad(err)
+			return nil, err
 		}
 		v := &RecurringView{Series: make([]SeriesView, len(p.Items)), Continue: p.Continue, Cursor: cont}
 		g, gctx := errgroup.WithContext(ctx)
@@ -351,10 +387,13 @@ func (s *Server) loadRuns(ctx context.Context, r *http.Request) (any, error) {
 		state = st
 	}
 	typ, cont := strings.TrimSpace(q.Get("type")), q.Get("continue")
+	if err := checkTypeFilter(typ); err != nil {
+		return nil, err
+	}
 	return cached(ctx, s, "runs\n"+string(state)+"\n"+typ+"\n"+cont, func(ctx context.Context) (*RunsView, error) {
 		p, err := s.src.Runs(ctx, RunQuery{State: state, Type: typ, Limit: PageSize, Continue: cont})
 		if err != nil {
-			return nil, asBad(err)
+			return nil, err
 		}
 		v := &RunsView{State: string(state), Type: typ, Runs: []RunView{}, Continue: p.Continue, Partial: p.Partial, Cursor: cont}
 		for _, run := range p.Runs {
@@ -416,7 +455,7 @@ func templateFuncs() template.FuncMap {
 	return template.FuncMap{
 		"ts": func(t time.Time) string {
 			if t.IsZero() {
-				return ""
+				return "never"
 			}
 			return t.UTC().Format("2006-01-02 15:04:05Z")
 		},
@@ -464,7 +503,7 @@ func roundDur(d time.Duration) time.Duration {
 // relative says how far t is from now: "3m ago", "in 20s", "now".
 func relative(t, now time.Time) string {
 	if t.IsZero() {
-		return ""
+		return "never"
 	}
 	d := t.Sub(now)
 	ago := d < 0

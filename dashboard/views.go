@@ -226,7 +226,7 @@ func KeyViewOf(e blackboard.Entry, now time.Time) KeyView {
 type InstanceView struct {
 	ID      string    `json:"id"`
 	Version string    `json:"version,omitempty"`
-	Flushed time.Time `json:"last_flush"`
+	Flushed time.Time `json:"last_flush,omitzero"`
 	Active  bool      `json:"active"`
 	Leader  bool      `json:"leader"`
 	Counts  Counts    `json:"counters"`

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -420,6 +421,9 @@ func parseSnooze(output string) (time.Duration, error) {
 	lines := strings.Split(strings.TrimRight(output, " \t\r\n"), "\n")
 	last := strings.TrimSpace(lines[len(lines)-1])
 	if n, err := strconv.ParseInt(last, 10, 64); err == nil && n >= 0 {
+		if n > int64(math.MaxInt64/time.Second) {
+			return 0, fmt.Errorf("its last output line %q asks for %d seconds, more than a snooze can be (at most %d)", trunc.Head(last, 80), n, int64(math.MaxInt64/time.Second))
+		}
 		return time.Duration(n) * time.Second, nil
 	}
 	if d, err := time.ParseDuration(last); err == nil && d >= 0 {

@@ -97,7 +97,7 @@ func (dl *DeadLetters) Requeue(ctx context.Context, id string) error {
 		return err
 	}
 	if !found {
-		return fmt.Errorf("queue: requeue %s: %w", id, ErrNoDeadLetter)
+		return fmt.Errorf("queue: requeue %q: %w", id, ErrNoDeadLetter)
 	}
 	return nil
 }

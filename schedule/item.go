@@ -150,8 +150,11 @@ func validateLookupID(id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty task id", ErrInvalid)
 	}
-	if len(id) > 1000 || !utf8.ValidString(id) || strings.ContainsAny(id, "/\\#?") {
-		return fmt.Errorf("%w: task id %q cannot be part of a table key (no / \\ # ?, at most 1000 bytes)", ErrInvalid, id)
+	if len(id) > 1000 {
+		return fmt.Errorf("%w: task id %.40q… is %d bytes; no task id is longer than 1000", ErrInvalid, id, len(id))
+	}
+	if !utf8.ValidString(id) || strings.ContainsAny(id, "/\\#?") {
+		return fmt.Errorf("%w: task id %q cannot be part of a table key (valid UTF-8 without / \\ # ?)", ErrInvalid, id)
 	}
 	for _, r := range id {
 		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {

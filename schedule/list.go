@@ -90,7 +90,7 @@ func decodeListToken(tok string, shards int) (int, string, error) {
 	if err == nil {
 		s, cont, ok := strings.Cut(string(b), "\n")
 		n, aerr := strconv.Atoi(s)
-		if ok && aerr == nil && n >= 0 && n < shards {
+		if ok && aerr == nil && n >= 0 && n < shards && (cont == "" || table.CheckContinuation(cont) == nil) {
 			return n, cont, nil
 		}
 	}

@@ -39,7 +39,7 @@ func TestChecks(t *testing.T) {
 
 func TestFirst(t *testing.T) {
 	a, b := errors.New("a"), errors.New("b")
-	if First(nil, a, b) != a || First(nil, nil) != nil {
+	if err := First(nil, a, b); err != a || First(nil, nil) != nil { //nolint:errorlint // identity is the point: the first error itself
 		t.Fatal("First does not return the first error")
 	}
 }

@@ -14,7 +14,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/leasecron/leasecron/internal/opt"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
+	"github.com/leasecron/leasecron/internal/trunc"
 )
 
 // Page sizes of Query.
@@ -50,6 +52,26 @@ type Page struct {
 	Runs []Run
 	// Continue, when not empty, fetches the next page.
 	Continue string
+}
+
+// decodeCursor reads a continuation token of the query with fingerprint
+// fp over n partitions (a fresh cursor for ""). Anything this query did
+// not return — another query's token, a forged one naming keys no key can
+// be — is ErrBadContinue.
+func decodeCursor(tok string, fp uint32, n int) (cursor, error) {
+	cur := cursor{Q: fp, Last: make([]string, n), Done: make([]bool, n)}
+	if tok == "" {
+		return cur, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	ok := err == nil && json.Unmarshal(b, &cur) == nil && cur.Q == fp && len(cur.Last) == n && len(cur.Done) == n
+	for _, l := range cur.Last {
+		ok = ok && (l == "" || storage.ValidateKeyPart("key", l) == nil)
+	}
+	if !ok {
+		return cursor{}, fmt.Errorf("%w %q was not returned by this query (same state, type, series and since)", ErrBadContinue, trunc.Head(tok, 200))
+	}
+	return cur, nil
 }
 
 // ErrBadContinue: a continuation token that this query did not return.
@@ -131,12 +153,9 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 		return Page{}, err
 	}
 	pks, from, to, where := q.plan()
-	cur := cursor{Q: q.fingerprint(), Last: make([]string, len(pks)), Done: make([]bool, len(pks))}
-	if q.Continue != "" {
-		b, err := base64.RawURLEncoding.DecodeString(q.Continue)
-		if err != nil || json.Unmarshal(b, &cur) != nil || cur.Q != q.fingerprint() || len(cur.Last) != len(pks) || len(cur.Done) != len(pks) {
-			return Page{}, fmt.Errorf("%w %q was not returned by this query (same state, type, series and since)", ErrBadContinue, q.Continue)
-		}
+	cur, err := decodeCursor(q.Continue, q.fingerprint(), len(pks))
+	if err != nil {
+		return Page{}, err
 	}
 	got := make([][]table.Entity, len(pks))
 	more := make([]bool, len(pks))

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // EdmTime is how Edm.DateTime values are written: the service's own
@@ -180,12 +181,35 @@ func (c Cond) match(p Props) bool {
 
 // splitContinuation parses a continuation token of this package's form:
 // the next PartitionKey and RowKey joined by a newline.
+// Either part may be empty; neither may hold control characters or invalid
+// UTF-8, or be longer than a key. (The service's own tokens are opaque
+// and may hold any other character.)
 func splitContinuation(s string) (pk, rk string, err error) {
 	pk, rk, ok := strings.Cut(s, "\n")
-	if !ok {
-		return "", "", fmt.Errorf("malformed continuation %q", s)
+	if !ok || !keyLike(pk) || !keyLike(rk) {
+		return "", "", fmt.Errorf("malformed continuation %q: want the next PartitionKey and RowKey joined by a newline", s)
 	}
 	return pk, rk, nil
+}
+
+// CheckContinuation reports whether s can be a continuation token of this
+// package's form (Page.Continuation).
+func CheckContinuation(s string) error {
+	_, _, err := splitContinuation(s)
+	return err
+}
+
+// keyLike reports whether s could be a key or the service's token for one.
+func keyLike(s string) bool {
+	if len(s) > 1024 || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return false
+		}
+	}
+	return true
 }
 
 func unixNano(n int64) time.Time {

@@ -5,6 +5,7 @@
 package wakenote
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,7 +44,9 @@ func Encode(dues []time.Time) string {
 	return b.String()
 }
 
-// Decode parses Encode's form; anything else yields nothing.
+// Decode parses Encode's form, sorted; anything else yields nothing.
+// (Encode's offsets are from the earliest time; a note written otherwise
+// by hand or by another release is still read in due order.)
 func Decode(s string) []time.Time {
 	rest, ok := strings.CutPrefix(s, prefix)
 	if !ok {
@@ -58,10 +61,11 @@ func Decode(s string) []time.Time {
 	out := make([]time.Time, 0, min(len(parts), Max))
 	for _, p := range parts[:min(len(parts), Max)] {
 		off, err := strconv.ParseInt(p, 36, 64)
-		if err != nil || off < 0 {
+		if err != nil || off < 0 || base+off < base {
 			return nil
 		}
 		out = append(out, time.UnixMilli(base+off))
 	}
+	slices.SortFunc(out, time.Time.Compare)
 	return out
 }

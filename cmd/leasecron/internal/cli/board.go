@@ -55,7 +55,7 @@ func (a *app) blackboardCmd() *cobra.Command {
 
 func clockTime(t time.Time) string {
 	if t.IsZero() {
-		return "-"
+		return "never"
 	}
 	return t.Local().Format("15:04:05")
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -192,5 +193,44 @@ func TestLogHandlerKeepsUTF8(t *testing.T) {
 	}
 	if !utf8.ValidString(out.String()) || len(out.String()) > 201 {
 		t.Fatalf("output %q (%d bytes): want at most 200 bytes of valid UTF-8 and a newline", out.String(), len(out.String()))
+	}
+}
+
+// TestEveryCommandsBadUsageExits2 walks the whole command tree: for every
+// command, an unknown flag and every argument count up to three that its
+// argument check refuses exit 2 with the message and a usage line.
+func TestEveryCommandsBadUsageExits2(t *testing.T) {
+	t.Setenv("LEASECRON_STORAGE_CONNECTION_STRING", "")
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
+	var walk func(c *cobra.Command, path []string)
+	n := 0
+	walk = func(c *cobra.Command, path []string) {
+		for _, sub := range c.Commands() {
+			walk(sub, append(slices.Clone(path), sub.Name()))
+		}
+		bad := [][]string{{"--no-such-flag"}}
+		for k := range 4 {
+			args := slices.Repeat([]string{"x"}, k)
+			if c.Args != nil && c.Args(c, args) != nil {
+				bad = append(bad, args)
+			}
+		}
+		for _, args := range bad {
+			argv := append(slices.Clone(path), args...)
+			n++
+			t.Run(strings.Join(argv, " "), func(t *testing.T) {
+				code, _, stderr := run(t, "", argv...)
+				if code != exitUsage {
+					t.Fatalf("exit %d, want %d; stderr %q", code, exitUsage, stderr)
+				}
+				if !strings.Contains(stderr, "Usage: leasecron") || !strings.HasPrefix(stderr, "leasecron: ") {
+					t.Fatalf("stderr %q: want the error and a usage line", stderr)
+				}
+			})
+		}
+	}
+	walk(NewRoot("test", strings.NewReader(""), io.Discard, io.Discard), nil)
+	if n < 40 {
+		t.Fatalf("only %d bad usages tried: the command tree was not walked", n)
 	}
 }

@@ -31,3 +31,35 @@ func TestUnknownIDsExitWithCode3(t *testing.T) {
 		t.Errorf("schedule --type Report.Daily: exit %d, stderr %q; want %d naming the type", code, stderr, exitUsage)
 	}
 }
+
+// A fresh account has times that never happened: the CLI says "never" and
+// its JSON leaves them out, rather than printing the zero time.
+func TestAbsentTimesSayNever(t *testing.T) {
+	srv := azuritetest.Start(t)
+	t.Setenv("LEASECRON_STORAGE_CONNECTION_STRING", srv.ConnectionString())
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
+	for _, cmd := range [][]string{
+		{"stats"}, {"stats", "--json"}, {"leader"}, {"leader", "--json"}, {"runs"}, {"runs", "--json"},
+		{"blackboard"}, {"blackboard", "--json"}, {"paused"}, {"deadletter", "list"}, {"list"},
+	} {
+		code, out, stderr := run(t, "", cmd...)
+		if code != exitOK {
+			t.Fatalf("leasecron %s: exit %d; stderr %q", strings.Join(cmd, " "), code, stderr)
+		}
+		if strings.Contains(out, "0001-01-01") || strings.Contains(out, "1754-") {
+			t.Errorf("leasecron %s prints a zero time:\n%s", strings.Join(cmd, " "), out)
+		}
+	}
+	if _, out, _ := run(t, "", "stats"); !strings.Contains(out, "last flush never") {
+		t.Errorf("stats on a fresh account: want last flush never:\n%s", out)
+	}
+	if code, _, stderr := run(t, "", "aggregator", "add", "k", "--every", "1h", "--type", "t"); code != exitOK {
+		t.Fatalf("aggregator add: exit %d; %s", code, stderr)
+	}
+	if _, out, _ := run(t, "", "blackboard"); !strings.Contains(out, "never") {
+		t.Errorf("a key that never ran: want never for its start and stop:\n%s", out)
+	}
+	if _, out, _ := run(t, "", "blackboard", "--json"); strings.Contains(out, `"start"`) || strings.Contains(out, "0001-01-01") {
+		t.Errorf("a key that never ran: its JSON has a start:\n%s", out)
+	}
+}

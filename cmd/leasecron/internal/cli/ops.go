@@ -99,7 +99,7 @@ func (a *app) leaderCmd() *cobra.Command {
 			if !h.Held() {
 				fmt.Fprintf(a.out, "no leader (lease %s)", h.State)
 				if h.Holder != "" {
-					fmt.Fprintf(a.out, "; last holder %s, generation %d, acquired %s", h.Holder, h.Generation, h.Acquired.Format(time.RFC3339))
+					fmt.Fprintf(a.out, "; last holder %s, generation %d, acquired %s", h.Holder, h.Generation, stamp(h.Acquired))
 					if h.Released {
 						fmt.Fprint(a.out, ", released")
 					}
@@ -107,7 +107,7 @@ func (a *app) leaderCmd() *cobra.Command {
 				fmt.Fprintln(a.out)
 				return nil
 			}
-			fmt.Fprintf(a.out, "leader %s since %s (%s ago), generation %d, lease %s", h.Holder, h.Acquired.Format(time.RFC3339),
+			fmt.Fprintf(a.out, "leader %s since %s (%s ago), generation %d, lease %s", h.Holder, stamp(h.Acquired),
 				time.Since(h.Acquired).Round(time.Second), h.Generation, h.State)
 			if !h.Renewed.IsZero() {
 				fmt.Fprintf(a.out, ", renewed %s ago", time.Since(h.Renewed).Round(time.Second))
@@ -123,7 +123,7 @@ func (a *app) leaderCmd() *cobra.Command {
 type holderOut struct {
 	Held       bool       `json:"held"`
 	Holder     string     `json:"holder"`
-	Acquired   time.Time  `json:"acquired,omitempty"`
+	Acquired   time.Time  `json:"acquired,omitzero"`
 	Renewed    *time.Time `json:"renewed,omitempty"`
 	Released   bool       `json:"released"`
 	Generation int64      `json:"generation"`
@@ -190,7 +190,7 @@ func (a *app) statsCmd() *cobra.Command {
 				t := c.Total
 				fmt.Fprintf(tw, "handled\t%d\nfailed attempts\t%d\nretried\t%d\ndead\t%d\nduplicates suppressed\t%d\ncancelled\t%d\nset aside\t%d\ndeferred (no slot)\t%d\n",
 					t.Handled, t.Failed, t.Retried, t.Dead, t.Duplicates, t.Cancelled, t.SetAside, t.Deferred)
-				fmt.Fprintf(tw, "counter rows\t%d instance(s), last flush %s\n", c.Instances, c.Updated.Format(time.RFC3339))
+				fmt.Fprintf(tw, "counter rows\t%d instance(s), last flush %s\n", c.Instances, stamp(c.Updated))
 			}
 			for _, l := range limits {
 				fmt.Fprintf(tw, "limit %s\t%d/%d slots held; %d tasks put back for want of a slot so far\n", l.Type, l.Held, l.Limit, l.Deferred)
@@ -230,7 +230,7 @@ func (a *app) deadletterCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTYPE\tATTEMPTS\tAT\tREASON")
 			for _, d := range dls {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", d.ID(), d.Type, d.Attempts, d.At.Format(time.RFC3339), short(d.Reason, 80))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", d.ID(), d.Type, d.Attempts, stamp(d.At), short(d.Reason, 80))
 			}
 			return tw.Flush()
 		},

@@ -116,7 +116,7 @@ func (a *app) pausedCmd() *cobra.Command {
 				if !p.Until.IsZero() {
 					end = p.Until.UTC().Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Type, p.Since.UTC().Format(time.RFC3339), end, p.By)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Type, stamp(p.Since), end, p.By)
 			}
 			return tw.Flush()
 		},

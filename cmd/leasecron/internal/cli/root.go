@@ -47,14 +47,18 @@ type app struct {
 func Main(ctx context.Context, version string, args []string, in io.Reader, out, errOut io.Writer) int {
 	root := NewRoot(version, in, out, errOut)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintln(errOut, "leasecron:", storage.Redact(condense(err.Error())))
 	var ue usageError
 	switch {
-	case errors.As(err, &ue):
+	case errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command "):
+		if cmd == nil {
+			cmd = root
+		}
+		fmt.Fprintf(errOut, "Usage: %s\nRun '%s --help' for more.\n", cmd.UseLine(), cmd.CommandPath())
 		return exitUsage
 	case errors.Is(err, leasecrontype.ErrNotFound):
 		// One sentinel for every "no such task, run, key, dead letter or
@@ -109,7 +113,44 @@ and flags. ` + "`leasecron config --keys`" + ` lists every key.`,
 	for _, c := range a.moreCommands() {
 		root.AddCommand(c)
 	}
+	argsAreUsage(root)
 	return root
+}
+
+// argsAreUsage makes the argument checks of cmd and its subcommands
+// report usage errors (exit 2), like the flag checks, and gives a command
+// that only groups others a check that names them.
+func argsAreUsage(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		argsAreUsage(c)
+	}
+	check := cmd.Args
+	if check == nil {
+		if cmd.Runnable() {
+			return
+		}
+		// A group shows its help when called alone, and refuses anything
+		// that is not one of its commands.
+		cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+		check = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			var names []string
+			for _, sub := range c.Commands() {
+				if sub.IsAvailableCommand() {
+					names = append(names, sub.Name())
+				}
+			}
+			return fmt.Errorf("unknown command %q for %q; its commands are %s", args[0], c.CommandPath(), strings.Join(names, ", "))
+		}
+	}
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if err := check(c, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
 }
 
 // extraCommands is appended to by the files that define further commands.

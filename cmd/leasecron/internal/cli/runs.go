@@ -118,9 +118,10 @@ func (a *app) repeatFlags(cmd *cobra.Command) string {
 	return b.String()
 }
 
+// stamp prints a time that may be absent: RFC 3339 in UTC, or "never".
 func stamp(t time.Time) string {
 	if t.IsZero() {
-		return "-"
+		return "never"
 	}
 	return t.UTC().Format(time.RFC3339)
 }

@@ -1,0 +1,81 @@
+package dashboard
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/blackboard"
+	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// badRequest is an invalid query value; it becomes a 400 naming the value.
+type badRequest struct{ error }
+
+func badf(format string, a ...any) error { return badRequest{fmt.Errorf(format, a...)} }
+
+// ErrInvalid is wrapped by a Source's errors about input it refuses (a bad
+// continuation token, a malformed filter); the dashboard answers 400.
+var ErrInvalid = errors.New("invalid input")
+
+// ErrConflict is wrapped by a Source's errors about a state that forbids the
+// action (a run already finished); the dashboard answers 409.
+var ErrConflict = errors.New("conflict")
+
+// invalid are the errors, of this package and of those a Source calls, that
+// mean the viewer asked for something that cannot be answered as asked.
+var invalid = []error{ErrInvalid, schedule.ErrInvalid, schedule.ErrBadRecurrence, leasecron.ErrInvalidRunQuery, blackboard.ErrInvalid}
+
+// statusOf is the HTTP status of a page's or an action's error: 4xx for
+// what the viewer asked (the message names the value), 503 while storage
+// throttles, 502 for other failures of storage.
+func statusOf(err error) int {
+	var br badRequest
+	if errors.As(err, &br) {
+		return http.StatusBadRequest
+	}
+	for _, e := range invalid {
+		if errors.Is(err, e) {
+			return http.StatusBadRequest
+		}
+	}
+	switch {
+	case errors.Is(err, leasecrontype.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, schedule.ErrAlreadyScheduled), errors.Is(err, ErrConflict), errors.Is(err, leasecron.ErrAlreadyFinished):
+		return http.StatusConflict
+	case errors.Is(err, leasecron.ErrServerBusy):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusBadGateway
+}
+
+// MaxIDLen is the longest task, run, dead-letter or blackboard id the
+// dashboard looks up: no table key holds a longer one.
+const MaxIDLen = 1000
+
+// pathID returns the id in the path segment name, refusing (400, naming
+// it) one that no task, run, dead letter or key can have: empty, longer
+// than MaxIDLen bytes, not UTF-8, or holding a control character or one of
+// / \ # ? (which table keys cannot hold).
+func pathID(r *http.Request, name string) (string, error) {
+	id := r.PathValue(name)
+	switch {
+	case id == "":
+		return "", badf("empty %s", name)
+	case len(id) > MaxIDLen:
+		return "", badf("%s %.40q… is %d bytes; none is longer than %d", name, id, len(id), MaxIDLen)
+	case !utf8.ValidString(id):
+		return "", badf("%s %q is not UTF-8", name, id)
+	}
+	for _, c := range id {
+		if c < 0x20 || (c >= 0x7f && c <= 0x9f) || strings.ContainsRune("/\\#?", c) {
+			return "", badf("%s %q contains %q (U+%04X); ids never contain / \\ # ? or control characters", name, id, c, c)
+		}
+	}
+	return id, nil
+}
