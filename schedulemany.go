@@ -33,8 +33,9 @@ type ScheduleResult struct {
 // (run records start when a task is sent, so they add nothing here). The
 // one-off tasks due within ClientOptions.SendWithin are then sent at once,
 // as Schedule sends them: a message each, their runs recorded queued in a
-// transaction per partition and 33 runs, and a mark on each row. It returns a result per item, in order, and an error
-// wrapping schedule.ErrNotWritten when any item was not scheduled.
+// transaction per partition and 33 runs, and a mark on each row. It
+// returns a result per item, in order, and an error wrapping
+// schedule.ErrNotWritten when any item was not scheduled.
 //
 // Every item is validated before anything is written. Without o.Partial,
 // the batch is all or nothing: one invalid item, an id that is already

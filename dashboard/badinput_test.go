@@ -74,6 +74,7 @@ func TestBadInputIsTheViewersMistake(t *testing.T) {
 		{"an upper-case type filter", "GET", "/api/runs?type=Mail", nil, 400, "Mail"},
 		{"a 3,000-character type filter", "GET", "/api/tasks?type=" + long, nil, 400, "aaaa"},
 		{"an unknown page", "GET", "/nope", nil, 404, "/nope"},
+		{"a static file name that is not UTF-8", "GET", "/static/%db", nil, 404, "static file"},
 		{"an unknown API route", "GET", "/api/nope", nil, 404, "/api/nope"},
 		{"a path under a task", "GET", "/tasks/pending/extra", nil, 404, "/tasks/pending/extra"},
 		{"a wrong method", "DELETE", "/tasks", nil, 405, ""},

@@ -180,7 +180,7 @@ func newServer(src Source, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.static = http.StripPrefix("/static/", http.FileServerFS(sub))
+	s.static = http.StripPrefix("/static/", staticFiles(http.FileServerFS(sub)))
 	s.mux = s.routes()
 	return s, nil
 }
@@ -262,4 +262,16 @@ func ForWorker(addr string, o Options) (func(*leasecron.Client) (http.Handler, e
 		return nil, fmt.Errorf("admin address: %w", err)
 	}
 	return func(c *leasecron.Client) (http.Handler, error) { return New(c, o) }, nil
+}
+
+// staticFiles answers 404 for a name no embedded file can have (the file
+// server would report an invalid name as its own 500).
+func staticFiles(files http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if name := strings.TrimPrefix(r.URL.Path, "/"); name != "" && !fs.ValidPath(name) {
+			http.Error(w, fmt.Sprintf("no static file %q", name), http.StatusNotFound)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 }

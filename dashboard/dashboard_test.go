@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"encoding/json"
+	"html"
 	"errors"
 	"fmt"
 	"io"
@@ -442,5 +443,23 @@ func TestPagerLinksCarryTheFiltersAndToken(t *testing.T) {
 	_, body = fetch(t, cl, "GET", srv.URL+"/tasks?type=mail&continue=x", nil, nil)
 	if !strings.Contains(body, `href="?type=mail" id="first-page"`) {
 		t.Errorf("no first-page link back to the filtered list")
+	}
+}
+
+// The recurring page shows a series' next occurrences in its own zone with
+// the zone's UTC offset (and its JSON twin as RFC 3339 in that zone).
+func TestRecurringShowsNextOccurrencesInTheSeriesZone(t *testing.T) {
+	_, _, srv, cl := newTest(t, Options{})
+	_, body := fetch(t, cl, "GET", srv.URL+"/recurring", nil, nil)
+	body = html.UnescapeString(body)
+	// nightly: "0 3 * * *" in Europe/Amsterdam, due t0+1h (2026-03-04 11:00Z).
+	for _, want := range []string{"Wed 2026-03-04 12:00 CET (+01:00)", "Thu 2026-03-05 03:00 CET (+01:00)", "Fri 2026-03-06 03:00 CET (+01:00)"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/recurring lacks %q", want)
+		}
+	}
+	_, js := fetch(t, cl, "GET", srv.URL+"/api/recurring", nil, nil)
+	if !strings.Contains(js, `"2026-03-05T03:00:00+01:00"`) {
+		t.Errorf("/api/recurring lacks the next occurrence in the series' zone:\n%s", js)
 	}
 }

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -360,7 +361,7 @@ func (s *Server) loadRecurring(ctx context.Context, r *http.Request) (any, error
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(SeriesReadsAtOnce)
 		for i, it := range p.Items {
-			v.Series[i] = SeriesView{ItemView: itemView(it, 120), Recent: []RunView{}}
+			v.Series[i] = SeriesView{ItemView: itemView(it, 120), Recent: []RunView{}, Next: upcoming(it)}
 			g.Go(func() error {
 				recent, err := s.src.Recent(gctx, it.ID, RecentPerSeries)
 				if err != nil {
@@ -466,6 +467,7 @@ func templateFuncs() template.FuncMap {
 			return t.UTC().Format(time.RFC3339)
 		},
 		"rel":   relative,
+		"zoned": zoned,
 		"dur":   func(d time.Duration) string { return roundDur(d).String() },
 		"secs":  func(f float64) string { return roundDur(time.Duration(f * float64(time.Second))).String() },
 		"path":  url.PathEscape,
@@ -501,6 +503,19 @@ func roundDur(d time.Duration) time.Duration {
 }
 
 // relative says how far t is from now: "3m ago", "in 20s", "now".
+// zoned shows an RFC 3339 time in zone tz (UTC when empty):
+// "Sun 2026-03-08 03:00 EDT (-04:00)".
+func zoned(tz, s string) string {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return s
+	}
+	if loc, err := time.LoadLocation(cmp.Or(tz, "UTC")); err == nil {
+		t = t.In(loc)
+	}
+	return t.Format("Mon 2006-01-02 15:04 MST (-07:00)")
+}
+
 func relative(t, now time.Time) string {
 	if t.IsZero() {
 		return "never"

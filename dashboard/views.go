@@ -148,6 +148,22 @@ type TaskView struct {
 type SeriesView struct {
 	ItemView
 	Recent []RunView `json:"recent_occurrences"`
+	// Next are the next UpcomingPerSeries occurrences (the first is Due),
+	// in the series' own zone with its UTC offset (RFC 3339).
+	Next []string `json:"next_occurrences"`
+}
+
+// UpcomingPerSeries is how many next occurrences /recurring shows.
+const UpcomingPerSeries = 3
+
+// upcoming formats a series' next occurrences in its zone.
+func upcoming(it schedule.Item) []string {
+	ts, _ := schedule.Upcoming(it.Recurrence, it.TZ, it.Due, UpcomingPerSeries)
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Format(time.RFC3339)
+	}
+	return out
 }
 
 // RecurringView is GET /recurring and /api/recurring.

@@ -121,11 +121,19 @@ func loadTZ(tz string) (*time.Location, error) {
 // being moved at now: the first occurrence strictly after max(due, now).
 // Occurrences missed while no leader was moving (now well after due) are not
 // replayed: the overdue run is enqueued once and the series resumes at the
-// first occurrence after now. "@every" keeps its phase (due + k·interval);
-// cron rules are evaluated on the wall clock of Loc: occurrences that fall
-// into a daylight-saving gap run once, when the gap ends, and the hour that
-// repeats when clocks go back is not repeated (an occurrence in it runs at
-// its first instance only).
+// first occurrence after now. "@every" keeps its phase (due + k·interval).
+// Cron rules are read on the wall clock of Loc, and across daylight-saving
+// changes they behave as cronie's do:
+//
+//   - a rule with a fixed hour (no '*' in the hour field, e.g. "30 2 * * *")
+//     whose time falls into the hour skipped when clocks go forward runs
+//     once, at the first instant after the gap; whose time falls into the
+//     hour repeated when clocks go back runs once, at its first instance;
+//   - a rule with a wildcard or stepped hour ("*/15 * * * *", "0 */2 * * *")
+//     follows real elapsed time: it fires at every instant whose wall-clock
+//     reading matches, so it runs in both copies of a repeated hour, and
+//     across a gap its next run is as far away in real time as the rule
+//     says.
 func (r Recurrence) Next(due, now time.Time) (time.Time, error) {
 	ref := due
 	if now.After(ref) {
@@ -145,17 +153,37 @@ func (r Recurrence) Next(due, now time.Time) (time.Time, error) {
 	return r.next(ref)
 }
 
-// next returns the first cron occurrence strictly after ref, evaluating the
-// expression on the wall clock of r.Loc.
+// next returns the first cron occurrence strictly after ref.
 func (r Recurrence) next(ref time.Time) (time.Time, error) {
 	loc := r.Loc
 	if loc == nil {
 		loc = time.UTC
 	}
-	l := ref.In(loc)
-	// The wall-clock reading of ref, expressed in UTC so that gronx steps
-	// through it without daylight-saving jumps.
-	wall := time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), l.Nanosecond(), time.UTC)
+	if r.followsRealTime() {
+		return r.nextReal(ref, loc)
+	}
+	return r.nextWall(ref, loc)
+}
+
+// followsRealTime reports whether the rule's hour field is a wildcard or a
+// step ("*", "*/2", "1-23/2" is not): such rules follow elapsed time across
+// daylight-saving changes, rules with fixed hours follow the wall clock.
+func (r Recurrence) followsRealTime() bool {
+	f := strings.Fields(r.Cron)
+	return len(f) == 5 && strings.Contains(f[1], "*")
+}
+
+// wallUTC is the wall-clock reading of t in its location, expressed in UTC
+// so that gronx steps through it without daylight-saving jumps.
+func wallUTC(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+}
+
+// nextWall is next for a rule with fixed hours: the first wall-clock match
+// after ref's reading; a wall time the day skips maps to the end of the
+// gap, and one it repeats to its first instance.
+func (r Recurrence) nextWall(ref time.Time, loc *time.Location) (time.Time, error) {
+	wall := wallUTC(ref.In(loc))
 	for range 8 {
 		nw, err := gronx.NextTickAfter(r.Cron, wall, false)
 		if err != nil {
@@ -164,17 +192,87 @@ func (r Recurrence) next(ref time.Time) (time.Time, error) {
 		if !nw.After(wall) {
 			return time.Time{}, fmt.Errorf("cron %q: no occurrence found after %s", r.Cron, ref.UTC().Format(time.RFC3339))
 		}
-		t := time.Date(nw.Year(), nw.Month(), nw.Day(), nw.Hour(), nw.Minute(), 0, 0, loc)
-		if l := t.In(loc); l.Hour() != nw.Hour() || l.Minute() != nw.Minute() {
-			// The wall time falls into a daylight-saving gap: run when the
-			// gap ends (read the wall time with the offset before the gap).
-			_, off := t.Add(-12 * time.Hour).In(loc).Zone()
-			t = nw.Add(-time.Duration(off) * time.Second)
+		t, ok := firstInstance(nw, loc)
+		if !ok {
+			// A wall time the day skips: read it with the offset before
+			// the gap, which lands after it; the zone then in effect began
+			// when the gap ended.
+			_, off := t.Add(-6 * time.Hour).In(loc).Zone()
+			t, _ = nw.Add(-time.Duration(off) * time.Second).In(loc).ZoneBounds()
 		}
 		if t.After(ref) {
 			return t.UTC(), nil
 		}
 		wall = nw
+	}
+	return time.Time{}, fmt.Errorf("cron %q: no occurrence found after %s", r.Cron, ref.UTC().Format(time.RFC3339))
+}
+
+// Upcoming returns the first n occurrences of a series from its due time
+// (the first is due itself), each in the series' own zone, so that their
+// format shows the zone's offset. A rule that cannot be parsed yields its
+// error.
+func Upcoming(rule, tz string, due time.Time, n int) ([]time.Time, error) {
+	r, err := ParseRecurrence(rule, tz)
+	if err != nil || r.IsZero() || n <= 0 {
+		return nil, err
+	}
+	loc := r.Loc
+	if loc == nil {
+		loc = time.UTC
+	}
+	out := []time.Time{due.In(loc)}
+	for len(out) < n {
+		next, err := r.Next(due, due)
+		if err != nil {
+			return out, err
+		}
+		out, due = append(out, next.In(loc)), next
+	}
+	return out, nil
+}
+
+// firstInstance returns the first instant whose wall-clock reading in loc
+// is wall (a reading in UTC), or, when the day skips it, false and a
+// nearby instant.
+func firstInstance(wall time.Time, loc *time.Location) (time.Time, bool) {
+	probe := time.Date(wall.Year(), wall.Month(), wall.Day(), wall.Hour(), wall.Minute(), wall.Second(), wall.Nanosecond(), loc)
+	_, before := probe.Add(-6 * time.Hour).In(loc).Zone()
+	_, after := probe.Add(6 * time.Hour).In(loc).Zone()
+	a, b := wall.Add(-time.Duration(before)*time.Second), wall.Add(-time.Duration(after)*time.Second)
+	if b.Before(a) {
+		a, b = b, a
+	}
+	for _, c := range []time.Time{a, b} {
+		if wallUTC(c.In(loc)).Equal(wall) {
+			return c, true
+		}
+	}
+	return probe, false
+}
+
+// nextReal is next for a rule with a wildcard or stepped hour: the first
+// instant after ref whose wall-clock reading matches, zone by zone.
+func (r Recurrence) nextReal(ref time.Time, loc *time.Location) (time.Time, error) {
+	t, incl := ref, false
+	for range 16 {
+		l := t.In(loc)
+		_, off := l.Zone()
+		_, end := l.ZoneBounds()
+		wall := wallUTC(l)
+		nw, err := gronx.NextTickAfter(r.Cron, wall, incl)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("cron %q after %s: %w", r.Cron, ref.UTC().Format(time.RFC3339), err)
+		}
+		if nw.Before(wall) || !incl && !nw.After(wall) {
+			return time.Time{}, fmt.Errorf("cron %q: no occurrence found after %s", r.Cron, ref.UTC().Format(time.RFC3339))
+		}
+		cand := nw.Add(-time.Duration(off) * time.Second)
+		if end.IsZero() || cand.Before(end) {
+			return cand.UTC(), nil
+		}
+		// The match lies beyond this zone's end: read on from the change.
+		t, incl = end, true
 	}
 	return time.Time{}, fmt.Errorf("cron %q: no occurrence found after %s", r.Cron, ref.UTC().Format(time.RFC3339))
 }

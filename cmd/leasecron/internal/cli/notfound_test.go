@@ -62,4 +62,15 @@ func TestAbsentTimesSayNever(t *testing.T) {
 	if _, out, _ := run(t, "", "blackboard", "--json"); strings.Contains(out, `"start"`) || strings.Contains(out, "0001-01-01") {
 		t.Errorf("a key that never ran: its JSON has a start:\n%s", out)
 	}
+	// A series' status shows its next occurrences in its own zone.
+	if code, _, stderr := run(t, "", "schedule", "--id", "ny", "--type", "t", "--cron", "0 9 * * *", "--tz", "America/New_York"); code != exitOK {
+		t.Fatalf("schedule: exit %d; %s", code, stderr)
+	}
+	_, out, _ := run(t, "", "status", "ny")
+	if n := strings.Count(out, " 09:00 E"); n != 3 || !strings.Contains(out, "next") {
+		t.Errorf("status of a series: want 3 next occurrences at 09:00 New York time:\n%s", out)
+	}
+	if _, out, _ := run(t, "", "status", "ny", "--json"); !strings.Contains(out, `"next_occurrences"`) || !strings.Contains(out, "T09:00:00-0") {
+		t.Errorf("status --json of a series: want next_occurrences in its zone:\n%s", out)
+	}
 }

@@ -291,6 +291,13 @@ func (a *app) statusCmd() *cobra.Command {
 				out := map[string]any{"id": st.ID, "state": st.State()}
 				if st.Pending != nil {
 					out["pending"] = itemJSON(*st.Pending)
+					if next := upcoming(*st.Pending); len(next) > 0 {
+						var ts []string
+						for _, t := range next {
+							ts = append(ts, t.Format(time.RFC3339))
+						}
+						out["next_occurrences"] = ts
+					}
 				}
 				if st.Run != nil {
 					out["run"] = runJSON(*st.Run)
@@ -303,6 +310,13 @@ func (a *app) statusCmd() *cobra.Command {
 				fmt.Fprintf(tw, "due\t%s\ntype\t%s\n", p.Due.Format(time.RFC3339Nano), p.Type)
 				if p.Recurrence != "" {
 					fmt.Fprintf(tw, "recurrence\t%s %s\n", p.Recurrence, p.TZ)
+					for i, t := range upcoming(*p) {
+						label := ""
+						if i == 0 {
+							label = "next"
+						}
+						fmt.Fprintf(tw, "%s\t%s\n", label, t.Format("Mon 2006-01-02 15:04 MST (-07:00)"))
+					}
 				}
 			}
 			if r := st.Run; r != nil {
@@ -337,3 +351,12 @@ func (a *app) statusCmd() *cobra.Command {
 // runJSON is a run as `status --json` prints it: the dashboard's JSON
 // shape of a run.
 func runJSON(r leasecron.Run) dashboard.RunView { return dashboard.RunViewOf(r) }
+
+// upcomingShown is how many next occurrences status shows for a series.
+const upcomingShown = 3
+
+// upcoming returns a series' next occurrences in its own zone.
+func upcoming(it leasecron.Item) []time.Time {
+	ts, _ := schedule.Upcoming(it.Recurrence, it.TZ, it.Due, upcomingShown)
+	return ts
+}
