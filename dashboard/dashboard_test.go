@@ -2,9 +2,9 @@ package dashboard
 
 import (
 	"encoding/json"
-	"html"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
