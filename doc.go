@@ -45,9 +45,9 @@
 // (wrapped by every "no such task, run, key or dead letter"),
 // ErrInvalidTask (a task refused before anything was written),
 // ErrAlreadyScheduled, ErrAlreadyFinished, ErrAlreadySent,
-// ErrInvalidRunQuery, ErrNoRunRecords, ErrInvalidOptions and
-// ErrServerBusy (storage throttled the request; try again later); test
-// with errors.Is.
+// ErrInvalidRunQuery, ErrNoRunRecords, ErrInvalidOptions, ErrServerBusy
+// (storage throttled the request; try again later) and ErrDuplicate (a
+// unique key is held by another task); test with errors.Is.
 //
 // # Options
 //

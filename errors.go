@@ -44,4 +44,8 @@ var (
 	// the SDK's own retries: trying again later may succeed
 	// (leasecrontype.ErrServerBusy).
 	ErrServerBusy = leasecrontype.ErrServerBusy
+	// ErrDuplicate: Schedule with ScheduleOptions.Unique found the key held
+	// by another task and created nothing; the error is a *DuplicateError
+	// naming that task, and the returned Item carries its id.
+	ErrDuplicate = schedule.ErrDuplicate
 )

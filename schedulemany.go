@@ -3,6 +3,7 @@ package leasecron
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/schedule"
@@ -13,6 +14,14 @@ type ScheduleManyOptions struct {
 	// Partial schedules every item that can be scheduled and reports the
 	// others. Without it nothing is scheduled unless everything can be.
 	Partial bool
+	// Unique, when set, has one entry per item: an item whose entry is not
+	// nil is created only if no other task of its type holds the key, as
+	// with ScheduleOptions.Unique. Such items are checked with the others
+	// and written after them, each in its own transaction (the key's guard
+	// row with the task's rows), so the all-or-nothing of a batch without
+	// Partial covers the others; a held key is reported with an Err
+	// wrapping ErrDuplicate (a *DuplicateError) and the holder's id in Item.
+	Unique []*Unique
 }
 
 // ScheduleResult is what became of one item given to ScheduleMany.
@@ -47,6 +56,9 @@ type ScheduleResult struct {
 // without running it (a recurring series is stopped). With o.Partial, the items that can be scheduled are.
 // ScheduleMany never replaces a pending task.
 func (c *Client) ScheduleMany(ctx context.Context, items []Item, o ScheduleManyOptions) ([]ScheduleResult, error) {
+	if len(o.Unique) > 0 {
+		return c.scheduleManyUnique(ctx, items, o)
+	}
 	now := c.o.Clock.Now()
 	ao := schedule.AddManyOptions{Partial: o.Partial}
 	if c.sendsNow(Item{Due: now}, now) {
@@ -89,4 +101,62 @@ func (c *Client) sendMany(ctx context.Context, res []schedule.AddResult) {
 	if len(due) > 0 {
 		c.sendAll(ctx, due)
 	}
+}
+
+// scheduleManyUnique is ScheduleMany with unique items: the others go as a
+// batch, then each unique item on its own.
+func (c *Client) scheduleManyUnique(ctx context.Context, items []Item, o ScheduleManyOptions) ([]ScheduleResult, error) {
+	if len(o.Unique) != len(items) {
+		return nil, fmt.Errorf("%w: ScheduleManyOptions.Unique has %d entries for %d items; give one per item (nil for an item without a key)", ErrInvalidTask, len(o.Unique), len(items))
+	}
+	out := make([]ScheduleResult, len(items))
+	var plain []Item
+	var plainAt, uniqueAt []int
+	refused := false
+	for i, it := range items {
+		out[i].Item = it
+		if o.Unique[i] == nil {
+			plain, plainAt = append(plain, it), append(plainAt, i)
+			continue
+		}
+		uniqueAt = append(uniqueAt, i)
+		if err := c.sched.CheckUnique(it, *o.Unique[i]); err != nil {
+			out[i].Err, refused = err, true
+		}
+	}
+	notWritten := func(at []int) {
+		for _, i := range at {
+			if out[i].Err == nil {
+				out[i].Err = fmt.Errorf("%w: another item of the batch was refused", schedule.ErrNotWritten)
+			}
+		}
+	}
+	if refused && !o.Partial {
+		notWritten(plainAt)
+		notWritten(uniqueAt)
+		return out, fmt.Errorf("%w: a unique item was refused", schedule.ErrNotWritten)
+	}
+	var batchErr error
+	if len(plain) > 0 {
+		res, err := c.ScheduleMany(ctx, plain, ScheduleManyOptions{Partial: o.Partial})
+		for j, r := range res {
+			out[plainAt[j]] = r
+		}
+		if err != nil && !o.Partial {
+			notWritten(uniqueAt)
+			return out, err
+		}
+		batchErr = err
+	}
+	for _, i := range uniqueAt {
+		if out[i].Err != nil {
+			continue
+		}
+		it, err := c.Schedule(ctx, items[i], &ScheduleOptions{Unique: o.Unique[i]})
+		out[i] = ScheduleResult{Item: it, Err: err}
+		if err != nil && !errors.Is(err, ErrDuplicate) && batchErr == nil {
+			batchErr = fmt.Errorf("%w: %w", schedule.ErrNotWritten, err)
+		}
+	}
+	return out, batchErr
 }

@@ -182,12 +182,19 @@ type ScheduleOptions struct {
 	// Replace overwrites a pending task with the same id (atomically)
 	// instead of refusing it with ErrAlreadyScheduled.
 	Replace bool
+	// Unique, when set, creates the task only if no other task of its type
+	// holds Unique.Key; otherwise Schedule writes nothing and returns that
+	// task's id with an error wrapping ErrDuplicate (a *DuplicateError).
+	// It cannot be combined with Replace.
+	Unique *Unique
 }
 
 // Schedule adds a task and returns it as stored (with its generated ID
 // when it had none). An id that is already pending is refused with
 // ErrAlreadyScheduled unless o.Replace; input the schedule cannot take is
-// refused with ErrInvalidTask before anything is written.
+// refused with ErrInvalidTask before anything is written. With o.Unique, a
+// task whose key another task holds is not created: the answer is that
+// task's id and an error wrapping ErrDuplicate.
 func (c *Client) Schedule(ctx context.Context, it Item, o *ScheduleOptions) (Item, error) {
 	if o == nil {
 		o = &ScheduleOptions{}
@@ -201,7 +208,13 @@ func (c *Client) Schedule(ctx context.Context, it Item, o *ScheduleOptions) (Ite
 	if send {
 		ao.Sending = now.Add(sendGrace)
 	}
-	added, err := c.sched.Add(ctx, it, ao)
+	var added Item
+	var err error
+	if o.Unique != nil {
+		added, err = c.scheduleUnique(ctx, it, *o.Unique, ao)
+	} else {
+		added, err = c.sched.Add(ctx, it, ao)
+	}
 	if err != nil || !send {
 		return added, err
 	}

@@ -438,6 +438,9 @@ func (w *Worker) lead(ctx context.Context) error {
 		}
 		w.cop.Announce()
 	}
+	mo.GuardLive = func(ctx context.Context, g schedule.Guard) (bool, error) {
+		return holdsKey(ctx, w.sched, w.runs, w.o.Clock.Now(), g)
+	}
 	if w.runs != nil {
 		mo.BeforeSend = w.markQueued
 		mo.Confirm = w.confirmEarly

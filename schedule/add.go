@@ -90,33 +90,48 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 	}
 	it.Shard, it.RowKey, it.Indexed = shard, rk, true
 	it.SendingUntil = ao.Sending
-	if jsonLen(it.Payload) > c.opts.InlineLimit {
-		name := payload.NewName(it.ID)
-		ref, err := c.opts.PayloadStore.Put(ctx, name, []byte(it.Payload))
-		if errors.Is(err, storage.ErrNotFound) {
-			// First use: the payload container does not exist yet.
-			if eerr := c.Ensure(ctx); eerr != nil {
-				return Item{}, fmt.Errorf("add %s: create the payload container: %w", it.ID, eerr)
-			}
-			ref, err = c.opts.PayloadStore.Put(ctx, name, []byte(it.Payload))
-		}
-		if err != nil {
-			return Item{}, fmt.Errorf("add %s: store large payload: %w", it.ID, err)
-		}
-		it.PayloadBlob, it.Payload = ref, ""
+	if err := c.storePayload(ctx, &it); err != nil {
+		return Item{}, err
 	}
 	oldBlob, etag, err := c.add(ctx, shard, rk, it, ao)
 	it.ETag = etag
 	if err != nil {
-		if it.PayloadBlob != "" {
-			c.deleteBlob(ctx, it.PayloadBlob)
-		}
+		c.dropPayload(ctx, it)
 		return Item{}, err
 	}
 	if oldBlob != "" && oldBlob != it.PayloadBlob {
 		c.deleteBlob(ctx, oldBlob)
 	}
 	return it, nil
+}
+
+// storePayload moves a payload above the inline limit into a blob (the
+// claim check) and leaves its reference on it.
+func (c *Client) storePayload(ctx context.Context, it *Item) error {
+	if jsonLen(it.Payload) <= c.opts.InlineLimit {
+		return nil
+	}
+	name := payload.NewName(it.ID)
+	ref, err := c.opts.PayloadStore.Put(ctx, name, []byte(it.Payload))
+	if errors.Is(err, storage.ErrNotFound) {
+		// First use: the payload container does not exist yet.
+		if eerr := c.Ensure(ctx); eerr != nil {
+			return fmt.Errorf("add %s: create the payload container: %w", it.ID, eerr)
+		}
+		ref, err = c.opts.PayloadStore.Put(ctx, name, []byte(it.Payload))
+	}
+	if err != nil {
+		return fmt.Errorf("add %s: store large payload: %w", it.ID, err)
+	}
+	it.PayloadBlob, it.Payload = ref, ""
+	return nil
+}
+
+// dropPayload deletes the blob of an item that was not written.
+func (c *Client) dropPayload(ctx context.Context, it Item) {
+	if it.PayloadBlob != "" {
+		c.deleteBlob(ctx, it.PayloadBlob)
+	}
 }
 
 // add writes the rows; it returns the payload blob of a replaced item and

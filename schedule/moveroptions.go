@@ -126,6 +126,10 @@ type MoverOptions struct {
 	// cancelled, rescheduled, replaced or deleted) between the
 	// confirmation and the move.
 	Unconfirm func(ctx context.Context, env queue.Envelope) error
+	// GuardLive, when set, lets the sweep (every SweepEvery) delete the
+	// unique guards whose task no longer holds the key (see AddUnique);
+	// nil leaves them to be taken over by the next task with the key.
+	GuardLive Live
 	// PayloadStore takes payloads of directly inserted rows that are too
 	// large for a queue message. Nil: such rows are set aside.
 	PayloadStore PayloadStore

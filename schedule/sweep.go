@@ -9,12 +9,21 @@ import (
 
 // sweepRanges are the RowKey ranges no due query reaches: keys starting
 // with '1'..'9' (ticks beyond year 3169, or malformed), letters other than
-// the index rows, and anything after the fence row.
-var sweepRanges = [][2]string{{"1", IndexPrefix}, {"ie", FenceRowKey}, {FenceRowKey + " ", ""}}
+// the index rows and the unique guards ("uq~…", up to "ur"), and anything
+// after the fence row.
+var sweepRanges = [][2]string{{"1", IndexPrefix}, {"ie", GuardPrefix}, {"ur", FenceRowKey}, {FenceRowKey + " ", ""}}
 
-// sweep sets aside malformed rows that would never come due.
+// sweep removes unique guards whose task no longer holds the key, and sets
+// aside malformed rows that would never come due.
 func (m *Mover) sweep(ctx context.Context, gen int64) error {
 	for _, shard := range m.o.Shards {
+		if m.o.GuardLive != nil {
+			if n, err := sweepGuards(ctx, m.t, shard, m.o.Clock.Now(), m.o.GuardLive); err != nil {
+				m.o.Logger.Warn("unique guards not swept", "shard", shard, "err", err)
+			} else if n > 0 {
+				m.o.Logger.Debug("unique guards removed", "shard", shard, "count", n)
+			}
+		}
 		var plans []*plan
 		for _, r := range sweepRanges {
 			if ctx.Err() != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
+	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/cmd/leasecron/internal/config"
 	"github.com/leasecron/leasecron/internal/ops"
 	"github.com/leasecron/leasecron/internal/storage"
@@ -28,6 +29,9 @@ const (
 	exitError    = 1
 	exitUsage    = 2
 	exitNotFound = 3
+	// exitDuplicate: schedule --unique-key found the key held; the
+	// holder's id was printed.
+	exitDuplicate = 4
 )
 
 // app is the state shared by the commands of one tree.
@@ -60,6 +64,8 @@ func Main(ctx context.Context, version string, args []string, in io.Reader, out,
 		}
 		fmt.Fprintf(errOut, "Usage: %s\nRun '%s --help' for more.\n", cmd.UseLine(), cmd.CommandPath())
 		return exitUsage
+	case errors.Is(err, leasecron.ErrDuplicate):
+		return exitDuplicate
 	case errors.Is(err, leasecrontype.ErrNotFound):
 		// One sentinel for every "no such task, run, key, dead letter or
 		// blob" of every package (see internal/notfound).

@@ -29,28 +29,33 @@ type fileLine struct {
 	Cron        string          `json:"cron"`
 	TZ          string          `json:"tz"`
 	MaxAttempts int             `json:"max_attempts"`
+	// UniqueKey, UniqueFor (a Go duration) and UniqueStates (comma-separated)
+	// are schedule --unique-key, --unique-for and --unique-states.
+	UniqueKey    string `json:"unique_key"`
+	UniqueFor    string `json:"unique_for"`
+	UniqueStates string `json:"unique_states"`
 }
 
 // lineResult is what `schedule --file --json` prints per line.
 type lineResult struct {
 	Line   int       `json:"line"`
 	ID     string    `json:"id,omitempty"`
-	Status string    `json:"status"` // scheduled, invalid, duplicate, not_written, moved
+	Status string    `json:"status"` // scheduled, invalid, duplicate, held, not_written, moved
 	Due    time.Time `json:"due,omitzero"`
 	Error  string    `json:"error,omitempty"`
 }
 
 // parseLine turns one line into an item. A payload that is a JSON string is
 // taken as its text; any other JSON value as its compact JSON.
-func parseLine(b []byte, now time.Time) (leasecron.Item, error) {
+func parseLine(b []byte, now time.Time) (leasecron.Item, *leasecron.Unique, error) {
 	var l fileLine
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&l); err != nil {
-		return leasecron.Item{}, fmt.Errorf("not a JSON object with id, type, payload, at, in, every, cron, tz, max_attempts: %w", err)
+		return leasecron.Item{}, nil, fmt.Errorf("not a JSON object with id, type, payload, at, in, every, cron, tz, max_attempts: %w", err)
 	}
 	if dec.More() {
-		return leasecron.Item{}, errors.New("more than one JSON value on the line")
+		return leasecron.Item{}, nil, errors.New("more than one JSON value on the line")
 	}
 	payload := ""
 	if len(l.Payload) > 0 && string(l.Payload) != "null" {
@@ -60,16 +65,32 @@ func parseLine(b []byte, now time.Time) (leasecron.Item, error) {
 		} else {
 			var buf bytes.Buffer
 			if err := json.Compact(&buf, l.Payload); err != nil {
-				return leasecron.Item{}, fmt.Errorf("payload: %w", err)
+				return leasecron.Item{}, nil, fmt.Errorf("payload: %w", err)
 			}
 			payload = buf.String()
 		}
 	}
 	due, rule, err := schedule.When{At: l.At, In: l.In, Every: l.Every, Cron: l.Cron, TZ: l.TZ}.Resolve(now)
 	if err != nil {
-		return leasecron.Item{}, err
+		return leasecron.Item{}, nil, err
 	}
-	return leasecron.Item{ID: l.ID, Type: l.Type, Payload: payload, Due: due, Recurrence: rule, TZ: l.TZ, MaxAttempts: l.MaxAttempts}, nil
+	it := leasecron.Item{ID: l.ID, Type: l.Type, Payload: payload, Due: due, Recurrence: rule, TZ: l.TZ, MaxAttempts: l.MaxAttempts}
+	if l.UniqueKey == "" {
+		if l.UniqueFor != "" || l.UniqueStates != "" {
+			return leasecron.Item{}, nil, errors.New("unique_for and unique_states go with unique_key")
+		}
+		return it, nil, nil
+	}
+	u := &leasecron.Unique{Key: l.UniqueKey}
+	if l.UniqueFor != "" {
+		if u.For, err = time.ParseDuration(l.UniqueFor); err != nil || u.For < 0 {
+			return leasecron.Item{}, nil, fmt.Errorf("unique_for %q: want a duration of 0 or more (e.g. 10m, 24h)", l.UniqueFor)
+		}
+	}
+	if u.States, err = schedule.ParseUniqueStates(l.UniqueStates); err != nil {
+		return leasecron.Item{}, nil, err
+	}
+	return it, u, nil
 }
 
 // scheduleFile is `schedule --file PATH`: one task per line, scheduled with
@@ -91,6 +112,8 @@ func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON boo
 	sc.Buffer(make([]byte, 0, 64<<10), 2*a.cfg.Payload.MaxSize+64<<10)
 	var (
 		items   []leasecron.Item
+		uniques []*leasecron.Unique
+		anyUniq bool
 		lineOf  []int
 		results []lineResult
 		bad     int
@@ -100,13 +123,14 @@ func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON boo
 		if len(b) == 0 {
 			continue
 		}
-		it, err := parseLine(b, now)
+		it, u, err := parseLine(b, now)
 		if err != nil {
 			bad++
 			results = append(results, lineResult{Line: n, ID: idOf(b), Status: "invalid", Error: err.Error()})
 			continue
 		}
-		items = append(items, it)
+		items, uniques = append(items, it), append(uniques, u)
+		anyUniq = anyUniq || u != nil
 		lineOf = append(lineOf, n)
 	}
 	if err := sc.Err(); err != nil {
@@ -121,10 +145,14 @@ func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON boo
 		if err != nil {
 			return err
 		}
-		res, _ = cl.ScheduleMany(ctx, items, leasecron.ScheduleManyOptions{Partial: partial})
+		o := leasecron.ScheduleManyOptions{Partial: partial}
+		if anyUniq {
+			o.Unique = uniques
+		}
+		res, _ = cl.ScheduleMany(ctx, items, o)
 	}
 	invalid := bad
-	scheduled := 0
+	scheduled, held := 0, 0
 	for k, it := range items {
 		lr := lineResult{Line: lineOf[k], ID: it.ID, Due: it.Due}
 		switch {
@@ -135,7 +163,11 @@ func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON boo
 			scheduled++
 		default:
 			lr.Error = res[k].Err.Error()
+			var dup *leasecron.DuplicateError
 			switch err := res[k].Err; {
+			case errors.As(err, &dup):
+				lr.Status, lr.ID = "held", dup.ID
+				held++
 			case errors.Is(err, schedule.ErrInvalid) || errors.Is(err, schedule.ErrBadRecurrence) || errors.Is(err, schedule.ErrPayloadTooLarge):
 				lr.Status = "invalid"
 				invalid++
@@ -165,6 +197,8 @@ func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON boo
 	switch {
 	case scheduled == len(results):
 		return nil
+	case scheduled+held == len(results):
+		return fmt.Errorf("%w: %d of %d tasks not created: their unique keys are held (the lines name the holders)", leasecron.ErrDuplicate, held, len(results))
 	case invalid > 0 && scheduled == 0:
 		return usagef("%d of %d lines refused as invalid; nothing was scheduled", invalid, len(results))
 	default:

@@ -14,6 +14,7 @@ func TestParseLine(t *testing.T) {
 		due     time.Time
 		rule    string
 		err     string
+		unique  string
 	}{
 		{line: `{"id":"a","type":"mail","payload":"plain text","in":"5m"}`, payload: "plain text", due: now.Add(5 * time.Minute)},
 		{line: `{"id":"b","payload":{"x": [1, 2]},"at":"2030-02-01T00:00:00Z"}`, payload: `{"x":[1,2]}`, due: time.Date(2030, 2, 1, 0, 0, 0, 0, time.UTC)},
@@ -22,16 +23,26 @@ func TestParseLine(t *testing.T) {
 		{line: `{"id":"e","in":"soon"}`, err: `delay "soon"`},
 		{line: `{"id":"f"} {"id":"g"}`, err: "more than one JSON value"},
 		{line: `not json`, err: "not a JSON object"},
+		{line: `{"id":"h","unique_key":"k","unique_for":"1h","unique_states":"queued,running"}`, unique: "k"},
+		{line: `{"id":"i","unique_for":"1h"}`, err: "go with unique_key"},
+		{line: `{"id":"j","unique_key":"k","unique_for":"soon"}`, err: `unique_for "soon"`},
+		{line: `{"id":"k","unique_key":"k","unique_states":"sleeping"}`, err: "sleeping"},
 	} {
 		t.Run(c.rule, func(t *testing.T) {
-			it, err := parseLine([]byte(c.line), now)
+			it, u, err := parseLine([]byte(c.line), now)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Errorf("%s: err %v, want %q", c.line, err, c.err)
 				}
 				return
 			}
-			if err != nil || it.Payload != c.payload || !it.Due.Equal(c.due) || it.Recurrence != c.rule {
+			if c.unique != "" {
+				if err != nil || u == nil || u.Key != c.unique || u.For != time.Hour || len(u.States) != 2 {
+					t.Errorf("%s: unique %+v, %v", c.line, u, err)
+				}
+				return
+			}
+			if err != nil || u != nil || it.Payload != c.payload || !it.Due.Equal(c.due) || it.Recurrence != c.rule {
 				t.Errorf("%s: %+v, %v", c.line, it, err)
 			}
 		})

@@ -41,9 +41,10 @@ func (a *app) readPayload(args []string) (string, error) {
 }
 
 func (a *app) scheduleCmd() *cobra.Command {
-	var at, in, typ, id, every, cron, tz, file string
+	var at, in, typ, id, every, cron, tz, file, uniqueKey, uniqueStates string
 	var replace, asJSON, partial bool
 	var maxAttempts int
+	var uniqueFor time.Duration
 	c := &cobra.Command{
 		Use:   "schedule [--at RFC3339 | --in DURATION] [--type T] [--id ID] [--every D | --cron EXPR [--tz ZONE]] [PAYLOAD | -]\n  leasecron schedule --file tasks.jsonl [--partial]",
 		Short: "Schedule a task and print its id",
@@ -52,6 +53,13 @@ Without --at or --in the task is due now (a recurring one at its first
 occurrence from now). --every takes a Go duration ("10m"); --cron a 5-field
 expression or a descriptor such as @hourly, evaluated in --tz (default UTC).
 An id that is already pending is refused unless --replace is given.
+
+--unique-key KEY creates the task only if no other task of its type holds
+KEY: one pending, queued, running, snoozed or between attempts, or one that
+finished (succeeded or dead) less than --unique-for ago. --unique-states
+picks the states that count instead (comma-separated run states). A task
+refused as a duplicate prints the id of the task that holds the key and
+exits with code 4.
 
 --file schedules one task per line of a JSON Lines file ("-" for stdin),
 each an object with id, type, payload (a string, or any JSON value taken as
@@ -62,11 +70,12 @@ undoes the whole file, unless --partial schedules what it can.`,
 		Example: `  leasecron schedule --in 10m --type report '{"day":"2026-11-22"}'
   leasecron schedule --at 2026-12-01T09:00:00Z --id invoice-42 --type mail - < body.json
   leasecron schedule --id nightly --cron "0 3 * * *" --tz Europe/Amsterdam --type backup
+  leasecron schedule --type invoice --unique-key customer-7 --unique-for 1h '{"customer":7}'
   leasecron schedule --file tasks.jsonl`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file != "" {
-				if len(args) > 0 || at != "" || in != "" || typ != "" || id != "" || every != "" || cron != "" || tz != "" || replace || maxAttempts != 0 {
+				if len(args) > 0 || at != "" || in != "" || typ != "" || id != "" || every != "" || cron != "" || tz != "" || replace || maxAttempts != 0 || uniqueKey != "" {
 					return usagef("--file takes every task from the file: give only --partial and --json with it")
 				}
 				return a.scheduleFile(tracing.FromEnv(cmd.Context(), os.Getenv), file, partial, asJSON)
@@ -78,6 +87,16 @@ undoes the whole file, unless --partial schedules what it can.`,
 			if err != nil {
 				return usageError{err}
 			}
+			if uniqueKey == "" && (uniqueFor != 0 || uniqueStates != "") {
+				return usagef("--unique-for and --unique-states go with --unique-key")
+			}
+			if uniqueFor < 0 {
+				return usagef("--unique-for %s: want a duration of 0 or more (e.g. 10m, 24h)", uniqueFor)
+			}
+			states, err := schedule.ParseUniqueStates(uniqueStates)
+			if err != nil {
+				return usageError{err}
+			}
 			payload, err := a.readPayload(args)
 			if err != nil {
 				return err
@@ -86,7 +105,22 @@ undoes the whole file, unless --partial schedules what it can.`,
 			if err != nil {
 				return err
 			}
-			it, err := cl.Schedule(tracing.FromEnv(cmd.Context(), os.Getenv), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts}, &leasecron.ScheduleOptions{Replace: replace})
+			so := &leasecron.ScheduleOptions{Replace: replace}
+			if uniqueKey != "" {
+				so.Unique = &leasecron.Unique{Key: uniqueKey, For: uniqueFor, States: states}
+			}
+			it, err := cl.Schedule(tracing.FromEnv(cmd.Context(), os.Getenv), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts}, so)
+			var dup *leasecron.DuplicateError
+			if errors.As(err, &dup) {
+				if asJSON {
+					if err := a.printJSON(map[string]any{"id": dup.ID, "duplicate": true, "type": dup.Type, "unique_key": dup.Key}); err != nil {
+						return err
+					}
+				} else {
+					fmt.Fprintln(a.out, dup.ID)
+				}
+				return err
+			}
 			if err != nil {
 				if errors.Is(err, schedule.ErrInvalid) || errors.Is(err, schedule.ErrBadRecurrence) || errors.Is(err, schedule.ErrPayloadTooLarge) {
 					return usageError{err}
@@ -112,6 +146,9 @@ undoes the whole file, unless --partial schedules what it can.`,
 	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the task is dead (default retry.max_attempts)")
 	f.BoolVar(&asJSON, "json", false, "print the scheduled task as JSON (with --file: one result per line)")
 	f.StringVar(&file, "file", "", "schedule one task per line of this JSON Lines file (- for stdin)")
+	f.StringVar(&uniqueKey, "unique-key", "", "create the task only if no other task of its type holds this key")
+	f.DurationVar(&uniqueFor, "unique-for", 0, "with --unique-key: how long a finished task still holds the key (e.g. 1h)")
+	f.StringVar(&uniqueStates, "unique-states", "", "with --unique-key: the run states that hold the key, comma-separated (default all but cancelled)")
 	f.BoolVar(&partial, "partial", false, "with --file: schedule the lines that can be, report the others")
 	return c
 }

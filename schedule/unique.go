@@ -1,0 +1,366 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
+	"github.com/leasecron/leasecron/leasecrontype"
+)
+
+// A unique task is guarded by one row per type and key in the schedule
+// table, written in the same transaction as the task's rows:
+//
+//	PartitionKey  the shard of "{type}~{key}"
+//	RowKey        "uq~{type}~{key}"
+//	Task          the id of the task (or series) that holds the key
+//	UniqueFor     the window in seconds (how long a finished task still counts)
+//	UniqueStates  the run states that count, comma-separated
+//	Created       when the guard was written (RFC 3339)
+//	CheckAfter    when the mover's sweep next asks whether the task still
+//	              holds the key (Edm.DateTime): written as Created +
+//	              UniqueFor, moved on by GuardRecheck while it does
+//
+// Inserting it fails when it exists, so of concurrent schedulers only one
+// can win. A guard whose task no longer counts (it finished longer than
+// the window ago, or ended in a state that does not count) is replaced —
+// conditionally on its ETag — by the next task with the key: guards expire
+// by being evaluated, not by a cleaner's scan. The mover's sweep deletes
+// guards that no longer hold their key, reading only those whose
+// CheckAfter has passed, so a guard outlives its window by at most
+// GuardRecheck.
+
+// GuardPrefix starts the RowKey of every unique guard row.
+const GuardPrefix = "uq~"
+
+// MaxUniqueKeyLen is the longest unique key accepted.
+const MaxUniqueKeyLen = 200
+
+// MaxUniqueFor is the longest window accepted.
+const MaxUniqueFor = 366 * 24 * time.Hour
+
+// Guard props.
+const (
+	PropGuardTask   = "Task"
+	PropUniqueFor   = "UniqueFor"
+	PropUniqueState = "UniqueStates"
+	PropCreated     = "Created"
+	PropCheckAfter  = "CheckAfter"
+)
+
+// GuardRecheck is how long the sweep waits before it asks again whether
+// the task of a guard still holds its key (and so the longest a guard
+// outlives its window).
+const GuardRecheck = time.Hour
+
+// DefaultUniqueStates are the run states in which a task holds its unique
+// key when Unique.States is empty: every state but cancelled. A finished
+// task (succeeded, dead) holds it for the window after it finished.
+var DefaultUniqueStates = []leasecrontype.RunState{
+	leasecrontype.RunScheduled, leasecrontype.RunQueued, leasecrontype.RunRunning, leasecrontype.RunSnoozed,
+	leasecrontype.RunFailed, leasecrontype.RunSucceeded, leasecrontype.RunDead,
+}
+
+// Unique makes Add refuse a task while another of the same type holds Key.
+type Unique struct {
+	// Key is the uniqueness key within the task's type: 1–200 characters,
+	// none of / \ # ? or control characters.
+	Key string
+	// For is how long a task still holds the key after it finished (0: it
+	// holds it only until it finishes).
+	For time.Duration
+	// States are the run states in which the task holds the key
+	// (DefaultUniqueStates when empty). A state left out frees the key: to
+	// allow a new task as soon as the last one succeeded, leave out
+	// succeeded.
+	States []leasecrontype.RunState
+}
+
+// Guard is a unique guard as stored.
+type Guard struct {
+	Type, Key string
+	// Task is the id of the task or series that holds the key.
+	Task    string
+	For     time.Duration
+	States  []leasecrontype.RunState
+	Created time.Time
+}
+
+// Counts reports whether a task in state st holds the key.
+func (g Guard) Counts(st leasecrontype.RunState) bool {
+	for _, s := range g.States {
+		if s == st {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrDuplicate is wrapped by Add's answer when another task holds the
+// unique key; the error is a *DuplicateError naming that task.
+var ErrDuplicate = errors.New("duplicate")
+
+// DuplicateError says which task holds a unique key.
+type DuplicateError struct {
+	Type, Key string
+	// ID is the task (or series) that holds the key.
+	ID string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("duplicate: task %s of type %s holds unique key %q", e.ID, e.Type, e.Key)
+}
+
+// Unwrap makes errors.Is(err, ErrDuplicate) true.
+func (e *DuplicateError) Unwrap() error { return ErrDuplicate }
+
+// Live decides whether a guard's task still holds its key.
+type Live func(ctx context.Context, g Guard) (bool, error)
+
+// validate checks u and fills in the default states.
+func (u *Unique) validate() error {
+	switch {
+	case u.Key == "":
+		return fmt.Errorf("%w: empty unique key", ErrInvalid)
+	case len(u.Key) > MaxUniqueKeyLen:
+		return fmt.Errorf("%w: unique key %.40q… is %d bytes; the limit is %d", ErrInvalid, u.Key, len(u.Key), MaxUniqueKeyLen)
+	case storage.ValidateKeyPart("unique key", u.Key) != nil:
+		return fmt.Errorf("%w: %w", ErrInvalid, storage.ValidateKeyPart("unique key", u.Key))
+	case u.For < 0 || u.For > MaxUniqueFor:
+		return fmt.Errorf("%w: unique window %s: want 0 (until the task finishes) .. %s", ErrInvalid, u.For, MaxUniqueFor)
+	}
+	if len(u.States) == 0 {
+		u.States = DefaultUniqueStates
+	}
+	for _, st := range u.States {
+		if _, err := leasecrontype.ParseRunState(string(st)); err != nil {
+			return fmt.Errorf("%w: unique states: %w", ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
+// ParseUniqueStates reads a comma-separated list of run states.
+func ParseUniqueStates(s string) ([]leasecrontype.RunState, error) {
+	var out []leasecrontype.RunState
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		st, err := leasecrontype.ParseRunState(f)
+		if err != nil {
+			return nil, fmt.Errorf("%w: unique states %q: %w", ErrInvalid, s, err)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func guardKey(typ, key string) string { return GuardPrefix + typ + "~" + key }
+
+func guardProps(id string, u Unique, now time.Time) map[string]any {
+	states := make([]string, len(u.States))
+	for i, s := range u.States {
+		states[i] = string(s)
+	}
+	return map[string]any{
+		PropGuardTask:   id,
+		PropUniqueFor:   int64(u.For / time.Second),
+		PropUniqueState: strings.Join(states, ","),
+		PropCreated:     now.UTC().Format(time.RFC3339Nano),
+		PropCheckAfter:  now.Add(u.For),
+	}
+}
+
+func readGuard(typ, key string, e table.Entity) Guard {
+	g := Guard{Type: typ, Key: key, Task: e.Props.Str(PropGuardTask), For: time.Duration(e.Props.Int(PropUniqueFor)) * time.Second,
+		Created: e.Props.Time(PropCreated)}
+	g.States, _ = ParseUniqueStates(e.Props.Str(PropUniqueState))
+	if len(g.States) == 0 {
+		g.States = DefaultUniqueStates
+	}
+	return g
+}
+
+// uniqueID returns id, or draws a fresh id in shard when id is empty. A
+// unique task's rows share the guard's partition, so that one transaction
+// writes them; with several shards a given id must fall into it.
+func (c *Client) uniqueID(id, shard string, now time.Time) (string, error) {
+	if id != "" {
+		if c.shardFor(id) != shard {
+			return "", fmt.Errorf("%w: task id %q: with %d schedule shards a unique task's id must share its key's shard; leave the id empty and one is chosen", ErrInvalid, id, len(c.opts.Shards))
+		}
+		return id, nil
+	}
+	for range 10000 {
+		if id := newID(now); c.shardFor(id) == shard {
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("no id found in shard %s", shard)
+}
+
+// prepareUnique validates a unique task and its key, fills in the
+// defaults (u's states, the id) and returns the shard of its rows.
+func (c *Client) prepareUnique(it Item, u *Unique, now time.Time) (Item, string, error) {
+	if it.Type == "" {
+		it.Type = DefaultType
+	}
+	if err := ValidateType(it.Type); err != nil {
+		return Item{}, "", err
+	}
+	if err := u.validate(); err != nil {
+		return Item{}, "", err
+	}
+	shard := c.shardFor(it.Type + "~" + u.Key)
+	id, err := c.uniqueID(it.ID, shard, now)
+	if err != nil {
+		return Item{}, "", err
+	}
+	it.ID = id
+	it, err = c.prepare(it, now)
+	return it, shard, err
+}
+
+// CheckUnique refuses, as AddUnique would, a unique task it cannot take,
+// without writing anything.
+func (c *Client) CheckUnique(it Item, u Unique) error {
+	_, _, err := c.prepareUnique(it, &u, c.opts.Clock.Now())
+	return err
+}
+
+// AddUnique is Add for a task that holds a unique key: the task's row, its
+// id index row and the key's guard row are written in one transaction.
+// When another task holds the key — live says whether it still does — it
+// returns that task's id in an error wrapping ErrDuplicate (a
+// *DuplicateError) and writes nothing. AddOptions.Replace is refused.
+func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao AddOptions) (Item, error) {
+	if ao.Replace {
+		return Item{}, fmt.Errorf("%w: a unique task cannot replace another (leave out replace, or the unique key)", ErrInvalid)
+	}
+	if it.TraceParent == "" {
+		it.TraceParent = TraceParentOf(ctx)
+	}
+	now := c.opts.Clock.Now()
+	it, shard, err := c.prepareUnique(it, &u, now)
+	if err != nil {
+		return Item{}, err
+	}
+	gk := guardKey(it.Type, u.Key)
+	rk, err := RowKey(it.Due, it.ID)
+	if err != nil {
+		return Item{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	it.Shard, it.RowKey, it.Indexed, it.SendingUntil = shard, rk, true, ao.Sending
+	if err := c.storePayload(ctx, &it); err != nil {
+		return Item{}, err
+	}
+	guardOp := table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: guardProps(it.ID, u, now)}
+	created := false
+	for range retries {
+		ops := []table.Op{
+			{Kind: table.Insert, PartitionKey: shard, RowKey: rk, Props: itemProps(it, true)},
+			{Kind: table.Insert, PartitionKey: shard, RowKey: indexKey(it.ID), Props: map[string]any{PropItem: rk, PropID: it.ID}},
+			guardOp,
+		}
+		etags, err := c.t.Submit(ctx, ops)
+		if err == nil {
+			it.ETag = etagAt(etags, 0)
+			return it, nil
+		}
+		if errors.Is(err, storage.ErrTableNotFound) && !created {
+			if err := c.Ensure(ctx); err != nil {
+				c.dropPayload(ctx, it)
+				return Item{}, fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)
+			}
+			created = true
+			continue
+		}
+		if !conflict(err) {
+			c.dropPayload(ctx, it)
+			return Item{}, fmt.Errorf("add %s: %w", it.ID, err)
+		}
+		// The guard exists (or changed since it was read), or the id is
+		// taken: see which.
+		ge, gerr := c.t.Get(ctx, shard, gk)
+		switch {
+		case errors.Is(gerr, storage.ErrNotFound):
+			if _, ierr := c.t.Get(ctx, shard, indexKey(it.ID)); ierr == nil {
+				c.dropPayload(ctx, it)
+				return Item{}, fmt.Errorf("%w: task %s", ErrAlreadyScheduled, it.ID)
+			}
+			guardOp = table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: guardOp.Props}
+			continue
+		case gerr != nil:
+			c.dropPayload(ctx, it)
+			return Item{}, fmt.Errorf("add %s: read unique guard: %w", it.ID, gerr)
+		}
+		g := readGuard(it.Type, u.Key, ge)
+		if g.Task == it.ID {
+			c.dropPayload(ctx, it)
+			return Item{}, fmt.Errorf("%w: task %s", ErrAlreadyScheduled, it.ID)
+		}
+		holds, lerr := live(ctx, g)
+		if lerr != nil {
+			c.dropPayload(ctx, it)
+			return Item{}, fmt.Errorf("add %s: check the task holding unique key %q: %w", it.ID, u.Key, lerr)
+		}
+		if holds {
+			c.dropPayload(ctx, it)
+			return Item{ID: g.Task, Type: it.Type}, &DuplicateError{Type: it.Type, Key: u.Key, ID: g.Task}
+		}
+		guardOp = table.Op{Kind: table.Replace, PartitionKey: shard, RowKey: gk, Props: guardOp.Props, IfMatch: ge.ETag}
+	}
+	c.dropPayload(ctx, it)
+	return Item{}, fmt.Errorf("add %s: unique key %q still contended after %d attempts", it.ID, u.Key, retries)
+}
+
+// GuardOf reads the guard of a type and key (ErrNotFound when none).
+func (c *Client) GuardOf(ctx context.Context, typ, key string) (Guard, error) {
+	e, err := c.t.Get(ctx, c.shardFor(typ+"~"+key), guardKey(typ, key))
+	if err != nil {
+		if errors.Is(err, storage.ErrNotFound) {
+			return Guard{}, fmt.Errorf("%w: no unique guard for type %s key %q", ErrNotFound, typ, key)
+		}
+		return Guard{}, err
+	}
+	return readGuard(typ, key, e), nil
+}
+
+// sweepGuards deletes the guards of shard whose task no longer holds the
+// key, among those due for a check, and moves the others' next check on.
+// It returns how many it deleted.
+func sweepGuards(ctx context.Context, t table.Table, shard string, now time.Time, live Live) (int, error) {
+	q := table.Query{Partition: shard, From: GuardPrefix, To: "ur", Where: []table.Cond{{Prop: PropCheckAfter, Op: table.Le, Value: now}}}
+	due, err := table.All(ctx, t, q, 0)
+	if err != nil {
+		return 0, fmt.Errorf("sweep unique guards of shard %s: %w", shard, err)
+	}
+	deleted := 0
+	for _, e := range due {
+		typ, key, ok := strings.Cut(strings.TrimPrefix(e.RowKey, GuardPrefix), "~")
+		if !ok {
+			continue
+		}
+		holds, err := live(ctx, readGuard(typ, key, e))
+		if err != nil {
+			return deleted, fmt.Errorf("sweep unique guard %s: %w", e.RowKey, err)
+		}
+		op := table.Op{Kind: table.Delete, PartitionKey: shard, RowKey: e.RowKey, IfMatch: e.ETag}
+		if holds {
+			op = table.Op{Kind: table.Merge, PartitionKey: shard, RowKey: e.RowKey, IfMatch: e.ETag, Props: map[string]any{PropCheckAfter: now.Add(GuardRecheck)}}
+		}
+		// A guard taken over or rechecked meanwhile is left to its new
+		// holder: the condition fails.
+		if _, err := t.Submit(ctx, []table.Op{op}); err == nil && !holds {
+			deleted++
+		} else if err != nil && !conflict(err) {
+			return deleted, fmt.Errorf("sweep unique guard %s: %w", e.RowKey, err)
+		}
+	}
+	return deleted, nil
+}

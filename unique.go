@@ -1,0 +1,71 @@
+package leasecron
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// Unique makes Schedule create a task only while no other task of the same
+// type holds Key: one that is pending, queued, running, snoozed or between
+// attempts, or that finished (succeeded or dead) less than For ago — or
+// in the States given instead. See the README's "Unique tasks".
+type Unique = schedule.Unique
+
+// DuplicateError is what Schedule returns (wrapping ErrDuplicate) when
+// another task holds the unique key: its ID is that task's.
+type DuplicateError = schedule.DuplicateError
+
+// DefaultUniqueStates are the run states that hold a unique key when
+// Unique.States is empty: all but cancelled.
+var DefaultUniqueStates = schedule.DefaultUniqueStates
+
+// scheduleUnique adds a task holding a unique key.
+func (c *Client) scheduleUnique(ctx context.Context, it Item, u Unique, ao schedule.AddOptions) (Item, error) {
+	return c.sched.AddUnique(ctx, it, u, c.holdsKey, ao)
+}
+
+func (c *Client) holdsKey(ctx context.Context, g schedule.Guard) (bool, error) {
+	return holdsKey(ctx, c.sched, c.runs, c.o.Clock.Now(), g)
+}
+
+// holdsKey reports whether the task a unique guard names still holds its
+// key: it is pending (the schedule has its row, which for a series lasts
+// as long as the series), or its run record is in a state that counts —
+// for a finished run, until the window after it finished has passed.
+// Without run records, a task that left the schedule holds its key for the
+// window after it was scheduled.
+func holdsKey(ctx context.Context, sched *schedule.Client, rs *runs.Store, now time.Time, g schedule.Guard) (bool, error) {
+	_, err := sched.Get(ctx, g.Task)
+	switch {
+	case err == nil:
+		return g.Counts(RunScheduled), nil
+	case !errors.Is(err, ErrNotFound):
+		return false, err
+	}
+	if rs == nil {
+		return now.Before(g.Created.Add(g.For)), nil
+	}
+	r, err := rs.Get(ctx, g.Task)
+	switch {
+	case errors.Is(err, runs.ErrNotFound):
+		// No record (or an expired one): nothing holds the key. A task
+		// between its row and its record cannot be: the record is written
+		// before the row goes.
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read run %s: %w", g.Task, err)
+	}
+	st := RunState(r.State)
+	if !g.Counts(st) {
+		return false, nil
+	}
+	if r.Finished.IsZero() {
+		return true, nil
+	}
+	return now.Before(r.Finished.Add(g.For)), nil
+}
