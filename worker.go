@@ -20,6 +20,7 @@ import (
 	"github.com/leasecron/leasecron/internal/ops"
 	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
@@ -75,6 +76,10 @@ type WorkerOptions struct {
 	// Limits caps how many tasks of a type run at once across the fleet,
 	// each running task holding one of N lease slots.
 	Limits map[string]int
+	// Rates caps how many tasks of a type start per time window across the
+	// fleet (a task over its budget waits for it, without using an
+	// attempt). Limits and Rates combine: a task needs a slot and budget.
+	Rates map[string]RateLimit
 
 	// AdminAddr serves /healthz, /readyz and /metrics (e.g. ":8080");
 	// empty disables.
@@ -136,6 +141,14 @@ func (o WorkerOptions) validate() error {
 	for typ, n := range o.Limits {
 		if n < 1 || n > trafficcop.MaxSlots {
 			return opt.Invalid(ErrInvalidOptions, "WorkerOptions.Limits["+typ+"]", n, fmt.Sprintf("1 to %d running tasks", trafficcop.MaxSlots))
+		}
+	}
+	for typ, r := range o.Rates {
+		if err := schedule.ValidateType(typ); err != nil {
+			return fmt.Errorf("%w: WorkerOptions.Rates: %w", ErrInvalidOptions, err)
+		}
+		if err := r.validate(typ); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -504,6 +517,13 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 	co.Pauses = w.pauses
 	if len(w.slots) > 0 {
 		co.Limiter = limiter{w.slots}
+	}
+	if len(w.o.Rates) > 0 {
+		t, err := table.NewAzure(w.sc.Table, w.o.Names.ScheduleTable)
+		if err != nil {
+			return nil, err
+		}
+		co.Rates = newRateLimiter(t, w.o.Rates, w.o.Clock.Now)
 	}
 	c, err := queue.NewConsumer(w.sc.Queue, co)
 	if err != nil {

@@ -119,6 +119,19 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			defer release()
 		}
 	}
+	if c.o.Rates != nil {
+		wait, err := c.o.Rates.Take(hctx, env)
+		switch {
+		case err != nil:
+			d.log.Warn("rate limit not checked; putting the message back", "err", err)
+			c.deferMsg(hctx, d, c.deferDelay(d), "rate limit not checked")
+			return
+		case wait > 0:
+			d.log.Debug("over its rate; putting the message back until the budget frees", "retry_in", wait.Round(time.Millisecond))
+			c.deferMsg(hctx, d, wait, "rate limit: waiting for the budget")
+			return
+		}
+	}
 
 	if c.o.Runs != nil && !c.claim(hctx, d) {
 		return

@@ -55,6 +55,9 @@ type Envelope struct {
 	// attempt in one conditional write. A message without it is claimed
 	// correctly too, at the cost of a read.
 	Marked bool `json:"marked,omitempty"`
+	// UniqueKey is the unique key the task holds, if any (a rate limit
+	// may budget per key).
+	UniqueKey string `json:"unique_key,omitempty"`
 	// TraceParent is the W3C traceparent of the span the run's spans are
 	// children of (the move, whose parent is the schedule row's
 	// TraceParent); empty when the task is not traced.

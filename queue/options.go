@@ -144,6 +144,10 @@ type ConsumerOptions struct {
 	Payloads PayloadFetcher
 	// Limiter, when set, caps concurrency per task type.
 	Limiter Limiter
+	// Rates, when set, caps starts per time window (after Limiter gave a
+	// slot): a task over its budget is put back until the budget frees,
+	// without using an attempt.
+	Rates RateLimiter
 	// Pauses, when set, says which task types are paused fleet-wide: their
 	// messages are put back without running (see PauseSource).
 	Pauses PauseSource

@@ -16,6 +16,15 @@ type Limiter interface {
 	Acquire(ctx context.Context, taskType string) (release func(), ok bool, err error)
 }
 
+// RateLimiter holds tasks to a number of starts per time window (across
+// the fleet: leasecron's rate rows). Take either records the start of
+// env's task and returns 0, or returns how long until its budget frees;
+// the message is then put back for that long, and the attempt is not
+// counted. A type without a rate always starts.
+type RateLimiter interface {
+	Take(ctx context.Context, env Envelope) (wait time.Duration, err error)
+}
+
 // PayloadFetcher resolves claim-check references (Envelope.PayloadBlob).
 // leasecron's payload blobs (leasecron/payloads/... in the container)
 // implement it; the worker wires them in.

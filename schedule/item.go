@@ -47,6 +47,9 @@ type Item struct {
 
 	// The fields below are set when an item is read; Add ignores them.
 
+	// UniqueKey is the unique key the task holds (see AddUnique).
+	UniqueKey string
+
 	// PayloadBlob is the claim-check reference of a large payload.
 	PayloadBlob string
 	// Attempts is the row's Attempts bookkeeping property.

@@ -151,6 +151,7 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 		Recurrence:     it.Recurrence,
 		Generation:     gen,
 		TraceParent:    it.TraceParent,
+		UniqueKey:      it.UniqueKey,
 	}
 	if base.PayloadBlob == "" && jsonLen(base.Payload) > m.o.InlineLimit && m.o.PayloadStore == nil {
 		p.bad = fmt.Sprintf("payload is %d bytes as JSON, more than the inline limit %d, and no payload store is configured", jsonLen(base.Payload), m.o.InlineLimit)

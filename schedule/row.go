@@ -21,6 +21,7 @@ const (
 	PropItem        = "Item"        // index rows: the RowKey of the item row
 	PropGeneration  = "Generation"  // fence row: the current leader generation
 	PropTraceParent = "TraceParent" // optional W3C traceparent of the trace that scheduled it
+	PropUniqueKey   = "UniqueKey"   // the unique key the task holds (its guard row is uq~{type}~{key})
 	PropSent        = "Sent"        // written by the mover: token of the messages sent early
 	PropSentUntil   = "SentUntil"   // written by the mover: a series' last occurrence sent early
 	PropSeq         = "Seq"         // written by the mover: how many occurrences of a series it has sent
@@ -116,6 +117,9 @@ func parseRow(e table.Entity) (parsedRow, error) {
 	if r.rec, err = ParseRecurrence(it.Recurrence, it.TZ); err != nil {
 		return r, err
 	}
+	if uk, _, err := e.Props.StrictString(PropUniqueKey); err == nil {
+		it.UniqueKey = uk
+	}
 	// A trace context that cannot be read is dropped, not a reason to set
 	// the task aside: tracing is never worth a lost task.
 	if tp, _, err := e.Props.StrictString(PropTraceParent); err == nil && ValidTraceParent(tp) {
@@ -196,6 +200,9 @@ func itemProps(it Item, indexed bool) map[string]any {
 	}
 	if it.TraceParent != "" {
 		p[PropTraceParent] = it.TraceParent
+	}
+	if it.UniqueKey != "" {
+		p[PropUniqueKey] = it.UniqueKey
 	}
 	if !it.SendingUntil.IsZero() {
 		p[PropSendingUntil] = it.SendingUntil.UTC().Format(time.RFC3339Nano)

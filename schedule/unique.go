@@ -255,7 +255,7 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 	if err != nil {
 		return Item{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	it.Shard, it.RowKey, it.Indexed, it.SendingUntil = shard, rk, true, ao.Sending
+	it.Shard, it.RowKey, it.Indexed, it.SendingUntil, it.UniqueKey = shard, rk, true, ao.Sending, u.Key
 	if err := c.storePayload(ctx, &it); err != nil {
 		return Item{}, err
 	}

@@ -77,6 +77,7 @@ func (a *app) workerOptions() (leasecron.WorkerOptions, error) {
 		NoRuns:       !c.Worker.Runs,
 		Runs:         a.runsOptions(),
 		Limits:       c.Limits,
+		Rates:        c.Rates,
 		AdminAddr:    c.Admin.Addr,
 		Pprof:        c.Admin.Pprof,
 		Version:      a.version,

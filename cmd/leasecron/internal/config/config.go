@@ -41,6 +41,9 @@ type Config struct {
 	Handlers map[string]Handler
 	// Limits maps a task type to its fleet-wide concurrency limit.
 	Limits map[string]int
+	// Rates maps a task type to its fleet-wide rate limit
+	// (limits.<type>.rate and .rate_key).
+	Rates map[string]leasecron.RateLimit
 	// Deprecated says which keys were set by an earlier name (see Renamed).
 	Deprecated []string
 }

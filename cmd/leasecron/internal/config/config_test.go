@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasecron/leasecron"
 )
 
 func load(t *testing.T, yaml string, env map[string]string) (Config, error) {
@@ -189,4 +191,57 @@ func TestRenamedKeys(t *testing.T) {
 			t.Errorf("err = %v", err)
 		}
 	})
+}
+
+func TestRateLimits(t *testing.T) {
+	c, err := load(t, `
+limits:
+  mail: 2
+  sms:
+    concurrency: 3
+    rate: 10/1m
+  invoice:
+    rate: 100/1h
+    rate_key: payload.customer
+`, map[string]string{
+		"LEASECRON_LIMITS_PUSH_RATE":     "5/10s",
+		"LEASECRON_LIMITS_PUSH_RATE_KEY": "unique",
+		"LEASECRON_LIMITS_HOOK":          "4",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits["mail"] != 2 || c.Limits["sms"] != 3 || c.Limits["hook"] != 4 || len(c.Limits) != 3 {
+		t.Errorf("limits: %v", c.Limits)
+	}
+	want := map[string]leasecron.RateLimit{
+		"sms":     {Count: 10, Per: time.Minute},
+		"invoice": {Count: 100, Per: time.Hour, Key: "payload.customer"},
+		"push":    {Count: 5, Per: 10 * time.Second, Key: "unique"},
+	}
+	if len(c.Rates) != len(want) {
+		t.Fatalf("rates: %v", c.Rates)
+	}
+	for typ, r := range want {
+		if c.Rates[typ] != r {
+			t.Errorf("rates[%s] = %+v, want %+v", typ, c.Rates[typ], r)
+		}
+	}
+	for _, bad := range []struct{ yaml, want string }{
+		{"limits:\n  mail:\n    rate: 10/0s\n", `limits.mail.rate = "10/0s"`},
+		{"limits:\n  mail:\n    rate: 10/-1m\n", `"10/-1m"`},
+		{"limits:\n  mail:\n    rate: often\n", `"often": want COUNT/WINDOW`},
+		{"limits:\n  mail:\n    rate: 0/1m\n", `"0/1m"`},
+		{"limits:\n  mail:\n    rate: 10/1m\n    rate_key: customer\n", `limits.mail.rate_key = "customer"`},
+		{"limits:\n  mail:\n    rate_key: unique\n", "set together with limits.mail.rate"},
+		{"limits:\n  mail:\n    burst: 3\n", `unknown key "limits.mail.burst"`},
+		{"limits:\n  mail:\n    concurrency: 0\n", "limits.mail.concurrency"},
+	} {
+		t.Run(bad.want, func(t *testing.T) {
+			_, err := load(t, bad.yaml, nil)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
+				t.Fatalf("%q: %v; want an error naming %s", bad.yaml, err, bad.want)
+			}
+		})
+	}
 }

@@ -57,12 +57,12 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		parts := strings.Split(k, ".")
 		switch {
 		case parts[0] == "handlers" && len(parts) >= 3 && handlerFields[parts[2]] && (len(parts) == 3 || parts[2] == "headers"):
-		case parts[0] == "limits" && len(parts) == 2:
+		case parts[0] == "limits" && (len(parts) == 2 || len(parts) == 3 && limitFields[parts[2]]):
 		default:
 			problems = append(problems, fmt.Sprintf("unknown key %q", k))
 		}
 	}
-	c := Config{Handlers: map[string]Handler{}, Limits: map[string]int{}, Deprecated: deprecated}
+	c := Config{Handlers: map[string]Handler{}, Limits: map[string]int{}, Rates: map[string]leasecron.RateLimit{}, Deprecated: deprecated}
 	d := decoder{v: v}
 	c.Storage = leasecron.Storage{
 		ConnectionString: v.GetString("storage.connection_string"),
@@ -167,7 +167,29 @@ func Load(v *viper.Viper, file string) (Config, error) {
 			problems = append(problems, fmt.Sprintf("limits.%s: %v", typ, err))
 			continue
 		}
-		c.Limits[typ] = d.int("limits."+typ, 1, 10000)
+		key := "limits." + typ
+		if _, nested := v.Get(key).(map[string]any); !nested {
+			c.Limits[typ] = d.int(key, 1, 10000)
+			continue
+		}
+		if v.IsSet(key + ".concurrency") {
+			c.Limits[typ] = d.int(key+".concurrency", 1, 10000)
+		}
+		if raw := d.str(key + ".rate"); raw != "" {
+			r, err := leasecron.ParseRateLimit(raw)
+			if err != nil {
+				d.bad(key+".rate", raw, "COUNT/WINDOW with a count of 1 to 3000 and a window of 1s to 168h (e.g. 10/1m, 100/1h)")
+				continue
+			}
+			r.Key = d.str(key + ".rate_key")
+			if r.Key != "" && r.Key != "unique" && (!strings.HasPrefix(r.Key, "payload.") || r.Key == "payload.") {
+				d.bad(key+".rate_key", r.Key, `"unique" (the task's unique key) or "payload.<field>" (a top-level field of its JSON payload)`)
+				continue
+			}
+			c.Rates[typ] = r
+		} else if d.str(key+".rate_key") != "" {
+			d.bad(key+".rate_key", d.str(key+".rate_key"), "set together with "+key+".rate")
+		}
 	}
 	problems = append(problems, d.problems...)
 	if len(problems) > 0 {

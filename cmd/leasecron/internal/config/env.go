@@ -75,7 +75,23 @@ func applyDynamicEnv(v *viper.Viper, env []string) error {
 				h[field] = val
 			}
 		case strings.HasPrefix(rest, "limits_"):
-			limits[strings.TrimPrefix(rest, "limits_")] = val
+			body := strings.TrimPrefix(rest, "limits_")
+			typ, field := body, ""
+			for _, f := range []string{"_rate_key", "_rate", "_concurrency"} {
+				if t, ok := strings.CutSuffix(body, f); ok && t != "" {
+					typ, field = t, f[1:]
+					break
+				}
+			}
+			if field == "" {
+				field = "concurrency"
+			}
+			m, _ := limits[typ].(map[string]any)
+			if m == nil {
+				m = map[string]any{}
+				limits[typ] = m
+			}
+			m[field] = val
 		default:
 			problems = append(problems, fmt.Sprintf("environment %s names no configuration key (see `leasecron config --keys`)", name))
 		}

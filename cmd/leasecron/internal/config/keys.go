@@ -139,11 +139,21 @@ var Families = []Family{
 	},
 	{
 		Name:  "limits.<type>",
-		Cell:  "`limits.<type>`",
+		Cell:  "`limits.<type>` (or `limits.<type>.concurrency`)",
 		Brief: "fleet-wide concurrency limit for a task type",
 		Doc:   "Fleet-wide number of tasks of this type that may run at once (lease slots).",
 	},
+	{
+		Name:  "limits.<type>.rate",
+		Cell:  "`limits.<type>.rate` / `.rate_key`",
+		Brief: "fleet-wide starts per time window for a task type (10/1m), optionally per key",
+		Doc: "Fleet-wide starts of this type per sliding time window, `COUNT/WINDOW` (`10/1m`, `100/1h`; 1–3000 per 1 s–168 h); a task over its budget waits for it without using an attempt. " +
+			"`rate_key`: `unique` (the task's unique key) or `payload.<field>` gives each key its own budget.",
+	},
 }
+
+// limitFields are the fields of a limits.<type> map.
+var limitFields = map[string]bool{"concurrency": true, "rate": true, "rate_key": true}
 
 // Dynamic key families: the fields a handler may have and its kinds.
 var (

@@ -1,0 +1,201 @@
+// Package rate limits how many tasks of a type (or of one key within a
+// type) start per time window, across the fleet: a sliding window of the
+// last starts, kept in one table row per type and key and changed with
+// conditional writes.
+//
+// A start is allowed when fewer than Count starts were recorded in the
+// last Per (plus Margin, for the moment between taking the budget and the
+// run's start being recorded); it costs one read and one conditional
+// write. A task over its budget learns when the oldest start in the
+// window leaves it, and waits for that (the caller adds jitter), at the
+// cost of one read.
+package rate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/retry"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
+)
+
+// Rate is a number of starts per window.
+type Rate struct {
+	Count int
+	Per   time.Duration
+}
+
+// Bounds of a rate.
+const (
+	MaxCount = 3000
+	MinPer   = time.Second
+	MaxPer   = 7 * 24 * time.Hour
+)
+
+// ErrInvalid is wrapped by Parse's refusals.
+var ErrInvalid = errors.New("invalid rate")
+
+// Parse reads "COUNT/WINDOW": "10/1m", "100/1h", "5/30s".
+func Parse(s string) (Rate, error) {
+	c, w, ok := strings.Cut(strings.TrimSpace(s), "/")
+	n, err := strconv.Atoi(strings.TrimSpace(c))
+	if !ok || err != nil {
+		return Rate{}, fmt.Errorf("%w %q: want COUNT/WINDOW, e.g. 10/1m or 100/1h", ErrInvalid, s)
+	}
+	per, err := time.ParseDuration(strings.TrimSpace(w))
+	if err != nil {
+		return Rate{}, fmt.Errorf("%w %q: window %q is not a duration (e.g. 30s, 1m, 1h)", ErrInvalid, s, w)
+	}
+	r := Rate{Count: n, Per: per}
+	return r, r.Validate()
+}
+
+// Validate refuses a rate outside the bounds.
+func (r Rate) Validate() error {
+	switch {
+	case r.Count < 1 || r.Count > MaxCount:
+		return fmt.Errorf("%w %s: count %d: want 1 to %d starts per window", ErrInvalid, r, r.Count, MaxCount)
+	case r.Per < MinPer || r.Per > MaxPer:
+		return fmt.Errorf("%w %s: window %s: want %s to %s", ErrInvalid, r, r.Per, MinPer, MaxPer)
+	}
+	return nil
+}
+
+func (r Rate) String() string { return fmt.Sprintf("%d/%s", r.Count, r.Per) }
+
+// Partition holds the limiter rows; it is no schedule shard, so the mover
+// never reads it.
+const Partition = "~rate"
+
+// PropStarts holds a row's recorded starts (see encode).
+const PropStarts = "Starts"
+
+// DefaultMargin is Options.Margin's default.
+const DefaultMargin = time.Second
+
+// Limiter keeps the starts of each type and key in a table.
+type Limiter struct {
+	t      table.Table
+	now    func() time.Time
+	margin time.Duration
+}
+
+// New returns a limiter over t. now is the clock; margin widens every
+// window (DefaultMargin when 0), so that a start taken just before the
+// window's end and recorded just after it still counts.
+func New(t table.Table, now func() time.Time, margin time.Duration) *Limiter {
+	if margin == 0 {
+		margin = DefaultMargin
+	}
+	return &Limiter{t: t, now: now, margin: margin}
+}
+
+// RowKey is the row of a type's (and key's) starts.
+func RowKey(typ, key string) string {
+	if key == "" {
+		return "rl~" + typ
+	}
+	return "rl~" + typ + "~" + key
+}
+
+// tries bounds the conditional writes one Take makes when other workers
+// write the same row meanwhile; between them it waits a little (jittered,
+// from 10 ms doubling to 200 ms) so that they do not collide again.
+const tries = 16
+
+// Take records a start of typ (and key) under r, or returns how long until
+// one of the recorded starts leaves the window (0 and nil: started).
+func (l *Limiter) Take(ctx context.Context, typ, key string, r Rate) (time.Duration, error) {
+	rk := RowKey(typ, key)
+	for try := range tries {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(retry.Jitter(retry.Exp(10*time.Millisecond, 200*time.Millisecond, try), rand.Float64())):
+			}
+		}
+		now := l.now()
+		e, err := l.t.Get(ctx, Partition, rk)
+		exists := err == nil
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+		case err != nil:
+			return 0, fmt.Errorf("rate of %s: %w", rk, err)
+		}
+		var starts []time.Time
+		if exists {
+			starts = decode(e.Props.Str(PropStarts))
+		}
+		window := r.Per + l.margin
+		starts = slices.DeleteFunc(starts, func(s time.Time) bool { return !s.After(now.Add(-window)) })
+		if len(starts) >= r.Count {
+			// The start that frees a place is the Count-th newest.
+			return starts[len(starts)-r.Count].Add(window).Sub(now), nil
+		}
+		starts = append(starts, now)
+		op := table.Op{Kind: table.Insert, PartitionKey: Partition, RowKey: rk, Props: map[string]any{PropStarts: encode(starts)}}
+		if exists {
+			op.Kind, op.IfMatch = table.Replace, e.ETag
+		}
+		_, err = l.t.Submit(ctx, []table.Op{op})
+		switch {
+		case err == nil:
+			return 0, nil
+		case errors.Is(err, storage.ErrTableNotFound):
+			return 0, fmt.Errorf("rate of %s: %w", rk, err)
+		case errors.Is(err, storage.ErrPreconditionFailed), errors.Is(err, storage.ErrAlreadyExists):
+			continue // another worker took a start meanwhile: read again
+		default:
+			return 0, fmt.Errorf("rate of %s: %w", rk, err)
+		}
+	}
+	return 0, fmt.Errorf("rate of %s: still contended after %d tries", rk, tries)
+}
+
+// encode writes sorted times as "{first unix ms, base 36}:{offsets from
+// it in ms, base 36, comma-separated}".
+func encode(ts []time.Time) string {
+	if len(ts) == 0 {
+		return ""
+	}
+	slices.SortFunc(ts, time.Time.Compare)
+	base := ts[0].UnixMilli()
+	var b strings.Builder
+	b.WriteString(strconv.FormatInt(base, 36))
+	b.WriteByte(':')
+	for i, t := range ts {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(t.UnixMilli()-base, 36))
+	}
+	return b.String()
+}
+
+// decode reads encode's form; anything else is no starts.
+func decode(s string) []time.Time {
+	head, list, ok := strings.Cut(s, ":")
+	base, err := strconv.ParseInt(head, 36, 64)
+	if !ok || err != nil || list == "" {
+		return nil
+	}
+	parts := strings.Split(list, ",")
+	out := make([]time.Time, 0, min(len(parts), MaxCount+1))
+	for _, p := range parts[:min(len(parts), MaxCount+1)] {
+		off, err := strconv.ParseInt(p, 36, 64)
+		if err != nil || off < 0 || base+off < base {
+			return nil
+		}
+		out = append(out, time.UnixMilli(base+off))
+	}
+	slices.SortFunc(out, time.Time.Compare)
+	return out
+}

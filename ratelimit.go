@@ -1,0 +1,103 @@
+package leasecron
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/rate"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
+	"github.com/leasecron/leasecron/queue"
+)
+
+// RateLimit caps how many tasks of a type start per time window, across
+// every worker of the fleet (WorkerOptions.Rates; config
+// limits.<type>.rate: 10/1m). A task over its budget is put back until the
+// budget frees, without using an attempt. See the README's "Rate limits".
+type RateLimit struct {
+	// Count starts are allowed in any window of Per: 1 to 3000, Per 1 s to
+	// 7 days.
+	Count int
+	Per   time.Duration
+	// Key, when set, gives each key its own budget within the type:
+	// "unique" (the task's unique key) or "payload.<field>" (a top-level
+	// field of its JSON payload; a task without one shares the type's
+	// keyless budget).
+	Key string
+}
+
+// ParseRateLimit reads "COUNT/WINDOW" ("10/1m", "100/1h").
+func ParseRateLimit(s string) (RateLimit, error) {
+	r, err := rate.Parse(s)
+	if err != nil {
+		return RateLimit{}, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	return RateLimit{Count: r.Count, Per: r.Per}, nil
+}
+
+func (l RateLimit) validate(typ string) error {
+	if err := (rate.Rate{Count: l.Count, Per: l.Per}).Validate(); err != nil {
+		return fmt.Errorf("%w: WorkerOptions.Rates[%s]: %w", ErrInvalidOptions, typ, err)
+	}
+	if l.Key != "" && l.Key != "unique" && (!strings.HasPrefix(l.Key, "payload.") || len(l.Key) == len("payload.")) {
+		return fmt.Errorf("%w: WorkerOptions.Rates[%s].Key %q: want \"unique\" or \"payload.<field>\"", ErrInvalidOptions, typ, l.Key)
+	}
+	return nil
+}
+
+// rateLimiter is the consumer's queue.RateLimiter over the schedule table.
+type rateLimiter struct {
+	l     *rate.Limiter
+	rates map[string]RateLimit
+	now   func() time.Time
+}
+
+func newRateLimiter(t table.Table, rates map[string]RateLimit, now func() time.Time) *rateLimiter {
+	return &rateLimiter{l: rate.New(t, now, rate.DefaultMargin), rates: rates, now: now}
+}
+
+// Take records a start, or returns when to look again: when the budget
+// frees, plus up to a tenth of the window at random so that the tasks
+// waiting for a budget do not all come back at once.
+func (r *rateLimiter) Take(ctx context.Context, env queue.Envelope) (time.Duration, error) {
+	lim, ok := r.rates[env.Type]
+	if !ok {
+		return 0, nil
+	}
+	wait, err := r.l.Take(ctx, env.Type, rateKey(lim.Key, env), rate.Rate{Count: lim.Count, Per: lim.Per})
+	if err != nil || wait == 0 {
+		return 0, err
+	}
+	return wait + time.Duration(rand.Float64()*float64(lim.Per)/10), nil
+}
+
+// rateKey is the budget key of env under key ("" for the type's budget).
+func rateKey(key string, env queue.Envelope) string {
+	var k string
+	switch {
+	case key == "unique":
+		k = env.UniqueKey
+	case strings.HasPrefix(key, "payload."):
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(env.Payload), &m) != nil {
+			return ""
+		}
+		raw, ok := m[strings.TrimPrefix(key, "payload.")]
+		if !ok {
+			return ""
+		}
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			s = string(raw) // a number or another JSON value: its text
+		}
+		k = s
+	}
+	if len(k) > 200 || storage.ValidateKeyPart("rate key", k) != nil {
+		return "" // a key no row can hold: the type's budget
+	}
+	return k
+}
