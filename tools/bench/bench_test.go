@@ -99,6 +99,7 @@ var tiny = scale{
 	idleWarmup: time.Second, idleWindow: 3 * time.Second,
 	dashPending: 200, dashRuns: 300, dashReps: 1,
 	batchTasks: 250, batchSingle: 20, batchLatency: 5 * time.Millisecond,
+	rateTasks: 12, rateCount: 5, ratePer: 2 * time.Second, rateIdle: time.Second,
 }
 
 // needAzurite skips when Azurite is not installed, unless
@@ -161,6 +162,29 @@ func TestScenariosOnAzurite(t *testing.T) {
 		}
 		if d.BaselineMS <= 0 || d.CachedMS <= 0 {
 			t.Errorf("baseline %v, cached %v", d.BaselineMS, d.CachedMS)
+		}
+	})
+
+	t.Run("rate", func(t *testing.T) {
+		t.Parallel()
+		ctx := scenarioCtx(t)
+		b := tinyBench(t)
+		if err := runRate(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		var r results.RateLimit
+		if err := results.Read(b.out, results.RateFile, &r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Cases) != 2 || r.Cases[0].Limit != "" || r.Cases[1].Limit != "5/2s" {
+			t.Fatalf("cases %+v", r.Cases)
+		}
+		base, lim := r.Cases[0], r.Cases[1]
+		// The limited run had to wait for its budget (12 tasks at 5 per
+		// 2 s: two windows at least) and put tasks back; each start read
+		// and wrote the rate row, so it costs more than an unlimited one.
+		if lim.Seconds < 4 || lim.Deferred == 0 || lim.MarginalPerTask <= base.MarginalPerTask {
+			t.Errorf("limited %+v against %+v", lim, base)
 		}
 	})
 

@@ -66,6 +66,8 @@ type scale struct {
 	dashPending, dashRuns, dashReps int
 	batchTasks, batchSingle         int
 	batchLatency                    time.Duration
+	rateTasks, rateCount            int
+	ratePer, rateIdle               time.Duration
 }
 
 var full = scale{
@@ -81,6 +83,7 @@ var full = scale{
 	historyRuns: 100_000,
 	dashPending: 10_000, dashRuns: 100_000, dashReps: 5,
 	batchTasks: 10_000, batchSingle: 1_000, batchLatency: 10 * time.Millisecond,
+	rateTasks: 100, rateCount: 10, ratePer: 10 * time.Second, rateIdle: 10 * time.Second,
 }
 
 var quick = scale{
@@ -95,6 +98,7 @@ var quick = scale{
 	historyRuns: 10_000,
 	dashPending: 2_000, dashRuns: 10_000, dashReps: 3,
 	batchTasks: 2_000, batchSingle: 200, batchLatency: 10 * time.Millisecond,
+	rateTasks: 30, rateCount: 10, ratePer: 5 * time.Second, rateIdle: 5 * time.Second,
 }
 
 // scenario is one benchmark: run writes its record into dir.
@@ -114,6 +118,7 @@ var scenarios = []scenario{
 	{"history", runHistory},
 	{"dashboard", runDashboard},
 	{"batch", runBatch},
+	{"rate", runRate},
 	{accountScenario, runAccount},
 }
 

@@ -47,6 +47,7 @@ type records struct {
 	history      *results.History
 	dashboard    *results.Dashboard
 	batch        *results.Batch
+	rate         *results.RateLimit
 	account      *results.Consumer
 }
 
@@ -77,6 +78,7 @@ func load(dir string) (records, error) {
 		db results.Dashboard
 		bt results.Batch
 		ac results.Consumer
+		rl results.RateLimit
 	)
 	for _, x := range []struct {
 		name string
@@ -94,6 +96,7 @@ func load(dir string) (records, error) {
 		{results.DashboardFile, &db, func() { r.dashboard = &db }},
 		{results.BatchFile, &bt, func() { r.batch = &bt }},
 		{results.AccountFile, &ac, func() { r.account = &ac }},
+		{results.RateFile, &rl, func() { r.rate = &rl }},
 	} {
 		if ok, err = opt(x.name, x.v); err != nil {
 			return r, err

@@ -148,6 +148,7 @@ func render(r records, out string) (string, error) {
 		func() error { add(batchSection(&body, r.batch)...); return nil },
 		func() error { add(dashboardSection(&body, r.dashboard)...); return nil },
 		func() error { add(historySection(&body, r.history)...); return nil },
+		func() error { rateSection(&body, r.rate); return nil },
 	}
 	for _, s := range steps {
 		if err = s(); err != nil {
@@ -1305,6 +1306,34 @@ func historySection(d *doc, h *results.History) []check {
 		clean.why = fmt.Sprintf("Over by %.2f. A run is two rows — its run row, keyed by its id for the one-read lookup, and its list row, keyed by due time for the listings — (three for a failed, dead or cancelled run, which also has a state row), and all of them go in one transaction of at most 100 rows: 50 runs per request, plus one query per 1,000 rows read. Whole-table drops (a table per day) would cost nearly nothing, but a lookup by id could then not know which table to read: ids are chosen by users and carry no time.", per100-targetRunsClean)
 	}
 	return []check{page, clean}
+}
+
+// rateSection reports what a rate-limited start costs.
+func rateSection(d *doc, rl *results.RateLimit) {
+	d.line("## 10. Rate limits")
+	d.line("")
+	if rl == nil || len(rl.Cases) < 2 {
+		d.para("Not run.")
+		return
+	}
+	base, lim := rl.Cases[0], rl.Cases[len(rl.Cases)-1]
+	d.para("A backlog of %d tasks due at once, run by %d in-process workers (consumers polling at most every second) on a fresh Azurite, once without a limit and once with `%s` on their type (`limits.<type>.rate`); the workers' storage requests are counted from the scheduling to the last task handled, and their idle rate (measured for a few seconds before) is taken out, since the limited run lasts longer. The difference per task is what a rate-limited start costs: the rate row's read and conditional write, and the looks of the tasks that find the budget spent (a dequeue, the read, the message put back).",
+		lim.Tasks, rl.Workers, lim.Limit)
+	var rows [][]string
+	for _, c := range rl.Cases {
+		name := c.Limit
+		if name == "" {
+			name = "none"
+		}
+		var ops []string
+		for _, k := range sortedKeys(c.Requests) {
+			ops = append(ops, fmt.Sprintf("%s %d", k, c.Requests[k]))
+		}
+		rows = append(rows, []string{name, fmt.Sprint(c.Tasks), fmt.Sprintf("%.1f", c.Seconds), fmt.Sprint(c.Deferred), fmt.Sprintf("%.2f", c.PerTask), fmt.Sprintf("%.2f", c.MarginalPerTask), strings.Join(ops, ", ")})
+	}
+	d.table([]string{"Limit", "Tasks", "Seconds", "Put back for budget", "Requests/task", "Beyond idle/task", "By operation"}, rows)
+	d.para("**A rate-limited start costs %.2f requests more than an unlimited one** here (%.2f against %.2f beyond the idle rate), with %.1f looks per task at a spent budget (%d tasks behind a budget of %s: the waiting tasks each look about once per window).",
+		lim.MarginalPerTask-base.MarginalPerTask, lim.MarginalPerTask, base.MarginalPerTask, float64(lim.Deferred)/float64(max(1, lim.Tasks)), lim.Tasks, lim.Limit)
 }
 
 func thousands(n int) string {

@@ -28,6 +28,7 @@ const (
 	FootprintFile    = "footprint.json"
 	HistoryFile      = "history.json"
 	BatchFile        = "batch.json"
+	RateFile         = "rate.json"
 	// AccountFile is a Consumer record of worker-process pairs against a
 	// storage account.
 	AccountFile = "account.json"
@@ -531,4 +532,30 @@ type HistoryQuery struct {
 	// Right reports that it returned the expected runs in the expected
 	// order.
 	Right bool `json:"right"`
+}
+
+// RateLimit is the rate-limit scenario: the same backlog run by the same
+// workers without and with a rate limit on its type, every worker request
+// counted.
+type RateLimit struct {
+	Workers int        `json:"workers"`
+	Cases   []RateCase `json:"cases"`
+}
+
+// RateCase is one run of the backlog.
+type RateCase struct {
+	// Limit is "" for the unlimited baseline, else COUNT/WINDOW.
+	Limit string `json:"limit"`
+	Tasks int    `json:"tasks"`
+	// Seconds from scheduling to the last task handled.
+	Seconds float64 `json:"seconds"`
+	// Requests by "service op", summed over the workers.
+	Requests map[string]int64 `json:"requests"`
+	PerTask  float64          `json:"per_task"`
+	// IdlePerSecond is the workers' request rate before the tasks came;
+	// MarginalPerTask is PerTask less that rate over the run.
+	IdlePerSecond   float64 `json:"idle_per_second"`
+	MarginalPerTask float64 `json:"marginal_per_task"`
+	// Deferred is how often a task was put back for want of budget.
+	Deferred int64 `json:"deferred"`
 }
