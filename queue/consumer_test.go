@@ -1078,3 +1078,57 @@ func TestListeningCapsThePollingInterval(t *testing.T) {
 		t.Fatalf("after listening stopped the longest wait is %v, want PollMax", longest)
 	}
 }
+
+// rates is a scripted RateLimiter: it refuses the first refuse takes with
+// wait, then allows.
+type rates struct {
+	mu     sync.Mutex
+	refuse int
+	wait   time.Duration
+	asked  int
+}
+
+func (r *rates) Take(context.Context, Envelope) (time.Duration, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.asked++
+	if r.asked <= r.refuse {
+		return r.wait, nil
+	}
+	return 0, nil
+}
+
+// Over its rate, a task is put back until the budget frees — no attempt
+// used, no error — and its run says why, written once however often it is
+// put back; a concurrency slot taken first is given back.
+func TestRateLimitPutsBackAndSaysWhy(t *testing.T) {
+	lim := &limiter{}
+	rl := &rates{refuse: 2, wait: 7 * time.Second}
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMax: 4 * time.Second}, Limiter: lim, Rates: rl})
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	var got calls
+	h.c.Handle("r", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	h.enqueue(Envelope{ID: "rl", Type: "r"})
+	h.start()
+	h.await(OutcomeDeferred)
+	m, env := h.only(h.work)
+	if env.FailedAttempts != 0 || env.Waiting == "" || m.NextVisible.Sub(h.clk.Now()) != 7*time.Second {
+		t.Fatalf("put back as %+v %+v; want no attempt, the reason noted, visible in 7s", m, env)
+	}
+	r, err := rm.Get(context.Background(), "rl")
+	if err != nil || r.State != runs.Snoozed || !strings.Contains(r.OutputTail, "rate limit of r") || r.LastError != "" || r.Attempts != 0 {
+		t.Fatalf("the waiting run: %+v %v", r, err)
+	}
+	h.expect(OutcomeDeferred, OutcomeSucceeded)
+	if got.n() != 1 || got.tasks[0].Attempt != 1 {
+		t.Fatalf("handler calls = %+v; want one first attempt", got.tasks)
+	}
+	h.stop()
+	if lim.released != 3 {
+		t.Fatalf("slots released %d times, want 3 (two given back for want of budget, one after the run)", lim.released)
+	}
+	if r, _ := rm.Get(context.Background(), "rl"); r.State != runs.Succeeded || r.Attempts != 1 || r.LastError != "" {
+		t.Fatalf("the run after it ran: %+v", r)
+	}
+}

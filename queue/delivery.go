@@ -128,6 +128,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			return
 		case wait > 0:
 			d.log.Debug("over its rate; putting the message back until the budget frees", "retry_in", wait.Round(time.Millisecond))
+			c.noteWaiting(hctx, d, wait, "waiting for the rate limit of "+env.Type)
 			c.deferMsg(hctx, d, wait, "rate limit: waiting for the budget")
 			return
 		}

@@ -66,6 +66,9 @@ type Envelope struct {
 	// leasecrontype.Snooze); past ConsumerOptions.MaxSnoozes a snooze is a
 	// failed attempt.
 	Snoozes int `json:"snoozes,omitempty"`
+	// Waiting is why the task was put back before it started (its rate
+	// limit), once that is recorded on its run; empty otherwise.
+	Waiting string `json:"waiting,omitempty"`
 	// Dequeues is the service's dequeue count of this message when a worker
 	// last rewrote it (after a failed attempt, a deferral or a release at
 	// shutdown). Deliveries beyond it had no outcome recorded — a worker

@@ -199,6 +199,23 @@ func (c *Consumer) deferMsg(hctx context.Context, d *delivery, delay time.Durati
 	}
 }
 
+// noteWaiting records, the first time a task is put back for a reason
+// other than a failure, that its run waits and why: the run shows as
+// snoozed until the first wait ends, with the reason as its output, and the
+// message carries the note so that later put-backs write nothing.
+func (c *Consumer) noteWaiting(hctx context.Context, d *delivery, wait time.Duration, why string) {
+	if c.o.Runs == nil || d.env.Waiting != "" {
+		return
+	}
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	if err := c.o.Runs.Snooze(ctx, d.env.ID, c.clk.Now().Add(wait), why); err != nil {
+		d.log.Warn("recording why the task waits failed", "err", err)
+		return
+	}
+	d.env.Waiting = why
+}
+
 // deferDelay grows with how often the message has been put back
 // (approximated by its dequeue count beyond its attempts), up to PollMax.
 func (c *Consumer) deferDelay(d *delivery) time.Duration {

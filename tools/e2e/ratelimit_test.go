@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +79,19 @@ func runRateLimits(t *testing.T, count int, per time.Duration, tasks, keyed, key
 	}
 	if res, err := cl.ScheduleMany(ctx, items, leasecron.ScheduleManyOptions{}); err != nil {
 		t.Fatalf("schedule: %v %+v", err, res)
+	}
+	// A task behind the budget says why it waits before it starts.
+	for seen := false; !seen; {
+		for _, id := range ids {
+			st, err := cl.Status(ctx, id)
+			if err == nil && st.Run != nil && st.Run.State == leasecron.RunSnoozed && strings.Contains(st.Run.OutputTail, "waiting for the rate limit of rec") {
+				seen = true
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no task behind the budget said why it waited")
+		}
 	}
 	if missing, err := f.WaitRecords(ctx, append(slices.Clone(ids), keyedIDs...)); err != nil {
 		t.Fatalf("%d tasks never started: %v (%v)", len(missing), missing, err)
