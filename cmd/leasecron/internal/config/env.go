@@ -14,6 +14,9 @@ var envAllowed = map[string]bool{
 	"LEASECRON_AZURITE_BIN":     true,
 	"LEASECRON_CONFIG":          true,
 	"LEASECRON_BIN":             true,
+	// LEASECRON_LONG turns on the long tests (make test-long), whose
+	// workers inherit it.
+	"LEASECRON_LONG": true,
 }
 
 // NewViper returns a viper instance with every default set and the
