@@ -15,6 +15,36 @@ import (
 	"github.com/leasecron/leasecron/trafficcop"
 )
 
+// quickWorker is a worker on the account with short intervals: a 15 s
+// lease polled every second, mover passes and idle polls every 500 ms.
+func quickWorker(t *testing.T, st leasecron.Storage, names leasecron.Names) *leasecron.Worker {
+	t.Helper()
+	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
+		Storage: st, Names: names, InstanceID: "w",
+		Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
+		Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
+		Consumer: queue.ConsumerSettings{PollMax: 500 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// runWorker runs w until the returned stop is called, which also checks
+// what Run returned.
+func runWorker(ctx context.Context, t *testing.T, w *leasecron.Worker) (stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // queueDepth is how many messages the account's work queue holds.
 func queueDepth(ctx context.Context, t *testing.T, st leasecron.Storage, names leasecron.Names) int {
 	t.Helper()
@@ -142,15 +172,7 @@ func TestTasksSentNowRunOnceAndObeyCancel(t *testing.T) {
 		t.Fatalf("the queue holds %d messages, want 24 (20 of the batch, the cancelled task's, the rescheduled one's old message and both forms of the replaced one)", n)
 	}
 
-	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
-		Storage: st, Names: names, InstanceID: "w",
-		Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
-		Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
-		Consumer: queue.ConsumerSettings{PollMax: 500 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := quickWorker(t, st, names)
 	var mu sync.Mutex
 	ran := map[string]int{}
 	var replacedPayload string
@@ -167,15 +189,7 @@ func TestTasksSentNowRunOnceAndObeyCancel(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer runWorker(ctx, t, w)()
 	// A cancel right after a schedule, with the worker running.
 	if _, err := c.Schedule(ctx, leasecron.Item{ID: "cancelled-live", Type: "t", Due: time.Now()}, nil); err != nil {
 		t.Fatal(err)

@@ -8,9 +8,6 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/queue"
-	"github.com/leasecron/leasecron/schedule"
-	"github.com/leasecron/leasecron/trafficcop"
 )
 
 // Unique tasks on Azurite, through a worker that runs them: a key is held
@@ -98,15 +95,7 @@ func TestUniqueTasksHoldTheirKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
-		Storage: st, Names: names, InstanceID: "w",
-		Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
-		Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
-		Consumer: queue.ConsumerSettings{PollMax: 500 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := quickWorker(t, st, names)
 	var mu sync.Mutex
 	ran := map[string]int{}
 	w.Handle("u", func(_ context.Context, task leasecron.Task) error {
@@ -115,15 +104,7 @@ func TestUniqueTasksHoldTheirKeys(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer runWorker(ctx, t, w)()
 	finished := func(id string) time.Time {
 		t.Helper()
 		for {

@@ -24,6 +24,7 @@ import (
 	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
+	"github.com/leasecron/leasecron/internal/timelist"
 )
 
 // Rate is a number of starts per window.
@@ -160,42 +161,7 @@ func (l *Limiter) Take(ctx context.Context, typ, key string, r Rate) (time.Durat
 	return 0, fmt.Errorf("rate of %s: still contended after %d tries", rk, tries)
 }
 
-// encode writes sorted times as "{first unix ms, base 36}:{offsets from
-// it in ms, base 36, comma-separated}".
-func encode(ts []time.Time) string {
-	if len(ts) == 0 {
-		return ""
-	}
-	slices.SortFunc(ts, time.Time.Compare)
-	base := ts[0].UnixMilli()
-	var b strings.Builder
-	b.WriteString(strconv.FormatInt(base, 36))
-	b.WriteByte(':')
-	for i, t := range ts {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatInt(t.UnixMilli()-base, 36))
-	}
-	return b.String()
-}
+// encode and decode are the row's form of the starts (see timelist).
+func encode(ts []time.Time) string { return timelist.Encode(ts) }
 
-// decode reads encode's form; anything else is no starts.
-func decode(s string) []time.Time {
-	head, list, ok := strings.Cut(s, ":")
-	base, err := strconv.ParseInt(head, 36, 64)
-	if !ok || err != nil || list == "" {
-		return nil
-	}
-	parts := strings.Split(list, ",")
-	out := make([]time.Time, 0, min(len(parts), MaxCount+1))
-	for _, p := range parts[:min(len(parts), MaxCount+1)] {
-		off, err := strconv.ParseInt(p, 36, 64)
-		if err != nil || off < 0 || base+off < base {
-			return nil
-		}
-		out = append(out, time.UnixMilli(base+off))
-	}
-	slices.SortFunc(out, time.Time.Compare)
-	return out
-}
+func decode(s string) []time.Time { return timelist.Decode(s, MaxCount+1) }

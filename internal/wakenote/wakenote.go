@@ -5,10 +5,10 @@
 package wakenote
 
 import (
-	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/timelist"
 )
 
 // The leader publishes, in the lease metadata with every
@@ -24,24 +24,12 @@ const (
 	Max = 300
 )
 
-// Encode renders due times (sorted) as "wake1:{first unix ms in
-// base 36}:{offsets from it in ms, base 36, comma-separated}".
+// Encode renders due times (sorted) as "wake1:" and their timelist form.
 func Encode(dues []time.Time) string {
 	if len(dues) == 0 {
 		return ""
 	}
-	base := dues[0].UnixMilli()
-	var b strings.Builder
-	b.WriteString(prefix)
-	b.WriteString(strconv.FormatInt(base, 36))
-	b.WriteByte(':')
-	for i, d := range dues {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatInt(d.UnixMilli()-base, 36))
-	}
-	return b.String()
+	return prefix + timelist.Encode(dues)
 }
 
 // Decode parses Encode's form, sorted; anything else yields nothing.
@@ -52,20 +40,5 @@ func Decode(s string) []time.Time {
 	if !ok {
 		return nil
 	}
-	head, list, ok := strings.Cut(rest, ":")
-	base, err := strconv.ParseInt(head, 36, 64)
-	if !ok || err != nil || list == "" {
-		return nil
-	}
-	parts := strings.Split(list, ",")
-	out := make([]time.Time, 0, min(len(parts), Max))
-	for _, p := range parts[:min(len(parts), Max)] {
-		off, err := strconv.ParseInt(p, 36, 64)
-		if err != nil || off < 0 || base+off < base {
-			return nil
-		}
-		out = append(out, time.UnixMilli(base+off))
-	}
-	slices.SortFunc(out, time.Time.Compare)
-	return out
+	return timelist.Decode(rest, Max)
 }
