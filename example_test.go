@@ -57,6 +57,52 @@ func ExampleClient_Schedule() {
 	}
 }
 
+// A unique task: one invoice run per customer at a time, and none within
+// an hour after the last one finished. A refusal is not a failure: it names
+// the task that holds the key. (Compiled, not run: it needs an account.)
+func ExampleClient_Schedule_unique() {
+	c, err := leasecron.NewClient(leasecron.ClientOptions{
+		Storage: leasecron.Storage{ConnectionString: os.Getenv("AZURE_STORAGE_CONNECTION_STRING")},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	it, err := c.Schedule(context.Background(), leasecron.Item{Type: "invoice", Payload: `{"customer":7}`, Due: time.Now()},
+		&leasecron.ScheduleOptions{Unique: &leasecron.Unique{Key: "customer-7", For: time.Hour}})
+	var dup *leasecron.DuplicateError
+	switch {
+	case errors.As(err, &dup):
+		fmt.Println("already there:", dup.ID)
+	case err != nil:
+		fmt.Println(err)
+	default:
+		fmt.Println("scheduled", it.ID)
+	}
+}
+
+// A worker that starts at most 10 SMS a minute across the fleet, and at
+// most 100 invoices an hour per customer. (Compiled, not run.)
+func ExampleWorkerOptions_rates() {
+	sms, err := leasecron.ParseRateLimit("10/1m")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
+		Storage: leasecron.Storage{ConnectionString: os.Getenv("AZURE_STORAGE_CONNECTION_STRING")},
+		Rates: map[string]leasecron.RateLimit{
+			"sms":     sms,
+			"invoice": {Count: 100, Per: time.Hour, Key: "payload.customer"},
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = w
+}
+
 // A handler is a plain function, so it can be tested without storage: give
 // it a Task and a context whose Output is a buffer (the worker gives every
 // handler such a context and keeps the end of what it writes in the run
