@@ -53,11 +53,10 @@ func (l RateLimit) validate(typ string) error {
 type rateLimiter struct {
 	l     *rate.Limiter
 	rates map[string]RateLimit
-	now   func() time.Time
 }
 
 func newRateLimiter(t table.Table, rates map[string]RateLimit, now func() time.Time) *rateLimiter {
-	return &rateLimiter{l: rate.New(t, now, rate.DefaultMargin), rates: rates, now: now}
+	return &rateLimiter{l: rate.New(t, now, rate.DefaultMargin), rates: rates}
 }
 
 // Take records a start, or returns when to look again: when the budget

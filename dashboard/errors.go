@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/blackboard"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/schedule"
 )
@@ -59,23 +58,16 @@ func statusOf(err error) int {
 const MaxIDLen = 1000
 
 // pathID returns the id in the path segment name, refusing (400, naming
-// it) one that no task, run, dead letter or key can have: empty, longer
-// than MaxIDLen bytes, not UTF-8, or holding a control character or one of
-// / \ # ? (which table keys cannot hold).
+// it) one that no task, run, dead letter or key can have: longer than
+// MaxIDLen bytes, or not a table key (storage.ValidateKeyPart: empty, not
+// UTF-8, a control character or one of / \ # ?).
 func pathID(r *http.Request, name string) (string, error) {
 	id := r.PathValue(name)
-	switch {
-	case id == "":
-		return "", badf("empty %s", name)
-	case len(id) > MaxIDLen:
+	if len(id) > MaxIDLen {
 		return "", badf("%s %.40q… is %d bytes; none is longer than %d", name, id, len(id), MaxIDLen)
-	case !utf8.ValidString(id):
-		return "", badf("%s %q is not UTF-8", name, id)
 	}
-	for _, c := range id {
-		if c < 0x20 || (c >= 0x7f && c <= 0x9f) || strings.ContainsRune("/\\#?", c) {
-			return "", badf("%s %q contains %q (U+%04X); ids never contain / \\ # ? or control characters", name, id, c, c)
-		}
+	if err := storage.ValidateKeyPart(name, id); err != nil {
+		return "", badRequest{err}
 	}
 	return id, nil
 }

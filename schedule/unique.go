@@ -128,10 +128,11 @@ func (u *Unique) validate() error {
 		return fmt.Errorf("%w: empty unique key", ErrInvalid)
 	case len(u.Key) > MaxUniqueKeyLen:
 		return fmt.Errorf("%w: unique key %.40q… is %d bytes; the limit is %d", ErrInvalid, u.Key, len(u.Key), MaxUniqueKeyLen)
-	case storage.ValidateKeyPart("unique key", u.Key) != nil:
-		return fmt.Errorf("%w: %w", ErrInvalid, storage.ValidateKeyPart("unique key", u.Key))
 	case u.For < 0 || u.For > MaxUniqueFor:
 		return fmt.Errorf("%w: unique window %s: want 0 (until the task finishes) .. %s", ErrInvalid, u.For, MaxUniqueFor)
+	}
+	if err := storage.ValidateKeyPart("unique key", u.Key); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if len(u.States) == 0 {
 		u.States = DefaultUniqueStates
