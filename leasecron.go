@@ -9,10 +9,12 @@ import (
 
 	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/pause"
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
@@ -95,7 +97,16 @@ type Names struct {
 	Queue string
 	// PoisonQueue holds messages set aside. Default "leasecron-work-poison".
 	PoisonQueue string
+	// Shards is how many shards (table partitions "00", "01", …) the
+	// schedule is split into; a task's shard is a hash of its id. Default
+	// 1: one shard, moved by the traffic cop. With more, every live worker
+	// moves a share of them (see the README's "Sharding"). Every worker and
+	// client of a fleet must agree; at most MaxShards.
+	Shards int
 }
+
+// MaxShards is the largest Names.Shards.
+const MaxShards = 256
 
 // DefaultNames returns the default resource names.
 func DefaultNames() Names {
@@ -107,6 +118,7 @@ func DefaultNames() Names {
 		BlackboardTable: blackboard.DefaultTable,
 		Queue:           queue.DefaultQueue,
 		PoisonQueue:     queue.DefaultPoisonQueue,
+		Shards:          1,
 	}
 }
 
@@ -120,6 +132,7 @@ func (n Names) WithDefaults() Names {
 	n.BlackboardTable = cmp.Or(n.BlackboardTable, d.BlackboardTable)
 	n.Queue = cmp.Or(n.Queue, d.Queue)
 	n.PoisonQueue = cmp.Or(n.PoisonQueue, d.PoisonQueue)
+	n.Shards = cmp.Or(n.Shards, d.Shards)
 	return n
 }
 
@@ -139,6 +152,9 @@ func (n Names) validate() error {
 			return fmt.Errorf("%w: %s: %w", ErrInvalidOptions, c.field, err)
 		}
 	}
+	if n.Shards < 1 || n.Shards > MaxShards {
+		return opt.Invalid(ErrInvalidOptions, "Names.Shards", n.Shards, fmt.Sprintf("1 to %d shards", MaxShards))
+	}
 	if n.Queue == n.PoisonQueue {
 		return fmt.Errorf("%w: Names.PoisonQueue = %q: want a queue other than Names.Queue", ErrInvalidOptions, n.PoisonQueue)
 	}
@@ -154,6 +170,7 @@ type parts struct {
 	runs     *runs.Store // nil when run records are off
 	lease    trafficcop.Lock
 	pauses   *pause.Store
+	shardMap table.Table // the schedule table, where the shard map lives
 }
 
 // version is written on the counters rows (the worker's version; empty for
@@ -173,7 +190,8 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 		}
 	}
 	so := schedule.Options{
-		Table: n.ScheduleTable, Clock: clk, Logger: log, PayloadStore: p.payloads, MaxPayload: maxPayload,
+		Shards: shardNames(n.Shards),
+		Table:  n.ScheduleTable, Clock: clk, Logger: log, PayloadStore: p.payloads, MaxPayload: maxPayload,
 		// Workers with run records check early-sent messages (see early.go).
 		ChangesAfterSend: !noRuns,
 	}
@@ -181,6 +199,9 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 		so.Unconfirm = p.runs.Unconfirm // of a task a client sent for now (sendnow.go)
 	}
 	if p.sched, err = schedule.NewAzure(sc.Table, so); err != nil {
+		return p, err
+	}
+	if p.shardMap, err = table.NewAzure(sc.Table, n.ScheduleTable); err != nil {
 		return p, err
 	}
 	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {

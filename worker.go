@@ -19,6 +19,7 @@ import (
 	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/internal/ops"
 	"github.com/leasecron/leasecron/internal/opt"
+	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/internal/tracing"
@@ -51,6 +52,11 @@ type WorkerOptions struct {
 	// scheduled before a leader dies still start on time; negative
 	// disables early enqueueing.
 	Mover schedule.MoverSettings
+	// ShardCycle is, with Names.Shards above 1, how often each instance
+	// reads the shard map and the traffic cop looks at which instances
+	// are live (shards.cycle). A killed instance's shards move within
+	// Lease.LeaseDuration plus about two cycles. Default DefaultShardCycle.
+	ShardCycle time.Duration
 	// Consumer configures the queue consumer (worker.*, retry.*). Zero
 	// fields take queue's defaults.
 	Consumer queue.ConsumerSettings
@@ -119,6 +125,7 @@ func (o WorkerOptions) WithDefaults() WorkerOptions {
 	o.Version = cmp.Or(o.Version, instance.Version())
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	o.Clock = clock.OrReal(o.Clock)
+	o.ShardCycle = cmp.Or(o.ShardCycle, DefaultShardCycle)
 	if o.TracerProvider == nil {
 		o.TracerProvider = otel.GetTracerProvider()
 	}
@@ -134,6 +141,9 @@ func (o WorkerOptions) validate() error {
 	}
 	if err := storage.ValidateKeyPart("InstanceID", o.InstanceID); err != nil {
 		return fmt.Errorf("%w: WorkerOptions.%w", ErrInvalidOptions, err)
+	}
+	if o.ShardCycle < 50*time.Millisecond || o.ShardCycle > time.Minute {
+		return opt.Invalid(ErrInvalidOptions, "WorkerOptions.ShardCycle", o.ShardCycle, "50ms to 1m, or 0 for the default "+DefaultShardCycle.String())
 	}
 	if o.AdminHandler != nil && o.AdminAddr == "" {
 		return fmt.Errorf("%w: WorkerOptions.AdminHandler needs AdminAddr (it is served there)", ErrInvalidOptions)
@@ -169,7 +179,10 @@ type Worker struct {
 	consumer *queue.Consumer
 	slots    map[string]*trafficcop.Semaphore
 	mover    *schedule.Mover
-	started  bool
+	// movers are the movers of the shards this instance owns (sharded).
+	movers  map[string]*schedule.Mover
+	owner   *shard.Owner
+	started bool
 }
 
 // NewWorker prepares a worker; handlers are added with Handle, then Run
@@ -360,6 +373,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			return err
 		})
 	}
+	if w.cop != nil && w.sharded() {
+		g.Go(func() error { return w.own(gctx) })
+	}
 	if consumer != nil {
 		g.Go(func() error { return consumer.Run(gctx) })
 	}
@@ -416,9 +432,39 @@ func (w *Worker) ensure(ctx context.Context) error {
 	return w.sc.EnsureContainer(ctx, w.o.Names.Container)
 }
 
-// lead runs while this instance holds the lease: it moves due tasks.
+// lead runs while this instance holds the lease: it moves due tasks (or,
+// sharded, balances the shards), and cleans the run records.
 func (w *Worker) lead(ctx context.Context) error {
 	term, _ := trafficcop.TermFrom(ctx)
+	if w.sharded() {
+		return w.duties(ctx, func(ctx context.Context) error { return w.balance(ctx, term.Generation) })
+	}
+	m, err := w.newMover([]string{schedule.DefaultShard}, term.Generation, earlyWindow(w.o.Mover, w.o.Lease), true)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.mover = m
+	w.mu.Unlock()
+	return w.duties(ctx, m.Run)
+}
+
+// duties runs main and, beside it, the traffic cop's fleet-wide duties
+// (removing expired run records).
+func (w *Worker) duties(ctx context.Context, main func(context.Context) error) error {
+	if w.runs == nil || w.o.Runs.CleanEvery < 0 {
+		return main(ctx)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return main(gctx) })
+	g.Go(func() error { w.cleanRuns(gctx); return nil })
+	return g.Wait()
+}
+
+// newMover returns a mover of shards under the fencing generation gen.
+// announce: its early sends are announced in the lease note (only the
+// traffic cop writes one).
+func (w *Worker) newMover(shards []string, gen int64, early time.Duration, announce bool) (*schedule.Mover, error) {
 	var enq schedule.Enqueuer = w.queue
 	w.mu.Lock()
 	if w.consumer != nil {
@@ -427,10 +473,11 @@ func (w *Worker) lead(ctx context.Context) error {
 	w.mu.Unlock()
 	enq = tracingEnqueuer{next: enq, tracer: w.o.TracerProvider.Tracer(tracing.Name)}
 	settings := w.o.Mover
-	settings.Early = earlyWindow(w.o.Mover, w.o.Lease)
+	settings.Early = early
 	mo := schedule.MoverOptions{
 		MoverSettings: settings,
-		Generation:    func() int64 { return term.Generation },
+		Shards:        shards,
+		Generation:    func() int64 { return gen },
 		Enqueuer:      enq,
 		SetAside:      w.queue,
 		Depth:         w.queue.Depth,
@@ -449,7 +496,9 @@ func (w *Worker) lead(ctx context.Context) error {
 		if consumer != nil {
 			consumer.WakeAt(due)
 		}
-		w.cop.Announce()
+		if announce {
+			w.cop.Announce()
+		}
 	}
 	mo.GuardLive = func(ctx context.Context, g schedule.Guard) (bool, error) {
 		return holdsKey(ctx, w.sched, w.runs, w.o.Clock.Now(), g)
@@ -459,32 +508,33 @@ func (w *Worker) lead(ctx context.Context) error {
 		mo.Confirm = w.confirmEarly
 		mo.Unconfirm = w.unconfirmEarly
 	}
-	m, err := schedule.NewMover(w.sched, mo)
-	if err != nil {
-		return err
-	}
-	w.mu.Lock()
-	w.mover = m
-	w.mu.Unlock()
-	if w.runs == nil || w.o.Runs.CleanEvery < 0 {
-		return m.Run(ctx)
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return m.Run(gctx) })
-	g.Go(func() error { w.cleanRuns(gctx); return nil })
-	return g.Wait()
+	return schedule.NewMover(w.sched, mo)
 }
 
 // MoverStats returns the current (or last) mover's counters, and false if
 // this instance has not led.
+// Sharded, the counters are summed over the shards this instance moves
+// (Generation is the highest epoch, LastPass the latest pass and
+// LastMoveLag the largest lag).
 func (w *Worker) MoverStats() (schedule.MoverStats, bool) {
 	w.mu.Lock()
 	m := w.mover
+	var movers []*schedule.Mover
+	for _, sm := range w.movers {
+		movers = append(movers, sm)
+	}
 	w.mu.Unlock()
-	if m == nil {
+	if m == nil && len(movers) == 0 {
 		return schedule.MoverStats{}, false
 	}
-	return m.Stats(), true
+	if m != nil {
+		return m.Stats(), true
+	}
+	var sum schedule.MoverStats
+	for _, sm := range movers {
+		sum.Add(sm.Stats())
+	}
+	return sum, true
 }
 
 // ConsumerStats returns the consumer's counters (zero before Run).

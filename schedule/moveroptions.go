@@ -256,3 +256,24 @@ type MoverStats struct {
 	// LastPass is when the last pass started.
 	LastPass time.Time
 }
+
+// Add adds o's counters to s (for movers of several shards): counts are
+// summed, Generation and LastPass take the larger, LastMoveLag the larger,
+// and HoldingBack is true if either holds back.
+func (s *MoverStats) Add(o MoverStats) {
+	s.Generation = max(s.Generation, o.Generation)
+	s.Passes += o.Passes
+	s.Enqueued += o.Enqueued
+	s.Moved += o.Moved
+	s.SentEarly += o.SentEarly
+	s.Batches += o.Batches
+	s.SetAside += o.SetAside
+	s.Skipped += o.Skipped
+	s.Fenced += o.Fenced
+	s.Errors += o.Errors
+	s.HoldingBack = s.HoldingBack || o.HoldingBack
+	s.LastMoveLag = max(s.LastMoveLag, o.LastMoveLag)
+	if o.LastPass.After(s.LastPass) {
+		s.LastPass = o.LastPass
+	}
+}

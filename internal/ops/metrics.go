@@ -52,6 +52,8 @@ type Metrics struct {
 	dueOldestLag   prometheus.Gauge
 	leaseHeld      prometheus.Gauge
 	leaseAcquired  prometheus.Counter
+	shardsOwned    prometheus.Gauge
+	shardChanges   prometheus.Counter
 	leaseLost      prometheus.Counter
 	moverBatches   prometheus.Counter
 	moverRows      prometheus.Counter
@@ -95,6 +97,14 @@ func NewMetrics() *Metrics {
 		Name: "leasecron_lease_acquisitions_total",
 		Help: "Times this instance acquired the scheduler lease.",
 	})
+	m.shardsOwned = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "leasecron_shards_owned",
+		Help: "Schedule shards this instance moves now (sharded schedules, names.shards above 1).",
+	})
+	m.shardChanges = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "leasecron_shard_ownership_changes_total",
+		Help: "Shards the traffic cop gave to another owner while this instance was the cop.",
+	})
 	m.leaseLost = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "leasecron_lease_losses_total",
 		Help: "Times this instance lost the scheduler lease without releasing it.",
@@ -129,7 +139,7 @@ func NewMetrics() *Metrics {
 	}, []string{"version"})
 	for _, c := range []prometheus.Collector{
 		m.tasks, m.taskDuration, m.queueDepth, m.dueBacklog, m.dueOldestLag,
-		m.leaseHeld, m.leaseAcquired, m.leaseLost, m.moverBatches, m.moverRows,
+		m.leaseHeld, m.leaseAcquired, m.leaseLost, m.shardsOwned, m.shardChanges, m.moverBatches, m.moverRows,
 		m.moverLag, m.storageReqs, m.blackboardRuns, m.slotsHeld, m.buildInfo,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -198,6 +208,22 @@ func (m *Metrics) SetLeaseHeld(held bool) {
 	} else {
 		m.leaseHeld.Set(0)
 	}
+}
+
+// SetShardsOwned records how many schedule shards this instance moves.
+func (m *Metrics) SetShardsOwned(n int) {
+	if m == nil {
+		return
+	}
+	m.shardsOwned.Set(float64(n))
+}
+
+// ShardMoved counts a shard the traffic cop gave to another owner.
+func (m *Metrics) ShardMoved() {
+	if m == nil {
+		return
+	}
+	m.shardChanges.Inc()
 }
 
 // LeaseAcquired counts an acquisition of the scheduler lease.

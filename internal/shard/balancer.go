@@ -1,0 +1,90 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/table"
+)
+
+// Roster tells which instances are live. Live must be decided by storage
+// (a lease in force), never by comparing clocks.
+type Roster interface {
+	Live(ctx context.Context) ([]string, error)
+}
+
+// Balancer shares the shards among the live instances. It runs on the
+// traffic cop, for one lease term at a time.
+type Balancer struct {
+	T      table.Table
+	Roster Roster
+	// Shards are the shard names (every instance must agree).
+	Shards []string
+	// Cycle is the time between two looks at the roster.
+	Cycle  time.Duration
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// OnChange, if set, is told of every change written.
+	OnChange func(Assignment)
+}
+
+// Run balances as generation gen until ctx ends (it then returns nil) or
+// a newer balancer has written the map (ErrFenced). Errors of one cycle
+// are logged and the cycle is tried again at the next.
+func (b *Balancer) Run(ctx context.Context, gen int64) error {
+	log := b.Logger.With("generation", gen)
+	claimed := false
+	for {
+		err := b.cycle(ctx, gen, !claimed, log)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrFenced) {
+			log.Warn("stopping shard balancing", "err", err)
+			return err
+		}
+		if err != nil {
+			log.Warn("shard balancing failed; trying again next cycle", "err", err)
+		} else {
+			claimed = true
+		}
+		if clock.Sleep(ctx, b.Clock, b.Cycle) != nil {
+			return nil
+		}
+	}
+}
+
+// cycle looks once: the roster, the map, and the changes written. claim
+// writes the map row even without a change (the first cycle of a term
+// fences out earlier balancers).
+func (b *Balancer) cycle(ctx context.Context, gen int64, claim bool, log *slog.Logger) error {
+	live, err := b.Roster.Live(ctx)
+	if err != nil {
+		return fmt.Errorf("list the live instances: %w", err)
+	}
+	m, err := Read(ctx, b.T)
+	if err != nil {
+		return err
+	}
+	if m.Generation > gen {
+		return fmt.Errorf("%w: it holds generation %d, ours is %d", ErrFenced, m.Generation, gen)
+	}
+	changes := Plan(m, b.Shards, live, gen, b.Clock.Now())
+	if len(changes) == 0 && !claim && m.Count == len(b.Shards) {
+		return nil
+	}
+	if err := write(ctx, b.T, m, gen, len(b.Shards), changes); err != nil {
+		return err
+	}
+	for _, c := range changes {
+		log.Info("shard given", "shard", c.Shard, "owner", c.Owner, "epoch", c.Epoch, "was", m.Shards[c.Shard].Owner)
+		if b.OnChange != nil {
+			b.OnChange(c)
+		}
+	}
+	return nil
+}

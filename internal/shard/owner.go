@@ -1,0 +1,135 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/table"
+)
+
+// Owner moves the shards the map gives to one instance: it reads the map
+// every cycle, starts Move for each shard newly given to it (or given again
+// under a new epoch) and stops the moves of shards taken from it.
+type Owner struct {
+	T table.Table
+	// Member is this instance's member name, as the roster reports it.
+	Member string
+	Cycle  time.Duration
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Move moves shard as its owner under epoch until ctx ends; an error
+	// (such as a fence refusing the epoch) ends that shard's moving until
+	// the map gives it again under another epoch.
+	Move func(ctx context.Context, shard string, epoch int64) error
+	// OnChange, if set, is told the shards moved after every change.
+	OnChange func(owned []string)
+
+	mu    sync.Mutex
+	moves map[string]*move
+}
+
+type move struct {
+	epoch  int64
+	since  time.Time
+	cancel context.CancelFunc
+	done   chan struct{}
+	ended  atomic.Bool // Move returned on its own (fenced or failed)
+}
+
+// Run reads the map every Cycle and keeps the moves in step with it until
+// ctx ends; it then stops every move and returns when they have returned.
+// A failed read keeps the moves as they are (storage fences them).
+func (o *Owner) Run(ctx context.Context) error {
+	o.mu.Lock()
+	o.moves = map[string]*move{}
+	o.mu.Unlock()
+	defer o.stopAll()
+	for {
+		m, err := Read(ctx, o.T)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			o.Logger.Warn("cannot read the shard map; keeping the shards as they are", "err", err)
+		} else {
+			o.apply(ctx, m.Owned(o.Member))
+			// apply has stopped the moves of shards taken from us: tell
+			// their new owners.
+			for _, a := range m.Releasing(o.Member) {
+				if err := letGo(ctx, o.T, a); err != nil && ctx.Err() == nil {
+					o.Logger.Warn("cannot hand a shard over; trying again next cycle", "shard", a.Shard, "err", err)
+				}
+			}
+		}
+		if clock.Sleep(ctx, o.Clock, o.Cycle) != nil {
+			return nil
+		}
+	}
+}
+
+// Owned returns the shards this owner moves now, in order.
+func (o *Owner) Owned() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]string, 0, len(o.moves))
+	for s, mv := range o.moves {
+		if !mv.ended.Load() {
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (o *Owner) apply(ctx context.Context, mine map[string]int64) {
+	o.mu.Lock()
+	changed := false
+	defer func() {
+		o.mu.Unlock()
+		if changed && o.OnChange != nil {
+			o.OnChange(o.Owned())
+		}
+	}()
+	for s, mv := range o.moves {
+		if e, ok := mine[s]; !ok || e != mv.epoch {
+			mv.cancel()
+			<-mv.done
+			delete(o.moves, s)
+			changed = true
+			o.Logger.Info("shard taken away", "shard", s, "epoch", mv.epoch)
+		}
+	}
+	for s, e := range mine {
+		if _, ok := o.moves[s]; ok {
+			continue
+		}
+		mctx, cancel := context.WithCancel(ctx)
+		mv := &move{epoch: e, since: o.Clock.Now(), cancel: cancel, done: make(chan struct{})}
+		o.moves[s] = mv
+		changed = true
+		o.Logger.Info("moving shard", "shard", s, "epoch", e)
+		go func() {
+			defer close(mv.done)
+			defer mv.ended.Store(true)
+			if err := o.Move(mctx, s, e); err != nil && !errors.Is(err, context.Canceled) && mctx.Err() == nil {
+				o.Logger.Warn("stopped moving shard", "shard", s, "epoch", e, "err", err)
+			}
+		}()
+	}
+}
+
+func (o *Owner) stopAll() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for s, mv := range o.moves {
+		mv.cancel()
+		<-mv.done
+		delete(o.moves, s)
+	}
+}

@@ -1,0 +1,254 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/table"
+)
+
+var t0 = time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+
+func names(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%02d", prefix, i)
+	}
+	return out
+}
+
+// apply returns m with changes written.
+func apply(m Map, changes []Assignment) Map {
+	out := Map{Shards: map[string]Assignment{}}
+	for s, a := range m.Shards {
+		out.Shards[s] = a
+	}
+	for _, c := range changes {
+		out.Shards[c.Shard] = c
+	}
+	return out
+}
+
+func counts(m Map, shards, live []string) map[string]int {
+	c := map[string]int{}
+	for _, l := range live {
+		c[l] = 0
+	}
+	for _, s := range shards {
+		c[m.Shards[s].Owner]++
+	}
+	return c
+}
+
+// checkBalanced fails unless every shard has a live owner and the shares
+// differ by at most one.
+func checkBalanced(t *testing.T, m Map, shards, live []string) {
+	t.Helper()
+	c := counts(m, shards, live)
+	lo, hi := len(shards), 0
+	for _, l := range live {
+		lo, hi = min(lo, c[l]), max(hi, c[l])
+	}
+	if len(c) != len(live) || hi-lo > 1 {
+		t.Fatalf("unbalanced: %v over live %v", c, live)
+	}
+}
+
+func TestPlanKeepsSharesEvenWithFewMoves(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for trial := range 2000 {
+		n := 1 + r.IntN(64)
+		shards := names("", n)
+		pool := names("w", 1+r.IntN(10))
+		m := Map{Shards: map[string]Assignment{}}
+		var live []string
+		for _, p := range pool {
+			if r.IntN(3) > 0 {
+				live = append(live, p)
+			}
+		}
+		// A map left by earlier memberships: owners live, dead or none.
+		for _, s := range shards {
+			if r.IntN(5) > 0 {
+				m.Shards[s] = Assignment{Shard: s, Owner: pool[r.IntN(len(pool))], Epoch: int64(r.IntN(100))}
+			}
+		}
+		gen := int64(1 + r.IntN(5))
+		changes := Plan(m, shards, live, gen, t0)
+		if len(live) == 0 {
+			if changes != nil {
+				t.Fatalf("trial %d: changes without a live member: %v", trial, changes)
+			}
+			continue
+		}
+		after := apply(m, changes)
+		checkBalanced(t, after, shards, live)
+		// Only what the balance needs moves: a shard of a live member
+		// moves only when that member was above its larger share.
+		before := counts(m, shards, live)
+		floor := n / len(live)
+		for _, c := range changes {
+			old := m.Shards[c.Shard]
+			if slices.Contains(live, old.Owner) && before[old.Owner] <= floor {
+				t.Fatalf("trial %d: shard %s moved from %s holding %d (no share is below %d)", trial, c.Shard, old.Owner, before[old.Owner], floor)
+			}
+			if c.Owner != old.Owner && (c.Epoch <= old.Epoch || c.Epoch < gen<<epochShift) {
+				t.Fatalf("trial %d: epoch %d after %d in generation %d", trial, c.Epoch, old.Epoch, gen)
+			}
+		}
+		// Stable membership: the next cycles change nothing.
+		if again := Plan(after, shards, live, gen, t0); len(again) != 0 {
+			t.Fatalf("trial %d: a second plan with the same members moved %v", trial, again)
+		}
+	}
+}
+
+func TestJoinAndLeaveMoveAtMostAShare(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 64} {
+		shards := names("", n)
+		m := Map{Shards: map[string]Assignment{}}
+		var live []string
+		for k := 1; k <= 9; k++ {
+			live = append(live, fmt.Sprintf("w%d", k))
+			changes := Plan(m, shards, live, 1, t0)
+			if limit := (n + k - 1) / k; k > 1 && ownerChanges(m, changes) > limit {
+				t.Errorf("N=%d: member %d joining moved %d shards, more than ceil(N/%d) = %d", n, k, ownerChanges(m, changes), k, limit)
+			}
+			m = apply(m, changes)
+			checkBalanced(t, m, shards, live)
+		}
+		for len(live) > 1 {
+			gone := live[0]
+			had := counts(m, shards, live)[gone]
+			live = live[1:]
+			changes := Plan(m, shards, live, 1, t0)
+			if moved := ownerChanges(m, changes); moved != had {
+				t.Errorf("N=%d: %s leaving with %d shards moved %d", n, gone, had, moved)
+			}
+			m = apply(m, changes)
+			checkBalanced(t, m, shards, live)
+		}
+	}
+}
+
+// ownerChanges counts the changes that give a shard to another owner.
+func ownerChanges(m Map, changes []Assignment) int {
+	n := 0
+	for _, c := range changes {
+		if c.Owner != m.Shards[c.Shard].Owner {
+			n++
+		}
+	}
+	return n
+}
+
+type fakeRoster struct {
+	mu   sync.Mutex
+	live []string
+}
+
+func (f *fakeRoster) set(live ...string) {
+	f.mu.Lock()
+	f.live = live
+	f.mu.Unlock()
+}
+
+func (f *fakeRoster) Live(context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.live...), nil
+}
+
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestOwnersFollowTheBalancer(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tb := table.NewMemory("ScheduledItems", clock.Real{})
+	shards := names("", 8)
+	roster := &fakeRoster{}
+	roster.set("a", "b")
+	log := slog.New(slog.DiscardHandler)
+	b := &Balancer{T: tb, Roster: roster, Shards: shards, Cycle: 10 * time.Millisecond, Clock: clock.Real{}, Logger: log}
+	bctx, stopB := context.WithCancel(ctx)
+	bdone := make(chan error, 1)
+	go func() { bdone <- b.Run(bctx, 3) }()
+
+	// moving records which member moves which shard under which epoch, and
+	// fails the test if two members move one shard at once.
+	var mu sync.Mutex
+	moving := map[string]string{}
+	var overlap []string
+	owner := func(member string) (*Owner, context.CancelFunc) {
+		octx, stop := context.WithCancel(ctx)
+		o := &Owner{T: tb, Member: member, Cycle: 10 * time.Millisecond, Clock: clock.Real{}, Logger: log,
+			Move: func(ctx context.Context, shard string, epoch int64) error {
+				mu.Lock()
+				if other, ok := moving[shard]; ok {
+					overlap = append(overlap, fmt.Sprintf("%s: %s and %s", shard, other, member))
+				}
+				moving[shard] = member
+				mu.Unlock()
+				<-ctx.Done()
+				mu.Lock()
+				delete(moving, shard)
+				mu.Unlock()
+				return nil
+			}}
+		go o.Run(octx)
+		return o, stop
+	}
+	oa, _ := owner("a")
+	ob, stopB2 := owner("b")
+	owned := func(o *Owner) int { return len(o.Owned()) }
+	eventually(t, "a and b share 8 shards 4/4", func() bool { return owned(oa) == 4 && owned(ob) == 4 })
+
+	oc, _ := owner("c")
+	roster.set("a", "b", "c")
+	eventually(t, "c joins: 3/3/2", func() bool {
+		s := []int{owned(oa), owned(ob), owned(oc)}
+		slices.Sort(s)
+		return slices.Equal(s, []int{2, 3, 3})
+	})
+
+	stopB2() // b dies: its moves stop, its lease lapses
+	roster.set("a", "c")
+	eventually(t, "b's shards go to a and c: 4/4", func() bool { return owned(oa) == 4 && owned(oc) == 4 })
+	m, err := Read(ctx, tb)
+	if err != nil || m.Generation != 3 || len(m.Shards) != 8 {
+		t.Fatalf("map %+v, %v", m, err)
+	}
+	mu.Lock()
+	if len(overlap) > 0 {
+		t.Errorf("two members moved a shard at once (in this test a member stops before its shards move on): %v", overlap)
+	}
+	mu.Unlock()
+
+	// A newer balancer fences this one out.
+	stopB()
+	<-bdone
+	b2 := &Balancer{T: tb, Roster: roster, Shards: shards, Cycle: 10 * time.Millisecond, Clock: clock.Real{}, Logger: log}
+	if err := b2.cycle(ctx, 4, true, log); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Run(ctx, 3); !errors.Is(err, ErrFenced) {
+		t.Fatalf("the deposed balancer: %v, want ErrFenced", err)
+	}
+}

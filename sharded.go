@@ -1,0 +1,137 @@
+package leasecron
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/shard"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
+)
+
+// DefaultShardCycle is the default WorkerOptions.ShardCycle.
+const DefaultShardCycle = 5 * time.Second
+
+// shardNames are the partitions of n shards: "00", "01", … (one shard is
+// today's "00").
+func shardNames(n int) []string {
+	out := make([]string, max(n, 1))
+	for i := range out {
+		out[i] = fmt.Sprintf("%02d", i)
+	}
+	return out
+}
+
+func (w *Worker) sharded() bool { return w.o.Names.Shards > 1 }
+
+// shardEarly is how far ahead a shard's mover sends tasks: through a dead
+// owner's failover (its member lease lapsing, then a cycle for the cop to
+// see it and one for the new owner to read the map), so that they still
+// start on time.
+func (w *Worker) shardEarly() time.Duration {
+	if w.o.Mover.Early != 0 {
+		return w.o.Mover.Early
+	}
+	l := w.o.Lease.WithDefaults()
+	return max(l.LeaseDuration+2*w.o.ShardCycle, w.o.Mover.PollEvery)
+}
+
+// balance shares the shards among the live instances while this instance
+// is the traffic cop.
+func (w *Worker) balance(ctx context.Context, gen int64) error {
+	b := &shard.Balancer{
+		T:      w.shardMap,
+		Roster: &shard.BlobRoster{C: w.sc.Blob.NewContainerClient(w.o.Names.Container), Forget: 10 * w.o.Lease.WithDefaults().LeaseDuration, Clock: w.o.Clock},
+		Shards: shardNames(w.o.Names.Shards),
+		Cycle:  w.o.ShardCycle,
+		Clock:  w.o.Clock,
+		Logger: w.log.With("component", "balancer"),
+		OnChange: func(shard.Assignment) {
+			w.metrics.ShardMoved()
+		},
+	}
+	return b.Run(ctx, gen)
+}
+
+// own keeps this instance a member of the fleet (a lease on its member
+// blob) and moves the shards the map gives it, until ctx ends. Losing the
+// member lease stops every shard's mover at once; the instance then joins
+// again.
+func (w *Worker) own(ctx context.Context) error {
+	cc := w.sc.Blob.NewContainerClient(w.o.Names.Container)
+	member := shard.MemberName(w.o.InstanceID)
+	sem, err := trafficcop.NewSemaphore(cc, member, 1, trafficcop.SemaphoreOptions{
+		Prefix: shard.MemberPrefix, LeaseTiming: w.o.Lease.LeaseTiming, Clock: w.o.Clock, Logger: w.log})
+	if err != nil {
+		return fmt.Errorf("shard membership: %w", err)
+	}
+	log := w.log.With("component", "shards", "member", member)
+	o := &shard.Owner{T: w.shardMap, Member: member, Cycle: w.o.ShardCycle, Clock: w.o.Clock, Logger: log, Move: w.moveShard,
+		OnChange: func(owned []string) { w.metrics.SetShardsOwned(len(owned)) }}
+	w.mu.Lock()
+	w.owner = o
+	w.mu.Unlock()
+	for {
+		slot, err := sem.TryAcquire(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if errors.Is(err, trafficcop.ErrNoSlot) {
+				log.Warn("another process holds this instance's member lease (two workers with one instance id?); trying again", "err", err)
+			} else {
+				log.Warn("cannot join the fleet's members; trying again", "err", err)
+			}
+			if clock.Sleep(ctx, w.o.Clock, w.o.ShardCycle) != nil {
+				return nil
+			}
+			continue
+		}
+		log.Info("joined the fleet's members")
+		// The owner runs under the slot: losing the lease ends every move.
+		octx, cancel := context.WithCancel(slot.Context())
+		stop := context.AfterFunc(ctx, cancel)
+		_ = o.Run(octx)
+		stop()
+		cancel()
+		// Stopping: release at once, so the cop hands the shards on within
+		// its next cycle.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = slot.Release(rctx)
+		rcancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Warn("lost the member lease; stopped moving shards, joining again", "err", context.Cause(slot.Context()))
+	}
+}
+
+// moveShard moves one shard as its owner under epoch (shard.Owner.Move).
+func (w *Worker) moveShard(ctx context.Context, s string, epoch int64) error {
+	m, err := w.newMover([]string{s}, epoch, w.shardEarly(), false)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	if w.movers == nil {
+		w.movers = map[string]*schedule.Mover{}
+	}
+	w.movers[s] = m
+	w.mu.Unlock()
+	return m.Run(ctx)
+}
+
+// OwnedShards returns the shards this instance moves now (sharded; nil
+// otherwise, or before it owns any).
+func (w *Worker) OwnedShards() []string {
+	w.mu.Lock()
+	o := w.owner
+	w.mu.Unlock()
+	if o == nil {
+		return nil
+	}
+	return o.Owned()
+}

@@ -1,0 +1,190 @@
+package leasecron_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
+)
+
+// shardedFleet is in-process workers of one sharded schedule.
+type shardedFleet struct {
+	t     *testing.T
+	st    leasecron.Storage
+	names leasecron.Names
+	mu    sync.Mutex
+	ran   map[string]int
+	w     map[string]*leasecron.Worker
+	stop  map[string]func()
+}
+
+func newShardedFleet(t *testing.T, shards int) *shardedFleet {
+	st, names := testAccount(t)
+	names.Shards = shards
+	return &shardedFleet{t: t, st: st, names: names, ran: map[string]int{}, w: map[string]*leasecron.Worker{}, stop: map[string]func(){}}
+}
+
+func (f *shardedFleet) start(id string) {
+	f.t.Helper()
+	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
+		Storage: f.st, Names: f.names, InstanceID: id, ShardCycle: 200 * time.Millisecond,
+		Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 500 * time.Millisecond},
+		Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
+		Consumer: queue.ConsumerSettings{PollMax: 300 * time.Millisecond},
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	w.Handle("t", func(ctx context.Context, task leasecron.Task) error {
+		f.mu.Lock()
+		f.ran[task.ID]++
+		f.mu.Unlock()
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	f.mu.Lock()
+	f.w[id] = w
+	f.stop[id] = func() {
+		cancel()
+		if err := <-done; err != nil {
+			f.t.Errorf("worker %s: %v", id, err)
+		}
+	}
+	f.mu.Unlock()
+	f.t.Cleanup(func() {
+		f.mu.Lock()
+		stop := f.stop[id]
+		delete(f.stop, id)
+		f.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+	})
+}
+
+func (f *shardedFleet) halt(id string) {
+	f.mu.Lock()
+	stop := f.stop[id]
+	delete(f.stop, id)
+	delete(f.w, id)
+	f.mu.Unlock()
+	stop()
+}
+
+// shares returns how many shards each running worker moves, sorted.
+func (f *shardedFleet) shares() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []int
+	for _, w := range f.w {
+		out = append(out, len(w.OwnedShards()))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (f *shardedFleet) waitShares(want ...int) {
+	f.t.Helper()
+	defer func(t0 time.Time) { f.t.Logf("shares %v after %v", want, time.Since(t0).Round(time.Millisecond)) }(time.Now())
+	deadline := time.Now().Add(time.Minute)
+	for !slices.Equal(f.shares(), want) {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("shares %v, want %v", f.shares(), want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (f *shardedFleet) waitRan(ids []string) {
+	f.t.Helper()
+	defer func(t0 time.Time) { f.t.Logf("%d ran after %v", len(ids), time.Since(t0).Round(time.Millisecond)) }(time.Now())
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		f.mu.Lock()
+		missing := 0
+		for _, id := range ids {
+			if f.ran[id] == 0 {
+				missing++
+			}
+		}
+		f.mu.Unlock()
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%d of %d tasks never ran", missing, len(ids))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestShardedFleetSharesAndHandsOver runs three workers over eight shards:
+// they share them 3/3/2, every task runs (each once: nothing here makes a
+// duplicate legitimate but a handover, and none happens while tasks are
+// due), a fourth joining takes at most ceil(8/4) shards, and a stopping
+// worker's shards go to the others.
+func TestShardedFleetSharesAndHandsOver(t *testing.T) {
+	t.Parallel()
+	f := newShardedFleet(t, 8)
+	for _, id := range []string{"a", "b", "c"} {
+		f.start(id)
+	}
+	f.waitShares(2, 3, 3)
+
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names, SendWithin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var ids []string
+	items := make([]leasecron.Item, 120)
+	for i := range items {
+		id := fmt.Sprintf("task-%03d", i)
+		ids = append(ids, id)
+		items[i] = leasecron.Item{ID: id, Type: "t", Due: time.Now().Add(time.Duration(i%4) * time.Second)}
+	}
+	res, err := c.ScheduleMany(ctx, items, leasecron.ScheduleManyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	f.waitRan(ids)
+	f.mu.Lock()
+	for id, n := range f.ran {
+		if n != 1 {
+			t.Errorf("%s ran %d times", id, n)
+		}
+	}
+	f.mu.Unlock()
+
+	f.start("d")
+	f.waitShares(2, 2, 2, 2)
+	f.halt("b")
+	f.waitShares(2, 3, 3)
+
+	// Tasks still run after the handovers, from every shard.
+	var more []string
+	for i := range 40 {
+		id := fmt.Sprintf("after-%02d", i)
+		more = append(more, id)
+		if _, err := c.Schedule(ctx, leasecron.Item{ID: id, Type: "t", Due: time.Now().Add(time.Second)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.waitRan(more)
+}
