@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/shard"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
 )
@@ -134,4 +135,89 @@ func (w *Worker) OwnedShards() []string {
 		return nil
 	}
 	return o.Owned()
+}
+
+// ShardReport is the state of a sharded schedule (Client.Shards).
+type ShardReport struct {
+	// Count is the shard count this client is configured with
+	// (Names.Shards).
+	Count int
+	// MapCount is the shard count the traffic cop last balanced for (0:
+	// the map was never written, as in an unsharded fleet).
+	MapCount int
+	// Generation is the lease generation of the traffic cop that last
+	// wrote the map.
+	Generation int64
+	// Shards are the shards, in order.
+	Shards []ShardState
+	// Members are the instances that have joined, live or not (a member
+	// not live for ten lease durations is forgotten).
+	Members []ShardMember
+}
+
+// ShardState is one shard of a ShardReport.
+type ShardState struct {
+	Shard string
+	// Owner is the member name of the instance that moves it ("": none).
+	Owner string
+	// Epoch is the shard's fencing epoch (it grows with every change of
+	// owner).
+	Epoch int64
+	// Since is when the traffic cop gave it to Owner (zero: never).
+	Since time.Time
+	// HandingOverFrom is the previous owner while it lets go.
+	HandingOverFrom string
+	// Due is how many of its tasks are due and not yet moved (at most
+	// schedule.DueCountCap; DueCapped says there are more).
+	Due       int
+	DueCapped bool
+	// Lag is how long its oldest due task has been due (0: none).
+	Lag time.Duration
+}
+
+// ShardMember is an instance in a ShardReport.
+type ShardMember struct {
+	// Name is the member name (the instance id, with characters other than
+	// letters, digits, '.', '_' and '-' replaced by '_').
+	Name string
+	// Live reports that its member lease is in force.
+	Live bool
+	// Shards is how many shards it owns.
+	Shards int
+}
+
+// Shards reports the shard map, each shard's due backlog and the members:
+// one query of the map, one listing of the members and one query per
+// shard.
+func (c *Client) Shards(ctx context.Context) (ShardReport, error) {
+	r := ShardReport{Count: c.o.Names.Shards}
+	m, err := shard.Read(ctx, c.shardMap)
+	if err != nil && !errors.Is(err, storage.ErrTableNotFound) {
+		return r, err
+	}
+	r.MapCount, r.Generation = m.Count, m.Generation
+	owned := map[string]int{}
+	now := c.o.Clock.Now()
+	for _, name := range shardNames(c.o.Names.Shards) {
+		a := m.Shards[name]
+		st := ShardState{Shard: name, Owner: a.Owner, Epoch: a.Epoch, Since: a.Since, HandingOverFrom: a.From}
+		d, err := c.sched.DueIn(ctx, name, now)
+		if err != nil {
+			return r, err
+		}
+		st.Due, st.DueCapped, st.Lag = d.Count, d.Capped, d.Lag
+		if a.Owner != "" {
+			owned[a.Owner]++
+		}
+		r.Shards = append(r.Shards, st)
+	}
+	roster := &shard.BlobRoster{C: c.sc.Blob.NewContainerClient(c.o.Names.Container), Clock: c.o.Clock}
+	members, err := roster.Members(ctx)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return r, err
+	}
+	for _, mb := range members {
+		r.Members = append(r.Members, ShardMember{Name: mb.Name, Live: mb.Live, Shards: owned[mb.Name]})
+	}
+	return r, nil
 }

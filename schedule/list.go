@@ -128,24 +128,39 @@ const DueCountCap = 1000
 func (c *Client) Due(ctx context.Context, now time.Time) (DueStats, error) {
 	var st DueStats
 	for _, shard := range c.opts.Shards {
-		p, err := c.t.Query(ctx, table.Query{Partition: shard, To: dueBound(now), Select: []string{"RowKey"}, Top: DueCountCap})
-		if errors.Is(err, storage.ErrTableNotFound) {
-			return DueStats{}, nil // a fresh account: nothing is due
-		}
+		s, err := c.DueIn(ctx, shard, now)
 		if err != nil {
-			return DueStats{}, fmt.Errorf("due: %w", err)
+			return DueStats{}, err
 		}
-		st.Count += len(p.Entities)
-		if p.Continuation != "" {
-			st.Capped = true
+		st.Count += s.Count
+		st.Capped = st.Capped || s.Capped
+		if !s.Oldest.IsZero() && (st.Oldest.IsZero() || s.Oldest.Before(st.Oldest)) {
+			st.Oldest = s.Oldest
 		}
-		for _, e := range p.Entities {
-			if due, _, err := ParseRowKey(e.RowKey); err == nil {
-				if st.Oldest.IsZero() || due.Before(st.Oldest) {
-					st.Oldest = due
-				}
-				break
-			}
+	}
+	if !st.Oldest.IsZero() {
+		st.Lag = max(0, now.Sub(st.Oldest))
+	}
+	return st, nil
+}
+
+// DueIn counts the rows of one shard due at now (at most DueCountCap; one
+// query reading only keys) and reports the oldest.
+func (c *Client) DueIn(ctx context.Context, shard string, now time.Time) (DueStats, error) {
+	var st DueStats
+	p, err := c.t.Query(ctx, table.Query{Partition: shard, To: dueBound(now), Select: []string{"RowKey"}, Top: DueCountCap})
+	if errors.Is(err, storage.ErrTableNotFound) {
+		return DueStats{}, nil // a fresh account: nothing is due
+	}
+	if err != nil {
+		return DueStats{}, fmt.Errorf("due in shard %s: %w", shard, err)
+	}
+	st.Count = len(p.Entities)
+	st.Capped = p.Continuation != ""
+	for _, e := range p.Entities {
+		if due, _, err := ParseRowKey(e.RowKey); err == nil {
+			st.Oldest = due
+			break
 		}
 	}
 	if !st.Oldest.IsZero() {

@@ -59,6 +59,7 @@ func (a *app) workerOptions() (leasecron.WorkerOptions, error) {
 		Lease: trafficcop.Timing{
 			LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: c.Lease.Duration, RenewEvery: c.Lease.RenewEvery, SafetyMargin: c.Lease.SafetyMargin}, PollEvery: c.Lease.PollEvery,
 		},
+		ShardCycle: c.Shards.Cycle,
 		Mover: schedule.MoverSettings{
 			PollEvery: c.Mover.PollEvery, Early: c.Mover.Early, Concurrency: c.Mover.Concurrency,
 			MaxDepth: c.Queue.MaxDepth, ResumeBelow: c.Queue.ResumeBelow,

@@ -28,6 +28,7 @@ type Config struct {
 	Names      leasecron.Names
 	Lease      Lease
 	Mover      Mover
+	Shards     Shards
 	Queue      Queue
 	Worker     Worker
 	Runs       Runs
@@ -61,6 +62,12 @@ type Mover struct {
 	PollEvery   time.Duration
 	Early       time.Duration
 	Concurrency int
+}
+
+// Shards configures a sharded schedule (shards.cycle; shards.count is
+// Names.Shards).
+type Shards struct {
+	Cycle time.Duration
 }
 
 // Queue configures backpressure.

@@ -79,7 +79,9 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		BlackboardTable: d.name("names.blackboard_table", storage.ValidateTableName),
 		Queue:           d.name("names.queue", storage.ValidateQueueName),
 		PoisonQueue:     d.name("names.poison_queue", storage.ValidateQueueName),
+		Shards:          d.int("shards.count", 1, leasecron.MaxShards),
 	}
+	c.Shards = Shards{Cycle: d.dur("shards.cycle", 50*time.Millisecond, time.Minute)}
 	if c.Names.LeaseBlob == "" {
 		d.bad("names.lease_blob", "", "a blob name")
 	}

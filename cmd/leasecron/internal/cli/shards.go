@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasecron/leasecron"
+)
+
+func init() {
+	extraCommands = append(extraCommands, (*app).shardsCmd)
+}
+
+func (a *app) shardsCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "shards",
+		Short: "Show who moves each schedule shard, its epoch, since when, its due backlog and lag, and the instances",
+		Long: `With shards.count above 1, every live worker moves a share of the schedule's
+shards; the traffic cop (see leader) shares them out and moves them when a
+worker joins, stops or dies. This shows the shard map as the cop last wrote
+it, each shard's due backlog, and the instances that have joined.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			r, err := cl.Shards(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(shardsJSON(r))
+			}
+			a.printShards(r)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func (a *app) printShards(r leasecron.ShardReport) {
+	switch {
+	case r.Count == 1 && r.MapCount == 0:
+		fmt.Fprintln(a.out, "1 shard, moved by the leader (shards.count 1: see `leasecron leader`)")
+	case r.MapCount == 0:
+		fmt.Fprintf(a.out, "%d shards; no traffic cop has shared them out yet (is a worker with shards.count %d running?)\n", r.Count, r.Count)
+	default:
+		fmt.Fprintf(a.out, "%d shards, shared out by the traffic cop of generation %d\n", r.Count, r.Generation)
+	}
+	if r.MapCount != 0 && r.MapCount != r.Count {
+		fmt.Fprintf(a.out, "warning: the traffic cop balances %d shards, this configuration says %d: every worker and client must agree on shards.count\n", r.MapCount, r.Count)
+	}
+	if r.Count == 1 && r.MapCount == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARD\tOWNER\tEPOCH\tSINCE\tDUE\tLAG")
+	for _, s := range r.Shards {
+		owner, since := s.Owner, "never"
+		if owner == "" {
+			owner = "(none)"
+		}
+		if s.HandingOverFrom != "" {
+			owner += " (from " + s.HandingOverFrom + ")"
+		}
+		if !s.Since.IsZero() {
+			since = stamp(s.Since)
+		}
+		due := fmt.Sprint(s.Due)
+		if s.DueCapped {
+			due += "+"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Shard, owner, s.Epoch, since, due, s.Lag.Round(time.Millisecond))
+	}
+	tw.Flush()
+	fmt.Fprintln(a.out)
+	tw = tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTANCE\tLIVE\tSHARDS")
+	for _, m := range r.Members {
+		fmt.Fprintf(tw, "%s\t%t\t%d\n", m.Name, m.Live, m.Shards)
+	}
+	tw.Flush()
+}
+
+type shardOut struct {
+	Shard           string     `json:"shard"`
+	Owner           string     `json:"owner"`
+	Epoch           int64      `json:"epoch"`
+	Since           *time.Time `json:"since"`
+	HandingOverFrom string     `json:"handing_over_from,omitempty"`
+	Due             int        `json:"due"`
+	DueCapped       bool       `json:"due_capped"`
+	LagSeconds      float64    `json:"lag_seconds"`
+}
+
+type memberOut struct {
+	Name   string `json:"name"`
+	Live   bool   `json:"live"`
+	Shards int    `json:"shards"`
+}
+
+func shardsJSON(r leasecron.ShardReport) any {
+	shards := make([]shardOut, 0, len(r.Shards))
+	for _, s := range r.Shards {
+		o := shardOut{Shard: s.Shard, Owner: s.Owner, Epoch: s.Epoch, HandingOverFrom: s.HandingOverFrom, Due: s.Due, DueCapped: s.DueCapped, LagSeconds: s.Lag.Seconds()}
+		if !s.Since.IsZero() {
+			o.Since = &s.Since
+		}
+		shards = append(shards, o)
+	}
+	members := make([]memberOut, 0, len(r.Members))
+	for _, m := range r.Members {
+		members = append(members, memberOut{Name: m.Name, Live: m.Live, Shards: m.Shards})
+	}
+	return map[string]any{"count": r.Count, "map_count": r.MapCount, "generation": r.Generation, "shards": shards, "members": members}
+}
