@@ -71,6 +71,7 @@ func (w *Worker) own(ctx context.Context) error {
 	}
 	log := w.log.With("component", "shards", "member", member)
 	o := &shard.Owner{T: w.shardMap, Member: member, Cycle: w.o.ShardCycle, Clock: w.o.Clock, Logger: log, Move: w.moveShard,
+		Early: w.shardEarly(), NextDue: w.sched.NextDue,
 		OnChange: func(owned []string) { w.metrics.SetShardsOwned(len(owned)) }}
 	w.mu.Lock()
 	w.owner = o
@@ -110,9 +111,12 @@ func (w *Worker) own(ctx context.Context) error {
 	}
 }
 
-// moveShard moves one shard as its owner under epoch (shard.Owner.Move).
-func (w *Worker) moveShard(ctx context.Context, s string, epoch int64) error {
-	m, err := w.newMover([]string{s}, epoch, w.shardEarly(), false)
+// moveShard moves one shard as its owner under epoch, paced by its gate
+// (shard.Owner.Move).
+func (w *Worker) moveShard(ctx context.Context, s string, epoch int64, pace func(context.Context, bool, time.Duration) error) error {
+	m, err := w.newMover([]string{s}, epoch, w.shardEarly(), false, func(ctx context.Context, r schedule.PassReport) error {
+		return pace(ctx, r.Busy || r.Rows > 0, r.Wait)
+	})
 	if err != nil {
 		return err
 	}
@@ -167,6 +171,12 @@ type ShardState struct {
 	Since time.Time
 	// HandingOverFrom is the previous owner while it lets go.
 	HandingOverFrom string
+	// Quiet reports that nothing is due in the shard within its owner's
+	// early window, so the owner has stopped polling it (a client that
+	// writes a task due before WakeBefore wakes it; the owner also looks
+	// at one quiet shard a cycle).
+	Quiet      bool
+	WakeBefore time.Time
 	// Due is how many of its tasks are due and not yet moved (at most
 	// schedule.DueCountCap; DueCapped says there are more).
 	Due       int
@@ -200,7 +210,8 @@ func (c *Client) Shards(ctx context.Context) (ShardReport, error) {
 	now := c.o.Clock.Now()
 	for _, name := range shardNames(c.o.Names.Shards) {
 		a := m.Shards[name]
-		st := ShardState{Shard: name, Owner: a.Owner, Epoch: a.Epoch, Since: a.Since, HandingOverFrom: a.From}
+		st := ShardState{Shard: name, Owner: a.Owner, Epoch: a.Epoch, Since: a.Since, HandingOverFrom: a.From,
+			Quiet: !a.WakeBefore.IsZero(), WakeBefore: a.WakeBefore}
 		d, err := c.sched.DueIn(ctx, name, now)
 		if err != nil {
 			return r, err

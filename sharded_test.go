@@ -22,6 +22,8 @@ type shardedFleet struct {
 	names leasecron.Names
 	mu    sync.Mutex
 	ran   map[string]int
+	at    map[string]time.Time // when each task started (its first run)
+	cycle time.Duration
 	w     map[string]*leasecron.Worker
 	stop  map[string]func()
 }
@@ -29,13 +31,13 @@ type shardedFleet struct {
 func newShardedFleet(t *testing.T, shards int) *shardedFleet {
 	st, names := testAccount(t)
 	names.Shards = shards
-	return &shardedFleet{t: t, st: st, names: names, ran: map[string]int{}, w: map[string]*leasecron.Worker{}, stop: map[string]func(){}}
+	return &shardedFleet{t: t, st: st, names: names, ran: map[string]int{}, at: map[string]time.Time{}, cycle: 200 * time.Millisecond, w: map[string]*leasecron.Worker{}, stop: map[string]func(){}}
 }
 
 func (f *shardedFleet) start(id string) {
 	f.t.Helper()
 	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
-		Storage: f.st, Names: f.names, InstanceID: id, ShardCycle: 200 * time.Millisecond,
+		Storage: f.st, Names: f.names, InstanceID: id, ShardCycle: f.cycle,
 		Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 500 * time.Millisecond},
 		Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
 		Consumer: queue.ConsumerSettings{PollMax: 300 * time.Millisecond},
@@ -47,6 +49,9 @@ func (f *shardedFleet) start(id string) {
 	w.Handle("t", func(ctx context.Context, task leasecron.Task) error {
 		f.mu.Lock()
 		f.ran[task.ID]++
+		if _, ok := f.at[task.ID]; !ok {
+			f.at[task.ID] = time.Now()
+		}
 		f.mu.Unlock()
 		return nil
 	})
@@ -187,4 +192,96 @@ func TestShardedFleetSharesAndHandsOver(t *testing.T) {
 		}
 	}
 	f.waitRan(more)
+}
+
+// idleRate starts one worker over n shards (each cycle given) and returns
+// its storage requests per second once every shard is quiet.
+func idleRate(t *testing.T, n int, cycle time.Duration) (float64, *shardedFleet) {
+	f := newShardedFleet(t, n)
+	f.cycle = cycle
+	f.start("solo")
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r, err := c.Shards(ctx)
+		quiet := 0
+		if err == nil {
+			for _, s := range r.Shards {
+				if s.Quiet && s.Owner == "solo" {
+					quiet++
+				}
+			}
+		}
+		if quiet == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d shards quiet after a minute", quiet, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	f.mu.Lock()
+	w := f.w["solo"]
+	f.mu.Unlock()
+	time.Sleep(3 * time.Second) // past the grace of the last shard to go quiet
+	before, start := w.Requests(), time.Now()
+	time.Sleep(6 * time.Second)
+	after, took := w.Requests(), time.Since(start)
+	d := after.Sub(before)
+	rate := float64(d.Total) / took.Seconds()
+	t.Logf("%d shards, quiet: %.1f requests/s (%v)", n, rate, d.ByOp)
+	return rate, f
+}
+
+// TestQuietShardsCostNothingEach: an idle worker's request rate does not
+// grow with its shards: each quiet shard costs nothing a cycle but its
+// turn in the one look a cycle.
+func TestQuietShardsCostNothingEach(t *testing.T) {
+	t.Parallel()
+	r2, _ := idleRate(t, 2, 200*time.Millisecond)
+	r64, _ := idleRate(t, 64, 200*time.Millisecond)
+	if r64 > r2*1.15+0.5 {
+		t.Errorf("quiet: %.1f requests/s with 64 shards against %.1f with 2", r64, r2)
+	}
+}
+
+// TestQuietShardsWakeForNewTasks: with 64 quiet shards and a 500 ms cycle
+// the round-robin look comes to a shard every 32 s, but a task scheduled
+// into a quiet shard wakes its owner, so it starts on time; a row written
+// straight into the table (another language: no wake) is found by the
+// round-robin look.
+func TestQuietShardsWakeForNewTasks(t *testing.T) {
+	t.Parallel()
+	_, f := idleRate(t, 64, 500*time.Millisecond)
+	// The client leaves every task to the movers (SendWithin −1).
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names, SendWithin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	dues := map[string]time.Time{}
+	var ids []string
+	for i := range 6 {
+		id := fmt.Sprintf("woken-%d", i)
+		due := time.Now().Add(3 * time.Second)
+		if _, err := c.Schedule(ctx, leasecron.Item{ID: id, Type: "t", Due: due}, nil); err != nil {
+			t.Fatal(err)
+		}
+		dues[id] = due
+		ids = append(ids, id)
+		time.Sleep(700 * time.Millisecond) // past the client's map TTL: each reads the map again
+	}
+	f.waitRan(ids)
+	f.mu.Lock()
+	for _, id := range ids {
+		late := f.at[id].Sub(dues[id])
+		if late < 0 || late > 3*time.Second {
+			t.Errorf("%s started %s after its due time; a woken owner moves it on time", id, late.Round(time.Millisecond))
+		}
+	}
+	f.mu.Unlock()
 }

@@ -439,7 +439,7 @@ func (w *Worker) lead(ctx context.Context) error {
 	if w.sharded() {
 		return w.duties(ctx, func(ctx context.Context) error { return w.balance(ctx, term.Generation) })
 	}
-	m, err := w.newMover([]string{schedule.DefaultShard}, term.Generation, earlyWindow(w.o.Mover, w.o.Lease), true)
+	m, err := w.newMover([]string{schedule.DefaultShard}, term.Generation, earlyWindow(w.o.Mover, w.o.Lease), true, nil)
 	if err != nil {
 		return err
 	}
@@ -464,7 +464,7 @@ func (w *Worker) duties(ctx context.Context, main func(context.Context) error) e
 // newMover returns a mover of shards under the fencing generation gen.
 // announce: its early sends are announced in the lease note (only the
 // traffic cop writes one).
-func (w *Worker) newMover(shards []string, gen int64, early time.Duration, announce bool) (*schedule.Mover, error) {
+func (w *Worker) newMover(shards []string, gen int64, early time.Duration, announce bool, pace func(context.Context, schedule.PassReport) error) (*schedule.Mover, error) {
 	var enq schedule.Enqueuer = w.queue
 	w.mu.Lock()
 	if w.consumer != nil {
@@ -477,6 +477,7 @@ func (w *Worker) newMover(shards []string, gen int64, early time.Duration, annou
 	mo := schedule.MoverOptions{
 		MoverSettings: settings,
 		Shards:        shards,
+		Pace:          pace,
 		Generation:    func() int64 { return gen },
 		Enqueuer:      enq,
 		SetAside:      w.queue,

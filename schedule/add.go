@@ -102,6 +102,7 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 	if oldBlob != "" && oldBlob != it.PayloadBlob {
 		c.deleteBlob(ctx, oldBlob)
 	}
+	c.wakeOwner(ctx, shard, it.Due)
 	return it, nil
 }
 

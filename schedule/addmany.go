@@ -110,6 +110,7 @@ func (c *Client) AddMany(ctx context.Context, items []Item, o AddManyOptions) ([
 	if o.Partial {
 		b.tidy(ctx)
 	}
+	c.wakeOwners(ctx, b.res)
 	return b.res, b.summary()
 }
 

@@ -116,6 +116,7 @@ func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o
 		etags, err := c.t.Submit(ctx, ops)
 		if err == nil {
 			c.unconfirm(ctx, id, f.row)
+			c.wakeOwner(ctx, moved.PartitionKey, due)
 			moved.ETag = etagAt(etags, 0)
 			return readItem(moved), nil
 		}

@@ -124,6 +124,7 @@ func validateShard(s string) error {
 // reschedule, list. It is safe for concurrent use.
 type Client struct {
 	t     table.Table
+	waker ownerWaker
 	opts  Options
 	parts table.Partitions
 }

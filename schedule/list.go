@@ -168,3 +168,18 @@ func (c *Client) DueIn(ctx context.Context, shard string, now time.Time) (DueSta
 	}
 	return st, nil
 }
+
+// NextDue returns the due time of the earliest row of shard (one query
+// reading one key), and false when the shard has none.
+func (c *Client) NextDue(ctx context.Context, shard string) (time.Time, bool, error) {
+	p, err := c.t.Query(ctx, table.Query{Partition: shard, To: dueBound(MaxTime), Select: []string{"RowKey"}, Top: 1})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("next due in shard %s: %w", shard, err)
+	}
+	for _, e := range p.Entities {
+		if due, _, err := ParseRowKey(e.RowKey); err == nil {
+			return due, true, nil
+		}
+	}
+	return time.Time{}, false, nil
+}

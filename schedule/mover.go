@@ -55,6 +55,7 @@ type Mover struct {
 	// started (zero at the start of a term).
 	lastPass time.Time
 	lastTook time.Duration // how long the last completed pass took (retireWindow)
+	passRows int           // rows the current (or last) pass read
 }
 
 // NewMover returns a Mover of the schedule c reads and writes. Its
@@ -151,6 +152,7 @@ func (m *Mover) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		before := m.Stats()
 		full, err := m.pass(ctx, gen)
 		if err == nil && m.o.SweepEvery > 0 && ctx.Err() == nil {
 			if now := m.o.Clock.Now(); lastSweep.IsZero() || now.Sub(lastSweep) >= m.o.SweepEvery {
@@ -179,6 +181,18 @@ func (m *Mover) Run(ctx context.Context) error {
 		if full && err == nil {
 			continue
 		}
+		if m.o.Pace != nil {
+			after := m.Stats()
+			m.mu.Lock()
+			rows := m.passRows
+			m.mu.Unlock()
+			busy := err != nil || after.HoldingBack || after.Enqueued != before.Enqueued || after.Moved != before.Moved ||
+				after.SentEarly != before.SentEarly || after.SetAside != before.SetAside || after.Skipped != before.Skipped
+			if m.o.Pace(ctx, PassReport{Busy: busy, Rows: rows, Err: err, Wait: wait}) != nil {
+				return nil
+			}
+			continue
+		}
 		if clock.Sleep(ctx, m.o.Clock, wait) != nil {
 			return nil
 		}
@@ -190,3 +204,4 @@ func (m *Mover) fenced(log *slog.Logger, err error) error {
 	log.Warn("stopping", "err", err)
 	return err
 }
+

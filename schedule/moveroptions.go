@@ -130,6 +130,12 @@ type MoverOptions struct {
 	// unique guards whose task no longer holds the key (see AddUnique);
 	// nil leaves them to be taken over by the next task with the key.
 	GuardLive Live
+	// Pace, when set, is called after every pass (but one that found more
+	// due rows than MaxPerPass) in place of the wait of PollEvery, and the
+	// next pass starts when it returns; a non-nil error (ctx ended) stops
+	// the mover. A sharded schedule's owner uses it to leave a shard with
+	// nothing due within Early alone until it is woken (internal/shard).
+	Pace func(ctx context.Context, r PassReport) error
 	// PayloadStore takes payloads of directly inserted rows that are too
 	// large for a queue message. Nil: such rows are set aside.
 	PayloadStore PayloadStore
@@ -221,6 +227,21 @@ func (m *Mover) retireWindow() time.Duration {
 	took := m.lastTook
 	m.mu.Unlock()
 	return min(m.o.PollEvery+2*took, m.o.Early)
+}
+
+// PassReport is what a pass found, for MoverOptions.Pace.
+type PassReport struct {
+	// Busy: the pass sent, moved, marked or set aside a row, held back,
+	// or failed.
+	Busy bool
+	// Rows is how many rows due within the Early window it read (rows
+	// already sent early count: they are retired when due).
+	Rows int
+	// Err is the pass's error, if it failed.
+	Err error
+	// Wait is how long the mover would wait before the next pass
+	// (PollEvery, or longer after failures).
+	Wait time.Duration
 }
 
 // MoverStats are the mover's counters since it was created.

@@ -63,6 +63,9 @@ type send struct {
 // probe failed) a pass moves at most one batch (MaxOps rows).
 func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	now := m.o.Clock.Now()
+	m.mu.Lock()
+	m.passRows = 0
+	m.mu.Unlock()
 	m.count(func(s *MoverStats) { s.LastPass = now })
 	m.waitingAt(now) // forgets the messages that have come due
 	hold, room, err := m.holdBack(ctx, now)
@@ -93,6 +96,9 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 			return false, err
 		}
 		full = full || more
+		m.mu.Lock()
+		m.passRows += sp.rows
+		m.mu.Unlock()
 		m.o.Logger.Debug("pass over a shard", "shard", shard, "sent", sp.sent, "more", more, "took", m.o.Clock.Now().Sub(now))
 		if room.rows >= 0 {
 			room.rows -= sp.sent

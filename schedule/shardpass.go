@@ -31,6 +31,7 @@ type shardPass struct {
 	since  time.Time // the previous pass of the term (see Mover.plan)
 	budget int       // messages (or rows) this pass may still act on
 	sent   int       // messages sent
+	rows   int       // rows read (due within the early window)
 	sem    chan struct{}
 	mu     sync.Mutex
 	lagSet bool
@@ -130,6 +131,9 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 			}
 			return false, fmt.Errorf("query due rows of shard %s: %w", sp.shard, err)
 		}
+		sp.mu.Lock()
+		sp.rows += len(page.Entities)
+		sp.mu.Unlock()
 		for i, e := range page.Entities {
 			if sp.budget <= 0 {
 				return i < len(page.Entities) || page.Continuation != "", nil

@@ -271,6 +271,7 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 		etags, err := c.t.Submit(ctx, ops)
 		if err == nil {
 			it.ETag = etagAt(etags, 0)
+			c.wakeOwner(ctx, shard, it.Due)
 			return it, nil
 		}
 		if errors.Is(err, storage.ErrTableNotFound) && !created {

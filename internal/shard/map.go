@@ -54,7 +54,11 @@ type Assignment struct {
 	// (or has died, and the balancer cleared it), so that a planned move
 	// never has two movers at once. "" when there is none.
 	From string
-	etag string
+	// WakeBefore: the owner has gone quiet; a row due before this needs
+	// a wake (zero while it polls).
+	WakeBefore time.Time
+	etag       string
+	wake       string
 }
 
 // Map is the shard map as read.
@@ -118,7 +122,8 @@ func Read(ctx context.Context, t table.Table) (Map, error) {
 			continue
 		}
 		m.Shards[e.RowKey] = Assignment{Shard: e.RowKey, Owner: e.Props.Str(PropOwner), Epoch: e.Props.Int(PropEpoch),
-			Since: e.Props.Time(PropSince), From: e.Props.Str(PropFrom), etag: e.ETag}
+			Since: e.Props.Time(PropSince), From: e.Props.Str(PropFrom), WakeBefore: e.Props.Time(PropWakeBefore),
+			etag: e.ETag, wake: e.Props.Str(PropWake)}
 	}
 	return m, nil
 }

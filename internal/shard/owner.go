@@ -23,18 +23,32 @@ type Owner struct {
 	Cycle  time.Duration
 	Clock  clock.Clock
 	Logger *slog.Logger
-	// Move moves shard as its owner under epoch until ctx ends; an error
-	// (such as a fence refusing the epoch) ends that shard's moving until
-	// the map gives it again under another epoch.
-	Move func(ctx context.Context, shard string, epoch int64) error
+	// Early is the movers' early window: a shard whose earliest row is
+	// due later than this ahead may go quiet.
+	Early time.Duration
+	// NextDue returns the due time of a shard's earliest row (false: it
+	// has none).
+	NextDue func(ctx context.Context, shard string) (time.Time, bool, error)
+	// Move moves shard as its owner under epoch until ctx ends, pacing its
+	// passes with pace (schedule.MoverOptions.Pace: busy reports that the
+	// pass found rows due within Early, wait the mover's own wait); an
+	// error (such as a fence refusing the epoch) ends that shard's moving
+	// until the map gives it again under another epoch.
+	Move func(ctx context.Context, shard string, epoch int64, pace func(ctx context.Context, busy bool, wait time.Duration) error) error
 	// OnChange, if set, is told the shards moved after every change.
 	OnChange func(owned []string)
 
 	mu    sync.Mutex
 	moves map[string]*move
+	rr    string // the shard the last round-robin look went to
 }
 
+// grace is how long a shard's owner keeps polling after publishing that
+// it goes quiet.
+func (o *Owner) grace() time.Duration { return max(2*o.Cycle, 2*ClientMapTTL) }
+
 type move struct {
+	gate   *gate
 	epoch  int64
 	since  time.Time
 	cancel context.CancelFunc
@@ -58,7 +72,8 @@ func (o *Owner) Run(ctx context.Context) error {
 		if err != nil {
 			o.Logger.Warn("cannot read the shard map; keeping the shards as they are", "err", err)
 		} else {
-			o.apply(ctx, m.Owned(o.Member))
+			o.apply(ctx, m)
+			o.look()
 			// apply has stopped the moves of shards taken from us: tell
 			// their new owners.
 			for _, a := range m.Releasing(o.Member) {
@@ -87,7 +102,8 @@ func (o *Owner) Owned() []string {
 	return out
 }
 
-func (o *Owner) apply(ctx context.Context, mine map[string]int64) {
+func (o *Owner) apply(ctx context.Context, m Map) {
+	mine := m.Owned(o.Member)
 	o.mu.Lock()
 	changed := false
 	defer func() {
@@ -106,22 +122,51 @@ func (o *Owner) apply(ctx context.Context, mine map[string]int64) {
 		}
 	}
 	for s, e := range mine {
-		if _, ok := o.moves[s]; ok {
+		if mv, ok := o.moves[s]; ok {
+			mv.gate.seen(m.Shards[s])
 			continue
 		}
 		mctx, cancel := context.WithCancel(ctx)
-		mv := &move{epoch: e, since: o.Clock.Now(), cancel: cancel, done: make(chan struct{})}
+		mv := &move{gate: newGate(o, m.Shards[s]), epoch: e, since: o.Clock.Now(), cancel: cancel, done: make(chan struct{})}
 		o.moves[s] = mv
 		changed = true
 		o.Logger.Info("moving shard", "shard", s, "epoch", e)
 		go func() {
 			defer close(mv.done)
 			defer mv.ended.Store(true)
-			if err := o.Move(mctx, s, e); err != nil && !errors.Is(err, context.Canceled) && mctx.Err() == nil {
+			if err := o.Move(mctx, s, e, mv.gate.Pace); err != nil && !errors.Is(err, context.Canceled) && mctx.Err() == nil {
 				o.Logger.Warn("stopped moving shard", "shard", s, "epoch", e, "err", err)
 			}
 		}()
 	}
+}
+
+// look gives the next quiet shard (in shard order, round robin) a look at
+// its earliest row: one query a cycle, however many shards are quiet, so
+// that rows written without a wake (by other languages) are found within
+// (quiet shards) × Cycle.
+func (o *Owner) look() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var quiet []string
+	for s, mv := range o.moves {
+		if mv.gate.isQuiet() {
+			quiet = append(quiet, s)
+		}
+	}
+	if len(quiet) == 0 {
+		return
+	}
+	sort.Strings(quiet)
+	next := quiet[0]
+	for _, s := range quiet {
+		if s > o.rr {
+			next = s
+			break
+		}
+	}
+	o.rr = next
+	o.moves[next].gate.poke()
 }
 
 func (o *Owner) stopAll() {

@@ -199,7 +199,8 @@ func TestOwnersFollowTheBalancer(t *testing.T) {
 	owner := func(member string) (*Owner, context.CancelFunc) {
 		octx, stop := context.WithCancel(ctx)
 		o := &Owner{T: tb, Member: member, Cycle: 10 * time.Millisecond, Clock: clock.Real{}, Logger: log,
-			Move: func(ctx context.Context, shard string, epoch int64) error {
+			NextDue: func(context.Context, string) (time.Time, bool, error) { return time.Time{}, false, nil },
+			Move: func(ctx context.Context, shard string, epoch int64, _ func(context.Context, bool, time.Duration) error) error {
 				mu.Lock()
 				if other, ok := moving[shard]; ok {
 					overlap = append(overlap, fmt.Sprintf("%s: %s and %s", shard, other, member))

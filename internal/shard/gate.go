@@ -1,0 +1,214 @@
+package shard
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/randid"
+	"github.com/leasecron/leasecron/internal/table"
+)
+
+// Properties of a shard row that its owner and the schedule's clients
+// write.
+const (
+	// PropWakeBefore is published by the owner of a shard it has stopped
+	// polling: a row due before it needs a wake. "" while it polls.
+	PropWakeBefore = "WakeBefore"
+	// PropWake is a token a client writes to wake a quiet shard's owner.
+	PropWake = "Wake"
+)
+
+// ClientMapTTL is how long a client trusts the shard map it read before
+// deciding whether a row it wrote needs a wake. An owner keeps polling a
+// shard for longer than this (and two cycles) after publishing that it is
+// going quiet, so a client that read the map just before still has its row
+// seen.
+const ClientMapTTL = time.Second
+
+// far is the WakeBefore of a shard without any row: every new row needs a
+// wake.
+var far = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// gate paces the mover of one owned shard: it passes every poll while the
+// shard has rows due within the early window, and otherwise publishes
+// WakeBefore (the earliest row's due time) in the map and, after a grace
+// period, leaves the shard alone until a client's wake, its earliest row
+// coming within the window, or the owner's round-robin look.
+type gate struct {
+	o     *Owner
+	shard string
+	kick  chan struct{}
+
+	mu        sync.Mutex
+	quiet     bool      // waiting without passes
+	published time.Time // the WakeBefore written (zero: none)
+	since     time.Time // when it was written
+	wake      string    // the last wake token seen
+	etag      string    // the shard row's ETag as last read
+}
+
+func newGate(o *Owner, a Assignment) *gate {
+	return &gate{o: o, shard: a.Shard, kick: make(chan struct{}, 1), wake: a.wake, etag: a.etag}
+}
+
+// seen takes the shard row as the owner read it: a new wake token kicks
+// the gate.
+func (g *gate) seen(a Assignment) {
+	g.mu.Lock()
+	g.etag = a.etag
+	woken := a.wake != g.wake
+	g.wake = a.wake
+	g.mu.Unlock()
+	if woken {
+		g.poke()
+	}
+}
+
+func (g *gate) poke() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (g *gate) isQuiet() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.quiet
+}
+
+// Pace is the mover's pace (schedule.MoverOptions.Pace): busy reports that
+// the pass found rows due within the early window, wait how long the mover
+// would wait.
+func (g *gate) Pace(ctx context.Context, busy bool, wait time.Duration) error {
+	if busy {
+		g.unpublish(ctx)
+		return g.sleep(ctx, wait)
+	}
+	for {
+		now := g.o.Clock.Now()
+		next, ok, err := g.o.NextDue(ctx, g.shard)
+		if err != nil {
+			return g.sleep(ctx, wait) // keep polling
+		}
+		wakeBefore := far
+		if ok {
+			wakeBefore = next
+			if act := next.Add(-g.o.Early); !act.After(now.Add(wait)) {
+				g.unpublish(ctx)
+				return g.sleep(ctx, max(0, act.Sub(now)))
+			}
+		}
+		if !g.publish(ctx, wakeBefore) {
+			return g.sleep(ctx, wait) // not published: clients will not wake us
+		}
+		g.mu.Lock()
+		grace := g.o.Clock.Now().Sub(g.since) < g.o.grace()
+		g.quiet = !grace
+		g.mu.Unlock()
+		if grace {
+			return g.sleep(ctx, wait)
+		}
+		var due <-chan time.Time
+		if ok {
+			t := g.o.Clock.NewTimer(next.Add(-g.o.Early).Sub(now))
+			defer t.Stop()
+			due = t.C()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-due:
+			g.setQuiet(false)
+			return nil
+		case <-g.kick: // a wake or the round-robin look: look again
+		}
+	}
+}
+
+func (g *gate) setQuiet(q bool) {
+	g.mu.Lock()
+	g.quiet = q
+	g.mu.Unlock()
+}
+
+// sleep waits d or until kicked.
+func (g *gate) sleep(ctx context.Context, d time.Duration) error {
+	g.setQuiet(false)
+	t := g.o.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+	case <-g.kick:
+	}
+	return nil
+}
+
+// publish writes WakeBefore unless the same or a later value is already
+// written; it reports whether the row holds it (conditional on the row as
+// last read, so a change by the balancer is never overwritten).
+func (g *gate) publish(ctx context.Context, wakeBefore time.Time) bool {
+	g.mu.Lock()
+	pub, etag := g.published, g.etag
+	g.mu.Unlock()
+	if !pub.IsZero() && !wakeBefore.Before(pub) {
+		return true
+	}
+	etags, err := g.o.T.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: g.shard, IfMatch: etag,
+		Props: table.Props{PropWakeBefore: wakeBefore.UTC().Format(time.RFC3339Nano)}}})
+	if err != nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if pub.IsZero() {
+		g.since = g.o.Clock.Now()
+	}
+	g.published = wakeBefore
+	if len(etags) == 1 && etags[0] != "" {
+		g.etag = etags[0]
+	}
+	return true
+}
+
+// unpublish clears WakeBefore (the shard is polled again).
+func (g *gate) unpublish(ctx context.Context) {
+	g.mu.Lock()
+	pub, etag := g.published, g.etag
+	g.mu.Unlock()
+	if pub.IsZero() {
+		return
+	}
+	etags, err := g.o.T.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: g.shard, IfMatch: etag,
+		Props: table.Props{PropWakeBefore: ""}}})
+	if err != nil {
+		return // tried again after the next pass; clients wake us meanwhile
+	}
+	g.mu.Lock()
+	g.published = time.Time{}
+	if len(etags) == 1 && etags[0] != "" {
+		g.etag = etags[0]
+	}
+	g.mu.Unlock()
+}
+
+// Wake is what a schedule client calls after writing a row due at due into
+// shard, given the map it holds (read at most ClientMapTTL ago): if the
+// shard's owner has gone quiet and would not look before due, it writes a
+// wake token into the shard's row (one request). It reports whether it
+// woke the owner.
+func Wake(ctx context.Context, t table.Table, m Map, shard string, due time.Time) (bool, error) {
+	a, ok := m.Shards[shard]
+	if !ok || a.WakeBefore.IsZero() || !due.Before(a.WakeBefore) {
+		return false, nil
+	}
+	_, err := t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: shard,
+		Props: table.Props{PropWake: randid.UUID()}}})
+	if err != nil {
+		return false, err
+	}
+	return true, nil
+}
