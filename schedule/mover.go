@@ -204,4 +204,3 @@ func (m *Mover) fenced(log *slog.Logger, err error) error {
 	log.Warn("stopping", "err", err)
 	return err
 }
-
