@@ -343,3 +343,72 @@ func TestMissingTableIsAnEmptySchedule(t *testing.T) {
 		t.Fatalf("Get after Add = %+v, %v", got, err)
 	}
 }
+
+// TestListMergesShardsInDueOrder: with four shards, pages of List come in
+// due order across the shards, filters apply, and a row removed between
+// pages does not disturb the paging.
+func TestListMergesShardsInDueOrder(t *testing.T) {
+	c, _, _ := newMemClient(t, Options{Shards: []string{"00", "01", "02", "03"}})
+	var want []string
+	for i := range 40 {
+		id := fmt.Sprintf("m%02d", i)
+		typ := "even"
+		if i%2 == 1 {
+			typ = "odd"
+		}
+		if _, err := c.Add(ctx(t), Item{ID: id, Type: typ, Due: t0.Add(time.Duration(i) * time.Minute)}, AddOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	shards := map[string]bool{}
+	for _, id := range want {
+		shards[c.shardFor(id)] = true
+	}
+	if len(shards) < 3 {
+		t.Fatalf("the ids fall into %d shards; the test wants them spread", len(shards))
+	}
+	page := func(lo ListOptions) []string {
+		var ids []string
+		for pages := 0; ; pages++ {
+			items, next, err := c.List(ctx(t), lo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range items {
+				ids = append(ids, it.ID)
+			}
+			if next == "" {
+				return ids
+			}
+			if len(ids) == 7 {
+				// Removed between pages: the next page starts after it all
+				// the same.
+				if _, err := c.Cancel(ctx(t), ids[6]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lo.Continuation = next
+			if pages > 50 {
+				t.Fatal("paging does not end")
+			}
+		}
+	}
+	if got := page(ListOptions{Limit: 7}); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("pages of 7:\n got %v\nwant %v", got, want)
+	}
+	var odd []string
+	for i, id := range want {
+		if i%2 == 1 && id != want[6] && id != "m13" {
+			odd = append(odd, id)
+		}
+	}
+	got := page(ListOptions{Limit: 3, Type: "odd"})
+	// m06 was cancelled by the first paging, m13 (the 7th odd) by this one.
+	if strings.Join(got, ",") != strings.Join(append(odd[:6:6], append([]string{"m13"}, odd[6:]...)...), ",") {
+		t.Fatalf("odd tasks in pages of 3:\n got %v", got)
+	}
+	if _, _, err := c.List(ctx(t), ListOptions{Continuation: "garbage"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a bad token: %v", err)
+	}
+}

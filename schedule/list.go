@@ -5,7 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,9 +27,10 @@ type ListOptions struct {
 	Recurring bool
 }
 
-// List returns one page of pending items in due order (shard by shard),
-// and a continuation token ("" when there are no more). Malformed rows are
-// included with Item.Problem set.
+// List returns one page of pending items in due order, merged across the
+// shards (one query per shard per page, more where a filter leaves a
+// shard's page short), and a continuation token ("" when there are no
+// more). Malformed rows are included with Item.Problem set.
 func (c *Client) List(ctx context.Context, lo ListOptions) ([]Item, string, error) {
 	if lo.Limit == 0 {
 		lo.Limit = 100
@@ -37,7 +38,7 @@ func (c *Client) List(ctx context.Context, lo ListOptions) ([]Item, string, erro
 	if lo.Limit < 0 || lo.Limit > 1000 {
 		return nil, "", fmt.Errorf("%w: list limit %d: want 1..1000", ErrInvalid, lo.Limit)
 	}
-	shardIdx, cont, err := decodeListToken(lo.Continuation, len(c.opts.Shards))
+	after, err := decodeListToken(lo.Continuation)
 	if err != nil {
 		return nil, "", err
 	}
@@ -45,56 +46,93 @@ func (c *Client) List(ctx context.Context, lo ListOptions) ([]Item, string, erro
 	if lo.Due {
 		to = dueBound(c.opts.Clock.Now())
 	}
-	var items []Item
-	for shardIdx < len(c.opts.Shards) {
-		q := table.Query{Partition: c.opts.Shards[shardIdx], To: to, Top: lo.Limit - len(items), Continuation: cont}
-		if lo.Type != "" {
-			q.Where = append(q.Where, table.Cond{Prop: PropType, Op: table.Eq, Value: lo.Type})
-		}
-		if lo.Recurring {
-			q.Where = append(q.Where, table.Cond{Prop: PropRecurrence, Op: table.Gt, Value: ""})
-		}
-		p, err := c.t.Query(ctx, q)
+	var rows []table.Entity
+	more := false // some shard has rows beyond what was read
+	for _, shard := range c.opts.Shards {
+		got, rest, err := c.listShard(ctx, shard, after, to, lo)
 		if errors.Is(err, storage.ErrTableNotFound) {
 			return nil, "", nil // a fresh account: nothing scheduled yet
 		}
 		if err != nil {
 			return nil, "", fmt.Errorf("list: %w", err)
 		}
-		for _, e := range p.Entities {
-			items = append(items, readItem(e))
-		}
-		cont = p.Continuation
-		if cont == "" {
-			shardIdx++
-		}
-		if len(items) >= lo.Limit {
-			break
-		}
+		rows = append(rows, got...)
+		more = more || rest
 	}
-	if shardIdx >= len(c.opts.Shards) {
+	// Every RowKey is unique across the shards (it ends with the id), so
+	// RowKey order is one order over the whole schedule.
+	slices.SortFunc(rows, func(a, b table.Entity) int { return strings.Compare(a.RowKey, b.RowKey) })
+	if len(rows) > lo.Limit {
+		rows, more = rows[:lo.Limit], true
+	}
+	items := make([]Item, len(rows))
+	for i, e := range rows {
+		items[i] = readItem(e)
+	}
+	if !more || len(rows) == 0 {
 		return items, "", nil
 	}
-	return items, encodeListToken(shardIdx, cont), nil
+	return items, encodeListToken(rows[len(rows)-1].RowKey), nil
 }
 
-func encodeListToken(shard int, cont string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(shard) + "\n" + cont))
+// listShard reads up to lo.Limit rows of shard after the RowKey after (and
+// before to) that meet lo's filters, and reports whether it stopped short
+// of the shard's end.
+func (c *Client) listShard(ctx context.Context, shard, after, to string, lo ListOptions) ([]table.Entity, bool, error) {
+	// From is inclusive: the row after names is skipped if it is still
+	// there (one more is asked for).
+	q := table.Query{Partition: shard, To: to, From: after}
+	skip := 0
+	if after != "" {
+		skip = 1
+	}
+	if lo.Type != "" {
+		q.Where = append(q.Where, table.Cond{Prop: PropType, Op: table.Eq, Value: lo.Type})
+	}
+	if lo.Recurring {
+		q.Where = append(q.Where, table.Cond{Prop: PropRecurrence, Op: table.Gt, Value: ""})
+	}
+	var out []table.Entity
+	for {
+		q.Top = min(table.MaxPage, lo.Limit-len(out)+skip)
+		p, err := c.t.Query(ctx, q)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, e := range p.Entities {
+			if skip > 0 && e.RowKey == after {
+				skip = 0
+				continue
+			}
+			skip = 0
+			out = append(out, e)
+		}
+		if p.Continuation == "" {
+			return out, false, nil
+		}
+		if len(out) >= lo.Limit {
+			return out, true, nil
+		}
+		q.Continuation = p.Continuation
+	}
 }
 
-func decodeListToken(tok string, shards int) (int, string, error) {
+// encodeListToken is the continuation of a page whose last row was key.
+func encodeListToken(key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("k" + key))
+}
+
+func decodeListToken(tok string) (string, error) {
 	if tok == "" {
-		return 0, "", nil
+		return "", nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err == nil {
-		s, cont, ok := strings.Cut(string(b), "\n")
-		n, aerr := strconv.Atoi(s)
-		if ok && aerr == nil && n >= 0 && n < shards && (cont == "" || table.CheckContinuation(cont) == nil) {
-			return n, cont, nil
+		if key, ok := strings.CutPrefix(string(b), "k"); ok && key != "" && storage.ValidateKeyPart("continuation", key) == nil {
+			return key, nil
 		}
 	}
-	return 0, "", fmt.Errorf("%w: list continuation %q is not a token List returned", ErrInvalid, tok)
+	return "", fmt.Errorf("%w: list continuation %q is not a token List returned", ErrInvalid, tok)
 }
 
 // dueBound is the exclusive RowKey bound that selects rows due at or before t.
