@@ -232,3 +232,9 @@ func (c *Client) Shards(ctx context.Context) (ShardReport, error) {
 	}
 	return r, nil
 }
+
+// ShardOf returns the shard (the ScheduledItems partition) a task with
+// this id is written to: the id's FNV-1a-32 hash modulo Names.Shards, as
+// at least two digits ("00" with one shard). See the README's "Sharding"
+// for the same function in Python, Node and C#.
+func (c *Client) ShardOf(id string) string { return c.sched.ShardOf(id) }

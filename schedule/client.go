@@ -185,5 +185,9 @@ func (c *Client) Ensure(ctx context.Context) error {
 // Shards returns the PartitionKeys in use.
 func (c *Client) Shards() []string { return append([]string(nil), c.opts.Shards...) }
 
+// ShardOf returns the shard (partition) a task with this id is written
+// to: table.Hash(id) modulo the shard count.
+func (c *Client) ShardOf(id string) string { return c.shardFor(id) }
+
 // shardFor picks the partition an id lives in (see table.Partitions).
 func (c *Client) shardFor(id string) string { return c.parts.Of(id) }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"syscall"
@@ -185,5 +186,56 @@ func TestShardsThroughAnOwnerKill(t *testing.T) {
 		t.Errorf("leasecron shards: %v\n%s", err, text)
 	}
 	t.Logf("leasecron shards:\n%s", text)
-	_ = os.Stdout
+}
+
+// TestShardSnippetsAgreeWithTheClient runs the README's Python and Node
+// shard functions (testdata/shard.py, shard.mjs, also checked to be the
+// README's text) over ids and shard counts, against where the Go client
+// puts each task.
+func TestShardSnippetsAgreeWithTheClient(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"a", "invoice-42", "report:2026-11", "ünïcödé-id", "x.y_z", "task-0000017", "Z"}
+	for _, script := range []struct{ file, start, end, cmd string }{
+		{"testdata/shard.py", "def shard(", `return f"{h % shards:02d}"`, "python3"},
+		{"testdata/shard.mjs", "function shard(", "return String(h % shards).padStart(2, \"0\");\n}", "node"},
+	} {
+		src, err := os.ReadFile(script.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(src)
+		i, j := strings.Index(s, script.start), strings.Index(s, script.end)
+		if i < 0 || j < 0 || !strings.Contains(string(readme), s[i:j+len(script.end)]) {
+			t.Errorf("the README does not show %s's function as it is", script.file)
+		}
+		for _, n := range []int{1, 2, 8, 64, 256} {
+			args := append([]string{script.file, fmt.Sprint(n)}, ids...)
+			out, err := exec.Command(script.cmd, args...).Output()
+			if err != nil {
+				t.Fatalf("%s %s: %v", script.cmd, script.file, err)
+			}
+			got := strings.Fields(string(out))
+			for k, id := range ids {
+				want := goShard(t, id, n)
+				if k >= len(got) || got[k] != want {
+					t.Errorf("%s: %q over %d shards: %v, the client puts it in %s", script.file, id, n, got, want)
+				}
+			}
+		}
+	}
+}
+
+// goShard is the shard the Go client writes id into, with n shards.
+func goShard(t *testing.T, id string, n int) string {
+	t.Helper()
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"},
+		Names: leasecron.Names{Shards: n}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.ShardOf(id)
 }
