@@ -99,9 +99,12 @@ type Names struct {
 	PoisonQueue string
 	// Shards is how many shards (table partitions "00", "01", …) the
 	// schedule is split into; a task's shard is a hash of its id. Default
-	// 1: one shard, moved by the traffic cop. With more, every live worker
-	// moves a share of them (see the README's "Sharding"). Every worker and
-	// client of a fleet must agree; at most MaxShards.
+	// 1: one shard, moved by the traffic cop. Above 1 the schedule is
+	// sharded: every live worker moves a share of the shards, and this is
+	// the count until a worker has written the shard map, whose count rules
+	// afterwards (Client.SetShards changes it online). Every worker and
+	// client of a sharded fleet must set it above 1; at most MaxShards.
+	// See the README's "Sharding".
 	Shards int
 }
 
@@ -190,8 +193,9 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 		}
 	}
 	so := schedule.Options{
-		Shards: shardNames(n.Shards),
-		Table:  n.ScheduleTable, Clock: clk, Logger: log, PayloadStore: p.payloads, MaxPayload: maxPayload,
+		Shards:   shardNames(n.Shards),
+		ShardMap: n.Shards > 1,
+		Table:    n.ScheduleTable, Clock: clk, Logger: log, PayloadStore: p.payloads, MaxPayload: maxPayload,
 		// Workers with run records check early-sent messages (see early.go).
 		ChangesAfterSend: !noRuns,
 	}

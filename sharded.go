@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/schedule"
@@ -46,7 +47,7 @@ func (w *Worker) balance(ctx context.Context, gen int64) error {
 	b := &shard.Balancer{
 		T:      w.shardMap,
 		Roster: &shard.BlobRoster{C: w.sc.Blob.NewContainerClient(w.o.Names.Container), Forget: 10 * w.o.Lease.WithDefaults().LeaseDuration, Clock: w.o.Clock},
-		Shards: shardNames(w.o.Names.Shards),
+		Count:  w.o.Names.Shards,
 		Cycle:  w.o.ShardCycle,
 		Clock:  w.o.Clock,
 		Logger: w.log.With("component", "balancer"),
@@ -71,7 +72,7 @@ func (w *Worker) own(ctx context.Context) error {
 	}
 	log := w.log.With("component", "shards", "member", member)
 	o := &shard.Owner{T: w.shardMap, Member: member, Cycle: w.o.ShardCycle, Clock: w.o.Clock, Logger: log, Move: w.moveShard,
-		Early: w.shardEarly(), NextDue: w.sched.NextDue,
+		Early: w.shardEarly(), NextDue: w.sched.NextDue, Point: w.sched.Point,
 		OnChange: func(owned []string) { w.metrics.SetShardsOwned(len(owned)) }}
 	w.mu.Lock()
 	w.owner = o
@@ -152,6 +153,12 @@ type ShardReport struct {
 	// Generation is the lease generation of the traffic cop that last
 	// wrote the map.
 	Generation int64
+	// PrevCount is the count before the last change (SetShards) while the
+	// owners still make the tasks placed under it findable (0: none).
+	PrevCount int
+	// Span is how many shards may hold tasks (the largest count ever):
+	// every one of them is owned and moved.
+	Span int
 	// Shards are the shards, in order.
 	Shards []ShardState
 	// Members are the instances that have joined, live or not (a member
@@ -177,6 +184,9 @@ type ShardState struct {
 	// at one quiet shard a cycle).
 	Quiet      bool
 	WakeBefore time.Time
+	// Pointed: its owner has made its tasks findable under the current
+	// count (true when no change is under way).
+	Pointed bool
 	// Due is how many of its tasks are due and not yet moved (at most
 	// schedule.DueCountCap; DueCapped says there are more).
 	Due       int
@@ -205,13 +215,14 @@ func (c *Client) Shards(ctx context.Context) (ShardReport, error) {
 	if err != nil && !errors.Is(err, storage.ErrTableNotFound) {
 		return r, err
 	}
-	r.MapCount, r.Generation = m.Count, m.Generation
+	l := m.Layout(c.o.Names.Shards)
+	r.MapCount, r.Generation, r.PrevCount, r.Span = m.Count, m.Generation, m.PrevCount, l.Span
 	owned := map[string]int{}
 	now := c.o.Clock.Now()
-	for _, name := range shardNames(c.o.Names.Shards) {
+	for _, name := range shard.Names(l.Span) {
 		a := m.Shards[name]
 		st := ShardState{Shard: name, Owner: a.Owner, Epoch: a.Epoch, Since: a.Since, HandingOverFrom: a.From,
-			Quiet: !a.WakeBefore.IsZero(), WakeBefore: a.WakeBefore}
+			Quiet: !a.WakeBefore.IsZero(), WakeBefore: a.WakeBefore, Pointed: m.PrevCount == 0 || a.Done == m.Count}
 		d, err := c.sched.DueIn(ctx, name, now)
 		if err != nil {
 			return r, err
@@ -238,3 +249,20 @@ func (c *Client) Shards(ctx context.Context) (ShardReport, error) {
 // at least two digits ("00" with one shard). See the README's "Sharding"
 // for the same function in Python, Node and C#.
 func (c *Client) ShardOf(id string) string { return c.sched.ShardOf(id) }
+
+// SetShards changes the shard count of a sharded schedule online (`leasecron
+// shards set N`): new tasks are placed by n at once (clients read the map
+// within a second), and every shard's owner writes pointers so that tasks
+// placed under the old count are found by id under the new one. Tasks do
+// not move: a shard keeps being moved while it holds tasks, so growing and
+// shrinking are both safe (after shrinking, the shards beyond n are still
+// owned and moved, quiet once empty). A change while the last one is
+// still being applied is refused; so is one before any worker with
+// Names.Shards above 1 has written the shard map.
+func (c *Client) SetShards(ctx context.Context, n int) error {
+	if n < 2 || n > MaxShards {
+		return opt.Invalid(ErrInvalidOptions, "shard count", n, fmt.Sprintf("2 to %d (a sharded schedule stays sharded)", MaxShards))
+	}
+	_, err := shard.SetCount(ctx, c.shardMap, n)
+	return err
+}

@@ -2,6 +2,7 @@ package leasecron_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -284,4 +285,143 @@ func TestQuietShardsWakeForNewTasks(t *testing.T) {
 		}
 	}
 	f.mu.Unlock()
+}
+
+// waitPointed waits until the shard count is n and no change is under way.
+func waitPointed(t *testing.T, c *leasecron.Client, n int) leasecron.ShardReport {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r, err := c.Shards(context.Background())
+		if err == nil && r.MapCount == n && r.PrevCount == 0 {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the shard count never settled at %d: %+v, %v", n, r, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestShardCountChangesOnline: tasks scheduled by an unsharded fleet stay
+// findable by id (status, a duplicate refused, cancel, reschedule) after
+// the fleet is sharded, and after the count grows from 4 to 8 and shrinks
+// to 3 under the running fleet; they all run, from whichever shard holds
+// them, and new tasks run too.
+func TestShardCountChangesOnline(t *testing.T) {
+	t.Parallel()
+	f := newShardedFleet(t, 1)
+	ctx := context.Background()
+	old, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 30 {
+		id := fmt.Sprintf("legacy-%02d", i)
+		if _, err := old.Schedule(ctx, leasecron.Item{ID: id, Type: "t", Due: time.Now().Add(time.Hour)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+
+	f.names.Shards = 4
+	f.start("a")
+	f.start("b")
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names, SendWithin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(stage string) {
+		t.Helper()
+		before := c.Requests().Total
+		for _, id := range ids {
+			if _, err := c.Get(ctx, id); err != nil {
+				t.Fatalf("%s: %s is not found: %v", stage, id, err)
+			}
+		}
+		// By id, not by scanning: the index row where the id belongs now,
+		// a pointer's target, the task's row, and now and then the map.
+		t.Logf("%s: %d requests for %d lookups", stage, c.Requests().Total-before, len(ids))
+		if n := c.Requests().Total - before; n > int64(len(ids))*3+10 {
+			t.Errorf("%s: %d requests to find %d tasks by id", stage, n, len(ids))
+		}
+		if _, err := c.Schedule(ctx, leasecron.Item{ID: ids[0], Type: "t", Due: time.Now().Add(time.Hour)}, nil); !errors.Is(err, leasecron.ErrAlreadyScheduled) {
+			t.Fatalf("%s: a second %s: %v, want ErrAlreadyScheduled", stage, ids[0], err)
+		}
+	}
+	// Findable at once (the previous count is looked at), and after the
+	// owners have written their pointers.
+	check("sharding an unsharded schedule")
+	waitPointed(t, c, 4)
+	check("sharded in 4")
+
+	// More tasks, placed by 4 shards: after the change to 8 half of them
+	// belong in shards 04–07, and a scan would reach them last.
+	for i := range 30 {
+		id := fmt.Sprintf("four-%02d", i)
+		if _, err := c.Schedule(ctx, leasecron.Item{ID: id, Type: "t", Due: time.Now().Add(time.Hour)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := c.SetShards(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetShards(ctx, 5); err == nil {
+		t.Fatal("a second change while the first is applied was accepted")
+	}
+	check("changing to 8")
+	r := waitPointed(t, c, 8)
+	check("sharded in 8")
+	if r.Span != 8 {
+		t.Fatalf("span %d after growing to 8", r.Span)
+	}
+	if err := c.SetShards(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	r = waitPointed(t, c, 3)
+	check("shrunk to 3")
+	if r.Span != 8 || len(r.Shards) != 8 {
+		t.Fatalf("after shrinking to 3: span %d, %d shards listed; the 8 that may hold tasks stay owned", r.Span, len(r.Shards))
+	}
+	for _, s := range r.Shards {
+		if s.Owner == "" {
+			t.Errorf("shard %s has no owner after shrinking", s.Shard)
+		}
+	}
+
+	// Every legacy task runs from where it sits: half rescheduled to now,
+	// the other half cancelled; new ones run as well.
+	var run []string
+	for i, id := range ids {
+		if i%2 == 0 {
+			if _, err := c.Reschedule(ctx, id, time.Now()); err != nil {
+				t.Fatalf("reschedule %s: %v", id, err)
+			}
+			run = append(run, id)
+		} else if _, err := c.Cancel(ctx, id); err != nil {
+			t.Fatalf("cancel %s: %v", id, err)
+		}
+	}
+	for i := range 20 {
+		id := fmt.Sprintf("new-%02d", i)
+		if _, err := c.Schedule(ctx, leasecron.Item{ID: id, Type: "t", Due: time.Now().Add(time.Second)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		run = append(run, id)
+	}
+	f.waitRan(run)
+	// An id whose task ran (its pointer now points at nothing) can be
+	// scheduled again.
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: ids[0], Type: "t", Due: time.Now().Add(time.Hour)}, nil); err != nil {
+		t.Fatalf("scheduling %s again after it ran: %v", ids[0], err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, id := range ids {
+		if n := f.ran[id]; i%2 == 1 && n != 0 || i%2 == 0 && n != 1 {
+			t.Errorf("%s ran %d times", id, n)
+		}
+	}
 }

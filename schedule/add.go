@@ -83,7 +83,17 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 	if err != nil {
 		return Item{}, err
 	}
-	shard := c.shardFor(it.ID)
+	pl := c.place(ctx)
+	shard := pl.of(it.ID)
+	if prev, ok := pl.prevOf(it.ID); ok {
+		// The shard count is changing: a task with this id may still sit
+		// where the previous count put it, without a pointer here yet.
+		if home, err := c.homeOf(ctx, prev, it.ID); err != nil {
+			return Item{}, err
+		} else if home != "" {
+			shard = home
+		}
+	}
 	rk, err := RowKey(it.Due, it.ID)
 	if err != nil {
 		return Item{}, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -93,8 +103,8 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 	if err := c.storePayload(ctx, &it); err != nil {
 		return Item{}, err
 	}
-	oldBlob, etag, err := c.add(ctx, shard, rk, it, ao)
-	it.ETag = etag
+	shard, oldBlob, etag, err := c.add(ctx, shard, rk, it, ao)
+	it.Shard, it.ETag = shard, etag
 	if err != nil {
 		c.dropPayload(ctx, it)
 		return Item{}, err
@@ -137,7 +147,11 @@ func (c *Client) dropPayload(ctx context.Context, it Item) {
 
 // add writes the rows; it returns the payload blob of a replaced item and
 // the item row's new ETag ("" when the table cannot tell).
-func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptions) (oldBlob, etag string, err error) {
+//
+// A pointer in the way (the id's task was placed in another shard under an
+// earlier shard count) sends the write to that shard, unless its task is
+// gone; the shard written is returned.
+func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptions) (written, oldBlob, etag string, err error) {
 	props := itemProps(it, true)
 	ixProps := map[string]any{PropItem: rk, PropID: it.ID}
 	ik := indexKey(it.ID)
@@ -150,21 +164,21 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 	for range retries {
 		etags, err := c.t.Submit(ctx, fresh)
 		if err == nil {
-			return "", etagAt(etags, 0), nil
+			return shard, "", etagAt(etags, 0), nil
 		}
 		if errors.Is(err, storage.ErrTableNotFound) && !created {
 			// First use on this account: create the table, then write.
 			if err := c.Ensure(ctx); err != nil {
-				return "", "", fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)
+				return shard, "", "", fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)
 			}
 			created = true
 			etags, err = c.t.Submit(ctx, fresh)
 			if err == nil {
-				return "", etagAt(etags, 0), nil
+				return shard, "", etagAt(etags, 0), nil
 			}
 		}
 		if !errors.Is(err, storage.ErrAlreadyExists) {
-			return "", "", fmt.Errorf("add %s: %w", it.ID, err)
+			return shard, "", "", fmt.Errorf("add %s: %w", it.ID, err)
 		}
 		lastErr = err
 		// Something is in the way: the index row, or an unindexed row with
@@ -180,13 +194,13 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 			if errors.Is(err, storage.ErrNotFound) {
 				continue // gone meanwhile; try again
 			} else if err != nil {
-				return "", "", fmt.Errorf("add %s: %w", it.ID, err)
+				return shard, "", "", fmt.Errorf("add %s: %w", it.ID, err)
 			}
 			if !ao.Replace {
-				return "", "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano))
+				return shard, "", "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano))
 			}
 			if err := c.refuseSent(cur, "replaced"); err != nil {
-				return "", "", err
+				return shard, "", "", err
 			}
 			oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
 			replaced = cur
@@ -195,8 +209,18 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 				{Kind: table.Insert, PartitionKey: shard, RowKey: ik, Props: ixProps},
 			}
 		case err != nil:
-			return "", "", fmt.Errorf("add %s: read id index: %w", it.ID, err)
+			return shard, "", "", fmt.Errorf("add %s: read id index: %w", it.ID, err)
 		default:
+			if home, _, _ := idx.Props.StrictString(PropShard); home != "" && home != shard {
+				_, err := c.t.Get(ctx, home, ik)
+				switch {
+				case err == nil: // the task lives there: write there
+					return c.add(ctx, home, rk, it, ao)
+				case !errors.Is(err, storage.ErrNotFound):
+					return shard, "", "", fmt.Errorf("add %s: read id index in shard %s: %w", it.ID, home, err)
+				}
+				// A pointer whose task is gone: take it over below.
+			}
 			oldRK, _, _ := idx.Props.StrictString(PropItem)
 			var cur table.Entity
 			if oldRK != "" {
@@ -211,12 +235,12 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 					{Kind: table.Replace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
 				}
 			case err != nil:
-				return "", "", fmt.Errorf("add %s: %w", it.ID, err)
+				return shard, "", "", fmt.Errorf("add %s: %w", it.ID, err)
 			case !ao.Replace:
 				due, _, _ := ParseRowKey(oldRK)
-				return "", "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano))
+				return shard, "", "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano))
 			case c.refuseSent(cur, "replaced") != nil:
-				return "", "", c.refuseSent(cur, "replaced")
+				return shard, "", "", c.refuseSent(cur, "replaced")
 			case oldRK == rk:
 				oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
 				replaced = cur
@@ -238,14 +262,14 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 		etags, err = c.t.Submit(ctx, ops)
 		if err == nil {
 			c.unconfirm(ctx, it.ID, replaced)
-			return oldBlob, etagAt(etags, itemOp), nil
+			return shard, oldBlob, etagAt(etags, itemOp), nil
 		}
 		if !conflict(err) {
-			return "", "", fmt.Errorf("add %s: %w", it.ID, err)
+			return shard, "", "", fmt.Errorf("add %s: %w", it.ID, err)
 		}
 		lastErr = err
 	}
-	return "", "", fmt.Errorf("add %s: still conflicting after %d attempts: %w", it.ID, retries, lastErr)
+	return shard, "", "", fmt.Errorf("add %s: still conflicting after %d attempts: %w", it.ID, retries, lastErr)
 }
 
 // etagAt returns etags[i], or "" when the table did not tell.
@@ -270,4 +294,20 @@ func (c *Client) deleteBlob(ctx context.Context, ref string) {
 	if err := c.opts.PayloadStore.Delete(dctx, ref); err != nil {
 		c.opts.Logger.Warn("payload blob left behind", "ref", ref, "err", err)
 	}
+}
+
+// homeOf returns the shard where id's task was placed under the previous
+// shard count (prev), following a pointer there, or "" when it has none.
+func (c *Client) homeOf(ctx context.Context, prev, id string) (string, error) {
+	idx, err := c.t.Get(ctx, prev, indexKey(id))
+	switch {
+	case errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrTableNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("add %s: read id index in shard %s: %w", id, prev, err)
+	}
+	if home, _, _ := idx.Props.StrictString(PropShard); home != "" {
+		return home, nil
+	}
+	return prev, nil
 }

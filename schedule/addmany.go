@@ -89,10 +89,14 @@ func (c *Client) AddMany(ctx context.Context, items []Item, o AddManyOptions) ([
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultBatchConcurrency
 	}
-	b := &batch{c: c, o: o, res: make([]AddResult, len(items))}
+	b := &batch{c: c, o: o, res: make([]AddResult, len(items)), place: c.place(ctx)}
 	b.validate(items, TraceParentOf(ctx))
 	if !o.Partial && b.refused() > 0 {
 		b.notWritten(b.live(), "another item of the batch was refused")
+		return b.res, b.summary()
+	}
+	if err := b.home(ctx); err != nil {
+		b.abort(ctx, err)
 		return b.res, b.summary()
 	}
 	if err := b.storePayloads(ctx); err != nil && !o.Partial {
@@ -117,9 +121,10 @@ func (c *Client) AddMany(ctx context.Context, items []Item, o AddManyOptions) ([
 // batch is the state of one AddMany call. res holds every item's result;
 // an item is live while its Err is nil.
 type batch struct {
-	c   *Client
-	o   AddManyOptions
-	res []AddResult
+	c     *Client
+	place placement
+	o     AddManyOptions
+	res   []AddResult
 
 	mu       sync.Mutex
 	indexed  map[int]bool // index row written
@@ -154,7 +159,7 @@ func (b *batch) validate(items []Item, tp string) {
 			b.res[i] = AddResult{Item: p, Err: fmt.Errorf("%w: %w", ErrInvalid, err)}
 			continue
 		}
-		p.Shard, p.RowKey, p.Indexed = b.c.shardFor(p.ID), rk, true
+		p.Shard, p.RowKey, p.Indexed = b.place.of(p.ID), rk, true
 		if !b.o.Sending.IsZero() && !p.Due.After(b.o.SendDueBy) && (b.o.SendLimit <= 0 || sending < b.o.SendLimit) {
 			p.SendingUntil = b.o.Sending
 			sending++
@@ -420,9 +425,21 @@ func (b *batch) resolveIndex(ctx context.Context, ch chunk) (chunk, error) {
 		case err != nil:
 			return ch, fmt.Errorf("read the id index of %s: %w", it.ID, err)
 		}
+		home, stale := ch.shard, idx
+		if h, _, _ := idx.Props.StrictString(PropShard); h != "" && h != ch.shard {
+			// A pointer: the id's task was placed in shard h under an
+			// earlier shard count.
+			hidx, herr := b.c.t.Get(ctx, h, indexKey(it.ID))
+			switch {
+			case herr == nil:
+				idx, home = hidx, h
+			case !errors.Is(herr, storage.ErrNotFound):
+				return ch, fmt.Errorf("read the id index of %s in shard %s: %w", it.ID, h, herr)
+			}
+		}
 		oldRK, _, _ := idx.Props.StrictString(PropItem)
 		if oldRK != "" {
-			_, err = b.c.t.Get(ctx, ch.shard, oldRK)
+			_, err = b.c.t.Get(ctx, home, oldRK)
 		} else {
 			err = storage.ErrNotFound
 		}
@@ -431,7 +448,7 @@ func (b *batch) resolveIndex(ctx context.Context, ch chunk) (chunk, error) {
 			due, _, _ := ParseRowKey(oldRK)
 			b.fail(i, fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano)))
 		case errors.Is(err, storage.ErrNotFound):
-			_, derr := b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: ch.shard, RowKey: idx.RowKey, IfMatch: idx.ETag}})
+			_, derr := b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: ch.shard, RowKey: stale.RowKey, IfMatch: stale.ETag}})
 			if derr != nil && !conflict(derr) {
 				return ch, fmt.Errorf("remove the stale id index of %s: %w", it.ID, derr)
 			}
@@ -547,4 +564,32 @@ func (b *batch) deleteEach(ctx context.Context, idx []int, key func(i int) strin
 			}
 		}
 	}
+}
+
+// home sends each item whose id a task already holds in the shard the
+// previous shard count placed it in (while the count changes, maybe
+// without a pointer yet) to that shard, where its index row refuses it
+// as for any pending id. One read per such item, only while the count
+// changes.
+func (b *batch) home(ctx context.Context) error {
+	if b.place.prev == nil {
+		return nil
+	}
+	for _, i := range b.live() {
+		it := b.res[i].Item
+		prev, ok := b.place.prevOf(it.ID)
+		if !ok {
+			continue
+		}
+		h, err := b.c.homeOf(ctx, prev, it.ID)
+		if err != nil {
+			return err
+		}
+		if h != "" {
+			b.mu.Lock()
+			b.res[i].Item.Shard = h
+			b.mu.Unlock()
+		}
+	}
+	return nil
 }

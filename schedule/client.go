@@ -41,6 +41,12 @@ type Options struct {
 	// Shards are the PartitionKeys items are spread over (by a hash of the
 	// id). Default ["00"]. Every worker and client must agree on the list.
 	Shards []string
+	// ShardMap: the schedule is sharded and its shard count is the shard
+	// map's (internal/shard: the count can change online), once a worker
+	// has written it; Shards must then be "00", "01", … and only give the
+	// count used before that. The client reads the map at most once per
+	// shard.ClientMapTTL.
+	ShardMap bool
 	// Clock is the time source. Default the real clock.
 	Clock clock.Clock
 	// Logger receives warnings. Default slog.Default().
@@ -124,7 +130,7 @@ func validateShard(s string) error {
 // reschedule, list. It is safe for concurrent use.
 type Client struct {
 	t     table.Table
-	waker ownerWaker
+	maps  mapCache
 	opts  Options
 	parts table.Partitions
 }
@@ -186,8 +192,6 @@ func (c *Client) Ensure(ctx context.Context) error {
 func (c *Client) Shards() []string { return append([]string(nil), c.opts.Shards...) }
 
 // ShardOf returns the shard (partition) a task with this id is written
-// to: table.Hash(id) modulo the shard count.
-func (c *Client) ShardOf(id string) string { return c.shardFor(id) }
-
-// shardFor picks the partition an id lives in (see table.Partitions).
-func (c *Client) shardFor(id string) string { return c.parts.Of(id) }
+// to: table.Hash(id) modulo the shard count (with Options.ShardMap, the
+// count of the map as last read).
+func (c *Client) ShardOf(id string) string { return c.placeKnown().of(id) }

@@ -363,7 +363,7 @@ func TestListMergesShardsInDueOrder(t *testing.T) {
 	}
 	shards := map[string]bool{}
 	for _, id := range want {
-		shards[c.shardFor(id)] = true
+		shards[c.ShardOf(id)] = true
 	}
 	if len(shards) < 3 {
 		t.Fatalf("the ids fall into %d shards; the test wants them spread", len(shards))

@@ -22,40 +22,71 @@ func (c *Client) locate(ctx context.Context, id string) (f found, orphan *table.
 	if err := validateLookupID(id); err != nil {
 		return found{}, nil, err
 	}
-	shard := c.shardFor(id)
+	pl := c.place(ctx)
 	if ValidateID(id) == nil {
-		idx, err := c.t.Get(ctx, shard, indexKey(id))
-		switch {
-		case errors.Is(err, storage.ErrTableNotFound):
-			return found{}, nil, noTable(id)
-		case err == nil:
-			rk, _, _ := idx.Props.StrictString(PropItem)
-			if rk != "" {
-				row, err := c.t.Get(ctx, shard, rk)
-				if err == nil {
-					return found{row: row, index: &idx}, nil, nil
-				}
-				if !errors.Is(err, storage.ErrNotFound) {
-					return found{}, nil, fmt.Errorf("read task %s: %w", id, err)
-				}
+		shards := []string{pl.of(id)}
+		if prev, ok := pl.prevOf(id); ok {
+			shards = append(shards, prev) // the count is changing: maybe no pointer yet
+		}
+		for _, shard := range shards {
+			f, orph, err := c.viaIndex(ctx, shard, id)
+			if err != nil || f.index != nil {
+				return f, nil, err
 			}
-			orphan = &idx
-		case !errors.Is(err, storage.ErrNotFound):
-			return found{}, nil, fmt.Errorf("read id index of %s: %w", id, err)
+			if orphan == nil {
+				orphan = orph
+			}
 		}
 	}
-	row, err := c.scan(ctx, id)
+	row, err := c.scan(ctx, pl, id)
 	if err != nil {
 		return found{}, orphan, err
 	}
 	return found{row: row}, orphan, nil
 }
 
+// viaIndex finds id's row through its index row in shard, following a
+// pointer to the shard an earlier count placed it in. It returns an empty
+// found when there is no index row, and orphan when the index row's task
+// is gone.
+func (c *Client) viaIndex(ctx context.Context, shard, id string) (f found, orphan *table.Entity, err error) {
+	idx, err := c.t.Get(ctx, shard, indexKey(id))
+	switch {
+	case errors.Is(err, storage.ErrTableNotFound):
+		return found{}, nil, noTable(id)
+	case errors.Is(err, storage.ErrNotFound):
+		return found{}, nil, nil
+	case err != nil:
+		return found{}, nil, fmt.Errorf("read id index of %s: %w", id, err)
+	}
+	if home, _, _ := idx.Props.StrictString(PropShard); home != "" && home != shard {
+		pointer := idx
+		idx, err = c.t.Get(ctx, home, indexKey(id))
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			return found{}, &pointer, nil
+		case err != nil:
+			return found{}, nil, fmt.Errorf("read id index of %s in shard %s: %w", id, home, err)
+		}
+		shard = home
+	}
+	if rk, _, _ := idx.Props.StrictString(PropItem); rk != "" {
+		row, err := c.t.Get(ctx, shard, rk)
+		if err == nil {
+			return found{row: row, index: &idx}, nil, nil
+		}
+		if !errors.Is(err, storage.ErrNotFound) {
+			return found{}, nil, fmt.Errorf("read task %s: %w", id, err)
+		}
+	}
+	return found{}, &idx, nil
+}
+
 // scan looks for an unindexed row of id: RowKey suffix or Id property equal
 // to id. It reads at most ScanLimit rows.
-func (c *Client) scan(ctx context.Context, id string) (table.Entity, error) {
+func (c *Client) scan(ctx context.Context, pl placement, id string) (table.Entity, error) {
 	scanned := 0
-	for _, shard := range c.opts.Shards {
+	for _, shard := range pl.span {
 		q := table.Query{Partition: shard, To: IndexPrefix, Select: []string{PropID}}
 		for {
 			p, err := c.t.Query(ctx, q)

@@ -19,6 +19,10 @@ const (
 	PropPayloadBlob = "PayloadBlob" // claim-check reference of a large payload
 	PropIndexed     = "Indexed"     // true when an id index row exists
 	PropItem        = "Item"        // index rows: the RowKey of the item row
+	// PropShard is on a pointer: an id index row in the shard an id
+	// belongs to under the current shard count, naming the shard where
+	// the task was placed under an earlier count (and its index row is).
+	PropShard       = "Shard"
 	PropGeneration  = "Generation"  // fence row: the current leader generation
 	PropTraceParent = "TraceParent" // optional W3C traceparent of the trace that scheduled it
 	PropUniqueKey   = "UniqueKey"   // the unique key the task holds (its guard row is uq~{type}~{key})

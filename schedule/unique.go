@@ -190,15 +190,15 @@ func readGuard(typ, key string, e table.Entity) Guard {
 // uniqueID returns id, or draws a fresh id in shard when id is empty. A
 // unique task's rows share the guard's partition, so that one transaction
 // writes them; with several shards a given id must fall into it.
-func (c *Client) uniqueID(id, shard string, now time.Time) (string, error) {
+func (c *Client) uniqueID(pl placement, id, shard string, now time.Time) (string, error) {
 	if id != "" {
-		if c.shardFor(id) != shard {
-			return "", fmt.Errorf("%w: task id %q: with %d schedule shards a unique task's id must share its key's shard; leave the id empty and one is chosen", ErrInvalid, id, len(c.opts.Shards))
+		if pl.of(id) != shard {
+			return "", fmt.Errorf("%w: task id %q: with %d schedule shards a unique task's id must share its key's shard; leave the id empty and one is chosen", ErrInvalid, id, pl.parts.Len())
 		}
 		return id, nil
 	}
 	for range 10000 {
-		if id := newID(now); c.shardFor(id) == shard {
+		if id := newID(now); pl.of(id) == shard {
 			return id, nil
 		}
 	}
@@ -207,7 +207,7 @@ func (c *Client) uniqueID(id, shard string, now time.Time) (string, error) {
 
 // prepareUnique validates a unique task and its key, fills in the
 // defaults (u's states, the id) and returns the shard of its rows.
-func (c *Client) prepareUnique(it Item, u *Unique, now time.Time) (Item, string, error) {
+func (c *Client) prepareUnique(pl placement, it Item, u *Unique, now time.Time) (Item, string, error) {
 	if it.Type == "" {
 		it.Type = DefaultType
 	}
@@ -217,8 +217,8 @@ func (c *Client) prepareUnique(it Item, u *Unique, now time.Time) (Item, string,
 	if err := u.validate(); err != nil {
 		return Item{}, "", err
 	}
-	shard := c.shardFor(it.Type + "~" + u.Key)
-	id, err := c.uniqueID(it.ID, shard, now)
+	shard := pl.of(it.Type + "~" + u.Key)
+	id, err := c.uniqueID(pl, it.ID, shard, now)
 	if err != nil {
 		return Item{}, "", err
 	}
@@ -230,7 +230,7 @@ func (c *Client) prepareUnique(it Item, u *Unique, now time.Time) (Item, string,
 // CheckUnique refuses, as AddUnique would, a unique task it cannot take,
 // without writing anything.
 func (c *Client) CheckUnique(it Item, u Unique) error {
-	_, _, err := c.prepareUnique(it, &u, c.opts.Clock.Now())
+	_, _, err := c.prepareUnique(c.placeKnown(), it, &u, c.opts.Clock.Now())
 	return err
 }
 
@@ -247,9 +247,17 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 		it.TraceParent = TraceParentOf(ctx)
 	}
 	now := c.opts.Clock.Now()
-	it, shard, err := c.prepareUnique(it, &u, now)
+	pl := c.place(ctx)
+	it, shard, err := c.prepareUnique(pl, it, &u, now)
 	if err != nil {
 		return Item{}, err
+	}
+	if prev, ok := pl.prevOf(it.Type + "~" + u.Key); ok {
+		// The shard count is changing: bring the key's guard over from
+		// where the previous count put it, so the transaction below sees it.
+		if err := c.copyGuard(ctx, prev, shard, guardKey(it.Type, u.Key)); err != nil {
+			return Item{}, err
+		}
 	}
 	gk := guardKey(it.Type, u.Key)
 	rk, err := RowKey(it.Due, it.ID)
@@ -323,7 +331,12 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 
 // GuardOf reads the guard of a type and key (ErrNotFound when none).
 func (c *Client) GuardOf(ctx context.Context, typ, key string) (Guard, error) {
-	e, err := c.t.Get(ctx, c.shardFor(typ+"~"+key), guardKey(typ, key))
+	pl := c.place(ctx)
+	gk := guardKey(typ, key)
+	e, err := c.t.Get(ctx, pl.of(typ+"~"+key), gk)
+	if prev, ok := pl.prevOf(typ + "~" + key); ok && errors.Is(err, storage.ErrNotFound) {
+		e, err = c.t.Get(ctx, prev, gk)
+	}
 	if err != nil {
 		if errors.Is(err, storage.ErrNotFound) {
 			return Guard{}, fmt.Errorf("%w: no unique guard for type %s key %q", ErrNotFound, typ, key)
@@ -365,4 +378,22 @@ func sweepGuards(ctx context.Context, t table.Table, shard string, now time.Time
 		}
 	}
 	return deleted, nil
+}
+
+// copyGuard copies the guard gk from shard from to shard to unless one is
+// there already (while the shard count changes, a key's guard may still
+// sit where the previous count put it).
+func (c *Client) copyGuard(ctx context.Context, from, to, gk string) error {
+	e, err := c.t.Get(ctx, from, gk)
+	switch {
+	case errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrTableNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read unique guard %s in shard %s: %w", gk, from, err)
+	}
+	_, err = c.t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: to, RowKey: gk, Props: e.Props}})
+	if err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+		return fmt.Errorf("copy unique guard %s to shard %s: %w", gk, to, err)
+	}
+	return nil
 }

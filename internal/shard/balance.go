@@ -66,7 +66,7 @@ func Plan(m Map, shards []string, live []string, gen int64, now time.Time) []Ass
 			pool = pool[1:]
 			held[mem] = append(held[mem], s)
 			old := m.Shards[s]
-			a := Assignment{Shard: s, Owner: mem, Epoch: nextEpoch(old.Epoch, gen), Since: now}
+			a := Assignment{Shard: s, Owner: mem, Epoch: nextEpoch(old.Epoch, gen), Since: now, Done: old.Done}
 			switch {
 			case isLive[old.Owner]:
 				a.From = old.Owner

@@ -22,8 +22,9 @@ type Roster interface {
 type Balancer struct {
 	T      table.Table
 	Roster Roster
-	// Shards are the shard names (every instance must agree).
-	Shards []string
+	// Count is the configured shard count, used when the map has never
+	// been written (afterwards the map's count rules: SetCount).
+	Count int
 	// Cycle is the time between two looks at the roster.
 	Cycle  time.Duration
 	Clock  clock.Clock
@@ -73,11 +74,19 @@ func (b *Balancer) cycle(ctx context.Context, gen int64, claim bool, log *slog.L
 	if m.Generation > gen {
 		return fmt.Errorf("%w: it holds generation %d, ours is %d", ErrFenced, m.Generation, gen)
 	}
-	changes := Plan(m, b.Shards, live, gen, b.Clock.Now())
-	if len(changes) == 0 && !claim && m.Count == len(b.Shards) {
+	// The first sharded map has PrevCount 1: the tasks an unsharded fleet
+	// placed in "00" get their pointers, as after any change of count.
+	l := m.Layout(b.Count)
+	finished := l.PrevCount != 0 && m.Count != 0 && allDone(m, l)
+	if finished {
+		l.PrevCount = 0
+		log.Info("every shard's tasks are findable under the new shard count", "count", l.Count)
+	}
+	changes := Plan(m, Names(l.Span), live, gen, b.Clock.Now())
+	if len(changes) == 0 && !claim && !finished && m.Count != 0 {
 		return nil
 	}
-	if err := write(ctx, b.T, m, gen, len(b.Shards), changes); err != nil {
+	if err := write(ctx, b.T, m, gen, l, changes); err != nil {
 		return err
 	}
 	for _, c := range changes {
@@ -87,4 +96,15 @@ func (b *Balancer) cycle(ctx context.Context, gen int64, claim bool, log *slog.L
 		}
 	}
 	return nil
+}
+
+// allDone reports whether every shard of l's span has recorded Done for
+// l.Count.
+func allDone(m Map, l Layout) bool {
+	for _, s := range Names(l.Span) {
+		if m.Shards[s].Done != l.Count {
+			return false
+		}
+	}
+	return true
 }

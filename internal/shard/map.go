@@ -26,6 +26,9 @@ const (
 	PropEpoch      = "Epoch"
 	PropSince      = "Since"
 	PropFrom       = "From"
+	PropPrevCount  = "PrevCount"
+	PropSpan       = "Span"
+	PropDone       = "Done"
 
 	// epochShift places a balancer generation above every epoch an
 	// earlier balancer (or an unsharded leader, whose fence holds its
@@ -57,8 +60,11 @@ type Assignment struct {
 	// WakeBefore: the owner has gone quiet; a row due before this needs
 	// a wake (zero while it polls).
 	WakeBefore time.Time
-	etag       string
-	wake       string
+	// Done is the count the shard's owner has finished pointing its tasks
+	// for (see Map.PrevCount).
+	Done int
+	etag string
+	wake string
 }
 
 // Map is the shard map as read.
@@ -66,8 +72,16 @@ type Map struct {
 	// Generation is the balancer term that last wrote the map (0: never
 	// written).
 	Generation int64
-	// Count is the shard count the balancer last balanced for.
+	// Count is the shard count new tasks are placed by (0: the map was
+	// never written).
 	Count int
+	// PrevCount is the count before the last change of Count while the
+	// owners still write the pointers that make tasks placed under it
+	// findable under Count (0: no change under way).
+	PrevCount int
+	// Span is how many shard partitions may hold tasks: the largest count
+	// ever used. Every one of them is owned and moved.
+	Span int
 	// Shards are the shard rows, by shard.
 	Shards map[string]Assignment
 	etag   string // of the "~map" row; "" when it is missing
@@ -118,11 +132,14 @@ func Read(ctx context.Context, t table.Table) (Map, error) {
 		if e.RowKey == MapRow {
 			m.Generation = e.Props.Int(PropGeneration)
 			m.Count = int(e.Props.Int(PropCount))
+			m.PrevCount = int(e.Props.Int(PropPrevCount))
+			m.Span = max(int(e.Props.Int(PropSpan)), m.Count)
 			m.etag = e.ETag
 			continue
 		}
 		m.Shards[e.RowKey] = Assignment{Shard: e.RowKey, Owner: e.Props.Str(PropOwner), Epoch: e.Props.Int(PropEpoch),
 			Since: e.Props.Time(PropSince), From: e.Props.Str(PropFrom), WakeBefore: e.Props.Time(PropWakeBefore),
+			Done: int(e.Props.Int(PropDone)),
 			etag: e.ETag, wake: e.Props.Str(PropWake)}
 	}
 	return m, nil
@@ -133,20 +150,20 @@ func Read(ctx context.Context, t table.Table) (Map, error) {
 // one before left it. It returns ErrFenced when a newer balancer has
 // written the map, and an error wrapping storage.ErrPreconditionFailed when
 // another write of this generation came between (read again and retry).
-func write(ctx context.Context, t table.Table, m Map, gen int64, count int, changes []Assignment) error {
+func write(ctx context.Context, t table.Table, m Map, gen int64, l Layout, changes []Assignment) error {
 	etag := m.etag
 	for first := true; first || len(changes) > 0; first = false {
 		n := min(len(changes), table.MaxOps-1)
 		ops := make([]table.Op, 0, n+1)
 		head := table.Op{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: etag,
-			Props: table.Props{PropGeneration: gen, PropCount: int64(count)}}
+			Props: table.Props{PropGeneration: gen, PropCount: int64(l.Count), PropPrevCount: int64(l.PrevCount), PropSpan: int64(l.Span)}}
 		if etag == "" {
 			head.Kind = table.Insert
 		}
 		ops = append(ops, head)
 		for _, a := range changes[:n] {
 			ops = append(ops, table.Op{Kind: table.Upsert, PartitionKey: Partition, RowKey: a.Shard,
-				Props: table.Props{PropOwner: a.Owner, PropEpoch: a.Epoch, PropSince: a.Since.UTC(), PropFrom: a.From}})
+				Props: table.Props{PropOwner: a.Owner, PropEpoch: a.Epoch, PropSince: a.Since.UTC(), PropFrom: a.From, PropDone: int64(a.Done)}})
 		}
 		changes = changes[n:]
 		if _, err := t.Submit(ctx, ops); err != nil {
@@ -182,4 +199,71 @@ func letGo(ctx context.Context, t table.Table, a Assignment) error {
 		return fmt.Errorf("let go of shard %s: %w", a.Shard, err)
 	}
 	return nil
+}
+
+// Layout is how tasks are placed: by Count, with PrevCount while a change
+// is under way, over Span partitions.
+type Layout struct {
+	Count, PrevCount, Span int
+}
+
+// Layout returns m's layout, or, when the map was never written, one of
+// count shards that an unsharded schedule (one shard, "00") is becoming.
+func (m Map) Layout(count int) Layout {
+	if m.Count == 0 {
+		l := Layout{Count: count, Span: max(count, 1)}
+		if count > 1 {
+			l.PrevCount = 1
+		}
+		return l
+	}
+	return Layout{Count: m.Count, PrevCount: m.PrevCount, Span: max(m.Span, m.Count)}
+}
+
+// Names returns the partition names of n shards: "00", "01", …
+func Names(n int) []string {
+	out := make([]string, max(n, 1))
+	for i := range out {
+		out[i] = fmt.Sprintf("%02d", i)
+	}
+	return out
+}
+
+// ErrChanging refuses a change of the shard count while the last one is
+// still being applied.
+var ErrChanging = errors.New("the shard count is still changing")
+
+// ErrNoMap refuses a change of the shard count before any sharded worker
+// has written the map.
+var ErrNoMap = errors.New("no shard map yet")
+
+// SetCount changes the shard count new tasks are placed by to n (one
+// conditional write of the map row). It returns the layout written.
+func SetCount(ctx context.Context, t table.Table, n int) (Layout, error) {
+	m, err := Read(ctx, t)
+	if err != nil {
+		return Layout{}, err
+	}
+	switch {
+	case m.Count == 0:
+		return Layout{}, fmt.Errorf("%w: start a worker with shards.count above 1 first", ErrNoMap)
+	case m.PrevCount != 0:
+		return m.Layout(0), fmt.Errorf("%w: from %d to %d; try again once every shard is done (leasecron shards)", ErrChanging, m.PrevCount, m.Count)
+	case n == m.Count:
+		return m.Layout(0), nil
+	}
+	l := Layout{Count: n, PrevCount: m.Count, Span: max(m.Span, n)}
+	_, err = t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: m.etag,
+		Props: table.Props{PropCount: int64(l.Count), PropPrevCount: int64(l.PrevCount), PropSpan: int64(l.Span)}}})
+	if err != nil {
+		return Layout{}, fmt.Errorf("change the shard count: %w", err)
+	}
+	return l, nil
+}
+
+// markDone records that shard's tasks are findable under count.
+func markDone(ctx context.Context, t table.Table, a Assignment, count int) error {
+	_, err := t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: a.Shard, IfMatch: a.etag,
+		Props: table.Props{PropDone: int64(count)}}})
+	return err
 }

@@ -35,12 +35,19 @@ type Owner struct {
 	// error (such as a fence refusing the epoch) ends that shard's moving
 	// until the map gives it again under another epoch.
 	Move func(ctx context.Context, shard string, epoch int64, pace func(ctx context.Context, busy bool, wait time.Duration) error) error
+	// Point, while the shard count changes (Map.PrevCount), makes the
+	// tasks of shard findable under count (writing pointers where their
+	// ids now belong); the owner then records the shard done.
+	Point func(ctx context.Context, shard string, count int) error
 	// OnChange, if set, is told the shards moved after every change.
 	OnChange func(owned []string)
 
 	mu    sync.Mutex
 	moves map[string]*move
 	rr    string // the shard the last round-robin look went to
+	// counts is when each shard count was first read from the map.
+	counts   map[int]time.Time
+	pointing map[string]bool // shards whose pointers are being written
 }
 
 // grace is how long a shard's owner keeps polling after publishing that
@@ -74,6 +81,7 @@ func (o *Owner) Run(ctx context.Context) error {
 		} else {
 			o.apply(ctx, m)
 			o.look()
+			o.point(ctx, m)
 			// apply has stopped the moves of shards taken from us: tell
 			// their new owners.
 			for _, a := range m.Releasing(o.Member) {
@@ -167,6 +175,53 @@ func (o *Owner) look() {
 	}
 	o.rr = next
 	o.moves[next].gate.poke()
+}
+
+// point starts, for each shard this owner moves that is not done for the
+// map's count, the writing of its pointers — once every client can have
+// read the new count (two ClientMapTTL after this owner first read it), so
+// that no task is placed by the old count after the walk.
+func (o *Owner) point(ctx context.Context, m Map) {
+	if m.PrevCount == 0 || o.Point == nil {
+		return
+	}
+	now := o.Clock.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.counts == nil {
+		o.counts, o.pointing = map[int]time.Time{}, map[string]bool{}
+	}
+	first, ok := o.counts[m.Count]
+	if !ok {
+		o.counts[m.Count] = now
+		return
+	}
+	if now.Sub(first) < 2*ClientMapTTL {
+		return
+	}
+	for s, mv := range o.moves {
+		a := m.Shards[s]
+		if mv.ended.Load() || a.Done == m.Count || o.pointing[s] {
+			continue
+		}
+		o.pointing[s] = true
+		go func() {
+			defer func() {
+				o.mu.Lock()
+				delete(o.pointing, s)
+				o.mu.Unlock()
+			}()
+			err := o.Point(ctx, s, m.Count)
+			if err == nil {
+				err = markDone(ctx, o.T, a, m.Count)
+			}
+			if err != nil && ctx.Err() == nil {
+				o.Logger.Warn("cannot make a shard's tasks findable under the new shard count yet; trying again next cycle", "shard", s, "count", m.Count, "err", err)
+				return
+			}
+			o.Logger.Info("shard's tasks findable under the new shard count", "shard", s, "count", m.Count)
+		}()
+	}
 }
 
 func (o *Owner) stopAll() {

@@ -186,7 +186,7 @@ func TestOwnersFollowTheBalancer(t *testing.T) {
 	roster := &fakeRoster{}
 	roster.set("a", "b")
 	log := slog.New(slog.DiscardHandler)
-	b := &Balancer{T: tb, Roster: roster, Shards: shards, Cycle: 10 * time.Millisecond, Clock: clock.Real{}, Logger: log}
+	b := &Balancer{T: tb, Roster: roster, Count: len(shards), Cycle: 10 * time.Millisecond, Clock: clock.Real{}, Logger: log}
 	bctx, stopB := context.WithCancel(ctx)
 	bdone := make(chan error, 1)
 	go func() { bdone <- b.Run(bctx, 3) }()
@@ -245,7 +245,7 @@ func TestOwnersFollowTheBalancer(t *testing.T) {
 	// A newer balancer fences this one out.
 	stopB()
 	<-bdone
-	b2 := &Balancer{T: tb, Roster: roster, Shards: shards, Cycle: 10 * time.Millisecond, Clock: clock.Real{}, Logger: log}
+	b2 := &Balancer{T: tb, Roster: roster, Count: len(shards), Cycle: 10 * time.Millisecond, Clock: clock.Real{}, Logger: log}
 	if err := b2.cycle(ctx, 4, true, log); err != nil {
 		t.Fatal(err)
 	}

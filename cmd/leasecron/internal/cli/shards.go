@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -41,7 +42,36 @@ it, each shard's due backlog, and the instances that have joined.`,
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.AddCommand(a.shardsSetCmd())
 	return c
+}
+
+func (a *app) shardsSetCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "set N",
+		Short: "Change the shard count of a sharded schedule online (2 to 256)",
+		Long: `New tasks are placed by the new count within a second; each shard's owner
+then writes pointers so that tasks placed under the old count are found by id
+under the new one (leasecron shards shows the progress). Tasks do not move:
+a shard keeps being moved while it holds tasks. A change while the last one
+is still being applied is refused.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[0])
+			if err != nil || n < 2 || n > leasecron.MaxShards {
+				return usageError{fmt.Errorf("shard count %q: want a whole number from 2 to %d", args[0], leasecron.MaxShards)}
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := cl.SetShards(cmd.Context(), n); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out, "new tasks are placed by %d shards; see leasecron shards for the owners' progress\n", n)
+			return nil
+		},
+	}
 }
 
 func (a *app) printShards(r leasecron.ShardReport) {
@@ -51,16 +81,25 @@ func (a *app) printShards(r leasecron.ShardReport) {
 	case r.MapCount == 0:
 		fmt.Fprintf(a.out, "%d shards; no traffic cop has shared them out yet (is a worker with shards.count %d running?)\n", r.Count, r.Count)
 	default:
-		fmt.Fprintf(a.out, "%d shards, shared out by the traffic cop of generation %d\n", r.Count, r.Generation)
+		fmt.Fprintf(a.out, "%d shards, shared out by the traffic cop of generation %d\n", r.MapCount, r.Generation)
 	}
-	if r.MapCount != 0 && r.MapCount != r.Count {
-		fmt.Fprintf(a.out, "warning: the traffic cop balances %d shards, this configuration says %d: every worker and client must agree on shards.count\n", r.MapCount, r.Count)
+	if r.PrevCount != 0 {
+		done := 0
+		for _, s := range r.Shards {
+			if s.Pointed {
+				done++
+			}
+		}
+		fmt.Fprintf(a.out, "changing from %d to %d shards: %d of %d shards' tasks findable under the new count\n", r.PrevCount, r.MapCount, done, len(r.Shards))
+	}
+	if r.Span > r.MapCount && r.MapCount != 0 {
+		fmt.Fprintf(a.out, "%d shards hold tasks placed under a larger count: they are moved until empty\n", r.Span-r.MapCount)
 	}
 	if r.Count == 1 && r.MapCount == 0 {
 		return
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHARD\tOWNER\tEPOCH\tSINCE\tDUE\tLAG")
+	fmt.Fprintln(tw, "SHARD\tOWNER\tEPOCH\tSINCE\tSTATE\tDUE\tLAG")
 	for _, s := range r.Shards {
 		owner, since := s.Owner, "never"
 		if owner == "" {
@@ -76,7 +115,14 @@ func (a *app) printShards(r leasecron.ShardReport) {
 		if s.DueCapped {
 			due += "+"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Shard, owner, s.Epoch, since, due, s.Lag.Round(time.Millisecond))
+		state := "polled"
+		if s.Quiet {
+			state = "quiet"
+		}
+		if !s.Pointed {
+			state += ", pointing"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Shard, owner, s.Epoch, since, state, due, s.Lag.Round(time.Millisecond))
 	}
 	tw.Flush()
 	fmt.Fprintln(a.out)
@@ -94,6 +140,8 @@ type shardOut struct {
 	Epoch           int64      `json:"epoch"`
 	Since           *time.Time `json:"since"`
 	HandingOverFrom string     `json:"handing_over_from,omitempty"`
+	Quiet           bool       `json:"quiet"`
+	Pointed         bool       `json:"pointed"`
 	Due             int        `json:"due"`
 	DueCapped       bool       `json:"due_capped"`
 	LagSeconds      float64    `json:"lag_seconds"`
@@ -108,7 +156,7 @@ type memberOut struct {
 func shardsJSON(r leasecron.ShardReport) any {
 	shards := make([]shardOut, 0, len(r.Shards))
 	for _, s := range r.Shards {
-		o := shardOut{Shard: s.Shard, Owner: s.Owner, Epoch: s.Epoch, HandingOverFrom: s.HandingOverFrom, Due: s.Due, DueCapped: s.DueCapped, LagSeconds: s.Lag.Seconds()}
+		o := shardOut{Shard: s.Shard, Owner: s.Owner, Epoch: s.Epoch, HandingOverFrom: s.HandingOverFrom, Quiet: s.Quiet, Pointed: s.Pointed, Due: s.Due, DueCapped: s.DueCapped, LagSeconds: s.Lag.Seconds()}
 		if !s.Since.IsZero() {
 			o.Since = &s.Since
 		}
@@ -118,5 +166,5 @@ func shardsJSON(r leasecron.ShardReport) any {
 	for _, m := range r.Members {
 		members = append(members, memberOut{Name: m.Name, Live: m.Live, Shards: m.Shards})
 	}
-	return map[string]any{"count": r.Count, "map_count": r.MapCount, "generation": r.Generation, "shards": shards, "members": members}
+	return map[string]any{"count": r.Count, "map_count": r.MapCount, "prev_count": r.PrevCount, "span": r.Span, "generation": r.Generation, "shards": shards, "members": members}
 }

@@ -76,7 +76,7 @@ var Keys = []Key{
 	{"lease.safety_margin", time.Duration(0), "Control is considered lost at last renew + duration - margin; 0 means max(2s, duration/10).", false},
 	{"mover.poll_every", schedule.DefaultPollEvery, "How often the leader looks for due tasks.", false},
 	{"mover.early", time.Duration(0), "Window within which due tasks are enqueued early with a visibility delay, so they start on time even through a leader failover; 0 means lease.duration + lease.poll_every, negative disables.", false},
-	{"shards.count", 1, "How many shards the schedule is split into, 1 to 256; every worker and client of a fleet must agree. Above 1, every live worker moves a share of them (see Sharding).", false},
+	{"shards.count", 1, "1: one shard, moved by the traffic cop. Above 1 (up to 256): the schedule is sharded, every live worker moves a share of the shards, and this is the count until a worker writes the shard map; afterwards the map's count rules (`leasecron shards set N`). Every worker and client of a sharded fleet must set it above 1 (see Sharding).", false},
 	{"shards.cycle", leasecron.DefaultShardCycle, "With shards.count above 1: how often each worker reads the shard map and the traffic cop looks at which workers are live; a killed worker's shards move within lease.duration plus about two cycles.", false},
 	{"mover.concurrency", schedule.DefaultConcurrency, "Concurrent enqueues while moving.", false},
 	{"queue.max_depth", 0, "Pause moving while the queue holds this many messages; 0 disables backpressure.", false},

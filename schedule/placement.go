@@ -1,0 +1,177 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/shard"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
+)
+
+// The exclusive ends of the index and guard row ranges.
+const (
+	indexEnd = "ie"
+	guardEnd = "ur"
+)
+
+// placement is where tasks go: by parts, and while a change of the shard
+// count is applied also where they went before (prev); span is every
+// partition that may hold tasks.
+type placement struct {
+	parts table.Partitions
+	prev  *table.Partitions
+	span  []string
+}
+
+// of returns the shard of key.
+func (p placement) of(key string) string { return p.parts.Of(key) }
+
+// prevOf returns the shard key had under the previous count, when a
+// change is under way and it differs.
+func (p placement) prevOf(key string) (string, bool) {
+	if p.prev == nil {
+		return "", false
+	}
+	s := p.prev.Of(key)
+	return s, s != p.of(key)
+}
+
+// mapCache is the shard map as this client last read it (a sharded
+// schedule only, Options.ShardMap): it places tasks by the map's count and
+// tells the owners of quiet shards about new tasks (wake.go). It is read
+// at most once per shard.ClientMapTTL.
+type mapCache struct {
+	mu sync.Mutex
+	m  shard.Map
+	ok bool
+	at time.Time // when m was read (zero: read again)
+}
+
+// shardMap returns the shard map, read again when older than
+// shard.ClientMapTTL. ok is false when it could not be read (and none was
+// read before).
+func (c *Client) shardMap(ctx context.Context) (shard.Map, bool) {
+	mc := &c.maps
+	now := c.opts.Clock.Now()
+	mc.mu.Lock()
+	m, ok, fresh := mc.m, mc.ok, !mc.at.IsZero() && now.Sub(mc.at) < shard.ClientMapTTL
+	mc.mu.Unlock()
+	if fresh {
+		return m, ok
+	}
+	read, err := shard.Read(ctx, c.t)
+	if err != nil {
+		if ok {
+			c.opts.Logger.Warn("cannot read the shard map; using the one read before", "err", err)
+		}
+		return m, ok
+	}
+	mc.mu.Lock()
+	mc.m, mc.ok, mc.at = read, true, now
+	mc.mu.Unlock()
+	return read, true
+}
+
+// forget makes the next shardMap read the map again.
+func (c *Client) forget() {
+	c.maps.mu.Lock()
+	c.maps.at = time.Time{}
+	c.maps.mu.Unlock()
+}
+
+// place returns the placement of tasks now: Options.Shards, or with
+// Options.ShardMap the shard map's count (Shards until a worker has
+// written the map).
+func (c *Client) place(ctx context.Context) placement {
+	if !c.opts.ShardMap {
+		return placement{parts: c.parts, span: c.opts.Shards}
+	}
+	m, _ := c.shardMap(ctx) // unread: as a map never written
+	return placementOf(m.Layout(len(c.opts.Shards)))
+}
+
+// placeKnown is place without reading the map: the one read last.
+func (c *Client) placeKnown() placement {
+	if !c.opts.ShardMap {
+		return placement{parts: c.parts, span: c.opts.Shards}
+	}
+	c.maps.mu.Lock()
+	m := c.maps.m
+	c.maps.mu.Unlock()
+	return placementOf(m.Layout(len(c.opts.Shards)))
+}
+
+func placementOf(l shard.Layout) placement {
+	p := placement{parts: table.Numbered("", l.Count, 2), span: table.Numbered("", l.Span, 2).Names()}
+	if l.PrevCount != 0 && l.PrevCount != l.Count {
+		prev := table.Numbered("", l.PrevCount, 2)
+		p.prev = &prev
+	}
+	return p
+}
+
+// Point makes the tasks of shard findable under a shard count of count:
+// for every id index row in shard whose id belongs in another shard under
+// count, it writes a pointer there naming the shard that holds the task
+// (PropShard), and it copies every unique guard whose key belongs in
+// another shard there. It is safe to repeat and to run beside every other
+// use of the schedule; it reads shard's index and guard rows once and
+// writes one row per task or guard that belongs elsewhere.
+func (c *Client) Point(ctx context.Context, sh string, count int) error {
+	parts := table.Numbered("", count, 2)
+	insert := func(to, rk string, props table.Props) error {
+		_, err := c.t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: to, RowKey: rk, Props: props}})
+		if err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+			return fmt.Errorf("shard %s: write %s into shard %s: %w", sh, rk, to, err)
+		}
+		return nil
+	}
+	walk := func(from, to string, f func(e table.Entity) error) error {
+		q := table.Query{Partition: sh, From: from, To: to}
+		for {
+			p, err := c.t.Query(ctx, q)
+			if errors.Is(err, storage.ErrTableNotFound) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("shard %s: read %s rows: %w", sh, from, err)
+			}
+			for _, e := range p.Entities {
+				if err := f(e); err != nil {
+					return err
+				}
+			}
+			if p.Continuation == "" {
+				return nil
+			}
+			q.Continuation = p.Continuation
+		}
+	}
+	err := walk(IndexPrefix, indexEnd, func(e table.Entity) error {
+		id := strings.TrimPrefix(e.RowKey, IndexPrefix)
+		home := sh
+		if h, _, _ := e.Props.StrictString(PropShard); h != "" {
+			home = h
+		}
+		to := parts.Of(id)
+		if to == sh || to == home {
+			return nil
+		}
+		return insert(to, e.RowKey, table.Props{PropShard: home, PropID: id})
+	})
+	if err != nil {
+		return err
+	}
+	return walk(GuardPrefix, guardEnd, func(e table.Entity) error {
+		to := parts.Of(strings.TrimPrefix(e.RowKey, GuardPrefix)) // type~key
+		if to == sh {
+			return nil
+		}
+		return insert(to, e.RowKey, e.Props)
+	})
+}
