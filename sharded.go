@@ -266,3 +266,7 @@ func (c *Client) SetShards(ctx context.Context, n int) error {
 	_, err := shard.SetCount(ctx, c.shardMap, n)
 	return err
 }
+
+// Sharded reports whether this client is configured for a sharded
+// schedule (Names.Shards above 1).
+func (c *Client) Sharded() bool { return c.o.Names.Shards > 1 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -35,10 +37,21 @@ func newShardedFleet(t *testing.T, shards int) *shardedFleet {
 	return &shardedFleet{t: t, st: st, names: names, ran: map[string]int{}, at: map[string]time.Time{}, cycle: 200 * time.Millisecond, w: map[string]*leasecron.Worker{}, stop: map[string]func(){}}
 }
 
-func (f *shardedFleet) start(id string) {
+// skewed is a clock off by a fixed amount (its monotonic reading kept).
+type skewed struct{ by time.Duration }
+
+func (s skewed) Now() time.Time { return time.Now().Add(s.by) }
+func (s skewed) NewTimer(d time.Duration) leasecrontype.Timer {
+	return clock.Real{}.NewTimer(d)
+}
+
+func (f *shardedFleet) start(id string) { f.startWith(id, nil) }
+
+// startWith starts a worker with clk (nil: the real clock).
+func (f *shardedFleet) startWith(id string, clk leasecrontype.Clock) {
 	f.t.Helper()
 	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
-		Storage: f.st, Names: f.names, InstanceID: id, ShardCycle: f.cycle,
+		Storage: f.st, Names: f.names, InstanceID: id, ShardCycle: f.cycle, Clock: clk,
 		Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 500 * time.Millisecond},
 		Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
 		Consumer: queue.ConsumerSettings{PollMax: 300 * time.Millisecond},
@@ -135,17 +148,19 @@ func (f *shardedFleet) waitRan(ids []string) {
 	}
 }
 
-// TestShardedFleetSharesAndHandsOver runs three workers over eight shards:
-// they share them 3/3/2, every task runs (each once: nothing here makes a
-// duplicate legitimate but a handover, and none happens while tasks are
-// due), a fourth joining takes at most ceil(8/4) shards, and a stopping
-// worker's shards go to the others.
+// TestShardedFleetSharesAndHandsOver runs three workers over eight shards,
+// one of them with a clock 10 s ahead (ownership is decided by storage,
+// never by comparing clocks): they share them 3/3/2, every task runs
+// (each once: nothing here makes a duplicate legitimate but a handover,
+// and none happens while tasks are due), a fourth joining takes at most
+// ceil(8/4) shards, a stopping worker's shards go to the others, and no
+// shard's mover was ever fenced (two movers of one shard at once).
 func TestShardedFleetSharesAndHandsOver(t *testing.T) {
 	t.Parallel()
 	f := newShardedFleet(t, 8)
-	for _, id := range []string{"a", "b", "c"} {
-		f.start(id)
-	}
+	f.start("a")
+	f.start("b")
+	f.startWith("c", skewed{10 * time.Second})
 	f.waitShares(2, 3, 3)
 
 	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names, SendWithin: -1})
@@ -178,21 +193,42 @@ func TestShardedFleetSharesAndHandsOver(t *testing.T) {
 	}
 	f.mu.Unlock()
 
+	// Handovers under a stream of tasks due a second ahead: the shards
+	// that move have rows to commit while they move.
+	streamCtx, stopStream := context.WithCancel(ctx)
+	var more []string
+	streamed := make(chan struct{})
+	go func() {
+		defer close(streamed)
+		for i := 0; streamCtx.Err() == nil; i++ {
+			id := fmt.Sprintf("after-%03d", i)
+			if _, err := c.Schedule(streamCtx, leasecron.Item{ID: id, Type: "t", Due: time.Now().Add(time.Second)}, nil); err == nil {
+				more = append(more, id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
 	f.start("d")
 	f.waitShares(2, 2, 2, 2)
 	f.halt("b")
 	f.waitShares(2, 3, 3)
-
-	// Tasks still run after the handovers, from every shard.
-	var more []string
-	for i := range 40 {
-		id := fmt.Sprintf("after-%02d", i)
-		more = append(more, id)
-		if _, err := c.Schedule(ctx, leasecron.Item{ID: id, Type: "t", Due: time.Now().Add(time.Second)}, nil); err != nil {
-			t.Fatal(err)
+	time.Sleep(time.Second)
+	stopStream()
+	<-streamed
+	t.Logf("%d tasks scheduled through the handovers", len(more))
+	f.waitRan(more)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, id := range more {
+		if n := f.ran[id]; n != 1 {
+			t.Errorf("%s ran %d times", id, n)
 		}
 	}
-	f.waitRan(more)
+	for id, w := range f.w {
+		if ms, ok := w.MoverStats(); ok && ms.Fenced != 0 {
+			t.Errorf("worker %s: %d of its shard movers were fenced: two movers of a shard acted at once", id, ms.Fenced)
+		}
+	}
 }
 
 // idleRate starts one worker over n shards (each cycle given) and returns

@@ -150,7 +150,17 @@ func (s clientSource) Fleet(ctx context.Context) (Fleet, error) {
 	}
 	lim, err := s.c.Limits(ctx, sum)
 	f.Limits = dashLimits(lim)
-	return f, err
+	if err != nil {
+		return f, err
+	}
+	if s.c.Sharded() {
+		r, err := s.c.Shards(ctx)
+		if err != nil {
+			return f, err
+		}
+		f.Shards = &r
+	}
+	return f, nil
 }
 
 func (s clientSource) Schedule(ctx context.Context, it schedule.Item, replace bool) (schedule.Item, error) {

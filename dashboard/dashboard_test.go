@@ -77,7 +77,7 @@ func TestEveryPageRendersItsIDsAndJSONTwin(t *testing.T) {
 		{"/runs?state=dead", []string{"runs-table"}, "runs"},
 		{"/deadletters", []string{"deadletters-table", "bulk-actions", "dead-total"}, "dead_letters"},
 		{"/blackboard", []string{"keys-table"}, "keys"},
-		{"/fleet", []string{"leader", "instances-table", "slots-table"}, "instances"},
+		{"/fleet", []string{"leader", "instances-table", "slots-table", "shards-summary", "shards-table", "members-table"}, "shards"},
 	} {
 		t.Run(c.path, func(t *testing.T) {
 			resp, body := fetch(t, cl, "GET", srv.URL+c.path, nil, nil)

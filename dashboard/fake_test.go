@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
@@ -155,7 +156,12 @@ func (f *fakeSource) Fleet(ctx context.Context) (Fleet, error) {
 	f.count("Fleet")
 	return Fleet{Leader: trafficcop.HolderInfo{Holder: "w1", Generation: 4, State: trafficcop.LeaseLeased},
 		Instances: []Instance{{ID: "w1", Version: "v1", Flushed: f.now.Add(-time.Minute), Counts: Counts{Handled: 7}}, {ID: "w2", Flushed: f.now.Add(-time.Hour)}},
-		Limits:    []Limit{{Type: "mail", Limit: 2, Held: 1}}}, nil
+		Limits:    []Limit{{Type: "mail", Limit: 2, Held: 1}},
+		Shards: &leasecron.ShardReport{Count: 2, MapCount: 2, Generation: 4, Span: 2,
+			Shards: []leasecron.ShardState{
+				{Shard: "00", Owner: "w1", Epoch: 4 << 20, Since: f.now.Add(-time.Hour), Pointed: true, Due: 3, Lag: time.Second},
+				{Shard: "01", Owner: "w2", Epoch: 4<<20 + 1, Since: f.now.Add(-time.Minute), HandingOverFrom: "w1", Quiet: true, Pointed: true}},
+			Members: []leasecron.ShardMember{{Name: "w1", Live: true, Shards: 1}, {Name: "w2", Live: true, Shards: 1}}}}, nil
 }
 
 func (f *fakeSource) Instances(ctx context.Context) ([]Instance, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
@@ -168,6 +169,8 @@ type Fleet struct {
 	Leader    trafficcop.HolderInfo
 	Instances []Instance
 	Limits    []Limit
+	// Shards is the shard map of a sharded schedule (nil when unsharded).
+	Shards *leasecron.ShardReport
 }
 
 // Instance is one worker instance as its counters row shows it.

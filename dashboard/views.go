@@ -253,6 +253,39 @@ type FleetView struct {
 	Leader    LeaderView     `json:"leader"`
 	Instances []InstanceView `json:"instances"`
 	Limits    []Limit        `json:"limits"`
+	// Shards is the shard map of a sharded schedule (absent when
+	// unsharded).
+	Shards *ShardsView `json:"shards,omitempty"`
+}
+
+// ShardsView is the fleet page's shard map.
+type ShardsView struct {
+	Count      int          `json:"count"`
+	PrevCount  int          `json:"prev_count,omitempty"`
+	Generation int64        `json:"generation"`
+	Shards     []ShardView  `json:"shards"`
+	Members    []MemberView `json:"members"`
+}
+
+// ShardView is one shard's row.
+type ShardView struct {
+	Shard           string    `json:"shard"`
+	Owner           string    `json:"owner"`
+	Epoch           int64     `json:"epoch"`
+	Since           time.Time `json:"since,omitzero"`
+	HandingOverFrom string    `json:"handing_over_from,omitempty"`
+	Quiet           bool      `json:"quiet"`
+	Pointed         bool      `json:"pointed"`
+	Due             int       `json:"due"`
+	DueCapped       bool      `json:"due_capped"`
+	LagSeconds      float64   `json:"lag_seconds"`
+}
+
+// MemberView is one instance of the shard map.
+type MemberView struct {
+	Name   string `json:"name"`
+	Live   bool   `json:"live"`
+	Shards int    `json:"shards"`
 }
 
 // activeWindow is how recently an instance must have flushed its counters
