@@ -97,6 +97,13 @@ type Names struct {
 	Queue string
 	// PoisonQueue holds messages set aside. Default "leasecron-work-poison".
 	PoisonQueue string
+	// Queues is how many work queues the fleet spreads its messages over:
+	// Queue, then Queue-1, Queue-2, … Default 1; at most queue.MaxQueues.
+	// One queue carries about 2,000 messages/s on Azure; an idle worker
+	// polls one queue at a time, so more queues cost no more when idle
+	// (see the README's "Sharding"). It may grow, never shrink: messages
+	// in a queue beyond a smaller count would not be drained.
+	Queues int
 	// Shards is how many shards (table partitions "00", "01", …) the
 	// schedule is split into; a task's shard is a hash of its id. Default
 	// 1: one shard, moved by the traffic cop. Above 1 the schedule is
@@ -122,6 +129,7 @@ func DefaultNames() Names {
 		Queue:           queue.DefaultQueue,
 		PoisonQueue:     queue.DefaultPoisonQueue,
 		Shards:          1,
+		Queues:          1,
 	}
 }
 
@@ -136,6 +144,7 @@ func (n Names) WithDefaults() Names {
 	n.Queue = cmp.Or(n.Queue, d.Queue)
 	n.PoisonQueue = cmp.Or(n.PoisonQueue, d.PoisonQueue)
 	n.Shards = cmp.Or(n.Shards, d.Shards)
+	n.Queues = cmp.Or(n.Queues, d.Queues)
 	return n
 }
 
@@ -153,6 +162,17 @@ func (n Names) validate() error {
 	} {
 		if err := c.check(c.val); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrInvalidOptions, c.field, err)
+		}
+	}
+	if n.Queues < 1 || n.Queues > queue.MaxQueues {
+		return opt.Invalid(ErrInvalidOptions, "Names.Queues", n.Queues, fmt.Sprintf("1 to %d work queues", queue.MaxQueues))
+	}
+	for _, q := range queue.QueueNames(n.Queue, n.Queues)[1:] {
+		if err := storage.ValidateQueueName(q); err != nil {
+			return fmt.Errorf("%w: Names.Queue %q with %d queues: %w", ErrInvalidOptions, n.Queue, n.Queues, err)
+		}
+		if q == n.PoisonQueue {
+			return fmt.Errorf("%w: Names.PoisonQueue = %q is one of the %d work queues", ErrInvalidOptions, n.PoisonQueue, n.Queues)
 		}
 	}
 	if n.Shards < 1 || n.Shards > MaxShards {
@@ -208,7 +228,7 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 	if p.shardMap, err = table.NewAzure(sc.Table, n.ScheduleTable); err != nil {
 		return p, err
 	}
-	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Clock: clk, Logger: log}); err != nil {
+	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Queues: n.Queues, Clock: clk, Logger: log}); err != nil {
 		return p, err
 	}
 	if p.pauses, err = pause.New(sc.Blob.NewContainerClient(n.Container), pause.DefaultBlob, clk); err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -158,6 +160,7 @@ func (f *shardedFleet) waitRan(ids []string) {
 func TestShardedFleetSharesAndHandsOver(t *testing.T) {
 	t.Parallel()
 	f := newShardedFleet(t, 8)
+	f.names.Queues = 3 // and three work queues
 	f.start("a")
 	f.start("b")
 	f.startWith("c", skewed{10 * time.Second})
@@ -217,6 +220,17 @@ func TestShardedFleetSharesAndHandsOver(t *testing.T) {
 	<-streamed
 	t.Logf("%d tasks scheduled through the handovers", len(more))
 	f.waitRan(more)
+	// The three work queues (messages go to them in turn) are all drained.
+	qsvc, err := azqueue.NewServiceClientFromConnectionString(f.st.ConnectionString, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range queue.QueueNames(f.names.Queue, 3) {
+		props, err := qsvc.NewQueueClient(name).GetProperties(ctx, nil)
+		if err != nil || props.ApproximateMessagesCount == nil || *props.ApproximateMessagesCount != 0 {
+			t.Errorf("work queue %s: %+v, %v; want it there and drained", name, props.ApproximateMessagesCount, err)
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, id := range more {

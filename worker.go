@@ -333,7 +333,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	srv, err := ops.NewServer(ops.Options{
 		Addr:     w.o.AdminAddr,
 		Metrics:  w.metrics,
-		Ready:    su.check(ops.ReadyCheck(w.sc, tables, []string{w.o.Names.Queue, w.o.Names.PoisonQueue})),
+		Ready:    su.check(ops.ReadyCheck(w.sc, tables, append(queue.QueueNames(w.o.Names.Queue, w.o.Names.Queues), w.o.Names.PoisonQueue))),
 		Pprof:    w.o.Pprof,
 		Logger:   w.log,
 		Fallback: admin,
@@ -424,7 +424,7 @@ func (w *Worker) ensure(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, q := range []string{w.o.Names.Queue, w.o.Names.PoisonQueue} {
+	for _, q := range append(queue.QueueNames(w.o.Names.Queue, w.o.Names.Queues), w.o.Names.PoisonQueue) {
 		if err := w.sc.EnsureQueue(ctx, q); err != nil {
 			return err
 		}
@@ -553,6 +553,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 	co := queue.ConsumerOptions{
 		ConsumerSettings: w.o.Consumer,
 		Queue:            w.o.Names.Queue,
+		Queues:           w.o.Names.Queues,
 		PoisonQueue:      w.o.Names.PoisonQueue,
 		InstanceID:       w.o.InstanceID,
 		Clock:            w.o.Clock,

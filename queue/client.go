@@ -47,6 +47,10 @@ type ClientOptions struct {
 	// PoisonQueue is the queue for messages set aside. Default
 	// DefaultPoisonQueue.
 	PoisonQueue string
+	// Queues is how many work queues messages are spread over: Queue,
+	// then Queue-1, Queue-2, … (QueueNames; see Queues). Default 1, at
+	// most MaxQueues.
+	Queues int
 	// Clock is the time source. Default the real clock.
 	Clock clock.Clock
 	// Logger receives warnings. Default slog.Default().
@@ -57,6 +61,7 @@ type ClientOptions struct {
 func (o ClientOptions) WithDefaults() ClientOptions {
 	o.Queue = cmp.Or(o.Queue, DefaultQueue)
 	o.PoisonQueue = cmp.Or(o.PoisonQueue, DefaultPoisonQueue)
+	o.Queues = cmp.Or(o.Queues, 1)
 	o.Clock = clock.OrReal(o.Clock)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
@@ -71,6 +76,17 @@ func (o ClientOptions) validate() error {
 	}
 	if o.Queue == o.PoisonQueue {
 		return fmt.Errorf("%w: ClientOptions.PoisonQueue = %q: want a queue other than Queue", ErrInvalidOptions, o.PoisonQueue)
+	}
+	if o.Queues < 1 || o.Queues > MaxQueues {
+		return fmt.Errorf("%w: ClientOptions.Queues = %d: want 1 to %d work queues", ErrInvalidOptions, o.Queues, MaxQueues)
+	}
+	for _, n := range QueueNames(o.Queue, o.Queues)[1:] {
+		if err := storage.ValidateQueueName(n); err != nil {
+			return fmt.Errorf("%w: ClientOptions.Queue %q with %d queues: %w", ErrInvalidOptions, o.Queue, o.Queues, err)
+		}
+		if n == o.PoisonQueue {
+			return fmt.Errorf("%w: ClientOptions.PoisonQueue = %q is one of the %d work queues", ErrInvalidOptions, o.PoisonQueue, o.Queues)
+		}
 	}
 	return nil
 }
@@ -93,9 +109,22 @@ func NewClient(svc *azqueue.ServiceClient, o ClientOptions) (*Client, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	work, err := newAzureQueue(svc, o.Queue)
-	if err != nil {
-		return nil, fmt.Errorf("queue: Queue: %w", err)
+	var work MessageQueue
+	qs := make([]MessageQueue, o.Queues)
+	for i, name := range QueueNames(o.Queue, o.Queues) {
+		q, err := newAzureQueue(svc, name)
+		if err != nil {
+			return nil, fmt.Errorf("queue: Queue: %w", err)
+		}
+		qs[i] = q
+	}
+	work = qs[0]
+	if len(qs) > 1 {
+		m, err := NewQueues(qs...)
+		if err != nil {
+			return nil, err
+		}
+		work = m
 	}
 	poison, err := newAzureQueue(svc, o.PoisonQueue)
 	if err != nil {

@@ -109,7 +109,7 @@ type testHooks struct {
 // service client the caller built with its own credential. It does not
 // contact the service.
 func NewConsumer(svc *azqueue.ServiceClient, o ConsumerOptions) (*Consumer, error) {
-	co := ClientOptions{Queue: o.Queue, PoisonQueue: o.PoisonQueue, Clock: o.Clock, Logger: o.Logger}
+	co := ClientOptions{Queue: o.Queue, PoisonQueue: o.PoisonQueue, Queues: o.Queues, Clock: o.Clock, Logger: o.Logger}
 	client, err := NewClient(svc, co)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,9 @@ type Message struct {
 	// Expires is when the service deletes the message (far in the future
 	// for messages sent with a time-to-live of -1).
 	Expires time.Time
+	// queue is the index of the queue it came from in a Queues (0
+	// otherwise).
+	queue int
 	// NextVisible is when the message becomes visible again.
 	NextVisible time.Time
 }

@@ -119,6 +119,9 @@ type ConsumerOptions struct {
 	Queue string
 	// PoisonQueue is where messages are set aside. Default DefaultPoisonQueue.
 	PoisonQueue string
+	// Queues is how many work queues it drains: Queue, Queue-1, … (see
+	// ClientOptions.Queues). Default 1.
+	Queues int
 	// InstanceID names this worker in run records and counters. Default
 	// "{hostname}-{pid}-{8 random hex digits}", the same form as every
 	// leasecron default identity.

@@ -18,15 +18,15 @@ import (
 )
 
 // shardConfig is a fleet of 8 shards with a 1 s shard cycle over the
-// fleet's 15 s lease.
+// fleet's 15 s lease, and two work queues.
 func shardConfig() map[string]any {
-	return map[string]any{"shards": map[string]any{"count": 8, "cycle": "1s"}}
+	return map[string]any{"shards": map[string]any{"count": 8, "cycle": "1s"}, "names": map[string]any{"queues": 2}}
 }
 
 func shardClient(t *testing.T, f *fleet.Fleet) *leasecron.Client {
 	t.Helper()
 	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: f.Azurite.ConnectionString()},
-		Names: leasecron.Names{Shards: 8}})
+		Names: leasecron.Names{Shards: 8, Queues: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

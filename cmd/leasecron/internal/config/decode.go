@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/tasktype"
 )
@@ -80,6 +81,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		Queue:           d.name("names.queue", storage.ValidateQueueName),
 		PoisonQueue:     d.name("names.poison_queue", storage.ValidateQueueName),
 		Shards:          d.int("shards.count", 1, leasecron.MaxShards),
+		Queues:          d.int("names.queues", 1, queue.MaxQueues),
 	}
 	c.Shards = Shards{Cycle: d.dur("shards.cycle", 50*time.Millisecond, time.Minute)}
 	if c.Names.LeaseBlob == "" {
