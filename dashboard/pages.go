@@ -447,15 +447,7 @@ func (s *Server) loadFleet(ctx context.Context, r *http.Request) (any, error) {
 		}
 		sort.SliceStable(v.Instances, func(i, j int) bool { return v.Instances[i].ID < v.Instances[j].ID })
 		if r := fl.Shards; r != nil {
-			sv := &ShardsView{Count: max(r.MapCount, r.Count), PrevCount: r.PrevCount, Generation: r.Generation, Shards: []ShardView{}, Members: []MemberView{}}
-			for _, x := range r.Shards {
-				sv.Shards = append(sv.Shards, ShardView{Shard: x.Shard, Owner: x.Owner, Epoch: x.Epoch, Since: x.Since, HandingOverFrom: x.HandingOverFrom,
-					Quiet: x.Quiet, Pointed: x.Pointed, Due: x.Due, DueCapped: x.DueCapped, LagSeconds: x.Lag.Seconds()})
-			}
-			for _, m := range r.Members {
-				sv.Members = append(sv.Members, MemberView{Name: m.Name, Live: m.Live, Shards: m.Shards})
-			}
-			v.Shards = sv
+			v.Shards = NewShardsView(*r)
 		}
 		return v, nil
 	})

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"time"
 
+	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -262,9 +263,25 @@ type FleetView struct {
 type ShardsView struct {
 	Count      int          `json:"count"`
 	PrevCount  int          `json:"prev_count,omitempty"`
+	Span       int          `json:"span"`
 	Generation int64        `json:"generation"`
 	Shards     []ShardView  `json:"shards"`
 	Members    []MemberView `json:"members"`
+}
+
+// NewShardsView is the shard map of r as the fleet page's JSON (and
+// `leasecron shards --json`) shows it.
+func NewShardsView(r leasecron.ShardReport) *ShardsView {
+	sv := &ShardsView{Count: max(r.MapCount, r.Count), PrevCount: r.PrevCount, Span: r.Span, Generation: r.Generation,
+		Shards: []ShardView{}, Members: []MemberView{}}
+	for _, x := range r.Shards {
+		sv.Shards = append(sv.Shards, ShardView{Shard: x.Shard, Owner: x.Owner, Epoch: x.Epoch, Since: x.Since, HandingOverFrom: x.HandingOverFrom,
+			Quiet: x.Quiet, Pointed: x.Pointed, Due: x.Due, DueCapped: x.DueCapped, LagSeconds: x.Lag.Seconds()})
+	}
+	for _, m := range r.Members {
+		sv.Members = append(sv.Members, MemberView{Name: m.Name, Live: m.Live, Shards: m.Shards})
+	}
+	return sv
 }
 
 // ShardView is one shard's row.

@@ -119,34 +119,12 @@ func TestShardsThroughAnOwnerKill(t *testing.T) {
 		t.Errorf("shards owned again %s after the kill, want within lease + 2 cycles (17 s)", took.Round(time.Millisecond))
 	}
 
-	var want []string
-	for _, it := range items {
-		want = append(want, it.ID)
+	lateness, dups := ranOnTime(ctx, t, f, dues)
+	if dups != 0 {
+		t.Errorf("%d duplicate runs through the kill", dups)
 	}
-	if missing, err := f.WaitRecords(ctx, want); err != nil {
-		t.Fatalf("%d of %d tasks never ran (%v): %v", len(missing), len(want), err, head(missing, 20))
-	}
-	rs, err := f.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
-	starts := fleet.Starts(rs)
-	var lateness []time.Duration
-	for _, id := range want {
-		r := starts[id]
-		if len(r) != 1 {
-			t.Errorf("%s ran %d times", id, len(r))
-		}
-		for _, x := range r {
-			if x.At.Before(dues[id]) {
-				t.Errorf("%s started %s before its due time", id, dues[id].Sub(x.At))
-			}
-		}
-		lateness = append(lateness, r[0].At.Sub(dues[id]))
-	}
-	sort.Slice(lateness, func(i, j int) bool { return lateness[i] < lateness[j] })
 	p50, p99 := fleet.Percentile(lateness, 0.5), fleet.Percentile(lateness, 0.99)
-	t.Logf("%d tasks through the kill: lateness p50 %s, p99 %s", len(want), p50.Round(time.Millisecond), p99.Round(time.Millisecond))
+	t.Logf("%d tasks through the kill: lateness p50 %s, p99 %s", len(dues), p50.Round(time.Millisecond), p99.Round(time.Millisecond))
 	if p99 > time.Second {
 		t.Errorf("lateness p99 %s, want at most 1 s", p99.Round(time.Millisecond))
 	}
@@ -303,32 +281,8 @@ func TestShardsThroughManyKills(t *testing.T) {
 		t.Errorf("p99 %s, want within lease + 2 cycles (17 s, and a second for this test's polling)", p99.Round(time.Millisecond))
 	}
 
-	var want []string
-	for id := range dues {
-		want = append(want, id)
-	}
-	if missing, err := f.WaitRecords(ctx, want); err != nil {
-		t.Fatalf("%d of %d streamed tasks never ran (%v): %v", len(missing), len(want), err, head(missing, 20))
-	}
-	rs, err := f.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
-	starts := fleet.Starts(rs)
-	var lateness []time.Duration
-	dups := 0
-	for _, id := range want {
-		r := starts[id]
-		dups += len(r) - 1
-		for _, x := range r {
-			if x.At.Before(dues[id]) {
-				t.Errorf("%s started %s before its due time", id, dues[id].Sub(x.At))
-			}
-		}
-		lateness = append(lateness, r[0].At.Sub(dues[id]))
-	}
-	sort.Slice(lateness, func(i, j int) bool { return lateness[i] < lateness[j] })
-	t.Logf("%d streamed tasks through 20 kills: 0 lost, %d duplicate runs, lateness p50 %s, p99 %s", len(want), dups,
+	lateness, dups := ranOnTime(ctx, t, f, dues)
+	t.Logf("%d streamed tasks through 20 kills: 0 lost, %d duplicate runs, lateness p50 %s, p99 %s", len(dues), dups,
 		fleet.Percentile(lateness, 0.5).Round(time.Millisecond), fleet.Percentile(lateness, 0.99).Round(time.Millisecond))
 	if p := fleet.Percentile(lateness, 0.99); p > time.Second {
 		t.Errorf("lateness p99 %s, want at most 1 s", p.Round(time.Millisecond))
@@ -415,27 +369,7 @@ func TestShardsThroughASIGSTOP(t *testing.T) {
 	waitSettled(ctx, t, cl, 2)
 	t.Logf("%s resumed and rejoined", victim)
 
-	var want []string
-	for _, it := range items {
-		want = append(want, it.ID)
-	}
-	if missing, err := f.WaitRecords(ctx, want); err != nil {
-		t.Fatalf("%d of %d tasks never ran (%v): %v", len(missing), len(want), err, head(missing, 20))
-	}
-	rs, err := f.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dups := 0
-	for _, id := range want {
-		r := fleet.Starts(rs)[id]
-		dups += len(r) - 1
-		for _, x := range r {
-			if x.At.Before(dues[id]) {
-				t.Errorf("%s started %s before its due time", id, dues[id].Sub(x.At))
-			}
-		}
-	}
+	_, dups := ranOnTime(ctx, t, f, dues)
 	t.Logf("40 tasks through a SIGSTOP past the lease: 0 lost, %d duplicate runs", dups)
 	log, err := os.ReadFile(filepath.Join(f.Dir, victim+".log"))
 	if err != nil {
@@ -444,4 +378,36 @@ func TestShardsThroughASIGSTOP(t *testing.T) {
 	if !strings.Contains(string(log), "lost the member lease") {
 		t.Errorf("%s's log does not say it lost its member lease after the SIGSTOP", victim)
 	}
+}
+
+// ranOnTime waits until every task of dues (id → due time) has run and
+// fails the test for a run before its due time; it returns the first
+// runs' lateness, sorted, and how many runs were duplicates.
+func ranOnTime(ctx context.Context, t *testing.T, f *fleet.Fleet, dues map[string]time.Time) (lateness []time.Duration, dups int) {
+	t.Helper()
+	want := make([]string, 0, len(dues))
+	for id := range dues {
+		want = append(want, id)
+	}
+	sort.Strings(want)
+	if missing, err := f.WaitRecords(ctx, want); err != nil {
+		t.Fatalf("%d of %d tasks never ran (%v): %v", len(missing), len(want), err, head(missing, 20))
+	}
+	rs, err := f.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := fleet.Starts(rs)
+	for _, id := range want {
+		r := starts[id]
+		dups += len(r) - 1
+		for _, x := range r {
+			if x.At.Before(dues[id]) {
+				t.Errorf("%s started %s before its due time", id, dues[id].Sub(x.At))
+			}
+		}
+		lateness = append(lateness, r[0].At.Sub(dues[id]))
+	}
+	sort.Slice(lateness, func(i, j int) bool { return lateness[i] < lateness[j] })
+	return lateness, dups
 }

@@ -149,13 +149,19 @@ func (f *Fleet) Env() []string {
 
 // StartWorker starts one more worker process, named w{n}.
 func (f *Fleet) StartWorker(extraEnv ...string) (string, error) {
+	return f.StartWorkerWith(f.Bin, extraEnv...)
+}
+
+// StartWorkerWith starts one more worker process of the binary bin (an
+// earlier release, for upgrade tests), named w{n}.
+func (f *Fleet) StartWorkerWith(bin string, extraEnv ...string) (string, error) {
 	f.mu.Lock()
 	f.next++
 	name := fmt.Sprintf("w%d", f.next)
 	f.mu.Unlock()
 	env := append(f.Env(), "FLEET_WORKER="+name, "LEASECRON_WORKER_INSTANCE_ID="+name)
 	env = append(env, extraEnv...)
-	p, err := proc.Start(name, f.Bin, []string{"worker"}, env, filepath.Join(f.Dir, name+".log"))
+	p, err := proc.Start(name, bin, []string{"worker"}, env, filepath.Join(f.Dir, name+".log"))
 	if err != nil {
 		return "", err
 	}

@@ -79,6 +79,35 @@ func Binary() (string, error) {
 	return buildBin, buildErr
 }
 
+// BinaryAt builds the leasecron binary of an earlier commit of this
+// repository (for upgrade tests) into dir: it checks the commit out in a
+// temporary git worktree, builds cmd/leasecron there and removes the
+// worktree. It needs the repository's history (not a shallow clone
+// without the commit).
+func BinaryAt(commit, dir string) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	wt, err := os.MkdirTemp("", "leasecron-at-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(wt)
+	src := filepath.Join(wt, "src")
+	if out, err := exec.Command("git", "-C", root, "worktree", "add", "--detach", src, commit).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("git worktree add %s: %w\n%s", commit, err, out)
+	}
+	defer func() { _ = exec.Command("git", "-C", root, "worktree", "remove", "--force", src).Run() }()
+	bin := filepath.Join(dir, "leasecron-"+commit)
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join(src, "cmd", "leasecron")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build of %s: %w\n%s", commit, err, out)
+	}
+	return bin, nil
+}
+
 // Process is a running leasecron process.
 type Process struct {
 	Name string

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/dashboard"
 )
 
 func init() {
@@ -134,37 +135,5 @@ func (a *app) printShards(r leasecron.ShardReport) {
 	tw.Flush()
 }
 
-type shardOut struct {
-	Shard           string     `json:"shard"`
-	Owner           string     `json:"owner"`
-	Epoch           int64      `json:"epoch"`
-	Since           *time.Time `json:"since"`
-	HandingOverFrom string     `json:"handing_over_from,omitempty"`
-	Quiet           bool       `json:"quiet"`
-	Pointed         bool       `json:"pointed"`
-	Due             int        `json:"due"`
-	DueCapped       bool       `json:"due_capped"`
-	LagSeconds      float64    `json:"lag_seconds"`
-}
-
-type memberOut struct {
-	Name   string `json:"name"`
-	Live   bool   `json:"live"`
-	Shards int    `json:"shards"`
-}
-
-func shardsJSON(r leasecron.ShardReport) any {
-	shards := make([]shardOut, 0, len(r.Shards))
-	for _, s := range r.Shards {
-		o := shardOut{Shard: s.Shard, Owner: s.Owner, Epoch: s.Epoch, HandingOverFrom: s.HandingOverFrom, Quiet: s.Quiet, Pointed: s.Pointed, Due: s.Due, DueCapped: s.DueCapped, LagSeconds: s.Lag.Seconds()}
-		if !s.Since.IsZero() {
-			o.Since = &s.Since
-		}
-		shards = append(shards, o)
-	}
-	members := make([]memberOut, 0, len(r.Members))
-	for _, m := range r.Members {
-		members = append(members, memberOut{Name: m.Name, Live: m.Live, Shards: m.Shards})
-	}
-	return map[string]any{"count": r.Count, "map_count": r.MapCount, "prev_count": r.PrevCount, "span": r.Span, "generation": r.Generation, "shards": shards, "members": members}
-}
+// shardsJSON is the shard map as the dashboard's /fleet JSON shows it.
+func shardsJSON(r leasecron.ShardReport) any { return dashboard.NewShardsView(r) }
