@@ -14,9 +14,9 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/tasktype"
+	"github.com/leasecron/leasecron/queue"
 )
 
 // Load reads the optional YAML file into v and decodes the effective
