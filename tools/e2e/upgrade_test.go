@@ -55,7 +55,7 @@ func TestRollingUpgradeThenSharding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := unsharded.Schedule(ctx, leasecron.Item{ID: "series", Type: "rec", Recurrence: "@every 3s"}, nil); err != nil {
+	if _, err := unsharded.Schedule(ctx, leasecron.Item{ID: "series", Type: "rec", Recurrence: "@every 3s", Due: time.Now()}, nil); err != nil {
 		t.Fatal(err)
 	}
 
