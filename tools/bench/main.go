@@ -67,6 +67,7 @@ type scale struct {
 	batchTasks, batchSingle         int
 	batchLatency                    time.Duration
 	rateTasks, rateCount            int
+	shardsTasks                     int
 	ratePer, rateIdle               time.Duration
 }
 
@@ -84,6 +85,7 @@ var full = scale{
 	dashPending: 10_000, dashRuns: 100_000, dashReps: 5,
 	batchTasks: 10_000, batchSingle: 1_000, batchLatency: 10 * time.Millisecond,
 	rateTasks: 100, rateCount: 10, ratePer: 10 * time.Second, rateIdle: 10 * time.Second,
+	shardsTasks: 600,
 }
 
 var quick = scale{
@@ -99,6 +101,7 @@ var quick = scale{
 	dashPending: 2_000, dashRuns: 10_000, dashReps: 3,
 	batchTasks: 2_000, batchSingle: 200, batchLatency: 10 * time.Millisecond,
 	rateTasks: 30, rateCount: 10, ratePer: 5 * time.Second, rateIdle: 5 * time.Second,
+	shardsTasks: 150,
 }
 
 // scenario is one benchmark: run writes its record into dir.
@@ -119,6 +122,7 @@ var scenarios = []scenario{
 	{"dashboard", runDashboard},
 	{"batch", runBatch},
 	{"rate", runRate},
+	{"shards", runShards},
 	{accountScenario, runAccount},
 }
 

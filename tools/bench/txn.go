@@ -91,8 +91,14 @@ type txWorker struct {
 // startWorker runs a worker with default options (plus opts) and waits
 // until it leads, unless it is not to lead.
 func startWorker(ctx context.Context, srv *azurite.Server, id string, mod func(*leasecron.WorkerOptions)) (*txWorker, error) {
+	return startWorkerAt(ctx, srv.ConnectionString(), id, 0, mod)
+}
+
+// startWorkerAt is startWorker against the account of a connection
+// string (a proxy), with a handler that takes work (0: returns at once).
+func startWorkerAt(ctx context.Context, cs, id string, work time.Duration, mod func(*leasecron.WorkerOptions)) (*txWorker, error) {
 	o := leasecron.WorkerOptions{
-		Storage:    leasecron.Storage{ConnectionString: srv.ConnectionString()},
+		Storage:    leasecron.Storage{ConnectionString: cs},
 		InstanceID: id,
 		Logger:     quietLogger(id),
 	}
@@ -104,7 +110,17 @@ func startWorker(ctx context.Context, srv *azurite.Server, id string, mod func(*
 		return nil, err
 	}
 	tw := &txWorker{w: w, done: make(chan error, 1)}
-	w.Handle(noopType, func(context.Context, leasecrontype.Task) error { tw.handled.Add(1); return nil })
+	w.Handle(noopType, func(ctx context.Context, _ leasecrontype.Task) error {
+		if work > 0 {
+			select {
+			case <-time.After(work):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		tw.handled.Add(1)
+		return nil
+	})
 	go func() { tw.done <- w.Run(ctx) }()
 	return tw, nil
 }

@@ -119,5 +119,5 @@ func TestCadenceEvery2sAcrossSIGTERM(t *testing.T) {
 		}
 	}
 	t.Logf("beat: 15 occurrences 2 s apart in 30 s across the handover; the first %s late (scheduled between passes), the others p50 %s, max %s",
-		lateness[0].Round(time.Millisecond), fleet.Percentile(lateness[1:], 0.5).Round(time.Millisecond), maxLate.Round(time.Millisecond))
+		lateness[0].Round(time.Millisecond), fleet.Percentile(lateness[1:], 50).Round(time.Millisecond), maxLate.Round(time.Millisecond))
 }

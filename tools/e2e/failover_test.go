@@ -120,7 +120,7 @@ func TestFailoverEarlyEnqueueThroughLeaderKill(t *testing.T) {
 		}
 	}
 	sort.Slice(lateness, func(i, j int) bool { return lateness[i] < lateness[j] })
-	p50, p99 := fleet.Percentile(lateness, 0.5), fleet.Percentile(lateness, 0.99)
+	p50, p99 := fleet.Percentile(lateness, 50), fleet.Percentile(lateness, 99)
 	t.Logf("%d tasks through the leader's SIGKILL: lateness p50 %s, p99 %s, max %s; 5 cancelled never ran; 5 rescheduled ran once at their new time",
 		len(want), p50.Round(time.Millisecond), p99.Round(time.Millisecond), lateness[len(lateness)-1].Round(time.Millisecond))
 	if p99 > time.Second {

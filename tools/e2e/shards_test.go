@@ -123,7 +123,7 @@ func TestShardsThroughAnOwnerKill(t *testing.T) {
 	if dups != 0 {
 		t.Errorf("%d duplicate runs through the kill", dups)
 	}
-	p50, p99 := fleet.Percentile(lateness, 0.5), fleet.Percentile(lateness, 0.99)
+	p50, p99 := fleet.Percentile(lateness, 50), fleet.Percentile(lateness, 99)
 	t.Logf("%d tasks through the kill: lateness p50 %s, p99 %s", len(dues), p50.Round(time.Millisecond), p99.Round(time.Millisecond))
 	if p99 > time.Second {
 		t.Errorf("lateness p99 %s, want at most 1 s", p99.Round(time.Millisecond))
@@ -275,7 +275,7 @@ func TestShardsThroughManyKills(t *testing.T) {
 	stopStream()
 	<-streamed
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
-	p50, p99 := fleet.Percentile(took, 0.5), fleet.Percentile(took, 0.99)
+	p50, p99 := fleet.Percentile(took, 50), fleet.Percentile(took, 99)
 	t.Logf("20 kills: shards owned again after p50 %s, p99 %s, max %s", p50.Round(time.Millisecond), p99.Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
 	if p99 > 18*time.Second {
 		t.Errorf("p99 %s, want within lease + 2 cycles (17 s, and a second for this test's polling)", p99.Round(time.Millisecond))
@@ -283,8 +283,8 @@ func TestShardsThroughManyKills(t *testing.T) {
 
 	lateness, dups := ranOnTime(ctx, t, f, dues)
 	t.Logf("%d streamed tasks through 20 kills: 0 lost, %d duplicate runs, lateness p50 %s, p99 %s", len(dues), dups,
-		fleet.Percentile(lateness, 0.5).Round(time.Millisecond), fleet.Percentile(lateness, 0.99).Round(time.Millisecond))
-	if p := fleet.Percentile(lateness, 0.99); p > time.Second {
+		fleet.Percentile(lateness, 50).Round(time.Millisecond), fleet.Percentile(lateness, 99).Round(time.Millisecond))
+	if p := fleet.Percentile(lateness, 99); p > time.Second {
 		t.Errorf("lateness p99 %s, want at most 1 s", p.Round(time.Millisecond))
 	}
 }

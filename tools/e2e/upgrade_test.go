@@ -119,7 +119,7 @@ func TestRollingUpgradeThenSharding(t *testing.T) {
 		}
 	}
 	t.Logf("%d tasks through a rolling upgrade from %s and a rolling switch to 8 shards: 0 lost, %d duplicate runs, lateness p50 %s, p99 %s, max %s; the series ran %d occurrences",
-		len(dues), commit, dups, fleet.Percentile(lateness, 0.5).Round(time.Millisecond), fleet.Percentile(lateness, 0.99).Round(time.Millisecond),
+		len(dues), commit, dups, fleet.Percentile(lateness, 50).Round(time.Millisecond), fleet.Percentile(lateness, 99).Round(time.Millisecond),
 		lateness[len(lateness)-1].Round(time.Millisecond), series)
 	if series < 10 {
 		t.Errorf("the series ran %d occurrences over the upgrade", series)

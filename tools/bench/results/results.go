@@ -29,6 +29,7 @@ const (
 	HistoryFile      = "history.json"
 	BatchFile        = "batch.json"
 	RateFile         = "rate.json"
+	ShardsFile       = "shards.json"
 	// AccountFile is a Consumer record of worker-process pairs against a
 	// storage account.
 	AccountFile = "account.json"
@@ -558,4 +559,37 @@ type RateCase struct {
 	MarginalPerTask float64 `json:"marginal_per_task"`
 	// Deferred is how often a task was put back for want of budget.
 	Deferred int64 `json:"deferred"`
+}
+
+// Shards is the sharding scenario: tasks drained per second by 1, 2 and 4
+// instances through a proxy enforcing scaled-down storage targets, with
+// today's single-lease layout and sharded.
+type Shards struct {
+	// QueueRate and PartitionRate are the proxy's targets: message
+	// requests per second per queue, entity operations per second per
+	// table partition.
+	QueueRate     float64 `json:"queue_rate"`
+	PartitionRate float64 `json:"partition_rate"`
+	// Concurrency and WorkMillis size each instance: handlers and how
+	// long each task takes.
+	Concurrency int          `json:"concurrency"`
+	WorkMillis  int64        `json:"work_millis"`
+	Cases       []ShardsCase `json:"cases"`
+}
+
+// ShardsCase is one design at one instance count.
+type ShardsCase struct {
+	Design    string  `json:"design"`
+	Shards    int     `json:"shards"`
+	Queues    int     `json:"queues"`
+	Instances int     `json:"instances"`
+	Tasks     int     `json:"tasks"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"per_second"`
+	// Requests through the proxy while draining; Refused answered 503,
+	// of them past a queue's and a partition's target.
+	Requests         int64 `json:"requests"`
+	Refused          int64 `json:"refused"`
+	QueueRefused     int64 `json:"queue_refused"`
+	PartitionRefused int64 `json:"partition_refused"`
 }

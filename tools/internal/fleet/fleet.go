@@ -359,6 +359,9 @@ func (f *Fleet) waitPhase(ctx context.Context, want []string, phase string) ([]s
 
 // Percentile returns the p-th percentile (0–100) of ds (nearest rank).
 func Percentile(ds []time.Duration, p float64) time.Duration {
+	if p > 0 && p < 1 {
+		panic(fmt.Sprintf("fleet.Percentile(%v): p is a percentage from 0 to 100, not a fraction", p))
+	}
 	if len(ds) == 0 {
 		return 0
 	}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/tools/bench/results"
+	"github.com/leasecron/leasecron/tools/internal/throttle"
+)
+
+// The sharding scenario's scaled-down storage targets and worker size:
+// every worker runs shardsConcurrency handlers of shardsWork each, so an
+// instance handles at most shardsConcurrency/shardsWork tasks a second,
+// and Azurite's one thread stays well below what it can serve.
+const (
+	shardsQueueRate     = 40  // message requests per second per queue
+	shardsPartitionRate = 200 // entity operations per second per table partition (a batch of 100 must fit)
+	shardsConcurrency   = 1   // handlers per worker
+	shardsWork          = 150 * time.Millisecond
+)
+
+// runShards is the scaling scenario: a backlog of due tasks drained by 1,
+// 2 and 4 in-process workers through a proxy that answers 503 ServerBusy,
+// as Azure does, past a per-queue message rate and a per-partition entity
+// rate (scaled down), once with today's single-lease layout (one shard,
+// one queue) and once sharded (8 shards, 4 queues).
+func runShards(ctx context.Context, b *bench) error {
+	res := results.Shards{QueueRate: shardsQueueRate, PartitionRate: shardsPartitionRate,
+		Concurrency: shardsConcurrency, WorkMillis: shardsWork.Milliseconds()}
+	for _, design := range []struct {
+		name           string
+		shards, queues int
+	}{{"single lease", 1, 1}, {"sharded", 8, 4}} {
+		for _, n := range b.s.instances {
+			c, err := b.shardsCase(ctx, design.name, design.shards, design.queues, n)
+			if err != nil {
+				return err
+			}
+			b.logf("shards", "%s, %d instances: %d tasks in %.1f s, %.1f tasks/s, %d refused (queue %d, partition %d)",
+				c.Design, c.Instances, c.Tasks, c.Seconds, c.PerSecond, c.Refused, c.QueueRefused, c.PartitionRefused)
+			res.Cases = append(res.Cases, c)
+		}
+	}
+	return results.Write(b.out, results.ShardsFile, res)
+}
+
+func (b *bench) shardsCase(ctx context.Context, design string, shards, queues, instances int) (results.ShardsCase, error) {
+	c := results.ShardsCase{Design: design, Shards: shards, Queues: queues, Instances: instances, Tasks: b.s.shardsTasks}
+	srv, err := b.startAzurite(ctx, "shards")
+	if err != nil {
+		return c, err
+	}
+	defer srv.Stop()
+	bp, qp, tp := srv.Ports()
+	proxies, err := throttle.NewSet(bp, qp, tp, throttle.Options{Logger: quietLogger("proxy")})
+	if err != nil {
+		return c, err
+	}
+	defer proxies.Close()
+	names := leasecron.Names{Shards: shards, Queues: queues}
+	wctx, stop := context.WithCancel(ctx)
+	workers := make([]*txWorker, instances)
+	defer func() {
+		stop()
+		for _, w := range workers {
+			if w != nil {
+				<-w.done
+			}
+		}
+	}()
+	for i := range workers {
+		w, err := startWorkerAt(wctx, proxies.ConnectionString(), fmt.Sprintf("shards-%d", i), shardsWork, func(o *leasecron.WorkerOptions) {
+			o.Names = names
+			o.ShardCycle = time.Second
+			o.Consumer = queue.ConsumerSettings{Concurrency: shardsConcurrency, PollMax: time.Second}
+		})
+		if err != nil {
+			return c, err
+		}
+		workers[i] = w
+	}
+	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: proxies.ConnectionString()},
+		Names: names, SendWithin: -1, Logger: quietLogger("shards")})
+	if err != nil {
+		return c, err
+	}
+	// Let the fleet settle (leader, shard map) before the limits apply.
+	if err := sleep(ctx, 5*time.Second); err != nil {
+		return c, err
+	}
+	items := make([]leasecron.Item, c.Tasks)
+	now := time.Now()
+	for i := range items {
+		items[i] = leasecron.Item{ID: fmt.Sprintf("scale-%05d", i), Type: noopType, Due: now}
+	}
+	if _, err := cl.ScheduleMany(ctx, items, leasecron.ScheduleManyOptions{}); err != nil {
+		return c, err
+	}
+	before := proxies.Stats()
+	if err := proxies.SetLimits(throttle.Limits{QueueMessages: shardsQueueRate, PartitionEntities: shardsPartitionRate}); err != nil {
+		return c, err
+	}
+	t0 := time.Now()
+	deadline := t0.Add(10 * time.Minute)
+	for {
+		var handled int64
+		for _, w := range workers {
+			handled += w.handled.Load()
+		}
+		if handled >= int64(c.Tasks) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return c, fmt.Errorf("%s, %d instances: %d of %d tasks handled in 10 minutes", design, instances, handled, c.Tasks)
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return c, err
+		}
+	}
+	c.Seconds = time.Since(t0).Seconds()
+	c.PerSecond = float64(c.Tasks) / c.Seconds
+	st := proxies.Stats()
+	c.Requests = st.Requests - before.Requests
+	c.Refused = st.Refused - before.Refused
+	c.QueueRefused = st.QueueLimit - before.QueueLimit
+	c.PartitionRefused = st.PartitionLimit - before.PartitionLimit
+	return c, nil
+}
