@@ -96,7 +96,13 @@ func TestRollingUpgradeThenSharding(t *testing.T) {
 		}
 	}
 	replace("upgrade")
-	sharded := shardClient(t, f)
+	// The fleet keeps one work queue: a client must name as many queues
+	// as the workers drain (names.queues).
+	sharded, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: f.Azurite.ConnectionString()},
+		Names: leasecron.Names{Shards: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	cl = sharded
 	mu.Unlock()
