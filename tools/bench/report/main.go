@@ -48,6 +48,7 @@ type records struct {
 	dashboard    *results.Dashboard
 	batch        *results.Batch
 	rate         *results.RateLimit
+	shards       *results.Shards
 	account      *results.Consumer
 }
 
@@ -79,6 +80,7 @@ func load(dir string) (records, error) {
 		bt results.Batch
 		ac results.Consumer
 		rl results.RateLimit
+		sh results.Shards
 	)
 	for _, x := range []struct {
 		name string
@@ -97,6 +99,7 @@ func load(dir string) (records, error) {
 		{results.BatchFile, &bt, func() { r.batch = &bt }},
 		{results.AccountFile, &ac, func() { r.account = &ac }},
 		{results.RateFile, &rl, func() { r.rate = &rl }},
+		{results.ShardsFile, &sh, func() { r.shards = &sh }},
 	} {
 		if ok, err = opt(x.name, x.v); err != nil {
 			return r, err
