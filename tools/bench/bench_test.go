@@ -100,6 +100,7 @@ var tiny = scale{
 	dashPending: 200, dashRuns: 300, dashReps: 1,
 	batchTasks: 250, batchSingle: 20, batchLatency: 5 * time.Millisecond,
 	rateTasks: 12, rateCount: 5, ratePer: 2 * time.Second, rateIdle: time.Second,
+	shardsTasks: 20,
 }
 
 // needAzurite skips when Azurite is not installed, unless
@@ -162,6 +163,27 @@ func TestScenariosOnAzurite(t *testing.T) {
 		}
 		if d.BaselineMS <= 0 || d.CachedMS <= 0 {
 			t.Errorf("baseline %v, cached %v", d.BaselineMS, d.CachedMS)
+		}
+	})
+
+	t.Run("shards", func(t *testing.T) {
+		t.Parallel()
+		ctx := scenarioCtx(t)
+		b := tinyBench(t)
+		if err := runShards(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		var r results.Shards
+		if err := results.Read(b.out, results.ShardsFile, &r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Cases) != 4 {
+			t.Fatalf("cases %+v", r.Cases)
+		}
+		for _, c := range r.Cases {
+			if c.Tasks != 20 || c.PerSecond <= 0 || c.Requests == 0 || (c.Design == "sharded") != (c.Shards == 8 && c.Queues == 4) {
+				t.Errorf("case %+v", c)
+			}
 		}
 	})
 
