@@ -83,6 +83,10 @@ func (a *app) leaderCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "leader",
 		Short: "Show who holds the traffic-cop lease, since when, its generation and the lease state",
+		Long: `The holder of the traffic-cop lease moves every due task of an unsharded
+schedule. With shards.count above 1 it moves none itself: it shares the shards
+out among the live workers (see leasecron shards) and keeps the fleet-wide
+duties (removing expired run records and counters).`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := a.client()
@@ -113,6 +117,9 @@ func (a *app) leaderCmd() *cobra.Command {
 				fmt.Fprintf(a.out, ", renewed %s ago", time.Since(h.Renewed).Round(time.Second))
 			}
 			fmt.Fprintln(a.out)
+			if cl.Sharded() {
+				fmt.Fprintln(a.out, "the schedule is sharded: the leader shares the shards out and each owner moves its own (leasecron shards)")
+			}
 			return nil
 		},
 	}
