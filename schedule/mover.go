@@ -56,6 +56,10 @@ type Mover struct {
 	lastPass time.Time
 	lastTook time.Duration // how long the last completed pass took (retireWindow)
 	passRows int           // rows the current (or last) pass read
+	// retrySoon is how soon the rows the last pass failed to send because
+	// storage was busy should be tried again (what the service asked for,
+	// or a second) rather than a whole PollEvery later; 0: none failed so.
+	retrySoon time.Duration
 }
 
 // NewMover returns a Mover of the schedule c reads and writes. Its
@@ -177,6 +181,11 @@ func (m *Mover) Run(ctx context.Context) error {
 			log.Warn("pass failed; retrying", "err", err, "retry_in", wait)
 		} else {
 			failures = 0
+			m.mu.Lock()
+			if soon := m.retrySoon; soon > 0 && soon < wait {
+				wait = soon
+			}
+			m.mu.Unlock()
 		}
 		if full && err == nil {
 			continue

@@ -836,3 +836,37 @@ func TestMoverOptionsValidation(t *testing.T) {
 		t.Fatalf("Run with generation 0 = %v", err)
 	}
 }
+
+// TestMoverRetriesABusyQueueSoon: a row whose message the queue refused
+// as busy is tried again a second later (or after the Retry-After the
+// service sends), not a whole poll later.
+func TestMoverRetriesABusyQueueSoon(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second}})
+	e.add(t, Item{ID: "a", Due: t0})
+	var mu sync.Mutex
+	refusals := 1
+	e.q.hook = func(env queue.Envelope) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if refusals > 0 {
+			refusals--
+			return fmt.Errorf("enqueue: %w", storage.ErrServerBusy)
+		}
+		return nil
+	}
+	runMover(t, e.m)
+	if err := e.fc.WaitForTimers(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.q.ids()) != 0 {
+		t.Fatalf("sent %v before the retry", e.q.ids())
+	}
+	e.fc.Advance(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.q.ids()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the refused row was not tried again a second later")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

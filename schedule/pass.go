@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/payload"
+	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/queue"
@@ -64,7 +65,7 @@ type send struct {
 func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	now := m.o.Clock.Now()
 	m.mu.Lock()
-	m.passRows = 0
+	m.passRows, m.retrySoon = 0, 0
 	m.mu.Unlock()
 	m.count(func(s *MoverStats) { s.LastPass = now })
 	m.waitingAt(now) // forgets the messages that have come due
@@ -359,7 +360,12 @@ func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 		default:
 			if ctx.Err() == nil {
 				m.count(func(s *MoverStats) { s.Errors++ })
-				m.o.Logger.Warn("enqueue failed; the row stays for the next poll", "row", p.e.RowKey, "err", err)
+				m.o.Logger.Warn("enqueue failed; the row stays for the next pass", "row", p.e.RowKey, "err", err)
+				if storage.IsTransient(err) {
+					m.mu.Lock()
+					m.retrySoon = max(m.retrySoon, retry.Wait(time.Second, err))
+					m.mu.Unlock()
+				}
 			}
 			return false
 		}
