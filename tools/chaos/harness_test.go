@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,9 +61,6 @@ func fleetConfig(extra map[string]any) map[string]any {
 		"worker":     map[string]any{"visibility_timeout": "15s"},
 	}
 	mergeMaps(cfg, extra)
-	if n := chaosShards(); n > 1 {
-		mergeMaps(cfg, map[string]any{"shards": map[string]any{"count": n, "cycle": "1s"}})
-	}
 	// CHAOS_CONFIG (JSON) is merged last, for experiments such as
 	// {"worker":{"runs":false}}.
 	if js := os.Getenv("CHAOS_CONFIG"); js != "" {
@@ -75,16 +71,6 @@ func fleetConfig(extra map[string]any) map[string]any {
 		mergeMaps(cfg, over)
 	}
 	return cfg
-}
-
-// chaosShards is CHAOS_SHARDS: run every scenario with a schedule of that
-// many shards (workers and the suite's client). Default 1 (unsharded).
-func chaosShards() int {
-	n, err := strconv.Atoi(os.Getenv("CHAOS_SHARDS"))
-	if err != nil || n < 1 {
-		return 1
-	}
-	return n
 }
 
 func mergeMaps(dst, src map[string]any) {
@@ -178,8 +164,7 @@ func newRun(t *testing.T, scenario string, short bool, n int, cfg map[string]any
 			_ = os.RemoveAll(dir)
 		}
 	})
-	if r.cl, err = leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: f.Azurite.ConnectionString()},
-		Names: leasecron.Names{Shards: chaosShards()}}); err != nil {
+	if r.cl, err = f.Client(); err != nil {
 		t.Fatal(err)
 	}
 	if r.sc, err = storage.New(storage.Config{ConnectionString: f.Azurite.ConnectionString()}); err != nil {
