@@ -87,7 +87,7 @@ func (a *app) leaderCmd() *cobra.Command {
 schedule. With shards.count above 1 it moves none itself: it shares the shards
 out among the live workers (see leasecron shards) and keeps the fleet-wide
 duties (removing expired run records and counters).`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := a.client()
 			if err != nil {
