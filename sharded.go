@@ -10,6 +10,7 @@ import (
 	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
 )
@@ -270,3 +271,30 @@ func (c *Client) SetShards(ctx context.Context, n int) error {
 // Sharded reports whether this client is configured for a sharded
 // schedule (Names.Shards above 1).
 func (c *Client) Sharded() bool { return c.o.Names.Shards > 1 }
+
+// drainOthersEvery is how often a worker looks for work queues beyond
+// Names.Queues that a client configured with more queues sends to.
+var drainOthersEvery = 5 * time.Minute
+
+// drainOthers makes the consumer drain, besides its Names.Queues work
+// queues, any other queue of their family in the account ({queue}-{n}),
+// looking now and every drainOthersEvery (one list request each), so that
+// a client configured with more queues than the workers strands nothing.
+func (w *Worker) drainOthers(ctx context.Context, c *queue.Client) {
+	for {
+		added, err := c.DrainOthers(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			w.log.Debug("cannot list the work queues", "err", err)
+		}
+		if len(added) > 0 {
+			w.log.Warn("draining work queues beyond names.queues: a client sends to them (every worker and client should have the same names.queues)",
+				"queues", added, "names_queues", w.o.Names.Queues)
+		}
+		if clock.Sleep(ctx, w.o.Clock, drainOthersEvery) != nil {
+			return
+		}
+	}
+}

@@ -378,6 +378,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	if consumer != nil {
 		g.Go(func() error { return consumer.Run(gctx) })
+		g.Go(func() error { w.drainOthers(gctx, consumer.Client()); return nil })
 	}
 	if !w.o.NoBlackboard {
 		a, err := blackboard.NewWorker(w.sc.Table, blackboard.Options{

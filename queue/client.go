@@ -97,6 +97,10 @@ type Client struct {
 	work, poison MessageQueue
 	clk          clock.Clock
 	log          *slog.Logger
+	// svc and base let DrainOthers find the family's other queues (a
+	// Client built by NewClient).
+	svc  *azqueue.ServiceClient
+	base string
 }
 
 // NewClient returns a Client over the queues o names (default
@@ -118,19 +122,64 @@ func NewClient(svc *azqueue.ServiceClient, o ClientOptions) (*Client, error) {
 		}
 		qs[i] = q
 	}
-	work = qs[0]
-	if len(qs) > 1 {
-		m, err := NewQueues(qs...)
-		if err != nil {
-			return nil, err
-		}
-		work = m
+	// Always a Queues, even of one: DrainOthers can then add the queues
+	// another client's larger count sends to.
+	work, err := NewQueues(qs...)
+	if err != nil {
+		return nil, err
 	}
 	poison, err := newAzureQueue(svc, o.PoisonQueue)
 	if err != nil {
 		return nil, fmt.Errorf("queue: PoisonQueue: %w", err)
 	}
-	return &Client{work: work, poison: poison, clk: o.Clock, log: o.Logger}, nil
+	return &Client{work: work, poison: poison, clk: o.Clock, log: o.Logger, svc: svc, base: o.Queue}, nil
+}
+
+// DrainOthers lists the account's queues named like this client's work
+// queues beyond its count ({Queue}-{n}: sent to by a client configured
+// with more queues) and drains them too, so that nothing sent there is
+// stranded; it returns the names it added. One list request (a page per
+// 5,000 queues). A Client not built by NewClient has nothing to add.
+func (c *Client) DrainOthers(ctx context.Context) ([]string, error) {
+	qs, ok := c.work.(*Queues)
+	if !ok || c.svc == nil {
+		return nil, nil
+	}
+	var added []string
+	pager := c.svc.NewListQueuesPager(&azqueue.ListQueuesOptions{Prefix: &c.base})
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return added, fmt.Errorf("list the work queues: %w", storage.Translate(err))
+		}
+		for _, item := range page.Queues {
+			if item.Name == nil || !familyName(c.base, *item.Name) {
+				continue
+			}
+			q, err := newAzureQueue(c.svc, *item.Name)
+			if err != nil {
+				continue
+			}
+			if qs.Drain(q) {
+				added = append(added, *item.Name)
+			}
+		}
+	}
+	return added, nil
+}
+
+// familyName reports whether name is base-{n} for a whole number n ≥ 1.
+func familyName(base, name string) bool {
+	rest, ok := strings.CutPrefix(name, base+"-")
+	if !ok || rest == "" || rest[0] == '0' {
+		return false
+	}
+	for _, r := range rest {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // NewClientWith returns a Client over any pair of queues: AzureQueues

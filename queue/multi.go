@@ -33,11 +33,12 @@ func QueueNames(base string, n int) []string {
 // looks on through the others at once. Update and Delete go to the queue
 // a message came from; Count sums every queue.
 type Queues struct {
-	qs     []MessageQueue
+	send   int           // Enqueue uses the first send queues
 	next   atomic.Uint64 // Enqueue's turn
 	mu     sync.Mutex
-	cursor int  // the queue the next Dequeue asks
-	found  bool // the last Dequeue got messages
+	qs     []MessageQueue // every queue drained: the send queues, then any added (Drain)
+	cursor int            // the queue the next Dequeue asks
+	found  bool           // the last Dequeue got messages
 }
 
 // NewQueues returns a MessageQueue over qs (at least one, at most
@@ -46,47 +47,79 @@ func NewQueues(qs ...MessageQueue) (*Queues, error) {
 	if len(qs) == 0 || len(qs) > MaxQueues {
 		return nil, fmt.Errorf("%w: %d work queues: want 1 to %d", ErrInvalidOptions, len(qs), MaxQueues)
 	}
-	return &Queues{qs: qs}, nil
+	return &Queues{qs: qs, send: len(qs)}, nil
 }
 
-// Len returns how many queues there are.
-func (m *Queues) Len() int { return len(m.qs) }
+// Drain adds q to the queues drained (not to those sent to): a queue of
+// the same family found in the account, which another client's larger
+// queue count sends to, so that nothing sent there is stranded. Adding a
+// queue of a name already drained does nothing; it reports whether q was
+// added.
+func (m *Queues) Drain(q MessageQueue) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, have := range m.qs {
+		if have.Name() == q.Name() {
+			return false
+		}
+	}
+	if len(m.qs) >= 4*MaxQueues {
+		return false
+	}
+	m.qs = append(m.qs, q)
+	return true
+}
+
+// all returns the queues drained now.
+func (m *Queues) all() []MessageQueue {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]MessageQueue(nil), m.qs...)
+}
+
+// Len returns how many queues are drained.
+func (m *Queues) Len() int { return len(m.all()) }
 
 // Name implements MessageQueue: the first queue's name and how many there
 // are.
 func (m *Queues) Name() string {
-	if len(m.qs) == 1 {
-		return m.qs[0].Name()
+	qs := m.all()
+	if len(qs) == 1 {
+		return qs[0].Name()
 	}
-	return fmt.Sprintf("%s (+%d)", m.qs[0].Name(), len(m.qs)-1)
+	return fmt.Sprintf("%s (+%d)", qs[0].Name(), len(qs)-1)
 }
 
 // Enqueue implements MessageQueue: the queues in turn.
 func (m *Queues) Enqueue(ctx context.Context, text string, visibility time.Duration) (Message, error) {
-	i := int((m.next.Add(1) - 1) % uint64(len(m.qs)))
-	msg, err := m.qs[i].Enqueue(ctx, text, visibility)
+	i := int((m.next.Add(1) - 1) % uint64(m.send))
+	m.mu.Lock()
+	q := m.qs[i]
+	m.mu.Unlock()
+	msg, err := q.Enqueue(ctx, text, visibility)
 	msg.queue = i
 	return msg, err
 }
 
 // Dequeue implements MessageQueue (see Queues).
 func (m *Queues) Dequeue(ctx context.Context, max int, visibility time.Duration) ([]Message, error) {
+	qs := m.all()
 	m.mu.Lock()
 	start, sweep := m.cursor, m.found
 	m.mu.Unlock()
 	tries := 1
 	if sweep {
-		tries = len(m.qs) // work was flowing: look through the others now
+		tries = len(qs) // work was flowing: look through the others now
 	}
 	for k := range tries {
-		i := (start + k) % len(m.qs)
-		msgs, err := m.qs[i].Dequeue(ctx, max, visibility)
+		i := (start + k) % len(qs)
+		msgs, err := qs[i].Dequeue(ctx, max, visibility)
 		for j := range msgs {
 			msgs[j].queue = i
 		}
 		m.mu.Lock()
 		if err != nil || len(msgs) < max {
-			m.cursor = (i + 1) % len(m.qs)
+			m.cursor = (i + 1) % len(qs)
 		} else {
 			m.cursor = i
 		}
@@ -102,7 +135,7 @@ func (m *Queues) Dequeue(ctx context.Context, max int, visibility time.Duration)
 // Peek implements MessageQueue: up to max from the queues in order.
 func (m *Queues) Peek(ctx context.Context, max int) ([]Message, error) {
 	var out []Message
-	for i, q := range m.qs {
+	for i, q := range m.all() {
 		if len(out) >= max {
 			break
 		}
@@ -119,10 +152,11 @@ func (m *Queues) Peek(ctx context.Context, max int) ([]Message, error) {
 }
 
 func (m *Queues) of(msg Message) (MessageQueue, error) {
-	if msg.queue < 0 || msg.queue >= len(m.qs) {
-		return nil, fmt.Errorf("%w: message %s names queue %d of %d", ErrMessageGone, msg.ID, msg.queue, len(m.qs))
+	qs := m.all()
+	if msg.queue < 0 || msg.queue >= len(qs) {
+		return nil, fmt.Errorf("%w: message %s names queue %d of %d", ErrMessageGone, msg.ID, msg.queue, len(qs))
 	}
-	return m.qs[msg.queue], nil
+	return qs[msg.queue], nil
 }
 
 // Update implements MessageQueue, on the queue msg came from.
@@ -150,7 +184,7 @@ func (m *Queues) Delete(ctx context.Context, msg Message) error {
 func (m *Queues) Count(ctx context.Context) (int, error) {
 	n := 0
 	var errs []error
-	for _, q := range m.qs {
+	for _, q := range m.all() {
 		c, err := q.Count(ctx)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", q.Name(), err))
@@ -164,7 +198,7 @@ func (m *Queues) Count(ctx context.Context) (int, error) {
 // Clear implements MessageQueue: every queue.
 func (m *Queues) Clear(ctx context.Context) error {
 	var errs []error
-	for _, q := range m.qs {
+	for _, q := range m.all() {
 		if err := q.Clear(ctx); err != nil {
 			errs = append(errs, err)
 		}
