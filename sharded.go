@@ -298,3 +298,17 @@ func (w *Worker) drainOthers(ctx context.Context, c *queue.Client) {
 		}
 	}
 }
+
+// shardLags returns the last move lag of each shard this instance moves.
+func (w *Worker) shardLags() map[string]time.Duration {
+	owned := w.OwnedShards()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]time.Duration, len(owned))
+	for _, s := range owned {
+		if m := w.movers[s]; m != nil {
+			out[s] = m.Stats().LastMoveLag
+		}
+	}
+	return out
+}

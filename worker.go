@@ -606,6 +606,9 @@ func (w *Worker) gauges(ctx context.Context) {
 			if ms, ok := w.MoverStats(); ok {
 				w.metrics.SetMoverLag(ms.LastMoveLag)
 			}
+			if w.sharded() {
+				w.metrics.SetShardLags(w.shardLags())
+			}
 		}
 		for typ, s := range w.slots {
 			if n, err := s.Held(cctx); err == nil {

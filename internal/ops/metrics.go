@@ -53,6 +53,7 @@ type Metrics struct {
 	leaseHeld      prometheus.Gauge
 	leaseAcquired  prometheus.Counter
 	shardsOwned    prometheus.Gauge
+	shardLag       *prometheus.GaugeVec
 	shardChanges   prometheus.Counter
 	leaseLost      prometheus.Counter
 	moverBatches   prometheus.Counter
@@ -101,6 +102,10 @@ func NewMetrics() *Metrics {
 		Name: "leasecron_shards_owned",
 		Help: "Schedule shards this instance moves now (sharded schedules, names.shards above 1).",
 	})
+	m.shardLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "leasecron_shard_mover_lag_seconds",
+		Help: "Per shard this instance moves: how late (now - due) the oldest row of its mover's last pass that moved anything was.",
+	}, []string{"shard"})
 	m.shardChanges = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "leasecron_shard_ownership_changes_total",
 		Help: "Shards the traffic cop gave to another owner while this instance was the cop.",
@@ -139,7 +144,7 @@ func NewMetrics() *Metrics {
 	}, []string{"version"})
 	for _, c := range []prometheus.Collector{
 		m.tasks, m.taskDuration, m.queueDepth, m.dueBacklog, m.dueOldestLag,
-		m.leaseHeld, m.leaseAcquired, m.leaseLost, m.shardsOwned, m.shardChanges, m.moverBatches, m.moverRows,
+		m.leaseHeld, m.leaseAcquired, m.leaseLost, m.shardsOwned, m.shardLag, m.shardChanges, m.moverBatches, m.moverRows,
 		m.moverLag, m.storageReqs, m.blackboardRuns, m.slotsHeld, m.buildInfo,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -216,6 +221,18 @@ func (m *Metrics) SetShardsOwned(n int) {
 		return
 	}
 	m.shardsOwned.Set(float64(n))
+}
+
+// SetShardLags records the move lag of each shard this instance moves
+// and drops the shards it no longer moves.
+func (m *Metrics) SetShardLags(lags map[string]time.Duration) {
+	if m == nil {
+		return
+	}
+	m.shardLag.Reset()
+	for s, d := range lags {
+		m.shardLag.WithLabelValues(s).Set(max(0, d.Seconds()))
+	}
 }
 
 // ShardMoved counts a shard the traffic cop gave to another owner.

@@ -44,6 +44,9 @@ func TestMetricsExposition(t *testing.T) {
 	m.BlackboardRun("succeeded")
 	m.SetSlotsHeld("report", 2)
 	m.SetBuildInfo("v1.2.3")
+	m.SetShardsOwned(3)
+	m.ShardMoved()
+	m.SetShardLags(map[string]time.Duration{"03": 2 * time.Second, "05": 0})
 
 	out := scrape(t, m.Handler())
 	for _, want := range []string{
@@ -68,6 +71,10 @@ func TestMetricsExposition(t *testing.T) {
 		`leasecron_blackboard_runs_total{outcome="succeeded"} 1`,
 		`leasecron_semaphore_slots_held{type="report"} 2`,
 		`leasecron_build_info{version="v1.2.3"} 1`,
+		`leasecron_shards_owned 3`,
+		`leasecron_shard_ownership_changes_total 1`,
+		`leasecron_shard_mover_lag_seconds{shard="03"} 2`,
+		`leasecron_shard_mover_lag_seconds{shard="05"} 0`,
 		`# HELP leasecron_tasks_total `,
 		`# TYPE leasecron_task_duration_seconds histogram`,
 		`go_goroutines `,
@@ -82,7 +89,11 @@ func TestMetricsExposition(t *testing.T) {
 
 	m.SetLeaseHeld(false)
 	m.SetBuildInfo("v1.2.4")
+	m.SetShardLags(map[string]time.Duration{"05": time.Second})
 	out = scrape(t, m.Handler())
+	if strings.Contains(out, `shard="03"`) {
+		t.Error("a shard no longer moved keeps its lag gauge")
+	}
 	for _, want := range []string{"leasecron_lease_held 0\n", `leasecron_build_info{version="v1.2.4"} 1`} {
 		t.Run(want, func(t *testing.T) {
 			if !strings.Contains(out, want) {
