@@ -7,7 +7,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # make test refuses to pass by skipping: Azurite tests fail when Azurite is missing.
 export LEASECRON_REQUIRE_AZURITE ?= 1
 
-.PHONY: help deps build test test-long test-short race fuzz lint demo bench bench-quick chaos screenshots clean
+.PHONY: help deps build test test-long test-short race fuzz lint demo bench bench-quick chaos chaos-shards screenshots clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -93,6 +93,10 @@ demo: deps build ## Azurite + three workers + scheduled work + blackboard, live 
 chaos: deps build ## reliability suite (long; regenerates docs/RELIABILITY.md)
 	@set -o pipefail; cd tools && $(GO) test -tags chaos -count=1 -timeout 60m -v ./chaos/ 2>&1 | tee ../chaos.out
 
+chaos-shards: deps build ## the reliability suite against 8 shards (long; results in tools/chaos/results/chaos-shards.json, docs/RELIABILITY-shards.md)
+	@set -o pipefail; cd tools && CHAOS_SHARDS=8 CHAOS_RESULTS=results/chaos-shards.json CHAOS_DOC=../../docs/RELIABILITY-shards.md \
+		$(GO) test -tags chaos -count=1 -timeout 60m -v ./chaos/ 2>&1 | tee ../chaos-shards.out
+
 bench: deps build ## benchmarks (long; regenerates docs/BENCHMARKS.md)
 	cd tools && $(GO) run ./bench -out ../bench-results
 	cd tools && $(GO) run ./bench/report -in ../bench-results -out ../docs
@@ -106,4 +110,4 @@ screenshots: deps ## regenerate docs/dashboard.png and docs/dashboard/*.png in h
 	cp docs/dashboard/overview.png docs/dashboard.png
 
 clean: ## remove build output
-	rm -rf bin bench-results chaos.out test.log
+	rm -rf bin bench-results chaos.out chaos-shards.out test.log

@@ -227,9 +227,15 @@ func (o *Owner) point(ctx context.Context, m Map) {
 func (o *Owner) stopAll() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	var stopped []string
 	for s, mv := range o.moves {
 		mv.cancel()
 		<-mv.done
 		delete(o.moves, s)
+		stopped = append(stopped, s)
+	}
+	if len(stopped) > 0 {
+		sort.Strings(stopped)
+		o.Logger.Info("stopped moving shards", "shards", stopped)
 	}
 }

@@ -25,6 +25,9 @@
 // removes them. Environment: CHAOS_KEEP=DIR keeps every scenario's under
 // DIR; CHAOS_RESULTS and CHAOS_DOC override the results
 // file and the document; CHAOS_CONFIG (a JSON object) is merged over every
-// scenario's fleet configuration, for experiments; CHAOS_RENDER=1 with
+// scenario's fleet configuration, for experiments; CHAOS_SHARDS=N runs
+// every scenario against a schedule of N shards (workers and the suite's
+// client), and "movers at once" then counts the movers of each shard, from
+// the shard owners' terms in the logs (ShardTerms); CHAOS_RENDER=1 with
 // -run NONE regenerates the document from the results file alone.
 package chaos

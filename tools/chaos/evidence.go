@@ -25,6 +25,11 @@ const (
 	MsgGaveUp      = "gave up control"
 	MsgMoverStart  = "in control"
 	MsgMoverFenced = "stopping"
+	// The owner of a sharded schedule's shards (component "shards").
+	MsgShardStart    = "moving shard"
+	MsgShardTaken    = "shard taken away"
+	MsgShardStopped  = "stopped moving shard"
+	MsgShardsStopped = "stopped moving shards"
 )
 
 // LogEvent is one line of interest from a worker's JSON log.
@@ -34,6 +39,9 @@ type LogEvent struct {
 	Msg        string
 	Generation int64
 	Reason     string
+	// Shard and Epoch are a shard event's (Msg*Shard*).
+	Shard string
+	Epoch int64
 }
 
 // ParseWorkerLog reads the control and mover events from a worker's log
@@ -56,6 +64,8 @@ func ParseWorkerLog(path, worker string) ([]LogEvent, error) {
 			Reason     string    `json:"reason"`
 			Err        string    `json:"err"`
 			Component  string    `json:"component"`
+			Shard      string    `json:"shard"`
+			Epoch      int64     `json:"epoch"`
 		}
 		if json.Unmarshal(sc.Bytes(), &l) != nil {
 			continue
@@ -67,12 +77,13 @@ func ParseWorkerLog(path, worker string) ([]LogEvent, error) {
 			continue
 		}
 		switch l.Msg {
-		case MsgAcquired, MsgLost, MsgGaveUp, MsgMoverStart, MsgMoverFenced:
+		case MsgAcquired, MsgLost, MsgGaveUp, MsgMoverStart, MsgMoverFenced,
+			MsgShardStart, MsgShardTaken, MsgShardStopped, MsgShardsStopped:
 			r := l.Reason
 			if r == "" {
 				r = l.Err
 			}
-			out = append(out, LogEvent{Time: l.Time, Worker: worker, Msg: l.Msg, Generation: l.Generation, Reason: r})
+			out = append(out, LogEvent{Time: l.Time, Worker: worker, Msg: l.Msg, Generation: l.Generation, Reason: r, Shard: l.Shard, Epoch: l.Epoch})
 		}
 	}
 	return out, sc.Err()
@@ -84,7 +95,10 @@ func ParseWorkerLog(path, worker string) ([]LogEvent, error) {
 // function has returned), or to the process's death when it was killed.
 // The mover can only make storage calls inside its term.
 type Term struct {
-	Worker     string
+	Worker string
+	// Shard is the shard of a shard term (ShardTerms; "" for a term of the
+	// traffic cop's lease). Its Generation is then the shard's epoch.
+	Shard      string
 	Generation int64
 	Start      time.Time
 	// End is when the term ended; Open is true when the log shows no end
@@ -163,6 +177,76 @@ func Terms(events []LogEvent, deaths map[string]time.Time, until time.Time) []Te
 		return out[i].Worker < out[j].Worker
 	})
 	return out
+}
+
+// ShardTerms builds the terms in which workers moved shards of a sharded
+// schedule: from "moving shard" to "shard taken away" or "stopped moving
+// shard" (same shard and epoch), "stopped moving shards" (all of the
+// worker's), the worker's death, or until.
+func ShardTerms(events []LogEvent, deaths map[string]time.Time, until time.Time) []Term {
+	byWorker := map[string][]LogEvent{}
+	for _, e := range events {
+		byWorker[e.Worker] = append(byWorker[e.Worker], e)
+	}
+	var out []Term
+	for w, es := range byWorker {
+		sort.SliceStable(es, func(i, j int) bool { return es[i].Time.Before(es[j].Time) })
+		open := map[string]*Term{}
+		closeAt := func(s string, at time.Time, reason string) {
+			if t := open[s]; t != nil {
+				t.End, t.EndReason = at, reason
+				out = append(out, *t)
+				delete(open, s)
+			}
+		}
+		for _, e := range es {
+			switch e.Msg {
+			case MsgShardStart:
+				closeAt(e.Shard, e.Time, "gave up")
+				open[e.Shard] = &Term{Worker: w, Shard: e.Shard, Generation: e.Epoch, Start: e.Time}
+			case MsgShardTaken, MsgShardStopped:
+				if t := open[e.Shard]; t != nil && t.Generation == e.Epoch {
+					closeAt(e.Shard, e.Time, "gave up")
+				}
+			case MsgShardsStopped:
+				for s := range open {
+					closeAt(s, e.Time, "gave up")
+				}
+			}
+		}
+		for s, t := range open {
+			if d, ok := deaths[w]; ok && !d.Before(t.Start) {
+				closeAt(s, d, "killed")
+			} else {
+				t.Open = true
+				closeAt(s, until, "open")
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Start.Equal(out[j].Start) {
+			return out[i].Start.Before(out[j].Start)
+		}
+		return out[i].Worker < out[j].Worker
+	})
+	return out
+}
+
+// MaxShardOverlap is MaxOverlap of each shard's terms: the most movers of
+// one shard at one instant, over all shards, and the overlapping pairs.
+func MaxShardOverlap(terms []Term) (int, []Overlap) {
+	byShard := map[string][]Term{}
+	for _, t := range terms {
+		byShard[t.Shard] = append(byShard[t.Shard], t)
+	}
+	maxN := 0
+	var all []Overlap
+	for _, ts := range byShard {
+		n, ov := MaxOverlap(ts)
+		maxN = max(maxN, n)
+		all = append(all, ov...)
+	}
+	return maxN, all
 }
 
 // Overlap is a time when two terms held control at once.

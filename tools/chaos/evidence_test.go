@@ -232,3 +232,43 @@ func TestReportMergeSaveLoadRender(t *testing.T) {
 		t.Error("a bad duration parsed")
 	}
 }
+
+// TestShardTerms: shard terms run from "moving shard" to the shard's own
+// end, the worker's "stopped moving shards", its death or the end of the
+// run; movers at once are counted per shard, so two shards moved at once
+// by two workers are not an overlap, one shard moved by two is.
+func TestShardTerms(t *testing.T) {
+	es := []LogEvent{
+		{Time: at(0), Worker: "a", Msg: MsgShardStart, Shard: "00", Epoch: 1 << 20},
+		{Time: at(0), Worker: "a", Msg: MsgShardStart, Shard: "01", Epoch: 1 << 20},
+		{Time: at(100), Worker: "b", Msg: MsgShardStart, Shard: "02", Epoch: 1 << 20},
+		{Time: at(500), Worker: "a", Msg: MsgShardTaken, Shard: "01", Epoch: 1 << 20},
+		{Time: at(700), Worker: "b", Msg: MsgShardStart, Shard: "01", Epoch: 1<<20 + 1},
+		{Time: at(900), Worker: "b", Msg: MsgShardStopped, Shard: "01", Epoch: 1<<20 + 1},
+		{Time: at(1000), Worker: "b", Msg: MsgShardsStopped},
+		{Time: at(1200), Worker: "c", Msg: MsgShardStart, Shard: "00", Epoch: 2 << 20},
+	}
+	terms := ShardTerms(es, map[string]time.Time{"a": at(1100)}, at(5000))
+	got := map[string]string{}
+	for _, x := range terms {
+		got[x.Worker+"/"+x.Shard+"/"+fmt.Sprint(x.Generation)] = fmt.Sprintf("%d-%d %s", x.Start.Sub(t0).Milliseconds(), x.End.Sub(t0).Milliseconds(), x.EndReason)
+	}
+	want := map[string]string{
+		"a/00/1048576": "0-1100 killed",
+		"a/01/1048576": "0-500 gave up",
+		"b/02/1048576": "100-1000 gave up",
+		"b/01/1048577": "700-900 gave up",
+		"c/00/2097152": "1200-5000 open",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("terms\n got %v\nwant %v", got, want)
+	}
+	if n, ov := MaxShardOverlap(terms); n != 1 || len(ov) != 0 {
+		t.Fatalf("movers at once per shard: %d %v", n, ov)
+	}
+	// b taking shard 00 while a still moves it is an overlap.
+	terms = append(terms, Term{Worker: "b", Shard: "00", Generation: 3 << 20, Start: at(1000), End: at(1050)})
+	if n, ov := MaxShardOverlap(terms); n != 2 || len(ov) != 1 {
+		t.Fatalf("one shard, two movers: %d %v", n, ov)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,6 +62,9 @@ func fleetConfig(extra map[string]any) map[string]any {
 		"worker":     map[string]any{"visibility_timeout": "15s"},
 	}
 	mergeMaps(cfg, extra)
+	if n := chaosShards(); n > 1 {
+		mergeMaps(cfg, map[string]any{"shards": map[string]any{"count": n, "cycle": "1s"}})
+	}
 	// CHAOS_CONFIG (JSON) is merged last, for experiments such as
 	// {"worker":{"runs":false}}.
 	if js := os.Getenv("CHAOS_CONFIG"); js != "" {
@@ -71,6 +75,18 @@ func fleetConfig(extra map[string]any) map[string]any {
 		mergeMaps(cfg, over)
 	}
 	return cfg
+}
+
+// chaosShards is CHAOS_SHARDS: run every scenario with a schedule of that
+// many shards (the workers and the suite's client). Default 1: unsharded.
+// Sharded, "movers at once" is the most movers of one shard at one
+// instant, from the shard owners' terms in the logs.
+func chaosShards() int {
+	n, err := strconv.Atoi(os.Getenv("CHAOS_SHARDS"))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
 }
 
 func mergeMaps(dst, src map[string]any) {
@@ -164,7 +180,8 @@ func newRun(t *testing.T, scenario string, short bool, n int, cfg map[string]any
 			_ = os.RemoveAll(dir)
 		}
 	})
-	if r.cl, err = f.Client(); err != nil {
+	if r.cl, err = leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: f.Azurite.ConnectionString()},
+		Names: leasecron.Names{Shards: chaosShards()}}); err != nil {
 		t.Fatal(err)
 	}
 	if r.sc, err = storage.New(storage.Config{ConnectionString: f.Azurite.ConnectionString()}); err != nil {
@@ -488,7 +505,15 @@ func (r *run) stopAndAnalyse() *analysis {
 	a.terms = Terms(a.events, deaths, end)
 	a.maxMov, a.overlaps = MaxOverlap(a.terms)
 	a.records = r.records()
-	a.x = Summarise(r.scheduled(), a.records, a.terms)
+	movers := a.terms
+	if chaosShards() > 1 {
+		// Sharded, the shard owners move (under their shards' epochs);
+		// the traffic cop's terms still time the takeovers.
+		shardTerms := ShardTerms(a.events, deaths, end)
+		a.maxMov, a.overlaps = MaxShardOverlap(shardTerms)
+		movers = append(append([]Term(nil), a.terms...), shardTerms...)
+	}
+	a.x = Summarise(r.scheduled(), a.records, movers)
 	a.lease = r.poll.History()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
