@@ -163,6 +163,31 @@ func cliCase(r *run, input, expected string, env []string, code int, args []stri
 	}}
 }
 
+// retryCase runs a worker for 8 s and expects it still running then (it
+// is stopped), its log holding every one of words.
+func retryCase(r *run, input, expected string, env []string, words ...string) badCase {
+	return badCase{input: input, expected: expected, send: func(ctx context.Context) (string, bool, bool) {
+		const runFor = 8 * time.Second
+		cctx, cancel := context.WithTimeout(ctx, runFor)
+		defer cancel()
+		start := time.Now()
+		_, stderr, err := proc.Run(cctx, r.f.Bin, append(r.f.Env(), env...), nil, "worker")
+		up := time.Since(start)
+		if err == nil {
+			return fmt.Sprintf("exited 0 after %s", round(up)), false, true
+		}
+		var xe *exec.ExitError
+		if errors.As(err, &xe) && up < runFor-time.Second {
+			return fmt.Sprintf("exited %d after %s: %s", xe.ExitCode(), round(up), lastLine(stderr)), false, true
+		}
+		ok := true
+		for _, w := range words {
+			ok = ok && strings.Contains(stderr, w)
+		}
+		return fmt.Sprintf("still retrying when stopped after %s (%d retry lines): %s", round(up), strings.Count(stderr, words[0]), lastLine(stderr)), ok, true
+	}}
+}
+
 // lastLine returns the error line of the CLI's stderr (not its JSON logs).
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
@@ -357,8 +382,9 @@ func badCases(t *testing.T, r *run) []badCase {
 			[]string{"LEASECRON_STORAGE_CONNECTION_STRING=garbage"}, 1, []string{"worker"}, "connection string"),
 		cliCase(r, "no connection string or account", "exit 1 naming the settings to use",
 			[]string{"LEASECRON_STORAGE_CONNECTION_STRING=", "AZURE_STORAGE_CONNECTION_STRING=", "LEASECRON_CONFIG=" + emptyConfig(t, r)}, 1, []string{"worker"}, "storage.connection_string"),
-		cliCase(r, "storage unreachable at start-up (nothing listens on the port)", "exit 1 naming the endpoint and the connection error",
-			[]string{"LEASECRON_STORAGE_CONNECTION_STRING=" + azurite.ConnectionString("127.0.0.1", deadPort, deadPort, deadPort)}, 1, []string{"worker"}, "connection refused"),
+		retryCase(r, "storage unreachable at start-up (nothing listens on the port)", "the worker stays up and retries with backoff (an account that is down or busy must not crash a fleet), each step logged with the endpoint and the connection error",
+			[]string{"LEASECRON_STORAGE_CONNECTION_STRING=" + azurite.ConnectionString("127.0.0.1", deadPort, deadPort, deadPort)},
+			"storage not ready at start-up; retrying", fmt.Sprintf("127.0.0.1:%d", deadPort), "connection refused"),
 		runCase(r, "handler that prints 5 MB", "the run succeeds; its recorded output tail is bounded (4 KiB)",
 			leasecron.Item{ID: "noisy-1", Type: "noisy", Due: time.Now()},
 			func(st leasecron.Status) (string, bool) {
