@@ -1,6 +1,7 @@
 package leasecron
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -116,9 +117,15 @@ func (w *Worker) own(ctx context.Context) error {
 // moveShard moves one shard as its owner under epoch, paced by its gate
 // (shard.Owner.Move).
 func (w *Worker) moveShard(ctx context.Context, s string, epoch int64, pace func(context.Context, bool, time.Duration) error) error {
+	w.mu.Lock()
+	if w.sends == nil {
+		w.sends = make(chan struct{}, cmp.Or(w.o.Mover.Concurrency, schedule.DefaultConcurrency))
+	}
+	sends := w.sends
+	w.mu.Unlock()
 	m, err := w.newMover([]string{s}, epoch, w.shardEarly(), false, func(ctx context.Context, r schedule.PassReport) error {
 		return pace(ctx, r.Busy || r.Rows > 0, r.Wait)
-	})
+	}, sends)
 	if err != nil {
 		return err
 	}

@@ -182,6 +182,7 @@ type Worker struct {
 	// movers are the movers of the shards this instance owns (sharded).
 	movers  map[string]*schedule.Mover
 	owner   *shard.Owner
+	sends   chan struct{} // the send slots every shard mover of this instance shares
 	started bool
 }
 
@@ -440,7 +441,7 @@ func (w *Worker) lead(ctx context.Context) error {
 	if w.sharded() {
 		return w.duties(ctx, func(ctx context.Context) error { return w.balance(ctx, term.Generation) })
 	}
-	m, err := w.newMover([]string{schedule.DefaultShard}, term.Generation, earlyWindow(w.o.Mover, w.o.Lease), true, nil)
+	m, err := w.newMover([]string{schedule.DefaultShard}, term.Generation, earlyWindow(w.o.Mover, w.o.Lease), true, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -465,7 +466,7 @@ func (w *Worker) duties(ctx context.Context, main func(context.Context) error) e
 // newMover returns a mover of shards under the fencing generation gen.
 // announce: its early sends are announced in the lease note (only the
 // traffic cop writes one).
-func (w *Worker) newMover(shards []string, gen int64, early time.Duration, announce bool, pace func(context.Context, schedule.PassReport) error) (*schedule.Mover, error) {
+func (w *Worker) newMover(shards []string, gen int64, early time.Duration, announce bool, pace func(context.Context, schedule.PassReport) error, sends chan struct{}) (*schedule.Mover, error) {
 	var enq schedule.Enqueuer = w.queue
 	w.mu.Lock()
 	if w.consumer != nil {
@@ -479,6 +480,7 @@ func (w *Worker) newMover(shards []string, gen int64, early time.Duration, annou
 		MoverSettings: settings,
 		Shards:        shards,
 		Pace:          pace,
+		SendSlots:     sends,
 		Generation:    func() int64 { return gen },
 		Enqueuer:      enq,
 		SetAside:      w.queue,

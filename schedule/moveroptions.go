@@ -130,6 +130,11 @@ type MoverOptions struct {
 	// unique guards whose task no longer holds the key (see AddUnique);
 	// nil leaves them to be taken over by the next task with the key.
 	GuardLive Live
+	// SendSlots, when set, bounds the messages in flight across every
+	// mover sharing it (one slot per send in flight; its capacity is the
+	// bound), in place of each pass's own Concurrency: an instance moving
+	// several shards then sends no more at once than one mover would.
+	SendSlots chan struct{}
 	// Pace, when set, is called after every pass (but one that found more
 	// due rows than MaxPerPass) in place of the wait of PollEvery, and the
 	// next pass starts when it returns; a non-nil error (ctx ended) stops

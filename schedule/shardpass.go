@@ -56,7 +56,11 @@ func (m *Mover) newShardPass(shard string, gen int64, now time.Time, budget int)
 	if since.IsZero() || since.After(now) {
 		since = now
 	}
-	return &shardPass{m: m, shard: shard, gen: gen, now: now, since: since, budget: budget, sem: make(chan struct{}, m.o.Concurrency)}
+	sem := m.o.SendSlots
+	if sem == nil {
+		sem = make(chan struct{}, m.o.Concurrency)
+	}
+	return &shardPass{m: m, shard: shard, gen: gen, now: now, since: since, budget: budget, sem: sem}
 }
 
 // run moves what is due in the shard. more reports that the budget ran out
