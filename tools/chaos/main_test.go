@@ -45,6 +45,10 @@ func writeResults() error {
 	doc := ""
 	if fullSuite {
 		path, doc = filepath.Join("results", "chaos.json"), filepath.Join("..", "..", "docs", "RELIABILITY.md")
+		if chaosShards() > 1 {
+			// A sharded run never overwrites the unsharded record.
+			path, doc = filepath.Join("results", "chaos-shards.json"), filepath.Join("..", "..", "docs", "RELIABILITY-shards.md")
+		}
 	}
 	if p := os.Getenv("CHAOS_RESULTS"); p != "" {
 		path = p
