@@ -13,6 +13,7 @@ import (
 	"github.com/leasecron/leasecron/internal/pause"
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -213,7 +214,7 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 		}
 	}
 	so := schedule.Options{
-		Shards:   shardNames(n.Shards),
+		Shards:   shard.Names(n.Shards),
 		ShardMap: n.Shards > 1,
 		Table:    n.ScheduleTable, Clock: clk, Logger: log, PayloadStore: p.payloads, MaxPayload: maxPayload,
 		// Workers with run records check early-sent messages (see early.go).

@@ -19,16 +19,6 @@ import (
 // DefaultShardCycle is the default WorkerOptions.ShardCycle.
 const DefaultShardCycle = 5 * time.Second
 
-// shardNames are the partitions of n shards: "00", "01", … (one shard is
-// today's "00").
-func shardNames(n int) []string {
-	out := make([]string, max(n, 1))
-	for i := range out {
-		out[i] = fmt.Sprintf("%02d", i)
-	}
-	return out
-}
-
 func (w *Worker) sharded() bool { return w.o.Names.Shards > 1 }
 
 // shardEarly is how far ahead a shard's mover sends tasks: through a dead

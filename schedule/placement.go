@@ -13,12 +13,6 @@ import (
 	"github.com/leasecron/leasecron/internal/table"
 )
 
-// The exclusive ends of the index and guard row ranges.
-const (
-	indexEnd = "ie"
-	guardEnd = "ur"
-)
-
 // placement is where tasks go: by parts, and while a change of the shard
 // count is applied also where they went before (prev); span is every
 // partition that may hold tasks.

@@ -50,6 +50,10 @@ const (
 	IndexPrefix = "id~"
 	// FenceRowKey is the RowKey of a shard's fence row.
 	FenceRowKey = "~fence"
+	// indexEnd and guardEnd are the exclusive ends of the id index rows'
+	// range and the unique guards' ("uq~…").
+	indexEnd = "ie"
+	guardEnd = "ur"
 )
 
 // indexKey is the RowKey of id's index row.

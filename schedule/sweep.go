@@ -11,7 +11,7 @@ import (
 // with '1'..'9' (ticks beyond year 3169, or malformed), letters other than
 // the index rows and the unique guards ("uq~…", up to "ur"), and anything
 // after the fence row.
-var sweepRanges = [][2]string{{"1", IndexPrefix}, {"ie", GuardPrefix}, {"ur", FenceRowKey}, {FenceRowKey + " ", ""}}
+var sweepRanges = [][2]string{{"1", IndexPrefix}, {indexEnd, GuardPrefix}, {guardEnd, FenceRowKey}, {FenceRowKey + " ", ""}}
 
 // sweep removes unique guards whose task no longer holds the key, and sets
 // aside malformed rows that would never come due.

@@ -350,7 +350,7 @@ func (c *Client) GuardOf(ctx context.Context, typ, key string) (Guard, error) {
 // key, among those due for a check, and moves the others' next check on.
 // It returns how many it deleted.
 func sweepGuards(ctx context.Context, t table.Table, shard string, now time.Time, live Live) (int, error) {
-	q := table.Query{Partition: shard, From: GuardPrefix, To: "ur", Where: []table.Cond{{Prop: PropCheckAfter, Op: table.Le, Value: now}}}
+	q := table.Query{Partition: shard, From: GuardPrefix, To: guardEnd, Where: []table.Cond{{Prop: PropCheckAfter, Op: table.Le, Value: now}}}
 	due, err := table.All(ctx, t, q, 0)
 	if err != nil {
 		return 0, fmt.Errorf("sweep unique guards of shard %s: %w", shard, err)

@@ -220,14 +220,9 @@ func (m Map) Layout(count int) Layout {
 	return Layout{Count: m.Count, PrevCount: m.PrevCount, Span: max(m.Span, m.Count)}
 }
 
-// Names returns the partition names of n shards: "00", "01", …
-func Names(n int) []string {
-	out := make([]string, max(n, 1))
-	for i := range out {
-		out[i] = fmt.Sprintf("%02d", i)
-	}
-	return out
-}
+// Names returns the partition names of n shards (at least one): "00",
+// "01", … (table.Numbered with two digits).
+func Names(n int) []string { return table.Numbered("", max(n, 1), 2).Names() }
 
 // ErrChanging refuses a change of the shard count while the last one is
 // still being applied.
