@@ -211,16 +211,14 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 		case err != nil:
 			return shard, "", "", fmt.Errorf("add %s: read id index: %w", it.ID, err)
 		default:
-			if home, _, _ := idx.Props.StrictString(PropShard); home != "" && home != shard {
-				_, err := c.t.Get(ctx, home, ik)
-				switch {
-				case err == nil: // the task lives there: write there
-					return c.add(ctx, home, rk, it, ao)
-				case !errors.Is(err, storage.ErrNotFound):
-					return shard, "", "", fmt.Errorf("add %s: read id index in shard %s: %w", it.ID, home, err)
-				}
-				// A pointer whose task is gone: take it over below.
+			home, _, gone, err := c.follow(ctx, shard, idx)
+			switch {
+			case err != nil:
+				return shard, "", "", fmt.Errorf("add %s: %w", it.ID, err)
+			case home != shard && !gone: // the task lives there: write there
+				return c.add(ctx, home, rk, it, ao)
 			}
+			// A pointer whose task is gone is taken over below.
 			oldRK, _, _ := idx.Props.StrictString(PropItem)
 			var cur table.Entity
 			if oldRK != "" {

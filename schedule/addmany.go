@@ -425,17 +425,17 @@ func (b *batch) resolveIndex(ctx context.Context, ch chunk) (chunk, error) {
 		case err != nil:
 			return ch, fmt.Errorf("read the id index of %s: %w", it.ID, err)
 		}
-		home, stale := ch.shard, idx
-		if h, _, _ := idx.Props.StrictString(PropShard); h != "" && h != ch.shard {
-			// A pointer: the id's task was placed in shard h under an
-			// earlier shard count.
-			hidx, herr := b.c.t.Get(ctx, h, indexKey(it.ID))
-			switch {
-			case herr == nil:
-				idx, home = hidx, h
-			case !errors.Is(herr, storage.ErrNotFound):
-				return ch, fmt.Errorf("read the id index of %s in shard %s: %w", it.ID, h, herr)
-			}
+		// A pointer: the id's task was placed in another shard under an
+		// earlier shard count.
+		stale := idx
+		home, hidx, gone, err := b.c.follow(ctx, ch.shard, idx)
+		switch {
+		case err != nil:
+			return ch, err
+		case gone:
+			home = ch.shard // the pointer itself is stale
+		default:
+			idx = hidx
 		}
 		oldRK, _, _ := idx.Props.StrictString(PropItem)
 		if oldRK != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
@@ -59,17 +60,14 @@ func (c *Client) viaIndex(ctx context.Context, shard, id string) (f found, orpha
 	case err != nil:
 		return found{}, nil, fmt.Errorf("read id index of %s: %w", id, err)
 	}
-	if home, _, _ := idx.Props.StrictString(PropShard); home != "" && home != shard {
-		pointer := idx
-		idx, err = c.t.Get(ctx, home, indexKey(id))
-		switch {
-		case errors.Is(err, storage.ErrNotFound):
-			return found{}, &pointer, nil
-		case err != nil:
-			return found{}, nil, fmt.Errorf("read id index of %s in shard %s: %w", id, home, err)
-		}
-		shard = home
+	home, hidx, gone, err := c.follow(ctx, shard, idx)
+	switch {
+	case err != nil:
+		return found{}, nil, err
+	case gone:
+		return found{}, &idx, nil
 	}
+	shard, idx = home, hidx
 	if rk, _, _ := idx.Props.StrictString(PropItem); rk != "" {
 		row, err := c.t.Get(ctx, shard, rk)
 		if err == nil {
@@ -80,6 +78,27 @@ func (c *Client) viaIndex(ctx context.Context, shard, id string) (f found, orpha
 		}
 	}
 	return found{}, &idx, nil
+}
+
+// follow returns, for the id index row idx read in shard, the shard that
+// holds the id's task and its index row there: shard and idx, or, when
+// idx is a pointer (PropShard), the shard it names and the index row read
+// there. gone reports a pointer whose shard has no index row of the id
+// any more (its task has run or was cancelled).
+func (c *Client) follow(ctx context.Context, shard string, idx table.Entity) (home string, hidx table.Entity, gone bool, err error) {
+	home, _, _ = idx.Props.StrictString(PropShard)
+	if home == "" || home == shard {
+		return shard, idx, false, nil
+	}
+	id := strings.TrimPrefix(idx.RowKey, IndexPrefix)
+	hidx, err = c.t.Get(ctx, home, idx.RowKey)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return home, table.Entity{}, true, nil
+	case err != nil:
+		return home, table.Entity{}, false, fmt.Errorf("read the id index of %s in shard %s: %w", id, home, err)
+	}
+	return home, hidx, false, nil
 }
 
 // scan looks for an unindexed row of id: RowKey suffix or Id property equal
