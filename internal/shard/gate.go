@@ -110,20 +110,31 @@ func (g *gate) Pace(ctx context.Context, busy bool, wait time.Duration) error {
 		if grace {
 			return g.sleep(ctx, wait)
 		}
-		var due <-chan time.Time
-		if ok {
-			t := g.o.Clock.NewTimer(next.Add(-g.o.Early).Sub(now))
-			defer t.Stop()
-			due = t.C()
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-due:
+		if !g.quietUntil(ctx, next, ok, now) {
 			g.setQuiet(false)
-			return nil
-		case <-g.kick: // a wake or the round-robin look: look again
+			return ctx.Err()
 		}
+	}
+}
+
+// quietUntil waits, without passes, for the earliest row (next, when
+// there is one) to come within the early window, or a kick; it reports
+// true after a kick (look again) and false when the row has come near
+// (ctx ended: also false).
+func (g *gate) quietUntil(ctx context.Context, next time.Time, ok bool, now time.Time) bool {
+	var due <-chan time.Time
+	if ok {
+		t := g.o.Clock.NewTimer(next.Add(-g.o.Early).Sub(now))
+		defer t.Stop()
+		due = t.C()
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-due:
+		return false
+	case <-g.kick: // a wake or the round-robin look
+		return true
 	}
 }
 
@@ -157,9 +168,7 @@ func (g *gate) publish(ctx context.Context, wakeBefore time.Time) bool {
 	if !pub.IsZero() && !wakeBefore.Before(pub) {
 		return true
 	}
-	etags, err := g.o.T.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: g.shard, IfMatch: etag,
-		Props: table.Props{PropWakeBefore: wakeBefore.UTC().Format(time.RFC3339Nano)}}})
-	if err != nil {
+	if g.write(ctx, etag, wakeBefore.UTC().Format(time.RFC3339Nano)) != nil {
 		return false
 	}
 	g.mu.Lock()
@@ -168,10 +177,20 @@ func (g *gate) publish(ctx context.Context, wakeBefore time.Time) bool {
 		g.since = g.o.Clock.Now()
 	}
 	g.published = wakeBefore
-	if len(etags) == 1 && etags[0] != "" {
-		g.etag = etags[0]
-	}
 	return true
+}
+
+// write sets WakeBefore to v in the shard's row, conditional on the row
+// as last read (etag), and keeps the row's new ETag when the table tells.
+func (g *gate) write(ctx context.Context, etag, v string) error {
+	etags, err := g.o.T.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: g.shard, IfMatch: etag,
+		Props: table.Props{PropWakeBefore: v}}})
+	if err == nil && len(etags) == 1 && etags[0] != "" {
+		g.mu.Lock()
+		g.etag = etags[0]
+		g.mu.Unlock()
+	}
+	return err
 }
 
 // unpublish clears WakeBefore (the shard is polled again).
@@ -182,16 +201,11 @@ func (g *gate) unpublish(ctx context.Context) {
 	if pub.IsZero() {
 		return
 	}
-	etags, err := g.o.T.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: g.shard, IfMatch: etag,
-		Props: table.Props{PropWakeBefore: ""}}})
-	if err != nil {
+	if g.write(ctx, etag, "") != nil {
 		return // tried again after the next pass; clients wake us meanwhile
 	}
 	g.mu.Lock()
 	g.published = time.Time{}
-	if len(etags) == 1 && etags[0] != "" {
-		g.etag = etags[0]
-	}
 	g.mu.Unlock()
 }
 
