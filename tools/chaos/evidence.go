@@ -117,18 +117,35 @@ type Term struct {
 	Fenced bool
 }
 
+// byWorker groups events by worker, each worker's in time order.
+func byWorker(events []LogEvent) map[string][]LogEvent {
+	out := map[string][]LogEvent{}
+	for _, e := range events {
+		out[e.Worker] = append(out[e.Worker], e)
+	}
+	for _, es := range out {
+		sort.SliceStable(es, func(i, j int) bool { return es[i].Time.Before(es[j].Time) })
+	}
+	return out
+}
+
+// sortTerms orders terms by start, then worker.
+func sortTerms(terms []Term) {
+	sort.Slice(terms, func(i, j int) bool {
+		if !terms[i].Start.Equal(terms[j].Start) {
+			return terms[i].Start.Before(terms[j].Start)
+		}
+		return terms[i].Worker < terms[j].Worker
+	})
+}
+
 // Terms builds the terms of control from the workers' log events. deaths
 // holds when each worker process was known to be dead (killed, or seen to
 // exit); a term still open at a worker's death ends there. until closes
 // terms that are still open.
 func Terms(events []LogEvent, deaths map[string]time.Time, until time.Time) []Term {
-	byWorker := map[string][]LogEvent{}
-	for _, e := range events {
-		byWorker[e.Worker] = append(byWorker[e.Worker], e)
-	}
 	var out []Term
-	for w, es := range byWorker {
-		sort.SliceStable(es, func(i, j int) bool { return es[i].Time.Before(es[j].Time) })
+	for w, es := range byWorker(events) {
 		var cur *Term
 		closeAt := func(at time.Time, reason, cause string) {
 			if cur == nil {
@@ -170,12 +187,7 @@ func Terms(events []LogEvent, deaths map[string]time.Time, until time.Time) []Te
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Start.Equal(out[j].Start) {
-			return out[i].Start.Before(out[j].Start)
-		}
-		return out[i].Worker < out[j].Worker
-	})
+	sortTerms(out)
 	return out
 }
 
@@ -184,13 +196,8 @@ func Terms(events []LogEvent, deaths map[string]time.Time, until time.Time) []Te
 // shard" (same shard and epoch), "stopped moving shards" (all of the
 // worker's), the worker's death, or until.
 func ShardTerms(events []LogEvent, deaths map[string]time.Time, until time.Time) []Term {
-	byWorker := map[string][]LogEvent{}
-	for _, e := range events {
-		byWorker[e.Worker] = append(byWorker[e.Worker], e)
-	}
 	var out []Term
-	for w, es := range byWorker {
-		sort.SliceStable(es, func(i, j int) bool { return es[i].Time.Before(es[j].Time) })
+	for w, es := range byWorker(events) {
 		open := map[string]*Term{}
 		closeAt := func(s string, at time.Time, reason string) {
 			if t := open[s]; t != nil {
@@ -223,12 +230,7 @@ func ShardTerms(events []LogEvent, deaths map[string]time.Time, until time.Time)
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Start.Equal(out[j].Start) {
-			return out[i].Start.Before(out[j].Start)
-		}
-		return out[i].Worker < out[j].Worker
-	})
+	sortTerms(out)
 	return out
 }
 
