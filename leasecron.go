@@ -168,13 +168,8 @@ func (n Names) validate() error {
 	if n.Queues < 1 || n.Queues > queue.MaxQueues {
 		return opt.Invalid(ErrInvalidOptions, "Names.Queues", n.Queues, fmt.Sprintf("1 to %d work queues", queue.MaxQueues))
 	}
-	for _, q := range queue.QueueNames(n.Queue, n.Queues)[1:] {
-		if err := storage.ValidateQueueName(q); err != nil {
-			return fmt.Errorf("%w: Names.Queue %q with %d queues: %w", ErrInvalidOptions, n.Queue, n.Queues, err)
-		}
-		if q == n.PoisonQueue {
-			return fmt.Errorf("%w: Names.PoisonQueue = %q is one of the %d work queues", ErrInvalidOptions, n.PoisonQueue, n.Queues)
-		}
+	if err := queue.ValidateFamily(n.Queue, n.PoisonQueue, n.Queues, "Names"); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if n.Shards < 1 || n.Shards > MaxShards {
 		return opt.Invalid(ErrInvalidOptions, "Names.Shards", n.Shards, fmt.Sprintf("1 to %d shards", MaxShards))

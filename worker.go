@@ -334,7 +334,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	srv, err := ops.NewServer(ops.Options{
 		Addr:     w.o.AdminAddr,
 		Metrics:  w.metrics,
-		Ready:    su.check(ops.ReadyCheck(w.sc, tables, append(queue.QueueNames(w.o.Names.Queue, w.o.Names.Queues), w.o.Names.PoisonQueue))),
+		Ready:    su.check(ops.ReadyCheck(w.sc, tables, w.queueNames())),
 		Pprof:    w.o.Pprof,
 		Logger:   w.log,
 		Fallback: admin,
@@ -414,6 +414,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	return err
 }
 
+// queueNames are the work queues and the poison queue.
+func (w *Worker) queueNames() []string {
+	return append(queue.QueueNames(w.o.Names.Queue, w.o.Names.Queues), w.o.Names.PoisonQueue)
+}
+
 // ensure creates the tables, queues and container on first use.
 func (w *Worker) ensure(ctx context.Context) error {
 	for _, t := range []string{w.o.Names.ScheduleTable, w.o.Names.BlackboardTable} {
@@ -426,7 +431,7 @@ func (w *Worker) ensure(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, q := range append(queue.QueueNames(w.o.Names.Queue, w.o.Names.Queues), w.o.Names.PoisonQueue) {
+	for _, q := range w.queueNames() {
 		if err := w.sc.EnsureQueue(ctx, q); err != nil {
 			return err
 		}

@@ -80,12 +80,23 @@ func (o ClientOptions) validate() error {
 	if o.Queues < 1 || o.Queues > MaxQueues {
 		return fmt.Errorf("%w: ClientOptions.Queues = %d: want 1 to %d work queues", ErrInvalidOptions, o.Queues, MaxQueues)
 	}
-	for _, n := range QueueNames(o.Queue, o.Queues)[1:] {
-		if err := storage.ValidateQueueName(n); err != nil {
-			return fmt.Errorf("%w: ClientOptions.Queue %q with %d queues: %w", ErrInvalidOptions, o.Queue, o.Queues, err)
+	if err := ValidateFamily(o.Queue, o.PoisonQueue, o.Queues, "ClientOptions"); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	return nil
+}
+
+// ValidateFamily checks the work queues named after queue beyond the
+// first (QueueNames(queue, n)[1:]): each must be a valid queue name and
+// none the poison queue. Its errors name the fields as prefix.Queue and
+// prefix.PoisonQueue.
+func ValidateFamily(queue, poison string, n int, prefix string) error {
+	for _, name := range QueueNames(queue, n)[1:] {
+		if err := storage.ValidateQueueName(name); err != nil {
+			return fmt.Errorf("%s.Queue %q with %d queues: %w", prefix, queue, n, err)
 		}
-		if n == o.PoisonQueue {
-			return fmt.Errorf("%w: ClientOptions.PoisonQueue = %q is one of the %d work queues", ErrInvalidOptions, o.PoisonQueue, o.Queues)
+		if name == poison {
+			return fmt.Errorf("%s.PoisonQueue = %q is one of the %d work queues", prefix, poison, n)
 		}
 	}
 	return nil
