@@ -103,8 +103,12 @@ func (g *gate) Pace(ctx context.Context, busy bool, wait time.Duration) error {
 		if !g.publish(ctx, wakeBefore) {
 			return g.sleep(ctx, wait) // not published: clients will not wake us
 		}
+		// The grace is judged at now, when the look above began: a row a
+		// client wrote trusting a map read before the publish is in the
+		// table by since + ClientMapTTL, so only a look that began after
+		// the grace is sure to have seen it.
 		g.mu.Lock()
-		grace := g.o.Clock.Now().Sub(g.since) < g.o.grace()
+		grace := now.Sub(g.since) < g.o.grace()
 		g.quiet = !grace
 		g.mu.Unlock()
 		if grace {
