@@ -190,6 +190,9 @@ type parts struct {
 	lease    trafficcop.Lock
 	pauses   *pause.Store
 	shardMap table.Table // the schedule table, where the shard map lives
+	// runLayout is the run records' layout of a sharded schedule (nil
+	// otherwise, or without run records).
+	runLayout *runLayout
 }
 
 // version is written on the counters rows (the worker's version; empty for
@@ -203,8 +206,16 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 	if p.payloads, err = payload.NewBlobStore(sc.Blob, payload.Options{Container: n.Container, Logger: log}); err != nil {
 		return p, err
 	}
+	if p.shardMap, err = table.NewAzure(sc.Table, n.ScheduleTable); err != nil {
+		return p, err
+	}
 	if !noRuns {
-		if p.runs, err = runs.New(sc, runs.Options{Table: n.RunsTable, Retention: ro.Retention, RetentionFailed: ro.RetentionFailed, Version: version, Clock: clk, Logger: log}); err != nil {
+		o := runs.Options{Table: n.RunsTable, Retention: ro.Retention, RetentionFailed: ro.RetentionFailed, Version: version, Clock: clk, Logger: log}
+		if n.Shards > 1 {
+			p.runLayout = newRunLayout(p.shardMap, clk)
+			o.Layout = p.runLayout.get
+		}
+		if p.runs, err = runs.New(sc, o); err != nil {
 			return p, err
 		}
 	}
@@ -219,9 +230,6 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 		so.Unconfirm = p.runs.Unconfirm // of a task a client sent for now (sendnow.go)
 	}
 	if p.sched, err = schedule.NewAzure(sc.Table, so); err != nil {
-		return p, err
-	}
-	if p.shardMap, err = table.NewAzure(sc.Table, n.ScheduleTable); err != nil {
 		return p, err
 	}
 	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Queues: n.Queues, Clock: clk, Logger: log}); err != nil {

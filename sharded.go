@@ -5,16 +5,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/opt"
+	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
 )
+
+// runPartsSettle, when not 0, is how long a new run-record partition
+// count is read before it is written under, in place of
+// shard.RunPartsSettle (tests shorten it).
+var runPartsSettle atomic.Int64
 
 // DefaultShardCycle is the default WorkerOptions.ShardCycle.
 const DefaultShardCycle = 5 * time.Second
@@ -43,6 +50,9 @@ func (w *Worker) balance(ctx context.Context, gen int64) error {
 		Cycle:  w.o.ShardCycle,
 		Clock:  w.o.Clock,
 		Logger: w.log.With("component", "balancer"),
+		// The run records' partitions grow with the shards.
+		RunParts: runs.Buckets,
+		Settle:   time.Duration(runPartsSettle.Load()),
 		OnChange: func(shard.Assignment) {
 			w.metrics.ShardMoved()
 		},
@@ -66,6 +76,9 @@ func (w *Worker) own(ctx context.Context) error {
 	o := &shard.Owner{T: w.shardMap, Member: member, Cycle: w.o.ShardCycle, Clock: w.o.Clock, Logger: log, Move: w.moveShard,
 		Early: w.shardEarly(), NextDue: w.sched.NextDue, Point: w.sched.Point,
 		OnChange: func(owned []string) { w.metrics.SetShardsOwned(len(owned)) }}
+	if w.runLayout != nil {
+		o.OnRead = w.runLayout.tell
+	}
 	w.mu.Lock()
 	w.owner = o
 	w.mu.Unlock()
@@ -157,6 +170,13 @@ type ShardReport struct {
 	// Span is how many shards may hold tasks (the largest count ever):
 	// every one of them is owned and moved.
 	Span int
+	// RunPartitions is how many partitions new run records are spread
+	// over: it grows with the shards (never below 4), and RunPartitionsRead
+	// lists every count records may still be under, which lookups try
+	// (a count the traffic cop has just added is read two minutes before
+	// it is written under).
+	RunPartitions     int
+	RunPartitionsRead []int
 	// Shards are the shards, in order.
 	Shards []ShardState
 	// Members are the instances that have joined, live or not (a member
@@ -215,6 +235,8 @@ func (c *Client) Shards(ctx context.Context) (ShardReport, error) {
 	}
 	l := m.Layout(c.o.Names.Shards)
 	r.MapCount, r.Generation, r.PrevCount, r.Span = m.Count, m.Generation, m.PrevCount, l.Span
+	rl := layoutOf(m)
+	r.RunPartitions, r.RunPartitionsRead = rl.Write, rl.Read
 	owned := map[string]int{}
 	now := c.o.Clock.Now()
 	for _, name := range shard.Names(l.Span) {

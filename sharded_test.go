@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/leasecron/leasecron"
@@ -503,5 +505,98 @@ func TestShardCountChangesOnline(t *testing.T) {
 		if n := f.ran[id]; i%2 == 1 && n != 0 || i%2 == 0 && n != 1 {
 			t.Errorf("%s ran %d times", id, n)
 		}
+	}
+}
+
+// TestRunRecordsSpreadWithTheShards: when the shard count grows past four,
+// so do the run records' partitions (after every process has read the new
+// count): records written before and after are found by id, listed, and
+// new ones land in the new partitions.
+func TestRunRecordsSpreadWithTheShards(t *testing.T) {
+	leasecron.SetRunPartsSettle(t, 1500*time.Millisecond) // not parallel: it sets a package variable
+	f := newShardedFleet(t, 2)
+	f.start("a")
+	f.start("b")
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	schedule := func(prefix string) []string {
+		var ids []string
+		for i := range 40 {
+			id := fmt.Sprintf("%s-%02d", prefix, i)
+			if _, err := c.Schedule(ctx, leasecron.Item{ID: id, Type: "t", Due: time.Now()}, nil); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		f.waitRan(ids)
+		return ids
+	}
+	partitions := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			r, err := c.Shards(ctx)
+			if err == nil && r.RunPartitions == want && len(r.RunPartitionsRead) > 0 {
+				t.Logf("run records: written under %d, read from %v", r.RunPartitions, r.RunPartitionsRead)
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run partitions %d (%v), %v; want %d", r.RunPartitions, r.RunPartitionsRead, err, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	partitions(4)
+	before := schedule("before")
+	waitPointed(t, c, 2)
+	if err := c.SetShards(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	partitions(8)
+	time.Sleep(time.Second) // every worker's owner has read the map since (200 ms cycle)
+	after := schedule("after")
+
+	for _, id := range append(before, after...) {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			st, err := c.Status(ctx, id)
+			if err == nil && st.State() == "succeeded" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status of %s: %q, %v; want succeeded", id, st.State(), err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 200})
+	if err != nil || len(page.Runs) != 80 {
+		t.Fatalf("listing: %d runs, %v; want 80", len(page.Runs), err)
+	}
+	// The records of the later tasks are spread over eight partitions.
+	sc, err := storage.New(storage.Config{ConnectionString: f.st.ConnectionString})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pks := map[string]int{}
+	pager := sc.Table.NewClient(f.names.RunsTable).NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: to.Ptr("RowKey ge 'r~after-' and RowKey lt 'r~after.'"), Select: to.Ptr("PartitionKey")})
+	for pager.More() {
+		p, err := pager.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range p.Entities {
+			var row struct{ PartitionKey string }
+			if err := json.Unmarshal(e, &row); err != nil {
+				t.Fatal(err)
+			}
+			pks[row.PartitionKey]++
+		}
+	}
+	if len(pks) != 8 {
+		t.Fatalf("the 40 later run records are in partitions %v; want all eight", pks)
 	}
 }

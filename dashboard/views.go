@@ -261,19 +261,23 @@ type FleetView struct {
 
 // ShardsView is the fleet page's shard map.
 type ShardsView struct {
-	Count      int          `json:"count"`
-	PrevCount  int          `json:"prev_count,omitempty"`
-	Span       int          `json:"span"`
-	Generation int64        `json:"generation"`
-	Shards     []ShardView  `json:"shards"`
-	Members    []MemberView `json:"members"`
+	Count      int   `json:"count"`
+	PrevCount  int   `json:"prev_count,omitempty"`
+	Span       int   `json:"span"`
+	Generation int64 `json:"generation"`
+	// RunPartitions is how many partitions new run records go to;
+	// RunPartitionsRead every count lookups try.
+	RunPartitions     int          `json:"run_partitions"`
+	RunPartitionsRead []int        `json:"run_partitions_read"`
+	Shards            []ShardView  `json:"shards"`
+	Members           []MemberView `json:"members"`
 }
 
 // NewShardsView is the shard map of r as the fleet page's JSON (and
 // `leasecron shards --json`) shows it.
 func NewShardsView(r leasecron.ShardReport) *ShardsView {
 	sv := &ShardsView{Count: max(r.MapCount, r.Count), PrevCount: r.PrevCount, Span: r.Span, Generation: r.Generation,
-		Shards: []ShardView{}, Members: []MemberView{}}
+		RunPartitions: r.RunPartitions, RunPartitionsRead: r.RunPartitionsRead, Shards: []ShardView{}, Members: []MemberView{}}
 	for _, x := range r.Shards {
 		sv.Shards = append(sv.Shards, ShardView{Shard: x.Shard, Owner: x.Owner, Epoch: x.Epoch, Since: x.Since, HandingOverFrom: x.HandingOverFrom,
 			Quiet: x.Quiet, Pointed: x.Pointed, Due: x.Due, DueCapped: x.DueCapped, LagSeconds: x.Lag.Seconds()})

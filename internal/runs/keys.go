@@ -3,15 +3,64 @@ package runs
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// Buckets is the number of partitions run records are spread over. Every
-// row of one run lives in one of them, so that each change to a run is one
-// entity-group transaction; a listing reads all of them (one query each).
+// Buckets is the number of partitions run records are spread over when
+// nothing says otherwise (Options.Layout): an unsharded fleet's, and every
+// table written before the count could grow. Every row of one run lives in
+// one partition, so that each change to a run is one entity-group
+// transaction; a listing reads all of them (one query each).
 const Buckets = 4
+
+// Layout is how run records are spread over partitions: new records go to
+// the FNV hash of their id (or series) modulo Write, "p0".."p{Write-1}";
+// Read lists every count records may have been written under (Write among
+// them, the others only grown from), so that a lookup tries each of the
+// id's partitions, Write's first. Counts only grow, so the partitions of
+// every count are among those of the largest.
+type Layout struct {
+	Write int
+	Read  []int
+}
+
+// DefaultLayout is the layout of a table whose count never grew.
+var DefaultLayout = Layout{Write: Buckets, Read: []int{Buckets}}
+
+// valid reports whether l can place records: a count of at least one to
+// write under, that Read holds.
+func (l Layout) valid() bool { return l.Write > 0 && slices.Contains(l.Read, l.Write) }
+
+// widest is the largest count of l.Read: its partitions hold every record.
+func (l Layout) widest() int { return slices.Max(l.Read) }
+
+// home returns the partition a new record of key (an id, or a series for
+// its summary) goes to.
+func (l Layout) home(key string) string { return bucketIn(key, l.Write) }
+
+// homes returns the partitions a record of key may be in, the one it is
+// written to now first and each other once.
+func (l Layout) homes(key string) []string {
+	out := []string{l.home(key)}
+	for i := len(l.Read) - 1; i >= 0; i-- {
+		if pk := bucketIn(key, l.Read[i]); !slices.Contains(out, pk) {
+			out = append(out, pk)
+		}
+	}
+	return out
+}
+
+// all lists every partition a record may be in.
+func (l Layout) all() []string {
+	out := make([]string, l.widest())
+	for i := range out {
+		out[i] = bucketPrefix + strconv.Itoa(i)
+	}
+	return out
+}
 
 // Row-key prefixes of the rows of one run (see doc.go). None of them can
 // begin a run id's key by accident: '~' is not allowed in task ids, and the
@@ -21,7 +70,7 @@ const (
 	prefixOcc    = "o~" // run row of an occurrence: o~{series}~{inverted due}
 	prefixList   = "l~" // time list row: l~{inverted due}~{id}
 	prefixState  = "x~" // state list row: x~{state}~{inverted due}~{id}[~{worker hash or token}]
-	bucketPrefix = "p"  // bucket partitions: p0 .. p3
+	bucketPrefix = "p"  // bucket partitions: p0 .. p{n-1}
 )
 
 // maxTicks is the .NET tick count of 9999-12-31T23:59:59.9999999Z; ticks
@@ -50,34 +99,22 @@ func invertedAfter(t time.Time) string {
 	return fmt.Sprintf("%019d", maxTicks-ticks(t)+1)
 }
 
-// bucketOf returns the partition of a run: the hash bucket of its series
-// for an occurrence (so that a series' history is one partition), of its
-// id otherwise.
-func bucketOf(id string) string {
+// bucketKey returns what a run's partition is the hash of: its series for
+// an occurrence (so that a series' history is one partition), its id
+// otherwise.
+func bucketKey(id string) string {
 	if series, _, ok := occurrence(id); ok {
-		return seriesBucket(series)
+		return series
 	}
-	return hashBucket(id)
+	return id
 }
 
-// seriesBucket returns the partition of a series' occurrences and of its
-// summary row.
-func seriesBucket(series string) string { return hashBucket(series) }
-
-// hashBucket returns the bucket partition of key.
-func hashBucket(key string) string {
+// bucketIn returns the partition of key among n: "p" and the FNV-1a hash
+// of key modulo n.
+func bucketIn(key string, n int) string {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
-	return bucketPrefix + strconv.Itoa(int(h.Sum32()%Buckets))
-}
-
-// buckets lists every bucket partition.
-func buckets() []string {
-	out := make([]string, Buckets)
-	for i := range out {
-		out[i] = bucketPrefix + strconv.Itoa(i)
-	}
-	return out
+	return bucketPrefix + strconv.Itoa(int(h.Sum32()%uint32(n)))
 }
 
 // occurrence splits an occurrence's run id "{series}@{due}" as the mover

@@ -92,6 +92,7 @@ func (s *Store) readLegacy(ctx context.Context, id string) (Run, bool, error) {
 // in the current layout and then removes the old row (a crash in between
 // leaves the old row, which reads no longer reach once the new one exists).
 func (s *Store) convert(ctx context.Context, old, next Run) error {
+	next.pk = s.home(ctx, nil, next.ID)
 	if err := submit(ctx, s.t, transition(nil, next)); err != nil {
 		return err
 	}
@@ -221,10 +222,12 @@ const (
 // retried run by run.
 func (s *Store) importRuns(ctx context.Context, rs []Run) []importOutcome {
 	out := make([]importOutcome, len(rs))
+	l := s.layout(ctx)
 	byPK := map[string][]int{}
 	for i, r := range rs {
 		if validateID(r.ID) == nil {
-			byPK[bucketOf(r.ID)] = append(byPK[bucketOf(r.ID)], i)
+			rs[i].pk = l.home(bucketKey(r.ID))
+			byPK[rs[i].pk] = append(byPK[rs[i].pk], i)
 		}
 	}
 	var g errgroup.Group

@@ -35,7 +35,7 @@ func TestRunRowKeepsEveryField(t *testing.T) {
 			t.Fatalf("field %s of kind %s: teach this test about it", name, f.Kind())
 		}
 	}
-	b, err := table.Encode(bucketOf(r.ID), runKey(r.ID), runProps(r))
+	b, err := table.Encode(DefaultLayout.home(bucketKey(r.ID)), runKey(r.ID), runProps(r))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,13 +97,13 @@ var listSelect = []string{"Id", "State", "Type", "Series", "Attempts", "Worker",
 
 // plan returns the partitions and the RowKey range a query reads, and the
 // conditions the service applies.
-func (q Query) plan() (pks []string, from, to string, where []table.Cond) {
+func (q Query) plan(l Layout) (pks []string, from, to string, where []table.Cond) {
 	if q.Type != "" {
 		where = append(where, table.Cond{Prop: "Type", Op: table.Eq, Value: q.Type})
 	}
 	switch {
 	case q.Series != "":
-		pks = []string{bucketOf(OccurrenceID(q.Series, time.Unix(0, 0)))}
+		pks = l.homes(q.Series)
 		from, to = seriesRange(q.Series)
 		if q.State != "" {
 			where = append(where, table.Cond{Prop: "State", Op: table.Eq, Value: string(q.State)})
@@ -123,7 +123,7 @@ func (q Query) plan() (pks []string, from, to string, where []table.Cond) {
 	if !q.Since.IsZero() {
 		to = from + invertedAfter(q.Since)
 	}
-	return buckets(), from, to, where
+	return l.all(), from, to, where
 }
 
 // Query returns a page of run records, newest first. Without Series it
@@ -152,7 +152,7 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 	if err := s.ensure(ctx); err != nil {
 		return Page{}, err
 	}
-	pks, from, to, where := q.plan()
+	pks, from, to, where := q.plan(s.layout(ctx))
 	cur, err := decodeCursor(q.Continue, q.fingerprint(), len(pks))
 	if err != nil {
 		return Page{}, err

@@ -75,7 +75,7 @@ func decodeRun(rw table.Entity) Run {
 		Duplicates: int(p.Int("Duplicates")), Generation: p.Int("Generation"),
 		Due: p.Time("Due"), ClaimUntil: p.Time("ClaimUntil"), SnoozedUntil: p.Time("SnoozedUntil"),
 		Updated: rw.Timestamp,
-	}, Token: p.Str("Token"), Seq: p.Int("Seq"), ETag: rw.ETag}
+	}, Token: p.Str("Token"), Seq: p.Int("Seq"), ETag: rw.ETag, pk: rw.PartitionKey}
 }
 
 // Public returns r as the public leasecrontype.Run.
@@ -101,7 +101,7 @@ func stateRowKey(r Run) string {
 // change to a run goes through one such transaction, so its three rows
 // never disagree.
 func transition(cur *Run, next Run) []table.Op {
-	pk := bucketOf(next.ID)
+	pk := next.pk
 	ops := []table.Op{{Kind: table.Insert, PartitionKey: pk, RowKey: runKey(next.ID), Props: runProps(next)}}
 	if cur != nil {
 		ops[0].Kind, ops[0].IfMatch = table.Replace, cur.ETag
@@ -136,7 +136,7 @@ func transition(cur *Run, next Run) []table.Op {
 // cancel or a finish took it first), add the running state row and merge
 // the claim into the run row and the time list row.
 func claimOps(token string, next Run) []table.Op {
-	pk := bucketOf(next.ID)
+	pk := next.pk
 	cp := claimProps(next)
 	run := maps.Clone(cp)
 	run["ClaimUntil"] = next.ClaimUntil
@@ -153,7 +153,7 @@ func claimOps(token string, next Run) []table.Op {
 // claim replaced it), adds the new state's row and merges the properties
 // named in set into the run row and the time list row.
 func finishOps(c, next Run, set []string) []table.Op {
-	pk := bucketOf(next.ID)
+	pk := next.pk
 	all, list := runProps(next), listProps(next)
 	run, lp := table.Props{}, table.Props{}
 	for _, name := range set {

@@ -47,6 +47,10 @@ type Run struct {
 	ETag string
 	// legacy marks a record read from the previous layout.
 	legacy bool
+	// pk is the partition of the run's rows: where they were read, or
+	// where they are to be written (Layout). Every write of a run sets
+	// it.
+	pk string
 }
 
 // newRun returns a record of id in state st.

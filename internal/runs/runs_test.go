@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -98,15 +99,29 @@ func TestKeys(t *testing.T) {
 			}
 		})
 	}
-	if bucketOf(occ) != bucketOf(OccurrenceID("nightly", due.Add(time.Hour))) {
-		t.Fatal("occurrences of one series are in different partitions")
-	}
-	seen := map[string]bool{}
-	for i := 0; i < 200; i++ {
-		seen[bucketOf(fmt.Sprintf("task-%d", i))] = true
-	}
-	if len(seen) != Buckets {
-		t.Fatalf("200 ids fall into %d partitions, want %d", len(seen), Buckets)
+	for _, l := range []Layout{DefaultLayout, {Write: 8, Read: []int{4, 8}}, {Write: 24, Read: []int{4, 8, 24}}} {
+		if l.home(bucketKey(occ)) != l.home(bucketKey(OccurrenceID("nightly", due.Add(time.Hour)))) {
+			t.Fatalf("%+v: occurrences of one series are in different partitions", l)
+		}
+		seen := map[string]bool{}
+		for i := 0; i < 2000; i++ {
+			id := fmt.Sprintf("task-%d", i)
+			seen[l.home(id)] = true
+			// Every partition an id may be in is among those a listing
+			// reads, and the one it is written to is tried first.
+			homes := l.homes(id)
+			if homes[0] != l.home(id) || len(homes) > len(l.Read) {
+				t.Fatalf("%+v: %s may be in %v", l, id, homes)
+			}
+			for _, pk := range homes {
+				if !slices.Contains(l.all(), pk) {
+					t.Fatalf("%+v: %s may be in %s, which a listing does not read (%v)", l, id, pk, l.all())
+				}
+			}
+		}
+		if len(seen) != l.Write || len(l.all()) != l.widest() {
+			t.Fatalf("%+v: 2,000 ids fall into %d partitions, want %d", l, len(seen), l.Write)
+		}
 	}
 	// Later due times sort first; ties by id.
 	a, b := listKey("a", due), listKey("a", due.Add(time.Nanosecond*100))

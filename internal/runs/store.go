@@ -46,6 +46,11 @@ type Options struct {
 	// Version is written on the counters rows this store flushes, so that
 	// the fleet page shows what each instance runs. Empty writes none.
 	Version string
+	// Layout returns how records are spread over partitions now (a
+	// sharded fleet's grows with its shard count; see Layout). It is
+	// called for every operation, so it should be cheap (cached). Default:
+	// DefaultLayout always.
+	Layout func(ctx context.Context) Layout
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -222,14 +227,36 @@ func (s *Store) read(ctx context.Context, id string) (Run, bool, error) {
 	if err := s.ensure(ctx); err != nil {
 		return Run{}, false, err
 	}
-	rw, err := s.t.Get(ctx, bucketOf(id), runKey(id))
-	switch {
-	case err == nil:
-		return decodeRun(rw), true, nil
-	case !errors.Is(err, storage.ErrNotFound):
-		return Run{}, false, fmt.Errorf("runs: read %s: %w", id, err)
+	for _, pk := range s.layout(ctx).homes(bucketKey(id)) {
+		rw, err := s.t.Get(ctx, pk, runKey(id))
+		switch {
+		case err == nil:
+			return decodeRun(rw), true, nil
+		case !errors.Is(err, storage.ErrNotFound):
+			return Run{}, false, fmt.Errorf("runs: read %s: %w", id, err)
+		}
 	}
 	return s.readLegacy(ctx, id)
+}
+
+// layout returns the layout records are written and read under now.
+func (s *Store) layout(ctx context.Context) Layout {
+	if s.o.Layout == nil {
+		return DefaultLayout
+	}
+	if l := s.o.Layout(ctx); l.valid() {
+		return l
+	}
+	return DefaultLayout
+}
+
+// home returns the partition a write of id's run goes to: where its
+// record was read (cur, when of this layout), the layout's home otherwise.
+func (s *Store) home(ctx context.Context, cur *Run, id string) string {
+	if cur != nil && cur.pk != "" && !cur.legacy {
+		return cur.pk
+	}
+	return s.layout(ctx).home(bucketKey(id))
 }
 
 // Mark asks MarkQueued to record one run as queued.
@@ -265,22 +292,23 @@ func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider) []
 		s.o.Logger.Debug("runs not marked queued", "runs", len(marks), "err", err)
 		return out
 	}
+	l := s.layout(ctx)
 	byBucket := map[string][]int{}
 	for i, m := range marks {
 		if err := validateID(m.ID); err != nil {
 			s.o.Logger.Debug("run not marked queued", "task_id", m.ID, "err", err)
 			continue
 		}
-		b := bucketOf(m.ID)
+		b := l.home(bucketKey(m.ID))
 		byBucket[b] = append(byBucket[b], i)
 	}
 	var g errgroup.Group
-	for _, idx := range byBucket {
+	for pk, idx := range byBucket {
 		g.Go(func() error {
 			const perBatch = table.MaxOps / 3
 			for len(idx) > 0 {
 				n := min(len(idx), perBatch)
-				s.markBatch(ctx, marks, idx[:n], out, decide)
+				s.markBatch(ctx, pk, marks, idx[:n], out, decide)
 				idx = idx[n:]
 			}
 			return nil
@@ -290,10 +318,11 @@ func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider) []
 	return out
 }
 
-func (s *Store) markBatch(ctx context.Context, marks []Mark, idx []int, out []bool, decide decider) {
+func (s *Store) markBatch(ctx context.Context, pk string, marks []Mark, idx []int, out []bool, decide decider) {
 	var ops []table.Op
 	for _, i := range idx {
 		r := newRun(marks[i].ID, Queued)
+		r.pk = pk
 		fillMeta(&r, marks[i].Meta)
 		ops = append(ops, transition(nil, r)...)
 	}
@@ -395,15 +424,18 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 		return leasecrontype.Run{}, err
 	}
 	now := s.now()
+	l := s.layout(ctx)
 	next := newRun(id, Running)
 	next.Worker, next.Attempts, next.Started, next.ClaimUntil = worker, attempt, now, leaseUntil
+	next.pk = l.home(bucketKey(id))
 	fillMeta(&next, m)
 	var ops []table.Op
 	if token := claimToken(id, attempt, m); token != "" {
 		ops = claimOps(token, next)
-	} else if attempt <= 1 && !s.legacyPresent() {
+	} else if attempt <= 1 && !s.legacyPresent() && len(l.homes(bucketKey(id))) == 1 {
 		// Inserting fails if the run has a record — unless that record is
-		// an old-layout row, which only a read finds.
+		// an old-layout row, or in a partition of a smaller count, which
+		// only a read finds.
 		ops = withSummary(transition(nil, next), next)
 	}
 	if ops != nil {
@@ -420,6 +452,7 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 	err := s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
 		var n Run
 		n, verdict = decideClaim(cur, id, worker, attempt, leaseUntil, m, now)
+		n.pk = s.home(ctx, cur, id)
 		next = n
 		// A duplicate is counted (best effort); other refusals write nothing.
 		return n, verdict == nil || (cur != nil && errors.Is(verdict, ErrAlreadySucceeded)), nil
@@ -448,13 +481,16 @@ func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) 
 		return err
 	}
 	set := table.Props{"ClaimUntil": until.UTC(), "Worker": worker}
-	ops := []table.Op{{Kind: table.Merge, PartitionKey: bucketOf(id), RowKey: runKey(id), Props: set}}
+	pk := s.home(ctx, nil, id)
+	var ops []table.Op
 	if v, ok := s.claims.Load(id); ok {
 		c := v.(Run)
 		c.ClaimUntil = until.UTC()
 		s.claims.Store(id, c)
-		ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: bucketOf(id), RowKey: stateKey(Running, id, c.Due, c.Worker), Props: table.Props{"ClaimUntil": until.UTC()}})
+		pk = c.pk
+		ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: pk, RowKey: stateKey(Running, id, c.Due, c.Worker), Props: table.Props{"ClaimUntil": until.UTC()}})
 	}
+	ops = append([]table.Op{{Kind: table.Merge, PartitionKey: pk, RowKey: runKey(id), Props: set}}, ops...)
 	// A missing running row means the claim is no longer this worker's (a
 	// cancel, or another worker took it over): nothing is extended then.
 	err := s.submitRun(ctx, ops)
@@ -598,6 +634,9 @@ func (s *Store) modify(ctx context.Context, id string, f func(cur *Run) (next Ru
 		next, write, err := f(curp)
 		if err != nil || !write {
 			return err
+		}
+		if next.pk == "" {
+			next.pk = s.home(ctx, curp, id)
 		}
 		if curp != nil && curp.legacy {
 			err = s.convert(ctx, cur, next)

@@ -67,7 +67,7 @@ func withSummary(ops []table.Op, next Run) []table.Op {
 		return ops
 	}
 	name := slotProp + strconv.FormatInt(next.Seq%SummarySlots, 10)
-	return append(ops, table.Op{Kind: table.UpsertMerge, PartitionKey: bucketOf(next.ID), RowKey: summaryKey(next.Series), Props: table.Props{name: string(b)}})
+	return append(ops, table.Op{Kind: table.UpsertMerge, PartitionKey: next.pk, RowKey: summaryKey(next.Series), Props: table.Props{name: string(b)}})
 }
 
 // Recent returns the latest outcomes of series' occurrences from its
@@ -85,12 +85,19 @@ func (s *Store) Recent(ctx context.Context, series string) (rs []leasecrontype.R
 	if err := s.ensure(ctx); err != nil {
 		return nil, false, err
 	}
-	rw, err := s.t.Get(ctx, seriesBucket(series), summaryKey(series))
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
+	var rw table.Entity
+	for _, pk := range s.layout(ctx).homes(series) {
+		var err error
+		rw, err = s.t.Get(ctx, pk, summaryKey(series))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, storage.ErrNotFound) {
+			return nil, false, fmt.Errorf("runs: read the summary of series %s: %w", series, err)
+		}
+	}
+	if rw.RowKey == "" {
 		return nil, false, nil
-	case err != nil:
-		return nil, false, fmt.Errorf("runs: read the summary of series %s: %w", series, err)
 	}
 	for _, r := range s.liveSlots(rw, s.now()) {
 		rs = append(rs, r.Public())

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -19,7 +20,8 @@ func (s *Store) Verify(ctx context.Context) (problems []string, runs int, err er
 	if err := s.ensure(ctx); err != nil {
 		return nil, 0, err
 	}
-	for _, pk := range buckets() {
+	l := s.layout(ctx)
+	for _, pk := range l.all() {
 		all := map[string]table.Entity{}
 		q := table.Query{Partition: pk, Select: []string{"Id", "State", "Due", "Worker"}}
 		for {
@@ -42,8 +44,8 @@ func (s *Store) Verify(ctx context.Context) (problems []string, runs int, err er
 			}
 			runs++
 			r := decodeRun(rw)
-			if runKey(r.ID) != rk || bucketOf(r.ID) != pk {
-				problems = append(problems, fmt.Sprintf("%s/%s: run row of %q belongs at %s/%s", pk, rk, r.ID, bucketOf(r.ID), runKey(r.ID)))
+			if homes := l.homes(bucketKey(r.ID)); runKey(r.ID) != rk || !slices.Contains(homes, pk) {
+				problems = append(problems, fmt.Sprintf("%s/%s: run row of %q belongs at %s/%s", pk, rk, r.ID, strings.Join(homes, " or "), runKey(r.ID)))
 			}
 			want[listKey(r.ID, r.Due)] = rk
 			if k := stateRowKey(r); k != "" {

@@ -1,10 +1,12 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
@@ -31,6 +33,16 @@ type Balancer struct {
 	Logger *slog.Logger
 	// OnChange, if set, is told of every change written.
 	OnChange func(Assignment)
+	// RunParts, when above 0, is the run records' partition count before
+	// the map recorded any (the runs package's default): the balancer
+	// grows the count with the shards, to max(RunParts, the map's span),
+	// through RunParts.Next (0: the map's RunParts are left alone).
+	RunParts int
+	// Settle is how long a new run-record partition count is read before
+	// it is written under. Default RunPartsSettle.
+	Settle time.Duration
+
+	nextSeen map[int]time.Time // when each pending run-partition count was first read
 }
 
 // Run balances as generation gen until ctx ends (it then returns nil) or
@@ -83,11 +95,15 @@ func (b *Balancer) cycle(ctx context.Context, gen int64, claim bool, log *slog.L
 		log.Info("every shard's tasks are findable under the new shard count", "count", l.Count)
 	}
 	changes := Plan(m, Names(l.Span), live, gen, b.Clock.Now())
-	if len(changes) == 0 && !claim && !finished && m.Count != 0 {
+	rp, grown := b.runParts(m.Runs, l.Span)
+	if len(changes) == 0 && !claim && !finished && m.Count != 0 && !grown {
 		return nil
 	}
-	if err := write(ctx, b.T, m, gen, l, changes); err != nil {
+	if err := write(ctx, b.T, m, gen, l, rp, changes); err != nil {
 		return err
+	}
+	if grown {
+		log.Info("run records' partitions", "written", rp.Written, "next", rp.Next)
 	}
 	for _, c := range changes {
 		log.Info("shard given", "shard", c.Shard, "owner", c.Owner, "epoch", c.Epoch, "was", m.Shards[c.Shard].Owner)
@@ -96,6 +112,37 @@ func (b *Balancer) cycle(ctx context.Context, gen int64, claim bool, log *slog.L
 		}
 	}
 	return nil
+}
+
+// runParts returns the run records' partition counts as they should be
+// written, and whether that differs from cur: a span larger than every
+// count becomes Next; a Next read for RunPartsSettle (on this balancer's
+// clock) becomes the count written under.
+func (b *Balancer) runParts(cur RunParts, span int) (RunParts, bool) {
+	if b.RunParts <= 0 {
+		return cur, false
+	}
+	now := b.Clock.Now()
+	if b.nextSeen == nil {
+		b.nextSeen = map[int]time.Time{}
+	}
+	if _, ok := b.nextSeen[cur.Next]; !ok && cur.Next != 0 {
+		b.nextSeen[cur.Next] = now
+	}
+	next := RunParts{Written: slices.Clone(cur.Written), Next: cur.Next}
+	if len(next.Written) == 0 {
+		next.Written = []int{b.RunParts}
+	}
+	want := max(b.RunParts, span)
+	switch last := next.Written[len(next.Written)-1]; {
+	case next.Next != 0 && want > next.Next:
+		next.Next = want // a larger count supersedes a pending one: read from first too
+	case next.Next != 0 && now.Sub(b.nextSeen[next.Next]) >= cmp.Or(b.Settle, RunPartsSettle):
+		next.Written, next.Next = append(next.Written, next.Next), 0
+	case next.Next == 0 && want > last:
+		next.Next = want
+	}
+	return next, !slices.Equal(next.Written, cur.Written) || next.Next != cur.Next
 }
 
 // allDone reports whether every shard of l's span has recorded Done for

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/storage"
@@ -29,6 +32,10 @@ const (
 	PropPrevCount  = "PrevCount"
 	PropSpan       = "Span"
 	PropDone       = "Done"
+	// PropRunParts and PropRunPartsNext are RunParts.Written (counts
+	// separated by commas) and RunParts.Next.
+	PropRunParts     = "RunParts"
+	PropRunPartsNext = "RunPartsNext"
 
 	// epochShift places a balancer generation above every epoch an
 	// earlier balancer (or an unsharded leader, whose fence holds its
@@ -84,7 +91,60 @@ type Map struct {
 	Span int
 	// Shards are the shard rows, by shard.
 	Shards map[string]Assignment
-	etag   string // of the "~map" row; "" when it is missing
+	// Runs is how the run records are spread over partitions.
+	Runs RunParts
+	etag string // of the "~map" row; "" when it is missing
+}
+
+// RunParts is how many partitions the run records are spread over, which
+// grows with the shards (Balancer.RunParts): Written lists every count
+// records have been written under, oldest first, the last the one
+// written under now (empty: only the runs package's default); Next is a
+// larger count that every process reads from before, once it has been in
+// the map for RunPartsSettle, anyone writes under it (0: none).
+type RunParts struct {
+	Written []int
+	Next    int
+}
+
+// RunPartsSettle is how long a new run-record partition count stays
+// Next, read but not written under: every worker reads the map at least
+// once a minute (shards.cycle is at most 1m) and every client once a
+// second, so by then all of them look for records under it.
+const RunPartsSettle = 2 * time.Minute
+
+// Layout returns the counts records are written under now (0: the
+// default) and may be in, given base, the count before any was recorded.
+func (r RunParts) Layout(base int) (write int, read []int) {
+	read = slices.Clone(r.Written)
+	if len(read) == 0 {
+		read = []int{base}
+	}
+	write = read[len(read)-1]
+	if r.Next != 0 && !slices.Contains(read, r.Next) {
+		read = append(read, r.Next)
+	}
+	return write, read
+}
+
+// parseCounts reads a RunParts.Written property: positive counts
+// separated by commas; anything else is left out.
+func parseCounts(s string) []int {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func formatCounts(ns []int) string {
+	fs := make([]string, len(ns))
+	for i, n := range ns {
+		fs[i] = strconv.Itoa(n)
+	}
+	return strings.Join(fs, ",")
 }
 
 // Owned returns the shards m gives to member and that it may move now
@@ -134,6 +194,7 @@ func Read(ctx context.Context, t table.Table) (Map, error) {
 			m.Count = int(e.Props.Int(PropCount))
 			m.PrevCount = int(e.Props.Int(PropPrevCount))
 			m.Span = max(int(e.Props.Int(PropSpan)), m.Count)
+			m.Runs = RunParts{Written: parseCounts(e.Props.Str(PropRunParts)), Next: int(e.Props.Int(PropRunPartsNext))}
 			m.etag = e.ETag
 			continue
 		}
@@ -150,13 +211,14 @@ func Read(ctx context.Context, t table.Table) (Map, error) {
 // one before left it. It returns ErrFenced when a newer balancer has
 // written the map, and an error wrapping storage.ErrPreconditionFailed when
 // another write of this generation came between (read again and retry).
-func write(ctx context.Context, t table.Table, m Map, gen int64, l Layout, changes []Assignment) error {
+func write(ctx context.Context, t table.Table, m Map, gen int64, l Layout, rp RunParts, changes []Assignment) error {
 	etag := m.etag
 	for first := true; first || len(changes) > 0; first = false {
 		n := min(len(changes), table.MaxOps-1)
 		ops := make([]table.Op, 0, n+1)
 		head := table.Op{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: etag,
-			Props: table.Props{PropGeneration: gen, PropCount: int64(l.Count), PropPrevCount: int64(l.PrevCount), PropSpan: int64(l.Span)}}
+			Props: table.Props{PropGeneration: gen, PropCount: int64(l.Count), PropPrevCount: int64(l.PrevCount), PropSpan: int64(l.Span),
+				PropRunParts: formatCounts(rp.Written), PropRunPartsNext: int64(rp.Next)}}
 		if etag == "" {
 			head.Kind = table.Insert
 		}

@@ -41,6 +41,8 @@ type Owner struct {
 	Point func(ctx context.Context, shard string, count int) error
 	// OnChange, if set, is told the shards moved after every change.
 	OnChange func(owned []string)
+	// OnRead, if set, is given every map read.
+	OnRead func(Map)
 
 	mu    sync.Mutex
 	moves map[string]*move
@@ -79,6 +81,9 @@ func (o *Owner) Run(ctx context.Context) error {
 		if err != nil {
 			o.Logger.Warn("cannot read the shard map; keeping the shards as they are", "err", err)
 		} else {
+			if o.OnRead != nil {
+				o.OnRead(m)
+			}
 			o.apply(ctx, m)
 			o.look()
 			o.point(ctx, m)

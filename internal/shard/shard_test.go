@@ -253,3 +253,84 @@ func TestOwnersFollowTheBalancer(t *testing.T) {
 		t.Fatalf("the deposed balancer: %v, want ErrFenced", err)
 	}
 }
+
+// TestRunPartsGrowWithTheShards: the run records' partition count follows
+// the map's span up, never down, and is read by everyone (Next) for
+// RunPartsSettle before anyone writes under it.
+func TestRunPartsGrowWithTheShards(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	tb := table.NewMemory("ScheduledItems", clk)
+	roster := &fakeRoster{}
+	roster.set("a")
+	log := slog.New(slog.DiscardHandler)
+	b := &Balancer{T: tb, Roster: roster, Count: 8, Cycle: time.Second, Clock: clk, Logger: log, RunParts: 4}
+	layout := func() (int, []int) {
+		t.Helper()
+		m, err := Read(ctx, tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Runs.Layout(4)
+	}
+	want := func(what string, w int, r ...int) {
+		t.Helper()
+		gw, gr := layout()
+		if gw != w || !slices.Equal(gr, r) {
+			t.Fatalf("%s: written under %d, read from %v; want %d, %v", what, gw, gr, w, r)
+		}
+	}
+	cycle := func() {
+		t.Helper()
+		if err := b.cycle(ctx, 1, true, log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle()
+	want("8 shards, just written", 4, 4, 8)
+	cycle() // the settling counts from the first read that shows it
+	clk.Advance(RunPartsSettle - time.Second)
+	cycle()
+	want("a second before it settles", 4, 4, 8)
+	clk.Advance(time.Second)
+	cycle()
+	want("settled", 8, 4, 8)
+
+	// Shrinking keeps eight; growing to 24 starts again.
+	done := func(n int) { // every shard done pointing: the change ends
+		t.Helper()
+		m, _ := Read(ctx, tb)
+		for _, a := range m.Sorted() {
+			if err := markDone(ctx, tb, a, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cycle()
+	}
+	done(8)
+	if _, err := SetCount(ctx, tb, 3); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	cycle()
+	want("3 shards", 8, 4, 8)
+	done(3)
+	if _, err := SetCount(ctx, tb, 24); err != nil {
+		t.Fatal(err)
+	}
+	cycle()
+	want("24 shards", 8, 4, 8, 24)
+	cycle()
+	clk.Advance(RunPartsSettle)
+	cycle()
+	want("24 settled", 24, 4, 8, 24)
+
+	// A map without the property (an earlier release wrote it) reads as
+	// the default.
+	if w, r := (RunParts{}).Layout(4); w != 4 || !slices.Equal(r, []int{4}) {
+		t.Fatalf("no run parts: %d, %v", w, r)
+	}
+	if got := parseCounts("4, 8,x,-1,,16"); !slices.Equal(got, []int{4, 8, 16}) {
+		t.Fatalf("parseCounts = %v", got)
+	}
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -99,6 +100,11 @@ func (a *app) printShards(r leasecron.ShardReport) {
 	if r.Count == 1 && r.MapCount == 0 {
 		return
 	}
+	if len(r.RunPartitionsRead) > 1 {
+		fmt.Fprintf(a.out, "run records: new ones spread over %d partitions; lookups also try those of %s\n", r.RunPartitions, countsOtherThan(r.RunPartitionsRead, r.RunPartitions))
+	} else {
+		fmt.Fprintf(a.out, "run records: spread over %d partitions\n", r.RunPartitions)
+	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SHARD\tOWNER\tEPOCH\tSINCE\tSTATE\tDUE\tLAG")
 	for _, s := range r.Shards {
@@ -133,6 +139,17 @@ func (a *app) printShards(r leasecron.ShardReport) {
 		fmt.Fprintf(tw, "%s\t%t\t%d\n", m.Name, m.Live, m.Shards)
 	}
 	tw.Flush()
+}
+
+// countsOtherThan lists the counts of cs but n, as "4 and 8".
+func countsOtherThan(cs []int, n int) string {
+	var out []string
+	for _, c := range cs {
+		if c != n {
+			out = append(out, strconv.Itoa(c))
+		}
+	}
+	return strings.Join(out, " and ")
 }
 
 // shardsJSON is the shard map as the dashboard's /fleet JSON shows it.

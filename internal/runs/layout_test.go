@@ -1,0 +1,197 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+)
+
+// growingLayout is a layout two Stores share, changed as a sharded
+// fleet's shard map changes it: first the new count is read (pending),
+// then written under.
+type growingLayout struct {
+	mu sync.Mutex
+	l  Layout
+}
+
+func (g *growingLayout) get(context.Context) Layout {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.l
+}
+
+func (g *growingLayout) set(l Layout) {
+	g.mu.Lock()
+	g.l = l
+	g.mu.Unlock()
+}
+
+// growth: runs recorded under four partitions keep every guarantee after
+// the count grows to eight — found by id, claimed once, finished, listed,
+// cleaned — and new runs spread over all eight.
+func growth(t *testing.T, e env, lay *growingLayout) {
+	ctx := context.Background()
+	due := e.now().Add(-time.Second).Truncate(time.Second)
+	meta := Meta{Type: "email", Due: due}
+	mq := meta
+	mq.Queued = true
+	var old, fresh []Mark
+	for i := range 40 {
+		old = append(old, Mark{fmt.Sprintf("old-%02d", i), meta})
+		fresh = append(fresh, Mark{fmt.Sprintf("new-%02d", i), meta})
+	}
+	series := "nightly"
+	occ := func(i int) string { return OccurrenceID(series, due.Add(-time.Duration(i)*time.Hour)) }
+
+	// Under four partitions: marked, half claimed, a quarter finished,
+	// and two occurrences of a series.
+	if got := e.s.MarkQueued(ctx, old); strings.Contains(fmt.Sprint(got), "false") {
+		t.Fatalf("marked %v", got)
+	}
+	for i, m := range old[:20] {
+		if _, err := e.s.Claim(ctx, m.ID, "w1", 1, e.now().Add(time.Hour), mq); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if err := e.s.Finish(ctx, m.ID, Succeeded, nil, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range 2 {
+		om := Meta{Type: "report", Due: due.Add(-time.Duration(i) * time.Hour), Seq: int64(i + 1)}
+		if _, err := e.s.Claim(ctx, occ(i), "w1", 1, e.now().Add(time.Hour), om); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.Finish(ctx, occ(i), Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Eight partitions are read first (every process learns the count),
+	// then written under.
+	lay.set(Layout{Write: Buckets, Read: []int{Buckets, 8}})
+	if r := e.mustState(t, "old-01", Running); r.Worker != "w1" {
+		t.Fatalf("old-01 is %+v", r)
+	}
+	lay.set(Layout{Write: 8, Read: []int{Buckets, 8}})
+
+	// Old runs: found, their duplicates refused, finished where they are.
+	for i, m := range old {
+		want := Queued
+		switch {
+		case i < 20 && i%2 == 0:
+			want = Succeeded
+		case i < 20:
+			want = Running
+		}
+		e.mustState(t, m.ID, want)
+	}
+	for _, m := range old[20:] {
+		if _, err := e.other.Claim(ctx, m.ID, "w2", 1, e.now().Add(time.Hour), mq); err != nil {
+			t.Fatalf("claim of %s marked under four partitions: %v", m.ID, err)
+		}
+		if _, err := e.s.Claim(ctx, m.ID, "w3", 1, e.now().Add(time.Hour), mq); !errors.Is(err, ErrClaimedElsewhere) {
+			t.Fatalf("a second claim of %s: %v, want ErrClaimedElsewhere", m.ID, err)
+		}
+		if err := e.other.Finish(ctx, m.ID, Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved := 0 // succeeded old runs whose partition differs under eight
+	for i := 0; i < 20; i += 2 {
+		m := old[i]
+		if DefaultLayout.home(m.ID) != lay.get(ctx).home(m.ID) {
+			moved++
+		}
+		for _, attempt := range []int{1, 2} { // an unmarked first delivery, a retry
+			if _, err := e.other.Claim(ctx, m.ID, "w2", attempt, e.now().Add(time.Hour), meta); !errors.Is(err, ErrAlreadySucceeded) {
+				t.Fatalf("a late delivery of %s (attempt %d): %v, want ErrAlreadySucceeded", m.ID, attempt, err)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no succeeded old run lives in a partition the eight do not write: pick other ids")
+	}
+	if _, err := e.other.Cancel(ctx, "old-01"); err != nil {
+		t.Fatalf("cancel of old-01: %v", err)
+	}
+
+	// New runs spread over eight partitions, claimed once.
+	if got := e.s.MarkQueued(ctx, fresh); strings.Contains(fmt.Sprint(got), "false") {
+		t.Fatalf("marked %v", got)
+	}
+	wide := map[string]bool{}
+	for _, m := range fresh {
+		wide[lay.l.home(m.ID)] = true
+		if _, err := e.other.Claim(ctx, m.ID, "w2", 1, e.now().Add(time.Hour), mq); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.s.Claim(ctx, m.ID, "w3", 1, e.now().Add(time.Hour), mq); !errors.Is(err, ErrClaimedElsewhere) {
+			t.Fatalf("a second claim of %s: %v, want ErrClaimedElsewhere", m.ID, err)
+		}
+		if err := e.other.Finish(ctx, m.ID, Failed, errors.New("boom"), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(wide) != 8 {
+		t.Fatalf("40 new runs went to %d partitions, want 8", len(wide))
+	}
+	for i := 2; i < 4; i++ {
+		om := Meta{Type: "report", Due: due.Add(-time.Duration(i) * time.Hour), Seq: int64(i + 1)}
+		if _, err := e.s.Claim(ctx, occ(i), "w1", 1, e.now().Add(time.Hour), om); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.Finish(ctx, occ(i), Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.verify(t); n != 84 {
+		t.Fatalf("Verify counted %d runs, want 84", n)
+	}
+
+	// Listings read every partition; a series' both.
+	all, err := e.s.Query(ctx, Query{Limit: 200})
+	if err != nil || len(all.Runs) != 84 {
+		t.Fatalf("listing: %d runs, %v; want 84", len(all.Runs), err)
+	}
+	failed, err := e.s.Query(ctx, Query{State: Failed})
+	if err != nil || len(failed.Runs) != 40 {
+		t.Fatalf("failed runs: %d, %v; want the 40 new ones", len(failed.Runs), err)
+	}
+	occs, err := e.s.Query(ctx, Query{Series: series})
+	if err != nil || len(occs.Runs) != 4 {
+		t.Fatalf("the series' runs: %d, %v; want 4", len(occs.Runs), err)
+	}
+	if rs, ok, err := e.s.Recent(ctx, series); err != nil || !ok || len(rs) == 0 {
+		t.Fatalf("the series' summary: %v, %v, %v", rs, ok, err)
+	}
+
+	// Retention removes the runs of both counts.
+	e.advance(DefaultRetentionFailed + time.Hour)
+	st, err := e.s.Clean(ctx)
+	// Nine old runs are still running (old-03, -05, … -19): kept.
+	if err != nil || st.Expired != 75 {
+		left, _ := e.s.Query(ctx, Query{Limit: 200})
+		t.Fatalf("Clean: %+v, %v; %d runs left", st, err, len(left.Runs))
+	}
+}
+
+func TestMemLayoutGrowth(t *testing.T) {
+	e := memEnv(t)
+	lay := &growingLayout{l: DefaultLayout}
+	e.s.o.Layout, e.other.o.Layout = lay.get, lay.get
+	growth(t, e, lay)
+}
+
+func TestStoreLayoutGrowth(t *testing.T) {
+	t.Parallel()
+	lay := &growingLayout{l: DefaultLayout}
+	growth(t, azureEnv(t, Options{Clock: clock.NewFake(time.Now()), Layout: lay.get}), lay)
+}
