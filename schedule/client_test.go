@@ -412,3 +412,56 @@ func TestListMergesShardsInDueOrder(t *testing.T) {
 		t.Fatalf("a bad token: %v", err)
 	}
 }
+
+// TestPointWritesPointersInBatches: after the count grows from one shard
+// to four, Point makes every task of "00" findable by id under four,
+// writing its pointers in one transaction per shard they go to; a second
+// walk (an owner that restarted midway) writes nothing twice.
+func TestPointWritesPointersInBatches(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{})
+	for i := range 250 {
+		if _, err := c.Add(ctx(t), Item{ID: fmt.Sprintf("p%03d", i), Due: t0.Add(time.Hour)}, AddOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	four := table.Numbered("", 4, 2)
+	away := map[string]int{}
+	for i := range 250 {
+		if s := four.Of(fmt.Sprintf("p%03d", i)); s != "00" {
+			away[s]++
+		}
+	}
+	batches := 0
+	for _, n := range away {
+		batches += (n + table.MaxOps - 1) / table.MaxOps
+	}
+	for walk := range 2 {
+		before := mt.Requests()
+		if err := c.Point(ctx(t), "00", 4); err != nil {
+			t.Fatal(err)
+		}
+		got := mt.Requests() - before
+		want := 2 + batches // the index rows, the guard rows, the batches
+		if walk == 1 {
+			// Every batch finds its rows there and is written row by row.
+			for _, n := range away {
+				want += n
+			}
+		}
+		if got != want {
+			t.Errorf("walk %d: %d requests, want %d (pointers to %v)", walk+1, got, want, away)
+		}
+	}
+	for s, n := range away {
+		if got := mt.Len(s); got != n {
+			t.Errorf("shard %s holds %d pointers, want %d", s, got, n)
+		}
+	}
+	c4, _, _ := newMemClient(t, Options{Shards: four.Names()})
+	c4.t = c.t
+	for i := range 250 {
+		if _, err := c4.Get(ctx(t), fmt.Sprintf("p%03d", i)); err != nil {
+			t.Fatalf("p%03d under four shards: %v", i, err)
+		}
+	}
+}

@@ -115,13 +115,46 @@ func placementOf(l shard.Layout) placement {
 // (PropShard), and it copies every unique guard whose key belongs in
 // another shard there. It is safe to repeat and to run beside every other
 // use of the schedule; it reads shard's index and guard rows once and
-// writes one row per task or guard that belongs elsewhere.
+// writes the rows that belong elsewhere in transactions of up to 100 per
+// shard they go to.
 func (c *Client) Point(ctx context.Context, sh string, count int) error {
 	parts := table.Numbered("", count, 2)
-	insert := func(to, rk string, props table.Props) error {
-		_, err := c.t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: to, RowKey: rk, Props: props}})
+	// Rows bound for one shard go in transactions of up to table.MaxOps;
+	// one that finds a row already there (a repeated walk) is written row
+	// by row.
+	pending := map[string][]table.Op{}
+	flush := func(to string) error {
+		ops := pending[to]
+		delete(pending, to)
+		if len(ops) == 0 {
+			return nil
+		}
+		_, err := c.t.Submit(ctx, ops)
+		if errors.Is(err, storage.ErrAlreadyExists) && len(ops) > 1 {
+			for _, op := range ops {
+				if _, err = c.t.Submit(ctx, []table.Op{op}); err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+					break
+				}
+				err = nil
+			}
+		}
 		if err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
-			return fmt.Errorf("shard %s: write %s into shard %s: %w", sh, rk, to, err)
+			return fmt.Errorf("shard %s: write %d rows into shard %s: %w", sh, len(ops), to, err)
+		}
+		return nil
+	}
+	insert := func(to, rk string, props table.Props) error {
+		pending[to] = append(pending[to], table.Op{Kind: table.Insert, PartitionKey: to, RowKey: rk, Props: props})
+		if len(pending[to]) < table.MaxOps {
+			return nil
+		}
+		return flush(to)
+	}
+	flushAll := func() error {
+		for to := range pending {
+			if err := flush(to); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
@@ -141,7 +174,7 @@ func (c *Client) Point(ctx context.Context, sh string, count int) error {
 				}
 			}
 			if p.Continuation == "" {
-				return nil
+				return flushAll()
 			}
 			q.Continuation = p.Continuation
 		}

@@ -411,3 +411,147 @@ func ranOnTime(ctx context.Context, t *testing.T, f *fleet.Fleet, dues map[strin
 	sort.Slice(lateness, func(i, j int) bool { return lateness[i] < lateness[j] })
 	return lateness, dups
 }
+
+// TestReshardingUnderLoad (make test-long, about 3 min): three workers over
+// 8 shards hold 3,000 tasks coming due over a minute while the count goes
+// to 16 and back to 8, and a stream of new tasks is scheduled through both
+// changes. Nothing is lost, nothing starts early, each task runs once, and
+// no shard holds a due task for longer than a cycle (1 s, with a second
+// for this test's polling): every shard is moved throughout.
+func TestReshardingUnderLoad(t *testing.T) {
+	if os.Getenv("LEASECRON_LONG") == "" {
+		t.Skip("long: set LEASECRON_LONG=1 (make test-long)")
+	}
+	t.Parallel()
+	f := startFleet(t, 3, shardConfig())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cl := shardClient(t, f)
+	waitSettled(ctx, t, cl, 3)
+
+	dues := map[string]time.Time{}
+	start := time.Now().Add(20 * time.Second)
+	for b := range 30 {
+		var items []leasecron.Item
+		for i := range 100 {
+			n := b*100 + i
+			due := start.Add(time.Duration(n) * 50 * time.Millisecond) // 3,000 over 150 s
+			items = append(items, leasecron.Item{ID: fmt.Sprintf("bl%04d", n), Type: "rec", Due: due})
+		}
+		if _, err := cl.ScheduleMany(ctx, items, leasecron.ScheduleManyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			dues[it.ID] = it.Due
+		}
+	}
+	t.Logf("3,000 tasks scheduled, due from %s to %s", start.Format(time.TimeOnly), start.Add(150*time.Second).Format(time.TimeOnly))
+
+	// The watch: the largest lag of any shard, polled throughout.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	maxLag := map[string]time.Duration{}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for watchCtx.Err() == nil {
+			if r, err := cl.Shards(watchCtx); err == nil {
+				for _, s := range r.Shards {
+					maxLag[s.Shard] = max(maxLag[s.Shard], s.Lag)
+					if s.Lag > time.Second {
+						t.Logf("DEBUG at %s: shard %s (owner %s, since %s) lag %s, due %d", time.Since(start).Round(100*time.Millisecond), s.Shard, s.Owner, time.Since(s.Since).Round(time.Second), s.Lag.Round(10*time.Millisecond), s.Due)
+					}
+				}
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}()
+	// The stream: a task every 100 ms, due 3 s on.
+	streamCtx, stopStream := context.WithCancel(ctx)
+	streamDues := map[string]time.Time{}
+	streamed := make(chan struct{})
+	go func() {
+		defer close(streamed)
+		for i := 0; streamCtx.Err() == nil; i++ {
+			id := fmt.Sprintf("rs%04d", i)
+			due := time.Now().Add(3 * time.Second)
+			if _, err := cl.Schedule(streamCtx, leasecron.Item{ID: id, Type: "rec", Due: due}, nil); err == nil {
+				streamDues[id] = due
+			}
+			select {
+			case <-streamCtx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+
+	pointed := func(n int) time.Duration {
+		t.Helper()
+		t0 := time.Now()
+		for {
+			r, err := cl.Shards(ctx)
+			if err == nil && r.MapCount == n && r.PrevCount == 0 {
+				return time.Since(t0)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the count never settled at %d: %+v, %v", n, r, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	pointed(8)
+	time.Sleep(time.Until(start.Add(30 * time.Second))) // under way: tasks coming due
+	if os.Getenv("DEBUG_NO_RESHARD") == "" {
+	if err := cl.SetShards(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("8 → 16 shards: every shard's tasks findable under 16 after %s", pointed(16).Round(time.Millisecond))
+	waitSettled(ctx, t, cl, 3)
+	time.Sleep(30 * time.Second)
+	if err := cl.SetShards(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("16 → 8 shards: every shard's tasks findable under 8 after %s", pointed(8).Round(time.Millisecond))
+	}
+	time.Sleep(time.Until(start.Add(150*time.Second + 5*time.Second)))
+	stopStream()
+	<-streamed
+	stopWatch()
+	<-watched
+	for id, due := range streamDues {
+		dues[id] = due
+	}
+
+	lateness, dups := ranOnTime(ctx, t, f, dues)
+	if rs, err := f.Records(); err == nil {
+		starts := fleet.Starts(rs)
+		byTen := map[int][]time.Duration{}
+		for id, due := range dues {
+			if r := starts[id]; len(r) > 0 {
+				k := int(due.Sub(start) / (10 * time.Second))
+				byTen[k] = append(byTen[k], r[0].At.Sub(due))
+			}
+		}
+		for k := -2; k <= 16; k++ {
+			ls := byTen[k]
+			sort.Slice(ls, func(i, j int) bool { return ls[i] < ls[j] })
+			if len(ls) > 0 {
+				t.Logf("DEBUG due %3ds..: %4d tasks, lateness p50 %s p99 %s", k*10, len(ls), fleet.Percentile(ls, 50).Round(time.Millisecond), fleet.Percentile(ls, 99).Round(time.Millisecond))
+			}
+		}
+	}
+	t.Logf("%d tasks (%d streamed) through 8 → 16 → 8 shards: 0 lost, %d duplicate runs, lateness p50 %s, p99 %s", len(dues), len(streamDues), dups,
+		fleet.Percentile(lateness, 50).Round(time.Millisecond), fleet.Percentile(lateness, 99).Round(time.Millisecond))
+	if dups != 0 {
+		t.Errorf("%d duplicate runs, want each task once", dups)
+	}
+	worst, at := time.Duration(0), ""
+	for s, l := range maxLag {
+		if l > worst {
+			worst, at = l, s
+		}
+	}
+	t.Logf("largest lag of a shard's oldest due task: %s (shard %s) over %d shards", worst.Round(time.Millisecond), at, len(maxLag))
+	if worst > 2*time.Second {
+		t.Errorf("shard %s held a due task for %s: want every shard moved within a cycle (1 s, and a second for polling)", at, worst.Round(time.Millisecond))
+	}
+}
