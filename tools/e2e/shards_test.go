@@ -413,8 +413,10 @@ func ranOnTime(ctx context.Context, t *testing.T, f *fleet.Fleet, dues map[strin
 }
 
 // TestReshardingUnderLoad (make test-long, about 3 min): three workers over
-// 8 shards hold 3,000 tasks coming due over a minute while the count goes
-// to 16 and back to 8, and a stream of new tasks is scheduled through both
+// 8 shards hold 3,000 tasks coming due over 150 s (20 a second, with the
+// stream about 27: what this machine's Azurite carries on time, p99 1.2 s
+// without a change) while the count goes to 16 and back to 8, and a
+// stream of new tasks (one every 100 ms) is scheduled through both
 // changes. Nothing is lost, nothing starts early, each task runs once, and
 // no shard holds a due task for longer than a cycle (1 s, with a second
 // for this test's polling): every shard is moved throughout.
@@ -457,9 +459,6 @@ func TestReshardingUnderLoad(t *testing.T) {
 			if r, err := cl.Shards(watchCtx); err == nil {
 				for _, s := range r.Shards {
 					maxLag[s.Shard] = max(maxLag[s.Shard], s.Lag)
-					if s.Lag > time.Second {
-						t.Logf("DEBUG at %s: shard %s (owner %s, since %s) lag %s, due %d", time.Since(start).Round(100*time.Millisecond), s.Shard, s.Owner, time.Since(s.Since).Round(time.Second), s.Lag.Round(10*time.Millisecond), s.Due)
-					}
 				}
 			}
 			time.Sleep(250 * time.Millisecond)
@@ -500,7 +499,6 @@ func TestReshardingUnderLoad(t *testing.T) {
 	}
 	pointed(8)
 	time.Sleep(time.Until(start.Add(30 * time.Second))) // under way: tasks coming due
-	if os.Getenv("DEBUG_NO_RESHARD") == "" {
 	if err := cl.SetShards(ctx, 16); err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +509,6 @@ func TestReshardingUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("16 → 8 shards: every shard's tasks findable under 8 after %s", pointed(8).Round(time.Millisecond))
-	}
 	time.Sleep(time.Until(start.Add(150*time.Second + 5*time.Second)))
 	stopStream()
 	<-streamed
@@ -522,23 +519,6 @@ func TestReshardingUnderLoad(t *testing.T) {
 	}
 
 	lateness, dups := ranOnTime(ctx, t, f, dues)
-	if rs, err := f.Records(); err == nil {
-		starts := fleet.Starts(rs)
-		byTen := map[int][]time.Duration{}
-		for id, due := range dues {
-			if r := starts[id]; len(r) > 0 {
-				k := int(due.Sub(start) / (10 * time.Second))
-				byTen[k] = append(byTen[k], r[0].At.Sub(due))
-			}
-		}
-		for k := -2; k <= 16; k++ {
-			ls := byTen[k]
-			sort.Slice(ls, func(i, j int) bool { return ls[i] < ls[j] })
-			if len(ls) > 0 {
-				t.Logf("DEBUG due %3ds..: %4d tasks, lateness p50 %s p99 %s", k*10, len(ls), fleet.Percentile(ls, 50).Round(time.Millisecond), fleet.Percentile(ls, 99).Round(time.Millisecond))
-			}
-		}
-	}
 	t.Logf("%d tasks (%d streamed) through 8 → 16 → 8 shards: 0 lost, %d duplicate runs, lateness p50 %s, p99 %s", len(dues), len(streamDues), dups,
 		fleet.Percentile(lateness, 50).Round(time.Millisecond), fleet.Percentile(lateness, 99).Round(time.Millisecond))
 	if dups != 0 {
