@@ -219,40 +219,61 @@ func goShard(t *testing.T, id string, n int) string {
 	return c.ShardOf(id)
 }
 
+// longShardFleet starts, for a long test (make test-long; skipped
+// otherwise), three workers over 8 shards and waits until they share them;
+// it returns the fleet, a context ending after timeout, a client and each
+// worker's shards.
+func longShardFleet(t *testing.T, timeout time.Duration) (*fleet.Fleet, context.Context, *leasecron.Client, map[string][]string) {
+	t.Helper()
+	if os.Getenv("LEASECRON_LONG") == "" {
+		t.Skip("long: set LEASECRON_LONG=1 (make test-long)")
+	}
+	t.Parallel()
+	f := startFleet(t, 3, shardConfig())
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	cl := shardClient(t, f)
+	return f, ctx, cl, waitSettled(ctx, t, cl, 3)
+}
+
+// stream schedules a task of type rec every every, due ahead on, with ids
+// prefix0000, prefix0001, …, through the client client returns (it may
+// change), until the returned stop is called; stop returns the due time
+// of every task scheduled.
+func stream(ctx context.Context, prefix string, every, ahead time.Duration, client func() *leasecron.Client) (stop func() map[string]time.Time) {
+	sctx, cancel := context.WithCancel(ctx)
+	dues := map[string]time.Time{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; sctx.Err() == nil; i++ {
+			id := fmt.Sprintf("%s%04d", prefix, i)
+			due := time.Now().Add(ahead)
+			if _, err := client().Schedule(sctx, leasecron.Item{ID: id, Type: "rec", Due: due}, nil); err == nil {
+				dues[id] = due
+			}
+			select {
+			case <-sctx.Done():
+			case <-time.After(every):
+			}
+		}
+	}()
+	return func() map[string]time.Time {
+		cancel()
+		<-done
+		return dues
+	}
+}
+
 // TestShardsThroughManyKills (make test-long, about 8 min): 20 times, the
 // owner of the most of 8 shards is SIGKILLed and a fresh worker started;
 // all its shards are owned again within lease + 2 cycles (15 s + 2 × 1 s)
 // at p99, while a steady stream of tasks (one every 0.5 s, due 20 s
 // ahead) runs on time, each once.
 func TestShardsThroughManyKills(t *testing.T) {
-	if os.Getenv("LEASECRON_LONG") == "" {
-		t.Skip("long: set LEASECRON_LONG=1 (make test-long)")
-	}
-	t.Parallel()
-	f := startFleet(t, 3, shardConfig())
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	cl := shardClient(t, f)
-	owned := waitSettled(ctx, t, cl, 3)
+	f, ctx, cl, owned := longShardFleet(t, 20*time.Minute)
 
-	// The stream.
-	streamCtx, stopStream := context.WithCancel(ctx)
-	dues := map[string]time.Time{}
-	streamed := make(chan struct{})
-	go func() {
-		defer close(streamed)
-		for i := 0; streamCtx.Err() == nil; i++ {
-			id := fmt.Sprintf("st%04d", i)
-			due := time.Now().Add(20 * time.Second)
-			if _, err := cl.Schedule(streamCtx, leasecron.Item{ID: id, Type: "rec", Due: due}, nil); err == nil {
-				dues[id] = due
-			}
-			select {
-			case <-streamCtx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}()
+	stopStream := stream(ctx, "st", 500*time.Millisecond, 20*time.Second, func() *leasecron.Client { return cl })
 
 	var took []time.Duration
 	for k := range 20 {
@@ -272,8 +293,7 @@ func TestShardsThroughManyKills(t *testing.T) {
 		}
 		owned = waitSettled(ctx, t, cl, 3)
 	}
-	stopStream()
-	<-streamed
+	dues := stopStream()
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	p50, p99 := fleet.Percentile(took, 50), fleet.Percentile(took, 99)
 	t.Logf("20 kills: shards owned again after p50 %s, p99 %s, max %s", p50.Round(time.Millisecond), p99.Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
@@ -292,15 +312,7 @@ func TestShardsThroughManyKills(t *testing.T) {
 // TestShardOwnershipStable (make test-long, 10 min): three workers over 8
 // shards with stable membership make no ownership change at all.
 func TestShardOwnershipStable(t *testing.T) {
-	if os.Getenv("LEASECRON_LONG") == "" {
-		t.Skip("long: set LEASECRON_LONG=1 (make test-long)")
-	}
-	t.Parallel()
-	f := startFleet(t, 3, shardConfig())
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	cl := shardClient(t, f)
-	waitSettled(ctx, t, cl, 3)
+	_, ctx, cl, _ := longShardFleet(t, 15*time.Minute)
 	epochs := func() map[string]int64 {
 		r, err := cl.Shards(ctx)
 		if err != nil {
@@ -421,15 +433,7 @@ func ranOnTime(ctx context.Context, t *testing.T, f *fleet.Fleet, dues map[strin
 // no shard holds a due task for longer than a cycle (1 s, with a second
 // for this test's polling): every shard is moved throughout.
 func TestReshardingUnderLoad(t *testing.T) {
-	if os.Getenv("LEASECRON_LONG") == "" {
-		t.Skip("long: set LEASECRON_LONG=1 (make test-long)")
-	}
-	t.Parallel()
-	f := startFleet(t, 3, shardConfig())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cl := shardClient(t, f)
-	waitSettled(ctx, t, cl, 3)
+	f, ctx, cl, _ := longShardFleet(t, 10*time.Minute)
 
 	dues := map[string]time.Time{}
 	start := time.Now().Add(20 * time.Second)
@@ -464,24 +468,7 @@ func TestReshardingUnderLoad(t *testing.T) {
 			time.Sleep(250 * time.Millisecond)
 		}
 	}()
-	// The stream: a task every 100 ms, due 3 s on.
-	streamCtx, stopStream := context.WithCancel(ctx)
-	streamDues := map[string]time.Time{}
-	streamed := make(chan struct{})
-	go func() {
-		defer close(streamed)
-		for i := 0; streamCtx.Err() == nil; i++ {
-			id := fmt.Sprintf("rs%04d", i)
-			due := time.Now().Add(3 * time.Second)
-			if _, err := cl.Schedule(streamCtx, leasecron.Item{ID: id, Type: "rec", Due: due}, nil); err == nil {
-				streamDues[id] = due
-			}
-			select {
-			case <-streamCtx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
+	stopStream := stream(ctx, "rs", 100*time.Millisecond, 3*time.Second, func() *leasecron.Client { return cl })
 
 	pointed := func(n int) time.Duration {
 		t.Helper()
@@ -510,8 +497,7 @@ func TestReshardingUnderLoad(t *testing.T) {
 	}
 	t.Logf("16 → 8 shards: every shard's tasks findable under 8 after %s", pointed(8).Round(time.Millisecond))
 	time.Sleep(time.Until(start.Add(150*time.Second + 5*time.Second)))
-	stopStream()
-	<-streamed
+	streamDues := stopStream()
 	stopWatch()
 	<-watched
 	for id, due := range streamDues {

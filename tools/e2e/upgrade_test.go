@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -63,23 +62,11 @@ func TestRollingUpgradeThenSharding(t *testing.T) {
 	// unsharded client and then by a sharded one.
 	var mu sync.Mutex
 	cl := unsharded
-	dues := map[string]time.Time{}
-	streamCtx, stopStream := context.WithCancel(ctx)
-	streamed := make(chan struct{})
-	go func() {
-		defer close(streamed)
-		for i := 0; streamCtx.Err() == nil; i++ {
-			id := fmt.Sprintf("up%04d", i)
-			due := time.Now().Add(5 * time.Second)
-			mu.Lock()
-			c := cl
-			mu.Unlock()
-			if _, err := c.Schedule(streamCtx, leasecron.Item{ID: id, Type: "rec", Due: due}, nil); err == nil {
-				dues[id] = due
-			}
-			time.Sleep(300 * time.Millisecond)
-		}
-	}()
+	stopStream := stream(ctx, "up", 300*time.Millisecond, 5*time.Second, func() *leasecron.Client {
+		mu.Lock()
+		defer mu.Unlock()
+		return cl
+	})
 
 	replace := func(stage string, extraEnv ...string) {
 		for i, name := range live {
@@ -112,8 +99,7 @@ func TestRollingUpgradeThenSharding(t *testing.T) {
 	mu.Unlock()
 	waitSettled(ctx, t, sharded, 3)
 	time.Sleep(8 * time.Second)
-	stopStream()
-	<-streamed
+	dues := stopStream()
 
 	lateness, dups := ranOnTime(ctx, t, f, dues)
 	rs, err := f.Records()
