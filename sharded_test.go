@@ -294,21 +294,54 @@ func idleRate(t *testing.T, n int, cycle time.Duration) (float64, *shardedFleet)
 
 // TestQuietShardsCostNothingEach: an idle worker's request rate does not
 // grow with its shards: each quiet shard costs nothing a cycle but its
-// turn in the one look a cycle.
+// turn in the one look a cycle; and that look finds a row written without
+// a wake.
 func TestQuietShardsCostNothingEach(t *testing.T) {
 	t.Parallel()
-	r2, _ := idleRate(t, 2, 200*time.Millisecond)
+	r2, f := idleRate(t, 2, 200*time.Millisecond)
 	r64, _ := idleRate(t, 64, 200*time.Millisecond)
 	if r64 > r2*1.15+0.5 {
 		t.Errorf("quiet: %.1f requests/s with 64 shards against %.1f with 2", r64, r2)
+	}
+	unwokenRowRuns(t, f, 2*200*time.Millisecond)
+}
+
+// unwokenRowRuns writes a row as another language would (no wake) into
+// a quiet shard of f and checks that its owner's round-robin look, one
+// quiet shard a cycle, finds it within every (shards × cycle).
+func unwokenRowRuns(t *testing.T, f *shardedFleet, every time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := storage.New(storage.Config{ConnectionString: f.st.ConnectionString})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(time.Second)
+	rk, err := schedule.RowKey(due, "unwoken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, _ := json.Marshal(map[string]string{"PartitionKey": c.ShardOf("unwoken"), "RowKey": rk, "Type": "t", "Message": ""})
+	if _, err := sc.Table.NewClient(f.names.ScheduleTable).AddEntity(ctx, row, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.waitRan([]string{"unwoken"})
+	f.mu.Lock()
+	late := f.at["unwoken"].Sub(due)
+	f.mu.Unlock()
+	t.Logf("the row written without a wake started %s after its due time", late.Round(time.Millisecond))
+	if late < 0 || late > every+10*time.Second {
+		t.Errorf("the row written without a wake started %s after its due time; the round-robin look comes to its shard every %s", late.Round(time.Millisecond), every)
 	}
 }
 
 // TestQuietShardsWakeForNewTasks: with 64 quiet shards and a 500 ms cycle
 // the round-robin look comes to a shard every 32 s, but a task scheduled
-// into a quiet shard wakes its owner, so it starts on time; a row written
-// straight into the table (another language: no wake) is found by the
-// round-robin look.
+// into a quiet shard wakes its owner, so it starts on time.
 func TestQuietShardsWakeForNewTasks(t *testing.T) {
 	t.Parallel()
 	_, f := idleRate(t, 64, 500*time.Millisecond)
@@ -318,21 +351,6 @@ func TestQuietShardsWakeForNewTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	// A row another language writes: no wake, so its quiet shard's owner
-	// finds it at its round-robin look, at most 64 cycles (32 s) on.
-	sc, err := storage.New(storage.Config{ConnectionString: f.st.ConnectionString})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rawDue := time.Now().Add(time.Second)
-	rk, err := schedule.RowKey(rawDue, "unwoken")
-	if err != nil {
-		t.Fatal(err)
-	}
-	row, _ := json.Marshal(map[string]string{"PartitionKey": c.ShardOf("unwoken"), "RowKey": rk, "Type": "t", "Message": ""})
-	if _, err := sc.Table.NewClient(f.names.ScheduleTable).AddEntity(ctx, row, nil); err != nil {
-		t.Fatal(err)
-	}
 	dues := map[string]time.Time{}
 	var ids []string
 	for i := range 6 {
@@ -359,14 +377,6 @@ func TestQuietShardsWakeForNewTasks(t *testing.T) {
 		}
 	}
 	f.mu.Unlock()
-	f.waitRan([]string{"unwoken"})
-	f.mu.Lock()
-	late := f.at["unwoken"].Sub(rawDue)
-	f.mu.Unlock()
-	t.Logf("the row written without a wake started %s after its due time", late.Round(time.Millisecond))
-	if late < 0 || late > 32*time.Second+10*time.Second {
-		t.Errorf("the row written without a wake started %s after its due time; the round-robin look comes to its shard every 32 s", late.Round(time.Millisecond))
-	}
 }
 
 // waitPointed waits until the shard count is n and no change is under way.

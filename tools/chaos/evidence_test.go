@@ -272,3 +272,21 @@ func TestShardTerms(t *testing.T) {
 		t.Fatalf("one shard, two movers: %d %v", n, ov)
 	}
 }
+
+// TestResultsInScenarioOrder: the results are ordered by the scenario's
+// number, so that scenario 10 follows 9, not 1.
+func TestResultsInScenarioOrder(t *testing.T) {
+	var rep Report
+	var rs []Result
+	for _, s := range []string{"10 resharding", "2 worker", "4b stall", "1 leader", "4a latency", "9 SIGSTOP"} {
+		rs = append(rs, Result{Scenario: s})
+	}
+	rep.Merge(rs, nil)
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, r.Scenario)
+	}
+	if want := "1 leader,2 worker,4a latency,4b stall,9 SIGSTOP,10 resharding"; strings.Join(got, ",") != want {
+		t.Fatalf("order %v, want %s", got, want)
+	}
+}

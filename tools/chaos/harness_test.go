@@ -361,10 +361,12 @@ func (r *run) insertRaw(ctx context.Context, typ string, ids []string, due func(
 	}
 }
 
-// dueBacklog counts rows of shard 00 due now.
+// dueBacklog counts the schedule's rows due now, in every shard: task
+// rows' keys start with their due ticks; index, guard and map rows sort
+// after digits, the map's partition after every shard's.
 func (r *run) dueBacklog(ctx context.Context) (int, error) {
 	tc := r.sc.Table.NewClient("ScheduledItems")
-	filter := fmt.Sprintf("PartitionKey eq '00' and RowKey le '%019d'", netTicks(time.Now()))
+	filter := fmt.Sprintf("PartitionKey lt '~' and RowKey le '%019d'", netTicks(time.Now()))
 	sel := "RowKey"
 	pager := tc.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Select: &sel})
 	n := 0

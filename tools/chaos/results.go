@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -166,7 +167,7 @@ func (r *Report) Merge(rs []Result, bad []BadInput) {
 			r.Results = append(r.Results, n)
 		}
 	}
-	sort.SliceStable(r.Results, func(i, j int) bool { return r.Results[i].Scenario < r.Results[j].Scenario })
+	sort.SliceStable(r.Results, func(i, j int) bool { return scenarioLess(r.Results[i].Scenario, r.Results[j].Scenario) })
 	if len(bad) > 0 {
 		r.BadInputs = bad
 	}
@@ -215,4 +216,26 @@ func WriteTable(ctx context.Context, sc *storage.Clients, r Result) error {
 	}
 	_, err = sc.Table.NewClient(ResultsTable).UpsertEntity(ctx, b, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
 	return storage.Translate(err)
+}
+
+// scenarioLess orders scenario names by their leading number ("2 …"
+// before "10 …"), then as text ("4a" before "4b").
+func scenarioLess(a, b string) bool {
+	na, ra := leadingNumber(a)
+	nb, rb := leadingNumber(b)
+	if na != nb {
+		return na < nb
+	}
+	return ra < rb
+}
+
+// leadingNumber splits s into the number its digits start with (0 when
+// none) and the rest.
+func leadingNumber(s string) (int, string) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	n, _ := strconv.Atoi(s[:i])
+	return n, s[i:]
 }

@@ -33,49 +33,14 @@ func shardClient(t *testing.T, f *fleet.Fleet) *leasecron.Client {
 	return cl
 }
 
-// settled reports whether every shard is owned by a live member, none is
-// being handed over, and the shares differ by at most one; it returns
-// each live member's shards.
-func settled(r leasecron.ShardReport) (map[string][]string, bool) {
-	live := map[string]bool{}
-	for _, m := range r.Members {
-		if m.Live {
-			live[m.Name] = true
-		}
-	}
-	owned := map[string][]string{}
-	for m := range live {
-		owned[m] = nil
-	}
-	for _, s := range r.Shards {
-		if !live[s.Owner] || s.HandingOverFrom != "" {
-			return owned, false
-		}
-		owned[s.Owner] = append(owned[s.Owner], s.Shard)
-	}
-	lo, hi := len(r.Shards), 0
-	for _, ss := range owned {
-		lo, hi = min(lo, len(ss)), max(hi, len(ss))
-	}
-	return owned, len(live) > 0 && hi-lo <= 1
-}
-
-// waitSettled polls until the shards are settled among exactly want live
-// members, and returns their shards.
+// waitSettled is fleet.WaitShardsSettled, failing t.
 func waitSettled(ctx context.Context, t *testing.T, cl *leasecron.Client, want int) map[string][]string {
 	t.Helper()
-	for {
-		r, err := cl.Shards(ctx)
-		if err == nil {
-			if owned, ok := settled(r); ok && len(owned) == want {
-				return owned
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("shards never settled among %d members: %+v, %v", want, r, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	owned, err := fleet.WaitShardsSettled(ctx, cl, want)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return owned
 }
 
 // TestShardsThroughAnOwnerKill: three workers over eight shards. The owner
