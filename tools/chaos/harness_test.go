@@ -456,12 +456,14 @@ type analysis struct {
 	terms    []Term
 	maxMov   int
 	overlaps []Overlap
-	records  []fleet.Record
-	x        Executions
-	lease    []LeaseSample
-	lost     []string
-	dropped  []string
-	events   []LogEvent
+	// shardTerms are the shard owners' terms (sharded runs).
+	shardTerms []Term
+	records    []fleet.Record
+	x          Executions
+	lease      []LeaseSample
+	lost       []string
+	dropped    []string
+	events     []LogEvent
 }
 
 // stopAndAnalyse stops the workers (SIGTERM: in-flight tasks finish), then
@@ -511,9 +513,9 @@ func (r *run) stopAndAnalyse() *analysis {
 	if chaosShards() > 1 {
 		// Sharded, the shard owners move (under their shards' epochs);
 		// the traffic cop's terms still time the takeovers.
-		shardTerms := ShardTerms(a.events, deaths, end)
-		a.maxMov, a.overlaps = MaxShardOverlap(shardTerms)
-		movers = append(append([]Term(nil), a.terms...), shardTerms...)
+		a.shardTerms = ShardTerms(a.events, deaths, end)
+		a.maxMov, a.overlaps = MaxShardOverlap(a.shardTerms)
+		movers = append(append([]Term(nil), a.terms...), a.shardTerms...)
 	}
 	a.x = Summarise(r.scheduled(), a.records, movers)
 	a.lease = r.poll.History()

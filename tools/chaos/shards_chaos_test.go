@@ -134,6 +134,24 @@ func TestShardOwnerStoppedPastItsLease(t *testing.T) {
 	r.note("SIGSTOP of %s (owner of %d of %d shards): its shards owned by the others %s later; resumed after %s, it rejoined %s after that",
 		victim, len(owned[victim]), chaosShards(), round(took), round(resumed.Sub(at)), round(time.Since(resumed)))
 	r.waitExecuted(4 * time.Minute)
+	// A stopped process does nothing, but its log shows its terms open
+	// until it resumes and notices that its member lease has lapsed. Its
+	// terms count as ended at the SIGSTOP when it ended them within a
+	// second of resuming (its movers' commits are fenced by the new
+	// epochs in any case); any other overlap still fails.
+	r.afterAnalysis = func(a *analysis) {
+		clipped := append([]Term(nil), a.shardTerms...)
+		n, last := 0, resumed
+		for i, term := range clipped {
+			if term.Worker == victim && term.Start.Before(at) && term.End.After(at) && !term.End.After(resumed.Add(time.Second)) {
+				clipped[i].End = at
+				n++
+				last = later(last, term.End)
+			}
+		}
+		a.maxMov, a.overlaps = MaxShardOverlap(clipped)
+		r.note("%d shard terms of %s were open through its SIGSTOP; it ended them %s after resuming", n, victim, round(last.Sub(resumed)))
+	}
 	a := r.stopAndAnalyse()
 	res := Result{RecoveryRule: "takeover: SIGSTOP → every shard owned by a live instance again; the stopped owner resumes after its lease has lapsed"}
 	f := Fault{Kind: "SIGSTOP shard owner " + victim, At: r.since(at), Takeover: Duration(took),
@@ -170,6 +188,7 @@ func TestReshardingUnderLoadChaos(t *testing.T) {
 		}
 	}()
 	time.Sleep(time.Until(base.Add(20 * time.Second)))
+	from := n
 	change := func(to int) {
 		t0 := time.Now()
 		if err := r.cl.SetShards(ctx, to); err != nil {
@@ -185,7 +204,8 @@ func TestReshardingUnderLoadChaos(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		r.note("%d → %d shards: every shard's tasks findable under %d after %s", n, to, to, round(time.Since(t0)))
+		r.note("%d → %d shards: every shard's tasks findable under %d after %s", from, to, to, round(time.Since(t0)))
+		from = to
 	}
 	change(2 * n)
 	time.Sleep(20 * time.Second)
