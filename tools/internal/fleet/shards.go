@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -47,7 +48,7 @@ func WaitShardsSettled(ctx context.Context, cl *leasecron.Client, want int) (map
 			}
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("shards never settled among %d members: %+v, %v", want, r, err)
+			return nil, fmt.Errorf("shards never settled among %d members: %+v: %w", want, r, cmp.Or(err, ctx.Err()))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
