@@ -33,12 +33,14 @@ func QueueNames(base string, n int) []string {
 // looks on through the others at once. Update and Delete go to the queue
 // a message came from; Count sums every queue.
 type Queues struct {
-	send   int           // Enqueue uses the first send queues
-	next   atomic.Uint64 // Enqueue's turn
+	sendTo []MessageQueue // the queues Enqueue uses (never changes)
+	next   atomic.Uint64  // Enqueue's turn
 	mu     sync.Mutex
-	qs     []MessageQueue // every queue drained: the send queues, then any added (Drain)
-	cursor int            // the queue the next Dequeue asks
-	found  bool           // the last Dequeue got messages
+	// qs are every queue drained: sendTo, then any added (Drain). It only
+	// grows by append, so a copy of the slice taken under mu stays valid.
+	qs     []MessageQueue
+	cursor int  // the queue the next Dequeue asks
+	found  bool // the last Dequeue got messages
 }
 
 // NewQueues returns a MessageQueue over qs (at least one, at most
@@ -47,7 +49,8 @@ func NewQueues(qs ...MessageQueue) (*Queues, error) {
 	if len(qs) == 0 || len(qs) > MaxQueues {
 		return nil, fmt.Errorf("%w: %d work queues: want 1 to %d", ErrInvalidOptions, len(qs), MaxQueues)
 	}
-	return &Queues{qs: qs, send: len(qs)}, nil
+	qs = qs[:len(qs):len(qs)] // Drain's appends never write into sendTo's array
+	return &Queues{sendTo: qs, qs: qs}, nil
 }
 
 // Drain adds q to the queues drained (not to those sent to): a queue of
@@ -74,7 +77,7 @@ func (m *Queues) Drain(q MessageQueue) bool {
 func (m *Queues) all() []MessageQueue {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]MessageQueue(nil), m.qs...)
+	return m.qs
 }
 
 // Len returns how many queues are drained.
@@ -92,11 +95,8 @@ func (m *Queues) Name() string {
 
 // Enqueue implements MessageQueue: the queues in turn.
 func (m *Queues) Enqueue(ctx context.Context, text string, visibility time.Duration) (Message, error) {
-	i := int((m.next.Add(1) - 1) % uint64(m.send))
-	m.mu.Lock()
-	q := m.qs[i]
-	m.mu.Unlock()
-	msg, err := q.Enqueue(ctx, text, visibility)
+	i := int((m.next.Add(1) - 1) % uint64(len(m.sendTo)))
+	msg, err := m.sendTo[i].Enqueue(ctx, text, visibility)
 	msg.queue = i
 	return msg, err
 }
