@@ -42,7 +42,10 @@ type Balancer struct {
 	// it is written under. Default RunPartsSettle.
 	Settle time.Duration
 
-	nextSeen map[int]time.Time // when each pending run-partition count was first read
+	// seenNext is the pending run-partition count this balancer last read
+	// in the map (RunParts.Next), and seenAt when it first read it.
+	seenNext int
+	seenAt   time.Time
 }
 
 // Run balances as generation gen until ctx ends (it then returns nil) or
@@ -123,11 +126,8 @@ func (b *Balancer) runParts(cur RunParts, span int) (RunParts, bool) {
 		return cur, false
 	}
 	now := b.Clock.Now()
-	if b.nextSeen == nil {
-		b.nextSeen = map[int]time.Time{}
-	}
-	if _, ok := b.nextSeen[cur.Next]; !ok && cur.Next != 0 {
-		b.nextSeen[cur.Next] = now
+	if cur.Next != b.seenNext {
+		b.seenNext, b.seenAt = cur.Next, now
 	}
 	next := RunParts{Written: slices.Clone(cur.Written), Next: cur.Next}
 	if len(next.Written) == 0 {
@@ -137,7 +137,7 @@ func (b *Balancer) runParts(cur RunParts, span int) (RunParts, bool) {
 	switch last := next.Written[len(next.Written)-1]; {
 	case next.Next != 0 && want > next.Next:
 		next.Next = want // a larger count supersedes a pending one: read from first too
-	case next.Next != 0 && now.Sub(b.nextSeen[next.Next]) >= cmp.Or(b.Settle, RunPartsSettle):
+	case next.Next != 0 && now.Sub(b.seenAt) >= cmp.Or(b.Settle, RunPartsSettle):
 		next.Written, next.Next = append(next.Written, next.Next), 0
 	case next.Next == 0 && want > last:
 		next.Next = want
