@@ -60,6 +60,34 @@ func spread(prefix string, n int, base time.Time, window time.Duration) []leasec
 	return items
 }
 
+// loadedShards starts scenario's workers (a sharded run only), waits until
+// they share the shards, and schedules n tasks (ids prefix…) due at random
+// over window from lead on; it returns the run, the scenario's context
+// and when the tasks start coming due.
+func loadedShards(t *testing.T, scenario string, workers int, prefix string, n int, lead, window time.Duration) (*run, context.Context, time.Time) {
+	t.Helper()
+	shardedOnly(t)
+	r := newRun(t, scenario, false, workers, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	t.Cleanup(cancel)
+	r.settledAmong(ctx, workers)
+	base := time.Now().Add(lead)
+	if failed := r.schedule(ctx, spread(prefix, n, base, window), 16); len(failed) > 0 {
+		t.Fatalf("%d tasks not scheduled", len(failed))
+	}
+	return r, ctx, base
+}
+
+// ownerFault is the fault of a shard owner hit by signal at at, whose
+// shards were owned again after took; past takeoverLimit it fails the
+// scenario.
+func (r *run) ownerFault(signal, victim string, at time.Time, took time.Duration, detail string) Fault {
+	if took > takeoverLimit {
+		r.t.Errorf("the shards of %s were owned again %s after the %s (limit %s)", victim, round(took), signal, takeoverLimit)
+	}
+	return Fault{Kind: signal + " shard owner " + victim, At: r.since(at), Takeover: Duration(took), Detail: detail}
+}
+
 // takeoverLimit is how soon a dead owner's shards must be owned again:
 // its member lease lapses, the traffic cop's next cycle sees it, the new
 // owners' next read starts their movers (and 3 s for this test's polling
@@ -71,15 +99,7 @@ const takeoverLimit = leaseDuration + 2*shardCycle + 3*time.Second
 // SIGKILLed. Its shards are owned again once its member lease lapses, and
 // every task runs.
 func TestShardOwnerKillUnderBacklog(t *testing.T) {
-	shardedOnly(t)
-	r := newRun(t, "8 SIGKILL of the owner of half the shards under a 3,000-task backlog", false, 2, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	r.settledAmong(ctx, 2)
-	base := time.Now().Add(50 * time.Second)
-	if failed := r.schedule(ctx, spread("b", 3000, base, 5*time.Second), 16); len(failed) > 0 {
-		t.Fatalf("%d tasks not scheduled", len(failed))
-	}
+	r, ctx, base := loadedShards(t, "8 SIGKILL of the owner of half the shards under a 3,000-task backlog", 2, "b", 3000, 50*time.Second, 5*time.Second)
 	time.Sleep(time.Until(base.Add(time.Second))) // the backlog is being moved
 	owned := r.settledAmong(ctx, 2)
 	victim := mostShards(owned)
@@ -92,13 +112,9 @@ func TestShardOwnerKillUnderBacklog(t *testing.T) {
 	r.waitExecuted(4 * time.Minute)
 	a := r.stopAndAnalyse()
 	res := Result{RecoveryRule: "takeover: SIGKILL → every shard owned by a live instance again (the map); recovery: SIGKILL → the first task started by another worker"}
-	f := Fault{Kind: "SIGKILL shard owner " + victim, At: r.since(at), Takeover: Duration(took),
-		Detail: fmt.Sprintf("owner of %d of %d shards; %d due rows left at the kill", len(owned[victim]), chaosShards(), backlog)}
+	f := r.ownerFault("SIGKILL", victim, at, took, fmt.Sprintf("owner of %d of %d shards; %d due rows left at the kill", len(owned[victim]), chaosShards(), backlog))
 	if d, ok := firstStartAfter(a, at, victim); ok {
 		f.Recovery = Duration(d)
-	}
-	if took > takeoverLimit {
-		t.Errorf("the shards of %s were owned again after %s (limit %s)", victim, round(took), takeoverLimit)
 	}
 	res.Faults = append(res.Faults, f)
 	r.report(a, res, 1)
@@ -111,15 +127,7 @@ func TestShardOwnerKillUnderBacklog(t *testing.T) {
 // on resuming it stops moving and joins again; nothing is lost and no
 // shard has two movers acting at once.
 func TestShardOwnerStoppedPastItsLease(t *testing.T) {
-	shardedOnly(t)
-	r := newRun(t, "9 SIGSTOP of a shard owner past its lease", false, 3, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	r.settledAmong(ctx, 3)
-	base := time.Now().Add(30 * time.Second)
-	if failed := r.schedule(ctx, spread("p", 1500, base, time.Minute), 16); len(failed) > 0 {
-		t.Fatalf("%d tasks not scheduled", len(failed))
-	}
+	r, ctx, base := loadedShards(t, "9 SIGSTOP of a shard owner past its lease", 3, "p", 1500, 30*time.Second, time.Minute)
 	time.Sleep(time.Until(base.Add(10 * time.Second)))
 	owned := r.settledAmong(ctx, 3)
 	victim := mostShards(owned)
@@ -154,12 +162,7 @@ func TestShardOwnerStoppedPastItsLease(t *testing.T) {
 	}
 	a := r.stopAndAnalyse()
 	res := Result{RecoveryRule: "takeover: SIGSTOP → every shard owned by a live instance again; the stopped owner resumes after its lease has lapsed"}
-	f := Fault{Kind: "SIGSTOP shard owner " + victim, At: r.since(at), Takeover: Duration(took),
-		Detail: fmt.Sprintf("owner of %d of %d shards, stopped for %s", len(owned[victim]), chaosShards(), round(resumed.Sub(at)))}
-	if took > takeoverLimit {
-		t.Errorf("the shards of %s were owned again after %s (limit %s)", victim, round(took), takeoverLimit)
-	}
-	res.Faults = append(res.Faults, f)
+	res.Faults = append(res.Faults, r.ownerFault("SIGSTOP", victim, at, took, fmt.Sprintf("owner of %d of %d shards, stopped for %s", len(owned[victim]), chaosShards(), round(resumed.Sub(at)))))
 	r.report(a, res, 1)
 }
 
@@ -167,16 +170,8 @@ func TestShardOwnerStoppedPastItsLease(t *testing.T) {
 // tasks due over 100 s and a stream of new ones while the shard count
 // doubles and, once every shard's tasks are findable under it, goes back.
 func TestReshardingUnderLoadChaos(t *testing.T) {
-	shardedOnly(t)
-	r := newRun(t, "10 resharding under load (N → 2N → N)", false, 3, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	r.settledAmong(ctx, 3)
+	r, ctx, base := loadedShards(t, "10 resharding under load (N → 2N → N)", 3, "h", 2000, 30*time.Second, 100*time.Second)
 	n := chaosShards()
-	base := time.Now().Add(30 * time.Second)
-	if failed := r.schedule(ctx, spread("h", 2000, base, 100*time.Second), 16); len(failed) > 0 {
-		t.Fatalf("%d tasks not scheduled", len(failed))
-	}
 	// The stream: a task every 100 ms, due 5 s on, through both changes.
 	streamCtx, stopStream := context.WithCancel(ctx)
 	streamed := make(chan struct{})
@@ -194,15 +189,8 @@ func TestReshardingUnderLoadChaos(t *testing.T) {
 		if err := r.cl.SetShards(ctx, to); err != nil {
 			t.Fatal(err)
 		}
-		for {
-			rep, err := r.cl.Shards(ctx)
-			if err == nil && rep.MapCount == to && rep.PrevCount == 0 {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("the count never settled at %d", to)
-			}
-			time.Sleep(200 * time.Millisecond)
+		if err := fleet.WaitShardCount(ctx, r.cl, to); err != nil {
+			t.Fatal(err)
 		}
 		r.note("%d → %d shards: every shard's tasks findable under %d after %s", from, to, to, round(time.Since(t0)))
 		from = to

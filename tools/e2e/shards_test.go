@@ -438,16 +438,10 @@ func TestReshardingUnderLoad(t *testing.T) {
 	pointed := func(n int) time.Duration {
 		t.Helper()
 		t0 := time.Now()
-		for {
-			r, err := cl.Shards(ctx)
-			if err == nil && r.MapCount == n && r.PrevCount == 0 {
-				return time.Since(t0)
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("the count never settled at %d: %+v, %v", n, r, err)
-			}
-			time.Sleep(200 * time.Millisecond)
+		if err := fleet.WaitShardCount(ctx, cl, n); err != nil {
+			t.Fatal(err)
 		}
+		return time.Since(t0)
 	}
 	pointed(8)
 	time.Sleep(time.Until(start.Add(30 * time.Second))) // under way: tasks coming due

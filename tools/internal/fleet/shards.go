@@ -53,3 +53,19 @@ func WaitShardsSettled(ctx context.Context, cl *leasecron.Client, want int) (map
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// WaitShardCount polls cl every 200 ms until the shard map's count is n
+// and no change of it is under way (every shard's tasks findable under
+// n); it fails when ctx ends first.
+func WaitShardCount(ctx context.Context, cl *leasecron.Client, n int) error {
+	for {
+		r, err := cl.Shards(ctx)
+		if err == nil && r.MapCount == n && r.PrevCount == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("the shard count never settled at %d: %+v: %w", n, r, cmp.Or(err, ctx.Err()))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
