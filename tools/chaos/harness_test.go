@@ -198,7 +198,14 @@ func newRun(t *testing.T, scenario string, short bool, n int, cfg map[string]any
 // startWorker starts one more worker and watches for its exit.
 func (r *run) startWorker(extraEnv ...string) string {
 	r.t.Helper()
-	name, err := r.f.StartWorker(extraEnv...)
+	return r.startWorkerWith(r.f.Bin, extraEnv...)
+}
+
+// startWorkerWith starts one more worker of the binary bin (an earlier
+// release) and watches for its exit.
+func (r *run) startWorkerWith(bin string, extraEnv ...string) string {
+	r.t.Helper()
+	name, err := r.f.StartWorkerWith(bin, extraEnv...)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -279,6 +286,11 @@ func (r *run) scheduled() []string {
 // was written although its answer was lost). It returns the ids never
 // acknowledged.
 func (r *run) schedule(ctx context.Context, items []leasecron.Item, par int) []string {
+	return r.scheduleWith(ctx, r.cl, items, par)
+}
+
+// scheduleWith is schedule through the client cl.
+func (r *run) scheduleWith(ctx context.Context, cl *leasecron.Client, items []leasecron.Item, par int) []string {
 	work := make(chan leasecron.Item)
 	var mu sync.Mutex
 	var failed []string
@@ -291,7 +303,7 @@ func (r *run) schedule(ctx context.Context, items []leasecron.Item, par int) []s
 				tried := false
 				giveUp := time.Now().Add(2 * time.Minute)
 				for {
-					out, err := r.cl.Schedule(ctx, it, nil)
+					out, err := cl.Schedule(ctx, it, nil)
 					if err == nil {
 						r.ack(out.ID, out.Due)
 						break

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,15 @@ func startFleet(t *testing.T, workers int, cfg map[string]any, env ...string) *f
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
+	if keep := os.Getenv("E2E_KEEP"); keep != "" {
+		// E2E_KEEP=dir keeps the fleet's logs, records and Azurite data
+		// there, for reading after the test.
+		var err error
+		if dir, err = os.MkdirTemp(keep, strings.ReplaceAll(t.Name(), "/", "_")+"-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("keeping the fleet's logs in %s", dir)
+	}
 	f, err := fleet.Start(ctx, fleet.Options{Dir: dir, Workers: workers, Config: cfg, Env: env})
 	if err != nil {
 		t.Fatal(err)

@@ -420,14 +420,24 @@ func TestReshardingUnderLoad(t *testing.T) {
 
 	// The watch: the largest lag of any shard, polled throughout.
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	maxLag := map[string]time.Duration{}
+	type lagAt struct {
+		lag      time.Duration
+		at       time.Time
+		due      int
+		owner    string
+		shards   int
+		handover string
+	}
+	maxLag := map[string]lagAt{}
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
 		for watchCtx.Err() == nil {
 			if r, err := cl.Shards(watchCtx); err == nil {
 				for _, s := range r.Shards {
-					maxLag[s.Shard] = max(maxLag[s.Shard], s.Lag)
+					if s.Lag > maxLag[s.Shard].lag {
+						maxLag[s.Shard] = lagAt{s.Lag, time.Now(), s.Due, s.Owner, r.MapCount, s.HandingOverFrom}
+					}
 				}
 			}
 			time.Sleep(250 * time.Millisecond)
@@ -471,11 +481,13 @@ func TestReshardingUnderLoad(t *testing.T) {
 	}
 	worst, at := time.Duration(0), ""
 	for s, l := range maxLag {
-		if l > worst {
-			worst, at = l, s
+		if l.lag > worst {
+			worst, at = l.lag, s
 		}
 	}
-	t.Logf("largest lag of a shard's oldest due task: %s (shard %s) over %d shards", worst.Round(time.Millisecond), at, len(maxLag))
+	w := maxLag[at]
+	t.Logf("largest lag of a shard's oldest due task: %s (shard %s at %s: %d due, owner %q, handed over from %q, %d shards) over %d shards",
+		worst.Round(time.Millisecond), at, w.at.Format("15:04:05.000"), w.due, w.owner, w.handover, w.shards, len(maxLag))
 	if worst > 2*time.Second {
 		t.Errorf("shard %s held a due task for %s: want every shard moved within a cycle (1 s, and a second for polling)", at, worst.Round(time.Millisecond))
 	}

@@ -12,10 +12,6 @@ import (
 	"github.com/leasecron/leasecron/tools/internal/proc"
 )
 
-// previousRelease is the commit of the release before sharding: the
-// upgrade test runs its binary (LEASECRON_PREVIOUS overrides it).
-const previousRelease = "9beddab"
-
 // TestRollingUpgradeThenSharding (make test-long, about 3 min): a fleet of
 // three workers of the previous release runs a stream of one-off tasks and
 // a series; one worker at a time is replaced by this release's binary,
@@ -28,11 +24,7 @@ func TestRollingUpgradeThenSharding(t *testing.T) {
 		t.Skip("long: set LEASECRON_LONG=1 (make test-long)")
 	}
 	t.Parallel()
-	commit := previousRelease
-	if c := os.Getenv("LEASECRON_PREVIOUS"); c != "" {
-		commit = c
-	}
-	old, err := proc.BinaryAt(commit, t.TempDir())
+	old, commit, err := proc.PreviousBinary(t.TempDir())
 	if err != nil {
 		t.Fatalf("building the previous release: %v", err)
 	}

@@ -79,6 +79,23 @@ func Binary() (string, error) {
 	return buildBin, buildErr
 }
 
+// PreviousRelease is the commit of the release before sharding, whose
+// binary the upgrade tests run next to this one's; LEASECRON_PREVIOUS, when
+// set, names another commit (PreviousBinary).
+const PreviousRelease = "9beddab"
+
+// PreviousBinary builds the previous release's binary (PreviousRelease, or
+// the commit LEASECRON_PREVIOUS names) into dir and returns its path and
+// commit.
+func PreviousBinary(dir string) (bin, commit string, err error) {
+	commit = PreviousRelease
+	if c := os.Getenv("LEASECRON_PREVIOUS"); c != "" {
+		commit = c
+	}
+	bin, err = BinaryAt(commit, dir)
+	return bin, commit, err
+}
+
 // BinaryAt builds the leasecron binary of an earlier commit of this
 // repository (for upgrade tests) into dir: it checks the commit out in a
 // temporary git worktree, builds cmd/leasecron there and removes the
