@@ -46,8 +46,9 @@
 // ErrInvalidTask (a task refused before anything was written),
 // ErrAlreadyScheduled, ErrAlreadyFinished, ErrAlreadySent,
 // ErrInvalidRunQuery, ErrNoRunRecords, ErrInvalidOptions, ErrServerBusy
-// (storage throttled the request; try again later) and ErrDuplicate (a
-// unique key is held by another task); test with errors.Is.
+// (storage throttled the request; try again later), ErrDuplicate (a
+// unique key is held by another task) and ErrInvalidProgress (Progress was
+// given a percent outside 0–100); test with errors.Is.
 //
 // # Options
 //

@@ -48,4 +48,7 @@ var (
 	// by another task and created nothing; the error is a *DuplicateError
 	// naming that task, and the returned Item carries its id.
 	ErrDuplicate = schedule.ErrDuplicate
+	// ErrInvalidProgress: Progress was given a percent outside 0–100
+	// (leasecrontype.ErrInvalidProgress).
+	ErrInvalidProgress = leasecrontype.ErrInvalidProgress
 )

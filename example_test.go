@@ -189,3 +189,34 @@ func ExampleWorker_Requests() {
 		fmt.Printf("%d handled, %d failed attempts across %d workers\n", s.Counters.Total.Handled, s.Counters.Total.Failed, s.Counters.Instances)
 	}
 }
+
+// A handler reports how far it has come. The worker gives every handler a
+// context that takes the reports (and writes the latest at most every
+// worker.progress_every); here leasecrontype.WithProgressFunc stands in
+// for it, the way a handler's unit test can look at its reports.
+func ExampleProgress() {
+	importFiles := func(ctx context.Context, t leasecron.Task) error {
+		files := []string{"a.csv", "b.csv", "c.csv", "d.csv"}
+		for i, f := range files {
+			// ... copy f ...
+			if err := leasecron.Progress(ctx, (i+1)*100/len(files), "copied "+f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ctx := leasecrontype.WithProgressFunc(context.Background(), func(p leasecron.RunProgress) {
+		fmt.Printf("%d%% %s\n", p.Percent, p.Message)
+	})
+	if err := importFiles(ctx, leasecron.Task{ID: "import-1", Type: "import"}); err != nil {
+		fmt.Println(err)
+	}
+	err := leasecron.Progress(ctx, 150, "too far")
+	fmt.Println(errors.Is(err, leasecron.ErrInvalidProgress), err)
+	// Output:
+	// 25% copied a.csv
+	// 50% copied b.csv
+	// 75% copied c.csv
+	// 100% copied d.csv
+	// true invalid progress: percent 150: want 0 to 100
+}

@@ -34,6 +34,9 @@ type Item = schedule.Item
 // Run is a task's run record; see leasecrontype.Run.
 type Run = leasecrontype.Run
 
+// RunProgress is a run's last progress report (Run.Progress; see Progress).
+type RunProgress = leasecrontype.RunProgress
+
 // RunState is a run's visible state; see leasecrontype.RunState.
 type RunState = leasecrontype.RunState
 

@@ -72,6 +72,7 @@ func TestEveryPageRendersItsIDsAndJSONTwin(t *testing.T) {
 		{"/tasks", []string{"tasks-table", "schedule-form", "filter-form", "search-form"}, "items"},
 		{"/tasks/job-1", []string{"task-state", "task-fields", "payload", "task-actions"}, "pending"},
 		{"/tasks/bad-1", []string{"task-state", "last-error"}, "run"},
+		{"/tasks/done-1", []string{"task-state", "task-progress", "output-tail"}, "run"},
 		{"/recurring", []string{"series-table"}, "series"},
 		{"/runs", []string{"runs-table", "state-tabs"}, "runs"},
 		{"/runs?state=dead", []string{"runs-table"}, "runs"},

@@ -38,7 +38,8 @@ func newFakeSource(now time.Time) *fakeSource {
 			{ID: "nightly", Type: "report", Due: now.Add(time.Hour), Recurrence: "0 3 * * *", TZ: "Europe/Amsterdam"},
 		},
 		runs: []leasecrontype.Run{
-			{ID: "done-1", State: leasecrontype.RunSucceeded, Type: "mail", Attempts: 1, Worker: "w1", Started: now.Add(-time.Minute), Finished: now.Add(-50 * time.Second), OutputTail: xss},
+			{ID: "done-1", State: leasecrontype.RunSucceeded, Type: "mail", Attempts: 1, Worker: "w1", Started: now.Add(-time.Minute), Finished: now.Add(-50 * time.Second), OutputTail: xss,
+				Progress: leasecrontype.RunProgress{Percent: 100, Message: "sent " + xss, At: now.Add(-51 * time.Second)}},
 			{ID: "bad-1", State: leasecrontype.RunDead, Type: "mail", Attempts: 5, Worker: "w2", LastError: xss},
 			{ID: "nightly@2026-01-01T03:00:00Z", State: leasecrontype.RunFailed, Type: "report", Attempts: 1},
 		},

@@ -116,7 +116,10 @@ type RunView struct {
 	OutputTail string    `json:"output_tail,omitempty"`
 	Series     string    `json:"series,omitempty"`
 	Snoozed    time.Time `json:"snoozed_until,omitzero"`
-	Updated    time.Time `json:"updated,omitzero"`
+	// Progress is the handler's last progress report (absent when it
+	// never reported).
+	Progress *leasecrontype.RunProgress `json:"progress,omitempty"`
+	Updated  time.Time                  `json:"updated,omitzero"`
 }
 
 // RunViewOf is r as shown and printed (error and output at most
@@ -125,7 +128,15 @@ func RunViewOf(r leasecrontype.Run) RunView {
 	return RunView{ID: r.ID, State: string(r.State), Type: r.Type, Attempts: r.Attempts, Worker: r.Worker, Generation: r.Generation,
 		Due: r.Due, Started: r.Started, Finished: r.Finished, Duplicates: r.Duplicates,
 		LastError: trunc.Head(r.LastError, PayloadPreview), OutputTail: trunc.Tail(r.OutputTail, PayloadPreview),
-		Series: r.Series, Snoozed: r.SnoozedUntil, Updated: r.Updated}
+		Series: r.Series, Snoozed: r.SnoozedUntil, Progress: progressOf(r.Progress), Updated: r.Updated}
+}
+
+// progressOf is p when it holds a report, nil otherwise.
+func progressOf(p leasecrontype.RunProgress) *leasecrontype.RunProgress {
+	if !p.Reported() {
+		return nil
+	}
+	return &p
 }
 
 // Duration is how long the latest attempt ran (0 when unknown).

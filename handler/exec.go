@@ -290,7 +290,8 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	}
 
 	out := trunc.NewWriter(h.OutputTail)
-	p, err := startPiped(cmd, t.Payload, out)
+	lines := newProgressLines(ctx, h.Logger, t.ID, out)
+	p, err := startPiped(cmd, t.Payload, lines)
 	if err != nil {
 		ee := &ExecError{Command: h.Argv[0], ExitCode: -1, Err: fmt.Errorf("start: %w", err)}
 		if ctx.Err() != nil {
@@ -312,6 +313,7 @@ func (h *execHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	// a timeout) is killed now.
 	osproc.Kill(cmd)
 	p.finish(h.KillGrace)
+	lines.flush()
 
 	tail := out.String()
 	recordOutput(ctx, tail)

@@ -181,7 +181,7 @@ func (h *httpHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, h.Timeout, ErrTimeout)
 	defer cancel()
 
-	req, err := http.NewRequestWithContext(ctx, h.Method, h.URL, bytes.NewReader(t.Payload))
+	req, err := http.NewRequestWithContext(withProgressHeaders(ctx, h.Logger, t.ID), h.Method, h.URL, bytes.NewReader(t.Payload))
 	if err != nil {
 		return fmt.Errorf("http %s %s: %w", h.Method, h.safeURL, err)
 	}

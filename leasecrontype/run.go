@@ -106,6 +106,11 @@ type Run struct {
 	// SnoozedUntil is when a snoozed run runs again (the latest snooze;
 	// kept after the run moves on).
 	SnoozedUntil time.Time
+	// Progress is the last progress the handler reported
+	// (leasecron.Progress, an exec handler's progress line, an HTTP
+	// endpoint's 1xx Leasecron-Progress header); At is zero when it never
+	// did. It is kept after the run ends.
+	Progress RunProgress
 	// Updated is the service's last-modified time of the record.
 	Updated time.Time
 }

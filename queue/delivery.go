@@ -268,7 +268,12 @@ func (c *Consumer) runHandler(hctx context.Context, d *delivery, h leasecrontype
 	if t, ok := c.o.HandlerTimeouts[task.Type]; ok {
 		timeout = min(t, c.o.MaxRunTime)
 	}
-	rctx, cancel := context.WithCancelCause(leasecrontype.WithOutputWriter(hctx, out))
+	hctxOut := leasecrontype.WithOutputWriter(hctx, out)
+	if pw := c.newProgress(hctx, d); pw != nil {
+		hctxOut = leasecrontype.WithProgressFunc(hctxOut, pw.report)
+		defer pw.end()
+	}
+	rctx, cancel := context.WithCancelCause(hctxOut)
 	defer cancel(nil)
 	started := c.clk.Now()
 	vis := c.o.VisibilityTimeout

@@ -35,6 +35,7 @@ const (
 	DefaultPauseCheck        = 5 * time.Second
 	DefaultPauseHold         = 10 * time.Minute
 	DefaultListenEvery       = 200 * time.Millisecond
+	DefaultProgressEvery     = 5 * time.Second
 )
 
 // ConsumerSettings are the consumer's tunable settings, the part of
@@ -108,6 +109,12 @@ type ConsumerSettings struct {
 	// stops first. A pause with an end hides its messages until then.
 	// Default 10m.
 	PauseHold time.Duration
+	// ProgressEvery is the shortest time between two writes of a running
+	// task's progress (leasecrontype.ReportProgress): a handler may
+	// report as often as it likes, the latest report is written at most
+	// this often, and the last one when the attempt ends
+	// (worker.progress_every). Default 5s.
+	ProgressEvery time.Duration
 }
 
 // ConsumerOptions configure a Consumer. Zero values take the documented
@@ -188,6 +195,7 @@ func (s ConsumerSettings) WithDefaults() ConsumerSettings {
 	s.PauseCheck = cmp.Or(s.PauseCheck, DefaultPauseCheck)
 	s.PauseHold = cmp.Or(s.PauseHold, DefaultPauseHold)
 	s.ListenEvery = cmp.Or(s.ListenEvery, DefaultListenEvery)
+	s.ProgressEvery = cmp.Or(s.ProgressEvery, DefaultProgressEvery)
 	return s
 }
 
@@ -211,6 +219,7 @@ func (s ConsumerSettings) validate() error {
 		opt.Positive(ErrInvalidOptions, p+"StorageTimeout", s.StorageTimeout, DefaultStorageTimeout),
 		opt.Positive(ErrInvalidOptions, p+"PauseCheck", s.PauseCheck, DefaultPauseCheck),
 		opt.Positive(ErrInvalidOptions, p+"PauseHold", s.PauseHold, DefaultPauseHold),
+		opt.Positive(ErrInvalidOptions, p+"ProgressEvery", s.ProgressEvery, DefaultProgressEvery),
 	); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/table"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // TestRunRowKeepsEveryField fails when leasecrontype.Run gains a field that
@@ -31,6 +32,8 @@ func TestRunRowKeepsEveryField(t *testing.T) {
 			f.SetInt(int64(i + 1))
 		case f.Type() == reflect.TypeOf(time.Time{}):
 			f.Set(reflect.ValueOf(t0.Add(time.Duration(i) * time.Minute)))
+		case f.Type() == reflect.TypeOf(leasecrontype.RunProgress{}):
+			f.Set(reflect.ValueOf(leasecrontype.RunProgress{Percent: i, Message: name, At: t0.Add(time.Duration(i) * time.Minute)}))
 		default:
 			t.Fatalf("field %s of kind %s: teach this test about it", name, f.Kind())
 		}

@@ -93,7 +93,7 @@ func (q Query) fingerprint() uint32 {
 }
 
 // listSelect are the properties a listing reads.
-var listSelect = []string{"Id", "State", "Type", "Series", "Attempts", "Worker", "LastError", "Generation", "Started", "Finished", "Due", "SnoozedUntil", "Timestamp"}
+var listSelect = []string{"Id", "State", "Type", "Series", "Attempts", "Worker", "LastError", "Generation", "Started", "Finished", "Due", "SnoozedUntil", "Progress", "ProgressMessage", "ProgressAt", "Timestamp"}
 
 // plan returns the partitions and the RowKey range a query reads, and the
 // conditions the service applies.

@@ -20,7 +20,17 @@ func listProps(r Run) table.Props {
 	if r.Series != "" {
 		p["Series"] = r.Series
 	}
+	maps.Copy(p, progressProps(r.Progress))
 	return p
+}
+
+// progressProps are the properties of a progress report (none without
+// one).
+func progressProps(pr leasecrontype.RunProgress) table.Props {
+	if !pr.Reported() {
+		return nil
+	}
+	return table.Props{"Progress": int32(pr.Percent), "ProgressMessage": pr.Message, "ProgressAt": pr.At.UTC()}
 }
 
 // runProps are the properties of a run's run row: everything.
@@ -74,7 +84,8 @@ func decodeRun(rw table.Entity) Run {
 		LastError: p.Str("LastError"), OutputTail: p.Str("OutputTail"),
 		Duplicates: int(p.Int("Duplicates")), Generation: p.Int("Generation"),
 		Due: p.Time("Due"), ClaimUntil: p.Time("ClaimUntil"), SnoozedUntil: p.Time("SnoozedUntil"),
-		Updated: rw.Timestamp,
+		Progress: leasecrontype.RunProgress{Percent: int(p.Int("Progress")), Message: p.Str("ProgressMessage"), At: p.Time("ProgressAt")},
+		Updated:  rw.Timestamp,
 	}, Token: p.Str("Token"), Seq: p.Int("Seq"), ETag: rw.ETag, pk: rw.PartitionKey}
 }
 

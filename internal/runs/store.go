@@ -483,10 +483,7 @@ func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) 
 	set := table.Props{"ClaimUntil": until.UTC(), "Worker": worker}
 	pk := s.home(ctx, nil, id)
 	var ops []table.Op
-	if v, ok := s.claims.Load(id); ok {
-		c := v.(Run)
-		c.ClaimUntil = until.UTC()
-		s.claims.Store(id, c)
+	if c, ok := s.updateClaim(id, func(c *Run) { c.ClaimUntil = until.UTC() }); ok {
 		pk = c.pk
 		ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: pk, RowKey: stateKey(Running, id, c.Due, c.Worker), Props: table.Props{"ClaimUntil": until.UTC()}})
 	}
@@ -498,6 +495,59 @@ func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) 
 		return fmt.Errorf("runs: extend claim on %s: %w", id, err)
 	}
 	return nil
+}
+
+// Progress records the running attempt's progress report p in one
+// transaction: the run row, its time list row and its running state row,
+// whose presence proves the claim is still worker's. Only a run this
+// Store claimed is written (a claim that failed, or another worker's
+// takeover, leaves the record alone); nothing is an error then, and
+// neither is a missing record.
+func (s *Store) Progress(ctx context.Context, id, worker string, p leasecrontype.RunProgress) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	v, ok := s.claims.Load(id)
+	if !ok || !p.Reported() {
+		return nil
+	}
+	c := v.(Run)
+	if c.Worker != worker {
+		return nil
+	}
+	props := progressProps(p)
+	ops := []table.Op{
+		{Kind: table.Merge, PartitionKey: c.pk, RowKey: runKey(id), Props: props},
+		{Kind: table.Merge, PartitionKey: c.pk, RowKey: listKey(id, c.Due), Props: props},
+		{Kind: table.Merge, PartitionKey: c.pk, RowKey: stateRowKey(c), Props: props},
+	}
+	err := s.submitRun(ctx, ops)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return fmt.Errorf("runs: progress of %s: %w", id, err)
+	}
+	if err == nil {
+		// The attempt's end rewrites its rows from the claim: it keeps
+		// this report.
+		s.updateClaim(id, func(c *Run) { c.Progress = p })
+	}
+	return nil
+}
+
+// updateClaim applies f to the claim of id this Store holds, if it still
+// holds one (an attempt's end removes it; f never brings it back), and
+// returns the claim as updated.
+func (s *Store) updateClaim(id string, f func(c *Run)) (Run, bool) {
+	for {
+		v, ok := s.claims.Load(id)
+		if !ok {
+			return Run{}, false
+		}
+		c := v.(Run)
+		f(&c)
+		if s.claims.CompareAndSwap(id, v, c) {
+			return c, true
+		}
+	}
 }
 
 // Finish records the end of an attempt: state (usually succeeded, failed or

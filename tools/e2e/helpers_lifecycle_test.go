@@ -52,6 +52,13 @@ type lcStatus struct {
 		Duplicates int    `json:"duplicates"`
 		// SnoozedUntil is set while (and after) the run snoozed.
 		SnoozedUntil time.Time `json:"snoozed_until"`
+		// Progress is the last progress report, absent without one.
+		Progress *struct {
+			Percent int       `json:"percent"`
+			Message string    `json:"message"`
+			At      time.Time `json:"at"`
+		} `json:"progress"`
+		OutputTail string `json:"output_tail"`
 	} `json:"run"`
 }
 

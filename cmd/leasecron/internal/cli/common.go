@@ -69,7 +69,7 @@ func (a *app) workerOptions() (leasecron.WorkerOptions, error) {
 			ShutdownGrace: c.Worker.ShutdownGrace, PollMin: c.Worker.PollMin, PollMax: c.Worker.PollMax, ListenEvery: c.Worker.ListenEvery,
 			MaxAttempts: c.Retry.MaxAttempts, MaxSnoozes: c.Retry.MaxSnoozes, BackoffBase: c.Retry.BackoffBase, BackoffMax: c.Retry.BackoffMax,
 			HandlerTimeouts: timeouts, CountersEvery: c.Worker.CountersEvery,
-			PauseCheck: c.Worker.PauseCheck, PauseHold: c.Worker.PauseHold,
+			PauseCheck: c.Worker.PauseCheck, PauseHold: c.Worker.PauseHold, ProgressEvery: c.Worker.ProgressEvery,
 		},
 		Blackboard:   blackboard.Settings{Cycle: c.Blackboard.Cycle, LockTTL: c.Blackboard.LockTTL},
 		NoLead:       !c.Worker.Lead,

@@ -81,10 +81,14 @@ func (a *app) runsCmd() *cobra.Command {
 				return a.printJSON(out)
 			}
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tTYPE\tDUE\tATTEMPTS\tWORKER\tFINISHED\tLAST ERROR")
+			fmt.Fprintln(tw, "ID\tSTATE\tTYPE\tDUE\tATTEMPTS\tWORKER\tFINISHED\tPROGRESS\tLAST ERROR")
 			for _, r := range rs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.State, r.Type, stamp(r.Due), r.Attempts, r.Worker,
-					stamp(r.Finished), short(strings.ReplaceAll(r.LastError, "\n", " "), 50))
+				progress := "-"
+				if r.Progress.Reported() {
+					progress = short(r.Progress.String(), 30)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.ID, r.State, r.Type, stamp(r.Due), r.Attempts, r.Worker,
+					stamp(r.Finished), progress, short(strings.ReplaceAll(r.LastError, "\n", " "), 50))
 			}
 			tw.Flush()
 			if q.Continue != "" {

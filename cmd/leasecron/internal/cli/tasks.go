@@ -367,6 +367,9 @@ func (a *app) statusCmd() *cobra.Command {
 				if r.State == leasecron.RunSnoozed {
 					fmt.Fprintf(tw, "snoozed until\t%s\n", r.SnoozedUntil.Format(time.RFC3339Nano))
 				}
+				if r.Progress.Reported() {
+					fmt.Fprintf(tw, "progress\t%s (at %s)\n", r.Progress, r.Progress.At.Format(time.RFC3339Nano))
+				}
 				if r.Duplicates > 0 {
 					fmt.Fprintf(tw, "duplicates\t%d\n", r.Duplicates)
 				}

@@ -89,6 +89,7 @@ type Worker struct {
 	CountersEvery     time.Duration
 	PauseCheck        time.Duration
 	PauseHold         time.Duration
+	ProgressEvery     time.Duration
 	Runs              bool
 	Lead              bool
 	Consume           bool

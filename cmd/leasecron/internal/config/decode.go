@@ -117,6 +117,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		CountersEvery:     d.dur("worker.counters_every", time.Second, 24*time.Hour),
 		PauseCheck:        d.dur("worker.pause_check", 100*time.Millisecond, time.Hour),
 		PauseHold:         d.dur("worker.pause_hold", time.Second, 7*24*time.Hour),
+		ProgressEvery:     d.dur("worker.progress_every", 100*time.Millisecond, time.Hour),
 		Runs:              d.bool("worker.runs"),
 		Lead:              d.bool("worker.lead"),
 		Consume:           d.bool("worker.consume"),
