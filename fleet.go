@@ -1,12 +1,14 @@
 package leasecron
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/presence"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -16,13 +18,23 @@ import (
 // Stats: its instances, the slots of limited types, backpressure, and the
 // dead letters at the head of the poison queue.
 
-// Instance is one worker instance as its counters row shows it.
+// Instance is one worker instance: as its presence shows it (every
+// running worker, idle or busy) and as its counters row does (every worker
+// that ran something in the last 24 hours).
 type Instance struct {
 	// ID is the instance id.
 	ID string `json:"id"`
 	// Version is what the instance runs (WorkerOptions.Version), as its
-	// latest counters row says.
+	// presence or its latest counters row says.
 	Version string `json:"version,omitempty"`
+	// Present: the worker is running — it wrote its presence blob within
+	// the last 11 minutes (it writes it at its start and every 5 minutes,
+	// and deletes it when it stops; a killed worker shows until then).
+	Present bool `json:"present"`
+	// Started is when a present worker started; Seen when it last wrote
+	// its presence (the storage service's clock).
+	Started time.Time `json:"started,omitzero"`
+	Seen    time.Time `json:"seen,omitzero"`
 	// Flushed is when the instance last wrote its counters (workers write
 	// only when a counter changed).
 	Flushed time.Time `json:"last_flush,omitzero"`
@@ -32,23 +44,45 @@ type Instance struct {
 	ByType map[string]Counts `json:"by_type"`
 }
 
-// Instances returns every instance that has flushed counters, by id. It
-// is empty when run records are off.
+// Instances returns every running worker (its presence blob: one list
+// request) and every instance that has flushed counters in the last 24
+// hours (when run records are on), by id.
 func (c *Client) Instances(ctx context.Context) ([]Instance, error) {
-	if c.runs == nil {
-		return nil, nil
-	}
-	rows, err := c.runs.ListCounters(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("counters: %w", err)
-	}
-	out := make([]Instance, 0, len(rows))
-	for _, r := range rows {
-		in := Instance{ID: r.Instance, Version: r.Version, Flushed: r.Updated, Total: Counts(r.Total), ByType: make(map[string]Counts, len(r.ByType))}
-		for typ, n := range r.ByType {
-			in.ByType[typ] = Counts(n)
+	byID := map[string]*Instance{}
+	get := func(id string) *Instance {
+		if in, ok := byID[id]; ok {
+			return in
 		}
-		out = append(out, in)
+		in := &Instance{ID: id, ByType: map[string]Counts{}}
+		byID[id] = in
+		return in
+	}
+	present, err := presence.List(ctx, c.sc.Blob.NewContainerClient(c.o.Names.Container))
+	if err != nil {
+		return nil, fmt.Errorf("presence: %w", err)
+	}
+	now := c.o.Clock.Now()
+	for _, p := range present {
+		in := get(p.ID)
+		in.Version, in.Started, in.Seen, in.Present = p.Version, p.Started, p.Seen, p.Present(now, presence.DefaultEvery)
+	}
+	if c.runs != nil {
+		rows, err := c.runs.ListCounters(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("counters: %w", err)
+		}
+		for _, r := range rows {
+			in := get(r.Instance)
+			in.Version = cmp.Or(in.Version, r.Version)
+			in.Flushed, in.Total = r.Updated, Counts(r.Total)
+			for typ, n := range r.ByType {
+				in.ByType[typ] = Counts(n)
+			}
+		}
+	}
+	out := make([]Instance, 0, len(byID))
+	for _, in := range byID {
+		out = append(out, *in)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/internal/ops"
 	"github.com/leasecron/leasecron/internal/opt"
+	"github.com/leasecron/leasecron/internal/presence"
 	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
@@ -377,6 +378,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.cop != nil && w.sharded() {
 		g.Go(func() error { return w.own(gctx) })
 	}
+	// Every worker shows on the fleet page from its start to its stop,
+	// idle or busy.
+	g.Go(func() error {
+		a := &presence.Announcer{C: w.sc.Blob.NewContainerClient(w.o.Names.Container), Name: shard.MemberName(w.o.InstanceID),
+			Instance: w.o.InstanceID, Version: w.o.Version, Clock: w.o.Clock, Logger: w.log.With("component", "presence")}
+		return a.Run(gctx)
+	})
 	if consumer != nil {
 		g.Go(func() error { return consumer.Run(gctx) })
 		g.Go(func() error { w.drainOthers(gctx, consumer.Client()); return nil })

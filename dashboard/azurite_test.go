@@ -65,7 +65,7 @@ func TestDashboardOnAzurite(t *testing.T) {
 		path, want string
 		max        int64
 	}{
-		{"/", `id="queue-depth"`, 10}, // … + the throughput chart's per-minute counters
+		{"/", `id="queue-depth"`, 11}, // … + the throughput chart's per-minute counters, the presence listing
 		{"/tasks", `data-id="one"`, 3},
 		{"/tasks?type=report", `data-id="two"`, 3},
 		{"/tasks/one", `id="payload"`, 3},
@@ -74,7 +74,7 @@ func TestDashboardOnAzurite(t *testing.T) {
 		{"/runs", `id="runs"`, 20},
 		{"/deadletters", `id="dead-total"`, 3},
 		{"/blackboard", `data-key="city"`, 2},
-		{"/fleet", `id="slots-table"`, 4},
+		{"/fleet", `id="slots-table"`, 5},
 	} {
 		t.Run(c2.path, func(t *testing.T) {
 			h, err := dashboard.New(c, dashboard.Options{})

@@ -124,7 +124,7 @@ func (s clientSource) Instances(ctx context.Context) ([]Instance, error) {
 func dashInstances(ins []leasecron.Instance) []Instance {
 	out := make([]Instance, 0, len(ins))
 	for _, in := range ins {
-		out = append(out, Instance{ID: in.ID, Version: in.Version, Flushed: in.Flushed, Counts: in.Total})
+		out = append(out, Instance{ID: in.ID, Version: in.Version, Present: in.Present, Started: in.Started, Seen: in.Seen, Flushed: in.Flushed, Counts: in.Total})
 	}
 	return out
 }

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/schedule"
@@ -235,7 +236,7 @@ func (s *Server) loadOverview(ctx context.Context, r *http.Request) (any, error)
 			v.Paused = append(v.Paused, PauseView(p))
 		}
 		for _, in := range ins {
-			if now.Sub(in.Flushed) < activeWindow || in.ID == st.Leader.Holder && st.Leader.Held() {
+			if in.active(now) || in.ID == st.Leader.Holder && st.Leader.Held() {
 				v.FleetSize++
 			}
 		}
@@ -441,9 +442,16 @@ func (s *Server) loadFleet(ctx context.Context, r *http.Request) (any, error) {
 		}
 		now := s.o.Clock.Now()
 		v := &FleetView{Leader: leaderView(fl.Leader), Instances: []InstanceView{}, Limits: nonNil(fl.Limits)}
+		owned := map[string]int{}
+		if r := fl.Shards; r != nil {
+			for _, x := range r.Shards {
+				owned[x.Owner]++
+			}
+		}
 		for _, in := range fl.Instances {
-			v.Instances = append(v.Instances, InstanceView{ID: in.ID, Version: in.Version, Flushed: in.Flushed, Counts: in.Counts,
-				Active: now.Sub(in.Flushed) < activeWindow, Leader: fl.Leader.Held() && in.ID == fl.Leader.Holder})
+			v.Instances = append(v.Instances, InstanceView{ID: in.ID, Version: in.Version, Present: in.Present, Started: in.Started, Seen: in.Seen,
+				Flushed: in.Flushed, Counts: in.Counts, Active: in.active(now), Leader: fl.Leader.Held() && in.ID == fl.Leader.Holder,
+				Shards: owned[shard.MemberName(in.ID)]})
 		}
 		sort.SliceStable(v.Instances, func(i, j int) bool { return v.Instances[i].ID < v.Instances[j].ID })
 		if r := fl.Shards; r != nil {

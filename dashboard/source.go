@@ -173,10 +173,15 @@ type Fleet struct {
 	Shards *leasecron.ShardReport
 }
 
-// Instance is one worker instance as its counters row shows it.
+// Instance is one worker instance as its presence and its counters row
+// show it (leasecron.Instance).
 type Instance struct {
 	ID      string
 	Version string
-	Flushed time.Time
-	Counts  Counts
+	// Present: the worker is running (leasecron.Instance.Present); Started
+	// and Seen come from its presence.
+	Present       bool
+	Started, Seen time.Time
+	Flushed       time.Time
+	Counts        Counts
 }

@@ -252,12 +252,21 @@ func KeyViewOf(e blackboard.Entry, now time.Time) KeyView {
 
 // InstanceView is one worker instance.
 type InstanceView struct {
-	ID      string    `json:"id"`
-	Version string    `json:"version,omitempty"`
+	ID      string `json:"id"`
+	Version string `json:"version,omitempty"`
+	// Present: running now (its presence is current); Started and Seen
+	// come from its presence.
+	Present bool      `json:"present"`
+	Started time.Time `json:"started,omitzero"`
+	Seen    time.Time `json:"seen,omitzero"`
 	Flushed time.Time `json:"last_flush,omitzero"`
-	Active  bool      `json:"active"`
-	Leader  bool      `json:"leader"`
-	Counts  Counts    `json:"counters"`
+	// Active: present, or it flushed counters in the last 15 minutes.
+	Active bool `json:"active"`
+	// Leader: it holds the lease (the traffic cop).
+	Leader bool `json:"leader"`
+	// Shards is how many shards it owns (a sharded schedule).
+	Shards int    `json:"shards,omitempty"`
+	Counts Counts `json:"counters"`
 }
 
 // FleetView is GET /fleet and /api/fleet.
@@ -320,7 +329,14 @@ type MemberView struct {
 	Shards int    `json:"shards"`
 }
 
-// activeWindow is how recently an instance must have flushed its counters
-// to count as part of the fleet. Workers flush only when a counter changed
-// (every worker.counters_every at most), so an idle worker can fall out.
+// activeWindow is how recently an instance without a presence (a worker
+// of an earlier release) must have flushed its counters to count as part
+// of the fleet. Workers flush only when a counter changed (every
+// worker.counters_every at most).
 const activeWindow = 15 * time.Minute
+
+// active reports whether in counts as part of the fleet: it is present
+// (running, idle or busy), or it flushed counters recently.
+func (in Instance) active(now time.Time) bool {
+	return in.Present || now.Sub(in.Flushed) < activeWindow
+}
