@@ -74,6 +74,26 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 	return c.sched.Reschedule(ctx, id, due)
 }
 
+// Disable stops a recurring series without deleting it: its row, rule,
+// zone and payload stay, and no occurrence runs until Enable (`leasecron
+// disable ID`). Status shows it "disabled" with the occurrence it had
+// next. A one-off task is refused with ErrInvalidTask; an unknown id
+// wraps ErrNotFound; disabling twice changes nothing. Occurrences already
+// sent early are skipped by the workers (with run records on; without
+// them Disable refuses with ErrAlreadySent).
+func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
+	return c.sched.Disable(ctx, id)
+}
+
+// Enable runs a disabled series again (`leasecron enable ID`) from its next
+// occurrence after now: the one it had when disabled if still ahead,
+// else the first of its rule after now; occurrences that fell due while
+// it was disabled do not run. A series that is not disabled is left as
+// it is.
+func (c *Client) Enable(ctx context.Context, id string) (Item, error) {
+	return c.sched.Enable(ctx, id)
+}
+
 // Get returns a pending task.
 func (c *Client) Get(ctx context.Context, id string) (Item, error) {
 	it, err := c.sched.Get(ctx, id)
@@ -113,13 +133,19 @@ type Status struct {
 	Run *Run
 }
 
-// State summarises Status in one word: the run's state, or "scheduled".
+// StateDisabled is what Status.State says of a disabled series (Disable).
+const StateDisabled = "disabled"
+
+// State summarises Status in one word: the run's state, or "scheduled"
+// ("disabled" for a disabled series).
 func (s Status) State() string {
 	switch {
 	case s.Run != nil && (s.Pending == nil || (s.Run.State != runs.Scheduled && s.Run.State != runs.Queued)):
 		// While its row is still in the schedule a task is scheduled, even
 		// if the mover has just recorded its run as queued before sending.
 		return string(s.Run.State)
+	case s.Pending != nil && !s.Pending.Disabled.IsZero():
+		return StateDisabled
 	case s.Pending != nil:
 		return string(runs.Scheduled)
 	}

@@ -38,6 +38,28 @@ func (s *Server) actionRoutes(m *http.ServeMux) {
 		}
 		return fmt.Sprintf("%s is due now (%s)", it.ID, it.Due.UTC().Format("15:04:05Z")), nil
 	}))
+	m.Handle("POST /tasks/{id}/disable", s.action("disable", func(ctx context.Context, r *http.Request) (string, error) {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return "", err
+		}
+		it, err := s.src.Disable(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s disabled: no occurrence runs until it is enabled", it.ID), nil
+	}))
+	m.Handle("POST /tasks/{id}/enable", s.action("enable", func(ctx context.Context, r *http.Request) (string, error) {
+		id, err := pathID(r, "id")
+		if err != nil {
+			return "", err
+		}
+		it, err := s.src.Enable(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s enabled: next occurrence %s", it.ID, it.Due.UTC().Format("2006-01-02 15:04:05Z")), nil
+	}))
 	m.Handle("POST /tasks/{id}/reschedule", s.action("reschedule", func(ctx context.Context, r *http.Request) (string, error) {
 		at, in := strings.TrimSpace(r.PostFormValue("at")), strings.TrimSpace(r.PostFormValue("in"))
 		if at == "" && in == "" {

@@ -181,6 +181,14 @@ func (s clientSource) Cancel(ctx context.Context, id string) (string, error) {
 	return "cancelled " + res.ID + " (already queued: the worker that receives it acknowledges it without running)", nil
 }
 
+func (s clientSource) Disable(ctx context.Context, id string) (schedule.Item, error) {
+	return s.c.Disable(ctx, id)
+}
+
+func (s clientSource) Enable(ctx context.Context, id string) (schedule.Item, error) {
+	return s.c.Enable(ctx, id)
+}
+
 func (s clientSource) Reschedule(ctx context.Context, id string, due time.Time) (schedule.Item, error) {
 	return s.c.Reschedule(ctx, id, due)
 }

@@ -209,6 +209,8 @@ func TestEveryActionReachesTheSource(t *testing.T) {
 		{"/tasks/job-1/run-now", nil, "run-now job-1"},
 		{"/tasks/job-1/reschedule", url.Values{"in": {"90s"}}, "reschedule job-1 1m30s"},
 		{"/tasks/job-1/cancel", nil, "cancel job-1"},
+		{"/tasks/nightly/disable", nil, "disable nightly"},
+		{"/tasks/nightly/enable", nil, "enable nightly"},
 		{"/deadletters/bad-1/requeue", nil, "requeue bad-1"},
 		{"/deadletters/requeue-all", nil, "requeue-all"},
 		{"/deadletters/purge", nil, "purge"},

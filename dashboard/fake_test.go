@@ -189,6 +189,16 @@ func (f *fakeSource) Reschedule(ctx context.Context, id string, due time.Time) (
 	return schedule.Item{ID: id, Due: due}, nil
 }
 
+func (f *fakeSource) Disable(ctx context.Context, id string) (schedule.Item, error) {
+	f.did("disable " + id)
+	return schedule.Item{ID: id, Due: f.now, Disabled: f.now}, nil
+}
+
+func (f *fakeSource) Enable(ctx context.Context, id string) (schedule.Item, error) {
+	f.did("enable " + id)
+	return schedule.Item{ID: id, Due: f.now}, nil
+}
+
 func (f *fakeSource) RunNow(ctx context.Context, id string) (schedule.Item, error) {
 	f.did("run-now " + id)
 	return schedule.Item{ID: id, Due: f.now}, nil

@@ -48,6 +48,10 @@ type Source interface {
 	Cancel(ctx context.Context, id string) (string, error)
 	// Reschedule moves a pending task (`leasecron reschedule`).
 	Reschedule(ctx context.Context, id string, due time.Time) (schedule.Item, error)
+	// Disable stops a recurring series without deleting it (`leasecron
+	// disable`); Enable runs it again (`leasecron enable`).
+	Disable(ctx context.Context, id string) (schedule.Item, error)
+	Enable(ctx context.Context, id string) (schedule.Item, error)
 	// RunNow makes a pending task, or a series' next occurrence, due now.
 	RunNow(ctx context.Context, id string) (schedule.Item, error)
 	// Requeue puts one dead letter back on the work queue.

@@ -84,11 +84,14 @@ type ItemView struct {
 	PayloadBlob string    `json:"payload_blob,omitempty"`
 	MaxAttempts int       `json:"max_attempts,omitempty"`
 	Problem     string    `json:"problem,omitempty"`
+	// Disabled is when a disabled series was disabled (Due is then the
+	// occurrence it had next).
+	Disabled time.Time `json:"disabled,omitzero"`
 }
 
 func itemView(it schedule.Item, preview int) ItemView {
 	return ItemView{ID: it.ID, Type: it.Type, Due: it.Due, Recurrence: it.Recurrence, TZ: it.TZ, Payload: trunc.Head(it.Payload, preview),
-		PayloadSize: len(it.Payload), PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Problem: it.Problem}
+		PayloadSize: len(it.Payload), PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Problem: it.Problem, Disabled: it.Disabled}
 }
 
 // TasksView is GET /tasks and /api/tasks.
@@ -166,7 +169,7 @@ type SeriesView struct {
 }
 
 // UpcomingPerSeries is how many next occurrences /recurring shows.
-const UpcomingPerSeries = 3
+const UpcomingPerSeries = 5
 
 // upcoming formats a series' next occurrences in its zone.
 func upcoming(it schedule.Item) []string {

@@ -68,7 +68,8 @@ type RescheduleOptions struct {
 	Sending time.Time
 }
 
-// RescheduleWith is Reschedule with options.
+// RescheduleWith is Reschedule with options. A disabled series
+// rescheduled is enabled again (its next occurrence is due).
 func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o RescheduleOptions) (Item, error) {
 	if due.IsZero() {
 		return Item{}, fmt.Errorf("%w: reschedule %s: no due time given", ErrInvalid, id)
@@ -76,6 +77,25 @@ func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o
 	if err := checkDue(due); err != nil {
 		return Item{}, fmt.Errorf("%w: reschedule %s: %w", ErrInvalid, id, err)
 	}
+	return c.moveRow(ctx, id, "reschedule", "rescheduled", func(row table.Entity) (time.Time, table.Props, error) {
+		props := table.Props(row.Props).Clone()
+		props.Delete(PropDisabled)
+		props.Delete(PropDisabledDue)
+		props.Delete(PropSendingUntil)
+		if rec, _, _ := props.StrictString(PropRecurrence); !o.Sending.IsZero() && rec == "" {
+			props[PropSendingUntil] = o.Sending.UTC().Format(time.RFC3339Nano)
+		}
+		return due, props, nil
+	})
+}
+
+// moveRow rewrites the pending row of id under a new RowKey in one
+// transaction with its index row: change returns the new due time and
+// properties from the row as read (the early-send bookkeeping of the old
+// row is dropped afterwards: what was sent for it no longer applies). A
+// row that would not move is returned as it is. verb and done name the
+// change in errors ("reschedule", "rescheduled").
+func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func(row table.Entity) (time.Time, table.Props, error)) (Item, error) {
 	var lastErr error
 	for range retries {
 		f, _, err := c.locate(ctx, id)
@@ -84,26 +104,26 @@ func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o
 		}
 		_, suffix, err := ParseRowKey(f.row.RowKey)
 		if err != nil {
-			return Item{}, fmt.Errorf("%w: reschedule %s: the row is malformed: %w", ErrInvalid, id, err)
+			return Item{}, fmt.Errorf("%w: %s %s: the row is malformed: %w", ErrInvalid, verb, id, err)
+		}
+		due, props, err := change(f.row)
+		if err != nil {
+			return Item{}, err
 		}
 		newRK, err := RowKey(due, suffix)
 		if err != nil {
-			return Item{}, fmt.Errorf("%w: reschedule %s: %w", ErrInvalid, id, err)
+			return Item{}, fmt.Errorf("%w: %s %s: %w", ErrInvalid, verb, id, err)
 		}
 		if newRK == f.row.RowKey {
 			return readItem(f.row), nil
 		}
-		if err := c.refuseSent(f.row, "rescheduled"); err != nil {
+		if err := c.refuseSent(f.row, done); err != nil {
 			return Item{}, err
 		}
 		// The moved row is a new row: what was sent early for the old one
 		// no longer applies.
-		props := table.Props(f.row.Props).Clone()
-		for _, k := range []string{PropSent, PropSentUntil, PropSendingUntil, PropConfirmed} {
+		for _, k := range []string{PropSent, PropSentUntil, PropConfirmed} {
 			props.Delete(k)
-		}
-		if rec, _, _ := props.StrictString(PropRecurrence); !o.Sending.IsZero() && rec == "" {
-			props[PropSendingUntil] = o.Sending.UTC().Format(time.RFC3339Nano)
 		}
 		moved := table.Entity{PartitionKey: f.row.PartitionKey, RowKey: newRK, Props: props}
 		ops := []table.Op{
@@ -116,16 +136,18 @@ func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o
 		etags, err := c.t.Submit(ctx, ops)
 		if err == nil {
 			c.unconfirm(ctx, id, f.row)
-			c.wakeOwner(ctx, moved.PartitionKey, due)
+			if due.Before(MaxTime) {
+				c.wakeOwner(ctx, moved.PartitionKey, due)
+			}
 			moved.ETag = etagAt(etags, 0)
 			return readItem(moved), nil
 		}
 		if !conflict(err) {
-			return Item{}, fmt.Errorf("reschedule %s: %w", id, err)
+			return Item{}, fmt.Errorf("%s %s: %w", verb, id, err)
 		}
 		lastErr = err
 	}
-	return Item{}, fmt.Errorf("reschedule %s: still conflicting after %d attempts: %w", id, retries, lastErr)
+	return Item{}, fmt.Errorf("%s %s: still conflicting after %d attempts: %w", verb, id, retries, lastErr)
 }
 
 // unconfirm takes back the confirmation of the run of old, a row that was

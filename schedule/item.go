@@ -71,6 +71,10 @@ type Item struct {
 	// sending the task's message itself (a task due now: see
 	// AddOptions.Sending); the mover leaves the row alone until then.
 	SendingUntil time.Time
+	// Disabled is when the series was disabled (Client.Disable); zero for
+	// a task that runs. A disabled series' Due is the occurrence it had
+	// next then.
+	Disabled time.Time
 	// ETag is the row's version as Add, Reschedule or a lookup last saw
 	// it (for MarkSent and Envelope).
 	ETag string

@@ -145,6 +145,17 @@ func parseRow(e table.Entity) (parsedRow, error) {
 		}
 	}
 	it.ETag = e.ETag
+	// A disabled series waits at MaxTime; it shows the due time it had.
+	if s, _, err := e.Props.StrictString(PropDisabled); err == nil && s != "" {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			it.Disabled = t.UTC()
+		}
+		if s, _, err := e.Props.StrictString(PropDisabledDue); err == nil {
+			if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+				it.Due = t.UTC()
+			}
+		}
+	}
 	it.Sent = r.sent != ""
 	if s, ok, err := e.Props.StrictString(PropSentUntil); err != nil {
 		return r, err

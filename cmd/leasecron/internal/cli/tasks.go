@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +19,7 @@ import (
 )
 
 func init() {
-	extraCommands = append(extraCommands, (*app).scheduleCmd, (*app).cancelCmd, (*app).rescheduleCmd, (*app).listCmd, (*app).statusCmd)
+	extraCommands = append(extraCommands, (*app).scheduleCmd, (*app).cancelCmd, (*app).rescheduleCmd, (*app).disableCmd, (*app).enableCmd, (*app).listCmd, (*app).statusCmd)
 }
 
 // stdinLimit bounds a payload read from stdin to one byte more than the
@@ -165,11 +166,13 @@ type itemOut struct {
 	Shard       string    `json:"shard,omitempty"`
 	RowKey      string    `json:"row_key,omitempty"`
 	Problem     string    `json:"problem,omitempty"`
+	// Disabled is when a disabled series was disabled.
+	Disabled time.Time `json:"disabled,omitzero"`
 }
 
 func itemJSON(it leasecron.Item) itemOut {
 	return itemOut{ID: it.ID, Type: it.Type, Due: it.Due, Recurrence: it.Recurrence, TZ: it.TZ, Payload: it.Payload,
-		PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Shard: it.Shard, RowKey: it.RowKey, Problem: it.Problem}
+		PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Shard: it.Shard, RowKey: it.RowKey, Problem: it.Problem, Disabled: it.Disabled}
 }
 
 func (a *app) cancelCmd() *cobra.Command {
@@ -234,6 +237,56 @@ func (a *app) rescheduleCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&at, "at", "", "new due time, RFC 3339")
 	c.Flags().StringVar(&in, "in", "", "new due time as a duration from now")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func (a *app) disableCmd() *cobra.Command {
+	return a.seriesSwitchCmd("disable", "Stop a recurring series without deleting it (enable runs it again)",
+		"Move the series' row out of the mover's reach: it keeps its rule, zone and payload, status shows it\n"+
+			"disabled, and no occurrence runs until `leasecron enable ID`. Occurrences already sent early are skipped.",
+		(*leasecron.Client).Disable, func(it leasecron.Item) string {
+			return fmt.Sprintf("%s disabled since %s (its next occurrence was %s)", it.ID, it.Disabled.Format(time.RFC3339), it.Due.Format(time.RFC3339))
+		})
+}
+
+func (a *app) enableCmd() *cobra.Command {
+	return a.seriesSwitchCmd("enable", "Run a disabled recurring series again from its next occurrence",
+		"The next occurrence is the one the series had when disabled if it is still ahead, else the first of\n"+
+			"its rule after now: occurrences that fell due while it was disabled do not run.",
+		(*leasecron.Client).Enable, func(it leasecron.Item) string {
+			return fmt.Sprintf("%s enabled; next occurrence %s", it.ID, it.Due.Format(time.RFC3339))
+		})
+}
+
+// seriesSwitchCmd is `leasecron disable` or `enable`: call with the id,
+// print the item (or its JSON).
+func (a *app) seriesSwitchCmd(verb, short, long string, call func(*leasecron.Client, context.Context, string) (leasecron.Item, error), say func(leasecron.Item) string) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   verb + " ID",
+		Short: short,
+		Long:  short + ".\n\n" + long,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			it, err := call(cl, cmd.Context(), args[0])
+			if errors.Is(err, leasecron.ErrInvalidTask) {
+				return usageError{err}
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(itemJSON(it))
+			}
+			fmt.Fprintln(a.out, say(it))
+			return nil
+		},
+	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
@@ -328,7 +381,7 @@ func (a *app) statusCmd() *cobra.Command {
 				out := map[string]any{"id": st.ID, "state": st.State()}
 				if st.Pending != nil {
 					out["pending"] = itemJSON(*st.Pending)
-					if next := upcoming(*st.Pending); len(next) > 0 {
+					if next := upcoming(*st.Pending); len(next) > 0 && st.Pending.Disabled.IsZero() {
 						var ts []string
 						for _, t := range next {
 							ts = append(ts, t.Format(time.RFC3339))
@@ -345,9 +398,15 @@ func (a *app) statusCmd() *cobra.Command {
 			fmt.Fprintf(tw, "id\t%s\nstate\t%s\n", st.ID, st.State())
 			if p := st.Pending; p != nil {
 				fmt.Fprintf(tw, "due\t%s\ntype\t%s\n", p.Due.Format(time.RFC3339Nano), p.Type)
+				if !p.Disabled.IsZero() {
+					fmt.Fprintf(tw, "disabled\tsince %s: no occurrence runs until `leasecron enable %s`\n", p.Disabled.Format(time.RFC3339), p.ID)
+				}
 				if p.Recurrence != "" {
 					fmt.Fprintf(tw, "recurrence\t%s %s\n", p.Recurrence, p.TZ)
 					for i, t := range upcoming(*p) {
+						if !p.Disabled.IsZero() {
+							break
+						}
 						label := ""
 						if i == 0 {
 							label = "next"
@@ -393,7 +452,7 @@ func (a *app) statusCmd() *cobra.Command {
 func runJSON(r leasecron.Run) dashboard.RunView { return dashboard.RunViewOf(r) }
 
 // upcomingShown is how many next occurrences status shows for a series.
-const upcomingShown = 3
+const upcomingShown = dashboard.UpcomingPerSeries
 
 // upcoming returns a series' next occurrences in its own zone.
 func upcoming(it leasecron.Item) []time.Time {

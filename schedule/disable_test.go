@@ -1,0 +1,93 @@
+package schedule
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A disabled series keeps its row and runs no occurrence, whatever time
+// passes; the messages sent early before it was disabled are stale; enable
+// runs it again from its next occurrence after now, skipping what fell due
+// meanwhile. A one-off task and an unknown id are refused, and a second
+// disable or enable changes nothing.
+func TestDisableEnableSeries(t *testing.T) {
+	e := newMoverEnv(t, 2, MoverOptions{MoverSettings: MoverSettings{Early: 5 * time.Minute}})
+	e.c.opts.ChangesAfterSend = true // the workers keep run records
+	e.add(t, Item{ID: "tick", Due: t0.Add(time.Minute), Recurrence: "@every 10m", Payload: "x"})
+	e.add(t, Item{ID: "once", Due: t0.Add(time.Hour)})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	early, ok := e.q.byID("tick@" + t0.Add(time.Minute).Format(time.RFC3339Nano))
+	if !ok || early.env.Token == "" {
+		t.Fatalf("the occurrence due in a minute was not sent early: %v", e.q.ids())
+	}
+
+	it, err := e.c.Disable(ctx(t), "tick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !it.Disabled.Equal(t0) || !it.Due.Equal(t0.Add(time.Minute)) || it.Recurrence != "@every 10m" || it.Payload != "x" {
+		t.Fatalf("disabled item %+v", it)
+	}
+	if cur, err := e.c.Current(ctx(t), early.env); err != nil || cur {
+		t.Fatalf("the occurrence sent before disabling still current: %v, %v", cur, err)
+	}
+	again, err := e.c.Disable(ctx(t), "tick")
+	if err != nil || !again.Disabled.Equal(it.Disabled) || again.RowKey != it.RowKey {
+		t.Fatalf("a second disable: %+v, %v; want nothing changed", again, err)
+	}
+	if _, err := e.c.Disable(ctx(t), "once"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "one-off") {
+		t.Fatalf("disable a one-off task: %v", err)
+	}
+	if _, err := e.c.Disable(ctx(t), "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("disable an unknown id: %v", err)
+	}
+	sentBefore := len(e.q.ids())
+	for range 12 {
+		e.fc.Advance(10 * time.Minute)
+		if err := e.onePass(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range e.q.ids()[sentBefore:] {
+		if strings.HasPrefix(id, "tick@") {
+			t.Fatalf("a disabled series ran %s: %v", id, e.q.ids())
+		}
+	}
+	if got, err := e.c.Get(ctx(t), "tick"); err != nil || got.Disabled.IsZero() {
+		t.Fatalf("the disabled series after two hours: %+v, %v", got, err)
+	}
+
+	now := e.fc.Now()
+	on, err := e.c.Enable(ctx(t), "tick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := t0.Add(time.Minute).Add(12 * 10 * time.Minute) // the first occurrence after now
+	if !on.Disabled.IsZero() || !on.Due.Equal(want) || !on.Due.After(now) {
+		t.Fatalf("enabled at %s: %+v, want next due %s", now, on, want)
+	}
+	if same, err := e.c.Enable(ctx(t), "tick"); err != nil || same.RowKey != on.RowKey {
+		t.Fatalf("a second enable: %+v, %v", same, err)
+	}
+	e.fc.Advance(want.Sub(now))
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.q.byID("tick@" + want.Format(time.RFC3339Nano)); !ok {
+		t.Fatalf("the enabled series did not run its next occurrence: %v", e.q.ids())
+	}
+
+	// Rescheduling a disabled series enables it at that time.
+	if _, err := e.c.Disable(ctx(t), "tick"); err != nil {
+		t.Fatal(err)
+	}
+	at := e.fc.Now().Add(time.Hour)
+	re, err := e.c.Reschedule(ctx(t), "tick", at)
+	if err != nil || !re.Disabled.IsZero() || !re.Due.Equal(at) {
+		t.Fatalf("reschedule of a disabled series: %+v, %v", re, err)
+	}
+}
