@@ -213,7 +213,7 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 		return p, err
 	}
 	if !noRuns {
-		o := runs.Options{Table: n.RunsTable, Retention: ro.Retention, RetentionFailed: ro.RetentionFailed, Version: version, Clock: clk, Logger: log}
+		o := runs.Options{Table: n.RunsTable, Retention: ro.Retention, RetentionFailed: ro.RetentionFailed, AuditRetention: ro.AuditRetention, Version: version, Clock: clk, Logger: log}
 		if n.Shards > 1 {
 			p.runLayout = newRunLayout(p.shardMap, clk)
 			o.Layout = p.runLayout.get

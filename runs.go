@@ -23,6 +23,10 @@ type RunsOptions struct {
 	// after its last attempt (config runs.retention_failed). Default 720h
 	// (30 days).
 	RetentionFailed time.Duration
+	// AuditRetention is how long audit entries (Client.Audit) are kept
+	// (config runs.audit_retention). Default 2160h (90 days); at least
+	// 24h.
+	AuditRetention time.Duration
 	// CleanEvery is how often the leader removes expired records (config
 	// runs.clean_every). Default 1h; negative disables (then run
 	// `leasecron runs clean` from time to time).
@@ -33,6 +37,7 @@ type RunsOptions struct {
 const (
 	DefaultRunRetention       = runs.DefaultRetention
 	DefaultRunRetentionFailed = runs.DefaultRetentionFailed
+	DefaultAuditRetention     = runs.DefaultAuditRetention
 	DefaultRunCleanEvery      = time.Hour
 )
 
@@ -171,6 +176,9 @@ type CleanResult struct {
 	// Summaries counts series summary rows removed: those whose every
 	// recent occurrence has passed its retention.
 	Summaries int `json:"summaries,omitempty"`
+	// Audit counts audit entries removed (older than
+	// RunsOptions.AuditRetention).
+	Audit int `json:"audit,omitempty"`
 }
 
 // CleanRuns removes the run records past their retention and the
@@ -274,6 +282,7 @@ func (w *Worker) cleanRuns(ctx context.Context) {
 func (o RunsOptions) WithDefaults() RunsOptions {
 	o.Retention = cmp.Or(o.Retention, DefaultRunRetention)
 	o.RetentionFailed = cmp.Or(o.RetentionFailed, DefaultRunRetentionFailed)
+	o.AuditRetention = cmp.Or(o.AuditRetention, DefaultAuditRetention)
 	o.CleanEvery = cmp.Or(o.CleanEvery, DefaultRunCleanEvery)
 	return o
 }
@@ -285,6 +294,7 @@ func (o RunsOptions) validate() error {
 	return opt.First(
 		opt.AtLeast(ErrInvalidOptions, "RunsOptions.Retention", o.Retention, DefaultRunRetention, time.Minute),
 		opt.AtLeast(ErrInvalidOptions, "RunsOptions.RetentionFailed", o.RetentionFailed, DefaultRunRetentionFailed, time.Minute),
+		opt.AtLeast(ErrInvalidOptions, "RunsOptions.AuditRetention", o.AuditRetention, DefaultAuditRetention, 24*time.Hour),
 	)
 }
 

@@ -2,12 +2,15 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/schedule"
 )
@@ -145,6 +148,7 @@ func (s *Server) action(name string, do action) http.Handler {
 		}
 		msg, err := do(r.Context(), r)
 		s.cache.clear()
+		s.audit(r, name, msg, err)
 		if err != nil {
 			status, text := actionStatus(err)
 			s.log.Info("dashboard action failed", "action", name, "err", err)
@@ -154,6 +158,29 @@ func (s *Server) action(name string, do action) http.Handler {
 		s.log.Info("dashboard action", "action", name, "result", msg)
 		s.finish(w, r, http.StatusOK, flash{OK: true, Text: msg})
 	})
+}
+
+// audit records an action taken (or refused by storage) in the audit log:
+// who signed in, from which address, on what, and how it went. A failure
+// to record is logged: the action's outcome stands.
+func (s *Server) audit(r *http.Request, name, msg string, err error) {
+	e := leasecron.AuditEntry{Who: s.auth.who(r), Via: "dashboard", From: r.RemoteAddr, Action: name, OK: err == nil, Result: msg}
+	for _, p := range []string{"id", "key"} {
+		if v := r.PathValue(p); v != "" {
+			e.Target = v
+		}
+	}
+	if e.Target == "" && name == "schedule" {
+		e.Target = strings.TrimSpace(r.PostFormValue("id") + " " + r.PostFormValue("type"))
+	}
+	if err != nil {
+		_, e.Result = actionStatus(err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancel()
+	if aerr := s.src.Audit(ctx, e); aerr != nil && !errors.Is(aerr, leasecron.ErrNoRunRecords) {
+		s.log.Warn("recording a dashboard action in the audit log failed", "action", name, "err", aerr)
+	}
 }
 
 func actionStatus(err error) (int, string) {

@@ -75,6 +75,7 @@ func TestDashboardOnAzurite(t *testing.T) {
 		{"/deadletters", `id="dead-total"`, 3},
 		{"/blackboard", `data-key="city"`, 2},
 		{"/fleet", `id="slots-table"`, 5},
+		{"/audit", `id="audit-table"`, 1},
 	} {
 		t.Run(c2.path, func(t *testing.T) {
 			h, err := dashboard.New(c, dashboard.Options{})

@@ -181,6 +181,14 @@ func (s clientSource) Cancel(ctx context.Context, id string) (string, error) {
 	return "cancelled " + res.ID + " (already queued: the worker that receives it acknowledges it without running)", nil
 }
 
+func (s clientSource) Audit(ctx context.Context, e leasecron.AuditEntry) error {
+	return s.c.Audit(ctx, e)
+}
+
+func (s clientSource) AuditLog(ctx context.Context, q leasecron.AuditQuery) (leasecron.AuditPage, error) {
+	return s.c.AuditLog(ctx, q)
+}
+
 func (s clientSource) Disable(ctx context.Context, id string) (schedule.Item, error) {
 	return s.c.Disable(ctx, id)
 }

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/clock"
 )
 
@@ -79,6 +81,7 @@ func TestEveryPageRendersItsIDsAndJSONTwin(t *testing.T) {
 		{"/deadletters", []string{"deadletters-table", "bulk-actions", "dead-total"}, "dead_letters"},
 		{"/blackboard", []string{"keys-table"}, "keys"},
 		{"/fleet", []string{"leader", "instances-table", "slots-table", "shards-summary", "shards-table", "members-table"}, "shards"},
+		{"/audit", []string{"audit-table"}, "entries"},
 	} {
 		t.Run(c.path, func(t *testing.T) {
 			resp, body := fetch(t, cl, "GET", srv.URL+c.path, nil, nil)
@@ -464,5 +467,46 @@ func TestRecurringShowsNextOccurrencesInTheSeriesZone(t *testing.T) {
 	_, js := fetch(t, cl, "GET", srv.URL+"/api/recurring", nil, nil)
 	if !strings.Contains(js, `"2026-03-05T03:00:00+01:00"`) {
 		t.Errorf("/api/recurring lacks the next occurrence in the series' zone:\n%s", js)
+	}
+}
+
+// Every action is recorded in the audit log with the signed-in user, the
+// client's address, its target and its result — a refused one too — and
+// /audit lists them newest first, as text.
+func TestActionsAreAudited(t *testing.T) {
+	src, _, srv, cl := newTest(t, Options{Auth: "basic:alice:secret"})
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:secret"))
+	resp, body := fetch(t, cl, "GET", srv.URL+"/api/csrf", nil, map[string]string{"Authorization": basic})
+	var tok struct{ Token string }
+	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &tok) != nil {
+		t.Fatalf("GET /api/csrf: %d %s", resp.StatusCode, body)
+	}
+	js := map[string]string{"Accept": "application/json", "X-CSRF-Token": tok.Token, "Authorization": basic}
+	if resp, body := fetch(t, cl, "POST", srv.URL+"/tasks/job-1/cancel", url.Values{}, js); resp.StatusCode != 200 {
+		t.Fatalf("cancel: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := fetch(t, cl, "POST", srv.URL+"/tasks/"+url.PathEscape("<i>x")+"/disable", url.Values{}, js); resp.StatusCode != 200 {
+		t.Fatalf("disable: %d %s", resp.StatusCode, body)
+	}
+	src.mu.Lock()
+	got := append([]leasecron.AuditEntry(nil), src.audit...)
+	src.mu.Unlock()
+	if len(got) != 2 {
+		t.Fatalf("audit entries %+v, want 2", got)
+	}
+	c := got[1]
+	if c.Who != "alice" || c.Via != "dashboard" || c.Action != "cancel" || c.Target != "job-1" || !c.OK || c.Result == "" || !strings.HasPrefix(c.From, "127.0.0.1:") {
+		t.Errorf("the cancel's entry: %+v", c)
+	}
+	_, page := fetch(t, cl, "GET", srv.URL+"/audit", nil, map[string]string{"Authorization": basic})
+	if !strings.Contains(page, `class="who">alice<`) || !strings.Contains(page, `class="action">cancel<`) || strings.Contains(page, "<i>x") {
+		t.Errorf("the audit page does not list the actions as text:\n%s", page)
+	}
+	resp, body = fetch(t, cl, "GET", srv.URL+"/api/audit", nil, map[string]string{"Authorization": basic})
+	var v struct {
+		Entries []struct{ Who, Action, Target string }
+	}
+	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &v) != nil || len(v.Entries) != 2 || v.Entries[0].Action != "disable" || v.Entries[0].Target != "<i>x" {
+		t.Errorf("GET /api/audit: %d %s", resp.StatusCode, body)
 	}
 }

@@ -27,6 +27,7 @@ type fakeSource struct {
 	dead    []queue.DeadLetter
 	keys    []blackboard.Entry
 	actions []string
+	audit   []leasecron.AuditEntry
 }
 
 func newFakeSource(now time.Time) *fakeSource {
@@ -64,6 +65,21 @@ func (f *fakeSource) did(a string) {
 	f.mu.Lock()
 	f.actions = append(f.actions, a)
 	f.mu.Unlock()
+}
+
+// Audit keeps e, newest first; it is not an action of its own.
+func (f *fakeSource) Audit(ctx context.Context, e leasecron.AuditEntry) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e.At = f.now
+	f.audit = append([]leasecron.AuditEntry{e}, f.audit...)
+	return nil
+}
+
+func (f *fakeSource) AuditLog(ctx context.Context, q leasecron.AuditQuery) (leasecron.AuditPage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return leasecron.AuditPage{Entries: append([]leasecron.AuditEntry(nil), f.audit...)}, nil
 }
 
 func (f *fakeSource) done() []string {

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -41,6 +43,7 @@ func (s *Server) pages() []pageDef {
 		{"/deadletters", "deadletters", "Dead letters", s.loadDeadLetters},
 		{"/blackboard", "blackboard", "Blackboard", s.loadBlackboard},
 		{"/fleet", "fleet", "Fleet", s.loadFleet},
+		{"/audit", "audit", "Audit log", s.loadAudit},
 	}
 }
 
@@ -432,6 +435,24 @@ func (s *Server) loadBlackboard(ctx context.Context, r *http.Request) (any, erro
 		v := &BlackboardView{Keys: []KeyView{}}
 		for _, e := range es {
 			v.Keys = append(v.Keys, KeyViewOf(e, now))
+		}
+		return v, nil
+	})
+}
+
+func (s *Server) loadAudit(ctx context.Context, r *http.Request) (any, error) {
+	cont := r.URL.Query().Get("continue")
+	return cached(ctx, s, "audit\n"+cont, func(ctx context.Context) (*AuditView, error) {
+		p, err := s.src.AuditLog(ctx, leasecron.AuditQuery{Limit: PageSize, Continue: cont})
+		switch {
+		case errors.Is(err, leasecron.ErrNoRunRecords):
+			return &AuditView{Entries: []leasecron.AuditEntry{}, Off: true}, nil
+		case err != nil:
+			return nil, err
+		}
+		v := &AuditView{Entries: p.Entries, Continue: p.Continue, Cursor: cont}
+		if v.Entries == nil {
+			v.Entries = []leasecron.AuditEntry{}
 		}
 		return v, nil
 	})

@@ -9,7 +9,7 @@ import (
 )
 
 // pageTemplates are the templates rendered inside the layout.
-var pageTemplates = []string{"overview", "tasks", "task", "recurring", "runs", "deadletters", "blackboard", "fleet", "error"}
+var pageTemplates = []string{"overview", "tasks", "task", "recurring", "runs", "deadletters", "blackboard", "fleet", "audit", "error"}
 
 // parseTemplates parses the layout with each page (html/template escapes
 // every value for its context: text, attribute, URL).
@@ -39,6 +39,7 @@ var nav = []navItem{
 	{"deadletters", "/deadletters", "Dead letters"},
 	{"blackboard", "/blackboard", "Blackboard"},
 	{"fleet", "/fleet", "Fleet"},
+	{"audit", "/audit", "Audit"},
 }
 
 // pagerLinks are the links of a paged list.

@@ -53,6 +53,19 @@ func equal(a, b []byte) bool {
 	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }
 
+// who names who signed in with r, for the audit log: the basic-auth
+// user, "token" for the bearer token, "anonymous" without sign-in.
+func (a authenticator) who(r *http.Request) string {
+	switch {
+	case a.secret == nil:
+		return "anonymous"
+	case a.bearer:
+		return "token"
+	}
+	u, _, _ := r.BasicAuth()
+	return u
+}
+
 func (a authenticator) ok(r *http.Request) bool {
 	if a.secret == nil {
 		return true

@@ -52,6 +52,10 @@ type Source interface {
 	// disable`); Enable runs it again (`leasecron enable`).
 	Disable(ctx context.Context, id string) (schedule.Item, error)
 	Enable(ctx context.Context, id string) (schedule.Item, error)
+	// Audit records an action in the audit log; AuditLog reads a page of
+	// it (leasecron.Client.Audit, AuditLog).
+	Audit(ctx context.Context, e leasecron.AuditEntry) error
+	AuditLog(ctx context.Context, q leasecron.AuditQuery) (leasecron.AuditPage, error)
 	// RunNow makes a pending task, or a series' next occurrence, due now.
 	RunNow(ctx context.Context, id string) (schedule.Item, error)
 	// Requeue puts one dead letter back on the work queue.

@@ -272,6 +272,15 @@ type InstanceView struct {
 	Counts Counts `json:"counters"`
 }
 
+// AuditView is GET /audit and /api/audit: the audit log, newest first.
+type AuditView struct {
+	Entries  []leasecron.AuditEntry `json:"entries"`
+	Continue string                 `json:"continue,omitempty"`
+	Cursor   string                 `json:"-"`
+	// Off: run records are off, so nothing is recorded.
+	Off bool `json:"off,omitempty"`
+}
+
 // FleetView is GET /fleet and /api/fleet.
 type FleetView struct {
 	Leader    LeaderView     `json:"leader"`

@@ -18,6 +18,8 @@ type CleanStats struct {
 	Counters int `json:"counters"`
 	// Summaries counts series summary rows removed (every slot expired).
 	Summaries int `json:"summaries,omitempty"`
+	// Audit counts audit entries removed (older than their retention).
+	Audit int `json:"audit,omitempty"`
 }
 
 // Clean removes the run records that have passed their retention and the
@@ -77,6 +79,9 @@ func (s *Store) Clean(ctx context.Context) (CleanStats, error) {
 	n, err := s.cleanCounters(ctx, now.Add(-CountersKept))
 	st.Counters = n
 	if err != nil {
+		return st, err
+	}
+	if st.Audit, err = s.cleanAudit(ctx, now.Add(-s.o.AuditRetention)); err != nil {
 		return st, err
 	}
 	// Remember the pass, so that a new leader does not clean again at once.

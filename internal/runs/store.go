@@ -39,6 +39,9 @@ type Options struct {
 	// RetentionFailed is how long a failed or dead run is kept after its
 	// last attempt. Default DefaultRetentionFailed (30 days).
 	RetentionFailed time.Duration
+	// AuditRetention is how long audit entries are kept. Default
+	// DefaultAuditRetention (90 days).
+	AuditRetention time.Duration
 	// Clock is the time source. Default the real clock.
 	Clock clock.Clock
 	// Logger receives warnings. Default slog.Default().
@@ -58,6 +61,7 @@ func (o Options) WithDefaults() Options {
 	o.Table = cmp.Or(o.Table, DefaultTable)
 	o.Retention = cmp.Or(o.Retention, DefaultRetention)
 	o.RetentionFailed = cmp.Or(o.RetentionFailed, DefaultRetentionFailed)
+	o.AuditRetention = cmp.Or(o.AuditRetention, DefaultAuditRetention)
 	o.Clock = clock.OrReal(o.Clock)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
@@ -70,6 +74,7 @@ func (o Options) validate() error {
 	return opt.First(
 		opt.AtLeast(ErrInvalid, "runs.Options.Retention", o.Retention, DefaultRetention, time.Minute),
 		opt.AtLeast(ErrInvalid, "runs.Options.RetentionFailed", o.RetentionFailed, DefaultRetentionFailed, time.Minute),
+		opt.AtLeast(ErrInvalid, "runs.Options.AuditRetention", o.AuditRetention, DefaultAuditRetention, 24*time.Hour),
 	)
 }
 

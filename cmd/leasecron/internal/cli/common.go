@@ -131,7 +131,7 @@ func logHandler(log *slog.Logger) leasecrontype.Handler {
 // turns the leader's cleaning off).
 func (a *app) runsOptions() leasecron.RunsOptions {
 	r := a.cfg.Runs
-	o := leasecron.RunsOptions{Retention: r.Retention, RetentionFailed: r.RetentionFailed, CleanEvery: r.CleanEvery}
+	o := leasecron.RunsOptions{Retention: r.Retention, RetentionFailed: r.RetentionFailed, AuditRetention: r.AuditRetention, CleanEvery: r.CleanEvery}
 	if o.CleanEvery == 0 {
 		o.CleanEvery = -1
 	}

@@ -120,6 +120,7 @@ and flags. ` + "`leasecron config --keys`" + ` lists every key.`,
 		root.AddCommand(c)
 	}
 	argsAreUsage(root)
+	a.audit(root)
 	return root
 }
 

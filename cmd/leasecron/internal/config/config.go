@@ -99,6 +99,7 @@ type Worker struct {
 type Runs struct {
 	Retention       time.Duration
 	RetentionFailed time.Duration
+	AuditRetention  time.Duration
 	CleanEvery      time.Duration
 }
 

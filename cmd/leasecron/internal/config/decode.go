@@ -136,6 +136,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 	c.Runs = Runs{
 		Retention:       d.dur("runs.retention", time.Minute, 100*365*24*time.Hour),
 		RetentionFailed: d.dur("runs.retention_failed", time.Minute, 100*365*24*time.Hour),
+		AuditRetention:  d.dur("runs.audit_retention", 24*time.Hour, 100*365*24*time.Hour),
 		CleanEvery:      d.dur("runs.clean_every", 0, 7*24*time.Hour),
 	}
 	if c.Runs.CleanEvery > 0 && c.Runs.CleanEvery < time.Minute {

@@ -99,6 +99,7 @@ var Keys = []Key{
 	{"worker.consume", true, "Take tasks from the queue.", false},
 	{"runs.retention", leasecron.DefaultRunRetention, "How long the record of a succeeded or cancelled run is kept after it finished (7 days).", false},
 	{"runs.retention_failed", leasecron.DefaultRunRetentionFailed, "How long the record of a failed or dead run is kept after its last attempt (30 days).", false},
+	{"runs.audit_retention", leasecron.DefaultAuditRetention, "How long audit log entries (every dashboard action and every command that changes something) are kept (90 days; at least 24h).", false},
 	{"runs.clean_every", leasecron.DefaultRunCleanEvery, "How often the leader removes expired run records and old per-minute counters; 0 disables (then run `leasecron runs clean`).", false},
 	{"retry.max_attempts", queue.DefaultMaxAttempts, "Attempts before a task is dead and set aside.", false},
 	{"retry.max_snoozes", queue.DefaultMaxSnoozes, "Times one run may snooze (leasecron.Snooze, exec exit 75, http 503 + Retry-After) without using an attempt; each snooze beyond is a failed attempt.", false},
