@@ -134,6 +134,11 @@ func (s *Server) action(name string, do action) http.Handler {
 			s.refuse(w, r, http.StatusForbidden, "the dashboard is read-only (dashboard.read_only): actions are disabled")
 			return
 		}
+		if !s.canAct(r) {
+			s.audit(r, name, "", errViewer)
+			s.refuse(w, r, http.StatusForbidden, errViewer.Error())
+			return
+		}
 		if err := cop.Check(r); err != nil {
 			s.refuse(w, r, http.StatusForbidden, "cross-origin request refused")
 			return
@@ -164,7 +169,7 @@ func (s *Server) action(name string, do action) http.Handler {
 // who signed in, from which address, on what, and how it went. A failure
 // to record is logged: the action's outcome stands.
 func (s *Server) audit(r *http.Request, name, msg string, err error) {
-	e := leasecron.AuditEntry{Who: s.auth.who(r), Via: "dashboard", From: r.RemoteAddr, Action: name, OK: err == nil, Result: msg}
+	e := leasecron.AuditEntry{Who: identityOf(r).who, Via: "dashboard", From: r.RemoteAddr, Action: name, OK: err == nil, Result: msg}
 	for _, p := range []string{"id", "key"} {
 		if v := r.PathValue(p); v != "" {
 			e.Target = v
@@ -182,6 +187,9 @@ func (s *Server) audit(r *http.Request, name, msg string, err error) {
 		s.log.Warn("recording a dashboard action in the audit log failed", "action", name, "err", aerr)
 	}
 }
+
+// errViewer refuses an action of a viewer.
+var errViewer = errors.New("viewers cannot act: sign in as an operator (dashboard.auth, or the operator role)")
 
 func actionStatus(err error) (int, string) {
 	return statusOf(err), trunc.Head(firstLine(err.Error()), 500)

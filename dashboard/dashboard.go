@@ -61,6 +61,23 @@ type Options struct {
 	// bearer token a browser signs in with basic auth, any user name and
 	// the token as the password.
 	Auth string
+	// ViewerAuth is a second sign-in, in the same forms, for viewers: they
+	// see every page, but the action buttons are absent and every POST is
+	// refused (dashboard.viewer_auth). Auth's users are operators.
+	ViewerAuth string
+	// PlatformAuth trusts the sign-in of the platform in front of the
+	// dashboard — Azure Container Apps' (or App Service's) built-in
+	// authentication, which sets X-MS-CLIENT-PRINCIPAL-NAME and
+	// X-MS-CLIENT-PRINCIPAL on every request it lets through and strips
+	// them from what clients send (dashboard.platform_auth). Set it only
+	// when every request reaches the dashboard through that platform: a
+	// client that can reach it directly could name itself. Principals
+	// with the app role OperatorRole are operators, the rest viewers.
+	PlatformAuth bool
+	// OperatorRole is the app role that makes a platform-signed-in
+	// principal an operator (dashboard.operator_role). Default
+	// DefaultOperatorRole ("leasecron.operator").
+	OperatorRole string
 	// ReadOnly hides every action and refuses every POST.
 	ReadOnly bool
 	// AllowAnonymous permits a read-only dashboard without Auth on a
@@ -86,6 +103,7 @@ type Options struct {
 func (o Options) WithDefaults() Options {
 	o.Refresh = cmp.Or(o.Refresh, DefaultRefresh)
 	o.CacheTTL = cmp.Or(o.CacheTTL, DefaultCacheTTL)
+	o.OperatorRole = cmp.Or(o.OperatorRole, DefaultOperatorRole)
 	o.Clock = clock.OrReal(o.Clock)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
@@ -115,10 +133,10 @@ func CheckAddr(addr string, o Options) error {
 	if err != nil {
 		return fmt.Errorf("dashboard address %q: %w: want host:port, e.g. %s", addr, err, DefaultAddr)
 	}
-	if isLoopback(host) || o.Auth != "" || (o.ReadOnly && o.AllowAnonymous) {
+	if isLoopback(host) || o.Auth != "" || o.ViewerAuth != "" || o.PlatformAuth || (o.ReadOnly && o.AllowAnonymous) {
 		return nil
 	}
-	return fmt.Errorf("%w: address %q is not loopback: set dashboard.auth (basic:USER:PASSWORD or bearer:TOKEN), or dashboard.read_only: true with dashboard.allow_anonymous: true, or listen on 127.0.0.1", ErrExposed, addr)
+	return fmt.Errorf("%w: address %q is not loopback: set dashboard.auth (basic:USER:PASSWORD or bearer:TOKEN) or dashboard.viewer_auth, or dashboard.platform_auth behind Container Apps authentication, or dashboard.read_only: true with dashboard.allow_anonymous: true, or listen on 127.0.0.1", ErrExposed, addr)
 }
 
 func isLoopback(host string) bool {
@@ -131,15 +149,17 @@ func isLoopback(host string) bool {
 
 // Server is the dashboard's http.Handler.
 type Server struct {
-	src    Source
-	o      Options
-	auth   authenticator
-	csrf   *csrfKey
-	cache  *cache
-	tmpl   map[string]*template.Template
-	static http.Handler
-	mux    *http.ServeMux
-	log    *slog.Logger
+	src  Source
+	o    Options
+	auth authenticator // operators
+	// viewers sign in with Options.ViewerAuth.
+	viewers authenticator
+	csrf    *csrfKey
+	cache   *cache
+	tmpl    map[string]*template.Template
+	static  http.Handler
+	mux     *http.ServeMux
+	log     *slog.Logger
 }
 
 // New returns the web dashboard over c as an http.Handler to mount
@@ -168,11 +188,15 @@ func newServer(src Source, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	viewers, err := parseAuth(o.ViewerAuth)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard.viewer_auth: %w", err)
+	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	s := &Server{src: src, o: o, auth: auth, csrf: &csrfKey{key: key}, cache: newCache(o.Clock, o.CacheTTL), log: o.Logger}
+	s := &Server{src: src, o: o, auth: auth, viewers: viewers, csrf: &csrfKey{key: key}, cache: newCache(o.Clock, o.CacheTTL), log: o.Logger}
 	if s.tmpl, err = parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -196,11 +220,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("Cross-Origin-Resource-Policy", "same-origin")
 	h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
-	if !s.auth.ok(r) {
-		h.Set("WWW-Authenticate", `Basic realm="leasecron dashboard", charset="UTF-8"`)
+	id := s.identify(r)
+	if id.role == roleNone {
+		if s.auth.secret != nil || s.viewers.secret != nil {
+			h.Set("WWW-Authenticate", `Basic realm="leasecron dashboard", charset="UTF-8"`)
+		}
 		http.Error(w, "authentication required", http.StatusUnauthorized)
 		return
 	}
+	r = withIdentity(r, id)
 	if s.noRoute(w, r) {
 		return
 	}
@@ -257,6 +285,9 @@ func ForWorker(addr string, o Options) (func(*leasecron.Client) (http.Handler, e
 	}
 	if err := ValidateAuth(o.Auth); err != nil {
 		return nil, err
+	}
+	if err := ValidateAuth(o.ViewerAuth); err != nil {
+		return nil, fmt.Errorf("dashboard.viewer_auth: %w", err)
 	}
 	if err := CheckAddr(addr, o); err != nil {
 		return nil, fmt.Errorf("admin address: %w", err)

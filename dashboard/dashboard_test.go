@@ -510,3 +510,79 @@ func TestActionsAreAudited(t *testing.T) {
 		t.Errorf("GET /api/audit: %d %s", resp.StatusCode, body)
 	}
 }
+
+// Viewers see every page without an action and are refused every POST
+// (and the refusal is audited); operators act. With PlatformAuth the
+// platform's principal signs in, an operator when it holds the operator
+// role; without PlatformAuth those headers count for nothing.
+func TestRolesViewersSeeOperatorsAct(t *testing.T) {
+	principal := func(roles ...string) string {
+		type claim struct {
+			Typ string `json:"typ"`
+			Val string `json:"val"`
+		}
+		p := struct {
+			AuthTyp string  `json:"auth_typ"`
+			Claims  []claim `json:"claims"`
+			NameTyp string  `json:"name_typ"`
+			RoleTyp string  `json:"role_typ"`
+		}{AuthTyp: "aad", NameTyp: "name", RoleTyp: "roles"}
+		for _, r := range roles {
+			p.Claims = append(p.Claims, claim{"roles", r})
+		}
+		b, _ := json.Marshal(p)
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	basic := func(u, p string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte(u+":"+p)) }
+	for _, c := range []struct {
+		name    string
+		o       Options
+		hdr     map[string]string
+		status  int // of GET /recurring
+		acts    bool
+		who     string
+		refused bool
+	}{
+		{"operator", Options{Auth: "basic:alice:a", ViewerAuth: "basic:bob:b"}, map[string]string{"Authorization": basic("alice", "a")}, 200, true, "alice", false},
+		{"viewer", Options{Auth: "basic:alice:a", ViewerAuth: "basic:bob:b"}, map[string]string{"Authorization": basic("bob", "b")}, 200, false, "bob", true},
+		{"nobody", Options{Auth: "basic:alice:a", ViewerAuth: "basic:bob:b"}, nil, 401, false, "", false},
+		{"platform operator", Options{PlatformAuth: true}, map[string]string{headerPrincipalName: "carol@example.com", headerPrincipal: principal("leasecron.operator")}, 200, true, "carol@example.com", false},
+		{"platform viewer", Options{PlatformAuth: true}, map[string]string{headerPrincipalName: "dave@example.com", headerPrincipal: principal("reader")}, 200, false, "dave@example.com", true},
+		{"platform, no principal", Options{PlatformAuth: true}, nil, 401, false, "", false},
+		{"platform headers not trusted", Options{Auth: "basic:alice:a"}, map[string]string{headerPrincipalName: "mallory", headerPrincipal: principal("leasecron.operator")}, 401, false, "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src, _, srv, cl := newTest(t, c.o)
+			resp, page := fetch(t, cl, "GET", srv.URL+"/recurring", nil, c.hdr)
+			if resp.StatusCode != c.status {
+				t.Fatalf("GET /recurring: %d, want %d", resp.StatusCode, c.status)
+			}
+			if c.status != 200 {
+				return
+			}
+			if hasForms := strings.Contains(page, `action="/tasks/nightly/disable"`); hasForms != c.acts {
+				t.Errorf("the disable button shown: %v, want %v", hasForms, c.acts)
+			}
+			if !strings.Contains(page, `id="user">`+html.EscapeString(c.who)+`<`) {
+				t.Errorf("the page does not say who signed in (%s)", c.who)
+			}
+			_, body := fetch(t, cl, "GET", srv.URL+"/api/csrf", nil, c.hdr)
+			var tok struct{ Token string }
+			_ = json.Unmarshal([]byte(body), &tok)
+			hdr := map[string]string{"Accept": "application/json", "X-CSRF-Token": tok.Token}
+			for k, v := range c.hdr {
+				hdr[k] = v
+			}
+			resp, body = fetch(t, cl, "POST", srv.URL+"/tasks/nightly/disable", url.Values{}, hdr)
+			did := len(src.done()) > 0
+			if c.acts && (resp.StatusCode != 200 || !did) || !c.acts && (resp.StatusCode != http.StatusForbidden || did || !strings.Contains(body, "viewers cannot act")) {
+				t.Errorf("POST disable: %d %s (source saw %v)", resp.StatusCode, body, src.done())
+			}
+			src.mu.Lock()
+			defer src.mu.Unlock()
+			if len(src.audit) != 1 || src.audit[0].Who != c.who || src.audit[0].OK == c.refused {
+				t.Errorf("audit %+v, want one entry by %s (refused %v)", src.audit, c.who, c.refused)
+			}
+		})
+	}
+}

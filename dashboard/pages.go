@@ -87,7 +87,8 @@ type pageData struct {
 	Active   string
 	Now      time.Time
 	CSRF     string
-	ReadOnly bool
+	ReadOnly bool   // the viewer cannot act: no action is shown
+	User     string // who signed in
 	Flash    *flash
 	Refresh  int
 	Version  string
@@ -98,7 +99,7 @@ type pageData struct {
 // newPageData starts what the layout renders for a request. The token
 // (and its cookie) come first: headers go before the body.
 func (s *Server) newPageData(w http.ResponseWriter, r *http.Request, title, active string) pageData {
-	return pageData{Title: title, Active: active, Now: s.o.Clock.Now(), CSRF: s.csrf.token(w, r), ReadOnly: s.o.ReadOnly,
+	return pageData{Title: title, Active: active, Now: s.o.Clock.Now(), CSRF: s.csrf.token(w, r), ReadOnly: !s.canAct(r), User: identityOf(r).who,
 		Flash: s.csrf.takeFlash(w, r), Refresh: int(s.o.Refresh / time.Second), Version: s.o.Version, Here: r.URL.RequestURI()}
 }
 

@@ -17,7 +17,8 @@ func init() {
 // dashboardOptions maps the dashboard.* keys.
 func (a *app) dashboardOptions() dashboard.Options {
 	d := a.cfg.Dashboard
-	return dashboard.Options{Auth: d.Auth, ReadOnly: d.ReadOnly, AllowAnonymous: d.AllowAnonymous, Version: a.version, Logger: a.log}
+	return dashboard.Options{Auth: d.Auth, ViewerAuth: d.ViewerAuth, PlatformAuth: d.PlatformAuth, OperatorRole: d.OperatorRole,
+		ReadOnly: d.ReadOnly, AllowAnonymous: d.AllowAnonymous, Version: a.version, Logger: a.log}
 }
 
 func (a *app) dashboardCmd() *cobra.Command {
@@ -47,7 +48,10 @@ dashboard.read_only and dashboard.allow_anonymous are both true.`,
 			if err := dashboard.ValidateAuth(o.Auth); err != nil {
 				return usageError{err}
 			}
-			if err := dashboard.CheckAddr(addr, dashboard.Options{Auth: o.Auth, ReadOnly: o.ReadOnly, AllowAnonymous: o.AllowAnonymous}); err != nil {
+			if err := dashboard.ValidateAuth(o.ViewerAuth); err != nil {
+				return usageError{fmt.Errorf("dashboard.viewer_auth: %w", err)}
+			}
+			if err := dashboard.CheckAddr(addr, o); err != nil {
 				return usageError{err}
 			}
 			cl, err := a.client()

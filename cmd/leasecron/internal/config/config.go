@@ -134,6 +134,9 @@ type Admin struct {
 type Dashboard struct {
 	Addr           string
 	Auth           string
+	ViewerAuth     string
+	PlatformAuth   bool
+	OperatorRole   string
 	ReadOnly       bool
 	AllowAnonymous bool
 }

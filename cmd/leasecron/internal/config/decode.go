@@ -155,7 +155,9 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		LockTTL: d.dur("blackboard.lock_ttl", 0, 7*24*time.Hour),
 	}
 	c.Admin = Admin{Addr: d.str("admin.addr"), Pprof: d.bool("admin.pprof"), Dashboard: d.bool("admin.dashboard")}
-	c.Dashboard = Dashboard{Addr: d.str("dashboard.addr"), Auth: d.str("dashboard.auth"), ReadOnly: d.bool("dashboard.read_only"), AllowAnonymous: d.bool("dashboard.allow_anonymous")}
+	c.Dashboard = Dashboard{Addr: d.str("dashboard.addr"), Auth: d.str("dashboard.auth"), ViewerAuth: d.str("dashboard.viewer_auth"),
+		PlatformAuth: d.bool("dashboard.platform_auth"), OperatorRole: d.str("dashboard.operator_role"),
+		ReadOnly: d.bool("dashboard.read_only"), AllowAnonymous: d.bool("dashboard.allow_anonymous")}
 	if c.Admin.Dashboard && c.Admin.Addr == "" {
 		d.bad("admin.dashboard", "true", "false unless admin.addr is set (the dashboard is served on it)")
 	}
