@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -136,7 +137,7 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	base, _, err := f.StartDashboard(ctx, nil)
+	base, _, err := f.StartDashboard(ctx, nil, "LEASECRON_DASHBOARD_AUTH=basic:op:op-secret", "LEASECRON_DASHBOARD_VIEWER_AUTH=basic:viewer:viewer-secret")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +159,7 @@ func TestDashboardInChromium(t *testing.T) {
 		{"path": "/deadletters", "shot": "deadletters.png", "ids": []string{"deadletters-table", "bulk-actions", "dead-total"}, "selectors": []string{`tr[data-id="flaky-1"]`}},
 		{"path": "/blackboard", "shot": "blackboard.png", "ids": []string{"keys-table"}, "selectors": []string{`tr[data-key="city"]`}},
 		{"path": "/fleet", "shot": "fleet.png", "ids": []string{"leader", "instances-table", "slots-table"}},
+		{"path": "/audit", "ids": []string{"audit-table"}},
 	}
 	res := runBrowser(ctx, t, node, script, map[string]any{
 		"base": base, "pages": pages, "actions": true, "screenshots": shots,
@@ -166,7 +168,9 @@ func TestDashboardInChromium(t *testing.T) {
 		"reschedule": map[string]any{"id": "ui-resched", "in": "2h"},
 		"runNow":     "ui-runnow", "cancel": "ui-cancel",
 		"requeue": "flaky-1", "diesAgain": "dies-1",
-		"keyRunNow": "city", "keyRemove": "gone",
+		"keyRunNow": "city", "keyRemove": "gone", "series": "beat",
+		"operator": map[string]string{"username": "op", "password": "op-secret"},
+		"viewer":   map[string]string{"username": "viewer", "password": "viewer-secret"},
 		"refreshWait": 30000,
 	})
 	for _, fl := range res.Failures {
@@ -198,6 +202,30 @@ func TestDashboardInChromium(t *testing.T) {
 	waitFor(ctx, t, 60*time.Second, "city to run again after Run now", func() bool { return boardRuns(ctx, f, "city") >= 2 })
 	if boardRuns(ctx, f, "gone") != -1 {
 		t.Errorf("the key gone is still on the blackboard")
+	}
+
+	// The series was disabled and enabled again, and the audit log names
+	// the operator for both and the viewer for the refused attempt.
+	lcWaitStatus(ctx, t, f, "beat", 5*time.Second, "scheduled (enabled again)", func(s lcStatus) bool { return s.State == "scheduled" })
+	var audit struct {
+		Entries []struct {
+			Who, Via, Action, Target string
+			OK                       bool
+		}
+	}
+	if err := json.Unmarshal([]byte(lcCLI(ctx, t, f, "audit", "--json", "--limit", "200")), &audit); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range audit.Entries {
+		if e.Via == "dashboard" && e.Target == "beat" {
+			seen[fmt.Sprintf("%s %s %v", e.Who, e.Action, e.OK)] = true
+		}
+	}
+	for _, want := range []string{"op disable true", "op enable true", "viewer disable false"} {
+		if !seen[want] {
+			t.Errorf("the audit log lacks %q: %v", want, seen)
+		}
 	}
 
 	// The worker-served dashboard answers beside /healthz.

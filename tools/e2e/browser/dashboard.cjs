@@ -21,22 +21,49 @@ const steps = [];
 const fail = (msg) => failures.push(msg);
 const step = (msg) => steps.push(msg);
 
-async function main() {
+// browse runs f in a fresh Chromium signed in with credentials (basic
+// auth; none when undefined).
+async function browse(credentials, f) {
   const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "leasecron-chromium-"));
   const ctx = await chromium.launchPersistentContext(userDir, {
     executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
     headless: true,
     viewport: { width: 1280, height: 860 },
     colorScheme: plan.colorScheme || "light",
+    httpCredentials: credentials,
     args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
       "--disable-background-networking", "--disable-component-update", "--disable-sync"],
   });
   try {
-    await run(ctx);
+    await f(ctx);
   } finally {
     await ctx.close();
     fs.rmSync(userDir, { recursive: true, force: true });
   }
+}
+
+async function main() {
+  await browse(plan.operator, run);
+  if (plan.viewer) await browse(plan.viewer, viewer);
+}
+
+// viewer checks what a viewer gets: every page, no action, every POST
+// refused.
+async function viewer(ctx) {
+  const page = await ctx.newPage();
+  page.setDefaultTimeout(20000);
+  for (const p of ["/", "/tasks", "/tasks/" + encodeURIComponent(plan.series), "/recurring", "/deadletters", "/blackboard", "/audit"]) {
+    const resp = await page.goto(base + p);
+    if (!resp || resp.status() !== 200) { fail(`viewer GET ${p}: status ${resp && resp.status()}`); continue; }
+    const forms = await page.locator('main form[method="post"]').count();
+    if (forms !== 0) fail(`viewer GET ${p}: ${forms} action form(s) shown`);
+    if ((await page.locator("#user").textContent()) !== plan.viewer.username) fail(`viewer GET ${p}: the footer does not name the viewer`);
+  }
+  step("viewer: every page without an action");
+  const resp = await page.request.post(base + "/tasks/" + encodeURIComponent(plan.series) + "/disable", { form: { back: "/" }, maxRedirects: 0 });
+  const body = await resp.text();
+  if (resp.status() !== 403 || !body.includes("viewers cannot act")) fail(`viewer POST answered ${resp.status()}: ${body}`);
+  step("viewer POST refused: " + resp.status());
 }
 
 async function run(ctx) {
@@ -149,6 +176,33 @@ async function run(ctx) {
   await flash(plan.keyRunNow + " will run");
   await page.locator(`#keys-table tr[data-key="${plan.keyRemove}"]`).getByRole("button", { name: "Remove" }).click();
   await flash("removed " + plan.keyRemove);
+
+  // Recurring: disable a series, then enable it again.
+  const series = () => page.locator(`#series-table tr[data-id="${plan.series}"]`);
+  await page.goto(base + "/recurring");
+  await series().getByRole("button", { name: "Disable" }).click();
+  await flash(plan.series + " disabled");
+  if (await series().locator(".disabled").count() !== 1) fail("the disabled series does not show as disabled");
+  if (plan.screenshots) {
+    await page.screenshot({ path: path.join(plan.screenshots, "recurring-disabled.png") });
+    step("screenshot recurring-disabled.png");
+  }
+  await series().getByRole("button", { name: "Enable" }).click();
+  await flash(plan.series + " enabled");
+
+  // Audit: every action above, by the signed-in operator.
+  await page.goto(base + "/audit");
+  for (const action of ["schedule", "reschedule", "run-now", "cancel", "requeue", "purge", "disable", "enable"]) {
+    const rows = page.locator("#audit-table tbody tr").filter({ has: page.locator("td.action", { hasText: new RegExp("^" + action + "$") }) });
+    if (await rows.count() < 1) { fail(`the audit page lists no ${action}`); continue; }
+    const who = (await rows.first().locator("td.who").textContent()).trim();
+    if (plan.operator && who !== plan.operator.username) fail(`the audit page names ${who} for ${action}, want ${plan.operator.username}`);
+  }
+  if (plan.screenshots) {
+    await page.screenshot({ path: path.join(plan.screenshots, "audit.png") });
+    step("screenshot audit.png");
+  }
+  step("audit lists the actions");
 
   // Live refresh: the overview's figures update without a reload.
   await page.goto(base + "/");
