@@ -181,6 +181,10 @@ func (s clientSource) Cancel(ctx context.Context, id string) (string, error) {
 	return "cancelled " + res.ID + " (already queued: the worker that receives it acknowledges it without running)", nil
 }
 
+func (s clientSource) Search(ctx context.Context, q leasecron.SearchQuery) (leasecron.SearchResult, error) {
+	return s.c.Search(ctx, q)
+}
+
 func (s clientSource) Audit(ctx context.Context, e leasecron.AuditEntry) error {
 	return s.c.Audit(ctx, e)
 }

@@ -82,6 +82,7 @@ func TestEveryPageRendersItsIDsAndJSONTwin(t *testing.T) {
 		{"/blackboard", []string{"keys-table"}, "keys"},
 		{"/fleet", []string{"leader", "instances-table", "slots-table", "shards-summary", "shards-table", "members-table"}, "shards"},
 		{"/audit", []string{"audit-table"}, "entries"},
+		{"/search?q=type:mail+state:dead", []string{"search-table", "search-box"}, "runs"},
 	} {
 		t.Run(c.path, func(t *testing.T) {
 			resp, body := fetch(t, cl, "GET", srv.URL+c.path, nil, nil)
@@ -584,5 +585,27 @@ func TestRolesViewersSeeOperatorsAct(t *testing.T) {
 				t.Errorf("audit %+v, want one entry by %s (refused %v)", src.audit, c.who, c.refused)
 			}
 		})
+	}
+}
+
+// The search box: an id alone goes straight to its task, tokens list the
+// matching runs, and a bad token is a 400 naming it.
+func TestSearch(t *testing.T) {
+	_, _, srv, cl := newTest(t, Options{})
+	resp, _ := fetch(t, cl, "GET", srv.URL+"/search?q=done-1", nil, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/tasks/done-1" {
+		t.Errorf("an id alone: %d to %q, want 303 to /tasks/done-1", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	_, body := fetch(t, cl, "GET", srv.URL+"/search?q="+url.QueryEscape("type:mail state:dead"), nil, nil)
+	if !strings.Contains(body, `data-id="bad-1"`) || strings.Contains(body, `data-id="done-1"`) {
+		t.Errorf("type:mail state:dead does not list exactly bad-1:\n%s", body)
+	}
+	_, body = fetch(t, cl, "GET", srv.URL+"/search?q="+url.QueryEscape("id:done*"), nil, nil)
+	if !strings.Contains(body, `data-id="done-1"`) || strings.Contains(body, `data-id="bad-1"`) {
+		t.Errorf("id:done* does not list exactly done-1")
+	}
+	resp, body = fetch(t, cl, "GET", srv.URL+"/api/search?q="+url.QueryEscape("colour:red"), nil, nil)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "colour") {
+		t.Errorf("a bad token: %d %s", resp.StatusCode, body)
 	}
 }

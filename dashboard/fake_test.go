@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,6 +66,21 @@ func (f *fakeSource) did(a string) {
 	f.mu.Lock()
 	f.actions = append(f.actions, a)
 	f.mu.Unlock()
+}
+
+// Search matches the fake's runs by id prefix, type and state.
+func (f *fakeSource) Search(ctx context.Context, q leasecron.SearchQuery) (leasecron.SearchResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["search"]++
+	var res leasecron.SearchResult
+	for _, r := range f.runs {
+		if q.IDPrefix && !strings.HasPrefix(r.ID, q.ID) || q.Run.Type != "" && r.Type != q.Run.Type || q.Run.State != "" && r.State != q.Run.State {
+			continue
+		}
+		res.Runs = append(res.Runs, r)
+	}
+	return res, nil
 }
 
 // Audit keeps e, newest first; it is not an action of its own.

@@ -44,6 +44,7 @@ func (s *Server) pages() []pageDef {
 		{"/blackboard", "blackboard", "Blackboard", s.loadBlackboard},
 		{"/fleet", "fleet", "Fleet", s.loadFleet},
 		{"/audit", "audit", "Audit log", s.loadAudit},
+		{"/search", "search", "Search", s.loadSearch},
 	}
 }
 
@@ -52,8 +53,11 @@ func (s *Server) routes() *http.ServeMux {
 	m.Handle("GET /static/", s.static)
 	for _, p := range s.pages() {
 		h := s.servePage(p)
-		if p.tmpl == "tasks" {
+		switch p.tmpl {
+		case "tasks":
 			h = findTask(h)
+		case "search":
+			h = s.searchExact(h)
 		}
 		m.HandleFunc("GET "+p.path, h)
 		api := "/api" + p.path
@@ -89,6 +93,7 @@ type pageData struct {
 	CSRF     string
 	ReadOnly bool   // the viewer cannot act: no action is shown
 	User     string // who signed in
+	Query    string // the search box's text
 	Flash    *flash
 	Refresh  int
 	Version  string
@@ -100,7 +105,8 @@ type pageData struct {
 // (and its cookie) come first: headers go before the body.
 func (s *Server) newPageData(w http.ResponseWriter, r *http.Request, title, active string) pageData {
 	return pageData{Title: title, Active: active, Now: s.o.Clock.Now(), CSRF: s.csrf.token(w, r), ReadOnly: !s.canAct(r), User: identityOf(r).who,
-		Flash: s.csrf.takeFlash(w, r), Refresh: int(s.o.Refresh / time.Second), Version: s.o.Version, Here: r.URL.RequestURI()}
+		Flash: s.csrf.takeFlash(w, r), Refresh: int(s.o.Refresh / time.Second), Version: s.o.Version, Here: r.URL.RequestURI(),
+		Query: r.URL.Query().Get("q")}
 }
 
 // serveError answers a page or API request with status and msg.
@@ -436,6 +442,40 @@ func (s *Server) loadBlackboard(ctx context.Context, r *http.Request) (any, erro
 		v := &BlackboardView{Keys: []KeyView{}}
 		for _, e := range es {
 			v.Keys = append(v.Keys, KeyViewOf(e, now))
+		}
+		return v, nil
+	})
+}
+
+// searchExact sends a search for one exact id to the task's own page.
+func (s *Server) searchExact(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if q, err := leasecron.ParseSearch(r.URL.Query().Get("q"), s.o.Clock.Now()); err == nil && q.ID != "" && !q.IDPrefix {
+			http.Redirect(w, r, "/tasks/"+url.PathEscape(q.ID), http.StatusSeeOther)
+			return
+		}
+		next(w, r)
+	}
+}
+
+func (s *Server) loadSearch(ctx context.Context, r *http.Request) (any, error) {
+	text, cont := strings.TrimSpace(r.URL.Query().Get("q")), r.URL.Query().Get("continue")
+	q, err := leasecron.ParseSearch(text, s.o.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	q.Run.Limit, q.Run.Continue = PageSize, cont
+	return cached(ctx, s, "search\n"+text+"\n"+cont, func(ctx context.Context) (*SearchView, error) {
+		res, err := s.src.Search(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		v := &SearchView{Q: text, Runs: []RunView{}, Continue: res.Continue, Cursor: cont}
+		if res.Exact != nil && res.Exact.Run != nil {
+			v.Runs = append(v.Runs, RunViewOf(*res.Exact.Run))
+		}
+		for _, r := range res.Runs {
+			v.Runs = append(v.Runs, RunViewOf(r))
 		}
 		return v, nil
 	})

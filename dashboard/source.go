@@ -52,6 +52,8 @@ type Source interface {
 	// disable`); Enable runs it again (`leasecron enable`).
 	Disable(ctx context.Context, id string) (schedule.Item, error)
 	Enable(ctx context.Context, id string) (schedule.Item, error)
+	// Search answers a parsed search (leasecron.Client.Search).
+	Search(ctx context.Context, q leasecron.SearchQuery) (leasecron.SearchResult, error)
 	// Audit records an action in the audit log; AuditLog reads a page of
 	// it (leasecron.Client.Audit, AuditLog).
 	Audit(ctx context.Context, e leasecron.AuditEntry) error

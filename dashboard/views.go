@@ -272,6 +272,15 @@ type InstanceView struct {
 	Counts Counts `json:"counters"`
 }
 
+// SearchView is GET /search?q=… and /api/search: the runs (pending tasks
+// as scheduled) that match the search, newest first.
+type SearchView struct {
+	Q        string    `json:"q"`
+	Runs     []RunView `json:"runs"`
+	Continue string    `json:"continue,omitempty"`
+	Cursor   string    `json:"-"`
+}
+
 // AuditView is GET /audit and /api/audit: the audit log, newest first.
 type AuditView struct {
 	Entries  []leasecron.AuditEntry `json:"entries"`

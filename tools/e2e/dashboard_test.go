@@ -169,8 +169,8 @@ func TestDashboardInChromium(t *testing.T) {
 		"runNow":     "ui-runnow", "cancel": "ui-cancel",
 		"requeue": "flaky-1", "diesAgain": "dies-1",
 		"keyRunNow": "city", "keyRemove": "gone", "series": "beat",
-		"operator": map[string]string{"username": "op", "password": "op-secret"},
-		"viewer":   map[string]string{"username": "viewer", "password": "viewer-secret"},
+		"operator":    map[string]string{"username": "op", "password": "op-secret"},
+		"viewer":      map[string]string{"username": "viewer", "password": "viewer-secret"},
 		"refreshWait": 30000,
 	})
 	for _, fl := range res.Failures {
