@@ -169,6 +169,8 @@ func TestDashboardInChromium(t *testing.T) {
 		"runNow":     "ui-runnow", "cancel": "ui-cancel",
 		"requeue": "flaky-1", "diesAgain": "dies-1",
 		"keyRunNow": "city", "keyRemove": "gone", "series": "beat",
+		"searches": [][]string{{"id:ui-res*", "ui-resched"}, {"type:rec state:scheduled", "csrf-keep"}, {"state:succeeded", "done-1"},
+			{"series:beat state:scheduled", "beat"}, {"type:rec since:1h", "done-1"}},
 		"operator":    map[string]string{"username": "op", "password": "op-secret"},
 		"viewer":      map[string]string{"username": "viewer", "password": "viewer-secret"},
 		"refreshWait": 30000,

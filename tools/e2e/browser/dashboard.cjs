@@ -204,6 +204,22 @@ async function run(ctx) {
   }
   step("audit lists the actions");
 
+  // Search from the header's box: an id alone opens its task; each token
+  // lists what it should.
+  const search = async (q) => {
+    const box = page.locator('#search-box input[name="q"]');
+    await box.fill(q);
+    await Promise.all([page.waitForNavigation(), box.press("Enter")]);
+  };
+  await page.goto(base + "/");
+  await search(plan.xssTask);
+  if (!page.url().endsWith("/tasks/" + plan.xssTask)) fail(`searching ${plan.xssTask} landed on ${page.url()}`);
+  for (const [q, id] of plan.searches || []) {
+    await search(q);
+    if (await page.locator(`#search-table tr[data-id="${id}"]`).count() < 1) fail(`search ${JSON.stringify(q)} does not list ${id}`);
+    else step(`search ${q}: ${id} listed`);
+  }
+
   // Live refresh: the overview's figures update without a reload.
   await page.goto(base + "/");
   const before = await page.locator("#updated").textContent();
