@@ -23,46 +23,16 @@ type action func(ctx context.Context, r *http.Request) (string, error)
 
 func (s *Server) actionRoutes(m *http.ServeMux) {
 	m.Handle("POST /tasks", s.action("schedule", s.doSchedule))
-	m.Handle("POST /tasks/{id}/cancel", s.action("cancel", func(ctx context.Context, r *http.Request) (string, error) {
-		id, err := pathID(r, "id")
-		if err != nil {
-			return "", err
-		}
-		return s.src.Cancel(ctx, id)
-	}))
-	m.Handle("POST /tasks/{id}/run-now", s.action("run-now", func(ctx context.Context, r *http.Request) (string, error) {
-		id, err := pathID(r, "id")
-		if err != nil {
-			return "", err
-		}
-		it, err := s.src.RunNow(ctx, id)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("%s is due now (%s)", it.ID, it.Due.UTC().Format("15:04:05Z")), nil
-	}))
-	m.Handle("POST /tasks/{id}/disable", s.action("disable", func(ctx context.Context, r *http.Request) (string, error) {
-		id, err := pathID(r, "id")
-		if err != nil {
-			return "", err
-		}
-		it, err := s.src.Disable(ctx, id)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("%s disabled: no occurrence runs until it is enabled", it.ID), nil
-	}))
-	m.Handle("POST /tasks/{id}/enable", s.action("enable", func(ctx context.Context, r *http.Request) (string, error) {
-		id, err := pathID(r, "id")
-		if err != nil {
-			return "", err
-		}
-		it, err := s.src.Enable(ctx, id)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("%s enabled: next occurrence %s", it.ID, it.Due.UTC().Format("2006-01-02 15:04:05Z")), nil
-	}))
+	m.Handle("POST /tasks/{id}/cancel", s.action("cancel", onID("id", s.src.Cancel)))
+	m.Handle("POST /tasks/{id}/run-now", s.action("run-now", onID("id", saying(s.src.RunNow, func(it schedule.Item) string {
+		return fmt.Sprintf("%s is due now (%s)", it.ID, it.Due.UTC().Format("15:04:05Z"))
+	}))))
+	m.Handle("POST /tasks/{id}/disable", s.action("disable", onID("id", saying(s.src.Disable, func(it schedule.Item) string {
+		return fmt.Sprintf("%s disabled: no occurrence runs until it is enabled", it.ID)
+	}))))
+	m.Handle("POST /tasks/{id}/enable", s.action("enable", onID("id", saying(s.src.Enable, func(it schedule.Item) string {
+		return fmt.Sprintf("%s enabled: next occurrence %s", it.ID, it.Due.UTC().Format("2006-01-02 15:04:05Z"))
+	}))))
 	m.Handle("POST /tasks/{id}/reschedule", s.action("reschedule", func(ctx context.Context, r *http.Request) (string, error) {
 		at, in := strings.TrimSpace(r.PostFormValue("at")), strings.TrimSpace(r.PostFormValue("in"))
 		if at == "" && in == "" {
@@ -72,26 +42,14 @@ func (s *Server) actionRoutes(m *http.ServeMux) {
 		if err != nil {
 			return "", badRequest{err}
 		}
-		id, err := pathID(r, "id")
-		if err != nil {
-			return "", err
-		}
-		it, err := s.src.Reschedule(ctx, id, due)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("%s now due %s", it.ID, it.Due.UTC().Format("2006-01-02 15:04:05Z")), nil
+		return onID("id", saying(func(ctx context.Context, id string) (schedule.Item, error) { return s.src.Reschedule(ctx, id, due) },
+			func(it schedule.Item) string {
+				return fmt.Sprintf("%s now due %s", it.ID, it.Due.UTC().Format("2006-01-02 15:04:05Z"))
+			}))(ctx, r)
 	}))
-	m.Handle("POST /deadletters/{id}/requeue", s.action("requeue", func(ctx context.Context, r *http.Request) (string, error) {
-		id, err := pathID(r, "id")
-		if err != nil {
-			return "", err
-		}
-		if err := s.src.Requeue(ctx, id); err != nil {
-			return "", err
-		}
-		return "requeued " + id, nil
-	}))
+	m.Handle("POST /deadletters/{id}/requeue", s.action("requeue", onID("id", func(ctx context.Context, id string) (string, error) {
+		return "requeued " + id, s.src.Requeue(ctx, id)
+	})))
 	m.Handle("POST /deadletters/requeue-all", s.action("requeue-all", func(ctx context.Context, r *http.Request) (string, error) {
 		n, err := s.src.RequeueAll(ctx)
 		return fmt.Sprintf("requeued %d dead letter(s)", n), err
@@ -100,26 +58,36 @@ func (s *Server) actionRoutes(m *http.ServeMux) {
 		n, err := s.src.Purge(ctx)
 		return fmt.Sprintf("purged %d dead letter(s)", n), err
 	}))
-	m.Handle("POST /blackboard/{key}/run-now", s.action("blackboard run-now", func(ctx context.Context, r *http.Request) (string, error) {
-		key, err := pathID(r, "key")
+	m.Handle("POST /blackboard/{key}/run-now", s.action("blackboard run-now", onID("key", func(ctx context.Context, key string) (string, error) {
+		return key + " will run at the next cycle", s.src.RunKeyNow(ctx, key)
+	})))
+	m.Handle("POST /blackboard/{key}/remove", s.action("blackboard remove", onID("key", func(ctx context.Context, key string) (string, error) {
+		return "removed " + key, s.src.RemoveKey(ctx, key)
+	})))
+}
+
+// onID is an action on the task, dead letter or key the path segment seg
+// names (refused, naming it, when it cannot be an id).
+func onID(seg string, do func(ctx context.Context, id string) (string, error)) action {
+	return func(ctx context.Context, r *http.Request) (string, error) {
+		id, err := pathID(r, seg)
 		if err != nil {
 			return "", err
 		}
-		if err := s.src.RunKeyNow(ctx, key); err != nil {
-			return "", err
-		}
-		return key + " will run at the next cycle", nil
-	}))
-	m.Handle("POST /blackboard/{key}/remove", s.action("blackboard remove", func(ctx context.Context, r *http.Request) (string, error) {
-		key, err := pathID(r, "key")
+		return do(ctx, id)
+	}
+}
+
+// saying turns a change that returns the task into one that says what
+// became of it.
+func saying(call func(ctx context.Context, id string) (schedule.Item, error), say func(schedule.Item) string) func(ctx context.Context, id string) (string, error) {
+	return func(ctx context.Context, id string) (string, error) {
+		it, err := call(ctx, id)
 		if err != nil {
 			return "", err
 		}
-		if err := s.src.RemoveKey(ctx, key); err != nil {
-			return "", err
-		}
-		return "removed " + key, nil
-	}))
+		return say(it), nil
+	}
 }
 
 // action wraps a state change: read-only mode, cross-origin protection

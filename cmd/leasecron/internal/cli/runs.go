@@ -71,14 +71,7 @@ func (a *app) runsCmd() *cobra.Command {
 				}
 			}
 			if asJSON {
-				out := struct {
-					Runs []dashboard.RunView `json:"runs"`
-					Next string              `json:"next,omitempty"`
-				}{Runs: []dashboard.RunView{}, Next: q.Continue}
-				for _, r := range rs {
-					out.Runs = append(out.Runs, runJSON(r))
-				}
-				return a.printJSON(out)
+				return a.printRunsJSON(rs, q.Continue)
 			}
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTATE\tTYPE\tDUE\tATTEMPTS\tWORKER\tFINISHED\tPROGRESS\tLAST ERROR")
@@ -108,6 +101,19 @@ func (a *app) runsCmd() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	c.AddCommand(a.runsCleanCmd(), a.runsCheckCmd())
 	return c
+}
+
+// printRunsJSON prints a page of runs as `runs --json` does, with the
+// token of the next page.
+func (a *app) printRunsJSON(rs []leasecron.Run, next string) error {
+	out := struct {
+		Runs []dashboard.RunView `json:"runs"`
+		Next string              `json:"next,omitempty"`
+	}{Runs: []dashboard.RunView{}, Next: next}
+	for _, r := range rs {
+		out.Runs = append(out.Runs, runJSON(r))
+	}
+	return a.printJSON(out)
 }
 
 // repeatFlags renders the filters of cmd for the "more:" hint, so the

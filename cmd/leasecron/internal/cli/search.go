@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/dashboard"
 )
 
 func init() {
@@ -65,14 +64,7 @@ func (a *app) searchCmd() *cobra.Command {
 				return nil
 			}
 			if asJSON {
-				out := struct {
-					Runs []dashboard.RunView `json:"runs"`
-					Next string              `json:"next,omitempty"`
-				}{Runs: []dashboard.RunView{}, Next: res.Continue}
-				for _, r := range runs {
-					out.Runs = append(out.Runs, runJSON(r))
-				}
-				return a.printJSON(out)
+				return a.printRunsJSON(runs, res.Continue)
 			}
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTATE\tTYPE\tDUE\tATTEMPTS\tWORKER")
