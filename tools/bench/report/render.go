@@ -1360,8 +1360,15 @@ func shardsSection(d *doc, sh *results.Shards) {
 			fmt.Sprintf("%.1f", c.Seconds), fmt.Sprintf("%.1f", c.PerSecond), ratio, fmt.Sprintf("%d (queue %d, partition %d)", c.Refused, c.QueueRefused, c.PartitionRefused)})
 	}
 	d.table([]string{"Design", "Shards", "Queues", "Instances", "Tasks", "Seconds", "Tasks/s", "vs 1 instance", "Refused 503"}, rows)
-	d.para("A task costs about three message requests on its queue (the enqueue, its share of a dequeue, the delete), so one queue at %.0f requests/s carries about %.0f tasks/s: the single-lease layout flattens there, however many instances drain it, and is refused more the harder they press. Sharded, each queue and partition carries a quarter or an eighth of the load, so the instances' own capacity is what grows; it flattens where the run records' four partitions (about seven entity operations per task: %.0f tasks/s at this target) or the queues (%.0f tasks/s) run out.",
-		sh.QueueRate, sh.QueueRate/3, 4*sh.PartitionRate/7, 4*sh.QueueRate/3)
+	shards, queues := 0, 0
+	for _, c := range sh.Cases {
+		if c.Design == "sharded" {
+			shards, queues = max(shards, c.Shards), max(queues, c.Queues)
+		}
+	}
+	parts := max(4, shards) // the run records spread over max(4, the largest shard count)
+	d.para("A task costs about three message requests on its queue (the enqueue, its share of a dequeue, the delete), so one queue at %.0f requests/s carries about %.0f tasks/s: the single-lease layout flattens there, however many instances drain it, and is refused more the harder they press. Sharded, each queue and partition carries a share of the load, so the instances' own capacity is what grows; it flattens where the %d queues (%.0f tasks/s) or the run records' %d partitions (they grow with the shard count; about seven entity operations per task: %.0f tasks/s at this target) run out.",
+		sh.QueueRate, sh.QueueRate/3, queues, float64(queues)*sh.QueueRate/3, parts, float64(parts)*sh.PartitionRate/7)
 }
 
 func thousands(n int) string {
