@@ -64,7 +64,7 @@ func (c *Client) Instances(ctx context.Context) ([]Instance, error) {
 	now := c.o.Clock.Now()
 	for _, p := range present {
 		in := get(p.ID)
-		in.Version, in.Started, in.Seen, in.Present = p.Version, p.Started, p.Seen, p.Present(now, presence.DefaultEvery)
+		in.Version, in.Started, in.Seen, in.Present = p.Version, p.Started, p.Seen, p.Present(now)
 	}
 	if c.runs != nil {
 		rows, err := c.runs.ListCounters(ctx)

@@ -373,9 +373,6 @@ func (s *Server) loadRecurring(ctx context.Context, r *http.Request) (any, error
 		g.SetLimit(SeriesReadsAtOnce)
 		for i, it := range p.Items {
 			v.Series[i] = SeriesView{ItemView: itemView(it, 120), Recent: []RunView{}, Next: upcoming(it)}
-			if !it.Disabled.IsZero() {
-				v.Series[i].Next = []string{} // nothing runs until it is enabled
-			}
 			g.Go(func() error {
 				recent, err := s.src.Recent(gctx, it.ID, RecentPerSeries)
 				if err != nil {

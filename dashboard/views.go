@@ -171,8 +171,12 @@ type SeriesView struct {
 // UpcomingPerSeries is how many next occurrences /recurring shows.
 const UpcomingPerSeries = 5
 
-// upcoming formats a series' next occurrences in its zone.
+// upcoming formats a series' next occurrences in its zone (none while
+// it is disabled).
 func upcoming(it schedule.Item) []string {
+	if !it.Disabled.IsZero() {
+		return []string{} // nothing runs until it is enabled
+	}
 	ts, _ := schedule.Upcoming(it.Recurrence, it.TZ, it.Due, UpcomingPerSeries)
 	out := make([]string, len(ts))
 	for i, t := range ts {

@@ -55,10 +55,10 @@ type Instance struct {
 }
 
 // Present reports whether the instance wrote its blob within two periods
-// of every before now: a stopped worker deletes its blob, a killed one
-// is absent after that.
-func (i Instance) Present(now time.Time, every time.Duration) bool {
-	return now.Sub(i.Seen) < 2*every+time.Minute
+// (DefaultEvery) and a minute before now: a stopped worker deletes its
+// blob, a killed one is absent after that.
+func (i Instance) Present(now time.Time) bool {
+	return now.Sub(i.Seen) < 2*DefaultEvery+time.Minute
 }
 
 // Announcer keeps one instance's presence blob.
@@ -67,20 +67,15 @@ type Announcer struct {
 	Name     string // the blob's name under Prefix (shard.MemberName of the id)
 	Instance string
 	Version  string
-	// Every is how often the blob is written again. Default DefaultEvery.
-	Every  time.Duration
-	Clock  clock.Clock
-	Logger *slog.Logger
+	Clock    clock.Clock
+	Logger   *slog.Logger
 }
 
-// Run writes the blob now and every Every until ctx ends, then deletes it.
+// Run writes the blob now and every DefaultEvery until ctx ends, then
+// deletes it.
 // A write that fails is logged and tried again at the next period (or
 // after a few seconds for the first one); Run returns nil when ctx ends.
 func (a *Announcer) Run(ctx context.Context) error {
-	every := a.Every
-	if every <= 0 {
-		every = DefaultEvery
-	}
 	clk := clock.OrReal(a.Clock)
 	log := a.Logger
 	if log == nil {
@@ -112,9 +107,9 @@ func (a *Announcer) Run(ctx context.Context) error {
 			}
 			log.Warn("writing this instance's presence failed; trying again", "err", err)
 		}
-		wait := every
+		wait := DefaultEvery
 		if !written {
-			wait = min(every, 5*time.Second)
+			wait = 5 * time.Second
 		}
 		if clock.Sleep(ctx, clk, wait) != nil {
 			break

@@ -49,7 +49,7 @@ func TestPresenceFromStartToStop(t *testing.T) {
 	}
 	for i, want := range []struct{ id, version string }{{"a@host", "v1"}, {"b@host", "v2"}} {
 		in := got[i]
-		if in.ID != want.id || in.Version != want.version || in.Started.IsZero() || !in.Present(time.Now(), DefaultEvery) {
+		if in.ID != want.id || in.Version != want.version || in.Started.IsZero() || !in.Present(time.Now()) {
 			t.Errorf("instance %d: %+v, want %s %s started and present", i, in, want.id, want.version)
 		}
 	}
@@ -62,7 +62,7 @@ func TestPresenceFromStartToStop(t *testing.T) {
 		t.Fatalf("after both stopped: %+v, %v", got, err)
 	}
 	old := Instance{Seen: time.Now().Add(-12 * time.Minute)}
-	if old.Present(time.Now(), DefaultEvery) {
+	if old.Present(time.Now()) {
 		t.Error("a presence last written 12 minutes ago (every 5 min) still counts as present")
 	}
 }

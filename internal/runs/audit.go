@@ -103,18 +103,9 @@ func (s *Store) AuditLog(ctx context.Context, since time.Time, limit int, cont s
 
 // cleanAudit deletes the audit days older than cutoff's.
 func (s *Store) cleanAudit(ctx context.Context, cutoff time.Time) (int, error) {
-	q := table.Query{PartitionFrom: auditPartition(cutoff) + "~", PartitionTo: auditEnd, Select: []string{"At"}}
-	var old []table.Entity
-	for {
-		p, err := s.t.Query(ctx, q)
-		if err != nil {
-			return 0, fmt.Errorf("runs: clean audit log: %w", err)
-		}
-		old = append(old, p.Entities...)
-		if p.Continuation == "" {
-			break
-		}
-		q.Continuation = p.Continuation
+	old, err := table.All(ctx, s.t, table.Query{PartitionFrom: auditPartition(cutoff) + "~", PartitionTo: auditEnd, Select: []string{"At"}}, 0)
+	if err != nil {
+		return 0, fmt.Errorf("runs: clean audit log: %w", err)
 	}
 	return s.deleteRows(ctx, old), nil
 }

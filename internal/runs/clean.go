@@ -191,22 +191,15 @@ func (s *Store) cleanSummaries(ctx context.Context, pk string, now time.Time) (i
 // cleanCounters deletes the per-minute counters rows of minutes before
 // cutoff.
 func (s *Store) cleanCounters(ctx context.Context, cutoff time.Time) (int, error) {
-	q := table.Query{PartitionFrom: minutePrefix, PartitionTo: minutePartition(cutoff), Select: []string{"Minute"}}
+	rows, err := table.All(ctx, s.t, table.Query{PartitionFrom: minutePrefix, PartitionTo: minutePartition(cutoff), Select: []string{"Minute"}}, 0)
+	if err != nil {
+		return 0, fmt.Errorf("runs: clean counters: %w", err)
+	}
 	var old []table.Entity
-	for {
-		p, err := s.t.Query(ctx, q)
-		if err != nil {
-			return 0, fmt.Errorf("runs: clean counters: %w", err)
+	for _, rw := range rows {
+		if t := rw.Props.Time("Minute"); !t.IsZero() && t.Before(cutoff) {
+			old = append(old, rw)
 		}
-		for _, rw := range p.Entities {
-			if t := rw.Props.Time("Minute"); !t.IsZero() && t.Before(cutoff) {
-				old = append(old, rw)
-			}
-		}
-		if p.Continuation == "" {
-			break
-		}
-		q.Continuation = p.Continuation
 	}
 	return s.deleteRows(ctx, old), nil
 }

@@ -381,7 +381,7 @@ func (a *app) statusCmd() *cobra.Command {
 				out := map[string]any{"id": st.ID, "state": st.State()}
 				if st.Pending != nil {
 					out["pending"] = itemJSON(*st.Pending)
-					if next := upcoming(*st.Pending); len(next) > 0 && st.Pending.Disabled.IsZero() {
+					if next := upcoming(*st.Pending); len(next) > 0 {
 						var ts []string
 						for _, t := range next {
 							ts = append(ts, t.Format(time.RFC3339))
@@ -404,9 +404,6 @@ func (a *app) statusCmd() *cobra.Command {
 				if p.Recurrence != "" {
 					fmt.Fprintf(tw, "recurrence\t%s %s\n", p.Recurrence, p.TZ)
 					for i, t := range upcoming(*p) {
-						if !p.Disabled.IsZero() {
-							break
-						}
 						label := ""
 						if i == 0 {
 							label = "next"
@@ -454,8 +451,12 @@ func runJSON(r leasecron.Run) dashboard.RunView { return dashboard.RunViewOf(r) 
 // upcomingShown is how many next occurrences status shows for a series.
 const upcomingShown = dashboard.UpcomingPerSeries
 
-// upcoming returns a series' next occurrences in its own zone.
+// upcoming returns a series' next occurrences in its own zone (none
+// while it is disabled).
 func upcoming(it leasecron.Item) []time.Time {
+	if !it.Disabled.IsZero() {
+		return nil // nothing runs until it is enabled
+	}
 	ts, _ := schedule.Upcoming(it.Recurrence, it.TZ, it.Due, upcomingShown)
 	return ts
 }
