@@ -117,8 +117,8 @@ func (a *app) auditCmd() *cobra.Command {
 			if since < 0 {
 				return usagef("--since %s: want a positive duration (entries within it)", since)
 			}
-			if limit < 1 || limit > 1000 {
-				return usagef("--limit %d: want 1..1000", limit)
+			if err := checkLimit(limit); err != nil {
+				return err
 			}
 			cl, err := a.client()
 			if err != nil {

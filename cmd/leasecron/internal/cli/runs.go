@@ -48,8 +48,8 @@ func (a *app) runsCmd() *cobra.Command {
 			if since > 0 {
 				q.Since = time.Now().Add(-since)
 			}
-			if limit < 1 || limit > 1000 {
-				return usagef("--limit %d: want 1..1000", limit)
+			if err := checkLimit(limit); err != nil {
+				return err
 			}
 			cl, err := a.client()
 			if err != nil {
@@ -101,6 +101,15 @@ func (a *app) runsCmd() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	c.AddCommand(a.runsCleanCmd(), a.runsCheckCmd())
 	return c
+}
+
+// checkLimit refuses a --limit outside the page sizes the paged listings
+// (runs, search, audit) accept.
+func checkLimit(limit int) error {
+	if limit < 1 || limit > 1000 {
+		return usagef("--limit %d: want 1..1000", limit)
+	}
+	return nil
 }
 
 // printRunsJSON prints a page of runs as `runs --json` does, with the

@@ -29,8 +29,8 @@ func (a *app) searchCmd() *cobra.Command {
 			"costs one query per schedule shard and per run partition.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if limit < 1 || limit > 1000 {
-				return usagef("--limit %d: want 1..1000", limit)
+			if err := checkLimit(limit); err != nil {
+				return err
 			}
 			q, err := leasecron.ParseSearch(strings.Join(args, " "), time.Now())
 			if err != nil {
