@@ -186,7 +186,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, status int, f fl
 		return
 	}
 	s.csrf.setFlash(w, f)
-	http.Redirect(w, r, backTo(r), http.StatusSeeOther)
+	s.redirect(w, r, backTo(r))
 }
 
 // backTo is the local page a form names in its "back" field ("/" when it

@@ -94,6 +94,11 @@ type Options struct {
 	Clock leasecrontype.Clock
 	// Logger receives action and error logs. Default slog.Default().
 	Logger *slog.Logger
+	// BasePath serves the dashboard under a path prefix, such as
+	// "/leasecron" behind a reverse proxy that forwards /leasecron/... as
+	// is (dashboard.base_path): every page, API route, action and link is
+	// under it, and a request outside it gets 404. Default "" (the root).
+	BasePath string
 	// OnListen, when set, is called by Serve with the address it listens
 	// on (useful with port 0).
 	OnListen func(addr net.Addr)
@@ -102,6 +107,7 @@ type Options struct {
 // WithDefaults returns o with every zero field set to its default.
 func (o Options) WithDefaults() Options {
 	o.Refresh = cmp.Or(o.Refresh, DefaultRefresh)
+	o.BasePath = strings.TrimRight(o.BasePath, "/")
 	o.CacheTTL = cmp.Or(o.CacheTTL, DefaultCacheTTL)
 	o.OperatorRole = cmp.Or(o.OperatorRole, DefaultOperatorRole)
 	o.Clock = clock.OrReal(o.Clock)
@@ -111,6 +117,7 @@ func (o Options) WithDefaults() Options {
 
 func (o Options) validate() error {
 	return opt.First(
+		checkBasePath(o.BasePath),
 		opt.AtLeast(ErrInvalidOptions, "dashboard.Options.Refresh", o.Refresh, DefaultRefresh, time.Second),
 		opt.Positive(ErrInvalidOptions, "dashboard.Options.CacheTTL", o.CacheTTL, DefaultCacheTTL),
 	)
@@ -197,7 +204,7 @@ func newServer(src Source, o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{src: src, o: o, auth: auth, viewers: viewers, csrf: &csrfKey{key: key}, cache: newCache(o.Clock, o.CacheTTL), log: o.Logger}
-	if s.tmpl, err = parseTemplates(); err != nil {
+	if s.tmpl, err = parseTemplates(o.BasePath); err != nil {
 		return nil, err
 	}
 	sub, err := fs.Sub(staticFS, "static")
@@ -229,6 +236,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = withIdentity(r, id)
+	r, ok := s.underBase(w, r)
+	if !ok {
+		return
+	}
 	if s.noRoute(w, r) {
 		return
 	}

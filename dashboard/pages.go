@@ -55,7 +55,7 @@ func (s *Server) routes() *http.ServeMux {
 		h := s.servePage(p)
 		switch p.tmpl {
 		case "tasks":
-			h = findTask(h)
+			h = s.findTask(h)
 		case "search":
 			h = s.searchExact(h)
 		}
@@ -75,10 +75,10 @@ func (s *Server) routes() *http.ServeMux {
 
 // findTask sends the id search of the tasks page (/tasks?id=X) to the
 // task's own page.
-func findTask(next http.HandlerFunc) http.HandlerFunc {
+func (s *Server) findTask(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if id := strings.TrimSpace(r.URL.Query().Get("id")); id != "" {
-			http.Redirect(w, r, "/tasks/"+url.PathEscape(id), http.StatusSeeOther)
+			s.redirect(w, r, "/tasks/"+url.PathEscape(id))
 			return
 		}
 		next(w, r)
@@ -448,7 +448,7 @@ func (s *Server) loadBlackboard(ctx context.Context, r *http.Request) (any, erro
 func (s *Server) searchExact(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if q, err := leasecron.ParseSearch(r.URL.Query().Get("q"), s.o.Clock.Now()); err == nil && q.ID != "" && !q.IDPrefix {
-			http.Redirect(w, r, "/tasks/"+url.PathEscape(q.ID), http.StatusSeeOther)
+			s.redirect(w, r, "/tasks/"+url.PathEscape(q.ID))
 			return
 		}
 		next(w, r)

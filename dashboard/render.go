@@ -13,8 +13,11 @@ var pageTemplates = []string{"overview", "tasks", "task", "recurring", "runs", "
 
 // parseTemplates parses the layout with each page (html/template escapes
 // every value for its context: text, attribute, URL).
-func parseTemplates() (map[string]*template.Template, error) {
+// parseTemplates parses every page; base is the path prefix every link
+// of the pages starts with (Options.BasePath).
+func parseTemplates(base string) (map[string]*template.Template, error) {
 	funcs := templateFuncs()
+	funcs["base"] = func() string { return base }
 	for k, v := range renderFuncs() {
 		funcs[k] = v
 	}

@@ -65,6 +65,15 @@ func TestBadInputIsRefusedWithExitCode2(t *testing.T) {
 	}
 }
 
+func TestDashboardBasePathIsChecked(t *testing.T) {
+	t.Setenv("LEASECRON_DASHBOARD_BASE_PATH", "leasecron")
+	code, _, stderr := run(t, "", "dashboard")
+	// A bad configuration exits 1, as every configuration error does.
+	if code != exitError || !strings.Contains(stderr, `dashboard.base_path: "leasecron": it must start with /`) {
+		t.Fatalf("exit %d stderr %q, want %d naming the bad dashboard.base_path", code, stderr, exitError)
+	}
+}
+
 func TestDashboardAuthIsCheckedWithoutEchoingIt(t *testing.T) {
 	t.Setenv("LEASECRON_DASHBOARD_AUTH", "hunter2")
 	code, _, stderr := run(t, "", "dashboard", "--addr", ":8090")

@@ -17,7 +17,7 @@ func init() {
 // dashboardOptions maps the dashboard.* keys.
 func (a *app) dashboardOptions() dashboard.Options {
 	d := a.cfg.Dashboard
-	return dashboard.Options{Auth: d.Auth, ViewerAuth: d.ViewerAuth, PlatformAuth: d.PlatformAuth, OperatorRole: d.OperatorRole,
+	return dashboard.Options{Auth: d.Auth, ViewerAuth: d.ViewerAuth, PlatformAuth: d.PlatformAuth, OperatorRole: d.OperatorRole, BasePath: d.BasePath,
 		ReadOnly: d.ReadOnly, AllowAnonymous: d.AllowAnonymous, Version: a.version, Logger: a.log}
 }
 

@@ -137,6 +137,7 @@ type Dashboard struct {
 	ViewerAuth     string
 	PlatformAuth   bool
 	OperatorRole   string
+	BasePath       string
 	ReadOnly       bool
 	AllowAnonymous bool
 }

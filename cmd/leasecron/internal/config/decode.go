@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/tasktype"
 	"github.com/leasecron/leasecron/queue"
@@ -157,6 +158,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 	c.Admin = Admin{Addr: d.str("admin.addr"), Pprof: d.bool("admin.pprof"), Dashboard: d.bool("admin.dashboard")}
 	c.Dashboard = Dashboard{Addr: d.str("dashboard.addr"), Auth: d.str("dashboard.auth"), ViewerAuth: d.str("dashboard.viewer_auth"),
 		PlatformAuth: d.bool("dashboard.platform_auth"), OperatorRole: d.str("dashboard.operator_role"),
+		BasePath: d.name("dashboard.base_path", dashboard.ValidateBasePath),
 		ReadOnly: d.bool("dashboard.read_only"), AllowAnonymous: d.bool("dashboard.allow_anonymous")}
 	if c.Admin.Dashboard && c.Admin.Addr == "" {
 		d.bad("admin.dashboard", "true", "false unless admin.addr is set (the dashboard is served on it)")

@@ -116,6 +116,7 @@ var Keys = []Key{
 	{"dashboard.auth", "", "Dashboard credentials of operators (they see and act): basic:USER:PASSWORD or bearer:TOKEN (compared in constant time; a browser sends the token as the basic-auth password).", true},
 	{"dashboard.viewer_auth", "", "Dashboard credentials of viewers, in the same forms: they see every page but cannot act (no action buttons; every POST refused).", true},
 	{"dashboard.platform_auth", false, "Trust the sign-in of Azure Container Apps' (or App Service's) built-in authentication: its X-MS-CLIENT-PRINCIPAL headers name the user; principals with dashboard.operator_role act, the rest view. Only when every request reaches the dashboard through that platform.", false},
+	{"dashboard.base_path", "", "Serve the dashboard under this path prefix (e.g. /leasecron) behind a reverse proxy that forwards the prefix as is; every page, API route and link is under it.", false},
 	{"dashboard.operator_role", dashboard.DefaultOperatorRole, "The app role that makes a platform-signed-in principal an operator (with dashboard.platform_auth).", false},
 	{"dashboard.read_only", false, "Hide and refuse every dashboard action.", false},
 	{"dashboard.allow_anonymous", false, "With dashboard.read_only, allow serving without dashboard.auth on an address that is not loopback.", false},
