@@ -47,8 +47,10 @@
 // ErrAlreadyScheduled, ErrAlreadyFinished, ErrAlreadySent,
 // ErrInvalidRunQuery, ErrNoRunRecords, ErrInvalidOptions, ErrServerBusy
 // (storage throttled the request; try again later), ErrDuplicate (a
-// unique key is held by another task) and ErrInvalidProgress (Progress was
-// given a percent outside 0–100); test with errors.Is.
+// unique key is held by another task), ErrInvalidProgress (Progress was
+// given a percent outside 0–100), ErrDrained (Worker.Run stopped
+// because the worker was drained) and ErrNotDrainable (Drain found an
+// instance that does not look for drain requests); test with errors.Is.
 //
 // # Options
 //

@@ -51,4 +51,13 @@ var (
 	// ErrInvalidProgress: Progress was given a percent outside 0–100
 	// (leasecrontype.ErrInvalidProgress).
 	ErrInvalidProgress = leasecrontype.ErrInvalidProgress
+	// ErrDrained is returned by Worker.Run when the worker stopped because
+	// it was drained (Client.Drain): it took no new work once it saw the
+	// request, finished what it ran and released what it held.
+	// `leasecron worker` exits 0 on it.
+	ErrDrained = errors.New("worker drained")
+	// ErrNotDrainable: Drain found the instance running but not looking
+	// for drain requests (an earlier release, or WorkerOptions.DrainCheck
+	// negative); SIGTERM drains it the same way.
+	ErrNotDrainable = errors.New("instance cannot be drained")
 )

@@ -35,6 +35,15 @@ type Instance struct {
 	// its presence (the storage service's clock).
 	Started time.Time `json:"started,omitzero"`
 	Seen    time.Time `json:"seen,omitzero"`
+	// Draining: someone asked the instance to drain (Client.Drain,
+	// `leasecron drain`, the fleet page): it stops taking work, finishes
+	// what it runs and stops. DrainBy and DrainRequested say who asked and
+	// when; DrainStarted is when the instance saw it (zero until then,
+	// within its WorkerOptions.DrainCheck).
+	Draining       bool      `json:"draining,omitempty"`
+	DrainBy        string    `json:"drain_by,omitempty"`
+	DrainRequested time.Time `json:"drain_requested,omitzero"`
+	DrainStarted   time.Time `json:"drain_started,omitzero"`
 	// Flushed is when the instance last wrote its counters (workers write
 	// only when a counter changed).
 	Flushed time.Time `json:"last_flush,omitzero"`
@@ -65,6 +74,7 @@ func (c *Client) Instances(ctx context.Context) ([]Instance, error) {
 	for _, p := range present {
 		in := get(p.ID)
 		in.Version, in.Started, in.Seen, in.Present = p.Version, p.Started, p.Seen, p.Present(now)
+		in.Draining, in.DrainBy, in.DrainRequested, in.DrainStarted = !p.DrainAt.IsZero(), p.DrainBy, p.DrainAt, p.Draining
 	}
 	if c.runs != nil {
 		rows, err := c.runs.ListCounters(ctx)

@@ -58,6 +58,12 @@ type WorkerOptions struct {
 	// are live (shards.cycle). A killed instance's shards move within
 	// Lease.LeaseDuration plus about two cycles. Default DefaultShardCycle.
 	ShardCycle time.Duration
+	// DrainCheck is how often the worker looks for a drain request
+	// (Client.Drain, `leasecron drain`; worker.drain_check): one blob
+	// metadata read each time, 360 an hour with the default
+	// DefaultDrainCheck. Negative never looks (the instance cannot be
+	// drained; stop it with SIGTERM).
+	DrainCheck time.Duration
 	// Consumer configures the queue consumer (worker.*, retry.*). Zero
 	// fields take queue's defaults.
 	Consumer queue.ConsumerSettings
@@ -127,6 +133,7 @@ func (o WorkerOptions) WithDefaults() WorkerOptions {
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	o.Clock = clock.OrReal(o.Clock)
 	o.ShardCycle = cmp.Or(o.ShardCycle, DefaultShardCycle)
+	o.DrainCheck = cmp.Or(o.DrainCheck, DefaultDrainCheck)
 	if o.TracerProvider == nil {
 		o.TracerProvider = otel.GetTracerProvider()
 	}
@@ -145,6 +152,9 @@ func (o WorkerOptions) validate() error {
 	}
 	if o.ShardCycle < 50*time.Millisecond || o.ShardCycle > time.Minute {
 		return opt.Invalid(ErrInvalidOptions, "WorkerOptions.ShardCycle", o.ShardCycle, "50ms to 1m, or 0 for the default "+DefaultShardCycle.String())
+	}
+	if o.DrainCheck > 0 && o.DrainCheck < 100*time.Millisecond || o.DrainCheck > 10*time.Minute {
+		return opt.Invalid(ErrInvalidOptions, "WorkerOptions.DrainCheck", o.DrainCheck, "100ms to 10m, negative to never look, or 0 for the default "+DefaultDrainCheck.String())
 	}
 	if o.AdminHandler != nil && o.AdminAddr == "" {
 		return fmt.Errorf("%w: WorkerOptions.AdminHandler needs AdminAddr (it is served there)", ErrInvalidOptions)
@@ -299,7 +309,8 @@ func (w *Worker) Requests() RequestCounts { return requestCountsOf(w.counter) }
 // Run starts every part of the worker and blocks until ctx ends, then
 // shuts down gracefully: it stops dequeuing, lets in-flight tasks finish
 // within the shutdown grace, and releases the lease so another instance
-// takes over within one poll interval.
+// takes over within one poll interval. It returns nil then. Drained
+// (Client.Drain) it shuts down the same way and returns ErrDrained.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.started {
@@ -318,7 +329,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.Join(bad...)
 	}
 
-	g, gctx := errgroup.WithContext(ctx)
+	// A drain request ends runCtx as ctx's end would.
+	runCtx, drain := context.WithCancelCause(ctx)
+	defer drain(nil)
+	g, gctx := errgroup.WithContext(runCtx)
 
 	tables := []string{w.o.Names.ScheduleTable, w.o.Names.BlackboardTable}
 	if w.runs != nil {
@@ -378,13 +392,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.cop != nil && w.sharded() {
 		g.Go(func() error { return w.own(gctx) })
 	}
-	// Every worker shows on the fleet page from its start to its stop,
-	// idle or busy.
-	g.Go(func() error {
-		a := &presence.Announcer{C: w.sc.Blob.NewContainerClient(w.o.Names.Container), Name: shard.MemberName(w.o.InstanceID),
-			Instance: w.o.InstanceID, Version: w.o.Version, Clock: w.o.Clock, Logger: w.log.With("component", "presence")}
-		return a.Run(gctx)
-	})
+	// Every worker shows on the fleet page from its start until every
+	// other part has stopped, idle or busy, and takes drain requests.
+	stopPresence := w.announce(ctx, drain)
+	defer stopPresence()
 	if consumer != nil {
 		g.Go(func() error { return consumer.Run(gctx) })
 		g.Go(func() error { w.drainOthers(gctx, consumer.Client()); return nil })
@@ -416,10 +427,33 @@ func (w *Worker) Run(ctx context.Context) error {
 		g.Go(func() error { w.gauges(gctx); return nil })
 	}
 	err = g.Wait()
+	if ctx.Err() == nil && errors.Is(context.Cause(runCtx), ErrDrained) && (err == nil || errors.Is(err, context.Canceled)) {
+		return ErrDrained
+	}
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// announce keeps this instance's presence until the returned stop is
+// called (after every other part has stopped, so the fleet page shows a
+// draining worker until it is gone), and ends the run with ErrDrained
+// through drain when someone asks it to drain.
+func (w *Worker) announce(ctx context.Context, drain context.CancelCauseFunc) (stop func()) {
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	a := &presence.Announcer{C: w.sc.Blob.NewContainerClient(w.o.Names.Container), Name: shard.MemberName(w.o.InstanceID),
+		Instance: w.o.InstanceID, Version: w.o.Version, Clock: w.o.Clock, Logger: w.log.With("component", "presence"),
+		DrainEvery: max(w.o.DrainCheck, 0), OnDrain: func(string) { drain(ErrDrained) }}
+	go func() {
+		defer close(done)
+		_ = a.Run(pctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // queueNames are the work queues and the poison queue.

@@ -33,6 +33,12 @@ func (s *Server) actionRoutes(m *http.ServeMux) {
 	m.Handle("POST /tasks/{id}/enable", s.action("enable", onID("id", saying(s.src.Enable, func(it schedule.Item) string {
 		return fmt.Sprintf("%s enabled: next occurrence %s", it.ID, it.Due.UTC().Format("2006-01-02 15:04:05Z"))
 	}))))
+	m.Handle("POST /fleet/{id}/drain", s.action("drain", func(ctx context.Context, r *http.Request) (string, error) {
+		return onID("id", func(ctx context.Context, id string) (string, error) {
+			return fmt.Sprintf("%s asked to drain: within its worker.drain_check it stops taking work, finishes what it runs and exits", id),
+				s.src.Drain(ctx, id, identityOf(r).who)
+		})(ctx, r)
+	}))
 	m.Handle("POST /tasks/{id}/reschedule", s.action("reschedule", func(ctx context.Context, r *http.Request) (string, error) {
 		at, in := strings.TrimSpace(r.PostFormValue("at")), strings.TrimSpace(r.PostFormValue("in"))
 		if at == "" && in == "" {

@@ -124,7 +124,8 @@ func (s clientSource) Instances(ctx context.Context) ([]Instance, error) {
 func dashInstances(ins []leasecron.Instance) []Instance {
 	out := make([]Instance, 0, len(ins))
 	for _, in := range ins {
-		out = append(out, Instance{ID: in.ID, Version: in.Version, Present: in.Present, Started: in.Started, Seen: in.Seen, Flushed: in.Flushed, Counts: in.Total})
+		out = append(out, Instance{ID: in.ID, Version: in.Version, Present: in.Present, Started: in.Started, Seen: in.Seen, Flushed: in.Flushed, Counts: in.Total,
+			Draining: in.Draining, DrainBy: in.DrainBy, DrainStarted: in.DrainStarted})
 	}
 	return out
 }
@@ -225,4 +226,9 @@ func (s clientSource) RunKeyNow(ctx context.Context, key string) error {
 
 func (s clientSource) RemoveKey(ctx context.Context, key string) error {
 	return s.c.RemoveBlackboardKey(ctx, key)
+}
+
+func (s clientSource) Drain(ctx context.Context, id, by string) error {
+	_, err := s.c.Drain(ctx, id, by)
+	return err
 }

@@ -220,6 +220,7 @@ func TestEveryActionReachesTheSource(t *testing.T) {
 		{"/deadletters/purge", nil, "purge"},
 		{"/blackboard/city-a/run-now", nil, "key-run-now city-a"},
 		{"/blackboard/city-a/remove", nil, "key-remove city-a"},
+		{"/fleet/w3/drain", nil, "drain w3 by anonymous"},
 	} {
 		t.Run(c.path, func(t *testing.T) {
 			if c.form == nil {
@@ -607,5 +608,33 @@ func TestSearch(t *testing.T) {
 	resp, body = fetch(t, cl, "GET", srv.URL+"/api/search?q="+url.QueryEscape("colour:red"), nil, nil)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "colour") {
 		t.Errorf("a bad token: %d %s", resp.StatusCode, body)
+	}
+}
+
+// The fleet page offers Drain on each running instance that is not
+// draining yet, and shows a draining one as such, with who asked.
+func TestFleetPageDrains(t *testing.T) {
+	_, _, srv, cl := newTest(t, Options{})
+	_, body := fetch(t, cl, "GET", srv.URL+"/fleet", nil, nil)
+	row := func(id string) string {
+		i := strings.Index(body, `data-id="`+id+`"`)
+		if i < 0 {
+			t.Fatalf("no row for %s", id)
+		}
+		j := strings.Index(body[i:], "</tr>")
+		return body[i : i+j]
+	}
+	if r := row("w3"); !strings.Contains(r, `action="/fleet/w3/drain"`) || !strings.Contains(r, "running") {
+		t.Errorf("running w3 has no Drain button: %s", r)
+	}
+	if r := row("w4"); strings.Contains(r, "/drain") || !strings.Contains(r, ">draining<") || !strings.Contains(r, "asked by ops@host") {
+		t.Errorf("draining w4 is not shown draining, or offers Drain again: %s", r)
+	}
+	if r := row("w2"); strings.Contains(r, "/drain") {
+		t.Errorf("w2, not running, offers Drain: %s", r)
+	}
+	_, js := fetch(t, cl, "GET", srv.URL+"/api/fleet", nil, nil)
+	if !strings.Contains(js, `"draining": true,`) || !strings.Contains(js, `"drain_by": "ops@host"`) {
+		t.Errorf("the JSON twin does not say w4 is draining: %s", js)
 	}
 }

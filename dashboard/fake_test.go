@@ -188,7 +188,9 @@ func (f *fakeSource) Blackboard(ctx context.Context) ([]blackboard.Entry, error)
 func (f *fakeSource) Fleet(ctx context.Context) (Fleet, error) {
 	f.count("Fleet")
 	return Fleet{Leader: trafficcop.HolderInfo{Holder: "w1", Generation: 4, State: trafficcop.LeaseLeased},
-		Instances: []Instance{{ID: "w1", Version: "v1", Flushed: f.now.Add(-time.Minute), Counts: Counts{Handled: 7}}, {ID: "w2", Flushed: f.now.Add(-time.Hour)}},
+		Instances: []Instance{{ID: "w1", Version: "v1", Flushed: f.now.Add(-time.Minute), Counts: Counts{Handled: 7}}, {ID: "w2", Flushed: f.now.Add(-time.Hour)},
+			{ID: "w3", Present: true, Started: f.now.Add(-time.Hour), Seen: f.now.Add(-time.Minute)},
+			{ID: "w4", Present: true, Started: f.now.Add(-time.Hour), Seen: f.now.Add(-time.Minute), Draining: true, DrainBy: "ops@host", DrainStarted: f.now}},
 		Limits:    []Limit{{Type: "mail", Limit: 2, Held: 1}},
 		Shards: &leasecron.ShardReport{Count: 2, MapCount: 2, Generation: 4, Span: 2,
 			Shards: []leasecron.ShardState{
@@ -224,6 +226,11 @@ func (f *fakeSource) Reschedule(ctx context.Context, id string, due time.Time) (
 func (f *fakeSource) Disable(ctx context.Context, id string) (schedule.Item, error) {
 	f.did("disable " + id)
 	return schedule.Item{ID: id, Due: f.now, Disabled: f.now}, nil
+}
+
+func (f *fakeSource) Drain(ctx context.Context, id, by string) error {
+	f.did("drain " + id + " by " + by)
+	return nil
 }
 
 func (f *fakeSource) Enable(ctx context.Context, id string) (schedule.Item, error) {

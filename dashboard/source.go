@@ -52,6 +52,9 @@ type Source interface {
 	// disable`); Enable runs it again (`leasecron enable`).
 	Disable(ctx context.Context, id string) (schedule.Item, error)
 	Enable(ctx context.Context, id string) (schedule.Item, error)
+	// Drain asks a running instance to drain (`leasecron drain`); by
+	// names who asks.
+	Drain(ctx context.Context, id, by string) error
 	// Search answers a parsed search (leasecron.Client.Search).
 	Search(ctx context.Context, q leasecron.SearchQuery) (leasecron.SearchResult, error)
 	// Audit records an action in the audit log; AuditLog reads a page of
@@ -194,4 +197,9 @@ type Instance struct {
 	Started, Seen time.Time
 	Flushed       time.Time
 	Counts        Counts
+	// Draining: someone asked it to drain (DrainBy); DrainStarted is when
+	// it saw the request (zero until then).
+	Draining     bool
+	DrainBy      string
+	DrainStarted time.Time
 }

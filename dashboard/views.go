@@ -274,6 +274,11 @@ type InstanceView struct {
 	// Shards is how many shards it owns (a sharded schedule).
 	Shards int    `json:"shards,omitempty"`
 	Counts Counts `json:"counters"`
+	// Draining: someone asked it to drain (DrainBy); DrainStarted is when
+	// it saw the request and stopped taking work.
+	Draining     bool      `json:"draining,omitempty"`
+	DrainBy      string    `json:"drain_by,omitempty"`
+	DrainStarted time.Time `json:"drain_started,omitzero"`
 }
 
 // SearchView is GET /search?q=… and /api/search: the runs (pending tasks

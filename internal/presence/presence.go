@@ -13,6 +13,7 @@ package presence
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,8 +21,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
@@ -40,7 +43,29 @@ const (
 	metaInstance = "instance"
 	metaVersion  = "version"
 	metaStarted  = "started"
+	// metaDrainBy and metaDrainAt are written by RequestDrain: who asked
+	// the instance to drain, and when.
+	metaDrainBy = "drainby"
+	metaDrainAt = "drainat"
+	// metaDraining is written by the instance when it has seen the
+	// request and stopped taking work.
+	metaDraining = "draining"
+	// metaDrainEvery says that the instance looks for drain requests, and
+	// how often (instances of earlier releases, and those that never
+	// look, leave it out).
+	metaDrainEvery = "drainevery"
 )
+
+// DefaultDrainEvery is how often a worker looks for a drain request
+// (WorkerOptions.DrainCheck): one metadata read each time, 360 an hour.
+const DefaultDrainEvery = 10 * time.Second
+
+// ErrNotPresent: RequestDrain found no presence blob of the instance.
+var ErrNotPresent = errors.New("no running instance by that id")
+
+// ErrNoDrain: RequestDrain found an instance that does not look for drain
+// requests (an earlier release, or one told never to look).
+var ErrNoDrain = errors.New("the instance does not take drain requests")
 
 // Instance is a worker as its presence blob shows it.
 type Instance struct {
@@ -52,6 +77,14 @@ type Instance struct {
 	Started time.Time
 	// Seen is when it last wrote its blob (the service's clock).
 	Seen time.Time
+	// DrainEvery is how often it looks for a drain request (0: never).
+	DrainEvery time.Duration
+	// DrainBy and DrainAt say who asked it to drain and when (empty when
+	// nobody has); Draining is when it began to (zero until it has seen
+	// the request).
+	DrainBy  string
+	DrainAt  time.Time
+	Draining time.Time
 }
 
 // Present reports whether the instance wrote its blob within two periods
@@ -69,10 +102,20 @@ type Announcer struct {
 	Version  string
 	Clock    clock.Clock
 	Logger   *slog.Logger
+	// DrainEvery is how often it reads the blob's metadata for a drain
+	// request (RequestDrain); 0 never looks.
+	DrainEvery time.Duration
+	// OnDrain is called once, with who asked, when a drain request is
+	// found; the blob then says the instance is draining until it is
+	// deleted.
+	OnDrain func(by string)
 }
 
 // Run writes the blob now and every DefaultEvery until ctx ends, then
-// deletes it.
+// deletes it; every DrainEvery between the writes it looks for a drain
+// request. The periodic write is conditional on the blob being as it
+// last wrote or read it, so a drain request set in between is never
+// overwritten: the write is refused and the next look finds it.
 // A write that fails is logged and tried again at the next period (or
 // after a few seconds for the first one); Run returns nil when ctx ends.
 func (a *Announcer) Run(ctx context.Context) error {
@@ -82,7 +125,7 @@ func (a *Announcer) Run(ctx context.Context) error {
 		log = slog.Default()
 	}
 	started := clk.Now().UTC()
-	blob := a.C.NewBlockBlobClient(Prefix + "/" + a.Name)
+	bc := a.C.NewBlockBlobClient(Prefix + "/" + a.Name)
 	meta := map[string]*string{
 		metaInstance: to.Ptr(a.Instance),
 		metaStarted:  to.Ptr(started.Format(time.RFC3339Nano)),
@@ -90,37 +133,177 @@ func (a *Announcer) Run(ctx context.Context) error {
 	if a.Version != "" {
 		meta[metaVersion] = to.Ptr(a.Version)
 	}
-	written, created := false, false
+	if a.DrainEvery > 0 {
+		meta[metaDrainEvery] = to.Ptr(a.DrainEvery.String())
+	}
+	var etag *azcore.ETag // the blob as this instance last wrote or read it
+	written, created, draining := false, false, false
+	nextWrite := clk.Now()
 	for {
-		_, err := blob.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: meta})
-		if err == nil {
-			written = true
-		} else if ctx.Err() == nil {
-			err = storage.Translate(err)
-			if errors.Is(err, storage.ErrNotFound) && !created {
-				// The container is made by the worker's start; on a
-				// fresh account it may not be there yet.
-				created = true
-				if _, cerr := a.C.Create(ctx, nil); cerr == nil {
+		if !clk.Now().Before(nextWrite) {
+			opts := &blockblob.UploadOptions{Metadata: meta}
+			if etag != nil {
+				opts.AccessConditions = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: etag}}
+			}
+			resp, err := bc.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), opts)
+			switch {
+			case err == nil:
+				written, etag, nextWrite = true, resp.ETag, clk.Now().Add(DefaultEvery)
+			case ctx.Err() != nil:
+			case errors.Is(storage.Translate(err), storage.ErrPreconditionFailed):
+				// Someone wrote it since: look for a drain request now.
+				etag = nil
+				if a.DrainEvery <= 0 || draining {
 					continue
 				}
+			default:
+				err = storage.Translate(err)
+				nextWrite = clk.Now().Add(DefaultEvery)
+				if !written {
+					nextWrite = clk.Now().Add(5 * time.Second)
+				}
+				if errors.Is(err, storage.ErrNotFound) && !created {
+					// The container is made by the worker's start; on a
+					// fresh account it may not be there yet.
+					created = true
+					if _, cerr := a.C.Create(ctx, nil); cerr == nil {
+						continue
+					}
+				}
+				log.Warn("writing this instance's presence failed; trying again", "err", err)
 			}
-			log.Warn("writing this instance's presence failed; trying again", "err", err)
 		}
-		wait := DefaultEvery
-		if !written {
-			wait = 5 * time.Second
+		if written && a.DrainEvery > 0 && !draining {
+			by, tag, found, err := a.lookForDrain(ctx, bc, meta, clk)
+			switch {
+			case found:
+				draining, etag = true, tag
+				log.Info("asked to drain: this instance stops taking work, finishes what it runs and stops", "by", by)
+				if a.OnDrain != nil {
+					a.OnDrain(by)
+				}
+			case err == nil:
+				etag = tag
+			case errors.Is(err, storage.ErrNotFound):
+				etag, nextWrite = nil, clk.Now() // gone: write it again
+			}
 		}
-		if clock.Sleep(ctx, clk, wait) != nil {
+		wait := nextWrite.Sub(clk.Now())
+		if a.DrainEvery > 0 && !draining && (wait > a.DrainEvery || !written) {
+			wait = a.DrainEvery
+		}
+		if clock.Sleep(ctx, clk, max(wait, 0)) != nil {
 			break
 		}
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := blob.Delete(dctx, nil); err != nil && !errors.Is(storage.Translate(err), storage.ErrNotFound) {
+	if _, err := bc.Delete(dctx, nil); err != nil && !errors.Is(storage.Translate(err), storage.ErrNotFound) {
 		log.Warn("removing this instance's presence failed; it shows until it lapses", "err", err)
 	}
 	return nil
+}
+
+// lookForDrain reads the blob's metadata. With a drain request in it, it
+// marks the blob draining (keeping the request) and returns who asked,
+// found, and the blob's new ETag (nil if marking failed: the next write
+// is then unconditional and says so). Without one it returns the ETag
+// read.
+func (a *Announcer) lookForDrain(ctx context.Context, b *blockblob.Client, meta map[string]*string, clk clock.Clock) (by string, etag *azcore.ETag, found bool, err error) {
+	props, err := b.GetProperties(ctx, nil)
+	if err != nil {
+		return "", nil, false, storage.Translate(err)
+	}
+	in := fromMetadata(props.Metadata)
+	if in.DrainAt.IsZero() {
+		return "", props.ETag, false, nil
+	}
+	meta[metaDrainBy] = to.Ptr(in.DrainBy)
+	meta[metaDrainAt] = to.Ptr(in.DrainAt.Format(time.RFC3339Nano))
+	meta[metaDraining] = to.Ptr(clk.Now().UTC().Format(time.RFC3339Nano))
+	resp, err := b.SetMetadata(ctx, meta, &blob.SetMetadataOptions{
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag}}})
+	if err != nil {
+		return in.DrainBy, nil, true, nil
+	}
+	return in.DrainBy, resp.ETag, true, nil
+}
+
+// RequestDrain asks the running instance whose presence blob is name to
+// drain: it stops taking new work, finishes what it runs, releases what it
+// holds and stops, within its DrainEvery. It returns the instance as its
+// blob shows it (DrainAt set); asking again changes nothing. A blob not
+// there, or not written for longer than Present allows, is ErrNotPresent
+// (with the latter's Instance).
+func RequestDrain(ctx context.Context, c *container.Client, name, by string, now time.Time) (Instance, error) {
+	b := c.NewBlockBlobClient(Prefix + "/" + name)
+	for range 5 {
+		props, err := b.GetProperties(ctx, nil)
+		if err != nil {
+			if err = storage.Translate(err); errors.Is(err, storage.ErrNotFound) {
+				return Instance{}, ErrNotPresent
+			}
+			return Instance{}, fmt.Errorf("read presence of %s: %w", name, err)
+		}
+		in := fromMetadata(props.Metadata)
+		if props.LastModified != nil {
+			in.Seen = props.LastModified.UTC()
+		}
+		if !in.Present(now) {
+			return in, ErrNotPresent // a killed worker's: leave it to lapse
+		}
+		if !in.DrainAt.IsZero() {
+			return in, nil
+		}
+		if in.DrainEvery <= 0 {
+			return in, ErrNoDrain
+		}
+		meta := props.Metadata
+		in.DrainBy, in.DrainAt = by, now.UTC()
+		meta[metaDrainBy] = to.Ptr(by)
+		meta[metaDrainAt] = to.Ptr(in.DrainAt.Format(time.RFC3339Nano))
+		_, err = b.SetMetadata(ctx, meta, &blob.SetMetadataOptions{
+			AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag}}})
+		if err == nil {
+			return in, nil
+		}
+		if err = storage.Translate(err); !errors.Is(err, storage.ErrPreconditionFailed) {
+			if errors.Is(err, storage.ErrNotFound) {
+				return Instance{}, ErrNotPresent
+			}
+			return Instance{}, fmt.Errorf("ask %s to drain: %w", name, err)
+		}
+		// The instance rewrote its blob meanwhile: read it again.
+	}
+	return Instance{}, fmt.Errorf("ask %s to drain: the blob kept changing; try again", name)
+}
+
+// fromMetadata reads an instance from a presence blob's metadata (the
+// service may hand keys back in any case).
+func fromMetadata(m map[string]*string) Instance {
+	var in Instance
+	for k, v := range m {
+		if v == nil {
+			continue
+		}
+		switch strings.ToLower(k) {
+		case metaInstance:
+			in.ID = *v
+		case metaVersion:
+			in.Version = *v
+		case metaStarted:
+			in.Started, _ = time.Parse(time.RFC3339Nano, *v)
+		case metaDrainBy:
+			in.DrainBy = *v
+		case metaDrainAt:
+			in.DrainAt, _ = time.Parse(time.RFC3339Nano, *v)
+		case metaDraining:
+			in.Draining, _ = time.Parse(time.RFC3339Nano, *v)
+		case metaDrainEvery:
+			in.DrainEvery, _ = time.ParseDuration(*v)
+		}
+	}
+	return in
 }
 
 // List returns every presence blob (one request per 5,000 blobs).
@@ -143,20 +326,9 @@ func List(ctx context.Context, c *container.Client) ([]Instance, error) {
 			if b.Name == nil || b.Properties == nil || b.Properties.LastModified == nil {
 				continue
 			}
-			in := Instance{ID: strings.TrimPrefix(*b.Name, Prefix+"/"), Seen: b.Properties.LastModified.UTC()}
-			for k, v := range b.Metadata {
-				if v == nil {
-					continue
-				}
-				switch strings.ToLower(k) {
-				case metaInstance:
-					in.ID = *v
-				case metaVersion:
-					in.Version = *v
-				case metaStarted:
-					in.Started, _ = time.Parse(time.RFC3339Nano, *v)
-				}
-			}
+			in := fromMetadata(b.Metadata)
+			in.ID = cmp.Or(in.ID, strings.TrimPrefix(*b.Name, Prefix+"/"))
+			in.Seen = b.Properties.LastModified.UTC()
 			out = append(out, in)
 		}
 	}

@@ -2,10 +2,12 @@ package presence
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/leasecron/leasecron/azurite/azuritetest"
+	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
@@ -64,5 +66,77 @@ func TestPresenceFromStartToStop(t *testing.T) {
 	old := Instance{Seen: time.Now().Add(-12 * time.Minute)}
 	if old.Present(time.Now()) {
 		t.Error("a presence last written 12 minutes ago (every 5 min) still counts as present")
+	}
+}
+
+// A drain request reaches the instance whether it is made between two of
+// its looks or between two of its periodic writes: the write, conditional
+// on the blob being as the instance last saw it, is refused rather than
+// overwriting the request. An instance that never looks is refused.
+func TestDrainRequestIsNeverOverwritten(t *testing.T) {
+	srv := azuritetest.Shared(t)
+	sc, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := sc.Blob.NewContainerClient(azuritetest.Name(t, "c"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cc.Create(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Now())
+	drained := make(chan string, 2)
+	// Looks less often than it writes: the next thing it does is the
+	// periodic write.
+	a := &Announcer{C: cc, Name: "a", Instance: "a", Clock: clk, DrainEvery: 2 * DefaultEvery, OnDrain: func(by string) { drained <- by }}
+	never := &Announcer{C: cc, Name: "never", Instance: "never", Clock: clk}
+	actx, acancel := context.WithCancel(ctx)
+	done := make(chan struct{}, 2)
+	for _, x := range []*Announcer{a, never} {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			_ = x.Run(actx)
+		}()
+	}
+	// Both wrote and sleep (a has looked once, after its first write).
+	if err := clk.WaitForTimers(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RequestDrain(ctx, cc, "never", "tester", time.Now()); !errors.Is(err, ErrNoDrain) {
+		t.Errorf("draining an instance that never looks: %v, want ErrNoDrain", err)
+	}
+	in, err := RequestDrain(ctx, cc, "a", "tester", time.Now())
+	if err != nil || in.DrainBy != "tester" || in.DrainEvery != 2*DefaultEvery {
+		t.Fatalf("RequestDrain: %+v, %v", in, err)
+	}
+	select {
+	case by := <-drained:
+		t.Fatalf("drained by %s before its next write or look", by)
+	default:
+	}
+	clk.Advance(DefaultEvery) // the periodic write: refused, then a look
+	select {
+	case by := <-drained:
+		if by != "tester" {
+			t.Errorf("OnDrain by %q, want tester", by)
+		}
+	case <-ctx.Done():
+		t.Fatal("the request made before a periodic write was lost")
+	}
+	list, err := List(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range list {
+		if in.ID == "a" && (in.DrainBy != "tester" || in.Draining.IsZero()) {
+			t.Errorf("a after the drain: %+v, want the request kept and draining set", in)
+		}
+	}
+	acancel()
+	<-done
+	<-done
+	if _, err := RequestDrain(ctx, cc, "a", "tester", time.Now()); !errors.Is(err, ErrNotPresent) {
+		t.Errorf("draining a stopped instance: %v, want ErrNotPresent", err)
 	}
 }

@@ -97,7 +97,7 @@ func TestDashboardInChromium(t *testing.T) {
 			"flaky": map[string]any{"exec": []string{"/bin/sh", "-c", `test -f "$FLEET_OK" || { echo "not yet" >&2; exit 1; }; ` + lcRecordScript}},
 		},
 		"limits": map[string]any{"rec": 4},
-		"worker": map[string]any{"counters_every": "1s"},
+		"worker": map[string]any{"counters_every": "1s", "drain_check": "1s"},
 	}, "FLEET_OK="+okFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -168,7 +168,7 @@ func TestDashboardInChromium(t *testing.T) {
 		"reschedule": map[string]any{"id": "ui-resched", "in": "2h"},
 		"runNow":     "ui-runnow", "cancel": "ui-cancel",
 		"requeue": "flaky-1", "diesAgain": "dies-1",
-		"keyRunNow": "city", "keyRemove": "gone", "series": "beat",
+		"keyRunNow": "city", "keyRemove": "gone", "series": "beat", "drain": f.Names()[1],
 		"searches": [][]string{{"id:ui-res*", "ui-resched"}, {"type:rec state:scheduled", "csrf-keep"}, {"state:succeeded", "done-1"},
 			{"series:beat state:scheduled", "beat"}, {"type:rec since:1h", "done-1"}},
 		"operator":    map[string]string{"username": "op", "password": "op-secret"},
@@ -228,6 +228,16 @@ func TestDashboardInChromium(t *testing.T) {
 		if !seen[want] {
 			t.Errorf("the audit log lacks %q: %v", want, seen)
 		}
+	}
+
+	// The drained worker exited 0 on its own.
+	select {
+	case <-f.Worker(f.Names()[1]).Done():
+		if err := f.Worker(f.Names()[1]).Err(); err != nil {
+			t.Errorf("the drained worker %s exited with %v, want 0", f.Names()[1], err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Errorf("the drained worker %s is still running a minute later", f.Names()[1])
 	}
 
 	// The worker-served dashboard answers beside /healthz.

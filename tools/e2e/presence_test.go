@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +99,57 @@ func present(ins []leasecron.Instance, id string) bool {
 		}
 	}
 	return false
+}
+
+// TestDrainFromTheCLI: `leasecron drain ID --wait` asks a running worker
+// process to drain, follows it to gone, and the process exits 0 on its
+// own while the other keeps running; the audit log names the drain.
+func TestDrainFromTheCLI(t *testing.T) {
+	t.Parallel()
+	f := startFleet(t, 2, nil, "LEASECRON_WORKER_DRAIN_CHECK=1s")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := f.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := f.Names()
+	for {
+		ins, err := cl.Instances(ctx)
+		if err == nil && present(ins, names[0]) && present(ins, names[1]) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the workers never showed: %+v, %v", ins, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	asked := time.Now()
+	out, stderr, err := f.CLI(ctx, "drain", names[0], "--wait", "1m")
+	if err != nil {
+		t.Fatalf("leasecron drain %s --wait 1m: %v\n%s%s", names[0], err, out, stderr)
+	}
+	for _, want := range []string{names[0] + " asked to drain", names[0] + " is gone"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("drain's output lacks %q:\n%s", want, out)
+		}
+	}
+	t.Logf("%s drained and gone %s after the request", names[0], time.Since(asked).Round(time.Millisecond))
+	p := f.Worker(names[0])
+	select {
+	case <-p.Done():
+		if p.Err() != nil {
+			t.Errorf("the drained worker exited with %v, want 0", p.Err())
+		}
+	case <-ctx.Done():
+		t.Fatal("the drained worker's process never exited")
+	}
+	ins, err := cl.Instances(ctx)
+	if err != nil || present(ins, names[0]) || !present(ins, names[1]) {
+		t.Errorf("after the drain: %+v, %v; want only %s running", ins, err, names[1])
+	}
+	out, _, err = f.CLI(ctx, "audit")
+	if err != nil || !strings.Contains(out, "drain") || !strings.Contains(out, names[0]) {
+		t.Errorf("the audit log does not name the drain of %s: %v\n%s", names[0], err, out)
+	}
 }

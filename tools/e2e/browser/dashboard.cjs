@@ -190,9 +190,24 @@ async function run(ctx) {
   await series().getByRole("button", { name: "Enable" }).click();
   await flash(plan.series + " enabled");
 
+  // Fleet: drain one worker; it shows as draining until it is gone.
+  if (plan.drain) {
+    const inst = () => page.locator(`#instances-table tr[data-id="${plan.drain}"]`);
+    await page.goto(base + "/fleet");
+    await inst().getByRole("button", { name: "Drain" }).click();
+    await flash(plan.drain + " asked to drain");
+    if (await inst().locator("td", { hasText: /^draining$/ }).count() !== 1 || await inst().getByRole("button", { name: "Drain" }).count() !== 0) {
+      fail("the drained instance does not show as draining, or still offers Drain");
+    }
+    if (plan.screenshots) {
+      await page.screenshot({ path: path.join(plan.screenshots, "fleet-draining.png") });
+      step("screenshot fleet-draining.png");
+    }
+  }
+
   // Audit: every action above, by the signed-in operator.
   await page.goto(base + "/audit");
-  for (const action of ["schedule", "reschedule", "run-now", "cancel", "requeue", "purge", "disable", "enable"]) {
+  for (const action of ["schedule", "reschedule", "run-now", "cancel", "requeue", "purge", "disable", "enable"].concat(plan.drain ? ["drain"] : [])) {
     const rows = page.locator("#audit-table tbody tr").filter({ has: page.locator("td.action", { hasText: new RegExp("^" + action + "$") }) });
     if (await rows.count() < 1) { fail(`the audit page lists no ${action}`); continue; }
     const who = (await rows.first().locator("td.who").textContent()).trim();

@@ -26,7 +26,7 @@ var auditedCommands = map[string]bool{
 	"schedule": true, "cancel": true, "reschedule": true, "disable": true, "enable": true,
 	"pause": true, "resume": true, "deadletter requeue": true, "deadletter purge": true,
 	"blackboard add": true, "blackboard remove": true, "blackboard run-now": true,
-	"shards set": true, "runs clean": true, "migrate": true,
+	"shards set": true, "runs clean": true, "migrate": true, "drain": true,
 }
 
 // auditedFlags are the flags an audit entry names with their values (the

@@ -60,6 +60,7 @@ func (a *app) workerOptions() (leasecron.WorkerOptions, error) {
 			LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: c.Lease.Duration, RenewEvery: c.Lease.RenewEvery, SafetyMargin: c.Lease.SafetyMargin}, PollEvery: c.Lease.PollEvery,
 		},
 		ShardCycle: c.Shards.Cycle,
+		DrainCheck: c.Worker.DrainCheck,
 		Mover: schedule.MoverSettings{
 			PollEvery: c.Mover.PollEvery, Early: c.Mover.Early, Concurrency: c.Mover.Concurrency,
 			MaxDepth: c.Queue.MaxDepth, ResumeBelow: c.Queue.ResumeBelow,

@@ -21,6 +21,7 @@ func TestUnknownIDsExitWithCode3(t *testing.T) {
 		{"blackboard", "run-now", "nosuch"},
 		{"deadletter", "requeue", "nosuch"},
 		{"resume", "nosuch"},
+		{"drain", "nosuch"},
 	} {
 		code, _, stderr := run(t, "", cmd...)
 		if code != exitNotFound {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"text/tabwriter"
@@ -62,6 +63,10 @@ another instance takes over within one lease.poll_every.`,
 			a.log.Info("worker starting", "version", a.version, "types", types, "lead", a.cfg.Worker.Lead, "consume", a.cfg.Worker.Consume,
 				"blackboard", a.cfg.Blackboard.Enabled, "storage", storage.Redact(describeStorage(a.cfg.Storage.ConnectionString, a.cfg.Storage.Account)))
 			err = w.Run(cmd.Context())
+			if errors.Is(err, leasecron.ErrDrained) {
+				a.log.Info("worker stopped: drained")
+				return nil
+			}
 			a.log.Info("worker stopped")
 			return err
 		},

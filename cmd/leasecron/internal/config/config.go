@@ -90,6 +90,7 @@ type Worker struct {
 	PauseCheck        time.Duration
 	PauseHold         time.Duration
 	ProgressEvery     time.Duration
+	DrainCheck        time.Duration
 	Runs              bool
 	Lead              bool
 	Consume           bool

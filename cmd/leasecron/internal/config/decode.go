@@ -119,6 +119,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		PauseCheck:        d.dur("worker.pause_check", 100*time.Millisecond, time.Hour),
 		PauseHold:         d.dur("worker.pause_hold", time.Second, 7*24*time.Hour),
 		ProgressEvery:     d.dur("worker.progress_every", 100*time.Millisecond, time.Hour),
+		DrainCheck:        d.dur("worker.drain_check", 100*time.Millisecond, 10*time.Minute),
 		Runs:              d.bool("worker.runs"),
 		Lead:              d.bool("worker.lead"),
 		Consume:           d.bool("worker.consume"),

@@ -94,6 +94,7 @@ var Keys = []Key{
 	{"worker.pause_check", queue.DefaultPauseCheck, "How long a worker trusts the pause state (`leasecron pause`) it read; it reads it only while it has work or holds paused tasks.", false},
 	{"worker.pause_hold", queue.DefaultPauseHold, "How long a task of a type paused without an end is hidden before it is looked at again (the worker that hid it shows it again as soon as the type is resumed).", false},
 	{"worker.progress_every", queue.DefaultProgressEvery, "The shortest time between two writes of a running task's progress: a handler may report as often as it likes; the latest report is written at most this often, and the last one when the attempt ends (see Progress).", false},
+	{"worker.drain_check", leasecron.DefaultDrainCheck, "How often a worker looks for a drain request (`leasecron drain`, the fleet page): one blob metadata read each time (360 an hour at 10s). A drained worker stops taking work, finishes what it runs, hands over what it holds and exits 0.", false},
 	{"worker.runs", true, "Keep run records (status, duplicate suppression, cancel after move).", false},
 	{"worker.lead", true, "Compete for the lease and move due tasks.", false},
 	{"worker.consume", true, "Take tasks from the queue.", false},
