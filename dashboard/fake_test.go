@@ -191,7 +191,7 @@ func (f *fakeSource) Fleet(ctx context.Context) (Fleet, error) {
 		Instances: []Instance{{ID: "w1", Version: "v1", Flushed: f.now.Add(-time.Minute), Counts: Counts{Handled: 7}}, {ID: "w2", Flushed: f.now.Add(-time.Hour)},
 			{ID: "w3", Present: true, Started: f.now.Add(-time.Hour), Seen: f.now.Add(-time.Minute)},
 			{ID: "w4", Present: true, Started: f.now.Add(-time.Hour), Seen: f.now.Add(-time.Minute), Draining: true, DrainBy: "ops@host", DrainStarted: f.now}},
-		Limits:    []Limit{{Type: "mail", Limit: 2, Held: 1}},
+		Limits: []Limit{{Type: "mail", Limit: 2, Held: 1}},
 		Shards: &leasecron.ShardReport{Count: 2, MapCount: 2, Generation: 4, Span: 2,
 			Shards: []leasecron.ShardState{
 				{Shard: "00", Owner: "w1", Epoch: 4 << 20, Since: f.now.Add(-time.Hour), Pointed: true, Due: 3, Lag: time.Second},
