@@ -186,6 +186,9 @@ type Worker struct {
 
 	mu       sync.Mutex
 	handlers map[string]leasecrontype.Handler
+	// bulk runs bulk operations (bulkRunner).
+	bulkOnce sync.Once
+	bulk     leasecrontype.Handler
 	cop      *trafficcop.Cop
 	consumer *queue.Consumer
 	slots    map[string]*trafficcop.Semaphore
@@ -255,6 +258,16 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 		}
 	}
 	return w, nil
+}
+
+// bulkRunner is the handler of bulk operations (BulkType), over a Client
+// of this worker's storage made once.
+func (w *Worker) bulkRunner() leasecrontype.Handler {
+	w.bulkOnce.Do(func() {
+		c := w.Client()
+		w.bulk = c.runBulk
+	})
+	return w.bulk
 }
 
 // Handle registers the handler for a task type. Handlers serve queued
@@ -635,6 +648,11 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 	for typ, h := range w.handlers {
 		c.Handle(typ, h)
 	}
+	w.mu.Unlock()
+	if w.runs != nil {
+		c.Handle(BulkType, w.bulkRunner())
+	}
+	w.mu.Lock()
 	w.consumer = c
 	w.mu.Unlock()
 	return c, nil

@@ -167,15 +167,7 @@ func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter) error {
 func (dl *DeadLetters) walk(ctx context.Context, visit func(DeadLetter) (removed bool, err error)) error {
 	seen := map[string]bool{}
 	keep := map[string]Message{} // by id: the latest receipt
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		for _, m := range keep {
-			if _, err := dl.c.poison.Update(rctx, m, m.Text, 0); err != nil {
-				dl.log.Warn("making a dead letter visible again failed; it reappears by itself", "message", m.ID, "err", err)
-			}
-		}
-	}()
+	defer dl.restore(ctx, keep)
 	for {
 		msgs, err := dl.c.poison.Dequeue(ctx, MaxBatch, dl.scanVisibility)
 		if err != nil {

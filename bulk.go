@@ -1,0 +1,498 @@
+package leasecron
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// BulkType is the task type of bulk operations. Every worker runs it
+// itself; a handler registered for it is ignored.
+const BulkType = "leasecron-bulk"
+
+// bulkMaxAttempts lets a bulk operation be taken over many times (after
+// crashes, or MaxRunTime) before it is given up.
+const bulkMaxAttempts = 50
+
+// BulkKind is what a bulk operation does to everything its filter
+// matches.
+type BulkKind string
+
+// The bulk operations.
+const (
+	// BulkRequeueDead moves the dead letters matching Type, Reason and
+	// the due range Since–Until back to the work queue with their
+	// attempts reset (the failed or dead runs of a type within a time
+	// range: a dead run is a dead letter).
+	BulkRequeueDead BulkKind = "requeue-dead"
+	// BulkCancelPending cancels the pending tasks of Type and/or whose
+	// id starts with IDPrefix (a recurring series among them stops).
+	BulkCancelPending BulkKind = "cancel-pending"
+	// BulkDisableSeries disables every recurring series of Type that is
+	// not disabled already.
+	BulkDisableSeries BulkKind = "disable-series"
+)
+
+// BulkFilter selects what a bulk operation acts on; every field set must
+// match.
+type BulkFilter struct {
+	// Type keeps items of this task type.
+	Type string `json:"type,omitempty"`
+	// Reason (requeue-dead) keeps dead letters whose reason (with the
+	// last error) contains it.
+	Reason string `json:"reason,omitempty"`
+	// IDPrefix (cancel-pending) keeps tasks whose id starts with it.
+	IDPrefix string `json:"id_prefix,omitempty"`
+	// Since and Until (requeue-dead) keep dead letters of tasks due at or
+	// after Since and before Until.
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"`
+}
+
+// BulkOp is a bulk operation: a kind and its filter.
+type BulkOp struct {
+	Kind   BulkKind   `json:"kind"`
+	Filter BulkFilter `json:"filter"`
+}
+
+// Validate refuses an operation that names no known kind, a filter field
+// the kind does not use, a bad type, or an empty range; cancel-pending and
+// disable-series need a filter (a type, or an id prefix).
+func (op BulkOp) Validate() error {
+	f := op.Filter
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: bulk %s: %s", ErrInvalidTask, op.Kind, fmt.Sprintf(format, a...))
+	}
+	if f.Type != "" {
+		if err := schedule.ValidateType(f.Type); err != nil {
+			return fmt.Errorf("bulk %s: %w", op.Kind, err)
+		}
+	}
+	switch op.Kind {
+	case BulkRequeueDead:
+		if f.IDPrefix != "" {
+			return bad("an id prefix selects pending tasks; dead letters are selected by type, reason and due range")
+		}
+		if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+			return bad("since %s is not before until %s", f.Since.UTC().Format(time.RFC3339), f.Until.UTC().Format(time.RFC3339))
+		}
+	case BulkCancelPending:
+		if f.Reason != "" || !f.Since.IsZero() || !f.Until.IsZero() {
+			return bad("pending tasks are selected by type and id prefix only")
+		}
+		if f.Type == "" && f.IDPrefix == "" {
+			return bad("give a type or an id prefix (cancelling every pending task at once is not offered)")
+		}
+	case BulkDisableSeries:
+		if f.Reason != "" || f.IDPrefix != "" || !f.Since.IsZero() || !f.Until.IsZero() {
+			return bad("series are selected by type only")
+		}
+		if f.Type == "" {
+			return bad("give the type of the series to disable")
+		}
+	default:
+		return fmt.Errorf("%w: bulk operation %q: want %s, %s or %s", ErrInvalidTask, op.Kind, BulkRequeueDead, BulkCancelPending, BulkDisableSeries)
+	}
+	return nil
+}
+
+// String describes the operation: its kind and filter.
+func (op BulkOp) String() string {
+	parts := []string{string(op.Kind)}
+	f := op.Filter
+	for _, kv := range [][2]string{{"type", f.Type}, {"reason", f.Reason}, {"id", f.IDPrefix}} {
+		if kv[1] != "" {
+			v := kv[1]
+			if kv[0] == "id" {
+				v += "*"
+			}
+			parts = append(parts, kv[0]+":"+v)
+		}
+	}
+	if !f.Since.IsZero() {
+		parts = append(parts, "since:"+f.Since.UTC().Format(time.RFC3339))
+	}
+	if !f.Until.IsZero() {
+		parts = append(parts, "until:"+f.Until.UTC().Format(time.RFC3339))
+	}
+	return strings.Join(parts, " ")
+}
+
+// unfiltered reports whether a requeue-dead operation takes every dead
+// letter.
+func (f BulkFilter) unfiltered() bool {
+	return f.Type == "" && f.Reason == "" && f.Since.IsZero() && f.Until.IsZero()
+}
+
+// deadMatch reports whether a dead letter passes f.
+func (f BulkFilter) deadMatch(d queue.DeadLetter) bool {
+	if f.Type != "" && d.Type != f.Type {
+		return false
+	}
+	if f.Reason != "" && !strings.Contains(d.Reason, f.Reason) {
+		return false
+	}
+	if !f.Since.IsZero() || !f.Until.IsZero() {
+		env, ok := d.Envelope()
+		if !ok || (!f.Since.IsZero() && env.Due.Before(f.Since)) || (!f.Until.IsZero() && !env.Due.Before(f.Until)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Bulk is a bulk operation as stored: what it does, who started it and
+// how far it has got.
+type Bulk struct {
+	// ID is the operation's id, also the id of the task that runs it.
+	ID string `json:"id"`
+	Op BulkOp `json:"op"`
+	// By is who started it.
+	By string `json:"by,omitempty"`
+	// Expect is how many matched when it was confirmed.
+	Expect int `json:"expect"`
+	// Done counts the items acted on; Failed those that could not be
+	// (LastError says why, for the latest).
+	Done   int `json:"done"`
+	Failed int `json:"failed"`
+	// State is running, succeeded or failed.
+	State     string `json:"state"`
+	LastError string `json:"last_error,omitempty"`
+	// Attempts counts the workers that have run it (more than one when
+	// one took over from another that stopped or crashed).
+	Attempts int       `json:"attempts"`
+	Created  time.Time `json:"created"`
+	Updated  time.Time `json:"updated"`
+	Finished time.Time `json:"finished,omitzero"`
+}
+
+// Percent is how far it has got against Expect (100 when finished).
+func (b Bulk) Percent() int {
+	if b.State != runs.BulkRunning {
+		return 100
+	}
+	if b.Expect <= 0 {
+		return 0
+	}
+	return min(99, (b.Done+b.Failed)*100/b.Expect)
+}
+
+// Summary says, in a line, how far it has got.
+func (b Bulk) Summary() string {
+	verb := map[BulkKind]string{BulkRequeueDead: "requeued", BulkCancelPending: "cancelled", BulkDisableSeries: "disabled"}[b.Op.Kind]
+	s := fmt.Sprintf("%d %s, %d failed, of %d matching when confirmed", b.Done, verb, b.Failed, b.Expect)
+	switch b.State {
+	case runs.BulkSucceeded:
+		return "done: " + s
+	case runs.BulkFailed:
+		return "failed: " + s
+	}
+	return s
+}
+
+func bulkOf(r runs.BulkRow) Bulk {
+	b := Bulk{ID: r.ID, By: r.By, Expect: r.Expect, Done: r.Done, Failed: r.Failed, State: r.State, LastError: r.Error,
+		Attempts: r.Attempts, Created: r.Created, Updated: r.Updated, Finished: r.Finished}
+	b.Op.Kind = BulkKind(r.Kind)
+	_ = json.Unmarshal([]byte(r.Filter), &b.Op.Filter)
+	return b
+}
+
+func (b Bulk) row() runs.BulkRow {
+	f, _ := json.Marshal(b.Op.Filter)
+	return runs.BulkRow{ID: b.ID, Kind: string(b.Op.Kind), Filter: string(f), By: b.By, Expect: b.Expect, Done: b.Done, Failed: b.Failed,
+		State: b.State, Error: b.LastError, Attempts: b.Attempts, Created: b.Created, Updated: b.Updated, Finished: b.Finished}
+}
+
+// CountBulk says how many items op matches now: what the confirmation of
+// the operation names. An unfiltered requeue-dead costs one request (the
+// poison queue's approximate count); a filtered one reads the dead runs'
+// records (run records needed), 1,000 per query; cancel-pending and
+// disable-series list the pending tasks of the type, 1,000 per query.
+func (c *Client) CountBulk(ctx context.Context, op BulkOp) (int, error) {
+	if err := op.Validate(); err != nil {
+		return 0, err
+	}
+	f := op.Filter
+	n := 0
+	switch op.Kind {
+	case BulkRequeueDead:
+		if f.unfiltered() {
+			return c.dead.Count(ctx)
+		}
+		if c.runs == nil {
+			return 0, fmt.Errorf("%w: counting the dead letters of a filter reads their run records", ErrNoRunRecords)
+		}
+		q := RunQuery{State: RunDead, Type: f.Type, Since: f.Since, Limit: 1000}
+		for {
+			p, err := c.Runs(ctx, q)
+			if err != nil {
+				return 0, err
+			}
+			for _, r := range p.Runs {
+				if (f.Until.IsZero() || r.Due.Before(f.Until)) && (f.Reason == "" || strings.Contains(r.LastError, f.Reason)) {
+					n++
+				}
+			}
+			if p.Continue == "" {
+				return n, nil
+			}
+			q.Continue = p.Continue
+		}
+	default:
+		err := c.eachPending(ctx, op, func(Item) error { n++; return nil })
+		return n, err
+	}
+}
+
+// eachPending calls do for every pending task op matches, a page of up
+// to 1,000 at a time.
+func (c *Client) eachPending(ctx context.Context, op BulkOp, do func(Item) error) error {
+	lo := ListOptions{Type: op.Filter.Type, Limit: 1000, Recurring: op.Kind == BulkDisableSeries}
+	for {
+		items, next, err := c.sched.List(ctx, lo)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if !strings.HasPrefix(it.ID, op.Filter.IDPrefix) || (op.Kind == BulkDisableSeries && (it.Recurrence == "" || !it.Disabled.IsZero())) {
+				continue
+			}
+			if err := do(it); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		lo.Continuation = next
+	}
+}
+
+// StartBulk starts op as a resumable operation on the fleet: it records
+// the operation and schedules the task that runs it (type BulkType, due
+// now), which a worker picks up. expect is the count the user confirmed
+// (CountBulk); by names who starts it (empty: user@host of this
+// process). A worker that stops or crashes while running it hands it on:
+// another takes it over and continues (its counts too, up to one batch
+// short after a crash), and nothing is applied twice — each item is
+// looked up afresh and acted on only while it still matches. Follow it
+// with Client.Bulk. It needs run records.
+func (c *Client) StartBulk(ctx context.Context, op BulkOp, expect int, by string) (Bulk, error) {
+	if err := op.Validate(); err != nil {
+		return Bulk{}, err
+	}
+	if c.runs == nil {
+		return Bulk{}, fmt.Errorf("%w: a bulk operation keeps its progress with the run records", ErrNoRunRecords)
+	}
+	if expect < 0 {
+		return Bulk{}, fmt.Errorf("%w: bulk %s: expected count %d: want the number CountBulk gave", ErrInvalidTask, op.Kind, expect)
+	}
+	now := c.o.Clock.Now().UTC()
+	rnd := make([]byte, 3)
+	_, _ = rand.Read(rnd)
+	b := Bulk{ID: "bulk-" + now.Format("20060102-150405") + "-" + hex.EncodeToString(rnd), Op: op, By: by, Expect: expect, State: runs.BulkRunning}
+	if b.By == "" {
+		b.By = whoAmI()
+	}
+	if err := c.runs.CreateBulk(ctx, b.row()); err != nil {
+		return Bulk{}, err
+	}
+	payload, _ := json.Marshal(map[string]string{"bulk": b.ID})
+	if _, err := c.Schedule(ctx, Item{ID: b.ID, Type: BulkType, Payload: string(payload), Due: now, MaxAttempts: bulkMaxAttempts}, nil); err != nil {
+		b.State, b.LastError, b.Finished = runs.BulkFailed, "scheduling it failed: "+err.Error(), now
+		_ = c.runs.SaveBulk(context.WithoutCancel(ctx), b.row())
+		return Bulk{}, fmt.Errorf("bulk %s: schedule its task: %w", b.ID, err)
+	}
+	return c.Bulk(ctx, b.ID)
+}
+
+// Bulk returns the bulk operation id (one request); an unknown id is an
+// error wrapping ErrNotFound.
+func (c *Client) Bulk(ctx context.Context, id string) (Bulk, error) {
+	if c.runs == nil {
+		return Bulk{}, ErrNoRunRecords
+	}
+	r, err := c.runs.GetBulk(ctx, id)
+	if errors.Is(err, runs.ErrNoBulk) {
+		return Bulk{}, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	if err != nil {
+		return Bulk{}, err
+	}
+	return bulkOf(r), nil
+}
+
+// Bulks returns the bulk operations kept, newest first (finished ones are
+// kept for runs.retention_failed).
+func (c *Client) Bulks(ctx context.Context) ([]Bulk, error) {
+	if c.runs == nil {
+		return nil, ErrNoRunRecords
+	}
+	rows, err := c.runs.ListBulk(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Bulk, len(rows))
+	for i, r := range rows {
+		out[i] = bulkOf(r)
+	}
+	return out, nil
+}
+
+// runBulk is the handler of BulkType: it runs (or continues) the
+// operation its payload names, saving its counts after every batch.
+func (c *Client) runBulk(ctx context.Context, task Task) error {
+	var p struct {
+		Bulk string `json:"bulk"`
+	}
+	if err := json.Unmarshal(task.Payload, &p); err != nil || p.Bulk == "" {
+		return fmt.Errorf("bulk task %s: payload %q does not name an operation", task.ID, trimmed(task.Payload))
+	}
+	b, err := c.Bulk(ctx, p.Bulk)
+	if err != nil {
+		return err
+	}
+	if b.State != runs.BulkRunning {
+		return nil // finished before: never applied twice
+	}
+	b.Attempts++
+	started := c.o.Clock.Now()
+	var mu sync.Mutex
+	save := func(done, failed int, lastErr string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		b.Done += done
+		b.Failed += failed
+		if lastErr != "" {
+			b.LastError = lastErr
+		}
+		_ = Progress(ctx, b.Percent(), b.Summary())
+		return c.runs.SaveBulk(context.WithoutCancel(ctx), b.row())
+	}
+	if err := save(0, 0, ""); err != nil {
+		return err
+	}
+	if err := b.Op.Validate(); err != nil {
+		b.State, b.LastError, b.Finished = runs.BulkFailed, err.Error(), c.o.Clock.Now()
+		return save(0, 0, "")
+	}
+	switch b.Op.Kind {
+	case BulkRequeueDead:
+		err = c.requeueDeadWhere(ctx, b, started, save)
+	default:
+		err = c.actOnPending(ctx, b.Op, save)
+	}
+	if err != nil {
+		return err // taken up again by the next attempt
+	}
+	b.State, b.Finished = runs.BulkSucceeded, c.o.Clock.Now()
+	return save(0, 0, "")
+}
+
+// requeueDeadWhere walks the poison queue until a walk finds nothing more
+// to requeue, and until the records hidden by a walk of an earlier
+// attempt (one that crashed) have come back into sight.
+func (c *Client) requeueDeadWhere(ctx context.Context, b Bulk, started time.Time, save func(done, failed int, lastErr string) error) error {
+	for {
+		st, err := c.dead.RequeueWhere(ctx, b.Op.Filter.deadMatch, func(s queue.WhereStats) error {
+			return save(s.Requeued, s.Failed, s.LastError)
+		})
+		if err != nil {
+			return err
+		}
+		if st.Requeued > 0 {
+			continue
+		}
+		if b.Attempts == 1 {
+			return nil // no walk of this operation left records hidden
+		}
+		left, err := c.dead.Count(ctx)
+		if err != nil {
+			return err
+		}
+		// Beyond what did not match or failed, records are still hidden
+		// by the walk of the attempt that stopped: wait for them, as long
+		// as they can be hidden.
+		if left <= st.Kept+st.Failed || c.o.Clock.Now().Sub(started) > queue.BulkScanVisibility+30*time.Second {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// actOnPending cancels or disables every pending task op matches, eight
+// at a time, saving the counts after each page.
+func (c *Client) actOnPending(ctx context.Context, op BulkOp, save func(done, failed int, lastErr string) error) error {
+	var page []Item
+	flush := func() error {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		done, failed, last := 0, 0, ""
+		for _, it := range page {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				var err error
+				if op.Kind == BulkDisableSeries {
+					_, err = c.Disable(ctx, it.ID)
+				} else {
+					_, err = c.Cancel(ctx, it.ID)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					done++
+				case errors.Is(err, ErrNotFound), errors.Is(err, ErrAlreadyFinished):
+					// Gone meanwhile (it ran, or someone else acted):
+					// nothing to do.
+				default:
+					failed++
+					last = fmt.Sprintf("%s: %v", it.ID, err)
+				}
+			}()
+		}
+		wg.Wait()
+		page = page[:0]
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return save(done, failed, last)
+	}
+	err := c.eachPending(ctx, op, func(it Item) error {
+		page = append(page, it)
+		if len(page) == 100 {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
+}
+
+// trimmed is at most 100 bytes of b, for messages.
+func trimmed(b []byte) string {
+	if len(b) > 100 {
+		return string(b[:100]) + "…"
+	}
+	return string(b)
+}

@@ -1,0 +1,132 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
+	"github.com/leasecron/leasecron/internal/trunc"
+)
+
+// Bulk operations (act on everything matching a filter) keep their state
+// in one row each, in partition "~k" with RowKey the operation's id: what
+// it does, who started it, how many matched when it was confirmed, and how
+// far it has got. The worker running it writes the row after each batch,
+// so a worker that takes it over after a crash continues the counts.
+const bulkPK = "~k"
+
+// ErrNoBulk: no bulk operation has that id.
+var ErrNoBulk = errors.New("no such bulk operation")
+
+// BulkRow is a bulk operation's state.
+type BulkRow struct {
+	ID string
+	// Kind and Filter say what it does (Filter is the caller's JSON).
+	Kind, Filter string
+	// By is who started it; Expect how many matched when it was confirmed.
+	By     string
+	Expect int
+	// Done and Failed count the items acted on and those that could not
+	// be.
+	Done, Failed int
+	// State is "running", "succeeded" or "failed"; Error says why it
+	// failed, or the latest item error.
+	State, Error string
+	// Attempts counts the workers that have run it (more than one after
+	// a takeover).
+	Attempts                   int
+	Created, Updated, Finished time.Time
+}
+
+// Bulk states.
+const (
+	BulkRunning   = "running"
+	BulkSucceeded = "succeeded"
+	BulkFailed    = "failed"
+)
+
+func (b BulkRow) props() table.Props {
+	return table.Props{"Kind": b.Kind, "Filter": b.Filter, "By": trunc.Head(b.By, MaxAuditField), "Expect": int64(b.Expect),
+		"Done": int64(b.Done), "Failed": int64(b.Failed), "State": b.State, "Error": trunc.Head(b.Error, MaxAuditField),
+		"Attempts": int64(b.Attempts), "Created": b.Created, "Updated": b.Updated, "Finished": b.Finished}
+}
+
+func bulkFrom(e table.Entity) BulkRow {
+	p := e.Props
+	return BulkRow{ID: e.RowKey, Kind: p.Str("Kind"), Filter: p.Str("Filter"), By: p.Str("By"), Expect: int(p.Int("Expect")),
+		Done: int(p.Int("Done")), Failed: int(p.Int("Failed")), State: p.Str("State"), Error: p.Str("Error"),
+		Attempts: int(p.Int("Attempts")), Created: p.Time("Created"), Updated: p.Time("Updated"), Finished: p.Time("Finished")}
+}
+
+// CreateBulk writes a new operation's row (refused if the id exists),
+// first removing the rows of operations that finished longer ago than
+// Options.RetentionFailed (one query), so the partition stays small
+// without costing the cleaning pass anything.
+func (s *Store) CreateBulk(ctx context.Context, b BulkRow) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	if _, err := s.cleanBulk(ctx, s.now().Add(-s.o.RetentionFailed)); err != nil {
+		s.o.Logger.Debug("removing old bulk operations failed", "err", err)
+	}
+	b.Created, b.Updated, b.State = s.now(), s.now(), BulkRunning
+	if err := submit(ctx, s.t, []table.Op{{Kind: table.Insert, PartitionKey: bulkPK, RowKey: b.ID, Props: b.props()}}); err != nil {
+		return fmt.Errorf("runs: create bulk operation %s: %w", b.ID, err)
+	}
+	return nil
+}
+
+// SaveBulk writes an operation's progress (one request).
+func (s *Store) SaveBulk(ctx context.Context, b BulkRow) error {
+	b.Updated = s.now()
+	if err := submit(ctx, s.t, []table.Op{{Kind: table.Upsert, PartitionKey: bulkPK, RowKey: b.ID, Props: b.props()}}); err != nil {
+		return fmt.Errorf("runs: save bulk operation %s: %w", b.ID, err)
+	}
+	return nil
+}
+
+// GetBulk reads an operation's row; ErrNoBulk when there is none.
+func (s *Store) GetBulk(ctx context.Context, id string) (BulkRow, error) {
+	if err := s.ensure(ctx); err != nil {
+		return BulkRow{}, err
+	}
+	e, err := s.t.Get(ctx, bulkPK, id)
+	if err != nil {
+		if errors.Is(err, storage.ErrNotFound) {
+			return BulkRow{}, fmt.Errorf("%w: %q", ErrNoBulk, id)
+		}
+		return BulkRow{}, fmt.Errorf("runs: read bulk operation %s: %w", id, err)
+	}
+	return bulkFrom(e), nil
+}
+
+// ListBulk returns the operations, newest first (one query per 1,000).
+func (s *Store) ListBulk(ctx context.Context) ([]BulkRow, error) {
+	if err := s.ensure(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := table.All(ctx, s.t, table.Query{Partition: bulkPK}, 0)
+	if err != nil {
+		return nil, fmt.Errorf("runs: list bulk operations: %w", err)
+	}
+	out := make([]BulkRow, len(rows))
+	for i, e := range rows {
+		out[i] = bulkFrom(e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	return out, nil
+}
+
+// cleanBulk removes the operations that finished before cutoff.
+func (s *Store) cleanBulk(ctx context.Context, cutoff time.Time) (int, error) {
+	old, err := table.All(ctx, s.t, table.Query{Partition: bulkPK, Select: []string{"Finished"},
+		Where: []table.Cond{{Prop: "State", Op: table.Ne, Value: BulkRunning}, {Prop: "Finished", Op: table.Lt, Value: cutoff}}}, 0)
+	if err != nil {
+		return 0, fmt.Errorf("runs: clean bulk operations: %w", err)
+	}
+	return s.deleteRows(ctx, old), nil
+}

@@ -1,0 +1,137 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// BulkScanVisibility is how long RequeueWhere hides the records it has
+// dequeued and not yet dealt with. A walk that a crash cuts short leaves
+// them hidden for as long; the walk that takes over waits for them (see
+// RequeueWhere).
+var BulkScanVisibility = 2 * time.Minute
+
+// bulkParallel bounds the requeues of one batch in flight at once.
+const bulkParallel = 8
+
+// WhereStats is what one RequeueWhere pass did.
+type WhereStats struct {
+	// Requeued and Failed count the matching records moved back and those
+	// that could not be (a truncated or unreadable body; a request that
+	// failed). Kept counts the records that did not match.
+	Requeued, Failed, Kept int
+	// LastError is the latest failure's message.
+	LastError string
+}
+
+// RequeueWhere moves every record that match accepts back to the work
+// queue with its attempts reset, as Requeue does (run marked queued,
+// enqueued, then removed from the poison queue; a crash between the last
+// two leaves a duplicate message, which run records suppress). It walks
+// the poison queue once, in batches of MaxBatch dequeued together and
+// requeued in parallel, and calls batch after each with that batch's
+// figures; an error from batch stops the walk. Records that do not match,
+// or that fail, are made visible again at the end.
+func (dl *DeadLetters) RequeueWhere(ctx context.Context, match func(DeadLetter) bool, batch func(WhereStats) error) (WhereStats, error) {
+	var total WhereStats
+	seen := map[string]bool{}
+	keep := map[string]Message{}
+	defer dl.restore(ctx, keep)
+	for {
+		msgs, err := dl.c.poison.Dequeue(ctx, MaxBatch, BulkScanVisibility)
+		if err != nil {
+			return total, fmt.Errorf("queue: walk dead letters: %w", err)
+		}
+		var st WhereStats
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, bulkParallel)
+		fresh := 0
+		for _, m := range msgs {
+			if seen[m.ID] {
+				mu.Lock()
+				keep[m.ID] = m
+				mu.Unlock()
+				continue
+			}
+			seen[m.ID] = true
+			fresh++
+			d := parseRecord(m)
+			if !match(d) {
+				mu.Lock()
+				keep[m.ID] = m
+				st.Kept++
+				mu.Unlock()
+				continue
+			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				err := dl.requeue(ctx, d)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					keep[m.ID] = m
+					st.Failed++
+					st.LastError = err.Error()
+					return
+				}
+				st.Requeued++
+			}()
+		}
+		wg.Wait()
+		total.Requeued += st.Requeued
+		total.Failed += st.Failed
+		total.Kept += st.Kept
+		if st.LastError != "" {
+			total.LastError = st.LastError
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		if len(msgs) > 0 {
+			if err := batch(st); err != nil {
+				return total, err
+			}
+		}
+		if len(msgs) < MaxBatch || fresh == 0 {
+			return total, nil
+		}
+	}
+}
+
+// restore makes the records of keep visible again (they reappear by
+// themselves when their visibility ends if this fails).
+func (dl *DeadLetters) restore(ctx context.Context, keep map[string]Message) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for _, m := range keep {
+		if _, err := dl.c.poison.Update(rctx, m, m.Text, 0); err != nil && !errors.Is(rctx.Err(), context.DeadlineExceeded) {
+			dl.log.Warn("making a dead letter visible again failed; it reappears by itself", "message", m.ID, "err", err)
+		}
+	}
+}
+
+// Count returns about how many records the poison queue holds, hidden
+// ones included (the service's approximate count).
+func (dl *DeadLetters) Count(ctx context.Context) (int, error) {
+	n, err := dl.c.poison.Count(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("queue: count dead letters: %w", err)
+	}
+	return n, nil
+}
+
+// Envelope returns the task the record carries (ok false when its body is
+// not a whole envelope).
+func (d DeadLetter) Envelope() (Envelope, bool) {
+	if d.Truncated {
+		return Envelope{}, false
+	}
+	env, err := decodeBody(d.Body)
+	return env, err == nil
+}
