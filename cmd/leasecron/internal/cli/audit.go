@@ -27,11 +27,12 @@ var auditedCommands = map[string]bool{
 	"pause": true, "resume": true, "deadletter requeue": true, "deadletter purge": true,
 	"blackboard add": true, "blackboard remove": true, "blackboard run-now": true,
 	"shards set": true, "runs clean": true, "migrate": true, "drain": true,
+	"bulk requeue-dead": true, "bulk cancel": true, "bulk disable": true,
 }
 
 // auditedFlags are the flags an audit entry names with their values (the
 // rest, such as payloads, files and connection strings, are left out).
-var auditedFlags = []string{"id", "type", "at", "in", "every", "cron", "tz", "for", "until", "unique-key", "replace", "all"}
+var auditedFlags = []string{"id", "type", "at", "in", "every", "cron", "tz", "for", "until", "unique-key", "replace", "all", "reason", "id-prefix", "since", "yes"}
 
 // audit makes every command of auditedCommands under root record its runs.
 func (a *app) audit(root *cobra.Command) {

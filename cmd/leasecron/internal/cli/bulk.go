@@ -1,0 +1,233 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+func init() {
+	extraCommands = append(extraCommands, (*app).bulkCmd)
+}
+
+func (a *app) bulkCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "bulk",
+		Short: "Act on everything matching a filter: requeue dead letters, cancel pending tasks, disable series",
+		Long: `Bulk operations act on every item a filter matches, however many. Each
+subcommand first counts what matches and stops there; with --yes it starts the
+operation on the fleet, confirmed with that count: a worker runs it as a task,
+saving its counts after every batch, and if that worker stops or crashes
+another takes it over and continues, acting only on what still matches (so
+nothing is done twice). Follow it with --wait, 'leasecron bulk status ID' or
+the dashboard's /bulk page. Bulk operations need run records (worker.runs).`,
+	}
+	c.AddCommand(
+		a.bulkKindCmd(leasecron.BulkRequeueDead, "requeue-dead [--type T] [--reason TEXT] [--since WHEN] [--until WHEN] [--yes [--wait DURATION]]",
+			"Requeue the dead letters matching a type, a reason and a due range, attempts reset",
+			"  leasecron bulk requeue-dead --type mail --reason timeout\n  leasecron bulk requeue-dead --type mail --since 24h --yes --wait 10m"),
+		a.bulkKindCmd(leasecron.BulkCancelPending, "cancel [--type T] [--id-prefix P] [--yes [--wait DURATION]]",
+			"Cancel every pending task of a type and/or whose id starts with a prefix",
+			"  leasecron bulk cancel --type report --id-prefix 2026-11-\n  leasecron bulk cancel --type report --yes"),
+		a.bulkKindCmd(leasecron.BulkDisableSeries, "disable --type T [--yes [--wait DURATION]]",
+			"Disable every recurring series of a type (enable them one by one with 'leasecron enable')",
+			"  leasecron bulk disable --type nightly --yes"),
+		a.bulkStatusCmd(), a.bulkListCmd(),
+	)
+	return c
+}
+
+func (a *app) bulkKindCmd(kind leasecron.BulkKind, use, short, example string) *cobra.Command {
+	var f leasecron.BulkFilter
+	var since, until string
+	var yes bool
+	var wait time.Duration
+	noun := map[leasecron.BulkKind]string{leasecron.BulkRequeueDead: "dead letter(s)", leasecron.BulkCancelPending: "pending task(s)", leasecron.BulkDisableSeries: "enabled series"}[kind]
+	c := &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Example: example,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if wait < 0 {
+				return usagef("--wait %s: want a positive duration, or none", wait)
+			}
+			if wait > 0 && !yes {
+				return usagef("--wait follows a started operation: add --yes to start it")
+			}
+			now := time.Now()
+			var err error
+			if since != "" {
+				if f.Since, err = parseWhenAgo(since, now); err != nil {
+					return usagef("--since %q: %v", since, err)
+				}
+			}
+			if until != "" {
+				if f.Until, err = parseWhenAgo(until, now); err != nil {
+					return usagef("--until %q: %v", until, err)
+				}
+			}
+			op := leasecron.BulkOp{Kind: kind, Filter: f}
+			if err := op.Validate(); err != nil {
+				return usageError{err}
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			n, err := cl.CountBulk(cmd.Context(), op)
+			if err != nil {
+				return err
+			}
+			if !yes {
+				fmt.Fprintf(a.out, "%d %s match %s; add --yes to start the operation\n", n, noun, op)
+				return nil
+			}
+			b, err := cl.StartBulk(cmd.Context(), op, n, osUser()+"@"+hostName())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out, "started %s (%s) on %d matching %s\n", b.ID, op, n, noun)
+			if wait == 0 {
+				fmt.Fprintf(a.out, "follow it with: leasecron bulk status %s\n", b.ID)
+				return nil
+			}
+			return a.followBulk(cmd.Context(), cl, b.ID, wait)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.Type, "type", "", "only items of this task type")
+	switch kind {
+	case leasecron.BulkRequeueDead:
+		fl.StringVar(&f.Reason, "reason", "", "only dead letters whose reason (with the last error) contains this text")
+		fl.StringVar(&since, "since", "", "only tasks due at or after this: a duration ago (24h) or RFC 3339")
+		fl.StringVar(&until, "until", "", "only tasks due before this: a duration ago (1h) or RFC 3339")
+	case leasecron.BulkCancelPending:
+		fl.StringVar(&f.IDPrefix, "id-prefix", "", "only tasks whose id starts with this")
+	}
+	fl.BoolVar(&yes, "yes", false, "start the operation on what matches (without it, only count)")
+	fl.DurationVar(&wait, "wait", 0, "with --yes, follow the operation up to this long (10m), printing its progress")
+	return c
+}
+
+// parseWhenAgo reads a time as RFC 3339, or as a duration before now.
+func parseWhenAgo(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("want a positive duration (that long ago)")
+		}
+		return now.Add(-d), nil
+	}
+	t, err := schedule.ParseWhen(s, "", now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("want a duration ago (24h) or an RFC 3339 time: %w", err)
+	}
+	return t, nil
+}
+
+// followBulk prints the operation's progress every second until it
+// finishes or wait passes; a failed operation exits 1.
+func (a *app) followBulk(ctx context.Context, cl *leasecron.Client, id string, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	last := ""
+	for {
+		b, err := cl.Bulk(ctx, id)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		if s := b.Summary(); err == nil && s != last {
+			fmt.Fprintf(a.out, "%s %3d%% %s\n", id, b.Percent(), s)
+			last = s
+		}
+		if err == nil && b.State == "failed" {
+			return fmt.Errorf("bulk %s failed: %s", id, b.LastError)
+		}
+		if err == nil && b.State != "running" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bulk %s is still running after %s (it goes on): %s", id, wait, last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (a *app) bulkStatusCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status ID [--json]",
+		Short: "Show a bulk operation: what it does, who started it, how far it has got",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			b, err := cl.Bulk(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(a.out).Encode(b)
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "id\t%s\nop\t%s\nby\t%s\nstate\t%s\nprogress\t%d%% %s\nstarted\t%s\nupdated\t%s\nattempts\t%d\n",
+				b.ID, b.Op, b.By, b.State, b.Percent(), b.Summary(), b.Created.UTC().Format(time.RFC3339), b.Updated.UTC().Format(time.RFC3339), b.Attempts)
+			if !b.Finished.IsZero() {
+				fmt.Fprintf(tw, "finished\t%s\n", b.Finished.UTC().Format(time.RFC3339))
+			}
+			if b.LastError != "" {
+				fmt.Fprintf(tw, "last error\t%s\n", b.LastError)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func (a *app) bulkListCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List the bulk operations, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			list, err := cl.Bulks(cmd.Context())
+			if err != nil {
+				if errors.Is(err, leasecron.ErrNoRunRecords) {
+					return usageError{err}
+				}
+				return err
+			}
+			if asJSON {
+				if list == nil {
+					list = []leasecron.Bulk{}
+				}
+				return json.NewEncoder(a.out).Encode(list)
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tOP\tBY\tSTARTED\tPROGRESS")
+			for _, b := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, b.State, b.Op, b.By, b.Created.UTC().Format(time.RFC3339), b.Summary())
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
