@@ -65,6 +65,33 @@ type BulkOp struct {
 	Filter BulkFilter `json:"filter"`
 }
 
+// ParseBulkOp builds an operation from text, as the command line and the
+// dashboard take it: kind is one of the BulkKind values; since and until
+// are each empty, a duration before now ("24h") or an RFC 3339 time. The
+// result is validated.
+func ParseBulkOp(kind, typ, reason, idPrefix, since, until string, now time.Time) (BulkOp, error) {
+	op := BulkOp{Kind: BulkKind(strings.TrimSpace(kind)), Filter: BulkFilter{Type: strings.TrimSpace(typ), Reason: reason, IDPrefix: idPrefix}}
+	for _, w := range []struct {
+		name, text string
+		to         *time.Time
+	}{{"since", since, &op.Filter.Since}, {"until", until, &op.Filter.Until}} {
+		text := strings.TrimSpace(w.text)
+		if text == "" {
+			continue
+		}
+		if d, err := time.ParseDuration(text); err == nil && d >= 0 {
+			*w.to = now.Add(-d)
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, text)
+		if err != nil {
+			return op, fmt.Errorf("%w: bulk %s: %s %q: want a duration before now (24h) or an RFC 3339 time (2026-11-25T09:00:00Z)", ErrInvalidTask, op.Kind, w.name, text)
+		}
+		*w.to = t
+	}
+	return op, op.Validate()
+}
+
 // Validate refuses an operation that names no known kind, a filter field
 // the kind does not use, a bad type, or an empty range; cancel-pending and
 // disable-series need a filter (a type, or an id prefix).
@@ -124,6 +151,9 @@ func (op BulkOp) String() string {
 	}
 	if !f.Until.IsZero() {
 		parts = append(parts, "until:"+f.Until.UTC().Format(time.RFC3339))
+	}
+	if len(parts) == 1 {
+		parts = append(parts, "(all)")
 	}
 	return strings.Join(parts, " ")
 }

@@ -33,6 +33,23 @@ func (s *Server) actionRoutes(m *http.ServeMux) {
 	m.Handle("POST /tasks/{id}/enable", s.action("enable", onID("id", saying(s.src.Enable, func(it schedule.Item) string {
 		return fmt.Sprintf("%s enabled: next occurrence %s", it.ID, it.Due.UTC().Format("2006-01-02 15:04:05Z"))
 	}))))
+	m.Handle("POST /bulk", s.action("bulk", func(ctx context.Context, r *http.Request) (string, error) {
+		op, err := s.bulkOpOf(r.PostFormValue)
+		if err != nil {
+			return "", err
+		}
+		expect, err := strconv.Atoi(r.PostFormValue("expect"))
+		if err != nil || expect < 0 {
+			return "", badf("expect %q: want the number of matching items the page showed", r.PostFormValue("expect"))
+		}
+		b, err := s.src.StartBulk(ctx, op, expect, identityOf(r).who)
+		if err != nil {
+			return "", err
+		}
+		// Go on to the operation's page.
+		r.PostForm.Set("back", "/bulk/"+url.PathEscape(b.ID))
+		return fmt.Sprintf("started %s: %s on %d matching", b.ID, op, expect), nil
+	}))
 	m.Handle("POST /fleet/{id}/drain", s.action("drain", func(ctx context.Context, r *http.Request) (string, error) {
 		return onID("id", func(ctx context.Context, id string) (string, error) {
 			return fmt.Sprintf("%s asked to drain: within its worker.drain_check it stops taking work, finishes what it runs and exits", id),
@@ -148,6 +165,9 @@ func (s *Server) audit(r *http.Request, name, msg string, err error) {
 		if v := r.PathValue(p); v != "" {
 			e.Target = v
 		}
+	}
+	if e.Target == "" && name == "bulk" {
+		e.Target = strings.TrimSpace(strings.Join([]string{r.PostFormValue("kind"), r.PostFormValue("type"), r.PostFormValue("reason"), r.PostFormValue("id_prefix")}, " "))
 	}
 	if e.Target == "" && name == "schedule" {
 		e.Target = strings.TrimSpace(r.PostFormValue("id") + " " + r.PostFormValue("type"))

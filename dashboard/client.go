@@ -232,3 +232,15 @@ func (s clientSource) Drain(ctx context.Context, id, by string) error {
 	_, err := s.c.Drain(ctx, id, by)
 	return err
 }
+
+func (s clientSource) CountBulk(ctx context.Context, op leasecron.BulkOp) (int, error) {
+	return s.c.CountBulk(ctx, op)
+}
+
+func (s clientSource) StartBulk(ctx context.Context, op leasecron.BulkOp, expect int, by string) (leasecron.Bulk, error) {
+	return s.c.StartBulk(ctx, op, expect, by)
+}
+
+func (s clientSource) Bulk(ctx context.Context, id string) (leasecron.Bulk, error) { return s.c.Bulk(ctx, id) }
+
+func (s clientSource) Bulks(ctx context.Context) ([]leasecron.Bulk, error) { return s.c.Bulks(ctx) }

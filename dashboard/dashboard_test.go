@@ -638,3 +638,42 @@ func TestFleetPageDrains(t *testing.T) {
 		t.Errorf("the JSON twin does not say w4 is draining: %s", js)
 	}
 }
+
+// The bulk pages: the count the confirmation names, the start that goes
+// on to the operation's page, the operation and the list; a bad kind is
+// refused naming it; a read-only dashboard offers no start.
+func TestBulkPages(t *testing.T) {
+	src, _, srv, cl := newTest(t, Options{})
+	resp, body := fetch(t, cl, "GET", srv.URL+"/bulk/new?kind=requeue-dead&type=mail&since=24h", nil, nil)
+	if resp.StatusCode != 200 || !strings.Contains(body, `id="bulk-matches">1000<`) ||
+		!strings.Contains(body, `data-confirm="Requeue 1000 dead letters (requeue-dead type:mail since:`) || !strings.Contains(body, `name="expect" value="1000"`) {
+		t.Fatalf("GET /bulk/new: %d\n%s", resp.StatusCode, body)
+	}
+	token := csrfRE.FindStringSubmatch(body)[1]
+	resp, _ = fetch(t, cl, "POST", srv.URL+"/bulk", url.Values{"csrf": {token}, "kind": {"requeue-dead"}, "type": {"mail"}, "expect": {"1000"}, "back": {"/bulk/new"}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/bulk/bulk-1" {
+		t.Errorf("POST /bulk: %d to %q, want 303 to /bulk/bulk-1", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if got := src.done(); len(got) != 1 || got[0] != "bulk requeue-dead type:mail expect 1000 by anonymous" {
+		t.Errorf("source saw %v", got)
+	}
+	if _, body = fetch(t, cl, "GET", srv.URL+"/bulk/bulk-1", nil, nil); !strings.Contains(body, "400 requeued, 2 failed, of 1000 matching when confirmed") || !strings.Contains(body, "taken over") {
+		t.Errorf("GET /bulk/bulk-1:\n%s", body)
+	}
+	if _, js := fetch(t, cl, "GET", srv.URL+"/api/bulk/bulk-1", nil, nil); !strings.Contains(js, `"percent": 40`) {
+		t.Errorf("GET /api/bulk/bulk-1: %s", js)
+	}
+	if _, body = fetch(t, cl, "GET", srv.URL+"/bulk", nil, nil); !strings.Contains(body, `data-id="bulk-1"`) {
+		t.Errorf("GET /bulk does not list bulk-1")
+	}
+	if resp, body = fetch(t, cl, "GET", srv.URL+"/bulk/new?kind=delete-all", nil, nil); resp.StatusCode != 400 || !strings.Contains(body, `&#34;delete-all&#34;`) {
+		t.Errorf("a bad kind: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ = fetch(t, cl, "GET", srv.URL+"/bulk/nope", nil, nil); resp.StatusCode != 404 {
+		t.Errorf("an unknown operation: %d, want 404", resp.StatusCode)
+	}
+	_, _, ro, rcl := newTest(t, Options{ReadOnly: true})
+	if _, body = fetch(t, rcl, "GET", ro.URL+"/bulk/new?kind=cancel-pending&type=mail", nil, nil); strings.Contains(body, `id="bulk-start"`) || !strings.Contains(body, `id="bulk-matches"`) {
+		t.Errorf("read-only /bulk/new offers a start, or no count:\n%s", body)
+	}
+}

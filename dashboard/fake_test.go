@@ -228,6 +228,29 @@ func (f *fakeSource) Disable(ctx context.Context, id string) (schedule.Item, err
 	return schedule.Item{ID: id, Due: f.now, Disabled: f.now}, nil
 }
 
+func (f *fakeSource) CountBulk(ctx context.Context, op leasecron.BulkOp) (int, error) {
+	f.count("CountBulk")
+	return 1000, nil
+}
+
+func (f *fakeSource) StartBulk(ctx context.Context, op leasecron.BulkOp, expect int, by string) (leasecron.Bulk, error) {
+	f.did(fmt.Sprintf("bulk %s expect %d by %s", op, expect, by))
+	return leasecron.Bulk{ID: "bulk-1", Op: op, Expect: expect, By: by, State: "running"}, nil
+}
+
+func (f *fakeSource) Bulk(ctx context.Context, id string) (leasecron.Bulk, error) {
+	if id != "bulk-1" {
+		return leasecron.Bulk{}, fmt.Errorf("%w: no bulk operation %q", leasecron.ErrNotFound, id)
+	}
+	return leasecron.Bulk{ID: "bulk-1", Op: leasecron.BulkOp{Kind: leasecron.BulkRequeueDead, Filter: leasecron.BulkFilter{Type: "mail"}},
+		Expect: 1000, Done: 400, Failed: 2, State: "running", By: "op", Created: f.now.Add(-time.Minute), Updated: f.now, Attempts: 2}, nil
+}
+
+func (f *fakeSource) Bulks(ctx context.Context) ([]leasecron.Bulk, error) {
+	b, _ := f.Bulk(ctx, "bulk-1")
+	return []leasecron.Bulk{b}, nil
+}
+
 func (f *fakeSource) Drain(ctx context.Context, id, by string) error {
 	f.did("drain " + id + " by " + by)
 	return nil

@@ -44,6 +44,9 @@ func (s *Server) pages() []pageDef {
 		{"/blackboard", "blackboard", "Blackboard", s.loadBlackboard},
 		{"/fleet", "fleet", "Fleet", s.loadFleet},
 		{"/audit", "audit", "Audit log", s.loadAudit},
+		{"/bulk", "bulk", "Bulk operations", s.loadBulks},
+		{"/bulk/new", "bulknew", "Act on everything matching", s.loadBulkNew},
+		{"/bulk/{id}", "bulkop", "Bulk operation", s.loadBulk},
 		{"/search", "search", "Search", s.loadSearch},
 	}
 }
@@ -130,7 +133,7 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) bool {
 			return false
 		}
 	}
-	msg := fmt.Sprintf("no page %s: the pages are /, /tasks, /tasks/ID, /recurring, /runs, /deadletters, /blackboard and /fleet, each also as JSON under /api", trunc.Head(strconv.Quote(r.URL.Path), 200))
+	msg := fmt.Sprintf("no page %s: the pages are /, /tasks, /tasks/ID, /recurring, /runs, /deadletters, /blackboard, /fleet, /audit, /search and /bulk, each also as JSON under /api", trunc.Head(strconv.Quote(r.URL.Path), 200))
 	var pd pageData
 	if !strings.HasPrefix(r.URL.Path, "/api/") {
 		pd = s.newPageData(w, r, "", "")
@@ -627,4 +630,96 @@ func stateClass(s string) string {
 		return "st st-" + s
 	}
 	return "st"
+}
+
+// BulkListView is GET /bulk and /api/bulk: the bulk operations, newest
+// first.
+type BulkListView struct {
+	Ops []leasecron.Bulk `json:"operations"`
+	// Off: run records are off, and bulk operations need them.
+	Off bool `json:"off,omitempty"`
+}
+
+func (s *Server) loadBulks(ctx context.Context, r *http.Request) (any, error) {
+	return cached(ctx, s, "bulks", func(ctx context.Context) (*BulkListView, error) {
+		ops, err := s.src.Bulks(ctx)
+		switch {
+		case errors.Is(err, leasecron.ErrNoRunRecords):
+			return &BulkListView{Ops: []leasecron.Bulk{}, Off: true}, nil
+		case err != nil:
+			return nil, err
+		}
+		return &BulkListView{Ops: nonNil(ops)}, nil
+	})
+}
+
+// BulkNewView is GET /bulk/new and /api/bulk/new: an operation described
+// by the query (kind, type, reason, id_prefix, since, until) and how many
+// items it matches now, which the confirmation names.
+type BulkNewView struct {
+	Kind     string `json:"kind"`
+	Type     string `json:"type,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	IDPrefix string `json:"id_prefix,omitempty"`
+	Since    string `json:"since,omitempty"`
+	Until    string `json:"until,omitempty"`
+	// Op describes the operation; Matches is how many items it matches.
+	Op      string `json:"op"`
+	Matches int    `json:"matches"`
+	// Verb and Noun name what it does to what ("Requeue", "dead letters").
+	Verb string `json:"-"`
+	Noun string `json:"-"`
+}
+
+// bulkWords are the verb and noun of each kind, for the page's button.
+var bulkWords = map[leasecron.BulkKind][2]string{
+	leasecron.BulkRequeueDead:   {"Requeue", "dead letters"},
+	leasecron.BulkCancelPending: {"Cancel", "pending tasks"},
+	leasecron.BulkDisableSeries: {"Disable", "series"},
+}
+
+// bulkOpOf reads an operation from a request's query or form.
+func (s *Server) bulkOpOf(get func(string) string) (leasecron.BulkOp, error) {
+	op, err := leasecron.ParseBulkOp(get("kind"), get("type"), get("reason"), get("id_prefix"), get("since"), get("until"), s.o.Clock.Now())
+	if err != nil {
+		return op, badRequest{err}
+	}
+	return op, nil
+}
+
+func (s *Server) loadBulkNew(ctx context.Context, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	op, err := s.bulkOpOf(q.Get)
+	if err != nil {
+		return nil, err
+	}
+	// Not cached: the number confirmed must be the number now.
+	n, err := s.src.CountBulk(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+	w := bulkWords[op.Kind]
+	return &BulkNewView{Kind: string(op.Kind), Type: q.Get("type"), Reason: q.Get("reason"), IDPrefix: q.Get("id_prefix"), Since: q.Get("since"),
+		Until: q.Get("until"), Op: op.String(), Matches: n, Verb: w[0], Noun: w[1]}, nil
+}
+
+// BulkView is GET /bulk/{id} and /api/bulk/{id}: one operation.
+type BulkView struct {
+	leasecron.Bulk
+	Percent int    `json:"percent"`
+	Summary string `json:"summary"`
+}
+
+func (s *Server) loadBulk(ctx context.Context, r *http.Request) (any, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return nil, err
+	}
+	return cached(ctx, s, "bulk\n"+id, func(ctx context.Context) (*BulkView, error) {
+		b, err := s.src.Bulk(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return &BulkView{Bulk: b, Percent: b.Percent(), Summary: b.Summary()}, nil
+	})
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // pageTemplates are the templates rendered inside the layout.
-var pageTemplates = []string{"overview", "tasks", "task", "recurring", "runs", "deadletters", "blackboard", "fleet", "audit", "search", "error"}
+var pageTemplates = []string{"overview", "tasks", "task", "recurring", "runs", "deadletters", "blackboard", "fleet", "audit", "search", "bulk", "bulknew", "bulkop", "error"}
 
 // parseTemplates parses the layout with each page (html/template escapes
 // every value for its context: text, attribute, URL).
@@ -43,6 +43,7 @@ var nav = []navItem{
 	{"blackboard", "/blackboard", "Blackboard"},
 	{"fleet", "/fleet", "Fleet"},
 	{"audit", "/audit", "Audit"},
+	{"bulk", "/bulk", "Bulk"},
 }
 
 // pagerLinks are the links of a paged list.

@@ -52,6 +52,12 @@ type Source interface {
 	// disable`); Enable runs it again (`leasecron enable`).
 	Disable(ctx context.Context, id string) (schedule.Item, error)
 	Enable(ctx context.Context, id string) (schedule.Item, error)
+	// CountBulk, StartBulk, Bulk and Bulks are the bulk operations
+	// (leasecron.Client's).
+	CountBulk(ctx context.Context, op leasecron.BulkOp) (int, error)
+	StartBulk(ctx context.Context, op leasecron.BulkOp, expect int, by string) (leasecron.Bulk, error)
+	Bulk(ctx context.Context, id string) (leasecron.Bulk, error)
+	Bulks(ctx context.Context) ([]leasecron.Bulk, error)
 	// Drain asks a running instance to drain (`leasecron drain`); by
 	// names who asks.
 	Drain(ctx context.Context, id, by string) error

@@ -95,6 +95,8 @@ func TestDashboardInChromium(t *testing.T) {
 		"handlers": map[string]any{
 			// flaky fails until the test creates $FLEET_OK.
 			"flaky": map[string]any{"exec": []string{"/bin/sh", "-c", `test -f "$FLEET_OK" || { echo "not yet" >&2; exit 1; }; ` + lcRecordScript}},
+			// bulkrec runs the dead letters requeued in bulk.
+			"bulkrec": map[string]any{"exec": []string{"/bin/sh", "-c", lcRecordScript}},
 		},
 		"limits": map[string]any{"rec": 4},
 		"worker": map[string]any{"counters_every": "1s", "drain_check": "1s"},
@@ -229,6 +231,18 @@ func TestDashboardInChromium(t *testing.T) {
 			t.Errorf("the audit log lacks %q: %v", want, seen)
 		}
 	}
+
+	// A bulk requeue of 1,000 dead letters, confirmed with its count on
+	// the page; the CLI then sees every one run again.
+	injected := injectDeadLetters(ctx, t, f.ConnectionString(), 1000, "bulkrec", "bulk-task-")
+	res = runBrowser(ctx, t, node, script, map[string]any{
+		"base": base, "screenshots": shots, "operator": map[string]string{"username": "op", "password": "op-secret"},
+		"bulk": map[string]any{"count": len(injected), "waitMs": 120000},
+	})
+	for _, fl := range res.Failures {
+		t.Error("browser (bulk):", fl)
+	}
+	lcWaitRecords(ctx, t, f, 120*time.Second, injected...)
 
 	// The drained worker exited 0 on its own.
 	select {

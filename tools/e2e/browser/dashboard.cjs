@@ -43,6 +43,10 @@ async function browse(credentials, f) {
 }
 
 async function main() {
+  if (plan.bulk) {
+    await browse(plan.operator, bulk);
+    return;
+  }
   await browse(plan.operator, run);
   if (plan.viewer) await browse(plan.viewer, viewer);
 }
@@ -64,6 +68,53 @@ async function viewer(ctx) {
   const body = await resp.text();
   if (resp.status() !== 403 || !body.includes("viewers cannot act")) fail(`viewer POST answered ${resp.status()}: ${body}`);
   step("viewer POST refused: " + resp.status());
+}
+
+// bulk requeues every dead letter through the dead letters page's
+// "Requeue matching…" form: the confirmation names the count, and the
+// operation's page, followed until it finishes, gives the final counts.
+async function bulk(ctx) {
+  const page = await ctx.newPage();
+  page.on("pageerror", (e) => fail("page error on " + page.url() + ": " + e.message));
+  let confirmed = "";
+  page.on("dialog", (d) => { confirmed = d.message(); step("confirm: " + confirmed); d.accept(); });
+  page.setDefaultTimeout(20000);
+  await page.goto(base + "/deadletters");
+  await page.locator("#bulk-dead").getByRole("button", { name: "Requeue matching…" }).click();
+  await page.waitForURL(/\/bulk\/new/);
+  const matches = (await page.locator("#bulk-matches").textContent()).trim();
+  if (matches !== String(plan.bulk.count)) fail(`the bulk page counts ${matches} matching, want ${plan.bulk.count}`);
+  if (plan.screenshots) {
+    await page.screenshot({ path: path.join(plan.screenshots, "bulk-new.png") });
+    step("screenshot bulk-new.png");
+  }
+  await page.locator("#bulk-start button").click();
+  await page.waitForURL(/\/bulk\/bulk-/);
+  if (!confirmed.includes(`Requeue ${plan.bulk.count} dead letters (requeue-dead (all))`)) fail(`the confirmation ${JSON.stringify(confirmed)} does not name the count`);
+  step("started: " + page.url());
+  if (await page.locator("main tr").count() > 20) fail("the operation's page loads rows");
+  const deadline = Date.now() + plan.bulk.waitMs;
+  for (;;) {
+    const state = (await page.locator("#bulk-state").textContent()).trim();
+    if (state !== "running") break;
+    if (Date.now() > deadline) { fail("the bulk operation is still running: " + (await page.locator("#bulk-summary").textContent())); return; }
+    await page.waitForTimeout(1000);
+    await page.reload();
+  }
+  const state = (await page.locator("#bulk-state").textContent()).trim();
+  const done = (await page.locator("#bulk-done").textContent()).trim();
+  const failed = (await page.locator("#bulk-failed").textContent()).trim();
+  if (state !== "succeeded" || done !== String(plan.bulk.count) || failed !== "0") fail(`the operation ended ${state} with ${done} done and ${failed} failed, want succeeded with ${plan.bulk.count} and 0`);
+  step(`bulk: ${state}, ${done} done, ${failed} failed: ` + (await page.locator("#bulk-summary").textContent()));
+  if (plan.screenshots) {
+    await page.screenshot({ path: path.join(plan.screenshots, "bulk.png") });
+    step("screenshot bulk.png");
+  }
+  await page.goto(base + "/bulk");
+  if (await page.locator("#bulk-table tbody tr").count() < 1) fail("the bulk list shows no operation");
+  await page.goto(base + "/audit");
+  const rows = page.locator("#audit-table tbody tr").filter({ has: page.locator("td.action", { hasText: /^bulk$/ }) });
+  if (await rows.count() < 1) fail("the audit page lists no bulk action");
 }
 
 async function run(ctx) {

@@ -140,7 +140,7 @@ func merge(dst, src map[string]any) {
 // Env is the environment of leasecron processes of this fleet.
 func (f *Fleet) Env() []string {
 	env := []string{
-		"LEASECRON_STORAGE_CONNECTION_STRING=" + f.connectionString(),
+		"LEASECRON_STORAGE_CONNECTION_STRING=" + f.ConnectionString(),
 		"LEASECRON_CONFIG=" + f.ConfigFile,
 		"FLEET_RECORD=" + f.RecordFile,
 	}
@@ -205,11 +205,11 @@ func (f *Fleet) Signal(name string, sig syscall.Signal) {
 
 // Client returns a Go client for the fleet's account.
 func (f *Fleet) Client() (*leasecron.Client, error) {
-	return leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: f.connectionString()}})
+	return leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: f.ConnectionString()}})
 }
 
-// connectionString is the account of the fleet's workers.
-func (f *Fleet) connectionString() string {
+// ConnectionString is the account of the fleet's workers.
+func (f *Fleet) ConnectionString() string {
 	if f.opts.ConnectionString != "" {
 		return f.opts.ConnectionString
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/schedule"
 )
 
 func init() {
@@ -46,8 +45,7 @@ the dashboard's /bulk page. Bulk operations need run records (worker.runs).`,
 }
 
 func (a *app) bulkKindCmd(kind leasecron.BulkKind, use, short, example string) *cobra.Command {
-	var f leasecron.BulkFilter
-	var since, until string
+	var typ, reason, idPrefix, since, until string
 	var yes bool
 	var wait time.Duration
 	noun := map[leasecron.BulkKind]string{leasecron.BulkRequeueDead: "dead letter(s)", leasecron.BulkCancelPending: "pending task(s)", leasecron.BulkDisableSeries: "enabled series"}[kind]
@@ -63,20 +61,8 @@ func (a *app) bulkKindCmd(kind leasecron.BulkKind, use, short, example string) *
 			if wait > 0 && !yes {
 				return usagef("--wait follows a started operation: add --yes to start it")
 			}
-			now := time.Now()
-			var err error
-			if since != "" {
-				if f.Since, err = parseWhenAgo(since, now); err != nil {
-					return usagef("--since %q: %v", since, err)
-				}
-			}
-			if until != "" {
-				if f.Until, err = parseWhenAgo(until, now); err != nil {
-					return usagef("--until %q: %v", until, err)
-				}
-			}
-			op := leasecron.BulkOp{Kind: kind, Filter: f}
-			if err := op.Validate(); err != nil {
+			op, err := leasecron.ParseBulkOp(string(kind), typ, reason, idPrefix, since, until, time.Now())
+			if err != nil {
 				return usageError{err}
 			}
 			cl, err := a.client()
@@ -104,33 +90,18 @@ func (a *app) bulkKindCmd(kind leasecron.BulkKind, use, short, example string) *
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.Type, "type", "", "only items of this task type")
+	fl.StringVar(&typ, "type", "", "only items of this task type")
 	switch kind {
 	case leasecron.BulkRequeueDead:
-		fl.StringVar(&f.Reason, "reason", "", "only dead letters whose reason (with the last error) contains this text")
+		fl.StringVar(&reason, "reason", "", "only dead letters whose reason (with the last error) contains this text")
 		fl.StringVar(&since, "since", "", "only tasks due at or after this: a duration ago (24h) or RFC 3339")
 		fl.StringVar(&until, "until", "", "only tasks due before this: a duration ago (1h) or RFC 3339")
 	case leasecron.BulkCancelPending:
-		fl.StringVar(&f.IDPrefix, "id-prefix", "", "only tasks whose id starts with this")
+		fl.StringVar(&idPrefix, "id-prefix", "", "only tasks whose id starts with this")
 	}
 	fl.BoolVar(&yes, "yes", false, "start the operation on what matches (without it, only count)")
 	fl.DurationVar(&wait, "wait", 0, "with --yes, follow the operation up to this long (10m), printing its progress")
 	return c
-}
-
-// parseWhenAgo reads a time as RFC 3339, or as a duration before now.
-func parseWhenAgo(s string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
-		if d < 0 {
-			return time.Time{}, fmt.Errorf("want a positive duration (that long ago)")
-		}
-		return now.Add(-d), nil
-	}
-	t, err := schedule.ParseWhen(s, "", now)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("want a duration ago (24h) or an RFC 3339 time: %w", err)
-	}
-	return t, nil
 }
 
 // followBulk prints the operation's progress every second until it

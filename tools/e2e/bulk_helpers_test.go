@@ -1,0 +1,57 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/leasecron/leasecron/queue"
+)
+
+// injectDeadLetters writes n dead letters of type typ, ids
+// {prefix}{0000..n-1}, into the poison queue of the account cs (default
+// names), sixteen at a time, as a worker sets a dead task aside; it
+// returns their ids.
+func injectDeadLetters(ctx context.Context, t testing.TB, cs string, n int, typ, prefix string) []string {
+	t.Helper()
+	svc, err := azqueue.NewServiceClientFromConnectionString(cs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qc, err := queue.NewClient(svc, queue.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		ids[i] = fmt.Sprintf("%s%04d", prefix, i)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			env := queue.Envelope{V: queue.EnvelopeVersion, ID: ids[i], Type: typ, Due: time.Now().UTC(), FailedAttempts: 1, MaxAttempts: 1, LastError: "injected"}
+			body, err := env.Encode()
+			if err == nil {
+				err = qc.SetAside(ctx, body, "failed 1 of 1 attempts; last error: injected")
+			}
+			if err != nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatalf("injecting dead letters: %v", firstErr)
+	}
+	return ids
+}
