@@ -241,6 +241,8 @@ func (s clientSource) StartBulk(ctx context.Context, op leasecron.BulkOp, expect
 	return s.c.StartBulk(ctx, op, expect, by)
 }
 
-func (s clientSource) Bulk(ctx context.Context, id string) (leasecron.Bulk, error) { return s.c.Bulk(ctx, id) }
+func (s clientSource) Bulk(ctx context.Context, id string) (leasecron.Bulk, error) {
+	return s.c.Bulk(ctx, id)
+}
 
 func (s clientSource) Bulks(ctx context.Context) ([]leasecron.Bulk, error) { return s.c.Bulks(ctx) }
