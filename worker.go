@@ -717,6 +717,8 @@ func (o observer) OnHandled(taskType string, outcome queue.Outcome, d time.Durat
 
 func (o observer) OnPoll(int, time.Duration) {}
 
+func (o observer) OnTimed(taskType string, wait, run time.Duration) { o.m.TaskTimed(taskType, wait, run) }
+
 // limiter adapts per-type lease-slot semaphores to the consumer.
 type limiter struct {
 	slots map[string]*trafficcop.Semaphore

@@ -65,7 +65,7 @@ func TestDashboardOnAzurite(t *testing.T) {
 		path, want string
 		max        int64
 	}{
-		{"/", `id="queue-depth"`, 11}, // … + the throughput chart's per-minute counters, the presence listing
+		{"/", `id="queue-depth"`, 12}, // … + the throughput chart's per-minute counters, the presence listing, the latency charts' minute rows
 		{"/tasks", `data-id="one"`, 3},
 		{"/tasks?type=report", `data-id="two"`, 3},
 		{"/tasks/one", `id="payload"`, 3},

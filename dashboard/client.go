@@ -246,3 +246,7 @@ func (s clientSource) Bulk(ctx context.Context, id string) (leasecron.Bulk, erro
 }
 
 func (s clientSource) Bulks(ctx context.Context) ([]leasecron.Bulk, error) { return s.c.Bulks(ctx) }
+
+func (s clientSource) Latency(ctx context.Context, rng time.Duration, typ string) (leasecron.LatencyReport, error) {
+	return s.c.Latency(ctx, rng, typ)
+}

@@ -677,3 +677,26 @@ func TestBulkPages(t *testing.T) {
 		t.Errorf("read-only /bulk/new offers a start, or no count:\n%s", body)
 	}
 }
+
+// The latency page: ranges, types, the totals and three charts; a bad
+// range or type is refused naming it.
+func TestLatencyPage(t *testing.T) {
+	_, _, srv, cl := newTest(t, Options{})
+	resp, body := fetch(t, cl, "GET", srv.URL+"/latency?range=6h&type=mail", nil, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /latency: %d %s", resp.StatusCode, body)
+	}
+	for _, want := range []string{`id="latency-totals"`, `id="outcome-chart"`, `id="wait-chart"`, `id="run-chart"`, `<polyline class="p99"`, `data-type="mail"`, `aria-current="page">6h<`, "1.2s"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("GET /latency lacks %s", want)
+		}
+	}
+	if _, js := fetch(t, cl, "GET", srv.URL+"/api/latency?range=1h", nil, nil); !strings.Contains(js, `"p95": 4`) || !strings.Contains(js, `"range_name": "1h"`) {
+		t.Errorf("GET /api/latency: %s", js)
+	}
+	for _, q := range []string{"range=2w", "type=Bad%20Type"} {
+		if resp, body := fetch(t, cl, "GET", srv.URL+"/latency?"+q, nil, nil); resp.StatusCode != 400 {
+			t.Errorf("GET /latency?%s: %d %s, want 400", q, resp.StatusCode, body)
+		}
+	}
+}

@@ -228,6 +228,20 @@ func (f *fakeSource) Disable(ctx context.Context, id string) (schedule.Item, err
 	return schedule.Item{ID: id, Due: f.now, Disabled: f.now}, nil
 }
 
+func (f *fakeSource) Latency(ctx context.Context, rng time.Duration, typ string) (leasecron.LatencyReport, error) {
+	f.count("Latency")
+	rep := leasecron.LatencyReport{Range: rng, Step: time.Minute, Since: f.now.Add(-rng), Type: typ}
+	for i := range 60 {
+		p := leasecron.LatencyPoint{At: rep.Since.Add(time.Duration(i) * time.Minute), Succeeded: int64(i % 7), Failed: int64(i % 3),
+			Wait: leasecron.Percentiles{Count: 5, P50: 0.05, P95: 0.2, P99: 0.9}, Run: leasecron.Percentiles{Count: 5, P50: 1.2, P95: 4, P99: 12}}
+		rep.Points = append(rep.Points, p)
+		rep.Total.Succeeded += p.Succeeded
+	}
+	rep.Total.Wait, rep.Total.Run = rep.Points[0].Wait, rep.Points[0].Run
+	rep.Types = []leasecron.TypeLatency{{Type: "mail", LatencyPoint: rep.Total}}
+	return rep, nil
+}
+
 func (f *fakeSource) CountBulk(ctx context.Context, op leasecron.BulkOp) (int, error) {
 	f.count("CountBulk")
 	return 1000, nil

@@ -44,6 +44,7 @@ func (s *Server) pages() []pageDef {
 		{"/blackboard", "blackboard", "Blackboard", s.loadBlackboard},
 		{"/fleet", "fleet", "Fleet", s.loadFleet},
 		{"/audit", "audit", "Audit log", s.loadAudit},
+		{"/latency", "latency", "Latency and throughput", s.loadLatency},
 		{"/bulk", "bulk", "Bulk operations", s.loadBulks},
 		{"/bulk/new", "bulknew", "Act on everything matching", s.loadBulkNew},
 		{"/bulk/{id}", "bulkop", "Bulk operation", s.loadBulk},
@@ -234,7 +235,15 @@ func (s *Server) loadOverview(ctx context.Context, r *http.Request) (any, error)
 		var st Stats
 		var mins []Minute
 		var ins []Instance
+		var lat leasecron.LatencyReport
 		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error {
+			var err error
+			if lat, err = s.src.Latency(gctx, time.Hour, ""); errors.Is(err, leasecron.ErrNoRunRecords) {
+				return nil
+			}
+			return err
+		})
 		g.Go(func() (err error) { st, err = s.src.Stats(gctx); return err })
 		g.Go(func() (err error) { mins, err = s.src.Throughput(gctx, now.Add(-time.Hour)); return err })
 		g.Go(func() (err error) { ins, err = s.src.Instances(gctx); return err })
@@ -257,6 +266,9 @@ func (s *Server) loadOverview(ctx context.Context, r *http.Request) (any, error)
 			v.FleetSize++ // a leader that has not flushed counters yet
 		}
 		v.Chart = newChart(v.Throughput)
+		v.Wait, v.Run = lat.Total.Wait, lat.Total.Run
+		v.WaitChart = newLineChart("wait-chart", "queue wait (due to start) over the last hour", lat.Points, func(p leasecron.LatencyPoint) leasecron.Percentiles { return p.Wait })
+		v.RunChart = newLineChart("run-chart", "run time over the last hour", lat.Points, func(p leasecron.LatencyPoint) leasecron.Percentiles { return p.Run })
 		return v, nil
 	})
 }
@@ -548,6 +560,8 @@ func templateFuncs() template.FuncMap {
 		"secs":  func(f float64) string { return roundDur(time.Duration(f * float64(time.Second))).String() },
 		"path":  url.PathEscape,
 		"query": url.QueryEscape,
+		"add":   func(a, b int) int { return a + b },
+		"half":  func(a int) int { return a / 2 },
 		"short": func(s string, n int) string { return trunc.Head(strings.Join(strings.Fields(s), " "), n) },
 		"state": stateClass,
 		"bytes": func(n int) string {
@@ -721,5 +735,65 @@ func (s *Server) loadBulk(ctx context.Context, r *http.Request) (any, error) {
 			return nil, err
 		}
 		return &BulkView{Bulk: b, Percent: b.Percent(), Summary: b.Summary()}, nil
+	})
+}
+
+// LatencyView is GET /latency?range=1h&type=T and /api/latency: per step,
+// queue wait and run time percentiles and outcomes, for one type or all.
+type LatencyView struct {
+	leasecron.LatencyReport
+	// RangeName is the range as asked ("1h", "6h", "24h", "7d").
+	RangeName string `json:"range_name"`
+	// Off: run records are off, and the counters live beside them.
+	Off                    bool       `json:"off,omitempty"`
+	Ranges                 []string   `json:"-"`
+	Outcomes               *chart     `json:"-"`
+	WaitChart, RunChart    *lineChart `json:"-"`
+	FirstLabel, LastLabel  string     `json:"-"`
+}
+
+// latencyRangeNames are the ranges offered, by name.
+var latencyRangeNames = []struct {
+	name string
+	d    time.Duration
+}{{"1h", time.Hour}, {"6h", 6 * time.Hour}, {"24h", 24 * time.Hour}, {"7d", 7 * 24 * time.Hour}}
+
+func (s *Server) loadLatency(ctx context.Context, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	name, typ := cmp.Or(q.Get("range"), "1h"), strings.TrimSpace(q.Get("type"))
+	var rng time.Duration
+	for _, x := range latencyRangeNames {
+		if x.name == name {
+			rng = x.d
+		}
+	}
+	if rng == 0 {
+		return nil, badf("range %q: want 1h, 6h, 24h or 7d", name)
+	}
+	if typ != "" {
+		if err := schedule.ValidateType(typ); err != nil {
+			return nil, badRequest{err}
+		}
+	}
+	return cached(ctx, s, "latency\n"+name+"\n"+typ, func(ctx context.Context) (*LatencyView, error) {
+		rep, err := s.src.Latency(ctx, rng, typ)
+		v := &LatencyView{LatencyReport: rep, RangeName: name}
+		for _, x := range latencyRangeNames {
+			v.Ranges = append(v.Ranges, x.name)
+		}
+		switch {
+		case errors.Is(err, leasecron.ErrNoRunRecords):
+			v.Off = true
+			return v, nil
+		case err != nil:
+			return nil, err
+		}
+		v.Outcomes = outcomeChart(rep.Points, rep.Step)
+		v.WaitChart = newLineChart("wait-chart", "queue wait (due to start) of first attempts", rep.Points, func(p leasecron.LatencyPoint) leasecron.Percentiles { return p.Wait })
+		v.RunChart = newLineChart("run-chart", "run time of every attempt", rep.Points, func(p leasecron.LatencyPoint) leasecron.Percentiles { return p.Run })
+		if len(rep.Points) > 0 {
+			v.FirstLabel, v.LastLabel = rep.Points[0].At.UTC().Format("Jan 2 15:04"), "now"
+		}
+		return v, nil
 	})
 }

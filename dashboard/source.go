@@ -52,6 +52,9 @@ type Source interface {
 	// disable`); Enable runs it again (`leasecron enable`).
 	Disable(ctx context.Context, id string) (schedule.Item, error)
 	Enable(ctx context.Context, id string) (schedule.Item, error)
+	// Latency reports queue wait, run time and outcomes per step
+	// (leasecron.Client.Latency).
+	Latency(ctx context.Context, rng time.Duration, typ string) (leasecron.LatencyReport, error)
 	// CountBulk, StartBulk, Bulk and Bulks are the bulk operations
 	// (leasecron.Client's).
 	CountBulk(ctx context.Context, op leasecron.BulkOp) (int, error)

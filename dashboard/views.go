@@ -56,6 +56,11 @@ type OverviewView struct {
 	Paused              []PauseView  `json:"paused"`
 	Throughput          []MinuteView `json:"throughput"`
 	Chart               *chart       `json:"-"`
+	// Wait and Run are the last hour's queue wait and run time
+	// percentiles, every type (the /latency page has more).
+	Wait                leasecron.Percentiles `json:"wait"`
+	Run                 leasecron.Percentiles `json:"run"`
+	WaitChart, RunChart *lineChart            `json:"-"`
 }
 
 // Backpressure is the mover's queue-depth brake.

@@ -146,7 +146,18 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	if h := c.handler(env.Type); h == nil {
 		herr = fmt.Errorf("%w %q", ErrNoHandler, env.Type)
 	} else if task.Payload, herr = c.fetchPayload(hctx, env); herr == nil {
+		began := c.clk.Now()
 		herr, lost = c.runHandler(hctx, d, h, task, out)
+		wait := time.Duration(-1)
+		if task.Attempt == 1 {
+			wait = max(0, began.Sub(env.Due))
+		}
+		c.stats.observe(env.Type, wait, c.clk.Now().Sub(began))
+		if c.o.Observer != nil {
+			if lo, ok := c.o.Observer.(LatencyObserver); ok {
+				lo.OnTimed(env.Type, wait, c.clk.Now().Sub(began))
+			}
+		}
 	}
 	tail := trunc.Tail(joinOutput(out.String(), leasecrontype.OutputOf(herr)), leasecrontype.MaxOutputTail)
 	c.handOff(d)

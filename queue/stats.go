@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -63,6 +64,13 @@ type Observer interface {
 	OnPoll(received int, wait time.Duration)
 }
 
+// LatencyObserver is an Observer that also wants every attempt's timing:
+// its queue wait (due to handler start; negative for retries, which are
+// not timed) and its run time.
+type LatencyObserver interface {
+	OnTimed(taskType string, wait, run time.Duration)
+}
+
 // MalformedType is the type under which unreadable messages are counted.
 const MalformedType = "(malformed)"
 
@@ -78,11 +86,15 @@ type Stats struct {
 	Total leasecrontype.Counts
 	// ByType holds the counts per task type.
 	ByType map[string]leasecrontype.Counts
+	// Latency holds, per task type, the queue wait of first attempts (due
+	// to handler start) and the run time of every attempt.
+	Latency map[string]runs.Latency
 }
 
 type statsState struct {
 	mu       sync.Mutex
 	byType   map[string]*leasecrontype.Counts
+	lat      map[string]*runs.Latency
 	inFlight int
 	poll     time.Duration
 }
@@ -109,5 +121,30 @@ func (s *statsState) snapshot(instance string) Stats {
 		st.ByType[k] = *c
 		st.Total.Add(*c)
 	}
+	if len(s.lat) > 0 {
+		st.Latency = make(map[string]runs.Latency, len(s.lat))
+		for k, l := range s.lat {
+			st.Latency[k] = *l
+		}
+	}
 	return st
+}
+
+// observe times one attempt of a task of type typ: its run time, and its
+// queue wait when it is a first attempt (wait >= 0).
+func (s *statsState) observe(typ string, wait, run time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lat == nil {
+		s.lat = map[string]*runs.Latency{}
+	}
+	l := s.lat[typ]
+	if l == nil {
+		l = &runs.Latency{}
+		s.lat[typ] = l
+	}
+	if wait >= 0 {
+		l.Wait.Observe(wait)
+	}
+	l.Run.Observe(run)
 }

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"github.com/leasecron/leasecron/internal/runs"
 	"net/http"
 	"strconv"
 	"time"
@@ -47,6 +48,8 @@ type Metrics struct {
 
 	tasks          *prometheus.CounterVec
 	taskDuration   *prometheus.HistogramVec
+	taskWait       *prometheus.HistogramVec
+	taskRun        *prometheus.HistogramVec
 	queueDepth     prometheus.Gauge
 	dueBacklog     prometheus.Gauge
 	dueOldestLag   prometheus.Gauge
@@ -77,6 +80,16 @@ func NewMetrics() *Metrics {
 		Name:    "leasecron_task_duration_seconds",
 		Help:    "Time the handler took, by task type.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 4, 10), // 5 ms .. ~22 min
+	}, []string{"type"})
+	m.taskWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "leasecron_task_wait_seconds",
+		Help:    "Queue wait of first attempts, from the task's due time to its handler's start, by task type (the dashboard's latency buckets).",
+		Buckets: runs.LatencyBounds[:],
+	}, []string{"type"})
+	m.taskRun = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "leasecron_task_run_seconds",
+		Help:    "Handler run time of every attempt, by task type (the dashboard's latency buckets).",
+		Buckets: runs.LatencyBounds[:],
 	}, []string{"type"})
 	m.queueDepth = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "leasecron_queue_depth",
@@ -143,7 +156,7 @@ func NewMetrics() *Metrics {
 		Help: "Always 1; the version label names the running build.",
 	}, []string{"version"})
 	for _, c := range []prometheus.Collector{
-		m.tasks, m.taskDuration, m.queueDepth, m.dueBacklog, m.dueOldestLag,
+		m.tasks, m.taskDuration, m.taskWait, m.taskRun, m.queueDepth, m.dueBacklog, m.dueOldestLag,
 		m.leaseHeld, m.leaseAcquired, m.leaseLost, m.shardsOwned, m.shardLag, m.shardChanges, m.moverBatches, m.moverRows,
 		m.moverLag, m.storageReqs, m.blackboardRuns, m.slotsHeld, m.buildInfo,
 		collectors.NewGoCollector(),
@@ -183,6 +196,18 @@ func (m *Metrics) TaskDone(taskType, outcome string, d time.Duration) {
 	if d > 0 {
 		m.taskDuration.WithLabelValues(taskType).Observe(d.Seconds())
 	}
+}
+
+// TaskTimed observes one attempt's queue wait (when wait >= 0: first
+// attempts) and run time.
+func (m *Metrics) TaskTimed(taskType string, wait, run time.Duration) {
+	if m == nil {
+		return
+	}
+	if wait >= 0 {
+		m.taskWait.WithLabelValues(taskType).Observe(wait.Seconds())
+	}
+	m.taskRun.WithLabelValues(taskType).Observe(run.Seconds())
 }
 
 // SetQueueDepth records the work queue's approximate message count.

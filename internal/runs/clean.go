@@ -84,6 +84,9 @@ func (s *Store) Clean(ctx context.Context) (CleanStats, error) {
 	if st.Audit, err = s.cleanAudit(ctx, now.Add(-s.o.AuditRetention)); err != nil {
 		return st, err
 	}
+	if err := s.rollup(ctx, now); err != nil {
+		s.o.Logger.Warn("rolling up the hourly counters failed; the next pass tries again", "err", err)
+	}
 	// Remember the pass, so that a new leader does not clean again at once.
 	if err := submit(ctx, s.t, []table.Op{{Kind: table.Upsert, PartitionKey: metaPK, RowKey: metaCleaned, Props: table.Props{"At": now, "Expired": int64(st.Expired)}}}); err != nil {
 		s.o.Logger.Debug("recording the cleaning pass failed", "err", err)

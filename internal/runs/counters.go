@@ -51,6 +51,8 @@ type Counters struct {
 	Total Counts
 	// ByType holds the counts per task type.
 	ByType map[string]Counts
+	// Lat holds the queue wait and run time histograms per task type.
+	Lat map[string]Latency
 }
 
 // Types returns the type names of ByType, sorted.
@@ -73,6 +75,7 @@ func (c *Counters) add(o Counters) {
 		x.Add(n)
 		c.ByType[t] = x
 	}
+	addLatency(&c.Lat, o.Lat)
 	if o.Updated.After(c.Updated) {
 		c.Updated = o.Updated
 		if o.Version != "" && o.Instance == c.Instance {
@@ -87,6 +90,14 @@ func (c Counters) sub(o Counters) Counters {
 	for t, n := range c.ByType {
 		if d := subCounts(n, o.ByType[t]); d != (Counts{}) {
 			out.ByType[t] = d
+		}
+	}
+	for t, l := range c.Lat {
+		if d := l.sub(o.Lat[t]); d != (Latency{}) {
+			if out.Lat == nil {
+				out.Lat = map[string]Latency{}
+			}
+			out.Lat[t] = d
 		}
 	}
 	return out
@@ -150,7 +161,7 @@ func (s *Store) FlushCounters(ctx context.Context, c Counters) error {
 		mins = map[time.Time]Counters{}
 		m.pending[inst] = mins
 	}
-	if delta.Total != (Counts{}) || len(delta.ByType) > 0 {
+	if delta.Total != (Counts{}) || len(delta.ByType) > 0 || len(delta.Lat) > 0 {
 		x := mins[minute]
 		x.add(delta)
 		mins[minute] = x
@@ -166,6 +177,9 @@ func (s *Store) FlushCounters(ctx context.Context, c Counters) error {
 			return err
 		}
 		p := table.Props{"Minute": t, "Instance": c.Instance, "ByType": string(byType), "Flushed": now}
+		if lat := encodeLatency(x.Lat); lat != "" {
+			p["Lat"] = lat
+		}
 		if s.o.Version != "" {
 			p["Version"] = s.o.Version
 		}
@@ -215,6 +229,7 @@ func (s *Store) minuteRows(ctx context.Context, since time.Time, f func(t time.T
 					continue
 				}
 			}
+			c.Lat = decodeLatency(rw.Props.Str("Lat"))
 			f(t, c.Instance, c)
 		}
 		if p.Continuation == "" {

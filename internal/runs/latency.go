@@ -1,0 +1,265 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/table"
+)
+
+// LatencyBounds are the upper bounds, in seconds, of the latency
+// histograms' buckets; one more bucket holds everything slower.
+var LatencyBounds = [...]float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800}
+
+// Histogram counts durations per bucket of LatencyBounds (the last bucket
+// is unbounded).
+type Histogram [len(LatencyBounds) + 1]int64
+
+// Observe counts d.
+func (h *Histogram) Observe(d time.Duration) {
+	s := d.Seconds()
+	for i, b := range LatencyBounds {
+		if s <= b {
+			h[i]++
+			return
+		}
+	}
+	h[len(LatencyBounds)]++
+}
+
+// Add adds o to h.
+func (h *Histogram) Add(o Histogram) {
+	for i := range h {
+		h[i] += o[i]
+	}
+}
+
+// Count is how many durations h holds.
+func (h Histogram) Count() int64 {
+	var n int64
+	for _, x := range h {
+		n += x
+	}
+	return n
+}
+
+// Quantile estimates the q-quantile (0 < q ≤ 1) by linear interpolation
+// within its bucket; 0 when h is empty. The unbounded bucket answers its
+// lower bound.
+func (h Histogram) Quantile(q float64) time.Duration {
+	n := h.Count()
+	if n == 0 {
+		return 0
+	}
+	rank := q * float64(n)
+	var seen float64
+	for i, x := range h {
+		if x == 0 {
+			continue
+		}
+		if seen+float64(x) >= rank {
+			lo := 0.0
+			if i > 0 {
+				lo = LatencyBounds[i-1]
+			}
+			if i == len(LatencyBounds) {
+				return secs(lo)
+			}
+			return secs(lo + (LatencyBounds[i]-lo)*math.Max(0, rank-seen)/float64(x))
+		}
+		seen += float64(x)
+	}
+	return secs(LatencyBounds[len(LatencyBounds)-1])
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Latency is one task type's queue wait (due to start, first attempts)
+// and run time (every attempt) histograms.
+type Latency struct {
+	Wait Histogram `json:"w"`
+	Run  Histogram `json:"r"`
+}
+
+// Add adds o to l.
+func (l *Latency) Add(o Latency) {
+	l.Wait.Add(o.Wait)
+	l.Run.Add(o.Run)
+}
+
+func (l Latency) sub(o Latency) Latency {
+	for i := range l.Wait {
+		l.Wait[i] -= o.Wait[i]
+		l.Run[i] -= o.Run[i]
+	}
+	return l
+}
+
+// addLatency adds every type of o into *m.
+func addLatency(m *map[string]Latency, o map[string]Latency) {
+	if len(o) == 0 {
+		return
+	}
+	if *m == nil {
+		*m = map[string]Latency{}
+	}
+	for t, l := range o {
+		x := (*m)[t]
+		x.Add(l)
+		(*m)[t] = x
+	}
+}
+
+// Hourly roll-ups keep the fleet's counts and latency per hour beyond the
+// per-minute rows' CountersKept, for the 7-day charts: partition "~h",
+// RowKey "yyyymmddhh", one row per hour summing every instance. Clean
+// writes the hours that have ended since the last pass (one query of the
+// minute rows, one transaction) and removes those older than HoursKept.
+const (
+	hourPK      = "~h"
+	hourRowFmt  = "2006010215"
+	metaRolled  = "rolled"
+	rollupDelay = 5 * time.Minute // late flushes of an hour's last minutes
+	// HoursKept is how long the hourly roll-ups are kept.
+	HoursKept = 8 * 24 * time.Hour
+)
+
+// Hour is the fleet's counts and latency of one hour or one minute.
+type Hour struct {
+	At      time.Time
+	ByType  map[string]Counts
+	Latency map[string]Latency
+}
+
+// rollup writes the hourly rows of the hours that ended since the last
+// pass (at most CountersKept back), and removes those older than
+// HoursKept.
+func (s *Store) rollup(ctx context.Context, now time.Time) error {
+	from := now.Add(-CountersKept).Truncate(time.Hour)
+	if rw, err := s.t.Get(ctx, metaPK, metaRolled); err == nil {
+		if t := rw.Props.Time("Through"); t.After(from) {
+			from = t
+		}
+	}
+	through := now.Add(-rollupDelay).Truncate(time.Hour)
+	if !through.After(from) {
+		return nil
+	}
+	hours := map[time.Time]*Hour{}
+	err := s.minuteRows(ctx, from, func(t time.Time, _ string, c Counters) {
+		if !t.Before(through) {
+			return
+		}
+		h := t.Truncate(time.Hour)
+		x := hours[h]
+		if x == nil {
+			x = &Hour{At: h, ByType: map[string]Counts{}}
+			hours[h] = x
+		}
+		for typ, n := range c.ByType {
+			y := x.ByType[typ]
+			y.Add(n)
+			x.ByType[typ] = y
+		}
+		addLatency(&x.Latency, c.Lat)
+	})
+	if err != nil {
+		return err
+	}
+	var ops []table.Op
+	for _, h := range hours {
+		bt, _ := json.Marshal(h.ByType)
+		lat, _ := json.Marshal(h.Latency)
+		ops = append(ops, table.Op{Kind: table.Upsert, PartitionKey: hourPK, RowKey: h.At.Format(hourRowFmt),
+			Props: table.Props{"Hour": h.At, "ByType": string(bt), "Lat": string(lat)}})
+	}
+	for len(ops) > 0 {
+		n := min(len(ops), 100)
+		if err := submit(ctx, s.t, ops[:n]); err != nil {
+			return fmt.Errorf("runs: write hourly counters: %w", err)
+		}
+		ops = ops[n:]
+	}
+	old, err := table.All(ctx, s.t, table.Query{Partition: hourPK, To: now.Add(-HoursKept).Format(hourRowFmt), Select: []string{"Hour"}}, 0)
+	if err == nil {
+		s.deleteRows(ctx, old)
+	}
+	return submit(ctx, s.t, []table.Op{{Kind: table.Upsert, PartitionKey: metaPK, RowKey: metaRolled, Props: table.Props{"Through": through}}})
+}
+
+// Hours returns the hourly roll-ups from since on, oldest first, and the
+// end of the last hour rolled up (minute rows cover what follows).
+func (s *Store) Hours(ctx context.Context, since time.Time) ([]Hour, time.Time, error) {
+	if err := s.ensure(ctx); err != nil {
+		return nil, time.Time{}, err
+	}
+	var through time.Time
+	if rw, err := s.t.Get(ctx, metaPK, metaRolled); err == nil {
+		through = rw.Props.Time("Through")
+	}
+	rows, err := table.All(ctx, s.t, table.Query{Partition: hourPK, From: since.UTC().Truncate(time.Hour).Format(hourRowFmt)}, 0)
+	if err != nil {
+		return nil, through, fmt.Errorf("runs: read hourly counters: %w", err)
+	}
+	out := make([]Hour, 0, len(rows))
+	for _, rw := range rows {
+		h := Hour{At: rw.Props.Time("Hour"), ByType: map[string]Counts{}}
+		_ = json.Unmarshal([]byte(rw.Props.Str("ByType")), &h.ByType)
+		_ = json.Unmarshal([]byte(rw.Props.Str("Lat")), &h.Latency)
+		out = append(out, h)
+	}
+	return out, through, nil
+}
+
+// Minutes returns the fleet's counts and latency per minute from since
+// on (every instance summed), oldest first, minutes with nothing left out.
+func (s *Store) Minutes(ctx context.Context, since time.Time) ([]Hour, error) {
+	by := map[time.Time]*Hour{}
+	err := s.minuteRows(ctx, since, func(t time.Time, _ string, c Counters) {
+		x := by[t]
+		if x == nil {
+			x = &Hour{At: t, ByType: map[string]Counts{}}
+			by[t] = x
+		}
+		for typ, n := range c.ByType {
+			y := x.ByType[typ]
+			y.Add(n)
+			x.ByType[typ] = y
+		}
+		addLatency(&x.Latency, c.Lat)
+	})
+	out := make([]Hour, 0, len(by))
+	for _, h := range by {
+		out = append(out, *h)
+	}
+	sortHours(out)
+	return out, err
+}
+
+func sortHours(hs []Hour) { sort.Slice(hs, func(i, j int) bool { return hs[i].At.Before(hs[j].At) }) }
+
+// encodeLatency is a counters row's "Lat" property: per type, the two
+// histograms (empty when nothing was timed).
+func encodeLatency(l map[string]Latency) string {
+	if len(l) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(l)
+	return string(b)
+}
+
+func decodeLatency(s string) map[string]Latency {
+	if s == "" || !strings.HasPrefix(s, "{") {
+		return nil
+	}
+	var out map[string]Latency
+	if json.Unmarshal([]byte(s), &out) != nil {
+		return nil
+	}
+	return out
+}
