@@ -717,7 +717,9 @@ func (o observer) OnHandled(taskType string, outcome queue.Outcome, d time.Durat
 
 func (o observer) OnPoll(int, time.Duration) {}
 
-func (o observer) OnTimed(taskType string, wait, run time.Duration) { o.m.TaskTimed(taskType, wait, run) }
+func (o observer) OnTimed(taskType string, wait, run time.Duration) {
+	o.m.TaskTimed(taskType, wait, run)
+}
 
 // limiter adapts per-type lease-slot semaphores to the consumer.
 type limiter struct {

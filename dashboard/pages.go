@@ -745,11 +745,11 @@ type LatencyView struct {
 	// RangeName is the range as asked ("1h", "6h", "24h", "7d").
 	RangeName string `json:"range_name"`
 	// Off: run records are off, and the counters live beside them.
-	Off                    bool       `json:"off,omitempty"`
-	Ranges                 []string   `json:"-"`
-	Outcomes               *chart     `json:"-"`
-	WaitChart, RunChart    *lineChart `json:"-"`
-	FirstLabel, LastLabel  string     `json:"-"`
+	Off                   bool       `json:"off,omitempty"`
+	Ranges                []string   `json:"-"`
+	Outcomes              *chart     `json:"-"`
+	WaitChart, RunChart   *lineChart `json:"-"`
+	FirstLabel, LastLabel string     `json:"-"`
 }
 
 // latencyRangeNames are the ranges offered, by name.
