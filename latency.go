@@ -10,10 +10,11 @@ import (
 )
 
 // LatencyRanges are the ranges Client.Latency answers, each with its
-// step: a point per minute over an hour, per 5 minutes over 6 hours, per
-// 20 minutes over a day, per 2 hours over 7 days.
+// step: a point per minute over an hour, per 5 minutes over 6 hours (both
+// from the per-minute rows), per hour over a day and per 2 hours over 7
+// days (from the hourly roll-ups, and the minute rows since the last).
 var LatencyRanges = []struct{ Range, Step time.Duration }{
-	{time.Hour, time.Minute}, {6 * time.Hour, 5 * time.Minute}, {24 * time.Hour, 20 * time.Minute}, {7 * 24 * time.Hour, 2 * time.Hour},
+	{time.Hour, time.Minute}, {6 * time.Hour, 5 * time.Minute}, {24 * time.Hour, time.Hour}, {7 * 24 * time.Hour, 2 * time.Hour},
 }
 
 // Percentiles summarise durations, in seconds, estimated from histograms
@@ -73,8 +74,9 @@ type LatencyReport struct {
 // run time percentiles and the outcomes per step over rng, one of
 // LatencyRanges. It reads the per-minute counters rows the workers write
 // (no extra writes: the histograms ride in the rows they write anyway),
-// and over 7 days the hourly roll-ups the traffic cop's cleaning pass
-// writes, with minute rows for the hours since. Run records are needed.
+// and over a day or more the hourly roll-ups the traffic cop's cleaning
+// pass writes, with the minute rows since the last one (all minute rows
+// when nothing is rolled up yet). Run records are needed.
 func (c *Client) Latency(ctx context.Context, rng time.Duration, typ string) (LatencyReport, error) {
 	if c.runs == nil {
 		return LatencyReport{}, ErrNoRunRecords
@@ -92,7 +94,7 @@ func (c *Client) Latency(ctx context.Context, rng time.Duration, typ string) (La
 	since := now.Add(-rng).Truncate(step)
 	var rows []runs.Hour
 	minutesFrom := since
-	if rng > runs.CountersKept/2 {
+	if step >= time.Hour {
 		hours, through, err := c.runs.Hours(ctx, since)
 		if err != nil {
 			return LatencyReport{}, err

@@ -74,6 +74,10 @@ func TestLatencyThroughAWorker(t *testing.T) {
 	if err != nil || all.Total.Run.Count != 20 || len(all.Types) != 2 || all.Types[0].Type != "fast" || all.Types[1].Run.P50 <= 0.1 {
 		t.Errorf("every type: %+v %v", all, err)
 	}
+	day, err := c.Latency(ctx, 24*time.Hour, "slow")
+	if err != nil || day.Total.Run.Count != 10 || day.Step != time.Hour || len(day.Points) != 25 {
+		t.Errorf("24 hours (minute rows, nothing rolled up yet): %+v, %d points, %v", day.Total, len(day.Points), err)
+	}
 	week, err := c.Latency(ctx, 7*24*time.Hour, "slow")
 	if err != nil || week.Total.Run.Count != 10 || week.Step != 2*time.Hour {
 		t.Errorf("7 days (minute rows, nothing rolled up yet): %+v %v", week.Total, err)

@@ -26,6 +26,14 @@ type lineChart struct {
 type line struct {
 	Class, Name string
 	Points      string
+	Dots        []dot
+}
+
+// dot marks one point of a line (a step with a single point draws no
+// line), with its value as a tooltip.
+type dot struct {
+	X, Y  int
+	Title string
 }
 
 type gridLine struct {
@@ -62,14 +70,17 @@ func newLineChart(id, label string, pts []leasecron.LatencyPoint, pick func(leas
 		get         func(leasecron.Percentiles) float64
 	}{{"p50", "p50", func(p leasecron.Percentiles) float64 { return p.P50 }}, {"p95", "p95", func(p leasecron.Percentiles) float64 { return p.P95 }}, {"p99", "p99", func(p leasecron.Percentiles) float64 { return p.P99 }}} {
 		var b strings.Builder
+		var dots []dot
 		for i, p := range pts {
 			pc := pick(p)
 			if pc.Count == 0 {
 				continue
 			}
-			fmt.Fprintf(&b, "%d,%d ", int(math.Round(float64(i)*step)), y(q.get(pc)))
+			x, yy := int(math.Round(float64(i)*step)), y(q.get(pc))
+			fmt.Fprintf(&b, "%d,%d ", x, yy)
+			dots = append(dots, dot{X: x, Y: yy, Title: fmt.Sprintf("%s %s at %s UTC (%d timed)", q.name, fmtSecs(q.get(pc)), p.At.UTC().Format("Jan 2 15:04"), pc.Count)})
 		}
-		c.Lines = append(c.Lines, line{Class: q.class, Name: q.name, Points: strings.TrimSpace(b.String())})
+		c.Lines = append(c.Lines, line{Class: q.class, Name: q.name, Points: strings.TrimSpace(b.String()), Dots: dots})
 	}
 	return c
 }
@@ -104,4 +115,15 @@ func outcomeChart(pts []leasecron.LatencyPoint, step time.Duration) *chart {
 	}
 	c.Ticks = nil
 	return c
+}
+
+// shortDur writes a step briefly: 1m, 20m, 2h.
+func shortDur(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
 }

@@ -561,6 +561,7 @@ func templateFuncs() template.FuncMap {
 		"path":  url.PathEscape,
 		"query": url.QueryEscape,
 		"add":   func(a, b int) int { return a + b },
+		"step":  shortDur,
 		"half":  func(a int) int { return a / 2 },
 		"short": func(s string, n int) string { return trunc.Head(strings.Join(strings.Fields(s), " "), n) },
 		"state": stateClass,

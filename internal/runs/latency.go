@@ -263,3 +263,46 @@ func decodeLatency(s string) map[string]Latency {
 	}
 	return out
 }
+
+// SeedCounters writes per-minute counters rows as workers would have
+// (one per instance and minute of ms, each with counts and latency c), in
+// transactions of 100 per day: for benchmarks that need a fleet's history.
+func (s *Store) SeedCounters(ctx context.Context, instances []string, ms []time.Time, c Counters) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	byType, _ := json.Marshal(c.ByType)
+	lat := encodeLatency(c.Lat)
+	byPK := map[string][]table.Op{}
+	for _, t := range ms {
+		t = t.UTC().Truncate(time.Minute)
+		for _, inst := range instances {
+			p := table.Props{"Minute": t, "Instance": inst, "ByType": string(byType), "Flushed": t, "Lat": lat}
+			f := counterFields(&c.Total)
+			for i, name := range counterNames {
+				p[name] = *f[i]
+			}
+			pk := minutePartition(t)
+			byPK[pk] = append(byPK[pk], table.Op{Kind: table.Upsert, PartitionKey: pk, RowKey: t.Format(minuteRowFmt) + "~" + sanitizeKey(inst), Props: p})
+		}
+	}
+	for _, ops := range byPK {
+		for len(ops) > 0 {
+			n := min(len(ops), 100)
+			if err := submit(ctx, s.t, ops[:n]); err != nil {
+				return fmt.Errorf("runs: seed counters: %w", err)
+			}
+			ops = ops[n:]
+		}
+	}
+	return nil
+}
+
+// RollUp writes the hourly roll-ups of the hours ended since the last
+// pass, as Clean does.
+func (s *Store) RollUp(ctx context.Context) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	return s.rollup(ctx, s.now())
+}

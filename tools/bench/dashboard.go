@@ -99,6 +99,36 @@ func runDashboard(ctx context.Context, b *bench) error {
 			return err
 		}
 	}
+	// A day of history for the latency pages: three workers' counters
+	// rows for each of the last 24 hours' minutes (every minute busy, the
+	// heaviest case), rolled up into hours.
+	t0 = time.Now()
+	var l runs.Latency
+	for k := range 60 {
+		l.Wait.Observe(time.Duration(k) * 20 * time.Millisecond)
+		l.Run.Observe(time.Duration(k) * 150 * time.Millisecond)
+	}
+	var minutes []time.Time
+	span := 24 * 60
+	if res.Runs < 100_000 {
+		span = 120 // a quick run (make test): two hours
+	}
+	for m := span; m > 0; m-- {
+		minutes = append(minutes, now.Add(-time.Duration(m)*time.Minute))
+	}
+	hist := runs.Counters{ByType: map[string]leasecrontype.Counts{}, Lat: map[string]runs.Latency{}}
+	for _, typ := range types {
+		hist.ByType[typ] = leasecrontype.Counts{Handled: 15, Failed: 1}
+		hist.Lat[typ] = l
+		hist.Total.Add(hist.ByType[typ])
+	}
+	if err := rs.SeedCounters(ctx, []string{"w1", "w2", "w3"}, minutes, hist); err != nil {
+		return err
+	}
+	if err := rs.RollUp(ctx); err != nil {
+		return err
+	}
+	b.logf(name, "%d counters rows of history written and rolled up in %s", 3*len(minutes), time.Since(t0).Round(time.Second))
 
 	// The baseline: the least a page reads, one query of 50 entities.
 	tc := sc.Table.NewClient(scheduleTable)
@@ -125,7 +155,11 @@ func runDashboard(ctx context.Context, b *bench) error {
 	}
 	pages := []string{"/", "/tasks", "/tasks?type=report", deepTasks, fmt.Sprintf("/tasks/task-%06d", res.Pending/2+1), fmt.Sprintf("/tasks/series-%04d", res.Series/2),
 		"/recurring", "/runs", "/runs?state=failed", "/runs?state=succeeded&type=mail", deepRuns,
-		"/deadletters", "/blackboard", "/fleet", "/api/overview", "/api/runs"}
+		"/deadletters", "/blackboard", "/fleet", "/api/overview", "/api/runs",
+		"/search?q=" + url.QueryEscape("id:task-0001*"), "/search?q=" + url.QueryEscape("type:mail state:succeeded"),
+		"/search?q=" + url.QueryEscape(fmt.Sprintf("series:series-%04d", res.Series/2)), "/search?q=" + url.QueryEscape("type:report since:1h"),
+		"/search?q=" + url.QueryEscape("state:scheduled type:sync"),
+		"/latency", "/latency?range=6h", "/latency?range=24h", "/latency?range=24h&type=mail", "/latency?range=7d", "/audit", "/bulk"}
 	pages = slices.Compact(pages)
 	labels := map[string]string{deepTasks: fmt.Sprintf("/tasks, page %d", min(100, res.Pending/50/2)), deepRuns: fmt.Sprintf("/runs, page %d", min(20, res.Runs/50/2))}
 	for _, p := range pages {

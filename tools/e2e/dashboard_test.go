@@ -162,6 +162,9 @@ func TestDashboardInChromium(t *testing.T) {
 		{"path": "/blackboard", "shot": "blackboard.png", "ids": []string{"keys-table"}, "selectors": []string{`tr[data-key="city"]`}},
 		{"path": "/fleet", "shot": "fleet.png", "ids": []string{"leader", "instances-table", "slots-table"}},
 		{"path": "/audit", "ids": []string{"audit-table"}},
+		{"path": "/latency", "shot": "latency.png", "ids": []string{"latency-summary", "latency-totals", "outcome-chart", "wait-chart", "run-chart", "latency-types"}, "selectors": []string{`#latency-types tr[data-type="rec"]`}},
+		{"path": "/latency?range=7d&type=rec", "ids": []string{"latency-summary", "run-chart"}},
+		{"path": "/bulk", "ids": []string{"bulk-table"}},
 	}
 	res := runBrowser(ctx, t, node, script, map[string]any{
 		"base": base, "pages": pages, "actions": true, "screenshots": shots,
