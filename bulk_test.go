@@ -61,19 +61,7 @@ func TestBulkOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	until := func(what string, ok func() (bool, string)) {
-		t.Helper()
-		for {
-			done, last := ok()
-			if done {
-				return
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("%s never happened (last: %s)", what, last)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	until := func(what string, ok func() (bool, string)) { t.Helper(); eventually(ctx, t, what, ok) }
 	count := func(op leasecron.BulkOp) int {
 		t.Helper()
 		n, err := c.CountBulk(ctx, op)

@@ -52,19 +52,7 @@ func TestDrainAWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	until := func(what string, ok func() (bool, string)) {
-		t.Helper()
-		for {
-			done, last := ok()
-			if done {
-				return
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("%s never happened (last: %s)", what, last)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	until := func(what string, ok func() (bool, string)) { t.Helper(); eventually(ctx, t, what, ok) }
 	instance := func(id string) (leasecron.Instance, bool) {
 		all, err := c.Instances(ctx)
 		if err != nil {
@@ -159,5 +147,21 @@ func TestDrainAWorker(t *testing.T) {
 	cancel()
 	if err := <-bDone; err != nil {
 		t.Errorf("other: %v", err)
+	}
+}
+
+// eventually polls ok until it holds, failing t with ok's last word when
+// ctx ends first.
+func eventually(ctx context.Context, t *testing.T, what string, ok func() (bool, string)) {
+	t.Helper()
+	for {
+		done, last := ok()
+		if done {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s never happened (last: %s)", what, last)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

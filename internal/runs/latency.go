@@ -155,18 +155,7 @@ func (s *Store) rollup(ctx context.Context, now time.Time) error {
 		if !t.Before(through) {
 			return
 		}
-		h := t.Truncate(time.Hour)
-		x := hours[h]
-		if x == nil {
-			x = &Hour{At: h, ByType: map[string]Counts{}}
-			hours[h] = x
-		}
-		for typ, n := range c.ByType {
-			y := x.ByType[typ]
-			y.Add(n)
-			x.ByType[typ] = y
-		}
-		addLatency(&x.Latency, c.Lat)
+		sumInto(hours, t.Truncate(time.Hour), c)
 	})
 	if err != nil {
 		return err
@@ -220,25 +209,28 @@ func (s *Store) Hours(ctx context.Context, since time.Time) ([]Hour, time.Time, 
 // on (every instance summed), oldest first, minutes with nothing left out.
 func (s *Store) Minutes(ctx context.Context, since time.Time) ([]Hour, error) {
 	by := map[time.Time]*Hour{}
-	err := s.minuteRows(ctx, since, func(t time.Time, _ string, c Counters) {
-		x := by[t]
-		if x == nil {
-			x = &Hour{At: t, ByType: map[string]Counts{}}
-			by[t] = x
-		}
-		for typ, n := range c.ByType {
-			y := x.ByType[typ]
-			y.Add(n)
-			x.ByType[typ] = y
-		}
-		addLatency(&x.Latency, c.Lat)
-	})
+	err := s.minuteRows(ctx, since, func(t time.Time, _ string, c Counters) { sumInto(by, t, c) })
 	out := make([]Hour, 0, len(by))
 	for _, h := range by {
 		out = append(out, *h)
 	}
 	sortHours(out)
 	return out, err
+}
+
+// sumInto adds one instance's counts and latency into the sum at at.
+func sumInto(by map[time.Time]*Hour, at time.Time, c Counters) {
+	x := by[at]
+	if x == nil {
+		x = &Hour{At: at, ByType: map[string]Counts{}}
+		by[at] = x
+	}
+	for typ, n := range c.ByType {
+		y := x.ByType[typ]
+		y.Add(n)
+		x.ByType[typ] = y
+	}
+	addLatency(&x.Latency, c.Lat)
 }
 
 func sortHours(hs []Hour) { sort.Slice(hs, func(i, j int) bool { return hs[i].At.Before(hs[j].At) }) }
