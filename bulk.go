@@ -434,8 +434,9 @@ func (c *Client) runBulk(ctx context.Context, task Task) error {
 // to requeue, and until the records hidden by a walk of an earlier
 // attempt (one that crashed) have come back into sight.
 func (c *Client) requeueDeadWhere(ctx context.Context, b Bulk, started time.Time, save func(done, failed int, lastErr string) error) error {
+	failed := map[string]bool{} // tried and failed: counted once
 	for {
-		st, err := c.dead.RequeueWhere(ctx, b.Op.Filter.deadMatch, func(s queue.WhereStats) error {
+		st, err := c.dead.RequeueWhere(ctx, b.Op.Filter.deadMatch, failed, func(s queue.WhereStats) error {
 			return save(s.Requeued, s.Failed, s.LastError)
 		})
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -224,6 +225,21 @@ func TestBulkOperations(t *testing.T) {
 	list, err := c.Bulks(ctx)
 	if err != nil || len(list) != 4 || list[0].ID != b.ID {
 		t.Errorf("Bulks: %d, %v; want 4, newest first", len(list), err)
+	}
+
+	// A dead letter that cannot be requeued (its body was cut to fit) is
+	// counted failed once, however many walks the operation makes.
+	qc, err := queue.NewClient(svc, queue.ClientOptions{Queue: names.Queue, PoisonQueue: names.PoisonQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, _ := (queue.Envelope{V: queue.EnvelopeVersion, ID: "huge", Type: "bad", Payload: strings.Repeat("x", 100_000), Due: time.Now()}).Encode()
+	if err := qc.SetAside(ctx, env, "failed 1 of 1 attempts; last error: too big"); err != nil {
+		t.Fatal(err)
+	}
+	b = finish(must(c.StartBulk(ctx, rest, 1, "tester")))
+	if b.State != "succeeded" || b.Done != 0 || b.Failed != 1 || !strings.Contains(b.LastError, "truncated") {
+		t.Errorf("a truncated dead letter: %+v, want succeeded with 1 failed naming the truncation", b)
 	}
 }
 

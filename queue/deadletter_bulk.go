@@ -29,13 +29,19 @@ type WhereStats struct {
 
 // RequeueWhere moves every record that match accepts back to the work
 // queue with its attempts reset, as Requeue does (run marked queued,
-// enqueued, then removed from the poison queue; a crash between the last
-// two leaves a duplicate message, which run records suppress). It walks
-// the poison queue once, in batches of MaxBatch dequeued together and
-// requeued in parallel, and calls batch after each with that batch's
-// figures; an error from batch stops the walk. Records that do not match,
-// or that fail, are made visible again at the end.
-func (dl *DeadLetters) RequeueWhere(ctx context.Context, match func(DeadLetter) bool, batch func(WhereStats) error) (WhereStats, error) {
+// enqueued, then removed from the poison queue). A requeue under way is
+// finished even when ctx ends, so only a crash between the last two steps
+// can leave a duplicate message (at most one per requeue in flight),
+// which run records suppress. It walks the poison queue once, in batches
+// of MaxBatch dequeued together and requeued in parallel, and calls batch
+// after each with that batch's figures; an error from batch stops the
+// walk. Records that do not match, or that fail, are made visible again
+// at the end. failed, when not nil, carries the poison message ids that
+// failed across walks: they are counted and tried once.
+func (dl *DeadLetters) RequeueWhere(ctx context.Context, match func(DeadLetter) bool, failed map[string]bool, batch func(WhereStats) error) (WhereStats, error) {
+	if failed == nil {
+		failed = map[string]bool{}
+	}
 	var total WhereStats
 	seen := map[string]bool{}
 	keep := map[string]Message{}
@@ -60,22 +66,28 @@ func (dl *DeadLetters) RequeueWhere(ctx context.Context, match func(DeadLetter) 
 			seen[m.ID] = true
 			fresh++
 			d := parseRecord(m)
-			if !match(d) {
-				mu.Lock()
+			mu.Lock()
+			skip := failed[m.ID] || !match(d)
+			if skip {
 				keep[m.ID] = m
 				st.Kept++
-				mu.Unlock()
+			}
+			mu.Unlock()
+			if skip {
 				continue
 			}
 			wg.Add(1)
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				err := dl.requeue(ctx, d)
+				ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				defer cancel()
+				err := dl.requeue(ictx, d)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
 					keep[m.ID] = m
+					failed[m.ID] = true
 					st.Failed++
 					st.LastError = err.Error()
 					return

@@ -17,8 +17,11 @@ import (
 // TestBulkRequeueSurvivesAKill requeues BULK_N (default 100,000) dead
 // letters as one bulk operation and SIGKILLs the worker running it a
 // third of the way through. Another worker takes it over; in the end the
-// poison queue is empty and the work queue holds every task exactly once:
-// none lost, none requeued twice. The type is paused so the tasks wait in
+// poison queue is empty and the work queue holds every task: none lost.
+// A requeue is two requests (send, then remove the dead letter), so a
+// SIGKILL between them can leave a second message of the task, at most one
+// per requeue in flight (8); the run record drops it when it is consumed.
+// The test counts them. The type is paused so the tasks wait in
 // the queue to be counted, and each worker runs one task at a time, so
 // that the one running the operation takes nothing else; the other
 // worker does not consume. Long: LEASECRON_LONG=1 (make test-long).
@@ -141,8 +144,8 @@ func TestBulkRequeueSurvivesAKill(t *testing.T) {
 		}
 	}
 	t.Logf("work queue: %d distinct tasks of %d; %d lost, %d requeued twice", len(seen), n, lost, twice)
-	if lost != 0 || twice != 0 || len(seen) != n {
-		t.Errorf("%d lost, %d requeued twice, %d distinct; want 0, 0 and %d", lost, twice, len(seen), n)
+	if lost != 0 || twice > 8*(b.Attempts-1) || len(seen) != n {
+		t.Errorf("%d lost, %d requeued twice, %d distinct; want 0, at most 8 per takeover and %d", lost, twice, len(seen), n)
 	}
 	fmt.Fprintf(os.Stderr, "BULK RESULT n=%d attempts=%d done=%d elapsed=%s lost=%d twice=%d\n", n, b.Attempts, b.Done, b.Finished.Sub(b.Created).Round(time.Second), lost, twice)
 }
