@@ -55,8 +55,3 @@ func injectDeadLetters(ctx context.Context, t testing.TB, cs string, n int, typ,
 	}
 	return ids
 }
-
-// decodeEnvelope reads a work-queue message's task.
-func decodeEnvelope(text string) (queue.Envelope, error) { return queue.DecodeEnvelope(text) }
-
-func ptr[T any](v T) *T { return &v }
