@@ -120,11 +120,10 @@ const (
 	// CountersKept is how long per-minute counters are kept.
 	CountersKept = 48 * time.Hour
 	// statsWindow is what SumCounters adds up.
-	statsWindow    = 24 * time.Hour
-	minutePrefix   = "~m"
-	minuteDayFmt   = "20060102"
-	minuteRowFmt   = "1504"
-	minuteSentinel = "~n" // sorts after every "~m..." partition
+	statsWindow  = 24 * time.Hour
+	minutePrefix = "~m"
+	minuteDayFmt = "20060102"
+	minuteRowFmt = "1504"
 )
 
 // minuteCounters is a Store's memory of what it has written: per instance,
@@ -201,42 +200,56 @@ func (s *Store) FlushCounters(ctx context.Context, c Counters) error {
 }
 
 // minuteRows reads the per-minute rows from since (truncated to the
-// minute) on, calling f with each row's minute and counts.
-func (s *Store) minuteRows(ctx context.Context, since time.Time, f func(t time.Time, inst string, c Counters)) error {
+// minute) on, calling f with each row's minute and counts: one query per
+// day partition (one or two for a day's span, three at most), from
+// since's minute in the first. lat also reads the latency histograms;
+// without it they are left out of the replies.
+func (s *Store) minuteRows(ctx context.Context, since time.Time, lat bool, f func(t time.Time, inst string, c Counters)) error {
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
 	since = since.UTC().Truncate(time.Minute)
-	q := table.Query{PartitionFrom: minutePartition(since), PartitionTo: minuteSentinel, Top: 1000}
-	for {
-		p, err := s.t.Query(ctx, q)
-		if err != nil {
-			return fmt.Errorf("runs: read counters: %w", err)
+	sel := append([]string{"Minute", "Instance", "Version", "Flushed", "ByType"}, counterNames...)
+	if lat {
+		sel = append(sel, "Lat")
+	}
+	end := s.now().Add(time.Minute)
+	for day := since.Truncate(24 * time.Hour); day.Before(end); day = day.Add(24 * time.Hour) {
+		q := table.Query{Partition: minutePartition(day), Top: 1000, Select: sel}
+		if day.Before(since) {
+			q.From = since.Format(minuteRowFmt)
 		}
-		for _, rw := range p.Entities {
-			t := rw.Props.Time("Minute")
-			if t.Before(since) || !strings.HasPrefix(rw.PartitionKey, minutePrefix) {
-				continue
+		for {
+			p, err := s.t.Query(ctx, q)
+			if err != nil {
+				return fmt.Errorf("runs: read counters: %w", err)
 			}
-			c := Counters{Instance: rw.Props.Str("Instance"), Version: rw.Props.Str("Version"), Updated: rw.Props.Time("Flushed"), Instances: 1, ByType: map[string]Counts{}}
-			f0 := counterFields(&c.Total)
-			for i, name := range counterNames {
-				*f0[i] = rw.Props.Int(name)
-			}
-			if bt := rw.Props.Str("ByType"); bt != "" && bt != "null" {
-				if err := json.Unmarshal([]byte(bt), &c.ByType); err != nil {
-					s.o.Logger.Warn("skipping an unreadable counters row", "row", rw.PartitionKey+"/"+rw.RowKey, "err", err)
+			for _, rw := range p.Entities {
+				t := rw.Props.Time("Minute")
+				if t.Before(since) {
 					continue
 				}
+				c := Counters{Instance: rw.Props.Str("Instance"), Version: rw.Props.Str("Version"), Updated: rw.Props.Time("Flushed"), Instances: 1, ByType: map[string]Counts{}}
+				f0 := counterFields(&c.Total)
+				for i, name := range counterNames {
+					*f0[i] = rw.Props.Int(name)
+				}
+				if bt := rw.Props.Str("ByType"); bt != "" && bt != "null" {
+					if err := json.Unmarshal([]byte(bt), &c.ByType); err != nil {
+						s.o.Logger.Warn("skipping an unreadable counters row", "row", rw.PartitionKey+"/"+rw.RowKey, "err", err)
+						continue
+					}
+				}
+				c.Lat = decodeLatency(rw.Props.Str("Lat"))
+				f(t, c.Instance, c)
 			}
-			c.Lat = decodeLatency(rw.Props.Str("Lat"))
-			f(t, c.Instance, c)
+			if p.Continuation == "" {
+				break
+			}
+			q.Continuation = p.Continuation
 		}
-		if p.Continuation == "" {
-			return nil
-		}
-		q.Continuation = p.Continuation
 	}
+	return nil
 }
 
 // Throughput returns the fleet's counts per minute from since to now,
@@ -256,7 +269,7 @@ func (s *Store) Throughput(ctx context.Context, since time.Time) ([]Minute, erro
 	for i := range out {
 		out[i].Minute = since.Add(time.Duration(i) * time.Minute)
 	}
-	err := s.minuteRows(ctx, since, func(t time.Time, _ string, c Counters) {
+	err := s.minuteRows(ctx, since, false, func(t time.Time, _ string, c Counters) {
 		if i := int(t.Sub(since) / time.Minute); i >= 0 && i < len(out) {
 			out[i].Counts.Add(c.Total)
 		}
@@ -272,7 +285,7 @@ func (s *Store) Throughput(ctx context.Context, since time.Time) ([]Minute, erro
 func (s *Store) SumCounters(ctx context.Context) (Counters, error) {
 	sum := Counters{ByType: map[string]Counts{}}
 	seen := map[string]bool{}
-	err := s.minuteRows(ctx, s.now().Add(-statsWindow), func(_ time.Time, inst string, c Counters) {
+	err := s.minuteRows(ctx, s.now().Add(-statsWindow), false, func(_ time.Time, inst string, c Counters) {
 		sum.add(c)
 		seen[inst] = true
 	})
@@ -284,7 +297,7 @@ func (s *Store) SumCounters(ctx context.Context) (Counters, error) {
 // instances that counted anything in that time), by instance id.
 func (s *Store) ListCounters(ctx context.Context) ([]Counters, error) {
 	by := map[string]*Counters{}
-	err := s.minuteRows(ctx, s.now().Add(-statsWindow), func(_ time.Time, inst string, c Counters) {
+	err := s.minuteRows(ctx, s.now().Add(-statsWindow), false, func(_ time.Time, inst string, c Counters) {
 		x := by[inst]
 		if x == nil {
 			x = &Counters{Instance: inst, Instances: 1, ByType: map[string]Counts{}}

@@ -151,7 +151,7 @@ func (s *Store) rollup(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	hours := map[time.Time]*Hour{}
-	err := s.minuteRows(ctx, from, func(t time.Time, _ string, c Counters) {
+	err := s.minuteRows(ctx, from, true, func(t time.Time, _ string, c Counters) {
 		if !t.Before(through) {
 			return
 		}
@@ -209,7 +209,7 @@ func (s *Store) Hours(ctx context.Context, since time.Time) ([]Hour, time.Time, 
 // on (every instance summed), oldest first, minutes with nothing left out.
 func (s *Store) Minutes(ctx context.Context, since time.Time) ([]Hour, error) {
 	by := map[time.Time]*Hour{}
-	err := s.minuteRows(ctx, since, func(t time.Time, _ string, c Counters) { sumInto(by, t, c) })
+	err := s.minuteRows(ctx, since, true, func(t time.Time, _ string, c Counters) { sumInto(by, t, c) })
 	out := make([]Hour, 0, len(by))
 	for _, h := range by {
 		out = append(out, *h)
