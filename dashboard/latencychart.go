@@ -64,7 +64,8 @@ func newLineChart(id, label string, pts []leasecron.LatencyPoint, pick func(leas
 		v := latencyFloor * math.Pow(10, d)
 		c.Grid = append(c.Grid, gridLine{Y: y(v), Label: fmtSecs(v)})
 	}
-	step := float64(chartW) / float64(max(1, len(pts)-1))
+	// A point sits at the middle of its step's bar in the outcome chart.
+	step := float64(chartW) / float64(max(1, len(pts)))
 	for _, q := range []struct {
 		class, name string
 		get         func(leasecron.Percentiles) float64
@@ -76,7 +77,7 @@ func newLineChart(id, label string, pts []leasecron.LatencyPoint, pick func(leas
 			if pc.Count == 0 {
 				continue
 			}
-			x, yy := int(math.Round(float64(i)*step)), y(q.get(pc))
+			x, yy := int(math.Round((float64(i)+0.5)*step)), y(q.get(pc))
 			fmt.Fprintf(&b, "%d,%d ", x, yy)
 			dots = append(dots, dot{X: x, Y: yy, Title: fmt.Sprintf("%s %s at %s UTC (%d timed)", q.name, fmtSecs(q.get(pc)), p.At.UTC().Format("Jan 2 15:04"), pc.Count)})
 		}
@@ -108,9 +109,9 @@ func outcomeChart(pts []leasecron.LatencyPoint, step time.Duration) *chart {
 	}
 	c := newChart(ms)
 	// newChart's bars are a minute wide; fit them to the number of steps.
-	w := max(1, chartW/max(1, len(pts)))
+	n := max(1, len(pts))
 	for i := range c.Bars {
-		c.Bars[i].X, c.Bars[i].W = i*w, max(1, w-1)
+		c.Bars[i].X, c.Bars[i].W = i*chartW/n, max(1, chartW/n-1)
 		c.Bars[i].Title = fmt.Sprintf("%s UTC, %s: %d succeeded, %d failed or dead", pts[i].At.UTC().Format("Jan 2 15:04"), step, pts[i].Succeeded, pts[i].Failed+pts[i].Dead)
 	}
 	c.Ticks = nil
