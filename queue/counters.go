@@ -67,5 +67,5 @@ func (c *Consumer) flushLoop(sink counterSink, stop <-chan struct{}) {
 
 // toRuns converts a snapshot for the Runs table's counters row.
 func (st Stats) toRuns() runs.Counters {
-	return runs.Counters{Instance: st.Instance, Total: st.Total, ByType: st.ByType, Lat: st.Latency}
+	return runs.Counters{Instance: st.Instance, Total: st.Total, ByType: st.ByType, Lat: st.lat}
 }

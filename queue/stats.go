@@ -86,9 +86,10 @@ type Stats struct {
 	Total leasecrontype.Counts
 	// ByType holds the counts per task type.
 	ByType map[string]leasecrontype.Counts
-	// Latency holds, per task type, the queue wait of first attempts (due
-	// to handler start) and the run time of every attempt.
-	Latency map[string]runs.Latency
+	// lat holds, per task type, the queue wait of first attempts (due to
+	// handler start) and the run time of every attempt, for the counters
+	// rows (leasecron.Client.Latency reads them back).
+	lat map[string]runs.Latency
 }
 
 type statsState struct {
@@ -122,9 +123,9 @@ func (s *statsState) snapshot(instance string) Stats {
 		st.Total.Add(*c)
 	}
 	if len(s.lat) > 0 {
-		st.Latency = make(map[string]runs.Latency, len(s.lat))
+		st.lat = make(map[string]runs.Latency, len(s.lat))
 		for k, l := range s.lat {
-			st.Latency[k] = *l
+			st.lat[k] = *l
 		}
 	}
 	return st

@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"github.com/leasecron/leasecron/internal/runs"
 	"net/http"
 	"strconv"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
