@@ -111,7 +111,7 @@ func runDashboard(ctx context.Context, b *bench) error {
 	var minutes []time.Time
 	span := 24 * 60
 	if res.Runs < 100_000 {
-		span = 120 // a quick run (make test): two hours
+		span = 30 // a quick run (make test): half an hour
 	}
 	for m := span; m > 0; m-- {
 		minutes = append(minutes, now.Add(-time.Duration(m)*time.Minute))

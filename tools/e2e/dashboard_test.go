@@ -236,7 +236,9 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 
 	// A bulk requeue of 1,000 dead letters, confirmed with its count on
-	// the page; the CLI then sees every one run again.
+	// the page; the CLI then sees every one back on the work queue (their
+	// type is paused, so they wait there to be counted).
+	lcCLI(ctx, t, f, "pause", "bulkrec")
 	injected := injectDeadLetters(ctx, t, f.ConnectionString(), 1000, "bulkrec", "bulk-task-")
 	res = runBrowser(ctx, t, node, script, map[string]any{
 		"base": base, "screenshots": shots, "operator": map[string]string{"username": "op", "password": "op-secret"},
@@ -245,7 +247,14 @@ func TestDashboardInChromium(t *testing.T) {
 	for _, fl := range res.Failures {
 		t.Error("browser (bulk):", fl)
 	}
-	lcWaitRecords(ctx, t, f, 120*time.Second, injected...)
+	waitFor(ctx, t, 30*time.Second, "the 1,000 requeued tasks on the work queue", func() bool {
+		out, _, code := lcRun(ctx, f, nil, "stats", "--json")
+		var st struct {
+			QueueDepth  int `json:"queue_depth"`
+			PoisonDepth int `json:"poison_depth"`
+		}
+		return code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.QueueDepth >= len(injected) && st.PoisonDepth == 0
+	})
 
 	// The drained worker exited 0 on its own.
 	select {
