@@ -11,7 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
@@ -387,7 +390,7 @@ func (c *Client) runBulk(ctx context.Context, task Task) error {
 		Bulk string `json:"bulk"`
 	}
 	if err := json.Unmarshal(task.Payload, &p); err != nil || p.Bulk == "" {
-		return fmt.Errorf("bulk task %s: payload %q does not name an operation", task.ID, trimmed(task.Payload))
+		return fmt.Errorf("bulk task %s: payload %q does not name an operation", task.ID, trunc.Head(string(task.Payload), 100))
 	}
 	b, err := c.Bulk(ctx, p.Bulk)
 	if err != nil {
@@ -472,14 +475,11 @@ func (c *Client) actOnPending(ctx context.Context, op BulkOp, save func(done, fa
 	var page []Item
 	flush := func() error {
 		var mu sync.Mutex
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
+		var g errgroup.Group
+		g.SetLimit(8)
 		done, failed, last := 0, 0, ""
 		for _, it := range page {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
+			g.Go(func() error {
 				var err error
 				if op.Kind == BulkDisableSeries {
 					_, err = c.Disable(ctx, it.ID)
@@ -498,9 +498,10 @@ func (c *Client) actOnPending(ctx context.Context, op BulkOp, save func(done, fa
 					failed++
 					last = fmt.Sprintf("%s: %v", it.ID, err)
 				}
-			}()
+				return nil
+			})
 		}
-		wg.Wait()
+		_ = g.Wait() // every call reports into the counts
 		page = page[:0]
 		if err := ctx.Err(); err != nil {
 			return err
@@ -518,12 +519,4 @@ func (c *Client) actOnPending(ctx context.Context, op BulkOp, save func(done, fa
 		return err
 	}
 	return flush()
-}
-
-// trimmed is at most 100 bytes of b, for messages.
-func trimmed(b []byte) string {
-	if len(b) > 100 {
-		return string(b[:100]) + "…"
-	}
-	return string(b)
 }

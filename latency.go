@@ -113,10 +113,12 @@ func (c *Client) Latency(ctx context.Context, rng time.Duration, typ string) (La
 	waits := make([]runs.Histogram, len(rep.Points))
 	runsH := make([]runs.Histogram, len(rep.Points))
 	var totalWait, totalRun runs.Histogram
-	per := map[string]*struct {
+	// per sums each type over the whole range.
+	type sums struct {
 		p    LatencyPoint
 		w, r runs.Histogram
-	}{}
+	}
+	per := map[string]*sums{}
 	for i := range rep.Points {
 		rep.Points[i].At = since.Add(time.Duration(i) * step)
 	}
@@ -128,10 +130,7 @@ func (c *Client) Latency(ctx context.Context, rng time.Duration, typ string) (La
 		for t, n := range h.ByType {
 			x := per[t]
 			if x == nil {
-				x = &struct {
-					p    LatencyPoint
-					w, r runs.Histogram
-				}{}
+				x = &sums{}
 				per[t] = x
 			}
 			addOutcomes(&x.p, n)

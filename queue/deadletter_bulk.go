@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // BulkScanVisibility is how long RequeueWhere hides the records it has
@@ -53,8 +55,8 @@ func (dl *DeadLetters) RequeueWhere(ctx context.Context, match func(DeadLetter) 
 		}
 		var st WhereStats
 		var mu sync.Mutex
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, bulkParallel)
+		var g errgroup.Group
+		g.SetLimit(bulkParallel)
 		fresh := 0
 		for _, m := range msgs {
 			if seen[m.ID] {
@@ -76,10 +78,7 @@ func (dl *DeadLetters) RequeueWhere(ctx context.Context, match func(DeadLetter) 
 			if skip {
 				continue
 			}
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
+			g.Go(func() error {
 				ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 				defer cancel()
 				err := dl.requeue(ictx, d)
@@ -90,12 +89,13 @@ func (dl *DeadLetters) RequeueWhere(ctx context.Context, match func(DeadLetter) 
 					failed[m.ID] = true
 					st.Failed++
 					st.LastError = err.Error()
-					return
+					return nil
 				}
 				st.Requeued++
-			}()
+				return nil
+			})
 		}
-		wg.Wait()
+		_ = g.Wait() // every requeue reports into st
 		total.Requeued += st.Requeued
 		total.Failed += st.Failed
 		total.Kept += st.Kept

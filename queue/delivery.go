@@ -148,16 +148,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	} else if task.Payload, herr = c.fetchPayload(hctx, env); herr == nil {
 		began := c.clk.Now()
 		herr, lost = c.runHandler(hctx, d, h, task, out)
-		wait := time.Duration(-1)
-		if task.Attempt == 1 {
-			wait = max(0, began.Sub(env.Due))
-		}
-		c.stats.observe(env.Type, wait, c.clk.Now().Sub(began))
-		if c.o.Observer != nil {
-			if lo, ok := c.o.Observer.(LatencyObserver); ok {
-				lo.OnTimed(env.Type, wait, c.clk.Now().Sub(began))
-			}
-		}
+		c.timed(env, task.Attempt, began)
 	}
 	tail := trunc.Tail(joinOutput(out.String(), leasecrontype.OutputOf(herr)), leasecrontype.MaxOutputTail)
 	c.handOff(d)
@@ -417,4 +408,17 @@ func (c *Consumer) ackUnrun(hctx context.Context, d *delivery, o Outcome, why st
 	c.ack(hctx, d)
 	c.settle(d, o)
 	return false
+}
+
+// timed records an attempt's queue wait (first attempts: due to began)
+// and run time (began to now) in the counters and for a LatencyObserver.
+func (c *Consumer) timed(env Envelope, attempt int, began time.Time) {
+	wait, run := time.Duration(-1), c.clk.Now().Sub(began)
+	if attempt == 1 {
+		wait = max(0, began.Sub(env.Due))
+	}
+	c.stats.observe(env.Type, wait, run)
+	if lo, ok := c.o.Observer.(LatencyObserver); ok {
+		lo.OnTimed(env.Type, wait, run)
+	}
 }

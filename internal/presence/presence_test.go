@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
@@ -13,16 +15,22 @@ import (
 
 func TestMain(m *testing.M) { azuritetest.Main(m) }
 
+// testContainer is a client of a container of t's own (not created) on
+// the shared Azurite.
+func testContainer(t *testing.T) *container.Client {
+	t.Helper()
+	sc, err := storage.New(storage.Config{ConnectionString: azuritetest.Shared(t).ConnectionString()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc.Blob.NewContainerClient(azuritetest.Name(t, "c"))
+}
+
 // A worker's presence is there from its start and gone at its stop; two
 // workers show with their ids and versions, and a listing of a container
 // nobody created is empty, not an error.
 func TestPresenceFromStartToStop(t *testing.T) {
-	srv := azuritetest.Shared(t)
-	sc, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := sc.Blob.NewContainerClient(azuritetest.Name(t, "c"))
+	cc := testContainer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if got, err := List(ctx, cc); err != nil || len(got) != 0 {
@@ -40,6 +48,7 @@ func TestPresenceFromStartToStop(t *testing.T) {
 	stopA := run("a", "v1")
 	stopB := run("b", "v2")
 	var got []Instance
+	var err error
 	for {
 		if got, err = List(ctx, cc); err == nil && len(got) == 2 {
 			break
@@ -74,12 +83,7 @@ func TestPresenceFromStartToStop(t *testing.T) {
 // on the blob being as the instance last saw it, is refused rather than
 // overwriting the request. An instance that never looks is refused.
 func TestDrainRequestIsNeverOverwritten(t *testing.T) {
-	srv := azuritetest.Shared(t)
-	sc, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := sc.Blob.NewContainerClient(azuritetest.Name(t, "c"))
+	cc := testContainer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := cc.Create(ctx, nil); err != nil {

@@ -175,18 +175,7 @@ func (s *Store) FlushCounters(ctx context.Context, c Counters) error {
 		if err != nil {
 			return err
 		}
-		p := table.Props{"Minute": t, "Instance": c.Instance, "ByType": string(byType), "Flushed": now}
-		if lat := encodeLatency(x.Lat); lat != "" {
-			p["Lat"] = lat
-		}
-		if s.o.Version != "" {
-			p["Version"] = s.o.Version
-		}
-		f := counterFields(&x.Total)
-		for i, name := range counterNames {
-			p[name] = *f[i]
-		}
-		err = submit(ctx, s.t, []table.Op{{Kind: table.Upsert, PartitionKey: minutePartition(t), RowKey: t.Format(minuteRowFmt) + "~" + inst, Props: p}})
+		err = submit(ctx, s.t, []table.Op{counterRow(t, c.Instance, s.o.Version, now, string(byType), x)})
 		m.mu.Lock()
 		if err == nil && t.Before(minute) {
 			delete(mins, t) // written, and no longer changing
@@ -197,6 +186,23 @@ func (s *Store) FlushCounters(ctx context.Context, c Counters) error {
 		}
 	}
 	return firstErr
+}
+
+// counterRow is the upsert of instance inst's counters row of minute t:
+// x's counts, its counts per type (byType, as JSON) and its latency.
+func counterRow(t time.Time, inst, version string, flushed time.Time, byType string, x Counters) table.Op {
+	p := table.Props{"Minute": t, "Instance": inst, "ByType": byType, "Flushed": flushed}
+	if lat := encodeLatency(x.Lat); lat != "" {
+		p["Lat"] = lat
+	}
+	if version != "" {
+		p["Version"] = version
+	}
+	f := counterFields(&x.Total)
+	for i, name := range counterNames {
+		p[name] = *f[i]
+	}
+	return table.Op{Kind: table.Upsert, PartitionKey: minutePartition(t), RowKey: t.Format(minuteRowFmt) + "~" + sanitizeKey(inst), Props: p}
 }
 
 // minuteRows reads the per-minute rows from since (truncated to the

@@ -167,12 +167,8 @@ func (s *Store) rollup(ctx context.Context, now time.Time) error {
 		ops = append(ops, table.Op{Kind: table.Upsert, PartitionKey: hourPK, RowKey: h.At.Format(hourRowFmt),
 			Props: table.Props{"Hour": h.At, "ByType": string(bt), "Lat": string(lat)}})
 	}
-	for len(ops) > 0 {
-		n := min(len(ops), 100)
-		if err := submit(ctx, s.t, ops[:n]); err != nil {
-			return fmt.Errorf("runs: write hourly counters: %w", err)
-		}
-		ops = ops[n:]
+	if err := submitChunked(ctx, s.t, ops); err != nil {
+		return fmt.Errorf("runs: write hourly counters: %w", err)
 	}
 	old, err := table.All(ctx, s.t, table.Query{Partition: hourPK, To: now.Add(-HoursKept).Format(hourRowFmt), Select: []string{"Hour"}}, 0)
 	if err == nil {
@@ -264,30 +260,50 @@ func (s *Store) SeedCounters(ctx context.Context, instances []string, ms []time.
 		return err
 	}
 	byType, _ := json.Marshal(c.ByType)
-	lat := encodeLatency(c.Lat)
-	byPK := map[string][]table.Op{}
+	var ops []table.Op
 	for _, t := range ms {
 		t = t.UTC().Truncate(time.Minute)
 		for _, inst := range instances {
-			p := table.Props{"Minute": t, "Instance": inst, "ByType": string(byType), "Flushed": t, "Lat": lat}
-			f := counterFields(&c.Total)
-			for i, name := range counterNames {
-				p[name] = *f[i]
-			}
-			pk := minutePartition(t)
-			byPK[pk] = append(byPK[pk], table.Op{Kind: table.Upsert, PartitionKey: pk, RowKey: t.Format(minuteRowFmt) + "~" + sanitizeKey(inst), Props: p})
+			ops = append(ops, counterRow(t, inst, "", t, string(byType), c))
 		}
 	}
-	for _, ops := range byPK {
-		for len(ops) > 0 {
-			n := min(len(ops), 100)
-			if err := submit(ctx, s.t, ops[:n]); err != nil {
-				return fmt.Errorf("runs: seed counters: %w", err)
-			}
-			ops = ops[n:]
+	if err := submitChunked(ctx, s.t, ops); err != nil {
+		return fmt.Errorf("runs: seed counters: %w", err)
+	}
+	return nil
+}
+
+// submitChunked applies ops, which may span partitions, in transactions of
+// up to table.MaxOps per partition; the first error stops it.
+func submitChunked(ctx context.Context, t table.Table, ops []table.Op) error {
+	for _, chunk := range chunks(ops) {
+		if err := submit(ctx, t, chunk); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// chunks splits ops into transactions: by partition, in the order the
+// partitions first appear, at most table.MaxOps each.
+func chunks(ops []table.Op) [][]table.Op {
+	byPK := map[string][]table.Op{}
+	var order []string
+	for _, op := range ops {
+		if byPK[op.PartitionKey] == nil {
+			order = append(order, op.PartitionKey)
+		}
+		byPK[op.PartitionKey] = append(byPK[op.PartitionKey], op)
+	}
+	var out [][]table.Op
+	for _, pk := range order {
+		for rest := byPK[pk]; len(rest) > 0; {
+			n := min(len(rest), table.MaxOps)
+			out = append(out, rest[:n])
+			rest = rest[n:]
+		}
+	}
+	return out
 }
 
 // RollUp writes the hourly roll-ups of the hours ended since the last

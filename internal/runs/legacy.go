@@ -271,22 +271,13 @@ func (s *Store) importRuns(ctx context.Context, rs []Run) []importOutcome {
 // of one partition each, and returns how many it deleted. A transaction
 // that fails (a row changed) is retried row by row.
 func (s *Store) deleteRows(ctx context.Context, rows []table.Entity) int {
-	byPK := map[string][]table.Op{}
-	var order []string
-	for _, rw := range rows {
-		if byPK[rw.PartitionKey] == nil {
-			order = append(order, rw.PartitionKey)
-		}
-		byPK[rw.PartitionKey] = append(byPK[rw.PartitionKey], table.Op{Kind: table.Delete, PartitionKey: rw.PartitionKey, RowKey: rw.RowKey, IfMatch: rw.ETag})
+	ops := make([]table.Op, len(rows))
+	for i, rw := range rows {
+		ops[i] = table.Op{Kind: table.Delete, PartitionKey: rw.PartitionKey, RowKey: rw.RowKey, IfMatch: rw.ETag}
 	}
 	n := 0
-	for _, pk := range order {
-		ops := byPK[pk]
-		for len(ops) > 0 {
-			k := min(len(ops), table.MaxOps)
-			n += s.submitEach(ctx, ops[:k], 1)
-			ops = ops[k:]
-		}
+	for _, chunk := range chunks(ops) {
+		n += s.submitEach(ctx, chunk, 1)
 	}
 	return n
 }

@@ -114,16 +114,10 @@ func TestDrainFromTheCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := f.Names()
-	for {
+	waitFor(ctx, t, time.Minute, "both workers on the fleet", func() bool {
 		ins, err := cl.Instances(ctx)
-		if err == nil && present(ins, names[0]) && present(ins, names[1]) {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the workers never showed: %+v, %v", ins, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil && present(ins, names[0]) && present(ins, names[1])
+	})
 	asked := time.Now()
 	out, stderr, err := f.CLI(ctx, "drain", names[0], "--wait", "1m")
 	if err != nil {

@@ -107,27 +107,49 @@ func (a *app) bulkKindCmd(kind leasecron.BulkKind, use, short, example string) *
 // followBulk prints the operation's progress every second until it
 // finishes or wait passes; a failed operation exits 1.
 func (a *app) followBulk(ctx context.Context, cl *leasecron.Client, id string, wait time.Duration) error {
+	summary := ""
+	return a.follow(ctx, wait, func(ctx context.Context) (string, bool, error) {
+		b, err := cl.Bulk(ctx, id)
+		if err != nil {
+			return "", false, err
+		}
+		summary = b.Summary()
+		if b.State == "failed" {
+			return "", false, fmt.Errorf("bulk %s failed: %s", id, b.LastError)
+		}
+		return fmt.Sprintf("%s %3d%% %s", id, b.Percent(), summary), b.State != "running", nil
+	}, func() error {
+		return fmt.Errorf("bulk %s is still running after %s (it goes on): %s", id, wait, summary)
+	})
+}
+
+// follow calls look every second until it reports done or wait passes,
+// printing each line it returns that differs from the last one printed
+// (an empty line prints nothing). An error of look ends it, unless wait
+// has passed: then, as when wait passes between looks, stuck says what
+// is still so.
+func (a *app) follow(ctx context.Context, wait time.Duration, look func(ctx context.Context) (line string, done bool, err error), stuck func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	last := ""
 	for {
-		b, err := cl.Bulk(ctx, id)
-		if err != nil && ctx.Err() == nil {
+		line, done, err := look(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return stuck()
+			}
 			return err
 		}
-		if s := b.Summary(); err == nil && s != last {
-			fmt.Fprintf(a.out, "%s %3d%% %s\n", id, b.Percent(), s)
-			last = s
+		if line != "" && line != last {
+			fmt.Fprintln(a.out, line)
+			last = line
 		}
-		if err == nil && b.State == "failed" {
-			return fmt.Errorf("bulk %s failed: %s", id, b.LastError)
-		}
-		if err == nil && b.State != "running" {
+		if done {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("bulk %s is still running after %s (it goes on): %s", id, wait, last)
+			return stuck()
 		case <-time.After(time.Second):
 		}
 	}

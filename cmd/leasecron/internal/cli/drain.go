@@ -64,15 +64,14 @@ instance that is not running exits 3, naming those that are.`,
 // instance id is gone or wait has passed, printing each change of its
 // state.
 func (a *app) waitGone(ctx context.Context, cl *leasecron.Client, id string, wait time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	last := "requested"
-	for {
+	said := map[string]string{"draining": id + " is draining: it takes no new work and finishes what it runs", "gone": id + " is gone"}
+	state := "requested"
+	return a.follow(ctx, wait, func(ctx context.Context) (string, bool, error) {
 		all, err := cl.Instances(ctx)
-		if err != nil && ctx.Err() == nil {
-			return err
+		if err != nil {
+			return "", false, err
 		}
-		state := "gone"
+		state = "gone"
 		for _, in := range all {
 			if in.ID == id && in.Present {
 				state = "requested"
@@ -81,17 +80,6 @@ func (a *app) waitGone(ctx context.Context, cl *leasecron.Client, id string, wai
 				}
 			}
 		}
-		if state != last {
-			fmt.Fprintf(a.out, "%s %s\n", id, map[string]string{"draining": "is draining: it takes no new work and finishes what it runs", "gone": "is gone"}[state])
-			last = state
-		}
-		if state == "gone" {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s is still %s after %s", id, state, wait)
-		case <-time.After(time.Second):
-		}
-	}
+		return said[state], state == "gone", nil
+	}, func() error { return fmt.Errorf("%s is still %s after %s", id, state, wait) })
 }
