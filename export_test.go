@@ -4,6 +4,9 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/queue"
 )
 
 // SetRunPartsSettle shortens how long a new run-record partition count is
@@ -25,4 +28,19 @@ func SetBulkAttempts(c *Client, id string, attempts, done int) error {
 	}
 	r.Attempts, r.Done = attempts, done
 	return c.runs.SaveBulk(ctx, r)
+}
+
+// TaskEnded is what a worker does when the run of a task others wait for,
+// or a batch member, has ended (queue.ConsumerOptions.OnEnd).
+func TaskEnded(c *Client, ctx context.Context, id string, waiters bool, batch string) error {
+	return c.taskEnded(ctx, queue.Envelope{ID: id, Waiters: waiters, Batch: batch}, "")
+}
+
+// FinishRun records the run of id as the worker would: queued, claimed,
+// then ended in st.
+func FinishRun(c *Client, ctx context.Context, id string, st RunState) error {
+	if _, err := c.runs.Claim(ctx, id, "w", 1, time.Now().Add(time.Minute), runs.Meta{Type: "t", Due: time.Now()}); err != nil {
+		return err
+	}
+	return c.runs.Finish(ctx, id, st, nil, "")
 }

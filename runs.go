@@ -52,6 +52,10 @@ type RunQuery struct {
 	Type string
 	// Series keeps the occurrences of this recurring series.
 	Series string
+	// Batch keeps the runs of this batch's members (that have started:
+	// members still in the schedule have no run record yet; Client.
+	// BatchMembers lists them all).
+	Batch string
 	// Since keeps runs due at or after it (zero = no bound).
 	Since time.Time
 	// Limit is the page size: 0 means 50, at most 1000.
@@ -79,7 +83,7 @@ func (c *Client) Runs(ctx context.Context, q RunQuery) (RunPage, error) {
 	if c.runs == nil {
 		return RunPage{}, ErrNoRunRecords
 	}
-	p, err := c.runs.Query(ctx, runs.Query{State: q.State, Type: q.Type, Series: q.Series, Since: q.Since, Limit: q.Limit, Continue: q.Continue})
+	p, err := c.runs.Query(ctx, runs.Query{State: q.State, Type: q.Type, Series: q.Series, Batch: q.Batch, Since: q.Since, Limit: q.Limit, Continue: q.Continue})
 	if err != nil {
 		return RunPage{}, err
 	}
@@ -108,7 +112,7 @@ func (c *Client) pendingRuns(ctx context.Context, q RunQuery) (RunPage, error) {
 	}
 	out := RunPage{Runs: []Run{}, Continue: next}
 	for _, it := range items {
-		if !it.Due.Before(q.Since) {
+		if !it.Due.Before(q.Since) && (q.Batch == "" || it.Batch == q.Batch) {
 			out.Runs = append(out.Runs, pendingRun(it))
 		}
 	}
@@ -116,7 +120,7 @@ func (c *Client) pendingRuns(ctx context.Context, q RunQuery) (RunPage, error) {
 }
 
 func pendingRun(it Item) Run {
-	r := Run{ID: it.ID, State: RunScheduled, Type: it.Type, Due: it.Due}
+	r := Run{ID: it.ID, State: RunScheduled, Type: it.Type, Due: it.Due, Batch: it.Batch, After: it.After}
 	if it.Recurrence != "" {
 		r.Series = it.ID
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/schedule"
@@ -13,7 +14,17 @@ import (
 type ScheduleManyOptions struct {
 	// Partial schedules every item that can be scheduled and reports the
 	// others. Without it nothing is scheduled unless everything can be.
+	// Items that wait for others (Item.After) need all or nothing.
 	Partial bool
+	// Batch makes the items one batch with this id (a new id when it is
+	// empty and OnComplete is set): each item's Batch says so, and
+	// Client.Batch shows how many members have ended and how.
+	Batch string
+	// OnComplete is the batch's completion callback: a task that waits
+	// until every member has ended (succeeded, dead or cancelled) and then
+	// runs once, its handler given the batch id and the counts of each
+	// outcome (Task.Batch, Task.Completed). Its Due is a lower bound.
+	OnComplete *Item
 	// Unique, when set, has one entry per item: an item whose entry is not
 	// nil is created only if no other task of its type holds the key, as
 	// with ScheduleOptions.Unique. Such items are checked with the others
@@ -56,6 +67,15 @@ type ScheduleResult struct {
 // without running it (a recurring series is stopped). With o.Partial, the items that can be scheduled are.
 // ScheduleMany never replaces a pending task.
 func (c *Client) ScheduleMany(ctx context.Context, items []Item, o ScheduleManyOptions) ([]ScheduleResult, error) {
+	if o.Batch != "" || o.OnComplete != nil || slices.ContainsFunc(items, func(it Item) bool { return len(it.After) > 0 }) {
+		return c.scheduleManyFlow(ctx, items, o)
+	}
+	return c.scheduleMany(ctx, items, o)
+}
+
+// scheduleMany is ScheduleMany of items that are not a batch and wait for
+// nothing.
+func (c *Client) scheduleMany(ctx context.Context, items []Item, o ScheduleManyOptions) ([]ScheduleResult, error) {
 	if len(o.Unique) > 0 {
 		return c.scheduleManyUnique(ctx, items, o)
 	}

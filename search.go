@@ -19,7 +19,7 @@ type SearchQuery struct {
 	ID       string
 	IDPrefix bool
 	// Run holds the other filters: Type, State (RunScheduled for pending
-	// tasks), Series and Since; Limit and Continue page the answer.
+	// tasks), Series, Batch and Since; Limit and Continue page the answer.
 	Run RunQuery
 }
 
@@ -29,6 +29,8 @@ type SearchQuery struct {
 //	type:TYPE      of this handler type
 //	state:STATE    in this state (scheduled: still pending)
 //	series:ID      occurrences of this recurring series
+//	batch:ID       the members of this batch (their runs; with
+//	               state:scheduled, those still pending)
 //	since:DURATION due within this long before now (e.g. since:2h)
 //	since:TIME     due at or after this RFC 3339 time
 //
@@ -39,7 +41,7 @@ func ParseSearch(q string, now time.Time) (SearchQuery, error) {
 	var s SearchQuery
 	fields := strings.Fields(q)
 	if len(fields) == 0 {
-		return s, fmt.Errorf("%w: empty search: want id:ID, type:TYPE, state:STATE, series:ID or since:DURATION", ErrInvalidRunQuery)
+		return s, fmt.Errorf("%w: empty search: want id:ID, type:TYPE, state:STATE, series:ID, batch:ID or since:DURATION", ErrInvalidRunQuery)
 	}
 	for _, f := range fields {
 		key, val, ok := strings.Cut(f, ":")
@@ -71,6 +73,11 @@ func ParseSearch(q string, now time.Time) (SearchQuery, error) {
 			s.Run.State = st
 		case "series":
 			s.Run.Series = val
+		case "batch":
+			if err := schedule.ValidateID(val); err != nil {
+				return s, fmt.Errorf("%w: search token %q: batch %w", ErrInvalidRunQuery, f, err)
+			}
+			s.Run.Batch = val
 		case "since":
 			if d, err := time.ParseDuration(val); err == nil && d > 0 {
 				s.Run.Since = now.Add(-d)
@@ -80,10 +87,10 @@ func ParseSearch(q string, now time.Time) (SearchQuery, error) {
 				return s, fmt.Errorf("%w: search token %q: want a positive duration (since:2h) or an RFC 3339 time", ErrInvalidRunQuery, f)
 			}
 		default:
-			return s, fmt.Errorf("%w: search token %q: unknown key %q: want one of id, type, state, series, since", ErrInvalidRunQuery, f, key)
+			return s, fmt.Errorf("%w: search token %q: unknown key %q: want one of id, type, state, series, batch, since", ErrInvalidRunQuery, f, key)
 		}
 	}
-	if s.ID != "" && (s.Run.Type != "" || s.Run.State != "" || s.Run.Series != "" || !s.Run.Since.IsZero()) {
+	if s.ID != "" && (s.Run.Type != "" || s.Run.State != "" || s.Run.Series != "" || s.Run.Batch != "" || !s.Run.Since.IsZero()) {
 		return s, fmt.Errorf("%w: search %q: id: goes alone (it finds one task, or the ids starting with it)", ErrInvalidRunQuery, q)
 	}
 	return s, nil

@@ -28,6 +28,9 @@ type CancelResult struct {
 // ErrAlreadyFinished for a run that has already ended.
 func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	res := CancelResult{ID: id}
+	if err := c.cancelWaitedFor(ctx, id); err != nil {
+		return res, err
+	}
 	it, err := c.sched.Cancel(ctx, id)
 	switch {
 	case err == nil:
@@ -136,6 +139,10 @@ type Status struct {
 // StateDisabled is what Status.State says of a disabled series (Disable).
 const StateDisabled = "disabled"
 
+// StateWaiting is Status.State of a pending task waiting for other tasks
+// (Item.After) or, a batch's completion callback, for its batch.
+const StateWaiting = "waiting"
+
 // State summarises Status in one word: the run's state, or "scheduled"
 // ("disabled" for a disabled series).
 func (s Status) State() string {
@@ -146,6 +153,8 @@ func (s Status) State() string {
 		return string(s.Run.State)
 	case s.Pending != nil && !s.Pending.Disabled.IsZero():
 		return StateDisabled
+	case s.Pending != nil && s.Pending.Waiting:
+		return StateWaiting
 	case s.Pending != nil:
 		return string(runs.Scheduled)
 	}
@@ -225,25 +234,8 @@ func (c *Client) Schedule(ctx context.Context, it Item, o *ScheduleOptions) (Ite
 	if o == nil {
 		o = &ScheduleOptions{}
 	}
-	// On a fresh account Add creates the table and payload container. The
-	// run record starts when the task is sent: until then the pending row
-	// is the task's record (Status reads it).
-	ao := schedule.AddOptions{Replace: o.Replace}
-	now := c.o.Clock.Now()
-	send := !it.Due.IsZero() && c.sendsNow(it, now) && c.takeSends(ctx, 1) == 1
-	if send {
-		ao.Sending = now.Add(sendGrace)
+	if len(it.After) > 0 {
+		return c.scheduleAfter(ctx, it, o)
 	}
-	var added Item
-	var err error
-	if o.Unique != nil {
-		added, err = c.scheduleUnique(ctx, it, *o.Unique, ao)
-	} else {
-		added, err = c.sched.Add(ctx, it, ao)
-	}
-	if err != nil || !send {
-		return added, err
-	}
-	c.sendNow(ctx, added)
-	return added, nil
+	return c.scheduleRow(ctx, it, o)
 }

@@ -511,15 +511,22 @@ func (w *Worker) lead(ctx context.Context) error {
 	return w.duties(ctx, m.Run)
 }
 
-// duties runs main and, beside it, the traffic cop's fleet-wide duties
-// (removing expired run records).
+// duties runs main and, beside it, the traffic cop's fleet-wide duties:
+// removing expired run records, and watching the parents whose messages
+// do not say that others wait for them (every mover pass).
 func (w *Worker) duties(ctx context.Context, main func(context.Context) error) error {
-	if w.runs == nil || w.o.Runs.CleanEvery < 0 {
+	if w.runs == nil {
 		return main(ctx)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return main(gctx) })
-	g.Go(func() error { w.cleanRuns(gctx); return nil })
+	if w.o.Runs.CleanEvery >= 0 {
+		g.Go(func() error { w.cleanRuns(gctx); return nil })
+	}
+	g.Go(func() error {
+		w.Client().watchParents(gctx, min(cmp.Or(w.o.Mover.PollEvery, schedule.DefaultPollEvery), watchEvery))
+		return nil
+	})
 	return g.Wait()
 }
 
@@ -628,6 +635,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 	if w.runs != nil {
 		co.Runs = w.runs
 		co.Current = w.sched.Current
+		co.OnEnd = w.Client().taskEnded
 	}
 	co.Pauses = w.pauses
 	if len(w.slots) > 0 {

@@ -75,6 +75,13 @@ func (s clientSource) Task(ctx context.Context, id string) (Task, error) {
 		return Task{}, err
 	}
 	t := Task{ID: st.ID, Pending: st.Pending, Run: st.Run}
+	// Only a one-off task that is flagged, sent or past its row can have
+	// tasks waiting for it (one query more).
+	if p := st.Pending; p == nil || (p.Recurrence == "" && (p.Waiters || p.Sent)) {
+		if t.Children, err = s.c.Dependents(ctx, id); err != nil {
+			return t, err
+		}
+	}
 	if p := st.Pending; p != nil {
 		t.Payload = p.Payload
 		if p.PayloadBlob != "" {
@@ -99,8 +106,30 @@ func (s clientSource) Runs(ctx context.Context, q RunQuery) (RunPage, error) {
 	if !s.c.RunRecords() && q.State != leasecron.RunScheduled {
 		return RunPage{Partial: "Run records are off (worker.runs: false): there is no run history."}, nil
 	}
-	p, err := s.c.Runs(ctx, leasecron.RunQuery{State: q.State, Type: q.Type, Series: q.Series, Limit: q.Limit, Continue: q.Continue})
+	p, err := s.c.Runs(ctx, leasecron.RunQuery{State: q.State, Type: q.Type, Series: q.Series, Batch: q.Batch, Limit: q.Limit, Continue: q.Continue})
 	return RunPage{Runs: p.Runs, Continue: p.Continue}, err
+}
+
+// BatchMembersShown is the most members the batch page lists.
+const BatchMembersShown = 200
+
+func (s clientSource) Batch(ctx context.Context, id string) (Batch, error) {
+	st, err := s.c.Batch(ctx, id)
+	if err != nil {
+		return Batch{}, err
+	}
+	b := Batch{Status: st}
+	ms, err := s.c.BatchMembers(ctx, id)
+	if err != nil {
+		return b, err
+	}
+	b.Members = ms[:min(len(ms), BatchMembersShown)]
+	if st.Callback != "" {
+		if cs, err := s.c.Status(ctx, st.Callback); err == nil {
+			b.Callback = cs.State()
+		}
+	}
+	return b, nil
 }
 
 func (s clientSource) Recent(ctx context.Context, series string, n int) ([]leasecron.Run, error) {

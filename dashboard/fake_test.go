@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -149,6 +150,11 @@ func (f *fakeSource) Task(ctx context.Context, id string) (Task, error) {
 			t.Run = &r
 		}
 	}
+	for _, it := range f.pending {
+		if slices.Contains(it.After, id) {
+			t.Children = append(t.Children, it.ID)
+		}
+	}
 	if t.Pending == nil && t.Run == nil {
 		return t, fmt.Errorf("%w: no pending task or run with id %q", leasecrontype.ErrNotFound, id)
 	}
@@ -165,9 +171,48 @@ func (f *fakeSource) Runs(ctx context.Context, q RunQuery) (RunPage, error) {
 		if q.Series != "" && len(r.ID) <= len(q.Series) || q.Series != "" && r.ID[:len(q.Series)+1] != q.Series+"@" {
 			continue
 		}
+		if q.Batch != "" && r.Batch != q.Batch {
+			continue
+		}
 		out = append(out, r)
 	}
 	return RunPage{Runs: out}, nil
+}
+
+// Batch is a batch of the fake's runs and pending tasks that name it.
+func (f *fakeSource) Batch(ctx context.Context, id string) (Batch, error) {
+	f.count("Batch")
+	b := Batch{Status: leasecron.BatchStatus{ID: id, Sealed: true}}
+	for _, r := range f.runs {
+		if r.Batch != id {
+			continue
+		}
+		st := r.State
+		switch st {
+		case leasecrontype.RunSucceeded:
+			b.Status.Counts.Succeeded++
+		case leasecrontype.RunDead:
+			b.Status.Counts.Dead++
+		case leasecrontype.RunCancelled:
+			b.Status.Counts.Cancelled++
+		default:
+			st = ""
+		}
+		b.Members = append(b.Members, leasecron.BatchMember{ID: r.ID, State: st})
+	}
+	for _, it := range f.pending {
+		if it.Batch == id && it.Callback {
+			b.Status.Callback, b.Callback = it.ID, "waiting"
+		} else if it.Batch == id {
+			b.Members = append(b.Members, leasecron.BatchMember{ID: it.ID})
+		}
+	}
+	if len(b.Members) == 0 {
+		return b, fmt.Errorf("%w: no batch %q", leasecrontype.ErrNotFound, id)
+	}
+	b.Status.Counts.Total = len(b.Members)
+	b.Status.Pending = b.Status.Counts.Total - b.Status.Counts.Ended()
+	return b, nil
 }
 
 func (f *fakeSource) Recent(ctx context.Context, series string, n int) ([]leasecrontype.Run, error) {

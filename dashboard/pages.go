@@ -10,6 +10,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,6 +50,7 @@ func (s *Server) pages() []pageDef {
 		{"/bulk/new", "bulknew", "Act on everything matching", s.loadBulkNew},
 		{"/bulk/{id}", "bulkop", "Bulk operation", s.loadBulk},
 		{"/search", "search", "Search", s.loadSearch},
+		{"/batches/{id}", "batch", "Batch", s.loadBatch},
 	}
 }
 
@@ -363,6 +365,7 @@ func (s *Server) loadTask(ctx context.Context, r *http.Request) (any, error) {
 		for _, r := range t.Recent {
 			v.Recent = append(v.Recent, RunViewOf(r))
 		}
+		flowView(v, t)
 		return v, nil
 	})
 }
@@ -413,16 +416,21 @@ func (s *Server) loadRuns(ctx context.Context, r *http.Request) (any, error) {
 		}
 		state = st
 	}
-	typ, cont := strings.TrimSpace(q.Get("type")), q.Get("continue")
+	typ, batch, cont := strings.TrimSpace(q.Get("type")), strings.TrimSpace(q.Get("batch")), q.Get("continue")
 	if err := checkTypeFilter(typ); err != nil {
 		return nil, err
 	}
-	return cached(ctx, s, "runs\n"+string(state)+"\n"+typ+"\n"+cont, func(ctx context.Context) (*RunsView, error) {
-		p, err := s.src.Runs(ctx, RunQuery{State: state, Type: typ, Limit: PageSize, Continue: cont})
+	if batch != "" {
+		if err := schedule.ValidateID(batch); err != nil {
+			return nil, badRequest{fmt.Errorf("batch filter: %w", err)}
+		}
+	}
+	return cached(ctx, s, "runs\n"+string(state)+"\n"+typ+"\n"+batch+"\n"+cont, func(ctx context.Context) (*RunsView, error) {
+		p, err := s.src.Runs(ctx, RunQuery{State: state, Type: typ, Batch: batch, Limit: PageSize, Continue: cont})
 		if err != nil {
 			return nil, err
 		}
-		v := &RunsView{State: string(state), Type: typ, Runs: []RunView{}, Continue: p.Continue, Partial: p.Partial, Cursor: cont}
+		v := &RunsView{State: string(state), Type: typ, Batch: batch, Runs: []RunView{}, Continue: p.Continue, Partial: p.Partial, Cursor: cont}
 		for _, run := range p.Runs {
 			v.Runs = append(v.Runs, RunViewOf(run))
 		}
@@ -794,6 +802,48 @@ func (s *Server) loadLatency(ctx context.Context, r *http.Request) (any, error) 
 		v.RunChart = newLineChart("run-chart", "run time of every attempt", rep.Points, func(p leasecron.LatencyPoint) leasecron.Percentiles { return p.Run })
 		if len(rep.Points) > 0 {
 			v.FirstLabel, v.LastLabel = rep.Points[0].At.UTC().Format("Jan 2 15:04"), "now"
+		}
+		return v, nil
+	})
+}
+
+// flowView fills what a task waits for, what waits for it and its batch,
+// from its pending row or else its run record.
+func flowView(v *TaskView, t Task) {
+	v.Children = t.Children
+	var after, met []string
+	switch {
+	case t.Pending != nil:
+		after, met = t.Pending.After, t.Pending.Met
+		v.AfterAny, v.Waiting, v.Batch, v.Callback = t.Pending.AfterAny, t.Pending.Waiting, t.Pending.Batch, t.Pending.Callback
+		if v.Waiting {
+			v.State = "waiting"
+		}
+	case t.Run != nil:
+		after, met, v.Batch = t.Run.After, t.Run.After, t.Run.Batch
+	}
+	for _, p := range after {
+		v.After = append(v.After, ParentView{ID: p, Done: slices.Contains(met, p)})
+	}
+}
+
+func (s *Server) loadBatch(ctx context.Context, r *http.Request) (any, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return nil, err
+	}
+	return cached(ctx, s, "batch\n"+id, func(ctx context.Context) (*BatchView, error) {
+		b, err := s.src.Batch(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		v := &BatchView{BatchStatus: b.Status, Members: []BatchMemberView{}, More: max(0, b.Status.Counts.Total-len(b.Members)), CallbackState: b.Callback}
+		for _, m := range b.Members {
+			st := string(m.State)
+			if st == "" {
+				st = "pending"
+			}
+			v.Members = append(v.Members, BatchMemberView{ID: m.ID, State: st})
 		}
 		return v, nil
 	})

@@ -9,7 +9,7 @@ import (
 )
 
 // pageTemplates are the templates rendered inside the layout.
-var pageTemplates = []string{"overview", "tasks", "task", "recurring", "runs", "deadletters", "blackboard", "fleet", "audit", "search", "latency", "bulk", "bulknew", "bulkop", "error"}
+var pageTemplates = []string{"overview", "tasks", "task", "recurring", "runs", "deadletters", "blackboard", "fleet", "audit", "search", "latency", "bulk", "bulknew", "bulkop", "batch", "error"}
 
 // parseTemplates parses the layout with each page (html/template escapes
 // every value for its context: text, attribute, URL).

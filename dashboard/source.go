@@ -28,6 +28,7 @@ type Source interface {
 	Task(ctx context.Context, id string) (Task, error)
 	// Runs returns one page of run records, newest first.
 	Runs(ctx context.Context, q RunQuery) (RunPage, error)
+	Batch(ctx context.Context, id string) (Batch, error)
 	// Recent returns the latest outcomes of up to n occurrences of a
 	// series, newest first (from its summary where there is one: a point
 	// read).
@@ -166,6 +167,17 @@ type Task struct {
 	// Recent are the latest occurrences of a recurring series, newest
 	// first.
 	Recent []leasecrontype.Run
+	// Children are the tasks still waiting for this one.
+	Children []string
+}
+
+// Batch is what the batch page shows: its progress and its members (at
+// most BatchMembersShown, with how each ended).
+type Batch struct {
+	Status  leasecron.BatchStatus
+	Members []leasecron.BatchMember
+	// Callback is the state of the completion callback ("" without one).
+	Callback string
 }
 
 // RunQuery selects run records.
@@ -173,6 +185,7 @@ type RunQuery struct {
 	State    leasecrontype.RunState
 	Type     string
 	Series   string
+	Batch    string
 	Limit    int
 	Continue string
 }

@@ -127,7 +127,10 @@ type RunView struct {
 	// Progress is the handler's last progress report (absent when it
 	// never reported).
 	Progress *leasecrontype.RunProgress `json:"progress,omitempty"`
-	Updated  time.Time                  `json:"updated,omitzero"`
+	// Batch is the member's batch; After the tasks the run waited for.
+	Batch   string    `json:"batch,omitempty"`
+	After   []string  `json:"after,omitempty"`
+	Updated time.Time `json:"updated,omitzero"`
 }
 
 // RunViewOf is r as shown and printed (error and output at most
@@ -136,7 +139,7 @@ func RunViewOf(r leasecrontype.Run) RunView {
 	return RunView{ID: r.ID, State: string(r.State), Type: r.Type, Attempts: r.Attempts, Worker: r.Worker, Generation: r.Generation,
 		Due: r.Due, Started: r.Started, Finished: r.Finished, Duplicates: r.Duplicates,
 		LastError: trunc.Head(r.LastError, PayloadPreview), OutputTail: trunc.Tail(r.OutputTail, PayloadPreview),
-		Series: r.Series, Snoozed: r.SnoozedUntil, Progress: progressOf(r.Progress), Updated: r.Updated}
+		Series: r.Series, Snoozed: r.SnoozedUntil, Progress: progressOf(r.Progress), Batch: r.Batch, After: r.After, Updated: r.Updated}
 }
 
 // progressOf is p when it holds a report, nil otherwise.
@@ -162,6 +165,41 @@ type TaskView struct {
 	Pending *ItemView `json:"pending,omitempty"`
 	Run     *RunView  `json:"run,omitempty"`
 	Recent  []RunView `json:"recent_occurrences,omitempty"`
+	// After are the tasks this one waits (or waited) for, each with
+	// whether it has released it; Waiting that it still waits.
+	After    []ParentView `json:"after,omitempty"`
+	AfterAny bool         `json:"after_any,omitempty"`
+	Waiting  bool         `json:"waiting,omitempty"`
+	// Children are the tasks still waiting for this one.
+	Children []string `json:"children,omitempty"`
+	// Batch is its batch; Callback that it is the batch's completion
+	// callback.
+	Batch    string `json:"batch,omitempty"`
+	Callback bool   `json:"callback,omitempty"`
+}
+
+// ParentView is a task another waits for.
+type ParentView struct {
+	ID   string `json:"id"`
+	Done bool   `json:"done"`
+}
+
+// BatchView is the batch page.
+type BatchView struct {
+	leasecron.BatchStatus
+	// Members are the first BatchMembersShown members, with how each
+	// ended ("pending" while it has not).
+	Members []BatchMemberView `json:"members"`
+	// More is how many members are not listed.
+	More int `json:"more,omitempty"`
+	// CallbackState is the completion callback's state.
+	CallbackState string `json:"callback_state,omitempty"`
+}
+
+// BatchMemberView is one member of a batch.
+type BatchMemberView struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
 }
 
 // SeriesView is one recurring series.
@@ -201,6 +239,7 @@ type RecurringView struct {
 type RunsView struct {
 	State    string    `json:"state,omitempty"`
 	Type     string    `json:"type,omitempty"`
+	Batch    string    `json:"batch,omitempty"`
 	Runs     []RunView `json:"runs"`
 	Continue string    `json:"continue,omitempty"`
 	Partial  string    `json:"partial,omitempty"`

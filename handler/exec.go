@@ -3,6 +3,7 @@ package handler
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,7 +56,23 @@ const (
 	EnvDue        = "LEASECRON_DUE"        // the due time, RFC 3339 in UTC
 	EnvGeneration = "LEASECRON_GENERATION" // the fencing generation of the mover
 	EnvKey        = "LEASECRON_KEY"        // the blackboard key, only when set
+	// EnvBatch is the batch the task is a member of, or whose completion
+	// callback it is; only when set.
+	EnvBatch = "LEASECRON_BATCH"
+	// EnvBatchCounts is set for a batch's completion callback: how its
+	// members ended, as JSON: {"total":N,"succeeded":N,"dead":N,"cancelled":N}.
+	EnvBatchCounts = "LEASECRON_BATCH_COUNTS"
 )
+
+// batchVars returns the batch id and, for a completion callback, the JSON
+// of its counts (EnvBatch, EnvBatchCounts; HeaderBatch, HeaderBatchCounts).
+func batchVars(t leasecrontype.Task) (batch, counts string) {
+	if t.Completed != nil {
+		b, _ := json.Marshal(t.Completed)
+		counts = string(b)
+	}
+	return t.Batch, counts
+}
 
 // ExecOptions configure Exec. Argv is required; every other field has a
 // default.
@@ -256,6 +273,12 @@ func taskEnv(t leasecrontype.Task) []string {
 	}
 	if t.Key != "" {
 		env = append(env, EnvKey+"="+t.Key)
+	}
+	if batch, counts := batchVars(t); batch != "" {
+		env = append(env, EnvBatch+"="+batch)
+		if counts != "" {
+			env = append(env, EnvBatchCounts+"="+counts)
+		}
 	}
 	return env
 }

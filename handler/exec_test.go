@@ -3,6 +3,8 @@ package handler
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -494,5 +496,39 @@ func TestExecSnooze(t *testing.T) {
 	if _, ok := leasecrontype.SnoozeOf(err); ok || !errors.As(err, &ee) || ee.ExitCode != ExitSnooze ||
 		!strings.Contains(err.Error(), `"later, maybe" is not a duration`) {
 		t.Fatalf("exit 75 without a delay = %v, want an ExecError naming the bad line", err)
+	}
+}
+
+// A batch's completion callback gets the batch and its counts, as
+// variables of an exec handler and headers of an http one.
+func TestBatchCountsReachHandlers(t *testing.T) {
+	t.Parallel()
+	task := sampleTask("")
+	task.Batch, task.Completed = "b7", &leasecrontype.BatchCounts{Total: 3, Succeeded: 2, Dead: 1}
+	const counts = `{"total":3,"succeeded":2,"dead":1,"cancelled":0}`
+	h := mustExec(t, ExecOptions{Argv: []string{"/bin/sh", "-c", `echo "$LEASECRON_BATCH $LEASECRON_BATCH_COUNTS"`}})
+	ctx, got := capture()
+	if err := h(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := got(); out != "b7 "+counts+"\n" {
+		t.Errorf("exec saw %q", out)
+	}
+	seen := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen <- r.Header.Clone() }))
+	defer srv.Close()
+	member := sampleTask("")
+	member.Batch = "b7"
+	for _, tc := range []struct {
+		task   leasecrontype.Task
+		counts string
+	}{{task, counts}, {member, ""}} {
+		if err := mustHTTP(t, HTTPOptions{URL: srv.URL})(context.Background(), tc.task); err != nil {
+			t.Fatal(err)
+		}
+		hd := <-seen
+		if hd.Get(HeaderBatch) != "b7" || hd.Get(HeaderBatchCounts) != tc.counts {
+			t.Errorf("http saw batch %q counts %q, want b7 %q", hd.Get(HeaderBatch), hd.Get(HeaderBatchCounts), tc.counts)
+		}
 	}
 }

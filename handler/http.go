@@ -38,6 +38,9 @@ const (
 	HeaderDue        = "X-Leasecron-Due" // RFC 3339, UTC
 	HeaderGeneration = "X-Leasecron-Generation"
 	HeaderKey        = "X-Leasecron-Key" // only when set
+	// HeaderBatch and HeaderBatchCounts mirror EnvBatch and EnvBatchCounts.
+	HeaderBatch       = "X-Leasecron-Batch"
+	HeaderBatchCounts = "X-Leasecron-Batch-Counts"
 )
 
 // HTTPOptions configure HTTP. URL is required; every other field has a
@@ -201,6 +204,12 @@ func (h *httpHandler) run(ctx context.Context, t leasecrontype.Task) error {
 	}
 	if t.Key != "" {
 		req.Header.Set(HeaderKey, t.Key)
+	}
+	if batch, counts := batchVars(t); batch != "" {
+		req.Header.Set(HeaderBatch, batch)
+		if counts != "" {
+			req.Header.Set(HeaderBatchCounts, counts)
+		}
 	}
 	// W3C trace context of the worker's span for the run, when traced.
 	tracing.Inject(ctx, req.Header)

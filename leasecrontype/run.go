@@ -111,6 +111,10 @@ type Run struct {
 	// endpoint's 1xx Leasecron-Progress header); At is zero when it never
 	// did. It is kept after the run ends.
 	Progress RunProgress
+	// Batch is the batch the task is a member of, or whose completion
+	// callback it is; After the tasks it waited for.
+	Batch string
+	After []string
 	// Updated is the service's last-modified time of the record.
 	Updated time.Time
 }

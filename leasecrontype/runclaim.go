@@ -30,6 +30,10 @@ type RunMeta struct {
 	// when unknown): the run record keeps the series' latest outcomes in
 	// one summary row with a slot per Seq modulo the slots.
 	Seq int64
+	// Batch is the batch the task is a member of (queue.Envelope.Batch).
+	Batch string
+	// After lists the tasks it waited for (queue.Envelope.After).
+	After []string
 }
 
 // A run recorder's Claim refuses with one of these (wrapped or not) when the

@@ -27,7 +27,29 @@ type Task struct {
 	Generation int64
 	// Key is the blackboard key when the task comes from the blackboard.
 	Key string
+	// Batch is the id of the batch the task is a member of, or whose
+	// completion callback it is; empty otherwise. Handlers see it as
+	// LEASECRON_BATCH.
+	Batch string
+	// Completed is set for a batch's completion callback: how the batch's
+	// members ended. Nil for every other task.
+	Completed *BatchCounts
 }
+
+// BatchCounts are how the members of a batch ended (and, while it is open,
+// how many have): a batch is complete when Succeeded+Dead+Cancelled
+// reaches Total.
+type BatchCounts struct {
+	// Total is the number of members.
+	Total int `json:"total"`
+	// Succeeded, Dead and Cancelled count the members that ended so.
+	Succeeded int `json:"succeeded"`
+	Dead      int `json:"dead"`
+	Cancelled int `json:"cancelled"`
+}
+
+// Ended is how many members have ended.
+func (b BatchCounts) Ended() int { return b.Succeeded + b.Dead + b.Cancelled }
 
 // Handler runs one task. A nil return means success; an error (or a panic)
 // is a failed attempt that will be retried with backoff. Handlers must be

@@ -140,7 +140,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 
 	out := trunc.NewWriter(leasecrontype.MaxOutputTail)
 	task := leasecrontype.Task{ID: env.ID, Series: env.Series, Type: env.Type, Due: env.Due, Attempt: env.FailedAttempts + 1,
-		Generation: env.Generation}
+		Generation: env.Generation, Batch: env.Batch, Completed: env.Completed}
 	var herr error
 	lost := false
 	if h := c.handler(env.Type); h == nil {
@@ -237,10 +237,14 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		d.claimed = true
 		return true
 	case errors.Is(err, leasecrontype.ErrRunSucceeded):
+		if !c.ended(hctx, d, leasecrontype.RunSucceeded) {
+			c.settle(d, OutcomeDuplicate)
+			return false
+		}
 		return c.ackUnrun(hctx, d, OutcomeDuplicate, "run already succeeded; acknowledging a duplicate delivery")
 	case errors.Is(err, leasecrontype.ErrRunCancelled):
 		d.log.Info("run was cancelled; acknowledging without running")
-		if c.ack(hctx, d) {
+		if c.ended(hctx, d, leasecrontype.RunCancelled) && c.ack(hctx, d) {
 			c.deletePayload(hctx, d)
 		}
 		c.settle(d, OutcomeCancelled)
@@ -399,6 +403,22 @@ func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecr
 		m.Token = "" // the row still stands for it: claim as any other
 	}
 	return c.claimAs(hctx, d, m, false)
+}
+
+// ended tells OnEnd that d's run ended in st, when its end matters
+// (Envelope.Ends); it reports whether the message may be deleted: false
+// when OnEnd failed, and the message must reappear to try again.
+func (c *Consumer) ended(hctx context.Context, d *delivery, st leasecrontype.RunState) bool {
+	if c.o.OnEnd == nil || !d.env.Ends() {
+		return true
+	}
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	if err := c.o.OnEnd(ctx, d.env, st); err != nil {
+		d.log.Warn("recording the end of the run for its batch or dependents failed; the message reappears to try again", "state", st, "err", err)
+		return false
+	}
+	return true
 }
 
 // ackUnrun acknowledges a delivery that must not run and settles it with o;

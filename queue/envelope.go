@@ -86,11 +86,27 @@ type Envelope struct {
 	// still at that ETag stands for the message too.
 	Row     string `json:"row,omitempty"`
 	RowETag string `json:"row_etag,omitempty"`
+	// Batch is the batch the task is a member of (or, with Completed, the
+	// batch whose completion callback it is).
+	Batch string `json:"batch,omitempty"`
+	// Completed is set on a batch's completion callback: how its members
+	// ended.
+	Completed *leasecrontype.BatchCounts `json:"completed,omitempty"`
+	// After lists the tasks this one waited for (recorded on its run).
+	After []string `json:"after,omitempty"`
+	// Waiters says that tasks were waiting for this one when its message
+	// was sent (scheduled with After): its end releases or cancels them
+	// (ConsumerOptions.OnEnd).
+	Waiters bool `json:"waiters,omitempty"`
 }
+
+// Ends reports whether the end of e's run matters beyond its own record:
+// it is a batch member or has waiting dependents (ConsumerOptions.OnEnd).
+func (e Envelope) Ends() bool { return e.Waiters || (e.Batch != "" && e.Completed == nil) }
 
 // runMeta is what a run record learns about the task from e.
 func (e Envelope) runMeta() leasecrontype.RunMeta {
-	return leasecrontype.RunMeta{Type: e.Type, Due: e.Due, Generation: e.Generation, Queued: e.Marked, Token: e.Token, Seq: e.Seq}
+	return leasecrontype.RunMeta{Type: e.Type, Due: e.Due, Generation: e.Generation, Queued: e.Marked, Token: e.Token, Seq: e.Seq, Batch: e.Batch, After: e.After}
 }
 
 // ErrMalformed is wrapped by DecodeEnvelope errors: the message is not a

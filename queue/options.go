@@ -13,6 +13,7 @@ import (
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/instance"
 	"github.com/leasecron/leasecron/internal/opt"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Defaults of ConsumerOptions: the one place they are declared. The
@@ -163,6 +164,14 @@ type ConsumerOptions struct {
 	Pauses PauseSource
 	// Observer, when set, receives events for metrics.
 	Observer Observer
+	// OnEnd, when set, is called when the run of a message whose end
+	// matters beyond its record (Envelope.Ends: a batch member, a task
+	// others wait for) has ended — succeeded, dead or cancelled, including
+	// a duplicate delivery of a run that already ended — after the run
+	// record says so and before the message is deleted or set aside. An
+	// error leaves the message to reappear, so OnEnd is called again
+	// (it must be idempotent): a worker that dies in between loses nothing.
+	OnEnd func(ctx context.Context, env Envelope, state leasecrontype.RunState) error
 	// TracerProvider makes the spans of each delivery (leasecron.run, with
 	// leasecron.retry and leasecron.dead_letter inside), children of the
 	// envelope's TraceParent. Default the global provider

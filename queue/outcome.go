@@ -93,7 +93,7 @@ func (c *Consumer) succeed(hctx context.Context, d *delivery, tail string) {
 	// Record success first: if the delete is lost, the redelivery is
 	// recognised as a duplicate.
 	c.finish(hctx, d, leasecrontype.RunSucceeded, nil, tail)
-	if c.ack(hctx, d) {
+	if c.ended(hctx, d, leasecrontype.RunSucceeded) && c.ack(hctx, d) {
 		c.deletePayload(hctx, d)
 	}
 	d.log.Info("task succeeded", "took", c.clk.Now().Sub(d.start))
@@ -240,6 +240,15 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 		herr = errors.New(reason)
 	}
 	c.traceStep(hctx, d, "leasecron.dead_letter", herr, attribute.String("leasecron.reason", trunc.Head(reason, 512)))
+	if env.Ends() {
+		// Its batch and dependents hear of it before the message goes: a
+		// worker that dies in between leaves the message to do it again.
+		c.finish(hctx, d, leasecrontype.RunDead, herr, tail)
+		if !c.ended(hctx, d, leasecrontype.RunDead) {
+			c.settle(d, OutcomeLeft)
+			return
+		}
+	}
 	if !c.setAsideAndDelete(hctx, d, rec) {
 		env.FailedAttempts = max(env.FailedAttempts, d.maxA)
 		env.Dequeues = d.m.DequeueCount
@@ -248,7 +257,9 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 		c.settle(d, OutcomeLeft)
 		return
 	}
-	c.finish(hctx, d, leasecrontype.RunDead, herr, tail)
+	if !env.Ends() {
+		c.finish(hctx, d, leasecrontype.RunDead, herr, tail)
+	}
 	c.settle(d, OutcomeDead)
 }
 

@@ -60,6 +60,9 @@ func (c *Client) prepare(it Item, now time.Time) (Item, error) {
 	if !utf8.ValidString(out.Payload) {
 		return Item{}, fmt.Errorf("%w: task %s: payload is not valid UTF-8; encode binary data as base64", ErrInvalid, out.ID)
 	}
+	if err := prepareFlow(it, &out); err != nil {
+		return Item{}, err
+	}
 	if len(out.Payload) > c.opts.MaxPayload {
 		return Item{}, fmt.Errorf("%w: %w: task %s: payload is %d bytes, the limit (payload.max_size) is %d", ErrInvalid, ErrPayloadTooLarge, out.ID, len(out.Payload), c.opts.MaxPayload)
 	}
@@ -68,6 +71,10 @@ func (c *Client) prepare(it Item, now time.Time) (Item, error) {
 	}
 	return out, nil
 }
+
+// Check validates it as Add would, writing nothing, and returns it as
+// Add would store it.
+func (c *Client) Check(it Item) (Item, error) { return c.prepare(it, c.opts.Clock.Now()) }
 
 // Add schedules it. Invalid items are refused with an error wrapping
 // ErrInvalid before anything is written. An id that is already scheduled
@@ -94,7 +101,7 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 			shard = home
 		}
 	}
-	rk, err := RowKey(it.Due, it.ID)
+	rk, err := RowKey(rowDue(it), it.ID)
 	if err != nil {
 		return Item{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -112,7 +119,9 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 	if oldBlob != "" && oldBlob != it.PayloadBlob {
 		c.deleteBlob(ctx, oldBlob)
 	}
-	c.wakeOwner(ctx, shard, it.Due)
+	if !it.Waiting {
+		c.wakeOwner(ctx, shard, it.Due)
+	}
 	return it, nil
 }
 

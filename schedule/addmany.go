@@ -154,13 +154,13 @@ func (b *batch) validate(items []Item, tp string) {
 			continue
 		}
 		seen[p.ID] = i
-		rk, err := RowKey(p.Due, p.ID)
+		rk, err := RowKey(rowDue(p), p.ID)
 		if err != nil {
 			b.res[i] = AddResult{Item: p, Err: fmt.Errorf("%w: %w", ErrInvalid, err)}
 			continue
 		}
 		p.Shard, p.RowKey, p.Indexed = b.place.of(p.ID), rk, true
-		if !b.o.Sending.IsZero() && !p.Due.After(b.o.SendDueBy) && (b.o.SendLimit <= 0 || sending < b.o.SendLimit) {
+		if !p.Waiting && !b.o.Sending.IsZero() && !p.Due.After(b.o.SendDueBy) && (b.o.SendLimit <= 0 || sending < b.o.SendLimit) {
 			p.SendingUntil = b.o.Sending
 			sending++
 		}

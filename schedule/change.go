@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/table"
@@ -79,6 +80,12 @@ func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o
 	}
 	return c.moveRow(ctx, id, "reschedule", "rescheduled", func(row table.Entity) (time.Time, table.Props, error) {
 		props := table.Props(row.Props).Clone()
+		if props.Str(PropWaiting) != "" {
+			// A task waiting for others keeps waiting: the time it asks
+			// for changes.
+			props[PropWaiting] = FromTicks(Ticks(due)).Format(time.RFC3339Nano)
+			return MaxTime, props, nil
+		}
 		props.Delete(PropDisabled)
 		props.Delete(PropDisabledDue)
 		props.Delete(PropSendingUntil)
@@ -110,12 +117,27 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 		if err != nil {
 			return Item{}, err
 		}
+		if props == nil {
+			return readItem(f.row), nil // nothing to change
+		}
 		newRK, err := RowKey(due, suffix)
 		if err != nil {
 			return Item{}, fmt.Errorf("%w: %s %s: %w", ErrInvalid, verb, id, err)
 		}
 		if newRK == f.row.RowKey {
-			return readItem(f.row), nil
+			if maps.Equal(props, f.row.Props) {
+				return readItem(f.row), nil
+			}
+			// Only properties change (a waiting task notes a parent).
+			etags, err := c.t.Submit(ctx, []table.Op{{Kind: table.Replace, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, Props: props, IfMatch: f.row.ETag}})
+			if err == nil {
+				return readItem(table.Entity{PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, Props: props, ETag: etagAt(etags, 0)}), nil
+			}
+			if !conflict(err) {
+				return Item{}, fmt.Errorf("%s %s: %w", verb, id, err)
+			}
+			lastErr = err
+			continue
 		}
 		if err := c.refuseSent(f.row, done); err != nil {
 			return Item{}, err

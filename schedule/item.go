@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/notfound"
 	"github.com/leasecron/leasecron/internal/tasktype"
+	"github.com/leasecron/leasecron/leasecrontype"
 )
 
 // Item is one scheduled task (or the next occurrence of a recurring series).
@@ -44,8 +45,33 @@ type Item struct {
 	// are its children (for a recurring series, each occurrence links to
 	// it). Empty on Add means the span in Add's context, if there is one.
 	TraceParent string
+	// After lists the tasks this one waits for: it becomes due only once
+	// every one of them has succeeded (Due is then a lower bound). Its
+	// row waits at MaxTime meanwhile (Waiting). See after.go.
+	After []string
+	// AfterAny makes a task with After wait for its parents to end however
+	// they end (succeeded, dead or cancelled) instead of only succeeding.
+	AfterAny bool
+	// Batch is the batch the task is a member of, or whose completion
+	// callback it is (Callback).
+	Batch string
+	// Callback marks the completion callback of Batch: it waits until
+	// every member has ended (Client.Complete).
+	Callback bool
+	// Waiters marks a task others wait for: its message says so
+	// (queue.Envelope.Waiters), so its end releases or cancels them.
+	Waiters bool
 
 	// The fields below are set when an item is read; Add ignores them.
+
+	// Waiting reports that the task waits for its parents (After) or its
+	// batch (Callback); its row is at MaxTime and Due is the time asked.
+	Waiting bool
+	// Met lists the parents that have already released the task (on
+	// Add: the parents known to have succeeded already).
+	Met []string
+	// Completed is a released callback's batch counts.
+	Completed *leasecrontype.BatchCounts
 
 	// UniqueKey is the unique key the task holds (see AddUnique).
 	UniqueKey string
@@ -177,6 +203,10 @@ const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
 // newID returns a fresh task id: 26 lower-case base32 characters, the first
 // 10 encoding the millisecond time t (so ids sort by creation time) and the
 // rest 80 random bits.
+// NewID returns a new task id: time-ordered (milliseconds, then 50
+// random bits), in Crockford base 32.
+func NewID(t time.Time) string { return newID(t) }
+
 func newID(t time.Time) string {
 	var b [26]byte
 	ms := uint64(t.UnixMilli())

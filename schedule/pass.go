@@ -159,6 +159,12 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 		Generation:     gen,
 		TraceParent:    it.TraceParent,
 		UniqueKey:      it.UniqueKey,
+		Batch:          it.Batch,
+		After:          it.After,
+		Waiters:        it.Waiters,
+	}
+	if it.Callback {
+		base.Completed = it.Completed
 	}
 	if base.PayloadBlob == "" && jsonLen(base.Payload) > m.o.InlineLimit && m.o.PayloadStore == nil {
 		p.bad = fmt.Sprintf("payload is %d bytes as JSON, more than the inline limit %d, and no payload store is configured", jsonLen(base.Payload), m.o.InlineLimit)

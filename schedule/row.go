@@ -157,6 +157,7 @@ func parseRow(e table.Entity) (parsedRow, error) {
 		}
 	}
 	it.Sent = r.sent != ""
+	readFlow(e, it)
 	if s, ok, err := e.Props.StrictString(PropSentUntil); err != nil {
 		return r, err
 	} else if ok && s != "" {
@@ -229,6 +230,7 @@ func itemProps(it Item, indexed bool) map[string]any {
 	if indexed {
 		p[PropIndexed] = true
 	}
+	flowProps(it, p)
 	return p
 }
 

@@ -66,6 +66,12 @@ func (c *Client) Envelope(it Item, token string, now time.Time) (queue.Envelope,
 		Token:          token,
 		Row:            it.Shard + "/" + it.RowKey,
 		RowETag:        it.ETag,
+		Batch:          it.Batch,
+		After:          it.After,
+		Waiters:        it.Waiters,
+	}
+	if it.Callback {
+		env.Completed = it.Completed
 	}
 	if it.Recurrence != "" {
 		env.ID, env.Series, env.Recurrence, env.Seq = runID(it.ID, it.Due, true), it.ID, it.Recurrence, 1

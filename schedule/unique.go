@@ -260,7 +260,7 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 		}
 	}
 	gk := guardKey(it.Type, u.Key)
-	rk, err := RowKey(it.Due, it.ID)
+	rk, err := RowKey(rowDue(it), it.ID)
 	if err != nil {
 		return Item{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

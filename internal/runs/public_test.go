@@ -32,6 +32,8 @@ func TestRunRowKeepsEveryField(t *testing.T) {
 			f.SetInt(int64(i + 1))
 		case f.Type() == reflect.TypeOf(time.Time{}):
 			f.Set(reflect.ValueOf(t0.Add(time.Duration(i) * time.Minute)))
+		case f.Type() == reflect.TypeOf([]string{}):
+			f.Set(reflect.ValueOf([]string{name + "-1", name + "-2"}))
 		case f.Type() == reflect.TypeOf(leasecrontype.RunProgress{}):
 			f.Set(reflect.ValueOf(leasecrontype.RunProgress{Percent: i, Message: name, At: t0.Add(time.Duration(i) * time.Minute)}))
 		default:

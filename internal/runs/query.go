@@ -37,6 +37,9 @@ type Query struct {
 	Type string
 	// Series keeps the occurrences of this recurring series.
 	Series string
+	// Batch keeps the runs of this batch's members (applied by the
+	// service, as Type is).
+	Batch string
 	// Since keeps runs due at or after it (zero = no bound).
 	Since time.Time
 	// Limit is the page size: 0 means DefaultLimit, at most MaxLimit.
@@ -89,17 +92,23 @@ type cursor struct {
 func (q Query) fingerprint() uint32 {
 	h := fnv.New32a()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", q.State, q.Type, q.Series, q.Since.UnixNano())
+	if q.Batch != "" {
+		fmt.Fprintf(h, "\x00%s", q.Batch)
+	}
 	return h.Sum32()
 }
 
 // listSelect are the properties a listing reads.
-var listSelect = []string{"Id", "State", "Type", "Series", "Attempts", "Worker", "LastError", "Generation", "Started", "Finished", "Due", "SnoozedUntil", "Progress", "ProgressMessage", "ProgressAt", "Timestamp"}
+var listSelect = []string{"Id", "State", "Type", "Series", "Attempts", "Worker", "LastError", "Generation", "Started", "Finished", "Due", "SnoozedUntil", "Progress", "ProgressMessage", "ProgressAt", "Batch", "Timestamp"}
 
 // plan returns the partitions and the RowKey range a query reads, and the
 // conditions the service applies.
 func (q Query) plan(l Layout) (pks []string, from, to string, where []table.Cond) {
 	if q.Type != "" {
 		where = append(where, table.Cond{Prop: "Type", Op: table.Eq, Value: q.Type})
+	}
+	if q.Batch != "" {
+		where = append(where, table.Cond{Prop: "Batch", Op: table.Eq, Value: q.Batch})
 	}
 	switch {
 	case q.Series != "":

@@ -20,6 +20,9 @@ func listProps(r Run) table.Props {
 	if r.Series != "" {
 		p["Series"] = r.Series
 	}
+	if r.Batch != "" {
+		p["Batch"] = r.Batch
+	}
 	maps.Copy(p, progressProps(r.Progress))
 	return p
 }
@@ -46,6 +49,9 @@ func runProps(r Run) table.Props {
 	if r.Seq > 0 {
 		p["Seq"] = r.Seq
 	}
+	if len(r.After) > 0 {
+		p["After"] = strings.Join(r.After, ",")
+	}
 	return p
 }
 
@@ -66,7 +72,21 @@ func claimProps(r Run) table.Props {
 	if r.Seq > 0 {
 		p["Seq"] = r.Seq
 	}
+	if r.Batch != "" {
+		p["Batch"] = r.Batch
+	}
+	if len(r.After) > 0 {
+		p["After"] = strings.Join(r.After, ",")
+	}
 	return p
+}
+
+// splitList reads a comma-separated list property.
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
 
 // decodeRun reads a run row or a list row.
@@ -85,7 +105,8 @@ func decodeRun(rw table.Entity) Run {
 		Duplicates: int(p.Int("Duplicates")), Generation: p.Int("Generation"),
 		Due: p.Time("Due"), ClaimUntil: p.Time("ClaimUntil"), SnoozedUntil: p.Time("SnoozedUntil"),
 		Progress: leasecrontype.RunProgress{Percent: int(p.Int("Progress")), Message: p.Str("ProgressMessage"), At: p.Time("ProgressAt")},
-		Updated:  rw.Timestamp,
+		Batch:    p.Str("Batch"), After: splitList(p.Str("After")),
+		Updated: rw.Timestamp,
 	}, Token: p.Str("Token"), Seq: p.Int("Seq"), ETag: rw.ETag, pk: rw.PartitionKey}
 }
 

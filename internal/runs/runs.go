@@ -166,6 +166,12 @@ func fillMeta(r *Run, m Meta) {
 	if m.Seq > 0 {
 		r.Seq = m.Seq
 	}
+	if m.Batch != "" {
+		r.Batch = m.Batch
+	}
+	if len(m.After) > 0 {
+		r.After = m.After
+	}
 	if series, _, ok := occurrence(r.ID); ok {
 		r.Series = series
 	}

@@ -99,7 +99,7 @@ type Store struct {
 	ready bool
 	// claims are the runs this Store claimed and has not finished: Finish
 	// and Extend of such a run are one write.
-	claims sync.Map // id → Run
+	claims sync.Map // id → *Run (a copy per update: compared by pointer)
 	legacy legacyProbe
 	minute minuteCounters
 	// group combines concurrent claims, extensions and finishes into
@@ -446,7 +446,7 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 	if ops != nil {
 		err := s.submitRun(ctx, ops)
 		if err == nil {
-			s.claims.Store(id, next)
+			s.claims.Store(id, &next)
 			return next.Public(), nil
 		}
 		if !isConflict(err) {
@@ -471,7 +471,7 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 	case err != nil:
 		return leasecrontype.Run{}, err
 	}
-	s.claims.Store(id, next)
+	s.claims.Store(id, &next)
 	return next.Public(), nil
 }
 
@@ -516,7 +516,7 @@ func (s *Store) Progress(ctx context.Context, id, worker string, p leasecrontype
 	if !ok || !p.Reported() {
 		return nil
 	}
-	c := v.(Run)
+	c := *v.(*Run)
 	if c.Worker != worker {
 		return nil
 	}
@@ -547,9 +547,9 @@ func (s *Store) updateClaim(id string, f func(c *Run)) (Run, bool) {
 		if !ok {
 			return Run{}, false
 		}
-		c := v.(Run)
+		c := *v.(*Run)
 		f(&c)
-		if s.claims.CompareAndSwap(id, v, c) {
+		if s.claims.CompareAndSwap(id, v, &c) {
 			return c, true
 		}
 	}
@@ -608,7 +608,7 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 	v, claimed := s.claims.LoadAndDelete(id)
 	var c Run
 	if claimed {
-		c = v.(Run)
+		c = *v.(*Run)
 		ferr := s.submitRun(ctx, finishOps(c, apply(&c, now), set))
 		if ferr == nil {
 			return nil

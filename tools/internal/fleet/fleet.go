@@ -310,6 +310,9 @@ func ReadRecords(path string) ([]Record, error) {
 // Starts returns the start records grouped by task id.
 func Starts(rs []Record) map[string][]Record { return byPhase(rs, "start") }
 
+// Ends returns the end records (handlers that record one) by task id.
+func Ends(rs []Record) map[string][]Record { return byPhase(rs, "end") }
+
 // byPhase returns the records of one phase ("start" or "end") by task id.
 func byPhase(rs []Record, phase string) map[string][]Record {
 	m := map[string][]Record{}

@@ -21,12 +21,12 @@ func init() {
 // runsCmd is `leasecron runs`: the run history, newest first, paged; with
 // the subcommands `clean` and `check`.
 func (a *app) runsCmd() *cobra.Command {
-	var state, typ, series, cont string
+	var state, typ, series, batch, cont string
 	var since time.Duration
 	var limit int
 	var asJSON, all bool
 	c := &cobra.Command{
-		Use:   "runs [--state S] [--type T] [--series ID] [--since DURATION] [--limit N] [--continue TOKEN] [--all] [--json]",
+		Use:   "runs [--state S] [--type T] [--series ID] [--batch ID] [--since DURATION] [--limit N] [--continue TOKEN] [--all] [--json]",
 		Short: "List run records, newest first (paged)",
 		Long: "List run records newest first (by due time). A page of --limit runs (default 50, at most 1000) costs\n" +
 			"four table queries whatever the table holds, one with --series. --state scheduled lists the tasks\n" +
@@ -34,7 +34,7 @@ func (a *app) runsCmd() *cobra.Command {
 			"are not listed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			q := leasecron.RunQuery{Type: typ, Series: series, Limit: limit, Continue: cont}
+			q := leasecron.RunQuery{Type: typ, Series: series, Batch: batch, Limit: limit, Continue: cont}
 			if state != "" {
 				st, err := leasecrontype.ParseRunState(state)
 				if err != nil {
@@ -94,6 +94,7 @@ func (a *app) runsCmd() *cobra.Command {
 	f.StringVar(&state, "state", "", "only runs in this state: queued, running, succeeded, failed, dead, cancelled (or scheduled: pending tasks)")
 	f.StringVar(&typ, "type", "", "only runs of this task type")
 	f.StringVar(&series, "series", "", "only the occurrences of this recurring series")
+	f.StringVar(&batch, "batch", "", "only the runs of this batch's members")
 	f.DurationVar(&since, "since", 0, "only runs due within this long before now (e.g. 1h)")
 	f.IntVar(&limit, "limit", 50, "page size (at most 1000)")
 	f.StringVar(&cont, "continue", "", "continuation token from a previous page (with the same filters)")
@@ -129,7 +130,7 @@ func (a *app) printRunsJSON(rs []leasecron.Run, next string) error {
 // next page is asked with the same query.
 func (a *app) repeatFlags(cmd *cobra.Command) string {
 	var b strings.Builder
-	for _, name := range []string{"state", "type", "series", "since", "limit"} {
+	for _, name := range []string{"state", "type", "series", "batch", "since", "limit"} {
 		if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
 			fmt.Fprintf(&b, "--%s %s ", name, fl.Value.String())
 		}

@@ -34,6 +34,44 @@ type fileLine struct {
 	UniqueKey    string `json:"unique_key"`
 	UniqueFor    string `json:"unique_for"`
 	UniqueStates string `json:"unique_states"`
+	// After (a list of ids or one comma-separated string) and AfterAny are
+	// schedule --after and --after-any.
+	After    json.RawMessage `json:"after"`
+	AfterAny bool            `json:"after_any"`
+}
+
+// fileBatch is schedule --batch, --on-complete and --on-complete-payload.
+type fileBatch struct {
+	ID, OnComplete, Payload string
+}
+
+// options returns the ScheduleMany options of b.
+func (b fileBatch) options(o *leasecron.ScheduleManyOptions) error {
+	if b.Payload != "" && b.OnComplete == "" {
+		return usagef("--on-complete-payload goes with --on-complete")
+	}
+	o.Batch = b.ID
+	if b.OnComplete != "" {
+		o.OnComplete = &leasecron.Item{Type: b.OnComplete, Payload: b.Payload, Due: time.Now()}
+	}
+	return nil
+}
+
+// parseAfter reads a line's "after": a list of ids or a comma-separated
+// string.
+func parseAfter(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("after: want a list of task ids or a comma-separated string, not %s", raw)
+	}
+	return strings.Split(s, ","), nil
 }
 
 // lineResult is what `schedule --file --json` prints per line.
@@ -52,7 +90,7 @@ func parseLine(b []byte, now time.Time) (leasecron.Item, *leasecron.Unique, erro
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&l); err != nil {
-		return leasecron.Item{}, nil, fmt.Errorf("not a JSON object with id, type, payload, at, in, every, cron, tz, max_attempts: %w", err)
+		return leasecron.Item{}, nil, fmt.Errorf("not a JSON object with id, type, payload, at, in, every, cron, tz, max_attempts, unique_key, unique_for, unique_states, after, after_any: %w", err)
 	}
 	if dec.More() {
 		return leasecron.Item{}, nil, errors.New("more than one JSON value on the line")
@@ -74,7 +112,14 @@ func parseLine(b []byte, now time.Time) (leasecron.Item, *leasecron.Unique, erro
 	if err != nil {
 		return leasecron.Item{}, nil, err
 	}
-	it := leasecron.Item{ID: l.ID, Type: l.Type, Payload: payload, Due: due, Recurrence: rule, TZ: l.TZ, MaxAttempts: l.MaxAttempts}
+	after, err := parseAfter(l.After)
+	if err != nil {
+		return leasecron.Item{}, nil, err
+	}
+	if l.AfterAny && len(after) == 0 {
+		return leasecron.Item{}, nil, errors.New("after_any goes with after")
+	}
+	it := leasecron.Item{ID: l.ID, Type: l.Type, Payload: payload, Due: due, Recurrence: rule, TZ: l.TZ, MaxAttempts: l.MaxAttempts, After: after, AfterAny: l.AfterAny}
 	if l.UniqueKey == "" {
 		if l.UniqueFor != "" || l.UniqueStates != "" {
 			return leasecron.Item{}, nil, errors.New("unique_for and unique_states go with unique_key")
@@ -97,7 +142,11 @@ func parseLine(b []byte, now time.Time) (leasecron.Item, *leasecron.Unique, erro
 // Client.ScheduleMany. Every line is read and checked first; a malformed
 // line is reported with its number and, without partial, nothing is
 // scheduled.
-func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON bool) error {
+func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON bool, batch fileBatch) error {
+	var o leasecron.ScheduleManyOptions
+	if err := batch.options(&o); err != nil {
+		return err
+	}
 	var r io.Reader = a.in //nolint:staticcheck // r becomes a file below
 	if path != "-" {
 		f, err := os.Open(path)
@@ -145,11 +194,19 @@ func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON boo
 		if err != nil {
 			return err
 		}
-		o := leasecron.ScheduleManyOptions{Partial: partial}
+		o.Partial = partial
 		if anyUniq {
 			o.Unique = uniques
 		}
-		res, _ = cl.ScheduleMany(ctx, items, o)
+		res, err = cl.ScheduleMany(ctx, items, o)
+		if res == nil && err != nil {
+			// Refused as a whole (a cycle, an unknown parent, a batch id
+			// taken): nothing was written.
+			if errors.Is(err, schedule.ErrInvalid) || errors.Is(err, leasecron.ErrAlreadyScheduled) {
+				return usageError{err}
+			}
+			return err
+		}
 	}
 	invalid := bad
 	scheduled, held := 0, 0
@@ -193,6 +250,9 @@ func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON boo
 			}
 		}
 		fmt.Fprintf(a.out, "%d of %d tasks scheduled\n", scheduled, len(results))
+		if scheduled > 0 && len(res) > 0 && res[0].Item.Batch != "" {
+			fmt.Fprintf(a.out, "batch %s (leasecron batch %s)\n", res[0].Item.Batch, res[0].Item.Batch)
+		}
 	}
 	switch {
 	case scheduled == len(results):

@@ -22,9 +22,9 @@ func (a *app) searchCmd() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "search TOKEN... [--limit N] [--continue TOKEN] [--json]",
-		Short: "Find tasks and runs: id:ID (or id:PREFIX*), type:, state:, series:, since:",
+		Short: "Find tasks and runs: id:ID (or id:PREFIX*), type:, state:, series:, batch:, since:",
 		Long: "Tokens: id:ID — one task (an id alone means the same); id:PREFIX* — pending tasks and one-off runs\n" +
-			"whose id starts so; type:TYPE, state:STATE (scheduled: pending), series:ID, since:DURATION or\n" +
+			"whose id starts so; type:TYPE, state:STATE (scheduled: pending), series:ID, batch:ID, since:DURATION or\n" +
 			"since:RFC3339 — runs matching every one, newest first. Answered from the indexes: an id prefix\n" +
 			"costs one query per schedule shard and per run partition.",
 		Args: cobra.MinimumNArgs(1),

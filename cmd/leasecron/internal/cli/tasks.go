@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,11 +44,13 @@ func (a *app) readPayload(args []string) (string, error) {
 
 func (a *app) scheduleCmd() *cobra.Command {
 	var at, in, typ, id, every, cron, tz, file, uniqueKey, uniqueStates string
-	var replace, asJSON, partial bool
+	var after []string
+	var batch fileBatch
+	var replace, asJSON, partial, afterAny bool
 	var maxAttempts int
 	var uniqueFor time.Duration
 	c := &cobra.Command{
-		Use:   "schedule [--at RFC3339 | --in DURATION] [--type T] [--id ID] [--every D | --cron EXPR [--tz ZONE]] [PAYLOAD | -]\n  leasecron schedule --file tasks.jsonl [--partial]",
+		Use:   "schedule [--at RFC3339 | --in DURATION] [--type T] [--id ID] [--every D | --cron EXPR [--tz ZONE]] [--after ID,... [--after-any]] [PAYLOAD | -]\n  leasecron schedule --file tasks.jsonl [--partial] [--batch ID] [--on-complete TYPE [--on-complete-payload P]]",
 		Short: "Schedule a task and print its id",
 		Long: `Schedules a task. The payload is the argument, or stdin when it is "-".
 Without --at or --in the task is due now (a recurring one at its first
@@ -62,27 +65,51 @@ picks the states that count instead (comma-separated run states). A task
 refused as a duplicate prints the id of the task that holds the key and
 exits with code 4.
 
+--after ID,... makes the task wait until every one of those tasks has
+succeeded; --at or --in is then a lower bound. It starts within about a
+second of the last one's success. If one of them ends dead or cancelled the
+task is cancelled, naming it, and so is what waits for the task; with
+--after-any it runs once they have all ended, however. An unknown id, a
+recurring series, a parent that has already ended dead or cancelled (without
+--after-any) and a cycle are refused.
+
 --file schedules one task per line of a JSON Lines file ("-" for stdin),
 each an object with id, type, payload (a string, or any JSON value taken as
 its JSON text), at or in, every or cron, tz and max_attempts, in table
 transactions of up to 100. Every line is checked first: a malformed line is
 reported with its number and nothing is scheduled, and an id already pending
-undoes the whole file, unless --partial schedules what it can.`,
+undoes the whole file, unless --partial schedules what it can. A line's
+"after" (ids, as a list or comma-separated) and "after_any" are --after and
+--after-any; they may name tasks of the same file.
+
+--batch ID makes the file's tasks one batch (default id: generated, with
+--on-complete) and --on-complete TYPE adds its completion callback: a task
+of that type (payload --on-complete-payload, id "{batch}-done") that runs
+once, after every task of the file has ended, its handler told the batch
+and how many succeeded, died and were cancelled. ` + "`leasecron batch ID`" + ` shows
+its progress.`,
 		Example: `  leasecron schedule --in 10m --type report '{"day":"2026-11-22"}'
   leasecron schedule --at 2026-12-01T09:00:00Z --id invoice-42 --type mail - < body.json
   leasecron schedule --id nightly --cron "0 3 * * *" --tz Europe/Amsterdam --type backup
   leasecron schedule --type invoice --unique-key customer-7 --unique-for 1h '{"customer":7}'
-  leasecron schedule --file tasks.jsonl`,
+  leasecron schedule --id report --after extract-1,extract-2 --type report
+  leasecron schedule --file tasks.jsonl
+  leasecron schedule --file images.jsonl --batch resize-7 --on-complete notify`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file != "" {
-				if len(args) > 0 || at != "" || in != "" || typ != "" || id != "" || every != "" || cron != "" || tz != "" || replace || maxAttempts != 0 || uniqueKey != "" {
-					return usagef("--file takes every task from the file: give only --partial and --json with it")
+				if len(args) > 0 || at != "" || in != "" || typ != "" || id != "" || every != "" || cron != "" || tz != "" || replace || maxAttempts != 0 || uniqueKey != "" || len(after) > 0 || afterAny {
+					return usagef("--file takes every task from the file: give only --partial, --batch, --on-complete and --json with it")
 				}
-				return a.scheduleFile(tracing.FromEnv(cmd.Context(), os.Getenv), file, partial, asJSON)
+				return a.scheduleFile(tracing.FromEnv(cmd.Context(), os.Getenv), file, partial, asJSON, batch)
 			}
-			if partial {
+			switch {
+			case partial:
 				return usagef("--partial goes with --file")
+			case batch.ID != "" || batch.OnComplete != "" || batch.Payload != "":
+				return usagef("--batch, --on-complete and --on-complete-payload go with --file")
+			case afterAny && len(after) == 0:
+				return usagef("--after-any goes with --after")
 			}
 			due, rule, err := schedule.When{At: at, In: in, Every: every, Cron: cron, TZ: tz}.Resolve(time.Now())
 			if err != nil {
@@ -110,7 +137,8 @@ undoes the whole file, unless --partial schedules what it can.`,
 			if uniqueKey != "" {
 				so.Unique = &leasecron.Unique{Key: uniqueKey, For: uniqueFor, States: states}
 			}
-			it, err := cl.Schedule(tracing.FromEnv(cmd.Context(), os.Getenv), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts}, so)
+			it, err := cl.Schedule(tracing.FromEnv(cmd.Context(), os.Getenv), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts,
+				After: after, AfterAny: afterAny}, so)
 			var dup *leasecron.DuplicateError
 			if errors.As(err, &dup) {
 				if asJSON {
@@ -151,6 +179,11 @@ undoes the whole file, unless --partial schedules what it can.`,
 	f.DurationVar(&uniqueFor, "unique-for", 0, "with --unique-key: how long a finished task still holds the key (e.g. 1h)")
 	f.StringVar(&uniqueStates, "unique-states", "", "with --unique-key: the run states that hold the key, comma-separated (default all but cancelled)")
 	f.BoolVar(&partial, "partial", false, "with --file: schedule the lines that can be, report the others")
+	f.StringSliceVar(&after, "after", nil, "wait until these tasks have succeeded (ids, comma-separated)")
+	f.BoolVar(&afterAny, "after-any", false, "with --after: wait until they have ended, however they end")
+	f.StringVar(&batch.ID, "batch", "", "with --file: make the tasks one batch with this id")
+	f.StringVar(&batch.OnComplete, "on-complete", "", "with --file: the type of a task to run once every task of the file has ended")
+	f.StringVar(&batch.Payload, "on-complete-payload", "", "with --on-complete: its payload")
 	return c
 }
 
@@ -168,11 +201,21 @@ type itemOut struct {
 	Problem     string    `json:"problem,omitempty"`
 	// Disabled is when a disabled series was disabled.
 	Disabled time.Time `json:"disabled,omitzero"`
+	// After, Met, AfterAny and Waiting: the tasks it waits for, those
+	// that have released it, and whether it still waits.
+	After    []string `json:"after,omitempty"`
+	Met      []string `json:"met,omitempty"`
+	AfterAny bool     `json:"after_any,omitempty"`
+	Waiting  bool     `json:"waiting,omitempty"`
+	// Batch is its batch; Callback marks the batch's completion callback.
+	Batch    string `json:"batch,omitempty"`
+	Callback bool   `json:"callback,omitempty"`
 }
 
 func itemJSON(it leasecron.Item) itemOut {
 	return itemOut{ID: it.ID, Type: it.Type, Due: it.Due, Recurrence: it.Recurrence, TZ: it.TZ, Payload: it.Payload,
-		PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Shard: it.Shard, RowKey: it.RowKey, Problem: it.Problem, Disabled: it.Disabled}
+		PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Shard: it.Shard, RowKey: it.RowKey, Problem: it.Problem, Disabled: it.Disabled,
+		After: it.After, Met: it.Met, AfterAny: it.AfterAny, Waiting: it.Waiting, Batch: it.Batch, Callback: it.Callback}
 }
 
 func (a *app) cancelCmd() *cobra.Command {
@@ -354,6 +397,32 @@ func (a *app) listCmd() *cobra.Command {
 	return c
 }
 
+// printFlow prints what a pending task waits for and its batch.
+func printFlow(w io.Writer, p leasecron.Item) {
+	if len(p.After) > 0 {
+		label := "after"
+		if p.AfterAny {
+			label = "after (any end)"
+		}
+		var parts []string
+		for _, id := range p.After {
+			if slices.Contains(p.Met, id) {
+				id += " (done)"
+			}
+			parts = append(parts, id)
+		}
+		fmt.Fprintf(w, "%s\t%s\n", label, strings.Join(parts, ", "))
+	}
+	switch {
+	case p.Callback && p.Waiting:
+		fmt.Fprintf(w, "batch\t%s: this is its completion callback, waiting for every member to end\n", p.Batch)
+	case p.Callback:
+		fmt.Fprintf(w, "batch\t%s: this is its completion callback\n", p.Batch)
+	case p.Batch != "":
+		fmt.Fprintf(w, "batch\t%s\n", p.Batch)
+	}
+}
+
 func short(s string, n int) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	if len(s) > n {
@@ -401,6 +470,7 @@ func (a *app) statusCmd() *cobra.Command {
 				if !p.Disabled.IsZero() {
 					fmt.Fprintf(tw, "disabled\tsince %s: no occurrence runs until `leasecron enable %s`\n", p.Disabled.Format(time.RFC3339), p.ID)
 				}
+				printFlow(tw, *p)
 				if p.Recurrence != "" {
 					fmt.Fprintf(tw, "recurrence\t%s %s\n", p.Recurrence, p.TZ)
 					for i, t := range upcoming(*p) {

@@ -48,6 +48,8 @@ func applyDynamicEnv(v *viper.Viper, env []string) error {
 	for old := range Renamed {
 		static[envName(old)] = true
 	}
+	// Read by the library's crash tests (internal/failpoint), not a key.
+	static["LEASECRON_FAILPOINT"] = true
 	var problems []string
 	overlay := map[string]any{}
 	handlers := map[string]any{}

@@ -1,0 +1,375 @@
+package leasecron
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/failpoint"
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// Batches. ScheduleMany with a batch writes, in this order: the batch's
+// header (Runs table, partition "~c{batch}": members expected, the
+// callback's id), the callback's row waiting at the end of time, the
+// members (each row saying its batch, so its message does), the member
+// list, and then it seals the batch with the number of members written.
+// The end of each member is counted once (a row per member inserted in
+// the transaction that counts it); whoever counts the end that completes
+// a sealed batch releases the callback, conditionally on its row, so it is
+// released once, with the counts. A worker that dies anywhere in between
+// leaves the member's message to reappear and do it again.
+
+// BatchCounts are how a batch's members ended (leasecrontype.BatchCounts).
+type BatchCounts = leasecrontype.BatchCounts
+
+// BatchStatus is a batch's progress (Client.Batch).
+type BatchStatus struct {
+	// ID is the batch's id.
+	ID string `json:"id"`
+	// Counts: members in all, and how many have ended each way.
+	Counts BatchCounts `json:"counts"`
+	// Pending is the number of members that have not ended.
+	Pending int `json:"pending"`
+	// Sealed reports that every member was written. A batch whose
+	// scheduler died midway is never sealed and never completes.
+	Sealed bool `json:"sealed"`
+	// Complete reports that every member has ended.
+	Complete bool `json:"complete"`
+	// Callback is the completion callback's task id ("" without one).
+	Callback string `json:"callback,omitempty"`
+	// Created is when the batch was written; Finished when its last
+	// member ended (zero before).
+	Created  time.Time `json:"created"`
+	Finished time.Time `json:"finished,omitzero"`
+}
+
+// BatchMember is a member of a batch and how it ended (State is empty
+// while it has not).
+type BatchMember struct {
+	ID    string   `json:"id"`
+	State RunState `json:"state,omitempty"`
+}
+
+// ErrNoBatch: no batch has that id (it wraps ErrNotFound).
+var ErrNoBatch = fmt.Errorf("%w: %w", ErrNotFound, runs.ErrNoBatch)
+
+// Batch returns the progress of batch id: one query.
+func (c *Client) Batch(ctx context.Context, id string) (BatchStatus, error) {
+	if c.runs == nil {
+		return BatchStatus{}, fmt.Errorf("%w: batches need run records (runs are off)", ErrNotFound)
+	}
+	b, err := c.runs.GetBatch(ctx, id)
+	if errors.Is(err, runs.ErrNoBatch) {
+		return BatchStatus{}, fmt.Errorf("%w: %q", ErrNoBatch, id)
+	}
+	if err != nil {
+		return BatchStatus{}, err
+	}
+	return BatchStatus{ID: id, Counts: b.BatchCounts, Pending: max(0, b.Total-b.Ended()), Sealed: b.Sealed, Complete: b.Complete(),
+		Callback: b.Callback, Created: b.Created, Finished: b.Finished}, nil
+}
+
+// BatchMembers lists the members of batch id in id order, with how each
+// has ended: two queries per 1,000 members.
+func (c *Client) BatchMembers(ctx context.Context, id string) ([]BatchMember, error) {
+	if _, err := c.Batch(ctx, id); err != nil {
+		return nil, err
+	}
+	ms, err := c.runs.BatchMembers(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BatchMember, len(ms))
+	for i, m := range ms {
+		out[i] = BatchMember{ID: m.ID, State: m.State}
+	}
+	return out, nil
+}
+
+// scheduleManyFlow is ScheduleMany of a batch, or of items that wait for
+// others (in the same call or already scheduled).
+func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleManyOptions) ([]ScheduleResult, error) {
+	if c.runs == nil {
+		return nil, fmt.Errorf("%w: batches and tasks that wait for others need run records (runs are off)", ErrInvalidTask)
+	}
+	after := slices.ContainsFunc(items, func(it Item) bool { return len(it.After) > 0 })
+	switch {
+	case len(o.Unique) > 0:
+		return nil, fmt.Errorf("%w: unique tasks cannot be scheduled in a batch or wait for others", ErrInvalidTask)
+	case after && o.Partial:
+		return nil, fmt.Errorf("%w: tasks that wait for others are scheduled all or nothing (Partial is off)", ErrInvalidTask)
+	}
+	now := c.o.Clock.Now()
+	items = slices.Clone(items)
+	inCall := make(map[string]int, len(items))
+	for i := range items {
+		if items[i].ID == "" {
+			items[i].ID = schedule.NewID(now)
+		}
+		items[i].After = dedupe(items[i].After)
+		inCall[items[i].ID] = i
+	}
+	deps, states, err := c.planDependencies(ctx, items, inCall)
+	if err != nil {
+		return nil, err
+	}
+	var batch string
+	var cb Item
+	if o.Batch != "" || o.OnComplete != nil {
+		if batch, cb, err = c.openBatch(ctx, items, o); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.runs.AddDependents(ctx, deps); err != nil {
+		c.abandonBatch(ctx, batch, cb)
+		return nil, err
+	}
+	res, err := c.scheduleMany(ctx, items, ScheduleManyOptions{Partial: o.Partial})
+	var written []string
+	for _, r := range res {
+		if r.Err == nil {
+			written = append(written, r.Item.ID)
+		}
+	}
+	if len(written) == 0 && len(items) > 0 {
+		c.dropDependents(ctx, deps)
+		c.abandonBatch(ctx, batch, cb)
+		return res, err
+	}
+	c.noteParents(ctx, deps, states)
+	if batch != "" {
+		if serr := c.sealBatch(ctx, batch, written); serr != nil {
+			return res, errors.Join(err, serr)
+		}
+	}
+	return res, err
+}
+
+// planDependencies checks the parents of every item (in this call, or
+// pending, or ended), refuses cycles within the call, marks the items
+// others in the call wait for, notes the parents already met, and returns
+// the dependencies to write and what was found of the parents outside the
+// call.
+func (c *Client) planDependencies(ctx context.Context, items []Item, inCall map[string]int) ([]runs.Dependent, map[string]parentState, error) {
+	var outside []string
+	for _, it := range items {
+		for _, p := range it.After {
+			if _, ok := inCall[p]; !ok && !slices.Contains(outside, p) {
+				outside = append(outside, p)
+			}
+		}
+	}
+	states := map[string]parentState{}
+	if len(outside) > 0 {
+		var err error
+		first := ""
+		for _, it := range items {
+			if len(it.After) > 0 {
+				first = it.ID
+				break
+			}
+		}
+		if states, err = c.parentsOf(ctx, first, outside, nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := cycleInCall(items, inCall); err != nil {
+		return nil, nil, err
+	}
+	var deps []runs.Dependent
+	for i := range items {
+		it := &items[i]
+		met, err := refuseEnded(*it, states)
+		if err != nil {
+			return nil, nil, err
+		}
+		it.Met = met
+		for _, p := range it.After {
+			if j, ok := inCall[p]; ok {
+				items[j].Waiters = true
+			}
+		}
+		deps = append(deps, dependents(*it)...)
+	}
+	return deps, states, nil
+}
+
+// cycleInCall refuses items that wait for one another in a cycle
+// (removing, again and again, the items nothing in the call waits for
+// leaves the cycles).
+func cycleInCall(items []Item, inCall map[string]int) error {
+	waiting := make([]int, len(items)) // parents in the call not yet removed
+	children := make([][]int, len(items))
+	for i, it := range items {
+		for _, p := range it.After {
+			if j, ok := inCall[p]; ok {
+				waiting[i]++
+				children[j] = append(children[j], i)
+			}
+		}
+	}
+	var free []int
+	for i, n := range waiting {
+		if n == 0 {
+			free = append(free, i)
+		}
+	}
+	left := len(items)
+	for len(free) > 0 {
+		i := free[len(free)-1]
+		free = free[:len(free)-1]
+		left--
+		for _, k := range children[i] {
+			if waiting[k]--; waiting[k] == 0 {
+				free = append(free, k)
+			}
+		}
+	}
+	if left == 0 {
+		return nil
+	}
+	var in []string
+	for i, n := range waiting {
+		if n > 0 {
+			in = append(in, items[i].ID)
+		}
+	}
+	return fmt.Errorf("%w: tasks %s wait for one another in a cycle", ErrInvalidTask, joinShort(in, 10))
+}
+
+// joinShort joins ids, the first n of them.
+func joinShort(ids []string, n int) string {
+	if len(ids) <= n {
+		return fmt.Sprint(ids)
+	}
+	return fmt.Sprintf("%v and %d more", ids[:n], len(ids)-n)
+}
+
+// openBatch validates the batch of o, writes its header and its callback
+// (waiting), and marks the items as its members.
+func (c *Client) openBatch(ctx context.Context, items []Item, o ScheduleManyOptions) (string, Item, error) {
+	now := c.o.Clock.Now()
+	id := o.Batch
+	if id == "" {
+		id = schedule.NewID(now)
+	}
+	if err := schedule.ValidateID(id); err != nil {
+		return "", Item{}, fmt.Errorf("batch id: %w", err)
+	}
+	var cb Item
+	if o.OnComplete != nil {
+		cb = *o.OnComplete
+		if cb.ID == "" {
+			cb.ID = id + "-done"
+		}
+		if cb.Due.IsZero() {
+			cb.Due = now
+		}
+		if len(cb.After) > 0 {
+			return "", Item{}, fmt.Errorf("%w: a completion callback waits for its batch, not for other tasks", ErrInvalidTask)
+		}
+		cb.Batch, cb.Callback = id, true
+		if _, err := c.sched.Check(cb); err != nil {
+			return "", Item{}, fmt.Errorf("completion callback: %w", err)
+		}
+	}
+	for i := range items {
+		items[i].Batch = id
+		if items[i].ID == cb.ID {
+			return "", Item{}, fmt.Errorf("%w: the completion callback's id %s is also a member's", ErrInvalidTask, cb.ID)
+		}
+	}
+	if err := c.runs.CreateBatch(ctx, id, len(items), cb.ID); err != nil {
+		if errors.Is(err, storage.ErrAlreadyExists) {
+			return "", Item{}, fmt.Errorf("%w: batch %s already exists", ErrAlreadyScheduled, id)
+		}
+		return "", Item{}, err
+	}
+	if cb.ID != "" {
+		written, err := c.sched.Add(ctx, cb, schedule.AddOptions{})
+		if err != nil {
+			_ = c.runs.DeleteBatch(ctx, id)
+			return "", Item{}, fmt.Errorf("completion callback: %w", err)
+		}
+		cb = written
+	}
+	return id, cb, nil
+}
+
+// abandonBatch takes back a batch none of whose members was written.
+func (c *Client) abandonBatch(ctx context.Context, batch string, cb Item) {
+	if batch == "" {
+		return
+	}
+	if cb.ID != "" {
+		if _, err := c.sched.Cancel(ctx, cb.ID); err != nil && !errors.Is(err, ErrNotFound) {
+			c.o.Logger.Warn("removing the completion callback of a batch not scheduled failed", "batch", batch, "task_id", cb.ID, "err", err)
+		}
+	}
+	if err := c.runs.DeleteBatch(ctx, batch); err != nil {
+		c.o.Logger.Warn("removing a batch not scheduled failed", "batch", batch, "err", err)
+	}
+}
+
+// sealBatch lists the members written, seals the batch with their number
+// and completes it if they have all ended already.
+func (c *Client) sealBatch(ctx context.Context, batch string, written []string) error {
+	if err := c.runs.AddBatchMembers(ctx, batch, written); err != nil {
+		return err
+	}
+	if err := c.runs.SealBatch(ctx, batch, len(written)); err != nil {
+		return err
+	}
+	b, err := c.runs.GetBatch(ctx, batch)
+	if err != nil || !b.Complete() {
+		return err
+	}
+	return c.completeBatch(ctx, b)
+}
+
+// memberEnded counts the end of member (in st) in batch, and completes
+// the batch when that was its last member.
+func (c *Client) memberEnded(ctx context.Context, batch, member string, st RunState) error {
+	b, err := c.runs.EndMember(ctx, batch, member, st)
+	if errors.Is(err, runs.ErrNoBatch) {
+		c.o.Logger.Warn("a task names a batch that does not exist; its end is not counted", "task_id", member, "batch", batch)
+		return nil
+	}
+	if err != nil || !b.Complete() {
+		return err
+	}
+	failpoint.Hit("batch-complete")
+	return c.completeBatch(ctx, b)
+}
+
+// completeBatch releases the callback of the complete batch b (once: a
+// callback released before is left alone) and notes when it finished.
+func (c *Client) completeBatch(ctx context.Context, b runs.Batch) error {
+	if b.Callback != "" {
+		sending, sendBy := c.sendWindow(ctx)
+		it, released, err := c.sched.Complete(ctx, b.Callback, b.BatchCounts, sending, sendBy)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("release the completion callback %s of batch %s: %w", b.Callback, b.ID, err)
+		}
+		if released {
+			c.o.Logger.Info("batch complete; its callback is due", "batch", b.ID, "task_id", it.ID,
+				"succeeded", b.Succeeded, "dead", b.Dead, "cancelled", b.Cancelled)
+			if !it.SendingUntil.IsZero() {
+				c.sendNow(ctx, it)
+			}
+			failpoint.Hit("callback-released")
+		}
+	}
+	if b.Finished.IsZero() {
+		if err := c.runs.FinishBatch(ctx, b.ID); err != nil {
+			c.o.Logger.Debug("noting when a batch finished failed", "batch", b.ID, "err", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/tools/internal/fleet"
+)
+
+// TestWorkflowChaos is scenario 12: chains of three tasks (each step
+// waiting for the one before) and a batch with a completion callback run
+// on three workers while non-leader workers with tasks in flight are
+// SIGKILLed every few seconds and, midway, the leader (which also watches
+// the parents that were already queued). Nothing is lost, no step starts
+// before the step it waits for has ended, and the callback runs once with
+// the counts of the whole batch.
+func TestWorkflowChaos(t *testing.T) {
+	const chains, members, kills = 40, 300, 6
+	r := newRun(t, "12 workflows (chains and a batch) under worker and leader SIGKILLs", false, 3, map[string]any{
+		"handlers": map[string]any{
+			"cb": map[string]any{"exec": []string{"/bin/sh", "-c",
+				`printf '%s %s %s %s %s start\n' "$LEASECRON_TASK_ID" "$LEASECRON_DUE" "$(date +%s%N)" "$FLEET_WORKER" "$LEASECRON_GENERATION" >> "$FLEET_RECORD"; ` +
+					`printf '%s %s\n' "$LEASECRON_TASK_ID" "$LEASECRON_BATCH_COUNTS" >> "$FLEET_RECORD.cb"`}},
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	leader, _ := r.waitLeader(ctx, "")
+	base := time.Now().Add(3 * time.Second)
+	window := 25 * time.Second
+	// The batch: members due over the window, the callback once all ended.
+	var items []leasecron.Item
+	for _, id := range ids("bm", 0, members) {
+		items = append(items, leasecron.Item{ID: id, Type: "rec", Due: base.Add(time.Duration(rand.Int64N(int64(window))))})
+	}
+	res, err := r.cl.ScheduleMany(ctx, items, leasecron.ScheduleManyOptions{Batch: "chaosbatch", OnComplete: &leasecron.Item{ID: "chaosbatch-done", Type: "cb"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range res {
+		r.ack(x.Item.ID, x.Item.Due)
+	}
+	r.ack("chaosbatch-done", base)
+	// The chains, one call per step: the first step is often in the queue
+	// already when the second is scheduled, and the second waiting when
+	// the third is.
+	var steps [][]string
+	for c := range chains {
+		ch := []string{fmt.Sprintf("ch%02d-a", c), fmt.Sprintf("ch%02d-b", c), fmt.Sprintf("ch%02d-c", c)}
+		for k, id := range ch {
+			it := leasecron.Item{ID: id, Type: "recslow", Payload: "0.5", Due: base.Add(time.Duration(rand.Int64N(int64(window))))}
+			if k > 0 {
+				it.After = ch[k-1 : k]
+			}
+			out, err := r.cl.Schedule(ctx, it, nil)
+			if err != nil {
+				t.Fatalf("schedule %s: %v", id, err)
+			}
+			r.ack(out.ID, out.Due)
+		}
+		steps = append(steps, ch)
+	}
+	time.Sleep(time.Until(base.Add(2 * time.Second)))
+	alive := map[string]bool{}
+	for _, n := range r.f.Names() {
+		alive[n] = true
+	}
+	var faults []Fault
+	for k := range kills {
+		time.Sleep(4 * time.Second)
+		h, err := r.f.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		victim := ""
+		if k == kills/2 {
+			victim = h.Holder
+		} else {
+			most := -1
+			rs := r.records()
+			for n := range alive {
+				if n == h.Holder {
+					continue
+				}
+				if c := len(inFlight(rs, n, time.Now())); c > most {
+					victim, most = n, c
+				}
+			}
+		}
+		at := r.kill(victim)
+		delete(alive, victim)
+		what := "SIGKILL worker " + victim
+		if victim == h.Holder {
+			what = "SIGKILL leader " + victim
+		}
+		faults = append(faults, Fault{Kind: what, At: r.since(at)})
+		r.note("%s at %s", what, r.since(at))
+		alive[r.startWorker()] = true
+		if victim == leader {
+			leader, _ = r.waitLeader(ctx, leader)
+		}
+	}
+	r.waitExecuted(4 * time.Minute)
+	a := r.stopAndAnalyse()
+	// No step started before the step it waits for had ended (its first
+	// recorded end: an attempt cut short by a kill records none).
+	starts, ends := fleet.Starts(a.records), fleet.Ends(a.records)
+	early := 0
+	for _, ch := range steps {
+		for k := 1; k < len(ch); k++ {
+			s, e := starts[ch[k]], ends[ch[k-1]]
+			if len(s) == 0 {
+				continue // reported lost
+			}
+			if len(e) == 0 || s[0].At.Before(e[0].At) {
+				early++
+				t.Errorf("%s started at %s before %s ended (%v)", ch[k], s[0].At.Format(time.RFC3339Nano), ch[k-1], e)
+			}
+		}
+	}
+	// The callback ran once, with the whole batch's counts.
+	b, err := os.ReadFile(r.f.RecordFile + ".cb")
+	if err != nil {
+		t.Errorf("the callback never ran: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var counts leasecron.BatchCounts
+	if len(lines) != 1 {
+		t.Errorf("the callback ran %d times: %q", len(lines), lines)
+	} else if _, js, _ := strings.Cut(lines[0], " "); json.Unmarshal([]byte(js), &counts) != nil || counts != (leasecron.BatchCounts{Total: members, Succeeded: members}) {
+		t.Errorf("the callback got %q, want %d members succeeded", lines[0], members)
+	}
+	r.note("%d chains of 3 and a batch of %d: %d steps started before the step they wait for had ended; the callback ran %d time(s) with %+v", chains, members, early, len(lines), counts)
+	r.report(a, Result{Faults: faults, RecoveryRule: "every chain runs whole and in order, the callback once with the batch's counts"}, 1)
+}

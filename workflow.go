@@ -1,0 +1,558 @@
+package leasecron
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/leasecron/leasecron/internal/failpoint"
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// Tasks that wait for other tasks (Item.After). Scheduling one writes, in
+// this order: a dependency row per parent it still waits for (Runs table,
+// partition "~d", keyed by the parent), the task's row waiting at the end
+// of time, and a mark on each pending parent (Waiters) so that its
+// message says others wait for it; a parent whose message has already
+// been sent is watched by the traffic cop instead (partition "~l"). Then
+// it looks at the parents once more, in case one ended in between.
+//
+// A parent's end is applied by whoever sees it first — the worker that
+// recorded it, before deleting its message (queue.ConsumerOptions.OnEnd);
+// the traffic cop, for watched parents; the client that cancels a pending
+// parent — and every step is idempotent and ordered so that a crash
+// repeats one: the child is released (the last parent) or noted, or,
+// when the parent did not succeed, cancelled with what waits on it, and
+// only then is the dependency row removed.
+
+// watchEvery is the longest the traffic cop goes between looks at the
+// watched parents (one query when there are none: 7,200 an hour, beside
+// the 18,000 of its consumer listening for tasks due now), and so about
+// the most a task waiting for a parent that was already in the queue
+// starts after that parent's end.
+const watchEvery = 500 * time.Millisecond
+
+// maxWalk bounds the tasks a cycle check looks at.
+const maxWalk = 1000
+
+// parentState is what Schedule found of a parent.
+type parentState struct {
+	// ended is the state of a parent that has ended ("" otherwise).
+	ended RunState
+	// sent: its message is in the queue (or being sent) without saying
+	// that others wait for it, so its end must be watched for.
+	sent bool
+	// pending is its row, as read, while it waits in the schedule.
+	pending Item
+}
+
+// parentsOf finds each parent of child: pending (a row), in flight (a run
+// record that has not ended) or ended. inCall holds the ids being
+// scheduled in the same call. Unknown and recurring parents are refused.
+func (c *Client) parentsOf(ctx context.Context, child string, parents []string, inCall map[string]bool) (map[string]parentState, error) {
+	out := make(map[string]parentState, len(parents))
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, p := range parents {
+		if inCall[p] {
+			out[p] = parentState{}
+			continue
+		}
+		g.Go(func() error {
+			st, err := c.parentState(gctx, child, p)
+			mu.Lock()
+			out[p] = st
+			mu.Unlock()
+			return err
+		})
+	}
+	return out, g.Wait()
+}
+
+func (c *Client) parentState(ctx context.Context, child, p string) (parentState, error) {
+	now := c.o.Clock.Now()
+	it, err := c.sched.Get(ctx, p)
+	switch {
+	case err == nil && it.Recurrence != "":
+		return parentState{}, fmt.Errorf("%w: task %s: %s is a recurring series; a task can wait only for one-off tasks", ErrInvalidTask, child, p)
+	case err == nil:
+		return parentState{sent: it.Sent || now.Before(it.SendingUntil), pending: it}, nil
+	case !errors.Is(err, ErrNotFound):
+		return parentState{}, fmt.Errorf("task %s: look up parent %s: %w", child, p, err)
+	}
+	r, err := c.runs.Get(ctx, p)
+	switch {
+	case errors.Is(err, runs.ErrExpired):
+		return parentState{}, fmt.Errorf("%w: task %s: parent %s: its run record has expired, so whether it succeeded is no longer known", ErrInvalidTask, child, p)
+	case errors.Is(err, runs.ErrNotFound):
+		return parentState{}, fmt.Errorf("%w: task %s: unknown parent %s: no pending task or run record has that id", ErrInvalidTask, child, p)
+	case err != nil:
+		return parentState{}, fmt.Errorf("task %s: look up parent %s: %w", child, p, err)
+	case r.State.Finished():
+		return parentState{ended: r.State}, nil
+	}
+	return parentState{sent: true}, nil
+}
+
+// refuseEnded refuses a child whose parent has already ended without
+// succeeding (unless it waits for any end) and returns the parents
+// already met.
+func refuseEnded(it Item, states map[string]parentState) ([]string, error) {
+	var met []string
+	for _, p := range it.After {
+		switch st := states[p].ended; {
+		case st == "":
+		case st == RunSucceeded || it.AfterAny:
+			met = append(met, p)
+		default:
+			return nil, fmt.Errorf("%w: task %s: parent %s has already ended %s, so the task would never run (wait with after-any to run it after any end)", ErrInvalidTask, it.ID, p, st)
+		}
+	}
+	return met, nil
+}
+
+// checkCycle refuses to let id wait for parents when one of them already
+// waits, directly or through others, for id (a task rescheduled with
+// Replace; a new id has nothing waiting for it yet). pending returns the
+// parents a task still waits for, from the same call or the schedule.
+func (c *Client) checkCycle(ctx context.Context, id string, parents []string, pending func(ctx context.Context, id string) ([]string, error)) error {
+	seen := map[string]bool{}
+	path := map[string]string{} // task → the task that led to it
+	queue := slices.Clone(parents)
+	for _, p := range parents {
+		path[p] = id
+	}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == id {
+			return fmt.Errorf("%w: task %s cannot wait for %s: that would be a cycle (%s)", ErrInvalidTask, id, strings.Join(parents, ","), cyclePath(id, path))
+		}
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		if len(seen) > maxWalk {
+			return fmt.Errorf("%w: task %s: more than %d tasks wait on one another above it; the check for a cycle stops there", ErrInvalidTask, id, maxWalk)
+		}
+		next, err := pending(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, q := range next {
+			if _, ok := path[q]; !ok {
+				path[q] = p
+			}
+			queue = append(queue, q)
+		}
+	}
+	return nil
+}
+
+// cyclePath renders the cycle through id found by checkCycle.
+func cyclePath(id string, path map[string]string) string {
+	out := []string{id}
+	for at, n := path[id], 0; at != "" && n <= maxWalk; at, n = path[at], n+1 {
+		out = append(out, at)
+		if at == id {
+			break
+		}
+	}
+	slices.Reverse(out)
+	return strings.Join(out, " → ")
+}
+
+// waitingOn returns the parents the pending task id still waits for.
+func (c *Client) waitingOn(ctx context.Context, id string) ([]string, error) {
+	it, err := c.sched.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil || !it.Waiting {
+		return nil, err
+	}
+	var out []string
+	for _, p := range it.After {
+		if !slices.Contains(it.Met, p) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// scheduleAfter is Schedule of a task with After.
+func (c *Client) scheduleAfter(ctx context.Context, it Item, o *ScheduleOptions) (Item, error) {
+	if c.runs == nil {
+		return Item{}, fmt.Errorf("%w: task %s waits for other tasks, which needs run records (runs are off)", ErrInvalidTask, it.ID)
+	}
+	if o.Unique != nil {
+		return Item{}, fmt.Errorf("%w: task %s: a unique task cannot wait for other tasks", ErrInvalidTask, it.ID)
+	}
+	if it.ID == "" {
+		it.ID = schedule.NewID(c.o.Clock.Now())
+	}
+	// Validate first (nothing is read for a task the schedule refuses).
+	if _, err := c.sched.Check(it); err != nil {
+		return Item{}, err
+	}
+	it.After = dedupe(it.After)
+	states, err := c.parentsOf(ctx, it.ID, it.After, nil)
+	if err != nil {
+		return Item{}, err
+	}
+	if it.Met, err = refuseEnded(it, states); err != nil {
+		return Item{}, err
+	}
+	if o.Replace {
+		if err := c.checkCycle(ctx, it.ID, it.After, c.waitingOn); err != nil {
+			return Item{}, err
+		}
+	}
+	deps := dependents(it)
+	if err := c.runs.AddDependents(ctx, deps); err != nil {
+		return Item{}, err
+	}
+	added, err := c.scheduleRow(ctx, it, o)
+	if err != nil {
+		c.dropDependents(ctx, deps)
+		return added, err
+	}
+	c.noteParents(ctx, deps, states)
+	return added, nil
+}
+
+// dependents returns the dependencies of it on the parents it waits for.
+func dependents(it Item) []runs.Dependent {
+	var out []runs.Dependent
+	for _, p := range unmet(it) {
+		out = append(out, runs.Dependent{Parent: p, Child: it.ID})
+	}
+	return out
+}
+
+// scheduleRow writes it (a unique task with o.Unique), and sends it at
+// once when it is due now and waits for nothing. On a fresh account Add
+// creates the table and payload container. The run record starts when
+// the task is sent: until then the pending row is the task's record
+// (Status reads it).
+func (c *Client) scheduleRow(ctx context.Context, it Item, o *ScheduleOptions) (Item, error) {
+	ao := schedule.AddOptions{Replace: o.Replace}
+	now := c.o.Clock.Now()
+	send := !it.Due.IsZero() && len(unmet(it)) == 0 && c.sendsNow(it, now) && c.takeSends(ctx, 1) == 1
+	if send {
+		ao.Sending = now.Add(sendGrace)
+	}
+	var added Item
+	var err error
+	if o.Unique != nil {
+		added, err = c.scheduleUnique(ctx, it, *o.Unique, ao)
+	} else {
+		added, err = c.sched.Add(ctx, it, ao)
+	}
+	if err == nil && send {
+		c.sendNow(ctx, added)
+	}
+	return added, err
+}
+
+// unmet returns the parents of it not Met.
+func unmet(it Item) []string {
+	var out []string
+	for _, p := range it.After {
+		if !slices.Contains(it.Met, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func dedupe(ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		if id = strings.TrimSpace(id); id != "" && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// dropDependents removes the dependency rows of children that were not
+// written (best effort: a row left behind is removed when its parent
+// ends).
+func (c *Client) dropDependents(ctx context.Context, deps []runs.Dependent) {
+	for _, d := range deps {
+		if err := c.runs.DropDependent(ctx, d); err != nil {
+			c.o.Logger.Debug("removing a dependency of a task not scheduled failed", "task_id", d.Child, "parent", d.Parent, "err", err)
+		}
+	}
+}
+
+// noteParents makes sure the end of every parent in deps is heard of:
+// pending parents are marked (their messages will say others wait; a
+// parent in states with no entry was written marked), parents already
+// sent are watched by the traffic cop; then each parent is looked at once
+// more, and the end of one that ended meanwhile — perhaps before its
+// dependency rows were there to be found — is applied here.
+func (c *Client) noteParents(ctx context.Context, deps []runs.Dependent, states map[string]parentState) {
+	byParent := map[string][]runs.Dependent{}
+	var order []string
+	for _, d := range deps {
+		if _, ok := states[d.Parent]; !ok {
+			continue
+		}
+		if byParent[d.Parent] == nil {
+			order = append(order, d.Parent)
+		}
+		byParent[d.Parent] = append(byParent[d.Parent], d)
+	}
+	var watch []string
+	for _, p := range order {
+		if states[p].sent {
+			watch = append(watch, p)
+			continue
+		}
+		ok, err := c.sched.NoteWaiters(ctx, p, states[p].pending)
+		if err != nil {
+			c.o.Logger.Warn("marking a parent as waited for failed; the traffic cop watches it instead", "parent", p, "err", err)
+		}
+		if !ok {
+			watch = append(watch, p)
+		}
+	}
+	if err := c.runs.WatchParents(ctx, watch); err != nil {
+		c.o.Logger.Error("tasks wait for parents whose end nothing may report", "parents", watch, "err", err)
+	}
+	// A parent marked while it was still pending will say so in its
+	// message, and its end will find the dependency rows written before
+	// the mark; the others may have ended before the rows were there.
+	for _, p := range watch {
+		r, err := c.runs.Get(ctx, p)
+		if err != nil || !r.State.Finished() {
+			continue
+		}
+		for _, d := range byParent[p] {
+			if err := c.applyEnd(ctx, d, r.State); err != nil {
+				c.o.Logger.Warn("applying the end of a parent that ended while its dependent was scheduled failed; the traffic cop retries", "task_id", d.Child, "parent", p, "err", err)
+				_ = c.runs.WatchParents(ctx, []string{p})
+			}
+		}
+	}
+}
+
+// taskEnded is the worker's queue.ConsumerOptions.OnEnd: the run of env
+// has ended; its dependents and its batch hear of it. The state is read
+// back from its record (a run cancelled while its handler ran stays
+// cancelled), so a record that does not say it ended is an error, and
+// the message reappears.
+func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, _ leasecrontype.RunState) error {
+	r, err := c.runs.Get(ctx, env.ID)
+	if err != nil {
+		return err
+	}
+	if !r.State.Finished() {
+		return fmt.Errorf("the run record of %s says %s, not ended", env.ID, r.State)
+	}
+	if env.Waiters {
+		if err := c.parentEnded(ctx, env.ID, r.State); err != nil {
+			return err
+		}
+	}
+	if env.Batch != "" && env.Completed == nil {
+		return c.memberEnded(ctx, env.Batch, env.ID, r.State)
+	}
+	return nil
+}
+
+// parentEnded applies the end of parent (in state st) to everything
+// waiting for it.
+func (c *Client) parentEnded(ctx context.Context, parent string, st RunState) error {
+	deps, err := c.runs.Dependents(ctx, parent)
+	if err != nil {
+		return err
+	}
+	if len(deps) > 0 {
+		failpoint.Hit("parent-ended")
+	}
+	var g errgroup.Group
+	g.SetLimit(8)
+	for _, d := range deps {
+		g.Go(func() error { return c.applyEnd(ctx, d, st) })
+	}
+	return g.Wait()
+}
+
+// orphanGrace is how long a dependency row whose child has no row yet is
+// kept: its scheduler may be writing the row (and looks at the parent
+// again afterwards).
+const orphanGrace = time.Minute
+
+// applyEnd applies the end of d's parent to its child, then removes d.
+func (c *Client) applyEnd(ctx context.Context, d runs.Dependent, st RunState) error {
+	sending, sendBy := c.sendWindow(ctx)
+	it, verdict, err := c.sched.Release(ctx, d.Child, d.Parent, st == RunSucceeded, sending, sendBy)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if c.o.Clock.Now().Sub(d.Created) < orphanGrace {
+			return nil
+		}
+	case err != nil:
+		return fmt.Errorf("release %s after %s: %w", d.Child, d.Parent, err)
+	case verdict == schedule.Doomed:
+		if err := c.cancelDependent(ctx, it, fmt.Sprintf("cancelled: parent %s ended %s", d.Parent, st)); err != nil {
+			return err
+		}
+	case verdict == schedule.Released:
+		c.o.Logger.Debug("task released: every parent has ended", "task_id", it.ID, "last_parent", d.Parent)
+		if !it.SendingUntil.IsZero() {
+			c.sendNow(ctx, it)
+		}
+		failpoint.Hit("child-released")
+	}
+	return c.runs.DropDependent(ctx, d)
+}
+
+// sendWindow returns the Sending and sendBy a task released now is
+// written with, when this client sends tasks due now itself.
+func (c *Client) sendWindow(ctx context.Context) (sending, sendBy time.Time) {
+	now := c.o.Clock.Now()
+	if !c.sendsNow(Item{Due: now}, now) || c.takeSends(ctx, 1) != 1 {
+		return time.Time{}, time.Time{}
+	}
+	return now.Add(sendGrace), now.Add(c.o.SendWithin)
+}
+
+// cancelDependent cancels the waiting task it, whose parent ended without
+// succeeding: its run is recorded cancelled with why, what waits for it
+// and its batch hear of it, and then its row goes.
+func (c *Client) cancelDependent(ctx context.Context, it Item, why string) error {
+	if err := c.runs.CancelDependent(ctx, it.ID, runs.Meta{Type: it.Type, Due: it.Due}, why); err != nil {
+		return err
+	}
+	if err := c.endedFlow(ctx, it, RunCancelled); err != nil {
+		return err
+	}
+	if _, err := c.sched.Cancel(ctx, it.ID); err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// cancelWaitedFor is the first step of cancelling the pending task id
+// when others wait for it or it is a batch member: its run is recorded
+// cancelled and they hear of it before its row goes, so a client that
+// dies in between leaves a row whose message a worker acknowledges as
+// cancelled, telling them again (OnEnd).
+func (c *Client) cancelWaitedFor(ctx context.Context, id string) error {
+	if c.runs == nil {
+		return nil
+	}
+	it, err := c.sched.Get(ctx, id)
+	if err != nil || !(it.Waiters || (it.Batch != "" && !it.Callback)) {
+		return nil // Cancel finds out again
+	}
+	if err := c.runs.CancelPending(ctx, id, runs.Meta{Type: it.Type, Due: it.Due}); err != nil {
+		return err
+	}
+	return c.endedFlow(ctx, it, RunCancelled)
+}
+
+// endedFlow tells what waits for the pending task it, and its batch, that
+// it ended in st without running (cancelled).
+func (c *Client) endedFlow(ctx context.Context, it Item, st RunState) error {
+	if it.Waiters {
+		if err := c.parentEnded(ctx, it.ID, st); err != nil {
+			return err
+		}
+	}
+	if it.Batch != "" && !it.Callback {
+		return c.memberEnded(ctx, it.Batch, it.ID, st)
+	}
+	return nil
+}
+
+// watchParents is the traffic cop's look, every every, at the parents
+// whose messages do not say that others wait for them.
+func (c *Client) watchParents(ctx context.Context, every time.Duration) {
+	for {
+		t := c.o.Clock.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		if err := c.SweepWatched(ctx); err != nil && ctx.Err() == nil {
+			c.o.Logger.Warn("looking at watched parents failed", "err", err)
+		}
+	}
+}
+
+// SweepWatched applies the end of every watched parent that has ended:
+// the parents that were already in the queue when a task began waiting
+// for them. The traffic cop calls it every mover pass; it costs one query
+// when nothing is watched, and a read per watched parent.
+func (c *Client) SweepWatched(ctx context.Context) error {
+	if c.runs == nil {
+		return nil
+	}
+	parents, err := c.runs.Watched(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range parents {
+		st, ended, err := c.endOf(ctx, p)
+		if err == nil && ended {
+			if err = c.parentEnded(ctx, p, st); err == nil {
+				err = c.runs.Unwatch(ctx, p)
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("parent %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// endOf returns how the task id ended, if it has: its run record's state;
+// a task with neither a pending row nor a record counts as cancelled.
+func (c *Client) endOf(ctx context.Context, id string) (RunState, bool, error) {
+	r, err := c.runs.Get(ctx, id)
+	switch {
+	case err == nil:
+		return r.State, r.State.Finished(), nil
+	case !errors.Is(err, runs.ErrNotFound):
+		return "", false, err
+	}
+	if _, err := c.sched.Get(ctx, id); err == nil || !errors.Is(err, ErrNotFound) {
+		return "", false, err
+	}
+	return RunCancelled, true, nil
+}
+
+// Dependents returns the ids of the tasks still waiting for id (one
+// query): a task leaves the list once id's end has been applied to it.
+func (c *Client) Dependents(ctx context.Context, id string) ([]string, error) {
+	if c.runs == nil {
+		return nil, nil
+	}
+	deps, err := c.runs.Dependents(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(deps))
+	for i, d := range deps {
+		out[i] = d.Child
+	}
+	return out, nil
+}
