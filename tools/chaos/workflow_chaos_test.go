@@ -74,7 +74,13 @@ func TestWorkflowChaos(t *testing.T) {
 	for _, n := range r.f.Names() {
 		alive[n] = true
 	}
-	var faults []Fault
+	type kill struct {
+		at       time.Time
+		victim   string
+		leader   bool
+		inFlight []string
+	}
+	var done []kill
 	for k := range kills {
 		time.Sleep(4 * time.Second)
 		h, err := r.f.Leader(ctx)
@@ -98,12 +104,7 @@ func TestWorkflowChaos(t *testing.T) {
 		}
 		at := r.kill(victim)
 		delete(alive, victim)
-		what := "SIGKILL worker " + victim
-		if victim == h.Holder {
-			what = "SIGKILL leader " + victim
-		}
-		faults = append(faults, Fault{Kind: what, At: r.since(at)})
-		r.note("%s at %s", what, r.since(at))
+		done = append(done, kill{at: at, victim: victim, leader: victim == h.Holder, inFlight: inFlight(r.records(), victim, at)})
 		alive[r.startWorker()] = true
 		if victim == leader {
 			leader, _ = r.waitLeader(ctx, leader)
@@ -140,5 +141,24 @@ func TestWorkflowChaos(t *testing.T) {
 		t.Errorf("the callback got %q, want %d members succeeded", lines[0], members)
 	}
 	r.note("%d chains of 3 and a batch of %d: %d steps started before the step they wait for had ended; the callback ran %d time(s) with %+v", chains, members, early, len(lines), counts)
-	r.report(a, Result{Faults: faults, RecoveryRule: "every chain runs whole and in order, the callback once with the batch's counts"}, 1)
+	out := Result{RecoveryRule: "takeover (the leader): SIGKILL → the next term of control; recovery: SIGKILL → every task in flight on the killed worker has started again elsewhere. Every chain must run whole and in order, the callback once with the batch's counts"}
+	for _, k := range done {
+		f := Fault{Kind: "SIGKILL worker " + k.victim, At: r.since(k.at)}
+		if k.leader {
+			f.Kind = "SIGKILL leader " + k.victim
+			if _, d, ok := takeoverAfter(a, k.at, k.victim); ok {
+				f.Takeover = Duration(d)
+			}
+		}
+		var worst time.Duration
+		for _, id := range k.inFlight {
+			if x, ok := FirstStartAfter(a.records, k.at, func(x fleet.Record) bool { return x.ID == id && x.Worker != k.victim }); ok {
+				worst = max(worst, x.At.Sub(k.at))
+			}
+		}
+		f.Recovery = Duration(worst)
+		f.Detail = fmt.Sprintf("%d tasks in flight", len(k.inFlight))
+		out.Faults = append(out.Faults, f)
+	}
+	r.report(a, out, 1)
 }
