@@ -35,11 +35,11 @@ test: deps ## unit + integration tests against private Azurites (under 15 min)
 	@mkdir -p bin && cd tools && $(GO) build -o ../bin/testreport ./testreport
 	@set -o pipefail; { $(GO) test -json -count=1 -timeout 10m ./... 2>&1; \
 		(cd cmd/leasecron && $(GO) test -json -count=1 -timeout 5m ./... 2>&1); \
-		(cd tools && $(GO) test -json -count=1 -timeout 14m -parallel 3 ./... 2>&1); \
+		(cd tools && $(GO) test -json -count=1 -timeout 14m -parallel 4 ./... 2>&1); \
 		(cd examples && $(GO) test -json -count=1 -timeout 5m ./... 2>&1); } | bin/testreport -log test.log
 
-# The end-to-end tests waiting on worker processes mostly sleep: three at
-# a time (-parallel 3 above) keeps both cores busy. make test-long adds the
+# The end-to-end tests waiting on worker processes mostly sleep: four at
+# a time (-parallel 4 above) keeps both cores busy. make test-long adds the
 # ones too long for make test's budget (a fleet idle for five minutes).
 test-long: deps build ## long tests (about 35 min): run history at 100,000 records; tasks due now after 5 idle minutes; a 10/1m rate limit over 100 tasks; 20 kills of a shard owner; 10 min of stable shard ownership; resharding 8 → 16 → 8 under 3,000 tasks; a rolling upgrade from the previous release, then sharding; a bulk requeue of BULK_N (10,000) dead letters through a SIGKILL; 40 SIGKILLs at the four workflow failpoints
 	LEASECRON_LONG=1 $(GO) test -count=1 -timeout 20m -v -run 'TestHistoryAtScale' ./internal/runs/

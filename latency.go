@@ -74,9 +74,9 @@ type LatencyReport struct {
 // run time percentiles and the outcomes per step over rng, one of
 // LatencyRanges. It reads the per-minute counters rows the workers write
 // (no extra writes: the histograms ride in the rows they write anyway),
-// and over a day or more the hourly roll-ups the traffic cop's cleaning
-// pass writes, with the minute rows since the last one (all minute rows
-// when nothing is rolled up yet). Run records are needed.
+// over 6 hours the five-minute roll-ups and over a day or more the hourly
+// ones that the traffic cop's cleaning pass writes, with the minute rows
+// since the last one (all minute rows when nothing is rolled up yet). Run records are needed.
 func (c *Client) Latency(ctx context.Context, rng time.Duration, typ string) (LatencyReport, error) {
 	if c.runs == nil {
 		return LatencyReport{}, ErrNoRunRecords
@@ -94,12 +94,16 @@ func (c *Client) Latency(ctx context.Context, rng time.Duration, typ string) (La
 	since := now.Add(-rng).Truncate(step)
 	var rows []runs.Hour
 	minutesFrom := since
+	rolled := c.runs.Fives // five-minute steps (6 h)
 	if step >= time.Hour {
-		hours, through, err := c.runs.Hours(ctx, since)
+		rolled = c.runs.Hours
+	}
+	if step >= 5*time.Minute {
+		got, through, err := rolled(ctx, since)
 		if err != nil {
 			return LatencyReport{}, err
 		}
-		rows = append(rows, hours...)
+		rows = append(rows, got...)
 		if through.After(since) {
 			minutesFrom = through
 		}

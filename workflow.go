@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/failpoint"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -483,14 +484,7 @@ func (c *Client) endedFlow(ctx context.Context, it Item, st RunState) error {
 // watchParents is the traffic cop's look, every every, at the parents
 // whose messages do not say that others wait for them.
 func (c *Client) watchParents(ctx context.Context, every time.Duration) {
-	for {
-		t := c.o.Clock.NewTimer(every)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
-		}
+	for clock.Sleep(ctx, c.o.Clock, every) == nil {
 		if err := c.SweepWatched(ctx); err != nil && ctx.Err() == nil {
 			c.o.Logger.Warn("looking at watched parents failed", "err", err)
 		}

@@ -36,6 +36,12 @@ func flowWorker(t *testing.T, ctx context.Context, st leasecron.Storage, names l
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	return newClient(t, st, names)
+}
+
+// newClient returns a client of the test's account.
+func newClient(t *testing.T, st leasecron.Storage, names leasecron.Names) *leasecron.Client {
+	t.Helper()
 	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names})
 	if err != nil {
 		t.Fatal(err)
@@ -210,10 +216,7 @@ func TestWorkflowRefusals(t *testing.T) {
 	st, names := testAccount(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, st, names)
 	later := time.Now().Add(time.Hour)
 	for _, it := range []leasecron.Item{
 		{ID: "one", Due: later},
@@ -292,7 +295,9 @@ func TestBatchCallbackOnce(t *testing.T) {
 	const n, failing = 1000, 30
 	items := make([]leasecron.Item, n)
 	for i := range items {
-		items[i] = leasecron.Item{ID: fmt.Sprintf("m%04d", i), Type: "quick", Due: now}
+		// Due just beyond what the client sends itself: the mover moves
+		// them, 99 rows to a transaction.
+		items[i] = leasecron.Item{ID: fmt.Sprintf("m%04d", i), Type: "quick", Due: now.Add(leasecron.DefaultSendWithin + time.Second)}
 		if i >= n-5 {
 			items[i].Due = now.Add(time.Hour) // cancelled below
 		}
@@ -347,10 +352,7 @@ func TestWorkflowRequestCosts(t *testing.T) {
 	st, names := testAccount(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, st, names)
 	later := time.Now().Add(time.Hour)
 	var parents []leasecron.Item
 	for i := range 10 {

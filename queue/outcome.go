@@ -245,6 +245,11 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 		// worker that dies in between leaves the message to do it again.
 		c.finish(hctx, d, leasecrontype.RunDead, herr, tail)
 		if !c.ended(hctx, d, leasecrontype.RunDead) {
+			// Back with its attempts used up: the next delivery sets it
+			// aside (and tells them again) without running the handler.
+			env.FailedAttempts = max(env.FailedAttempts, d.maxA)
+			env.Dequeues = d.m.DequeueCount
+			c.rewrite(hctx, d, env, retry.Jitter(retry.Exp(c.o.BackoffBase, c.o.BackoffMax, env.FailedAttempts), c.o.rand()))
 			c.settle(d, OutcomeLeft)
 			return
 		}

@@ -110,7 +110,7 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 	if err := c.storePayload(ctx, &it); err != nil {
 		return Item{}, err
 	}
-	shard, oldBlob, etag, err := c.add(ctx, shard, rk, it, ao)
+	shard, oldBlob, etag, err := c.add(ctx, shard, rk, &it, ao)
 	it.Shard, it.ETag = shard, etag
 	if err != nil {
 		c.dropPayload(ctx, it)
@@ -160,8 +160,8 @@ func (c *Client) dropPayload(ctx context.Context, it Item) {
 // A pointer in the way (the id's task was placed in another shard under an
 // earlier shard count) sends the write to that shard, unless its task is
 // gone; the shard written is returned.
-func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptions) (written, oldBlob, etag string, err error) {
-	props := itemProps(it, true)
+func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOptions) (written, oldBlob, etag string, err error) {
+	props := itemProps(*it, true)
 	ixProps := map[string]any{PropItem: rk, PropID: it.ID}
 	ik := indexKey(it.ID)
 	fresh := []table.Op{
@@ -266,6 +266,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it Item, ao AddOptio
 				}
 			}
 		}
+		keepFlow(props, replaced, it)
 		etags, err = c.t.Submit(ctx, ops)
 		if err == nil {
 			c.unconfirm(ctx, it.ID, replaced)

@@ -151,6 +151,22 @@ func readFlow(e table.Entity, it *Item) {
 	}
 }
 
+// keepFlow carries over to props, the row that replaces old, and to it
+// what others rely on: that tasks wait for it (its message must say so)
+// and the batch it is a member of (its end must be counted there), unless
+// the new row names a batch itself.
+func keepFlow(props map[string]any, old table.Entity, it *Item) {
+	if old.Props == nil {
+		return
+	}
+	if old.Props.Bool(PropWaiters) {
+		props[PropWaiters], it.Waiters = true, true
+	}
+	if b := old.Props.Str(PropBatch); b != "" && it.Batch == "" && !old.Props.Bool(PropCallback) {
+		props[PropBatch], it.Batch = b, b
+	}
+}
+
 // rowDue is the due time of it's row: MaxTime while it waits.
 func rowDue(it Item) time.Time {
 	if it.Waiting {

@@ -205,6 +205,51 @@ func counterRow(t time.Time, inst, version string, flushed time.Time, byType str
 	return table.Op{Kind: table.Upsert, PartitionKey: minutePartition(t), RowKey: t.Format(minuteRowFmt) + "~" + sanitizeKey(inst), Props: p}
 }
 
+// counterSelect are the properties of a counters row (lat: with the
+// latency histograms).
+func counterSelect(lat bool) []string {
+	sel := append([]string{"Minute", "Instance", "Version", "Flushed", "ByType"}, counterNames...)
+	if lat {
+		sel = append(sel, "Lat")
+	}
+	return sel
+}
+
+// readCounters calls f with the minute (or hour) and counts of every row
+// of q, page by page, from since on; a row that cannot be read is skipped
+// with a warning.
+func (s *Store) readCounters(ctx context.Context, q table.Query, since time.Time, f func(t time.Time, inst string, c Counters)) error {
+	for {
+		p, err := s.t.Query(ctx, q)
+		if err != nil {
+			return fmt.Errorf("runs: read counters: %w", err)
+		}
+		for _, rw := range p.Entities {
+			t := rw.Props.Time("Minute")
+			if t.Before(since) {
+				continue
+			}
+			c := Counters{Instance: rw.Props.Str("Instance"), Version: rw.Props.Str("Version"), Updated: rw.Props.Time("Flushed"), Instances: 1, ByType: map[string]Counts{}}
+			f0 := counterFields(&c.Total)
+			for i, name := range counterNames {
+				*f0[i] = rw.Props.Int(name)
+			}
+			if bt := rw.Props.Str("ByType"); bt != "" && bt != "null" {
+				if err := json.Unmarshal([]byte(bt), &c.ByType); err != nil {
+					s.o.Logger.Warn("skipping an unreadable counters row", "row", rw.PartitionKey+"/"+rw.RowKey, "err", err)
+					continue
+				}
+			}
+			c.Lat = decodeLatency(rw.Props.Str("Lat"))
+			f(t, c.Instance, c)
+		}
+		if p.Continuation == "" {
+			return nil
+		}
+		q.Continuation = p.Continuation
+	}
+}
+
 // minuteRows reads the per-minute rows from since (truncated to the
 // minute) on, calling f with each row's minute and counts: one query per
 // day partition (one or two for a day's span, three at most), from
@@ -215,47 +260,48 @@ func (s *Store) minuteRows(ctx context.Context, since time.Time, lat bool, f fun
 		return err
 	}
 	since = since.UTC().Truncate(time.Minute)
-	sel := append([]string{"Minute", "Instance", "Version", "Flushed", "ByType"}, counterNames...)
-	if lat {
-		sel = append(sel, "Lat")
-	}
 	end := s.now().Add(time.Minute)
 	for day := since.Truncate(24 * time.Hour); day.Before(end); day = day.Add(24 * time.Hour) {
-		q := table.Query{Partition: minutePartition(day), Top: 1000, Select: sel}
+		q := table.Query{Partition: minutePartition(day), Top: 1000, Select: counterSelect(lat)}
 		if day.Before(since) {
 			q.From = since.Format(minuteRowFmt)
 		}
-		for {
-			p, err := s.t.Query(ctx, q)
-			if err != nil {
-				return fmt.Errorf("runs: read counters: %w", err)
-			}
-			for _, rw := range p.Entities {
-				t := rw.Props.Time("Minute")
-				if t.Before(since) {
-					continue
-				}
-				c := Counters{Instance: rw.Props.Str("Instance"), Version: rw.Props.Str("Version"), Updated: rw.Props.Time("Flushed"), Instances: 1, ByType: map[string]Counts{}}
-				f0 := counterFields(&c.Total)
-				for i, name := range counterNames {
-					*f0[i] = rw.Props.Int(name)
-				}
-				if bt := rw.Props.Str("ByType"); bt != "" && bt != "null" {
-					if err := json.Unmarshal([]byte(bt), &c.ByType); err != nil {
-						s.o.Logger.Warn("skipping an unreadable counters row", "row", rw.PartitionKey+"/"+rw.RowKey, "err", err)
-						continue
-					}
-				}
-				c.Lat = decodeLatency(rw.Props.Str("Lat"))
-				f(t, c.Instance, c)
-			}
-			if p.Continuation == "" {
-				break
-			}
-			q.Continuation = p.Continuation
+		if err := s.readCounters(ctx, q, since, f); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// windowRows calls f with every instance's counts from since on: the
+// per-instance hourly rows of the whole hours from since (rounded up to
+// the hour) on, then the minute rows after the last of them — one query
+// and one or two, instead of a query per 1,000 minute rows of the whole
+// window. The hourly rows stop where the last roll-up did, so the minute
+// rows after them count nothing twice.
+func (s *Store) windowRows(ctx context.Context, since time.Time, f func(t time.Time, inst string, c Counters)) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	first := since.UTC().Truncate(time.Hour)
+	if first.Before(since) {
+		first = first.Add(time.Hour)
+	}
+	var last time.Time
+	q := table.Query{Partition: instHourPK, From: first.Format(hourRowFmt), Select: counterSelect(false)}
+	err := s.readCounters(ctx, q, first, func(t time.Time, inst string, c Counters) {
+		if t.After(last) {
+			last = t
+		}
+		f(t, inst, c)
+	})
+	if err != nil {
+		return err
+	}
+	if last.IsZero() {
+		return s.minuteRows(ctx, since, false, f)
+	}
+	return s.minuteRows(ctx, last.Add(time.Hour), false, f)
 }
 
 // Throughput returns the fleet's counts per minute from since to now,
@@ -286,15 +332,55 @@ func (s *Store) Throughput(ctx context.Context, since time.Time) ([]Minute, erro
 	return out, nil
 }
 
-// SumCounters adds up every instance's counts of the last 24 hours (what
+// dayRow is one row of the last 24 hours' counts.
+type dayRow struct {
+	inst string
+	c    Counters
+}
+
+// dayCache keeps the last read of the last 24 hours' counts for a moment,
+// so that the overview's sum and the fleet's per-instance counts of one
+// page load read them once.
+type dayCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	rows []dayRow
+}
+
+// dayCacheFor is how long a read of the day's counts is reused.
+const dayCacheFor = 2 * time.Second
+
+// dayRows returns every instance's counts of the last 24 hours (from the
+// first whole hour, once rolled up), read at most once per dayCacheFor.
+func (s *Store) dayRows(ctx context.Context) ([]dayRow, error) {
+	now := s.now()
+	s.day.mu.Lock()
+	defer s.day.mu.Unlock()
+	if !s.day.at.IsZero() && now.Sub(s.day.at) < dayCacheFor && !now.Before(s.day.at) {
+		return s.day.rows, nil
+	}
+	var rows []dayRow
+	err := s.windowRows(ctx, now.Add(-statsWindow), func(_ time.Time, inst string, c Counters) {
+		rows = append(rows, dayRow{inst, c})
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.day.at, s.day.rows = now, rows
+	return rows, nil
+}
+
+// SumCounters adds up every instance's counts of the last 24 hours, from
+// the first whole hour on once the cleaning pass rolls hours up (what
 // `leasecron stats` shows).
 func (s *Store) SumCounters(ctx context.Context) (Counters, error) {
 	sum := Counters{ByType: map[string]Counts{}}
+	rows, err := s.dayRows(ctx)
 	seen := map[string]bool{}
-	err := s.minuteRows(ctx, s.now().Add(-statsWindow), false, func(_ time.Time, inst string, c Counters) {
-		sum.add(c)
-		seen[inst] = true
-	})
+	for _, r := range rows {
+		sum.add(r.c)
+		seen[r.inst] = true
+	}
 	sum.Instances = len(seen)
 	return sum, err
 }
@@ -303,14 +389,15 @@ func (s *Store) SumCounters(ctx context.Context) (Counters, error) {
 // instances that counted anything in that time), by instance id.
 func (s *Store) ListCounters(ctx context.Context) ([]Counters, error) {
 	by := map[string]*Counters{}
-	err := s.minuteRows(ctx, s.now().Add(-statsWindow), false, func(_ time.Time, inst string, c Counters) {
-		x := by[inst]
+	rows, err := s.dayRows(ctx)
+	for _, r := range rows {
+		x := by[r.inst]
 		if x == nil {
-			x = &Counters{Instance: inst, Instances: 1, ByType: map[string]Counts{}}
-			by[inst] = x
+			x = &Counters{Instance: r.inst, Instances: 1, ByType: map[string]Counts{}}
+			by[r.inst] = x
 		}
-		x.add(c)
-	})
+		x.add(r.c)
+	}
 	out := make([]Counters, 0, len(by))
 	for _, c := range by {
 		out = append(out, *c)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -50,17 +51,6 @@ const (
 // count theirs.
 const batchTries = 30
 
-// sleepCtx sleeps for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // ErrNoBatch: no batch has that id.
 var ErrNoBatch = errors.New("no such batch")
@@ -317,8 +307,9 @@ func (s *Store) EndMember(ctx context.Context, id, member string, state State) (
 		case try == batchTries:
 			return Batch{}, fmt.Errorf("runs: batch %s: %w", id, ErrContention)
 		case try > 0:
-			// Members ending at once contend for the counter rows.
-			if err := sleepCtx(ctx, time.Duration(rand.Int64N(int64(try)*int64(10*time.Millisecond)))); err != nil {
+			// Members ending at once contend for the counter rows (real
+			// time: a fake clock would never end this wait).
+			if err := clock.Sleep(ctx, clock.Real{}, time.Duration(rand.Int64N(int64(try)*int64(10*time.Millisecond)))); err != nil {
 				return Batch{}, err
 			}
 		}

@@ -120,13 +120,33 @@ func addLatency(m *map[string]Latency, o map[string]Latency) {
 // RowKey "yyyymmddhh", one row per hour summing every instance. Clean
 // writes the hours that have ended since the last pass (one query of the
 // minute rows, one transaction) and removes those older than HoursKept.
+//
+// Beside them, per instance and hour, partition "~i", RowKey
+// "yyyymmddhh~{instance}": the instance's counts of that hour (no
+// latency), kept InstanceHoursKept, so that the last 24 hours' counts
+// (`stats`, the overview, the fleet page) are read from at most a day of
+// hourly rows and the minute rows since the last roll-up rather than a
+// day of minute rows. Their own mark ("rolledinst") says how far they go.
+//
+// And fleet-wide per five minutes, partition "~f", RowKey "yyyymmddhhmm",
+// kept FivesKept: the 6-hour charts' steps.
 const (
 	hourPK      = "~h"
+	fivePK      = "~f"
+	fiveRowFmt  = "200601021504"
+	fiveStep    = 5 * time.Minute
+	instHourPK  = "~i"
 	hourRowFmt  = "2006010215"
 	metaRolled  = "rolled"
+	metaInst    = "rolledinst"
+	metaFive    = "rolledfive"
 	rollupDelay = 5 * time.Minute // late flushes of an hour's last minutes
 	// HoursKept is how long the hourly roll-ups are kept.
 	HoursKept = 8 * 24 * time.Hour
+	// InstanceHoursKept is how long the per-instance hourly rows are kept.
+	InstanceHoursKept = statsWindow + 2*time.Hour
+	// FivesKept is how long the five-minute roll-ups are kept.
+	FivesKept = 8 * time.Hour
 )
 
 // Hour is the fleet's counts and latency of one hour or one minute.
@@ -140,54 +160,121 @@ type Hour struct {
 // pass (at most CountersKept back), and removes those older than
 // HoursKept.
 func (s *Store) rollup(ctx context.Context, now time.Time) error {
-	from := now.Add(-CountersKept).Truncate(time.Hour)
-	if rw, err := s.t.Get(ctx, metaPK, metaRolled); err == nil {
-		if t := rw.Props.Time("Through"); t.After(from) {
+	through := now.Add(-rollupDelay).Truncate(time.Hour)
+	fleetFrom, instFrom, fiveFrom := s.rolledThrough(ctx, metaRolled, now), s.rolledThrough(ctx, metaInst, now), s.rolledThrough(ctx, metaFive, now)
+	if f := now.Add(-FivesKept).Truncate(time.Hour); fiveFrom.Before(f) {
+		fiveFrom = f
+	}
+	from := fleetFrom
+	for _, t := range []time.Time{instFrom, fiveFrom} {
+		if t.Before(from) {
 			from = t
 		}
 	}
-	through := now.Add(-rollupDelay).Truncate(time.Hour)
 	if !through.After(from) {
 		return nil
 	}
-	hours := map[time.Time]*Hour{}
-	err := s.minuteRows(ctx, from, true, func(t time.Time, _ string, c Counters) {
+	hours, fives := map[time.Time]*Hour{}, map[time.Time]*Hour{}
+	type instHour struct {
+		at time.Time
+		c  Counters
+	}
+	insts := map[string]*instHour{} // by "yyyymmddhh~instance"
+	err := s.minuteRows(ctx, from, true, func(t time.Time, inst string, c Counters) {
 		if !t.Before(through) {
 			return
 		}
-		sumInto(hours, t.Truncate(time.Hour), c)
+		h := t.Truncate(time.Hour)
+		if !h.Before(fleetFrom) {
+			sumInto(hours, h, c)
+		}
+		if !h.Before(fiveFrom) {
+			sumInto(fives, t.Truncate(fiveStep), c)
+		}
+		if !h.Before(instFrom) {
+			k := h.Format(hourRowFmt) + "~" + sanitizeKey(inst)
+			x := insts[k]
+			if x == nil {
+				x = &instHour{at: h, c: Counters{Instance: inst, Instances: 1, ByType: map[string]Counts{}}}
+				insts[k] = x
+			}
+			c.Lat = nil
+			x.c.add(c)
+		}
 	})
 	if err != nil {
 		return err
 	}
 	var ops []table.Op
-	for _, h := range hours {
-		bt, _ := json.Marshal(h.ByType)
-		lat, _ := json.Marshal(h.Latency)
-		ops = append(ops, table.Op{Kind: table.Upsert, PartitionKey: hourPK, RowKey: h.At.Format(hourRowFmt),
-			Props: table.Props{"Hour": h.At, "ByType": string(bt), "Lat": string(lat)}})
+	for pk, rows := range map[string]map[time.Time]*Hour{hourPK: hours, fivePK: fives} {
+		for _, h := range rows {
+			bt, _ := json.Marshal(h.ByType)
+			lat, _ := json.Marshal(h.Latency)
+			rk := h.At.Format(hourRowFmt)
+			if pk == fivePK {
+				rk = h.At.Format(fiveRowFmt)
+			}
+			ops = append(ops, table.Op{Kind: table.Upsert, PartitionKey: pk, RowKey: rk,
+				Props: table.Props{"Hour": h.At, "ByType": string(bt), "Lat": string(lat)}})
+		}
+	}
+	for k, x := range insts {
+		bt, _ := json.Marshal(x.c.ByType)
+		op := counterRow(x.at, x.c.Instance, x.c.Version, x.c.Updated, string(bt), x.c)
+		op.PartitionKey, op.RowKey = instHourPK, k
+		ops = append(ops, op)
 	}
 	if err := submitChunked(ctx, s.t, ops); err != nil {
 		return fmt.Errorf("runs: write hourly counters: %w", err)
 	}
-	old, err := table.All(ctx, s.t, table.Query{Partition: hourPK, To: now.Add(-HoursKept).Format(hourRowFmt), Select: []string{"Hour"}}, 0)
-	if err == nil {
-		s.deleteRows(ctx, old)
+	for pk, keep := range map[string]time.Duration{hourPK: HoursKept, instHourPK: InstanceHoursKept, fivePK: FivesKept} {
+		old, err := table.All(ctx, s.t, table.Query{Partition: pk, To: now.Add(-keep).Format(hourRowFmt), Select: []string{"Hour"}}, 0)
+		if err == nil {
+			s.deleteRows(ctx, old)
+		}
 	}
-	return submit(ctx, s.t, []table.Op{{Kind: table.Upsert, PartitionKey: metaPK, RowKey: metaRolled, Props: table.Props{"Through": through}}})
+	return submit(ctx, s.t, []table.Op{
+		{Kind: table.Upsert, PartitionKey: metaPK, RowKey: metaRolled, Props: table.Props{"Through": through}},
+		{Kind: table.Upsert, PartitionKey: metaPK, RowKey: metaInst, Props: table.Props{"Through": through}},
+		{Kind: table.Upsert, PartitionKey: metaPK, RowKey: metaFive, Props: table.Props{"Through": through}},
+	})
+}
+
+// rolledThrough is where the roll-up marked by key resumes: the end of the
+// last hour it wrote, or as far back as the minute rows go.
+func (s *Store) rolledThrough(ctx context.Context, key string, now time.Time) time.Time {
+	from := now.Add(-CountersKept).Truncate(time.Hour)
+	if rw, err := s.t.Get(ctx, metaPK, key); err == nil {
+		if t := rw.Props.Time("Through"); t.After(from) {
+			from = t
+		}
+	}
+	return from
 }
 
 // Hours returns the hourly roll-ups from since on, oldest first, and the
 // end of the last hour rolled up (minute rows cover what follows).
 func (s *Store) Hours(ctx context.Context, since time.Time) ([]Hour, time.Time, error) {
+	return s.rolled(ctx, hourPK, metaRolled, since.UTC().Truncate(time.Hour).Format(hourRowFmt))
+}
+
+// Fives returns the five-minute roll-ups from since on (at most FivesKept
+// back), oldest first, and the end of the last hour rolled up.
+func (s *Store) Fives(ctx context.Context, since time.Time) ([]Hour, time.Time, error) {
+	return s.rolled(ctx, fivePK, metaFive, since.UTC().Truncate(fiveStep).Format(fiveRowFmt))
+}
+
+// rolled reads the roll-up rows of partition pk from the key from on, and
+// the mark saying how far they go.
+func (s *Store) rolled(ctx context.Context, pk, mark, from string) ([]Hour, time.Time, error) {
 	if err := s.ensure(ctx); err != nil {
 		return nil, time.Time{}, err
 	}
 	var through time.Time
-	if rw, err := s.t.Get(ctx, metaPK, metaRolled); err == nil {
+	if rw, err := s.t.Get(ctx, metaPK, mark); err == nil {
 		through = rw.Props.Time("Through")
 	}
-	rows, err := table.All(ctx, s.t, table.Query{Partition: hourPK, From: since.UTC().Truncate(time.Hour).Format(hourRowFmt)}, 0)
+	rows, err := table.All(ctx, s.t, table.Query{Partition: pk, From: from}, 0)
 	if err != nil {
 		return nil, through, fmt.Errorf("runs: read hourly counters: %w", err)
 	}

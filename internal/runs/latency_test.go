@@ -57,12 +57,20 @@ func TestLatencyRollsUpIntoHours(t *testing.T) {
 	if _, err := s.Clean(ctx); err != nil {
 		t.Fatal(err)
 	}
+	fives, fthrough, err := s.Fives(ctx, clk.Now().Add(-6*time.Hour))
+	if err != nil || len(fives) != 1 || !fives[0].At.Equal(time.Date(2026, 11, 26, 10, 15, 0, 0, time.UTC)) ||
+		fives[0].ByType["mail"].Handled != 10 || fives[0].Latency["mail"].Run.Count() != 10 || !fthrough.Equal(time.Date(2026, 11, 26, 11, 0, 0, 0, time.UTC)) {
+		t.Fatalf("five-minute roll-ups: %+v through %s, %v", fives, fthrough, err)
+	}
 	clk.Advance(CountersKept + time.Hour) // the minute rows are gone after this pass
 	if _, err := s.Clean(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if mins, _ := s.Minutes(ctx, clk.Now().Add(-72*time.Hour)); len(mins) != 0 {
 		t.Errorf("minute rows kept beyond CountersKept: %d", len(mins))
+	}
+	if fives, _, _ := s.Fives(ctx, time.Time{}); len(fives) != 0 {
+		t.Errorf("five-minute rows kept beyond FivesKept: %d", len(fives))
 	}
 	hours, through, err := s.Hours(ctx, clk.Now().Add(-7*24*time.Hour))
 	if err != nil || len(hours) != 1 {
@@ -81,5 +89,73 @@ func TestLatencyRollsUpIntoHours(t *testing.T) {
 	}
 	if hours, _, _ := s.Hours(ctx, time.Time{}); len(hours) != 0 {
 		t.Errorf("hourly rows kept beyond HoursKept: %d", len(hours))
+	}
+}
+
+// The last 24 hours' counts are read from the per-instance hourly rows and
+// the minute rows since the last roll-up: two queries instead of one per
+// 1,000 minute rows, and the same counts to the hour.
+func TestDayCountsFromInstanceHours(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 26, 0, 0, 30, 0, time.UTC))
+	mt := table.NewMemory("", clk)
+	o := Options{Clock: clk, Version: "v9"}
+	_ = o.fill()
+	s := &Store{t: mt, o: o}
+	ctx := context.Background()
+	// Two workers count one run a minute each for 30 hours.
+	var c1, c2 Counters
+	for i := range 30 * 60 {
+		c1.Instance, c2.Instance = "w1", "w2"
+		c1.Total.Handled++
+		c1.ByType = map[string]Counts{"mail": c1.Total}
+		c2.Total.Failed++
+		c2.ByType = map[string]Counts{"sync": c2.Total}
+		if err := s.FlushCounters(ctx, c1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FlushCounters(ctx, c2); err != nil {
+			t.Fatal(err)
+		}
+		if i%600 == 599 {
+			if err := s.RollUp(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(time.Minute)
+	}
+	if err := s.RollUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Reference: the minute rows of the same window, summed directly.
+	first := clk.Now().Add(-statsWindow).Truncate(time.Hour).Add(time.Hour)
+	var want Counters
+	if err := s.minuteRows(ctx, first, false, func(_ time.Time, _ string, c Counters) { want.add(c) }); err != nil {
+		t.Fatal(err)
+	}
+	before := mt.Requests()
+	sum, err := s.SumCounters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := mt.Requests() - before; n > 4 {
+		t.Errorf("the day's counts cost %d requests, want at most 4", n)
+	}
+	if sum.Total != want.Total || sum.ByType["mail"] != want.ByType["mail"] || sum.Instances != 2 {
+		t.Errorf("sum %+v, want %+v from 2 instances", sum, want)
+	}
+	if sum.Total.Handled < 23*60 || sum.Total.Handled > 24*60 {
+		t.Errorf("%d runs of w1 in the day, want 23 to 24 hours' worth", sum.Total.Handled)
+	}
+	list, err := s.ListCounters(ctx)
+	if err != nil || len(list) != 2 || list[0].Instance != "w1" || list[0].Total.Handled != want.Total.Handled || list[1].Total.Failed != want.Total.Failed {
+		t.Errorf("per instance: %+v %v", list, err)
+	}
+	// The hourly rows are kept a little over a day.
+	clk.Advance(InstanceHoursKept + time.Hour)
+	if err := s.RollUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := table.All(ctx, mt, table.Query{Partition: instHourPK}, 0); len(rows) > 2*3 {
+		t.Errorf("%d per-instance hourly rows kept", len(rows))
 	}
 }

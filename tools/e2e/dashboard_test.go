@@ -120,6 +120,16 @@ func TestDashboardInChromium(t *testing.T) {
 	} {
 		lcCLI(ctx, t, f, append([]string{"schedule"}, args...)...)
 	}
+	// A batch with its callback, and a task waiting for another.
+	batchFile := filepath.Join(dir, "batch.jsonl")
+	if err := os.WriteFile(batchFile, []byte(`{"id": "ui-m1", "type": "rec"}
+{"id": "ui-m2", "type": "rec"}
+{"id": "ui-m3", "type": "rec", "in": "1h"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lcCLI(ctx, t, f, "schedule", "--file", batchFile, "--batch", "ui-batch", "--on-complete", "rec")
+	lcCLI(ctx, t, f, "schedule", "--id", "ui-wait", "--type", "rec", "--after", "csrf-keep")
 	lcCLI(ctx, t, f, "blackboard", "add", "city", "--every", "1h", "--type", "rec")
 	lcCLI(ctx, t, f, "blackboard", "add", "gone", "--every", "1h", "--type", "rec")
 	lcWaitRecords(ctx, t, f, 90*time.Second, "done-1")
@@ -165,6 +175,10 @@ func TestDashboardInChromium(t *testing.T) {
 		{"path": "/latency", "shot": "latency.png", "ids": []string{"latency-summary", "latency-totals", "outcome-chart", "wait-chart", "run-chart", "latency-types"}, "selectors": []string{`#latency-types tr[data-type="rec"]`}},
 		{"path": "/latency?range=7d&type=rec", "ids": []string{"latency-summary", "run-chart"}},
 		{"path": "/bulk", "ids": []string{"bulk-table"}},
+		{"path": "/batches/ui-batch", "shot": "batch.png", "ids": []string{"batch-fields", "batch-summary", "batch-members", "batch-callback", "batch-runs"}},
+		{"path": "/tasks/ui-wait", "shot": "waiting.png", "ids": []string{"task-state", "task-parents"}},
+		{"path": "/tasks/csrf-keep", "ids": []string{"task-children"}},
+		{"path": "/tasks/ui-m3", "ids": []string{"task-batch"}},
 	}
 	res := runBrowser(ctx, t, node, script, map[string]any{
 		"base": base, "pages": pages, "actions": true, "screenshots": shots,
