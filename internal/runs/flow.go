@@ -51,7 +51,6 @@ const (
 // count theirs.
 const batchTries = 30
 
-
 // ErrNoBatch: no batch has that id.
 var ErrNoBatch = errors.New("no such batch")
 

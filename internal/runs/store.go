@@ -101,7 +101,7 @@ type Store struct {
 	// and Extend of such a run are one write.
 	claims sync.Map // id → *Run (a copy per update: compared by pointer)
 	// day is the last read of the last 24 hours' counts (dayRows).
-	day dayCache
+	day    dayCache
 	legacy legacyProbe
 	minute minuteCounters
 	// group combines concurrent claims, extensions and finishes into
