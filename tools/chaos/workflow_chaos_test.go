@@ -16,7 +16,7 @@ import (
 	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
 
-// TestWorkflowChaos is scenario 12: chains of three tasks (each step
+// TestWorkflowChaos is scenario 12: chains of three 2-second tasks (each step
 // waiting for the one before) and a batch with a completion callback run
 // on three workers while non-leader workers with tasks in flight are
 // SIGKILLed every few seconds and, midway, the leader (which also watches
@@ -55,9 +55,10 @@ func TestWorkflowChaos(t *testing.T) {
 	// the third is.
 	var steps [][]string
 	for c := range chains {
-		ch := []string{fmt.Sprintf("ch%02d-a", c), fmt.Sprintf("ch%02d-b", c), fmt.Sprintf("ch%02d-c", c)}
+		// Named as the harness's slow tasks, so a kill sees them in flight.
+		ch := []string{fmt.Sprintf("%sch%02d-a", slowPrefix, c), fmt.Sprintf("%sch%02d-b", slowPrefix, c), fmt.Sprintf("%sch%02d-c", slowPrefix, c)}
 		for k, id := range ch {
-			it := leasecron.Item{ID: id, Type: "recslow", Payload: "0.5", Due: base.Add(time.Duration(rand.Int64N(int64(window))))}
+			it := leasecron.Item{ID: id, Type: "recslow", Payload: "2", Due: base.Add(time.Duration(rand.Int64N(int64(window))))}
 			if k > 0 {
 				it.After = ch[k-1 : k]
 			}
