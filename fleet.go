@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/presence"
+	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -209,3 +210,8 @@ func (c *Client) Leader(ctx context.Context) (trafficcop.HolderInfo, error) {
 	}
 	return h, err
 }
+
+// ShareCounts returns a context under which Stats and Instances (and every
+// other call made with it) read the fleet's counts of the last 24 hours
+// once between them: a page that shows both asks with one.
+func ShareCounts(ctx context.Context) context.Context { return runs.WithDayShare(ctx) }

@@ -65,7 +65,7 @@ func TestDashboardOnAzurite(t *testing.T) {
 		path, want string
 		max        int64
 	}{
-		{"/", `id="queue-depth"`, 14}, // … + the per-minute counters (a query per day partition: the last 24 h span two, the last hour may), the presence listing, the latency charts' minute rows
+		{"/", `id="queue-depth"`, 14}, // … + the day's counters (the per-instance hourly roll-ups, then a query per day partition of the minute rows since: the last 24 h span two, the last hour may), the presence listing, the latency charts' minute rows
 		{"/tasks", `data-id="one"`, 3},
 		{"/tasks?type=report", `data-id="two"`, 3},
 		{"/tasks/one", `id="payload"`, 3},
@@ -74,7 +74,7 @@ func TestDashboardOnAzurite(t *testing.T) {
 		{"/runs", `id="runs"`, 20},
 		{"/deadletters", `id="dead-total"`, 3},
 		{"/blackboard", `data-key="city"`, 2},
-		{"/fleet", `id="slots-table"`, 6}, // the counters: a query per day partition of the last 24 h
+		{"/fleet", `id="slots-table"`, 7}, // the counters: the per-instance hourly roll-ups, then the minute rows since (a query per day partition)
 		{"/audit", `id="audit-table"`, 1},
 	} {
 		t.Run(c2.path, func(t *testing.T) {

@@ -233,6 +233,7 @@ func cached[T any](ctx context.Context, s *Server, key string, fetch func(ctx co
 
 func (s *Server) loadOverview(ctx context.Context, r *http.Request) (any, error) {
 	return cached(ctx, s, "overview", func(ctx context.Context) (*OverviewView, error) {
+		ctx = leasecron.ShareCounts(ctx) // the sum and the instances: one read
 		now := s.o.Clock.Now()
 		var st Stats
 		var mins []Minute

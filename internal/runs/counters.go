@@ -338,36 +338,39 @@ type dayRow struct {
 	c    Counters
 }
 
-// dayCache keeps the last read of the last 24 hours' counts for a moment,
-// so that the overview's sum and the fleet's per-instance counts of one
-// page load read them once.
-type dayCache struct {
-	mu   sync.Mutex
-	at   time.Time
+// dayShare lets the calls made with one context read the last 24 hours'
+// counts once (WithDayShare).
+type dayShare struct {
+	once sync.Once
 	rows []dayRow
+	err  error
 }
 
-// dayCacheFor is how long a read of the day's counts is reused.
-const dayCacheFor = 2 * time.Second
+type dayShareKey struct{}
+
+// WithDayShare returns a context under which SumCounters and ListCounters
+// read the last 24 hours' counts once between them (and every other call
+// made with it): a dashboard page that shows both asks with one.
+func WithDayShare(ctx context.Context) context.Context {
+	return context.WithValue(ctx, dayShareKey{}, &dayShare{})
+}
 
 // dayRows returns every instance's counts of the last 24 hours (from the
-// first whole hour, once rolled up), read at most once per dayCacheFor.
+// first whole hour, once rolled up), read once per WithDayShare context.
 func (s *Store) dayRows(ctx context.Context) ([]dayRow, error) {
-	now := s.now()
-	s.day.mu.Lock()
-	defer s.day.mu.Unlock()
-	if !s.day.at.IsZero() && now.Sub(s.day.at) < dayCacheFor && !now.Before(s.day.at) {
-		return s.day.rows, nil
+	read := func() ([]dayRow, error) {
+		var rows []dayRow
+		err := s.windowRows(ctx, s.now().Add(-statsWindow), func(_ time.Time, inst string, c Counters) {
+			rows = append(rows, dayRow{inst, c})
+		})
+		return rows, err
 	}
-	var rows []dayRow
-	err := s.windowRows(ctx, now.Add(-statsWindow), func(_ time.Time, inst string, c Counters) {
-		rows = append(rows, dayRow{inst, c})
-	})
-	if err != nil {
-		return nil, err
+	sh, ok := ctx.Value(dayShareKey{}).(*dayShare)
+	if !ok {
+		return read()
 	}
-	s.day.at, s.day.rows = now, rows
-	return rows, nil
+	sh.once.Do(func() { sh.rows, sh.err = read() })
+	return sh.rows, sh.err
 }
 
 // SumCounters adds up every instance's counts of the last 24 hours, from

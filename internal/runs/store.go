@@ -100,8 +100,6 @@ type Store struct {
 	// claims are the runs this Store claimed and has not finished: Finish
 	// and Extend of such a run are one write.
 	claims sync.Map // id → *Run (a copy per update: compared by pointer)
-	// day is the last read of the last 24 hours' counts (dayRows).
-	day    dayCache
 	legacy legacyProbe
 	minute minuteCounters
 	// group combines concurrent claims, extensions and finishes into
