@@ -27,6 +27,9 @@ func TestWorkflowPages(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /tasks/child: %d", resp.StatusCode)
 	}
+	if strings.Contains(body, "/tasks/child/run-now") || !strings.Contains(body, `id="task-waits"`) {
+		t.Errorf("a waiting task offers Run now, or does not say when it runs")
+	}
 	for _, want := range []string{`id="task-state">waiting`, `href="/tasks/done-1">done-1</a> <small class="muted">(done)`, `href="/tasks/parent">parent</a>`, `href="/batches/b7">b7</a>`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("task page lacks %s", want)
