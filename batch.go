@@ -76,14 +76,21 @@ func (c *Client) Batch(ctx context.Context, id string) (BatchStatus, error) {
 }
 
 // BatchMembers lists the members of batch id in id order, with how each
-// has ended: two queries per 1,000 members.
+// has ended: two queries per 1,000 members (and a read of the batch when
+// it lists none, to tell an empty batch from an unknown one).
 func (c *Client) BatchMembers(ctx context.Context, id string) ([]BatchMember, error) {
-	if _, err := c.Batch(ctx, id); err != nil {
+	if c.runs == nil {
+		_, err := c.Batch(ctx, id)
 		return nil, err
 	}
 	ms, err := c.runs.BatchMembers(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if len(ms) == 0 {
+		if _, err := c.Batch(ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]BatchMember, len(ms))
 	for i, m := range ms {
@@ -112,7 +119,7 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 		if items[i].ID == "" {
 			items[i].ID = schedule.NewID(now)
 		}
-		items[i].After = dedupe(items[i].After)
+		items[i].After = schedule.ParentIDs(items[i].After)
 		inCall[items[i].ID] = i
 	}
 	deps, states, err := c.planDependencies(ctx, items, inCall)
@@ -175,7 +182,7 @@ func (c *Client) planDependencies(ctx context.Context, items []Item, inCall map[
 				break
 			}
 		}
-		if states, err = c.parentsOf(ctx, first, outside, nil); err != nil {
+		if states, err = c.parentsOf(ctx, first, outside); err != nil {
 			return nil, nil, err
 		}
 	}

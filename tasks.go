@@ -28,10 +28,7 @@ type CancelResult struct {
 // ErrAlreadyFinished for a run that has already ended.
 func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	res := CancelResult{ID: id}
-	if err := c.cancelWaitedFor(ctx, id); err != nil {
-		return res, err
-	}
-	it, err := c.sched.Cancel(ctx, id)
+	it, err := c.sched.CancelWith(ctx, id, c.cancelWaitedFor)
 	switch {
 	case err == nil:
 		res.Removed = true

@@ -57,18 +57,14 @@ type parentState struct {
 }
 
 // parentsOf finds each parent of child: pending (a row), in flight (a run
-// record that has not ended) or ended. inCall holds the ids being
-// scheduled in the same call. Unknown and recurring parents are refused.
-func (c *Client) parentsOf(ctx context.Context, child string, parents []string, inCall map[string]bool) (map[string]parentState, error) {
+// record that has not ended) or ended. Unknown and recurring parents are
+// refused.
+func (c *Client) parentsOf(ctx context.Context, child string, parents []string) (map[string]parentState, error) {
 	out := make(map[string]parentState, len(parents))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for _, p := range parents {
-		if inCall[p] {
-			out[p] = parentState{}
-			continue
-		}
 		g.Go(func() error {
 			st, err := c.parentState(gctx, child, p)
 			mu.Lock()
@@ -124,9 +120,9 @@ func refuseEnded(it Item, states map[string]parentState) ([]string, error) {
 
 // checkCycle refuses to let id wait for parents when one of them already
 // waits, directly or through others, for id (a task rescheduled with
-// Replace; a new id has nothing waiting for it yet). pending returns the
-// parents a task still waits for, from the same call or the schedule.
-func (c *Client) checkCycle(ctx context.Context, id string, parents []string, pending func(ctx context.Context, id string) ([]string, error)) error {
+// Replace; a new id has nothing waiting for it yet, and a cycle within
+// one ScheduleMany is cycleInCall's).
+func (c *Client) checkCycle(ctx context.Context, id string, parents []string) error {
 	seen := map[string]bool{}
 	path := map[string]string{} // task → the task that led to it
 	queue := slices.Clone(parents)
@@ -146,7 +142,7 @@ func (c *Client) checkCycle(ctx context.Context, id string, parents []string, pe
 		if len(seen) > maxWalk {
 			return fmt.Errorf("%w: task %s: more than %d tasks wait on one another above it; the check for a cycle stops there", ErrInvalidTask, id, maxWalk)
 		}
-		next, err := pending(ctx, p)
+		next, err := c.waitingOn(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -182,13 +178,7 @@ func (c *Client) waitingOn(ctx context.Context, id string) ([]string, error) {
 	if err != nil || !it.Waiting {
 		return nil, err
 	}
-	var out []string
-	for _, p := range it.After {
-		if !slices.Contains(it.Met, p) {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+	return it.Unmet(), nil
 }
 
 // scheduleAfter is Schedule of a task with After.
@@ -206,8 +196,8 @@ func (c *Client) scheduleAfter(ctx context.Context, it Item, o *ScheduleOptions)
 	if _, err := c.sched.Check(it); err != nil {
 		return Item{}, err
 	}
-	it.After = dedupe(it.After)
-	states, err := c.parentsOf(ctx, it.ID, it.After, nil)
+	it.After = schedule.ParentIDs(it.After)
+	states, err := c.parentsOf(ctx, it.ID, it.After)
 	if err != nil {
 		return Item{}, err
 	}
@@ -215,7 +205,7 @@ func (c *Client) scheduleAfter(ctx context.Context, it Item, o *ScheduleOptions)
 		return Item{}, err
 	}
 	if o.Replace {
-		if err := c.checkCycle(ctx, it.ID, it.After, c.waitingOn); err != nil {
+		if err := c.checkCycle(ctx, it.ID, it.After); err != nil {
 			return Item{}, err
 		}
 	}
@@ -235,7 +225,7 @@ func (c *Client) scheduleAfter(ctx context.Context, it Item, o *ScheduleOptions)
 // dependents returns the dependencies of it on the parents it waits for.
 func dependents(it Item) []runs.Dependent {
 	var out []runs.Dependent
-	for _, p := range unmet(it) {
+	for _, p := range it.Unmet() {
 		out = append(out, runs.Dependent{Parent: p, Child: it.ID})
 	}
 	return out
@@ -249,7 +239,7 @@ func dependents(it Item) []runs.Dependent {
 func (c *Client) scheduleRow(ctx context.Context, it Item, o *ScheduleOptions) (Item, error) {
 	ao := schedule.AddOptions{Replace: o.Replace}
 	now := c.o.Clock.Now()
-	send := !it.Due.IsZero() && len(unmet(it)) == 0 && c.sendsNow(it, now) && c.takeSends(ctx, 1) == 1
+	send := !it.Due.IsZero() && len(it.Unmet()) == 0 && c.sendsNow(it, now) && c.takeSends(ctx, 1) == 1
 	if send {
 		ao.Sending = now.Add(sendGrace)
 	}
@@ -264,27 +254,6 @@ func (c *Client) scheduleRow(ctx context.Context, it Item, o *ScheduleOptions) (
 		c.sendNow(ctx, added)
 	}
 	return added, err
-}
-
-// unmet returns the parents of it not Met.
-func unmet(it Item) []string {
-	var out []string
-	for _, p := range it.After {
-		if !slices.Contains(it.Met, p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func dedupe(ids []string) []string {
-	var out []string
-	for _, id := range ids {
-		if id = strings.TrimSpace(id); id != "" && !slices.Contains(out, id) {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // dropDependents removes the dependency rows of children that were not
@@ -448,20 +417,16 @@ func (c *Client) cancelDependent(ctx context.Context, it Item, why string) error
 	return nil
 }
 
-// cancelWaitedFor is the first step of cancelling the pending task id
-// when others wait for it or it is a batch member: its run is recorded
-// cancelled and they hear of it before its row goes, so a client that
-// dies in between leaves a row whose message a worker acknowledges as
-// cancelled, telling them again (OnEnd).
-func (c *Client) cancelWaitedFor(ctx context.Context, id string) error {
-	if c.runs == nil {
+// cancelWaitedFor is the first step of cancelling the pending task it
+// (schedule.CancelWith) when others wait for it or it is a batch member:
+// its run is recorded cancelled and they hear of it before its row goes,
+// so a client that dies in between leaves a row whose message a worker
+// acknowledges as cancelled, telling them again (OnEnd).
+func (c *Client) cancelWaitedFor(ctx context.Context, it Item) error {
+	if c.runs == nil || !(it.Waiters || (it.Batch != "" && !it.Callback)) {
 		return nil
 	}
-	it, err := c.sched.Get(ctx, id)
-	if err != nil || !(it.Waiters || (it.Batch != "" && !it.Callback)) {
-		return nil // Cancel finds out again
-	}
-	if err := c.runs.CancelPending(ctx, id, runs.Meta{Type: it.Type, Due: it.Due}); err != nil {
+	if err := c.runs.CancelPending(ctx, it.ID, runs.Meta{Type: it.Type, Due: it.Due}); err != nil {
 		return err
 	}
 	return c.endedFlow(ctx, it, RunCancelled)

@@ -343,6 +343,9 @@ func TestBatchCallbackOnce(t *testing.T) {
 	if _, err := c.Batch(ctx, "nope"); !errors.Is(err, leasecron.ErrNotFound) {
 		t.Errorf("unknown batch: %v", err)
 	}
+	if _, err := c.BatchMembers(ctx, "nope"); !errors.Is(err, leasecron.ErrNotFound) {
+		t.Errorf("members of an unknown batch: %v", err)
+	}
 }
 
 // What a dependency and a batch member cost, in storage requests: counted

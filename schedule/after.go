@@ -66,24 +66,41 @@ func splitIDs(s string) []string {
 	return strings.Split(s, ",")
 }
 
+// ParentIDs returns ids as a task's After keeps them: trimmed, without
+// empty entries or repeats, in their order.
+func ParentIDs(ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		if id = strings.TrimSpace(id); id != "" && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Unmet returns the parents of it (After) that have not released it (Met).
+func (it Item) Unmet() []string {
+	var out []string
+	for _, p := range it.After {
+		if !slices.Contains(it.Met, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // prepareFlow checks and copies the workflow fields of it into out (as
 // prepare returns it): a callback, and a task with After of which some
 // are not Met yet, is written waiting.
 func prepareFlow(it Item, out *Item) error {
 	out.AfterAny, out.Batch, out.Callback, out.Waiters = it.AfterAny, it.Batch, it.Callback, it.Waiters
-	seen := map[string]bool{}
-	for _, p := range it.After {
-		p = strings.TrimSpace(p)
-		if p == "" || seen[p] {
-			continue
-		}
+	for _, p := range ParentIDs(it.After) {
 		if err := ValidateID(p); err != nil {
 			return fmt.Errorf("task %s: parent: %w", out.ID, err)
 		}
 		if p == out.ID {
 			return fmt.Errorf("%w: task %s cannot wait for itself", ErrInvalid, out.ID)
 		}
-		seen[p] = true
 		out.After = append(out.After, p)
 	}
 	switch {
@@ -101,7 +118,7 @@ func prepareFlow(it Item, out *Item) error {
 			out.Met = append(out.Met, m)
 		}
 	}
-	out.Waiting = it.Callback || len(out.Met) < len(out.After)
+	out.Waiting = it.Callback || len(out.Unmet()) > 0
 	return nil
 }
 
@@ -193,13 +210,11 @@ func (c *Client) Release(ctx context.Context, id, parent string, succeeded bool,
 			verdict = Doomed
 			return time.Time{}, false
 		}
-		met := append(slices.Clone(it.Met), parent)
-		props[PropMet] = joinIDs(met)
-		for _, p := range it.After {
-			if !slices.Contains(met, p) {
-				verdict = Noted
-				return MaxTime, true
-			}
+		it.Met = append(slices.Clone(it.Met), parent)
+		props[PropMet] = joinIDs(it.Met)
+		if len(it.Unmet()) > 0 {
+			verdict = Noted
+			return MaxTime, true
 		}
 		verdict = Released
 		return c.releaseAt(it, props, sending, sendBy), true

@@ -18,6 +18,13 @@ import (
 // (Options.ChangesAfterSend), and without them Cancel refuses with
 // ErrAlreadySent.
 func (c *Client) Cancel(ctx context.Context, id string) (Item, error) {
+	return c.CancelWith(ctx, id, nil)
+}
+
+// CancelWith is Cancel calling first, when not nil, with the task as found
+// before its row is deleted (again after a conflict: it must be
+// idempotent); an error of first stops the cancel, with nothing deleted.
+func (c *Client) CancelWith(ctx context.Context, id string, first func(ctx context.Context, it Item) error) (Item, error) {
 	var lastErr error
 	for range retries {
 		f, orphan, err := c.locate(ctx, id)
@@ -30,6 +37,11 @@ func (c *Client) Cancel(ctx context.Context, id string) (Item, error) {
 		}
 		if err := c.refuseSent(f.row, "cancelled"); err != nil {
 			return Item{}, err
+		}
+		if first != nil {
+			if err := first(ctx, readItem(f.row)); err != nil {
+				return Item{}, err
+			}
 		}
 		ops := []table.Op{{Kind: table.Delete, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, IfMatch: f.row.ETag}}
 		if f.index != nil {
