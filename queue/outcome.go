@@ -245,27 +245,29 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 		// worker that dies in between leaves the message to do it again.
 		c.finish(hctx, d, leasecrontype.RunDead, herr, tail)
 		if !c.ended(hctx, d, leasecrontype.RunDead) {
-			// Back with its attempts used up: the next delivery sets it
-			// aside (and tells them again) without running the handler.
-			env.FailedAttempts = max(env.FailedAttempts, d.maxA)
-			env.Dequeues = d.m.DequeueCount
-			c.rewrite(hctx, d, env, retry.Jitter(retry.Exp(c.o.BackoffBase, c.o.BackoffMax, env.FailedAttempts), c.o.rand()))
-			c.settle(d, OutcomeLeft)
+			c.leaveUsedUp(hctx, d, env) // it tells them again then
 			return
 		}
 	}
 	if !c.setAsideAndDelete(hctx, d, rec) {
-		env.FailedAttempts = max(env.FailedAttempts, d.maxA)
-		env.Dequeues = d.m.DequeueCount
 		c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
-		c.rewrite(hctx, d, env, retry.Jitter(retry.Exp(c.o.BackoffBase, c.o.BackoffMax, env.FailedAttempts), c.o.rand()))
-		c.settle(d, OutcomeLeft)
+		c.leaveUsedUp(hctx, d, env)
 		return
 	}
 	if !env.Ends() {
 		c.finish(hctx, d, leasecrontype.RunDead, herr, tail)
 	}
 	c.settle(d, OutcomeDead)
+}
+
+// leaveUsedUp puts a dead task's message back with its attempts used up,
+// after a backoff: the next delivery sets it aside without running the
+// handler.
+func (c *Consumer) leaveUsedUp(hctx context.Context, d *delivery, env Envelope) {
+	env.FailedAttempts = max(env.FailedAttempts, d.maxA)
+	env.Dequeues = d.m.DequeueCount
+	c.rewrite(hctx, d, env, retry.Jitter(retry.Exp(c.o.BackoffBase, c.o.BackoffMax, env.FailedAttempts), c.o.rand()))
+	c.settle(d, OutcomeLeft)
 }
 
 // setAsideAndDelete writes rec to the poison queue, then deletes the
