@@ -390,10 +390,14 @@ func (s *Server) messagesOp(r *http.Request, name string) (int, any, error) {
 		}
 		if r.URL.Query().Get("peekonly") == "true" {
 			s.calls[OpPeek].Add(1)
-			return s.peek(name, n)
+			return s.take(name, n, 0, true)
 		}
 		s.calls[OpGet].Add(1)
-		return s.get(r, name, n)
+		vis, err := seconds(r, "visibilitytimeout", 30, 1, 7*24*3600)
+		if err != nil {
+			return 0, nil, err
+		}
+		return s.take(name, n, time.Duration(vis)*time.Second, false)
 	case http.MethodDelete:
 		s.calls[OpOther].Add(1)
 		s.mu.Lock()
@@ -443,11 +447,9 @@ func (s *Server) put(r *http.Request, name string) (int, any, error) {
 	return http.StatusCreated, wireList{Messages: []wireMessage{w}}, nil
 }
 
-func (s *Server) get(r *http.Request, name string, n int) (int, any, error) {
-	vis, err := seconds(r, "visibilitytimeout", 30, 1, 7*24*3600)
-	if err != nil {
-		return 0, nil, err
-	}
+// take answers a get (hiding each message for vis, with a new receipt)
+// or, when peek, a peek (changing nothing) of up to n visible messages.
+func (s *Server) take(name string, n int, vis time.Duration, peek bool) (int, any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, err := s.lookup(name)
@@ -456,40 +458,24 @@ func (s *Server) get(r *http.Request, name string, n int) (int, any, error) {
 	}
 	now := s.Now().UTC()
 	out := wireList{Messages: []wireMessage{}}
+	var peeked []*message
 	for len(out.Messages) < n {
 		m := q.visible(now)
 		if m == nil {
 			break
 		}
-		m.hidden = now.Add(time.Duration(vis) * time.Second)
-		m.dequeues++
-		m.receipt = token()
-		heap.Fix(&q.h, m.at)
-		out.Messages = append(out.Messages, wire(m, true))
-	}
-	return http.StatusOK, out, nil
-}
-
-func (s *Server) peek(name string, n int) (int, any, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q, err := s.lookup(name)
-	if err != nil {
-		return 0, nil, err
-	}
-	now := s.Now().UTC()
-	out := wireList{Messages: []wireMessage{}}
-	var taken []*message
-	for len(out.Messages) < n {
-		m := q.visible(now)
-		if m == nil {
-			break
+		if peek {
+			heap.Pop(&q.h) // out of the way of the next; pushed back below
+			peeked = append(peeked, m)
+		} else {
+			m.hidden = now.Add(vis)
+			m.dequeues++
+			m.receipt = token()
+			heap.Fix(&q.h, m.at)
 		}
-		heap.Pop(&q.h)
-		taken = append(taken, m)
-		out.Messages = append(out.Messages, wire(m, false))
+		out.Messages = append(out.Messages, wire(m, !peek))
 	}
-	for _, m := range taken {
+	for _, m := range peeked {
 		heap.Push(&q.h, m)
 	}
 	return http.StatusOK, out, nil
