@@ -29,7 +29,9 @@ import (
 // Azure takes minutes. BULK_QUEUES=memory serves the queues from
 // queuesrv, an in-memory implementation of the same REST protocol whose
 // operations do not slow as the queue grows, with tables and blobs still
-// on Azurite: `make test-bulk` runs 100,000 that way.
+// on Azurite: `make test-bulk` runs 100,000 that way, and make test-long
+// its 10,000. BULK_QUEUES=azurite (the default of a plain go test) keeps
+// the queues on Azurite.
 func TestBulkRequeueSurvivesAKill(t *testing.T) {
 	if os.Getenv("LEASECRON_LONG") == "" {
 		t.Skip("long: set LEASECRON_LONG=1 (make test-long)")
@@ -39,10 +41,13 @@ func TestBulkRequeueSurvivesAKill(t *testing.T) {
 		n = v
 	}
 	var f *fleet.Fleet
-	if os.Getenv("BULK_QUEUES") == "memory" {
+	switch q := os.Getenv("BULK_QUEUES"); q {
+	case "memory":
 		f = startFleetOnMemoryQueues(t, 2)
-	} else {
+	case "", "azurite":
 		f = startFleet(t, 2, nil)
+	default:
+		t.Fatalf("BULK_QUEUES=%q: want memory (queuesrv) or azurite (the default)", q)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute+time.Duration(n/100)*time.Minute)
 	defer cancel()
