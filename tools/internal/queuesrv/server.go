@@ -47,8 +47,7 @@ var never = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 type Server struct {
 	ln  net.Listener
 	srv *http.Server
-	// Now is the clock (time.Now unless set before the first request).
-	Now func() time.Time
+	now func() time.Time
 
 	mu     sync.Mutex
 	queues map[string]*store
@@ -70,12 +69,16 @@ const (
 )
 
 // Start listens on a free port of 127.0.0.1 and serves.
-func Start() (*Server, error) {
+func Start() (*Server, error) { return StartWithClock(time.Now) }
+
+// StartWithClock is Start with the clock that visibility and expiry are
+// counted on.
+func StartWithClock(now func() time.Time) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("queuesrv: listen: %w", err)
 	}
-	s := &Server{ln: ln, Now: time.Now, queues: map[string]*store{}}
+	s := &Server{ln: ln, now: now, queues: map[string]*store{}}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
@@ -193,7 +196,7 @@ func messageID() string {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("x-ms-request-id", token())
 	w.Header().Set("x-ms-version", r.Header.Get("x-ms-version"))
-	w.Header().Set("Date", s.Now().UTC().Format(http.TimeFormat))
+	w.Header().Set("Date", s.now().UTC().Format(http.TimeFormat))
 	status, body, err := s.route(w, r)
 	if err != nil {
 		var ae *apiError
@@ -427,7 +430,7 @@ func (s *Server) put(r *http.Request, name string) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	now := s.Now().UTC().Truncate(time.Second)
+	now := s.now().UTC().Truncate(time.Second)
 	m := &message{id: messageID(), text: text, receipt: token(), inserted: now, hidden: now.Add(time.Duration(vis) * time.Second), expires: never}
 	if ttl > 0 {
 		m.expires = now.Add(time.Duration(ttl) * time.Second)
@@ -456,7 +459,7 @@ func (s *Server) take(name string, n int, vis time.Duration, peek bool) (int, an
 	if err != nil {
 		return 0, nil, err
 	}
-	now := s.Now().UTC()
+	now := s.now().UTC()
 	out := wireList{Messages: []wireMessage{}}
 	var peeked []*message
 	for len(out.Messages) < n {
@@ -489,7 +492,7 @@ func (s *Server) held(r *http.Request, name, id string) (*store, *message, error
 		return nil, nil, err
 	}
 	m := q.byID[id]
-	if m == nil || !m.expires.After(s.Now()) {
+	if m == nil || !m.expires.After(s.now()) {
 		return nil, nil, fail(http.StatusNotFound, "MessageNotFound", "message %s is not in queue %s", id, name)
 	}
 	if got := r.URL.Query().Get("popreceipt"); got != m.receipt {
@@ -533,7 +536,7 @@ func (s *Server) messageOp(w http.ResponseWriter, r *http.Request, name, id stri
 			m.text = text
 		}
 		m.receipt = token()
-		m.hidden = s.Now().UTC().Add(time.Duration(vis) * time.Second)
+		m.hidden = s.now().UTC().Add(time.Duration(vis) * time.Second)
 		heap.Fix(&q.h, m.at)
 		w.Header().Set("x-ms-popreceipt", m.receipt)
 		w.Header().Set("x-ms-time-next-visible", rfc1123(m.hidden))

@@ -39,13 +39,12 @@ func (c *clock) add(d time.Duration) {
 // tables unused).
 func start(t *testing.T) (*Server, *clock, *azqueue.ServiceClient) {
 	t.Helper()
-	s, err := Start()
+	c := &clock{t: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)}
+	s, err := StartWithClock(c.now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	c := &clock{t: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)}
-	s.Now = c.now
 	svc, err := azqueue.NewServiceClientFromConnectionString(azurite.ConnectionString("127.0.0.1", 1, s.Port(), 1), nil)
 	if err != nil {
 		t.Fatal(err)
