@@ -491,7 +491,13 @@ func TestReshardingUnderLoad(t *testing.T) {
 	w := maxLag[at]
 	t.Logf("largest lag of a shard's oldest due task: %s (shard %s at %s: %d due, owner %q, handed over from %q, %d shards) over %d shards",
 		worst.Round(time.Millisecond), at, w.at.Format("15:04:05.000"), w.due, w.owner, w.handover, w.shards, len(maxLag))
-	if worst > 2*time.Second {
-		t.Errorf("shard %s held a due task for %s: want every shard moved within a cycle (1 s, and a second for polling)", at, worst.Round(time.Millisecond))
+	// Liveness, so the bound is generous: alone the worst lag is about
+	// 0.6 s (a 1 s cycle), but make test-long runs four fleets side by
+	// side on two cores, where a cycle over a new owner's five or six
+	// shards stretches with Azurite's answers (2.6 s and 3.7 s measured).
+	// A shard that no one moves waits out the 15 s lease or more, which
+	// 5 s still catches.
+	if worst > 5*time.Second {
+		t.Errorf("shard %s held a due task for %s: want every shard moved within a few cycles (1 s each; 5 s allowed on a loaded machine)", at, worst.Round(time.Millisecond))
 	}
 }
