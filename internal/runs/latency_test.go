@@ -159,3 +159,35 @@ func TestDayCountsFromInstanceHours(t *testing.T) {
 		t.Errorf("%d per-instance hourly rows kept", len(rows))
 	}
 }
+
+// The day partitions a window of minute rows is read from, which the
+// pages' request counts depend on.
+func TestDayPartitions(t *testing.T) {
+	at := func(s string) time.Time {
+		t.Helper()
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, c := range []struct {
+		now    string
+		window time.Duration
+		want   int
+	}{
+		{"2026-11-26T12:00:00Z", time.Hour, 1},
+		{"2026-11-27T00:27:00Z", time.Hour, 2}, // the last hour began yesterday
+		{"2026-11-26T01:00:00Z", time.Hour, 1},
+		{"2026-11-26T23:59:30Z", time.Hour, 2}, // read to a minute past now: tomorrow
+		{"2026-11-26T12:00:00Z", 24 * time.Hour, 2},
+		{"2026-11-27T00:27:00Z", 24 * time.Hour, 2},
+		{"2026-11-26T23:59:30Z", 24 * time.Hour, 3},
+		{"2026-11-26T14:00:00+02:00", time.Hour, 1}, // counted in UTC
+	} {
+		now := at(c.now)
+		if got := DayPartitions(now.Add(-c.window), now); got != c.want {
+			t.Errorf("%s, last %s: %d partitions, want %d", c.now, c.window, got, c.want)
+		}
+	}
+}
