@@ -260,8 +260,9 @@ func (s *Store) minuteRows(ctx context.Context, since time.Time, lat bool, f fun
 		return err
 	}
 	since = since.UTC().Truncate(time.Minute)
-	end := minuteRowsEnd(s.now())
-	for day := since.Truncate(24 * time.Hour); day.Before(end); day = day.Add(24 * time.Hour) {
+	first := since.Truncate(24 * time.Hour)
+	for i := range DayPartitions(since, s.now()) {
+		day := first.Add(time.Duration(i) * 24 * time.Hour)
 		q := table.Query{Partition: minutePartition(day), Top: 1000, Select: counterSelect(lat)}
 		if day.Before(since) {
 			q.From = since.Format(minuteRowFmt)
@@ -273,17 +274,15 @@ func (s *Store) minuteRows(ctx context.Context, since time.Time, lat bool, f fun
 	return nil
 }
 
-// minuteRowsEnd is where minuteRows stops reading at now: past the
-// current minute.
-func minuteRowsEnd(now time.Time) time.Time { return now.UTC().Add(time.Minute) }
-
-// DayPartitions is how many day partitions of minute rows, a query each,
-// the minute rows from since to now are read from: 1 for the last hour,
-// 2 in the first hour of a UTC day; 2 for the last 24 hours, 3 in a day's
-// last minute. Request counts of the pages that read them depend on it.
+// DayPartitions is how many day partitions, a query each, minuteRows
+// reads for the minute rows from since to now (read to a minute past now,
+// so that the current minute is in): 1 for the last hour, 2 in the first
+// hour of a UTC day; 2 for the last 24 hours, 3 in a day's last minute.
+// Request counts of the pages that read them depend on it.
 func DayPartitions(since, now time.Time) int {
 	const day = 24 * time.Hour
-	return int(minuteRowsEnd(now).Truncate(day).Sub(since.UTC().Truncate(day))/day) + 1
+	span := now.UTC().Add(time.Minute).Sub(since.UTC().Truncate(day)) // from the first day's start
+	return int((span + day - 1) / day)
 }
 
 // windowRows calls f with every instance's counts from since on: the
