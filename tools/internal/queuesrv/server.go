@@ -234,7 +234,7 @@ func xmlEscape(s string) string {
 func (s *Server) route(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	// Path: /{account}[/{queue}[/messages[/{id}]]]
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	if len(parts) < 1 || parts[0] == "" {
+	if parts[0] == "" {
 		return 0, nil, fail(http.StatusBadRequest, "InvalidUri", "no account in %q", r.URL.Path)
 	}
 	parts = parts[1:]
@@ -318,9 +318,13 @@ func (s *Server) lookup(name string) (*store, error) {
 	return q, nil
 }
 
-// seconds reads query value key as whole seconds within [lo, hi], def when
-// absent.
-func seconds(r *http.Request, key string, def, lo, hi int) (int, error) {
+// week, in seconds, is the longest visibility timeout and the default
+// time-to-live.
+const week = 7 * 24 * 3600
+
+// intParam reads query value key (seconds, or a number of messages) as a
+// whole number within [lo, hi], def when absent.
+func intParam(r *http.Request, key string, def, lo, hi int) (int, error) {
 	v := r.URL.Query().Get(key)
 	if v == "" {
 		return def, nil
@@ -387,7 +391,7 @@ func (s *Server) messagesOp(r *http.Request, name string) (int, any, error) {
 		s.calls[OpPut].Add(1)
 		return s.put(r, name)
 	case http.MethodGet:
-		n, err := seconds(r, "numofmessages", 1, 1, 32)
+		n, err := intParam(r, "numofmessages", 1, 1, 32)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -396,7 +400,7 @@ func (s *Server) messagesOp(r *http.Request, name string) (int, any, error) {
 			return s.take(name, n, 0, true)
 		}
 		s.calls[OpGet].Add(1)
-		vis, err := seconds(r, "visibilitytimeout", 30, 1, 7*24*3600)
+		vis, err := intParam(r, "visibilitytimeout", 30, 1, week)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -415,11 +419,11 @@ func (s *Server) messagesOp(r *http.Request, name string) (int, any, error) {
 }
 
 func (s *Server) put(r *http.Request, name string) (int, any, error) {
-	vis, err := seconds(r, "visibilitytimeout", 0, 0, 7*24*3600)
+	vis, err := intParam(r, "visibilitytimeout", 0, 0, week)
 	if err != nil {
 		return 0, nil, err
 	}
-	ttl, err := seconds(r, "messagettl", 7*24*3600, -1, 1<<31-1)
+	ttl, err := intParam(r, "messagettl", week, -1, 1<<31-1)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -515,7 +519,7 @@ func (s *Server) messageOp(w http.ResponseWriter, r *http.Request, name, id stri
 		return http.StatusNoContent, nil, nil
 	case http.MethodPut:
 		s.calls[OpUpdate].Add(1)
-		vis, err := seconds(r, "visibilitytimeout", -1, 0, 7*24*3600)
+		vis, err := intParam(r, "visibilitytimeout", -1, 0, week)
 		if err != nil {
 			return 0, nil, err
 		}
