@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,13 +188,16 @@ func TestDashboardInChromium(t *testing.T) {
 		"reschedule": map[string]any{"id": "ui-resched", "in": "2h"},
 		"runNow":     "ui-runnow", "cancel": "ui-cancel",
 		"requeue": "flaky-1", "diesAgain": "dies-1",
-		"keyRunNow": "city", "keyRemove": "gone", "series": "beat", "drain": f.Names()[1],
+		"keyRunNow": "city", "keyRemove": "gone", "series": "beat", "drain": f.Names()[1], "drainPid": f.Worker(f.Names()[1]).Pid(),
 		"searches": [][]string{{"id:ui-res*", "ui-resched"}, {"type:rec state:scheduled", "csrf-keep"}, {"state:succeeded", "done-1"},
 			{"series:beat state:scheduled", "beat"}, {"type:rec since:1h", "done-1"}},
 		"operator":    map[string]string{"username": "op", "password": "op-secret"},
 		"viewer":      map[string]string{"username": "viewer", "password": "viewer-secret"},
 		"refreshWait": 30000,
 	})
+	// The script lets the drained worker go on again (SIGCONT); if the
+	// script died before it could, this does.
+	f.Signal(f.Names()[1], syscall.SIGCONT)
 	for _, fl := range res.Failures {
 		t.Error("browser:", fl)
 	}
