@@ -89,6 +89,7 @@ func runBrowser(ctx context.Context, t *testing.T, node, script string, plan map
 // DASHBOARD_SCREENSHOTS=DIR it also saves a screenshot of each page there
 // (`make screenshots`).
 func TestDashboardInChromium(t *testing.T) {
+	t.Parallel()
 	node, script := browserTools(t)
 	dir := t.TempDir()
 	okFile := filepath.Join(dir, "ok")
