@@ -198,6 +198,21 @@ func (h *harness) await(want Outcome) {
 	}
 }
 
+// quiesce waits until no message is in flight: an outcome is reported
+// before its delivery lets go of the task's id, and a copy delivered in
+// between is put back as already running here.
+func (h *harness) quiesce() {
+	h.t.Helper()
+	deadline := time.After(waitLimit)
+	for h.c.Stats().InFlight > 0 {
+		select {
+		case <-h.finished:
+		case <-deadline:
+			h.t.Fatalf("%d message(s) still in flight", h.c.Stats().InFlight)
+		}
+	}
+}
+
 func (h *harness) waitGrace() {
 	h.t.Helper()
 	select {

@@ -414,6 +414,7 @@ func TestRetryWakesItsConsumer(t *testing.T) {
 	h.c.WakeAt(h.clk.Now())
 	h.await(OutcomeRetried)
 	h.idleFor(time.Second) // the retry's visibility delay, not PollMax/2
+	h.quiesce()
 	h.clk.Advance(time.Second)
 	h.await(OutcomeSucceeded)
 	mu.Lock()
