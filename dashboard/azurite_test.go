@@ -66,7 +66,7 @@ func TestDashboardOnAzurite(t *testing.T) {
 		path, want string
 		max        int64
 		// windows are the spans of minute rows the page reads, a query
-		// per UTC day partition each (see extraDays).
+		// per UTC day partition each (see runs.ExtraDayPartitions).
 		windows []time.Duration
 	}{
 		{"/", `id="queue-depth"`, 14, []time.Duration{time.Hour, 24 * time.Hour}}, // … + the day's counters (the per-instance hourly roll-ups, then a query per day partition of the minute rows since), the presence listing, the latency charts' minute rows of the last hour
@@ -89,7 +89,7 @@ func TestDashboardOnAzurite(t *testing.T) {
 			before, began := c.Requests(), time.Now()
 			code, body := get(h, c2.path)
 			n := c.Requests().Sub(before)
-			limit := c2.max + max(extraDays(began, c2.windows...), extraDays(time.Now(), c2.windows...))
+			limit := c2.max + int64(max(runs.ExtraDayPartitions(began, c2.windows...), runs.ExtraDayPartitions(time.Now(), c2.windows...)))
 			if code != 200 || !strings.Contains(body, c2.want) {
 				t.Fatalf("GET %s: %d, no %s\n%s", c2.path, code, c2.want, body)
 			}
@@ -107,18 +107,6 @@ func TestDashboardOnAzurite(t *testing.T) {
 			}
 		})
 	}
-}
-
-// extraDays is how many more day partitions than usual (a query each)
-// the minute rows of the windows ending at now are read from: the last
-// hour's span two in the first hour of a UTC day, the last 24 hours' three
-// in a day's last minute.
-func extraDays(now time.Time, windows ...time.Duration) int64 {
-	var n int64
-	for _, w := range windows {
-		n += int64(runs.DayPartitions(now.Add(-w), now) - (int(w/(24*time.Hour)) + 1))
-	}
-	return n
 }
 
 // A worker's dashboard is refused without an admin address, or on one

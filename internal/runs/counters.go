@@ -285,6 +285,19 @@ func DayPartitions(since, now time.Time) int {
 	return int((span + day - 1) / day)
 }
 
+// ExtraDayPartitions is how many more day partitions than usual (a query
+// each) minuteRows reads for windows of minute rows ending at now: the
+// usual is one more than a window's whole days, and the last hour spans
+// two in the first hour of a UTC day, the last 24 hours three in its
+// last minute. Tests that bound a page's requests add it.
+func ExtraDayPartitions(now time.Time, windows ...time.Duration) int {
+	n := 0
+	for _, w := range windows {
+		n += DayPartitions(now.Add(-w), now) - (int(w/(24*time.Hour)) + 1)
+	}
+	return n
+}
+
 // windowRows calls f with every instance's counts from since on: the
 // per-instance hourly rows of the whole hours from since (rounded up to
 // the hour) on, then the minute rows after the last of them — one query

@@ -190,4 +190,11 @@ func TestDayPartitions(t *testing.T) {
 			t.Errorf("%s, last %s: %d partitions, want %d", c.now, c.window, got, c.want)
 		}
 	}
+	// Beyond the usual (one more than a window's whole days), for the
+	// overview's two windows.
+	for now, want := range map[string]int{"2026-11-26T12:00:00Z": 0, "2026-11-27T00:27:00Z": 1, "2026-11-26T23:59:30Z": 2} {
+		if got := ExtraDayPartitions(at(now), time.Hour, 24*time.Hour); got != want {
+			t.Errorf("%s: %d extra partitions for the last hour and 24 hours, want %d", now, got, want)
+		}
+	}
 }

@@ -165,9 +165,7 @@ func TestScenariosOnAzurite(t *testing.T) {
 		// span two in the first hour of a UTC day, the last 24 hours'
 		// three in its last minute (the page was measured within the last
 		// minute).
-		beyond := func(at time.Time) int {
-			return runs.DayPartitions(at.Add(-time.Hour), at) - 1 + runs.DayPartitions(at.Add(-24*time.Hour), at) - 2
-		}
+		beyond := func(at time.Time) int { return runs.ExtraDayPartitions(at, time.Hour, 24*time.Hour) }
 		extra := int64(max(beyond(time.Now().Add(-time.Minute)), beyond(time.Now())))
 		if p := byPath["/"]; p.Requests < 6 || p.Requests > 18+extra {
 			t.Errorf("/: %d requests %v, want 6 to %d", p.Requests, p.ByOp, 18+extra)
