@@ -137,6 +137,7 @@ func TestSuccessDeletesAndPassesTheTask(t *testing.T) {
 		task.Attempt != 2 || task.Generation != 4 || task.Type != "email" {
 		t.Fatalf("task = %+v", task)
 	}
+	h.quiesce() // the outcome is reported just before InFlight is lowered
 	st := h.c.Stats()
 	if st.ByType["email"].Handled != 1 || st.Total.Handled != 1 || st.InFlight != 0 {
 		t.Fatalf("stats = %+v", st)

@@ -78,7 +78,9 @@ const MalformedType = "(malformed)"
 type Stats struct {
 	// Instance is the consumer's instance id.
 	Instance string
-	// InFlight is the number of messages being processed now.
+	// InFlight is the number of messages being processed now. A message
+	// leaves it just after its outcome is counted and reported to the
+	// Observer, once its delivery has let go of the slot it held.
 	InFlight int
 	// PollInterval is the current empty-queue polling interval.
 	PollInterval time.Duration
