@@ -213,8 +213,16 @@ func TestOwnersFollowTheBalancer(t *testing.T) {
 				mu.Unlock()
 				return nil
 			}}
-		go o.Run(octx)
-		return o, stop
+		ran := make(chan struct{})
+		go func() {
+			defer close(ran)
+			if err := o.Run(octx); err != nil {
+				t.Errorf("owner %s: %v", member, err)
+			}
+		}()
+		// stop returns once Run has stopped every move (as a dead
+		// member's moves have stopped by the time its lease lapses).
+		return o, func() { stop(); <-ran }
 	}
 	oa, _ := owner("a")
 	ob, stopB2 := owner("b")
@@ -229,7 +237,7 @@ func TestOwnersFollowTheBalancer(t *testing.T) {
 		return slices.Equal(s, []int{2, 3, 3})
 	})
 
-	stopB2() // b dies: its moves stop, its lease lapses
+	stopB2() // b dies: its moves stop, then its lease lapses
 	roster.set("a", "c")
 	eventually(t, "b's shards go to a and c: 4/4", func() bool { return owned(oa) == 4 && owned(oc) == 4 })
 	m, err := Read(ctx, tb)
