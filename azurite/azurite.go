@@ -7,6 +7,10 @@
 // deps` installs it with `npm ci`. Start finds it in node_modules/.bin of the
 // repository (searching upward from the working directory), through
 // LEASECRON_AZURITE_BIN, or on PATH.
+//
+// StartMemstore serves an in-memory account (the repository's
+// internal/memstore) in Azurite's place, on loopback ports of this
+// process; azuritetest uses it when LEASECRON_TEST_STORAGE=memstore.
 package azurite
 
 import (
@@ -26,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/osproc"
 	"github.com/leasecron/leasecron/internal/storage"
 )
@@ -56,7 +61,8 @@ type Options struct {
 	InMemory bool
 }
 
-// Server is a running Azurite.
+// Server is a running Azurite, or an in-memory account serving in its
+// place (StartMemstore).
 type Server struct {
 	opts    Options
 	bin     string
@@ -68,6 +74,41 @@ type Server struct {
 	queue   int
 	table   int
 	stopped bool
+	mem     *memstore.Server // StartMemstore's account, nil for Azurite
+}
+
+// StartMemstore serves a fresh in-memory storage account
+// (internal/memstore: Azure's Blob, Queue and Table protocols, in this
+// process) on three loopback ports, in place of Azurite: the Server's
+// ConnectionString, Ports, Stop and Done work as they do for Azurite.
+// Restart closes the listeners and opens them again on the same ports,
+// keeping the data and the leases (Azurite forgets its leases); Kill
+// closes the listeners, keeping the data, as a crash would; Pid is 0 and
+// Dir "". It needs neither Node.js nor Azurite.
+func StartMemstore() (*Server, error) {
+	mem := memstore.New(memstore.Options{})
+	if _, err := mem.Listen(); err != nil {
+		return nil, fmt.Errorf("azurite: memstore: %w", err)
+	}
+	s := &Server{opts: Options{Host: "127.0.0.1", InMemory: true}, mem: mem, done: make(chan struct{})}
+	s.blob, s.queue, s.table = mem.Ports()
+	return s, nil
+}
+
+// IsMemstore reports whether the server is an in-memory account
+// (StartMemstore) rather than Azurite.
+func (s *Server) IsMemstore() bool { return s.mem != nil }
+
+// closeMem closes the in-memory account's listeners and marks it done.
+func (s *Server) closeMem() {
+	_ = s.mem.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.done:
+	default:
+		close(s.done)
+	}
 }
 
 // Start launches Azurite and returns once blob, queue and table all answer
@@ -281,7 +322,8 @@ func (s *Server) Pid() int {
 	return s.cmd.Process.Pid
 }
 
-// Done is closed when the Azurite process exits.
+// Done is closed when the Azurite process exits (an in-memory account's
+// listeners close).
 func (s *Server) Done() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -296,6 +338,10 @@ func (s *Server) Kill() {
 }
 
 func (s *Server) kill() {
+	if s.mem != nil {
+		s.closeMem()
+		return
+	}
 	s.mu.Lock()
 	cmd, done := s.cmd, s.done
 	s.mu.Unlock()
@@ -309,11 +355,25 @@ func (s *Server) kill() {
 // Restart stops Azurite (gracefully) and starts it again on the same ports
 // with the same data directory.
 func (s *Server) Restart(ctx context.Context) error {
+	if s.mem != nil {
+		s.closeMem()
+		if _, err := s.mem.ListenPorts(s.blob, s.queue, s.table); err != nil {
+			return fmt.Errorf("azurite: memstore: %w", err)
+		}
+		s.mu.Lock()
+		s.done = make(chan struct{})
+		s.mu.Unlock()
+		return nil
+	}
 	s.terminate()
 	return s.start(ctx)
 }
 
 func (s *Server) terminate() {
+	if s.mem != nil {
+		s.closeMem()
+		return
+	}
 	s.mu.Lock()
 	cmd, done := s.cmd, s.done
 	s.mu.Unlock()

@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/leasecron/leasecron/azurite"
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/randid"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
@@ -131,6 +133,27 @@ func lockConformance(t *testing.T, lock Lock, wait func(time.Duration)) {
 func TestMemLockConformance(t *testing.T) {
 	clk := clock.NewFake(t0)
 	lockConformance(t, NewMemoryLock("conformance", clk), clk.Advance)
+}
+
+// memstoreContainer returns a client for the container name of srv, an
+// in-memory account (memstore), built from its connection string with
+// its in-process transport. The container does not exist yet.
+func memstoreContainer(t *testing.T, srv *memstore.Server, name string) *container.Client {
+	t.Helper()
+	c, err := container.NewClientFromConnectionString(srv.ConnectionString(), name,
+		&container.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: srv.Transport()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestMemstoreBlobLockConformance runs the script on the blob Lock over
+// memstore, whose service clock is the fake one the script advances.
+func TestMemstoreBlobLockConformance(t *testing.T) {
+	clk := clock.NewFake(t0)
+	srv := memstore.New(memstore.Options{Now: clk.Now})
+	lockConformance(t, newBlobLock(t, memstoreContainer(t, srv, "leasecron"), "locks/conformance"), clk.Advance)
 }
 
 func TestAzuriteBlobLockConformance(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -104,9 +105,35 @@ func TestSemaphoreSpreadsContenders(t *testing.T) {
 	}
 }
 
+// newMemstoreSemaphore is a semaphore of n slots over blob leases of an
+// in-memory account (memstore) whose service clock is clk.
+func newMemstoreSemaphore(t *testing.T, clk *clock.Fake, n int) (*Semaphore, *events) {
+	t.Helper()
+	srv := memstore.New(memstore.Options{Now: clk.Now})
+	sem, err := NewSemaphore(memstoreContainer(t, srv, "leasecron"), "test", n, SemaphoreOptions{
+		LeaseTiming: LeaseTiming{LeaseDuration: 15 * time.Second}, Clock: clk, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := newEvents(t)
+	sem.observe = ev.observe
+	return sem, ev
+}
+
 func TestSemaphoreSlotRenewsAndCrashedSlotFreesAtExpiry(t *testing.T) {
-	clk := clock.NewFake(t0)
-	sem, _, ev := newMemSemaphore(t, clk, 2)
+	t.Run("memory", func(t *testing.T) {
+		clk := clock.NewFake(t0)
+		sem, _, ev := newMemSemaphore(t, clk, 2)
+		crashedSlotFreesAtExpiry(t, clk, sem, ev)
+	})
+	t.Run("memstore", func(t *testing.T) {
+		clk := clock.NewFake(t0)
+		sem, ev := newMemstoreSemaphore(t, clk, 2)
+		crashedSlotFreesAtExpiry(t, clk, sem, ev)
+	})
+}
+
+func crashedSlotFreesAtExpiry(t *testing.T, clk *clock.Fake, sem *Semaphore, ev *events) {
 	ctx := context.Background()
 	a, err := sem.TryAcquire(ctx)
 	if err != nil {

@@ -4,6 +4,12 @@
 // message saying how to install it, unless LEASECRON_REQUIRE_AZURITE is set
 // (make test and CI set it), in which case the test fails: CI can never pass
 // by skipping.
+//
+// With LEASECRON_TEST_STORAGE=memstore, Start, StartWith and Shared serve
+// an in-memory account (azurite.StartMemstore: the repository's
+// internal/memstore on loopback ports) instead of starting Azurite, so the
+// same integration tests run against it; a test that needs what only a
+// process of Azurite has calls SkipUnderMemstore.
 package azuritetest
 
 import (
@@ -28,6 +34,14 @@ func Start(t testing.TB) *azurite.Server {
 // StartWith is Start with options (InMemory for tests that write much).
 func StartWith(t testing.TB, o azurite.Options) *azurite.Server {
 	t.Helper()
+	if Memstore() {
+		s, err := azurite.StartMemstore()
+		if err != nil {
+			t.Fatalf("start memstore: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Stop() })
+		return s
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	s, err := azurite.Start(ctx, o)
@@ -55,9 +69,13 @@ func Shared(t testing.TB) *azurite.Server {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if sharedSrv == nil && sharedErr == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		sharedSrv, sharedErr = azurite.Start(ctx, azurite.Options{})
+		if Memstore() {
+			sharedSrv, sharedErr = azurite.StartMemstore()
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			sharedSrv, sharedErr = azurite.Start(ctx, azurite.Options{})
+		}
 	}
 	if sharedErr != nil {
 		if errors.Is(sharedErr, azurite.ErrNotInstalled) && os.Getenv("LEASECRON_REQUIRE_AZURITE") == "" {
@@ -75,6 +93,19 @@ func StopShared() {
 	if sharedSrv != nil {
 		_ = sharedSrv.Stop()
 		sharedSrv = nil
+	}
+}
+
+// Memstore reports whether the tests run against an in-memory account
+// (LEASECRON_TEST_STORAGE=memstore) instead of Azurite.
+func Memstore() bool { return os.Getenv("LEASECRON_TEST_STORAGE") == "memstore" }
+
+// SkipUnderMemstore skips t when the tests run against an in-memory
+// account, saying why (what of Azurite's the test needs).
+func SkipUnderMemstore(t testing.TB, why string) {
+	t.Helper()
+	if Memstore() {
+		t.Skipf("LEASECRON_TEST_STORAGE=memstore: %s", why)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/azurite/azuritetest"
+	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 )
@@ -21,6 +22,9 @@ func TestMain(m *testing.M) { azuritetest.Main(m) }
 type backend struct {
 	open    func(t *testing.T) table.Table
 	missing func(t *testing.T) table.Table
+	// checksTypes: the backend refuses a value that is not of its
+	// annotated type, as Azure does (Azurite and Memory store it).
+	checksTypes bool
 }
 
 func backends() map[string]backend {
@@ -30,6 +34,17 @@ func backends() map[string]backend {
 				return table.NewMemory("T", nil)
 			},
 			missing: func(t *testing.T) table.Table { return table.NewMissingMemory("T", nil) },
+		},
+		"memstore": {
+			open: func(t *testing.T) table.Table {
+				tb := memstoreTable(t)
+				if err := tb.Create(ctxT(t)); err != nil {
+					t.Fatal(err)
+				}
+				return tb
+			},
+			missing:     memstoreTable,
+			checksTypes: true,
 		},
 		"azurite": {
 			open: func(t *testing.T) table.Table {
@@ -41,7 +56,8 @@ func backends() map[string]backend {
 				}
 				return tb
 			},
-			missing: azureTable,
+			missing:     azureTable,
+			checksTypes: azuritetest.Memstore(),
 		},
 	}
 }
@@ -54,6 +70,23 @@ func azureTable(t *testing.T) table.Table {
 		t.Fatal(err)
 	}
 	tb, err := table.NewAzure(sc.Table, azuritetest.Name(t, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// memstoreTable is a table of a fresh in-memory account (memstore),
+// reached through the SDK as Azure is, over an in-process transport. The
+// table does not exist yet.
+func memstoreTable(t *testing.T) table.Table {
+	t.Helper()
+	srv := memstore.New(memstore.Options{})
+	sc, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString(), Transport: srv.Transport()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := table.NewAzure(sc.Table, "T"+azuritetest.Name(t, "t"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +253,16 @@ func testRewrite(t *testing.T, b backend) {
 	p2 := e2.Props.Clone()
 	p2["T"] = "now a string"
 	p2["I64"] = int32(3)
+	if b.checksTypes {
+		// A plain string keeps the annotation its property was read with
+		// (Encode), so this body says T is the Edm.DateTime "now a
+		// string": Azure refuses it, Azurite and Memory store it.
+		if _, err := tb.Submit(ctxT(t), []table.Op{{Kind: table.Replace, PartitionKey: "p", RowKey: "r", Props: p2}}); !errors.Is(err, storage.ErrBadRequest) {
+			t.Errorf("a string under a DateTime annotation: %v, want ErrBadRequest", err)
+		}
+		p2.Delete("T")
+		p2["T"] = "now a string"
+	}
 	mustSubmit(t, tb, table.Op{Kind: table.Replace, PartitionKey: "p", RowKey: "r", Props: p2})
 	e3, err := tb.Get(ctxT(t), "p", "r")
 	if err != nil {
