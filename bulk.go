@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/leasecron/leasecron/internal/ctxlock"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/queue"
@@ -401,7 +402,7 @@ func (c *Client) runBulk(ctx context.Context, task Task) error {
 	}
 	b.Attempts++
 	started := c.o.Clock.Now()
-	var mu sync.Mutex
+	var mu ctxlock.Mutex // held across the save
 	save := func(done, failed int, lastErr string) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -439,7 +440,7 @@ func (c *Client) runBulk(ctx context.Context, task Task) error {
 func (c *Client) requeueDeadWhere(ctx context.Context, b Bulk, started time.Time, save func(done, failed int, lastErr string) error) error {
 	failed := map[string]bool{} // tried and failed: counted once
 	for {
-		st, err := c.dead.RequeueWhere(ctx, b.Op.Filter.deadMatch, failed, func(s queue.WhereStats) error {
+		st, err := c.dead.RequeueWhere(ctx, b.ID, b.Op.Filter.deadMatch, failed, func(s queue.WhereStats) error {
 			return save(s.Requeued, s.Failed, s.LastError)
 		})
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/internal/clock"
@@ -69,10 +70,15 @@ type Storage struct {
 	// Credential is the Azure AD credential; nil means
 	// azidentity.NewDefaultAzureCredential.
 	Credential azcore.TokenCredential
+	// Transport, when set, carries every request to the service instead of
+	// leasecron's pooled HTTP client: a proxy, a recorder, or an in-process
+	// service (the simulator's). Most programs leave it nil.
+	Transport policy.Transporter
 }
 
 func (s Storage) config(counter *storage.Counter) storage.Config {
 	return storage.Config{
+		Transport:        s.Transport,
 		ConnectionString: s.ConnectionString,
 		Account:          s.Account,
 		BlobURL:          s.BlobURL,
@@ -193,8 +199,8 @@ type parts struct {
 	lease    trafficcop.Lock
 	pauses   *pause.Store
 	shardMap table.Table // the schedule table, where the shard map lives
-	// runLayout is the run records' layout of a sharded schedule (nil
-	// otherwise, or without run records).
+	// runLayout is the run records' layout as the shard map says (nil
+	// without run records).
 	runLayout *runLayout
 }
 
@@ -214,10 +220,11 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 	}
 	if !noRuns {
 		o := runs.Options{Table: n.RunsTable, Retention: ro.Retention, RetentionFailed: ro.RetentionFailed, AuditRetention: ro.AuditRetention, Version: version, Clock: clk, Logger: log}
-		if n.Shards > 1 {
-			p.runLayout = newRunLayout(p.shardMap, clk)
-			o.Layout = p.runLayout.get
-		}
+		// Every process reads the layout from the shard map, sharded or
+		// not: one still on one shard in the middle of the rolling switch
+		// to sharding must find the records a sharded one writes.
+		p.runLayout = newRunLayout(p.shardMap, clk, n.Shards > 1)
+		o.Layout, o.Refresh = p.runLayout.get, p.runLayout.refresh
 		if p.runs, err = runs.New(sc, o); err != nil {
 			return p, err
 		}

@@ -11,14 +11,25 @@ import (
 	"github.com/leasecron/leasecron/internal/table"
 )
 
-// runLayout is how a sharded fleet's run records are spread over
-// partitions (runs.Layout), as the shard map last said: the count grows
-// with the shards (docs/run-history.md). A worker's shard owner tells it
-// every map read; until then, and in a client, it reads the map itself at
-// most once per shard.ClientMapTTL.
+// runLayout is how the run records are spread over partitions
+// (runs.Layout), as the shard map last said: the count grows with the
+// shards (docs/run-history.md). A sharded worker's shard owner tells it
+// every map read; until then, and in a sharded client, it reads the map
+// itself at most once per shard.ClientMapTTL.
+//
+// A process that is not sharded reads it too (issue 38: a worker still on
+// one shard in the middle of the rolling switch to sharding must find the
+// records sharded workers write under a grown count), but lazily: it
+// starts from the default layout, which every record of an unsharded
+// fleet is under, and reads the map only when a lookup misses (refresh),
+// at most once per unshardedLayoutTTL. So `status` stays one point read
+// in an unsharded fleet. Its own new records go under the default count,
+// where every process looks too (a count once used is read for good).
 type runLayout struct {
-	t   table.Table // the schedule table, where the map lives
-	clk clock.Clock
+	t    table.Table // the schedule table, where the map lives
+	clk  clock.Clock
+	ttl  time.Duration
+	lazy bool
 
 	mu   sync.Mutex
 	l    runs.Layout
@@ -26,29 +37,64 @@ type runLayout struct {
 	told bool      // an owner keeps l current
 }
 
-func newRunLayout(t table.Table, clk clock.Clock) *runLayout {
-	return &runLayout{t: t, clk: clk, l: runs.DefaultLayout}
+// unshardedLayoutTTL is how long a process that is not sharded trusts the
+// layout it read after a miss: a quarter of shard.RunPartsSettle.
+const unshardedLayoutTTL = shard.RunPartsSettle / 4
+
+func newRunLayout(t table.Table, clk clock.Clock, sharded bool) *runLayout {
+	r := &runLayout{t: t, clk: clk, ttl: shard.ClientMapTTL, l: runs.DefaultLayout}
+	if !sharded {
+		r.ttl, r.lazy = unshardedLayoutTTL, true
+	}
+	return r
 }
 
 // get is runs.Options.Layout.
 func (r *runLayout) get(ctx context.Context) runs.Layout {
+	r.mu.Lock()
+	l, lazy := r.l, r.lazy && r.at.IsZero()
+	r.mu.Unlock()
+	if lazy {
+		return l // until a miss asks for the map
+	}
+	l, _ = r.read(ctx)
+	return l
+}
+
+// refresh is runs.Options.Refresh: read the map unless it was read within
+// the ttl, and report whether the layout now reads partitions it did not.
+func (r *runLayout) refresh(ctx context.Context) bool {
+	r.mu.Lock()
+	before := r.l
+	r.mu.Unlock()
+	after, _ := r.read(ctx)
+	for _, n := range after.Read {
+		if !containsInt(before.Read, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// read returns the layout, reading the map when what is held is older
+// than the ttl (fresh reports that nothing was read).
+func (r *runLayout) read(ctx context.Context) (l runs.Layout, fresh bool) {
 	now := r.clk.Now()
 	r.mu.Lock()
-	l, fresh := r.l, r.told || !r.at.IsZero() && now.Sub(r.at) < shard.ClientMapTTL
+	l, fresh = r.l, r.told || !r.at.IsZero() && now.Sub(r.at) < r.ttl
 	r.mu.Unlock()
 	if fresh {
-		return l
+		return l, true
 	}
 	m, err := shard.Read(ctx, r.t)
-	if err != nil {
-		return l // the last one read (a failed write or read is retried as any other)
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.told {
+	if err == nil && !r.told {
 		r.l, r.at = layoutOf(m), now
 	}
-	return r.l
+	// Otherwise the last one read: a failed read is tried again at the
+	// next call, as a failed write is retried.
+	return r.l, false
 }
 
 // tell is shard.Owner.OnRead.
@@ -61,4 +107,13 @@ func (r *runLayout) tell(m shard.Map) {
 func layoutOf(m shard.Map) runs.Layout {
 	w, rd := m.Runs.Layout(runs.Buckets)
 	return runs.Layout{Write: w, Read: rd}
+}
+
+func containsInt(s []int, n int) bool {
+	for _, x := range s {
+		if x == n {
+			return true
+		}
+	}
+	return false
 }

@@ -3,11 +3,11 @@ package leasecron
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/leasecron/leasecron/internal/ctxlock"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/schedule"
@@ -96,7 +96,19 @@ func (c *Client) sendAll(ctx context.Context, items []Item) {
 		done[marked[i]].Confirmed = ok
 	}
 	for i, err := range c.sched.MarkSentMany(ctx, done) {
-		if err != nil && !errors.Is(err, storage.ErrPreconditionFailed) && !errors.Is(err, ErrNotFound) {
+		switch {
+		case err == nil:
+		case errors.Is(err, storage.ErrPreconditionFailed), errors.Is(err, ErrNotFound):
+			// The row changed since it was written (cancelled, rescheduled,
+			// replaced): the message is stale, and a confirmation recorded
+			// just before the change must not let it run. Cleared only if
+			// the run still carries this token.
+			if s := done[i]; s.Confirmed {
+				if err := c.runs.Unconfirm(ctx, s.Item.ID, s.Token); err != nil {
+					c.o.Logger.Warn("cannot take back the confirmation of a task changed while it was sent; its old message may run once", "task_id", s.Item.ID, "err", err)
+				}
+			}
+		default:
 			c.o.Logger.Warn("marking a task due now as sent failed; the mover may send it again (a worker runs it once)", "task_id", done[i].Item.ID, "err", err)
 		}
 	}
@@ -111,7 +123,7 @@ const sendConcurrency = 32
 // burst of tasks due now fills the queue to max_depth and leaves the rest
 // to the mover, which holds back as for any other rows.
 type sendBudget struct {
-	mu   sync.Mutex
+	mu   ctxlock.Mutex // held across the read of the depth
 	at   time.Time
 	left int
 }
@@ -126,7 +138,9 @@ func (c *Client) takeSends(ctx context.Context, n int) int {
 		return n
 	}
 	b := &c.budget
-	b.mu.Lock()
+	if b.mu.LockContext(ctx) != nil {
+		return 0 // the mover sends them
+	}
 	defer b.mu.Unlock()
 	if now := c.o.Clock.Now(); b.at.IsZero() || now.Sub(b.at) >= sendBudgetEvery {
 		depth, err := c.queue.Depth(ctx)

@@ -623,4 +623,20 @@ func TestRunRecordsSpreadWithTheShards(t *testing.T) {
 	if len(pks) != 8 {
 		t.Fatalf("the 40 later run records are in partitions %v; want all eight", pks)
 	}
+	// A process that is not sharded — a worker or client still on
+	// shards.count 1 in the middle of the rolling switch the README
+	// describes — finds them too (issue 38: it looked in the first four
+	// partitions only, and a worker acknowledged early-sent tasks whose
+	// records it could not find without running them).
+	n1 := f.names
+	n1.Shards = 1
+	c1, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: n1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range after {
+		if st, err := c1.Status(ctx, id); err != nil || st.State() != "succeeded" {
+			t.Fatalf("an unsharded client's status of %s: %q, %v; want succeeded", id, st.State(), err)
+		}
+	}
 }

@@ -41,6 +41,9 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 		}
 		return res, nil
 	}
+	if res.Removed && it.Recurrence != "" {
+		c.cancelMovedOccurrences(ctx, id)
+	}
 	// Record the run cancelled too: the row may have been moved while we
 	// deleted it, and status then says what became of the task.
 	var rerr error
@@ -82,7 +85,42 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 // sent early are skipped by the workers (with run records on; without
 // them Disable refuses with ErrAlreadySent).
 func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
-	return c.sched.Disable(ctx, id)
+	it, err := c.sched.Disable(ctx, id)
+	if err == nil {
+		c.cancelMovedOccurrences(ctx, id)
+	}
+	return it, err
+}
+
+// cancelMovedOccurrences cancels the runs of series' occurrences that the
+// mover has already moved to the queue and that have not started (their
+// records are queued), as Cancel does for a one-off task moved before it
+// was cancelled: once a series is disabled or cancelled none of its
+// occurrences starts afresh. (Occurrences sent early but not moved yet
+// are stale once the row changed; the workers check those against the
+// row.) It costs a query per run-record partition, and a write per such
+// occurrence; a failure is logged, and that occurrence may then run once.
+func (c *Client) cancelMovedOccurrences(ctx context.Context, series string) {
+	if c.runs == nil {
+		return
+	}
+	q := runs.Query{State: runs.Queued, Series: series, Limit: runs.MaxLimit}
+	for {
+		page, err := c.runs.Query(ctx, q)
+		if err != nil {
+			c.o.Logger.Warn("cannot look for occurrences already moved to the queue; they may still run once", "series", series, "err", err)
+			return
+		}
+		for _, r := range page.Runs {
+			if _, err := c.runs.Cancel(ctx, r.ID); err != nil && !errors.Is(err, runs.ErrAlreadyFinished) && !errors.Is(err, runs.ErrNotFound) {
+				c.o.Logger.Warn("cannot cancel an occurrence already moved to the queue; it may still run once", "run", r.ID, "err", err)
+			}
+		}
+		if page.Continue == "" {
+			return
+		}
+		q.Continue = page.Continue
+	}
 }
 
 // Enable runs a disabled series again (`leasecron enable ID`) from its next
@@ -168,7 +206,10 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 	case !errors.Is(err, ErrNotFound):
 		return st, err
 	}
-	if c.runs != nil {
+	// A task still pending and not sent has no run yet: a record under its
+	// id is of an earlier task with the id, not this one's (and looking
+	// costs a read).
+	if c.runs != nil && (st.Pending == nil || st.Pending.Sent || !st.Pending.SendingUntil.IsZero()) {
 		r, err := c.runs.Get(ctx, id)
 		switch {
 		case err == nil:

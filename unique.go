@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/schedule"
 )
@@ -64,7 +65,13 @@ func holdsKey(ctx context.Context, sched *schedule.Client, rs *runs.Store, now t
 	if !g.Counts(st) {
 		return false, nil
 	}
-	if r.Finished.IsZero() {
+	if mutate.On(mutate.UniqueEarly) && !r.Finished.IsZero() {
+		return now.Before(r.Finished.Add(g.For)), nil
+	}
+	// Only a finished run's end starts the window: a failed attempt
+	// waiting for its retry, a snooze and a delivery handed back at
+	// shutdown set Finished too, but their task is still live.
+	if !st.Finished() || r.Finished.IsZero() {
 		return true, nil
 	}
 	return now.Before(r.Finished.Add(g.For)), nil

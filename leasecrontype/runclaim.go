@@ -58,3 +58,9 @@ var (
 	// again without the token, otherwise it acknowledges without running.
 	ErrRunUnconfirmed = errors.New("early-sent run not confirmed")
 )
+
+// ErrScheduledAgain refuses to requeue a dead letter whose task id has
+// been scheduled again since the task died (its run record now belongs to
+// the new task): moving the old task back would take the new one's
+// record. Purge the dead letter, or schedule the old work under a new id.
+var ErrScheduledAgain = errors.New("the task id has been scheduled again since it died")

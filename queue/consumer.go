@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/ctxlock"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
@@ -85,9 +86,12 @@ type Consumer struct {
 	// listening caps the polling interval at ListenEvery (Listen).
 	listening atomic.Bool
 	// pause is the pause state as last read and the paused messages held;
-	// pauseRead serialises reads of the PauseSource.
-	pause     pauseState
-	pauseRead sync.Mutex
+	// pause is the fleet's pause state as last read.
+	pause pauseState
+	// pauseRead serialises reads of the PauseSource (a ctxlock: a
+	// delivery waiting behind a slow read gives up when its context ends
+	// instead of waiting out the read).
+	pauseRead ctxlock.Mutex
 	tracer    trace.Tracer
 	hooks     testHooks
 }

@@ -16,9 +16,15 @@ import (
 // Runs table implements it.
 type RunRequeuer interface {
 	// MarkRequeued puts run id back to queued with its attempts reset; m
-	// describes the task as it is sent again. When it returns nil the
+	// describes the task as it is sent again, and death names the death
+	// the dead letter records (DeadLetter.Death). When it returns nil the
 	// message is sent with Envelope.Marked set.
-	MarkRequeued(ctx context.Context, id string, m leasecrontype.RunMeta) error
+	//
+	// A death that was requeued before is not requeued again: earlier is
+	// then true and nothing is written, and queued reports whether the run
+	// is still queued as that requeue left it (its message may never have
+	// been sent: a crash cut it short) rather than moved on since.
+	MarkRequeued(ctx context.Context, id string, m leasecrontype.RunMeta, death string) (earlier, queued bool, err error)
 }
 
 // Sentinel errors of the dead-letter operations.
@@ -90,7 +96,7 @@ func (dl *DeadLetters) Requeue(ctx context.Context, id string) error {
 			return false, nil
 		}
 		found = true
-		err := dl.requeue(ctx, d)
+		err := dl.requeue(ctx, d, "")
 		return err == nil, err
 	})
 	if err != nil {
@@ -107,7 +113,7 @@ func (dl *DeadLetters) Requeue(ctx context.Context, id string) error {
 func (dl *DeadLetters) RequeueAll(ctx context.Context) (int, error) {
 	n := 0
 	err := dl.walk(ctx, func(d DeadLetter) (bool, error) {
-		if err := dl.requeue(ctx, d); err != nil {
+		if err := dl.requeue(ctx, d, ""); err != nil {
 			if errors.Is(err, ErrNotRequeueable) {
 				dl.log.Info("leaving a dead letter that cannot be requeued", "message", d.Poison.ID, "reason", d.Reason)
 				return false, nil
@@ -134,7 +140,13 @@ func (dl *DeadLetters) Purge(ctx context.Context) (int, error) {
 
 // requeue marks the run queued, enqueues d's envelope afresh, then deletes
 // d (a crash in between leaves a duplicate, which run records suppress).
-func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter) error {
+// op is the bulk operation requeueing it ("" for one requeued by hand): the
+// envelope carries it (Envelope.RequeuedBy), so that the operation knows
+// the task's next dead letter for one it made. With run records, a dead
+// letter whose death was requeued before — a requeue that a crash cut
+// short — is finished instead: sent again if its run has not moved on
+// since (the send may not have happened), otherwise only removed.
+func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter, op string) error {
 	if d.Truncated {
 		return fmt.Errorf("queue: requeue %s: %w: its body was truncated when it was set aside", d.ID(), ErrNotRequeueable)
 	}
@@ -143,11 +155,23 @@ func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter) error {
 		return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)
 	}
 	env.FailedAttempts, env.LastError, env.Dequeues = 0, "", 0
-	env.Enqueued, env.Marked = time.Time{}, false
+	env.Enqueued, env.Marked, env.RequeuedBy = time.Time{}, false, op
 	if dl.runs != nil {
-		if err := dl.runs.MarkRequeued(ctx, env.ID, env.runMeta()); err != nil {
+		earlier, queued, err := dl.runs.MarkRequeued(ctx, env.ID, env.runMeta(), d.Death())
+		switch {
+		case errors.Is(err, leasecrontype.ErrScheduledAgain):
+			return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)
+		case err != nil:
 			dl.log.Warn("marking the requeued run failed", "task_id", env.ID, "err", err)
-		} else {
+		case earlier && !queued:
+			// Requeued before, and its run has moved on since: only the
+			// record was left.
+			if err := dl.c.poison.Delete(ctx, d.Poison); err != nil {
+				return fmt.Errorf("queue: requeue %s: remove a dead letter requeued before: %w", d.ID(), err)
+			}
+			dl.log.Info("removed a dead letter that was requeued before", "task_id", env.ID, "type", env.Type)
+			return nil
+		default:
 			env.Marked = true
 		}
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/leasecron/leasecron/internal/mutate"
 )
 
 // BulkScanVisibility is how long RequeueWhere hides the records it has
@@ -40,7 +43,13 @@ type WhereStats struct {
 // walk. Records that do not match, or that fail, are made visible again
 // at the end. failed, when not nil, carries the poison message ids that
 // failed across walks: they are counted and tried once.
-func (dl *DeadLetters) RequeueWhere(ctx context.Context, match func(DeadLetter) bool, failed map[string]bool, batch func(WhereStats) error) (WhereStats, error) {
+//
+// op names the operation (a bulk operation's id): the tasks it requeues
+// carry it (Envelope.RequeuedBy), and a later dead letter of such a task
+// — it died again — is kept, not requeued again by the same operation, so
+// an operation walking as often as it likes touches each dead letter it
+// matched once.
+func (dl *DeadLetters) RequeueWhere(ctx context.Context, op string, match func(DeadLetter) bool, failed map[string]bool, batch func(WhereStats) error) (WhereStats, error) {
 	if failed == nil {
 		failed = map[string]bool{}
 	}
@@ -69,7 +78,7 @@ func (dl *DeadLetters) RequeueWhere(ctx context.Context, match func(DeadLetter) 
 			fresh++
 			d := parseRecord(m)
 			mu.Lock()
-			skip := failed[m.ID] || !match(d)
+			skip := failed[m.ID] || !match(d) || op != "" && d.requeuedBy() == op && !mutate.On(mutate.BulkRewalk)
 			if skip {
 				keep[m.ID] = m
 				st.Kept++
@@ -81,7 +90,7 @@ func (dl *DeadLetters) RequeueWhere(ctx context.Context, match func(DeadLetter) 
 			g.Go(func() error {
 				ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 				defer cancel()
-				err := dl.requeue(ictx, d)
+				err := dl.requeue(ictx, d, op)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -136,6 +145,28 @@ func (dl *DeadLetters) Count(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("queue: count dead letters: %w", err)
 	}
 	return n, nil
+}
+
+// requeuedBy is the operation that last requeued the record's task
+// (Envelope.RequeuedBy), "" when none did or the body is not a whole
+// envelope.
+func (d DeadLetter) requeuedBy() string {
+	env, ok := d.Envelope()
+	if !ok {
+		return ""
+	}
+	return env.RequeuedBy
+}
+
+// Death names the death this record records, the same for every record of
+// it (the poison queue may hold two, when setting it aside was retried):
+// the message that died and its dequeue count, or for a record that does
+// not say, the record's own message id.
+func (d DeadLetter) Death() string {
+	if d.MessageID == "" {
+		return "p-" + d.Poison.ID
+	}
+	return d.MessageID + "-" + strconv.FormatInt(d.DequeueCount, 10)
 }
 
 // Envelope returns the task the record carries (ok false when its body is

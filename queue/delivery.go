@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
@@ -58,6 +60,11 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	}
 	d.env, d.typ = env, env.Type
 	d.log = d.log.With("task_id", env.ID, "type", env.Type, "attempt", env.FailedAttempts+1)
+	if mutate.On(mutate.DropMessage) && strings.HasSuffix(env.ID, "7") {
+		c.ack(hctx, d)
+		c.settle(d, OutcomeSucceeded)
+		return
+	}
 	// The delivery's span: a child of the schedule row's trace (an
 	// occurrence of a series links to it); the handler's context carries it.
 	hctx, d.span = tracing.StartTask(hctx, c.tracer, "leasecron.run", env.TraceParent, env.Series != "", trace.SpanKindConsumer,
@@ -83,8 +90,15 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		return
 	}
 	// Its type is paused fleet-wide: put it back without an attempt.
-	if until, paused := c.pausedUntil(hctx, env.Type); paused {
+	if until, paused := c.pausedUntil(hctx, env.Type); paused && !mutate.On(mutate.IgnorePause) {
 		c.holdPaused(hctx, d, until)
+		return
+	}
+	// Due further ahead than a message is held — the clocks of the host
+	// that sent it and of this one are apart, or another program sent it
+	// — it goes back until due: never early.
+	if ahead := d.env.Due.Sub(c.clk.Now()); !d.env.Due.IsZero() && ahead > c.earlyLimit() && !mutate.On(mutate.EarlyStart) {
+		c.deferMsg(hctx, d, ahead, "not due yet")
 		return
 	}
 	// The same run already in flight on this worker (a second copy of the
@@ -106,7 +120,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		return
 	}
 
-	if c.o.Limiter != nil {
+	if c.o.Limiter != nil && !mutate.On(mutate.NoLimit) {
 		release, ok, err := c.o.Limiter.Acquire(hctx, env.Type)
 		if err != nil || !ok {
 			if err != nil {
@@ -119,7 +133,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			defer release()
 		}
 	}
-	if c.o.Rates != nil {
+	if c.o.Rates != nil && !mutate.On(mutate.NoRate) {
 		wait, err := c.o.Rates.Take(hctx, env)
 		switch {
 		case err != nil:

@@ -94,6 +94,11 @@ type Envelope struct {
 	Completed *leasecrontype.BatchCounts `json:"completed,omitempty"`
 	// After lists the tasks this one waited for (recorded on its run).
 	After []string `json:"after,omitempty"`
+	// RequeuedBy is the bulk operation that last moved this task back from
+	// the dead letters (empty when none did, or it was requeued by hand):
+	// the operation leaves the task's next dead letter alone, so it
+	// requeues each task it matched once however often it walks.
+	RequeuedBy string `json:"requeued_by,omitempty"`
 	// Waiters says that tasks were waiting for this one when its message
 	// was sent (scheduled with After): its end releases or cancels them
 	// (ConsumerOptions.OnEnd).

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
+	"github.com/leasecron/leasecron/internal/ctxlock"
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
@@ -84,7 +84,7 @@ const MaxVisibility = 7 * 24 * time.Hour
 type AzureQueue struct {
 	name  string
 	qc    *azqueue.QueueClient
-	mu    sync.Mutex
+	mu    ctxlock.Mutex // held across the queue's creation
 	ready bool
 }
 
@@ -118,7 +118,9 @@ func newAzureQueue(svc *azqueue.ServiceClient, name string) (*AzureQueue, error)
 func (q *AzureQueue) Name() string { return q.name }
 
 func (q *AzureQueue) ensure(ctx context.Context) error {
-	q.mu.Lock()
+	if err := q.mu.LockContext(ctx); err != nil {
+		return err
+	}
 	defer q.mu.Unlock()
 	if q.ready {
 		return nil

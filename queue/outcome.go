@@ -67,9 +67,14 @@ func (c *Consumer) finish(hctx context.Context, d *delivery, st leasecrontype.Ru
 	if c.o.Runs == nil {
 		return
 	}
-	ctx, cancel := c.opCtx(hctx)
-	defer cancel()
-	if ferr := c.o.Runs.Finish(ctx, d.env.ID, st, err, tail); ferr != nil {
+	// A short fault is tried again within seconds, as a rewrite is: given
+	// up, the record would keep its last state (running) for good.
+	ferr := retry.Transient(hctx, retry.Policy{Clock: c.o.Clock}, func(context.Context) error {
+		ctx, cancel := c.opCtx(hctx)
+		defer cancel()
+		return c.o.Runs.Finish(ctx, d.env.ID, st, err, tail)
+	})
+	if ferr != nil {
 		d.log.Warn("recording the run failed", "state", st, "err", ferr)
 	}
 }

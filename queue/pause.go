@@ -61,7 +61,9 @@ func pausedAt(types map[string]time.Time, typ string, now time.Time) (time.Time,
 // PauseCheck (or always, with force). One read at a time; callers that
 // find a read in progress use its result.
 func (c *Consumer) refreshPauses(hctx context.Context, force bool) {
-	c.pauseRead.Lock()
+	if c.pauseRead.LockContext(hctx) != nil {
+		return // stopping: the last known state will do
+	}
 	defer c.pauseRead.Unlock()
 	c.pause.mu.Lock()
 	fresh := !c.pause.readAt.IsZero() && c.clk.Now().Sub(c.pause.readAt) < c.o.PauseCheck

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/mutate"
 )
 
 // maxWakes bounds the pending wake hints.
@@ -156,9 +158,9 @@ func (c *Consumer) earlyLimit() time.Duration {
 
 // untilDue holds a delivery whose envelope is due a little in the future
 // (its message was enqueued with a delay rounded down to whole seconds)
-// until its Due on the consumer's clock, keeping its handler slot. An
-// envelope due further ahead than earlyLimit runs at once (producers do
-// not enqueue those). It reports hold: run the task; false with gone: the
+// until its Due on the consumer's clock, keeping its handler slot (one
+// due further ahead than earlyLimit was put back before it got here). It
+// reports hold: run the task; false with gone: the
 // message is no longer this delivery's (another worker took it), leave it
 // alone; false otherwise: the consumer is stopping, put it back.
 //
@@ -173,11 +175,7 @@ func (c *Consumer) untilDue(stop <-chan struct{}, hctx context.Context, d *deliv
 		return true, false
 	}
 	early := d.env.Due.Sub(c.clk.Now())
-	if early <= 0 {
-		return true, false
-	}
-	if early > c.earlyLimit() {
-		d.log.Debug("message is due further ahead than it may be held; running it now", "due_in", early)
+	if early <= 0 || mutate.On(mutate.EarlyStart) {
 		return true, false
 	}
 	shortened := false

@@ -205,6 +205,9 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 			} else if err != nil {
 				return shard, "", "", fmt.Errorf("add %s: %w", it.ID, err)
 			}
+			if !ao.Replace && sameContent(props, cur.Props) {
+				return shard, "", cur.ETag, nil // ours: see sameContent
+			}
 			if !ao.Replace {
 				return shard, "", "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano))
 			}
@@ -243,6 +246,8 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 				}
 			case err != nil:
 				return shard, "", "", fmt.Errorf("add %s: %w", it.ID, err)
+			case !ao.Replace && oldRK == rk && sameContent(props, cur.Props):
+				return shard, "", cur.ETag, nil // ours: see sameContent
 			case !ao.Replace:
 				due, _, _ := ParseRowKey(oldRK)
 				return shard, "", "", fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano))
@@ -279,6 +284,54 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 	}
 	return shard, "", "", fmt.Errorf("add %s: still conflicting after %d attempts: %w", it.ID, retries, lastErr)
 }
+
+// sameContent reports whether a row found in the way of an insert holds
+// exactly what the insert writes (want: every property of it, with the
+// same value; the mover may have added its own since). Such a row is the
+// insert's own, committed although its answer was lost — the SDK's retry
+// then found it — or an identical schedule of the same id by another
+// caller: either way the task asked for is scheduled, and Add answers as
+// it would have the first time, instead of refusing the id as taken
+// (found by the simulator: a schedule whose answer was lost reported
+// "already scheduled" for the task it had just written).
+func sameContent(want map[string]any, got table.Props) bool {
+	for _, k := range contentProps {
+		if _, ok := want[k]; !ok && got[k] != nil {
+			return false // the row has what the insert does not write
+		}
+	}
+	for k, v := range want {
+		if strings.HasSuffix(k, table.TypeSuffix) || k == PropSendingUntil {
+			continue
+		}
+		var same bool
+		switch x := v.(type) {
+		case string:
+			same = got.Str(k) == x
+		case bool:
+			same = got.Bool(k) == x
+		case int:
+			same = got.Int(k) == int64(x)
+		case int32:
+			same = got.Int(k) == int64(x)
+		case int64:
+			same = got.Int(k) == x
+		case time.Time:
+			same = got.Time(k).Equal(x.UTC().Truncate(100 * time.Nanosecond))
+		default:
+			same = fmt.Sprint(got[k]) == fmt.Sprint(v)
+		}
+		if !same {
+			return false
+		}
+	}
+	return true
+}
+
+// contentProps are the properties that say what a task is (what
+// itemProps writes, but the sender's SendingUntil and the mover's own).
+var contentProps = []string{PropMessage, PropType, PropID, PropRecurrence, PropTZ, PropMaxAttempts, PropPayloadBlob, PropTraceParent,
+	PropUniqueKey, PropAfter, PropAfterAny, PropMet, PropWaiting, PropWaiters, PropBatch, PropCallback}
 
 // etagAt returns etags[i], or "" when the table did not tell.
 func etagAt(etags []string, i int) string {

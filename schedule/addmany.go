@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/ctxlock"
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
@@ -131,7 +132,7 @@ type batch struct {
 	written  map[int]bool // item row written
 	blobs    map[int]bool // payload blob stored
 	ensured  bool
-	ensureMu sync.Mutex
+	ensureMu ctxlock.Mutex
 }
 
 // validate prepares every item; refused ones get their Err. Items without
@@ -221,7 +222,9 @@ func (b *batch) summary() error {
 
 // ensure creates the table (and payload container) once, on first use.
 func (b *batch) ensure(ctx context.Context) error {
-	b.ensureMu.Lock()
+	if err := b.ensureMu.LockContext(ctx); err != nil {
+		return err
+	}
 	defer b.ensureMu.Unlock()
 	if b.ensured {
 		return nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
@@ -212,7 +213,7 @@ func (c *Client) Release(ctx context.Context, id, parent string, succeeded bool,
 		}
 		it.Met = append(slices.Clone(it.Met), parent)
 		props[PropMet] = joinIDs(it.Met)
-		if len(it.Unmet()) > 0 {
+		if len(it.Unmet()) > 0 && !mutate.On(mutate.AfterFirstParent) {
 			verdict = Noted
 			return MaxTime, true
 		}

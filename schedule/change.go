@@ -7,6 +7,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/table"
 )
 
@@ -42,6 +43,9 @@ func (c *Client) CancelWith(ctx context.Context, id string, first func(ctx conte
 			if err := first(ctx, readItem(f.row)); err != nil {
 				return Item{}, err
 			}
+		}
+		if mutate.On(mutate.CancelNoop) {
+			return readItem(f.row), nil
 		}
 		ops := []table.Op{{Kind: table.Delete, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, IfMatch: f.row.ETag}}
 		if f.index != nil {
@@ -185,12 +189,15 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 }
 
 // unconfirm takes back the confirmation of the run of old, a row that was
-// just rewritten, when the client that sent it had confirmed it
-// (PropConfirmed). A failure is logged: the change stands, and the old
-// message may then run once.
+// just rewritten, when a client sent it for now (PropSent on a one-off
+// task's row): whether or not the row says the client confirmed it
+// (PropConfirmed), the run may carry the token — a confirmation whose
+// answer was lost, or whose mark on the row the change came before — and
+// Unconfirm clears it only if it does. A failure is logged: the change
+// stands, and the old message may then run once.
 func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
-	tok := old.Props.Str(PropConfirmed)
-	if tok == "" || c.opts.Unconfirm == nil || tok != old.Props.Str(PropSent) {
+	tok := old.Props.Str(PropSent)
+	if tok == "" || c.opts.Unconfirm == nil || old.Props.Str(PropRecurrence) != "" {
 		return
 	}
 	if err := c.opts.Unconfirm(ctx, id, tok); err != nil {

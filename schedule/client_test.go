@@ -465,3 +465,31 @@ func TestPointWritesPointersInBatches(t *testing.T) {
 		}
 	}
 }
+
+// A schedule whose answer was lost — its insert committed, and the retry
+// finds its own row — succeeds, as it would have the first time: a row in
+// the way that holds exactly what the insert writes is taken as written
+// (issue 38, found by the simulator: such a schedule reported "already
+// scheduled"). A row that differs in anything is still refused.
+func TestAddIsIdempotentByContent(t *testing.T) {
+	c, _, _ := newMemClient(t, Options{})
+	it := Item{ID: "same", Type: "mail", Payload: `{"to":"x"}`, Due: t0.Add(time.Hour), MaxAttempts: 2}
+	first, err := c.Add(ctx(t), it, AddOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Add(ctx(t), it, AddOptions{})
+	if err != nil || again.RowKey != first.RowKey || again.ETag != first.ETag {
+		t.Fatalf("the same task again: %+v, %v; want it as first written (%s, %s)", again, err, first.RowKey, first.ETag)
+	}
+	for _, other := range []Item{
+		{ID: "same", Type: "mail", Payload: `{"to":"y"}`, Due: it.Due, MaxAttempts: 2},
+		{ID: "same", Type: "mail", Payload: it.Payload, Due: it.Due.Add(time.Second), MaxAttempts: 2},
+		{ID: "same", Type: "sms", Payload: it.Payload, Due: it.Due, MaxAttempts: 2},
+		{ID: "same", Type: "mail", Payload: it.Payload, Due: it.Due},
+	} {
+		if _, err := c.Add(ctx(t), other, AddOptions{}); !errors.Is(err, ErrAlreadyScheduled) {
+			t.Fatalf("a different task with the id (%+v): %v; want ErrAlreadyScheduled", other, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/table"
 )
 
@@ -32,6 +33,10 @@ func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
 		}
 		if !it.Disabled.IsZero() {
 			return MaxTime, row.Props, nil // already disabled: the row stays
+		}
+		if mutate.On(mutate.IgnoreDisable) {
+			due, _, _ := ParseRowKey(row.RowKey)
+			return due, row.Props, nil
 		}
 		props := table.Props(row.Props).Clone()
 		props.Delete(PropSendingUntil)

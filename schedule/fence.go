@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 )
@@ -85,6 +86,9 @@ func (m *Mover) fenceOp(shard string, gen int64) table.Op {
 	m.mu.Lock()
 	etag := m.fence[shard]
 	m.mu.Unlock()
+	if mutate.On(mutate.NoFence) {
+		etag = ""
+	}
 	return table.Op{Kind: table.Merge, PartitionKey: shard, RowKey: FenceRowKey, Props: map[string]any{PropGeneration: gen}, IfMatch: etag}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 )
@@ -24,6 +25,13 @@ func (c *Client) locate(ctx context.Context, id string) (f found, orphan *table.
 		return found{}, nil, err
 	}
 	pl := c.place(ctx)
+	if mutate.On(mutate.NoPointers) && ValidateID(id) == nil {
+		f, _, err := c.viaIndex(ctx, pl.of(id), id)
+		if err == nil && f.index == nil {
+			err = fmt.Errorf("%w: task %s", ErrNotFound, id)
+		}
+		return f, nil, err
+	}
 	if ValidateID(id) == nil {
 		shards := []string{pl.of(id)}
 		if prev, ok := pl.prevOf(id); ok {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/storage"
@@ -253,6 +254,9 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 			lastEarly = occ
 		}
 		next, err := r.rec.Next(occ, since)
+		if err == nil && mutate.On(mutate.SkipOccurrence) {
+			next, err = r.rec.Next(next, next)
+		}
 		if err != nil {
 			p.bad = fmt.Sprintf("recurrence %q: %v", it.Recurrence, err)
 			return p

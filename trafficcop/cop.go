@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/ctxlock"
 	"github.com/leasecron/leasecron/internal/randid"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -451,7 +452,10 @@ func stampTime(t time.Time) string { return t.UTC().Round(0).Format(time.RFC3339
 // kinds of write are serialised, so the last one written carries the last
 // renewal.
 type termMeta struct {
-	mu      sync.Mutex
+	// mu is held across the metadata writes (a renewal's heartbeat, an
+	// announcement) so that they never interleave; a ctxlock, so that a
+	// waiter whose term ends stops waiting.
+	mu      ctxlock.Mutex
 	md      map[string]string
 	leaseID string
 	written time.Time // when it was last written (the cop's clock)
@@ -460,7 +464,9 @@ type termMeta struct {
 // heartbeat records each renewal of the term in the lease's metadata.
 func (c *Cop) heartbeat(tm *termMeta) func(context.Context, time.Time) error {
 	return func(ctx context.Context, start time.Time) error {
-		tm.mu.Lock()
+		if err := tm.mu.LockContext(ctx); err != nil {
+			return err
+		}
 		defer tm.mu.Unlock()
 		tm.md[MetaRenewed] = stampTime(start)
 		c.note(tm.md)
@@ -498,7 +504,9 @@ func (c *Cop) announcer(ctx context.Context, tm *termMeta) {
 		if wait > 0 && clock.Sleep(ctx, c.o.Clock, wait) != nil {
 			return
 		}
-		tm.mu.Lock()
+		if tm.mu.LockContext(ctx) != nil {
+			return
+		}
 		c.note(tm.md)
 		tm.written = c.o.Clock.Now()
 		err := c.call(ctx, func(cctx context.Context) error { return c.lock.SetMetadata(cctx, tm.leaseID, "", tm.md) })

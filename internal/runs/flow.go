@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -180,7 +181,9 @@ type Batch struct {
 }
 
 // Complete reports whether every member of a sealed batch has ended.
-func (b Batch) Complete() bool { return b.Sealed && b.Ended() >= b.Total }
+func (b Batch) Complete() bool {
+	return b.Sealed && (b.Ended() >= b.Total || mutate.On(mutate.CallbackEarly) && b.Ended() > 0)
+}
 
 func batchPK(id string) string { return batchPKPrefix + id }
 

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/leasecron/leasecron/internal/ctxlock"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 )
@@ -30,7 +30,7 @@ const (
 // legacyProbe remembers whether the table holds rows of the previous
 // layout: one query when a Store first uses the table.
 type legacyProbe struct {
-	mu      sync.Mutex
+	mu      ctxlock.Mutex // held across the look
 	checked time.Time
 	present bool
 }
@@ -44,7 +44,9 @@ func legacyPartition(id string) string {
 // hasLegacy reports whether the table holds run rows of the previous
 // layout.
 func (s *Store) hasLegacy(ctx context.Context) (bool, error) {
-	s.legacy.mu.Lock()
+	if err := s.legacy.mu.LockContext(ctx); err != nil {
+		return false, err
+	}
 	defer s.legacy.mu.Unlock()
 	now := s.now()
 	// A table found without old rows never gets them again (only workers of

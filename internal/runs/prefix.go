@@ -18,7 +18,7 @@ func (s *Store) ByIDPrefix(ctx context.Context, prefix string, limit int) ([]Run
 	}
 	var out []Run
 	now := s.now()
-	for _, pk := range s.layout(ctx).all() {
+	for _, pk := range s.fullLayout(ctx).all() {
 		q := table.Query{Partition: pk, From: prefixRun + prefix, To: prefixRun + prefix + "~", Select: listSelect}
 		rows, _, err := s.collect(ctx, q, limit)
 		if err != nil {

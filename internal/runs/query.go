@@ -161,7 +161,7 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 	if err := s.ensure(ctx); err != nil {
 		return Page{}, err
 	}
-	pks, from, to, where := q.plan(s.layout(ctx))
+	pks, from, to, where := q.plan(s.fullLayout(ctx))
 	cur, err := decodeCursor(q.Continue, q.fingerprint(), len(pks))
 	if err != nil {
 		return Page{}, err

@@ -52,6 +52,9 @@ func runProps(r Run) table.Props {
 	if len(r.After) > 0 {
 		p["After"] = strings.Join(r.After, ",")
 	}
+	if len(r.Requeued) > 0 {
+		p["Requeued"] = strings.Join(r.Requeued, ",")
+	}
 	return p
 }
 
@@ -107,7 +110,7 @@ func decodeRun(rw table.Entity) Run {
 		Progress: leasecrontype.RunProgress{Percent: int(p.Int("Progress")), Message: p.Str("ProgressMessage"), At: p.Time("ProgressAt")},
 		Batch:    p.Str("Batch"), After: splitList(p.Str("After")),
 		Updated: rw.Timestamp,
-	}, Token: p.Str("Token"), Seq: p.Int("Seq"), ETag: rw.ETag, pk: rw.PartitionKey}
+	}, Token: p.Str("Token"), Seq: p.Int("Seq"), Requeued: splitList(p.Str("Requeued")), ETag: rw.ETag, pk: rw.PartitionKey}
 }
 
 // Public returns r as the public leasecrontype.Run.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/notfound"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -43,6 +44,9 @@ type Run struct {
 	// unknown): its outcome goes to slot Seq mod SummarySlots of the
 	// series' summary row.
 	Seq int64
+	// Requeued names the deaths of this run whose dead letters were
+	// requeued, the latest first (at most MaxRequeued; see MarkRequeued).
+	Requeued []string
 
 	ETag string
 	// legacy marks a record read from the previous layout.
@@ -108,11 +112,15 @@ func (expired) Unwrap() error { return ErrNotFound }
 // maxTries bounds read-modify-write loops on one run.
 const maxTries = 5
 
-// newer reports whether meta describes a later scheduling of cur's id than
-// cur itself: the id was scheduled again after cur finished, so a delivery
-// of the new run starts a fresh record instead of being taken for cur.
+// newer reports whether meta describes another scheduling of cur's id
+// than cur itself: the id was scheduled again after cur finished, so a
+// delivery of the new run starts a fresh record instead of being taken
+// for cur. Every delivery of one scheduling carries its due time; a new
+// scheduling may be due earlier than the finished one (a task cancelled
+// before its due time, then scheduled again for now), so any other due
+// time means another run, not only a later one.
 func newer(cur *Run, m Meta) bool {
-	return cur != nil && cur.State.Finished() && !m.Due.IsZero() && !cur.Due.IsZero() && stored(m.Due).After(cur.Due)
+	return cur != nil && cur.State.Finished() && !m.Due.IsZero() && !cur.Due.IsZero() && !stored(m.Due).Equal(cur.Due)
 }
 
 // stored is t as the table keeps it: UTC, to the 100 ns tick.
@@ -134,12 +142,12 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 	}
 	fillMeta(&next, m)
 	switch {
-	case next.State == Succeeded:
+	case next.State == Succeeded && !mutate.On(mutate.RerunSucceeded):
 		next.Duplicates++
 		return next, ErrAlreadySucceeded
 	case next.State == Cancelled:
 		return next, ErrCancelled
-	case next.State == Running && next.Worker != worker && next.ClaimUntil.After(now):
+	case next.State == Running && next.Worker != worker && next.ClaimUntil.After(now) && !mutate.On(mutate.TwoAtOnce):
 		return next, ErrClaimedElsewhere
 	}
 	next.State = Running

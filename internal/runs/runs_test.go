@@ -47,6 +47,13 @@ func TestDecideClaim(t *testing.T) {
 		{"succeeded is a duplicate", &Run{Run: leasecrontype.Run{ID: "a", State: Succeeded, Due: meta.Due}}, ErrAlreadySucceeded, Succeeded, 1},
 		{"an earlier run of the id is not", &Run{Run: leasecrontype.Run{ID: "a", State: Succeeded, Due: meta.Due.Add(-time.Hour)}}, nil, Running, 0},
 		{"cancelled is not run", &Run{Run: leasecrontype.Run{ID: "a", State: Cancelled}}, ErrCancelled, Cancelled, 0},
+		{"cancelled under this due is not run", &Run{Run: leasecrontype.Run{ID: "a", State: Cancelled, Due: meta.Due}}, ErrCancelled, Cancelled, 0},
+		// The id scheduled again after its task was cancelled before it ran,
+		// due earlier than that task was: another run (issue 38, found by
+		// the simulator: such a task was acknowledged as cancelled and
+		// never ran).
+		{"a cancelled run of the id due later is not this one", &Run{Run: leasecrontype.Run{ID: "a", State: Cancelled, Due: meta.Due.Add(time.Hour)}}, nil, Running, 0},
+		{"a later dead run of the id is not this one", &Run{Run: leasecrontype.Run{ID: "a", State: Dead, Due: meta.Due.Add(time.Hour)}}, nil, Running, 0},
 		{"running elsewhere unexpired", &Run{Run: leasecrontype.Run{ID: "a", State: Running, Worker: "w2", ClaimUntil: now.Add(time.Second)}}, ErrClaimedElsewhere, Running, 0},
 		{"running elsewhere expired is taken over", &Run{Run: leasecrontype.Run{ID: "a", State: Running, Worker: "w2", ClaimUntil: now}}, nil, Running, 0},
 		{"running here is reclaimed", &Run{Run: leasecrontype.Run{ID: "a", State: Running, Worker: "w1", ClaimUntil: now.Add(time.Hour)}}, nil, Running, 0},
@@ -391,17 +398,31 @@ func lifecycle(t *testing.T, e env) {
 		t.Fatal(err)
 	}
 	e.mustState(t, "c1", Dead)
-	if err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}); err != nil {
-		t.Fatal(err)
+	// A dead letter of an earlier task with the id (another due time):
+	// the record is not its; refused.
+	if _, _, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due.Add(-time.Hour)}, "m0-3"); !errors.Is(err, leasecrontype.ErrScheduledAgain) {
+		t.Fatalf("MarkRequeued of an earlier task's dead letter: %v; want ErrScheduledAgain", err)
+	}
+	if earlier, _, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m1-3"); err != nil || earlier {
+		t.Fatalf("MarkRequeued: earlier %v, %v", earlier, err)
 	}
 	if r := e.mustState(t, "c1", Queued); r.Attempts != 0 || r.Type != "flaky" {
 		t.Fatalf("requeued record = %+v", r)
+	}
+	// The same death again (its requeue was cut short): nothing written;
+	// the run is still queued as it left it.
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m1-3"); err != nil || !earlier || !queued {
+		t.Fatalf("MarkRequeued of the same death: earlier %v, queued %v, %v; want true, true", earlier, queued, err)
 	}
 	e.wantCost(t, "a claim of a requeued run", 1, func() {
 		if _, err := s.Claim(ctx, "c1", "w1", 1, e.now().Add(time.Minute), Meta{Type: "flaky", Due: due, Queued: true}); err != nil {
 			t.Fatal(err)
 		}
 	})
+	// Claimed since: the death's dead letter is only left over.
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m1-3"); err != nil || !earlier || queued {
+		t.Fatalf("MarkRequeued of the same death after a claim: earlier %v, queued %v, %v; want true, false", earlier, queued, err)
+	}
 
 	// A claim taken over after it lapsed: the first worker's late finish
 	// does not overwrite the second worker's claim.

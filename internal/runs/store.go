@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/ctxlock"
 	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
@@ -54,6 +56,12 @@ type Options struct {
 	// called for every operation, so it should be cheap (cached). Default:
 	// DefaultLayout always.
 	Layout func(ctx context.Context) Layout
+	// Refresh, when set, is asked when a lookup found no record and
+	// before a listing: it may read the layout afresh (Layout may answer
+	// from what it last read, or a default, until asked), and reports
+	// whether the layout now reads partitions it did not. A lookup that
+	// missed is then tried again.
+	Refresh func(ctx context.Context) bool
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -95,7 +103,7 @@ func (o *Options) fill() error {
 type Store struct {
 	t     table.Table
 	o     Options
-	mu    sync.Mutex
+	mu    ctxlock.Mutex // held across the table's creation
 	ready bool
 	// claims are the runs this Store claimed and has not finished: Finish
 	// and Extend of such a run are one write.
@@ -171,7 +179,9 @@ func (s *Store) submitRun(ctx context.Context, ops []table.Op) error {
 }
 
 func (s *Store) ensure(ctx context.Context) error {
-	s.mu.Lock()
+	if err := s.mu.LockContext(ctx); err != nil {
+		return err
+	}
 	defer s.mu.Unlock()
 	if s.ready {
 		return nil
@@ -232,16 +242,34 @@ func (s *Store) read(ctx context.Context, id string) (Run, bool, error) {
 	if err := s.ensure(ctx); err != nil {
 		return Run{}, false, err
 	}
-	for _, pk := range s.layout(ctx).homes(bucketKey(id)) {
-		rw, err := s.t.Get(ctx, pk, runKey(id))
-		switch {
-		case err == nil:
-			return decodeRun(rw), true, nil
-		case !errors.Is(err, storage.ErrNotFound):
-			return Run{}, false, fmt.Errorf("runs: read %s: %w", id, err)
+	tried := map[string]bool{}
+	for again := true; again; {
+		for _, pk := range s.layout(ctx).homes(bucketKey(id)) {
+			if tried[pk] {
+				continue
+			}
+			tried[pk] = true
+			rw, err := s.t.Get(ctx, pk, runKey(id))
+			switch {
+			case err == nil:
+				return decodeRun(rw), true, nil
+			case !errors.Is(err, storage.ErrNotFound):
+				return Run{}, false, fmt.Errorf("runs: read %s: %w", id, err)
+			}
 		}
+		// A miss: the layout may have grown since it was last read.
+		again = s.o.Refresh != nil && s.o.Refresh(ctx)
 	}
 	return s.readLegacy(ctx, id)
+}
+
+// fullLayout is the layout a listing reads: refreshed first (Refresh), so
+// that a process that reads it lazily lists every partition.
+func (s *Store) fullLayout(ctx context.Context) Layout {
+	if s.o.Refresh != nil {
+		s.o.Refresh(ctx)
+	}
+	return s.layout(ctx)
 }
 
 // layout returns the layout records are written and read under now.
@@ -297,7 +325,7 @@ func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider) []
 		s.o.Logger.Debug("runs not marked queued", "runs", len(marks), "err", err)
 		return out
 	}
-	l := s.layout(ctx)
+	l := s.fullLayout(ctx) // it inserts blind where only one home is read
 	byBucket := map[string][]int{}
 	for i, m := range marks {
 		if err := validateID(m.ID); err != nil {
@@ -372,23 +400,51 @@ const fallbackConcurrency = 8
 
 // MarkRequeued puts a dead (or any) run back to queued with its attempts
 // reset, for a dead letter moved back to the work queue; m describes the
-// task as it will be delivered. When it returns nil the run is marked
+// task as it will be delivered, and death names the death the dead letter
+// records (queue.DeadLetter.Death). When it returns nil the run is marked
 // queued under m.Due (so the delivery may set leasecrontype.RunMeta.Queued).
-func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta) error {
+//
+// The run remembers the deaths requeued (the latest MaxRequeued), so that a
+// dead letter whose requeue a crash cut short is not requeued twice:
+// earlier is then true and nothing is written, and queued says whether the
+// run is still queued as that requeue left it (the latest death requeued,
+// not claimed since), that is, whether its message may still have to be
+// sent. A record of another scheduling of the id (another due time: the id
+// was scheduled again since this task died) is left alone, with an error
+// wrapping leasecrontype.ErrScheduledAgain.
+func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death string) (earlier, queued bool, err error) {
 	if err := validateID(id); err != nil {
-		return err
+		return false, false, err
 	}
 	now := s.now()
-	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+	err = s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		earlier, queued = false, false
 		next := newRun(id, "")
 		if cur != nil {
+			if i := slices.Index(cur.Requeued, death); death != "" && i >= 0 {
+				earlier, queued = true, i == 0 && cur.State == Queued
+				return Run{}, false, nil
+			}
+			if !m.Due.IsZero() && !cur.Due.IsZero() && !stored(m.Due).Equal(cur.Due) {
+				// The id was scheduled again since this task died: the
+				// record is the new task's.
+				return Run{}, false, fmt.Errorf("runs: requeue %s due %s: %w (its record is of the task due %s, %s)", id,
+					m.Due.UTC().Format(time.RFC3339), leasecrontype.ErrScheduledAgain, cur.Due.UTC().Format(time.RFC3339), cur.State)
+			}
 			next = *cur
 		}
 		fillMeta(&next, m)
 		next.State, next.Attempts, next.ClaimUntil = Queued, 0, now
+		if death != "" {
+			next.Requeued = append([]string{death}, next.Requeued[:min(len(next.Requeued), MaxRequeued-1)]...)
+		}
 		return next, true, nil
 	})
+	return earlier, queued, err
 }
+
+// MaxRequeued is how many of its requeued deaths a run remembers.
+const MaxRequeued = 8
 
 // claimToken is the state row a claim of a delivery described by m takes
 // in one write, or "" when the delivery is not known to have one: a first
@@ -429,7 +485,7 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 		return leasecrontype.Run{}, err
 	}
 	now := s.now()
-	l := s.layout(ctx)
+	l := s.fullLayout(ctx) // it inserts blind where only one home is read
 	next := newRun(id, Running)
 	next.Worker, next.Attempts, next.Started, next.ClaimUntil = worker, attempt, now, leaseUntil
 	next.pk = l.home(bucketKey(id))

@@ -86,7 +86,7 @@ func (s *Store) Recent(ctx context.Context, series string) (rs []leasecrontype.R
 		return nil, false, err
 	}
 	var rw table.Entity
-	for _, pk := range s.layout(ctx).homes(series) {
+	for _, pk := range s.fullLayout(ctx).homes(series) {
 		var err error
 		rw, err = s.t.Get(ctx, pk, summaryKey(series))
 		if err == nil {

@@ -78,9 +78,16 @@ func decideConfirmed(cur *Run, id string, m Meta) (next Run, write, marked bool)
 	if marked || cur == nil || newer(cur, m) {
 		return next, write, marked
 	}
-	switch cur.State {
-	case "", Scheduled, Queued:
+	switch {
+	case cur.State == "" || cur.State == Scheduled || cur.State == Queued:
 		return next, write, false
+	case !m.Due.IsZero() && !cur.Due.IsZero() && !stored(m.Due).Equal(cur.Due):
+		// The record is another scheduling's, still under way (the id
+		// was scheduled again, or rescheduled, while an earlier run of
+		// it was queued or running): this one is not confirmed, and its
+		// row stays until that run has ended. Counted as confirmed, the
+		// row would go and this run's message be taken for stale.
+		return *cur, false, false
 	}
 	return *cur, false, true
 }

@@ -94,6 +94,23 @@ func earlySent(t *testing.T, e env) {
 	if ok := s.Confirm(ctx, []Mark{{ID: "early2", Meta: Meta{Type: "email", Due: due, Token: "tok1"}}}); !ok[0] {
 		t.Fatal("Confirm of a running run must let the row be moved")
 	}
+	// Not so another scheduling of the id, due at another time, while this
+	// run is under way: its row stays until the run has ended (issue 38,
+	// found by the simulator: the row went, and the new task's message was
+	// taken for stale and never ran).
+	later := Meta{Type: "email", Due: due.Add(time.Minute), Token: "tok2"}
+	if ok := s.Confirm(ctx, []Mark{{ID: "early2", Meta: later}}); ok[0] {
+		t.Fatal("Confirm of another scheduling while a run of the id is under way let its row be moved")
+	}
+	if err := s.Finish(ctx, "early2", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "early2", Meta: later}}); !ok[0] {
+		t.Fatal("Confirm of another scheduling once the earlier run ended")
+	}
+	if r := e.mustState(t, "early2", Queued); r.Token != "tok2" || !r.Due.Equal(later.Due) {
+		t.Fatalf("the record after the new scheduling's confirmation: %+v", r)
+	}
 	e.verify(t)
 }
 

@@ -20,10 +20,10 @@ func (s *Store) Verify(ctx context.Context) (problems []string, runs int, err er
 	if err := s.ensure(ctx); err != nil {
 		return nil, 0, err
 	}
-	l := s.layout(ctx)
+	l := s.fullLayout(ctx)
 	for _, pk := range l.all() {
 		all := map[string]table.Entity{}
-		q := table.Query{Partition: pk, Select: []string{"Id", "State", "Due", "Worker"}}
+		q := table.Query{Partition: pk, Select: []string{"Id", "State", "Due", "Worker", "Token"}}
 		for {
 			p, err := s.t.Query(ctx, q)
 			if err != nil {

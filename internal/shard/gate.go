@@ -97,7 +97,15 @@ func (g *gate) Pace(ctx context.Context, busy bool, wait time.Duration) error {
 			wakeBefore = next
 			if act := next.Add(-g.o.Early); !act.After(now.Add(wait)) {
 				g.unpublish(ctx)
-				return g.sleep(ctx, max(0, act.Sub(now)))
+				d := act.Sub(now)
+				if d <= 0 {
+					// Already within the window, and the pass found nothing
+					// to do (the row was sent early and waits to leave the
+					// table): poll at the mover's pace, as an unsharded
+					// mover does, not again at once.
+					d = wait
+				}
+				return g.sleep(ctx, d)
 			}
 		}
 		if !g.publish(ctx, wakeBefore) {

@@ -108,9 +108,11 @@ type RunParts struct {
 }
 
 // RunPartsSettle is how long a new run-record partition count stays
-// Next, read but not written under: every worker reads the map at least
-// once a minute (shards.cycle is at most 1m) and every client once a
-// second, so by then all of them look for records under it.
+// Next, read but not written under: every sharded worker reads the map at
+// least once a minute (shards.cycle is at most 1m), every sharded client
+// once a second and every process that is not sharded (a worker still on
+// one shard during the rolling switch) every RunPartsSettle/4 while it
+// uses run records, so by then all of them look for records under it.
 const RunPartsSettle = 2 * time.Minute
 
 // Layout returns the counts records are written under now (0: the
@@ -184,7 +186,11 @@ func (m Map) Sorted() []Assignment {
 // Read reads the map: one query of its partition (a page per 1,000 shards).
 func Read(ctx context.Context, t table.Table) (Map, error) {
 	rows, err := table.All(ctx, t, table.Query{Partition: Partition}, 0)
-	if err != nil {
+	switch {
+	case errors.Is(err, storage.ErrTableNotFound):
+		// A fresh account: no schedule table yet, so no map.
+		return Map{Shards: map[string]Assignment{}}, nil
+	case err != nil:
 		return Map{}, fmt.Errorf("read the shard map: %w", err)
 	}
 	m := Map{Shards: map[string]Assignment{}}
@@ -303,7 +309,7 @@ func SetCount(ctx context.Context, t table.Table, n int) (Layout, error) {
 	}
 	switch {
 	case m.Count == 0:
-		return Layout{}, fmt.Errorf("%w: start a worker with shards.count above 1 first", ErrNoMap)
+		return Layout{}, fmt.Errorf("%w (no sharded worker has run on this account): start the workers with shards.count: %d and the first to lead writes the map with that count; the count of a sharded schedule can then be changed online", ErrNoMap, n)
 	case m.PrevCount != 0:
 		return m.Layout(0), fmt.Errorf("%w: from %d to %d; try again once every shard is done (leasecron shards)", ErrChanging, m.PrevCount, m.Count)
 	case n == m.Count:

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
@@ -341,4 +343,50 @@ func TestRunPartsGrowWithTheShards(t *testing.T) {
 	if got := parseCounts("4, 8,x,-1,,16"); !slices.Equal(got, []int{4, 8, 16}) {
 		t.Fatalf("parseCounts = %v", got)
 	}
+}
+
+// On a fresh account — no schedule table yet, before any worker has run —
+// the map reads as none, and a change of the count is refused with what to
+// do instead of the table's "not found" (issue 38).
+func TestSetCountOnAFreshAccount(t *testing.T) {
+	ctx := context.Background()
+	tb := table.NewMissingMemory("ScheduledItems", clock.NewFake(t0))
+	m, err := Read(ctx, tb)
+	if err != nil || m.Count != 0 || len(m.Shards) != 0 {
+		t.Fatalf("Read of a missing table: %+v, %v; want no map", m, err)
+	}
+	_, err = SetCount(ctx, tb, 8)
+	if !errors.Is(err, ErrNoMap) {
+		t.Fatalf("SetCount(8) on a fresh account: %v; want ErrNoMap", err)
+	}
+	for _, want := range []string{"shards.count: 8", "worker"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("SetCount(8) on a fresh account: %q does not say %q", err, want)
+		}
+	}
+}
+
+// A pass that found nothing to do while the shard's earliest row is
+// already within the early window — a row its mover sent early, waiting
+// in the table until it is a pass away — waits the mover's poll before the
+// next pass. Pace used to return at once then, and the mover passed over
+// the shard without pause until the row left (found by the simulator,
+// seed 21: a loop of passes and queries that kept virtual time from
+// moving; against Azure, requests as fast as the account answers for up
+// to the early window per task).
+func TestPaceWaitsWhileARowSentEarlyWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tb := table.NewMemory("ScheduledItems", nil)
+		due := time.Now().Add(10 * time.Second)
+		o := &Owner{T: tb, Member: "a", Cycle: time.Second, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), Early: time.Minute,
+			NextDue: func(context.Context, string) (time.Time, bool, error) { return due, true, nil }}
+		g := newGate(o, Assignment{Shard: "00"})
+		start := time.Now()
+		if err := g.Pace(t.Context(), false, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited < 5*time.Second {
+			t.Fatalf("Pace returned after %v with a row due in 10 s already sent early; want the mover's 5 s poll", waited)
+		}
+	})
 }

@@ -174,3 +174,7 @@ func header(r *http.Request, name string) string {
 	}
 	return ""
 }
+
+// OpName names a request to service svc ("blob", "queue" or "table") as
+// Counter does: "lease-acquire", "dequeue", "batch", ...
+func OpName(svc string, r *http.Request) string { return opName(svc, r) }

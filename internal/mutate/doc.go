@@ -1,0 +1,57 @@
+// Package mutate switches deliberate defects on, one at a time, so that a
+// test can show the simulator's invariant checker catches each kind of
+// broken promise (tools/sim's TestMutations): a checker that never fails
+// proves nothing.
+//
+// Product code asks On(name) where a defect would go. In an ordinary build
+// (without the leasecron_mutate build tag) On is a constant false that the
+// compiler removes with the code it guards; only a test binary built with
+// -tags leasecron_mutate can switch a defect on, with Set. Never build a
+// release with the tag.
+package mutate
+
+// The defects, by what they break.
+const (
+	// DropMessage: the consumer acknowledges some messages without running
+	// them (at least once).
+	DropMessage = "drop-message"
+	// RerunSucceeded: a claim no longer refuses a run that succeeded.
+	RerunSucceeded = "rerun-succeeded"
+	// NoFence: the mover commits without the fence row's condition.
+	NoFence = "no-fence"
+	// CancelNoop: Cancel reports a pending task removed without removing it.
+	CancelNoop = "cancel-noop"
+	// UniqueEarly: a unique key is free as soon as an attempt of its task
+	// ended (the defect issue 38 found).
+	UniqueEarly = "unique-early"
+	// AfterFirstParent: a task waiting for several is released by the
+	// first parent's end.
+	AfterFirstParent = "after-first-parent"
+	// CallbackEarly: a batch's callback is released when any member ends.
+	CallbackEarly = "callback-early"
+	// NoRate: rate limits are not applied.
+	NoRate = "no-rate"
+	// NoLimit: concurrency limits are not applied.
+	NoLimit = "no-limit"
+	// IgnorePause: the consumer runs tasks of paused types.
+	IgnorePause = "ignore-pause"
+	// IgnoreDisable: disabled series are moved like the others.
+	IgnoreDisable = "ignore-disable"
+	// BulkRewalk: a bulk requeue requeues its own tasks' new dead letters
+	// (the defect issue 38 found).
+	BulkRewalk = "bulk-rewalk"
+	// EarlyStart: the consumer does not hold a message that arrives
+	// before its due time.
+	EarlyStart = "early-start"
+	// NoPointers: a lookup by id does not look under the previous shard
+	// count.
+	NoPointers = "no-pointers"
+	// SkipOccurrence: the mover schedules a series' occurrence after next.
+	SkipOccurrence = "skip-occurrence"
+	// TwoAtOnce: a claim does not refuse a run another worker holds.
+	TwoAtOnce = "two-at-once"
+)
+
+// All lists every defect.
+var All = []string{DropMessage, RerunSucceeded, NoFence, CancelNoop, UniqueEarly, AfterFirstParent, CallbackEarly, NoRate, NoLimit,
+	IgnorePause, IgnoreDisable, BulkRewalk, EarlyStart, NoPointers, SkipOccurrence, TwoAtOnce}

@@ -1,0 +1,165 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/leasecrontype"
+)
+
+// failOnce wraps a MessageQueue and fails the next Enqueue or Delete once
+// when armed: the first after the request was carried out (a lost
+// response), as a crash right after it would leave things.
+type failOnce struct {
+	MessageQueue
+	mu           sync.Mutex
+	enqueue, del bool
+}
+
+func (f *failOnce) Enqueue(ctx context.Context, text string, vis time.Duration) (Message, error) {
+	f.mu.Lock()
+	fail := f.enqueue
+	f.enqueue = false
+	f.mu.Unlock()
+	if fail {
+		return Message{}, errors.New("enqueue: the caller crashed before it was sent")
+	}
+	return f.MessageQueue.Enqueue(ctx, text, vis)
+}
+
+func (f *failOnce) Delete(ctx context.Context, m Message) error {
+	f.mu.Lock()
+	fail := f.del
+	f.del = false
+	f.mu.Unlock()
+	if fail {
+		return errors.New("delete: the caller crashed before it was sent")
+	}
+	return f.MessageQueue.Delete(ctx, m)
+}
+
+// deadHarness runs a consumer whose type "f" fails while failing says so,
+// with one attempt per delivery, and kills the tasks given.
+func deadHarness(t *testing.T, ids ...string) (*harness, *runs.Memory, *calls, func(bool)) {
+	t.Helper()
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 1, BackoffBase: time.Second}})
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	var got calls
+	var mu sync.Mutex
+	failing := true
+	h.c.Handle("f", func(_ context.Context, task leasecrontype.Task) error {
+		got.add(task, h.clk.Now())
+		mu.Lock()
+		defer mu.Unlock()
+		if failing {
+			return errors.New("still broken")
+		}
+		return nil
+	})
+	for _, id := range ids {
+		h.enqueue(Envelope{ID: id, Type: "f"})
+	}
+	h.start()
+	for range ids {
+		h.expect(OutcomeDead)
+	}
+	return h, rm, &got, func(f bool) { mu.Lock(); failing = f; mu.Unlock() }
+}
+
+func matchAll(DeadLetter) bool { return true }
+
+// A bulk requeue touches each dead letter it matched once: a task it
+// requeued that dies again is not requeued again by the same operation,
+// however often it walks the poison queue (issue 38: 30 dead letters of a
+// still-failing type were requeued 98 times by one operation). Another
+// operation does requeue it.
+func TestRequeueWhereOncePerOperation(t *testing.T) {
+	ids := []string{"d1", "d2", "d3"}
+	h, rm, got, _ := deadHarness(t, ids...)
+	dl := NewDeadLetters(h.c.Client(), rm)
+	ctx := context.Background()
+	walk := func(op string) WhereStats {
+		t.Helper()
+		st, err := dl.RequeueWhere(ctx, op, matchAll, nil, func(WhereStats) error { return nil })
+		if err != nil {
+			t.Fatalf("RequeueWhere(%s): %v", op, err)
+		}
+		return st
+	}
+	if st := walk("op1"); st.Requeued != 3 {
+		t.Fatalf("first walk: %+v, want 3 requeued", st)
+	}
+	for range ids {
+		h.expect(OutcomeDead) // they fail again
+	}
+	if st := walk("op1"); st.Requeued != 0 || st.Kept != 3 {
+		t.Fatalf("the same operation walking again: %+v, want 0 requeued and its 3 new dead letters kept", st)
+	}
+	if n := got.n(); n != 6 {
+		t.Fatalf("handler ran %d times, want 6 (each task twice)", n)
+	}
+	if st := walk("op2"); st.Requeued != 3 {
+		t.Fatalf("another operation: %+v, want 3 requeued", st)
+	}
+	for range ids {
+		h.expect(OutcomeDead)
+	}
+	if n := got.n(); n != 9 {
+		t.Fatalf("handler ran %d times, want 9", n)
+	}
+}
+
+// A requeue cut short — by a crash after the task was sent but before its
+// dead letter was removed, or after the run was marked but before the task
+// was sent — is finished by the next walk exactly once: a run that has
+// succeeded since is not set back to queued and run again (issue 38), and
+// a task that was never sent is sent.
+func TestRequeueCutShortIsFinishedOnce(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		failEnq, failDel bool
+	}{
+		{"crash after the send", false, true},
+		{"crash before the send", true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, rm, got, failing := deadHarness(t, "x")
+			failing(false)
+			work, poison := &failOnce{MessageQueue: h.work, enqueue: c.failEnq}, &failOnce{MessageQueue: h.poison, del: c.failDel}
+			dl := NewDeadLetters(NewClientWith(work, poison, ClientOptions{Clock: h.clk}), rm)
+			ctx := context.Background()
+			st, err := dl.RequeueWhere(ctx, "op1", matchAll, nil, func(WhereStats) error { return nil })
+			if err != nil || st.Failed != 1 {
+				t.Fatalf("the walk cut short: %+v, %v; want 1 failed", st, err)
+			}
+			if c.failDel {
+				h.expect(OutcomeSucceeded) // the requeued task ran
+				mustRun(t, rm, "x", runs.Succeeded)
+			}
+			// The next attempt of the operation walks again.
+			st, err = dl.RequeueWhere(ctx, "op1", matchAll, nil, func(WhereStats) error { return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.failEnq {
+				h.expect(OutcomeSucceeded)
+			}
+			h.quiesce()
+			if n := len(h.poison.all()); n != 0 {
+				t.Fatalf("%d dead letters left", n)
+			}
+			if n := len(h.work.all()); n != 0 {
+				t.Fatalf("%d messages left on the work queue", n)
+			}
+			mustRun(t, rm, "x", runs.Succeeded)
+			if n := got.n(); n != 2 {
+				t.Fatalf("handler ran %d times, want 2 (the death and the one requeue)", n)
+			}
+		})
+	}
+}

@@ -1,0 +1,85 @@
+package leasecron
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// A task holds its unique key through every state between attempts — a
+// failed attempt waiting for its retry, a snooze, a delivery handed back at
+// shutdown — however long ago that attempt ended: the finish time of an
+// attempt that was not the last does not start the key's window (issue 38:
+// a second task with the key was accepted during the retry backoff). Only
+// a finished run (succeeded, dead) holds it for the window after it ended.
+func TestHoldsKeyBetweenAttempts(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	sched, err := schedule.NewMemory(schedule.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := runs.NewMemory(clk).Store
+	g := schedule.Guard{Type: "t", Key: "k", For: 0, States: DefaultUniqueStates, Created: clk.Now()}
+	claim := func(id string, attempt int) {
+		t.Helper()
+		if _, err := rs.Claim(ctx, id, "w1", attempt, clk.Now().Add(time.Minute), runs.Meta{Type: "t", Due: clk.Now()}); err != nil {
+			t.Fatalf("claim %s attempt %d: %v", id, attempt, err)
+		}
+	}
+	holds := func(id string) bool {
+		t.Helper()
+		g.Task = id
+		h, err := holdsKey(ctx, sched, rs, clk.Now(), g)
+		if err != nil {
+			t.Fatalf("holdsKey(%s): %v", id, err)
+		}
+		return h
+	}
+	for _, c := range []struct {
+		name  string
+		end   func(id string) error
+		holds bool
+	}{
+		{"failed, waiting for its retry", func(id string) error { return rs.Finish(ctx, id, runs.Failed, errors.New("boom"), "") }, true},
+		{"snoozed", func(id string) error { return rs.Snooze(ctx, id, clk.Now().Add(time.Hour), "") }, true},
+		{"handed back at shutdown", func(id string) error { return rs.Finish(ctx, id, runs.Queued, errors.New("shutdown"), "") }, true},
+		{"succeeded (no window)", func(id string) error { return rs.Finish(ctx, id, runs.Succeeded, nil, "") }, false},
+		{"dead (no window)", func(id string) error { return rs.Finish(ctx, id, runs.Dead, errors.New("boom"), "") }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := "task-" + c.name[:4]
+			claim(id, 1)
+			if !holds(id) {
+				t.Fatal("a running task does not hold its key")
+			}
+			if err := c.end(id); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(10 * time.Minute) // a long backoff or snooze
+			if got := holds(id); got != c.holds {
+				t.Fatalf("ten minutes after the attempt ended: holds = %v, want %v", got, c.holds)
+			}
+		})
+	}
+	// A finished run holds its key for the window after it ended, not a
+	// moment less.
+	g.For = time.Minute
+	claim("windowed", 1)
+	if err := rs.Finish(ctx, "windowed", runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(59 * time.Second)
+	if !holds("windowed") {
+		t.Fatal("a run that succeeded 59 s ago does not hold its key for its 1 m window")
+	}
+	clk.Advance(2 * time.Second)
+	if holds("windowed") {
+		t.Fatal("a run that succeeded 61 s ago still holds its key after its 1 m window")
+	}
+}
