@@ -2,6 +2,7 @@ package leasecron
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
 	"time"
 
@@ -115,7 +116,9 @@ func clientOf(p parts, o ClientOptions) *Client {
 	if c.runs != nil {
 		rq = c.runs
 	}
-	c.dead = queue.NewDeadLetters(c.queue, rq)
+	c.dead = queue.NewDeadLetters(c.queue, rq).WithKeys(func(ctx context.Context, env queue.Envelope) error {
+		return c.sched.Retake(ctx, env.Type, env.UniqueKey, env.ID, c.holdsKey)
+	})
 	return c
 }
 

@@ -58,6 +58,12 @@ func (c *Client) sendAll(ctx context.Context, items []Item) {
 	var g errgroup.Group
 	g.SetLimit(sendConcurrency)
 	for i, it := range items {
+		if !it.SendingUntil.IsZero() && !now.Before(it.SendingUntil) {
+			// Its grace has passed (a large batch took that long to
+			// write): the mover sends it, and a send now could be of a
+			// row that has changed since.
+			continue
+		}
 		g.Go(func() error {
 			token := schedule.NewToken()
 			env, err := c.sched.Envelope(it, token, now)

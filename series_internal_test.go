@@ -9,6 +9,8 @@ import (
 	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
 )
 
 // memClient is a Client over an in-memory account (internal/memstore).
@@ -64,4 +66,97 @@ func TestSeriesStopsWithItsMovedOccurrence(t *testing.T) {
 
 func isRefusal(err error) bool {
 	return err != nil && errors.Is(err, leasecrontype.ErrRunCancelled)
+}
+
+// A task written to be sent by its client, whose grace has passed before
+// the client got to send it (a large batch took that long to write), is
+// left to the mover: the client does not send it, as by then its row may
+// have changed (found by the simulator: a 1,000-line batch sent its first
+// message 51 s after writing the row; the task had been run now and had
+// run meanwhile, and the late send left its run "queued" for good).
+func TestSendAfterTheGraceIsLeftToTheMover(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	now := time.Now()
+	for _, c2 := range []struct {
+		id    string
+		grace time.Duration
+		sent  int
+	}{{"late", -time.Second, 0}, {"on-time", 15 * time.Second, 1}} {
+		it, err := c.sched.Add(ctx, Item{ID: c2.id, Type: "t", Due: now}, schedule.AddOptions{Sending: now.Add(c2.grace)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, err := c.queue.Depth(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.sendAll(ctx, []Item{it})
+		after, err := c.queue.Depth(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after-before != c2.sent {
+			t.Fatalf("%s: the client sent %d messages, want %d", c2.id, after-before, c2.sent)
+		}
+	}
+}
+
+// A dead task requeued from the dead letters takes its unique key again:
+// refused while another task holds the key (two live tasks would hold
+// it), and holding it afterwards, so that a new task with the key is
+// refused (issue 38, found by the simulator: a dead task whose key a new
+// task had taken was requeued, and both were live with one key).
+func TestRequeueTakesTheUniqueKeyAgain(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	sched := func(id string) error {
+		_, err := c.Schedule(ctx, Item{ID: id, Type: "u", Due: due}, &ScheduleOptions{Unique: &Unique{Key: "k"}})
+		return err
+	}
+	// Task a held the key and died: its dead letter waits, its key is free.
+	if err := sched(""); err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.sched.GuardOf(ctx, "u", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := g.Task
+	if _, err := c.Cancel(ctx, a); err != nil { // out of the schedule, as if moved
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, a, runs.Dead, errors.New("gave up"), ""); err != nil {
+		t.Fatal(err)
+	}
+	env := queue.Envelope{V: queue.EnvelopeVersion, ID: a, Type: "u", UniqueKey: "k", Due: due}
+	body, _ := env.Encode()
+	if err := c.queue.SetAside(ctx, body, "failed 5 of 5 attempts"); err != nil {
+		t.Fatal(err)
+	}
+	// Task b takes the key meanwhile.
+	if err := sched(""); err != nil {
+		t.Fatalf("a new task with the key of a dead one: %v", err)
+	}
+	g, _ = c.sched.GuardOf(ctx, "u", "k")
+	b := g.Task
+	err = c.DeadLetters().Requeue(ctx, a)
+	var de *DuplicateError
+	if !errors.Is(err, queue.ErrNotRequeueable) || !errors.As(err, &de) || de.ID != b {
+		t.Fatalf("requeue of a dead task whose key %s holds: %v; want it refused naming the holder", b, err)
+	}
+	// Once b is cancelled, a is requeued and holds the key again.
+	if _, err := c.Cancel(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeadLetters().Requeue(ctx, a); err != nil {
+		t.Fatalf("requeue once the key is free: %v", err)
+	}
+	if g, _ := c.sched.GuardOf(ctx, "u", "k"); g.Task != a {
+		t.Fatalf("after the requeue the key's guard names %q, want the requeued %s", g.Task, a)
+	}
+	if err := sched(""); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("a new task with the key the requeued task holds: %v; want ErrDuplicate", err)
+	}
 }

@@ -46,6 +46,7 @@ var (
 type DeadLetters struct {
 	c    *Client
 	runs RunRequeuer
+	keys KeyTaker // nil: keys are not taken again
 	log  *slog.Logger
 	// scanVisibility hides records during a walk. Default 30s.
 	scanVisibility time.Duration
@@ -55,6 +56,21 @@ type DeadLetters struct {
 // nil, is told when a run is requeued.
 func NewDeadLetters(c *Client, runs RunRequeuer) *DeadLetters {
 	return &DeadLetters{c: c, runs: runs, log: c.log, scanVisibility: 30 * time.Second}
+}
+
+// KeyTaker makes a requeued task hold its unique key again
+// (Envelope.UniqueKey): the task lost it when it died, or at the end of
+// its window, and another task may hold it now. An error refuses the
+// requeue (leasecron's: a *schedule.DuplicateError naming the holder).
+type KeyTaker func(ctx context.Context, env Envelope) error
+
+// WithKeys returns dl with requeued tasks that hold a unique key taking it
+// again first (a task holding it refuses the requeue), so that two live
+// tasks never hold one key.
+func (dl *DeadLetters) WithKeys(k KeyTaker) *DeadLetters {
+	c := *dl
+	c.keys = k
+	return &c
 }
 
 func parseRecord(m Message) DeadLetter {
@@ -156,6 +172,11 @@ func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter, op string) err
 	}
 	env.FailedAttempts, env.LastError, env.Dequeues = 0, "", 0
 	env.Enqueued, env.Marked, env.RequeuedBy = time.Time{}, false, op
+	if env.UniqueKey != "" && dl.keys != nil {
+		if err := dl.keys(ctx, env); err != nil {
+			return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)
+		}
+	}
 	if dl.runs != nil {
 		earlier, queued, err := dl.runs.MarkRequeued(ctx, env.ID, env.runMeta(), d.Death())
 		switch {

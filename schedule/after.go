@@ -213,7 +213,7 @@ func (c *Client) Release(ctx context.Context, id, parent string, succeeded bool,
 		}
 		it.Met = append(slices.Clone(it.Met), parent)
 		props[PropMet] = joinIDs(it.Met)
-		if len(it.Unmet()) > 0 && !mutate.On(mutate.AfterFirstParent) {
+		if len(it.Unmet()) > 0 && !mutate.On(mutate.AfterFirstParent) || mutate.On(mutate.NoRelease) {
 			verdict = Noted
 			return MaxTime, true
 		}

@@ -359,6 +359,7 @@ func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 		case err == nil:
 			p.sends[i].env = env
 			m.count(func(st *MoverStats) { st.Enqueued++ })
+			m.o.Logger.Debug("sent", "task_id", env.ID, "due", env.Due, "delay", delay, "token", env.Token, "row", p.e.RowKey)
 			if s.delay > 0 {
 				m.waitingFor(env.ID, env.Due)
 			}

@@ -314,6 +314,7 @@ func (m *Mover) confirmPlans(ctx context.Context, plans []*plan) {
 	ok := m.o.Confirm(ctx, envs)
 	failed := 0
 	for i, p := range of {
+		m.o.Logger.Debug("confirmed", "task_id", envs[i].ID, "token", envs[i].Token, "ok", i < len(ok) && ok[i], "row", p.e.RowKey)
 		if i < len(ok) && ok[i] {
 			p.confirmed++
 		} else if !p.confirmFailed {

@@ -329,6 +329,57 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 	return Item{}, fmt.Errorf("add %s: unique key %q still contended after %d attempts", it.ID, u.Key, retries)
 }
 
+// Retake makes task id hold its unique key of type typ again: a dead task
+// moved back from the dead letters, which may have lost the key while it
+// was dead (a finished task holds it only for its window, and a new task
+// may have taken it). The guard is made to name id — inserted when the
+// sweep removed it, replaced when it names a task that no longer holds
+// the key — with the window and states of the guard it replaces (the
+// defaults when there is none); a task that holds the key refuses it with
+// a *DuplicateError naming that task.
+func (c *Client) Retake(ctx context.Context, typ, key, id string, live Live) error {
+	pl := c.place(ctx)
+	shard := pl.of(typ + "~" + key)
+	gk := guardKey(typ, key)
+	if prev, ok := pl.prevOf(typ + "~" + key); ok {
+		if err := c.copyGuard(ctx, prev, shard, gk); err != nil {
+			return err
+		}
+	}
+	for range retries {
+		now := c.opts.Clock.Now()
+		var op table.Op
+		ge, err := c.t.Get(ctx, shard, gk)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			op = table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: guardProps(id, Unique{States: DefaultUniqueStates}, now)}
+		case err != nil:
+			return fmt.Errorf("retake unique key %q of %s: %w", key, id, err)
+		default:
+			g := readGuard(typ, key, ge)
+			if g.Task == id {
+				return nil // it still holds it
+			}
+			holds, err := live(ctx, g)
+			if err != nil {
+				return fmt.Errorf("retake unique key %q of %s: check the task holding it: %w", key, id, err)
+			}
+			if holds {
+				return &DuplicateError{Type: typ, Key: key, ID: g.Task}
+			}
+			op = table.Op{Kind: table.Replace, PartitionKey: shard, RowKey: gk, IfMatch: ge.ETag,
+				Props: guardProps(id, Unique{For: g.For, States: g.States}, now)}
+		}
+		if _, err := c.t.Submit(ctx, []table.Op{op}); err == nil || !conflict(err) {
+			if err != nil {
+				return fmt.Errorf("retake unique key %q of %s: %w", key, id, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("retake unique key %q of %s: still contended after %d attempts", key, id, retries)
+}
+
 // GuardOf reads the guard of a type and key (ErrNotFound when none).
 func (c *Client) GuardOf(ctx context.Context, typ, key string) (Guard, error) {
 	pl := c.place(ctx)

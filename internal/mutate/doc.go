@@ -50,8 +50,12 @@ const (
 	SkipOccurrence = "skip-occurrence"
 	// TwoAtOnce: a claim does not refuse a run another worker holds.
 	TwoAtOnce = "two-at-once"
+	// WrongOutcome: a dead run is recorded succeeded.
+	WrongOutcome = "wrong-outcome"
+	// NoRelease: a task waiting for others is never released.
+	NoRelease = "no-release"
 )
 
 // All lists every defect.
 var All = []string{DropMessage, RerunSucceeded, NoFence, CancelNoop, UniqueEarly, AfterFirstParent, CallbackEarly, NoRate, NoLimit,
-	IgnorePause, IgnoreDisable, BulkRewalk, EarlyStart, NoPointers, SkipOccurrence, TwoAtOnce}
+	IgnorePause, IgnoreDisable, BulkRewalk, EarlyStart, NoPointers, SkipOccurrence, TwoAtOnce, WrongOutcome, NoRelease}

@@ -308,7 +308,7 @@ type Mark struct {
 // decided one by one. Failures are logged, not returned: marks are
 // bookkeeping, and an unmarked run is still claimed correctly.
 func (s *Store) MarkQueued(ctx context.Context, marks []Mark) []bool {
-	return s.markQueued(ctx, marks, decideQueued)
+	return s.markQueued(ctx, marks, decideQueued, false)
 }
 
 // decider decides, for one run that could not be inserted with its batch,
@@ -316,7 +316,12 @@ func (s *Store) MarkQueued(ctx context.Context, marks []Mark) []bool {
 type decider func(cur *Run, id string, m Meta) (next Run, write, marked bool)
 
 // markQueued is MarkQueued with decide for the runs decided one by one.
-func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider) []bool {
+// With known, a run may already have a record (a worker claimed an
+// early-sent run after checking its row, before the mover confirmed it):
+// one whose id has several homes (the layout grew) is read first, since a
+// blind insert into its write home would not collide with its record in
+// an older one and would make two records of the run.
+func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider, known bool) []bool {
 	out := make([]bool, len(marks))
 	if len(marks) == 0 {
 		return out
@@ -332,11 +337,22 @@ func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider) []
 			s.o.Logger.Debug("run not marked queued", "task_id", m.ID, "err", err)
 			continue
 		}
+		if known && len(l.homes(bucketKey(m.ID))) > 1 {
+			byBucket[""] = append(byBucket[""], i) // decided one by one
+			continue
+		}
 		b := l.home(bucketKey(m.ID))
 		byBucket[b] = append(byBucket[b], i)
 	}
 	var g errgroup.Group
 	for pk, idx := range byBucket {
+		if pk == "" {
+			g.Go(func() error {
+				s.markEach(ctx, marks, idx, out, decide)
+				return nil
+			})
+			continue
+		}
 		g.Go(func() error {
 			const perBatch = table.MaxOps / 3
 			for len(idx) > 0 {
@@ -370,8 +386,13 @@ func (s *Store) markBatch(ctx context.Context, pk string, marks []Mark, idx []in
 		s.o.Logger.Debug("runs not marked queued", "runs", len(idx), "err", err)
 		return
 	}
-	// One at a time would make a slow or throttled account stall the
-	// mover's pass for the whole batch: a few at once.
+	s.markEach(ctx, marks, idx, out, decide)
+}
+
+// markEach decides the runs of idx one by one (read, decide, write
+// conditionally), a few at once: one at a time would make a slow or
+// throttled account stall the mover's pass.
+func (s *Store) markEach(ctx context.Context, marks []Mark, idx []int, out []bool, decide decider) {
 	var g errgroup.Group
 	g.SetLimit(fallbackConcurrency)
 	for _, i := range idx {

@@ -67,7 +67,7 @@ func (s *Store) Unconfirm(ctx context.Context, id, token string) error {
 // past queued (a worker ran it after checking the row, or it was
 // cancelled). A false answer keeps the row for the next pass.
 func (s *Store) Confirm(ctx context.Context, marks []Mark) []bool {
-	return s.markQueued(ctx, marks, decideConfirmed)
+	return s.markQueued(ctx, marks, decideConfirmed, true)
 }
 
 // decideConfirmed is decideQueued for Confirm: a run that has moved past

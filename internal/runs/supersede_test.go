@@ -120,3 +120,46 @@ func TestStoreEarlySent(t *testing.T) {
 	t.Parallel()
 	earlySent(t, azureEnv(t, Options{}))
 }
+
+// A confirmation of an early-sent run that a worker claimed (after
+// checking its row) before the run records' partition count grew does not
+// make a second record of the run under the new count: it reads first
+// where the id has several homes (issue 38, found by the simulator in a
+// rolling switch to sharding: the record under the new count said
+// "queued" for good, over the run that had succeeded under the old one).
+func TestConfirmAcrossALayoutChange(t *testing.T) {
+	e := memEnv(t)
+	s := e.s
+	ctx := context.Background()
+	layout := DefaultLayout
+	s.o.Layout = func(context.Context) Layout { return layout }
+	due := t0.Add(time.Minute)
+	if _, err := s.Claim(ctx, "x", "w1", 1, due.Add(time.Minute), Meta{Type: "t", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "x", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	layout = Layout{Write: 8, Read: []int{4, 8}}
+	if bucketIn(bucketKey("x"), 4) == bucketIn(bucketKey("x"), 8) {
+		t.Fatal("pick an id whose homes differ between 4 and 8 partitions")
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "x", Meta: Meta{Type: "t", Due: due, Token: "tok"}}}); !ok[0] {
+		t.Fatal("the confirmation of a run that succeeded must let its row go")
+	}
+	if r := e.mustState(t, "x", Succeeded); r.Attempts != 1 {
+		t.Fatalf("record after the confirmation: %+v", r)
+	}
+	if problems, _, err := s.Verify(ctx); err != nil || len(problems) != 0 {
+		t.Fatalf("Verify: %v, %v", problems, err)
+	}
+	n := 0
+	for _, pk := range layout.all() {
+		if _, err := e.s.t.Get(ctx, pk, runKey("x")); err == nil {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d records of the run, want 1", n)
+	}
+}
