@@ -109,7 +109,9 @@ func (c *Client) sendAll(ctx context.Context, items []Item) {
 			// replaced): the message is stale, and a confirmation recorded
 			// just before the change must not let it run. Cleared only if
 			// the run still carries this token.
-			if s := done[i]; s.Confirmed {
+			// Unless the mark is ours after all: it committed, its answer
+			// was lost, and the retry found the row changed by itself.
+			if s := done[i]; s.Confirmed && !c.markLanded(ctx, s, now) {
 				if err := c.runs.Unconfirm(ctx, s.Item.ID, s.Token); err != nil {
 					c.o.Logger.Warn("cannot take back the confirmation of a task changed while it was sent; its old message may run once", "task_id", s.Item.ID, "err", err)
 				}
@@ -118,6 +120,18 @@ func (c *Client) sendAll(ctx context.Context, items []Item) {
 			c.o.Logger.Warn("marking a task due now as sent failed; the mover may send it again (a worker runs it once)", "task_id", done[i].Item.ID, "err", err)
 		}
 	}
+}
+
+// markLanded reports whether the row of s carries its token: the mark
+// whose answer was refused had committed (a lost answer retried), and the
+// message still stands for the row. Unsure (a failed read), it says so.
+func (c *Client) markLanded(ctx context.Context, s schedule.Sent, now time.Time) bool {
+	env, err := c.sched.Envelope(s.Item, s.Token, now)
+	if err != nil {
+		return false
+	}
+	cur, err := c.sched.Current(ctx, env)
+	return err == nil && cur
 }
 
 // sendConcurrency bounds the messages sent at once.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
@@ -116,19 +117,25 @@ func TestRequeueTakesTheUniqueKeyAgain(t *testing.T) {
 		return err
 	}
 	// Task a held the key and died: its dead letter waits, its key is free.
-	if err := sched(""); err != nil {
-		t.Fatal(err)
-	}
-	g, err := c.sched.GuardOf(ctx, "u", "k")
+	first, err := c.Schedule(ctx, Item{Type: "u", Due: due}, &ScheduleOptions{Unique: &Unique{Key: "k"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := g.Task
-	if _, err := c.Cancel(ctx, a); err != nil { // out of the schedule, as if moved
+	a := first.ID
+	// Moved out of the schedule (as the mover does), run, and dead.
+	if _, err := c.shardMap.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: first.Shard, RowKey: first.RowKey},
+		{Kind: table.Delete, PartitionKey: first.Shard, RowKey: "id~" + a}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.runs.Claim(ctx, a, "w1", 1, time.Now().Add(time.Minute), runs.Meta{Type: "u", Due: due}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.runs.Finish(ctx, a, runs.Dead, errors.New("gave up"), ""); err != nil {
 		t.Fatal(err)
+	}
+	g, err := c.sched.GuardOf(ctx, "u", "k")
+	if err != nil || g.Task != a {
+		t.Fatalf("the key's guard: %+v, %v; want it naming %s", g, err, a)
 	}
 	env := queue.Envelope{V: queue.EnvelopeVersion, ID: a, Type: "u", UniqueKey: "k", Due: due}
 	body, _ := env.Encode()

@@ -180,7 +180,7 @@ func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter, op string) err
 	if dl.runs != nil {
 		earlier, queued, err := dl.runs.MarkRequeued(ctx, env.ID, env.runMeta(), d.Death())
 		switch {
-		case errors.Is(err, leasecrontype.ErrScheduledAgain):
+		case errors.Is(err, leasecrontype.ErrScheduledAgain), errors.Is(err, leasecrontype.ErrRunCancelled):
 			return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)
 		case err != nil:
 			dl.log.Warn("marking the requeued run failed", "task_id", env.ID, "err", err)

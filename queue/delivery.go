@@ -239,13 +239,35 @@ func (c *Consumer) claim(hctx context.Context, d *delivery) bool {
 	return c.claimAs(hctx, d, d.env.runMeta(), true)
 }
 
+// refusal reports whether a claim's error is an answer (the run must not
+// run now), not a failure to read or write the claim.
+func refusal(err error) bool {
+	return errors.Is(err, leasecrontype.ErrRunSucceeded) || errors.Is(err, leasecrontype.ErrRunCancelled) ||
+		errors.Is(err, leasecrontype.ErrRunUnconfirmed) || errors.Is(err, leasecrontype.ErrRunClaimed)
+}
+
 // claimAs claims with m; check says whether a refusal as unconfirmed
 // (an early-sent message) may still be resolved by checking the task's row.
 func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.RunMeta, check bool) bool {
-	ctx, cancel := c.opCtx(hctx)
-	defer cancel()
 	now := c.clk.Now()
-	r, err := c.o.Runs.Claim(ctx, d.env.ID, c.o.InstanceID, d.env.FailedAttempts+1, now.Add(c.o.VisibilityTimeout), m)
+	var r leasecrontype.Run
+	// A short fault is tried again within seconds: a task run without its
+	// claim runs unrecorded, and its outcome then lands on whatever record
+	// the id has (an earlier task's).
+	var answer error // a refusal: not tried again
+	err := retry.Transient(hctx, retry.Policy{Clock: c.o.Clock}, func(context.Context) error {
+		ctx, cancel := c.opCtx(hctx)
+		defer cancel()
+		var cerr error
+		r, cerr = c.o.Runs.Claim(ctx, d.env.ID, c.o.InstanceID, d.env.FailedAttempts+1, now.Add(c.o.VisibilityTimeout), m)
+		if refusal(cerr) {
+			answer, cerr = cerr, nil
+		}
+		return cerr
+	})
+	if answer != nil {
+		err = answer
+	}
 	switch {
 	case err == nil:
 		d.claimed = true

@@ -185,6 +185,7 @@ func (m *Mover) committed(ctx context.Context, batch []*plan) {
 			continue
 		}
 		moved++
+		m.o.Logger.Debug("moved", "task_id", p.id, "row", p.e.RowKey)
 		envs = append(envs, p.confirm...)
 		for _, s := range p.sends {
 			if s.env.Token == "" { // sent and moved in this pass

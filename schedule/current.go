@@ -43,6 +43,7 @@ func (c *Client) Current(ctx context.Context, env queue.Envelope) (bool, error) 
 	}
 	switch {
 	case errors.Is(err, storage.ErrNotFound), errors.Is(err, ErrNotFound), errors.Is(err, storage.ErrTableNotFound):
+		c.opts.Logger.Debug("the row of an early-sent message is gone", "task_id", env.ID, "row", env.Row)
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("check run %s against its row: %w", env.ID, err)
@@ -54,6 +55,8 @@ func (c *Client) Current(ctx context.Context, env queue.Envelope) (bool, error) 
 		return true, nil
 	}
 	if r.sent != env.Token {
+		c.opts.Logger.Debug("the row of an early-sent message carries another token", "task_id", env.ID, "row", env.Row,
+			"token", env.Token, "row_token", r.sent, "etag", row.ETag, "message_etag", env.RowETag)
 		return false, nil
 	}
 	if env.Series != "" && env.Due.After(r.sentUntil) {

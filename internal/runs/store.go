@@ -432,7 +432,9 @@ const fallbackConcurrency = 8
 // not claimed since), that is, whether its message may still have to be
 // sent. A record of another scheduling of the id (another due time: the id
 // was scheduled again since this task died) is left alone, with an error
-// wrapping leasecrontype.ErrScheduledAgain.
+// wrapping leasecrontype.ErrScheduledAgain, and so is a cancelled run
+// (leasecrontype.ErrRunCancelled: it was cancelled while its last attempt
+// ran).
 func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death string) (earlier, queued bool, err error) {
 	if err := validateID(id); err != nil {
 		return false, false, err
@@ -445,6 +447,11 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death strin
 			if i := slices.Index(cur.Requeued, death); death != "" && i >= 0 {
 				earlier, queued = true, i == 0 && cur.State == Queued
 				return Run{}, false, nil
+			}
+			if cur.State == Cancelled && (m.Due.IsZero() || cur.Due.IsZero() || stored(m.Due).Equal(cur.Due)) {
+				// Cancelled while its last attempt ran, which then failed:
+				// a cancelled task is not brought back.
+				return Run{}, false, fmt.Errorf("runs: requeue %s: %w", id, leasecrontype.ErrRunCancelled)
 			}
 			if !m.Due.IsZero() && !cur.Due.IsZero() && !stored(m.Due).Equal(cur.Due) {
 				// The id was scheduled again since this task died: the
