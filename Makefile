@@ -7,7 +7,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # make test refuses to pass by skipping: Azurite tests fail when Azurite is missing.
 export LEASECRON_REQUIRE_AZURITE ?= 1
 
-.PHONY: help deps build test test-long test-bulk test-short race fuzz lint demo bench bench-quick chaos chaos-shards screenshots clean
+.PHONY: help deps build test test-long test-bulk test-short race fuzz lint demo bench bench-quick chaos chaos-shards screenshots clean sim sim-long sim-mutants
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -41,15 +41,29 @@ test: deps ## unit + integration tests against private Azurites (under 15 min)
 # The end-to-end tests waiting on worker processes mostly sleep: four at
 # a time (-parallel 4 above) keeps both cores busy. make test-long adds the
 # ones too long for make test's budget (a fleet idle for five minutes).
-test-long: deps build ## long tests (about 40 min): run history at 100,000 records; tasks due now after 5 idle minutes; a 10/1m rate limit over 100 tasks; 20 kills of a shard owner; 10 min of stable shard ownership; resharding 8 → 16 → 8 under 3,000 tasks; a rolling upgrade from the previous release, then sharding; a bulk requeue of BULK_N (10,000) dead letters through a SIGKILL, on in-memory queues (BULK_QUEUES=memory; see make test-bulk); 40 SIGKILLs at the four workflow failpoints
+test-long: deps build ## long tests (about 40 min): run history at 100,000 records; tasks due now after 5 idle minutes; a 10/1m rate limit over 100 tasks; 20 kills of a shard owner; 10 min of stable shard ownership; resharding 8 → 16 → 8 under 3,000 tasks; a rolling upgrade from the previous release, then sharding; the issue-38 crossings black-box; an @every 2s cadence across SIGTERM with 15 s leases; run retention by the leader (1m retention, 1m cleaning); a bulk requeue of BULK_N (10,000) dead letters through a SIGKILL, on in-memory queues (BULK_QUEUES=memory; see make test-bulk); 40 SIGKILLs at the four workflow failpoints
 	LEASECRON_LONG=1 $(GO) test -count=1 -timeout 20m -v -run 'TestHistoryAtScale' ./internal/runs/
-	cd tools && LEASECRON_LONG=1 BULK_QUEUES=$${BULK_QUEUES-memory} $(GO) test -count=1 -timeout 60m -v -run 'TestTasksDueNowStartWithinASecond|TestRateLimits|TestShardsThroughManyKills|TestShardOwnershipStable|TestReshardingUnderLoad|TestRollingUpgradeThenSharding|TestRollingSwitchToShardingLosesNothing|TestBulkRequeueSurvivesAKill|TestWorkflowSurvivesKills' ./e2e/
+	cd tools && LEASECRON_LONG=1 BULK_QUEUES=$${BULK_QUEUES-memory} $(GO) test -count=1 -timeout 60m -v -run 'TestTasksDueNowStartWithinASecond|TestRateLimits|TestShardsThroughManyKills|TestShardOwnershipStable|TestReshardingUnderLoad|TestRollingUpgradeThenSharding|TestRollingSwitchToShardingLosesNothing|TestUniqueKeyHeldDuringRetryBackoff|TestBulkRequeueRunsEachDeadLetterOnceMore|TestCadenceEvery2sAcrossSIGTERM|TestRunRetentionByLeader|TestBulkRequeueSurvivesAKill|TestWorkflowSurvivesKills' ./e2e/
 
 # The issue's 100,000 dead letters: Azurite's queue get and delete scan the
 # whole queue, so the queues are served by tools/internal/queuesrv (the same
 # REST protocol, in memory) while tables and blobs stay on Azurite.
 test-bulk: deps build ## a bulk requeue of 100,000 dead letters through a SIGKILL of the worker running it (about 25 min; the queues in memory, tables and blobs on Azurite)
 	cd tools && LEASECRON_LONG=1 BULK_QUEUES=memory BULK_N=$${BULK_N-100000} $(GO) test -count=1 -timeout 300m -v -run 'TestBulkRequeueSurvivesAKill' ./e2e/
+
+# The whole-fleet simulator (tools/sim, docs/simulator.md): workers and
+# clients in one process over an in-memory storage account, under virtual
+# time, with faults; every README promise checked as code. SEED=n replays one (SIM_TRIES=n runs it
+# until it fails; SIM_LOG=debug SIM_LOGFILE=f keeps its whole log).
+SEEDS ?= 10000
+sim: ## the simulator's fixed seeds (a few minutes); SEED=n replays one seed, shrinking a failure to a short operation log
+	cd tools && LEASECRON_SIM=1 SIM_SEED=$(SEED) $(GO) test -count=1 -timeout 30m -run 'TestSim$$' -v ./sim/ 2>&1 | grep -v '^=== \|^--- PASS\|^    --- PASS' | tail -40
+
+sim-long: ## SEEDS seeds of the simulator (default 10,000: under an hour) from SIM_FROM (default 1000); the coverage report goes to sim-long.txt
+	cd tools && SIM_SEEDS=$(SEEDS) SIM_FROM=$${SIM_FROM-1000} SIM_REPORT=$(CURDIR)/sim-long.txt $(GO) test -count=1 -timeout 0 -run 'TestSimLong' ./sim/ 2>&1 | tail -60
+
+sim-mutants: ## the simulator's honesty test: each deliberate defect (internal/mutate) is caught by its invariant within the fixed seeds (about 10 min)
+	cd tools && $(GO) test -tags leasecron_mutate -count=1 -timeout 2h -run 'TestMutations' -v ./sim/ 2>&1 | grep -E 'caught|not caught|^(ok|FAIL|---)' | tail -40
 
 # Each fuzz target runs for FUZZTIME in turn (make test replays only their
 # seeds and the failing inputs kept under testdata/fuzz/).
@@ -116,4 +130,4 @@ screenshots: deps ## regenerate docs/dashboard.png and docs/dashboard/*.png in h
 	cp docs/dashboard/overview.png docs/dashboard.png
 
 clean: ## remove build output
-	rm -rf bin bench-results chaos.out chaos-shards.out test.log
+	rm -rf bin bench-results chaos.out chaos-shards.out test.log sim-long.txt

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"sort"
 	"strings"
 	"syscall"
@@ -77,6 +78,11 @@ func seriesAcrossSIGTERM(ctx context.Context, t *testing.T, f *fleet.Fleet, ever
 // for 30 s, across a leader that stops with SIGTERM and the standby that
 // takes over up to lease.poll_every later.
 func TestCadenceEvery2sAcrossSIGTERM(t *testing.T) {
+	// Long (make test-long): minutes of waiting that make test's 15-minute
+	// budget cannot afford.
+	if os.Getenv("LEASECRON_LONG") == "" {
+		t.Skip("long: set LEASECRON_LONG=1 (make test-long)")
+	}
 	t.Parallel()
 	f := startFleet(t, 3, map[string]any{
 		"lease": map[string]any{"duration": "15s", "poll_every": "5s"},

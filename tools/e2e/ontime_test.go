@@ -80,13 +80,24 @@ func TestOnTimeDelivery(t *testing.T) {
 			overOne++
 		}
 	}
+	overTwo := 0
+	for _, l := range lateness {
+		if l > 2*time.Second {
+			overTwo++
+		}
+	}
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	t.Logf("on-time delivery, 2 workers, worker.poll_max 30s, mover.poll_every 5s, %d tasks over 25 s: lateness (handler start - due) p50 %s, p99 %s, max %s; started before due: %d; per worker %v; executions beyond the first: %d",
 		n, ms(fleet.Percentile(lateness, 50)), ms(fleet.Percentile(lateness, 99)), ms(fleet.Percentile(lateness, 100)), early, perWorker, dups)
 	t.Logf("rows due between polls visible within 1 s: %d of %d tasks started more than 1 s after their due time", overOne, n)
-	// 0 of 100 in every run on a loaded 2-core machine (max 276 ms); before
-	// the fix 35 of 100 were over 1 s. Allow 1 %.
-	if overOne > n/100 {
-		t.Errorf("%d of %d tasks started more than 1 s late; want at most 1 %%", overOne, n)
+	// Alone on a 2-core machine 0 of 100 are over 1 s (max about 280 ms);
+	// beside the rest of make test's end-to-end tests and Chromium, up to 9
+	// of 100 were (max 1.44 s). Before the fix a row due between polls
+	// waited for the next pass, up to poll_every (5 s) late: 35 of 100 over
+	// 1 s. The bound is a liveness bound, generous for a loaded machine but
+	// well under a mover poll, so the defect it guards still fails it; the
+	// latency itself is measured by make bench against a baseline.
+	if overTwo > n/100 {
+		t.Errorf("%d of %d tasks started more than 2 s late (%d over 1 s); want at most 1 %% over 2 s", overTwo, n, overOne)
 	}
 }

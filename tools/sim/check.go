@@ -1,0 +1,1255 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// The invariants: every promise of the README that the checker states as
+// code. Each violation names one.
+const (
+	InvAtLeastOnce = "at-least-once: a scheduled, not cancelled task runs and ends"
+	InvOccurrences = "a series' occurrences are not lost"
+	InvNoRerun     = "a run that succeeded is not run again (but in the documented window)"
+	InvNoTwoAtOnce = "two workers never run one run at once"
+	InvCancelled   = "a task cancelled before it starts never runs"
+	InvNeverEarly  = "never early: a task starts at or after its due time"
+	InvOneMover    = "one mover per shard at a time"
+	InvLookup      = "a lookup by id finds every pending task through any shard change"
+	InvUnique      = "two live tasks never hold one unique key"
+	InvAfter       = "a child starts only after its parents ended as --after/--after-any requires"
+	InvAfterLive   = "a child starts once its parents have ended"
+	InvBatch       = "a batch callback runs exactly once, after every member ended"
+	InvRate        = "a rate limit's window is never exceeded"
+	InvConcurrency = "a concurrency limit is never exceeded"
+	InvPaused      = "a paused type never starts"
+	InvDisabled    = "a disabled series never runs"
+	InvBulkOnce    = "a dead task runs again only when requeued, once per requeue (a bulk operation touches each matching item once)"
+	InvAccepted    = "status tells the truth, and an operation that answers success did what it said"
+)
+
+// Invariants lists every invariant the checker states.
+var Invariants = []string{InvAtLeastOnce, InvOccurrences, InvNoRerun, InvNoTwoAtOnce, InvCancelled, InvNeverEarly,
+	InvOneMover, InvLookup, InvUnique, InvAfter, InvAfterLive, InvBatch, InvRate, InvConcurrency, InvPaused, InvDisabled, InvBulkOnce, InvAccepted}
+
+// Violation is a broken promise.
+type Violation struct {
+	Invariant string
+	At        time.Duration // when (since the start), 0 when found at the end
+	Detail    string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%v  %s: %s", v.At.Truncate(time.Millisecond), v.Invariant, v.Detail)
+}
+
+// payload is what the simulation puts in each task's payload: which
+// scheduling of its id it is and what its handler does.
+type payload struct {
+	Inc int       `json:"inc"`
+	B   Behaviour `json:"b"`
+}
+
+// ti is one scheduling of a task id (a task incarnation): an id is
+// scheduled again after its task ended, or replaced while pending.
+type ti struct {
+	inc    int
+	spec   TaskSpec
+	id     string // the id as stored (generated for unique tasks)
+	client *proc
+	op     *Op
+
+	issued, returned time.Time
+	accepted         bool
+	ambiguous        bool // the schedule failed: it may or may not exist
+	refusal          error
+	due              time.Time
+
+	// shared: another scheduling of the id was still under way when this
+	// one was scheduled (or the other way round): the two share one run
+	// record, and the README allows one of them to be acknowledged as a
+	// duplicate.
+	shared bool
+
+	cancelled  time.Time // a cancel returned success
+	cancelTry  time.Time // a cancel was tried (and failed: it may have happened)
+	superseded time.Time // replaced by a later scheduling
+	disabled   []window
+	requeued   []time.Time // a requeue of its dead letter returned success
+	parents    []*ti
+	batch      *batch
+	callbackOf *batch
+	starts     []*runEv
+	snoozes    map[string]int
+}
+
+type window struct{ issued, from, to time.Time }
+
+type batch struct {
+	id       string
+	members  []*ti
+	callback *ti
+	accepted bool
+}
+
+// runEv is one attempt of a run, as its handler saw it.
+type runEv struct {
+	ti          *ti
+	runID       string
+	due         time.Time
+	attempt     int
+	proc        *proc
+	start, end  time.Time // true time
+	workerStart time.Time // on the worker's clock
+	outcome     string    // ok, fail, snooze, killed, cancelled; "" while running
+}
+
+type pauseEv struct {
+	typ              string
+	issued, returned time.Time
+	until            time.Time
+	ok               bool
+}
+
+type bulkEv struct {
+	kind, typ string
+	started   time.Time
+	ok        bool
+}
+
+type procNote struct {
+	at   time.Time
+	what string
+}
+
+type checker struct {
+	w  *World
+	mu sync.Mutex
+
+	nextInc int
+	tis     []*ti
+	byInc   map[int]*ti
+	byID    map[string][]*ti
+	logical map[string]string
+	batches map[string]*batch
+	runs    []*runEv
+
+	notes  map[*proc][]procNote
+	hits   map[*proc][]time.Time // storage faults that struck a process
+	pauses []pauseEv
+	bulks  []bulkEv
+	status map[string]leasecron.Status // the latest status of each id, at the end
+
+	violations []Violation
+	skew       time.Duration
+}
+
+func newChecker(w *World) *checker {
+	c := &checker{w: w, byInc: map[int]*ti{}, byID: map[string][]*ti{}, logical: map[string]string{}, batches: map[string]*batch{},
+		notes: map[*proc][]procNote{}, hits: map[*proc][]time.Time{}, status: map[string]leasecron.Status{}}
+	var most time.Duration
+	for _, cs := range w.plan.Clocks {
+		most = max(most, cs.Offset.Abs())
+	}
+	// Two clocks differ by at most twice the largest offset, plus what
+	// 100 ppm adds up to over an hour.
+	c.skew = 2*most + 400*time.Millisecond
+	return c
+}
+
+func (c *checker) violate(inv, format string, args ...any) {
+	c.violations = append(c.violations, Violation{Invariant: inv, At: c.w.elapsed(), Detail: fmt.Sprintf(format, args...)})
+}
+
+// violateAt records a violation found at the end about an event at `at`.
+func (c *checker) violateAt(at time.Time, inv, format string, args ...any) {
+	c.violations = append(c.violations, Violation{Invariant: inv, At: at.Sub(c.w.plan.Start), Detail: fmt.Sprintf(format, args...)})
+}
+
+// note records what happened to a process.
+func (c *checker) note(p *proc, what string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.notes[p] = append(c.notes[p], procNote{c.w.now(), what})
+}
+
+// hit records a storage fault striking p.
+func (c *checker) hit(p *proc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hits[p] = append(c.hits[p], c.w.now())
+}
+
+// troubled reports whether p was killed, frozen or struck by a storage
+// fault within [from, to]: what the README's documented duplicates and
+// overlaps need.
+func (c *checker) troubled(p *proc, from, to time.Time) bool {
+	for _, n := range c.notes[p] {
+		if (n.what == "killed" || n.what == "frozen") && !n.at.Before(from.Add(-time.Minute)) && !n.at.After(to) {
+			return true
+		}
+	}
+	for _, h := range c.hits[p] {
+		if !h.Before(from) && !h.After(to) {
+			return true
+		}
+	}
+	if p.killed() {
+		return true
+	}
+	return false
+}
+
+// newTI registers a scheduling about to be tried.
+func (c *checker) newTI(s TaskSpec, op *Op, cl *proc) *ti {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nextInc++
+	t := &ti{inc: c.nextInc, spec: s, client: cl, op: op, snoozes: map[string]int{}}
+	t.id = s.ID
+	if s.Unique != nil {
+		t.id = "" // generated: a unique task's id must share its key's shard
+	}
+	c.tis = append(c.tis, t)
+	c.byInc[t.inc] = t
+	if t.id != "" {
+		// Known by its id from now: an operation on the id may race the
+		// schedule's answer.
+		c.byID[t.id] = append(c.byID[t.id], t)
+	}
+	for _, p := range s.After {
+		if pt := c.latestLocked(c.realID(p)); pt != nil {
+			t.parents = append(t.parents, pt)
+		}
+	}
+	return t
+}
+
+func (c *checker) realID(logical string) string {
+	if id, ok := c.logical[logical]; ok {
+		return id
+	}
+	return logical
+}
+
+// RealID maps a scenario's task name to the id it was stored under.
+func (c *checker) RealID(logical string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.realID(logical)
+}
+
+func (c *checker) latestLocked(id string) *ti {
+	l := c.byID[id]
+	for i := len(l) - 1; i >= 0; i-- {
+		if l[i].accepted || l[i].ambiguous || l[i].returned.IsZero() {
+			return l[i] // scheduled, maybe scheduled, or not answered yet
+		}
+	}
+	return nil
+}
+
+func (t *ti) payload() string {
+	b, _ := json.Marshal(payload{Inc: t.inc, B: t.spec.Behaviour})
+	return string(b)
+}
+
+// scheduled records the answer to a schedule.
+func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.issued, t.returned = issued, c.w.now()
+	switch {
+	case err == nil:
+		t.accepted = true
+	case errors.Is(err, leasecron.ErrDuplicate), errors.Is(err, leasecron.ErrInvalidTask), errors.Is(err, schedule.ErrAlreadyScheduled):
+		t.refusal = err
+	default:
+		t.ambiguous = true
+		t.refusal = err
+	}
+	if got.ID != "" && (t.accepted || t.ambiguous) && t.id == "" {
+		t.id = got.ID
+		c.logical[t.spec.ID] = got.ID
+		c.byID[t.id] = append(c.byID[t.id], t)
+	}
+	if t.id == "" {
+		return
+	}
+	if t.accepted {
+		t.due = got.Due
+		for _, old := range c.byID[t.id] {
+			// Replace takes the place of a task still pending; one that has
+			// started (moved to the queue) runs on, and the new one is
+			// another task.
+			if old == t || !(old.accepted || old.ambiguous) || !old.superseded.IsZero() || !t.spec.Replace || len(old.starts) > 0 {
+				continue
+			}
+			if old.due.After(t.issued.Add(5 * time.Second)) {
+				// Its row was surely still pending (sent early at most, not
+				// retired: a mover retires a row a pass before it is due):
+				// the replacement takes its place.
+				old.superseded = t.returned
+				c.inheritLocked(old, t)
+			} else {
+				// Due by now or nearly: its row may have been moved already, and
+				// the replace then scheduled another task with the id.
+				old.shared, t.shared = true, true
+			}
+		}
+		c.checkUniqueLocked(t, t.returned, "scheduled")
+		for _, old := range c.byID[t.id] {
+			if old == t || !old.superseded.IsZero() || !(old.accepted || old.ambiguous) || !old.cancelled.IsZero() {
+				continue
+			}
+			if _, ended := old.finalEnd(); !ended {
+				old.shared, t.shared = true, true
+			}
+		}
+	}
+}
+
+// inheritLocked makes the replacement of a pending task take its place:
+// a replaced task keeps its batch and the tasks waiting for it (README,
+// workflows).
+func (c *checker) inheritLocked(old, t *ti) {
+	if b := old.batch; b != nil {
+		t.batch = b
+		for i, m := range b.members {
+			if m == old {
+				b.members[i] = t
+			}
+		}
+	}
+	for _, o := range c.tis {
+		for i, p := range o.parents {
+			if p == old {
+				o.parents[i] = t
+			}
+		}
+	}
+}
+
+// checkUniqueLocked: when t takes its unique key at `at` (scheduled, or
+// requeued from the dead letters), no other task of its type may hold it.
+func (c *checker) checkUniqueLocked(t *ti, at time.Time, how string) {
+	if t.spec.Unique == nil {
+		return
+	}
+	for _, o := range c.tis {
+		if o == t || o.spec.Unique == nil || o.spec.Type != t.spec.Type || o.spec.Unique.Key != t.spec.Unique.Key || !o.accepted {
+			continue
+		}
+		if c.holds(o, at) {
+			c.violate(InvUnique, "%s (%s) %s while %s held key %s (%s)", t.id, t.spec, how, o.id, o.spec.Unique.Key, o.spec)
+		}
+	}
+}
+
+// holds reports whether t surely held its unique key at `at`, as far as
+// the events show: pending before its first start, between attempts,
+// running, and for its window after it ended; only in the states listed
+// when they are given. Moments the record may lag behind the handler
+// (between an attempt's end and its record) count as not held.
+func (c *checker) holds(t *ti, at time.Time) bool {
+	skew := c.skew
+	if !at.After(t.returned) {
+		return false
+	}
+	if _, ok := c.cancelledBy(t, at); ok || !t.superseded.IsZero() && at.After(t.superseded) {
+		return false
+	}
+	if t.spec.Recurrence != "" {
+		return true // a series holds its key for as long as it lasts
+	}
+	end, ended := t.finalEnd()
+	narrow := t.spec.Unique.States != ""
+	if narrow {
+		// scheduled, queued, running: pending before the first start, and
+		// during each attempt.
+		if len(t.starts) == 0 || at.Before(t.starts[0].start) {
+			return !ended || at.Before(end)
+		}
+		for _, r := range t.starts {
+			if !at.Before(r.start) && (r.end.IsZero() && r.outcome == "" || at.Before(r.end)) {
+				return true
+			}
+		}
+		return false
+	}
+	// A requeue from the dead letters makes it live again.
+	for _, q := range t.requeued {
+		if at.After(q) && (!ended || end.Before(q) || at.Before(end)) {
+			if !ended || end.Before(q) {
+				return true
+			}
+		}
+	}
+	if !ended {
+		// Still live, unless its last attempt was cut short by a kill (the
+		// record may say anything then).
+		if n := len(t.starts); n > 0 && t.starts[n-1].outcome == "killed" {
+			return false
+		}
+		return true
+	}
+	return at.Before(end.Add(t.spec.Unique.For - skew))
+}
+
+// finalEnd is when t's task ended for good: its success, or the failure of
+// its last attempt.
+func (t *ti) finalEnd() (time.Time, bool) {
+	for _, r := range t.starts {
+		if r.outcome == "ok" {
+			return r.end, true
+		}
+	}
+	maxA := t.maxAttempts()
+	var last time.Time
+	for _, r := range t.starts {
+		if r.outcome == "fail" && r.attempt >= maxA {
+			last = r.end
+		}
+	}
+	return last, !last.IsZero()
+}
+
+func (t *ti) maxAttempts() int {
+	if t.spec.MaxAttempts > 0 {
+		return t.spec.MaxAttempts
+	}
+	return 3 // the simulated workers' retry.max_attempts
+}
+
+// started records an attempt beginning; the handler calls it first thing.
+func (c *checker) started(p *proc, task leasecron.Task, pl payload) *runEv {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ev := &runEv{runID: task.ID, due: task.Due, attempt: task.Attempt, proc: p, start: c.w.now(), workerStart: p.clock.Now()}
+	c.runs = append(c.runs, ev)
+	t := c.byInc[pl.Inc]
+	if t == nil {
+		c.violate(InvAccepted, "%s started %s (attempt %d) of no known scheduling (payload inc %d)", p.id, task.ID, task.Attempt, pl.Inc)
+		return ev
+	}
+	ev.ti = t
+	c.w.stats.feature(append(featureOf(t, task), c.w.moment(p)...))
+	// Never early, on the worker's own clock (the consumer holds a message
+	// until its due time by that clock).
+	if ev.workerStart.Before(task.Due.Add(-time.Millisecond)) {
+		c.violate(InvNeverEarly, "%s started %s at %s by its clock, due %s", p.id, task.ID, ev.workerStart.Format(time.RFC3339Nano), task.Due.Format(time.RFC3339Nano))
+	}
+	c.checkStartLocked(t, ev)
+	t.starts = append(t.starts, ev)
+	return ev
+}
+
+// checkStartLocked checks what must hold the moment an attempt starts.
+func (c *checker) checkStartLocked(t *ti, ev *runEv) {
+	now := ev.start
+	if !t.cancelled.IsZero() && now.After(t.cancelled) {
+		c.violate(InvCancelled, "%s started on %s after a cancel returned at %s", ev.runID, ev.proc.id, c.at(t.cancelled))
+	}
+	if !t.superseded.IsZero() && now.After(t.superseded) && len(t.starts) == 0 {
+		// A replaced task's old scheduling must not run once the replace
+		// returned (an early-sent message of it is stale).
+		c.violate(InvCancelled, "%s (scheduling %d) started on %s after it was replaced at %s", ev.runID, t.inc, ev.proc.id, c.at(t.superseded))
+	}
+	// Another attempt of the same run still running elsewhere?
+	for _, o := range t.starts {
+		if o.runID == ev.runID && o.proc != ev.proc && o.outcome == "" && !c.troubled(o.proc, o.start, now) {
+			c.violate(InvNoTwoAtOnce, "%s started on %s while %s still ran it (since %s)", ev.runID, ev.proc.id, o.proc.id, c.at(o.start))
+		}
+	}
+	// Run again after it succeeded?
+	for _, o := range t.starts {
+		if o.runID == ev.runID && o.outcome == "ok" && !c.troubled(o.proc, o.start, o.end.Add(45*time.Second)) {
+			c.violate(InvNoRerun, "%s started on %s (attempt %d) after it succeeded on %s at %s, which was neither killed, frozen nor struck by a fault then",
+				ev.runID, ev.proc.id, ev.attempt, o.proc.id, c.at(o.end))
+			break
+		}
+	}
+	// Parents.
+	for _, pt := range t.parents {
+		end, how := c.endedFor(pt, t.spec.AfterAny, now)
+		if end.IsZero() || now.Before(end) {
+			c.violate(InvAfter, "%s started at %s before its parent %s had ended as %s requires (%s)", ev.runID, c.at(now), pt.id, afterWord(t.spec.AfterAny), how)
+		}
+	}
+	// A batch's callback: after every member ended.
+	if b := t.callbackOf; b != nil {
+		for _, m := range b.members {
+			if end, _ := c.endedFor(m, true, now); end.IsZero() || now.Before(end) {
+				c.violate(InvBatch, "callback %s of batch %s started at %s before member %s ended", ev.runID, b.id, c.at(now), m.id)
+				break
+			}
+		}
+	}
+}
+
+// finalWindows checks the starts against pauses and disables once every
+// operation has answered: a start may come a moment before the answer of
+// the resume or enable that allowed it.
+func (c *checker) finalWindows() {
+	for _, ev := range c.runs {
+		if ev.ti == nil {
+			continue
+		}
+		c.checkPausedLocked(ev.ti, ev)
+		c.checkDisabledLocked(ev.ti, ev)
+	}
+}
+
+func afterWord(any bool) string {
+	if any {
+		return "--after-any"
+	}
+	return "--after"
+}
+
+// endedFor returns when t ended in a way that releases a child: success
+// (any end with after-any: success, death or cancellation), as far as the
+// events show by `by`. A cancellation may have come from a cancel that
+// failed to answer, or from a bulk cancel of its type under way: any
+// moment after those began counts.
+func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
+	for _, r := range t.starts {
+		if r.outcome == "ok" {
+			return r.end, "succeeded"
+		}
+	}
+	if !any {
+		return time.Time{}, "it has not succeeded"
+	}
+	if end, ok := t.finalEnd(); ok {
+		return end, "dead"
+	}
+	if at, ok := c.cancelledBy(t, by); ok {
+		return at, "cancelled"
+	}
+	if at, ok := c.doomedBy(t); ok {
+		return at, "cancelled with a parent"
+	}
+	return time.Time{}, "it has not ended"
+}
+
+// doomedBy returns when t was cancelled because a parent it waited for
+// (--after) did not succeed: the parent's end.
+func (c *checker) doomedBy(t *ti) (time.Time, bool) {
+	if t.spec.AfterAny {
+		return time.Time{}, false
+	}
+	for _, p := range t.parents {
+		if _, ok := c.endedFor(p, false, c.w.now()); ok != "succeeded" {
+			if end, how := c.endedFor(p, true, c.w.now()); !end.IsZero() && how != "succeeded" {
+				return end, true
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// cancelledBy returns the earliest moment before by at which t may have
+// been cancelled: by a cancel that returned, one that failed (it may have
+// happened), or a bulk cancel of its type that started after t was
+// scheduled.
+func (c *checker) cancelledBy(t *ti, by time.Time) (time.Time, bool) {
+	var at time.Time
+	consider := func(x time.Time) {
+		if !x.IsZero() && x.Before(by) && (at.IsZero() || x.Before(at)) {
+			at = x
+		}
+	}
+	consider(t.cancelled)
+	consider(t.cancelTry)
+	for _, b := range c.bulks {
+		if b.kind == "cancel-pending" && (b.typ == "" || b.typ == t.spec.Type) && b.started.After(t.issued) {
+			consider(b.started)
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// ended records an attempt's outcome.
+func (c *checker) ended(ev *runEv, outcome string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ev.end, ev.outcome = c.w.now(), outcome
+}
+
+func (c *checker) at(t time.Time) string {
+	return t.Sub(c.w.plan.Start).Truncate(time.Millisecond).String()
+}
+
+// handler is the handler every simulated type runs: it records its
+// attempt and does what the task's payload says.
+func (c *checker) handler(p *proc) leasecron.Handler {
+	return func(ctx context.Context, task leasecron.Task) error {
+		if p.killed() {
+			return errKilled
+		}
+		var pl payload
+		if err := json.Unmarshal(task.Payload, &pl); err != nil {
+			return fmt.Errorf("sim: payload %q: %w", task.Payload, err)
+		}
+		ev := c.started(p, task, pl)
+		if err := p.waitUnpaused(ctx); err != nil {
+			return err
+		}
+		b := pl.B
+		if b.Progress {
+			_ = leasecron.Progress(ctx, 50, "half way")
+		}
+		if b.Sleep > 0 {
+			t := time.NewTimer(b.Sleep)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				c.ended(ev, "cancelled")
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+		_ = p.waitUnpaused(ctx)
+		if p.killed() {
+			c.ended(ev, "killed")
+			return errKilled
+		}
+		c.mu.Lock()
+		key := task.ID
+		snoozed := 0
+		if ev.ti != nil {
+			snoozed = ev.ti.snoozes[key]
+			if b.Snooze > 0 && snoozed < b.Snoozes {
+				ev.ti.snoozes[key]++
+			}
+		}
+		c.mu.Unlock()
+		switch {
+		case b.Snooze > 0 && snoozed < b.Snoozes:
+			c.ended(ev, "snooze")
+			return leasecron.Snooze(b.Snooze)
+		case b.Fail == -1 || task.Attempt <= b.Fail:
+			c.ended(ev, "fail")
+			return fmt.Errorf("sim: attempt %d fails as planned", task.Attempt)
+		}
+		c.ended(ev, "ok")
+		return nil
+	}
+}
+
+// --- operations' answers -------------------------------------------------
+
+func (c *checker) cancelled(id string, issued time.Time, res leasecron.CancelResult, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.latestLocked(id)
+	if t == nil {
+		return
+	}
+	now := c.w.now()
+	switch {
+	case err == nil && (res.Removed || res.Marked):
+		if t.cancelled.IsZero() {
+			t.cancelled = now
+		}
+		if t.cancelTry.IsZero() {
+			t.cancelTry = issued // it took effect somewhere in between
+		}
+	case err != nil && !errors.Is(err, leasecron.ErrNotFound) && !errors.Is(err, leasecron.ErrAlreadyFinished):
+		if t.cancelTry.IsZero() {
+			t.cancelTry = issued // it may have taken effect
+		}
+	}
+}
+
+func (c *checker) retimed(id string, it leasecron.Item, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.latestLocked(id); t != nil && err == nil {
+		t.due = it.Due
+	}
+}
+
+func (c *checker) paused(ev pauseEv) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pauses = append(c.pauses, ev)
+}
+
+// resumedAll records the resume of every type at the end of the active
+// phase.
+func (c *checker) resumedAll(at time.Time) {
+	c.paused(pauseEv{typ: TypePausable, issued: at, returned: at, ok: true, until: time.Time{}})
+	c.mu.Lock()
+	c.pauses[len(c.pauses)-1].typ = "resume:" + TypePausable
+	c.mu.Unlock()
+}
+
+// checkPausedLocked: no task of a paused type starts once every worker
+// has had the time to see the pause (worker.pause_check), until the pause
+// lapses, is resumed, or is replaced by the next pause of the type (the
+// latest pause sets its end).
+func (c *checker) checkPausedLocked(t *ti, ev *runEv) {
+	const pauseCheck = 5 * time.Second // queue.DefaultPauseCheck
+	var mine []pauseEv
+	for _, p := range c.pauses {
+		if p.typ == t.spec.Type || p.typ == "resume:"+t.spec.Type {
+			mine = append(mine, p)
+		}
+	}
+	sort.SliceStable(mine, func(i, j int) bool { return mine[i].issued.Before(mine[j].issued) })
+	for i, p := range mine {
+		if p.typ != t.spec.Type || !p.ok {
+			continue
+		}
+		// A delivery past its check may still start: one held the last
+		// two seconds before its due time, or one whose claim is retried
+		// through faults (troubled below).
+		from := p.returned.Add(pauseCheck + 2*time.Second + c.skew + time.Second)
+		to := time.Time{}
+		if !p.until.IsZero() {
+			to = p.until.Add(-c.skew)
+		}
+		if i+1 < len(mine) && (to.IsZero() || mine[i+1].issued.Before(to)) {
+			to = mine[i+1].issued
+		}
+		if ev.start.After(from) && (to.IsZero() || ev.start.Before(to)) && !c.troubled(ev.proc, ev.start.Add(-10*time.Second), ev.start) {
+			c.violateAt(ev.start, InvPaused, "%s of paused type %s started on %s at %s (paused at %s, until %s)", ev.runID, t.spec.Type, ev.proc.id, c.at(ev.start), c.at(p.returned), c.atOr(to))
+		}
+	}
+}
+
+func (c *checker) atOr(t time.Time) string {
+	if t.IsZero() {
+		return "resumed"
+	}
+	return c.at(t)
+}
+
+func (c *checker) disabled(id string, on bool, issued time.Time, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.latestLocked(id)
+	if t == nil || t.spec.Recurrence == "" {
+		return
+	}
+	now := c.w.now()
+	n := len(t.disabled)
+	switch {
+	case on && err == nil && (n == 0 || !t.disabled[n-1].to.IsZero()):
+		t.disabled = append(t.disabled, window{issued: issued, from: now})
+	case !on && n > 0 && t.disabled[n-1].to.IsZero():
+		// Enabled, or an enable that may have happened.
+		t.disabled[n-1].to = issued
+	}
+}
+
+func (c *checker) checkDisabledLocked(t *ti, ev *runEv) {
+	for _, d := range t.disabled {
+		// An occurrence already under way when the series was disabled
+		// finishes (its retries run); none starts afresh.
+		begun := false
+		for _, o := range t.starts {
+			if o.runID == ev.runID && o.start.Before(d.from) {
+				begun = true
+			}
+		}
+		if !begun && ev.start.After(d.from) && (d.to.IsZero() || ev.start.Before(d.to)) {
+			c.violateAt(ev.start, InvDisabled, "%s of series %s started on %s at %s, disabled at %s", ev.runID, t.id, ev.proc.id, c.at(ev.start), c.at(d.from))
+		}
+	}
+}
+
+func (c *checker) requeued(id string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.latestLocked(id)
+	if t == nil || err != nil {
+		return
+	}
+	now := c.w.now()
+	t.requeued = append(t.requeued, now)
+	c.checkUniqueLocked(t, now, "was requeued")
+}
+
+func (c *checker) bulk(ev bulkEv) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bulks = append(c.bulks, ev)
+}
+
+func (c *checker) newBatch(id string) *batch {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := &batch{id: id}
+	c.batches[id] = b
+	return b
+}
+
+// lookup checks that every task that should be pending is found by id.
+func (c *checker) lookup(ctx context.Context, cl *leasecron.Client) {
+	c.mu.Lock()
+	now := c.w.now()
+	var want []*ti
+	for _, t := range c.tis {
+		if !t.accepted || t.id == "" || len(t.starts) > 0 || !t.cancelled.IsZero() || !t.cancelTry.IsZero() || !t.superseded.IsZero() ||
+			t.due.Before(now.Add(15*time.Second)) || c.latestLocked(t.id) != t || len(t.parents) > 0 {
+			continue
+		}
+		want = append(want, t)
+	}
+	c.mu.Unlock()
+	for _, t := range want {
+		_, err := cl.Status(ctx, t.id)
+		if errors.Is(err, leasecron.ErrNotFound) {
+			c.mu.Lock()
+			if len(t.starts) == 0 && t.cancelled.IsZero() && t.cancelTry.IsZero() {
+				c.violate(InvLookup, "status %s: %v (scheduled at %s, due %s, never started)", t.id, err, c.at(t.returned), c.at(t.due))
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
+// allEnded reads the status of every task's latest scheduling and reports
+// whether each has ended (the series aside).
+func (c *checker) allEnded(ctx context.Context, cl *leasecron.Client) bool {
+	c.mu.Lock()
+	var ids []string
+	for id := range c.byID {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	sort.Strings(ids)
+	done := true
+	for _, id := range ids {
+		c.mu.Lock()
+		t := c.latestLocked(id)
+		c.mu.Unlock()
+		if t == nil || t.spec.Recurrence != "" {
+			continue
+		}
+		c.mu.Lock()
+		prev, seen := c.status[id]
+		c.mu.Unlock()
+		if seen && ended(prev.State()) {
+			continue // after the active phase nothing brings it back
+		}
+		st, err := cl.Status(ctx, id)
+		if err != nil && !errors.Is(err, leasecron.ErrNotFound) {
+			return false
+		}
+		c.mu.Lock()
+		c.status[id] = st
+		c.mu.Unlock()
+		switch st.State() {
+		case "succeeded", "dead", "cancelled":
+		case "unknown":
+			if !t.ambiguous {
+				done = false
+			}
+		default:
+			done = false
+		}
+	}
+	return done
+}
+
+func ended(state string) bool { return state == "succeeded" || state == "dead" || state == "cancelled" }
+
+// final checks what can be checked only at the end.
+func (c *checker) final() []Violation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.finalTasks()
+	c.finalWindows()
+	c.finalLimits()
+	c.finalBatches()
+	c.finalBulk()
+	c.finalSeries()
+	c.checkFences()
+	sort.SliceStable(c.violations, func(i, j int) bool { return c.violations[i].At < c.violations[j].At })
+	return c.violations
+}
+
+// finalTasks: every task's latest scheduling has ended as it should.
+func (c *checker) finalTasks() {
+	for id := range c.byID {
+		t := c.latestLocked(id)
+		if t == nil || t.spec.Recurrence != "" {
+			continue
+		}
+		if t.shared {
+			continue // see ti.shared
+		}
+		st := c.status[id]
+		state := st.State()
+		switch state {
+		case "succeeded":
+			ok := false
+			for _, r := range t.starts {
+				if r.outcome == "ok" {
+					ok = true
+				}
+			}
+			// An earlier scheduling's success shows until this one is
+			// recorded; the ambiguous ones may never have been.
+			if !ok && !t.ambiguous && !c.anyOK(id) {
+				c.violate(InvAccepted, "%s is recorded succeeded but no attempt of it succeeded (%s)", id, t.spec)
+			}
+		case "dead":
+			if t.spec.Behaviour.Fail == 0 && !c.anyTroubled(t) && !t.ambiguous {
+				c.violate(InvAtLeastOnce, "%s ended dead though its handler never fails and no attempt of it was cut short (%s)", id, t.spec)
+			}
+		case "cancelled":
+			if t.cancelled.IsZero() && t.cancelTry.IsZero() && !c.parentFailed(t) && !c.bulkCancelled(t) && !t.ambiguous {
+				c.violate(InvAtLeastOnce, "%s was cancelled though nobody cancelled it and its parents did not fail (%s)", id, t.spec)
+			}
+		case "unknown":
+			if !t.ambiguous && (t.cancelled.IsZero() && t.cancelTry.IsZero() || len(t.starts) == 0) && !c.bulkCancelled(t) {
+				c.violate(InvAtLeastOnce, "%s is unknown at the end: lost (%s, scheduled at %s)", id, t.spec, c.at(t.returned))
+			}
+		case "waiting":
+			if !t.ambiguous {
+				c.violate(InvAfterLive, "%s is still waiting at the end of a %v quiet phase, its parents %s ended (%s)", id, c.w.plan.Settle, parentIDs(t), t.spec)
+			}
+		default:
+			if !t.ambiguous || len(t.starts) > 0 {
+				c.violate(InvAtLeastOnce, "%s is %s at the end of a %v quiet phase (%s, scheduled at %s, %d attempts seen)", id, state, c.w.plan.Settle, t.spec, c.at(t.returned), len(t.starts))
+			}
+		}
+	}
+}
+
+func parentIDs(t *ti) string {
+	var ids []string
+	for _, p := range t.parents {
+		ids = append(ids, p.id)
+	}
+	return strings.Join(ids, ",")
+}
+
+func (c *checker) anyOK(id string) bool {
+	for _, t := range c.byID[id] {
+		for _, r := range t.starts {
+			if r.outcome == "ok" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (c *checker) anyTroubled(t *ti) bool {
+	for _, r := range t.starts {
+		if r.outcome != "ok" && r.outcome != "fail" || c.troubled(r.proc, r.start, r.end.Add(time.Minute)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *checker) parentFailed(t *ti) bool {
+	for _, p := range t.parents {
+		if end, _ := c.endedFor(p, false, c.w.now()); end.IsZero() {
+			return true
+		}
+		// A parent cancelled while its handler ran stays cancelled (its
+		// success is not recorded over the cancel): its children are.
+		if _, ok := c.cancelledBy(p, c.w.now()); ok {
+			return true
+		}
+		if c.parentFailed(p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *checker) bulkCancelled(t *ti) bool {
+	_, ok := c.cancelledBy(t, c.w.now())
+	return ok
+}
+
+// finalLimits: at no moment did more handlers of the limited type run than
+// its limit, and no window held more starts of the rated type than its
+// rate.
+func (c *checker) finalLimits() {
+	type edge struct {
+		at    time.Time
+		delta int
+		ev    *runEv
+	}
+	var edges []edge
+	var rated []*runEv
+	for _, ev := range c.runs {
+		if ev.ti == nil {
+			continue
+		}
+		switch ev.ti.spec.Type {
+		case TypeLimited:
+			end := ev.end
+			if end.IsZero() {
+				end = c.w.now()
+			}
+			edges = append(edges, edge{ev.start, 1, ev}, edge{end, -1, ev})
+		case TypeRated:
+			rated = append(rated, ev)
+		}
+	}
+	sort.SliceStable(edges, func(i, j int) bool {
+		if !edges[i].at.Equal(edges[j].at) {
+			return edges[i].at.Before(edges[j].at)
+		}
+		return edges[i].delta < edges[j].delta
+	})
+	running := map[*runEv]bool{}
+	for _, e := range edges {
+		if e.delta < 0 {
+			delete(running, e.ev)
+			continue
+		}
+		running[e.ev] = true
+		if len(running) > LimitedConcurrency {
+			documented := false
+			var who []string
+			for r := range running {
+				who = append(who, r.runID+"@"+r.proc.id)
+				if c.troubled(r.proc, r.start, e.at) {
+					documented = true
+				}
+			}
+			sort.Strings(who)
+			if !documented {
+				c.violate(InvConcurrency, "%d handlers of %s ran at once at %s (limit %d): %s", len(running), TypeLimited, c.at(e.at), LimitedConcurrency, strings.Join(who, ", "))
+			}
+		}
+	}
+	sort.Slice(rated, func(i, j int) bool { return rated[i].start.Before(rated[j].start) })
+	win := RatedPer + time.Second - c.skew
+	for i := range rated {
+		n := 0
+		for j := i; j < len(rated) && rated[j].start.Sub(rated[i].start) < win; j++ {
+			n++
+		}
+		if n > RatedCount {
+			var who []string
+			documented := false
+			for _, r := range rated[i : i+n] {
+				who = append(who, fmt.Sprintf("%s@%s at %s", r.runID, r.proc.id, c.at(r.start)))
+				if c.troubled(r.proc, r.start.Add(-16*time.Second), r.start) {
+					documented = true
+				}
+			}
+			if !documented {
+				c.violate(InvRate, "%d starts of %s within %v (rate %d/%v): %s", n, TypeRated, win, RatedCount, RatedPer, strings.Join(who, ", "))
+				break
+			}
+		}
+	}
+}
+
+// finalBatches: a batch that was scheduled whole had its callback run
+// exactly once.
+func (c *checker) finalBatches() {
+	for _, b := range c.batches {
+		if !b.accepted || b.callback == nil {
+			continue
+		}
+		ended := true
+		for _, m := range b.members {
+			st := c.status[m.id].State()
+			if st != "succeeded" && st != "dead" && st != "cancelled" {
+				ended = false
+			}
+		}
+		runs := map[string]int{}
+		for _, r := range b.callback.starts {
+			if r.outcome == "ok" || r.outcome == "" {
+				runs[r.runID]++
+			}
+		}
+		ok := 0
+		for _, r := range b.callback.starts {
+			if r.outcome == "ok" {
+				ok++
+			}
+		}
+		switch {
+		case ended && len(b.callback.starts) == 0:
+			c.violate(InvBatch, "batch %s: every member ended, its callback %s never ran", b.id, b.callback.id)
+		case ok > 1 && !c.anyTroubled(b.callback):
+			c.violate(InvBatch, "batch %s: callback %s succeeded %d times", b.id, b.callback.id, ok)
+		}
+	}
+}
+
+// finalBulk: a task is run again after dying only as often as requeues
+// could have brought it back (a bulk requeue brings each back once).
+func (c *checker) finalBulk() {
+	for _, t := range c.tis {
+		if t.spec.Behaviour.Fail != -1 || len(t.starts) == 0 || t.spec.Recurrence != "" {
+			continue
+		}
+		firsts := 0
+		for _, r := range t.starts {
+			if r.attempt == 1 {
+				firsts++
+			}
+		}
+		allowed := 1 + len(t.requeued)
+		var death time.Time // the first
+		for _, r := range t.starts {
+			if r.outcome == "fail" && r.attempt >= t.maxAttempts() {
+				death = r.end
+				break
+			}
+		}
+		for _, b := range c.bulks {
+			// Each operation of its type that started after it first died
+			// may bring it back once.
+			if b.kind == "requeue-dead" && b.ok && (b.typ == "" || b.typ == t.spec.Type) && !death.IsZero() && b.started.After(death.Add(-time.Minute)) {
+				allowed++
+			}
+		}
+		switch {
+		case firsts > allowed && !c.anyTroubled(t):
+			c.violate(InvBulkOnce, "%s (always failing) made %d first attempts; the requeues that could bring it back allow %d", t.id, firsts, allowed)
+		case firsts > allowed+2:
+			c.violate(InvBulkOnce, "%s (always failing) made %d first attempts; the requeues that could bring it back allow %d (a crash explains one or two more, not these)", t.id, firsts, allowed)
+		}
+	}
+}
+
+// finalSeries: every occurrence of a series that fell due while it was
+// live ran, unless the fleet was behind then (an earlier occurrence was
+// still to start: occurrences missed while nobody led run once).
+func (c *checker) finalSeries() {
+	horizon := c.w.plan.Start.Add(c.w.plan.Active - 2*time.Minute)
+	for _, t := range c.tis {
+		if t.spec.Recurrence == "" || !t.accepted || t.ambiguous {
+			continue
+		}
+		stop := horizon
+		for _, s := range []time.Time{t.cancelled, t.cancelTry, t.superseded} {
+			if !s.IsZero() && s.Before(stop) {
+				stop = s
+			}
+		}
+		if len(t.disabled) > 0 && t.disabled[0].issued.Before(stop) {
+			stop = t.disabled[0].issued // a disable under way may stop an occurrence already moved
+		}
+		if at, ok := c.cancelledBy(t, stop); ok {
+			stop = at
+		}
+		for _, b := range c.bulks {
+			if b.kind == "disable-series" && (b.typ == "" || b.typ == t.spec.Type) && b.started.After(t.issued) && b.started.Before(stop) {
+				stop = b.started
+			}
+		}
+		occ, err := schedule.Upcoming(t.spec.Recurrence, t.spec.TZ, t.due, 400)
+		if err != nil {
+			c.violate(InvOccurrences, "series %s: %v", t.id, err)
+			continue
+		}
+		dues := map[int64]bool{}
+		var starts []*runEv
+		for _, r := range t.starts {
+			dues[r.due.UnixNano()] = true
+			starts = append(starts, r)
+		}
+		// A disable or cancel cancels the occurrences moved to the queue
+		// that have not started: one due shortly before it may not run.
+		excuse := stop.Add(-2 * time.Minute)
+		if stop.Equal(horizon) {
+			excuse = stop
+		}
+		for _, o := range occ {
+			if !o.Before(excuse) {
+				break
+			}
+			if dues[o.UnixNano()] {
+				continue
+			}
+			behind := false
+			for _, r := range starts {
+				if r.due.Before(o) && !r.start.Before(o) {
+					behind = true
+				}
+			}
+			if !behind {
+				c.violate(InvOccurrences, "series %s (%q %s): the occurrence due %s never ran", t.id, t.spec.Recurrence, t.spec.TZ, o.UTC().Format(time.RFC3339))
+				break
+			}
+		}
+	}
+}
+
+// checkFences: the mover commits of every shard came in the order of
+// their fencing tokens (a commit of an older token after a newer one's
+// means two movers acted on one shard).
+func (c *checker) checkFences() {
+	for _, v := range c.w.fenceViolations() {
+		c.violations = append(c.violations, Violation{Invariant: InvOneMover, At: v.at, Detail: v.detail})
+	}
+}
+
+// featureOf names the features a start exercises, for the coverage
+// report.
+func featureOf(t *ti, task leasecron.Task) []string {
+	f := []string{"type:" + t.spec.Type}
+	s := t.spec
+	switch {
+	case s.Recurrence != "" && strings.HasPrefix(s.Recurrence, "@"):
+		f = append(f, "every")
+	case s.Recurrence != "":
+		f = append(f, "cron")
+	case s.Due <= 0:
+		f = append(f, "due-now")
+	case s.Due <= 40*time.Second:
+		f = append(f, "early")
+	default:
+		f = append(f, "later")
+	}
+	if s.Unique != nil {
+		f = append(f, "unique")
+	}
+	if len(s.After) > 0 {
+		f = append(f, afterWord(s.AfterAny)[2:])
+	}
+	if t.batch != nil {
+		f = append(f, "batch")
+	}
+	if t.callbackOf != nil {
+		f = append(f, "callback")
+	}
+	if task.Attempt > 1 {
+		f = append(f, "retry")
+	}
+	if s.Behaviour.Snooze > 0 {
+		f = append(f, "snooze")
+	}
+	if s.Behaviour.Progress {
+		f = append(f, "progress")
+	}
+	if len(t.requeued) > 0 {
+		f = append(f, "requeued")
+	}
+	if s.Replace {
+		f = append(f, "replace")
+	}
+	if !t.cancelTry.IsZero() || !t.cancelled.IsZero() {
+		f = append(f, "cancel")
+	}
+	return f
+}

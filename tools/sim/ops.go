@@ -1,0 +1,196 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// opTimeout bounds one user operation (the CLI's commands have none, but
+// a scheduler gives up at some point).
+const opTimeout = 2 * time.Minute
+
+// userOp runs an operation a user or operator issues, through client c,
+// and tells the checker what it answered.
+func (w *World) userOp(c *proc, op *Op) {
+	ctx, cancel := context.WithTimeout(w.rootCtx, opTimeout)
+	defer cancel()
+	cl := c.client
+	chk := w.chk
+	switch op.Kind {
+	case OpSchedule:
+		w.schedule(ctx, c, *op.Spec, op)
+	case OpMany:
+		w.scheduleMany(ctx, c, op)
+	case OpCancel:
+		issued := w.now()
+		res, err := cl.Cancel(ctx, chk.RealID(op.Task))
+		w.answer(op, fmt.Sprintf("removed=%v marked=%v", res.Removed, res.Marked), err)
+		chk.cancelled(chk.RealID(op.Task), issued, res, err)
+	case OpReschedule:
+		it, err := cl.Reschedule(ctx, chk.RealID(op.Task), c.clock.Now().Add(op.Dur))
+		w.answer(op, "", err)
+		chk.retimed(chk.RealID(op.Task), it, err)
+	case OpRunNow:
+		it, err := cl.RunNow(ctx, chk.RealID(op.Task))
+		w.answer(op, "", err)
+		chk.retimed(chk.RealID(op.Task), it, err)
+	case OpPause:
+		var until time.Time
+		if op.Dur > 0 {
+			until = c.clock.Now().Add(op.Dur)
+		}
+		issued := w.now()
+		err := cl.Pause(ctx, op.Type, until)
+		w.answer(op, "", err)
+		ev := pauseEv{typ: op.Type, issued: issued, returned: w.now(), ok: err == nil}
+		if !until.IsZero() {
+			ev.until = c.clock.toTrue(until)
+		}
+		if err != nil {
+			// It may have taken effect: treat it as a pause with no
+			// promise (ok false) — and a resume must still follow.
+			ev.ok = false
+		}
+		chk.paused(ev)
+	case OpResume:
+		issued := w.now()
+		_ = cl.Resume(ctx, op.Type)
+		chk.paused(pauseEv{typ: "resume:" + op.Type, issued: issued, returned: w.now(), ok: true})
+	case OpDisable, OpEnable:
+		issued := w.now()
+		var err error
+		if op.Kind == OpDisable {
+			_, err = cl.Disable(ctx, chk.RealID(op.Task))
+		} else {
+			_, err = cl.Enable(ctx, chk.RealID(op.Task))
+		}
+		w.answer(op, "", err)
+		chk.disabled(chk.RealID(op.Task), op.Kind == OpDisable, issued, err)
+	case OpRequeue:
+		err := cl.DeadLetters().Requeue(ctx, chk.RealID(op.Task))
+		w.answer(op, "", err)
+		chk.requeued(chk.RealID(op.Task), err)
+	case OpBulk:
+		bop, err := leasecron.ParseBulkOp(op.Bulk, op.Type, "", "", "", "", c.clock.Now())
+		if err != nil {
+			w.chk.mu.Lock()
+			w.chk.violate(InvAccepted, "bulk %s type %s refused: %v", op.Bulk, op.Type, err)
+			w.chk.mu.Unlock()
+			return
+		}
+		n, err := cl.CountBulk(ctx, bop)
+		if err != nil {
+			return
+		}
+		started := w.now()
+		b, err := cl.StartBulk(ctx, bop, n, "sim")
+		w.answer(op, fmt.Sprintf("%s of %d", b.ID, n), err)
+		chk.bulk(bulkEv{kind: op.Bulk, typ: op.Type, started: started, ok: err == nil || !errors.Is(err, leasecron.ErrInvalidTask)})
+	case OpDrain:
+		if p := w.worker(op.Worker); p != nil {
+			if _, err := cl.Drain(ctx, p.id, "sim"); err == nil {
+				chk.note(p, "drain requested")
+			}
+		}
+	case OpSetShards:
+		_ = cl.SetShards(ctx, op.N)
+	case OpLookup:
+		chk.lookup(ctx, cl)
+	}
+}
+
+// answer logs what an operation answered, for a failing seed's report.
+func (w *World) answer(op *Op, what string, err error) {
+	line := fmt.Sprintf("%s  answer to %s %s %s: %s", w.elapsed().Truncate(time.Millisecond), op.Kind, op.Task, op.Type, what)
+	if err != nil {
+		line += " error: " + err.Error()
+	}
+	w.logs.add(line)
+}
+
+// item is the leasecron item of a spec scheduled now by c.
+func (w *World) item(c *proc, s TaskSpec, t *ti) leasecron.Item {
+	it := leasecron.Item{ID: t.id, Type: s.Type, Payload: t.payload(), Due: c.clock.Now().Add(s.Due), Recurrence: s.Recurrence, TZ: s.TZ,
+		MaxAttempts: s.MaxAttempts, AfterAny: s.AfterAny}
+	for _, p := range s.After {
+		it.After = append(it.After, w.chk.RealID(p))
+	}
+	return it
+}
+
+func (w *World) unique(s TaskSpec) *leasecron.Unique {
+	if s.Unique == nil {
+		return nil
+	}
+	u := &leasecron.Unique{Key: s.Unique.Key, For: s.Unique.For}
+	if s.Unique.States != "" {
+		st, err := schedule.ParseUniqueStates(s.Unique.States)
+		if err != nil {
+			w.t.Fatalf("unique states %q: %v", s.Unique.States, err)
+		}
+		u.States = st
+	}
+	return u
+}
+
+func (w *World) schedule(ctx context.Context, c *proc, s TaskSpec, op *Op) {
+	t := w.chk.newTI(s, op, c)
+	it := w.item(c, s, t)
+	o := &leasecron.ScheduleOptions{Replace: s.Replace, Unique: w.unique(s)}
+	issued := w.now()
+	got, err := c.client.Schedule(ctx, it, o)
+	w.answer(op, got.ID, err)
+	w.chk.scheduled(t, issued, got, err)
+}
+
+// scheduleMany is a schedule --file, or a batch with a callback.
+func (w *World) scheduleMany(ctx context.Context, c *proc, op *Op) {
+	var tis []*ti
+	var items []leasecron.Item
+	for _, s := range op.Many {
+		t := w.chk.newTI(s, op, c)
+		tis = append(tis, t)
+		items = append(items, w.item(c, s, t))
+	}
+	o := leasecron.ScheduleManyOptions{Batch: op.Batch}
+	var b *batch
+	if op.Batch != "" {
+		b = w.chk.newBatch(op.Batch)
+		cb := w.chk.newTI(*op.Callback, op, c)
+		cbItem := w.item(c, *op.Callback, cb)
+		o.OnComplete = &cbItem
+		w.chk.mu.Lock()
+		b.callback, cb.callbackOf = cb, b
+		for _, t := range tis {
+			t.batch = b
+			b.members = append(b.members, t)
+		}
+		w.chk.mu.Unlock()
+	}
+	issued := w.now()
+	res, err := c.client.ScheduleMany(ctx, items, o)
+	w.answer(op, fmt.Sprintf("%d results", len(res)), err)
+	for i, t := range tis {
+		var r leasecron.ScheduleResult
+		if i < len(res) {
+			r = res[i]
+		} else {
+			r.Err = err
+		}
+		if r.Err == nil && err != nil {
+			r.Err = err
+		}
+		w.chk.scheduled(t, issued, r.Item, r.Err)
+	}
+	if b != nil {
+		w.chk.mu.Lock()
+		b.accepted = err == nil
+		w.chk.mu.Unlock()
+		w.chk.scheduled(b.callback, issued, *o.OnComplete, err)
+	}
+}

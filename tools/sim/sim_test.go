@@ -1,0 +1,127 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestMain trades memory for time: a run allocates much and keeps little.
+func TestMain(m *testing.M) {
+	debug.SetGCPercent(400)
+	os.Exit(m.Run())
+}
+
+// The fixed seeds make sim runs (and make test with it): chosen once, kept,
+// so that a change that breaks a promise they exercise fails the same way
+// every time; SIM_SEEDS=N runs N more from SIM_FROM (make sim-long).
+const fixedSeeds = 24
+
+// envInt reads an integer from the environment (def when unset).
+func envInt(t *testing.T, name string, def int64) int64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: want a whole number", name, v)
+	}
+	return n
+}
+
+// runSeeds runs seeds [from, from+n) two at a time, reports each failing
+// one shrunk, and prints the coverage of them all.
+func runSeeds(t *testing.T, from, n int64) {
+	total := NewCoverage()
+	var mu sync.Mutex
+	var failed []int64
+	var virtual time.Duration
+	tasks := 0
+	start := time.Now()
+	t.Run("seeds", func(t *testing.T) {
+		for seed := from; seed < from+n; seed++ {
+			t.Run(strconv.FormatInt(seed, 10), func(t *testing.T) {
+				t.Parallel()
+				sc := Plan(seed)
+				res := Run(t, sc)
+				mu.Lock()
+				total.Merge(res.Coverage)
+				virtual += res.Virtual
+				tasks += res.Tasks
+				mu.Unlock()
+				if !res.Failed() {
+					return
+				}
+				mu.Lock()
+				failed = append(failed, seed)
+				mu.Unlock()
+				t.Errorf("%s", Report(res, sc))
+				if os.Getenv("SIM_SHRINK") != "0" {
+					small := Shrink(t, sc, res.Violations[0].Invariant, 3, 5*time.Minute)
+					t.Errorf("shrunk to %d operations and %d fault windows:\n%s", len(small.Ops), len(small.Faults), small.Describe())
+				}
+				t.Logf("last log lines:\n%s", strings.Join(res.Log[max(0, len(res.Log)-60):], "\n"))
+			})
+		}
+	})
+	wall := time.Since(start)
+	var b strings.Builder
+	total.Print(&b)
+	fmt.Fprintf(&b, "%d seeds in %v: %d tasks, %v of fleet time (%.1f fleet-hours per wall-clock minute); %d failed %v\n",
+		n, wall.Truncate(time.Second), tasks, virtual.Truncate(time.Second), virtual.Hours()/wall.Minutes(), len(failed), failed)
+	t.Log("\n" + b.String())
+	if out := os.Getenv("SIM_REPORT"); out != "" {
+		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestSim runs the fixed seeds (make sim), or SIM_SEED alone. It is a
+// long suite, CPU-bound for minutes on two cores: make test leaves it out
+// (LEASECRON_SIM unset) so the end-to-end timing tests it shares the
+// machine with stay honest.
+func TestSim(t *testing.T) {
+	if os.Getenv("LEASECRON_SIM") == "" && os.Getenv("SIM_SEED") == "" {
+		t.Skip("long: make sim (LEASECRON_SIM=1) runs the fixed seeds, make sim SEED=n one")
+	}
+	if s := os.Getenv("SIM_SEED"); s != "" {
+		// A replay: the seed's workload and faults are the same every
+		// time, the interleaving of goroutines within one virtual instant
+		// is Go's; SIM_TRIES runs it until it fails.
+		seed := envInt(t, "SIM_SEED", 0)
+		sc := Plan(seed)
+		t.Log("\n" + sc.Describe())
+		tries := envInt(t, "SIM_TRIES", 1)
+		for try := int64(1); try <= tries; try++ {
+			res := Run(t, sc)
+			t.Logf("seed %d, run %d: %d storage requests, %d tasks, %v of fleet time; requests by operation: %v", seed, try, res.Coverage.Requests, res.Tasks, res.Virtual, res.Coverage.ByOp)
+			if res.Failed() {
+				t.Errorf("%s", Report(res, sc))
+				t.Logf("last log lines:\n%s", strings.Join(res.Log, "\n"))
+				if os.Getenv("SIM_SHRINK") != "0" {
+					small := Shrink(t, sc, res.Violations[0].Invariant, 3, 10*time.Minute)
+					t.Errorf("shrunk to %d operations and %d fault windows:\n%s", len(small.Ops), len(small.Faults), small.Describe())
+				}
+				return
+			}
+		}
+		return
+	}
+	runSeeds(t, 1, envInt(t, "SIM_FIXED", fixedSeeds))
+}
+
+// TestSimLong runs SIM_SEEDS seeds from SIM_FROM (make sim-long).
+func TestSimLong(t *testing.T) {
+	n := envInt(t, "SIM_SEEDS", 0)
+	if n == 0 {
+		t.Skip("SIM_SEEDS not set: make sim-long SEEDS=N runs N seeds")
+	}
+	runSeeds(t, envInt(t, "SIM_FROM", 1000), n)
+}

@@ -1,0 +1,199 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/storage"
+)
+
+// Fault is what the simulated service or network does to one request.
+type Fault int
+
+// The faults a request can meet.
+const (
+	// NoFault: the request is served.
+	NoFault Fault = iota
+	// Busy: the service answers 503 ServerBusy without doing anything.
+	Busy
+	// Dropped: the connection fails before the request reaches the service.
+	Dropped
+	// Lost: the service does what was asked, and the answer is lost (the
+	// connection resets): the caller sees an error for a write that
+	// committed.
+	Lost
+	// Failed500: the service does what was asked and answers 500
+	// (OperationTimedOut), as Azure does when a request outlasts its
+	// internal deadline after committing.
+	Failed500
+	// Slow: the request waits up to 15 s before it is served; a caller whose
+	// deadline passes first gives up, and the request is not served.
+	Slow
+	faultCount
+)
+
+var faultNames = [...]string{"none", "503 busy", "dropped", "lost response", "500 after commit", "slow"}
+
+func (f Fault) String() string { return faultNames[f] }
+
+// Rates are the probabilities of each fault per request.
+type Rates [faultCount]float64
+
+// any reports whether a fault can strike.
+func (r Rates) any() bool {
+	for _, p := range r[1:] {
+		if p > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// transporter is what memstore's in-process transport offers.
+type transporter interface {
+	Do(*http.Request) (*http.Response, error)
+}
+
+// faultTransport carries one process's requests to the in-memory service,
+// applying the faults the plan gives it: it is how a process is killed
+// (every request fails from then on, none arrives), paused (requests wait,
+// and arrive when it resumes) and exposed to storage faults.
+type faultTransport struct {
+	w    *World
+	p    *proc
+	next transporter
+
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// errConnection is what a process sees when the network fails it.
+var errConnection = errors.New("sim: connection reset by peer")
+
+// errKilled is what the requests of a killed process fail with.
+var errKilled = errors.New("sim: process killed")
+
+func service(host string) string {
+	switch {
+	case strings.HasPrefix(host, "blob"):
+		return "blob"
+	case strings.HasPrefix(host, "queue"):
+		return "queue"
+	default:
+		return "table"
+	}
+}
+
+// Do implements policy.Transporter.
+func (f *faultTransport) Do(req *http.Request) (*http.Response, error) {
+	p := f.p
+	if p.killed() {
+		return nil, errKilled
+	}
+	ctx := req.Context()
+	if err := p.waitUnpaused(ctx); err != nil {
+		return nil, err
+	}
+	if p.killed() {
+		return nil, errKilled
+	}
+	f.w.progress.Store(int64(f.w.elapsed()))
+	svc := service(req.URL.Host)
+	op := storage.OpName(svc, req)
+	fault := f.draw(svc, op)
+	f.w.stats.request(p.kind, svc+" "+op, fault)
+	if fault != NoFault {
+		f.w.chk.hit(p)
+	}
+	switch fault {
+	case Busy:
+		return errorResponse(req, svc, http.StatusServiceUnavailable, "ServerBusy"), nil
+	case Dropped:
+		return nil, errConnection
+	case Slow:
+		f.mu.Lock()
+		d := time.Duration(f.rng.Int64N(int64(15 * time.Second)))
+		f.mu.Unlock()
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		if p.killed() {
+			return nil, errKilled
+		}
+	}
+	resp, err := f.next.Do(req)
+	if err != nil {
+		return resp, err
+	}
+	switch {
+	case fault == Lost:
+		drain(resp)
+		return nil, errConnection
+	case fault == Failed500:
+		drain(resp)
+		return errorResponse(req, svc, http.StatusInternalServerError, "OperationTimedOut"), nil
+	case p.killed():
+		// Killed while the request was served: the answer never arrives.
+		drain(resp)
+		return nil, errKilled
+	}
+	return resp, nil
+}
+
+// draw picks the fault for one request of p from the plan in force now.
+func (f *faultTransport) draw(svc, op string) Fault {
+	r := f.w.plan.ratesAt(f.w.elapsed(), f.p.name, svc, op)
+	if !r.any() {
+		return NoFault
+	}
+	f.mu.Lock()
+	x := f.rng.Float64()
+	f.mu.Unlock()
+	for k := Busy; k < faultCount; k++ {
+		if x < r[k] {
+			return k
+		}
+		x -= r[k]
+	}
+	return NoFault
+}
+
+func drain(resp *http.Response) {
+	if resp != nil && resp.Body != nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+}
+
+// errorResponse is the service's answer to a request it did not carry out,
+// in the form of the service's own errors (so that the SDK retries it as
+// it would Azure's).
+func errorResponse(req *http.Request, svc string, status int, code string) *http.Response {
+	msg := fmt.Sprintf("simulated fault: %s", code)
+	var body, ctype string
+	if svc == "table" {
+		ctype = "application/json;odata=minimalmetadata"
+		body = fmt.Sprintf(`{"odata.error":{"code":%q,"message":{"lang":"en-US","value":%q}}}`, code, msg)
+	} else {
+		ctype = "application/xml"
+		body = fmt.Sprintf(`<?xml version="1.0" encoding="utf-8"?><Error><Code>%s</Code><Message>%s</Message></Error>`, code, msg)
+	}
+	h := http.Header{}
+	h.Set("Content-Type", ctype)
+	h.Set("x-ms-error-code", code)
+	return &http.Response{
+		Status: fmt.Sprintf("%d %s", status, http.StatusText(status)), StatusCode: status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req,
+	}
+}

@@ -1,0 +1,678 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/memstore"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
+)
+
+// World is one scenario running: the in-memory storage account, the
+// processes (workers and clients) and the checker that watches them.
+type World struct {
+	plan  *Scenario
+	t     *testing.T
+	shift time.Duration // true time = the bubble's time + shift
+	begin time.Time     // the bubble's time at the start
+	store *memstore.Server
+	stats *Coverage
+	chk   *checker
+	fence fences
+
+	rootCtx  context.Context
+	progress atomic.Int64 // virtual time elapsed, for the watchdog
+
+	mu      sync.Mutex
+	workers map[string]*proc // the current incarnation of each worker
+	clients [2]*proc
+	procs   []*proc
+	shards  int // the count workers start with now (the rolling switch changes it)
+	ops     sync.WaitGroup
+	logs    *ring
+}
+
+// now is the simulation's true time: the service's clock.
+func (w *World) now() time.Time { return time.Now().Add(w.shift) }
+
+// elapsed is how long the scenario has run.
+func (w *World) elapsed() time.Duration { return time.Since(w.begin) }
+
+// Result is what a run found.
+type Result struct {
+	Seed       int64
+	Violations []Violation
+	Coverage   *Coverage
+	// Virtual is how much fleet time the run simulated; Tasks how many
+	// tasks were scheduled.
+	Virtual time.Duration
+	Tasks   int
+	// Log is the tail of the processes' warnings and the operations run,
+	// for a failing seed's report.
+	Log []string
+}
+
+// Failed reports whether an invariant was violated.
+func (r *Result) Failed() bool { return len(r.Violations) > 0 }
+
+// Run runs sc in a synctest bubble of its own and returns what the checker
+// found. It does not fail t for a violation: the caller decides.
+func Run(t *testing.T, sc *Scenario) *Result {
+	var res *Result
+	if logFile != nil {
+		// One run's log: a replay's failing try is the one left.
+		logMu.Lock()
+		_ = logFile.Truncate(0)
+		_, _ = logFile.Seek(0, 0)
+		logMu.Unlock()
+	}
+	var wd watchdog
+	stop := wd.start(t)
+	defer stop()
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, sc)
+		wd.set(w)
+		res = w.run()
+	})
+	return res
+}
+
+// watchdog notices a run whose virtual time stopped: some goroutine of the
+// fleet never blocks (a loop that asks the service again at once, for
+// ever), so the bubble's clock cannot move. Against Azure such a loop
+// would hammer the account; here it would hang the test. It reports the
+// last log lines and the stacks, and ends the test binary.
+type watchdog struct {
+	mu sync.Mutex
+	w  *World
+}
+
+func (d *watchdog) set(w *World) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.w = w
+}
+
+// livelockAfter is how long the virtual clock may stand still in
+// wall-clock time before the run counts as stuck.
+const livelockAfter = 60 * time.Second
+
+func (d *watchdog) start(t *testing.T) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		var last int64
+		stuck := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			d.mu.Lock()
+			w := d.w
+			d.mu.Unlock()
+			if w == nil {
+				continue
+			}
+			v := w.progress.Load()
+			if v > last+int64(100*time.Millisecond) {
+				last, stuck = v, time.Now()
+				continue
+			}
+			if time.Since(stuck) > livelockAfter {
+				buf := make([]byte, 1<<20)
+				n := runtime.Stack(buf, true)
+				fmt.Fprintf(os.Stderr, "sim: seed %d: virtual time stuck at %v for %v of wall-clock time: a goroutine never blocks (livelock)\nlast log lines:\n%s\n\n%s\n",
+					w.plan.Seed, time.Duration(v), livelockAfter, strings.Join(w.logs.all(), "\n"), buf[:n])
+				os.Exit(2)
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func newWorld(t *testing.T, sc *Scenario) *World {
+	w := &World{plan: sc, t: t, begin: time.Now(), workers: map[string]*proc{}, stats: newCoverage(), logs: newRing(ringLines())}
+	w.shift = sc.Start.Sub(w.begin)
+	w.store = memstore.New(memstore.Options{Now: w.now, DuplicateDelivery: w.duplicateDelivery,
+		OnCommit: func(c memstore.Commit) { w.fence.commit(w, c) }})
+	w.chk = newChecker(w)
+	w.shards = sc.Shards
+	if sc.Switch {
+		w.shards = 1
+	}
+	return w
+}
+
+// duplicateDelivery is the queue service's at-least-once delivery: now and
+// then a message is handed out without being hidden.
+func (w *World) duplicateDelivery(string) bool {
+	r := w.plan.ratesAt(w.elapsed(), "", "queue", "dequeue")
+	if !r.any() {
+		return false
+	}
+	return rand.Float64() < r[Lost]
+}
+
+// names are the resource names of a process with shards shards and
+// queues work queues.
+func names(shards, queues int) leasecron.Names {
+	return leasecron.Names{Shards: shards, Queues: queues}
+}
+
+func (w *World) run() *Result {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w.rootCtx = ctx
+	sc := w.plan
+	for i := range 2 {
+		q := sc.Queues
+		if i == 1 {
+			q = sc.ClientQueues
+		}
+		w.clients[i] = w.newClient(i, q)
+	}
+	for i := 1; i <= sc.Workers; i++ {
+		w.startWorker(workerName(i), 0)
+	}
+	for i := range sc.Ops {
+		op := &sc.Ops[i]
+		if d := op.At - w.elapsed(); d > 0 {
+			time.Sleep(d)
+		}
+		w.logs.add(fmt.Sprintf("%s  op %s", w.elapsed().Truncate(time.Millisecond), op))
+		w.do(op)
+	}
+	if d := sc.Active - w.elapsed(); d > 0 {
+		time.Sleep(d)
+	}
+	w.settle()
+	w.stopAll()
+	w.ops.Wait()
+	res := &Result{Seed: sc.Seed, Coverage: w.stats, Virtual: w.elapsed(), Tasks: len(w.chk.tis)}
+	res.Violations = w.chk.final()
+	res.Log = w.logs.all()
+	return res
+}
+
+// do runs one operation: what happens to processes at once, what users
+// do on a goroutine of its own (it may wait out faults).
+func (w *World) do(op *Op) {
+	w.stats.op(op.Kind)
+	switch op.Kind {
+	case OpStart:
+		w.mu.Lock()
+		old := w.workers[op.Worker]
+		w.mu.Unlock()
+		if old != nil && !old.killed() {
+			old.stop() // a restart (the rolling switch): SIGTERM first
+		}
+		if op.N > 0 {
+			w.shards = op.N
+		}
+		w.startWorker(op.Worker, op.N)
+		if w.plan.Switch && op.N > 0 && w.allSharded() {
+			// Then the clients, as the README says.
+			for i := range w.clients {
+				w.clients[i].kill()
+				q := w.plan.Queues
+				if i == 1 {
+					q = w.plan.ClientQueues
+				}
+				w.clients[i] = w.newClient(i, q)
+			}
+		}
+	case OpStop:
+		if p := w.worker(op.Worker); p != nil {
+			p.stop()
+		}
+	case OpKill:
+		if p := w.worker(op.Worker); p != nil {
+			w.chk.note(p, "killed")
+			p.kill()
+		}
+	case OpFreeze:
+		if p := w.worker(op.Worker); p != nil {
+			w.chk.note(p, "frozen")
+			p.freeze(op.Dur)
+		}
+	case OpKillClient:
+		c := w.clients[op.Client]
+		c.kill()
+		w.clients[op.Client] = w.newClient(op.Client, c.queues)
+	default:
+		c := w.clients[op.Client]
+		w.ops.Add(1)
+		go func() {
+			defer w.ops.Done()
+			w.userOp(c, op)
+		}()
+	}
+}
+
+func (w *World) allSharded() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.workers {
+		if !p.killed() && p.shards <= 1 {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *World) worker(name string) *proc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.workers[name]
+	if p == nil || p.killed() {
+		return nil
+	}
+	return p
+}
+
+// settle ends the active phase: faults have stopped (the plan's windows
+// end with it); frozen workers thaw, stopped ones start again, paused
+// types resume, and the fleet runs until every task has ended or Settle
+// has passed.
+func (w *World) settle() {
+	w.mu.Lock()
+	var down []string
+	for i := 1; i <= 6; i++ {
+		n := workerName(i)
+		p, ok := w.workers[n]
+		if ok && p.killed() {
+			down = append(down, n)
+		}
+		if ok && !p.killed() {
+			p.thaw()
+		}
+	}
+	w.mu.Unlock()
+	for _, n := range down {
+		w.startWorker(n, 0)
+	}
+	if w.plan.Switch {
+		// A rolling switch that the plan cut short is finished.
+		for i := 1; i <= 6; i++ {
+			if p := w.worker(workerName(i)); p != nil && p.shards != w.plan.Shards {
+				w.do(&Op{Kind: OpStart, Worker: workerName(i), N: w.plan.Shards})
+			}
+		}
+	}
+	w.ops.Wait()
+	c := w.clients[0]
+	ctx := context.Background()
+	_ = c.client.Resume(ctx, TypePausable)
+	w.chk.resumedAll(w.now())
+	deadline := w.elapsed() + w.plan.Settle
+	for w.elapsed() < deadline {
+		time.Sleep(20 * time.Second)
+		if w.chk.allEnded(ctx, c.client) {
+			break
+		}
+	}
+}
+
+func (w *World) stopAll() {
+	w.mu.Lock()
+	ps := append([]*proc(nil), w.procs...)
+	w.mu.Unlock()
+	for _, p := range ps {
+		if !p.killed() {
+			p.stop()
+		}
+	}
+	for _, p := range ps {
+		p.kill()
+		if p.done != nil {
+			<-p.done
+		}
+	}
+}
+
+// proc is one process: a worker or a client, with its own clock and
+// network.
+type proc struct {
+	w      *World
+	name   string // w1, c0
+	id     string // instance id: w1-2 (the second incarnation)
+	kind   string // "worker" or "client"
+	shards int
+	queues int
+	clock  *procClock
+	tr     *faultTransport
+
+	mu     sync.Mutex
+	dead   bool
+	frozen chan struct{} // closed when thawed; nil when running
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	worker *leasecron.Worker
+	client *leasecron.Client
+	log    *slog.Logger
+}
+
+func (p *proc) killed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dead
+}
+
+// waitUnpaused blocks while p is frozen.
+func (p *proc) waitUnpaused(ctx context.Context) error {
+	p.mu.Lock()
+	f := p.frozen
+	p.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	select {
+	case <-f:
+		return nil
+	case <-ctx.Done():
+		// The process was frozen with the request in hand: it goes out
+		// when the process runs again, whatever its deadline said (a
+		// stale write arriving late is what fences are for).
+		<-f
+		return nil
+	}
+}
+
+// freeze stops p's requests and handlers for d (SIGSTOP, then SIGCONT).
+func (p *proc) freeze(d time.Duration) {
+	p.mu.Lock()
+	if p.frozen != nil || p.dead {
+		p.mu.Unlock()
+		return
+	}
+	f := make(chan struct{})
+	p.frozen = f
+	p.mu.Unlock()
+	p.w.stats.fault("freeze")
+	time.AfterFunc(d, p.thaw)
+}
+
+func (p *proc) thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen != nil {
+		close(p.frozen)
+		p.frozen = nil
+	}
+}
+
+// isFrozen reports whether p is frozen now.
+func (p *proc) isFrozen() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.frozen != nil
+}
+
+// kill stops p without any cleanup: from now on none of its requests
+// arrive and its handlers' ends are not recorded; its goroutines are then
+// cancelled (their cleanup fails: its network is gone).
+func (p *proc) kill() {
+	p.mu.Lock()
+	if p.dead {
+		p.mu.Unlock()
+		return
+	}
+	p.dead = true
+	f := p.frozen
+	p.frozen = nil
+	p.mu.Unlock()
+	if f != nil {
+		close(f)
+	}
+	if p.cancel != nil {
+		p.cancel() // its goroutines wind down; stopAll waits for them
+	}
+}
+
+// stop is SIGTERM: the worker shuts down gracefully.
+func (p *proc) stop() {
+	p.thaw()
+	if p.cancel != nil {
+		p.cancel()
+	}
+	if p.done != nil {
+		<-p.done
+	}
+	p.mu.Lock()
+	p.dead = true
+	p.mu.Unlock()
+}
+
+func (w *World) newProc(name, kind string, shards, queues int) *proc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	inc := 1
+	for _, q := range w.procs {
+		if q.name == name {
+			inc++
+		}
+	}
+	cs := w.plan.Clocks[name]
+	p := &proc{w: w, name: name, kind: kind, id: fmt.Sprintf("%s-%d", name, inc), shards: shards, queues: queues,
+		clock: &procClock{w: w, offset: cs.Offset, ppm: cs.PPM, epoch: w.plan.Start}}
+	seed := uint64(w.plan.Seed)*1_000_003 + uint64(len(w.procs))
+	p.tr = &faultTransport{w: w, p: p, next: w.store.Transport(), rng: rand.New(rand.NewPCG(seed, 7))}
+	p.log = slog.New(slog.NewTextHandler(w.logs.writer(p.id), &slog.HandlerOptions{Level: logLevel}))
+	w.procs = append(w.procs, p)
+	return p
+}
+
+func (w *World) storage(p *proc) leasecron.Storage {
+	return leasecron.Storage{ConnectionString: w.store.ConnectionString(), Transport: p.tr}
+}
+
+func (w *World) newClient(i, queues int) *proc {
+	p := w.newProc(fmt.Sprintf("c%d", i), "client", w.shards, queues)
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: w.storage(p), Names: names(p.shards, queues), Clock: p.clock, Logger: p.log,
+		Limits: map[string]int{TypeLimited: LimitedConcurrency}})
+	if err != nil {
+		w.t.Fatalf("client: %v", err)
+	}
+	p.client = c
+	return p
+}
+
+// startWorker starts worker name (a new incarnation), with shards shards
+// when above 0 (else the fleet's current count).
+func (w *World) startWorker(name string, shards int) {
+	if shards == 0 {
+		shards = w.shards
+	}
+	p := w.newProc(name, "worker", shards, w.plan.Queues)
+	o := leasecron.WorkerOptions{
+		Storage:    w.storage(p),
+		Names:      names(shards, w.plan.Queues),
+		InstanceID: p.id,
+		// Retries as a user might set them: quick, so that tasks die
+		// within a run.
+		Consumer:     queue.ConsumerSettings{Concurrency: 4, MaxAttempts: 3, BackoffBase: time.Second, BackoffMax: 20 * time.Second},
+		Limits:       map[string]int{TypeLimited: LimitedConcurrency},
+		Rates:        map[string]leasecron.RateLimit{TypeRated: {Count: RatedCount, Per: RatedPer}},
+		NoBlackboard: true,
+		Version:      "sim",
+		Logger:       p.log,
+		Clock:        p.clock,
+	}
+	if w.plan.Fast {
+		o.Lease = trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 3 * time.Second}
+		o.Mover = schedule.MoverSettings{PollEvery: time.Second}
+		o.ShardCycle, o.DrainCheck = time.Second, 2*time.Second
+		o.Consumer.PollMax, o.Consumer.VisibilityTimeout = 5*time.Second, 30*time.Second
+	}
+	wk, err := leasecron.NewWorker(o)
+	if err != nil {
+		w.t.Fatalf("worker %s: %v", p.id, err)
+	}
+	for _, typ := range []string{TypePlain, TypePausable, TypeLimited, TypeRated, TypeCallback, TypeSlow} {
+		wk.Handle(typ, w.chk.handler(p))
+	}
+	p.worker = wk
+	ctx, cancel := context.WithCancel(w.rootCtx)
+	p.cancel, p.done = cancel, make(chan struct{})
+	w.mu.Lock()
+	w.workers[name] = p
+	w.mu.Unlock()
+	w.chk.note(p, "started")
+	go func() {
+		defer close(p.done)
+		err := wk.Run(ctx)
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, leasecron.ErrDrained) && !p.killed() {
+			w.logs.add(fmt.Sprintf("%s  %s: Run: %v", w.elapsed().Truncate(time.Millisecond), p.id, err))
+		}
+		if errors.Is(err, leasecron.ErrDrained) {
+			w.chk.note(p, "drained")
+			p.mu.Lock()
+			p.dead = true
+			p.mu.Unlock()
+		}
+	}()
+}
+
+// ring keeps the last lines logged, for a failing seed's report.
+type ring struct {
+	mu    sync.Mutex
+	lines []string
+	n     int
+}
+
+func newRing(n int) *ring { return &ring{n: n} }
+
+// logLevel is the level of the processes' logs kept for a report: warnings,
+// or everything with SIM_LOG=debug (slow).
+var logLevel = func() slog.Level {
+	if os.Getenv("SIM_LOG") == "debug" {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
+}()
+
+// logFile, when SIM_LOGFILE names one, receives every log line and
+// operation of the runs (with SIM_LOG=debug, everything: for one seed).
+var (
+	logMu   sync.Mutex
+	logFile = func() *os.File {
+		name := os.Getenv("SIM_LOGFILE")
+		if name == "" {
+			return nil
+		}
+		f, err := os.Create(name)
+		if err != nil {
+			panic(err)
+		}
+		return f
+	}()
+)
+
+func (r *ring) add(s string) {
+	if logFile != nil && !strings.Contains(s, ": time=") {
+		logMu.Lock()
+		fmt.Fprintln(logFile, s)
+		logMu.Unlock()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, s)
+	if len(r.lines) > r.n {
+		r.lines = r.lines[len(r.lines)-r.n:]
+	}
+}
+
+func (r *ring) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.lines...)
+}
+
+type ringWriter struct {
+	r      *ring
+	prefix string
+}
+
+func (rw ringWriter) Write(b []byte) (int, error) {
+	line := strings.TrimRight(string(b), "\n")
+	if logFile != nil {
+		logMu.Lock()
+		fmt.Fprintf(logFile, "%s: %s\n", rw.prefix, line)
+		logMu.Unlock()
+	}
+	if logGrep != "" && !strings.Contains(line, logGrep) {
+		return len(b), nil
+	}
+	rw.r.add(rw.prefix + ": " + line)
+	return len(b), nil
+}
+
+// logGrep, when set (SIM_GREP), keeps only the log lines that contain it:
+// with SIM_LOG=debug, the story of one task.
+var logGrep = os.Getenv("SIM_GREP")
+
+func (r *ring) writer(prefix string) ringWriter { return ringWriter{r, prefix} }
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// moment names the conditions a start happens in, for the coverage
+// report: the fleet's layout and what is happening to it.
+func (w *World) moment(p *proc) []string {
+	var f []string
+	if p.shards > 1 {
+		f = append(f, "fleet:sharded")
+	} else {
+		f = append(f, "fleet:unsharded")
+	}
+	w.mu.Lock()
+	mixed := false
+	for _, q := range w.workers {
+		if !q.killed() && q.shards != p.shards {
+			mixed = true
+		}
+	}
+	w.mu.Unlock()
+	if mixed {
+		f = append(f, "fleet:mixed-shards")
+	}
+	if w.plan.ratesAt(w.elapsed(), p.name, "", "").any() {
+		f = append(f, "storage-faults")
+	}
+	return f
+}
+
+// ringLines is how many log lines a run keeps: more when they are
+// filtered (SIM_GREP), for the story of one task.
+func ringLines() int {
+	if logGrep != "" {
+		return 20000
+	}
+	return 400
+}
