@@ -320,9 +320,14 @@ func TestLostMessageIsNotDeleted(t *testing.T) {
 	h.c = c
 	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
+	// Tasks wait for it: they hear of its success when it is recorded, not
+	// only when the message reappears (by then the id may be another
+	// run's; issue 38).
+	heard := make(chan leasecrontype.RunState, 2)
+	h.c.o.OnEnd = func(_ context.Context, _ Envelope, st leasecrontype.RunState) error { heard <- st; return nil }
 	release := make(chan struct{})
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { <-release; return nil })
-	h.enqueue(Envelope{ID: "lost", Type: "t"})
+	h.enqueue(Envelope{ID: "lost", Type: "t", Waiters: true})
 	h.start()
 	h.waitStarted()
 	h.waitIdle()
@@ -340,6 +345,14 @@ func TestLostMessageIsNotDeleted(t *testing.T) {
 		t.Fatal("the message must be left to reappear")
 	}
 	mustRun(t, rm, "lost", runs.Succeeded)
+	select {
+	case st := <-heard:
+		if st != leasecrontype.RunSucceeded {
+			t.Fatalf("OnEnd heard %v, want succeeded", st)
+		}
+	default:
+		t.Fatal("OnEnd not told of the recorded success")
+	}
 	if st := h.c.Stats().ByType["t"]; st.Handled != 1 {
 		t.Fatalf("stats = %+v", st)
 	}

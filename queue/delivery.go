@@ -174,6 +174,12 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		if herr == nil {
 			c.finish(hctx, d, leasecrontype.RunSucceeded, nil, tail)
 			c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Handled++ })
+			// Its children and its batch hear of the end now (again when
+			// the message reappears: applying an end is idempotent). By
+			// then the id may have been scheduled again, its record taken
+			// by that run, and the reappearing message unable to tell that
+			// this one succeeded (issue 38, the simulator's seed 23).
+			c.ended(hctx, d, leasecrontype.RunSucceeded)
 		} else {
 			c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
 			c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Failed++ })

@@ -123,6 +123,20 @@ func newer(cur *Run, m Meta) bool {
 	return cur != nil && cur.State.Finished() && !m.Due.IsZero() && !cur.Due.IsZero() && !stored(m.Due).Equal(cur.Due)
 }
 
+// attemptsUnderWay reports whether cur is another scheduling's run (of
+// another due time) that is running or between attempts (failed and to be
+// retried, snoozed).
+func attemptsUnderWay(cur *Run, m Meta) bool {
+	if cur == nil || m.Due.IsZero() || cur.Due.IsZero() || stored(m.Due).Equal(cur.Due) {
+		return false
+	}
+	switch cur.State {
+	case Running, Failed, Snoozed:
+		return !mutate.On(mutate.TwoAtOnce)
+	}
+	return false
+}
+
 // stored is t as the table keeps it: UTC, to the 100 ns tick.
 func stored(t time.Time) time.Time { return t.UTC().Truncate(100 * time.Nanosecond) }
 
@@ -133,6 +147,15 @@ func stored(t time.Time) time.Time { return t.UTC().Truncate(100 * time.Nanoseco
 func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time, m Meta, now time.Time) (Run, error) {
 	if unconfirmed(cur, m) {
 		return newRun(id, ""), ErrUnconfirmed
+	}
+	if attemptsUnderWay(cur, m) {
+		// Another scheduling of the id (scheduled again or replaced while
+		// this run was in flight) is running or waits for its next
+		// attempt: this one waits until it has ended, as its row would
+		// (decideConfirmed). Taken over, the earlier run's next attempt
+		// would be acknowledged as stale, and what waits for its end (its
+		// children, its batch) would never hear of it.
+		return *cur, ErrClaimedElsewhere
 	}
 	var next Run
 	if cur != nil && !newer(cur, m) {

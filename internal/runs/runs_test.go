@@ -77,6 +77,36 @@ func TestDecideClaim(t *testing.T) {
 	}
 }
 
+// The id scheduled again (or replaced) while an earlier run of it ran or
+// waited for its retry: the new scheduling's claim waits until that run
+// has ended, and writes nothing (issue 38, found by the simulator, seed
+// 23: the new message took the record over, the earlier run's retry was
+// then acknowledged as stale, and the tasks waiting for its end waited
+// for good). Once it has ended the new one is claimed as a run of its own.
+func TestClaimWaitsForAnotherSchedulingsRun(t *testing.T) {
+	now := t0
+	meta := Meta{Type: "email", Due: now.Add(-time.Second)}
+	earlier := meta.Due.Add(-time.Minute)
+	for _, cur := range []Run{
+		{Run: leasecrontype.Run{ID: "a", State: Failed, Attempts: 1, Due: earlier}},
+		{Run: leasecrontype.Run{ID: "a", State: Snoozed, Due: earlier}},
+		{Run: leasecrontype.Run{ID: "a", State: Running, Worker: "w1", ClaimUntil: now.Add(time.Hour), Due: earlier}},
+		{Run: leasecrontype.Run{ID: "a", State: Running, Worker: "w2", ClaimUntil: now.Add(-time.Hour), Due: earlier}},
+	} {
+		t.Run(string(cur.State)+" "+cur.Worker, func(t *testing.T) {
+			got, err := decideClaim(&cur, "a", "w1", 1, now.Add(time.Minute), meta, now)
+			if !errors.Is(err, ErrClaimedElsewhere) || got.State != cur.State || !got.Due.Equal(earlier) {
+				t.Fatalf("claim = %+v, %v; want the earlier run left alone and ErrClaimedElsewhere", got, err)
+			}
+			ended := cur
+			ended.State = Dead
+			if got, err := decideClaim(&ended, "a", "w1", 1, now.Add(time.Minute), meta, now); err != nil || got.State != Running || got.Attempts != 1 || !got.Due.Equal(meta.Due) {
+				t.Fatalf("after the earlier run died: claim = %+v, %v; want a run of its own", got, err)
+			}
+		})
+	}
+}
+
 func TestParseState(t *testing.T) {
 	if s, err := ParseState(" Running "); err != nil || s != Running {
 		t.Fatalf("ParseState = %v, %v", s, err)
