@@ -141,7 +141,6 @@ func TestLeaseStateMachine(t *testing.T) {
 	state("infinite", "leased", "locked", "infinite")
 	_, err = la.ChangeLease(ctx, idB, nil)
 	must(t, "change A to B", err)
-	la = leaseClient(t, bc, idA)
 	_, err = leaseClient(t, bc, idA).RenewLease(ctx, nil)
 	wantCode(t, "renew with the old id", err, "LeaseIdMismatchWithLeaseOperation", 409)
 	clk.add(time.Hour)

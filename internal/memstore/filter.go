@@ -220,11 +220,6 @@ type tok struct {
 	pos  int
 }
 
-type lexer struct {
-	s    string
-	toks []tok
-}
-
 func isIdentStart(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

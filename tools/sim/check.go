@@ -203,10 +203,7 @@ func (c *checker) troubled(p *proc, from, to time.Time) bool {
 			return true
 		}
 	}
-	if p.killed() {
-		return true
-	}
-	return false
+	return p.killed()
 }
 
 // newTI registers a scheduling about to be tried.

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -420,13 +419,6 @@ func (p *proc) thaw() {
 	}
 }
 
-// isFrozen reports whether p is frozen now.
-func (p *proc) isFrozen() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.frozen != nil
-}
-
 // kill stops p without any cleanup: from now on none of its requests
 // arrive and its handlers' ends are not recorded; its goroutines are then
 // cancelled (their cleanup fails: its network is gone).
@@ -631,16 +623,6 @@ func (rw ringWriter) Write(b []byte) (int, error) {
 var logGrep = os.Getenv("SIM_GREP")
 
 func (r *ring) writer(prefix string) ringWriter { return ringWriter{r, prefix} }
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // moment names the conditions a start happens in, for the coverage
 // report: the fleet's layout and what is happening to it.
