@@ -203,6 +203,22 @@ func (s *Server) lookupBlob(cname, bname string) (*container, *blob, error) {
 	return c, c.blobs[bname], nil
 }
 
+// writableBlob is existingBlob for a write: the request's conditions and
+// the blob's lease must allow it.
+func (s *Server) writableBlob(r *request, cname, bname string) (*container, *blob, error) {
+	c, b, err := s.existingBlob(r, cname, bname)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := conditions(r, true, b.etag, b.modified, false); err != nil {
+		return nil, nil, err
+	}
+	if err := checkWriteLease(r, b); err != nil {
+		return nil, nil, err
+	}
+	return c, b, nil
+}
+
 func (s *Server) existingBlob(r *request, cname, bname string) (*container, *blob, error) {
 	c, b, err := s.lookupBlob(cname, bname)
 	if err != nil {
@@ -650,14 +666,8 @@ func (s *Server) putBlob(r *request, cname, bname string) (*reply, error) {
 }
 
 func (s *Server) setBlobMetadata(r *request, cname, bname string) (*reply, error) {
-	_, b, err := s.existingBlob(r, cname, bname)
+	_, b, err := s.writableBlob(r, cname, bname)
 	if err != nil {
-		return nil, err
-	}
-	if err := conditions(r, true, b.etag, b.modified, false); err != nil {
-		return nil, err
-	}
-	if err := checkWriteLease(r, b); err != nil {
 		return nil, err
 	}
 	b.meta = metadata(r.header)
@@ -670,14 +680,8 @@ func (s *Server) setBlobMetadata(r *request, cname, bname string) (*reply, error
 }
 
 func (s *Server) setBlobProperties(r *request, cname, bname string) (*reply, error) {
-	_, b, err := s.existingBlob(r, cname, bname)
+	_, b, err := s.writableBlob(r, cname, bname)
 	if err != nil {
-		return nil, err
-	}
-	if err := conditions(r, true, b.etag, b.modified, false); err != nil {
-		return nil, err
-	}
-	if err := checkWriteLease(r, b); err != nil {
 		return nil, err
 	}
 	p := readContentProps(r.header)
@@ -774,14 +778,8 @@ func (s *Server) getBlob(r *request, cname, bname string, withBody bool) (*reply
 }
 
 func (s *Server) deleteBlob(r *request, cname, bname string) (*reply, error) {
-	c, b, err := s.existingBlob(r, cname, bname)
+	c, _, err := s.writableBlob(r, cname, bname)
 	if err != nil {
-		return nil, err
-	}
-	if err := conditions(r, true, b.etag, b.modified, false); err != nil {
-		return nil, err
-	}
-	if err := checkWriteLease(r, b); err != nil {
 		return nil, err
 	}
 	delete(c.blobs, bname)
