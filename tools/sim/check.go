@@ -121,9 +121,25 @@ type pauseEv struct {
 }
 
 type bulkEv struct {
-	kind, typ string
-	started   time.Time
-	ok        bool
+	id, kind, typ string
+	started       time.Time
+	// ended is when the operation was seen finished (zero: not seen).
+	ended time.Time
+	ok    bool
+}
+
+// reaches reports whether the operation may act on a task scheduled at
+// issued, and from when: it acts on what matches when its walk reaches it
+// (README "Bulk operations"), so on tasks scheduled before it started and
+// on those scheduled while it ran.
+func (b bulkEv) reaches(issued time.Time) (time.Time, bool) {
+	switch {
+	case b.started.After(issued):
+		return b.started, true
+	case b.ended.IsZero() || issued.Before(b.ended):
+		return issued, true
+	}
+	return time.Time{}, false
 }
 
 type procNote struct {
@@ -569,8 +585,10 @@ func (c *checker) cancelledBy(t *ti, by time.Time) (time.Time, bool) {
 	consider(t.cancelled)
 	consider(t.cancelTry)
 	for _, b := range c.bulks {
-		if b.kind == "cancel-pending" && (b.typ == "" || b.typ == t.spec.Type) && b.started.After(t.issued) {
-			consider(b.started)
+		if b.kind == "cancel-pending" && (b.typ == "" || b.typ == t.spec.Type) {
+			if at, ok := b.reaches(t.issued); ok {
+				consider(at)
+			}
 		}
 	}
 	return at, !at.IsZero()
@@ -783,6 +801,17 @@ func (c *checker) bulk(ev bulkEv) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.bulks = append(c.bulks, ev)
+}
+
+// bulkEnded records when the operation id was seen finished.
+func (c *checker) bulkEnded(id string, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.bulks {
+		if c.bulks[i].id == id && c.bulks[i].ended.IsZero() {
+			c.bulks[i].ended = at
+		}
+	}
 }
 
 func (c *checker) newBatch(id string) *batch {
@@ -1150,8 +1179,11 @@ func (c *checker) finalSeries() {
 			stop = at
 		}
 		for _, b := range c.bulks {
-			if b.kind == "disable-series" && (b.typ == "" || b.typ == t.spec.Type) && b.started.After(t.issued) && b.started.Before(stop) {
-				stop = b.started
+			if b.kind != "disable-series" || b.typ != "" && b.typ != t.spec.Type {
+				continue
+			}
+			if at, ok := b.reaches(t.issued); ok && at.Before(stop) {
+				stop = at
 			}
 		}
 		occ, err := schedule.Upcoming(t.spec.Recurrence, t.spec.TZ, t.due, 400)

@@ -90,7 +90,10 @@ func (w *World) userOp(c *proc, op *Op) {
 		started := w.now()
 		b, err := cl.StartBulk(ctx, bop, n, "sim")
 		w.answer(op, fmt.Sprintf("%s of %d", b.ID, n), err)
-		chk.bulk(bulkEv{kind: op.Bulk, typ: op.Type, started: started, ok: err == nil || !errors.Is(err, leasecron.ErrInvalidTask)})
+		chk.bulk(bulkEv{id: b.ID, kind: op.Bulk, typ: op.Type, started: started, ok: err == nil || !errors.Is(err, leasecron.ErrInvalidTask)})
+		if err == nil {
+			go w.watchBulk(cl, b.ID)
+		}
 	case OpDrain:
 		if p := w.worker(op.Worker); p != nil {
 			if _, err := cl.Drain(ctx, p.id, "sim"); err == nil {
@@ -192,5 +195,21 @@ func (w *World) scheduleMany(ctx context.Context, c *proc, op *Op) {
 		b.accepted = err == nil
 		w.chk.mu.Unlock()
 		w.chk.scheduled(b.callback, issued, *o.OnComplete, err)
+	}
+}
+
+// watchBulk tells the checker when the bulk operation id is seen finished
+// (the tasks it may act on are those scheduled before then).
+func (w *World) watchBulk(cl *leasecron.Client, id string) {
+	ctx := w.rootCtx
+	for ctx.Err() == nil {
+		if b, err := cl.Bulk(ctx, id); err == nil && b.State != "running" {
+			w.chk.bulkEnded(id, w.now())
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
 	}
 }
