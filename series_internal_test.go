@@ -3,11 +3,13 @@ package leasecron
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
@@ -165,5 +167,27 @@ func TestRequeueTakesTheUniqueKeyAgain(t *testing.T) {
 	}
 	if err := sched(""); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("a new task with the key the requeued task holds: %v; want ErrDuplicate", err)
+	}
+}
+
+// A sender whose mark on its row is refused takes its run's confirmation
+// back only when the row changed: a row that is gone was moved by the
+// mover on this very confirmation (or cancelled, which records the run
+// cancelled itself). Found by the simulator (seed 15): faults delayed a
+// client's mark by 12 s, the mover moved the confirmed row meanwhile, the
+// mark found no row, the sender took the confirmation back, and the
+// message was acknowledged as stale: the task never ran.
+func TestSenderKeepsItsConfirmationWhenTheRowWasMoved(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("mark t1: %w", storage.ErrPreconditionFailed), true},
+		{fmt.Errorf("mark t1: %w", ErrNotFound), false},
+		{errors.New("connection reset"), false},
+	} {
+		if got := takeBackOnMarkRefused(c.err); got != c.want {
+			t.Errorf("takeBackOnMarkRefused(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

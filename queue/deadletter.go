@@ -20,8 +20,10 @@ type RunRequeuer interface {
 	// the dead letter records (DeadLetter.Death). When it returns nil the
 	// message is sent with Envelope.Marked set.
 	//
-	// A death that was requeued before is not requeued again: earlier is
-	// then true and nothing is written, and queued reports whether the run
+	// A death that was requeued before is not requeued again, nor is a
+	// dead letter of a run that is live again (another dead letter of it,
+	// a duplicate delivery's, was requeued): earlier is then true and
+	// nothing is written, and queued reports whether the run
 	// is still queued as that requeue left it (its message may never have
 	// been sent: a crash cut it short) rather than moved on since.
 	MarkRequeued(ctx context.Context, id string, m leasecrontype.RunMeta, death string) (earlier, queued bool, err error)

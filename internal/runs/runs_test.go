@@ -453,6 +453,15 @@ func lifecycle(t *testing.T, e env) {
 	if earlier, queued, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m1-3"); err != nil || !earlier || queued {
 		t.Fatalf("MarkRequeued of the same death after a claim: earlier %v, queued %v, %v; want true, false", earlier, queued, err)
 	}
+	// Another dead letter of the same death (a duplicate delivery that died
+	// too) while the run is live again: left over as well, nothing written
+	// (issue 38: requeued, the task ran once more for each).
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m1-3b"); err != nil || !earlier || queued {
+		t.Fatalf("MarkRequeued of a second dead letter of a live run: earlier %v, queued %v, %v; want true, false", earlier, queued, err)
+	}
+	if r := e.mustState(t, "c1", Running); slices.Contains(r.Requeued, "m1-3b") {
+		t.Fatalf("the second dead letter was recorded as requeued: %+v", r)
+	}
 
 	// A claim taken over after it lapsed: the first worker's late finish
 	// does not overwrite the second worker's claim.

@@ -426,7 +426,9 @@ const fallbackConcurrency = 8
 // queued under m.Due (so the delivery may set leasecrontype.RunMeta.Queued).
 //
 // The run remembers the deaths requeued (the latest MaxRequeued), so that a
-// dead letter whose requeue a crash cut short is not requeued twice:
+// dead letter whose requeue a crash cut short is not requeued twice, and a
+// run already live again (another dead letter of it was requeued) is not
+// requeued for a second one:
 // earlier is then true and nothing is written, and queued says whether the
 // run is still queued as that requeue left it (the latest death requeued,
 // not claimed since), that is, whether its message may still have to be
@@ -458,6 +460,16 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death strin
 				// record is the new task's.
 				return Run{}, false, fmt.Errorf("runs: requeue %s due %s: %w (its record is of the task due %s, %s)", id,
 					m.Due.UTC().Format(time.RFC3339), leasecrontype.ErrScheduledAgain, cur.Due.UTC().Format(time.RFC3339), cur.State)
+			}
+			switch cur.State {
+			case Queued, Running, Failed, Snoozed:
+				// Live again: another dead letter of this run (a duplicate
+				// delivery that died too) was requeued already. This one
+				// is only left over; requeued as well, the task would run
+				// once more for each (issue 38, the simulator's seed 15: a
+				// bulk requeue ran one task three times).
+				earlier = true
+				return Run{}, false, nil
 			}
 			next = *cur
 		}

@@ -151,7 +151,10 @@ func newWorld(t *testing.T, sc *Scenario) *World {
 	w := &World{plan: sc, t: t, begin: time.Now(), workers: map[string]*proc{}, stats: newCoverage(), logs: newRing(ringLines())}
 	w.shift = sc.Start.Sub(w.begin)
 	w.store = memstore.New(memstore.Options{Now: w.now, DuplicateDelivery: w.duplicateDelivery,
-		OnCommit: func(c memstore.Commit) { w.fence.commit(w, c) }})
+		OnCommit: func(c memstore.Commit) {
+			w.fence.commit(w, c)
+			w.traceCommit(c)
+		}})
 	w.chk = newChecker(w)
 	w.shards = sc.Shards
 	if sc.Switch {
@@ -657,4 +660,23 @@ func ringLines() int {
 		return 20000
 	}
 	return 400
+}
+
+// traceRow, when set (SIM_TRACE_ROW), logs every committed write to a
+// table row whose key contains it, with its state: the history of one
+// run record or schedule row, whoever wrote it.
+var traceRow = os.Getenv("SIM_TRACE_ROW")
+
+func (w *World) traceCommit(c memstore.Commit) {
+	if traceRow == "" {
+		return
+	}
+	for _, r := range c.Rows {
+		if strings.Contains(r.RowKey, traceRow) {
+			// Called under the service's lock: the ring takes its own.
+			w.logs.add(fmt.Sprintf("%s  commit %s/%s/%s deleted=%v State=%v Due=%v Token=%v Worker=%v Attempts=%v",
+				w.elapsed().Truncate(time.Millisecond), c.Table, c.Partition, r.RowKey, r.Deleted,
+				r.Props["State"], r.Props["Due"], r.Props["Token"], r.Props["Worker"], r.Props["Attempts"]))
+		}
+	}
 }
