@@ -80,10 +80,10 @@ func TestOnTimeDelivery(t *testing.T) {
 			overOne++
 		}
 	}
-	overTwo := 0
+	overThree := 0
 	for _, l := range lateness {
-		if l > 2*time.Second {
-			overTwo++
+		if l > 3*time.Second {
+			overThree++
 		}
 	}
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
@@ -91,13 +91,14 @@ func TestOnTimeDelivery(t *testing.T) {
 		n, ms(fleet.Percentile(lateness, 50)), ms(fleet.Percentile(lateness, 99)), ms(fleet.Percentile(lateness, 100)), early, perWorker, dups)
 	t.Logf("rows due between polls visible within 1 s: %d of %d tasks started more than 1 s after their due time", overOne, n)
 	// Alone on a 2-core machine 0 of 100 are over 1 s (max about 280 ms);
-	// beside the rest of make test's end-to-end tests and Chromium, up to 9
-	// of 100 were (max 1.44 s). Before the fix a row due between polls
-	// waited for the next pass, up to poll_every (5 s) late: 35 of 100 over
-	// 1 s. The bound is a liveness bound, generous for a loaded machine but
-	// well under a mover poll, so the defect it guards still fails it; the
-	// latency itself is measured by make bench against a baseline.
-	if overTwo > n/100 {
-		t.Errorf("%d of %d tasks started more than 2 s late (%d over 1 s); want at most 1 %% over 2 s", overTwo, n, overOne)
+	// beside the rest of make test's end-to-end tests and Chromium up to 10
+	// of 100 were (max 2.9 s), and 19 with six end-to-end tests at a time.
+	// Before the fix a row due between polls waited for the next pass, up
+	// to poll_every (5 s) late: 35 of 100 were over 1 s. The bounds are
+	// liveness bounds, generous for a loaded machine, that the defect
+	// still fails; the latency itself is measured by make bench against a
+	// baseline.
+	if overOne > n/4 || overThree > n/100 {
+		t.Errorf("%d of %d tasks started more than 1 s late and %d more than 3 s late; want at most 25 %% over 1 s and 1 %% over 3 s", overOne, n, overThree)
 	}
 }
