@@ -159,11 +159,12 @@ type checker struct {
 	batches map[string]*batch
 	runs    []*runEv
 
-	notes  map[*proc][]procNote
-	hits   map[*proc][]time.Time // storage faults that struck a process
-	pauses []pauseEv
-	bulks  []bulkEv
-	status map[string]leasecron.Status // the latest status of each id, at the end
+	notes    map[*proc][]procNote
+	hits     map[*proc][]time.Time // storage faults that struck a process
+	blobHits map[*proc][]time.Time // those of them on the Blob service (leases: slots, locks)
+	pauses   []pauseEv
+	bulks    []bulkEv
+	status   map[string]leasecron.Status // the latest status of each id, at the end
 
 	violations []Violation
 	skew       time.Duration
@@ -199,10 +200,34 @@ func (c *checker) note(p *proc, what string) {
 }
 
 // hit records a storage fault striking p.
-func (c *checker) hit(p *proc) {
+func (c *checker) hit(p *proc, svc string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hits[p] = append(c.hits[p], c.w.now())
+	if svc == "blob" {
+		if c.blobHits == nil {
+			c.blobHits = map[*proc][]time.Time{}
+		}
+		c.blobHits[p] = append(c.blobHits[p], c.w.now())
+	}
+}
+
+// slotTroubled reports whether p's hold on a concurrency slot (a blob
+// lease it renews) can have lapsed within [from, to]: p was killed or
+// frozen then, or a request of its to the Blob service failed then. Other
+// faults cannot let two handlers past one slot (README "Limits").
+func (c *checker) slotTroubled(p *proc, from, to time.Time) bool {
+	for _, n := range c.notes[p] {
+		if (n.what == "killed" || n.what == "frozen") && !n.at.Before(from.Add(-time.Minute)) && !n.at.After(to) {
+			return true
+		}
+	}
+	for _, h := range c.blobHits[p] {
+		if !h.Before(from.Add(-time.Minute)) && !h.After(to) {
+			return true
+		}
+	}
+	return false
 }
 
 // troubled reports whether p was killed, frozen or struck by a storage
@@ -1026,7 +1051,14 @@ func (c *checker) finalLimits() {
 		case TypeLimited:
 			end := ev.end
 			if end.IsZero() {
+				// Never recorded: its process was killed (then it ended
+				// there) or it ran to the end.
 				end = c.w.now()
+				for _, n := range c.notes[ev.proc] {
+					if n.what == "killed" && !n.at.Before(ev.start) && n.at.Before(end) {
+						end = n.at
+					}
+				}
 			}
 			edges = append(edges, edge{ev.start, 1, ev}, edge{end, -1, ev})
 		case TypeRated:
@@ -1051,7 +1083,7 @@ func (c *checker) finalLimits() {
 			var who []string
 			for r := range running {
 				who = append(who, r.runID+"@"+r.proc.id)
-				if c.troubled(r.proc, r.start, e.at) {
+				if c.slotTroubled(r.proc, r.start, e.at) {
 					documented = true
 				}
 			}

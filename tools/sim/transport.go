@@ -109,7 +109,7 @@ func (f *faultTransport) Do(req *http.Request) (*http.Response, error) {
 	fault := f.draw(svc, op)
 	f.w.stats.request(p.kind, svc+" "+op, fault)
 	if fault != NoFault {
-		f.w.chk.hit(p)
+		f.w.chk.hit(p, svc)
 	}
 	switch fault {
 	case Busy:
