@@ -103,15 +103,17 @@ func (c *Client) sendAll(ctx context.Context, items []Item) {
 	}
 	for i, err := range c.sched.MarkSentMany(ctx, done) {
 		switch {
-		case err == nil:
-		case errors.Is(err, storage.ErrPreconditionFailed), errors.Is(err, ErrNotFound):
+		case err == nil, errors.Is(err, ErrNotFound):
+			// Marked, or the row is gone: nothing to take back (see
+			// takeBackOnMarkRefused).
+		case takeBackOnMarkRefused(err):
 			// The row changed since it was written (rescheduled, replaced):
 			// the message is stale, and a confirmation recorded just before
 			// the change must not let it run. Cleared only if the run still
 			// carries this token.
 			// Unless the mark is ours after all: it committed, its answer
 			// was lost, and the retry found the row changed by itself.
-			if s := done[i]; s.Confirmed && takeBackOnMarkRefused(err) && !c.markLanded(ctx, s, now) {
+			if s := done[i]; s.Confirmed && !c.markLanded(ctx, s, now) {
 				if err := c.runs.Unconfirm(ctx, s.Item.ID, s.Token); err != nil {
 					c.o.Logger.Warn("cannot take back the confirmation of a task changed while it was sent; its old message may run once", "task_id", s.Item.ID, "err", err)
 				}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/ctxlock"
+	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
@@ -248,4 +249,14 @@ func (c *Consumer) waitFor(done <-chan struct{}, d time.Duration) bool {
 // not cancelled by shutdown, bounded by StorageTimeout.
 func (c *Consumer) opCtx(hctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(hctx), c.o.StorageTimeout)
+}
+
+// transient runs op, each try under its own opCtx, and tries it again
+// for transient faults (retry.Transient; tries 0: the policy's default).
+func (c *Consumer) transient(hctx context.Context, tries int, op func(ctx context.Context) error) error {
+	return retry.Transient(hctx, retry.Policy{Tries: tries, Clock: c.o.Clock}, func(context.Context) error {
+		ctx, cancel := c.opCtx(hctx)
+		defer cancel()
+		return op(ctx)
+	})
 }

@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasecron/leasecron/internal/mutate"
-	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -261,9 +260,7 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 	// claim runs unrecorded, and its outcome then lands on whatever record
 	// the id has (an earlier task's).
 	var answer error // a refusal: not tried again
-	err := retry.Transient(hctx, retry.Policy{Clock: c.o.Clock}, func(context.Context) error {
-		ctx, cancel := c.opCtx(hctx)
-		defer cancel()
+	err := c.transient(hctx, 0, func(ctx context.Context) error {
 		var cerr error
 		r, cerr = c.o.Runs.Claim(ctx, d.env.ID, c.o.InstanceID, d.env.FailedAttempts+1, now.Add(c.o.VisibilityTimeout), m)
 		if refusal(cerr) {
@@ -427,9 +424,7 @@ func (c *Consumer) fetchPayload(hctx context.Context, env Envelope) ([]byte, err
 func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecrontype.RunMeta) bool {
 	current := c.o.Current == nil
 	if !current {
-		err := retry.Transient(hctx, retry.Policy{Tries: 3, Clock: c.o.Clock}, func(context.Context) error {
-			ctx, cancel := c.opCtx(hctx)
-			defer cancel()
+		err := c.transient(hctx, 3, func(ctx context.Context) error {
 			var cerr error
 			current, cerr = c.o.Current(ctx, d.env)
 			return cerr

@@ -73,9 +73,7 @@ func (c *Consumer) finish(hctx context.Context, d *delivery, st leasecrontype.Ru
 	}
 	// A short fault is tried again within seconds, as a rewrite is: given
 	// up, the record would keep its last state (running) for good.
-	ferr := retry.Transient(hctx, retry.Policy{Clock: c.o.Clock}, func(context.Context) error {
-		ctx, cancel := c.opCtx(hctx)
-		defer cancel()
+	ferr := c.transient(hctx, 0, func(ctx context.Context) error {
 		return c.o.Runs.Finish(ctx, d.env.ID, st, err, tail)
 	})
 	if ferr != nil {
@@ -181,9 +179,7 @@ func (c *Consumer) rewrite(hctx context.Context, d *delivery, env Envelope, dela
 	// within seconds: given up, the message would stay invisible for the
 	// rest of its visibility timeout, and its task be late by that much.
 	var m Message
-	err = retry.Transient(hctx, retry.Policy{Clock: c.o.Clock}, func(context.Context) error {
-		ctx, cancel := c.opCtx(hctx)
-		defer cancel()
+	err = c.transient(hctx, 0, func(ctx context.Context) error {
 		var uerr error
 		m, uerr = c.work.Update(ctx, d.m, text, delay)
 		return uerr

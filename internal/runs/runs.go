@@ -120,14 +120,20 @@ const maxTries = 5
 // before its due time, then scheduled again for now), so any other due
 // time means another run, not only a later one.
 func newer(cur *Run, m Meta) bool {
-	return cur != nil && cur.State.Finished() && !m.Due.IsZero() && !cur.Due.IsZero() && !stored(m.Due).Equal(cur.Due)
+	return cur != nil && cur.State.Finished() && otherDue(cur, m)
+}
+
+// otherDue reports whether m describes another scheduling of the id than
+// cur's record: both know their due times, and they differ.
+func otherDue(cur *Run, m Meta) bool {
+	return !m.Due.IsZero() && !cur.Due.IsZero() && !stored(m.Due).Equal(cur.Due)
 }
 
 // attemptsUnderWay reports whether cur is another scheduling's run (of
 // another due time) that is running or between attempts (failed and to be
 // retried, snoozed).
 func attemptsUnderWay(cur *Run, m Meta) bool {
-	if cur == nil || m.Due.IsZero() || cur.Due.IsZero() || stored(m.Due).Equal(cur.Due) {
+	if cur == nil || !otherDue(cur, m) {
 		return false
 	}
 	switch cur.State {

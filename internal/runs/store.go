@@ -450,12 +450,12 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death strin
 				earlier, queued = true, i == 0 && cur.State == Queued
 				return Run{}, false, nil
 			}
-			if cur.State == Cancelled && (m.Due.IsZero() || cur.Due.IsZero() || stored(m.Due).Equal(cur.Due)) {
+			if cur.State == Cancelled && !otherDue(cur, m) {
 				// Cancelled while its last attempt ran, which then failed:
 				// a cancelled task is not brought back.
 				return Run{}, false, fmt.Errorf("runs: requeue %s: %w", id, leasecrontype.ErrRunCancelled)
 			}
-			if !m.Due.IsZero() && !cur.Due.IsZero() && !stored(m.Due).Equal(cur.Due) {
+			if otherDue(cur, m) {
 				// The id was scheduled again since this task died: the
 				// record is the new task's.
 				return Run{}, false, fmt.Errorf("runs: requeue %s due %s: %w (its record is of the task due %s, %s)", id,

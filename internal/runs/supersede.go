@@ -81,7 +81,7 @@ func decideConfirmed(cur *Run, id string, m Meta) (next Run, write, marked bool)
 	switch {
 	case cur.State == "" || cur.State == Scheduled || cur.State == Queued:
 		return next, write, false
-	case !m.Due.IsZero() && !cur.Due.IsZero() && !stored(m.Due).Equal(cur.Due):
+	case otherDue(cur, m):
 		// The record is another scheduling's, still under way (the id
 		// was scheduled again, or rescheduled, while an earlier run of
 		// it was queued or running): this one is not confirmed, and its
