@@ -103,23 +103,23 @@ func TestLeaseStateMachine(t *testing.T) {
 	}
 	_, err = bc.SetMetadata(ctx, map[string]*string{"k": to.Ptr("v")}, withLease(idB))
 	wantCode(t, "write with another lease", err, "LeaseIdMismatchWithBlobOperation", 412)
-	clk.add(time.Second)
+	clk.Advance(time.Second)
 	_, err = bc.SetMetadata(ctx, map[string]*string{"k": to.Ptr("v")}, withLease(idA))
 	must(t, "write with the lease", err)
 	p = state("written", "leased", "locked", "fixed")
-	if *p.ETag == *fresh.ETag || !p.LastModified.Equal(clk.now()) || *p.Metadata["K"] != "v" {
-		t.Fatalf("after a write: ETag %s, Last-Modified %v (clock %v), metadata %v", *p.ETag, p.LastModified, clk.now(), p.Metadata)
+	if *p.ETag == *fresh.ETag || !p.LastModified.Equal(clk.Now()) || *p.Metadata["K"] != "v" {
+		t.Fatalf("after a write: ETag %s, Last-Modified %v (clock %v), metadata %v", *p.ETag, p.LastModified, clk.Now(), p.Metadata)
 	}
 
 	// Expiry: renewable until written or leased again.
-	clk.add(30 * time.Second)
+	clk.Advance(30 * time.Second)
 	state("expired", "expired", "unlocked", "")
 	_, err = lb.RenewLease(ctx, nil)
 	wantCode(t, "renew an expired lease with another id", err, "LeaseIdMismatchWithLeaseOperation", 409)
 	_, err = la.RenewLease(ctx, nil)
 	must(t, "renew the expired lease", err)
 	state("renewed", "leased", "locked", "fixed")
-	clk.add(30 * time.Second)
+	clk.Advance(30 * time.Second)
 	_, err = bc.SetMetadata(ctx, nil, withLease(idA))
 	wantCode(t, "write with an expired lease", err, "LeaseNotPresentWithBlobOperation", 412)
 	_, err = bc.SetMetadata(ctx, nil, nil)
@@ -143,7 +143,7 @@ func TestLeaseStateMachine(t *testing.T) {
 	must(t, "change A to B", err)
 	_, err = leaseClient(t, bc, idA).RenewLease(ctx, nil)
 	wantCode(t, "renew with the old id", err, "LeaseIdMismatchWithLeaseOperation", 409)
-	clk.add(time.Hour)
+	clk.Advance(time.Hour)
 	_, err = lb.RenewLease(ctx, nil)
 	must(t, "renew an infinite lease an hour on", err)
 	br, err := leaseClient(t, bc, idA).BreakLease(ctx, &lease.BlobBreakOptions{BreakPeriod: to.Ptr(int32(10))})
@@ -164,9 +164,9 @@ func TestLeaseStateMachine(t *testing.T) {
 	wantCode(t, "delete while breaking", err, "LeaseIdMissing", 412)
 	_, err = bc.SetMetadata(ctx, nil, withLease(idB))
 	must(t, "write with the breaking lease", err)
-	clk.add(9 * time.Second)
+	clk.Advance(9 * time.Second)
 	state("still breaking", "breaking", "locked", "")
-	clk.add(time.Second)
+	clk.Advance(time.Second)
 	state("broken", "broken", "unlocked", "")
 	_, err = lb.RenewLease(ctx, nil)
 	wantCode(t, "renew a broken lease", err, "LeaseIsBrokenAndCannotBeRenewed", 409)
@@ -193,7 +193,7 @@ func TestLeaseStateMachine(t *testing.T) {
 	// A fixed lease broken without a period breaks when it would expire.
 	_, err = la.AcquireLease(ctx, 20, nil)
 	must(t, "acquire", err)
-	clk.add(5 * time.Second)
+	clk.Advance(5 * time.Second)
 	br, err = lb.BreakLease(ctx, nil)
 	must(t, "break at expiry", err)
 	if *br.LeaseTime != 15 {
@@ -263,7 +263,7 @@ func TestConditionalWrites(t *testing.T) {
 		t.Fatalf("If-None-Match with the ETag: %v, want 304", err)
 	}
 
-	clk.add(time.Minute)
+	clk.Advance(time.Minute)
 	md, err := bc.SetMetadata(ctx, map[string]*string{"holder": to.Ptr("you")}, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: p.ETag}}})
 	must(t, "set metadata on the ETag read", err)
 	if *md.ETag == *p.ETag || !md.LastModified.Equal(t0.Add(time.Minute)) {

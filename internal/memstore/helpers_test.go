@@ -3,43 +3,25 @@ package memstore_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
+	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
 var t0 = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 
-// clock is a service clock the test moves.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // account returns a fresh account on a clock of its own and the clients
 // leasecron builds for it (through the in-process transport).
-func account(t testing.TB, o memstore.Options) (*memstore.Server, *clock, *storage.Clients) {
+func account(t testing.TB, o memstore.Options) (*memstore.Server, *clock.Fake, *storage.Clients) {
 	t.Helper()
-	clk := &clock{t: t0}
+	clk := clock.NewFake(t0)
 	if o.Now == nil {
-		o.Now = clk.now
+		o.Now = clk.Now
 	}
 	srv := memstore.New(o)
 	sc, err := storage.New(storage.Config{ConnectionString: srv.ConnectionString(), Transport: srv.Transport()})

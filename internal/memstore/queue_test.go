@@ -58,7 +58,7 @@ func TestQueueMessages(t *testing.T) {
 	_, err = qc.DeleteMessage(ctx, *first.MessageID, *upd.PopReceipt, nil)
 	wantCode(t, "delete twice", err, "MessageNotFound", 404)
 
-	clk.add(61 * time.Second) // "short" expires; "later" shows
+	clk.Advance(61 * time.Second) // "short" expires; "later" shows
 	got, err = qc.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(32))})
 	must(t, "dequeue", err)
 	if len(got.Messages) != 1 || *got.Messages[0].MessageText != "later" {

@@ -130,7 +130,7 @@ func TestUpdatesAndConditions(t *testing.T) {
 	wantCode(t, "update a missing entity", err, "ResourceNotFound", 404)
 	_, err = c.DeleteEntity(ctx, "p", "r", &aztables.DeleteEntityOptions{IfMatch: &add.ETag})
 	wantCode(t, "delete on a stale ETag", err, "UpdateConditionNotSatisfied", 412)
-	clk.add(1)
+	clk.Advance(1)
 	_, err = c.UpsertEntity(ctx, entityJSON(t, map[string]any{"PartitionKey": "p", "RowKey": "r", "D": "4"}), &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeMerge})
 	must(t, "upsert-merge", err)
 	got, err := c.GetEntity(ctx, "p", "r", nil)
