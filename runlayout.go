@@ -21,8 +21,10 @@ import (
 // one shard in the middle of the rolling switch to sharding must find the
 // records sharded workers write under a grown count), but lazily: it
 // starts from the default layout, which every record of an unsharded
-// fleet is under, and reads the map only when a lookup misses (refresh),
-// at most once per unshardedLayoutTTL. So `status` stays one point read
+// fleet is under, and reads the map only when a lookup misses, before a
+// listing and before a blind insert (a claim, a queued mark: refresh), at
+// most once per unshardedLayoutTTL — so a busy unsharded worker reads it
+// up to twice a minute, an idle one never. So `status` stays one point read
 // in an unsharded fleet. Its own new records go under the default count,
 // where every process looks too (a count once used is read for good).
 type runLayout struct {
