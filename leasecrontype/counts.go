@@ -27,6 +27,10 @@ type Counts struct {
 	Deferred int64 `json:"deferred"`
 	// Abandoned counts deliveries released unfinished at shutdown.
 	Abandoned int64 `json:"abandoned"`
+	// Misrouted counts deliveries put back without an attempt because the
+	// worker has no handler for their type (a task routed to a queue
+	// whose consumers cannot run it).
+	Misrouted int64 `json:"misrouted,omitempty"`
 }
 
 // Add adds o to c.
@@ -40,4 +44,5 @@ func (c *Counts) Add(o Counts) {
 	c.SetAside += o.SetAside
 	c.Deferred += o.Deferred
 	c.Abandoned += o.Abandoned
+	c.Misrouted += o.Misrouted
 }

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -51,6 +53,19 @@ type ClientOptions struct {
 	// then Queue-1, Queue-2, … (QueueNames; see Queues). Default 1, at
 	// most MaxQueues.
 	Queues int
+	// Routes route a task type's messages to a named queue and priority
+	// when the envelope names neither (configuration: types.<type>.queue
+	// and .priority); a type not listed goes to the default queue at the
+	// default priority.
+	Routes map[string]Route
+	// Consume are the named queues the client drains (a consumer's, and
+	// Peek's and Depth's): each at every priority level. Default the
+	// default queue only.
+	Consume []string
+	// PriorityWeights, when set (four weights, of levels 1 to 4), makes
+	// a consumer pick the level it asks first by weight instead of always
+	// the highest (see Queues.Weighted).
+	PriorityWeights []int
 	// Clock is the time source. Default the real clock.
 	Clock clock.Clock
 	// Logger receives warnings. Default slog.Default().
@@ -62,6 +77,9 @@ func (o ClientOptions) WithDefaults() ClientOptions {
 	o.Queue = cmp.Or(o.Queue, DefaultQueue)
 	o.PoisonQueue = cmp.Or(o.PoisonQueue, DefaultPoisonQueue)
 	o.Queues = cmp.Or(o.Queues, 1)
+	if len(o.Consume) == 0 {
+		o.Consume = []string{DefaultRouteQueue}
+	}
 	o.Clock = clock.OrReal(o.Clock)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
@@ -82,6 +100,40 @@ func (o ClientOptions) validate() error {
 	}
 	if err := ValidateFamily(o.Queue, o.PoisonQueue, o.Queues, "ClientOptions"); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	for typ, r := range o.Routes {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("%w: ClientOptions.Routes[%q]: %w", ErrInvalidOptions, typ, err)
+		}
+		if err := validRouteName(o.Queue, r, o.Queues); err != nil {
+			return fmt.Errorf("%w: ClientOptions.Routes[%q]: %w", ErrInvalidOptions, typ, err)
+		}
+	}
+	for _, q := range o.Consume {
+		if err := ValidateRouteQueue(q); err != nil {
+			return fmt.Errorf("%w: ClientOptions.Consume: %w", ErrInvalidOptions, err)
+		}
+		for p := 1; p <= Levels; p++ {
+			if err := validRouteName(o.Queue, Route{Queue: q, Priority: p}, o.Queues); err != nil {
+				return fmt.Errorf("%w: ClientOptions.Consume: %w", ErrInvalidOptions, err)
+			}
+		}
+	}
+	if o.PriorityWeights != nil {
+		if err := (&Queues{}).Weighted(o.PriorityWeights); err != nil {
+			return fmt.Errorf("ClientOptions.PriorityWeights: %w", err)
+		}
+	}
+	return nil
+}
+
+// validRouteName checks that the work queues of route r in the family of
+// base are valid queue names.
+func validRouteName(base string, r Route, n int) error {
+	for _, name := range QueueNames(RouteBase(base, r), n) {
+		if err := storage.ValidateQueueName(name); err != nil {
+			return fmt.Errorf("route %s: work queue %w", r, err)
+		}
 	}
 	return nil
 }
@@ -105,13 +157,24 @@ func ValidateFamily(queue, poison string, n int, prefix string) error {
 // Client is the producer side of the work queue plus its poison queue.
 // Queues are created on first use. A Client is safe for concurrent use.
 type Client struct {
+	// work is what the client drains (every route it consumes, a Queues
+	// for a Client built by NewClient).
 	work, poison MessageQueue
 	clk          clock.Clock
 	log          *slog.Logger
 	// svc and base let DrainOthers find the family's other queues (a
 	// Client built by NewClient).
-	svc  *azqueue.ServiceClient
-	base string
+	svc        *azqueue.ServiceClient
+	base       string
+	poisonName string
+	// open makes the queue called name; nil (NewClientWith): every
+	// message goes to work.
+	open    func(name string) (MessageQueue, error)
+	n       int // throughput queues per route
+	routes  map[string]Route
+	consume map[string]bool
+	smu     sync.Mutex
+	send    map[Route]*Queues // a route's queues, made on first use
 }
 
 // NewClient returns a Client over the queues o names (default
@@ -124,33 +187,121 @@ func NewClient(svc *azqueue.ServiceClient, o ClientOptions) (*Client, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	var work MessageQueue
-	qs := make([]MessageQueue, o.Queues)
-	for i, name := range QueueNames(o.Queue, o.Queues) {
-		q, err := newAzureQueue(svc, name)
-		if err != nil {
-			return nil, fmt.Errorf("queue: Queue: %w", err)
-		}
-		qs[i] = q
+	if svc == nil {
+		return nil, errors.New("queue: NewClient: the queue service client is nil")
 	}
-	// Always a Queues, even of one: DrainOthers can then add the queues
-	// another client's larger count sends to.
-	work, err := NewQueues(qs...)
+	open := func(name string) (MessageQueue, error) { return newAzureQueue(svc, name) }
+	c, err := newRoutedClient(open, o)
 	if err != nil {
 		return nil, err
 	}
-	poison, err := newAzureQueue(svc, o.PoisonQueue)
+	c.svc = svc
+	return c, nil
+}
+
+// newRoutedClient returns a Client whose queues open makes: it drains
+// every level of the named queues o.Consume, the default level of each
+// warm for good (Queues), and sends each message to its route's queues.
+func newRoutedClient(open func(name string) (MessageQueue, error), o ClientOptions) (*Client, error) {
+	c := &Client{clk: o.Clock, log: o.Logger, base: o.Queue, poisonName: o.PoisonQueue, open: open, n: o.Queues,
+		routes: maps.Clone(o.Routes), consume: map[string]bool{}, send: map[Route]*Queues{}}
+	// Always a Queues, even of one: DrainOthers can then add the queues
+	// another client's larger count sends to. Its first route's default
+	// level comes first.
+	var work *Queues
+	for _, name := range o.Consume {
+		if c.consume[name] {
+			continue
+		}
+		c.consume[name] = true
+		for _, p := range []int{PriorityDefault, PriorityCritical, PriorityHigh, PriorityLow} {
+			r := Route{Queue: name, Priority: p}
+			for _, qname := range QueueNames(RouteBase(o.Queue, r), o.Queues) {
+				q, err := open(qname)
+				if err != nil {
+					return nil, fmt.Errorf("queue: route %s: %w", r, err)
+				}
+				if work == nil {
+					if work, err = NewQueues(q); err != nil {
+						return nil, err
+					}
+					continue
+				}
+				work.DrainLevel(q, p, p == PriorityDefault)
+			}
+		}
+	}
+	if o.PriorityWeights != nil {
+		if err := work.Weighted(o.PriorityWeights); err != nil {
+			return nil, err
+		}
+	}
+	work.setClock(o.Clock)
+	poison, err := open(o.PoisonQueue)
 	if err != nil {
 		return nil, fmt.Errorf("queue: PoisonQueue: %w", err)
 	}
-	return &Client{work: work, poison: poison, clk: o.Clock, log: o.Logger, svc: svc, base: o.Queue}, nil
+	c.work, c.poison = work, poison
+	return c, nil
+}
+
+// Route returns where env's message goes: the route the envelope names,
+// else the one configured for its type (ClientOptions.Routes), else the
+// default queue at the default priority; both fields set.
+func (c *Client) Route(env Envelope) Route {
+	r := Route{Queue: env.Queue, Priority: env.Priority}
+	if d, ok := c.routes[env.Type]; ok {
+		r.Queue = cmp.Or(r.Queue, d.Queue)
+		r.Priority = cmp.Or(r.Priority, d.Priority)
+	}
+	return r.Norm()
+}
+
+// Consumes reports whether the client drains the named queue q ("" is
+// the default queue).
+func (c *Client) Consumes(q string) bool {
+	if c.consume == nil {
+		return true
+	}
+	return c.consume[cmp.Or(q, DefaultRouteQueue)]
+}
+
+// sendTo returns the queues of route r, made on first use.
+func (c *Client) sendTo(r Route) (MessageQueue, error) {
+	if c.open == nil {
+		return c.work, nil
+	}
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	if qs, ok := c.send[r]; ok {
+		return qs, nil
+	}
+	names := QueueNames(RouteBase(c.base, r), c.n)
+	qs := make([]MessageQueue, len(names))
+	for i, name := range names {
+		if name == c.poisonName {
+			return nil, fmt.Errorf("%w: route %s: its queue %s is the poison queue", ErrMalformed, r, name)
+		}
+		q, err := c.open(name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: route %s: %w", ErrMalformed, r, err)
+		}
+		qs[i] = q
+	}
+	m, err := NewQueues(qs...)
+	if err != nil {
+		return nil, err
+	}
+	c.send[r] = m
+	return m, nil
 }
 
 // DrainOthers lists the account's queues named like this client's work
-// queues beyond its count ({Queue}-{n}: sent to by a client configured
-// with more queues) and drains them too, so that nothing sent there is
-// stranded; it returns the names it added. One list request (a page per
-// 5,000 queues). A Client not built by NewClient has nothing to add.
+// queues beyond its count ({Queue}-{n}, or a route's {base}-{n}: sent to
+// by a client configured with more queues) and drains those of the named
+// queues it consumes too, so that nothing sent there is stranded; it
+// returns the names it added. One list request (a page per 5,000
+// queues). A Client not built by NewClient has nothing to add.
 func (c *Client) DrainOthers(ctx context.Context) ([]string, error) {
 	qs, ok := c.work.(*Queues)
 	if !ok || c.svc == nil {
@@ -164,33 +315,23 @@ func (c *Client) DrainOthers(ctx context.Context) ([]string, error) {
 			return added, fmt.Errorf("list the work queues: %w", storage.Translate(err))
 		}
 		for _, item := range page.Queues {
-			if item.Name == nil || !familyName(c.base, *item.Name) {
+			if item.Name == nil || *item.Name == c.poisonName {
+				continue
+			}
+			r, _, ok := ParseRouteName(c.base, *item.Name)
+			if !ok || !c.Consumes(r.Queue) {
 				continue
 			}
 			q, err := newAzureQueue(c.svc, *item.Name)
 			if err != nil {
 				continue
 			}
-			if qs.Drain(q) {
+			if qs.DrainLevel(q, r.Priority, false) {
 				added = append(added, *item.Name)
 			}
 		}
 	}
 	return added, nil
-}
-
-// familyName reports whether name is base-{n} for a whole number n ≥ 1.
-func familyName(base, name string) bool {
-	rest, ok := strings.CutPrefix(name, base+"-")
-	if !ok || rest == "" || rest[0] == '0' {
-		return false
-	}
-	for _, r := range rest {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // NewClientWith returns a Client over any pair of queues: AzureQueues
@@ -226,11 +367,26 @@ func (c *Client) Enqueue(ctx context.Context, env Envelope, delay time.Duration)
 	if env.Enqueued.IsZero() {
 		env.Enqueued = c.clk.Now().UTC()
 	}
+	r := c.Route(env)
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("queue: enqueue %s: %w: %w", env.ID, ErrMalformed, err)
+	}
+	env.Queue, env.Priority = "", 0
+	if r.Queue != DefaultRouteQueue {
+		env.Queue = r.Queue
+	}
+	if r.Priority != PriorityDefault {
+		env.Priority = r.Priority
+	}
 	text, err := encodeSized(env)
 	if err != nil {
 		return fmt.Errorf("queue: enqueue: %w", err)
 	}
-	if _, err := c.work.Enqueue(ctx, text, delay); err != nil {
+	q, err := c.sendTo(r)
+	if err != nil {
+		return fmt.Errorf("queue: enqueue %s: %w", env.ID, err)
+	}
+	if _, err := q.Enqueue(ctx, text, delay); err != nil {
 		return fmt.Errorf("queue: enqueue %s: %w", env.ID, err)
 	}
 	return nil

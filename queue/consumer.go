@@ -95,6 +95,9 @@ type Consumer struct {
 	pauseRead ctxlock.Mutex
 	tracer    trace.Tracer
 	hooks     testHooks
+	// misroutedAt is when a misrouted type was last warned of.
+	mmu         sync.Mutex
+	misroutedAt map[string]time.Time
 }
 
 // testHooks let tests wait for the consumer's internal steps instead of
@@ -114,7 +117,8 @@ type testHooks struct {
 // service client the caller built with its own credential. It does not
 // contact the service.
 func NewConsumer(svc *azqueue.ServiceClient, o ConsumerOptions) (*Consumer, error) {
-	co := ClientOptions{Queue: o.Queue, PoisonQueue: o.PoisonQueue, Queues: o.Queues, Clock: o.Clock, Logger: o.Logger}
+	co := ClientOptions{Queue: o.Queue, PoisonQueue: o.PoisonQueue, Queues: o.Queues, Consume: o.Consume,
+		PriorityWeights: o.PriorityWeights, Clock: o.Clock, Logger: o.Logger}
 	client, err := NewClient(svc, co)
 	if err != nil {
 		return nil, err
@@ -137,7 +141,7 @@ func newConsumer(client *Client, o ConsumerOptions) (*Consumer, error) {
 	c := &Consumer{
 		o: o, work: client.work, client: client, log: o.Logger.With("instance", o.InstanceID), clk: o.Clock,
 		slots: make(chan struct{}, o.Concurrency), settling: make(chan struct{}, o.Concurrency), handlers: map[string]leasecrontype.Handler{}, inFlight: map[string]bool{},
-		wakes: newWakeSet(), pause: pauseState{held: map[string]heldMsg{}},
+		wakes: newWakeSet(), pause: pauseState{held: map[string]heldMsg{}}, misroutedAt: map[string]time.Time{},
 		tracer: o.TracerProvider.Tracer(tracing.Name),
 	}
 	c.client.clk = o.Clock

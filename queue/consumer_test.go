@@ -485,26 +485,43 @@ func TestCrashGuardIgnoresRecordedDeliveries(t *testing.T) {
 	h.expect(OutcomeSucceeded)
 }
 
-func TestUnknownTypeIsRetriedThenSetAside(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 2, BackoffBase: time.Second}})
+// A task of a type this worker has no handler for is put back for a
+// worker that has one, without using an attempt, however often it comes
+// back (issue 39: a worker never takes a task it cannot run), and counted
+// as misrouted.
+func TestUnknownTypeGoesBackWithoutAnAttempt(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 2, CrashMargin: 1, BackoffBase: time.Second}})
 	h.enqueue(Envelope{ID: "u1", Type: "nobody"})
 	h.start()
-	h.expect(OutcomeRetried, OutcomeDead)
-	dls := h.deadLetters()
-	if len(dls) != 1 || !strings.Contains(dls[0].Reason, `no handler for type "nobody"`) {
-		t.Fatalf("dead letters = %+v", dls)
+	for range 6 { // beyond MaxAttempts + CrashMargin
+		h.expect(OutcomeMisrouted)
+	}
+	h.stop()
+	if dls := h.deadLetters(); len(dls) != 0 {
+		t.Fatalf("dead letters = %+v, want none", dls)
+	}
+	m, env := h.only(h.work)
+	if env.FailedAttempts != 0 || env.Dequeues != m.DequeueCount {
+		t.Fatalf("after 6 put-backs: attempt %d, dequeues %d of %d; want no attempt used and every delivery recorded", env.FailedAttempts, env.Dequeues, m.DequeueCount)
+	}
+	if got := h.c.Stats().ByType["nobody"].Misrouted; got != 6 {
+		t.Fatalf("misrouted count = %d, want 6", got)
 	}
 }
 
-// A rolling deploy that adds the handler after a first failed attempt
-// still gets the task.
-func TestHandlerAddedDuringRetries(t *testing.T) {
+// A rolling deploy that adds the handler later still gets the task, at
+// its first attempt.
+func TestHandlerAddedWhileMisrouted(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 3, BackoffBase: time.Second}})
 	h.enqueue(Envelope{ID: "u2", Type: "new"})
 	h.start()
-	h.expect(OutcomeRetried)
-	h.c.Handle("new", func(context.Context, leasecrontype.Task) error { return nil })
+	h.expect(OutcomeMisrouted)
+	var got calls
+	h.c.Handle("new", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
 	h.expect(OutcomeSucceeded)
+	if n := got.n(); n != 1 || got.tasks[0].Attempt != 1 {
+		t.Fatalf("handler ran %d times (%+v); want once, as attempt 1", n, got.tasks)
+	}
 }
 
 func TestRunsSuppressDuplicatesAndHonourCancel(t *testing.T) {

@@ -88,6 +88,12 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		c.dead(hctx, d, env, reason, nil, "")
 		return
 	}
+	// No handler here: put it back without an attempt for a worker that
+	// has one (worker pools share a queue only by mistake).
+	if c.handler(env.Type) == nil {
+		c.misrouted(hctx, d)
+		return
+	}
 	// Its type is paused fleet-wide: put it back without an attempt.
 	if until, paused := c.pausedUntil(hctx, env.Type); paused && !mutate.On(mutate.IgnorePause) {
 		c.holdPaused(hctx, d, until)
@@ -157,6 +163,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	var herr error
 	lost := false
 	if h := c.handler(env.Type); h == nil {
+		// Unregistered since the check above.
 		herr = fmt.Errorf("%w %q", ErrNoHandler, env.Type)
 	} else if task.Payload, herr = c.fetchPayload(hctx, env); herr == nil {
 		began := c.clk.Now()

@@ -24,6 +24,12 @@ type Envelope struct {
 	Series string `json:"series,omitempty"`
 	// Type selects the handler.
 	Type string `json:"type"`
+	// Queue is the named queue the message was sent to; empty for the
+	// default queue (see Route).
+	Queue string `json:"queue,omitempty"`
+	// Priority is its priority level, 1 (highest) to 4; 0 for the default
+	// level 3.
+	Priority int `json:"priority,omitempty"`
 	// Payload is the task's data, inline.
 	Payload string `json:"payload,omitempty"`
 	// PayloadBlob, when set, names the blob holding a payload too large to

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
 )
 
 // MaxQueues is the most work queues a Client spreads messages over.
@@ -24,52 +27,131 @@ func QueueNames(base string, n int) []string {
 	return out
 }
 
-// Queues is one MessageQueue over several queues, so that the messages of
-// a fleet are not bound by one queue's throughput (Azure: about 2,000
-// messages/s per queue). Enqueue spreads messages over them in turn.
-// Dequeue asks one queue per call — so an idle consumer's polling costs
-// the same whatever the count — and moves on to the next queue when it
-// got fewer messages than it asked for; while messages are flowing it
-// looks on through the others at once. Update and Delete go to the queue
-// a message came from; Count sums every queue.
+// Queues is one MessageQueue over several queues: the throughput queues
+// of a route, so that the messages of a fleet are not bound by one
+// queue's throughput (Azure: about 2,000 messages/s per queue), and on the
+// consumer's side every route it drains — named queues and their priority
+// levels. Enqueue spreads messages over the queues given to NewQueues in
+// turn.
+//
+// Dequeue is where priorities and idle cost meet. While messages flow (the
+// last call got some, or Sweep was called) it asks the queues in priority
+// order, highest level first (in weighted mode the first level is drawn by
+// weight), and returns the first answer with messages: a higher level
+// that has a message waiting is always asked before a lower one is. (A
+// level that answered empty is asked again after at most 100 ms, so busy
+// polling of empty levels stays bounded.) An idle call asks one queue, so
+// an idle consumer's polling costs the same whatever the number of
+// queues: in turn the warm ones (a route's default level, and any queue
+// that had messages in the last ten minutes), and every fourth call one of
+// the cold ones, the longest unasked first. Update and Delete go to the
+// queue a message came from; Count sums every queue.
 type Queues struct {
 	sendTo []MessageQueue // the queues Enqueue uses (never changes)
 	next   atomic.Uint64  // Enqueue's turn
 	mu     sync.Mutex
-	// qs are every queue drained: sendTo, then any added (Drain). It only
+	// ms are every queue drained: sendTo, then any added (Drain). It only
 	// grows by append, so a copy of the slice taken under mu stays valid.
-	qs     []MessageQueue
-	cursor int  // the queue the next Dequeue asks
-	found  bool // the last Dequeue got messages
+	ms       []*member
+	cursor   int  // the idle turn
+	found    bool // the last Dequeue got messages (or Sweep was called)
+	idleRun  int  // idle calls since the last that asked a cold queue
+	weights  []int
+	clk      clock.Clock
+	randUnit func() float64
 }
 
+// member is one queue drained and what Dequeue knows of it.
+type member struct {
+	q     MessageQueue
+	level int  // its priority, 1 (highest) to 4
+	home  bool // always warm: a route's default level
+	asked time.Time
+	empty bool      // its last answer was empty
+	found time.Time // when it last had messages
+}
+
+const (
+	// warmFor is how long a queue that had messages stays warm.
+	warmFor = 10 * time.Minute
+	// coldTurn: every coldTurn-th idle call asks a cold queue.
+	coldTurn = 4
+	// recheckEmpty is how soon a level that answered empty is asked
+	// again while messages flow.
+	recheckEmpty = 100 * time.Millisecond
+)
+
 // NewQueues returns a MessageQueue over qs (at least one, at most
-// MaxQueues).
+// MaxQueues), all drained as the default priority level.
 func NewQueues(qs ...MessageQueue) (*Queues, error) {
 	if len(qs) == 0 || len(qs) > MaxQueues {
 		return nil, fmt.Errorf("%w: %d work queues: want 1 to %d", ErrInvalidOptions, len(qs), MaxQueues)
 	}
-	qs = qs[:len(qs):len(qs)] // Drain's appends never write into sendTo's array
-	return &Queues{sendTo: qs, qs: qs}, nil
+	qs = qs[:len(qs):len(qs)]
+	m := &Queues{sendTo: qs, clk: clock.Real{}, randUnit: defaultRand}
+	for _, q := range qs {
+		m.ms = append(m.ms, &member{q: q, level: PriorityDefault, home: true})
+	}
+	return m, nil
 }
 
-// Drain adds q to the queues drained (not to those sent to): a queue of
-// the same family found in the account, which another client's larger
-// queue count sends to, so that nothing sent there is stranded. Adding a
-// queue of a name already drained does nothing; it reports whether q was
-// added.
-func (m *Queues) Drain(q MessageQueue) bool {
+// Weighted makes Dequeue, while messages flow, draw which level it asks
+// first with the given weights of levels 1 to 4 (each at least 1) instead
+// of always the highest: over many calls with every level backed up, level
+// i is asked first weights[i-1]/sum(weights) of the time, so low levels
+// keep a share. It must be called before the first Dequeue.
+func (m *Queues) Weighted(weights []int) error {
+	if len(weights) != Levels {
+		return fmt.Errorf("%w: %d priority weights: want %d, of levels 1 to %d", ErrInvalidOptions, len(weights), Levels, Levels)
+	}
+	for i, w := range weights {
+		if w < 1 || w > 1000 {
+			return fmt.Errorf("%w: weight of priority %d = %d: want 1 to 1000", ErrInvalidOptions, i+1, w)
+		}
+	}
+	m.mu.Lock()
+	m.weights = slices.Clone(weights)
+	m.mu.Unlock()
+	return nil
+}
+
+// setClock sets the clock Dequeue judges warmth and rechecks by.
+func (m *Queues) setClock(c clock.Clock) {
+	m.mu.Lock()
+	m.clk = clock.OrReal(c)
+	m.mu.Unlock()
+}
+
+// Sweep makes the next Dequeue ask every queue in priority order (as while
+// messages flow): a consumer woken for a message calls it.
+func (m *Queues) Sweep() {
+	m.mu.Lock()
+	m.found = true
+	m.mu.Unlock()
+}
+
+// Drain adds q to the queues drained (not to those sent to) at the
+// default priority: a queue of the same family found in the account,
+// which another client's larger queue count sends to, so that nothing
+// sent there is stranded. Adding a queue of a name already drained does
+// nothing; it reports whether q was added.
+func (m *Queues) Drain(q MessageQueue) bool { return m.DrainLevel(q, PriorityDefault, false) }
+
+// DrainLevel adds q to the queues drained, as a queue of priority level
+// (1–4); home makes it warm for good (a route's default level). A name
+// already drained is not added again; it reports whether q was added.
+func (m *Queues) DrainLevel(q MessageQueue, level int, home bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, have := range m.qs {
-		if have.Name() == q.Name() {
+	for _, have := range m.ms {
+		if have.q.Name() == q.Name() {
 			return false
 		}
 	}
-	if len(m.qs) >= 4*MaxQueues {
+	if len(m.ms) >= 4*MaxQueues*Levels {
 		return false
 	}
-	m.qs = append(m.qs, q)
+	m.ms = append(m.ms, &member{q: q, level: min(max(level, 1), Levels), home: home})
 	return true
 }
 
@@ -77,11 +159,19 @@ func (m *Queues) Drain(q MessageQueue) bool {
 func (m *Queues) all() []MessageQueue {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.qs
+	out := make([]MessageQueue, len(m.ms))
+	for i, x := range m.ms {
+		out[i] = x.q
+	}
+	return out
 }
 
 // Len returns how many queues are drained.
-func (m *Queues) Len() int { return len(m.all()) }
+func (m *Queues) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.ms)
+}
 
 // Name implements MessageQueue: the first queue's name and how many there
 // are.
@@ -101,27 +191,111 @@ func (m *Queues) Enqueue(ctx context.Context, text string, visibility time.Durat
 	return msg, err
 }
 
+// warm reports whether x is polled at every idle turn.
+func (x *member) warm(now time.Time) bool {
+	return x.home || (!x.found.IsZero() && now.Sub(x.found) < warmFor)
+}
+
+// plan returns the indexes of the queues the next Dequeue asks, in order
+// (m.mu held).
+func (m *Queues) plan(now time.Time) []int {
+	n := len(m.ms)
+	if !m.found {
+		// Idle: one queue.
+		cold := -1
+		for i, x := range m.ms {
+			if !x.warm(now) && (cold < 0 || x.asked.Before(m.ms[cold].asked)) {
+				cold = i
+			}
+		}
+		if cold >= 0 && m.idleRun >= coldTurn-1 {
+			m.idleRun = 0
+			return []int{cold}
+		}
+		m.idleRun++
+		for k := range n {
+			i := (m.cursor + k) % n
+			if m.ms[i].warm(now) {
+				m.cursor = (i + 1) % n
+				return []int{i}
+			}
+		}
+		return []int{m.cursor % n}
+	}
+	// Flowing: level by level, each from the turn.
+	first := 0
+	if m.weights != nil {
+		first = m.drawLevel()
+	}
+	order := make([]int, 0, n)
+	add := func(level int) {
+		for k := range n {
+			i := (m.cursor + k) % n
+			x := m.ms[i]
+			if x.level != level || (x.empty && now.Sub(x.asked) < recheckEmpty && !x.warm(now)) {
+				continue
+			}
+			order = append(order, i)
+		}
+	}
+	if first > 0 {
+		add(first)
+	}
+	for level := 1; level <= Levels; level++ {
+		if level != first {
+			add(level)
+		}
+	}
+	return order
+}
+
+// drawLevel draws a level present among the queues by weight (m.mu held).
+func (m *Queues) drawLevel() int {
+	var present [Levels + 1]bool
+	for _, x := range m.ms {
+		present[x.level] = true
+	}
+	sum := 0
+	for l := 1; l <= Levels; l++ {
+		if present[l] {
+			sum += m.weights[l-1]
+		}
+	}
+	r := m.randUnit() * float64(sum)
+	for l := 1; l <= Levels; l++ {
+		if !present[l] {
+			continue
+		}
+		r -= float64(m.weights[l-1])
+		if r < 0 {
+			return l
+		}
+	}
+	return 0
+}
+
 // Dequeue implements MessageQueue (see Queues).
 func (m *Queues) Dequeue(ctx context.Context, max int, visibility time.Duration) ([]Message, error) {
-	qs := m.all()
 	m.mu.Lock()
-	start, sweep := m.cursor, m.found
+	now := m.clk.Now()
+	order := m.plan(now)
+	ms := m.ms
 	m.mu.Unlock()
-	tries := 1
-	if sweep {
-		tries = len(qs) // work was flowing: look through the others now
-	}
-	for k := range tries {
-		i := (start + k) % len(qs)
-		msgs, err := qs[i].Dequeue(ctx, max, visibility)
+	for _, i := range order {
+		msgs, err := ms[i].q.Dequeue(ctx, max, visibility)
 		for j := range msgs {
 			msgs[j].queue = i
 		}
 		m.mu.Lock()
-		if err != nil || len(msgs) < max {
-			m.cursor = (i + 1) % len(qs)
-		} else {
-			m.cursor = i
+		x := ms[i]
+		x.asked, x.empty = m.clk.Now(), err == nil && len(msgs) == 0
+		if len(msgs) > 0 {
+			x.found = x.asked
+		}
+		if len(msgs) == max {
+			m.cursor = i // a full batch: more may wait there
+		} else if m.found {
+			m.cursor = (i + 1) % len(ms)
 		}
 		m.found = err == nil && len(msgs) > 0
 		m.mu.Unlock()

@@ -130,6 +130,13 @@ type ConsumerOptions struct {
 	// Queues is how many work queues it drains: Queue, Queue-1, … (see
 	// ClientOptions.Queues). Default 1.
 	Queues int
+	// Consume are the named queues it drains, each at every priority
+	// level (worker.queues). Default the default queue only.
+	Consume []string
+	// PriorityWeights, when set, makes it pick the priority level it asks
+	// first by these weights of levels 1 to 4 instead of strictly the
+	// highest (worker.priority_weights; see Queues.Weighted).
+	PriorityWeights []int
 	// InstanceID names this worker in run records and counters. Default
 	// "{hostname}-{pid}-{8 random hex digits}", the same form as every
 	// leasecron default identity.

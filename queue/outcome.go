@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,8 @@ func (c *Consumer) settle(d *delivery, o Outcome) {
 			x.Deferred++
 		case OutcomeAbandoned:
 			x.Abandoned++
+		case OutcomeMisrouted:
+			x.Misrouted++
 		}
 	})
 	// The delivery's span ends with its outcome, before anyone hears of it.
@@ -199,6 +202,31 @@ func (c *Consumer) deferMsg(hctx context.Context, d *delivery, delay time.Durati
 	d.log.Debug("putting the message back", "why", why, "delay", delay)
 	if c.rewrite(hctx, d, env, delay) {
 		c.settle(d, OutcomeDeferred)
+	} else {
+		c.settle(d, OutcomeLeft)
+	}
+}
+
+// misrouted puts back a message of a type this worker has no handler for,
+// without an attempt, after deferDelay (it grows with the times the
+// message was put back, up to PollMax): a worker of the pool that runs the
+// type takes it meanwhile. It warns once a minute per type.
+func (c *Consumer) misrouted(hctx context.Context, d *delivery) {
+	now := c.clk.Now()
+	c.mmu.Lock()
+	last, seen := c.misroutedAt[d.typ]
+	if !seen || now.Sub(last) >= time.Minute {
+		c.misroutedAt[d.typ] = now
+	}
+	c.mmu.Unlock()
+	if !seen || now.Sub(last) >= time.Minute {
+		d.log.Warn("no handler for this type here; putting the message back without an attempt for a worker that has one (check types.<type>.queue and worker.queues)",
+			"queue", cmp.Or(d.env.Queue, DefaultRouteQueue))
+	}
+	env := d.env
+	env.Dequeues = d.m.DequeueCount
+	if c.rewrite(hctx, d, env, c.deferDelay(d)) {
+		c.settle(d, OutcomeMisrouted)
 	} else {
 		c.settle(d, OutcomeLeft)
 	}

@@ -41,6 +41,9 @@ const (
 	// OutcomePaused: its type is paused; put back without running and
 	// without counting an attempt, until the type is resumed.
 	OutcomePaused Outcome = "paused"
+	// OutcomeMisrouted: the worker has no handler for its type; put back
+	// without counting an attempt, for a worker that has one.
+	OutcomeMisrouted Outcome = "misrouted"
 	// OutcomeAbandoned: released unfinished because the worker shut down.
 	OutcomeAbandoned Outcome = "abandoned"
 	// OutcomeLost: the handler ran but the message's visibility could not

@@ -131,6 +131,11 @@ func (c *Consumer) sleep(ctx context.Context, wait time.Duration, p *poller) boo
 			if hinted {
 				c.wakes.take(now)
 				p.got()
+				// Woken for a message: ask every queue, highest level
+				// first, not just the next one in turn.
+				if s, ok := c.work.(interface{ Sweep() }); ok {
+					s.Sweep()
+				}
 			}
 			return true
 		}

@@ -20,10 +20,10 @@ type Counts = leasecrontype.Counts
 
 // counterNames name the fields of Counts in counterFields' order: the
 // properties of a counters row.
-var counterNames = []string{"Handled", "Failed", "Retried", "Dead", "Duplicates", "Cancelled", "SetAside", "Deferred", "Abandoned"}
+var counterNames = []string{"Handled", "Failed", "Retried", "Dead", "Duplicates", "Cancelled", "SetAside", "Deferred", "Abandoned", "Misrouted"}
 
 func counterFields(c *Counts) []*int64 {
-	return []*int64{&c.Handled, &c.Failed, &c.Retried, &c.Dead, &c.Duplicates, &c.Cancelled, &c.SetAside, &c.Deferred, &c.Abandoned}
+	return []*int64{&c.Handled, &c.Failed, &c.Retried, &c.Dead, &c.Duplicates, &c.Cancelled, &c.SetAside, &c.Deferred, &c.Abandoned, &c.Misrouted}
 }
 
 // subCounts returns c − o.

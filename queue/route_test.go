@@ -1,0 +1,276 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+)
+
+func TestRouteNames(t *testing.T) {
+	for _, c := range []struct {
+		r    Route
+		want string
+	}{
+		{Route{}, "w"},
+		{Route{Queue: "default", Priority: 3}, "w"},
+		{Route{Queue: "gpu"}, "w-gpu"},
+		{Route{Priority: 1}, "w-p1"},
+		{Route{Queue: "gpu", Priority: 4}, "w-gpu-p4"},
+	} {
+		got := RouteBase("w", c.r)
+		if got != c.want {
+			t.Errorf("RouteBase(w, %+v) = %q, want %q", c.r, got, c.want)
+		}
+		for i, name := range QueueNames(got, 3) {
+			r, idx, ok := ParseRouteName("w", name)
+			if !ok || r != c.r.Norm() || idx != i {
+				t.Errorf("ParseRouteName(w, %q) = %+v, %d, %v; want %+v, %d", name, r, idx, ok, c.r.Norm(), i)
+			}
+		}
+	}
+	for _, name := range []string{"x", "w-", "w-01", "w-p3", "w-p9", "w-gpu-p1-x", "w-Gpu", "w-gpu-0", "w-1-2"} {
+		if r, _, ok := ParseRouteName("w", name); ok {
+			t.Errorf("ParseRouteName(w, %q) = %+v, want not of the family", name, r)
+		}
+	}
+	for _, bad := range []string{"1gpu", "p1", "p22", "GPU", "g-pu", "poison", strings.Repeat("a", 21)} {
+		if err := ValidateRouteQueue(bad); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {
+			t.Errorf("ValidateRouteQueue(%q) = %v, want an error naming it", bad, err)
+		}
+	}
+	for in, want := range map[string]int{"": 0, "1": 1, "critical": 1, "High": 2, "default": 3, "normal": 3, "low": 4, "4": 4} {
+		if got, err := ParsePriority(in); err != nil || got != want {
+			t.Errorf("ParsePriority(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"0", "5", "urgent", "-1"} {
+		if _, err := ParsePriority(bad); err == nil || !strings.Contains(err.Error(), "want 1 (critical)") {
+			t.Errorf("ParsePriority(%q) = %v, want an error saying what is accepted", bad, err)
+		}
+	}
+}
+
+// memOpener makes MemoryQueues by name, as NewClient makes Azure queues.
+type memOpener struct {
+	clk clock.Clock
+	mu  sync.Mutex
+	qs  map[string]*MemoryQueue
+}
+
+func (o *memOpener) open(name string) (MessageQueue, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.qs == nil {
+		o.qs = map[string]*MemoryQueue{}
+	}
+	q, ok := o.qs[name]
+	if !ok {
+		q = NewMemoryQueue(name, o.clk)
+		o.qs[name] = q
+	}
+	return q, nil
+}
+
+func (o *memOpener) count(name string) int {
+	q, _ := o.open(name)
+	n, _ := q.Count(context.Background())
+	return n
+}
+
+func (o *memOpener) dequeues() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, q := range o.qs {
+		n += q.opCounts()["dequeue"]
+	}
+	return n
+}
+
+func routedClient(t *testing.T, o ClientOptions) (*Client, *memOpener, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	o.Queue, o.Clock = "wrk", clk
+	o = o.WithDefaults()
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	mo := &memOpener{clk: clk}
+	c, err := newRoutedClient(mo.open, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, mo, clk
+}
+
+// Messages go to the route the envelope names, else their type's, else
+// the default queue (whose messages are the bytes earlier releases sent:
+// no queue or priority field).
+func TestClientSendsByRoute(t *testing.T) {
+	ctx := context.Background()
+	c, mo, _ := routedClient(t, ClientOptions{Queues: 2, Routes: map[string]Route{"mail": {Queue: "bulk", Priority: PriorityLow}, "page": {Priority: PriorityCritical}}})
+	send := func(env Envelope) {
+		t.Helper()
+		if err := c.Enqueue(ctx, env, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(Envelope{ID: "a", Type: "plain"})
+	send(Envelope{ID: "b", Type: "mail"})
+	send(Envelope{ID: "c", Type: "mail", Priority: PriorityHigh})
+	send(Envelope{ID: "d", Type: "page"})
+	send(Envelope{ID: "e", Type: "plain", Queue: "gpu", Priority: PriorityCritical})
+	send(Envelope{ID: "f", Type: "page"})
+	for name, want := range map[string]int{"wrk": 1, "wrk-bulk-p4": 1, "wrk-bulk-p2": 1, "wrk-p1": 1, "wrk-p1-1": 1, "wrk-gpu-p1": 1} {
+		if got := mo.count(name); got != want {
+			t.Errorf("queue %s holds %d, want %d", name, got, want)
+		}
+	}
+	plain, _ := mo.qs["wrk"].Peek(ctx, 1)
+	if strings.Contains(plain[0].Text, `"queue"`) || strings.Contains(plain[0].Text, `"priority"`) {
+		t.Errorf("a default-route message carries route fields: %s", plain[0].Text)
+	}
+	mail, _ := mo.qs["wrk-bulk-p4"].Peek(ctx, 1)
+	if env, _ := DecodeEnvelope(mail[0].Text); env.Queue != "bulk" || env.Priority != PriorityLow {
+		t.Errorf("the mail message says queue %q priority %d, want bulk 4", env.Queue, env.Priority)
+	}
+	err := c.Enqueue(ctx, Envelope{ID: "x", Type: "plain", Queue: "Bad"}, 0)
+	if err == nil || !strings.Contains(err.Error(), `"Bad"`) {
+		t.Fatalf("enqueue to queue Bad = %v, want a refusal naming it", err)
+	}
+}
+
+// fill enqueues n messages named prefix-i to the queue called name.
+func fill(t *testing.T, mo *memOpener, name, prefix string, n int) {
+	t.Helper()
+	q, _ := mo.open(name)
+	for i := range n {
+		if _, err := q.Enqueue(context.Background(), fmt.Sprintf("%s-%d", prefix, i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Strict priorities: while messages flow a consumer never takes a lower
+// level's message while a higher level has one waiting, however deep the
+// lower backlog.
+func TestStrictPriorityWhileFlowing(t *testing.T) {
+	ctx := context.Background()
+	c, mo, clk := routedClient(t, ClientOptions{Queues: 2})
+	fill(t, mo, "wrk-p4", "low", 200)
+	fill(t, mo, "wrk-p4-1", "low", 200)
+	q := c.work
+	take := func() []Message {
+		t.Helper()
+		clk.Advance(recheckEmpty)
+		msgs, err := q.Dequeue(ctx, 8, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msgs
+	}
+	// Idle turns find the cold level within a bounded number of calls.
+	found := false
+	for i := 0; i < coldTurn*12 && !found; i++ {
+		found = len(take()) > 0
+	}
+	if !found {
+		t.Fatalf("the low level's backlog was not found within %d idle calls", coldTurn*12)
+	}
+	for range 5 {
+		for _, m := range take() {
+			if !strings.HasPrefix(m.Text, "low") {
+				t.Fatalf("took %q while only low work waits", m.Text)
+			}
+		}
+	}
+	fill(t, mo, "wrk-p1-1", "crit", 20)
+	fill(t, mo, "wrk", "norm", 20)
+	var order []string
+	for range 30 {
+		for _, m := range take() {
+			order = append(order, m.Text[:4])
+		}
+	}
+	seen := map[string]int{}
+	for i, lvl := range order {
+		seen[lvl]++
+		if lvl != "crit" && seen["crit"] < 20 {
+			t.Fatalf("message %d was %s while %d critical ones still waited: %v", i, lvl, 20-seen["crit"], order)
+		}
+		if lvl == "low-" && seen["norm"] < 20 {
+			t.Fatalf("message %d was low while default-level ones still waited: %v", i, order)
+		}
+	}
+	if seen["crit"] != 20 || seen["norm"] != 20 {
+		t.Fatalf("took %v, want all 20 critical and 20 default-level ones", seen)
+	}
+}
+
+// Idle polling costs one request per call whatever the number of queues
+// and levels; the warm queues are asked at least three calls in four.
+func TestIdlePollingIsFlat(t *testing.T) {
+	ctx := context.Background()
+	c, mo, clk := routedClient(t, ClientOptions{Queues: 1, Consume: []string{"default", "gpu", "mail"}})
+	if got := c.work.(*Queues).Len(); got != 12 {
+		t.Fatalf("drains %d queues, want 3 named queues x 4 levels", got)
+	}
+	const calls = 400
+	for range calls {
+		clk.Advance(time.Second)
+		if _, err := c.work.Dequeue(ctx, 32, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mo.dequeues(); got != calls {
+		t.Fatalf("%d idle calls made %d dequeue requests, want one each", calls, got)
+	}
+	warm := 0
+	for _, name := range []string{"wrk", "wrk-gpu", "wrk-mail"} {
+		warm += mo.qs[name].opCounts()["dequeue"]
+	}
+	if warm < calls*(coldTurn-1)/coldTurn {
+		t.Fatalf("the warm queues got %d of %d idle calls, want at least %d", warm, calls, calls*(coldTurn-1)/coldTurn)
+	}
+	for name, q := range mo.qs {
+		if name != c.poisonName && q.opCounts()["dequeue"] == 0 {
+			t.Errorf("queue %s was never asked in %d idle calls", name, calls)
+		}
+	}
+}
+
+// Weighted priorities: with every level backed up, each level is taken
+// in proportion to its weight.
+func TestWeightedPriorityShares(t *testing.T) {
+	ctx := context.Background()
+	c, mo, clk := routedClient(t, ClientOptions{PriorityWeights: []int{8, 4, 2, 1}})
+	rng := rand.New(rand.NewPCG(1, 2))
+	c.work.(*Queues).randUnit = rng.Float64
+	for p, name := range []string{"wrk-p1", "wrk-p2", "wrk", "wrk-p4"} {
+		fill(t, mo, name, fmt.Sprintf("l%d", p+1), 3000)
+	}
+	c.work.(*Queues).Sweep()
+	got := map[string]int{}
+	const n = 1500
+	for range n {
+		clk.Advance(recheckEmpty)
+		msgs, err := c.work.Dequeue(ctx, 1, time.Hour)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("dequeue = %d, %v", len(msgs), err)
+		}
+		got[msgs[0].Text[:2]]++
+	}
+	for i, w := range []int{8, 4, 2, 1} {
+		want := float64(n) * float64(w) / 15
+		lvl := fmt.Sprintf("l%d", i+1)
+		if d := float64(got[lvl]) - want; d > want*0.1 || d < -want*0.1 {
+			t.Errorf("level %d took %d of %d, want %.0f ± 10%% (weights 8:4:2:1)", i+1, got[lvl], n, want)
+		}
+	}
+}
