@@ -125,6 +125,34 @@ type Names struct {
 	Shards int
 }
 
+// Route is where a task's messages go: a named queue and a priority level
+// (see queue.Route; Item.Queue and Item.Priority set it per task,
+// WorkerOptions.Routes and ClientOptions.Routes per type).
+type Route = queue.Route
+
+// Priority levels of Item.Priority and Route.Priority: a worker starts a
+// task of a higher level it can run before any of a lower one. 0 means
+// PriorityDefault.
+const (
+	PriorityCritical = queue.PriorityCritical
+	PriorityHigh     = queue.PriorityHigh
+	PriorityDefault  = queue.PriorityDefault
+	PriorityLow      = queue.PriorityLow
+)
+
+// validateRoutes checks the Routes option of an options type named field.
+func validateRoutes(field string, routes map[string]Route) error {
+	for typ, r := range routes {
+		if err := schedule.ValidateType(typ); err != nil {
+			return fmt.Errorf("%w: %s.Routes: %w", ErrInvalidOptions, field, err)
+		}
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("%w: %s.Routes[%q]: %w", ErrInvalidOptions, field, typ, err)
+		}
+	}
+	return nil
+}
+
 // MaxShards is the largest Names.Shards.
 const MaxShards = 256
 
@@ -206,7 +234,7 @@ type parts struct {
 
 // version is written on the counters rows (the worker's version; empty for
 // a client, which flushes none).
-func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayload int, version string, clk clock.Clock, log *slog.Logger) (parts, error) {
+func newParts(sc *storage.Clients, n Names, routes map[string]Route, noRuns bool, ro RunsOptions, maxPayload int, version string, clk clock.Clock, log *slog.Logger) (parts, error) {
 	p := parts{sc: sc}
 	var err error
 	if p.lease, err = trafficcop.NewBlobLock(sc.Blob.NewContainerClient(n.Container), n.LeaseBlob); err != nil {
@@ -242,7 +270,7 @@ func newParts(sc *storage.Clients, n Names, noRuns bool, ro RunsOptions, maxPayl
 	if p.sched, err = schedule.NewAzure(sc.Table, so); err != nil {
 		return p, err
 	}
-	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Queues: n.Queues, Clock: clk, Logger: log}); err != nil {
+	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Queues: n.Queues, Routes: routes, Clock: clk, Logger: log}); err != nil {
 		return p, err
 	}
 	if p.pauses, err = pause.New(sc.Blob.NewContainerClient(n.Container), pause.DefaultBlob, clk); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -94,6 +95,24 @@ type WorkerOptions struct {
 	// attempt). Limits and Rates combine: a task needs a slot and budget.
 	Rates map[string]RateLimit
 
+	// Routes sends a task type's messages to a named queue and priority
+	// (types.<type>.queue and .priority) when a task names neither.
+	// Every worker and client of a fleet should have the same Routes.
+	Routes map[string]Route
+	// Queues are the named queues this worker consumes (worker.queues),
+	// each at every priority level. Default: the default queue and the
+	// queues Routes gives the types it has handlers for — a worker pool
+	// takes exactly the work routed to it. A task of a type it has no
+	// handler for that arrives anyway goes back without using an attempt
+	// (counted as misrouted).
+	Queues []string
+	// PriorityWeights, when set (four weights, of levels 1 to 4; for
+	// example 8, 4, 2, 1), makes the worker pick the priority level it
+	// takes work from first by weight instead of strictly the highest, so
+	// that low levels keep a share under a flood of high ones
+	// (worker.priority_weights). Default strict.
+	PriorityWeights []int
+
 	// AdminAddr serves /healthz, /readyz and /metrics (e.g. ":8080");
 	// empty disables.
 	AdminAddr string
@@ -172,6 +191,19 @@ func (o WorkerOptions) validate() error {
 			return err
 		}
 	}
+	if err := validateRoutes("WorkerOptions", o.Routes); err != nil {
+		return err
+	}
+	for _, q := range o.Queues {
+		if err := queue.ValidateRouteQueue(q); err != nil {
+			return fmt.Errorf("%w: WorkerOptions.Queues: %w", ErrInvalidOptions, err)
+		}
+	}
+	if o.PriorityWeights != nil {
+		if err := (&queue.Queues{}).Weighted(o.PriorityWeights); err != nil {
+			return fmt.Errorf("%w: WorkerOptions.PriorityWeights: %w", ErrInvalidOptions, err)
+		}
+	}
 	return nil
 }
 
@@ -215,7 +247,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.parts, err = newParts(sc, o.Names, o.NoRuns, o.Runs, 0, o.Version, o.Clock, w.log); err != nil {
+	if w.parts, err = newParts(sc, o.Names, o.Routes, o.NoRuns, o.Runs, 0, o.Version, o.Clock, w.log); err != nil {
 		return nil, err
 	}
 	cc := w.sc.Blob.NewContainerClient(o.Names.Container)
@@ -294,7 +326,7 @@ func (w *Worker) MetricsHandler() http.Handler { return w.metrics.Handler() }
 // (its requests count in Worker.Requests), for example to serve the
 // dashboard beside the worker (WorkerOptions.AdminHandler).
 func (w *Worker) Client() *Client {
-	return clientOf(w.parts, ClientOptions{Names: w.o.Names, NoRuns: w.o.NoRuns, Logger: w.log, Clock: w.o.Clock,
+	return clientOf(w.parts, ClientOptions{Names: w.o.Names, NoRuns: w.o.NoRuns, Logger: w.log, Clock: w.o.Clock, Routes: w.o.Routes,
 		Limits: w.o.Limits, MaxDepth: w.o.Mover.MaxDepth, ResumeBelow: w.o.Mover.ResumeBelow,
 		SendWithin: cmp.Or(w.o.Mover.PollEvery, DefaultSendWithin)})
 }
@@ -624,6 +656,8 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		ConsumerSettings: w.o.Consumer,
 		Queue:            w.o.Names.Queue,
 		Queues:           w.o.Names.Queues,
+		Consume:          w.consumes(),
+		PriorityWeights:  w.o.PriorityWeights,
 		PoisonQueue:      w.o.Names.PoisonQueue,
 		InstanceID:       w.o.InstanceID,
 		Clock:            w.o.Clock,
@@ -664,6 +698,24 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 	w.consumer = c
 	w.mu.Unlock()
 	return c, nil
+}
+
+// consumes returns the named queues the worker drains: WorkerOptions.Queues,
+// else the default queue and those its handlers' types are routed to.
+func (w *Worker) consumes() []string {
+	if len(w.o.Queues) > 0 {
+		return w.o.Queues
+	}
+	out := []string{queue.DefaultRouteQueue}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for typ := range w.handlers {
+		if q := w.o.Routes[typ].Queue; q != "" && !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
+	slices.Sort(out[1:])
+	return out
 }
 
 // gauges refreshes the queue-depth, backlog and slot gauges while the

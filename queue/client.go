@@ -404,12 +404,46 @@ func encodeSized(env Envelope) (string, error) {
 	return text, nil
 }
 
-// Depth returns the approximate number of messages in the work queue
-// (visible or not).
+// Depth returns the approximate number of messages (visible or not) in
+// the work queues of the default priority level of the named queues the
+// client drains, and of every route it has sent to: for a mover, the
+// backlog it adds to. One request per queue.
 func (c *Client) Depth(ctx context.Context) (int, error) {
-	n, err := c.work.Count(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("queue: depth: %w", err)
+	qs, ok := c.work.(*Queues)
+	if !ok {
+		n, err := c.work.Count(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("queue: depth: %w", err)
+		}
+		return n, nil
+	}
+	seen := map[string]bool{}
+	var count []MessageQueue
+	add := func(q MessageQueue) {
+		if !seen[q.Name()] {
+			seen[q.Name()] = true
+			count = append(count, q)
+		}
+	}
+	for _, x := range qs.members() {
+		if x.home {
+			add(x.q)
+		}
+	}
+	c.smu.Lock()
+	for _, m := range c.send {
+		for _, q := range m.sendTo {
+			add(q)
+		}
+	}
+	c.smu.Unlock()
+	n := 0
+	for _, q := range count {
+		k, err := q.Count(ctx)
+		if err != nil {
+			return n, fmt.Errorf("queue: depth of %s: %w", q.Name(), err)
+		}
+		n += k
 	}
 	return n, nil
 }

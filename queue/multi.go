@@ -166,6 +166,17 @@ func (m *Queues) all() []MessageQueue {
 	return out
 }
 
+// members returns a copy of what Dequeue knows of each queue.
+func (m *Queues) members() []member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]member, len(m.ms))
+	for i, x := range m.ms {
+		out[i] = *x
+	}
+	return out
+}
+
 // Len returns how many queues are drained.
 func (m *Queues) Len() int {
 	m.mu.Lock()

@@ -40,6 +40,14 @@ type Item struct {
 	TZ string
 	// MaxAttempts overrides the worker's retry.max_attempts when > 0.
 	MaxAttempts int
+	// Queue is the named queue its messages go to (queue.Route): only
+	// workers that consume it take the task. Empty: its type's queue
+	// (types.<type>.queue), else the default queue.
+	Queue string
+	// Priority is 1 (critical) to 4 (low): a worker starts a task of a
+	// higher level it can run before any of a lower one. 0: its type's
+	// priority (types.<type>.priority), else 3 (default).
+	Priority int
 	// TraceParent is the W3C traceparent of the trace the task belongs to
 	// (00-{trace id}-{span id}-{flags}); the worker's spans for the task
 	// are its children (for a recurring series, each occurrence links to

@@ -151,6 +151,8 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 	base := queue.Envelope{
 		V:              queue.EnvelopeVersion,
 		Type:           it.Type,
+		Queue:          it.Queue,
+		Priority:       it.Priority,
 		Payload:        it.Payload,
 		PayloadBlob:    it.PayloadBlob,
 		Enqueued:       now.UTC(),

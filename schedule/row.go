@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/table"
+	"github.com/leasecron/leasecron/queue"
 )
 
 // Property names of ScheduledItems rows: the public row schema.
@@ -16,6 +17,8 @@ const (
 	PropID          = "Id"          // optional; the RowKey suffix otherwise
 	PropAttempts    = "Attempts"    // optional bookkeeping
 	PropMaxAttempts = "MaxAttempts" // optional retry limit
+	PropQueue       = "Queue"       // optional named queue (queue.ValidateRouteQueue)
+	PropPriority    = "Priority"    // optional priority, 1 (critical) to 4 (low)
 	PropPayloadBlob = "PayloadBlob" // claim-check reference of a large payload
 	PropIndexed     = "Indexed"     // true when an id index row exists
 	PropItem        = "Item"        // index rows: the RowKey of the item row
@@ -186,6 +189,18 @@ func parseRow(e table.Entity) (parsedRow, error) {
 	} else {
 		it.MaxAttempts = int(n)
 	}
+	if it.Queue, _, err = e.Props.StrictString(PropQueue); err != nil {
+		return r, err
+	} else if err := queue.ValidateRouteQueue(it.Queue); err != nil {
+		return r, fmt.Errorf("property %s: %w", PropQueue, err)
+	}
+	if n, _, err := e.Props.StrictInt(PropPriority); err != nil {
+		return r, err
+	} else if n < 0 || n > queue.Levels {
+		return r, fmt.Errorf("property %s is %d: want 1 (critical), 2 (high), 3 (default) or 4 (low)", PropPriority, n)
+	} else {
+		it.Priority = int(n)
+	}
 	return r, nil
 }
 
@@ -214,6 +229,12 @@ func itemProps(it Item, indexed bool) map[string]any {
 	}
 	if it.MaxAttempts > 0 {
 		p[PropMaxAttempts] = it.MaxAttempts
+	}
+	if it.Queue != "" {
+		p[PropQueue] = it.Queue
+	}
+	if it.Priority != 0 {
+		p[PropPriority] = it.Priority
 	}
 	if it.PayloadBlob != "" {
 		p[PropPayloadBlob] = it.PayloadBlob

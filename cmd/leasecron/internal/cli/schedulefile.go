@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -29,6 +30,10 @@ type fileLine struct {
 	Cron        string          `json:"cron"`
 	TZ          string          `json:"tz"`
 	MaxAttempts int             `json:"max_attempts"`
+	// Queue and Priority (a number 1–4 or a level's name) are schedule
+	// --queue and --priority.
+	Queue    string          `json:"queue"`
+	Priority json.RawMessage `json:"priority"`
 	// UniqueKey, UniqueFor (a Go duration) and UniqueStates (comma-separated)
 	// are schedule --unique-key, --unique-for and --unique-states.
 	UniqueKey    string `json:"unique_key"`
@@ -119,7 +124,12 @@ func parseLine(b []byte, now time.Time) (leasecron.Item, *leasecron.Unique, erro
 	if l.AfterAny && len(after) == 0 {
 		return leasecron.Item{}, nil, errors.New("after_any goes with after")
 	}
-	it := leasecron.Item{ID: l.ID, Type: l.Type, Payload: payload, Due: due, Recurrence: rule, TZ: l.TZ, MaxAttempts: l.MaxAttempts, After: after, AfterAny: l.AfterAny}
+	prio, err := linePriority(l.Priority)
+	if err != nil {
+		return leasecron.Item{}, nil, err
+	}
+	it := leasecron.Item{ID: l.ID, Type: l.Type, Payload: payload, Due: due, Recurrence: rule, TZ: l.TZ, MaxAttempts: l.MaxAttempts, After: after, AfterAny: l.AfterAny,
+		Queue: l.Queue, Priority: prio}
 	if l.UniqueKey == "" {
 		if l.UniqueFor != "" || l.UniqueStates != "" {
 			return leasecron.Item{}, nil, errors.New("unique_for and unique_states go with unique_key")
@@ -273,4 +283,16 @@ func idOf(b []byte) string {
 	}
 	_ = json.Unmarshal(b, &l)
 	return l.ID
+}
+
+// linePriority reads a line's priority: a number or a level's name.
+func linePriority(raw json.RawMessage) (int, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		s = string(raw)
+	}
+	return queue.ParsePriority(s)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/internal/tracing"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -48,6 +49,7 @@ func (a *app) scheduleCmd() *cobra.Command {
 	var batch fileBatch
 	var replace, asJSON, partial, afterAny bool
 	var maxAttempts int
+	var queueName, priority string
 	var uniqueFor time.Duration
 	c := &cobra.Command{
 		Use:   "schedule [--at RFC3339 | --in DURATION] [--type T] [--id ID] [--every D | --cron EXPR [--tz ZONE]] [--after ID,... [--after-any]] [PAYLOAD | -]\n  leasecron schedule --file tasks.jsonl [--partial] [--batch ID] [--on-complete TYPE [--on-complete-payload P]]",
@@ -73,9 +75,17 @@ task is cancelled, naming it, and so is what waits for the task; with
 recurring series, a parent that has already ended dead or cancelled (without
 --after-any) and a cycle are refused.
 
+--queue NAME sends the task to a named queue: only workers that consume it
+(worker.queues) take it. --priority 1..4 (or critical, high, default, low)
+sets its priority: a worker never starts a task of a lower level while one
+of a higher level that it can run is waiting (worker.priority_weights makes
+it weighted instead). Without them the task takes its type's
+types.<type>.queue and .priority, else the default queue at priority 3.
+
 --file schedules one task per line of a JSON Lines file ("-" for stdin),
 each an object with id, type, payload (a string, or any JSON value taken as
-its JSON text), at or in, every or cron, tz and max_attempts, in table
+its JSON text), at or in, every or cron, tz, max_attempts, queue and
+priority, in table
 transactions of up to 100. Every line is checked first: a malformed line is
 reported with its number and nothing is scheduled, and an id already pending
 undoes the whole file, unless --partial schedules what it can. A line's
@@ -93,12 +103,14 @@ its progress.`,
   leasecron schedule --id nightly --cron "0 3 * * *" --tz Europe/Amsterdam --type backup
   leasecron schedule --type invoice --unique-key customer-7 --unique-for 1h '{"customer":7}'
   leasecron schedule --id report --after extract-1,extract-2 --type report
+  leasecron schedule --type reset-password --priority critical '{"user":7}'
+  leasecron schedule --type render --queue gpu '{"scene":3}'
   leasecron schedule --file tasks.jsonl
   leasecron schedule --file images.jsonl --batch resize-7 --on-complete notify`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file != "" {
-				if len(args) > 0 || at != "" || in != "" || typ != "" || id != "" || every != "" || cron != "" || tz != "" || replace || maxAttempts != 0 || uniqueKey != "" || len(after) > 0 || afterAny {
+				if len(args) > 0 || at != "" || in != "" || typ != "" || id != "" || every != "" || cron != "" || tz != "" || replace || maxAttempts != 0 || uniqueKey != "" || queueName != "" || priority != "" || len(after) > 0 || afterAny {
 					return usagef("--file takes every task from the file: give only --partial, --batch, --on-complete and --json with it")
 				}
 				return a.scheduleFile(tracing.FromEnv(cmd.Context(), os.Getenv), file, partial, asJSON, batch)
@@ -125,6 +137,13 @@ its progress.`,
 			if err != nil {
 				return usageError{err}
 			}
+			prio, err := queue.ParsePriority(priority)
+			if err != nil {
+				return usagef("--priority %s", strings.TrimPrefix(err.Error(), "priority "))
+			}
+			if err := queue.ValidateRouteQueue(queueName); err != nil {
+				return usagef("--queue: %v", err)
+			}
 			payload, err := a.readPayload(args)
 			if err != nil {
 				return err
@@ -138,7 +157,7 @@ its progress.`,
 				so.Unique = &leasecron.Unique{Key: uniqueKey, For: uniqueFor, States: states}
 			}
 			it, err := cl.Schedule(tracing.FromEnv(cmd.Context(), os.Getenv), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts,
-				After: after, AfterAny: afterAny}, so)
+				After: after, AfterAny: afterAny, Queue: queueName, Priority: prio}, so)
 			var dup *leasecron.DuplicateError
 			if errors.As(err, &dup) {
 				if asJSON {
@@ -173,6 +192,8 @@ its progress.`,
 	f.StringVar(&tz, "tz", "", "IANA time zone for --cron (default UTC)")
 	f.BoolVar(&replace, "replace", false, "replace a pending task with the same id")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the task is dead (default retry.max_attempts)")
+	f.StringVar(&queueName, "queue", "", "the named queue (worker pool) to send it to (default types.<type>.queue, else the default queue)")
+	f.StringVar(&priority, "priority", "", "1 (critical), 2 (high), 3 (default) or 4 (low) (default types.<type>.priority, else 3)")
 	f.BoolVar(&asJSON, "json", false, "print the scheduled task as JSON (with --file: one result per line)")
 	f.StringVar(&file, "file", "", "schedule one task per line of this JSON Lines file (- for stdin)")
 	f.StringVar(&uniqueKey, "unique-key", "", "create the task only if no other task of its type holds this key")
@@ -196,6 +217,8 @@ type itemOut struct {
 	Payload     string    `json:"payload,omitempty"`
 	PayloadBlob string    `json:"payload_blob,omitempty"`
 	MaxAttempts int       `json:"max_attempts,omitempty"`
+	Queue       string    `json:"queue,omitempty"`
+	Priority    int       `json:"priority,omitempty"`
 	Shard       string    `json:"shard,omitempty"`
 	RowKey      string    `json:"row_key,omitempty"`
 	Problem     string    `json:"problem,omitempty"`
@@ -214,7 +237,7 @@ type itemOut struct {
 
 func itemJSON(it leasecron.Item) itemOut {
 	return itemOut{ID: it.ID, Type: it.Type, Due: it.Due, Recurrence: it.Recurrence, TZ: it.TZ, Payload: it.Payload,
-		PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Shard: it.Shard, RowKey: it.RowKey, Problem: it.Problem, Disabled: it.Disabled,
+		PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Queue: it.Queue, Priority: it.Priority, Shard: it.Shard, RowKey: it.RowKey, Problem: it.Problem, Disabled: it.Disabled,
 		After: it.After, Met: it.Met, AfterAny: it.AfterAny, Waiting: it.Waiting, Batch: it.Batch, Callback: it.Callback}
 }
 

@@ -45,6 +45,9 @@ type Config struct {
 	// Rates maps a task type to its fleet-wide rate limit
 	// (limits.<type>.rate and .rate_key).
 	Rates map[string]leasecron.RateLimit
+	// Routes maps a task type to its named queue and priority
+	// (types.<type>.queue and .priority).
+	Routes map[string]leasecron.Route
 	// Deprecated says which keys were set by an earlier name (see Renamed).
 	Deprecated []string
 }
@@ -91,9 +94,15 @@ type Worker struct {
 	PauseHold         time.Duration
 	ProgressEvery     time.Duration
 	DrainCheck        time.Duration
-	Runs              bool
-	Lead              bool
-	Consume           bool
+	// Queues are the named queues consumed (worker.queues); empty: the
+	// default queue and those of the handlers' types.
+	Queues []string
+	// PriorityWeights are the weights of priority levels 1 to 4
+	// (worker.priority_weights); empty: strict priorities.
+	PriorityWeights []int
+	Runs            bool
+	Lead            bool
+	Consume         bool
 }
 
 // Runs configures run records.

@@ -60,11 +60,13 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		switch {
 		case parts[0] == "handlers" && len(parts) >= 3 && handlerFields[parts[2]] && (len(parts) == 3 || parts[2] == "headers"):
 		case parts[0] == "limits" && (len(parts) == 2 || len(parts) == 3 && limitFields[parts[2]]):
+		case parts[0] == "types" && len(parts) == 3 && typeFields[parts[2]]:
 		default:
 			problems = append(problems, fmt.Sprintf("unknown key %q", k))
 		}
 	}
-	c := Config{Handlers: map[string]Handler{}, Limits: map[string]int{}, Rates: map[string]leasecron.RateLimit{}, Deprecated: deprecated}
+	c := Config{Handlers: map[string]Handler{}, Limits: map[string]int{}, Rates: map[string]leasecron.RateLimit{},
+		Routes: map[string]leasecron.Route{}, Deprecated: deprecated}
 	d := decoder{v: v}
 	c.Storage = leasecron.Storage{
 		ConnectionString: v.GetString("storage.connection_string"),
@@ -120,6 +122,8 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		PauseHold:         d.dur("worker.pause_hold", time.Second, 7*24*time.Hour),
 		ProgressEvery:     d.dur("worker.progress_every", 100*time.Millisecond, time.Hour),
 		DrainCheck:        d.dur("worker.drain_check", 100*time.Millisecond, 10*time.Minute),
+		Queues:            d.queues("worker.queues"),
+		PriorityWeights:   d.weights("worker.priority_weights"),
 		Runs:              d.bool("worker.runs"),
 		Lead:              d.bool("worker.lead"),
 		Consume:           d.bool("worker.consume"),
@@ -201,6 +205,25 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		} else if d.str(key+".rate_key") != "" {
 			d.bad(key+".rate_key", d.str(key+".rate_key"), "set together with "+key+".rate")
 		}
+	}
+	for typ := range v.GetStringMap("types") {
+		if err := tasktype.Validate(typ); err != nil {
+			problems = append(problems, fmt.Sprintf("types.%s: %v", typ, err))
+			continue
+		}
+		key := "types." + typ
+		r := leasecron.Route{Queue: d.str(key + ".queue")}
+		if err := queue.ValidateRouteQueue(r.Queue); err != nil {
+			d.bad(key+".queue", r.Queue, "1 to 20 lower-case letters and digits, starting with a letter (not p1…p9 or poison)")
+		}
+		if raw := d.str(key + ".priority"); raw != "" {
+			p, err := queue.ParsePriority(raw)
+			if err != nil {
+				d.bad(key+".priority", raw, "1 (critical), 2 (high), 3 (default) or 4 (low)")
+			}
+			r.Priority = p
+		}
+		c.Routes[typ] = r
 	}
 	problems = append(problems, d.problems...)
 	if len(problems) > 0 {
@@ -295,6 +318,64 @@ func (d *decoder) int(key string, lo, hi int) int {
 		d.bad(key, strconv.Itoa(n), fmt.Sprintf("a number from %d to %d", lo, hi))
 	}
 	return n
+}
+
+// list reads a key given as a YAML list or as one string of items
+// separated by commas or spaces (an environment variable).
+func (d *decoder) list(key string) []string {
+	var items []string
+	switch x := d.v.Get(key).(type) {
+	case nil:
+	case []any:
+		for _, e := range x {
+			items = append(items, strings.TrimSpace(fmt.Sprint(e)))
+		}
+	case []string:
+		items = x
+	default:
+		items = strings.FieldsFunc(fmt.Sprint(x), func(r rune) bool { return r == ',' || r == ' ' })
+	}
+	out := items[:0:0]
+	for _, s := range items {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// queues reads a list of named queues.
+func (d *decoder) queues(key string) []string {
+	qs := d.list(key)
+	for _, q := range qs {
+		if err := queue.ValidateRouteQueue(q); err != nil {
+			d.bad(key, q, "named queues of 1 to 20 lower-case letters and digits, starting with a letter (default: the default queue)")
+		}
+	}
+	return qs
+}
+
+// weights reads the four priority weights, or none.
+func (d *decoder) weights(key string) []int {
+	raw := d.list(key)
+	if len(raw) == 0 {
+		return nil
+	}
+	want := "four whole numbers from 1 to 1000, the weights of priorities 1 to 4 (e.g. 8,4,2,1), or empty for strict priorities"
+	if len(raw) != queue.Levels {
+		d.bad(key, strings.Join(raw, ","), want)
+		return nil
+	}
+	out := make([]int, len(raw))
+	for i, s := range raw {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			d.bad(key, strings.Join(raw, ","), want)
+			return nil
+		}
+		out[i] = n
+	}
+	return out
 }
 
 func (d *decoder) bool(key string) bool {

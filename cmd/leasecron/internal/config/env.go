@@ -54,6 +54,7 @@ func applyDynamicEnv(v *viper.Viper, env []string) error {
 	overlay := map[string]any{}
 	handlers := map[string]any{}
 	limits := map[string]any{}
+	types := map[string]any{}
 	for _, kv := range env {
 		name, val, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(name, "LEASECRON_") || static[name] || envAllowed[name] {
@@ -79,6 +80,19 @@ func applyDynamicEnv(v *viper.Viper, env []string) error {
 			} else {
 				h[field] = val
 			}
+		case strings.HasPrefix(rest, "types_"):
+			body := strings.TrimPrefix(rest, "types_")
+			i := strings.LastIndex(body, "_")
+			if i <= 0 || !typeFields[body[i+1:]] {
+				problems = append(problems, fmt.Sprintf("environment %s: want LEASECRON_TYPES_<TYPE>_<QUEUE|PRIORITY>", name))
+				continue
+			}
+			m, _ := types[body[:i]].(map[string]any)
+			if m == nil {
+				m = map[string]any{}
+				types[body[:i]] = m
+			}
+			m[body[i+1:]] = val
 		case strings.HasPrefix(rest, "limits_"):
 			body := strings.TrimPrefix(rest, "limits_")
 			typ, field := body, ""
@@ -107,6 +121,9 @@ func applyDynamicEnv(v *viper.Viper, env []string) error {
 	}
 	if len(handlers) > 0 {
 		overlay["handlers"] = handlers
+	}
+	if len(types) > 0 {
+		overlay["types"] = types
 	}
 	if len(limits) > 0 {
 		overlay["limits"] = limits

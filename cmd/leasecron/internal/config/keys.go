@@ -95,6 +95,8 @@ var Keys = []Key{
 	{"worker.pause_hold", queue.DefaultPauseHold, "How long a task of a type paused without an end is hidden before it is looked at again (the worker that hid it shows it again as soon as the type is resumed).", false},
 	{"worker.progress_every", queue.DefaultProgressEvery, "The shortest time between two writes of a running task's progress: a handler may report as often as it likes; the latest report is written at most this often, and the last one when the attempt ends (see Progress).", false},
 	{"worker.drain_check", leasecron.DefaultDrainCheck, "How often a worker looks for a drain request (`leasecron drain`, the fleet page): one blob metadata read each time (360 an hour at 10s). A drained worker stops taking work, finishes what it runs, hands over what it holds and exits 0.", false},
+	{"worker.queues", "", "The named queues this worker consumes, each at every priority (a list, or names separated by commas); empty: the default queue and the queues types.<type>.queue gives the types it has handlers for. A task of a type it has no handler for goes back without using an attempt (misrouted).", false},
+	{"worker.priority_weights", "", "Empty: strict priorities (a worker never starts a lower level while a higher one it can run waits). Four weights of priorities 1 to 4 (e.g. 8,4,2,1): the level asked first is drawn by weight, so lower levels keep a share.", false},
 	{"worker.runs", true, "Keep run records (status, duplicate suppression, cancel after move).", false},
 	{"worker.lead", true, "Compete for the lease and move due tasks.", false},
 	{"worker.consume", true, "Take tasks from the queue.", false},
@@ -160,7 +162,17 @@ var Families = []Family{
 		Doc: "Fleet-wide starts of this type per sliding time window, `COUNT/WINDOW` (`10/1m`, `100/1h`; 1–3000 per 1 s–168 h); a task over its budget waits for it without using an attempt. " +
 			"`rate_key`: `unique` (the task's unique key) or `payload.<field>` gives each key its own budget.",
 	},
+	{
+		Name:  "types.<type>.queue",
+		Cell:  "`types.<type>.queue` / `.priority`",
+		Brief: "the named queue (worker pool) and priority (1 critical … 4 low) of a task type",
+		Doc: "Where tasks of this type go when a task names no queue or priority of its own: `queue`, a named queue (1–20 lower-case letters and digits; only workers that consume it take the task), and `priority`, 1 or `critical`, 2 or `high`, 3 or `default`, 4 or `low` (a worker starts a higher level before a lower one). " +
+			"Every worker and client should have the same `types`.",
+	},
 }
+
+// typeFields are the fields of a types.<type> map.
+var typeFields = map[string]bool{"queue": true, "priority": true}
 
 // limitFields are the fields of a limits.<type> map.
 var limitFields = map[string]bool{"concurrency": true, "rate": true, "rate_key": true}
