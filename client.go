@@ -46,10 +46,9 @@ type ClientOptions struct {
 	// leaves the rest to the mover, which holds back.
 	Limits                map[string]int
 	MaxDepth, ResumeBelow int
-	// Routes sends a task type's messages to a named queue and priority
-	// (types.<type>.queue and .priority) when a task names neither; the
-	// workers' WorkerOptions.Routes should be the same.
-	Routes map[string]Route
+	// Routing says where messages go: the workers' WorkerOptions.Routing
+	// should be the same.
+	Routing Routing
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -70,7 +69,7 @@ func (o ClientOptions) validate() error {
 	if err := o.Runs.validate(); err != nil {
 		return err
 	}
-	if err := validateRoutes("ClientOptions", o.Routes); err != nil {
+	if err := o.Routing.validate("ClientOptions"); err != nil {
 		return err
 	}
 	return opt.In(ErrInvalidOptions, "ClientOptions.MaxPayload", o.MaxPayload, schedule.DefaultMaxPayload, 1, schedule.MaxPayloadLimit)
@@ -106,7 +105,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := newParts(sc, o.Names, o.Routes, o.NoRuns, o.Runs, o.MaxPayload, "", o.Clock, o.Logger)
+	p, err := newParts(sc, o.Names, o.Routing, o.NoRuns, o.Runs, o.MaxPayload, "", o.Clock, o.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -127,8 +127,42 @@ type Names struct {
 
 // Route is where a task's messages go: a named queue and a priority level
 // (see queue.Route; Item.Queue and Item.Priority set it per task,
-// WorkerOptions.Routes and ClientOptions.Routes per type).
+// Routing.Types per type).
 type Route = queue.Route
+
+// Routing says where messages go, the same for every worker and client
+// of a fleet (WorkerOptions.Routing, ClientOptions.Routing).
+type Routing struct {
+	// Types sends a task type's messages to a named queue and priority
+	// (types.<type>.queue and .priority) when a task names neither.
+	Types map[string]Route
+	// FairLanes is how many fairness lanes the tasks with a fair key
+	// (Item.FairKey) of one queue and priority are spread over, by a hash
+	// of the key (fairness.lanes): while several lanes have tasks waiting,
+	// workers take from them in turn. Default queue.DefaultFairLanes (8);
+	// at most queue.MaxFairLanes.
+	FairLanes int
+	// FairWeights gives keys a weight (fairness.weights): each key listed
+	// has a lane of its own, taken from in proportion to its weight
+	// against the others' (1 each). At most FairLanes-1 keys.
+	FairWeights map[string]int
+}
+
+func (r Routing) validate(field string) error {
+	if err := validateRoutes(field, r.Types); err != nil {
+		return err
+	}
+	if r.FairLanes < 0 {
+		return opt.Invalid(ErrInvalidOptions, field+".Routing.FairLanes", r.FairLanes, fmt.Sprintf("1 to %d, or 0 for the default %d", queue.MaxFairLanes, queue.DefaultFairLanes))
+	}
+	return nil
+}
+
+// client returns the queue client options of r.
+func (r Routing) client(o queue.ClientOptions) queue.ClientOptions {
+	o.Routes, o.FairLanes, o.FairWeights = r.Types, r.FairLanes, r.FairWeights
+	return o
+}
 
 // Priority levels of Item.Priority and Route.Priority: a worker starts a
 // task of a higher level it can run before any of a lower one. 0 means
@@ -144,10 +178,10 @@ const (
 func validateRoutes(field string, routes map[string]Route) error {
 	for typ, r := range routes {
 		if err := schedule.ValidateType(typ); err != nil {
-			return fmt.Errorf("%w: %s.Routes: %w", ErrInvalidOptions, field, err)
+			return fmt.Errorf("%w: %s.Routing.Types: %w", ErrInvalidOptions, field, err)
 		}
 		if err := r.Validate(); err != nil {
-			return fmt.Errorf("%w: %s.Routes[%q]: %w", ErrInvalidOptions, field, typ, err)
+			return fmt.Errorf("%w: %s.Routing.Types[%q]: %w", ErrInvalidOptions, field, typ, err)
 		}
 	}
 	return nil
@@ -234,7 +268,7 @@ type parts struct {
 
 // version is written on the counters rows (the worker's version; empty for
 // a client, which flushes none).
-func newParts(sc *storage.Clients, n Names, routes map[string]Route, noRuns bool, ro RunsOptions, maxPayload int, version string, clk clock.Clock, log *slog.Logger) (parts, error) {
+func newParts(sc *storage.Clients, n Names, routing Routing, noRuns bool, ro RunsOptions, maxPayload int, version string, clk clock.Clock, log *slog.Logger) (parts, error) {
 	p := parts{sc: sc}
 	var err error
 	if p.lease, err = trafficcop.NewBlobLock(sc.Blob.NewContainerClient(n.Container), n.LeaseBlob); err != nil {
@@ -270,7 +304,7 @@ func newParts(sc *storage.Clients, n Names, routes map[string]Route, noRuns bool
 	if p.sched, err = schedule.NewAzure(sc.Table, so); err != nil {
 		return p, err
 	}
-	if p.queue, err = queue.NewClient(sc.Queue, queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Queues: n.Queues, Routes: routes, Clock: clk, Logger: log}); err != nil {
+	if p.queue, err = queue.NewClient(sc.Queue, routing.client(queue.ClientOptions{Queue: n.Queue, PoisonQueue: n.PoisonQueue, Queues: n.Queues, Clock: clk, Logger: log})); err != nil {
 		return p, err
 	}
 	if p.pauses, err = pause.New(sc.Blob.NewContainerClient(n.Container), pause.DefaultBlob, clk); err != nil {

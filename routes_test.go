@@ -56,7 +56,7 @@ func (l *ranLog) count() int {
 func poolWorker(t *testing.T, st leasecron.Storage, names leasecron.Names, id string, routes map[string]leasecron.Route, conc int, h func(worker string) leasecron.Handler, types ...string) *leasecron.Worker {
 	t.Helper()
 	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
-		Storage: st, Names: names, InstanceID: id, Routes: routes,
+		Storage: st, Names: names, InstanceID: id, Routing: leasecron.Routing{Types: routes},
 		Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
 		Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
 		Consumer: queue.ConsumerSettings{PollMax: 500 * time.Millisecond, Concurrency: conc},
@@ -121,7 +121,7 @@ func TestWorkerPoolsRunOnlyTheirOwnTypes(t *testing.T) {
 	for _, w := range workers {
 		defer runWorker(ctx, t, w)()
 	}
-	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Routes: routes})
+	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Routing: leasecron.Routing{Types: routes}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestCriticalTasksJumpTheBacklog(t *testing.T) {
 		workers = append(workers, w)
 		defer runWorker(ctx, t, w)()
 	}
-	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Routes: routes})
+	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Routing: leasecron.Routing{Types: routes}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,5 +259,80 @@ func TestCriticalTasksJumpTheBacklog(t *testing.T) {
 	// behind the backlog would wait for most of it (≥ 15 s here).
 	if p99 > 5*time.Second {
 		t.Fatalf("critical tasks' p99 start latency %v behind a low backlog, want at most 5s", p99)
+	}
+}
+
+// Fairness: one tenant floods the fleet with tasks, another schedules a
+// few a moment later: the second's start within seconds, long before the
+// flood has drained, because workers take from the tenants' lanes in turn.
+func TestFairKeysShareTheFleet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, names := testAccount(t)
+	log := newRanLog()
+	// 3 workers x 4 slots / 200 ms: the flood takes about 25 s to drain.
+	h := func(id string) leasecron.Handler { return log.handler(id, 200*time.Millisecond) }
+	for i := range 3 {
+		defer runWorker(ctx, t, poolWorker(t, st, names, fmt.Sprintf("w%d", i), nil, 4, h, "job"))()
+	}
+	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const flood, few = 1500, 50
+	items := make([]leasecron.Item, flood)
+	for i := range items {
+		items[i] = leasecron.Item{ID: fmt.Sprintf("a-%d", i), Type: "job", Due: time.Now(), FairKey: "tenant-a"}
+	}
+	for chunk := range slices.Chunk(items, 500) {
+		if _, err := cl.ScheduleMany(ctx, chunk, leasecron.ScheduleManyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRan(t, log, 50, 2*time.Minute) // the flood is draining
+	asked := map[string]time.Time{}
+	for i := range few {
+		id := fmt.Sprintf("b-%d", i)
+		asked[id] = time.Now()
+		if _, err := cl.Schedule(ctx, leasecron.Item{ID: id, Type: "job", Due: time.Now(), FairKey: "tenant-b"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		log.mu.Lock()
+		started := 0
+		for id := range asked {
+			if _, ok := log.at[id]; ok {
+				started++
+			}
+		}
+		floodDone := len(log.by) - started
+		log.mu.Unlock()
+		if started == few {
+			if floodDone >= flood {
+				t.Fatalf("tenant-b's tasks all started only once tenant-a's %d had run", flood)
+			}
+			t.Logf("all %d of tenant-b's tasks started with %d of tenant-a's %d still to run", few, flood-floodDone, flood)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of tenant-b's %d tasks started within 2m", started, few)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var waits []time.Duration
+	log.mu.Lock()
+	for id, t0 := range asked {
+		waits = append(waits, log.at[id].Sub(t0))
+	}
+	log.mu.Unlock()
+	slices.Sort(waits)
+	p99 := waits[len(waits)*99/100]
+	t.Logf("tenant-b start latency behind tenant-a's flood: p50 %v, p99 %v", waits[len(waits)/2].Round(time.Millisecond), p99.Round(time.Millisecond))
+	// Liveness, generous for a loaded machine; first come first served
+	// would make them wait for most of the flood (≥ 20 s here).
+	if p99 > 10*time.Second {
+		t.Fatalf("tenant-b's p99 start latency %v behind tenant-a's flood, want at most 10s", p99)
 	}
 }

@@ -291,15 +291,22 @@ func (c *Client) SetShards(ctx context.Context, n int) error {
 // schedule (Names.Shards above 1).
 func (c *Client) Sharded() bool { return c.o.Names.Shards > 1 }
 
-// drainOthersEvery is how often a worker looks for work queues beyond
-// Names.Queues that a client configured with more queues sends to.
-var drainOthersEvery = 5 * time.Minute
+// drainOthersEvery is how often an idle worker looks for work queues
+// it has not drained yet: beyond Names.Queues (a client configured with
+// more queues sends to them), or a priority level or fairness lane of a
+// named queue it consumes that was first used since; drainOthersListen
+// how often the leader (its consumer listens) does, drainOthersBusy a
+// worker that got messages in the last 10 s.
+var drainOthersEvery, drainOthersListen, drainOthersBusy = 5 * time.Minute, 10 * time.Second, 2 * time.Second
 
-// drainOthers makes the consumer drain, besides its Names.Queues work
-// queues, any other queue of their family in the account ({queue}-{n}),
-// looking now and every drainOthersEvery (one list request each), so that
-// a client configured with more queues than the workers strands nothing.
-func (w *Worker) drainOthers(ctx context.Context, c *queue.Client) {
+// drainOthers makes the consumer drain, besides the work queues it starts
+// with, any other queue of their family in the account that belongs to a
+// named queue it consumes, looking now and every drainOthersEvery, or
+// drainOthersBusy while busy (one list request each), so that a client
+// configured with more queues than the workers strands nothing, and a
+// priority level or fairness lane used for the first time is found within
+// seconds by the workers that are busy and the leader.
+func (w *Worker) drainOthers(ctx context.Context, c *queue.Client, busy, listening func() bool) {
 	for {
 		added, err := c.DrainOthers(ctx)
 		if ctx.Err() != nil {
@@ -309,11 +316,19 @@ func (w *Worker) drainOthers(ctx context.Context, c *queue.Client) {
 			w.log.Debug("cannot list the work queues", "err", err)
 		}
 		if len(added) > 0 {
-			w.log.Warn("draining work queues beyond names.queues: a client sends to them (every worker and client should have the same names.queues)",
+			w.log.Info("draining work queues found in the account (a priority level, a fairness lane, or names.queues beyond this worker's)",
 				"queues", added, "names_queues", w.o.Names.Queues)
 		}
-		if clock.Sleep(ctx, w.o.Clock, drainOthersEvery) != nil {
-			return
+		// Sleep in steps of drainOthersBusy, so that a worker that becomes
+		// busy looks again soon.
+		step := min(drainOthersBusy, drainOthersEvery)
+		for waited := time.Duration(0); waited < drainOthersEvery; waited += step {
+			if clock.Sleep(ctx, w.o.Clock, step) != nil {
+				return
+			}
+			if busy() || listening() && waited+step >= drainOthersListen {
+				break
+			}
 		}
 	}
 }

@@ -95,13 +95,12 @@ type WorkerOptions struct {
 	// attempt). Limits and Rates combine: a task needs a slot and budget.
 	Rates map[string]RateLimit
 
-	// Routes sends a task type's messages to a named queue and priority
-	// (types.<type>.queue and .priority) when a task names neither.
-	// Every worker and client of a fleet should have the same Routes.
-	Routes map[string]Route
+	// Routing says where messages go (types.<type>.*, fairness.*): every
+	// worker and client of a fleet should have the same.
+	Routing Routing
 	// Queues are the named queues this worker consumes (worker.queues),
 	// each at every priority level. Default: the default queue and the
-	// queues Routes gives the types it has handlers for — a worker pool
+	// queues Routing.Types gives the types it has handlers for — a worker pool
 	// takes exactly the work routed to it. A task of a type it has no
 	// handler for that arrives anyway goes back without using an attempt
 	// (counted as misrouted).
@@ -191,7 +190,7 @@ func (o WorkerOptions) validate() error {
 			return err
 		}
 	}
-	if err := validateRoutes("WorkerOptions", o.Routes); err != nil {
+	if err := o.Routing.validate("WorkerOptions"); err != nil {
 		return err
 	}
 	for _, q := range o.Queues {
@@ -247,7 +246,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.parts, err = newParts(sc, o.Names, o.Routes, o.NoRuns, o.Runs, 0, o.Version, o.Clock, w.log); err != nil {
+	if w.parts, err = newParts(sc, o.Names, o.Routing, o.NoRuns, o.Runs, 0, o.Version, o.Clock, w.log); err != nil {
 		return nil, err
 	}
 	cc := w.sc.Blob.NewContainerClient(o.Names.Container)
@@ -326,7 +325,7 @@ func (w *Worker) MetricsHandler() http.Handler { return w.metrics.Handler() }
 // (its requests count in Worker.Requests), for example to serve the
 // dashboard beside the worker (WorkerOptions.AdminHandler).
 func (w *Worker) Client() *Client {
-	return clientOf(w.parts, ClientOptions{Names: w.o.Names, NoRuns: w.o.NoRuns, Logger: w.log, Clock: w.o.Clock, Routes: w.o.Routes,
+	return clientOf(w.parts, ClientOptions{Names: w.o.Names, NoRuns: w.o.NoRuns, Logger: w.log, Clock: w.o.Clock, Routing: w.o.Routing,
 		Limits: w.o.Limits, MaxDepth: w.o.Mover.MaxDepth, ResumeBelow: w.o.Mover.ResumeBelow,
 		SendWithin: cmp.Or(w.o.Mover.PollEvery, DefaultSendWithin)})
 }
@@ -443,7 +442,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopPresence()
 	if consumer != nil {
 		g.Go(func() error { return consumer.Run(gctx) })
-		g.Go(func() error { w.drainOthers(gctx, consumer.Client()); return nil })
+		g.Go(func() error { w.drainOthers(gctx, consumer.Client(), consumer.Busy, consumer.Listening); return nil })
 	}
 	if !w.o.NoBlackboard {
 		a, err := blackboard.NewWorker(w.sc.Table, blackboard.Options{
@@ -658,6 +657,9 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		Queues:           w.o.Names.Queues,
 		Consume:          w.consumes(),
 		PriorityWeights:  w.o.PriorityWeights,
+		Routes:           w.o.Routing.Types,
+		FairLanes:        w.o.Routing.FairLanes,
+		FairWeights:      w.o.Routing.FairWeights,
 		PoisonQueue:      w.o.Names.PoisonQueue,
 		InstanceID:       w.o.InstanceID,
 		Clock:            w.o.Clock,
@@ -710,7 +712,7 @@ func (w *Worker) consumes() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for typ := range w.handlers {
-		if q := w.o.Routes[typ].Queue; q != "" && !slices.Contains(out, q) {
+		if q := w.o.Routing.Types[typ].Queue; q != "" && !slices.Contains(out, q) {
 			out = append(out, q)
 		}
 	}

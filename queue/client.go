@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,6 +67,18 @@ type ClientOptions struct {
 	// a consumer pick the level it asks first by weight instead of always
 	// the highest (see Queues.Weighted).
 	PriorityWeights []int
+	// FairLanes is how many fairness lanes the messages with a fair key
+	// (Envelope.FairKey) of one route are spread over, by a hash of the
+	// key (fairness.lanes): each lane is a queue of its own, and while
+	// several have messages a consumer takes from them in turn, so one
+	// key's flood delays the others' only by its share. Default
+	// DefaultFairLanes; at most MaxFairLanes.
+	FairLanes int
+	// FairWeights gives fair keys a weight (fairness.weights.<key>): each
+	// key listed has a lane of its own, taken from in proportion to its
+	// weight (1 to 1000) against the others' (1 each). At most
+	// FairLanes-1 keys.
+	FairWeights map[string]int
 	// Clock is the time source. Default the real clock.
 	Clock clock.Clock
 	// Logger receives warnings. Default slog.Default().
@@ -80,6 +93,7 @@ func (o ClientOptions) WithDefaults() ClientOptions {
 	if len(o.Consume) == 0 {
 		o.Consume = []string{DefaultRouteQueue}
 	}
+	o.FairLanes = cmp.Or(o.FairLanes, DefaultFairLanes)
 	o.Clock = clock.OrReal(o.Clock)
 	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
@@ -124,7 +138,7 @@ func (o ClientOptions) validate() error {
 			return fmt.Errorf("ClientOptions.PriorityWeights: %w", err)
 		}
 	}
-	return nil
+	return validateLanes(o.FairLanes, o.FairWeights)
 }
 
 // validRouteName checks that the work queues of route r in the family of
@@ -162,9 +176,10 @@ type Client struct {
 	work, poison MessageQueue
 	clk          clock.Clock
 	log          *slog.Logger
-	// svc and base let DrainOthers find the family's other queues (a
-	// Client built by NewClient).
-	svc        *azqueue.ServiceClient
+	// list and base let DrainOthers find the family's other queues (a
+	// Client built by NewClient): list returns the names of the
+	// account's queues that start with prefix.
+	list       func(ctx context.Context, prefix string) ([]string, error)
 	base       string
 	poisonName string
 	// open makes the queue called name; nil (NewClientWith): every
@@ -173,6 +188,7 @@ type Client struct {
 	n       int // throughput queues per route
 	routes  map[string]Route
 	consume map[string]bool
+	lanes   lanes
 	smu     sync.Mutex
 	send    map[Route]*Queues // a route's queues, made on first use
 }
@@ -195,39 +211,66 @@ func NewClient(svc *azqueue.ServiceClient, o ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.svc = svc
+	c.list = func(ctx context.Context, prefix string) ([]string, error) {
+		var names []string
+		pager := svc.NewListQueuesPager(&azqueue.ListQueuesOptions{Prefix: &prefix})
+		for pager.More() {
+			page, err := pager.NextPage(ctx)
+			if err != nil {
+				return names, storage.Translate(err)
+			}
+			for _, item := range page.Queues {
+				if item.Name != nil {
+					names = append(names, *item.Name)
+				}
+			}
+		}
+		return names, nil
+	}
 	return c, nil
 }
 
-// newRoutedClient returns a Client whose queues open makes: it drains
-// every level of the named queues o.Consume, the default level of each
-// warm for good (Queues), and sends each message to its route's queues.
+// newRoutedClient returns a Client whose queues open makes: it drains the
+// default priority level of the named queues o.Consume (warm for good,
+// see Queues) and the routes o.Routes gives them; the other levels and
+// fairness lanes once they exist (DrainOthers finds them), and sends each
+// message to its route's queues.
 func newRoutedClient(open func(name string) (MessageQueue, error), o ClientOptions) (*Client, error) {
 	c := &Client{clk: o.Clock, log: o.Logger, base: o.Queue, poisonName: o.PoisonQueue, open: open, n: o.Queues,
-		routes: maps.Clone(o.Routes), consume: map[string]bool{}, send: map[Route]*Queues{}}
+		routes: maps.Clone(o.Routes), consume: map[string]bool{}, send: map[Route]*Queues{}, lanes: newLanes(o.FairLanes, o.FairWeights)}
 	// Always a Queues, even of one: DrainOthers can then add the queues
 	// another client's larger count sends to. Its first route's default
 	// level comes first.
 	var work *Queues
-	for _, name := range o.Consume {
-		if c.consume[name] {
-			continue
-		}
-		c.consume[name] = true
-		for _, p := range []int{PriorityDefault, PriorityCritical, PriorityHigh, PriorityLow} {
-			r := Route{Queue: name, Priority: p}
-			for _, qname := range QueueNames(RouteBase(o.Queue, r), o.Queues) {
-				q, err := open(qname)
+	add := func(r Route) error {
+		for _, qname := range QueueNames(RouteBase(o.Queue, r), o.Queues) {
+			q, err := open(qname)
+			if err != nil {
+				return fmt.Errorf("queue: route %s: %w", r, err)
+			}
+			if work == nil {
+				work, err = NewQueues(q)
 				if err != nil {
-					return nil, fmt.Errorf("queue: route %s: %w", r, err)
+					return err
 				}
-				if work == nil {
-					if work, err = NewQueues(q); err != nil {
-						return nil, err
-					}
-					continue
-				}
-				work.DrainLevel(q, p, p == PriorityDefault)
+				continue
+			}
+			work.DrainLevel(q, r.Priority, c.lanes.weightOf(r.Lane), r.Priority == PriorityDefault && r.Lane == 0)
+		}
+		return nil
+	}
+	for _, name := range o.Consume {
+		if !c.consume[name] {
+			c.consume[name] = true
+			if err := add(Route{Queue: name}.Norm()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, typ := range slices.Sorted(maps.Keys(o.Routes)) {
+		if r := o.Routes[typ].Norm(); c.consume[r.Queue] {
+			if err := add(r); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -254,6 +297,7 @@ func (c *Client) Route(env Envelope) Route {
 		r.Queue = cmp.Or(r.Queue, d.Queue)
 		r.Priority = cmp.Or(r.Priority, d.Priority)
 	}
+	r.Lane = c.lanes.of(env.FairKey)
 	return r.Norm()
 }
 
@@ -304,32 +348,29 @@ func (c *Client) sendTo(r Route) (MessageQueue, error) {
 // queues). A Client not built by NewClient has nothing to add.
 func (c *Client) DrainOthers(ctx context.Context) ([]string, error) {
 	qs, ok := c.work.(*Queues)
-	if !ok || c.svc == nil {
+	if !ok || c.list == nil {
 		return nil, nil
 	}
+	names, err := c.list(ctx, c.base)
 	var added []string
-	pager := c.svc.NewListQueuesPager(&azqueue.ListQueuesOptions{Prefix: &c.base})
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return added, fmt.Errorf("list the work queues: %w", storage.Translate(err))
+	for _, name := range names {
+		if name == c.poisonName {
+			continue
 		}
-		for _, item := range page.Queues {
-			if item.Name == nil || *item.Name == c.poisonName {
-				continue
-			}
-			r, _, ok := ParseRouteName(c.base, *item.Name)
-			if !ok || !c.Consumes(r.Queue) {
-				continue
-			}
-			q, err := newAzureQueue(c.svc, *item.Name)
-			if err != nil {
-				continue
-			}
-			if qs.DrainLevel(q, r.Priority, false) {
-				added = append(added, *item.Name)
-			}
+		r, _, ok := ParseRouteName(c.base, name)
+		if !ok || !c.Consumes(r.Queue) {
+			continue
 		}
+		q, qerr := c.open(name)
+		if qerr != nil {
+			continue
+		}
+		if qs.DrainLevel(q, r.Priority, c.lanes.weightOf(r.Lane), false) {
+			added = append(added, name)
+		}
+	}
+	if err != nil {
+		return added, fmt.Errorf("list the work queues: %w", err)
 	}
 	return added, nil
 }
@@ -369,6 +410,9 @@ func (c *Client) Enqueue(ctx context.Context, env Envelope, delay time.Duration)
 	}
 	r := c.Route(env)
 	if err := r.Validate(); err != nil {
+		return fmt.Errorf("queue: enqueue %s: %w: %w", env.ID, ErrMalformed, err)
+	}
+	if err := ValidateFairKey(env.FairKey); err != nil {
 		return fmt.Errorf("queue: enqueue %s: %w: %w", env.ID, ErrMalformed, err)
 	}
 	env.Queue, env.Priority = "", 0

@@ -86,6 +86,8 @@ type Consumer struct {
 	wakes    *wakeSet
 	// listening caps the polling interval at ListenEvery (Listen).
 	listening atomic.Bool
+	// lastFound is when a dequeue last got messages (Unix nanoseconds).
+	lastFound atomic.Int64
 	// pause is the pause state as last read and the paused messages held;
 	// pause is the fleet's pause state as last read.
 	pause pauseState
@@ -118,7 +120,8 @@ type testHooks struct {
 // contact the service.
 func NewConsumer(svc *azqueue.ServiceClient, o ConsumerOptions) (*Consumer, error) {
 	co := ClientOptions{Queue: o.Queue, PoisonQueue: o.PoisonQueue, Queues: o.Queues, Consume: o.Consume,
-		PriorityWeights: o.PriorityWeights, Clock: o.Clock, Logger: o.Logger}
+		PriorityWeights: o.PriorityWeights, Routes: o.Routes, FairLanes: o.FairLanes, FairWeights: o.FairWeights,
+		Clock: o.Clock, Logger: o.Logger}
 	client, err := NewClient(svc, co)
 	if err != nil {
 		return nil, err

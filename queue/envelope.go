@@ -30,6 +30,10 @@ type Envelope struct {
 	// Priority is its priority level, 1 (highest) to 4; 0 for the default
 	// level 3.
 	Priority int `json:"priority,omitempty"`
+	// FairKey is the key (a tenant, a customer) whose share of the fleet
+	// the task counts towards: its message goes to the fairness lane of
+	// the key (see ClientOptions.FairLanes).
+	FairKey string `json:"fair_key,omitempty"`
 	// Payload is the task's data, inline.
 	Payload string `json:"payload,omitempty"`
 	// PayloadBlob, when set, names the blob holding a payload too large to

@@ -53,22 +53,24 @@ type Queues struct {
 	// ms are every queue drained: sendTo, then any added (Drain). It only
 	// grows by append, so a copy of the slice taken under mu stays valid.
 	ms       []*member
-	cursor   int  // the idle turn
+	cursor   int  // the turn
 	found    bool // the last Dequeue got messages (or Sweep was called)
 	idleRun  int  // idle calls since the last that asked a cold queue
 	weights  []int
+	recheck  [Levels + 1]time.Time // when a level's empty queue was last asked again
 	clk      clock.Clock
 	randUnit func() float64
 }
 
 // member is one queue drained and what Dequeue knows of it.
 type member struct {
-	q     MessageQueue
-	level int  // its priority, 1 (highest) to 4
-	home  bool // always warm: a route's default level
-	asked time.Time
-	empty bool      // its last answer was empty
-	found time.Time // when it last had messages
+	q      MessageQueue
+	level  int  // its priority, 1 (highest) to 4
+	weight int  // its fairness lane's weight (1 unless configured)
+	home   bool // always warm: a route's default level
+	asked  time.Time
+	empty  bool      // its last answer was empty
+	found  time.Time // when it last had messages
 }
 
 const (
@@ -76,9 +78,9 @@ const (
 	warmFor = 10 * time.Minute
 	// coldTurn: every coldTurn-th idle call asks a cold queue.
 	coldTurn = 4
-	// recheckEmpty is how soon a level that answered empty is asked
-	// again while messages flow.
-	recheckEmpty = 100 * time.Millisecond
+	// recheckEmpty is how soon one of a level's queues that answered
+	// empty is asked again while messages flow.
+	recheckEmpty = 250 * time.Millisecond
 )
 
 // NewQueues returns a MessageQueue over qs (at least one, at most
@@ -90,7 +92,7 @@ func NewQueues(qs ...MessageQueue) (*Queues, error) {
 	qs = qs[:len(qs):len(qs)]
 	m := &Queues{sendTo: qs, clk: clock.Real{}, randUnit: defaultRand}
 	for _, q := range qs {
-		m.ms = append(m.ms, &member{q: q, level: PriorityDefault, home: true})
+		m.ms = append(m.ms, &member{q: q, level: PriorityDefault, weight: 1, home: true})
 	}
 	return m, nil
 }
@@ -135,12 +137,13 @@ func (m *Queues) Sweep() {
 // which another client's larger queue count sends to, so that nothing
 // sent there is stranded. Adding a queue of a name already drained does
 // nothing; it reports whether q was added.
-func (m *Queues) Drain(q MessageQueue) bool { return m.DrainLevel(q, PriorityDefault, false) }
+func (m *Queues) Drain(q MessageQueue) bool { return m.DrainLevel(q, PriorityDefault, 1, false) }
 
 // DrainLevel adds q to the queues drained, as a queue of priority level
-// (1–4); home makes it warm for good (a route's default level). A name
-// already drained is not added again; it reports whether q was added.
-func (m *Queues) DrainLevel(q MessageQueue, level int, home bool) bool {
+// (1–4) and a fairness lane of weight (at least 1); home makes it warm for
+// good (a route's default level). A name already drained is not added
+// again; it reports whether q was added.
+func (m *Queues) DrainLevel(q MessageQueue, level, weight int, home bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, have := range m.ms {
@@ -151,7 +154,7 @@ func (m *Queues) DrainLevel(q MessageQueue, level int, home bool) bool {
 	if len(m.ms) >= 4*MaxQueues*Levels {
 		return false
 	}
-	m.ms = append(m.ms, &member{q: q, level: min(max(level, 1), Levels), home: home})
+	m.ms = append(m.ms, &member{q: q, level: min(max(level, 1), Levels), weight: max(weight, 1), home: home})
 	return true
 }
 
@@ -233,20 +236,38 @@ func (m *Queues) plan(now time.Time) []int {
 		}
 		return []int{m.cursor % n}
 	}
-	// Flowing: level by level, each from the turn.
+	// Flowing: level by level. Within a level the queues that had
+	// messages at their last answer, from the turn (or, with lane
+	// weights, one drawn by weight first); of those that answered empty,
+	// one — the longest unasked — at most every recheckEmpty per level.
 	first := 0
 	if m.weights != nil {
 		first = m.drawLevel()
 	}
 	order := make([]int, 0, n)
 	add := func(level int) {
+		var full []int
+		empty := -1
 		for k := range n {
 			i := (m.cursor + k) % n
 			x := m.ms[i]
-			if x.level != level || (x.empty && now.Sub(x.asked) < recheckEmpty && !x.warm(now)) {
-				continue
+			switch {
+			case x.level != level:
+			case !x.empty:
+				full = append(full, i)
+			case empty < 0 || x.asked.Before(m.ms[empty].asked):
+				empty = i
 			}
-			order = append(order, i)
+		}
+		if len(full) > 1 {
+			if j := m.drawLane(full); j > 0 {
+				full[0], full[j] = full[j], full[0]
+			}
+		}
+		order = append(order, full...)
+		if empty >= 0 && now.Sub(m.recheck[level]) >= recheckEmpty {
+			m.recheck[level] = now
+			order = append(order, empty)
 		}
 	}
 	if first > 0 {
@@ -258,6 +279,27 @@ func (m *Queues) plan(now time.Time) []int {
 		}
 	}
 	return order
+}
+
+// drawLane returns the index in idx of the queue asked first: drawn by
+// the queues' weights when they differ, else 0 (the turn) (m.mu held).
+func (m *Queues) drawLane(idx []int) int {
+	sum, same := 0, true
+	for _, i := range idx {
+		sum += m.ms[i].weight
+		same = same && m.ms[i].weight == m.ms[idx[0]].weight
+	}
+	if same {
+		return 0
+	}
+	r := m.randUnit() * float64(sum)
+	for j, i := range idx {
+		r -= float64(m.ms[i].weight)
+		if r < 0 {
+			return j
+		}
+	}
+	return 0
 }
 
 // drawLevel draws a level present among the queues by weight (m.mu held).
@@ -303,10 +345,8 @@ func (m *Queues) Dequeue(ctx context.Context, max int, visibility time.Duration)
 		if len(msgs) > 0 {
 			x.found = x.asked
 		}
-		if len(msgs) == max {
-			m.cursor = i // a full batch: more may wait there
-		} else if m.found {
-			m.cursor = (i + 1) % len(ms)
+		if m.found || len(msgs) > 0 {
+			m.cursor = (i + 1) % len(ms) // the next call starts at the next queue: lanes take turns
 		}
 		m.found = err == nil && len(msgs) > 0
 		m.mu.Unlock()

@@ -137,6 +137,12 @@ type ConsumerOptions struct {
 	// first by these weights of levels 1 to 4 instead of strictly the
 	// highest (worker.priority_weights; see Queues.Weighted).
 	PriorityWeights []int
+	// Routes, FairLanes and FairWeights are the fleet's routing (see
+	// ClientOptions): the consumer drains the routes configured for the
+	// queues it consumes from the start, and weighs fairness lanes.
+	Routes      map[string]Route
+	FairLanes   int
+	FairWeights map[string]int
 	// InstanceID names this worker in run records and counters. Default
 	// "{hostname}-{pid}-{8 random hex digits}", the same form as every
 	// leasecron default identity.

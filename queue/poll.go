@@ -35,6 +35,9 @@ func (c *Consumer) loop(ctx, hctx context.Context, wg *sync.WaitGroup) {
 			t.Stop()
 		}
 		msgs, err := c.work.Dequeue(ctx, n, c.o.VisibilityTimeout)
+		if len(msgs) > 0 {
+			c.lastFound.Store(c.clk.Now().UnixNano())
+		}
 		busy = err == nil && len(msgs) == n
 		for i := len(msgs); i < n; i++ {
 			<-c.slots

@@ -30,6 +30,7 @@ const MaxRouteQueueLen = 20
 var (
 	routeQueueRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,19}$`)
 	levelRE      = regexp.MustCompile(`^p[0-9]+$`)
+	laneRE       = regexp.MustCompile(`^k[0-9]+$`)
 )
 
 // Route is where a task's message goes: a named queue and a priority
@@ -41,6 +42,10 @@ type Route struct {
 	Queue string
 	// Priority is 1 (highest) to 4 (lowest); 0 means PriorityDefault.
 	Priority int
+	// Lane is the fairness lane within the queue and level: 0 for
+	// messages without a fair key, else chosen by the key (see
+	// ClientOptions.FairLanes).
+	Lane int
 }
 
 // Norm returns r with its zero fields set to the defaults.
@@ -54,10 +59,15 @@ func (r Route) Norm() Route {
 	return r
 }
 
-// String returns "queue/priority" (for logs and listings).
+// String returns "queue/priority", and "/k{lane}" for a fairness lane
+// (for logs and listings).
 func (r Route) String() string {
 	r = r.Norm()
-	return r.Queue + "/" + strconv.Itoa(r.Priority)
+	s := r.Queue + "/" + strconv.Itoa(r.Priority)
+	if r.Lane > 0 {
+		s += "/k" + strconv.Itoa(r.Lane)
+	}
+	return s
 }
 
 // ValidateRouteQueue checks a named queue: 1–20 lower-case letters and
@@ -70,8 +80,8 @@ func ValidateRouteQueue(name string) error {
 		return nil
 	case !routeQueueRE.MatchString(name):
 		return fmt.Errorf("queue name %q: want 1 to %d lower-case letters and digits, starting with a letter", name, MaxRouteQueueLen)
-	case levelRE.MatchString(name):
-		return fmt.Errorf("queue name %q: names p1, p2, … are reserved for priority levels", name)
+	case levelRE.MatchString(name) || laneRE.MatchString(name):
+		return fmt.Errorf("queue name %q: names p1, p2, …, k1, k2, … are reserved for priority levels and fairness lanes", name)
 	case name == "poison":
 		return fmt.Errorf("queue name %q: reserved for the dead-letter queue", name)
 	}
@@ -90,6 +100,9 @@ func ValidatePriority(p int) error {
 func (r Route) Validate() error {
 	if err := ValidateRouteQueue(r.Queue); err != nil {
 		return err
+	}
+	if r.Lane < 0 || r.Lane > MaxFairLanes {
+		return fmt.Errorf("fairness lane %d: want 0 to %d", r.Lane, MaxFairLanes)
 	}
 	return ValidatePriority(r.Priority)
 }
@@ -141,6 +154,9 @@ func RouteBase(base string, r Route) string {
 	if r.Priority != PriorityDefault {
 		name += "-p" + strconv.Itoa(r.Priority)
 	}
+	if r.Lane > 0 {
+		name += "-k" + strconv.Itoa(r.Lane)
+	}
 	return name
 }
 
@@ -166,6 +182,13 @@ func ParseRouteName(base, name string) (r Route, index int, ok bool) {
 			return Route{}, 0, false
 		}
 		r.Priority, parts = p, parts[1:]
+	}
+	if len(parts) > 0 && laneRE.MatchString(parts[0]) {
+		k, err := strconv.Atoi(parts[0][1:])
+		if err != nil || k < 1 || k > MaxFairLanes || parts[0][1] == '0' {
+			return Route{}, 0, false
+		}
+		r.Lane, parts = k, parts[1:]
 	}
 	switch len(parts) {
 	case 0:

@@ -22,6 +22,8 @@ func TestRouteNames(t *testing.T) {
 		{Route{Queue: "gpu"}, "w-gpu"},
 		{Route{Priority: 1}, "w-p1"},
 		{Route{Queue: "gpu", Priority: 4}, "w-gpu-p4"},
+		{Route{Queue: "gpu", Priority: 1, Lane: 3}, "w-gpu-p1-k3"},
+		{Route{Lane: 12}, "w-k12"},
 	} {
 		got := RouteBase("w", c.r)
 		if got != c.want {
@@ -34,12 +36,12 @@ func TestRouteNames(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"x", "w-", "w-01", "w-p3", "w-p9", "w-gpu-p1-x", "w-Gpu", "w-gpu-0", "w-1-2"} {
+	for _, name := range []string{"x", "w-", "w-01", "w-p3", "w-p9", "w-gpu-p1-x", "w-Gpu", "w-gpu-0", "w-1-2", "w-k0", "w-k65", "w-k1-p1"} {
 		if r, _, ok := ParseRouteName("w", name); ok {
 			t.Errorf("ParseRouteName(w, %q) = %+v, want not of the family", name, r)
 		}
 	}
-	for _, bad := range []string{"1gpu", "p1", "p22", "GPU", "g-pu", "poison", strings.Repeat("a", 21)} {
+	for _, bad := range []string{"1gpu", "p1", "p22", "k3", "GPU", "g-pu", "poison", strings.Repeat("a", 21)} {
 		if err := ValidateRouteQueue(bad); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {
 			t.Errorf("ValidateRouteQueue(%q) = %v, want an error naming it", bad, err)
 		}
@@ -77,6 +79,18 @@ func (o *memOpener) open(name string) (MessageQueue, error) {
 	return q, nil
 }
 
+func (o *memOpener) list(_ context.Context, prefix string) ([]string, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []string
+	for name := range o.qs {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
 func (o *memOpener) count(name string) int {
 	q, _ := o.open(name)
 	n, _ := q.Count(context.Background())
@@ -106,6 +120,7 @@ func routedClient(t *testing.T, o ClientOptions) (*Client, *memOpener, *clock.Fa
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.list = mo.list
 	return c, mo, clk
 }
 
@@ -165,6 +180,11 @@ func TestStrictPriorityWhileFlowing(t *testing.T) {
 	c, mo, clk := routedClient(t, ClientOptions{Queues: 2})
 	fill(t, mo, "wrk-p4", "low", 200)
 	fill(t, mo, "wrk-p4-1", "low", 200)
+	fill(t, mo, "wrk-p1-1", "crit", 0)
+	fill(t, mo, "wrk-p2", "high", 0)
+	if added, err := c.DrainOthers(ctx); err != nil || len(added) != 4 {
+		t.Fatalf("DrainOthers = %v, %v; want the 4 queues of levels 1, 2 and 4", added, err)
+	}
 	q := c.work
 	take := func() []Message {
 		t.Helper()
@@ -198,14 +218,26 @@ func TestStrictPriorityWhileFlowing(t *testing.T) {
 			order = append(order, m.Text[:4])
 		}
 	}
-	seen := map[string]int{}
-	for i, lvl := range order {
+	// A level's queue that answered empty is asked again at most every
+	// recheckEmpty (one queue of the level at a time, so busy polling of
+	// empty levels stays bounded): messages that arrive there are found
+	// within that many calls (each advances the clock recheckEmpty), two
+	// here, one per queue of the level. Until then lower levels go on.
+	seen, lowBefore := map[string]int{}, map[string]int{}
+	for _, lvl := range order {
 		seen[lvl]++
-		if lvl != "crit" && seen["crit"] < 20 {
-			t.Fatalf("message %d was %s while %d critical ones still waited: %v", i, lvl, 20-seen["crit"], order)
+		for _, hi := range []string{"crit", "norm"} {
+			if lvl == "low-" && seen[hi] < 20 {
+				lowBefore[hi]++
+			}
 		}
-		if lvl == "low-" && seen["norm"] < 20 {
-			t.Fatalf("message %d was low while default-level ones still waited: %v", i, order)
+		if lvl == "norm" && seen["crit"] < 20 {
+			lowBefore["crit"]++
+		}
+	}
+	for _, hi := range []string{"crit", "norm"} {
+		if lowBefore[hi] > 2*8 {
+			t.Errorf("%d lower-level messages were taken before the last %s one, want at most 2 calls' worth (16): %v", lowBefore[hi], hi, order)
 		}
 	}
 	if seen["crit"] != 20 || seen["norm"] != 20 {
@@ -218,6 +250,14 @@ func TestStrictPriorityWhileFlowing(t *testing.T) {
 func TestIdlePollingIsFlat(t *testing.T) {
 	ctx := context.Background()
 	c, mo, clk := routedClient(t, ClientOptions{Queues: 1, Consume: []string{"default", "gpu", "mail"}})
+	for _, q := range []string{"wrk", "wrk-gpu", "wrk-mail"} {
+		for _, p := range []string{"-p1", "-p2", "-p4"} {
+			fill(t, mo, q+p, "none", 0)
+		}
+	}
+	if _, err := c.DrainOthers(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if got := c.work.(*Queues).Len(); got != 12 {
 		t.Fatalf("drains %d queues, want 3 named queues x 4 levels", got)
 	}
@@ -255,6 +295,9 @@ func TestWeightedPriorityShares(t *testing.T) {
 	for p, name := range []string{"wrk-p1", "wrk-p2", "wrk", "wrk-p4"} {
 		fill(t, mo, name, fmt.Sprintf("l%d", p+1), 3000)
 	}
+	if _, err := c.DrainOthers(ctx); err != nil {
+		t.Fatal(err)
+	}
 	c.work.(*Queues).Sweep()
 	got := map[string]int{}
 	const n = 1500
@@ -272,5 +315,80 @@ func TestWeightedPriorityShares(t *testing.T) {
 		if d := float64(got[lvl]) - want; d > want*0.1 || d < -want*0.1 {
 			t.Errorf("level %d took %d of %d, want %.0f ± 10%% (weights 8:4:2:1)", i+1, got[lvl], n, want)
 		}
+	}
+}
+
+// Fairness lanes: a key's flood does not hold back another key's few
+// tasks — while both lanes have messages a consumer takes from them in
+// turn — and weighted keys get shares in proportion to their weights.
+func TestFairLanes(t *testing.T) {
+	ctx := context.Background()
+	c, _, clk := routedClient(t, ClientOptions{FairLanes: 8, FairWeights: map[string]int{"gold": 3}})
+	send := func(key string, n int) {
+		t.Helper()
+		for i := range n {
+			if err := c.Enqueue(ctx, Envelope{ID: fmt.Sprintf("%s-%d", key, i), Type: "t", FairKey: key}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if c.lanes.of("gold") != 1 || c.lanes.of("") != 0 {
+		t.Fatalf("lanes: gold %d, none %d; want 1 (its own) and 0", c.lanes.of("gold"), c.lanes.of(""))
+	}
+	a, b := "tenant-a", "tenant-b"
+	for i := 0; c.lanes.of(a) == c.lanes.of(b); i++ {
+		b = fmt.Sprintf("tenant-b%d", i) // two keys in two lanes
+	}
+	send(a, 500)
+	send(b, 10)
+	if _, err := c.DrainOthers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	take := func(n int) []string {
+		t.Helper()
+		clk.Advance(recheckEmpty)
+		msgs, err := c.work.Dequeue(ctx, n, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, m := range msgs {
+			env, _ := DecodeEnvelope(m.Text)
+			keys = append(keys, env.FairKey)
+		}
+		return keys
+	}
+	for len(take(4)) == 0 { // idle turns until the lanes are found
+	}
+	gotB := 0
+	for i := range 30 {
+		for _, k := range take(4) {
+			if k == b {
+				gotB++
+			}
+		}
+		if gotB == 10 {
+			t.Logf("all 10 of %s taken within %d dequeues behind 500 of %s", b, i+2, a)
+			break
+		}
+	}
+	if gotB != 10 {
+		t.Fatalf("%d of %s's 10 taken in 30 dequeues of 4 behind %s's 500; want all (lanes take turns)", gotB, b, a)
+	}
+	// Weighted: gold (3) against tenant-a (1), both backed up.
+	send("gold", 1000)
+	if _, err := c.DrainOthers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.work.(*Queues).randUnit = rand.New(rand.NewPCG(3, 4)).Float64
+	got := map[string]int{}
+	for range 400 {
+		for _, k := range take(1) {
+			got[k]++
+		}
+	}
+	ratio := float64(got["gold"]) / float64(got[a])
+	if ratio < 2.7 || ratio > 3.3 {
+		t.Fatalf("taken %v: gold:%s = %.2f, want 3 ± 10%%", got, a, ratio)
 	}
 }

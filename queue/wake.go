@@ -110,6 +110,17 @@ func (c *Consumer) Listen(on bool) {
 	}
 }
 
+// Listening reports whether the consumer listens (Listen).
+func (c *Consumer) Listening() bool { return c.listening.Load() }
+
+// Busy reports whether the consumer got messages in the last 10 seconds:
+// then the queues it drains are worth looking for often (a new priority
+// level or fairness lane, see Client.DrainOthers).
+func (c *Consumer) Busy() bool {
+	last := c.lastFound.Load()
+	return last != 0 && c.clk.Now().Sub(time.Unix(0, last)) < 10*time.Second
+}
+
 // sleep waits wait before the next dequeue, or less when a wake hint comes
 // due first; then the polling backoff p snaps back to PollMin. It reports
 // false when ctx ends.

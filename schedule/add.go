@@ -29,7 +29,7 @@ type AddOptions struct {
 
 func (c *Client) prepare(it Item, now time.Time) (Item, error) {
 	out := Item{ID: it.ID, Type: it.Type, Payload: it.Payload, Recurrence: strings.TrimSpace(it.Recurrence), TZ: strings.TrimSpace(it.TZ), MaxAttempts: it.MaxAttempts,
-		TraceParent: strings.TrimSpace(it.TraceParent), Queue: it.Queue, Priority: it.Priority}
+		TraceParent: strings.TrimSpace(it.TraceParent), Queue: it.Queue, Priority: it.Priority, FairKey: it.FairKey}
 	if out.ID == "" {
 		out.ID = newID(now)
 	}
@@ -56,6 +56,9 @@ func (c *Client) prepare(it Item, now time.Time) (Item, error) {
 		return Item{}, fmt.Errorf("%w: task %s: max attempts %d: want 0 (worker default) .. %d", ErrInvalid, out.ID, out.MaxAttempts, MaxMaxAttempts)
 	}
 	if err := (queue.Route{Queue: out.Queue, Priority: out.Priority}).Validate(); err != nil {
+		return Item{}, fmt.Errorf("%w: task %s: %w", ErrInvalid, out.ID, err)
+	}
+	if err := queue.ValidateFairKey(out.FairKey); err != nil {
 		return Item{}, fmt.Errorf("%w: task %s: %w", ErrInvalid, out.ID, err)
 	}
 	if out.TraceParent != "" && !ValidTraceParent(out.TraceParent) {
@@ -334,7 +337,7 @@ func sameContent(want map[string]any, got table.Props) bool {
 
 // contentProps are the properties that say what a task is (what
 // itemProps writes, but the sender's SendingUntil and the mover's own).
-var contentProps = []string{PropMessage, PropType, PropID, PropRecurrence, PropTZ, PropMaxAttempts, PropQueue, PropPriority, PropPayloadBlob, PropTraceParent,
+var contentProps = []string{PropMessage, PropType, PropID, PropRecurrence, PropTZ, PropMaxAttempts, PropQueue, PropPriority, PropFairKey, PropPayloadBlob, PropTraceParent,
 	PropUniqueKey, PropAfter, PropAfterAny, PropMet, PropWaiting, PropWaiters, PropBatch, PropCallback}
 
 // etagAt returns etags[i], or "" when the table did not tell.

@@ -48,6 +48,11 @@ type Item struct {
 	// higher level it can run before any of a lower one. 0: its type's
 	// priority (types.<type>.priority), else 3 (default).
 	Priority int
+	// FairKey is the key (a tenant, a customer) whose share of the fleet
+	// the task counts towards: while several keys have tasks waiting,
+	// workers take from each in turn (fairness.lanes), so one key's flood
+	// does not hold the others back. Up to 128 bytes; empty for none.
+	FairKey string
 	// TraceParent is the W3C traceparent of the trace the task belongs to
 	// (00-{trace id}-{span id}-{flags}); the worker's spans for the task
 	// are its children (for a recurring series, each occurrence links to

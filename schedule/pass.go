@@ -153,6 +153,7 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 		Type:           it.Type,
 		Queue:          it.Queue,
 		Priority:       it.Priority,
+		FairKey:        it.FairKey,
 		Payload:        it.Payload,
 		PayloadBlob:    it.PayloadBlob,
 		Enqueued:       now.UTC(),

@@ -19,6 +19,7 @@ const (
 	PropMaxAttempts = "MaxAttempts" // optional retry limit
 	PropQueue       = "Queue"       // optional named queue (queue.ValidateRouteQueue)
 	PropPriority    = "Priority"    // optional priority, 1 (critical) to 4 (low)
+	PropFairKey     = "FairKey"     // optional fairness key (a tenant)
 	PropPayloadBlob = "PayloadBlob" // claim-check reference of a large payload
 	PropIndexed     = "Indexed"     // true when an id index row exists
 	PropItem        = "Item"        // index rows: the RowKey of the item row
@@ -194,6 +195,11 @@ func parseRow(e table.Entity) (parsedRow, error) {
 	} else if err := queue.ValidateRouteQueue(it.Queue); err != nil {
 		return r, fmt.Errorf("property %s: %w", PropQueue, err)
 	}
+	if it.FairKey, _, err = e.Props.StrictString(PropFairKey); err != nil {
+		return r, err
+	} else if err := queue.ValidateFairKey(it.FairKey); err != nil {
+		return r, fmt.Errorf("property %s: %w", PropFairKey, err)
+	}
 	if n, _, err := e.Props.StrictInt(PropPriority); err != nil {
 		return r, err
 	} else if n < 0 || n > queue.Levels {
@@ -235,6 +241,9 @@ func itemProps(it Item, indexed bool) map[string]any {
 	}
 	if it.Priority != 0 {
 		p[PropPriority] = it.Priority
+	}
+	if it.FairKey != "" {
+		p[PropFairKey] = it.FairKey
 	}
 	if it.PayloadBlob != "" {
 		p[PropPayloadBlob] = it.PayloadBlob

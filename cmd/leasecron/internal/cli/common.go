@@ -31,7 +31,7 @@ func (a *app) client() (*leasecron.Client, error) {
 		SendWithin: a.cfg.Mover.PollEvery,
 		Logger:     a.log,
 		Limits:     a.cfg.Limits,
-		Routes:     a.cfg.Routes,
+		Routing:    a.cfg.Routing,
 		MaxDepth:   a.cfg.Queue.MaxDepth, ResumeBelow: a.cfg.Queue.ResumeBelow,
 	})
 }
@@ -81,7 +81,7 @@ func (a *app) workerOptions() (leasecron.WorkerOptions, error) {
 		Runs:            a.runsOptions(),
 		Limits:          c.Limits,
 		Rates:           c.Rates,
-		Routes:          c.Routes,
+		Routing:         c.Routing,
 		Queues:          c.Worker.Queues,
 		PriorityWeights: c.Worker.PriorityWeights,
 		AdminAddr:       c.Admin.Addr,

@@ -30,10 +30,11 @@ type fileLine struct {
 	Cron        string          `json:"cron"`
 	TZ          string          `json:"tz"`
 	MaxAttempts int             `json:"max_attempts"`
-	// Queue and Priority (a number 1–4 or a level's name) are schedule
-	// --queue and --priority.
+	// Queue, Priority (a number 1–4 or a level's name) and FairKey are
+	// schedule --queue, --priority and --fair-key.
 	Queue    string          `json:"queue"`
 	Priority json.RawMessage `json:"priority"`
+	FairKey  string          `json:"fair_key"`
 	// UniqueKey, UniqueFor (a Go duration) and UniqueStates (comma-separated)
 	// are schedule --unique-key, --unique-for and --unique-states.
 	UniqueKey    string `json:"unique_key"`
@@ -129,7 +130,7 @@ func parseLine(b []byte, now time.Time) (leasecron.Item, *leasecron.Unique, erro
 		return leasecron.Item{}, nil, err
 	}
 	it := leasecron.Item{ID: l.ID, Type: l.Type, Payload: payload, Due: due, Recurrence: rule, TZ: l.TZ, MaxAttempts: l.MaxAttempts, After: after, AfterAny: l.AfterAny,
-		Queue: l.Queue, Priority: prio}
+		Queue: l.Queue, Priority: prio, FairKey: l.FairKey}
 	if l.UniqueKey == "" {
 		if l.UniqueFor != "" || l.UniqueStates != "" {
 			return leasecron.Item{}, nil, errors.New("unique_for and unique_states go with unique_key")

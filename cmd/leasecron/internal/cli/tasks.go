@@ -49,7 +49,7 @@ func (a *app) scheduleCmd() *cobra.Command {
 	var batch fileBatch
 	var replace, asJSON, partial, afterAny bool
 	var maxAttempts int
-	var queueName, priority string
+	var queueName, priority, fairKey string
 	var uniqueFor time.Duration
 	c := &cobra.Command{
 		Use:   "schedule [--at RFC3339 | --in DURATION] [--type T] [--id ID] [--every D | --cron EXPR [--tz ZONE]] [--after ID,... [--after-any]] [PAYLOAD | -]\n  leasecron schedule --file tasks.jsonl [--partial] [--batch ID] [--on-complete TYPE [--on-complete-payload P]]",
@@ -81,11 +81,15 @@ sets its priority: a worker never starts a task of a lower level while one
 of a higher level that it can run is waiting (worker.priority_weights makes
 it weighted instead). Without them the task takes its type's
 types.<type>.queue and .priority, else the default queue at priority 3.
+--fair-key KEY (a tenant, a customer) makes the task count towards KEY's
+share: while several keys have tasks waiting, workers take from each in
+turn (fairness.lanes, fairness.weights), so one key's flood does not hold
+the others back.
 
 --file schedules one task per line of a JSON Lines file ("-" for stdin),
 each an object with id, type, payload (a string, or any JSON value taken as
-its JSON text), at or in, every or cron, tz, max_attempts, queue and
-priority, in table
+its JSON text), at or in, every or cron, tz, max_attempts, queue,
+priority and fair_key, in table
 transactions of up to 100. Every line is checked first: a malformed line is
 reported with its number and nothing is scheduled, and an id already pending
 undoes the whole file, unless --partial schedules what it can. A line's
@@ -110,7 +114,7 @@ its progress.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file != "" {
-				if len(args) > 0 || at != "" || in != "" || typ != "" || id != "" || every != "" || cron != "" || tz != "" || replace || maxAttempts != 0 || uniqueKey != "" || queueName != "" || priority != "" || len(after) > 0 || afterAny {
+				if len(args) > 0 || at != "" || in != "" || typ != "" || id != "" || every != "" || cron != "" || tz != "" || replace || maxAttempts != 0 || uniqueKey != "" || queueName != "" || priority != "" || fairKey != "" || len(after) > 0 || afterAny {
 					return usagef("--file takes every task from the file: give only --partial, --batch, --on-complete and --json with it")
 				}
 				return a.scheduleFile(tracing.FromEnv(cmd.Context(), os.Getenv), file, partial, asJSON, batch)
@@ -157,7 +161,7 @@ its progress.`,
 				so.Unique = &leasecron.Unique{Key: uniqueKey, For: uniqueFor, States: states}
 			}
 			it, err := cl.Schedule(tracing.FromEnv(cmd.Context(), os.Getenv), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts,
-				After: after, AfterAny: afterAny, Queue: queueName, Priority: prio}, so)
+				After: after, AfterAny: afterAny, Queue: queueName, Priority: prio, FairKey: fairKey}, so)
 			var dup *leasecron.DuplicateError
 			if errors.As(err, &dup) {
 				if asJSON {
@@ -193,6 +197,7 @@ its progress.`,
 	f.BoolVar(&replace, "replace", false, "replace a pending task with the same id")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the task is dead (default retry.max_attempts)")
 	f.StringVar(&queueName, "queue", "", "the named queue (worker pool) to send it to (default types.<type>.queue, else the default queue)")
+	f.StringVar(&fairKey, "fair-key", "", "the key (a tenant) whose fair share the task counts towards")
 	f.StringVar(&priority, "priority", "", "1 (critical), 2 (high), 3 (default) or 4 (low) (default types.<type>.priority, else 3)")
 	f.BoolVar(&asJSON, "json", false, "print the scheduled task as JSON (with --file: one result per line)")
 	f.StringVar(&file, "file", "", "schedule one task per line of this JSON Lines file (- for stdin)")
@@ -219,6 +224,7 @@ type itemOut struct {
 	MaxAttempts int       `json:"max_attempts,omitempty"`
 	Queue       string    `json:"queue,omitempty"`
 	Priority    int       `json:"priority,omitempty"`
+	FairKey     string    `json:"fair_key,omitempty"`
 	Shard       string    `json:"shard,omitempty"`
 	RowKey      string    `json:"row_key,omitempty"`
 	Problem     string    `json:"problem,omitempty"`
@@ -237,7 +243,7 @@ type itemOut struct {
 
 func itemJSON(it leasecron.Item) itemOut {
 	return itemOut{ID: it.ID, Type: it.Type, Due: it.Due, Recurrence: it.Recurrence, TZ: it.TZ, Payload: it.Payload,
-		PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Queue: it.Queue, Priority: it.Priority, Shard: it.Shard, RowKey: it.RowKey, Problem: it.Problem, Disabled: it.Disabled,
+		PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Queue: it.Queue, Priority: it.Priority, FairKey: it.FairKey, Shard: it.Shard, RowKey: it.RowKey, Problem: it.Problem, Disabled: it.Disabled,
 		After: it.After, Met: it.Met, AfterAny: it.AfterAny, Waiting: it.Waiting, Batch: it.Batch, Callback: it.Callback}
 }
 

@@ -45,9 +45,9 @@ type Config struct {
 	// Rates maps a task type to its fleet-wide rate limit
 	// (limits.<type>.rate and .rate_key).
 	Rates map[string]leasecron.RateLimit
-	// Routes maps a task type to its named queue and priority
-	// (types.<type>.queue and .priority).
-	Routes map[string]leasecron.Route
+	// Routing is types.<type>.queue and .priority, fairness.lanes and
+	// fairness.weights.
+	Routing leasecron.Routing
 	// Deprecated says which keys were set by an earlier name (see Renamed).
 	Deprecated []string
 }

@@ -66,7 +66,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		}
 	}
 	c := Config{Handlers: map[string]Handler{}, Limits: map[string]int{}, Rates: map[string]leasecron.RateLimit{},
-		Routes: map[string]leasecron.Route{}, Deprecated: deprecated}
+		Routing: leasecron.Routing{Types: map[string]leasecron.Route{}}, Deprecated: deprecated}
 	d := decoder{v: v}
 	c.Storage = leasecron.Storage{
 		ConnectionString: v.GetString("storage.connection_string"),
@@ -223,8 +223,10 @@ func Load(v *viper.Viper, file string) (Config, error) {
 			}
 			r.Priority = p
 		}
-		c.Routes[typ] = r
+		c.Routing.Types[typ] = r
 	}
+	c.Routing.FairLanes = d.int("fairness.lanes", 1, queue.MaxFairLanes)
+	c.Routing.FairWeights = d.fairWeights("fairness.weights", c.Routing.FairLanes)
 	problems = append(problems, d.problems...)
 	if len(problems) > 0 {
 		sort.Strings(problems)
@@ -353,6 +355,30 @@ func (d *decoder) queues(key string) []string {
 		}
 	}
 	return qs
+}
+
+// fairWeights reads KEY=WEIGHT items: at most lanes-1 keys (each has a
+// lane of its own), weights 1 to 1000.
+func (d *decoder) fairWeights(key string, lanes int) map[string]int {
+	items := d.list(key)
+	if len(items) == 0 {
+		return nil
+	}
+	out := map[string]int{}
+	for _, it := range items {
+		k, w, ok := strings.Cut(it, "=")
+		n, err := strconv.Atoi(strings.TrimSpace(w))
+		k = strings.TrimSpace(k)
+		if !ok || err != nil || n < 1 || n > 1000 || k == "" || queue.ValidateFairKey(k) != nil {
+			d.bad(key, it, "KEY=WEIGHT items (a fair key and a weight of 1 to 1000), e.g. tenant-7=3")
+			continue
+		}
+		out[k] = n
+	}
+	if len(out) > lanes-1 {
+		d.bad(key, strings.Join(items, ","), fmt.Sprintf("at most fairness.lanes-1 = %d keys (each has a lane of its own)", lanes-1))
+	}
+	return out
 }
 
 // weights reads the four priority weights, or none.
