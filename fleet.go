@@ -48,6 +48,9 @@ type Instance struct {
 	// Flushed is when the instance last wrote its counters (workers write
 	// only when a counter changed).
 	Flushed time.Time `json:"last_flush,omitzero"`
+	// Queues are the named queues a present worker consumes (empty: it
+	// does not consume, or runs a release before named queues).
+	Queues []string `json:"queues,omitempty"`
 	// Total sums its counts over every task type.
 	Total Counts `json:"counters"`
 	// ByType holds its counts per task type.
@@ -76,6 +79,7 @@ func (c *Client) Instances(ctx context.Context) ([]Instance, error) {
 		in := get(p.ID)
 		in.Version, in.Started, in.Seen, in.Present = p.Version, p.Started, p.Seen, p.Present(now)
 		in.Draining, in.DrainBy, in.DrainRequested, in.DrainStarted = !p.DrainAt.IsZero(), p.DrainBy, p.DrainAt, p.Draining
+		in.Queues = p.Queues
 	}
 	if c.runs != nil {
 		rows, err := c.runs.ListCounters(ctx)

@@ -490,6 +490,9 @@ func (w *Worker) announce(ctx context.Context, drain context.CancelCauseFunc) (s
 	a := &presence.Announcer{C: w.sc.Blob.NewContainerClient(w.o.Names.Container), Name: shard.MemberName(w.o.InstanceID),
 		Instance: w.o.InstanceID, Version: w.o.Version, Clock: w.o.Clock, Logger: w.log.With("component", "presence"),
 		DrainEvery: max(w.o.DrainCheck, 0), OnDrain: func(string) { drain(ErrDrained) }}
+	if !w.o.NoConsume {
+		a.Queues = w.consumes()
+	}
 	go func() {
 		defer close(done)
 		_ = a.Run(pctx)

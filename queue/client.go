@@ -375,6 +375,69 @@ func (c *Client) DrainOthers(ctx context.Context) ([]string, error) {
 	return added, nil
 }
 
+// FamilyQueue is one work queue of the family, as Family finds it.
+type FamilyQueue struct {
+	// Name is the queue's name.
+	Name string
+	// Route is the named queue, priority and fairness lane it carries;
+	// Index its place among the route's throughput queues (0 for the
+	// first).
+	Route Route
+	Index int
+	// Depth is its approximate message count (visible or not).
+	Depth int
+	// Oldest is when the message at its head was enqueued (zero when no
+	// message is visible).
+	Oldest time.Time
+}
+
+// Family lists the work queues of the account that belong to this
+// client's family (every route, level, lane and throughput queue), with
+// their depth and the enqueue time of the visible message at their head:
+// one list request, then two requests per queue.
+func (c *Client) Family(ctx context.Context) ([]FamilyQueue, error) {
+	if c.list == nil || c.open == nil {
+		return nil, errors.New("queue: Family: a client built by NewClient lists its queues")
+	}
+	names, err := c.list(ctx, c.base)
+	if err != nil {
+		return nil, fmt.Errorf("list the work queues: %w", err)
+	}
+	var out []FamilyQueue
+	for _, name := range names {
+		if name == c.poisonName {
+			continue
+		}
+		r, idx, ok := ParseRouteName(c.base, name)
+		if !ok {
+			continue
+		}
+		q, err := c.open(name)
+		if err != nil {
+			continue
+		}
+		f := FamilyQueue{Name: name, Route: r, Index: idx}
+		if f.Depth, err = q.Count(ctx); err != nil {
+			return out, fmt.Errorf("queue %s: %w", name, err)
+		}
+		if f.Depth > 0 {
+			head, err := q.Peek(ctx, 1)
+			if err != nil {
+				return out, fmt.Errorf("queue %s: %w", name, err)
+			}
+			if len(head) > 0 {
+				f.Oldest = head[0].Inserted
+			}
+		}
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b FamilyQueue) int {
+		return cmp.Or(cmp.Compare(a.Route.Queue, b.Route.Queue), cmp.Compare(a.Route.Priority, b.Route.Priority),
+			cmp.Compare(a.Route.Lane, b.Route.Lane), cmp.Compare(a.Index, b.Index))
+	})
+	return out, nil
+}
+
 // NewClientWith returns a Client over any pair of queues: AzureQueues
 // built with their own clients, or MemQueues in tests and examples. The
 // queue names in o are not used.

@@ -54,6 +54,10 @@ const (
 	// how often (instances of earlier releases, and those that never
 	// look, leave it out).
 	metaDrainEvery = "drainevery"
+	// metaQueues lists the named queues the instance consumes, separated
+	// by commas (instances of earlier releases, and those that do not
+	// consume, leave it out).
+	metaQueues = "queues"
 )
 
 // DefaultDrainEvery is how often a worker looks for a drain request
@@ -85,6 +89,8 @@ type Instance struct {
 	DrainBy  string
 	DrainAt  time.Time
 	Draining time.Time
+	// Queues are the named queues it consumes (nil: not said).
+	Queues []string
 }
 
 // Present reports whether the instance wrote its blob within two periods
@@ -109,6 +115,9 @@ type Announcer struct {
 	// found; the blob then says the instance is draining until it is
 	// deleted.
 	OnDrain func(by string)
+	// Queues are the named queues the instance consumes (none: it does
+	// not consume).
+	Queues []string
 }
 
 // Run writes the blob now and every DefaultEvery until ctx ends, then
@@ -135,6 +144,9 @@ func (a *Announcer) Run(ctx context.Context) error {
 	}
 	if a.DrainEvery > 0 {
 		meta[metaDrainEvery] = to.Ptr(a.DrainEvery.String())
+	}
+	if len(a.Queues) > 0 {
+		meta[metaQueues] = to.Ptr(strings.Join(a.Queues, ","))
 	}
 	var etag *azcore.ETag // the blob as this instance last wrote or read it
 	written, created, draining := false, false, false
@@ -301,6 +313,8 @@ func fromMetadata(m map[string]*string) Instance {
 			in.Draining, _ = time.Parse(time.RFC3339Nano, *v)
 		case metaDrainEvery:
 			in.DrainEvery, _ = time.ParseDuration(*v)
+		case metaQueues:
+			in.Queues = strings.Split(*v, ",")
 		}
 	}
 	return in

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 )
 
 func init() {
-	extraCommands = append(extraCommands, (*app).workerCmd, (*app).leaderCmd, (*app).statsCmd, (*app).deadletterCmd)
+	extraCommands = append(extraCommands, (*app).workerCmd, (*app).leaderCmd, (*app).statsCmd, (*app).queuesCmd, (*app).deadletterCmd)
 }
 
 func (a *app) workerCmd() *cobra.Command {
@@ -294,5 +295,54 @@ func (a *app) deadletterCmd() *cobra.Command {
 		},
 	}
 	c.AddCommand(list, requeue, purge)
+	return c
+}
+
+func (a *app) queuesCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "queues",
+		Short: "Show each named queue and priority: depth, oldest wait, work queues and the workers that consume it",
+		Long: `queues lists every named queue and priority level that has work queues in
+the account (types.<type>.queue and .priority, schedule --queue and
+--priority, fairness lanes of --fair-key): its approximate depth, how long
+the oldest message at the head of its work queues has waited, the work
+queues that carry it, and the running workers that consume it
+(worker.queues). A named queue with messages and no consumer is stranded:
+start a worker with worker.queues naming it.`,
+		Example: `  leasecron queues
+  leasecron queues --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			qs, err := cl.Queues(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(qs)
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "QUEUE\tPRIORITY\tDEPTH\tOLDEST WAIT\tWORK QUEUES\tLANES\tCONSUMERS")
+			for _, q := range qs {
+				wait, consumers := "-", strings.Join(q.Consumers, ",")
+				if !q.Oldest.IsZero() {
+					wait = q.OldestWait.Round(time.Second).String()
+				}
+				if consumers == "" {
+					consumers = "none"
+					if q.Depth > 0 {
+						consumers = "NONE (stranded: no running worker consumes " + q.Queue + ")"
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%d (%s)\t%d\t%s\t%d\t%d\t%s\n", q.Queue, q.Priority, queue.PriorityName(q.Priority), q.Depth, wait, len(q.WorkQueues), q.Lanes, consumers)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
