@@ -41,6 +41,9 @@ func (s clientSource) Stats(ctx context.Context) (Stats, error) {
 	for _, p := range ps {
 		out.Paused = append(out.Paused, Pause{Type: p.Type, Until: p.Until})
 	}
+	if out.Queues, err = s.c.Queues(ctx); err != nil {
+		return out, err
+	}
 	return out, nil
 }
 

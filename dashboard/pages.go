@@ -22,6 +22,7 @@ import (
 	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -256,7 +257,7 @@ func (s *Server) loadOverview(ctx context.Context, r *http.Request) (any, error)
 		v := &OverviewView{Leader: leaderView(st.Leader), QueueDepth: st.QueueDepth, DeadLetters: st.PoisonDepth, DueBacklog: st.DueCount,
 			DueBacklogCapped: st.DueCapped, OldestDueLagSeconds: st.DueLag.Seconds(), Counters: st.Counters,
 			Backpressure: Backpressure{Enabled: st.Backpressure, HoldingBack: st.HoldingBack, MaxDepth: st.MaxDepth, ResumeBelow: st.ResumeBelow},
-			Limits:       nonNil(st.Limits), Paused: []PauseView{}, Throughput: minuteViews(mins, now)}
+			Limits:       nonNil(st.Limits), Paused: []PauseView{}, Throughput: minuteViews(mins, now), Queues: queueViews(st.Queues)}
 		for _, p := range st.Paused {
 			v.Paused = append(v.Paused, PauseView(p))
 		}
@@ -567,6 +568,7 @@ func templateFuncs() template.FuncMap {
 		"zoned": zoned,
 		"dur":   func(d time.Duration) string { return roundDur(d).String() },
 		"secs":  func(f float64) string { return roundDur(time.Duration(f * float64(time.Second))).String() },
+		"prio":  queue.PriorityName,
 		"path":  url.PathEscape,
 		"query": url.QueryEscape,
 		"add":   func(a, b int) int { return a + b },

@@ -109,6 +109,9 @@ type Stats struct {
 	Limits []Limit
 	// Paused lists task types whose runs are paused (empty when none).
 	Paused []Pause
+	// Queues are the named queues and priority levels with work queues
+	// in the account (leasecron.Client.Queues).
+	Queues []leasecron.QueueStatus
 }
 
 // Pause is one paused task type.

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/leasecron/leasecron"
@@ -54,6 +55,7 @@ type OverviewView struct {
 	Backpressure        Backpressure `json:"backpressure"`
 	Limits              []Limit      `json:"limits"`
 	Paused              []PauseView  `json:"paused"`
+	Queues              []QueueView  `json:"queues"`
 	Throughput          []MinuteView `json:"throughput"`
 	Chart               *chart       `json:"-"`
 	// Wait and Run are the last hour's queue wait and run time
@@ -69,6 +71,26 @@ type Backpressure struct {
 	HoldingBack bool `json:"holding_back"`
 	MaxDepth    int  `json:"max_depth,omitempty"`
 	ResumeBelow int  `json:"resume_below,omitempty"`
+}
+
+// QueueView is a named queue at one priority level on the overview.
+type QueueView struct {
+	Queue             string   `json:"queue"`
+	Priority          int      `json:"priority"`
+	PriorityName      string   `json:"priority_name"`
+	Depth             int      `json:"depth"`
+	OldestWaitSeconds float64  `json:"oldest_wait_seconds"`
+	Lanes             int      `json:"lanes"`
+	Consumers         []string `json:"consumers"`
+}
+
+func queueViews(qs []leasecron.QueueStatus) []QueueView {
+	out := make([]QueueView, len(qs))
+	for i, q := range qs {
+		out[i] = QueueView{Queue: q.Queue, Priority: q.Priority, PriorityName: queue.PriorityName(q.Priority), Depth: q.Depth,
+			OldestWaitSeconds: q.OldestWait.Seconds(), Lanes: q.Lanes, Consumers: nonNil(q.Consumers)}
+	}
+	return out
 }
 
 // PauseView is a paused task type.
@@ -88,6 +110,9 @@ type ItemView struct {
 	PayloadSize int       `json:"payload_size"`
 	PayloadBlob string    `json:"payload_blob,omitempty"`
 	MaxAttempts int       `json:"max_attempts,omitempty"`
+	Queue       string    `json:"queue"`
+	Priority    int       `json:"priority"`
+	FairKey     string    `json:"fair_key,omitempty"`
 	Problem     string    `json:"problem,omitempty"`
 	// Disabled is when a disabled series was disabled (Due is then the
 	// occurrence it had next).
@@ -96,7 +121,8 @@ type ItemView struct {
 
 func itemView(it schedule.Item, preview int) ItemView {
 	return ItemView{ID: it.ID, Type: it.Type, Due: it.Due, Recurrence: it.Recurrence, TZ: it.TZ, Payload: trunc.Head(it.Payload, preview),
-		PayloadSize: len(it.Payload), PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Problem: it.Problem, Disabled: it.Disabled}
+		PayloadSize: len(it.Payload), PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Problem: it.Problem, Disabled: it.Disabled,
+		Queue: cmp.Or(it.Queue, queue.DefaultRouteQueue), Priority: cmp.Or(it.Priority, queue.PriorityDefault), FairKey: it.FairKey}
 }
 
 // TasksView is GET /tasks and /api/tasks.

@@ -365,6 +365,7 @@ func (c *Client) DrainOthers(ctx context.Context) ([]string, error) {
 		if qerr != nil {
 			continue
 		}
+		listed(q)
 		if qs.DrainLevel(q, r.Priority, c.lanes.weightOf(r.Lane), false) {
 			added = append(added, name)
 		}
@@ -373,6 +374,16 @@ func (c *Client) DrainOthers(ctx context.Context) ([]string, error) {
 		return added, fmt.Errorf("list the work queues: %w", err)
 	}
 	return added, nil
+}
+
+// listed notes that q was found in the account's listing: it exists, so
+// the first request need not create it.
+func listed(q MessageQueue) {
+	if aq, ok := q.(*AzureQueue); ok {
+		aq.mu.Lock()
+		aq.ready = true
+		aq.mu.Unlock()
+	}
 }
 
 // FamilyQueue is one work queue of the family, as Family finds it.
@@ -416,6 +427,7 @@ func (c *Client) Family(ctx context.Context) ([]FamilyQueue, error) {
 		if err != nil {
 			continue
 		}
+		listed(q)
 		f := FamilyQueue{Name: name, Route: r, Index: idx}
 		if f.Depth, err = q.Count(ctx); err != nil {
 			return out, fmt.Errorf("queue %s: %w", name, err)

@@ -162,10 +162,10 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}
 	pages := []map[string]any{
-		{"path": "/", "shot": "overview.png", "ids": []string{"leader", "fleet-size", "queue-depth", "dead-letters", "due-backlog", "oldest-lag", "backpressure", "throughput-chart", "counters", "limits"}},
+		{"path": "/", "shot": "overview.png", "ids": []string{"leader", "fleet-size", "queue-depth", "dead-letters", "due-backlog", "oldest-lag", "backpressure", "throughput-chart", "counters", "limits", "queue-table"}},
 		{"path": "/tasks", "shot": "tasks.png", "ids": []string{"tasks-table", "schedule-form", "filter-form", "search-form"}, "selectors": []string{`tr[data-id="ui-resched"]`, `tr[data-id="xss-task"]`}},
 		{"path": "/tasks?type=rec", "ids": []string{"tasks-table"}, "selectors": []string{`tr[data-id="ui-cancel"]`}},
-		{"path": "/tasks/xss-task", "shot": "task.png", "ids": []string{"task-state", "task-fields", "payload", "task-actions"}},
+		{"path": "/tasks/xss-task", "shot": "task.png", "ids": []string{"task-state", "task-fields", "task-queue", "payload", "task-actions"}},
 		{"path": "/tasks/done-1", "shot": "run.png", "ids": []string{"task-state", "task-fields"}},
 		{"path": "/recurring", "shot": "recurring.png", "ids": []string{"series-table"}, "selectors": []string{`tr[data-id="beat"]`}},
 		{"path": "/runs", "shot": "runs.png", "ids": []string{"runs-table", "state-tabs"}, "selectors": []string{`tr[data-id="done-1"]`}},
