@@ -741,6 +741,11 @@ func (w *Worker) gauges(ctx context.Context) {
 			if w.sharded() {
 				w.metrics.SetShardLags(w.shardLags())
 			}
+			if qs, err := w.Client().Queues(cctx); err == nil {
+				for _, q := range qs {
+					w.metrics.SetNamedQueue(q.Queue, q.Priority, q.Depth, q.OldestWait)
+				}
+			}
 		}
 		for typ, s := range w.slots {
 			if n, err := s.Held(cctx); err == nil {

@@ -66,6 +66,8 @@ type Metrics struct {
 	blackboardRuns *prometheus.CounterVec
 	slotsHeld      *prometheus.GaugeVec
 	buildInfo      *prometheus.GaugeVec
+	routeDepth     *prometheus.GaugeVec
+	routeWait      *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and a registry holding them together with
@@ -151,6 +153,14 @@ func NewMetrics() *Metrics {
 		Name: "leasecron_semaphore_slots_held",
 		Help: "Concurrency-limit lease slots this instance holds, by task type.",
 	}, []string{"type"})
+	m.routeDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "leasecron_named_queue_depth",
+		Help: "Approximate messages of each named queue and priority level (its throughput queues and fairness lanes summed); published by the leader once a minute.",
+	}, []string{"queue", "priority"})
+	m.routeWait = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "leasecron_named_queue_oldest_wait_seconds",
+		Help: "How long the oldest visible message of each named queue and priority level has waited; published by the leader once a minute.",
+	}, []string{"queue", "priority"})
 	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "leasecron_build_info",
 		Help: "Always 1; the version label names the running build.",
@@ -158,7 +168,7 @@ func NewMetrics() *Metrics {
 	for _, c := range []prometheus.Collector{
 		m.tasks, m.taskDuration, m.taskWait, m.taskRun, m.queueDepth, m.dueBacklog, m.dueOldestLag,
 		m.leaseHeld, m.leaseAcquired, m.leaseLost, m.shardsOwned, m.shardLag, m.shardChanges, m.moverBatches, m.moverRows,
-		m.moverLag, m.storageReqs, m.blackboardRuns, m.slotsHeld, m.buildInfo,
+		m.moverLag, m.storageReqs, m.blackboardRuns, m.slotsHeld, m.buildInfo, m.routeDepth, m.routeWait,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -329,6 +339,17 @@ func (m *Metrics) SetSlotsHeld(taskType string, n int) {
 		return
 	}
 	m.slotsHeld.WithLabelValues(taskType).Set(float64(n))
+}
+
+// SetNamedQueue records a named queue's depth and oldest wait at one
+// priority level.
+func (m *Metrics) SetNamedQueue(queue string, priority int, depth int, oldestWait time.Duration) {
+	if m == nil {
+		return
+	}
+	p := strconv.Itoa(priority)
+	m.routeDepth.WithLabelValues(queue, p).Set(float64(depth))
+	m.routeWait.WithLabelValues(queue, p).Set(oldestWait.Seconds())
 }
 
 // SetBuildInfo publishes leasecron_build_info{version} = 1.
