@@ -57,6 +57,9 @@ type BulkFilter struct {
 	Reason string `json:"reason,omitempty"`
 	// IDPrefix (cancel-pending) keeps tasks whose id starts with it.
 	IDPrefix string `json:"id_prefix,omitempty"`
+	// Queue (cancel-pending, disable-series) keeps tasks of this named
+	// queue: the task's own, else its type's route, else "default".
+	Queue string `json:"queue,omitempty"`
 	// Since and Until (requeue-dead) keep dead letters of tasks due at or
 	// after Since and before Until.
 	Since time.Time `json:"since,omitzero"`
@@ -74,7 +77,13 @@ type BulkOp struct {
 // are each empty, a duration before now ("24h") or an RFC 3339 time. The
 // result is validated.
 func ParseBulkOp(kind, typ, reason, idPrefix, since, until string, now time.Time) (BulkOp, error) {
-	op := BulkOp{Kind: BulkKind(strings.TrimSpace(kind)), Filter: BulkFilter{Type: strings.TrimSpace(typ), Reason: reason, IDPrefix: idPrefix}}
+	return ParseBulkOpInQueue(kind, typ, reason, idPrefix, "", since, until, now)
+}
+
+// ParseBulkOpInQueue is ParseBulkOp with a named queue in the filter
+// (BulkFilter.Queue; "" for any).
+func ParseBulkOpInQueue(kind, typ, reason, idPrefix, queueName, since, until string, now time.Time) (BulkOp, error) {
+	op := BulkOp{Kind: BulkKind(strings.TrimSpace(kind)), Filter: BulkFilter{Type: strings.TrimSpace(typ), Reason: reason, IDPrefix: idPrefix, Queue: strings.TrimSpace(queueName)}}
 	for _, w := range []struct {
 		name, text string
 		to         *time.Time
@@ -109,8 +118,14 @@ func (op BulkOp) Validate() error {
 			return fmt.Errorf("bulk %s: %w", op.Kind, err)
 		}
 	}
+	if err := queue.ValidateRouteQueue(f.Queue); err != nil {
+		return bad("%v", err)
+	}
 	switch op.Kind {
 	case BulkRequeueDead:
+		if f.Queue != "" {
+			return bad("dead letters are selected by type, reason and due range; a queue selects pending tasks")
+		}
 		if f.IDPrefix != "" {
 			return bad("an id prefix selects pending tasks; dead letters are selected by type, reason and due range")
 		}
@@ -119,14 +134,14 @@ func (op BulkOp) Validate() error {
 		}
 	case BulkCancelPending:
 		if f.Reason != "" || !f.Since.IsZero() || !f.Until.IsZero() {
-			return bad("pending tasks are selected by type and id prefix only")
+			return bad("pending tasks are selected by type, id prefix and queue only")
 		}
-		if f.Type == "" && f.IDPrefix == "" {
-			return bad("give a type or an id prefix (cancelling every pending task at once is not offered)")
+		if f.Type == "" && f.IDPrefix == "" && f.Queue == "" {
+			return bad("give a type, an id prefix or a queue (cancelling every pending task at once is not offered)")
 		}
 	case BulkDisableSeries:
 		if f.Reason != "" || f.IDPrefix != "" || !f.Since.IsZero() || !f.Until.IsZero() {
-			return bad("series are selected by type only")
+			return bad("series are selected by type (and queue) only")
 		}
 		if f.Type == "" {
 			return bad("give the type of the series to disable")
@@ -141,7 +156,7 @@ func (op BulkOp) Validate() error {
 func (op BulkOp) String() string {
 	parts := []string{string(op.Kind)}
 	f := op.Filter
-	for _, kv := range [][2]string{{"type", f.Type}, {"reason", f.Reason}, {"id", f.IDPrefix}} {
+	for _, kv := range [][2]string{{"type", f.Type}, {"reason", f.Reason}, {"id", f.IDPrefix}, {"queue", f.Queue}} {
 		if kv[1] != "" {
 			v := kv[1]
 			if kv[0] == "id" {
@@ -300,6 +315,9 @@ func (c *Client) eachPending(ctx context.Context, op BulkOp, do func(Item) error
 		}
 		for _, it := range items {
 			if !strings.HasPrefix(it.ID, op.Filter.IDPrefix) || (op.Kind == BulkDisableSeries && (it.Recurrence == "" || !it.Disabled.IsZero())) {
+				continue
+			}
+			if op.Filter.Queue != "" && c.queue.Route(queue.Envelope{Type: it.Type, Queue: it.Queue}).Queue != op.Filter.Queue {
 				continue
 			}
 			if err := do(it); err != nil {

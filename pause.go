@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"time"
 
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -39,6 +40,31 @@ func (c *Client) Pause(ctx context.Context, typ string, until time.Time) error {
 	}
 	_, err := c.pauses.Pause(ctx, typ, until, whoAmI())
 	return err
+}
+
+// PauseQueue pauses a named queue across the fleet ("" or "default": the
+// default queue) until until (zero: until ResumeQueue): no worker starts
+// a task from it, whatever its type; its tasks wait there without using
+// attempts. The pause state lists it as "queue:{name}" (Paused).
+func (c *Client) PauseQueue(ctx context.Context, name string, until time.Time) error {
+	if err := queue.ValidateRouteQueue(name); err != nil {
+		return fmt.Errorf("%w: %w", schedule.ErrInvalid, err)
+	}
+	if !until.IsZero() && !until.After(c.o.Clock.Now()) {
+		return fmt.Errorf("%w: pause queue %s until %s: that time has passed; give a future time, or none to pause until resumed",
+			schedule.ErrInvalid, name, until.UTC().Format(time.RFC3339))
+	}
+	_, err := c.pauses.Pause(ctx, queue.QueuePauseKey(name), until, whoAmI())
+	return err
+}
+
+// ResumeQueue ends the pause of a named queue; a queue that is not paused
+// is reported with an error wrapping ErrNotFound.
+func (c *Client) ResumeQueue(ctx context.Context, name string) error {
+	if err := queue.ValidateRouteQueue(name); err != nil {
+		return fmt.Errorf("%w: %w", schedule.ErrInvalid, err)
+	}
+	return c.pauses.Resume(ctx, queue.QueuePauseKey(name))
 }
 
 // Resume ends the pause of typ. Workers take its tasks up again within

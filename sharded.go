@@ -297,7 +297,7 @@ func (c *Client) Sharded() bool { return c.o.Names.Shards > 1 }
 // named queue it consumes that was first used since; drainOthersListen
 // how often the leader (its consumer listens) does, drainOthersBusy a
 // worker that got messages in the last 10 s.
-var drainOthersEvery, drainOthersListen, drainOthersBusy = 5 * time.Minute, 10 * time.Second, 2 * time.Second
+var drainOthersEvery, drainOthersListen, drainOthersBusy = 30 * time.Second, 10 * time.Second, 2 * time.Second
 
 // drainOthers makes the consumer drain, besides the work queues it starts
 // with, any other queue of their family in the account that belongs to a

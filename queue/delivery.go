@@ -94,10 +94,13 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		c.misrouted(hctx, d)
 		return
 	}
-	// Its type is paused fleet-wide: put it back without an attempt.
-	if until, paused := c.pausedUntil(hctx, env.Type); paused && !mutate.On(mutate.IgnorePause) {
-		c.holdPaused(hctx, d, until)
-		return
+	// Its type, or its named queue, is paused fleet-wide: put it back
+	// without an attempt.
+	for _, key := range []string{env.Type, QueuePauseKey(env.Queue)} {
+		if until, paused := c.pausedUntil(hctx, key); paused && !mutate.On(mutate.IgnorePause) {
+			c.holdPaused(hctx, d, key, until)
+			return
+		}
 	}
 	// Due further ahead than a message is held — the clocks of the host
 	// that sent it and of this one are apart, or another program sent it

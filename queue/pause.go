@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -49,6 +50,11 @@ func (c *Consumer) pausedUntil(hctx context.Context, typ string) (time.Time, boo
 	return pausedAt(c.pause.types, typ, c.clk.Now())
 }
 
+// QueuePauseKey is the key under which the pause state records a paused
+// named queue ("" is the default queue): "queue:{name}", which no task
+// type can be.
+func QueuePauseKey(name string) string { return "queue:" + cmp.Or(name, DefaultRouteQueue) }
+
 func pausedAt(types map[string]time.Time, typ string, now time.Time) (time.Time, bool) {
 	until, ok := types[typ]
 	if !ok || (!until.IsZero() && !until.After(now)) {
@@ -87,7 +93,7 @@ func (c *Consumer) refreshPauses(hctx context.Context, force bool) {
 // holdPaused hides a message of a paused type without counting an attempt:
 // until the pause ends, or PauseHold for a pause without an end, and
 // remembers it so that it can be shown again as soon as the type resumes.
-func (c *Consumer) holdPaused(hctx context.Context, d *delivery, until time.Time) {
+func (c *Consumer) holdPaused(hctx context.Context, d *delivery, key string, until time.Time) {
 	now := c.clk.Now()
 	delay := c.o.PauseHold
 	if !until.IsZero() {
@@ -102,7 +108,7 @@ func (c *Consumer) holdPaused(hctx context.Context, d *delivery, until time.Time
 	d.log.Debug("type is paused; message put back", "until", until, "hidden_for", delay)
 	c.pause.mu.Lock()
 	if len(c.pause.held) < maxHeld {
-		c.pause.held[d.m.ID] = heldMsg{typ: d.typ, m: d.m, at: now}
+		c.pause.held[d.m.ID] = heldMsg{typ: key, m: d.m, at: now}
 	}
 	c.pause.mu.Unlock()
 	c.settle(d, OutcomePaused)

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -144,5 +145,38 @@ func TestPauseReadsOnlyWithWork(t *testing.T) {
 	h.expect(OutcomeSucceeded)
 	if n := src.readCount(); n != 1 {
 		t.Fatalf("pause reads = %d, want 1", n)
+	}
+}
+
+// A paused named queue holds every task routed to it, whatever its type,
+// without an attempt; other queues flow; on resume its tasks run.
+func TestPausedQueueWaitsAndResumes(t *testing.T) {
+	src := &pauseSource{types: map[string]time.Time{QueuePauseKey("gpu"): {}}}
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second}, Pauses: src})
+	released := make(chan int, 10)
+	h.c.hooks.released = func(n int) { released <- n }
+	var got calls
+	h.c.Handle("render", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	h.enqueue(Envelope{ID: "g1", Type: "render", Queue: "gpu"})
+	h.enqueue(Envelope{ID: "d1", Type: "render"})
+	h.start()
+	var outcomes []Outcome
+	for range 2 {
+		outcomes = append(outcomes, h.next().outcome)
+	}
+	if got.n() != 1 || got.tasks[0].ID != "d1" || !slices.Contains(outcomes, OutcomePaused) {
+		t.Fatalf("ran %+v with outcomes %v; want only d1 run and g1 paused", got.tasks, outcomes)
+	}
+	if _, env := h.only(h.work); env.ID != "g1" || env.FailedAttempts != 0 {
+		t.Fatalf("held %+v; want g1 without an attempt", env)
+	}
+	src.set(QueuePauseKey("gpu"), time.Time{}, false)
+	h.clk.Advance(5 * time.Second)
+	if n := <-released; n != 1 {
+		t.Fatalf("the watcher showed %d messages again, want 1", n)
+	}
+	h.await(OutcomeSucceeded)
+	if got.n() != 2 || got.tasks[1].ID != "g1" || got.tasks[1].Attempt != 1 {
+		t.Fatalf("ran %+v; want g1 after the resume, at attempt 1", got.tasks)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/leasecron/leasecron"
@@ -120,11 +121,31 @@ func (w *World) answer(op *Op, what string, err error) {
 func (w *World) item(c *proc, s TaskSpec, t *ti) leasecron.Item {
 	it := leasecron.Item{ID: t.id, Type: s.Type, Payload: t.payload(), Due: c.clock.Now().Add(s.Due), Recurrence: s.Recurrence, TZ: s.TZ,
 		MaxAttempts: s.MaxAttempts, AfterAny: s.AfterAny}
+	it.Queue, it.Priority, it.FairKey = route(t.id)
 	for _, p := range s.After {
 		it.After = append(it.After, w.chk.RealID(p))
 	}
 	return it
 }
+
+// route gives a task a named queue, a priority and a fair key from a hash
+// of its id (not from the plan's random stream, so that adding routes
+// changed no seed's plan): a fifth at each level 1 to 4 (and the default),
+// a third for each of two tenants (tenant-a weighted, see routing), a
+// quarter in the named queue "bulk" that every worker consumes too.
+func route(id string) (string, int, string) {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	n := h.Sum32()
+	q := ""
+	if n/15%4 == 0 {
+		q = "bulk"
+	}
+	return q, int(n % 5), []string{"", "tenant-a", "tenant-b"}[n/5%3]
+}
+
+// routing is the fleet's routing: the fair lanes of the tenants.
+var routing = leasecron.Routing{FairLanes: 4, FairWeights: map[string]int{"tenant-a": 2}}
 
 func (w *World) unique(s TaskSpec) *leasecron.Unique {
 	if s.Unique == nil {

@@ -483,7 +483,7 @@ func (w *World) storage(p *proc) leasecron.Storage {
 func (w *World) newClient(i, queues int) *proc {
 	p := w.newProc(fmt.Sprintf("c%d", i), "client", w.shards, queues)
 	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: w.storage(p), Names: names(p.shards, queues), Clock: p.clock, Logger: p.log,
-		Limits: map[string]int{TypeLimited: LimitedConcurrency}})
+		Limits: map[string]int{TypeLimited: LimitedConcurrency}, Routing: routing})
 	if err != nil {
 		w.t.Fatalf("client: %v", err)
 	}
@@ -507,6 +507,8 @@ func (w *World) startWorker(name string, shards int) {
 		Consumer:     queue.ConsumerSettings{Concurrency: 4, MaxAttempts: 3, BackoffBase: time.Second, BackoffMax: 20 * time.Second},
 		Limits:       map[string]int{TypeLimited: LimitedConcurrency},
 		Rates:        map[string]leasecron.RateLimit{TypeRated: {Count: RatedCount, Per: RatedPer}},
+		Routing:      routing,
+		Queues:       []string{"default", "bulk"},
 		NoBlackboard: true,
 		Version:      "sim",
 		Logger:       p.log,

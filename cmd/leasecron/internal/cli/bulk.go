@@ -33,10 +33,10 @@ the dashboard's /bulk page. Bulk operations need run records (worker.runs).`,
 		a.bulkKindCmd(leasecron.BulkRequeueDead, "requeue-dead [--type T] [--reason TEXT] [--since WHEN] [--until WHEN] [--yes [--wait DURATION]]",
 			"Requeue the dead letters matching a type, a reason and a due range, attempts reset",
 			"  leasecron bulk requeue-dead --type mail --reason timeout\n  leasecron bulk requeue-dead --type mail --since 24h --yes --wait 10m"),
-		a.bulkKindCmd(leasecron.BulkCancelPending, "cancel [--type T] [--id-prefix P] [--yes [--wait DURATION]]",
-			"Cancel every pending task of a type and/or whose id starts with a prefix",
-			"  leasecron bulk cancel --type report --id-prefix 2026-11-\n  leasecron bulk cancel --type report --yes"),
-		a.bulkKindCmd(leasecron.BulkDisableSeries, "disable --type T [--yes [--wait DURATION]]",
+		a.bulkKindCmd(leasecron.BulkCancelPending, "cancel [--type T] [--id-prefix P] [--queue NAME] [--yes [--wait DURATION]]",
+			"Cancel every pending task of a type, whose id starts with a prefix, and/or of a named queue",
+			"  leasecron bulk cancel --type report --id-prefix 2026-11-\n  leasecron bulk cancel --type report --yes\n  leasecron bulk cancel --queue gpu --yes"),
+		a.bulkKindCmd(leasecron.BulkDisableSeries, "disable --type T [--queue NAME] [--yes [--wait DURATION]]",
 			"Disable every recurring series of a type (enable them one by one with 'leasecron enable')",
 			"  leasecron bulk disable --type nightly --yes"),
 		a.bulkStatusCmd(), a.bulkListCmd(),
@@ -45,7 +45,7 @@ the dashboard's /bulk page. Bulk operations need run records (worker.runs).`,
 }
 
 func (a *app) bulkKindCmd(kind leasecron.BulkKind, use, short, example string) *cobra.Command {
-	var typ, reason, idPrefix, since, until string
+	var typ, reason, idPrefix, since, until, queueName string
 	var yes bool
 	var wait time.Duration
 	noun := map[leasecron.BulkKind]string{leasecron.BulkRequeueDead: "dead letter(s)", leasecron.BulkCancelPending: "pending task(s)", leasecron.BulkDisableSeries: "enabled series"}[kind]
@@ -61,7 +61,7 @@ func (a *app) bulkKindCmd(kind leasecron.BulkKind, use, short, example string) *
 			if wait > 0 && !yes {
 				return usagef("--wait follows a started operation: add --yes to start it")
 			}
-			op, err := leasecron.ParseBulkOp(string(kind), typ, reason, idPrefix, since, until, time.Now())
+			op, err := leasecron.ParseBulkOpInQueue(string(kind), typ, reason, idPrefix, queueName, since, until, time.Now())
 			if err != nil {
 				return usageError{err}
 			}
@@ -98,6 +98,9 @@ func (a *app) bulkKindCmd(kind leasecron.BulkKind, use, short, example string) *
 		fl.StringVar(&until, "until", "", "only tasks due before this: a duration ago (1h) or RFC 3339")
 	case leasecron.BulkCancelPending:
 		fl.StringVar(&idPrefix, "id-prefix", "", "only tasks whose id starts with this")
+		fl.StringVar(&queueName, "queue", "", "only tasks of this named queue (their own, else their type's types.<type>.queue, else default)")
+	case leasecron.BulkDisableSeries:
+		fl.StringVar(&queueName, "queue", "", "only series of this named queue")
 	}
 	fl.BoolVar(&yes, "yes", false, "start the operation on what matches (without it, only count)")
 	fl.DurationVar(&wait, "wait", 0, "with --yes, follow the operation up to this long (10m), printing its progress")

@@ -48,7 +48,7 @@ func TestBulkCommands(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"bulk", "cancel"}, "give a type or an id prefix"},
+		{[]string{"bulk", "cancel"}, "give a type, an id prefix or a queue"},
 		{[]string{"bulk", "disable"}, "give the type"},
 		{[]string{"bulk", "requeue-dead", "--type", "Bad Type"}, `"Bad Type"`},
 		{[]string{"bulk", "requeue-dead", "--since", "yesterday"}, `since "yesterday": want a duration`},

@@ -17,19 +17,24 @@ func init() {
 }
 
 func (a *app) pauseCmd() *cobra.Command {
-	var until, forDur string
+	var until, forDur, queueName string
 	c := &cobra.Command{
-		Use:   "pause TYPE [--until RFC3339 | --for DURATION]",
-		Short: "Pause a task type across the fleet",
-		Long: `Stops every worker from running tasks of TYPE until it is resumed (or
+		Use:   "pause (TYPE | --queue NAME) [--until RFC3339 | --for DURATION]",
+		Short: "Pause a task type, or a named queue, across the fleet",
+		Long: `Stops every worker from running tasks of TYPE (or, with --queue, every
+task of the named queue NAME, whatever its type) until it is resumed (or
 until --until / for --for). Due tasks keep moving into the queue; there they
 wait, without using attempts and without being dead-lettered, and run once the
 pause ends. Workers honour the pause within worker.pause_check (5 s).`,
 		Example: `  leasecron pause notify
   leasecron pause notify --for 30m
-  leasecron pause report --until 2026-12-01T09:00:00Z`,
-		Args: cobra.ExactArgs(1),
+  leasecron pause report --until 2026-12-01T09:00:00Z
+  leasecron pause --queue gpu --for 1h`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if (len(args) == 1) == (queueName != "") {
+				return usagef("give a TYPE or --queue NAME (one of them)")
+			}
 			var end time.Time
 			if until != "" || forDur != "" {
 				var err error
@@ -41,47 +46,69 @@ pause ends. Workers honour the pause within worker.pause_check (5 s).`,
 			if err != nil {
 				return err
 			}
-			if err := cl.Pause(cmd.Context(), args[0], end); err != nil {
+			what := "queue " + queueName
+			if queueName != "" {
+				err = cl.PauseQueue(cmd.Context(), queueName, end)
+			} else {
+				what = args[0]
+				err = cl.Pause(cmd.Context(), args[0], end)
+			}
+			if err != nil {
 				if errors.Is(err, schedule.ErrInvalid) {
 					return usageError{err}
 				}
 				return err
 			}
 			if end.IsZero() {
-				fmt.Fprintf(a.out, "%s paused until resumed\n", args[0])
+				fmt.Fprintf(a.out, "%s paused until resumed\n", what)
 			} else {
-				fmt.Fprintf(a.out, "%s paused until %s\n", args[0], end.UTC().Format(time.RFC3339))
+				fmt.Fprintf(a.out, "%s paused until %s\n", what, end.UTC().Format(time.RFC3339))
 			}
 			return nil
 		},
 	}
 	c.Flags().StringVar(&until, "until", "", "end of the pause, RFC 3339 (2026-11-22T10:00:00Z)")
 	c.Flags().StringVar(&forDur, "for", "", "length of the pause (30m, 2h)")
+	c.Flags().StringVar(&queueName, "queue", "", "pause a named queue (every task in it, whatever its type) instead of a type")
 	return c
 }
 
 func (a *app) resumeCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "resume TYPE",
-		Short: "End the pause of a task type",
-		Long: `Ends the pause of TYPE: workers take its waiting tasks up again within
-worker.pause_check (5 s). A type that is not paused exits with code 3.`,
-		Args: cobra.ExactArgs(1),
+	var queueName string
+	c := &cobra.Command{
+		Use:   "resume (TYPE | --queue NAME)",
+		Short: "End the pause of a task type or a named queue",
+		Long: `Ends the pause of TYPE (or of the named queue NAME): workers take its
+waiting tasks up again within worker.pause_check (5 s). One that is not
+paused exits with code 3.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if (len(args) == 1) == (queueName != "") {
+				return usagef("give a TYPE or --queue NAME (one of them)")
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err
 			}
-			if err := cl.Resume(cmd.Context(), args[0]); err != nil {
+			what := "queue " + queueName
+			if queueName != "" {
+				err = cl.ResumeQueue(cmd.Context(), queueName)
+			} else {
+				what = args[0]
+				err = cl.Resume(cmd.Context(), args[0])
+			}
+			if err != nil {
 				if errors.Is(err, schedule.ErrInvalid) {
 					return usageError{err}
 				}
 				return err
 			}
-			fmt.Fprintf(a.out, "%s resumed\n", args[0])
+			fmt.Fprintf(a.out, "%s resumed\n", what)
 			return nil
 		},
 	}
+	c.Flags().StringVar(&queueName, "queue", "", "resume a named queue instead of a type")
+	return c
 }
 
 func (a *app) pausedCmd() *cobra.Command {

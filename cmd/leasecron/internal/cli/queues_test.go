@@ -53,10 +53,40 @@ func TestQueuesCommandShowsRoutes(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "NONE (stranded: no running worker consumes gpu)") {
 		t.Errorf("queues: exit %d %s; want gpu shown stranded (no worker runs)", code, out)
 	}
+	// Bulk cancel and pause select by queue.
+	for _, args := range [][]string{
+		{"schedule", "--id", "later-g", "--type", "render", "--queue", "gpu", "--in", "1h"},
+		{"schedule", "--id", "later-d", "--type", "render", "--in", "1h"},
+	} {
+		if code, _, stderr := run(t, "", args...); code != exitOK {
+			t.Fatalf("%s: exit %d %s", strings.Join(args, " "), code, stderr)
+		}
+	}
+	// g-1 and g-2 (sent, their rows not yet moved: no worker runs) and
+	// later-g; not later-d, m-1 or d-1.
+	if code, out, stderr := run(t, "", "bulk", "cancel", "--queue", "gpu"); code != exitOK || !strings.Contains(out, "3 pending task(s) match cancel-pending queue:gpu") {
+		t.Errorf("bulk cancel --queue gpu: exit %d %q %q; want 3 matches", code, out, stderr)
+	}
+	if code, out, stderr := run(t, "", "pause", "--queue", "gpu", "--for", "1h"); code != exitOK || !strings.Contains(out, "queue gpu paused until") {
+		t.Errorf("pause --queue gpu: exit %d %q %q", code, out, stderr)
+	}
+	if code, out, _ := run(t, "", "paused", "--json"); code != exitOK || !strings.Contains(out, `"queue:gpu"`) {
+		t.Errorf("paused --json: exit %d %s; want queue:gpu", code, out)
+	}
+	if code, out, stderr := run(t, "", "resume", "--queue", "gpu"); code != exitOK || !strings.Contains(out, "queue gpu resumed") {
+		t.Errorf("resume --queue gpu: exit %d %q %q", code, out, stderr)
+	}
+	if code, _, _ := run(t, "", "resume", "--queue", "gpu"); code != exitNotFound {
+		t.Errorf("resume --queue gpu again: exit %d, want %d (not paused)", code, exitNotFound)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"pause"}, "give a TYPE or --queue NAME"},
+		{[]string{"pause", "mail", "--queue", "gpu"}, "give a TYPE or --queue NAME"},
+		{[]string{"pause", "--queue", "Bad"}, `"Bad"`},
+		{[]string{"bulk", "cancel", "--queue", "p2"}, "reserved for priority levels"},
 		{[]string{"schedule", "--queue", "GPU", "x"}, `"GPU"`},
 		{[]string{"schedule", "--queue", "p1", "x"}, "reserved for priority levels"},
 		{[]string{"schedule", "--priority", "urgent", "x"}, `"urgent": want 1 (critical), 2 (high), 3 (default) or 4 (low)`},

@@ -70,7 +70,7 @@ var Keys = []Key{
 	{"names.blackboard_table", names.BlackboardTable, "Table of blackboard keys.", false},
 	{"names.queue", names.Queue, "Work queue.", false},
 	{"names.poison_queue", names.PoisonQueue, "Queue for messages set aside (dead letters).", false},
-	{"names.queues", 1, "How many work queues messages are spread over: names.queue, then names.queue-1, … (1 to 64; about 2,000 messages/s each on Azure). An idle worker polls one at a time. Every worker and client should agree (workers also drain, within five minutes, any {queue}-{n} a client sends to); grow it on the workers first, never shrink it while the extra queues hold messages.", false},
+	{"names.queues", 1, "How many work queues messages are spread over: names.queue, then names.queue-1, … (1 to 64; about 2,000 messages/s each on Azure). An idle worker polls one at a time. Every worker and client should agree (workers also drain, within 30 seconds, any {queue}-{n} a client sends to); grow it on the workers first, never shrink it while the extra queues hold messages.", false},
 	{"lease.duration", trafficcop.DefaultLeaseDuration, "Lease duration, 15s to 60s.", false},
 	{"lease.renew_every", time.Duration(0), "Renew interval; 0 means lease.duration/3.", false},
 	{"lease.poll_every", trafficcop.DefaultPollEvery, "How often an instance without the lease tries to acquire it (jittered).", false},
