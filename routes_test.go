@@ -201,11 +201,8 @@ func TestCriticalTasksJumpTheBacklog(t *testing.T) {
 	log := newRanLog()
 	// 3 workers x 4 slots / 200 ms: the backlog takes about 25 s to drain.
 	h := func(id string) leasecron.Handler { return log.handler(id, 200*time.Millisecond) }
-	var workers []*leasecron.Worker
 	for i := range 3 {
-		w := poolWorker(t, st, names, fmt.Sprintf("w%d", i), routes, 4, h, "bulk", "reset")
-		workers = append(workers, w)
-		defer runWorker(ctx, t, w)()
+		defer runWorker(ctx, t, poolWorker(t, st, names, fmt.Sprintf("w%d", i), routes, 4, h, "bulk", "reset"))()
 	}
 	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Routing: leasecron.Routing{Types: routes}})
 	if err != nil {

@@ -30,6 +30,11 @@ func runIdle(ctx context.Context, b *bench) error {
 		return err
 	}
 	defer quiet.Stop()
+	routed, err := b.startAzurite(ctx, name+"-routes")
+	if err != nil {
+		return err
+	}
+	defer routed.Stop()
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	roles := []struct {
@@ -37,26 +42,32 @@ func runIdle(ctx context.Context, b *bench) error {
 		runs        bool
 		mod         func(*leasecron.WorkerOptions)
 		alone       bool // on its own Azurite, so that it leads
+		routes      bool // on the Azurite of the routed fleet (its first leads)
 	}{
-		{"leader", "leading, nothing to move (listening every 200 ms)", true, nil, false},
-		{"standby", "standby (competes for the lease)", true, nil, false},
-		{"standby-noruns", "standby, worker.runs=false", false, func(o *leasecron.WorkerOptions) { o.NoRuns = true }, false},
-		{"consumer-only", "worker.lead=false (never leads)", true, func(o *leasecron.WorkerOptions) { o.NoLead = true }, false},
+		{"leader", "leading, nothing to move (listening every 200 ms)", true, nil, false, false},
+		{"standby", "standby (competes for the lease)", true, nil, false, false},
+		{"standby-noruns", "standby, worker.runs=false", false, func(o *leasecron.WorkerOptions) { o.NoRuns = true }, false, false},
+		{"consumer-only", "worker.lead=false (never leads)", true, func(o *leasecron.WorkerOptions) { o.NoLead = true }, false, false},
+		{"leader-routes", "leading, 3 named queues x 4 priority levels (12 work queues)", true, routes12, false, true},
+		{"standby-routes", "standby, 3 named queues x 4 priority levels", true, routes12, false, true},
 		{"leader-nolisten", "leading, worker.listen_every=-1 (not listening, as before)", true,
-			func(o *leasecron.WorkerOptions) { o.Consumer.ListenEvery = -1 }, true},
+			func(o *leasecron.WorkerOptions) { o.Consumer.ListenEvery = -1 }, true, false},
 	}
 	workers := make([]*txWorker, len(roles))
 	for i, r := range roles {
 		on := srv
-		if r.alone {
+		switch {
+		case r.alone:
 			on = quiet
+		case r.routes:
+			on = routed
 		}
 		w, err := startWorker(wctx, on, "idle-"+r.role, r.mod)
 		if err != nil {
 			return err
 		}
 		workers[i] = w
-		if i == 0 || r.alone {
+		if i == 0 || r.alone || r.role == "leader-routes" {
 			if err := w.waitLeading(ctx, 30*time.Second); err != nil {
 				return err
 			}
@@ -101,6 +112,20 @@ func runIdle(ctx context.Context, b *bench) error {
 		b.logf(name, "%-34s %4d requests in %s = %.0f/hour %v", r.label, total, window.Round(time.Second), row.PerHour, counts)
 	}
 	return results.Write(b.out, results.IdleFile, res)
+}
+
+// routes12 makes a worker consume three named queues and route types to
+// every priority level of each, so that all 12 work queues exist and are
+// drained from the start (the idle cost of routes: it should be that of
+// one queue).
+func routes12(o *leasecron.WorkerOptions) {
+	o.Queues = []string{"default", "gpu", "mail"}
+	o.Routing.Types = map[string]leasecron.Route{}
+	for _, q := range o.Queues {
+		for p := 1; p <= 4; p++ {
+			o.Routing.Types[fmt.Sprintf("%s-%d", q, p)] = leasecron.Route{Queue: q, Priority: p}
+		}
+	}
 }
 
 // leading reports an error unless the first worker, and the last when it
