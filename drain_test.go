@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -163,5 +164,60 @@ func eventually(ctx context.Context, t *testing.T, what string, ok func() (bool,
 			t.Fatalf("%s never happened (last: %s)", what, last)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A standby hears of a drain request through the leader's note in the
+// lease (which it reads at every lease poll) rather than by reading its
+// own presence every drain_check: it drains within a renewal and a poll.
+func TestDrainAStandbyThroughTheLeadersNote(t *testing.T) {
+	t.Parallel()
+	st, names := testAccount(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := func(id string) (*leasecron.Worker, chan error) {
+		w, err := leasecron.NewWorker(leasecron.WorkerOptions{
+			Storage: st, Names: names, InstanceID: id,
+			Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 500 * time.Millisecond},
+			Mover:    schedule.MoverSettings{PollEvery: 200 * time.Millisecond},
+			Consumer: queue.ConsumerSettings{PollMax: 200 * time.Millisecond},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		return w, done
+	}
+	lead, leadDone := start("lead")
+	defer func() { cancel(); <-leadDone }()
+	eventually(ctx, t, "lead leads", func() (bool, string) { return lead.HasControl(), "" })
+	stand, standDone := start("stand")
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "stand shows", func() (bool, string) {
+		all, err := c.Instances(ctx)
+		return err == nil && slices.ContainsFunc(all, func(in leasecron.Instance) bool { return in.ID == "stand" && in.Present }), fmt.Sprint(err)
+	})
+	before := stand.Requests()
+	asked := time.Now()
+	if _, err := c.Drain(ctx, "stand", "tester"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-standDone:
+		if !errors.Is(err, leasecron.ErrDrained) {
+			t.Fatalf("the standby's Run returned %v, want ErrDrained", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the standby did not drain within 60s (a renewal every 5s and a lease poll every 500ms)")
+	}
+	took := time.Since(asked)
+	heads := stand.Requests().Sub(before).ByOp["blob head"]
+	t.Logf("the standby drained %v after the request, with %d blob reads meanwhile", took.Round(time.Millisecond), heads)
+	if lead.HasControl() == false {
+		t.Error("the leader lost the lease")
 	}
 }

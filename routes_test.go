@@ -3,6 +3,7 @@ package leasecron_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -220,38 +221,7 @@ func TestCriticalTasksJumpTheBacklog(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		log.mu.Lock()
-		started := 0
-		for id := range asked {
-			if _, ok := log.at[id]; ok {
-				started++
-			}
-		}
-		bulkDone := len(log.by) - started
-		log.mu.Unlock()
-		if started == critical {
-			if bulkDone >= backlog {
-				t.Fatalf("the critical tasks all started only once the backlog of %d had drained", backlog)
-			}
-			t.Logf("all %d critical tasks started with %d of %d backlog tasks still to run", critical, backlog-bulkDone, backlog)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d critical tasks started within 2m", started, critical)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	var waits []time.Duration
-	log.mu.Lock()
-	for id, t0 := range asked {
-		waits = append(waits, log.at[id].Sub(t0))
-	}
-	log.mu.Unlock()
-	slices.Sort(waits)
-	p50, p99 := waits[len(waits)/2], waits[len(waits)*99/100]
-	t.Logf("critical start latency behind a backlog: p50 %v, p99 %v, max %v", p50.Round(time.Millisecond), p99.Round(time.Millisecond), waits[len(waits)-1].Round(time.Millisecond))
+	p99 := jumpedTheQueue(t, log, asked, backlog, "critical tasks", "the low backlog")
 	// A liveness bound, generous for a loaded machine: a task that waited
 	// behind the backlog would wait for most of it (≥ 15 s here).
 	if p99 > 5*time.Second {
@@ -295,6 +265,20 @@ func TestFairKeysShareTheFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	p99 := jumpedTheQueue(t, log, asked, flood, "tenant-b's tasks", "tenant-a's flood")
+	// Liveness, generous for a loaded machine; first come first served
+	// would make them wait for most of the flood (≥ 20 s here).
+	if p99 > 10*time.Second {
+		t.Fatalf("tenant-b's p99 start latency %v behind tenant-a's flood, want at most 10s", p99)
+	}
+}
+
+// jumpedTheQueue waits until every task of asked (id → when scheduled)
+// has started, fails the test if that happened only once the backlog
+// tasks (the rest of log) had all run, and returns the p99 of their start
+// latencies.
+func jumpedTheQueue(t *testing.T, log *ranLog, asked map[string]time.Time, backlog int, what, behind string) time.Duration {
+	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		log.mu.Lock()
@@ -304,17 +288,17 @@ func TestFairKeysShareTheFleet(t *testing.T) {
 				started++
 			}
 		}
-		floodDone := len(log.by) - started
+		backlogDone := len(log.by) - started
 		log.mu.Unlock()
-		if started == few {
-			if floodDone >= flood {
-				t.Fatalf("tenant-b's tasks all started only once tenant-a's %d had run", flood)
+		if started == len(asked) {
+			if backlogDone >= backlog {
+				t.Fatalf("the %s all started only once %s (%d) had run", what, behind, backlog)
 			}
-			t.Logf("all %d of tenant-b's tasks started with %d of tenant-a's %d still to run", few, flood-floodDone, flood)
+			t.Logf("all %d %s started with %d of %s's %d still to run", len(asked), what, backlog-backlogDone, behind, backlog)
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of tenant-b's %d tasks started within 2m", started, few)
+			t.Fatalf("%d of %d %s started within 2m", started, len(asked), what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -326,10 +310,183 @@ func TestFairKeysShareTheFleet(t *testing.T) {
 	log.mu.Unlock()
 	slices.Sort(waits)
 	p99 := waits[len(waits)*99/100]
-	t.Logf("tenant-b start latency behind tenant-a's flood: p50 %v, p99 %v", waits[len(waits)/2].Round(time.Millisecond), p99.Round(time.Millisecond))
-	// Liveness, generous for a loaded machine; first come first served
-	// would make them wait for most of the flood (≥ 20 s here).
-	if p99 > 10*time.Second {
-		t.Fatalf("tenant-b's p99 start latency %v behind tenant-a's flood, want at most 10s", p99)
+	t.Logf("%s start latency behind %s: p50 %v, p99 %v", what, behind, waits[len(waits)/2].Round(time.Millisecond), p99.Round(time.Millisecond))
+	return p99
+}
+
+// longTest skips t unless LEASECRON_LONG is set (make test-long).
+func longTest(t *testing.T) {
+	t.Helper()
+	if os.Getenv("LEASECRON_LONG") == "" {
+		t.Skip("long: set LEASECRON_LONG=1 (make test-long)")
+	}
+}
+
+// The sizes (make test-long): a backlog of 10,000 priority-4
+// tasks draining on three workers; 50 priority-1 tasks scheduled for now
+// one by one meanwhile each start within a second (p99) of being
+// scheduled. Then, with weights 1:1:1:1 of a worker pool in weighted mode
+// (8, 4, 2, 1 by default in the README's example; 3:1 here between the
+// two levels in use), the low backlog keeps its share of starts while a
+// flood of priority-1 work runs.
+func TestPrioritiesAtScale(t *testing.T) {
+	longTest(t)
+	ctx := context.Background()
+	st, names := testAccount(t)
+	routes := map[string]leasecron.Route{"bulk": {Priority: leasecron.PriorityLow}}
+	log := newRanLog()
+	h := func(id string) leasecron.Handler { return log.handler(id, 100*time.Millisecond) }
+	for i := range 3 {
+		defer runWorker(ctx, t, poolWorker(t, st, names, fmt.Sprintf("w%d", i), routes, 8, h, "bulk", "reset"))()
+	}
+	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Routing: leasecron.Routing{Types: routes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const backlog, critical = 10000, 50
+	scheduleNow(ctx, t, cl, "bulk", "bulk", backlog)
+	waitRan(t, log, 500, 5*time.Minute)
+	asked := map[string]time.Time{}
+	for i := range critical {
+		id := fmt.Sprintf("reset-%d", i)
+		asked[id] = time.Now()
+		if _, err := cl.Schedule(ctx, leasecron.Item{ID: id, Type: "reset", Due: time.Now(), Priority: leasecron.PriorityCritical}, nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p99 := jumpedTheQueue(t, log, asked, backlog, "critical tasks", "a backlog of 10,000 low ones")
+	if p99 > time.Second {
+		t.Errorf("critical tasks' p99 start latency %v behind 10,000 low ones, want at most 1s", p99)
+	}
+}
+
+// Weighted priorities on Azurite: two levels backed up, weights 3:1
+// (priority 1 and 4 of worker.priority_weights 3,1,1,1): over a minute
+// the low level gets a quarter of the starts (±10 %), where strict
+// priorities would give it none.
+func TestWeightedPrioritiesShareAtScale(t *testing.T) {
+	longTest(t)
+	ctx := context.Background()
+	st, names := testAccount(t)
+	routes := map[string]leasecron.Route{"hi": {Priority: leasecron.PriorityCritical}, "lo": {Priority: leasecron.PriorityLow}}
+	log := newRanLog()
+	h := func(id string) leasecron.Handler { return log.handler(id, 100*time.Millisecond) }
+	for i := range 3 {
+		w, err := leasecron.NewWorker(leasecron.WorkerOptions{
+			Storage: st, Names: names, InstanceID: fmt.Sprintf("w%d", i), Routing: leasecron.Routing{Types: routes}, PriorityWeights: []int{3, 1, 1, 1},
+			Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
+			Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
+			Consumer: queue.ConsumerSettings{PollMax: 500 * time.Millisecond, Concurrency: 8},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Handle("hi", h(fmt.Sprintf("w%d", i)))
+		w.Handle("lo", h(fmt.Sprintf("w%d", i)))
+		defer runWorker(ctx, t, w)()
+	}
+	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Routing: leasecron.Routing{Types: routes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduleNow(ctx, t, cl, "lo", "lo", 5000)
+	scheduleNow(ctx, t, cl, "hi", "hi", 5000)
+	shares := windowShares(t, log, 200, time.Minute)
+	lo := float64(shares["l"]) / float64(shares["l"]+shares["h"])
+	t.Logf("over a minute with both levels backed up: %d high, %d low starts: low share %.3f (weights 3:1 → 0.25)", shares["h"], shares["l"], lo)
+	if lo < 0.225 || lo > 0.275 {
+		t.Errorf("the low level's share of starts is %.3f, want 0.25 ± 10%%", lo)
+	}
+}
+
+// windowShares waits until skip tasks have started, then counts the
+// starts of the next window by the first letter of their ids.
+func windowShares(t *testing.T, log *ranLog, skip int, window time.Duration) map[string]int {
+	t.Helper()
+	waitRan(t, log, skip, 5*time.Minute)
+	from := time.Now()
+	time.Sleep(window)
+	to := time.Now()
+	out := map[string]int{}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for id, at := range log.at {
+		if !at.Before(from) && at.Before(to) {
+			out[id[:1]]++
+		}
+	}
+	return out
+}
+
+// The fairness sizes (make test-long): tenant A schedules 5,000
+// tasks at once, tenant B 50 a second later, equal weights, three
+// workers: B's start within 5 s (p99) while A's backlog takes over a
+// minute; then with weights 3:1 (tenant C weighted 3 against D) the
+// shares of starts over a minute are 3:1 (±10 %).
+func TestFairnessAtScale(t *testing.T) {
+	longTest(t)
+	ctx := context.Background()
+	st, names := testAccount(t)
+	routing := leasecron.Routing{FairWeights: map[string]int{"tenant-c": 3}}
+	log := newRanLog()
+	h := func(id string) leasecron.Handler { return log.handler(id, 150*time.Millisecond) }
+	for i := range 3 {
+		w, err := leasecron.NewWorker(leasecron.WorkerOptions{
+			Storage: st, Names: names, InstanceID: fmt.Sprintf("w%d", i), Routing: routing,
+			Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
+			Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
+			Consumer: queue.ConsumerSettings{PollMax: 500 * time.Millisecond, Concurrency: 4},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Handle("job", h(fmt.Sprintf("w%d", i)))
+		defer runWorker(ctx, t, w)()
+	}
+	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Routing: routing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed := func(prefix, key string, n int) {
+		items := make([]leasecron.Item, n)
+		for i := range items {
+			items[i] = leasecron.Item{ID: fmt.Sprintf("%s-%d", prefix, i), Type: "job", Due: time.Now(), FairKey: key}
+		}
+		for chunk := range slices.Chunk(items, 500) {
+			if _, err := cl.ScheduleMany(ctx, chunk, leasecron.ScheduleManyOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	began := time.Now()
+	keyed("a", "tenant-a", 5000)
+	time.Sleep(time.Second)
+	asked := map[string]time.Time{}
+	for i := range 50 {
+		id := fmt.Sprintf("b-%d", i)
+		asked[id] = time.Now()
+		if _, err := cl.Schedule(ctx, leasecron.Item{ID: id, Type: "job", Due: time.Now(), FairKey: "tenant-b"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p99 := jumpedTheQueue(t, log, asked, 5000, "tenant-b's tasks", "tenant-a's 5,000")
+	if p99 > 5*time.Second {
+		t.Errorf("tenant-b's p99 start latency %v behind tenant-a's 5,000, want at most 5s", p99)
+	}
+	waitRan(t, log, 5050, 10*time.Minute)
+	drain := time.Since(began)
+	t.Logf("tenant-a's 5,000 drained in %v", drain.Round(time.Second))
+	if drain < time.Minute {
+		t.Errorf("tenant-a's backlog drained in %v: the measurement wants it to take at least a minute", drain)
+	}
+	// Weights: C (3) against D (1), both backed up.
+	keyed("c", "tenant-c", 4000)
+	keyed("d", "tenant-d", 4000)
+	shares := windowShares(t, log, 5050+200, time.Minute)
+	ratio := float64(shares["c"]) / float64(max(shares["d"], 1))
+	t.Logf("over a minute with both backed up: tenant-c %d, tenant-d %d starts: %.2f (weights 3:1)", shares["c"], shares["d"], ratio)
+	if ratio < 2.7 || ratio > 3.3 {
+		t.Errorf("tenant-c:tenant-d = %.2f over a minute, want 3 ± 10%%", ratio)
 	}
 }

@@ -291,21 +291,26 @@ func (c *Client) SetShards(ctx context.Context, n int) error {
 // schedule (Names.Shards above 1).
 func (c *Client) Sharded() bool { return c.o.Names.Shards > 1 }
 
-// drainOthersEvery is how often an idle worker looks for work queues
-// it has not drained yet: beyond Names.Queues (a client configured with
-// more queues sends to them), or a priority level or fairness lane of a
-// named queue it consumes that was first used since; drainOthersListen
-// how often the leader (its consumer listens) does, drainOthersBusy a
-// worker that got messages in the last 10 s.
-var drainOthersEvery, drainOthersListen, drainOthersBusy = 30 * time.Second, 10 * time.Second, 2 * time.Second
+// drainOthersEvery is how often an idle worker that does not compete for
+// the lease looks for work queues it has not drained yet: beyond
+// Names.Queues (a client configured with more queues sends to them), or a
+// priority level or fairness lane of a named queue it consumes that was
+// first used since. drainOthersListen is how often the leader (its
+// consumer listens) does, drainOthersBusy a worker that got messages in
+// the last 10 s; a standby looks when the leader's note in the lease says
+// the queues changed (fleetNote), and every drainOthersStandby besides.
+var (
+	drainOthersEvery, drainOthersListen, drainOthersBusy = 30 * time.Second, 10 * time.Second, 2 * time.Second
+	drainOthersStandby                                   = 5 * time.Minute
+)
 
 // drainOthers makes the consumer drain, besides the work queues it starts
 // with, any other queue of their family in the account that belongs to a
-// named queue it consumes, looking now and every drainOthersEvery, or
-// drainOthersBusy while busy (one list request each), so that a client
-// configured with more queues than the workers strands nothing, and a
-// priority level or fairness lane used for the first time is found within
-// seconds by the workers that are busy and the leader.
+// named queue it consumes, looking now and then as drainOthersEvery and
+// the others say (one list request each), so that a client configured
+// with more queues than the workers strands nothing, and a priority level
+// or fairness lane used for the first time is found within seconds by the
+// workers that are busy and the leader.
 func (w *Worker) drainOthers(ctx context.Context, c *queue.Client, busy, listening func() bool) {
 	for {
 		added, err := c.DrainOthers(ctx)
@@ -315,18 +320,29 @@ func (w *Worker) drainOthers(ctx context.Context, c *queue.Client, busy, listeni
 		if err != nil {
 			w.log.Debug("cannot list the work queues", "err", err)
 		}
+		w.fleet.setQueues(c.Digest())
 		if len(added) > 0 {
 			w.log.Info("draining work queues found in the account (a priority level, a fairness lane, or names.queues beyond this worker's)",
 				"queues", added, "names_queues", w.o.Names.Queues)
 		}
-		// Sleep in steps of drainOthersBusy, so that a worker that becomes
-		// busy looks again soon.
+		idle := drainOthersEvery
+		if w.cop != nil {
+			idle = max(idle, drainOthersStandby)
+		}
 		step := min(drainOthersBusy, drainOthersEvery)
-		for waited := time.Duration(0); waited < drainOthersEvery; waited += step {
-			if clock.Sleep(ctx, w.o.Clock, step) != nil {
+	wait:
+		for waited := time.Duration(0); waited < idle; waited += step {
+			t := w.o.Clock.NewTimer(step)
+			select {
+			case <-ctx.Done():
+				t.Stop()
 				return
+			case <-w.fleet.relist:
+				t.Stop()
+				break wait
+			case <-t.C():
 			}
-			if busy() || listening() && waited+step >= drainOthersListen {
+			if busy() || listening() && waited+step >= min(drainOthersListen, drainOthersEvery) {
 				break
 			}
 		}

@@ -210,6 +210,7 @@ func (o WorkerOptions) validate() error {
 // due tasks while it leads, consumes the queue, and walks the blackboard.
 type Worker struct {
 	parts
+	fleet   *fleetNote // what the leader tells the others in the lease
 	o       WorkerOptions
 	counter *storage.Counter
 	metrics *ops.Metrics
@@ -238,7 +239,8 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{o: o, counter: storage.NewCounter(), metrics: ops.NewMetrics(), handlers: map[string]leasecrontype.Handler{}, slots: map[string]*trafficcop.Semaphore{}}
+	w := &Worker{o: o, counter: storage.NewCounter(), metrics: ops.NewMetrics(), handlers: map[string]leasecrontype.Handler{}, slots: map[string]*trafficcop.Semaphore{},
+		fleet: newFleetNote()}
 	w.log = o.Logger.With("instance", o.InstanceID)
 	w.metrics.SetBuildInfo(o.Version)
 	w.counter.OnRequest = w.metrics.StorageRequest
@@ -271,6 +273,8 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 			Logger:   w.log,
 			Note:     w.wakeNote,
 			OnNote:   w.heardWakeNote,
+			Fleet:    w.fleet.text,
+			OnFleet:  func(note string) { w.fleet.heard(o.InstanceID, note) },
 			OnAcquired: func(t trafficcop.Term) {
 				w.listen(true)
 				w.metrics.LeaseAcquired()
@@ -440,6 +444,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	// other part has stopped, idle or busy, and takes drain requests.
 	stopPresence := w.announce(ctx, drain)
 	defer stopPresence()
+	if w.cop != nil {
+		g.Go(func() error { w.watchDrainRequests(gctx); return nil })
+	}
 	if consumer != nil {
 		g.Go(func() error { return consumer.Run(gctx) })
 		g.Go(func() error { w.drainOthers(gctx, consumer.Client(), consumer.Busy, consumer.Listening); return nil })
@@ -492,6 +499,13 @@ func (w *Worker) announce(ctx context.Context, drain context.CancelCauseFunc) (s
 		DrainEvery: max(w.o.DrainCheck, 0), OnDrain: func(string) { drain(ErrDrained) }}
 	if !w.o.NoConsume {
 		a.Queues = w.consumes()
+	}
+	if w.cop != nil {
+		// A standby hears of a request in the leader's note (fleetNote).
+		a.Relaxed = func() bool { return !w.HasControl() }
+		w.fleet.mu.Lock()
+		w.fleet.lookFor = a.Look
+		w.fleet.mu.Unlock()
 	}
 	go func() {
 		defer close(done)

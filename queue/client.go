@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -190,6 +192,7 @@ type Client struct {
 	consume map[string]bool
 	lanes   lanes
 	smu     sync.Mutex
+	digest  string            // of the queues DrainOthers last listed
 	send    map[Route]*Queues // a route's queues, made on first use
 }
 
@@ -352,6 +355,9 @@ func (c *Client) DrainOthers(ctx context.Context) ([]string, error) {
 		return nil, nil
 	}
 	names, err := c.list(ctx, c.base)
+	if err == nil {
+		c.setDigest(names)
+	}
 	var added []string
 	for _, name := range names {
 		if name == c.poisonName {
@@ -374,6 +380,28 @@ func (c *Client) DrainOthers(ctx context.Context) ([]string, error) {
 		return added, fmt.Errorf("list the work queues: %w", err)
 	}
 	return added, nil
+}
+
+// setDigest records a digest of the work queues listed (Digest).
+func (c *Client) setDigest(names []string) {
+	h := fnv.New64a()
+	for _, n := range slices.Sorted(slices.Values(names)) {
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+	}
+	c.smu.Lock()
+	c.digest = strconv.FormatUint(h.Sum64(), 36)
+	c.smu.Unlock()
+}
+
+// Digest is a short digest of the names of the family's work queues as
+// DrainOthers last listed them ("" before it has): it changes when a
+// queue is added, so a worker that hears another's digest can tell
+// whether it should look.
+func (c *Client) Digest() string {
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	return c.digest
 }
 
 // listed notes that q was found in the account's listing: it exists, so

@@ -303,6 +303,9 @@ func (c *Cop) tryAcquire(ctx context.Context) (acquisition, error) {
 			if c.o.OnNote != nil && prior.Metadata[MetaNote] != "" {
 				c.o.OnNote(prior.Metadata[MetaNote])
 			}
+			if c.o.OnFleet != nil {
+				c.o.OnFleet(prior.Metadata[MetaFleet])
+			}
 			err = &notYet{wait: c.expiryWait(prior),
 				why: fmt.Sprintf("%s is %s by %q", c.lock, prior.State, prior.Metadata[MetaHolder])}
 		} else if wait, why := c.takeoverWait(prior); wait > 0 {
@@ -421,26 +424,32 @@ func (c *Cop) expiryWait(st LockState) time.Duration {
 	return max(0, at.Add(c.o.LeaseDuration+expiryMargin).Sub(c.o.Clock.Now()))
 }
 
-// note puts Options.Note's current value into md (or removes a note left
-// by an earlier holder).
+// note puts Options.Note's and Options.Fleet's current values into md (or
+// removes notes left by an earlier holder).
 func (c *Cop) note(md map[string]string) {
-	if c.o.Note == nil {
-		delete(md, MetaNote)
+	c.noteAs(md, MetaNote, c.o.Note)
+	c.noteAs(md, MetaFleet, c.o.Fleet)
+}
+
+// noteAs puts what note returns into md under key.
+func (c *Cop) noteAs(md map[string]string, key string, note func() string) {
+	if note == nil {
+		delete(md, key)
 		return
 	}
-	n := c.o.Note()
+	n := note()
 	ok := len(n) <= MaxNote
 	for i := 0; ok && i < len(n); i++ {
 		ok = n[i] >= 0x20 && n[i] <= 0x7e
 	}
 	switch {
 	case n == "":
-		delete(md, MetaNote)
+		delete(md, key)
 	case !ok:
-		c.log.Warn("lease note dropped: want at most MaxNote bytes of printable ASCII", "len", len(n))
-		delete(md, MetaNote)
+		c.log.Warn("lease note dropped: want at most MaxNote bytes of printable ASCII", "key", key, "len", len(n))
+		delete(md, key)
 	default:
-		md[MetaNote] = n
+		md[key] = n
 	}
 }
 

@@ -82,6 +82,9 @@ const (
 	// MetaNote carries Options.Note of the holder (rewritten with every
 	// renewal) to the cops waiting for the lease (Options.OnNote).
 	MetaNote = "note"
+	// MetaFleet carries Options.Fleet of the holder the same way
+	// (Options.OnFleet).
+	MetaFleet = "fleet"
 )
 
 // MaxNote is the longest Options.Note kept in the lease metadata; a longer

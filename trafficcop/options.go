@@ -189,6 +189,12 @@ type Options struct {
 	// previous holder's last note (written at its last renewal, or when it
 	// released the lease) when this cop takes the lease over.
 	OnNote func(note string)
+	// Fleet and OnFleet are a second note, under MetaFleet, with the same
+	// rules: what the holder tells every instance waiting for the lease
+	// about the fleet now (leasecron's worker: which work queues exist and
+	// which instances are asked to drain), read by them at every look.
+	Fleet   func() string
+	OnFleet func(note string)
 }
 
 // WithDefaults returns o with every zero field set to its default.

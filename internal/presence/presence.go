@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -118,6 +119,32 @@ type Announcer struct {
 	// Queues are the named queues the instance consumes (none: it does
 	// not consume).
 	Queues []string
+	// Relaxed, when set and true, says the instance hears of drain
+	// requests another way (the leader's note in the lease, read at every
+	// lease poll, and Look): it then reads its blob only every
+	// RelaxedEvery, as a safety net.
+	Relaxed func() bool
+
+	lookOnce sync.Once
+	look     chan struct{}
+}
+
+// RelaxedEvery is how often a relaxed instance reads its blob for a drain
+// request (see Announcer.Relaxed).
+const RelaxedEvery = 5 * time.Minute
+
+// Look asks Run to read the blob for a drain request now (the leader said
+// there is one). It never blocks.
+func (a *Announcer) Look() {
+	select {
+	case a.lookCh() <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Announcer) lookCh() chan struct{} {
+	a.lookOnce.Do(func() { a.look = make(chan struct{}, 1) })
+	return a.look
 }
 
 // Run writes the blob now and every DefaultEvery until ctx ends, then
@@ -150,6 +177,8 @@ func (a *Announcer) Run(ctx context.Context) error {
 	}
 	var etag *azcore.ETag // the blob as this instance last wrote or read it
 	written, created, draining := false, false, false
+	var looked time.Time // when it last read the blob for a drain request
+	poked := false       // Look asked
 	nextWrite := clk.Now()
 	for {
 		if !clk.Now().Before(nextWrite) {
@@ -185,7 +214,9 @@ func (a *Announcer) Run(ctx context.Context) error {
 				log.Warn("writing this instance's presence failed; trying again", "err", err)
 			}
 		}
-		if written && a.DrainEvery > 0 && !draining {
+		relaxed := a.Relaxed != nil && a.Relaxed()
+		if written && a.DrainEvery > 0 && !draining && (poked || !relaxed || clk.Now().Sub(looked) >= RelaxedEvery) {
+			looked, poked = clk.Now(), false
 			by, tag, found, err := a.lookForDrain(ctx, bc, meta, clk)
 			switch {
 			case found:
@@ -200,11 +231,22 @@ func (a *Announcer) Run(ctx context.Context) error {
 				etag, nextWrite = nil, clk.Now() // gone: write it again
 			}
 		}
+		// Wake every DrainEvery even while relaxed (free: no request), so
+		// that an instance that stops being relaxed (it took the lease)
+		// looks again at its pace.
 		wait := nextWrite.Sub(clk.Now())
 		if a.DrainEvery > 0 && !draining && (wait > a.DrainEvery || !written) {
 			wait = a.DrainEvery
 		}
-		if clock.Sleep(ctx, clk, max(wait, 0)) != nil {
+		t := clk.NewTimer(max(wait, 0))
+		select {
+		case <-ctx.Done():
+		case <-t.C():
+		case <-a.lookCh():
+			poked = true
+		}
+		t.Stop()
+		if ctx.Err() != nil {
 			break
 		}
 	}
