@@ -336,16 +336,19 @@ func TestPrioritiesAtScale(t *testing.T) {
 	routes := map[string]leasecron.Route{"bulk": {Priority: leasecron.PriorityLow}}
 	log := newRanLog()
 	h := func(id string) leasecron.Handler { return log.handler(id, 100*time.Millisecond) }
-	for i := range 3 {
-		defer runWorker(ctx, t, poolWorker(t, st, names, fmt.Sprintf("w%d", i), routes, 8, h, "bulk", "reset"))()
-	}
 	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Routing: leasecron.Routing{Types: routes}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The backlog is in the queue before the workers start (scheduling
+	// 10,000 takes Azurite a while; workers running meanwhile would
+	// drain it as it comes).
 	const backlog, critical = 10000, 50
 	scheduleNow(ctx, t, cl, "bulk", "bulk", backlog)
-	waitRan(t, log, 500, 5*time.Minute)
+	for i := range 3 {
+		defer runWorker(ctx, t, poolWorker(t, st, names, fmt.Sprintf("w%d", i), routes, 8, h, "bulk", "reset"))()
+	}
+	waitRan(t, log, 200, 5*time.Minute)
 	asked := map[string]time.Time{}
 	for i := range critical {
 		id := fmt.Sprintf("reset-%d", i)
@@ -372,6 +375,12 @@ func TestWeightedPrioritiesShareAtScale(t *testing.T) {
 	routes := map[string]leasecron.Route{"hi": {Priority: leasecron.PriorityCritical}, "lo": {Priority: leasecron.PriorityLow}}
 	log := newRanLog()
 	h := func(id string) leasecron.Handler { return log.handler(id, 100*time.Millisecond) }
+	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Routing: leasecron.Routing{Types: routes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduleNow(ctx, t, cl, "lo", "lo", 5000)
+	scheduleNow(ctx, t, cl, "hi", "hi", 5000)
 	for i := range 3 {
 		w, err := leasecron.NewWorker(leasecron.WorkerOptions{
 			Storage: st, Names: names, InstanceID: fmt.Sprintf("w%d", i), Routing: leasecron.Routing{Types: routes}, PriorityWeights: []int{3, 1, 1, 1},
@@ -386,12 +395,6 @@ func TestWeightedPrioritiesShareAtScale(t *testing.T) {
 		w.Handle("lo", h(fmt.Sprintf("w%d", i)))
 		defer runWorker(ctx, t, w)()
 	}
-	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Routing: leasecron.Routing{Types: routes}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scheduleNow(ctx, t, cl, "lo", "lo", 5000)
-	scheduleNow(ctx, t, cl, "hi", "hi", 5000)
 	shares := windowShares(t, log, 200, time.Minute)
 	lo := float64(shares["l"]) / float64(shares["l"]+shares["h"])
 	t.Logf("over a minute with both levels backed up: %d high, %d low starts: low share %.3f (weights 3:1 → 0.25)", shares["h"], shares["l"], lo)
@@ -431,18 +434,20 @@ func TestFairnessAtScale(t *testing.T) {
 	routing := leasecron.Routing{FairWeights: map[string]int{"tenant-c": 3}}
 	log := newRanLog()
 	h := func(id string) leasecron.Handler { return log.handler(id, 150*time.Millisecond) }
-	for i := range 3 {
-		w, err := leasecron.NewWorker(leasecron.WorkerOptions{
-			Storage: st, Names: names, InstanceID: fmt.Sprintf("w%d", i), Routing: routing,
-			Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
-			Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
-			Consumer: queue.ConsumerSettings{PollMax: 500 * time.Millisecond, Concurrency: 4},
-		})
-		if err != nil {
-			t.Fatal(err)
+	startWorkers := func() {
+		for i := range 3 {
+			w, err := leasecron.NewWorker(leasecron.WorkerOptions{
+				Storage: st, Names: names, InstanceID: fmt.Sprintf("w%d", i), Routing: routing,
+				Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
+				Mover:    schedule.MoverSettings{PollEvery: 500 * time.Millisecond},
+				Consumer: queue.ConsumerSettings{PollMax: 500 * time.Millisecond, Concurrency: 4},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Handle("job", h(fmt.Sprintf("w%d", i)))
+			t.Cleanup(runWorker(ctx, t, w))
 		}
-		w.Handle("job", h(fmt.Sprintf("w%d", i)))
-		defer runWorker(ctx, t, w)()
 	}
 	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Routing: routing})
 	if err != nil {
@@ -459,8 +464,12 @@ func TestFairnessAtScale(t *testing.T) {
 			}
 		}
 	}
-	began := time.Now()
+	// Tenant A's 5,000 are in the queue before the workers start (they
+	// would drain them as Azurite takes them in otherwise); B's follow a
+	// second after the workers start.
 	keyed("a", "tenant-a", 5000)
+	began := time.Now()
+	startWorkers()
 	time.Sleep(time.Second)
 	asked := map[string]time.Time{}
 	for i := range 50 {
@@ -480,9 +489,19 @@ func TestFairnessAtScale(t *testing.T) {
 	if drain < time.Minute {
 		t.Errorf("tenant-a's backlog drained in %v: the measurement wants it to take at least a minute", drain)
 	}
-	// Weights: C (3) against D (1), both backed up.
-	keyed("c", "tenant-c", 4000)
-	keyed("d", "tenant-d", 4000)
+	// Weights: C (3) against D (1), both backed up: their tasks are
+	// scheduled in turn, so both lanes fill together.
+	var mix []leasecron.Item
+	for i := range 4000 {
+		for _, k := range []string{"c", "d"} {
+			mix = append(mix, leasecron.Item{ID: fmt.Sprintf("%s-%d", k, i), Type: "job", Due: time.Now(), FairKey: "tenant-" + k})
+		}
+	}
+	for chunk := range slices.Chunk(mix, 500) {
+		if _, err := cl.ScheduleMany(ctx, chunk, leasecron.ScheduleManyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	shares := windowShares(t, log, 5050+200, time.Minute)
 	ratio := float64(shares["c"]) / float64(max(shares["d"], 1))
 	t.Logf("over a minute with both backed up: tenant-c %d, tenant-d %d starts: %.2f (weights 3:1)", shares["c"], shares["d"], ratio)
