@@ -188,11 +188,11 @@ func TestScenariosOnAzurite(t *testing.T) {
 		if err := results.Read(b.out, results.ShardsFile, &r); err != nil {
 			t.Fatal(err)
 		}
-		if len(r.Cases) != 4 {
+		if len(r.Cases) != 6 {
 			t.Fatalf("cases %+v", r.Cases)
 		}
 		for _, c := range r.Cases {
-			if c.Tasks != 20 || c.PerSecond <= 0 || c.Requests == 0 || (c.Design == "sharded") != (c.Shards == 8 && c.Queues == 4) {
+			if c.Tasks != 20 || c.PerSecond <= 0 || c.Requests == 0 || (c.Design != "single lease") != (c.Shards == 8 && c.Queues == 4) {
 				t.Errorf("case %+v", c)
 			}
 		}

@@ -33,7 +33,7 @@ func runShards(ctx context.Context, b *bench) error {
 	for _, design := range []struct {
 		name           string
 		shards, queues int
-	}{{"single lease", 1, 1}, {"sharded", 8, 4}} {
+	}{{"single lease", 1, 1}, {"sharded", 8, 4}, {shardsRouted, 8, 4}} {
 		for _, n := range b.s.instances {
 			c, err := b.shardsCase(ctx, design.name, design.shards, design.queues, n)
 			if err != nil {
@@ -46,6 +46,11 @@ func runShards(ctx context.Context, b *bench) error {
 	}
 	return results.Write(b.out, results.ShardsFile, res)
 }
+
+// shardsRouted is the sharded design with every task at one of the four
+// priority levels and one of eight tenants' fair keys (issue 39: what
+// priorities and fairness cost in throughput).
+const shardsRouted = "sharded, priorities and fair keys"
 
 func (b *bench) shardsCase(ctx context.Context, design string, shards, queues, instances int) (results.ShardsCase, error) {
 	c := results.ShardsCase{Design: design, Shards: shards, Queues: queues, Instances: instances, Tasks: b.s.shardsTasks}
@@ -95,6 +100,9 @@ func (b *bench) shardsCase(ctx context.Context, design string, shards, queues, i
 	now := time.Now()
 	for i := range items {
 		items[i] = leasecron.Item{ID: fmt.Sprintf("scale-%05d", i), Type: noopType, Due: now}
+		if design == shardsRouted {
+			items[i].Priority, items[i].FairKey = i%4+1, fmt.Sprintf("tenant-%d", i%8)
+		}
 	}
 	if _, err := cl.ScheduleMany(ctx, items, leasecron.ScheduleManyOptions{}); err != nil {
 		return c, err
