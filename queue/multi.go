@@ -39,8 +39,10 @@ func QueueNames(base string, n int) []string {
 // order, highest level first (in weighted mode the first level is drawn by
 // weight), and returns the first answer with messages: a higher level
 // that has a message waiting is always asked before a lower one is. (A
-// level that answered empty is asked again after at most 100 ms, so busy
-// polling of empty levels stays bounded.) An idle call asks one queue, so
+// queue that answered empty is asked again after 250 ms: each of them in
+// a level that had messages in the last ten minutes, one per level at a
+// time otherwise, so busy polling of unused levels stays bounded.) An
+// idle call asks one queue, so
 // an idle consumer's polling costs the same whatever the number of
 // queues: in turn the warm ones (a route's default level, and any queue
 // that had messages in the last ten minutes), and every fourth call one of
@@ -246,17 +248,25 @@ func (m *Queues) plan(now time.Time) []int {
 	}
 	order := make([]int, 0, n)
 	add := func(level int) {
-		var full []int
-		empty := -1
+		var full, stale []int
+		empty, warm := -1, false
 		for k := range n {
 			i := (m.cursor + k) % n
 			x := m.ms[i]
+			if x.level != level {
+				continue
+			}
+			warm = warm || !x.found.IsZero() && now.Sub(x.found) < warmFor
 			switch {
-			case x.level != level:
 			case !x.empty:
 				full = append(full, i)
-			case empty < 0 || x.asked.Before(m.ms[empty].asked):
-				empty = i
+			default:
+				if now.Sub(x.asked) >= recheckEmpty {
+					stale = append(stale, i)
+				}
+				if empty < 0 || x.asked.Before(m.ms[empty].asked) {
+					empty = i
+				}
 			}
 		}
 		if len(full) > 1 {
@@ -265,7 +275,13 @@ func (m *Queues) plan(now time.Time) []int {
 			}
 		}
 		order = append(order, full...)
-		if empty >= 0 && now.Sub(m.recheck[level]) >= recheckEmpty {
+		switch {
+		case warm:
+			// A level in use: each of its empty queues again after
+			// recheckEmpty, so a new message there waits no longer
+			// whichever of the level's queues it went to.
+			order = append(order, stale...)
+		case empty >= 0 && now.Sub(m.recheck[level]) >= recheckEmpty:
 			m.recheck[level] = now
 			order = append(order, empty)
 		}
@@ -302,11 +318,20 @@ func (m *Queues) drawLane(idx []int) int {
 	return 0
 }
 
-// drawLevel draws a level present among the queues by weight (m.mu held).
+// drawLevel draws by weight a level that had messages at its last
+// answer (else any level present) (m.mu held): a level known to be empty
+// takes no share from the others.
 func (m *Queues) drawLevel() int {
-	var present [Levels + 1]bool
+	var present, full [Levels + 1]bool
+	anyFull := false
 	for _, x := range m.ms {
 		present[x.level] = true
+		if !x.empty {
+			full[x.level], anyFull = true, true
+		}
+	}
+	if anyFull {
+		present = full
 	}
 	sum := 0
 	for l := 1; l <= Levels; l++ {

@@ -392,3 +392,33 @@ func TestFairLanes(t *testing.T) {
 		t.Fatalf("taken %v: gold:%s = %.2f, want 3 ± 10%%", got, a, ratio)
 	}
 }
+
+// Weighted priorities with a level that has nothing: it takes no share
+// from the levels that have messages (weights 3,1,1,1 with levels 1 and 4
+// backed up and the default level empty: 3:1).
+func TestWeightedSharesSkipEmptyLevels(t *testing.T) {
+	ctx := context.Background()
+	c, mo, clk := routedClient(t, ClientOptions{PriorityWeights: []int{3, 1, 1, 1}})
+	c.work.(*Queues).randUnit = rand.New(rand.NewPCG(5, 6)).Float64
+	fill(t, mo, "wrk-p1", "hi", 3000)
+	fill(t, mo, "wrk-p4", "lo", 3000)
+	if _, err := c.DrainOthers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.work.(*Queues).Sweep()
+	got := map[string]int{}
+	for range 1200 {
+		clk.Advance(time.Millisecond)
+		msgs, err := c.work.Dequeue(ctx, 1, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			got[m.Text[:2]]++
+		}
+	}
+	lo := float64(got["lo"]) / float64(got["lo"]+got["hi"])
+	if lo < 0.225 || lo > 0.275 {
+		t.Fatalf("took %v: low share %.3f, want 0.25 ± 10%% (the empty default level takes no share)", got, lo)
+	}
+}
