@@ -103,6 +103,37 @@ func ExampleWorkerOptions_rates() {
 	_ = w
 }
 
+// A worker pool: this worker takes the "gpu" queue besides the default
+// one; renders go there, password resets go first, and each tenant's
+// tasks take turns with the others' (tenant-42 three turns to one).
+// Clients need the same Routing. The route of a pending task is shown
+// without contacting storage.
+func ExampleWorkerOptions_routing() {
+	routing := leasecron.Routing{
+		Types: map[string]leasecron.Route{
+			"render":         {Queue: "gpu"},
+			"reset-password": {Priority: leasecron.PriorityCritical},
+		},
+		FairWeights: map[string]int{"tenant-42": 3},
+	}
+	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
+		Storage: leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"},
+		Routing: routing,
+		Queues:  []string{"default", "gpu"},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(w.Client().RouteOf(leasecron.Item{Type: "render"}))
+	fmt.Println(w.Client().RouteOf(leasecron.Item{Type: "reset-password"}))
+	fmt.Println(w.Client().RouteOf(leasecron.Item{Type: "mail", Priority: leasecron.PriorityLow}))
+	// Output:
+	// gpu/3
+	// default/1
+	// default/4
+}
+
 // A handler is a plain function, so it can be tested without storage: give
 // it a Task and a context whose Output is a buffer (the worker gives every
 // handler such a context and keeps the end of what it writes in the run

@@ -91,6 +91,13 @@ func (c *Client) Queues(ctx context.Context) ([]QueueStatus, error) {
 	return out, nil
 }
 
+// RouteOf returns the route a pending task's messages take: the task's own
+// queue and priority, else those its type is routed to (ClientOptions.
+// Routing), else the default queue at priority 3.
+func (c *Client) RouteOf(it Item) Route {
+	return c.queue.Route(queue.Envelope{Type: it.Type, Queue: it.Queue, Priority: it.Priority, FairKey: it.FairKey})
+}
+
 // String is a one-line summary ("gpu/1: 12 messages").
 func (s QueueStatus) String() string {
 	return fmt.Sprintf("%s/%d: %d messages", s.Queue, s.Priority, s.Depth)

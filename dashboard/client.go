@@ -86,6 +86,11 @@ func (s clientSource) Task(ctx context.Context, id string) (Task, error) {
 		}
 	}
 	if p := st.Pending; p != nil {
+		// The route its messages take: its own, else its type's.
+		pending := *p
+		r := s.c.RouteOf(pending)
+		pending.Queue, pending.Priority = r.Queue, r.Priority
+		t.Pending = &pending
 		t.Payload = p.Payload
 		if p.PayloadBlob != "" {
 			b, err := s.c.Payload(ctx, p.PayloadBlob)
