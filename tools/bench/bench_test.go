@@ -398,7 +398,7 @@ func TestScenariosOnAzurite(t *testing.T) {
 		for _, r := range idle.Rows {
 			roles[r.Role] = r
 		}
-		if len(roles) != 5 {
+		if len(roles) != 7 || roles["leader-routes"].PerHour == 0 || roles["standby-routes"].PerHour == 0 {
 			t.Fatalf("idle rows: %+v", idle.Rows)
 		}
 		// The listening leader polls every worker.listen_every; the one
