@@ -359,21 +359,9 @@ func (c *Client) DrainOthers(ctx context.Context) ([]string, error) {
 		c.setDigest(names)
 	}
 	var added []string
-	for _, name := range names {
-		if name == c.poisonName {
-			continue
-		}
-		r, _, ok := ParseRouteName(c.base, name)
-		if !ok || !c.Consumes(r.Queue) {
-			continue
-		}
-		q, qerr := c.open(name)
-		if qerr != nil {
-			continue
-		}
-		listed(q)
-		if qs.DrainLevel(q, r.Priority, c.lanes.weightOf(r.Lane), false) {
-			added = append(added, name)
+	for _, l := range c.listedQueues(names) {
+		if c.Consumes(l.route.Queue) && qs.DrainLevel(l.q, l.route.Priority, c.lanes.weightOf(l.route.Lane), false) {
+			added = append(added, l.name)
 		}
 	}
 	if err != nil {
@@ -404,14 +392,39 @@ func (c *Client) Digest() string {
 	return c.digest
 }
 
-// listed notes that q was found in the account's listing: it exists, so
-// the first request need not create it.
-func listed(q MessageQueue) {
-	if aq, ok := q.(*AzureQueue); ok {
-		aq.mu.Lock()
-		aq.ready = true
-		aq.mu.Unlock()
+// listedQueue is a work queue of the family found in a listing.
+type listedQueue struct {
+	name  string
+	route Route
+	index int
+	q     MessageQueue
+}
+
+// listedQueues opens the work queues of the family among the names a
+// listing returned (the poison queue and other names left out). They
+// exist, so their first request need not create them.
+func (c *Client) listedQueues(names []string) []listedQueue {
+	var out []listedQueue
+	for _, name := range names {
+		if name == c.poisonName {
+			continue
+		}
+		r, idx, ok := ParseRouteName(c.base, name)
+		if !ok {
+			continue
+		}
+		q, err := c.open(name)
+		if err != nil {
+			continue
+		}
+		if aq, ok := q.(*AzureQueue); ok {
+			aq.mu.Lock()
+			aq.ready = true
+			aq.mu.Unlock()
+		}
+		out = append(out, listedQueue{name: name, route: r, index: idx, q: q})
 	}
+	return out
 }
 
 // FamilyQueue is one work queue of the family, as Family finds it.
@@ -443,27 +456,15 @@ func (c *Client) Family(ctx context.Context) ([]FamilyQueue, error) {
 		return nil, fmt.Errorf("list the work queues: %w", err)
 	}
 	var out []FamilyQueue
-	for _, name := range names {
-		if name == c.poisonName {
-			continue
-		}
-		r, idx, ok := ParseRouteName(c.base, name)
-		if !ok {
-			continue
-		}
-		q, err := c.open(name)
-		if err != nil {
-			continue
-		}
-		listed(q)
-		f := FamilyQueue{Name: name, Route: r, Index: idx}
-		if f.Depth, err = q.Count(ctx); err != nil {
-			return out, fmt.Errorf("queue %s: %w", name, err)
+	for _, l := range c.listedQueues(names) {
+		f := FamilyQueue{Name: l.name, Route: l.route, Index: l.index}
+		if f.Depth, err = l.q.Count(ctx); err != nil {
+			return out, fmt.Errorf("queue %s: %w", l.name, err)
 		}
 		if f.Depth > 0 {
-			head, err := q.Peek(ctx, 1)
+			head, err := l.q.Peek(ctx, 1)
 			if err != nil {
-				return out, fmt.Errorf("queue %s: %w", name, err)
+				return out, fmt.Errorf("queue %s: %w", l.name, err)
 			}
 			if len(head) > 0 {
 				f.Oldest = head[0].Inserted
