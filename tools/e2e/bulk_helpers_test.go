@@ -11,9 +11,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/leasecron/leasecron/azurite"
+	"github.com/leasecron/leasecron/internal/queuesrv"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/tools/internal/fleet"
-	"github.com/leasecron/leasecron/tools/internal/queuesrv"
 )
 
 // startFleetOnMemoryQueues starts workers whose queues are served by a
