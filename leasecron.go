@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -146,11 +147,22 @@ type Routing struct {
 	// has a lane of its own, taken from in proportion to its weight
 	// against the others' (1 each). At most FairLanes-1 keys.
 	FairWeights map[string]int
+	// FairKeys takes a task type's fair key from its payload when a task
+	// names none (types.<type>.fair_key): "payload.<field>", a top-level
+	// field of its JSON payload (a string, or a number's digits). A task
+	// without the field, or whose payload is kept in a blob, has no fair
+	// key.
+	FairKeys map[string]string
 }
 
 func (r Routing) validate(field string) error {
 	if err := validateRoutes(field, r.Types); err != nil {
 		return err
+	}
+	for typ, k := range r.FairKeys {
+		if f, ok := strings.CutPrefix(k, "payload."); !ok || f == "" {
+			return opt.Invalid(ErrInvalidOptions, fmt.Sprintf("%s.Routing.FairKeys[%q]", field, typ), k, `"payload.<field>", a top-level field of the JSON payload`)
+		}
 	}
 	if r.FairLanes < 0 {
 		return opt.Invalid(ErrInvalidOptions, field+".Routing.FairLanes", r.FairLanes, fmt.Sprintf("1 to %d, or 0 for the default %d", queue.MaxFairLanes, queue.DefaultFairLanes))
@@ -161,6 +173,13 @@ func (r Routing) validate(field string) error {
 // client returns the queue client options of r.
 func (r Routing) client(o queue.ClientOptions) queue.ClientOptions {
 	o.Routes, o.FairLanes, o.FairWeights = r.Types, r.FairLanes, r.FairWeights
+	o.FairKeyFields = nil
+	for typ, k := range r.FairKeys {
+		if o.FairKeyFields == nil {
+			o.FairKeyFields = map[string]string{}
+		}
+		o.FairKeyFields[typ] = strings.TrimPrefix(k, "payload.")
+	}
 	return o
 }
 

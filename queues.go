@@ -93,9 +93,17 @@ func (c *Client) Queues(ctx context.Context) ([]QueueStatus, error) {
 
 // RouteOf returns the route a pending task's messages take: the task's own
 // queue and priority, else those its type is routed to (ClientOptions.
-// Routing), else the default queue at priority 3.
+// Routing), else the default queue at priority 3; and the fairness lane of
+// its fair key (its own, else its type's payload field).
 func (c *Client) RouteOf(it Item) Route {
-	return c.queue.Route(queue.Envelope{Type: it.Type, Queue: it.Queue, Priority: it.Priority, FairKey: it.FairKey})
+	return c.queue.Route(queue.Envelope{Type: it.Type, Queue: it.Queue, Priority: it.Priority, FairKey: it.FairKey, Payload: it.Payload, PayloadBlob: it.PayloadBlob})
+}
+
+// FairKeyOf returns the fair key a pending task's messages are sent by:
+// its own (Item.FairKey), else the payload field its type names
+// (Routing.FairKeys), else "".
+func (c *Client) FairKeyOf(it Item) string {
+	return c.queue.FairKey(queue.Envelope{Type: it.Type, FairKey: it.FairKey, Payload: it.Payload, PayloadBlob: it.PayloadBlob})
 }
 
 // String is a one-line summary ("gpu/1: 12 messages").

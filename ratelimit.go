@@ -2,12 +2,12 @@ package leasecron
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/rate"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
@@ -81,19 +81,7 @@ func rateKey(key string, env queue.Envelope) string {
 	case key == "unique":
 		k = env.UniqueKey
 	case strings.HasPrefix(key, "payload."):
-		var m map[string]json.RawMessage
-		if json.Unmarshal([]byte(env.Payload), &m) != nil {
-			return ""
-		}
-		raw, ok := m[strings.TrimPrefix(key, "payload.")]
-		if !ok {
-			return ""
-		}
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			s = string(raw) // a number or another JSON value: its text
-		}
-		k = s
+		k, _ = payload.Field(env.Payload, strings.TrimPrefix(key, "payload."))
 	}
 	if len(k) > 200 || storage.ValidateKeyPart("rate key", k) != nil {
 		return "" // a key no row can hold: the type's budget

@@ -2,6 +2,7 @@ package leasecron_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/azurite"
 	"github.com/leasecron/leasecron/azurite/azuritetest"
+	"github.com/leasecron/leasecron/internal/queuesrv"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -260,7 +263,10 @@ func TestFairKeysShareTheFleet(t *testing.T) {
 	log := newRanLog()
 	// 3 workers x 4 slots / 200 ms: the flood takes at least 10 s to drain.
 	h := func(id string) leasecron.Handler { return log.handler(id, 200*time.Millisecond) }
-	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names})
+	// Tenant A names its key on each task; tenant B's come from a payload
+	// field, as a program writing rows would leave them.
+	routing := leasecron.Routing{FairKeys: map[string]string{"job": "payload.tenant"}}
+	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names, Routing: routing})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,14 +283,18 @@ func TestFairKeysShareTheFleet(t *testing.T) {
 		}
 	}
 	for i := range 3 {
-		defer runWorker(ctx, t, poolWorker(t, st, names, fmt.Sprintf("w%d", i), nil, 4, h, "job"))()
+		defer runWorker(ctx, t, routedWorker(t, st, names, fmt.Sprintf("w%d", i), 4, func(o *leasecron.WorkerOptions) { o.Routing = routing }, h, "job"))()
+	}
+	byPayload := cl.RouteOf(leasecron.Item{Type: "job", Payload: `{"tenant":"tenant-b"}`})
+	if byKey := cl.RouteOf(leasecron.Item{Type: "job", FairKey: "tenant-b"}); byPayload != byKey || byPayload.Lane == cl.RouteOf(leasecron.Item{Type: "job", FairKey: "tenant-a"}).Lane {
+		t.Fatalf("tenant-b by payload goes to %v, by key to %v; want the same lane, not tenant-a's", byPayload, byKey)
 	}
 	waitRan(t, log, 50, 2*time.Minute) // the flood is draining
 	asked := map[string]time.Time{}
 	for i := range few {
 		id := fmt.Sprintf("b-%d", i)
 		asked[id] = time.Now()
-		if _, err := cl.Schedule(ctx, leasecron.Item{ID: id, Type: "job", Due: time.Now(), FairKey: "tenant-b"}, nil); err != nil {
+		if _, err := cl.Schedule(ctx, leasecron.Item{ID: id, Type: "job", Due: time.Now(), Payload: `{"tenant":"tenant-b"}`}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -293,6 +303,22 @@ func TestFairKeysShareTheFleet(t *testing.T) {
 	// would make them wait for most of the flood (at least 8 s here).
 	if p99 > 10*time.Second {
 		t.Fatalf("tenant-b's p99 start latency %v behind tenant-a's flood, want at most 10s", p99)
+	}
+}
+
+// A fair key from the payload must name a payload field; anything else is
+// refused by name, for workers and clients alike.
+func TestFairKeysOptionRefusesBadValues(t *testing.T) {
+	for _, bad := range []string{"customer", "payload.", "unique"} {
+		r := leasecron.Routing{FairKeys: map[string]string{"bill": bad}}
+		_, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"}, Routing: r})
+		if !errors.Is(err, leasecron.ErrInvalidOptions) || !strings.Contains(err.Error(), `Routing.FairKeys["bill"]`) || !strings.Contains(err.Error(), "payload.<field>") {
+			t.Errorf("client, FairKeys bill: %q: %v; want ErrInvalidOptions naming the field and payload.<field>", bad, err)
+		}
+		_, err = leasecron.NewWorker(leasecron.WorkerOptions{Storage: leasecron.Storage{ConnectionString: "UseDevelopmentStorage=true"}, Routing: r})
+		if !errors.Is(err, leasecron.ErrInvalidOptions) || !strings.Contains(err.Error(), `WorkerOptions.Routing.FairKeys["bill"]`) {
+			t.Errorf("worker, FairKeys bill: %q: %v; want ErrInvalidOptions naming the field", bad, err)
+		}
 	}
 }
 
@@ -338,18 +364,43 @@ func jumpedTheQueue(t *testing.T, log *ranLog, asked map[string]time.Time, backl
 }
 
 // longTest skips t unless LEASECRON_LONG is set (make test-long), and
-// returns an account on an Azurite of t's own: Azurite's tables and queues
-// slow down as its data grows, and these tests write tens of thousands of
-// rows. (On two cores Azurite still runs these fleets at about 10 tasks
-// a second once thousands of tasks are queued: the tests log the rate.)
+// returns an account of t's own: tables and blobs on a private Azurite,
+// queues on internal/queuesrv (the Queue service's REST protocol, in
+// memory) unless ROUTES_QUEUES=azurite. Azurite keeps all of a queue's
+// messages in one collection that every get and delete scans, so behind
+// a backlog of thousands each queue request takes it tens of
+// milliseconds and the fleet runs at the emulator's pace (about 10 tasks
+// a second here); Azure serves the same requests in constant time, which
+// queuesrv stands in for. ROUTES_QUEUES=azurite measures on Azurite's
+// queues: the tests log the same figures and hold only liveness bounds.
 func longTest(t *testing.T) (leasecron.Storage, leasecron.Names) {
 	t.Helper()
 	if os.Getenv("LEASECRON_LONG") == "" {
 		t.Skip("long: set LEASECRON_LONG=1 (make test-long)")
 	}
-	srv := azuritetest.Start(t)
-	return leasecron.Storage{ConnectionString: srv.ConnectionString()}, leasecron.Names{}
+	srv := azuritetest.StartWith(t, azurite.Options{InMemory: true})
+	switch q := os.Getenv("ROUTES_QUEUES"); q {
+	case "azurite":
+		t.Log("queues on Azurite (ROUTES_QUEUES=azurite)")
+		return leasecron.Storage{ConnectionString: srv.ConnectionString()}, leasecron.Names{}
+	case "", "memory":
+	default:
+		t.Fatalf("ROUTES_QUEUES=%q: want memory (the default: queues on internal/queuesrv) or azurite", q)
+	}
+	qs, err := queuesrv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = qs.Close() })
+	t.Log("tables and blobs on Azurite, queues on internal/queuesrv (ROUTES_QUEUES=azurite for Azurite's)")
+	blob, _, table := srv.Ports()
+	return leasecron.Storage{ConnectionString: azurite.ConnectionString("127.0.0.1", blob, qs.Port(), table)}, leasecron.Names{}
 }
+
+// onAzuriteQueues reports whether the long tests' queues are Azurite's
+// (ROUTES_QUEUES=azurite), where the issue's latency targets are logged,
+// not held (see longTest).
+func onAzuriteQueues() bool { return os.Getenv("ROUTES_QUEUES") == "azurite" }
 
 // The issue's sizes (make test-long): a backlog of 10,000 priority-4
 // tasks draining on three workers; 50 priority-1 tasks scheduled for now
@@ -395,14 +446,18 @@ func TestPrioritiesAtScale(t *testing.T) {
 	slices.Sort(calls)
 	t.Logf("Schedule calls meanwhile: p50 %v, p99 %v", calls[len(calls)/2].Round(time.Millisecond), calls[len(calls)*99/100].Round(time.Millisecond))
 	p99 := jumpedTheQueue(t, log, scheduled, backlog, "critical tasks", "a backlog of 10,000 low ones")
-	// A liveness bound, generous: without priorities they would wait for
-	// most of the backlog (minutes). The issue asks for 1 s at p99; on an
-	// Azurite this busy each storage request takes a good part of that
-	// (see the Schedule calls' latency above), so it is logged, not held.
-	if p99 > 5*time.Second {
-		t.Errorf("critical tasks' p99 start latency %v behind 10,000 low ones, want at most 5s", p99)
-	} else if p99 > time.Second {
-		t.Logf("critical tasks' p99 %v is over the issue's 1 s on this Azurite", p99)
+	// The issue's 1 s at p99. On Azurite's queues (ROUTES_QUEUES=azurite)
+	// each queue request behind this backlog takes a good part of that
+	// (see the Schedule calls above), so there it is logged and only a
+	// liveness bound is held: without priorities they would wait for most
+	// of the backlog (minutes).
+	switch {
+	case !onAzuriteQueues() && p99 > time.Second:
+		t.Errorf("critical tasks' p99 start latency %v behind 10,000 low ones, want at most 1s", p99)
+	case p99 > 5*time.Second:
+		t.Errorf("critical tasks' p99 start latency %v behind 10,000 low ones on Azurite's queues, want at most 5s", p99)
+	case p99 > time.Second:
+		t.Logf("critical tasks' p99 %v is over the issue's 1 s on Azurite's queues", p99)
 	}
 }
 
@@ -526,7 +581,12 @@ func TestFairnessAtScale(t *testing.T) {
 		t.Errorf("tenant-b had %.2f of the starts while its tasks waited, want 0.5 (equal weights) ± 0.1", share)
 	}
 	if p99 > 5*time.Second {
-		t.Logf("tenant-b's p99 start latency %v is over the 5 s the issue asks for: at %.1f tasks/s its half of the fleet runs 50 tasks in %.1f s", p99, rate, 100/max(rate, 0.001))
+		msg := fmt.Sprintf("tenant-b's p99 start latency %v is over the 5 s the issue asks for: at %.1f tasks/s its half of the fleet runs 50 tasks in %.1f s", p99, rate, 100/max(rate, 0.001))
+		if onAzuriteQueues() {
+			t.Log(msg)
+		} else {
+			t.Error(msg)
+		}
 	}
 	waitRan(t, log, 5050, 10*time.Minute)
 	drain := time.Since(began)

@@ -677,6 +677,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 		Routes:           w.o.Routing.Types,
 		FairLanes:        w.o.Routing.FairLanes,
 		FairWeights:      w.o.Routing.FairWeights,
+		FairKeyFields:    w.o.Routing.client(queue.ClientOptions{}).FairKeyFields,
 		PoisonQueue:      w.o.Names.PoisonQueue,
 		InstanceID:       w.o.InstanceID,
 		Clock:            w.o.Clock,

@@ -86,10 +86,11 @@ func (s clientSource) Task(ctx context.Context, id string) (Task, error) {
 		}
 	}
 	if p := st.Pending; p != nil {
-		// The route its messages take: its own, else its type's.
+		// The route its messages take: its own, else its type's; and its
+		// fair key, its own or from its payload.
 		pending := *p
 		r := s.c.RouteOf(pending)
-		pending.Queue, pending.Priority = r.Queue, r.Priority
+		pending.Queue, pending.Priority, pending.FairKey = r.Queue, r.Priority, s.c.FairKeyOf(pending)
 		t.Pending = &pending
 		t.Payload = p.Payload
 		if p.PayloadBlob != "" {

@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/storage"
 )
 
@@ -81,6 +82,12 @@ type ClientOptions struct {
 	// weight (1 to 1000) against the others' (1 each). At most
 	// FairLanes-1 keys.
 	FairWeights map[string]int
+	// FairKeyFields names, per task type, the top-level field of a JSON
+	// object payload whose value is the fair key of a message that names
+	// none (types.<type>.fair_key: payload.<field>). An inline payload
+	// only: a payload kept in a blob, or one without the field, has no
+	// fair key.
+	FairKeyFields map[string]string
 	// Clock is the time source. Default the real clock.
 	Clock clock.Clock
 	// Logger receives warnings. Default slog.Default().
@@ -140,6 +147,11 @@ func (o ClientOptions) validate() error {
 			return fmt.Errorf("ClientOptions.PriorityWeights: %w", err)
 		}
 	}
+	for typ, f := range o.FairKeyFields {
+		if f == "" {
+			return fmt.Errorf("%w: ClientOptions.FairKeyFields[%q] is empty: want the name of a top-level payload field", ErrInvalidOptions, typ)
+		}
+	}
 	return validateLanes(o.FairLanes, o.FairWeights)
 }
 
@@ -189,6 +201,7 @@ type Client struct {
 	open    func(name string) (MessageQueue, error)
 	n       int // throughput queues per route
 	routes  map[string]Route
+	fairBy  map[string]string // type → payload field of its fair key
 	consume map[string]bool
 	lanes   lanes
 	smu     sync.Mutex
@@ -240,7 +253,7 @@ func NewClient(svc *azqueue.ServiceClient, o ClientOptions) (*Client, error) {
 // message to its route's queues.
 func newRoutedClient(open func(name string) (MessageQueue, error), o ClientOptions) (*Client, error) {
 	c := &Client{clk: o.Clock, log: o.Logger, base: o.Queue, poisonName: o.PoisonQueue, open: open, n: o.Queues,
-		routes: maps.Clone(o.Routes), consume: map[string]bool{}, send: map[Route]*Queues{}, lanes: newLanes(o.FairLanes, o.FairWeights)}
+		routes: maps.Clone(o.Routes), fairBy: maps.Clone(o.FairKeyFields), consume: map[string]bool{}, send: map[Route]*Queues{}, lanes: newLanes(o.FairLanes, o.FairWeights)}
 	// Always a Queues, even of one: DrainOthers can then add the queues
 	// another client's larger count sends to. Its first route's default
 	// level comes first.
@@ -300,8 +313,21 @@ func (c *Client) Route(env Envelope) Route {
 		r.Queue = cmp.Or(r.Queue, d.Queue)
 		r.Priority = cmp.Or(r.Priority, d.Priority)
 	}
-	r.Lane = c.lanes.of(env.FairKey)
+	r.Lane = c.lanes.of(c.FairKey(env))
 	return r.Norm()
+}
+
+// FairKey returns the fair key env's message is sent by: its own, else
+// the payload field its type names (ClientOptions.FairKeyFields), else "".
+func (c *Client) FairKey(env Envelope) string {
+	if env.FairKey != "" {
+		return env.FairKey
+	}
+	if f, ok := c.fairBy[env.Type]; ok && env.PayloadBlob == "" {
+		k, _ := payload.Field(env.Payload, f)
+		return k
+	}
+	return ""
 }
 
 // Consumes reports whether the client drains the named queue q ("" is

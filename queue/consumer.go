@@ -120,7 +120,7 @@ type testHooks struct {
 // contact the service.
 func NewConsumer(svc *azqueue.ServiceClient, o ConsumerOptions) (*Consumer, error) {
 	co := ClientOptions{Queue: o.Queue, PoisonQueue: o.PoisonQueue, Queues: o.Queues, Consume: o.Consume,
-		PriorityWeights: o.PriorityWeights, Routes: o.Routes, FairLanes: o.FairLanes, FairWeights: o.FairWeights,
+		PriorityWeights: o.PriorityWeights, Routes: o.Routes, FairLanes: o.FairLanes, FairWeights: o.FairWeights, FairKeyFields: o.FairKeyFields,
 		Clock: o.Clock, Logger: o.Logger}
 	client, err := NewClient(svc, co)
 	if err != nil {

@@ -137,12 +137,14 @@ type ConsumerOptions struct {
 	// first by these weights of levels 1 to 4 instead of strictly the
 	// highest (worker.priority_weights; see Queues.Weighted).
 	PriorityWeights []int
-	// Routes, FairLanes and FairWeights are the fleet's routing (see
-	// ClientOptions): the consumer drains the routes configured for the
-	// queues it consumes from the start, and weighs fairness lanes.
-	Routes      map[string]Route
-	FairLanes   int
-	FairWeights map[string]int
+	// Routes, FairLanes, FairWeights and FairKeyFields are the fleet's
+	// routing (see ClientOptions): the consumer drains the routes
+	// configured for the queues it consumes from the start, weighs
+	// fairness lanes, and sends what it sends again by the same routes.
+	Routes        map[string]Route
+	FairLanes     int
+	FairWeights   map[string]int
+	FairKeyFields map[string]string
 	// InstanceID names this worker in run records and counters. Default
 	// "{hostname}-{pid}-{8 random hex digits}", the same form as every
 	// leasecron default identity.

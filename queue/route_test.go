@@ -320,6 +320,44 @@ func TestWeightedPriorityShares(t *testing.T) {
 	}
 }
 
+// A type's fair key from its payload (types.<type>.fair_key): a message
+// that names no key of its own goes to the lane of the payload field's
+// value; its own key wins; a payload in a blob, not JSON or without the
+// field has none.
+func TestFairKeyFromPayload(t *testing.T) {
+	ctx := context.Background()
+	c, mo, _ := routedClient(t, ClientOptions{FairLanes: 8, FairKeyFields: map[string]string{"bill": "customer"}})
+	for _, tc := range []struct {
+		env  Envelope
+		want string
+	}{
+		{Envelope{Type: "bill", Payload: `{"customer":"acme","n":1}`}, "acme"},
+		{Envelope{Type: "bill", Payload: `{"customer":42}`}, "42"},
+		{Envelope{Type: "bill", Payload: `{"customer":"acme"}`, FairKey: "own"}, "own"},
+		{Envelope{Type: "bill", Payload: `{"other":"x"}`}, ""},
+		{Envelope{Type: "bill", Payload: `not json`}, ""},
+		{Envelope{Type: "bill", PayloadBlob: "b/1"}, ""},
+		{Envelope{Type: "mail", Payload: `{"customer":"acme"}`}, ""},
+	} {
+		if got := c.FairKey(tc.env); got != tc.want {
+			t.Errorf("FairKey(%+v) = %q, want %q", tc.env, got, tc.want)
+		}
+		if got, want := c.Route(tc.env).Lane, c.lanes.of(tc.want); got != want {
+			t.Errorf("Route(%+v).Lane = %d, want %d (the lane of %q)", tc.env, got, want, tc.want)
+		}
+	}
+	acme := RouteBase("wrk", Route{Lane: c.lanes.of("acme")}.Norm())
+	if err := c.Enqueue(ctx, Envelope{ID: "t1", Type: "bill", Payload: `{"customer":"acme"}`}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := mo.count(acme); n != 1 {
+		t.Errorf("queue %s holds %d messages, want the one whose payload names customer acme", acme, n)
+	}
+	if err := (ClientOptions{FairKeyFields: map[string]string{"bill": ""}}).WithDefaults().validate(); err == nil || !strings.Contains(err.Error(), `FairKeyFields["bill"]`) {
+		t.Errorf("an empty field name: err = %v, want one naming FairKeyFields[\"bill\"]", err)
+	}
+}
+
 // Fairness lanes: a key's flood does not hold back another key's few
 // tasks — while both lanes have messages a consumer takes from them in
 // turn — and weighted keys get shares in proportion to their weights.

@@ -57,6 +57,9 @@ func (v Violation) String() string {
 type payload struct {
 	Inc int       `json:"inc"`
 	B   Behaviour `json:"b"`
+	// Tenant is the fair key of the tasks that carry theirs in the payload
+	// (routing.FairKeys).
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // ti is one scheduling of a task id (a task incarnation): an id is
@@ -297,7 +300,11 @@ func (c *checker) latestLocked(id string) *ti {
 }
 
 func (t *ti) payload() string {
-	b, _ := json.Marshal(payload{Inc: t.inc, B: t.spec.Behaviour})
+	p := payload{Inc: t.inc, B: t.spec.Behaviour}
+	if routed() {
+		_, _, p.Tenant = payloadRoute(t.id)
+	}
+	b, _ := json.Marshal(p)
 	return string(b)
 }
 

@@ -122,8 +122,11 @@ func (w *World) answer(op *Op, what string, err error) {
 func (w *World) item(c *proc, s TaskSpec, t *ti) leasecron.Item {
 	it := leasecron.Item{ID: t.id, Type: s.Type, Payload: t.payload(), Due: c.clock.Now().Add(s.Due), Recurrence: s.Recurrence, TZ: s.TZ,
 		MaxAttempts: s.MaxAttempts, AfterAny: s.AfterAny}
-	if os.Getenv("SIM_NOROUTE") == "" {
+	if routed() {
 		it.Queue, it.Priority, it.FairKey = route(t.id)
+		if _, _, tenant := payloadRoute(t.id); tenant != "" {
+			it.FairKey = "" // the payload carries it
+		}
 	}
 	for _, p := range s.After {
 		it.After = append(it.After, w.chk.RealID(p))
@@ -147,8 +150,33 @@ func route(id string) (string, int, string) {
 	return q, int(n % 5), []string{"", "tenant-a", "tenant-b"}[n/5%3]
 }
 
-// routing is the fleet's routing: the fair lanes of the tenants.
-var routing = leasecron.Routing{FairLanes: 4, FairWeights: map[string]int{"tenant-a": 2}}
+// routed reports whether tasks are routed (SIM_NOROUTE unset).
+func routed() bool { return os.Getenv("SIM_NOROUTE") == "" }
+
+// payloadRoute is route, but the fair key only for the tasks that carry
+// it in their payload instead of Item.FairKey: half of tenant-b's, by a
+// hash of the id.
+func payloadRoute(id string) (string, int, string) {
+	q, p, key := route(id)
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	if key != "tenant-b" || h.Sum32()/45%2 == 0 {
+		key = ""
+	}
+	return q, p, key
+}
+
+// routing is the fleet's routing: the fair lanes of the tenants, and a
+// fair key from the payload's "tenant" field for every type.
+var routing = leasecron.Routing{FairLanes: 4, FairWeights: map[string]int{"tenant-a": 2}, FairKeys: payloadTenant()}
+
+func payloadTenant() map[string]string {
+	m := map[string]string{}
+	for _, typ := range append(taskTypes, TypeCallback) {
+		m[typ] = "payload.tenant"
+	}
+	return m
+}
 
 func (w *World) unique(s TaskSpec) *leasecron.Unique {
 	if s.Unique == nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -241,6 +242,60 @@ limits:
 			_, err := load(t, bad.yaml, nil)
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
 				t.Fatalf("%q: %v; want an error naming %s", bad.yaml, err, bad.want)
+			}
+		})
+	}
+}
+
+// types.<type>.queue, .priority and .fair_key, fairness.lanes and
+// .weights, worker.queues and .priority_weights become the worker's
+// routing; a bad value is refused by name.
+func TestRouting(t *testing.T) {
+	c, err := load(t, `
+types:
+  render:
+    queue: gpu
+    priority: high
+  bill:
+    priority: 4
+    fair_key: payload.customer
+fairness:
+  lanes: 16
+  weights: [gold=3]
+worker:
+  queues: [gpu, default]
+  priority_weights: 8,4,2,1
+`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Routing.Types["render"]; r.Queue != "gpu" || r.Priority != 2 {
+		t.Errorf("types.render = %+v, want queue gpu, priority 2", r)
+	}
+	if r := c.Routing.Types["bill"]; r.Queue != "" || r.Priority != 4 {
+		t.Errorf("types.bill = %+v, want priority 4", r)
+	}
+	if len(c.Routing.FairKeys) != 1 || c.Routing.FairKeys["bill"] != "payload.customer" {
+		t.Errorf("fair keys = %v, want bill: payload.customer", c.Routing.FairKeys)
+	}
+	if c.Routing.FairLanes != 16 || c.Routing.FairWeights["gold"] != 3 || len(c.Routing.FairWeights) != 1 {
+		t.Errorf("fairness = %d lanes, weights %v; want 16, gold=3", c.Routing.FairLanes, c.Routing.FairWeights)
+	}
+	if !slices.Equal(c.Worker.Queues, []string{"gpu", "default"}) || !slices.Equal(c.Worker.PriorityWeights, []int{8, 4, 2, 1}) {
+		t.Errorf("worker.queues %v, priority_weights %v", c.Worker.Queues, c.Worker.PriorityWeights)
+	}
+	for _, bad := range []struct{ yaml, want string }{
+		{"types:\n  bill:\n    fair_key: customer\n", `types.bill.fair_key = "customer"`},
+		{"types:\n  bill:\n    fair_key: payload.\n", `types.bill.fair_key = "payload."`},
+		{"types:\n  bill:\n    priority: urgent\n", `types.bill.priority = "urgent"`},
+		{"types:\n  bill:\n    queue: Big_Queue\n", `types.bill.queue = "Big_Queue"`},
+		{"types:\n  bill:\n    lane: 3\n", `unknown key "types.bill.lane"`},
+		{"fairness:\n  lanes: 65\n", "fairness.lanes"},
+	} {
+		t.Run(bad.want, func(t *testing.T) {
+			_, err := load(t, bad.yaml, nil)
+			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
+				t.Fatalf("err = %v, want ErrInvalid mentioning %s", err, bad.want)
 			}
 		})
 	}

@@ -224,6 +224,16 @@ func Load(v *viper.Viper, file string) (Config, error) {
 			r.Priority = p
 		}
 		c.Routing.Types[typ] = r
+		if fk := d.str(key + ".fair_key"); fk != "" {
+			if f, ok := strings.CutPrefix(fk, "payload."); !ok || f == "" {
+				d.bad(key+".fair_key", fk, "payload.<field>, a top-level field of the task's JSON payload")
+			} else {
+				if c.Routing.FairKeys == nil {
+					c.Routing.FairKeys = map[string]string{}
+				}
+				c.Routing.FairKeys[typ] = fk
+			}
+		}
 	}
 	c.Routing.FairLanes = d.int("fairness.lanes", 1, queue.MaxFairLanes)
 	c.Routing.FairWeights = d.fairWeights("fairness.weights", c.Routing.FairLanes)

@@ -171,10 +171,17 @@ var Families = []Family{
 		Doc: "Where tasks of this type go when a task names no queue or priority of its own: `queue`, a named queue (1–20 lower-case letters and digits; only workers that consume it take the task), and `priority`, 1 or `critical`, 2 or `high`, 3 or `default`, 4 or `low` (a worker starts a higher level before a lower one). " +
 			"Every worker and client should have the same `types`.",
 	},
+	{
+		Name:  "types.<type>.fair_key",
+		Cell:  "`types.<type>.fair_key`",
+		Brief: "take a task type's fair key from its payload (payload.<field>)",
+		Doc: "`payload.<field>`: a task of this type that names no fair key (`--fair-key`) takes the value of this top-level field of its JSON payload (a string, or a number's digits) as its fair key, so programs that write rows or payloads need not set one. " +
+			"A task without the field, or whose payload is kept in a blob, has none. Every worker and client should have the same `types`.",
+	},
 }
 
 // typeFields are the fields of a types.<type> map.
-var typeFields = map[string]bool{"queue": true, "priority": true}
+var typeFields = map[string]bool{"queue": true, "priority": true, "fair_key": true}
 
 // limitFields are the fields of a limits.<type> map.
 var limitFields = map[string]bool{"concurrency": true, "rate": true, "rate_key": true}
