@@ -300,7 +300,7 @@ func (c *Client) Sharded() bool { return c.o.Names.Shards > 1 }
 // the last 10 s; a standby looks when the leader's note in the lease says
 // the queues changed (fleetNote), and every drainOthersStandby besides.
 var (
-	drainOthersEvery, drainOthersListen, drainOthersBusy = 30 * time.Second, 10 * time.Second, 2 * time.Second
+	drainOthersEvery, drainOthersListen, drainOthersBusy = 30 * time.Second, 10 * time.Second, time.Second
 	drainOthersStandby                                   = 5 * time.Minute
 )
 
