@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,14 +55,17 @@ type Queues struct {
 	mu     sync.Mutex
 	// ms are every queue drained: sendTo, then any added (Drain). It only
 	// grows by append, so a copy of the slice taken under mu stays valid.
-	ms       []*member
-	cursor   int  // the turn
-	found    bool // the last Dequeue got messages (or Sweep was called)
-	idleRun  int  // idle calls since the last that asked a cold queue
-	weights  []int
-	recheck  [Levels + 1]time.Time // when a level's empty queue was last asked again
-	clk      clock.Clock
-	randUnit func() float64
+	ms     []*member
+	cursor int  // the turn
+	found  bool // the last Dequeue got messages (or Sweep was called)
+	// flowUntil: until then Dequeue asks as while messages flow, though
+	// the last call got none (flowFor after the last that got some).
+	flowUntil time.Time
+	idleRun   int // idle calls since the last that asked a cold queue
+	weights   []int
+	recheck   [Levels + 1]time.Time // when a level's empty queue was last asked again
+	clk       clock.Clock
+	randUnit  func() float64
 }
 
 // member is one queue drained and what Dequeue knows of it.
@@ -83,6 +87,14 @@ const (
 	// recheckEmpty is how soon one of a level's queues that answered
 	// empty is asked again while messages flow.
 	recheckEmpty = 250 * time.Millisecond
+	// searchEmpty is how many queues that answered empty a Dequeue asks
+	// again, at most, when none known to have messages has any.
+	searchEmpty = 8
+	// flowFor is how long after its last messages a Queues asks as while
+	// they flow: a burst that ends is often followed by another in queues
+	// that ran dry, which idle polling (one queue per call, backing off)
+	// would find one by one.
+	flowFor = 2 * time.Second
 )
 
 // NewQueues returns a MessageQueue over qs (at least one, at most
@@ -215,58 +227,70 @@ func (x *member) warm(now time.Time) bool {
 // plan returns the indexes of the queues the next Dequeue asks, in order
 // (m.mu held).
 func (m *Queues) plan(now time.Time) []int {
-	n := len(m.ms)
-	if !m.found {
-		// Idle: one queue.
-		cold := -1
-		for i, x := range m.ms {
-			if !x.warm(now) && (cold < 0 || x.asked.Before(m.ms[cold].asked)) {
-				cold = i
-			}
-		}
-		if cold >= 0 && m.idleRun >= coldTurn-1 {
-			m.idleRun = 0
-			return []int{cold}
-		}
-		m.idleRun++
-		for k := range n {
-			i := (m.cursor + k) % n
-			if m.ms[i].warm(now) {
-				m.cursor = (i + 1) % n
-				return []int{i}
-			}
-		}
-		return []int{m.cursor % n}
+	if !m.found && !now.Before(m.flowUntil) {
+		return m.idlePlan(now)
 	}
-	// Flowing: level by level. Within a level the queues that had
-	// messages at their last answer, from the turn (or, with lane
-	// weights, one drawn by weight first); of those that answered empty,
-	// one — the longest unasked — at most every recheckEmpty per level.
+	if order := m.flowPlan(now); len(order) > 0 {
+		return order
+	}
+	// Every queue answered empty within recheckEmpty: one, as when idle.
+	return m.idlePlan(now)
+}
+
+// idlePlan is the plan of an idle Dequeue: one queue, the warm ones in
+// turn and a cold one every coldTurn-th call (m.mu held).
+func (m *Queues) idlePlan(now time.Time) []int {
+	n := len(m.ms)
+	cold := -1
+	for i, x := range m.ms {
+		if !x.warm(now) && (cold < 0 || x.asked.Before(m.ms[cold].asked)) {
+			cold = i
+		}
+	}
+	if cold >= 0 && m.idleRun >= coldTurn-1 {
+		m.idleRun = 0
+		return []int{cold}
+	}
+	m.idleRun++
+	for k := range n {
+		i := (m.cursor + k) % n
+		if m.ms[i].warm(now) {
+			m.cursor = (i + 1) % n
+			return []int{i}
+		}
+	}
+	return []int{m.cursor % n}
+}
+
+// flowPlan is the plan of a Dequeue while messages flow (m.mu held).
+func (m *Queues) flowPlan(now time.Time) []int {
+	n := len(m.ms)
+	// Level by level. Within a level, first one of the queues
+	// that answered empty — the longest unasked — at most every
+	// recheckEmpty, then the queues that had messages at their last
+	// answer, from the turn (or, with lane weights, one drawn by weight
+	// first). The empty one goes first so that it is asked whatever the
+	// others hold: a lane or throughput queue that ran dry and got
+	// messages again is found within (its level's empty queues) ×
+	// recheckEmpty, and what rechecking costs does not grow with the
+	// number of queues (at most one request per level per recheckEmpty).
 	first := 0
 	if m.weights != nil {
 		first = m.drawLevel()
 	}
 	order := make([]int, 0, n)
 	add := func(level int) {
-		var full, stale []int
-		empty, warm := -1, false
+		var full []int
+		empty := -1
 		for k := range n {
 			i := (m.cursor + k) % n
 			x := m.ms[i]
-			if x.level != level {
-				continue
-			}
-			warm = warm || !x.found.IsZero() && now.Sub(x.found) < warmFor
 			switch {
+			case x.level != level:
 			case !x.empty:
 				full = append(full, i)
-			default:
-				if now.Sub(x.asked) >= recheckEmpty {
-					stale = append(stale, i)
-				}
-				if empty < 0 || x.asked.Before(m.ms[empty].asked) {
-					empty = i
-				}
+			case empty < 0 || x.asked.Before(m.ms[empty].asked):
+				empty = i
 			}
 		}
 		if len(full) > 1 {
@@ -274,17 +298,11 @@ func (m *Queues) plan(now time.Time) []int {
 				full[0], full[j] = full[j], full[0]
 			}
 		}
-		order = append(order, full...)
-		switch {
-		case warm:
-			// A level in use: each of its empty queues again after
-			// recheckEmpty, so a new message there waits no longer
-			// whichever of the level's queues it went to.
-			order = append(order, stale...)
-		case empty >= 0 && now.Sub(m.recheck[level]) >= recheckEmpty:
+		if empty >= 0 && now.Sub(m.recheck[level]) >= recheckEmpty && now.Sub(m.ms[empty].asked) >= recheckEmpty {
 			m.recheck[level] = now
 			order = append(order, empty)
 		}
+		order = append(order, full...)
 	}
 	if first > 0 {
 		add(first)
@@ -294,7 +312,21 @@ func (m *Queues) plan(now time.Time) []int {
 			add(level)
 		}
 	}
-	return order
+	// Last, when none of those has messages: up to searchEmpty more of
+	// the queues that answered empty at least recheckEmpty ago, highest
+	// level and longest unasked first. They cost requests only when the
+	// worker would otherwise have nothing to run, and find messages sent
+	// meanwhile to queues that had run dry.
+	var search []int
+	for i, x := range m.ms {
+		if x.empty && now.Sub(x.asked) >= recheckEmpty && !slices.Contains(order, i) {
+			search = append(search, i)
+		}
+	}
+	slices.SortFunc(search, func(i, j int) int {
+		return cmp.Or(cmp.Compare(m.ms[i].level, m.ms[j].level), m.ms[i].asked.Compare(m.ms[j].asked))
+	})
+	return append(order, search[:min(len(search), searchEmpty)]...)
 }
 
 // drawLane returns the index in idx of the queue asked first: drawn by
@@ -368,7 +400,7 @@ func (m *Queues) Dequeue(ctx context.Context, max int, visibility time.Duration)
 		x := ms[i]
 		x.asked, x.empty = m.clk.Now(), err == nil && len(msgs) == 0
 		if len(msgs) > 0 {
-			x.found = x.asked
+			x.found, m.flowUntil = x.asked, x.asked.Add(flowFor)
 		}
 		if m.found || len(msgs) > 0 {
 			m.cursor = (i + 1) % len(ms) // the next call starts at the next queue: lanes take turns

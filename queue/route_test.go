@@ -358,6 +358,67 @@ func TestFairKeyFromPayload(t *testing.T) {
 	}
 }
 
+// A lane that ran dry is asked again in its turn while another floods:
+// tenant-b's lane answered empty, then got tasks again; they are taken
+// within a recheck interval or two, not after tenant-a's flood has
+// drained (the empty lane used to be asked only once every lane with
+// messages had answered empty).
+func TestEmptiedLaneIsFoundAgainWhileAnotherFloods(t *testing.T) {
+	ctx := context.Background()
+	c, _, clk := routedClient(t, ClientOptions{FairLanes: 8})
+	a, b := "tenant-a", "tenant-b"
+	for i := 0; c.lanes.of(a) == c.lanes.of(b); i++ {
+		b = fmt.Sprintf("tenant-b%d", i)
+	}
+	send := func(key string, n int) {
+		t.Helper()
+		for i := range n {
+			if err := c.Enqueue(ctx, Envelope{ID: fmt.Sprintf("%s-%d-%d", key, clk.Now().UnixNano(), i), Type: "t", FairKey: key}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send(a, 1000)
+	send(b, 1)
+	if _, err := c.DrainOthers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	step := 50 * time.Millisecond
+	take := func() (gotB int) {
+		t.Helper()
+		clk.Advance(step)
+		msgs, err := c.work.Dequeue(ctx, 2, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if env, _ := DecodeEnvelope(m.Text); env.FairKey == b {
+				gotB++
+			}
+		}
+		return gotB
+	}
+	// B's one task taken, and its lane asked again and found empty.
+	for i, got := 0, 0; got < 1; i++ {
+		if i == 50 {
+			t.Fatalf("tenant-b's first task not taken in 50 dequeues")
+		}
+		got += take()
+	}
+	for range 20 {
+		take()
+	}
+	send(b, 5)
+	calls, got := 0, 0
+	for got < 5 {
+		if calls++; calls > 40 {
+			t.Fatalf("%d of tenant-b's 5 new tasks taken in 40 dequeues (%v) while tenant-a's lane floods; want all within a few recheck intervals", got, time.Duration(calls)*step)
+		}
+		got += take()
+	}
+	t.Logf("tenant-b's lane, found empty, had its 5 new tasks taken within %d dequeues (%v)", calls, time.Duration(calls)*step)
+}
+
 // Fairness lanes: a key's flood does not hold back another key's few
 // tasks — while both lanes have messages a consumer takes from them in
 // turn — and weighted keys get shares in proportion to their weights.

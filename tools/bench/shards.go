@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/tools/bench/results"
 	"github.com/leasecron/leasecron/tools/internal/throttle"
@@ -66,6 +67,15 @@ func (b *bench) shardsCase(ctx context.Context, design string, shards, queues, i
 	}
 	defer proxies.Close()
 	names := leasecron.Names{Shards: shards, Queues: queues}
+	if design == shardsRouted {
+		// A fleet that has run before has its levels' and lanes' queues:
+		// made here, before the workers start (which find them by
+		// listing), so that what is measured is the steady state, not
+		// how soon a queue used for the first time is found.
+		if err := makeRoutedQueues(ctx, srv.ConnectionString(), names, c.Tasks); err != nil {
+			return c, err
+		}
+	}
 	wctx, stop := context.WithCancel(ctx)
 	workers := make([]*txWorker, instances)
 	defer func() {
@@ -101,7 +111,7 @@ func (b *bench) shardsCase(ctx context.Context, design string, shards, queues, i
 	for i := range items {
 		items[i] = leasecron.Item{ID: fmt.Sprintf("scale-%05d", i), Type: noopType, Due: now}
 		if design == shardsRouted {
-			items[i].Priority, items[i].FairKey = i%4+1, fmt.Sprintf("tenant-%d", i%8)
+			items[i].Priority, items[i].FairKey = routedItem(i)
 		}
 	}
 	if _, err := cl.ScheduleMany(ctx, items, leasecron.ScheduleManyOptions{}); err != nil {
@@ -136,4 +146,36 @@ func (b *bench) shardsCase(ctx context.Context, design string, shards, queues, i
 	c.QueueRefused = st.QueueLimit - before.QueueLimit
 	c.PartitionRefused = st.PartitionLimit - before.PartitionLimit
 	return c, nil
+}
+
+// routedItem is the priority and fair key of the routed design's task i:
+// the four levels and eight tenants in turn.
+func routedItem(i int) (int, string) { return i%4 + 1, fmt.Sprintf("tenant-%d", i%8) }
+
+// makeRoutedQueues makes the work queues the routed design's tasks go to
+// on the account of cs.
+func makeRoutedQueues(ctx context.Context, cs string, names leasecron.Names, tasks int) error {
+	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: cs}, Names: names, Logger: quietLogger("shards")})
+	if err != nil {
+		return err
+	}
+	sc, err := storage.New(storage.Config{ConnectionString: cs})
+	if err != nil {
+		return err
+	}
+	made := map[string]bool{}
+	for i := range min(tasks, 32) {
+		p, key := routedItem(i)
+		r := cl.RouteOf(leasecron.Item{Type: noopType, Priority: p, FairKey: key})
+		for _, name := range queue.QueueNames(queue.RouteBase(leasecron.DefaultNames().Queue, r), names.Queues) {
+			if made[name] {
+				continue
+			}
+			made[name] = true
+			if err := sc.EnsureQueue(ctx, name); err != nil {
+				return fmt.Errorf("make queue %s: %w", name, err)
+			}
+		}
+	}
+	return nil
 }
