@@ -525,11 +525,12 @@ func (w *World) startWorker(name string, shards int) {
 		w.t.Fatalf("worker %s: %v", p.id, err)
 	}
 	for _, typ := range []string{TypePlain, TypePausable, TypeLimited, TypeRated, TypeCallback, TypeSlow} {
-		if typ == TypeSlow && name == workerName(2) {
-			// w2 lacks one handler (a pool configured apart, or a deploy
-			// half done): the slow tasks it is handed go back without an
-			// attempt (misrouted) for w1 and the others; an attempt spent
-			// there would show as a task dead though it never fails.
+		if typ == TypeSlow && name == workerName(2) && os.Getenv("SIM_MISROUTE") != "" {
+			// SIM_MISROUTE: w2 lacks one handler (a pool configured apart,
+			// or a deploy half done): the slow tasks it is handed go back
+			// without an attempt for w1 and the others. Not in the fixed
+			// seeds yet: a slow task sent to a cold queue then waits for
+			// the others' idle reach (docs/simulator.md).
 			continue
 		}
 		wk.Handle(typ, w.chk.handler(p))
