@@ -61,7 +61,8 @@ type Queues struct {
 	// flowUntil: until then Dequeue asks as while messages flow, though
 	// the last call got none (flowFor after the last that got some).
 	flowUntil time.Time
-	idleRun   int // idle calls since the last that asked a cold queue
+	sweep     bool // the next Dequeue asks every queue (Sweep)
+	idleRun   int  // idle calls since the last that asked a cold queue
 	weights   []int
 	recheck   [Levels + 1]time.Time // when a level's empty queue was last asked again
 	clk       clock.Clock
@@ -138,11 +139,13 @@ func (m *Queues) setClock(c clock.Clock) {
 	m.mu.Unlock()
 }
 
-// Sweep makes the next Dequeue ask every queue in priority order (as while
-// messages flow): a consumer woken for a message calls it.
+// Sweep makes the next Dequeue ask every queue in priority order until
+// one has messages (those known to have some first): a consumer woken for
+// a message calls it, since a wake does not say which queue the message
+// went to.
 func (m *Queues) Sweep() {
 	m.mu.Lock()
-	m.found = true
+	m.found, m.sweep = true, true
 	m.mu.Unlock()
 }
 
@@ -317,16 +320,20 @@ func (m *Queues) flowPlan(now time.Time) []int {
 	// level and longest unasked first. They cost requests only when the
 	// worker would otherwise have nothing to run, and find messages sent
 	// meanwhile to queues that had run dry.
+	limit, stale := searchEmpty, recheckEmpty
+	if m.sweep {
+		limit, stale, m.sweep = n, 0, false
+	}
 	var search []int
 	for i, x := range m.ms {
-		if x.empty && now.Sub(x.asked) >= recheckEmpty && !slices.Contains(order, i) {
+		if x.empty && now.Sub(x.asked) >= stale && !slices.Contains(order, i) {
 			search = append(search, i)
 		}
 	}
 	slices.SortFunc(search, func(i, j int) int {
 		return cmp.Or(cmp.Compare(m.ms[i].level, m.ms[j].level), m.ms[i].asked.Compare(m.ms[j].asked))
 	})
-	return append(order, search[:min(len(search), searchEmpty)]...)
+	return append(order, search[:min(len(search), limit)]...)
 }
 
 // drawLane returns the index in idx of the queue asked first: drawn by

@@ -419,6 +419,51 @@ func TestEmptiedLaneIsFoundAgainWhileAnotherFloods(t *testing.T) {
 	t.Logf("tenant-b's lane, found empty, had its 5 new tasks taken within %d dequeues (%v)", calls, time.Duration(calls)*step)
 }
 
+// A wake does not say which queue its message went to: the Dequeue after
+// Sweep asks every queue until one has messages, even those that answered
+// empty a moment ago, so a task sent for now to one of many lanes is found
+// at once.
+func TestSweepAsksEveryQueue(t *testing.T) {
+	ctx := context.Background()
+	c, _, clk := routedClient(t, ClientOptions{FairLanes: 64})
+	keys := make([]string, 40)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("tenant-%d", i)
+		if err := c.Enqueue(ctx, Envelope{ID: "first-" + keys[i], Type: "t", FairKey: keys[i]}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.DrainOthers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	qs := c.work.(*Queues)
+	for got, calls := 0, 0; got < len(keys); calls++ { // drain them all
+		if calls > 500 {
+			t.Fatalf("%d of %d first messages taken in 500 dequeues", got, len(keys))
+		}
+		clk.Advance(recheckEmpty)
+		msgs, err := qs.Dequeue(ctx, 32, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += len(msgs)
+	}
+	for range 3 { // every lane asked and found empty just now
+		qs.Sweep()
+		if msgs, _ := qs.Dequeue(ctx, 32, time.Hour); len(msgs) != 0 {
+			t.Fatalf("%d messages left", len(msgs))
+		}
+	}
+	if err := c.Enqueue(ctx, Envelope{ID: "now", Type: "t", FairKey: keys[len(keys)-1]}, 0); err != nil {
+		t.Fatal(err)
+	}
+	qs.Sweep()
+	msgs, err := qs.Dequeue(ctx, 32, time.Hour)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("the Dequeue after Sweep got %d messages (%v); want the one sent for now to one of %d lanes", len(msgs), err, qs.Len())
+	}
+}
+
 // Fairness lanes: a key's flood does not hold back another key's few
 // tasks — while both lanes have messages a consumer takes from them in
 // turn — and weighted keys get shares in proportion to their weights.
