@@ -1,4 +1,4 @@
-package queuesrv
+package queuesrvtest
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/leasecron/leasecron/azurite"
+	"github.com/leasecron/leasecron/internal/queuesrv"
 	"github.com/leasecron/leasecron/queue"
 )
 
@@ -37,10 +38,10 @@ func (c *clock) add(d time.Duration) {
 // start returns a server on a fake clock and its queue service client
 // (through a connection string as workers build it, the port of blobs and
 // tables unused).
-func start(t *testing.T) (*Server, *clock, *azqueue.ServiceClient) {
+func start(t *testing.T) (*queuesrv.Server, *clock, *azqueue.ServiceClient) {
 	t.Helper()
 	c := &clock{t: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)}
-	s, err := StartWithClock(c.now)
+	s, err := queuesrv.StartWithClock(c.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +127,8 @@ func TestMessageLifecycle(t *testing.T) {
 	if n := s.Len("work"); n != 0 {
 		t.Fatalf("after clear: %d messages", n)
 	}
-	if s.Calls(OpGet) != 4 || s.Calls(OpPut) != 3 || s.Calls(OpDelete) != 3 || s.Calls(OpUpdate) != 1 || s.Calls(OpPeek) != 1 {
-		t.Fatalf("calls: get %d put %d delete %d update %d peek %d", s.Calls(OpGet), s.Calls(OpPut), s.Calls(OpDelete), s.Calls(OpUpdate), s.Calls(OpPeek))
+	if s.Calls(queuesrv.OpGet) != 4 || s.Calls(queuesrv.OpPut) != 3 || s.Calls(queuesrv.OpDelete) != 3 || s.Calls(queuesrv.OpUpdate) != 1 || s.Calls(queuesrv.OpPeek) != 1 {
+		t.Fatalf("calls: get %d put %d delete %d update %d peek %d", s.Calls(queuesrv.OpGet), s.Calls(queuesrv.OpPut), s.Calls(queuesrv.OpDelete), s.Calls(queuesrv.OpUpdate), s.Calls(queuesrv.OpPeek))
 	}
 }
 
@@ -158,7 +159,7 @@ func TestServiceRules(t *testing.T) {
 	if fmt.Sprint(names) != "[rules rules-2]" {
 		t.Fatalf("listed %v; want [rules rules-2]", names)
 	}
-	if _, err := qc.EnqueueMessage(ctx, strings.Repeat("x", MaxMessageBytes+1), nil); !queueerror.HasCode(err, queueerror.RequestBodyTooLarge) {
+	if _, err := qc.EnqueueMessage(ctx, strings.Repeat("x", queuesrv.MaxMessageBytes+1), nil); !queueerror.HasCode(err, queueerror.RequestBodyTooLarge) {
 		t.Fatalf("a message over 64 KiB: %v; want RequestBodyTooLarge", err)
 	}
 	if _, err := qc.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(33))}); !queueerror.HasCode(err, queueerror.OutOfRangeQueryParameterValue) {
@@ -189,7 +190,7 @@ func TestServiceRules(t *testing.T) {
 // Azurite): ns/op stays flat as b.N grows.
 func BenchmarkDrain100k(b *testing.B) {
 	ctx := context.Background()
-	s, err := Start()
+	s, err := queuesrv.Start()
 	if err != nil {
 		b.Fatal(err)
 	}
