@@ -64,7 +64,9 @@ type Queues struct {
 	sweep     bool // the next Dequeue asks every queue (Sweep)
 	idleRun   int  // idle calls since the last that asked a cold queue
 	weights   []int
-	recheck   [Levels + 1]time.Time // when a level's empty queue was last asked again
+	recheck   [Levels + 1]time.Time // when a level's recheck window began
+	// rechecked counts a level's empty queues asked again in its window.
+	rechecked [Levels + 1]int
 	clk       clock.Clock
 	randUnit  func() float64
 }
@@ -88,6 +90,10 @@ const (
 	// recheckEmpty is how soon one of a level's queues that answered
 	// empty is asked again while messages flow.
 	recheckEmpty = 250 * time.Millisecond
+	// recheckPerLevel is how many of a level's empty queues are asked
+	// again at most every recheckEmpty: each of up to that many
+	// throughput queues of one route in time, more lanes in turn.
+	recheckPerLevel = 4
 	// searchEmpty is how many queues that answered empty a Dequeue asks
 	// again, at most, when none known to have messages has any.
 	searchEmpty = 8
@@ -268,23 +274,24 @@ func (m *Queues) idlePlan(now time.Time) []int {
 // flowPlan is the plan of a Dequeue while messages flow (m.mu held).
 func (m *Queues) flowPlan(now time.Time) []int {
 	n := len(m.ms)
-	// Level by level. Within a level, first one of the queues
-	// that answered empty — the longest unasked — at most every
-	// recheckEmpty, then the queues that had messages at their last
-	// answer, from the turn (or, with lane weights, one drawn by weight
-	// first). The empty one goes first so that it is asked whatever the
-	// others hold: a lane or throughput queue that ran dry and got
-	// messages again is found within (its level's empty queues) ×
-	// recheckEmpty, and what rechecking costs does not grow with the
-	// number of queues (at most one request per level per recheckEmpty).
+	// Level by level. Within a level, first those of the queues that
+	// answered empty at least recheckEmpty ago — the longest unasked,
+	// at most recheckPerLevel per level every recheckEmpty — then the
+	// queues that had messages at their last answer, from the turn (or,
+	// with lane weights, one drawn by weight first). The empty ones go
+	// first so that they are asked whatever the others hold: a lane or
+	// throughput queue that ran dry and got messages again is found
+	// within recheckEmpty with up to recheckPerLevel queues a level, and
+	// within (its level's empty queues / recheckPerLevel) × recheckEmpty
+	// with more; what rechecking costs does not grow with the number of
+	// queues (at most 16 requests a second per level).
 	first := 0
 	if m.weights != nil {
 		first = m.drawLevel()
 	}
 	order := make([]int, 0, n)
 	add := func(level int) {
-		var full []int
-		empty := -1
+		var full, stale []int
 		for k := range n {
 			i := (m.cursor + k) % n
 			x := m.ms[i]
@@ -292,8 +299,8 @@ func (m *Queues) flowPlan(now time.Time) []int {
 			case x.level != level:
 			case !x.empty:
 				full = append(full, i)
-			case empty < 0 || x.asked.Before(m.ms[empty].asked):
-				empty = i
+			case now.Sub(x.asked) >= recheckEmpty:
+				stale = append(stale, i)
 			}
 		}
 		if len(full) > 1 {
@@ -301,10 +308,13 @@ func (m *Queues) flowPlan(now time.Time) []int {
 				full[0], full[j] = full[j], full[0]
 			}
 		}
-		if empty >= 0 && now.Sub(m.recheck[level]) >= recheckEmpty && now.Sub(m.ms[empty].asked) >= recheckEmpty {
-			m.recheck[level] = now
-			order = append(order, empty)
+		if now.Sub(m.recheck[level]) >= recheckEmpty {
+			m.recheck[level], m.rechecked[level] = now, 0
 		}
+		slices.SortFunc(stale, func(i, j int) int { return m.ms[i].asked.Compare(m.ms[j].asked) })
+		k := min(len(stale), recheckPerLevel-m.rechecked[level])
+		m.rechecked[level] += k
+		order = append(order, stale[:k]...)
 		order = append(order, full...)
 	}
 	if first > 0 {
