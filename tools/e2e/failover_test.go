@@ -127,11 +127,11 @@ func TestFailoverEarlyEnqueueThroughLeaderKill(t *testing.T) {
 	t.Logf("%d tasks through the leader's SIGKILL: lateness p50 %s, p99 %s, max %s; 5 cancelled never ran; 5 rescheduled ran once at their new time",
 		len(want), p50.Round(time.Millisecond), p99.Round(time.Millisecond), lateness[len(lateness)-1].Round(time.Millisecond))
 	// Liveness, generous for a loaded two-core machine (unloaded: p99
-	// about 20 ms; under make test's full load it reached 1.2 s once): a
-	// task that waited for the next leader instead of its early message
+	// about 20 ms; under make test's full load it reached 1.2 s and 2.4 s):
+	// a task that waited for the next leader instead of its early message
 	// would be late by the takeover, 10 s or more here.
-	if p99 > 2*time.Second {
-		t.Errorf("lateness p99 %s, want at most 2 s (a task left for the next leader is late by its takeover, %s)", p99.Round(time.Millisecond), "10 s or more")
+	if p99 > 5*time.Second {
+		t.Errorf("lateness p99 %s, want at most 5 s (a task left for the next leader is late by its takeover, 10 s or more)", p99.Round(time.Millisecond))
 	}
 }
 
