@@ -35,16 +35,15 @@ func QueueNames(base string, n int) []string {
 // levels. Enqueue spreads messages over the queues given to NewQueues in
 // turn.
 //
-// Dequeue is where priorities and idle cost meet. While messages flow (the
-// last call got some, or Sweep was called) it asks the queues in priority
-// order, highest level first (in weighted mode the first level is drawn by
-// weight), and returns the first answer with messages: a higher level
-// that has a message waiting is always asked before a lower one is. (A
-// queue that answered empty is asked again after 250 ms: each of them in
-// a level that had messages in the last ten minutes, one per level at a
-// time otherwise, so busy polling of unused levels stays bounded.) An
-// idle call asks one queue, so
-// an idle consumer's polling costs the same whatever the number of
+// Dequeue is where priorities and idle cost meet. While messages flow (a
+// call got some in the last flowFor, or Sweep was called) it asks the
+// queues in priority order, highest level first (in weighted mode the
+// first level is drawn by weight), and returns the first answer with
+// messages: a higher level known to have a message waiting is always
+// asked before a lower one is. (Queues that answered empty are asked again
+// after 250 ms, at most recheckPerLevel per level at a time, so busy
+// polling of empty queues stays bounded; see flowPlan.) An idle call asks
+// one queue, so an idle consumer's polling costs the same whatever the number of
 // queues: in turn the warm ones (a route's default level, and any queue
 // that had messages in the last ten minutes), and every fourth call one of
 // the cold ones, the longest unasked first. Update and Delete go to the
@@ -334,9 +333,13 @@ func (m *Queues) flowPlan(now time.Time) []int {
 	if m.sweep {
 		limit, stale, m.sweep = n, 0, false
 	}
+	planned := make([]bool, n)
+	for _, i := range order {
+		planned[i] = true
+	}
 	var search []int
 	for i, x := range m.ms {
-		if x.empty && now.Sub(x.asked) >= stale && !slices.Contains(order, i) {
+		if x.empty && now.Sub(x.asked) >= stale && !planned[i] {
 			search = append(search, i)
 		}
 	}
