@@ -668,16 +668,17 @@ func (w *Worker) ConsumerStats() queue.Stats {
 }
 
 func (w *Worker) newConsumer() (*queue.Consumer, error) {
+	rc := w.o.Routing.client(queue.ClientOptions{}) // the routing as every queue client has it
 	co := queue.ConsumerOptions{
 		ConsumerSettings: w.o.Consumer,
 		Queue:            w.o.Names.Queue,
 		Queues:           w.o.Names.Queues,
 		Consume:          w.consumes(),
 		PriorityWeights:  w.o.PriorityWeights,
-		Routes:           w.o.Routing.Types,
-		FairLanes:        w.o.Routing.FairLanes,
-		FairWeights:      w.o.Routing.FairWeights,
-		FairKeyFields:    w.o.Routing.client(queue.ClientOptions{}).FairKeyFields,
+		Routes:           rc.Routes,
+		FairLanes:        rc.FairLanes,
+		FairWeights:      rc.FairWeights,
+		FairKeyFields:    rc.FairKeyFields,
 		PoisonQueue:      w.o.Names.PoisonQueue,
 		InstanceID:       w.o.InstanceID,
 		Clock:            w.o.Clock,
