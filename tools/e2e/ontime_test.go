@@ -92,13 +92,14 @@ func TestOnTimeDelivery(t *testing.T) {
 	t.Logf("rows due between polls visible within 1 s: %d of %d tasks started more than 1 s after their due time", overOne, n)
 	// Alone on a 2-core machine 0 of 100 are over 1 s (max about 280 ms);
 	// beside the rest of make test's end-to-end tests and Chromium up to 10
-	// of 100 were (max 2.9 s), and 19 with six end-to-end tests at a time.
-	// Before the fix a row due between polls waited for the next pass, up
-	// to poll_every (5 s) late: 35 of 100 were over 1 s. The bounds are
-	// liveness bounds, generous for a loaded machine, that the defect
-	// still fails; the latency itself is measured by make bench against a
-	// baseline.
-	if overOne > n/4 || overThree > n/100 {
-		t.Errorf("%d of %d tasks started more than 1 s late and %d more than 3 s late; want at most 25 %% over 1 s and 1 %% over 3 s", overOne, n, overThree)
+	// of 100 were (max 2.9 s), and 19 with six end-to-end tests at a time;
+	// on CI's loaded 2-core machine once 7 (3 over 3 s, max 3.6 s, while
+	// the handler's printf took up to 1 s to run). Before the fix a row due
+	// between polls waited for the next pass, up to poll_every (5 s) late:
+	// 35 of 100 were over 1 s. The bounds are liveness bounds, generous for
+	// a loaded machine, that the defect still fails; the latency itself is
+	// measured by make bench against a baseline.
+	if overOne > n/4 || overThree > n/20 {
+		t.Errorf("%d of %d tasks started more than 1 s late and %d more than 3 s late; want at most 25 %% over 1 s and 5 %% over 3 s", overOne, n, overThree)
 	}
 }
