@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/leasecron/leasecron/blackboard"
+	"github.com/leasecron/leasecron/internal/apitoken"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/pause"
@@ -279,6 +280,7 @@ type parts struct {
 	runs     *runs.Store // nil when run records are off
 	lease    trafficcop.Lock
 	pauses   *pause.Store
+	tokens   *apitoken.Store
 	shardMap table.Table // the schedule table, where the shard map lives
 	// runLayout is the run records' layout as the shard map says (nil
 	// without run records).
@@ -329,5 +331,6 @@ func newParts(sc *storage.Clients, n Names, routing Routing, noRuns bool, ro Run
 	if p.pauses, err = pause.New(sc.Blob.NewContainerClient(n.Container), pause.DefaultBlob, clk); err != nil {
 		return p, err
 	}
+	p.tokens = apitoken.New(sc.Blob.NewContainerClient(n.Container), clk)
 	return p, nil
 }

@@ -99,6 +99,11 @@ type Options struct {
 	// is (dashboard.base_path): every page, API route, action and link is
 	// under it, and a request outside it gets 404. Default "" (the root).
 	BasePath string
+	// API, when set, answers every path under BasePath + "/api/v1/" (with
+	// BasePath stripped) ahead of the dashboard's own sign-in: it
+	// authenticates its own callers (the api package's handler, which
+	// `leasecron dashboard` mounts here).
+	API http.Handler
 	// OnListen, when set, is called by Serve with the address it listens
 	// on (useful with port 0).
 	OnListen func(addr net.Addr)
@@ -219,6 +224,10 @@ func newServer(src Source, o Options) (*Server, error) {
 // ServeHTTP implements http.Handler: security headers, authentication,
 // then the routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.o.API != nil && strings.HasPrefix(r.URL.Path, s.o.BasePath+"/api/v1/") {
+		http.StripPrefix(s.o.BasePath, s.o.API).ServeHTTP(w, r)
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")

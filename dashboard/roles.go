@@ -2,10 +2,9 @@ package dashboard
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"net/http"
-	"strings"
+
+	"github.com/leasecron/leasecron/internal/principal"
 )
 
 // Roles: an operator sees and acts; a viewer sees only (the action buttons
@@ -39,8 +38,8 @@ func identityOf(r *http.Request) identity {
 // The headers the platform's built-in authentication sets on every
 // request it lets through (and strips from what clients send).
 const (
-	headerPrincipalName = "X-MS-CLIENT-PRINCIPAL-NAME"
-	headerPrincipal     = "X-MS-CLIENT-PRINCIPAL"
+	headerPrincipalName = principal.HeaderName
+	headerPrincipal     = principal.Header
 )
 
 // DefaultOperatorRole is the app role that makes a platform-authenticated
@@ -75,35 +74,8 @@ func (s *Server) identify(r *http.Request) identity {
 }
 
 // hasRole reports whether the base64 JSON client principal lists role
-// among its role claims (claims of its role_typ, or "roles" when it names
-// none).
-func hasRole(principal, role string) bool {
-	if principal == "" || role == "" {
-		return false
-	}
-	b, err := base64.StdEncoding.DecodeString(principal)
-	if err != nil {
-		if b, err = base64.RawStdEncoding.DecodeString(principal); err != nil {
-			return false
-		}
-	}
-	var p struct {
-		RoleTyp string `json:"role_typ"`
-		Claims  []struct {
-			Typ string `json:"typ"`
-			Val string `json:"val"`
-		} `json:"claims"`
-	}
-	if json.Unmarshal(b, &p) != nil {
-		return false
-	}
-	for _, c := range p.Claims {
-		if (c.Typ == p.RoleTyp && p.RoleTyp != "" || strings.EqualFold(c.Typ, "roles") || strings.EqualFold(c.Typ, "role")) && c.Val == role {
-			return true
-		}
-	}
-	return false
-}
+// among its role claims.
+func hasRole(p, role string) bool { return principal.HasRole(p, role) }
 
 // withIdentity returns r carrying id.
 func withIdentity(r *http.Request, id identity) *http.Request {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/api"
 	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/cmd/leasecron/internal/config"
 	"github.com/leasecron/leasecron/dashboard"
@@ -50,6 +51,22 @@ func (a *app) workerOptions() (leasecron.WorkerOptions, error) {
 		var err error
 		if dash, err = dashboard.ForWorker(c.Admin.Addr, a.dashboardOptions()); err != nil {
 			return leasecron.WorkerOptions{}, usageError{fmt.Errorf("admin.dashboard: %w", err)}
+		}
+	}
+	if c.Admin.API {
+		// The API beside the dashboard (under its base path), or alone.
+		dashOf, ao := dash, a.apiOptions()
+		base := a.cfg.Dashboard.BasePath
+		dash = func(cl *leasecron.Client) (http.Handler, error) {
+			h, err := api.New(cl, ao)
+			if err != nil || dashOf == nil {
+				return h, err
+			}
+			d, err := dashOf(cl)
+			if err != nil {
+				return nil, err
+			}
+			return apiBeside(base, h, d), nil
 		}
 	}
 	return leasecron.WorkerOptions{
@@ -141,4 +158,16 @@ func (a *app) runsOptions() leasecron.RunsOptions {
 		o.CleanEvery = -1
 	}
 	return o
+}
+
+// apiBeside serves the API under base + /api/v1/ and rest elsewhere.
+func apiBeside(base string, apiHandler, rest http.Handler) http.Handler {
+	prefix := strings.TrimRight(base, "/") + api.Prefix
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, prefix) {
+			http.StripPrefix(strings.TrimRight(base, "/"), apiHandler).ServeHTTP(w, r)
+			return
+		}
+		rest.ServeHTTP(w, r)
+	})
 }

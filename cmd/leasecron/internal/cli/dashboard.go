@@ -7,11 +7,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/leasecron/leasecron/api"
 	"github.com/leasecron/leasecron/dashboard"
 )
 
 func init() {
 	extraCommands = append(extraCommands, (*app).dashboardCmd)
+}
+
+// apiOptions maps the api.* keys.
+func (a *app) apiOptions() api.Options {
+	return api.Options{PlatformAuth: a.cfg.API.PlatformAuth, MaxBody: int64(a.cfg.API.MaxBody), MaxTasks: a.cfg.API.MaxTasks, Logger: a.log}
 }
 
 // dashboardOptions maps the dashboard.* keys.
@@ -61,6 +67,11 @@ dashboard.read_only and dashboard.allow_anonymous are both true.`,
 			o.OnListen = func(at net.Addr) {
 				fmt.Fprintf(a.out, "dashboard: http://%s/\n", at)
 				a.log.Info("dashboard listening", "addr", at.String(), "read_only", o.ReadOnly, "auth", o.Auth != "")
+			}
+			if a.cfg.API.Enabled {
+				if o.API, err = api.New(cl, a.apiOptions()); err != nil {
+					return usageError{err}
+				}
 			}
 			err = dashboard.Serve(cmd.Context(), addr, cl, o)
 			if errors.Is(err, dashboard.ErrExposed) {

@@ -14,37 +14,8 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
-
-// fileLine is one line of `schedule --file`: a JSON object with these
-// fields (unknown ones are refused).
-type fileLine struct {
-	ID          string          `json:"id"`
-	Type        string          `json:"type"`
-	Payload     json.RawMessage `json:"payload"`
-	At          string          `json:"at"`
-	In          string          `json:"in"`
-	Every       string          `json:"every"`
-	Cron        string          `json:"cron"`
-	TZ          string          `json:"tz"`
-	MaxAttempts int             `json:"max_attempts"`
-	// Queue, Priority (a number 1–4 or a level's name) and FairKey are
-	// schedule --queue, --priority and --fair-key.
-	Queue    string          `json:"queue"`
-	Priority json.RawMessage `json:"priority"`
-	FairKey  string          `json:"fair_key"`
-	// UniqueKey, UniqueFor (a Go duration) and UniqueStates (comma-separated)
-	// are schedule --unique-key, --unique-for and --unique-states.
-	UniqueKey    string `json:"unique_key"`
-	UniqueFor    string `json:"unique_for"`
-	UniqueStates string `json:"unique_states"`
-	// After (a list of ids or one comma-separated string) and AfterAny are
-	// schedule --after and --after-any.
-	After    json.RawMessage `json:"after"`
-	AfterAny bool            `json:"after_any"`
-}
 
 // fileBatch is schedule --batch, --on-complete and --on-complete-payload.
 type fileBatch struct {
@@ -63,23 +34,6 @@ func (b fileBatch) options(o *leasecron.ScheduleManyOptions) error {
 	return nil
 }
 
-// parseAfter reads a line's "after": a list of ids or a comma-separated
-// string.
-func parseAfter(raw json.RawMessage) ([]string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var list []string
-	if err := json.Unmarshal(raw, &list); err == nil {
-		return list, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("after: want a list of task ids or a comma-separated string, not %s", raw)
-	}
-	return strings.Split(s, ","), nil
-}
-
 // lineResult is what `schedule --file --json` prints per line.
 type lineResult struct {
 	Line   int       `json:"line"`
@@ -89,64 +43,13 @@ type lineResult struct {
 	Error  string    `json:"error,omitempty"`
 }
 
-// parseLine turns one line into an item. A payload that is a JSON string is
-// taken as its text; any other JSON value as its compact JSON.
+// parseLine turns one line (a leasecron.TaskSpec) into an item.
 func parseLine(b []byte, now time.Time) (leasecron.Item, *leasecron.Unique, error) {
-	var l fileLine
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&l); err != nil {
-		return leasecron.Item{}, nil, fmt.Errorf("not a JSON object with id, type, payload, at, in, every, cron, tz, max_attempts, unique_key, unique_for, unique_states, after, after_any: %w", err)
-	}
-	if dec.More() {
-		return leasecron.Item{}, nil, errors.New("more than one JSON value on the line")
-	}
-	payload := ""
-	if len(l.Payload) > 0 && string(l.Payload) != "null" {
-		var s string
-		if err := json.Unmarshal(l.Payload, &s); err == nil {
-			payload = s
-		} else {
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, l.Payload); err != nil {
-				return leasecron.Item{}, nil, fmt.Errorf("payload: %w", err)
-			}
-			payload = buf.String()
-		}
-	}
-	due, rule, err := schedule.When{At: l.At, In: l.In, Every: l.Every, Cron: l.Cron, TZ: l.TZ}.Resolve(now)
+	spec, err := leasecron.ParseTaskSpec(b)
 	if err != nil {
 		return leasecron.Item{}, nil, err
 	}
-	after, err := parseAfter(l.After)
-	if err != nil {
-		return leasecron.Item{}, nil, err
-	}
-	if l.AfterAny && len(after) == 0 {
-		return leasecron.Item{}, nil, errors.New("after_any goes with after")
-	}
-	prio, err := linePriority(l.Priority)
-	if err != nil {
-		return leasecron.Item{}, nil, err
-	}
-	it := leasecron.Item{ID: l.ID, Type: l.Type, Payload: payload, Due: due, Recurrence: rule, TZ: l.TZ, MaxAttempts: l.MaxAttempts, After: after, AfterAny: l.AfterAny,
-		Queue: l.Queue, Priority: prio, FairKey: l.FairKey}
-	if l.UniqueKey == "" {
-		if l.UniqueFor != "" || l.UniqueStates != "" {
-			return leasecron.Item{}, nil, errors.New("unique_for and unique_states go with unique_key")
-		}
-		return it, nil, nil
-	}
-	u := &leasecron.Unique{Key: l.UniqueKey}
-	if l.UniqueFor != "" {
-		if u.For, err = time.ParseDuration(l.UniqueFor); err != nil || u.For < 0 {
-			return leasecron.Item{}, nil, fmt.Errorf("unique_for %q: want a duration of 0 or more (e.g. 10m, 24h)", l.UniqueFor)
-		}
-	}
-	if u.States, err = schedule.ParseUniqueStates(l.UniqueStates); err != nil {
-		return leasecron.Item{}, nil, err
-	}
-	return it, u, nil
+	return spec.Item(now)
 }
 
 // scheduleFile is `schedule --file PATH`: one task per line, scheduled with
@@ -284,16 +187,4 @@ func idOf(b []byte) string {
 	}
 	_ = json.Unmarshal(b, &l)
 	return l.ID
-}
-
-// linePriority reads a line's priority: a number or a level's name.
-func linePriority(raw json.RawMessage) (int, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return 0, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		s = string(raw)
-	}
-	return queue.ParsePriority(s)
 }

@@ -25,7 +25,7 @@ func TestParseLine(t *testing.T) {
 		{line: `not json`, err: "not a JSON object"},
 		{line: `{"id":"h","unique_key":"k","unique_for":"1h","unique_states":"queued,running"}`, unique: "k"},
 		{line: `{"id":"i","unique_for":"1h"}`, err: "go with unique_key"},
-		{line: `{"id":"j","unique_key":"k","unique_for":"soon"}`, err: `unique_for "soon"`},
+		{line: `{"id":"j","unique_key":"k","unique_for":"soon"}`, err: `unique_for: "soon"`},
 		{line: `{"id":"k","unique_key":"k","unique_states":"sleeping"}`, err: "sleeping"},
 	} {
 		t.Run(c.rule, func(t *testing.T) {

@@ -36,6 +36,7 @@ type Config struct {
 	Payload    Payload
 	Blackboard Blackboard
 	Admin      Admin
+	API        API
 	Dashboard  Dashboard
 	Log        Log
 	// Handlers maps a task type to how it is handled.
@@ -138,6 +139,16 @@ type Admin struct {
 	Addr      string
 	Pprof     bool
 	Dashboard bool
+	// API serves the HTTP API on the admin address.
+	API bool
+}
+
+// API configures the HTTP API for programs.
+type API struct {
+	Enabled      bool
+	PlatformAuth bool
+	MaxBody      int
+	MaxTasks     int
 }
 
 // Dashboard configures the web dashboard.

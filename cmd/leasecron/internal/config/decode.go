@@ -160,13 +160,18 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		Cycle:   d.dur("blackboard.cycle", 100*time.Millisecond, 7*24*time.Hour),
 		LockTTL: d.dur("blackboard.lock_ttl", 0, 7*24*time.Hour),
 	}
-	c.Admin = Admin{Addr: d.str("admin.addr"), Pprof: d.bool("admin.pprof"), Dashboard: d.bool("admin.dashboard")}
+	c.Admin = Admin{Addr: d.str("admin.addr"), Pprof: d.bool("admin.pprof"), Dashboard: d.bool("admin.dashboard"), API: d.bool("admin.api")}
+	c.API = API{Enabled: d.bool("api.enabled"), PlatformAuth: d.bool("api.platform_auth"),
+		MaxBody: d.int("api.max_body", 1<<10, 256<<20), MaxTasks: d.int("api.max_tasks", 1, 100000)}
 	c.Dashboard = Dashboard{Addr: d.str("dashboard.addr"), Auth: d.str("dashboard.auth"), ViewerAuth: d.str("dashboard.viewer_auth"),
 		PlatformAuth: d.bool("dashboard.platform_auth"), OperatorRole: d.str("dashboard.operator_role"),
 		BasePath: d.name("dashboard.base_path", dashboard.ValidateBasePath),
 		ReadOnly: d.bool("dashboard.read_only"), AllowAnonymous: d.bool("dashboard.allow_anonymous")}
 	if c.Admin.Dashboard && c.Admin.Addr == "" {
 		d.bad("admin.dashboard", "true", "false unless admin.addr is set (the dashboard is served on it)")
+	}
+	if c.Admin.API && c.Admin.Addr == "" {
+		d.bad("admin.api", "true", "false unless admin.addr is set (the API is served on it)")
 	}
 	c.Log = Log{Level: d.oneOf("log.level", "debug", "info", "warn", "error"), Format: d.oneOf("log.format", "auto", "json", "text")}
 

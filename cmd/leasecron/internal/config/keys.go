@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/api"
 	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/handler"
@@ -117,6 +118,11 @@ var Keys = []Key{
 	{"admin.addr", "", "Address of /healthz, /readyz and /metrics (e.g. :8080); empty disables.", false},
 	{"admin.pprof", false, "Serve /debug/pprof on the admin address.", false},
 	{"admin.dashboard", false, "Also serve the web dashboard on the admin address (under the dashboard.* rules for non-loopback addresses).", false},
+	{"admin.api", false, "Also serve the HTTP API for programs (/api/v1, API tokens or api.platform_auth; see docs/api.md) on the admin address.", false},
+	{"api.enabled", true, "Serve the HTTP API for programs (/api/v1) beside the dashboard's pages in `leasecron dashboard`; every call needs an API token (`leasecron tokens create`) or the platform's sign-in.", false},
+	{"api.platform_auth", false, "Trust Azure Container Apps' (or App Service's) built-in authentication for the API: principals with the app role leasecron.operator, leasecron.scheduler or leasecron.viewer get that role. Only when every request comes through that platform.", false},
+	{"api.max_body", api.DefaultMaxBody, "Largest API request body in bytes; a longer one is refused with 413 before it is read whole.", false},
+	{"api.max_tasks", api.DefaultMaxTasks, "Most tasks in one API schedule-many request (POST /api/v1/tasks:many).", false},
 	{"dashboard.addr", dashboard.DefaultAddr, "Address of `leasecron dashboard`; an address that is not loopback needs dashboard.auth, or dashboard.read_only with dashboard.allow_anonymous.", false},
 	{"dashboard.auth", "", "Dashboard credentials of operators (they see and act): basic:USER:PASSWORD or bearer:TOKEN (compared in constant time; a browser sends the token as the basic-auth password).", true},
 	{"dashboard.viewer_auth", "", "Dashboard credentials of viewers, in the same forms: they see every page but cannot act (no action buttons; every POST refused).", true},

@@ -1,0 +1,477 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/api"
+	"github.com/leasecron/leasecron/azurite/azuritetest"
+)
+
+func TestMain(m *testing.M) { azuritetest.Main(m) }
+
+// fixture is an API over a fresh account on the shared Azurite, every
+// exchange checked against openapi.json.
+type fixture struct {
+	t     *testing.T
+	st    leasecron.Storage
+	names leasecron.Names
+	c     *leasecron.Client
+	srv   *httptest.Server
+	spec  *spec
+	ctx   context.Context
+}
+
+func newFixture(t *testing.T, o api.Options) *fixture {
+	t.Helper()
+	az := azuritetest.Shared(t)
+	names := leasecron.Names{ScheduleTable: azuritetest.Name(t, "s"), RunsTable: azuritetest.Name(t, "r"), BlackboardTable: azuritetest.Name(t, "b"),
+		Queue: azuritetest.Name(t, "q"), PoisonQueue: azuritetest.Name(t, "p"), Container: azuritetest.Name(t, "c")}
+	st := leasecron.Storage{ConnectionString: az.ConnectionString()}
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := api.New(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, st: st, names: names, c: c, spec: loadSpec(t)}
+	f.srv = httptest.NewServer(f.spec.validating(t, h))
+	t.Cleanup(f.srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	f.ctx = ctx
+	return f
+}
+
+// token makes an API token.
+func (f *fixture) token(name, role string, types ...string) string {
+	f.t.Helper()
+	_, tok, err := f.c.CreateToken(f.ctx, name, role, types, "test")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return tok
+}
+
+// call sends one request and decodes the JSON answer into a map.
+func (f *fixture) call(tok, method, path string, body any) (int, map[string]any) {
+	f.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequestWithContext(f.ctx, method, f.srv.URL+path, rd)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if len(raw) > 0 && raw[0] == '{' {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			f.t.Fatalf("%s %s: answer not JSON: %v\n%s", method, path, err, raw)
+		}
+	}
+	return resp.StatusCode, out
+}
+
+// must is call expecting status.
+func (f *fixture) must(status int, tok, method, path string, body any) map[string]any {
+	f.t.Helper()
+	got, out := f.call(tok, method, path, body)
+	if got != status {
+		f.t.Fatalf("%s %s: status %d, want %d: %v", method, path, got, status, out)
+	}
+	return out
+}
+
+// TestEveryRoute drives every route of the document to a success over a
+// real account, each request and answer validated against openapi.json,
+// and checks the answers say what the Go client sees.
+func TestEveryRoute(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	op := f.token("ops", leasecron.RoleOperator)
+	sch := f.token("svc", leasecron.RoleScheduler)
+	view := f.token("grafana", leasecron.RoleViewer)
+
+	if code, _ := f.call("", "GET", "/api/v1/openapi.json", nil); code != 200 {
+		t.Fatalf("openapi.json: %d", code)
+	}
+	h := f.must(200, view, "GET", "/api/v1/health", nil)
+	if h["status"] != "degraded" { // no worker leads
+		t.Errorf("health of a fleet without workers: %v", h)
+	}
+
+	// Schedule one, and retry the same POST: the same answer.
+	spec := map[string]any{"id": "inv-1", "type": "mail", "payload": map[string]any{"to": "a@example.com"}, "at": "2030-01-02T03:04:05Z", "unique_key": "inv-1-mail"}
+	first := f.must(201, sch, "POST", "/api/v1/tasks", spec)
+	again := f.must(200, sch, "POST", "/api/v1/tasks", spec)
+	if fmt.Sprint(first) != fmt.Sprint(again) {
+		t.Errorf("a retried POST answered %v, the first %v", again, first)
+	}
+	if task := first["task"].(map[string]any); task["payload"] != `{"to":"a@example.com"}` || task["due"] != "2030-01-02T03:04:05Z" {
+		t.Errorf("scheduled %v", task)
+	}
+	if it, err := f.c.Get(f.ctx, "inv-1"); err != nil || it.Type != "mail" || it.UniqueKey != "inv-1-mail" {
+		t.Errorf("the Go client sees %+v, %v", it, err)
+	}
+	// The same id with another body is a conflict; another id with the
+	// key, held.
+	spec["payload"] = "other"
+	if code, p := f.call(sch, "POST", "/api/v1/tasks", spec); code != 409 || p["type"] != api.ProblemPrefix+"conflict" {
+		t.Errorf("same id, other body: %d %v", code, p)
+	}
+	if code, p := f.call(sch, "POST", "/api/v1/tasks", map[string]any{"id": "inv-2", "type": "mail", "in": "1h", "unique_key": "inv-1-mail"}); code != 409 || p["holder"] != "inv-1" {
+		t.Errorf("unique key held: %d %v", code, p)
+	}
+
+	// Schedule many, with a batch and its callback.
+	many := map[string]any{"batch": "b1", "on_complete": map[string]any{"type": "notify", "payload": "done"}, "tasks": []any{
+		map[string]any{"id": "m1", "type": "resize", "in": "1h"},
+		map[string]any{"id": "m2", "type": "resize", "in": "1h", "priority": "high"},
+		map[string]any{"id": "m3", "type": "resize", "in": "1h", "after": []string{"m1"}},
+	}}
+	res := f.must(200, sch, "POST", "/api/v1/tasks:many", many)
+	if res["scheduled"] != float64(3) {
+		t.Errorf("schedule many: %v", res)
+	}
+	f.must(200, sch, "GET", "/api/v1/batches/b1", nil)
+	st := f.must(200, sch, "GET", "/api/v1/tasks/m2", nil)
+	if st["state"] != "scheduled" || st["task"].(map[string]any)["priority"] != float64(2) {
+		t.Errorf("status of m2: %v", st)
+	}
+	f.must(200, view, "GET", "/api/v1/tasks?type=resize&limit=2", nil)
+	f.must(200, sch, "PUT", "/api/v1/tasks/m2", map[string]any{"type": "resize", "in": "2h", "payload": "replaced"})
+	if it, err := f.c.Get(f.ctx, "m2"); err != nil || it.Payload != "replaced" {
+		t.Errorf("after PUT: %+v, %v", it, err)
+	}
+	f.must(200, sch, "POST", "/api/v1/tasks/m2/reschedule", map[string]any{"at": "2031-01-01T00:00:00Z"})
+	f.must(200, sch, "POST", "/api/v1/tasks/m2/cancel", nil)
+	if _, err := f.c.Get(f.ctx, "m2"); err == nil {
+		t.Error("m2 is still pending after cancel")
+	}
+	f.must(201, sch, "POST", "/api/v1/tasks", map[string]any{"id": "series", "type": "report", "every": "1h"})
+	f.must(200, op, "POST", "/api/v1/tasks/series/disable", nil)
+	f.must(200, op, "POST", "/api/v1/tasks/series/enable", nil)
+	f.must(200, op, "POST", "/api/v1/tasks/m1/run-now", nil)
+	f.must(200, view, "GET", "/api/v1/runs?type=resize&limit=10", nil)
+	f.must(200, view, "GET", "/api/v1/search?q=type:resize", nil)
+	if s := f.must(200, view, "GET", "/api/v1/search?q=inv-1", nil); s["exact"] == nil {
+		t.Errorf("search of an exact id: %v", s)
+	}
+	f.must(200, op, "POST", "/api/v1/types/mail/pause", map[string]any{"for": "30m"})
+	if p := f.must(200, view, "GET", "/api/v1/paused", nil); len(p["paused"].([]any)) != 1 {
+		t.Errorf("paused: %v", p)
+	}
+	f.must(200, op, "POST", "/api/v1/types/mail/resume", nil)
+	f.must(200, view, "GET", "/api/v1/dead-letters", nil)
+
+	// A bulk cancel of what is pending of a type, confirmed by its count.
+	if code, p := f.call(op, "POST", "/api/v1/bulk", map[string]any{"kind": "cancel-pending", "type": "resize", "expect": 99}); code != 409 {
+		t.Errorf("bulk with a wrong expect: %d %v", code, p)
+	}
+	b := f.must(202, op, "POST", "/api/v1/bulk", map[string]any{"kind": "cancel-pending", "type": "resize", "expect": 2})
+	f.must(200, view, "GET", "/api/v1/bulk", nil)
+	f.must(200, view, "GET", "/api/v1/bulk/"+b["id"].(string), nil)
+
+	// A dead letter, requeued.
+	if err := deadLetter(f); err != nil {
+		t.Fatal(err)
+	}
+	dl := f.must(200, view, "GET", "/api/v1/dead-letters", nil)
+	list := dl["dead_letters"].([]any)
+	if len(list) != 1 {
+		t.Fatalf("dead letters: %v", dl)
+	}
+	f.must(200, op, "POST", "/api/v1/dead-letters/"+list[0].(map[string]any)["id"].(string)+"/requeue", nil)
+
+	if u := f.spec.uncovered(); len(u) > 0 {
+		t.Errorf("operations never answered with success: %v", u)
+	}
+	// Every call that changed something is in the audit log, by token.
+	page, err := f.c.AuditLog(f.ctx, leasecron.AuditQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]int{}
+	for _, e := range page.Entries {
+		if e.Via == "api" {
+			by[e.Who+" "+e.Action]++
+		}
+	}
+	for _, want := range []string{"token:svc schedule", "token:svc schedule-many", "token:svc cancel", "token:ops pause", "token:ops bulk", "token:ops deadletter requeue"} {
+		if by[want] == 0 {
+			t.Errorf("audit log has no %q: %v", want, by)
+		}
+	}
+}
+
+// deadLetter runs a worker with a failing handler until one task is dead.
+func deadLetter(f *fixture) error {
+	w, err := leasecron.NewWorker(leasecron.WorkerOptions{Storage: f.st, Names: f.names, InstanceID: "w-dead"})
+	if err != nil {
+		return err
+	}
+	w.Handle("boom", func(ctx context.Context, _ leasecron.Task) error { return fmt.Errorf("boom") })
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if _, err := f.c.Schedule(f.ctx, leasecron.Item{ID: "dies", Type: "boom", MaxAttempts: 1, Due: time.Now()}, nil); err != nil {
+		return err
+	}
+	for {
+		p, err := f.c.PeekDeadLetters(f.ctx, 1)
+		if err == nil && len(p.DeadLetters) == 1 {
+			return nil
+		}
+		select {
+		case <-f.ctx.Done():
+			return fmt.Errorf("no dead letter: %w", f.ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// TestSecurity: no token, 401; a scheduler cannot pause, bulk, requeue
+// or read listings; a token limited to types cannot touch others; a
+// revoked token fails within the cache time.
+func TestSecurity(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{TokenCacheTTL: 500 * time.Millisecond})
+	sch := f.token("svc", leasecron.RoleScheduler)
+	mailOnly := f.token("mailer", leasecron.RoleOperator, "mail")
+	view := f.token("grafana", leasecron.RoleViewer)
+
+	for _, tok := range []string{"", "lct.svc.wrongwrongwrongwrongwrongwrongwrongwrong", "Basic abc", "lct.nobody." + strings.Repeat("x", 43)} {
+		if code, p := f.call(tok, "GET", "/api/v1/health", nil); code != 401 || p["type"] != api.ProblemPrefix+"unauthorized" {
+			t.Errorf("token %q: %d %v", tok, code, p)
+		}
+	}
+	f.must(201, sch, "POST", "/api/v1/tasks", map[string]any{"id": "r1", "type": "report", "in": "1h"})
+	for _, c := range []struct{ method, path string }{
+		{"POST", "/api/v1/types/report/pause"}, {"POST", "/api/v1/bulk"}, {"POST", "/api/v1/tasks/r1/run-now"},
+		{"POST", "/api/v1/dead-letters/x/requeue"}, {"GET", "/api/v1/runs"}, {"GET", "/api/v1/tasks"},
+	} {
+		if code, _ := f.call(sch, c.method, c.path, "{}"); code != 403 {
+			t.Errorf("scheduler %s %s: %d, want 403", c.method, c.path, code)
+		}
+	}
+	if code, _ := f.call(view, "POST", "/api/v1/tasks", map[string]any{"type": "report"}); code != 403 {
+		t.Errorf("viewer schedules: %d, want 403", code)
+	}
+	// Limited to mail.
+	f.must(201, mailOnly, "POST", "/api/v1/tasks", map[string]any{"id": "m1", "type": "mail", "in": "1h"})
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", "/api/v1/tasks", map[string]any{"type": "report"}},
+		{"POST", "/api/v1/tasks", map[string]any{"id": "nt"}},
+		{"GET", "/api/v1/tasks/r1", nil},
+		{"POST", "/api/v1/tasks/r1/cancel", nil},
+		{"PUT", "/api/v1/tasks/r1", map[string]any{"type": "mail"}},
+		{"GET", "/api/v1/runs", nil},
+		{"GET", "/api/v1/runs?type=report", nil},
+		{"POST", "/api/v1/types/report/pause", nil},
+		{"POST", "/api/v1/bulk", map[string]any{"kind": "cancel-pending", "expect": 1}},
+		{"POST", "/api/v1/tasks:many", map[string]any{"tasks": []any{map[string]any{"type": "mail"}, map[string]any{"type": "report"}}}},
+	} {
+		if code, p := f.call(mailOnly, c.method, c.path, c.body); code != 403 && !(code == 400 && p["field"] == "type") {
+			t.Errorf("mail-only %s %s: %d %v, want 403", c.method, c.path, code, p)
+		}
+	}
+	if _, err := f.c.Get(f.ctx, "r1"); err != nil {
+		t.Errorf("r1 after the refused calls: %v", err)
+	}
+	f.must(200, mailOnly, "GET", "/api/v1/tasks/m1", nil)
+	// Revoked: refused within the cache time.
+	if err := f.c.RevokeToken(f.ctx, "svc"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, _ := f.call(sch, "GET", "/api/v1/tasks/r1", nil)
+		if code == 401 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a revoked token still works after 5 s (cache 500 ms): %d", code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestMalformedInput: 50 malformed bodies and parameters are answered 4xx
+// (never 5xx) with a problem that names the field where there is one, and
+// nothing stored is changed.
+func TestMalformedInput(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{MaxTasks: 5})
+	op := f.token("ops", leasecron.RoleOperator)
+	f.must(201, op, "POST", "/api/v1/tasks", map[string]any{"id": "keep", "type": "mail", "at": "2030-01-01T00:00:00Z", "payload": "kept"})
+	cases := []struct {
+		method, path string
+		body         any
+		field        string
+	}{
+		{"POST", "/api/v1/tasks", "", ""},
+		{"POST", "/api/v1/tasks", "not json", ""},
+		{"POST", "/api/v1/tasks", "[1,2]", ""},
+		{"POST", "/api/v1/tasks", `{"type":"mail"} {"type":"mail"}`, ""},
+		{"POST", "/api/v1/tasks", `{"type":"mail","tpye":"x"}`, ""},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "Mail!"}, "type"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": strings.Repeat("a", 65)}, "type"},
+		{"POST", "/api/v1/tasks", map[string]any{"id": "has space", "type": "mail"}, "id"},
+		{"POST", "/api/v1/tasks", map[string]any{"id": "a@b", "type": "mail"}, "id"},
+		{"POST", "/api/v1/tasks", map[string]any{"id": strings.Repeat("x", 201), "type": "mail"}, "id"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "at": "tomorrow"}, "at"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "at": "2030-01-01T00:00:00"}, "at"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "in": "10 minutes"}, "in"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "in": "-5m"}, "in"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "in": "5m", "at": "2030-01-01T00:00:00Z"}, "in"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "cron": "every day"}, "cron"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "cron": "0 9 * * *", "tz": "Mars/Olympus"}, "tz"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "tz": "Europe/Paris"}, "tz"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "every": "sometimes"}, "every"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "every": "1h", "cron": "0 9 * * *"}, "cron"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "priority": 9}, "priority"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "priority": "urgent"}, "priority"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "after": 7}, "after"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "after_any": true}, "after_any"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "unique_for": "1h"}, "unique_for"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "unique_key": "k", "unique_for": "soon"}, "unique_for"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "unique_key": "k", "unique_states": "sleeping"}, "unique_states"},
+		{"POST", "/api/v1/tasks", map[string]any{"type": "mail", "max_attempts": -1}, "max_attempts"},
+		{"POST", "/api/v1/tasks", map[string]any{"id": "keep", "type": "mail", "payload": "changed"}, ""},
+		{"POST", "/api/v1/tasks:many", map[string]any{}, "tasks"},
+		{"POST", "/api/v1/tasks:many", map[string]any{"tasks": "x"}, ""},
+		{"POST", "/api/v1/tasks:many", map[string]any{"tasks": []any{map[string]any{"type": "mail", "in": "x"}}}, ""},
+		{"POST", "/api/v1/tasks:many", map[string]any{"tasks": []any{1, 2, 3, 4, 5, 6}}, ""},
+		{"POST", "/api/v1/tasks:many", map[string]any{"tasks": []any{map[string]any{"type": "mail"}}, "on_complete": map[string]any{"type": "x"}}, "on_complete"},
+		{"PUT", "/api/v1/tasks/keep", map[string]any{"id": "other", "type": "mail"}, "id"},
+		{"PUT", "/api/v1/tasks/keep", map[string]any{"type": "mail", "in": "soon"}, "in"},
+		{"POST", "/api/v1/tasks/keep/reschedule", map[string]any{}, "at"},
+		{"POST", "/api/v1/tasks/keep/reschedule", map[string]any{"at": "x", "in": "1h"}, "at"},
+		{"POST", "/api/v1/tasks/keep/reschedule", map[string]any{"at": "noon"}, "at"},
+		{"POST", "/api/v1/tasks/keep/cancel", "not json", ""},
+		{"GET", "/api/v1/tasks?limit=0", nil, "limit"},
+		{"GET", "/api/v1/tasks?limit=abc", nil, "limit"},
+		{"GET", "/api/v1/tasks?recurring=maybe", nil, "recurring"},
+		{"GET", "/api/v1/runs?state=sleeping", nil, ""},
+		{"GET", "/api/v1/search", nil, "q"},
+		{"GET", "/api/v1/search?q=state:sleeping", nil, "q"},
+		{"POST", "/api/v1/types/mail/pause", map[string]any{"for": "ever"}, "for"},
+		{"POST", "/api/v1/types/mail/pause", map[string]any{"until": "soon"}, "until"},
+		{"POST", "/api/v1/types/Bad!/pause", nil, "type"},
+		{"POST", "/api/v1/bulk", map[string]any{"kind": "explode", "expect": 0}, ""},
+		{"GET", "/api/v1/dead-letters?limit=1000", nil, "limit"},
+		{"DELETE", "/api/v1/tasks/keep", nil, ""},
+		{"GET", "/api/v1/nothing", nil, ""},
+		{"GET", "/api/v1/tasks/nothing-here", nil, ""},
+	}
+	if len(cases) < 50 {
+		t.Fatalf("%d cases, want at least 50", len(cases))
+	}
+	for _, c := range cases {
+		code, p := f.call(op, c.method, c.path, c.body)
+		if code < 400 || code >= 500 {
+			t.Errorf("%s %s %v: %d, want 4xx: %v", c.method, c.path, c.body, code, p)
+			continue
+		}
+		if p["type"] == nil || p["status"] != float64(code) || p["detail"] == "" {
+			t.Errorf("%s %s %v: not a problem: %v", c.method, c.path, c.body, p)
+		}
+		if c.field != "" && p["field"] != c.field {
+			t.Errorf("%s %s %v: field %v, want %q: %v", c.method, c.path, c.body, p["field"], c.field, p["detail"])
+		}
+	}
+	if it, err := f.c.Get(f.ctx, "keep"); err != nil || it.Payload != "kept" || !it.Due.Equal(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("the stored task after the malformed calls: %+v, %v", it, err)
+	}
+}
+
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	n    atomic.Int64
+	left int64
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	if r.left <= 0 {
+		return 0, io.EOF
+	}
+	n := min(int64(len(p)), r.left)
+	for i := range p[:n] {
+		p[i] = ' '
+	}
+	r.left -= n
+	r.n.Add(n)
+	return int(n), nil
+}
+
+// TestBodyLimit: a body over api.max_body is refused with 413 before it
+// is read whole, whether its length is announced or not.
+func TestBodyLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{MaxBody: 64 << 10})
+	op := f.token("ops", leasecron.RoleOperator)
+	h, err := api.New(f.c, api.Options{MaxBody: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, announced := range []bool{true, false} {
+		body := &countingReader{left: 64 << 20}
+		req := httptest.NewRequest("POST", "/api/v1/tasks", body)
+		req.Header.Set("Authorization", "Bearer "+op)
+		req.Header.Set("Content-Type", "application/json")
+		if announced {
+			req.ContentLength = 64 << 20
+		} else {
+			req.ContentLength = -1
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "too-large") {
+			t.Errorf("announced %v: %d %s", announced, rec.Code, rec.Body)
+		}
+		if n := body.n.Load(); n > 128<<10 {
+			t.Errorf("announced %v: %d bytes read of a 64 MiB body over a 64 KiB limit", announced, n)
+		}
+	}
+	code, p := f.call(op, "POST", "/api/v1/tasks", map[string]any{"type": "mail", "payload": strings.Repeat("x", 70<<10)})
+	if code != 413 {
+		t.Errorf("a 70 KiB body: %d %v", code, p)
+	}
+}

@@ -1,0 +1,221 @@
+package leasecron
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+)
+
+// TaskSpec is a task as text: the JSON object of one line of `leasecron
+// schedule --file` and the body of the HTTP API's POST /api/v1/tasks. Its
+// fields are the flags of `schedule`; Item turns it into an Item.
+type TaskSpec struct {
+	ID   string `json:"id,omitempty"`
+	Type string `json:"type,omitempty"`
+	// Payload that is a JSON string is the payload text; any other JSON
+	// value is taken as its compact JSON.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// At (RFC 3339) or In (a Go duration from now) is when it is due;
+	// neither: now (a series: its first occurrence).
+	At string `json:"at,omitempty"`
+	In string `json:"in,omitempty"`
+	// Every (a Go duration) or Cron (with TZ, an IANA zone) makes a series.
+	Every       string `json:"every,omitempty"`
+	Cron        string `json:"cron,omitempty"`
+	TZ          string `json:"tz,omitempty"`
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+	// Queue, Priority (a number 1–4 or a level's name) and FairKey are
+	// schedule --queue, --priority and --fair-key.
+	Queue    string          `json:"queue,omitempty"`
+	Priority json.RawMessage `json:"priority,omitempty"`
+	FairKey  string          `json:"fair_key,omitempty"`
+	// UniqueKey, UniqueFor (a Go duration) and UniqueStates
+	// (comma-separated) are schedule --unique-key, --unique-for and
+	// --unique-states.
+	UniqueKey    string `json:"unique_key,omitempty"`
+	UniqueFor    string `json:"unique_for,omitempty"`
+	UniqueStates string `json:"unique_states,omitempty"`
+	// After (a list of ids, or one comma-separated string) and AfterAny
+	// are schedule --after and --after-any.
+	After    json.RawMessage `json:"after,omitempty"`
+	AfterAny bool            `json:"after_any,omitempty"`
+}
+
+// SpecError is a TaskSpec field Item refused: which field, why, and what
+// it accepts. It wraps schedule.ErrInvalid.
+type SpecError struct {
+	// Field is the JSON name of the field ("at", "priority", …; "" for
+	// the object as a whole).
+	Field string
+	// Accepted says what the field accepts.
+	Accepted string
+	// Err is what was wrong.
+	Err error
+}
+
+func (e *SpecError) Error() string {
+	if e.Field == "" {
+		return e.Err.Error()
+	}
+	return e.Field + ": " + e.Err.Error()
+}
+
+// Unwrap returns schedule.ErrInvalid and the cause.
+func (e *SpecError) Unwrap() []error { return []error{schedule.ErrInvalid, e.Err} }
+
+func specErr(field, accepted string, err error) error {
+	return &SpecError{Field: field, Accepted: accepted, Err: err}
+}
+
+// What each field accepts, for SpecError.
+const (
+	acceptAt       = "an RFC 3339 time with a zone, e.g. 2026-01-02T15:04:05Z"
+	acceptDuration = "a Go duration of 0 or more, e.g. 90s, 10m, 2h30m"
+	acceptPriority = "1 (critical), 2 (high), 3 (default) or 4 (low), as a number or a name"
+	acceptAfter    = "a list of task ids, or one comma-separated string"
+	acceptCron     = "a cron expression of 5 fields (or 6 with seconds), or a descriptor such as @daily"
+	acceptEvery    = "a positive Go duration such as 1h or 90s"
+	acceptTZ       = "an IANA time zone such as Europe/Paris, with cron only"
+)
+
+// ParseTaskSpec reads one JSON object as a TaskSpec, refusing unknown
+// fields and trailing data.
+func ParseTaskSpec(b []byte) (TaskSpec, error) {
+	var s TaskSpec
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		const fields = "id, type, payload, at, in, every, cron, tz, max_attempts, queue, priority, fair_key, unique_key, unique_for, unique_states, after, after_any"
+		return TaskSpec{}, specErr("", "a JSON object with "+fields, fmt.Errorf("not a JSON object with %s: %w", fields, err))
+	}
+	if dec.More() {
+		return TaskSpec{}, specErr("", "one JSON object", errors.New("more than one JSON value"))
+	}
+	return s, nil
+}
+
+// Item returns the task s describes, due relative to now, and its unique
+// options (nil without a unique key). Errors are *SpecError.
+func (s TaskSpec) Item(now time.Time) (Item, *Unique, error) {
+	payload := ""
+	if len(s.Payload) > 0 && string(s.Payload) != "null" {
+		var text string
+		if err := json.Unmarshal(s.Payload, &text); err == nil {
+			payload = text
+		} else {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, s.Payload); err != nil {
+				return Item{}, nil, specErr("payload", "any JSON value (a string is the payload text)", err)
+			}
+			payload = buf.String()
+		}
+	}
+	due, rule, err := schedule.When{At: s.At, In: s.In, Every: s.Every, Cron: s.Cron, TZ: s.TZ}.Resolve(now)
+	if err != nil {
+		return Item{}, nil, s.whenError(now, err)
+	}
+	after, err := s.after()
+	if err != nil {
+		return Item{}, nil, err
+	}
+	if s.AfterAny && len(after) == 0 {
+		return Item{}, nil, specErr("after_any", "true only with after", errors.New("after_any goes with after"))
+	}
+	prio, err := s.priority()
+	if err != nil {
+		return Item{}, nil, err
+	}
+	if s.MaxAttempts < 0 {
+		return Item{}, nil, specErr("max_attempts", "a whole number of 1 or more (0: the type's default)", fmt.Errorf("%d is negative", s.MaxAttempts))
+	}
+	it := Item{ID: s.ID, Type: s.Type, Payload: payload, Due: due, Recurrence: rule, TZ: s.TZ, MaxAttempts: s.MaxAttempts, After: after, AfterAny: s.AfterAny,
+		Queue: s.Queue, Priority: prio, FairKey: s.FairKey}
+	if s.UniqueKey == "" {
+		switch {
+		case s.UniqueFor != "":
+			return Item{}, nil, specErr("unique_for", "a duration, with unique_key only", errors.New("unique_for and unique_states go with unique_key"))
+		case s.UniqueStates != "":
+			return Item{}, nil, specErr("unique_states", "run states, with unique_key only", errors.New("unique_for and unique_states go with unique_key"))
+		}
+		return it, nil, nil
+	}
+	u := &Unique{Key: s.UniqueKey}
+	if s.UniqueFor != "" {
+		if u.For, err = time.ParseDuration(s.UniqueFor); err != nil || u.For < 0 {
+			return Item{}, nil, specErr("unique_for", acceptDuration, fmt.Errorf("%q is not a duration of 0 or more", s.UniqueFor))
+		}
+	}
+	if u.States, err = schedule.ParseUniqueStates(s.UniqueStates); err != nil {
+		return Item{}, nil, specErr("unique_states", "a comma-separated list of run states", err)
+	}
+	return it, u, nil
+}
+
+// whenError names the field of a When that Resolve refused.
+func (s TaskSpec) whenError(now time.Time, err error) error {
+	switch {
+	case strings.TrimSpace(s.At) != "" && strings.TrimSpace(s.In) != "":
+		return specErr("in", "at or in, not both", err)
+	case strings.TrimSpace(s.At) != "":
+		if _, e := schedule.ParseWhen(s.At, "", now); e != nil {
+			return specErr("at", acceptAt, e)
+		}
+	case strings.TrimSpace(s.In) != "":
+		if _, e := schedule.ParseWhen("", s.In, now); e != nil {
+			return specErr("in", acceptDuration, e)
+		}
+	}
+	switch {
+	case strings.TrimSpace(s.Every) != "" && strings.TrimSpace(s.Cron) != "":
+		return specErr("cron", "every or cron, not both", err)
+	case strings.TrimSpace(s.TZ) != "" && strings.TrimSpace(s.Cron) == "":
+		return specErr("tz", acceptTZ, err)
+	case strings.TrimSpace(s.Every) != "":
+		return specErr("every", acceptEvery, err)
+	case strings.TrimSpace(s.TZ) != "":
+		if _, e := time.LoadLocation(s.TZ); e != nil {
+			return specErr("tz", acceptTZ, err)
+		}
+	}
+	return specErr("cron", acceptCron, err)
+}
+
+// after reads After: a list of ids or a comma-separated string.
+func (s TaskSpec) after() ([]string, error) {
+	raw := s.After
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, nil
+	}
+	var text string
+	if err := json.Unmarshal(raw, &text); err != nil {
+		return nil, specErr("after", acceptAfter, fmt.Errorf("not %s", raw))
+	}
+	return strings.Split(text, ","), nil
+}
+
+// priority reads Priority: a number or a level's name.
+func (s TaskSpec) priority() (int, error) {
+	raw := s.Priority
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, nil
+	}
+	var text string
+	if err := json.Unmarshal(raw, &text); err != nil {
+		text = string(raw)
+	}
+	p, err := queue.ParsePriority(text)
+	if err != nil {
+		return 0, specErr("priority", acceptPriority, err)
+	}
+	return p, nil
+}
