@@ -17,11 +17,15 @@ help: ## list targets
 # the reliability suite, the demo) and the examples.
 MODULES := . cmd/leasecron tools examples
 
-deps: ## install Go modules and the pinned Azurite (npm ci)
+deps: ## install Go modules, the pinned Azurite (npm ci) and build the TypeScript client
 	@for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
 	@command -v node >/dev/null || { echo "Node.js is required: apt-get install -y nodejs npm"; exit 1; }
 	@if [ ! -x node_modules/.bin/azurite ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
 		npm ci --no-audit --no-fund --loglevel=error; fi
+	@if [ ! -x clients/typescript/node_modules/.bin/tsc ] || [ clients/typescript/package-lock.json -nt clients/typescript/node_modules/.package-lock.json ]; then \
+		(cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error); fi
+	@if [ ! -f clients/typescript/dist/src/index.js ] || [ -n "$$(find clients/typescript/src clients/typescript/test -newer clients/typescript/dist/src/index.js)" ]; then \
+		(cd clients/typescript && npm run --silent build); fi
 
 build: ## build bin/leasecron
 	cd cmd/leasecron && $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(CURDIR)/$(BIN) .

@@ -648,16 +648,14 @@ function problemOf(status: number, statusText: string, text: string): Problem {
           type: typeof o["type"] === "string" ? o["type"] : "about:blank",
           title: typeof o["title"] === "string" ? o["title"] : fallbackTitle,
           status: typeof o["status"] === "number" ? o["status"] : status,
+          detail: typeof o["detail"] === "string" ? o["detail"] : "",
         };
       }
     }
   } catch {
     // not JSON: fall through
   }
-  const problem: Problem = { type: "about:blank", title: fallbackTitle, status };
-  const detail = truncate(text.trim());
-  if (detail !== "") problem.detail = detail;
-  return problem;
+  return { type: "about:blank", title: fallbackTitle, status, detail: truncate(text.trim()) };
 }
 
 /**

@@ -73,6 +73,8 @@ export interface TaskSpec {
 
 /** A scheduled (pending) task as the server answers it (`Task`). */
 export interface Task {
+  /** The blob holding a payload too large for the row (then payload is absent). */
+  payload_blob?: string;
   /** The task id. */
   id: string;
   /** The task type. */
@@ -121,6 +123,8 @@ export interface RunProgress {
 
 /** A run record: how a task's execution went (`Run`). */
 export interface Run {
+  /** The lease generation of the worker that ran it. */
+  generation?: number;
   /** The task id. */
   id: string;
   /** The run's state. */
@@ -276,7 +280,7 @@ export interface BatchStatus {
   /** The completion callback's task id. */
   callback?: string;
   /** RFC 3339 time the batch was written. */
-  created?: string;
+  created: string;
   /** RFC 3339 time its last member ended. */
   finished?: string;
 }
@@ -343,6 +347,8 @@ export interface TaskError {
  * `invalid-tasks` or `unavailable`.
  */
 export interface Problem {
+  /** The request path. */
+  instance?: string;
   /** A URI naming the kind of problem. */
   type: string;
   /** A short summary of the kind of problem. */
@@ -350,7 +356,7 @@ export interface Problem {
   /** The HTTP status code. */
   status: number;
   /** What went wrong this time. */
-  detail?: string;
+  detail: string;
   /** The field or parameter that is wrong (`invalid-field`). */
   field?: string;
   /** What the field accepts (`invalid-field`). */
