@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
+	"net"
 	"net/http"
 	"strconv"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -92,9 +95,9 @@ func problemOf(err error) *Problem {
 		p := problem(http.StatusConflict, "unique-key-held", err.Error())
 		p.Holder = dup.ID
 		return p
-	case errors.Is(err, leasecron.ErrServerBusy), errors.Is(err, context.DeadlineExceeded):
-		p := problem(http.StatusServiceUnavailable, "unavailable", "storage is busy or slow to answer: retry after the time in Retry-After")
-		p.retryAfter = 1
+	case errors.Is(err, leasecron.ErrServerBusy), errors.Is(err, context.DeadlineExceeded), errors.As(err, new(net.Error)):
+		p := problem(http.StatusServiceUnavailable, "unavailable", "storage is busy, slow or unreachable: retry after the time in Retry-After ("+err.Error()+")")
+		p.retryAfter = max(1, int(math.Ceil(storage.RetryAfter(err).Seconds())))
 		return p
 	case errors.Is(err, leasecron.ErrAlreadyScheduled):
 		return problem(http.StatusConflict, "conflict", err.Error())
