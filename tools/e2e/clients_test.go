@@ -283,3 +283,47 @@ func TestTypeScriptClientUnitTests(t *testing.T) {
 		t.Fatalf("node --test: %v\n%s", err, out)
 	}
 }
+
+// TestWorkerServesTheAPI: with admin.api a worker serves the API on its
+// admin address (beside /healthz); a task scheduled there runs. Without
+// it the admin address has no /api/v1.
+func TestWorkerServesTheAPI(t *testing.T) {
+	t.Parallel()
+	f := startFleet(t, 0, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	withAPI, without := freeAddr(t), freeAddr(t)
+	if _, err := f.StartWorker("LEASECRON_ADMIN_ADDR="+withAPI, "LEASECRON_ADMIN_API=true"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.StartWorker("LEASECRON_ADMIN_ADDR=" + without); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := f.CLI(ctx, "tokens", "create", "svc", "--role", "scheduler")
+	if err != nil {
+		t.Fatalf("tokens create: %v: %s", err, stderr)
+	}
+	tok := strings.TrimSpace(out)
+	waitFor(ctx, t, time.Minute, "the admin addresses", func() bool {
+		a, _, _ := get(ctx, "http://"+withAPI+"/healthz")
+		b, _, _ := get(ctx, "http://"+without+"/healthz")
+		return a == 200 && b == 200
+	})
+	if code, _, err := get(ctx, "http://"+without+"/api/v1/openapi.json"); err != nil || code != 404 {
+		t.Errorf("the API on a worker without admin.api: %d %v", code, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+withAPI+"/api/v1/tasks", strings.NewReader(`{"id":"via-worker","type":"rec"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("POST /api/v1/tasks on the worker's admin address: %d", resp.StatusCode)
+	}
+	if missing, err := f.WaitRecords(ctx, []string{"via-worker"}); err != nil {
+		t.Fatalf("the task scheduled through the worker never ran: %v %v", missing, err)
+	}
+}
