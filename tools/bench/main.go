@@ -123,6 +123,7 @@ var scenarios = []scenario{
 	{"batch", runBatch},
 	{"rate", runRate},
 	{"shards", runShards},
+	{"api", runAPI},
 	{accountScenario, runAccount},
 }
 

@@ -49,6 +49,7 @@ type records struct {
 	batch        *results.Batch
 	rate         *results.RateLimit
 	shards       *results.Shards
+	api          *results.API
 	account      *results.Consumer
 }
 
@@ -81,6 +82,7 @@ func load(dir string) (records, error) {
 		ac results.Consumer
 		rl results.RateLimit
 		sh results.Shards
+		ap results.API
 	)
 	for _, x := range []struct {
 		name string
@@ -100,6 +102,7 @@ func load(dir string) (records, error) {
 		{results.AccountFile, &ac, func() { r.account = &ac }},
 		{results.RateFile, &rl, func() { r.rate = &rl }},
 		{results.ShardsFile, &sh, func() { r.shards = &sh }},
+		{results.APIFile, &ap, func() { r.api = &ap }},
 	} {
 		if ok, err = opt(x.name, x.v); err != nil {
 			return r, err

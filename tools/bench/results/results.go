@@ -30,6 +30,7 @@ const (
 	BatchFile        = "batch.json"
 	RateFile         = "rate.json"
 	ShardsFile       = "shards.json"
+	APIFile          = "api.json"
 	// AccountFile is a Consumer record of worker-process pairs against a
 	// storage account.
 	AccountFile = "account.json"
@@ -386,6 +387,39 @@ type BatchCase struct {
 	// their sum per task.
 	Requests map[string]int64 `json:"requests"`
 	PerTask  float64          `json:"per_task"`
+}
+
+// API is the HTTP API scenario: Tasks scheduled by `schedule --file`, by
+// the Go client's ScheduleMany and through POST /api/v1/tasks:many, and
+// single schedules through the Go client and the API.
+type API struct {
+	Tasks int `json:"tasks"`
+	// Chunk is the tasks per schedule-many request, Conc the requests in
+	// flight.
+	Chunk   int  `json:"chunk"`
+	Conc    int  `json:"conc"`
+	File    Rate `json:"file"`
+	GoMany  Rate `json:"go_many"`
+	APIMany Rate `json:"api_many"`
+	// Ratio is APIMany's tasks/s over File's.
+	Ratio float64 `json:"ratio"`
+	// GoPerTask and APIPerTask are the storage requests per task of
+	// ScheduleMany and of the API's client (audit entry included).
+	GoPerTask  float64   `json:"go_per_task"`
+	APIPerTask float64   `json:"api_per_task"`
+	Single     APISingle `json:"single"`
+}
+
+// APISingle is N single schedules one after the other, through the Go
+// client and through the API, interleaved on one idle account.
+type APISingle struct {
+	N          int     `json:"n"`
+	GoP50MS    float64 `json:"go_p50_ms"`
+	GoP99MS    float64 `json:"go_p99_ms"`
+	APIP50MS   float64 `json:"api_p50_ms"`
+	APIP99MS   float64 `json:"api_p99_ms"`
+	GoPerTask  float64 `json:"go_per_task"`
+	APIPerTask float64 `json:"api_per_task"`
 }
 
 // Summary are order statistics of a sample, in the sample's unit.
