@@ -11,7 +11,6 @@ require (
 	github.com/adhocore/gronx v1.20.4
 	github.com/arran4/golang-ical v0.3.4
 	github.com/prometheus/client_golang v1.25.0
-	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.uber.org/goleak v1.3.0

@@ -63,6 +63,16 @@ var openAPI []byte
 // OpenAPI returns the OpenAPI 3.1 document of the API (JSON).
 func OpenAPI() []byte { return append([]byte(nil), openAPI...) }
 
+// Routes returns "METHOD /path" of every route the server serves, the
+// document (GET /api/v1/openapi.json) aside.
+func Routes() []string {
+	var out []string
+	for _, r := range (&server{}).table() {
+		out = append(out, r.pattern)
+	}
+	return out
+}
+
 // ErrInvalidOptions is wrapped by New's errors about its Options.
 var ErrInvalidOptions = errors.New("invalid API options")
 
@@ -136,6 +146,8 @@ type server struct {
 
 	mu     sync.Mutex
 	tokens map[[32]byte]cached
+	// calls counts the calls audited in bulk (reads, refusals).
+	calls callLog
 }
 
 // cached is a token check remembered until until.
@@ -191,6 +203,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	who, p := s.identify(r)
 	if p != nil {
+		name := who.who
+		if name == "" {
+			name = "unauthenticated"
+		}
+		s.count(name, "refused", pattern)
 		if p.Status == http.StatusUnauthorized {
 			h.Set("WWW-Authenticate", `Bearer realm="leasecron"`)
 		}
@@ -233,7 +250,7 @@ func (s *server) identify(r *http.Request) (caller, *Problem) {
 	if errors.Is(err, leasecron.ErrUnauthorized) {
 		return caller{}, problem(http.StatusUnauthorized, "unauthorized", "the API token is malformed, unknown or revoked")
 	} else if err != nil {
-		s.log.Warn("checking an API token failed", "err", err)
+		s.log.Warn("checking an api token failed", "err", err)
 		return caller{}, problemOf(err)
 	}
 	return caller{who: "token:" + t.Name, role: roleBit(t.Role), types: t.Types}, nil

@@ -72,17 +72,20 @@ func (s *server) serve(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who := callerOf(r)
 		if who.role&rt.allow == 0 {
+			s.count(who.who, "refused", rt.pattern)
 			writeProblem(w, r, problem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s %s needs the role %s; %s is %s", r.Method, r.URL.Path, rolesText(rt.allow), who.who, rolesText(who.role))))
 			return
 		}
 		status, body, err := rt.do(r.Context(), r, who)
 		if rt.action != "" {
 			s.audit(r, who, rt.action, body, err)
+		} else {
+			s.count(who.who, "read", rt.pattern)
 		}
 		if err != nil {
 			p := problemOf(err)
 			if p.Status >= 500 {
-				s.log.Error("API call failed", "method", r.Method, "path", r.URL.Path, "who", who.who, "err", err)
+				s.log.Error("api call failed", "method", r.Method, "path", r.URL.Path, "who", who.who, "err", err)
 			}
 			writeProblem(w, r, p)
 			return
@@ -123,7 +126,7 @@ func (s *server) audit(r *http.Request, who caller, action string, body any, err
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
 	if aerr := s.c.Audit(ctx, e); aerr != nil && !errors.Is(aerr, leasecron.ErrNoRunRecords) {
-		s.log.Warn("recording an API call in the audit log failed", "action", action, "who", who.who, "err", aerr)
+		s.log.Warn("recording an api call in the audit log failed", "action", action, "who", who.who, "err", aerr)
 	}
 }
 
@@ -394,6 +397,7 @@ func (s *server) scheduleMany(ctx context.Context, r *http.Request, who caller) 
 	var (
 		items   []leasecron.Item
 		uniques []*leasecron.Unique
+		specs   []leasecron.TaskSpec
 		index   []int
 		bad     []TaskError
 		anyUniq bool
@@ -415,7 +419,7 @@ func (s *server) scheduleMany(ctx context.Context, r *http.Request, who caller) 
 			res[i].ID, res[i].Status, res[i].Error = spec.ID, "invalid", p.Detail
 			continue
 		}
-		items, uniques, index = append(items, it), append(uniques, u), append(index, i)
+		items, uniques, specs, index = append(items, it), append(uniques, u), append(specs, spec), append(index, i)
 		anyUniq = anyUniq || u != nil
 	}
 	if len(bad) > 0 && !req.Partial {
@@ -439,6 +443,12 @@ func (s *server) scheduleMany(ctx context.Context, r *http.Request, who caller) 
 		x.ID, x.Due = g.Item.ID, g.Item.Due
 		if g.Err == nil {
 			x.Status = "scheduled"
+			out.Scheduled++
+			continue
+		}
+		if again, ok := s.sameAsScheduled(ctx, g.Err, specs[k], items[k], uniques[k]); ok {
+			// A retried request: this task is the one it scheduled.
+			x.Status, x.Due = "scheduled", again.Due
 			out.Scheduled++
 			continue
 		}

@@ -106,8 +106,11 @@ func (b *bench) apiFileCase(ctx context.Context, n int) (results.Rate, error) {
 	t0 := time.Now()
 	out, err := cmd.CombinedOutput()
 	took := time.Since(t0)
-	if err != nil || !strings.Contains(string(out), fmt.Sprintf("%d of %d tasks scheduled", n, n)) {
-		return results.Rate{}, fmt.Errorf("schedule --file: %v: %s", err, out)
+	if err != nil {
+		return results.Rate{}, fmt.Errorf("schedule --file: %w: %s", err, out)
+	}
+	if !strings.Contains(string(out), fmt.Sprintf("%d of %d tasks scheduled", n, n)) {
+		return results.Rate{}, fmt.Errorf("schedule --file printed %s", out)
 	}
 	return results.NewRate(n, took, nil), nil
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -111,7 +112,8 @@ func TestClientsAgainstAFleet(t *testing.T) {
 		wg.Go(func() {
 			out, err := cmd.Output()
 			var stderr string
-			if ee, ok := err.(*exec.ExitError); ok {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
 				stderr = string(ee.Stderr)
 			}
 			var d driven

@@ -5,7 +5,7 @@
 //	1 internal/, azurite  building blocks (azurite starts the emulator)
 //	2 trafficcop, schedule, queue, blackboard, handler   services
 //	3 the root package    the embedding API
-//	4 dashboard           the web UI over the root's Client
+//	4 dashboard, api      the web UI and the HTTP API over the root's Client
 //	5 cmd/leasecron       the command (a module of its own)
 //	6 tools, examples     tests, benchmarks, the reliability suite, demos
 //
@@ -44,7 +44,7 @@ func layer(path string) int {
 		return 1
 	case "trafficcop", "schedule", "queue", "blackboard", "handler":
 		return 2
-	case "dashboard":
+	case "dashboard", "api":
 		return 4
 	case "cmd":
 		return 5

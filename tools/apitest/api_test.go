@@ -1,4 +1,4 @@
-package api_test
+package apitest
 
 import (
 	"bytes"
@@ -167,6 +167,17 @@ func TestEveryRoute(t *testing.T) {
 		t.Errorf("schedule many: %v", res)
 	}
 	f.must(200, sch, "GET", "/api/v1/batches/b1", nil)
+	// A schedule-many retried with the same ids and bodies answers as the
+	// first; one task changed is a duplicate.
+	plain := map[string]any{"tasks": []any{map[string]any{"id": "r1", "type": "resize", "at": "2030-01-01T00:00:00Z"}, map[string]any{"id": "r2", "type": "resize", "in": "1h"}}}
+	f.must(200, sch, "POST", "/api/v1/tasks:many", plain)
+	if res := f.must(200, sch, "POST", "/api/v1/tasks:many", plain); res["scheduled"] != float64(2) {
+		t.Errorf("a retried schedule-many: %v", res)
+	}
+	plain["tasks"].([]any)[1].(map[string]any)["payload"] = "changed"
+	if res := f.must(200, sch, "POST", "/api/v1/tasks:many", plain); res["scheduled"] != float64(1) || res["results"].([]any)[1].(map[string]any)["status"] != "duplicate" {
+		t.Errorf("a schedule-many with one task changed: %v", res)
+	}
 	st := f.must(200, sch, "GET", "/api/v1/tasks/m2", nil)
 	if st["state"] != "scheduled" || st["task"].(map[string]any)["priority"] != float64(2) {
 		t.Errorf("status of m2: %v", st)
@@ -201,7 +212,7 @@ func TestEveryRoute(t *testing.T) {
 	if code, p := f.call(op, "POST", "/api/v1/bulk", map[string]any{"kind": "cancel-pending", "type": "resize", "expect": 99}); code != 409 {
 		t.Errorf("bulk with a wrong expect: %d %v", code, p)
 	}
-	b := f.must(202, op, "POST", "/api/v1/bulk", map[string]any{"kind": "cancel-pending", "type": "resize", "expect": 2})
+	b := f.must(202, op, "POST", "/api/v1/bulk", map[string]any{"kind": "cancel-pending", "type": "resize", "expect": 4})
 	f.must(200, view, "GET", "/api/v1/bulk", nil)
 	f.must(200, view, "GET", "/api/v1/bulk/"+b["id"].(string), nil)
 

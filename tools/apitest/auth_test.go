@@ -1,4 +1,4 @@
-package api_test
+package apitest
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/leasecron/leasecron/api"
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/dashboard"
+	"github.com/leasecron/leasecron/internal/clock"
 )
 
 // principalHeader is X-MS-CLIENT-PRINCIPAL as Container Apps' built-in
@@ -204,5 +205,53 @@ func TestPagingAndTheDashboardMount(t *testing.T) {
 		if rec.Code != c.want {
 			t.Errorf("%s (%q): %d, want %d", c.path, c.auth, rec.Code, c.want)
 		}
+	}
+}
+
+// TestReadsAreAuditedInBulk: reads and refused calls reach the audit log
+// as one entry per caller and kind per ReadAuditEvery, counting each
+// route.
+func TestReadsAreAuditedInBulk(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Now())
+	f := newFixture(t, api.Options{Clock: clk})
+	view := f.token("grafana", leasecron.RoleViewer)
+	for range 3 {
+		f.must(200, view, "GET", "/api/v1/health", nil)
+	}
+	f.must(404, view, "GET", "/api/v1/tasks/nothing", nil)
+	f.must(403, view, "POST", "/api/v1/tasks", map[string]any{"type": "mail"})
+	f.must(401, "", "GET", "/api/v1/health", nil)
+	clk.Advance(api.ReadAuditEvery + time.Second)
+	f.must(200, view, "GET", "/api/v1/health", nil) // flushes, itself included
+	want := map[string]string{
+		"token:grafana read":      "5 calls",
+		"token:grafana refused":   "POST /api/v1/tasks ×1",
+		"unauthenticated refused": "GET /api/v1/health ×1",
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		page, err := f.c.AuditLog(f.ctx, leasecron.AuditQuery{Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, e := range page.Entries {
+			got[e.Who+" "+e.Action] = e.Result
+		}
+		ok := true
+		for k, v := range want {
+			ok = ok && strings.Contains(got[k], v)
+		}
+		if ok {
+			if !strings.Contains(got["token:grafana read"], "GET /api/v1/health ×4") {
+				t.Errorf("the read entry: %q", got["token:grafana read"])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit entries %v, want %v", got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
