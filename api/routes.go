@@ -63,6 +63,14 @@ func (s *server) table() []route {
 		{"GET /api/v1/bulk/{id}", viewer | operator, "", s.bulk},
 		{"GET /api/v1/dead-letters", viewer | operator, "", s.deadLetters},
 		{"POST /api/v1/dead-letters/{id}/requeue", operator, "deadletter requeue", s.requeue},
+		{"POST /api/v1/dead-letters/requeue-all", operator, "deadletter requeue-all", s.allDeadLetters(func(ctx context.Context, c *leasecron.Client) (DeadLettersDone, error) {
+			n, err := c.DeadLetters().RequeueAll(ctx)
+			return DeadLettersDone{Requeued: n}, err
+		})},
+		{"POST /api/v1/dead-letters/purge", operator, "deadletter purge", s.allDeadLetters(func(ctx context.Context, c *leasecron.Client) (DeadLettersDone, error) {
+			n, err := c.DeadLetters().Purge(ctx)
+			return DeadLettersDone{Purged: n}, err
+		})},
 	}
 }
 
@@ -843,4 +851,23 @@ func (s *server) requeue(ctx context.Context, r *http.Request, who caller) (int,
 		return 0, nil, err
 	}
 	return http.StatusOK, RequeueResult{ID: id}, nil
+}
+
+// allDeadLetters is an action on every dead letter: refused to a token
+// limited to types (it would touch others'; bulk requeue-dead takes a
+// type).
+func (s *server) allDeadLetters(do func(context.Context, *leasecron.Client) (DeadLettersDone, error)) handlerFunc {
+	return func(ctx context.Context, r *http.Request, who caller) (int, any, error) {
+		if err := s.readBody(r, &struct{}{}, true); err != nil {
+			return 0, nil, err
+		}
+		if who.limited() {
+			return 0, nil, problem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s is limited to the types %s: it cannot act on every dead letter (POST /api/v1/bulk with kind requeue-dead and a type can)", who.who, strings.Join(who.types, ", ")))
+		}
+		res, err := do(ctx, s.c)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, res, nil
+	}
 }

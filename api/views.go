@@ -162,6 +162,13 @@ type RequeueResult struct {
 	ID string `json:"id"`
 }
 
+// DeadLettersDone is the answer of requeue-all (Requeued) and purge
+// (Purged).
+type DeadLettersDone struct {
+	Requeued int `json:"requeued"`
+	Purged   int `json:"purged"`
+}
+
 // Health is GET /api/v1/health: ok, or degraded when no instance leads or
 // due tasks wait over a minute.
 type Health struct {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -217,7 +218,7 @@ func TestEveryRoute(t *testing.T) {
 	f.must(200, view, "GET", "/api/v1/bulk/"+b["id"].(string), nil)
 
 	// A dead letter, requeued.
-	if err := deadLetter(f); err != nil {
+	if err := deadLetter(f, "dies"); err != nil {
 		t.Fatal(err)
 	}
 	dl := f.must(200, view, "GET", "/api/v1/dead-letters", nil)
@@ -226,6 +227,14 @@ func TestEveryRoute(t *testing.T) {
 		t.Fatalf("dead letters: %v", dl)
 	}
 	f.must(200, op, "POST", "/api/v1/dead-letters/"+list[0].(map[string]any)["id"].(string)+"/requeue", nil)
+
+	if err := deadLetter(f, "dies-again"); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.must(200, op, "POST", "/api/v1/dead-letters/requeue-all", nil); r["requeued"].(float64) < 1 {
+		t.Errorf("requeue-all: %v", r)
+	}
+	f.must(200, op, "POST", "/api/v1/dead-letters/purge", nil)
 
 	if u := f.spec.uncovered(); len(u) > 0 {
 		t.Errorf("operations never answered with success: %v", u)
@@ -249,7 +258,7 @@ func TestEveryRoute(t *testing.T) {
 }
 
 // deadLetter runs a worker with a failing handler until one task is dead.
-func deadLetter(f *fixture) error {
+func deadLetter(f *fixture, id string) error {
 	w, err := leasecron.NewWorker(leasecron.WorkerOptions{Storage: f.st, Names: f.names, InstanceID: "w-dead"})
 	if err != nil {
 		return err
@@ -259,12 +268,12 @@ func deadLetter(f *fixture) error {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	if _, err := f.c.Schedule(f.ctx, leasecron.Item{ID: "dies", Type: "boom", MaxAttempts: 1, Due: time.Now()}, nil); err != nil {
+	if _, err := f.c.Schedule(f.ctx, leasecron.Item{ID: id, Type: "boom", MaxAttempts: 1, Due: time.Now()}, nil); err != nil {
 		return err
 	}
 	for {
-		p, err := f.c.PeekDeadLetters(f.ctx, 1)
-		if err == nil && len(p.DeadLetters) == 1 {
+		p, err := f.c.PeekDeadLetters(f.ctx, 32)
+		if err == nil && slices.ContainsFunc(p.DeadLetters, func(d api.DeadLetter) bool { return d.RunID == id }) {
 			return nil
 		}
 		select {
@@ -294,6 +303,7 @@ func TestSecurity(t *testing.T) {
 	for _, c := range []struct{ method, path string }{
 		{"POST", "/api/v1/types/report/pause"}, {"POST", "/api/v1/bulk"}, {"POST", "/api/v1/tasks/r1/run-now"},
 		{"POST", "/api/v1/dead-letters/x/requeue"}, {"GET", "/api/v1/runs"}, {"GET", "/api/v1/tasks"},
+		{"POST", "/api/v1/dead-letters/purge"}, {"POST", "/api/v1/dead-letters/requeue-all"},
 	} {
 		if code, _ := f.call(sch, c.method, c.path, "{}"); code != 403 {
 			t.Errorf("scheduler %s %s: %d, want 403", c.method, c.path, code)
@@ -318,6 +328,8 @@ func TestSecurity(t *testing.T) {
 		{"POST", "/api/v1/types/report/pause", nil},
 		{"POST", "/api/v1/bulk", map[string]any{"kind": "cancel-pending", "expect": 1}},
 		{"POST", "/api/v1/tasks:many", map[string]any{"tasks": []any{map[string]any{"type": "mail"}, map[string]any{"type": "report"}}}},
+		{"POST", "/api/v1/dead-letters/purge", nil},
+		{"POST", "/api/v1/dead-letters/requeue-all", nil},
 	} {
 		if code, p := f.call(mailOnly, c.method, c.path, c.body); code != 403 && !(code == 400 && p["field"] == "type") {
 			t.Errorf("mail-only %s %s: %d %v, want 403", c.method, c.path, code, p)
