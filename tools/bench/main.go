@@ -68,6 +68,7 @@ type scale struct {
 	batchLatency                    time.Duration
 	rateTasks, rateCount            int
 	shardsTasks                     int
+	capacityTasks                   int
 	ratePer, rateIdle               time.Duration
 }
 
@@ -85,7 +86,7 @@ var full = scale{
 	dashPending: 10_000, dashRuns: 100_000, dashReps: 5,
 	batchTasks: 10_000, batchSingle: 1_000, batchLatency: 10 * time.Millisecond,
 	rateTasks: 100, rateCount: 10, ratePer: 10 * time.Second, rateIdle: 10 * time.Second,
-	shardsTasks: 600,
+	shardsTasks: 600, capacityTasks: 1_000,
 }
 
 var quick = scale{
@@ -101,7 +102,7 @@ var quick = scale{
 	dashPending: 2_000, dashRuns: 10_000, dashReps: 3,
 	batchTasks: 2_000, batchSingle: 200, batchLatency: 10 * time.Millisecond,
 	rateTasks: 30, rateCount: 10, ratePer: 5 * time.Second, rateIdle: 5 * time.Second,
-	shardsTasks: 150,
+	shardsTasks: 150, capacityTasks: 300,
 }
 
 // scenario is one benchmark: run writes its record into dir.
@@ -124,6 +125,7 @@ var scenarios = []scenario{
 	{"rate", runRate},
 	{"shards", runShards},
 	{"api", runAPI},
+	{"capacity", runCapacity},
 	{accountScenario, runAccount},
 }
 

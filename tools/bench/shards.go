@@ -55,29 +55,65 @@ const shardsRouted = "sharded, priorities and fair keys"
 
 func (b *bench) shardsCase(ctx context.Context, design string, shards, queues, instances int) (results.ShardsCase, error) {
 	c := results.ShardsCase{Design: design, Shards: shards, Queues: queues, Instances: instances, Tasks: b.s.shardsTasks}
+	d, err := b.drain(ctx, drainSpec{routed: design == shardsRouted, shards: shards, queues: queues, instances: instances, tasks: c.Tasks,
+		concurrency: shardsConcurrency, work: shardsWork, limits: throttle.Limits{QueueMessages: shardsQueueRate, PartitionEntities: shardsPartitionRate}})
+	if err != nil {
+		return c, fmt.Errorf("%s, %d instances: %w", design, instances, err)
+	}
+	c.Seconds, c.PerSecond = d.seconds, float64(c.Tasks)/d.seconds
+	c.Requests, c.Refused, c.QueueRefused, c.PartitionRefused = d.stats.Requests, d.stats.Refused, d.stats.QueueLimit, d.stats.PartitionLimit
+	return c, nil
+}
+
+// drainSpec is one drain of a backlog through the throttling proxy.
+type drainSpec struct {
+	routed                    bool // priorities and fair keys (shardsRouted)
+	shards, queues, instances int
+	tasks, concurrency        int
+	work, latency             time.Duration // per task; per request (the proxy)
+	limits                    throttle.Limits
+	// coldStart schedules the backlog before any worker runs and starts
+	// them with the limits on, so that every request of the drain is
+	// counted under them (the fleet's start-up included in the time).
+	coldStart bool
+}
+
+// drained is what a drain measured: its time, the proxy's counts while
+// draining, and each bucket's.
+type drained struct {
+	seconds float64
+	stats   throttle.Stats
+	buckets map[string]throttle.BucketStats
+}
+
+// drain starts sp.instances in-process workers behind a throttling proxy
+// on a fresh Azurite, schedules sp.tasks tasks due now, applies the limits
+// and times until every task was handled.
+func (b *bench) drain(ctx context.Context, sp drainSpec) (drained, error) {
+	var d drained
 	srv, err := b.startAzurite(ctx, "shards")
 	if err != nil {
-		return c, err
+		return d, err
 	}
 	defer srv.Stop()
 	bp, qp, tp := srv.Ports()
-	proxies, err := throttle.NewSet(bp, qp, tp, throttle.Options{Logger: quietLogger("proxy")})
+	proxies, err := throttle.NewSet(bp, qp, tp, throttle.Options{Logger: quietLogger("proxy"), Latency: sp.latency})
 	if err != nil {
-		return c, err
+		return d, err
 	}
 	defer proxies.Close()
-	names := leasecron.Names{Shards: shards, Queues: queues}
-	if design == shardsRouted {
+	names := leasecron.Names{Shards: sp.shards, Queues: sp.queues}
+	if sp.routed {
 		// A fleet that has run before has its levels' and lanes' queues:
 		// made here, before the workers start (which find them by
 		// listing), so that what is measured is the steady state, not
 		// how soon a queue used for the first time is found.
-		if err := makeRoutedQueues(ctx, srv.ConnectionString(), names, c.Tasks); err != nil {
-			return c, err
+		if err := makeRoutedQueues(ctx, srv.ConnectionString(), names, sp.tasks); err != nil {
+			return d, err
 		}
 	}
 	wctx, stop := context.WithCancel(ctx)
-	workers := make([]*txWorker, instances)
+	workers := make([]*txWorker, sp.instances)
 	defer func() {
 		stop()
 		for _, w := range workers {
@@ -86,40 +122,55 @@ func (b *bench) shardsCase(ctx context.Context, design string, shards, queues, i
 			}
 		}
 	}()
-	for i := range workers {
-		w, err := startWorkerAt(wctx, proxies.ConnectionString(), fmt.Sprintf("shards-%d", i), shardsWork, func(o *leasecron.WorkerOptions) {
-			o.Names = names
-			o.ShardCycle = time.Second
-			o.Consumer = queue.ConsumerSettings{Concurrency: shardsConcurrency, PollMax: time.Second}
-		})
-		if err != nil {
-			return c, err
+	startWorkers := func() error {
+		for i := range workers {
+			w, err := startWorkerAt(wctx, proxies.ConnectionString(), fmt.Sprintf("shards-%d", i), sp.work, func(o *leasecron.WorkerOptions) {
+				o.Names = names
+				o.ShardCycle = time.Second
+				o.Consumer = queue.ConsumerSettings{Concurrency: sp.concurrency, PollMax: time.Second}
+			})
+			if err != nil {
+				return err
+			}
+			workers[i] = w
 		}
-		workers[i] = w
+		return nil
+	}
+	if !sp.coldStart {
+		if err := startWorkers(); err != nil {
+			return d, err
+		}
 	}
 	cl, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: proxies.ConnectionString()},
 		Names: names, SendWithin: -1, Logger: quietLogger("shards")})
 	if err != nil {
-		return c, err
+		return d, err
 	}
-	// Let the fleet settle (leader, shard map) before the limits apply.
-	if err := sleep(ctx, 5*time.Second); err != nil {
-		return c, err
+	if !sp.coldStart {
+		// Let the fleet settle (leader, shard map) before the limits apply.
+		if err := sleep(ctx, 5*time.Second); err != nil {
+			return d, err
+		}
 	}
-	items := make([]leasecron.Item, c.Tasks)
+	items := make([]leasecron.Item, sp.tasks)
 	now := time.Now()
 	for i := range items {
 		items[i] = leasecron.Item{ID: fmt.Sprintf("scale-%05d", i), Type: noopType, Due: now}
-		if design == shardsRouted {
+		if sp.routed {
 			items[i].Priority, items[i].FairKey = routedItem(i)
 		}
 	}
 	if _, err := cl.ScheduleMany(ctx, items, leasecron.ScheduleManyOptions{}); err != nil {
-		return c, err
+		return d, err
 	}
-	before := proxies.Stats()
-	if err := proxies.SetLimits(throttle.Limits{QueueMessages: shardsQueueRate, PartitionEntities: shardsPartitionRate}); err != nil {
-		return c, err
+	before, bucketsBefore := proxies.Stats(), proxies.Buckets()
+	if err := proxies.SetLimits(sp.limits); err != nil {
+		return d, err
+	}
+	if sp.coldStart {
+		if err := startWorkers(); err != nil {
+			return d, err
+		}
 	}
 	t0 := time.Now()
 	deadline := t0.Add(10 * time.Minute)
@@ -128,24 +179,26 @@ func (b *bench) shardsCase(ctx context.Context, design string, shards, queues, i
 		for _, w := range workers {
 			handled += w.handled.Load()
 		}
-		if handled >= int64(c.Tasks) {
+		if handled >= int64(sp.tasks) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return c, fmt.Errorf("%s, %d instances: %d of %d tasks handled in 10 minutes", design, instances, handled, c.Tasks)
+			return d, fmt.Errorf("%d of %d tasks handled in 10 minutes", handled, sp.tasks)
 		}
 		if err := sleep(ctx, 50*time.Millisecond); err != nil {
-			return c, err
+			return d, err
 		}
 	}
-	c.Seconds = time.Since(t0).Seconds()
-	c.PerSecond = float64(c.Tasks) / c.Seconds
+	d.seconds = time.Since(t0).Seconds()
 	st := proxies.Stats()
-	c.Requests = st.Requests - before.Requests
-	c.Refused = st.Refused - before.Refused
-	c.QueueRefused = st.QueueLimit - before.QueueLimit
-	c.PartitionRefused = st.PartitionLimit - before.PartitionLimit
-	return c, nil
+	d.stats = throttle.Stats{Requests: st.Requests - before.Requests, Refused: st.Refused - before.Refused,
+		QueueLimit: st.QueueLimit - before.QueueLimit, PartitionLimit: st.PartitionLimit - before.PartitionLimit, AccountLimit: st.AccountLimit - before.AccountLimit}
+	d.buckets = map[string]throttle.BucketStats{}
+	for k, v := range proxies.Buckets() {
+		w := bucketsBefore[k]
+		d.buckets[k] = throttle.BucketStats{Requests: v.Requests - w.Requests, Cost: v.Cost - w.Cost, Refused: v.Refused - w.Refused}
+	}
+	return d, nil
 }
 
 // routedItem is the priority and fair key of the routed design's task i:

@@ -50,6 +50,7 @@ type records struct {
 	rate         *results.RateLimit
 	shards       *results.Shards
 	api          *results.API
+	capacity     *results.Capacity
 	account      *results.Consumer
 }
 
@@ -83,6 +84,7 @@ func load(dir string) (records, error) {
 		rl results.RateLimit
 		sh results.Shards
 		ap results.API
+		cp results.Capacity
 	)
 	for _, x := range []struct {
 		name string
@@ -103,6 +105,7 @@ func load(dir string) (records, error) {
 		{results.RateFile, &rl, func() { r.rate = &rl }},
 		{results.ShardsFile, &sh, func() { r.shards = &sh }},
 		{results.APIFile, &ap, func() { r.api = &ap }},
+		{results.CapacityFile, &cp, func() { r.capacity = &cp }},
 	} {
 		if ok, err = opt(x.name, x.v); err != nil {
 			return r, err

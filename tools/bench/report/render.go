@@ -27,6 +27,8 @@ const (
 	targetBatchPerTask = 0.05 // requests per task with ScheduleMany
 	targetBatchRatio   = 20.0 // ScheduleMany vs one Schedule after the other
 	targetAPIRatio     = 0.8  // POST /api/v1/tasks:many vs schedule --file
+	targetCapScale     = 3.5  // capacity: tasks/s at 4 instances vs 1
+	targetCapOfLimit   = 0.8  // capacity: throughput ÷ the layout's physical limit at 4 instances
 	targetRunsBurst    = 5.0  // ≤ 5 worker requests per task in a burst with run records
 	targetRunsLone     = 9.0  // ≤ 9 worker requests per lone task with run records
 	targetRunsExtra    = 2.0  // run records ≤ 2 worker requests per task beyond none, in a burst
@@ -154,6 +156,7 @@ func render(r records, out string) (string, error) {
 		func() error { rateSection(&body, r.rate); return nil },
 		func() error { shardsSection(&body, r.shards); return nil },
 		func() error { add(apiSection(&body, r.api)...); return nil },
+		func() error { add(capacitySection(&body, r.capacity)...); return nil },
 	}
 	for _, s := range steps {
 		if err = s(); err != nil {
@@ -1348,7 +1351,7 @@ func shardsSection(d *doc, sh *results.Shards) {
 		d.para("Not run.")
 		return
 	}
-	d.para("A backlog of due tasks drained by 1, 2 and 4 in-process workers, each running %d handler(s) of %d ms (so an instance handles at most %.1f tasks/s), on a fresh Azurite behind a proxy that answers 503 ServerBusy, as Azure does, past **%.0f message requests/s per queue** and **%.0f entity operations/s per table partition** — Azure's targets (about 2,000 of each) scaled down so that the targets, not Azurite's one thread, are what a design runs into. The **single lease** is today's default layout (one shard moved by the traffic cop, one work queue); **sharded** is 8 shards and 4 work queues.",
+	d.para("**Handler-bound**, as a fleet of slow handlers is: a backlog of due tasks drained by 1, 2 and 4 in-process workers, each running %d handler(s) of %d ms (so an instance handles at most %.1f tasks/s), on a fresh Azurite behind a proxy that answers 503 ServerBusy, as Azure does, past **%.0f message requests/s per queue** and **%.0f entity operations/s per table partition** — Azure's targets (about 2,000 of each) scaled down so that the targets, not Azurite's one thread, are what a design runs into. The **single lease** is today's default layout (one shard moved by the traffic cop, one work queue); **sharded** is 8 shards and 4 work queues.",
 		sh.Concurrency, sh.WorkMillis, float64(sh.Concurrency)*1000/float64(max(1, sh.WorkMillis)), sh.QueueRate, sh.PartitionRate)
 	base := map[string]float64{}
 	var rows [][]string
@@ -1432,4 +1435,57 @@ func apiSection(d *doc, a *results.API) []check {
 	})
 	d.para("The API schedules with the same calls as the Go client; what it adds per call is one audit-log entry (one request: per task for single schedules, per %d tasks for schedule-many) and, once per token per 10 s, the token's point read. Its latency beyond the Go client's is that write and the HTTP round trip on loopback.", a.Chunk)
 	return []check{{target: target, measured: fmt.Sprintf("%.2f× (%.0f against %.0f tasks/s, %d tasks)", a.Ratio, a.APIMany.PerSec, a.File.PerSec, a.Tasks), status: status(a.Ratio >= targetAPIRatio)}}
+}
+
+func capacitySection(d *doc, c *results.Capacity) []check {
+	d.line("## 13. Capacity at Azure's ratio")
+	d.line("")
+	scale := fmt.Sprintf("Capacity at Azure's ratio: at least %.1f× the tasks/s at 4 instances as at 1", targetCapScale)
+	ofLimit := fmt.Sprintf("Capacity at Azure's ratio: at least %.1f of the layout's physical limit at 4 instances", targetCapOfLimit)
+	if c == nil || len(c.Cases) == 0 {
+		d.para("Not run.")
+		return []check{{target: scale, measured: "–", status: statusNotRun}, {target: ofLimit, measured: "–", status: statusNotRun}}
+	}
+	d.para("%d tasks due together, %d shards and %d work queues, drained by 1, 2 and 4 in-process workers of %d handlers that take no time, through a proxy that enforces Azure's targets **in Azure's own ratio**, scaled down 1/50: %.0f message requests/s per queue, %.0f entity operations/s per table partition (a batch counts each entity), %.0f requests/s per service for the account, and %.0f ms added to every request. The tasks are written before the workers start, and the workers start with the targets on, so every request of the drain is counted. From what the proxy counted in every queue and partition, the **layout's physical limit** is the rate at which the first of them would reach its target at those operations per task; throughput ÷ limit says how close the fleet runs to it, and the bucket named is what binds. (Section 11 gives partitions 5× a queue's rate and a 150 ms handler: it measures the handlers, not this.)",
+		c.Tasks, c.Shards, c.Queues, c.Concurrency, c.QueueRate, c.PartitionRate, c.AccountRate, c.LatencyMS)
+	var rows [][]string
+	var one, four *results.CapacityCase
+	for i := range c.Cases {
+		x := &c.Cases[i]
+		switch x.Instances {
+		case 1:
+			one = x
+		case 4:
+			four = x
+		}
+		ratio := "—"
+		if one != nil && one.PerSecond > 0 {
+			ratio = fmt.Sprintf("%.2f×", x.PerSecond/one.PerSecond)
+		}
+		rows = append(rows, []string{fmt.Sprint(x.Instances), fmt.Sprintf("%.1f", x.PerSecond), ratio, fmt.Sprintf("%.1f", x.Limit), "`" + x.LimitBy + "`", fmt.Sprintf("%.2f", x.OfLimit),
+			fmt.Sprintf("%.2f", x.PerTask.RunsEntities), fmt.Sprintf("%.2f", x.PerTask.ScheduleEntities), fmt.Sprintf("%.2f", x.PerTask.QueueMessages), fmt.Sprintf("%.2f", x.PerTask.Requests),
+			fmt.Sprintf("%d / %d / %d", x.PartitionRefused, x.QueueRefused, x.AccountRefused)})
+	}
+	d.table([]string{"instances", "tasks/s", "vs 1", "limit (tasks/s)", "binds first", "of limit", "Runs entity ops/task", "schedule entity ops/task", "queue message ops/task", "requests/task", "503s: partition / queue / account"}, rows)
+	if four != nil {
+		var brows [][]string
+		for _, b := range four.Buckets {
+			if b.Kind == "blob" {
+				continue
+			}
+			brows = append(brows, []string{"`" + b.Key + "`", fmt.Sprintf("%.2f", b.PerTask), fmt.Sprint(b.Refused)})
+		}
+		d.para("Per queue and partition at 4 instances (operations per task forwarded; 503s past its target):")
+		d.table([]string{"bucket", "ops per task", "503s"}, brows)
+	}
+	checks := []check{{target: scale, measured: "–", status: statusNotRun}, {target: ofLimit, measured: "–", status: statusNotRun}}
+	if one != nil && four != nil {
+		r := four.PerSecond / one.PerSecond
+		checks[0] = check{target: scale, measured: fmt.Sprintf("%.2f× (%.1f against %.1f tasks/s)", r, four.PerSecond, one.PerSecond), status: status(r >= targetCapScale)}
+		if r < targetCapScale {
+			checks[0].why = fmt.Sprintf("the run records bind: %.1f Runs entity operations per task, in %s", four.PerTask.RunsEntities, "the four partitions `p0`–`p3` of the default layout (issue 41's next work)")
+		}
+		checks[1] = check{target: ofLimit, measured: fmt.Sprintf("%.2f of %.1f tasks/s (bound by `%s`)", four.OfLimit, four.Limit, four.LimitBy), status: status(four.OfLimit >= targetCapOfLimit)}
+	}
+	return checks
 }

@@ -31,6 +31,7 @@ const (
 	RateFile         = "rate.json"
 	ShardsFile       = "shards.json"
 	APIFile          = "api.json"
+	CapacityFile     = "capacity.json"
 	// AccountFile is a Consumer record of worker-process pairs against a
 	// storage account.
 	AccountFile = "account.json"
@@ -387,6 +388,59 @@ type BatchCase struct {
 	// their sum per task.
 	Requests map[string]int64 `json:"requests"`
 	PerTask  float64          `json:"per_task"`
+}
+
+// Capacity is the capacity scenario (issue 41): a backlog drained by 1, 2
+// and 4 instances through a proxy enforcing Azure's targets in Azure's
+// ratio, scaled down (QueueRate message requests/s per queue,
+// PartitionRate entity operations/s per table partition, AccountRate
+// requests/s per service, LatencyMS added to each request).
+type Capacity struct {
+	QueueRate     float64        `json:"queue_rate"`
+	PartitionRate float64        `json:"partition_rate"`
+	AccountRate   float64        `json:"account_rate"`
+	LatencyMS     float64        `json:"latency_ms"`
+	Concurrency   int            `json:"concurrency"`
+	Shards        int            `json:"shards"`
+	Queues        int            `json:"queues"`
+	Tasks         int            `json:"tasks"`
+	Cases         []CapacityCase `json:"cases"`
+}
+
+// CapacityCase is one instance count: its throughput, what the proxy
+// counted per task, the layout's physical limit (the rate at which the
+// first queue, partition or account target would be reached at those
+// counts per task), LimitBy (that bucket) and OfLimit (throughput ÷
+// limit).
+type CapacityCase struct {
+	Instances        int     `json:"instances"`
+	Seconds          float64 `json:"seconds"`
+	PerSecond        float64 `json:"per_second"`
+	Requests         int64   `json:"requests"`
+	Refused          int64   `json:"refused"`
+	QueueRefused     int64   `json:"queue_refused"`
+	PartitionRefused int64   `json:"partition_refused"`
+	AccountRefused   int64   `json:"account_refused"`
+	PerTask          struct {
+		Requests         float64 `json:"requests"`
+		RunsEntities     float64 `json:"runs_entities"`
+		ScheduleEntities float64 `json:"schedule_entities"`
+		OtherEntities    float64 `json:"other_entities"`
+		QueueMessages    float64 `json:"queue_messages"`
+	} `json:"per_task"`
+	Limit   float64          `json:"limit"`
+	LimitBy string           `json:"limit_by"`
+	OfLimit float64          `json:"of_limit"`
+	Buckets []CapacityBucket `json:"buckets"`
+}
+
+// CapacityBucket is one queue or partition: its operations per task and
+// the refusals past its target.
+type CapacityBucket struct {
+	Key     string  `json:"key"`
+	Kind    string  `json:"kind"`
+	PerTask float64 `json:"per_task"`
+	Refused int64   `json:"refused"`
 }
 
 // API is the HTTP API scenario: Tasks scheduled by `schedule --file`, by

@@ -69,6 +69,9 @@ type Options struct {
 	RetryAfter int
 	// Seed makes the random refusals repeatable. Default: random.
 	Seed uint64
+	// Latency is added before every request is answered (refused or
+	// forwarded), as the network and service of a real account add it.
+	Latency time.Duration
 	// Logger receives changes of behaviour. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -97,6 +100,8 @@ type Proxy struct {
 	limits  Limits
 	buckets map[string]*bucket
 	rng     *rand.Rand
+	// per counts each key's forwarded cost and refusals (BucketStats).
+	per map[string]*BucketStats
 
 	requests, forwarded, random, allN, queueN, partN, blobN, acctN atomic.Int64
 }
@@ -131,7 +136,7 @@ func New(o Options) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("throttle: listen on %s: %w", o.Listen, err)
 	}
-	p := &Proxy{o: o, ln: ln, buckets: map[string]*bucket{}, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	p := &Proxy{o: o, ln: ln, buckets: map[string]*bucket{}, per: map[string]*BucketStats{}, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	p.o.Logger = o.Logger.With("proxy", ln.Addr().String(), "service", string(o.Service))
 	target := &url.URL{Scheme: "http", Host: o.Target}
 	rp := &httputil.ReverseProxy{
@@ -145,6 +150,15 @@ func New(o Options) (*Proxy, error) {
 	}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
+		if o.Latency > 0 {
+			t := time.NewTimer(o.Latency)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
+		}
 		if reason := p.decide(r); reason != "" {
 			p.busy(w, reason)
 			return
@@ -232,6 +246,11 @@ func (p *Proxy) decide(r *http.Request) string {
 	if key == "" {
 		return ""
 	}
+	st := p.per[key]
+	if st == nil {
+		st = &BucketStats{}
+		p.per[key] = st
+	}
 	var rate float64
 	var count *atomic.Int64
 	switch {
@@ -244,13 +263,42 @@ func (p *Proxy) decide(r *http.Request) string {
 	}
 	if rate > 0 && !p.take(key, rate, cost, now) {
 		count.Add(1)
+		st.Refused++
 		return "past the rate of " + key
 	}
+	st.Requests++
+	st.Cost += cost
 	return ""
 }
 
+// BucketStats count what one key (queue/{name}, partition/{table}/{pk},
+// blob/{container}/{name}) was asked since New.
+type BucketStats struct {
+	// Requests were forwarded; Cost is their operations (a table batch
+	// counts each entity).
+	Requests int64
+	Cost     float64
+	// Refused were answered 503 past the key's rate.
+	Refused int64
+}
+
+// Buckets returns each key's counts so far.
+func (p *Proxy) Buckets() map[string]BucketStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]BucketStats, len(p.per))
+	for k, v := range p.per {
+		out[k] = *v
+	}
+	return out
+}
+
 // take spends cost tokens of key's bucket (rate per second, holding at
-// most a second's worth); false when there are not enough.
+// most a second's worth); false when there are not enough. A request
+// costing more than a second's worth (a batch of 100 entities against a
+// target scaled down below 100/s) passes when the bucket is full and
+// leaves it in debt, so the rate holds on average without refusing for
+// ever what the real target (2,000/s) takes at once.
 func (p *Proxy) take(key string, rate, cost float64, now time.Time) bool {
 	b := p.buckets[key]
 	if b == nil {
@@ -259,7 +307,7 @@ func (p *Proxy) take(key string, rate, cost float64, now time.Time) bool {
 	}
 	b.tokens = min(rate, b.tokens+now.Sub(b.at).Seconds()*rate)
 	b.at = now
-	if b.tokens < cost {
+	if b.tokens < min(cost, rate) {
 		return false
 	}
 	b.tokens -= cost
@@ -283,8 +331,10 @@ var (
 	// batchPK finds the partition key of a batch's first operation, in its
 	// URL or in its JSON body.
 	batchPK = regexp.MustCompile(`PartitionKey='((?:[^']|'')*)'|"PartitionKey"\s*:\s*"((?:[^"\\]|\\.)*)"`)
-	// batchTable finds the table of a batch's first operation.
-	batchTable = regexp.MustCompile(`/([A-Za-z][A-Za-z0-9]{2,62})\(`)
+	// batchTable finds the table of a batch's first operation: the last
+	// segment of its URL's path, before the entity's keys, the query or
+	// the protocol (an insert posts to /account/Table?…, with no keys).
+	batchTable = regexp.MustCompile(`(?m)^(?:GET|POST|PUT|PATCH|MERGE|DELETE) \S*?/([A-Za-z][A-Za-z0-9]{2,62})(?:\(|\?| )`)
 )
 
 // key returns what r counts against (queue/{name}, partition/{table}/{pk},

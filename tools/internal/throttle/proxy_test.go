@@ -183,7 +183,8 @@ func TestLimitsPerQueuePartitionAndBlob(t *testing.T) {
 			var b strings.Builder
 			b.WriteString("--batch\r\nContent-Type: multipart/mixed; boundary=cs\r\n\r\n")
 			for range ops {
-				b.WriteString("--cs\r\nContent-Type: application/http\r\n\r\nPOST http://127.0.0.1/devstoreaccount1/Sched HTTP/1.1\r\n\r\n")
+				// An insert posts to the table's URL, with the SDK's query.
+				b.WriteString("--cs\r\nContent-Type: application/http\r\n\r\nPOST http://127.0.0.1:10002/devstoreaccount1/Sched?%24format=application%2Fjson%3Bodata%3Dminimalmetadata HTTP/1.1\r\n\r\n")
 				b.WriteString(`{"PartitionKey":"` + pk + `","RowKey":"r"}` + "\r\n")
 			}
 			return b.String()
@@ -194,14 +195,28 @@ func TestLimitsPerQueuePartitionAndBlob(t *testing.T) {
 		if c := do(t, p, http.MethodPost, "/devstoreaccount1/$batch", batch("p1", 8)).StatusCode; c != http.StatusServiceUnavailable {
 			t.Errorf("a second batch of 8 in the same partition: %d, want 503", c)
 		}
+		// A batch larger than a second's worth passes on a full bucket,
+		// leaving it in debt: the next request waits for the refill.
+		if c := do(t, p, http.MethodPost, "/devstoreaccount1/$batch", batch("p3", 25)).StatusCode; c != http.StatusOK {
+			t.Errorf("a batch of 25 on a full bucket of 10/s: %d, want 200", c)
+		}
+		if c := do(t, p, http.MethodGet, "/devstoreaccount1/Sched(PartitionKey='p3',RowKey='x')", "").StatusCode; c != http.StatusServiceUnavailable {
+			t.Errorf("right after a batch of 25 at 10/s: %d, want 503", c)
+		}
 		if c := do(t, p, http.MethodGet, "/devstoreaccount1/Sched(PartitionKey='p2',RowKey='x')", "").StatusCode; c != http.StatusOK {
 			t.Errorf("another partition: %d, want 200", c)
 		}
 		if c := do(t, p, http.MethodGet, "/devstoreaccount1/Sched()?$filter=PartitionKey%20eq%20'p1'", "").StatusCode; c != http.StatusOK {
 			t.Errorf("a query of the partition with 2 entities' worth left: %d, want 200", c)
 		}
-		if s := p.Stats(); s.PartitionLimit != 1 {
-			t.Errorf("stats %+v: want one partition-limit refusal", s)
+		if s := p.Stats(); s.PartitionLimit != 2 {
+			t.Errorf("stats %+v: want two partition-limit refusals", s)
+		}
+		// Batched inserts count against the table's partition, as single
+		// requests do (they once went to a bucket of no table, unlimited
+		// beside the partition's own).
+		if b := p.Buckets(); b["partition/Sched/p1"] != (BucketStats{Requests: 2, Cost: 9, Refused: 1}) || len(b) != 3 {
+			t.Errorf("buckets %+v: want partition/Sched/p1 with the batch of 8 and the query, one batch refused; and p2", b)
 		}
 	})
 	t.Run("account", func(t *testing.T) {

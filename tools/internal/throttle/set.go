@@ -94,3 +94,14 @@ func (s Set) Close() {
 		}
 	}
 }
+
+// Buckets is Proxy.Buckets of the three, merged (their keys differ).
+func (s Set) Buckets() map[string]BucketStats {
+	out := map[string]BucketStats{}
+	for _, p := range s {
+		for k, v := range p.Buckets() {
+			out[k] = v
+		}
+	}
+	return out
+}
