@@ -259,8 +259,37 @@ func (c *Client) scheduleRow(ctx context.Context, it Item, o *ScheduleOptions) (
 // dropDependents removes the dependency rows of children that were not
 // written (best effort: a row left behind is removed when its parent
 // ends).
+//
+// A dependency another pending task of the child's id waits by is kept:
+// scheduling an id that is already pending (a retried request, say)
+// writes the same rows the pending task relies on, and dropping them
+// would leave it waiting for good. (One read per child, on this failure
+// path only; when the read fails the row is kept: a stray dependency
+// costs less than a child that never starts.)
 func (c *Client) dropDependents(ctx context.Context, deps []runs.Dependent) {
+	waits := map[string]map[string]bool{} // child → parents its pending row waits for (nil: keep all)
 	for _, d := range deps {
+		if _, seen := waits[d.Child]; seen {
+			continue
+		}
+		have, err := c.Get(ctx, d.Child)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			waits[d.Child] = map[string]bool{}
+		case err != nil:
+			waits[d.Child] = nil
+		default:
+			ps := map[string]bool{}
+			for _, p := range have.After {
+				ps[p] = true
+			}
+			waits[d.Child] = ps
+		}
+	}
+	for _, d := range deps {
+		if ps := waits[d.Child]; ps == nil || ps[d.Parent] {
+			continue
+		}
 		if err := c.runs.DropDependent(ctx, d); err != nil {
 			c.o.Logger.Debug("removing a dependency of a task not scheduled failed", "task_id", d.Child, "parent", d.Parent, "err", err)
 		}

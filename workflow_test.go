@@ -467,3 +467,42 @@ func TestWorkflowFromTheTableContract(t *testing.T) {
 		t.Errorf("tu: %s %q; want cancelled naming its unknown parent", r.State, r.LastError)
 	}
 }
+
+// TestScheduleAgainKeepsThePendingChildsDependencies: scheduling an id
+// that is pending with --after (a retried request) is refused, and the
+// pending child still waits for its parent: the refused call once
+// dropped the dependency rows it shares with it, and the child waited
+// for good (found by reviewing the HTTP API's retries). Through
+// ScheduleMany too.
+func TestScheduleAgainKeepsThePendingChildsDependencies(t *testing.T) {
+	t.Parallel()
+	st, names := testAccount(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := newClient(t, st, names)
+	later := time.Now().Add(time.Hour)
+	for _, it := range []leasecron.Item{{ID: "p1", Due: later}, {ID: "p2", Due: later}, {ID: "c1", Due: later, After: []string{"p1"}}, {ID: "c2", Due: later, After: []string{"p2"}}} {
+		if _, err := c.Schedule(ctx, it, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Again a minute later (a retried `in`): the id is taken.
+	again := later.Add(time.Minute)
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "c1", Due: again, After: []string{"p1"}}, nil); !errors.Is(err, leasecron.ErrAlreadyScheduled) {
+		t.Fatalf("scheduling c1 again: %v, want ErrAlreadyScheduled", err)
+	}
+	if res, _ := c.ScheduleMany(ctx, []leasecron.Item{{ID: "c2", Due: again, After: []string{"p2"}}}, leasecron.ScheduleManyOptions{}); len(res) != 1 || !errors.Is(res[0].Err, leasecron.ErrAlreadyScheduled) {
+		t.Fatalf("scheduling c2 again in a ScheduleMany: %+v", res)
+	}
+	// A refused child of a parent the pending one does not wait for
+	// leaves no row behind.
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "c1", Due: again, After: []string{"p2"}}, nil); !errors.Is(err, leasecron.ErrAlreadyScheduled) {
+		t.Fatalf("scheduling c1 after p2: %v", err)
+	}
+	for parent, want := range map[string][]string{"p1": {"c1"}, "p2": {"c2"}} {
+		got, err := c.Dependents(ctx, parent)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("tasks waiting for %s: %v (%v), want %v", parent, got, err, want)
+		}
+	}
+}

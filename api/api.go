@@ -36,6 +36,10 @@ import (
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
+// reservedPrefix starts leasecron's own task types, which callers may not
+// schedule or touch.
+const reservedPrefix = "leasecron-"
+
 // Prefix is the path every route of the API starts with.
 const Prefix = "/api/v1/"
 
@@ -175,7 +179,14 @@ func New(c *leasecron.Client, o Options) (http.Handler, error) {
 	}
 	s := &server{c: c, o: o, clk: clock.OrReal(o.Clock), log: cmp.Or(o.Logger, slog.Default()).With("component", "api"), tokens: map[[32]byte]cached{}}
 	s.mux = s.routes()
-	return s, nil
+	// Browsers' cross-origin writes are refused (Sec-Fetch-Site, Origin):
+	// with platform sign-in a signed-in browser carries credentials.
+	// Programs send neither header and pass.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, problem(http.StatusForbidden, "forbidden", "a cross-origin request from a browser: the API is for programs"))
+	}))
+	return cop.Handler(s), nil
 }
 
 // ServeHTTP authenticates the request, then routes it.
@@ -241,9 +252,8 @@ func (s *server) identify(r *http.Request) (caller, *Problem) {
 			return c, nil
 		}
 	}
-	auth := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || token == "" {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return caller{}, problem(http.StatusUnauthorized, "unauthorized", "no API token: send Authorization: Bearer lct.NAME.SECRET (leasecron tokens create NAME --role ROLE)")
 	}
 	t, err := s.verify(r.Context(), token)
@@ -251,7 +261,9 @@ func (s *server) identify(r *http.Request) (caller, *Problem) {
 		return caller{}, problem(http.StatusUnauthorized, "unauthorized", "the API token is malformed, unknown or revoked")
 	} else if err != nil {
 		s.log.Warn("checking an api token failed", "err", err)
-		return caller{}, problemOf(err)
+		p := problem(http.StatusServiceUnavailable, "unavailable", "the API token could not be checked: storage is unavailable; retry after the time in Retry-After")
+		p.retryAfter = 1
+		return caller{}, p
 	}
 	return caller{who: "token:" + t.Name, role: roleBit(t.Role), types: t.Types}, nil
 }
@@ -275,7 +287,16 @@ func (s *server) verify(ctx context.Context, token string) (leasecron.APIToken, 
 	}
 	s.mu.Lock()
 	if len(s.tokens) >= 10000 {
-		clear(s.tokens) // bounded: wrong tokens cannot grow it for ever
+		// Bounded: wrong tokens cannot grow it for ever, nor push the
+		// good ones out.
+		for k, v := range s.tokens {
+			if !v.ok || !now.Before(v.until) {
+				delete(s.tokens, k)
+			}
+		}
+		if len(s.tokens) >= 10000 {
+			clear(s.tokens)
+		}
 	}
 	s.tokens[key] = cached{tok: t, ok: err == nil, until: now.Add(s.o.TokenCacheTTL)}
 	s.mu.Unlock()

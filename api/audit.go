@@ -36,6 +36,11 @@ func (s *server) count(who, action, what string) {
 	if l.counts == nil {
 		l.counts, l.since = map[[2]string]map[string]int{}, now
 	}
+	if len(l.counts) == 0 {
+		// The first call of a period: its counts are written at its end
+		// even if no other call comes.
+		time.AfterFunc(ReadAuditEvery, s.flushIfDue)
+	}
 	k := [2]string{who, action}
 	if l.counts[k] == nil {
 		l.counts[k] = map[string]int{}
@@ -50,6 +55,21 @@ func (s *server) count(who, action, what string) {
 	if due != nil {
 		go s.flushCalls(due, from, now)
 	}
+}
+
+// flushIfDue writes the counts when their period has ended.
+func (s *server) flushIfDue() {
+	now := s.clk.Now()
+	l := &s.calls
+	l.mu.Lock()
+	if len(l.counts) == 0 || now.Sub(l.since) < ReadAuditEvery {
+		l.mu.Unlock()
+		return
+	}
+	due, from := l.counts, l.since
+	l.counts, l.since = map[[2]string]map[string]int{}, now
+	l.mu.Unlock()
+	s.flushCalls(due, from, now)
 }
 
 // flushCalls writes one audit entry per (who, action) of counts.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -99,6 +100,10 @@ func problemOf(err error) *Problem {
 		p := problem(http.StatusServiceUnavailable, "unavailable", "storage is busy, slow or unreachable: retry after the time in Retry-After ("+err.Error()+")")
 		p.retryAfter = max(1, int(math.Ceil(storage.RetryAfter(err).Seconds())))
 		return p
+	case errors.Is(err, queue.ErrNotRequeueable):
+		return problem(http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, context.Canceled):
+		return problem(http.StatusServiceUnavailable, "unavailable", "the request was cancelled")
 	case errors.Is(err, leasecron.ErrAlreadyScheduled):
 		return problem(http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, leasecron.ErrAlreadyFinished), errors.Is(err, leasecron.ErrAlreadySent), errors.Is(err, leasecron.ErrNoRunRecords):

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -92,7 +93,7 @@ func (s *server) serve(rt route) http.Handler {
 		}
 		if err != nil {
 			p := problemOf(err)
-			if p.Status >= 500 {
+			if p.Status >= 500 && !errors.Is(err, context.Canceled) {
 				s.log.Error("api call failed", "method", r.Method, "path", r.URL.Path, "who", who.who, "err", err)
 			}
 			writeProblem(w, r, p)
@@ -119,17 +120,31 @@ func rolesText(r roles) string {
 }
 
 // audit records a call that changes something (a failed write of the
-// audit log is logged, not answered: the call itself happened).
+// audit log is logged, not answered: the call itself happened). The
+// result names what was done, never a payload.
 func (s *server) audit(r *http.Request, who caller, action string, body any, err error) {
 	e := leasecron.AuditEntry{Who: who.who, Via: "api", From: remoteHost(r), Action: action, Target: auditTarget(r), OK: err == nil}
-	if err != nil {
-		e.Result = err.Error()
-	} else if b, jerr := json.Marshal(body); jerr == nil {
-		e.Result = string(b)
-		if len(e.Result) > 400 {
-			e.Result = e.Result[:400] + "…"
+	switch b := body.(type) {
+	case nil:
+	case TaskResult:
+		e.Target, e.Result = b.Task.ID, fmt.Sprintf("%s task %s due %s", b.Task.Type, b.Task.ID, b.Task.Due.Format(time.RFC3339))
+	case ScheduleManyResult:
+		var ids []string
+		for _, x := range b.Results {
+			if x.Status == "scheduled" {
+				ids = append(ids, x.ID)
+			}
+		}
+		e.Target, e.Result = b.Batch, fmt.Sprintf("%d of %d scheduled: %s", b.Scheduled, len(b.Results), strings.Join(ids, ","))
+	default:
+		if j, jerr := json.Marshal(body); jerr == nil {
+			e.Result = string(j)
 		}
 	}
+	if err != nil {
+		e.Result = err.Error()
+	}
+	e.Result = trunc.Head(e.Result, 1000)
 	// Not the request's context: a caller that hangs up still did it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
@@ -155,7 +170,8 @@ func (s *server) readBody(r *http.Request, v any, optional bool) error {
 	if r.ContentLength > s.o.MaxBody {
 		return problem(http.StatusRequestEntityTooLarge, "too-large", fmt.Sprintf("the body is %d bytes; at most %d are accepted (api.max_body)", r.ContentLength, s.o.MaxBody))
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	ct := r.Header.Get("Content-Type")
+	if ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 			return problem(http.StatusUnsupportedMediaType, "unsupported-media-type", fmt.Sprintf("Content-Type %q: want application/json", ct))
@@ -173,6 +189,10 @@ func (s *server) readBody(r *http.Request, v any, optional bool) error {
 			return nil
 		}
 		return problem(http.StatusBadRequest, "invalid-body", "the body is empty: want a JSON object")
+	case ct == "":
+		// A body without a type: what a browser's cross-site form or
+		// no-cors fetch sends. Programs say what they send.
+		return problem(http.StatusUnsupportedMediaType, "unsupported-media-type", "a body without Content-Type: want application/json")
 	}
 	if spec, ok := v.(*leasecron.TaskSpec); ok {
 		got, err := leasecron.ParseTaskSpec(b)
@@ -324,6 +344,9 @@ func (s *server) itemOf(who caller, spec leasecron.TaskSpec) (leasecron.Item, *l
 		if err := schedule.ValidateType(spec.Type); err != nil {
 			return leasecron.Item{}, nil, fieldProblem("type", "1 to 64 of a-z, 0-9, _ and -, starting with a letter or digit", err.Error())
 		}
+		if strings.HasPrefix(spec.Type, reservedPrefix) {
+			return leasecron.Item{}, nil, fieldProblem("type", "a type not starting with "+reservedPrefix, fmt.Sprintf("type %q is leasecron's own (its bulk operations run as tasks of it)", spec.Type))
+		}
 	}
 	it, u, err := spec.Item(s.clk.Now())
 	if err != nil {
@@ -357,7 +380,15 @@ func (s *server) sameAsScheduled(ctx context.Context, err error, spec leasecron.
 	if u != nil {
 		key = u.Key
 	}
-	same := have.Type == it.Type && (have.Payload == it.Payload || have.PayloadBlob != "") && have.Recurrence == it.Recurrence &&
+	payload := have.Payload
+	if have.PayloadBlob != "" {
+		b, err := s.c.Payload(ctx, have.PayloadBlob)
+		if err != nil {
+			return Task{}, false
+		}
+		payload = string(b)
+	}
+	same := have.Type == it.Type && payload == it.Payload && have.Recurrence == it.Recurrence &&
 		have.TZ == it.TZ && have.MaxAttempts == it.MaxAttempts && have.Queue == it.Queue && have.Priority == it.Priority &&
 		have.FairKey == it.FairKey && slices.Equal(have.After, it.After) && have.AfterAny == it.AfterAny && have.UniqueKey == key &&
 		(spec.At == "" || have.Due.Equal(it.Due))
@@ -410,6 +441,7 @@ func (s *server) scheduleMany(ctx context.Context, r *http.Request, who caller) 
 		bad     []TaskError
 		anyUniq bool
 	)
+	seen := map[string]int{}
 	for i, raw := range req.Tasks {
 		res[i].Index = i
 		spec, err := leasecron.ParseTaskSpec(raw)
@@ -417,6 +449,11 @@ func (s *server) scheduleMany(ctx context.Context, r *http.Request, who caller) 
 		var u *leasecron.Unique
 		if err == nil {
 			it, u, err = s.itemOf(who, spec)
+		}
+		if first, twice := seen[spec.ID]; err == nil && spec.ID != "" && twice {
+			err = fieldProblem("id", "an id once per request", fmt.Sprintf("id %q is also task %d of this request", spec.ID, first))
+		} else if spec.ID != "" && err == nil {
+			seen[spec.ID] = i
 		}
 		if err != nil {
 			p := problemOf(err)
@@ -622,7 +659,22 @@ func (s *server) runs(ctx context.Context, r *http.Request, who caller) (int, an
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, RunList{Runs: runsOf(p.Runs), Continue: p.Continue}, nil
+	return http.StatusOK, RunList{Runs: runsOf(ofTypes(who, p.Runs)), Continue: p.Continue}, nil
+}
+
+// ofTypes keeps the runs a limited caller may see (a series filter
+// answers by series, whatever the type filter says).
+func ofTypes(who caller, rs []leasecron.Run) []leasecron.Run {
+	if !who.limited() {
+		return rs
+	}
+	out := rs[:0:0]
+	for _, r := range rs {
+		if who.allows(r.Type) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (s *server) search(ctx context.Context, r *http.Request, who caller) (int, any, error) {
@@ -649,7 +701,7 @@ func (s *server) search(ctx context.Context, r *http.Request, who caller) (int, 
 	if err != nil {
 		return 0, nil, err
 	}
-	out := SearchResult{Runs: runsOf(res.Runs), Continue: res.Continue}
+	out := SearchResult{Runs: runsOf(ofTypes(who, res.Runs)), Continue: res.Continue}
 	if res.Exact != nil {
 		st := statusOf(*res.Exact)
 		if who.limited() {
@@ -663,12 +715,24 @@ func (s *server) search(ctx context.Context, r *http.Request, who caller) (int, 
 }
 
 func (s *server) batch(ctx context.Context, r *http.Request, who caller) (int, any, error) {
-	if who.role&(scheduler|operator|viewer) == 0 {
-		return 0, nil, problem(http.StatusForbidden, "forbidden", "no role")
-	}
-	b, err := s.c.Batch(ctx, r.PathValue("id"))
+	id := r.PathValue("id")
+	b, err := s.c.Batch(ctx, id)
 	if err != nil {
 		return 0, nil, err
+	}
+	if who.limited() {
+		// A batch is its members': a limited caller sees one whose first
+		// member is of its types (two reads).
+		ms, err := s.c.BatchMembers(ctx, id)
+		if err != nil {
+			return 0, nil, err
+		}
+		if len(ms) == 0 {
+			return 0, nil, problem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may see only batches of the types %s", who.who, strings.Join(who.types, ", ")))
+		}
+		if err := s.taskOfType(ctx, who, ms[0].ID); err != nil {
+			return 0, nil, err
+		}
 	}
 	return http.StatusOK, b, nil
 }
@@ -825,6 +889,9 @@ func (s *server) deadLetters(ctx context.Context, r *http.Request, who caller) (
 		if who.allows(d.Type) {
 			out.DeadLetters = append(out.DeadLetters, d)
 		}
+	}
+	if who.limited() {
+		out.Total = len(out.DeadLetters) // the others' count is not theirs to see
 	}
 	return http.StatusOK, out, nil
 }

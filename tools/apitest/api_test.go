@@ -312,6 +312,7 @@ func TestSecurity(t *testing.T) {
 	if code, _ := f.call(view, "POST", "/api/v1/tasks", map[string]any{"type": "report"}); code != 403 {
 		t.Errorf("viewer schedules: %d, want 403", code)
 	}
+	f.must(200, sch, "POST", "/api/v1/tasks:many", map[string]any{"batch": "rb", "tasks": []any{map[string]any{"id": "rb1", "type": "report", "in": "1h"}}})
 	// Limited to mail.
 	f.must(201, mailOnly, "POST", "/api/v1/tasks", map[string]any{"id": "m1", "type": "mail", "in": "1h"})
 	for _, c := range []struct {
@@ -330,6 +331,7 @@ func TestSecurity(t *testing.T) {
 		{"POST", "/api/v1/tasks:many", map[string]any{"tasks": []any{map[string]any{"type": "mail"}, map[string]any{"type": "report"}}}},
 		{"POST", "/api/v1/dead-letters/purge", nil},
 		{"POST", "/api/v1/dead-letters/requeue-all", nil},
+		{"GET", "/api/v1/batches/rb", nil},
 	} {
 		if code, p := f.call(mailOnly, c.method, c.path, c.body); code != 403 && !(code == 400 && p["field"] == "type") {
 			t.Errorf("mail-only %s %s: %d %v, want 403", c.method, c.path, code, p)
@@ -496,5 +498,59 @@ func TestBodyLimit(t *testing.T) {
 	code, p := f.call(op, "POST", "/api/v1/tasks", map[string]any{"type": "mail", "payload": strings.Repeat("x", 70<<10)})
 	if code != 413 {
 		t.Errorf("a 70 KiB body: %d %v", code, p)
+	}
+}
+
+// TestRetriesAndBrowsers: a retried POST with --after keeps the pending
+// child waiting for its parent; a retry whose payload went to a blob is
+// compared with the blob (a different payload is a conflict); the same id
+// twice in one schedule-many is refused; a browser's cross-site write and
+// a body without a media type are refused; leasecron's own types are not
+// the caller's.
+func TestRetriesAndBrowsers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	op := f.token("ops", leasecron.RoleOperator)
+	f.must(201, op, "POST", "/api/v1/tasks", map[string]any{"id": "parent", "type": "mail", "in": "1h"})
+	child := map[string]any{"id": "child", "type": "mail", "in": "1h", "after": []string{"parent"}}
+	f.must(201, op, "POST", "/api/v1/tasks", child)
+	f.must(200, op, "POST", "/api/v1/tasks", child)
+	if got, err := f.c.Dependents(f.ctx, "parent"); err != nil || len(got) != 1 || got[0] != "child" {
+		t.Errorf("tasks waiting for the parent after a retried POST of the child: %v %v", got, err)
+	}
+	big := strings.Repeat("x", 30<<10)
+	f.must(201, op, "POST", "/api/v1/tasks", map[string]any{"id": "big", "type": "mail", "in": "1h", "payload": big})
+	f.must(200, op, "POST", "/api/v1/tasks", map[string]any{"id": "big", "type": "mail", "in": "1h", "payload": big})
+	if code, _ := f.call(op, "POST", "/api/v1/tasks", map[string]any{"id": "big", "type": "mail", "in": "1h", "payload": "other"}); code != 409 {
+		t.Errorf("a retry of a blob payload with another payload: %d, want 409", code)
+	}
+	if code, p := f.call(op, "POST", "/api/v1/tasks:many", map[string]any{"tasks": []any{map[string]any{"id": "twice", "type": "mail"}, map[string]any{"id": "twice", "type": "mail"}}}); code != 422 || !strings.Contains(fmt.Sprint(p["errors"]), "also task 0") {
+		t.Errorf("one id twice in a request: %d %v", code, p)
+	}
+	if code, p := f.call(op, "POST", "/api/v1/tasks", map[string]any{"type": "leasecron-bulk"}); code != 400 || p["field"] != "type" {
+		t.Errorf("leasecron's own type: %d %v", code, p)
+	}
+	for _, c := range []struct {
+		name    string
+		headers map[string]string
+		want    int
+	}{
+		{"cross-site", map[string]string{"Sec-Fetch-Site": "cross-site", "Content-Type": "application/json"}, 403},
+		{"no media type", map[string]string{}, 415},
+		{"a program", map[string]string{"Content-Type": "application/json"}, 201},
+	} {
+		req, _ := http.NewRequestWithContext(f.ctx, "POST", f.srv.URL+"/api/v1/tasks", strings.NewReader(`{"type":"mail","in":"1h"}`))
+		req.Header.Set("Authorization", "bearer "+op) // the scheme is not case-sensitive
+		for k, v := range c.headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
+		}
 	}
 }
