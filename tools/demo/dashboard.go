@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/api"
 	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/tools/internal/fleet"
 )
@@ -16,9 +18,12 @@ import (
 // is taken before anything starts, so its address can be printed first.
 type demoDashboard struct {
 	URL string
-	ln  net.Listener
-	srv *http.Server
-	h   atomic.Pointer[http.Handler]
+	// Token is an operator API token for the HTTP API served beside the
+	// pages (set by Serve).
+	Token string
+	ln    net.Listener
+	srv   *http.Server
+	h     atomic.Pointer[http.Handler]
 }
 
 func newDemoDashboard(addr string) (*demoDashboard, error) {
@@ -54,7 +59,18 @@ func (d *demoDashboard) Serve(f *fleet.Fleet) error {
 	if err != nil {
 		return err
 	}
-	srv, err := dashboard.New(c, dashboard.Options{Version: "demo"})
+	// The HTTP API beside the pages, with a token made for the demo.
+	apiHandler, err := api.New(c, api.Options{})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = c.RevokeToken(ctx, "demo") // a demo run before on the same account
+	if _, d.Token, err = c.CreateToken(ctx, "demo", leasecron.RoleOperator, nil, "make demo"); err != nil {
+		return err
+	}
+	srv, err := dashboard.New(c, dashboard.Options{Version: "demo", API: apiHandler})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -136,6 +137,9 @@ func run(ctx context.Context, handover, interval time.Duration, dashAddr string)
 		return fmt.Errorf("schedule: %w %s", err, stderr)
 	}
 	say("scheduled 40 one-off tasks over the next minute and a recurring 'heartbeat' every 5s")
+	if err := scheduleOverAPI(ctx, dash); err != nil {
+		return err
+	}
 
 	// One set of clients for the dashboard's reads of the merged calendars.
 	sc, err := storage.New(storage.Config{ConnectionString: f.Azurite.ConnectionString()})
@@ -273,4 +277,39 @@ func hhmmss(t time.Time) string {
 		return "--:--:--"
 	}
 	return t.Local().Format("15:04:05")
+}
+
+// scheduleOverAPI schedules a few tasks through the HTTP API the demo
+// serves beside the dashboard, as another service would, and prints the
+// curl command that does the same.
+func scheduleOverAPI(ctx context.Context, dash *demoDashboard) error {
+	base := strings.TrimSuffix(dash.URL, "/")
+	var tasks []map[string]any
+	for i := range 5 {
+		tasks = append(tasks, map[string]any{"id": fmt.Sprintf("api-%d", i), "type": "rec", "in": fmt.Sprintf("%ds", 5+i*4), "payload": map[string]any{"via": "api", "n": i}})
+	}
+	body, err := json.Marshal(map[string]any{"tasks": tasks})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/tasks:many", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+dash.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("the HTTP API: %w", err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Scheduled int `json:"scheduled"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the HTTP API answered %s (%v)", resp.Status, err)
+	}
+	say("scheduled %d more (api-0..api-4) through the HTTP API; try it yourself:", out.Scheduled)
+	say("  curl -s -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"type\":\"rec\",\"in\":\"5s\"}' %s/api/v1/tasks", dash.Token, base)
+	return nil
 }
