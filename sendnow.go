@@ -91,7 +91,7 @@ func (c *Client) sendAll(ctx context.Context, items []Item) {
 			// write, and the mover moves the row without confirming it.
 			// (A series' occurrence is checked against its row instead.)
 			marked = append(marked, len(done))
-			marks = append(marks, runs.Mark{ID: it.ID, Meta: runs.Meta{Type: it.Type, Due: it.Due, Token: s.Token}})
+			marks = append(marks, runs.Mark{ID: it.ID, Meta: runs.Meta{Type: it.Type, Due: it.Due, Token: s.Token, Batch: it.Batch}})
 		}
 		done = append(done, s)
 	}

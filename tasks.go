@@ -272,8 +272,43 @@ func (c *Client) Schedule(ctx context.Context, it Item, o *ScheduleOptions) (Ite
 	if o == nil {
 		o = &ScheduleOptions{}
 	}
+	if o.Replace && it.Batch == "" && !it.Callback {
+		b, err := c.memberOf(ctx, it.ID)
+		if err != nil {
+			return Item{}, err
+		}
+		it.Batch = b
+	}
 	if len(it.After) > 0 {
 		return c.scheduleAfter(ctx, it, o)
 	}
 	return c.scheduleRow(ctx, it, o)
+}
+
+// memberOf returns the batch whose live member id is ("" when none): a
+// task that replaces a batch member takes its place in the batch, so
+// that the batch hears of the replacement's end — the member it replaces
+// never ends on its own (its message is acknowledged as superseded), and
+// the batch's callback waited for good (issue 38, seed 8). A member whose
+// run has ended was counted already: what replaces it is a task of its
+// own. One point read, or two, per replace.
+func (c *Client) memberOf(ctx context.Context, id string) (string, error) {
+	if c.runs == nil {
+		return "", nil
+	}
+	st, err := c.Status(ctx, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", err
+	case st.Pending != nil:
+		if st.Pending.Callback {
+			return "", nil
+		}
+		return st.Pending.Batch, nil
+	case st.Run != nil && !st.Run.State.Finished():
+		return st.Run.Batch, nil
+	}
+	return "", nil
 }

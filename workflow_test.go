@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -504,5 +505,70 @@ func TestScheduleAgainKeepsThePendingChildsDependencies(t *testing.T) {
 		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("tasks waiting for %s: %v (%v), want %v", parent, got, err, want)
 		}
+	}
+}
+
+// TestReplacedMemberKeepsItsBatch: a batch member sent at once (due now)
+// and replaced right after by a task outside the batch — the replacement
+// supersedes the member's message — still ends the batch: the
+// replacement takes the member's place and the callback runs once (issue
+// 38, seed 8: the callback waited for good).
+func TestReplacedMemberKeepsItsBatch(t *testing.T) {
+	t.Parallel()
+	st, names := testAccount(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var calls atomic.Int32
+	c := newClient(t, st, names)
+	now := time.Now()
+	res, err := c.ScheduleMany(ctx, []leasecron.Item{{ID: "bm1", Type: "step", Due: now}, {ID: "bm2", Type: "step", Due: now}},
+		leasecron.ScheduleManyOptions{Batch: "rb", OnComplete: &leasecron.Item{Type: "done", Due: now}})
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("schedule the batch: %v %+v", err, res)
+	}
+	// A mover without a consumer retires the members' rows (their
+	// messages were sent by the client): the member is in the queue, not
+	// pending, when it is replaced.
+	mctx, stopMover := context.WithCancel(ctx)
+	mover, err := leasecron.NewWorker(leasecron.WorkerOptions{Storage: st, Names: names, InstanceID: "mover", NoConsume: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := make(chan struct{})
+	go func() { defer close(moved); _ = mover.Run(mctx) }()
+	for {
+		if _, err := c.Get(ctx, "bm1"); errors.Is(err, leasecron.ErrNotFound) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the mover never retired bm1's row")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopMover()
+	<-moved
+	// Due later, so that the replacement's row stays to be read.
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "bm1", Type: "other", Due: time.Now().Add(2 * time.Second)}, &leasecron.ScheduleOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Which of the two messages claims the run is a race (the simulator's
+	// seed 8 had the replacement's first); either way the replacement is
+	// the member now.
+	if it, err := c.Get(ctx, "bm1"); err != nil || it.Batch != "rb" {
+		t.Errorf("the replacement of a member in the queue: %+v %v, want a member of batch rb", it, err)
+	}
+	flowWorker(t, ctx, st, names, func(w *leasecron.Worker) {
+		w.Handle("done", func(ctx context.Context, task leasecron.Task) error { calls.Add(1); return nil })
+		w.Handle("other", func(ctx context.Context, task leasecron.Task) error { return nil })
+	})
+	for {
+		b, err := c.Batch(ctx, "rb")
+		if err == nil && b.Complete && calls.Load() == 1 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("batch rb: %+v %v; callback ran %d times", b, err, calls.Load())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

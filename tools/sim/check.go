@@ -102,6 +102,24 @@ type batch struct {
 	members  []*ti
 	callback *ti
 	accepted bool
+	// alt are the tasks that may have taken a member's place: a replace
+	// of a member due by then, whose row may already have been moved (the
+	// replacement takes the member's place when the member's run has not
+	// ended: leasecron carries the batch over). A member ends when it or
+	// one of them ends.
+	alt map[*ti][]*ti
+}
+
+// memberEnd is when member m of b ended, as endedFor says, counting the
+// tasks that may have taken its place.
+func (c *checker) memberEnd(b *batch, m *ti, by time.Time) (time.Time, string) {
+	end, how := c.endedFor(m, true, by)
+	for _, a := range b.alt[m] {
+		if e, h := c.endedFor(a, true, by); !e.IsZero() && (end.IsZero() || e.Before(end)) {
+			end, how = e, h
+		}
+	}
+	return end, how
 }
 
 // runEv is one attempt of a run, as its handler saw it.
@@ -347,8 +365,15 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 				c.inheritLocked(old, t)
 			} else {
 				// Due by now or nearly: its row may have been moved already, and
-				// the replace then scheduled another task with the id.
+				// the replace then scheduled another task with the id — which
+				// takes a batch member's place while its run has not ended.
 				old.shared, t.shared = true, true
+				if b := old.batch; b != nil && old.callbackOf == nil {
+					if b.alt == nil {
+						b.alt = map[*ti][]*ti{}
+					}
+					b.alt[old] = append(b.alt[old], t)
+				}
 			}
 		}
 		c.checkUniqueLocked(t, t.returned, "scheduled")
@@ -533,7 +558,7 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 	// A batch's callback: after every member ended.
 	if b := t.callbackOf; b != nil {
 		for _, m := range b.members {
-			if end, _ := c.endedFor(m, true, now); end.IsZero() || now.Before(end) {
+			if end, _ := c.memberEnd(b, m, now); end.IsZero() || now.Before(end) {
 				c.violate(InvBatch, "callback %s of batch %s started at %s before member %s ended", ev.runID, b.id, c.at(now), m.id)
 				break
 			}
