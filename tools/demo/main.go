@@ -306,8 +306,11 @@ func scheduleOverAPI(ctx context.Context, dash *demoDashboard) error {
 	var out struct {
 		Scheduled int `json:"scheduled"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the HTTP API answered %s (%v)", resp.Status, err)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the HTTP API answered %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return fmt.Errorf("the HTTP API's answer: %w", err)
 	}
 	say("scheduled %d more (api-0..api-4) through the HTTP API; try it yourself:", out.Scheduled)
 	say("  curl -s -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"type\":\"rec\",\"in\":\"5s\"}' %s/api/v1/tasks", dash.Token, base)
