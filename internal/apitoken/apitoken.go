@@ -6,7 +6,6 @@
 package apitoken
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -23,7 +22,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -100,9 +98,10 @@ func Check(name, role string, types []string) error {
 	return nil
 }
 
-func (s *Store) blob(name string) *blockblob.Client {
-	return s.c.NewBlockBlobClient(Prefix + name + ".json")
-}
+// blobName is where the token called name is kept.
+func blobName(name string) string { return Prefix + name + ".json" }
+
+func (s *Store) blob(name string) *blockblob.Client { return s.c.NewBlockBlobClient(blobName(name)) }
 
 func hashOf(secret string) string {
 	h := sha256.Sum256([]byte(secret))
@@ -126,21 +125,7 @@ func (s *Store) Create(ctx context.Context, name, role string, types []string, b
 		return Token{}, "", err
 	}
 	anyTag := azcore.ETagAny
-	ct := "application/json"
-	upload := func() error {
-		_, err := s.blob(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(b)), &blockblob.UploadOptions{
-			HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: &ct},
-			AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &anyTag}},
-		})
-		return storage.Translate(err)
-	}
-	err = upload()
-	if errors.Is(err, storage.ErrNotFound) { // no container yet
-		if _, cerr := s.c.Create(ctx, nil); storage.Translate(cerr) != nil && !errors.Is(storage.Translate(cerr), storage.ErrAlreadyExists) {
-			return Token{}, "", fmt.Errorf("create the container for API tokens: %w", storage.Translate(cerr))
-		}
-		err = upload()
-	}
+	err = storage.PutJSON(ctx, s.c, blobName(name), b, &blob.ModifiedAccessConditions{IfNoneMatch: &anyTag})
 	switch {
 	case errors.Is(err, storage.ErrAlreadyExists) || errors.Is(err, storage.ErrPreconditionFailed):
 		return Token{}, "", fmt.Errorf("%w: %q (revoke it first, or choose another name)", ErrExists, name)

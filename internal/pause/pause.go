@@ -7,7 +7,6 @@
 package pause
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -120,23 +118,7 @@ func (s *Store) write(ctx context.Context, d doc, etag string) error {
 		tag := azcore.ETag(etag)
 		cond.IfMatch = &tag
 	}
-	ct := "application/json"
-	upload := func() error {
-		_, err := s.blob.Upload(ctx, streaming.NopCloser(bytes.NewReader(b)), &blockblob.UploadOptions{
-			HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: &ct},
-			AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: cond},
-		})
-		return storage.Translate(err)
-	}
-	err = upload()
-	if errors.Is(err, storage.ErrNotFound) { // first use: no container yet
-		_, cerr := s.c.Create(ctx, nil)
-		if cerr = storage.Translate(cerr); cerr != nil && !errors.Is(cerr, storage.ErrAlreadyExists) {
-			return fmt.Errorf("create the container for %s: %w", s.name, cerr)
-		}
-		err = upload()
-	}
-	return err
+	return storage.PutJSON(ctx, s.c, s.name, b, cond)
 }
 
 // modify applies fn to the current state and writes it back, re-reading

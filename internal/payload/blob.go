@@ -95,8 +95,7 @@ func (s *BlobStore) Container() string { return s.opts.Container }
 
 // Ensure creates the container if it does not exist.
 func (s *BlobStore) Ensure(ctx context.Context) error {
-	_, err := s.c.Create(ctx, nil)
-	if err = storage.Translate(err); err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+	if err := storage.CreateContainer(ctx, s.c); err != nil {
 		return fmt.Errorf("create payload container %s: %w", s.opts.Container, err)
 	}
 	return nil

@@ -35,8 +35,7 @@ func (c *Clients) EnsureContainer(ctx context.Context, name string) error {
 	if err := ValidateContainerName(name); err != nil {
 		return err
 	}
-	_, err := c.Blob.NewContainerClient(name).Create(ctx, nil)
-	if err = Translate(err); err != nil && !errors.Is(err, ErrAlreadyExists) {
+	if err := CreateContainer(ctx, c.Blob.NewContainerClient(name)); err != nil {
 		return fmt.Errorf("create container %s: %w", name, err)
 	}
 	return nil
