@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,9 +51,9 @@ func (s *server) table() []route {
 		{"PUT /api/v1/tasks/{id}", scheduler | operator, "replace", s.replace},
 		{"POST /api/v1/tasks/{id}/cancel", scheduler | operator, "cancel", s.cancel},
 		{"POST /api/v1/tasks/{id}/reschedule", scheduler | operator, "reschedule", s.reschedule},
-		{"POST /api/v1/tasks/{id}/run-now", operator, "run-now", s.itemAction(func(c *leasecron.Client) func(context.Context, string) (leasecron.Item, error) { return c.RunNow })},
-		{"POST /api/v1/tasks/{id}/disable", operator, "disable", s.itemAction(func(c *leasecron.Client) func(context.Context, string) (leasecron.Item, error) { return c.Disable })},
-		{"POST /api/v1/tasks/{id}/enable", operator, "enable", s.itemAction(func(c *leasecron.Client) func(context.Context, string) (leasecron.Item, error) { return c.Enable })},
+		{"POST /api/v1/tasks/{id}/run-now", operator, "run-now", s.itemAction(s.c.RunNow)},
+		{"POST /api/v1/tasks/{id}/disable", operator, "disable", s.itemAction(s.c.Disable)},
+		{"POST /api/v1/tasks/{id}/enable", operator, "enable", s.itemAction(s.c.Enable)},
 		{"GET /api/v1/runs", viewer | operator, "", s.runs},
 		{"GET /api/v1/search", viewer | operator, "", s.search},
 		{"GET /api/v1/batches/{id}", anyRole, "", s.batch},
@@ -64,12 +65,12 @@ func (s *server) table() []route {
 		{"GET /api/v1/bulk/{id}", viewer | operator, "", s.bulk},
 		{"GET /api/v1/dead-letters", viewer | operator, "", s.deadLetters},
 		{"POST /api/v1/dead-letters/{id}/requeue", operator, "deadletter requeue", s.requeue},
-		{"POST /api/v1/dead-letters/requeue-all", operator, "deadletter requeue-all", s.allDeadLetters(func(ctx context.Context, c *leasecron.Client) (DeadLettersDone, error) {
-			n, err := c.DeadLetters().RequeueAll(ctx)
+		{"POST /api/v1/dead-letters/requeue-all", operator, "deadletter requeue-all", s.allDeadLetters(func(ctx context.Context) (DeadLettersDone, error) {
+			n, err := s.c.DeadLetters().RequeueAll(ctx)
 			return DeadLettersDone{Requeued: n}, err
 		})},
-		{"POST /api/v1/dead-letters/purge", operator, "deadletter purge", s.allDeadLetters(func(ctx context.Context, c *leasecron.Client) (DeadLettersDone, error) {
-			n, err := c.DeadLetters().Purge(ctx)
+		{"POST /api/v1/dead-letters/purge", operator, "deadletter purge", s.allDeadLetters(func(ctx context.Context) (DeadLettersDone, error) {
+			n, err := s.c.DeadLetters().Purge(ctx)
 			return DeadLettersDone{Purged: n}, err
 		})},
 	}
@@ -184,7 +185,7 @@ func (s *server) readBody(r *http.Request, v any, optional bool) error {
 		return problem(http.StatusRequestEntityTooLarge, "too-large", fmt.Sprintf("the body is over %d bytes (api.max_body)", s.o.MaxBody))
 	case err != nil:
 		return problem(http.StatusBadRequest, "invalid-body", "reading the body: "+err.Error())
-	case len(strings.TrimSpace(string(b))) == 0:
+	case len(bytes.TrimSpace(b)) == 0:
 		if optional {
 			return nil
 		}
@@ -206,7 +207,7 @@ func (s *server) readBody(r *http.Request, v any, optional bool) error {
 		*spec = got
 		return nil
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return problem(http.StatusBadRequest, "invalid-body", "the body is not the JSON object expected: "+err.Error())
@@ -271,16 +272,10 @@ func (s *server) taskOfType(ctx context.Context, who caller, id string) error {
 	if err != nil {
 		return err
 	}
-	typ := ""
-	switch {
-	case st.Pending != nil:
-		typ = st.Pending.Type
-	case st.Run != nil:
-		typ = st.Run.Type
-	default:
+	if st.Pending == nil && st.Run == nil {
 		return fmt.Errorf("task %q: %w", id, leasecron.ErrNotFound)
 	}
-	return typeAllowed(who, typ)
+	return typeAllowed(who, statusOf(st).Type())
 }
 
 // handlers
@@ -450,10 +445,12 @@ func (s *server) scheduleMany(ctx context.Context, r *http.Request, who caller) 
 		if err == nil {
 			it, u, err = s.itemOf(who, spec)
 		}
-		if first, twice := seen[spec.ID]; err == nil && spec.ID != "" && twice {
-			err = fieldProblem("id", "an id once per request", fmt.Sprintf("id %q is also task %d of this request", spec.ID, first))
-		} else if spec.ID != "" && err == nil {
-			seen[spec.ID] = i
+		if err == nil && spec.ID != "" {
+			if first, twice := seen[spec.ID]; twice {
+				err = fieldProblem("id", "an id once per request", fmt.Sprintf("id %q is also task %d of this request", spec.ID, first))
+			} else {
+				seen[spec.ID] = i
+			}
 		}
 		if err != nil {
 			p := problemOf(err)
@@ -549,11 +546,8 @@ func (s *server) status(ctx context.Context, r *http.Request, who caller) (int, 
 		return 0, nil, problem(http.StatusNotFound, "not-found", fmt.Sprintf("no task %q: neither pending nor in the run records", id))
 	}
 	out := statusOf(st)
-	typ := out.Type()
-	if who.limited() {
-		if err := typeAllowed(who, typ); err != nil {
-			return 0, nil, err
-		}
+	if err := typeAllowed(who, out.Type()); err != nil {
+		return 0, nil, err
 	}
 	return http.StatusOK, out, nil
 }
@@ -572,10 +566,8 @@ func (s *server) replace(ctx context.Context, r *http.Request, who caller) (int,
 	if err != nil {
 		return 0, nil, err
 	}
-	if who.limited() {
-		if err := s.taskOfType(ctx, who, id); err != nil && !errors.Is(err, leasecron.ErrNotFound) {
-			return 0, nil, err
-		}
+	if err := s.taskOfType(ctx, who, id); err != nil && !errors.Is(err, leasecron.ErrNotFound) {
+		return 0, nil, err
 	}
 	got, err := s.c.Schedule(withTrace(r), it, &leasecron.ScheduleOptions{Replace: true, Unique: u})
 	if err != nil {
@@ -629,7 +621,7 @@ func (s *server) reschedule(ctx context.Context, r *http.Request, who caller) (i
 }
 
 // itemAction is an operator's action on one task that answers the task.
-func (s *server) itemAction(call func(*leasecron.Client) func(context.Context, string) (leasecron.Item, error)) handlerFunc {
+func (s *server) itemAction(call func(context.Context, string) (leasecron.Item, error)) handlerFunc {
 	return func(ctx context.Context, r *http.Request, who caller) (int, any, error) {
 		id := r.PathValue("id")
 		if err := s.readBody(r, &struct{}{}, true); err != nil {
@@ -638,7 +630,7 @@ func (s *server) itemAction(call func(*leasecron.Client) func(context.Context, s
 		if err := s.taskOfType(ctx, who, id); err != nil {
 			return 0, nil, err
 		}
-		got, err := call(s.c)(ctx, id)
+		got, err := call(ctx, id)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -704,10 +696,8 @@ func (s *server) search(ctx context.Context, r *http.Request, who caller) (int, 
 	out := SearchResult{Runs: runsOf(ofTypes(who, res.Runs)), Continue: res.Continue}
 	if res.Exact != nil {
 		st := statusOf(*res.Exact)
-		if who.limited() {
-			if err := typeAllowed(who, st.Type()); err != nil {
-				return 0, nil, err
-			}
+		if err := typeAllowed(who, st.Type()); err != nil {
+			return 0, nil, err
 		}
 		out.Exact = &st
 	}
@@ -816,7 +806,7 @@ func (s *server) bulks(ctx context.Context, r *http.Request, who caller) (int, a
 	}
 	out := BulkList{Operations: []leasecron.Bulk{}}
 	for _, b := range bs {
-		if b.Op.Filter.Type == "" && !who.limited() || who.allows(b.Op.Filter.Type) && b.Op.Filter.Type != "" {
+		if who.allows(b.Op.Filter.Type) {
 			out.Operations = append(out.Operations, b)
 		}
 	}
@@ -867,10 +857,8 @@ func (s *server) bulk(ctx context.Context, r *http.Request, who caller) (int, an
 	if err != nil {
 		return 0, nil, err
 	}
-	if who.limited() {
-		if err := typeAllowed(who, b.Op.Filter.Type); err != nil {
-			return 0, nil, err
-		}
+	if err := typeAllowed(who, b.Op.Filter.Type); err != nil {
+		return 0, nil, err
 	}
 	return http.StatusOK, b, nil
 }
@@ -923,7 +911,7 @@ func (s *server) requeue(ctx context.Context, r *http.Request, who caller) (int,
 // allDeadLetters is an action on every dead letter: refused to a token
 // limited to types (it would touch others'; bulk requeue-dead takes a
 // type).
-func (s *server) allDeadLetters(do func(context.Context, *leasecron.Client) (DeadLettersDone, error)) handlerFunc {
+func (s *server) allDeadLetters(do func(context.Context) (DeadLettersDone, error)) handlerFunc {
 	return func(ctx context.Context, r *http.Request, who caller) (int, any, error) {
 		if err := s.readBody(r, &struct{}{}, true); err != nil {
 			return 0, nil, err
@@ -931,7 +919,7 @@ func (s *server) allDeadLetters(do func(context.Context, *leasecron.Client) (Dea
 		if who.limited() {
 			return 0, nil, problem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s is limited to the types %s: it cannot act on every dead letter (POST /api/v1/bulk with kind requeue-dead and a type can)", who.who, strings.Join(who.types, ", ")))
 		}
-		res, err := do(ctx, s.c)
+		res, err := do(ctx)
 		if err != nil {
 			return 0, nil, err
 		}
