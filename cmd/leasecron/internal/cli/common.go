@@ -54,19 +54,16 @@ func (a *app) workerOptions() (leasecron.WorkerOptions, error) {
 		}
 	}
 	if c.Admin.API {
-		// The API beside the dashboard (under its base path), or alone.
-		dashOf, ao := dash, a.apiOptions()
-		base := a.cfg.Dashboard.BasePath
+		// The API alone, or mounted in the dashboard (Options.API: under
+		// its base path, ahead of its sign-in).
+		ao, do, withDash := a.apiOptions(), a.dashboardOptions(), dash != nil
 		dash = func(cl *leasecron.Client) (http.Handler, error) {
 			h, err := api.New(cl, ao)
-			if err != nil || dashOf == nil {
+			if err != nil || !withDash {
 				return h, err
 			}
-			d, err := dashOf(cl)
-			if err != nil {
-				return nil, err
-			}
-			return apiBeside(base, h, d), nil
+			do.API = h
+			return dashboard.New(cl, do)
 		}
 	}
 	return leasecron.WorkerOptions{
@@ -158,16 +155,4 @@ func (a *app) runsOptions() leasecron.RunsOptions {
 		o.CleanEvery = -1
 	}
 	return o
-}
-
-// apiBeside serves the API under base + /api/v1/ and rest elsewhere.
-func apiBeside(base string, apiHandler, rest http.Handler) http.Handler {
-	prefix := strings.TrimRight(base, "/") + api.Prefix
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, prefix) {
-			http.StripPrefix(strings.TrimRight(base, "/"), apiHandler).ServeHTTP(w, r)
-			return
-		}
-		rest.ServeHTTP(w, r)
-	})
 }
