@@ -55,7 +55,7 @@ func (s *Server) identify(r *http.Request) identity {
 	if s.o.PlatformAuth {
 		if name := r.Header.Get(headerPrincipalName); name != "" {
 			id := identity{who: name, role: roleViewer}
-			if hasRole(r.Header.Get(headerPrincipal), s.o.OperatorRole) {
+			if principal.HasRole(r.Header.Get(headerPrincipal), s.o.OperatorRole) {
 				id.role = roleOperator
 			}
 			return id
@@ -72,10 +72,6 @@ func (s *Server) identify(r *http.Request) identity {
 	}
 	return identity{}
 }
-
-// hasRole reports whether the base64 JSON client principal lists role
-// among its role claims.
-func hasRole(p, role string) bool { return principal.HasRole(p, role) }
 
 // withIdentity returns r carrying id.
 func withIdentity(r *http.Request, id identity) *http.Request {
