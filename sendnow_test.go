@@ -280,3 +280,69 @@ func TestSendingNowRespectsMaxDepth(t *testing.T) {
 		t.Errorf("%d of %d rows marked sent, want 5 of 13", sent, len(p.Items))
 	}
 }
+
+// A task sent for now that has already run is no longer pending, although
+// its row waits for the mover's next pass: RunNow and Reschedule refuse it
+// with ErrNotFound instead of running it again (issue 38, seed 1001: a
+// run-now 5 ms after the run succeeded ran the one-off task twice).
+func TestRunNowOfATaskThatAlreadyRanIsRefused(t *testing.T) {
+	t.Parallel()
+	st, names := testAccount(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A worker that never leads: no mover removes the sent row.
+	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
+		Storage: st, Names: names, InstanceID: "consumer", NoLead: true,
+		Consumer: queue.ConsumerSettings{PollMax: 200 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	ran := 0
+	w.Handle("t", func(context.Context, leasecron.Task) error {
+		mu.Lock()
+		ran++
+		mu.Unlock()
+		return nil
+	})
+	defer runWorker(ctx, t, w)()
+	if _, err := c.Schedule(ctx, leasecron.Item{ID: "once", Type: "t", Due: time.Now()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		s, err := c.Status(ctx, "once")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Run != nil && s.Run.State == leasecron.RunSucceeded {
+			if s.Pending == nil || !s.Pending.Sent {
+				t.Fatalf("the sent row is gone (%+v): nothing left to test", s.Pending)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the task did not succeed: %+v", s.Run)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if _, err := c.RunNow(ctx, "once"); !errors.Is(err, leasecron.ErrNotFound) {
+		t.Errorf("run-now of a task that already ran: %v, want ErrNotFound", err)
+	}
+	if _, err := c.Reschedule(ctx, "once", time.Now().Add(time.Second)); !errors.Is(err, leasecron.ErrNotFound) {
+		t.Errorf("reschedule of a task that already ran: %v, want ErrNotFound", err)
+	}
+	if n := queueDepth(ctx, t, st, names); n != 0 {
+		t.Errorf("the queue holds %d messages after the refused run-now, want 0", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ran != 1 {
+		t.Errorf("the task ran %d times, want once", ran)
+	}
+}

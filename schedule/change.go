@@ -158,6 +158,9 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 		if err := c.refuseSent(f.row, done); err != nil {
 			return Item{}, err
 		}
+		if err := c.refuseStarted(ctx, id, f.row, verb); err != nil {
+			return Item{}, err
+		}
 		// The moved row is a new row: what was sent early for the old one
 		// no longer applies.
 		for _, k := range []string{PropSent, PropSentUntil, PropConfirmed} {
@@ -203,6 +206,24 @@ func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
 	if err := c.opts.Unconfirm(ctx, id, tok); err != nil {
 		c.opts.Logger.Warn("cannot take back the confirmation of a task sent for now; its old message may still run", "task_id", id, "err", err)
 	}
+}
+
+// refuseStarted returns an error wrapping ErrNotFound when row is a
+// one-off task's whose sent message has already started its run
+// (Options.SentStarted): moving the row would run the task again.
+func (c *Client) refuseStarted(ctx context.Context, id string, row table.Entity, verb string) error {
+	tok := row.Props.Str(PropSent)
+	if tok == "" || c.opts.SentStarted == nil || row.Props.Str(PropRecurrence) != "" {
+		return nil
+	}
+	started, err := c.opts.SentStarted(ctx, id, tok, readItem(row).Due)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s %s: cannot tell whether its message already ran: %w", verb, id, err)
+	case started:
+		return fmt.Errorf("%w: %s %s: the task is no longer pending: its message has already started it", ErrNotFound, verb, id)
+	}
+	return nil
 }
 
 // refuseSent returns ErrAlreadySent when row's message was already sent

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
@@ -79,6 +80,14 @@ type Options struct {
 	// checked against the row and found stale. Nil: nothing to take back
 	// (no client confirms runs without run records).
 	Unconfirm func(ctx context.Context, id, token string) error
+	// SentStarted reports, for a one-off task due at due whose row says
+	// its message was sent (PropSent, with token), whether that message has
+	// already started a run (the run is past queued, with token or, claimed
+	// before its confirmation, with none and that due time): the task
+	// is no longer pending, only its row waits for the mover's next pass,
+	// and Reschedule (RunNow) refuses it with ErrNotFound instead of
+	// running it again (issue 38, seed 1001). Nil: not checked.
+	SentStarted func(ctx context.Context, id, token string, due time.Time) (bool, error)
 }
 
 // WithDefaults returns o with every zero field set to its default.

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"time"
 
 	"github.com/leasecron/leasecron/leasecrontype"
 )
@@ -59,6 +60,27 @@ func (s *Store) Unconfirm(ctx context.Context, id, token string) error {
 		next.Token = ""
 		return next, true, nil
 	})
+}
+
+// SentStarted reports whether the message sent for a one-off task due at
+// due, with token, has already started its run: the record is past
+// queued and carries token, or no token (a worker claimed the message
+// after checking its row, before the confirmation) and that due time. One
+// point read. A task whose message started is no longer pending, whatever
+// its row says until the mover's next pass (schedule.Options.SentStarted).
+func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time) (bool, error) {
+	if err := validateID(id); err != nil {
+		return false, err
+	}
+	cur, ok, err := s.read(ctx, id)
+	if err != nil || !ok || token == "" {
+		return false, err
+	}
+	switch cur.State {
+	case "", Scheduled, Queued, Cancelled:
+		return false, nil
+	}
+	return cur.Token == token || cur.Token == "" && cur.Due.Equal(stored(due)), nil
 }
 
 // Confirm records early-sent runs before the mover moves their rows
