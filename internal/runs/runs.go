@@ -233,7 +233,7 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 			return next, true, true
 		}
 		return *cur, false, true
-	case cur.State == Scheduled:
+	case cur.State == Scheduled, waitingUnclaimed(cur) && (cur.Due.IsZero() || cur.Due.Equal(stored(m.Due))):
 		next = *cur
 		next.State = Queued
 		fillMeta(&next, m)

@@ -37,11 +37,24 @@ func unconfirmed(cur *Run, m Meta) bool {
 	if cur == nil || newer(cur, m) {
 		return true
 	}
+	if waitingUnclaimed(cur) {
+		return cur.Token != m.Token
+	}
 	switch cur.State {
 	case "", Scheduled, Queued:
 		return cur.Token != m.Token
 	}
 	return false
+}
+
+// waitingUnclaimed reports whether cur is a run noted as waiting (put back
+// for its rate limit before any attempt: Snooze on a run nobody claimed)
+// and never claimed: it is still queued as far as its message goes — an
+// early-sent message's claim must find its token on it, and the mover's
+// confirmation takes it over (issue 38, seed 1011: the note let a stale
+// message of a disabled series run).
+func waitingUnclaimed(cur *Run) bool {
+	return cur.State == Snoozed && cur.Attempts == 0
 }
 
 // Unconfirm takes back the confirmation of an early-sent run (MarkQueued

@@ -24,6 +24,12 @@ func TestDecideClaimEarlySent(t *testing.T) {
 		{"queued with another token", &Run{Run: leasecrontype.Run{ID: "a", State: Queued, Due: meta.Due}, Token: "tok0"}, ErrUnconfirmed},
 		{"only an earlier, finished run", &Run{Run: leasecrontype.Run{ID: "a", State: Succeeded, Due: meta.Due.Add(-time.Hour)}, Token: "tok1"}, ErrUnconfirmed},
 		{"confirmed", &Run{Run: leasecrontype.Run{ID: "a", State: Queued, Due: meta.Due}, Token: "tok1"}, nil},
+		// A put-back before any attempt (the rate limit's note) is no
+		// confirmation (issue 38, seed 1011: a disabled series' occurrence
+		// ran).
+		{"waiting before its first attempt", &Run{Run: leasecrontype.Run{ID: "a", State: Snoozed}}, ErrUnconfirmed},
+		{"confirmed, then waiting", &Run{Run: leasecrontype.Run{ID: "a", State: Snoozed, Due: meta.Due}, Token: "tok1"}, nil},
+		{"snoozed by an attempt", &Run{Run: leasecrontype.Run{ID: "a", State: Snoozed, Due: meta.Due, Attempts: 1}}, nil},
 		{"cancelled stays cancelled", &Run{Run: leasecrontype.Run{ID: "a", State: Cancelled, Due: meta.Due}}, ErrCancelled},
 		{"a retry after a failure", &Run{Run: leasecrontype.Run{ID: "a", State: Failed, Due: meta.Due, Attempts: 1}}, nil},
 		{"succeeded is a duplicate", &Run{Run: leasecrontype.Run{ID: "a", State: Succeeded, Due: meta.Due}}, ErrAlreadySucceeded},
@@ -58,6 +64,24 @@ func earlySent(t *testing.T, e env) {
 	}
 	if _, err := s.Claim(ctx, "early1", "w1", 1, due.Add(time.Minute), m); err != nil {
 		t.Fatalf("claim after confirmation: %v", err)
+	}
+	// A run noted as waiting (put back for its rate limit) before the
+	// mover confirmed it is still unconfirmed, and the confirmation takes
+	// the record over.
+	if err := s.Snooze(ctx, "early3", due.Add(time.Minute), "waiting for the rate limit"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, "early3", "w1", 1, due.Add(time.Minute), m); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("claim of a noted, unconfirmed run = %v, want ErrUnconfirmed", err)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "early3", Meta: m}}); !ok[0] {
+		t.Fatal("Confirm of a noted run failed")
+	}
+	if r := e.mustState(t, "early3", Queued); r.Token != "tok1" || !r.Due.Equal(due) {
+		t.Fatalf("confirmed noted record %+v", r)
+	}
+	if _, err := s.Claim(ctx, "early3", "w1", 1, due.Add(time.Minute), m); err != nil {
+		t.Fatalf("claim of a noted run after confirmation: %v", err)
 	}
 	// A stale message (another token) of the same run is refused while the
 	// run is queued, and follows the usual rules once it runs.
