@@ -32,9 +32,14 @@ func memClient(t *testing.T) *Client {
 // is disabled or cancelled: its run is cancelled, as a one-off task's is
 // when it is cancelled after its move (issue 38, found by the simulator:
 // an occurrence started five seconds after disable returned).
+//
+// An occurrence put back to wait for its rate limit before it started
+// (snoozed with no attempt) is stopped as well (seed 1019: it started a
+// second after disable returned).
 func TestSeriesStopsWithItsMovedOccurrence(t *testing.T) {
-	for _, stop := range []string{"disable", "cancel"} {
-		t.Run(stop, func(t *testing.T) {
+	for _, tc := range []struct{ stop, name string }{{"disable", "disable"}, {"cancel", "cancel"}, {"disable", "disable-waiting"}} {
+		stop := tc.stop
+		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			c := memClient(t)
 			due := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
@@ -45,6 +50,11 @@ func TestSeriesStopsWithItsMovedOccurrence(t *testing.T) {
 			occ := runs.OccurrenceID("tick", due)
 			if ok := c.runs.Confirm(ctx, []runs.Mark{{ID: occ, Meta: runs.Meta{Type: "t", Due: due, Token: "tok", Seq: 1}}}); !ok[0] {
 				t.Fatal("the occurrence was not confirmed")
+			}
+			if tc.name == "disable-waiting" {
+				if err := c.runs.Snooze(ctx, occ, time.Now().Add(time.Second), "waiting for the rate limit of t"); err != nil {
+					t.Fatal(err)
+				}
 			}
 			var err error
 			if stop == "disable" {

@@ -94,32 +94,39 @@ func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
 
 // cancelMovedOccurrences cancels the runs of series' occurrences that the
 // mover has already moved to the queue and that have not started (their
-// records are queued), as Cancel does for a one-off task moved before it
-// was cancelled: once a series is disabled or cancelled none of its
+// records are queued, or snoozed before any attempt: put back to wait for
+// a rate limit), as Cancel does for a one-off task moved before it was
+// cancelled: once a series is disabled or cancelled none of its
 // occurrences starts afresh. (Occurrences sent early but not moved yet
 // are stale once the row changed; the workers check those against the
-// row.) It costs a query per run-record partition, and a write per such
-// occurrence; a failure is logged, and that occurrence may then run once.
+// row.) It costs two queries per run-record partition, and a write per
+// such occurrence; a failure is logged, and that occurrence may then run
+// once.
 func (c *Client) cancelMovedOccurrences(ctx context.Context, series string) {
 	if c.runs == nil {
 		return
 	}
-	q := runs.Query{State: runs.Queued, Series: series, Limit: runs.MaxLimit}
-	for {
-		page, err := c.runs.Query(ctx, q)
-		if err != nil {
-			c.o.Logger.Warn("cannot look for occurrences already moved to the queue; they may still run once", "series", series, "err", err)
-			return
-		}
-		for _, r := range page.Runs {
-			if _, err := c.runs.Cancel(ctx, r.ID); err != nil && !errors.Is(err, runs.ErrAlreadyFinished) && !errors.Is(err, runs.ErrNotFound) {
-				c.o.Logger.Warn("cannot cancel an occurrence already moved to the queue; it may still run once", "run", r.ID, "err", err)
+	for _, st := range []runs.State{runs.Queued, runs.Snoozed} {
+		q := runs.Query{State: st, Series: series, Limit: runs.MaxLimit}
+		for {
+			page, err := c.runs.Query(ctx, q)
+			if err != nil {
+				c.o.Logger.Warn("cannot look for occurrences already moved to the queue; they may still run once", "series", series, "err", err)
+				return
 			}
+			for _, r := range page.Runs {
+				if r.Attempts > 0 {
+					continue // started: it carries on as a retry would
+				}
+				if _, err := c.runs.Cancel(ctx, r.ID); err != nil && !errors.Is(err, runs.ErrAlreadyFinished) && !errors.Is(err, runs.ErrNotFound) {
+					c.o.Logger.Warn("cannot cancel an occurrence already moved to the queue; it may still run once", "run", r.ID, "err", err)
+				}
+			}
+			if page.Continue == "" {
+				break
+			}
+			q.Continue = page.Continue
 		}
-		if page.Continue == "" {
-			return
-		}
-		q.Continue = page.Continue
 	}
 }
 
