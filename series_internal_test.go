@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -199,5 +200,50 @@ func TestSenderKeepsItsConfirmationWhenTheRowWasMoved(t *testing.T) {
 		if got := takeBackOnMarkRefused(c.err); got != c.want {
 			t.Errorf("takeBackOnMarkRefused(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// A child of an id that is pending again (scheduled anew after its run
+// succeeded) waits for the pending task, not for the earlier run's record:
+// neither the check as the child is scheduled nor the traffic cop's sweep
+// releases it (issue 38, seed 1077: the child ran before the parent's
+// second scheduling had started).
+func TestChildWaitsForTheParentScheduledAgain(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	first := now.Add(-time.Minute)
+	if _, err := c.runs.Claim(ctx, "p", "w1", 1, now.Add(time.Minute), runs.Meta{Type: "t", Due: first}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, "p", runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	// p again, its message sent early (as the mover or a client would).
+	if _, err := c.sched.Add(ctx, Item{ID: "p", Type: "t", Due: now.Add(30 * time.Second)}, schedule.AddOptions{Sending: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Schedule(ctx, Item{ID: "child", Type: "t", Due: now, After: []string{"p"}, AfterAny: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SweepWatched(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deps, err := c.Dependents(ctx, "p")
+	if err != nil || !slices.Equal(deps, []string{"child"}) {
+		t.Fatalf("tasks waiting for p: %v (%v), want [child]", deps, err)
+	}
+	// Once the pending p's own run has ended, the sweep releases it.
+	if _, err := c.runs.Claim(ctx, "p", "w1", 1, now.Add(time.Minute), runs.Meta{Type: "t", Due: now.Add(30 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, "p", runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SweepWatched(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if deps, err := c.Dependents(ctx, "p"); err != nil || len(deps) != 0 {
+		t.Fatalf("after p's second run succeeded, tasks still waiting for it: %v (%v)", deps, err)
 	}
 }

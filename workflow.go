@@ -335,12 +335,12 @@ func (c *Client) noteParents(ctx context.Context, deps []runs.Dependent, states 
 	// message, and its end will find the dependency rows written before
 	// the mark; the others may have ended before the rows were there.
 	for _, p := range watch {
-		r, err := c.runs.Get(ctx, p)
-		if err != nil || !r.State.Finished() {
+		st, ended, err := c.endOf(ctx, p)
+		if err != nil || !ended {
 			continue
 		}
 		for _, d := range byParent[p] {
-			if err := c.applyEnd(ctx, d, r.State); err != nil {
+			if err := c.applyEnd(ctx, d, st); err != nil {
 				c.o.Logger.Warn("applying the end of a parent that ended while its dependent was scheduled failed; the traffic cop retries", "task_id", d.Child, "parent", p, "err", err)
 				_ = c.runs.WatchParents(ctx, []string{p})
 			}
@@ -513,12 +513,27 @@ func (c *Client) SweepWatched(ctx context.Context) error {
 }
 
 // endOf returns how the task id ended, if it has: its run record's state;
-// a task with neither a pending row nor a record counts as cancelled.
+// a task with neither a pending row nor a record counts as cancelled. A
+// finished record of another due time than the id's pending row is an
+// earlier scheduling's (the id was scheduled again after it ended, or
+// rescheduled): the pending task has not ended (issue 38, seed 1077: a
+// child of an id scheduled again was released by the earlier run's
+// success). That costs one more read, of the pending row, for a finished
+// record.
 func (c *Client) endOf(ctx context.Context, id string) (RunState, bool, error) {
 	r, err := c.runs.Get(ctx, id)
 	switch {
+	case err == nil && !r.State.Finished():
+		return r.State, false, nil
 	case err == nil:
-		return r.State, r.State.Finished(), nil
+		it, gerr := c.sched.Get(ctx, id)
+		switch {
+		case gerr == nil && !it.Due.Equal(r.Due):
+			return "", false, nil
+		case gerr != nil && !errors.Is(gerr, ErrNotFound):
+			return "", false, gerr
+		}
+		return r.State, true, nil
 	case !errors.Is(err, runs.ErrNotFound):
 		return "", false, err
 	}

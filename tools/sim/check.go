@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -86,6 +87,11 @@ type ti struct {
 	cancelled  time.Time // a cancel returned success
 	cancelTry  time.Time // a cancel was tried (and failed: it may have happened)
 	superseded time.Time // replaced by a later scheduling
+	// alts are later schedulings of the id that may have taken this one's
+	// place: a replace of it due by then, whose row may already have been
+	// moved. Children wait for the id, so the first of them to end
+	// releases (or, under --after, cancels) a child waiting for this one.
+	alts       []*ti
 	disabled   []window
 	requeued   []time.Time // a requeue of its dead letter returned success
 	parents    []*ti
@@ -368,6 +374,7 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 				// the replace then scheduled another task with the id — which
 				// takes a batch member's place while its run has not ended.
 				old.shared, t.shared = true, true
+				old.alts = append(old.alts, t)
 				if b := old.batch; b != nil && old.callbackOf == nil {
 					if b.alt == nil {
 						b.alt = map[*ti][]*ti{}
@@ -550,7 +557,7 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 	}
 	// Parents.
 	for _, pt := range t.parents {
-		end, how := c.endedFor(pt, t.spec.AfterAny, now)
+		end, how := c.parentEnd(pt, t.spec.AfterAny, now)
 		if end.IsZero() || now.Before(end) {
 			c.violate(InvAfter, "%s started at %s before its parent %s had ended as %s requires (%s)", ev.runID, c.at(now), pt.id, afterWord(t.spec.AfterAny), how)
 		}
@@ -612,16 +619,45 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 	return time.Time{}, "it has not ended"
 }
 
+// parentEnd is endedFor of a parent, counting the schedulings of its id
+// that may have taken its place (ti.alts): the first of them to end as the
+// child requires.
+func (c *checker) parentEnd(pt *ti, any bool, by time.Time) (time.Time, string) {
+	end, how := c.endedFor(pt, any, by)
+	for _, p := range c.family(pt)[1:] {
+		if e, h := c.endedFor(p, any, by); !e.IsZero() && (end.IsZero() || e.Before(end)) {
+			end, how = e, h
+		}
+	}
+	return end, how
+}
+
+// family is pt and, transitively, the schedulings that may have taken its
+// place.
+func (c *checker) family(pt *ti) []*ti {
+	out := []*ti{pt}
+	for i := 0; i < len(out); i++ {
+		for _, a := range out[i].alts {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
 // doomedBy returns when t was cancelled because a parent it waited for
 // (--after) did not succeed: the parent's end.
 func (c *checker) doomedBy(t *ti) (time.Time, bool) {
 	if t.spec.AfterAny {
 		return time.Time{}, false
 	}
-	for _, p := range t.parents {
-		if _, ok := c.endedFor(p, false, c.w.now()); ok != "succeeded" {
-			if end, how := c.endedFor(p, true, c.w.now()); !end.IsZero() && how != "succeeded" {
-				return end, true
+	for _, pt := range t.parents {
+		for _, p := range c.family(pt) {
+			if _, ok := c.endedFor(p, false, c.w.now()); ok != "succeeded" {
+				if end, how := c.endedFor(p, true, c.w.now()); !end.IsZero() && how != "succeeded" {
+					return end, true
+				}
 			}
 		}
 	}
@@ -1043,17 +1079,20 @@ func (c *checker) anyTroubled(t *ti) bool {
 }
 
 func (c *checker) parentFailed(t *ti) bool {
-	for _, p := range t.parents {
-		if end, _ := c.endedFor(p, false, c.w.now()); end.IsZero() {
-			return true
-		}
-		// A parent cancelled while its handler ran stays cancelled (its
-		// success is not recorded over the cancel): its children are.
-		if _, ok := c.cancelledBy(p, c.w.now()); ok {
-			return true
-		}
-		if c.parentFailed(p) {
-			return true
+	for _, pt := range t.parents {
+		for _, p := range c.family(pt) {
+			if end, _ := c.endedFor(p, false, c.w.now()); end.IsZero() {
+				return true
+			}
+			// A parent cancelled while its handler ran stays cancelled
+			// (its success is not recorded over the cancel): its children
+			// are.
+			if _, ok := c.cancelledBy(p, c.w.now()); ok {
+				return true
+			}
+			if c.parentFailed(p) {
+				return true
+			}
 		}
 	}
 	return false
