@@ -247,3 +247,30 @@ func TestChildWaitsForTheParentScheduledAgain(t *testing.T) {
 		t.Fatalf("after p's second run succeeded, tasks still waiting for it: %v (%v)", deps, err)
 	}
 }
+
+// The status of an id scheduled again and sent early shows the pending
+// task, not the record of the earlier scheduling it replaced (issue 38,
+// seed 1163: "cancelled", the earlier task's end, until the new one ran).
+func TestStatusOfAnIdScheduledAgainIgnoresTheEarlierRun(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	if err := c.runs.CancelPending(ctx, "x", runs.Meta{Type: "t", Due: now.Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	due := now.Add(30 * time.Second)
+	if _, err := c.sched.Add(ctx, Item{ID: "x", Type: "t", Due: due}, schedule.AddOptions{Sending: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Status(ctx, "x")
+	if err != nil || st.State() != string(runs.Scheduled) || st.Run != nil {
+		t.Fatalf("status of x scheduled again: %q, run %+v, %v; want scheduled with no run yet", st.State(), st.Run, err)
+	}
+	// Its own run, once recorded, shows.
+	if ok := c.runs.MarkQueued(ctx, []runs.Mark{{ID: "x", Meta: runs.Meta{Type: "t", Due: due}}}); !ok[0] {
+		t.Fatal("mark queued failed")
+	}
+	if st, err := c.Status(ctx, "x"); err != nil || st.Run == nil || !st.Run.Due.Equal(due) {
+		t.Fatalf("status of x once queued: %+v, %v", st.Run, err)
+	}
+}

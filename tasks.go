@@ -219,6 +219,11 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 	if c.runs != nil && (st.Pending == nil || st.Pending.Sent || !st.Pending.SendingUntil.IsZero()) {
 		r, err := c.runs.Get(ctx, id)
 		switch {
+		case err == nil && st.Pending != nil && st.Pending.Recurrence == "" && !r.Due.IsZero() && !r.Due.Equal(st.Pending.Due):
+			// The record of another due time is an earlier scheduling's
+			// (the id was scheduled again once it ended): the pending
+			// task has none yet (issue 38, seed 1163: a task scheduled
+			// again and sent early showed its predecessor's "cancelled").
 		case err == nil:
 			pr := r.Public()
 			st.Run = &pr
