@@ -274,3 +274,34 @@ func TestStatusOfAnIdScheduledAgainIgnoresTheEarlierRun(t *testing.T) {
 		t.Fatalf("status of x once queued: %+v, %v", st.Run, err)
 	}
 }
+
+// A batch member cancelled after its move counts for its batch at once:
+// the batch completes and its callback is released although the member's
+// handler has not returned (issue 38, seed 1123: the id was scheduled
+// again before the handler returned, and the batch never heard of the
+// cancel).
+func TestCancelOfAMovedMemberCountsForItsBatch(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	later := time.Now().Add(time.Hour)
+	if _, err := c.ScheduleMany(ctx, []Item{{ID: "m1", Type: "t", Due: later}}, ScheduleManyOptions{Batch: "bx", OnComplete: &Item{ID: "done", Type: "t", Due: later}}); err != nil {
+		t.Fatal(err)
+	}
+	// Moved (its row gone) and running.
+	if _, err := c.sched.Cancel(ctx, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.runs.Claim(ctx, "m1", "w1", 1, time.Now().Add(time.Minute), runs.Meta{Type: "t", Due: later, Batch: "bx"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Cancel(ctx, "m1"); err != nil || !res.Marked {
+		t.Fatalf("cancel of the running member: %+v, %v", res, err)
+	}
+	b, err := c.runs.GetBatch(ctx, "bx")
+	if err != nil || b.Cancelled != 1 || !b.Complete() {
+		t.Fatalf("batch after the cancel: %+v, %v; want it complete with one cancelled", b, err)
+	}
+	if st, err := c.Status(ctx, "done"); err != nil || st.State() == StateWaiting {
+		t.Fatalf("the callback after the batch completed: %q, %v; want it released", st.State(), err)
+	}
+}

@@ -47,14 +47,18 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	// Record the run cancelled too: the row may have been moved while we
 	// deleted it, and status then says what became of the task.
 	var rerr error
+	var marked runs.Run
 	if res.Removed && it.Recurrence == "" {
 		rerr = c.runs.CancelPending(ctx, id, runs.Meta{Type: it.Type, Due: it.Due})
 	} else {
-		_, rerr = c.runs.Cancel(ctx, id)
+		marked, rerr = c.runs.Cancel(ctx, id)
 	}
 	switch {
 	case rerr == nil:
 		res.Marked = !res.Removed
+		if res.Marked {
+			c.cancelledFlow(ctx, marked)
+		}
 	case errors.Is(rerr, runs.ErrNotFound):
 		if !res.Removed {
 			return res, fmt.Errorf("%w: no pending task or run with id %q", ErrNotFound, id)
@@ -70,6 +74,31 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 		c.o.Logger.Warn("run record not marked cancelled", "task_id", id, "err", rerr)
 	}
 	return res, nil
+}
+
+// cancelledFlow tells what waits for the run r, just marked cancelled
+// after its move, and its batch, that it ended cancelled — at once, as for
+// a pending task (cancelWaitedFor), rather than only when its worker
+// acknowledges the message or its handler returns: by then the id may have
+// been scheduled again and its record be the new task's, and the batch
+// and children never heard of this end (issue 38, seed 1123: a batch's
+// callback waited for good). Both are counted once per task, so the
+// worker's own report later changes nothing. A failure is logged: the
+// worker's report remains.
+func (c *Client) cancelledFlow(ctx context.Context, r runs.Run) {
+	if err := c.parentEnded(ctx, r.ID, RunCancelled); err != nil {
+		c.o.Logger.Warn("telling the tasks waiting for a cancelled task failed; its worker tells them when it acknowledges its message", "task_id", r.ID, "err", err)
+	}
+	if r.Batch == "" {
+		return
+	}
+	b, err := c.runs.GetBatch(ctx, r.Batch)
+	if err == nil && b.Callback != r.ID {
+		err = c.memberEnded(ctx, r.Batch, r.ID, RunCancelled)
+	}
+	if err != nil && !errors.Is(err, runs.ErrNoBatch) && !errors.Is(err, runs.ErrNotFound) {
+		c.o.Logger.Warn("counting a cancelled member for its batch failed; its worker counts it when it acknowledges its message", "task_id", r.ID, "batch", r.Batch, "err", err)
+	}
 }
 
 // Reschedule moves a pending task to a new due time atomically.

@@ -719,6 +719,14 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 				"run", id, "worker", cur.Worker)
 			return Run{}, false, nil
 		}
+		if claimed && cur != nil && otherDue(cur, Meta{Due: c.Due}) {
+			// The id was scheduled again (after a cancel of this run) and
+			// the record is the new task's: this attempt's end is not its
+			// (issue 38, seed 1123: it snoozed the new task's record).
+			s.o.Logger.Warn("the run record is now another scheduling's; not recording this attempt's end over it",
+				"run", id, "due", c.Due, "record_due", cur.Due)
+			return Run{}, false, nil
+		}
 		if cur == nil && claimed {
 			r := newRun(id, "")
 			r.Type, r.Due, r.Generation, r.Series, r.Attempts, r.Worker, r.Started = c.Type, c.Due, c.Generation, c.Series, c.Attempts, c.Worker, c.Started

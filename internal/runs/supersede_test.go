@@ -187,3 +187,40 @@ func TestConfirmAcrossALayoutChange(t *testing.T) {
 		t.Fatalf("%d records of the run, want 1", n)
 	}
 }
+
+// The end of an attempt of a run that was cancelled, then its id scheduled
+// again (the new task's queued mark replaced the cancelled record), is not
+// written over the new task's record (issue 38, seed 1123: the cancelled
+// attempt's snooze made the new task's record snoozed).
+func TestEndAfterTheIdWasScheduledAgain(t *testing.T) {
+	for _, end := range []string{"finish", "snooze"} {
+		t.Run(end, func(t *testing.T) {
+			e := memEnv(t)
+			ctx := context.Background()
+			s := e.s
+			first := e.now().Truncate(time.Second)
+			if _, err := s.Claim(ctx, "x", "w1", 1, first.Add(time.Minute), Meta{Type: "t", Due: first}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Cancel(ctx, "x"); err != nil {
+				t.Fatal(err)
+			}
+			again := first.Add(time.Minute)
+			if ok := s.MarkQueued(ctx, []Mark{{ID: "x", Meta: Meta{Type: "t", Due: again}}}); !ok[0] {
+				t.Fatal("the new task's mark failed")
+			}
+			var err error
+			if end == "finish" {
+				err = s.Finish(ctx, "x", Succeeded, nil, "")
+			} else {
+				err = s.Snooze(ctx, "x", e.now().Add(time.Second), "")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := e.mustState(t, "x", Queued); !r.Due.Equal(again) {
+				t.Fatalf("the new task's record after the old attempt's end: %+v", r)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -674,15 +675,24 @@ func ringLines() int {
 
 // traceRow, when set (SIM_TRACE_ROW), logs every committed write to a
 // table row whose key contains it, with its state: the history of one
-// run record or schedule row, whoever wrote it.
+// run record or schedule row, whoever wrote it. A value starting with ~
+// is a regular expression matched against PARTITION/ROWKEY instead
+// (SIM_TRACE_ROW='~^~cb9/|~t[5-8]$': a batch's rows and its members').
 var traceRow = os.Getenv("SIM_TRACE_ROW")
+
+var traceRe = func() *regexp.Regexp {
+	if !strings.HasPrefix(traceRow, "~") {
+		return nil
+	}
+	return regexp.MustCompile(traceRow[1:])
+}()
 
 func (w *World) traceCommit(c memstore.Commit) {
 	if traceRow == "" {
 		return
 	}
 	for _, r := range c.Rows {
-		if strings.Contains(r.RowKey, traceRow) {
+		if traceRe != nil && traceRe.MatchString(c.Partition+"/"+r.RowKey) || traceRe == nil && strings.Contains(r.RowKey, traceRow) {
 			// Called under the service's lock: the ring takes its own.
 			w.logs.add(fmt.Sprintf("%s  commit %s/%s/%s deleted=%v State=%v Due=%v Token=%v Worker=%v Attempts=%v",
 				w.elapsed().Truncate(time.Millisecond), c.Table, c.Partition, r.RowKey, r.Deleted,
