@@ -2,8 +2,10 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +43,7 @@ func runSeeds(t *testing.T, from, n int64) {
 	total := NewCoverage()
 	var mu sync.Mutex
 	var failed []int64
+	first := map[string][]int64{} // the seeds by their first violation's invariant
 	var virtual time.Duration
 	tasks := 0
 	start := time.Now()
@@ -60,6 +63,7 @@ func runSeeds(t *testing.T, from, n int64) {
 				}
 				mu.Lock()
 				failed = append(failed, seed)
+				first[res.Violations[0].Invariant] = append(first[res.Violations[0].Invariant], seed)
 				mu.Unlock()
 				t.Errorf("%s", Report(res, sc))
 				if os.Getenv("SIM_SHRINK") != "0" {
@@ -75,6 +79,9 @@ func runSeeds(t *testing.T, from, n int64) {
 	total.Print(&b)
 	fmt.Fprintf(&b, "%d seeds in %v: %d tasks, %v of fleet time (%.1f fleet-hours per wall-clock minute); %d failed %v\n",
 		n, wall.Truncate(time.Second), tasks, virtual.Truncate(time.Second), virtual.Hours()/wall.Minutes(), len(failed), failed)
+	for _, inv := range slices.Sorted(maps.Keys(first)) {
+		fmt.Fprintf(&b, "  first violated %q: %d %v\n", inv, len(first[inv]), first[inv])
+	}
 	t.Log("\n" + b.String())
 	if out := os.Getenv("SIM_REPORT"); out != "" {
 		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
