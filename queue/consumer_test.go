@@ -1178,3 +1178,30 @@ func TestRateLimitPutsBackAndSaysWhy(t *testing.T) {
 		t.Fatalf("the run after it ran: %+v", r)
 	}
 }
+
+// The note that a delivery waits for its rate limit leaves alone a record
+// that is not the delivery's run: a stale early message of a task that
+// was rescheduled and has since succeeded does not make its record
+// snoozed (issue 38, seed 1031: the record stayed snoozed for good).
+func TestRateLimitNoteLeavesAnotherRunAlone(t *testing.T) {
+	rl := &rates{refuse: 1, wait: 7 * time.Second}
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMax: 4 * time.Second}, Rates: rl})
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	ctx := context.Background()
+	done := h.clk.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	if _, err := rm.Claim(ctx, "moved", "w0", 1, h.clk.Now().Add(time.Minute), runs.Meta{Type: "r", Due: done}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rm.Finish(ctx, "moved", runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.c.Handle("r", func(context.Context, leasecrontype.Task) error { return nil })
+	h.enqueue(Envelope{ID: "moved", Type: "r", Due: done.Add(13 * time.Second), Token: "stale"})
+	h.start()
+	h.await(OutcomeDeferred)
+	h.stop()
+	if r, err := rm.Get(ctx, "moved"); err != nil || r.State != runs.Succeeded {
+		t.Fatalf("the succeeded run after a stale message's rate put-back: %+v %v; want it still succeeded", r, err)
+	}
+}

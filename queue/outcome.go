@@ -242,7 +242,14 @@ func (c *Consumer) noteWaiting(hctx context.Context, d *delivery, wait time.Dura
 	}
 	ctx, cancel := c.opCtx(hctx)
 	defer cancel()
-	if err := c.o.Runs.Snooze(ctx, d.env.ID, c.clk.Now().Add(wait), why); err != nil {
+	until := c.clk.Now().Add(wait)
+	var err error
+	if n, ok := c.o.Runs.(WaitNoter); ok {
+		err = n.NoteWaiting(ctx, d.env.ID, d.env.runMeta(), until, why)
+	} else {
+		err = c.o.Runs.Snooze(ctx, d.env.ID, until, why)
+	}
+	if err != nil {
 		d.log.Warn("recording why the task waits failed", "err", err)
 		return
 	}

@@ -65,3 +65,12 @@ type RunRecorder interface {
 	// unchanged.
 	Snooze(ctx context.Context, id string, until time.Time, outputTail string) error
 }
+
+// WaitNoter is what a RunRecorder may also do: note that the delivery
+// described by m waits, without an attempt, until until (put back for its
+// type's rate limit), leaving alone a record that is not that delivery's
+// run — one that has ended, another scheduling's, or an early-sent run not
+// yet confirmed. A recorder without it is sent Snooze instead.
+type WaitNoter interface {
+	NoteWaiting(ctx context.Context, id string, m leasecrontype.RunMeta, until time.Time, why string) error
+}

@@ -692,6 +692,31 @@ func (s *Store) Snooze(ctx context.Context, id string, until time.Time, outputTa
 	})
 }
 
+// NoteWaiting records that the delivery described by m waits, without an
+// attempt, until until (queue.WaitNoter: put back for its rate limit): the
+// run shows snoozed with why as its output. Only the delivery's own run is
+// noted — a record that has ended, is another scheduling's (another due
+// time) or, for an early-sent message, does not carry its token is left
+// as it is, and no record is created for a message sent early (issue 38,
+// seed 1031: a stale early message's note turned the succeeded run of
+// the rescheduled task into a snoozed one that never ended).
+func (s *Store) NoteWaiting(ctx context.Context, id string, m Meta, until time.Time, why string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	now := s.now()
+	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		switch {
+		case cur == nil && m.Token != "",
+			cur != nil && (cur.State.Finished() || otherDue(cur, m) || unconfirmed(cur, m)):
+			return Run{}, false, nil
+		}
+		next := applySnooze(cur, id, until, why, now)
+		fillMeta(&next, m)
+		return next, true, nil
+	})
+}
+
 // end records the end of an attempt as apply computes it; set names the
 // properties apply changes. A run this Store claimed takes one transaction
 // (finishOps); otherwise, or when that finds the run changed, the record is

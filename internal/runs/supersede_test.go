@@ -224,3 +224,52 @@ func TestEndAfterTheIdWasScheduledAgain(t *testing.T) {
 		})
 	}
 }
+
+// A note that a delivery waits for its rate limit touches only that
+// delivery's own run (issue 38, seed 1031: a stale early message of a
+// rescheduled task, put back for its rate, turned the task's succeeded
+// record into a snoozed one for good).
+func TestNoteWaitingTouchesOnlyItsOwnRun(t *testing.T) {
+	e := memEnv(t)
+	ctx := context.Background()
+	s := e.s
+	due := e.now().Truncate(time.Second)
+	if _, err := s.Claim(ctx, "done", "w1", 1, due.Add(time.Minute), Meta{Type: "t", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "done", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "other", Meta: Meta{Type: "t", Due: due}}}); !ok[0] {
+		t.Fatal("mark failed")
+	}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "own", Meta: Meta{Type: "t", Due: due}}}); !ok[0] {
+		t.Fatal("mark failed")
+	}
+	until := e.now().Add(time.Second)
+	for _, c := range []struct {
+		id string
+		m  Meta
+	}{
+		{"done", Meta{Type: "t", Due: due.Add(13 * time.Second), Token: "stale"}}, // ended
+		{"other", Meta{Type: "t", Due: due.Add(time.Minute)}},                     // another scheduling
+		{"own", Meta{Type: "t", Due: due, Token: "unconfirmed"}},                  // early, not confirmed
+		{"early", Meta{Type: "t", Due: due, Token: "tok"}},                        // early, no record
+		{"own", Meta{Type: "t", Due: due}},                                        // its own run
+		{"fresh", Meta{Type: "t", Due: due}},                                      // no record yet
+	} {
+		if err := s.NoteWaiting(ctx, c.id, c.m, until, "waiting for the rate limit of t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.mustState(t, "done", Succeeded)
+	e.mustState(t, "other", Queued)
+	if _, err := s.Get(ctx, "early"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a note of an unconfirmed early message made a record: %v", err)
+	}
+	for _, id := range []string{"own", "fresh"} {
+		if r := e.mustState(t, id, Snoozed); !r.Due.Equal(due) || !r.SnoozedUntil.Equal(until) {
+			t.Fatalf("noted run %s: %+v", id, r)
+		}
+	}
+}
