@@ -25,7 +25,8 @@ type CancelResult struct {
 
 // Cancel stops a task: before it is moved its row is deleted; after, its
 // run is marked cancelled. It returns ErrNotFound for an unknown id and
-// ErrAlreadyFinished for a run that has already ended.
+// ErrAlreadyFinished for a run that has already succeeded or died; a run
+// already cancelled is success (Marked), so a cancel is idempotent.
 func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	res := CancelResult{ID: id}
 	it, err := c.sched.CancelWith(ctx, id, c.cancelWaitedFor)

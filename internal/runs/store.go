@@ -762,8 +762,12 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 }
 
 // Cancel marks the run cancelled unless it has already finished, returning
-// the record. Unknown ids fail with ErrNotFound, finished runs with
-// ErrAlreadyFinished (and the record).
+// the record. Unknown ids fail with ErrNotFound, runs that succeeded or
+// died with ErrAlreadyFinished (and the record). A run already cancelled
+// is returned as it is, without an error: a cancel is idempotent, so one
+// whose write committed but whose answer was lost succeeds when it is
+// tried again (issue 38, seed 1111: the retry answered "already
+// finished: cancelled").
 func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 	if err := validateID(id); err != nil {
 		return Run{}, err
@@ -772,6 +776,10 @@ func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 	err := s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
 		if cur == nil {
 			return Run{}, false, fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		if cur.State == Cancelled {
+			out = *cur
+			return Run{}, false, nil
 		}
 		next, err := applyCancel(*cur, s.now())
 		out = next

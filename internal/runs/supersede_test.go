@@ -273,3 +273,26 @@ func TestNoteWaitingTouchesOnlyItsOwnRun(t *testing.T) {
 		}
 	}
 }
+
+// A cancel is idempotent: a second one (a retry whose first answer was
+// lost) succeeds on the cancelled run without writing (issue 38, seed
+// 1111); a run that succeeded is still refused.
+func TestCancelIsIdempotent(t *testing.T) {
+	e := memEnv(t)
+	ctx := context.Background()
+	s := e.s
+	due := e.now().Truncate(time.Second)
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "c", Meta: Meta{Type: "t", Due: due}}}); !ok[0] {
+		t.Fatal("mark failed")
+	}
+	if _, err := s.Cancel(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	before := e.requests()
+	if r, err := s.Cancel(ctx, "c"); err != nil || r.State != Cancelled {
+		t.Fatalf("cancel again: %+v, %v; want the cancelled run", r, err)
+	}
+	if n := e.requests() - before; n != 1 {
+		t.Fatalf("cancel again made %d requests, want 1 (the read)", n)
+	}
+}
