@@ -21,7 +21,8 @@ var (
 	// ErrAlreadyScheduled: Schedule was given an id that is pending (and
 	// ScheduleOptions.Replace was not set).
 	ErrAlreadyScheduled = schedule.ErrAlreadyScheduled
-	// ErrAlreadyFinished: Cancel found the run already finished.
+	// ErrAlreadyFinished: Cancel found the run already succeeded or dead
+	// (a run already cancelled is no error: a cancel is idempotent).
 	ErrAlreadyFinished = runs.ErrAlreadyFinished
 	// ErrAlreadySent: Cancel, Reschedule or Schedule with Replace was
 	// refused because the task's message is already in the queue (enqueued

@@ -340,6 +340,13 @@ func TestRunNowOfATaskThatAlreadyRanIsRefused(t *testing.T) {
 	if n := queueDepth(ctx, t, st, names); n != 0 {
 		t.Errorf("the queue holds %d messages after the refused run-now, want 0", n)
 	}
+	// Nor is it cancelled as a pending task: its success stands.
+	if _, err := c.Cancel(ctx, "once"); !errors.Is(err, leasecron.ErrAlreadyFinished) {
+		t.Errorf("cancel of a task that already ran: %v, want ErrAlreadyFinished", err)
+	}
+	if s, err := c.Status(ctx, "once"); err != nil || s.Run == nil || s.Run.State != leasecron.RunSucceeded {
+		t.Errorf("status after the refused cancel: %+v, %v; want succeeded", s.Run, err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if ran != 1 {

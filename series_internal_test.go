@@ -53,7 +53,7 @@ func TestSeriesStopsWithItsMovedOccurrence(t *testing.T) {
 				t.Fatal("the occurrence was not confirmed")
 			}
 			if tc.name == "disable-waiting" {
-				if err := c.runs.Snooze(ctx, occ, time.Now().Add(time.Second), "waiting for the rate limit of t"); err != nil {
+				if err := c.runs.NoteWaiting(ctx, occ, runs.Meta{Type: "t", Due: due, Token: "tok", Seq: 1}, time.Now().Add(time.Second), "waiting for the rate limit of t"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -303,5 +303,37 @@ func TestCancelOfAMovedMemberCountsForItsBatch(t *testing.T) {
 	}
 	if st, err := c.Status(ctx, "done"); err != nil || st.State() == StateWaiting {
 		t.Fatalf("the callback after the batch completed: %q, %v; want it released", st.State(), err)
+	}
+}
+
+// The end of a run whose record is already another scheduling's (it was
+// cancelled while its handler ran, and the id scheduled again) is told to
+// its batch and the message is done with, instead of reappearing to run
+// the cancelled task again (review of issue 38's seed 1123 fix).
+func TestEndOfARunWhoseRecordIsAnotherSchedulings(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	later := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	if _, err := c.ScheduleMany(ctx, []Item{{ID: "m1", Type: "t", Due: later}}, ScheduleManyOptions{Batch: "by", OnComplete: &Item{ID: "done", Type: "t", Due: later}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.sched.Cancel(ctx, "m1"); err != nil { // moved
+		t.Fatal(err)
+	}
+	if _, err := c.runs.Claim(ctx, "m1", "w1", 1, time.Now().Add(time.Minute), runs.Meta{Type: "t", Due: later, Batch: "by"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.runs.Cancel(ctx, "m1"); err != nil { // the store alone: nobody told the batch
+		t.Fatal(err)
+	}
+	if ok := c.runs.MarkQueued(ctx, []runs.Mark{{ID: "m1", Meta: runs.Meta{Type: "t", Due: later.Add(time.Minute)}}}); !ok[0] {
+		t.Fatal("the new scheduling's mark failed")
+	}
+	env := queue.Envelope{ID: "m1", Type: "t", Due: later, Batch: "by"}
+	if err := c.taskEnded(ctx, env, RunCancelled); err != nil {
+		t.Fatalf("the end of the cancelled run over the new record: %v; want it done with", err)
+	}
+	if b, err := c.runs.GetBatch(ctx, "by"); err != nil || b.Cancelled != 1 || !b.Complete() {
+		t.Fatalf("batch: %+v, %v; want it complete with one cancelled", b, err)
 	}
 }

@@ -87,18 +87,17 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 // worker's own report later changes nothing. A failure is logged: the
 // worker's report remains.
 func (c *Client) cancelledFlow(ctx context.Context, r runs.Run) {
-	if err := c.parentEnded(ctx, r.ID, RunCancelled); err != nil {
-		c.o.Logger.Warn("telling the tasks waiting for a cancelled task failed; its worker tells them when it acknowledges its message", "task_id", r.ID, "err", err)
+	member := false
+	if r.Batch != "" {
+		// A callback carries its batch too; only a member counts.
+		b, err := c.runs.GetBatch(ctx, r.Batch)
+		member = err == nil && b.Callback != r.ID
+		if err != nil && !errors.Is(err, runs.ErrNoBatch) {
+			c.o.Logger.Warn("reading the batch of a cancelled task failed; its worker counts it when its handler returns", "task_id", r.ID, "batch", r.Batch, "err", err)
+		}
 	}
-	if r.Batch == "" {
-		return
-	}
-	b, err := c.runs.GetBatch(ctx, r.Batch)
-	if err == nil && b.Callback != r.ID {
-		err = c.memberEnded(ctx, r.Batch, r.ID, RunCancelled)
-	}
-	if err != nil && !errors.Is(err, runs.ErrNoBatch) && !errors.Is(err, runs.ErrNotFound) {
-		c.o.Logger.Warn("counting a cancelled member for its batch failed; its worker counts it when it acknowledges its message", "task_id", r.ID, "batch", r.Batch, "err", err)
+	if err := c.tellEnded(ctx, r.ID, true, r.Batch, member, RunCancelled); err != nil {
+		c.o.Logger.Warn("telling the batch and the tasks waiting for a cancelled task failed; its worker tells them when its handler returns", "task_id", r.ID, "batch", r.Batch, "err", err)
 	}
 }
 
@@ -141,12 +140,12 @@ func (c *Client) cancelMovedOccurrences(ctx context.Context, series string) {
 		for {
 			page, err := c.runs.Query(ctx, q)
 			if err != nil {
-				c.o.Logger.Warn("cannot look for occurrences already moved to the queue; they may still run once", "series", series, "err", err)
-				return
+				c.o.Logger.Warn("cannot look for occurrences already moved to the queue; they may still run once", "series", series, "state", st, "err", err)
+				break
 			}
 			for _, r := range page.Runs {
-				if r.Attempts > 0 {
-					continue // started: it carries on as a retry would
+				if st == runs.Snoozed && r.Attempts > 0 {
+					continue // snoozed by its handler: it carries on as a retry would
 				}
 				if _, err := c.runs.Cancel(ctx, r.ID); err != nil && !errors.Is(err, runs.ErrAlreadyFinished) && !errors.Is(err, runs.ErrNotFound) {
 					c.o.Logger.Warn("cannot cancel an occurrence already moved to the queue; it may still run once", "run", r.ID, "err", err)
@@ -249,11 +248,10 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 	if c.runs != nil && (st.Pending == nil || st.Pending.Sent || !st.Pending.SendingUntil.IsZero()) {
 		r, err := c.runs.Get(ctx, id)
 		switch {
-		case err == nil && st.Pending != nil && st.Pending.Recurrence == "" && !r.Due.IsZero() && !r.Due.Equal(st.Pending.Due):
-			// The record of another due time is an earlier scheduling's
-			// (the id was scheduled again once it ended): the pending
-			// task has none yet (issue 38, seed 1163: a task scheduled
-			// again and sent early showed its predecessor's "cancelled").
+		case err == nil && !runOf(st.Pending, r):
+			// An earlier scheduling's record: the pending task has none
+			// yet (issue 38, seed 1163: a task scheduled again and sent
+			// early showed its predecessor's "cancelled").
 		case err == nil:
 			pr := r.Public()
 			st.Run = &pr
@@ -267,6 +265,14 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 		return st, fmt.Errorf("%w: no pending task or run with id %q", ErrNotFound, id)
 	}
 	return st, nil
+}
+
+// runOf reports whether r is the run record of the pending task it (nil:
+// nothing pending): a record of another due time than a one-off pending
+// row is an earlier scheduling's (the id was scheduled again once it
+// ended, or rescheduled). A record without a due time is taken for it.
+func runOf(it *Item, r runs.Run) bool {
+	return it == nil || it.Recurrence != "" || r.Due.IsZero() || r.Due.Equal(it.Due)
 }
 
 // Payload reads a payload kept in a blob (Item.PayloadBlob, a claim-check

@@ -353,12 +353,22 @@ func (c *Client) noteParents(ctx context.Context, deps []runs.Dependent, states 
 // back from its record (a run cancelled while its handler ran stays
 // cancelled), so a record that does not say it ended is an error, and
 // the message reappears.
-func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, _ leasecrontype.RunState) error {
+func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, st leasecrontype.RunState) error {
 	r, err := c.runs.Get(ctx, env.ID)
 	if err != nil {
 		return err
 	}
-	if !r.State.Finished() {
+	switch {
+	case !env.Due.IsZero() && !r.Due.IsZero() && !r.Due.Equal(env.Due.UTC().Truncate(100*time.Nanosecond)):
+		// The record is already another scheduling's: this run ended
+		// before (it was cancelled while its handler ran, and the id was
+		// scheduled again), and its record is gone. What waits for it is
+		// told what this worker saw — a cancel after the move has told
+		// it already, and telling twice changes nothing — and the message
+		// is done with: left to reappear, it would run the task again
+		// (issue 38, seed 1123).
+		r.State = st
+	case !r.State.Finished():
 		return fmt.Errorf("the run record of %s says %s, not ended", env.ID, r.State)
 	}
 	if env.Waiters {
@@ -464,13 +474,20 @@ func (c *Client) cancelWaitedFor(ctx context.Context, it Item) error {
 // endedFlow tells what waits for the pending task it, and its batch, that
 // it ended in st without running (cancelled).
 func (c *Client) endedFlow(ctx context.Context, it Item, st RunState) error {
-	if it.Waiters {
-		if err := c.parentEnded(ctx, it.ID, st); err != nil {
+	return c.tellEnded(ctx, it.ID, it.Waiters, it.Batch, !it.Callback, st)
+}
+
+// tellEnded tells the tasks waiting for id (when waiters) and, when it is
+// a member, its batch that id ended in st. Both are told once per task:
+// telling again changes nothing.
+func (c *Client) tellEnded(ctx context.Context, id string, waiters bool, batch string, member bool, st RunState) error {
+	if waiters {
+		if err := c.parentEnded(ctx, id, st); err != nil {
 			return err
 		}
 	}
-	if it.Batch != "" && !it.Callback {
-		return c.memberEnded(ctx, it.Batch, it.ID, st)
+	if batch != "" && member {
+		return c.memberEnded(ctx, batch, id, st)
 	}
 	return nil
 }
@@ -528,7 +545,7 @@ func (c *Client) endOf(ctx context.Context, id string) (RunState, bool, error) {
 	case err == nil:
 		it, gerr := c.sched.Get(ctx, id)
 		switch {
-		case gerr == nil && !it.Due.Equal(r.Due):
+		case gerr == nil && !runOf(&it, r):
 			return "", false, nil
 		case gerr != nil && !errors.Is(gerr, ErrNotFound):
 			return "", false, gerr

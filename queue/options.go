@@ -183,7 +183,9 @@ type ConsumerOptions struct {
 	// matters beyond its record (Envelope.Ends: a batch member, a task
 	// others wait for) has ended — succeeded, dead or cancelled, including
 	// a duplicate delivery of a run that already ended — after the run
-	// record says so and before the message is deleted or set aside. An
+	// record says so (or, when the record is already another scheduling's
+	// of the id, after this run's end was left out of it) and before the
+	// message is deleted or set aside; state is what the consumer saw. An
 	// error leaves the message to reappear, so OnEnd is called again
 	// (it must be idempotent): a worker that dies in between loses nothing.
 	OnEnd func(ctx context.Context, env Envelope, state leasecrontype.RunState) error

@@ -58,7 +58,9 @@ type RunRecorder interface {
 	Extend(ctx context.Context, id, worker string, until time.Time) error
 	// Finish records the attempt's outcome: state, the error of a failed
 	// attempt (nil otherwise) and the end of its output. A cancelled run
-	// stays cancelled.
+	// stays cancelled, and a record that is already another scheduling's
+	// of the id (the run was cancelled and the id scheduled again) is left
+	// to it.
 	Finish(ctx context.Context, id string, state leasecrontype.RunState, err error, outputTail string) error
 	// Snooze records that the attempt ended with leasecrontype.Snooze: the
 	// run is RunSnoozed until until, with its attempts and last error

@@ -39,6 +39,9 @@ func (c *Client) CancelWith(ctx context.Context, id string, first func(ctx conte
 		if err := c.refuseSent(f.row, "cancelled"); err != nil {
 			return Item{}, err
 		}
+		if err := c.refuseStarted(ctx, id, f.row, "cancel"); err != nil {
+			return Item{}, err
+		}
 		if first != nil {
 			if err := first(ctx, readItem(f.row)); err != nil {
 				return Item{}, err

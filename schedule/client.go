@@ -84,9 +84,10 @@ type Options struct {
 	// its message was sent (PropSent, with token), whether that message has
 	// already started a run (the run is past queued, with token or, claimed
 	// before its confirmation, with none and that due time): the task
-	// is no longer pending, only its row waits for the mover's next pass,
-	// and Reschedule (RunNow) refuses it with ErrNotFound instead of
-	// running it again (issue 38, seed 1001). Nil: not checked.
+	// is no longer pending, only its row waits for the mover's next pass:
+	// Reschedule (RunNow) refuses it with ErrNotFound instead of running
+	// it again (issue 38, seed 1001), and so does Cancel, whose caller
+	// then cancels the run as one already moved. Nil: not checked.
 	SentStarted func(ctx context.Context, id, token string, due time.Time) (bool, error)
 }
 

@@ -95,7 +95,8 @@ var (
 	// ErrClaimedElsewhere: Claim found the run running on another worker
 	// whose claim has not lapsed; put the message back for later.
 	ErrClaimedElsewhere = leasecrontype.ErrRunClaimed
-	// ErrAlreadyFinished: Cancel found the run already finished.
+	// ErrAlreadyFinished: Cancel found the run already succeeded or dead
+	// (a run already cancelled is no error: a cancel is idempotent).
 	ErrAlreadyFinished = errors.New("run already finished")
 	// ErrContention: a conditional write kept losing to concurrent writers.
 	ErrContention = errors.New("run record changed concurrently too many times")

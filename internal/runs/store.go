@@ -655,7 +655,9 @@ func (s *Store) updateClaim(id string, f func(c *Run)) (Run, bool) {
 // dead; queued for a delivery released at shutdown), the error (kept in
 // LastError when not nil) and the output tail (kept when not empty). The
 // claim is released. A cancelled run stays cancelled, and a run another
-// worker has taken over under a live claim is left to it.
+// worker has taken over under a live claim, or a record that is already
+// another scheduling's of the id (of another due time: the run was
+// cancelled and the id scheduled again), is left to it.
 func (s *Store) Finish(ctx context.Context, id string, state State, err error, outputTail string) error {
 	if verr := validateID(id); verr != nil {
 		return verr
@@ -678,7 +680,7 @@ func (s *Store) Finish(ctx context.Context, id string, state State, err error, o
 // Snooze records that the running attempt of id snoozed until until
 // (leasecrontype.Snooze): the run is snoozed, its attempts and last error
 // stay, a cancelled run stays cancelled. Like Finish it is one write for a
-// run this Store claimed.
+// run this Store claimed, and leaves another scheduling's record alone.
 func (s *Store) Snooze(ctx context.Context, id string, until time.Time, outputTail string) error {
 	if err := validateID(id); err != nil {
 		return err
@@ -699,7 +701,8 @@ func (s *Store) Snooze(ctx context.Context, id string, until time.Time, outputTa
 // time) or, for an early-sent message, does not carry its token is left
 // as it is, and no record is created for a message sent early (issue 38,
 // seed 1031: a stale early message's note turned the succeeded run of
-// the rescheduled task into a snoozed one that never ended).
+// the rescheduled task into a snoozed one that never ended); a run running
+// under a live claim is left to its worker.
 func (s *Store) NoteWaiting(ctx context.Context, id string, m Meta, until time.Time, why string) error {
 	if err := validateID(id); err != nil {
 		return err
@@ -708,7 +711,10 @@ func (s *Store) NoteWaiting(ctx context.Context, id string, m Meta, until time.T
 	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
 		switch {
 		case cur == nil && m.Token != "",
-			cur != nil && (cur.State.Finished() || otherDue(cur, m) || unconfirmed(cur, m)):
+			cur != nil && (cur.State.Finished() || otherDue(cur, m) || unconfirmed(cur, m)),
+			cur != nil && cur.State == Running && cur.ClaimUntil.After(now):
+			// Not this delivery's run, or a run another delivery is
+			// running under a live claim (a duplicate put back).
 			return Run{}, false, nil
 		}
 		next := applySnooze(cur, id, until, why, now)
@@ -720,7 +726,8 @@ func (s *Store) NoteWaiting(ctx context.Context, id string, m Meta, until time.T
 // end records the end of an attempt as apply computes it; set names the
 // properties apply changes. A run this Store claimed takes one transaction
 // (finishOps); otherwise, or when that finds the run changed, the record is
-// read and written conditionally.
+// read and written conditionally — unless it is now another worker's live
+// claim or another scheduling's record, which are left alone.
 func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur *Run, now time.Time) Run) error {
 	if err := s.ensure(ctx); err != nil {
 		return err
@@ -791,6 +798,8 @@ func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 // CancelPending records that a task was cancelled before the mover sent it
 // (its pending row was removed): a cancelled record replaces any earlier,
 // finished run of the id, and a run the mover sent meanwhile is cancelled.
+// A finished run of the task itself (m's due time) is left as it is, with
+// ErrAlreadyFinished.
 func (s *Store) CancelPending(ctx context.Context, id string, m Meta) error {
 	if err := validateID(id); err != nil {
 		return err
@@ -800,6 +809,11 @@ func (s *Store) CancelPending(ctx context.Context, id string, m Meta) error {
 		if cur != nil && !cur.State.Finished() {
 			next, err := applyCancel(*cur, now)
 			return next, err == nil, nil
+		}
+		if cur != nil && !m.Due.IsZero() && !otherDue(cur, m) {
+			// This very task has ended already (its row only waited for
+			// the mover): its end stands.
+			return Run{}, false, fmt.Errorf("%w: run %s is %s", ErrAlreadyFinished, id, cur.State)
 		}
 		next := newRun(id, Cancelled)
 		next.Finished = now

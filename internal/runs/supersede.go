@@ -37,14 +37,21 @@ func unconfirmed(cur *Run, m Meta) bool {
 	if cur == nil || newer(cur, m) {
 		return true
 	}
-	if waitingUnclaimed(cur) {
-		return cur.Token != m.Token
-	}
-	switch cur.State {
-	case "", Scheduled, Queued:
+	if notStarted(cur) {
 		return cur.Token != m.Token
 	}
 	return false
+}
+
+// notStarted reports whether cur's run has not started as far as its
+// message goes: no attempt has claimed it (scheduled, queued, or noted as
+// waiting before its first attempt).
+func notStarted(cur *Run) bool {
+	switch cur.State {
+	case "", Scheduled, Queued:
+		return true
+	}
+	return waitingUnclaimed(cur)
 }
 
 // waitingUnclaimed reports whether cur is a run noted as waiting (put back
@@ -89,8 +96,7 @@ func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time
 	if err != nil || !ok || token == "" {
 		return false, err
 	}
-	switch cur.State {
-	case "", Scheduled, Queued, Cancelled:
+	if notStarted(&cur) || cur.State == Cancelled {
 		return false, nil
 	}
 	return cur.Token == token || cur.Token == "" && cur.Due.Equal(stored(due)), nil

@@ -246,6 +246,9 @@ func TestNoteWaitingTouchesOnlyItsOwnRun(t *testing.T) {
 	if ok := s.MarkQueued(ctx, []Mark{{ID: "own", Meta: Meta{Type: "t", Due: due}}}); !ok[0] {
 		t.Fatal("mark failed")
 	}
+	if _, err := s.Claim(ctx, "busy", "w1", 1, due.Add(time.Minute), Meta{Type: "t", Due: due}); err != nil {
+		t.Fatal(err)
+	}
 	until := e.now().Add(time.Second)
 	for _, c := range []struct {
 		id string
@@ -257,6 +260,7 @@ func TestNoteWaitingTouchesOnlyItsOwnRun(t *testing.T) {
 		{"early", Meta{Type: "t", Due: due, Token: "tok"}},                        // early, no record
 		{"own", Meta{Type: "t", Due: due}},                                        // its own run
 		{"fresh", Meta{Type: "t", Due: due}},                                      // no record yet
+		{"busy", Meta{Type: "t", Due: due}},                                       // a duplicate while it runs
 	} {
 		if err := s.NoteWaiting(ctx, c.id, c.m, until, "waiting for the rate limit of t"); err != nil {
 			t.Fatal(err)
@@ -264,6 +268,7 @@ func TestNoteWaitingTouchesOnlyItsOwnRun(t *testing.T) {
 	}
 	e.mustState(t, "done", Succeeded)
 	e.mustState(t, "other", Queued)
+	e.mustState(t, "busy", Running)
 	if _, err := s.Get(ctx, "early"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a note of an unconfirmed early message made a record: %v", err)
 	}
@@ -294,5 +299,32 @@ func TestCancelIsIdempotent(t *testing.T) {
 	}
 	if n := e.requests() - before; n != 1 {
 		t.Fatalf("cancel again made %d requests, want 1 (the read)", n)
+	}
+}
+
+// A run noted as waiting for its rate limit before its first attempt has
+// not started: its sent message's row may still be moved (run-now,
+// reschedule).
+func TestSentStartedOfARunWaitingForItsRate(t *testing.T) {
+	e := memEnv(t)
+	ctx := context.Background()
+	s := e.s
+	due := e.now().Truncate(time.Second)
+	m := Meta{Type: "t", Due: due, Token: "tok"}
+	if ok := s.Confirm(ctx, []Mark{{ID: "w", Meta: m}}); !ok[0] {
+		t.Fatal("confirm failed")
+	}
+	if err := s.NoteWaiting(ctx, "w", m, e.now().Add(time.Second), "waiting for the rate limit of t"); err != nil {
+		t.Fatal(err)
+	}
+	e.mustState(t, "w", Snoozed)
+	if started, err := s.SentStarted(ctx, "w", "tok", due); err != nil || started {
+		t.Fatalf("SentStarted of a run waiting for its rate = %v, %v; want false", started, err)
+	}
+	if _, err := s.Claim(ctx, "w", "w1", 1, due.Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if started, err := s.SentStarted(ctx, "w", "tok", due); err != nil || !started {
+		t.Fatalf("SentStarted once claimed = %v, %v; want true", started, err)
 	}
 }

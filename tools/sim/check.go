@@ -632,6 +632,19 @@ func (c *checker) parentEnd(pt *ti, any bool, by time.Time) (time.Time, string) 
 	return end, how
 }
 
+// firstEnded is the scheduling of pt's family (pt, or one that may have
+// taken its place) that ended first, however it ended: the one whose end
+// a child waiting for the id hears of (pt when none has ended).
+func (c *checker) firstEnded(pt *ti) *ti {
+	first, at := pt, time.Time{}
+	for _, p := range c.family(pt) {
+		if e, _ := c.endedFor(p, true, c.w.now()); !e.IsZero() && (at.IsZero() || e.Before(at)) {
+			first, at = p, e
+		}
+	}
+	return first
+}
+
 // family is pt and, transitively, the schedulings that may have taken its
 // place.
 func (c *checker) family(pt *ti) []*ti {
@@ -653,11 +666,10 @@ func (c *checker) doomedBy(t *ti) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	for _, pt := range t.parents {
-		for _, p := range c.family(pt) {
-			if _, ok := c.endedFor(p, false, c.w.now()); ok != "succeeded" {
-				if end, how := c.endedFor(p, true, c.w.now()); !end.IsZero() && how != "succeeded" {
-					return end, true
-				}
+		p := c.firstEnded(pt)
+		if _, ok := c.endedFor(p, false, c.w.now()); ok != "succeeded" {
+			if end, how := c.endedFor(p, true, c.w.now()); !end.IsZero() && how != "succeeded" {
+				return end, true
 			}
 		}
 	}
@@ -1080,19 +1092,17 @@ func (c *checker) anyTroubled(t *ti) bool {
 
 func (c *checker) parentFailed(t *ti) bool {
 	for _, pt := range t.parents {
-		for _, p := range c.family(pt) {
-			if end, _ := c.endedFor(p, false, c.w.now()); end.IsZero() {
-				return true
-			}
-			// A parent cancelled while its handler ran stays cancelled
-			// (its success is not recorded over the cancel): its children
-			// are.
-			if _, ok := c.cancelledBy(p, c.w.now()); ok {
-				return true
-			}
-			if c.parentFailed(p) {
-				return true
-			}
+		p := c.firstEnded(pt)
+		if end, _ := c.endedFor(p, false, c.w.now()); end.IsZero() {
+			return true
+		}
+		// A parent cancelled while its handler ran stays cancelled (its
+		// success is not recorded over the cancel): its children are.
+		if _, ok := c.cancelledBy(p, c.w.now()); ok {
+			return true
+		}
+		if c.parentFailed(p) {
+			return true
 		}
 	}
 	return false
