@@ -53,8 +53,8 @@ func TestSeriesStopsWithItsMovedOccurrence(t *testing.T) {
 				t.Fatal("the occurrence was not confirmed")
 			}
 			if tc.name == "disable-waiting" {
-				if err := c.runs.NoteWaiting(ctx, occ, runs.Meta{Type: "t", Due: due, Token: "tok", Seq: 1}, time.Now().Add(time.Second), "waiting for the rate limit of t"); err != nil {
-					t.Fatal(err)
+				if noted, err := c.runs.NoteWaiting(ctx, occ, runs.Meta{Type: "t", Due: due, Token: "tok", Seq: 1}, time.Now().Add(time.Second), "waiting for the rate limit of t"); err != nil || !noted {
+					t.Fatal(noted, err)
 				}
 			}
 			var err error

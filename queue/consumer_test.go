@@ -1201,6 +1201,11 @@ func TestRateLimitNoteLeavesAnotherRunAlone(t *testing.T) {
 	h.start()
 	h.await(OutcomeDeferred)
 	h.stop()
+	// Nothing noted: the message does not say it was, so a later put-back
+	// (once a record of its own may exist) asks again.
+	if _, env := h.only(h.work); env.Waiting != "" {
+		t.Fatalf("the put-back message says it was noted (%q) though nothing was", env.Waiting)
+	}
 	if r, err := rm.Get(ctx, "moved"); err != nil || r.State != runs.Succeeded {
 		t.Fatalf("the succeeded run after a stale message's rate put-back: %+v %v; want it still succeeded", r, err)
 	}

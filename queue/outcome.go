@@ -243,11 +243,15 @@ func (c *Consumer) noteWaiting(hctx context.Context, d *delivery, wait time.Dura
 	ctx, cancel := c.opCtx(hctx)
 	defer cancel()
 	until := c.clk.Now().Add(wait)
+	noted := true
 	var err error
 	if n, ok := c.o.Runs.(WaitNoter); ok {
-		err = n.NoteWaiting(ctx, d.env.ID, d.env.runMeta(), until, why)
+		noted, err = n.NoteWaiting(ctx, d.env.ID, d.env.runMeta(), until, why)
 	} else {
 		err = c.o.Runs.Snooze(ctx, d.env.ID, until, why)
+	}
+	if err == nil && !noted {
+		return // not its run, or not recorded yet: asked again next time
 	}
 	if err != nil {
 		d.log.Warn("recording why the task waits failed", "err", err)

@@ -72,7 +72,9 @@ type RunRecorder interface {
 // described by m waits, without an attempt, until until (put back for its
 // type's rate limit), leaving alone a record that is not that delivery's
 // run — one that has ended, another scheduling's, or an early-sent run not
-// yet confirmed. A recorder without it is sent Snooze instead.
+// yet confirmed — and reporting whether it noted: one that did not is
+// asked again at the delivery's next put-back. A recorder without it is
+// sent Snooze instead.
 type WaitNoter interface {
-	NoteWaiting(ctx context.Context, id string, m leasecrontype.RunMeta, until time.Time, why string) error
+	NoteWaiting(ctx context.Context, id string, m leasecrontype.RunMeta, until time.Time, why string) (noted bool, err error)
 }

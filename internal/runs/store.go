@@ -699,16 +699,18 @@ func (s *Store) Snooze(ctx context.Context, id string, until time.Time, outputTa
 // run shows snoozed with why as its output. Only the delivery's own run is
 // noted — a record that has ended, is another scheduling's (another due
 // time) or, for an early-sent message, does not carry its token is left
-// as it is, and no record is created for a message sent early (issue 38,
+// as it is, and no record is created for a message sent early — noted
+// reports false then, and the caller asks again later (issue 38,
 // seed 1031: a stale early message's note turned the succeeded run of
 // the rescheduled task into a snoozed one that never ended); a run running
 // under a live claim is left to its worker.
-func (s *Store) NoteWaiting(ctx context.Context, id string, m Meta, until time.Time, why string) error {
+func (s *Store) NoteWaiting(ctx context.Context, id string, m Meta, until time.Time, why string) (noted bool, err error) {
 	if err := validateID(id); err != nil {
-		return err
+		return false, err
 	}
 	now := s.now()
-	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+	err = s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		noted = false
 		switch {
 		case cur == nil && m.Token != "",
 			cur != nil && (cur.State.Finished() || otherDue(cur, m) || unconfirmed(cur, m)),
@@ -719,8 +721,10 @@ func (s *Store) NoteWaiting(ctx context.Context, id string, m Meta, until time.T
 		}
 		next := applySnooze(cur, id, until, why, now)
 		fillMeta(&next, m)
+		noted = true
 		return next, true, nil
 	})
+	return noted && err == nil, err
 }
 
 // end records the end of an attempt as apply computes it; set names the

@@ -251,19 +251,20 @@ func TestNoteWaitingTouchesOnlyItsOwnRun(t *testing.T) {
 	}
 	until := e.now().Add(time.Second)
 	for _, c := range []struct {
-		id string
-		m  Meta
+		id    string
+		m     Meta
+		noted bool
 	}{
-		{"done", Meta{Type: "t", Due: due.Add(13 * time.Second), Token: "stale"}}, // ended
-		{"other", Meta{Type: "t", Due: due.Add(time.Minute)}},                     // another scheduling
-		{"own", Meta{Type: "t", Due: due, Token: "unconfirmed"}},                  // early, not confirmed
-		{"early", Meta{Type: "t", Due: due, Token: "tok"}},                        // early, no record
-		{"own", Meta{Type: "t", Due: due}},                                        // its own run
-		{"fresh", Meta{Type: "t", Due: due}},                                      // no record yet
-		{"busy", Meta{Type: "t", Due: due}},                                       // a duplicate while it runs
+		{"done", Meta{Type: "t", Due: due.Add(13 * time.Second), Token: "stale"}, false}, // ended
+		{"other", Meta{Type: "t", Due: due.Add(time.Minute)}, false},                     // another scheduling
+		{"own", Meta{Type: "t", Due: due, Token: "unconfirmed"}, false},                  // early, not confirmed
+		{"early", Meta{Type: "t", Due: due, Token: "tok"}, false},                        // early, no record
+		{"own", Meta{Type: "t", Due: due}, true},                                         // its own run
+		{"fresh", Meta{Type: "t", Due: due}, true},                                       // no record yet
+		{"busy", Meta{Type: "t", Due: due}, false},                                       // a duplicate while it runs
 	} {
-		if err := s.NoteWaiting(ctx, c.id, c.m, until, "waiting for the rate limit of t"); err != nil {
-			t.Fatal(err)
+		if noted, err := s.NoteWaiting(ctx, c.id, c.m, until, "waiting for the rate limit of t"); err != nil || noted != c.noted {
+			t.Fatalf("note on %s (%+v): %v, %v; want noted %v", c.id, c.m, noted, err, c.noted)
 		}
 	}
 	e.mustState(t, "done", Succeeded)
@@ -314,8 +315,8 @@ func TestSentStartedOfARunWaitingForItsRate(t *testing.T) {
 	if ok := s.Confirm(ctx, []Mark{{ID: "w", Meta: m}}); !ok[0] {
 		t.Fatal("confirm failed")
 	}
-	if err := s.NoteWaiting(ctx, "w", m, e.now().Add(time.Second), "waiting for the rate limit of t"); err != nil {
-		t.Fatal(err)
+	if noted, err := s.NoteWaiting(ctx, "w", m, e.now().Add(time.Second), "waiting for the rate limit of t"); err != nil || !noted {
+		t.Fatal(noted, err)
 	}
 	e.mustState(t, "w", Snoozed)
 	if started, err := s.SentStarted(ctx, "w", "tok", due); err != nil || started {
