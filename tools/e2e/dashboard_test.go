@@ -103,7 +103,7 @@ func TestDashboardInChromium(t *testing.T) {
 		"limits": map[string]any{"rec": 4},
 		"worker": map[string]any{"counters_every": "1s", "drain_check": "1s"},
 	}, "FLEET_OK="+okFile)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 
 	// What the pages show and the actions act on.
@@ -261,7 +261,9 @@ func TestDashboardInChromium(t *testing.T) {
 	injected := injectDeadLetters(ctx, t, f.ConnectionString(), 1000, "bulkrec", "bulk-task-")
 	res = runBrowser(ctx, t, node, script, map[string]any{
 		"base": base, "screenshots": shots, "operator": map[string]string{"username": "op", "password": "op-secret"},
-		"bulk": map[string]any{"count": len(injected), "waitMs": 120000},
+		// A liveness bound: alone it takes about 20 s; beside the rest of
+		// make test on two cores one run reached 896 of 1,000 in 120 s.
+		"bulk": map[string]any{"count": len(injected), "waitMs": 300000},
 	})
 	for _, fl := range res.Failures {
 		t.Error("browser (bulk):", fl)
