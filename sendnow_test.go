@@ -290,10 +290,7 @@ func TestRunNowOfATaskThatAlreadyRanIsRefused(t *testing.T) {
 	st, names := testAccount(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, st, names)
 	// A worker that never leads: no mover removes the sent row.
 	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
 		Storage: st, Names: names, InstanceID: "consumer", NoLead: true,
