@@ -128,9 +128,10 @@ type batch struct {
 	res   []AddResult
 
 	mu       sync.Mutex
-	indexed  map[int]bool // index row written
-	written  map[int]bool // item row written
-	blobs    map[int]bool // payload blob stored
+	indexed  map[int]bool   // index row written
+	written  map[int]bool   // item row written
+	own      map[int]string // item row found holding what it writes: its ETag
+	blobs    map[int]bool   // payload blob stored
 	ensured  bool
 	ensureMu ctxlock.Mutex
 }
@@ -402,7 +403,19 @@ func (b *batch) writeRows(ctx context.Context, cs []chunk, ops func(chunk) []tab
 				b.notWritten(ch.items, rerr.Error())
 				return rerr
 			}
-			if len(rest.items) < len(ch.items) && !b.o.Partial {
+			owned := 0
+			b.mu.Lock()
+			for _, i := range ch.items {
+				if etag, ok := b.own[i]; ok {
+					owned++
+					done[i] = true
+					if isItems {
+						b.res[i].Item.ETag = etag
+					}
+				}
+			}
+			b.mu.Unlock()
+			if len(rest.items)+owned < len(ch.items) && !b.o.Partial {
 				return fmt.Errorf("%w: the batch holds an id that is already scheduled", ErrAlreadyScheduled)
 			}
 			ch = rest
@@ -465,15 +478,26 @@ func (b *batch) resolveIndex(ctx context.Context, ch chunk) (chunk, error) {
 
 // resolveItems finds the item rows of ch that are in the way: a row with
 // the same id and due time written without an index (by another program)
-// makes its item a duplicate.
+// makes its item a duplicate. A row holding exactly what the item writes
+// is its own (sameContent, as Add decides): a transaction that committed
+// although its answer was lost, met again by the SDK's retry (issue 38,
+// seed 1059: a 904-line batch answered "already scheduled" for its own
+// rows and was refused whole).
 func (b *batch) resolveItems(ctx context.Context, ch chunk) (chunk, error) {
 	rest := chunk{shard: ch.shard}
 	for _, i := range ch.items {
 		it := b.res[i].Item
-		_, err := b.c.t.Get(ctx, ch.shard, it.RowKey)
+		got, err := b.c.t.Get(ctx, ch.shard, it.RowKey)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 			rest.items = append(rest.items, i)
+		case err == nil && sameContent(itemProps(it, true), got.Props):
+			b.mu.Lock()
+			if b.own == nil {
+				b.own = map[int]string{}
+			}
+			b.own[i] = got.ETag
+			b.mu.Unlock()
 		case err == nil:
 			b.fail(i, fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano)))
 		default:

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
@@ -222,5 +224,53 @@ func TestTraceParentFromContext(t *testing.T) {
 	}
 	if got, _ := c.Get(ctx(t), "e"); got.TraceParent != "" {
 		t.Fatalf("untraced task got TraceParent %q", got.TraceParent)
+	}
+}
+
+// lostAnswer is a table whose first transaction of item rows commits but
+// answers as the SDK's retry of it would: the rows are in the way.
+type lostAnswer struct {
+	table.Table
+	lost bool
+}
+
+func (l *lostAnswer) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if !l.lost && len(ops) > 0 && ops[0].Kind == table.Insert && !strings.HasPrefix(ops[0].RowKey, "id~") {
+		l.lost = true
+		if _, err := l.Table.Submit(ctx, ops); err != nil {
+			return nil, err
+		}
+	}
+	return l.Table.Submit(ctx, ops)
+}
+
+// A batch whose item transaction committed with its answer lost takes the
+// rows it meets for its own — they hold exactly what it writes — instead
+// of refusing the whole batch as already scheduled (issue 38, seed 1059).
+func TestAddManyTakesItsOwnRowsAfterALostAnswer(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	lt := &lostAnswer{Table: mt}
+	c, err := newClient(lt, Options{Clock: clock.NewFake(t0), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := batchItems(10, "la")
+	res, err := c.AddMany(ctx(t), items, AddManyOptions{})
+	if err != nil || !lt.lost {
+		t.Fatalf("AddMany after a lost answer: %v (lost %v)", err, lt.lost)
+	}
+	for i, r := range res {
+		if r.Err != nil || r.Item.ETag == "" {
+			t.Fatalf("res[%d] = %+v", i, r)
+		}
+		if got, err := c.Get(ctx(t), items[i].ID); err != nil || got.ETag != r.Item.ETag {
+			t.Fatalf("%s: %+v, %v; want it pending as answered", items[i].ID, got, err)
+		}
+	}
+	// A row that holds something else is still a duplicate.
+	other := batchItems(10, "la")
+	other[4].Payload = "changed"
+	if res, err := c.AddMany(ctx(t), other, AddManyOptions{}); !errors.Is(err, ErrNotWritten) || !errors.Is(res[4].Err, ErrAlreadyScheduled) {
+		t.Fatalf("a different task under a pending id: %v, %v", err, res[4].Err)
 	}
 }
