@@ -272,7 +272,7 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 // row is an earlier scheduling's (the id was scheduled again once it
 // ended, or rescheduled). A record without a due time is taken for it.
 func runOf(it *Item, r runs.Run) bool {
-	return it == nil || it.Recurrence != "" || r.Due.IsZero() || r.Due.Equal(it.Due)
+	return it == nil || it.Recurrence != "" || r.OfDue(it.Due)
 }
 
 // Payload reads a payload kept in a blob (Item.PayloadBlob, a claim-check

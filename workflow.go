@@ -359,7 +359,7 @@ func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, st leasecron
 		return err
 	}
 	switch {
-	case !env.Due.IsZero() && !r.Due.IsZero() && !r.Due.Equal(env.Due.UTC().Truncate(100*time.Nanosecond)):
+	case !env.Due.IsZero() && !r.OfDue(env.Due):
 		// The record is already another scheduling's: this run ended
 		// before (it was cancelled while its handler ran, and the id was
 		// scheduled again), and its record is gone. What waits for it is

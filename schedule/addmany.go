@@ -128,10 +128,9 @@ type batch struct {
 	res   []AddResult
 
 	mu       sync.Mutex
-	indexed  map[int]bool   // index row written
-	written  map[int]bool   // item row written
-	own      map[int]string // item row found holding what it writes: its ETag
-	blobs    map[int]bool   // payload blob stored
+	indexed  map[int]bool // index row written
+	written  map[int]bool // item row written
+	blobs    map[int]bool // payload blob stored
 	ensured  bool
 	ensureMu ctxlock.Mutex
 }
@@ -403,15 +402,13 @@ func (b *batch) writeRows(ctx context.Context, cs []chunk, ops func(chunk) []tab
 				b.notWritten(ch.items, rerr.Error())
 				return rerr
 			}
+			// A resolve may find rows that are the chunk's own and record
+			// them written (resolveItems).
 			owned := 0
 			b.mu.Lock()
 			for _, i := range ch.items {
-				if etag, ok := b.own[i]; ok {
+				if done[i] {
 					owned++
-					done[i] = true
-					if isItems {
-						b.res[i].Item.ETag = etag
-					}
 				}
 			}
 			b.mu.Unlock()
@@ -493,10 +490,8 @@ func (b *batch) resolveItems(ctx context.Context, ch chunk) (chunk, error) {
 			rest.items = append(rest.items, i)
 		case err == nil && sameContent(itemProps(it, true), got.Props):
 			b.mu.Lock()
-			if b.own == nil {
-				b.own = map[int]string{}
-			}
-			b.own[i] = got.ETag
+			b.written[i] = true
+			b.res[i].Item.ETag = got.ETag
 			b.mu.Unlock()
 		case err == nil:
 			b.fail(i, fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano)))

@@ -36,10 +36,7 @@ func (c *Client) CancelWith(ctx context.Context, id string, first func(ctx conte
 			}
 			return Item{}, err
 		}
-		if err := c.refuseSent(f.row, "cancelled"); err != nil {
-			return Item{}, err
-		}
-		if err := c.refuseStarted(ctx, id, f.row, "cancel"); err != nil {
+		if err := c.refuseSentChange(ctx, id, f.row, "cancel", "cancelled"); err != nil {
 			return Item{}, err
 		}
 		if first != nil {
@@ -158,10 +155,7 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 			lastErr = err
 			continue
 		}
-		if err := c.refuseSent(f.row, done); err != nil {
-			return Item{}, err
-		}
-		if err := c.refuseStarted(ctx, id, f.row, verb); err != nil {
+		if err := c.refuseSentChange(ctx, id, f.row, verb, done); err != nil {
 			return Item{}, err
 		}
 		// The moved row is a new row: what was sent early for the old one
@@ -202,8 +196,8 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 // Unconfirm clears it only if it does. A failure is logged: the change
 // stands, and the old message may then run once.
 func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
-	tok := old.Props.Str(PropSent)
-	if tok == "" || c.opts.Unconfirm == nil || old.Props.Str(PropRecurrence) != "" {
+	tok := oneOffSent(old)
+	if tok == "" || c.opts.Unconfirm == nil {
 		return
 	}
 	if err := c.opts.Unconfirm(ctx, id, tok); err != nil {
@@ -211,12 +205,31 @@ func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
 	}
 }
 
+// oneOffSent returns the token of the message sent for row when row is a
+// one-off task's whose message was sent ("" otherwise).
+func oneOffSent(row table.Entity) string {
+	if row.Props.Str(PropRecurrence) != "" {
+		return ""
+	}
+	return row.Props.Str(PropSent)
+}
+
+// refuseSentChange refuses to change (verb; done: the participle) a row
+// whose message was already sent when the change cannot be honoured:
+// refuseSent, then refuseStarted.
+func (c *Client) refuseSentChange(ctx context.Context, id string, row table.Entity, verb, done string) error {
+	if err := c.refuseSent(row, done); err != nil {
+		return err
+	}
+	return c.refuseStarted(ctx, id, row, verb)
+}
+
 // refuseStarted returns an error wrapping ErrNotFound when row is a
 // one-off task's whose sent message has already started its run
 // (Options.SentStarted): moving the row would run the task again.
 func (c *Client) refuseStarted(ctx context.Context, id string, row table.Entity, verb string) error {
-	tok := row.Props.Str(PropSent)
-	if tok == "" || c.opts.SentStarted == nil || row.Props.Str(PropRecurrence) != "" {
+	tok := oneOffSent(row)
+	if tok == "" || c.opts.SentStarted == nil {
 		return nil
 	}
 	started, err := c.opts.SentStarted(ctx, id, tok, readItem(row).Due)

@@ -127,8 +127,13 @@ func newer(cur *Run, m Meta) bool {
 // otherDue reports whether m describes another scheduling of the id than
 // cur's record: both know their due times, and they differ.
 func otherDue(cur *Run, m Meta) bool {
-	return !m.Due.IsZero() && !cur.Due.IsZero() && !stored(m.Due).Equal(cur.Due)
+	return !m.Due.IsZero() && !cur.OfDue(m.Due)
 }
+
+// OfDue reports whether r may be the record of the scheduling due at due:
+// r knows no due time (an earlier release's), or the same one, to the
+// table's 100 ns tick.
+func (r Run) OfDue(due time.Time) bool { return r.Due.IsZero() || r.Due.Equal(stored(due)) }
 
 // attemptsUnderWay reports whether cur is another scheduling's run (of
 // another due time) that is running or between attempts (failed and to be
@@ -234,7 +239,7 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 			return next, true, true
 		}
 		return *cur, false, true
-	case cur.State == Scheduled, waitingUnclaimed(cur) && (cur.Due.IsZero() || cur.Due.Equal(stored(m.Due))):
+	case cur.State == Scheduled, waitingUnclaimed(cur) && cur.OfDue(m.Due):
 		next = *cur
 		next.State = Queued
 		fillMeta(&next, m)
