@@ -357,30 +357,19 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 	if t.accepted {
 		t.due = got.Due
 		for _, old := range c.byID[t.id] {
-			// Replace takes the place of a task still pending; one that has
-			// started (moved to the queue) runs on, and the new one is
-			// another task.
-			if old == t || !(old.accepted || old.ambiguous) || !old.superseded.IsZero() || !t.spec.Replace || len(old.starts) > 0 {
+			if old == t || len(old.starts) > 0 || !old.superseded.IsZero() {
 				continue
 			}
-			if old.due.After(t.issued.Add(5 * time.Second)) {
-				// Its row was surely still pending (sent early at most, not
-				// retired: a mover retires a row a pass before it is due):
-				// the replacement takes its place.
-				old.superseded = t.returned
-				c.inheritLocked(old, t)
-			} else {
-				// Due by now or nearly: its row may have been moved already, and
-				// the replace then scheduled another task with the id — which
-				// takes a batch member's place while its run has not ended.
-				old.shared, t.shared = true, true
-				old.alts = append(old.alts, t)
-				if b := old.batch; b != nil && old.callbackOf == nil {
-					if b.alt == nil {
-						b.alt = map[*ti][]*ti{}
-					}
-					b.alt[old] = append(b.alt[old], t)
-				}
+			switch {
+			case t.spec.Replace && (old.accepted || old.ambiguous):
+				c.replacedLocked(old, t)
+			case old.spec.Replace && old.accepted && !t.spec.Replace && old.issued.Before(t.returned):
+				// A replace that answered first while this schedule was
+				// under way, both accepted: the replace wrote last (this
+				// insert would have met its row), or its task was moved
+				// and ran before this insert (seed 1142, under a freeze).
+				// Either may be the one a child waiting for the id hears of.
+				c.alternativeLocked(t, old)
 			}
 		}
 		c.checkUniqueLocked(t, t.returned, "scheduled")
@@ -392,6 +381,38 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 				old.shared, t.shared = true, true
 			}
 		}
+	}
+}
+
+// replacedLocked records that t, a schedule with Replace, took the place of
+// old's row.
+func (c *checker) replacedLocked(old, t *ti) {
+	if old.due.After(t.issued.Add(5*time.Second)) && !old.returned.After(t.issued) {
+		// Its row was surely still pending (sent early at most, not
+		// retired: a mover retires a row a pass before it is due): the
+		// replacement takes its place.
+		old.superseded = t.returned
+		c.inheritLocked(old, t)
+		return
+	}
+	// Due by now or nearly: its row may have been moved already, and the
+	// replace then scheduled another task with the id. Or old's schedule
+	// was still under way as the replace began: its insert may have come
+	// after the replacement had been moved and had run (seed 1142).
+	c.alternativeLocked(old, t)
+}
+
+// alternativeLocked records that t may have taken old's place: a child
+// waiting for the id, or a batch for old as its member, may hear of either
+// one's end.
+func (c *checker) alternativeLocked(old, t *ti) {
+	old.shared, t.shared = true, true
+	old.alts = append(old.alts, t)
+	if b := old.batch; b != nil && old.callbackOf == nil {
+		if b.alt == nil {
+			b.alt = map[*ti][]*ti{}
+		}
+		b.alt[old] = append(b.alt[old], t)
 	}
 }
 
