@@ -321,6 +321,7 @@ func newParts(sc *storage.Clients, n Names, routing Routing, noRuns bool, ro Run
 	}
 	if p.runs != nil {
 		so.Unconfirm = p.runs.Unconfirm // of a task a client sent for now (sendnow.go)
+		so.UnconfirmDue = p.runs.UnconfirmDue
 		so.SentStarted = p.runs.SentStarted
 	}
 	if p.sched, err = schedule.NewAzure(sc.Table, so); err != nil {

@@ -65,9 +65,11 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 			return res, fmt.Errorf("%w: no pending task or run with id %q", ErrNotFound, id)
 		}
 	case errors.Is(rerr, runs.ErrAlreadyFinished):
-		if !res.Removed {
-			return res, rerr
-		}
+		// Even with its row removed: a delete whose answer was lost is
+		// taken for ours when the row is gone, and a finished run of its
+		// very due time says the mover had moved it and it ran.
+		res.Removed = false
+		return res, rerr
 	default:
 		if !res.Removed {
 			return res, rerr

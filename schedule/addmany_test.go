@@ -227,15 +227,17 @@ func TestTraceParentFromContext(t *testing.T) {
 	}
 }
 
-// lostAnswer is a table whose first transaction of item rows commits but
-// answers as the SDK's retry of it would: the rows are in the way.
+// lostAnswer is a table whose first transaction that lose matches commits
+// but answers as the SDK's retry of it would: the rows are in the way (or
+// gone, for a delete).
 type lostAnswer struct {
 	table.Table
+	lose func(ops []table.Op) bool
 	lost bool
 }
 
 func (l *lostAnswer) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
-	if !l.lost && len(ops) > 0 && ops[0].Kind == table.Insert && !strings.HasPrefix(ops[0].RowKey, "id~") {
+	if !l.lost && len(ops) > 0 && l.lose(ops) {
 		l.lost = true
 		if _, err := l.Table.Submit(ctx, ops); err != nil {
 			return nil, err
@@ -244,12 +246,17 @@ func (l *lostAnswer) Submit(ctx context.Context, ops []table.Op) ([]string, erro
 	return l.Table.Submit(ctx, ops)
 }
 
+// itemInsert matches a transaction that inserts item rows.
+func itemInsert(ops []table.Op) bool {
+	return ops[0].Kind == table.Insert && !strings.HasPrefix(ops[0].RowKey, "id~")
+}
+
 // A batch whose item transaction committed with its answer lost takes the
 // rows it meets for its own — they hold exactly what it writes — instead
 // of refusing the whole batch as already scheduled (issue 38, seed 1059).
 func TestAddManyTakesItsOwnRowsAfterALostAnswer(t *testing.T) {
 	mt := table.NewMemory("", nil)
-	lt := &lostAnswer{Table: mt}
+	lt := &lostAnswer{Table: mt, lose: itemInsert}
 	c, err := newClient(lt, Options{Clock: clock.NewFake(t0), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/mutate"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 )
 
@@ -27,9 +28,20 @@ func (c *Client) Cancel(ctx context.Context, id string) (Item, error) {
 // idempotent); an error of first stops the cancel, with nothing deleted.
 func (c *Client) CancelWith(ctx context.Context, id string, first func(ctx context.Context, it Item) error) (Item, error) {
 	var lastErr error
+	// tried is the row of a delete that failed without saying whether it
+	// committed (a lost answer; the SDK's retry of it then meets no row).
+	var tried *table.Entity
 	for range retries {
 		f, orphan, err := c.locate(ctx, id)
 		if err != nil {
+			if tried != nil && errors.Is(err, ErrNotFound) {
+				// The row is gone since our delete: it was ours, as it
+				// would have been had its answer come back (issue 38,
+				// seed 1164: a cancel answered "not found" and its task,
+				// cancelled, was taken for lost). Were it the mover's move,
+				// the caller's record of the cancel finds its run.
+				return c.cancelled(ctx, *tried), nil
+			}
 			if orphan != nil && errors.Is(err, ErrNotFound) {
 				// Tidy a stale index row; a failure here changes nothing.
 				_, _ = c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: orphan.PartitionKey, RowKey: orphan.RowKey, IfMatch: orphan.ETag}})
@@ -53,18 +65,24 @@ func (c *Client) CancelWith(ctx context.Context, id string, first func(ctx conte
 		}
 		_, err = c.t.Submit(ctx, ops)
 		if err == nil {
-			it := readItem(f.row)
-			if it.PayloadBlob != "" {
-				c.deleteBlob(ctx, it.PayloadBlob)
-			}
-			return it, nil
+			return c.cancelled(ctx, f.row), nil
 		}
-		if !conflict(err) {
+		if !conflict(err) && !storage.IsTransient(err) {
 			return Item{}, fmt.Errorf("cancel %s: %w", id, err)
 		}
-		lastErr = err
+		tried, lastErr = &f.row, err
 	}
-	return Item{}, fmt.Errorf("cancel %s: still conflicting after %d attempts: %w", id, retries, lastErr)
+	return Item{}, fmt.Errorf("cancel %s: still failing after %d attempts: %w", id, retries, lastErr)
+}
+
+// cancelled is the task whose row Cancel deleted; its large payload's blob
+// goes with it.
+func (c *Client) cancelled(ctx context.Context, row table.Entity) Item {
+	it := readItem(row)
+	if it.PayloadBlob != "" {
+		c.deleteBlob(ctx, it.PayloadBlob)
+	}
+	return it
 }
 
 // Reschedule moves the pending task with this id to a new due time: the new
@@ -193,14 +211,23 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 // task's row): whether or not the row says the client confirmed it
 // (PropConfirmed), the run may carry the token — a confirmation whose
 // answer was lost, or whose mark on the row the change came before — and
-// Unconfirm clears it only if it does. A failure is logged: the change
-// stands, and the old message may then run once.
+// Unconfirm clears it only if it does. A row still being sent
+// (PropSendingUntil, no token yet) may have had its run confirmed under a
+// token it does not name: UnconfirmDue clears any. A failure is logged:
+// the change stands, and the old message may then run once.
 func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
-	tok := oneOffSent(old)
-	if tok == "" || c.opts.Unconfirm == nil {
-		return
+	var err error
+	switch tok := oneOffSent(old); {
+	case tok != "" && c.opts.Unconfirm != nil:
+		err = c.opts.Unconfirm(ctx, id, tok)
+	case tok == "" && c.opts.UnconfirmDue != nil && old.Props.Str(PropRecurrence) == "" && old.Props.Str(PropSendingUntil) != "":
+		due, _, perr := ParseRowKey(old.RowKey)
+		if perr != nil {
+			return
+		}
+		err = c.opts.UnconfirmDue(ctx, id, due)
 	}
-	if err := c.opts.Unconfirm(ctx, id, tok); err != nil {
+	if err != nil {
 		c.opts.Logger.Warn("cannot take back the confirmation of a task sent for now; its old message may still run", "task_id", id, "err", err)
 	}
 }

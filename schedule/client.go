@@ -80,6 +80,13 @@ type Options struct {
 	// checked against the row and found stale. Nil: nothing to take back
 	// (no client confirms runs without run records).
 	Unconfirm func(ctx context.Context, id, token string) error
+	// UnconfirmDue takes back any confirmation of the run due at due
+	// that has not started, whatever its token: Reschedule and Add with
+	// Replace call it after rewriting a one-off task's row written while
+	// its client was sending the message (PropSendingUntil) and not yet
+	// marked sent — the sender may have confirmed the run already, under
+	// a token the row does not name yet. Nil: nothing to take back.
+	UnconfirmDue func(ctx context.Context, id string, due time.Time) error
 	// SentStarted reports, for a one-off task due at due whose row says
 	// its message was sent (PropSent, with token), whether that message has
 	// already started a run (the run is past queued, with token or, claimed

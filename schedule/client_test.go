@@ -493,3 +493,27 @@ func TestAddIsIdempotentByContent(t *testing.T) {
 		}
 	}
 }
+
+// A cancel whose delete committed with its answer lost — the SDK's retry
+// then meets no row — succeeds, as it would have the first time, instead
+// of answering that no such task exists (issue 38, seed 1164: the task,
+// cancelled, was taken for lost).
+func TestCancelIsIdempotentAfterALostAnswer(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{})
+	lt := &lostAnswer{Table: mt, lose: func(ops []table.Op) bool { return ops[0].Kind == table.Delete }}
+	c.t = lt
+	if _, err := c.Add(ctx(t), Item{ID: "gone", Type: "mail", Due: t0.Add(time.Hour)}, AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	it, err := c.Cancel(ctx(t), "gone")
+	if err != nil || !lt.lost || it.ID != "gone" || it.Type != "mail" {
+		t.Fatalf("cancel after a lost answer: %+v, %v (lost %v); want the task cancelled", it, err, lt.lost)
+	}
+	if _, err := c.Get(ctx(t), "gone"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after the cancel: %v; want ErrNotFound", err)
+	}
+	// Without a delete of its own in flight, an unknown id is unknown.
+	if _, err := c.Cancel(ctx(t), "gone"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("cancel again: %v; want ErrNotFound", err)
+	}
+}

@@ -84,8 +84,12 @@ func TestMoverLeavesRowsBeingSent(t *testing.T) {
 // (Options.Unconfirm) with the old token; cancelling it does not need to.
 func TestConfirmedRowsAndTheirChanges(t *testing.T) {
 	var unconfirmed []string
+	var dueTakenBack []string
 	c, mt, fc := newMemClient(t, Options{ChangesAfterSend: true, Unconfirm: func(_ context.Context, id, token string) error {
 		unconfirmed = append(unconfirmed, id+"/"+token)
+		return nil
+	}, UnconfirmDue: func(_ context.Context, id string, due time.Time) error {
+		dueTakenBack = append(dueTakenBack, id+"@"+due.Sub(t0).String())
 		return nil
 	}})
 	var confirmed []string
@@ -130,6 +134,36 @@ func TestConfirmedRowsAndTheirChanges(t *testing.T) {
 	sendNow("sentonly", "s2", true)
 	if want := []string{"rescheduled/r1", "replaced/p1", "sentonly/s1"}; !slices.Equal(unconfirmed, want) {
 		t.Errorf("confirmations taken back: %v, want %v", unconfirmed, want)
+	}
+	// A row still being sent (written with Sending, not yet marked) names
+	// no token, but its sender may have confirmed the run already:
+	// rescheduling or replacing it takes back any confirmation of its due
+	// time (issue 38, seed 1142: the old message ran beside the
+	// rescheduled task). A series' occurrences are never confirmed so.
+	for _, id := range []string{"sending", "sendingreplaced"} {
+		if _, err := c.Add(ctxt, Item{ID: id, Due: now}, AddOptions{Sending: now.Add(15 * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Reschedule(ctxt, "sending", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Add(ctxt, Item{ID: "sendingreplaced", Due: now.Add(time.Minute)}, AddOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Add(ctxt, Item{ID: "sendingseries", Due: now, Recurrence: "@every 1h"}, AddOptions{Sending: now.Add(15 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reschedule(ctxt, "sendingseries", now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"sending@0s", "sendingreplaced@0s"}; !slices.Equal(dueTakenBack, want) {
+		t.Errorf("confirmations of a due time taken back: %v, want %v", dueTakenBack, want)
+	}
+	for _, id := range []string{"sending", "sendingreplaced", "sendingseries"} {
+		if _, err := c.Cancel(ctxt, id); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := m.takeFence(ctxt, "00", 1); err != nil {
 		t.Fatal(err)

@@ -803,7 +803,8 @@ func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 // (its pending row was removed): a cancelled record replaces any earlier,
 // finished run of the id, and a run the mover sent meanwhile is cancelled.
 // A finished run of the task itself (m's due time) is left as it is, with
-// ErrAlreadyFinished.
+// ErrAlreadyFinished, unless it is cancelled already (a cancel tried again
+// after its answer was lost succeeds).
 func (s *Store) CancelPending(ctx context.Context, id string, m Meta) error {
 	if err := validateID(id); err != nil {
 		return err
@@ -815,6 +816,9 @@ func (s *Store) CancelPending(ctx context.Context, id string, m Meta) error {
 			return next, err == nil, nil
 		}
 		if cur != nil && !m.Due.IsZero() && !otherDue(cur, m) {
+			if cur.State == Cancelled {
+				return Run{}, false, nil // cancelled already: as idempotent as Cancel
+			}
 			// This very task has ended already (its row only waited for
 			// the mover): its end stands.
 			return Run{}, false, fmt.Errorf("%w: run %s is %s", ErrAlreadyFinished, id, cur.State)

@@ -82,6 +82,27 @@ func (s *Store) Unconfirm(ctx context.Context, id, token string) error {
 	})
 }
 
+// UnconfirmDue takes back any confirmation of the run due at due that has
+// not started: the token is cleared whatever it is. For a row written
+// while its client was sending its message (schedule.AddOptions.Sending)
+// and changed before that client marked it: the row names no token yet,
+// but the sender may have confirmed the run already, and its old message
+// must be checked against the row, not run on the confirmation (issue 38,
+// seed 1142: a task rescheduled in that window ran at both due times).
+func (s *Store) UnconfirmDue(ctx context.Context, id string, due time.Time) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		if cur == nil || cur.Token == "" || !notStarted(cur) || cur.Due.IsZero() || !cur.Due.Equal(stored(due)) {
+			return Run{}, false, nil
+		}
+		next := *cur
+		next.Token = ""
+		return next, true, nil
+	})
+}
+
 // SentStarted reports whether the message sent for a one-off task due at
 // due, with token, has already started its run: the record is past
 // queued and carries token, or no token (a worker claimed the message

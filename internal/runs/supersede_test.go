@@ -109,6 +109,26 @@ func earlySent(t *testing.T, e env) {
 	if _, err := s.Claim(ctx, "early2", "w1", 1, due.Add(time.Minute), m); !errors.Is(err, ErrUnconfirmed) {
 		t.Fatalf("claim after Unconfirm = %v, want ErrUnconfirmed", err)
 	}
+	// UnconfirmDue clears whatever token a run of its due time that has
+	// not started carries, and nothing else.
+	if ok := s.Confirm(ctx, []Mark{{ID: "early4", Meta: m}}); !ok[0] {
+		t.Fatal("Confirm failed")
+	}
+	if err := s.UnconfirmDue(ctx, "early4", due.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "early4", Queued); r.Token != "tok1" {
+		t.Fatalf("UnconfirmDue of another due time changed %+v", r)
+	}
+	if err := s.UnconfirmDue(ctx, "early4", due); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "early4", Queued); r.Token != "" {
+		t.Fatalf("UnconfirmDue left %+v", r)
+	}
+	if _, err := s.Claim(ctx, "early4", "w1", 1, due.Add(time.Minute), m); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("claim after UnconfirmDue = %v, want ErrUnconfirmed", err)
+	}
 	// The row decided it stands: the claim without the token goes through.
 	m.Token = ""
 	if _, err := s.Claim(ctx, "early2", "w1", 1, due.Add(time.Minute), m); err != nil {
