@@ -2,6 +2,7 @@ package leasecron
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -321,7 +322,9 @@ func newParts(sc *storage.Clients, n Names, routing Routing, noRuns bool, ro Run
 	}
 	if p.runs != nil {
 		so.Unconfirm = p.runs.Unconfirm // of a task a client sent for now (sendnow.go)
-		so.UnconfirmDue = p.runs.UnconfirmDue
+		so.UnconfirmDue = func(ctx context.Context, old schedule.Item) error {
+			return p.runs.UnconfirmDue(ctx, old.ID, runs.Meta{Type: old.Type, Due: old.Due, Batch: old.Batch})
+		}
 		so.SentStarted = p.runs.SentStarted
 	}
 	if p.sched, err = schedule.NewAzure(sc.Table, so); err != nil {

@@ -79,7 +79,6 @@ func (c *Client) sendAll(ctx context.Context, items []Item) {
 		})
 	}
 	_ = g.Wait()
-	c.dropChanged(ctx, sent, ok, now)
 	var done []schedule.Sent
 	var marks []runs.Mark
 	var marked []int // index in done of each mark
@@ -107,7 +106,7 @@ func (c *Client) sendAll(ctx context.Context, items []Item) {
 		case err == nil, errors.Is(err, ErrNotFound):
 			// Marked, or the row is gone: nothing to take back (see
 			// takeBackOnMarkRefused).
-		case takeBackOnMarkRefused(err, done[i].Item.SendingUntil, c.o.Clock.Now()):
+		case takeBackOnMarkRefused(err):
 			// The row changed since it was written (rescheduled, replaced):
 			// the message is stale, and a confirmation recorded just before
 			// the change must not let it run. Cleared only if the run still
@@ -125,65 +124,17 @@ func (c *Client) sendAll(ctx context.Context, items []Item) {
 	}
 }
 
-// confirmCheckAfter: a task whose row was written longer ago than this
-// when its message has been sent (a throttled or faulty account) is
-// checked against its row before its run is confirmed (dropChanged).
-const confirmCheckAfter = time.Second
-
-// dropChanged clears ok for each sent task written more than
-// confirmCheckAfter ago whose row is no longer as it was written:
-// rescheduled, replaced or cancelled while the writes and sends were slow.
-// Its run must not be confirmed: a confirmation written after the
-// change would let the old message run beside the task as changed (issue
-// 38, seed 1142: a send stalled for six seconds confirmed the old due
-// time after the rescheduled task had run, and the old message ran too).
-// A row that cannot be read is left to the confirmation, as before; a
-// change after the read is taken back by the change itself
-// (schedule.Options.UnconfirmDue) or when the mark is refused.
-func (c *Client) dropChanged(ctx context.Context, sent []schedule.Sent, ok []bool, now time.Time) {
-	var g errgroup.Group
-	g.SetLimit(sendConcurrency)
-	for i := range sent {
-		it := sent[i].Item
-		if !ok[i] || it.Recurrence != "" || !c.o.Clock.Now().After(it.SendingUntil.Add(confirmCheckAfter-sendGrace)) {
-			continue
-		}
-		g.Go(func() error {
-			env, err := c.sched.Envelope(sent[i].Item, sent[i].Token, now)
-			if err != nil {
-				return nil
-			}
-			if cur, err := c.sched.Current(ctx, env); err == nil && !cur {
-				c.o.Logger.Info("a task sent for now changed before its run was confirmed; its old message will be found stale", "task_id", sent[i].Item.ID)
-				ok[i] = false
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
-}
-
 // takeBackOnMarkRefused reports whether a sender whose mark on its row was
-// refused with err at now takes its run's confirmation back: for a row that
-// changed (ErrPreconditionFailed), or is gone while the mover still leaves
-// it alone (before sendingUntil, less moverSkew): a reschedule or replace
-// moved it to another key, and its old message must not run on the
-// confirmation (issue 38, seed 1142). A row gone later was either moved
-// by the mover, which found this very confirmation and left the message
-// to stand for the row (taken back, the message is then acknowledged as
-// stale and the task never runs: issue 38, seed 15, a mark delayed 12 s
-// by faults), or cancelled, and a cancel records the run cancelled itself.
-func takeBackOnMarkRefused(err error, sendingUntil, now time.Time) bool {
-	if errors.Is(err, ErrNotFound) {
-		return !sendingUntil.IsZero() && now.Before(sendingUntil.Add(-moverSkew))
-	}
+// refused with err takes its run's confirmation back. Only for a row that
+// changed (ErrPreconditionFailed): a row that is gone (ErrNotFound) was
+// either moved by the mover, which found this very confirmation and left
+// the message to stand for the row (taken back, the message is then
+// acknowledged as stale and the task never runs: issue 38, the
+// simulator's seed 15, a mark delayed 12 s by faults), or cancelled, and
+// a cancel records the run cancelled itself.
+func takeBackOnMarkRefused(err error) bool {
 	return errors.Is(err, storage.ErrPreconditionFailed)
 }
-
-// moverSkew is how far ahead of a client's clock a mover's may be (the
-// README allows clocks a second apart), as takeBackOnMarkRefused reads a
-// row's SendingUntil.
-const moverSkew = 2 * time.Second
 
 // markLanded reports whether the row of s carries its token: the mark
 // whose answer was refused had committed (a lost answer retried), and the

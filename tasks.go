@@ -29,7 +29,7 @@ type CancelResult struct {
 // already cancelled is success (Marked), so a cancel is idempotent.
 func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	res := CancelResult{ID: id}
-	it, err := c.sched.CancelWith(ctx, id, c.cancelWaitedFor)
+	it, unsure, err := c.sched.CancelReport(ctx, id, c.cancelWaitedFor)
 	switch {
 	case err == nil:
 		res.Removed = true
@@ -65,11 +65,13 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 			return res, fmt.Errorf("%w: no pending task or run with id %q", ErrNotFound, id)
 		}
 	case errors.Is(rerr, runs.ErrAlreadyFinished):
-		// Even with its row removed: a delete whose answer was lost is
-		// taken for ours when the row is gone, and a finished run of its
-		// very due time says the mover had moved it and it ran.
-		res.Removed = false
-		return res, rerr
+		if !res.Removed || unsure {
+			// Unsure: a delete whose answer was lost is taken for ours
+			// when the row is gone, but a run of its very due time that
+			// has finished says the mover had moved it, and it ran.
+			res.Removed = false
+			return res, rerr
+		}
 	default:
 		if !res.Removed {
 			return res, rerr

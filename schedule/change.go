@@ -27,62 +27,72 @@ func (c *Client) Cancel(ctx context.Context, id string) (Item, error) {
 // before its row is deleted (again after a conflict: it must be
 // idempotent); an error of first stops the cancel, with nothing deleted.
 func (c *Client) CancelWith(ctx context.Context, id string, first func(ctx context.Context, it Item) error) (Item, error) {
+	it, _, err := c.CancelReport(ctx, id, first)
+	return it, err
+}
+
+// CancelReport is CancelWith, also telling whether the cancel is unsure
+// that it removed the row: its delete failed without saying whether it
+// committed (a lost answer: the SDK's retry met no row, or the request
+// timed out), and the row is gone since. The delete is then taken for
+// ours, as it would have been had its answer come back (issue 38, seed
+// 1164: a cancel answered "not found" and its task, cancelled, was taken
+// for lost) — but the mover may have moved the row instead, so the caller
+// checks the run (a run of its due time that already finished means the
+// task ran), and a large payload's blob is left to its retention.
+func (c *Client) CancelReport(ctx context.Context, id string, first func(ctx context.Context, it Item) error) (it Item, unsure bool, err error) {
 	var lastErr error
 	// tried is the row of a delete that failed without saying whether it
-	// committed (a lost answer; the SDK's retry of it then meets no row).
+	// committed. A refusal because the row had changed (a precondition
+	// failed) says ours did not, and clears it.
 	var tried *table.Entity
-	for range retries {
+	for try := 0; ; try++ {
 		f, orphan, err := c.locate(ctx, id)
 		if err != nil {
 			if tried != nil && errors.Is(err, ErrNotFound) {
-				// The row is gone since our delete: it was ours, as it
-				// would have been had its answer come back (issue 38,
-				// seed 1164: a cancel answered "not found" and its task,
-				// cancelled, was taken for lost). Were it the mover's move,
-				// the caller's record of the cancel finds its run.
-				return c.cancelled(ctx, *tried), nil
+				return readItem(*tried), true, nil
 			}
 			if orphan != nil && errors.Is(err, ErrNotFound) {
 				// Tidy a stale index row; a failure here changes nothing.
 				_, _ = c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: orphan.PartitionKey, RowKey: orphan.RowKey, IfMatch: orphan.ETag}})
 			}
-			return Item{}, err
+			return Item{}, false, err
+		}
+		if try == retries {
+			return Item{}, false, fmt.Errorf("cancel %s: still failing after %d attempts: %w", id, retries, lastErr)
 		}
 		if err := c.refuseSentChange(ctx, id, f.row, "cancel", "cancelled"); err != nil {
-			return Item{}, err
+			return Item{}, false, err
 		}
 		if first != nil {
 			if err := first(ctx, readItem(f.row)); err != nil {
-				return Item{}, err
+				return Item{}, false, err
 			}
 		}
 		if mutate.On(mutate.CancelNoop) {
-			return readItem(f.row), nil
+			return readItem(f.row), false, nil
 		}
 		ops := []table.Op{{Kind: table.Delete, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, IfMatch: f.row.ETag}}
 		if f.index != nil {
 			ops = append(ops, table.Op{Kind: table.Delete, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, IfMatch: f.index.ETag})
 		}
 		_, err = c.t.Submit(ctx, ops)
-		if err == nil {
-			return c.cancelled(ctx, f.row), nil
+		switch {
+		case err == nil:
+			it := readItem(f.row)
+			if it.PayloadBlob != "" {
+				c.deleteBlob(ctx, it.PayloadBlob)
+			}
+			return it, false, nil
+		case errors.Is(err, storage.ErrNotFound), storage.IsTransient(err):
+			tried = &f.row
+		case conflict(err):
+			tried = nil
+		default:
+			return Item{}, false, fmt.Errorf("cancel %s: %w", id, err)
 		}
-		if !conflict(err) && !storage.IsTransient(err) {
-			return Item{}, fmt.Errorf("cancel %s: %w", id, err)
-		}
-		tried, lastErr = &f.row, err
+		lastErr = err
 	}
-	return Item{}, fmt.Errorf("cancel %s: still failing after %d attempts: %w", id, retries, lastErr)
-}
-
-// cancelled is the task whose row Cancel deleted; its large payload's blob
-// goes with it.
-func (c *Client) cancelled(ctx context.Context, row table.Entity) Item {
-	it := readItem(row)
-	if it.PayloadBlob != "" {
-		c.deleteBlob(ctx, it.PayloadBlob)
-	}
-	return it
 }
 
 // Reschedule moves the pending task with this id to a new due time: the new
@@ -220,16 +230,18 @@ func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
 	switch tok := oneOffSent(old); {
 	case tok != "" && c.opts.Unconfirm != nil:
 		err = c.opts.Unconfirm(ctx, id, tok)
-	case tok == "" && c.opts.UnconfirmDue != nil && old.Props.Str(PropRecurrence) == "" && old.Props.Str(PropSendingUntil) != "":
-		due, _, perr := ParseRowKey(old.RowKey)
-		if perr != nil {
-			return
-		}
-		err = c.opts.UnconfirmDue(ctx, id, due)
+	case c.opts.UnconfirmDue != nil && beingSent(old):
+		err = c.opts.UnconfirmDue(ctx, readItem(old))
 	}
 	if err != nil {
 		c.opts.Logger.Warn("cannot take back the confirmation of a task sent for now; its old message may still run", "task_id", id, "err", err)
 	}
+}
+
+// beingSent reports whether row is a one-off task's written while its
+// client sends its message (PropSendingUntil), not yet marked sent.
+func beingSent(row table.Entity) bool {
+	return row.Props.Str(PropRecurrence) == "" && row.Props.Str(PropSent) == "" && row.Props.Str(PropSendingUntil) != ""
 }
 
 // oneOffSent returns the token of the message sent for row when row is a
@@ -253,10 +265,12 @@ func (c *Client) refuseSentChange(ctx context.Context, id string, row table.Enti
 
 // refuseStarted returns an error wrapping ErrNotFound when row is a
 // one-off task's whose sent message has already started its run
-// (Options.SentStarted): moving the row would run the task again.
+// (Options.SentStarted), or whose message its client is still sending
+// and whose run of that due time has started: moving the row would run
+// the task again.
 func (c *Client) refuseStarted(ctx context.Context, id string, row table.Entity, verb string) error {
 	tok := oneOffSent(row)
-	if tok == "" || c.opts.SentStarted == nil {
+	if tok == "" && !beingSent(row) || c.opts.SentStarted == nil {
 		return nil
 	}
 	started, err := c.opts.SentStarted(ctx, id, tok, readItem(row).Due)

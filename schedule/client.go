@@ -80,17 +80,19 @@ type Options struct {
 	// checked against the row and found stale. Nil: nothing to take back
 	// (no client confirms runs without run records).
 	Unconfirm func(ctx context.Context, id, token string) error
-	// UnconfirmDue takes back any confirmation of the run due at due
-	// that has not started, whatever its token: Reschedule and Add with
-	// Replace call it after rewriting a one-off task's row written while
-	// its client was sending the message (PropSendingUntil) and not yet
-	// marked sent — the sender may have confirmed the run already, under
-	// a token the row does not name yet. Nil: nothing to take back.
-	UnconfirmDue func(ctx context.Context, id string, due time.Time) error
+	// UnconfirmDue withdraws the run of old, a one-off task's row written
+	// while its client was sending the message (PropSendingUntil) and not
+	// yet marked sent, which Reschedule or Add with Replace has just
+	// rewritten: its sender may confirm the run before the change or after
+	// it, under a token the row does not name yet, and neither may let
+	// the old message run. Nil: nothing to withdraw.
+	UnconfirmDue func(ctx context.Context, old Item) error
 	// SentStarted reports, for a one-off task due at due whose row says
 	// its message was sent (PropSent, with token), whether that message has
 	// already started a run (the run is past queued, with token or, claimed
-	// before its confirmation, with none and that due time): the task
+	// before its confirmation, with none and that due time); for a row
+	// still being sent (PropSendingUntil, token ""), whether a run of its
+	// due time has started: the task
 	// is no longer pending, only its row waits for the mover's next pass:
 	// Reschedule (RunNow) refuses it with ErrNotFound instead of running
 	// it again (issue 38, seed 1001), and so does Cancel, whose caller

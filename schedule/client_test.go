@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -516,4 +517,36 @@ func TestCancelIsIdempotentAfterALostAnswer(t *testing.T) {
 	if _, err := c.Cancel(ctx(t), "gone"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("cancel again: %v; want ErrNotFound", err)
 	}
+	// A delete refused because the row had changed did not commit: a row
+	// gone after that was removed by another (the mover), not by us.
+	c.t = &movedFirst{Table: mt}
+	if _, err := c.Add(ctx(t), Item{ID: "moved", Type: "mail", Due: t0.Add(time.Hour)}, AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, unsure, err := c.CancelReport(ctx(t), "moved", nil); !errors.Is(err, ErrNotFound) || unsure {
+		t.Fatalf("cancel of a row moved before our delete: %v (unsure %v); want ErrNotFound", err, unsure)
+	}
+}
+
+// movedFirst is a table on which the first delete transaction finds its
+// rows removed by another writer just before it: refused, as changed.
+type movedFirst struct {
+	table.Table
+	done bool
+}
+
+func (m *movedFirst) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if !m.done && len(ops) > 0 && ops[0].Kind == table.Delete {
+		m.done = true
+		var plain []table.Op
+		for _, op := range ops {
+			op.IfMatch = ""
+			plain = append(plain, op)
+		}
+		if _, err := m.Table.Submit(ctx, plain); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("delete: %w", storage.ErrPreconditionFailed)
+	}
+	return m.Table.Submit(ctx, ops)
 }

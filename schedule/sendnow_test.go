@@ -88,8 +88,8 @@ func TestConfirmedRowsAndTheirChanges(t *testing.T) {
 	c, mt, fc := newMemClient(t, Options{ChangesAfterSend: true, Unconfirm: func(_ context.Context, id, token string) error {
 		unconfirmed = append(unconfirmed, id+"/"+token)
 		return nil
-	}, UnconfirmDue: func(_ context.Context, id string, due time.Time) error {
-		dueTakenBack = append(dueTakenBack, id+"@"+due.Sub(t0).String())
+	}, UnconfirmDue: func(_ context.Context, old Item) error {
+		dueTakenBack = append(dueTakenBack, old.ID+"@"+old.Due.Sub(t0).String())
 		return nil
 	}})
 	var confirmed []string
@@ -181,5 +181,38 @@ func TestConfirmedRowsAndTheirChanges(t *testing.T) {
 	}
 	if n := len(q.ids()); n != 0 {
 		t.Errorf("the mover sent %d messages for rows whose senders had sent them", n)
+	}
+}
+
+// A row still being sent (written with Sending, not yet marked) whose
+// message has already started its run is no longer pending: reschedule
+// and cancel refuse it as they refuse a sent row whose run started, or the
+// task would run again at its new time (issue 38, found reviewing seed
+// 1142's fix). One whose run has not started changes as usual.
+func TestChangeOfARowBeingSentWhoseRunStarted(t *testing.T) {
+	var asked []string
+	started := map[string]bool{"ran": true}
+	c, _, fc := newMemClient(t, Options{ChangesAfterSend: true, SentStarted: func(_ context.Context, id, token string, due time.Time) (bool, error) {
+		asked = append(asked, id+"/"+token+"@"+due.Sub(t0).String())
+		return started[id], nil
+	}})
+	ctxt := ctx(t)
+	now := fc.Now()
+	for _, id := range []string{"ran", "waits"} {
+		if _, err := c.Add(ctxt, Item{ID: id, Due: now}, AddOptions{Sending: now.Add(15 * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Reschedule(ctxt, "ran", now.Add(time.Hour)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("reschedule of a row being sent whose run started: %v, want ErrNotFound", err)
+	}
+	if _, err := c.Cancel(ctxt, "ran"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("cancel of a row being sent whose run started: %v, want ErrNotFound", err)
+	}
+	if _, err := c.Reschedule(ctxt, "waits", now.Add(time.Hour)); err != nil {
+		t.Errorf("reschedule of a row being sent whose run has not started: %v", err)
+	}
+	if want := []string{"ran/@0s", "ran/@0s", "waits/@0s"}; !slices.Equal(asked, want) {
+		t.Errorf("runs asked about: %v, want %v", asked, want)
 	}
 }

@@ -161,7 +161,7 @@ func (s *Store) CancelDependent(ctx context.Context, id string, m Meta, why stri
 		if cur != nil && cur.State.Finished() && !newer(cur, m) {
 			return Run{}, false, nil
 		}
-		next := newRun(id, Cancelled)
+		next := successor(cur, id, Cancelled)
 		next.Finished, next.LastError = now, why
 		fillMeta(&next, m)
 		return next, true, nil

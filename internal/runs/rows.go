@@ -55,6 +55,9 @@ func runProps(r Run) table.Props {
 	if len(r.Requeued) > 0 {
 		p["Requeued"] = strings.Join(r.Requeued, ",")
 	}
+	if !r.Withdrawn.IsZero() {
+		p["Withdrawn"] = r.Withdrawn
+	}
 	return p
 }
 
@@ -110,7 +113,7 @@ func decodeRun(rw table.Entity) Run {
 		Progress: leasecrontype.RunProgress{Percent: int(p.Int("Progress")), Message: p.Str("ProgressMessage"), At: p.Time("ProgressAt")},
 		Batch:    p.Str("Batch"), After: splitList(p.Str("After")),
 		Updated: rw.Timestamp,
-	}, Token: p.Str("Token"), Seq: p.Int("Seq"), Requeued: splitList(p.Str("Requeued")), ETag: rw.ETag, pk: rw.PartitionKey}
+	}, Token: p.Str("Token"), Seq: p.Int("Seq"), Requeued: splitList(p.Str("Requeued")), Withdrawn: p.Time("Withdrawn"), ETag: rw.ETag, pk: rw.PartitionKey}
 }
 
 // Public returns r as the public leasecrontype.Run.

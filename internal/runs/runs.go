@@ -47,6 +47,11 @@ type Run struct {
 	// Requeued names the deaths of this run whose dead letters were
 	// requeued, the latest first (at most MaxRequeued; see MarkRequeued).
 	Requeued []string
+	// Withdrawn is the due time of a scheduling of this id whose message
+	// its client sent for now and whose row was then rescheduled or
+	// replaced (UnconfirmDue): a confirmation of that due time is refused
+	// from then on, whichever scheduling the record now describes.
+	Withdrawn time.Time
 
 	ETag string
 	// legacy marks a record read from the previous layout.
@@ -60,6 +65,23 @@ type Run struct {
 // newRun returns a record of id in state st.
 func newRun(id string, st State) Run {
 	return Run{Run: leasecrontype.Run{ID: id, State: st}}
+}
+
+// successor returns a fresh record of id in state st in place of cur (nil
+// when there is none): only what outlives a scheduling (Withdrawn) is
+// carried over.
+func successor(cur *Run, id string, st State) Run {
+	next := newRun(id, st)
+	if cur != nil {
+		next.Withdrawn = cur.Withdrawn
+	}
+	return next
+}
+
+// withdrawn reports whether m is a confirmation (it carries a token) of a
+// due time cur says was withdrawn.
+func withdrawn(cur *Run, m Meta) bool {
+	return cur != nil && m.Token != "" && !cur.Withdrawn.IsZero() && !m.Due.IsZero() && cur.Withdrawn.Equal(stored(m.Due))
 }
 
 // Meta is what a claim or a queued mark records about the task besides the
@@ -173,7 +195,7 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 	if cur != nil && !newer(cur, m) {
 		next = *cur
 	} else {
-		next = newRun(id, Queued)
+		next = successor(cur, id, Queued)
 	}
 	fillMeta(&next, m)
 	switch {
@@ -227,8 +249,14 @@ func fillMeta(r *Run, m Meta) {
 // repeated move of a row whose earlier move was delivered) is left alone.
 func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 	switch {
+	case withdrawn(cur, m) && (newer(cur, m) || notStarted(cur)):
+		// A confirmation of a due time withdrawn by a change of its row
+		// (issue 38, seed 1142: the sender's, late): its message is checked
+		// against the row instead. A run of it that has started is
+		// decided as usual.
+		return *cur, false, false
 	case cur == nil || newer(cur, m):
-		next = newRun(id, Queued)
+		next = successor(cur, id, Queued)
 		fillMeta(&next, m)
 		return next, true, true
 	case cur.State == Queued && cur.Due.Equal(stored(m.Due)):

@@ -823,7 +823,7 @@ func (s *Store) CancelPending(ctx context.Context, id string, m Meta) error {
 			// the mover): its end stands.
 			return Run{}, false, fmt.Errorf("%w: run %s is %s", ErrAlreadyFinished, id, cur.State)
 		}
-		next := newRun(id, Cancelled)
+		next := successor(cur, id, Cancelled)
 		next.Finished = now
 		fillMeta(&next, m)
 		return next, true, nil

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -82,23 +83,43 @@ func (s *Store) Unconfirm(ctx context.Context, id, token string) error {
 	})
 }
 
-// UnconfirmDue takes back any confirmation of the run due at due that has
-// not started: the token is cleared whatever it is. For a row written
-// while its client was sending its message (schedule.AddOptions.Sending)
-// and changed before that client marked it: the row names no token yet,
-// but the sender may have confirmed the run already, and its old message
-// must be checked against the row, not run on the confirmation (issue 38,
-// seed 1142: a task rescheduled in that window ran at both due times).
-func (s *Store) UnconfirmDue(ctx context.Context, id string, due time.Time) error {
+// UnconfirmDue withdraws the run of m's due time (m describes the task as
+// it was): any confirmation of it that has not started is taken back, the
+// token cleared whatever it is, and one that comes later is refused
+// (Run.Withdrawn, kept by the record whichever scheduling it describes
+// next). For a row written while its client was sending its message
+// (schedule.AddOptions.Sending) and rescheduled or replaced before that
+// client marked it: the row names no token yet, and the sender may confirm
+// the run before the change or after it — even after the changed task has
+// run (issue 38, seed 1142: the old message ran beside the rescheduled
+// task). The old message is then checked against the row, and found
+// stale. Without a record, one is written queued for that due time (as a
+// taken-back confirmation leaves it), carrying the mark. Only a record of
+// exactly that due time is a confirmation of it (not one of an earlier
+// release, which knows no due time).
+func (s *Store) UnconfirmDue(ctx context.Context, id string, m Meta) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
+	if m.Due.IsZero() {
+		return fmt.Errorf("%w: withdraw %s: no due time", ErrInvalid, id)
+	}
+	due := stored(m.Due)
 	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
-		if cur == nil || cur.Token == "" || !notStarted(cur) || cur.Due.IsZero() || !cur.Due.Equal(stored(due)) {
-			return Run{}, false, nil
+		var next Run
+		switch {
+		case cur == nil:
+			next = newRun(id, Queued)
+			fillMeta(&next, Meta{Type: m.Type, Due: due, Batch: m.Batch})
+		case cur.Withdrawn.Equal(due) && (cur.Token == "" || !notStarted(cur) || !cur.Due.Equal(due)):
+			return Run{}, false, nil // withdrawn already
+		default:
+			next = *cur
+			if notStarted(cur) && cur.Due.Equal(due) {
+				next.Token = ""
+			}
 		}
-		next := *cur
-		next.Token = ""
+		next.Withdrawn = due
 		return next, true, nil
 	})
 }
@@ -114,11 +135,16 @@ func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time
 		return false, err
 	}
 	cur, ok, err := s.read(ctx, id)
-	if err != nil || !ok || token == "" {
+	if err != nil || !ok {
 		return false, err
 	}
 	if notStarted(&cur) || cur.State == Cancelled {
 		return false, nil
+	}
+	if token == "" {
+		// A row still being sent names no token yet: any run of its due
+		// time that has started is its message's.
+		return !cur.Due.IsZero() && cur.Due.Equal(stored(due)), nil
 	}
 	return cur.Token == token || cur.Token == "" && cur.Due.Equal(stored(due)), nil
 }

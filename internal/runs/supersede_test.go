@@ -109,26 +109,6 @@ func earlySent(t *testing.T, e env) {
 	if _, err := s.Claim(ctx, "early2", "w1", 1, due.Add(time.Minute), m); !errors.Is(err, ErrUnconfirmed) {
 		t.Fatalf("claim after Unconfirm = %v, want ErrUnconfirmed", err)
 	}
-	// UnconfirmDue clears whatever token a run of its due time that has
-	// not started carries, and nothing else.
-	if ok := s.Confirm(ctx, []Mark{{ID: "early4", Meta: m}}); !ok[0] {
-		t.Fatal("Confirm failed")
-	}
-	if err := s.UnconfirmDue(ctx, "early4", due.Add(time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if r := e.mustState(t, "early4", Queued); r.Token != "tok1" {
-		t.Fatalf("UnconfirmDue of another due time changed %+v", r)
-	}
-	if err := s.UnconfirmDue(ctx, "early4", due); err != nil {
-		t.Fatal(err)
-	}
-	if r := e.mustState(t, "early4", Queued); r.Token != "" {
-		t.Fatalf("UnconfirmDue left %+v", r)
-	}
-	if _, err := s.Claim(ctx, "early4", "w1", 1, due.Add(time.Minute), m); !errors.Is(err, ErrUnconfirmed) {
-		t.Fatalf("claim after UnconfirmDue = %v, want ErrUnconfirmed", err)
-	}
 	// The row decided it stands: the claim without the token goes through.
 	m.Token = ""
 	if _, err := s.Claim(ctx, "early2", "w1", 1, due.Add(time.Minute), m); err != nil {
@@ -160,9 +140,107 @@ func earlySent(t *testing.T, e env) {
 
 func TestMemEarlySent(t *testing.T) { earlySent(t, memEnv(t)) }
 
+func TestMemWithdrawnSend(t *testing.T) { withdrawnSend(t, memEnv(t)) }
+
+// withdrawnSend: a task sent for now by its client and rescheduled before
+// the client marked its row (issue 38, seed 1142). UnconfirmDue withdraws
+// the old due time: a confirmation before it is taken back, one after it
+// is refused — even once the rescheduled task has run and its record is
+// finished — and a claim of the old message is left to the row check.
+func withdrawnSend(t *testing.T, e env) {
+	ctx := context.Background()
+	s := e.s
+	old := e.now().Add(time.Second).Truncate(time.Second)
+	later := old.Add(time.Hour)
+	sent := Meta{Type: "email", Due: old, Token: "tok1"}
+	lease := old.Add(time.Minute)
+
+	// Confirmed before the change: taken back.
+	if ok := s.Confirm(ctx, []Mark{{ID: "before", Meta: sent}}); !ok[0] {
+		t.Fatal("Confirm failed")
+	}
+	if err := s.UnconfirmDue(ctx, "before", Meta{Type: "email", Due: old.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "before", Queued); r.Token != "tok1" {
+		t.Fatalf("withdrawing another due time changed %+v", r)
+	}
+	if err := s.UnconfirmDue(ctx, "before", Meta{Type: "email", Due: old}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "before", Queued); r.Token != "" || !r.Withdrawn.Equal(old) {
+		t.Fatalf("after the withdrawal: %+v", r)
+	}
+	if _, err := s.Claim(ctx, "before", "w1", 1, lease, sent); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("claim of the old message = %v, want ErrUnconfirmed", err)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "before", Meta: sent}}); ok[0] {
+		t.Fatal("a confirmation retried after the withdrawal was accepted")
+	}
+
+	// Confirmed after the change, before any record: refused.
+	if err := s.UnconfirmDue(ctx, "after", Meta{Type: "email", Due: old}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "after", Queued); r.Token != "" || !r.Due.Equal(old) || r.Type != "email" {
+		t.Fatalf("the withdrawal's record: %+v", r)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "after", Meta: sent}}); ok[0] {
+		t.Fatal("a confirmation after the withdrawal was accepted")
+	}
+
+	// Confirmed after the rescheduled task has run: still refused. The
+	// rescheduled task (another due time, its own token) is confirmed and
+	// runs as usual once the old queued record is out of its way.
+	if err := s.UnconfirmDue(ctx, "ran", Meta{Type: "email", Due: old}); err != nil {
+		t.Fatal(err)
+	}
+	moved := Meta{Type: "email", Due: later, Token: "tok2"}
+	if _, err := s.Claim(ctx, "ran", "w1", 1, lease, Meta{Type: "email", Due: later}); err != nil {
+		t.Fatalf("claim of the rescheduled task (checked against its row): %v", err)
+	}
+	if err := s.Finish(ctx, "ran", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "ran", Meta: moved}}); !ok[0] {
+		t.Fatal("the rescheduled task's run is not confirmed")
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "ran", Meta: sent}}); ok[0] {
+		t.Fatal("a late confirmation of the withdrawn due time was accepted after the rescheduled task ran")
+	}
+	if r := e.mustState(t, "ran", Succeeded); !r.Due.Equal(later) || !r.Withdrawn.Equal(old) {
+		t.Fatalf("the rescheduled task's record: %+v", r)
+	}
+	if _, err := s.Claim(ctx, "ran", "w2", 1, lease, sent); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("claim of the old message after the task ran = %v, want ErrUnconfirmed", err)
+	}
+
+	// Replaced with the same due time: the replacement's run is not
+	// confirmed while queued (its message is checked against its row),
+	// and once it has started its row may be moved.
+	if err := s.UnconfirmDue(ctx, "same", Meta{Type: "email", Due: old}); err != nil {
+		t.Fatal(err)
+	}
+	again := Meta{Type: "email", Due: old, Token: "tok3"}
+	if ok := s.Confirm(ctx, []Mark{{ID: "same", Meta: again}}); ok[0] {
+		t.Fatal("a confirmation of the withdrawn due time was accepted")
+	}
+	if _, err := s.Claim(ctx, "same", "w1", 1, lease, Meta{Type: "email", Due: old}); err != nil {
+		t.Fatalf("claim of the replacement (checked against its row): %v", err)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "same", Meta: again}}); !ok[0] {
+		t.Fatal("the replacement has started: its row must be movable")
+	}
+}
+
 func TestStoreEarlySent(t *testing.T) {
 	t.Parallel()
 	earlySent(t, azureEnv(t, Options{}))
+}
+
+func TestStoreWithdrawnSend(t *testing.T) {
+	t.Parallel()
+	withdrawnSend(t, azureEnv(t, Options{}))
 }
 
 // A confirmation of an early-sent run that a worker claimed (after
@@ -347,5 +425,30 @@ func TestSentStartedOfARunWaitingForItsRate(t *testing.T) {
 	}
 	if started, err := s.SentStarted(ctx, "w", "tok", due); err != nil || !started {
 		t.Fatalf("SentStarted once claimed = %v, %v; want true", started, err)
+	}
+}
+
+// CancelPending tried again after its answer was lost finds its own
+// cancelled record and succeeds; a run of that due time that succeeded
+// stands, refused with ErrAlreadyFinished.
+func TestMemCancelPendingIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	due := e.now().Truncate(time.Second)
+	m := Meta{Type: "email", Due: due}
+	for range 2 {
+		if err := e.s.CancelPending(ctx, "c", m); err != nil {
+			t.Fatalf("CancelPending: %v", err)
+		}
+	}
+	e.mustState(t, "c", Cancelled)
+	if _, err := e.s.Claim(ctx, "ok", "w1", 1, due.Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Finish(ctx, "ok", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.CancelPending(ctx, "ok", m); !errors.Is(err, ErrAlreadyFinished) {
+		t.Fatalf("CancelPending of a run that succeeded: %v, want ErrAlreadyFinished", err)
 	}
 }
