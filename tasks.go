@@ -118,11 +118,30 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 // sent early are skipped by the workers (with run records on; without
 // them Disable refuses with ErrAlreadySent).
 func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
-	it, err := c.sched.Disable(ctx, id)
-	if err == nil {
-		c.cancelMovedOccurrences(ctx, id)
+	if c.runs == nil {
+		return c.sched.Disable(ctx, id)
 	}
-	return it, err
+	it, stopped, err := c.sched.DisableMoving(ctx, id, c.moving())
+	if err != nil {
+		return it, err
+	}
+	// Occurrences a mover may be moving right now: recorded cancelled, so
+	// that one sent after this returns is acknowledged without running.
+	for _, due := range stopped {
+		if err := c.runs.CancelUnstarted(ctx, runs.OccurrenceID(id, due), runs.Meta{Type: it.Type, Due: due}); err != nil {
+			c.o.Logger.Warn("cannot stop an occurrence a mover may be moving; it may still run once", "series", id, "due", due, "err", err)
+		}
+	}
+	c.cancelMovedOccurrences(ctx, id)
+	return it, nil
+}
+
+// moving is how far ahead a mover pass reading a series' row sends its
+// occurrences without a token (its retire window, at most a pass and the
+// time passes take), with the clocks' skew: twice the mover's poll
+// interval (SendWithin is set to it; at least the default) and 2 s.
+func (c *Client) moving() time.Duration {
+	return 2*max(c.o.SendWithin, schedule.DefaultPollEvery) + 2*time.Second
 }
 
 // cancelMovedOccurrences cancels the runs of series' occurrences that the

@@ -25,9 +25,32 @@ const (
 // Disable refuses with ErrAlreadySent). A one-off task is refused (cancel
 // or reschedule it); disabling a disabled series changes nothing.
 func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
+	it, _, err := c.DisableMoving(ctx, id, 0)
+	return it, err
+}
+
+// maxStopped bounds the occurrences DisableMoving stops.
+const maxStopped = 100
+
+// DisableMoving is Disable for a fleet whose mover may be moving, as the
+// series is disabled, the occurrences due within moving of now: a pass
+// that read the row before the disable sends them without a token and
+// whatever the row then says (issue 38, the simulator's seed 21: an
+// occurrence started five seconds after disable returned). Those
+// occurrences (at most 100) are returned as stopped — the caller records
+// their runs cancelled, which a late send cannot undo — and the series
+// keeps as the occurrence it had next the first one after them, so Enable
+// does not bring a stopped one back. moving 0 stops none.
+func (c *Client) DisableMoving(ctx context.Context, id string, moving time.Duration) (Item, []time.Time, error) {
 	now := c.opts.Clock.Now().UTC()
-	return c.moveRow(ctx, id, "disable", "disabled", func(row table.Entity) (time.Time, table.Props, error) {
-		it := readItem(row)
+	var stopped []time.Time
+	it, err := c.moveRow(ctx, id, "disable", "disabled", func(row table.Entity) (time.Time, table.Props, error) {
+		stopped = nil
+		r, err := parseRow(row)
+		if err != nil && r.item.Recurrence != "" {
+			return time.Time{}, nil, fmt.Errorf("%w: disable %s: the row is malformed: %w", ErrInvalid, id, err)
+		}
+		it := r.item
 		if it.Recurrence == "" {
 			return time.Time{}, nil, fmt.Errorf("%w: disable %s: a one-off task, not a recurring series (cancel or reschedule it instead)", ErrInvalid, id)
 		}
@@ -38,12 +61,23 @@ func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
 			due, _, _ := ParseRowKey(row.RowKey)
 			return due, row.Props, nil
 		}
+		next := it.Due
+		for moving > 0 && !next.After(now.Add(moving)) && len(stopped) < maxStopped {
+			stopped = append(stopped, next)
+			if next, err = r.rec.Next(next, next); err != nil {
+				return time.Time{}, nil, fmt.Errorf("%w: disable %s: %w", ErrInvalid, id, err)
+			}
+		}
 		props := table.Props(row.Props).Clone()
 		props.Delete(PropSendingUntil)
 		props[PropDisabled] = now.Format(time.RFC3339Nano)
-		props[PropDisabledDue] = it.Due.UTC().Format(time.RFC3339Nano)
+		props[PropDisabledDue] = next.UTC().Format(time.RFC3339Nano)
 		return MaxTime, props, nil
 	})
+	if err != nil {
+		stopped = nil
+	}
+	return it, stopped, err
 }
 
 // Enable runs a disabled series again from its next occurrence after now:

@@ -830,6 +830,31 @@ func (s *Store) CancelPending(ctx context.Context, id string, m Meta) error {
 	})
 }
 
+// CancelUnstarted records the run id cancelled unless it has started: a
+// run no attempt has claimed is cancelled, and without a record a
+// cancelled one is written (m describes it), which a later mark or claim
+// cannot undo; a run under way or ended is left as it is. For the
+// occurrences a disable stops while a mover may be moving them.
+func (s *Store) CancelUnstarted(ctx context.Context, id string, m Meta) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	now := s.now()
+	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		switch {
+		case cur == nil:
+			next := newRun(id, Cancelled)
+			next.Finished = now
+			fillMeta(&next, m)
+			return next, true, nil
+		case notStarted(cur):
+			next, err := applyCancel(*cur, now)
+			return next, err == nil, nil
+		}
+		return Run{}, false, nil
+	})
+}
+
 // modify runs a read-decide-write loop on one run: read its record (nil
 // when missing), let f compute the next record and whether to write it,
 // then write the transition conditionally on the ETag read, retrying when
