@@ -47,6 +47,10 @@ var (
 	// ErrRunCancelled: the run was cancelled; the delivery is
 	// acknowledged without running.
 	ErrRunCancelled = errors.New("run cancelled")
+	// ErrRunDead: the run used its attempts and died (its dead letter
+	// waits for a requeue, which makes it queued again); the delivery is a
+	// second message of it and is acknowledged without running.
+	ErrRunDead = errors.New("run already dead")
 	// ErrRunClaimed: another worker runs it under a claim that has not
 	// lapsed (Run.ClaimUntil says until when); the message is put back
 	// until then.

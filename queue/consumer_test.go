@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -594,6 +595,46 @@ func TestSameEnvelopeTwiceRunsOnce(t *testing.T) {
 	}
 	if r := mustRun(t, rm, "twice", runs.Succeeded); r.Duplicates != 1 {
 		t.Fatalf("run = %+v", r)
+	}
+}
+
+// Two messages of one run (the mover sent it twice, or the queue delivered
+// a copy) share the run's attempts: the record counts them, so an
+// always-failing task makes MaxAttempts attempts in all, each once, and
+// dies once; the copy that finds the run dead is acknowledged (issue 38,
+// seeds 1009, 1091, 1195: each copy made attempts 1 to 3, and the task
+// its first attempt four times).
+func TestTwoMessagesOfARunShareItsAttempts(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 3, BackoffBase: time.Second}})
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	var got calls
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
+		got.add(task, h.clk.Now())
+		return fmt.Errorf("attempt %d broke", task.Attempt)
+	})
+	h.enqueue(Envelope{ID: "copied", Type: "t"})
+	h.enqueue(Envelope{ID: "copied", Type: "t"})
+	h.start()
+	counts := map[Outcome]int{}
+	for counts[OutcomeDead]+counts[OutcomeDuplicate] < 2 {
+		counts[h.next().outcome]++
+	}
+	if counts[OutcomeDead] != 1 || counts[OutcomeDuplicate] != 1 {
+		t.Fatalf("outcomes %v; want one dead and one duplicate", counts)
+	}
+	var attempts []int
+	for _, task := range got.tasks {
+		attempts = append(attempts, task.Attempt)
+	}
+	if !slices.Equal(attempts, []int{1, 2, 3}) {
+		t.Fatalf("attempts made %v; want 1, 2, 3 once each", attempts)
+	}
+	if r := mustRun(t, rm, "copied", runs.Dead); r.Attempts != 3 {
+		t.Fatalf("run = %+v", r)
+	}
+	if n := len(h.work.all()); n != 0 {
+		t.Fatalf("%d messages left", n)
 	}
 }
 

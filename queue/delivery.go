@@ -159,6 +159,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	if c.o.Runs != nil && !c.claim(hctx, d) {
 		return
 	}
+	env = d.env // the claim may have counted the attempt on (claimAs)
 
 	out := trunc.NewWriter(leasecrontype.MaxOutputTail)
 	task := leasecrontype.Task{ID: env.ID, Series: env.Series, Type: env.Type, Due: env.Due, Attempt: env.FailedAttempts + 1,
@@ -258,7 +259,8 @@ func (c *Consumer) claim(hctx context.Context, d *delivery) bool {
 // run now), not a failure to read or write the claim.
 func refusal(err error) bool {
 	return errors.Is(err, leasecrontype.ErrRunSucceeded) || errors.Is(err, leasecrontype.ErrRunCancelled) ||
-		errors.Is(err, leasecrontype.ErrRunUnconfirmed) || errors.Is(err, leasecrontype.ErrRunClaimed)
+		errors.Is(err, leasecrontype.ErrRunUnconfirmed) || errors.Is(err, leasecrontype.ErrRunClaimed) ||
+		errors.Is(err, leasecrontype.ErrRunDead)
 }
 
 // claimAs claims with m; check says whether a refusal as unconfirmed
@@ -282,9 +284,23 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		err = answer
 	}
 	switch {
+	case err == nil && r.Attempts > d.env.FailedAttempts+1:
+		// The record has counted attempts this message has not seen (a
+		// second message of the run, or one whose own count was not
+		// updated): this attempt is the record's.
+		d.claimed = true
+		d.env.FailedAttempts = r.Attempts - 1
+		d.log = d.log.With("attempt", r.Attempts)
+		if r.Attempts > d.maxA {
+			c.dead(hctx, d, d.env, fmt.Sprintf("used %d of %d attempts; last error: %s", d.env.FailedAttempts, d.maxA, r.LastError), nil, "")
+			return false
+		}
+		return true
 	case err == nil:
 		d.claimed = true
 		return true
+	case errors.Is(err, leasecrontype.ErrRunDead):
+		return c.ackUnrun(hctx, d, OutcomeDuplicate, "run already dead; acknowledging a second message of it")
 	case errors.Is(err, leasecrontype.ErrRunSucceeded):
 		if !c.ended(hctx, d, leasecrontype.RunSucceeded) {
 			c.settle(d, OutcomeDuplicate)

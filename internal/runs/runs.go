@@ -114,6 +114,9 @@ var (
 	ErrAlreadySucceeded = leasecrontype.ErrRunSucceeded
 	// ErrCancelled: Claim found the run cancelled; acknowledge without running.
 	ErrCancelled = leasecrontype.ErrRunCancelled
+	// ErrDead: Claim found the run dead (not requeued); the delivery is a
+	// second message of it: acknowledge without running.
+	ErrDead = leasecrontype.ErrRunDead
 	// ErrClaimedElsewhere: Claim found the run running on another worker
 	// whose claim has not lapsed; put the message back for later.
 	ErrClaimedElsewhere = leasecrontype.ErrRunClaimed
@@ -204,8 +207,25 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 		return next, ErrAlreadySucceeded
 	case next.State == Cancelled:
 		return next, ErrCancelled
+	case next.State == Dead:
+		return next, ErrDead
 	case next.State == Running && next.Worker != worker && next.ClaimUntil.After(now) && !mutate.On(mutate.TwoAtOnce):
 		return next, ErrClaimedElsewhere
+	}
+	if cur != nil && !newer(cur, m) {
+		// The record counts the run's attempts, whichever message made
+		// them: a second message of the run (sent twice, or delivered
+		// twice) carries its own count, and by it would run attempts the
+		// run has had already — up to its attempts again each (issue 38,
+		// seeds 1009, 1091, 1195: an always-failing task made its first
+		// attempt four times). An attempt that failed is followed by the
+		// next; one cut short (a crash, or snoozed) is made again.
+		switch cur.State {
+		case Failed:
+			attempt = max(attempt, cur.Attempts+1)
+		case Running, Snoozed:
+			attempt = max(attempt, cur.Attempts)
+		}
 	}
 	next.State = Running
 	next.Worker = worker

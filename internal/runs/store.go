@@ -497,9 +497,10 @@ func claimToken(id string, attempt int, m Meta) string {
 		return stateKey(Queued, id, m.Due, m.Token)
 	case attempt <= 1 && m.Queued:
 		return stateKey(Queued, id, m.Due, "")
-	case attempt > 1:
-		return stateKey(Failed, id, m.Due, "")
 	}
+	// A retry reads the record first: the attempt is the record's count
+	// (decideClaim), which a second message of the run does not know, and
+	// taking the failed state row blind would run an attempt again.
 	return ""
 }
 
@@ -512,11 +513,11 @@ func claimToken(id string, attempt int, m Meta) string {
 // claim could not be read or written; the caller should run the task
 // anyway.
 //
-// A first attempt of a run marked queued, a first attempt of a run with no
-// record and a retry after a recorded failure are one transaction that is
-// conditional on the state row it replaces (or on the record's absence);
-// anything else, or a transaction that finds the run changed, reads the
-// record and writes conditionally on its ETag.
+// A first attempt of a run marked queued and a first attempt of a run with
+// no record are one transaction that is conditional on the state row it
+// replaces (or on the record's absence); anything else (a retry: its
+// attempt is the record's count), or a transaction that finds the run
+// changed, reads the record and writes conditionally on its ETag.
 func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, leaseUntil time.Time, m Meta) (leasecrontype.Run, error) {
 	if err := validateID(id); err != nil {
 		return leasecrontype.Run{}, err

@@ -452,3 +452,39 @@ func TestMemCancelPendingIsIdempotent(t *testing.T) {
 		t.Fatalf("CancelPending of a run that succeeded: %v, want ErrAlreadyFinished", err)
 	}
 }
+
+// A claim counts the attempt on the record: a second message of a run
+// that carries an older count makes the run's next attempt (after a
+// failure) or its cut-short one again (after a crash or a snooze), and one
+// of a dead run is refused (issue 38, seeds 1009, 1091, 1195).
+func TestMemClaimCountsAttemptsOnTheRecord(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	due := e.now().Truncate(time.Second)
+	m := Meta{Type: "email", Due: due}
+	lease := e.now().Add(time.Minute)
+	if _, err := s.Claim(ctx, "r", "w1", 1, lease, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "r", Failed, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Claim(ctx, "r", "w2", 1, lease, m) // a second message, still at attempt 1
+	if err != nil || r.Attempts != 2 {
+		t.Fatalf("a stale copy's claim after a failure: %+v, %v; want attempt 2", r, err)
+	}
+	if r, err := s.Claim(ctx, "r", "w2", 1, lease, m); err != nil || r.Attempts != 2 {
+		t.Fatalf("a claim taken over on the same worker: %+v, %v; want attempt 2 again", r, err)
+	}
+	if err := s.Finish(ctx, "r", Dead, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, "r", "w3", 2, lease, m); !errors.Is(err, ErrDead) {
+		t.Fatalf("a claim of a dead run: %v; want ErrDead", err)
+	}
+	// Another scheduling of the id starts afresh.
+	if r, err := s.Claim(ctx, "r", "w3", 1, lease, Meta{Type: "email", Due: due.Add(time.Hour)}); err != nil || r.Attempts != 1 {
+		t.Fatalf("the id scheduled again: %+v, %v; want attempt 1", r, err)
+	}
+}
