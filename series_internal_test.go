@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/runs"
@@ -378,5 +383,55 @@ func TestDisableStopsTheOccurrencesBeingMoved(t *testing.T) {
 	st, err := c.Status(ctx, "sec")
 	if err != nil || st.Pending == nil || !st.Pending.Due.After(now.Add(window-time.Second)) || st.Pending.Due.After(now.Add(window+time.Second)) {
 		t.Fatalf("the disabled series: %+v, %v; want its next occurrence just past %v", st.Pending, err, window)
+	}
+}
+
+// moveBetween is a transport that, armed, lets the mover move a task
+// (record it queued, then remove its row) just before the next read of its
+// index row: between a reader's look at the run record and at the row.
+type moveBetween struct {
+	next  policy.Transporter
+	armed atomic.Bool
+	move  func()
+}
+
+func (m *moveBetween) Do(req *http.Request) (*http.Response, error) {
+	if strings.Contains(req.URL.Path, "id~") && req.Method == http.MethodGet && m.armed.CompareAndSwap(true, false) {
+		m.move()
+	}
+	return m.next.Do(req)
+}
+
+// A parent the mover moves between the two reads that tell whether it
+// ended (its record, then its row) is not taken for cancelled: the
+// record is read again, and the child waits (issue 38, seed 1091: a child
+// was cancelled as if its parent had been; the parent then succeeded).
+func TestParentMovedBetweenTheReadsHasNotEnded(t *testing.T) {
+	ctx := context.Background()
+	ms := memstore.New(memstore.Options{})
+	tr := &moveBetween{next: ms.Transport()}
+	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
+	if _, err := c.Schedule(ctx, Item{ID: "parent", Type: "t", Due: due}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tr.move = func() {
+		if ok := c.runs.MarkQueued(ctx, []runs.Mark{{ID: "parent", Meta: runs.Meta{Type: "t", Due: due}}}); !ok[0] {
+			t.Error("the move's mark failed")
+		}
+		if _, err := c.sched.Cancel(ctx, "parent"); err != nil {
+			t.Errorf("the move's removal of the row: %v", err)
+		}
+	}
+	tr.armed.Store(true)
+	st, ended, err := c.endOf(ctx, "parent")
+	if err != nil || ended || st != RunQueued {
+		t.Fatalf("a parent moved between the reads: %q, ended %v, %v; want queued, not ended", st, ended, err)
+	}
+	if tr.armed.Load() {
+		t.Fatal("the move did not happen between the reads")
 	}
 }

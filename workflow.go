@@ -557,6 +557,17 @@ func (c *Client) endOf(ctx context.Context, id string) (RunState, bool, error) {
 	if _, err := c.sched.Get(ctx, id); err == nil || !errors.Is(err, ErrNotFound) {
 		return "", false, err
 	}
+	// Neither a record nor a row — unless the mover moved the task between
+	// the two reads: it records the run queued before it removes the row
+	// (issue 38, seed 1091: a child was cancelled as if its parent had
+	// been, while the parent was queued and then succeeded). A second look
+	// at the record tells.
+	switch r, err := c.runs.Get(ctx, id); {
+	case err == nil:
+		return r.State, r.State.Finished(), nil
+	case !errors.Is(err, runs.ErrNotFound):
+		return "", false, err
+	}
 	return RunCancelled, true, nil
 }
 

@@ -162,7 +162,12 @@ func (r Run) OfDue(due time.Time) bool { return r.Due.IsZero() || r.Due.Equal(st
 
 // attemptsUnderWay reports whether cur is another scheduling's run (of
 // another due time) that is running or between attempts (failed and to be
-// retried, snoozed).
+// retried, snoozed), or queued and confirmed: its message carries the
+// token the record does, and stands (a change of its row takes the token
+// back). Taken over, such a queued run would never run: its message would
+// be acknowledged as stale, and its batch never hear of it (issue 38,
+// seed 1195: a batch member moved and waiting for its paused type, its id
+// scheduled anew, and the callback waited for good).
 func attemptsUnderWay(cur *Run, m Meta) bool {
 	if cur == nil || !otherDue(cur, m) {
 		return false
@@ -170,6 +175,8 @@ func attemptsUnderWay(cur *Run, m Meta) bool {
 	switch cur.State {
 	case Running, Failed, Snoozed:
 		return !mutate.On(mutate.TwoAtOnce)
+	case Queued:
+		return cur.Token != "" && !mutate.On(mutate.TwoAtOnce)
 	}
 	return false
 }

@@ -488,3 +488,44 @@ func TestMemClaimCountsAttemptsOnTheRecord(t *testing.T) {
 		t.Fatalf("the id scheduled again: %+v, %v; want attempt 1", r, err)
 	}
 }
+
+// A run of an id scheduled again while an earlier scheduling's run is
+// queued and confirmed (its message stands) waits for that run to end,
+// instead of taking its record over and leaving its message to be
+// acknowledged as stale (issue 38, seed 1195: a batch member's callback
+// waited for good). A queued record whose confirmation was taken back (its
+// row changed) is taken over as before.
+func TestMemClaimWaitsForAConfirmedEarlierScheduling(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	first := e.now().Truncate(time.Second)
+	again := first.Add(-time.Minute)
+	lease := e.now().Add(time.Minute)
+	old := Meta{Type: "a", Due: first, Token: "tok1", Batch: "b"}
+	if ok := s.Confirm(ctx, []Mark{{ID: "id", Meta: old}}); !ok[0] {
+		t.Fatal("Confirm failed")
+	}
+	if _, err := s.Claim(ctx, "id", "w1", 1, lease, Meta{Type: "b", Due: again}); !errors.Is(err, ErrClaimedElsewhere) {
+		t.Fatalf("the new scheduling's claim over a confirmed queued run: %v; want ErrClaimedElsewhere", err)
+	}
+	if _, err := s.Claim(ctx, "id", "w2", 1, lease, old); err != nil {
+		t.Fatalf("the earlier run's own claim: %v", err)
+	}
+	if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Claim(ctx, "id", "w1", 1, lease, Meta{Type: "b", Due: again}); err != nil || !r.Due.Equal(again) {
+		t.Fatalf("the new scheduling once the earlier ended: %+v, %v", r, err)
+	}
+	// Taken back (rescheduled before its move): the record is taken over.
+	if ok := s.Confirm(ctx, []Mark{{ID: "moved", Meta: old}}); !ok[0] {
+		t.Fatal("Confirm failed")
+	}
+	if err := s.Unconfirm(ctx, "moved", "tok1"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Claim(ctx, "moved", "w1", 1, lease, Meta{Type: "a", Due: again}); err != nil || !r.Due.Equal(again) {
+		t.Fatalf("the rescheduled task's claim over the taken-back record: %+v, %v", r, err)
+	}
+}
