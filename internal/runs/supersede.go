@@ -46,11 +46,18 @@ func unconfirmed(cur *Run, m Meta) bool {
 
 // notStarted reports whether cur's run has not started as far as its
 // message goes: no attempt has claimed it (scheduled, queued, or noted as
-// waiting before its first attempt).
+// waiting before its first attempt). A run queued again after an attempt
+// was handed back at shutdown has started: its message was checked (by
+// its token, or against its row) when that attempt claimed it, and a
+// claim of it again must not be sent to the row, which the mover may
+// have removed since (issue 38, seed 1032: the task was acknowledged as
+// stale and never ran).
 func notStarted(cur *Run) bool {
 	switch cur.State {
-	case "", Scheduled, Queued:
+	case "", Scheduled:
 		return true
+	case Queued:
+		return cur.Attempts == 0
 	}
 	return waitingUnclaimed(cur)
 }

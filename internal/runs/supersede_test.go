@@ -529,3 +529,31 @@ func TestMemClaimWaitsForAConfirmedEarlierScheduling(t *testing.T) {
 		t.Fatalf("the rescheduled task's claim over the taken-back record: %+v, %v", r, err)
 	}
 }
+
+// A run whose first attempt claimed it after checking its row (before the
+// mover confirmed it), and was handed back at shutdown, is claimed again
+// by its message's token-bearing delivery without going to the row, which
+// the mover has removed by then (issue 38, seed 1032: the task was
+// acknowledged as stale and never ran).
+func TestMemHandedBackRunIsClaimedAgain(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	due := e.now().Truncate(time.Second)
+	lease := e.now().Add(time.Minute)
+	sent := Meta{Type: "slow", Due: due, Token: "tok1"}
+	checked := sent
+	checked.Token = "" // the row stood: claimed without the token
+	if _, err := s.Claim(ctx, "back", "w1", 1, lease, checked); err != nil {
+		t.Fatal(err)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "back", Meta: sent}}); !ok[0] {
+		t.Fatal("the mover's confirmation of a run under way must let its row go")
+	}
+	if err := s.Finish(ctx, "back", Queued, errors.New("worker shut down before the task finished"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, "back", "w2", 1, lease, sent); err != nil {
+		t.Fatalf("the handed-back run's next claim: %v; want it claimed", err)
+	}
+}
