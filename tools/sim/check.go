@@ -91,7 +91,12 @@ type ti struct {
 	// place: a replace of it due by then, whose row may already have been
 	// moved. Children wait for the id, so the first of them to end
 	// releases (or, under --after, cancels) a child waiting for this one.
-	alts       []*ti
+	alts []*ti
+	// again are later schedulings of the id (not replaces): a child whose
+	// parent's end reaches it only once the id is pending again waits for
+	// that scheduling instead (README, workflows; seed 1115: a dead
+	// parent's end was applied after the id was scheduled anew).
+	again      []*ti
 	disabled   []window
 	requeued   []time.Time // a requeue of its dead letter returned success
 	parents    []*ti
@@ -370,6 +375,13 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 				// and ran before this insert (seed 1142, under a freeze).
 				// Either may be the one a child waiting for the id hears of.
 				c.alternativeLocked(t, old)
+			}
+		}
+		if !t.spec.Replace {
+			for _, old := range c.byID[t.id] {
+				if old != t && old.accepted && old.issued.Before(t.issued) {
+					old.again = append(old.again, t)
+				}
 			}
 		}
 		c.checkUniqueLocked(t, t.returned, "scheduled")
@@ -667,11 +679,11 @@ func (c *checker) firstEnded(pt *ti) *ti {
 }
 
 // family is pt and, transitively, the schedulings that may have taken its
-// place.
+// place (alts) or that a child waiting for its id may wait for (again).
 func (c *checker) family(pt *ti) []*ti {
 	out := []*ti{pt}
 	for i := 0; i < len(out); i++ {
-		for _, a := range out[i].alts {
+		for _, a := range slices.Concat(out[i].alts, out[i].again) {
 			if !slices.Contains(out, a) {
 				out = append(out, a)
 			}
