@@ -435,3 +435,22 @@ func TestParentMovedBetweenTheReadsHasNotEnded(t *testing.T) {
 		t.Fatal("the move did not happen between the reads")
 	}
 }
+
+// An overdue series (its movers were down) disabled: only its own due
+// occurrence and those a pass may reach around now are stopped, not every
+// occurrence it missed.
+func TestDisableOfAnOverdueSeriesStopsOnlyWhatAPassMayMove(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	if _, err := c.Schedule(ctx, Item{ID: "late", Type: "t", Due: now.Add(-time.Hour), Recurrence: "@every 1s"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, stopped, err := c.sched.DisableMoving(ctx, "late", c.moving())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(stopped); n < 2 || n > 2*int(c.moving()/time.Second)+2 || !stopped[0].Equal(now.Add(-time.Hour)) || stopped[1].Before(now.Add(-c.moving())) {
+		t.Fatalf("stopped %d occurrences (%v … ); want the row's own and those within %v of now", n, stopped[:min(3, n)], c.moving())
+	}
+}

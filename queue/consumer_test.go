@@ -210,8 +210,16 @@ func TestFailureRetriesThenPoison(t *testing.T) {
 		t.Fatalf("stats = %+v", st)
 	}
 
-	// Requeue brings it back with the attempt count reset.
+	// A requeue whose run cannot be marked queued again keeps the dead
+	// letter: sent, its message would find the run dead and be
+	// acknowledged as a second message of it.
 	dl2 := NewDeadLetters(h.c.Client(), rm)
+	rm.FailWith(errors.New("table service down"))
+	if err := dl2.Requeue(context.Background(), "f1"); err == nil || len(h.poison.all()) != 1 || len(h.work.all()) != 0 {
+		t.Fatalf("requeue without its mark: %v, %d dead letters, %d messages; want an error and the dead letter kept", err, len(h.poison.all()), len(h.work.all()))
+	}
+	rm.FailWith(nil)
+	// Requeue brings it back with the attempt count reset.
 	if err := dl2.Requeue(context.Background(), "f1"); err != nil {
 		t.Fatal(err)
 	}

@@ -185,7 +185,10 @@ func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter, op string) err
 		case errors.Is(err, leasecrontype.ErrScheduledAgain), errors.Is(err, leasecrontype.ErrRunCancelled):
 			return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)
 		case err != nil:
-			dl.log.Warn("marking the requeued run failed", "task_id", env.ID, "err", err)
+			// Sent without the mark, the message would find the run dead
+			// and be acknowledged as a second message of it: the dead
+			// letter stays, and the requeue can be tried again.
+			return fmt.Errorf("queue: requeue %s: mark its run queued again: %w", d.ID(), err)
 		case earlier && !queued:
 			// Requeued before, and its run has moved on since: only the
 			// record was left.

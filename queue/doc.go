@@ -51,7 +51,9 @@
 // BackoffBase·2^(attempt−1), capped at BackoffMax and jittered over
 // [d/2, d]. Attempts are counted in the envelope, not by the service's
 // dequeue count, because deferrals (no limiter slot, claimed elsewhere) and
-// shutdown releases also dequeue a message. After the last attempt the
+// shutdown releases also dequeue a message; with a RunRecorder the claim's
+// record has the last word (a second message of the run carries its own,
+// older count, and takes the record's). After the last attempt the
 // message is written to the poison queue as a DeadLetter (with the reason
 // and the envelope) and then deleted, and its run becomes dead. A message
 // that crashes workers before they can record anything is caught by its

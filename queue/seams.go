@@ -45,10 +45,13 @@ type PayloadFetcher interface {
 type RunRecorder interface {
 	// Claim records that worker starts attempt (from 1) of run id, its
 	// claim valid until leaseUntil, and returns the record as it now
-	// stands. Two workers claiming the same run at once must not both
+	// stands; a returned Attempts above attempt (the record counted
+	// attempts this message has not seen) is the attempt the consumer
+	// makes. Two workers claiming the same run at once must not both
 	// succeed (a conditional write). Instead of claiming it returns an
 	// error wrapping leasecrontype.ErrRunSucceeded (the delivery is a
-	// duplicate), leasecrontype.ErrRunCancelled, or
+	// duplicate), leasecrontype.ErrRunDead (a second message of a run that
+	// died), leasecrontype.ErrRunCancelled, or
 	// leasecrontype.ErrRunClaimed (another worker's claim has not lapsed;
 	// the returned Run's Worker and ClaimUntil say whose and until when).
 	// Any other error means the claim could not be read or written, and the

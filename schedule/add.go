@@ -279,6 +279,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 			}
 		}
 		keepFlow(props, replaced, it)
+		c.withdraw(ctx, it.ID, replaced)
 		etags, err = c.t.Submit(ctx, ops)
 		if err == nil {
 			c.unconfirm(ctx, it.ID, replaced)

@@ -199,6 +199,7 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 		if f.index != nil {
 			ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, Props: map[string]any{PropItem: newRK}, IfMatch: f.index.ETag})
 		}
+		c.withdraw(ctx, id, f.row)
 		etags, err := c.t.Submit(ctx, ops)
 		if err == nil {
 			c.unconfirm(ctx, id, f.row)
@@ -221,20 +222,31 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 // task's row): whether or not the row says the client confirmed it
 // (PropConfirmed), the run may carry the token — a confirmation whose
 // answer was lost, or whose mark on the row the change came before — and
-// Unconfirm clears it only if it does. A row still being sent
-// (PropSendingUntil, no token yet) may have had its run confirmed under a
-// token it does not name: UnconfirmDue clears any. A failure is logged:
-// the change stands, and the old message may then run once.
+// Unconfirm clears it only if it does. A failure is logged: the change
+// stands, and the old message may then run once.
 func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
-	var err error
-	switch tok := oneOffSent(old); {
-	case tok != "" && c.opts.Unconfirm != nil:
-		err = c.opts.Unconfirm(ctx, id, tok)
-	case c.opts.UnconfirmDue != nil && beingSent(old):
-		err = c.opts.UnconfirmDue(ctx, readItem(old))
+	tok := oneOffSent(old)
+	if tok == "" || c.opts.Unconfirm == nil {
+		return
 	}
-	if err != nil {
+	if err := c.opts.Unconfirm(ctx, id, tok); err != nil {
 		c.opts.Logger.Warn("cannot take back the confirmation of a task sent for now; its old message may still run", "task_id", id, "err", err)
+	}
+}
+
+// withdraw withdraws the run of old, a row about to be rewritten that its
+// client is still sending (no token on it yet), before the write
+// (Options.UnconfirmDue): its sender may confirm the run before the change
+// or after it, and the mark on the record refuses the confirmation either
+// way. Done first, it holds even when the write's answer is lost; should
+// the write fail, the message is checked against the unchanged row and
+// runs. A failure is logged, as unconfirm's.
+func (c *Client) withdraw(ctx context.Context, id string, old table.Entity) {
+	if c.opts.UnconfirmDue == nil || !beingSent(old) {
+		return
+	}
+	if err := c.opts.UnconfirmDue(ctx, readItem(old)); err != nil {
+		c.opts.Logger.Warn("cannot withdraw the run of a task being sent for now; its old message may still run", "task_id", id, "err", err)
 	}
 }
 

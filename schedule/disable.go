@@ -61,10 +61,13 @@ func (c *Client) DisableMoving(ctx context.Context, id string, moving time.Durat
 			due, _, _ := ParseRowKey(row.RowKey)
 			return due, row.Props, nil
 		}
+		// The row's own due time, and after it those a pass may reach: an
+		// overdue series skips the occurrences before the pass's previous
+		// one (at most moving ago), so those are not stopped one by one.
 		next := it.Due
 		for moving > 0 && !next.After(now.Add(moving)) && len(stopped) < maxStopped {
 			stopped = append(stopped, next)
-			if next, err = r.rec.Next(next, next); err != nil {
+			if next, err = r.rec.Next(next, now.Add(-moving)); err != nil {
 				return time.Time{}, nil, fmt.Errorf("%w: disable %s: %w", ErrInvalid, id, err)
 			}
 		}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/queue"
 )
 
@@ -157,10 +159,22 @@ func TestConfirmedRowsAndTheirChanges(t *testing.T) {
 	if _, err := c.Reschedule(ctxt, "sendingseries", now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"sending@0s", "sendingreplaced@0s"}; !slices.Equal(dueTakenBack, want) {
+	// A reschedule whose answer is lost (its write committed; the retry
+	// finds the row moved) has withdrawn the old due time all the same.
+	if _, err := c.Add(ctxt, Item{ID: "sendinglost", Due: now}, AddOptions{Sending: now.Add(15 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	c.t = &lostAnswer{Table: mt, lose: func(ops []table.Op) bool {
+		return ops[0].Kind == table.Insert && strings.HasSuffix(ops[0].RowKey, "_sendinglost")
+	}}
+	if _, err := c.Reschedule(ctxt, "sendinglost", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	c.t = mt
+	if want := []string{"sending@0s", "sendingreplaced@0s", "sendinglost@0s"}; !slices.Equal(dueTakenBack, want) {
 		t.Errorf("confirmations of a due time taken back: %v, want %v", dueTakenBack, want)
 	}
-	for _, id := range []string{"sending", "sendingreplaced", "sendingseries"} {
+	for _, id := range []string{"sending", "sendingreplaced", "sendingseries", "sendinglost"} {
 		if _, err := c.Cancel(ctxt, id); err != nil {
 			t.Fatal(err)
 		}

@@ -168,7 +168,7 @@ func (r Run) OfDue(due time.Time) bool { return r.Due.IsZero() || r.Due.Equal(st
 // be acknowledged as stale, and its batch never hear of it (issue 38,
 // seed 1195: a batch member moved and waiting for its paused type, its id
 // scheduled anew, and the callback waited for good).
-func attemptsUnderWay(cur *Run, m Meta) bool {
+func attemptsUnderWay(cur *Run, m Meta, now time.Time) bool {
 	if cur == nil || !otherDue(cur, m) {
 		return false
 	}
@@ -176,9 +176,26 @@ func attemptsUnderWay(cur *Run, m Meta) bool {
 	case Running, Failed, Snoozed:
 		return !mutate.On(mutate.TwoAtOnce)
 	case Queued:
-		return cur.Token != "" && !mutate.On(mutate.TwoAtOnce)
+		// Bounded: a confirmation whose take-back failed leaves a token
+		// that no message may carry any more.
+		return cur.Token != "" && now.Sub(cur.Updated) < QueuedWait && !mutate.On(mutate.TwoAtOnce)
 	}
 	return false
+}
+
+// QueuedWait bounds how long a run of an id scheduled again waits for an
+// earlier scheduling's run that is queued and confirmed (attemptsUnderWay)
+// since that record was last written: past it, the record is taken over,
+// as one whose message is gone.
+const QueuedWait = 5 * time.Minute
+
+// withdrawnPlaceholder reports whether cur is only what withdrawing a due
+// time left (UnconfirmDue without a record, or a taken-back confirmation):
+// queued for the withdrawn due time, unclaimed and unconfirmed. Another
+// scheduling's mark takes it over, keeping the mark.
+func withdrawnPlaceholder(cur *Run, m Meta) bool {
+	return cur.State == Queued && cur.Attempts == 0 && cur.Token == "" && !cur.Withdrawn.IsZero() &&
+		cur.Withdrawn.Equal(cur.Due) && otherDue(cur, m)
 }
 
 // stored is t as the table keeps it: UTC, to the 100 ns tick.
@@ -192,14 +209,20 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 	if unconfirmed(cur, m) {
 		return newRun(id, ""), ErrUnconfirmed
 	}
-	if attemptsUnderWay(cur, m) {
+	if attemptsUnderWay(cur, m, now) {
 		// Another scheduling of the id (scheduled again or replaced while
 		// this run was in flight) is running or waits for its next
 		// attempt: this one waits until it has ended, as its row would
 		// (decideConfirmed). Taken over, the earlier run's next attempt
 		// would be acknowledged as stale, and what waits for its end (its
 		// children, its batch) would never hear of it.
-		return *cur, ErrClaimedElsewhere
+		out := *cur
+		if cur.State == Queued {
+			// Look again when the wait ends at the latest (the consumer
+			// puts the message back until ClaimUntil, within its bounds).
+			out.ClaimUntil = cur.Updated.Add(QueuedWait)
+		}
+		return out, ErrClaimedElsewhere
 	}
 	var next Run
 	if cur != nil && !newer(cur, m) {
@@ -214,7 +237,9 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 		return next, ErrAlreadySucceeded
 	case next.State == Cancelled:
 		return next, ErrCancelled
-	case next.State == Dead:
+	case next.State == Dead && cur != nil && (!cur.Due.IsZero() || m.Due.IsZero()):
+		// (A record of an earlier release knows no due time: a message
+		// that knows its own may be another scheduling's, which runs.)
 		return next, ErrDead
 	case next.State == Running && next.Worker != worker && next.ClaimUntil.After(now) && !mutate.On(mutate.TwoAtOnce):
 		return next, ErrClaimedElsewhere
@@ -230,7 +255,7 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 		switch cur.State {
 		case Failed:
 			attempt = max(attempt, cur.Attempts+1)
-		case Running, Snoozed:
+		case Running, Snoozed, Queued: // Queued: handed back at shutdown
 			attempt = max(attempt, cur.Attempts)
 		}
 	}
@@ -282,7 +307,7 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 		// against the row instead. A run of it that has started is
 		// decided as usual.
 		return *cur, false, false
-	case cur == nil || newer(cur, m):
+	case cur == nil || newer(cur, m) || withdrawnPlaceholder(cur, m):
 		next = successor(cur, id, Queued)
 		fillMeta(&next, m)
 		return next, true, true

@@ -487,6 +487,17 @@ func TestMemClaimCountsAttemptsOnTheRecord(t *testing.T) {
 	if r, err := s.Claim(ctx, "r", "w3", 1, lease, Meta{Type: "email", Due: due.Add(time.Hour)}); err != nil || r.Attempts != 1 {
 		t.Fatalf("the id scheduled again: %+v, %v; want attempt 1", r, err)
 	}
+	// A dead record that knows no due time (an earlier release's) does not
+	// refuse a message that knows its own: it may be another scheduling.
+	if _, err := s.Claim(ctx, "old", "w1", 1, lease, Meta{Type: "email"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "old", Dead, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, "old", "w2", 1, lease, Meta{Type: "email", Due: due}); err != nil {
+		t.Fatalf("a new scheduling over a dead record without a due time: %v", err)
+	}
 }
 
 // A run of an id scheduled again while an earlier scheduling's run is
@@ -517,6 +528,19 @@ func TestMemClaimWaitsForAConfirmedEarlierScheduling(t *testing.T) {
 	}
 	if r, err := s.Claim(ctx, "id", "w1", 1, lease, Meta{Type: "b", Due: again}); err != nil || !r.Due.Equal(again) {
 		t.Fatalf("the new scheduling once the earlier ended: %+v, %v", r, err)
+	}
+	// Bounded: a confirmed record nothing claims (its take-back failed,
+	// and no message carries its token) is taken over after QueuedWait.
+	if ok := s.Confirm(ctx, []Mark{{ID: "stuck", Meta: old}}); !ok[0] {
+		t.Fatal("Confirm failed")
+	}
+	r, err := s.Claim(ctx, "stuck", "w1", 1, lease, Meta{Type: "b", Due: again})
+	if !errors.Is(err, ErrClaimedElsewhere) || r.ClaimUntil.Before(e.now().Add(QueuedWait-time.Second)) {
+		t.Fatalf("the first claim over a confirmed queued run: %+v, %v; want ErrClaimedElsewhere until the wait ends", r, err)
+	}
+	e.advance(QueuedWait + time.Second)
+	if r, err := s.Claim(ctx, "stuck", "w1", 1, e.now().Add(time.Minute), Meta{Type: "b", Due: again}); err != nil || !r.Due.Equal(again) {
+		t.Fatalf("the claim once the wait has ended: %+v, %v", r, err)
 	}
 	// Taken back (rescheduled before its move): the record is taken over.
 	if ok := s.Confirm(ctx, []Mark{{ID: "moved", Meta: old}}); !ok[0] {
@@ -555,5 +579,28 @@ func TestMemHandedBackRunIsClaimedAgain(t *testing.T) {
 	}
 	if _, err := s.Claim(ctx, "back", "w2", 1, lease, sent); err != nil {
 		t.Fatalf("the handed-back run's next claim: %v; want it claimed", err)
+	}
+}
+
+// A record left by withdrawing a due time (queued for it, unclaimed,
+// unconfirmed) is taken over by the changed task's own confirmation, so
+// its row is moved at once instead of waiting for its message's row check.
+func TestMemWithdrawnPlaceholderIsTakenOver(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	old := e.now().Truncate(time.Second)
+	later := old.Add(time.Hour)
+	if err := s.UnconfirmDue(ctx, "w", Meta{Type: "t", Due: old}); err != nil {
+		t.Fatal(err)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "w", Meta: Meta{Type: "t", Due: later, Token: "tok2"}}}); !ok[0] {
+		t.Fatal("the rescheduled task's confirmation was refused")
+	}
+	if r := e.mustState(t, "w", Queued); r.Token != "tok2" || !r.Due.Equal(later) || !r.Withdrawn.Equal(old) {
+		t.Fatalf("after the confirmation: %+v", r)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "w", Meta: Meta{Type: "t", Due: old, Token: "tok1"}}}); ok[0] {
+		t.Fatal("a late confirmation of the withdrawn due time was accepted")
 	}
 }
