@@ -381,22 +381,28 @@ func (c *Consumer) runHandler(hctx context.Context, d *delivery, h leasecrontype
 			}
 			next := vis * 2 / 3
 			ctx, cancelOp := c.opCtx(hctx)
-			m, err := c.work.Update(ctx, d.m, d.m.Text, vis)
-			switch {
-			case err == nil:
-				d.m = m
-				if d.claimed {
-					if err := c.o.Runs.Extend(ctx, d.env.ID, c.o.InstanceID, c.clk.Now().Add(vis)); err != nil {
-						d.log.Debug("extending the run claim failed", "err", err)
-					}
+			var err error
+			if lost {
+				// The message is gone or redelivered, but the handler
+				// runs on: its run claim still keeps a second delivery
+				// from running it at the same time (issue 38, seeds 1026,
+				// 1076: the claim lapsed and another worker ran it too).
+				c.extendClaim(ctx, d, vis)
+			} else {
+				var m Message
+				m, err = c.work.Update(ctx, d.m, d.m.Text, vis)
+				switch {
+				case err == nil:
+					d.m = m
+					c.extendClaim(ctx, d, vis)
+				case errors.Is(err, ErrMessageGone):
+					d.log.Warn("cannot extend visibility: message gone or redelivered; extending the run claim only", "err", err)
+					lost = true
+					c.extendClaim(ctx, d, vis)
+				default:
+					next = min(vis/6, 5*time.Second)
+					d.log.Warn("extending visibility failed; retrying", "err", err, "retry_in", next)
 				}
-			case errors.Is(err, ErrMessageGone):
-				d.log.Warn("cannot extend visibility: message gone or redelivered", "err", err)
-				lost = true
-				extending = false
-			default:
-				next = min(vis/6, 5*time.Second)
-				d.log.Warn("extending visibility failed; retrying", "err", err, "retry_in", next)
 			}
 			cancelOp()
 			// The next extension is armed before the hook reports this
@@ -409,6 +415,16 @@ func (c *Consumer) runHandler(hctx context.Context, d *delivery, h leasecrontype
 				c.hooks.extended(d.env.ID, err)
 			}
 		}
+	}
+}
+
+// extendClaim moves d's run claim (when it holds one) vis ahead.
+func (c *Consumer) extendClaim(ctx context.Context, d *delivery, vis time.Duration) {
+	if !d.claimed {
+		return
+	}
+	if err := c.o.Runs.Extend(ctx, d.env.ID, c.o.InstanceID, c.clk.Now().Add(vis)); err != nil {
+		d.log.Debug("extending the run claim failed", "err", err)
 	}
 }
 
