@@ -1310,12 +1310,16 @@ func (c *checker) finalBulk() {
 // live ran, unless the fleet was behind then (an earlier occurrence was
 // still to start: occurrences missed while nobody led run once).
 func (c *checker) finalSeries() {
-	horizon := c.w.plan.Start.Add(c.w.plan.Active - 2*time.Minute)
+	end := c.w.plan.Start.Add(c.w.plan.Active)
+	horizon := end.Add(-2 * time.Minute)
 	for _, t := range c.tis {
 		if t.spec.Recurrence == "" || !t.accepted || t.ambiguous {
 			continue
 		}
-		stop := horizon
+		// A stop after the horizon counts too: it cancels an occurrence
+		// moved before it and not yet started (seed 1064: one held back
+		// by a pause, due 44 s before a disable two minutes from the end).
+		stop := end
 		for _, s := range []time.Time{t.cancelled, t.cancelTry, t.superseded} {
 			if !s.IsZero() && s.Before(stop) {
 				stop = s
@@ -1349,8 +1353,8 @@ func (c *checker) finalSeries() {
 		// A disable or cancel cancels the occurrences moved to the queue
 		// that have not started: one due shortly before it may not run.
 		excuse := stop.Add(-2 * time.Minute)
-		if stop.Equal(horizon) {
-			excuse = stop
+		if stop.Equal(end) || excuse.After(horizon) {
+			excuse = horizon
 		}
 		for _, o := range occ {
 			if !o.Before(excuse) {
