@@ -655,11 +655,13 @@ class WaitTests(ServerTestCase):
         )
         start = time.monotonic()
         with self.assertRaises(TimeoutError) as cm:
-            self.client().wait("t1", timeout=0.3, poll=0.05)
-        self.assertGreaterEqual(time.monotonic() - start, 0.3)
-        self.assertLess(time.monotonic() - start, 1.5)
+            self.client().wait("t1", timeout=1.0, poll=0.05)
+        # Safety strict (never before the timeout), liveness generous: on
+        # a loaded machine each poll can take a good part of the timeout.
+        self.assertGreaterEqual(time.monotonic() - start, 1.0)
+        self.assertLess(time.monotonic() - start, 10)
         self.assertIn("running", str(cm.exception))
-        self.assertGreater(len(self.server.seen), 2)
+        self.assertGreaterEqual(len(self.server.seen), 2)
 
     def test_wait_custom_states(self) -> None:
         """wait takes a single state as states."""
