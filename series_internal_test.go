@@ -454,3 +454,53 @@ func TestDisableOfAnOverdueSeriesStopsOnlyWhatAPassMayMove(t *testing.T) {
 		t.Fatalf("stopped %d occurrences (%v … ); want the row's own and those within %v of now", n, stopped[:min(3, n)], c.moving())
 	}
 }
+
+// failWhile is a transport that fails every request whose URL contains
+// match while armed, and counts them.
+type failWhile struct {
+	next   policy.Transporter
+	match  string
+	armed  atomic.Bool
+	failed atomic.Int32
+}
+
+func (f *failWhile) Do(req *http.Request) (*http.Response, error) {
+	if strings.Contains(req.URL.String(), f.match) && f.armed.Load() {
+		f.failed.Add(1)
+		return nil, fmt.Errorf("connection reset by peer")
+	}
+	return f.next.Do(req)
+}
+
+// A disable that cannot look for the occurrences already moved to the
+// queue says so instead of answering success, and a disable tried again
+// cancels them (issue 38, seed 1235: the lookup failed, disable answered
+// success, and the occurrence ran ten seconds later).
+func TestDisableThatCannotReachMovedOccurrencesFails(t *testing.T) {
+	ctx := context.Background()
+	ms := memstore.New(memstore.Options{})
+	tr := &failWhile{next: ms.Transport(), match: "o~tick"}
+	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	if _, err := c.Schedule(ctx, Item{ID: "tick", Type: "t", Due: due, Recurrence: "@every 1h"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	occ := runs.OccurrenceID("tick", due.Add(-time.Hour))
+	if ok := c.runs.Confirm(ctx, []runs.Mark{{ID: occ, Meta: runs.Meta{Type: "t", Due: due.Add(-time.Hour), Token: "tok", Seq: 1}}}); !ok[0] {
+		t.Fatal("the moved occurrence was not confirmed")
+	}
+	tr.armed.Store(true)
+	if _, err := c.Disable(ctx, "tick"); err == nil || tr.failed.Load() == 0 {
+		t.Fatalf("a disable that could not look for the moved occurrences: %v (%d lookups failed); want an error", err, tr.failed.Load())
+	}
+	tr.armed.Store(false)
+	if _, err := c.Disable(ctx, "tick"); err != nil {
+		t.Fatalf("the disable tried again: %v", err)
+	}
+	if st, err := c.Status(ctx, occ); err != nil || st.State() != string(RunCancelled) {
+		t.Fatalf("the moved occurrence after the second disable: %q, %v; want cancelled", st.State(), err)
+	}
+}

@@ -43,7 +43,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 		return res, nil
 	}
 	if res.Removed && it.Recurrence != "" {
-		c.cancelMovedOccurrences(ctx, id)
+		_ = c.cancelMovedOccurrences(ctx, id) // logged: the series is gone either way
 	}
 	// Record the run cancelled too: the row may have been moved while we
 	// deleted it, and status then says what became of the task.
@@ -132,7 +132,13 @@ func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
 			c.o.Logger.Warn("cannot stop an occurrence a mover may be moving; it may still run once", "series", id, "due", due, "err", err)
 		}
 	}
-	c.cancelMovedOccurrences(ctx, id)
+	if err := c.cancelMovedOccurrences(ctx, id); err != nil {
+		// The series is disabled; an occurrence already in the queue may
+		// not be: a disable tried again finishes the job (issue 38, seed
+		// 1235: the lookup failed, disable answered success, and the
+		// occurrence ran 10 s later).
+		return it, fmt.Errorf("disable %s: the series is disabled, but occurrences already moved to the queue may still run once; disable it again: %w", id, err)
+	}
 	return it, nil
 }
 
@@ -152,18 +158,21 @@ func (c *Client) moving() time.Duration {
 // occurrences starts afresh. (Occurrences sent early but not moved yet
 // are stale once the row changed; the workers check those against the
 // row.) It costs two queries per run-record partition, and a write per
-// such occurrence; a failure is logged, and that occurrence may then run
-// once.
-func (c *Client) cancelMovedOccurrences(ctx context.Context, series string) {
+// such occurrence. A failure is logged and returned (Disable fails, and
+// a disable tried again finishes the job; Cancel logs it): that
+// occurrence may then run once.
+func (c *Client) cancelMovedOccurrences(ctx context.Context, series string) error {
 	if c.runs == nil {
-		return
+		return nil
 	}
+	var errs []error
 	for _, st := range []runs.State{runs.Queued, runs.Snoozed} {
 		q := runs.Query{State: st, Series: series, Limit: runs.MaxLimit}
 		for {
 			page, err := c.runs.Query(ctx, q)
 			if err != nil {
 				c.o.Logger.Warn("cannot look for occurrences already moved to the queue; they may still run once", "series", series, "state", st, "err", err)
+				errs = append(errs, fmt.Errorf("look for %s occurrences: %w", st, err))
 				break
 			}
 			for _, r := range page.Runs {
@@ -172,6 +181,7 @@ func (c *Client) cancelMovedOccurrences(ctx context.Context, series string) {
 				}
 				if _, err := c.runs.Cancel(ctx, r.ID); err != nil && !errors.Is(err, runs.ErrAlreadyFinished) && !errors.Is(err, runs.ErrNotFound) {
 					c.o.Logger.Warn("cannot cancel an occurrence already moved to the queue; it may still run once", "run", r.ID, "err", err)
+					errs = append(errs, fmt.Errorf("cancel %s: %w", r.ID, err))
 				}
 			}
 			if page.Continue == "" {
@@ -180,6 +190,7 @@ func (c *Client) cancelMovedOccurrences(ctx context.Context, series string) {
 			q.Continue = page.Continue
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // Enable runs a disabled series again (`leasecron enable ID`) from its next
