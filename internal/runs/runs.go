@@ -227,6 +227,19 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 	var next Run
 	if cur != nil && !newer(cur, m) {
 		next = *cur
+		// The record counts the run's attempts, whichever message made
+		// them: a second message of the run (sent twice, or delivered
+		// twice) carries its own count, and by it would run attempts the
+		// run has had already — up to its attempts again each (issue 38,
+		// seeds 1009, 1091, 1195: an always-failing task made its first
+		// attempt four times). An attempt that failed is followed by the
+		// next; one cut short (a crash, or snoozed) is made again.
+		switch cur.State {
+		case Failed:
+			attempt = max(attempt, cur.Attempts+1)
+		case Running, Snoozed, Queued: // Queued: handed back at shutdown
+			attempt = max(attempt, cur.Attempts)
+		}
 	} else {
 		next = successor(cur, id, Queued)
 	}
@@ -243,21 +256,6 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 		return next, ErrDead
 	case next.State == Running && next.Worker != worker && next.ClaimUntil.After(now) && !mutate.On(mutate.TwoAtOnce):
 		return next, ErrClaimedElsewhere
-	}
-	if cur != nil && !newer(cur, m) {
-		// The record counts the run's attempts, whichever message made
-		// them: a second message of the run (sent twice, or delivered
-		// twice) carries its own count, and by it would run attempts the
-		// run has had already — up to its attempts again each (issue 38,
-		// seeds 1009, 1091, 1195: an always-failing task made its first
-		// attempt four times). An attempt that failed is followed by the
-		// next; one cut short (a crash, or snoozed) is made again.
-		switch cur.State {
-		case Failed:
-			attempt = max(attempt, cur.Attempts+1)
-		case Running, Snoozed, Queued: // Queued: handed back at shutdown
-			attempt = max(attempt, cur.Attempts)
-		}
 	}
 	next.State = Running
 	next.Worker = worker

@@ -113,18 +113,19 @@ func (s *Store) UnconfirmDue(ctx context.Context, id string, m Meta) error {
 	}
 	due := stored(m.Due)
 	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
-		var next Run
-		switch {
-		case cur == nil:
-			next = newRun(id, Queued)
+		if cur == nil {
+			next := newRun(id, Queued)
 			fillMeta(&next, Meta{Type: m.Type, Due: due, Batch: m.Batch})
-		case cur.Withdrawn.Equal(due) && (cur.Token == "" || !notStarted(cur) || !cur.Due.Equal(due)):
+			next.Withdrawn = due
+			return next, true, nil
+		}
+		confirmed := cur.Token != "" && notStarted(cur) && cur.Due.Equal(due)
+		if cur.Withdrawn.Equal(due) && !confirmed {
 			return Run{}, false, nil // withdrawn already
-		default:
-			next = *cur
-			if notStarted(cur) && cur.Due.Equal(due) {
-				next.Token = ""
-			}
+		}
+		next := *cur
+		if confirmed {
+			next.Token = ""
 		}
 		next.Withdrawn = due
 		return next, true, nil
