@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -77,6 +78,7 @@ type ti struct {
 	ambiguous        bool // the schedule failed: it may or may not exist
 	refusal          error
 	due              time.Time
+	retimes          []retime // reschedules and runs-now of it
 
 	// shared: another scheduling of the id was still under way when this
 	// one was scheduled (or the other way round): the two share one run
@@ -86,6 +88,7 @@ type ti struct {
 
 	cancelled  time.Time // a cancel returned success
 	cancelTry  time.Time // a cancel was tried (and failed: it may have happened)
+	cancelling time.Time // a cancel issued then is under way (zero once answered)
 	superseded time.Time // replaced by a later scheduling
 	// alts are later schedulings of the id that may have taken this one's
 	// place: a replace of it due by then, whose row may already have been
@@ -197,6 +200,7 @@ type checker struct {
 	pauses   []pauseEv
 	bulks    []bulkEv
 	status   map[string]leasecron.Status // the latest status of each id, at the end
+	moved    map[string][]time.Time      // when a mover removed a schedule row of an id
 
 	violations []Violation
 	skew       time.Duration
@@ -204,7 +208,8 @@ type checker struct {
 
 func newChecker(w *World) *checker {
 	c := &checker{w: w, byInc: map[int]*ti{}, byID: map[string][]*ti{}, logical: map[string]string{}, batches: map[string]*batch{},
-		notes: map[*proc][]procNote{}, hits: map[*proc][]time.Time{}, status: map[string]leasecron.Status{}}
+		notes: map[*proc][]procNote{}, hits: map[*proc][]time.Time{}, status: map[string]leasecron.Status{},
+		moved: map[string][]time.Time{}}
 	var most time.Duration
 	for _, cs := range w.plan.Clocks {
 		most = max(most, cs.Offset.Abs())
@@ -359,6 +364,17 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 	if t.id == "" {
 		return
 	}
+	if t.ambiguous {
+		for _, old := range c.byID[t.id] {
+			if old != t && (old.accepted || old.ambiguous) && !slices.Contains(t.alts, old) {
+				// It may never have been written: a task waiting for the
+				// id may hear of the scheduling before it (seed 1330: a
+				// replace that failed, and the child of the id waited for
+				// the task it would have replaced).
+				c.alternativeLocked(t, old)
+			}
+		}
+	}
 	if t.accepted {
 		t.due = got.Due
 		for _, old := range c.byID[t.id] {
@@ -396,13 +412,44 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 	}
 }
 
+// moverCommit notes the schedule rows a mover's commit removed (a
+// mover's commit is the one that writes its shard's fence row): a task
+// whose row it moved or retired is in the queue, no longer pending.
+func (c *checker) moverCommit(cm memstore.Commit) {
+	if cm.Table != scheduleTable || !slices.ContainsFunc(cm.Rows, func(r memstore.CommittedRow) bool { return r.RowKey == fenceRow && !r.Deleted }) {
+		return
+	}
+	now := c.w.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range cm.Rows {
+		if _, id, ok := strings.Cut(r.RowKey, "_"); ok && r.Deleted {
+			c.moved[id] = append(c.moved[id], now)
+		}
+	}
+}
+
+// movedLocked reports whether a mover removed a row of id from the
+// schedule between from and to.
+func (c *checker) movedLocked(id string, from, to time.Time) bool {
+	return slices.ContainsFunc(c.moved[id], func(at time.Time) bool { return !at.Before(from) && !at.After(to) })
+}
+
 // replacedLocked records that t, a schedule with Replace, took the place of
 // old's row.
 func (c *checker) replacedLocked(old, t *ti) {
-	if old.due.After(t.issued.Add(5*time.Second)) && !old.returned.After(t.issued) {
+	_, cancelled := c.cancelledBy(old, t.returned)
+	if old.due.After(t.issued.Add(5*time.Second)) && !old.returned.After(t.issued) && !c.movedLocked(old.id, old.issued, t.returned) && !cancelled {
 		// Its row was surely still pending (sent early at most, not
-		// retired: a mover retires a row a pass before it is due): the
-		// replacement takes its place.
+		// retired: a mover retires a row a pass or two before it is due,
+		// and none was seen to): the replacement takes its place. A
+		// replace that comes after the row was retired (seed 1223: a
+		// slow pass retired it 15 s before it was due, 0.2 s before the
+		// replace) schedules another task beside one already in the
+		// queue (README: a change that races with the move). So does one
+		// that comes after a cancel (or a bulk cancel that may have
+		// reached it) removed the row (seed 1241: the old task's child
+		// was cancelled with it, and stays so).
 		old.superseded = t.returned
 		c.inheritLocked(old, t)
 		return
@@ -582,7 +629,10 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 	}
 	// Run again after it succeeded?
 	for _, o := range t.starts {
-		if o.runID == ev.runID && o.outcome == "ok" && !c.troubled(o.proc, o.start, o.end.Add(45*time.Second)) {
+		if o.runID == ev.runID && o.outcome == "ok" && !c.troubled(o.proc, o.start, o.end.Add(45*time.Second)) &&
+			!(!sameDue(o.due, ev.due) && (c.racedMoveLocked(t, o.due) || c.racedMoveLocked(t, ev.due))) {
+			// (Two versions of a rescheduled task, one moved as the
+			// reschedule changed its row, may each run once: seed 1043.)
 			c.violate(InvNoRerun, "%s started on %s (attempt %d) after it succeeded on %s at %s, which was neither killed, frozen nor struck by a fault then",
 				ev.runID, ev.proc.id, ev.attempt, o.proc.id, c.at(o.end))
 			break
@@ -648,6 +698,12 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 	}
 	if at, ok := c.doomedBy(t); ok {
 		return at, "cancelled with a parent"
+	}
+	if !t.cancelling.IsZero() && t.cancelling.Before(by) {
+		// A cancel under way may have taken effect already (seed 1330:
+		// the callback of a batch whose member's cancel had counted it,
+		// answered seven seconds later).
+		return t.cancelling, "being cancelled"
 	}
 	return time.Time{}, "it has not ended"
 }
@@ -802,6 +858,16 @@ func (c *checker) handler(p *proc) leasecron.Handler {
 
 // --- operations' answers -------------------------------------------------
 
+// cancelIssued records a cancel of id under way since issued: until its
+// answer, the task may have ended cancelled at any moment.
+func (c *checker) cancelIssued(id string, issued time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.latestLocked(id); t != nil && t.cancelling.IsZero() {
+		t.cancelling = issued
+	}
+}
+
 func (c *checker) cancelled(id string, issued time.Time, res leasecron.CancelResult, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -809,6 +875,7 @@ func (c *checker) cancelled(id string, issued time.Time, res leasecron.CancelRes
 	if t == nil {
 		return
 	}
+	t.cancelling = time.Time{}
 	now := c.w.now()
 	switch {
 	case err == nil && (res.Removed || res.Marked):
@@ -825,12 +892,40 @@ func (c *checker) cancelled(id string, issued time.Time, res leasecron.CancelRes
 	}
 }
 
-func (c *checker) retimed(id string, it leasecron.Item, err error) {
+func (c *checker) retimed(id string, issued time.Time, it leasecron.Item, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if t := c.latestLocked(id); t != nil && err == nil {
+	t := c.latestLocked(id)
+	if t == nil {
+		return
+	}
+	// An error may hide a change that was made: it counts as a retime all
+	// the same.
+	t.retimes = append(t.retimes, retime{issued: issued, returned: c.w.now(), from: t.due})
+	if err == nil {
 		t.due = it.Due
 	}
+}
+
+// sameDue reports whether two due times are one (as a client's answer and
+// a delivery may round it differently).
+func sameDue(a, b time.Time) bool { return a.Sub(b).Abs() < time.Millisecond }
+
+// retime is a reschedule (or run-now) of a task: when it was issued and
+// answered, and the due time it moved the task from.
+type retime struct {
+	issued, returned, from time.Time
+}
+
+// racedMoveLocked reports whether t's version due at due may have been
+// moved by a mover pass while a reschedule changed it (README: a change
+// that races with the move itself may still let the old version run
+// once): the version was due, or nearly, when the reschedule was
+// answered, or a mover was seen removing a row of the id meanwhile.
+func (c *checker) racedMoveLocked(t *ti, due time.Time) bool {
+	return slices.ContainsFunc(t.retimes, func(r retime) bool {
+		return sameDue(r.from, due) && (!due.After(r.returned.Add(5*time.Second)) || c.movedLocked(t.id, r.issued, r.returned))
+	})
 }
 
 func (c *checker) paused(ev pauseEv) {

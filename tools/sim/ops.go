@@ -30,17 +30,20 @@ func (w *World) userOp(c *proc, op *Op) {
 		w.scheduleMany(ctx, c, op)
 	case OpCancel:
 		issued := w.now()
+		chk.cancelIssued(chk.RealID(op.Task), issued)
 		res, err := cl.Cancel(ctx, chk.RealID(op.Task))
 		w.answer(op, fmt.Sprintf("removed=%v marked=%v", res.Removed, res.Marked), err)
 		chk.cancelled(chk.RealID(op.Task), issued, res, err)
 	case OpReschedule:
+		issued := w.now()
 		it, err := cl.Reschedule(ctx, chk.RealID(op.Task), c.clock.Now().Add(op.Dur))
 		w.answer(op, "", err)
-		chk.retimed(chk.RealID(op.Task), it, err)
+		chk.retimed(chk.RealID(op.Task), issued, it, err)
 	case OpRunNow:
+		issued := w.now()
 		it, err := cl.RunNow(ctx, chk.RealID(op.Task))
 		w.answer(op, "", err)
-		chk.retimed(chk.RealID(op.Task), it, err)
+		chk.retimed(chk.RealID(op.Task), issued, it, err)
 	case OpPause:
 		var until time.Time
 		if op.Dur > 0 {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,8 +44,14 @@ type World struct {
 	clients [2]*proc
 	procs   []*proc
 	shards  int // the count workers start with now (the rolling switch changes it)
-	ops     sync.WaitGroup
-	logs    *ring
+	// clientPhase is where the rolling switch's change of the clients
+	// is (switchClients): 0 none under way, 1 waiting for the shard map,
+	// 2 the first client changed, the others due at clientSwitch.
+	clientPhase  int
+	clientSwitch time.Duration
+	mapWritten   atomic.Bool // the shard map has been written
+	ops          sync.WaitGroup
+	logs         *ring
 }
 
 // now is the simulation's true time: the service's clock.
@@ -154,6 +161,10 @@ func newWorld(t *testing.T, sc *Scenario) *World {
 	w.store = memstore.New(memstore.Options{Now: w.now, DuplicateDelivery: w.duplicateDelivery,
 		OnCommit: func(c memstore.Commit) {
 			w.fence.commit(w, c)
+			w.chk.moverCommit(c)
+			if c.Table == scheduleTable && c.Partition == "~shards" && slices.ContainsFunc(c.Rows, func(r memstore.CommittedRow) bool { return r.RowKey == "~map" && !r.Deleted }) {
+				w.mapWritten.Store(true)
+			}
 			w.traceCommit(c)
 		}})
 	w.chk = newChecker(w)
@@ -190,7 +201,7 @@ func (w *World) run() *Result {
 		if i == 1 {
 			q = sc.ClientQueues
 		}
-		w.clients[i] = w.newClient(i, q)
+		w.clients[i] = w.newClient(i, q, w.shards)
 	}
 	for i := 1; i <= sc.Workers; i++ {
 		w.startWorker(workerName(i), 0)
@@ -201,6 +212,7 @@ func (w *World) run() *Result {
 			time.Sleep(d)
 		}
 		w.logs.add(fmt.Sprintf("%s  op %s", w.elapsed().Truncate(time.Millisecond), op))
+		w.switchClients(false)
 		w.do(op)
 	}
 	if d := sc.Active - w.elapsed(); d > 0 {
@@ -231,16 +243,10 @@ func (w *World) do(op *Op) {
 			w.shards = op.N
 		}
 		w.startWorker(op.Worker, op.N)
-		if w.plan.Switch && op.N > 0 && w.allSharded() {
-			// Then the clients, as the README says.
-			for i := range w.clients {
-				w.clients[i].kill()
-				q := w.plan.Queues
-				if i == 1 {
-					q = w.plan.ClientQueues
-				}
-				w.clients[i] = w.newClient(i, q)
-			}
+		if w.plan.Switch && op.N > 0 && w.allSharded() && w.clientPhase == 0 && w.clients[0].shards != w.shards {
+			// Then the clients, as the README says, once the shard map
+			// exists (switchClients).
+			w.clientPhase = 1
 		}
 	case OpStop:
 		if p := w.worker(op.Worker); p != nil {
@@ -259,7 +265,10 @@ func (w *World) do(op *Op) {
 	case OpKillClient:
 		c := w.clients[op.Client]
 		c.kill()
-		w.clients[op.Client] = w.newClient(op.Client, c.queues)
+		// Restarted as it was configured: in the rolling switch to
+		// sharding the clients change their count last (README), after
+		// every worker.
+		w.clients[op.Client] = w.newClient(op.Client, c.queues, c.shards)
 	default:
 		c := w.clients[op.Client]
 		w.ops.Add(1)
@@ -267,6 +276,38 @@ func (w *World) do(op *Op) {
 			defer w.ops.Done()
 			w.userOp(c, op)
 		}()
+	}
+}
+
+// switchClient restarts client i with the fleet's shard count.
+func (w *World) switchClient(i int) {
+	w.clients[i].kill()
+	q := w.plan.Queues
+	if i == 1 {
+		q = w.plan.ClientQueues
+	}
+	w.clients[i] = w.newClient(i, q, w.shards)
+}
+
+// switchClients carries the rolling switch's change of the clients on:
+// once the shard map exists (README: a client configured sharded before
+// then places tasks where clients still on one shard cannot find them),
+// one client now and the others 20 s later, so that for a time clients of
+// both counts schedule and look tasks up side by side; with all, every
+// one that is left at once.
+func (w *World) switchClients(all bool) {
+	if w.clientPhase == 1 && (all || w.mapWritten.Load()) {
+		w.switchClient(0)
+		w.clientPhase, w.clientSwitch = 2, w.elapsed()+20*time.Second
+	}
+	if w.clientPhase != 2 || (!all && w.elapsed() < w.clientSwitch) {
+		return
+	}
+	w.clientPhase = 0
+	for i := range w.clients {
+		if w.clients[i].shards != w.shards {
+			w.switchClient(i)
+		}
 	}
 }
 
@@ -319,6 +360,7 @@ func (w *World) settle() {
 				w.do(&Op{Kind: OpStart, Worker: workerName(i), N: w.plan.Shards})
 			}
 		}
+		w.switchClients(true)
 	}
 	w.ops.Wait()
 	c := w.clients[0]
@@ -481,8 +523,8 @@ func (w *World) storage(p *proc) leasecron.Storage {
 	return leasecron.Storage{ConnectionString: w.store.ConnectionString(), Transport: p.tr}
 }
 
-func (w *World) newClient(i, queues int) *proc {
-	p := w.newProc(fmt.Sprintf("c%d", i), "client", w.shards, queues)
+func (w *World) newClient(i, queues, shards int) *proc {
+	p := w.newProc(fmt.Sprintf("c%d", i), "client", shards, queues)
 	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: w.storage(p), Names: names(p.shards, queues), Clock: p.clock, Logger: p.log,
 		Limits: map[string]int{TypeLimited: LimitedConcurrency}, Routing: routing})
 	if err != nil {
