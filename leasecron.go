@@ -314,8 +314,15 @@ func newParts(sc *storage.Clients, n Names, routing Routing, noRuns bool, ro Run
 		}
 	}
 	so := schedule.Options{
-		Shards:   shard.Names(n.Shards),
-		ShardMap: n.Shards > 1,
+		Shards: shard.Names(n.Shards),
+		// Every process places and looks up tasks by the shard map once a
+		// sharded worker has written it, sharded or not (issue 38, seed
+		// 1356): in the middle of the rolling switch to sharding, a client
+		// still on one shard placed its tasks in "00" and looked only
+		// there, so it could not find what sharded clients had scheduled
+		// and took a unique key they held. Until there is a map, the
+		// count is names.shards.
+		ShardMap: true,
 		Table:    n.ScheduleTable, Clock: clk, Logger: log, PayloadStore: p.payloads, MaxPayload: maxPayload,
 		// Workers with run records check early-sent messages (see early.go).
 		ChangesAfterSend: !noRuns,

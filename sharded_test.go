@@ -471,6 +471,35 @@ func TestShardCountChangesOnline(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
+	// A client still on one shard (the README's rolling switch changes
+	// the clients last, one at a time) places and finds tasks by the map
+	// as the sharded ones do (issue 38, seed 1356: it looked in "00" only,
+	// so it could not find these, and it took unique keys that sharded
+	// clients held).
+	for _, id := range ids[30:] {
+		if _, err := old.Get(ctx, id); err != nil {
+			t.Fatalf("an unsharded client: %s is not found: %v", id, err)
+		}
+	}
+	for i := range 8 {
+		id := fmt.Sprintf("one-%02d", i)
+		if _, err := old.Schedule(ctx, leasecron.Item{ID: id, Type: "t", Due: time.Now().Add(time.Hour)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id) // found by c in check
+	}
+	for i := range 4 {
+		u := &leasecron.ScheduleOptions{Unique: &leasecron.Unique{Key: fmt.Sprintf("key-%d", i)}}
+		held, err := c.Schedule(ctx, leasecron.Item{Type: "t", Due: time.Now().Add(time.Hour)}, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := old.Schedule(ctx, leasecron.Item{Type: "t", Due: time.Now().Add(time.Hour)}, u)
+		if !errors.Is(err, leasecron.ErrDuplicate) || got.ID != held.ID {
+			t.Fatalf("an unsharded client scheduling key-%d, held by %s: %s, %v; want ErrDuplicate naming the holder", i, held.ID, got.ID, err)
+		}
+		ids = append(ids, held.ID)
+	}
 	if err := c.SetShards(ctx, 8); err != nil {
 		t.Fatal(err)
 	}

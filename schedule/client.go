@@ -42,11 +42,12 @@ type Options struct {
 	// Shards are the PartitionKeys items are spread over (by a hash of the
 	// id). Default ["00"]. Every worker and client must agree on the list.
 	Shards []string
-	// ShardMap: the schedule is sharded and its shard count is the shard
-	// map's (internal/shard: the count can change online), once a worker
+	// ShardMap: the schedule's shard count is the shard map's
+	// (internal/shard: the count can change online) once a sharded worker
 	// has written it; Shards must then be "00", "01", … and only give the
 	// count used before that. The client reads the map at most once per
-	// shard.ClientMapTTL.
+	// shard.ClientMapTTL. leasecron's clients and workers set it whatever
+	// their count, so that all of them place and find tasks alike.
 	ShardMap bool
 	// Clock is the time source. Default the real clock.
 	Clock clock.Clock
