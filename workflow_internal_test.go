@@ -1,0 +1,84 @@
+package leasecron
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/leasecron/leasecron/internal/memstore"
+)
+
+// beforeDelete is a transport that, armed, runs before once just before
+// the first transaction that deletes a row whose key ends in suffix.
+type beforeDelete struct {
+	next   policy.Transporter
+	suffix string
+	armed  atomic.Bool
+	before func()
+}
+
+func (b *beforeDelete) Do(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && strings.Contains(req.URL.Path, "$batch") && b.armed.Load() && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		if strings.Contains(string(body), "DELETE ") && strings.Contains(string(body), b.suffix+"')") && b.armed.CompareAndSwap(true, false) {
+			b.before()
+		}
+	}
+	return b.next.Do(req)
+}
+
+// A child scheduled while its parent is being cancelled — after the cancel
+// has told the parent's waiting children, before it removes the parent's
+// row — hears of the cancel too: its mark on the parent's row makes the
+// cancel's removal fail and tell the children again (issue 38, seed 1330:
+// a bulk cancel removed the row a second after telling the children, the
+// child scheduled in between had seen the row pending, and it waited for
+// good).
+func TestChildScheduledWhileItsParentIsCancelledHearsOfIt(t *testing.T) {
+	ctx := context.Background()
+	ms := memstore.New(memstore.Options{})
+	tr := &beforeDelete{next: ms.Transport(), suffix: "_parent"}
+	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(time.Hour)
+	if _, err := c.Schedule(ctx, Item{ID: "parent", Type: "t", Due: due}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A first child marks the parent as waited for.
+	if _, err := c.Schedule(ctx, Item{ID: "first", Type: "t", Due: due, After: []string{"parent"}, AfterAny: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var scheduled error
+	tr.before = func() {
+		_, scheduled = c.Schedule(ctx, Item{ID: "late", Type: "t", Due: due, After: []string{"parent"}, AfterAny: true}, nil)
+	}
+	tr.armed.Store(true)
+	if _, err := c.Cancel(ctx, "parent"); err != nil {
+		t.Fatal(err)
+	}
+	if tr.armed.Load() {
+		t.Fatal("the cancel removed no row")
+	}
+	if scheduled != nil {
+		t.Fatalf("the child scheduled during the cancel: %v", scheduled)
+	}
+	for _, id := range []string{"first", "late"} {
+		it, err := c.sched.Get(ctx, id)
+		if err != nil || it.Waiting {
+			t.Errorf("%s after its parent was cancelled: waiting %v, %v; want it released (it waits for any end)", id, it.Waiting, err)
+		}
+	}
+}
