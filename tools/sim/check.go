@@ -624,10 +624,26 @@ func (c *checker) started(p *proc, task leasecron.Task, pl payload) *runEv {
 	return ev
 }
 
+// continuesLocked reports whether ev is a later attempt of an occurrence
+// of the series t that had started before t was cancelled: a cancel
+// stops the series and the occurrences in the queue that have not
+// started, and one under way carries on, its retries too (README,
+// recurring tasks; seed 1637).
+func (c *checker) continuesLocked(t *ti, ev *runEv) bool {
+	if t.spec.Recurrence == "" {
+		return false
+	}
+	issued := t.cancelled
+	if !t.cancelTry.IsZero() && t.cancelTry.Before(issued) {
+		issued = t.cancelTry
+	}
+	return slices.ContainsFunc(t.starts, func(o *runEv) bool { return o.runID == ev.runID && o.start.Before(issued) })
+}
+
 // checkStartLocked checks what must hold the moment an attempt starts.
 func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 	now := ev.start
-	if !t.cancelled.IsZero() && now.After(t.cancelled) {
+	if !t.cancelled.IsZero() && now.After(t.cancelled) && !c.continuesLocked(t, ev) {
 		c.violate(InvCancelled, "%s started on %s after a cancel returned at %s", ev.runID, ev.proc.id, c.at(t.cancelled))
 	}
 	if !t.superseded.IsZero() && now.After(t.superseded) && len(t.starts) == 0 {
