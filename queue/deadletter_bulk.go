@@ -41,8 +41,10 @@ type WhereStats struct {
 // of MaxBatch dequeued together and requeued in parallel, and calls batch
 // after each with that batch's figures; an error from batch stops the
 // walk. Records that do not match, or that fail, are made visible again
-// at the end. failed, when not nil, carries the poison message ids that
-// failed across walks: they are counted and tried once.
+// at the end. A requeue that fails on a fault is tried again, up to
+// three times, before it counts as failed. failed, when not nil, carries
+// the poison message ids that failed across walks: they are counted and
+// tried once.
 //
 // op names the operation (a bulk operation's id): the tasks it requeues
 // carry it (Envelope.RequeuedBy), and a later dead letter of such a task
@@ -90,7 +92,7 @@ func (dl *DeadLetters) RequeueWhere(ctx context.Context, op string, match func(D
 			g.Go(func() error {
 				ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 				defer cancel()
-				err := dl.requeue(ictx, d, op)
+				err := dl.requeueTrying(ictx, d, op)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -122,6 +124,36 @@ func (dl *DeadLetters) RequeueWhere(ctx context.Context, op string, match func(D
 		if len(msgs) < MaxBatch || fresh == 0 {
 			return total, nil
 		}
+	}
+}
+
+// requeueTries is how often a walk tries to requeue one dead letter
+// before it counts it failed, and requeueRetryAfter the pause before the
+// second try (doubled before the third).
+const requeueTries = 3
+
+var requeueRetryAfter = 500 * time.Millisecond
+
+// requeueTrying is requeue, tried again after a failure that a later try
+// may not meet (a storage fault): a requeue that failed after it marked
+// the run queued leaves the run saying so while its dead letter stays,
+// and the walk is the operation's only one, so a fault must not end it
+// there (issue 38, seed 1330: an always-failing task stayed queued through
+// the quiet phase, its dead letter never requeued). A try again finishes
+// what the failed one began, as a walk after a crash does.
+func (dl *DeadLetters) requeueTrying(ctx context.Context, d DeadLetter, op string) error {
+	wait := requeueRetryAfter
+	for try := 1; ; try++ {
+		err := dl.requeue(ctx, d, op)
+		if err == nil || errors.Is(err, ErrNotRequeueable) || try == requeueTries {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait *= 2
 	}
 }
 

@@ -11,19 +11,21 @@ import (
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
-// failOnce wraps a MessageQueue and fails the next Enqueue or Delete once
-// when armed: the first after the request was carried out (a lost
-// response), as a crash right after it would leave things.
+// failOnce wraps a MessageQueue and fails the next enqueue Enqueues or
+// del Deletes: before the request is sent (enqueue), or after it was
+// carried out (del: a lost response), as a crash right then would leave
+// things — a walk tries a requeue requeueTries times, so that many
+// failures in a row stand for a crash.
 type failOnce struct {
 	MessageQueue
 	mu           sync.Mutex
-	enqueue, del bool
+	enqueue, del int
 }
 
 func (f *failOnce) Enqueue(ctx context.Context, text string, vis time.Duration) (Message, error) {
 	f.mu.Lock()
-	fail := f.enqueue
-	f.enqueue = false
+	fail := f.enqueue > 0
+	f.enqueue--
 	f.mu.Unlock()
 	if fail {
 		return Message{}, errors.New("enqueue: the caller crashed before it was sent")
@@ -33,11 +35,14 @@ func (f *failOnce) Enqueue(ctx context.Context, text string, vis time.Duration) 
 
 func (f *failOnce) Delete(ctx context.Context, m Message) error {
 	f.mu.Lock()
-	fail := f.del
-	f.del = false
+	fail := f.del > 0
+	f.del--
 	f.mu.Unlock()
 	if fail {
-		return errors.New("delete: the caller crashed before it was sent")
+		if err := f.MessageQueue.Delete(ctx, m); err != nil {
+			return err
+		}
+		return errors.New("delete: the answer was lost")
 	}
 	return f.MessageQueue.Delete(ctx, m)
 }
@@ -130,7 +135,13 @@ func TestRequeueCutShortIsFinishedOnce(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h, rm, got, failing := deadHarness(t, "x")
 			failing(false)
-			work, poison := &failOnce{MessageQueue: h.work, enqueue: c.failEnq}, &failOnce{MessageQueue: h.poison, del: c.failDel}
+			n := func(b bool) int {
+				if b {
+					return requeueTries
+				}
+				return 0
+			}
+			work, poison := &failOnce{MessageQueue: h.work, enqueue: n(c.failEnq)}, &failOnce{MessageQueue: h.poison, del: n(c.failDel)}
 			dl := NewDeadLetters(NewClientWith(work, poison, ClientOptions{Clock: h.clk}), rm)
 			ctx := context.Background()
 			st, err := dl.RequeueWhere(ctx, "op1", matchAll, nil, func(WhereStats) error { return nil })
@@ -161,5 +172,29 @@ func TestRequeueCutShortIsFinishedOnce(t *testing.T) {
 				t.Fatalf("handler ran %d times, want 2 (the death and the one requeue)", n)
 			}
 		})
+	}
+}
+
+// A requeue that meets a fault once is tried again within the walk: the
+// task is requeued and runs, instead of its run staying marked queued
+// beside a dead letter the operation counts failed and never tries again
+// (issue 38, seed 1330: an always-failing task stayed queued through the
+// simulator's quiet phase).
+func TestRequeueWhereTriesAFaultAgain(t *testing.T) {
+	h, rm, got, failing := deadHarness(t, "x")
+	failing(false)
+	work := &failOnce{MessageQueue: h.work, enqueue: 1}
+	dl := NewDeadLetters(NewClientWith(work, h.poison, ClientOptions{Clock: h.clk}), rm)
+	st, err := dl.RequeueWhere(context.Background(), "op1", matchAll, nil, func(WhereStats) error { return nil })
+	if err != nil || st.Requeued != 1 || st.Failed != 0 {
+		t.Fatalf("a walk meeting one fault: %+v, %v; want 1 requeued, none failed", st, err)
+	}
+	h.expect(OutcomeSucceeded)
+	mustRun(t, rm, "x", runs.Succeeded)
+	if n := len(h.poison.all()); n != 0 {
+		t.Fatalf("%d dead letters left", n)
+	}
+	if n := got.n(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2 (the death and the requeue)", n)
 	}
 }
