@@ -33,6 +33,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	switch {
 	case err == nil:
 		res.Removed = true
+		c.tellLateWaiters(ctx, it)
 	case !errors.Is(err, ErrNotFound):
 		return res, err
 	}

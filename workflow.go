@@ -450,10 +450,34 @@ func (c *Client) cancelDependent(ctx context.Context, it Item, why string) error
 	if err := c.endedFlow(ctx, it, RunCancelled); err != nil {
 		return err
 	}
-	if _, err := c.sched.Cancel(ctx, it.ID); err != nil && !errors.Is(err, ErrNotFound) {
+	removed, err := c.sched.Cancel(ctx, it.ID)
+	switch {
+	case err == nil:
+		c.tellLateWaiters(ctx, removed)
+	case !errors.Is(err, ErrNotFound):
 		return err
 	}
 	return nil
+}
+
+// tellLateWaiters tells the tasks waiting for it, a waited-for row just
+// removed by a cancel, that it ended cancelled — again: the cancel told
+// them before it removed the row, and a task that began waiting in
+// between, having seen the row pending and found it marked as waited for
+// already, is told only now (issue 38, seed 1330: such a child waited for
+// good). A task told already is not waiting any more, so telling again
+// costs one query and changes nothing else. When that fails the task is
+// left to the traffic cop, which watches it and tells them.
+func (c *Client) tellLateWaiters(ctx context.Context, it Item) {
+	if c.runs == nil || !it.Waiters {
+		return
+	}
+	if err := c.parentEnded(ctx, it.ID, RunCancelled); err != nil {
+		c.o.Logger.Warn("telling the tasks waiting for a cancelled task failed; the traffic cop watches it and tells them", "task_id", it.ID, "err", err)
+		if err := c.runs.WatchParents(ctx, []string{it.ID}); err != nil {
+			c.o.Logger.Error("tasks wait for a cancelled task whose end nothing may report", "task_id", it.ID, "err", err)
+		}
+	}
 }
 
 // cancelWaitedFor is the first step of cancelling the pending task it

@@ -3,6 +3,7 @@ package leasecron
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -80,5 +81,81 @@ func TestChildScheduledWhileItsParentIsCancelledHearsOfIt(t *testing.T) {
 		if err != nil || it.Waiting {
 			t.Errorf("%s after its parent was cancelled: waiting %v, %v; want it released (it waits for any end)", id, it.Waiting, err)
 		}
+	}
+}
+
+// The same for a parent cancelled because its own parent died (a
+// review's find: cancelDependent told the waiting tasks, then removed the
+// row, and a task that began waiting in between was never told).
+func TestChildScheduledWhileItsParentIsDoomedHearsOfIt(t *testing.T) {
+	ctx := context.Background()
+	ms := memstore.New(memstore.Options{})
+	tr := &beforeDelete{next: ms.Transport(), suffix: "_parent"}
+	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(time.Hour)
+	for _, it := range []Item{
+		{ID: "grand", Type: "t", Due: due},
+		{ID: "parent", Type: "t", Due: due, After: []string{"grand"}},
+		{ID: "first", Type: "t", Due: due, After: []string{"parent"}, AfterAny: true},
+	} {
+		if _, err := c.Schedule(ctx, it, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var scheduled error
+	tr.before = func() {
+		_, scheduled = c.Schedule(ctx, Item{ID: "late", Type: "t", Due: due, After: []string{"parent"}, AfterAny: true}, nil)
+	}
+	tr.armed.Store(true)
+	if err := c.parentEnded(ctx, "grand", RunDead); err != nil {
+		t.Fatal(err)
+	}
+	if tr.armed.Load() {
+		t.Fatal("the doomed parent's row was not removed")
+	}
+	if scheduled != nil {
+		t.Fatalf("the child scheduled meanwhile: %v", scheduled)
+	}
+	for _, id := range []string{"first", "late"} {
+		it, err := c.sched.Get(ctx, id)
+		if err != nil || it.Waiting {
+			t.Errorf("%s after its parent was cancelled with its own parent's death: waiting %v, %v; want it released", id, it.Waiting, err)
+		}
+	}
+}
+
+// A client that has never read the shard map, because reading it fails,
+// refuses to place or look up tasks instead of guessing its configured
+// count: a client still on one shard in a sharded fleet would put the task
+// where no other process looks (issue 38, a review of seed 1356's fix).
+func TestUnreadShardMapIsAnError(t *testing.T) {
+	ctx := context.Background()
+	ms := memstore.New(memstore.Options{})
+	tr := &failWhile{next: ms.Transport(), match: "shards"}
+	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.armed.Store(true)
+	if _, err := c.Schedule(ctx, Item{ID: "x", Type: "t", Due: time.Now().Add(time.Hour)}, nil); err == nil || !strings.Contains(err.Error(), "shard map") {
+		t.Fatalf("a schedule with the map unread: %v; want an error about the shard map", err)
+	}
+	if _, err := c.Status(ctx, "x"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Fatalf("a lookup with the map unread: %v; want an error, not an answer", err)
+	}
+	if tr.failed.Load() == 0 {
+		t.Fatal("the map was not read")
+	}
+	tr.armed.Store(false)
+	if _, err := c.Schedule(ctx, Item{ID: "x", Type: "t", Due: time.Now().Add(time.Hour)}, nil); err != nil {
+		t.Fatalf("with the map readable: %v", err)
+	}
+	// Once read, a map that cannot be read again is the one read before.
+	tr.armed.Store(true)
+	if _, err := c.Status(ctx, "x"); err != nil {
+		t.Fatalf("a lookup with the map read before: %v", err)
 	}
 }

@@ -97,7 +97,10 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 	if err != nil {
 		return Item{}, err
 	}
-	pl := c.place(ctx)
+	pl, err := c.place(ctx)
+	if err != nil {
+		return Item{}, err
+	}
 	shard := pl.of(it.ID)
 	if prev, ok := pl.prevOf(it.ID); ok {
 		// The shard count is changing: a task with this id may still sit

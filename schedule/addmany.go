@@ -90,7 +90,11 @@ func (c *Client) AddMany(ctx context.Context, items []Item, o AddManyOptions) ([
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultBatchConcurrency
 	}
-	b := &batch{c: c, o: o, res: make([]AddResult, len(items)), place: c.place(ctx)}
+	pl, err := c.place(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b := &batch{c: c, o: o, res: make([]AddResult, len(items)), place: pl}
 	b.validate(items, TraceParentOf(ctx))
 	if !o.Partial && b.refused() > 0 {
 		b.notWritten(b.live(), "another item of the batch was refused")

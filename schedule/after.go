@@ -275,12 +275,6 @@ func (c *Client) changeWaiting(ctx context.Context, id string, decide func(it It
 // sent early or by its client), so its end must be watched for otherwise.
 // seen is the task as a lookup just returned it (its row and ETag), which
 // saves reading it again; a zero Item reads it.
-//
-// The mark is written even on a row marked already, conditionally on the
-// row as seen: a cancel tells the waiting tasks before it removes the row
-// (conditionally on the row it read), so a new waiter's write makes that
-// removal fail and the cancel tell the waiting tasks again, this one
-// among them (issue 38, seed 1330).
 func (c *Client) NoteWaiters(ctx context.Context, id string, seen Item) (bool, error) {
 	now := c.opts.Clock.Now()
 	var lastErr error
@@ -301,6 +295,8 @@ func (c *Client) NoteWaiters(ctx context.Context, id string, seen Item) (bool, e
 		switch {
 		case it.Sent || now.Before(it.SendingUntil):
 			return false, nil
+		case it.Waiters:
+			return true, nil
 		}
 		_, err := c.t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, Props: table.Props{PropWaiters: true}, IfMatch: f.row.ETag}})
 		if err == nil {

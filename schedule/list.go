@@ -48,7 +48,11 @@ func (c *Client) List(ctx context.Context, lo ListOptions) ([]Item, string, erro
 	}
 	var rows []table.Entity
 	more := false // some shard has rows beyond what was read
-	for _, shard := range c.place(ctx).span {
+	pl, err := c.place(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, shard := range pl.span {
 		got, rest, err := c.listShard(ctx, shard, after, to, lo)
 		if errors.Is(err, storage.ErrTableNotFound) {
 			return nil, "", nil // a fresh account: nothing scheduled yet
@@ -165,7 +169,11 @@ const DueCountCap = 1000
 // shard reading only keys) and reports the oldest, for `stats`.
 func (c *Client) Due(ctx context.Context, now time.Time) (DueStats, error) {
 	var st DueStats
-	for _, shard := range c.place(ctx).span {
+	pl, err := c.place(ctx)
+	if err != nil {
+		return DueStats{}, err
+	}
+	for _, shard := range pl.span {
 		s, err := c.DueIn(ctx, shard, now)
 		if err != nil {
 			return DueStats{}, err

@@ -24,7 +24,10 @@ func (c *Client) locate(ctx context.Context, id string) (f found, orphan *table.
 	if err := validateLookupID(id); err != nil {
 		return found{}, nil, err
 	}
-	pl := c.place(ctx)
+	pl, err := c.place(ctx)
+	if err != nil {
+		return found{}, nil, err
+	}
 	if mutate.On(mutate.NoPointers) && ValidateID(id) == nil {
 		f, _, err := c.viaIndex(ctx, pl.of(id), id)
 		if err == nil && f.index == nil {

@@ -47,28 +47,29 @@ type mapCache struct {
 }
 
 // shardMap returns the shard map, read again when older than
-// shard.ClientMapTTL. ok is false when it could not be read (and none was
-// read before).
-func (c *Client) shardMap(ctx context.Context) (shard.Map, bool) {
+// shard.ClientMapTTL. When it cannot be read it returns the one read
+// before, or, when none was, the read's error.
+func (c *Client) shardMap(ctx context.Context) (shard.Map, error) {
 	mc := &c.maps
 	now := c.opts.Clock.Now()
 	mc.mu.Lock()
 	m, ok, fresh := mc.m, mc.ok, !mc.at.IsZero() && now.Sub(mc.at) < shard.ClientMapTTL
 	mc.mu.Unlock()
 	if fresh {
-		return m, ok
+		return m, nil
 	}
 	read, err := shard.Read(ctx, c.t)
 	if err != nil {
-		if ok {
-			c.opts.Logger.Warn("cannot read the shard map; using the one read before", "err", err)
+		if !ok {
+			return shard.Map{}, err
 		}
-		return m, ok
+		c.opts.Logger.Warn("cannot read the shard map; using the one read before", "err", err)
+		return m, nil
 	}
 	mc.mu.Lock()
 	mc.m, mc.ok, mc.at = read, true, now
 	mc.mu.Unlock()
-	return read, true
+	return read, nil
 }
 
 // forget makes the next shardMap read the map again.
@@ -80,13 +81,19 @@ func (c *Client) forget() {
 
 // place returns the placement of tasks now: Options.Shards, or with
 // Options.ShardMap the shard map's count (Shards until a worker has
-// written the map).
-func (c *Client) place(ctx context.Context) placement {
+// written the map). A map that was never read, because reading it fails,
+// is an error rather than a guess: placed by the configured count, a task
+// of a client still on one shard in a sharded fleet would go where no one
+// looks.
+func (c *Client) place(ctx context.Context) (placement, error) {
 	if !c.opts.ShardMap {
-		return placement{parts: c.parts, span: c.opts.Shards}
+		return placement{parts: c.parts, span: c.opts.Shards}, nil
 	}
-	m, _ := c.shardMap(ctx) // unread: as a map never written
-	return placementOf(m.Layout(len(c.opts.Shards)))
+	m, err := c.shardMap(ctx)
+	if err != nil {
+		return placement{}, fmt.Errorf("place tasks by the shard map: %w", err)
+	}
+	return placementOf(m.Layout(len(c.opts.Shards))), nil
 }
 
 // placeKnown is place without reading the map: the one read last.

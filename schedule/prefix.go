@@ -18,7 +18,11 @@ import (
 // inserted directly, without an index row, are not found.
 func (c *Client) ByIDPrefix(ctx context.Context, prefix string, limit int) ([]Item, error) {
 	seen := map[string]Item{}
-	for _, shard := range c.place(ctx).span {
+	pl, err := c.place(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, shard := range pl.span {
 		q := table.Query{Partition: shard, From: indexKey(prefix), To: indexKey(prefix) + "~", Select: []string{PropItem, PropShard}, Top: limit}
 		p, err := c.t.Query(ctx, q)
 		if errors.Is(err, storage.ErrTableNotFound) {

@@ -247,7 +247,10 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 		it.TraceParent = TraceParentOf(ctx)
 	}
 	now := c.opts.Clock.Now()
-	pl := c.place(ctx)
+	pl, err := c.place(ctx)
+	if err != nil {
+		return Item{}, err
+	}
 	it, shard, err := c.prepareUnique(pl, it, &u, now)
 	if err != nil {
 		return Item{}, err
@@ -338,7 +341,10 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 // defaults when there is none); a task that holds the key refuses it with
 // a *DuplicateError naming that task.
 func (c *Client) Retake(ctx context.Context, typ, key, id string, live Live) error {
-	pl := c.place(ctx)
+	pl, err := c.place(ctx)
+	if err != nil {
+		return err
+	}
 	shard := pl.of(typ + "~" + key)
 	gk := guardKey(typ, key)
 	if prev, ok := pl.prevOf(typ + "~" + key); ok {
@@ -382,7 +388,10 @@ func (c *Client) Retake(ctx context.Context, typ, key, id string, live Live) err
 
 // GuardOf reads the guard of a type and key (ErrNotFound when none).
 func (c *Client) GuardOf(ctx context.Context, typ, key string) (Guard, error) {
-	pl := c.place(ctx)
+	pl, err := c.place(ctx)
+	if err != nil {
+		return Guard{}, err
+	}
 	gk := guardKey(typ, key)
 	e, err := c.t.Get(ctx, pl.of(typ+"~"+key), gk)
 	if prev, ok := pl.prevOf(typ + "~" + key); ok && errors.Is(err, storage.ErrNotFound) {

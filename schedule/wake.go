@@ -14,9 +14,9 @@ func (c *Client) wakeOwner(ctx context.Context, sh string, due time.Time) {
 	if !c.opts.ShardMap || ctx.Err() != nil {
 		return
 	}
-	m, ok := c.shardMap(ctx)
-	if !ok {
-		c.opts.Logger.Warn("cannot read the shard map to wake the owner of a new task's shard; it finds the task at its next look", "shard", sh)
+	m, err := c.shardMap(ctx)
+	if err != nil {
+		c.opts.Logger.Warn("cannot read the shard map to wake the owner of a new task's shard; it finds the task at its next look", "shard", sh, "err", err)
 		return
 	}
 	if woke, err := shard.Wake(ctx, c.t, m, sh, due); err != nil {
