@@ -712,6 +712,22 @@ func afterWord(any bool) string {
 // failed to answer, or from a bulk cancel of its type under way: any
 // moment after those began counts.
 func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
+	if !t.cancelled.IsZero() && len(t.starts) > 0 {
+		// Cancelled after its move: the run ends cancelled the moment the
+		// cancel returns, even if a handler it had already started then
+		// succeeds (README, workflows; seed 1723: its --after child was
+		// cancelled with it, and the batch counted both).
+		at := t.cancelled
+		if !t.cancelTry.IsZero() && t.cancelTry.Before(at) {
+			at = t.cancelTry
+		}
+		switch {
+		case !any:
+			return time.Time{}, "it was cancelled"
+		case at.Before(by):
+			return at, "cancelled"
+		}
+	}
 	for _, r := range t.starts {
 		if r.outcome == "ok" {
 			return r.end, "succeeded"
