@@ -805,20 +805,13 @@ func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 // finished run of the id, and a run the mover sent meanwhile is cancelled.
 // A finished run of the task itself (m's due time) is left as it is, with
 // ErrAlreadyFinished, unless it is cancelled already (a cancel tried again
-// after its answer was lost succeeds). So is the run of an earlier
-// scheduling of the id (another due time) that has not finished: the
-// cancel is the pending task's, not that one's, which is already in the
-// queue (issue 38, seed 1687: a batch member was cancelled, and counted
-// so, by the cancel of a task its id was scheduled as again).
+// after its answer was lost succeeds).
 func (s *Store) CancelPending(ctx context.Context, id string, m Meta) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
 	now := s.now()
 	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
-		if cur != nil && !cur.State.Finished() && otherDue(cur, m) {
-			return Run{}, false, nil
-		}
 		if cur != nil && !cur.State.Finished() {
 			next, err := applyCancel(*cur, now)
 			return next, err == nil, nil

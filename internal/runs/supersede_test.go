@@ -453,32 +453,6 @@ func TestMemCancelPendingIsIdempotent(t *testing.T) {
 	}
 }
 
-// The cancel of a pending task leaves alone the run of an earlier
-// scheduling of its id that is still in the queue: it is not the task
-// cancelled (issue 38, seed 1687: a batch member was counted cancelled
-// by the cancel of a task its id was scheduled as again); a run of the
-// task's own due time, which the mover moved meanwhile, is cancelled.
-func TestMemCancelPendingLeavesAnEarlierScheduling(t *testing.T) {
-	ctx := context.Background()
-	e := memEnv(t)
-	due := e.now().Truncate(time.Second)
-	earlier := Meta{Type: "email", Due: due, Token: "tok"}
-	if ok := e.s.MarkQueued(ctx, []Mark{{ID: "id", Meta: earlier}}); !ok[0] {
-		t.Fatal("mark failed")
-	}
-	if err := e.s.CancelPending(ctx, "id", Meta{Type: "email", Due: due.Add(time.Minute)}); err != nil {
-		t.Fatalf("CancelPending: %v", err)
-	}
-	e.mustState(t, "id", Queued)
-	if _, err := e.s.Claim(ctx, "id", "w1", 1, due.Add(time.Minute), earlier); err != nil {
-		t.Fatalf("the earlier scheduling's claim: %v", err)
-	}
-	if err := e.s.CancelPending(ctx, "id", Meta{Type: "email", Due: due}); err != nil {
-		t.Fatalf("CancelPending of the run's own due time: %v", err)
-	}
-	e.mustState(t, "id", Cancelled)
-}
-
 // A claim counts the attempt on the record: a second message of a run
 // that carries an older count makes the run's next attempt (after a
 // failure) or its cut-short one again (after a crash or a snooze), and one
