@@ -931,6 +931,17 @@ func (c *checker) cancelled(id string, issued time.Time, res leasecron.CancelRes
 		if t.cancelTry.IsZero() {
 			t.cancelTry = issued // it took effect somewhere in between
 		}
+		// The id has one run record: an earlier scheduling of it still
+		// in the queue or under way may be the run the cancel marked
+		// (README: cancel marks the run cancelled; seed 1687: a batch
+		// member, its id scheduled again and that task cancelled).
+		for _, o := range c.byID[id] {
+			if o != t && (o.accepted || o.ambiguous) && o.cancelTry.IsZero() {
+				if _, ended := o.finalEnd(); !ended {
+					o.cancelTry = issued
+				}
+			}
+		}
 	case err != nil && !errors.Is(err, leasecron.ErrNotFound) && !errors.Is(err, leasecron.ErrAlreadyFinished):
 		if t.cancelTry.IsZero() {
 			t.cancelTry = issued // it may have taken effect
