@@ -76,8 +76,10 @@ func TestRecurringSummaryThroughAWorker(t *testing.T) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/recurring", nil))
 	body, _ := io.ReadAll(rec.Result().Body)
-	if n := c.Requests().Sub(before); n.Total != 2 || n.ByOp["table get-entity"] != 1 {
-		t.Errorf("/api/recurring cost %d requests %v; want the page of series and one point read", n.Total, n.ByOp)
+	// (And the shard map, which a client reads at most every 10 s while
+	// there is none.)
+	if n := c.Requests().Sub(before); n.Total < 2 || n.Total > 3 || n.ByOp["table get-entity"] != 1 {
+		t.Errorf("/api/recurring cost %d requests %v; want the page of series and one point read (and maybe the shard map)", n.Total, n.ByOp)
 	}
 	var page struct {
 		Series []struct {

@@ -47,13 +47,18 @@ type mapCache struct {
 }
 
 // shardMap returns the shard map, read again when older than
-// shard.ClientMapTTL. When it cannot be read it returns the one read
+// shard.ClientMapTTL (shard.UnshardedMapTTL while a client configured for
+// one shard has found none). When it cannot be read it returns the one read
 // before, or, when none was, the read's error.
 func (c *Client) shardMap(ctx context.Context) (shard.Map, error) {
 	mc := &c.maps
 	now := c.opts.Clock.Now()
 	mc.mu.Lock()
-	m, ok, fresh := mc.m, mc.ok, !mc.at.IsZero() && now.Sub(mc.at) < shard.ClientMapTTL
+	ttl := shard.ClientMapTTL
+	if mc.m.Count == 0 && len(c.opts.Shards) == 1 {
+		ttl = shard.UnshardedMapTTL // no map yet, and none expected
+	}
+	m, ok, fresh := mc.m, mc.ok, !mc.at.IsZero() && now.Sub(mc.at) < ttl
 	mc.mu.Unlock()
 	if fresh {
 		return m, nil

@@ -26,6 +26,14 @@ const (
 // seen.
 const ClientMapTTL = time.Second
 
+// UnshardedMapTTL is how long a process configured for one shard trusts
+// that there is no shard map yet: it follows the map once one exists, but
+// in a fleet that is never sharded it reads it this rarely. The first
+// sharded owners wait it out before they make "00"'s tasks findable
+// under the new count (Owner), so that no task is placed by one shard
+// after that walk.
+const UnshardedMapTTL = 10 * time.Second
+
 // far is the WakeBefore of a shard without any row: every new row needs a
 // wake.
 var far = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)

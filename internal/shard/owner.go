@@ -184,8 +184,9 @@ func (o *Owner) look() {
 
 // point starts, for each shard this owner moves that is not done for the
 // map's count, the writing of its pointers — once every client can have
-// read the new count (two ClientMapTTL after this owner first read it), so
-// that no task is placed by the old count after the walk.
+// read the new count (two ClientMapTTL after this owner first read it,
+// and UnshardedMapTTL more when the schedule was unsharded), so that no
+// task is placed by the old count after the walk.
 func (o *Owner) point(ctx context.Context, m Map) {
 	if m.PrevCount == 0 || o.Point == nil {
 		return
@@ -201,7 +202,13 @@ func (o *Owner) point(ctx context.Context, m Map) {
 		o.counts[m.Count] = now
 		return
 	}
-	if now.Sub(first) < 2*ClientMapTTL {
+	wait := 2 * ClientMapTTL
+	if m.PrevCount == 1 {
+		// Sharding an unsharded schedule: processes still on one shard
+		// learn of the map within UnshardedMapTTL.
+		wait += UnshardedMapTTL
+	}
+	if now.Sub(first) < wait {
 		return
 	}
 	for s, mv := range o.moves {
