@@ -433,10 +433,12 @@ func (c *checker) moverCommit(cm memstore.Commit) {
 // its key holds.
 type movedRow struct{ at, due time.Time }
 
-// movedLocked reports whether a mover removed a row of id from the
-// schedule between from and to.
-func (c *checker) movedLocked(id string, from, to time.Time) bool {
-	return slices.ContainsFunc(c.moved[id], func(m movedRow) bool { return !m.at.Before(from) && !m.at.After(to) })
+// movedLocked reports whether a mover removed the row of id due at due
+// from the schedule between from and to.
+func (c *checker) movedLocked(id string, due, from, to time.Time) bool {
+	return slices.ContainsFunc(c.moved[id], func(m movedRow) bool {
+		return sameDue(m.due, due) && !m.at.Before(from) && !m.at.After(to)
+	})
 }
 
 // behindLocked reports whether the movers were behind with series id when
@@ -453,7 +455,7 @@ func (c *checker) behindLocked(id string, o time.Time) bool {
 // old's row.
 func (c *checker) replacedLocked(old, t *ti) {
 	_, cancelled := c.cancelledBy(old, t.returned)
-	if old.due.After(t.issued.Add(5*time.Second)) && !old.returned.After(t.issued) && !c.movedLocked(old.id, old.issued, t.returned) && !cancelled {
+	if old.due.After(t.issued.Add(5*time.Second)) && !old.returned.After(t.issued) && !c.movedLocked(old.id, old.due, old.issued, t.returned) && !cancelled {
 		// Its row was surely still pending (sent early at most, not
 		// retired: a mover retires a row a pass or two before it is due,
 		// and none was seen to): the replacement takes its place. A
@@ -906,18 +908,26 @@ func (c *checker) handler(p *proc) leasecron.Handler {
 
 // cancelIssued records a cancel of id under way since issued: until its
 // answer, the task may have ended cancelled at any moment.
-func (c *checker) cancelIssued(id string, issued time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t := c.latestLocked(id); t != nil && t.cancelling.IsZero() {
-		t.cancelling = issued
-	}
-}
-
-func (c *checker) cancelled(id string, issued time.Time, res leasecron.CancelResult, err error) {
+// It returns the scheduling the cancel is taken to aim at, for
+// cancelled.
+func (c *checker) cancelIssued(id string, issued time.Time) *ti {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.latestLocked(id)
+	if t != nil && t.cancelling.IsZero() {
+		t.cancelling = issued
+	}
+	return t
+}
+
+// cancelled records the answer to a cancel of id issued then, aimed at t
+// (cancelIssued's; nil: the id's latest scheduling now).
+func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.CancelResult, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t == nil {
+		t = c.latestLocked(id)
+	}
 	if t == nil {
 		return
 	}
@@ -981,7 +991,7 @@ type retime struct {
 // answered, or a mover was seen removing a row of the id meanwhile.
 func (c *checker) racedMoveLocked(t *ti, due time.Time) bool {
 	return slices.ContainsFunc(t.retimes, func(r retime) bool {
-		return sameDue(r.from, due) && (!due.After(r.returned.Add(5*time.Second)) || c.movedLocked(t.id, r.issued, r.returned))
+		return sameDue(r.from, due) && (!due.After(r.returned.Add(5*time.Second)) || c.movedLocked(t.id, r.from, r.issued, r.returned))
 	})
 }
 

@@ -30,10 +30,10 @@ func (w *World) userOp(c *proc, op *Op) {
 		w.scheduleMany(ctx, c, op)
 	case OpCancel:
 		issued := w.now()
-		chk.cancelIssued(chk.RealID(op.Task), issued)
+		aim := chk.cancelIssued(chk.RealID(op.Task), issued)
 		res, err := cl.Cancel(ctx, chk.RealID(op.Task))
 		w.answer(op, fmt.Sprintf("removed=%v marked=%v", res.Removed, res.Marked), err)
-		chk.cancelled(chk.RealID(op.Task), issued, res, err)
+		chk.cancelled(aim, chk.RealID(op.Task), issued, res, err)
 	case OpReschedule:
 		issued := w.now()
 		it, err := cl.Reschedule(ctx, chk.RealID(op.Task), c.clock.Now().Add(op.Dur))

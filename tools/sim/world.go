@@ -378,7 +378,7 @@ func (w *World) settle() {
 	// 1292): with pauses in the plan, the quiet phase lasts until then.
 	var held time.Duration
 	if slices.ContainsFunc(w.plan.Ops, func(o Op) bool { return o.Kind == OpPause }) && w.lastDown > 0 {
-		held = w.lastDown + 10*time.Minute + 30*time.Second
+		held = w.lastDown + queue.DefaultPauseHold + 30*time.Second
 		deadline = max(deadline, held)
 	}
 	for w.elapsed() < deadline {
