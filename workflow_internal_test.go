@@ -39,39 +39,46 @@ func (b *beforeDelete) Do(req *http.Request) (*http.Response, error) {
 	return b.next.Do(req)
 }
 
-// A child scheduled while its parent is being cancelled — after the cancel
-// has told the parent's waiting children, before it removes the parent's
-// row — hears of the cancel too: its mark on the parent's row makes the
-// cancel's removal fail and tell the children again (issue 38, seed 1330:
-// a bulk cancel removed the row a second after telling the children, the
-// child scheduled in between had seen the row pending, and it waited for
-// good).
-func TestChildScheduledWhileItsParentIsCancelledHearsOfIt(t *testing.T) {
-	ctx := context.Background()
+// memClientThrough is a Client over an in-memory account whose requests
+// go through the transport wrap returns (given the account's own).
+func memClientThrough(t *testing.T, wrap func(next policy.Transporter) policy.Transporter) *Client {
+	t.Helper()
 	ms := memstore.New(memstore.Options{})
-	tr := &beforeDelete{next: ms.Transport(), suffix: "_parent"}
-	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: tr}})
+	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: wrap(ms.Transport())}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	due := time.Now().Add(time.Hour)
-	if _, err := c.Schedule(ctx, Item{ID: "parent", Type: "t", Due: due}, nil); err != nil {
-		t.Fatal(err)
+	return c
+}
+
+// lateChildHearsOfTheCancel schedules tasks (among them "parent" and
+// "first", waiting for it with after-any), then runs cancel, which
+// removes parent's row; just before the removal another child, "late",
+// begins waiting for parent. Both children must then be released.
+func lateChildHearsOfTheCancel(t *testing.T, tasks []Item, cancel func(ctx context.Context, c *Client) error) {
+	t.Helper()
+	ctx := context.Background()
+	var tr *beforeDelete
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		tr = &beforeDelete{next: next, suffix: "_parent"}
+		return tr
+	})
+	for _, it := range tasks {
+		if _, err := c.Schedule(ctx, it, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// A first child marks the parent as waited for.
-	if _, err := c.Schedule(ctx, Item{ID: "first", Type: "t", Due: due, After: []string{"parent"}, AfterAny: true}, nil); err != nil {
-		t.Fatal(err)
-	}
+	due := tasks[0].Due
 	var scheduled error
 	tr.before = func() {
 		_, scheduled = c.Schedule(ctx, Item{ID: "late", Type: "t", Due: due, After: []string{"parent"}, AfterAny: true}, nil)
 	}
 	tr.armed.Store(true)
-	if _, err := c.Cancel(ctx, "parent"); err != nil {
+	if err := cancel(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	if tr.armed.Load() {
-		t.Fatal("the cancel removed no row")
+		t.Fatal("the parent's row was not removed")
 	}
 	if scheduled != nil {
 		t.Fatalf("the child scheduled during the cancel: %v", scheduled)
@@ -84,47 +91,36 @@ func TestChildScheduledWhileItsParentIsCancelledHearsOfIt(t *testing.T) {
 	}
 }
 
+// A child scheduled while its parent is being cancelled — after the cancel
+// has told the parent's waiting children, before it removes the parent's
+// row — hears of the cancel too: the cancel tells the waiting children
+// again once the row is gone (issue 38, seed 1330: a bulk cancel removed
+// the row a second after telling the children, the child scheduled in
+// between had seen the row pending and marked as waited for already, and
+// it waited for good).
+func TestChildScheduledWhileItsParentIsCancelledHearsOfIt(t *testing.T) {
+	due := time.Now().Add(time.Hour)
+	lateChildHearsOfTheCancel(t, []Item{
+		{ID: "parent", Type: "t", Due: due},
+		{ID: "first", Type: "t", Due: due, After: []string{"parent"}, AfterAny: true}, // marks parent as waited for
+	}, func(ctx context.Context, c *Client) error {
+		_, err := c.Cancel(ctx, "parent")
+		return err
+	})
+}
+
 // The same for a parent cancelled because its own parent died (a
 // review's find: cancelDependent told the waiting tasks, then removed the
 // row, and a task that began waiting in between was never told).
 func TestChildScheduledWhileItsParentIsDoomedHearsOfIt(t *testing.T) {
-	ctx := context.Background()
-	ms := memstore.New(memstore.Options{})
-	tr := &beforeDelete{next: ms.Transport(), suffix: "_parent"}
-	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: tr}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	due := time.Now().Add(time.Hour)
-	for _, it := range []Item{
+	lateChildHearsOfTheCancel(t, []Item{
 		{ID: "grand", Type: "t", Due: due},
 		{ID: "parent", Type: "t", Due: due, After: []string{"grand"}},
 		{ID: "first", Type: "t", Due: due, After: []string{"parent"}, AfterAny: true},
-	} {
-		if _, err := c.Schedule(ctx, it, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var scheduled error
-	tr.before = func() {
-		_, scheduled = c.Schedule(ctx, Item{ID: "late", Type: "t", Due: due, After: []string{"parent"}, AfterAny: true}, nil)
-	}
-	tr.armed.Store(true)
-	if err := c.parentEnded(ctx, "grand", RunDead); err != nil {
-		t.Fatal(err)
-	}
-	if tr.armed.Load() {
-		t.Fatal("the doomed parent's row was not removed")
-	}
-	if scheduled != nil {
-		t.Fatalf("the child scheduled meanwhile: %v", scheduled)
-	}
-	for _, id := range []string{"first", "late"} {
-		it, err := c.sched.Get(ctx, id)
-		if err != nil || it.Waiting {
-			t.Errorf("%s after its parent was cancelled with its own parent's death: waiting %v, %v; want it released", id, it.Waiting, err)
-		}
-	}
+	}, func(ctx context.Context, c *Client) error {
+		return c.parentEnded(ctx, "grand", RunDead)
+	})
 }
 
 // A client that has never read the shard map, because reading it fails,
@@ -133,12 +129,11 @@ func TestChildScheduledWhileItsParentIsDoomedHearsOfIt(t *testing.T) {
 // where no other process looks (issue 38, a review of seed 1356's fix).
 func TestUnreadShardMapIsAnError(t *testing.T) {
 	ctx := context.Background()
-	ms := memstore.New(memstore.Options{})
-	tr := &failWhile{next: ms.Transport(), match: "shards"}
-	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: tr}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var tr *failWhile
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		tr = &failWhile{next: next, match: "shards"}
+		return tr
+	})
 	tr.armed.Store(true)
 	if _, err := c.Schedule(ctx, Item{ID: "x", Type: "t", Due: time.Now().Add(time.Hour)}, nil); err == nil || !strings.Contains(err.Error(), "shard map") {
 		t.Fatalf("a schedule with the map unread: %v; want an error about the shard map", err)
