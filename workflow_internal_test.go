@@ -13,7 +13,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
+	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/memstore"
+	"github.com/leasecron/leasecron/internal/shard"
 )
 
 // beforeDelete is a transport that, armed, runs before once just before
@@ -127,15 +129,20 @@ func TestChildScheduledWhileItsParentIsDoomedHearsOfIt(t *testing.T) {
 // refuses to place or look up tasks instead of guessing its configured
 // count: a client still on one shard in a sharded fleet would put the task
 // where no other process looks (issue 38, a review of seed 1356's fix).
+// So does one that found no map when it last read it and cannot read it
+// again: a map may have been written since.
 func TestUnreadShardMapIsAnError(t *testing.T) {
 	ctx := context.Background()
-	var tr *failWhile
-	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
-		tr = &failWhile{next: next, match: "shards"}
-		return tr
-	})
+	clk := clock.NewFake(time.Now())
+	ms := memstore.New(memstore.Options{})
+	tr := &failWhile{next: ms.Transport(), match: "shards"}
+	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: tr}, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := clk.Now().Add(time.Hour)
 	tr.armed.Store(true)
-	if _, err := c.Schedule(ctx, Item{ID: "x", Type: "t", Due: time.Now().Add(time.Hour)}, nil); err == nil || !strings.Contains(err.Error(), "shard map") {
+	if _, err := c.Schedule(ctx, Item{ID: "x", Type: "t", Due: due}, nil); err == nil || !strings.Contains(err.Error(), "shard map") {
 		t.Fatalf("a schedule with the map unread: %v; want an error about the shard map", err)
 	}
 	if _, err := c.Status(ctx, "x"); err == nil || errors.Is(err, ErrNotFound) {
@@ -145,12 +152,16 @@ func TestUnreadShardMapIsAnError(t *testing.T) {
 		t.Fatal("the map was not read")
 	}
 	tr.armed.Store(false)
-	if _, err := c.Schedule(ctx, Item{ID: "x", Type: "t", Due: time.Now().Add(time.Hour)}, nil); err != nil {
+	if _, err := c.Schedule(ctx, Item{ID: "x", Type: "t", Due: due}, nil); err != nil {
 		t.Fatalf("with the map readable: %v", err)
 	}
-	// Once read, a map that cannot be read again is the one read before.
+	// No map there: trusted for shard.UnshardedMapTTL, then read again.
 	tr.armed.Store(true)
 	if _, err := c.Status(ctx, "x"); err != nil {
-		t.Fatalf("a lookup with the map read before: %v", err)
+		t.Fatalf("a lookup while the absence just read is trusted: %v", err)
+	}
+	clk.Advance(shard.UnshardedMapTTL + time.Second)
+	if _, err := c.Status(ctx, "x"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Fatalf("a lookup once that absence is stale and the map cannot be read: %v; want an error", err)
 	}
 }

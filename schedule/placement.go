@@ -49,7 +49,7 @@ type mapCache struct {
 // shardMap returns the shard map, read again when older than
 // shard.ClientMapTTL (shard.UnshardedMapTTL while a client configured for
 // one shard has found none). When it cannot be read it returns the one read
-// before, or, when none was, the read's error.
+// before, or the read's error when none was, or none was there.
 func (c *Client) shardMap(ctx context.Context) (shard.Map, error) {
 	mc := &c.maps
 	now := c.opts.Clock.Now()
@@ -65,7 +65,10 @@ func (c *Client) shardMap(ctx context.Context) (shard.Map, error) {
 	}
 	read, err := shard.Read(ctx, c.t)
 	if err != nil {
-		if !ok {
+		if !ok || m.Count == 0 {
+			// None read yet, or none there when last read: a map may have
+			// been written since, and placing by the configured count
+			// would put tasks where sharded processes do not look.
 			return shard.Map{}, err
 		}
 		c.opts.Logger.Warn("cannot read the shard map; using the one read before", "err", err)
