@@ -34,11 +34,6 @@ type RunMeta struct {
 	Batch string
 	// After lists the tasks it waited for (queue.Envelope.After).
 	After []string
-	// Enqueued is when the task's message was first sent
-	// (queue.Envelope.Enqueued; zero when unknown). A record of another
-	// due time cancelled well after it stands for a cancel of the id
-	// while this run was in the queue: the claim is refused.
-	Enqueued time.Time
 }
 
 // A run recorder's Claim refuses with one of these (wrapped or not) when the

@@ -121,7 +121,7 @@ func (e Envelope) Ends() bool { return e.Waiters || (e.Batch != "" && e.Complete
 
 // runMeta is what a run record learns about the task from e.
 func (e Envelope) runMeta() leasecrontype.RunMeta {
-	return leasecrontype.RunMeta{Type: e.Type, Due: e.Due, Generation: e.Generation, Queued: e.Marked, Token: e.Token, Seq: e.Seq, Batch: e.Batch, After: e.After, Enqueued: e.Enqueued}
+	return leasecrontype.RunMeta{Type: e.Type, Due: e.Due, Generation: e.Generation, Queued: e.Marked, Token: e.Token, Seq: e.Seq, Batch: e.Batch, After: e.After}
 }
 
 // ErrMalformed is wrapped by DecodeEnvelope errors: the message is not a

@@ -183,26 +183,6 @@ func attemptsUnderWay(cur *Run, m Meta, now time.Time) bool {
 	return false
 }
 
-// cancelledWhileQueued reports whether cur is a cancel of the id recorded
-// well after the delivery described by m was sent: the id has one run
-// record, so a cancel marks whichever run it names, and a run of another
-// scheduling that was already in the queue then is cancelled with it
-// (README, cancel; issue 38, seed 2100: an id scheduled again while its
-// first run was under way, then cancelled — the cancel marked the first,
-// and the second, queued since half a minute, ran after the cancel had
-// answered). One sent within CancelRace of the cancel, or after it, is
-// another scheduling, which runs.
-func cancelledWhileQueued(cur *Run, m Meta) bool {
-	return cur != nil && cur.State == Cancelled && otherDue(cur, m) && !m.Enqueued.IsZero() &&
-		cur.Finished.After(m.Enqueued.Add(CancelRace))
-}
-
-// CancelRace is how much later than a message's send a cancel of its id
-// must have been recorded for the message to count as cancelled with it:
-// a margin for the clocks of the sender and the canceller, and the race
-// the README allows between a change and a move.
-const CancelRace = 2 * time.Second
-
 // QueuedWait bounds how long a run of an id scheduled again waits for an
 // earlier scheduling's run that is queued and confirmed (attemptsUnderWay)
 // since that record was last written: past it, the record is taken over,
@@ -243,9 +223,6 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 			out.ClaimUntil = cur.Updated.Add(QueuedWait)
 		}
 		return out, ErrClaimedElsewhere
-	}
-	if cancelledWhileQueued(cur, m) {
-		return *cur, ErrCancelled
 	}
 	var next Run
 	if cur != nil && !newer(cur, m) {

@@ -604,32 +604,3 @@ func TestMemWithdrawnPlaceholderIsTakenOver(t *testing.T) {
 		t.Fatal("a late confirmation of the withdrawn due time was accepted")
 	}
 }
-
-// A cancel of an id marks its one run record; a run of another scheduling
-// of the id that was already in the queue then is cancelled with it, and
-// one sent after the cancel (the id scheduled again) runs (issue 38, seed
-// 2100: the cancel marked the running first scheduling, and the second,
-// queued half a minute before, ran after the cancel had answered).
-func TestMemClaimSentBeforeACancelOfItsIdIsCancelled(t *testing.T) {
-	ctx := context.Background()
-	e := memEnv(t)
-	due := e.now().Truncate(time.Second)
-	first := Meta{Type: "t", Due: due, Enqueued: due}
-	if _, err := e.s.Claim(ctx, "id", "w1", 1, due.Add(time.Minute), first); err != nil {
-		t.Fatal(err)
-	}
-	e.advance(30 * time.Second)
-	second := Meta{Type: "t", Due: due.Add(10 * time.Second), Enqueued: e.now()}
-	e.advance(30 * time.Second)
-	if _, err := e.s.Cancel(ctx, "id"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.s.Claim(ctx, "id", "w2", 1, e.now().Add(time.Minute), second); !errors.Is(err, ErrCancelled) {
-		t.Fatalf("a delivery sent before the cancel of its id: %v; want ErrCancelled", err)
-	}
-	e.advance(time.Second)
-	again := Meta{Type: "t", Due: e.now(), Enqueued: e.now()}
-	if _, err := e.s.Claim(ctx, "id", "w2", 1, e.now().Add(time.Minute), again); err != nil {
-		t.Fatalf("the id scheduled again after the cancel: %v; want it to run", err)
-	}
-}
