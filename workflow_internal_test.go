@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,27 +19,84 @@ import (
 	"github.com/leasecron/leasecron/internal/shard"
 )
 
-// beforeDelete is a transport that, armed, runs before once just before
-// the first transaction that deletes a row whose key ends in suffix.
-type beforeDelete struct {
+// beforeWrite is a transport that, armed, runs before once just before
+// the first write whose URL and body (unescaped) match accepts.
+type beforeWrite struct {
 	next   policy.Transporter
-	suffix string
+	match  func(text string) bool
 	armed  atomic.Bool
 	before func()
 }
 
-func (b *beforeDelete) Do(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodPost && strings.Contains(req.URL.Path, "$batch") && b.armed.Load() && req.Body != nil {
-		body, err := io.ReadAll(req.Body)
-		if err != nil {
-			return nil, err
+// contains matches a write whose text holds every one of parts.
+func contains(parts ...string) func(string) bool {
+	return func(text string) bool {
+		for _, p := range parts {
+			if !strings.Contains(text, p) {
+				return false
+			}
 		}
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		if strings.Contains(string(body), "DELETE ") && strings.Contains(string(body), b.suffix+"')") && b.armed.CompareAndSwap(true, false) {
+		return true
+	}
+}
+
+func (b *beforeWrite) Do(req *http.Request) (*http.Response, error) {
+	if b.armed.Load() && req.Method != http.MethodGet {
+		text := req.URL.String()
+		if req.Body != nil {
+			body, err := io.ReadAll(req.Body)
+			if err != nil {
+				return nil, err
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			text += string(body)
+		}
+		if u, err := url.QueryUnescape(text); err == nil {
+			text = u
+		}
+		if b.match(text) && b.armed.CompareAndSwap(true, false) {
 			b.before()
 		}
 	}
 	return b.next.Do(req)
+}
+
+// A child that saw its parent pending and already waited for, and wrote
+// its dependency only after a cancel of the parent had run whole, hears
+// of the cancel: the mark it saw is read again (a review of issue 38's
+// fixes: the child trusted it, watched nothing, and waited for good).
+func TestChildWhoseParentWasCancelledBeforeItsDependencyHearsOfIt(t *testing.T) {
+	ctx := context.Background()
+	var tr *beforeWrite
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		tr = &beforeWrite{next: next, match: contains("parent~late")}
+		return tr
+	})
+	due := time.Now().Add(time.Hour)
+	for _, it := range []Item{
+		{ID: "parent", Type: "t", Due: due},
+		{ID: "first", Type: "t", Due: due, After: []string{"parent"}, AfterAny: true},
+	} {
+		if _, err := c.Schedule(ctx, it, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.before = func() {
+		if _, err := c.Cancel(ctx, "parent"); err != nil {
+			t.Errorf("cancel: %v", err)
+		}
+	}
+	tr.armed.Store(true)
+	if _, err := c.Schedule(ctx, Item{ID: "late", Type: "t", Due: due, After: []string{"parent"}, AfterAny: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if tr.armed.Load() {
+		t.Fatal("the child's dependency was not written")
+	}
+	it, err := c.sched.Get(ctx, "late")
+	if err != nil || it.Waiting {
+		t.Fatalf("the late child: waiting %v, %v; want it released", it.Waiting, err)
+	}
 }
 
 // memClientThrough is a Client over an in-memory account whose requests
@@ -60,9 +118,9 @@ func memClientThrough(t *testing.T, wrap func(next policy.Transporter) policy.Tr
 func lateChildHearsOfTheCancel(t *testing.T, tasks []Item, cancel func(ctx context.Context, c *Client) error) {
 	t.Helper()
 	ctx := context.Background()
-	var tr *beforeDelete
+	var tr *beforeWrite
 	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
-		tr = &beforeDelete{next: next, suffix: "_parent"}
+		tr = &beforeWrite{next: next, match: contains("DELETE ", "_parent')")}
 		return tr
 	})
 	for _, it := range tasks {

@@ -295,6 +295,12 @@ func (c *Client) NoteWaiters(ctx context.Context, id string, seen Item) (bool, e
 		switch {
 		case it.Sent || now.Before(it.SendingUntil):
 			return false, nil
+		case it.Waiters && try == 0 && seen.ETag != "" && seen.ID == id:
+			// Marked when seen, but the row may have gone since: a cancel
+			// that told the waiting tasks before this one's dependency
+			// was written would never tell it. Read it again (a review
+			// of issue 38's fixes).
+			continue
 		case it.Waiters:
 			return true, nil
 		}
