@@ -35,14 +35,13 @@ func (p placement) prevOf(key string) (string, bool) {
 	return s, s != p.of(key)
 }
 
-// mapCache is the shard map as this client last read it (a sharded
-// schedule only, Options.ShardMap): it places tasks by the map's count and
-// tells the owners of quiet shards about new tasks (wake.go). It is read
-// at most once per shard.ClientMapTTL.
+// mapCache is the shard map as this client last read it
+// (Options.ShardMap): it places tasks by the map's count and tells the
+// owners of quiet shards about new tasks (wake.go). It is read at most
+// once per shard.ClientMapTTL (see shardMap).
 type mapCache struct {
 	mu sync.Mutex
-	m  shard.Map
-	ok bool
+	m  shard.Map // zero until read, and while none was there
 	at time.Time // when m was read (zero: read again)
 }
 
@@ -58,14 +57,14 @@ func (c *Client) shardMap(ctx context.Context) (shard.Map, error) {
 	if mc.m.Count == 0 && len(c.opts.Shards) == 1 {
 		ttl = shard.UnshardedMapTTL // no map yet, and none expected
 	}
-	m, ok, fresh := mc.m, mc.ok, !mc.at.IsZero() && now.Sub(mc.at) < ttl
+	m, fresh := mc.m, !mc.at.IsZero() && now.Sub(mc.at) < ttl
 	mc.mu.Unlock()
 	if fresh {
 		return m, nil
 	}
 	read, err := shard.Read(ctx, c.t)
 	if err != nil {
-		if !ok || m.Count == 0 {
+		if m.Count == 0 {
 			// None read yet, or none there when last read: a map may have
 			// been written since, and placing by the configured count
 			// would put tasks where sharded processes do not look.
@@ -75,7 +74,7 @@ func (c *Client) shardMap(ctx context.Context) (shard.Map, error) {
 		return m, nil
 	}
 	mc.mu.Lock()
-	mc.m, mc.ok, mc.at = read, true, now
+	mc.m, mc.at = read, now
 	mc.mu.Unlock()
 	return read, nil
 }
