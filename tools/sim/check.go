@@ -651,11 +651,17 @@ func (c *checker) continuesLocked(t *ti, ev *runEv) bool {
 	if t.spec.Recurrence == "" {
 		return false
 	}
-	issued := t.cancelled
-	if !t.cancelTry.IsZero() && t.cancelTry.Before(issued) {
-		issued = t.cancelTry
-	}
+	issued := t.cancelIssued()
 	return slices.ContainsFunc(t.starts, func(o *runEv) bool { return o.runID == ev.runID && o.start.Before(issued) })
+}
+
+// cancelIssued is when the cancel that returned at t.cancelled (non-zero)
+// was issued: from then on it may have taken effect.
+func (t *ti) cancelIssued() time.Time {
+	if !t.cancelTry.IsZero() && t.cancelTry.Before(t.cancelled) {
+		return t.cancelTry
+	}
+	return t.cancelled
 }
 
 // checkStartLocked checks what must hold the moment an attempt starts.
@@ -735,10 +741,7 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 		// cancel returns, even if a handler it had already started then
 		// succeeds (README, workflows; seed 1723: its --after child was
 		// cancelled with it, and the batch counted both).
-		at := t.cancelled
-		if !t.cancelTry.IsZero() && t.cancelTry.Before(at) {
-			at = t.cancelTry
-		}
+		at := t.cancelIssued()
 		switch {
 		case !any:
 			return time.Time{}, "it was cancelled"
