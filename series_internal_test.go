@@ -25,8 +25,15 @@ import (
 // memClient is a Client over an in-memory account (internal/memstore).
 func memClient(t *testing.T) *Client {
 	t.Helper()
+	return memClientThrough(t, func(next policy.Transporter) policy.Transporter { return next })
+}
+
+// memClientThrough is a Client over an in-memory account whose requests
+// go through the transport wrap returns (given the account's own).
+func memClientThrough(t *testing.T, wrap func(next policy.Transporter) policy.Transporter) *Client {
+	t.Helper()
 	ms := memstore.New(memstore.Options{})
-	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()}})
+	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: wrap(ms.Transport())}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,12 +415,11 @@ func (m *moveBetween) Do(req *http.Request) (*http.Response, error) {
 // was cancelled as if its parent had been; the parent then succeeded).
 func TestParentMovedBetweenTheReadsHasNotEnded(t *testing.T) {
 	ctx := context.Background()
-	ms := memstore.New(memstore.Options{})
-	tr := &moveBetween{next: ms.Transport()}
-	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: tr}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var tr *moveBetween
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		tr = &moveBetween{next: next}
+		return tr
+	})
 	due := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
 	if _, err := c.Schedule(ctx, Item{ID: "parent", Type: "t", Due: due}, nil); err != nil {
 		t.Fatal(err)
@@ -478,12 +484,11 @@ func (f *failWhile) Do(req *http.Request) (*http.Response, error) {
 // success, and the occurrence ran ten seconds later).
 func TestDisableThatCannotReachMovedOccurrencesFails(t *testing.T) {
 	ctx := context.Background()
-	ms := memstore.New(memstore.Options{})
-	tr := &failWhile{next: ms.Transport(), match: "o~tick"}
-	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: tr}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var tr *failWhile
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		tr = &failWhile{next: next, match: "o~tick"}
+		return tr
+	})
 	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	if _, err := c.Schedule(ctx, Item{ID: "tick", Type: "t", Due: due, Recurrence: "@every 1h"}, nil); err != nil {
 		t.Fatal(err)

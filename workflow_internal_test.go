@@ -99,18 +99,6 @@ func TestChildWhoseParentWasCancelledBeforeItsDependencyHearsOfIt(t *testing.T) 
 	}
 }
 
-// memClientThrough is a Client over an in-memory account whose requests
-// go through the transport wrap returns (given the account's own).
-func memClientThrough(t *testing.T, wrap func(next policy.Transporter) policy.Transporter) *Client {
-	t.Helper()
-	ms := memstore.New(memstore.Options{})
-	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: wrap(ms.Transport())}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // lateChildHearsOfTheCancel schedules tasks (among them "parent" and
 // "first", waiting for it with after-any), then runs cancel, which
 // removes parent's row; just before the removal another child, "late",
