@@ -165,6 +165,21 @@ func (dl *DeadLetters) Purge(ctx context.Context) (int, error) {
 // short — is finished instead: sent again if its run has not moved on
 // since (the send may not have happened), otherwise only removed.
 func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter, op string) error {
+	return dl.requeueFrom(ctx, d, op, new(bool))
+}
+
+// requeueFrom is requeue that reports in *sent whether the task went out;
+// with *sent already true (an earlier try sent it, then failed to remove
+// the dead letter), it only removes the dead letter, and one already gone
+// counts as removed (that try's delete committed though its answer was
+// lost). Sent again, the task would be on the queue twice.
+func (dl *DeadLetters) requeueFrom(ctx context.Context, d DeadLetter, op string, sent *bool) error {
+	if *sent {
+		if err := dl.c.poison.Delete(ctx, d.Poison); err != nil && !errors.Is(err, ErrMessageGone) {
+			return fmt.Errorf("queue: requeue %s: remove dead letter: %w", d.ID(), err)
+		}
+		return nil
+	}
 	if d.Truncated {
 		return fmt.Errorf("queue: requeue %s: %w: its body was truncated when it was set aside", d.ID(), ErrNotRequeueable)
 	}
@@ -204,6 +219,7 @@ func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter, op string) err
 	if err := dl.c.Enqueue(ctx, env, 0); err != nil {
 		return err
 	}
+	*sent = true
 	if err := dl.c.poison.Delete(ctx, d.Poison); err != nil {
 		return fmt.Errorf("queue: requeue %s: remove dead letter: %w", d.ID(), err)
 	}

@@ -140,11 +140,13 @@ var requeueRetryAfter = 500 * time.Millisecond
 // and the walk is the operation's only one, so a fault must not end it
 // there (issue 38, seed 1330: an always-failing task stayed queued through
 // the quiet phase, its dead letter never requeued). A try again finishes
-// what the failed one began, as a walk after a crash does.
+// what the failed one began, as a walk after a crash does, except that a
+// task a try sent is not sent again.
 func (dl *DeadLetters) requeueTrying(ctx context.Context, d DeadLetter, op string) error {
 	wait := requeueRetryAfter
+	sent := false
 	for try := 1; ; try++ {
-		err := dl.requeue(ctx, d, op)
+		err := dl.requeueFrom(ctx, d, op, &sent)
 		if err == nil || errors.Is(err, ErrNotRequeueable) || try == requeueTries {
 			return err
 		}

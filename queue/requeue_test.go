@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,14 +13,14 @@ import (
 )
 
 // failOnce wraps a MessageQueue and fails the next enqueue Enqueues or
-// del Deletes: before the request is sent (enqueue), or after it was
-// carried out (del: a lost response), as a crash right then would leave
-// things — a walk tries a requeue requeueTries times, so that many
-// failures in a row stand for a crash.
+// del Deletes before the request is sent, as a crash right then would
+// leave things — a walk tries a requeue requeueTries times, so that many
+// failures in a row stand for a crash — and the next lost Deletes after
+// the request was carried out (a lost response).
 type failOnce struct {
 	MessageQueue
-	mu           sync.Mutex
-	enqueue, del int
+	mu                 sync.Mutex
+	enqueue, del, lost int
 }
 
 func (f *failOnce) Enqueue(ctx context.Context, text string, vis time.Duration) (Message, error) {
@@ -35,10 +36,16 @@ func (f *failOnce) Enqueue(ctx context.Context, text string, vis time.Duration) 
 
 func (f *failOnce) Delete(ctx context.Context, m Message) error {
 	f.mu.Lock()
-	fail := f.del > 0
+	fail, lost := f.del > 0, f.del <= 0 && f.lost > 0
 	f.del--
+	if !fail {
+		f.lost--
+	}
 	f.mu.Unlock()
 	if fail {
+		return errors.New("delete: the caller crashed before it was sent")
+	}
+	if lost {
 		if err := f.MessageQueue.Delete(ctx, m); err != nil {
 			return err
 		}
@@ -181,20 +188,53 @@ func TestRequeueCutShortIsFinishedOnce(t *testing.T) {
 // (issue 38, seed 1330: an always-failing task stayed queued through the
 // simulator's quiet phase).
 func TestRequeueWhereTriesAFaultAgain(t *testing.T) {
-	h, rm, got, failing := deadHarness(t, "x")
-	failing(false)
-	work := &failOnce{MessageQueue: h.work, enqueue: 1}
-	dl := NewDeadLetters(NewClientWith(work, h.poison, ClientOptions{Clock: h.clk}), rm)
-	st, err := dl.RequeueWhere(context.Background(), "op1", matchAll, nil, func(WhereStats) error { return nil })
-	if err != nil || st.Requeued != 1 || st.Failed != 0 {
-		t.Fatalf("a walk meeting one fault: %+v, %v; want 1 requeued, none failed", st, err)
+	for _, c := range []struct {
+		name         string
+		work, poison *failOnce
+		wantMessages int
+	}{
+		{"the send fails", &failOnce{enqueue: 1}, &failOnce{}, 1},
+		// The delete of the dead letter committed but its answer was
+		// lost: the try again only removes it (gone: done), and does not
+		// send the task a second time.
+		{"the removal's answer is lost", &failOnce{}, &failOnce{lost: 1}, 1},
+		{"the removal fails", &failOnce{}, &failOnce{del: 1}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, rm, got, failing := deadHarness(t, "x")
+			failing(false)
+			c.work.MessageQueue, c.poison.MessageQueue = h.work, h.poison
+			sent := &countEnqueues{MessageQueue: c.work}
+			dl := NewDeadLetters(NewClientWith(sent, c.poison, ClientOptions{Clock: h.clk}), rm)
+			st, err := dl.RequeueWhere(context.Background(), "op1", matchAll, nil, func(WhereStats) error { return nil })
+			if err != nil || st.Requeued != 1 || st.Failed != 0 {
+				t.Fatalf("a walk meeting one fault: %+v, %v; want 1 requeued, none failed", st, err)
+			}
+			if n := sent.n.Load(); n != int64(c.wantMessages) {
+				t.Fatalf("the task was sent %d times, want %d", n, c.wantMessages)
+			}
+			h.expect(OutcomeSucceeded)
+			mustRun(t, rm, "x", runs.Succeeded)
+			if n := len(h.poison.all()); n != 0 {
+				t.Fatalf("%d dead letters left", n)
+			}
+			if n := got.n(); n != 2 {
+				t.Fatalf("handler ran %d times, want 2 (the death and the requeue)", n)
+			}
+		})
 	}
-	h.expect(OutcomeSucceeded)
-	mustRun(t, rm, "x", runs.Succeeded)
-	if n := len(h.poison.all()); n != 0 {
-		t.Fatalf("%d dead letters left", n)
+}
+
+// countEnqueues counts the messages a MessageQueue sent.
+type countEnqueues struct {
+	MessageQueue
+	n atomic.Int64
+}
+
+func (c *countEnqueues) Enqueue(ctx context.Context, text string, vis time.Duration) (Message, error) {
+	m, err := c.MessageQueue.Enqueue(ctx, text, vis)
+	if err == nil {
+		c.n.Add(1)
 	}
-	if n := got.n(); n != 2 {
-		t.Fatalf("handler ran %d times, want 2 (the death and the requeue)", n)
-	}
+	return m, err
 }

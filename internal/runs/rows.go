@@ -58,6 +58,12 @@ func runProps(r Run) table.Props {
 	if !r.Withdrawn.IsZero() {
 		p["Withdrawn"] = r.Withdrawn
 	}
+	if !r.Behind.IsZero() {
+		p["Behind"] = r.Behind
+	}
+	if !r.CancelledDue.IsZero() {
+		p["CancelledDue"] = r.CancelledDue
+	}
 	return p
 }
 
@@ -113,7 +119,8 @@ func decodeRun(rw table.Entity) Run {
 		Progress: leasecrontype.RunProgress{Percent: int(p.Int("Progress")), Message: p.Str("ProgressMessage"), At: p.Time("ProgressAt")},
 		Batch:    p.Str("Batch"), After: splitList(p.Str("After")),
 		Updated: rw.Timestamp,
-	}, Token: p.Str("Token"), Seq: p.Int("Seq"), Requeued: splitList(p.Str("Requeued")), Withdrawn: p.Time("Withdrawn"), ETag: rw.ETag, pk: rw.PartitionKey}
+	}, Token: p.Str("Token"), Seq: p.Int("Seq"), Requeued: splitList(p.Str("Requeued")), Withdrawn: p.Time("Withdrawn"),
+		Behind: p.Time("Behind"), CancelledDue: p.Time("CancelledDue"), ETag: rw.ETag, pk: rw.PartitionKey}
 }
 
 // Public returns r as the public leasecrontype.Run.

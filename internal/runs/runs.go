@@ -52,6 +52,18 @@ type Run struct {
 	// replaced (UnconfirmDue): a confirmation of that due time is refused
 	// from then on, whichever scheduling the record now describes.
 	Withdrawn time.Time
+	// Behind is the due time of another scheduling of this id whose run
+	// was moved to the queue (or claimed the record over) while this
+	// record's run was unfinished: an id has one record, so a cancel of
+	// the id while Behind is set cancels that scheduling too
+	// (CancelledDue).
+	Behind time.Time
+	// CancelledDue is the due time of a scheduling of this id cancelled
+	// with the record it was Behind: its deliveries are refused as
+	// cancelled from then on, whichever scheduling the record now
+	// describes (issue 38, seed 2100: a second scheduling, queued behind
+	// the first run, ran after the cancel of the id had answered).
+	CancelledDue time.Time
 
 	ETag string
 	// legacy marks a record read from the previous layout.
@@ -68,14 +80,34 @@ func newRun(id string, st State) Run {
 }
 
 // successor returns a fresh record of id in state st in place of cur (nil
-// when there is none): only what outlives a scheduling (Withdrawn) is
-// carried over.
+// when there is none): only what outlives a scheduling (Withdrawn,
+// CancelledDue) is carried over.
 func successor(cur *Run, id string, st State) Run {
 	next := newRun(id, st)
 	if cur != nil {
 		next.Withdrawn = cur.Withdrawn
+		next.CancelledDue = cur.CancelledDue
 	}
 	return next
+}
+
+// cancelledScheduling reports whether m is a delivery of a scheduling
+// cancelled with another scheduling's record (Run.CancelledDue) that the
+// record does not now describe.
+func cancelledScheduling(cur *Run, m Meta) bool {
+	return cur != nil && !cur.CancelledDue.IsZero() && !m.Due.IsZero() &&
+		cur.CancelledDue.Equal(stored(m.Due)) && otherDue(cur, m)
+}
+
+// noteBehind records on next (cur's record, still unfinished) that the
+// scheduling due at due has moved while cur's run was unfinished. It
+// reports whether that changed the record.
+func noteBehind(next *Run, cur *Run, due time.Time) bool {
+	if due.IsZero() || cur.Due.IsZero() || cur.State.Finished() || cur.Behind.Equal(stored(due)) {
+		return false
+	}
+	next.Behind = stored(due)
+	return true
 }
 
 // withdrawn reports whether m is a confirmation (it carries a token) of a
@@ -206,6 +238,9 @@ func stored(t time.Time) time.Time { return t.UTC().Truncate(100 * time.Nanoseco
 // returned record counts the duplicate and is written; on ErrCancelled and
 // ErrClaimedElsewhere nothing is written.
 func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time, m Meta, now time.Time) (Run, error) {
+	if cancelledScheduling(cur, m) {
+		return *cur, ErrCancelled
+	}
 	if unconfirmed(cur, m) {
 		return newRun(id, ""), ErrUnconfirmed
 	}
@@ -239,6 +274,12 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 			attempt = max(attempt, cur.Attempts+1)
 		case Running, Snoozed, Queued: // Queued: handed back at shutdown
 			attempt = max(attempt, cur.Attempts)
+		}
+		if otherDue(cur, m) {
+			// This run takes over the record of another scheduling that
+			// has not finished (queued and unconfirmed): a cancel of the
+			// id cancels that one too.
+			noteBehind(&next, cur, cur.Due)
 		}
 	} else {
 		next = successor(cur, id, Queued)
@@ -308,6 +349,11 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 	case cur == nil || newer(cur, m) || withdrawnPlaceholder(cur, m):
 		next = successor(cur, id, Queued)
 		fillMeta(&next, m)
+		if next.CancelledDue.Equal(next.Due) {
+			// The id scheduled again for the very due time cancelled:
+			// this scheduling is not the one cancelled.
+			next.CancelledDue = time.Time{}
+		}
 		return next, true, true
 	case cur.State == Queued && cur.Due.Equal(stored(m.Due)):
 		if m.Token != "" && cur.Token != m.Token {
@@ -322,6 +368,13 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 		next.State = Queued
 		fillMeta(&next, m)
 		return next, true, true
+	case otherDue(cur, m):
+		// Another scheduling's run has not finished (the id was scheduled
+		// again while it was in the queue or running): it is left alone,
+		// and this one noted behind it, so that a cancel of the id before
+		// this run starts cancels it too.
+		next = *cur
+		return next, noteBehind(&next, cur, m.Due), false
 	}
 	return *cur, false, false
 }
@@ -377,6 +430,9 @@ func applyCancel(cur Run, now time.Time) (Run, error) {
 	}
 	cur.State = Cancelled
 	cur.Finished = now
+	if !cur.Behind.IsZero() {
+		cur.CancelledDue = cur.Behind
+	}
 	return cur, nil
 }
 

@@ -604,3 +604,70 @@ func TestMemWithdrawnPlaceholderIsTakenOver(t *testing.T) {
 		t.Fatal("a late confirmation of the withdrawn due time was accepted")
 	}
 }
+
+// A cancel of an id cancels every scheduling of it that was moved before
+// the cancel, not only the one its record describes: a scheduling moved
+// while an earlier run of the id was under way is noted behind that run,
+// and is refused as cancelled once the id is cancelled, whichever
+// scheduling the record describes afterwards (issue 38, seed 2100: the
+// second scheduling waited behind the first run, the cancel marked the
+// first run's record, and the second ran after the cancel had answered).
+// A scheduling made after the cancel, even for the very due time
+// cancelled, runs.
+func TestMemCancelReachesASchedulingQueuedBehindARun(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	first := e.now().Truncate(time.Second)
+	second := first.Add(30 * time.Second)
+	lease := e.now().Add(time.Minute)
+	m1, m2 := Meta{Type: "a", Due: first}, Meta{Type: "a", Due: second}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m1}}); !ok[0] {
+		t.Fatal("MarkQueued of the first scheduling failed")
+	}
+	if _, err := s.Claim(ctx, "id", "w1", 1, lease, m1); err != nil {
+		t.Fatal(err)
+	}
+	// The id is scheduled again and moved while the first run is running.
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m2}}); ok[0] {
+		t.Fatal("the second scheduling was marked queued over the first run's record")
+	}
+	if _, err := s.Claim(ctx, "id", "w2", 1, lease, m2); !errors.Is(err, ErrClaimedElsewhere) {
+		t.Fatalf("the second scheduling's claim while the first runs: %v; want ErrClaimedElsewhere", err)
+	}
+	if _, err := s.Cancel(ctx, "id"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, "id", "w2", 1, lease, m2); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("the second scheduling's claim after the cancel: %v; want ErrCancelled", err)
+	}
+	// The first run's handler ends; the refusal stands.
+	if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, "id", "w2", 1, lease, m2); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("the second scheduling's claim after the first run ended: %v; want ErrCancelled", err)
+	}
+	// A third scheduling, made after the cancel, runs; the second is still
+	// refused while the record is the third's.
+	m3 := Meta{Type: "a", Due: second.Add(time.Minute)}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m3}}); !ok[0] {
+		t.Fatal("MarkQueued of a scheduling after the cancel failed")
+	}
+	if _, err := s.Claim(ctx, "id", "w3", 1, lease, m2); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("the second scheduling's claim over the third's record: %v; want ErrCancelled", err)
+	}
+	if r, err := s.Claim(ctx, "id", "w3", 1, lease, m3); err != nil || !r.Due.Equal(m3.Due) {
+		t.Fatalf("the scheduling after the cancel: %+v, %v; want it to run", r, err)
+	}
+	if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Scheduled again for the very due time cancelled: a new task, which runs.
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m2}}); !ok[0] {
+		t.Fatal("MarkQueued of the cancelled due time scheduled anew failed")
+	}
+	if _, err := s.Claim(ctx, "id", "w1", 1, lease, m2); err != nil {
+		t.Fatalf("the id scheduled anew for the cancelled due time: %v; want it to run", err)
+	}
+}

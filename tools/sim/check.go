@@ -364,6 +364,23 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 	if t.id == "" {
 		return
 	}
+	if !t.accepted && !t.ambiguous {
+		// Refused: it never existed, and a child scheduled while it was
+		// under way waits for the scheduling of the id that does (seed
+		// 21: a schedule of a batch member's id answered "already
+		// scheduled", and the child scheduled meanwhile started once the
+		// member succeeded).
+		if latest := c.latestLocked(t.id); latest != nil {
+			for _, o := range c.tis {
+				for i, p := range o.parents {
+					if p == t {
+						o.parents[i] = latest
+					}
+				}
+			}
+		}
+		return
+	}
 	if t.ambiguous {
 		for _, old := range c.byID[t.id] {
 			if old != t && (old.accepted || old.ambiguous) && !slices.Contains(t.alts, old) {
