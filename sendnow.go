@@ -3,6 +3,7 @@ package leasecron
 import (
 	"context"
 	"errors"
+	"github.com/leasecron/leasecron/internal/retry"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -138,14 +139,31 @@ func takeBackOnMarkRefused(err error) bool {
 
 // markLanded reports whether the row of s carries its token: the mark
 // whose answer was refused had committed (a lost answer retried), and the
-// message still stands for the row. Unsure (a failed read), it says so.
+// message still stands for the row — or the row is gone since, which
+// takeBackOnMarkRefused leaves alone as it would have had the mark's
+// answer said so (issue 38, seed 2647: the mark committed, its answer
+// was lost, the mover removed the row it found marked, and the retry's
+// refusal took the confirmation back: the task never ran). A read that
+// keeps failing counts as landed too: taken back, a message that still
+// stands would never run, while a change of the row takes back the
+// confirmation itself (a reschedule, a replace; a cancel records the run
+// cancelled).
 func (c *Client) markLanded(ctx context.Context, s schedule.Sent, now time.Time) bool {
 	env, err := c.sched.Envelope(s.Item, s.Token, now)
 	if err != nil {
 		return false
 	}
-	cur, err := c.sched.Current(ctx, env)
-	return err == nil && cur
+	var cur, gone bool
+	err = retry.Transient(ctx, retry.Policy{Tries: 3, Clock: c.o.Clock}, func(ctx context.Context) error {
+		var err error
+		cur, gone, err = c.sched.CurrentOrGone(ctx, env)
+		return err
+	})
+	if err != nil {
+		c.o.Logger.Warn("cannot read the row of a task whose mark was refused; keeping its confirmation", "task_id", s.Item.ID, "err", err)
+		return true
+	}
+	return cur || gone
 }
 
 // sendConcurrency bounds the messages sent at once.

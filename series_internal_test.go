@@ -215,6 +215,53 @@ func TestSenderKeepsItsConfirmationWhenTheRowWasMoved(t *testing.T) {
 	}
 }
 
+// A sender whose mark's retry was refused because the row changed asks
+// the row whether its first try landed: a row since gone (the mover
+// removed it, finding it marked by that very try) counts as landed, as a
+// refusal "gone" does above, and the confirmation stays; a row carrying
+// another token does not (issue 38, seed 2647: the mark committed, its
+// answer was lost, the mover removed the row, the retry was refused, and
+// the sender took the confirmation back: the task never ran).
+//
+// A row that cannot be read counts as landed too (the same seed, under
+// faults): a change of the row takes the confirmation back itself.
+func TestSenderKeepsItsConfirmationWhenTheMarkedRowWasMovedBeforeItsRetry(t *testing.T) {
+	ctx := context.Background()
+	var tr *failWhile
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		tr = &failWhile{next: next, match: "_unread'"}
+		return tr
+	})
+	now := time.Now()
+	add := func(id string) schedule.Sent {
+		t.Helper()
+		it, err := c.sched.Add(ctx, Item{ID: id, Type: "t", Due: now}, schedule.AddOptions{Sending: now.Add(15 * time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return schedule.Sent{Item: it, Token: schedule.NewToken()}
+	}
+	gone := add("gone")
+	if _, err := c.Cancel(ctx, "gone"); err != nil { // the row leaves the table
+		t.Fatal(err)
+	}
+	if !c.markLanded(ctx, gone, now) {
+		t.Error("a row gone since the mark: taken for changed, the confirmation would be taken back")
+	}
+	other := add("other")
+	if errs := c.sched.MarkSentMany(ctx, []schedule.Sent{{Item: other.Item, Token: schedule.NewToken()}}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if c.markLanded(ctx, other, now) {
+		t.Error("a row marked with another token counted as this sender's mark")
+	}
+	unread := add("unread")
+	tr.armed.Store(true)
+	if !c.markLanded(ctx, unread, now) || tr.failed.Load() == 0 {
+		t.Errorf("a row that cannot be read (%d reads failed): taken for changed, the confirmation would be taken back", tr.failed.Load())
+	}
+}
+
 // A child of an id that is pending again (scheduled anew after its run
 // succeeded) waits for the pending task, not for the earlier run's record:
 // neither the check as the child is scheduled nor the traffic cop's sweep

@@ -58,7 +58,10 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	switch {
 	case rerr == nil:
 		res.Marked = !res.Removed
-		if res.Marked {
+		if res.Marked && marked.State == runs.Cancelled {
+			// (A run that had ended otherwise: the cancel reached only
+			// schedulings of the id moved beside it, whose workers tell
+			// what waits for them as they refuse them.)
 			c.cancelledFlow(ctx, marked)
 		}
 	case errors.Is(rerr, runs.ErrNotFound):

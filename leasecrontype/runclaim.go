@@ -26,6 +26,12 @@ type RunMeta struct {
 	// it moves the task's row) and is refused with ErrRunUnconfirmed
 	// otherwise, so that the worker checks the task's row first.
 	Token string
+	// RowChecked reports that the task's schedule row was read for this
+	// delivery and still stands for it (an early-sent message whose run
+	// record did not carry its token, claimed again without it): no
+	// cancel has reached it, so a cancel recorded for its due time beside
+	// another scheduling of the id is not its own.
+	RowChecked bool
 	// Seq numbers an occurrence within its series (queue.Envelope.Seq; 0
 	// when unknown): the run record keeps the series' latest outcomes in
 	// one summary row with a slot per Seq modulo the slots.

@@ -479,7 +479,7 @@ func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecr
 	}
 	d.log.Debug("early-sent message checked against its task's row", "current", current, "row", d.env.Row)
 	if current {
-		m.Token = "" // the row still stands for it: claim as any other
+		m.Token, m.RowChecked = "", true // the row still stands for it: claim as any other
 	}
 	return c.claimAs(hctx, d, m, false)
 }

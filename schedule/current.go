@@ -24,15 +24,22 @@ import (
 // record again after a false answer. Messages without a token are always
 // current.
 func (c *Client) Current(ctx context.Context, env queue.Envelope) (bool, error) {
+	current, _, err := c.CurrentOrGone(ctx, env)
+	return current, err
+}
+
+// CurrentOrGone is Current that also reports whether the message is not
+// current because its row is gone (moved, cancelled, or rescheduled to
+// another row) rather than changed.
+func (c *Client) CurrentOrGone(ctx context.Context, env queue.Envelope) (current, gone bool, err error) {
 	if env.Token == "" {
-		return true, nil
+		return true, false, nil
 	}
 	shard, rk, ok := strings.Cut(env.Row, "/")
 	if !ok || shard == "" || rk == "" {
-		return false, fmt.Errorf("%w: envelope %s: row %q: want {shard}/{RowKey}", ErrInvalid, env.ID, env.Row)
+		return false, false, fmt.Errorf("%w: envelope %s: row %q: want {shard}/{RowKey}", ErrInvalid, env.ID, env.Row)
 	}
 	var row table.Entity
-	var err error
 	if env.Series == "" {
 		row, err = c.t.Get(ctx, shard, rk)
 	} else {
@@ -44,23 +51,23 @@ func (c *Client) Current(ctx context.Context, env queue.Envelope) (bool, error) 
 	switch {
 	case errors.Is(err, storage.ErrNotFound), errors.Is(err, ErrNotFound), errors.Is(err, storage.ErrTableNotFound):
 		c.opts.Logger.Debug("the row of an early-sent message is gone", "task_id", env.ID, "row", env.Row)
-		return false, nil
+		return false, true, nil
 	case err != nil:
-		return false, fmt.Errorf("check run %s against its row: %w", env.ID, err)
+		return false, false, fmt.Errorf("check run %s against its row: %w", env.ID, err)
 	}
 	r, _ := parseRow(row)
 	if r.sent == "" && env.RowETag != "" && row.ETag == env.RowETag {
 		// The row is as the mover read it: the message was sent and the
 		// row is not marked yet (the mark follows the send).
-		return true, nil
+		return true, false, nil
 	}
 	if r.sent != env.Token {
 		c.opts.Logger.Debug("the row of an early-sent message carries another token", "task_id", env.ID, "row", env.Row,
 			"token", env.Token, "row_token", r.sent, "etag", row.ETag, "message_etag", env.RowETag)
-		return false, nil
+		return false, false, nil
 	}
 	if env.Series != "" && env.Due.After(r.sentUntil) {
-		return false, nil
+		return false, false, nil
 	}
-	return true, nil
+	return true, false, nil
 }

@@ -58,11 +58,11 @@ func runProps(r Run) table.Props {
 	if !r.Withdrawn.IsZero() {
 		p["Withdrawn"] = r.Withdrawn
 	}
-	if !r.Behind.IsZero() {
-		p["Behind"] = r.Behind
+	if len(r.Behind) > 0 {
+		p["Behind"] = r.Behind.String()
 	}
-	if !r.CancelledDue.IsZero() {
-		p["CancelledDue"] = r.CancelledDue
+	if len(r.CancelledDue) > 0 {
+		p["CancelledDue"] = r.CancelledDue.String()
 	}
 	return p
 }
@@ -120,7 +120,7 @@ func decodeRun(rw table.Entity) Run {
 		Batch:    p.Str("Batch"), After: splitList(p.Str("After")),
 		Updated: rw.Timestamp,
 	}, Token: p.Str("Token"), Seq: p.Int("Seq"), Requeued: splitList(p.Str("Requeued")), Withdrawn: p.Time("Withdrawn"),
-		Behind: p.Time("Behind"), CancelledDue: p.Time("CancelledDue"), ETag: rw.ETag, pk: rw.PartitionKey}
+		Behind: parseDues(p.Str("Behind")), CancelledDue: parseDues(p.Str("CancelledDue")), ETag: rw.ETag, pk: rw.PartitionKey}
 }
 
 // Public returns r as the public leasecrontype.Run.

@@ -52,18 +52,14 @@ type Run struct {
 	// replaced (UnconfirmDue): a confirmation of that due time is refused
 	// from then on, whichever scheduling the record now describes.
 	Withdrawn time.Time
-	// Behind is the due time of another scheduling of this id whose run
-	// was moved to the queue (or claimed the record over) while this
-	// record's run was unfinished: an id has one record, so a cancel of
-	// the id while Behind is set cancels that scheduling too
-	// (CancelledDue).
-	Behind time.Time
-	// CancelledDue is the due time of a scheduling of this id cancelled
-	// with the record it was Behind: its deliveries are refused as
-	// cancelled from then on, whichever scheduling the record now
-	// describes (issue 38, seed 2100: a second scheduling, queued behind
-	// the first run, ran after the cancel of the id had answered).
-	CancelledDue time.Time
+	// Behind lists the due times of other schedulings of this id moved
+	// to the queue while this record's run had not finished, and not
+	// started since (behind.go): a cancel of the id reaches them too.
+	Behind dues
+	// CancelledDue lists the due times of schedulings of this id that a
+	// cancel reached beside another scheduling's record: their
+	// deliveries are refused as cancelled (behind.go).
+	CancelledDue dues
 
 	ETag string
 	// legacy marks a record read from the previous layout.
@@ -80,34 +76,15 @@ func newRun(id string, st State) Run {
 }
 
 // successor returns a fresh record of id in state st in place of cur (nil
-// when there is none): only what outlives a scheduling (Withdrawn,
-// CancelledDue) is carried over.
+// when there is none): only what outlives a scheduling (Withdrawn, the
+// other schedulings behind it and those cancelled) is carried over.
 func successor(cur *Run, id string, st State) Run {
 	next := newRun(id, st)
 	if cur != nil {
 		next.Withdrawn = cur.Withdrawn
-		next.CancelledDue = cur.CancelledDue
+		next.Behind, next.CancelledDue = cur.Behind, cur.CancelledDue
 	}
 	return next
-}
-
-// cancelledScheduling reports whether m is a delivery of a scheduling
-// cancelled with another scheduling's record (Run.CancelledDue) that the
-// record does not now describe.
-func cancelledScheduling(cur *Run, m Meta) bool {
-	return cur != nil && !cur.CancelledDue.IsZero() && !m.Due.IsZero() &&
-		cur.CancelledDue.Equal(stored(m.Due)) && otherDue(cur, m)
-}
-
-// noteBehind records on next (cur's record, still unfinished) that the
-// scheduling due at due has moved while cur's run was unfinished. It
-// reports whether that changed the record.
-func noteBehind(next *Run, cur *Run, due time.Time) bool {
-	if due.IsZero() || cur.Due.IsZero() || cur.State.Finished() || cur.Behind.Equal(stored(due)) {
-		return false
-	}
-	next.Behind = stored(due)
-	return true
 }
 
 // withdrawn reports whether m is a confirmation (it carries a token) of a
@@ -298,6 +275,7 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 	case next.State == Running && next.Worker != worker && next.ClaimUntil.After(now) && !mutate.On(mutate.TwoAtOnce):
 		return next, ErrClaimedElsewhere
 	}
+	next.started(m.Due)
 	next.State = Running
 	next.Worker = worker
 	next.Attempts = attempt
@@ -349,11 +327,10 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 	case cur == nil || newer(cur, m) || withdrawnPlaceholder(cur, m):
 		next = successor(cur, id, Queued)
 		fillMeta(&next, m)
-		if next.CancelledDue.Equal(next.Due) {
-			// The id scheduled again for the very due time cancelled:
-			// this scheduling is not the one cancelled.
-			next.CancelledDue = time.Time{}
-		}
+		// The id scheduled again for a due time moved or cancelled
+		// beside an earlier record: this scheduling is that one, or a new
+		// one of the same due time.
+		next.started(m.Due)
 		return next, true, true
 	case cur.State == Queued && cur.Due.Equal(stored(m.Due)):
 		if m.Token != "" && cur.Token != m.Token {
@@ -430,9 +407,7 @@ func applyCancel(cur Run, now time.Time) (Run, error) {
 	}
 	cur.State = Cancelled
 	cur.Finished = now
-	if !cur.Behind.IsZero() {
-		cur.CancelledDue = cur.Behind
-	}
+	cur.cancelBehind()
 	return cur, nil
 }
 

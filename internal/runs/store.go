@@ -789,9 +789,20 @@ func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 		if cur == nil {
 			return Run{}, false, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
-		if cur.State == Cancelled {
-			out = *cur
-			return Run{}, false, nil
+		if cur.State.Finished() {
+			// Schedulings of the id moved beside this record and not
+			// started are cancelled whatever became of its own run; a
+			// run that succeeded or died is still reported so, unless
+			// the cancel reached one of them.
+			next := *cur
+			out = next
+			if next.cancelBehind() {
+				out = next
+				return next, true, nil
+			}
+			if cur.State == Cancelled {
+				return Run{}, false, nil
+			}
 		}
 		next, err := applyCancel(*cur, s.now())
 		out = next
@@ -827,6 +838,8 @@ func (s *Store) CancelPending(ctx context.Context, id string, m Meta) error {
 		next := successor(cur, id, Cancelled)
 		next.Finished = now
 		fillMeta(&next, m)
+		next.started(m.Due)
+		next.cancelBehind()
 		return next, true, nil
 	})
 }

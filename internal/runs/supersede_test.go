@@ -671,3 +671,114 @@ func TestMemCancelReachesASchedulingQueuedBehindARun(t *testing.T) {
 		t.Fatalf("the id scheduled anew for the cancelled due time: %v; want it to run", err)
 	}
 }
+
+// The cancel of schedulings queued behind a run, in the cases around it:
+// each reaches every scheduling moved before the cancel, and none a
+// scheduling made after it.
+func TestMemCancelBehindARunCases(t *testing.T) {
+	ctx := context.Background()
+	type env struct {
+		s     *Store
+		due   func(int) Meta
+		lease time.Time
+	}
+	setup := func(t *testing.T) env {
+		e := memEnv(t)
+		base := e.now().Truncate(time.Second)
+		return env{s: e.s, due: func(i int) Meta { return Meta{Type: "a", Due: base.Add(time.Duration(i) * time.Minute)} },
+			lease: e.now().Add(time.Minute)}
+	}
+	claim := func(t *testing.T, e env, m Meta, want error) {
+		t.Helper()
+		_, err := e.s.Claim(ctx, "id", "w", 1, e.lease, m)
+		if want == nil && err != nil || want != nil && !errors.Is(err, want) {
+			t.Fatalf("claim of the scheduling due %s: %v, want %v", m.Due.Format(time.TimeOnly), err, want)
+		}
+	}
+	moveBehind := func(t *testing.T, e env, m Meta) {
+		t.Helper()
+		if ok := e.s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m}}); ok[0] {
+			t.Fatal("a scheduling was marked queued over an unfinished run's record")
+		}
+	}
+	running := func(t *testing.T, e env, m Meta) {
+		t.Helper()
+		if ok := e.s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m}}); !ok[0] {
+			t.Fatal("MarkQueued failed")
+		}
+		claim(t, e, m, nil)
+	}
+	cancel := func(t *testing.T, e env) {
+		t.Helper()
+		if _, err := e.s.Cancel(ctx, "id"); err != nil {
+			t.Fatalf("cancel: %v", err)
+		}
+	}
+	t.Run("two schedulings behind one run", func(t *testing.T) {
+		e := setup(t)
+		running(t, e, e.due(1))
+		moveBehind(t, e, e.due(2))
+		moveBehind(t, e, e.due(3))
+		cancel(t, e)
+		claim(t, e, e.due(2), ErrCancelled)
+		claim(t, e, e.due(3), ErrCancelled)
+	})
+	t.Run("the cancel comes after the run ended", func(t *testing.T) {
+		e := setup(t)
+		running(t, e, e.due(1))
+		moveBehind(t, e, e.due(2))
+		if err := e.s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+		cancel(t, e) // reaches the scheduling behind: no "already finished"
+		claim(t, e, e.due(2), ErrCancelled)
+		if r, _ := e.s.Get(ctx, "id"); r.State != Succeeded {
+			t.Fatalf("the ended run's record: %s, want it left succeeded", r.State)
+		}
+		if _, err := e.s.Cancel(ctx, "id"); !errors.Is(err, ErrAlreadyFinished) {
+			t.Fatalf("a second cancel: %v, want ErrAlreadyFinished (nothing behind any more)", err)
+		}
+	})
+	t.Run("the cancelled due time moved again behind a later run", func(t *testing.T) {
+		e := setup(t)
+		running(t, e, e.due(1))
+		moveBehind(t, e, e.due(2))
+		cancel(t, e)
+		running(t, e, e.due(3)) // scheduled after the cancel
+		moveBehind(t, e, e.due(2))
+		if err := e.s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+		claim(t, e, e.due(2), nil)
+	})
+	t.Run("an early-sent scheduling checked against its row", func(t *testing.T) {
+		e := setup(t)
+		running(t, e, e.due(1))
+		moveBehind(t, e, e.due(2))
+		cancel(t, e)
+		if err := e.s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+		// Scheduled again for the same due time and sent by its client,
+		// claimed before its confirmation: the row decides.
+		early := e.due(2)
+		early.Token = "tok"
+		claim(t, e, early, ErrUnconfirmed)
+		early.Token, early.RowChecked = "", true
+		claim(t, e, early, nil)
+	})
+	t.Run("a pending scheduling cancelled while one waits behind an ended run", func(t *testing.T) {
+		e := setup(t)
+		running(t, e, e.due(1))
+		moveBehind(t, e, e.due(2))
+		if err := e.s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+		// The id's pending row (due 3) is removed by the cancel.
+		if err := e.s.CancelPending(ctx, "id", e.due(3)); err != nil {
+			t.Fatal(err)
+		}
+		claim(t, e, e.due(2), ErrCancelled)
+		claim(t, e, e.due(3), ErrCancelled)
+	})
+}

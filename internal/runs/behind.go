@@ -1,0 +1,117 @@
+package runs
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// An id has one run record, and may be scheduled again while a run of it
+// is queued or running: the mover then moves the new scheduling to the
+// queue beside the record of the earlier one, and its delivery waits for
+// that run to end (attemptsUnderWay). A cancel of the id must reach the
+// schedulings moved so as well as the one the record describes (issue 38,
+// seed 2100: a second scheduling, queued behind the first run, ran after
+// the cancel of the id had answered). The record therefore keeps the due
+// times of the schedulings moved beside it and not started yet
+// (Run.Behind), and a cancel turns them into cancelled due times
+// (Run.CancelledDue), whose deliveries are refused as cancelled whichever
+// scheduling the record describes next. Both are carried from a record to
+// its successor, as the withdrawn due time is.
+
+// maxDues bounds each list of due times a record keeps.
+const maxDues = 4
+
+// dues is a short list of due times, the latest noted first.
+type dues []time.Time
+
+// has reports whether d holds t (to the table's tick).
+func (d dues) has(t time.Time) bool {
+	return !t.IsZero() && slices.ContainsFunc(d, func(x time.Time) bool { return x.Equal(stored(t)) })
+}
+
+// with returns d with t first (kept once; the oldest dropped past maxDues).
+func (d dues) with(t ...time.Time) dues {
+	out := slices.Clone(d)
+	for _, x := range t {
+		if x.IsZero() || out.has(x) {
+			continue
+		}
+		out = append(dues{stored(x)}, out...)
+	}
+	if len(out) > maxDues {
+		out = out[:maxDues]
+	}
+	return out
+}
+
+// without returns d without t.
+func (d dues) without(t time.Time) dues {
+	if !d.has(t) {
+		return d
+	}
+	return slices.DeleteFunc(slices.Clone(d), func(x time.Time) bool { return x.Equal(stored(t)) })
+}
+
+// String is the stored form: the times, RFC 3339 with nanoseconds,
+// comma-separated.
+func (d dues) String() string {
+	s := make([]string, len(d))
+	for i, t := range d {
+		s[i] = t.UTC().Format(time.RFC3339Nano)
+	}
+	return strings.Join(s, ",")
+}
+
+// parseDues reads the stored form; a time that does not parse is left out.
+func parseDues(s string) dues {
+	var out dues
+	for _, x := range splitList(s) {
+		if t, err := time.Parse(time.RFC3339Nano, x); err == nil {
+			out = append(out, stored(t))
+		}
+	}
+	return out
+}
+
+// cancelledScheduling reports whether m is a delivery of a scheduling
+// cancelled beside another scheduling's record (Run.CancelledDue) that
+// the record does not describe. An early-sent message (with a token, or
+// checked against its row) is left to its row: a cancel removes the row
+// of a scheduling it reaches, and a new scheduling of the very due time
+// would otherwise be refused before its confirmation is recorded.
+func cancelledScheduling(cur *Run, m Meta) bool {
+	return cur != nil && m.Token == "" && !m.RowChecked && cur.CancelledDue.has(m.Due) && otherDue(cur, m)
+}
+
+// noteBehind records on next (a copy of cur, whose run has not finished)
+// that the scheduling due at due was moved beside it. It reports whether
+// that changed the record. A scheduling of a due time cancelled before is
+// a new one: it is no longer refused.
+func noteBehind(next *Run, cur *Run, due time.Time) bool {
+	if due.IsZero() || cur.Due.IsZero() || cur.State.Finished() || cur.Behind.has(due) {
+		return false
+	}
+	next.Behind = cur.Behind.with(due)
+	next.CancelledDue = cur.CancelledDue.without(due)
+	return true
+}
+
+// started drops due from what r keeps of other schedulings: r now
+// describes the scheduling due then, which has been recorded queued or
+// has started.
+func (r *Run) started(due time.Time) {
+	r.Behind = r.Behind.without(due)
+	r.CancelledDue = r.CancelledDue.without(due)
+}
+
+// cancelBehind turns the schedulings moved beside r into cancelled ones
+// (a cancel of the id reaches them). It reports whether there were any.
+func (r *Run) cancelBehind() bool {
+	if len(r.Behind) == 0 {
+		return false
+	}
+	r.CancelledDue = r.CancelledDue.with(r.Behind...)
+	r.Behind = nil
+	return true
+}
