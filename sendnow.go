@@ -3,12 +3,12 @@ package leasecron
 import (
 	"context"
 	"errors"
-	"github.com/leasecron/leasecron/internal/retry"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/leasecron/leasecron/internal/ctxlock"
+	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/schedule"

@@ -19,14 +19,18 @@ type CancelResult struct {
 	Removed bool
 	// Marked is true when the task had already been moved to the queue and
 	// its run was marked cancelled: the worker that receives it
-	// acknowledges it without running it.
+	// acknowledges it without running it. It is also true when the id's
+	// run had ended but a scheduling of the id moved to the queue while
+	// that run was under way was cancelled.
 	Marked bool
 }
 
 // Cancel stops a task: before it is moved its row is deleted; after, its
 // run is marked cancelled. It returns ErrNotFound for an unknown id and
-// ErrAlreadyFinished for a run that has already succeeded or died; a run
-// already cancelled is success (Marked), so a cancel is idempotent.
+// ErrAlreadyFinished for a run that has already succeeded or died (unless
+// a scheduling of the id moved while that run was under way is waiting
+// behind it: that one is cancelled, Marked); a run already cancelled is
+// success (Marked), so a cancel is idempotent.
 func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	res := CancelResult{ID: id}
 	it, unsure, err := c.sched.CancelReport(ctx, id, c.cancelWaitedFor)

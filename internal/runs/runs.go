@@ -252,10 +252,11 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 		case Running, Snoozed, Queued: // Queued: handed back at shutdown
 			attempt = max(attempt, cur.Attempts)
 		}
-		if otherDue(cur, m) {
+		if otherDue(cur, m) && !withdrawnPlaceholder(cur, m) {
 			// This run takes over the record of another scheduling that
 			// has not finished (queued and unconfirmed): a cancel of the
-			// id cancels that one too.
+			// id cancels that one too. (A withdrawn due time's placeholder
+			// stands for no message that may still run.)
 			noteBehind(&next, cur, cur.Due)
 		}
 	} else {

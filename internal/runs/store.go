@@ -774,8 +774,12 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 }
 
 // Cancel marks the run cancelled unless it has already finished, returning
-// the record. Unknown ids fail with ErrNotFound, runs that succeeded or
-// died with ErrAlreadyFinished (and the record). A run already cancelled
+// the record, and cancels the schedulings of the id moved to the queue
+// beside it and not started (Run.Behind) whatever became of its own run.
+// Unknown ids fail with ErrNotFound, runs that succeeded or died with
+// ErrAlreadyFinished (and the record) unless the cancel reached such a
+// scheduling: then it succeeds, and the record returned keeps its own
+// run's state. A run already cancelled
 // is returned as it is, without an error: a cancel is idempotent, so one
 // whose write committed but whose answer was lost succeeds when it is
 // tried again (issue 38, seed 1111: the retry answered "already
@@ -795,12 +799,12 @@ func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 			// run that succeeded or died is still reported so, unless
 			// the cancel reached one of them.
 			next := *cur
-			out = next
 			if next.cancelBehind() {
 				out = next
 				return next, true, nil
 			}
 			if cur.State == Cancelled {
+				out = *cur
 				return Run{}, false, nil
 			}
 		}

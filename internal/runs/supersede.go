@@ -175,15 +175,17 @@ func decideConfirmed(cur *Run, id string, m Meta) (next Run, write, marked bool)
 		return next, write, marked
 	}
 	switch {
-	case cur.State == "" || cur.State == Scheduled || cur.State == Queued:
-		return next, write, false
 	case otherDue(cur, m):
 		// The record is another scheduling's, still under way (the id
 		// was scheduled again, or rescheduled, while an earlier run of
 		// it was queued or running): this one is not confirmed, and its
 		// row stays until that run has ended. Counted as confirmed, the
-		// row would go and this run's message be taken for stale.
+		// row would go and this run's message be taken for stale. Nor
+		// is it noted behind that run: its row is still pending, and a
+		// cancel or change of the row reaches it there.
 		return *cur, false, false
+	case cur.State == "" || cur.State == Scheduled || cur.State == Queued:
+		return next, write, false
 	}
 	return *cur, false, true
 }

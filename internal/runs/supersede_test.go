@@ -767,6 +767,41 @@ func TestMemCancelBehindARunCases(t *testing.T) {
 		early.Token, early.RowChecked = "", true
 		claim(t, e, early, nil)
 	})
+	// Nothing is noted behind for a scheduling whose row stays pending or
+	// that stands for no message: a later cancel of the ended run is
+	// refused as finished, as it was before.
+	finishedCancel := func(t *testing.T, e env) {
+		t.Helper()
+		if err := e.s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.s.Cancel(ctx, "id"); !errors.Is(err, ErrAlreadyFinished) {
+			t.Fatalf("cancel of the ended run: %v, want ErrAlreadyFinished (nothing behind it)", err)
+		}
+	}
+	t.Run("an early-sent confirmation refused beside a queued run", func(t *testing.T) {
+		e := setup(t)
+		if ok := e.s.MarkQueued(ctx, []Mark{{ID: "id", Meta: e.due(1)}}); !ok[0] {
+			t.Fatal("MarkQueued failed")
+		}
+		early := e.due(2)
+		early.Token = "tok"
+		if ok := e.s.Confirm(ctx, []Mark{{ID: "id", Meta: early}}); ok[0] {
+			t.Fatal("a confirmation beside another scheduling's queued run was accepted")
+		}
+		claim(t, e, e.due(1), nil)
+		finishedCancel(t, e)
+	})
+	t.Run("a withdrawn due time's placeholder taken over", func(t *testing.T) {
+		e := setup(t)
+		if err := e.s.UnconfirmDue(ctx, "id", e.due(1)); err != nil {
+			t.Fatal(err)
+		}
+		checked := e.due(2)
+		checked.RowChecked = true
+		claim(t, e, checked, nil)
+		finishedCancel(t, e)
+	})
 	t.Run("a pending scheduling cancelled while one waits behind an ended run", func(t *testing.T) {
 		e := setup(t)
 		running(t, e, e.due(1))
