@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/leasecron/leasecron/internal/pause"
 	"slices"
 	"sort"
 	"strings"
@@ -197,10 +198,16 @@ type checker struct {
 	notes    map[*proc][]procNote
 	hits     map[*proc][]time.Time // storage faults that struck a process
 	blobHits map[*proc][]time.Time // those of them on the Blob service (leases: slots, locks)
-	pauses   []pauseEv
-	bulks    []bulkEv
-	status   map[string]leasecron.Status // the latest status of each id, at the end
-	moved    map[string][]movedRow       // the schedule rows of an id a mover removed
+	// pauseHits are the faults that struck a process's reads of the
+	// pause state (its blob).
+	pauseHits map[*proc][]time.Time
+	// runHits are the faults that struck a request naming a run record,
+	// by run id.
+	runHits map[string][]time.Time
+	pauses  []pauseEv
+	bulks   []bulkEv
+	status  map[string]leasecron.Status // the latest status of each id, at the end
+	moved   map[string][]movedRow       // the schedule rows of an id a mover removed
 
 	violations []Violation
 	skew       time.Duration
@@ -237,10 +244,25 @@ func (c *checker) note(p *proc, what string) {
 }
 
 // hit records a storage fault striking p.
-func (c *checker) hit(p *proc, svc string) {
+func (c *checker) hit(p *proc, svc, path string, runs []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hits[p] = append(c.hits[p], c.w.now())
+	for _, id := range runs {
+		if c.runHits == nil {
+			c.runHits = map[string][]time.Time{}
+		}
+		c.runHits[id] = append(c.runHits[id], c.w.now())
+	}
+	note := func(m *map[*proc][]time.Time) {
+		if *m == nil {
+			*m = map[*proc][]time.Time{}
+		}
+		(*m)[p] = append((*m)[p], c.w.now())
+	}
+	if svc == "blob" && strings.HasSuffix(path, pause.DefaultBlob) {
+		note(&c.pauseHits)
+	}
 	if svc == "blob" {
 		if c.blobHits == nil {
 			c.blobHits = map[*proc][]time.Time{}
@@ -282,6 +304,36 @@ func (c *checker) troubled(p *proc, from, to time.Time) bool {
 		}
 	}
 	return p.killed()
+}
+
+// claimTroubled reports whether the start of run id on p at start may
+// come later than the check that let it through (a pause check, a rate
+// limit's take), as the README allows under failing storage: p was
+// killed or frozen then, or a request for the run's record failed in the
+// minute before the start (its claim retried through faults: each
+// request is retried by the SDK, each try bounded by its 10 s timeout,
+// and the claim itself tried three times). Other faults cannot move a
+// start.
+func (c *checker) claimTroubled(p *proc, id string, start time.Time) bool {
+	for _, n := range c.notes[p] {
+		if (n.what == "killed" || n.what == "frozen") && !n.at.Before(start.Add(-time.Minute)) && !n.at.After(start) {
+			return true
+		}
+	}
+	return hitBetween(c.runHits[id], start.Add(-time.Minute), start)
+}
+
+// pauseTroubled is claimTroubled for a start of a paused type, the pause
+// having returned at paused; a failed read of the pause state of p's
+// since shortly before the pause excuses it too (a consumer keeps the
+// last state it read until a read succeeds).
+func (c *checker) pauseTroubled(p *proc, id string, paused, start time.Time) bool {
+	return c.claimTroubled(p, id, start) || hitBetween(c.pauseHits[p], paused.Add(-5*time.Second), start)
+}
+
+// hitBetween reports whether a fault of hits struck within [from, to].
+func hitBetween(hits []time.Time, from, to time.Time) bool {
+	return slices.ContainsFunc(hits, func(h time.Time) bool { return !h.Before(from) && !h.After(to) })
 }
 
 // newTI registers a scheduling about to be tried.
@@ -1074,7 +1126,7 @@ func (c *checker) checkPausedLocked(t *ti, ev *runEv) {
 		if i+1 < len(mine) && (to.IsZero() || mine[i+1].issued.Before(to)) {
 			to = mine[i+1].issued
 		}
-		if ev.start.After(from) && (to.IsZero() || ev.start.Before(to)) && !c.troubled(ev.proc, ev.start.Add(-10*time.Second), ev.start) {
+		if ev.start.After(from) && (to.IsZero() || ev.start.Before(to)) && !c.pauseTroubled(ev.proc, ev.runID, p.returned, ev.start) {
 			c.violateAt(ev.start, InvPaused, "%s of paused type %s started on %s at %s (paused at %s, until %s)", ev.runID, t.spec.Type, ev.proc.id, c.at(ev.start), c.at(p.returned), c.atOr(to))
 		}
 	}
@@ -1312,6 +1364,24 @@ func (c *checker) anyOK(id string) bool {
 	return false
 }
 
+// runsTroubled is anyTroubled narrowed to the faults that can make a
+// run of t start again: its process killed or frozen around an attempt,
+// or a request for its run record failing (the end of an attempt not
+// recorded, and its message met again).
+func (c *checker) runsTroubled(t *ti) bool {
+	for _, r := range t.starts {
+		if r.outcome != "ok" && r.outcome != "fail" || hitBetween(c.runHits[r.runID], r.start.Add(-time.Minute), r.end.Add(time.Minute)) {
+			return true
+		}
+		for _, n := range c.notes[r.proc] {
+			if (n.what == "killed" || n.what == "frozen") && !n.at.Before(r.start.Add(-time.Minute)) && !n.at.After(r.end.Add(time.Minute)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (c *checker) anyTroubled(t *ti) bool {
 	for _, r := range t.starts {
 		if r.outcome != "ok" && r.outcome != "fail" || c.troubled(r.proc, r.start, r.end.Add(time.Minute)) {
@@ -1417,7 +1487,7 @@ func (c *checker) finalLimits() {
 			documented := false
 			for _, r := range rated[i : i+n] {
 				who = append(who, fmt.Sprintf("%s@%s at %s", r.runID, r.proc.id, c.at(r.start)))
-				if c.troubled(r.proc, r.start.Add(-16*time.Second), r.start) {
+				if c.claimTroubled(r.proc, r.runID, r.start) {
 					documented = true
 				}
 			}
@@ -1496,7 +1566,7 @@ func (c *checker) finalBulk() {
 			}
 		}
 		switch {
-		case firsts > allowed && !c.anyTroubled(t):
+		case firsts > allowed && !c.runsTroubled(t):
 			c.violate(InvBulkOnce, "%s (always failing) made %d first attempts; the requeues that could bring it back allow %d", t.id, firsts, allowed)
 		case firsts > allowed+2:
 			c.violate(InvBulkOnce, "%s (always failing) made %d first attempts; the requeues that could bring it back allow %d (a crash explains one or two more, not these)", t.id, firsts, allowed)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -109,7 +111,7 @@ func (f *faultTransport) Do(req *http.Request) (*http.Response, error) {
 	fault := f.draw(svc, op)
 	f.w.stats.request(p.kind, svc+" "+op, fault)
 	if fault != NoFault {
-		f.w.chk.hit(p, svc)
+		f.w.chk.hit(p, svc, req.URL.Path, runsNamed(svc, req))
 	}
 	switch fault {
 	case Busy:
@@ -196,4 +198,35 @@ func errorResponse(req *http.Request, svc string, status int, code string) *http
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req,
 	}
+}
+
+// runKeyRE finds the run records a Table request names (runs.runKey).
+var runKeyRE = regexp.MustCompile(`RowKey='r~([^']*)'`)
+
+// runsNamed returns the ids of the run records a Table request reads or
+// writes: in its URL, or in the body of a transaction (read through
+// GetBody, which leaves the body rewound as it found it).
+func runsNamed(svc string, req *http.Request) []string {
+	if svc != "table" {
+		return nil
+	}
+	text, _ := url.PathUnescape(req.URL.Path)
+	if strings.HasSuffix(req.URL.Path, "$batch") && req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			b, _ := io.ReadAll(body)
+			// The SDK's GetBody rewinds the request's own body and
+			// returns it: rewind it again for the send.
+			_, _ = req.GetBody()
+			if t, err := url.PathUnescape(string(b)); err == nil {
+				text += t
+			} else {
+				text += string(b)
+			}
+		}
+	}
+	var ids []string
+	for _, m := range runKeyRE.FindAllStringSubmatch(text, -1) {
+		ids = append(ids, m[1])
+	}
+	return ids
 }
