@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/leasecron/leasecron/internal/pause"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/memstore"
+	"github.com/leasecron/leasecron/internal/pause"
 	"github.com/leasecron/leasecron/schedule"
 )
 
