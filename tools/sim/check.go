@@ -201,8 +201,8 @@ type checker struct {
 	// pauseHits are the faults that struck a process's reads of the
 	// pause state (its blob).
 	pauseHits map[*proc][]time.Time
-	// runHits are the faults that struck a request naming a run record,
-	// by run id.
+	// runHits are the faults that struck a request naming a task's run
+	// record or schedule row, by task id.
 	runHits map[string][]time.Time
 	pauses  []pauseEv
 	bulks   []bulkEv
@@ -309,11 +309,12 @@ func (c *checker) troubled(p *proc, from, to time.Time) bool {
 // claimTroubled reports whether the start of run id on p at start may
 // come later than the check that let it through (a pause check, a rate
 // limit's take), as the README allows under failing storage: p was
-// killed or frozen then, or a request for the run's record failed in the
-// minute before the start (its claim retried through faults: each
-// request is retried by the SDK, each try bounded by its 10 s timeout,
-// and the claim itself tried three times). Other faults cannot move a
-// start.
+// killed or frozen then, or a request for the run's record or its task's
+// schedule row failed in the minute before the start (its claim, or the
+// check of an early-sent message against its row, retried through
+// faults: each request is retried by the SDK, each try bounded by its
+// 10 s timeout, and the claim itself tried three times; seed 2949: a
+// row check took 31 s). Other faults cannot move a start.
 func (c *checker) claimTroubled(p *proc, id string, start time.Time) bool {
 	for _, n := range c.notes[p] {
 		if (n.what == "killed" || n.what == "frozen") && !n.at.Before(start.Add(-time.Minute)) && !n.at.After(start) {

@@ -200,12 +200,32 @@ func errorResponse(req *http.Request, svc string, status int, code string) *http
 	}
 }
 
-// runKeyRE finds the run records a Table request names (runs.runKey).
-var runKeyRE = regexp.MustCompile(`RowKey='r~([^']*)'`)
+// rowKeyRE finds the rows a Table request names.
+var rowKeyRE = regexp.MustCompile(`RowKey='([^']*)'`)
 
-// runsNamed returns the ids of the run records a Table request reads or
-// writes: in its URL, or in the body of a transaction (read through
-// GetBody, which leaves the body rewound as it found it).
+// schedRowRE is a schedule row's key: its due tick, then the task id.
+var schedRowRE = regexp.MustCompile(`^[0-9]+_(.+)$`)
+
+// taskOfRow returns the task id a row key names: a run record ("r~id"),
+// a task's schedule row ("{tick}_id") or its id index row ("id~id").
+func taskOfRow(rk string) (string, bool) {
+	if id, ok := strings.CutPrefix(rk, "r~"); ok {
+		return id, true
+	}
+	if id, ok := strings.CutPrefix(rk, "id~"); ok {
+		return id, true
+	}
+	if m := schedRowRE.FindStringSubmatch(rk); m != nil {
+		return m[1], true
+	}
+	return "", false
+}
+
+// runsNamed returns the ids of the tasks whose rows a Table request reads
+// or writes (its run record, its schedule row: a claim, and the check of
+// an early-sent message against its row): in its URL, or in the body of a
+// transaction (read through GetBody, which leaves the body rewound as it
+// found it).
 func runsNamed(svc string, req *http.Request) []string {
 	if svc != "table" {
 		return nil
@@ -225,8 +245,10 @@ func runsNamed(svc string, req *http.Request) []string {
 		}
 	}
 	var ids []string
-	for _, m := range runKeyRE.FindAllStringSubmatch(text, -1) {
-		ids = append(ids, m[1])
+	for _, m := range rowKeyRE.FindAllStringSubmatch(text, -1) {
+		if id, ok := taskOfRow(m[1]); ok {
+			ids = append(ids, id)
+		}
 	}
 	return ids
 }
