@@ -215,7 +215,8 @@ type checker struct {
 
 func newChecker(w *World) *checker {
 	c := &checker{w: w, byInc: map[int]*ti{}, byID: map[string][]*ti{}, logical: map[string]string{}, batches: map[string]*batch{},
-		notes: map[*proc][]procNote{}, hits: map[*proc][]time.Time{}, status: map[string]leasecron.Status{},
+		notes: map[*proc][]procNote{}, hits: map[*proc][]time.Time{}, blobHits: map[*proc][]time.Time{},
+		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, status: map[string]leasecron.Status{},
 		moved: map[string][]movedRow{}}
 	var most time.Duration
 	for _, cs := range w.plan.Clocks {
@@ -243,32 +244,30 @@ func (c *checker) note(p *proc, what string) {
 	c.notes[p] = append(c.notes[p], procNote{c.w.now(), what})
 }
 
-// hit records a storage fault striking p.
-func (c *checker) hit(p *proc, svc, path string, runs []string) {
+// hit records a storage fault striking p's request to svc for path,
+// which names the rows of the tasks ids.
+func (c *checker) hit(p *proc, svc, path string, ids []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.hits[p] = append(c.hits[p], c.w.now())
-	for _, id := range runs {
-		if c.runHits == nil {
-			c.runHits = map[string][]time.Time{}
-		}
-		c.runHits[id] = append(c.runHits[id], c.w.now())
-	}
-	note := func(m *map[*proc][]time.Time) {
-		if *m == nil {
-			*m = map[*proc][]time.Time{}
-		}
-		(*m)[p] = append((*m)[p], c.w.now())
-	}
-	if svc == "blob" && strings.HasSuffix(path, pause.DefaultBlob) {
-		note(&c.pauseHits)
+	now := c.w.now()
+	c.hits[p] = append(c.hits[p], now)
+	for _, id := range ids {
+		c.runHits[id] = append(c.runHits[id], now)
 	}
 	if svc == "blob" {
-		if c.blobHits == nil {
-			c.blobHits = map[*proc][]time.Time{}
+		c.blobHits[p] = append(c.blobHits[p], now)
+		if strings.HasSuffix(path, pause.DefaultBlob) {
+			c.pauseHits[p] = append(c.pauseHits[p], now)
 		}
-		c.blobHits[p] = append(c.blobHits[p], c.w.now())
 	}
+}
+
+// downAround reports whether p was killed or frozen within [from − 1
+// minute, to].
+func (c *checker) downAround(p *proc, from, to time.Time) bool {
+	return slices.ContainsFunc(c.notes[p], func(n procNote) bool {
+		return (n.what == "killed" || n.what == "frozen") && !n.at.Before(from.Add(-time.Minute)) && !n.at.After(to)
+	})
 }
 
 // slotTroubled reports whether p's hold on a concurrency slot (a blob
@@ -276,34 +275,14 @@ func (c *checker) hit(p *proc, svc, path string, runs []string) {
 // frozen then, or a request of its to the Blob service failed then. Other
 // faults cannot let two handlers past one slot (README "Limits").
 func (c *checker) slotTroubled(p *proc, from, to time.Time) bool {
-	for _, n := range c.notes[p] {
-		if (n.what == "killed" || n.what == "frozen") && !n.at.Before(from.Add(-time.Minute)) && !n.at.After(to) {
-			return true
-		}
-	}
-	for _, h := range c.blobHits[p] {
-		if !h.Before(from.Add(-time.Minute)) && !h.After(to) {
-			return true
-		}
-	}
-	return false
+	return c.downAround(p, from, to) || hitBetween(c.blobHits[p], from.Add(-time.Minute), to)
 }
 
 // troubled reports whether p was killed, frozen or struck by a storage
 // fault within [from, to]: what the README's documented duplicates and
 // overlaps need.
 func (c *checker) troubled(p *proc, from, to time.Time) bool {
-	for _, n := range c.notes[p] {
-		if (n.what == "killed" || n.what == "frozen") && !n.at.Before(from.Add(-time.Minute)) && !n.at.After(to) {
-			return true
-		}
-	}
-	for _, h := range c.hits[p] {
-		if !h.Before(from) && !h.After(to) {
-			return true
-		}
-	}
-	return p.killed()
+	return c.downAround(p, from, to) || hitBetween(c.hits[p], from, to) || p.killed()
 }
 
 // claimTroubled reports whether the start of run id on p at start may
@@ -316,12 +295,7 @@ func (c *checker) troubled(p *proc, from, to time.Time) bool {
 // 10 s timeout, and the claim itself tried three times; seed 2949: a
 // row check took 31 s). Other faults cannot move a start.
 func (c *checker) claimTroubled(p *proc, id string, start time.Time) bool {
-	for _, n := range c.notes[p] {
-		if (n.what == "killed" || n.what == "frozen") && !n.at.Before(start.Add(-time.Minute)) && !n.at.After(start) {
-			return true
-		}
-	}
-	return hitBetween(c.runHits[id], start.Add(-time.Minute), start)
+	return c.downAround(p, start, start) || hitBetween(c.runHits[id], start.Add(-time.Minute), start)
 }
 
 // pauseTroubled is claimTroubled for a start of a paused type, the pause
@@ -1370,26 +1344,20 @@ func (c *checker) anyOK(id string) bool {
 // or a request for its run record failing (the end of an attempt not
 // recorded, and its message met again).
 func (c *checker) runsTroubled(t *ti) bool {
-	for _, r := range t.starts {
-		if r.outcome != "ok" && r.outcome != "fail" || hitBetween(c.runHits[r.runID], r.start.Add(-time.Minute), r.end.Add(time.Minute)) {
-			return true
-		}
-		for _, n := range c.notes[r.proc] {
-			if (n.what == "killed" || n.what == "frozen") && !n.at.Before(r.start.Add(-time.Minute)) && !n.at.After(r.end.Add(time.Minute)) {
-				return true
-			}
-		}
-	}
-	return false
+	return startsTroubled(t, func(r *runEv) bool {
+		return c.downAround(r.proc, r.start, r.end.Add(time.Minute)) ||
+			hitBetween(c.runHits[r.runID], r.start.Add(-time.Minute), r.end.Add(time.Minute))
+	})
 }
 
 func (c *checker) anyTroubled(t *ti) bool {
-	for _, r := range t.starts {
-		if r.outcome != "ok" && r.outcome != "fail" || c.troubled(r.proc, r.start, r.end.Add(time.Minute)) {
-			return true
-		}
-	}
-	return false
+	return startsTroubled(t, func(r *runEv) bool { return c.troubled(r.proc, r.start, r.end.Add(time.Minute)) })
+}
+
+// startsTroubled reports whether an attempt of t ended without an
+// outcome (killed, snoozed, cancelled …) or met what troubled says.
+func startsTroubled(t *ti, troubled func(*runEv) bool) bool {
+	return slices.ContainsFunc(t.starts, func(r *runEv) bool { return r.outcome != "ok" && r.outcome != "fail" || troubled(r) })
 }
 
 func (c *checker) parentFailed(t *ti) bool {

@@ -111,7 +111,7 @@ func (f *faultTransport) Do(req *http.Request) (*http.Response, error) {
 	fault := f.draw(svc, op)
 	f.w.stats.request(p.kind, svc+" "+op, fault)
 	if fault != NoFault {
-		f.w.chk.hit(p, svc, req.URL.Path, runsNamed(svc, req))
+		f.w.chk.hit(p, svc, req.URL.Path, tasksNamed(svc, req))
 	}
 	switch fault {
 	case Busy:
@@ -221,12 +221,12 @@ func taskOfRow(rk string) (string, bool) {
 	return "", false
 }
 
-// runsNamed returns the ids of the tasks whose rows a Table request reads
+// tasksNamed returns the ids of the tasks whose rows a Table request reads
 // or writes (its run record, its schedule row: a claim, and the check of
 // an early-sent message against its row): in its URL, or in the body of a
 // transaction (read through GetBody, which leaves the body rewound as it
 // found it).
-func runsNamed(svc string, req *http.Request) []string {
+func tasksNamed(svc string, req *http.Request) []string {
 	if svc != "table" {
 		return nil
 	}
