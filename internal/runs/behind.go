@@ -84,16 +84,16 @@ func cancelledScheduling(cur *Run, m Meta) bool {
 	return cur != nil && m.Token == "" && !m.RowChecked && cur.CancelledDue.has(m.Due) && otherDue(cur, m)
 }
 
-// noteBehind records on next (a copy of cur, whose run has not finished)
-// that the scheduling due at due was moved beside it. It reports whether
-// that changed the record. A scheduling of a due time cancelled before is
-// a new one: it is no longer refused.
-func noteBehind(next *Run, cur *Run, due time.Time) bool {
-	if due.IsZero() || cur.Due.IsZero() || cur.State.Finished() || cur.Behind.has(due) {
+// noteBehind records on r, whose run has not finished, that the
+// scheduling due at due was moved beside it. It reports whether that
+// changed r. A scheduling of a due time cancelled before is a new one: it
+// is no longer refused.
+func (r *Run) noteBehind(due time.Time) bool {
+	if due.IsZero() || r.Due.IsZero() || r.State.Finished() || r.Behind.has(due) {
 		return false
 	}
-	next.Behind = cur.Behind.with(due)
-	next.CancelledDue = cur.CancelledDue.without(due)
+	r.Behind = r.Behind.with(due)
+	r.CancelledDue = r.CancelledDue.without(due)
 	return true
 }
 

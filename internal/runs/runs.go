@@ -257,7 +257,7 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 			// has not finished (queued and unconfirmed): a cancel of the
 			// id cancels that one too. (A withdrawn due time's placeholder
 			// stands for no message that may still run.)
-			noteBehind(&next, cur, cur.Due)
+			next.noteBehind(cur.Due)
 		}
 	} else {
 		next = successor(cur, id, Queued)
@@ -352,7 +352,7 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 		// and this one noted behind it, so that a cancel of the id before
 		// this run starts cancels it too.
 		next = *cur
-		return next, noteBehind(&next, cur, m.Due), false
+		return next, next.noteBehind(m.Due), false
 	}
 	return *cur, false, false
 }

@@ -708,6 +708,12 @@ func TestMemCancelBehindARunCases(t *testing.T) {
 		}
 		claim(t, e, m, nil)
 	}
+	succeed := func(t *testing.T, e env) {
+		t.Helper()
+		if err := e.s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cancel := func(t *testing.T, e env) {
 		t.Helper()
 		if _, err := e.s.Cancel(ctx, "id"); err != nil {
@@ -727,9 +733,7 @@ func TestMemCancelBehindARunCases(t *testing.T) {
 		e := setup(t)
 		running(t, e, e.due(1))
 		moveBehind(t, e, e.due(2))
-		if err := e.s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
-			t.Fatal(err)
-		}
+		succeed(t, e)
 		cancel(t, e) // reaches the scheduling behind: no "already finished"
 		claim(t, e, e.due(2), ErrCancelled)
 		if r, _ := e.s.Get(ctx, "id"); r.State != Succeeded {
@@ -746,9 +750,7 @@ func TestMemCancelBehindARunCases(t *testing.T) {
 		cancel(t, e)
 		running(t, e, e.due(3)) // scheduled after the cancel
 		moveBehind(t, e, e.due(2))
-		if err := e.s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
-			t.Fatal(err)
-		}
+		succeed(t, e)
 		claim(t, e, e.due(2), nil)
 	})
 	t.Run("an early-sent scheduling checked against its row", func(t *testing.T) {
@@ -756,9 +758,7 @@ func TestMemCancelBehindARunCases(t *testing.T) {
 		running(t, e, e.due(1))
 		moveBehind(t, e, e.due(2))
 		cancel(t, e)
-		if err := e.s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
-			t.Fatal(err)
-		}
+		succeed(t, e)
 		// Scheduled again for the same due time and sent by its client,
 		// claimed before its confirmation: the row decides.
 		early := e.due(2)
@@ -772,9 +772,7 @@ func TestMemCancelBehindARunCases(t *testing.T) {
 	// refused as finished, as it was before.
 	finishedCancel := func(t *testing.T, e env) {
 		t.Helper()
-		if err := e.s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
-			t.Fatal(err)
-		}
+		succeed(t, e)
 		if _, err := e.s.Cancel(ctx, "id"); !errors.Is(err, ErrAlreadyFinished) {
 			t.Fatalf("cancel of the ended run: %v, want ErrAlreadyFinished (nothing behind it)", err)
 		}
@@ -806,9 +804,7 @@ func TestMemCancelBehindARunCases(t *testing.T) {
 		e := setup(t)
 		running(t, e, e.due(1))
 		moveBehind(t, e, e.due(2))
-		if err := e.s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
-			t.Fatal(err)
-		}
+		succeed(t, e)
 		// The id's pending row (due 3) is removed by the cancel.
 		if err := e.s.CancelPending(ctx, "id", e.due(3)); err != nil {
 			t.Fatal(err)
