@@ -227,11 +227,7 @@ func TestSenderKeepsItsConfirmationWhenTheRowWasMoved(t *testing.T) {
 // faults): a change of the row takes the confirmation back itself.
 func TestSenderKeepsItsConfirmationWhenTheMarkedRowWasMovedBeforeItsRetry(t *testing.T) {
 	ctx := context.Background()
-	var tr *failWhile
-	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
-		tr = &failWhile{next: next, match: "_unread'"}
-		return tr
-	})
+	c, tr := memClientFailing(t, "_unread'")
 	now := time.Now()
 	add := func(id string) schedule.Sent {
 		t.Helper()
@@ -508,6 +504,18 @@ func TestDisableOfAnOverdueSeriesStopsOnlyWhatAPassMayMove(t *testing.T) {
 	}
 }
 
+// memClientFailing is memClient whose requests fail while the returned
+// transport is armed, those whose URL contains match.
+func memClientFailing(t *testing.T, match string) (*Client, *failWhile) {
+	t.Helper()
+	var tr *failWhile
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		tr = &failWhile{next: next, match: match}
+		return tr
+	})
+	return c, tr
+}
+
 // failWhile is a transport that fails every request whose URL contains
 // match while armed, and counts them.
 type failWhile struct {
@@ -531,11 +539,7 @@ func (f *failWhile) Do(req *http.Request) (*http.Response, error) {
 // success, and the occurrence ran ten seconds later).
 func TestDisableThatCannotReachMovedOccurrencesFails(t *testing.T) {
 	ctx := context.Background()
-	var tr *failWhile
-	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
-		tr = &failWhile{next: next, match: "o~tick"}
-		return tr
-	})
+	c, tr := memClientFailing(t, "o~tick")
 	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	if _, err := c.Schedule(ctx, Item{ID: "tick", Type: "t", Due: due, Recurrence: "@every 1h"}, nil); err != nil {
 		t.Fatal(err)
