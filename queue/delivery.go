@@ -96,11 +96,8 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	}
 	// Its type, or its named queue, is paused fleet-wide: put it back
 	// without an attempt.
-	for _, key := range []string{env.Type, QueuePauseKey(env.Queue)} {
-		if until, paused := c.pausedUntil(hctx, key); paused && !mutate.On(mutate.IgnorePause) {
-			c.holdPaused(hctx, d, key, until)
-			return
-		}
+	if c.heldByPause(hctx, d) {
+		return
 	}
 	// Due further ahead than a message is held — the clocks of the host
 	// that sent it and of this one are apart, or another program sent it
@@ -119,12 +116,19 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 
 	// Enqueued early (its delay rounded down to whole seconds): hold it
 	// until due. A shutdown meanwhile puts it back for another worker.
+	waits := d.env.Due.After(c.clk.Now())
 	if hold, gone := c.untilDue(stop, hctx, d); gone {
 		d.log.Info("a held message was taken by another worker; leaving it")
 		c.settle(d, OutcomeLost)
 		return
 	} else if !hold {
 		c.deferMsg(hctx, d, 0, "worker stopping before the task was due")
+		return
+	}
+	// A wait until due ends by taking a handler slot again, which can take
+	// long while every slot is busy: a pause begun meanwhile holds it too
+	// (issue 38, seed 2949).
+	if waits && c.heldByPause(hctx, d) {
 		return
 	}
 
@@ -204,6 +208,18 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	default:
 		c.fail(hctx, d, herr, tail)
 	}
+}
+
+// heldByPause puts d back without an attempt, and reports true, when its
+// type or its named queue is paused fleet-wide.
+func (c *Consumer) heldByPause(hctx context.Context, d *delivery) bool {
+	for _, key := range []string{d.env.Type, QueuePauseKey(d.env.Queue)} {
+		if until, paused := c.pausedUntil(hctx, key); paused && !mutate.On(mutate.IgnorePause) {
+			c.holdPaused(hctx, d, key, until)
+			return true
+		}
+	}
+	return false
 }
 
 // handOff gives a delivery's handler slot back once its handler has

@@ -180,3 +180,54 @@ func TestPausedQueueWaitsAndResumes(t *testing.T) {
 		t.Fatalf("ran %+v; want g1 after the resume, at attempt 1", got.tasks)
 	}
 }
+
+// A message that arrived early gives its handler slot back while it waits
+// and takes one again at its due time; when every slot is busy that can
+// take long, and a pause begun meanwhile holds it: the pause is checked
+// again once it has a slot (issue 38, the simulator's seed 2949: it
+// started 16 s into a pause, 32 s after it arrived).
+func TestPauseBegunWhileAnEarlyMessageWaitsForASlotHoldsIt(t *testing.T) {
+	src := &pauseSource{types: map[string]time.Time{}}
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, PauseCheck: 5 * time.Second,
+		PollMin: time.Second, PollMax: 2 * time.Second}, Pauses: src})
+	early := earlyHook(h)
+	var got calls
+	block := make(chan struct{})
+	started := make(chan string, 2)
+	h.c.Handle("notify", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	h.c.Handle("slow", func(_ context.Context, task leasecrontype.Task) error {
+		started <- task.ID
+		<-block
+		return nil
+	})
+	h.enqueue(Envelope{ID: "n1", Type: "notify", Due: t0.Add(1500 * time.Millisecond)})
+	h.start()
+	recv(t, early, "hold of the early message")
+	h.enqueue(Envelope{ID: "s1", Type: "slow"})
+	// The poll finds s1 once the clock moves; it takes the only slot.
+	for {
+		h.clk.Advance(100 * time.Millisecond)
+		select {
+		case <-started:
+		case <-time.After(10 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	// n1 is due now, but waits for the slot s1 holds; the type is paused
+	// meanwhile, and the last read of the pause state grows old.
+	src.set("notify", time.Time{}, true)
+	h.clk.Advance(6 * time.Second)
+	close(block)
+	outcomes := map[string]Outcome{}
+	for range 2 {
+		ev := h.next()
+		outcomes[ev.typ] = ev.outcome
+	}
+	if outcomes["slow"] != OutcomeSucceeded || outcomes["notify"] != OutcomePaused {
+		t.Fatalf("outcomes %v, want slow succeeded and notify paused", outcomes)
+	}
+	if got.n() != 0 {
+		t.Fatalf("the paused type's handler ran: %+v", got.tasks)
+	}
+}
