@@ -1278,3 +1278,77 @@ func TestRateLimitNoteLeavesAnotherRunAlone(t *testing.T) {
 		t.Fatalf("the succeeded run after a stale message's rate put-back: %+v %v; want it still succeeded", r, err)
 	}
 }
+
+// A start taken from the rate limiter is taken again when the handler
+// would start more than half a second later (a slow claim or payload
+// fetch): the limiter counts starts from when they were taken, so a late
+// start could make more handler starts in a window than the rate allows
+// (issue 38, the simulator's seed 3174). Spent by then, the claimed run
+// goes back to wait, with no attempt or snooze counted; a fetch within
+// the moment takes nothing more.
+func TestRateTakenAgainWhenTheHandlerStartsLate(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		took          time.Duration
+		refuse, slow  bool // the second take is refused, or slow
+		wantTakes     int
+		wantOutcome   Outcome
+		wantRuns, ran int
+	}{
+		{name: "prompt", took: 400 * time.Millisecond, wantTakes: 1, wantOutcome: OutcomeSucceeded, ran: 1},
+		{name: "late, budget left", took: 9 * time.Second, wantTakes: 2, wantOutcome: OutcomeSucceeded, ran: 1},
+		{name: "late, budget spent", took: 9 * time.Second, refuse: true, wantTakes: 2, wantOutcome: OutcomeDeferred},
+		{name: "late, taken again slowly", took: 9 * time.Second, slow: true, wantTakes: 2, wantOutcome: OutcomeDeferred},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMax: 4 * time.Second}})
+			var takes []time.Time
+			var mu sync.Mutex
+			h.c.o.Rates = rateFunc(func(Envelope) time.Duration {
+				mu.Lock()
+				defer mu.Unlock()
+				takes = append(takes, h.clk.Now())
+				switch {
+				case tc.refuse && len(takes) == 2:
+					return 7 * time.Second
+				case tc.slow && len(takes) == 2:
+					h.clk.Advance(2 * time.Second)
+				}
+				return 0
+			})
+			h.c.o.Payloads = payloadFunc(func() { h.clk.Advance(tc.took) })
+			rm := runs.NewMemory(h.clk)
+			h.c.o.Runs = rm
+			var got calls
+			h.c.Handle("r", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+			h.enqueue(Envelope{ID: "rl", Type: "r", PayloadBlob: "c/rl"})
+			h.start()
+			h.await(tc.wantOutcome)
+			h.stop()
+			mu.Lock()
+			defer mu.Unlock()
+			if len(takes) != tc.wantTakes || got.n() != tc.ran {
+				t.Fatalf("%d takes, %d handler starts; want %d and %d", len(takes), got.n(), tc.wantTakes, tc.ran)
+			}
+			if tc.ran == 1 && got.at[0].Sub(takes[len(takes)-1]) > time.Second {
+				t.Fatalf("the handler started at %v, %v after the last take", got.at[0], got.at[0].Sub(takes[len(takes)-1]))
+			}
+			if tc.ran == 1 {
+				return
+			}
+			m, env := h.only(h.work)
+			if env.FailedAttempts != 0 || env.Snoozes != 0 || m.NextVisible.Sub(h.clk.Now()) > 7*time.Second {
+				t.Fatalf("put back as %+v %+v; want no attempt or snooze, visible within 7s", m, env)
+			}
+			r, err := rm.Get(context.Background(), "rl")
+			if err != nil || r.State != runs.Snoozed || !strings.Contains(r.OutputTail, "rate limit of r") || r.LastError != "" {
+				t.Fatalf("the waiting run: %+v %v; want it snoozed for the rate limit, no error", r, err)
+			}
+		})
+	}
+}
+
+// rateFunc is a RateLimiter from a function of the envelope.
+type rateFunc func(Envelope) time.Duration
+
+func (f rateFunc) Take(_ context.Context, env Envelope) (time.Duration, error) { return f(env), nil }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -214,8 +216,16 @@ func TestPauseBegunWhileAnEarlyMessageWaitsForASlotHoldsIt(t *testing.T) {
 		}
 		break
 	}
-	// n1 is due now, but waits for the slot s1 holds; the type is paused
-	// meanwhile, and the last read of the pause state grows old.
+	// n1 comes due: its visibility is extended (its second update), and
+	// it waits for the slot s1 holds; the type is paused meanwhile, and
+	// the last read of the pause state grows old.
+	for h.work.opCounts()["update"] < 2 {
+		if h.clk.Now().Sub(t0) > time.Minute {
+			t.Fatalf("the held message's visibility was never extended at its due time (%v)", h.work.opCounts())
+		}
+		h.clk.Advance(100 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
 	src.set("notify", time.Time{}, true)
 	h.clk.Advance(6 * time.Second)
 	close(block)
@@ -231,3 +241,66 @@ func TestPauseBegunWhileAnEarlyMessageWaitsForASlotHoldsIt(t *testing.T) {
 		t.Fatalf("the paused type's handler ran: %+v", got.tasks)
 	}
 }
+
+// A pause begun while a delivery's claim or payload fetch is slow holds it
+// too: the pause is checked again before a handler that starts more than
+// half a second after the first check, and the held message shows again
+// at once when the type resumes.
+func TestPauseBegunDuringASlowClaimHoldsIt(t *testing.T) {
+	src := &pauseSource{types: map[string]time.Time{}}
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second}, Pauses: src})
+	released := make(chan int, 10)
+	h.c.hooks.released = func(n int) { released <- n }
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	fetches := 0
+	h.c.o.Payloads = payloadFunc(func() {
+		fetches++
+		if fetches == 1 {
+			src.set("notify", time.Time{}, true)
+			h.clk.Advance(6 * time.Second)
+		}
+	})
+	var got calls
+	h.c.Handle("notify", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	h.enqueue(Envelope{ID: "n1", Type: "notify", PayloadBlob: "c/n1"})
+	h.start()
+	h.await(OutcomePaused)
+	if got.n() != 0 {
+		t.Fatalf("the paused type's handler ran: %+v", got.tasks)
+	}
+	if _, env := h.only(h.work); env.FailedAttempts != 0 || env.Snoozes != 0 {
+		t.Fatalf("put back as %+v; want no attempt or snooze", env)
+	}
+	if r, err := rm.Get(context.Background(), "n1"); err != nil || r.State != runs.Snoozed || !strings.Contains(r.OutputTail, "paused") {
+		t.Fatalf("the held run: %+v %v; want it waiting for the pause", r, err)
+	}
+	// Resumed: the watcher shows it again at its next check, long before
+	// the hold (PauseHold, 10 minutes) would end.
+	src.set("notify", time.Time{}, false)
+	for shown := false; !shown; {
+		if h.clk.Now().Sub(t0) > time.Minute {
+			t.Fatal("the pause watcher never showed the held message again")
+		}
+		h.clk.Advance(time.Second)
+		select {
+		case n := <-released:
+			if n > 1 {
+				t.Fatalf("the watcher showed %d messages again, want 1", n)
+			}
+			shown = n == 1 // 0: a check that read the state from before the resume
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	h.await(OutcomeSucceeded)
+	if got.n() != 1 || got.tasks[0].Attempt != 1 {
+		t.Fatalf("handler calls %+v, want one first attempt after the resume", got.tasks)
+	}
+}
+
+// payloadFunc is a PayloadFetcher that calls f on each fetch.
+type payloadFunc func()
+
+func (f payloadFunc) Get(context.Context, string) ([]byte, error) { f(); return []byte("{}"), nil }
+
+func (payloadFunc) Delete(context.Context, string) error { return nil }
