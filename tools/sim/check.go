@@ -435,11 +435,14 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 				c.alternativeLocked(t, old)
 			}
 		}
-		if !t.spec.Replace {
-			for _, old := range c.byID[t.id] {
-				if old != t && old.accepted && old.issued.Before(t.issued) {
-					old.again = append(old.again, t)
-				}
+		for _, old := range c.byID[t.id] {
+			// A replace of a task that has started schedules the id
+			// again, beside its run, as a schedule without Replace does
+			// (seed 3407: a retrying parent replaced, its death seen by
+			// the traffic cop's watch once the replacement was pending;
+			// the child waited for the replacement, which succeeded).
+			if old != t && old.accepted && old.issued.Before(t.issued) && (!t.spec.Replace || len(old.starts) > 0) {
+				old.again = append(old.again, t)
 			}
 		}
 		c.checkUniqueLocked(t, t.returned, "scheduled")
