@@ -137,6 +137,12 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 		c.abandonBatch(ctx, batch, cb)
 		return nil, err
 	}
+	watched, err := c.noteParents(ctx, deps, states)
+	if err != nil {
+		c.dropDependents(ctx, deps)
+		c.abandonBatch(ctx, batch, cb)
+		return nil, err
+	}
 	res, err := c.scheduleMany(ctx, items, ScheduleManyOptions{Partial: o.Partial})
 	var written []string
 	for _, r := range res {
@@ -149,7 +155,7 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 		c.abandonBatch(ctx, batch, cb)
 		return res, err
 	}
-	c.noteParents(ctx, deps, states)
+	c.lookAgain(ctx, deps, watched)
 	if batch != "" {
 		if serr := c.sealBatch(ctx, batch, written); serr != nil {
 			return res, errors.Join(err, serr)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -213,12 +214,17 @@ func (c *Client) scheduleAfter(ctx context.Context, it Item, o *ScheduleOptions)
 	if err := c.runs.AddDependents(ctx, deps); err != nil {
 		return Item{}, err
 	}
+	watched, err := c.noteParents(ctx, deps, states)
+	if err != nil {
+		c.dropDependents(ctx, deps)
+		return Item{}, err
+	}
 	added, err := c.scheduleRow(ctx, it, o)
 	if err != nil {
 		c.dropDependents(ctx, deps)
 		return added, err
 	}
-	c.noteParents(ctx, deps, states)
+	c.lookAgain(ctx, deps, watched)
 	return added, nil
 }
 
@@ -296,26 +302,19 @@ func (c *Client) dropDependents(ctx context.Context, deps []runs.Dependent) {
 	}
 }
 
-// noteParents makes sure the end of every parent in deps is heard of:
-// pending parents are marked (their messages will say others wait; a
-// parent in states with no entry was written marked), parents already
-// sent are watched by the traffic cop; then each parent is looked at once
-// more, and the end of one that ended meanwhile — perhaps before its
-// dependency rows were there to be found — is applied here.
-func (c *Client) noteParents(ctx context.Context, deps []runs.Dependent, states map[string]parentState) {
-	byParent := map[string][]runs.Dependent{}
-	var order []string
-	for _, d := range deps {
-		if _, ok := states[d.Parent]; !ok {
-			continue
-		}
-		if byParent[d.Parent] == nil {
-			order = append(order, d.Parent)
-		}
-		byParent[d.Parent] = append(byParent[d.Parent], d)
-	}
+// noteParents makes sure the end of every parent in deps is heard of,
+// before the child's row is written (issue 38, the simulator's seed 3152:
+// a client that died after writing the row, before this, left the child
+// waiting for good): pending parents are marked (their messages will say
+// others wait; a parent in states with no entry was written marked),
+// parents already sent are watched by the traffic cop, and so are pending
+// parents whose mark failed. It returns the watched parents; when
+// watching fails, the error, and the child must not be written. A parent
+// that ends before the child's row is there keeps being watched until it
+// is (applyEnd).
+func (c *Client) noteParents(ctx context.Context, deps []runs.Dependent, states map[string]parentState) ([]string, error) {
 	var watch []string
-	for _, p := range order {
+	for _, p := range parentsIn(deps, states) {
 		if states[p].sent {
 			watch = append(watch, p)
 			continue
@@ -329,20 +328,40 @@ func (c *Client) noteParents(ctx context.Context, deps []runs.Dependent, states 
 		}
 	}
 	if err := c.runs.WatchParents(ctx, watch); err != nil {
-		c.o.Logger.Error("tasks wait for parents whose end nothing may report", "parents", watch, "err", err)
+		return nil, fmt.Errorf("make sure the end of parents %s is heard of: %w", strings.Join(watch, ","), err)
 	}
-	// A parent marked while it was still pending will say so in its
-	// message, and its end will find the dependency rows written before
-	// the mark; the others may have ended before the rows were there.
-	for _, p := range watch {
+	return watch, nil
+}
+
+// parentsIn returns the parents of deps that states has, in order.
+func parentsIn(deps []runs.Dependent, states map[string]parentState) []string {
+	var order []string
+	for _, d := range deps {
+		if _, ok := states[d.Parent]; ok && !slices.Contains(order, d.Parent) {
+			order = append(order, d.Parent)
+		}
+	}
+	return order
+}
+
+// lookAgain looks once more at each watched parent, once the children's
+// rows are written, and applies the end of one that ended meanwhile —
+// perhaps before its dependency rows were there to be found. A parent
+// marked while it was still pending will say so in its message, and its
+// end will find the dependency rows written before the mark. What fails
+// here the traffic cop does, as it watches these parents.
+func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, watched []string) {
+	for _, p := range watched {
 		st, ended, err := c.endOf(ctx, p)
 		if err != nil || !ended {
 			continue
 		}
-		for _, d := range byParent[p] {
-			if err := c.applyEnd(ctx, d, st); err != nil {
+		for _, d := range deps {
+			if d.Parent != p {
+				continue
+			}
+			if err := c.applyEnd(ctx, d, st); err != nil && !errors.Is(err, errChildNotYet) {
 				c.o.Logger.Warn("applying the end of a parent that ended while its dependent was scheduled failed; the traffic cop retries", "task_id", d.Child, "parent", p, "err", err)
-				_ = c.runs.WatchParents(ctx, []string{p})
 			}
 		}
 	}
@@ -383,22 +402,47 @@ func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, st leasecron
 }
 
 // parentEnded applies the end of parent (in state st) to everything
-// waiting for it.
+// waiting for it. A child whose row is still being written is left to the
+// traffic cop, which watches the parent from then on and applies its end
+// once the row is there.
 func (c *Client) parentEnded(ctx context.Context, parent string, st RunState) error {
+	notYet, err := c.applyParentEnd(ctx, parent, st)
+	if err != nil || !notYet {
+		return err
+	}
+	return c.runs.WatchParents(ctx, []string{parent})
+}
+
+// applyParentEnd is parentEnded without the watch: it reports whether a
+// child's row was not written yet.
+func (c *Client) applyParentEnd(ctx context.Context, parent string, st RunState) (notYet bool, err error) {
 	deps, err := c.runs.Dependents(ctx, parent)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if len(deps) > 0 {
 		failpoint.Hit("parent-ended")
 	}
 	var g errgroup.Group
 	g.SetLimit(8)
+	var pending atomic.Bool
 	for _, d := range deps {
-		g.Go(func() error { return c.applyEnd(ctx, d, st) })
+		g.Go(func() error {
+			err := c.applyEnd(ctx, d, st)
+			if errors.Is(err, errChildNotYet) {
+				pending.Store(true)
+				return nil
+			}
+			return err
+		})
 	}
-	return g.Wait()
+	err = g.Wait()
+	return pending.Load(), err
 }
+
+// errChildNotYet is applyEnd's answer for a dependent whose child has no
+// row yet, within orphanGrace: its scheduler may still be writing it.
+var errChildNotYet = errors.New("a dependent task's row is not written yet")
 
 // orphanGrace is how long a dependency row whose child has no row yet is
 // kept: its scheduler may be writing the row (and looks at the parent
@@ -412,7 +456,7 @@ func (c *Client) applyEnd(ctx context.Context, d runs.Dependent, st RunState) er
 	switch {
 	case errors.Is(err, ErrNotFound):
 		if c.o.Clock.Now().Sub(d.Created) < orphanGrace {
-			return nil
+			return errChildNotYet
 		}
 	case err != nil:
 		return fmt.Errorf("release %s after %s: %w", d.Child, d.Parent, err)
@@ -542,7 +586,9 @@ func (c *Client) SweepWatched(ctx context.Context) error {
 	for _, p := range parents {
 		st, ended, err := c.endOf(ctx, p)
 		if err == nil && ended {
-			if err = c.parentEnded(ctx, p, st); err == nil {
+			var notYet bool
+			// Watched until every child's row is there to be released.
+			if notYet, err = c.applyParentEnd(ctx, p, st); err == nil && !notYet {
 				err = c.runs.Unwatch(ctx, p)
 			}
 		}

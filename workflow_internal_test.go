@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -209,5 +210,88 @@ func TestUnreadShardMapIsAnError(t *testing.T) {
 	clk.Advance(shard.UnshardedMapTTL + time.Second)
 	if _, err := c.Status(ctx, "x"); err == nil || errors.Is(err, ErrNotFound) {
 		t.Fatalf("a lookup once that absence is stale and the map cannot be read: %v; want an error", err)
+	}
+}
+
+// failWrites is a transport that fails every write whose URL and body
+// (unescaped) match while armed.
+type failWrites struct {
+	next   policy.Transporter
+	match  func(text string) bool
+	armed  atomic.Bool
+	failed atomic.Int32
+}
+
+func (f *failWrites) Do(req *http.Request) (*http.Response, error) {
+	if f.armed.Load() && req.Method != http.MethodGet {
+		text := req.URL.String()
+		if req.Body != nil {
+			body, err := io.ReadAll(req.Body)
+			if err != nil {
+				return nil, err
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			text += string(body)
+		}
+		if u, err := url.QueryUnescape(text); err == nil {
+			text = u
+		}
+		if f.match(text) {
+			f.failed.Add(1)
+			return nil, errors.New("connection reset by peer")
+		}
+	}
+	return f.next.Do(req)
+}
+
+// A task that waits for a parent is written only once the parent's end is
+// sure to be heard of — the parent marked as waited for, or watched by the
+// traffic cop. When neither can be written the schedule fails and leaves
+// nothing behind (issue 38, the simulator's seed 3152: the child's row was
+// written first, the client died before marking its parents, and the
+// child waited for good although they ended). With the watch written, the
+// child is scheduled even though the mark failed.
+func TestChildIsWrittenOnlyOnceItsParentsEndWillBeHeardOf(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		watch bool // the watch can be written
+	}{{"mark and watch fail", false}, {"mark fails, watch written", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			var tr *failWrites
+			c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+				tr = &failWrites{next: next, match: func(s string) bool {
+					return strings.Contains(s, "_par'") || !tc.watch && strings.Contains(s, `"PartitionKey":"~l"`)
+				}}
+				return tr
+			})
+			if _, err := c.Schedule(ctx, Item{ID: "par", Type: "t", Due: time.Now().Add(time.Hour)}, nil); err != nil {
+				t.Fatal(err)
+			}
+			tr.armed.Store(true)
+			_, err := c.Schedule(ctx, Item{ID: "kid", Type: "t", Due: time.Now(), After: []string{"par"}}, nil)
+			tr.armed.Store(false)
+			if tr.failed.Load() == 0 {
+				t.Fatal("no write failed: the test's match is stale")
+			}
+			watched, werr := c.runs.Watched(ctx)
+			if werr != nil {
+				t.Fatal(werr)
+			}
+			_, gerr := c.Get(ctx, "kid")
+			deps, derr := c.Dependents(ctx, "par")
+			if derr != nil {
+				t.Fatal(derr)
+			}
+			if tc.watch {
+				if err != nil || gerr != nil || !slices.Contains(watched, "par") || len(deps) != 1 {
+					t.Fatalf("schedule: %v; child row: %v; watched %v; dependents %v; want the child scheduled and its parent watched", err, gerr, watched, deps)
+				}
+				return
+			}
+			if err == nil || !errors.Is(gerr, ErrNotFound) || len(deps) != 0 {
+				t.Fatalf("schedule: %v; child row: %v; dependents %v; want an error, no child row and no dependency left", err, gerr, deps)
+			}
+		})
 	}
 }
