@@ -27,8 +27,7 @@ type delivery struct {
 	log     *slog.Logger
 	claimed bool
 	slot    *slotHold  // nil outside the consumer loop (tests)
-	cleared time.Time  // when the pause and rate checks let it through (zero: not yet)
-	rated   bool       // it took a start from Rates
+	pauseAt time.Time  // when its pause was last checked
 	span    trace.Span // the delivery's leasecron.run span; nil for a malformed message
 }
 
@@ -118,7 +117,6 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 
 	// Enqueued early (its delay rounded down to whole seconds): hold it
 	// until due. A shutdown meanwhile puts it back for another worker.
-	waits := d.env.Due.After(c.clk.Now())
 	if hold, gone := c.untilDue(stop, hctx, d); gone {
 		d.log.Info("a held message was taken by another worker; leaving it")
 		c.settle(d, OutcomeLost)
@@ -130,7 +128,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	// A wait until due ends by taking a handler slot again, which can take
 	// long while every slot is busy: a pause begun meanwhile holds it too
 	// (issue 38, seed 2949).
-	if waits && c.heldByPause(hctx, d) {
+	if c.pauseBegunSince(hctx, d) {
 		return
 	}
 
@@ -147,7 +145,6 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			defer release()
 		}
 	}
-	d.cleared = c.clk.Now()
 	if c.o.Rates != nil && !mutate.On(mutate.NoRate) {
 		wait, err := c.o.Rates.Take(hctx, env)
 		switch {
@@ -161,9 +158,12 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			c.deferMsg(hctx, d, wait, "rate limit: waiting for the budget")
 			return
 		}
-		d.rated = true
 	}
 
+	// So can a concurrency slot's or the rate budget's slow answer.
+	if c.pauseBegunSince(hctx, d) {
+		return
+	}
 	if c.o.Runs != nil && !c.claim(hctx, d) {
 		return
 	}
@@ -178,9 +178,6 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		// Unregistered since the check above.
 		herr = fmt.Errorf("%w %q", ErrNoHandler, env.Type)
 	} else if task.Payload, herr = c.fetchPayload(hctx, env); herr == nil {
-		if !c.stillClear(hctx, d) {
-			return
-		}
 		began := c.clk.Now()
 		herr, lost = c.runHandler(hctx, d, h, task, out)
 		c.timed(env, task.Attempt, began)
@@ -217,61 +214,10 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	}
 }
 
-// lateStart is how long after its pause and rate checks a delivery may
-// start its handler on them; later (a slow claim or payload fetch) it
-// checks again.
-const lateStart = 500 * time.Millisecond
-
-// stillClear checks d's pause and rate again when its handler would start
-// more than lateStart after they let it through: a pause may have begun
-// meanwhile, and the limiter counts starts from when they were taken, so
-// a start delayed longer could make more handler starts within a window
-// than the rate allows (issue 38, the simulator's seed 3174: a start
-// taken before a 9 s claim). The second rate take counts as a start too;
-// when it is slow itself, the start it recorded is as old, and the run
-// waits for a later look. When the type (or queue) is paused now, or the
-// budget spent or not readable, the claimed run goes back to wait, with
-// no attempt or snooze counted, and it reports false.
-func (c *Consumer) stillClear(hctx context.Context, d *delivery) bool {
-	late := c.clk.Now().Sub(d.cleared)
-	if d.cleared.IsZero() || late <= lateStart {
-		return true
-	}
-	for _, key := range []string{d.env.Type, QueuePauseKey(d.env.Queue)} {
-		if until, paused := c.pausedUntil(hctx, key); paused && !mutate.On(mutate.IgnorePause) {
-			d.log.Debug("paused meanwhile, seen again after a slow claim; putting the message back", "late", late)
-			if c.deferClaimed(hctx, d, c.pauseDelay(until), "paused: "+key, OutcomePaused) {
-				c.remember(d, key)
-			}
-			return false
-		}
-	}
-	if !d.rated {
-		return true
-	}
-	asked := c.clk.Now()
-	wait, err := c.o.Rates.Take(hctx, d.env)
-	switch {
-	case err == nil && wait == 0 && c.clk.Now().Sub(asked) > lateStart:
-		// The take itself was slow: the start it recorded is as old.
-		d.log.Debug("rate limit taken again too slowly after a slow claim; putting the message back", "late", late, "took", c.clk.Now().Sub(asked))
-		c.deferClaimed(hctx, d, c.deferDelay(d), "waiting for the rate limit of "+d.env.Type+": it answered slowly", OutcomeDeferred)
-		return false
-	case err != nil:
-		d.log.Warn("rate limit not checked again after a slow claim; putting the message back", "err", err, "late", late)
-		c.deferClaimed(hctx, d, c.deferDelay(d), "rate limit not checked", OutcomeDeferred)
-		return false
-	case wait > 0:
-		d.log.Debug("over its rate when taken again after a slow claim; putting the message back", "late", late, "retry_in", wait.Round(time.Millisecond))
-		c.deferClaimed(hctx, d, wait, "waiting for the rate limit of "+d.env.Type, OutcomeDeferred)
-		return false
-	}
-	return true
-}
-
 // heldByPause puts d back without an attempt, and reports true, when its
 // type or its named queue is paused fleet-wide.
 func (c *Consumer) heldByPause(hctx context.Context, d *delivery) bool {
+	d.pauseAt = c.clk.Now()
 	for _, key := range []string{d.env.Type, QueuePauseKey(d.env.Queue)} {
 		if until, paused := c.pausedUntil(hctx, key); paused && !mutate.On(mutate.IgnorePause) {
 			c.holdPaused(hctx, d, key, until)
@@ -279,6 +225,19 @@ func (c *Consumer) heldByPause(hctx context.Context, d *delivery) bool {
 		}
 	}
 	return false
+}
+
+// pauseRecheck is how long after its pause check a delivery may go on to
+// its claim on that check.
+const pauseRecheck = 500 * time.Millisecond
+
+// pauseBegunSince is heldByPause for a delivery whose pause was checked
+// more than pauseRecheck ago (it waited for a handler slot, a concurrency
+// slot or its rate budget): the check is made again before the claim, so
+// a pause begun meanwhile holds it. The state read is trusted for
+// PauseCheck, as at every check.
+func (c *Consumer) pauseBegunSince(hctx context.Context, d *delivery) bool {
+	return c.clk.Now().Sub(d.pauseAt) > pauseRecheck && c.heldByPause(hctx, d)
 }
 
 // handOff gives a delivery's handler slot back once its handler has

@@ -207,30 +207,6 @@ func (c *Consumer) deferMsg(hctx context.Context, d *delivery, delay time.Durati
 	}
 }
 
-// deferClaimed puts back a claimed delivery that must not run now, for
-// delay, without an attempt or a snooze counted: its run shows it waiting
-// until then, with why as its output, and it settles as out. It reports whether the message was
-// put back (if not, it reappears after its visibility timeout).
-func (c *Consumer) deferClaimed(hctx context.Context, d *delivery, delay time.Duration, why string, out Outcome) bool {
-	env := d.env
-	env.Dequeues = d.m.DequeueCount
-	if !c.rewrite(hctx, d, env, delay) {
-		c.settle(d, OutcomeLeft)
-		return false
-	}
-	until := c.clk.Now().Add(delay)
-	if d.claimed {
-		ctx, cancel := c.opCtx(hctx)
-		if err := c.o.Runs.Snooze(ctx, d.env.ID, until, why); err != nil {
-			d.log.Warn("recording why the task waits failed", "err", err)
-		}
-		cancel()
-	}
-	c.WakeAt(until)
-	c.settle(d, out)
-	return true
-}
-
 // misrouted puts back a message of a type this worker has no handler for,
 // without an attempt, after deferDelay (it grows with the times the
 // message was put back, up to PollMax): a worker of the pool that runs the

@@ -94,7 +94,11 @@ func (c *Consumer) refreshPauses(hctx context.Context, force bool) {
 // until the pause ends, or PauseHold for a pause without an end, and
 // remembers it so that it can be shown again as soon as the type resumes.
 func (c *Consumer) holdPaused(hctx context.Context, d *delivery, key string, until time.Time) {
-	delay := c.pauseDelay(until)
+	now := c.clk.Now()
+	delay := c.o.PauseHold
+	if !until.IsZero() {
+		delay = min(until.Sub(now), MaxVisibility)
+	}
 	env := d.env
 	env.Dequeues = d.m.DequeueCount
 	if !c.rewrite(hctx, d, env, delay) {
@@ -102,27 +106,12 @@ func (c *Consumer) holdPaused(hctx context.Context, d *delivery, key string, unt
 		return
 	}
 	d.log.Debug("type is paused; message put back", "until", until, "hidden_for", delay)
-	c.remember(d, key)
-	c.settle(d, OutcomePaused)
-}
-
-// pauseDelay is how long a message of a type paused until until is
-// hidden: until the pause ends, or PauseHold for a pause without an end.
-func (c *Consumer) pauseDelay(until time.Time) time.Duration {
-	if until.IsZero() {
-		return c.o.PauseHold
-	}
-	return min(until.Sub(c.clk.Now()), MaxVisibility)
-}
-
-// remember keeps d's message, hidden because key is paused, to show it
-// again as soon as key resumes.
-func (c *Consumer) remember(d *delivery, key string) {
 	c.pause.mu.Lock()
-	defer c.pause.mu.Unlock()
 	if len(c.pause.held) < maxHeld {
-		c.pause.held[d.m.ID] = heldMsg{typ: key, m: d.m, at: c.clk.Now()}
+		c.pause.held[d.m.ID] = heldMsg{typ: key, m: d.m, at: now}
 	}
+	c.pause.mu.Unlock()
+	c.settle(d, OutcomePaused)
 }
 
 // watchPauses runs while the consumer does: every PauseCheck, if it holds

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -242,65 +241,37 @@ func TestPauseBegunWhileAnEarlyMessageWaitsForASlotHoldsIt(t *testing.T) {
 	}
 }
 
-// A pause begun while a delivery's claim or payload fetch is slow holds it
-// too: the pause is checked again before a handler that starts more than
-// half a second after the first check, and the held message shows again
-// at once when the type resumes.
-func TestPauseBegunDuringASlowClaimHoldsIt(t *testing.T) {
+// A pause begun while a delivery waited for its rate budget (or a
+// concurrency slot) to answer holds it too: the pause is checked again
+// before the claim when the first check is more than half a second old,
+// so the run is not claimed and the message goes back as any paused one.
+func TestPauseBegunDuringASlowRateTakeHoldsIt(t *testing.T) {
 	src := &pauseSource{types: map[string]time.Time{}}
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second}, Pauses: src})
-	released := make(chan int, 10)
-	h.c.hooks.released = func(n int) { released <- n }
 	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
-	fetches := 0
-	h.c.o.Payloads = payloadFunc(func() {
-		fetches++
-		if fetches == 1 {
-			src.set("notify", time.Time{}, true)
-			h.clk.Advance(6 * time.Second)
-		}
+	h.c.o.Rates = rateFunc(func(Envelope) time.Duration {
+		src.set("notify", time.Time{}, true)
+		h.clk.Advance(6 * time.Second)
+		return 0
 	})
 	var got calls
 	h.c.Handle("notify", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
-	h.enqueue(Envelope{ID: "n1", Type: "notify", PayloadBlob: "c/n1"})
+	h.enqueue(Envelope{ID: "n1", Type: "notify"})
 	h.start()
 	h.await(OutcomePaused)
 	if got.n() != 0 {
 		t.Fatalf("the paused type's handler ran: %+v", got.tasks)
 	}
-	if _, env := h.only(h.work); env.FailedAttempts != 0 || env.Snoozes != 0 {
-		t.Fatalf("put back as %+v; want no attempt or snooze", env)
+	if _, env := h.only(h.work); env.FailedAttempts != 0 {
+		t.Fatalf("put back as %+v; want no attempt", env)
 	}
-	if r, err := rm.Get(context.Background(), "n1"); err != nil || r.State != runs.Snoozed || !strings.Contains(r.OutputTail, "paused") {
-		t.Fatalf("the held run: %+v %v; want it waiting for the pause", r, err)
-	}
-	// Resumed: the watcher shows it again at its next check, long before
-	// the hold (PauseHold, 10 minutes) would end.
-	src.set("notify", time.Time{}, false)
-	for shown := false; !shown; {
-		if h.clk.Now().Sub(t0) > time.Minute {
-			t.Fatal("the pause watcher never showed the held message again")
-		}
-		h.clk.Advance(time.Second)
-		select {
-		case n := <-released:
-			if n > 1 {
-				t.Fatalf("the watcher showed %d messages again, want 1", n)
-			}
-			shown = n == 1 // 0: a check that read the state from before the resume
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	h.await(OutcomeSucceeded)
-	if got.n() != 1 || got.tasks[0].Attempt != 1 {
-		t.Fatalf("handler calls %+v, want one first attempt after the resume", got.tasks)
+	if r, err := rm.Get(context.Background(), "n1"); err == nil {
+		t.Fatalf("the paused run was claimed: %+v", r)
 	}
 }
 
-// payloadFunc is a PayloadFetcher that calls f on each fetch.
-type payloadFunc func()
+// rateFunc is a RateLimiter from a function of the envelope.
+type rateFunc func(Envelope) time.Duration
 
-func (f payloadFunc) Get(context.Context, string) ([]byte, error) { f(); return []byte("{}"), nil }
-
-func (payloadFunc) Delete(context.Context, string) error { return nil }
+func (f rateFunc) Take(_ context.Context, env Envelope) (time.Duration, error) { return f(env), nil }

@@ -20,12 +20,7 @@ type Limiter interface {
 // the fleet: leasecron's rate rows). Take either records the start of
 // env's task and returns 0, or returns how long until its budget frees;
 // the message is then put back for that long, and the attempt is not
-// counted. A type without a rate always starts. A delivery whose claim
-// (or payload fetch) ends more than half a second after its Take calls
-// Take once more before its handler starts, so that the start the limiter
-// recorded stays within a moment of the handler's (leasecron's limiter
-// widens each window by a second for that moment); this second Take
-// counts as a start too.
+// counted. A type without a rate always starts.
 type RateLimiter interface {
 	Take(ctx context.Context, env Envelope) (wait time.Duration, err error)
 }
