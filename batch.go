@@ -133,6 +133,7 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 			return nil, err
 		}
 	}
+	since := c.o.Clock.Now()
 	if err := c.runs.AddDependents(ctx, deps); err != nil {
 		c.abandonBatch(ctx, batch, cb)
 		return nil, err
@@ -154,6 +155,9 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 		c.dropDependents(ctx, deps)
 		c.abandonBatch(ctx, batch, cb)
 		return res, err
+	}
+	if c.o.Clock.Now().Sub(since) > orphanGrace/2 {
+		watched = parentsIn(deps, states) // as scheduleAfter's
 	}
 	c.lookAgain(ctx, deps, watched)
 	if batch != "" {

@@ -211,6 +211,7 @@ func (c *Client) scheduleAfter(ctx context.Context, it Item, o *ScheduleOptions)
 		}
 	}
 	deps := dependents(it)
+	since := c.o.Clock.Now()
 	if err := c.runs.AddDependents(ctx, deps); err != nil {
 		return Item{}, err
 	}
@@ -223,6 +224,12 @@ func (c *Client) scheduleAfter(ctx context.Context, it Item, o *ScheduleOptions)
 	if err != nil {
 		c.dropDependents(ctx, deps)
 		return added, err
+	}
+	if o.Replace || c.o.Clock.Now().Sub(since) > orphanGrace/2 {
+		// A marked parent that ended before the row was written found the
+		// row it replaces, or none for longer than orphanGrace, and its
+		// end was applied to that or dropped: every parent is looked at.
+		watched = parentsIn(deps, states)
 	}
 	c.lookAgain(ctx, deps, watched)
 	return added, nil
@@ -344,14 +351,17 @@ func parentsIn(deps []runs.Dependent, states map[string]parentState) []string {
 	return order
 }
 
-// lookAgain looks once more at each watched parent, once the children's
-// rows are written, and applies the end of one that ended meanwhile —
-// perhaps before its dependency rows were there to be found. A parent
-// marked while it was still pending will say so in its message, and its
-// end will find the dependency rows written before the mark. What fails
-// here the traffic cop does, as it watches these parents.
-func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, watched []string) {
-	for _, p := range watched {
+// lookAgain looks once more at parents (the watched ones, or all of a
+// replace or of a slow schedule), once the children's rows are written,
+// and applies the end of one that ended meanwhile — perhaps before its
+// dependency rows were there to be found. A parent marked while it was
+// still pending will say so in its message, and its end will find the
+// dependency rows written before the mark, and the child's row unless
+// the write took longer than orphanGrace or replaced a row (a review of
+// seed 3152's fix). What fails here the traffic cop does for a watched
+// parent.
+func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, parents []string) {
+	for _, p := range parents {
 		st, ended, err := c.endOf(ctx, p)
 		if err != nil || !ended {
 			continue

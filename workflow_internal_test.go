@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/memstore"
+	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/shard"
 )
 
@@ -293,5 +294,49 @@ func TestChildIsWrittenOnlyOnceItsParentsEndWillBeHeardOf(t *testing.T) {
 				t.Fatalf("schedule: %v; child row: %v; dependents %v; want an error, no child row and no dependency left", err, gerr, deps)
 			}
 		})
+	}
+}
+
+// A parent that ends while a child's row is still being written (it was
+// marked first, as it is now) cannot release the child yet: its end keeps
+// the dependency and has the traffic cop watch the parent, and the cop's
+// sweep keeps watching while the child's row is missing (a review of
+// seed 3152's fix). Once the row is older than orphanGrace and still
+// missing, the dependency is dropped as an orphan and the watch goes.
+func TestParentEndingBeforeItsChildsRowIsWrittenIsWatched(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	clk := clock.NewFake(time.Now())
+	c.o.Clock = clk
+	if err := c.runs.AddDependents(ctx, []runs.Dependent{{Parent: "par", Child: "kid"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.parentEnded(ctx, "par", RunSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	watched, err := c.runs.Watched(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps, err := c.Dependents(ctx, "par")
+	if err != nil || !slices.Contains(watched, "par") || len(deps) != 1 {
+		t.Fatalf("after the parent's end: watched %v, dependents %v (%v); want the parent watched and the dependency kept", watched, deps, err)
+	}
+	// The sweep sees the parent ended (no row, no record: cancelled) and
+	// the child still missing: it keeps watching.
+	if err := c.SweepWatched(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if watched, _ = c.runs.Watched(ctx); !slices.Contains(watched, "par") {
+		t.Fatalf("the sweep stopped watching while the child's row was missing: %v", watched)
+	}
+	clk.Advance(2 * orphanGrace)
+	if err := c.SweepWatched(ctx); err != nil {
+		t.Fatal(err)
+	}
+	watched, _ = c.runs.Watched(ctx)
+	deps, _ = c.Dependents(ctx, "par")
+	if slices.Contains(watched, "par") || len(deps) != 0 {
+		t.Fatalf("past orphanGrace: watched %v, dependents %v; want the orphan dropped and the watch gone", watched, deps)
 	}
 }
