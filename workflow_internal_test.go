@@ -44,23 +44,33 @@ func contains(parts ...string) func(string) bool {
 
 func (b *beforeWrite) Do(req *http.Request) (*http.Response, error) {
 	if b.armed.Load() && req.Method != http.MethodGet {
-		text := req.URL.String()
-		if req.Body != nil {
-			body, err := io.ReadAll(req.Body)
-			if err != nil {
-				return nil, err
-			}
-			req.Body = io.NopCloser(bytes.NewReader(body))
-			text += string(body)
-		}
-		if u, err := url.QueryUnescape(text); err == nil {
-			text = u
+		text, err := writeText(req)
+		if err != nil {
+			return nil, err
 		}
 		if b.match(text) && b.armed.CompareAndSwap(true, false) {
 			b.before()
 		}
 	}
 	return b.next.Do(req)
+}
+
+// writeText is a write's URL and body, unescaped, for a matcher; the body
+// is put back to be sent.
+func writeText(req *http.Request) (string, error) {
+	text := req.URL.String()
+	if req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return "", err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		text += string(body)
+	}
+	if u, err := url.QueryUnescape(text); err == nil {
+		text = u
+	}
+	return text, nil
 }
 
 // A child that saw its parent pending and already waited for, and wrote
@@ -225,17 +235,9 @@ type failWrites struct {
 
 func (f *failWrites) Do(req *http.Request) (*http.Response, error) {
 	if f.armed.Load() && req.Method != http.MethodGet {
-		text := req.URL.String()
-		if req.Body != nil {
-			body, err := io.ReadAll(req.Body)
-			if err != nil {
-				return nil, err
-			}
-			req.Body = io.NopCloser(bytes.NewReader(body))
-			text += string(body)
-		}
-		if u, err := url.QueryUnescape(text); err == nil {
-			text = u
+		text, err := writeText(req)
+		if err != nil {
+			return nil, err
 		}
 		if f.match(text) {
 			f.failed.Add(1)
