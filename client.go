@@ -3,6 +3,8 @@ package leasecron
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -124,8 +126,28 @@ func clientOf(p parts, o ClientOptions) *Client {
 	}
 	c.dead = queue.NewDeadLetters(c.queue, rq).WithKeys(func(ctx context.Context, env queue.Envelope) error {
 		return c.sched.Retake(ctx, env.Type, env.UniqueKey, env.ID, c.holdsKey)
-	})
+	}).WithPendingCheck(c.pendingAgain)
 	return c
+}
+
+// pendingAgain refuses the requeue of env's dead task when its id has a
+// task pending now of another due time (one point read): the id was
+// scheduled again since the task died. An occurrence of a series is its
+// series' and is not looked up.
+func (c *Client) pendingAgain(ctx context.Context, env queue.Envelope) error {
+	if env.Series != "" || env.Due.IsZero() {
+		return nil
+	}
+	it, err := c.sched.Get(ctx, env.ID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case !it.Due.Truncate(100 * time.Nanosecond).Equal(env.Due.Truncate(100 * time.Nanosecond)):
+		return fmt.Errorf("%w: a task of id %s due %s is pending", leasecrontype.ErrScheduledAgain, env.ID, it.Due.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // Clock returns the client's time source.

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,4 +238,41 @@ func (c *countEnqueues) Enqueue(ctx context.Context, text string, vis time.Durat
 		c.n.Add(1)
 	}
 	return m, err
+}
+
+// A requeue asks its pending check first: a task whose id has a new task
+// pending (scheduled again since it died, not moved yet, so its run
+// record does not say so) is not requeued, and its dead letter stays
+// (issue 38, the simulator's seed 3514).
+func TestRequeueRefusedWhenTheIdIsPendingAgain(t *testing.T) {
+	h, rm, got, _ := deadHarness(t, "d1", "d2")
+	dl := NewDeadLetters(h.c.Client(), rm).WithPendingCheck(func(_ context.Context, env Envelope) error {
+		if env.ID == "d2" {
+			return fmt.Errorf("%w: a task of id d2 is pending", leasecrontype.ErrScheduledAgain)
+		}
+		return nil
+	})
+	ctx := context.Background()
+	st, err := dl.RequeueWhere(ctx, "op1", matchAll, nil, func(WhereStats) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Requeued != 1 {
+		t.Fatalf("walk: %+v, want d1 requeued and d2 not", st)
+	}
+	h.expect(OutcomeDead) // d1 fails again
+	if n := got.n(); n != 3 {
+		t.Fatalf("handler ran %d times, want 3 (d1 twice, d2 once)", n)
+	}
+	left, err := dl.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int{}
+	for _, d := range left {
+		ids[d.RunID]++
+	}
+	if ids["d2"] != 1 || ids["d1"] != 1 {
+		t.Fatalf("dead letters left %v, want d2's kept and d1's new one", ids)
+	}
 }

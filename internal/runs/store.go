@@ -434,7 +434,8 @@ const fallbackConcurrency = 8
 // not claimed since), that is, whether its message may still have to be
 // sent. A record of another scheduling of the id (another due time: the id
 // was scheduled again since this task died) is left alone, with an error
-// wrapping leasecrontype.ErrScheduledAgain, and so is a cancelled run
+// wrapping leasecrontype.ErrScheduledAgain, as is a record with a
+// scheduling of the id moved beside it (Behind), and so is a cancelled run
 // (leasecrontype.ErrRunCancelled: it was cancelled while its last attempt
 // ran).
 func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death string) (earlier, queued bool, err error) {
@@ -460,6 +461,14 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death strin
 				// record is the new task's.
 				return Run{}, false, fmt.Errorf("runs: requeue %s due %s: %w (its record is of the task due %s, %s)", id,
 					m.Due.UTC().Format(time.RFC3339), leasecrontype.ErrScheduledAgain, cur.Due.UTC().Format(time.RFC3339), cur.State)
+			}
+			if len(cur.Behind) > 0 {
+				// The id was scheduled again while this task ran, and that
+				// task was moved to the queue beside it: requeued, this
+				// one would run beside the new one (issue 38, the
+				// simulator's seed 3514).
+				return Run{}, false, fmt.Errorf("runs: requeue %s due %s: %w (the task of the id due %s was moved to the queue beside it)", id,
+					m.Due.UTC().Format(time.RFC3339), leasecrontype.ErrScheduledAgain, cur.Behind[0].UTC().Format(time.RFC3339))
 			}
 			switch cur.State {
 			case Queued, Running, Failed, Snoozed:

@@ -813,3 +813,31 @@ func TestMemCancelBehindARunCases(t *testing.T) {
 		claim(t, e, e.due(3), ErrCancelled)
 	})
 }
+
+// A dead letter of a run beside which a later scheduling of its id was
+// moved (the id scheduled again while it ran) is not requeued: the two
+// would run side by side (issue 38, the simulator's seed 3514: a bulk
+// requeue brought an always-failing task back beside its id's new task).
+func TestMemRequeueRefusedWhenTheIdWasMovedAgainBesideTheRun(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	first := e.now().Truncate(time.Second)
+	m1, m2 := Meta{Type: "a", Due: first}, Meta{Type: "a", Due: first.Add(30 * time.Second)}
+	if _, err := s.Claim(ctx, "id", "w1", 3, e.now().Add(time.Minute), m1); err != nil {
+		t.Fatal(err)
+	}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m2}}); ok[0] {
+		t.Fatal("the second scheduling was marked queued over the first run's record")
+	}
+	if err := s.Finish(ctx, "id", Dead, errors.New("gave up"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.MarkRequeued(ctx, "id", m1, "m1-3"); !errors.Is(err, leasecrontype.ErrScheduledAgain) {
+		t.Fatalf("MarkRequeued of the dead run with a scheduling moved beside it: %v; want ErrScheduledAgain", err)
+	}
+	// The second scheduling still runs.
+	if _, err := s.Claim(ctx, "id", "w2", 1, e.now().Add(time.Minute), m2); err != nil {
+		t.Fatalf("the second scheduling's claim after the refused requeue: %v", err)
+	}
+}
