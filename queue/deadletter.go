@@ -243,7 +243,11 @@ func (dl *DeadLetters) requeueFrom(ctx context.Context, d DeadLetter, op string,
 		return err
 	}
 	*sent = true
-	if err := dl.c.poison.Delete(ctx, d.Poison); err != nil {
+	// Gone: removed already (the SDK tried again a delete whose first
+	// answer was lost; issue 38, seed 3827), or taken by a walk meanwhile,
+	// which with run records finds its death requeued before and only
+	// removes it.
+	if err := dl.c.poison.Delete(ctx, d.Poison); err != nil && !errors.Is(err, ErrMessageGone) {
 		return fmt.Errorf("queue: requeue %s: remove dead letter: %w", d.ID(), err)
 	}
 	dl.log.Info("requeued a dead letter", "task_id", env.ID, "type", env.Type)

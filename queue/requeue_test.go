@@ -20,8 +20,8 @@ import (
 // the request was carried out (a lost response).
 type failOnce struct {
 	MessageQueue
-	mu                 sync.Mutex
-	enqueue, del, lost int
+	mu                       sync.Mutex
+	enqueue, del, lost, gone int // gone: deletes carried out that answer ErrMessageGone
 }
 
 func (f *failOnce) Enqueue(ctx context.Context, text string, vis time.Duration) (Message, error) {
@@ -37,6 +37,14 @@ func (f *failOnce) Enqueue(ctx context.Context, text string, vis time.Duration) 
 
 func (f *failOnce) Delete(ctx context.Context, m Message) error {
 	f.mu.Lock()
+	if f.gone > 0 {
+		f.gone--
+		f.mu.Unlock()
+		if err := f.MessageQueue.Delete(ctx, m); err != nil {
+			return err
+		}
+		return fmt.Errorf("delete: retried after a lost answer: %w", ErrMessageGone)
+	}
 	fail, lost := f.del > 0, f.del <= 0 && f.lost > 0
 	f.del--
 	if !fail {
@@ -274,5 +282,27 @@ func TestRequeueRefusedWhenTheIdIsPendingAgain(t *testing.T) {
 	}
 	if ids["d2"] != 1 || ids["d1"] != 1 {
 		t.Fatalf("dead letters left %v, want d2's kept and d1's new one", ids)
+	}
+}
+
+// A requeue by id whose removal of the dead letter finds it gone (the
+// SDK's retry of a delete whose first answer was lost) has requeued the
+// task: it answers success, as a bulk requeue's try does (issue 38, the
+// simulator's seed 3827: `requeue-dead` answered an error although the
+// task had been sent and ran).
+func TestRequeueByIDWhoseRemovalFindsItGoneSucceeds(t *testing.T) {
+	h, rm, got, failing := deadHarness(t, "x")
+	failing(false)
+	poison := &failOnce{MessageQueue: h.poison, gone: 1}
+	dl := NewDeadLetters(NewClientWith(h.work, poison, ClientOptions{Clock: h.clk}), rm)
+	if err := dl.Requeue(context.Background(), "x"); err != nil {
+		t.Fatalf("Requeue: %v; want success, the task was sent and its dead letter is gone", err)
+	}
+	h.expect(OutcomeSucceeded)
+	if n := len(h.poison.all()); n != 0 {
+		t.Fatalf("%d dead letters left", n)
+	}
+	if n := got.n(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2", n)
 	}
 }
