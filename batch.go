@@ -156,10 +156,7 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 		c.abandonBatch(ctx, batch, cb)
 		return res, err
 	}
-	if c.o.Clock.Now().Sub(since) > orphanGrace/2 {
-		watched = parentsIn(deps, states) // as scheduleAfter's
-	}
-	c.lookAgain(ctx, deps, watched)
+	c.lookAgain(ctx, deps, states, watched, since, false)
 	if batch != "" {
 		if serr := c.sealBatch(ctx, batch, written); serr != nil {
 			return res, errors.Join(err, serr)

@@ -225,13 +225,7 @@ func (c *Client) scheduleAfter(ctx context.Context, it Item, o *ScheduleOptions)
 		c.dropDependents(ctx, deps)
 		return added, err
 	}
-	if o.Replace || c.o.Clock.Now().Sub(since) > orphanGrace/2 {
-		// A marked parent that ended before the row was written found the
-		// row it replaces, or none for longer than orphanGrace, and its
-		// end was applied to that or dropped: every parent is looked at.
-		watched = parentsIn(deps, states)
-	}
-	c.lookAgain(ctx, deps, watched)
+	c.lookAgain(ctx, deps, states, watched, since, o.Replace)
 	return added, nil
 }
 
@@ -351,16 +345,21 @@ func parentsIn(deps []runs.Dependent, states map[string]parentState) []string {
 	return order
 }
 
-// lookAgain looks once more at parents (the watched ones, or all of a
-// replace or of a slow schedule), once the children's rows are written,
-// and applies the end of one that ended meanwhile — perhaps before its
-// dependency rows were there to be found. A parent marked while it was
-// still pending will say so in its message, and its end will find the
-// dependency rows written before the mark, and the child's row unless
-// the write took longer than orphanGrace or replaced a row (a review of
-// seed 3152's fix). What fails here the traffic cop does for a watched
-// parent.
-func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, parents []string) {
+// lookAgain looks once more at the watched parents, once the children's
+// rows are written (their dependencies written since since), and applies
+// the end of one that ended meanwhile — perhaps before its dependency
+// rows were there to be found. A parent marked while it was still pending
+// will say so in its message, and its end will find the dependency rows
+// written before the mark, and the child's row — unless the row replaced
+// another (replaced), which that end found instead, or the write took
+// longer than orphanGrace, after which the end dropped the dependency as
+// an orphan: then every parent is looked at (a review of seed 3152's
+// fix). What fails here the traffic cop does for a watched parent.
+func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states map[string]parentState, watched []string, since time.Time, replaced bool) {
+	parents := watched
+	if replaced || c.o.Clock.Now().Sub(since) > orphanGrace/2 {
+		parents = parentsIn(deps, states)
+	}
 	for _, p := range parents {
 		st, ended, err := c.endOf(ctx, p)
 		if err != nil || !ended {
