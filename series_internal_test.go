@@ -560,3 +560,59 @@ func TestDisableThatCannotReachMovedOccurrencesFails(t *testing.T) {
 		t.Fatalf("the moved occurrence after the second disable: %q, %v; want cancelled", st.State(), err)
 	}
 }
+
+// A parent whose replacement was moved to the queue beside its running
+// run has not ended when that run ends: a child scheduled to wait for it
+// after the replace waits for the replacement (issue 38, seed 3764: the
+// child was released by the end of the run the replacement waited
+// behind). Once the replacement's run ends, so has the parent.
+func TestParentWithAReplacementQueuedBesideItsRunHasNotEnded(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	first, second := now.Add(-time.Minute), now.Add(-10*time.Second)
+	// The mover's move: the scheduling recorded queued (the second noted
+	// beside the first's run, which the record goes on describing), then
+	// its row removed.
+	move := func(due time.Time, describes bool) {
+		t.Helper()
+		if ok := c.runs.MarkQueued(ctx, []runs.Mark{{ID: "parent", Meta: runs.Meta{Type: "t", Due: due}}}); ok[0] != describes {
+			t.Fatalf("the move of the scheduling due %v: recorded as the record's run %v, want %v", due, ok[0], describes)
+		}
+		if _, err := c.sched.Cancel(ctx, "parent"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Schedule(ctx, Item{ID: "parent", Type: "t", Due: first}, nil); err != nil {
+		t.Fatal(err)
+	}
+	move(first, true)
+	if _, err := c.runs.Claim(ctx, "parent", "w1", 1, now.Add(time.Minute), runs.Meta{Type: "t", Due: first}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Schedule(ctx, Item{ID: "parent", Type: "t", Due: second}, &ScheduleOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	move(second, false)
+	if err := c.runs.Finish(ctx, "parent", runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, ended, err := c.endOf(ctx, "parent"); err != nil || ended {
+		t.Fatalf("the parent after its first run ended, its replacement queued: ended %v, %v; want not ended", ended, err)
+	}
+	if _, err := c.Schedule(ctx, Item{ID: "child", Type: "t", Due: now, After: []string{"parent"}, AfterAny: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := c.sched.Get(ctx, "child"); err != nil || !it.Waiting {
+		t.Fatalf("the child: %+v, %v; want it waiting for the replacement", it, err)
+	}
+	if _, err := c.runs.Claim(ctx, "parent", "w2", 1, now.Add(time.Minute), runs.Meta{Type: "t", Due: second}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, "parent", runs.Dead, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if st, ended, err := c.endOf(ctx, "parent"); err != nil || !ended || st != RunDead {
+		t.Fatalf("the parent after its replacement's run ended: %q, ended %v, %v; want dead, ended", st, ended, err)
+	}
+}

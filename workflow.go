@@ -96,7 +96,7 @@ func (c *Client) parentState(ctx context.Context, child, p string) (parentState,
 		return parentState{}, fmt.Errorf("%w: task %s: unknown parent %s: no pending task or run record has that id", ErrInvalidTask, child, p)
 	case err != nil:
 		return parentState{}, fmt.Errorf("task %s: look up parent %s: %w", child, p, err)
-	case r.State.Finished():
+	case r.EndOfID(now):
 		return parentState{ended: r.State}, nil
 	}
 	return parentState{sent: true}, nil
@@ -615,11 +615,12 @@ func (c *Client) SweepWatched(ctx context.Context) error {
 // rescheduled): the pending task has not ended (issue 38, seed 1077: a
 // child of an id scheduled again was released by the earlier run's
 // success). That costs one more read, of the pending row, for a finished
-// record.
+// record. Nor has a finished record with another scheduling of the id
+// moved beside it and not started (runs.Run.EndOfID; seed 3764).
 func (c *Client) endOf(ctx context.Context, id string) (RunState, bool, error) {
 	r, err := c.runs.Get(ctx, id)
 	switch {
-	case err == nil && !r.State.Finished():
+	case err == nil && !r.EndOfID(c.o.Clock.Now()):
 		return r.State, false, nil
 	case err == nil:
 		it, gerr := c.sched.Get(ctx, id)
@@ -643,7 +644,7 @@ func (c *Client) endOf(ctx context.Context, id string) (RunState, bool, error) {
 	// at the record tells.
 	switch r, err := c.runs.Get(ctx, id); {
 	case err == nil:
-		return r.State, r.State.Finished(), nil
+		return r.State, r.EndOfID(c.o.Clock.Now()), nil
 	case !errors.Is(err, runs.ErrNotFound):
 		return "", false, err
 	}

@@ -115,3 +115,22 @@ func (r *Run) cancelBehind() bool {
 	r.Behind = nil
 	return true
 }
+
+// BehindWait bounds how long after a run ended a scheduling of its id
+// moved beside it (Behind) is still expected to start: past it, the entry
+// is taken as one whose message is gone (purged, or set aside unclaimed),
+// so that what waits for the id is not held for good.
+const BehindWait = time.Hour
+
+// EndOfID reports whether r's end is the end of its id as of now: r has
+// finished and no other scheduling of the id waits beside it to start.
+// A task waiting for the id (after or after-any) waits for that one
+// instead — it was scheduled after the run began, as a replace or a
+// schedule of the same id (issue 38, seed 3764: a child was released by
+// the end of the run its parent's replacement waited behind).
+func (r *Run) EndOfID(now time.Time) bool {
+	if !r.State.Finished() {
+		return false
+	}
+	return len(r.Behind) == 0 || r.Finished.IsZero() || now.Sub(r.Finished) > BehindWait
+}
