@@ -270,6 +270,37 @@ func workerConfigCase(r *run, input, yaml string, words ...string) badCase {
 		[]string{"LEASECRON_CONFIG=" + file}, 1, []string{"worker"}, words...)
 }
 
+// misroutedCase schedules a task of a type no worker has a handler for: it
+// goes back to the queue without using an attempt, again and again, for
+// a worker that has the handler (README, worker pools), and the workers
+// count it misrouted. It never runs and never dies.
+func misroutedCase(r *run, it leasecron.Item) badCase {
+	return badCase{input: "task of a type no worker handles",
+		expected: "put back without using an attempt, counted misrouted; never run, never set aside",
+		send: func(ctx context.Context) (string, bool, bool) {
+			if _, err := r.cl.Schedule(ctx, it, nil); err != nil {
+				return "could not schedule: " + err.Error(), false, true
+			}
+			return "scheduled", false, false
+		},
+		observe: func(ctx context.Context) (string, bool, bool) {
+			st, err := r.cl.Status(ctx, it.ID)
+			if err != nil {
+				return "status: " + err.Error(), false, false
+			}
+			if st.Run != nil && (st.Run.Attempts > 0 || st.Run.State.Finished()) {
+				return fmt.Sprintf("%s after %d attempts: %s", st.Run.State, st.Run.Attempts, st.Run.LastError), false, true
+			}
+			s, err := r.cl.Stats(ctx)
+			if err != nil || s.Counters == nil {
+				return fmt.Sprintf("state %s; counters: %v", st.State(), err), false, false
+			}
+			n := s.Counters.ByType[it.Type].Misrouted
+			obs := fmt.Sprintf("state %s, no attempt; misrouted %d times (counters flushed so far)", st.State(), n)
+			return obs, n > 0, n > 0
+		}}
+}
+
 // runCase schedules a task through the API and waits for its run to reach
 // a final state, then checks it.
 func runCase(r *run, input, expected string, it leasecron.Item, check func(leasecron.Status) (string, bool)) badCase {
@@ -349,12 +380,7 @@ func badCases(t *testing.T, r *run) []badCase {
 			}
 			return fmt.Sprintf("%s; ran %d time(s)", obs, n), ok && n == 1
 		}),
-		runCase(r, "task of a type no worker handles", "failed attempts, then set aside (dead) with \"no handler for type\"",
-			leasecron.Item{ID: "unknown-type-1", Type: "nosuchtype", MaxAttempts: 2, Due: time.Now()},
-			func(st leasecron.Status) (string, bool) {
-				return fmt.Sprintf("%s after %d attempts: %s", st.Run.State, st.Run.Attempts, st.Run.LastError),
-					st.Run.State == "dead" && strings.Contains(st.Run.LastError, "no handler for type")
-			}),
+		misroutedCase(r, leasecron.Item{ID: "unknown-type-1", Type: "nosuchtype", MaxAttempts: 2, Due: time.Now()}),
 		rowCase(r, "row inserted directly with Message as a number", "set aside to the poison queue with the reason; row removed",
 			ticks(0)+"_rownum", map[string]any{"Message": 42, "Type": "rec"}, "malformed row", "Message"),
 		rowCase(r, "row inserted directly without a Message property", "set aside with the reason",
