@@ -928,9 +928,7 @@ func (c *checker) handler(p *proc) leasecron.Handler {
 			return fmt.Errorf("sim: payload %q: %w", task.Payload, err)
 		}
 		ev := c.started(p, task, pl)
-		if err := p.waitUnpaused(ctx); err != nil {
-			return err
-		}
+		p.waitUnpaused(ctx)
 		b := pl.B
 		if b.Progress {
 			_ = leasecron.Progress(ctx, 50, "half way")
@@ -945,7 +943,7 @@ func (c *checker) handler(p *proc) leasecron.Handler {
 			case <-t.C:
 			}
 		}
-		_ = p.waitUnpaused(ctx)
+		p.waitUnpaused(ctx)
 		if p.killed() {
 			c.ended(ev, "killed")
 			return errKilled

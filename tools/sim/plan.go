@@ -225,11 +225,90 @@ func Plan(seed int64) *Scenario {
 	}
 	p.faults()
 	p.ops()
+	p.episode()
 	slices.SortStableFunc(p.sc.Ops, func(a, b Op) int { return int(a.At - b.At) })
 	return p.sc
 }
 
 func workerName(i int) string { return fmt.Sprintf("w%d", i) }
+
+// MoverTarget, as a freeze's worker, is the next worker to send a
+// mover's commit: it is frozen with that request in hand.
+const MoverTarget = "@mover"
+
+// episode plans, in three seeds of five, a few operations aimed at a
+// meeting of features the random stream reaches too seldom for the fixed
+// seeds to show that the checker sees it broken (make sim-mutants):
+//
+//   - a key asked for again while its task waits between attempts (a
+//     snooze or a retry's backoff): two live tasks would hold it if the
+//     key were freed by the wait;
+//   - a bulk requeue of many dead letters of tasks that die again at
+//     once: the walk meets their new dead letters, which it must keep;
+//   - the mover frozen past its lease in the middle of a burst of due
+//     tasks: it sends the commit it had in hand after its successor
+//     committed, which the fence must refuse.
+//
+// They come after the random stream and draw from their own, so the rest
+// of a seed's plan is what it was without them.
+func (p *planner) episode() {
+	c := &p.sc.Config
+	r := rand.New(rand.NewPCG(uint64(c.Seed), 0xe915)) //nolint:gosec // a simulation's plan, not a secret
+	at := 20*time.Second + time.Duration(r.Int64N(int64(c.Active-80*time.Second)))
+	cl := r.IntN(2)
+	switch c.Seed % 5 {
+	case 1:
+		key := fmt.Sprintf("ke%d", c.Seed)
+		first := &TaskSpec{ID: p.newID("t"), Type: TypePlain, Unique: &UniqueSpec{Key: key}}
+		if r.IntN(2) == 0 {
+			first.Behaviour = Behaviour{Snooze: 10 * time.Second, Snoozes: 2}
+		} else {
+			first.Behaviour, first.MaxAttempts = Behaviour{Fail: 3}, 4 // backoffs of about 2, 4 and 8 s
+		}
+		p.oneOffs = append(p.oneOffs, first.ID)
+		p.spec[first.ID] = first
+		p.add(Op{At: at, Kind: OpSchedule, Client: cl, Task: first.ID, Spec: first})
+		for d := time.Second; d <= 20*time.Second; d += 1500 * time.Millisecond {
+			again := &TaskSpec{ID: p.newID("t"), Type: TypePlain, Unique: &UniqueSpec{Key: key}}
+			p.oneOffs = append(p.oneOffs, again.ID)
+			p.spec[again.ID] = again
+			p.add(Op{At: at + d, Kind: OpSchedule, Client: r.IntN(2), Task: again.ID, Spec: again})
+		}
+	case 2:
+		op := Op{At: at, Kind: OpMany, Client: cl}
+		for range 150 {
+			s := TaskSpec{ID: p.newID("t"), Type: TypePlain, MaxAttempts: 1, Behaviour: Behaviour{Fail: -1}}
+			p.oneOffs = append(p.oneOffs, s.ID)
+			p.dead = append(p.dead, s.ID)
+			p.spec[s.ID] = &s
+			op.Many = append(op.Many, s)
+		}
+		p.add(op)
+		p.add(Op{At: at + time.Minute, Kind: OpBulk, Client: r.IntN(2), Bulk: "requeue-dead", Type: TypePlain})
+	case 3:
+		op := Op{At: at, Kind: OpMany, Client: cl}
+		for i := range 200 {
+			s := TaskSpec{ID: p.newID("t"), Type: TypePlain, Due: 10*time.Second + time.Duration(i)*20*time.Millisecond}
+			p.oneOffs = append(p.oneOffs, s.ID)
+			p.spec[s.ID] = &s
+			op.Many = append(op.Many, s)
+		}
+		p.add(op)
+		// Past the lease and the next worker's poll for it (15 s and 3 s
+		// fast, 60 s and 15 s by default).
+		freeze := 30 * time.Second
+		if !c.Fast {
+			freeze = 100 * time.Second
+		}
+		p.add(Op{At: at + time.Second, Kind: OpFreeze, Worker: MoverTarget, Dur: freeze})
+		if len(p.workers) < 6 {
+			// A worker joins, so that one is there to take over.
+			w := workerName(len(p.workers) + 1)
+			p.workers[w] = true
+			p.add(Op{At: at, Kind: OpStart, Worker: w})
+		}
+	}
+}
 
 func (p *planner) pick(s []string) string { return s[p.r.IntN(len(s))] }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -93,14 +94,22 @@ func service(host string) string {
 }
 
 // Do implements policy.Transporter.
-func (f *faultTransport) Do(req *http.Request) (*http.Response, error) {
+func (f *faultTransport) Do(req *http.Request) (resp *http.Response, err error) {
 	p := f.p
 	if p.killed() {
 		return nil, errKilled
 	}
 	ctx := req.Context()
-	if err := p.waitUnpaused(ctx); err != nil {
-		return nil, err
+	if p.kind == "worker" && f.w.hold.armed() {
+		if served := f.w.hold.commit(f.w, p, req); served != nil {
+			defer func() { served(resp, err) }()
+		}
+	}
+	if p.waitUnpaused(ctx) {
+		// Sent as it was when the process stopped: the service serves it
+		// though its sender has given up on it.
+		req = req.WithContext(context.WithoutCancel(ctx))
+		ctx = req.Context()
 	}
 	if p.killed() {
 		return nil, errKilled
@@ -133,7 +142,7 @@ func (f *faultTransport) Do(req *http.Request) (*http.Response, error) {
 			return nil, errKilled
 		}
 	}
-	resp, err := f.next.Do(req)
+	resp, err = f.next.Do(req)
 	if err != nil {
 		return resp, err
 	}
@@ -200,6 +209,85 @@ func errorResponse(req *http.Request, svc string, status int, code string) *http
 	}
 }
 
+// commitHold is the adversary of the fence: armed, it freezes the next
+// worker that sends a mover's commit (a transaction that writes a shard's
+// fence row), with that request in hand, until another worker sends a
+// commit to the same shard — by then its lease has passed and the other
+// worker has taken the shard's fence — or for at most the freeze's
+// length. The held commit is then served first: a deposed mover's late
+// write, which the fence must refuse.
+type commitHold struct {
+	mu    sync.Mutex
+	max   time.Duration // armed: freeze the next commit for at most this
+	held  *proc
+	shard string
+	sent  chan struct{} // closed once the held commit was served
+}
+
+func (h *commitHold) arm(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == nil {
+		h.max = d
+	}
+}
+
+func (h *commitHold) armed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.max > 0 || h.held != nil
+}
+
+// fenceShardRE finds the shard of a transaction's fence row.
+var fenceShardRE = regexp.MustCompile(`PartitionKey='([^']*)',RowKey='` + regexp.QuoteMeta(fenceRow) + `'`)
+
+// commit is called before p's request req goes out. When req is the
+// commit to hold, it freezes p and returns what to call once the request
+// was served; when it is another worker's commit to the held shard, it
+// lets the held one go out and waits until it was served.
+func (h *commitHold) commit(w *World, p *proc, req *http.Request) (served func(*http.Response, error)) {
+	if !strings.HasSuffix(req.URL.Path, "$batch") {
+		return nil
+	}
+	m := fenceShardRE.FindStringSubmatch(bodyText(req))
+	if m == nil {
+		return nil
+	}
+	h.mu.Lock()
+	switch {
+	case h.held == nil && h.max > 0:
+		d := h.max
+		h.held, h.shard, h.sent, h.max = p, m[1], make(chan struct{}), 0
+		h.mu.Unlock()
+		w.chk.note(p, "frozen")
+		w.logs.add(fmt.Sprintf("%s  %s frozen with its commit to shard %s in hand", w.elapsed().Truncate(time.Millisecond), p.id, m[1]))
+		p.freeze(d)
+		return func(resp *http.Response, err error) {
+			answer := fmt.Sprint(err)
+			if resp != nil {
+				answer = resp.Status
+			}
+			w.logs.add(fmt.Sprintf("%s  %s's held commit to shard %s answered: %s", w.elapsed().Truncate(time.Millisecond), p.id, m[1], answer))
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			close(h.sent)
+			h.held = nil
+		}
+	case h.held != nil && h.held != p && h.shard == m[1]:
+		held, sent := h.held, h.sent
+		h.mu.Unlock()
+		w.logs.add(fmt.Sprintf("%s  %s commits to shard %s: %s's commit goes first", w.elapsed().Truncate(time.Millisecond), p.id, m[1], held.id))
+		held.thaw()
+		select {
+		case <-sent:
+		case <-time.After(time.Minute): // (the held process's request is stuck elsewhere)
+		}
+		return nil
+	}
+	h.mu.Unlock()
+	return nil
+}
+
 // rowKeyRE finds the rows a Table request names.
 var rowKeyRE = regexp.MustCompile(`RowKey='([^']*)'`)
 
@@ -221,6 +309,26 @@ func taskOfRow(rk string) (string, bool) {
 	return "", false
 }
 
+// bodyText is req's body, unescaped, read through GetBody (which leaves
+// the body rewound as it found it); "" when it cannot be read again.
+func bodyText(req *http.Request) string {
+	if req.GetBody == nil {
+		return ""
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(body)
+	// The SDK's GetBody rewinds the request's own body and returns it:
+	// rewind it again for the send.
+	_, _ = req.GetBody()
+	if t, err := url.PathUnescape(string(b)); err == nil {
+		return t
+	}
+	return string(b)
+}
+
 // tasksNamed returns the ids of the tasks whose rows a Table request reads
 // or writes (its run record, its schedule row: a claim, and the check of
 // an early-sent message against its row): in its URL, or in the body of a
@@ -231,18 +339,8 @@ func tasksNamed(svc string, req *http.Request) []string {
 		return nil
 	}
 	text, _ := url.PathUnescape(req.URL.Path)
-	if strings.HasSuffix(req.URL.Path, "$batch") && req.GetBody != nil {
-		if body, err := req.GetBody(); err == nil {
-			b, _ := io.ReadAll(body)
-			// The SDK's GetBody rewinds the request's own body and
-			// returns it: rewind it again for the send.
-			_, _ = req.GetBody()
-			if t, err := url.PathUnescape(string(b)); err == nil {
-				text += t
-			} else {
-				text += string(b)
-			}
-		}
+	if strings.HasSuffix(req.URL.Path, "$batch") {
+		text += bodyText(req)
 	}
 	var ids []string
 	for _, m := range rowKeyRE.FindAllStringSubmatch(text, -1) {

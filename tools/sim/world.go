@@ -38,6 +38,7 @@ type World struct {
 
 	rootCtx  context.Context
 	progress atomic.Int64 // virtual time elapsed, for the watchdog
+	hold     commitHold   // OpFreeze of MoverTarget
 
 	mu      sync.Mutex
 	workers map[string]*proc // the current incarnation of each worker
@@ -262,6 +263,10 @@ func (w *World) do(op *Op) {
 			w.lastDown = w.elapsed()
 		}
 	case OpFreeze:
+		if op.Worker == MoverTarget {
+			w.hold.arm(op.Dur)
+			return
+		}
 		if p := w.worker(op.Worker); p != nil {
 			w.chk.note(p, "frozen")
 			p.freeze(op.Dur)
@@ -435,23 +440,23 @@ func (p *proc) killed() bool {
 	return p.dead
 }
 
-// waitUnpaused blocks while p is frozen.
-func (p *proc) waitUnpaused(ctx context.Context) error {
+// waitUnpaused blocks while p is frozen. It reports whether the request's
+// context ended meanwhile: the process was frozen with the request in
+// hand, and it goes out when the process runs again, whatever its
+// deadline said (a stale write arriving late is what fences are for).
+func (p *proc) waitUnpaused(ctx context.Context) (late bool) {
 	p.mu.Lock()
 	f := p.frozen
 	p.mu.Unlock()
 	if f == nil {
-		return nil
+		return false
 	}
 	select {
 	case <-f:
-		return nil
+		return false
 	case <-ctx.Done():
-		// The process was frozen with the request in hand: it goes out
-		// when the process runs again, whatever its deadline said (a
-		// stale write arriving late is what fences are for).
 		<-f
-		return nil
+		return true
 	}
 }
 
@@ -749,9 +754,9 @@ func (w *World) traceCommit(c memstore.Commit) {
 	for _, r := range c.Rows {
 		if traceRe != nil && traceRe.MatchString(c.Partition+"/"+r.RowKey) || traceRe == nil && strings.Contains(r.RowKey, traceRow) {
 			// Called under the service's lock: the ring takes its own.
-			w.logs.add(fmt.Sprintf("%s  commit %s/%s/%s deleted=%v State=%v Due=%v Token=%v Worker=%v Attempts=%v",
+			w.logs.add(fmt.Sprintf("%s  commit %s/%s/%s deleted=%v State=%v Due=%v Token=%v Worker=%v Attempts=%v Generation=%v",
 				w.elapsed().Truncate(time.Millisecond), c.Table, c.Partition, r.RowKey, r.Deleted,
-				r.Props["State"], r.Props["Due"], r.Props["Token"], r.Props["Worker"], r.Props["Attempts"]))
+				r.Props["State"], r.Props["Due"], r.Props["Token"], r.Props["Worker"], r.Props["Attempts"], r.Props["Generation"]))
 		}
 	}
 }
