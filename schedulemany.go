@@ -102,9 +102,11 @@ func (c *Client) scheduleMany(ctx context.Context, items []Item, o ScheduleManyO
 		}
 		// Sent before it could be taken back: a cancelled record makes
 		// the worker that receives it acknowledge it without running.
-		if cerr := c.runs.CancelPending(ctx, r.Item.ID, runs.Meta{Type: r.Item.Type, Due: r.Item.Due}); cerr != nil {
+		unfinished, cerr := c.runs.CancelPending(ctx, r.Item.ID, runs.Meta{Type: r.Item.Type, Due: r.Item.Due})
+		if cerr != nil {
 			c.o.Logger.Warn("run of a rolled-back task not marked cancelled", "task_id", r.Item.ID, "err", cerr)
 		}
+		c.cancelledFlow(ctx, unfinished)
 	}
 	return out, err
 }

@@ -310,7 +310,7 @@ func TestStatusOfAnIdScheduledAgainIgnoresTheEarlierRun(t *testing.T) {
 	ctx := context.Background()
 	c := memClient(t)
 	now := time.Now().UTC().Truncate(time.Second)
-	if err := c.runs.CancelPending(ctx, "x", runs.Meta{Type: "t", Due: now.Add(-time.Minute)}); err != nil {
+	if _, err := c.runs.CancelPending(ctx, "x", runs.Meta{Type: "t", Due: now.Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	due := now.Add(30 * time.Second)
@@ -358,6 +358,40 @@ func TestCancelOfAMovedMemberCountsForItsBatch(t *testing.T) {
 	}
 	if st, err := c.Status(ctx, "done"); err != nil || st.State() == StateWaiting {
 		t.Fatalf("the callback after the batch completed: %q, %v; want it released", st.State(), err)
+	}
+}
+
+// A cancel of an id pending again while an earlier scheduling of it — a
+// batch member — waits in the queue cancels that run too, as the README
+// says, and its batch hears of it at once (issue 38, seed 4055: the member
+// was held by a pause, a bulk cancel-pending reached the id's new task,
+// and the batch's callback waited for good).
+func TestCancelOfAnIdPendingAgainCountsItsQueuedMemberForItsBatch(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	if _, err := c.ScheduleMany(ctx, []Item{{ID: "m1", Type: "t", Due: now}}, ScheduleManyOptions{Batch: "bz", OnComplete: &Item{ID: "done", Type: "t", Due: now}}); err != nil {
+		t.Fatal(err)
+	}
+	// Moved: recorded queued, its row gone; its message waits in the queue.
+	if ok := c.runs.MarkQueued(ctx, []runs.Mark{{ID: "m1", Meta: runs.Meta{Type: "t", Due: now, Batch: "bz"}}}); !ok[0] {
+		t.Fatal("the member's mark failed")
+	}
+	if _, err := c.sched.Cancel(ctx, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	// The id scheduled again, apart from the batch.
+	if _, err := c.Schedule(ctx, Item{ID: "m1", Type: "t", Due: now.Add(time.Hour)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Cancel(ctx, "m1"); err != nil || !res.Removed {
+		t.Fatalf("cancel of the pending task: %+v, %v", res, err)
+	}
+	if r, err := c.runs.Get(ctx, "m1"); err != nil || r.State != runs.Cancelled || !r.Due.Equal(now) {
+		t.Fatalf("the member's run after the cancel: %+v, %v; want it cancelled", r.Run, err)
+	}
+	if b, err := c.runs.GetBatch(ctx, "bz"); err != nil || b.Cancelled != 1 || !b.Complete() {
+		t.Fatalf("batch after the cancel: %+v, %v; want it complete with one cancelled", b, err)
 	}
 }
 

@@ -55,7 +55,9 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	var rerr error
 	var marked runs.Run
 	if res.Removed && it.Recurrence == "" {
-		rerr = c.runs.CancelPending(ctx, id, runs.Meta{Type: it.Type, Due: it.Due})
+		var unfinished runs.Run
+		unfinished, rerr = c.runs.CancelPending(ctx, id, runs.Meta{Type: it.Type, Due: it.Due})
+		c.cancelledFlow(ctx, unfinished)
 	} else {
 		marked, rerr = c.runs.Cancel(ctx, id)
 	}
@@ -99,6 +101,9 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 // worker's own report later changes nothing. A failure is logged: the
 // worker's report remains.
 func (c *Client) cancelledFlow(ctx context.Context, r runs.Run) {
+	if r.ID == "" {
+		return // none
+	}
 	member := false
 	if r.Batch != "" {
 		// A callback carries its batch too; only a member counts.

@@ -542,9 +542,11 @@ func (c *Client) cancelWaitedFor(ctx context.Context, it Item) error {
 	if c.runs == nil || !(it.Waiters || (it.Batch != "" && !it.Callback)) {
 		return nil
 	}
-	if err := c.runs.CancelPending(ctx, it.ID, runs.Meta{Type: it.Type, Due: it.Due}); err != nil {
+	unfinished, err := c.runs.CancelPending(ctx, it.ID, runs.Meta{Type: it.Type, Due: it.Due})
+	if err != nil {
 		return err
 	}
+	c.cancelledFlow(ctx, unfinished)
 	return c.endedFlow(ctx, it, RunCancelled)
 }
 

@@ -826,18 +826,28 @@ func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 
 // CancelPending records that a task was cancelled before the mover sent it
 // (its pending row was removed): a cancelled record replaces any earlier,
-// finished run of the id, and a run the mover sent meanwhile is cancelled.
+// finished run of the id, and a run that has not finished — the mover sent
+// the task meanwhile, or an earlier scheduling of the id is still queued
+// or running — is cancelled, and returned (ID "" when there was none), so
+// that the caller tells that run's batch and the tasks waiting for it
+// (issue 38, seed 4055: a batch member queued behind a pause was
+// cancelled with the id's pending task, and its batch never heard).
 // A finished run of the task itself (m's due time) is left as it is, with
 // ErrAlreadyFinished, unless it is cancelled already (a cancel tried again
 // after its answer was lost succeeds).
-func (s *Store) CancelPending(ctx context.Context, id string, m Meta) error {
+func (s *Store) CancelPending(ctx context.Context, id string, m Meta) (Run, error) {
 	if err := validateID(id); err != nil {
-		return err
+		return Run{}, err
 	}
 	now := s.now()
-	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+	var unfinished Run
+	err := s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		unfinished = Run{}
 		if cur != nil && !cur.State.Finished() {
 			next, err := applyCancel(*cur, now)
+			if err == nil {
+				unfinished = next
+			}
 			return next, err == nil, nil
 		}
 		if cur != nil && !m.Due.IsZero() && !otherDue(cur, m) {
@@ -855,6 +865,10 @@ func (s *Store) CancelPending(ctx context.Context, id string, m Meta) error {
 		next.cancelBehind()
 		return next, true, nil
 	})
+	if err != nil {
+		return Run{}, err
+	}
+	return unfinished, nil
 }
 
 // CancelUnstarted records the run id cancelled unless it has started: a

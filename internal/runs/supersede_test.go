@@ -437,7 +437,7 @@ func TestMemCancelPendingIsIdempotent(t *testing.T) {
 	due := e.now().Truncate(time.Second)
 	m := Meta{Type: "email", Due: due}
 	for range 2 {
-		if err := e.s.CancelPending(ctx, "c", m); err != nil {
+		if _, err := e.s.CancelPending(ctx, "c", m); err != nil {
 			t.Fatalf("CancelPending: %v", err)
 		}
 	}
@@ -448,7 +448,7 @@ func TestMemCancelPendingIsIdempotent(t *testing.T) {
 	if err := e.s.Finish(ctx, "ok", Succeeded, nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.s.CancelPending(ctx, "ok", m); !errors.Is(err, ErrAlreadyFinished) {
+	if _, err := e.s.CancelPending(ctx, "ok", m); !errors.Is(err, ErrAlreadyFinished) {
 		t.Fatalf("CancelPending of a run that succeeded: %v, want ErrAlreadyFinished", err)
 	}
 }
@@ -606,6 +606,43 @@ func TestMemWithdrawnPlaceholderIsTakenOver(t *testing.T) {
 }
 
 // A cancel of an id cancels every scheduling of it that was moved before
+// A run cancelled after its move, whose message is still in the queue
+// when the id is scheduled again, is refused as cancelled once the record
+// is the new scheduling's — before and after that one runs (issue 38,
+// seed 4021: the cancelled message, put back behind the new run, ran once
+// that run had succeeded). The new scheduling, sent for now with a token,
+// runs.
+func TestMemCancelledRunStaysCancelledUnderTheIdsNextRecord(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	first := e.now().Truncate(time.Second)
+	lease := e.now().Add(time.Minute)
+	m1 := Meta{Type: "a", Due: first}
+	m2 := Meta{Type: "a", Due: first.Add(40 * time.Second), Token: "tok"}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m1}}); !ok[0] {
+		t.Fatal("MarkQueued of the first scheduling failed")
+	}
+	if _, err := s.Cancel(ctx, "id"); err != nil {
+		t.Fatal(err)
+	}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m2}}); !ok[0] {
+		t.Fatal("MarkQueued of the scheduling after the cancel failed")
+	}
+	if _, err := s.Claim(ctx, "id", "w1", 1, lease, m1); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("the cancelled run's claim over the next record: %v; want ErrCancelled", err)
+	}
+	if _, err := s.Claim(ctx, "id", "w2", 1, lease, m2); err != nil {
+		t.Fatalf("the next scheduling's claim: %v", err)
+	}
+	if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, "id", "w1", 1, lease, m1); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("the cancelled run's claim after the next one succeeded: %v; want ErrCancelled", err)
+	}
+}
+
 // the cancel, not only the one its record describes: a scheduling moved
 // while an earlier run of the id was under way is noted behind that run,
 // and is refused as cancelled once the id is cancelled, whichever
@@ -806,7 +843,7 @@ func TestMemCancelBehindARunCases(t *testing.T) {
 		moveBehind(t, e, e.due(2))
 		succeed(t, e)
 		// The id's pending row (due 3) is removed by the cancel.
-		if err := e.s.CancelPending(ctx, "id", e.due(3)); err != nil {
+		if _, err := e.s.CancelPending(ctx, "id", e.due(3)); err != nil {
 			t.Fatal(err)
 		}
 		claim(t, e, e.due(2), ErrCancelled)
