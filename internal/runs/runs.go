@@ -83,6 +83,14 @@ func successor(cur *Run, id string, st State) Run {
 	if cur != nil {
 		next.Withdrawn = cur.Withdrawn
 		next.Behind, next.CancelledDue = cur.Behind, cur.CancelledDue
+		if cur.State == Cancelled && !cur.Due.IsZero() {
+			// The cancelled scheduling's message may still be in the
+			// queue (put back behind another run, or not yet delivered):
+			// refused as cancelled whichever scheduling the record
+			// describes next (issue 38, seed 4021: it ran after the id
+			// was scheduled again and that task succeeded).
+			next.CancelledDue = next.CancelledDue.with(cur.Due)
+		}
 	}
 	return next
 }
