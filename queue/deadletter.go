@@ -204,7 +204,8 @@ func (dl *DeadLetters) requeueFrom(ctx context.Context, d DeadLetter, op string,
 		return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)
 	}
 	env.FailedAttempts, env.LastError, env.Dequeues = 0, "", 0
-	env.Enqueued, env.Marked, env.RequeuedBy = time.Time{}, false, op
+	env.Enqueued, env.Marked = time.Time{}, false
+	env.requeuedBy(op)
 	if env.UniqueKey != "" && dl.keys != nil {
 		if err := dl.keys(ctx, env); err != nil {
 			return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -80,7 +81,7 @@ func (dl *DeadLetters) RequeueWhere(ctx context.Context, op string, match func(D
 			fresh++
 			d := parseRecord(m)
 			mu.Lock()
-			skip := failed[m.ID] || !match(d) || op != "" && d.requeuedBy() == op && !mutate.On(mutate.BulkRewalk)
+			skip := failed[m.ID] || !match(d) || op != "" && d.requeuedBy(op) && !mutate.On(mutate.BulkRewalk)
 			if skip {
 				keep[m.ID] = m
 				st.Kept++
@@ -181,15 +182,27 @@ func (dl *DeadLetters) Count(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// requeuedBy is the operation that last requeued the record's task
-// (Envelope.RequeuedBy), "" when none did or the body is not a whole
-// envelope.
-func (d DeadLetter) requeuedBy() string {
+// requeuedBy reports whether the bulk operation op has requeued the
+// record's task (Envelope.RequeuedBy and RequeuedBefore); false when the
+// body is not a whole envelope.
+func (d DeadLetter) requeuedBy(op string) bool {
 	env, ok := d.Envelope()
-	if !ok {
-		return ""
+	return ok && (env.RequeuedBy == op || slices.Contains(env.RequeuedBefore, op))
+}
+
+// MaxRequeuedBefore bounds Envelope.RequeuedBefore.
+const MaxRequeuedBefore = 8
+
+// requeuedBy records that op ("" by hand) moves the task back now: the
+// operation that did so last moves to RequeuedBefore.
+func (e *Envelope) requeuedBy(op string) {
+	if prev := e.RequeuedBy; prev != "" && prev != op && !slices.Contains(e.RequeuedBefore, prev) {
+		e.RequeuedBefore = append([]string{prev}, e.RequeuedBefore...)
+		if len(e.RequeuedBefore) > MaxRequeuedBefore {
+			e.RequeuedBefore = e.RequeuedBefore[:MaxRequeuedBefore]
+		}
 	}
-	return env.RequeuedBy
+	e.RequeuedBy = op
 }
 
 // Death names the death this record records, the same for every record of

@@ -109,6 +109,12 @@ type Envelope struct {
 	// the operation leaves the task's next dead letter alone, so it
 	// requeues each task it matched once however often it walks.
 	RequeuedBy string `json:"requeued_by,omitempty"`
+	// RequeuedBefore lists the bulk operations that moved this task back
+	// before RequeuedBy, the latest first (at most MaxRequeuedBefore): an
+	// operation leaves the task alone even when another operation
+	// requeued it since (issue 38, seed 3932: two requeues of one type at
+	// once passed a task back and forth, each bringing it back twice).
+	RequeuedBefore []string `json:"requeued_before,omitempty"`
 	// Waiters says that tasks were waiting for this one when its message
 	// was sent (scheduled with After): its end releases or cancels them
 	// (ConsumerOptions.OnEnd).

@@ -133,6 +133,40 @@ func TestRequeueWhereOncePerOperation(t *testing.T) {
 	if n := got.n(); n != 9 {
 		t.Fatalf("handler ran %d times, want 9", n)
 	}
+	// The first operation walking again after the second requeued its
+	// tasks: they are still its own (issue 38, seed 3932: two requeues of
+	// one type at once passed the tasks back and forth).
+	if st := walk("op1"); st.Requeued != 0 || st.Kept != 3 {
+		t.Fatalf("the first operation after another requeued its tasks: %+v, want 0 requeued and 3 kept", st)
+	}
+	if n := got.n(); n != 9 {
+		t.Fatalf("handler ran %d times, want still 9", n)
+	}
+}
+
+// An envelope keeps the bulk operations that requeued its task, the
+// latest in RequeuedBy and the earlier ones, bounded, in RequeuedBefore;
+// a requeue by hand keeps them too.
+func TestEnvelopeKeepsTheOperationsThatRequeuedIt(t *testing.T) {
+	var e Envelope
+	for i := range MaxRequeuedBefore + 3 {
+		e.requeuedBy(fmt.Sprintf("op%d", i))
+		e.requeuedBy(fmt.Sprintf("op%d", i)) // the same walk again: no change
+	}
+	e.requeuedBy("")
+	last := fmt.Sprintf("op%d", MaxRequeuedBefore+2)
+	if e.RequeuedBy != "" || len(e.RequeuedBefore) != MaxRequeuedBefore || e.RequeuedBefore[0] != last {
+		t.Fatalf("after %d operations and a requeue by hand: by %q, before %v; want \"\" and the latest %d, %s first", MaxRequeuedBefore+3, e.RequeuedBy, e.RequeuedBefore, MaxRequeuedBefore, last)
+	}
+	e.V, e.ID, e.Type = EnvelopeVersion, "x", "t"
+	body, err := encodeSized(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := DeadLetter{Body: body}
+	if !d.requeuedBy(last) || d.requeuedBy("op0") {
+		t.Fatalf("requeued by %s: %v, by op0 (dropped past the bound): %v", last, d.requeuedBy(last), d.requeuedBy("op0"))
+	}
 }
 
 // A requeue cut short — by a crash after the task was sent but before its
