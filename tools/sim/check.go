@@ -885,7 +885,10 @@ func (c *checker) doomedBy(t *ti) (time.Time, bool) {
 // cancelledBy returns the earliest moment before by at which t may have
 // been cancelled: by a cancel that returned, one that failed (it may have
 // happened), or a bulk cancel of its type that started after t was
-// scheduled.
+// scheduled — or of the type of a later scheduling of its id, which
+// cancels t's run with it while t has not finished (README, cancel; seed
+// 4055: a batch member held in the queue, and a bulk cancel-pending of
+// another type reaching its id's new task).
 func (c *checker) cancelledBy(t *ti, by time.Time) (time.Time, bool) {
 	var at time.Time
 	consider := func(x time.Time) {
@@ -896,9 +899,14 @@ func (c *checker) cancelledBy(t *ti, by time.Time) (time.Time, bool) {
 	consider(t.cancelled)
 	consider(t.cancelTry)
 	for _, b := range c.bulks {
-		if b.kind == "cancel-pending" && (b.typ == "" || b.typ == t.spec.Type) {
-			if at, ok := b.reaches(t.issued); ok {
-				consider(at)
+		if b.kind != "cancel-pending" {
+			continue
+		}
+		for _, o := range c.byID[t.id] {
+			if (o == t || o.issued.After(t.issued)) && (b.typ == "" || b.typ == o.spec.Type) {
+				if at, ok := b.reaches(o.issued); ok {
+					consider(at)
+				}
 			}
 		}
 	}
@@ -1532,9 +1540,13 @@ func (c *checker) finalBulk() {
 			}
 		}
 		for _, b := range c.bulks {
-			// Each operation of its type that started after it first died
-			// may bring it back once.
-			if b.kind == "requeue-dead" && b.ok && (b.typ == "" || b.typ == t.spec.Type) && !death.IsZero() && b.started.After(death.Add(-time.Minute)) {
+			// Each operation of its type that started after it first died,
+			// or was still walking then, may bring it back once (README:
+			// an operation acts on what matches when its walk reaches it;
+			// seed 4027: a task died during a walk begun before it was
+			// scheduled).
+			if b.kind == "requeue-dead" && b.ok && (b.typ == "" || b.typ == t.spec.Type) && !death.IsZero() &&
+				(b.started.After(death.Add(-time.Minute)) || b.ended.IsZero() || b.ended.After(death)) {
 				allowed++
 			}
 		}
