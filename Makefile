@@ -69,7 +69,7 @@ SEEDS ?= 10000
 sim: ## the simulator's fixed seeds (a few minutes); SEED=n replays one seed, shrinking a failure to a short operation log
 	cd tools && LEASECRON_SIM=1 SIM_SEED=$(SEED) $(GO) test -count=1 -timeout 30m -run 'TestSim$$' -v ./sim/ 2>&1 | grep -v '^=== \|^--- PASS\|^    --- PASS' | tail -40
 
-sim-long: ## SEEDS seeds of the simulator (default 10,000: about 1.1 s each, two at a time) from SIM_FROM (default 1000); the coverage report goes to sim-long.txt
+sim-long: ## SEEDS seeds of the simulator (default 10,000: about 3–4 s each, two at a time) from SIM_FROM (default 1000); the coverage report goes to sim-long.txt
 	cd tools && SIM_SEEDS=$(SEEDS) SIM_FROM=$${SIM_FROM-1000} SIM_REPORT=$(CURDIR)/sim-long.txt $(GO) test -count=1 -timeout 0 -run 'TestSimLong' ./sim/ 2>&1 | tail -60
 
 sim-mutants: ## the simulator's honesty test: each deliberate defect (internal/mutate) is caught by its invariant within the fixed seeds (about 10 min)

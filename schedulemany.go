@@ -106,7 +106,11 @@ func (c *Client) scheduleMany(ctx context.Context, items []Item, o ScheduleManyO
 		if cerr != nil {
 			c.o.Logger.Warn("run of a rolled-back task not marked cancelled", "task_id", r.Item.ID, "err", cerr)
 		}
-		c.cancelledFlow(ctx, unfinished)
+		if unfinished.OfDue(r.Item.Due) {
+			// Its own run (the rolled-back task's batch and children hear
+			// of it); an earlier scheduling's is not this call's to tell.
+			c.cancelledFlow(ctx, unfinished)
+		}
 	}
 	return out, err
 }

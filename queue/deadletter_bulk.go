@@ -196,8 +196,8 @@ const MaxRequeuedBefore = 8
 // requeuedBy records that op ("" by hand) moves the task back now: the
 // operation that did so last moves to RequeuedBefore.
 func (e *Envelope) requeuedBy(op string) {
-	if prev := e.RequeuedBy; prev != "" && prev != op && !slices.Contains(e.RequeuedBefore, prev) {
-		e.RequeuedBefore = append([]string{prev}, e.RequeuedBefore...)
+	if prev := e.RequeuedBy; prev != "" && prev != op {
+		e.RequeuedBefore = append([]string{prev}, slices.DeleteFunc(slices.Clone(e.RequeuedBefore), func(x string) bool { return x == prev })...)
 		if len(e.RequeuedBefore) > MaxRequeuedBefore {
 			e.RequeuedBefore = e.RequeuedBefore[:MaxRequeuedBefore]
 		}

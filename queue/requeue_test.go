@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,6 +167,14 @@ func TestEnvelopeKeepsTheOperationsThatRequeuedIt(t *testing.T) {
 	d := DeadLetter{Body: body}
 	if !d.requeuedBy(last) || d.requeuedBy("op0") {
 		t.Fatalf("requeued by %s: %v, by op0 (dropped past the bound): %v", last, d.requeuedBy(last), d.requeuedBy("op0"))
+	}
+	// An operation that requeues the task again moves to the front.
+	var o Envelope
+	for _, op := range []string{"x", "y", "x", "z"} {
+		o.requeuedBy(op)
+	}
+	if o.RequeuedBy != "z" || !slices.Equal(o.RequeuedBefore, []string{"x", "y"}) {
+		t.Fatalf("after x, y, x, z: by %q, before %v; want z and [x y]", o.RequeuedBy, o.RequeuedBefore)
 	}
 }
 

@@ -116,21 +116,28 @@ func (r *Run) cancelBehind() bool {
 	return true
 }
 
-// BehindWait bounds how long after a run ended a scheduling of its id
-// moved beside it (Behind) is still expected to start: past it, the entry
-// is taken as one whose message is gone (purged, or set aside unclaimed),
-// so that what waits for the id is not held for good.
+// BehindWait bounds how long after its due time a scheduling of an id
+// moved beside another's run (Behind) is still expected to start: past
+// it, the entry is taken as one whose message is gone (purged, set aside
+// unclaimed, or dropped as changed since it was sent early), so that
+// what waits for the id is not held for good by an entry nothing will
+// clear. A mover moves a scheduling at its due time or within its early
+// window before, so the due time stands for when it was moved.
 const BehindWait = time.Hour
 
+// BehindPending reports whether a scheduling of r's id moved beside r's
+// run is still expected to start as of now (Behind, within BehindWait of
+// its due time).
+func (r *Run) BehindPending(now time.Time) bool {
+	return slices.ContainsFunc(r.Behind, func(due time.Time) bool { return now.Sub(due) <= BehindWait })
+}
+
 // EndOfID reports whether r's end is the end of its id as of now: r has
-// finished and no other scheduling of the id waits beside it to start.
-// A task waiting for the id (after or after-any) waits for that one
-// instead — it was scheduled after the run began, as a replace or a
-// schedule of the same id (issue 38, seed 3764: a child was released by
-// the end of the run its parent's replacement waited behind).
+// finished and no other scheduling of the id waits beside it to start
+// (BehindPending). A task waiting for the id (after or after-any) waits
+// for that one instead — it was scheduled after the run began, as a
+// replace or a schedule of the same id (issue 38, seed 3764: a child was
+// released by the end of the run its parent's replacement waited behind).
 func (r *Run) EndOfID(now time.Time) bool {
-	if !r.State.Finished() {
-		return false
-	}
-	return len(r.Behind) == 0 || r.Finished.IsZero() || now.Sub(r.Finished) > BehindWait
+	return r.State.Finished() && !r.BehindPending(now)
 }

@@ -462,7 +462,7 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death strin
 				return Run{}, false, fmt.Errorf("runs: requeue %s due %s: %w (its record is of the task due %s, %s)", id,
 					m.Due.UTC().Format(time.RFC3339), leasecrontype.ErrScheduledAgain, cur.Due.UTC().Format(time.RFC3339), cur.State)
 			}
-			if len(cur.Behind) > 0 {
+			if cur.BehindPending(now) {
 				// The id was scheduled again while this task ran, and that
 				// task was moved to the queue beside it: requeued, this
 				// one would run beside the new one (issue 38, the
