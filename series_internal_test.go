@@ -361,6 +361,72 @@ func TestCancelOfAMovedMemberCountsForItsBatch(t *testing.T) {
 	}
 }
 
+// The end of a run whose message says others wait for it, while another
+// scheduling of its id waits beside it, releases nobody: every child of
+// the id waits for that scheduling, through the traffic cop's watch (a
+// review of issue 38's row 53: a child that began waiting after the
+// replacement was moved was released by the earlier run, whose row
+// another child had marked).
+func TestEndOfAWaitedForRunWithASchedulingBesideItReleasesNobody(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	first, second := now.Add(-time.Minute), now.Add(-10*time.Second)
+	move := func(due time.Time) {
+		t.Helper()
+		c.runs.MarkQueued(ctx, []runs.Mark{{ID: "parent", Meta: runs.Meta{Type: "t", Due: due}}})
+		if _, err := c.sched.Cancel(ctx, "parent"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Schedule(ctx, Item{ID: "parent", Type: "t", Due: first}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Schedule(ctx, Item{ID: "early", Type: "t", Due: now, After: []string{"parent"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	move(first)
+	if _, err := c.runs.Claim(ctx, "parent", "w1", 1, now.Add(time.Minute), runs.Meta{Type: "t", Due: first}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Schedule(ctx, Item{ID: "parent", Type: "t", Due: second}, nil); err != nil {
+		t.Fatal(err)
+	}
+	move(second)
+	if _, err := c.Schedule(ctx, Item{ID: "late", Type: "t", Due: now, After: []string{"parent"}, AfterAny: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, "parent", runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.taskEnded(ctx, queue.Envelope{ID: "parent", Type: "t", Due: first, Waiters: true}, RunSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"early", "late"} {
+		if it, err := c.sched.Get(ctx, id); err != nil || !it.Waiting {
+			t.Fatalf("%s after the first run ended: %+v, %v; want it waiting for the scheduling beside that run", id, it, err)
+		}
+	}
+	if w, err := c.runs.Watched(ctx); err != nil || !slices.Contains(w, "parent") {
+		t.Fatalf("watched: %v, %v; want the parent watched", w, err)
+	}
+	// The scheduling beside it runs and ends: the watch releases both.
+	if _, err := c.runs.Claim(ctx, "parent", "w2", 1, now.Add(time.Minute), runs.Meta{Type: "t", Due: second}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, "parent", runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SweepWatched(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"early", "late"} {
+		if it, err := c.sched.Get(ctx, id); err != nil || it.Waiting {
+			t.Fatalf("%s after the scheduling beside it ended: %+v, %v; want it released", id, it, err)
+		}
+	}
+}
+
 // A cancel of an id pending again while an earlier scheduling of it — a
 // batch member — waits in the queue cancels that run too, as the README
 // says, and its batch hears of it at once (issue 38, seed 4055: the member

@@ -398,6 +398,17 @@ func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, st leasecron
 		r.State = st
 	case !r.State.Finished():
 		return fmt.Errorf("the run record of %s says %s, not ended", env.ID, r.State)
+	case env.Waiters && !r.EndOfID(c.o.Clock.Now()):
+		// Another scheduling of the id was moved to the queue beside this
+		// run and has not started: what waits for the id waits for that
+		// one, as a child watched by the traffic cop does (endOf) — the
+		// watch applies its end (a review of issue 38's row 53: a child
+		// that began waiting after the replacement was moved was released
+		// by this end, because another child had marked this run's row).
+		if err := c.runs.WatchParents(ctx, []string{env.ID}); err != nil {
+			return err
+		}
+		env.Waiters = false
 	}
 	if env.Waiters {
 		if err := c.parentEnded(ctx, env.ID, r.State); err != nil {
