@@ -270,6 +270,16 @@ func workerConfigCase(r *run, input, yaml string, words ...string) badCase {
 		[]string{"LEASECRON_CONFIG=" + file}, 1, []string{"worker"}, words...)
 }
 
+// scheduleSend is a case's send that schedules it through the API.
+func scheduleSend(r *run, it leasecron.Item) func(ctx context.Context) (string, bool, bool) {
+	return func(ctx context.Context) (string, bool, bool) {
+		if _, err := r.cl.Schedule(ctx, it, nil); err != nil {
+			return "could not schedule: " + err.Error(), false, true
+		}
+		return "scheduled", false, false
+	}
+}
+
 // misroutedCase schedules a task of a type no worker has a handler for: it
 // goes back to the queue without using an attempt, again and again, for
 // a worker that has the handler (README, worker pools), and the workers
@@ -277,12 +287,7 @@ func workerConfigCase(r *run, input, yaml string, words ...string) badCase {
 func misroutedCase(r *run, it leasecron.Item) badCase {
 	return badCase{input: "task of a type no worker handles",
 		expected: "put back without using an attempt, counted misrouted; never run, never set aside",
-		send: func(ctx context.Context) (string, bool, bool) {
-			if _, err := r.cl.Schedule(ctx, it, nil); err != nil {
-				return "could not schedule: " + err.Error(), false, true
-			}
-			return "scheduled", false, false
-		},
+		send:     scheduleSend(r, it),
 		observe: func(ctx context.Context) (string, bool, bool) {
 			st, err := r.cl.Status(ctx, it.ID)
 			if err != nil {
@@ -307,12 +312,7 @@ func runCase(r *run, input, expected string, it leasecron.Item, check func(lease
 	return badCase{input: input, expected: expected,
 		// Scheduled apart from the good tasks: these handlers record no
 		// executions; their outcome is read from the run record.
-		send: func(ctx context.Context) (string, bool, bool) {
-			if _, err := r.cl.Schedule(ctx, it, nil); err != nil {
-				return "could not schedule: " + err.Error(), false, true
-			}
-			return "scheduled", false, false
-		},
+		send: scheduleSend(r, it),
 		observe: func(ctx context.Context) (string, bool, bool) {
 			st, err := r.cl.Status(ctx, it.ID)
 			if err != nil {
