@@ -754,9 +754,9 @@ func (w *World) traceCommit(c memstore.Commit) {
 	for _, r := range c.Rows {
 		if traceRe != nil && traceRe.MatchString(c.Partition+"/"+r.RowKey) || traceRe == nil && strings.Contains(r.RowKey, traceRow) {
 			// Called under the service's lock: the ring takes its own.
-			w.logs.add(fmt.Sprintf("%s  commit %s/%s/%s deleted=%v State=%v Due=%v Token=%v Worker=%v Attempts=%v Generation=%v",
+			w.logs.add(fmt.Sprintf("%s  commit %s/%s/%s deleted=%v State=%v Due=%v Token=%v Worker=%v Attempts=%v Generation=%v Behind=%v",
 				w.elapsed().Truncate(time.Millisecond), c.Table, c.Partition, r.RowKey, r.Deleted,
-				r.Props["State"], r.Props["Due"], r.Props["Token"], r.Props["Worker"], r.Props["Attempts"], r.Props["Generation"]))
+				r.Props["State"], r.Props["Due"], r.Props["Token"], r.Props["Worker"], r.Props["Attempts"], r.Props["Generation"], r.Props["Behind"]))
 		}
 	}
 }
