@@ -351,6 +351,7 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 	case errors.Is(err, leasecrontype.ErrRunUnconfirmed) && check:
 		return c.claimUnconfirmed(hctx, d, m)
 	case errors.Is(err, leasecrontype.ErrRunUnconfirmed):
+		c.dropBehind(hctx, d)
 		return c.ackUnrun(hctx, d, OutcomeSuperseded, "task changed since its message was sent early; acknowledging without running")
 	case errors.Is(err, leasecrontype.ErrRunClaimed):
 		wait := r.ClaimUntil.Sub(now)
@@ -532,6 +533,22 @@ func (c *Consumer) ended(hctx context.Context, d *delivery, st leasecrontype.Run
 		return false
 	}
 	return true
+}
+
+// dropBehind takes a superseded delivery's due time off the schedulings
+// its run record keeps as moved beside another run (BehindDropper): what
+// waits for the id would otherwise wait for it (issue 38, seed 4499). A
+// failure is logged; the record's bound on those entries remains.
+func (c *Consumer) dropBehind(hctx context.Context, d *delivery) {
+	bd, ok := c.o.Runs.(BehindDropper)
+	if !ok || d.env.Due.IsZero() {
+		return
+	}
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	if err := bd.DropBehind(ctx, d.env.ID, d.env.Due); err != nil {
+		d.log.Warn("taking a superseded scheduling off its run record failed; what waits for the task may wait up to an hour longer", "err", err)
+	}
 }
 
 // ackUnrun acknowledges a delivery that must not run and settles it with o;

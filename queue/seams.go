@@ -71,6 +71,15 @@ type RunRecorder interface {
 	Snooze(ctx context.Context, id string, until time.Time, outputTail string) error
 }
 
+// BehindDropper is what a RunRecorder that keeps the due times of
+// schedulings moved beside another run may also do: take due off that
+// list once the message of that scheduling is acknowledged without
+// running as superseded, so that what waits for the id is not held for a
+// run that will never start.
+type BehindDropper interface {
+	DropBehind(ctx context.Context, id string, due time.Time) error
+}
+
 // WaitNoter is what a RunRecorder may also do: note that the delivery
 // described by m waits, without an attempt, until until (put back for its
 // type's rate limit), leaving alone a record that is not that delivery's

@@ -871,6 +871,25 @@ func (s *Store) CancelPending(ctx context.Context, id string, m Meta) (Run, erro
 	return unfinished, nil
 }
 
+// DropBehind takes due off the schedulings of id noted beside another
+// run (Run.Behind) — its message was acknowledged without running, as
+// superseded — so that what waits for the id is not held for a run that
+// will never start (issue 38, seed 4499). It writes only when the record
+// holds due there.
+func (s *Store) DropBehind(ctx context.Context, id string, due time.Time) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		if cur == nil || !cur.Behind.has(due) {
+			return Run{}, false, nil
+		}
+		next := *cur
+		next.Behind = next.Behind.without(due)
+		return next, true, nil
+	})
+}
+
 // CancelUnstarted records the run id cancelled unless it has started: a
 // run no attempt has claimed is cancelled, and without a record a
 // cancelled one is written (m describes it), which a later mark or claim

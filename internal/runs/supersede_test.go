@@ -878,3 +878,42 @@ func TestMemRequeueRefusedWhenTheIdWasMovedAgainBesideTheRun(t *testing.T) {
 		t.Fatalf("the second scheduling's claim after the refused requeue: %v", err)
 	}
 }
+
+// A scheduling noted beside another run whose message was acknowledged as
+// superseded comes off the list, so that the run's end is its id's end
+// again (issue 38, seed 4499: a child waited an hour after its parent
+// succeeded); a due time not on the list writes nothing.
+func TestMemDropBehindTakesASupersededSchedulingOff(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	first := e.now().Truncate(time.Second)
+	lease := e.now().Add(time.Minute)
+	m1, m2 := Meta{Type: "a", Due: first}, Meta{Type: "a", Due: first.Add(30 * time.Second)}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m1}}); !ok[0] {
+		t.Fatal("MarkQueued of the first scheduling failed")
+	}
+	if _, err := s.Claim(ctx, "id", "w1", 1, lease, m1); err != nil {
+		t.Fatal(err)
+	}
+	s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m2}}) // noted beside the run
+	if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Get(ctx, "id")
+	if err != nil || r.EndOfID(e.now()) {
+		t.Fatalf("with the second scheduling beside it: %+v, %v; want the run not the id's end", r.Behind, err)
+	}
+	if err := s.DropBehind(ctx, "id", first.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := s.Get(ctx, "id"); again.ETag != r.ETag {
+		t.Fatal("a due time not on the list was written")
+	}
+	if err := s.DropBehind(ctx, "id", m2.Due); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Get(ctx, "id"); err != nil || !r.EndOfID(e.now()) || r.State != Succeeded {
+		t.Fatalf("after the superseded scheduling came off: %+v, %v; want the succeeded run the id's end", r.Run, err)
+	}
+}
