@@ -246,10 +246,12 @@ func TestCriticalTasksJumpTheBacklog(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	p99 := jumpedTheQueue(t, log, asked, backlog, "critical tasks", "the low backlog")
-	// A liveness bound, generous for a loaded machine: a task that waited
-	// behind the backlog would wait for most of it (at least 8 s here).
-	if p99 > 5*time.Second {
-		t.Fatalf("critical tasks' p99 start latency %v behind a low backlog, want at most 5s", p99)
+	// jumpedTheQueue checked that none waited behind the backlog, by
+	// counting starts; the seconds are only a liveness bound, generous for
+	// a loaded machine (the backlog alone takes at least 10 s here, and a
+	// CI run saw 5.02 s at p99 with 242 of it still to run).
+	if p99 > 15*time.Second {
+		t.Fatalf("critical tasks' p99 start latency %v behind a low backlog, want at most 15s", p99)
 	}
 }
 
@@ -299,10 +301,11 @@ func TestFairKeysShareTheFleet(t *testing.T) {
 		}
 	}
 	p99 := jumpedTheQueue(t, log, asked, flood, "tenant-b's tasks", "tenant-a's flood")
-	// Liveness, generous for a loaded machine; first come first served
-	// would make them wait for most of the flood (at least 8 s here).
-	if p99 > 10*time.Second {
-		t.Fatalf("tenant-b's p99 start latency %v behind tenant-a's flood, want at most 10s", p99)
+	// jumpedTheQueue checked that none waited behind the flood, by
+	// counting starts; the seconds are only a liveness bound, generous for
+	// a loaded machine.
+	if p99 > 15*time.Second {
+		t.Fatalf("tenant-b's p99 start latency %v behind tenant-a's flood, want at most 15s", p99)
 	}
 }
 
@@ -325,7 +328,11 @@ func TestFairKeysOptionRefusesBadValues(t *testing.T) {
 // jumpedTheQueue waits until every task of asked (id → when scheduled)
 // has started, fails the test if that happened only once the backlog
 // tasks (the rest of log) had all run, and returns the p99 of their start
-// latencies.
+// latencies. It also fails the test if any of them waited behind the
+// backlog: a task that jumps it is overtaken by the few backlog tasks
+// already in hand when it was scheduled, not by a large share of what
+// was still to run. That check counts starts, not seconds, so it holds
+// however slowly a loaded machine runs the fleet.
 func jumpedTheQueue(t *testing.T, log *ranLog, asked map[string]time.Time, backlog int, what, behind string) time.Duration {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -352,14 +359,34 @@ func jumpedTheQueue(t *testing.T, log *ranLog, asked map[string]time.Time, backl
 		time.Sleep(20 * time.Millisecond)
 	}
 	var waits []time.Duration
+	worst, worstLeft := 0, 0
 	log.mu.Lock()
 	for id, t0 := range asked {
-		waits = append(waits, log.at[id].Sub(t0))
+		at := log.at[id]
+		waits = append(waits, at.Sub(t0))
+		overtaken, left := 0, 0
+		for other, start := range log.at {
+			if _, mine := asked[other]; mine || start.Before(t0) {
+				continue
+			}
+			left++
+			if start.Before(at) {
+				overtaken++
+			}
+		}
+		left += backlog - (len(log.at) - len(asked))
+		if overtaken > worst {
+			worst, worstLeft = overtaken, left
+		}
+		if overtaken > left/3 {
+			t.Errorf("%s waited behind %s: %d of the %d still to run when it was scheduled started before it", id, behind, overtaken, left)
+		}
 	}
 	log.mu.Unlock()
 	slices.Sort(waits)
 	p99 := waits[len(waits)*99/100]
-	t.Logf("%s start latency behind %s: p50 %v, p99 %v", what, behind, waits[len(waits)/2].Round(time.Millisecond), p99.Round(time.Millisecond))
+	t.Logf("%s start latency behind %s: p50 %v, p99 %v; at worst %d of the %d then still to run started first", what, behind,
+		waits[len(waits)/2].Round(time.Millisecond), p99.Round(time.Millisecond), worst, worstLeft)
 	return p99
 }
 
