@@ -49,8 +49,10 @@
 // (storage throttled the request; try again later), ErrDuplicate (a
 // unique key is held by another task), ErrInvalidProgress (Progress was
 // given a percent outside 0–100), ErrDrained (Worker.Run stopped
-// because the worker was drained) and ErrNotDrainable (Drain found an
-// instance that does not look for drain requests); test with errors.Is.
+// because the worker was drained), ErrNotDrainable (Drain found an
+// instance that does not look for drain requests) and ErrIncomplete (the
+// change was made but a step after it failed: repeat the call); test with
+// errors.Is.
 //
 // # Options
 //

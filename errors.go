@@ -61,4 +61,10 @@ var (
 	// for drain requests (an earlier release, or WorkerOptions.DrainCheck
 	// negative); SIGTERM drains it the same way.
 	ErrNotDrainable = errors.New("instance cannot be drained")
+	// ErrIncomplete: the call made its change, but a step after it failed
+	// (a storage error, wrapped beside it); the call is safe to repeat and
+	// a repeat finishes the job. Disable returns it when the series is
+	// disabled but occurrences already moved to the queue could not all be
+	// stopped: until a repeat succeeds, one of them may still run once.
+	ErrIncomplete = errors.New("done in part")
 )

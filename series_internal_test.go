@@ -649,10 +649,16 @@ func TestDisableThatCannotReachMovedOccurrencesFails(t *testing.T) {
 		t.Fatal("the moved occurrence was not confirmed")
 	}
 	tr.armed.Store(true)
-	if _, err := c.Disable(ctx, "tick"); err == nil || tr.failed.Load() == 0 {
-		t.Fatalf("a disable that could not look for the moved occurrences: %v (%d lookups failed); want an error", err, tr.failed.Load())
+	if _, err := c.Disable(ctx, "tick"); !errors.Is(err, ErrIncomplete) || tr.failed.Load() == 0 {
+		t.Fatalf("a disable that could not look for the moved occurrences: %v (%d lookups failed); want an error wrapping ErrIncomplete", err, tr.failed.Load())
 	}
 	tr.armed.Store(false)
+	// Done in part: the series is disabled all the same (issue 38, seed
+	// 4288: the simulator took the error for a disable that had not
+	// happened, and the occurrences it stopped for lost).
+	if it, err := c.sched.Get(ctx, "tick"); err != nil || it.Disabled.IsZero() {
+		t.Fatalf("the series after a disable done in part: %+v, %v; want disabled", it, err)
+	}
 	if _, err := c.Disable(ctx, "tick"); err != nil {
 		t.Fatalf("the disable tried again: %v", err)
 	}

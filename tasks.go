@@ -129,7 +129,9 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 // next. A one-off task is refused with ErrInvalidTask; an unknown id
 // wraps ErrNotFound; disabling twice changes nothing. Occurrences already
 // sent early are skipped by the workers (with run records on; without
-// them Disable refuses with ErrAlreadySent).
+// them Disable refuses with ErrAlreadySent). An error wrapping
+// ErrIncomplete means the series is disabled but a storage error kept an
+// occurrence already in the queue from being stopped: disable it again.
 func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
 	if c.runs == nil {
 		return c.sched.Disable(ctx, id)
@@ -150,7 +152,7 @@ func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
 		// not be: a disable tried again finishes the job (issue 38, seed
 		// 1235: the lookup failed, disable answered success, and the
 		// occurrence ran 10 s later).
-		return it, fmt.Errorf("disable %s: the series is disabled, but occurrences already moved to the queue may still run once; disable it again: %w", id, err)
+		return it, fmt.Errorf("disable %s: %w: the series is disabled, but occurrences already moved to the queue may still run once; disable it again: %w", id, ErrIncomplete, err)
 	}
 	return it, nil
 }
