@@ -885,6 +885,15 @@ func (c *checker) doomedBy(t *ti) (time.Time, bool) {
 				return end, true
 			}
 		}
+		// A parent a cancel may have reached while its handler ran stays
+		// cancelled though the handler then succeeds, and dooms its
+		// --after children as parentFailed allows (seed 4357: a bulk
+		// cancel-pending of its type met its row, still pending beside
+		// its early-sent message, and its batch's callback ran once the
+		// child was counted cancelled).
+		if at, ok := c.cancelledBy(p, c.w.now()); ok && len(p.starts) > 0 {
+			return at, true
+		}
 	}
 	return time.Time{}, false
 }
