@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
@@ -1200,16 +1201,62 @@ type rates struct {
 	refuse int
 	wait   time.Duration
 	asked  int
+	// late takes answer after clk has moved on by lateBy (a storage
+	// request slowed by faults).
+	late   int
+	lateBy time.Duration
+	clk    *clock.Fake
 }
 
 func (r *rates) Take(context.Context, Envelope) (time.Duration, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.asked++
+	if r.asked <= r.late {
+		r.clk.Advance(r.lateBy)
+	}
 	if r.asked <= r.refuse {
 		return r.wait, nil
 	}
 	return 0, nil
+}
+
+// A rate budget taken late — its answer slowed past the second each
+// window allows between the take and the handler's start — is taken
+// again, so that the start the handler makes counts from when it makes
+// it; taken late three times, the message goes back without an attempt
+// (issue 38, seed 4099: a start recorded eleven seconds before its
+// handler ran let four starts into a 3/10s window).
+func TestLateRateTakeIsTakenAgain(t *testing.T) {
+	for _, c := range []struct {
+		late      int
+		wantTakes int
+		want      Outcome
+	}{{late: 1, wantTakes: 2, want: OutcomeSucceeded}, {late: 3, wantTakes: 3, want: OutcomeDeferred}} {
+		rl := &rates{late: c.late, lateBy: 2 * time.Second}
+		h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMax: 4 * time.Second}, Rates: rl})
+		rl.clk = h.clk
+		var got calls
+		h.c.Handle("r", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+		h.enqueue(Envelope{ID: "late", Type: "r"})
+		h.start()
+		h.expect(c.want)
+		h.stop()
+		rl.mu.Lock()
+		asked := rl.asked
+		rl.mu.Unlock()
+		if asked != c.wantTakes {
+			t.Errorf("%d late takes: the budget was taken %d times, want %d", c.late, asked, c.wantTakes)
+		}
+		if ran := got.n(); ran != map[bool]int{true: 1, false: 0}[c.want == OutcomeSucceeded] {
+			t.Errorf("%d late takes: the handler ran %d times", c.late, ran)
+		}
+		if c.want == OutcomeDeferred {
+			if _, env := h.only(h.work); env.FailedAttempts != 0 {
+				t.Errorf("put back after late takes with %d failed attempts, want 0", env.FailedAttempts)
+			}
+		}
+	}
 }
 
 // Over its rate, a task is put back until the budget frees — no attempt

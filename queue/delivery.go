@@ -145,22 +145,10 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			defer release()
 		}
 	}
-	if c.o.Rates != nil && !mutate.On(mutate.NoRate) {
-		wait, err := c.o.Rates.Take(hctx, env)
-		switch {
-		case err != nil:
-			d.log.Warn("rate limit not checked; putting the message back", "err", err)
-			c.deferMsg(hctx, d, c.deferDelay(d), "rate limit not checked")
-			return
-		case wait > 0:
-			d.log.Debug("over its rate; putting the message back until the budget frees", "retry_in", wait.Round(time.Millisecond))
-			c.noteWaiting(hctx, d, wait, "waiting for the rate limit of "+env.Type)
-			c.deferMsg(hctx, d, wait, "rate limit: waiting for the budget")
-			return
-		}
+	if c.o.Rates != nil && !mutate.On(mutate.NoRate) && !c.takeRate(hctx, d) {
+		return
 	}
-
-	// So can a concurrency slot's or the rate budget's slow answer.
+	// So can a concurrency slot's slow answer.
 	if c.pauseBegunSince(hctx, d) {
 		return
 	}
@@ -211,6 +199,49 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		c.succeed(hctx, d, tail)
 	default:
 		c.fail(hctx, d, herr, tail)
+	}
+}
+
+// rateFresh bounds how long before the claim a delivery's start may have
+// been recorded against its rate limit: within the second each window is
+// widened by (rate.DefaultMargin), with room for the claim.
+const rateFresh = 500 * time.Millisecond
+
+// takeRate takes a start from d's rate budget, or puts d back (false)
+// until the budget frees. A take whose answer came late — its requests,
+// or the pause check after it, slowed by failing storage — recorded a
+// start that the handler would begin long after, which the window does
+// not allow for: the budget is taken again, so that the start counts from
+// now (the late one stays counted; it cannot be told apart safely).
+func (c *Consumer) takeRate(hctx context.Context, d *delivery) bool {
+	for try := 1; ; try++ {
+		asked := c.clk.Now()
+		wait, err := c.o.Rates.Take(hctx, d.env)
+		switch {
+		case err != nil:
+			d.log.Warn("rate limit not checked; putting the message back", "err", err)
+			c.deferMsg(hctx, d, c.deferDelay(d), "rate limit not checked")
+			return false
+		case wait > 0:
+			d.log.Debug("over its rate; putting the message back until the budget frees", "retry_in", wait.Round(time.Millisecond))
+			c.noteWaiting(hctx, d, wait, "waiting for the rate limit of "+d.env.Type)
+			c.deferMsg(hctx, d, wait, "rate limit: waiting for the budget")
+			return false
+		}
+		// So can the rate budget's slow answer.
+		if c.pauseBegunSince(hctx, d) {
+			return false
+		}
+		took := c.clk.Now().Sub(asked)
+		switch {
+		case took <= rateFresh:
+			return true
+		case try == 3:
+			d.log.Warn("the rate budget answered late three times; putting the message back", "took", took.Round(time.Millisecond))
+			c.deferMsg(hctx, d, c.deferDelay(d), "rate limit: storage slow")
+			return false
+		}
+		d.log.Info("the rate budget answered late; taking it again so that the start counts from now", "took", took.Round(time.Millisecond))
 	}
 }
 

@@ -189,13 +189,17 @@ func attemptsUnderWay(cur *Run, m Meta, now time.Time) bool {
 	if cur == nil || !otherDue(cur, m) {
 		return false
 	}
-	switch cur.State {
-	case Running, Failed, Snoozed:
-		return !mutate.On(mutate.TwoAtOnce)
-	case Queued:
+	switch {
+	case cur.State == Queued, waitingUnclaimed(cur):
+		// A run noted as waiting for its rate limit before any attempt
+		// is still queued as far as its message goes (issue 38, seed
+		// 4099: taken for one under way, a rescheduled task waited for a
+		// run whose message had been acknowledged as superseded).
 		// Bounded: a confirmation whose take-back failed leaves a token
 		// that no message may carry any more.
 		return cur.Token != "" && now.Sub(cur.Updated) < QueuedWait && !mutate.On(mutate.TwoAtOnce)
+	case cur.State == Running, cur.State == Failed, cur.State == Snoozed:
+		return !mutate.On(mutate.TwoAtOnce)
 	}
 	return false
 }

@@ -89,7 +89,10 @@ func TestClaimWaitsForAnotherSchedulingsRun(t *testing.T) {
 	earlier := meta.Due.Add(-time.Minute)
 	for _, cur := range []Run{
 		{Run: leasecrontype.Run{ID: "a", State: Failed, Attempts: 1, Due: earlier}},
-		{Run: leasecrontype.Run{ID: "a", State: Snoozed, Due: earlier}},
+		{Run: leasecrontype.Run{ID: "a", State: Snoozed, Attempts: 1, Due: earlier}}, // by its handler
+		// Noted as waiting for its rate limit before any attempt, its
+		// message sent early and confirmed (TestMemClaimWaitsForAConfirmedEarlierScheduling).
+		{Run: leasecrontype.Run{ID: "a", State: Snoozed, Due: earlier, Updated: now}, Token: "tok"},
 		{Run: leasecrontype.Run{ID: "a", State: Running, Worker: "w1", ClaimUntil: now.Add(time.Hour), Due: earlier}},
 		{Run: leasecrontype.Run{ID: "a", State: Running, Worker: "w2", ClaimUntil: now.Add(-time.Hour), Due: earlier}},
 	} {

@@ -552,6 +552,25 @@ func TestMemClaimWaitsForAConfirmedEarlierScheduling(t *testing.T) {
 	if r, err := s.Claim(ctx, "moved", "w1", 1, lease, Meta{Type: "a", Due: again}); err != nil || !r.Due.Equal(again) {
 		t.Fatalf("the rescheduled task's claim over the taken-back record: %+v, %v", r, err)
 	}
+	// The same for a run noted as waiting for its rate limit before any
+	// attempt: it is still queued as far as its message goes. Confirmed, it
+	// is waited for; taken back, it is taken over (issue 38, seed 4099: the
+	// rescheduled task's message was put back as "claimed by " for good).
+	if ok := s.Confirm(ctx, []Mark{{ID: "rated", Meta: old}}); !ok[0] {
+		t.Fatal("Confirm failed")
+	}
+	if noted, err := s.NoteWaiting(ctx, "rated", old, e.now().Add(time.Second), "waiting for the rate limit of a"); err != nil || !noted {
+		t.Fatal(noted, err)
+	}
+	if _, err := s.Claim(ctx, "rated", "w1", 1, lease, Meta{Type: "a", Due: again}); !errors.Is(err, ErrClaimedElsewhere) {
+		t.Fatalf("a claim over a confirmed run waiting for its rate: %v; want ErrClaimedElsewhere", err)
+	}
+	if err := s.Unconfirm(ctx, "rated", "tok1"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Claim(ctx, "rated", "w1", 1, lease, Meta{Type: "a", Due: again}); err != nil || !r.Due.Equal(again) || r.Attempts != 1 {
+		t.Fatalf("the rescheduled task's claim over a taken-back run waiting for its rate: %+v, %v", r, err)
+	}
 }
 
 // A run whose first attempt claimed it after checking its row (before the

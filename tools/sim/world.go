@@ -19,6 +19,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/memstore"
+	"github.com/leasecron/leasecron/internal/rate"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -754,9 +755,13 @@ func (w *World) traceCommit(c memstore.Commit) {
 	for _, r := range c.Rows {
 		if traceRe != nil && traceRe.MatchString(c.Partition+"/"+r.RowKey) || traceRe == nil && strings.Contains(r.RowKey, traceRow) {
 			// Called under the service's lock: the ring takes its own.
-			w.logs.add(fmt.Sprintf("%s  commit %s/%s/%s deleted=%v State=%v Due=%v Token=%v Worker=%v Attempts=%v Generation=%v Behind=%v",
+			line := fmt.Sprintf("%s  commit %s/%s/%s deleted=%v State=%v Due=%v Token=%v Worker=%v Attempts=%v Generation=%v Behind=%v",
 				w.elapsed().Truncate(time.Millisecond), c.Table, c.Partition, r.RowKey, r.Deleted,
-				r.Props["State"], r.Props["Due"], r.Props["Token"], r.Props["Worker"], r.Props["Attempts"], r.Props["Generation"], r.Props["Behind"]))
+				r.Props["State"], r.Props["Due"], r.Props["Token"], r.Props["Worker"], r.Props["Attempts"], r.Props["Generation"], r.Props["Behind"])
+			if starts, ok := r.Props[rate.PropStarts]; ok {
+				line += fmt.Sprintf(" Starts=%v", starts) // a rate limit's row
+			}
+			w.logs.add(line)
 		}
 	}
 }
