@@ -49,8 +49,10 @@ type Run struct {
 	Requeued []string
 	// Withdrawn is the due time of a scheduling of this id whose message
 	// its client sent for now and whose row was then rescheduled or
-	// replaced (UnconfirmDue): a confirmation of that due time is refused
-	// from then on, whichever scheduling the record now describes.
+	// replaced (UnconfirmDue), or whose early-sent message was
+	// acknowledged as superseded while the record described it
+	// (DropBehind): a confirmation of that due time is refused from then
+	// on, whichever scheduling the record now describes.
 	Withdrawn time.Time
 	// Behind lists the due times of other schedulings of this id moved
 	// to the queue while this record's run had not finished, and not
@@ -211,11 +213,13 @@ func attemptsUnderWay(cur *Run, m Meta, now time.Time) bool {
 const QueuedWait = 5 * time.Minute
 
 // withdrawnPlaceholder reports whether cur is only what withdrawing a due
-// time left (UnconfirmDue without a record, or a taken-back confirmation):
-// queued for the withdrawn due time, unclaimed and unconfirmed. Another
-// scheduling's mark takes it over, keeping the mark.
+// time left (UnconfirmDue without a record, a taken-back confirmation, or
+// one whose message was acknowledged as superseded: DropBehind): queued
+// (or noted as waiting for its rate) for the withdrawn due time,
+// unclaimed and unconfirmed. Another scheduling's mark takes it over,
+// keeping the mark.
 func withdrawnPlaceholder(cur *Run, m Meta) bool {
-	return cur.State == Queued && cur.Attempts == 0 && cur.Token == "" && !cur.Withdrawn.IsZero() &&
+	return (cur.State == Queued && cur.Attempts == 0 || waitingUnclaimed(cur)) && cur.Token == "" && !cur.Withdrawn.IsZero() &&
 		cur.Withdrawn.Equal(cur.Due) && otherDue(cur, m)
 }
 

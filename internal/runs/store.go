@@ -874,19 +874,31 @@ func (s *Store) CancelPending(ctx context.Context, id string, m Meta) (Run, erro
 // DropBehind takes due off the schedulings of id noted beside another
 // run (Run.Behind) — its message was acknowledged without running, as
 // superseded — so that what waits for the id is not held for a run that
-// will never start (issue 38, seed 4499). It writes only when the record
-// holds due there.
+// will never start (issue 38, seed 4499). When the record still describes
+// that scheduling, unstarted and with its confirmation taken back, it is
+// marked withdrawn instead, so that another scheduling's claim taking the
+// record over does not note it beside itself (row 57: the acknowledgement
+// came before the take-over). It writes only when the record holds due
+// in either way.
 func (s *Store) DropBehind(ctx context.Context, id string, due time.Time) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
+	due = stored(due)
 	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
-		if cur == nil || !cur.Behind.has(due) {
+		switch {
+		case cur == nil:
 			return Run{}, false, nil
+		case cur.Behind.has(due):
+			next := *cur
+			next.Behind = next.Behind.without(due)
+			return next, true, nil
+		case cur.Due.Equal(due) && cur.Token == "" && notStarted(cur) && !cur.Withdrawn.Equal(due):
+			next := *cur
+			next.Withdrawn = due
+			return next, true, nil
 		}
-		next := *cur
-		next.Behind = next.Behind.without(due)
-		return next, true, nil
+		return Run{}, false, nil
 	})
 }
 

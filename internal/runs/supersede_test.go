@@ -936,3 +936,48 @@ func TestMemDropBehindTakesASupersededSchedulingOff(t *testing.T) {
 		t.Fatalf("after the superseded scheduling came off: %+v, %v; want the succeeded run the id's end", r.Run, err)
 	}
 }
+
+// A scheduling's message acknowledged as superseded before another
+// scheduling's claim takes the record over is not noted beside that
+// claim: its message is gone, and what waits for the id would wait for it
+// for an hour (issue 38, the part of seed 4499 row 57 left open). The
+// same holds for a record noted as waiting for its rate limit.
+func TestMemSupersededBeforeTheTakeOverIsNotNotedBehind(t *testing.T) {
+	ctx := context.Background()
+	for _, waiting := range []bool{false, true} {
+		e := memEnv(t)
+		s := e.s
+		first := e.now().Truncate(time.Second).Add(time.Minute)
+		lease := e.now().Add(time.Minute)
+		m1 := Meta{Type: "a", Due: first, Token: "tok"}
+		m2 := Meta{Type: "a", Due: first.Add(-30 * time.Second)}
+		if ok := s.Confirm(ctx, []Mark{{ID: "id", Meta: m1}}); !ok[0] {
+			t.Fatal("Confirm failed")
+		}
+		if waiting {
+			if noted, err := s.NoteWaiting(ctx, "id", m1, e.now().Add(time.Second), "waiting for the rate limit of a"); err != nil || !noted {
+				t.Fatal(noted, err)
+			}
+		}
+		// Replaced before its move: the confirmation is taken back, and the
+		// early message, delivered, is acknowledged as superseded.
+		if err := s.Unconfirm(ctx, "id", "tok"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, "id", "w1", 1, lease, m1); !errors.Is(err, ErrUnconfirmed) {
+			t.Fatalf("the early message's claim: %v; want ErrUnconfirmed", err)
+		}
+		if err := s.DropBehind(ctx, "id", m1.Due); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Claim(ctx, "id", "w2", 1, lease, m2); err != nil {
+			t.Fatalf("the replacement's claim (waiting %v): %v", waiting, err)
+		}
+		if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.Get(ctx, "id"); err != nil || len(r.Behind) != 0 || !r.EndOfID(e.now()) {
+			t.Fatalf("the replacement's run once it succeeded (waiting %v): Behind %v, %v; want nothing beside it, the id's end", waiting, r.Behind, err)
+		}
+	}
+}
