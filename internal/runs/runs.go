@@ -51,8 +51,9 @@ type Run struct {
 	// its client sent for now and whose row was then rescheduled or
 	// replaced (UnconfirmDue), or whose early-sent message was
 	// acknowledged as superseded while the record described it
-	// (DropBehind): a confirmation of that due time is refused from then
-	// on, whichever scheduling the record now describes.
+	// (DropBehind), or of the finished scheduling whose record a new one
+	// took over (successor): a confirmation of that due time is refused
+	// from then on, whichever scheduling the record now describes.
 	Withdrawn time.Time
 	// Behind lists the due times of other schedulings of this id moved
 	// to the queue while this record's run had not finished, and not
@@ -84,6 +85,14 @@ func successor(cur *Run, id string, st State) Run {
 	next := newRun(id, st)
 	if cur != nil {
 		next.Withdrawn = cur.Withdrawn
+		if cur.State.Finished() && !cur.Due.IsZero() {
+			// The finished scheduling's confirmation may still come (the
+			// mover confirms an early-sent run as it retires its row, and
+			// its message may have run already, claimed after its row was
+			// checked): refused, it does not take this record over as a
+			// queued run that never starts (issue 38, seed 4558).
+			next.Withdrawn = cur.Due
+		}
 		next.Behind, next.CancelledDue = cur.Behind, cur.CancelledDue
 		if cur.State == Cancelled && !cur.Due.IsZero() {
 			// The cancelled scheduling's message may still be in the

@@ -937,6 +937,42 @@ func TestMemDropBehindTakesASupersededSchedulingOff(t *testing.T) {
 	}
 }
 
+// The mover's confirmation of an early-sent run that comes after the run
+// started (claimed after its row was checked), ended, and the id was
+// scheduled again and ran, is refused: it does not take the new run's
+// finished record over as a queued run that will never start (issue 38,
+// seed 4558: status showed the replaced task queued for good).
+func TestMemLateConfirmationOfAnEndedRunLeavesTheNextRecordAlone(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	first := e.now().Truncate(time.Second)
+	lease := e.now().Add(time.Minute)
+	m1 := Meta{Type: "a", Due: first, Token: "tok1"}
+	if _, err := s.Claim(ctx, "id", "w1", 1, lease, Meta{Type: "a", Due: first, RowChecked: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	m2 := Meta{Type: "a", Due: first.Add(5 * time.Second), Token: "tok2"}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m2}}); !ok[0] {
+		t.Fatal("the replacement's mark failed")
+	}
+	if _, err := s.Claim(ctx, "id", "w2", 1, lease, m2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "id", Meta: m1}}); ok[0] {
+		t.Error("the late confirmation of the first run was counted")
+	}
+	if r, err := s.Get(ctx, "id"); err != nil || r.State != Succeeded || !r.Due.Equal(m2.Due) {
+		t.Fatalf("the record after the late confirmation: %s due %v, %v; want the replacement's, succeeded", r.State, r.Due, err)
+	}
+}
+
 // A scheduling's message acknowledged as superseded before another
 // scheduling's claim takes the record over is not noted beside that
 // claim: its message is gone, and what waits for the id would wait for it
