@@ -63,15 +63,27 @@ func newRateLimiter(t table.Table, rates map[string]RateLimit, now func() time.T
 // frees, plus up to a tenth of the window at random so that the tasks
 // waiting for a budget do not all come back at once.
 func (r *rateLimiter) Take(ctx context.Context, env queue.Envelope) (time.Duration, error) {
+	wait, _, err := r.TakeStart(ctx, env)
+	return wait, err
+}
+
+// TakeStart is Take that also says when the start it recorded was taken
+// (zero when none was: the type has no rate, or its budget is spent), so
+// that the consumer can tell a start recorded long before its handler
+// would begin.
+func (r *rateLimiter) TakeStart(ctx context.Context, env queue.Envelope) (time.Duration, time.Time, error) {
 	lim, ok := r.rates[env.Type]
 	if !ok {
-		return 0, nil
+		return 0, time.Time{}, nil
 	}
-	wait, err := r.l.Take(ctx, env.Type, rateKey(lim.Key, env), rate.Rate{Count: lim.Count, Per: lim.Per})
-	if err != nil || wait == 0 {
-		return 0, err
+	wait, at, err := r.l.Take(ctx, env.Type, rateKey(lim.Key, env), rate.Rate{Count: lim.Count, Per: lim.Per})
+	switch {
+	case err != nil:
+		return 0, time.Time{}, err
+	case wait == 0:
+		return 0, at, nil
 	}
-	return wait + time.Duration(rand.Float64()*float64(lim.Per)/10), nil
+	return wait + time.Duration(rand.Float64()*float64(lim.Per)/10), time.Time{}, nil
 }
 
 // rateKey is the budget key of env under key ("" for the type's budget).

@@ -1221,6 +1221,44 @@ func (r *rates) Take(context.Context, Envelope) (time.Duration, error) {
 	return 0, nil
 }
 
+// startingRates is rates as a rateStarter: the start it records is taken
+// when its answer comes (after any lateness: contention on the row, or a
+// slow read), or none for a type without a rate (unrated).
+type startingRates struct {
+	*rates
+	unrated bool
+}
+
+func (r startingRates) TakeStart(ctx context.Context, env Envelope) (time.Duration, time.Time, error) {
+	wait, err := r.Take(ctx, env)
+	if err != nil || wait > 0 || r.unrated {
+		return wait, time.Time{}, err
+	}
+	return 0, r.clk.Now(), nil
+}
+
+// A limiter that says when it recorded the start is judged by that: an
+// answer slowed before the start was recorded (the row contended, a slow
+// read), or a type without a rate, is not taken again.
+func TestRateTakeJudgedByTheStartRecorded(t *testing.T) {
+	for _, unrated := range []bool{false, true} {
+		rl := &rates{late: 1, lateBy: 2 * time.Second}
+		h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMax: 4 * time.Second}, Rates: startingRates{rl, unrated}})
+		rl.clk = h.clk
+		h.c.Handle("r", func(context.Context, leasecrontype.Task) error { return nil })
+		h.enqueue(Envelope{ID: "slow-but-fresh", Type: "r"})
+		h.start()
+		h.expect(OutcomeSucceeded)
+		h.stop()
+		rl.mu.Lock()
+		asked := rl.asked
+		rl.mu.Unlock()
+		if asked != 1 {
+			t.Errorf("unrated %v: the budget was taken %d times, want once", unrated, asked)
+		}
+	}
+}
+
 // A rate budget taken late — its answer slowed past the second each
 // window allows between the take and the handler's start — is taken
 // again, so that the start the handler makes counts from when it makes

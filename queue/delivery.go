@@ -208,15 +208,22 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 const rateFresh = 500 * time.Millisecond
 
 // takeRate takes a start from d's rate budget, or puts d back (false)
-// until the budget frees. A take whose answer came late — its requests,
-// or the pause check after it, slowed by failing storage — recorded a
-// start that the handler would begin long after, which the window does
-// not allow for: the budget is taken again, so that the start counts from
-// now (the late one stays counted; it cannot be told apart safely).
+// until the budget frees. A start recorded more than rateFresh before
+// the take (and the pause check after it) answered — its write, or that
+// check, slowed by failing storage — is one the handler would begin long
+// after, which the window does not allow for: the budget is taken again,
+// so that the start counts from now (the late one stays counted; it
+// cannot be told apart safely).
 func (c *Consumer) takeRate(hctx context.Context, d *delivery) bool {
 	for try := 1; ; try++ {
-		asked := c.clk.Now()
-		wait, err := c.o.Rates.Take(hctx, d.env)
+		at := c.clk.Now()
+		var wait time.Duration
+		var err error
+		if rs, ok := c.o.Rates.(rateStarter); ok {
+			wait, at, err = rs.TakeStart(hctx, d.env)
+		} else {
+			wait, err = c.o.Rates.Take(hctx, d.env)
+		}
 		switch {
 		case err != nil:
 			d.log.Warn("rate limit not checked; putting the message back", "err", err)
@@ -232,7 +239,10 @@ func (c *Consumer) takeRate(hctx context.Context, d *delivery) bool {
 		if c.pauseBegunSince(hctx, d) {
 			return false
 		}
-		took := c.clk.Now().Sub(asked)
+		if at.IsZero() {
+			return true // no rate for the type: nothing recorded
+		}
+		took := c.clk.Now().Sub(at)
 		switch {
 		case took <= rateFresh:
 			return true

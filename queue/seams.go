@@ -25,6 +25,14 @@ type RateLimiter interface {
 	Take(ctx context.Context, env Envelope) (wait time.Duration, err error)
 }
 
+// rateStarter is a RateLimiter that also says when the start it recorded
+// was taken, on the consumer's clock (zero: no start recorded, the type
+// has no rate). A delivery measures how late its answer came from then;
+// from any other RateLimiter, from when it asked.
+type rateStarter interface {
+	TakeStart(ctx context.Context, env Envelope) (wait time.Duration, at time.Time, err error)
+}
+
 // PayloadFetcher resolves claim-check references (Envelope.PayloadBlob).
 // leasecron's payload blobs (leasecron/payloads/... in the container)
 // implement it; the worker wires them in.

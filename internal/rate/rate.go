@@ -111,26 +111,28 @@ func RowKey(typ, key string) string {
 // from 10 ms doubling to 200 ms) so that they do not collide again.
 const tries = 16
 
-// Take records a start of typ (and key) under r, or returns how long until
-// one of the recorded starts leaves the window (0 and nil: started).
-func (l *Limiter) Take(ctx context.Context, typ, key string, r Rate) (time.Duration, error) {
+// Take records a start of typ (and key) under r, and returns when it was
+// recorded (read after the row, so that a slow read does not age it), or
+// returns how long until one of the recorded starts leaves the window
+// (0, the start and nil: started).
+func (l *Limiter) Take(ctx context.Context, typ, key string, r Rate) (time.Duration, time.Time, error) {
 	rk := RowKey(typ, key)
 	for try := range tries {
 		if try > 0 {
 			select {
 			case <-ctx.Done():
-				return 0, ctx.Err()
+				return 0, time.Time{}, ctx.Err()
 			case <-time.After(retry.Jitter(retry.Exp(10*time.Millisecond, 200*time.Millisecond, try), rand.Float64())):
 			}
 		}
-		now := l.now()
 		e, err := l.t.Get(ctx, Partition, rk)
 		exists := err == nil
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 		case err != nil:
-			return 0, fmt.Errorf("rate of %s: %w", rk, err)
+			return 0, time.Time{}, fmt.Errorf("rate of %s: %w", rk, err)
 		}
+		now := l.now()
 		var starts []time.Time
 		if exists {
 			starts = decode(e.Props.Str(PropStarts))
@@ -139,7 +141,7 @@ func (l *Limiter) Take(ctx context.Context, typ, key string, r Rate) (time.Durat
 		starts = slices.DeleteFunc(starts, func(s time.Time) bool { return !s.After(now.Add(-window)) })
 		if len(starts) >= r.Count {
 			// The start that frees a place is the Count-th newest.
-			return starts[len(starts)-r.Count].Add(window).Sub(now), nil
+			return starts[len(starts)-r.Count].Add(window).Sub(now), time.Time{}, nil
 		}
 		starts = append(starts, now)
 		op := table.Op{Kind: table.Insert, PartitionKey: Partition, RowKey: rk, Props: map[string]any{PropStarts: encode(starts)}}
@@ -149,16 +151,16 @@ func (l *Limiter) Take(ctx context.Context, typ, key string, r Rate) (time.Durat
 		_, err = l.t.Submit(ctx, []table.Op{op})
 		switch {
 		case err == nil:
-			return 0, nil
+			return 0, now, nil
 		case errors.Is(err, storage.ErrTableNotFound):
-			return 0, fmt.Errorf("rate of %s: %w", rk, err)
+			return 0, time.Time{}, fmt.Errorf("rate of %s: %w", rk, err)
 		case errors.Is(err, storage.ErrPreconditionFailed), errors.Is(err, storage.ErrAlreadyExists):
 			continue // another worker took a start meanwhile: read again
 		default:
-			return 0, fmt.Errorf("rate of %s: %w", rk, err)
+			return 0, time.Time{}, fmt.Errorf("rate of %s: %w", rk, err)
 		}
 	}
-	return 0, fmt.Errorf("rate of %s: still contended after %d tries", rk, tries)
+	return 0, time.Time{}, fmt.Errorf("rate of %s: still contended after %d tries", rk, tries)
 }
 
 // encode and decode are the row's form of the starts (see timelist).

@@ -70,11 +70,14 @@ func TestTakeKeepsASlidingWindow(t *testing.T) {
 	r := Rate{Count: 3, Per: 10 * time.Second}
 	var starts []time.Time
 	for range 40 {
-		wait, err := l.Take(ctx, "mail", "", r)
+		wait, at, err := l.Take(ctx, "mail", "", r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if wait == 0 {
+			if !at.Equal(clk.now()) {
+				t.Fatalf("a start taken at %v said it was recorded at %v", clk.now(), at)
+			}
 			starts = append(starts, clk.now())
 			clk.add(time.Second)
 			continue
@@ -100,7 +103,7 @@ func TestTakeKeepsASlidingWindow(t *testing.T) {
 	}
 	// Keys and types are budgets of their own.
 	for _, k := range []struct{ typ, key string }{{"mail", "a"}, {"mail", "b"}, {"sms", ""}} {
-		if wait, err := l.Take(ctx, k.typ, k.key, r); err != nil || wait != 0 {
+		if wait, _, err := l.Take(ctx, k.typ, k.key, r); err != nil || wait != 0 {
 			t.Fatalf("%s/%s: wait %s, %v; want its own budget", k.typ, k.key, wait, err)
 		}
 	}
@@ -117,7 +120,7 @@ func TestTakeUnderContention(t *testing.T) {
 	started := 0
 	for range 30 {
 		wg.Go(func() {
-			wait, err := l.Take(ctx, "t", "", r)
+			wait, _, err := l.Take(ctx, "t", "", r)
 			if err != nil {
 				t.Error(err)
 				return

@@ -55,8 +55,13 @@ func runProps(r Run) table.Props {
 	if len(r.Requeued) > 0 {
 		p["Requeued"] = strings.Join(r.Requeued, ",")
 	}
-	if !r.Withdrawn.IsZero() {
-		p["Withdrawn"] = r.Withdrawn
+	if len(r.Withdrawn) > 0 {
+		// The latest in the property an earlier release reads, every one
+		// in the list beside it.
+		p["Withdrawn"] = r.Withdrawn[0]
+		if len(r.Withdrawn) > 1 {
+			p["WithdrawnDues"] = r.Withdrawn.String()
+		}
 	}
 	if len(r.Behind) > 0 {
 		p["Behind"] = r.Behind.String()
@@ -119,7 +124,7 @@ func decodeRun(rw table.Entity) Run {
 		Progress: leasecrontype.RunProgress{Percent: int(p.Int("Progress")), Message: p.Str("ProgressMessage"), At: p.Time("ProgressAt")},
 		Batch:    p.Str("Batch"), After: splitList(p.Str("After")),
 		Updated: rw.Timestamp,
-	}, Token: p.Str("Token"), Seq: p.Int("Seq"), Requeued: splitList(p.Str("Requeued")), Withdrawn: p.Time("Withdrawn"),
+	}, Token: p.Str("Token"), Seq: p.Int("Seq"), Requeued: splitList(p.Str("Requeued")), Withdrawn: withdrawnOf(p),
 		Behind: parseDues(p.Str("Behind")), CancelledDue: parseDues(p.Str("CancelledDue")), ETag: rw.ETag, pk: rw.PartitionKey}
 }
 
@@ -216,4 +221,13 @@ func finishOps(c, next Run, set []string) []table.Op {
 		ops = append(ops, table.Op{Kind: table.Insert, PartitionKey: pk, RowKey: k, Props: list})
 	}
 	return withSummary(ops, next)
+}
+
+// withdrawnOf reads a record's withdrawn due times: the list, or the one
+// due time an earlier release wrote.
+func withdrawnOf(p table.Props) dues {
+	if list := parseDues(p.Str("WithdrawnDues")); len(list) > 0 {
+		return list
+	}
+	return dues{}.with(p.Time("Withdrawn"))
 }

@@ -47,14 +47,16 @@ type Run struct {
 	// Requeued names the deaths of this run whose dead letters were
 	// requeued, the latest first (at most MaxRequeued; see MarkRequeued).
 	Requeued []string
-	// Withdrawn is the due time of a scheduling of this id whose message
-	// its client sent for now and whose row was then rescheduled or
-	// replaced (UnconfirmDue), or whose early-sent message was
-	// acknowledged as superseded while the record described it
-	// (DropBehind), or of the finished scheduling whose record a new one
-	// took over (successor): a confirmation of that due time is refused
-	// from then on, whichever scheduling the record now describes.
-	Withdrawn time.Time
+	// Withdrawn lists the due times (the latest first, up to maxDues) of
+	// schedulings of this id whose confirmation is refused from then on,
+	// whichever scheduling the record describes: one whose message its
+	// client sent for now and whose row was then rescheduled or replaced
+	// (UnconfirmDue), one whose early-sent message was acknowledged as
+	// superseded while the record described it (DropBehind), and the
+	// finished one whose record a new scheduling took over (successor).
+	// The property Withdrawn holds the latest, as earlier releases read
+	// it; WithdrawnDues all of them.
+	Withdrawn dues
 	// Behind lists the due times of other schedulings of this id moved
 	// to the queue while this record's run had not finished, and not
 	// started since (behind.go): a cancel of the id reaches them too.
@@ -91,7 +93,7 @@ func successor(cur *Run, id string, st State) Run {
 			// its message may have run already, claimed after its row was
 			// checked): refused, it does not take this record over as a
 			// queued run that never starts (issue 38, seed 4558).
-			next.Withdrawn = cur.Due
+			next.Withdrawn = next.Withdrawn.with(cur.Due)
 		}
 		next.Behind, next.CancelledDue = cur.Behind, cur.CancelledDue
 		if cur.State == Cancelled && !cur.Due.IsZero() {
@@ -109,7 +111,7 @@ func successor(cur *Run, id string, st State) Run {
 // withdrawn reports whether m is a confirmation (it carries a token) of a
 // due time cur says was withdrawn.
 func withdrawn(cur *Run, m Meta) bool {
-	return cur != nil && m.Token != "" && !cur.Withdrawn.IsZero() && !m.Due.IsZero() && cur.Withdrawn.Equal(stored(m.Due))
+	return cur != nil && m.Token != "" && cur.Withdrawn.has(m.Due)
 }
 
 // Meta is what a claim or a queued mark records about the task besides the
@@ -201,14 +203,19 @@ func attemptsUnderWay(cur *Run, m Meta, now time.Time) bool {
 		return false
 	}
 	switch {
-	case cur.State == Queued, waitingUnclaimed(cur):
-		// A run noted as waiting for its rate limit before any attempt
-		// is still queued as far as its message goes (issue 38, seed
-		// 4099: taken for one under way, a rescheduled task waited for a
-		// run whose message had been acknowledged as superseded).
+	case cur.State == Queued:
 		// Bounded: a confirmation whose take-back failed leaves a token
 		// that no message may carry any more.
 		return cur.Token != "" && now.Sub(cur.Updated) < QueuedWait && !mutate.On(mutate.TwoAtOnce)
+	case waitingUnclaimed(cur):
+		// Noted as waiting for its rate limit before any attempt: still
+		// queued as far as its message goes, so waited for only while
+		// its confirmation stands (issue 38, seed 4099: taken for a run
+		// under way, a rescheduled task waited for good behind a run
+		// whose message had been acknowledged as superseded) — but for
+		// as long as its budget takes, which may be hours: the note is
+		// written once, so its age says nothing.
+		return cur.Token != "" && !mutate.On(mutate.TwoAtOnce)
 	case cur.State == Running, cur.State == Failed, cur.State == Snoozed:
 		return !mutate.On(mutate.TwoAtOnce)
 	}
@@ -228,8 +235,8 @@ const QueuedWait = 5 * time.Minute
 // unclaimed and unconfirmed. Another scheduling's mark takes it over,
 // keeping the mark.
 func withdrawnPlaceholder(cur *Run, m Meta) bool {
-	return (cur.State == Queued && cur.Attempts == 0 || waitingUnclaimed(cur)) && cur.Token == "" && !cur.Withdrawn.IsZero() &&
-		cur.Withdrawn.Equal(cur.Due) && otherDue(cur, m)
+	return (cur.State == Queued && cur.Attempts == 0 || waitingUnclaimed(cur)) && cur.Token == "" &&
+		cur.Withdrawn.has(cur.Due) && otherDue(cur, m)
 }
 
 // stored is t as the table keeps it: UTC, to the 100 ns tick.
@@ -254,10 +261,13 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 		// would be acknowledged as stale, and what waits for its end (its
 		// children, its batch) would never hear of it.
 		out := *cur
-		if cur.State == Queued {
+		switch {
+		case cur.State == Queued:
 			// Look again when the wait ends at the latest (the consumer
 			// puts the message back until ClaimUntil, within its bounds).
 			out.ClaimUntil = cur.Updated.Add(QueuedWait)
+		case waitingUnclaimed(cur):
+			out.ClaimUntil = cur.SnoozedUntil // when it looks at its budget again
 		}
 		return out, ErrClaimedElsewhere
 	}

@@ -893,9 +893,9 @@ func (s *Store) DropBehind(ctx context.Context, id string, due time.Time) error 
 			next := *cur
 			next.Behind = next.Behind.without(due)
 			return next, true, nil
-		case cur.Due.Equal(due) && cur.Token == "" && notStarted(cur) && !cur.Withdrawn.Equal(due):
+		case cur.Due.Equal(due) && cur.Token == "" && notStarted(cur) && !cur.Withdrawn.has(due):
 			next := *cur
-			next.Withdrawn = due
+			next.Withdrawn = next.Withdrawn.with(due)
 			return next, true, nil
 		}
 		return Run{}, false, nil

@@ -116,18 +116,18 @@ func (s *Store) UnconfirmDue(ctx context.Context, id string, m Meta) error {
 		if cur == nil {
 			next := newRun(id, Queued)
 			fillMeta(&next, Meta{Type: m.Type, Due: due, Batch: m.Batch})
-			next.Withdrawn = due
+			next.Withdrawn = dues{}.with(due)
 			return next, true, nil
 		}
 		confirmed := cur.Token != "" && notStarted(cur) && cur.Due.Equal(due)
-		if cur.Withdrawn.Equal(due) && !confirmed {
+		if cur.Withdrawn.has(due) && !confirmed {
 			return Run{}, false, nil // withdrawn already
 		}
 		next := *cur
 		if confirmed {
 			next.Token = ""
 		}
-		next.Withdrawn = due
+		next.Withdrawn = next.Withdrawn.with(due)
 		return next, true, nil
 	})
 }
@@ -184,7 +184,9 @@ func decideConfirmed(cur *Run, id string, m Meta) (next Run, write, marked bool)
 		// is it noted behind that run: its row is still pending, and a
 		// cancel or change of the row reaches it there.
 		return *cur, false, false
-	case cur.State == "" || cur.State == Scheduled || cur.State == Queued:
+	case cur.State == "" || cur.State == Scheduled || cur.State == Queued, waitingUnclaimed(cur):
+		// Not moved past queued (a run noted as waiting for its rate has
+		// not started): a refused confirmation is not one.
 		return next, write, false
 	}
 	return *cur, false, true
