@@ -52,3 +52,28 @@ func TestRunRowKeepsEveryField(t *testing.T) {
 		t.Fatalf("through the row:\n got %+v\nwant %+v", got, r.Run)
 	}
 }
+
+// A record's withdrawn due times survive the row: all of them through
+// WithdrawnDues, the latest in Withdrawn as earlier releases read it; and
+// a Withdrawn an earlier release changed beside a list it did not know
+// counts too.
+func TestWithdrawnDuesThroughTheRow(t *testing.T) {
+	r := newRun("id", Queued)
+	a, b, c := t0, t0.Add(time.Minute), t0.Add(2*time.Minute)
+	r.Withdrawn = dues{}.with(a, b)
+	p := runProps(r)
+	if w, ok := p["Withdrawn"].(time.Time); !ok || !w.Equal(b) {
+		t.Fatalf("Withdrawn = %v; want the latest, %v", p["Withdrawn"], b)
+	}
+	if got := withdrawnOf(table.Props(p)); !got.has(a) || !got.has(b) || len(got) != 2 {
+		t.Fatalf("read back: %v; want both", got)
+	}
+	p["Withdrawn"] = c // an earlier release's change
+	if got := withdrawnOf(table.Props(p)); !got.has(a) || !got.has(b) || !got.has(c) {
+		t.Fatalf("with Withdrawn changed beside the list: %v; want all three", got)
+	}
+	delete(p, "WithdrawnDues") // an earlier release's row
+	if got := withdrawnOf(table.Props(p)); len(got) != 1 || !got.has(c) {
+		t.Fatalf("from Withdrawn alone: %v", got)
+	}
+}

@@ -223,11 +223,9 @@ func finishOps(c, next Run, set []string) []table.Op {
 	return withSummary(ops, next)
 }
 
-// withdrawnOf reads a record's withdrawn due times: the list, or the one
-// due time an earlier release wrote.
+// withdrawnOf reads a record's withdrawn due times: the list and the one
+// due time in Withdrawn, which an earlier release may have changed
+// without knowing the list.
 func withdrawnOf(p table.Props) dues {
-	if list := parseDues(p.Str("WithdrawnDues")); len(list) > 0 {
-		return list
-	}
-	return dues{}.with(p.Time("Withdrawn"))
+	return parseDues(p.Str("WithdrawnDues")).with(p.Time("Withdrawn"))
 }
