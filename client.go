@@ -125,7 +125,9 @@ func clientOf(p parts, o ClientOptions) *Client {
 		rq = c.runs
 	}
 	c.dead = queue.NewDeadLetters(c.queue, rq).WithKeys(func(ctx context.Context, env queue.Envelope) error {
-		return c.sched.Retake(ctx, env.Type, env.UniqueKey, env.ID, c.holdsKey)
+		states, _ := schedule.ParseUniqueStates(env.UniqueStates)
+		own := schedule.Unique{For: time.Duration(env.UniqueFor) * time.Second, States: states}
+		return c.sched.Retake(ctx, env.Type, env.UniqueKey, env.ID, own, c.holdsKey)
 	}).WithPendingCheck(c.pendingAgain)
 	return c
 }

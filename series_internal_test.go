@@ -193,6 +193,62 @@ func TestRequeueTakesTheUniqueKeyAgain(t *testing.T) {
 	}
 }
 
+// A dead task requeued after the sweep removed its key's guard (its
+// window had ended) takes the key again with the window and states it
+// was scheduled with, which its row and message carry: once it dies
+// again it holds the key for that window (issue 38, seed 4772: the guard
+// came back with no window, and a new task took the key at once).
+func TestRequeueRetakesTheKeyWithItsOwnWindow(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	u := &Unique{Key: "k", For: 30 * time.Second, States: []RunState{RunQueued, RunRunning, RunDead}}
+	first, err := c.Schedule(ctx, Item{Type: "u", Due: due}, &ScheduleOptions{Unique: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := first.ID
+	row, err := c.sched.Get(ctx, a)
+	if err != nil || row.UniqueFor != u.For || !slices.Equal(row.UniqueStates, u.States) {
+		t.Fatalf("the task's row: window %v states %v, %v; want the key's %v %v", row.UniqueFor, row.UniqueStates, err, u.For, u.States)
+	}
+	env := queue.Envelope{V: queue.EnvelopeVersion, ID: a, Type: "u", UniqueKey: "k", Due: due,
+		UniqueFor: int64(row.UniqueFor / time.Second), UniqueStates: "queued,running,dead"}
+	// Moved out of the schedule, run, dead, and its guard swept.
+	if _, err := c.shardMap.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: first.Shard, RowKey: first.RowKey},
+		{Kind: table.Delete, PartitionKey: first.Shard, RowKey: "id~" + a},
+		{Kind: table.Delete, PartitionKey: first.Shard, RowKey: "uq~u~k"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.runs.Claim(ctx, a, "w1", 1, time.Now().Add(time.Minute), runs.Meta{Type: "u", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, a, runs.Dead, errors.New("gave up"), ""); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := env.Encode()
+	if err := c.queue.SetAside(ctx, body, "failed 5 of 5 attempts"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeadLetters().Requeue(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.sched.GuardOf(ctx, "u", "k")
+	if err != nil || g.Task != a || g.For != u.For || !slices.Equal(g.States, u.States) {
+		t.Fatalf("the guard the requeue wrote: %+v, %v; want %s's, for %v in %v", g, err, a, u.For, u.States)
+	}
+	// Dead again: the key is held for its window.
+	if _, err := c.runs.Claim(ctx, a, "w1", 1, time.Now().Add(time.Minute), runs.Meta{Type: "u", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, a, runs.Dead, errors.New("gave up again"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Schedule(ctx, Item{Type: "u", Due: due}, &ScheduleOptions{Unique: &Unique{Key: "k"}}); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("a new task with the key within the requeued task's window after it died again: %v; want ErrDuplicate", err)
+	}
+}
+
 // A sender whose mark on its row is refused takes its run's confirmation
 // back only when the row changed: a row that is gone was moved by the
 // mover on this very confirmation (or cancelled, which records the run

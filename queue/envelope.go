@@ -68,6 +68,13 @@ type Envelope struct {
 	// UniqueKey is the unique key the task holds, if any (a rate limit
 	// may budget per key).
 	UniqueKey string `json:"unique_key,omitempty"`
+	// UniqueFor (whole seconds) and UniqueStates (comma-separated run
+	// states) are that key's window and states as the task was scheduled
+	// with (empty: the defaults; a message of an earlier release carries
+	// neither), so that a requeue once it died takes the key again as it
+	// held it.
+	UniqueFor    int64  `json:"unique_for,omitempty"`
+	UniqueStates string `json:"unique_states,omitempty"`
 	// TraceParent is the W3C traceparent of the span the run's spans are
 	// children of (the move, whose parent is the schedule row's
 	// TraceParent); empty when the task is not traced.

@@ -342,7 +342,7 @@ func sameContent(want map[string]any, got table.Props) bool {
 // contentProps are the properties that say what a task is (what
 // itemProps writes, but the sender's SendingUntil and the mover's own).
 var contentProps = []string{PropMessage, PropType, PropID, PropRecurrence, PropTZ, PropMaxAttempts, PropQueue, PropPriority, PropFairKey, PropPayloadBlob, PropTraceParent,
-	PropUniqueKey, PropAfter, PropAfterAny, PropMet, PropWaiting, PropWaiters, PropBatch, PropCallback}
+	PropUniqueKey, PropUniqueFor, PropUniqueState, PropAfter, PropAfterAny, PropMet, PropWaiting, PropWaiters, PropBatch, PropCallback}
 
 // etagAt returns etags[i], or "" when the table did not tell.
 func etagAt(etags []string, i int) string {

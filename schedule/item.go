@@ -88,6 +88,11 @@ type Item struct {
 
 	// UniqueKey is the unique key the task holds (see AddUnique).
 	UniqueKey string
+	// UniqueFor and UniqueStates are its key's window and states (the
+	// Unique it was added with; zero: the defaults), which a requeue of
+	// the task once it died takes the key with again (Retake).
+	UniqueFor    time.Duration
+	UniqueStates []leasecrontype.RunState
 
 	// PayloadBlob is the claim-check reference of a large payload.
 	PayloadBlob string

@@ -163,6 +163,8 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 		Generation:     gen,
 		TraceParent:    it.TraceParent,
 		UniqueKey:      it.UniqueKey,
+		UniqueFor:      int64(it.UniqueFor / time.Second),
+		UniqueStates:   joinStates(it.UniqueStates),
 		Batch:          it.Batch,
 		After:          it.After,
 		Waiters:        it.Waiters,

@@ -131,6 +131,8 @@ func parseRow(e table.Entity) (parsedRow, error) {
 	}
 	if uk, _, err := e.Props.StrictString(PropUniqueKey); err == nil {
 		it.UniqueKey = uk
+		it.UniqueFor = time.Duration(e.Props.Int(PropUniqueFor)) * time.Second
+		it.UniqueStates, _ = ParseUniqueStates(e.Props.Str(PropUniqueState))
 	}
 	// A trace context that cannot be read is dropped, not a reason to set
 	// the task aside: tracing is never worth a lost task.
@@ -253,6 +255,12 @@ func itemProps(it Item, indexed bool) map[string]any {
 	}
 	if it.UniqueKey != "" {
 		p[PropUniqueKey] = it.UniqueKey
+		if it.UniqueFor > 0 {
+			p[PropUniqueFor] = int64(it.UniqueFor / time.Second)
+		}
+		if len(it.UniqueStates) > 0 {
+			p[PropUniqueState] = joinStates(it.UniqueStates)
+		}
 	}
 	if !it.SendingUntil.IsZero() {
 		p[PropSendingUntil] = it.SendingUntil.UTC().Format(time.RFC3339Nano)

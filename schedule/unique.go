@@ -163,15 +163,20 @@ func ParseUniqueStates(s string) ([]leasecrontype.RunState, error) {
 
 func guardKey(typ, key string) string { return GuardPrefix + typ + "~" + key }
 
-func guardProps(id string, u Unique, now time.Time) map[string]any {
-	states := make([]string, len(u.States))
-	for i, s := range u.States {
+// joinStates is the stored form of run states: comma-separated.
+func joinStates(sts []leasecrontype.RunState) string {
+	states := make([]string, len(sts))
+	for i, s := range sts {
 		states[i] = string(s)
 	}
+	return strings.Join(states, ",")
+}
+
+func guardProps(id string, u Unique, now time.Time) map[string]any {
 	return map[string]any{
 		PropGuardTask:   id,
 		PropUniqueFor:   int64(u.For / time.Second),
-		PropUniqueState: strings.Join(states, ","),
+		PropUniqueState: joinStates(u.States),
 		PropCreated:     now.UTC().Format(time.RFC3339Nano),
 		PropCheckAfter:  now.Add(u.For),
 	}
@@ -268,6 +273,7 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 		return Item{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	it.Shard, it.RowKey, it.Indexed, it.SendingUntil, it.UniqueKey = shard, rk, true, ao.Sending, u.Key
+	it.UniqueFor, it.UniqueStates = u.For, u.States
 	if err := c.storePayload(ctx, &it); err != nil {
 		return Item{}, err
 	}
@@ -332,15 +338,25 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 	return Item{}, fmt.Errorf("add %s: unique key %q still contended after %d attempts", it.ID, u.Key, retries)
 }
 
+// orDefaults is u with DefaultUniqueStates when it names no states.
+func (u Unique) orDefaults() Unique {
+	if len(u.States) == 0 {
+		u.States = DefaultUniqueStates
+	}
+	return u
+}
+
 // Retake makes task id hold its unique key of type typ again: a dead task
 // moved back from the dead letters, which may have lost the key while it
 // was dead (a finished task holds it only for its window, and a new task
 // may have taken it). The guard is made to name id — inserted when the
 // sweep removed it, replaced when it names a task that no longer holds
-// the key — with the window and states of the guard it replaces (the
-// defaults when there is none); a task that holds the key refuses it with
-// a *DuplicateError naming that task.
-func (c *Client) Retake(ctx context.Context, typ, key, id string, live Live) error {
+// the key — with the window and states the task was scheduled with (own:
+// Unique.For and States; its Key is not used), or, when those are not
+// known (zero: a message of an earlier release, or the defaults), the
+// guard's it replaces (the defaults when there is none); a task that
+// holds the key refuses it with a *DuplicateError naming that task.
+func (c *Client) Retake(ctx context.Context, typ, key, id string, own Unique, live Live) error {
 	pl, err := c.place(ctx)
 	if err != nil {
 		return err
@@ -358,7 +374,10 @@ func (c *Client) Retake(ctx context.Context, typ, key, id string, live Live) err
 		ge, err := c.t.Get(ctx, shard, gk)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
-			op = table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: guardProps(id, Unique{States: DefaultUniqueStates}, now)}
+			// (issue 38, seed 4772: inserted with the defaults, a task
+			// requeued after its guard was swept held its key for no
+			// window once it died again, and a new task took it at once.)
+			op = table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: guardProps(id, own.orDefaults(), now)}
 		case err != nil:
 			return fmt.Errorf("retake unique key %q of %s: %w", key, id, err)
 		default:
@@ -373,8 +392,11 @@ func (c *Client) Retake(ctx context.Context, typ, key, id string, live Live) err
 			if holds {
 				return &DuplicateError{Type: typ, Key: key, ID: g.Task}
 			}
-			op = table.Op{Kind: table.Replace, PartitionKey: shard, RowKey: gk, IfMatch: ge.ETag,
-				Props: guardProps(id, Unique{For: g.For, States: g.States}, now)}
+			spec := Unique{For: g.For, States: g.States}
+			if own.For > 0 || len(own.States) > 0 {
+				spec = own.orDefaults()
+			}
+			op = table.Op{Kind: table.Replace, PartitionKey: shard, RowKey: gk, IfMatch: ge.ETag, Props: guardProps(id, spec, now)}
 		}
 		if _, err := c.t.Submit(ctx, []table.Op{op}); err == nil || !conflict(err) {
 			if err != nil {
