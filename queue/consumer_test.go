@@ -1332,6 +1332,35 @@ func TestRateLimitPutsBackAndSaysWhy(t *testing.T) {
 	}
 }
 
+// A task that waits for its rate limit longer than WaitingRefresh has the
+// note written again when it is put back again, so that its run (if its
+// message was confirmed) is known to be still waiting (a review of issue
+// 38's seed 4099 fix: written once, its age said nothing, and a new
+// scheduling of the id either waited for good or took the record over).
+func TestRateWaitNoteIsRefreshed(t *testing.T) {
+	rl := &rates{refuse: 3, wait: 3 * time.Minute}
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMax: 4 * time.Second}, Rates: rl})
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	h.c.Handle("r", func(context.Context, leasecrontype.Task) error { return nil })
+	h.enqueue(Envelope{ID: "slow-budget", Type: "r"})
+	h.start()
+	var untils []time.Time
+	for range 3 {
+		h.expect(OutcomeDeferred)
+		r, err := rm.Get(context.Background(), "slow-budget")
+		if err != nil || r.State != runs.Snoozed {
+			t.Fatalf("the waiting run: %+v, %v", r, err)
+		}
+		untils = append(untils, r.SnoozedUntil)
+	}
+	h.expect(OutcomeSucceeded)
+	h.stop()
+	if !untils[1].After(untils[0]) || !untils[2].After(untils[1]) {
+		t.Fatalf("the note's until after each put-back: %v; want it written again each time (3 min apart, past WaitingRefresh)", untils)
+	}
+}
+
 // The note that a delivery waits for its rate limit leaves alone a record
 // that is not the delivery's run: a stale early message of a task that
 // was rescheduled and has since succeeded does not make its record

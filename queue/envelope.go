@@ -86,6 +86,11 @@ type Envelope struct {
 	// Waiting is why the task was put back before it started (its rate
 	// limit), once that is recorded on its run; empty otherwise.
 	Waiting string `json:"waiting,omitempty"`
+	// WaitingAt is when Waiting was last recorded on the run (zero in a
+	// message of an earlier release): the note is written again every
+	// WaitingRefresh while the task waits, so that its run, if its
+	// message was sent early and confirmed, is known to be waiting.
+	WaitingAt time.Time `json:"waiting_at,omitzero"`
 	// Dequeues is the service's dequeue count of this message when a worker
 	// last rewrote it (after a failed attempt, a deferral or a release at
 	// shutdown). Deliveries beyond it had no outcome recorded — a worker

@@ -237,7 +237,7 @@ func (c *Consumer) misrouted(hctx context.Context, d *delivery) {
 // snoozed until the first wait ends, with the reason as its output, and the
 // message carries the note so that later put-backs write nothing.
 func (c *Consumer) noteWaiting(hctx context.Context, d *delivery, wait time.Duration, why string) {
-	if c.o.Runs == nil || d.env.Waiting != "" {
+	if c.o.Runs == nil || d.env.Waiting != "" && c.clk.Now().Sub(d.env.WaitingAt) < WaitingRefresh {
 		return
 	}
 	ctx, cancel := c.opCtx(hctx)
@@ -257,8 +257,16 @@ func (c *Consumer) noteWaiting(hctx context.Context, d *delivery, wait time.Dura
 		d.log.Warn("recording why the task waits failed", "err", err)
 		return
 	}
-	d.env.Waiting = why
+	d.env.Waiting, d.env.WaitingAt = why, c.clk.Now().UTC()
 }
+
+// WaitingRefresh is how often the note that a task waits for its rate
+// limit is written again while it waits: well within the five minutes
+// (runs.QueuedWait) after which a confirmed run whose record has not
+// changed is taken for one whose message is gone, so that a new
+// scheduling of the id waits for a run still waiting for its budget
+// however long that takes, and not for one whose message is gone.
+const WaitingRefresh = 2 * time.Minute
 
 // deferDelay grows with how often the message has been put back
 // (approximated by its dequeue count beyond its attempts), up to PollMax.

@@ -237,3 +237,23 @@ func TestSweepRemovesGuardsPastTheirWindow(t *testing.T) {
 		t.Fatalf("tasks after the sweep: %d, %v", len(items), err)
 	}
 }
+
+// The mover's message of a unique task carries its key's window and
+// states, which a requeue once it died takes the key again with (issue
+// 38, seed 4772); a row without them (an earlier release's, or another
+// program's) sends none, and the requeue falls back.
+func TestMovedUniqueTaskCarriesItsWindow(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{})
+	u := Unique{Key: "k", For: 45 * time.Second, States: []leasecrontype.RunState{leasecrontype.RunQueued, leasecrontype.RunRunning, leasecrontype.RunDead}}
+	it, err := e.c.AddUnique(ctx(t), Item{Type: "invoice", Due: t0.Add(-time.Second)}, u, holds(true), AddOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := e.q.byID(it.ID)
+	if !ok || s.env.UniqueKey != "k" || s.env.UniqueFor != 45 || s.env.UniqueStates != "queued,running,dead" {
+		t.Fatalf("the moved message: %+v, sent %v; want the key k for 45 s in queued,running,dead", s.env, ok)
+	}
+}

@@ -203,19 +203,16 @@ func attemptsUnderWay(cur *Run, m Meta, now time.Time) bool {
 		return false
 	}
 	switch {
-	case cur.State == Queued:
+	case cur.State == Queued, waitingUnclaimed(cur):
+		// A run noted as waiting for its rate limit before any attempt
+		// is still queued as far as its message goes (issue 38, seed
+		// 4099: taken for a run under way, a rescheduled task waited for
+		// good behind a run whose message had been acknowledged as
+		// superseded); the note is written again every two minutes while
+		// it waits (queue.WaitingRefresh), so the bound holds for it too.
 		// Bounded: a confirmation whose take-back failed leaves a token
 		// that no message may carry any more.
 		return cur.Token != "" && now.Sub(cur.Updated) < QueuedWait && !mutate.On(mutate.TwoAtOnce)
-	case waitingUnclaimed(cur):
-		// Noted as waiting for its rate limit before any attempt: still
-		// queued as far as its message goes, so waited for only while
-		// its confirmation stands (issue 38, seed 4099: taken for a run
-		// under way, a rescheduled task waited for good behind a run
-		// whose message had been acknowledged as superseded) — but for
-		// as long as its budget takes, which may be hours: the note is
-		// written once, so its age says nothing.
-		return cur.Token != "" && !mutate.On(mutate.TwoAtOnce)
 	case cur.State == Running, cur.State == Failed, cur.State == Snoozed:
 		return !mutate.On(mutate.TwoAtOnce)
 	}
@@ -261,13 +258,10 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 		// would be acknowledged as stale, and what waits for its end (its
 		// children, its batch) would never hear of it.
 		out := *cur
-		switch {
-		case cur.State == Queued:
+		if cur.State == Queued || waitingUnclaimed(cur) {
 			// Look again when the wait ends at the latest (the consumer
 			// puts the message back until ClaimUntil, within its bounds).
 			out.ClaimUntil = cur.Updated.Add(QueuedWait)
-		case waitingUnclaimed(cur):
-			out.ClaimUntil = cur.SnoozedUntil // when it looks at its budget again
 		}
 		return out, ErrClaimedElsewhere
 	}

@@ -590,12 +590,18 @@ func TestMemClaimWaitsForAConfirmedEarlierScheduling(t *testing.T) {
 	if _, err := s.Claim(ctx, "rated", "w1", 1, lease, Meta{Type: "a", Due: again}); !errors.Is(err, ErrClaimedElsewhere) {
 		t.Fatalf("a claim over a confirmed run waiting for its rate: %v; want ErrClaimedElsewhere", err)
 	}
-	// However long its budget takes: the note is written once (a review:
-	// bounded by QueuedWait, a run waiting for a 100/1h budget was taken
-	// over and its message then acknowledged as stale).
-	e.advance(2 * QueuedWait)
+	// However long its budget takes, while the note is written again
+	// (queue.WaitingRefresh; a review: a run waiting for a 100/1h budget
+	// was taken over after QueuedWait and its message then acknowledged
+	// as stale).
+	for range 4 {
+		e.advance(2 * time.Minute)
+		if noted, err := s.NoteWaiting(ctx, "rated", old, e.now().Add(time.Second), "waiting for the rate limit of a"); err != nil || !noted {
+			t.Fatal(noted, err)
+		}
+	}
 	if _, err := s.Claim(ctx, "rated", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: again}); !errors.Is(err, ErrClaimedElsewhere) {
-		t.Fatalf("a claim over a confirmed run waiting for its rate %v: %v; want ErrClaimedElsewhere", 2*QueuedWait, err)
+		t.Fatalf("a claim over a confirmed run waiting for its rate, its note refreshed: %v; want ErrClaimedElsewhere", err)
 	}
 	if err := s.Unconfirm(ctx, "rated", "tok1"); err != nil {
 		t.Fatal(err)
