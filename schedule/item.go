@@ -90,7 +90,10 @@ type Item struct {
 	UniqueKey string
 	// UniqueFor and UniqueStates are its key's window and states (the
 	// Unique it was added with; zero: the defaults), which a requeue of
-	// the task once it died takes the key with again (Retake).
+	// the task once it died takes the key with again (Retake). Like
+	// UniqueKey they are read from the row: to add a unique task, pass a
+	// Unique (AddUnique, ScheduleOptions.Unique); these fields of an Item
+	// given to Add are ignored.
 	UniqueFor    time.Duration
 	UniqueStates []leasecrontype.RunState
 
