@@ -1026,7 +1026,15 @@ func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.Ca
 	now := c.w.now()
 	switch {
 	case err == nil && (res.Removed || res.Marked):
-		if t.cancelled.IsZero() {
+		// A scheduling that had not answered when the cancel did may
+		// have been written after it, the cancel acting on an earlier
+		// scheduling of the id instead (seed 4981): then it may have
+		// been cancelled, not surely.
+		inFlight := t.returned.IsZero() && slices.ContainsFunc(c.byID[id], func(o *ti) bool {
+			_, ended := o.finalEnd()
+			return o != t && (o.accepted || o.ambiguous) && !ended
+		})
+		if t.cancelled.IsZero() && !inFlight {
 			t.cancelled = now
 		}
 		if t.cancelTry.IsZero() {
