@@ -66,7 +66,7 @@ test-bulk: deps build ## a bulk requeue of 100,000 dead letters through a SIGKIL
 # time, with faults; every README promise checked as code. SEED=n replays one (SIM_TRIES=n runs it
 # until it fails; SIM_LOG=debug SIM_LOGFILE=f keeps its whole log).
 SEEDS ?= 10000
-sim: ## the simulator's fixed seeds (a few minutes); SEED=n replays one seed, shrinking a failure to a short operation log
+sim: ## the simulator's fixed seeds (about 2 min); SEED=n replays one seed, shrinking a failure to a short operation log
 	cd tools && LEASECRON_SIM=1 SIM_SEED=$(SEED) $(GO) test -count=1 -timeout 30m -run 'TestSim$$' -v ./sim/ 2>&1 | grep -v '^=== \|^--- PASS\|^    --- PASS' | tail -40
 
 sim-long: ## SEEDS seeds of the simulator (default 10,000: about 3–4 s each, two at a time) from SIM_FROM (default 1000); the coverage report goes to sim-long.txt
