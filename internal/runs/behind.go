@@ -103,6 +103,7 @@ func (r *Run) noteBehind(due time.Time) bool {
 func (r *Run) started(due time.Time) {
 	r.Behind = r.Behind.without(due)
 	r.CancelledDue = r.CancelledDue.without(due)
+	r.ConfirmedBehind = r.ConfirmedBehind.without(due)
 }
 
 // cancelBehind turns the schedulings moved beside r into cancelled ones
@@ -112,7 +113,7 @@ func (r *Run) cancelBehind() bool {
 		return false
 	}
 	r.CancelledDue = r.CancelledDue.with(r.Behind...)
-	r.Behind = nil
+	r.Behind, r.ConfirmedBehind = nil, nil
 	return true
 }
 

@@ -69,6 +69,9 @@ func runProps(r Run) table.Props {
 	if len(r.CancelledDue) > 0 {
 		p["CancelledDue"] = r.CancelledDue.String()
 	}
+	if len(r.ConfirmedBehind) > 0 {
+		p["ConfirmedBehind"] = r.ConfirmedBehind.String()
+	}
 	return p
 }
 
@@ -125,7 +128,8 @@ func decodeRun(rw table.Entity) Run {
 		Batch:    p.Str("Batch"), After: splitList(p.Str("After")),
 		Updated: rw.Timestamp,
 	}, Token: p.Str("Token"), Seq: p.Int("Seq"), Requeued: splitList(p.Str("Requeued")), Withdrawn: withdrawnOf(p),
-		Behind: parseDues(p.Str("Behind")), CancelledDue: parseDues(p.Str("CancelledDue")), ETag: rw.ETag, pk: rw.PartitionKey}
+		Behind: parseDues(p.Str("Behind")), CancelledDue: parseDues(p.Str("CancelledDue")),
+		ConfirmedBehind: parseDues(p.Str("ConfirmedBehind")), ETag: rw.ETag, pk: rw.PartitionKey}
 }
 
 // Public returns r as the public leasecrontype.Run.

@@ -65,6 +65,12 @@ type Run struct {
 	// cancel reached beside another scheduling's record: their
 	// deliveries are refused as cancelled (behind.go).
 	CancelledDue dues
+	// ConfirmedBehind lists the due times of Behind whose confirmation
+	// stood when this record was taken over from them (a confirmed run
+	// waited for QueuedWait, its message held by a pause): their
+	// early-sent messages claim without the row, which the mover has
+	// removed (behind.go).
+	ConfirmedBehind dues
 
 	ETag string
 	// legacy marks a record read from the previous layout.
@@ -95,7 +101,7 @@ func successor(cur *Run, id string, st State) Run {
 			// queued run that never starts (issue 38, seed 4558).
 			next.Withdrawn = next.Withdrawn.with(cur.Due)
 		}
-		next.Behind, next.CancelledDue = cur.Behind, cur.CancelledDue
+		next.Behind, next.CancelledDue, next.ConfirmedBehind = cur.Behind, cur.CancelledDue, cur.ConfirmedBehind
 		if cur.State == Cancelled && !cur.Due.IsZero() {
 			// The cancelled scheduling's message may still be in the
 			// queue (put back behind another run, or not yet delivered):
@@ -287,6 +293,13 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 			// id cancels that one too. (A withdrawn due time's placeholder
 			// stands for no message that may still run.)
 			next.noteBehind(cur.Due)
+			if cur.Token != "" && notStarted(cur) {
+				// Its confirmation stands (the take-over comes only past
+				// QueuedWait): its message, held by a pause, may still
+				// come, and must not be taken for stale for want of its
+				// row (issue 38, seed 4954).
+				next.ConfirmedBehind = next.ConfirmedBehind.with(cur.Due)
+			}
 		}
 	} else {
 		next = successor(cur, id, Queued)

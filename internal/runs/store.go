@@ -892,6 +892,7 @@ func (s *Store) DropBehind(ctx context.Context, id string, due time.Time) error 
 		case cur.Behind.has(due):
 			next := *cur
 			next.Behind = next.Behind.without(due)
+			next.ConfirmedBehind = next.ConfirmedBehind.without(due)
 			return next, true, nil
 		case cur.Due.Equal(due) && cur.Token == "" && notStarted(cur) && !cur.Withdrawn.has(due):
 			next := *cur

@@ -35,6 +35,9 @@ func unconfirmed(cur *Run, m Meta) bool {
 	if m.Token == "" {
 		return false
 	}
+	if cur != nil && cur.ConfirmedBehind.has(m.Due) && cur.Behind.has(m.Due) {
+		return false // confirmed when the record was taken over from it
+	}
 	if cur == nil || newer(cur, m) {
 		return true
 	}

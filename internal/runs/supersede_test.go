@@ -1086,3 +1086,43 @@ func TestMemSupersededBeforeTheTakeOverIsNotNotedBehind(t *testing.T) {
 		}
 	}
 }
+
+// A confirmed run whose message a pause holds past QueuedWait is taken
+// over by a new scheduling of its id, which notes it beside itself; its
+// message, back once the pause ends, still runs (its confirmation stood
+// when the record was taken over) instead of being acknowledged as stale
+// for want of its row, which the mover had removed (issue 38, seed 4954:
+// a batch member never ran, and its callback never did). A cancel of the
+// id reaches it as before.
+func TestMemConfirmedRunTakenOverPastQueuedWaitStillRuns(t *testing.T) {
+	ctx := context.Background()
+	for _, cancelled := range []bool{false, true} {
+		e := memEnv(t)
+		s := e.s
+		first := e.now().Truncate(time.Second)
+		m1 := Meta{Type: "a", Due: first, Token: "tok1", Batch: "b"}
+		if ok := s.Confirm(ctx, []Mark{{ID: "id", Meta: m1}}); !ok[0] {
+			t.Fatal("Confirm failed")
+		}
+		e.advance(QueuedWait + time.Second)
+		again := Meta{Type: "a", Due: first.Add(time.Minute)}
+		if _, err := s.Claim(ctx, "id", "w1", 1, e.now().Add(time.Minute), again); err != nil {
+			t.Fatalf("the new scheduling's claim past QueuedWait: %v", err)
+		}
+		if cancelled {
+			if _, err := s.Cancel(ctx, "id"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Claim(ctx, "id", "w2", 1, e.now().Add(time.Minute), m1)
+		switch {
+		case cancelled && err == nil:
+			t.Fatalf("the held member's claim after a cancel of the id ran: %+v", r)
+		case !cancelled && (err != nil || !r.Due.Equal(first)):
+			t.Fatalf("the held member's claim once the pause ended: %+v, %v; want its own run", r, err)
+		}
+	}
+}
