@@ -130,8 +130,10 @@ func (dl *DeadLetters) RequeueWhere(ctx context.Context, op string, match func(D
 
 // requeueTries is how often a walk tries to requeue one dead letter
 // before it counts it failed, and requeueRetryAfter the pause before the
-// second try (doubled before the third).
-const requeueTries = 3
+// second try (doubled before each next one: the tries span 7.5 s, so a
+// burst of faults that fails one try seldom fails them all; issue 38,
+// seed 5527: three tries 1.5 s apart all met the faults of one burst).
+const requeueTries = 5
 
 var requeueRetryAfter = 500 * time.Millisecond
 

@@ -41,10 +41,13 @@ func growth(t *testing.T, e env, lay *growingLayout) {
 	meta := Meta{Type: "email", Due: due}
 	mq := meta
 	mq.Queued = true
-	var old, fresh []Mark
+	var old, fresh, checked []Mark
 	for i := range 40 {
 		old = append(old, Mark{fmt.Sprintf("old-%02d", i), meta})
 		fresh = append(fresh, Mark{fmt.Sprintf("new-%02d", i), meta})
+	}
+	for i := range 8 {
+		checked = append(checked, Mark{fmt.Sprintf("checked-%02d", i), meta})
 	}
 	series := "nightly"
 	occ := func(i int) string { return OccurrenceID(series, due.Add(-time.Duration(i)*time.Hour)) }
@@ -70,6 +73,18 @@ func growth(t *testing.T, e env, lay *growingLayout) {
 			t.Fatal(err)
 		}
 		if err := e.s.Finish(ctx, occ(i), Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Runs claimed before any mark (a worker took an early-sent message
+	// after checking its row, the mark of the send never landed: its
+	// mover died), and succeeded.
+	for _, m := range checked {
+		if _, err := e.s.Claim(ctx, m.ID, "w1", 1, e.now().Add(time.Hour), meta); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.Finish(ctx, m.ID, Succeeded, nil, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -119,6 +134,25 @@ func growth(t *testing.T, e env, lay *growingLayout) {
 	if moved == 0 {
 		t.Fatal("no succeeded old run lives in a partition the eight do not write: pick other ids")
 	}
+	// The next owner of their shard finds their rows unmarked and sends
+	// them again: the runs are not marked queued beside their records,
+	// and their second messages do not run (issue 38, seed 5558).
+	moved = 0
+	for i, ok := range e.other.MarkQueued(ctx, checked) {
+		m := checked[i]
+		if DefaultLayout.home(m.ID) != lay.get(ctx).home(m.ID) {
+			moved++
+		}
+		if ok {
+			t.Errorf("%s, succeeded, was marked queued again", m.ID)
+		}
+		if _, err := e.other.Claim(ctx, m.ID, "w2", 1, e.now().Add(time.Hour), mq); !errors.Is(err, ErrAlreadySucceeded) {
+			t.Errorf("the second message of %s: %v, want ErrAlreadySucceeded", m.ID, err)
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no checked run lives in a partition the eight do not write: pick other ids")
+	}
 	if _, err := e.other.Cancel(ctx, "old-01"); err != nil {
 		t.Fatalf("cancel of old-01: %v", err)
 	}
@@ -152,14 +186,14 @@ func growth(t *testing.T, e env, lay *growingLayout) {
 			t.Fatal(err)
 		}
 	}
-	if n := e.verify(t); n != 84 {
-		t.Fatalf("Verify counted %d runs, want 84", n)
+	if n := e.verify(t); n != 92 {
+		t.Fatalf("Verify counted %d runs, want 92", n)
 	}
 
 	// Listings read every partition; a series' both.
 	all, err := e.s.Query(ctx, Query{Limit: 200})
-	if err != nil || len(all.Runs) != 84 {
-		t.Fatalf("listing: %d runs, %v; want 84", len(all.Runs), err)
+	if err != nil || len(all.Runs) != 92 {
+		t.Fatalf("listing: %d runs, %v; want 92", len(all.Runs), err)
 	}
 	failed, err := e.s.Query(ctx, Query{State: Failed})
 	if err != nil || len(failed.Runs) != 40 {
@@ -177,7 +211,7 @@ func growth(t *testing.T, e env, lay *growingLayout) {
 	e.advance(DefaultRetentionFailed + time.Hour)
 	st, err := e.s.Clean(ctx)
 	// Nine old runs are still running (old-03, -05, … -19): kept.
-	if err != nil || st.Expired != 75 {
+	if err != nil || st.Expired != 83 {
 		left, _ := e.s.Query(ctx, Query{Limit: 200})
 		t.Fatalf("Clean: %+v, %v; %d runs left", st, err, len(left.Runs))
 	}

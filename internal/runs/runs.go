@@ -196,6 +196,15 @@ func otherDue(cur *Run, m Meta) bool {
 // table's 100 ns tick.
 func (r Run) OfDue(due time.Time) bool { return r.Due.IsZero() || r.Due.Equal(stored(due)) }
 
+// requeuedFor reports whether cur is a run put back to queued by a
+// requeue of its dead letter, not claimed since, and m describes a
+// delivery of it that is not the requeue's: every requeue sends its
+// message marked (queue.Envelope.Marked), and an unmarked message of the
+// same due time was sent before the run died.
+func requeuedFor(cur *Run, m Meta) bool {
+	return cur != nil && cur.State == Queued && cur.Attempts == 0 && len(cur.Requeued) > 0 && !m.Queued && cur.OfDue(m.Due)
+}
+
 // attemptsUnderWay reports whether cur is another scheduling's run (of
 // another due time) that is running or between attempts (failed and to be
 // retried, snoozed), or queued and confirmed: its message carries the
@@ -255,6 +264,14 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 	}
 	if unconfirmed(cur, m) {
 		return newRun(id, ""), ErrUnconfirmed
+	}
+	if requeuedFor(cur, m) {
+		// A message of the run from before its death (a row sent again
+		// while it was dead, a late copy), not the requeue's, which is
+		// marked: run, it would take the requeue's attempt, and its death
+		// would be a dead letter the requeue's operation did not make, so
+		// requeued again (issue 38, seed 5527).
+		return *cur, ErrDead
 	}
 	if attemptsUnderWay(cur, m, now) {
 		// Another scheduling of the id (scheduled again or replaced while

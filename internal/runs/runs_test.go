@@ -449,6 +449,15 @@ func lifecycle(t *testing.T, e env) {
 	if earlier, queued, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m1-3"); err != nil || !earlier || !queued {
 		t.Fatalf("MarkRequeued of the same death: earlier %v, queued %v, %v; want true, true", earlier, queued, err)
 	}
+	// A message of the run from before its death, unmarked (the mover
+	// sent its row again while the run was dead, and that message came
+	// late) does not take the requeue's run: it is the dead run's
+	// (issue 38, seed 5527: it ran, died, and its dead letter, not the
+	// operation's, was requeued by the same operation).
+	if _, err := s.Claim(ctx, "c1", "w1", 1, e.now().Add(time.Minute), Meta{Type: "flaky", Due: due}); !errors.Is(err, ErrDead) {
+		t.Fatalf("an unmarked message of the dead run: %v; want ErrDead", err)
+	}
+	e.mustState(t, "c1", Queued)
 	e.wantCost(t, "a claim of a requeued run", 1, func() {
 		if _, err := s.Claim(ctx, "c1", "w1", 1, e.now().Add(time.Minute), Meta{Type: "flaky", Due: due, Queued: true}); err != nil {
 			t.Fatal(err)
@@ -466,6 +475,25 @@ func lifecycle(t *testing.T, e env) {
 	}
 	if r := e.mustState(t, "c1", Running); slices.Contains(r.Requeued, "m1-3b") {
 		t.Fatalf("the second dead letter was recorded as requeued: %+v", r)
+	}
+	// Dead again. A second dead letter of the death requeued — the same
+	// message set aside again at a later delivery, its first set-aside's
+	// answer lost — is left over too: the death was requeued once
+	// (issue 38, seed 5527: requeued, the task ran a third time for one
+	// operation). A death of another message is requeued.
+	if err := s.Finish(ctx, "c1", Dead, errors.New("gave up again"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m1-4"); err != nil || !earlier || queued {
+		t.Fatalf("MarkRequeued of the same message's later set-aside: earlier %v, queued %v, %v; want true, false", earlier, queued, err)
+	}
+	e.mustState(t, "c1", Dead)
+	if earlier, _, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m2-1"); err != nil || earlier {
+		t.Fatalf("MarkRequeued of another message's death: earlier %v, %v; want false", earlier, err)
+	}
+	e.mustState(t, "c1", Queued)
+	if _, err := s.Claim(ctx, "c1", "w1", 1, e.now().Add(time.Minute), Meta{Type: "flaky", Due: due, Queued: true}); err != nil {
+		t.Fatal(err)
 	}
 
 	// A claim taken over after it lapsed: the first worker's late finish

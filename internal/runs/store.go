@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -308,7 +309,7 @@ type Mark struct {
 // decided one by one. Failures are logged, not returned: marks are
 // bookkeeping, and an unmarked run is still claimed correctly.
 func (s *Store) MarkQueued(ctx context.Context, marks []Mark) []bool {
-	return s.markQueued(ctx, marks, decideQueued, false)
+	return s.markQueued(ctx, marks, decideQueued)
 }
 
 // decider decides, for one run that could not be inserted with its batch,
@@ -316,12 +317,15 @@ func (s *Store) MarkQueued(ctx context.Context, marks []Mark) []bool {
 type decider func(cur *Run, id string, m Meta) (next Run, write, marked bool)
 
 // markQueued is MarkQueued with decide for the runs decided one by one.
-// With known, a run may already have a record (a worker claimed an
-// early-sent run after checking its row, before the mover confirmed it):
-// one whose id has several homes (the layout grew) is read first, since a
-// blind insert into its write home would not collide with its record in
-// an older one and would make two records of the run.
-func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider, known bool) []bool {
+// A run may already have a record, whoever marks it: a worker may have
+// claimed an early-sent run after checking its row, before the mover
+// confirmed it, or before the mark of the send landed on the row at all —
+// the sender died, and the next owner of the shard sends the row again as
+// one never sent (issue 38, seed 5558). So a run whose id has several
+// homes (the layout grew) is read first: a blind insert into its write
+// home would not collide with its record in an older one, and would make
+// two records of the run, the second message running again.
+func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider) []bool {
 	out := make([]bool, len(marks))
 	if len(marks) == 0 {
 		return out
@@ -337,7 +341,7 @@ func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider, kn
 			s.o.Logger.Debug("run not marked queued", "task_id", m.ID, "err", err)
 			continue
 		}
-		if known && len(l.homes(bucketKey(m.ID))) > 1 {
+		if len(l.homes(bucketKey(m.ID))) > 1 {
 			byBucket[""] = append(byBucket[""], i) // decided one by one
 			continue
 		}
@@ -447,7 +451,7 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death strin
 		earlier, queued = false, false
 		next := newRun(id, "")
 		if cur != nil {
-			if i := slices.Index(cur.Requeued, death); death != "" && i >= 0 {
+			if i := slices.IndexFunc(cur.Requeued, func(r string) bool { return sameDeath(r, death) }); death != "" && i >= 0 {
 				earlier, queued = true, i == 0 && cur.State == Queued
 				return Run{}, false, nil
 			}
@@ -490,6 +494,30 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death strin
 		return next, true, nil
 	})
 	return earlier, queued, err
+}
+
+// sameDeath reports whether two deaths of dead letters (queue.DeadLetter.
+// Death: a message id and its dequeue count, or "p-" and a poison record
+// id) are one: the same message, set aside at two deliveries because the
+// answer to the first set-aside was lost, is one death, the second dead
+// letter only left over.
+func sameDeath(a, b string) bool {
+	return a == b || !strings.HasPrefix(a, "p-") && messageOf(a) != "" && messageOf(a) == messageOf(b)
+}
+
+// messageOf is the message id of a death "{message id}-{dequeue count}"
+// ("" when it has no count).
+func messageOf(death string) string {
+	i := strings.LastIndexByte(death, '-')
+	if i <= 0 || i == len(death)-1 {
+		return ""
+	}
+	for _, r := range death[i+1:] {
+		if r < '0' || r > '9' {
+			return ""
+		}
+	}
+	return death[:i]
 }
 
 // MaxRequeued is how many of its requeued deaths a run remembers.

@@ -166,7 +166,7 @@ func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time
 // past queued (a worker ran it after checking the row, or it was
 // cancelled). A false answer keeps the row for the next pass.
 func (s *Store) Confirm(ctx context.Context, marks []Mark) []bool {
-	return s.markQueued(ctx, marks, decideConfirmed, true)
+	return s.markQueued(ctx, marks, decideConfirmed)
 }
 
 // decideConfirmed is decideQueued for Confirm: a run that has moved past
