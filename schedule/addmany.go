@@ -117,6 +117,7 @@ func (c *Client) AddMany(ctx context.Context, items []Item, o AddManyOptions) ([
 		return b.res, b.summary()
 	}
 	if o.Partial {
+		b.settleMaybe(ctx)
 		b.tidy(ctx)
 	}
 	c.wakeOwners(ctx, b.res)
@@ -131,9 +132,13 @@ type batch struct {
 	o     AddManyOptions
 	res   []AddResult
 
-	mu       sync.Mutex
-	indexed  map[int]bool // index row written
-	written  map[int]bool // item row written
+	mu      sync.Mutex
+	indexed map[int]bool // index row written
+	written map[int]bool // item row written
+	// maybe are the items whose item row's write failed without saying
+	// whether it committed (a lost answer, a timeout, or the read that
+	// was to tell failing): the row may be there.
+	maybe    map[int]bool
 	blobs    map[int]bool // payload blob stored
 	ensured  bool
 	ensureMu ctxlock.Mutex
@@ -171,7 +176,7 @@ func (b *batch) validate(items []Item, tp string) {
 		}
 		b.res[i] = AddResult{Item: p}
 	}
-	b.indexed, b.written, b.blobs = map[int]bool{}, map[int]bool{}, map[int]bool{}
+	b.indexed, b.written, b.blobs, b.maybe = map[int]bool{}, map[int]bool{}, map[int]bool{}, map[int]bool{}
 }
 
 // live returns the indexes of the items not refused so far.
@@ -399,11 +404,13 @@ func (b *batch) writeRows(ctx context.Context, cs []chunk, ops func(chunk) []tab
 			}
 			if !errors.Is(err, storage.ErrAlreadyExists) {
 				b.notWritten(ch.items, err.Error())
+				b.mayBeWritten(ch.items, isItems, done)
 				return err
 			}
 			rest, rerr := resolve(ctx, ch)
 			if rerr != nil {
 				b.notWritten(ch.items, rerr.Error())
+				b.mayBeWritten(ch.items, isItems, done)
 				return rerr
 			}
 			// A resolve may find rows that are the chunk's own and record
@@ -425,6 +432,53 @@ func (b *batch) writeRows(ctx context.Context, cs []chunk, ops func(chunk) []tab
 		b.notWritten(ch.items, err.Error())
 		return err
 	})
+}
+
+// mayBeWritten notes the item rows of idx not known written as maybe
+// written (isItems: idx are item rows): a transaction that failed may
+// have committed, its answer lost, and a read after an "already exists"
+// may have failed (issue 38, seed 5527: a batch answered "not written"
+// for 14 items whose rows were there, and two of them ran).
+func (b *batch) mayBeWritten(idx []int, isItems bool, done map[int]bool) {
+	if !isItems {
+		return // an index row alone makes no task; undo deletes them all
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, i := range idx {
+		if !done[i] {
+			b.maybe[i] = true
+		}
+	}
+}
+
+// settleMaybe reads, after a partial batch, the item rows that may have
+// been written: a row holding what the item writes is its own (the item
+// is written after all); a row that cannot be read leaves the item
+// reported as maybe scheduled, its index row and payload kept.
+func (b *batch) settleMaybe(ctx context.Context) {
+	b.mu.Lock()
+	var idx []int
+	for i := range b.maybe {
+		if !b.written[i] {
+			idx = append(idx, i)
+		}
+	}
+	b.mu.Unlock()
+	for _, i := range idx {
+		it := b.res[i].Item
+		got, err := b.c.t.Get(ctx, it.Shard, it.RowKey)
+		b.mu.Lock()
+		switch {
+		case err == nil && sameContent(itemProps(it, true), got.Props):
+			b.written[i] = true
+			b.res[i].Item.ETag, b.res[i].Err = got.ETag, nil
+		case err != nil && !errors.Is(err, storage.ErrNotFound):
+			b.written[i] = true // kept: tidy leaves its index row and payload
+			b.res[i].Err = fmt.Errorf("%w: task %s may be scheduled: its write's answer was lost and its row could not be read: %w", ErrNotWritten, it.ID, err)
+		}
+		b.mu.Unlock()
+	}
 }
 
 // resolveIndex finds out which index rows of ch are in the way: an id whose
@@ -531,13 +585,15 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
 	b.mu.Lock()
-	var written, index, blobs []int
+	var written, maybe, index, blobs []int
 	for i := range b.res {
 		if keep(i) {
 			continue
 		}
 		if rows && b.written[i] {
 			written = append(written, i)
+		} else if rows && b.maybe[i] {
+			maybe = append(maybe, i)
 		}
 		if b.indexed[i] {
 			index = append(index, i)
@@ -561,6 +617,23 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 		}
 		b.c.opts.Logger.Warn("a row of a rolled-back batch could not be deleted", "task_id", it.ID, "err", err)
 		b.fail(i, fmt.Errorf("%w: task %s was written and could not be deleted again: %w", ErrNotWritten, it.ID, err))
+	})
+	// A row that may have been written is deleted too: the id's index row
+	// is this batch's, so a row under its key is the item's. Gone, it was
+	// never written — or, due within a minute, perhaps moved already.
+	now := b.c.opts.Clock.Now()
+	b.deleteEach(ctx, maybe, func(i int) string { return b.res[i].Item.RowKey }, func(i int, err error) {
+		it := b.res[i].Item
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch {
+		case errors.Is(err, storage.ErrNotFound) && it.Due.After(now.Add(time.Minute)):
+		case errors.Is(err, storage.ErrNotFound):
+			b.res[i].Err = fmt.Errorf("%w: task %s may have been written (its write's answer was lost) and moved before the roll-back", ErrMovedBeforeRollback, it.ID)
+		default:
+			b.c.opts.Logger.Warn("a row of a rolled-back batch that may have been written could not be deleted", "task_id", it.ID, "err", err)
+			b.res[i].Err = fmt.Errorf("%w: task %s may have been written (its write's answer was lost) and could not be deleted: %w", ErrNotWritten, it.ID, err)
+		}
 	})
 	b.deleteEach(ctx, index, func(i int) string { return indexKey(b.res[i].Item.ID) }, func(i int, err error) {
 		if !errors.Is(err, storage.ErrNotFound) {
