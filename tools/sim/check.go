@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,14 +101,17 @@ type ti struct {
 	// parent's end reaches it only once the id is pending again waits for
 	// that scheduling instead (README, workflows; seed 1115: a dead
 	// parent's end was applied after the id was scheduled anew).
-	again      []*ti
-	disabled   []window
-	requeued   []time.Time // a requeue of its dead letter returned success
-	parents    []*ti
-	batch      *batch
-	callbackOf *batch
-	starts     []*runEv
-	snoozes    map[string]int
+	again    []*ti
+	disabled []window
+	requeued []time.Time // a requeue of its dead letter returned success
+	// requeueFailed: a requeue of its dead letter answered an error (it
+	// may have marked the run queued without sending it).
+	requeueFailed bool
+	parents       []*ti
+	batch         *batch
+	callbackOf    *batch
+	starts        []*runEv
+	snoozes       map[string]int
 }
 
 // window is a pause or a disable: asked at issued, in force from from
@@ -214,7 +218,10 @@ type checker struct {
 	pauses  []pauseEv
 	bulks   []bulkEv
 	status  map[string]leasecron.Status // the latest status of each id, at the end
-	moved   map[string][]movedRow       // the schedule rows of an id a mover removed
+	// deadLeft are the run ids with a dead letter in the poison queue at
+	// the end.
+	deadLeft map[string]bool
+	moved    map[string][]movedRow // the schedule rows of an id a mover removed
 
 	violations []Violation
 	skew       time.Duration
@@ -432,18 +439,22 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 	if t.accepted {
 		t.due = got.Due
 		for _, old := range c.byID[t.id] {
-			if old == t || len(old.starts) > 0 || !old.superseded.IsZero() {
+			if old == t {
 				continue
 			}
 			switch {
-			case t.spec.Replace && (old.accepted || old.ambiguous):
+			case t.spec.Replace && (old.accepted || old.ambiguous) && len(old.starts) == 0 && old.superseded.IsZero():
 				c.replacedLocked(old, t)
 			case old.spec.Replace && old.accepted && !t.spec.Replace && old.issued.Before(t.returned):
 				// A replace that answered first while this schedule was
 				// under way, both accepted: the replace wrote last (this
 				// insert would have met its row), or its task was moved
 				// and ran before this insert (seed 1142, under a freeze).
-				// Either may be the one a child waiting for the id hears of.
+				// Either may be the one a child waiting for the id, or the
+				// batch this one joins, hears of, even when the replace has
+				// run already (seed 5351: a batch's answer came 5 s after
+				// its commit, and a replace of a member in between ran and
+				// ended it).
 				c.alternativeLocked(t, old)
 			}
 		}
@@ -837,7 +848,21 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 // child requires.
 func (c *checker) parentEnd(pt *ti, any bool, by time.Time) (time.Time, string) {
 	end, how := c.endedFor(pt, any, by)
-	for _, p := range c.family(pt)[1:] {
+	family := c.family(pt)[1:]
+	if pt.returned.IsZero() {
+		// Its schedule has not answered yet: a replace of the id issued
+		// since, which answered, may have taken its place already (seed
+		// 5527: a batch's answer came 26 s late, and a replace of a
+		// member in between ran and released the member's children; the
+		// batch's answer, which links the two, came after they started).
+		id := cmp.Or(pt.id, c.logical[pt.spec.ID], pt.spec.ID)
+		for _, o := range c.byID[id] {
+			if o != pt && o.spec.Replace && o.accepted && o.issued.After(pt.issued) && !slices.Contains(family, o) {
+				family = append(family, o)
+			}
+		}
+	}
+	for _, p := range family {
 		if e, h := c.endedFor(p, any, by); !e.IsZero() && (end.IsZero() || e.Before(end)) {
 			end, how = e, h
 		}
@@ -1195,7 +1220,11 @@ func (c *checker) requeued(id string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.latestLocked(id)
-	if t == nil || err != nil {
+	if t == nil {
+		return
+	}
+	if err != nil {
+		t.requeueFailed = true
 		return
 	}
 	now := c.w.now()
@@ -1234,7 +1263,7 @@ func (c *checker) lookup(ctx context.Context, cl *leasecron.Client) {
 	now := c.w.now()
 	var want []*ti
 	for _, t := range c.tis {
-		if !t.accepted || t.id == "" || len(t.starts) > 0 || !t.cancelled.IsZero() || !t.cancelTry.IsZero() || !t.superseded.IsZero() ||
+		if !t.accepted || t.id == "" || len(t.starts) > 0 || c.mayBeCancelledLocked(t, now) || !t.superseded.IsZero() ||
 			t.due.Before(now.Add(15*time.Second)) || c.latestLocked(t.id) != t || len(t.parents) > 0 {
 			continue
 		}
@@ -1245,12 +1274,21 @@ func (c *checker) lookup(ctx context.Context, cl *leasecron.Client) {
 		_, err := cl.Status(ctx, t.id)
 		if errors.Is(err, leasecron.ErrNotFound) {
 			c.mu.Lock()
-			if len(t.starts) == 0 && t.cancelled.IsZero() && t.cancelTry.IsZero() {
+			if len(t.starts) == 0 && !c.mayBeCancelledLocked(t, c.w.now()) {
 				c.violate(InvLookup, "status %s: %v (scheduled at %s, due %s, never started)", t.id, err, c.at(t.returned), c.at(t.due))
 			}
 			c.mu.Unlock()
 		}
 	}
+}
+
+// mayBeCancelledLocked reports whether a cancel of t (its own, answered or
+// not, or a bulk cancel that reaches it) may have removed it by now (seed
+// 5480: a lookup while the task's cancel, slowed by faults, was still
+// under way found it gone).
+func (c *checker) mayBeCancelledLocked(t *ti, now time.Time) bool {
+	_, cancelled := c.cancelledBy(t, now.Add(time.Nanosecond))
+	return cancelled || (!t.cancelling.IsZero() && !t.cancelling.After(now))
 }
 
 // allEnded reads the status of every task's latest scheduling and reports
@@ -1356,10 +1394,44 @@ func (c *checker) finalTasks() {
 				c.violate(InvAfterLive, "%s is still waiting at the end of a %v quiet phase, its parents %s ended (%s)", id, c.w.plan.Settle, parentIDs(t), t.spec)
 			}
 		default:
+			if state == "queued" && c.requeueLeftQueued(t, st) {
+				// README (bulk operations): a requeue whose tries all
+				// failed after the run was marked queued leaves it so,
+				// beside its dead letter, until that is requeued again
+				// (seed 5527).
+				continue
+			}
 			if !t.ambiguous || len(t.starts) > 0 {
 				c.violate(InvAtLeastOnce, "%s is %s at the end of a %v quiet phase (%s, scheduled at %s, %d attempts seen)", id, state, c.w.plan.Settle, t.spec, c.at(t.returned), len(t.starts))
 			}
 		}
+	}
+}
+
+// requeueLeftQueued reports whether st, queued, is what a requeue of t's
+// dead letter that failed after marking the run leaves: no attempt since
+// the mark, the dead letter still in the poison queue, and a requeue that
+// reached it (one by id that failed, or a bulk requeue of its type).
+func (c *checker) requeueLeftQueued(t *ti, st leasecron.Status) bool {
+	if st.Run == nil || st.Run.Attempts != 0 || !c.deadLeft[t.id] {
+		return false
+	}
+	return t.requeueFailed || slices.ContainsFunc(c.bulks, func(b bulkEv) bool {
+		return b.kind == "requeue-dead" && b.ok && (b.typ == "" || b.typ == t.spec.Type)
+	})
+}
+
+// deadLettersLeft records which runs have a dead letter at the end.
+func (c *checker) deadLettersLeft(ctx context.Context, cl *leasecron.Client) {
+	dls, err := cl.DeadLetters().List(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deadLeft = map[string]bool{}
+	if err != nil {
+		return
+	}
+	for _, d := range dls {
+		c.deadLeft[d.RunID] = true
 	}
 }
 

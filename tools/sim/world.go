@@ -393,6 +393,7 @@ func (w *World) settle() {
 			break
 		}
 	}
+	w.chk.deadLettersLeft(ctx, c.client)
 }
 
 func (w *World) stopAll() {
