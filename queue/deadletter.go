@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/notfound"
+	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -219,6 +220,9 @@ func (dl *DeadLetters) requeueFrom(ctx context.Context, d DeadLetter, op string,
 		}
 	}
 	if dl.runs != nil {
+		// The run brought back is this message's alone: a message of the
+		// run from before its death does not take it (runs.RequeueToken).
+		env.Token = runs.RequeueToken(d.Death())
 		earlier, queued, err := dl.runs.MarkRequeued(ctx, env.ID, env.runMeta(), d.Death())
 		switch {
 		case errors.Is(err, leasecrontype.ErrScheduledAgain), errors.Is(err, leasecrontype.ErrRunCancelled):

@@ -100,7 +100,10 @@ type Envelope struct {
 	// the schedule table: the row records it (property Sent), and a worker
 	// with run records checks that the run record or the row still carries
 	// it before running, so a task cancelled, rescheduled, replaced or
-	// deleted after the early enqueue is acknowledged without running.
+	// deleted after the early enqueue is acknowledged without running. A
+	// requeued dead letter's message carries its requeue's token instead
+	// (runs.RequeueToken, which its run record carries): messages of the
+	// task from before its death do not take the run it brought back.
 	Token string `json:"token,omitempty"`
 	// Row is the schedule row ("{shard}/{RowKey}") an early-sent message
 	// came from (with Token), and RowETag its ETag when the mover read it:

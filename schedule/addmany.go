@@ -452,15 +452,52 @@ func (b *batch) mayBeWritten(idx []int, isItems bool, done map[int]bool) {
 	}
 }
 
+// undoMaybe deletes, in a roll-back, item i's row if it was written after
+// all (its transaction's answer was lost): a row holding exactly what the
+// item writes, deleted on its ETag. One that holds something else is
+// another writer's and stays. What cannot be read or deleted, or is gone
+// (never written, or moved to the queue already), is said in the item's
+// error.
+func (b *batch) undoMaybe(ctx context.Context, i int) {
+	b.mu.Lock()
+	it, rerr := b.res[i].Item, b.res[i].Err
+	b.mu.Unlock()
+	if rerr != nil && !errors.Is(rerr, ErrNotWritten) {
+		return // refused for a reason of its own: the row in the way is not its
+	}
+	got, err := b.c.t.Get(ctx, it.Shard, it.RowKey)
+	if err == nil && !sameContent(itemProps(it, true), got.Props) {
+		return
+	}
+	if err == nil {
+		_, err = b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: it.RowKey, IfMatch: got.ETag}})
+	}
+	var why string
+	switch {
+	case err == nil:
+		return // written after all, and taken back
+	case errors.Is(err, storage.ErrNotFound):
+		why = "its row is not there: it was not written, or was moved to the queue already"
+	default:
+		b.c.opts.Logger.Warn("a row of a rolled-back batch that may have been written could not be taken back", "task_id", it.ID, "err", err)
+		why = "it may have been written, and its row could not be taken back: " + err.Error()
+	}
+	b.mu.Lock()
+	b.res[i].Err = fmt.Errorf("%w: task %s: the answer to its write was lost and %s", ErrNotWritten, it.ID, why)
+	b.mu.Unlock()
+}
+
 // settleMaybe reads, after a partial batch, the item rows that may have
 // been written: a row holding what the item writes is its own (the item
 // is written after all); a row that cannot be read leaves the item
 // reported as maybe scheduled, its index row and payload kept.
 func (b *batch) settleMaybe(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
 	b.mu.Lock()
 	var idx []int
 	for i := range b.maybe {
-		if !b.written[i] {
+		if !b.written[i] && errors.Is(b.res[i].Err, ErrNotWritten) {
 			idx = append(idx, i)
 		}
 	}
@@ -618,23 +655,9 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 		b.c.opts.Logger.Warn("a row of a rolled-back batch could not be deleted", "task_id", it.ID, "err", err)
 		b.fail(i, fmt.Errorf("%w: task %s was written and could not be deleted again: %w", ErrNotWritten, it.ID, err))
 	})
-	// A row that may have been written is deleted too: the id's index row
-	// is this batch's, so a row under its key is the item's. Gone, it was
-	// never written — or, due within a minute, perhaps moved already.
-	now := b.c.opts.Clock.Now()
-	b.deleteEach(ctx, maybe, func(i int) string { return b.res[i].Item.RowKey }, func(i int, err error) {
-		it := b.res[i].Item
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		switch {
-		case errors.Is(err, storage.ErrNotFound) && it.Due.After(now.Add(time.Minute)):
-		case errors.Is(err, storage.ErrNotFound):
-			b.res[i].Err = fmt.Errorf("%w: task %s may have been written (its write's answer was lost) and moved before the roll-back", ErrMovedBeforeRollback, it.ID)
-		default:
-			b.c.opts.Logger.Warn("a row of a rolled-back batch that may have been written could not be deleted", "task_id", it.ID, "err", err)
-			b.res[i].Err = fmt.Errorf("%w: task %s may have been written (its write's answer was lost) and could not be deleted: %w", ErrNotWritten, it.ID, err)
-		}
-	})
+	for _, i := range maybe {
+		b.undoMaybe(ctx, i)
+	}
 	b.deleteEach(ctx, index, func(i int) string { return indexKey(b.res[i].Item.ID) }, func(i int, err error) {
 		if !errors.Is(err, storage.ErrNotFound) {
 			b.c.opts.Logger.Warn("an id index row of a rolled-back batch is left behind", "task_id", b.res[i].Item.ID, "err", err)

@@ -35,6 +35,11 @@ func (c *Client) CurrentOrGone(ctx context.Context, env queue.Envelope) (current
 	if env.Token == "" {
 		return true, false, nil
 	}
+	if env.Row == "" && env.Series == "" {
+		// A token without a row (a requeue's, of a task never sent early):
+		// the run record alone vouches for it, and it does not.
+		return false, true, nil
+	}
 	shard, rk, ok := strings.Cut(env.Row, "/")
 	if !ok || shard == "" || rk == "" {
 		return false, false, fmt.Errorf("%w: envelope %s: row %q: want {shard}/{RowKey}", ErrInvalid, env.ID, env.Row)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 )
 
 // growingLayout is a layout two Stores share, changed as a sharded
@@ -228,4 +230,72 @@ func TestStoreLayoutGrowth(t *testing.T) {
 	t.Parallel()
 	lay := &growingLayout{l: DefaultLayout}
 	growth(t, azureEnv(t, Options{Clock: clock.NewFake(time.Now()), Layout: lay.get}), lay)
+}
+
+// hookTable calls onMiss once, when a read of a run row finds nothing.
+type hookTable struct {
+	table.Table
+	onMiss func()
+}
+
+func (h *hookTable) Get(ctx context.Context, pk, rk string) (table.Entity, error) {
+	e, err := h.Table.Get(ctx, pk, rk)
+	if errors.Is(err, storage.ErrNotFound) && strings.HasPrefix(rk, prefixRun) && h.onMiss != nil {
+		f := h.onMiss
+		h.onMiss = nil
+		f()
+	}
+	return e, err
+}
+
+// A write after a miss goes where the miss was: between a process's read
+// of a run (nothing there) and its write, another process still writing
+// under four partitions records the run, and the count written under
+// grows to eight; the write then meets that record instead of making a
+// second one in the run's home under eight (issue 38, seed 5866: a
+// client's confirmation of a task it sent read before a worker's claim
+// and wrote after the count grew).
+func TestMemWriteAfterAMissGoesWhereTheMissWas(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	m := NewMemory(clk)
+	if err := m.ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lay := &growingLayout{l: Layout{Write: Buckets, Read: []int{Buckets, 8}}}
+	wide := Layout{Write: 8, Read: []int{Buckets, 8}}
+	hooked := &hookTable{Table: m.mt}
+	s := &Store{t: hooked, o: m.o, group: newGrouper(hooked)}
+	s.o.Layout = lay.get
+	other := &Store{t: m.mt, o: m.o, group: newGrouper(m.mt)}
+	other.o.Layout = lay.get
+	id := ""
+	for i := 0; id == ""; i++ {
+		if c := fmt.Sprintf("straddle-%d", i); lay.l.home(bucketKey(c)) != wide.home(bucketKey(c)) {
+			id = c
+		}
+	}
+	due := t0.Add(-time.Second)
+	hooked.onMiss = func() {
+		if _, err := other.Claim(ctx, id, "w1", 1, t0.Add(time.Hour), Meta{Type: "email", Due: due}); err != nil {
+			t.Errorf("the other process's claim: %v", err)
+		}
+		lay.set(wide)
+	}
+	s.Confirm(ctx, []Mark{{id, Meta{Type: "email", Due: due, Token: "0123456789ab"}}})
+	if hooked.onMiss != nil {
+		t.Fatal("the confirmation never missed")
+	}
+	var homes []string
+	for _, pk := range wide.all() {
+		if _, err := m.mt.Get(ctx, pk, runKey(id)); err == nil {
+			homes = append(homes, pk)
+		}
+	}
+	if len(homes) != 1 {
+		t.Fatalf("run %s has records in %v, want one", id, homes)
+	}
+	if r, err := other.Get(ctx, id); err != nil || r.State != Running || r.Worker != "w1" {
+		t.Fatalf("the run is %+v, %v; want running on w1", r, err)
+	}
 }

@@ -3,6 +3,8 @@ package runs
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strings"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/mutate"
@@ -196,14 +198,28 @@ func otherDue(cur *Run, m Meta) bool {
 // table's 100 ns tick.
 func (r Run) OfDue(due time.Time) bool { return r.Due.IsZero() || r.Due.Equal(stored(due)) }
 
-// requeuedFor reports whether cur is a run put back to queued by a
-// requeue of its dead letter, not claimed since, and m describes a
-// delivery of it that is not the requeue's: every requeue sends its
-// message marked (queue.Envelope.Marked), and an unmarked message of the
-// same due time was sent before the run died.
+// requeuedFor reports whether cur is a run a requeue brought back, not
+// ended since, and m describes a delivery of it that is not the
+// requeue's: a requeue gives the run and its message a token of its own
+// (RequeueToken), so a message of the same due time without it was sent
+// before the run died.
 func requeuedFor(cur *Run, m Meta) bool {
-	return cur != nil && cur.State == Queued && cur.Attempts == 0 && len(cur.Requeued) > 0 && !m.Queued && cur.OfDue(m.Due)
+	return cur != nil && isRequeueToken(cur.Token) && !cur.State.Finished() && m.Token != cur.Token && cur.OfDue(m.Due)
 }
+
+// RequeueToken is the token a requeue of the dead letter whose death is
+// death (queue.DeadLetter.Death) gives the run (MarkRequeued's Meta.Token)
+// and the message it sends: the same for every try of that requeue, and
+// never one a mover or a client makes (those are twelve hex digits), so
+// that only the requeue's message takes the run it brought back.
+func RequeueToken(death string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(death))
+	return fmt.Sprintf("rq%010x", h.Sum64()&(1<<40-1))
+}
+
+// isRequeueToken reports whether a run's token is a requeue's.
+func isRequeueToken(token string) bool { return strings.HasPrefix(token, "rq") }
 
 // attemptsUnderWay reports whether cur is another scheduling's run (of
 // another due time) that is running or between attempts (failed and to be
@@ -267,10 +283,10 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 	}
 	if requeuedFor(cur, m) {
 		// A message of the run from before its death (a row sent again
-		// while it was dead, a late copy), not the requeue's, which is
-		// marked: run, it would take the requeue's attempt, and its death
-		// would be a dead letter the requeue's operation did not make, so
-		// requeued again (issue 38, seed 5527).
+		// while it was dead, a late copy), not the requeue's: run, it
+		// would take the requeue's attempts, and its death would be a
+		// dead letter the requeue's operation did not make, so requeued
+		// again (issue 38, seed 5527).
 		return *cur, ErrDead
 	}
 	if attemptsUnderWay(cur, m, now) {
@@ -393,8 +409,9 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 		next.started(m.Due)
 		return next, true, true
 	case cur.State == Queued && cur.Due.Equal(stored(m.Due)):
-		if m.Token != "" && cur.Token != m.Token {
-			// An early-sent run is confirmed as its row is moved.
+		if m.Token != "" && cur.Token != m.Token && !isRequeueToken(cur.Token) {
+			// An early-sent run is confirmed as its row is moved (not a
+			// run a requeue brought back: that is its message's).
 			next = *cur
 			next.Token = m.Token
 			return next, true, true

@@ -438,7 +438,10 @@ func lifecycle(t *testing.T, e env) {
 	if _, _, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due.Add(-time.Hour)}, "m0-3"); !errors.Is(err, leasecrontype.ErrScheduledAgain) {
 		t.Fatalf("MarkRequeued of an earlier task's dead letter: %v; want ErrScheduledAgain", err)
 	}
-	if earlier, _, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m1-3"); err != nil || earlier {
+	// A requeue's Meta carries its token (RequeueToken), as its message
+	// does.
+	rq := func(death string) Meta { return Meta{Type: "flaky", Due: due, Token: RequeueToken(death)} }
+	if earlier, _, err := s.MarkRequeued(ctx, "c1", rq("m1-3"), "m1-3"); err != nil || earlier {
 		t.Fatalf("MarkRequeued: earlier %v, %v", earlier, err)
 	}
 	if r := e.mustState(t, "c1", Queued); r.Attempts != 0 || r.Type != "flaky" {
@@ -446,31 +449,43 @@ func lifecycle(t *testing.T, e env) {
 	}
 	// The same death again (its requeue was cut short): nothing written;
 	// the run is still queued as it left it.
-	if earlier, queued, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m1-3"); err != nil || !earlier || !queued {
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m1-3"), "m1-3"); err != nil || !earlier || !queued {
 		t.Fatalf("MarkRequeued of the same death: earlier %v, queued %v, %v; want true, true", earlier, queued, err)
 	}
-	// A message of the run from before its death, unmarked (the mover
+	// Messages of the run from before its death — unmarked (the mover
 	// sent its row again while the run was dead, and that message came
-	// late) does not take the requeue's run: it is the dead run's
-	// (issue 38, seed 5527: it ran, died, and its dead letter, not the
-	// operation's, was requeued by the same operation).
-	if _, err := s.Claim(ctx, "c1", "w1", 1, e.now().Add(time.Minute), Meta{Type: "flaky", Due: due}); !errors.Is(err, ErrDead) {
-		t.Fatalf("an unmarked message of the dead run: %v; want ErrDead", err)
+	// late), marked by the mover's first send, or early-sent with a token
+	// — do not take the requeue's run: they are the dead run's (issue 38,
+	// seed 5527: one ran, died, and its dead letter, not the operation's,
+	// was requeued by the same operation). A confirmation of the early
+	// send does not take it either.
+	for _, old := range []Meta{{Type: "flaky", Due: due}, {Type: "flaky", Due: due, Queued: true}, {Type: "flaky", Due: due, Token: "0123456789ab"}} {
+		_, err := s.Claim(ctx, "c1", "w1", 1, e.now().Add(time.Minute), old)
+		if !errors.Is(err, ErrDead) && !errors.Is(err, ErrUnconfirmed) {
+			t.Fatalf("a message of the dead run (%+v): %v; want ErrDead or ErrUnconfirmed", old, err)
+		}
 	}
+	// (The confirmation lets the mover retire the row; it writes nothing,
+	// and the requeue's message still claims the run in one write below.)
+	s.Confirm(ctx, []Mark{{"c1", Meta{Type: "flaky", Due: due, Token: "0123456789ab"}}})
 	e.mustState(t, "c1", Queued)
 	e.wantCost(t, "a claim of a requeued run", 1, func() {
-		if _, err := s.Claim(ctx, "c1", "w1", 1, e.now().Add(time.Minute), Meta{Type: "flaky", Due: due, Queued: true}); err != nil {
+		if _, err := s.Claim(ctx, "c1", "w1", 1, e.now().Add(time.Minute), Meta{Type: "flaky", Due: due, Token: RequeueToken("m1-3"), Queued: true}); err != nil {
 			t.Fatal(err)
 		}
 	})
+	// Its next attempt is still the requeue message's alone.
+	if _, err := s.Claim(ctx, "c1", "w2", 2, e.now().Add(time.Minute), Meta{Type: "flaky", Due: due, Queued: true}); !errors.Is(err, ErrDead) {
+		t.Fatalf("a message of the dead run while the requeued one runs: %v; want ErrDead", err)
+	}
 	// Claimed since: the death's dead letter is only left over.
-	if earlier, queued, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m1-3"); err != nil || !earlier || queued {
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m1-3"), "m1-3"); err != nil || !earlier || queued {
 		t.Fatalf("MarkRequeued of the same death after a claim: earlier %v, queued %v, %v; want true, false", earlier, queued, err)
 	}
 	// Another dead letter of the same death (a duplicate delivery that died
 	// too) while the run is live again: left over as well, nothing written
 	// (issue 38: requeued, the task ran once more for each).
-	if earlier, queued, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m1-3b"); err != nil || !earlier || queued {
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m1-3b"), "m1-3b"); err != nil || !earlier || queued {
 		t.Fatalf("MarkRequeued of a second dead letter of a live run: earlier %v, queued %v, %v; want true, false", earlier, queued, err)
 	}
 	if r := e.mustState(t, "c1", Running); slices.Contains(r.Requeued, "m1-3b") {
@@ -478,21 +493,25 @@ func lifecycle(t *testing.T, e env) {
 	}
 	// Dead again. A second dead letter of the death requeued — the same
 	// message set aside again at a later delivery, its first set-aside's
-	// answer lost — is left over too: the death was requeued once
-	// (issue 38, seed 5527: requeued, the task ran a third time for one
-	// operation). A death of another message is requeued.
+	// answer lost — is left over too, whether the run is dead again or
+	// still queued: the death was requeued once (issue 38, seed 5527:
+	// requeued, the task ran a third time for one operation). A death of
+	// another message is requeued.
 	if err := s.Finish(ctx, "c1", Dead, errors.New("gave up again"), ""); err != nil {
 		t.Fatal(err)
 	}
-	if earlier, queued, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m1-4"); err != nil || !earlier || queued {
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m1-4"), "m1-4"); err != nil || !earlier || queued {
 		t.Fatalf("MarkRequeued of the same message's later set-aside: earlier %v, queued %v, %v; want true, false", earlier, queued, err)
 	}
 	e.mustState(t, "c1", Dead)
-	if earlier, _, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due}, "m2-1"); err != nil || earlier {
+	if earlier, _, err := s.MarkRequeued(ctx, "c1", rq("m2-1"), "m2-1"); err != nil || earlier {
 		t.Fatalf("MarkRequeued of another message's death: earlier %v, %v; want false", earlier, err)
 	}
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m2-2"), "m2-2"); err != nil || !earlier || queued {
+		t.Fatalf("MarkRequeued of a second dead letter of the death just requeued: earlier %v, queued %v, %v; want true, false", earlier, queued, err)
+	}
 	e.mustState(t, "c1", Queued)
-	if _, err := s.Claim(ctx, "c1", "w1", 1, e.now().Add(time.Minute), Meta{Type: "flaky", Due: due, Queued: true}); err != nil {
+	if _, err := s.Claim(ctx, "c1", "w1", 1, e.now().Add(time.Minute), Meta{Type: "flaky", Due: due, Token: RequeueToken("m2-1"), Queued: true}); err != nil {
 		t.Fatal(err)
 	}
 

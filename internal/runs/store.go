@@ -240,12 +240,28 @@ func (s *Store) Get(ctx context.Context, id string) (Run, error) {
 // read returns the record of id (ok false when there is none), falling
 // back to a record of the previous layout while the table holds any.
 func (s *Store) read(ctx context.Context, id string) (Run, bool, error) {
+	r, ok, _, err := s.readIn(ctx, id)
+	return r, ok, err
+}
+
+// readIn is read that also returns the layout whose homes it looked in
+// last: a record that was not found is written to that layout's home
+// (modify), not to the home of a layout read since. Between the miss and
+// the write the count written under may have grown, and another process,
+// still writing under the smaller one, may have written the record in
+// its home meanwhile; the insert then meets it (issue 38, seed 5866: a
+// client's confirmation of a task it sent, slowed for eight seconds,
+// read before a worker's claim and wrote after the count grew, making a
+// second record beside the claim's).
+func (s *Store) readIn(ctx context.Context, id string) (Run, bool, Layout, error) {
 	if err := s.ensure(ctx); err != nil {
-		return Run{}, false, err
+		return Run{}, false, Layout{}, err
 	}
 	tried := map[string]bool{}
+	var l Layout
 	for again := true; again; {
-		for _, pk := range s.layout(ctx).homes(bucketKey(id)) {
+		l = s.layout(ctx)
+		for _, pk := range l.homes(bucketKey(id)) {
 			if tried[pk] {
 				continue
 			}
@@ -253,15 +269,16 @@ func (s *Store) read(ctx context.Context, id string) (Run, bool, error) {
 			rw, err := s.t.Get(ctx, pk, runKey(id))
 			switch {
 			case err == nil:
-				return decodeRun(rw), true, nil
+				return decodeRun(rw), true, l, nil
 			case !errors.Is(err, storage.ErrNotFound):
-				return Run{}, false, fmt.Errorf("runs: read %s: %w", id, err)
+				return Run{}, false, l, fmt.Errorf("runs: read %s: %w", id, err)
 			}
 		}
 		// A miss: the layout may have grown since it was last read.
 		again = s.o.Refresh != nil && s.o.Refresh(ctx)
 	}
-	return s.readLegacy(ctx, id)
+	r, ok, err := s.readLegacy(ctx, id)
+	return r, ok, l, err
 }
 
 // fullLayout is the layout a listing reads: refreshed first (Refresh), so
@@ -451,8 +468,15 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death strin
 		earlier, queued = false, false
 		next := newRun(id, "")
 		if cur != nil {
-			if i := slices.IndexFunc(cur.Requeued, func(r string) bool { return sameDeath(r, death) }); death != "" && i >= 0 {
+			if i := slices.Index(cur.Requeued, death); death != "" && i >= 0 {
 				earlier, queued = true, i == 0 && cur.State == Queued
+				return Run{}, false, nil
+			}
+			if death != "" && slices.ContainsFunc(cur.Requeued, func(r string) bool { return sameDeath(r, death) }) {
+				// Another dead letter of a death requeued: only left over
+				// (the requeue's own message is the one that may still
+				// have to be sent).
+				earlier = true
 				return Run{}, false, nil
 			}
 			if cur.State == Cancelled && !otherDue(cur, m) {
@@ -500,7 +524,9 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death strin
 // Death: a message id and its dequeue count, or "p-" and a poison record
 // id) are one: the same message, set aside at two deliveries because the
 // answer to the first set-aside was lost, is one death, the second dead
-// letter only left over.
+// letter only left over. (A message of the run from before a requeue
+// cannot die again: it does not take the run the requeue brought back,
+// requeuedFor.)
 func sameDeath(a, b string) bool {
 	return a == b || !strings.HasPrefix(a, "p-") && messageOf(a) != "" && messageOf(a) == messageOf(b)
 }
@@ -588,10 +614,10 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 		}
 	}
 	var verdict error
-	err := s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+	err := s.modifyAt(ctx, id, func(cur *Run, home string) (Run, bool, error) {
 		var n Run
 		n, verdict = decideClaim(cur, id, worker, attempt, leaseUntil, m, now)
-		n.pk = s.home(ctx, cur, id)
+		n.pk = home
 		next = n
 		// A duplicate is counted (best effort); other refusals write nothing.
 		return n, verdict == nil || (cur != nil && errors.Is(verdict, ErrAlreadySucceeded)), nil
@@ -962,21 +988,32 @@ func (s *Store) CancelUnstarted(ctx context.Context, id string, m Meta) error {
 // another writer was quicker. An error of f is returned as is, with
 // nothing written.
 func (s *Store) modify(ctx context.Context, id string, f func(cur *Run) (next Run, write bool, err error)) error {
+	return s.modifyAt(ctx, id, func(cur *Run, _ string) (Run, bool, error) { return f(cur) })
+}
+
+// modifyAt is modify whose f is also told where the record is written
+// (a next without a partition goes there): where it was read, or, when
+// it was not found, the home of the layout the miss was in (readIn).
+func (s *Store) modifyAt(ctx context.Context, id string, f func(cur *Run, home string) (next Run, write bool, err error)) error {
 	for try := 0; try < maxTries; try++ {
-		cur, ok, err := s.read(ctx, id)
+		cur, ok, l, err := s.readIn(ctx, id)
 		if err != nil {
 			return err
 		}
 		var curp *Run
+		home := l.home(bucketKey(id)) // where the miss was, not where a later layout says
 		if ok {
 			curp = &cur
+			if !cur.legacy && cur.pk != "" {
+				home = cur.pk
+			}
 		}
-		next, write, err := f(curp)
+		next, write, err := f(curp, home)
 		if err != nil || !write {
 			return err
 		}
 		if next.pk == "" {
-			next.pk = s.home(ctx, curp, id)
+			next.pk = home
 		}
 		if curp != nil && curp.legacy {
 			err = s.convert(ctx, cur, next)
