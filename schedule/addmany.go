@@ -478,6 +478,11 @@ func (b *batch) undoMaybe(ctx context.Context, i int) {
 		return // written after all, and taken back
 	case errors.Is(err, storage.ErrNotFound):
 		why = "its row is not there: it was not written, or was moved to the queue already"
+		if it.Recurrence != "" {
+			// Moved, a series goes on under a new row its index row
+			// points to: stopped, as a written one is.
+			_, _ = b.c.Cancel(ctx, it.ID)
+		}
 	default:
 		b.c.opts.Logger.Warn("a row of a rolled-back batch that may have been written could not be taken back", "task_id", it.ID, "err", err)
 		why = "it may have been written, and its row could not be taken back: " + err.Error()

@@ -40,12 +40,12 @@ func (c *Client) CurrentOrGone(ctx context.Context, env queue.Envelope) (current
 		// the run record alone vouches for it, and it does not.
 		return false, true, nil
 	}
-	shard, rk, ok := strings.Cut(env.Row, "/")
-	if !ok || shard == "" || rk == "" {
-		return false, false, fmt.Errorf("%w: envelope %s: row %q: want {shard}/{RowKey}", ErrInvalid, env.ID, env.Row)
-	}
 	var row table.Entity
 	if env.Series == "" {
+		shard, rk, ok := strings.Cut(env.Row, "/")
+		if !ok || shard == "" || rk == "" {
+			return false, false, fmt.Errorf("%w: envelope %s: row %q: want {shard}/{RowKey}", ErrInvalid, env.ID, env.Row)
+		}
 		row, err = c.t.Get(ctx, shard, rk)
 	} else {
 		// A series' row moves as its occurrences are moved: find it by id.

@@ -336,6 +336,14 @@ func TestEarlySendSeries(t *testing.T) {
 	if ok, _ := e.c.Current(ctx(t), stale); !ok {
 		t.Fatal("an early-sent occurrence of a live series is not current")
 	}
+	// A requeued occurrence's message carries a token of its requeue and
+	// no row (it was not sent early): checked against the series' row,
+	// not refused as malformed (issue 38, a review of seed 5527's fix).
+	requeued := stale
+	requeued.Token, requeued.Row, requeued.RowETag = "rq0123456789", "", ""
+	if ok, _, err := e.c.CurrentOrGone(ctx(t), requeued); ok || err != nil {
+		t.Fatalf("a requeued occurrence with another token: current %v, %v; want not current, no error", ok, err)
+	}
 	if _, err := e.c.Cancel(ctx(t), "tick"); err != nil {
 		t.Fatal(err)
 	}

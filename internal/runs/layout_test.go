@@ -232,18 +232,23 @@ func TestStoreLayoutGrowth(t *testing.T) {
 	growth(t, azureEnv(t, Options{Clock: clock.NewFake(time.Now()), Layout: lay.get}), lay)
 }
 
-// hookTable calls onMiss once, when a read of a run row finds nothing.
+// hookTable calls onMiss once, when a read of a run row finds nothing
+// for the second time (a run with two homes: after the read looked in
+// both).
 type hookTable struct {
 	table.Table
+	misses int
 	onMiss func()
 }
 
 func (h *hookTable) Get(ctx context.Context, pk, rk string) (table.Entity, error) {
 	e, err := h.Table.Get(ctx, pk, rk)
 	if errors.Is(err, storage.ErrNotFound) && strings.HasPrefix(rk, prefixRun) && h.onMiss != nil {
-		f := h.onMiss
-		h.onMiss = nil
-		f()
+		if h.misses++; h.misses == 2 {
+			f := h.onMiss
+			h.onMiss, h.misses = nil, 0
+			f()
+		}
 	}
 	return e, err
 }
@@ -269,33 +274,40 @@ func TestMemWriteAfterAMissGoesWhereTheMissWas(t *testing.T) {
 	s.o.Layout = lay.get
 	other := &Store{t: m.mt, o: m.o, group: newGrouper(m.mt)}
 	other.o.Layout = lay.get
-	id := ""
-	for i := 0; id == ""; i++ {
-		if c := fmt.Sprintf("straddle-%d", i); lay.l.home(bucketKey(c)) != wide.home(bucketKey(c)) {
-			id = c
-		}
-	}
 	due := t0.Add(-time.Second)
-	hooked.onMiss = func() {
-		if _, err := other.Claim(ctx, id, "w1", 1, t0.Add(time.Hour), Meta{Type: "email", Due: due}); err != nil {
-			t.Errorf("the other process's claim: %v", err)
+	// The other way round too: the other process already writes under
+	// eight, and this one learns the count between its miss and its write.
+	otherWide := &Store{t: m.mt, o: m.o, group: newGrouper(m.mt)}
+	otherWide.o.Layout = func(context.Context) Layout { return wide }
+	for n, o := range []*Store{other, otherWide} {
+		id := ""
+		for i := 0; id == ""; i++ {
+			if c := fmt.Sprintf("straddle-%d-%d", n, i); DefaultLayout.home(bucketKey(c)) != wide.home(bucketKey(c)) {
+				id = c
+			}
 		}
-		lay.set(wide)
-	}
-	s.Confirm(ctx, []Mark{{id, Meta{Type: "email", Due: due, Token: "0123456789ab"}}})
-	if hooked.onMiss != nil {
-		t.Fatal("the confirmation never missed")
-	}
-	var homes []string
-	for _, pk := range wide.all() {
-		if _, err := m.mt.Get(ctx, pk, runKey(id)); err == nil {
-			homes = append(homes, pk)
+		lay.set(Layout{Write: Buckets, Read: []int{Buckets, 8}})
+		hooked.onMiss = func() {
+			if _, err := o.Claim(ctx, id, "w1", 1, t0.Add(time.Hour), Meta{Type: "email", Due: due}); err != nil {
+				t.Errorf("the other process's claim: %v", err)
+			}
+			lay.set(wide)
 		}
-	}
-	if len(homes) != 1 {
-		t.Fatalf("run %s has records in %v, want one", id, homes)
-	}
-	if r, err := other.Get(ctx, id); err != nil || r.State != Running || r.Worker != "w1" {
-		t.Fatalf("the run is %+v, %v; want running on w1", r, err)
+		s.Confirm(ctx, []Mark{{id, Meta{Type: "email", Due: due, Token: "0123456789ab"}}})
+		if hooked.onMiss != nil {
+			t.Fatal("the confirmation never missed")
+		}
+		var homes []string
+		for _, pk := range wide.all() {
+			if _, err := m.mt.Get(ctx, pk, runKey(id)); err == nil {
+				homes = append(homes, pk)
+			}
+		}
+		if len(homes) != 1 {
+			t.Fatalf("run %s has records in %v, want one", id, homes)
+		}
+		if r, err := other.Get(ctx, id); err != nil || r.State != Running || r.Worker != "w1" {
+			t.Fatalf("the run %s is %+v, %v; want running on w1", id, r, err)
+		}
 	}
 }

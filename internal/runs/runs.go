@@ -204,7 +204,16 @@ func (r Run) OfDue(due time.Time) bool { return r.Due.IsZero() || r.Due.Equal(st
 // (RequeueToken), so a message of the same due time without it was sent
 // before the run died.
 func requeuedFor(cur *Run, m Meta) bool {
-	return cur != nil && isRequeueToken(cur.Token) && !cur.State.Finished() && m.Token != cur.Token && cur.OfDue(m.Due)
+	if cur == nil || cur.State.Finished() || !cur.OfDue(m.Due) || len(cur.Requeued) == 0 {
+		return false
+	}
+	if isRequeueToken(cur.Token) {
+		return m.Token != cur.Token
+	}
+	// Requeued by an earlier release (its message keeps the task's token
+	// and is marked): an unmarked message before the first claim is not
+	// the requeue's.
+	return cur.State == Queued && cur.Attempts == 0 && !m.Queued
 }
 
 // RequeueToken is the token a requeue of the dead letter whose death is
@@ -319,6 +328,11 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 			attempt = max(attempt, cur.Attempts+1)
 		case Running, Snoozed, Queued: // Queued: handed back at shutdown
 			attempt = max(attempt, cur.Attempts)
+		}
+		if otherDue(cur, m) && isRequeueToken(next.Token) {
+			// The requeue's token is its run's; this scheduling's messages
+			// do not carry it.
+			next.Token = ""
 		}
 		if otherDue(cur, m) && !withdrawnPlaceholder(cur, m) {
 			// This run takes over the record of another scheduling that

@@ -777,7 +777,7 @@ func (s *Store) NoteWaiting(ctx context.Context, id string, m Meta, until time.T
 		noted = false
 		switch {
 		case cur == nil && m.Token != "",
-			cur != nil && (cur.State.Finished() || otherDue(cur, m) || unconfirmed(cur, m)),
+			cur != nil && (cur.State.Finished() || otherDue(cur, m) || unconfirmed(cur, m) || requeuedFor(cur, m)),
 			cur != nil && cur.State == Running && cur.ClaimUntil.After(now):
 			// Not this delivery's run, or a run another delivery is
 			// running under a live claim (a duplicate put back).
@@ -1011,6 +1011,11 @@ func (s *Store) modifyAt(ctx context.Context, id string, f func(cur *Run, home s
 		next, write, err := f(curp, home)
 		if err != nil || !write {
 			return err
+		}
+		if curp == nil && !slices.Equal(s.layout(ctx).homes(bucketKey(id)), l.homes(bucketKey(id))) {
+			// The layout changed since the miss: another process may have
+			// written the record under either count meanwhile. Read again.
+			continue
 		}
 		if next.pk == "" {
 			next.pk = home

@@ -122,7 +122,9 @@ func (s *Store) UnconfirmDue(ctx context.Context, id string, m Meta) error {
 			next.Withdrawn = dues{}.with(due)
 			return next, true, nil
 		}
-		confirmed := cur.Token != "" && notStarted(cur) && cur.Due.Equal(due)
+		// (A requeue's token is its message's, not a confirmation of a
+		// send of the row: it stays.)
+		confirmed := cur.Token != "" && !isRequeueToken(cur.Token) && notStarted(cur) && cur.Due.Equal(due)
 		if cur.Withdrawn.has(due) && !confirmed {
 			return Run{}, false, nil // withdrawn already
 		}

@@ -1126,3 +1126,73 @@ func TestMemConfirmedRunTakenOverPastQueuedWaitStillRuns(t *testing.T) {
 		}
 	}
 }
+
+// A run a requeue brought back keeps its requeue's token only while the
+// record is that run's (issue 38, review of seed 5527's fix):
+//   - a message of the dead run put back for its rate limit does not note
+//     the requeued run as waiting (the requeue's retry would then take it
+//     for moved on, and never send it);
+//   - a withdrawal of a send of its due time does not take the token back;
+//   - a new scheduling of the id that takes the record over past
+//     QueuedWait drops it, so that scheduling's own retries run.
+func TestMemRequeueTokenStaysWithItsRun(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	due := e.now().Truncate(time.Second)
+	if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "q", Dead, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	rq := Meta{Type: "a", Due: due, Token: RequeueToken("m1-1")}
+	if _, _, err := s.MarkRequeued(ctx, "q", rq, "m1-1"); err != nil {
+		t.Fatal(err)
+	}
+	if noted, err := s.NoteWaiting(ctx, "q", Meta{Type: "a", Due: due}, e.now().Add(time.Minute), "rate"); err != nil || noted {
+		t.Fatalf("a message of the dead run noted the requeued run waiting: %v, %v", noted, err)
+	}
+	if err := s.UnconfirmDue(ctx, "q", Meta{Type: "a", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if earlier, queued, err := s.MarkRequeued(ctx, "q", rq, "m1-1"); err != nil || !earlier || !queued {
+		t.Fatalf("the requeue tried again: earlier %v, queued %v, %v; want true, true", earlier, queued, err)
+	}
+	e.advance(QueuedWait + time.Second)
+	again := Meta{Type: "a", Due: due.Add(time.Hour)}
+	if _, err := s.Claim(ctx, "q", "w2", 1, e.now().Add(time.Minute), again); err != nil {
+		t.Fatalf("the new scheduling's claim past QueuedWait: %v", err)
+	}
+	if err := s.Finish(ctx, "q", Failed, errors.New("once"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, "q", "w2", 2, e.now().Add(time.Minute), again); err != nil {
+		t.Fatalf("the new scheduling's retry: %v", err)
+	}
+}
+
+// A run an earlier release requeued keeps the task's own token (none
+// here) and a marked message: an unmarked message of its due time before
+// the first claim is not the requeue's (issue 38, seed 5527).
+func TestMemRunRequeuedByAnEarlierRelease(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	due := e.now().Truncate(time.Second)
+	if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "q", Dead, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.MarkRequeued(ctx, "q", Meta{Type: "a", Due: due}, "m1-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due}); !errors.Is(err, ErrDead) {
+		t.Fatalf("an unmarked message of the dead run: %v; want ErrDead", err)
+	}
+	if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due, Queued: true}); err != nil {
+		t.Fatalf("the requeue's marked message: %v", err)
+	}
+}
