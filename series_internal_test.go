@@ -237,8 +237,13 @@ func TestRequeueRetakesTheKeyWithItsOwnWindow(t *testing.T) {
 	if err != nil || g.Task != a || g.For != u.For || !slices.Equal(g.States, u.States) {
 		t.Fatalf("the guard the requeue wrote: %+v, %v; want %s's, for %v in %v", g, err, a, u.For, u.States)
 	}
-	// Dead again: the key is held for its window.
-	if _, err := c.runs.Claim(ctx, a, "w1", 1, time.Now().Add(time.Minute), runs.Meta{Type: "u", Due: due}); err != nil {
+	// Its message (it carries the requeue's token, as its run does) runs,
+	// and dies again: the key is held for its window.
+	rr, err := c.runs.Get(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.runs.Claim(ctx, a, "w1", 1, time.Now().Add(time.Minute), runs.Meta{Type: "u", Due: due, Token: rr.Token, Queued: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.runs.Finish(ctx, a, runs.Dead, errors.New("gave up again"), ""); err != nil {
