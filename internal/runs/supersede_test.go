@@ -1140,12 +1140,7 @@ func TestMemRequeueTokenStaysWithItsRun(t *testing.T) {
 	e := memEnv(t)
 	s := e.s
 	due := e.now().Truncate(time.Second)
-	if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Finish(ctx, "q", Dead, errors.New("boom"), ""); err != nil {
-		t.Fatal(err)
-	}
+	deadRun(t, s, "q", Meta{Type: "a", Due: due}, e.now())
 	rq := Meta{Type: "a", Due: due, Token: RequeueToken("m1-1")}
 	if _, _, err := s.MarkRequeued(ctx, "q", rq, "m1-1"); err != nil {
 		t.Fatal(err)
@@ -1180,12 +1175,7 @@ func TestMemRunRequeuedByAnEarlierRelease(t *testing.T) {
 	e := memEnv(t)
 	s := e.s
 	due := e.now().Truncate(time.Second)
-	if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Finish(ctx, "q", Dead, errors.New("boom"), ""); err != nil {
-		t.Fatal(err)
-	}
+	deadRun(t, s, "q", Meta{Type: "a", Due: due}, e.now())
 	if _, _, err := s.MarkRequeued(ctx, "q", Meta{Type: "a", Due: due}, "m1-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -1194,5 +1184,17 @@ func TestMemRunRequeuedByAnEarlierRelease(t *testing.T) {
 	}
 	if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due, Queued: true}); err != nil {
 		t.Fatalf("the requeue's marked message: %v", err)
+	}
+}
+
+// deadRun records id's run of m as claimed at now and dead.
+func deadRun(t *testing.T, s *Store, id string, m Meta, now time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Claim(ctx, id, "w1", 1, now.Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, id, Dead, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
 	}
 }
