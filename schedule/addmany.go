@@ -452,6 +452,13 @@ func (b *batch) mayBeWritten(idx []int, isItems bool, done map[int]bool) {
 	}
 }
 
+// readRow reads item it's row, and reports whether it is its own: it
+// holds exactly what the item writes (sameContent, as Add decides).
+func (b *batch) readRow(ctx context.Context, it Item) (row table.Entity, own bool, err error) {
+	row, err = b.c.t.Get(ctx, it.Shard, it.RowKey)
+	return row, err == nil && sameContent(itemProps(it, true), row.Props), err
+}
+
 // undoMaybe deletes, in a roll-back, item i's row if it was written after
 // all (its transaction's answer was lost): a row holding exactly what the
 // item writes, deleted on its ETag. One that holds something else is
@@ -465,8 +472,8 @@ func (b *batch) undoMaybe(ctx context.Context, i int) {
 	if rerr != nil && !errors.Is(rerr, ErrNotWritten) {
 		return // refused for a reason of its own: the row in the way is not its
 	}
-	got, err := b.c.t.Get(ctx, it.Shard, it.RowKey)
-	if err == nil && !sameContent(itemProps(it, true), got.Props) {
+	got, own, err := b.readRow(ctx, it)
+	if err == nil && !own {
 		return
 	}
 	if err == nil {
@@ -509,10 +516,10 @@ func (b *batch) settleMaybe(ctx context.Context) {
 	b.mu.Unlock()
 	for _, i := range idx {
 		it := b.res[i].Item
-		got, err := b.c.t.Get(ctx, it.Shard, it.RowKey)
+		got, own, err := b.readRow(ctx, it)
 		b.mu.Lock()
 		switch {
-		case err == nil && sameContent(itemProps(it, true), got.Props):
+		case own:
 			b.written[i] = true
 			b.res[i].Item.ETag, b.res[i].Err = got.ETag, nil
 		case err != nil && !errors.Is(err, storage.ErrNotFound):
@@ -584,11 +591,11 @@ func (b *batch) resolveItems(ctx context.Context, ch chunk) (chunk, error) {
 	rest := chunk{shard: ch.shard}
 	for _, i := range ch.items {
 		it := b.res[i].Item
-		got, err := b.c.t.Get(ctx, ch.shard, it.RowKey)
+		got, own, err := b.readRow(ctx, it)
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 			rest.items = append(rest.items, i)
-		case err == nil && sameContent(itemProps(it, true), got.Props):
+		case own:
 			b.mu.Lock()
 			b.written[i] = true
 			b.res[i].Item.ETag = got.ETag
