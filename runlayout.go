@@ -2,12 +2,15 @@ package leasecron
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/shard"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 )
 
@@ -92,7 +95,17 @@ func (r *runLayout) read(ctx context.Context) (l runs.Layout, fresh bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err == nil && !r.told {
-		r.l, r.at = layoutOf(m), now
+		r.l = layoutOf(m)
+		if len(m.Runs.Written) > 0 || m.Runs.Next != 0 {
+			r.at = now
+		}
+		// A map that records no count yet is not trusted for the ttl: a
+		// worker records one before it creates the run-records table on
+		// a fresh account (sizeRuns), and a process that kept "none" for
+		// the ttl could write its first records under the default while
+		// the others look under the recorded count. Every worker of this
+		// release records one at start, so the extra reads last only
+		// until the first of them has started.
 	}
 	// Otherwise the last one read: a failed read is tried again at the
 	// next call, as a failed write is retried.
@@ -104,6 +117,53 @@ func (r *runLayout) tell(m shard.Map) {
 	r.mu.Lock()
 	r.l, r.told = layoutOf(m), true
 	r.mu.Unlock()
+}
+
+// maxRunParts caps runPartsFor: a listing of run records reads every
+// partition once per page.
+const maxRunParts = 64
+
+// runPartsFor is how many partitions the run records of a fleet with
+// queues work queues are spread over from the start: four per queue
+// (at least runs.Buckets, at most maxRunParts). A task costs about 8
+// entity operations in the run records against about 2.5 message
+// requests in its queue (docs/BENCHMARKS.md, section 13), and Azure
+// gives a partition and a queue the same target (about 2,000 a second),
+// so at four partitions a queue the queues, not the records, are reached
+// first.
+func runPartsFor(queues int) int {
+	return min(max(runs.Buckets, 4*queues), maxRunParts)
+}
+
+// sizeRuns records, before the worker creates the run-records table, how
+// many partitions records are written under (shard.SizeRuns) when the
+// map records none yet: runPartsFor the work queues on a fresh account
+// (the table does not exist, so no record is anywhere), the runs
+// package's default when the table exists (records written by an earlier
+// release, or by a fleet that never recorded it, are all under it).
+// Afterwards the count grows with the fleet through the balancer, with
+// RunPartsSettle between reading a count and writing under it.
+func (w *Worker) sizeRuns(ctx context.Context) error {
+	rt, err := table.NewAzure(w.sc.Table, w.o.Names.RunsTable)
+	if err != nil {
+		return err
+	}
+	n, fresh := runs.Buckets, false
+	switch _, err := rt.Get(ctx, "~", "~"); {
+	case errors.Is(err, storage.ErrTableNotFound):
+		n, fresh = runPartsFor(w.o.Names.Queues), true
+	case err == nil || errors.Is(err, storage.ErrNotFound):
+	default:
+		return fmt.Errorf("look for table %s: %w", w.o.Names.RunsTable, err)
+	}
+	rp, err := shard.SizeRuns(ctx, w.shardMap, n)
+	if err != nil {
+		return err
+	}
+	if fresh {
+		w.log.Info("run records' partitions sized for the fleet", "partitions", rp.Written, "queues", w.o.Names.Queues)
+	}
+	return nil
 }
 
 func layoutOf(m shard.Map) runs.Layout {

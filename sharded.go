@@ -51,8 +51,9 @@ func (w *Worker) balance(ctx context.Context, gen int64) error {
 		Clock:  w.o.Clock,
 		Logger: w.log.With("component", "balancer"),
 		// The run records' partitions grow with the shards.
-		RunParts: runs.Buckets,
-		Settle:   time.Duration(runPartsSettle.Load()),
+		RunParts:    runs.Buckets,
+		RunPartsFor: runPartsFor(w.o.Names.Queues),
+		Settle:      time.Duration(runPartsSettle.Load()),
 		OnChange: func(shard.Assignment) {
 			w.metrics.ShardMoved()
 		},

@@ -591,21 +591,7 @@ func TestRunRecordsSpreadWithTheShards(t *testing.T) {
 		f.waitRan(ids)
 		return ids
 	}
-	partitions := func(want int) {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for {
-			r, err := c.Shards(ctx)
-			if err == nil && r.RunPartitions == want && len(r.RunPartitionsRead) > 0 {
-				t.Logf("run records: written under %d, read from %v", r.RunPartitions, r.RunPartitionsRead)
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("run partitions %d (%v), %v; want %d", r.RunPartitions, r.RunPartitionsRead, err, want)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	partitions := func(want int) { t.Helper(); waitRunPartitions(t, c, want) }
 	partitions(4)
 	before := schedule("before")
 	waitPointed(t, c, 2)
@@ -617,31 +603,55 @@ func TestRunRecordsSpreadWithTheShards(t *testing.T) {
 	after := schedule("after")
 
 	for _, id := range append(before, after...) {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			st, err := c.Status(ctx, id)
-			if err == nil && st.State() == "succeeded" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("status of %s: %q, %v; want succeeded", id, st.State(), err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		waitSucceeded(t, c, id)
 	}
 	page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 200})
 	if err != nil || len(page.Runs) != 80 {
 		t.Fatalf("listing: %d runs, %v; want 80", len(page.Runs), err)
 	}
 	// The records of the later tasks are spread over eight partitions.
+	if pks := runPartitionsOf(t, f, "after"); len(pks) != 8 {
+		t.Fatalf("the 40 later run records are in partitions %v; want all eight", pks)
+	}
+	// A process that is not sharded — a worker or client still on
+	// shards.count 1 in the middle of the rolling switch the README
+	// describes — finds them too (issue 38: it looked in the first four
+	// partitions only, and a worker acknowledged early-sent tasks whose
+	// records it could not find without running them).
+	unshardedFinds(t, f, after)
+}
+
+// waitRunPartitions waits until the shard map says run records are
+// written under want partitions.
+func waitRunPartitions(t *testing.T, c *leasecron.Client, want int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r, err := c.Shards(context.Background())
+		if err == nil && r.RunPartitions == want && len(r.RunPartitionsRead) > 0 {
+			t.Logf("run records: written under %d, read from %v", r.RunPartitions, r.RunPartitionsRead)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run partitions %d (%v), %v; want %d", r.RunPartitions, r.RunPartitionsRead, err, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// runPartitionsOf counts the run rows of the ids starting with prefix+"-"
+// by partition, read straight from the table.
+func runPartitionsOf(t *testing.T, f *shardedFleet, prefix string) map[string]int {
+	t.Helper()
 	sc, err := storage.New(storage.Config{ConnectionString: f.st.ConnectionString})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pks := map[string]int{}
-	pager := sc.Table.NewClient(f.names.RunsTable).NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: to.Ptr("RowKey ge 'r~after-' and RowKey lt 'r~after.'"), Select: to.Ptr("PartitionKey")})
+	filter := fmt.Sprintf("RowKey ge 'r~%s-' and RowKey lt 'r~%s.'", prefix, prefix)
+	pager := sc.Table.NewClient(f.names.RunsTable).NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: to.Ptr(filter), Select: to.Ptr("PartitionKey")})
 	for pager.More() {
-		p, err := pager.NextPage(ctx)
+		p, err := pager.NextPage(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -653,23 +663,108 @@ func TestRunRecordsSpreadWithTheShards(t *testing.T) {
 			pks[row.PartitionKey]++
 		}
 	}
-	if len(pks) != 8 {
-		t.Fatalf("the 40 later run records are in partitions %v; want all eight", pks)
-	}
-	// A process that is not sharded — a worker or client still on
-	// shards.count 1 in the middle of the rolling switch the README
-	// describes — finds them too (issue 38: it looked in the first four
-	// partitions only, and a worker acknowledged early-sent tasks whose
-	// records it could not find without running them).
+	return pks
+}
+
+// unshardedFinds checks that a client on shards.count 1 finds the
+// succeeded runs of ids.
+func unshardedFinds(t *testing.T, f *shardedFleet, ids []string) {
+	t.Helper()
 	n1 := f.names
 	n1.Shards = 1
 	c1, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: n1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range after {
-		if st, err := c1.Status(ctx, id); err != nil || st.State() != "succeeded" {
+	for _, id := range ids {
+		if st, err := c1.Status(context.Background(), id); err != nil || st.State() != "succeeded" {
 			t.Fatalf("an unsharded client's status of %s: %q, %v; want succeeded", id, st.State(), err)
 		}
+	}
+}
+
+// TestRunRecordsSizedForTheFleetFromTheStart (issue 41): on a fresh
+// account the first worker records, before it creates the run-records
+// table, four partitions per work queue, so a fleet of four queues
+// spreads its records over sixteen from its first task instead of four
+// for the minutes a grown count takes to settle. On an account whose
+// table an earlier release created, the records stay where they are and
+// the count grows to the same sixteen through the settling.
+func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
+	leasecron.SetRunPartsSettle(t, 1500*time.Millisecond) // not parallel: it sets a package variable
+	ctx := context.Background()
+	schedule := func(f *shardedFleet, c *leasecron.Client, prefix string) []string {
+		var ids []string
+		for i := range 48 {
+			id := fmt.Sprintf("%s-%02d", prefix, i)
+			if _, err := c.Schedule(ctx, leasecron.Item{ID: id, Type: "t", Due: time.Now()}, nil); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		f.waitRan(ids)
+		for _, id := range ids {
+			waitSucceeded(t, c, id)
+		}
+		return ids
+	}
+	t.Run("fresh", func(t *testing.T) {
+		f := newShardedFleet(t, 2)
+		f.names.Queues = 4
+		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.start("a")
+		waitRunPartitions(t, c, 16)
+		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{16}) {
+			t.Fatalf("a fresh account reads run records from %v; want [16] alone", r.RunPartitionsRead)
+		}
+		ids := schedule(f, c, "fresh")
+		if pks := runPartitionsOf(t, f, "fresh"); len(pks) < 9 {
+			t.Fatalf("48 run records of a fresh 4-queue fleet are in partitions %v; want them over more than eight of sixteen", pks)
+		}
+		if page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 100}); err != nil || len(page.Runs) != len(ids) {
+			t.Fatalf("listing: %d runs, %v; want %d", len(page.Runs), err, len(ids))
+		}
+		unshardedFinds(t, f, ids)
+	})
+	t.Run("table made by an earlier release", func(t *testing.T) {
+		f := newShardedFleet(t, 2)
+		f.names.Queues = 4
+		sc, err := storage.New(storage.Config{ConnectionString: f.st.ConnectionString})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sc.EnsureTable(ctx, f.names.RunsTable); err != nil {
+			t.Fatal(err)
+		}
+		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.start("a")
+		waitRunPartitions(t, c, 16) // through Next, after the settling
+		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{4, 16}) {
+			t.Fatalf("an account with a table already read from %v; want [4 16]", r.RunPartitionsRead)
+		}
+		ids := schedule(f, c, "grown")
+		unshardedFinds(t, f, ids)
+	})
+}
+
+// waitSucceeded waits until id's run is recorded succeeded.
+func waitSucceeded(t *testing.T, c *leasecron.Client, id string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := c.Status(context.Background(), id)
+		if err == nil && st.State() == "succeeded" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status of %s: %q, %v; want succeeded", id, st.State(), err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

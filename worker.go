@@ -530,6 +530,9 @@ func (w *Worker) ensure(ctx context.Context) error {
 		}
 	}
 	if w.runs != nil {
+		if err := w.sizeRuns(ctx); err != nil {
+			return err
+		}
 		if err := w.sc.EnsureTable(ctx, w.o.Names.RunsTable); err != nil {
 			return err
 		}

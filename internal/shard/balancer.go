@@ -38,6 +38,12 @@ type Balancer struct {
 	// grows the count with the shards, to max(RunParts, the map's span),
 	// through RunParts.Next (0: the map's RunParts are left alone).
 	RunParts int
+	// RunPartsFor is the count the fleet's work queues call for: the
+	// balancer grows the count to it too (to max(RunParts, RunPartsFor,
+	// the map's span)), so that a fleet whose records were first written
+	// under fewer partitions reaches the count a fresh account starts
+	// with (shard.SizeRuns).
+	RunPartsFor int
 	// Settle is how long a new run-record partition count is read before
 	// it is written under. Default RunPartsSettle.
 	Settle time.Duration
@@ -133,7 +139,7 @@ func (b *Balancer) runParts(cur RunParts, span int) (RunParts, bool) {
 	if len(next.Written) == 0 {
 		next.Written = []int{b.RunParts}
 	}
-	want := max(b.RunParts, span)
+	want := max(b.RunParts, b.RunPartsFor, span)
 	switch last := next.Written[len(next.Written)-1]; {
 	case next.Next != 0 && want > next.Next:
 		next.Next = want // a larger count supersedes a pending one: read from first too

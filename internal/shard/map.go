@@ -324,6 +324,47 @@ func SetCount(ctx context.Context, t table.Table, n int) (Layout, error) {
 	return l, nil
 }
 
+// SizeRuns records n as the count run records are written under when the
+// map records none yet, and returns what the map records afterwards (n,
+// or what another process recorded first). A worker calls it before it
+// creates the run-records table: with n sized for the fleet when the
+// table does not exist yet (no record can be anywhere), with the runs
+// package's default when it does (every record written before is under
+// it). Recording it before the table exists is what lets every process
+// of a fresh account agree: a process reads the map before its first
+// write of a record (runLayout), and no record can be written before the
+// table exists.
+func SizeRuns(ctx context.Context, t table.Table, n int) (RunParts, error) {
+	if n <= 0 {
+		return RunParts{}, fmt.Errorf("size the run records: %d partitions: want a count above 0", n)
+	}
+	for try := 0; ; try++ {
+		m, err := Read(ctx, t)
+		if err != nil {
+			return RunParts{}, err
+		}
+		if len(m.Runs.Written) > 0 || m.Runs.Next != 0 {
+			return m.Runs, nil
+		}
+		op := table.Op{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: m.etag,
+			Props: table.Props{PropRunParts: formatCounts([]int{n})}}
+		if m.etag == "" {
+			op.Kind = table.Insert
+		}
+		_, err = t.Submit(ctx, []table.Op{op})
+		switch {
+		case err == nil:
+			return RunParts{Written: []int{n}}, nil
+		case try < 4 && (errors.Is(err, storage.ErrPreconditionFailed) || errors.Is(err, storage.ErrAlreadyExists)):
+			// Another process wrote the map between: read what it holds.
+		default:
+			// A lost answer is read back by the caller's retry: the
+			// write holds only n, so a second try finds it recorded.
+			return RunParts{}, fmt.Errorf("record the run records' partition count %d: %w", n, err)
+		}
+	}
+}
+
 // markDone records that shard's tasks are findable under count.
 func markDone(ctx context.Context, t table.Table, a Assignment, count int) error {
 	_, err := t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: a.Shard, IfMatch: a.etag,

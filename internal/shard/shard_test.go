@@ -390,3 +390,74 @@ func TestPaceWaitsWhileARowSentEarlyWaits(t *testing.T) {
 		}
 	})
 }
+
+// TestSizeRuns: the count run records are written under is recorded once,
+// by whoever comes first (a missing map row is inserted, a map written by
+// a balancer gains the property), and never changed by a later call;
+// a balancer then grows it to what the fleet's queues call for.
+func TestSizeRuns(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	tb := table.NewMemory("ScheduledItems", clk)
+	if _, err := SizeRuns(ctx, tb, 0); err == nil || !strings.Contains(err.Error(), "0 partitions") {
+		t.Fatalf("SizeRuns(0) = %v, want an error naming the count", err)
+	}
+	rp, err := SizeRuns(ctx, tb, 16)
+	if err != nil || !slices.Equal(rp.Written, []int{16}) {
+		t.Fatalf("first SizeRuns(16) = %v, %v; want [16]", rp, err)
+	}
+	if rp, err := SizeRuns(ctx, tb, 4); err != nil || !slices.Equal(rp.Written, []int{16}) {
+		t.Fatalf("a later SizeRuns(4) = %v, %v; want the recorded [16] kept", rp, err)
+	}
+	m, err := Read(ctx, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Count != 0 || m.Generation != 0 {
+		t.Fatalf("the map row holds count %d, generation %d: SizeRuns wrote more than the run parts", m.Count, m.Generation)
+	}
+	if l := m.Layout(8); l.Count != 8 || l.PrevCount != 1 {
+		t.Fatalf("a map with only the run parts reads as written: layout %+v", l)
+	}
+
+	// A balancer takes over the row and leaves the recorded count alone:
+	// 16 is what its queues call for, more than its 8 shards.
+	roster := &fakeRoster{}
+	roster.set("a")
+	log := slog.New(slog.DiscardHandler)
+	b := &Balancer{T: tb, Roster: roster, Count: 8, Cycle: time.Second, Clock: clk, Logger: log, RunParts: 4, RunPartsFor: 16}
+	if err := b.cycle(ctx, 1, true, log); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := Read(ctx, tb); m.Count != 8 || !slices.Equal(m.Runs.Written, []int{16}) || m.Runs.Next != 0 {
+		t.Fatalf("after the balancer's first write: count %d, run parts %+v; want 8, [16]", m.Count, m.Runs)
+	}
+
+	// A map a balancer wrote before anything recorded the run parts
+	// gains them; one with a count pending keeps it.
+	tb2 := table.NewMemory("ScheduledItems", clk)
+	b2 := &Balancer{T: tb2, Roster: roster, Count: 2, Cycle: time.Second, Clock: clk, Logger: log}
+	if err := b2.cycle(ctx, 1, true, log); err != nil {
+		t.Fatal(err)
+	}
+	if rp, err := SizeRuns(ctx, tb2, 4); err != nil || !slices.Equal(rp.Written, []int{4}) {
+		t.Fatalf("SizeRuns on a balancer's map = %v, %v; want [4]", rp, err)
+	}
+	if m, _ := Read(ctx, tb2); m.Count != 2 || m.Generation != 1 {
+		t.Fatalf("SizeRuns changed the balancer's fields: %+v", m)
+	}
+
+	// An account whose records are under the default grows to what the
+	// queues call for through Next, as with the shards.
+	b2.RunParts, b2.RunPartsFor = 4, 12
+	if err := b2.cycle(ctx, 1, false, log); err != nil {
+		t.Fatal(err)
+	}
+	m, _ = Read(ctx, tb2)
+	if w, r := m.Runs.Layout(4); w != 4 || !slices.Equal(r, []int{4, 12}) || m.Runs.Next != 12 {
+		t.Fatalf("4 recorded, 12 called for: written under %d, read from %v, next %d; want 4, [4 12], 12", w, r, m.Runs.Next)
+	}
+	if rp, err := SizeRuns(ctx, tb2, 64); err != nil || !slices.Equal(rp.Written, []int{4}) || rp.Next != 12 {
+		t.Fatalf("SizeRuns while a count is pending = %+v, %v; want it left alone", rp, err)
+	}
+}
