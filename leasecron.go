@@ -307,8 +307,12 @@ func newParts(sc *storage.Clients, n Names, routing Routing, noRuns bool, ro Run
 		// Every process reads the layout from the shard map, sharded or
 		// not: one still on one shard in the middle of the rolling switch
 		// to sharding must find the records a sharded one writes.
-		p.runLayout = newRunLayout(p.shardMap, clk, n.Shards > 1)
-		o.Layout, o.Refresh = p.runLayout.get, p.runLayout.refresh
+		rt, err := table.NewAzure(sc.Table, n.RunsTable)
+		if err != nil {
+			return p, err
+		}
+		p.runLayout = newRunLayout(p.shardMap, rt, n, clk, log)
+		o.Layout, o.Refresh, o.Prepare = p.runLayout.get, p.runLayout.refresh, p.runLayout.size
 		if p.runs, err = runs.New(sc, o); err != nil {
 			return p, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -15,39 +16,46 @@ import (
 )
 
 // runLayout is how the run records are spread over partitions
-// (runs.Layout), as the shard map last said: the count grows with the
-// shards (docs/run-history.md). A sharded worker's shard owner tells it
-// every map read; until then, and in a sharded client, it reads the map
-// itself at most once per shard.ClientMapTTL.
+// (runs.Layout), as the shard map last said: the count is sized for the
+// fleet when the table is created (size) and grows with the shards
+// (docs/run-history.md). A sharded worker's shard owner tells it every
+// map read; until then, and in a sharded client, it reads the map itself
+// at most once per shard.ClientMapTTL.
 //
 // A process that is not sharded reads it too (issue 38: a worker still on
 // one shard in the middle of the rolling switch to sharding must find the
 // records sharded workers write under a grown count), but lazily: it
-// starts from the default layout, which every record of an unsharded
-// fleet is under, and reads the map only when a lookup misses, before a
-// listing and before a blind insert (a claim, a queued mark: refresh), at
-// most once per unshardedLayoutTTL — so a busy unsharded worker reads it
-// up to twice a minute, an idle one never. So `status` stays one point read
-// in an unsharded fleet. Its own new records go under the default count,
-// where every process looks too (a count once used is read for good).
+// starts from the default layout for its point reads, and reads the map
+// when a lookup misses, before a listing and before a blind insert (a
+// claim, a queued mark: refresh), at most once per unshardedLayoutTTL —
+// so a busy unsharded worker reads it up to twice a minute, an idle one
+// rarely. So `status` stays one point read in an unsharded fleet of one
+// queue, where the default is the count (and one read more for a run
+// whose home under a larger count differs). No write goes where the map
+// was not read: a refresh that cannot read a map never read fails.
 type runLayout struct {
-	t    table.Table // the schedule table, where the map lives
-	clk  clock.Clock
-	ttl  time.Duration
-	lazy bool
+	t         table.Table // the schedule table, where the map lives
+	runsTable table.Table // the run records' table (size looks for it)
+	queues    int         // the process's work queues (names.queues)
+	clk       clock.Clock
+	log       *slog.Logger
+	ttl       time.Duration
+	lazy      bool
 
-	mu   sync.Mutex
-	l    runs.Layout
-	at   time.Time // when l was read (zero: never)
-	told bool      // an owner keeps l current
+	mu    sync.Mutex
+	l     runs.Layout
+	at    time.Time // when l was read (zero: never, or the map recorded no count)
+	told  bool      // an owner keeps l current
+	known bool      // l was read from the map or told at least once
 }
 
 // unshardedLayoutTTL is how long a process that is not sharded trusts the
 // layout it read after a miss: a quarter of shard.RunPartsSettle.
 const unshardedLayoutTTL = shard.RunPartsSettle / 4
 
-func newRunLayout(t table.Table, clk clock.Clock, sharded bool) *runLayout {
-	r := &runLayout{t: t, clk: clk, ttl: shard.ClientMapTTL, l: runs.DefaultLayout}
+func newRunLayout(t, runsTable table.Table, n Names, clk clock.Clock, log *slog.Logger) *runLayout {
+	sharded := n.Shards > 1
+	r := &runLayout{t: t, runsTable: runsTable, queues: n.Queues, clk: clk, log: log, ttl: shard.ClientMapTTL, l: runs.DefaultLayout}
 	if !sharded {
 		r.ttl, r.lazy = unshardedLayoutTTL, true
 	}
@@ -68,33 +76,45 @@ func (r *runLayout) get(ctx context.Context) runs.Layout {
 
 // refresh is runs.Options.Refresh: read the map unless it was read within
 // the ttl, and report whether the layout now reads partitions it did not.
-func (r *runLayout) refresh(ctx context.Context) bool {
+// It fails when the map has never been read and cannot be now: the
+// default is not a safe guess on an account whose first worker recorded
+// more partitions (sizeRuns), so a blind insert or a write after a miss
+// waits for a read instead.
+func (r *runLayout) refresh(ctx context.Context) (bool, error) {
 	r.mu.Lock()
 	before := r.l
 	r.mu.Unlock()
-	after, _ := r.read(ctx)
+	after, err := r.read(ctx)
+	if err != nil {
+		return false, err
+	}
 	for _, n := range after.Read {
 		if !containsInt(before.Read, n) {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // read returns the layout, reading the map when what is held is older
-// than the ttl (fresh reports that nothing was read).
-func (r *runLayout) read(ctx context.Context) (l runs.Layout, fresh bool) {
+// than the ttl. A failed read returns the last layout read, and an error
+// only when there is none.
+func (r *runLayout) read(ctx context.Context) (runs.Layout, error) {
 	now := r.clk.Now()
 	r.mu.Lock()
-	l, fresh = r.l, r.told || !r.at.IsZero() && now.Sub(r.at) < r.ttl
+	l, fresh := r.l, r.told || !r.at.IsZero() && now.Sub(r.at) < r.ttl
 	r.mu.Unlock()
 	if fresh {
-		return l, true
+		return l, nil
 	}
 	m, err := shard.Read(ctx, r.t)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err != nil && !r.known {
+		return r.l, fmt.Errorf("read the shard map for the run records' partitions: %w", err)
+	}
 	if err == nil && !r.told {
+		r.known = true
 		r.l = layoutOf(m)
 		if len(m.Runs.Written) > 0 || m.Runs.Next != 0 {
 			r.at = now
@@ -109,13 +129,13 @@ func (r *runLayout) read(ctx context.Context) (l runs.Layout, fresh bool) {
 	}
 	// Otherwise the last one read: a failed read is tried again at the
 	// next call, as a failed write is retried.
-	return r.l, false
+	return r.l, nil
 }
 
 // tell is shard.Owner.OnRead.
 func (r *runLayout) tell(m shard.Map) {
 	r.mu.Lock()
-	r.l, r.told = layoutOf(m), true
+	r.l, r.told, r.known = layoutOf(m), true, true
 	r.mu.Unlock()
 }
 
@@ -135,33 +155,40 @@ func runPartsFor(queues int) int {
 	return min(max(runs.Buckets, 4*queues), maxRunParts)
 }
 
-// sizeRuns records, before the worker creates the run-records table, how
-// many partitions records are written under (shard.SizeRuns) when the
-// map records none yet: runPartsFor the work queues on a fresh account
-// (the table does not exist, so no record is anywhere), the runs
+// size records, before the run-records table is created, how many
+// partitions records are written under (shard.SizeRuns) when the map
+// records none yet: runPartsFor the process's work queues on a fresh
+// account (the table does not exist, so no record is anywhere), the runs
 // package's default when the table exists (records written by an earlier
 // release, or by a fleet that never recorded it, are all under it).
 // Afterwards the count grows with the fleet through the balancer, with
-// RunPartsSettle between reading a count and writing under it.
-func (w *Worker) sizeRuns(ctx context.Context) error {
-	rt, err := table.NewAzure(w.sc.Table, w.o.Names.RunsTable)
-	if err != nil {
-		return err
-	}
+// RunPartsSettle between reading a count and writing under it. Every
+// process that creates the table calls it first, a worker at start and
+// any process at its first use of run records (runs.Options.Prepare), so
+// no process of this release creates the table before the count is
+// recorded.
+func (r *runLayout) size(ctx context.Context) error {
 	n, fresh := runs.Buckets, false
-	switch _, err := rt.Get(ctx, "~", "~"); {
+	switch _, err := r.runsTable.Get(ctx, "~", "~"); {
 	case errors.Is(err, storage.ErrTableNotFound):
-		n, fresh = runPartsFor(w.o.Names.Queues), true
+		n, fresh = runPartsFor(r.queues), true
 	case err == nil || errors.Is(err, storage.ErrNotFound):
 	default:
-		return fmt.Errorf("look for table %s: %w", w.o.Names.RunsTable, err)
+		return fmt.Errorf("look for the run-records table: %w", err)
 	}
-	rp, err := shard.SizeRuns(ctx, w.shardMap, n)
+	if fresh {
+		// The map lives in the schedule table, which a client's first
+		// use of run records may come before.
+		if err := r.t.Create(ctx); err != nil {
+			return fmt.Errorf("create the schedule table for the shard map: %w", err)
+		}
+	}
+	rp, err := shard.SizeRuns(ctx, r.t, n)
 	if err != nil {
 		return err
 	}
 	if fresh {
-		w.log.Info("run records' partitions sized for the fleet", "partitions", rp.Written, "queues", w.o.Names.Queues)
+		r.log.Info("run records' partitions sized for the fleet", "partitions", rp.Written, "queues", r.queues)
 	}
 	return nil
 }

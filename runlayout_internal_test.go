@@ -2,15 +2,63 @@ package leasecron
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/shard"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 )
+
+// failingQueries is a table whose queries fail while fail is set.
+type failingQueries struct {
+	table.Table
+	fail atomic.Bool
+}
+
+func (f *failingQueries) Query(ctx context.Context, q table.Query) (table.Page, error) {
+	if f.fail.Load() {
+		return table.Page{}, storage.ErrServerBusy
+	}
+	return f.Table.Query(ctx, q)
+}
+
+// uncreated is a table that reads as missing until it is created (the
+// memory table always exists).
+type uncreated struct {
+	table.Table
+	created atomic.Bool
+}
+
+func (u *uncreated) Create(ctx context.Context) error {
+	u.created.Store(true)
+	return u.Table.Create(ctx)
+}
+
+func (u *uncreated) Get(ctx context.Context, pk, rk string) (table.Entity, error) {
+	if !u.created.Load() {
+		return table.Entity{}, storage.ErrTableNotFound
+	}
+	return u.Table.Get(ctx, pk, rk)
+}
+
+func testRunLayout(t *testing.T, sharded bool, queues int) (*runLayout, *failingQueries, table.Table, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	sched := &failingQueries{Table: table.NewMemory("ScheduledItems", clk)}
+	runsT := &uncreated{Table: table.NewMemory("Runs", clk)}
+	n := Names{Shards: 1, Queues: queues}
+	if sharded {
+		n.Shards = 4
+	}
+	return newRunLayout(sched, runsT, n, clk, slog.New(slog.DiscardHandler)), sched, runsT, clk
+}
 
 // TestRunLayoutDoesNotKeepAMapWithoutACount (issue 41): a process that read
 // the map before the first worker recorded the run records' count (on a
@@ -20,34 +68,99 @@ import (
 func TestRunLayoutDoesNotKeepAMapWithoutACount(t *testing.T) {
 	for _, sharded := range []bool{false, true} {
 		ctx := context.Background()
-		clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-		tb := table.NewMemory("ScheduledItems", clk)
-		r := newRunLayout(tb, clk, sharded)
-		r.refresh(ctx) // before anything is recorded: the default
+		r, sched, _, clk := testRunLayout(t, sharded, 1)
+		if _, err := r.refresh(ctx); err != nil { // before anything is recorded: the default
+			t.Fatal(err)
+		}
 		if l := r.get(ctx); l.Write != runs.Buckets {
 			t.Fatalf("sharded %v: before a count is recorded: %+v; want the default", sharded, l)
 		}
-		if _, err := shard.SizeRuns(ctx, tb, 16); err != nil {
+		if _, err := shard.SizeRuns(ctx, sched, 16); err != nil {
 			t.Fatal(err)
 		}
-		if !r.refresh(ctx) {
-			t.Fatalf("sharded %v: a refresh right after the count was recorded did not read it", sharded)
+		if grew, err := r.refresh(ctx); err != nil || !grew {
+			t.Fatalf("sharded %v: a refresh right after the count was recorded: %v, %v; want it read", sharded, grew, err)
 		}
 		if l := r.get(ctx); l.Write != 16 || !slices.Equal(l.Read, []int{16}) {
 			t.Fatalf("sharded %v: after the count was recorded: %+v; want 16", sharded, l)
 		}
 		// A recorded count is kept for the ttl: a change within it is
 		// not read (the settling covers it).
-		if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: shard.Partition, RowKey: shard.MapRow,
+		if _, err := sched.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: shard.Partition, RowKey: shard.MapRow,
 			Props: table.Props{shard.PropRunPartsNext: int64(32)}}}); err != nil {
 			t.Fatal(err)
 		}
-		if r.refresh(ctx) {
+		if grew, _ := r.refresh(ctx); grew {
 			t.Fatalf("sharded %v: a count kept for its ttl was read again at once", sharded)
 		}
 		clk.Advance(r.ttl)
-		if !r.refresh(ctx) || !slices.Equal(r.get(ctx).Read, []int{16, 32}) {
-			t.Fatalf("sharded %v: after the ttl: %+v; want 32 read too", sharded, r.get(ctx))
+		if grew, err := r.refresh(ctx); err != nil || !grew || !slices.Equal(r.get(ctx).Read, []int{16, 32}) {
+			t.Fatalf("sharded %v: after the ttl: %+v, %v; want 32 read too", sharded, r.get(ctx), err)
+		}
+	}
+}
+
+// TestRunLayoutRefusesToGuess (issue 41, a review): a process that has
+// never read the map and cannot read it now does not fall back to the
+// default for a write, since on a fresh account the first worker may have
+// recorded more partitions; once it has read the map, a failed read keeps
+// what it read.
+func TestRunLayoutRefusesToGuess(t *testing.T) {
+	for _, sharded := range []bool{false, true} {
+		ctx := context.Background()
+		r, sched, _, clk := testRunLayout(t, sharded, 4)
+		if _, err := shard.SizeRuns(ctx, sched, 16); err != nil {
+			t.Fatal(err)
+		}
+		sched.fail.Store(true)
+		if _, err := r.refresh(ctx); !errors.Is(err, storage.ErrServerBusy) {
+			t.Fatalf("sharded %v: a refresh that cannot read a map never read: %v; want the read's error", sharded, err)
+		}
+		sched.fail.Store(false)
+		if _, err := r.refresh(ctx); err != nil || r.get(ctx).Write != 16 {
+			t.Fatalf("sharded %v: once readable: %+v, %v; want 16", sharded, r.get(ctx), err)
+		}
+		sched.fail.Store(true)
+		clk.Advance(r.ttl)
+		if _, err := r.refresh(ctx); err != nil || r.get(ctx).Write != 16 {
+			t.Fatalf("sharded %v: a failed read after a good one: %+v, %v; want 16 kept", sharded, r.get(ctx), err)
+		}
+	}
+}
+
+// TestRunLayoutSize: the count is sized for the process's queues when the
+// run-records table does not exist yet, the default when it does, and a
+// count already recorded is kept.
+func TestRunLayoutSize(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		queues int
+		exists bool
+		want   int
+	}{{1, false, 4}, {4, false, 16}, {3, false, 12}, {40, false, 64}, {4, true, 4}} {
+		r, sched, runsT, _ := testRunLayout(t, false, c.queues)
+		if c.exists {
+			if err := runsT.Create(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.size(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m, err := shard.Read(ctx, sched)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(m.Runs.Written, []int{c.want}) {
+			t.Errorf("%d queues, table exists %v: recorded %v; want [%d]", c.queues, c.exists, m.Runs.Written, c.want)
+		}
+		// A second process of another size keeps what was recorded.
+		r2 := newRunLayout(sched, runsT, Names{Shards: 1, Queues: 16}, clock.Real{}, slog.New(slog.DiscardHandler))
+		if err := r2.size(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := shard.Read(ctx, sched); !slices.Equal(m.Runs.Written, []int{c.want}) {
+			t.Errorf("%d queues: a later process changed the count to %v", c.queues, m.Runs.Written)
 		}
 	}
 }

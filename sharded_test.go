@@ -729,6 +729,28 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		}
 		unshardedFinds(t, f, ids)
 	})
+	t.Run("unsharded, a client first", func(t *testing.T) {
+		// A client's first use of run records creates the table: it
+		// records the count first, as a worker does, and the unsharded
+		// worker started afterwards writes under it (a review: the
+		// client made the table, and the count was recorded after it).
+		f := newShardedFleet(t, 1)
+		f.names.Queues = 4
+		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Status(ctx, "nothing-yet"); !errors.Is(err, leasecron.ErrNotFound) {
+			t.Fatalf("status before any task: %v; want not found", err)
+		}
+		waitRunPartitions(t, c, 16)
+		f.start("a")
+		ids := schedule(f, c, "unsharded")
+		if pks := runPartitionsOf(t, f, "unsharded"); len(pks) < 9 {
+			t.Fatalf("48 run records of an unsharded 4-queue fleet are in partitions %v; want them over more than eight of sixteen", pks)
+		}
+		unshardedFinds(t, f, ids)
+	})
 	t.Run("table made by an earlier release", func(t *testing.T) {
 		f := newShardedFleet(t, 2)
 		f.names.Queues = 4

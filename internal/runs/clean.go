@@ -44,7 +44,11 @@ func (s *Store) Clean(ctx context.Context) (CleanStats, error) {
 	short := now.Add(-s.o.Retention)
 	long := now.Add(-s.o.RetentionFailed)
 	sel := []string{"Id", "State", "Due", "Worker", "Finished"}
-	for _, pk := range s.fullLayout(ctx).all() {
+	l, err := s.fullLayout(ctx)
+	if err != nil {
+		return st, err
+	}
+	for _, pk := range l.all() {
 		occurrences := false
 		// Succeeded: time rows of runs due before the cutoff (a run
 		// finishes after it is due), newest of them first.

@@ -18,7 +18,11 @@ func (s *Store) ByIDPrefix(ctx context.Context, prefix string, limit int) ([]Run
 	}
 	var out []Run
 	now := s.now()
-	for _, pk := range s.fullLayout(ctx).all() {
+	l, err := s.fullLayout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, pk := range l.all() {
 		q := table.Query{Partition: pk, From: prefixRun + prefix, To: prefixRun + prefix + "~", Select: listSelect}
 		rows, _, err := s.collect(ctx, q, limit)
 		if err != nil {

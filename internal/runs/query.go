@@ -161,7 +161,11 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 	if err := s.ensure(ctx); err != nil {
 		return Page{}, err
 	}
-	pks, from, to, where := q.plan(s.fullLayout(ctx))
+	l, err := s.fullLayout(ctx)
+	if err != nil {
+		return Page{}, err
+	}
+	pks, from, to, where := q.plan(l)
 	cur, err := decodeCursor(q.Continue, q.fingerprint(), len(pks))
 	if err != nil {
 		return Page{}, err

@@ -57,12 +57,19 @@ type Options struct {
 	// called for every operation, so it should be cheap (cached). Default:
 	// DefaultLayout always.
 	Layout func(ctx context.Context) Layout
-	// Refresh, when set, is asked when a lookup found no record and
-	// before a listing: it may read the layout afresh (Layout may answer
-	// from what it last read, or a default, until asked), and reports
-	// whether the layout now reads partitions it did not. A lookup that
-	// missed is then tried again.
-	Refresh func(ctx context.Context) bool
+	// Refresh, when set, is asked when a lookup found no record, before
+	// a listing and before a blind insert: it may read the layout afresh
+	// (Layout may answer from what it last read, or a default, until
+	// asked), and reports whether the layout now reads partitions it did
+	// not. A lookup that missed is then tried again. It returns an error
+	// when the layout cannot be known (it was never read, and reading it
+	// failed): the operation then fails rather than write where the
+	// fleet may not look.
+	Refresh func(ctx context.Context) (bool, error)
+	// Prepare, when set, is called before the store first creates its
+	// table (at its first operation): the process records the layout
+	// there, so that no record is written before it is.
+	Prepare func(ctx context.Context) error
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -187,6 +194,11 @@ func (s *Store) ensure(ctx context.Context) error {
 	if s.ready {
 		return nil
 	}
+	if s.o.Prepare != nil {
+		if err := s.o.Prepare(ctx); err != nil {
+			return fmt.Errorf("runs: %w", err)
+		}
+	}
 	if err := s.t.Create(ctx); err != nil {
 		return fmt.Errorf("runs: %w", err)
 	}
@@ -275,19 +287,31 @@ func (s *Store) readIn(ctx context.Context, id string) (Run, bool, Layout, error
 			}
 		}
 		// A miss: the layout may have grown since it was last read.
-		again = s.o.Refresh != nil && s.o.Refresh(ctx)
+		var err error
+		if again, err = s.refresh(ctx); err != nil {
+			return Run{}, false, l, fmt.Errorf("runs: read %s: %w", id, err)
+		}
 	}
 	r, ok, err := s.readLegacy(ctx, id)
 	return r, ok, l, err
 }
 
-// fullLayout is the layout a listing reads: refreshed first (Refresh), so
-// that a process that reads it lazily lists every partition.
-func (s *Store) fullLayout(ctx context.Context) Layout {
-	if s.o.Refresh != nil {
-		s.o.Refresh(ctx)
+// refresh is Options.Refresh (nothing to do without it).
+func (s *Store) refresh(ctx context.Context) (bool, error) {
+	if s.o.Refresh == nil {
+		return false, nil
 	}
-	return s.layout(ctx)
+	return s.o.Refresh(ctx)
+}
+
+// fullLayout is the layout a listing reads and a blind insert writes
+// under: refreshed first (Refresh), so that a process that reads it
+// lazily lists every partition, and an error when it cannot be known.
+func (s *Store) fullLayout(ctx context.Context) (Layout, error) {
+	if _, err := s.refresh(ctx); err != nil {
+		return Layout{}, fmt.Errorf("runs: the run records' layout: %w", err)
+	}
+	return s.layout(ctx), nil
 }
 
 // layout returns the layout records are written and read under now.
@@ -351,7 +375,11 @@ func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider) []
 		s.o.Logger.Debug("runs not marked queued", "runs", len(marks), "err", err)
 		return out
 	}
-	l := s.fullLayout(ctx) // it inserts blind where only one home is read
+	l, err := s.fullLayout(ctx) // it inserts blind where only one home is read
+	if err != nil {
+		s.o.Logger.Debug("runs not marked queued", "runs", len(marks), "err", err)
+		return out
+	}
 	byBucket := map[string][]int{}
 	for i, m := range marks {
 		if err := validateID(m.ID); err != nil {
@@ -589,7 +617,10 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 		return leasecrontype.Run{}, err
 	}
 	now := s.now()
-	l := s.fullLayout(ctx) // it inserts blind where only one home is read
+	l, err := s.fullLayout(ctx) // it inserts blind where only one home is read
+	if err != nil {
+		return leasecrontype.Run{}, err
+	}
 	next := newRun(id, Running)
 	next.Worker, next.Attempts, next.Started, next.ClaimUntil = worker, attempt, now, leaseUntil
 	next.pk = l.home(bucketKey(id))
@@ -614,7 +645,7 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 		}
 	}
 	var verdict error
-	err := s.modifyAt(ctx, id, func(cur *Run, home string) (Run, bool, error) {
+	err = s.modifyAt(ctx, id, func(cur *Run, home string) (Run, bool, error) {
 		var n Run
 		n, verdict = decideClaim(cur, id, worker, attempt, leaseUntil, m, now)
 		n.pk = home

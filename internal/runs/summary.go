@@ -86,7 +86,11 @@ func (s *Store) Recent(ctx context.Context, series string) (rs []leasecrontype.R
 		return nil, false, err
 	}
 	var rw table.Entity
-	for _, pk := range s.fullLayout(ctx).homes(series) {
+	l, err := s.fullLayout(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, pk := range l.homes(series) {
 		var err error
 		rw, err = s.t.Get(ctx, pk, summaryKey(series))
 		if err == nil {

@@ -20,7 +20,10 @@ func (s *Store) Verify(ctx context.Context) (problems []string, runs int, err er
 	if err := s.ensure(ctx); err != nil {
 		return nil, 0, err
 	}
-	l := s.fullLayout(ctx)
+	l, err := s.fullLayout(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
 	for _, pk := range l.all() {
 		all := map[string]table.Entity{}
 		q := table.Query{Partition: pk, Select: []string{"Id", "State", "Due", "Worker", "Token"}}
