@@ -311,3 +311,57 @@ func TestMemWriteAfterAMissGoesWhereTheMissWas(t *testing.T) {
 		}
 	}
 }
+
+// TestMemUnknownLayoutWritesNothing (issue 41): while the layout cannot be
+// known (Refresh fails: the process never read it and cannot now), a
+// claim, a queued mark, a write after a miss and a listing fail instead of
+// writing or reading under the default, which on a fresh account of four
+// queues is not where the fleet looks; and Prepare runs before the table
+// is first made, its failure failing the operation until it succeeds.
+func TestMemUnknownLayoutWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory(clock.NewFake(t0))
+	unknown := errors.New("the map cannot be read")
+	var refreshErr, prepareErr error
+	prepared := 0
+	m.o.Refresh = func(context.Context) (bool, error) { return false, refreshErr }
+	m.o.Prepare = func(context.Context) error { prepared++; return prepareErr }
+	meta := Meta{Type: "email", Due: t0.Add(-time.Second)}
+
+	prepareErr = unknown
+	if _, err := m.Get(ctx, "a"); !errors.Is(err, unknown) {
+		t.Fatalf("Get while Prepare fails: %v; want its error", err)
+	}
+	prepareErr = nil
+	if _, err := m.Get(ctx, "a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get once prepared: %v; want not found", err)
+	}
+	if _, err := m.Get(ctx, "b"); !errors.Is(err, ErrNotFound) || prepared != 2 {
+		t.Fatalf("Get again: %v, Prepare called %d times; want not found, 2 (not again once the table is made)", err, prepared)
+	}
+
+	refreshErr = unknown
+	before := m.Requests()
+	if got := m.MarkQueued(ctx, []Mark{{"a", meta}}); got[0] {
+		t.Fatal("a queued mark was written while the layout was unknown")
+	}
+	if _, err := m.Claim(ctx, "a", "w1", 1, t0.Add(time.Hour), meta); !errors.Is(err, unknown) {
+		t.Fatalf("Claim while the layout is unknown: %v; want its error", err)
+	}
+	if _, err := m.Get(ctx, "a"); !errors.Is(err, unknown) {
+		t.Fatalf("Get that missed while the layout is unknown: %v; want its error, not a miss", err)
+	}
+	if _, err := m.Query(ctx, Query{}); !errors.Is(err, unknown) {
+		t.Fatalf("a listing while the layout is unknown: %v; want its error", err)
+	}
+	if _, err := m.CancelPending(ctx, "a", meta); !errors.Is(err, unknown) {
+		t.Fatalf("a write after a miss while the layout is unknown: %v; want its error", err)
+	}
+	refreshErr = nil
+	if _, err := m.Get(ctx, "a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after %d requests while the layout was unknown, the run reads %v; want nothing written", m.Requests()-before, err)
+	}
+	if _, err := m.Claim(ctx, "a", "w1", 1, t0.Add(time.Hour), meta); err != nil {
+		t.Fatalf("Claim once the layout is known: %v", err)
+	}
+}
