@@ -66,5 +66,9 @@ var (
 	// a repeat finishes the job. Disable returns it when the series is
 	// disabled but occurrences already moved to the queue could not all be
 	// stopped: until a repeat succeeds, one of them may still run once.
+	// Cancel returns it when a series is cancelled but an occurrence
+	// already moved to the queue could not be marked; there a repeat of
+	// the series' cancel finds it gone, so cancel the occurrence by its id
+	// (the error names how to list it).
 	ErrIncomplete = errors.New("done in part")
 )

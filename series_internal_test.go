@@ -728,6 +728,42 @@ func TestDisableThatCannotReachMovedOccurrencesFails(t *testing.T) {
 	}
 }
 
+// A cancel of a series that cannot mark an occurrence already moved to the
+// queue says so (ErrIncomplete) instead of answering success, with the
+// series removed all the same; the occurrence, cancelled by its id, does
+// not run (issue 38, seed 6112: the read of the occurrence's run failed,
+// cancel answered success, and the occurrence ran a minute later).
+func TestCancelThatCannotReachMovedOccurrencesSaysSo(t *testing.T) {
+	ctx := context.Background()
+	c, tr := memClientFailing(t, "o~tick")
+	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	if _, err := c.Schedule(ctx, Item{ID: "tick", Type: "t", Due: due, Recurrence: "@every 1h"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	occ := runs.OccurrenceID("tick", due.Add(-time.Hour))
+	if ok := c.runs.Confirm(ctx, []runs.Mark{{ID: occ, Meta: runs.Meta{Type: "t", Due: due.Add(-time.Hour), Token: "tok", Seq: 1}}}); !ok[0] {
+		t.Fatal("the moved occurrence was not confirmed")
+	}
+	tr.armed.Store(true)
+	res, err := c.Cancel(ctx, "tick")
+	if !errors.Is(err, ErrIncomplete) || !res.Removed || tr.failed.Load() < 3 {
+		t.Fatalf("a cancel that could not reach the moved occurrence: %+v, %v (%d requests failed); want removed, an error wrapping ErrIncomplete after retries", res, err, tr.failed.Load())
+	}
+	if !strings.Contains(err.Error(), "may still run once") {
+		t.Fatalf("the error does not say what it means: %v", err)
+	}
+	tr.armed.Store(false)
+	if _, err := c.sched.Get(ctx, "tick"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the series after a cancel done in part: %v; want it gone", err)
+	}
+	if _, err := c.Cancel(ctx, occ); err != nil {
+		t.Fatalf("cancelling the occurrence by its id: %v", err)
+	}
+	if st, err := c.Status(ctx, occ); err != nil || st.State() != string(RunCancelled) {
+		t.Fatalf("the moved occurrence after its cancel: %q, %v; want cancelled", st.State(), err)
+	}
+}
+
 // A parent whose replacement was moved to the queue beside its running
 // run has not ended when that run ends: a child scheduled to wait for it
 // after the replace waits for the replacement (issue 38, seed 3764: the

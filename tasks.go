@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/schedule"
 )
@@ -47,8 +48,14 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 		}
 		return res, nil
 	}
+	var occErr error
 	if res.Removed && it.Recurrence != "" {
-		_ = c.cancelMovedOccurrences(ctx, id) // logged: the series is gone either way
+		// The series is gone either way; an occurrence already moved to
+		// the queue that could not be marked may still run once, which
+		// the caller is told (issue 38, seed 6112: the read of a moved
+		// occurrence's run failed, cancel answered success, and the
+		// occurrence ran a minute later).
+		occErr = c.cancelMovedOccurrences(ctx, id)
 	}
 	// Record the run cancelled too: the row may have been moved while we
 	// deleted it, and status then says what became of the task.
@@ -87,6 +94,9 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 			return res, rerr
 		}
 		c.o.Logger.Warn("run record not marked cancelled", "task_id", id, "err", rerr)
+	}
+	if occErr != nil {
+		return res, fmt.Errorf("cancel %s: %w: the series is cancelled, but an occurrence already moved to the queue may still run once (`leasecron runs --series %s --state queued` lists it; cancel it by its id): %w", id, ErrIncomplete, id, occErr)
 	}
 	return res, nil
 }
@@ -186,7 +196,12 @@ func (c *Client) cancelMovedOccurrences(ctx context.Context, series string) erro
 	for _, st := range []runs.State{runs.Queued, runs.Snoozed} {
 		q := runs.Query{State: st, Series: series, Limit: runs.MaxLimit}
 		for {
-			page, err := c.runs.Query(ctx, q)
+			var page runs.Page
+			err := retry.Transient(ctx, retry.Policy{Tries: 3, Clock: c.o.Clock}, func(ctx context.Context) error {
+				var err error
+				page, err = c.runs.Query(ctx, q)
+				return err
+			})
 			if err != nil {
 				c.o.Logger.Warn("cannot look for occurrences already moved to the queue; they may still run once", "series", series, "state", st, "err", err)
 				errs = append(errs, fmt.Errorf("look for %s occurrences: %w", st, err))
@@ -196,7 +211,11 @@ func (c *Client) cancelMovedOccurrences(ctx context.Context, series string) erro
 				if st == runs.Snoozed && r.Attempts > 0 {
 					continue // snoozed by its handler: it carries on as a retry would
 				}
-				if _, err := c.runs.Cancel(ctx, r.ID); err != nil && !errors.Is(err, runs.ErrAlreadyFinished) && !errors.Is(err, runs.ErrNotFound) {
+				err := retry.Transient(ctx, retry.Policy{Tries: 3, Clock: c.o.Clock}, func(ctx context.Context) error {
+					_, err := c.runs.Cancel(ctx, r.ID)
+					return err
+				})
+				if err != nil && !errors.Is(err, runs.ErrAlreadyFinished) && !errors.Is(err, runs.ErrNotFound) {
 					c.o.Logger.Warn("cannot cancel an occurrence already moved to the queue; it may still run once", "run", r.ID, "err", err)
 					errs = append(errs, fmt.Errorf("cancel %s: %w", r.ID, err))
 				}

@@ -680,6 +680,22 @@ func (t *ti) finalEnd() (time.Time, bool) {
 	return last, !last.IsZero()
 }
 
+// firstDeath is when t's task first died: the failure of an attempt that
+// used up its attempts, before any success.
+func (t *ti) firstDeath() (time.Time, bool) {
+	maxA := t.maxAttempts()
+	var first time.Time
+	for _, r := range t.starts {
+		if r.outcome == "ok" {
+			return time.Time{}, false
+		}
+		if r.outcome == "fail" && r.attempt >= maxA && (first.IsZero() || r.end.Before(first)) {
+			first = r.end
+		}
+	}
+	return first, !first.IsZero()
+}
+
 func (t *ti) maxAttempts() int {
 	if t.spec.MaxAttempts > 0 {
 		return t.spec.MaxAttempts
@@ -825,7 +841,12 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 	if !any {
 		return time.Time{}, "it has not succeeded"
 	}
-	if end, ok := t.finalEnd(); ok {
+	if end, ok := t.firstDeath(); ok {
+		// Its first death, not its last: that is when its --after
+		// children were cancelled and its batch counted it, and a requeue
+		// of the dead letter does not take either back (seed 6112: a
+		// parent requeued and dead again at 8 min; a replace of its child
+		// at 5 min, which succeeded, was taken for the child's end).
 		return end, "dead"
 	}
 	if at, ok := c.cancelledBy(t, by); ok {
