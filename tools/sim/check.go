@@ -1189,6 +1189,32 @@ func (c *checker) checkPausedLocked(t *ti, ev *runEv) {
 	}
 }
 
+// pausedDuringLocked reports whether a pause of typ was in force at some
+// moment of [from, to]: from its answer to its end (its until, the next
+// pause or resume of the type, or never).
+func (c *checker) pausedDuringLocked(typ string, from, to time.Time) bool {
+	var mine []pauseEv
+	for _, p := range c.pauses {
+		if p.typ == typ || p.typ == "resume:"+typ {
+			mine = append(mine, p)
+		}
+	}
+	sort.SliceStable(mine, func(i, j int) bool { return mine[i].issued.Before(mine[j].issued) })
+	for i, p := range mine {
+		if p.typ != typ || !p.ok && p.returned.IsZero() {
+			continue
+		}
+		start, end := p.issued, p.until
+		if i+1 < len(mine) && (end.IsZero() || mine[i+1].returned.Before(end)) {
+			end = mine[i+1].returned
+		}
+		if start.Before(to) && (end.IsZero() || end.After(from)) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *checker) atOr(t time.Time) string {
 	if t.IsZero() {
 		return "resumed"
@@ -1740,7 +1766,11 @@ func (c *checker) finalSeries() {
 			if dues[o.UnixNano()] {
 				continue
 			}
-			behind := c.behindLocked(t.id, o)
+			// One held in the queue by a pause of its type until the stop
+			// is cancelled by it, however long before the stop it was due
+			// (seed 6197: a pause held an occurrence for three minutes,
+			// and a disable of its series then cancelled it).
+			behind := c.behindLocked(t.id, o) || c.pausedDuringLocked(t.spec.Type, o, stop)
 			for _, r := range starts {
 				if r.due.Before(o) && !r.start.Before(o) {
 					behind = true
