@@ -319,6 +319,65 @@ func TestSenderKeepsItsConfirmationWhenTheMarkedRowWasMovedBeforeItsRetry(t *tes
 	}
 }
 
+// Two senders of one row (a RunNow beside the ScheduleMany that wrote it,
+// both slowed): each confirms the run with its token, the later
+// overwriting the earlier, and only one marks the row. The one whose mark
+// is refused hands the run's confirmation to the token the row is marked
+// with instead of clearing it, so the row's message still runs (issue 38,
+// seed 6183: the record was left without a token, the mover retired the
+// row marked confirmed, and both messages were acknowledged as stale).
+// A sender whose row changed for another reason still clears its own.
+func TestSecondSenderOfARowHandsTheConfirmationToTheMarkedMessage(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	now := time.Now()
+	it, err := c.sched.Add(ctx, Item{ID: "twice", Type: "t", Due: now}, schedule.AddOptions{Sending: now.Add(15 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := schedule.Sent{Item: it, Token: schedule.NewToken(), Confirmed: true}
+	second := schedule.Sent{Item: it, Token: schedule.NewToken(), Confirmed: true}
+	mark := func(s schedule.Sent) []runs.Mark {
+		return []runs.Mark{{ID: s.Item.ID, Meta: runs.Meta{Type: "t", Due: s.Item.Due, Token: s.Token}}}
+	}
+	if ok := c.runs.Confirm(ctx, mark(first)); !ok[0] {
+		t.Fatal("the first sender's confirmation was refused")
+	}
+	if errs := c.sched.MarkSentMany(ctx, []schedule.Sent{first}); errs[0] != nil {
+		t.Fatalf("the first sender's mark: %v", errs[0])
+	}
+	if ok := c.runs.Confirm(ctx, mark(second)); !ok[0] {
+		t.Fatal("the second sender's confirmation was refused")
+	}
+	errs := c.sched.MarkSentMany(ctx, []schedule.Sent{second})
+	if !takeBackOnMarkRefused(errs[0]) || c.markLanded(ctx, second, now) {
+		t.Fatalf("the second sender's mark: %v; want it refused and not landed", errs[0])
+	}
+	c.takeBack(ctx, second)
+	r, err := c.runs.Get(ctx, "twice")
+	if err != nil || r.State != runs.Queued || r.Token != first.Token {
+		t.Fatalf("the run after the second sender's take-back: %s with token %q, %v; want queued with the marked message's %q", r.State, r.Token, err, first.Token)
+	}
+
+	// A row changed since (a reschedule): its sender's confirmation is
+	// cleared, as before.
+	it2, err := c.sched.Add(ctx, Item{ID: "moved", Type: "t", Due: now}, schedule.AddOptions{Sending: now.Add(15 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := schedule.Sent{Item: it2, Token: schedule.NewToken(), Confirmed: true}
+	if ok := c.runs.Confirm(ctx, mark(stale)); !ok[0] {
+		t.Fatal("the confirmation was refused")
+	}
+	if _, err := c.sched.Reschedule(ctx, "moved", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	c.takeBack(ctx, stale)
+	if r, err := c.runs.Get(ctx, "moved"); err != nil || r.Token == stale.Token {
+		t.Fatalf("a sender whose row was rescheduled kept its confirmation: %q, %v", r.Token, err)
+	}
+}
+
 // A child of an id that is pending again (scheduled anew after its run
 // succeeded) waits for the pending task, not for the earlier run's record:
 // neither the check as the child is scheduled nor the traffic cop's sweep

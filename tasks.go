@@ -361,7 +361,13 @@ func (c *Client) RunNow(ctx context.Context, id string) (Item, error) {
 		o.Sending = now.Add(sendGrace) // one-off tasks only; a series ignores it
 	}
 	it, err := c.sched.RescheduleWith(ctx, id, now, o)
-	if err != nil || o.Sending.IsZero() || it.Recurrence != "" || it.SendingUntil.IsZero() {
+	// Sent by RunNow only if the row holds the SendingUntil it wrote: a row
+	// it did not change (nothing to change) is being sent by whoever wrote
+	// its SendingUntil, and a second sender of one row version makes two
+	// confirmations of one run race, the loser taking back the winner's
+	// (issue 38, seed 6183: a ScheduleMany and a RunNow of the same task,
+	// both slowed, sent it from one version; the task never ran).
+	if err != nil || o.Sending.IsZero() || it.Recurrence != "" || !it.SendingUntil.Equal(o.Sending.UTC()) {
 		return it, err
 	}
 	c.sendNow(ctx, it)

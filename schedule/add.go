@@ -216,6 +216,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 				return shard, "", "", fmt.Errorf("add %s: %w", it.ID, err)
 			}
 			if !ao.Replace && sameContent(props, cur.Props) {
+				adoptSending(it, cur.Props)
 				return shard, "", cur.ETag, nil // ours: see sameContent
 			}
 			if !ao.Replace {
@@ -257,6 +258,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 			case err != nil:
 				return shard, "", "", fmt.Errorf("add %s: %w", it.ID, err)
 			case !ao.Replace && oldRK == rk && sameContent(props, cur.Props):
+				adoptSending(it, cur.Props)
 				return shard, "", cur.ETag, nil // ours: see sameContent
 			case !ao.Replace:
 				due, _, _ := ParseRowKey(oldRK)
@@ -337,6 +339,24 @@ func sameContent(want map[string]any, got table.Props) bool {
 		}
 	}
 	return true
+}
+
+// adoptSending keeps it.SendingUntil, on a row taken for its own after a
+// lost answer (sameContent), only while the row still holds the
+// SendingUntil it wrote. Another writer since (a RunNow, which rewrites
+// the row to send it itself) sends it: a send of ours would carry the
+// version that writer made, and the two senders' confirmations of one
+// run would race, the loser taking back the winner's (issue 38, seed
+// 6183: a ScheduleMany slowed for 25 s adopted the row a RunNow had
+// rewritten meanwhile; its mark won the row, the RunNow's confirmation
+// replaced its own on the run and was then taken back, and the mover
+// retired the row marked sent: both messages were acknowledged as stale
+// and the task never ran). Without a send of its own the caller leaves
+// the row to that writer, or to the mover once the grace has passed.
+func adoptSending(it *Item, row table.Props) {
+	if !it.SendingUntil.IsZero() && !row.Time(PropSendingUntil).Equal(it.SendingUntil.UTC()) {
+		it.SendingUntil = time.Time{}
+	}
 }
 
 // contentProps are the properties that say what a task is (what

@@ -599,6 +599,7 @@ func (b *batch) resolveItems(ctx context.Context, ch chunk) (chunk, error) {
 			b.mu.Lock()
 			b.written[i] = true
 			b.res[i].Item.ETag = got.ETag
+			adoptSending(&b.res[i].Item, got.Props)
 			b.mu.Unlock()
 		case err == nil:
 			b.fail(i, fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano)))

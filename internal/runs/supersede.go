@@ -93,6 +93,35 @@ func (s *Store) Unconfirm(ctx context.Context, id, token string) error {
 	})
 }
 
+// Reconfirm hands the confirmation of id's run from token from to token
+// to, the token its row is marked sent and confirmed with: only while the
+// record carries from, has not started and its due time has not been
+// withdrawn. For two senders of one row (a RunNow beside the Schedule or
+// ScheduleMany that wrote it): each confirms the run with its own token,
+// the later overwriting the earlier, and only one marks the row. The one
+// whose mark is refused used to take its confirmation back (Unconfirm),
+// which, when its confirmation was the later one, left the record
+// carrying no token while the row said confirmed: the mover then retired
+// the row without sending, and the marked message, checked against a
+// record without its token, was acknowledged as stale (issue 38, seed
+// 6183: the task never ran).
+func (s *Store) Reconfirm(ctx context.Context, id, from, to string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	if from == "" || to == "" {
+		return fmt.Errorf("%w: reconfirm %s: a token is empty", ErrInvalid, id)
+	}
+	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		if cur == nil || cur.Token != from || !notStarted(cur) || cur.Withdrawn.has(cur.Due) {
+			return Run{}, false, nil
+		}
+		next := *cur
+		next.Token = to
+		return next, true, nil
+	})
+}
+
 // UnconfirmDue withdraws the run of m's due time (m describes the task as
 // it was): any confirmation of it that has not started is taken back, the
 // token cleared whatever it is, and one that comes later is refused

@@ -1198,3 +1198,59 @@ func deadRun(t *testing.T, s *Store, id string, m Meta, now time.Time) {
 		t.Fatal(err)
 	}
 }
+
+// TestMemReconfirm: the confirmation goes from one token to another only
+// while the record carries the first, has not started and its due time
+// has not been withdrawn; the claim of the message with the second token
+// then takes the run in one write.
+func TestMemReconfirm(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	due := e.now().Add(-time.Second).Truncate(time.Second)
+	m := func(tok string) Meta { return Meta{Type: "email", Due: due, Token: tok} }
+	if err := s.Reconfirm(ctx, "r", "a", ""); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Reconfirm to no token: %v; want ErrInvalid", err)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "r", Meta: m("b")}}); !ok[0] {
+		t.Fatal("Confirm failed")
+	}
+	if err := s.Reconfirm(ctx, "r", "x", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.Get(ctx, "r"); r.Token != "b" {
+		t.Fatalf("a Reconfirm from a token the record does not carry changed it to %q", r.Token)
+	}
+	if err := s.Reconfirm(ctx, "r", "b", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.Get(ctx, "r"); r.Token != "a" || r.State != Queued {
+		t.Fatalf("after Reconfirm b→a: %s %q; want queued with a", r.State, r.Token)
+	}
+	if _, err := s.Claim(ctx, "r", "w1", 1, e.now().Add(time.Minute), m("b")); err == nil {
+		t.Fatal("the claim of b's message after the hand-over took the run")
+	}
+	if _, err := s.Claim(ctx, "r", "w1", 1, e.now().Add(time.Minute), m("a")); err != nil {
+		t.Fatalf("the claim of a's message: %v", err)
+	}
+	if err := s.Reconfirm(ctx, "r", "a", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.Get(ctx, "r"); r.Token != "a" || r.State != Running {
+		t.Fatalf("a Reconfirm of a started run changed it: %s %q", r.State, r.Token)
+	}
+
+	// A withdrawn due time is not confirmed again.
+	if ok := s.Confirm(ctx, []Mark{{ID: "w", Meta: m("b")}}); !ok[0] {
+		t.Fatal("Confirm failed")
+	}
+	if err := s.UnconfirmDue(ctx, "w", Meta{Type: "email", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reconfirm(ctx, "w", "", "a"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Reconfirm from no token: %v; want ErrInvalid", err)
+	}
+	if r, _ := s.Get(ctx, "w"); r.Token != "" {
+		t.Fatalf("a withdrawn run carries %q", r.Token)
+	}
+}
