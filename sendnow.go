@@ -99,7 +99,7 @@ func (c *Client) sendAll(ctx context.Context, items []Item) {
 	if len(done) == 0 {
 		return
 	}
-	for i, ok := range c.runs.Confirm(ctx, marks) {
+	for i, ok := range c.runs.ConfirmSent(ctx, marks) {
 		done[marked[i]].Confirmed = ok
 	}
 	for i, err := range c.sched.MarkSentMany(ctx, done) {
@@ -115,29 +115,13 @@ func (c *Client) sendAll(ctx context.Context, items []Item) {
 			// Unless the mark is ours after all: it committed, its answer
 			// was lost, and the retry found the row changed by itself.
 			if s := done[i]; s.Confirmed && !c.markLanded(ctx, s, now) {
-				c.takeBack(ctx, s)
+				if err := c.runs.Unconfirm(ctx, s.Item.ID, s.Token); err != nil {
+					c.o.Logger.Warn("cannot take back the confirmation of a task changed while it was sent; its old message may run once", "task_id", s.Item.ID, "err", err)
+				}
 			}
 		default:
 			c.o.Logger.Warn("marking a task due now as sent failed; the mover may send it again (a worker runs it once)", "task_id", done[i].Item.ID, "err", err)
 		}
-	}
-}
-
-// takeBack takes back the confirmation of s, whose mark on its row was
-// refused: the run's token goes to the one the row is marked sent and
-// confirmed with, when another sender of the same row won it (RunNow
-// beside the scheduling that wrote the row: runs.Store.Reconfirm), and is
-// cleared otherwise (the row changed: its old message must not run). Each
-// only while the run still carries s's token.
-func (c *Client) takeBack(ctx context.Context, s schedule.Sent) {
-	if tok, confirmed, err := c.sched.SentMark(ctx, s.Item); err == nil && tok != "" && confirmed == tok && tok != s.Token {
-		if err := c.runs.Reconfirm(ctx, s.Item.ID, s.Token, tok); err != nil {
-			c.o.Logger.Warn("cannot hand the confirmation of a task to the message its row was marked with; that message may be acknowledged as stale", "task_id", s.Item.ID, "err", err)
-		}
-		return
-	}
-	if err := c.runs.Unconfirm(ctx, s.Item.ID, s.Token); err != nil {
-		c.o.Logger.Warn("cannot take back the confirmation of a task changed while it was sent; its old message may run once", "task_id", s.Item.ID, "err", err)
 	}
 }
 

@@ -96,7 +96,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 		c.o.Logger.Warn("run record not marked cancelled", "task_id", id, "err", rerr)
 	}
 	if occErr != nil {
-		return res, fmt.Errorf("cancel %s: %w: the series is cancelled, but an occurrence already moved to the queue may still run once (`leasecron runs --series %s --state queued` lists it; cancel it by its id): %w", id, ErrIncomplete, id, occErr)
+		return res, fmt.Errorf("cancel %s: %w: the series is cancelled, but an occurrence already moved to the queue may still run once (`leasecron runs --series %s --state queued`, or `--state snoozed`, lists it; cancel it by its id): %w", id, ErrIncomplete, id, occErr)
 	}
 	return res, nil
 }
@@ -211,7 +211,7 @@ func (c *Client) cancelMovedOccurrences(ctx context.Context, series string) erro
 				if st == runs.Snoozed && r.Attempts > 0 {
 					continue // snoozed by its handler: it carries on as a retry would
 				}
-				err := retry.Transient(ctx, retry.Policy{Tries: 3, Clock: c.o.Clock}, func(ctx context.Context) error {
+				err := retry.Transient(ctx, retry.Policy{Tries: 2, Clock: c.o.Clock}, func(ctx context.Context) error {
 					_, err := c.runs.Cancel(ctx, r.ID)
 					return err
 				})

@@ -257,7 +257,9 @@ func (c *Client) scheduleRow(ctx context.Context, it Item, o *ScheduleOptions) (
 	} else {
 		added, err = c.sched.Add(ctx, it, ao)
 	}
-	if err == nil && send {
+	if err == nil && send && !added.SendingUntil.IsZero() {
+		// (Cleared when the row taken for ours after a lost answer no
+		// longer holds our SendingUntil: whoever wrote it sends it.)
 		c.sendNow(ctx, added)
 	}
 	return added, err

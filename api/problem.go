@@ -68,6 +68,7 @@ var titles = map[string]string{
 	"invalid-tasks":          "Invalid tasks",
 	"unavailable":            "Service unavailable",
 	"internal":               "Internal error",
+	"incomplete":             "Done in part",
 }
 
 // problem makes a problem of slug with status and detail.
@@ -96,6 +97,11 @@ func problemOf(err error) *Problem {
 		p := problem(http.StatusConflict, "unique-key-held", err.Error())
 		p.Holder = dup.ID
 		return p
+	case errors.Is(err, leasecron.ErrIncomplete):
+		// Done in part (a series disabled or cancelled, an occurrence in
+		// the queue not reached): not a 503, whose retry would find the
+		// change made and answer otherwise; the message says what to do.
+		return problem(http.StatusInternalServerError, "incomplete", err.Error())
 	case errors.Is(err, leasecron.ErrServerBusy), errors.Is(err, context.DeadlineExceeded), errors.As(err, new(net.Error)):
 		p := problem(http.StatusServiceUnavailable, "unavailable", "storage is busy, slow or unreachable: retry after the time in Retry-After ("+err.Error()+")")
 		p.retryAfter = max(1, int(math.Ceil(storage.RetryAfter(err).Seconds())))

@@ -360,3 +360,57 @@ func TestAddManyRollsBackRowsWhoseWriteIsUnknown(t *testing.T) {
 		})
 	}
 }
+
+// A batch that takes its rows for its own after a lost answer sends only
+// those that still hold the SendingUntil it wrote: a row whose
+// SendingUntil another writer changed meanwhile (a RunNow rewriting it to
+// send it itself) is that writer's to send, and two senders of one row
+// made a task never run (issue 38, seed 6183).
+func TestAddManyLeavesARowRewrittenSinceItsLostAnswerToItsWriter(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	sending := t0.Add(15 * time.Second)
+	items := batchItems(5, "rs")
+	lt := &lostAnswer{Table: mt, lose: itemInsert}
+	rw := &rewriteAfterLoss{lostAnswer: lt, rk: "", sending: sending.Add(time.Second)}
+	c, err := newClient(rw, Options{Clock: clock.NewFake(t0), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk, err := RowKey(items[2].Due, items[2].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw.rk = rk
+	res, err := c.AddMany(ctx(t), items, AddManyOptions{Sending: sending, SendDueBy: t0.Add(time.Hour)})
+	if err != nil || !lt.lost || !rw.done {
+		t.Fatalf("AddMany after a lost answer: %v (lost %v, rewritten %v)", err, lt.lost, rw.done)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("res[%d]: %v", i, r.Err)
+		}
+		if mine := !r.Item.SendingUntil.IsZero(); mine != (i != 2) {
+			t.Errorf("res[%d] SendingUntil %v: the batch sends it %v; want only the rows still holding its own", i, r.Item.SendingUntil, mine)
+		}
+	}
+}
+
+// rewriteAfterLoss is lostAnswer that, once the answer was lost, merges
+// another SendingUntil into the row rk before the batch reads it back.
+type rewriteAfterLoss struct {
+	*lostAnswer
+	rk      string
+	sending time.Time
+	done    bool
+}
+
+func (r *rewriteAfterLoss) Get(ctx context.Context, pk, rk string) (table.Entity, error) {
+	if r.lost && !r.done && rk == r.rk {
+		r.done = true
+		if _, err := r.Table.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: pk, RowKey: rk,
+			Props: table.Props{PropSendingUntil: r.sending.UTC().Format(time.RFC3339Nano)}}}); err != nil {
+			return table.Entity{}, err
+		}
+	}
+	return r.lostAnswer.Get(ctx, pk, rk)
+}

@@ -84,20 +84,6 @@ func (c *Client) Envelope(it Item, token string, now time.Time) (queue.Envelope,
 	return env, nil
 }
 
-// SentMark reads the row of it (it.Shard, it.RowKey) and returns the token
-// it is marked sent with and the token its run was confirmed with ("" for
-// each that is not there); ErrNotFound when the row is gone.
-func (c *Client) SentMark(ctx context.Context, it Item) (token, confirmed string, err error) {
-	row, err := c.t.Get(ctx, it.Shard, it.RowKey)
-	if err != nil {
-		if errors.Is(err, storage.ErrNotFound) {
-			return "", "", fmt.Errorf("%w: task %s (row %s/%s)", ErrNotFound, it.ID, it.Shard, it.RowKey)
-		}
-		return "", "", fmt.Errorf("read the mark of %s: %w", it.ID, err)
-	}
-	return row.Props.Str(PropSent), row.Props.Str(PropConfirmed), nil
-}
-
 // sentProps are what MarkSent merges into the row: the token, whether its
 // run was confirmed, and for a series that its first occurrence (number 1)
 // is the last one sent.

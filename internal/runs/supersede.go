@@ -93,35 +93,6 @@ func (s *Store) Unconfirm(ctx context.Context, id, token string) error {
 	})
 }
 
-// Reconfirm hands the confirmation of id's run from token from to token
-// to, the token its row is marked sent and confirmed with: only while the
-// record carries from, has not started and its due time has not been
-// withdrawn. For two senders of one row (a RunNow beside the Schedule or
-// ScheduleMany that wrote it): each confirms the run with its own token,
-// the later overwriting the earlier, and only one marks the row. The one
-// whose mark is refused used to take its confirmation back (Unconfirm),
-// which, when its confirmation was the later one, left the record
-// carrying no token while the row said confirmed: the mover then retired
-// the row without sending, and the marked message, checked against a
-// record without its token, was acknowledged as stale (issue 38, seed
-// 6183: the task never ran).
-func (s *Store) Reconfirm(ctx context.Context, id, from, to string) error {
-	if err := validateID(id); err != nil {
-		return err
-	}
-	if from == "" || to == "" {
-		return fmt.Errorf("%w: reconfirm %s: a token is empty", ErrInvalid, id)
-	}
-	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
-		if cur == nil || cur.Token != from || !notStarted(cur) || cur.Withdrawn.has(cur.Due) {
-			return Run{}, false, nil
-		}
-		next := *cur
-		next.Token = to
-		return next, true, nil
-	})
-}
-
 // UnconfirmDue withdraws the run of m's due time (m describes the task as
 // it was): any confirmation of it that has not started is taken back, the
 // token cleared whatever it is, and one that comes later is refused
@@ -198,6 +169,32 @@ func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time
 // cancelled). A false answer keeps the row for the next pass.
 func (s *Store) Confirm(ctx context.Context, marks []Mark) []bool {
 	return s.markQueued(ctx, marks, decideConfirmed)
+}
+
+// ConfirmSent is Confirm for a client that sent the message of a row it
+// wrote (schedule.AddOptions.Sending): it never replaces another token's
+// confirmation of the same due time on a run that has not started. Two
+// senders of one row (a RunNow beside the scheduling that wrote it) each
+// confirm with their own token, and only one marks the row: had the
+// later confirmation replaced the earlier, the row could say confirmed
+// with a token the run no longer carries, and once the loser took its
+// own back the run carried none; the mover retired the row without
+// sending, and both messages were acknowledged as stale (issue 38, seed
+// 6183: the task never ran). The first confirmation stands; the second
+// sender's mark then says unconfirmed, or is refused. (The mover's
+// confirmation, made as it moves the row it marked, still replaces any.)
+func (s *Store) ConfirmSent(ctx context.Context, marks []Mark) []bool {
+	return s.markQueued(ctx, marks, decideSentConfirmed)
+}
+
+// decideSentConfirmed is decideConfirmed that leaves another live token's
+// confirmation of the same due time alone (ConfirmSent).
+func decideSentConfirmed(cur *Run, id string, m Meta) (next Run, write, marked bool) {
+	if cur != nil && cur.State == Queued && cur.Due.Equal(stored(m.Due)) && notStarted(cur) &&
+		cur.Token != "" && m.Token != "" && cur.Token != m.Token && !isRequeueToken(cur.Token) && !withdrawn(cur, m) {
+		return *cur, false, false
+	}
+	return decideConfirmed(cur, id, m)
 }
 
 // decideConfirmed is decideQueued for Confirm: a run that has moved past

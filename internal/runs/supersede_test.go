@@ -1199,58 +1199,41 @@ func deadRun(t *testing.T, s *Store, id string, m Meta, now time.Time) {
 	}
 }
 
-// TestMemReconfirm: the confirmation goes from one token to another only
-// while the record carries the first, has not started and its due time
-// has not been withdrawn; the claim of the message with the second token
-// then takes the run in one write.
-func TestMemReconfirm(t *testing.T) {
+// TestMemConfirmSentKeepsTheFirst: a sender's confirmation does not
+// replace another token's of the same due time on a run that has not
+// started (issue 38, seed 6183), while the mover's Confirm still does, a
+// run whose confirmation was taken back takes a sender's, and a requeue's
+// token is not a sender's.
+func TestMemConfirmSentKeepsTheFirst(t *testing.T) {
 	ctx := context.Background()
 	e := memEnv(t)
 	s := e.s
 	due := e.now().Add(-time.Second).Truncate(time.Second)
-	m := func(tok string) Meta { return Meta{Type: "email", Due: due, Token: tok} }
-	if err := s.Reconfirm(ctx, "r", "a", ""); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("Reconfirm to no token: %v; want ErrInvalid", err)
+	m := func(tok string) []Mark { return []Mark{{ID: "r", Meta: Meta{Type: "email", Due: due, Token: tok}}} }
+	token := func() string {
+		t.Helper()
+		r, err := s.Get(ctx, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Token
 	}
-	if ok := s.Confirm(ctx, []Mark{{ID: "r", Meta: m("b")}}); !ok[0] {
-		t.Fatal("Confirm failed")
+	if ok := s.ConfirmSent(ctx, m("a")); !ok[0] || token() != "a" {
+		t.Fatalf("the first sender's confirmation: %v, token %q", ok[0], token())
 	}
-	if err := s.Reconfirm(ctx, "r", "x", "a"); err != nil {
+	if ok := s.ConfirmSent(ctx, m("b")); ok[0] || token() != "a" {
+		t.Fatalf("a second sender's confirmation: %v, token %q; want refused, a kept", ok[0], token())
+	}
+	if ok := s.ConfirmSent(ctx, m("a")); !ok[0] {
+		t.Fatal("the first sender's confirmation again was refused")
+	}
+	if err := s.Unconfirm(ctx, "r", "a"); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := s.Get(ctx, "r"); r.Token != "b" {
-		t.Fatalf("a Reconfirm from a token the record does not carry changed it to %q", r.Token)
+	if ok := s.ConfirmSent(ctx, m("b")); !ok[0] || token() != "b" {
+		t.Fatalf("a sender's confirmation after a take-back: %v, token %q; want b", ok[0], token())
 	}
-	if err := s.Reconfirm(ctx, "r", "b", "a"); err != nil {
-		t.Fatal(err)
-	}
-	if r, _ := s.Get(ctx, "r"); r.Token != "a" || r.State != Queued {
-		t.Fatalf("after Reconfirm b→a: %s %q; want queued with a", r.State, r.Token)
-	}
-	if _, err := s.Claim(ctx, "r", "w1", 1, e.now().Add(time.Minute), m("b")); err == nil {
-		t.Fatal("the claim of b's message after the hand-over took the run")
-	}
-	if _, err := s.Claim(ctx, "r", "w1", 1, e.now().Add(time.Minute), m("a")); err != nil {
-		t.Fatalf("the claim of a's message: %v", err)
-	}
-	if err := s.Reconfirm(ctx, "r", "a", "c"); err != nil {
-		t.Fatal(err)
-	}
-	if r, _ := s.Get(ctx, "r"); r.Token != "a" || r.State != Running {
-		t.Fatalf("a Reconfirm of a started run changed it: %s %q", r.State, r.Token)
-	}
-
-	// A withdrawn due time is not confirmed again.
-	if ok := s.Confirm(ctx, []Mark{{ID: "w", Meta: m("b")}}); !ok[0] {
-		t.Fatal("Confirm failed")
-	}
-	if err := s.UnconfirmDue(ctx, "w", Meta{Type: "email", Due: due}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Reconfirm(ctx, "w", "", "a"); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("Reconfirm from no token: %v; want ErrInvalid", err)
-	}
-	if r, _ := s.Get(ctx, "w"); r.Token != "" {
-		t.Fatalf("a withdrawn run carries %q", r.Token)
+	if ok := s.Confirm(ctx, m("c")); !ok[0] || token() != "c" {
+		t.Fatalf("the mover's confirmation: %v, token %q; want c", ok[0], token())
 	}
 }

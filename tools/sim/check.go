@@ -88,8 +88,12 @@ type ti struct {
 	// duplicate.
 	shared bool
 
-	cancelled  time.Time // a cancel returned success
-	cancelTry  time.Time // a cancel was tried (and failed: it may have happened)
+	cancelled time.Time // a cancel returned success
+	cancelTry time.Time // a cancel was tried (and failed: it may have happened)
+	// cancelPart is when a cancel of this series was issued that answered
+	// ErrIncomplete: the series is cancelled, but an occurrence already
+	// moved to the queue by then may still run once.
+	cancelPart time.Time
 	cancelling time.Time // a cancel issued then is under way (zero once answered)
 	superseded time.Time // replaced by a later scheduling
 	// alts are later schedulings of the id that may have taken this one's
@@ -751,7 +755,10 @@ func (t *ti) cancelIssued() time.Time {
 // checkStartLocked checks what must hold the moment an attempt starts.
 func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 	now := ev.start
-	if !t.cancelled.IsZero() && now.After(t.cancelled) && !c.continuesLocked(t, ev) {
+	// An occurrence moved before a cancel done in part may run once: one
+	// due by then, or sent early within the longest early window.
+	movedBefore := !t.cancelPart.IsZero() && ev.due.Before(t.cancelPart.Add(2*time.Minute))
+	if !t.cancelled.IsZero() && now.After(t.cancelled) && !c.continuesLocked(t, ev) && !movedBefore {
 		c.violate(InvCancelled, "%s started on %s after a cancel returned at %s", ev.runID, ev.proc.id, c.at(t.cancelled))
 	}
 	if !t.superseded.IsZero() && now.After(t.superseded) && len(t.starts) == 0 {
@@ -1070,6 +1077,11 @@ func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.Ca
 	}
 	t.cancelling = time.Time{}
 	now := c.w.now()
+	if errors.Is(err, leasecron.ErrIncomplete) && res.Removed && t.spec.Recurrence != "" {
+		// Done in part (README, recurring tasks): the series is
+		// cancelled; an occurrence already in the queue may run once.
+		t.cancelPart, err = issued, nil
+	}
 	switch {
 	case err == nil && (res.Removed || res.Marked):
 		// A scheduling that had not answered when the cancel did may
