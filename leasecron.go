@@ -312,7 +312,8 @@ func newParts(sc *storage.Clients, n Names, routing Routing, noRuns bool, ro Run
 			return p, err
 		}
 		p.runLayout = newRunLayout(p.shardMap, rt, n, clk, log)
-		o.Layout, o.Refresh, o.Prepare = p.runLayout.get, p.runLayout.refresh, p.runLayout.size
+		o.Layout, o.Refresh = p.runLayout.get, p.runLayout.refresh
+		o.Prepare = func(ctx context.Context) error { return p.runLayout.size(ctx, false) }
 		if p.runs, err = runs.New(sc, o); err != nil {
 			return p, err
 		}

@@ -166,13 +166,22 @@ func runPartsFor(queues int) int {
 // process that creates the table calls it first, a worker at start and
 // any process at its first use of run records (runs.Options.Prepare), so
 // no process of this release creates the table before the count is
-// recorded.
-func (r *runLayout) size(ctx context.Context) error {
+// recorded. recordExisting (a worker) records the default for a table
+// that exists without a recorded count, so that the map always records
+// one once a worker of this release has started (runLayout.read keeps no
+// map without one).
+func (r *runLayout) size(ctx context.Context, recordExisting bool) error {
 	n, fresh := runs.Buckets, false
 	switch _, err := r.runsTable.Get(ctx, "~", "~"); {
 	case errors.Is(err, storage.ErrTableNotFound):
 		n, fresh = runPartsFor(r.queues), true
 	case err == nil || errors.Is(err, storage.ErrNotFound):
+		if !recordExisting {
+			// The table exists: its count is recorded, or it is the
+			// default, which a worker records at its start. A client
+			// pays one read for this, once.
+			return nil
+		}
 	default:
 		return fmt.Errorf("look for the run-records table: %w", err)
 	}

@@ -144,7 +144,16 @@ func TestRunLayoutSize(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := r.size(ctx); err != nil {
+		if c.exists {
+			// A client leaves an existing table's count to the workers.
+			if err := r.size(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			if m, _ := shard.Read(ctx, sched); len(m.Runs.Written) != 0 {
+				t.Errorf("a client recorded %v for a table that exists", m.Runs.Written)
+			}
+		}
+		if err := r.size(ctx, true); err != nil {
 			t.Fatal(err)
 		}
 		m, err := shard.Read(ctx, sched)
@@ -156,7 +165,7 @@ func TestRunLayoutSize(t *testing.T) {
 		}
 		// A second process of another size keeps what was recorded.
 		r2 := newRunLayout(sched, runsT, Names{Shards: 1, Queues: 16}, clock.Real{}, slog.New(slog.DiscardHandler))
-		if err := r2.size(ctx); err != nil {
+		if err := r2.size(ctx, true); err != nil {
 			t.Fatal(err)
 		}
 		if m, _ := shard.Read(ctx, sched); !slices.Equal(m.Runs.Written, []int{c.want}) {

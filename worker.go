@@ -530,7 +530,7 @@ func (w *Worker) ensure(ctx context.Context) error {
 		}
 	}
 	if w.runs != nil {
-		if err := w.runLayout.size(ctx); err != nil {
+		if err := w.runLayout.size(ctx, true); err != nil {
 			return err
 		}
 		if err := w.sc.EnsureTable(ctx, w.o.Names.RunsTable); err != nil {

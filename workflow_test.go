@@ -377,7 +377,10 @@ func TestWorkflowRequestCosts(t *testing.T) {
 			t.Errorf("%s cost %d requests, want at most %d", name, d.Total, most)
 		}
 	}
-	cost("a task after one pending parent (creating the Runs table)", 7, func() error {
+	// (Creating the Runs table on a fresh account, once: the look for it,
+	// the schedule table's creation, the map's read and the record of the
+	// run records' partition count before the table is made: issue 41.)
+	cost("a task after one pending parent (creating the Runs table)", 11, func() error {
 		_, err := c.Schedule(ctx, leasecron.Item{ID: "one", Due: later, After: []string{"par0"}}, nil)
 		return err
 	})
