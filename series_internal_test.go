@@ -763,11 +763,13 @@ func (f *failWhile) Do(req *http.Request) (*http.Response, error) {
 	return f.next.Do(req)
 }
 
-// A disable that cannot look for the occurrences already moved to the
-// queue says so instead of answering success, and a disable tried again
-// cancels them (issue 38, seed 1235: the lookup failed, disable answered
-// success, and the occurrence ran ten seconds later).
-func TestDisableThatCannotReachMovedOccurrencesFails(t *testing.T) {
+// seriesWithAMovedOccurrence schedules the series "tick" (@every 1h) on a
+// client whose requests for its occurrences' runs fail while the returned
+// transport is armed, and records its occurrence an hour before its next
+// due time as moved to the queue (confirmed): it returns that
+// occurrence's id.
+func seriesWithAMovedOccurrence(t *testing.T) (*Client, *failWhile, string) {
+	t.Helper()
 	ctx := context.Background()
 	c, tr := memClientFailing(t, "o~tick")
 	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
@@ -778,6 +780,16 @@ func TestDisableThatCannotReachMovedOccurrencesFails(t *testing.T) {
 	if ok := c.runs.Confirm(ctx, []runs.Mark{{ID: occ, Meta: runs.Meta{Type: "t", Due: due.Add(-time.Hour), Token: "tok", Seq: 1}}}); !ok[0] {
 		t.Fatal("the moved occurrence was not confirmed")
 	}
+	return c, tr, occ
+}
+
+// A disable that cannot look for the occurrences already moved to the
+// queue says so instead of answering success, and a disable tried again
+// cancels them (issue 38, seed 1235: the lookup failed, disable answered
+// success, and the occurrence ran ten seconds later).
+func TestDisableThatCannotReachMovedOccurrencesFails(t *testing.T) {
+	ctx := context.Background()
+	c, tr, occ := seriesWithAMovedOccurrence(t)
 	tr.armed.Store(true)
 	if _, err := c.Disable(ctx, "tick"); !errors.Is(err, ErrIncomplete) || tr.failed.Load() == 0 {
 		t.Fatalf("a disable that could not look for the moved occurrences: %v (%d lookups failed); want an error wrapping ErrIncomplete", err, tr.failed.Load())
@@ -804,15 +816,7 @@ func TestDisableThatCannotReachMovedOccurrencesFails(t *testing.T) {
 // cancel answered success, and the occurrence ran a minute later).
 func TestCancelThatCannotReachMovedOccurrencesSaysSo(t *testing.T) {
 	ctx := context.Background()
-	c, tr := memClientFailing(t, "o~tick")
-	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-	if _, err := c.Schedule(ctx, Item{ID: "tick", Type: "t", Due: due, Recurrence: "@every 1h"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	occ := runs.OccurrenceID("tick", due.Add(-time.Hour))
-	if ok := c.runs.Confirm(ctx, []runs.Mark{{ID: occ, Meta: runs.Meta{Type: "t", Due: due.Add(-time.Hour), Token: "tok", Seq: 1}}}); !ok[0] {
-		t.Fatal("the moved occurrence was not confirmed")
-	}
+	c, tr, occ := seriesWithAMovedOccurrence(t)
 	tr.armed.Store(true)
 	res, err := c.Cancel(ctx, "tick")
 	if !errors.Is(err, ErrIncomplete) || !res.Removed || tr.failed.Load() < 3 {

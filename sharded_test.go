@@ -579,18 +579,7 @@ func TestRunRecordsSpreadWithTheShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	schedule := func(prefix string) []string {
-		var ids []string
-		for i := range 40 {
-			id := fmt.Sprintf("%s-%02d", prefix, i)
-			if _, err := c.Schedule(ctx, leasecron.Item{ID: id, Type: "t", Due: time.Now()}, nil); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		f.waitRan(ids)
-		return ids
-	}
+	schedule := func(prefix string) []string { return scheduleDueNow(t, f, c, prefix, 40) }
 	partitions := func(want int) { t.Helper(); waitRunPartitions(t, c, want) }
 	partitions(4)
 	before := schedule("before")
@@ -619,6 +608,22 @@ func TestRunRecordsSpreadWithTheShards(t *testing.T) {
 	// partitions only, and a worker acknowledged early-sent tasks whose
 	// records it could not find without running them).
 	unshardedFinds(t, f, after)
+}
+
+// scheduleDueNow schedules n tasks due now, ids prefix-00 on, and waits
+// until each has run.
+func scheduleDueNow(t *testing.T, f *shardedFleet, c *leasecron.Client, prefix string, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("%s-%02d", prefix, i)
+		if _, err := c.Schedule(context.Background(), leasecron.Item{ID: id, Type: "t", Due: time.Now()}, nil); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	f.waitRan(ids)
+	return ids
 }
 
 // waitRunPartitions waits until the shard map says run records are
@@ -694,15 +699,7 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 	leasecron.SetRunPartsSettle(t, 1500*time.Millisecond) // not parallel: it sets a package variable
 	ctx := context.Background()
 	schedule := func(f *shardedFleet, c *leasecron.Client, prefix string) []string {
-		var ids []string
-		for i := range 48 {
-			id := fmt.Sprintf("%s-%02d", prefix, i)
-			if _, err := c.Schedule(ctx, leasecron.Item{ID: id, Type: "t", Due: time.Now()}, nil); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		f.waitRan(ids)
+		ids := scheduleDueNow(t, f, c, prefix, 48)
 		for _, id := range ids {
 			waitSucceeded(t, c, id)
 		}
