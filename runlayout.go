@@ -77,8 +77,8 @@ func (r *runLayout) get(ctx context.Context) runs.Layout {
 // refresh is runs.Options.Refresh: read the map unless it was read within
 // the ttl, and report whether the layout now reads partitions it did not.
 // It fails when the map has never been read and cannot be now: the
-// default is not a safe guess on an account whose first worker recorded
-// more partitions (sizeRuns), so a blind insert or a write after a miss
+// default is not a safe guess on an account whose first process recorded
+// more partitions (size), so a blind insert or a write after a miss
 // waits for a read instead.
 func (r *runLayout) refresh(ctx context.Context) (bool, error) {
 	r.mu.Lock()
@@ -120,8 +120,8 @@ func (r *runLayout) read(ctx context.Context) (runs.Layout, error) {
 			r.at = now
 		}
 		// A map that records no count yet is not trusted for the ttl: a
-		// worker records one before it creates the run-records table on
-		// a fresh account (sizeRuns), and a process that kept "none" for
+		// process records one before it creates the run-records table on
+		// a fresh account (size), and a process that kept "none" for
 		// the ttl could write its first records under the default while
 		// the others look under the recorded count. Every worker of this
 		// release records one at start, so the extra reads last only
@@ -149,8 +149,9 @@ const maxRunParts = 64
 // entity operations in the run records against about 2.5 message
 // requests in its queue (docs/BENCHMARKS.md, section 13), and Azure
 // gives a partition and a queue the same target (about 2,000 a second),
-// so at four partitions a queue the queues, not the records, are reached
-// first.
+// so at four partitions a queue the records and the queues reach their
+// targets at about the same load, instead of the records at a quarter
+// of it.
 func runPartsFor(queues int) int {
 	return min(max(runs.Buckets, 4*queues), maxRunParts)
 }
