@@ -236,7 +236,13 @@ func workerName(i int) string { return fmt.Sprintf("w%d", i) }
 // mover's commit: it is frozen with that request in hand.
 const MoverTarget = "@mover"
 
-// episode plans, in three seeds of five, a few operations aimed at a
+// QueueTarget is a fault window's target for the queue service itself: its
+// Lost rate is how often a dequeue hands a message out without hiding it
+// (a second delivery), while no process's own requests fail, so the
+// workers that run the two deliveries are not excused as troubled.
+const QueueTarget = "@queue"
+
+// episode plans, in four seeds of five, a few operations aimed at a
 // meeting of features the random stream reaches too seldom for the fixed
 // seeds to show that the checker sees it broken (make sim-mutants):
 //
@@ -247,7 +253,10 @@ const MoverTarget = "@mover"
 //     once: the walk meets their new dead letters, which it must keep;
 //   - the mover frozen past its lease in the middle of a burst of due
 //     tasks: it sends the commit it had in hand after its successor
-//     committed, which the fence must refuse.
+//     committed, which the fence must refuse;
+//   - slow tasks due together while the queue service hands messages out
+//     twice: a second delivery meets its run under way on a worker that
+//     met no fault, which a claim must refuse.
 //
 // They come after the random stream and draw from their own, so the rest
 // of a seed's plan is what it was without them.
@@ -307,6 +316,18 @@ func (p *planner) episode() {
 			p.workers[w] = true
 			p.add(Op{At: at, Kind: OpStart, Worker: w})
 		}
+	case 4:
+		op := Op{At: at, Kind: OpMany, Client: cl}
+		for range 6 {
+			s := TaskSpec{ID: p.newID("t"), Type: TypeSlow, Behaviour: Behaviour{Sleep: 40 * time.Second}}
+			p.oneOffs = append(p.oneOffs, s.ID)
+			p.spec[s.ID] = &s
+			op.Many = append(op.Many, s)
+		}
+		p.add(op)
+		var dup Rates
+		dup[Lost] = 0.5
+		p.sc.Faults = append(p.sc.Faults, FaultWindow{From: at, To: at + time.Minute, Target: QueueTarget, Service: "queue", Rates: dup})
 	}
 }
 

@@ -181,7 +181,7 @@ func newWorld(t *testing.T, sc *Scenario) *World {
 // duplicateDelivery is the queue service's at-least-once delivery: now and
 // then a message is handed out without being hidden.
 func (w *World) duplicateDelivery(string) bool {
-	r := w.plan.ratesAt(w.elapsed(), "", "queue", "dequeue")
+	r := w.plan.ratesAt(w.elapsed(), QueueTarget, "queue", "dequeue")
 	if !r.any() {
 		return false
 	}
