@@ -47,6 +47,7 @@ type runLayout struct {
 	at    time.Time // when l was read (zero: never, or the map recorded no count)
 	told  bool      // an owner keeps l current
 	known bool      // l was read from the map or told at least once
+	sized bool      // size has recorded the count (a worker's, at start)
 }
 
 // unshardedLayoutTTL is how long a process that is not sharded trusts the
@@ -172,6 +173,14 @@ func runPartsFor(queues int) int {
 // one once a worker of this release has started (runLayout.read keeps no
 // map without one).
 func (r *runLayout) size(ctx context.Context, recordExisting bool) error {
+	r.mu.Lock()
+	sized := r.sized
+	r.mu.Unlock()
+	if sized {
+		// A worker sized it at start; its runs store's first use (Prepare)
+		// need not look for the table again.
+		return nil
+	}
 	n, fresh := runs.Buckets, false
 	switch _, err := r.runsTable.Get(ctx, "~", "~"); {
 	case errors.Is(err, storage.ErrTableNotFound):
@@ -200,7 +209,15 @@ func (r *runLayout) size(ctx context.Context, recordExisting bool) error {
 	if fresh {
 		r.log.Info("run records' partitions sized for the fleet", "partitions", rp.Written, "queues", r.queues)
 	}
+	r.markSized()
 	return nil
+}
+
+// markSized notes that size has done its work for this process.
+func (r *runLayout) markSized() {
+	r.mu.Lock()
+	r.sized = true
+	r.mu.Unlock()
 }
 
 func layoutOf(m shard.Map) runs.Layout {
