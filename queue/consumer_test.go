@@ -865,6 +865,55 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 	}
 }
 
+// A handler cancelled by shutdown after its message's visibility was lost
+// is handed back as any cancelled by shutdown: no attempt is used (issue
+// 38, the simulator's seed 6704: with max_attempts 1 the task died when
+// its message reappeared, without its handler ever failing).
+func TestShutdownAfterLostVisibilityUsesNoAttempt(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 30 * time.Second, ShutdownGrace: 10 * time.Second}})
+	fq := &flakyQueue{MemoryQueue: h.work}
+	c, err := NewConsumerWith(fq, h.poison, h.c.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.hooks = h.c.hooks
+	h.c = c
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	h.c.Handle("t", func(ctx context.Context, _ leasecrontype.Task) error { <-ctx.Done(); return ctx.Err() })
+	h.enqueue(Envelope{ID: "gone", Type: "t"})
+	h.start()
+	h.waitStarted()
+	h.waitIdle()
+	fq.failUpdates(fmt.Errorf("stale: %w", ErrMessageGone))
+	h.clk.Advance(20 * time.Second)
+	if err := h.waitExtended(); !errors.Is(err, ErrMessageGone) {
+		t.Fatalf("extension error = %v", err)
+	}
+	h.running = false
+	h.cancel()
+	h.waitGrace()
+	h.clk.Advance(10 * time.Second)
+	for {
+		ev := h.next()
+		if ev.outcome == OutcomeAbandoned {
+			break
+		}
+		if ev.outcome != OutcomeLeft && ev.outcome != OutcomeDeferred {
+			t.Fatalf("outcome %s, want the handler handed back", ev.outcome)
+		}
+	}
+	if r := mustRun(t, rm, "gone", runs.Queued); !strings.Contains(r.LastError, "shut down") {
+		t.Fatalf("run = %+v: want handed back at shutdown, not failed", r)
+	}
+	if ops := h.work.opCounts(); ops["delete"] != 0 {
+		t.Fatalf("message deleted %d times after its receipt went stale", ops["delete"])
+	}
+	if _, env := h.only(h.work); env.FailedAttempts != 0 {
+		t.Fatalf("message = %+v: want no attempt counted", env)
+	}
+}
+
 func TestHandlerIgnoringCancellation(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{ShutdownGrace: time.Second}})
 	stuck := make(chan struct{})

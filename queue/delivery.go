@@ -175,6 +175,12 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 
 	delay, snoozed := leasecrontype.SnoozeOf(herr)
 	switch {
+	case herr != nil && hctx.Err() != nil && !errors.Is(herr, ErrHandlerTimeout):
+		// Cancelled by shutdown: handed back, no attempt used, whether or
+		// not its message's visibility was lost meanwhile (issue 38, the
+		// simulator's seed 6704: counted as a failure, a task of one
+		// attempt died when its message reappeared).
+		c.abandon(d, tail, lost)
 	case lost:
 		d.log.Warn("message visibility was lost while the handler ran; recording the result and leaving the message to reappear", "err", herr)
 		if herr == nil {
@@ -191,8 +197,6 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Failed++ })
 		}
 		c.settle(d, OutcomeLost)
-	case herr != nil && hctx.Err() != nil && !errors.Is(herr, ErrHandlerTimeout):
-		c.abandon(d, tail)
 	case snoozed:
 		c.snooze(hctx, d, delay, tail)
 	case herr == nil:

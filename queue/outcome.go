@@ -337,13 +337,15 @@ func (c *Consumer) setAsideAndDelete(hctx context.Context, d *delivery, rec Dead
 }
 
 // abandon releases a message whose handler was cancelled by shutdown, so
-// another worker can take it at once; the attempt is not counted.
-func (c *Consumer) abandon(d *delivery, tail string) {
+// another worker can take it at once; the attempt is not counted. A
+// message whose visibility was lost (gone or redelivered) is left to
+// reappear.
+func (c *Consumer) abandon(d *delivery, tail string, lost bool) {
 	ctx, cancel := c.opCtx(context.Background())
 	defer cancel()
 	env := d.env
 	env.Dequeues = d.m.DequeueCount
-	if text, err := encodeSized(env); err == nil {
+	if text, err := encodeSized(env); err == nil && !lost {
 		if _, err := c.work.Update(ctx, d.m, text, 0); err != nil {
 			d.log.Warn("releasing the message failed; it reappears after its visibility timeout", "err", err)
 		}
