@@ -27,7 +27,10 @@ type RunRequeuer interface {
 	// nothing is written, and queued reports whether the run
 	// is still queued as that requeue left it (its message may never have
 	// been sent: a crash cut it short) rather than moved on since.
-	MarkRequeued(ctx context.Context, id string, m leasecrontype.RunMeta, death string) (earlier, queued bool, err error)
+	// diedWith is the token the dead message carried: a run still live
+	// under it is the one that died (its worker did not live to record
+	// the death), and is requeued.
+	MarkRequeued(ctx context.Context, id string, m leasecrontype.RunMeta, death, diedWith string) (earlier, queued bool, err error)
 }
 
 // Sentinel errors of the dead-letter operations.
@@ -222,8 +225,9 @@ func (dl *DeadLetters) requeueFrom(ctx context.Context, d DeadLetter, op string,
 	if dl.runs != nil {
 		// The run brought back is this message's alone: a message of the
 		// run from before its death does not take it (runs.RequeueToken).
+		diedWith := env.Token
 		env.Token = runs.RequeueToken(d.Death())
-		earlier, queued, err := dl.runs.MarkRequeued(ctx, env.ID, env.runMeta(), d.Death())
+		earlier, queued, err := dl.runs.MarkRequeued(ctx, env.ID, env.runMeta(), d.Death(), diedWith)
 		switch {
 		case errors.Is(err, leasecrontype.ErrScheduledAgain), errors.Is(err, leasecrontype.ErrRunCancelled):
 			return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)

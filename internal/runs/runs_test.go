@@ -435,13 +435,13 @@ func lifecycle(t *testing.T, e env) {
 	e.mustState(t, "c1", Dead)
 	// A dead letter of an earlier task with the id (another due time):
 	// the record is not its; refused.
-	if _, _, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due.Add(-time.Hour)}, "m0-3"); !errors.Is(err, leasecrontype.ErrScheduledAgain) {
+	if _, _, err := s.MarkRequeued(ctx, "c1", Meta{Type: "flaky", Due: due.Add(-time.Hour)}, "m0-3", ""); !errors.Is(err, leasecrontype.ErrScheduledAgain) {
 		t.Fatalf("MarkRequeued of an earlier task's dead letter: %v; want ErrScheduledAgain", err)
 	}
 	// A requeue's Meta carries its token (RequeueToken), as its message
 	// does.
 	rq := func(death string) Meta { return Meta{Type: "flaky", Due: due, Token: RequeueToken(death)} }
-	if earlier, _, err := s.MarkRequeued(ctx, "c1", rq("m1-3"), "m1-3"); err != nil || earlier {
+	if earlier, _, err := s.MarkRequeued(ctx, "c1", rq("m1-3"), "m1-3", ""); err != nil || earlier {
 		t.Fatalf("MarkRequeued: earlier %v, %v", earlier, err)
 	}
 	if r := e.mustState(t, "c1", Queued); r.Attempts != 0 || r.Type != "flaky" {
@@ -449,7 +449,7 @@ func lifecycle(t *testing.T, e env) {
 	}
 	// The same death again (its requeue was cut short): nothing written;
 	// the run is still queued as it left it.
-	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m1-3"), "m1-3"); err != nil || !earlier || !queued {
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m1-3"), "m1-3", ""); err != nil || !earlier || !queued {
 		t.Fatalf("MarkRequeued of the same death: earlier %v, queued %v, %v; want true, true", earlier, queued, err)
 	}
 	// Messages of the run from before its death — unmarked (the mover
@@ -479,13 +479,13 @@ func lifecycle(t *testing.T, e env) {
 		t.Fatalf("a message of the dead run while the requeued one runs: %v; want ErrDead", err)
 	}
 	// Claimed since: the death's dead letter is only left over.
-	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m1-3"), "m1-3"); err != nil || !earlier || queued {
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m1-3"), "m1-3", ""); err != nil || !earlier || queued {
 		t.Fatalf("MarkRequeued of the same death after a claim: earlier %v, queued %v, %v; want true, false", earlier, queued, err)
 	}
 	// Another dead letter of the same death (a duplicate delivery that died
 	// too) while the run is live again: left over as well, nothing written
 	// (issue 38: requeued, the task ran once more for each).
-	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m1-3b"), "m1-3b"); err != nil || !earlier || queued {
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m1-3b"), "m1-3b", ""); err != nil || !earlier || queued {
 		t.Fatalf("MarkRequeued of a second dead letter of a live run: earlier %v, queued %v, %v; want true, false", earlier, queued, err)
 	}
 	if r := e.mustState(t, "c1", Running); slices.Contains(r.Requeued, "m1-3b") {
@@ -500,14 +500,14 @@ func lifecycle(t *testing.T, e env) {
 	if err := s.Finish(ctx, "c1", Dead, errors.New("gave up again"), ""); err != nil {
 		t.Fatal(err)
 	}
-	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m1-4"), "m1-4"); err != nil || !earlier || queued {
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m1-4"), "m1-4", ""); err != nil || !earlier || queued {
 		t.Fatalf("MarkRequeued of the same message's later set-aside: earlier %v, queued %v, %v; want true, false", earlier, queued, err)
 	}
 	e.mustState(t, "c1", Dead)
-	if earlier, _, err := s.MarkRequeued(ctx, "c1", rq("m2-1"), "m2-1"); err != nil || earlier {
+	if earlier, _, err := s.MarkRequeued(ctx, "c1", rq("m2-1"), "m2-1", ""); err != nil || earlier {
 		t.Fatalf("MarkRequeued of another message's death: earlier %v, %v; want false", earlier, err)
 	}
-	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m2-2"), "m2-2"); err != nil || !earlier || queued {
+	if earlier, queued, err := s.MarkRequeued(ctx, "c1", rq("m2-2"), "m2-2", ""); err != nil || !earlier || queued {
 		t.Fatalf("MarkRequeued of a second dead letter of the death just requeued: earlier %v, queued %v, %v; want true, false", earlier, queued, err)
 	}
 	e.mustState(t, "c1", Queued)
@@ -742,7 +742,7 @@ func TestRequeueOfACancelledRun(t *testing.T) {
 	if err := s.Finish(ctx, "c2", Dead, errors.New("gave up"), ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.MarkRequeued(ctx, "c2", Meta{Type: "flaky", Due: due}, "m2-1"); !errors.Is(err, leasecrontype.ErrRunCancelled) {
+	if _, _, err := s.MarkRequeued(ctx, "c2", Meta{Type: "flaky", Due: due}, "m2-1", ""); !errors.Is(err, leasecrontype.ErrRunCancelled) {
 		t.Fatalf("MarkRequeued of a cancelled run: %v; want ErrRunCancelled", err)
 	}
 	e.mustState(t, "c2", Cancelled)

@@ -487,7 +487,14 @@ const fallbackConcurrency = 8
 // scheduling of the id moved beside it (Behind), and so is a cancelled run
 // (leasecrontype.ErrRunCancelled: it was cancelled while its last attempt
 // ran).
-func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death string) (earlier, queued bool, err error) {
+//
+// diedWith is the token the dead message carried (its envelope's Token).
+// A record still running or failed under that same token is the run that
+// died, its worker gone before it recorded the death: it is requeued, not taken
+// for a run brought back by another dead letter — unless a worker's claim
+// on it has not lapsed yet, which fails with ErrClaimedElsewhere (try
+// again once it has).
+func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death, diedWith string) (earlier, queued bool, err error) {
 	if err := validateID(id); err != nil {
 		return false, false, err
 	}
@@ -526,8 +533,18 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death strin
 				return Run{}, false, fmt.Errorf("runs: requeue %s due %s: %w (the task of the id due %s was moved to the queue beside it)", id,
 					m.Due.UTC().Format(time.RFC3339), leasecrontype.ErrScheduledAgain, cur.Behind[0].UTC().Format(time.RFC3339))
 			}
-			switch cur.State {
-			case Queued, Running, Failed, Snoozed:
+			ownDeath := cur.Token == diedWith && (cur.State == Running || cur.State == Failed)
+			switch {
+			case ownDeath && cur.State == Running && cur.ClaimUntil.After(now):
+				return Run{}, false, fmt.Errorf("runs: requeue %s: its last attempt is %w (by %s until %s); requeue it again once that has lapsed",
+					id, ErrClaimedElsewhere, cur.Worker, cur.ClaimUntil.UTC().Format(time.RFC3339))
+			case ownDeath:
+				// The run the dead message carried, still recorded live:
+				// its worker set the message aside and died before it
+				// recorded the death (issue 38, the simulator's seed
+				// 6742: taken for a run live again, the dead letter was
+				// removed and the run said running for good).
+			case cur.State == Queued, cur.State == Running, cur.State == Failed, cur.State == Snoozed:
 				// Live again: another dead letter of this run (a duplicate
 				// delivery that died too) was requeued already. This one
 				// is only left over; requeued as well, the task would run

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -927,7 +928,7 @@ func TestMemRequeueRefusedWhenTheIdWasMovedAgainBesideTheRun(t *testing.T) {
 	if err := s.Finish(ctx, "id", Dead, errors.New("gave up"), ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.MarkRequeued(ctx, "id", m1, "m1-3"); !errors.Is(err, leasecrontype.ErrScheduledAgain) {
+	if _, _, err := s.MarkRequeued(ctx, "id", m1, "m1-3", ""); !errors.Is(err, leasecrontype.ErrScheduledAgain) {
 		t.Fatalf("MarkRequeued of the dead run with a scheduling moved beside it: %v; want ErrScheduledAgain", err)
 	}
 	// The second scheduling still runs.
@@ -1142,7 +1143,7 @@ func TestMemRequeueTokenStaysWithItsRun(t *testing.T) {
 	due := e.now().Truncate(time.Second)
 	deadRun(t, s, "q", Meta{Type: "a", Due: due}, e.now())
 	rq := Meta{Type: "a", Due: due, Token: RequeueToken("m1-1")}
-	if _, _, err := s.MarkRequeued(ctx, "q", rq, "m1-1"); err != nil {
+	if _, _, err := s.MarkRequeued(ctx, "q", rq, "m1-1", ""); err != nil {
 		t.Fatal(err)
 	}
 	if noted, err := s.NoteWaiting(ctx, "q", Meta{Type: "a", Due: due}, e.now().Add(time.Minute), "rate"); err != nil || noted {
@@ -1151,7 +1152,7 @@ func TestMemRequeueTokenStaysWithItsRun(t *testing.T) {
 	if err := s.UnconfirmDue(ctx, "q", Meta{Type: "a", Due: due}); err != nil {
 		t.Fatal(err)
 	}
-	if earlier, queued, err := s.MarkRequeued(ctx, "q", rq, "m1-1"); err != nil || !earlier || !queued {
+	if earlier, queued, err := s.MarkRequeued(ctx, "q", rq, "m1-1", ""); err != nil || !earlier || !queued {
 		t.Fatalf("the requeue tried again: earlier %v, queued %v, %v; want true, true", earlier, queued, err)
 	}
 	e.advance(QueuedWait + time.Second)
@@ -1176,7 +1177,7 @@ func TestMemRunRequeuedByAnEarlierRelease(t *testing.T) {
 	s := e.s
 	due := e.now().Truncate(time.Second)
 	deadRun(t, s, "q", Meta{Type: "a", Due: due}, e.now())
-	if _, _, err := s.MarkRequeued(ctx, "q", Meta{Type: "a", Due: due}, "m1-1"); err != nil {
+	if _, _, err := s.MarkRequeued(ctx, "q", Meta{Type: "a", Due: due}, "m1-1", ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due}); !errors.Is(err, ErrDead) {
@@ -1185,6 +1186,52 @@ func TestMemRunRequeuedByAnEarlierRelease(t *testing.T) {
 	if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due, Queued: true}); err != nil {
 		t.Fatalf("the requeue's marked message: %v", err)
 	}
+}
+
+// A message set aside as dead by a worker that died before it recorded
+// the death leaves its run recorded running under the message's token.
+// A requeue of that dead letter is of that run, not left over as one of
+// a run live again (issue 38, the simulator's seed 6742: the dead letter
+// was removed and the run said running for good); while the dead
+// worker's claim has not lapsed it fails, and the dead letter stays. A
+// dead letter of another message of the run (a duplicate's) is still
+// left over.
+func TestMemRequeueOfADeathNeverRecorded(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	due := e.now().Truncate(time.Second)
+	first := Meta{Type: "a", Due: due}
+	for i, m := range []Meta{first, {Type: "a", Due: due, Token: RequeueToken("m1-1"), Queued: true}} {
+		// The first death, and the death of the requeue's own message.
+		if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), m); err != nil {
+			t.Fatal(err)
+		}
+		death := []string{"m1-1", "m2-1"}[i]
+		rq := Meta{Type: "a", Due: due, Token: RequeueToken(death)}
+		_, _, err := s.MarkRequeued(ctx, "q", rq, death, m.Token)
+		if !errors.Is(err, ErrClaimedElsewhere) || !strings.Contains(err.Error(), "w1") {
+			t.Fatalf("requeue of %s while the dead worker's claim holds: %v; want ErrClaimedElsewhere naming w1", death, err)
+		}
+		e.mustState(t, "q", Running)
+		e.advance(time.Minute + time.Second)
+		if earlier, _, err := s.MarkRequeued(ctx, "q", rq, death, m.Token); err != nil || earlier {
+			t.Fatalf("requeue of %s once the claim lapsed: earlier %v, %v; want it requeued", death, earlier, err)
+		}
+		if r := e.mustState(t, "q", Queued); r.Token != rq.Token || r.Requeued[0] != death {
+			t.Fatalf("requeued record = %+v", r)
+		}
+	}
+	// A duplicate delivery of the first message died too: its dead letter
+	// carries the first token, and the run live again is not its own.
+	if _, err := s.Claim(ctx, "q", "w2", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due, Token: RequeueToken("m2-1"), Queued: true}); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(time.Minute + time.Second)
+	if earlier, _, err := s.MarkRequeued(ctx, "q", Meta{Type: "a", Due: due, Token: RequeueToken("m3-1")}, "m3-1", first.Token); err != nil || !earlier {
+		t.Fatalf("a duplicate's dead letter: earlier %v, %v; want left over", earlier, err)
+	}
+	e.mustState(t, "q", Running)
 }
 
 // deadRun records id's run of m as claimed at now and dead.
