@@ -449,7 +449,7 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 			switch {
 			case t.spec.Replace && (old.accepted || old.ambiguous) && len(old.starts) == 0 && old.superseded.IsZero():
 				c.replacedLocked(old, t)
-			case old.spec.Replace && old.accepted && !t.spec.Replace && old.issued.Before(t.returned):
+			case old.spec.Replace && old.accepted && !t.spec.Replace && !old.issued.After(t.returned):
 				// A replace that answered first while this schedule was
 				// under way, both accepted: the replace wrote last (this
 				// insert would have met its row), or its task was moved
@@ -458,7 +458,9 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 				// batch this one joins, hears of, even when the replace has
 				// run already (seed 5351: a batch's answer came 5 s after
 				// its commit, and a replace of a member in between ran and
-				// ended it).
+				// ended it). Issued at the same instant counts (seed 6763:
+				// a batch and a replace of a member, both held up by a
+				// busy client, issued and answered at one instant).
 				c.alternativeLocked(t, old)
 			}
 		}
@@ -1547,6 +1549,21 @@ func (c *checker) parentFailed(t *ti) bool {
 		}
 		if c.parentFailed(p) {
 			return true
+		}
+		// A parent already in the queue when the child began waiting is
+		// watched by the traffic cop; if by its next pass the id is
+		// pending again, the child waits for that scheduling instead
+		// (README, workflows; seed 6855: the first run succeeded, the id
+		// was moved again 15 s later before a pass saw the success, and
+		// the second run died).
+		for _, a := range pt.again {
+			if !a.issued.Before(t.issued) {
+				if ok, _ := c.endedFor(a, false, c.w.now()); ok.IsZero() {
+					if end, _ := c.endedFor(a, true, c.w.now()); !end.IsZero() {
+						return true
+					}
+				}
+			}
 		}
 	}
 	return false
