@@ -28,6 +28,19 @@ func (c *Client) locate(ctx context.Context, id string) (f found, orphan *table.
 	if err != nil {
 		return found{}, nil, err
 	}
+	f, orphan, err = c.locateBy(ctx, pl, id)
+	if errors.Is(err, ErrNotFound) {
+		// Placed, maybe, by a client that read a new shard count before
+		// this one: one more read of the map on a miss.
+		if now, changed := c.mapChanged(ctx, pl); changed {
+			return c.locateBy(ctx, now, id)
+		}
+	}
+	return f, orphan, err
+}
+
+// locateBy is locate by the placement pl.
+func (c *Client) locateBy(ctx context.Context, pl placement, id string) (f found, orphan *table.Entity, err error) {
 	if mutate.On(mutate.NoPointers) && ValidateID(id) == nil {
 		f, _, err := c.viaIndex(ctx, pl.of(id), id)
 		if err == nil && f.index == nil {

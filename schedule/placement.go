@@ -22,6 +22,13 @@ type placement struct {
 	span  []string
 }
 
+// same reports whether p and q place every key alike and look in the
+// same shards.
+func (p placement) same(q placement) bool {
+	return p.parts.Len() == q.parts.Len() && (p.prev == nil) == (q.prev == nil) &&
+		(p.prev == nil || p.prev.Len() == q.prev.Len()) && len(p.span) == len(q.span)
+}
+
 // of returns the shard of key.
 func (p placement) of(key string) string { return p.parts.Of(key) }
 
@@ -77,6 +84,49 @@ func (c *Client) shardMap(ctx context.Context) (shard.Map, error) {
 	mc.m, mc.at = read, now
 	mc.mu.Unlock()
 	return read, nil
+}
+
+// placeFresh is place for a write that must not be placed by a view of
+// "no map" another client may already have left behind: a client on one
+// shard that found no map trusts that for shard.UnshardedMapTTL, and in
+// the first seconds of a switch to sharding a client that has read the
+// new map places a unique key's guard elsewhere (issue 38). Such a view
+// older than shard.ClientMapTTL is read again first; otherwise it is
+// place.
+func (c *Client) placeFresh(ctx context.Context) (placement, error) {
+	if c.noMapOlderThan(shard.ClientMapTTL) {
+		c.forget()
+	}
+	return c.place(ctx)
+}
+
+// noMapOlderThan reports whether this client (Options.ShardMap) last
+// found no shard map, longer than d ago.
+func (c *Client) noMapOlderThan(d time.Duration) bool {
+	if !c.opts.ShardMap {
+		return false
+	}
+	c.maps.mu.Lock()
+	defer c.maps.mu.Unlock()
+	return c.maps.m.Count == 0 && !c.maps.at.IsZero() && c.opts.Clock.Now().Sub(c.maps.at) >= d
+}
+
+// mapChanged reads the shard map again, when this client last found none
+// more than shard.ClientMapTTL ago, and reports whether the placement it
+// gives differs from pl: a lookup that missed looks again by the new one
+// (a task placed by another client that read the first sharded map
+// before this one, which trusts finding none for shard.UnshardedMapTTL;
+// issue 38, the simulator's seed 6835).
+func (c *Client) mapChanged(ctx context.Context, pl placement) (placement, bool) {
+	if !c.noMapOlderThan(shard.ClientMapTTL) {
+		return pl, false
+	}
+	c.forget()
+	now, err := c.place(ctx)
+	if err != nil || now.same(pl) {
+		return pl, false
+	}
+	return now, true
 }
 
 // forget makes the next shardMap read the map again.

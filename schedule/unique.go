@@ -252,7 +252,7 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 		it.TraceParent = TraceParentOf(ctx)
 	}
 	now := c.opts.Clock.Now()
-	pl, err := c.place(ctx)
+	pl, err := c.placeFresh(ctx)
 	if err != nil {
 		return Item{}, err
 	}

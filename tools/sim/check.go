@@ -1550,6 +1550,24 @@ func (c *checker) parentFailed(t *ti) bool {
 		if c.parentFailed(p) {
 			return true
 		}
+		// When the first run of the id ended, another scheduling of it
+		// already moved to the queue is the one the child waits for
+		// (README, workflows; seed 6593: a parent moved and held by a
+		// pause was replaced, the replacement took the record over and
+		// succeeded, and the old message, back after the pause, died).
+		if pEnd, _ := c.endedFor(p, true, c.w.now()); !pEnd.IsZero() {
+			for _, a := range c.family(pt) {
+				if a == p || a.id == "" {
+					continue
+				}
+				if ok, _ := c.endedFor(a, false, c.w.now()); !ok.IsZero() {
+					continue
+				}
+				if end, _ := c.endedFor(a, true, c.w.now()); end.After(pEnd) && c.movedLocked(a.id, a.due, a.issued, pEnd) {
+					return true
+				}
+			}
+		}
 		// A parent already in the queue when the child began waiting is
 		// watched by the traffic cop; if by its next pass the id is
 		// pending again, the child waits for that scheduling instead

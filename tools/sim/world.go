@@ -20,6 +20,7 @@ import (
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/rate"
+	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
@@ -51,7 +52,7 @@ type World struct {
 	// 2 the first client changed, the others due at clientSwitch.
 	clientPhase  int
 	clientSwitch time.Duration
-	mapWritten   atomic.Bool   // the shard map has been written
+	mapWritten   atomic.Bool   // the shard map has been written with a count
 	lastDown     time.Duration // when a worker was last killed or stopped
 	ops          sync.WaitGroup
 	logs         *ring
@@ -165,7 +166,11 @@ func newWorld(t *testing.T, sc *Scenario) *World {
 		OnCommit: func(c memstore.Commit) {
 			w.fence.commit(w, c)
 			w.chk.moverCommit(c)
-			if c.Table == scheduleTable && c.Partition == "~shards" && slices.ContainsFunc(c.Rows, func(r memstore.CommittedRow) bool { return r.RowKey == "~map" && !r.Deleted }) {
+			if c.Table == scheduleTable && c.Partition == "~shards" && slices.ContainsFunc(c.Rows, func(r memstore.CommittedRow) bool {
+				// (A map row without a count only sizes the run records.)
+				n, _ := tokenOf(r.Props[shard.PropCount])
+				return r.RowKey == "~map" && !r.Deleted && n > 0
+			}) {
 				w.mapWritten.Store(true)
 			}
 			w.traceCommit(c)
@@ -297,6 +302,7 @@ func (w *World) switchClient(i int) {
 		q = w.plan.ClientQueues
 	}
 	w.clients[i] = w.newClient(i, q, w.shards)
+	w.logs.add(fmt.Sprintf("%s  client c%d now configured for %d shards", w.elapsed().Truncate(time.Millisecond), i, w.shards))
 }
 
 // switchClients carries the rolling switch's change of the clients on:

@@ -1,0 +1,104 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/shard"
+	"github.com/leasecron/leasecron/internal/table"
+)
+
+type oneMember struct{}
+
+func (oneMember) Live(context.Context) ([]string, error) { return []string{"w1"}, nil }
+
+// writeFirstMap writes the first sharded map, of count shards, as the
+// first sharded worker to lead does.
+func writeFirstMap(t *testing.T, mt table.Table, fc *clock.Fake, count int) {
+	t.Helper()
+	b := &shard.Balancer{T: mt, Roster: oneMember{}, Count: count, Cycle: time.Hour, Clock: fc, Logger: quiet}
+	c, cancel := context.WithCancel(ctx(t))
+	done := make(chan error, 1)
+	go func() { done <- b.Run(c, 1) }()
+	for {
+		if m, err := shard.Read(ctx(t), mt); err == nil && m.Count == count {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// In the first seconds of a switch to sharding, two clients still on one
+// shard may hold two views of the map: one read "none" up to
+// shard.UnshardedMapTTL ago, the other the new map. A task the second
+// places by the new count is found by the first (its miss reads the map
+// again), and a unique key the second holds refuses the first's task
+// (issue 38, the simulator's seed 6835).
+func TestFirstShardMapReachesClientsThatFoundNone(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	fc := clock.NewFake(t0)
+	o := Options{Shards: []string{"00"}, ShardMap: true, Clock: fc, Logger: quiet}
+	stale, err := newClient(mt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := newClient(mt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stale.Get(ctx(t), "nothing"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("lookup before any task: %v", err)
+	}
+	writeFirstMap(t, mt, fc, 4)
+	fc.Advance(2 * time.Second)
+
+	// An id placed outside "00" under four shards.
+	var id string
+	for i := 0; ; i++ {
+		if id = fmt.Sprintf("t%d", i); table.Numbered("", 4, 2).Of(id) != "00" {
+			break
+		}
+	}
+	if _, err := fresh.Add(ctx(t), Item{ID: id, Type: "t", Due: t0.Add(time.Hour)}, AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := stale.Get(ctx(t), id); err != nil || got.ID != id {
+		t.Fatalf("lookup of %s, placed by a client that read the new map: %+v, %v", id, got, err)
+	}
+
+	// A unique key held by the fresh client's task.
+	stale2, err := newClient(mt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stale2.Get(ctx(t), "nothing"); err != nil && !errors.Is(err, ErrNotFound) {
+		t.Fatal(err)
+	}
+	// (stale2 read the map just now: take it back to "none" read 2 s ago.)
+	stale2.maps.mu.Lock()
+	stale2.maps.m, stale2.maps.at = shard.Map{}, fc.Now().Add(-2*time.Second)
+	stale2.maps.mu.Unlock()
+	u := Unique{Key: "k", For: time.Hour}
+	var key string
+	for i := 0; ; i++ {
+		if key = fmt.Sprintf("k%d", i); table.Numbered("", 4, 2).Of("t~"+key) != "00" {
+			break
+		}
+	}
+	u.Key = key
+	if _, err := fresh.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, holds(true), AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var de *DuplicateError
+	if _, err := stale2.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, holds(true), AddOptions{}); !errors.As(err, &de) {
+		t.Fatalf("a second task of key %s by a client that found no map 2 s ago: %v; want refused as a duplicate", key, err)
+	}
+}
