@@ -101,4 +101,11 @@ func TestFirstShardMapReachesClientsThatFoundNone(t *testing.T) {
 	if _, err := stale2.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, holds(true), AddOptions{}); !errors.As(err, &de) {
 		t.Fatalf("a second task of key %s by a client that found no map 2 s ago: %v; want refused as a duplicate", key, err)
 	}
+	// So is a requeue's retaking of the key (Retake).
+	stale2.maps.mu.Lock()
+	stale2.maps.m, stale2.maps.at = shard.Map{}, fc.Now().Add(-2*time.Second)
+	stale2.maps.mu.Unlock()
+	if err := stale2.Retake(ctx(t), "t", key, "requeued", Unique{}, holds(true)); !errors.As(err, &de) {
+		t.Fatalf("a requeue retaking key %s by a client that found no map 2 s ago: %v; want refused as a duplicate", key, err)
+	}
 }

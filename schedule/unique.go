@@ -357,7 +357,7 @@ func (u Unique) orDefaults() Unique {
 // guard's it replaces (the defaults when there is none); a task that
 // holds the key refuses it with a *DuplicateError naming that task.
 func (c *Client) Retake(ctx context.Context, typ, key, id string, own Unique, live Live) error {
-	pl, err := c.place(ctx)
+	pl, err := c.placeFresh(ctx)
 	if err != nil {
 		return err
 	}
@@ -410,7 +410,7 @@ func (c *Client) Retake(ctx context.Context, typ, key, id string, own Unique, li
 
 // GuardOf reads the guard of a type and key (ErrNotFound when none).
 func (c *Client) GuardOf(ctx context.Context, typ, key string) (Guard, error) {
-	pl, err := c.place(ctx)
+	pl, err := c.placeFresh(ctx)
 	if err != nil {
 		return Guard{}, err
 	}

@@ -489,8 +489,8 @@ const fallbackConcurrency = 8
 // ran).
 //
 // diedWith is the token the dead message carried (its envelope's Token).
-// A record still running or failed under that same token is the run that
-// died, its worker gone before it recorded the death: it is requeued, not taken
+// A record still running under that same token is the run that died, its
+// worker gone before it recorded the death: it is requeued, not taken
 // for a run brought back by another dead letter — unless a worker's claim
 // on it has not lapsed yet, which fails with ErrClaimedElsewhere (try
 // again once it has).
@@ -533,7 +533,12 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death, died
 				return Run{}, false, fmt.Errorf("runs: requeue %s due %s: %w (the task of the id due %s was moved to the queue beside it)", id,
 					m.Due.UTC().Format(time.RFC3339), leasecrontype.ErrScheduledAgain, cur.Behind[0].UTC().Format(time.RFC3339))
 			}
-			ownDeath := cur.Token == diedWith && (cur.State == Running || cur.State == Failed)
+			// (Only a run this release requeued, or never requeued: one an
+			// earlier release requeued keeps the task's own token, which a
+			// duplicate's dead letter carries too. And not a failed one: a
+			// message whose set-aside answer was lost comes back with its
+			// attempts used up and records the death itself.)
+			ownDeath := cur.Token == diedWith && cur.State == Running && (len(cur.Requeued) == 0 || isRequeueToken(cur.Token))
 			switch {
 			case ownDeath && cur.State == Running && cur.ClaimUntil.After(now):
 				return Run{}, false, fmt.Errorf("runs: requeue %s: its last attempt is %w (by %s until %s); requeue it again once that has lapsed",
@@ -880,7 +885,17 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 			r.Type, r.Due, r.Generation, r.Series, r.Attempts, r.Worker, r.Started = c.Type, c.Due, c.Generation, c.Series, c.Attempts, c.Worker, c.Started
 			cur = &r
 		}
-		return apply(cur, now), true, nil
+		next := apply(cur, now)
+		if claimed && next.State == Queued && (cur.State != Running || cur.Worker != c.Worker) {
+			// A hand-back at shutdown of a run that has moved on since this
+			// worker's claim lapsed (another delivery ran it to its end, or
+			// holds it): queued written over it would bring back a run that
+			// ended, or hide a death from its dead letter's requeue.
+			s.o.Logger.Warn("the run moved on since this worker's claim lapsed; not recording the hand-back over it",
+				"run", id, "state", cur.State, "worker", cur.Worker)
+			return Run{}, false, nil
+		}
+		return next, true, nil
 	})
 }
 

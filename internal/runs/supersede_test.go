@@ -1232,6 +1232,79 @@ func TestMemRequeueOfADeathNeverRecorded(t *testing.T) {
 		t.Fatalf("a duplicate's dead letter: earlier %v, %v; want left over", earlier, err)
 	}
 	e.mustState(t, "q", Running)
+
+	// Not the run's own death (a review of the fix):
+	//   - a run an earlier release requeued keeps the task's own token,
+	//     which a duplicate's dead letter carries too;
+	//   - a failed run: its message, whose set-aside answer was lost,
+	//     comes back with its attempts used up and records the death.
+	for _, c := range []struct {
+		name  string
+		setup func(id string)
+	}{
+		{"requeued by an earlier release", func(id string) {
+			deadRun(t, s, id, first, e.now())
+			if _, _, err := s.MarkRequeued(ctx, id, first, "m1-1", ""); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Claim(ctx, id, "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due, Queued: true}); err != nil {
+				t.Fatal(err)
+			}
+			e.advance(time.Minute + time.Second)
+		}},
+		{"failed", func(id string) {
+			if _, err := s.Claim(ctx, id, "w1", 1, e.now().Add(time.Minute), first); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Finish(ctx, id, Failed, errors.New("last attempt"), ""); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		id := "q-" + strings.ReplaceAll(c.name, " ", "-")
+		c.setup(id)
+		before, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if earlier, _, err := s.MarkRequeued(ctx, id, Meta{Type: "a", Due: due, Token: RequeueToken("m9-1")}, "m9-1", ""); err != nil || !earlier {
+			t.Fatalf("%s: earlier %v, %v; want left over", c.name, earlier, err)
+		}
+		e.mustState(t, id, before.State)
+	}
+}
+
+// A worker whose claim lapsed (its message's visibility lost, its claim
+// extensions failing) hands its run back at shutdown only while the run
+// is still its own: a run another delivery has ended since is not set
+// back to queued (a review of issue 38's seed 6704 fix: a death so
+// overwritten hid it from its dead letter's requeue).
+func TestMemHandBackLeavesARunThatMovedOn(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	m := Meta{Type: "a", Due: e.now().Truncate(time.Second)}
+	if _, err := e.s.Claim(ctx, "h", "w1", 1, e.now().Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(time.Minute + time.Second)
+	if _, err := e.other.Claim(ctx, "h", "w2", 1, e.now().Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.other.Finish(ctx, "h", Dead, errors.New("gave up"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Finish(ctx, "h", Queued, errors.New("worker shut down before the task finished"), ""); err != nil {
+		t.Fatal(err)
+	}
+	e.mustState(t, "h", Dead)
+	// Its own run, still running under its claim, is handed back.
+	if _, err := e.s.Claim(ctx, "h2", "w1", 1, e.now().Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Finish(ctx, "h2", Queued, errors.New("worker shut down before the task finished"), ""); err != nil {
+		t.Fatal(err)
+	}
+	e.mustState(t, "h2", Queued)
 }
 
 // deadRun records id's run of m as claimed at now and dead.
