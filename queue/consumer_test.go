@@ -914,6 +914,75 @@ func TestShutdownAfterLostVisibilityUsesNoAttempt(t *testing.T) {
 	}
 }
 
+// A handler that snoozes after its message's visibility was lost uses no
+// attempt: the message comes back after its visibility timeout without
+// the snooze and runs as the same attempt (issue 38, the simulator's seed
+// 7134: recorded as a failure, a task of one attempt died when its
+// message reappeared, and its batch's callback ran without it).
+func TestSnoozeAfterLostVisibilityUsesNoAttempt(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 30 * time.Second}})
+	fq := &flakyQueue{MemoryQueue: h.work}
+	c, err := NewConsumerWith(fq, h.poison, h.c.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.hooks = h.c.hooks
+	h.c = c
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	h.c.o.MaxAttempts = 1
+	release := make(chan struct{})
+	attempts := make(chan int, 2)
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
+		attempts <- task.Attempt
+		if task.Attempt == 1 && len(attempts) == 1 {
+			<-release
+			return leasecrontype.Snooze(5 * time.Second)
+		}
+		return nil
+	})
+	h.enqueue(Envelope{ID: "sz", Type: "t"})
+	h.start()
+	h.waitStarted()
+	h.waitIdle()
+	fq.failUpdates(fmt.Errorf("stale: %w", ErrMessageGone))
+	h.clk.Advance(20 * time.Second)
+	if err := h.waitExtended(); !errors.Is(err, ErrMessageGone) {
+		t.Fatalf("extension error = %v", err)
+	}
+	close(release)
+	for {
+		ev := h.next()
+		if ev.outcome == OutcomeLost {
+			break
+		}
+		if ev.outcome != OutcomeLeft && ev.outcome != OutcomeDeferred {
+			t.Fatalf("outcome %s, want the lost one", ev.outcome)
+		}
+	}
+	if r := mustRun(t, rm, "sz", runs.Running); r.LastError != "" {
+		t.Fatalf("run = %+v: the snooze was recorded as a failure", r)
+	}
+	// Back after its visibility timeout (and the lapse of the claim), it
+	// runs again as its first attempt, and succeeds.
+	fq.failUpdates(nil)
+	for {
+		h.clk.Advance(10 * time.Second)
+		ev := h.next()
+		if ev.outcome == OutcomeSucceeded {
+			break
+		}
+		if ev.outcome == OutcomeDead {
+			t.Fatal("the task died: the snooze used its one attempt")
+		}
+	}
+	<-attempts
+	if a := <-attempts; a != 1 {
+		t.Fatalf("run again as attempt %d, want 1", a)
+	}
+	mustRun(t, rm, "sz", runs.Succeeded)
+}
+
 func TestHandlerIgnoringCancellation(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{ShutdownGrace: time.Second}})
 	stuck := make(chan struct{})

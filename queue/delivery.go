@@ -192,6 +192,13 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			// by that run, and the reappearing message unable to tell that
 			// this one succeeded (issue 38, the simulator's seed 23).
 			c.ended(hctx, d, leasecrontype.RunSucceeded)
+		} else if snoozed {
+			// A snooze uses no attempt: recorded as a failure, a task of
+			// one attempt died when its message reappeared (issue 38, the
+			// simulator's seed 7134). The message cannot be hidden for
+			// the snooze; it comes back after its visibility timeout, as
+			// when a snooze's rewrite fails.
+			d.log.Warn("the handler snoozed, but its message's visibility was lost: it reappears after its visibility timeout without the snooze", "asked", delay)
 		} else {
 			c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
 			c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Failed++ })

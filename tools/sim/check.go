@@ -545,6 +545,13 @@ func (c *checker) behindLocked(id string, o time.Time) bool {
 // old's row.
 func (c *checker) replacedLocked(old, t *ti) {
 	_, cancelled := c.cancelledBy(old, t.returned)
+	if at, doomed := c.doomedBy(old); doomed && !at.After(t.returned) {
+		// Cancelled with a parent before the replace answered (seed
+		// 7174: its --after parent was cancelled, and the task waiting
+		// for it with --after-any was released then): the replace
+		// schedules a task of its own.
+		cancelled = true
+	}
 	if old.due.After(t.issued.Add(5*time.Second)) && !old.returned.After(t.issued) && !c.movedLocked(old.id, old.due, old.issued, t.returned) && !cancelled {
 		// Its row was surely still pending (sent early at most, not
 		// retired: a mover retires a row a pass or two before it is due,
