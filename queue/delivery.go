@@ -199,6 +199,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			// the snooze; it comes back after its visibility timeout, as
 			// when a snooze's rewrite fails.
 			d.log.Warn("the handler snoozed, but its message's visibility was lost: it reappears after its visibility timeout without the snooze", "asked", delay)
+			c.forgetClaim(d)
 		} else {
 			c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
 			c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Failed++ })

@@ -152,6 +152,7 @@ func (c *Consumer) snooze(hctx context.Context, d *delivery, delay time.Duration
 	env.Dequeues = d.m.DequeueCount
 	if !c.rewrite(hctx, d, env, delay) {
 		d.log.Warn("the message will reappear after its visibility timeout without the snooze")
+		c.forgetClaim(d)
 		c.settle(d, OutcomeLeft)
 		return
 	}
@@ -166,6 +167,18 @@ func (c *Consumer) snooze(hctx context.Context, d *delivery, delay time.Duration
 	d.log.Info("task snoozed", "for", delay, "snoozes", env.Snoozes)
 	c.WakeAt(until)
 	c.settle(d, OutcomeSnoozed)
+}
+
+// claimForgetter is a RunRecorder that remembers its claims (runs.Store):
+// told that an attempt ended with nothing recorded, it forgets the claim.
+type claimForgetter interface{ Forget(id string) }
+
+// forgetClaim tells the run recorder that d's attempt ended with nothing
+// recorded: the run stays under its claim until the message comes back.
+func (c *Consumer) forgetClaim(d *delivery) {
+	if f, ok := c.o.Runs.(claimForgetter); ok && d.claimed {
+		f.Forget(d.env.ID)
+	}
 }
 
 // rewrite updates the message in place with env, hidden for delay.

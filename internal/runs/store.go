@@ -691,6 +691,13 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 // Extend moves worker's claim on id to until while the handler runs. A run
 // this Store claimed is extended only while the claim is still this
 // worker's; a missing record is not an error.
+// Forget drops what this Store remembers of its claim on id without
+// writing anything: the attempt ended with nothing to record (a snooze
+// whose message could not be hidden for it), and a later end of another
+// scheduling of the id that this process runs unclaimed must not be
+// taken for this attempt's.
+func (s *Store) Forget(id string) { s.claims.Delete(id) }
+
 func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) error {
 	if err := validateID(id); err != nil {
 		return err

@@ -1357,3 +1357,36 @@ func TestMemConfirmSentKeepsTheFirst(t *testing.T) {
 		t.Fatalf("the mover's confirmation: %v, token %q; want c", ok[0], token())
 	}
 }
+
+// A claim forgotten (its attempt ended with nothing recorded: a snooze
+// whose message could not be hidden for it) is not taken for a later end
+// of another scheduling of the id that this process records unclaimed
+// (a review of issue 38's seed 7134 fix).
+func TestMemForgottenClaimLeavesALaterEndAlone(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	due1 := e.now().Truncate(time.Second)
+	if _, err := e.s.Claim(ctx, "f", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due1}); err != nil {
+		t.Fatal(err)
+	}
+	e.s.Forget("f")
+	e.advance(time.Minute + time.Second)
+	if _, err := e.other.Claim(ctx, "f", "w2", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.other.Finish(ctx, "f", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	due2 := due1.Add(time.Hour)
+	if _, err := e.other.Claim(ctx, "f", "w2", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due2}); err != nil {
+		t.Fatal(err)
+	}
+	// This process runs it too, its claim having failed: its end is the
+	// second scheduling's, and is recorded.
+	if err := e.s.Finish(ctx, "f", Dead, errors.New("gave up"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "f", Dead); !r.Due.Equal(due2) {
+		t.Fatalf("record = %+v, want the second scheduling's", r)
+	}
+}
