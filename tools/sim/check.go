@@ -1291,6 +1291,19 @@ func (c *checker) requeued(id string, err error) {
 	if t == nil {
 		return
 	}
+	// A dead letter is a scheduling that died: the latest of the id that
+	// did, when a later one has not (seed 7382: a replace of the id that
+	// answered an error, and may never have been written, was taken for
+	// the task the requeue brought back).
+	l := c.byID[id]
+	for i := len(l) - 1; i >= 0; i-- {
+		if _, died := l[i].firstDeath(); died {
+			if _, latestDied := t.firstDeath(); !latestDied {
+				t = l[i]
+			}
+			break
+		}
+	}
 	if err != nil {
 		t.requeueFailed = true
 		return
