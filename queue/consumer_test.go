@@ -317,10 +317,11 @@ func TestVisibilityExtendedUntilMaxRunTime(t *testing.T) {
 	}
 }
 
-// If an extension finds the message gone, the result is recorded but the
-// message is not deleted with a stale receipt.
-func TestLostMessageIsNotDeleted(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 30 * time.Second}})
+// lostHarness is a harness whose queue fails updates on demand (a stale
+// receipt), with run records in memory.
+func lostHarness(t *testing.T, o ConsumerOptions) (*harness, *flakyQueue, *runs.Memory) {
+	t.Helper()
+	h := newHarness(t, o)
 	fq := &flakyQueue{MemoryQueue: h.work}
 	c, err := NewConsumerWith(fq, h.poison, h.c.o)
 	if err != nil {
@@ -330,6 +331,38 @@ func TestLostMessageIsNotDeleted(t *testing.T) {
 	h.c = c
 	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
+	return h, fq, rm
+}
+
+// loseVisibility makes the running handler's next extension find its
+// message gone.
+func (h *harness) loseVisibility(fq *flakyQueue) {
+	h.t.Helper()
+	fq.failUpdates(fmt.Errorf("stale: %w", ErrMessageGone))
+	h.clk.Advance(20 * time.Second)
+	if err := h.waitExtended(); !errors.Is(err, ErrMessageGone) {
+		h.t.Fatalf("extension error = %v", err)
+	}
+}
+
+// expectPast waits for outcome want, past the copies put back meanwhile.
+func (h *harness) expectPast(want Outcome) {
+	h.t.Helper()
+	for {
+		ev := h.next()
+		if ev.outcome == want {
+			return
+		}
+		if ev.outcome != OutcomeLeft && ev.outcome != OutcomeDeferred {
+			h.t.Fatalf("outcome %s, want %s", ev.outcome, want)
+		}
+	}
+}
+
+// If an extension finds the message gone, the result is recorded but the
+// message is not deleted with a stale receipt.
+func TestLostMessageIsNotDeleted(t *testing.T) {
+	h, fq, rm := lostHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 30 * time.Second}})
 	// Tasks wait for it: they hear of its success when it is recorded, not
 	// only when the message reappears (by then the id may be another
 	// run's; issue 38).
@@ -341,11 +374,7 @@ func TestLostMessageIsNotDeleted(t *testing.T) {
 	h.start()
 	h.waitStarted()
 	h.waitIdle()
-	fq.failUpdates(fmt.Errorf("stale: %w", ErrMessageGone))
-	h.clk.Advance(20 * time.Second)
-	if err := h.waitExtended(); !errors.Is(err, ErrMessageGone) {
-		t.Fatalf("extension error = %v", err)
-	}
+	h.loseVisibility(fq)
 	// The message is gone, but the handler runs on: its run claim is
 	// still extended, so a redelivered copy does not run it at the same
 	// time (issue 38, seeds 1026, 1076).
@@ -359,14 +388,8 @@ func TestLostMessageIsNotDeleted(t *testing.T) {
 		t.Fatalf("run claim until %v at %v: it lapsed while the handler ran", r.ClaimUntil, h.clk.Now())
 	}
 	close(release)
-	for {
-		// The copy delivered meanwhile goes back (running here).
-		if ev := h.next(); ev.outcome == OutcomeLost {
-			break
-		} else if ev.outcome != OutcomeLeft && ev.outcome != OutcomeDeferred {
-			t.Fatalf("outcome %s, want the lost one", ev.outcome)
-		}
-	}
+	// The copy delivered meanwhile goes back (running here).
+	h.expectPast(OutcomeLost)
 	if ops := h.work.opCounts(); ops["delete"] != 0 {
 		t.Fatalf("message deleted %d times after its receipt went stale", ops["delete"])
 	}
@@ -870,39 +893,18 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 // 38, the simulator's seed 6704: with max_attempts 1 the task died when
 // its message reappeared, without its handler ever failing).
 func TestShutdownAfterLostVisibilityUsesNoAttempt(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 30 * time.Second, ShutdownGrace: 10 * time.Second}})
-	fq := &flakyQueue{MemoryQueue: h.work}
-	c, err := NewConsumerWith(fq, h.poison, h.c.o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.hooks = h.c.hooks
-	h.c = c
-	rm := runs.NewMemory(h.clk)
-	h.c.o.Runs = rm
+	h, fq, rm := lostHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 30 * time.Second, ShutdownGrace: 10 * time.Second}})
 	h.c.Handle("t", func(ctx context.Context, _ leasecrontype.Task) error { <-ctx.Done(); return ctx.Err() })
 	h.enqueue(Envelope{ID: "gone", Type: "t"})
 	h.start()
 	h.waitStarted()
 	h.waitIdle()
-	fq.failUpdates(fmt.Errorf("stale: %w", ErrMessageGone))
-	h.clk.Advance(20 * time.Second)
-	if err := h.waitExtended(); !errors.Is(err, ErrMessageGone) {
-		t.Fatalf("extension error = %v", err)
-	}
+	h.loseVisibility(fq)
 	h.running = false
 	h.cancel()
 	h.waitGrace()
 	h.clk.Advance(10 * time.Second)
-	for {
-		ev := h.next()
-		if ev.outcome == OutcomeAbandoned {
-			break
-		}
-		if ev.outcome != OutcomeLeft && ev.outcome != OutcomeDeferred {
-			t.Fatalf("outcome %s, want the handler handed back", ev.outcome)
-		}
-	}
+	h.expectPast(OutcomeAbandoned)
 	if r := mustRun(t, rm, "gone", runs.Queued); !strings.Contains(r.LastError, "shut down") {
 		t.Fatalf("run = %+v: want handed back at shutdown, not failed", r)
 	}
@@ -920,16 +922,7 @@ func TestShutdownAfterLostVisibilityUsesNoAttempt(t *testing.T) {
 // 7134: recorded as a failure, a task of one attempt died when its
 // message reappeared, and its batch's callback ran without it).
 func TestSnoozeAfterLostVisibilityUsesNoAttempt(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 30 * time.Second}})
-	fq := &flakyQueue{MemoryQueue: h.work}
-	c, err := NewConsumerWith(fq, h.poison, h.c.o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.hooks = h.c.hooks
-	h.c = c
-	rm := runs.NewMemory(h.clk)
-	h.c.o.Runs = rm
+	h, fq, rm := lostHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 30 * time.Second}})
 	h.c.o.MaxAttempts = 1
 	release := make(chan struct{})
 	attempts := make(chan int, 2)
@@ -945,21 +938,9 @@ func TestSnoozeAfterLostVisibilityUsesNoAttempt(t *testing.T) {
 	h.start()
 	h.waitStarted()
 	h.waitIdle()
-	fq.failUpdates(fmt.Errorf("stale: %w", ErrMessageGone))
-	h.clk.Advance(20 * time.Second)
-	if err := h.waitExtended(); !errors.Is(err, ErrMessageGone) {
-		t.Fatalf("extension error = %v", err)
-	}
+	h.loseVisibility(fq)
 	close(release)
-	for {
-		ev := h.next()
-		if ev.outcome == OutcomeLost {
-			break
-		}
-		if ev.outcome != OutcomeLeft && ev.outcome != OutcomeDeferred {
-			t.Fatalf("outcome %s, want the lost one", ev.outcome)
-		}
-	}
+	h.expectPast(OutcomeLost)
 	if r := mustRun(t, rm, "sz", runs.Running); r.LastError != "" {
 		t.Fatalf("run = %+v: the snooze was recorded as a failure", r)
 	}
