@@ -688,9 +688,6 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 	return next.Public(), nil
 }
 
-// Extend moves worker's claim on id to until while the handler runs. A run
-// this Store claimed is extended only while the claim is still this
-// worker's; a missing record is not an error.
 // Forget drops what this Store remembers of its claim on id without
 // writing anything: the attempt ended with nothing to record (a snooze
 // whose message could not be hidden for it), and a later end of another
@@ -698,6 +695,9 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 // taken for this attempt's.
 func (s *Store) Forget(id string) { s.claims.Delete(id) }
 
+// Extend moves worker's claim on id to until while the handler runs. A run
+// this Store claimed is extended only while the claim is still this
+// worker's; a missing record is not an error.
 func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) error {
 	if err := validateID(id); err != nil {
 		return err
