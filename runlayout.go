@@ -209,15 +209,10 @@ func (r *runLayout) size(ctx context.Context, recordExisting bool) error {
 	if fresh {
 		r.log.Info("run records' partitions sized for the fleet", "partitions", rp.Written, "queues", r.queues)
 	}
-	r.markSized()
-	return nil
-}
-
-// markSized notes that size has done its work for this process.
-func (r *runLayout) markSized() {
 	r.mu.Lock()
 	r.sized = true
 	r.mu.Unlock()
+	return nil
 }
 
 func layoutOf(m shard.Map) runs.Layout {

@@ -121,8 +121,7 @@ func (c *Client) mapChanged(ctx context.Context, pl placement) (placement, bool)
 	if !c.noMapOlderThan(shard.ClientMapTTL) {
 		return pl, false
 	}
-	c.forget()
-	now, err := c.place(ctx)
+	now, err := c.placeFresh(ctx)
 	if err != nil || now.same(pl) {
 		return pl, false
 	}

@@ -540,7 +540,7 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death, died
 			// attempts used up and records the death itself.)
 			ownDeath := cur.Token == diedWith && cur.State == Running && (len(cur.Requeued) == 0 || isRequeueToken(cur.Token))
 			switch {
-			case ownDeath && cur.State == Running && cur.ClaimUntil.After(now):
+			case ownDeath && cur.ClaimUntil.After(now):
 				return Run{}, false, fmt.Errorf("runs: requeue %s: its last attempt is %w (by %s until %s); requeue it again once that has lapsed",
 					id, ErrClaimedElsewhere, cur.Worker, cur.ClaimUntil.UTC().Format(time.RFC3339))
 			case ownDeath:

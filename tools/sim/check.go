@@ -1295,13 +1295,13 @@ func (c *checker) requeued(id string, err error) {
 	// did, when a later one has not (seed 7382: a replace of the id that
 	// answered an error, and may never have been written, was taken for
 	// the task the requeue brought back).
-	l := c.byID[id]
-	for i := len(l) - 1; i >= 0; i-- {
-		if _, died := l[i].firstDeath(); died {
-			if _, latestDied := t.firstDeath(); !latestDied {
+	if _, died := t.firstDeath(); !died {
+		l := c.byID[id]
+		for i := len(l) - 1; i >= 0; i-- {
+			if _, died := l[i].firstDeath(); died {
 				t = l[i]
+				break
 			}
-			break
 		}
 	}
 	if err != nil {
@@ -1577,13 +1577,7 @@ func (c *checker) parentFailed(t *ti) bool {
 		// succeeded, and the old message, back after the pause, died).
 		if pEnd, _ := c.endedFor(p, true, c.w.now()); !pEnd.IsZero() {
 			for _, a := range c.family(pt) {
-				if a == p || a.id == "" {
-					continue
-				}
-				if ok, _ := c.endedFor(a, false, c.w.now()); !ok.IsZero() {
-					continue
-				}
-				if end, _ := c.endedFor(a, true, c.w.now()); end.After(pEnd) && c.movedLocked(a.id, a.due, a.issued, pEnd) {
+				if end, bad := c.endedBadly(a); a != p && a.id != "" && bad && end.After(pEnd) && c.movedLocked(a.id, a.due, a.issued, pEnd) {
 					return true
 				}
 			}
@@ -1595,16 +1589,22 @@ func (c *checker) parentFailed(t *ti) bool {
 		// was moved again 15 s later before a pass saw the success, and
 		// the second run died).
 		for _, a := range pt.again {
-			if !a.issued.Before(t.issued) {
-				if ok, _ := c.endedFor(a, false, c.w.now()); ok.IsZero() {
-					if end, _ := c.endedFor(a, true, c.w.now()); !end.IsZero() {
-						return true
-					}
-				}
+			if _, bad := c.endedBadly(a); bad && !a.issued.Before(t.issued) {
+				return true
 			}
 		}
 	}
 	return false
+}
+
+// endedBadly returns when t ended without succeeding (died, or was
+// cancelled), as far as the events show now.
+func (c *checker) endedBadly(t *ti) (time.Time, bool) {
+	if ok, _ := c.endedFor(t, false, c.w.now()); !ok.IsZero() {
+		return time.Time{}, false
+	}
+	end, _ := c.endedFor(t, true, c.w.now())
+	return end, !end.IsZero()
 }
 
 func (c *checker) bulkCancelled(t *ti) bool {
