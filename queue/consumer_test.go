@@ -716,14 +716,20 @@ func TestClaimedElsewhereIsPutBack(t *testing.T) {
 	}
 }
 
-// At-least-once beats exactly-once: a Runs outage does not stop tasks.
-func TestRunsOutageDoesNotStopTasks(t *testing.T) {
+// A Runs outage that begins once the claim is recorded does not hold the
+// task up: its outcome is tried a few times and the message is deleted all
+// the same. (An outage that refuses the claim puts the message back:
+// TestRunsOutageDoesNotRunUnclaimed.)
+func TestRunsOutageAfterTheClaimDoesNotHoldTheTask(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
 	rm := runs.NewMemory(h.clk)
-	rm.FailWith(errors.New("table service down"))
 	h.c.o.Runs = rm
 	var got calls
-	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
+		got.add(task, h.clk.Now())
+		rm.FailWith(errors.New("table service down"))
+		return nil
+	})
 	h.enqueue(Envelope{ID: "o1", Type: "t"})
 	h.start()
 	// The outcome's record is tried a few times over seconds (a short
@@ -1490,4 +1496,93 @@ func TestRateLimitNoteLeavesAnotherRunAlone(t *testing.T) {
 	if r, err := rm.Get(ctx, "moved"); err != nil || r.State != runs.Succeeded {
 		t.Fatalf("the succeeded run after a stale message's rate put-back: %+v %v; want it still succeeded", r, err)
 	}
+}
+
+// outageRuns fails every Claim with a transient error while down is set.
+type outageRuns struct {
+	*runs.Memory
+	mu   sync.Mutex
+	down bool
+}
+
+func (o *outageRuns) Claim(ctx context.Context, id, worker string, attempt int, until time.Time, m leasecrontype.RunMeta) (leasecrontype.Run, error) {
+	o.mu.Lock()
+	down := o.down
+	o.mu.Unlock()
+	if down {
+		return leasecrontype.Run{}, errors.New("runs: claim: connection reset by peer")
+	}
+	return o.Memory.Claim(ctx, id, worker, attempt, until, m)
+}
+
+func (o *outageRuns) set(down bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.down = down
+}
+
+// A claim the run records do not answer does not run the task: the claim
+// says whether it was cancelled after the move (or its series disabled, or
+// its early-sent message made stale), so the message is put back without
+// an attempt, and once the records answer the cancelled task is
+// acknowledged unrun and the other runs once (issue 38, seed 7728).
+func TestRunsOutageDoesNotRunUnclaimed(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{BackoffBase: time.Second}})
+	rs := &outageRuns{Memory: runs.NewMemory(h.clk), down: true}
+	h.c.o.Runs = rs
+	var got calls
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	ctx := context.Background()
+	for _, id := range []string{"gone", "kept"} {
+		if m := rs.MarkQueued(ctx, []runs.Mark{{ID: id, Meta: runs.Meta{Type: "t"}}}); !m[0] {
+			t.Fatalf("%s not marked queued", id)
+		}
+	}
+	if _, err := rs.Cancel(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	h.enqueue(Envelope{ID: "gone", Type: "t"})
+	h.enqueue(Envelope{ID: "kept", Type: "t"})
+	h.start()
+	// The claims' retries sleep on the fake clock: move it while they wait.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				h.clk.Advance(100 * time.Millisecond)
+			}
+		}
+	}()
+	h.expect(OutcomeDeferred, OutcomeDeferred)
+	if got.n() != 0 {
+		t.Fatalf("handler ran %d times while the run records were down", got.n())
+	}
+	if n := len(h.work.all()); n != 2 {
+		t.Fatalf("%d messages left, want both put back", n)
+	}
+	for _, m := range h.work.all() {
+		env, err := DecodeEnvelope(m.Text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.FailedAttempts != 0 {
+			t.Fatalf("%s: a claim not recorded used an attempt (%d)", env.ID, env.FailedAttempts)
+		}
+	}
+	rs.set(false)
+	counts := map[Outcome]int{}
+	counts[h.next().outcome]++
+	counts[h.next().outcome]++
+	if counts[OutcomeCancelled] != 1 || counts[OutcomeSucceeded] != 1 {
+		t.Fatalf("outcomes after the outage = %v, want the cancelled task acknowledged and the other run", counts)
+	}
+	if got.n() != 1 {
+		t.Fatalf("handler ran %d times, want once (kept)", got.n())
+	}
+	mustRun(t, rs.Memory, "gone", runs.Cancelled)
+	mustRun(t, rs.Memory, "kept", runs.Succeeded)
 }

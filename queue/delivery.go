@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasecron/leasecron/internal/mutate"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -337,7 +338,8 @@ func (c *Consumer) untrack(id string) {
 }
 
 // claim records the claim in Runs; it returns false when the message was
-// settled without running. A Runs outage does not stop the task.
+// settled without running. A Runs outage delays the task: its message is
+// put back until the claim can be recorded.
 func (c *Consumer) claim(hctx context.Context, d *delivery) bool {
 	return c.claimAs(hctx, d, d.env.runMeta(), true)
 }
@@ -412,8 +414,21 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		wait += time.Duration(float64(c.o.BackoffBase) * c.o.rand())
 		c.deferMsg(hctx, d, wait, "claimed by "+r.Worker)
 		return false
+	case storage.IsTransient(err) && hctx.Err() == nil:
+		// The run records did not answer, within the retries above: the
+		// claim is what says whether the run still stands (cancelled after
+		// the move, its series disabled, an early-sent message made stale)
+		// and that no other worker runs it, so run it only once that is
+		// known. The message comes back, without an attempt, after a
+		// wait that grows each time (issue 38, the simulator's seed 7728:
+		// a disabled series' early-sent occurrence ran through an outage).
+		d.log.Warn("cannot record the run's claim; putting the message back", "err", err)
+		c.deferMsg(hctx, d, c.deferDelay(d), "claim not recorded")
+		return false
 	default:
-		// At-least-once beats exactly-once: without a readable claim, run.
+		// A claim refused for another reason than the run's state (a
+		// record that cannot be read as one, a request the store rejects):
+		// at least once beats exactly once, and waiting would not help.
 		d.log.Warn("run claim failed; running anyway", "err", err)
 		return true
 	}
