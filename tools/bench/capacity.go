@@ -25,10 +25,16 @@ const (
 	capacityConcurrency   = 32
 	capacityShards        = 8
 	capacityQueues        = 4
+	// The shared series: instances of a few handlers that take a while,
+	// each good for about a quarter of the layout's limit, so that the
+	// series shows capacity growing with instances up to that limit.
+	capacitySharedConcurrency = 4
+	capacitySharedWork        = 250 * time.Millisecond
 )
 
 // runCapacity drains a backlog of due tasks with 1, 2 and 4 instances at
-// Azure's ratio and works out, from the requests and entity operations
+// Azure's ratio, first with handlers that take no time and then with
+// instances of a few slow handlers each (the shared series), and works out, from the requests and entity operations
 // per task the proxy counted in every queue and partition, the layout's
 // physical limit: the rate at which the first of them would reach its
 // target. Throughput ÷ that limit says how close the fleet runs to what
@@ -37,18 +43,29 @@ func runCapacity(ctx context.Context, b *bench) error {
 	res := results.Capacity{QueueRate: capacityQueueRate, PartitionRate: capacityPartitionRate, AccountRate: capacityAccountRate,
 		LatencyMS: float64(capacityLatency) / float64(time.Millisecond), Concurrency: capacityConcurrency,
 		Shards: capacityShards, Queues: capacityQueues, Tasks: b.s.capacityTasks}
-	for _, n := range b.s.instances {
-		d, err := b.drain(ctx, drainSpec{shards: capacityShards, queues: capacityQueues, instances: n, tasks: res.Tasks,
-			concurrency: capacityConcurrency, latency: capacityLatency, coldStart: true,
-			limits: throttle.Limits{QueueMessages: capacityQueueRate, PartitionEntities: capacityPartitionRate, AccountRequests: capacityAccountRate}})
-		if err != nil {
-			return fmt.Errorf("capacity, %d instances: %w", n, err)
+	res.SharedConcurrency, res.SharedWorkMS = capacitySharedConcurrency, float64(capacitySharedWork)/float64(time.Millisecond)
+	for _, series := range []struct {
+		label       string
+		concurrency int
+		work        time.Duration
+		cases       *[]results.CapacityCase
+	}{
+		{"fast handlers", capacityConcurrency, 0, &res.Cases},
+		{"shared", capacitySharedConcurrency, capacitySharedWork, &res.Shared},
+	} {
+		for _, n := range b.s.instances {
+			d, err := b.drain(ctx, drainSpec{shards: capacityShards, queues: capacityQueues, instances: n, tasks: res.Tasks,
+				concurrency: series.concurrency, work: series.work, latency: capacityLatency, coldStart: true,
+				limits: throttle.Limits{QueueMessages: capacityQueueRate, PartitionEntities: capacityPartitionRate, AccountRequests: capacityAccountRate}})
+			if err != nil {
+				return fmt.Errorf("capacity, %s, %d instances: %w", series.label, n, err)
+			}
+			c := capacityCase(n, res.Tasks, d)
+			b.logf("capacity", "%s, %d instances: %d tasks in %.1f s, %.1f tasks/s; limit %.1f tasks/s (%s), %.2f of it; per task: %.2f runs entity ops, %.2f schedule entity ops, %.2f queue message ops, %.2f requests; %d refused (%d partition, %d queue, %d account)",
+				series.label, n, res.Tasks, c.Seconds, c.PerSecond, c.Limit, c.LimitBy, c.OfLimit, c.PerTask.RunsEntities, c.PerTask.ScheduleEntities, c.PerTask.QueueMessages,
+				c.PerTask.Requests, c.Refused, c.PartitionRefused, c.QueueRefused, c.AccountRefused)
+			*series.cases = append(*series.cases, c)
 		}
-		c := capacityCase(n, res.Tasks, d)
-		b.logf("capacity", "%d instances: %d tasks in %.1f s, %.1f tasks/s; limit %.1f tasks/s (%s), %.2f of it; per task: %.2f runs entity ops, %.2f schedule entity ops, %.2f queue message ops, %.2f requests; %d refused (%d partition, %d queue, %d account)",
-			n, res.Tasks, c.Seconds, c.PerSecond, c.Limit, c.LimitBy, c.OfLimit, c.PerTask.RunsEntities, c.PerTask.ScheduleEntities, c.PerTask.QueueMessages,
-			c.PerTask.Requests, c.Refused, c.PartitionRefused, c.QueueRefused, c.AccountRefused)
-		res.Cases = append(res.Cases, c)
 	}
 	return results.Write(b.out, results.CapacityFile, res)
 }

@@ -43,6 +43,8 @@ type scale struct {
 	moverRows, naiveRows, moverReps int
 	moverLatency                    time.Duration
 	slowRows, slowNaiveRows         int
+	tripLatency                     time.Duration // the mover's round-trip-bound set: raw enqueues wait on this, not on Azurite
+	tripRows, tripNaiveRows         int
 	consumerMsgs, consumerDeep      int
 	instances                       []int
 	consumerConcs                   []int
@@ -74,6 +76,7 @@ type scale struct {
 
 var full = scale{
 	moverRows: 10_000, naiveRows: 1_000, moverReps: 3, moverLatency: 10 * time.Millisecond, slowRows: 10_000, slowNaiveRows: 500,
+	tripLatency: 100 * time.Millisecond, tripRows: 5_000, tripNaiveRows: 40,
 	consumerMsgs: 2_000, consumerDeep: 5_000, instances: []int{1, 2, 4}, consumerConcs: []int{32, 8}, processRuns: []bool{true, false},
 	processReps: 3, processLatency: 10 * time.Millisecond, tableCostEntities: 9_000, accountMsgs: 5_000,
 	latTasks: 300, latWindow: 30 * time.Second, latSettle: 10 * time.Second,
@@ -91,6 +94,7 @@ var full = scale{
 
 var quick = scale{
 	moverRows: 1_000, naiveRows: 200, moverReps: 1, moverLatency: 10 * time.Millisecond, slowRows: 500, slowNaiveRows: 50,
+	tripLatency: 100 * time.Millisecond, tripRows: 500, tripNaiveRows: 10,
 	consumerMsgs: 1_000, instances: []int{1, 4}, consumerConcs: []int{32}, processRuns: []bool{true}, processReps: 1, accountMsgs: 1_000,
 	latTasks: 60, latWindow: 10 * time.Second, latSettle: 4 * time.Second,
 	foLeases: []time.Duration{15 * time.Second}, foReps: 1,

@@ -405,6 +405,13 @@ type Capacity struct {
 	Queues        int            `json:"queues"`
 	Tasks         int            `json:"tasks"`
 	Cases         []CapacityCase `json:"cases"`
+	// Shared is the same drain with instances that each carry a fixed
+	// share: SharedConcurrency handlers of SharedWorkMS each, so that one
+	// instance cannot reach the layout's limit alone and what more
+	// instances add shows (absent in records before 2026-11-30).
+	SharedConcurrency int            `json:"shared_concurrency,omitempty"`
+	SharedWorkMS      float64        `json:"shared_work_ms,omitempty"`
+	Shared            []CapacityCase `json:"shared,omitempty"`
 }
 
 // CapacityCase is one instance count: its throughput, what the proxy
