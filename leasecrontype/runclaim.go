@@ -44,8 +44,9 @@ type RunMeta struct {
 
 // A run recorder's Claim refuses with one of these (wrapped or not) when the
 // delivery must not run; the queue consumer branches on them with
-// errors.Is. Any other error means the claim could not be read or written,
-// and the task runs anyway: at-least-once beats exactly-once.
+// errors.Is. Any other error means the claim could not be read or written
+// (see queue.RunRecorder): a fault that passes puts the message back, and
+// one that would not pass runs the task anyway.
 var (
 	// ErrRunSucceeded: the run already succeeded; the delivery is a
 	// duplicate and is acknowledged without running.

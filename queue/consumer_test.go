@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -1498,19 +1499,28 @@ func TestRateLimitNoteLeavesAnotherRunAlone(t *testing.T) {
 	}
 }
 
-// outageRuns fails every Claim with a transient error while down is set.
+// outageRuns fails every Claim with failure (a transient error when nil)
+// while down is set, and signals each claim on claimed.
 type outageRuns struct {
 	*runs.Memory
-	mu   sync.Mutex
-	down bool
+	mu      sync.Mutex
+	down    bool
+	failure error
+	claimed chan struct{}
 }
 
 func (o *outageRuns) Claim(ctx context.Context, id, worker string, attempt int, until time.Time, m leasecrontype.RunMeta) (leasecrontype.Run, error) {
 	o.mu.Lock()
-	down := o.down
+	down, failure := o.down, o.failure
 	o.mu.Unlock()
+	if o.claimed != nil {
+		select {
+		case o.claimed <- struct{}{}:
+		default:
+		}
+	}
 	if down {
-		return leasecrontype.Run{}, errors.New("runs: claim: connection reset by peer")
+		return leasecrontype.Run{}, cmp.Or(failure, errors.New("runs: claim: connection reset by peer"))
 	}
 	return o.Memory.Claim(ctx, id, worker, attempt, until, m)
 }
@@ -1544,19 +1554,8 @@ func TestRunsOutageDoesNotRunUnclaimed(t *testing.T) {
 	h.enqueue(Envelope{ID: "gone", Type: "t"})
 	h.enqueue(Envelope{ID: "kept", Type: "t"})
 	h.start()
-	// The claims' retries sleep on the fake clock: move it while they wait.
-	stop := make(chan struct{})
+	stop := advancing(h.clk)
 	defer close(stop)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-				h.clk.Advance(100 * time.Millisecond)
-			}
-		}
-	}()
 	h.expect(OutcomeDeferred, OutcomeDeferred)
 	if got.n() != 0 {
 		t.Fatalf("handler ran %d times while the run records were down", got.n())
@@ -1585,4 +1584,63 @@ func TestRunsOutageDoesNotRunUnclaimed(t *testing.T) {
 	}
 	mustRun(t, rs.Memory, "gone", runs.Cancelled)
 	mustRun(t, rs.Memory, "kept", runs.Succeeded)
+}
+
+// A claim the records can never make (an id they cannot hold) runs the
+// task anyway: waiting would not help. And a shutdown that cuts a claim
+// short under an outage hands the message back unrun.
+func TestClaimFailuresThatDoNotPass(t *testing.T) {
+	t.Run("invalid id runs", func(t *testing.T) {
+		h := newHarness(t, ConsumerOptions{})
+		rs := &outageRuns{Memory: runs.NewMemory(h.clk), down: true, failure: fmt.Errorf("%w: run id contains '#'", runs.ErrInvalid)}
+		h.c.o.Runs = rs
+		var got calls
+		h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+		h.enqueue(Envelope{ID: "a#b", Type: "t"})
+		h.start()
+		stop := advancing(h.clk)
+		defer close(stop)
+		h.expect(OutcomeSucceeded)
+		if got.n() != 1 {
+			t.Fatalf("handler ran %d times", got.n())
+		}
+	})
+	t.Run("shutdown hands back", func(t *testing.T) {
+		h := newHarness(t, ConsumerOptions{})
+		rs := &outageRuns{Memory: runs.NewMemory(h.clk), down: true, claimed: make(chan struct{}, 1)}
+		h.c.o.Runs = rs
+		var got calls
+		h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+		h.enqueue(Envelope{ID: "gone", Type: "t"})
+		h.start()
+		select {
+		case <-rs.claimed: // the first try failed; the retry sleeps on the fake clock
+		case <-time.After(waitLimit):
+			t.Fatal("no claim")
+		}
+		h.stop()
+		if got.n() != 0 {
+			t.Fatalf("handler ran %d times after a claim cut short by shutdown", got.n())
+		}
+		if n := len(h.work.all()); n != 1 {
+			t.Fatalf("%d messages left, want the one handed back", n)
+		}
+	})
+}
+
+// advancing moves clk on by 100 ms every real millisecond until the
+// returned channel is closed: the claims' retries sleep on the fake clock.
+func advancing(clk *clock.Fake) chan struct{} {
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				clk.Advance(100 * time.Millisecond)
+			}
+		}
+	}()
+	return stop
 }

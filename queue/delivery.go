@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasecron/leasecron/internal/mutate"
+	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/tracing"
 	"github.com/leasecron/leasecron/internal/trunc"
@@ -414,7 +415,11 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		wait += time.Duration(float64(c.o.BackoffBase) * c.o.rand())
 		c.deferMsg(hctx, d, wait, "claimed by "+r.Worker)
 		return false
-	case storage.IsTransient(err) && hctx.Err() == nil:
+	case hctx.Err() != nil:
+		// Shutdown cut the claim short: hand the message back unrun.
+		c.deferMsg(hctx, d, 0, "worker stopping before the run was claimed")
+		return false
+	case claimUnanswered(err):
 		// The run records did not answer, within the retries above: the
 		// claim is what says whether the run still stands (cancelled after
 		// the move, its series disabled, an early-sent message made stale)
@@ -426,12 +431,21 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		c.deferMsg(hctx, d, c.deferDelay(d), "claim not recorded")
 		return false
 	default:
-		// A claim refused for another reason than the run's state (a
-		// record that cannot be read as one, a request the store rejects):
-		// at least once beats exactly once, and waiting would not help.
+		// A claim that can never be made for this message (an id the
+		// records cannot hold, a request the store rejects): at least once
+		// beats exactly once, and waiting would not help.
 		d.log.Warn("run claim failed; running anyway", "err", err)
 		return true
 	}
+}
+
+// claimUnanswered reports whether a claim's error says that the run
+// records did not answer (a fault that passes: the service busy, a
+// timeout, a connection lost, a record changing under the claim) rather
+// than that this claim cannot be made (RunRecorder: an id the records
+// cannot hold, or the store refusing the request).
+func claimUnanswered(err error) bool {
+	return storage.IsTransient(err) && !errors.Is(err, runs.ErrInvalid)
 }
 
 // runHandler calls h with the task, extending the message's visibility

@@ -85,10 +85,14 @@
 // conditional write (see RunRecorder): a run that already succeeded is
 // acknowledged without running and counted as a duplicate; a cancelled run
 // is acknowledged without running; a run another worker is running under an
-// unexpired claim is put back until that claim lapses. If the claim cannot
-// be read or written, the task runs anyway: at-least-once beats
-// exactly-once, and every other run-record write is bookkeeping whose
-// failure is logged and ignored. Handlers must be idempotent.
+// unexpired claim is put back until that claim lapses. If the run records
+// do not answer the claim (a fault that passes), the message is put back
+// without an attempt and claimed again later: only the claim sees a cancel
+// after the move or another worker's claim. A claim that can never be made
+// for the message (the store rejects the request, or the id is one the
+// records cannot hold) runs the task anyway: at-least-once beats
+// exactly-once. Every other run-record write is bookkeeping whose failure
+// is logged and ignored. Handlers must be idempotent.
 //
 // Output for the run record: a handler writes to leasecrontype.Output(ctx)
 // (the last 4 KiB are kept) and/or returns leasecrontype.WithOutput(err,

@@ -62,8 +62,11 @@ type RunRecorder interface {
 	// died), leasecrontype.ErrRunCancelled, or
 	// leasecrontype.ErrRunClaimed (another worker's claim has not lapsed;
 	// the returned Run's Worker and ClaimUntil say whose and until when).
-	// Any other error means the claim could not be read or written, and the
-	// task runs anyway.
+	// Any other error means the claim could not be read or written: a
+	// fault that passes puts the message back to be claimed again later;
+	// an error wrapping leasecrontype.ErrNotFound or
+	// leasecrontype.ErrPreconditionFailed, or an HTTP 4xx response (a
+	// claim that can never be made), runs the task anyway.
 	Claim(ctx context.Context, id, worker string, attempt int, leaseUntil time.Time, m leasecrontype.RunMeta) (leasecrontype.Run, error)
 	// Extend moves worker's claim on id to until.
 	Extend(ctx context.Context, id, worker string, until time.Time) error

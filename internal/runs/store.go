@@ -623,8 +623,10 @@ func claimToken(id string, attempt int, m Meta) string {
 // duplicate; it is counted in Duplicates), ErrCancelled, or
 // ErrClaimedElsewhere (running on another worker whose claim has not
 // lapsed; the returned record says until when). Any other error means the
-// claim could not be read or written; the caller should run the task
-// anyway.
+// claim could not be read or written: ErrInvalid (an id the records cannot
+// hold) will not pass, and the caller runs the task anyway; anything else
+// is a fault that passes, and the caller claims again later (queue
+// consumer: the message is put back).
 //
 // A first attempt of a run marked queued and a first attempt of a run with
 // no record are one transaction that is conditional on the state row it
