@@ -870,3 +870,61 @@ func TestMoverRetriesABusyQueueSoon(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// queryCounter signals each Query on queried.
+type queryCounter struct {
+	table.Table
+	queried chan struct{}
+}
+
+func (q *queryCounter) Query(ctx context.Context, tq table.Query) (table.Page, error) {
+	q.queried <- struct{}{}
+	return q.Table.Query(ctx, tq)
+}
+
+// The next page of due rows is read while the current one is sent: with
+// one send at a time, the first send waits for the second page's query,
+// which only a read-ahead makes before the sends of the first page end.
+// (Otherwise the sends in flight drain during every page's round trip.)
+func TestMoverReadsTheNextPageWhileSending(t *testing.T) {
+	c, mt, fc := newMemClient(t, Options{})
+	const rows = 130 // pages of 60: a batch's sends start within the first
+	for i := range rows {
+		if _, err := c.Add(ctx(t), Item{ID: fmt.Sprintf("t%03d", i), Due: t0.Add(-time.Minute)}, AddOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mt.SetMaxPage(60)
+	qc := &queryCounter{Table: mt, queried: make(chan struct{}, 100)}
+	q := &fakeQueue{}
+	var once sync.Once
+	q.hook = func(queue.Envelope) error {
+		var err error
+		once.Do(func() {
+			deadline := time.After(10 * time.Second)
+			for n := 0; n < 2 && err == nil; {
+				select {
+				case <-qc.queried:
+					n++
+				case <-deadline:
+					err = errors.New("the second page was not read while the first was sent")
+				}
+			}
+		})
+		return err
+	}
+	m, err := newMover(qc, MoverOptions{Generation: func() int64 { return 1 }, Clock: fc, Logger: quiet, Enqueuer: q, SetAside: q,
+		MoverSettings: MoverSettings{Concurrency: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.takeFence(ctx(t), "00", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.pass(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(q.ids()); got != rows {
+		t.Fatalf("sent %d of %d in one pass", got, rows)
+	}
+}

@@ -123,12 +123,14 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 		cur = &txBatch{keys: map[string]bool{}}
 	}
 	defer flush()
+	q.Top = min(table.MaxPage, max(sp.budget, 1))
+	next := sp.fetch(ctx, q)
 	for {
 		if ctx.Err() != nil {
 			return false, nil
 		}
-		q.Top = min(table.MaxPage, max(sp.budget, 1))
-		page, err := m.t.Query(ctx, q)
+		got := <-next
+		page, err := got.page, got.err
 		if err != nil {
 			if ctx.Err() != nil {
 				return false, nil
@@ -138,6 +140,15 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 		sp.mu.Lock()
 		sp.rows += len(page.Entities)
 		sp.mu.Unlock()
+		// Read the next page while this one is planned and sent, when the
+		// budget will most likely outlast this page: otherwise the sends
+		// in flight drain while the query makes its round trip.
+		next = nil
+		if page.Continuation != "" && sp.budget > len(page.Entities) {
+			q.Continuation = page.Continuation
+			q.Top = min(table.MaxPage, sp.budget-len(page.Entities))
+			next = sp.fetch(ctx, q)
+		}
 		for i, e := range page.Entities {
 			if sp.budget <= 0 {
 				return i < len(page.Entities) || page.Continuation != "", nil
@@ -161,8 +172,29 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 		if sp.budget <= 0 {
 			return true, nil
 		}
-		q.Continuation = page.Continuation
+		if next == nil {
+			q.Continuation = page.Continuation
+			q.Top = min(table.MaxPage, sp.budget)
+			next = sp.fetch(ctx, q)
+		}
 	}
+}
+
+// fetched is a page of due rows read ahead, or the error reading it.
+type fetched struct {
+	page table.Page
+	err  error
+}
+
+// fetch reads a page of due rows in the background. The channel is
+// buffered: a page the pass no longer wants leaves nothing waiting.
+func (sp *shardPass) fetch(ctx context.Context, q table.Query) <-chan fetched {
+	out := make(chan fetched, 1)
+	go func() {
+		page, err := sp.m.t.Query(ctx, q)
+		out <- fetched{page, err}
+	}()
+	return out
 }
 
 // start sends p's messages in the background, at most Concurrency plans
