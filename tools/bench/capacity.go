@@ -61,8 +61,8 @@ func runCapacity(ctx context.Context, b *bench) error {
 				return fmt.Errorf("capacity, %s, %d instances: %w", series.label, n, err)
 			}
 			c := capacityCase(n, res.Tasks, d)
-			b.logf("capacity", "%s, %d instances: %d tasks in %.1f s, %.1f tasks/s; limit %.1f tasks/s (%s), %.2f of it; per task: %.2f runs entity ops, %.2f schedule entity ops, %.2f queue message ops, %.2f requests; %d refused (%d partition, %d queue, %d account)",
-				series.label, n, res.Tasks, c.Seconds, c.PerSecond, c.Limit, c.LimitBy, c.OfLimit, c.PerTask.RunsEntities, c.PerTask.ScheduleEntities, c.PerTask.QueueMessages,
+			b.logf("capacity", "%s, %d instances: %d tasks in %.1f s, %.1f tasks/s (steady %.1f); limit %.1f tasks/s (%s), %.2f of it; per task: %.2f runs entity ops, %.2f schedule entity ops, %.2f queue message ops, %.2f requests; %d refused (%d partition, %d queue, %d account)",
+				series.label, n, res.Tasks, c.Seconds, c.PerSecond, c.SteadyPerSecond, c.Limit, c.LimitBy, c.OfLimit, c.PerTask.RunsEntities, c.PerTask.ScheduleEntities, c.PerTask.QueueMessages,
 				c.PerTask.Requests, c.Refused, c.PartitionRefused, c.QueueRefused, c.AccountRefused)
 			*series.cases = append(*series.cases, c)
 		}
@@ -72,7 +72,7 @@ func runCapacity(ctx context.Context, b *bench) error {
 
 // capacityCase works out a drain's figures.
 func capacityCase(instances, tasks int, d drained) results.CapacityCase {
-	c := results.CapacityCase{Instances: instances, Seconds: d.seconds, PerSecond: float64(tasks) / d.seconds,
+	c := results.CapacityCase{Instances: instances, Seconds: d.seconds, PerSecond: float64(tasks) / d.seconds, SteadyPerSecond: d.steady,
 		Requests: d.stats.Requests, Refused: d.stats.Refused, QueueRefused: d.stats.QueueLimit,
 		PartitionRefused: d.stats.PartitionLimit, AccountRefused: d.stats.AccountLimit}
 	n := float64(tasks)

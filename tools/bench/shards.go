@@ -82,6 +82,10 @@ type drainSpec struct {
 // draining, and each bucket's.
 type drained struct {
 	seconds float64
+	// steady is the rate between a tenth and nine tenths of the tasks
+	// handled: the fleet's pace once started, without its start-up and
+	// the last stragglers.
+	steady  float64
 	stats   throttle.Stats
 	buckets map[string]throttle.BucketStats
 }
@@ -174,10 +178,17 @@ func (b *bench) drain(ctx context.Context, sp drainSpec) (drained, error) {
 	}
 	t0 := time.Now()
 	deadline := t0.Add(10 * time.Minute)
+	var t10, t90 time.Time
 	for {
 		var handled int64
 		for _, w := range workers {
 			handled += w.handled.Load()
+		}
+		if t10.IsZero() && handled*10 >= int64(sp.tasks) {
+			t10 = time.Now()
+		}
+		if t90.IsZero() && handled*10 >= 9*int64(sp.tasks) {
+			t90 = time.Now()
 		}
 		if handled >= int64(sp.tasks) {
 			break
@@ -190,6 +201,9 @@ func (b *bench) drain(ctx context.Context, sp drainSpec) (drained, error) {
 		}
 	}
 	d.seconds = time.Since(t0).Seconds()
+	if span := t90.Sub(t10).Seconds(); span > 0 {
+		d.steady = 0.8 * float64(sp.tasks) / span
+	}
 	st := proxies.Stats()
 	d.stats = throttle.Stats{Requests: st.Requests - before.Requests, Refused: st.Refused - before.Refused,
 		QueueLimit: st.QueueLimit - before.QueueLimit, PartitionLimit: st.PartitionLimit - before.PartitionLimit, AccountLimit: st.AccountLimit - before.AccountLimit}

@@ -420,9 +420,13 @@ type Capacity struct {
 // counts per task), LimitBy (that bucket) and OfLimit (throughput ÷
 // limit).
 type CapacityCase struct {
-	Instances        int     `json:"instances"`
-	Seconds          float64 `json:"seconds"`
-	PerSecond        float64 `json:"per_second"`
+	Instances int     `json:"instances"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"per_second"`
+	// SteadyPerSecond is the rate between a tenth and nine tenths of the
+	// tasks handled: without the fleet's start-up (absent in records
+	// before 2026-11-30).
+	SteadyPerSecond  float64 `json:"steady_per_second,omitempty"`
 	Requests         int64   `json:"requests"`
 	Refused          int64   `json:"refused"`
 	QueueRefused     int64   `json:"queue_refused"`
