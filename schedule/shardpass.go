@@ -146,7 +146,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 		next = nil
 		if page.Continuation != "" && sp.budget > len(page.Entities) {
 			q.Continuation = page.Continuation
-			q.Top = min(table.MaxPage, sp.budget-len(page.Entities))
+			q.Top = min(table.MaxPage, sp.budget) // rows that act on nothing cost no budget
 			next = sp.fetch(ctx, q)
 		}
 		for i, e := range page.Entities {
