@@ -1498,7 +1498,7 @@ func capacitySection(d *doc, c *results.Capacity) []check {
 	if len(c.Shared) == 0 {
 		return checks
 	}
-	d.para("**Instances that each carry a share.** One instance of %d fast handlers already reaches the layout's limit here, so the series above cannot show capacity growing with instances. The same drain with instances of %d handlers of %.0f ms each, each good for about a quarter of the limit, shows what more instances add until the limit is reached, and that nothing shared (the traffic cop's mover, the counters, a single partition) binds before it:", c.Concurrency, c.SharedConcurrency, c.SharedWorkMS)
+	d.para("**Instances that each carry a share.** One instance of %d fast handlers already reaches the layout's limit here, so the series above cannot show capacity growing with instances. The same drain with instances of %d handlers of %.0f ms each, each good for about a quarter of the limit, asks what more instances add before the limit is reached, and whether something shared (the traffic cop's mover, the counters, a single partition) binds first. The steady rate is taken between a tenth and nine tenths of the tasks handled, without the fleet's start-up:", c.Concurrency, c.SharedConcurrency, c.SharedWorkMS)
 	sone, sfour := capacityTable(d, c.Shared)
 	shared := fmt.Sprintf("Capacity at Azure's ratio, instances of %d handlers of %.0f ms: at least %.1f× the tasks/s at 4 instances as at 1, and at least %.1f of the layout's limit", c.SharedConcurrency, c.SharedWorkMS, targetCapScale, targetCapOfLimit)
 	if sone == nil || sfour == nil {
