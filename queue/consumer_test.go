@@ -1554,7 +1554,7 @@ func TestRunsOutageDoesNotRunUnclaimed(t *testing.T) {
 	h.enqueue(Envelope{ID: "gone", Type: "t"})
 	h.enqueue(Envelope{ID: "kept", Type: "t"})
 	h.start()
-	stop := advancing(h.clk)
+	stop := advancing(h.clk, 100*time.Millisecond, nil)
 	defer close(stop)
 	h.expect(OutcomeDeferred, OutcomeDeferred)
 	if got.n() != 0 {
@@ -1598,7 +1598,7 @@ func TestClaimFailuresThatDoNotPass(t *testing.T) {
 		h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
 		h.enqueue(Envelope{ID: "a#b", Type: "t"})
 		h.start()
-		stop := advancing(h.clk)
+		stop := advancing(h.clk, 100*time.Millisecond, nil)
 		defer close(stop)
 		h.expect(OutcomeSucceeded)
 		if got.n() != 1 {
@@ -1628,9 +1628,10 @@ func TestClaimFailuresThatDoNotPass(t *testing.T) {
 	})
 }
 
-// advancing moves clk on by 100 ms every real millisecond until the
-// returned channel is closed: the claims' retries sleep on the fake clock.
-func advancing(clk *clock.Fake) chan struct{} {
+// advancing moves clk on by step every real millisecond (while when says
+// so, if set) until the returned channel is closed: retries of storage
+// calls sleep on the fake clock.
+func advancing(clk *clock.Fake, step time.Duration, when func() bool) chan struct{} {
 	stop := make(chan struct{})
 	go func() {
 		for {
@@ -1638,7 +1639,9 @@ func advancing(clk *clock.Fake) chan struct{} {
 			case <-stop:
 				return
 			case <-time.After(time.Millisecond):
-				clk.Advance(100 * time.Millisecond)
+			}
+			if when == nil || when() {
+				clk.Advance(step)
 			}
 		}
 	}()

@@ -66,22 +66,12 @@ func TestEarlySentMessagesAreCheckedAgainstTheirTask(t *testing.T) {
 	// put back, not run, not dropped. The retries wait on the fake clock,
 	// which moves whenever a retry is asleep.
 	h.enqueue(Envelope{ID: "unreadable", Type: "t", Due: t0, Token: "tok", Row: "00/y"})
-	stop := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-			mu.Lock()
-			n := asked["unreadable"]
-			mu.Unlock()
-			if n > 0 && n < 3 {
-				h.clk.Advance(time.Second)
-			}
-		}
-	}()
+	stop := advancing(h.clk, time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := asked["unreadable"]
+		return n > 0 && n < 3
+	})
 	o := h.next().outcome
 	close(stop)
 	if o != OutcomeDeferred {
