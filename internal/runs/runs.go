@@ -431,6 +431,14 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 			return next, true, true
 		}
 		return *cur, false, true
+	case waitingUnclaimed(cur) && isRequeueToken(cur.Token) && m.Token != "" && m.Token != cur.Token && cur.OfDue(m.Due):
+		// A run a requeue brought back, waiting for its rate before its
+		// first claim: its requeue's message's, not another's of its due
+		// time (the mover retiring the row of the early-sent message that
+		// ran before the death: issue 38, seed 7969). Taken as queued
+		// under that message's token, the requeue's message would be
+		// acknowledged as stale and the task never run again.
+		return *cur, false, true
 	case cur.State == Scheduled, waitingUnclaimed(cur) && cur.OfDue(m.Due):
 		next = *cur
 		next.State = Queued

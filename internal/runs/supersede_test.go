@@ -1390,3 +1390,43 @@ func TestMemForgottenClaimLeavesALaterEndAlone(t *testing.T) {
 		t.Fatalf("record = %+v, want the second scheduling's", r)
 	}
 }
+
+// A run a requeue brought back that waits for its rate limit is its
+// requeue's message's: the mover's late confirmation of the early-sent
+// message that ran before the death (retiring its row) leaves it alone
+// and counts as confirmed, so the row goes. Taken as a run waiting
+// unclaimed, it was made queued under the old token, and the requeue's
+// message, back after its wait, was acknowledged as stale: the task never
+// ran again and its run said queued for good (issue 38, the simulator's
+// seed 7969).
+func TestMemConfirmLeavesARequeuedRunWaitingForItsRate(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	due := e.now().Truncate(time.Second)
+	early := Meta{Type: "a", Due: due, Token: "tok"}
+	if ok := s.Confirm(ctx, []Mark{{ID: "q", Meta: early}}); !ok[0] {
+		t.Fatal("the early-sent run not confirmed")
+	}
+	deadRun(t, s, "q", early, e.now())
+	rq := Meta{Type: "a", Due: due, Token: RequeueToken("m1-3")}
+	if _, _, err := s.MarkRequeued(ctx, "q", rq, "m1-3", "tok"); err != nil {
+		t.Fatal(err)
+	}
+	if noted, err := s.NoteWaiting(ctx, "q", rq, e.now().Add(time.Minute), "rate"); err != nil || !noted {
+		t.Fatalf("the requeue's message waiting for its rate: noted %v, %v", noted, err)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "q", Meta: early}}); !ok[0] {
+		t.Fatal("the retiring row's confirmation refused: the row would stay")
+	}
+	r, err := s.Get(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != Snoozed || r.Token != rq.Token {
+		t.Fatalf("run %s under token %q after the late confirmation; want snoozed under the requeue's %q", r.State, r.Token, rq.Token)
+	}
+	if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due, Token: rq.Token, Queued: true}); err != nil {
+		t.Fatalf("the requeue's message back after its wait: %v", err)
+	}
+}
