@@ -62,11 +62,14 @@ type RunRecorder interface {
 	// died), leasecrontype.ErrRunCancelled, or
 	// leasecrontype.ErrRunClaimed (another worker's claim has not lapsed;
 	// the returned Run's Worker and ClaimUntil say whose and until when).
-	// Any other error means the claim could not be read or written: a
-	// fault that passes puts the message back to be claimed again later;
-	// an error wrapping leasecrontype.ErrNotFound or
-	// leasecrontype.ErrPreconditionFailed, or an HTTP 4xx response (a
-	// claim that can never be made), runs the task anyway.
+	// Any other error means the claim could not be read or written. The
+	// consumer takes it for a fault that passes, and puts the message back
+	// to be claimed again later, unless it wraps
+	// leasecrontype.ErrNotFound, leasecrontype.ErrPreconditionFailed or
+	// leasecrontype.ErrLeaseConflict, or is an HTTP response from 400 to
+	// 499 other than 408 and 429 (a claim that will not be made by trying
+	// again): then the task runs anyway. A recorder that cannot claim a run
+	// for good should say so with one of those.
 	Claim(ctx context.Context, id, worker string, attempt int, leaseUntil time.Time, m leasecrontype.RunMeta) (leasecrontype.Run, error)
 	// Extend moves worker's claim on id to until.
 	Extend(ctx context.Context, id, worker string, until time.Time) error

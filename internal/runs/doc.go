@@ -79,7 +79,9 @@
 // Run records are bookkeeping: callers log a failed write and carry on.
 // The one decision they take part in is the claim, so a Runs-table outage
 // holds up tasks that are not yet claimed (the consumer puts their
-// messages back until a claim is recorded) and no others. What this package does not guarantee: a claim is a
+// messages back until a claim is recorded) and no others.
+//
+// What this package does not guarantee: a claim is a
 // lease on the record until ClaimUntil (extended while the handler runs); a
 // worker that stalls past it can still finish after another took the run
 // over (its late finish is then not recorded over the new claim), and

@@ -405,7 +405,9 @@ func fillMeta(r *Run, m Meta) {
 // when there is nothing to write; marked reports whether the run is queued
 // under this due time afterwards (so a claim can take it in one write).
 // A run that has moved past queued (a consumer was quicker, or this is a
-// repeated move of a row whose earlier move was delivered) is left alone.
+// repeated move of a row whose earlier move was delivered) is left alone,
+// and so is a run a requeue brought back (its requeue's message's) against
+// another message's token of its due time, which counts as marked.
 func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 	switch {
 	case withdrawn(cur, m) && (newer(cur, m) || notStarted(cur)):
@@ -431,7 +433,8 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 			return next, true, true
 		}
 		return *cur, false, true
-	case waitingUnclaimed(cur) && isRequeueToken(cur.Token) && m.Token != "" && m.Token != cur.Token && cur.OfDue(m.Due):
+	case waitingUnclaimed(cur) && isRequeueToken(cur.Token) && m.Token != "" && m.Token != cur.Token &&
+		!cur.Due.IsZero() && cur.Due.Equal(stored(m.Due)):
 		// A run a requeue brought back, waiting for its rate before its
 		// first claim: its requeue's message's, not another's of its due
 		// time (the mover retiring the row of the early-sent message that

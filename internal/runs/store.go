@@ -623,10 +623,11 @@ func claimToken(id string, attempt int, m Meta) string {
 // duplicate; it is counted in Duplicates), ErrCancelled, or
 // ErrClaimedElsewhere (running on another worker whose claim has not
 // lapsed; the returned record says until when). Any other error means the
-// claim could not be read or written: ErrInvalid (an id the records cannot
-// hold) will not pass, and the caller runs the task anyway; anything else
-// is a fault that passes, and the caller claims again later (queue
-// consumer: the message is put back).
+// claim could not be read or written. ErrInvalid (an id the records cannot
+// hold) and the service's refusals that trying again does not change
+// (storage.IsTransient false: authentication, a bad request) will not
+// pass, and the queue consumer runs the task anyway; anything else is a
+// fault that passes, and it puts the message back to claim it later.
 //
 // A first attempt of a run marked queued and a first attempt of a run with
 // no record are one transaction that is conditional on the state row it

@@ -166,7 +166,9 @@ func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time
 // (MarkQueued with each Meta.Token set) and reports, for each, whether the
 // row may be moved: the run now carries its token, or it has already moved
 // past queued (a worker ran it after checking the row, or it was
-// cancelled). A false answer keeps the row for the next pass.
+// cancelled), or a requeue brought it back after this token's message
+// ran (the run is the requeue's message's). A false answer keeps the row
+// for the next pass.
 func (s *Store) Confirm(ctx context.Context, marks []Mark) []bool {
 	return s.markQueued(ctx, marks, decideConfirmed)
 }

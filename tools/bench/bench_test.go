@@ -94,6 +94,7 @@ func TestSelectScenarios(t *testing.T) {
 // tiny sizes the scenarios for tests.
 var tiny = scale{
 	moverRows: 150, naiveRows: 20, moverReps: 1, moverLatency: 5 * time.Millisecond, slowRows: 60, slowNaiveRows: 10,
+	tripLatency: 20 * time.Millisecond, tripRows: 60, tripNaiveRows: 5,
 	consumerMsgs: 120, instances: []int{1, 2}, consumerConcs: []int{32}, tableCostEntities: 120, accountMsgs: 60,
 	txWarmup: time.Second, txBaseline: 2 * time.Second, txSpacing: 3 * time.Second,
 	txLone: 2, txBurst: 20, txSeries: 3, txSeriesWindow: 7 * time.Second, // > mover.poll_every
@@ -237,7 +238,7 @@ func TestScenariosOnAzurite(t *testing.T) {
 		if err := results.Read(b.out, results.MoverFile, &m); err != nil {
 			t.Fatal(err)
 		}
-		if len(m.Sets) != 2 || m.Sets[1].AddedLatencyMS != 5 {
+		if len(m.Sets) != 3 || m.Sets[1].AddedLatencyMS != 5 || m.Sets[2].AddedLatencyMS != 20 {
 			t.Fatalf("sets: %+v", m.Sets)
 		}
 		for _, s := range m.Sets {

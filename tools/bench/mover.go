@@ -36,7 +36,9 @@ func runMover(ctx context.Context, b *bench) error {
 	sets := []results.MoverSet{
 		{Rows: b.s.moverRows, NaiveRows: b.s.naiveRows},
 		{Rows: b.s.slowRows, NaiveRows: b.s.slowNaiveRows, AddedLatencyMS: float64(b.s.moverLatency / time.Millisecond)},
-		{Rows: b.s.tripRows, NaiveRows: b.s.tripNaiveRows, AddedLatencyMS: float64(b.s.tripLatency / time.Millisecond)},
+	}
+	if b.s.tripRows > 0 {
+		sets = append(sets, results.MoverSet{Rows: b.s.tripRows, NaiveRows: b.s.tripNaiveRows, AddedLatencyMS: float64(b.s.tripLatency / time.Millisecond)})
 	}
 	for si := range sets {
 		set := &sets[si]
