@@ -123,8 +123,14 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 		cur = &txBatch{keys: map[string]bool{}}
 	}
 	defer flush()
-	q.Top = min(table.MaxPage, max(sp.budget, 1))
-	next := sp.fetch(ctx, q)
+	var next <-chan fetched
+	// readFrom starts reading the page at cont (the first: "").
+	readFrom := func(cont string) {
+		q.Continuation = cont
+		q.Top = min(table.MaxPage, max(sp.budget, 1)) // rows that act on nothing cost no budget
+		next = sp.fetch(ctx, q)
+	}
+	readFrom("")
 	for {
 		if ctx.Err() != nil {
 			return false, nil
@@ -145,9 +151,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 		// in flight drain while the query makes its round trip.
 		next = nil
 		if page.Continuation != "" && sp.budget > len(page.Entities) {
-			q.Continuation = page.Continuation
-			q.Top = min(table.MaxPage, sp.budget) // rows that act on nothing cost no budget
-			next = sp.fetch(ctx, q)
+			readFrom(page.Continuation)
 		}
 		for i, e := range page.Entities {
 			if sp.budget <= 0 {
@@ -173,9 +177,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 			return true, nil
 		}
 		if next == nil {
-			q.Continuation = page.Continuation
-			q.Top = min(table.MaxPage, sp.budget)
-			next = sp.fetch(ctx, q)
+			readFrom(page.Continuation)
 		}
 	}
 }

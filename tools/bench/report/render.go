@@ -194,7 +194,16 @@ func setName(s results.MoverSet) string {
 	if s.AddedLatencyMS == 0 {
 		return "Azurite as is"
 	}
-	return fmt.Sprintf("+%.0f ms per request", s.AddedLatencyMS)
+	return "+" + delayName(s) + " per request"
+}
+
+// delayName is a set's added delay ("10 ms").
+func delayName(s results.MoverSet) string { return fmt.Sprintf("%.0f ms", s.AddedLatencyMS) }
+
+// tripIdeal is the most messages a second that conc enqueues in flight
+// can send when each waits the set's added delay.
+func tripIdeal(s results.MoverSet, conc int) float64 {
+	return float64(conc) * 1000 / max(s.AddedLatencyMS, 1)
 }
 
 func rateCell(rs []results.Rate) string {
@@ -236,7 +245,7 @@ func moverSection(d *doc, out string, m *results.Mover) ([]check, error) {
 	}
 	base := m.Sets[0]
 	d.para("N due rows (written first with table transactions, as any program could) are moved by `schedule.NewMover` over `schedule.NewAzureTable` and `queue.NewClient`, in-process, with the default options (%d concurrent enqueues, due rows read in pages of 1,000 and removed in fenced batches of up to 100, each batch committed as soon as its messages are in the queue while later pages are read and sent). The **raw ceiling** is the same number of messages sent with the plain azqueue SDK by %d goroutines, nothing else. The **naive design** (the seed's loop) reads the due rows and, one row at a time, enqueues it and then deletes it; it moves a subset (%d of %d rows, from a table holding all %d) because it is slow, so its figure is a rate. Each measurement runs on a fresh Azurite; repetition *i* of the three ran back to back, and the ratio column is the median of the per-repetition ratios. The other sets add a fixed delay before every request (in the HTTP transport), which is what a storage account in the cloud adds and what concurrency is for: with 10 ms the emulator's one thread is still what the raw loop waits on, and with the longest delay it is the round trips (%d enqueues in flight allow %d a second), so the last set is the one that shows whether the mover's table calls hide behind its enqueues.",
-		m.Concurrency, m.Concurrency, base.NaiveRows, base.Rows, base.Rows, m.Concurrency, int(float64(m.Concurrency)*1000/max(m.Sets[len(m.Sets)-1].AddedLatencyMS, 1)))
+		m.Concurrency, m.Concurrency, base.NaiveRows, base.Rows, base.Rows, m.Concurrency, int(tripIdeal(m.Sets[len(m.Sets)-1], m.Concurrency)))
 	var rows [][]string
 	for _, s := range m.Sets {
 		rows = append(rows, []string{setName(s), fmt.Sprint(s.Rows), rateCell(s.Raw), rateCell(s.Mover), fmt.Sprintf("%s (%d rows)", rateCell(s.Naive), s.NaiveRows),
@@ -362,8 +371,8 @@ const tripBound = 0.75
 // behind its enqueues.
 func moverLatencyCheck(s results.MoverSet, conc int) check {
 	r := pairedRatio(s.Mover, s.Raw)
-	lat := strings.TrimSuffix(strings.TrimPrefix(setName(s), "+"), " per request")
-	ideal := float64(conc) * 1000 / s.AddedLatencyMS
+	lat := delayName(s)
+	ideal := tripIdeal(s, conc)
 	raw := results.MedianRate(s.Raw)
 	c := check{target: "Mover ≥ 90 % of the raw enqueue ceiling with " + lat + " added per request", status: status(r >= targetMoverCloud),
 		measured: fmt.Sprintf("%s of the ceiling (%s vs %s msg/s, %d rows); the raw loop ran at %s of the %s msg/s that %d enqueues in flight allow at %s a round trip", pct(r), f0(results.MedianRate(s.Mover)), f0(raw), s.Rows, pct(raw/ideal), f0(ideal), conc, lat)}
