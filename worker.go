@@ -692,7 +692,7 @@ func (w *Worker) newConsumer() (*queue.Consumer, error) {
 	}
 	if w.runs != nil {
 		co.Runs = w.runs
-		co.Current = w.sched.Current
+		co.Current = w.Client().currentOrWatched
 		co.OnEnd = w.Client().taskEnded
 	}
 	co.Pauses = w.pauses

@@ -378,6 +378,27 @@ func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states ma
 	}
 }
 
+// currentOrWatched is the worker's queue.ConsumerOptions.Current: it
+// checks an early-sent message against its task's row
+// (schedule.Client.Current). A message found stale is acknowledged without
+// running; when tasks wait for its task (queue.Envelope.Waiters) it may be
+// the only thing left that would tell them of the id's end — its run may
+// even have ended, its end not yet told (a death whose telling failed,
+// and the id then scheduled again by a row that never knew of them) — so
+// the traffic cop watches the id from then on and applies the end the id
+// comes to (issue 38, row 80). A watch that cannot be written is an error:
+// the message is put back to be checked again.
+func (c *Client) currentOrWatched(ctx context.Context, env queue.Envelope) (bool, error) {
+	current, err := c.sched.Current(ctx, env)
+	if err != nil || current || !env.Waiters || c.runs == nil {
+		return current, err
+	}
+	if err := c.runs.WatchParents(ctx, []string{env.ID}); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
 // taskEnded is the worker's queue.ConsumerOptions.OnEnd: the run of env
 // has ended; its dependents and its batch hear of it. The state is read
 // back from its record (a run cancelled while its handler ran stays

@@ -19,6 +19,7 @@ import (
 	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/shard"
+	"github.com/leasecron/leasecron/queue"
 )
 
 // beforeWrite is a transport that, armed, runs before once just before
@@ -340,5 +341,67 @@ func TestParentEndingBeforeItsChildsRowIsWrittenIsWatched(t *testing.T) {
 	deps, _ = c.Dependents(ctx, "par")
 	if slices.Contains(watched, "par") || len(deps) != 0 {
 		t.Fatalf("past orphanGrace: watched %v, dependents %v; want the orphan dropped and the watch gone", watched, deps)
+	}
+}
+
+// A stale early-sent message of a task others wait for has the traffic
+// cop watch the id before it is acknowledged without running: it may be
+// the last thing that would tell them of the id's end (issue 38, row 80:
+// a parent died, telling its child failed, the id was scheduled again by
+// a row that never knew of the child, and the dead run's message, back
+// once its record was the replacement's, was acknowledged as stale; the
+// child waited for good). Once the replacement's run has ended, the
+// cop's sweep applies that end to the child.
+func TestStaleMessageOfAWaitedForTaskIsWatched(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	gone := queue.Envelope{ID: "par", Type: "t", Token: "0123456789ab", Row: "00/0639103424626350387_par", Due: time.Now()}
+	for _, tc := range []struct {
+		env     queue.Envelope
+		current bool
+		watched bool
+	}{
+		{gone, false, false}, // nobody waits
+		{queue.Envelope{ID: "par", Type: "t", Waiters: true}, true, false}, // not sent early
+	} {
+		if current, err := c.currentOrWatched(ctx, tc.env); err != nil || current != tc.current {
+			t.Fatalf("%+v: current %v, %v; want %v", tc.env, current, err, tc.current)
+		}
+		if watched, err := c.runs.Watched(ctx); err != nil || slices.Contains(watched, "par") != tc.watched {
+			t.Fatalf("%+v: watched %v, %v", tc.env, watched, err)
+		}
+	}
+	// The replacement's run, claimed (the child, scheduled now, has the
+	// cop watch it: its message does not say the child waits), then
+	// ended; the watch is taken back to show the stale message's own.
+	m := runs.Meta{Type: "t", Due: time.Now().Add(time.Minute)}
+	if _, err := c.runs.Claim(ctx, "par", "w1", 1, time.Now().Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Schedule(ctx, Item{ID: "kid", Type: "t", Due: time.Now(), After: []string{"par"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, "par", runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Unwatch(ctx, "par"); err != nil {
+		t.Fatal(err)
+	}
+	waiting := gone
+	waiting.Waiters = true
+	if current, err := c.currentOrWatched(ctx, waiting); err != nil || current {
+		t.Fatalf("a stale message: current %v, %v; want false", current, err)
+	}
+	if watched, err := c.runs.Watched(ctx); err != nil || !slices.Contains(watched, "par") {
+		t.Fatalf("watched %v, %v; want par watched", watched, err)
+	}
+	if err := c.SweepWatched(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if deps, err := c.Dependents(ctx, "par"); err != nil || len(deps) != 0 {
+		t.Fatalf("dependents of par after the sweep: %v, %v; want none", deps, err)
+	}
+	if it, err := c.Get(ctx, "kid"); err != nil || it.Waiting {
+		t.Fatalf("the child after the sweep: %+v, %v; want it released", it, err)
 	}
 }

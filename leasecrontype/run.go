@@ -118,3 +118,11 @@ type Run struct {
 	// Updated is the service's last-modified time of the record.
 	Updated time.Time
 }
+
+// OfDue reports whether r may be the record of the scheduling of its id
+// due at due: r knows no due time (a record of an earlier release), or
+// the same one, to the table's 100 ns tick. A record of another due time
+// is another scheduling's (the id was scheduled again).
+func (r Run) OfDue(due time.Time) bool {
+	return r.Due.IsZero() || r.Due.Equal(due.UTC().Truncate(100*time.Nanosecond))
+}

@@ -525,6 +525,201 @@ func TestCrashLoopGuard(t *testing.T) {
 	}
 }
 
+// A message set aside again with its attempts used up (its death could
+// not be told to what waits for it, so it came back) records that death
+// only on its own run: once the id has been replaced and the replacement's
+// run recorded queued, the old death is still told and its dead letter
+// set aside, and the replacement still runs (issue 38, seed 8247: the old
+// death was written over the replacement's record, and its message was
+// acknowledged as a second message of a dead run).
+func TestUsedUpMessageLeavesAReplacementsRunAlone(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 1, BackoffBase: time.Second, BackoffMax: 2 * time.Second}})
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	var mu sync.Mutex
+	var heard []string
+	h.c.o.OnEnd = func(_ context.Context, env Envelope, st leasecrontype.RunState) error {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, string(st))
+		if len(heard) == 1 {
+			return errors.New("schedule table busy")
+		}
+		return nil
+	}
+	var got calls
+	var failing atomic.Bool
+	failing.Store(true)
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
+		got.add(task, h.clk.Now())
+		if failing.Load() {
+			return errors.New("boom")
+		}
+		return nil
+	})
+	ctx := context.Background()
+	died := h.clk.Now()
+	h.enqueue(Envelope{ID: "t18", Type: "t", Due: died, Marked: true, Waiters: true})
+	h.start()
+	h.expect(OutcomeLeft) // dead, but its dependents have not heard
+	mustRun(t, rm, "t18", runs.Dead)
+	again := died.Add(time.Minute)
+	if m := rm.MarkQueued(ctx, []runs.Mark{{ID: "t18", Meta: runs.Meta{Type: "t", Due: again}}}); !m[0] {
+		t.Fatal("mark failed")
+	}
+	h.clk.Advance(10 * time.Second) // the used-up message's backoff
+	h.expect(OutcomeDead)
+	if r := mustRun(t, rm, "t18", runs.Queued); !r.Due.Equal(again) {
+		t.Fatalf("the replacement's run after the old message's death: %+v", r)
+	}
+	if dls := h.deadLetters(); len(dls) != 1 || !strings.Contains(dls[0].Reason, "used 1 of 1 attempts") {
+		t.Fatalf("dead letters = %+v; want the old run's", dls)
+	}
+	failing.Store(false)
+	h.clk.Advance(time.Minute)
+	h.enqueue(Envelope{ID: "t18", Type: "t", Due: again, Marked: true, Waiters: true})
+	h.expect(OutcomeSucceeded)
+	if got.n() != 2 {
+		t.Fatalf("handler ran %d times; want the old task once and its replacement once", got.n())
+	}
+	mustRun(t, rm, "t18", runs.Succeeded)
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "dead dead succeeded"; strings.Join(heard, " ") != want {
+		t.Fatalf("OnEnd heard %v; want %s", heard, want)
+	}
+}
+
+// A used-up copy of a run that has moved on since its message was sent —
+// another delivery ran it to success — is acknowledged without a dead
+// letter and without telling its dependents of a death, and the record
+// is left as it is; one whose run another delivery runs under a live
+// claim waits for that claim to end or lapse.
+func TestUsedUpCopyOfARunThatMovedOn(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 3, CrashMargin: 1, VisibilityTimeout: 10 * time.Second}})
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	var dead atomic.Int32
+	h.c.o.OnEnd = func(_ context.Context, _ Envelope, st leasecrontype.RunState) error {
+		if st != leasecrontype.RunSucceeded {
+			dead.Add(1)
+		}
+		return nil
+	}
+	var got calls
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	ctx := context.Background()
+	due := h.clk.Now()
+	m := runs.Meta{Type: "t", Due: due}
+	if _, err := rm.Claim(ctx, "ran", "w9", 2, h.clk.Now().Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := rm.Finish(ctx, "ran", runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.enqueue(Envelope{ID: "ran", Type: "t", Due: due, FailedAttempts: 3, Waiters: true})
+	h.start()
+	h.expect(OutcomeDuplicate)
+	// A copy the crash guard sets aside while another worker runs the run.
+	if _, err := rm.Claim(ctx, "busy", "w9", 1, h.clk.Now().Add(time.Hour), m); err != nil {
+		t.Fatal(err)
+	}
+	h.enqueue(Envelope{ID: "busy", Type: "t", Due: due, Waiters: true})
+	for range 4 { // deliveries that leave no trace: MaxAttempts + CrashMargin
+		if _, err := h.work.Dequeue(ctx, 1, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h.clk.Advance(time.Second)
+	}
+	h.expect(OutcomeDeferred)
+	mustRun(t, rm, "busy", runs.Running)
+	if err := rm.Finish(ctx, "busy", runs.Succeeded, nil, ""); err != nil { // w9's end
+		t.Fatal(err)
+	}
+	h.clk.Advance(time.Hour)
+	h.expect(OutcomeDuplicate)
+	if dls := h.deadLetters(); len(dls) != 0 {
+		t.Fatalf("dead letters = %+v; want none", dls)
+	}
+	if n := dead.Load(); n != 0 || got.n() != 0 {
+		t.Fatalf("OnEnd told of another end than success %d times, handler ran %d times; want neither", n, got.n())
+	}
+	mustRun(t, rm, "ran", runs.Succeeded)
+	mustRun(t, rm, "busy", runs.Succeeded)
+	if n, _ := h.work.Count(ctx); n != 0 {
+		t.Fatalf("%d messages left; want both copies acknowledged", n)
+	}
+}
+
+// deathDown is a run recorder whose claimed ends fail while down, as the
+// run records do in an outage.
+type deathDown struct {
+	*runs.Memory
+	down atomic.Bool
+	// onDead, when set, is called as a death is to be recorded.
+	onDead func()
+}
+
+func (o *deathDown) Finish(ctx context.Context, id string, st leasecrontype.RunState, err error, tail string) error {
+	if st == leasecrontype.RunDead && o.onDead != nil {
+		o.onDead()
+	}
+	if o.down.Load() {
+		return errors.New("runs: finish: connection reset by peer")
+	}
+	return o.Memory.Finish(ctx, id, st, err, tail)
+}
+
+// A death whose record cannot be written keeps its message, marked used
+// up, until it can: set aside and deleted first, the run would stay
+// running for good (issue 38, seed 8247: a worker killed between the
+// delete and the record did just that).
+func TestDeathWaitsForItsRecord(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 1, BackoffBase: time.Second, BackoffMax: 2 * time.Second}})
+	rs := &deathDown{Memory: runs.NewMemory(h.clk)}
+	rs.down.Store(true)
+	// The message says its attempts are used up before the death is
+	// recorded: a worker killed from then on leaves it to set itself
+	// aside.
+	var saw atomic.Int32
+	saw.Store(-1)
+	rs.onDead = func() {
+		if ms := h.work.all(); len(ms) == 1 {
+			if env, err := DecodeEnvelope(ms[0].Text); err == nil {
+				saw.Store(int32(env.FailedAttempts))
+			}
+		}
+	}
+	h.c.o.Runs = rs
+	var got calls
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
+		got.add(task, h.clk.Now())
+		return errors.New("boom")
+	})
+	h.enqueue(Envelope{ID: "d1", Type: "t", Due: h.clk.Now()})
+	h.start()
+	stop := advancing(h.clk, 100*time.Millisecond, nil)
+	h.expect(OutcomeLeft)
+	close(stop)
+	if dls := h.deadLetters(); len(dls) != 0 {
+		t.Fatalf("dead letters = %+v; want none before the death is recorded", dls)
+	}
+	if _, env := h.only(h.work); env.FailedAttempts != 1 || saw.Load() != 1 {
+		t.Fatalf("the dead task's message says %d failed attempts, and said %d as the death was recorded; want it used up (1) both times", env.FailedAttempts, saw.Load())
+	}
+	mustRun(t, rs.Memory, "d1", runs.Running)
+	rs.down.Store(false)
+	h.clk.Advance(time.Minute)
+	h.expect(OutcomeDead)
+	mustRun(t, rs.Memory, "d1", runs.Dead)
+	if dls := h.deadLetters(); len(dls) != 1 || dls[0].RunID != "d1" {
+		t.Fatalf("dead letters = %+v; want d1's", dls)
+	}
+	if got.n() != 1 {
+		t.Fatalf("handler ran %d times; want once", got.n())
+	}
+}
+
 // Deferrals and retries record the dequeue count, so they never trip the guard.
 func TestCrashGuardIgnoresRecordedDeliveries(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 2, CrashMargin: 1}})

@@ -54,17 +54,22 @@
 // shutdown releases also dequeue a message; with a RunRecorder the claim's
 // record has the last word (a second message of the run carries its own,
 // older count, and takes the record's). After the last attempt the
-// message is written to the poison queue as a DeadLetter (with the reason
-// and the envelope) and then deleted, and its run becomes dead. A message
+// message is rewritten to say its attempts are used up, its run is
+// recorded dead (and its batch or dependents told), and only then is it
+// written to the poison queue as a DeadLetter (with the reason and the
+// envelope) and deleted: a worker that dies in between, or run records
+// that do not answer, leave the message to set itself aside later
+// without running. A message
 // that crashes workers before they can record anything is caught by its
 // dequeue count: every rewrite stores the count in Envelope.Dequeues, and
 // deliveries beyond it count as attempts; past MaxAttempts+CrashMargin the
 // message is set aside.
 //
-// A message whose type has no handler is a failed attempt like any other,
-// not an immediate dead letter: during a rolling deploy that adds the
-// handler, the retries reach a worker that has it. After the last attempt it
-// is set aside with "no handler for type …" in its reason. Messages that are
+// A message whose type has no handler on this worker is put back without
+// an attempt, after a wait that grows each time (OutcomeMisrouted), for a
+// worker that has one: during a rolling deploy that adds the handler, it
+// reaches a worker that has it, and it is never set aside for want of
+// one. Messages that are
 // not envelopes (not JSON, truncated, missing id or type, unknown version)
 // are set aside at once with the reason and deleted; nothing is dropped
 // silently and nothing a message contains can crash a worker. Bodies that

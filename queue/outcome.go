@@ -67,21 +67,51 @@ func (c *Consumer) deletePayload(hctx context.Context, d *delivery) {
 	}
 }
 
-func (c *Consumer) finish(hctx context.Context, d *delivery, st leasecrontype.RunState, err error, tail string) {
+// finish records the delivery's outcome st on its run, trying a short
+// fault again. A delivery without a claim records it only on its own run
+// (OwnRunFinisher) where the recorder can tell; movedOn is the record it
+// left alone because the run, still its scheduling's, has moved on since
+// its message was sent (requeued, succeeded, confirmed under another
+// message, running under a live claim), and nil otherwise; ferr is the
+// error of an end that could not be recorded.
+func (c *Consumer) finish(hctx context.Context, d *delivery, st leasecrontype.RunState, err error, tail string) (movedOn *leasecrontype.Run, ferr error) {
 	if c.o.Runs == nil {
-		return
+		return nil, nil
 	}
 	if mutate.On(mutate.WrongOutcome) && st == leasecrontype.RunDead {
 		st = leasecrontype.RunSucceeded
 	}
+	own, byMeta := c.o.Runs.(OwnRunFinisher)
+	byMeta = byMeta && !d.claimed
+	recorded := true
+	var found leasecrontype.Run
 	// A short fault is tried again within seconds, as a rewrite is: given
 	// up, the record would keep its last state (running) for good.
-	ferr := c.transient(hctx, 0, func(ctx context.Context) error {
+	ferr = c.transient(hctx, 0, func(ctx context.Context) error {
+		if byMeta {
+			// No claim names the run this ends: the record may be another
+			// scheduling's of the id by now (issue 38, seed 8247: a
+			// message set aside again after its death could not be told
+			// to its dependents recorded that death over a replacement's
+			// queued run, which then never ran).
+			var ferr error
+			found, recorded, ferr = own.FinishOwn(ctx, d.env.ID, d.env.runMeta(), st, err, tail)
+			return ferr
+		}
 		return c.o.Runs.Finish(ctx, d.env.ID, st, err, tail)
 	})
-	if ferr != nil {
+	switch {
+	case ferr != nil:
 		d.log.Warn("recording the run failed", "state", st, "err", ferr)
+	case !recorded && !d.env.Due.IsZero() && !found.OfDue(d.env.Due):
+		d.log.Info("the run record is another scheduling's now; not recording this delivery's end over it",
+			"state", st, "record_due", found.Due)
+	case !recorded:
+		d.log.Info("the run has moved on since this message was sent; not recording this delivery's end over it",
+			"state", st, "record_state", found.State)
+		return &found, nil
 	}
+	return nil, ferr
 }
 
 // ack deletes the message; it reports whether it is gone.
@@ -305,22 +335,49 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 		herr = errors.New(reason)
 	}
 	c.traceStep(hctx, d, "leasecron.dead_letter", herr, attribute.String("leasecron.reason", trunc.Head(reason, 512)))
-	if env.Ends() {
-		// Its batch and dependents hear of it before the message goes: a
-		// worker that dies in between leaves the message to do it again.
-		c.finish(hctx, d, leasecrontype.RunDead, herr, tail)
-		if !c.ended(hctx, d, leasecrontype.RunDead) {
-			c.leaveUsedUp(hctx, d, env) // it tells them again then
+	// The death is recorded, and its batch and dependents hear of it,
+	// before the dead letter is set aside and the message goes, and the
+	// message first says its attempts are used up: a worker that dies
+	// anywhere in between leaves it to come back and set itself aside
+	// without running (issue 38, seed 8247: a worker killed between the
+	// message's delete and the death's record left the run running for
+	// good). A delivery without a claim records the death only on its own
+	// run, and learns whether the run has moved on.
+	if d.claimed {
+		// (Its text still counts the attempts it came with: env has
+		// counted this one, and a claim may have taken the record's.)
+		used := env
+		used.FailedAttempts = max(env.FailedAttempts, d.maxA)
+		used.Dequeues = d.m.DequeueCount
+		c.rewrite(hctx, d, used, c.o.VisibilityTimeout) // on failure, as before it
+	}
+	r, ferr := c.finish(hctx, d, leasecrontype.RunDead, herr, tail)
+	switch {
+	case claimUnanswered(ferr):
+		// The run records did not answer: the message waits, used up,
+		// until they do, rather than go with the run left running.
+		c.leaveUsedUp(hctx, d, env)
+		return
+	case r != nil:
+		if r.State == leasecrontype.RunRunning && r.ClaimUntil.After(c.clk.Now()) {
+			// Another delivery runs it: its end is the run's, unless its
+			// worker is gone, which the claim's lapse shows.
+			c.deferMsg(hctx, d, min(max(r.ClaimUntil.Sub(c.clk.Now()), c.o.BackoffBase), c.o.VisibilityTimeout), "its run is claimed by "+r.Worker)
 			return
 		}
+		// A copy of a run that another delivery ran on, or that a
+		// requeue brought back: its death is not the run's end.
+		c.ackUnrun(hctx, d, OutcomeDuplicate, "the run has moved on since this message was sent; acknowledging it without a dead letter")
+		return
+	}
+	if !c.ended(hctx, d, leasecrontype.RunDead) {
+		c.leaveUsedUp(hctx, d, env) // it tells them again then
+		return
 	}
 	if !c.setAsideAndDelete(hctx, d, rec) {
 		c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
 		c.leaveUsedUp(hctx, d, env)
 		return
-	}
-	if !env.Ends() {
-		c.finish(hctx, d, leasecrontype.RunDead, herr, tail)
 	}
 	c.settle(d, OutcomeDead)
 }

@@ -94,6 +94,23 @@ type BehindDropper interface {
 	DropBehind(ctx context.Context, id string, due time.Time) error
 }
 
+// OwnRunFinisher is what a RunRecorder may also do: record the end of a
+// delivery that holds no claim on its run (a message set aside because
+// its attempts were used up before it came, or by the crash guard, or one
+// run after a claim that could not be made) on that delivery's own run
+// only, the one m describes as its message saw it. A record that is
+// another scheduling's of the id (another due time), or whose run has
+// moved on since (requeued, succeeded, confirmed under another message's
+// token, running under another delivery's live claim), is left as it is
+// and returned with recorded false: the consumer then sets the dead
+// letter of another scheduling's run aside as usual, and acknowledges a
+// used-up message of a run that moved on without one. Finish alone
+// cannot tell: it ends the run the recorder last saw claimed. A recorder
+// without it is sent Finish.
+type OwnRunFinisher interface {
+	FinishOwn(ctx context.Context, id string, m leasecrontype.RunMeta, state leasecrontype.RunState, err error, outputTail string) (found leasecrontype.Run, recorded bool, ferr error)
+}
+
 // WaitNoter is what a RunRecorder may also do: note that the delivery
 // described by m waits, without an attempt, until until (put back for its
 // type's rate limit), leaving alone a record that is not that delivery's

@@ -193,11 +193,6 @@ func otherDue(cur *Run, m Meta) bool {
 	return !m.Due.IsZero() && !cur.OfDue(m.Due)
 }
 
-// OfDue reports whether r may be the record of the scheduling due at due:
-// r knows no due time (an earlier release's), or the same one, to the
-// table's 100 ns tick.
-func (r Run) OfDue(due time.Time) bool { return r.Due.IsZero() || r.Due.Equal(stored(due)) }
-
 // requeuedFor reports whether cur is a run a requeue brought back, not
 // ended since, and m describes a delivery of it that is not the
 // requeue's: a requeue gives the run and its message a token of its own

@@ -804,6 +804,69 @@ func (s *Store) Finish(ctx context.Context, id string, state State, err error, o
 	})
 }
 
+// FinishOwn records the end of a delivery that holds no claim on its run
+// (queue.OwnRunFinisher: a message set aside with its attempts already
+// used up, or by the crash guard, or run after a claim that could not be
+// made) as Finish would, but only on the run m describes (ownRun): a
+// record that is another scheduling's of the id, or its own run moved on
+// since the message was sent (requeued, succeeded, confirmed under
+// another message, running under a live claim), is left as it is and
+// returned with recorded false (issue 38, seed 8247: a death written over
+// a replacement's queued run, whose message was then acknowledged as a
+// second message of a dead run). A hand-back (Queued) is not written over
+// a run that has ended. Unlike Finish it leaves the run this Store
+// claimed, if any, to the delivery that claimed it; a record that has
+// expired is written anew with m's type and due time.
+func (s *Store) FinishOwn(ctx context.Context, id string, m Meta, state State, err error, outputTail string) (found leasecrontype.Run, recorded bool, ferr error) {
+	if verr := validateID(id); verr != nil {
+		return found, false, verr
+	}
+	if !state.Valid() {
+		return found, false, fmt.Errorf("%w: state %q", ErrInvalid, state)
+	}
+	if err := s.ensure(ctx); err != nil {
+		return found, false, err
+	}
+	now := s.now()
+	ferr = s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		recorded = false
+		if cur != nil {
+			found = cur.Run
+			if !ownRun(cur, m, now) || state == Queued && cur.State.Finished() {
+				return Run{}, false, nil
+			}
+		}
+		next := applyFinish(cur, id, state, err, outputTail, now)
+		if cur == nil {
+			fillMeta(&next, Meta{Type: m.Type, Due: m.Due, Generation: m.Generation, Seq: m.Seq})
+		}
+		recorded = true
+		return next, true, nil
+	})
+	return found, recorded && ferr == nil, ferr
+}
+
+// ownRun reports whether cur is still the run m describes as its message
+// saw it, for an end recorded without a claim (FinishOwn): not another
+// scheduling's (another due time); not one a requeue brought back since
+// (the requeue's token is not m's), nor one confirmed under another
+// message's token before it started; not one that succeeded (a used-up
+// copy of a run that another delivery ran to success); not one running
+// under a live claim. No record at all is m's (it has expired).
+func ownRun(cur *Run, m Meta, now time.Time) bool {
+	switch {
+	case cur == nil:
+		return true
+	case otherDue(cur, m), requeuedFor(cur, m),
+		isRequeueToken(cur.Token) && cur.Token != m.Token,
+		m.Token != "" && notStarted(cur) && cur.Token != m.Token,
+		cur.State == Succeeded,
+		cur.State == Running && cur.ClaimUntil.After(now):
+		return false
+	}
+	return true
+}
+
 // Snooze records that the running attempt of id snoozed until until
 // (leasecrontype.Snooze): the run is snoozed, its attempts and last error
 // stay, a cancelled run stays cancelled. Like Finish it is one write for a

@@ -404,6 +404,104 @@ func TestNoteWaitingTouchesOnlyItsOwnRun(t *testing.T) {
 	}
 }
 
+// The end of a delivery without a claim (a message set aside with its
+// attempts used up) is recorded only on its own run as its message saw
+// it (issue 38, seed 8247: a dead task's message, back because its end
+// could not be told to a task waiting for it, recorded its death over the
+// queued run of the id's replacement, whose message was then acknowledged
+// as a dead run's).
+func TestFinishOwnTouchesOnlyItsOwnRun(t *testing.T) {
+	e := memEnv(t)
+	ctx := context.Background()
+	s := e.s
+	due := e.now().Truncate(time.Second)
+	died := Meta{Type: "t", Due: due}
+	claim := func(id, worker string, attempt int, m Meta) {
+		t.Helper()
+		if _, err := s.Claim(ctx, id, worker, attempt, e.now().Add(time.Minute), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := func(id string, st State) {
+		t.Helper()
+		if err := s.Finish(ctx, id, st, errors.New("gave up"), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// "replaced": died, then replaced by a scheduling due a minute later
+	// whose run the mover has recorded queued.
+	claim("replaced", "w1", 3, died)
+	end("replaced", Dead)
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "replaced", Meta: Meta{Type: "t", Due: due.Add(time.Minute), Token: "tok"}}}); !ok[0] {
+		t.Fatal("mark failed")
+	}
+	// "requeued" died, and its dead letter was requeued; "requeued-ran"
+	// too, and the requeue's run has succeeded since.
+	rq := Meta{Type: "t", Due: due, Token: RequeueToken("m-3")}
+	for _, id := range []string{"requeued", "requeued-ran"} {
+		claim(id, "w1", 3, died)
+		end(id, Dead)
+		if _, _, err := s.MarkRequeued(ctx, id, rq, "m-3", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim("requeued-ran", "w1", 1, rq)
+	end("requeued-ran", Succeeded)
+	// "busy": another copy of the run runs under w2's live claim.
+	claim("busy", "w2", 2, died)
+	// "succeeded": another copy of the run ran to success.
+	claim("succeeded", "w1", 2, died)
+	end("succeeded", Succeeded)
+	// "confirmed": the id's row was changed for the same due time and its
+	// new early-sent message confirmed before it started.
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "confirmed", Meta: Meta{Type: "t", Due: due, Token: "new"}}}); !ok[0] {
+		t.Fatal("mark failed")
+	}
+	// "own": its own run, failed and waiting for its next attempt.
+	claim("own", "w1", 2, died)
+	end("own", Failed)
+	for _, c := range []struct {
+		id       string
+		m        Meta
+		recorded bool
+		found    State
+	}{
+		{"replaced", died, false, Queued},
+		{"requeued", died, false, Queued},
+		{"requeued-ran", died, false, Succeeded},
+		{"busy", died, false, Running},
+		{"succeeded", died, false, Succeeded},
+		{"confirmed", Meta{Type: "t", Due: due, Token: "old"}, false, Queued},
+		{"own", died, true, Failed},
+		{"gone", died, true, ""}, // no record left (expired)
+	} {
+		found, recorded, err := s.FinishOwn(ctx, c.id, c.m, Dead, errors.New("used 3 of 3 attempts"), "")
+		if err != nil || recorded != c.recorded || found.State != c.found {
+			t.Fatalf("FinishOwn on %s: found %s, recorded %v, %v; want found %s, recorded %v", c.id, found.State, recorded, err, c.found, c.recorded)
+		}
+		if r := e.mustState(t, c.id, map[bool]State{true: Dead, false: c.found}[c.recorded]); c.recorded && !r.Due.Equal(due) {
+			t.Fatalf("the death of %s: %+v", c.id, r)
+		}
+	}
+	if r, _ := s.Get(ctx, "replaced"); !r.Due.Equal(due.Add(time.Minute)) || r.OfDue(due) {
+		t.Fatalf("the replacement's record after the old death: %+v", r)
+	}
+	// A hand-back (a delivery run without a claim, stopped by shutdown)
+	// is not written over a run that has ended.
+	if _, recorded, err := s.FinishOwn(ctx, "own", died, Queued, nil, ""); err != nil || recorded {
+		t.Fatalf("a hand-back over a dead run: recorded %v, %v", recorded, err)
+	}
+	e.mustState(t, "own", Dead)
+	if _, _, err := s.FinishOwn(ctx, "own", died, State("bogus"), nil, ""); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("FinishOwn with a bogus state: %v; want ErrInvalid", err)
+	}
+	// w2's claim is still its own: its end is one write, and lands.
+	if err := s.Finish(ctx, "busy", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.mustState(t, "busy", Succeeded)
+}
+
 // A cancel is idempotent: a second one (a retry whose first answer was
 // lost) succeeds on the cancelled run without writing (issue 38, seed
 // 1111); a run that succeeded is still refused.
