@@ -15,6 +15,7 @@ import (
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/failpoint"
 	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
@@ -386,15 +387,28 @@ func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states ma
 // even have ended, its end not yet told (a death whose telling failed,
 // and the id then scheduled again by a row that never knew of them) — so
 // the traffic cop watches the id from then on and applies the end the id
-// comes to (issue 38, row 80). A watch that cannot be written is an error:
-// the message is put back to be checked again.
+// comes to (issue 38, row 80) — unless a row of the id still waits in the
+// schedule saying others wait for it (a reschedule or replace carries
+// that over), whose message will tell them. A watch that the service
+// might write if asked again is an error: the message is put back to be
+// checked again.
 func (c *Client) currentOrWatched(ctx context.Context, env queue.Envelope) (bool, error) {
 	current, err := c.sched.Current(ctx, env)
 	if err != nil || current || !env.Waiters || c.runs == nil {
 		return current, err
 	}
-	if err := c.runs.WatchParents(ctx, []string{env.ID}); err != nil {
+	switch it, err := c.sched.Get(ctx, env.ID); {
+	case err == nil && it.Waiters:
+		return false, nil
+	case err != nil && !errors.Is(err, ErrNotFound):
 		return false, err
+	}
+	if err := c.runs.WatchParents(ctx, []string{env.ID}); err != nil {
+		if storage.IsTransient(err) {
+			return false, err
+		}
+		c.o.Logger.Warn("cannot have the traffic cop watch a task others wait for; acknowledging its stale message all the same",
+			"task_id", env.ID, "err", err)
 	}
 	return false, nil
 }

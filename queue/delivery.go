@@ -390,6 +390,15 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		d.claimed = true
 		return true
 	case errors.Is(err, leasecrontype.ErrRunDead):
+		// The run's death may be this very message's, back unmarked (its
+		// worker could mark it used up neither before nor after a telling
+		// that failed): its batch and dependents hear of it again first
+		// (a review of issue 38's row 80). A requeued run (the record
+		// queued for its requeue's message) has nothing to tell.
+		if r.State == leasecrontype.RunDead && !c.ended(hctx, d, leasecrontype.RunDead) {
+			c.settle(d, OutcomeLeft)
+			return false
+		}
 		return c.ackUnrun(hctx, d, OutcomeDuplicate, "run already dead; acknowledging a second message of it")
 	case errors.Is(err, leasecrontype.ErrRunSucceeded):
 		if !c.ended(hctx, d, leasecrontype.RunSucceeded) {

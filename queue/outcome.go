@@ -319,10 +319,10 @@ func (c *Consumer) deferDelay(d *delivery) time.Duration {
 	return retry.Jitter(retry.Exp(c.o.BackoffBase, min(c.o.BackoffMax, max(c.o.PollMax, c.o.BackoffBase)), int(k)+1), c.o.rand())
 }
 
-// dead sets the message aside with reason and deletes it; the run becomes
-// dead. If the poison queue cannot be written the message is rewritten
-// with its attempts used up, so the next delivery tries again without
-// running the handler.
+// dead records the run dead, tells its batch and dependents, then sets
+// the message aside with reason and deletes it. If any step fails the
+// message is rewritten with its attempts used up, so the next delivery
+// tries again without running the handler.
 func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason string, herr error, tail string) {
 	body, err := encodeSized(env)
 	if err != nil {
@@ -361,8 +361,16 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 	case r != nil:
 		if r.State == leasecrontype.RunRunning && r.ClaimUntil.After(c.clk.Now()) {
 			// Another delivery runs it: its end is the run's, unless its
-			// worker is gone, which the claim's lapse shows.
-			c.deferMsg(hctx, d, min(max(r.ClaimUntil.Sub(c.clk.Now()), c.o.BackoffBase), c.o.VisibilityTimeout), "its run is claimed by "+r.Worker)
+			// worker is gone, which the claim's lapse shows. The message
+			// goes back as it is: its unrecorded deliveries still count
+			// for the crash guard, and its used-up attempts stay used.
+			wait := min(max(r.ClaimUntil.Sub(c.clk.Now()), c.o.BackoffBase), c.o.VisibilityTimeout)
+			d.log.Debug("putting the message back", "why", "its run is claimed by "+r.Worker, "delay", wait)
+			if c.rewrite(hctx, d, env, wait) {
+				c.settle(d, OutcomeDeferred)
+			} else {
+				c.settle(d, OutcomeLeft)
+			}
 			return
 		}
 		// A copy of a run that another delivery ran on, or that a
@@ -375,7 +383,8 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 		return
 	}
 	if !c.setAsideAndDelete(hctx, d, rec) {
-		c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
+		// The run stays dead (its batch and dependents have heard so):
+		// the message, used up, sets itself aside later.
 		c.leaveUsedUp(hctx, d, env)
 		return
 	}

@@ -922,12 +922,23 @@ func (s *Store) NoteWaiting(ctx context.Context, id string, m Meta, until time.T
 // (finishOps); otherwise, or when that finds the run changed, the record is
 // read and written conditionally — unless it is now another worker's live
 // claim or another scheduling's record, which are left alone.
-func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur *Run, now time.Time) Run) error {
+func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur *Run, now time.Time) Run) (err error) {
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
 	now := s.now()
 	v, claimed := s.claims.LoadAndDelete(id)
+	if claimed {
+		defer func() {
+			if err != nil {
+				// Nothing was recorded: the caller's retry is still this
+				// claim's end, and keeps its guards (a review of issue 38's
+				// row 78: retried without it, the end was written over
+				// whatever record the id had by then).
+				s.claims.LoadOrStore(id, v)
+			}
+		}()
+	}
 	var c Run
 	if claimed {
 		c = *v.(*Run)

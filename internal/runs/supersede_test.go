@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -457,9 +458,20 @@ func TestFinishOwnTouchesOnlyItsOwnRun(t *testing.T) {
 	if ok := s.MarkQueued(ctx, []Mark{{ID: "confirmed", Meta: Meta{Type: "t", Due: due, Token: "new"}}}); !ok[0] {
 		t.Fatal("mark failed")
 	}
-	// "own": its own run, failed and waiting for its next attempt.
+	// "own": its own run, failed and waiting for its next attempt;
+	// "lapsed": its own, claimed by a worker that is gone; "cancelled":
+	// cancelled after its move.
 	claim("own", "w1", 2, died)
 	end("own", Failed)
+	if _, err := s.Claim(ctx, "lapsed", "w3", 3, e.now().Add(-time.Second), died); err != nil {
+		t.Fatal(err)
+	}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "cancelled", Meta: died}}); !ok[0] {
+		t.Fatal("mark failed")
+	}
+	if _, err := s.Cancel(ctx, "cancelled"); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		id       string
 		m        Meta
@@ -473,13 +485,19 @@ func TestFinishOwnTouchesOnlyItsOwnRun(t *testing.T) {
 		{"succeeded", died, false, Succeeded},
 		{"confirmed", Meta{Type: "t", Due: due, Token: "old"}, false, Queued},
 		{"own", died, true, Failed},
-		{"gone", died, true, ""}, // no record left (expired)
+		{"lapsed", died, true, Running},
+		{"cancelled", died, true, Cancelled}, // recorded, and stays cancelled
+		{"gone", died, true, ""},             // no record left (expired)
 	} {
 		found, recorded, err := s.FinishOwn(ctx, c.id, c.m, Dead, errors.New("used 3 of 3 attempts"), "")
 		if err != nil || recorded != c.recorded || found.State != c.found {
 			t.Fatalf("FinishOwn on %s: found %s, recorded %v, %v; want found %s, recorded %v", c.id, found.State, recorded, err, c.found, c.recorded)
 		}
-		if r := e.mustState(t, c.id, map[bool]State{true: Dead, false: c.found}[c.recorded]); c.recorded && !r.Due.Equal(due) {
+		want := map[bool]State{true: Dead, false: c.found}[c.recorded]
+		if c.found == Cancelled {
+			want = Cancelled
+		}
+		if r := e.mustState(t, c.id, want); c.recorded && !r.Due.Equal(due) {
 			t.Fatalf("the death of %s: %+v", c.id, r)
 		}
 	}
@@ -1526,5 +1544,45 @@ func TestMemConfirmLeavesARequeuedRunWaitingForItsRate(t *testing.T) {
 	}
 	if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due, Token: rq.Token, Queued: true}); err != nil {
 		t.Fatalf("the requeue's message back after its wait: %v", err)
+	}
+}
+
+// An end that could not be recorded keeps the process's claim, so that
+// its retry keeps the claim's guards: retried without it, a death was
+// written over the run of the id's next scheduling (a review of issue
+// 38's row 78).
+func TestMemFailedEndKeepsItsClaim(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	m := NewMemory(clk)
+	other := &Store{t: m.mt, o: m.o}
+	due1 := clk.Now().Truncate(time.Second)
+	if _, err := m.Claim(ctx, "f", "w1", 3, clk.Now().Add(time.Minute), Meta{Type: "a", Due: due1}); err != nil {
+		t.Fatal(err)
+	}
+	m.FailWith(errors.New("connection reset by peer"))
+	if err := m.Finish(ctx, "f", Dead, errors.New("gave up"), ""); err == nil {
+		t.Fatal("an end through an outage answered no error")
+	}
+	m.FailWith(nil)
+	// w1's claim lapses; w2 runs the attempt again to success, and then
+	// the id's next scheduling.
+	clk.Advance(time.Minute + time.Second)
+	if _, err := other.Claim(ctx, "f", "w2", 3, clk.Now().Add(time.Minute), Meta{Type: "a", Due: due1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Finish(ctx, "f", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	due2 := due1.Add(time.Hour)
+	if _, err := other.Claim(ctx, "f", "w2", 1, clk.Now().Add(time.Minute), Meta{Type: "a", Due: due2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Finish(ctx, "f", Dead, errors.New("gave up"), ""); err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.Get(ctx, "f")
+	if err != nil || r.State != Running || r.Worker != "w2" || !r.Due.Equal(due2) {
+		t.Fatalf("the next scheduling's run after the retried end: %+v, %v; want it running on w2", r, err)
 	}
 }
