@@ -710,11 +710,7 @@ func TestPoisonOutageLeavesTheRunDead(t *testing.T) {
 	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
 	h.c.client.poison = &failOnce{MessageQueue: h.poison, enqueue: 1}
-	var got calls
-	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
-		got.add(task, h.clk.Now())
-		return errors.New("boom")
-	})
+	got := alwaysFails(h)
 	h.enqueue(Envelope{ID: "x", Type: "t", Due: h.clk.Now()})
 	h.start()
 	h.expect(OutcomeLeft)
@@ -728,6 +724,17 @@ func TestPoisonOutageLeavesTheRunDead(t *testing.T) {
 	if dls := h.deadLetters(); len(dls) != 1 || got.n() != 1 {
 		t.Fatalf("dead letters %+v, handler ran %d times; want one dead letter and one run", dls, got.n())
 	}
+}
+
+// alwaysFails has h's consumer fail every attempt of type t, and counts
+// them.
+func alwaysFails(h *harness) *calls {
+	var got calls
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
+		got.add(task, h.clk.Now())
+		return errors.New("boom")
+	})
+	return &got
 }
 
 // deathDown is a run recorder whose claimed ends fail while down, as the
@@ -779,11 +786,7 @@ func TestDeathWaitsForItsRecord(t *testing.T) {
 		}
 	}
 	h.c.o.Runs = rs
-	var got calls
-	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
-		got.add(task, h.clk.Now())
-		return errors.New("boom")
-	})
+	got := alwaysFails(h)
 	h.enqueue(Envelope{ID: "d1", Type: "t", Due: h.clk.Now()})
 	h.start()
 	stop := advancing(h.clk, 100*time.Millisecond, nil)
