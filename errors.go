@@ -69,6 +69,9 @@ var (
 	// Cancel returns it when a series is cancelled but an occurrence
 	// already moved to the queue could not be marked; there a repeat of
 	// the series' cancel finds it gone, so cancel the occurrence by its id
-	// (the error names how to list it).
+	// (the error names how to list it). It returns it too when a one-off
+	// task's row is removed but its run record could not be marked
+	// cancelled: the task may have been on its way to the queue, and may
+	// run once unless a repeat of the cancel marks it.
 	ErrIncomplete = errors.New("done in part")
 )

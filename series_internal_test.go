@@ -892,3 +892,35 @@ func TestParentWithAReplacementQueuedBesideItsRunHasNotEnded(t *testing.T) {
 		t.Fatalf("the parent after its replacement's run ended: %q, ended %v, %v; want dead, ended", st, ended, err)
 	}
 }
+
+// A cancel that removes a one-off task's row but cannot mark its run
+// cancelled says so (ErrIncomplete) instead of answering success: the
+// mover may have sent the task early and confirmed it as the cancel
+// removed the row, and only the mark stops that message (issue 38, the
+// simulator's seed 8379: cancel answered success, and the task ran five
+// seconds later). A cancel tried again marks the run.
+func TestCancelThatCannotMarkTheRunSaysSo(t *testing.T) {
+	ctx := context.Background()
+	// The run record's write fails (its read, before the row goes, works).
+	tr := &failWrites{match: contains("r~job")}
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter { tr.next = next; return tr })
+	due := time.Now().Add(2 * time.Second).UTC().Truncate(time.Second)
+	if _, err := c.Schedule(ctx, Item{ID: "job", Type: "t", Due: due}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok := c.runs.Confirm(ctx, []runs.Mark{{ID: "job", Meta: runs.Meta{Type: "t", Due: due, Token: "0123456789ab"}}}); !ok[0] {
+		t.Fatal("the early-sent task was not confirmed")
+	}
+	tr.armed.Store(true)
+	res, err := c.Cancel(ctx, "job")
+	if !errors.Is(err, ErrIncomplete) || !res.Removed || !strings.Contains(err.Error(), "may still run once") {
+		t.Fatalf("a cancel that could not mark the run: %+v, %v; want removed, and an error wrapping ErrIncomplete that says what it means", res, err)
+	}
+	tr.armed.Store(false)
+	if res, err := c.Cancel(ctx, "job"); err != nil || !res.Marked {
+		t.Fatalf("the cancel tried again: %+v, %v; want the run marked", res, err)
+	}
+	if st, err := c.Status(ctx, "job"); err != nil || st.State() != string(RunCancelled) {
+		t.Fatalf("the task after the second cancel: %q, %v; want cancelled", st.State(), err)
+	}
+}

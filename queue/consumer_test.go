@@ -1629,6 +1629,88 @@ func (r startingRates) TakeStart(ctx context.Context, env Envelope) (time.Durati
 	return 0, r.clk.Now(), nil
 }
 
+// slowClaims is a run recorder whose first claims answer after clk has
+// moved on by by (retried through failing storage).
+type slowClaims struct {
+	*runs.Memory
+	clk  *clock.Fake
+	by   time.Duration
+	slow atomic.Int32
+}
+
+func (s *slowClaims) Claim(ctx context.Context, id, worker string, attempt int, until time.Time, m leasecrontype.RunMeta) (leasecrontype.Run, error) {
+	if s.slow.Add(-1) >= 0 {
+		s.clk.Advance(s.by)
+	}
+	return s.Memory.Claim(ctx, id, worker, attempt, until, m)
+}
+
+// scriptedRates answers its takes in turn (a wait, or 0 to start), and
+// starts every take past its script.
+type scriptedRates struct {
+	mu      sync.Mutex
+	answers []time.Duration
+	asked   int
+}
+
+func (r *scriptedRates) Take(context.Context, Envelope) (time.Duration, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.asked++
+	if r.asked <= len(r.answers) {
+		return r.answers[r.asked-1], nil
+	}
+	return 0, nil
+}
+
+// A claim that answers late — past the second each window allows between
+// the rate's start and the handler's — takes the rate budget again, so
+// that the start counts from when the handler makes it; refused, the
+// claim is handed back and the message waits for the budget (issue 38,
+// the simulator's seed 8456: a claim seven seconds slow, and four starts
+// of a rate of three in ten seconds).
+func TestLateClaimTakesTheRateAgain(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		answers   []time.Duration
+		wantTakes int
+		want      []Outcome
+	}{
+		{"allowed", nil, 2, []Outcome{OutcomeSucceeded}},
+		{"refused", []time.Duration{0, 5 * time.Second}, 3, []Outcome{OutcomeDeferred, OutcomeSucceeded}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rl := &scriptedRates{answers: c.answers}
+			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMax: 4 * time.Second}, Rates: rl})
+			rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 2 * time.Second}
+			rs.slow.Store(1)
+			h.c.o.Runs = rs
+			var got calls
+			h.c.Handle("r", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+			h.enqueue(Envelope{ID: "late", Type: "r", Due: h.clk.Now()})
+			h.start()
+			for i, o := range c.want {
+				h.expect(o)
+				if o == OutcomeDeferred {
+					if r := mustRun(t, rs.Memory, "late", runs.Snoozed); r.Attempts != 0 {
+						t.Fatalf("the run handed back: %+v; want it waiting, its claim and attempt given up (so that it does not look started)", r)
+					}
+					if i+1 < len(c.want) {
+						h.clk.Advance(5 * time.Second)
+					}
+				}
+			}
+			rl.mu.Lock()
+			asked := rl.asked
+			rl.mu.Unlock()
+			if asked != c.wantTakes || got.n() != 1 {
+				t.Fatalf("the budget was taken %d times and the handler ran %d times; want %d and once", asked, got.n(), c.wantTakes)
+			}
+			mustRun(t, rs.Memory, "late", runs.Succeeded)
+		})
+	}
+}
+
 // A limiter that says when it recorded the start is judged by that: an
 // answer slowed before the start was recorded (the row contended, a slow
 // read), or a type without a rate, is not taken again.

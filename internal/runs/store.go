@@ -698,6 +698,38 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 // taken for this attempt's.
 func (s *Store) Forget(id string) { s.claims.Delete(id) }
 
+// Unclaim gives back the claim this Store made on id for a delivery put
+// back without running (queue.Unclaimer: its rate budget, taken again
+// after a claim that answered late, was refused): the run is queued again
+// with the attempt it claimed yet to be made, so that a first attempt
+// does not look started (to a disable, or a cancel of the id's next
+// scheduling) and another worker need not wait for the claim to lapse. A
+// record that is no longer this claim's run is left alone, and nothing
+// is written for an id this Store did not claim.
+func (s *Store) Unclaim(ctx context.Context, id string) (err error) {
+	v, ok := s.claims.LoadAndDelete(id)
+	if !ok {
+		return nil
+	}
+	c := *v.(*Run)
+	defer func() {
+		if err != nil {
+			s.claims.LoadOrStore(id, v) // a retry is still this claim's
+		}
+	}()
+	now := s.now()
+	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		if cur == nil || cur.State != Running || cur.Worker != c.Worker || cur.Attempts != c.Attempts || otherDue(cur, Meta{Due: c.Due}) {
+			return Run{}, false, nil
+		}
+		next := *cur
+		next.State = Queued
+		next.Attempts = max(cur.Attempts-1, 0)
+		next.ClaimUntil = now
+		return next, true, nil
+	})
+}
+
 // Extend moves worker's claim on id to until while the handler runs. A run
 // this Store claimed is extended only while the claim is still this
 // worker's; a missing record is not an error.

@@ -1586,3 +1586,53 @@ func TestMemFailedEndKeepsItsClaim(t *testing.T) {
 		t.Fatalf("the next scheduling's run after the retried end: %+v, %v; want it running on w2", r, err)
 	}
 }
+
+// Unclaim gives back a claim for a delivery put back without running:
+// the run is queued with the claimed attempt yet to be made (a first
+// attempt does not look started), its next claim makes that attempt, and
+// a record that has moved on is left alone (issue 38, seed 8456's fix:
+// the rate budget taken again after a late claim, and refused).
+func TestMemUnclaimGivesTheAttemptBack(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	due := e.now().Truncate(time.Second)
+	m := Meta{Type: "a", Due: due}
+	if ok := e.s.MarkQueued(ctx, []Mark{{ID: "first", Meta: m}}); !ok[0] {
+		t.Fatal("mark failed")
+	}
+	if _, err := e.s.Claim(ctx, "first", "w1", 1, e.now().Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Unclaim(ctx, "first"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "first", Queued); r.Attempts != 0 || !notStarted(&r) {
+		t.Fatalf("a first attempt given back: %+v; want queued, not started", r)
+	}
+	// A retry given back, then claimed again: the same attempt.
+	if _, err := e.s.Claim(ctx, "retry", "w1", 1, e.now().Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Finish(ctx, "retry", Failed, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Claim(ctx, "retry", "w1", 2, e.now().Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Unclaim(ctx, "retry"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "retry", Queued); r.Attempts != 1 {
+		t.Fatalf("a second attempt given back: %+v; want queued after attempt 1", r)
+	}
+	if r, err := e.other.Claim(ctx, "retry", "w2", 2, e.now().Add(time.Minute), m); err != nil || r.Attempts != 2 {
+		t.Fatalf("the claim after the give-back: %+v, %v; want attempt 2", r, err)
+	}
+	// Given back twice (the claim is gone): nothing written over w2's.
+	if err := e.s.Unclaim(ctx, "retry"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "retry", Running); r.Worker != "w2" {
+		t.Fatalf("the run after a second give-back: %+v; want w2's claim", r)
+	}
+}
