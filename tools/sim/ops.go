@@ -29,11 +29,23 @@ func (w *World) userOp(c *proc, op *Op) {
 	case OpMany:
 		w.scheduleMany(ctx, c, op)
 	case OpCancel:
-		issued := w.now()
-		aim := chk.cancelIssued(chk.RealID(op.Task), issued)
-		res, err := cl.Cancel(ctx, chk.RealID(op.Task))
-		w.answer(op, fmt.Sprintf("removed=%v marked=%v", res.Removed, res.Marked), err)
-		chk.cancelled(aim, chk.RealID(op.Task), issued, res, err)
+		incomplete := false
+		for try := 0; ; try++ {
+			issued := w.now()
+			aim := chk.cancelIssued(chk.RealID(op.Task), issued)
+			res, err := cl.Cancel(ctx, chk.RealID(op.Task))
+			w.answer(op, fmt.Sprintf("removed=%v marked=%v", res.Removed, res.Marked), err)
+			chk.cancelled(aim, chk.RealID(op.Task), issued, res, err)
+			// A one-off task's cancel done in part (its row removed, its
+			// run not marked) is tried again until it answers, as the
+			// README says to: until then the task may still run once, and
+			// its run says queued.
+			incomplete = incomplete || errors.Is(err, leasecron.ErrIncomplete) && res.Removed && aim != nil && aim.spec.Recurrence == ""
+			if !incomplete || err == nil || errors.Is(err, leasecron.ErrNotFound) || errors.Is(err, leasecron.ErrAlreadyFinished) || try == 5 {
+				break
+			}
+			time.Sleep(time.Second << try)
+		}
 	case OpReschedule:
 		issued := w.now()
 		it, err := cl.Reschedule(ctx, chk.RealID(op.Task), c.clock.Now().Add(op.Dur))
