@@ -100,7 +100,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 			// 8379: the mark failed, cancel answered success, and the task
 			// ran five seconds later). A cancel tried again finds the row
 			// gone and marks the run.
-			return res, fmt.Errorf("cancel %s: %w: the task is removed from the schedule, but its run record could not be marked cancelled, and if it was being moved to the queue as it was cancelled it may still run once; cancel it again: %w", id, ErrIncomplete, rerr)
+			return res, fmt.Errorf("cancel %s: %w: the task is removed from the schedule, but its run record could not be marked cancelled, and if it was being moved to the queue as it was cancelled it may still run once; cancel it again (an answer of not found then means nothing was left to stop): %w", id, ErrIncomplete, rerr)
 		}
 		c.o.Logger.Warn("run record not marked cancelled", "task_id", id, "err", rerr)
 	}

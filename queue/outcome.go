@@ -262,15 +262,17 @@ func (c *Consumer) handBack(hctx context.Context, d *delivery) {
 	if !d.claimed {
 		return
 	}
-	d.claimed = false
 	u, ok := c.o.Runs.(Unclaimer)
 	if !ok {
 		c.finish(hctx, d, leasecrontype.RunQueued, nil, "")
+		d.claimed = false
 		return
 	}
 	if err := c.transient(hctx, 0, func(ctx context.Context) error { return u.Unclaim(ctx, d.env.ID) }); err != nil {
 		d.log.Warn("giving back the run's claim failed; another worker takes the run once the claim lapses", "err", err)
+		c.forgetClaim(d)
 	}
+	d.claimed = false
 }
 
 // misrouted puts back a message of a type this worker has no handler for,
