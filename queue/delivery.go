@@ -147,12 +147,8 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			defer release()
 		}
 	}
-	var rateAt time.Time // when the start was counted against its rate
-	if c.o.Rates != nil && !mutate.On(mutate.NoRate) {
-		var ok bool
-		if rateAt, ok = c.takeRate(hctx, d); !ok {
-			return
-		}
+	if c.o.Rates != nil && !mutate.On(mutate.NoRate) && !c.takeRate(hctx, d) {
+		return
 	}
 	// So can a concurrency slot's slow answer.
 	if c.pauseBegunSince(hctx, d) {
@@ -160,20 +156,6 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	}
 	if c.o.Runs != nil && !c.claim(hctx, d) {
 		return
-	}
-	if !rateAt.IsZero() && c.clk.Now().Sub(rateAt) > rateFresh {
-		// The claim answered late (its retries through failing storage):
-		// the start counted against the rate is long before the
-		// handler's, which the window does not allow for. The budget is
-		// taken again so that the start counts from now, and a refusal
-		// hands the claim back (issue 38, the simulator's seed 8456: a
-		// claim seven seconds slow, and four starts of a rate of three
-		// in ten seconds).
-		d.log.Info("the run's claim answered late; taking the rate budget again so that the start counts from now",
-			"took", c.clk.Now().Sub(rateAt).Round(time.Millisecond))
-		if _, ok := c.takeRate(hctx, d); !ok {
-			return
-		}
 	}
 	env = d.env // the claim may have counted the attempt on (claimAs)
 
@@ -239,15 +221,14 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 // widened by (rate.DefaultMargin), with room for the claim.
 const rateFresh = 500 * time.Millisecond
 
-// takeRate takes a start from d's rate budget and says when it was
-// counted (zero when the type has no rate), or puts d back (false) until
-// the budget frees, handing back the run's claim first if d holds one. A
-// start recorded more than rateFresh before the take (and the pause
-// check after it) answered — its write, or that check, slowed by failing
-// storage — is one the handler would begin long after, which the window
-// does not allow for: the budget is taken again, so that the start counts
-// from now (the late one stays counted; it cannot be told apart safely).
-func (c *Consumer) takeRate(hctx context.Context, d *delivery) (time.Time, bool) {
+// takeRate takes a start from d's rate budget, or puts d back (false)
+// until the budget frees. A start recorded more than rateFresh before
+// the take (and the pause check after it) answered — its write, or that
+// check, slowed by failing storage — is one the handler would begin long
+// after, which the window does not allow for: the budget is taken again,
+// so that the start counts from now (the late one stays counted; it
+// cannot be told apart safely).
+func (c *Consumer) takeRate(hctx context.Context, d *delivery) bool {
 	for try := 1; ; try++ {
 		at := c.clk.Now()
 		var wait time.Duration
@@ -261,29 +242,28 @@ func (c *Consumer) takeRate(hctx context.Context, d *delivery) (time.Time, bool)
 		case err != nil:
 			d.log.Warn("rate limit not checked; putting the message back", "err", err)
 			c.deferMsg(hctx, d, c.deferDelay(d), "rate limit not checked")
-			return time.Time{}, false
+			return false
 		case wait > 0:
 			d.log.Debug("over its rate; putting the message back until the budget frees", "retry_in", wait.Round(time.Millisecond))
-			c.handBack(hctx, d)
 			c.noteWaiting(hctx, d, wait, "waiting for the rate limit of "+d.env.Type)
 			c.deferMsg(hctx, d, wait, "rate limit: waiting for the budget")
-			return time.Time{}, false
+			return false
 		}
 		// So can the rate budget's slow answer.
 		if c.pauseBegunSince(hctx, d) {
-			return time.Time{}, false
+			return false
 		}
 		if at.IsZero() {
-			return at, true // no rate for the type: nothing recorded
+			return true // no rate for the type: nothing recorded
 		}
 		took := c.clk.Now().Sub(at)
 		switch {
 		case took <= rateFresh:
-			return at, true
+			return true
 		case try == 3:
 			d.log.Warn("the rate budget answered late three times; putting the message back", "took", took.Round(time.Millisecond))
 			c.deferMsg(hctx, d, c.deferDelay(d), "rate limit: storage slow")
-			return time.Time{}, false
+			return false
 		}
 		d.log.Info("the rate budget answered late; taking it again so that the start counts from now", "took", took.Round(time.Millisecond))
 	}

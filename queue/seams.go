@@ -111,15 +111,6 @@ type OwnRunFinisher interface {
 	FinishOwn(ctx context.Context, id string, m leasecrontype.RunMeta, state leasecrontype.RunState, err error, outputTail string) (found leasecrontype.Run, recorded bool, ferr error)
 }
 
-// Unclaimer is what a RunRecorder may also do: give back the claim it
-// recorded for a delivery that is put back without running after all, so
-// that the run is queued again with the claimed attempt yet to be made. A
-// recorder without it is sent Finish with leasecrontype.RunQueued, as for
-// a hand-back at shutdown (the attempt then stays counted).
-type Unclaimer interface {
-	Unclaim(ctx context.Context, id string) error
-}
-
 // WaitNoter is what a RunRecorder may also do: note that the delivery
 // described by m waits, without an attempt, until until (put back for its
 // type's rate limit), leaving alone a record that is not that delivery's
