@@ -242,6 +242,12 @@ func (c *Consumer) rewrite(hctx context.Context, d *delivery, env Envelope, dela
 func (c *Consumer) deferMsg(hctx context.Context, d *delivery, delay time.Duration, why string) {
 	env := d.env
 	env.Dequeues = d.m.DequeueCount
+	c.putBack(hctx, d, env, delay, why)
+}
+
+// putBack rewrites the message with env, hidden for delay, and settles d
+// as deferred (left, when the rewrite fails).
+func (c *Consumer) putBack(hctx context.Context, d *delivery, env Envelope, delay time.Duration, why string) {
 	d.log.Debug("putting the message back", "why", why, "delay", delay)
 	if c.rewrite(hctx, d, env, delay) {
 		c.settle(d, OutcomeDeferred)
@@ -365,12 +371,7 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 			// goes back as it is: its unrecorded deliveries still count
 			// for the crash guard, and its used-up attempts stay used.
 			wait := min(max(r.ClaimUntil.Sub(c.clk.Now()), c.o.BackoffBase), c.o.VisibilityTimeout)
-			d.log.Debug("putting the message back", "why", "its run is claimed by "+r.Worker, "delay", wait)
-			if c.rewrite(hctx, d, env, wait) {
-				c.settle(d, OutcomeDeferred)
-			} else {
-				c.settle(d, OutcomeLeft)
-			}
+			c.putBack(hctx, d, env, wait, "its run is claimed by "+r.Worker)
 			return
 		}
 		// A copy of a run that another delivery ran on, or that a

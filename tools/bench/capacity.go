@@ -36,9 +36,10 @@ const (
 // Azure's ratio, first with handlers that take no time and then with
 // instances of a few slow handlers each (the shared series), and works
 // out, from the requests and entity operations per task the proxy counted
-// in every queue and partition, the layout's physical limit: the rate at which the first of them would reach its
-// target. Throughput ÷ that limit says how close the fleet runs to what
-// the layout allows; the bucket that limits says what binds.
+// in every queue and partition, the layout's physical limit: the rate at
+// which the first of them would reach its target. Throughput ÷ that limit
+// says how close the fleet runs to what the layout allows; the bucket
+// that limits says what binds.
 func runCapacity(ctx context.Context, b *bench) error {
 	res := results.Capacity{QueueRate: capacityQueueRate, PartitionRate: capacityPartitionRate, AccountRate: capacityAccountRate,
 		LatencyMS: float64(capacityLatency) / float64(time.Millisecond), Concurrency: capacityConcurrency,
