@@ -72,11 +72,31 @@ func (r *rateLimiter) Take(ctx context.Context, env queue.Envelope) (time.Durati
 // that the consumer can tell a start recorded long before its handler
 // would begin.
 func (r *rateLimiter) TakeStart(ctx context.Context, env queue.Envelope) (time.Duration, time.Time, error) {
+	return r.take(ctx, env, time.Time{})
+}
+
+// MoveStart moves the start TakeStart recorded at from to now, for a
+// delivery whose claim answered long after it (rate.Limiter.Move); refused,
+// the start is taken out and the wait returned, as TakeStart's.
+func (r *rateLimiter) MoveStart(ctx context.Context, env queue.Envelope, from time.Time) (time.Duration, time.Time, error) {
+	return r.take(ctx, env, from)
+}
+
+// take is TakeStart, or MoveStart when from is set.
+func (r *rateLimiter) take(ctx context.Context, env queue.Envelope, from time.Time) (time.Duration, time.Time, error) {
 	lim, ok := r.rates[env.Type]
 	if !ok {
 		return 0, time.Time{}, nil
 	}
-	wait, at, err := r.l.Take(ctx, env.Type, rateKey(lim.Key, env), rate.Rate{Count: lim.Count, Per: lim.Per})
+	rt, key := rate.Rate{Count: lim.Count, Per: lim.Per}, rateKey(lim.Key, env)
+	var wait time.Duration
+	var at time.Time
+	var err error
+	if from.IsZero() {
+		wait, at, err = r.l.Take(ctx, env.Type, key, rt)
+	} else {
+		wait, at, err = r.l.Move(ctx, env.Type, key, rt, from)
+	}
 	switch {
 	case err != nil:
 		return 0, time.Time{}, err

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/rate"
 	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -1627,6 +1629,179 @@ func (r startingRates) TakeStart(ctx context.Context, env Envelope) (time.Durati
 		return wait, time.Time{}, err
 	}
 	return 0, r.clk.Now(), nil
+}
+
+// slowClaims is a run recorder whose first claims answer after clk has
+// moved on by by (retried through failing storage).
+type slowClaims struct {
+	*runs.Memory
+	clk  *clock.Fake
+	by   time.Duration
+	slow atomic.Int32
+	// during, when set, is done while a slow claim is under way, after
+	// before it answers.
+	during *struct {
+		after time.Duration
+		do    func()
+	}
+}
+
+// limiterRates is a rate.Limiter of one rate for every type, as the
+// consumer's rateMover (leasecron's own adapts it the same way).
+type limiterRates struct {
+	l *rate.Limiter
+	r rate.Rate
+}
+
+func (r limiterRates) Take(ctx context.Context, env Envelope) (time.Duration, error) {
+	wait, _, err := r.TakeStart(ctx, env)
+	return wait, err
+}
+
+func (r limiterRates) TakeStart(ctx context.Context, env Envelope) (time.Duration, time.Time, error) {
+	return r.l.Take(ctx, env.Type, "", r.r)
+}
+
+func (r limiterRates) MoveStart(ctx context.Context, env Envelope, from time.Time) (time.Duration, time.Time, error) {
+	return r.l.Move(ctx, env.Type, "", r.r, from)
+}
+
+// A claim that answers late — past the second each window allows between
+// the rate's start and the handler's — moves the start to when the
+// handler makes it, so that the window counts the handler's start and
+// not the take's (and not both: a take again was refused by its own
+// first, and each refusal spent a start without a run); a window full
+// without it hands the claim back, takes the start out, and the message
+// waits for the budget (issue 38, the simulator's seed 8456: a claim
+// seven seconds slow, and four starts of a rate of three in ten seconds).
+func TestLateClaimMovesItsRateStart(t *testing.T) {
+	for _, refused := range []bool{false, true} {
+		t.Run(fmt.Sprint("refused=", refused), func(t *testing.T) {
+			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMax: 4 * time.Second}})
+			lim := rate.New(table.NewMemory("", nil), h.clk.Now, time.Second)
+			r := limiterRates{lim, rate.Rate{Count: 1, Per: 10 * time.Second}}
+			rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 2 * time.Second}
+			if refused {
+				// The window is one second (two with its margin): the
+				// take's start leaves it during a three-second claim, and
+				// another worker's start takes its place.
+				r.r.Per, rs.by = time.Second, 3*time.Second
+				rs.during = &struct {
+					after time.Duration
+					do    func()
+				}{time.Second / 2, func() {
+					if wait, _, err := lim.Take(context.Background(), "r", "", r.r); wait != 0 || err != nil {
+						t.Errorf("another worker's start during the claim: wait %s, %v", wait, err)
+					}
+				}}
+			}
+			h.c.o.Rates = r
+			rs.slow.Store(1)
+			h.c.o.Runs = rs
+			var got calls
+			h.c.Handle("r", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+			h.enqueue(Envelope{ID: "late", Type: "r", Due: h.clk.Now()})
+			h.start()
+			if refused {
+				h.expect(OutcomeDeferred)
+				if r := mustRun(t, rs.Memory, "late", runs.Snoozed); r.Attempts != 0 {
+					t.Fatalf("the run handed back: %+v; want it waiting, its claim and attempt given up (so that it does not look started)", r)
+				}
+				h.clk.Advance(5 * time.Second)
+			}
+			h.expect(OutcomeSucceeded)
+			mustRun(t, rs.Memory, "late", runs.Succeeded)
+			if got.n() != 1 {
+				t.Fatalf("the handler ran %d times; want once", got.n())
+			}
+			// The window holds the handler's start alone: a take now waits
+			// until it leaves, not until the take's start (gone) would.
+			got.mu.Lock()
+			began := got.at[0]
+			got.mu.Unlock()
+			wait, _, err := lim.Take(context.Background(), "r", "", r.r)
+			if want := began.Add(r.r.Per + time.Second).Sub(h.clk.Now()); err != nil || wait != want {
+				t.Fatalf("a take after the run: wait %s, %v; want %s, until the handler's start (%v) leaves the window", wait, err, want, began)
+			}
+		})
+	}
+}
+
+func (s *slowClaims) Claim(ctx context.Context, id, worker string, attempt int, until time.Time, m leasecrontype.RunMeta) (leasecrontype.Run, error) {
+	if s.slow.Add(-1) >= 0 {
+		if s.during != nil {
+			s.clk.Advance(s.by - s.during.after)
+			s.during.do()
+			s.clk.Advance(s.during.after)
+		} else {
+			s.clk.Advance(s.by)
+		}
+	}
+	return s.Memory.Claim(ctx, id, worker, attempt, until, m)
+}
+
+// scriptedRates answers its takes in turn (a wait, or 0 to start), and
+// starts every take past its script.
+type scriptedRates struct {
+	mu      sync.Mutex
+	answers []time.Duration
+	asked   int
+}
+
+func (r *scriptedRates) Take(context.Context, Envelope) (time.Duration, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.asked++
+	if r.asked <= len(r.answers) {
+		return r.answers[r.asked-1], nil
+	}
+	return 0, nil
+}
+
+// A RateLimiter that cannot move a start is asked for a second one after
+// a claim that answers late (the first stays counted); refused, the
+// claim is handed back — the run waiting, no attempt — and the message
+// waits for the budget.
+func TestLateClaimTakesTheRateAgain(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		answers   []time.Duration
+		wantTakes int
+		want      []Outcome
+	}{
+		{"allowed", nil, 2, []Outcome{OutcomeSucceeded}},
+		{"refused", []time.Duration{0, 5 * time.Second}, 3, []Outcome{OutcomeDeferred, OutcomeSucceeded}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rl := &scriptedRates{answers: c.answers}
+			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMax: 4 * time.Second}, Rates: rl})
+			rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 2 * time.Second}
+			rs.slow.Store(1)
+			h.c.o.Runs = rs
+			var got calls
+			h.c.Handle("r", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+			h.enqueue(Envelope{ID: "late", Type: "r", Due: h.clk.Now()})
+			h.start()
+			for i, o := range c.want {
+				h.expect(o)
+				if o == OutcomeDeferred {
+					if r := mustRun(t, rs.Memory, "late", runs.Snoozed); r.Attempts != 0 {
+						t.Fatalf("the run handed back: %+v; want it waiting, its claim and attempt given up (so that it does not look started)", r)
+					}
+					if i+1 < len(c.want) {
+						h.clk.Advance(5 * time.Second)
+					}
+				}
+			}
+			rl.mu.Lock()
+			asked := rl.asked
+			rl.mu.Unlock()
+			if asked != c.wantTakes || got.n() != 1 {
+				t.Fatalf("the budget was taken %d times and the handler ran %d times; want %d and once", asked, got.n(), c.wantTakes)
+			}
+			mustRun(t, rs.Memory, "late", runs.Succeeded)
+		})
+	}
 }
 
 // A limiter that says when it recorded the start is judged by that: an

@@ -147,8 +147,12 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			defer release()
 		}
 	}
-	if c.o.Rates != nil && !mutate.On(mutate.NoRate) && !c.takeRate(hctx, d) {
-		return
+	var rateAt time.Time // when the start was counted against its rate
+	if c.o.Rates != nil && !mutate.On(mutate.NoRate) {
+		var ok bool
+		if rateAt, ok = c.takeRate(hctx, d, time.Time{}); !ok {
+			return
+		}
 	}
 	// So can a concurrency slot's slow answer.
 	if c.pauseBegunSince(hctx, d) {
@@ -164,10 +168,17 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		Generation: env.Generation, Batch: env.Batch, Completed: env.Completed}
 	var herr error
 	lost := false
-	if h := c.handler(env.Type); h == nil {
+	h := c.handler(env.Type)
+	if h == nil {
 		// Unregistered since the check above.
 		herr = fmt.Errorf("%w %q", ErrNoHandler, env.Type)
-	} else if task.Payload, herr = c.fetchPayload(hctx, env); herr == nil {
+	} else {
+		task.Payload, herr = c.fetchPayload(hctx, env)
+	}
+	if herr == nil && !c.stillStarts(hctx, d, rateAt) {
+		return
+	}
+	if herr == nil {
 		began := c.clk.Now()
 		herr, lost = c.runHandler(hctx, d, h, task, out)
 		c.timed(env, task.Attempt, began)
@@ -216,56 +227,86 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	}
 }
 
+// stillStarts reports whether a claimed delivery goes on to its handler
+// after its claim and its payload read, either of which can take seconds
+// through failing storage: a pause begun meanwhile holds it, and a start
+// counted against its rate (at rateAt) long before is moved to now, as
+// takeRate moves a late one, so that the window counts the handler's
+// start; refused, either puts the message back and gives the claim back
+// (Unclaimer). Issue 38, the simulator's seed 8456: a claim seven
+// seconds slow, and four starts of a rate of three in ten seconds.
+func (c *Consumer) stillStarts(hctx context.Context, d *delivery, rateAt time.Time) bool {
+	if c.pauseBegunSince(hctx, d) {
+		return false
+	}
+	if rateAt.IsZero() || c.clk.Now().Sub(rateAt) <= rateFresh {
+		return true
+	}
+	d.log.Info("the run's claim answered late; moving its rate start to now", "took", c.clk.Now().Sub(rateAt).Round(time.Millisecond))
+	_, ok := c.takeRate(hctx, d, rateAt)
+	return ok
+}
+
 // rateFresh bounds how long before the claim a delivery's start may have
 // been recorded against its rate limit: within the second each window is
 // widened by (rate.DefaultMargin), with room for the claim.
 const rateFresh = 500 * time.Millisecond
 
-// takeRate takes a start from d's rate budget, or puts d back (false)
-// until the budget frees. A start recorded more than rateFresh before
-// the take (and the pause check after it) answered — its write, or that
-// check, slowed by failing storage — is one the handler would begin long
-// after, which the window does not allow for: the budget is taken again,
-// so that the start counts from now (the late one stays counted; it
-// cannot be told apart safely).
-func (c *Consumer) takeRate(hctx context.Context, d *delivery) bool {
+// takeRate takes a start from d's rate budget and says when it was
+// counted (zero when the type has no rate), or puts d back (false) until
+// the budget frees, handing back the run's claim first if d holds one.
+// With from set, the start d counted then is moved to now instead
+// (rateMover; a limiter that cannot move one is asked for another start,
+// and the first stays counted). A start recorded more than rateFresh
+// before the take (and the pause check after it) answered — its write,
+// or that check, slowed by failing storage — is one the handler would
+// begin long after, which the window does not allow for: it is moved
+// again, so that it counts from now.
+func (c *Consumer) takeRate(hctx context.Context, d *delivery, from time.Time) (time.Time, bool) {
 	for try := 1; ; try++ {
 		at := c.clk.Now()
 		var wait time.Duration
 		var err error
-		if rs, ok := c.o.Rates.(rateStarter); ok {
+		rs, starter := c.o.Rates.(rateStarter)
+		rm, mover := c.o.Rates.(rateMover)
+		switch {
+		case mover && !from.IsZero():
+			wait, at, err = rm.MoveStart(hctx, d.env, from)
+		case starter:
 			wait, at, err = rs.TakeStart(hctx, d.env)
-		} else {
+		default:
 			wait, err = c.o.Rates.Take(hctx, d.env)
 		}
 		switch {
 		case err != nil:
 			d.log.Warn("rate limit not checked; putting the message back", "err", err)
 			c.deferMsg(hctx, d, c.deferDelay(d), "rate limit not checked")
-			return false
+			return time.Time{}, false
 		case wait > 0:
 			d.log.Debug("over its rate; putting the message back until the budget frees", "retry_in", wait.Round(time.Millisecond))
+			c.handBack(hctx, d)
 			c.noteWaiting(hctx, d, wait, "waiting for the rate limit of "+d.env.Type)
 			c.deferMsg(hctx, d, wait, "rate limit: waiting for the budget")
-			return false
+			return time.Time{}, false
 		}
 		// So can the rate budget's slow answer.
 		if c.pauseBegunSince(hctx, d) {
-			return false
+			return time.Time{}, false
 		}
 		if at.IsZero() {
-			return true // no rate for the type: nothing recorded
+			return at, true // no rate for the type: nothing recorded
 		}
 		took := c.clk.Now().Sub(at)
 		switch {
 		case took <= rateFresh:
-			return true
+			return at, true
 		case try == 3:
 			d.log.Warn("the rate budget answered late three times; putting the message back", "took", took.Round(time.Millisecond))
 			c.deferMsg(hctx, d, c.deferDelay(d), "rate limit: storage slow")
-			return false
+			return time.Time{}, false
 		}
-		d.log.Info("the rate budget answered late; taking it again so that the start counts from now", "took", took.Round(time.Millisecond))
+		d.log.Info("the rate budget answered late; moving the start to now", "took", took.Round(time.Millisecond))
+		from = at
 	}
 }
 

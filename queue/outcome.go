@@ -238,8 +238,10 @@ func (c *Consumer) rewrite(hctx context.Context, d *delivery, env Envelope, dela
 	return true
 }
 
-// deferMsg puts the message back for later without counting an attempt.
+// deferMsg puts the message back for later without counting an attempt
+// (and hands back the run's claim if d holds one).
 func (c *Consumer) deferMsg(hctx context.Context, d *delivery, delay time.Duration, why string) {
+	c.handBack(hctx, d)
 	env := d.env
 	env.Dequeues = d.m.DequeueCount
 	c.putBack(hctx, d, env, delay, why)
@@ -254,6 +256,29 @@ func (c *Consumer) putBack(hctx context.Context, d *delivery, env Envelope, dela
 	} else {
 		c.settle(d, OutcomeLeft)
 	}
+}
+
+// handBack gives back the claim of a delivery that claimed its run,
+// before its message is put back without running (the rate budget taken
+// again after a late claim, and refused): the run is queued again with
+// the attempt yet to be made (Unclaimer), and another worker's claim need
+// not wait for this one to lapse. It does nothing for a delivery without
+// a claim.
+func (c *Consumer) handBack(hctx context.Context, d *delivery) {
+	if !d.claimed {
+		return
+	}
+	u, ok := c.o.Runs.(Unclaimer)
+	if !ok {
+		c.finish(hctx, d, leasecrontype.RunQueued, nil, "")
+		d.claimed = false
+		return
+	}
+	if err := c.transient(hctx, 0, func(ctx context.Context) error { return u.Unclaim(ctx, d.env.ID) }); err != nil {
+		d.log.Warn("giving back the run's claim failed; another worker takes the run once the claim lapses", "err", err)
+		c.forgetClaim(d)
+	}
+	d.claimed = false
 }
 
 // misrouted puts back a message of a type this worker has no handler for,

@@ -94,6 +94,7 @@ func (c *Consumer) refreshPauses(hctx context.Context, force bool) {
 // until the pause ends, or PauseHold for a pause without an end, and
 // remembers it so that it can be shown again as soon as the type resumes.
 func (c *Consumer) holdPaused(hctx context.Context, d *delivery, key string, until time.Time) {
+	c.handBack(hctx, d)
 	now := c.clk.Now()
 	delay := c.o.PauseHold
 	if !until.IsZero() {

@@ -275,3 +275,42 @@ func TestPauseBegunDuringASlowRateTakeHoldsIt(t *testing.T) {
 type rateFunc func(Envelope) time.Duration
 
 func (f rateFunc) Take(_ context.Context, env Envelope) (time.Duration, error) { return f(env), nil }
+
+// So does a pause begun while the run's claim was retried through failing
+// storage: checked again after the claim, it gives the claim back — the
+// run queued and not started, as before it (Unclaimer) — and the message
+// goes back as any paused one, without an attempt; once resumed it runs
+// as the first attempt.
+func TestPauseBegunDuringASlowClaimGivesTheClaimBack(t *testing.T) {
+	src := &pauseSource{types: map[string]time.Time{}}
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second}, Pauses: src})
+	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 6 * time.Second}
+	rs.during = &struct {
+		after time.Duration
+		do    func()
+	}{time.Second, func() { src.set("notify", time.Time{}, true) }}
+	rs.slow.Store(1)
+	h.c.o.Runs = rs
+	var got calls
+	h.c.Handle("notify", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	if ok := rs.MarkQueued(context.Background(), []runs.Mark{{ID: "n1", Meta: runs.Meta{Type: "notify", Due: h.clk.Now()}}}); !ok[0] {
+		t.Fatal("mark failed")
+	}
+	h.enqueue(Envelope{ID: "n1", Type: "notify", Due: h.clk.Now()})
+	h.start()
+	h.expect(OutcomePaused)
+	if got.n() != 0 {
+		t.Fatalf("the paused type's handler ran: %+v", got.tasks)
+	}
+	if _, env := h.only(h.work); env.FailedAttempts != 0 {
+		t.Fatalf("put back as %+v; want no attempt", env)
+	}
+	if r := mustRun(t, rs.Memory, "n1", runs.Queued); r.Attempts != 0 || r.Worker != "" {
+		t.Fatalf("the run after the claim was given back: %+v; want queued, not started", r)
+	}
+	src.set("notify", time.Time{}, false)
+	h.expect(OutcomeSucceeded)
+	if got.n() != 1 || got.tasks[0].Attempt != 1 {
+		t.Fatalf("ran %+v; want once, as attempt 1", got.tasks)
+	}
+}

@@ -33,6 +33,15 @@ type rateStarter interface {
 	TakeStart(ctx context.Context, env Envelope) (wait time.Duration, at time.Time, err error)
 }
 
+// rateMover is a rateStarter that can also move the start it recorded at
+// from to now, for a delivery whose claim answered long after the take:
+// refused (wait > 0), the start is taken out of the window, since the
+// delivery is put back without running. Any other rateStarter is asked
+// for a second start instead, and the first stays counted.
+type rateMover interface {
+	MoveStart(ctx context.Context, env Envelope, from time.Time) (wait time.Duration, at time.Time, err error)
+}
+
 // PayloadFetcher resolves claim-check references (Envelope.PayloadBlob).
 // leasecron's payload blobs (leasecron/payloads/... in the container)
 // implement it; the worker wires them in.
@@ -109,6 +118,15 @@ type BehindDropper interface {
 // without it is sent Finish.
 type OwnRunFinisher interface {
 	FinishOwn(ctx context.Context, id string, m leasecrontype.RunMeta, state leasecrontype.RunState, err error, outputTail string) (found leasecrontype.Run, recorded bool, ferr error)
+}
+
+// Unclaimer is what a RunRecorder may also do: give back the claim it
+// recorded for a delivery that is put back without running after all, so
+// that the run is queued again with the claimed attempt yet to be made. A
+// recorder without it is sent Finish with leasecrontype.RunQueued, as for
+// a hand-back at shutdown (the attempt then stays counted).
+type Unclaimer interface {
+	Unclaim(ctx context.Context, id string) error
 }
 
 // WaitNoter is what a RunRecorder may also do: note that the delivery

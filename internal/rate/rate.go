@@ -8,7 +8,8 @@
 // run's start being recorded); it costs one read and one conditional
 // write. A task over its budget learns when the oldest start in the
 // window leaves it, and waits for that (the caller adds jitter), at the
-// cost of one read.
+// cost of one read. A start taken long before its work could begin is
+// moved to when it begins (Move), in the same read and write.
 package rate
 
 import (
@@ -116,6 +117,27 @@ const tries = 16
 // returns how long until one of the recorded starts leaves the window
 // (0, the start and nil: started).
 func (l *Limiter) Take(ctx context.Context, typ, key string, r Rate) (time.Duration, time.Time, error) {
+	return l.take(ctx, typ, key, r, time.Time{})
+}
+
+// Move is Take for a caller that already recorded a start at from (as Take
+// returned it) and has not begun the work it stands for: from is taken out
+// of the window and a start is recorded now instead, in one conditional
+// write, so that a start recorded long before its work began (the claim
+// between them slowed by failing storage) counts from when it begins.
+// Refused — the window holds Count starts without from — from is taken
+// out all the same (the work does not begin now) and the wait is
+// returned. A from already gone from the window (it left it) takes
+// nothing out.
+func (l *Limiter) Move(ctx context.Context, typ, key string, r Rate, from time.Time) (time.Duration, time.Time, error) {
+	if from.IsZero() {
+		return 0, time.Time{}, fmt.Errorf("rate of %s: no start to move", RowKey(typ, key))
+	}
+	return l.take(ctx, typ, key, r, from)
+}
+
+// take is Take, or Move when from is set.
+func (l *Limiter) take(ctx context.Context, typ, key string, r Rate, from time.Time) (time.Duration, time.Time, error) {
 	rk := RowKey(typ, key)
 	for try := range tries {
 		if try > 0 {
@@ -139,17 +161,32 @@ func (l *Limiter) Take(ctx context.Context, typ, key string, r Rate) (time.Durat
 		}
 		window := r.Per + l.margin
 		starts = slices.DeleteFunc(starts, func(s time.Time) bool { return !s.After(now.Add(-window)) })
+		moved := false // from was in the window, and is taken out
+		if !from.IsZero() {
+			// Stored to the millisecond: another start of that millisecond
+			// is the same entry to the window.
+			if i := slices.IndexFunc(starts, func(s time.Time) bool { return s.UnixMilli() == from.UnixMilli() }); i >= 0 {
+				starts, moved = slices.Delete(starts, i, i+1), true
+			}
+		}
+		var wait time.Duration
 		if len(starts) >= r.Count {
 			// The start that frees a place is the Count-th newest.
-			return starts[len(starts)-r.Count].Add(window).Sub(now), time.Time{}, nil
+			wait = starts[len(starts)-r.Count].Add(window).Sub(now)
+			if !moved {
+				return wait, time.Time{}, nil
+			}
+		} else {
+			starts = append(starts, now)
 		}
-		starts = append(starts, now)
 		op := table.Op{Kind: table.Insert, PartitionKey: Partition, RowKey: rk, Props: map[string]any{PropStarts: encode(starts)}}
 		if exists {
 			op.Kind, op.IfMatch = table.Replace, e.ETag
 		}
 		_, err = l.t.Submit(ctx, []table.Op{op})
 		switch {
+		case err == nil && wait > 0:
+			return wait, time.Time{}, nil
 		case err == nil:
 			return 0, now, nil
 		case errors.Is(err, storage.ErrTableNotFound):

@@ -109,6 +109,70 @@ func TestTakeKeepsASlidingWindow(t *testing.T) {
 	}
 }
 
+// A start moved to when its work begins counts from then and no longer
+// from when it was taken; a move the window refuses takes the old start
+// out all the same, so that a delivery put back spends nothing; a start
+// that already left the window moves only into room (issue 38, the
+// simulator's seed 8456: a claim seven seconds slow between a rate's
+// start and its handler's, and four handlers in a window of three).
+func TestMoveCountsTheStartFromWhenItBegins(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: t0}
+	l := New(table.NewMemory("", nil), clk.now, time.Second)
+	r := Rate{Count: 3, Per: 10 * time.Second}
+	take := func(f func() (time.Duration, time.Time, error)) (time.Duration, time.Time) {
+		t.Helper()
+		wait, at, err := f()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wait, at
+	}
+	_, first := take(func() (time.Duration, time.Time, error) { return l.Take(ctx, "mail", "", r) })
+	clk.add(7 * time.Second) // the claim answers late
+	if wait, at := take(func() (time.Duration, time.Time, error) { return l.Move(ctx, "mail", "", r, first) }); wait != 0 || !at.Equal(clk.now()) {
+		t.Fatalf("Move with room: wait %s, at %v; want a start now (%v)", wait, at, clk.now())
+	}
+	moved := clk.now()
+	// Two more start beside it; the first's old time no longer counts,
+	// so a fourth is refused until the moved start leaves the window.
+	clk.add(2 * time.Second)
+	for range 2 {
+		if wait, _ := take(func() (time.Duration, time.Time, error) { return l.Take(ctx, "mail", "", r) }); wait != 0 {
+			t.Fatalf("a second and third start refused (wait %s): the moved start counted twice", wait)
+		}
+	}
+	clk.add(3 * time.Second) // 12 s after the first take, 5 s after the move
+	wait, _ := take(func() (time.Duration, time.Time, error) { return l.Take(ctx, "mail", "", r) })
+	if want := moved.Add(11 * time.Second).Sub(clk.now()); wait != want {
+		t.Fatalf("a fourth start: wait %s; want %s, until the moved start leaves the window", wait, want)
+	}
+	// A move the window refuses (here the rate was lowered meanwhile)
+	// takes its start out all the same: the next take finds its place.
+	var own time.Time
+	for i := range 3 {
+		if _, at := take(func() (time.Duration, time.Time, error) { return l.Take(ctx, "sms", "", r) }); i == 0 {
+			own = at
+		}
+		clk.add(time.Second)
+	}
+	lower := Rate{Count: 2, Per: r.Per}
+	if wait, at := take(func() (time.Duration, time.Time, error) { return l.Move(ctx, "sms", "", lower, own) }); wait <= 0 || !at.IsZero() {
+		t.Fatalf("a move into a full window: wait %s, at %v; want a wait", wait, at)
+	}
+	if wait, _ := take(func() (time.Duration, time.Time, error) { return l.Take(ctx, "sms", "", r) }); wait != 0 {
+		t.Fatalf("a take after a refused move: wait %s; want the refused start's place", wait)
+	}
+	// A start that left the window takes nothing out, and moves only
+	// into room.
+	if wait, at := take(func() (time.Duration, time.Time, error) { return l.Move(ctx, "sms", "", r, t0) }); wait <= 0 || !at.IsZero() {
+		t.Fatalf("moving a start long gone into a full window: wait %s, at %v; want a wait", wait, at)
+	}
+	if _, _, err := l.Move(ctx, "sms", "", r, time.Time{}); err == nil {
+		t.Fatal("Move without a start to move: want an error")
+	}
+}
+
 // Workers taking at once: never more than Count starts in the window.
 func TestTakeUnderContention(t *testing.T) {
 	ctx := context.Background()

@@ -116,8 +116,11 @@ type Store struct {
 	// claims are the runs this Store claimed and has not finished: Finish
 	// and Extend of such a run are one write.
 	claims sync.Map // id → *Run (a copy per update: compared by pointer)
-	legacy legacyProbe
-	minute minuteCounters
+	// befores keeps, beside each claim, the record as it was before it
+	// (id → *Run), so that Unclaim can put it back as it was.
+	befores sync.Map
+	legacy  legacyProbe
+	minute  minuteCounters
 	// group combines concurrent claims, extensions and finishes into
 	// shared transactions (nil: each goes alone).
 	group *grouper
@@ -662,7 +665,11 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 	if ops != nil {
 		err := s.submitRun(ctx, ops)
 		if err == nil {
-			s.claims.Store(id, &next)
+			// Before it: queued and not started (the mark it replaced), or
+			// nothing, which a give-back writes as queued.
+			before := next
+			before.State, before.Attempts, before.Worker, before.Started, before.ClaimUntil = Queued, 0, "", time.Time{}, time.Time{}
+			s.remember(id, &next, &before)
 			return next.Public(), nil
 		}
 		if !isConflict(err) {
@@ -670,11 +677,18 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 		}
 	}
 	var verdict error
+	var before Run
 	err = s.modifyAt(ctx, id, func(cur *Run, home string) (Run, bool, error) {
 		var n Run
 		n, verdict = decideClaim(cur, id, worker, attempt, leaseUntil, m, now)
 		n.pk = home
 		next = n
+		if cur != nil {
+			before = *cur
+		} else {
+			before = n
+			before.State, before.Attempts, before.Worker, before.Started, before.ClaimUntil = Queued, 0, "", time.Time{}, time.Time{}
+		}
 		// A duplicate is counted (best effort); other refusals write nothing.
 		return n, verdict == nil || (cur != nil && errors.Is(verdict, ErrAlreadySucceeded)), nil
 	})
@@ -687,8 +701,14 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 	case err != nil:
 		return leasecrontype.Run{}, err
 	}
-	s.claims.Store(id, &next)
+	s.remember(id, &next, &before)
 	return next.Public(), nil
+}
+
+// remember keeps this Store's claim on id and the record as it was before.
+func (s *Store) remember(id string, claimed, before *Run) {
+	s.claims.Store(id, claimed)
+	s.befores.Store(id, before)
 }
 
 // Forget drops what this Store remembers of its claim on id without
@@ -696,7 +716,46 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 // whose message could not be hidden for it), and a later end of another
 // scheduling of the id that this process runs unclaimed must not be
 // taken for this attempt's.
-func (s *Store) Forget(id string) { s.claims.Delete(id) }
+func (s *Store) Forget(id string) {
+	s.claims.Delete(id)
+	s.befores.Delete(id)
+}
+
+// Unclaim gives back the claim this Store made on id for a delivery put
+// back without running (queue.Unclaimer: its rate budget, taken again
+// after a claim that answered late, was refused): the record is put back
+// as it was before the claim — a first attempt queued and not started,
+// a retry failed with its attempts, a crashed attempt's run as its
+// worker left it — so that nothing reads the give-back as an attempt
+// made (a disable, a cancel of the id's next scheduling, a claim's count
+// of attempts) and another worker need not wait for the claim to lapse.
+// A record that is no longer this claim's run is left alone, and nothing
+// is written for an id this Store did not claim.
+func (s *Store) Unclaim(ctx context.Context, id string) (err error) {
+	v, ok := s.claims.LoadAndDelete(id)
+	b, _ := s.befores.LoadAndDelete(id)
+	if !ok {
+		return nil
+	}
+	c := *v.(*Run)
+	before, _ := b.(*Run)
+	if before == nil {
+		return nil // (a claim remembered without its record before: none here)
+	}
+	defer func() {
+		if err != nil {
+			s.remember(id, v.(*Run), before) // a retry is still this claim's
+		}
+	}()
+	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		if cur == nil || cur.State != Running || cur.Worker != c.Worker || cur.Attempts != c.Attempts || otherDue(cur, Meta{Due: c.Due}) {
+			return Run{}, false, nil
+		}
+		next := *before
+		next.ETag, next.pk, next.legacy = cur.ETag, cur.pk, cur.legacy
+		return next, true, nil
+	})
+}
 
 // Extend moves worker's claim on id to until while the handler runs. A run
 // this Store claimed is extended only while the claim is still this
@@ -928,9 +987,13 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 	}
 	now := s.now()
 	v, claimed := s.claims.LoadAndDelete(id)
+	b, _ := s.befores.LoadAndDelete(id)
 	if claimed {
 		defer func() {
 			if err != nil {
+				if b != nil {
+					s.befores.LoadOrStore(id, b)
+				}
 				// Nothing was recorded: the caller's retry is still this
 				// claim's end, and keeps its guards (a review of issue 38's
 				// row 78: retried without it, the end was written over

@@ -1586,3 +1586,71 @@ func TestMemFailedEndKeepsItsClaim(t *testing.T) {
 		t.Fatalf("the next scheduling's run after the retried end: %+v, %v; want it running on w2", r, err)
 	}
 }
+
+// Unclaim gives back a claim for a delivery put back without running:
+// the record is put back as it was before the claim — a first attempt
+// queued and not started, a retry failed with its count, a crashed
+// attempt's run as its worker left it — so that the next claim makes the
+// same attempt, and a record that has moved on is left alone (issue 38,
+// seed 8456's fix: the rate budget taken again after a late claim, and
+// refused).
+func TestMemUnclaimGivesTheAttemptBack(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	due := e.now().Truncate(time.Second)
+	m := Meta{Type: "a", Due: due}
+	claim := func(s *Store, id, worker string, attempt int) Run {
+		t.Helper()
+		r, err := s.Claim(ctx, id, worker, attempt, e.now().Add(time.Minute), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Run{Run: r}
+	}
+	// A first attempt of a run marked queued.
+	if ok := e.s.MarkQueued(ctx, []Mark{{ID: "first", Meta: m}}); !ok[0] {
+		t.Fatal("mark failed")
+	}
+	claim(e.s, "first", "w1", 1)
+	if err := e.s.Unclaim(ctx, "first"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "first", Queued); r.Attempts != 0 || !notStarted(&r) {
+		t.Fatalf("a first attempt given back: %+v; want queued, not started", r)
+	}
+	// A retry: failed after attempt 1 again, and a stale copy of the
+	// message (its count older) then makes attempt 2, not 1 again.
+	claim(e.s, "retry", "w1", 1)
+	if err := e.s.Finish(ctx, "retry", Failed, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	claim(e.s, "retry", "w1", 2)
+	if err := e.s.Unclaim(ctx, "retry"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "retry", Failed); r.Attempts != 1 || r.LastError != "boom" {
+		t.Fatalf("a second attempt given back: %+v; want failed after attempt 1", r)
+	}
+	if r := claim(e.other, "retry", "w2", 1); r.Attempts != 2 {
+		t.Fatalf("a stale copy's claim after the give-back: attempt %d; want 2", r.Attempts)
+	}
+	// Given back twice (the claim is gone): nothing written over w2's.
+	if err := e.s.Unclaim(ctx, "retry"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "retry", Running); r.Worker != "w2" {
+		t.Fatalf("the run after a second give-back: %+v; want w2's claim", r)
+	}
+	// A crashed attempt taken over and given back: as its worker left it.
+	if _, err := e.other.Claim(ctx, "crashed", "w0", 1, e.now().Add(time.Second), m); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(2 * time.Second)
+	claim(e.s, "crashed", "w1", 1)
+	if err := e.s.Unclaim(ctx, "crashed"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "crashed", Running); r.Worker != "w0" || r.Attempts != 1 || r.ClaimUntil.After(e.now()) {
+		t.Fatalf("a taken-over attempt given back: %+v; want w0's lapsed claim", r)
+	}
+}
