@@ -82,6 +82,16 @@ func (r *rateLimiter) MoveStart(ctx context.Context, env queue.Envelope, from ti
 	return r.take(ctx, env, from)
 }
 
+// ReleaseStart takes the start TakeStart or MoveStart recorded at from
+// out of the window, for a delivery put back before its handler began.
+func (r *rateLimiter) ReleaseStart(ctx context.Context, env queue.Envelope, from time.Time) error {
+	lim, ok := r.rates[env.Type]
+	if !ok {
+		return nil
+	}
+	return r.l.Release(ctx, env.Type, rateKey(lim.Key, env), rate.Rate{Count: lim.Count, Per: lim.Per}, from)
+}
+
 // take is TakeStart, or MoveStart when from is set.
 func (r *rateLimiter) take(ctx context.Context, env queue.Envelope, from time.Time) (time.Duration, time.Time, error) {
 	lim, ok := r.rates[env.Type]

@@ -1666,6 +1666,10 @@ func (r limiterRates) MoveStart(ctx context.Context, env Envelope, from time.Tim
 	return r.l.Move(ctx, env.Type, "", r.r, from)
 }
 
+func (r limiterRates) ReleaseStart(ctx context.Context, env Envelope, from time.Time) error {
+	return r.l.Release(ctx, env.Type, "", r.r, from)
+}
+
 // A claim that answers late — past the second each window allows between
 // the rate's start and the handler's — moves the start to when the
 // handler makes it, so that the window counts the handler's start and
@@ -1756,6 +1760,38 @@ func (r *scriptedRates) Take(context.Context, Envelope) (time.Duration, error) {
 		return r.answers[r.asked-1], nil
 	}
 	return 0, nil
+}
+
+// A start counted for a handler that never begins — the delivery refused
+// by its run's claim (here a duplicate of a run that succeeded) — is
+// taken out of the window again, so that it holds no other task back: a
+// put-back that spends a start starves a rate of one a window.
+func TestRateStartOfADeliveryThatDoesNotRunIsNotSpent(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMax: 4 * time.Second}})
+	lim := rate.New(table.NewMemory("", nil), h.clk.Now, time.Second)
+	r := limiterRates{lim, rate.Rate{Count: 1, Per: time.Minute}}
+	h.c.o.Rates = r
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	ctx := context.Background()
+	if _, err := rm.Claim(ctx, "done", "w0", 1, h.clk.Now().Add(time.Minute), leasecrontype.RunMeta{Type: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rm.Finish(ctx, "done", leasecrontype.RunSucceeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	var got calls
+	h.c.Handle("r", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	h.enqueue(Envelope{ID: "done", Type: "r"})
+	h.start()
+	h.expect(OutcomeDuplicate)
+	h.quiesce()
+	if got.n() != 0 {
+		t.Fatalf("the handler ran %d times for a duplicate", got.n())
+	}
+	if wait, _, err := lim.Take(ctx, "r", "", r.r); err != nil || wait != 0 {
+		t.Fatalf("a take after the duplicate: wait %s, %v; want the place the duplicate took and gave back", wait, err)
+	}
 }
 
 // A RateLimiter that cannot move a start is asked for a second one after

@@ -154,6 +154,15 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			return
 		}
 	}
+	// A start counted for a handler that does not begin (put back for a
+	// pause, refused by the run's claim) is taken out again: spent, it
+	// held other tasks back for a start that never was.
+	began := time.Time{}
+	defer func() {
+		if began.IsZero() {
+			c.releaseRate(hctx, d, rateAt)
+		}
+	}()
 	// So can a concurrency slot's slow answer.
 	if c.pauseBegunSince(hctx, d) {
 		return
@@ -175,11 +184,11 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	} else {
 		task.Payload, herr = c.fetchPayload(hctx, env)
 	}
-	if herr == nil && !c.stillStarts(hctx, d, rateAt) {
+	if herr == nil && !c.stillStarts(hctx, d, &rateAt) {
 		return
 	}
 	if herr == nil {
-		began := c.clk.Now()
+		began = c.clk.Now()
 		herr, lost = c.runHandler(hctx, d, h, task, out)
 		c.timed(env, task.Attempt, began)
 	}
@@ -235,16 +244,34 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 // start; refused, either puts the message back and gives the claim back
 // (Unclaimer). Issue 38, the simulator's seed 8456: a claim seven
 // seconds slow, and four starts of a rate of three in ten seconds.
-func (c *Consumer) stillStarts(hctx context.Context, d *delivery, rateAt time.Time) bool {
+func (c *Consumer) stillStarts(hctx context.Context, d *delivery, rateAt *time.Time) bool {
 	if c.pauseBegunSince(hctx, d) {
 		return false
 	}
-	if rateAt.IsZero() || c.clk.Now().Sub(rateAt) <= rateFresh {
+	if rateAt.IsZero() || c.clk.Now().Sub(*rateAt) <= rateFresh {
 		return true
 	}
-	d.log.Info("the run's claim answered late; moving its rate start to now", "took", c.clk.Now().Sub(rateAt).Round(time.Millisecond))
-	_, ok := c.takeRate(hctx, d, rateAt)
+	d.log.Info("the run's claim answered late; moving its rate start to now", "took", c.clk.Now().Sub(*rateAt).Round(time.Millisecond))
+	at, ok := c.takeRate(hctx, d, *rateAt)
+	*rateAt = at // (zero when refused: takeRate took it out)
 	return ok
+}
+
+// releaseRate takes the start d recorded against its rate at (zero:
+// none) out of the window, for a delivery put back before its handler
+// began, so that the start is not spent (rateMover; with any other
+// limiter it stays counted). It is best effort: a failure leaves the
+// start counted, which only spends budget.
+func (c *Consumer) releaseRate(hctx context.Context, d *delivery, at time.Time) {
+	rm, ok := c.o.Rates.(rateMover)
+	if !ok || at.IsZero() {
+		return
+	}
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	if err := rm.ReleaseStart(ctx, d.env, at); err != nil {
+		d.log.Debug("taking back a rate start failed; it stays counted", "err", err)
+	}
 }
 
 // rateFresh bounds how long before the claim a delivery's start may have
@@ -280,6 +307,7 @@ func (c *Consumer) takeRate(hctx context.Context, d *delivery, from time.Time) (
 		switch {
 		case err != nil:
 			d.log.Warn("rate limit not checked; putting the message back", "err", err)
+			c.releaseRate(hctx, d, from) // (a move that failed may have left it)
 			c.deferMsg(hctx, d, c.deferDelay(d), "rate limit not checked")
 			return time.Time{}, false
 		case wait > 0:
@@ -291,6 +319,7 @@ func (c *Consumer) takeRate(hctx context.Context, d *delivery, from time.Time) (
 		}
 		// So can the rate budget's slow answer.
 		if c.pauseBegunSince(hctx, d) {
+			c.releaseRate(hctx, d, at)
 			return time.Time{}, false
 		}
 		if at.IsZero() {
@@ -302,6 +331,7 @@ func (c *Consumer) takeRate(hctx context.Context, d *delivery, from time.Time) (
 			return at, true
 		case try == 3:
 			d.log.Warn("the rate budget answered late three times; putting the message back", "took", took.Round(time.Millisecond))
+			c.releaseRate(hctx, d, at)
 			c.deferMsg(hctx, d, c.deferDelay(d), "rate limit: storage slow")
 			return time.Time{}, false
 		}

@@ -259,11 +259,10 @@ func (c *Consumer) putBack(hctx context.Context, d *delivery, env Envelope, dela
 }
 
 // handBack gives back the claim of a delivery that claimed its run,
-// before its message is put back without running (the rate budget taken
-// again after a late claim, and refused): the run is queued again with
-// the attempt yet to be made (Unclaimer), and another worker's claim need
-// not wait for this one to lapse. It does nothing for a delivery without
-// a claim.
+// before its message is put back without running (stillStarts refused
+// it): the run is as it was before the claim, with the attempt yet to be
+// made (Unclaimer), and another worker's claim need not wait for this one
+// to lapse. It does nothing for a delivery without a claim.
 func (c *Consumer) handBack(hctx context.Context, d *delivery) {
 	if !d.claimed {
 		return
@@ -274,7 +273,7 @@ func (c *Consumer) handBack(hctx context.Context, d *delivery) {
 		d.claimed = false
 		return
 	}
-	if err := c.transient(hctx, 0, func(ctx context.Context) error { return u.Unclaim(ctx, d.env.ID) }); err != nil {
+	if err := c.transient(hctx, 0, func(ctx context.Context) error { return u.Unclaim(ctx, d.env.ID, d.env.runMeta()) }); err != nil {
 		d.log.Warn("giving back the run's claim failed; another worker takes the run once the claim lapses", "err", err)
 		c.forgetClaim(d)
 	}

@@ -34,12 +34,14 @@ type rateStarter interface {
 }
 
 // rateMover is a rateStarter that can also move the start it recorded at
-// from to now, for a delivery whose claim answered long after the take:
-// refused (wait > 0), the start is taken out of the window, since the
-// delivery is put back without running. Any other rateStarter is asked
-// for a second start instead, and the first stays counted.
+// from to now, for a delivery whose claim answered long after the take
+// (refused, wait > 0, the start is taken out of the window, since the
+// delivery is put back without running), and take it out for a delivery
+// put back before its handler began. Any other rateStarter is asked for a
+// second start instead of a move, and its starts stay counted.
 type rateMover interface {
 	MoveStart(ctx context.Context, env Envelope, from time.Time) (wait time.Duration, at time.Time, err error)
+	ReleaseStart(ctx context.Context, env Envelope, from time.Time) error
 }
 
 // PayloadFetcher resolves claim-check references (Envelope.PayloadBlob).
@@ -121,12 +123,16 @@ type OwnRunFinisher interface {
 }
 
 // Unclaimer is what a RunRecorder may also do: give back the claim it
-// recorded for a delivery that is put back without running after all, so
-// that the run is queued again with the claimed attempt yet to be made. A
-// recorder without it is sent Finish with leasecrontype.RunQueued, as for
-// a hand-back at shutdown (the attempt then stays counted).
+// recorded for a delivery that is put back without running after all (a
+// pause found after a slow claim, or a rate window full when its start
+// was moved to the claim's end), so that the run is as it was before the
+// claim, with the claimed attempt yet to be made. m describes the
+// delivery: a run unstarted again must accept its message when it comes
+// back, although its row may be gone. A recorder without it is sent
+// Finish with leasecrontype.RunQueued, as for a hand-back at shutdown
+// (the attempt then stays counted).
 type Unclaimer interface {
-	Unclaim(ctx context.Context, id string) error
+	Unclaim(ctx context.Context, id string, m leasecrontype.RunMeta) error
 }
 
 // WaitNoter is what a RunRecorder may also do: note that the delivery

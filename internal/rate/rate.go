@@ -117,7 +117,7 @@ const tries = 16
 // returns how long until one of the recorded starts leaves the window
 // (0, the start and nil: started).
 func (l *Limiter) Take(ctx context.Context, typ, key string, r Rate) (time.Duration, time.Time, error) {
-	return l.take(ctx, typ, key, r, time.Time{})
+	return l.take(ctx, typ, key, r, time.Time{}, false)
 }
 
 // Move is Take for a caller that already recorded a start at from (as Take
@@ -133,11 +133,23 @@ func (l *Limiter) Move(ctx context.Context, typ, key string, r Rate, from time.T
 	if from.IsZero() {
 		return 0, time.Time{}, fmt.Errorf("rate of %s: no start to move", RowKey(typ, key))
 	}
-	return l.take(ctx, typ, key, r, from)
+	return l.take(ctx, typ, key, r, from, false)
 }
 
-// take is Take, or Move when from is set.
-func (l *Limiter) take(ctx context.Context, typ, key string, r Rate, from time.Time) (time.Duration, time.Time, error) {
+// Release takes the start recorded at from out of the window, for a
+// caller whose work will not begin after all (put back before it could),
+// so that the start is not spent; a from gone from the window writes
+// nothing.
+func (l *Limiter) Release(ctx context.Context, typ, key string, r Rate, from time.Time) error {
+	if from.IsZero() {
+		return nil
+	}
+	_, _, err := l.take(ctx, typ, key, r, from, true)
+	return err
+}
+
+// take is Take, or Move when from is set, or Release when out is set too.
+func (l *Limiter) take(ctx context.Context, typ, key string, r Rate, from time.Time, out bool) (time.Duration, time.Time, error) {
 	rk := RowKey(typ, key)
 	for try := range tries {
 		if try > 0 {
@@ -170,13 +182,17 @@ func (l *Limiter) take(ctx context.Context, typ, key string, r Rate, from time.T
 			}
 		}
 		var wait time.Duration
-		if len(starts) >= r.Count {
+		switch {
+		case out && !moved:
+			return 0, time.Time{}, nil
+		case out:
+		case len(starts) >= r.Count:
 			// The start that frees a place is the Count-th newest.
 			wait = starts[len(starts)-r.Count].Add(window).Sub(now)
 			if !moved {
 				return wait, time.Time{}, nil
 			}
-		} else {
+		default:
 			starts = append(starts, now)
 		}
 		op := table.Op{Kind: table.Insert, PartitionKey: Partition, RowKey: rk, Props: map[string]any{PropStarts: encode(starts)}}
@@ -185,7 +201,7 @@ func (l *Limiter) take(ctx context.Context, typ, key string, r Rate, from time.T
 		}
 		_, err = l.t.Submit(ctx, []table.Op{op})
 		switch {
-		case err == nil && wait > 0:
+		case err == nil && (wait > 0 || out):
 			return wait, time.Time{}, nil
 		case err == nil:
 			return 0, now, nil

@@ -171,6 +171,19 @@ func TestMoveCountsTheStartFromWhenItBegins(t *testing.T) {
 	if _, _, err := l.Move(ctx, "sms", "", r, time.Time{}); err == nil {
 		t.Fatal("Move without a start to move: want an error")
 	}
+	// Release takes a start out without a new one: its place is free.
+	clk.add(time.Minute)
+	_, gone := take(func() (time.Duration, time.Time, error) { return l.Take(ctx, "fax", "", lower) })
+	take(func() (time.Duration, time.Time, error) { return l.Take(ctx, "fax", "", lower) })
+	if err := l.Release(ctx, "fax", "", lower, gone); err != nil {
+		t.Fatal(err)
+	}
+	if wait, _ := take(func() (time.Duration, time.Time, error) { return l.Take(ctx, "fax", "", lower) }); wait != 0 {
+		t.Fatalf("a take after a release: wait %s; want the released place", wait)
+	}
+	if wait, _ := take(func() (time.Duration, time.Time, error) { return l.Take(ctx, "fax", "", lower) }); wait == 0 {
+		t.Fatal("a take past the rate after a release: started; want a wait (one start released, not every one)")
+	}
 }
 
 // Workers taking at once: never more than Count starts in the window.

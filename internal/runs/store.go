@@ -722,16 +722,25 @@ func (s *Store) Forget(id string) {
 }
 
 // Unclaim gives back the claim this Store made on id for a delivery put
-// back without running (queue.Unclaimer: its rate budget, taken again
-// after a claim that answered late, was refused): the record is put back
-// as it was before the claim — a first attempt queued and not started,
-// a retry failed with its attempts, a crashed attempt's run as its
-// worker left it — so that nothing reads the give-back as an attempt
-// made (a disable, a cancel of the id's next scheduling, a claim's count
-// of attempts) and another worker need not wait for the claim to lapse.
-// A record that is no longer this claim's run is left alone, and nothing
-// is written for an id this Store did not claim.
-func (s *Store) Unclaim(ctx context.Context, id string) (err error) {
+// back without running after all (queue.Unclaimer: a pause found after
+// the claim, or a rate window full when its start was moved to the
+// claim's end): what the claim wrote of the run's progress — its state,
+// attempts, worker, start and claim — is put back as it was before the
+// claim (a first attempt queued and not started, a retry failed with its
+// attempts, a crashed attempt's run as its worker left it), so that
+// nothing reads the give-back as an attempt made (a disable, a cancel of
+// the id's next scheduling, a claim's count of attempts) and another
+// worker need not wait for the claim to lapse. Everything else stays as
+// the record has it now: what the claim's scheduling wrote (its due time
+// and token), and what others wrote meanwhile (a mover's notes, a
+// counted duplicate). m is the delivery's: a run that is unstarted again
+// takes its token unless that due time was withdrawn, since its message
+// was checked — by its token, or against its row, which the mover may
+// have removed since, confirming the running run without a write (a
+// review of issue 38's row 82; seed 1032's trap). A record that is no
+// longer this claim's run is left alone, and nothing is written for an
+// id this Store did not claim.
+func (s *Store) Unclaim(ctx context.Context, id string, m Meta) (err error) {
 	v, ok := s.claims.LoadAndDelete(id)
 	b, _ := s.befores.LoadAndDelete(id)
 	if !ok {
@@ -751,8 +760,11 @@ func (s *Store) Unclaim(ctx context.Context, id string) (err error) {
 		if cur == nil || cur.State != Running || cur.Worker != c.Worker || cur.Attempts != c.Attempts || otherDue(cur, Meta{Due: c.Due}) {
 			return Run{}, false, nil
 		}
-		next := *before
-		next.ETag, next.pk, next.legacy = cur.ETag, cur.pk, cur.legacy
+		next := *cur
+		next.State, next.Attempts, next.Worker, next.Started, next.ClaimUntil = before.State, before.Attempts, before.Worker, before.Started, before.ClaimUntil
+		if notStarted(&next) && m.Token != "" && !next.Withdrawn.has(next.Due) {
+			next.Token = m.Token
+		}
 		return next, true, nil
 	})
 }
