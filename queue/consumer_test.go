@@ -320,6 +320,36 @@ func TestVisibilityExtendedUntilMaxRunTime(t *testing.T) {
 	}
 }
 
+// The first extension counts from when the message was received, not
+// from when its handler began: a claim that took 30 of the 60 s of
+// visibility (retried through failing storage) is followed by an
+// extension at once (at 40 s from the handler's start, the message and
+// the claim would both have lapsed at 60 s, and another worker run the
+// task too: issue 38, the simulator's seed 8680).
+func TestFirstExtensionCountsFromTheReceipt(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 60 * time.Second, MaxRunTime: time.Hour, PollMax: time.Hour}})
+	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 50 * time.Second}
+	rs.slow.Store(1)
+	h.c.o.Runs = rs
+	h.c.Handle("long", func(ctx context.Context, _ leasecrontype.Task) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	h.enqueue(Envelope{ID: "l1", Type: "long"})
+	h.start()
+	h.waitStarted()
+	if err := h.waitExtended(); err != nil {
+		t.Fatalf("the extension after a slow claim: %v", err)
+	}
+	m, _ := h.only(h.work)
+	if want := t0.Add(50 * time.Second).Add(60 * time.Second); !m.NextVisible.Equal(want) {
+		t.Fatalf("after the first extension visible at %v, want %v (extended when the handler began)", m.NextVisible, want)
+	}
+	if r := mustRun(t, rs.Memory, "l1", runs.Running); !r.ClaimUntil.Equal(h.clk.Now().Add(60 * time.Second)) {
+		t.Fatalf("claim not extended with it: %v", r.ClaimUntil)
+	}
+}
+
 // lostHarness is a harness whose queue fails updates on demand (a stale
 // receipt), with run records in memory.
 func lostHarness(t *testing.T, o ConsumerOptions) (*harness, *flakyQueue, *runs.Memory) {

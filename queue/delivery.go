@@ -28,9 +28,14 @@ type delivery struct {
 	maxA    int
 	log     *slog.Logger
 	claimed bool
-	slot    *slotHold  // nil outside the consumer loop (tests)
-	pauseAt time.Time  // when its pause was last checked
-	span    trace.Span // the delivery's leasecron.run span; nil for a malformed message
+	slot    *slotHold // nil outside the consumer loop (tests)
+	pauseAt time.Time // when its pause was last checked
+	// visSince is when the message was last made invisible for the
+	// VisibilityTimeout (its receipt, or an update): its handler's first
+	// extension is due two thirds of that later, however long the
+	// delivery took to get there.
+	visSince time.Time
+	span     trace.Span // the delivery's leasecron.run span; nil for a malformed message
 }
 
 // slotHold records whether a delivery holds one of the consumer's
@@ -46,6 +51,7 @@ type slotHold struct{ held, settling bool }
 // stop closes when the consumer begins to shut down.
 func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message, slot *slotHold) {
 	d := &delivery{m: m, start: c.clk.Now(), typ: MalformedType, slot: slot}
+	d.visSince = d.start
 	d.log = c.log.With("message", m.ID)
 	env, err := decodeBody(m.Text)
 	if err != nil {
@@ -547,7 +553,14 @@ func (c *Consumer) runHandler(hctx context.Context, d *delivery, h leasecrontype
 	vis := c.o.VisibilityTimeout
 	deadline := c.clk.NewTimer(timeout)
 	defer deadline.Stop()
-	ext := c.clk.NewTimer(vis * 2 / 3)
+	// The first extension counts from when the visibility was last set,
+	// not from now: a delivery slowed before its handler (its claim, its
+	// pause check or rate move retried through failing storage) would
+	// otherwise let its message reappear, and its claim lapse, while the
+	// handler runs (issue 38, the simulator's seed 8680: a handler that
+	// began twelve seconds after its claim, and a second worker ran it
+	// too).
+	ext := c.clk.NewTimer(max(0, vis*2/3-started.Sub(d.visSince)))
 	defer func() { ext.Stop() }()
 	done := make(chan error, 1)
 	if c.hooks.started != nil {

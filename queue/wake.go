@@ -224,11 +224,12 @@ func (c *Consumer) untilDue(stop <-chan struct{}, hctx context.Context, d *deliv
 	}
 	if shortened {
 		ctx, cancel := c.opCtx(hctx)
+		at := c.clk.Now()
 		m, err := c.work.Update(ctx, d.m, d.m.Text, c.o.VisibilityTimeout)
 		cancel()
 		switch {
 		case err == nil:
-			d.m = m
+			d.m, d.visSince = m, at
 		case errors.Is(err, ErrMessageGone):
 			return false, true
 		default:

@@ -1123,6 +1123,14 @@ func (s *Store) CancelPending(ctx context.Context, id string, m Meta) (Run, erro
 			next, err := applyCancel(*cur, now)
 			if err == nil {
 				unfinished = next
+				if !m.Due.IsZero() && otherDue(&next, m) {
+					// The row removed was another scheduling's, whose
+					// client may still be sending it: its confirmation
+					// must not take this cancelled record over (issue 38,
+					// sweep seed 8669: a replace due now, cancelled as it
+					// was sent, ran).
+					next.CancelledDue = next.CancelledDue.with(stored(m.Due))
+				}
 			}
 			return next, err == nil, nil
 		}

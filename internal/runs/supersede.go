@@ -190,8 +190,16 @@ func (s *Store) ConfirmSent(ctx context.Context, marks []Mark) []bool {
 }
 
 // decideSentConfirmed is decideConfirmed that leaves another live token's
-// confirmation of the same due time alone (ConfirmSent).
+// confirmation of the same due time alone, and a record whose cancel
+// noted the due time (its row removed while it was sent) unconfirmed
+// (ConfirmSent).
 func decideSentConfirmed(cur *Run, id string, m Meta) (next Run, write, marked bool) {
+	if cur != nil && cur.State.Finished() && otherDue(cur, m) && cur.CancelledDue.has(m.Due) {
+		// Its row was cancelled while it was sent (CancelPending marked the
+		// run under way then, and noted this due time): its message is
+		// checked against the row, which is gone.
+		return *cur, false, false
+	}
 	if cur != nil && cur.State == Queued && cur.Due.Equal(stored(m.Due)) && notStarted(cur) &&
 		cur.Token != "" && m.Token != "" && cur.Token != m.Token && !isRequeueToken(cur.Token) && !withdrawn(cur, m) {
 		return *cur, false, false

@@ -1692,3 +1692,39 @@ func TestMemUnclaimGivesTheAttemptBack(t *testing.T) {
 		t.Fatalf("the message's claim after the give-back: %+v, %v; want attempt 1", r, err)
 	}
 }
+
+// A cancel that removes a row whose client is still sending it, while an
+// earlier scheduling of the id is under way, cancels that run and notes
+// the removed row's due time: the sender's confirmation, coming after,
+// does not take the cancelled record over, and the message it sent is
+// checked against its row, which is gone (issue 38, sweep seed 8669: a
+// replace due now, cancelled as it was sent, ran after the cancel
+// answered).
+func TestMemCancelWhileSentKeepsTheSenderUnconfirmed(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	old := Meta{Type: "a", Due: e.now().Truncate(time.Second)}
+	if _, err := e.s.Claim(ctx, "t5", "w1", 1, e.now().Add(time.Minute), old); err != nil {
+		t.Fatal(err)
+	}
+	replaced := Meta{Type: "b", Due: old.Due.Add(30 * time.Second)}
+	if r, err := e.other.CancelPending(ctx, "t5", replaced); err != nil || r.State != Cancelled {
+		t.Fatalf("the cancel of the replacement's row: %+v, %v; want the earlier run cancelled", r, err)
+	}
+	sent := replaced
+	sent.Token = "tok-replace"
+	if ok := e.s.ConfirmSent(ctx, []Mark{{ID: "t5", Meta: sent}}); ok[0] {
+		t.Fatal("the sender's confirmation after the cancel was taken; want it refused")
+	}
+	if _, err := e.s.Claim(ctx, "t5", "w2", 1, e.now().Add(time.Minute), sent); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("the sent message's claim: %v; want it checked against its row (ErrUnconfirmed)", err)
+	}
+	// A new scheduling of that due time, its row marked by the mover,
+	// runs.
+	if ok := e.other.MarkQueued(ctx, []Mark{{ID: "t5", Meta: replaced}}); !ok[0] {
+		t.Fatal("the mover's mark of a new row of that due time was refused")
+	}
+	if _, err := e.s.Claim(ctx, "t5", "w2", 1, e.now().Add(time.Minute), replaced); err != nil {
+		t.Fatal(err)
+	}
+}
