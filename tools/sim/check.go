@@ -1092,8 +1092,12 @@ func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.Ca
 		// A scheduling that had not answered when the cancel did may
 		// have been written after it, the cancel acting on an earlier
 		// scheduling of the id instead (seed 4981): then it may have
-		// been cancelled, not surely.
-		inFlight := t.returned.IsZero() && slices.ContainsFunc(c.byID[id], func(o *ti) bool {
+		// been cancelled, not surely. So may one that answered after
+		// the cancel was issued, when the cancel removed no row (it
+		// read the rows before this one's was written, and marked the
+		// earlier scheduling's run: seed 8669).
+		overlapped := t.returned.IsZero() || !res.Removed && t.returned.After(issued)
+		inFlight := overlapped && slices.ContainsFunc(c.byID[id], func(o *ti) bool {
 			_, ended := o.finalEnd()
 			return o != t && (o.accepted || o.ambiguous) && !ended
 		})
