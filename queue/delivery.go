@@ -35,7 +35,10 @@ type delivery struct {
 	// extension is due two thirds of that later, however long the
 	// delivery took to get there.
 	visSince time.Time
-	span     trace.Span // the delivery's leasecron.run span; nil for a malformed message
+	// rowChecked says its claim was made after its row was checked (an
+	// early-sent message its run record did not confirm): see handBack.
+	rowChecked bool
+	span       trace.Span // the delivery's leasecron.run span; nil for a malformed message
 }
 
 // slotHold records whether a delivery holds one of the consumer's
@@ -690,6 +693,7 @@ func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecr
 	d.log.Debug("early-sent message checked against its task's row", "current", current, "row", d.env.Row)
 	if current {
 		m.Token, m.RowChecked = "", true // the row still stands for it: claim as any other
+		d.rowChecked = true
 	}
 	return c.claimAs(hctx, d, m, false)
 }

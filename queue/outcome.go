@@ -268,12 +268,17 @@ func (c *Consumer) handBack(hctx context.Context, d *delivery) {
 		return
 	}
 	u, ok := c.o.Runs.(Unclaimer)
-	if !ok {
+	if !ok || d.rowChecked {
+		// A claim made after the row was checked is handed back as at
+		// shutdown, the attempt counted as begun: unstarted again, the
+		// run would send its message to the row, which the mover may
+		// have removed meanwhile, confirming the running run without a
+		// write (seed 1032's trap; a review of row 82).
 		c.finish(hctx, d, leasecrontype.RunQueued, nil, "")
 		d.claimed = false
 		return
 	}
-	if err := c.transient(hctx, 0, func(ctx context.Context) error { return u.Unclaim(ctx, d.env.ID, d.env.runMeta()) }); err != nil {
+	if err := c.transient(hctx, 0, func(ctx context.Context) error { return u.Unclaim(ctx, d.env.ID) }); err != nil {
 		d.log.Warn("giving back the run's claim failed; another worker takes the run once the claim lapses", "err", err)
 		c.forgetClaim(d)
 	}

@@ -314,3 +314,46 @@ func TestPauseBegunDuringASlowClaimGivesTheClaimBack(t *testing.T) {
 		t.Fatalf("ran %+v; want once, as attempt 1", got.tasks)
 	}
 }
+
+// A claim made after its row was checked (an early-sent message its run
+// record did not confirm) is handed back as at shutdown when a pause
+// holds it: the run queued with its attempt on the record, to be made
+// again, so that its message, back after the mover moved the row (and
+// found the run under way, so wrote nothing), is claimed by its token
+// and not sent to the row that is gone (seed 1032's trap; a review of
+// issue 38's row 82).
+func TestPauseAfterARowCheckedClaimHandsBackAsAtShutdown(t *testing.T) {
+	src := &pauseSource{types: map[string]time.Time{}}
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second}, Pauses: src})
+	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 6 * time.Second}
+	rs.during = &struct {
+		after time.Duration
+		do    func()
+	}{time.Second, func() { src.set("notify", time.Time{}, true) }}
+	rs.slow.Store(1)
+	h.c.o.Runs = rs
+	rowGone := false
+	var mu sync.Mutex
+	h.c.o.Current = func(context.Context, Envelope) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return !rowGone, nil
+	}
+	var got calls
+	h.c.Handle("notify", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	h.enqueue(Envelope{ID: "n1", Type: "notify", Due: h.clk.Now(), Token: "tok", Row: "00/x"})
+	h.start()
+	h.expect(OutcomePaused)
+	if r := mustRun(t, rs.Memory, "n1", runs.Queued); r.Attempts != 1 {
+		t.Fatalf("the run after the hand-back: %+v; want queued with its attempt, as at shutdown", r)
+	}
+	// The mover moves the row meanwhile.
+	mu.Lock()
+	rowGone = true
+	mu.Unlock()
+	src.set("notify", time.Time{}, false)
+	h.expect(OutcomeSucceeded)
+	if got.n() != 1 || got.tasks[0].Attempt != 1 {
+		t.Fatalf("ran %+v; want once, as attempt 1", got.tasks)
+	}
+}

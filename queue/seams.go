@@ -126,13 +126,11 @@ type OwnRunFinisher interface {
 // recorded for a delivery that is put back without running after all (a
 // pause found after a slow claim, or a rate window full when its start
 // was moved to the claim's end), so that the run is as it was before the
-// claim, with the claimed attempt yet to be made. m describes the
-// delivery: a run unstarted again must accept its message when it comes
-// back, although its row may be gone. A recorder without it is sent
+// claim, with the claimed attempt yet to be made. A recorder without it is sent
 // Finish with leasecrontype.RunQueued, as for a hand-back at shutdown
 // (the attempt then stays counted).
 type Unclaimer interface {
-	Unclaim(ctx context.Context, id string, m leasecrontype.RunMeta) error
+	Unclaim(ctx context.Context, id string) error
 }
 
 // WaitNoter is what a RunRecorder may also do: note that the delivery

@@ -683,9 +683,14 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 		n, verdict = decideClaim(cur, id, worker, attempt, leaseUntil, m, now)
 		n.pk = home
 		next = n
-		if cur != nil {
+		if cur != nil && !newer(cur, m) && !otherDue(cur, m) {
 			before = *cur
 		} else {
+			// A new scheduling (the record was an earlier one's, ended,
+			// or one taken over): before the claim it was queued and
+			// not started, not what the earlier one came to (a review
+			// of row 82: a give-back wrote the earlier run's success
+			// onto this one, which then never ran).
 			before = n
 			before.State, before.Attempts, before.Worker, before.Started, before.ClaimUntil = Queued, 0, "", time.Time{}, time.Time{}
 		}
@@ -733,14 +738,12 @@ func (s *Store) Forget(id string) {
 // worker need not wait for the claim to lapse. Everything else stays as
 // the record has it now: what the claim's scheduling wrote (its due time
 // and token), and what others wrote meanwhile (a mover's notes, a
-// counted duplicate). m is the delivery's: a run that is unstarted again
-// takes its token unless that due time was withdrawn, since its message
-// was checked — by its token, or against its row, which the mover may
-// have removed since, confirming the running run without a write (a
-// review of issue 38's row 82; seed 1032's trap). A record that is no
-// longer this claim's run is left alone, and nothing is written for an
-// id this Store did not claim.
-func (s *Store) Unclaim(ctx context.Context, id string, m Meta) (err error) {
+// counted duplicate) — among them a token a confirmation wrote onto the
+// running run (decideConfirmed), so that a message claimed after its row
+// check, the row since moved, is not sent to the row again (seed 1032's
+// trap). A record that is no longer this claim's run is left alone, and
+// nothing is written for an id this Store did not claim.
+func (s *Store) Unclaim(ctx context.Context, id string) (err error) {
 	v, ok := s.claims.LoadAndDelete(id)
 	b, _ := s.befores.LoadAndDelete(id)
 	if !ok {
@@ -762,9 +765,6 @@ func (s *Store) Unclaim(ctx context.Context, id string, m Meta) (err error) {
 		}
 		next := *cur
 		next.State, next.Attempts, next.Worker, next.Started, next.ClaimUntil = before.State, before.Attempts, before.Worker, before.Started, before.ClaimUntil
-		if notStarted(&next) && m.Token != "" && !next.Withdrawn.has(next.Due) {
-			next.Token = m.Token
-		}
 		return next, true, nil
 	})
 }

@@ -1613,7 +1613,7 @@ func TestMemUnclaimGivesTheAttemptBack(t *testing.T) {
 		t.Fatal("mark failed")
 	}
 	claim(e.s, "first", "w1", 1)
-	if err := e.s.Unclaim(ctx, "first", m); err != nil {
+	if err := e.s.Unclaim(ctx, "first"); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.mustState(t, "first", Queued); r.Attempts != 0 || !notStarted(&r) {
@@ -1626,7 +1626,7 @@ func TestMemUnclaimGivesTheAttemptBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim(e.s, "retry", "w1", 2)
-	if err := e.s.Unclaim(ctx, "retry", m); err != nil {
+	if err := e.s.Unclaim(ctx, "retry"); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.mustState(t, "retry", Failed); r.Attempts != 1 || r.LastError != "boom" {
@@ -1636,7 +1636,7 @@ func TestMemUnclaimGivesTheAttemptBack(t *testing.T) {
 		t.Fatalf("a stale copy's claim after the give-back: attempt %d; want 2", r.Attempts)
 	}
 	// Given back twice (the claim is gone): nothing written over w2's.
-	if err := e.s.Unclaim(ctx, "retry", m); err != nil {
+	if err := e.s.Unclaim(ctx, "retry"); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.mustState(t, "retry", Running); r.Worker != "w2" {
@@ -1648,7 +1648,7 @@ func TestMemUnclaimGivesTheAttemptBack(t *testing.T) {
 	}
 	e.advance(2 * time.Second)
 	claim(e.s, "crashed", "w1", 1)
-	if err := e.s.Unclaim(ctx, "crashed", m); err != nil {
+	if err := e.s.Unclaim(ctx, "crashed"); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.mustState(t, "crashed", Running); r.Worker != "w0" || r.Attempts != 1 || r.ClaimUntil.After(e.now()) {
@@ -1664,32 +1664,32 @@ func TestMemUnclaimGivesTheAttemptBack(t *testing.T) {
 	later := Meta{Type: "a", Due: due.Add(time.Hour)}
 	e.other.MarkQueued(ctx, []Mark{{ID: "noted", Meta: later}})
 	noted := e.mustState(t, "noted", Running)
-	if err := e.s.Unclaim(ctx, "noted", m); err != nil {
+	if err := e.s.Unclaim(ctx, "noted"); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.mustState(t, "noted", Queued); r.Attempts != 0 || !slices.Equal(r.Behind, noted.Behind) {
 		t.Fatalf("given back over a note written during the claim: %+v; want queued with the note (%v)", r, noted.Behind)
 	}
-	// An early-sent message claimed after its row was checked, and
-	// confirmed by the mover while it ran (which writes nothing to a
-	// running run, and removes the row): given back, the run takes the
-	// message's token, so that the message's next claim is not sent to
-	// the row that is gone (the trap of seed 1032).
-	tokened := Meta{Type: "a", Due: due, Token: "tok-early"}
-	checked := tokened
-	checked.Token, checked.RowChecked = "", true
-	if _, err := e.s.Claim(ctx, "early", "w1", 1, e.now().Add(time.Minute), checked); err != nil {
+	// A new scheduling claimed over an earlier one's end: given back, it
+	// is queued and not started, not what the earlier one came to (a
+	// give-back that wrote the earlier success onto it left it never to
+	// run).
+	claim(e.s, "again", "w1", 1)
+	if err := e.s.Finish(ctx, "again", Succeeded, nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	e.other.Confirm(ctx, []Mark{{ID: "early", Meta: tokened}})
-	if err := e.s.Unclaim(ctx, "early", tokened); err != nil {
+	next := Meta{Type: "a", Due: due.Add(time.Hour), RowChecked: true}
+	if _, err := e.s.Claim(ctx, "again", "w1", 1, e.now().Add(time.Minute), next); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.mustState(t, "early", Queued); r.Attempts != 0 || r.Token != tokened.Token {
-		t.Fatalf("a row-checked claim given back: %+v; want queued with the message's token", r)
+	if err := e.s.Unclaim(ctx, "again"); err != nil {
+		t.Fatal(err)
 	}
-	if r, err := e.other.Claim(ctx, "early", "w2", 1, e.now().Add(time.Minute), tokened); err != nil || r.Attempts != 1 {
-		t.Fatalf("the message's claim after the give-back: %+v, %v; want attempt 1", r, err)
+	if r := e.mustState(t, "again", Queued); r.Attempts != 0 || !r.Due.Equal(next.Due) {
+		t.Fatalf("a new scheduling given back over an earlier success: %+v; want it queued for its own due time", r)
+	}
+	if r, err := e.other.Claim(ctx, "again", "w2", 1, e.now().Add(time.Minute), next); err != nil || r.Attempts != 1 {
+		t.Fatalf("its claim after the give-back: %+v, %v; want attempt 1", r, err)
 	}
 }
 

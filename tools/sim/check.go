@@ -1095,8 +1095,9 @@ func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.Ca
 		// been cancelled, not surely. So may one that answered after
 		// the cancel was issued, when the cancel removed no row (it
 		// read the rows before this one's was written, and marked the
-		// earlier scheduling's run: seed 8669).
-		overlapped := t.returned.IsZero() || !res.Removed && t.returned.After(issued)
+		// earlier scheduling's run: seed 8669), unless its row was moved
+		// meanwhile, when the cancel reached its run for sure.
+		overlapped := t.returned.IsZero() || !res.Removed && t.returned.After(issued) && !c.movedLocked(id, t.due, issued, now)
 		inFlight := overlapped && slices.ContainsFunc(c.byID[id], func(o *ti) bool {
 			_, ended := o.finalEnd()
 			return o != t && (o.accepted || o.ambiguous) && !ended
