@@ -292,10 +292,7 @@ func TestVisibilityExtendedUntilMaxRunTime(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 60 * time.Second, MaxRunTime: 100 * time.Second, PollMax: time.Hour}})
 	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
-	h.c.Handle("long", func(ctx context.Context, _ leasecrontype.Task) error {
-		<-ctx.Done()
-		return ctx.Err()
-	})
+	h.c.Handle("long", untilCancelled)
 	h.enqueue(Envelope{ID: "l1", Type: "long"})
 	h.start()
 	h.waitStarted()
@@ -331,10 +328,7 @@ func TestFirstExtensionCountsFromTheReceipt(t *testing.T) {
 	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 50 * time.Second}
 	rs.slow.Store(1)
 	h.c.o.Runs = rs
-	h.c.Handle("long", func(ctx context.Context, _ leasecrontype.Task) error {
-		<-ctx.Done()
-		return ctx.Err()
-	})
+	h.c.Handle("long", untilCancelled)
 	h.enqueue(Envelope{ID: "l1", Type: "long"})
 	h.start()
 	h.waitStarted()
@@ -348,6 +342,12 @@ func TestFirstExtensionCountsFromTheReceipt(t *testing.T) {
 	if r := mustRun(t, rs.Memory, "l1", runs.Running); !r.ClaimUntil.Equal(h.clk.Now().Add(60 * time.Second)) {
 		t.Fatalf("claim not extended with it: %v", r.ClaimUntil)
 	}
+}
+
+// untilCancelled is a handler that runs until its context ends.
+func untilCancelled(ctx context.Context, _ leasecrontype.Task) error {
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 // lostHarness is a harness whose queue fails updates on demand (a stale
@@ -1668,12 +1668,15 @@ type slowClaims struct {
 	clk  *clock.Fake
 	by   time.Duration
 	slow atomic.Int32
-	// during, when set, is done while a slow claim is under way, after
-	// before it answers.
-	during *struct {
-		after time.Duration
-		do    func()
-	}
+	// during, when set, is done while a slow claim is under way.
+	during *claimHook
+}
+
+// claimHook is something done while a slow claim is under way, after
+// before the claim answers.
+type claimHook struct {
+	after time.Duration
+	do    func()
 }
 
 // limiterRates is a rate.Limiter of one rate for every type, as the
@@ -1720,10 +1723,7 @@ func TestLateClaimMovesItsRateStart(t *testing.T) {
 				// take's start leaves it during a three-second claim, and
 				// another worker's start takes its place.
 				r.r.Per, rs.by = time.Second, 3*time.Second
-				rs.during = &struct {
-					after time.Duration
-					do    func()
-				}{time.Second / 2, func() {
+				rs.during = &claimHook{time.Second / 2, func() {
 					if wait, _, err := lim.Take(context.Background(), "r", "", r.r); wait != 0 || err != nil {
 						t.Errorf("another worker's start during the claim: wait %s, %v", wait, err)
 					}

@@ -282,15 +282,7 @@ func (f rateFunc) Take(_ context.Context, env Envelope) (time.Duration, error) {
 // goes back as any paused one, without an attempt; once resumed it runs
 // as the first attempt.
 func TestPauseBegunDuringASlowClaimGivesTheClaimBack(t *testing.T) {
-	src := &pauseSource{types: map[string]time.Time{}}
-	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second}, Pauses: src})
-	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 6 * time.Second}
-	rs.during = &struct {
-		after time.Duration
-		do    func()
-	}{time.Second, func() { src.set("notify", time.Time{}, true) }}
-	rs.slow.Store(1)
-	h.c.o.Runs = rs
+	h, src, rs := pausedDuringClaim(t)
 	var got calls
 	h.c.Handle("notify", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
 	if ok := rs.MarkQueued(context.Background(), []runs.Mark{{ID: "n1", Meta: runs.Meta{Type: "notify", Due: h.clk.Now()}}}); !ok[0] {
@@ -323,15 +315,7 @@ func TestPauseBegunDuringASlowClaimGivesTheClaimBack(t *testing.T) {
 // and not sent to the row that is gone (seed 1032's trap; a review of
 // issue 38's row 82).
 func TestPauseAfterARowCheckedClaimHandsBackAsAtShutdown(t *testing.T) {
-	src := &pauseSource{types: map[string]time.Time{}}
-	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second}, Pauses: src})
-	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 6 * time.Second}
-	rs.during = &struct {
-		after time.Duration
-		do    func()
-	}{time.Second, func() { src.set("notify", time.Time{}, true) }}
-	rs.slow.Store(1)
-	h.c.o.Runs = rs
+	h, src, rs := pausedDuringClaim(t)
 	rowGone := false
 	var mu sync.Mutex
 	h.c.o.Current = func(context.Context, Envelope) (bool, error) {
@@ -356,4 +340,16 @@ func TestPauseAfterARowCheckedClaimHandsBackAsAtShutdown(t *testing.T) {
 	if got.n() != 1 || got.tasks[0].Attempt != 1 {
 		t.Fatalf("ran %+v; want once, as attempt 1", got.tasks)
 	}
+}
+
+// pausedDuringClaim is a harness whose first claim takes six seconds,
+// during which type notify is paused.
+func pausedDuringClaim(t *testing.T) (*harness, *pauseSource, *slowClaims) {
+	src := &pauseSource{types: map[string]time.Time{}}
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PauseCheck: 5 * time.Second, PollMin: time.Second, PollMax: 2 * time.Second}, Pauses: src})
+	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 6 * time.Second}
+	rs.during = &claimHook{time.Second, func() { src.set("notify", time.Time{}, true) }}
+	rs.slow.Store(1)
+	h.c.o.Runs = rs
+	return h, src, rs
 }
