@@ -1672,8 +1672,8 @@ type slowClaims struct {
 	during *claimHook
 }
 
-// claimHook is something done while a slow claim is under way, after
-// before the claim answers.
+// claimHook is something done while a slow claim is under way: do runs
+// when the claim has taken all but after of its time.
 type claimHook struct {
 	after time.Duration
 	do    func()
@@ -1711,9 +1711,14 @@ func (r limiterRates) ReleaseStart(ctx context.Context, env Envelope, from time.
 // without it hands the claim back, takes the start out, and the message
 // waits for the budget (issue 38, the simulator's seed 8456: a claim
 // seven seconds slow, and four starts of a rate of three in ten seconds).
+//
+// A claim made after its row was checked (an early-sent message) is handed
+// back as at shutdown instead, and not noted waiting: queued with its
+// attempt, which a series' cancel or disable still reaches.
 func TestLateClaimMovesItsRateStart(t *testing.T) {
-	for _, refused := range []bool{false, true} {
-		t.Run(fmt.Sprint("refused=", refused), func(t *testing.T) {
+	for _, c := range []struct{ refused, rowChecked bool }{{false, false}, {true, false}, {true, true}} {
+		refused := c.refused
+		t.Run(fmt.Sprintf("refused=%v,rowChecked=%v", c.refused, c.rowChecked), func(t *testing.T) {
 			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PollMax: 4 * time.Second}})
 			lim := rate.New(table.NewMemory("", nil), h.clk.Now, time.Second)
 			r := limiterRates{lim, rate.Rate{Count: 1, Per: 10 * time.Second}}
@@ -1734,9 +1739,21 @@ func TestLateClaimMovesItsRateStart(t *testing.T) {
 			h.c.o.Runs = rs
 			var got calls
 			h.c.Handle("r", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
-			h.enqueue(Envelope{ID: "late", Type: "r", Due: h.clk.Now()})
+			env := Envelope{ID: "late", Type: "r", Due: h.clk.Now()}
+			if c.rowChecked {
+				env.Token, env.Row = "tok", "00/x"
+				h.c.o.Current = func(context.Context, Envelope) (bool, error) { return true, nil }
+			}
+			h.enqueue(env)
 			h.start()
-			if refused {
+			switch {
+			case c.rowChecked:
+				h.expect(OutcomeDeferred)
+				if r := mustRun(t, rs.Memory, "late", runs.Queued); r.Attempts != 1 {
+					t.Fatalf("the run handed back after a row check: %+v; want it queued with its attempt, as at shutdown", r)
+				}
+				h.clk.Advance(5 * time.Second)
+			case refused:
 				h.expect(OutcomeDeferred)
 				if r := mustRun(t, rs.Memory, "late", runs.Snoozed); r.Attempts != 0 {
 					t.Fatalf("the run handed back: %+v; want it waiting, its claim and attempt given up (so that it does not look started)", r)

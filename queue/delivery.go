@@ -251,8 +251,8 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 // counted against its rate (at rateAt) long before is moved to now, as
 // takeRate moves a late one, so that the window counts the handler's
 // start; refused, either puts the message back and gives the claim back
-// (Unclaimer). Issue 38, the simulator's seed 8456: a claim seven
-// seconds slow, and four starts of a rate of three in ten seconds.
+// (handBack). Issue 38, the simulator's seed 8456: a claim seven seconds
+// slow, and four starts of a rate of three in ten seconds.
 func (c *Consumer) stillStarts(hctx context.Context, d *delivery, rateAt *time.Time) bool {
 	if c.pauseBegunSince(hctx, d) {
 		return false
@@ -321,8 +321,12 @@ func (c *Consumer) takeRate(hctx context.Context, d *delivery, from time.Time) (
 			return time.Time{}, false
 		case wait > 0:
 			d.log.Debug("over its rate; putting the message back until the budget frees", "retry_in", wait.Round(time.Millisecond))
-			c.handBack(hctx, d)
-			c.noteWaiting(hctx, d, wait, "waiting for the rate limit of "+d.env.Type)
+			if !c.handBack(hctx, d) {
+				// (A run handed back as at shutdown stays queued, which a
+				// series' cancel or disable still reaches: noted waiting
+				// with its attempt it would look started to them.)
+				c.noteWaiting(hctx, d, wait, "waiting for the rate limit of "+d.env.Type)
+			}
 			c.deferMsg(hctx, d, wait, "rate limit: waiting for the budget")
 			return time.Time{}, false
 		}

@@ -262,27 +262,32 @@ func (c *Consumer) putBack(hctx context.Context, d *delivery, env Envelope, dela
 // before its message is put back without running (stillStarts refused
 // it): the run is as it was before the claim, with the attempt yet to be
 // made (Unclaimer), and another worker's claim need not wait for this one
-// to lapse. It does nothing for a delivery without a claim.
-func (c *Consumer) handBack(hctx context.Context, d *delivery) {
+// to lapse; a claim made after its row was checked is handed back as at
+// shutdown instead (below). It reports whether it was, and does nothing
+// for a delivery without a claim.
+func (c *Consumer) handBack(hctx context.Context, d *delivery) (asAtShutdown bool) {
 	if !d.claimed {
-		return
+		return false
 	}
+	defer func() { d.claimed = false }()
 	u, ok := c.o.Runs.(Unclaimer)
 	if !ok || d.rowChecked {
 		// A claim made after the row was checked is handed back as at
-		// shutdown, the attempt counted as begun: unstarted again, the
-		// run would send its message to the row, which the mover may
-		// have removed meanwhile, confirming the running run without a
-		// write (seed 1032's trap; a review of row 82).
-		c.finish(hctx, d, leasecrontype.RunQueued, nil, "")
-		d.claimed = false
-		return
+		// shutdown, the attempt left on the record to be made again:
+		// unstarted again, the run would send its message to the row,
+		// which the mover may have removed meanwhile, confirming the
+		// running run without a write (seed 1032's trap; a review of
+		// row 82).
+		if _, err := c.finish(hctx, d, leasecrontype.RunQueued, nil, ""); err != nil {
+			c.forgetClaim(d)
+		}
+		return true
 	}
 	if err := c.transient(hctx, 0, func(ctx context.Context) error { return u.Unclaim(ctx, d.env.ID) }); err != nil {
 		d.log.Warn("giving back the run's claim failed; another worker takes the run once the claim lapses", "err", err)
 		c.forgetClaim(d)
 	}
-	d.claimed = false
+	return false
 }
 
 // misrouted puts back a message of a type this worker has no handler for,

@@ -126,7 +126,8 @@ type OwnRunFinisher interface {
 // recorded for a delivery that is put back without running after all (a
 // pause found after a slow claim, or a rate window full when its start
 // was moved to the claim's end), so that the run is as it was before the
-// claim, with the claimed attempt yet to be made. A recorder without it is sent
+// claim, with the claimed attempt yet to be made. A recorder without it,
+// and a claim made after its message's row was checked, are sent
 // Finish with leasecrontype.RunQueued, as for a hand-back at shutdown
 // (the attempt then stays counted).
 type Unclaimer interface {

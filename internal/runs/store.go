@@ -683,14 +683,15 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 		n, verdict = decideClaim(cur, id, worker, attempt, leaseUntil, m, now)
 		n.pk = home
 		next = n
-		if cur != nil && !newer(cur, m) && !otherDue(cur, m) {
+		if cur != nil && !cur.State.Finished() && !otherDue(cur, m) {
 			before = *cur
 		} else {
-			// A new scheduling (the record was an earlier one's, ended,
-			// or one taken over): before the claim it was queued and
-			// not started, not what the earlier one came to (a review
-			// of row 82: a give-back wrote the earlier run's success
-			// onto this one, which then never ran).
+			// A new scheduling (the record was an earlier one's, ended
+			// — an earlier release's record of any due time among them —
+			// or one taken over): before the claim it was queued and not
+			// started, not what the earlier one came to (a review of row
+			// 82: a give-back wrote the earlier run's success onto this
+			// one, which then never ran).
 			before = n
 			before.State, before.Attempts, before.Worker, before.Started, before.ClaimUntil = Queued, 0, "", time.Time{}, time.Time{}
 		}
@@ -738,11 +739,11 @@ func (s *Store) Forget(id string) {
 // worker need not wait for the claim to lapse. Everything else stays as
 // the record has it now: what the claim's scheduling wrote (its due time
 // and token), and what others wrote meanwhile (a mover's notes, a
-// counted duplicate) — among them a token a confirmation wrote onto the
-// running run (decideConfirmed), so that a message claimed after its row
-// check, the row since moved, is not sent to the row again (seed 1032's
-// trap). A record that is no longer this claim's run is left alone, and
-// nothing is written for an id this Store did not claim.
+// counted duplicate). A claim made after its message's row was checked
+// is not given back so (its message would be sent to the row again, which
+// the mover may have removed: the consumer hands it back as at shutdown).
+// A record that is no longer this claim's run is left alone, and nothing
+// is written for an id this Store did not claim.
 func (s *Store) Unclaim(ctx context.Context, id string) (err error) {
 	v, ok := s.claims.LoadAndDelete(id)
 	b, _ := s.befores.LoadAndDelete(id)

@@ -1691,6 +1691,24 @@ func TestMemUnclaimGivesTheAttemptBack(t *testing.T) {
 	if r, err := e.other.Claim(ctx, "again", "w2", 1, e.now().Add(time.Minute), next); err != nil || r.Attempts != 1 {
 		t.Fatalf("its claim after the give-back: %+v, %v; want attempt 1", r, err)
 	}
+	// So over an earlier release's dead record, which knows no due time
+	// (any due time matches it): not written back dead under this
+	// scheduling's due time, which would refuse its message.
+	if _, err := e.s.Claim(ctx, "olddead", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Finish(ctx, "olddead", Dead, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Claim(ctx, "olddead", "w1", 1, e.now().Add(time.Minute), next); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Unclaim(ctx, "olddead"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.other.Claim(ctx, "olddead", "w2", 1, e.now().Add(time.Minute), next); err != nil || r.Attempts != 1 {
+		t.Fatalf("a claim after a give-back over an earlier release's dead record: %+v, %v; want attempt 1", r, err)
+	}
 }
 
 // A cancel that removes a row whose client is still sending it, while an

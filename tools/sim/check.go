@@ -1096,8 +1096,9 @@ func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.Ca
 		// the cancel was issued, when the cancel removed no row (it
 		// read the rows before this one's was written, and marked the
 		// earlier scheduling's run: seed 8669), unless its row was moved
-		// meanwhile, when the cancel reached its run for sure.
-		overlapped := t.returned.IsZero() || !res.Removed && t.returned.After(issued) && !c.movedLocked(id, t.due, issued, now)
+		// before the cancel was issued, when the cancel reached its run
+		// for sure.
+		overlapped := t.returned.IsZero() || !res.Removed && t.returned.After(issued) && !c.movedLocked(id, t.due, time.Time{}, issued)
 		inFlight := overlapped && slices.ContainsFunc(c.byID[id], func(o *ti) bool {
 			_, ended := o.finalEnd()
 			return o != t && (o.accepted || o.ambiguous) && !ended
