@@ -85,20 +85,28 @@ func (r *rateLimiter) MoveStart(ctx context.Context, env queue.Envelope, from ti
 // ReleaseStart takes the start TakeStart or MoveStart recorded at from
 // out of the window, for a delivery put back before its handler began.
 func (r *rateLimiter) ReleaseStart(ctx context.Context, env queue.Envelope, from time.Time) error {
-	lim, ok := r.rates[env.Type]
+	rt, key, ok := r.rateOf(env)
 	if !ok {
 		return nil
 	}
-	return r.l.Release(ctx, env.Type, rateKey(lim.Key, env), rate.Rate{Count: lim.Count, Per: lim.Per}, from)
+	return r.l.Release(ctx, env.Type, key, rt, from)
+}
+
+// rateOf is env's rate and budget key (false: its type has no rate).
+func (r *rateLimiter) rateOf(env queue.Envelope) (rate.Rate, string, bool) {
+	lim, ok := r.rates[env.Type]
+	if !ok {
+		return rate.Rate{}, "", false
+	}
+	return rate.Rate{Count: lim.Count, Per: lim.Per}, rateKey(lim.Key, env), true
 }
 
 // take is TakeStart, or MoveStart when from is set.
 func (r *rateLimiter) take(ctx context.Context, env queue.Envelope, from time.Time) (time.Duration, time.Time, error) {
-	lim, ok := r.rates[env.Type]
+	rt, key, ok := r.rateOf(env)
 	if !ok {
 		return 0, time.Time{}, nil
 	}
-	rt, key := rate.Rate{Count: lim.Count, Per: lim.Per}, rateKey(lim.Key, env)
 	var wait time.Duration
 	var at time.Time
 	var err error
@@ -113,7 +121,7 @@ func (r *rateLimiter) take(ctx context.Context, env queue.Envelope, from time.Ti
 	case wait == 0:
 		return 0, at, nil
 	}
-	return wait + time.Duration(rand.Float64()*float64(lim.Per)/10), time.Time{}, nil
+	return wait + time.Duration(rand.Float64()*float64(rt.Per)/10), time.Time{}, nil
 }
 
 // rateKey is the budget key of env under key ("" for the type's budget).

@@ -166,7 +166,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	// A start counted for a handler that does not begin (put back for a
 	// pause, refused by the run's claim) is taken out again: spent, it
 	// held other tasks back for a start that never was.
-	began := time.Time{}
+	var began time.Time
 	defer func() {
 		if began.IsZero() {
 			c.releaseRate(hctx, d, rateAt)
@@ -299,12 +299,12 @@ const rateFresh = 500 * time.Millisecond
 // begin long after, which the window does not allow for: it is moved
 // again, so that it counts from now.
 func (c *Consumer) takeRate(hctx context.Context, d *delivery, from time.Time) (time.Time, bool) {
+	rs, starter := c.o.Rates.(rateStarter)
+	rm, mover := c.o.Rates.(rateMover)
 	for try := 1; ; try++ {
 		at := c.clk.Now()
 		var wait time.Duration
 		var err error
-		rs, starter := c.o.Rates.(rateStarter)
-		rm, mover := c.o.Rates.(rateMover)
 		switch {
 		case mover && !from.IsZero():
 			wait, at, err = rm.MoveStart(hctx, d.env, from)

@@ -116,8 +116,8 @@ type Store struct {
 	// claims are the runs this Store claimed and has not finished: Finish
 	// and Extend of such a run are one write.
 	claims sync.Map // id → *Run (a copy per update: compared by pointer)
-	// befores keeps, beside each claim, the record as it was before it
-	// (id → *Run), so that Unclaim can put it back as it was.
+	// befores keeps, beside each claim, the run's attempt state as it was
+	// before it (id → attemptState), so that Unclaim can put it back.
 	befores sync.Map
 	legacy  legacyProbe
 	minute  minuteCounters
@@ -667,9 +667,7 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 		if err == nil {
 			// Before it: queued and not started (the mark it replaced), or
 			// nothing, which a give-back writes as queued.
-			before := next
-			before.State, before.Attempts, before.Worker, before.Started, before.ClaimUntil = Queued, 0, "", time.Time{}, time.Time{}
-			s.remember(id, &next, &before)
+			s.remember(id, &next, unstarted)
 			return next.Public(), nil
 		}
 		if !isConflict(err) {
@@ -677,23 +675,21 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 		}
 	}
 	var verdict error
-	var before Run
+	var before attemptState
 	err = s.modifyAt(ctx, id, func(cur *Run, home string) (Run, bool, error) {
 		var n Run
 		n, verdict = decideClaim(cur, id, worker, attempt, leaseUntil, m, now)
 		n.pk = home
 		next = n
+		// A new scheduling (the record was an earlier one's, ended — an
+		// earlier release's record of any due time among them — or one
+		// taken over) was queued and not started before the claim, not
+		// what the earlier one came to (a review of row 82: a give-back
+		// wrote the earlier run's success onto this one, which then never
+		// ran).
+		before = unstarted
 		if cur != nil && !cur.State.Finished() && !otherDue(cur, m) {
-			before = *cur
-		} else {
-			// A new scheduling (the record was an earlier one's, ended
-			// — an earlier release's record of any due time among them —
-			// or one taken over): before the claim it was queued and not
-			// started, not what the earlier one came to (a review of row
-			// 82: a give-back wrote the earlier run's success onto this
-			// one, which then never ran).
-			before = n
-			before.State, before.Attempts, before.Worker, before.Started, before.ClaimUntil = Queued, 0, "", time.Time{}, time.Time{}
+			before = attemptStateOf(*cur)
 		}
 		// A duplicate is counted (best effort); other refusals write nothing.
 		return n, verdict == nil || (cur != nil && errors.Is(verdict, ErrAlreadySucceeded)), nil
@@ -707,12 +703,33 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 	case err != nil:
 		return leasecrontype.Run{}, err
 	}
-	s.remember(id, &next, &before)
+	s.remember(id, &next, before)
 	return next.Public(), nil
 }
 
-// remember keeps this Store's claim on id and the record as it was before.
-func (s *Store) remember(id string, claimed, before *Run) {
+// attemptState is what a claim writes of a run's state and attempt, and
+// a give-back (Unclaim) puts back as it was.
+type attemptState struct {
+	state             State
+	attempts          int
+	worker            string
+	started, claimEnd time.Time
+}
+
+// unstarted is the attempt state of a run queued and not started.
+var unstarted = attemptState{state: Queued}
+
+func attemptStateOf(r Run) attemptState {
+	return attemptState{r.State, r.Attempts, r.Worker, r.Started, r.ClaimUntil}
+}
+
+// onto writes p over r's attempt state.
+func (p attemptState) onto(r *Run) {
+	r.State, r.Attempts, r.Worker, r.Started, r.ClaimUntil = p.state, p.attempts, p.worker, p.started, p.claimEnd
+}
+
+// remember keeps this Store's claim on id and the run's attempt state before it.
+func (s *Store) remember(id string, claimed *Run, before attemptState) {
 	s.claims.Store(id, claimed)
 	s.befores.Store(id, before)
 }
@@ -751,9 +768,9 @@ func (s *Store) Unclaim(ctx context.Context, id string) (err error) {
 		return nil
 	}
 	c := *v.(*Run)
-	before, _ := b.(*Run)
-	if before == nil {
-		return nil // (a claim remembered without its record before: none here)
+	before, ok := b.(attemptState)
+	if !ok {
+		return nil // (a claim remembered without its state before: none here)
 	}
 	defer func() {
 		if err != nil {
@@ -765,7 +782,7 @@ func (s *Store) Unclaim(ctx context.Context, id string) (err error) {
 			return Run{}, false, nil
 		}
 		next := *cur
-		next.State, next.Attempts, next.Worker, next.Started, next.ClaimUntil = before.State, before.Attempts, before.Worker, before.Started, before.ClaimUntil
+		before.onto(&next)
 		return next, true, nil
 	})
 }
