@@ -7,6 +7,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
@@ -55,7 +56,9 @@ func (b *Board) EnsureTable(ctx context.Context) error { return b.store.Ensure(c
 // Payload are used; they are validated first (ErrInvalid). A new key is due
 // at once. An existing key is refused with ErrExists unless opts.Replace,
 // in which case its definition is replaced and its state (last start, a
-// run in progress, counters) kept. opts may be nil.
+// run in progress, counters) kept; an existing key with exactly e's
+// definition is not refused (an add is idempotent, so one retried after
+// its answer was lost succeeds). opts may be nil.
 func (b *Board) Add(ctx context.Context, e Entry, opts *AddOptions) error {
 	if err := e.Validate(); err != nil {
 		return err
@@ -75,6 +78,12 @@ func (b *Board) Add(ctx context.Context, e Entry, opts *AddOptions) error {
 	case !errors.Is(err, ErrExists):
 		return fmt.Errorf("add blackboard key %q: %w", e.Key, err)
 	case opts == nil || !opts.Replace:
+		// The key holding exactly this definition is this add's own
+		// insert whose answer was lost (the retry met it), or an equal
+		// one: either way the board now has what was asked for.
+		if cur, gerr := b.store.Get(ctx, e.Key); gerr == nil && cur.definition() == def {
+			return nil
+		}
 		return fmt.Errorf("%w: %q is already on the blackboard (%s; replace it to change its definition)", ErrExists, e.Key, b.name)
 	}
 	err = b.modify(ctx, e.Key, func(cur *Entry) {
@@ -95,6 +104,9 @@ func (b *Board) Add(ctx context.Context, e Entry, opts *AddOptions) error {
 func (b *Board) Remove(ctx context.Context, key string) error {
 	if err := storage.ValidateKeyPart("blackboard key", key); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if mutate.On(mutate.BoardRemoveNoop) {
+		return nil
 	}
 	err := b.store.Delete(ctx, key, "")
 	if errors.Is(err, leasecrontype.ErrNotFound) {

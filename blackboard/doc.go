@@ -24,14 +24,22 @@
 // and not running, claims it with a conditional write (If-Match on the ETag
 // it read): Start = now, Running = true, Worker = itself, a fresh ClaimID,
 // LockedUntil = now + lock TTL. Of two workers that read the same row, only
-// one write can succeed, so a key is never claimed twice. While the handler
-// runs the worker extends LockedUntil every third of the TTL (a heartbeat),
-// again conditionally. When the handler returns, the worker records Stop,
-// Running = false, LastError and LastDuration, conditional on the ETag of
-// its own last write. A write refused because the row changed is re-read:
-// if the row still carries this worker's ClaimID (an operator set RunNow or
-// replaced the definition meanwhile) the write is redone on the fresh row;
-// otherwise the claim was taken over and the worker leaves the row alone.
+// one write can succeed, so a key is never claimed twice. A claim whose
+// write failed is read back: a row carrying its ClaimID means the write
+// landed and only its answer was lost, and the claim is run. While the
+// handler runs the worker extends LockedUntil every third of the TTL (a
+// heartbeat, counted from the claim, so a claim answered late is extended
+// at once), again conditionally; an extension not answered before the
+// lock's deadline less a tenth of the TTL is given up there. A claim
+// answered after that point is not run at all: it is released with RunNow
+// set, so the key runs at the next cycle. When the handler returns, the
+// worker records Stop, Running = false, LastError and LastDuration,
+// conditional on the ETag of its own last write. A write refused because
+// the row changed is re-read: if the row still carries this worker's
+// ClaimID (an operator set RunNow or replaced the definition meanwhile) the
+// write is redone on the fresh row — unless the row already shows the
+// claim ended, which is this write landed with its answer lost; otherwise
+// the claim was taken over and the worker leaves the row alone.
 //
 // A claim whose LockedUntil has passed is abandoned (its worker crashed,
 // hung without heartbeating, or lost storage) and is taken over by the next

@@ -94,11 +94,14 @@ func ExampleBoard() {
 	board := blackboard.NewBoardWithStore(blackboard.NewMemoryStore())
 	e := blackboard.Entry{Key: "localist", Interval: time.Hour, Type: "calendar"}
 	fmt.Println(board.Add(ctx, e, nil))
+	fmt.Println(board.Add(ctx, e, nil)) // the same definition again: done already
+	e.Interval = 8 * time.Hour
 	fmt.Println(board.Add(ctx, e, nil))
 	fmt.Println(board.Add(ctx, e, &blackboard.AddOptions{Replace: true}))
 	fmt.Println(board.RunNow(ctx, "localist"))
 	fmt.Println(board.Remove(ctx, "aroundfred"))
 	// Output:
+	// <nil>
 	// <nil>
 	// blackboard key already exists: "localist" is already on the blackboard (in-memory store; replace it to change its definition)
 	// <nil>

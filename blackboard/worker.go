@@ -16,6 +16,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/instance"
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/randid"
 	"github.com/leasecron/leasecron/internal/storage"
@@ -405,7 +406,12 @@ func (w *Worker) eligible(e Entry, now time.Time) (leasecrontype.Handler, bool) 
 	if busy {
 		return nil, false
 	}
-	if !(e.Running && e.Abandoned(now)) && (e.Running || !e.Due(now)) {
+	due := e.Due(now)
+	if mutate.On(mutate.BoardEarly) {
+		due = e.RunNow || e.Start.IsZero() || !now.Before(e.Start.Add(e.Interval/2))
+	}
+	running := e.Running && !(mutate.On(mutate.BoardTwoAtOnce) && due)
+	if !(running && e.Abandoned(now)) && (running || !due) || mutate.On(mutate.BoardStall) && e.Runs >= 3 {
 		return nil, false
 	}
 	if err := e.Validate(); err != nil {
@@ -450,9 +456,11 @@ func (w *Worker) heartbeat(ttl time.Duration) time.Duration {
 }
 
 // claim tries to claim e with a write conditional on its ETag. When the
-// write is refused because the row changed since it was listed, the row is
-// read again and, if still claimable, the claim is retried once. conflict
-// reports that a write was refused and the key was not claimed.
+// write fails, the row is read again: if it carries the claim, the write
+// landed and its answer was lost, and the claim stands; if the write was
+// refused because the row changed since it was listed and the row is
+// still claimable, the claim is retried once. conflict reports that a
+// write was refused and the key was not claimed.
 func (w *Worker) claim(ctx context.Context, e Entry) (c *claim, conflict bool, err error) {
 	for attempt := 0; attempt < 2; attempt++ {
 		now := w.opts.Clock.Now()
@@ -470,6 +478,24 @@ func (w *Worker) claim(ctx context.Context, e Entry) (c *claim, conflict bool, e
 		next.RunNow = false
 		next.Runs++
 		etag, err := w.store.Replace(ctx, next, e.ETag)
+		if err != nil && !errors.Is(err, leasecrontype.ErrNotFound) {
+			// The write may have landed with its answer lost (the SDK's
+			// retry of it then meets its own change as a conflict): a
+			// row carrying this claim's id is this claim, to run now
+			// rather than leave claimed by nobody until its lock expires.
+			fresh, gerr := w.store.Get(ctx, e.Key)
+			switch {
+			case gerr == nil && fresh.Running && fresh.ClaimID == next.ClaimID:
+				next, etag, err = fresh, fresh.ETag, nil
+			case gerr == nil && errors.Is(err, ErrConflict):
+				e = fresh
+				continue
+			case errors.Is(gerr, leasecrontype.ErrNotFound):
+				return nil, errors.Is(err, ErrConflict), nil
+			case gerr != nil && errors.Is(err, ErrConflict):
+				return nil, true, gerr
+			}
+		}
 		if err == nil {
 			next.ETag = etag
 			c := &claim{key: e.Key, id: next.ClaimID, handler: h, entry: next, start: now, ttl: ttl,
@@ -480,18 +506,10 @@ func (w *Worker) claim(ctx context.Context, e Entry) (c *claim, conflict bool, e
 			}
 			return c, false, nil
 		}
-		switch {
-		case errors.Is(err, leasecrontype.ErrNotFound):
+		if errors.Is(err, leasecrontype.ErrNotFound) {
 			return nil, false, nil // removed meanwhile
-		case !errors.Is(err, ErrConflict):
-			return nil, false, err
 		}
-		if e, err = w.store.Get(ctx, e.Key); err != nil {
-			if errors.Is(err, leasecrontype.ErrNotFound) {
-				return nil, true, nil
-			}
-			return nil, true, err
-		}
+		return nil, errors.Is(err, ErrConflict), err
 	}
 	return nil, true, nil
 }
@@ -505,16 +523,34 @@ func (w *Worker) execute(ctx context.Context, c *claim) RunReport {
 	log := w.log.With("key", c.key, "task_id", rep.TaskID)
 	task := leasecrontype.Task{ID: rep.TaskID, Type: e.Type, Payload: []byte(e.Payload), Due: c.start, Attempt: 1, Key: c.key}
 
+	hb := w.heartbeat(c.ttl)
+	margin := c.ttl / 10
+	if late := w.opts.Clock.Now(); !late.Before(c.deadline.Add(-margin)) {
+		// The claim answered too late to run within its lock: another
+		// worker may take the key over any moment. It runs again at the
+		// next cycle instead.
+		log.Warn("claim answered too late to run within its lock; the key runs at the next cycle", "claimed", c.start, "lock_deadline", c.deadline)
+		rep.Err = fmt.Errorf("%w: the claim of %s answered at %s, past its lock's margin", ErrLockExpired, c.start.Format(time.RFC3339Nano), late.Format(time.RFC3339Nano))
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer rcancel()
+		if err := w.writeOwn(rctx, c, func(r *Entry) { r.Running, r.LockedUntil, r.RunNow = false, time.Time{}, true }); err != nil {
+			rep.RecordErr = err
+			return rep
+		}
+		rep.Recorded = true
+		return rep
+	}
+
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan error, 1)
 	go func() { done <- callHandler(runCtx, c.handler, task, log) }()
 
-	hb := w.heartbeat(c.ttl)
-	margin := c.ttl / 10
 	var herr, lostErr error
 	expired := false
-	timer := w.opts.Clock.NewTimer(hb)
+	// The heartbeats count from the claim: one answered late is extended
+	// at once.
+	timer := w.opts.Clock.NewTimer(c.start.Add(hb).Sub(w.opts.Clock.Now()))
 wait:
 	for {
 		select {
@@ -523,7 +559,7 @@ wait:
 		case <-timer.C():
 		}
 		now := w.opts.Clock.Now()
-		err := w.writeOwn(ctx, c, func(r *Entry) { r.LockedUntil = now.Add(c.ttl) })
+		err := w.extend(ctx, c, now, margin)
 		switch {
 		case err == nil:
 			c.deadline = now.Add(c.ttl)
@@ -596,6 +632,25 @@ wait:
 	return rep
 }
 
+// extend writes c's lock extension from now, given up when the clock
+// reaches the lock's deadline less margin: the handler must stop there
+// unless extended, so a slow answer cannot keep it running past the lock
+// another worker may take over.
+func (w *Worker) extend(ctx context.Context, c *claim, now time.Time, margin time.Duration) error {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := w.opts.Clock.NewTimer(c.deadline.Add(-margin).Sub(w.opts.Clock.Now()))
+	defer stop.Stop()
+	go func() {
+		select {
+		case <-stop.C():
+			cancel(ErrLockExpired)
+		case <-wctx.Done():
+		}
+	}()
+	return w.writeOwn(wctx, c, func(r *Entry) { r.LockedUntil = now.Add(c.ttl) })
+}
+
 // writeOwn applies fn to the row as c last wrote it and writes it back,
 // conditional on c's ETag. When the row changed, it is re-read: if it still
 // carries c's claim (someone set RunNow or replaced the definition), fn is
@@ -625,6 +680,13 @@ func (w *Worker) writeOwn(ctx context.Context, c *claim, fn func(*Entry)) error 
 		}
 		if err != nil {
 			return err
+		}
+		if fresh.ClaimID == c.id && !fresh.Running && !next.Running {
+			// This claim's end is recorded already: only its own worker
+			// writes it, so this is the write whose answer was lost (its
+			// retry met it as a conflict). Not written twice.
+			c.entry = fresh
+			return nil
 		}
 		if !fresh.Running || fresh.ClaimID != c.id {
 			return fmt.Errorf("%w: %q is now claimed by %s since %s", ErrClaimLost, c.key, fresh.Worker, fresh.ClaimedAt.Format(time.RFC3339Nano))

@@ -896,3 +896,246 @@ func TestInvalidRowIsSkipped(t *testing.T) {
 		t.Fatalf("good ran %d times over three intervals, want 3", len(r.tasks))
 	}
 }
+
+// lostStore commits the writes lost picks and then reports them failed,
+// as a response lost on its way back does: with the error the SDK's
+// retry of the write meets (the row changed: ErrConflict), or a plain
+// one when it gave up.
+type lostStore struct {
+	Store
+	mu   sync.Mutex
+	lost func(e Entry) error // nil: answered as done
+}
+
+func (l *lostStore) Replace(ctx context.Context, e Entry, ifMatch string) (string, error) {
+	etag, err := l.Store.Replace(ctx, e, ifMatch)
+	l.mu.Lock()
+	lost := l.lost
+	l.mu.Unlock()
+	if err == nil && lost != nil {
+		if lerr := lost(e); lerr != nil {
+			return "", lerr
+		}
+	}
+	return etag, err
+}
+
+func (l *lostStore) Insert(ctx context.Context, e Entry) (string, error) {
+	etag, err := l.Store.Insert(ctx, e)
+	l.mu.Lock()
+	lost := l.lost
+	l.mu.Unlock()
+	if err == nil && lost != nil {
+		if lerr := lost(e); lerr != nil {
+			return "", lerr
+		}
+	}
+	return etag, err
+}
+
+func (l *lostStore) set(f func(e Entry) error) { l.mu.Lock(); l.lost = f; l.mu.Unlock() }
+
+// once returns a lost func that loses the first write matching pick with
+// err.
+func once(pick func(Entry) bool, err error) func(Entry) error {
+	var mu sync.Mutex
+	done := false
+	return func(e Entry) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if done || !pick(e) {
+			return nil
+		}
+		done = true
+		return err
+	}
+}
+
+// A claim whose answer was lost still stands: the worker that made it
+// runs the key, instead of leaving it claimed by nobody until its lock
+// expires (sim: the blackboard's liveness).
+func TestClaimWhoseAnswerWasLostRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"retried into a conflict", fmt.Errorf("update: %w", ErrConflict)},
+		{"given up", errUnreachable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := NewMemoryStore()
+			s := &lostStore{Store: mem}
+			clk := clock.NewFake(t0)
+			r := &recorder{}
+			w := newWorker(t, s, clk, r, nil)
+			addKey(t, mem, "k", time.Hour)
+			s.set(once(func(e Entry) bool { return e.Running }, tc.err))
+			rep := runOnce(t, w)
+			if r.count() != 1 || rep.Claimed != 1 {
+				t.Fatalf("ran %d times (report %+v): want the lost claim run once", r.count(), rep)
+			}
+			if e := get(t, mem, "k"); e.Running || e.Runs != 1 || e.Stop.IsZero() {
+				t.Fatalf("row after the run: %+v: want it recorded, one run", e)
+			}
+		})
+	}
+}
+
+// A run's end whose answer was lost, met again by the retry as a
+// conflict, is recorded: the worker does not report its claim lost.
+func TestEndWhoseAnswerWasLostIsRecorded(t *testing.T) {
+	mem := NewMemoryStore()
+	s := &lostStore{Store: mem}
+	clk := clock.NewFake(t0)
+	r := &recorder{}
+	runs := make(chan RunReport, 1)
+	w := newWorker(t, s, clk, r, func(o *Options) { o.Hooks.OnRun = func(rr RunReport) { runs <- rr } })
+	addKey(t, mem, "k", time.Hour)
+	r.setFn(func(context.Context, leasecrontype.Task) error { return errors.New("boom") })
+	s.set(once(func(e Entry) bool { return !e.Running && !e.Stop.IsZero() }, fmt.Errorf("update: %w", ErrConflict)))
+	runOnce(t, w)
+	rr := <-runs
+	if !rr.Recorded || rr.RecordErr != nil {
+		t.Fatalf("report %+v: want the end recorded", rr)
+	}
+	if e := get(t, mem, "k"); e.Running || e.Failures != 1 || e.LastError == "" {
+		t.Fatalf("row %+v: want one failure recorded once", e)
+	}
+}
+
+// An add whose answer was lost, its retry meeting the key it wrote, is
+// done: the same definition is on the board.
+func TestAddWhoseAnswerWasLostSucceeds(t *testing.T) {
+	mem := NewMemoryStore()
+	s := &lostStore{Store: mem}
+	b := NewBoardWithStore(s)
+	s.set(once(func(Entry) bool { return true }, fmt.Errorf("insert: %w", ErrExists)))
+	e := Entry{Key: "k", Interval: time.Hour, Type: "count", Payload: "p"}
+	if err := b.Add(context.Background(), e, nil); err != nil {
+		t.Fatalf("add: %v", err)
+	}
+	// Another definition under the key is still refused.
+	e.Interval = time.Minute
+	if err := b.Add(context.Background(), e, nil); !errors.Is(err, ErrExists) {
+		t.Fatalf("add of another definition: %v, want ErrExists", err)
+	}
+}
+
+// hookStore calls before on every Replace before it goes out: it may
+// advance a fake clock (a slow request) or block.
+type hookStore struct {
+	Store
+	before func(ctx context.Context, e Entry) error
+}
+
+func (h *hookStore) Replace(ctx context.Context, e Entry, ifMatch string) (string, error) {
+	if h.before != nil {
+		if err := h.before(ctx, e); err != nil {
+			return "", err
+		}
+	}
+	return h.Store.Replace(ctx, e, ifMatch)
+}
+
+// poll waits (in real time) until cond holds.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A claim answered late is extended at once: the heartbeats count from
+// the claim, not from the handler's start, so the lock does not run out
+// under a handler that began late (sim: the blackboard's one-at-a-time).
+func TestFirstHeartbeatCountsFromTheClaim(t *testing.T) {
+	mem := NewMemoryStore()
+	clk := clock.NewFake(t0)
+	claims := 0
+	s := &hookStore{Store: mem, before: func(_ context.Context, e Entry) error {
+		if e.Running && e.LockedUntil.Equal(e.Start.Add(30*time.Second)) && e.Start.Equal(t0) {
+			claims++
+			if claims == 1 {
+				clk.Advance(15 * time.Second) // the claim's answer takes 15 s
+			}
+		}
+		return nil
+	}}
+	r := &recorder{}
+	started, release := blocking(r)
+	w := newWorker(t, s, clk, r, func(o *Options) { o.LockTTL = 30 * time.Second })
+	addKey(t, mem, "k", time.Hour)
+	done := make(chan struct{})
+	go func() { runOnce(t, w); close(done) }()
+	<-started
+	// Due 10 s after the claim, 5 s before the handler began: at once.
+	poll(t, "the first heartbeat", func() bool { return get(t, mem, "k").LockedUntil.Equal(t0.Add(45 * time.Second)) })
+	release <- nil
+	<-done
+}
+
+// A heartbeat that does not answer before the lock's margin is given up
+// there, and the handler is cancelled in time: a slow extension must not
+// keep it running past the lock another worker may take over.
+func TestSlowHeartbeatStillCancelsTheHandlerInTime(t *testing.T) {
+	mem := NewMemoryStore()
+	clk := clock.NewFake(t0)
+	s := &hookStore{Store: mem, before: func(ctx context.Context, e Entry) error {
+		if e.Running && e.LockedUntil.After(e.Start.Add(30*time.Second)) {
+			<-ctx.Done() // the extension hangs until given up
+			return ctx.Err()
+		}
+		return nil
+	}}
+	r := &recorder{}
+	var mu sync.Mutex
+	var stopped time.Time
+	r.setFn(func(ctx context.Context, _ leasecrontype.Task) error {
+		<-ctx.Done()
+		mu.Lock()
+		stopped = clk.Now()
+		mu.Unlock()
+		return context.Cause(ctx)
+	})
+	runs := make(chan RunReport, 1)
+	w := newWorker(t, s, clk, r, func(o *Options) {
+		o.LockTTL = 30 * time.Second
+		o.Hooks.OnRun = func(rr RunReport) { runs <- rr }
+	})
+	addKey(t, mem, "k", time.Hour)
+	done := make(chan struct{})
+	go func() { _, _ = w.RunOnce(context.Background()); close(done) }()
+	advanceUntil(t, clk, time.Second, done)
+	rr := <-runs
+	mu.Lock()
+	defer mu.Unlock()
+	if !errors.Is(rr.Err, ErrLockExpired) || stopped.After(t0.Add(27*time.Second)) {
+		t.Fatalf("handler stopped at %v with %v: want ErrLockExpired by %v (the lock less its margin)", stopped, rr.Err, t0.Add(27*time.Second))
+	}
+}
+
+// A claim answered after its lock's margin has passed is not run: the
+// key is left to run again at the next cycle.
+func TestClaimAnsweredTooLateDoesNotRun(t *testing.T) {
+	mem := NewMemoryStore()
+	clk := clock.NewFake(t0)
+	s := &hookStore{Store: mem, before: func(_ context.Context, e Entry) error {
+		if e.Running && e.Start.Equal(t0) && e.LockedUntil.Equal(t0.Add(30*time.Second)) && clk.Now().Equal(t0) {
+			clk.Advance(28 * time.Second)
+		}
+		return nil
+	}}
+	r := &recorder{}
+	w := newWorker(t, s, clk, r, func(o *Options) { o.LockTTL = 30 * time.Second })
+	addKey(t, mem, "k", time.Hour)
+	runOnce(t, w)
+	if r.count() != 0 {
+		t.Fatalf("the handler ran %d times under a claim answered 28 s into its 30 s lock", r.count())
+	}
+	if e := get(t, mem, "k"); e.Running || !e.RunNow {
+		t.Fatalf("row %+v: want the claim given up with RunNow set", e)
+	}
+}

@@ -54,8 +54,21 @@ const (
 	WrongOutcome = "wrong-outcome"
 	// NoRelease: a task waiting for others is never released.
 	NoRelease = "no-release"
+	// BoardTwoAtOnce: a blackboard worker claims a due key that another
+	// worker is running.
+	BoardTwoAtOnce = "board-two-at-once"
+	// BoardEarly: a blackboard key is due half an interval after its
+	// last start.
+	BoardEarly = "board-early"
+	// BoardRemoveNoop: removing a blackboard key reports success and
+	// leaves it on the board.
+	BoardRemoveNoop = "board-remove-noop"
+	// BoardStall: a blackboard key stops being claimed after its third
+	// run.
+	BoardStall = "board-stall"
 )
 
 // All lists every defect.
 var All = []string{DropMessage, RerunSucceeded, NoFence, CancelNoop, UniqueEarly, AfterFirstParent, CallbackEarly, NoRate, NoLimit,
-	IgnorePause, IgnoreDisable, BulkRewalk, EarlyStart, NoPointers, SkipOccurrence, TwoAtOnce, WrongOutcome, NoRelease}
+	IgnorePause, IgnoreDisable, BulkRewalk, EarlyStart, NoPointers, SkipOccurrence, TwoAtOnce, WrongOutcome, NoRelease,
+	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall}
