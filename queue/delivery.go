@@ -85,6 +85,11 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	if env.MaxAttempts > 0 {
 		d.maxA = env.MaxAttempts
 	}
+	// Its run ended, and only its batch or dependents have yet to hear.
+	if env.Ended != "" {
+		c.tellAgain(hctx, d)
+		return
+	}
 
 	// Out of attempts already (an earlier set-aside failed, or MaxAttempts
 	// was lowered): set aside without running.
@@ -704,7 +709,10 @@ func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecr
 
 // ended tells OnEnd that d's run ended in st, when its end matters
 // (Envelope.Ends); it reports whether the message may be deleted: false
-// when OnEnd failed, and the message must reappear to try again.
+// when OnEnd failed, and the message must reappear to try again. A run
+// that succeeded or was cancelled carries its end in the message when it
+// reappears (Envelope.Ended): by then the id may have been scheduled
+// again, and its record no longer say how this run ended.
 func (c *Consumer) ended(hctx context.Context, d *delivery, st leasecrontype.RunState) bool {
 	if c.o.OnEnd == nil || !d.env.Ends() {
 		return true
@@ -713,9 +721,33 @@ func (c *Consumer) ended(hctx context.Context, d *delivery, st leasecrontype.Run
 	defer cancel()
 	if err := c.o.OnEnd(ctx, d.env, st); err != nil {
 		d.log.Warn("recording the end of the run for its batch or dependents failed; the message reappears to try again", "state", st, "err", err)
+		if (st == leasecrontype.RunSucceeded || st == leasecrontype.RunCancelled) && d.env.Ended == "" {
+			env := d.env
+			env.Ended = st
+			env.Dequeues = d.m.DequeueCount
+			if c.rewrite(hctx, d, env, c.deferDelay(d)) {
+				d.env = env
+			}
+		}
 		return false
 	}
 	return true
+}
+
+// tellAgain tells the batch and dependents of a run that ended
+// (Envelope.Ended) and acknowledges its message; it is put back to try
+// again when the telling fails.
+func (c *Consumer) tellAgain(hctx context.Context, d *delivery) {
+	d.log.Info("telling the batch or dependents of the run's end again", "state", d.env.Ended)
+	if !c.ended(hctx, d, d.env.Ended) {
+		c.rewrite(hctx, d, d.env, c.deferDelay(d))
+		c.settle(d, OutcomeLeft)
+		return
+	}
+	if c.ack(hctx, d) {
+		c.deletePayload(hctx, d)
+	}
+	c.settle(d, OutcomeDuplicate)
 }
 
 // dropBehind takes a superseded delivery's due time off the schedulings

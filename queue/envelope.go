@@ -134,6 +134,15 @@ type Envelope struct {
 	// was sent (scheduled with After): its end releases or cancels them
 	// (ConsumerOptions.OnEnd).
 	Waiters bool `json:"waiters,omitempty"`
+	// Ended, when set, is how this message's run ended (succeeded or
+	// cancelled) when its batch or dependents could not be told: the
+	// message was put back to tell them, and its next delivery does so
+	// and goes, whatever the run record says by then (the id may have
+	// been scheduled again and its record taken over by the new
+	// scheduling, which knows nothing of this run: issue 38, seed 9432).
+	// A worker of an earlier release ignores it and tells them from the
+	// record, as before.
+	Ended leasecrontype.RunState `json:"ended,omitempty"`
 }
 
 // Ends reports whether the end of e's run matters beyond its own record:

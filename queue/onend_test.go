@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,4 +63,77 @@ func TestOnEndBeforeTheMessageGoes(t *testing.T) {
 		t.Errorf("%d dead letters, want the member's", n)
 	}
 	mustRun(t, rm, "member", runs.Dead)
+}
+
+// A run that succeeded while its batch could not be told keeps its end in
+// its message: back after the id was scheduled again (the record taken
+// over by the new scheduling, which knows nothing of the batch), the
+// message still tells the batch that its run succeeded, and goes without
+// running again (issue 38, the simulator's seed 9432: a member replaced
+// after it succeeded was never counted, and the batch's callback never
+// ran). The same holds for a cancelled run.
+func TestEndIsToldAfterTheIdWasScheduledAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cancel bool
+		want   leasecrontype.RunState
+	}{{"succeeded", false, leasecrontype.RunSucceeded}, {"cancelled", true, leasecrontype.RunCancelled}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, BackoffBase: time.Second, VisibilityTimeout: 30 * time.Second, MaxAttempts: 1}})
+			rm := runs.NewMemory(h.clk)
+			h.c.o.Runs = rm
+			var mu sync.Mutex
+			var heard []string
+			fail := true
+			h.c.o.OnEnd = func(_ context.Context, env Envelope, st leasecrontype.RunState) error {
+				mu.Lock()
+				defer mu.Unlock()
+				heard = append(heard, env.ID+" "+string(st))
+				if fail {
+					fail = false
+					return errors.New("table busy")
+				}
+				return nil
+			}
+			var ran atomic.Int32
+			h.c.Handle("ok", func(context.Context, leasecrontype.Task) error { ran.Add(1); return nil })
+			ctx := context.Background()
+			due := h.clk.Now()
+			if tc.cancel {
+				if m := rm.MarkQueued(ctx, []runs.Mark{{ID: "m", Meta: runs.Meta{Type: "ok", Due: due, Batch: "b"}}}); !m[0] {
+					t.Fatal("mark failed")
+				}
+				if _, err := rm.Cancel(ctx, "m"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.enqueue(Envelope{ID: "m", Type: "ok", Due: due, Marked: true, Batch: "b"})
+			h.start()
+			if tc.cancel {
+				h.expect(OutcomeCancelled)
+			} else {
+				h.expect(OutcomeSucceeded)
+			}
+			again := due.Add(time.Minute)
+			if m := rm.MarkQueued(ctx, []runs.Mark{{ID: "m", Meta: runs.Meta{Type: "ok", Due: again}}}); !m[0] {
+				t.Fatal("the new scheduling's mark failed")
+			}
+			h.clk.Advance(31 * time.Second)
+			h.expect(OutcomeDuplicate)
+			mu.Lock()
+			defer mu.Unlock()
+			if want := "m " + string(tc.want); len(heard) != 2 || heard[0] != want || heard[1] != want {
+				t.Fatalf("OnEnd heard %v; want %q twice (the failed telling, then the message back)", heard, want)
+			}
+			if n, _ := h.work.Count(ctx); n != 0 {
+				t.Errorf("%d messages left", n)
+			}
+			if n := ran.Load(); n != 1 && !tc.cancel || n != 0 && tc.cancel {
+				t.Errorf("the handler ran %d times", n)
+			}
+			if r := mustRun(t, rm, "m", runs.Queued); !r.Due.Equal(again) {
+				t.Fatalf("the new scheduling's record: %+v", r)
+			}
+		})
+	}
 }
