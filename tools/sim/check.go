@@ -43,7 +43,8 @@ const (
 
 // Invariants lists every invariant the checker states.
 var Invariants = []string{InvAtLeastOnce, InvOccurrences, InvNoRerun, InvNoTwoAtOnce, InvCancelled, InvNeverEarly,
-	InvOneMover, InvLookup, InvUnique, InvAfter, InvAfterLive, InvBatch, InvRate, InvConcurrency, InvPaused, InvDisabled, InvBulkOnce, InvAccepted}
+	InvOneMover, InvLookup, InvUnique, InvAfter, InvAfterLive, InvBatch, InvRate, InvConcurrency, InvPaused, InvDisabled, InvBulkOnce, InvAccepted,
+	InvBoardOnce, InvBoardInterval, InvBoardRemoved, InvBoardLive}
 
 // Violation is a broken promise.
 type Violation struct {
@@ -227,6 +228,8 @@ type checker struct {
 	deadLeft map[string]bool
 	moved    map[string][]movedRow // the schedule rows of an id a mover removed
 
+	board boardState
+
 	violations []Violation
 	skew       time.Duration
 }
@@ -271,6 +274,9 @@ func (c *checker) hit(p *proc, svc, path string, ids []string) {
 	c.hits[p] = append(c.hits[p], now)
 	for _, id := range ids {
 		c.runHits[id] = append(c.runHits[id], now)
+	}
+	if svc == "table" && isBoardPath(path) {
+		c.boardHitLocked(p, now)
 	}
 	if svc == "blob" {
 		c.blobHits[p] = append(c.blobHits[p], now)
@@ -1431,6 +1437,7 @@ func (c *checker) final() []Violation {
 	c.finalBulk()
 	c.finalSeries()
 	c.checkFences()
+	c.finalBoard()
 	sort.SliceStable(c.violations, func(i, j int) bool { return c.violations[i].At < c.violations[j].At })
 	return c.violations
 }

@@ -131,6 +131,10 @@ func exclusive(a, b string) bool {
 	if ka == "type" && kb == "type" || ka == "fleet" && kb == "fleet" && a != "fleet:mixed-shards" && b != "fleet:mixed-shards" {
 		return true
 	}
+	// A blackboard key's run meets only the fleet and its faults.
+	if (a == "blackboard") != (b == "blackboard") && ka != "fleet" && kb != "fleet" && a != "storage-faults" && b != "storage-faults" {
+		return true
+	}
 	when := map[string]bool{"every": true, "cron": true, "due-now": true, "early": true, "later": true}
 	if when[a] && when[b] {
 		return true
@@ -149,7 +153,7 @@ var impossible = func() map[string]bool {
 		{[]string{"after", "after-any"}, []string{"every", "cron", "unique"}, "refused: a series or a unique task does not wait for others"},
 		{[]string{"after"}, []string{"after-any"}, "one or the other"},
 		{[]string{"callback", "type:callback"}, []string{"after", "after-any", "batch", "unique", "every", "cron", "replace", "requeued",
-			"type:plain", "type:pausable", "type:limited", "type:rated", "type:slow", "later"}, "a batch's callback is its own task, due when the batch ends"},
+			"type:plain", "type:pausable", "type:limited", "type:rated", "type:slow", "early", "later"}, "a batch's callback is its own task, due when the batch ends"},
 		{[]string{"batch"}, []string{"every", "cron", "unique"}, "the planner's batches are of one-off tasks without keys"},
 		{[]string{"replace"}, []string{"every", "cron", "unique", "after", "after-any"}, "the planner replaces plain one-off tasks"},
 		{[]string{"requeued"}, []string{"every", "cron"}, "the planner requeues one-off tasks"},

@@ -32,6 +32,10 @@ var catches = map[string]string{
 	mutate.TwoAtOnce:        InvNoTwoAtOnce,
 	mutate.WrongOutcome:     InvAccepted,
 	mutate.NoRelease:        InvAfterLive,
+	mutate.BoardTwoAtOnce:   InvBoardOnce,
+	mutate.BoardEarly:       InvBoardInterval,
+	mutate.BoardRemoveNoop:  InvBoardRemoved,
+	mutate.BoardStall:       InvBoardLive,
 }
 
 // TestMutations shows that the checker is honest: with each deliberate

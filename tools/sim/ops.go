@@ -121,6 +121,8 @@ func (w *World) userOp(c *proc, op *Op) {
 		_ = cl.SetShards(ctx, op.N)
 	case OpLookup:
 		chk.lookup(ctx, cl)
+	case OpBoardAdd, OpBoardRemove, OpBoardRunNow:
+		w.boardOp(ctx, c, op)
 	}
 }
 

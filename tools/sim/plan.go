@@ -47,6 +47,8 @@ type Config struct {
 	// Mutation, when set, names a deliberate defect switched on for the
 	// run (builds with the leasecron_mutate tag only).
 	Mutation string
+	// Board is the blackboard the workers walk (nil: none).
+	Board *BoardSpec
 }
 
 // ClockSpec is a process clock's offset from true time and its rate.
@@ -226,6 +228,7 @@ func Plan(seed int64) *Scenario {
 	p.faults()
 	p.ops()
 	p.episode()
+	p.board()
 	slices.SortStableFunc(p.sc.Ops, func(a, b Op) int { return int(a.At - b.At) })
 	return p.sc
 }
@@ -711,6 +714,8 @@ func (o Op) String() string {
 	case OpSetShards:
 		fmt.Fprintf(&b, " %d", o.N)
 	case OpLookup, OpKillClient:
+	case OpBoardAdd, OpBoardRemove, OpBoardRunNow:
+		b.WriteString(boardOpString(o))
 	default:
 		fmt.Fprintf(&b, " %s", o.Task)
 	}

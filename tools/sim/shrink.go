@@ -119,6 +119,7 @@ func (sc *Scenario) Describe() string {
 	if c.Fast {
 		b.WriteString(", fast timings")
 	}
+	b.WriteString(c.Board.describe())
 	if c.Mutation != "" {
 		fmt.Fprintf(&b, ", mutation %s", c.Mutation)
 	}

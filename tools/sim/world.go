@@ -227,6 +227,7 @@ func (w *World) run() *Result {
 		time.Sleep(d)
 	}
 	w.settle()
+	w.chk.boardStopping(w.now())
 	w.stopAll()
 	w.ops.Wait()
 	res := &Result{Seed: sc.Seed, Coverage: w.stats, Virtual: w.elapsed(), Tasks: len(w.chk.tis)}
@@ -514,6 +515,7 @@ func (p *proc) kill() {
 
 // stop is SIGTERM: the worker shuts down gracefully.
 func (p *proc) stop() {
+	p.w.chk.note(p, "stopped")
 	p.thaw()
 	if p.cancel != nil {
 		p.cancel()
@@ -573,16 +575,16 @@ func (w *World) startWorker(name string, shards int) {
 		InstanceID: p.id,
 		// Retries as a user might set them: quick, so that tasks die
 		// within a run.
-		Consumer:     queue.ConsumerSettings{Concurrency: 4, MaxAttempts: 3, BackoffBase: time.Second, BackoffMax: 20 * time.Second},
-		Limits:       map[string]int{TypeLimited: LimitedConcurrency},
-		Rates:        map[string]leasecron.RateLimit{TypeRated: {Count: RatedCount, Per: RatedPer}},
-		Routing:      routing,
-		Queues:       []string{"default", "bulk"},
-		NoBlackboard: true,
-		Version:      "sim",
-		Logger:       p.log,
-		Clock:        p.clock,
+		Consumer: queue.ConsumerSettings{Concurrency: 4, MaxAttempts: 3, BackoffBase: time.Second, BackoffMax: 20 * time.Second},
+		Limits:   map[string]int{TypeLimited: LimitedConcurrency},
+		Rates:    map[string]leasecron.RateLimit{TypeRated: {Count: RatedCount, Per: RatedPer}},
+		Routing:  routing,
+		Queues:   []string{"default", "bulk"},
+		Version:  "sim",
+		Logger:   p.log,
+		Clock:    p.clock,
 	}
+	w.boardSettings(&o)
 	if w.plan.Fast {
 		o.Lease = trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 3 * time.Second}
 		o.Mover = schedule.MoverSettings{PollEvery: time.Second}
@@ -603,6 +605,9 @@ func (w *World) startWorker(name string, shards int) {
 			continue
 		}
 		wk.Handle(typ, w.chk.handler(p))
+	}
+	if w.plan.Board != nil {
+		wk.Handle(TypeBoard, w.chk.boardHandler(p))
 	}
 	p.worker = wk
 	ctx, cancel := context.WithCancel(w.rootCtx)
