@@ -23,8 +23,10 @@ func (c *Client) Blackboard(ctx context.Context) ([]blackboard.Entry, error) {
 }
 
 // AddBlackboardKey adds a key (its Key, Interval, Type and Payload); an
-// existing key is refused unless o.Replace, which keeps its run history.
-// A nil o is the zero value.
+// existing key of another definition is refused (blackboard.ErrExists)
+// unless o.Replace, which keeps its run history, and one of the same
+// definition is left as it is (the add succeeds). A nil o is the zero
+// value.
 func (c *Client) AddBlackboardKey(ctx context.Context, e blackboard.Entry, o *blackboard.AddOptions) error {
 	b, err := c.board()
 	if err != nil {

@@ -45,7 +45,8 @@ func NewBoardWithStore(s Store) *Board {
 type AddOptions struct {
 	// Replace overwrites the definition (Interval, Type, Payload) of a key
 	// that already exists, keeping its run state; without it Add refuses an
-	// existing key with ErrExists.
+	// existing key of another definition with ErrExists (one of the same
+	// definition is left as it is, and Add succeeds).
 	Replace bool
 }
 

@@ -637,9 +637,13 @@ wait:
 // unless extended, so a slow answer cannot keep it running past the lock
 // another worker may take over.
 func (w *Worker) extend(ctx context.Context, c *claim, now time.Time, margin time.Duration) error {
+	left := c.deadline.Add(-margin).Sub(w.opts.Clock.Now())
+	if left <= 0 {
+		return fmt.Errorf("extend the claim of %q: %w", c.key, ErrLockExpired)
+	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := w.opts.Clock.NewTimer(c.deadline.Add(-margin).Sub(w.opts.Clock.Now()))
+	stop := w.opts.Clock.NewTimer(left)
 	defer stop.Stop()
 	go func() {
 		select {

@@ -491,13 +491,16 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		return c.ackUnrun(hctx, d, OutcomeDuplicate, "run already dead; acknowledging a second message of it")
 	case errors.Is(err, leasecrontype.ErrRunSucceeded):
 		if !c.ended(hctx, d, leasecrontype.RunSucceeded) {
+			c.carryEnd(hctx, d, leasecrontype.RunSucceeded)
 			c.settle(d, OutcomeDuplicate)
 			return false
 		}
 		return c.ackUnrun(hctx, d, OutcomeDuplicate, "run already succeeded; acknowledging a duplicate delivery")
 	case errors.Is(err, leasecrontype.ErrRunCancelled):
 		d.log.Info("run was cancelled; acknowledging without running")
-		if c.ended(hctx, d, leasecrontype.RunCancelled) && c.ack(hctx, d) {
+		if !c.ended(hctx, d, leasecrontype.RunCancelled) {
+			c.carryEnd(hctx, d, leasecrontype.RunCancelled)
+		} else if c.ack(hctx, d) {
 			c.deletePayload(hctx, d)
 		}
 		c.settle(d, OutcomeCancelled)
@@ -709,10 +712,7 @@ func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecr
 
 // ended tells OnEnd that d's run ended in st, when its end matters
 // (Envelope.Ends); it reports whether the message may be deleted: false
-// when OnEnd failed, and the message must reappear to try again. A run
-// that succeeded or was cancelled carries its end in the message when it
-// reappears (Envelope.Ended): by then the id may have been scheduled
-// again, and its record no longer say how this run ended.
+// when OnEnd failed, and the message must reappear to try again.
 func (c *Consumer) ended(hctx context.Context, d *delivery, st leasecrontype.RunState) bool {
 	if c.o.OnEnd == nil || !d.env.Ends() {
 		return true
@@ -721,17 +721,28 @@ func (c *Consumer) ended(hctx context.Context, d *delivery, st leasecrontype.Run
 	defer cancel()
 	if err := c.o.OnEnd(ctx, d.env, st); err != nil {
 		d.log.Warn("recording the end of the run for its batch or dependents failed; the message reappears to try again", "state", st, "err", err)
-		if (st == leasecrontype.RunSucceeded || st == leasecrontype.RunCancelled) && d.env.Ended == "" {
-			env := d.env
-			env.Ended = st
-			env.Dequeues = d.m.DequeueCount
-			if c.rewrite(hctx, d, env, c.deferDelay(d)) {
-				d.env = env
-			}
-		}
 		return false
 	}
 	return true
+}
+
+// carryEnd puts d's message back with its run's end in it
+// (Envelope.Ended), after OnEnd failed for an end the run record holds
+// (succeeded or cancelled): by the time the message reappears the id may
+// have been scheduled again, and its record no longer say how this run
+// ended. Not for an end the record may not hold (its write failed: the
+// message must then run the task again), nor for a message whose
+// visibility was lost (it cannot be rewritten).
+func (c *Consumer) carryEnd(hctx context.Context, d *delivery, st leasecrontype.RunState) {
+	if d.env.Ended != "" {
+		return
+	}
+	env := d.env
+	env.Ended = st
+	env.Dequeues = d.m.DequeueCount
+	if c.rewrite(hctx, d, env, c.deferDelay(d)) {
+		d.env = env
+	}
 }
 
 // tellAgain tells the batch and dependents of a run that ended
@@ -740,8 +751,13 @@ func (c *Consumer) ended(hctx context.Context, d *delivery, st leasecrontype.Run
 func (c *Consumer) tellAgain(hctx context.Context, d *delivery) {
 	d.log.Info("telling the batch or dependents of the run's end again", "state", d.env.Ended)
 	if !c.ended(hctx, d, d.env.Ended) {
-		c.rewrite(hctx, d, d.env, c.deferDelay(d))
-		c.settle(d, OutcomeLeft)
+		env := d.env
+		env.Dequeues = d.m.DequeueCount // not an unrecorded delivery for the crash guard
+		if c.rewrite(hctx, d, env, c.deferDelay(d)) {
+			c.settle(d, OutcomeDeferred)
+		} else {
+			c.settle(d, OutcomeLeft)
+		}
 		return
 	}
 	if c.ack(hctx, d) {

@@ -3,12 +3,14 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -136,4 +138,39 @@ func TestEndIsToldAfterTheIdWasScheduledAgain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An end whose record could not be written is not carried in the message:
+// the record may still say running, and the message must come back to
+// run its task again, not to tell, for good, an end nobody recorded (a
+// review of issue 38's row 88). One whose record was written is.
+func TestOnlyARecordedEndIsCarried(t *testing.T) {
+	for _, down := range []bool{true, false} {
+		h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, BackoffBase: time.Second, VisibilityTimeout: 30 * time.Second, MaxAttempts: 3}})
+		rm := &finishRefused{Memory: runs.NewMemory(h.clk), refused: down}
+		h.c.o.Runs = rm
+		h.c.o.OnEnd = func(context.Context, Envelope, leasecrontype.RunState) error { return errors.New("table busy") }
+		h.c.Handle("ok", func(context.Context, leasecrontype.Task) error { return nil })
+		h.enqueue(Envelope{ID: "m", Type: "ok", Batch: "b"})
+		h.start()
+		h.expect(OutcomeSucceeded)
+		h.stop()
+		if _, env := h.only(h.work); (env.Ended != "") == down || !down && env.Ended != leasecrontype.RunSucceeded {
+			t.Errorf("record written %v: the message carries Ended %q", !down, env.Ended)
+		}
+	}
+}
+
+// finishRefused refuses every Finish with an error that is not tried
+// again, when refused.
+type finishRefused struct {
+	*runs.Memory
+	refused bool
+}
+
+func (f *finishRefused) Finish(ctx context.Context, id string, st leasecrontype.RunState, err error, tail string) error {
+	if f.refused {
+		return fmt.Errorf("runs: finish %s: %w", id, storage.ErrBadRequest)
+	}
+	return f.Memory.Finish(ctx, id, st, err, tail)
 }

@@ -132,9 +132,14 @@ func (c *Consumer) ack(hctx context.Context, d *delivery) bool {
 func (c *Consumer) succeed(hctx context.Context, d *delivery, tail string) {
 	// Record success first: if the delete is lost, the redelivery is
 	// recognised as a duplicate.
-	c.finish(hctx, d, leasecrontype.RunSucceeded, nil, tail)
-	if c.ended(hctx, d, leasecrontype.RunSucceeded) && c.ack(hctx, d) {
-		c.deletePayload(hctx, d)
+	_, ferr := c.finish(hctx, d, leasecrontype.RunSucceeded, nil, tail)
+	switch {
+	case c.ended(hctx, d, leasecrontype.RunSucceeded):
+		if c.ack(hctx, d) {
+			c.deletePayload(hctx, d)
+		}
+	case ferr == nil:
+		c.carryEnd(hctx, d, leasecrontype.RunSucceeded)
 	}
 	d.log.Info("task succeeded", "took", c.clk.Now().Sub(d.start))
 	c.settle(d, OutcomeSucceeded)
