@@ -912,19 +912,17 @@ type lostStore struct {
 
 func (l *lostStore) Replace(ctx context.Context, e Entry, ifMatch string) (string, error) {
 	etag, err := l.Store.Replace(ctx, e, ifMatch)
-	l.mu.Lock()
-	lost := l.lost
-	l.mu.Unlock()
-	if err == nil && lost != nil {
-		if lerr := lost(e); lerr != nil {
-			return "", lerr
-		}
-	}
-	return etag, err
+	return l.answer(e, etag, err)
 }
 
 func (l *lostStore) Insert(ctx context.Context, e Entry) (string, error) {
 	etag, err := l.Store.Insert(ctx, e)
+	return l.answer(e, etag, err)
+}
+
+// answer is what the caller of a write of e hears: lost's error for a
+// write it picks that was done.
+func (l *lostStore) answer(e Entry, etag string, err error) (string, error) {
 	l.mu.Lock()
 	lost := l.lost
 	l.mu.Unlock()

@@ -19,22 +19,7 @@ import (
 // delivery (a duplicate) tells it again before being acknowledged. Plain
 // runs do not call it.
 func TestOnEndBeforeTheMessageGoes(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, BackoffBase: time.Second, VisibilityTimeout: 30 * time.Second, MaxAttempts: 1}})
-	rm := runs.NewMemory(h.clk)
-	h.c.o.Runs = rm
-	var mu sync.Mutex
-	var heard []string
-	fail := true
-	h.c.o.OnEnd = func(ctx context.Context, env Envelope, st leasecrontype.RunState) error {
-		mu.Lock()
-		defer mu.Unlock()
-		heard = append(heard, env.ID+" "+string(st))
-		if env.ID == "parent" && fail {
-			fail = false
-			return errors.New("table down")
-		}
-		return nil
-	}
+	h, rm, ends := newOnEndHarness(t, "parent")
 	h.c.Handle("ok", func(context.Context, leasecrontype.Task) error { return nil })
 	h.c.Handle("bad", func(context.Context, leasecrontype.Task) error { return errors.New("no") })
 	h.enqueue(Envelope{ID: "plain", Type: "ok"})
@@ -47,8 +32,7 @@ func TestOnEndBeforeTheMessageGoes(t *testing.T) {
 	}
 	h.clk.Advance(31 * time.Second) // its visibility timeout
 	h.expect(OutcomeDuplicate)
-	mu.Lock()
-	defer mu.Unlock()
+	heard := ends.heard()
 	want := []string{"parent succeeded", "member dead", "parent succeeded"}
 	if len(heard) != len(want) {
 		t.Fatalf("OnEnd heard %v, want %v", heard, want)
@@ -81,22 +65,7 @@ func TestEndIsToldAfterTheIdWasScheduledAgain(t *testing.T) {
 		want   leasecrontype.RunState
 	}{{"succeeded", false, leasecrontype.RunSucceeded}, {"cancelled", true, leasecrontype.RunCancelled}} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, BackoffBase: time.Second, VisibilityTimeout: 30 * time.Second, MaxAttempts: 1}})
-			rm := runs.NewMemory(h.clk)
-			h.c.o.Runs = rm
-			var mu sync.Mutex
-			var heard []string
-			fail := true
-			h.c.o.OnEnd = func(_ context.Context, env Envelope, st leasecrontype.RunState) error {
-				mu.Lock()
-				defer mu.Unlock()
-				heard = append(heard, env.ID+" "+string(st))
-				if fail {
-					fail = false
-					return errors.New("table busy")
-				}
-				return nil
-			}
+			h, rm, ends := newOnEndHarness(t, "m")
 			var ran atomic.Int32
 			h.c.Handle("ok", func(context.Context, leasecrontype.Task) error { ran.Add(1); return nil })
 			ctx := context.Background()
@@ -122,8 +91,7 @@ func TestEndIsToldAfterTheIdWasScheduledAgain(t *testing.T) {
 			}
 			h.clk.Advance(31 * time.Second)
 			h.expect(OutcomeDuplicate)
-			mu.Lock()
-			defer mu.Unlock()
+			heard := ends.heard()
 			if want := "m " + string(tc.want); len(heard) != 2 || heard[0] != want || heard[1] != want {
 				t.Fatalf("OnEnd heard %v; want %q twice (the failed telling, then the message back)", heard, want)
 			}
@@ -173,4 +141,42 @@ func (f *finishRefused) Finish(ctx context.Context, id string, st leasecrontype.
 		return fmt.Errorf("runs: finish %s: %w", id, storage.ErrBadRequest)
 	}
 	return f.Memory.Finish(ctx, id, st, err, tail)
+}
+
+// onEnds records what OnEnd heard ("{id} {state}") and fails the first
+// telling of the run failing names.
+type onEnds struct {
+	mu      sync.Mutex
+	failing string
+	failed  bool
+	all     []string
+}
+
+func (o *onEnds) onEnd(_ context.Context, env Envelope, st leasecrontype.RunState) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.all = append(o.all, env.ID+" "+string(st))
+	if env.ID == o.failing && !o.failed {
+		o.failed = true
+		return errors.New("table busy")
+	}
+	return nil
+}
+
+func (o *onEnds) heard() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.all...)
+}
+
+// newOnEndHarness is a consumer of one handler slot, one attempt a task
+// and a 30 s visibility timeout over in-memory run records, whose OnEnd
+// fails the first telling of failing's end.
+func newOnEndHarness(t *testing.T, failing string) (*harness, *runs.Memory, *onEnds) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, BackoffBase: time.Second, VisibilityTimeout: 30 * time.Second, MaxAttempts: 1}})
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	ends := &onEnds{failing: failing}
+	h.c.o.OnEnd = ends.onEnd
+	return h, rm, ends
 }

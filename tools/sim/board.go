@@ -307,20 +307,8 @@ func (c *checker) boardHandler(p *proc) leasecron.Handler {
 		}
 		r := c.boardStarted(p, task)
 		p.waitUnpaused(ctx)
-		if d := pl.B.Sleep; d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				c.boardEnded(r, "cancelled")
-				return ctx.Err()
-			case <-t.C:
-			}
-		}
-		p.waitUnpaused(ctx)
-		if p.killed() {
-			c.boardEnded(r, "killed")
-			return errKilled
+		if err := runFor(ctx, p, pl.B.Sleep, func(how string) { c.boardEnded(r, how) }); err != nil {
+			return err
 		}
 		if pl.B.Fail != 0 {
 			c.boardEnded(r, "fail")

@@ -1021,20 +1021,8 @@ func (c *checker) handler(p *proc) leasecron.Handler {
 		if b.Progress {
 			_ = leasecron.Progress(ctx, 50, "half way")
 		}
-		if b.Sleep > 0 {
-			t := time.NewTimer(b.Sleep)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				c.ended(ev, "cancelled")
-				return ctx.Err()
-			case <-t.C:
-			}
-		}
-		p.waitUnpaused(ctx)
-		if p.killed() {
-			c.ended(ev, "killed")
-			return errKilled
+		if err := runFor(ctx, p, b.Sleep, func(how string) { c.ended(ev, how) }); err != nil {
+			return err
 		}
 		c.mu.Lock()
 		key := task.ID
@@ -1057,6 +1045,29 @@ func (c *checker) handler(p *proc) leasecron.Handler {
 		c.ended(ev, "ok")
 		return nil
 	}
+}
+
+// runFor is a handler's work: d long (cut short when its context ends),
+// then, once p runs again if frozen, nothing more if p was killed
+// meanwhile. It ends the run (end: "cancelled" or "killed") and returns
+// the handler's error when the handler stops there; nil to go on.
+func runFor(ctx context.Context, p *proc, d time.Duration, end func(how string)) error {
+	if d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			end("cancelled")
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	p.waitUnpaused(ctx)
+	if p.killed() {
+		end("killed")
+		return errKilled
+	}
+	return nil
 }
 
 // --- operations' answers -------------------------------------------------
