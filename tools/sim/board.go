@@ -363,8 +363,10 @@ func (c *checker) boardStarted(p *proc, task leasecron.Task) *boardRun {
 		}
 	}
 	if prev := lastClaimed(k.runs); prev != nil {
+		// (With no least gap the two claims' starts, read on two hosts'
+		// clocks, may even come in either order.)
 		least, why := c.boardLeastGapLocked(k, prev, r)
-		if gap := r.due.Sub(prev.due); gap < least-time.Millisecond {
+		if gap := r.due.Sub(prev.due); least > 0 && gap < least-time.Millisecond {
 			c.violate(InvBoardInterval, "blackboard key %s started on %s %v after its run on %s (their claims' starts by the claimers' clocks) against an interval of %v (%s)",
 				task.Key, p.id, gap, prev.proc.id, least, why)
 		}
@@ -384,11 +386,12 @@ func (c *checker) boardStarted(p *proc, task leasecron.Task) *boardRun {
 	return r
 }
 
-// lastClaimed is the run claimed last.
+// lastClaimed is the run claimed last, in true time (claims of a key
+// follow one another: each reads the row the one before wrote).
 func lastClaimed(runs []*boardRun) *boardRun {
 	var last *boardRun
 	for _, r := range runs {
-		if last == nil || r.due.After(last.due) {
+		if last == nil || r.claimed.After(last.claimed) {
 			last = r
 		}
 	}
