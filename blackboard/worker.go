@@ -531,13 +531,7 @@ func (w *Worker) execute(ctx context.Context, c *claim) RunReport {
 		// next cycle instead.
 		log.Warn("claim answered too late to run within its lock; the key runs at the next cycle", "claimed", c.start, "lock_deadline", c.deadline)
 		rep.Err = fmt.Errorf("%w: the claim of %s answered at %s, past its lock's margin", ErrLockExpired, c.start.Format(time.RFC3339Nano), late.Format(time.RFC3339Nano))
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		defer rcancel()
-		if err := w.writeOwn(rctx, c, func(r *Entry) { r.Running, r.LockedUntil, r.RunNow = false, time.Time{}, true }); err != nil {
-			rep.RecordErr = err
-			return rep
-		}
-		rep.Recorded = true
+		w.record(ctx, c, &rep, func(r *Entry) { r.Running, r.LockedUntil, r.RunNow = false, time.Time{}, true })
 		return rep
 	}
 
@@ -607,9 +601,7 @@ wait:
 		log.Debug("run succeeded", "duration", rep.Duration)
 	}
 
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer rcancel()
-	err := w.writeOwn(rctx, c, func(r *Entry) {
+	if err := w.record(ctx, c, &rep, func(r *Entry) {
 		r.Running = false
 		r.Stop = stop
 		r.LastDuration = rep.Duration
@@ -622,14 +614,21 @@ wait:
 		if rep.Interrupted {
 			r.RunNow = true
 		}
-	})
-	if err != nil {
-		rep.RecordErr = err
+	}); err != nil {
 		log.Warn("run finished but its outcome was not recorded", "err", err)
-		return rep
 	}
-	rep.Recorded = true
 	return rep
+}
+
+// record writes the end of c's run (fn on its row) on a context detached
+// from the worker's, so that a shutdown still records, and notes in rep
+// whether it was recorded.
+func (w *Worker) record(ctx context.Context, c *claim, rep *RunReport, fn func(*Entry)) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	err := w.writeOwn(rctx, c, fn)
+	rep.RecordErr, rep.Recorded = err, err == nil
+	return err
 }
 
 // extend writes c's lock extension from now, given up when the clock

@@ -751,13 +751,7 @@ func (c *Consumer) carryEnd(hctx context.Context, d *delivery, st leasecrontype.
 func (c *Consumer) tellAgain(hctx context.Context, d *delivery) {
 	d.log.Info("telling the batch or dependents of the run's end again", "state", d.env.Ended)
 	if !c.ended(hctx, d, d.env.Ended) {
-		env := d.env
-		env.Dequeues = d.m.DequeueCount // not an unrecorded delivery for the crash guard
-		if c.rewrite(hctx, d, env, c.deferDelay(d)) {
-			c.settle(d, OutcomeDeferred)
-		} else {
-			c.settle(d, OutcomeLeft)
-		}
+		c.deferMsg(hctx, d, c.deferDelay(d), "its end is still to be told")
 		return
 	}
 	if c.ack(hctx, d) {
