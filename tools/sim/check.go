@@ -1209,7 +1209,7 @@ func (c *checker) checkPausedLocked(t *ti, ev *runEv) {
 	}
 	sort.SliceStable(mine, func(i, j int) bool { return mine[i].issued.Before(mine[j].issued) })
 	for i, p := range mine {
-		if p.typ != t.spec.Type || !p.ok {
+		if p.typ != t.spec.Type || !p.ok || c.resumedDuring(mine, p) {
 			continue
 		}
 		// A delivery past its check may still start: one held the last
@@ -1227,6 +1227,17 @@ func (c *checker) checkPausedLocked(t *ti, ev *runEv) {
 			c.violateAt(ev.start, InvPaused, "%s of paused type %s started on %s at %s (paused at %s, until %s)", ev.runID, t.spec.Type, ev.proc.id, c.at(ev.start), c.at(p.returned), c.atOr(to))
 		}
 	}
+}
+
+// resumedDuring reports whether a resume among mine was under way while
+// the pause p was: it read the state before p wrote it, and can have
+// written its resume after p answered (a read-modify-write retried past a
+// conflict), so p promises nothing (seed 10064: a resume whose write was
+// slowed past the next pause ended it).
+func (c *checker) resumedDuring(mine []pauseEv, p pauseEv) bool {
+	return slices.ContainsFunc(mine, func(r pauseEv) bool {
+		return r.typ == "resume:"+p.typ && r.issued.Before(p.returned) && r.returned.After(p.issued)
+	})
 }
 
 // pausedDuringLocked reports whether a pause of typ was in force at some

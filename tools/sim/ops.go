@@ -76,7 +76,8 @@ func (w *World) userOp(c *proc, op *Op) {
 		chk.paused(ev)
 	case OpResume:
 		issued := w.now()
-		_ = cl.Resume(ctx, op.Type)
+		err := cl.Resume(ctx, op.Type)
+		w.answer(op, "", err)
 		chk.paused(pauseEv{typ: "resume:" + op.Type, issued: issued, returned: w.now(), ok: true})
 	case OpDisable, OpEnable:
 		issued := w.now()
