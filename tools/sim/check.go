@@ -75,6 +75,9 @@ type ti struct {
 	id     string // the id as stored (generated for unique tasks)
 	client *proc
 	op     *Op
+	// unfound are the parents (--after) not yet tried when t was: see
+	// newTI.
+	unfound []string
 
 	issued, returned time.Time
 	accepted         bool
@@ -351,9 +354,25 @@ func (c *checker) newTI(s TaskSpec, op *Op, cl *proc) *ti {
 		// schedule's answer.
 		c.byID[t.id] = append(c.byID[t.id], t)
 	}
+	if t.id != "" {
+		// A child planned after this scheduling whose operation, delayed
+		// with it, was tried first (each user operation runs on its own
+		// goroutine) waits for it all the same: its schedule finds the
+		// id's rows once they are written (seed 9737: a parent and its
+		// child tried 0.2 ms apart, the child first, and the child's
+		// cancel with its parent's bulk cancel was unexplained).
+		for _, o := range c.tis {
+			if i := slices.Index(o.unfound, t.id); i >= 0 && o.op != nil && op != nil && o.op.At > op.At {
+				o.unfound = slices.Delete(o.unfound, i, i+1)
+				o.parents = append(o.parents, t)
+			}
+		}
+	}
 	for _, p := range s.After {
 		if pt := c.latestLocked(c.realID(p)); pt != nil {
 			t.parents = append(t.parents, pt)
+		} else {
+			t.unfound = append(t.unfound, c.realID(p))
 		}
 	}
 	return t
@@ -1619,7 +1638,12 @@ func (c *checker) parentFailed(t *ti) bool {
 		// (README, workflows; seed 6855: the first run succeeded, the id
 		// was moved again 15 s later before a pass saw the success, and
 		// the second run died).
-		for _, a := range pt.again {
+		// A replace of it issued after the child counts as well (seed
+		// 9629: the replacement, sent early, waited behind the parent's
+		// held message, was moved 2 ms after that message's run
+		// succeeded, and died; the pass after the success found the id
+		// pending again).
+		for _, a := range slices.Concat(pt.again, pt.alts) {
 			if _, bad := c.endedBadly(a); bad && !a.issued.Before(t.issued) {
 				return true
 			}
