@@ -334,8 +334,11 @@ func newParts(sc *storage.Clients, n Names, routing Routing, noRuns bool, ro Run
 	}
 	if p.runs != nil {
 		so.Unconfirm = p.runs.Unconfirm // of a task a client sent for now (sendnow.go)
-		so.UnconfirmDue = func(ctx context.Context, old schedule.Item) error {
+		so.UnconfirmDue = func(ctx context.Context, old schedule.Item) (string, error) {
 			return p.runs.UnconfirmDue(ctx, old.ID, runs.Meta{Type: old.Type, Due: old.Due, Batch: old.Batch})
+		}
+		so.ConfirmAgain = func(ctx context.Context, old schedule.Item, token string) error {
+			return p.runs.ConfirmAgain(ctx, old.ID, runs.Meta{Type: old.Type, Due: old.Due, Batch: old.Batch, Token: token})
 		}
 		so.SentStarted = p.runs.SentStarted
 	}

@@ -171,6 +171,12 @@ func (c *Client) dropPayload(ctx context.Context, it Item) {
 // earlier shard count) sends the write to that shard, unless its task is
 // gone; the shard written is returned.
 func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOptions) (written, oldBlob, etag string, err error) {
+	var wd withdrawal
+	defer func() {
+		if err != nil {
+			c.undoWithdraw(ctx, it.ID, wd)
+		}
+	}()
 	props := itemProps(*it, true)
 	ixProps := map[string]any{PropItem: rk, PropID: it.ID}
 	ik := indexKey(it.ID)
@@ -284,7 +290,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 			}
 		}
 		keepFlow(props, replaced, it)
-		c.withdraw(ctx, it.ID, replaced)
+		wd = wd.or(c.withdraw(ctx, it.ID, replaced))
 		etags, err = c.t.Submit(ctx, ops)
 		if err == nil {
 			c.unconfirm(ctx, it.ID, replaced)

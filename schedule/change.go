@@ -146,8 +146,14 @@ func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o
 // row is dropped afterwards: what was sent for it no longer applies). A
 // row that would not move is returned as it is. verb and done name the
 // change in errors ("reschedule", "rescheduled").
-func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func(row table.Entity) (time.Time, table.Props, error)) (Item, error) {
+func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func(row table.Entity) (time.Time, table.Props, error)) (_ Item, err error) {
 	var lastErr error
+	var wd withdrawal
+	defer func() {
+		if err != nil {
+			c.undoWithdraw(ctx, id, wd)
+		}
+	}()
 	for range retries {
 		f, _, err := c.locate(ctx, id)
 		if err != nil {
@@ -199,7 +205,7 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 		if f.index != nil {
 			ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, Props: map[string]any{PropItem: newRK}, IfMatch: f.index.ETag})
 		}
-		c.withdraw(ctx, id, f.row)
+		wd = wd.or(c.withdraw(ctx, id, f.row))
 		etags, err := c.t.Submit(ctx, ops)
 		if err == nil {
 			c.unconfirm(ctx, id, f.row)
@@ -239,14 +245,52 @@ func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
 // (Options.UnconfirmDue): its sender may confirm the run before the change
 // or after it, and the mark on the record refuses the confirmation either
 // way. Done first, it holds even when the write's answer is lost; should
-// the write fail, the message is checked against the unchanged row and
-// runs. A failure is logged, as unconfirm's.
-func (c *Client) withdraw(ctx context.Context, id string, old table.Entity) {
+// the write fail, the message is checked against the row and runs — or,
+// when the row was marked and moved on the strength of the confirmation
+// the withdrawal took, the change puts it back (undoWithdraw). A failure
+// is logged, as unconfirm's.
+func (c *Client) withdraw(ctx context.Context, id string, old table.Entity) withdrawal {
 	if c.opts.UnconfirmDue == nil || !beingSent(old) {
+		return withdrawal{}
+	}
+	it := readItem(old)
+	tok, err := c.opts.UnconfirmDue(ctx, it)
+	if err != nil {
+		c.opts.Logger.Warn("cannot withdraw the run of a task being sent for now; its old message may still run", "task_id", id, "err", err)
+	}
+	return withdrawal{old: it, token: tok}
+}
+
+// withdrawal is what withdraw took back: the confirmation under token of
+// the run of old ("" none).
+type withdrawal struct {
+	old   Item
+	token string
+}
+
+// or is w, or v when w took nothing back (a change retried withdraws
+// again, and finds the confirmation gone).
+func (w withdrawal) or(v withdrawal) withdrawal {
+	if w.token != "" {
+		return w
+	}
+	return v
+}
+
+// undoWithdraw puts back the confirmation a withdrawal took, for a change
+// that failed: between the change's read and its withdrawal the sender
+// marked the row sent and confirmed, and the mover retired it without
+// sending, so the old message is all the task has — taken for stale
+// without its confirmation, the task would never run (issue 38, seed
+// 30004: a run-now's slow withdrawal and a ScheduleMany's send). The run
+// takes it back only if it is exactly as the withdrawal left it. A
+// failure is logged.
+func (c *Client) undoWithdraw(ctx context.Context, id string, w withdrawal) {
+	if w.token == "" || c.opts.ConfirmAgain == nil {
 		return
 	}
-	if err := c.opts.UnconfirmDue(ctx, readItem(old)); err != nil {
-		c.opts.Logger.Warn("cannot withdraw the run of a task being sent for now; its old message may still run", "task_id", id, "err", err)
+	if err := c.opts.ConfirmAgain(context.WithoutCancel(ctx), w.old, w.token); err != nil {
+		c.opts.Logger.Warn("cannot put back the confirmation of a task being sent for now whose change failed; its message may be taken for stale", "task_id", id, "err", err)
 	}
 }
 

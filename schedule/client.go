@@ -86,8 +86,14 @@ type Options struct {
 	// yet marked sent, which Reschedule or Add with Replace has just
 	// rewritten: its sender may confirm the run before the change or after
 	// it, under a token the row does not name yet, and neither may let
-	// the old message run. Nil: nothing to withdraw.
-	UnconfirmDue func(ctx context.Context, old Item) error
+	// the old message run. It returns the token of a confirmation it took
+	// back ("" when there was none). Nil: nothing to withdraw.
+	UnconfirmDue func(ctx context.Context, old Item) (token string, err error)
+	// ConfirmAgain puts back the confirmation under token that
+	// UnconfirmDue took from the run of old, when the change it was taken
+	// for did not happen (the change failed: its row was marked and moved
+	// meanwhile, or is gone). Nil: nothing is put back.
+	ConfirmAgain func(ctx context.Context, old Item, token string) error
 	// SentStarted reports, for a one-off task due at due whose row says
 	// its message was sent (PropSent, with token), whether that message has
 	// already started a run (the run is past queued, with token or, claimed

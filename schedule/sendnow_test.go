@@ -90,9 +90,9 @@ func TestConfirmedRowsAndTheirChanges(t *testing.T) {
 	c, mt, fc := newMemClient(t, Options{ChangesAfterSend: true, Unconfirm: func(_ context.Context, id, token string) error {
 		unconfirmed = append(unconfirmed, id+"/"+token)
 		return nil
-	}, UnconfirmDue: func(_ context.Context, old Item) error {
+	}, UnconfirmDue: func(_ context.Context, old Item) (string, error) {
 		dueTakenBack = append(dueTakenBack, old.ID+"@"+old.Due.Sub(t0).String())
-		return nil
+		return "", nil
 	}})
 	var confirmed []string
 	q := &fakeQueue{}
@@ -195,6 +195,85 @@ func TestConfirmedRowsAndTheirChanges(t *testing.T) {
 	}
 	if n := len(q.ids()); n != 0 {
 		t.Errorf("the mover sent %d messages for rows whose senders had sent them", n)
+	}
+}
+
+// raceFirst runs race once, just before the first transaction that match
+// selects: another process's writes landing between a change's read and
+// its write.
+type raceFirst struct {
+	table.Table
+	match func(ops []table.Op) bool
+	race  func()
+	done  bool
+}
+
+func (r *raceFirst) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if !r.done && len(ops) > 0 && r.match(ops) {
+		r.done = true
+		r.race()
+	}
+	return r.Table.Submit(ctx, ops)
+}
+
+// A change of a row being sent withdraws its due time and so takes back
+// the sender's confirmation; when the change then fails because, between
+// its read and its write, the sender marked the row sent and confirmed
+// and the mover retired it without sending, the confirmation is put back
+// (Options.ConfirmAgain): the sender's message is the task's only one,
+// and without it would be acknowledged as stale (issue 38, seed 30004: a
+// run-now of a task a ScheduleMany was sending; it never ran). A change
+// that happens does not put it back.
+func TestFailedChangeOfARowBeingSentPutsItsConfirmationBack(t *testing.T) {
+	var again []string
+	c, mt, fc := newMemClient(t, Options{ChangesAfterSend: true,
+		Unconfirm: func(context.Context, string, string) error { return nil },
+		UnconfirmDue: func(_ context.Context, old Item) (string, error) {
+			return "tok-" + old.ID, nil // the sender had confirmed
+		},
+		ConfirmAgain: func(_ context.Context, old Item, token string) error {
+			again = append(again, old.ID+"/"+token+"@"+old.Due.Sub(t0).String())
+			return nil
+		}})
+	q := &fakeQueue{}
+	m, err := newMover(mt, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: q, SetAside: q, Clock: fc, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxt := ctx(t)
+	if err := m.takeFence(ctxt, "00", 1); err != nil {
+		t.Fatal(err)
+	}
+	now := fc.Now()
+	sending := AddOptions{Sending: now.Add(15 * time.Second)}
+	raced, err := c.Add(ctxt, Item{ID: "raced", Due: now}, sending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Add(ctxt, Item{ID: "changed", Due: now}, sending); err != nil {
+		t.Fatal(err)
+	}
+	c.t = &raceFirst{Table: mt,
+		match: func(ops []table.Op) bool { return strings.HasSuffix(ops[0].RowKey, "_raced") },
+		race: func() {
+			if err := c.MarkSent(ctxt, Sent{Item: raced, Token: "tok-raced", Confirmed: true}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.pass(ctxt, 1); err != nil {
+				t.Fatal(err)
+			}
+		}}
+	if _, err := c.RescheduleWith(ctxt, "raced", now.Add(time.Second), RescheduleOptions{Sending: now.Add(16 * time.Second)}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("run-now of a row retired meanwhile: %v, want ErrNotFound", err)
+	}
+	if n := len(q.ids()); n != 0 {
+		t.Fatalf("the mover sent %d messages for a row its sender confirmed", n)
+	}
+	if _, err := c.Reschedule(ctxt, "changed", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"raced/tok-raced@0s"}; !slices.Equal(again, want) {
+		t.Errorf("confirmations put back: %v, want %v", again, want)
 	}
 }
 

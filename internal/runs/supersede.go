@@ -106,16 +106,20 @@ func (s *Store) Unconfirm(ctx context.Context, id, token string) error {
 // stale. Without a record, one is written queued for that due time (as a
 // taken-back confirmation leaves it), carrying the mark. Only a record of
 // exactly that due time is a confirmation of it (not one of an earlier
-// release, which knows no due time).
-func (s *Store) UnconfirmDue(ctx context.Context, id string, m Meta) error {
+// release, which knows no due time). It returns the token of the
+// confirmation it took back ("" when there was none), for ConfirmAgain.
+func (s *Store) UnconfirmDue(ctx context.Context, id string, m Meta) (string, error) {
 	if err := validateID(id); err != nil {
-		return err
+		return "", err
 	}
 	if m.Due.IsZero() {
-		return fmt.Errorf("%w: withdraw %s: no due time", ErrInvalid, id)
+		return "", fmt.Errorf("%w: withdraw %s: no due time", ErrInvalid, id)
 	}
 	due := stored(m.Due)
-	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+	// took is kept across modify's tries: a try that finds the token gone
+	// may follow one whose write committed although its answer was lost.
+	var took string
+	err := s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
 		if cur == nil {
 			next := newRun(id, Queued)
 			fillMeta(&next, Meta{Type: m.Type, Due: due, Batch: m.Batch})
@@ -130,9 +134,40 @@ func (s *Store) UnconfirmDue(ctx context.Context, id string, m Meta) error {
 		}
 		next := *cur
 		if confirmed {
+			took = cur.Token
 			next.Token = ""
 		}
 		next.Withdrawn = next.Withdrawn.with(due)
+		return next, true, nil
+	})
+	return took, err
+}
+
+// ConfirmAgain puts back a confirmation UnconfirmDue took (token, of m's
+// due time) when the change it was taken for did not happen: the row was
+// marked sent and confirmed between the change's read and its withdrawal,
+// and the mover, finding it so, retired it without sending; then the
+// change found no row. The message under token is all the task has left,
+// and without its confirmation it would be acknowledged as stale (issue
+// 38, seed 30004: a run-now's slow withdrawal met a ScheduleMany's
+// confirmed send, and the task never ran). Only the record exactly as the
+// withdrawal left it takes it back: unstarted, of that due time, with no
+// token and the due time withdrawn.
+func (s *Store) ConfirmAgain(ctx context.Context, id string, m Meta) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	if m.Due.IsZero() || m.Token == "" {
+		return fmt.Errorf("%w: confirm %s again: no due time or token", ErrInvalid, id)
+	}
+	due := stored(m.Due)
+	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		if cur == nil || cur.Token != "" || !notStarted(cur) || !cur.Due.Equal(due) || !cur.Withdrawn.has(due) {
+			return Run{}, false, nil
+		}
+		next := *cur
+		next.Token = m.Token
+		next.Withdrawn = next.Withdrawn.without(due)
 		return next, true, nil
 	})
 }

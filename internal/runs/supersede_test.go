@@ -162,13 +162,13 @@ func withdrawnSend(t *testing.T, e env) {
 	if ok := s.Confirm(ctx, []Mark{{ID: "before", Meta: sent}}); !ok[0] {
 		t.Fatal("Confirm failed")
 	}
-	if err := s.UnconfirmDue(ctx, "before", Meta{Type: "email", Due: old.Add(time.Second)}); err != nil {
+	if _, err := s.UnconfirmDue(ctx, "before", Meta{Type: "email", Due: old.Add(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.mustState(t, "before", Queued); r.Token != "tok1" {
 		t.Fatalf("withdrawing another due time changed %+v", r)
 	}
-	if err := s.UnconfirmDue(ctx, "before", Meta{Type: "email", Due: old}); err != nil {
+	if _, err := s.UnconfirmDue(ctx, "before", Meta{Type: "email", Due: old}); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.mustState(t, "before", Queued); r.Token != "" || !r.Withdrawn.has(old) {
@@ -182,7 +182,7 @@ func withdrawnSend(t *testing.T, e env) {
 	}
 
 	// Confirmed after the change, before any record: refused.
-	if err := s.UnconfirmDue(ctx, "after", Meta{Type: "email", Due: old}); err != nil {
+	if _, err := s.UnconfirmDue(ctx, "after", Meta{Type: "email", Due: old}); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.mustState(t, "after", Queued); r.Token != "" || !r.Due.Equal(old) || r.Type != "email" {
@@ -195,7 +195,7 @@ func withdrawnSend(t *testing.T, e env) {
 	// Confirmed after the rescheduled task has run: still refused. The
 	// rescheduled task (another due time, its own token) is confirmed and
 	// runs as usual once the old queued record is out of its way.
-	if err := s.UnconfirmDue(ctx, "ran", Meta{Type: "email", Due: old}); err != nil {
+	if _, err := s.UnconfirmDue(ctx, "ran", Meta{Type: "email", Due: old}); err != nil {
 		t.Fatal(err)
 	}
 	moved := Meta{Type: "email", Due: later, Token: "tok2"}
@@ -222,7 +222,7 @@ func withdrawnSend(t *testing.T, e env) {
 	// record withdrawing the finished one's due time beside the first
 	// (a review of seed 4558's fix: one withdrawn due time, overwritten by
 	// the next, let the late confirmation take the last record over).
-	if err := s.UnconfirmDue(ctx, "twice", Meta{Type: "email", Due: old}); err != nil {
+	if _, err := s.UnconfirmDue(ctx, "twice", Meta{Type: "email", Due: old}); err != nil {
 		t.Fatal(err)
 	}
 	for i, due := range []time.Time{later, later.Add(time.Hour)} {
@@ -246,7 +246,7 @@ func withdrawnSend(t *testing.T, e env) {
 	// Replaced with the same due time: the replacement's run is not
 	// confirmed while queued (its message is checked against its row),
 	// and once it has started its row may be moved.
-	if err := s.UnconfirmDue(ctx, "same", Meta{Type: "email", Due: old}); err != nil {
+	if _, err := s.UnconfirmDue(ctx, "same", Meta{Type: "email", Due: old}); err != nil {
 		t.Fatal(err)
 	}
 	again := Meta{Type: "email", Due: old, Token: "tok3"}
@@ -269,6 +269,82 @@ func TestStoreEarlySent(t *testing.T) {
 func TestStoreWithdrawnSend(t *testing.T) {
 	t.Parallel()
 	withdrawnSend(t, azureEnv(t, Options{}))
+}
+
+func TestMemConfirmAgainAfterAChangeThatDidNotHappen(t *testing.T) {
+	confirmAgain(t, memEnv(t))
+}
+
+func TestStoreConfirmAgainAfterAChangeThatDidNotHappen(t *testing.T) {
+	t.Parallel()
+	confirmAgain(t, azureEnv(t, Options{}))
+}
+
+// confirmAgain: a change of a row being sent withdrew its due time, taking
+// a confirmation back, and then found the row gone (issue 38, seed
+// 30004). ConfirmAgain puts the token back on the record exactly as the
+// withdrawal left it, so the message's claim succeeds — and on nothing
+// else: a record claimed, confirmed anew or of another due time since.
+func confirmAgain(t *testing.T, e env) {
+	ctx := context.Background()
+	s := e.s
+	old := e.now().Add(time.Second).Truncate(time.Second)
+	sent := Meta{Type: "email", Due: old, Token: "tok1"}
+	lease := old.Add(time.Minute)
+	withdraw := func(id string) {
+		t.Helper()
+		if ok := s.ConfirmSent(ctx, []Mark{{ID: id, Meta: sent}}); !ok[0] {
+			t.Fatalf("%s: ConfirmSent failed", id)
+		}
+		took, err := s.UnconfirmDue(ctx, id, Meta{Type: "email", Due: old})
+		if err != nil || took != "tok1" {
+			t.Fatalf("%s: UnconfirmDue took %q, %v; want tok1", id, took, err)
+		}
+	}
+
+	withdraw("back")
+	if err := s.ConfirmAgain(ctx, "back", sent); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "back", Queued); r.Token != "tok1" || r.Withdrawn.has(old) {
+		t.Fatalf("confirmed again: %+v, want tok1 and the due time no longer withdrawn", r)
+	}
+	if _, err := s.Claim(ctx, "back", "w1", 1, lease, sent); err != nil {
+		t.Fatalf("the message's claim after ConfirmAgain: %v", err)
+	}
+	if took, err := s.UnconfirmDue(ctx, "none", Meta{Type: "email", Due: old}); err != nil || took != "" {
+		t.Fatalf("a withdrawal with no confirmation took %q, %v", took, err)
+	}
+
+	// The record changed since the withdrawal: left as it is.
+	withdraw("claimed")
+	if _, err := s.Claim(ctx, "claimed", "w1", 1, lease, Meta{Type: "email", Due: old}); err != nil {
+		t.Fatal(err) // the message checked against its row, and ran
+	}
+	withdraw("other")
+	later := Meta{Type: "email", Due: old.Add(time.Hour), Token: "tok2"}
+	if ok := s.Confirm(ctx, []Mark{{ID: "other", Meta: later}}); !ok[0] {
+		t.Fatal("the rescheduled task's confirmation was refused")
+	}
+	for _, id := range []string{"claimed", "other"} {
+		before, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ConfirmAgain(ctx, id, sent); err != nil {
+			t.Fatal(err)
+		}
+		after, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.State != before.State || after.Token != before.Token || !after.Due.Equal(before.Due) {
+			t.Errorf("%s: ConfirmAgain changed %+v into %+v", id, before, after)
+		}
+	}
+	if err := s.ConfirmAgain(ctx, "back", Meta{Due: old}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ConfirmAgain without a token: %v, want ErrInvalid", err)
+	}
 }
 
 // A confirmation of an early-sent run that a worker claimed (after
@@ -766,7 +842,7 @@ func TestMemWithdrawnPlaceholderIsTakenOver(t *testing.T) {
 	s := e.s
 	old := e.now().Truncate(time.Second)
 	later := old.Add(time.Hour)
-	if err := s.UnconfirmDue(ctx, "w", Meta{Type: "t", Due: old}); err != nil {
+	if _, err := s.UnconfirmDue(ctx, "w", Meta{Type: "t", Due: old}); err != nil {
 		t.Fatal(err)
 	}
 	if ok := s.Confirm(ctx, []Mark{{ID: "w", Meta: Meta{Type: "t", Due: later, Token: "tok2"}}}); !ok[0] {
@@ -1004,7 +1080,7 @@ func TestMemCancelBehindARunCases(t *testing.T) {
 	})
 	t.Run("a withdrawn due time's placeholder taken over", func(t *testing.T) {
 		e := setup(t)
-		if err := e.s.UnconfirmDue(ctx, "id", e.due(1)); err != nil {
+		if _, err := e.s.UnconfirmDue(ctx, "id", e.due(1)); err != nil {
 			t.Fatal(err)
 		}
 		checked := e.due(2)
@@ -1266,7 +1342,7 @@ func TestMemRequeueTokenStaysWithItsRun(t *testing.T) {
 	if noted, err := s.NoteWaiting(ctx, "q", Meta{Type: "a", Due: due}, e.now().Add(time.Minute), "rate"); err != nil || noted {
 		t.Fatalf("a message of the dead run noted the requeued run waiting: %v, %v", noted, err)
 	}
-	if err := s.UnconfirmDue(ctx, "q", Meta{Type: "a", Due: due}); err != nil {
+	if _, err := s.UnconfirmDue(ctx, "q", Meta{Type: "a", Due: due}); err != nil {
 		t.Fatal(err)
 	}
 	if earlier, queued, err := s.MarkRequeued(ctx, "q", rq, "m1-1", ""); err != nil || !earlier || !queued {
