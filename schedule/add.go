@@ -171,10 +171,10 @@ func (c *Client) dropPayload(ctx context.Context, it Item) {
 // earlier shard count) sends the write to that shard, unless its task is
 // gone; the shard written is returned.
 func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOptions) (written, oldBlob, etag string, err error) {
-	var wd withdrawal
+	var wd withdrawals
 	defer func() {
 		if err != nil {
-			c.undoWithdraw(ctx, it.ID, wd)
+			c.undoWithdrawals(ctx, it.ID, wd)
 		}
 	}()
 	props := itemProps(*it, true)
@@ -290,7 +290,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 			}
 		}
 		keepFlow(props, replaced, it)
-		wd = wd.or(c.withdraw(ctx, it.ID, replaced))
+		wd = wd.add(c.withdraw(ctx, it.ID, replaced))
 		etags, err = c.t.Submit(ctx, ops)
 		if err == nil {
 			c.unconfirm(ctx, it.ID, replaced)

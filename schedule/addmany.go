@@ -610,8 +610,8 @@ func (b *batch) resolveItems(ctx context.Context, ch chunk) (chunk, error) {
 	return rest, nil
 }
 
-// undoTimeout bounds the clean-up after a failed batch, which runs even
-// when the caller's context has ended.
+// undoTimeout bounds the clean-up after a failed batch or change
+// (undoWithdrawals), which runs even when the caller's context has ended.
 const undoTimeout = 2 * time.Minute
 
 // abort ends an all-or-nothing batch that failed with cause: everything

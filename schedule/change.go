@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/mutate"
@@ -148,10 +149,10 @@ func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o
 // change in errors ("reschedule", "rescheduled").
 func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func(row table.Entity) (time.Time, table.Props, error)) (_ Item, err error) {
 	var lastErr error
-	var wd withdrawal
+	var wd withdrawals
 	defer func() {
 		if err != nil {
-			c.undoWithdraw(ctx, id, wd)
+			c.undoWithdrawals(ctx, id, wd)
 		}
 	}()
 	for range retries {
@@ -205,7 +206,7 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 		if f.index != nil {
 			ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, Props: map[string]any{PropItem: newRK}, IfMatch: f.index.ETag})
 		}
-		wd = wd.or(c.withdraw(ctx, id, f.row))
+		wd = wd.add(c.withdraw(ctx, id, f.row))
 		etags, err := c.t.Submit(ctx, ops)
 		if err == nil {
 			c.unconfirm(ctx, id, f.row)
@@ -244,11 +245,11 @@ func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
 // client is still sending (no token on it yet), before the write
 // (Options.UnconfirmDue): its sender may confirm the run before the change
 // or after it, and the mark on the record refuses the confirmation either
-// way. Done first, it holds even when the write's answer is lost; should
-// the write fail, the message is checked against the row and runs — or,
-// when the row was marked and moved on the strength of the confirmation
-// the withdrawal took, the change puts it back (undoWithdraw). A failure
-// is logged, as unconfirm's.
+// way. Done first, it holds even when the write's answer is lost. Should
+// the change fail, the message is checked against the row and runs — or,
+// when the sender marked the row and the mover retired it on the strength
+// of the confirmation the withdrawal took, undoWithdrawals puts it back.
+// A failure is logged, as unconfirm's.
 func (c *Client) withdraw(ctx context.Context, id string, old table.Entity) withdrawal {
 	if c.opts.UnconfirmDue == nil || !beingSent(old) {
 		return withdrawal{}
@@ -268,29 +269,49 @@ type withdrawal struct {
 	token string
 }
 
-// or is w, or v when w took nothing back (a change retried withdraws
-// again, and finds the confirmation gone).
-func (w withdrawal) or(v withdrawal) withdrawal {
-	if w.token != "" {
-		return w
+// withdrawals are those a change made, one per try that took a
+// confirmation back (each try reads the row again: another change may have
+// rewritten it, and its sender confirmed the new due time, meanwhile).
+type withdrawals []withdrawal
+
+func (ws withdrawals) add(w withdrawal) withdrawals {
+	if w.token == "" {
+		return ws
 	}
-	return v
+	return append(ws, w)
 }
 
-// undoWithdraw puts back the confirmation a withdrawal took, for a change
-// that failed: between the change's read and its withdrawal the sender
-// marked the row sent and confirmed, and the mover retired it without
-// sending, so the old message is all the task has — taken for stale
-// without its confirmation, the task would never run (issue 38, seed
-// 30004: a run-now's slow withdrawal and a ScheduleMany's send). The run
-// takes it back only if it is exactly as the withdrawal left it. A
-// failure is logged.
-func (c *Client) undoWithdraw(ctx context.Context, id string, w withdrawal) {
-	if w.token == "" || c.opts.ConfirmAgain == nil {
+// undoWithdrawals puts back the confirmations a failed change's
+// withdrawals took, when they are all the task has left: between the
+// change's read and its withdrawal the sender marked the row sent and
+// confirmed, and the mover retired it without sending — the old message
+// is then the task's only one, and without its confirmation it would be
+// acknowledged as stale (issue 38, seed 30004: a run-now's slow withdrawal
+// beside a ScheduleMany's send; the task never ran). The row is read
+// first: with no row of the id, each is put back; with one, only a
+// withdrawal of that very row marked sent with its token is (a row written
+// since — this change's own, whose answer was lost, or another's — stands
+// for the task, and the old message must stay stale). The run takes a
+// confirmation back only if its record is exactly as the withdrawal left
+// it. A failure is logged.
+func (c *Client) undoWithdrawals(ctx context.Context, id string, ws withdrawals) {
+	if len(ws) == 0 || c.opts.ConfirmAgain == nil {
 		return
 	}
-	if err := c.opts.ConfirmAgain(context.WithoutCancel(ctx), w.old, w.token); err != nil {
-		c.opts.Logger.Warn("cannot put back the confirmation of a task being sent for now whose change failed; its message may be taken for stale", "task_id", id, "err", err)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	f, _, err := c.locate(ctx, id)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		c.opts.Logger.Warn("cannot read the row of a task being sent for now whose change failed; its message may be taken for stale", "task_id", id, "err", err)
+		return
+	}
+	for _, w := range slices.Backward(ws) {
+		if err == nil && (f.row.RowKey != w.old.RowKey || oneOffSent(f.row) != w.token) {
+			continue
+		}
+		if err := c.opts.ConfirmAgain(ctx, w.old, w.token); err != nil {
+			c.opts.Logger.Warn("cannot put back the confirmation of a task being sent for now whose change failed; its message may be taken for stale", "task_id", id, "err", err)
+		}
 	}
 }
 

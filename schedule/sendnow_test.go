@@ -277,6 +277,50 @@ func TestFailedChangeOfARowBeingSentPutsItsConfirmationBack(t *testing.T) {
 	}
 }
 
+// undoWithdrawals puts a confirmation back only where the old message is
+// all the task has: no row of the id, or the old row itself marked sent
+// with that token. A row written since — the change's own, whose answer
+// was lost, or another's — or the old row marked with another token
+// stands for the task, and the old message stays stale.
+func TestUndoWithdrawalsOnlyWhereTheOldMessageIsAllThereIs(t *testing.T) {
+	var again []string
+	c, _, fc := newMemClient(t, Options{ChangesAfterSend: true, ConfirmAgain: func(_ context.Context, old Item, token string) error {
+		again = append(again, old.ID+"/"+token)
+		return nil
+	}})
+	ctxt := ctx(t)
+	now := fc.Now()
+	add := func(id string) Item {
+		t.Helper()
+		it, err := c.Add(ctxt, Item{ID: id, Due: now}, AddOptions{Sending: now.Add(15 * time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return it
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone, marked, other, rewritten := add("gone"), add("marked"), add("other"), add("rewritten")
+	_, err := c.Cancel(ctxt, "gone")
+	must(err)
+	must(c.MarkSent(ctxt, Sent{Item: marked, Token: "tm", Confirmed: true}))
+	must(c.MarkSent(ctxt, Sent{Item: other, Token: "tx", Confirmed: true}))
+	_, err = c.Reschedule(ctxt, "rewritten", now.Add(time.Hour))
+	must(err)
+	two := withdrawals{}.add(withdrawal{old: gone, token: "tg1"}).add(withdrawal{old: gone}).add(withdrawal{old: gone, token: "tg2"})
+	c.undoWithdrawals(ctxt, "gone", two)
+	c.undoWithdrawals(ctxt, "marked", withdrawals{}.add(withdrawal{old: marked, token: "tm"}))
+	c.undoWithdrawals(ctxt, "other", withdrawals{}.add(withdrawal{old: other, token: "tm"}))
+	c.undoWithdrawals(ctxt, "rewritten", withdrawals{}.add(withdrawal{old: rewritten, token: "tr"}))
+	if want := []string{"gone/tg2", "gone/tg1", "marked/tm"}; !slices.Equal(again, want) {
+		t.Errorf("confirmations put back: %v, want %v", again, want)
+	}
+}
+
 // A row still being sent (written with Sending, not yet marked) whose
 // message has already started its run is no longer pending: reschedule
 // and cancel refuse it as they refuse a sent row whose run started, or the

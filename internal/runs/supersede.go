@@ -118,6 +118,8 @@ func (s *Store) UnconfirmDue(ctx context.Context, id string, m Meta) (string, er
 	due := stored(m.Due)
 	// took is kept across modify's tries: a try that finds the token gone
 	// may follow one whose write committed although its answer was lost.
+	// (It may also be from a try that did not commit, the token cleared
+	// since by another: ConfirmAgain's conditions cover that.)
 	var took string
 	err := s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
 		if cur == nil {
@@ -134,7 +136,11 @@ func (s *Store) UnconfirmDue(ctx context.Context, id string, m Meta) (string, er
 		}
 		next := *cur
 		if confirmed {
-			took = cur.Token
+			if len(cur.Withdrawn) < maxDues {
+				// (A full list drops its oldest due time, which
+				// ConfirmAgain could not bring back: nothing to undo.)
+				took = cur.Token
+			}
 			next.Token = ""
 		}
 		next.Withdrawn = next.Withdrawn.with(due)

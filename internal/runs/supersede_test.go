@@ -342,6 +342,30 @@ func confirmAgain(t *testing.T, e env) {
 			t.Errorf("%s: ConfirmAgain changed %+v into %+v", id, before, after)
 		}
 	}
+	// Records no withdrawal of that due time left: a confirmation that
+	// stands, a plain queued record, one cancelled since the withdrawal.
+	if ok := s.ConfirmSent(ctx, []Mark{{ID: "standing", Meta: Meta{Type: "email", Due: old, Token: "tok0"}}}); !ok[0] {
+		t.Fatal("ConfirmSent failed")
+	}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "plain", Meta: Meta{Type: "email", Due: old}}}); !ok[0] {
+		t.Fatal("MarkQueued failed")
+	}
+	withdraw("cancelled")
+	if _, err := s.Cancel(ctx, "cancelled"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"standing", "plain", "cancelled"} {
+		before, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ConfirmAgain(ctx, id, sent); err != nil {
+			t.Fatal(err)
+		}
+		if after, err := s.Get(ctx, id); err != nil || after.State != before.State || after.Token != before.Token {
+			t.Errorf("%s: ConfirmAgain changed %+v into %+v (%v)", id, before, after, err)
+		}
+	}
 	if err := s.ConfirmAgain(ctx, "back", Meta{Due: old}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("ConfirmAgain without a token: %v, want ErrInvalid", err)
 	}
