@@ -535,6 +535,25 @@ func lifecycle(t *testing.T, e env) {
 	if r := e.mustState(t, "d1", Running); r.Worker != "fast" {
 		t.Fatalf("after the first worker's late finish the run is %+v", r)
 	}
+	// Once the second worker has ended it, the first worker's late end —
+	// a failed attempt, to be retried — is not written over the end either
+	// (issue 38, seed 11184: the run stayed failed, its message set aside
+	// as dead).
+	if _, err := s.Claim(ctx, "d2", "slow", 2, e.now().Add(-time.Second), meta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.other.Claim(ctx, "d2", "fast", 2, e.now().Add(time.Minute), meta); err != nil {
+		t.Fatalf("takeover of a lapsed claim: %v", err)
+	}
+	if err := e.other.Finish(ctx, "d2", Dead, errors.New("gave up"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "d2", Failed, errors.New("late"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "d2", Dead); r.Worker != "fast" || r.LastError != "gave up" {
+		t.Fatalf("after the first worker's late failure the run is %+v", r)
+	}
 
 	// An id scheduled again after its run finished starts a new record.
 	later := Meta{Type: "email", Due: due.Add(time.Hour)}
@@ -575,8 +594,8 @@ func lifecycle(t *testing.T, e env) {
 			t.Fatalf("occurrence record %+v has no series", r)
 		}
 	}
-	if n := e.verify(t); n != 10 {
-		t.Fatalf("%d runs, want 10", n)
+	if n := e.verify(t); n != 11 {
+		t.Fatalf("%d runs, want 11", n)
 	}
 
 	// Listings.
@@ -626,7 +645,7 @@ func lifecycle(t *testing.T, e env) {
 		}
 		q.Continue = p.Continue
 	}
-	if got := strings.Join(all, " "); got != n2+" a1 "+n1+" a2 a3 b1 c1 d1 "+n0+" never-claimed" {
+	if got := strings.Join(all, " "); got != n2+" a1 "+n1+" a2 a3 b1 c1 d1 d2 "+n0+" never-claimed" {
 		t.Errorf("pages = %s", got)
 	}
 	for _, bad := range []Query{{State: Scheduled}, {Limit: MaxLimit + 1}, {State: "done"}, {Continue: "garbage"}, {Series: "a~b"}} {

@@ -1049,6 +1049,19 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 				"run", id, "worker", cur.Worker)
 			return Run{}, false, nil
 		}
+		if claimed && cur != nil && (cur.State == Succeeded || cur.State == Dead) {
+			// Another delivery, after this worker's claim lapsed, ran the
+			// run to its end (or this end's own write committed with its
+			// answer lost): the first end stands. Written over it, a
+			// failed attempt's end would leave the run failed for good —
+			// its message was settled with that end, set aside as dead —
+			// (issue 38, seed 11184: a late "failed" over a death).
+			if cur.Worker != c.Worker || !cur.Started.Equal(c.Started) {
+				s.o.Logger.Warn("another delivery has ended the run; not recording this attempt's end over it",
+					"run", id, "state", cur.State, "worker", cur.Worker)
+			}
+			return Run{}, false, nil
+		}
 		if claimed && cur != nil && otherDue(cur, Meta{Due: c.Due}) {
 			// The id was scheduled again (after a cancel of this run) and
 			// the record is the new task's: this attempt's end is not its
