@@ -9,6 +9,15 @@ import (
 	"github.com/leasecron/leasecron/queue"
 )
 
+// The run records do what the consumer asks of them beyond RunRecorder.
+var (
+	_ queue.RunRecorder        = (*runs.Store)(nil)
+	_ queue.OwnRunFinisher     = (*runs.Store)(nil)
+	_ queue.ClaimedRunFinisher = (*runs.Store)(nil)
+	_ queue.Unclaimer          = (*runs.Store)(nil)
+	_ queue.WaitNoter          = (*runs.Store)(nil)
+)
+
 // SetRunPartsSettle shortens how long a new run-record partition count is
 // read before it is written under, for t (tests that set it must not run
 // in parallel with others of this package).

@@ -786,13 +786,50 @@ func (o *deathDown) FinishOwn(ctx context.Context, id string, m leasecrontype.Ru
 }
 
 func (o *deathDown) Finish(ctx context.Context, id string, st leasecrontype.RunState, err error, tail string) error {
+	_, _, ferr := o.FinishClaimed(ctx, id, st, err, tail)
+	return ferr
+}
+
+func (o *deathDown) FinishClaimed(ctx context.Context, id string, st leasecrontype.RunState, err error, tail string) (leasecrontype.Run, bool, error) {
 	if st == leasecrontype.RunDead && o.onDead != nil {
 		o.onDead()
 	}
 	if o.down.Load() {
-		return errors.New("runs: finish: connection reset by peer")
+		return leasecrontype.Run{}, false, errors.New("runs: finish: connection reset by peer")
 	}
-	return o.Memory.Finish(ctx, id, st, err, tail)
+	return o.Memory.FinishClaimed(ctx, id, st, err, tail)
+}
+
+// endedElsewhere is a run recorder on which, as a death is recorded,
+// another delivery has already ended the run (succeeded), as after this
+// worker's claim lapsed while its handler ran.
+type endedElsewhere struct{ *runs.Memory }
+
+func (o *endedElsewhere) FinishClaimed(ctx context.Context, id string, st leasecrontype.RunState, err error, tail string) (leasecrontype.Run, bool, error) {
+	if st == leasecrontype.RunDead {
+		return leasecrontype.Run{ID: id, State: leasecrontype.RunSucceeded, Worker: "other"}, false, nil
+	}
+	return o.Memory.FinishClaimed(ctx, id, st, err, tail)
+}
+
+// A claimed death that the run records did not record, because another
+// delivery ended the run since this one's claim lapsed, sets no dead
+// letter aside: its message is a duplicate of a run that did not die, and
+// a requeue of such a letter would run the task again (a review of issue
+// 38's row 90).
+func TestDeathOfARunEndedElsewhereSetsNothingAside(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 1}})
+	h.c.o.Runs = &endedElsewhere{Memory: runs.NewMemory(h.clk)}
+	got := alwaysFails(h)
+	h.enqueue(Envelope{ID: "e1", Type: "t", Due: h.clk.Now()})
+	h.start()
+	h.expect(OutcomeDuplicate)
+	if dls := h.deadLetters(); len(dls) != 0 || got.n() != 1 {
+		t.Fatalf("dead letters %+v, handler ran %d times; want none and one run", dls, got.n())
+	}
+	if n := len(h.work.all()); n != 0 {
+		t.Fatalf("%d messages left in the work queue; want the duplicate acknowledged", n)
+	}
 }
 
 // A death whose record cannot be written keeps its message, marked used

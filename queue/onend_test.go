@@ -137,10 +137,15 @@ type finishRefused struct {
 }
 
 func (f *finishRefused) Finish(ctx context.Context, id string, st leasecrontype.RunState, err error, tail string) error {
+	_, _, ferr := f.FinishClaimed(ctx, id, st, err, tail)
+	return ferr
+}
+
+func (f *finishRefused) FinishClaimed(ctx context.Context, id string, st leasecrontype.RunState, err error, tail string) (leasecrontype.Run, bool, error) {
 	if f.refused {
-		return fmt.Errorf("runs: finish %s: %w", id, storage.ErrBadRequest)
+		return leasecrontype.Run{}, false, fmt.Errorf("runs: finish %s: %w", id, storage.ErrBadRequest)
 	}
-	return f.Memory.Finish(ctx, id, st, err, tail)
+	return f.Memory.FinishClaimed(ctx, id, st, err, tail)
 }
 
 // onEnds records what OnEnd heard ("{id} {state}") and fails the first

@@ -69,11 +69,13 @@ func (c *Consumer) deletePayload(hctx context.Context, d *delivery) {
 
 // finish records the delivery's outcome st on its run, trying a short
 // fault again. A delivery without a claim records it only on its own run
-// (OwnRunFinisher) where the recorder can tell; movedOn is the record it
-// left alone because the run, still its scheduling's, has moved on since
-// its message was sent (requeued, succeeded, confirmed under another
-// message, running under a live claim), and nil otherwise; ferr is the
-// error of an end that could not be recorded.
+// (OwnRunFinisher) where the recorder can tell, and one with a claim only
+// while the run has not moved on since that claim (ClaimedRunFinisher);
+// movedOn is the record it left alone because the run, still its
+// scheduling's, has moved on (requeued, succeeded or died by another
+// delivery, confirmed under another message, running under a live
+// claim), and nil otherwise; ferr is the error of an end that could not
+// be recorded.
 func (c *Consumer) finish(hctx context.Context, d *delivery, st leasecrontype.RunState, err error, tail string) (movedOn *leasecrontype.Run, ferr error) {
 	if c.o.Runs == nil {
 		return nil, nil
@@ -83,6 +85,8 @@ func (c *Consumer) finish(hctx context.Context, d *delivery, st leasecrontype.Ru
 	}
 	own, byMeta := c.o.Runs.(OwnRunFinisher)
 	byMeta = byMeta && !d.claimed
+	claimedFin, byClaim := c.o.Runs.(ClaimedRunFinisher)
+	byClaim = byClaim && d.claimed
 	recorded := true
 	var found leasecrontype.Run
 	// A short fault is tried again within seconds, as a rewrite is: given
@@ -96,6 +100,13 @@ func (c *Consumer) finish(hctx context.Context, d *delivery, st leasecrontype.Ru
 			// queued run, which then never ran).
 			var ferr error
 			found, recorded, ferr = own.FinishOwn(ctx, d.env.ID, d.env.runMeta(), st, err, tail)
+			return ferr
+		}
+		if byClaim {
+			// The claim may have lapsed while the handler ran, and
+			// another delivery ended, requeued or holds the run since.
+			var ferr error
+			found, recorded, ferr = claimedFin.FinishClaimed(ctx, d.env.ID, st, err, tail)
 			return ferr
 		}
 		return c.o.Runs.Finish(ctx, d.env.ID, st, err, tail)

@@ -87,8 +87,9 @@ type RunRecorder interface {
 	// Finish records the attempt's outcome: state, the error of a failed
 	// attempt (nil otherwise) and the end of its output. A cancelled run
 	// stays cancelled, and a record that is already another scheduling's
-	// of the id (the run was cancelled and the id scheduled again) is left
-	// to it.
+	// of the id (the run was cancelled and the id scheduled again), or a
+	// run another delivery has taken over, ended or requeued since this
+	// one's claim lapsed, is left to it (ClaimedRunFinisher tells which).
 	Finish(ctx context.Context, id string, state leasecrontype.RunState, err error, outputTail string) error
 	// Snooze records that the attempt ended with leasecrontype.Snooze: the
 	// run is RunSnoozed until until, with its attempts and last error
@@ -120,6 +121,17 @@ type BehindDropper interface {
 // without it is sent Finish.
 type OwnRunFinisher interface {
 	FinishOwn(ctx context.Context, id string, m leasecrontype.RunMeta, state leasecrontype.RunState, err error, outputTail string) (found leasecrontype.Run, recorded bool, ferr error)
+}
+
+// ClaimedRunFinisher is what a RunRecorder may also do: Finish for a
+// delivery that holds a claim, reporting whether the end was recorded
+// and, when it was not, the record found instead. A worker whose claim
+// lapsed while its handler ran may find that another delivery has since
+// ended the run, requeued it, or holds it: its message is then a
+// duplicate, not a death to set aside. A recorder without it is sent
+// Finish, and its end taken for recorded.
+type ClaimedRunFinisher interface {
+	FinishClaimed(ctx context.Context, id string, state leasecrontype.RunState, err error, outputTail string) (found leasecrontype.Run, recorded bool, ferr error)
 }
 
 // Unclaimer is what a RunRecorder may also do: give back the claim it

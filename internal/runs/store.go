@@ -871,15 +871,28 @@ func (s *Store) updateClaim(id string, f func(c *Run)) (Run, bool) {
 // dead; queued for a delivery released at shutdown), the error (kept in
 // LastError when not nil) and the output tail (kept when not empty). The
 // claim is released. A cancelled run stays cancelled, and a run another
-// worker has taken over under a live claim, or a record that is already
+// worker has taken over under a live claim, a record that is already
 // another scheduling's of the id (of another due time: the run was
-// cancelled and the id scheduled again), is left to it.
+// cancelled and the id scheduled again), a run that has succeeded or died
+// since (another delivery's end) and one requeued since are left as they
+// are (FinishClaimed tells which).
 func (s *Store) Finish(ctx context.Context, id string, state State, err error, outputTail string) error {
+	_, _, ferr := s.FinishClaimed(ctx, id, state, err, outputTail)
+	return ferr
+}
+
+// FinishClaimed is Finish reporting whether the end was recorded and, when
+// it was not, the record found instead (queue.ClaimedRunFinisher): a
+// worker whose claim lapsed while its handler ran learns that another
+// delivery has ended or requeued the run, or holds it, and settles its
+// message as a duplicate instead of setting aside a dead letter of a run
+// that did not die (a review of issue 38's row 90).
+func (s *Store) FinishClaimed(ctx context.Context, id string, state State, err error, outputTail string) (found leasecrontype.Run, recorded bool, ferr error) {
 	if verr := validateID(id); verr != nil {
-		return verr
+		return found, false, verr
 	}
 	if !state.Valid() {
-		return fmt.Errorf("%w: state %q", ErrInvalid, state)
+		return found, false, fmt.Errorf("%w: state %q", ErrInvalid, state)
 	}
 	set := []string{"State", "Finished", "ClaimUntil"}
 	if err != nil {
@@ -968,9 +981,10 @@ func (s *Store) Snooze(ctx context.Context, id string, until time.Time, outputTa
 	if outputTail != "" {
 		set = append(set, "OutputTail")
 	}
-	return s.end(ctx, id, set, func(cur *Run, now time.Time) Run {
+	_, _, err := s.end(ctx, id, set, func(cur *Run, now time.Time) Run {
 		return applySnooze(cur, id, until, outputTail, now)
 	})
+	return err
 }
 
 // NoteWaiting records that the delivery described by m waits, without an
@@ -1010,10 +1024,12 @@ func (s *Store) NoteWaiting(ctx context.Context, id string, m Meta, until time.T
 // properties apply changes. A run this Store claimed takes one transaction
 // (finishOps); otherwise, or when that finds the run changed, the record is
 // read and written conditionally — unless it is now another worker's live
-// claim or another scheduling's record, which are left alone.
-func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur *Run, now time.Time) Run) (err error) {
+// claim, another scheduling's record, or, for a claimed attempt, a run
+// that has succeeded or died or been requeued since, which are left alone
+// and returned as found with recorded false.
+func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur *Run, now time.Time) Run) (found leasecrontype.Run, recorded bool, err error) {
 	if err := s.ensure(ctx); err != nil {
-		return err
+		return found, false, err
 	}
 	now := s.now()
 	v, claimed := s.claims.LoadAndDelete(id)
@@ -1037,29 +1053,20 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 		c = *v.(*Run)
 		ferr := s.submitRun(ctx, finishOps(c, apply(&c, now), set))
 		if ferr == nil {
-			return nil
+			return found, true, nil
 		}
 		if !isConflict(ferr) {
-			return fmt.Errorf("runs: finish %s: %w", id, ferr)
+			return found, false, fmt.Errorf("runs: finish %s: %w", id, ferr)
 		}
 	}
-	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+	err = s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		recorded, found = false, leasecrontype.Run{}
+		if cur != nil {
+			found = cur.Run
+		}
 		if claimed && cur != nil && cur.State == Running && cur.Worker != c.Worker && cur.ClaimUntil.After(now) {
 			s.o.Logger.Warn("another worker has taken the run over; not recording this attempt's end over its claim",
 				"run", id, "worker", cur.Worker)
-			return Run{}, false, nil
-		}
-		if claimed && cur != nil && (cur.State == Succeeded || cur.State == Dead) {
-			// Another delivery, after this worker's claim lapsed, ran the
-			// run to its end (or this end's own write committed with its
-			// answer lost): the first end stands. Written over it, a
-			// failed attempt's end would leave the run failed for good —
-			// its message was settled with that end, set aside as dead —
-			// (issue 38, seed 11184: a late "failed" over a death).
-			if cur.Worker != c.Worker || !cur.Started.Equal(c.Started) {
-				s.o.Logger.Warn("another delivery has ended the run; not recording this attempt's end over it",
-					"run", id, "state", cur.State, "worker", cur.Worker)
-			}
 			return Run{}, false, nil
 		}
 		if claimed && cur != nil && otherDue(cur, Meta{Due: c.Due}) {
@@ -1068,6 +1075,31 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 			// (issue 38, seed 1123: it snoozed the new task's record).
 			s.o.Logger.Warn("the run record is now another scheduling's; not recording this attempt's end over it",
 				"run", id, "due", c.Due, "record_due", cur.Due)
+			return Run{}, false, nil
+		}
+		if claimed && cur != nil && (cur.State == Succeeded || cur.State == Dead) {
+			// Another delivery, after this worker's claim lapsed, ran the
+			// run to its end and settled the message with it (set aside
+			// as dead): the first end stands. Written over it, a failed
+			// attempt's end left the run failed for good (issue 38, seed
+			// 11184: a late "failed" over a death). Or it is this end's
+			// own write, committed with its answer lost: recorded.
+			if sameClaim(cur, &c) {
+				recorded = true
+				return Run{}, false, nil
+			}
+			s.o.Logger.Warn("another delivery has ended the run; not recording this attempt's end over it",
+				"run", id, "state", cur.State, "worker", cur.Worker)
+			return Run{}, false, nil
+		}
+		if claimed && cur != nil && isRequeueToken(cur.Token) && cur.Token != c.Token {
+			// Requeued since (its death, by another delivery, set aside
+			// and brought back): this attempt's end would end the
+			// requeue's run before it began, or hide the death it
+			// requeued (README: an end is not written over a run that
+			// has since been requeued).
+			s.o.Logger.Warn("the run was requeued since this worker's claim lapsed; not recording this attempt's end over it",
+				"run", id, "state", cur.State)
 			return Run{}, false, nil
 		}
 		if cur == nil && claimed {
@@ -1085,8 +1117,16 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 				"run", id, "state", cur.State, "worker", cur.Worker)
 			return Run{}, false, nil
 		}
+		recorded = true
 		return next, true, nil
 	})
+	return found, recorded && err == nil, err
+}
+
+// sameClaim reports whether cur, a record read back, was written under
+// the claim c (its worker, attempt and start, as the table keeps it).
+func sameClaim(cur, c *Run) bool {
+	return cur.Worker == c.Worker && cur.Attempts == c.Attempts && stored(cur.Started).Equal(stored(c.Started))
 }
 
 // Cancel marks the run cancelled unless it has already finished, returning
