@@ -806,8 +806,8 @@ func (o *deathDown) FinishClaimed(ctx context.Context, id string, st leasecronty
 type endedElsewhere struct{ *runs.Memory }
 
 func (o *endedElsewhere) FinishClaimed(ctx context.Context, id string, st leasecrontype.RunState, err error, tail string) (leasecrontype.Run, bool, error) {
-	if st == leasecrontype.RunDead {
-		return leasecrontype.Run{ID: id, State: leasecrontype.RunSucceeded, Worker: "other"}, false, nil
+	if st == leasecrontype.RunDead || st == leasecrontype.RunSucceeded {
+		return leasecrontype.Run{ID: id, State: leasecrontype.RunDead, Worker: "other"}, false, nil
 	}
 	return o.Memory.FinishClaimed(ctx, id, st, err, tail)
 }
@@ -829,6 +829,25 @@ func TestDeathOfARunEndedElsewhereSetsNothingAside(t *testing.T) {
 	}
 	if n := len(h.work.all()); n != 0 {
 		t.Fatalf("%d messages left in the work queue; want the duplicate acknowledged", n)
+	}
+}
+
+// A claimed success that the run records did not record, because another
+// delivery ended the run since this one's claim lapsed, is acknowledged
+// as a duplicate: its batch and dependents heard of the run's end from
+// that delivery, and no end of this attempt is carried in the message to
+// be told again (a review of issue 38's row 90).
+func TestSuccessOfARunEndedElsewhereIsADuplicate(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{})
+	h.c.o.Runs = &endedElsewhere{Memory: runs.NewMemory(h.clk)}
+	var told atomic.Int32
+	h.c.o.OnEnd = func(context.Context, Envelope, leasecrontype.RunState) error { told.Add(1); return nil }
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
+	h.enqueue(Envelope{ID: "s1", Type: "t", Due: h.clk.Now(), Batch: "b"})
+	h.start()
+	h.expect(OutcomeDuplicate)
+	if n := len(h.work.all()); n != 0 || told.Load() != 0 {
+		t.Fatalf("%d messages left, OnEnd told %d times; want the duplicate acknowledged and nothing told", n, told.Load())
 	}
 }
 

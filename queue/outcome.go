@@ -143,8 +143,17 @@ func (c *Consumer) ack(hctx context.Context, d *delivery) bool {
 func (c *Consumer) succeed(hctx context.Context, d *delivery, tail string) {
 	// Record success first: if the delete is lost, the redelivery is
 	// recognised as a duplicate.
-	_, ferr := c.finish(hctx, d, leasecrontype.RunSucceeded, nil, tail)
+	movedOn, ferr := c.finish(hctx, d, leasecrontype.RunSucceeded, nil, tail)
 	switch {
+	case movedOn != nil:
+		// This worker's claim lapsed while the handler ran, and another
+		// delivery has ended, requeued or holds the run since: its end is
+		// the run's, and this message a duplicate of it.
+		d.log.Info("task succeeded, but its run has moved on since this worker's claim lapsed; acknowledging it as a duplicate",
+			"record_state", movedOn.State, "record_worker", movedOn.Worker)
+		c.ack(hctx, d)
+		c.settle(d, OutcomeDuplicate)
+		return
 	case c.ended(hctx, d, leasecrontype.RunSucceeded):
 		if c.ack(hctx, d) {
 			c.deletePayload(hctx, d)
@@ -397,8 +406,9 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 	// anywhere in between leaves it to come back and set itself aside
 	// without running (issue 38, seed 8247: a worker killed between the
 	// message's delete and the death's record left the run running for
-	// good). A delivery without a claim records the death only on its own
-	// run, and learns whether the run has moved on.
+	// good). A delivery records the death only on its own run (without a
+	// claim) or while the run has not moved on since its claim, and learns
+	// whether the run has moved on.
 	if d.claimed {
 		// (Its text still counts the attempts it came with: env has
 		// counted this one, and a claim may have taken the record's.)

@@ -289,9 +289,11 @@ func (ws withdrawals) add(w withdrawal) withdrawals {
 // acknowledged as stale (issue 38, seed 30004: a run-now's slow withdrawal
 // beside a ScheduleMany's send; the task never ran). The row is read
 // first: with no row of the id, each is put back; with one, only a
-// withdrawal of that very row marked sent with its token is (a row written
-// since — this change's own, whose answer was lost, or another's — stands
-// for the task, and the old message must stay stale). The run takes a
+// withdrawal of that very row, marked sent with its token since or still
+// exactly as the withdrawal read it, is (a row written since — this
+// change's own, whose answer was lost, or another's — stands for the
+// task, and the old message must stay stale). A lookup that gave up
+// scanning is no answer: nothing is put back. The run takes a
 // confirmation back only if its record is exactly as the withdrawal left
 // it. A failure is logged.
 func (c *Client) undoWithdrawals(ctx context.Context, id string, ws withdrawals) {
@@ -301,12 +303,16 @@ func (c *Client) undoWithdrawals(ctx context.Context, id string, ws withdrawals)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
 	f, _, err := c.locate(ctx, id)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && (!errors.Is(err, ErrNotFound) || errors.Is(err, errScanGaveUp)) {
 		c.opts.Logger.Warn("cannot read the row of a task being sent for now whose change failed; its message may be taken for stale", "task_id", id, "err", err)
 		return
 	}
 	for _, w := range slices.Backward(ws) {
-		if err == nil && (f.row.RowKey != w.old.RowKey || oneOffSent(f.row) != w.token) {
+		// The old row itself, marked with the token since, or exactly as
+		// the withdrawal read it (its sender may mark it yet, and the
+		// change never happened): the withdrawal is rolled back.
+		mine := err == nil && f.row.RowKey == w.old.RowKey && (oneOffSent(f.row) == w.token || f.row.ETag == w.old.ETag)
+		if err == nil && !mine {
 			continue
 		}
 		if err := c.opts.ConfirmAgain(ctx, w.old, w.token); err != nil {

@@ -158,13 +158,17 @@ func (c *Client) scan(ctx context.Context, pl placement, id string) (table.Entit
 				break
 			}
 			if scanned >= c.opts.ScanLimit {
-				return table.Entity{}, fmt.Errorf("%w: task %s (no id index; gave up after scanning %d rows, Options.ScanLimit)", ErrNotFound, id, scanned)
+				return table.Entity{}, fmt.Errorf("%w: task %s (no id index; %w after scanning %d rows, Options.ScanLimit)", ErrNotFound, id, errScanGaveUp, scanned)
 			}
 			q.Continuation = p.Continuation
 		}
 	}
 	return table.Entity{}, fmt.Errorf("%w: task %s", ErrNotFound, id)
 }
+
+// errScanGaveUp marks a lookup's ErrNotFound that only says the scan for
+// a row without an id index reached Options.ScanLimit.
+var errScanGaveUp = errors.New("gave up")
 
 // noTable is the lookup error when the table does not exist yet (a fresh
 // account): nothing is scheduled.

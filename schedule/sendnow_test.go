@@ -279,9 +279,11 @@ func TestFailedChangeOfARowBeingSentPutsItsConfirmationBack(t *testing.T) {
 
 // undoWithdrawals puts a confirmation back only where the old message is
 // all the task has: no row of the id, or the old row itself marked sent
-// with that token. A row written since — the change's own, whose answer
-// was lost, or another's — or the old row marked with another token
-// stands for the task, and the old message stays stale.
+// with that token, or still exactly as the withdrawal read it (its sender
+// may mark it yet: the change never happened). A row written since — the
+// change's own, whose answer was lost, or another's — or the old row
+// marked with another token stands for the task, and the old message
+// stays stale.
 func TestUndoWithdrawalsOnlyWhereTheOldMessageIsAllThereIs(t *testing.T) {
 	var again []string
 	c, _, fc := newMemClient(t, Options{ChangesAfterSend: true, ConfirmAgain: func(_ context.Context, old Item, token string) error {
@@ -304,7 +306,7 @@ func TestUndoWithdrawalsOnlyWhereTheOldMessageIsAllThereIs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gone, marked, other, rewritten := add("gone"), add("marked"), add("other"), add("rewritten")
+	gone, marked, other, rewritten, unmarked := add("gone"), add("marked"), add("other"), add("rewritten"), add("unmarked")
 	_, err := c.Cancel(ctxt, "gone")
 	must(err)
 	must(c.MarkSent(ctxt, Sent{Item: marked, Token: "tm", Confirmed: true}))
@@ -316,7 +318,8 @@ func TestUndoWithdrawalsOnlyWhereTheOldMessageIsAllThereIs(t *testing.T) {
 	c.undoWithdrawals(ctxt, "marked", withdrawals{}.add(withdrawal{old: marked, token: "tm"}))
 	c.undoWithdrawals(ctxt, "other", withdrawals{}.add(withdrawal{old: other, token: "tm"}))
 	c.undoWithdrawals(ctxt, "rewritten", withdrawals{}.add(withdrawal{old: rewritten, token: "tr"}))
-	if want := []string{"gone/tg2", "gone/tg1", "marked/tm"}; !slices.Equal(again, want) {
+	c.undoWithdrawals(ctxt, "unmarked", withdrawals{}.add(withdrawal{old: unmarked, token: "tu"}))
+	if want := []string{"gone/tg2", "gone/tg1", "marked/tm", "unmarked/tu"}; !slices.Equal(again, want) {
 		t.Errorf("confirmations put back: %v, want %v", again, want)
 	}
 }

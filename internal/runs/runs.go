@@ -77,6 +77,11 @@ type Run struct {
 	ETag string
 	// legacy marks a record read from the previous layout.
 	legacy bool
+	// endAt is, on a claim kept in a Store's memory, when an end of its
+	// attempt was first tried and failed without saying whether it was
+	// written (end): a retry writes the same end time, by which it knows
+	// its own end met again.
+	endAt time.Time
 	// pk is the partition of the run's rows: where they were read, or
 	// where they are to be written (Layout). Every write of a run sets
 	// it.

@@ -14,6 +14,7 @@ import (
 	"github.com/leasecron/leasecron/azurite/azuritetest"
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -804,28 +805,54 @@ func lateEnds(t *testing.T, e env) {
 		t.Errorf("a late death over a requeued run: the run is %s with token %q; recorded %v, found %s", r.State, r.Token, recorded, found.State)
 	}
 
-	// Its own end met again: recorded, whatever the clock's precision
-	// beyond the table's.
+	// Its own end met again — its first write committed, the answer lost —
+	// is recorded; a death written without a claim over its lapsed claim
+	// (FinishOwn keeps the claim's worker, attempt and start) is not.
 	if _, err := s.Claim(ctx, "own", "w1", 1, e.now().Add(time.Minute), meta); err != nil {
 		t.Fatal(err)
 	}
-	v, _ := s.claims.Load("own")
-	c := *v.(*Run)
-	if err := e.other.Finish(ctx, "own", Dead, errors.New("gave up"), ""); err != nil {
-		t.Fatal(err) // as this worker's own write, committed, its answer lost
+	real, grouped := s.t, s.group
+	s.t = &loseAnswer{Table: real}
+	s.group = newGrouper(s.t)
+	if _, _, err := s.FinishClaimed(ctx, "own", Dead, errors.New("gave up"), ""); err == nil {
+		t.Fatal("the end whose answer was lost reported no error")
 	}
-	cur, err := s.Get(ctx, "own")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sameClaim(&cur, &c) {
-		t.Fatalf("the record %+v is not seen as written under its own claim %+v", cur, c)
+	s.t, s.group = real, grouped
+	if e.advance != nil {
+		e.advance(time.Second)
 	}
 	if _, recorded, err := s.FinishClaimed(ctx, "own", Dead, errors.New("gave up"), ""); err != nil || !recorded {
 		t.Errorf("its own end met again: recorded %v, %v; want recorded", recorded, err)
 	}
+	if _, err := s.Claim(ctx, "owned", "w1", 1, e.now().Add(-time.Second), meta); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := e.other.FinishOwn(ctx, "owned", meta, Dead, errors.New("set aside"), ""); err != nil || !ok {
+		t.Fatalf("FinishOwn over a lapsed claim: %v, %v", ok, err)
+	}
+	if _, recorded, err := s.FinishClaimed(ctx, "owned", Dead, errors.New("late"), ""); err != nil || recorded {
+		t.Errorf("a late end over a death written without a claim: recorded %v, %v; want not recorded", recorded, err)
+	}
+	v, _ := s.claims.Load("own")
+	if v != nil {
+		t.Error("the claim is still kept after its end was recorded")
+	}
+	c := Run{Run: leasecrontype.Run{Worker: "w1", Attempts: 1, Started: e.now()}}
+	cur := c
+	cur.Started = stored(c.Started)
 	c.Started = stored(c.Started).Add(50 * time.Nanosecond)
 	if !sameClaim(&cur, &c) {
 		t.Error("a start differing below the table's 100 ns tick is not the same claim")
 	}
+}
+
+// loseAnswer is a table whose every transaction commits and then answers
+// an error, as a connection reset after the commit does.
+type loseAnswer struct{ table.Table }
+
+func (l *loseAnswer) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if _, err := l.Table.Submit(ctx, ops); err != nil {
+		return nil, err
+	}
+	return nil, errors.New("read tcp: connection reset by peer")
 }

@@ -1032,26 +1032,31 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 		return found, false, err
 	}
 	now := s.now()
+	endAt := now
 	v, claimed := s.claims.LoadAndDelete(id)
 	b, _ := s.befores.LoadAndDelete(id)
+	var c Run
 	if claimed {
+		c = *v.(*Run)
+		if !c.endAt.IsZero() {
+			endAt = c.endAt // a retry: see Run.endAt
+		}
 		defer func() {
 			if err != nil {
 				if b != nil {
 					s.befores.LoadOrStore(id, b)
 				}
-				// Nothing was recorded: the caller's retry is still this
-				// claim's end, and keeps its guards (a review of issue 38's
-				// row 78: retried without it, the end was written over
-				// whatever record the id had by then).
-				s.claims.LoadOrStore(id, v)
+				// Not recorded, or not known to be: the caller's retry is
+				// still this claim's end, and keeps its guards (a review
+				// of issue 38's row 78: retried without it, the end was
+				// written over whatever record the id had by then) and
+				// its end time.
+				kept := c
+				kept.endAt = endAt
+				s.claims.LoadOrStore(id, &kept)
 			}
 		}()
-	}
-	var c Run
-	if claimed {
-		c = *v.(*Run)
-		ferr := s.submitRun(ctx, finishOps(c, apply(&c, now), set))
+		ferr := s.submitRun(ctx, finishOps(c, apply(&c, endAt), set))
 		if ferr == nil {
 			return found, true, nil
 		}
@@ -1084,8 +1089,8 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 			// attempt's end left the run failed for good (issue 38, seed
 			// 11184: a late "failed" over a death). Or it is this end's
 			// own write, committed with its answer lost: recorded.
-			if sameClaim(cur, &c) {
-				recorded = true
+			if !c.endAt.IsZero() && sameClaim(cur, &c) && stored(cur.Finished).Equal(stored(endAt)) {
+				recorded = true // this end's own, tried before
 				return Run{}, false, nil
 			}
 			s.o.Logger.Warn("another delivery has ended the run; not recording this attempt's end over it",
@@ -1107,7 +1112,7 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 			r.Type, r.Due, r.Generation, r.Series, r.Attempts, r.Worker, r.Started = c.Type, c.Due, c.Generation, c.Series, c.Attempts, c.Worker, c.Started
 			cur = &r
 		}
-		next := apply(cur, now)
+		next := apply(cur, endAt)
 		if claimed && next.State == Queued && (cur.State != Running || cur.Worker != c.Worker) {
 			// A hand-back at shutdown of a run that has moved on since this
 			// worker's claim lapsed (another delivery ran it to its end, or
@@ -1123,8 +1128,10 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 	return found, recorded && err == nil, err
 }
 
-// sameClaim reports whether cur, a record read back, was written under
-// the claim c (its worker, attempt and start, as the table keeps it).
+// sameClaim reports whether cur, a record read back, carries the claim c
+// (its worker, attempt and start, as the table keeps it). An end written
+// without a claim over c's lapsed claim (FinishOwn) carries it too: end
+// also compares the end time.
 func sameClaim(cur, c *Run) bool {
 	return cur.Worker == c.Worker && cur.Attempts == c.Attempts && stored(cur.Started).Equal(stored(c.Started))
 }

@@ -119,7 +119,8 @@ func (s *Store) UnconfirmDue(ctx context.Context, id string, m Meta) (string, er
 	// took is kept across modify's tries: a try that finds the token gone
 	// may follow one whose write committed although its answer was lost.
 	// (It may also be from a try that did not commit, the token cleared
-	// since by another: ConfirmAgain's conditions cover that.)
+	// since by another: the caller's read of the row before it puts the
+	// token back, and ConfirmAgain's conditions, cover that.)
 	var took string
 	err := s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
 		if cur == nil {
