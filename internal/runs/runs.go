@@ -80,7 +80,9 @@ type Run struct {
 	// endAt is, on a claim kept in a Store's memory, when an end of its
 	// attempt was first tried and failed without saying whether it was
 	// written (end): a retry writes the same end time, by which it knows
-	// its own end met again.
+	// its own end met again (a death written without a claim over the
+	// lapsed claim carries the claim's worker, attempt and start too, but
+	// not this time).
 	endAt time.Time
 	// pk is the partition of the run's rows: where they were read, or
 	// where they are to be written (Layout). Every write of a run sets

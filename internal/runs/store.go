@@ -1089,8 +1089,11 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 			// attempt's end left the run failed for good (issue 38, seed
 			// 11184: a late "failed" over a death). Or it is this end's
 			// own write, committed with its answer lost: recorded.
-			if !c.endAt.IsZero() && sameClaim(cur, &c) && stored(cur.Finished).Equal(stored(endAt)) {
-				recorded = true // this end's own, tried before
+			if sameClaim(cur, &c) && stored(cur.Finished).Equal(stored(endAt)) && apply(&c, endAt).State == cur.State {
+				// This end's own: its transaction above, or a try before
+				// it, committed although its answer was lost (the SDK's
+				// retry then met the running row gone).
+				recorded = true
 				return Run{}, false, nil
 			}
 			s.o.Logger.Warn("another delivery has ended the run; not recording this attempt's end over it",
