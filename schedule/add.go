@@ -172,11 +172,7 @@ func (c *Client) dropPayload(ctx context.Context, it Item) {
 // gone; the shard written is returned.
 func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOptions) (written, oldBlob, etag string, err error) {
 	var wd withdrawals
-	defer func() {
-		if err != nil {
-			c.undoWithdrawals(ctx, it.ID, wd)
-		}
-	}()
+	defer c.undoIfFailed(ctx, it.ID, &wd, &err)
 	props := itemProps(*it, true)
 	ixProps := map[string]any{PropItem: rk, PropID: it.ID}
 	ik := indexKey(it.ID)

@@ -150,11 +150,7 @@ func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o
 func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func(row table.Entity) (time.Time, table.Props, error)) (_ Item, err error) {
 	var lastErr error
 	var wd withdrawals
-	defer func() {
-		if err != nil {
-			c.undoWithdrawals(ctx, id, wd)
-		}
-	}()
+	defer c.undoIfFailed(ctx, id, &wd, &err)
 	for range retries {
 		f, _, err := c.locate(ctx, id)
 		if err != nil {
@@ -279,6 +275,14 @@ func (ws withdrawals) add(w withdrawal) withdrawals {
 		return ws
 	}
 	return append(ws, w)
+}
+
+// undoIfFailed, deferred by a change (moveRow, add), undoes its
+// withdrawals when it returns *err.
+func (c *Client) undoIfFailed(ctx context.Context, id string, wd *withdrawals, err *error) {
+	if *err != nil {
+		c.undoWithdrawals(ctx, id, *wd)
+	}
 }
 
 // undoWithdrawals puts back the confirmations a failed change's

@@ -1220,13 +1220,7 @@ func (c *checker) resumedAll(at time.Time) {
 // latest pause sets its end).
 func (c *checker) checkPausedLocked(t *ti, ev *runEv) {
 	const pauseCheck = 5 * time.Second // queue.DefaultPauseCheck
-	var mine []pauseEv
-	for _, p := range c.pauses {
-		if p.typ == t.spec.Type || p.typ == "resume:"+t.spec.Type {
-			mine = append(mine, p)
-		}
-	}
-	sort.SliceStable(mine, func(i, j int) bool { return mine[i].issued.Before(mine[j].issued) })
+	mine := c.pausesOfLocked(t.spec.Type)
 	for i, p := range mine {
 		if p.typ != t.spec.Type || !p.ok || c.resumedDuring(mine, p) {
 			continue
@@ -1248,6 +1242,19 @@ func (c *checker) checkPausedLocked(t *ti, ev *runEv) {
 	}
 }
 
+// pausesOfLocked are the pauses and resumes of typ, in the order they
+// were issued.
+func (c *checker) pausesOfLocked(typ string) []pauseEv {
+	var mine []pauseEv
+	for _, p := range c.pauses {
+		if p.typ == typ || p.typ == "resume:"+typ {
+			mine = append(mine, p)
+		}
+	}
+	sort.SliceStable(mine, func(i, j int) bool { return mine[i].issued.Before(mine[j].issued) })
+	return mine
+}
+
 // resumedDuring reports whether a resume among mine was under way while
 // the pause p was: it read the state before p wrote it, and can have
 // written its resume after p answered (a read-modify-write retried past a
@@ -1263,13 +1270,7 @@ func (c *checker) resumedDuring(mine []pauseEv, p pauseEv) bool {
 // moment of [from, to]: from its answer to its end (its until, the next
 // pause or resume of the type, or never).
 func (c *checker) pausedDuringLocked(typ string, from, to time.Time) bool {
-	var mine []pauseEv
-	for _, p := range c.pauses {
-		if p.typ == typ || p.typ == "resume:"+typ {
-			mine = append(mine, p)
-		}
-	}
-	sort.SliceStable(mine, func(i, j int) bool { return mine[i].issued.Before(mine[j].issued) })
+	mine := c.pausesOfLocked(typ)
 	for i, p := range mine {
 		if p.typ != typ || !p.ok && p.returned.IsZero() {
 			continue
