@@ -467,6 +467,9 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 			if old == t {
 				continue
 			}
+			if t.spec.Replace {
+				c.metLocked(old, "replace", t.issued, nil)
+			}
 			switch {
 			case t.spec.Replace && (old.accepted || old.ambiguous) && len(old.starts) == 0 && old.superseded.IsZero():
 				c.replacedLocked(old, t)
@@ -560,6 +563,25 @@ func (c *checker) behindLocked(id string, o time.Time) bool {
 		}
 	}
 	return false
+}
+
+// metLocked records in the coverage report that a change (cancel,
+// replace) issued then met t while it was live: t's features meet the
+// change's whether or not t then starts (c.mu held).
+func (c *checker) metLocked(t *ti, change string, issued time.Time, moment []string) {
+	end, ended := t.finalEnd()
+	requeued := slices.ContainsFunc(t.requeued, func(q time.Time) bool { return q.After(end) })
+	if !t.accepted || ended && !end.After(issued) && !requeued {
+		return
+	}
+	fs := featureOf(t, leasecron.Task{})
+	if slices.ContainsFunc(t.starts, func(r *runEv) bool { return r.outcome == "fail" }) {
+		fs = append(fs, "retry") // it waits for its next attempt, or runs it
+	}
+	if !slices.Contains(fs, change) {
+		fs = append(fs, change)
+	}
+	c.w.stats.meet(append(fs, moment...))
 }
 
 // replacedLocked records that t, a schedule with Replace, took the place of
@@ -1107,7 +1129,7 @@ func (c *checker) cancelIssued(id string, issued time.Time) *ti {
 
 // cancelled records the answer to a cancel of id issued then, aimed at t
 // (cancelIssued's; nil: the id's latest scheduling now).
-func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.CancelResult, err error) {
+func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.CancelResult, err error, moment []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t == nil {
@@ -1116,6 +1138,7 @@ func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.Ca
 	if t == nil {
 		return
 	}
+	c.metLocked(t, "cancel", issued, moment)
 	t.cancelling = time.Time{}
 	now := c.w.now()
 	if errors.Is(err, leasecron.ErrIncomplete) && res.Removed && t.spec.Recurrence != "" {
@@ -1701,11 +1724,24 @@ func (c *checker) finalLimits() {
 			rated = append(rated, ev)
 		}
 	}
+	// At one instant: the ends of runs begun earlier, then the starts, then
+	// the ends of runs that took no time (a handler with no work, in
+	// virtual time), which held a slot all the same: ended before their
+	// own start, they would count as running ever after.
+	rank := func(e edge) int {
+		switch {
+		case e.delta < 0 && e.ev.start.Before(e.at):
+			return 0
+		case e.delta > 0:
+			return 1
+		}
+		return 2
+	}
 	sort.SliceStable(edges, func(i, j int) bool {
 		if !edges[i].at.Equal(edges[j].at) {
 			return edges[i].at.Before(edges[j].at)
 		}
-		return edges[i].delta < edges[j].delta
+		return rank(edges[i]) < rank(edges[j])
 	})
 	running := map[*runEv]bool{}
 	for _, e := range edges {

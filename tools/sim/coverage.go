@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -66,6 +67,29 @@ func (c *Coverage) feature(fs []string) {
 	}
 }
 
+// meet records the pairs of features a change met in one live task (a
+// cancel of it, for example), without counting them as started.
+func (c *Coverage) meet(fs []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sort.Strings(fs)
+	for i, a := range fs {
+		for _, b := range fs[i+1:] {
+			c.Pairs[a+" × "+b]++
+		}
+	}
+}
+
+// knownFeatures are the features featureOf, the blackboard and
+// World.moment name: one that no run met at all shows in the report's
+// gaps too.
+var knownFeatures = []string{
+	"after", "after-any", "batch", "blackboard", "callback", "cancel", "cron", "due-now", "early", "every",
+	"fleet:mixed-shards", "fleet:sharded", "fleet:unsharded", "later", "progress", "replace", "requeued", "retry",
+	"snooze", "storage-faults", "type:callback", "type:limited", "type:pausable", "type:plain", "type:rated",
+	"type:slow", "unique",
+}
+
 // Merge adds o into c.
 func (c *Coverage) Merge(o *Coverage) {
 	o.mu.Lock()
@@ -101,9 +125,11 @@ func (c *Coverage) Print(w io.Writer) {
 	line("operations", c.Ops)
 	line("faults", c.Faults)
 	line("features started", c.Features)
-	var feats []string
+	feats := slices.Clone(knownFeatures)
 	for f := range c.Features {
-		feats = append(feats, f)
+		if !slices.Contains(feats, f) {
+			feats = append(feats, f)
+		}
 	}
 	sort.Strings(feats)
 	var missing []string

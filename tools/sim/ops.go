@@ -35,7 +35,7 @@ func (w *World) userOp(c *proc, op *Op) {
 			aim := chk.cancelIssued(chk.RealID(op.Task), issued)
 			res, err := cl.Cancel(ctx, chk.RealID(op.Task))
 			w.answer(op, fmt.Sprintf("removed=%v marked=%v", res.Removed, res.Marked), err)
-			chk.cancelled(aim, chk.RealID(op.Task), issued, res, err)
+			chk.cancelled(aim, chk.RealID(op.Task), issued, res, err, w.moment(c))
 			// A one-off task's cancel done in part (its row removed, its
 			// run not marked) is tried again until it answers, as the
 			// README says to: until then the task may still run once, and
