@@ -314,10 +314,7 @@ func (c *Client) eachPending(ctx context.Context, op BulkOp, do func(Item) error
 			return err
 		}
 		for _, it := range items {
-			if !strings.HasPrefix(it.ID, op.Filter.IDPrefix) || (op.Kind == BulkDisableSeries && (it.Recurrence == "" || !it.Disabled.IsZero())) {
-				continue
-			}
-			if op.Filter.Queue != "" && c.queue.Route(queue.Envelope{Type: it.Type, Queue: it.Queue}).Queue != op.Filter.Queue {
+			if !c.bulkSelects(op, it) {
 				continue
 			}
 			if err := do(it); err != nil {
@@ -329,6 +326,19 @@ func (c *Client) eachPending(ctx context.Context, op BulkOp, do func(Item) error
 		}
 		lo.Continuation = next
 	}
+}
+
+// bulkSelects reports whether op (cancel-pending or disable-series)
+// selects the pending task it: its type, id prefix and queue, and for a
+// disable an enabled series.
+func (c *Client) bulkSelects(op BulkOp, it Item) bool {
+	switch {
+	case op.Filter.Type != "" && it.Type != op.Filter.Type,
+		!strings.HasPrefix(it.ID, op.Filter.IDPrefix),
+		op.Kind == BulkDisableSeries && (it.Recurrence == "" || !it.Disabled.IsZero()):
+		return false
+	}
+	return op.Filter.Queue == "" || c.queue.Route(queue.Envelope{Type: it.Type, Queue: it.Queue}).Queue == op.Filter.Queue
 }
 
 // StartBulk starts op as a resumable operation on the fleet: it records
@@ -501,16 +511,27 @@ func (c *Client) actOnPending(ctx context.Context, op BulkOp, save func(done, fa
 			g.Go(func() error {
 				var err error
 				if op.Kind == BulkDisableSeries {
-					_, err = c.Disable(ctx, it.ID)
+					// The id may hold another series by now: read afresh
+					// (a change in the moment between is not caught).
+					var cur Item
+					if cur, err = c.Get(ctx, it.ID); err == nil {
+						if c.bulkSelects(op, cur) {
+							_, err = c.Disable(ctx, it.ID)
+						} else {
+							err = errNotSelected
+						}
+					}
 				} else {
-					_, err = c.Cancel(ctx, it.ID)
+					// Only the task listed: its id may have been
+					// scheduled again as another task meanwhile.
+					_, err = c.cancel(ctx, it.ID, &cancelOnly{listed: it, selects: func(row Item) bool { return c.bulkSelects(op, row) }})
 				}
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
 				case err == nil:
 					done++
-				case errors.Is(err, ErrNotFound), errors.Is(err, ErrAlreadyFinished):
+				case errors.Is(err, ErrNotFound), errors.Is(err, ErrAlreadyFinished), errors.Is(err, errNotSelected):
 					// Gone meanwhile (it ran, or someone else acted):
 					// nothing to do.
 				default:

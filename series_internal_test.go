@@ -928,3 +928,136 @@ func TestCancelThatCannotMarkTheRunSaysSo(t *testing.T) {
 		t.Fatalf("the task after the second cancel: %q, %v; want cancelled", st.State(), err)
 	}
 }
+
+// A bulk cancel acts on the task it listed and on no other task of its id
+// (issue 38, the simulator's seed 7023): its walk listed a pending `plain`
+// task; before the walk reached it, the row was moved and the task ran,
+// and the id was scheduled again as a `limited` task, also moved. The
+// walk's cancel by id marked that second task's run cancelled — a task
+// the operation never selected — and it never ran again.
+func TestBulkCancelActsOnlyOnTheTaskItListed(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	op := BulkOp{Kind: BulkCancelPending, Filter: BulkFilter{Type: "plain"}}
+	only := func(it Item) *cancelOnly {
+		return &cancelOnly{listed: it, selects: func(row Item) bool { return c.bulkSelects(op, row) }}
+	}
+	move := func(id, typ string, due time.Time) {
+		t.Helper()
+		c.runs.MarkQueued(ctx, []runs.Mark{{ID: id, Meta: runs.Meta{Type: typ, Due: due}}})
+		if _, err := c.sched.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func(id string) runs.State {
+		t.Helper()
+		r, err := c.runs.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.State
+	}
+
+	// The id moved, ran, and was scheduled again as another type, moved.
+	listed, err := c.Schedule(ctx, Item{ID: "x", Type: "plain", Due: now.Add(-time.Minute)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move("x", "plain", listed.Due)
+	if _, err := c.runs.Claim(ctx, "x", "w1", 1, now.Add(time.Minute), runs.Meta{Type: "plain", Due: listed.Due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, "x", runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Schedule(ctx, Item{ID: "x", Type: "limited", Due: now.Add(-time.Second)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move("x", "limited", again.Due)
+	if _, err := c.cancel(ctx, "x", only(listed)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("bulk cancel of the listed task, its id now another task's queued run: %v, want ErrNotFound", err)
+	}
+	if s := state("x"); s != runs.Queued {
+		t.Fatalf("the id's next task's run is %s after a bulk cancel of the task before it, want queued", s)
+	}
+
+	// The id's pending row is another task's now (a replace of another type).
+	listed, err = c.Schedule(ctx, Item{ID: "y", Type: "plain", Due: now.Add(time.Hour)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Schedule(ctx, Item{ID: "y", Type: "limited", Due: now.Add(2 * time.Hour)}, &ScheduleOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.cancel(ctx, "y", only(listed)); !errors.Is(err, errNotSelected) {
+		t.Fatalf("bulk cancel of the listed task, its id's row now another type's: %v, want errNotSelected", err)
+	}
+	if it, err := c.Get(ctx, "y"); err != nil || it.Type != "limited" {
+		t.Fatalf("the replacement's row after a bulk cancel of the task it replaced: %+v, %v", it, err)
+	}
+
+	// The listed task itself, moved meanwhile: its run is cancelled.
+	listed, err = c.Schedule(ctx, Item{ID: "z", Type: "plain", Due: now.Add(-time.Second)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move("z", "plain", listed.Due)
+	if res, err := c.cancel(ctx, "z", only(listed)); err != nil || !res.Marked {
+		t.Fatalf("bulk cancel of the listed task, moved meanwhile: %+v, %v", res, err)
+	}
+	if s := state("z"); s != runs.Cancelled {
+		t.Fatalf("the listed task's run is %s after its bulk cancel, want cancelled", s)
+	}
+	// The listed task was moved and waits in the queue; its id is pending
+	// again as another task: that row is left, the listed run cancelled.
+	listed, err = c.Schedule(ctx, Item{ID: "u", Type: "plain", Due: now.Add(-time.Second)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move("u", "plain", listed.Due)
+	if _, err := c.Schedule(ctx, Item{ID: "u", Type: "limited", Due: now.Add(time.Hour)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.cancel(ctx, "u", only(listed)); err != nil || !res.Marked || res.Removed {
+		t.Fatalf("bulk cancel of the listed task, moved, its id pending again as another task: %+v, %v", res, err)
+	}
+	if s := state("u"); s != runs.Cancelled {
+		t.Fatalf("the listed task's run is %s, want cancelled", s)
+	}
+	if it, err := c.Get(ctx, "u"); err != nil || it.Type != "limited" {
+		t.Fatalf("the id's next task after a bulk cancel of the listed one: %+v, %v", it, err)
+	}
+
+	// The listed task was moved beside another task of its id still
+	// running (of a type not selected): only the listed one is cancelled.
+	earlier, err := c.Schedule(ctx, Item{ID: "v", Type: "limited", Due: now.Add(-time.Minute)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move("v", "limited", earlier.Due)
+	if _, err := c.runs.Claim(ctx, "v", "w1", 1, now.Add(time.Minute), runs.Meta{Type: "limited", Due: earlier.Due}); err != nil {
+		t.Fatal(err)
+	}
+	listed, err = c.Schedule(ctx, Item{ID: "v", Type: "plain", Due: now.Add(-time.Second)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move("v", "plain", listed.Due)
+	if res, err := c.cancel(ctx, "v", only(listed)); err != nil || !res.Marked {
+		t.Fatalf("bulk cancel of the listed task moved beside another of its id: %+v, %v", res, err)
+	}
+	if r, err := c.runs.Get(ctx, "v"); err != nil || r.State != runs.Running || len(r.Behind) != 0 || len(r.CancelledDue) != 1 || !r.CancelledDue[0].Equal(listed.Due) {
+		t.Fatalf("record after a bulk cancel of the scheduling beside it: state %s behind %v cancelled %v (%v); want the earlier task running and the listed one cancelled", r.State, r.Behind, r.CancelledDue, err)
+	}
+
+	// And a pending one that still matches is removed.
+	listed, err = c.Schedule(ctx, Item{ID: "w", Type: "plain", Due: now.Add(time.Hour)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.cancel(ctx, "w", only(listed)); err != nil || !res.Removed {
+		t.Fatalf("bulk cancel of a listed pending task: %+v, %v", res, err)
+	}
+}

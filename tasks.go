@@ -1,6 +1,7 @@
 package leasecron
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,12 +34,49 @@ type CancelResult struct {
 // behind it: that one is cancelled, Marked); a run already cancelled is
 // success (Marked), so a cancel is idempotent.
 func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
+	return c.cancel(ctx, id, nil)
+}
+
+// errNotSelected is a bulk cancel's refusal of a pending row of the id it
+// listed that is no longer a task the operation selects.
+var errNotSelected = errors.New("no longer selected")
+
+// cancelOnly narrows a cancel to the task a bulk walk listed (issue 38,
+// simulator row 91): a pending row of the id is removed only while selects
+// says the operation still selects it (the id may have been scheduled
+// again as another task since the walk read its row: errNotSelected);
+// the run records are marked only where they are of the listed task's
+// type, or hold a scheduling of its due time moved beside another run
+// (runs.Store.CancelOf, CancelPendingOf) — not the run of another task of
+// the id, before or after it.
+type cancelOnly struct {
+	listed  Item
+	selects func(Item) bool
+}
+
+// meta is what the run records know of the listed task.
+func (o *cancelOnly) meta() runs.Meta { return runs.Meta{Type: o.listed.Type, Due: o.listed.Due} }
+
+// cancel is Cancel, narrowed by only when it is not nil.
+func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (CancelResult, error) {
 	res := CancelResult{ID: id}
-	it, unsure, err := c.sched.CancelReport(ctx, id, c.cancelWaitedFor)
+	first := func(ctx context.Context, row Item) error { return c.cancelWaitedFor(ctx, row, false) }
+	if only != nil {
+		first = func(ctx context.Context, row Item) error {
+			if !only.selects(row) {
+				return fmt.Errorf("cancel %s: %w: its pending row is of another task now (type %s, due %s)", id, errNotSelected, row.Type, row.Due.UTC().Format(time.RFC3339))
+			}
+			return c.cancelWaitedFor(ctx, row, true)
+		}
+	}
+	it, unsure, err := c.sched.CancelReport(ctx, id, first)
+	var refused error // the id's row is another task's: the listed one may have been moved
 	switch {
 	case err == nil:
 		res.Removed = true
 		c.tellLateWaiters(ctx, it)
+	case only != nil && errors.Is(err, errNotSelected):
+		refused = err
 	case !errors.Is(err, ErrNotFound):
 		return res, err
 	}
@@ -63,8 +101,22 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	var marked runs.Run
 	if res.Removed && it.Recurrence == "" {
 		var unfinished runs.Run
-		unfinished, rerr = c.runs.CancelPending(ctx, id, runs.Meta{Type: it.Type, Due: it.Due})
+		if only != nil {
+			unfinished, rerr = c.runs.CancelPendingOf(ctx, id, runs.Meta{Type: it.Type, Due: it.Due})
+		} else {
+			unfinished, rerr = c.runs.CancelPending(ctx, id, runs.Meta{Type: it.Type, Due: it.Due})
+		}
 		c.cancelledFlow(ctx, unfinished)
+	} else if only != nil && !res.Removed {
+		if only.listed.Recurrence != "" {
+			// A listed series whose row is gone or another's has nothing
+			// left that the operation selected.
+			return res, cmp.Or(refused, fmt.Errorf("%w: series %q is no longer pending", ErrNotFound, id))
+		}
+		marked, rerr = c.runs.CancelOf(ctx, id, only.meta())
+		if refused != nil && errors.Is(rerr, runs.ErrNotFound) {
+			return res, refused
+		}
 	} else {
 		marked, rerr = c.runs.Cancel(ctx, id)
 	}

@@ -585,12 +585,18 @@ func (c *Client) tellLateWaiters(ctx context.Context, it Item) {
 // (schedule.CancelWith) when others wait for it or it is a batch member:
 // its run is recorded cancelled and they hear of it before its row goes,
 // so a client that dies in between leaves a row whose message a worker
-// acknowledges as cancelled, telling them again (OnEnd).
-func (c *Client) cancelWaitedFor(ctx context.Context, it Item) error {
+// acknowledges as cancelled, telling them again (OnEnd). With only (a bulk
+// cancel), another task of the id still under way is left as it is
+// (runs.Store.CancelPendingOf).
+func (c *Client) cancelWaitedFor(ctx context.Context, it Item, only bool) error {
 	if c.runs == nil || !(it.Waiters || (it.Batch != "" && !it.Callback)) {
 		return nil
 	}
-	unfinished, err := c.runs.CancelPending(ctx, it.ID, runs.Meta{Type: it.Type, Due: it.Due})
+	cancel := c.runs.CancelPending
+	if only {
+		cancel = c.runs.CancelPendingOf
+	}
+	unfinished, err := cancel(ctx, it.ID, runs.Meta{Type: it.Type, Due: it.Due})
 	if err != nil {
 		return err
 	}

@@ -1150,6 +1150,67 @@ func sameClaim(cur, c *Run) bool {
 // whose write committed but whose answer was lost succeeds when it is
 // tried again (issue 38, seed 1111: the retry answered "already
 // finished: cancelled").
+
+// CancelOf is Cancel for a bulk cancel, which acts on the task it listed
+// (m: its type and due time when listed) and on no other task of its id
+// (issue 38, seed 7023: a walk that listed a task whose row was then moved
+// marked the run of the id's next task, of another type, cancelled). The
+// record is cancelled when it is of m's type (the listed task, or a later
+// one the operation's filter selects as well; its due time may have moved
+// since the listing), and then only itself: the schedulings moved beside
+// it (Run.Behind), whose types the record does not know, are left but
+// the one of m's due time. A record of another type is left as it is,
+// except that a scheduling of m's due time moved beside it is cancelled;
+// without one it is ErrNotFound. A finished record of m's type is
+// ErrAlreadyFinished, or success when it is cancelled already.
+func (s *Store) CancelOf(ctx context.Context, id string, m Meta) (Run, error) {
+	if err := validateID(id); err != nil {
+		return Run{}, err
+	}
+	if m.Type == "" || m.Due.IsZero() {
+		return Run{}, fmt.Errorf("%w: cancel %s of a listed task: its type and due time are both needed", ErrInvalid, id)
+	}
+	due := stored(m.Due)
+	now := s.now()
+	var out Run
+	err := s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
+		if cur == nil {
+			return Run{}, false, fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		next := *cur
+		behind := next.Behind.has(due)
+		if behind {
+			next.Behind, next.ConfirmedBehind = next.Behind.without(due), next.ConfirmedBehind.without(due)
+			next.CancelledDue = next.CancelledDue.with(due)
+		}
+		switch {
+		case cur.Type != m.Type || cur.State.Finished() && behind:
+			if !behind {
+				return Run{}, false, fmt.Errorf("%w: %s of type %s (the record is of another task of the id, of type %s)", ErrNotFound, id, m.Type, cur.Type)
+			}
+		case cur.State == Cancelled:
+			out = *cur
+			return Run{}, false, nil
+		case cur.State.Finished():
+			out = *cur
+			return Run{}, false, fmt.Errorf("%w: run %s is %s", ErrAlreadyFinished, id, cur.State)
+		default:
+			next.State, next.Finished = Cancelled, now
+		}
+		out = next
+		return next, true, nil
+	})
+	return out, err
+}
+
+// CancelPendingOf is CancelPending for a bulk cancel, which acts on the
+// task it listed (m) only: an unfinished record of another scheduling of
+// the id, of another type, is left running; m's due time is added to the
+// ones cancelled, so that a message of the removed row is refused.
+func (s *Store) CancelPendingOf(ctx context.Context, id string, m Meta) (Run, error) {
+	return s.cancelPending(ctx, id, m, true)
+}
+
 func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 	if err := validateID(id); err != nil {
 		return Run{}, err
@@ -1193,6 +1254,11 @@ func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 // ErrAlreadyFinished, unless it is cancelled already (a cancel tried again
 // after its answer was lost succeeds).
 func (s *Store) CancelPending(ctx context.Context, id string, m Meta) (Run, error) {
+	return s.cancelPending(ctx, id, m, false)
+}
+
+// cancelPending is CancelPending, and with only CancelPendingOf.
+func (s *Store) cancelPending(ctx context.Context, id string, m Meta, only bool) (Run, error) {
 	if err := validateID(id); err != nil {
 		return Run{}, err
 	}
@@ -1200,6 +1266,11 @@ func (s *Store) CancelPending(ctx context.Context, id string, m Meta) (Run, erro
 	var unfinished Run
 	err := s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
 		unfinished = Run{}
+		if only && cur != nil && !cur.State.Finished() && otherDue(cur, m) && cur.Type != m.Type {
+			next := *cur
+			next.CancelledDue = next.CancelledDue.with(stored(m.Due))
+			return next, true, nil
+		}
 		if cur != nil && !cur.State.Finished() {
 			next, err := applyCancel(*cur, now)
 			if err == nil {
