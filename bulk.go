@@ -524,7 +524,7 @@ func (c *Client) actOnPending(ctx context.Context, op BulkOp, save func(done, fa
 				} else {
 					// Only the task listed: its id may have been
 					// scheduled again as another task meanwhile.
-					_, err = c.cancel(ctx, it.ID, &cancelOnly{listed: it, selects: func(row Item) bool { return c.bulkSelects(op, row) }})
+					_, err = c.cancel(ctx, it.ID, &cancelOnly{listed: it, selects: func(row Item) bool { return c.bulkSelects(op, row) }, exact: op.Filter.Queue != ""})
 				}
 				mu.Lock()
 				defer mu.Unlock()

@@ -1052,6 +1052,34 @@ func TestBulkCancelActsOnlyOnTheTaskItListed(t *testing.T) {
 		t.Fatalf("record after a bulk cancel of the scheduling beside it: state %s behind %v cancelled %v (%v); want the earlier task running and the listed one cancelled", r.State, r.Behind, r.CancelledDue, err)
 	}
 
+	// The id's run is under way (selected type) with a scheduling of
+	// another type moved beside it, and its row pending again is listed:
+	// removing that row cancels the run of the selected type, and leaves
+	// the scheduling beside it, whose type the record does not know.
+	p, err := c.Schedule(ctx, Item{ID: "q", Type: "plain", Due: now.Add(-time.Minute)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move("q", "plain", p.Due)
+	if _, err := c.runs.Claim(ctx, "q", "w1", 1, now.Add(time.Minute), runs.Meta{Type: "plain", Due: p.Due}); err != nil {
+		t.Fatal(err)
+	}
+	beside, err := c.Schedule(ctx, Item{ID: "q", Type: "limited", Due: now.Add(-30 * time.Second)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move("q", "limited", beside.Due)
+	listed, err = c.Schedule(ctx, Item{ID: "q", Type: "plain", Due: now.Add(time.Hour)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.cancel(ctx, "q", only(listed)); err != nil || !res.Removed {
+		t.Fatalf("bulk cancel of a listed pending task beside a run of its id: %+v, %v", res, err)
+	}
+	if r, err := c.runs.Get(ctx, "q"); err != nil || r.State != runs.Cancelled || len(r.Behind) != 1 || !r.Behind[0].Equal(beside.Due) {
+		t.Fatalf("record after a bulk cancel of a row beside it: state %s behind %v (%v); want cancelled with the other type's scheduling still beside it", r.State, r.Behind, err)
+	}
+
 	// And a pending one that still matches is removed.
 	listed, err = c.Schedule(ctx, Item{ID: "w", Type: "plain", Due: now.Add(time.Hour)}, nil)
 	if err != nil {

@@ -52,10 +52,11 @@ var errNotSelected = errors.New("no longer selected")
 type cancelOnly struct {
 	listed  Item
 	selects func(Item) bool
+	// exact: the filter selects more than a type (a queue), which the
+	// run records do not hold: only the listed scheduling's own record
+	// (its due time) is marked.
+	exact bool
 }
-
-// meta is what the run records know of the listed task.
-func (o *cancelOnly) meta() runs.Meta { return runs.Meta{Type: o.listed.Type, Due: o.listed.Due} }
 
 // cancel is Cancel, narrowed by only when it is not nil.
 func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (CancelResult, error) {
@@ -113,7 +114,7 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 			// left that the operation selected.
 			return res, cmp.Or(refused, fmt.Errorf("%w: series %q is no longer pending", ErrNotFound, id))
 		}
-		marked, rerr = c.runs.CancelOf(ctx, id, only.meta())
+		marked, rerr = c.runs.CancelOf(ctx, id, runs.Meta{Type: only.listed.Type, Due: only.listed.Due}, only.exact || refused != nil)
 		if refused != nil && errors.Is(rerr, runs.ErrNotFound) {
 			return res, refused
 		}
@@ -184,7 +185,18 @@ func (c *Client) cancelledFlow(ctx context.Context, r runs.Run) {
 			c.o.Logger.Warn("reading the batch of a cancelled task failed; its worker counts it when its handler returns", "task_id", r.ID, "batch", r.Batch, "err", err)
 		}
 	}
-	if err := c.tellEnded(ctx, r.ID, true, r.Batch, member, RunCancelled); err != nil {
+	waiters := true
+	if !r.EndOfID(c.o.Clock.Now()) {
+		// Another scheduling of the id moved beside this run is still to
+		// start (a bulk cancel leaves those): what waits for the id waits
+		// for that one, through the traffic cop's watch, as a worker's
+		// end does.
+		if err := c.runs.WatchParents(ctx, []string{r.ID}); err != nil {
+			c.o.Logger.Warn("watching the id of a cancelled task failed; its worker tells what waits for it", "task_id", r.ID, "err", err)
+		}
+		waiters = false
+	}
+	if err := c.tellEnded(ctx, r.ID, waiters, r.Batch, member, RunCancelled); err != nil {
 		c.o.Logger.Warn("telling the batch and the tasks waiting for a cancelled task failed; its worker tells them when its handler returns", "task_id", r.ID, "batch", r.Batch, "err", err)
 	}
 }

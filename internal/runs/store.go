@@ -1139,18 +1139,6 @@ func sameClaim(cur, c *Run) bool {
 	return cur.Worker == c.Worker && cur.Attempts == c.Attempts && stored(cur.Started).Equal(stored(c.Started))
 }
 
-// Cancel marks the run cancelled unless it has already finished, returning
-// the record, and cancels the schedulings of the id moved to the queue
-// beside it and not started (Run.Behind) whatever became of its own run.
-// Unknown ids fail with ErrNotFound, runs that succeeded or died with
-// ErrAlreadyFinished (and the record) unless the cancel reached such a
-// scheduling: then it succeeds, and the record returned keeps its own
-// run's state. A run already cancelled
-// is returned as it is, without an error: a cancel is idempotent, so one
-// whose write committed but whose answer was lost succeeds when it is
-// tried again (issue 38, seed 1111: the retry answered "already
-// finished: cancelled").
-
 // CancelOf is Cancel for a bulk cancel, which acts on the task it listed
 // (m: its type and due time when listed) and on no other task of its id
 // (issue 38, seed 7023: a walk that listed a task whose row was then moved
@@ -1162,8 +1150,11 @@ func sameClaim(cur, c *Run) bool {
 // the one of m's due time. A record of another type is left as it is,
 // except that a scheduling of m's due time moved beside it is cancelled;
 // without one it is ErrNotFound. A finished record of m's type is
-// ErrAlreadyFinished, or success when it is cancelled already.
-func (s *Store) CancelOf(ctx context.Context, id string, m Meta) (Run, error) {
+// ErrAlreadyFinished, or success when it is cancelled already. With exact,
+// a record of m's type is cancelled only when it is of m's due time too
+// (the filter selected more than the type, or the id's pending row is
+// another task's by now, which may have been sent early already).
+func (s *Store) CancelOf(ctx context.Context, id string, m Meta, exact bool) (Run, error) {
 	if err := validateID(id); err != nil {
 		return Run{}, err
 	}
@@ -1184,9 +1175,9 @@ func (s *Store) CancelOf(ctx context.Context, id string, m Meta) (Run, error) {
 			next.CancelledDue = next.CancelledDue.with(due)
 		}
 		switch {
-		case cur.Type != m.Type || cur.State.Finished() && behind:
+		case cur.Type != m.Type || exact && !cur.OfDue(due) || cur.State.Finished() && behind:
 			if !behind {
-				return Run{}, false, fmt.Errorf("%w: %s of type %s (the record is of another task of the id, of type %s)", ErrNotFound, id, m.Type, cur.Type)
+				return Run{}, false, fmt.Errorf("%w: %s of type %s due %s (the record is of another task of the id, of type %s)", ErrNotFound, id, m.Type, due.Format(time.RFC3339Nano), cur.Type)
 			}
 		case cur.State == Cancelled:
 			out = *cur
@@ -1203,13 +1194,27 @@ func (s *Store) CancelOf(ctx context.Context, id string, m Meta) (Run, error) {
 	return out, err
 }
 
-// CancelPendingOf is CancelPending for a bulk cancel, which acts on the
-// task it listed (m) only: an unfinished record of another scheduling of
-// the id, of another type, is left running; m's due time is added to the
-// ones cancelled, so that a message of the removed row is refused.
+// CancelPendingOf is CancelPending for a bulk cancel, which acts on what
+// its filter selects only: an unfinished record of another scheduling of
+// the id is cancelled only when it is of m's type, and the schedulings
+// noted beside it are left but m's own; m's due time is added to the ones
+// cancelled, so that the removed row's sender cannot confirm its message
+// on the record.
 func (s *Store) CancelPendingOf(ctx context.Context, id string, m Meta) (Run, error) {
 	return s.cancelPending(ctx, id, m, true)
 }
+
+// Cancel marks the run cancelled unless it has already finished, returning
+// the record, and cancels the schedulings of the id moved to the queue
+// beside it and not started (Run.Behind) whatever became of its own run.
+// Unknown ids fail with ErrNotFound, runs that succeeded or died with
+// ErrAlreadyFinished (and the record) unless the cancel reached such a
+// scheduling: then it succeeds, and the record returned keeps its own
+// run's state. A run already cancelled
+// is returned as it is, without an error: a cancel is idempotent, so one
+// whose write committed but whose answer was lost succeeds when it is
+// tried again (issue 38, seed 1111: the retry answered "already
+// finished: cancelled").
 
 func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 	if err := validateID(id); err != nil {
@@ -1266,9 +1271,22 @@ func (s *Store) cancelPending(ctx context.Context, id string, m Meta, only bool)
 	var unfinished Run
 	err := s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
 		unfinished = Run{}
-		if only && cur != nil && !cur.State.Finished() && otherDue(cur, m) && cur.Type != m.Type {
+		if only && cur != nil && !cur.State.Finished() && !m.Due.IsZero() {
+			// A record still under way: another scheduling's of another
+			// type is left running, one of m's type (m's own, sent
+			// early, or another the filter selects too) is cancelled;
+			// of the schedulings noted beside it, whose types the record
+			// does not know, only m's own due time is.
+			due := stored(m.Due)
 			next := *cur
-			next.CancelledDue = next.CancelledDue.with(stored(m.Due))
+			next.Behind, next.ConfirmedBehind = next.Behind.without(due), next.ConfirmedBehind.without(due)
+			if otherDue(cur, m) {
+				next.CancelledDue = next.CancelledDue.with(due)
+			}
+			if cur.Type == m.Type || !otherDue(cur, m) {
+				next.State, next.Finished = Cancelled, now
+				unfinished = next
+			}
 			return next, true, nil
 		}
 		if cur != nil && !cur.State.Finished() {
