@@ -950,6 +950,21 @@ func TestBulkCancelActsOnlyOnTheTaskItListed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	moved := func(id, typ string, due time.Time) Item {
+		t.Helper()
+		it, err := c.Schedule(ctx, Item{ID: id, Type: typ, Due: due}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		move(id, typ, it.Due)
+		return it
+	}
+	claim := func(it Item) {
+		t.Helper()
+		if _, err := c.runs.Claim(ctx, it.ID, "w1", 1, now.Add(time.Minute), runs.Meta{Type: it.Type, Due: it.Due}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	state := func(id string) runs.State {
 		t.Helper()
 		r, err := c.runs.Get(ctx, id)
@@ -960,22 +975,13 @@ func TestBulkCancelActsOnlyOnTheTaskItListed(t *testing.T) {
 	}
 
 	// The id moved, ran, and was scheduled again as another type, moved.
-	listed, err := c.Schedule(ctx, Item{ID: "x", Type: "plain", Due: now.Add(-time.Minute)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	move("x", "plain", listed.Due)
-	if _, err := c.runs.Claim(ctx, "x", "w1", 1, now.Add(time.Minute), runs.Meta{Type: "plain", Due: listed.Due}); err != nil {
-		t.Fatal(err)
-	}
+	var err error
+	listed := moved("x", "plain", now.Add(-time.Minute))
+	claim(listed)
 	if err := c.runs.Finish(ctx, "x", runs.Succeeded, nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	again, err := c.Schedule(ctx, Item{ID: "x", Type: "limited", Due: now.Add(-time.Second)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	move("x", "limited", again.Due)
+	moved("x", "limited", now.Add(-time.Second))
 	if _, err := c.cancel(ctx, "x", only(listed)); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("bulk cancel of the listed task, its id now another task's queued run: %v, want ErrNotFound", err)
 	}
@@ -999,11 +1005,7 @@ func TestBulkCancelActsOnlyOnTheTaskItListed(t *testing.T) {
 	}
 
 	// The listed task itself, moved meanwhile: its run is cancelled.
-	listed, err = c.Schedule(ctx, Item{ID: "z", Type: "plain", Due: now.Add(-time.Second)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	move("z", "plain", listed.Due)
+	listed = moved("z", "plain", now.Add(-time.Second))
 	if res, err := c.cancel(ctx, "z", only(listed)); err != nil || !res.Marked {
 		t.Fatalf("bulk cancel of the listed task, moved meanwhile: %+v, %v", res, err)
 	}
@@ -1012,11 +1014,7 @@ func TestBulkCancelActsOnlyOnTheTaskItListed(t *testing.T) {
 	}
 	// The listed task was moved and waits in the queue; its id is pending
 	// again as another task: that row is left, the listed run cancelled.
-	listed, err = c.Schedule(ctx, Item{ID: "u", Type: "plain", Due: now.Add(-time.Second)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	move("u", "plain", listed.Due)
+	listed = moved("u", "plain", now.Add(-time.Second))
 	if _, err := c.Schedule(ctx, Item{ID: "u", Type: "limited", Due: now.Add(time.Hour)}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -1032,19 +1030,9 @@ func TestBulkCancelActsOnlyOnTheTaskItListed(t *testing.T) {
 
 	// The listed task was moved beside another task of its id still
 	// running (of a type not selected): only the listed one is cancelled.
-	earlier, err := c.Schedule(ctx, Item{ID: "v", Type: "limited", Due: now.Add(-time.Minute)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	move("v", "limited", earlier.Due)
-	if _, err := c.runs.Claim(ctx, "v", "w1", 1, now.Add(time.Minute), runs.Meta{Type: "limited", Due: earlier.Due}); err != nil {
-		t.Fatal(err)
-	}
-	listed, err = c.Schedule(ctx, Item{ID: "v", Type: "plain", Due: now.Add(-time.Second)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	move("v", "plain", listed.Due)
+	earlier := moved("v", "limited", now.Add(-time.Minute))
+	claim(earlier)
+	listed = moved("v", "plain", now.Add(-time.Second))
 	if res, err := c.cancel(ctx, "v", only(listed)); err != nil || !res.Marked {
 		t.Fatalf("bulk cancel of the listed task moved beside another of its id: %+v, %v", res, err)
 	}
@@ -1056,19 +1044,9 @@ func TestBulkCancelActsOnlyOnTheTaskItListed(t *testing.T) {
 	// another type moved beside it, and its row pending again is listed:
 	// removing that row cancels the run of the selected type, and leaves
 	// the scheduling beside it, whose type the record does not know.
-	p, err := c.Schedule(ctx, Item{ID: "q", Type: "plain", Due: now.Add(-time.Minute)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	move("q", "plain", p.Due)
-	if _, err := c.runs.Claim(ctx, "q", "w1", 1, now.Add(time.Minute), runs.Meta{Type: "plain", Due: p.Due}); err != nil {
-		t.Fatal(err)
-	}
-	beside, err := c.Schedule(ctx, Item{ID: "q", Type: "limited", Due: now.Add(-30 * time.Second)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	move("q", "limited", beside.Due)
+	p := moved("q", "plain", now.Add(-time.Minute))
+	claim(p)
+	beside := moved("q", "limited", now.Add(-30*time.Second))
 	listed, err = c.Schedule(ctx, Item{ID: "q", Type: "plain", Due: now.Add(time.Hour)}, nil)
 	if err != nil {
 		t.Fatal(err)
