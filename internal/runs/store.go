@@ -1215,7 +1215,6 @@ func (s *Store) CancelPendingOf(ctx context.Context, id string, m Meta) (Run, er
 // whose write committed but whose answer was lost succeeds when it is
 // tried again (issue 38, seed 1111: the retry answered "already
 // finished: cancelled").
-
 func (s *Store) Cancel(ctx context.Context, id string) (Run, error) {
 	if err := validateID(id); err != nil {
 		return Run{}, err
