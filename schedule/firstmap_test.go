@@ -109,3 +109,50 @@ func TestFirstShardMapReachesClientsThatFoundNone(t *testing.T) {
 		t.Fatalf("a requeue retaking key %s by a client that found no map 2 s ago: %v; want refused as a duplicate", key, err)
 	}
 }
+
+// A unique guard copied from another shard (a previous shard count's)
+// replaces one already in the destination only when that one is older: a
+// guard left there from an earlier spell of the same count names a task
+// whose key a later take, made under the other count, has passed on
+// (issue 38, seed 11800: 2 shards, then 8, then 2 again; a requeue under
+// the last found its own task named by the old guard and took a key that
+// a task scheduled under 8 held). A newer guard in the destination stays.
+func TestCopiedGuardReplacesOnlyAnOlderOne(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{})
+	gk := guardKey("t", "k")
+	write := func(shard, task string, at time.Time) {
+		t.Helper()
+		if _, err := mt.Submit(ctx(t), []table.Op{{Kind: table.Upsert, PartitionKey: shard, RowKey: gk, Props: guardProps(task, Unique{Key: "k"}, at)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder := func(shard string) string {
+		t.Helper()
+		e, err := mt.Get(ctx(t), shard, gk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return readGuard("t", "k", e).Task
+	}
+	write("01", "old", t0)                    // the first spell of the count
+	write("05", "new", t0.Add(3*time.Minute)) // taken under the other count
+	if err := c.copyGuard(ctx(t), "05", "01", gk); err != nil {
+		t.Fatal(err)
+	}
+	if got := holder("01"); got != "new" {
+		t.Fatalf("guard after copying a newer one over an older: names %q, want new", got)
+	}
+	write("06", "older", t0.Add(time.Minute))
+	if err := c.copyGuard(ctx(t), "06", "01", gk); err != nil {
+		t.Fatal(err)
+	}
+	if got := holder("01"); got != "new" {
+		t.Fatalf("guard after copying an older one over a newer: names %q, want new", got)
+	}
+	if err := c.copyGuard(ctx(t), "06", "02", gk); err != nil {
+		t.Fatal(err)
+	}
+	if got := holder("02"); got != "older" {
+		t.Fatalf("guard copied where there was none: names %q, want older", got)
+	}
+}

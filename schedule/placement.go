@@ -176,7 +176,7 @@ func placementOf(l shard.Layout) placement {
 // for every id index row in shard whose id belongs in another shard under
 // count, it writes a pointer there naming the shard that holds the task
 // (PropShard), and it copies every unique guard whose key belongs in
-// another shard there. It is safe to repeat and to run beside every other
+// another shard there (over an older copy there: putGuard). It is safe to repeat and to run beside every other
 // use of the schedule; it reads shard's index and guard rows once and
 // writes the rows that belong elsewhere in transactions of up to 100 per
 // shard they go to.
@@ -193,8 +193,15 @@ func (c *Client) Point(ctx context.Context, sh string, count int) error {
 			return nil
 		}
 		_, err := c.t.Submit(ctx, ops)
-		if errors.Is(err, storage.ErrAlreadyExists) && len(ops) > 1 {
+		if errors.Is(err, storage.ErrAlreadyExists) {
 			for _, op := range ops {
+				if strings.HasPrefix(op.RowKey, GuardPrefix) {
+					// A guard there may be older: the newer stays.
+					if err = c.putGuard(ctx, op.PartitionKey, op.RowKey, op.Props); err != nil {
+						break
+					}
+					continue
+				}
 				if _, err = c.t.Submit(ctx, []table.Op{op}); err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
 					break
 				}

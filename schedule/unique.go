@@ -473,8 +473,37 @@ func (c *Client) copyGuard(ctx context.Context, from, to, gk string) error {
 	case err != nil:
 		return fmt.Errorf("read unique guard %s in shard %s: %w", gk, from, err)
 	}
-	_, err = c.t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: to, RowKey: gk, Props: e.Props}})
-	if err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+	return c.putGuard(ctx, to, gk, e.Props)
+}
+
+// putGuard writes a guard copied from another shard into shard to unless
+// to has one at least as new (PropCreated): every take of a key writes
+// its guard afresh, so the newer of two copies is the later take. A guard
+// already there but older is one left from an earlier spell of this
+// shard count (issue 38, seed 11800: the count went from 2 to 8 and back
+// to 2; the key's guard under 2 still named a task from before, and a
+// requeue, finding its own task named there, took the key that a task
+// scheduled under 8 held). A change of to's guard meanwhile wins.
+func (c *Client) putGuard(ctx context.Context, to, gk string, props table.Props) error {
+	_, err := c.t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: to, RowKey: gk, Props: props}})
+	if !errors.Is(err, storage.ErrAlreadyExists) {
+		if err != nil {
+			return fmt.Errorf("copy unique guard %s to shard %s: %w", gk, to, err)
+		}
+		return nil
+	}
+	cur, err := c.t.Get(ctx, to, gk)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return nil // swept meanwhile: the key is free, and so it stays
+	case err != nil:
+		return fmt.Errorf("read unique guard %s in shard %s: %w", gk, to, err)
+	}
+	if !cur.Props.Time(PropCreated).Before(table.Props(props).Time(PropCreated)) {
+		return nil
+	}
+	_, err = c.t.Submit(ctx, []table.Op{{Kind: table.Replace, PartitionKey: to, RowKey: gk, IfMatch: cur.ETag, Props: props}})
+	if err != nil && !conflict(err) && !errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("copy unique guard %s to shard %s: %w", gk, to, err)
 	}
 	return nil

@@ -362,7 +362,7 @@ func (c *checker) newTI(s TaskSpec, op *Op, cl *proc) *ti {
 		// child tried 0.2 ms apart, the child first, and the child's
 		// cancel with its parent's bulk cancel was unexplained).
 		for _, o := range c.tis {
-			if i := slices.Index(o.unfound, t.id); i >= 0 && o.op != nil && op != nil && o.op.At > op.At {
+			if i := slices.Index(o.unfound, t.id); i >= 0 && o.op != nil && op != nil && c.plannedAfter(o.op, op) {
 				o.unfound = slices.Delete(o.unfound, i, i+1)
 				o.parents = append(o.parents, t)
 			}
@@ -376,6 +376,26 @@ func (c *checker) newTI(s TaskSpec, op *Op, cl *proc) *ti {
 		}
 	}
 	return t
+}
+
+// plannedAfter reports whether operation a comes after b in the plan:
+// later, or at the same moment and after it in the plan's order (seed
+// 11880: a parent and its child planned for one instant, tried on their
+// own goroutines, the child first).
+func (c *checker) plannedAfter(a, b *Op) bool {
+	if a.At != b.At {
+		return a.At > b.At
+	}
+	ia, ib := -1, -1
+	for i := range c.w.plan.Ops {
+		switch &c.w.plan.Ops[i] {
+		case a:
+			ia = i
+		case b:
+			ib = i
+		}
+	}
+	return ia > ib && ib >= 0
 }
 
 func (c *checker) realID(logical string) string {
