@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,5 +155,54 @@ func TestCopiedGuardReplacesOnlyAnOlderOne(t *testing.T) {
 	}
 	if got := holder("02"); got != "older" {
 		t.Fatalf("guard copied where there was none: names %q, want older", got)
+	}
+}
+
+// sweepingTable changes the guard row between a copy's read and its
+// replace, once, as the sweep's new check time does.
+type sweepingTable struct {
+	table.Table
+	once      sync.Once
+	shard, gk string
+}
+
+func (s *sweepingTable) Get(ctx context.Context, pk, rk string) (table.Entity, error) {
+	e, err := s.Table.Get(ctx, pk, rk)
+	if err == nil && pk == s.shard && rk == s.gk {
+		s.once.Do(func() {
+			_, _ = s.Table.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: pk, RowKey: rk, Props: table.Props{PropCheckAfter: t0.Add(time.Hour)}}})
+		})
+	}
+	return e, err
+}
+
+// A copy whose replace of an older guard meets the guard changed
+// meanwhile (the sweep moved its check time) reads it again and still
+// replaces it, rather than leaving the stale guard (a review of row 92).
+func TestCopiedGuardOverAnOlderOneChangedMeanwhile(t *testing.T) {
+	gk := guardKey("t", "k")
+	mt := table.NewMemory("", nil)
+	st := &sweepingTable{Table: mt, shard: "01", gk: gk}
+	c, err := newClient(st, Options{Clock: clock.NewFake(t0), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []struct {
+		shard, task string
+		at          time.Time
+	}{{"01", "old", t0}, {"05", "new", t0.Add(3 * time.Minute)}} {
+		if _, err := mt.Submit(ctx(t), []table.Op{{Kind: table.Insert, PartitionKey: g.shard, RowKey: gk, Props: guardProps(g.task, Unique{Key: "k"}, g.at)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.copyGuard(ctx(t), "05", "01", gk); err != nil {
+		t.Fatal(err)
+	}
+	e, err := mt.Get(ctx(t), "01", gk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readGuard("t", "k", e).Task; got != "new" {
+		t.Fatalf("guard after a copy that met it changed: names %q, want new", got)
 	}
 }

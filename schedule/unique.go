@@ -483,28 +483,38 @@ func (c *Client) copyGuard(ctx context.Context, from, to, gk string) error {
 // shard count (issue 38, seed 11800: the count went from 2 to 8 and back
 // to 2; the key's guard under 2 still named a task from before, and a
 // requeue, finding its own task named there, took the key that a task
-// scheduled under 8 held). A change of to's guard meanwhile wins.
+// scheduled under 8 held). A change of to's guard meanwhile (a take, the
+// sweep) is read again. The rule trusts the hosts' clocks to agree within
+// the time between two takes of one key under different counts (the
+// README asks for about a second).
 func (c *Client) putGuard(ctx context.Context, to, gk string, props table.Props) error {
-	_, err := c.t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: to, RowKey: gk, Props: props}})
-	if !errors.Is(err, storage.ErrAlreadyExists) {
-		if err != nil {
+	created := props.Time(PropCreated)
+	for range retries {
+		_, err := c.t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: to, RowKey: gk, Props: props}})
+		if !errors.Is(err, storage.ErrAlreadyExists) {
+			if err != nil {
+				return fmt.Errorf("copy unique guard %s to shard %s: %w", gk, to, err)
+			}
+			return nil
+		}
+		cur, err := c.t.Get(ctx, to, gk)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			continue // swept meanwhile: insert the copy after all
+		case err != nil:
+			return fmt.Errorf("read unique guard %s in shard %s: %w", gk, to, err)
+		case !cur.Props.Time(PropCreated).Before(created):
+			return nil // as new or newer: a take under this count, or this very copy
+		}
+		// Older: replace it unless it changed meanwhile (a take, or the
+		// sweep's new check time), then look again.
+		_, err = c.t.Submit(ctx, []table.Op{{Kind: table.Replace, PartitionKey: to, RowKey: gk, IfMatch: cur.ETag, Props: props}})
+		switch {
+		case err == nil:
+			return nil
+		case !conflict(err) && !errors.Is(err, storage.ErrNotFound):
 			return fmt.Errorf("copy unique guard %s to shard %s: %w", gk, to, err)
 		}
-		return nil
 	}
-	cur, err := c.t.Get(ctx, to, gk)
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		return nil // swept meanwhile: the key is free, and so it stays
-	case err != nil:
-		return fmt.Errorf("read unique guard %s in shard %s: %w", gk, to, err)
-	}
-	if !cur.Props.Time(PropCreated).Before(table.Props(props).Time(PropCreated)) {
-		return nil
-	}
-	_, err = c.t.Submit(ctx, []table.Op{{Kind: table.Replace, PartitionKey: to, RowKey: gk, IfMatch: cur.ETag, Props: props}})
-	if err != nil && !conflict(err) && !errors.Is(err, storage.ErrNotFound) {
-		return fmt.Errorf("copy unique guard %s to shard %s: %w", gk, to, err)
-	}
-	return nil
+	return fmt.Errorf("copy unique guard %s to shard %s: still contended after %d attempts", gk, to, retries)
 }
