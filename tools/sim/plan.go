@@ -341,7 +341,7 @@ func (p *planner) episode() {
 // race what they change, which the random stream makes too seldom for
 // every pairing to show (the coverage report's "never met"):
 //
-//   - cancels aimed at the moment a task comes due (a second either side),
+//   - cancels aimed at the moment a task comes due (up to 1.5 s either side),
 //     of tasks of every type and behaviour: a cancel landing before the
 //     move must keep the task from running, one landing after may lose
 //     the race but must not lose or double anything;
