@@ -176,10 +176,10 @@ func placementOf(l shard.Layout) placement {
 // for every id index row in shard whose id belongs in another shard under
 // count, it writes a pointer there naming the shard that holds the task
 // (PropShard), and it copies every unique guard whose key belongs in
-// another shard there (over an older copy there: putGuard). It is safe to repeat and to run beside every other
-// use of the schedule; it reads shard's index and guard rows once and
-// writes the rows that belong elsewhere in transactions of up to 100 per
-// shard they go to.
+// another shard there (over an older copy there: putGuard). It is safe
+// to repeat and to run beside every other use of the schedule; it reads
+// shard's index and guard rows once and writes the rows that belong
+// elsewhere in transactions of up to 100 per shard they go to.
 func (c *Client) Point(ctx context.Context, sh string, count int) error {
 	parts := table.Numbered("", count, 2)
 	// Rows bound for one shard go in transactions of up to table.MaxOps;
@@ -193,7 +193,9 @@ func (c *Client) Point(ctx context.Context, sh string, count int) error {
 			return nil
 		}
 		_, err := c.t.Submit(ctx, ops)
-		if errors.Is(err, storage.ErrAlreadyExists) {
+		if errors.Is(err, storage.ErrAlreadyExists) && (len(ops) > 1 || strings.HasPrefix(ops[0].RowKey, GuardPrefix)) {
+			// Row by row (one alone is retried only when a guard, which
+			// may replace an older one).
 			for _, op := range ops {
 				if strings.HasPrefix(op.RowKey, GuardPrefix) {
 					// A guard there may be older: the newer stays.

@@ -106,6 +106,17 @@ func (r *Run) started(due time.Time) {
 	r.ConfirmedBehind = r.ConfirmedBehind.without(due)
 }
 
+// cancelBehindDue turns the scheduling due at due, moved beside r, into a
+// cancelled one. It reports whether r had it beside it.
+func (r *Run) cancelBehindDue(due time.Time) bool {
+	if !r.Behind.has(due) {
+		return false
+	}
+	r.Behind, r.ConfirmedBehind = r.Behind.without(due), r.ConfirmedBehind.without(due)
+	r.CancelledDue = r.CancelledDue.with(due)
+	return true
+}
+
 // cancelBehind turns the schedulings moved beside r into cancelled ones
 // (a cancel of the id reaches them). It reports whether there were any.
 func (r *Run) cancelBehind() bool {

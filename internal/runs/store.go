@@ -1169,11 +1169,7 @@ func (s *Store) CancelOf(ctx context.Context, id string, m Meta, exact bool) (Ru
 			return Run{}, false, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		next := *cur
-		behind := next.Behind.has(due)
-		if behind {
-			next.Behind, next.ConfirmedBehind = next.Behind.without(due), next.ConfirmedBehind.without(due)
-			next.CancelledDue = next.CancelledDue.with(due)
-		}
+		behind := next.cancelBehindDue(due)
 		switch {
 		case cur.Type != m.Type || exact && !cur.OfDue(due) || cur.State.Finished() && behind:
 			if !behind {
@@ -1278,8 +1274,7 @@ func (s *Store) cancelPending(ctx context.Context, id string, m Meta, only bool)
 			// does not know, only m's own due time is.
 			due := stored(m.Due)
 			next := *cur
-			next.Behind, next.ConfirmedBehind = next.Behind.without(due), next.ConfirmedBehind.without(due)
-			if otherDue(cur, m) {
+			if !next.cancelBehindDue(due) && otherDue(cur, m) {
 				next.CancelledDue = next.CancelledDue.with(due)
 			}
 			if cur.Type == m.Type || !otherDue(cur, m) {

@@ -55,25 +55,20 @@ func (c *Coverage) request(kind, op string, f Fault) {
 
 // feature records the features one start exercised, and each pair of
 // them.
-func (c *Coverage) feature(fs []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	sort.Strings(fs)
-	for i, a := range fs {
-		c.Features[a]++
-		for _, b := range fs[i+1:] {
-			c.Pairs[a+" × "+b]++
-		}
-	}
-}
+func (c *Coverage) feature(fs []string) { c.record(fs, true) }
 
 // meet records the pairs of features a change met in one live task (a
 // cancel of it, for example), without counting them as started.
-func (c *Coverage) meet(fs []string) {
+func (c *Coverage) meet(fs []string) { c.record(fs, false) }
+
+func (c *Coverage) record(fs []string, started bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sort.Strings(fs)
 	for i, a := range fs {
+		if started {
+			c.Features[a]++
+		}
 		for _, b := range fs[i+1:] {
 			c.Pairs[a+" × "+b]++
 		}
