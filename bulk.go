@@ -511,16 +511,14 @@ func (c *Client) actOnPending(ctx context.Context, op BulkOp, save func(done, fa
 			g.Go(func() error {
 				var err error
 				if op.Kind == BulkDisableSeries {
-					// The id may hold another series by now: read afresh
-					// (a change in the moment between is not caught).
-					var cur Item
-					if cur, err = c.Get(ctx, it.ID); err == nil {
-						if c.bulkSelects(op, cur) {
-							_, err = c.Disable(ctx, it.ID)
-						} else {
-							err = errNotSelected
+					// The id may hold another series by now: only a row
+					// the filter selects when it is written is disabled.
+					_, err = c.disable(ctx, it.ID, func(row Item) error {
+						if !c.bulkSelects(op, row) {
+							return fmt.Errorf("disable %s: %w: the operation no longer selects its row (type %s, recurring %t, disabled %t)", it.ID, errNotSelected, row.Type, row.Recurrence != "", !row.Disabled.IsZero())
 						}
-					}
+						return nil
+					})
 				} else {
 					// Only the task listed: its id may have been
 					// scheduled again as another task meanwhile.

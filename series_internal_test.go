@@ -929,6 +929,64 @@ func TestCancelThatCannotMarkTheRunSaysSo(t *testing.T) {
 	}
 }
 
+// A bulk disable disables only a series its filter selects when the
+// disable is written: a series of another type put in the listed one's
+// place between the walk's read and the write stays enabled (issue 38,
+// left open by row 91: the walk read the id afresh, but a change in the
+// moment between that read and the disable was not caught).
+func TestBulkDisableActsOnlyOnWhatItSelectsAtTheWrite(t *testing.T) {
+	ctx := context.Background()
+	var tr *beforeWrite
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		tr = &beforeWrite{next: next, match: contains(`"Disabled"`)}
+		return tr
+	})
+	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	if _, err := c.Schedule(ctx, Item{ID: "s", Type: "plain", Due: due, Recurrence: "@every 1h"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tr.before = func() {
+		if _, err := c.Schedule(ctx, Item{ID: "s", Type: "limited", Due: due.Add(time.Minute), Recurrence: "@every 1h"}, &ScheduleOptions{Replace: true}); err != nil {
+			t.Error(err)
+		}
+	}
+	tr.armed.Store(true)
+	var done, failed int
+	op := BulkOp{Kind: BulkDisableSeries, Filter: BulkFilter{Type: "plain"}}
+	if err := c.actOnPending(ctx, op, func(d, f int, last string) error {
+		done, failed = done+d, failed+f
+		if last != "" {
+			t.Errorf("bulk disable's last error: %s", last)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if tr.armed.Load() {
+		t.Fatal("the series was not replaced before the disable's write: the test did not make the race")
+	}
+	it, err := c.Get(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Type != "limited" || !it.Disabled.IsZero() {
+		t.Fatalf("after a bulk disable of type plain, the id's series of type %s is disabled=%t, want the limited series enabled", it.Type, !it.Disabled.IsZero())
+	}
+	if done != 0 || failed != 0 {
+		t.Fatalf("bulk disable counted %d done, %d failed; want neither (the series it listed was gone)", done, failed)
+	}
+	// Without the race, the series it selects is disabled.
+	if _, err := c.Schedule(ctx, Item{ID: "p", Type: "plain", Due: due, Recurrence: "@every 1h"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.actOnPending(ctx, op, func(d, f int, last string) error { done, failed = done+d, failed+f; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := c.Get(ctx, "p"); err != nil || it.Disabled.IsZero() || done != 1 || failed != 0 {
+		t.Fatalf("a bulk disable of type plain left series p disabled=%t (err %v), counted %d done, %d failed; want disabled, 1 done", !it.Disabled.IsZero(), err, done, failed)
+	}
+}
+
 // A bulk cancel acts on the task it listed and on no other task of its id
 // (issue 38, the simulator's seed 7023): its walk listed a pending `plain`
 // task; before the walk reached it, the row was moved and the task ran,

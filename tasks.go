@@ -216,10 +216,19 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 // ErrIncomplete means the series is disabled but a storage error kept an
 // occurrence already in the queue from being stopped: disable it again.
 func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
+	return c.disable(ctx, id, nil)
+}
+
+// disable is Disable, refused with the error check returns for the row it
+// would disable (nil: none): a bulk disable acts only on a series its
+// filter still selects at the moment of the write, not on whatever the
+// id holds by then.
+func (c *Client) disable(ctx context.Context, id string, check func(Item) error) (Item, error) {
 	if c.runs == nil {
-		return c.sched.Disable(ctx, id)
+		it, _, err := c.sched.DisableMovingIf(ctx, id, 0, check)
+		return it, err
 	}
-	it, stopped, err := c.sched.DisableMoving(ctx, id, c.moving())
+	it, stopped, err := c.sched.DisableMovingIf(ctx, id, c.moving(), check)
 	if err != nil {
 		return it, err
 	}

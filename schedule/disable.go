@@ -42,6 +42,16 @@ const maxStopped = 100
 // keeps as the occurrence it had next the first one after them, so Enable
 // does not bring a stopped one back. moving 0 stops none.
 func (c *Client) DisableMoving(ctx context.Context, id string, moving time.Duration) (Item, []time.Time, error) {
+	return c.DisableMovingIf(ctx, id, moving, nil)
+}
+
+// DisableMovingIf is DisableMoving that first asks check about the row it
+// is about to disable, as read for the conditional write that disables
+// it: an error from check is returned and nothing changes. A caller that
+// chose the series from an earlier read (a bulk disable's walk) thus
+// acts only on what it chose, even when the id holds another series by
+// the time of the write. nil checks nothing.
+func (c *Client) DisableMovingIf(ctx context.Context, id string, moving time.Duration, check func(Item) error) (Item, []time.Time, error) {
 	now := c.opts.Clock.Now().UTC()
 	var stopped []time.Time
 	it, err := c.moveRow(ctx, id, "disable", "disabled", func(row table.Entity) (time.Time, table.Props, error) {
@@ -51,6 +61,11 @@ func (c *Client) DisableMoving(ctx context.Context, id string, moving time.Durat
 			return time.Time{}, nil, fmt.Errorf("%w: disable %s: the row is malformed: %w", ErrInvalid, id, err)
 		}
 		it := r.item
+		if check != nil {
+			if err := check(it); err != nil {
+				return time.Time{}, nil, err
+			}
+		}
 		if it.Recurrence == "" {
 			return time.Time{}, nil, fmt.Errorf("%w: disable %s: a one-off task, not a recurring series (cancel or reschedule it instead)", ErrInvalid, id)
 		}
