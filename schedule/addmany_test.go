@@ -234,6 +234,9 @@ type lostAnswer struct {
 	table.Table
 	lose func(ops []table.Op) bool
 	lost bool
+	// between, when set, runs after the lost transaction committed and
+	// before its retry: another writer's change in that moment.
+	between func(ops []table.Op)
 }
 
 func (l *lostAnswer) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
@@ -241,6 +244,9 @@ func (l *lostAnswer) Submit(ctx context.Context, ops []table.Op) ([]string, erro
 		l.lost = true
 		if _, err := l.Table.Submit(ctx, ops); err != nil {
 			return nil, err
+		}
+		if l.between != nil {
+			l.between(ops)
 		}
 	}
 	return l.Table.Submit(ctx, ops)
@@ -279,6 +285,51 @@ func TestAddManyTakesItsOwnRowsAfterALostAnswer(t *testing.T) {
 	other[4].Payload = "changed"
 	if res, err := c.AddMany(ctx(t), other, AddManyOptions{}); !errors.Is(err, ErrNotWritten) || !errors.Is(res[4].Err, ErrAlreadyScheduled) {
 		t.Fatalf("a different task under a pending id: %v, %v", err, res[4].Err)
+	}
+}
+
+// A schedule whose answer was lost takes its row for its own although
+// another writer marked it meanwhile: a child began waiting for it
+// (Waiters), or a parent of a waiting task noted its end (Met). Those
+// marks are progress of the task asked for, not another task (issue 38,
+// the simulator's seed 12185: a task's insert lost its answer, a child
+// scheduled at that moment marked it as waited for, and the retry
+// answered "already scheduled" for the task it had written; the user,
+// told it was not scheduled, took its cancel for a cancel of nothing).
+func TestAddTakesItsOwnRowMarkedByAWorkflowAfterALostAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		it   Item
+		mark table.Props
+	}{
+		{"waiters", Item{ID: "parent", Due: t0.Add(time.Hour)}, table.Props{PropWaiters: true}},
+		{"met", Item{ID: "child", Due: t0.Add(time.Hour), After: []string{"x", "y"}, Waiting: true}, table.Props{PropMet: "x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mt := table.NewMemory("", nil)
+			lt := &lostAnswer{Table: mt, lose: itemInsert, between: func(ops []table.Op) {
+				if _, err := mt.Submit(ctx(t), []table.Op{{Kind: table.Merge, PartitionKey: ops[0].PartitionKey, RowKey: ops[0].RowKey, Props: tc.mark}}); err != nil {
+					t.Error(err)
+				}
+			}}
+			c, err := newClient(lt, Options{Clock: clock.NewFake(t0), Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			it, err := c.Add(ctx(t), tc.it, AddOptions{})
+			if err != nil || !lt.lost {
+				t.Fatalf("Add after a lost answer and a mark of %v: %v (lost %v); want it taken for its own", tc.mark, err, lt.lost)
+			}
+			if got, err := c.Get(ctx(t), tc.it.ID); err != nil || got.ETag != it.ETag {
+				t.Fatalf("%s: %+v, %v; want it pending as answered", tc.it.ID, got, err)
+			}
+			// Another task under the id is still refused.
+			other := tc.it
+			other.Payload = "another"
+			if _, err := c.Add(ctx(t), other, AddOptions{}); !errors.Is(err, ErrAlreadyScheduled) {
+				t.Fatalf("a different task under a pending id: %v, want ErrAlreadyScheduled", err)
+			}
+		})
 	}
 }
 
