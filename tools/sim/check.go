@@ -115,11 +115,15 @@ type ti struct {
 	// requeueFailed: a requeue of its dead letter answered an error (it
 	// may have marked the run queued without sending it).
 	requeueFailed bool
-	parents       []*ti
-	batch         *batch
-	callbackOf    *batch
-	starts        []*runEv
-	snoozes       map[string]int
+	// requeueMaybe counts the requeues that answered an error other than
+	// "no such dead letter": each may have sent the task before it failed
+	// (removing the dead letter comes last).
+	requeueMaybe int
+	parents      []*ti
+	batch        *batch
+	callbackOf   *batch
+	starts       []*runEv
+	snoozes      map[string]int
 }
 
 // window is a pause or a disable: asked at issued, in force from from
@@ -1399,6 +1403,9 @@ func (c *checker) requeued(id string, err error) {
 	}
 	if err != nil {
 		t.requeueFailed = true
+		if !errors.Is(err, leasecron.ErrNotFound) {
+			t.requeueMaybe++
+		}
 		return
 	}
 	now := c.w.now()
@@ -1839,7 +1846,8 @@ func (c *checker) finalBatches() {
 			}
 		}
 		switch {
-		case ended && len(b.callback.starts) == 0:
+		case ended && len(b.callback.starts) == 0 && b.callback.cancelled.IsZero() && b.callback.cancelTry.IsZero():
+			// (A callback cancelled, or maybe cancelled, need not run.)
 			c.violate(InvBatch, "batch %s: every member ended, its callback %s never ran", b.id, b.callback.id)
 		case ok > 1 && !c.anyTroubled(b.callback):
 			c.violate(InvBatch, "batch %s: callback %s succeeded %d times", b.id, b.callback.id, ok)
@@ -1863,7 +1871,7 @@ func (c *checker) finalBulk() {
 				firsts++
 			}
 		}
-		allowed := 1 + len(t.requeued)
+		allowed := 1 + len(t.requeued) + t.requeueMaybe
 		var death time.Time // the first
 		for _, r := range t.starts {
 			if r.outcome == "fail" && r.attempt >= t.maxAttempts() {

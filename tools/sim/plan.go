@@ -180,11 +180,11 @@ type planner struct {
 	sc  *Scenario
 	ids int
 	// what has been planned, for the operations that act on it
-	oneOffs, series, dead, batches []string
-	spec                           map[string]*TaskSpec
-	workers                        map[string]bool // planned alive
-	frozenUntil                    map[string]time.Duration
-	shardCounts                    []int
+	oneOffs, series, dead, callbacks []string
+	spec                             map[string]*TaskSpec
+	workers                          map[string]bool // planned alive
+	frozenUntil                      map[string]time.Duration
+	shardCounts                      []int
 }
 
 // Plan generates the scenario of seed.
@@ -474,7 +474,10 @@ func (p *planner) userOp(t time.Duration) {
 	case x < 58 && len(p.series) > 0 || x < 54:
 		p.seriesOp(t, cl)
 	case x < 64:
-		id := p.pick(append(p.oneOffs, p.series...))
+		// A batch's callback too, waiting for its members or released
+		// (one draw, as before callbacks were among them: other seeds'
+		// plans stay as they were).
+		id := p.pick(slices.Concat(p.oneOffs, p.series, p.callbacks))
 		p.add(Op{At: t, Kind: OpCancel, Client: cl, Task: id})
 	case x < 69:
 		id := p.pick(p.oneOffs)
@@ -623,7 +626,7 @@ func (p *planner) many(t time.Duration, cl int) {
 			cb.Behaviour.Fail = 1
 		}
 		op.Callback = cb
-		p.batches = append(p.batches, op.Batch)
+		p.callbacks = append(p.callbacks, cb.ID)
 	}
 	p.add(op)
 }
