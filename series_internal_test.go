@@ -987,6 +987,104 @@ func TestBulkDisableActsOnlyOnWhatItSelectsAtTheWrite(t *testing.T) {
 	}
 }
 
+// loseAnswer is a transport that, armed, sends the first write whose text
+// match accepts and then answers an error as if the answer were lost: the
+// write is committed, and the SDK's retry meets what it did.
+type loseAnswer struct {
+	next  policy.Transporter
+	match func(text string) bool
+	armed atomic.Bool
+}
+
+func (l *loseAnswer) Do(req *http.Request) (*http.Response, error) {
+	if l.armed.Load() && req.Method != http.MethodGet {
+		text, err := writeText(req)
+		if err != nil {
+			return nil, err
+		}
+		if l.match(text) && l.armed.CompareAndSwap(true, false) {
+			if resp, err := l.next.Do(req); err == nil {
+				resp.Body.Close()
+			}
+			return nil, errors.New("connection reset by peer")
+		}
+	}
+	return l.next.Do(req)
+}
+
+// A bulk disable whose write committed with its answer lost meets the
+// series it has itself disabled: it is done, and the occurrences already
+// moved are cancelled as after any disable — but only the series' own,
+// not those of an earlier series of the id of another type, which the
+// operation never selected (a review of row 94: the filter's check
+// refused the series the write had just disabled, so the operation
+// counted nothing and left the moved occurrences to run).
+func TestBulkDisableAfterALostAnswerFinishesItsOwnSeries(t *testing.T) {
+	ctx := context.Background()
+	var tr *loseAnswer
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		tr = &loseAnswer{next: next, match: contains(`"Disabled"`)}
+		return tr
+	})
+	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	if _, err := c.Schedule(ctx, Item{ID: "tick", Type: "t", Due: due, Recurrence: "@every 1h"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// One occurrence of this series already moved, and one of an
+	// earlier series of the id, of another type.
+	own, earlier := runs.OccurrenceID("tick", due.Add(-time.Hour)), runs.OccurrenceID("tick", due.Add(-2*time.Hour))
+	marks := []runs.Mark{
+		{ID: own, Meta: runs.Meta{Type: "t", Due: due.Add(-time.Hour), Token: "tok", Seq: 1}},
+		{ID: earlier, Meta: runs.Meta{Type: "old", Due: due.Add(-2 * time.Hour), Token: "tok", Seq: 1}},
+	}
+	if ok := c.runs.Confirm(ctx, marks); !ok[0] || !ok[1] {
+		t.Fatal("the moved occurrences were not confirmed")
+	}
+	tr.armed.Store(true)
+	var done, failed int
+	op := BulkOp{Kind: BulkDisableSeries, Filter: BulkFilter{Type: "t"}}
+	if err := c.actOnPending(ctx, op, func(d, f int, last string) error {
+		done, failed = done+d, failed+f
+		if last != "" {
+			t.Errorf("bulk disable's last error: %s", last)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if tr.armed.Load() {
+		t.Fatal("the disable's write was not made to lose its answer")
+	}
+	if it, err := c.sched.Get(ctx, "tick"); err != nil || it.Disabled.IsZero() || done != 1 || failed != 0 {
+		t.Fatalf("after a bulk disable whose answer was lost: series %+v, %v; %d done, %d failed; want it disabled and counted done", it, err, done, failed)
+	}
+	for id, want := range map[string]RunState{own: RunCancelled, earlier: RunQueued} {
+		if st, err := c.Status(ctx, id); err != nil || st.State() != string(want) {
+			t.Errorf("occurrence %s after the bulk disable: %q, %v; want %s", id, st.State(), err, want)
+		}
+	}
+	// A bulk cancel of a series reaches its own moved occurrences only,
+	// too.
+	listed, err := c.Schedule(ctx, Item{ID: "tock", Type: "t", Due: due, Recurrence: "@every 1h"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, earlier = runs.OccurrenceID("tock", due.Add(-time.Hour)), runs.OccurrenceID("tock", due.Add(-2*time.Hour))
+	marks[0].ID, marks[1].ID = own, earlier
+	if ok := c.runs.Confirm(ctx, marks); !ok[0] || !ok[1] {
+		t.Fatal("the moved occurrences were not confirmed")
+	}
+	cop := BulkOp{Kind: BulkCancelPending, Filter: BulkFilter{Type: "t"}}
+	if _, err := c.cancel(ctx, "tock", &cancelOnly{listed: listed, selects: func(row Item) bool { return c.bulkSelects(cop, row) }}); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]RunState{own: RunCancelled, earlier: RunQueued} {
+		if st, err := c.Status(ctx, id); err != nil || st.State() != string(want) {
+			t.Errorf("occurrence %s after the bulk cancel: %q, %v; want %s", id, st.State(), err, want)
+		}
+	}
+}
+
 // A bulk cancel acts on the task it listed and on no other task of its id
 // (issue 38, the simulator's seed 7023): its walk listed a pending `plain`
 // task; before the walk reached it, the row was moved and the task ran,

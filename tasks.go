@@ -94,7 +94,7 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 		// the caller is told (issue 38, seed 6112: the read of a moved
 		// occurrence's run failed, cancel answered success, and the
 		// occurrence ran a minute later).
-		occErr = c.cancelMovedOccurrences(ctx, id)
+		occErr = c.cancelMovedOccurrences(ctx, id, onlyType(only != nil, it))
 	}
 	// Record the run cancelled too: the row may have been moved while we
 	// deleted it, and status then says what became of the task.
@@ -245,7 +245,7 @@ func (c *Client) disable(ctx context.Context, id string, check func(Item) error)
 	// be: a disable tried again finishes the job, finding it moved (issue
 	// 38, seed 1235: the lookup failed, disable answered success, and the
 	// occurrence ran 10 s later).
-	if err := c.cancelMovedOccurrences(ctx, id); err != nil {
+	if err := c.cancelMovedOccurrences(ctx, id, onlyType(check != nil, it)); err != nil {
 		return it, fmt.Errorf("disable %s: %w: the series is disabled, but occurrences already moved to the queue may still run once; disable it again: %w", id, ErrIncomplete, err)
 	}
 	return it, nil
@@ -259,6 +259,17 @@ func (c *Client) moving() time.Duration {
 	return 2*max(c.o.SendWithin, schedule.DefaultPollEvery) + 2*time.Second
 }
 
+// onlyType is the type a bulk operation's change of a series (narrowed)
+// reaches among the occurrences already moved: the series' own, as the
+// operation found its row, not those of an earlier series of the id of
+// another type; "" (all of them) for a change by hand.
+func onlyType(narrowed bool, it Item) string {
+	if narrowed {
+		return it.Type
+	}
+	return ""
+}
+
 // cancelMovedOccurrences cancels the runs of series' occurrences that the
 // mover has already moved to the queue and that have not started (their
 // records are queued, or snoozed before any attempt: put back to wait for
@@ -267,16 +278,17 @@ func (c *Client) moving() time.Duration {
 // occurrences starts afresh. (Occurrences sent early but not moved yet
 // are stale once the row changed; the workers check those against the
 // row.) It costs two queries per run-record partition, and a write per
-// such occurrence. A failure is logged and returned (Disable fails, and
+// such occurrence. typ, when not empty, keeps it to occurrences of that
+// type (onlyType). A failure is logged and returned (Disable fails, and
 // a disable tried again finishes the job; Cancel logs it): that
 // occurrence may then run once.
-func (c *Client) cancelMovedOccurrences(ctx context.Context, series string) error {
+func (c *Client) cancelMovedOccurrences(ctx context.Context, series, typ string) error {
 	if c.runs == nil {
 		return nil
 	}
 	var errs []error
 	for _, st := range []runs.State{runs.Queued, runs.Snoozed} {
-		q := runs.Query{State: st, Series: series, Limit: runs.MaxLimit}
+		q := runs.Query{State: st, Series: series, Type: typ, Limit: runs.MaxLimit}
 		for {
 			var page runs.Page
 			err := retry.Transient(ctx, retry.Policy{Tries: 3, Clock: c.o.Clock}, func(ctx context.Context) error {

@@ -47,20 +47,30 @@ func (c *Client) DisableMoving(ctx context.Context, id string, moving time.Durat
 
 // DisableMovingIf is DisableMoving that first asks check about the row it
 // is about to disable, as read for the conditional write that disables
-// it: an error from check is returned and nothing changes. A caller that
-// chose the series from an earlier read (a bulk disable's walk) thus
-// acts only on what it chose, even when the id holds another series by
-// the time of the write. nil checks nothing.
+// it: an error from check is returned, and this call disables nothing. A
+// caller that chose the series from an earlier read (a bulk disable's
+// walk) thus acts only on what it chose, even when the id holds another
+// series by the time of the write. check is called again on every row
+// read after a conflict, so it must not change anything itself; it is
+// not asked about a row this call has itself disabled (a write whose
+// answer was lost, met again). nil checks nothing.
 func (c *Client) DisableMovingIf(ctx context.Context, id string, moving time.Duration, check func(Item) error) (Item, []time.Time, error) {
 	now := c.opts.Clock.Now().UTC()
 	var stopped []time.Time
 	it, err := c.moveRow(ctx, id, "disable", "disabled", func(row table.Entity) (time.Time, table.Props, error) {
-		stopped = nil
 		r, err := parseRow(row)
 		if err != nil && r.item.Recurrence != "" {
 			return time.Time{}, nil, fmt.Errorf("%w: disable %s: the row is malformed: %w", ErrInvalid, id, err)
 		}
 		it := r.item
+		if !it.Disabled.IsZero() && it.Disabled.Equal(now) && it.Recurrence != "" {
+			// This call's own write, committed with its answer lost: done,
+			// with the occurrences that write stopped (review of issue 38's
+			// row 94: a bulk disable's check refused the series it had
+			// just disabled, and the occurrences already moved ran).
+			return MaxTime, row.Props, nil
+		}
+		stopped = nil
 		if check != nil {
 			if err := check(it); err != nil {
 				return time.Time{}, nil, err
