@@ -760,6 +760,10 @@ var traceRe = func() *regexp.Regexp {
 	return regexp.MustCompile(traceRow[1:])
 }()
 
+// traceMore are the properties a traced commit shows beside the fixed
+// ones, when the row has them.
+var traceMore = []string{"ConfirmedBehind", "CancelledDue", "Withdrawn", "WithdrawnDues", "Requeued", "Sent", "SentUntil", "Confirmed", "SendingUntil"}
+
 func (w *World) traceCommit(c memstore.Commit) {
 	if traceRow == "" {
 		return
@@ -772,6 +776,13 @@ func (w *World) traceCommit(c memstore.Commit) {
 				r.Props["State"], r.Props["Due"], r.Props["Token"], r.Props["Worker"], r.Props["Attempts"], r.Props["Generation"], r.Props["Behind"])
 			if starts, ok := r.Props[rate.PropStarts]; ok {
 				line += fmt.Sprintf(" Starts=%v", starts) // a rate limit's row
+			}
+			// What a run record notes of other schedulings, and a row's
+			// early-send marks, when there.
+			for _, k := range traceMore {
+				if v, ok := r.Props[k]; ok && v != nil && v != "" {
+					line += fmt.Sprintf(" %s=%v", k, v)
+				}
 			}
 			w.logs.add(line)
 		}
