@@ -374,12 +374,33 @@ func (c *checker) newTI(s TaskSpec, op *Op, cl *proc) *ti {
 	}
 	for _, p := range s.After {
 		if pt := c.latestLocked(c.realID(p)); pt != nil {
-			t.parents = append(t.parents, pt)
+			t.parents = append(t.parents, c.waitedForLocked(pt))
 		} else {
 			t.unfound = append(t.unfound, c.realID(p))
 		}
 	}
 	return t
+}
+
+// waitedForLocked is the scheduling of pt's id whose end a child waiting
+// for the id from now hears of first: a child waits for the id, and the
+// first run of it to end releases the child (README, workflows) — an
+// earlier scheduling in the queue or under way beside pt, pending again
+// (seed 12603: a parent in the queue replaced by one due minutes later; a
+// child scheduled after the replace was released by the first one's
+// end), or pt itself. The family of the one returned holds pt.
+func (c *checker) waitedForLocked(pt *ti) *ti {
+	now := c.w.now()
+	for _, o := range c.byID[pt.id] {
+		if o == pt {
+			break
+		}
+		inFlight := len(o.starts) > 0 || c.movedLocked(o.id, o.due, o.issued, now)
+		if _, ended := o.finalEnd(); o.accepted && inFlight && !ended && slices.Contains(c.family(o), pt) {
+			return o
+		}
+	}
+	return pt
 }
 
 // plannedAfter reports whether operation a comes after b in the plan:
