@@ -929,6 +929,24 @@ func TestCancelThatCannotMarkTheRunSaysSo(t *testing.T) {
 	}
 }
 
+// runBulkDisable runs a bulk disable of the series of typ as its worker
+// would and returns what it counted done and failed; an error it saved
+// fails the test.
+func runBulkDisable(t *testing.T, c *Client, typ string) (done, failed int) {
+	t.Helper()
+	op := BulkOp{Kind: BulkDisableSeries, Filter: BulkFilter{Type: typ}}
+	if err := c.actOnPending(context.Background(), op, func(d, f int, last string) error {
+		done, failed = done+d, failed+f
+		if last != "" {
+			t.Errorf("bulk disable's last error: %s", last)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return done, failed
+}
+
 // A bulk disable disables only a series its filter selects when the
 // disable is written: a series of another type put in the listed one's
 // place between the walk's read and the write stays enabled (issue 38,
@@ -951,17 +969,7 @@ func TestBulkDisableActsOnlyOnWhatItSelectsAtTheWrite(t *testing.T) {
 		}
 	}
 	tr.armed.Store(true)
-	var done, failed int
-	op := BulkOp{Kind: BulkDisableSeries, Filter: BulkFilter{Type: "plain"}}
-	if err := c.actOnPending(ctx, op, func(d, f int, last string) error {
-		done, failed = done+d, failed+f
-		if last != "" {
-			t.Errorf("bulk disable's last error: %s", last)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	done, failed := runBulkDisable(t, c, "plain")
 	if tr.armed.Load() {
 		t.Fatal("the series was not replaced before the disable's write: the test did not make the race")
 	}
@@ -979,9 +987,8 @@ func TestBulkDisableActsOnlyOnWhatItSelectsAtTheWrite(t *testing.T) {
 	if _, err := c.Schedule(ctx, Item{ID: "p", Type: "plain", Due: due, Recurrence: "@every 1h"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.actOnPending(ctx, op, func(d, f int, last string) error { done, failed = done+d, failed+f; return nil }); err != nil {
-		t.Fatal(err)
-	}
+	d, f := runBulkDisable(t, c, "plain")
+	done, failed = done+d, failed+f
 	if it, err := c.Get(ctx, "p"); err != nil || it.Disabled.IsZero() || done != 1 || failed != 0 {
 		t.Fatalf("a bulk disable of type plain left series p disabled=%t (err %v), counted %d done, %d failed; want disabled, 1 done", !it.Disabled.IsZero(), err, done, failed)
 	}
@@ -1041,17 +1048,7 @@ func TestBulkDisableAfterALostAnswerFinishesItsOwnSeries(t *testing.T) {
 		t.Fatal("the moved occurrences were not confirmed")
 	}
 	tr.armed.Store(true)
-	var done, failed int
-	op := BulkOp{Kind: BulkDisableSeries, Filter: BulkFilter{Type: "t"}}
-	if err := c.actOnPending(ctx, op, func(d, f int, last string) error {
-		done, failed = done+d, failed+f
-		if last != "" {
-			t.Errorf("bulk disable's last error: %s", last)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	done, failed := runBulkDisable(t, c, "t")
 	if tr.armed.Load() {
 		t.Fatal("the disable's write was not made to lose its answer")
 	}
