@@ -82,8 +82,15 @@ func (b *Board) Add(ctx context.Context, e Entry, opts *AddOptions) error {
 		// The key holding exactly this definition is this add's own
 		// insert whose answer was lost (the retry met it), or an equal
 		// one: either way the board now has what was asked for.
-		if cur, gerr := b.store.Get(ctx, e.Key); gerr == nil && cur.definition() == def {
+		cur, gerr := b.store.Get(ctx, e.Key)
+		switch {
+		case gerr == nil && cur.definition() == def:
 			return nil
+		case gerr != nil && !errors.Is(gerr, leasecrontype.ErrNotFound):
+			// Whose the key is cannot be told: it may be this add's own
+			// (issue 38, seed 12992: a new key's add answered "already
+			// exists" for the key it had written). Adding again tells.
+			return fmt.Errorf("add blackboard key %q: the key is on the board, and reading whether it is this add's own failed (add it again): %w", e.Key, gerr)
 		}
 		return fmt.Errorf("%w: %q is already on the blackboard (%s; replace it to change its definition)", ErrExists, e.Key, b.name)
 	}

@@ -1020,6 +1020,35 @@ func TestAddWhoseAnswerWasLostSucceeds(t *testing.T) {
 	if err := b.Add(context.Background(), e, nil); !errors.Is(err, ErrExists) {
 		t.Fatalf("add of another definition: %v, want ErrExists", err)
 	}
+	// When the read that tells whose the key is fails, the add cannot
+	// say it exists: it may be its own (issue 38, the simulator's seed
+	// 12992: a new key's add answered "already exists" for the key it
+	// had written).
+	fg := &failGets{Store: s, fail: true}
+	b = NewBoardWithStore(fg)
+	s.set(once(func(Entry) bool { return true }, fmt.Errorf("insert: %w", ErrExists)))
+	e = Entry{Key: "k2", Interval: time.Hour, Type: "count", Payload: "p"}
+	err := b.Add(context.Background(), e, nil)
+	if err == nil || errors.Is(err, ErrExists) || !errors.Is(err, errUnreachable) {
+		t.Fatalf("add whose answer was lost and whose key could not be read: %v, want the read's error, not ErrExists", err)
+	}
+	fg.fail = false
+	if err := b.Add(context.Background(), e, nil); err != nil {
+		t.Fatalf("the add tried again: %v", err)
+	}
+}
+
+// failGets fails every Get while fail is set (from the start).
+type failGets struct {
+	Store
+	fail bool
+}
+
+func (f *failGets) Get(ctx context.Context, key string) (Entry, error) {
+	if f.fail {
+		return Entry{}, errUnreachable
+	}
+	return f.Store.Get(ctx, key)
 }
 
 // hookStore calls before on every Replace before it goes out: it may

@@ -15,6 +15,7 @@ import (
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/pause"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -94,6 +95,9 @@ type ti struct {
 
 	cancelled time.Time // a cancel returned success
 	cancelTry time.Time // a cancel was tried (and failed: it may have happened)
+	// cancelErred: a cancel of it answered an error (it may have removed
+	// the row without writing the run record).
+	cancelErred bool
 	// cancelPart is when a cancel of this series was issued that answered
 	// ErrIncomplete: the series is cancelled, but an occurrence already
 	// moved to the queue by then may still run once.
@@ -115,10 +119,11 @@ type ti struct {
 	// requeueFailed: a requeue of its dead letter answered an error (it
 	// may have marked the run queued without sending it).
 	requeueFailed bool
-	// requeueMaybe counts the requeues that answered an error other than
-	// "no such dead letter": each may have sent the task before it failed
-	// (removing the dead letter comes last).
-	requeueMaybe int
+	// requeueMaybe are the requeues of its dead letter, once it had died,
+	// that answered an error which may come after the task was sent
+	// (sending it again, then removing the dead letter, come last): not
+	// "no such dead letter", and not a refusal to requeue it.
+	requeueMaybe []time.Time
 	parents      []*ti
 	batch        *batch
 	callbackOf   *batch
@@ -396,7 +401,11 @@ func (c *checker) waitedForLocked(pt *ti) *ti {
 			break
 		}
 		inFlight := len(o.starts) > 0 || c.movedLocked(o.id, o.due, o.issued, now)
-		if _, ended := o.finalEnd(); o.accepted && inFlight && !ended && slices.Contains(c.family(o), pt) {
+		// Nothing of its family has ended yet, however (a cancel after
+		// its move counts): an end before the child existed is not the
+		// one it waits for.
+		ended, _ := c.endedFor(c.firstEnded(o), true, now)
+		if o.accepted && inFlight && ended.IsZero() && slices.Contains(c.family(o), pt) {
 			return o
 		}
 	}
@@ -1228,6 +1237,7 @@ func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.Ca
 		if t.cancelTry.IsZero() {
 			t.cancelTry = issued // it may have taken effect
 		}
+		t.cancelErred = true
 	}
 }
 
@@ -1424,8 +1434,8 @@ func (c *checker) requeued(id string, err error) {
 	}
 	if err != nil {
 		t.requeueFailed = true
-		if !errors.Is(err, leasecron.ErrNotFound) {
-			t.requeueMaybe++
+		if _, died := t.firstDeath(); died && !errors.Is(err, leasecron.ErrNotFound) && !errors.Is(err, queue.ErrNotRequeueable) {
+			t.requeueMaybe = append(t.requeueMaybe, c.w.now())
 		}
 		return
 	}
@@ -1587,12 +1597,7 @@ func (c *checker) finalTasks() {
 			// and that one's death shows (seed 12400: a dying task's
 			// requeued run, replaced while it worked, the replacement
 			// cancelled by a bulk cancel begun just before).
-			earlierDied := slices.ContainsFunc(c.byID[id], func(o *ti) bool {
-				_, died := o.firstDeath()
-				return o != t && died
-			})
-			cancelled := !t.cancelled.IsZero() || !t.cancelTry.IsZero() || c.bulkCancelled(t)
-			if len(t.starts) == 0 && cancelled && earlierDied {
+			if len(t.starts) == 0 && c.deathOfEarlierShows(t) {
 				continue
 			}
 			if t.spec.Behaviour.Fail == 0 && !c.anyTroubled(t) && !t.ambiguous {
@@ -1881,13 +1886,62 @@ func (c *checker) finalBatches() {
 			}
 		}
 		switch {
-		case ended && len(b.callback.starts) == 0 && b.callback.cancelled.IsZero() && b.callback.cancelTry.IsZero():
-			// (A callback cancelled, or maybe cancelled, need not run.)
+		case ended && len(b.callback.starts) == 0 && !c.callbackCancelledInTime(b):
 			c.violate(InvBatch, "batch %s: every member ended, its callback %s never ran", b.id, b.callback.id)
 		case ok > 1 && !c.anyTroubled(b.callback):
 			c.violate(InvBatch, "batch %s: callback %s succeeded %d times", b.id, b.callback.id, ok)
 		}
 	}
+}
+
+// callbackCancelledInTime reports whether b's callback was cancelled, or
+// may have been, before it was due to run: by a minute after its last
+// member ended (a cancel long after that does not excuse a callback that
+// was never released).
+func (c *checker) callbackCancelledInTime(b *batch) bool {
+	cb := b.callback
+	if cb.cancelled.IsZero() && cb.cancelTry.IsZero() {
+		return false
+	}
+	now := c.w.now()
+	var last time.Time
+	for _, m := range b.members {
+		if e, _ := c.memberEnd(b, m, now); e.After(last) {
+			last = e
+		}
+	}
+	return cb.cancelIssued().Before(last.Add(time.Minute))
+}
+
+// deathOfEarlierShows reports whether t, the latest scheduling of its id,
+// cancelled before it started, may leave the id's record to an earlier
+// scheduling's death: a bulk cancel reached t while an earlier scheduling
+// of another type was under way, and that one died after (a bulk cancel
+// leaves a run of another type alone: runs.Store.CancelPendingOf; seed
+// 12400), or a cancel of t answered an error (its record may not have
+// been written).
+func (c *checker) deathOfEarlierShows(t *ti) bool {
+	for _, o := range c.byID[t.id] {
+		death, died := o.firstDeath()
+		if o == t || !died {
+			continue
+		}
+		if t.cancelErred && death.Before(t.cancelTry) {
+			return true
+		}
+		if o.spec.Type == t.spec.Type {
+			continue
+		}
+		for _, b := range c.bulks {
+			if b.kind != "cancel-pending" || (b.typ != "" && b.typ != t.spec.Type) {
+				continue
+			}
+			if at, ok := b.reaches(t.issued); ok && death.After(at) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // finalBulk: a task is run again after dying only as often as requeues
@@ -1906,7 +1960,14 @@ func (c *checker) finalBulk() {
 				firsts++
 			}
 		}
-		allowed := 1 + len(t.requeued) + t.requeueMaybe
+		allowed := 1 + len(t.requeued)
+		for _, m := range t.requeueMaybe {
+			// A requeue that may have sent it explains a first attempt
+			// after it.
+			if slices.ContainsFunc(t.starts, func(r *runEv) bool { return r.attempt == 1 && r.start.After(m) }) {
+				allowed++
+			}
+		}
 		var death time.Time // the first
 		for _, r := range t.starts {
 			if r.outcome == "fail" && r.attempt >= t.maxAttempts() {

@@ -475,8 +475,9 @@ func (p *planner) userOp(t time.Duration) {
 		p.seriesOp(t, cl)
 	case x < 64:
 		// A batch's callback too, waiting for its members or released
-		// (one draw, as before callbacks were among them: other seeds'
-		// plans stay as they were).
+		// (one draw, as before callbacks were among them: every other
+		// operation of a seed stays as it was, and only the target of a
+		// cancel planned after a batch may change).
 		id := p.pick(slices.Concat(p.oneOffs, p.series, p.callbacks))
 		p.add(Op{At: t, Kind: OpCancel, Client: cl, Task: id})
 	case x < 69:
