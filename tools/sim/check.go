@@ -1444,10 +1444,24 @@ func (c *checker) requeued(id string, err error) {
 	c.checkUniqueLocked(t, now, "was requeued")
 }
 
-func (c *checker) bulk(ev bulkEv) {
+// bulk records an operation about to be started, and returns its index
+// for bulkAnswered: it may act before its start answers (its task is
+// picked up by a worker while the answer is still on its way; seed
+// 13160: a bulk cancel counted a batch member cancelled and released the
+// callback 9 s before the start's answer came).
+func (c *checker) bulk(ev bulkEv) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.bulks = append(c.bulks, ev)
+	return len(c.bulks) - 1
+}
+
+// bulkAnswered records the start's answer for the operation at i: its id,
+// and whether it may have started.
+func (c *checker) bulkAnswered(i int, id string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bulks[i].id, c.bulks[i].ok = id, ok
 }
 
 // bulkEnded records when the operation id was seen finished.

@@ -105,10 +105,10 @@ func (w *World) userOp(c *proc, op *Op) {
 		if err != nil {
 			return
 		}
-		started := w.now()
+		i := chk.bulk(bulkEv{kind: op.Bulk, typ: op.Type, started: w.now(), ok: true})
 		b, err := cl.StartBulk(ctx, bop, n, "sim")
 		w.answer(op, fmt.Sprintf("%s of %d", b.ID, n), err)
-		chk.bulk(bulkEv{id: b.ID, kind: op.Bulk, typ: op.Type, started: started, ok: err == nil || !errors.Is(err, leasecron.ErrInvalidTask)})
+		chk.bulkAnswered(i, b.ID, err == nil || !errors.Is(err, leasecron.ErrInvalidTask))
 		if err == nil {
 			go w.watchBulk(cl, b.ID)
 		}
