@@ -401,11 +401,16 @@ func (c *checker) waitedForLocked(pt *ti) *ti {
 			break
 		}
 		inFlight := len(o.starts) > 0 || c.movedLocked(o.id, o.due, o.issued, now)
-		// Nothing of its family has ended yet, however (a cancel after
-		// its move counts): an end before the child existed is not the
-		// one it waits for.
-		ended, _ := c.endedFor(c.firstEnded(o), true, now)
-		if o.accepted && inFlight && ended.IsZero() && slices.Contains(c.family(o), pt) {
+		// Nothing of its family has surely ended yet (succeeded, died, or
+		// cancelled by a cancel that returned): an end before the child
+		// existed is not the one it waits for. One that may have been
+		// cancelled (a cancel that erred, a bulk cancel under way) keeps
+		// its end a candidate.
+		ended := slices.ContainsFunc(c.family(o), func(x *ti) bool {
+			_, done := x.finalEnd()
+			return done || !x.cancelled.IsZero()
+		})
+		if o.accepted && inFlight && !ended && slices.Contains(c.family(o), pt) {
 			return o
 		}
 	}
