@@ -406,11 +406,12 @@ func (c *checker) waitedForLocked(pt *ti) *ti {
 		// existed is not the one it waits for. One that may have been
 		// cancelled (a cancel that erred, a bulk cancel under way) keeps
 		// its end a candidate.
-		ended := slices.ContainsFunc(c.family(o), func(x *ti) bool {
+		fam := c.family(o)
+		ended := slices.ContainsFunc(fam, func(x *ti) bool {
 			_, done := x.finalEnd()
 			return done || !x.cancelled.IsZero()
 		})
-		if o.accepted && inFlight && !ended && slices.Contains(c.family(o), pt) {
+		if o.accepted && inFlight && !ended && slices.Contains(fam, pt) {
 			return o
 		}
 	}
@@ -1078,19 +1079,30 @@ func (c *checker) cancelledBy(t *ti, by time.Time) (time.Time, bool) {
 	}
 	consider(t.cancelled)
 	consider(t.cancelTry)
-	for _, b := range c.bulks {
-		if b.kind != "cancel-pending" {
-			continue
-		}
-		for _, o := range c.byID[t.id] {
-			if (o == t || o.issued.After(t.issued)) && (b.typ == "" || b.typ == o.spec.Type) {
-				if at, ok := b.reaches(o.issued); ok {
-					consider(at)
-				}
+	for _, o := range c.byID[t.id] {
+		if o == t || o.issued.After(t.issued) {
+			if at, ok := c.bulkReach("cancel-pending", o.spec.Type, o.issued); ok {
+				consider(at)
 			}
 		}
 	}
 	return at, !at.IsZero()
+}
+
+// bulkReach returns the earliest moment a bulk operation of kind whose
+// filter selects type typ may act on a task scheduled at issued (bulkEv's
+// reaches), if one may.
+func (c *checker) bulkReach(kind, typ string, issued time.Time) (time.Time, bool) {
+	var first time.Time
+	for _, b := range c.bulks {
+		if b.kind != kind || b.typ != "" && b.typ != typ {
+			continue
+		}
+		if at, ok := b.reaches(issued); ok && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
 }
 
 // ended records an attempt's outcome.
@@ -1951,13 +1963,8 @@ func (c *checker) deathOfEarlierShows(t *ti) bool {
 		if o.spec.Type == t.spec.Type {
 			continue
 		}
-		for _, b := range c.bulks {
-			if b.kind != "cancel-pending" || (b.typ != "" && b.typ != t.spec.Type) {
-				continue
-			}
-			if at, ok := b.reaches(t.issued); ok && death.After(at) {
-				return true
-			}
+		if at, ok := c.bulkReach("cancel-pending", t.spec.Type, t.issued); ok && death.After(at) {
+			return true
 		}
 	}
 	return false
@@ -2039,13 +2046,8 @@ func (c *checker) finalSeries() {
 		if at, ok := c.cancelledBy(t, stop); ok {
 			stop = at
 		}
-		for _, b := range c.bulks {
-			if b.kind != "disable-series" || b.typ != "" && b.typ != t.spec.Type {
-				continue
-			}
-			if at, ok := b.reaches(t.issued); ok && at.Before(stop) {
-				stop = at
-			}
+		if at, ok := c.bulkReach("disable-series", t.spec.Type, t.issued); ok && at.Before(stop) {
+			stop = at
 		}
 		occ, err := schedule.Upcoming(t.spec.Recurrence, t.spec.TZ, t.due, 400)
 		if err != nil {

@@ -762,7 +762,8 @@ var traceRe = func() *regexp.Regexp {
 
 // traceMore are the properties a traced commit shows beside the fixed
 // ones, when the row has them.
-var traceMore = []string{"ConfirmedBehind", "CancelledDue", "Withdrawn", "WithdrawnDues", "Requeued", "Sent", "SentUntil", "Confirmed", "SendingUntil"}
+var traceMore = []string{"ConfirmedBehind", "CancelledDue", "Withdrawn", "WithdrawnDues", "Requeued",
+	schedule.PropSent, schedule.PropSentUntil, schedule.PropConfirmed, schedule.PropSendingUntil}
 
 func (w *World) traceCommit(c memstore.Commit) {
 	if traceRow == "" {
