@@ -1004,12 +1004,12 @@ type loseAnswer struct {
 }
 
 func (l *loseAnswer) Do(req *http.Request) (*http.Response, error) {
-	if l.armed.Load() && req.Method != http.MethodGet {
-		text, err := writeText(req)
+	if l.armed.Load() {
+		ok, err := writeMatches(req, l.match)
 		if err != nil {
 			return nil, err
 		}
-		if l.match(text) && l.armed.CompareAndSwap(true, false) {
+		if ok && l.armed.CompareAndSwap(true, false) {
 			if resp, err := l.next.Do(req); err == nil {
 				resp.Body.Close()
 			}

@@ -44,16 +44,29 @@ func contains(parts ...string) func(string) bool {
 }
 
 func (b *beforeWrite) Do(req *http.Request) (*http.Response, error) {
-	if b.armed.Load() && req.Method != http.MethodGet {
-		text, err := writeText(req)
+	if b.armed.Load() {
+		ok, err := writeMatches(req, b.match)
 		if err != nil {
 			return nil, err
 		}
-		if b.match(text) && b.armed.CompareAndSwap(true, false) {
+		if ok && b.armed.CompareAndSwap(true, false) {
 			b.before()
 		}
 	}
 	return b.next.Do(req)
+}
+
+// writeMatches reports whether req is a write whose text (writeText)
+// match accepts.
+func writeMatches(req *http.Request, match func(text string) bool) (bool, error) {
+	if req.Method == http.MethodGet {
+		return false, nil
+	}
+	text, err := writeText(req)
+	if err != nil {
+		return false, err
+	}
+	return match(text), nil
 }
 
 // writeText is a write's URL and body, unescaped, for a matcher; the body
@@ -235,12 +248,12 @@ type failWrites struct {
 }
 
 func (f *failWrites) Do(req *http.Request) (*http.Response, error) {
-	if f.armed.Load() && req.Method != http.MethodGet {
-		text, err := writeText(req)
+	if f.armed.Load() {
+		ok, err := writeMatches(req, f.match)
 		if err != nil {
 			return nil, err
 		}
-		if f.match(text) {
+		if ok {
 			f.failed.Add(1)
 			return nil, errors.New("connection reset by peer")
 		}
