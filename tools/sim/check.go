@@ -799,17 +799,28 @@ func (t *ti) finalEnd() (time.Time, bool) {
 // firstDeath is when t's task first died: the failure of an attempt that
 // used up its attempts, before any success.
 func (t *ti) firstDeath() (time.Time, bool) {
+	first, _, died := t.deaths()
+	return first, died
+}
+
+// deaths returns when t first and last died (a requeued dead letter may
+// die again), and whether it died and never succeeded.
+func (t *ti) deaths() (first, last time.Time, died bool) {
 	maxA := t.maxAttempts()
-	var first time.Time
 	for _, r := range t.starts {
 		if r.outcome == "ok" {
-			return time.Time{}, false
+			return time.Time{}, time.Time{}, false
 		}
-		if r.outcome == "fail" && r.attempt >= maxA && (first.IsZero() || r.end.Before(first)) {
-			first = r.end
+		if r.outcome == "fail" && r.attempt >= maxA {
+			if first.IsZero() || r.end.Before(first) {
+				first = r.end
+			}
+			if r.end.After(last) {
+				last = r.end
+			}
 		}
 	}
-	return first, !first.IsZero()
+	return first, last, !first.IsZero()
 }
 
 func (t *ti) maxAttempts() int {
@@ -887,9 +898,12 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 	// Run again after it succeeded?
 	for _, o := range t.starts {
 		if o.runID == ev.runID && o.outcome == "ok" && !c.troubled(o.proc, o.start, o.end.Add(45*time.Second)) &&
-			!(!sameDue(o.due, ev.due) && (c.racedMoveLocked(t, o.due) || c.racedMoveLocked(t, ev.due))) {
+			!(!sameDue(o.due, ev.due) && (c.racedMoveLocked(t, o.due) || c.racedMoveLocked(t, ev.due) ||
+				c.lateWriteLocked(t, o.due) || c.lateWriteLocked(t, ev.due))) {
 			// (Two versions of a rescheduled task, one moved as the
-			// reschedule changed its row, may each run once: seed 1043.)
+			// reschedule changed its row, may each run once: seed 1043.
+			// So may the version the task's own schedule wrote again:
+			// seed 13477.)
 			c.violate(InvNoRerun, "%s started on %s (attempt %d) after it succeeded on %s at %s, which was neither killed, frozen nor struck by a fault then",
 				ev.runID, ev.proc.id, ev.attempt, o.proc.id, c.at(o.end))
 			break
@@ -1291,6 +1305,26 @@ type retime struct {
 func (c *checker) racedMoveLocked(t *ti, due time.Time) bool {
 	return slices.ContainsFunc(t.retimes, func(r retime) bool {
 		return sameDue(r.from, due) && (!due.After(r.returned.Add(5*time.Second)) || c.movedLocked(t.id, r.from, r.issued, r.returned))
+	})
+}
+
+// lateWriteLocked reports whether t's version due at due may have been
+// written again by its own schedule after a reschedule (or run-now)
+// changed it (README, delivery guarantees: the SDK's retry of a write
+// whose answer was lost lands after the change, the new version having
+// been moved meanwhile; seed 13477): the change answered before the
+// schedule did (or it has not yet), and a fault struck the schedule's client and the task's
+// rows in between.
+func (c *checker) lateWriteLocked(t *ti, due time.Time) bool {
+	issued := t.issued
+	if issued.IsZero() && t.op != nil {
+		issued = c.w.plan.Start.Add(t.op.At) // not answered yet
+	}
+	return !issued.IsZero() && slices.ContainsFunc(t.retimes, func(r retime) bool {
+		// (A change made before the schedule answered knows no due time
+		// it moved the task from: r.from is zero.)
+		return (sameDue(r.from, due) || r.from.IsZero()) && (t.returned.IsZero() || r.returned.Before(t.returned)) &&
+			hitBetween(c.hits[t.client], issued, r.returned) && hitBetween(c.runHits[t.id], issued, r.returned)
 	})
 }
 
@@ -1953,17 +1987,19 @@ func (c *checker) callbackCancelledInTime(b *batch) bool {
 // been written).
 func (c *checker) deathOfEarlierShows(t *ti) bool {
 	for _, o := range c.byID[t.id] {
-		death, died := o.firstDeath()
+		first, last, died := o.deaths()
 		if o == t || !died {
 			continue
 		}
-		if t.cancelErred && death.Before(t.cancelTry) {
+		if t.cancelErred && first.Before(t.cancelTry) {
 			return true
 		}
 		if o.spec.Type == t.spec.Type {
 			continue
 		}
-		if at, ok := c.bulkReach("cancel-pending", t.spec.Type, t.issued); ok && death.After(at) {
+		// Its last death: a dead letter requeued before the bulk cancel
+		// may die again after it (seed 13379).
+		if at, ok := c.bulkReach("cancel-pending", t.spec.Type, t.issued); ok && last.After(at) {
 			return true
 		}
 	}
