@@ -232,9 +232,12 @@ type checker struct {
 	// runHits are the faults that struck a request naming a task's run
 	// record or schedule row, by task id.
 	runHits map[string][]time.Time
-	pauses  []pauseEv
-	bulks   []bulkEv
-	status  map[string]leasecron.Status // the latest status of each id, at the end
+	// cancelAcks: when deliveries of a run (by task id) were acknowledged
+	// as cancelled without running.
+	cancelAcks map[string][]time.Time
+	pauses     []pauseEv
+	bulks      []bulkEv
+	status     map[string]leasecron.Status // the latest status of each id, at the end
 	// deadLeft are the run ids with a dead letter in the poison queue at
 	// the end.
 	deadLeft map[string]bool
@@ -249,7 +252,7 @@ type checker struct {
 func newChecker(w *World) *checker {
 	c := &checker{w: w, byInc: map[int]*ti{}, byID: map[string][]*ti{}, logical: map[string]string{}, batches: map[string]*batch{},
 		notes: map[*proc][]procNote{}, hits: map[*proc][]time.Time{}, blobHits: map[*proc][]time.Time{},
-		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, status: map[string]leasecron.Status{},
+		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, status: map[string]leasecron.Status{},
 		moved: map[string][]movedRow{}}
 	var most time.Duration
 	for _, cs := range w.plan.Clocks {
@@ -603,6 +606,34 @@ func (c *checker) movedLocked(id string, due, from, to time.Time) bool {
 	return slices.ContainsFunc(c.moved[id], func(m movedRow) bool {
 		return sameDue(m.due, due) && !m.at.Before(from) && !m.at.After(to)
 	})
+}
+
+// cancelAcked records a delivery of run id acknowledged as cancelled
+// without running.
+func (c *checker) cancelAcked(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cancelAcks[id] = append(c.cancelAcks[id], c.w.now())
+}
+
+// cancelAckedLocked reports whether a delivery of series id's occurrence
+// due at o was acknowledged as cancelled at or after stop: it was in the
+// queue and had not started when the stop reached it, however long it
+// had waited there (seed 12976: a low-priority occurrence waited two
+// minutes behind slow handlers and higher levels, and a disable then
+// cancelled it).
+func (c *checker) cancelAckedLocked(id string, o, stop time.Time) bool {
+	for run, ats := range c.cancelAcks {
+		series, due, ok := strings.Cut(run, "@")
+		if !ok || series != id {
+			continue
+		}
+		d, err := time.Parse(time.RFC3339Nano, due)
+		if err == nil && sameDue(d, o) && slices.ContainsFunc(ats, func(at time.Time) bool { return !at.Before(stop) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // behindLocked reports whether no mover was there for series id when its
@@ -2113,7 +2144,7 @@ func (c *checker) finalSeries() {
 			// is cancelled by it, however long before the stop it was due
 			// (seed 6197: a pause held an occurrence for three minutes,
 			// and a disable of its series then cancelled it).
-			behind := c.behindLocked(t.id, o) || c.pausedDuringLocked(t.spec.Type, o, stop)
+			behind := c.behindLocked(t.id, o) || c.pausedDuringLocked(t.spec.Type, o, stop) || c.cancelAckedLocked(t.id, o, stop)
 			for _, r := range starts {
 				if r.due.Before(o) && !r.start.Before(o) {
 					behind = true

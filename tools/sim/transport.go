@@ -148,6 +148,9 @@ func (f *faultTransport) Do(req *http.Request) (resp *http.Response, err error) 
 	if err != nil {
 		return resp, err
 	}
+	if traceQueue != "" && svc == "queue" && strings.Contains(req.URL.Path, traceQueue) {
+		f.w.traceQueueRequest(p, req, resp, fault)
+	}
 	switch {
 	case fault == Lost:
 		drain(resp)

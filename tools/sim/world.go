@@ -1,11 +1,14 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"regexp"
 	"runtime"
@@ -542,9 +545,59 @@ func (w *World) newProc(name, kind string, shards, queues int) *proc {
 		clock: &procClock{w: w, offset: cs.Offset, ppm: cs.PPM, epoch: w.plan.Start}}
 	seed := uint64(w.plan.Seed)*1_000_003 + uint64(len(w.procs))
 	p.tr = &faultTransport{w: w, p: p, next: w.store.Transport(), rng: rand.New(rand.NewPCG(seed, 7))}
-	p.log = slog.New(slog.NewTextHandler(w.logs.writer(p.id), &slog.HandlerOptions{Level: logLevel}))
+	p.log = slog.New(&ackWatch{h: slog.NewTextHandler(w.logs.writer(p.id), &slog.HandlerOptions{Level: logLevel}), w: w})
 	w.procs = append(w.procs, p)
 	return p
+}
+
+// cancelledAck is what a consumer logs when it acknowledges a delivery of
+// a cancelled run without running it (queue/delivery.go).
+const cancelledAck = "run was cancelled; acknowledging without running"
+
+// ackWatch passes a process's log records on, and tells the checker of
+// each delivery acknowledged as cancelled, by its task id (the consumer
+// has no other outward sign of one): proof that the message was in the
+// queue, unstarted, when the cancel reached its run.
+type ackWatch struct {
+	h     slog.Handler
+	w     *World
+	attrs []slog.Attr
+}
+
+func (a *ackWatch) Enabled(ctx context.Context, l slog.Level) bool {
+	return l == slog.LevelInfo || a.h.Enabled(ctx, l)
+}
+
+func (a *ackWatch) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == cancelledAck {
+		id := ""
+		for _, at := range a.attrs {
+			if at.Key == "task_id" {
+				id = at.Value.String()
+			}
+		}
+		r.Attrs(func(at slog.Attr) bool {
+			if at.Key == "task_id" {
+				id = at.Value.String()
+			}
+			return true
+		})
+		if id != "" {
+			a.w.chk.cancelAcked(id)
+		}
+	}
+	if !a.h.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return a.h.Handle(ctx, r)
+}
+
+func (a *ackWatch) WithAttrs(as []slog.Attr) slog.Handler {
+	return &ackWatch{h: a.h.WithAttrs(as), w: a.w, attrs: append(slices.Clip(a.attrs), as...)}
+}
+
+func (a *ackWatch) WithGroup(name string) slog.Handler {
+	return &ackWatch{h: a.h.WithGroup(name), w: a.w, attrs: a.attrs}
 }
 
 func (w *World) storage(p *proc) leasecron.Storage {
@@ -764,6 +817,23 @@ var traceRe = func() *regexp.Regexp {
 // ones, when the row has them.
 var traceMore = []string{"ConfirmedBehind", "CancelledDue", "Withdrawn", "WithdrawnDues", "Requeued",
 	schedule.PropSent, schedule.PropSentUntil, schedule.PropConfirmed, schedule.PropSendingUntil}
+
+// traceQueue, when set (SIM_TRACE_QUEUE), logs every request served to a
+// queue whose path contains it: who asked, what, the fault drawn, and how
+// many messages a dequeue or peek returned (the reach of one work queue).
+var traceQueue = os.Getenv("SIM_TRACE_QUEUE")
+
+func (w *World) traceQueueRequest(p *proc, req *http.Request, resp *http.Response, fault Fault) {
+	msgs := -1
+	if req.Method == http.MethodGet && resp.Body != nil {
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		msgs = bytes.Count(body, []byte("<QueueMessage>"))
+	}
+	w.logs.add(fmt.Sprintf("%s  queue %s %s %s?%s fault=%s status=%d messages=%d", w.elapsed().Truncate(time.Millisecond),
+		p.id, req.Method, req.URL.Path, req.URL.RawQuery, fault, resp.StatusCode, msgs))
+}
 
 func (w *World) traceCommit(c memstore.Commit) {
 	if traceRow == "" {
