@@ -85,7 +85,8 @@ type ti struct {
 	ambiguous        bool // the schedule failed: it may or may not exist
 	refusal          error
 	due              time.Time
-	retimes          []retime // reschedules and runs-now of it
+	schedDue         time.Time // the due time the schedule wrote
+	retimes          []retime  // reschedules and runs-now of it
 
 	// shared: another scheduling of the id was still under way when this
 	// one was scheduled (or the other way round): the two share one run
@@ -235,9 +236,14 @@ type checker struct {
 	// cancelAcks: when deliveries of a run (by task id) were acknowledged
 	// as cancelled without running.
 	cancelAcks map[string][]time.Time
-	pauses     []pauseEv
-	bulks      []bulkEv
-	status     map[string]leasecron.Status // the latest status of each id, at the end
+	// firstDequeue: when a message of a run (by task id) was first
+	// dequeued.
+	firstDequeue map[string]time.Time
+	// rowWrites: the commits of a task's schedule rows, by id.
+	rowWrites map[string][]rowWrite
+	pauses    []pauseEv
+	bulks     []bulkEv
+	status    map[string]leasecron.Status // the latest status of each id, at the end
 	// deadLeft are the run ids with a dead letter in the poison queue at
 	// the end.
 	deadLeft map[string]bool
@@ -252,7 +258,7 @@ type checker struct {
 func newChecker(w *World) *checker {
 	c := &checker{w: w, byInc: map[int]*ti{}, byID: map[string][]*ti{}, logical: map[string]string{}, batches: map[string]*batch{},
 		notes: map[*proc][]procNote{}, hits: map[*proc][]time.Time{}, blobHits: map[*proc][]time.Time{},
-		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, status: map[string]leasecron.Status{},
+		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, firstDequeue: map[string]time.Time{}, rowWrites: map[string][]rowWrite{}, status: map[string]leasecron.Status{},
 		moved: map[string][]movedRow{}}
 	var most time.Duration
 	for _, cs := range w.plan.Clocks {
@@ -525,7 +531,12 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 		}
 	}
 	if t.accepted {
-		t.due = got.Due
+		t.schedDue = got.Due
+		if t.due.IsZero() {
+			// (A reschedule that answered first has moved it already:
+			// its due time stands.)
+			t.due = got.Due
+		}
 		for _, old := range c.byID[t.id] {
 			if old == t {
 				continue
@@ -575,16 +586,25 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 
 // moverCommit notes the schedule rows a mover's commit removed (a
 // mover's commit is the one that writes its shard's fence row): a task
-// whose row it moved or retired is in the queue, no longer pending.
+// whose row it moved or retired is in the queue, no longer pending; and
+// every commit's writes of schedule rows (lateWriteLocked).
 func (c *checker) moverCommit(cm memstore.Commit) {
+	if cm.Table != scheduleTable {
+		return
+	}
+	now := c.w.now()
 	i := slices.IndexFunc(cm.Rows, func(r memstore.CommittedRow) bool { return r.RowKey == fenceRow && !r.Deleted })
-	if cm.Table != scheduleTable || i < 0 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range cm.Rows {
+		if due, id, err := schedule.ParseRowKey(r.RowKey); err == nil {
+			c.rowWrites[id] = append(c.rowWrites[id], rowWrite{at: now, due: due, removed: r.Deleted})
+		}
+	}
+	if i < 0 {
 		return
 	}
 	gen, _ := tokenOf(cm.Rows[i].Props["Generation"])
-	now := c.w.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, r := range cm.Rows {
 		if due, id, err := schedule.ParseRowKey(r.RowKey); err == nil && r.Deleted {
 			c.moved[id] = append(c.moved[id], movedRow{at: now, due: due, gen: gen})
@@ -598,6 +618,13 @@ func (c *checker) moverCommit(cm memstore.Commit) {
 type movedRow struct {
 	at, due time.Time
 	gen     int64
+}
+
+// rowWrite is a commit of a schedule row: when, the due time its key
+// holds, and whether it removed the row.
+type rowWrite struct {
+	at, due time.Time
+	removed bool
 }
 
 // movedLocked reports whether a mover removed the row of id due at due
@@ -616,24 +643,43 @@ func (c *checker) cancelAcked(id string) {
 	c.cancelAcks[id] = append(c.cancelAcks[id], c.w.now())
 }
 
-// cancelAckedLocked reports whether a delivery of series id's occurrence
-// due at o was acknowledged as cancelled at or after stop: it was in the
-// queue and had not started when the stop reached it, however long it
-// had waited there (seed 12976: a low-priority occurrence waited two
-// minutes behind slow handlers and higher levels, and a disable then
-// cancelled it).
+// cancelAckedLocked reports whether series id's occurrence due at o
+// waited in the queue, never taken, until stop, and was then cancelled by
+// it: no message of it was dequeued before stop, and a delivery of it was
+// acknowledged as cancelled at or after stop (seed 12976: a low-priority
+// occurrence waited two minutes behind slow handlers and higher levels,
+// and a disable then cancelled it). However long it waited, the README
+// lets a stop cancel an occurrence that has not started.
 func (c *checker) cancelAckedLocked(id string, o, stop time.Time) bool {
 	for run, ats := range c.cancelAcks {
-		series, due, ok := strings.Cut(run, "@")
-		if !ok || series != id {
+		at := strings.LastIndex(run, "@")
+		if at < 0 || run[:at] != id {
 			continue
 		}
-		d, err := time.Parse(time.RFC3339Nano, due)
-		if err == nil && sameDue(d, o) && slices.ContainsFunc(ats, func(at time.Time) bool { return !at.Before(stop) }) {
+		d, err := time.Parse(time.RFC3339Nano, run[at+1:])
+		if err != nil || !sameDue(d, o) {
+			continue
+		}
+		if first, ok := c.firstDequeue[run]; ok && first.Before(stop) {
+			return false
+		}
+		if slices.ContainsFunc(ats, func(a time.Time) bool { return !a.Before(stop) }) {
 			return true
 		}
 	}
 	return false
+}
+
+// dequeued records the messages of runs (by task id) a dequeue returned.
+func (c *checker) dequeued(ids []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.w.now()
+	for _, id := range ids {
+		if _, ok := c.firstDequeue[id]; !ok {
+			c.firstDequeue[id] = now
+		}
+	}
 }
 
 // behindLocked reports whether no mover was there for series id when its
@@ -912,7 +958,7 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 	// An occurrence moved before a cancel done in part may run once: one
 	// due by then, or sent early within the longest early window.
 	movedBefore := !t.cancelPart.IsZero() && ev.due.Before(t.cancelPart.Add(2*time.Minute))
-	if !t.cancelled.IsZero() && now.After(t.cancelled) && !c.continuesLocked(t, ev) && !movedBefore {
+	if !t.cancelled.IsZero() && now.After(t.cancelled) && !c.continuesLocked(t, ev) && !movedBefore && !c.lateWriteLocked(t, ev.due) {
 		c.violate(InvCancelled, "%s started on %s after a cancel returned at %s", ev.runID, ev.proc.id, c.at(t.cancelled))
 	}
 	if !t.superseded.IsZero() && now.After(t.superseded) && len(t.starts) == 0 {
@@ -1339,24 +1385,39 @@ func (c *checker) racedMoveLocked(t *ti, due time.Time) bool {
 	})
 }
 
-// lateWriteLocked reports whether t's version due at due may have been
-// written again by its own schedule after a reschedule (or run-now)
+// lateWriteLocked reports whether t's version due at due is the one its
+// own schedule wrote, written again after a reschedule (or run-now) had
 // changed it (README, delivery guarantees: the SDK's retry of a write
 // whose answer was lost lands after the change, the new version having
 // been moved meanwhile; seed 13477): the change answered before the
-// schedule did (or it has not yet), and a fault struck the schedule's client and the task's
-// rows in between.
+// schedule did (or it has not yet), and the row of that version, removed
+// by then, was written again after the change's answer.
 func (c *checker) lateWriteLocked(t *ti, due time.Time) bool {
-	issued := t.issued
-	if issued.IsZero() && t.op != nil {
-		issued = c.w.plan.Start.Add(t.op.At) // not answered yet
+	if t.schedDue.IsZero() || !sameDue(due, t.schedDue) {
+		return false
 	}
-	return !issued.IsZero() && slices.ContainsFunc(t.retimes, func(r retime) bool {
+	return slices.ContainsFunc(t.retimes, func(r retime) bool {
 		// (A change made before the schedule answered knows no due time
 		// it moved the task from: r.from is zero.)
-		return (sameDue(r.from, due) || r.from.IsZero()) && (t.returned.IsZero() || r.returned.Before(t.returned)) &&
-			hitBetween(c.hits[t.client], issued, r.returned) && hitBetween(c.runHits[t.id], issued, r.returned)
+		return (r.from.IsZero() || sameDue(r.from, due)) && (t.returned.IsZero() || r.returned.Before(t.returned)) &&
+			c.rewrittenLocked(t.id, due, r.returned)
 	})
+}
+
+// rewrittenLocked reports whether id's schedule row due at due was
+// removed by at and written again after it.
+func (c *checker) rewrittenLocked(id string, due, at time.Time) bool {
+	removed := false
+	for _, w := range c.rowWrites[id] {
+		switch {
+		case !sameDue(w.due, due):
+		case w.removed && !w.at.After(at):
+			removed = true
+		case !w.removed && w.at.After(at) && removed:
+			return true
+		}
+	}
+	return false
 }
 
 func (c *checker) paused(ev pauseEv) {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -147,6 +148,10 @@ func (f *faultTransport) Do(req *http.Request) (resp *http.Response, err error) 
 	resp, err = f.next.Do(req)
 	if err != nil {
 		return resp, err
+	}
+	if svc == "queue" && req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/messages") &&
+		!strings.Contains(req.URL.RawQuery, "peekonly") && resp.StatusCode == http.StatusOK {
+		f.w.chk.dequeued(dequeuedRuns(resp))
 	}
 	if traceQueue != "" && svc == "queue" && strings.Contains(req.URL.Path, traceQueue) {
 		f.w.traceQueueRequest(p, req, resp, fault)
@@ -363,6 +368,29 @@ func tasksNamed(svc string, req *http.Request) []string {
 		if id, ok := taskOfRow(m[1]); ok {
 			ids = append(ids, id)
 		}
+	}
+	return ids
+}
+
+// envelopeIDRE finds a task envelope's id in a dequeue's answer (the
+// message text is the envelope's JSON, XML-escaped).
+var envelopeIDRE = regexp.MustCompile(`(?:&#34;|&quot;)id(?:&#34;|&quot;):(?:&#34;|&quot;)([^&]*)(?:&#34;|&quot;)`)
+
+// dequeuedRuns returns the run ids of the messages a dequeue's answer
+// holds, leaving the answer readable.
+func dequeuedRuns(resp *http.Response) []string {
+	if resp.Body == nil {
+		return nil
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if !bytes.Contains(body, []byte("<QueueMessage>")) {
+		return nil
+	}
+	var ids []string
+	for _, m := range envelopeIDRE.FindAllSubmatch(body, -1) {
+		ids = append(ids, string(m[1]))
 	}
 	return ids
 }
