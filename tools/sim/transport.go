@@ -3,6 +3,8 @@ package sim
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -372,12 +374,8 @@ func tasksNamed(svc string, req *http.Request) []string {
 	return ids
 }
 
-// envelopeIDRE finds a task envelope's id in a dequeue's answer (the
-// message text is the envelope's JSON, XML-escaped).
-var envelopeIDRE = regexp.MustCompile(`(?:&#34;|&quot;)id(?:&#34;|&quot;):(?:&#34;|&quot;)([^&]*)(?:&#34;|&quot;)`)
-
-// dequeuedRuns returns the run ids of the messages a dequeue's answer
-// holds, leaving the answer readable.
+// dequeuedRuns returns the run ids (the envelopes' ids) of the messages
+// a dequeue's answer holds, leaving the answer readable.
 func dequeuedRuns(resp *http.Response) []string {
 	if resp.Body == nil {
 		return nil
@@ -388,9 +386,22 @@ func dequeuedRuns(resp *http.Response) []string {
 	if !bytes.Contains(body, []byte("<QueueMessage>")) {
 		return nil
 	}
+	var list struct {
+		Messages []struct {
+			Text string `xml:"MessageText"`
+		} `xml:"QueueMessage"`
+	}
+	if xml.Unmarshal(body, &list) != nil {
+		return nil
+	}
 	var ids []string
-	for _, m := range envelopeIDRE.FindAllSubmatch(body, -1) {
-		ids = append(ids, string(m[1]))
+	for _, m := range list.Messages {
+		var env struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal([]byte(m.Text), &env) == nil && env.ID != "" {
+			ids = append(ids, env.ID)
+		}
 	}
 	return ids
 }

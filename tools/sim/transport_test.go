@@ -1,6 +1,20 @@
 package sim
 
-import "testing"
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/memstore"
+	"github.com/leasecron/leasecron/queue"
+)
 
 // A fault striking a request names the runs of the rows it touches, so
 // that the checker can tell a start slowed by it: an occurrence's run row
@@ -19,5 +33,64 @@ func TestTaskOfRowNamesOccurrences(t *testing.T) {
 	}
 	if got, ok := taskOfRow("x~queued~2516293478525844075~t74"); ok {
 		t.Errorf("a state list row named %q; want none (its run row is in the same transaction)", got)
+	}
+}
+
+// The checker learns from each dequeue's answer which runs' messages it
+// handed out (first dequeues, for the excuse of an occurrence that waited
+// in the queue until a stop): the envelope's id read out of the answer as
+// the in-memory service encodes it (an id XML and JSON escape too), the
+// answer left readable.
+func TestDequeuedRunsReadsTheEnvelopeIDs(t *testing.T) {
+	store := memstore.New(memstore.Options{Now: time.Now})
+	rt := store.Transport()
+	do := func(method, path, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, "http://queue.memstore/devstoreaccount1/"+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rt.RoundTrip(req)
+		if err != nil || resp.StatusCode >= 300 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("%s %s: %v %v %s", method, path, resp.StatusCode, err, b)
+		}
+		return resp
+	}
+	drain(do(http.MethodPut, "work", ""))
+	for _, id := range []string{"s32@2026-03-08T06:51:29.2799658Z", `t"7<`} {
+		env, _ := json.Marshal(queue.Envelope{ID: id, Type: "plain", Payload: `{"id":"not-this"}`})
+		var text strings.Builder
+		_ = xml.EscapeText(&text, env)
+		drain(do(http.MethodPost, "work/messages", "<QueueMessage><MessageText>"+text.String()+"</MessageText></QueueMessage>"))
+	}
+	resp := do(http.MethodGet, "work/messages?numofmessages=32", "")
+	got := dequeuedRuns(resp)
+	if want := []string{"s32@2026-03-08T06:51:29.2799658Z", `t"7<`}; !slices.Equal(got, want) {
+		t.Errorf("dequeuedRuns = %q; want %q (the envelopes' ids, not the payload's)", got, want)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if !bytes.Contains(body, []byte("<QueueMessage>")) {
+		t.Errorf("the answer was not left readable: %q", body)
+	}
+}
+
+// A consumer's acknowledgement of a cancelled run reaches the checker
+// through the process's logger, at any log level, with the task id given
+// either to the logger (as the consumer does) or in the record.
+func TestCancelledAcksReachTheChecker(t *testing.T) {
+	w := &World{plan: &Scenario{}, logs: newRing(10)}
+	w.chk = newChecker(w)
+	log := slog.New(&ackWatch{h: slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}), w: w})
+	log.With("instance", "w1-1", "task_id", "s1@2026-03-08T06:51:29Z").Info(cancelledAck)
+	log.Info(cancelledAck, "task_id", "t2")
+	log.With("task_id", "t3").Info("task succeeded")
+	for _, id := range []string{"s1@2026-03-08T06:51:29Z", "t2"} {
+		if len(w.chk.cancelAcks[id]) != 1 {
+			t.Errorf("acknowledgements of %s: %v; want one", id, w.chk.cancelAcks[id])
+		}
+	}
+	if len(w.chk.cancelAcks) != 2 {
+		t.Errorf("acknowledgements noted: %v; want only the two cancelled ones", w.chk.cancelAcks)
 	}
 }
