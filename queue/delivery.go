@@ -226,8 +226,12 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			// the message reappears: applying an end is idempotent). By
 			// then the id may have been scheduled again, its record taken
 			// by that run, and the reappearing message unable to tell that
-			// this one succeeded (issue 38, the simulator's seed 23).
-			c.ended(hctx, d, leasecrontype.RunSucceeded)
+			// this one succeeded (issue 38, the simulator's seed 23). The
+			// message cannot carry an end that could not be told: it goes
+			// in one of its own.
+			if !c.ended(hctx, d, leasecrontype.RunSucceeded) {
+				c.sendEnd(hctx, d, leasecrontype.RunSucceeded)
+			}
 		} else if snoozed {
 			// A snooze uses no attempt: recorded as a failure, a task of
 			// one attempt died when its message reappeared (issue 38, the
@@ -742,7 +746,40 @@ func (c *Consumer) carryEnd(hctx context.Context, d *delivery, st leasecrontype.
 	env.Dequeues = d.m.DequeueCount
 	if c.rewrite(hctx, d, env, c.deferDelay(d)) {
 		d.env = env
+		return
 	}
+	c.sendEnd(hctx, d, st)
+}
+
+// sendEnd sends d's run's end (st), which its batch or dependents could
+// not be told, in a message of its own, when d's message cannot carry it
+// (its visibility was lost while the handler ran, or rewriting it
+// failed): that message only tells them (tellAgain), whatever the run
+// record says by then. Without it the end rested on d's message coming
+// back while the record still held it; once the id was scheduled again
+// the message was acknowledged as stale, and the batch never heard
+// (issue 38, the simulator's seed 13604: a batch member scheduled again
+// while it ran; the batch's callback never ran). Telling twice changes
+// nothing. It names no payload blob: telling needs no payload, and its
+// acknowledgement deletes the blob it names, which d's message, still in
+// the queue, names too. (A worker of an earlier release, which knows no
+// Ended, takes it for one more delivery of the run, as it would d's
+// message back.) A failure is logged.
+func (c *Consumer) sendEnd(hctx context.Context, d *delivery, st leasecrontype.RunState) {
+	env := d.env
+	env.Ended, env.PayloadBlob = st, ""
+	text, err := encodeSized(env)
+	if err == nil {
+		err = c.transient(hctx, 0, func(ctx context.Context) error {
+			_, err := c.work.Enqueue(ctx, text, 0)
+			return err
+		})
+	}
+	if err != nil {
+		d.log.Warn("cannot send the run's end in a message of its own; its batch or dependents may not hear of it", "state", st, "err", err)
+		return
+	}
+	d.log.Info("the run's end goes to its batch or dependents in a message of its own", "state", st)
 }
 
 // tellAgain tells the batch and dependents of a run that ended

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -184,4 +185,80 @@ func newOnEndHarness(t *testing.T, failing string) (*harness, *runs.Memory, *onE
 	ends := &onEnds{failing: failing}
 	h.c.o.OnEnd = ends.onEnd
 	return h, rm, ends
+}
+
+// A run that succeeded while its batch could not be told, and whose
+// message cannot carry its end (its visibility was lost while the
+// handler ran, or rewriting it failed), sends the end in a message of its
+// own, so that the batch hears of it even when, by the time the old
+// message reappears, the id has been scheduled again and its record says
+// nothing of this run: the old message, sent early, is then acknowledged
+// as stale (issue 38, the simulator's seed 13604: a member scheduled
+// again while it ran; its batch's callback never ran).
+func TestEndIsToldWhenItsMessageCannotCarryIt(t *testing.T) {
+	for _, lost := range []bool{true, false} {
+		t.Run(map[bool]string{true: "visibility lost", false: "rewrite refused"}[lost], func(t *testing.T) {
+			pl := &payloads{blobs: map[string][]byte{"blob-m": []byte("big")}}
+			h, fq, rm := lostHarness(t, ConsumerOptions{Payloads: pl, ConsumerSettings: ConsumerSettings{Concurrency: 2, BackoffBase: time.Second, VisibilityTimeout: 30 * time.Second, MaxAttempts: 1}})
+			ends := &onEnds{failing: "m"}
+			h.c.o.OnEnd = ends.onEnd
+			release := make(chan struct{})
+			var ran atomic.Int32
+			h.c.Handle("ok", func(_ context.Context, task leasecrontype.Task) error {
+				if string(task.Payload) != "big" {
+					t.Errorf("payload %q", task.Payload)
+				}
+				ran.Add(1)
+				<-release
+				return nil
+			})
+			ctx := context.Background()
+			due := h.clk.Now()
+			// Sent early, its run confirmed with the message's token; its
+			// row is gone by the time the message reappears.
+			if ok := rm.Confirm(ctx, []runs.Mark{{ID: "m", Meta: runs.Meta{Type: "ok", Due: due, Token: "tok", Batch: "b"}}}); !ok[0] {
+				t.Fatal("confirm failed")
+			}
+			h.c.o.Current = func(context.Context, Envelope) (bool, error) { return false, nil }
+			h.enqueue(Envelope{ID: "m", Type: "ok", Due: due, Token: "tok", Row: "00/x", Batch: "b", PayloadBlob: "blob-m"})
+			h.start()
+			h.waitStarted()
+			h.waitIdle()
+			if lost {
+				h.loseVisibility(fq)
+				fq.failUpdates(nil)
+				close(release)
+				h.expectPast(OutcomeLost)
+			} else {
+				fq.failUpdates(storage.ErrBadRequest)
+				close(release)
+				h.expect(OutcomeSucceeded)
+				fq.failUpdates(nil)
+			}
+			mustRun(t, rm, "m", runs.Succeeded)
+			// The id is scheduled again: its record now describes that run.
+			again := due.Add(time.Hour)
+			if m := rm.MarkQueued(ctx, []runs.Mark{{ID: "m", Meta: runs.Meta{Type: "ok", Due: again}}}); !m[0] {
+				t.Fatal("the new scheduling's mark failed")
+			}
+			// Three minutes: the old message waits for the new scheduling's
+			// run meanwhile (up to runs.QueuedWait).
+			for range 6 {
+				h.clk.Advance(31 * time.Second)
+				h.waitIdle()
+			}
+			heard := ends.heard()
+			if want := "m succeeded"; len(heard) < 2 || heard[0] != want || heard[1] != want {
+				t.Fatalf("OnEnd heard %v; want %q twice first (the failed telling, then the end's own message)", heard, want)
+			}
+			if n := ran.Load(); n != 1 {
+				t.Errorf("the handler ran %d times, want once", n)
+			}
+			for _, m := range h.work.all() {
+				if strings.Contains(m.Text, `"ended"`) {
+					t.Errorf("the end's own message is left: %s", m.Text)
+				}
+			}
+		})
+	}
 }
