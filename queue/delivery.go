@@ -220,16 +220,18 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	case lost:
 		d.log.Warn("message visibility was lost while the handler ran; recording the result and leaving the message to reappear", "err", herr)
 		if herr == nil {
-			c.finish(hctx, d, leasecrontype.RunSucceeded, nil, tail)
+			movedOn, ferr := c.finish(hctx, d, leasecrontype.RunSucceeded, nil, tail)
 			c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Handled++ })
 			// Its children and its batch hear of the end now (again when
 			// the message reappears: applying an end is idempotent). By
 			// then the id may have been scheduled again, its record taken
 			// by that run, and the reappearing message unable to tell that
 			// this one succeeded (issue 38, the simulator's seed 23). The
-			// message cannot carry an end that could not be told: it goes
-			// in one of its own.
-			if !c.ended(hctx, d, leasecrontype.RunSucceeded) {
+			// message cannot carry an end that could not be told: a
+			// recorded one goes in a message of its own (one the run
+			// record does not hold is left to the message's return, which
+			// runs the task again; one another delivery ended, to it).
+			if !c.ended(hctx, d, leasecrontype.RunSucceeded) && ferr == nil && movedOn == nil {
 				c.sendEnd(hctx, d, leasecrontype.RunSucceeded)
 			}
 		} else if snoozed {
@@ -760,21 +762,15 @@ func (c *Consumer) carryEnd(hctx context.Context, d *delivery, st leasecrontype.
 // the message was acknowledged as stale, and the batch never heard
 // (issue 38, the simulator's seed 13604: a batch member scheduled again
 // while it ran; the batch's callback never ran). Telling twice changes
-// nothing. It names no payload blob: telling needs no payload, and its
-// acknowledgement deletes the blob it names, which d's message, still in
-// the queue, names too. (A worker of an earlier release, which knows no
-// Ended, takes it for one more delivery of the run, as it would d's
-// message back.) A failure is logged.
+// nothing. It goes where the run's route sends it (the client's Enqueue),
+// marked EndOnly: telling it leaves the payload blob, which d's message
+// still names. A worker of an earlier release, which knows neither field,
+// takes it for one more delivery of the run, as it would d's message
+// back. A failure is logged.
 func (c *Consumer) sendEnd(hctx context.Context, d *delivery, st leasecrontype.RunState) {
 	env := d.env
-	env.Ended, env.PayloadBlob = st, ""
-	text, err := encodeSized(env)
-	if err == nil {
-		err = c.transient(hctx, 0, func(ctx context.Context) error {
-			_, err := c.work.Enqueue(ctx, text, 0)
-			return err
-		})
-	}
+	env.Ended, env.EndOnly, env.Dequeues = st, true, 0
+	err := c.transient(hctx, 0, func(ctx context.Context) error { return c.client.Enqueue(ctx, env, 0) })
 	if err != nil {
 		d.log.Warn("cannot send the run's end in a message of its own; its batch or dependents may not hear of it", "state", st, "err", err)
 		return
@@ -791,7 +787,7 @@ func (c *Consumer) tellAgain(hctx context.Context, d *delivery) {
 		c.deferMsg(hctx, d, c.deferDelay(d), "its end is still to be told")
 		return
 	}
-	if c.ack(hctx, d) {
+	if c.ack(hctx, d) && !d.env.EndOnly {
 		c.deletePayload(hctx, d)
 	}
 	c.settle(d, OutcomeDuplicate)

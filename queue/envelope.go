@@ -143,6 +143,12 @@ type Envelope struct {
 	// A worker of an earlier release ignores it and tells them from the
 	// record, as before.
 	Ended leasecrontype.RunState `json:"ended,omitempty"`
+	// EndOnly marks a message of its own that carries a run's end (Ended)
+	// beside the run's message, which could not carry it (Consumer's
+	// sendEnd): telling the end does not delete the payload blob, which
+	// the run's message names too. A worker of an earlier release takes
+	// it for one more delivery of the run.
+	EndOnly bool `json:"end_only,omitempty"`
 }
 
 // Ends reports whether the end of e's run matters beyond its own record:

@@ -194,7 +194,8 @@ func newOnEndHarness(t *testing.T, failing string) (*harness, *runs.Memory, *onE
 // message reappears, the id has been scheduled again and its record says
 // nothing of this run: the old message, sent early, is then acknowledged
 // as stale (issue 38, the simulator's seed 13604: a member scheduled
-// again while it ran; its batch's callback never ran).
+// again while it ran; its batch's callback never ran). Telling it leaves
+// the payload blob, which the run's message names too.
 func TestEndIsToldWhenItsMessageCannotCarryIt(t *testing.T) {
 	for _, lost := range []bool{true, false} {
 		t.Run(map[bool]string{true: "visibility lost", false: "rewrite refused"}[lost], func(t *testing.T) {
@@ -258,6 +259,11 @@ func TestEndIsToldWhenItsMessageCannotCarryIt(t *testing.T) {
 				if strings.Contains(m.Text, `"ended"`) {
 					t.Errorf("the end's own message is left: %s", m.Text)
 				}
+			}
+			pl.mu.Lock()
+			defer pl.mu.Unlock()
+			if _, ok := pl.blobs["blob-m"]; !ok {
+				t.Errorf("telling the end deleted the payload blob the run's message still names")
 			}
 		})
 	}
