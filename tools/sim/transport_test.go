@@ -81,7 +81,7 @@ func TestDequeuedRunsReadsTheEnvelopeIDs(t *testing.T) {
 func TestCancelledAcksReachTheChecker(t *testing.T) {
 	w := &World{plan: &Scenario{}, logs: newRing(10)}
 	w.chk = newChecker(w)
-	log := slog.New(&ackWatch{h: slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}), w: w})
+	log := slog.New(&ackWatch{h: slog.DiscardHandler, w: w})
 	log.With("instance", "w1-1", "task_id", "s1@2026-03-08T06:51:29Z").Info(cancelledAck)
 	log.Info(cancelledAck, "task_id", "t2")
 	log.With("task_id", "t3").Info("task succeeded")
