@@ -83,3 +83,51 @@ func TestHoldsKeyBetweenAttempts(t *testing.T) {
 		t.Fatal("a run that succeeded 61 s ago still holds its key after its 1 m window")
 	}
 }
+
+// A task put back by its type's rate limit before its first attempt is
+// still queued as far as its unique key goes, though its run shows
+// snoozed (runs.Store.NoteWaiting): with the states "scheduled, queued,
+// running" ("at most one in flight") it holds the key while it waits
+// (issue 38, the simulator's seed 14473: a rated task waiting a minute
+// for its budget lost its key to another task). A snooze after an
+// attempt began counts as snoozed only.
+func TestHoldsKeyWhileWaitingForItsRate(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	sched, err := schedule.NewMemory(schedule.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := runs.NewMemory(clk).Store
+	inFlight := []RunState{RunScheduled, RunQueued, RunRunning}
+	holds := func(id string) bool {
+		t.Helper()
+		h, err := holdsKey(ctx, sched, rs, clk.Now(), schedule.Guard{Type: "t", Key: "k", Task: id, States: inFlight, Created: clk.Now()})
+		if err != nil {
+			t.Fatalf("holdsKey(%s): %v", id, err)
+		}
+		return h
+	}
+	due := clk.Now()
+	if ok := rs.MarkQueued(ctx, []runs.Mark{{ID: "waits", Meta: runs.Meta{Type: "t", Due: due}}}); !ok[0] {
+		t.Fatal("mark failed")
+	}
+	if noted, err := rs.NoteWaiting(ctx, "waits", runs.Meta{Type: "t", Due: due}, clk.Now().Add(time.Minute), "rate limit"); err != nil || !noted {
+		t.Fatalf("note waiting: %v, %v", noted, err)
+	}
+	if r, _ := rs.Get(ctx, "waits"); r.State != runs.Snoozed {
+		t.Fatalf("a run waiting for its rate shows %s; the test expects snoozed", r.State)
+	}
+	if !holds("waits") {
+		t.Error("a task waiting for its rate before its first attempt does not hold its key under scheduled,queued,running")
+	}
+	if _, err := rs.Claim(ctx, "snoozes", "w1", 1, clk.Now().Add(time.Minute), runs.Meta{Type: "t", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Snooze(ctx, "snoozes", clk.Now().Add(time.Hour), ""); err != nil {
+		t.Fatal(err)
+	}
+	if holds("snoozes") {
+		t.Error("a task its handler snoozed holds its key under scheduled,queued,running")
+	}
+}
