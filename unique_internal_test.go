@@ -19,12 +19,7 @@ import (
 // a finished run (succeeded, dead) holds it for the window after it ended.
 func TestHoldsKeyBetweenAttempts(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	sched, err := schedule.NewMemory(schedule.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := runs.NewMemory(clk).Store
+	clk, sched, rs := keyFixture(t)
 	g := schedule.Guard{Type: "t", Key: "k", For: 0, States: DefaultUniqueStates, Created: clk.Now()}
 	claim := func(id string, attempt int) {
 		t.Helper()
@@ -93,12 +88,7 @@ func TestHoldsKeyBetweenAttempts(t *testing.T) {
 // attempt began counts as snoozed only.
 func TestHoldsKeyWhileWaitingForItsRate(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	sched, err := schedule.NewMemory(schedule.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := runs.NewMemory(clk).Store
+	clk, sched, rs := keyFixture(t)
 	inFlight := []RunState{RunScheduled, RunQueued, RunRunning}
 	holds := func(id string) bool {
 		t.Helper()
@@ -130,4 +120,16 @@ func TestHoldsKeyWhileWaitingForItsRate(t *testing.T) {
 	if holds("snoozes") {
 		t.Error("a task its handler snoozed holds its key under scheduled,queued,running")
 	}
+}
+
+// keyFixture is a fake clock with an in-memory schedule and run records
+// on it, for holdsKey.
+func keyFixture(t *testing.T) (*clock.Fake, *schedule.Client, *runs.Store) {
+	t.Helper()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	sched, err := schedule.NewMemory(schedule.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clk, sched, runs.NewMemory(clk).Store
 }
