@@ -62,10 +62,10 @@ func holdsKey(ctx context.Context, sched *schedule.Client, rs *runs.Store, now t
 		return false, fmt.Errorf("read run %s: %w", g.Task, err)
 	}
 	st := RunState(r.State)
-	if r.State == runs.Snoozed && r.Attempts == 0 && g.Counts(RunQueued) {
-		// Put back before its first attempt (its type's rate limit) and
-		// never claimed: still queued as far as its key goes, though its
-		// run shows snoozed (issue 38, the simulator's seed 14473: under
+	if r.WaitingUnclaimed() && g.Counts(RunQueued) {
+		// Put back before its first attempt (its type's rate limit):
+		// still queued as far as its key goes, though its run shows
+		// snoozed (issue 38, the simulator's seed 14473: under
 		// "scheduled,queued,running" a rated task waiting for its budget
 		// lost its key to another task).
 		st = RunQueued

@@ -245,7 +245,7 @@ func attemptsUnderWay(cur *Run, m Meta, now time.Time) bool {
 		return false
 	}
 	switch {
-	case cur.State == Queued, waitingUnclaimed(cur):
+	case cur.State == Queued, cur.WaitingUnclaimed():
 		// A run noted as waiting for its rate limit before any attempt
 		// is still queued as far as its message goes (issue 38, seed
 		// 4099: taken for a run under way, a rescheduled task waited for
@@ -274,7 +274,7 @@ const QueuedWait = 5 * time.Minute
 // unclaimed and unconfirmed. Another scheduling's mark takes it over,
 // keeping the mark.
 func withdrawnPlaceholder(cur *Run, m Meta) bool {
-	return (cur.State == Queued && cur.Attempts == 0 || waitingUnclaimed(cur)) && cur.Token == "" &&
+	return (cur.State == Queued && cur.Attempts == 0 || cur.WaitingUnclaimed()) && cur.Token == "" &&
 		cur.Withdrawn.has(cur.Due) && otherDue(cur, m)
 }
 
@@ -308,7 +308,7 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 		// would be acknowledged as stale, and what waits for its end (its
 		// children, its batch) would never hear of it.
 		out := *cur
-		if cur.State == Queued || waitingUnclaimed(cur) {
+		if cur.State == Queued || cur.WaitingUnclaimed() {
 			// Look again when the wait ends at the latest (the consumer
 			// puts the message back until ClaimUntil, within its bounds).
 			out.ClaimUntil = cur.Updated.Add(QueuedWait)
@@ -435,7 +435,7 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 			return next, true, true
 		}
 		return *cur, false, true
-	case waitingUnclaimed(cur) && isRequeueToken(cur.Token) && m.Token != "" && m.Token != cur.Token &&
+	case cur.WaitingUnclaimed() && isRequeueToken(cur.Token) && m.Token != "" && m.Token != cur.Token &&
 		!cur.Due.IsZero() && cur.Due.Equal(stored(m.Due)):
 		// A run a requeue brought back, waiting for its rate before its
 		// first claim: its requeue's message's, not another's of its due
@@ -444,7 +444,7 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 		// under that message's token, the requeue's message would be
 		// acknowledged as stale and the task never run again.
 		return *cur, false, true
-	case cur.State == Scheduled, waitingUnclaimed(cur) && cur.OfDue(m.Due):
+	case cur.State == Scheduled, cur.WaitingUnclaimed() && cur.OfDue(m.Due):
 		next = *cur
 		next.State = Queued
 		fillMeta(&next, m)

@@ -62,17 +62,18 @@ func notStarted(cur *Run) bool {
 	case Queued:
 		return cur.Attempts == 0
 	}
-	return waitingUnclaimed(cur)
+	return cur.WaitingUnclaimed()
 }
 
-// waitingUnclaimed reports whether cur is a run noted as waiting (put back
+// WaitingUnclaimed reports whether r is a run noted as waiting (put back
 // for its rate limit before any attempt: Snooze on a run nobody claimed)
 // and never claimed: it is still queued as far as its message goes — an
 // early-sent message's claim must find its token on it, and the mover's
 // confirmation takes it over (issue 38, seed 1011: the note let a stale
-// message of a disabled series run).
-func waitingUnclaimed(cur *Run) bool {
-	return cur.State == Snoozed && cur.Attempts == 0
+// message of a disabled series run) — and as far as its unique key goes
+// (seed 14473), though it shows snoozed.
+func (r *Run) WaitingUnclaimed() bool {
+	return r.State == Snoozed && r.Attempts == 0
 }
 
 // Unconfirm takes back the confirmation of an early-sent run (MarkQueued
@@ -267,7 +268,7 @@ func decideConfirmed(cur *Run, id string, m Meta) (next Run, write, marked bool)
 		// is it noted behind that run: its row is still pending, and a
 		// cancel or change of the row reaches it there.
 		return *cur, false, false
-	case cur.State == "" || cur.State == Scheduled || cur.State == Queued, waitingUnclaimed(cur):
+	case cur.State == "" || cur.State == Scheduled || cur.State == Queued, cur.WaitingUnclaimed():
 		// Not moved past queued (a run noted as waiting for its rate has
 		// not started): a refused confirmation is not one.
 		return next, write, false

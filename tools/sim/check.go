@@ -594,19 +594,19 @@ func (c *checker) moverCommit(cm memstore.Commit) {
 	}
 	now := c.w.now()
 	i := slices.IndexFunc(cm.Rows, func(r memstore.CommittedRow) bool { return r.RowKey == fenceRow && !r.Deleted })
+	var gen int64
+	if i >= 0 {
+		gen, _ = tokenOf(cm.Rows[i].Props["Generation"])
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range cm.Rows {
-		if due, id, err := schedule.ParseRowKey(r.RowKey); err == nil {
-			c.rowWrites[id] = append(c.rowWrites[id], rowWrite{at: now, due: due, removed: r.Deleted})
+		due, id, err := schedule.ParseRowKey(r.RowKey)
+		if err != nil {
+			continue
 		}
-	}
-	if i < 0 {
-		return
-	}
-	gen, _ := tokenOf(cm.Rows[i].Props["Generation"])
-	for _, r := range cm.Rows {
-		if due, id, err := schedule.ParseRowKey(r.RowKey); err == nil && r.Deleted {
+		c.rowWrites[id] = append(c.rowWrites[id], rowWrite{at: now, due: due, removed: r.Deleted})
+		if i >= 0 && r.Deleted {
 			c.moved[id] = append(c.moved[id], movedRow{at: now, due: due, gen: gen})
 		}
 	}

@@ -377,12 +377,7 @@ func tasksNamed(svc string, req *http.Request) []string {
 // dequeuedRuns returns the run ids (the envelopes' ids) of the messages
 // a dequeue's answer holds, leaving the answer readable.
 func dequeuedRuns(resp *http.Response) []string {
-	if resp.Body == nil {
-		return nil
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(body))
+	body := peekBody(resp)
 	if !bytes.Contains(body, []byte("<QueueMessage>")) {
 		return nil
 	}
@@ -404,4 +399,15 @@ func dequeuedRuns(resp *http.Response) []string {
 		}
 	}
 	return ids
+}
+
+// peekBody returns resp's body, leaving it readable for the caller.
+func peekBody(resp *http.Response) []byte {
+	if resp.Body == nil {
+		return nil
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return body
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -571,17 +570,16 @@ func (a *ackWatch) Enabled(ctx context.Context, l slog.Level) bool {
 func (a *ackWatch) Handle(ctx context.Context, r slog.Record) error {
 	if r.Message == cancelledAck {
 		id := ""
-		for _, at := range a.attrs {
-			if at.Key == "task_id" {
-				id = at.Value.String()
-			}
-		}
-		r.Attrs(func(at slog.Attr) bool {
+		find := func(at slog.Attr) bool {
 			if at.Key == "task_id" {
 				id = at.Value.String()
 			}
 			return true
-		})
+		}
+		for _, at := range a.attrs {
+			find(at)
+		}
+		r.Attrs(find) // the record's own, set after the logger's
 		if id != "" {
 			a.w.chk.cancelAcked(id)
 		}
@@ -826,10 +824,7 @@ var traceQueue = os.Getenv("SIM_TRACE_QUEUE")
 func (w *World) traceQueueRequest(p *proc, req *http.Request, resp *http.Response, fault Fault) {
 	msgs := -1
 	if req.Method == http.MethodGet && resp.Body != nil {
-		body, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		resp.Body = io.NopCloser(bytes.NewReader(body))
-		msgs = bytes.Count(body, []byte("<QueueMessage>"))
+		msgs = bytes.Count(peekBody(resp), []byte("<QueueMessage>"))
 	}
 	w.logs.add(fmt.Sprintf("%s  queue %s %s %s?%s fault=%s status=%d messages=%d", w.elapsed().Truncate(time.Millisecond),
 		p.id, req.Method, req.URL.Path, req.URL.RawQuery, fault, resp.StatusCode, msgs))
