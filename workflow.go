@@ -589,7 +589,7 @@ func (c *Client) tellLateWaiters(ctx context.Context, it Item) {
 // cancel), another task of the id still under way is left as it is
 // (runs.Store.CancelPendingOf).
 func (c *Client) cancelWaitedFor(ctx context.Context, it Item, only bool) error {
-	if c.runs == nil || !(it.Waiters || (it.Batch != "" && !it.Callback)) {
+	if c.runs == nil || !it.EndHeard() {
 		return nil
 	}
 	cancel := c.runs.CancelPending

@@ -27,9 +27,42 @@ func (c *Client) Cancel(ctx context.Context, id string) (Item, error) {
 // CancelWith is Cancel calling first, when not nil, with the task as found
 // before its row is deleted (again after a conflict: it must be
 // idempotent); an error of first stops the cancel, with nothing deleted.
+// When first is given, others hear of the task's end (tasks wait for it,
+// or it is a batch member) and its message was sent early, or is being
+// sent by its client, the row's send mark is taken back before first is
+// called, so that message is stale from then on, even if the delete
+// fails or is slow (a run whose message was checked against its row just
+// before may still claim it).
 func (c *Client) CancelWith(ctx context.Context, id string, first func(ctx context.Context, it Item) error) (Item, error) {
 	it, _, err := c.CancelReport(ctx, id, first)
 	return it, err
+}
+
+// takeBackSent takes the send mark back from the row of a one-off task
+// whose end others hear of (Item.EndHeard) and whose message was sent (Sent) or is being sent by its client
+// (SendingUntil, not marked yet), before a cancel tells others that the
+// task ended: that message, checked against the row (Current) while the
+// cancel is under way, is then stale — the token is gone, and the row is
+// no longer as the client read it — and is acknowledged without running
+// (issue 38, simulator row 98: a batch member's replacement, sent by its
+// client, ran after the cancel had told its batch it was cancelled,
+// because the cancel's delete was slowed). The write is conditional on
+// the row as read; SendingUntil stays, so the mover still leaves the row
+// to its client until then. It returns the row as written (its new ETag),
+// or as it was when there was nothing to take back (a series keeps its
+// marks: its sent occurrences are cancelled through their run records).
+func (c *Client) takeBackSent(ctx context.Context, row table.Entity) (table.Entity, error) {
+	if oneOffSent(row) == "" && !beingSent(row) || !readItem(row).EndHeard() {
+		return row, nil
+	}
+	props := table.Props(row.Props).Clone()
+	props.Delete(PropSent)
+	props.Delete(PropConfirmed)
+	etags, err := c.t.Submit(ctx, []table.Op{{Kind: table.Replace, PartitionKey: row.PartitionKey, RowKey: row.RowKey, Props: props, IfMatch: row.ETag}})
+	if err != nil {
+		return row, fmt.Errorf("take back the send mark: %w", err)
+	}
+	return table.Entity{PartitionKey: row.PartitionKey, RowKey: row.RowKey, Props: props, ETag: etagAt(etags, 0)}, nil
 }
 
 // CancelReport is CancelWith, also telling whether the cancel is unsure
@@ -66,6 +99,15 @@ func (c *Client) CancelReport(ctx context.Context, id string, first func(ctx con
 			return Item{}, false, err
 		}
 		if first != nil {
+			row, err := c.takeBackSent(ctx, f.row)
+			switch {
+			case conflict(err), storage.IsTransient(err):
+				lastErr = err
+				continue
+			case err != nil:
+				return Item{}, false, fmt.Errorf("cancel %s: %w", id, err)
+			}
+			f.row = row
 			if err := first(ctx, readItem(f.row)); err != nil {
 				return Item{}, false, err
 			}

@@ -294,3 +294,9 @@ func ParseWhen(at, in string, now time.Time) (time.Time, error) {
 	}
 	return now.UTC(), nil
 }
+
+// EndHeard reports whether others hear of the task's end: tasks wait for
+// it (Waiters), or it is a member of a batch (not the batch's callback).
+func (it Item) EndHeard() bool {
+	return it.Waiters || it.Batch != "" && !it.Callback
+}

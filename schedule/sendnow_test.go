@@ -356,3 +356,110 @@ func TestChangeOfARowBeingSentWhoseRunStarted(t *testing.T) {
 		t.Errorf("runs asked about: %v, want %v", asked, want)
 	}
 }
+
+// A cancel that tells others before it removes the row (CancelWith's
+// first: a batch member's, a task others wait for) first takes the row's
+// send mark back, so that a message sent for the row — by the mover
+// early, or by its client that is still sending it — checked against the
+// row while the cancel is under way is stale, not run after its batch
+// heard it was cancelled (issue 38, simulator row 98, seed 14083: the
+// row's removal was slowed, and the replacement's message, checked
+// against the row that still stood, ran).
+func TestCancelTakesTheSendMarkBackBeforeTelling(t *testing.T) {
+	c, _, fc := newMemClient(t, Options{ChangesAfterSend: true})
+	ctxt := ctx(t)
+	now := fc.Now()
+	marked, err := c.Add(ctxt, Item{ID: "marked", Due: now.Add(4 * time.Second), Batch: "b1"}, AddOptions{Sending: now.Add(15 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MarkSent(ctxt, Sent{Item: marked, Token: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	sending, err := c.Add(ctxt, Item{ID: "sending", Due: now.Add(4 * time.Second), Waiters: true}, AddOptions{Sending: now.Add(15 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		it    Item
+		token string
+	}{{marked, "m1"}, {sending, "s1"}} {
+		env, err := c.Envelope(tc.it, tc.token, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := c.Current(ctxt, env); !ok || err != nil {
+			t.Fatalf("%s: before the cancel its message is current? %v, %v", tc.it.ID, ok, err)
+		}
+		told := false
+		got, err := c.CancelWith(ctxt, tc.it.ID, func(ctx context.Context, row Item) error {
+			told = true
+			if ok, err := c.Current(ctx, env); ok || err != nil {
+				t.Errorf("%s: while the cancel tells others, its message is current? %v, %v; want stale", tc.it.ID, ok, err)
+			}
+			return nil
+		})
+		if err != nil || !told || got.ID != tc.it.ID {
+			t.Fatalf("%s: cancel: %+v, %v (told %v)", tc.it.ID, got, err, told)
+		}
+		if _, err := c.Get(ctxt, tc.it.ID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s: after the cancel: %v; want ErrNotFound", tc.it.ID, err)
+		}
+	}
+	// A take-back whose answer was lost (the SDK's retry refused: the row
+	// changed) is tried again on the row as it is now; and a cancel
+	// without first, or of a task whose end nobody hears of, writes
+	// nothing before its delete.
+	mt := c.t
+	replaces := 0
+	lt := &lostAnswer{Table: mt, lose: func(ops []table.Op) bool {
+		if ops[0].Kind == table.Replace {
+			replaces++
+			return true
+		}
+		return false
+	}}
+	c.t = lt
+	for _, id := range []string{"lost", "plain", "alone"} {
+		batch := "b2"
+		if id == "alone" {
+			batch = ""
+		}
+		it, err := c.Add(ctxt, Item{ID: id, Due: now.Add(time.Hour), Batch: batch}, AddOptions{Sending: now.Add(15 * time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.MarkSent(ctxt, Sent{Item: it, Token: id + "1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lostRow, err := c.Get(ctxt, "lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := c.Envelope(lostRow, "lost1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.Current(ctxt, env); !ok || err != nil {
+		t.Fatalf("lost: before the cancel its message is current? %v, %v", ok, err)
+	}
+	if _, err := c.CancelWith(ctxt, "lost", func(ctx context.Context, row Item) error {
+		if ok, err := c.Current(ctx, env); ok || err != nil {
+			t.Errorf("lost: while the cancel tells others, its message is current? %v, %v; want stale", ok, err)
+		}
+		return nil
+	}); err != nil || !lt.lost {
+		t.Fatalf("cancel after the take-back's answer was lost: %v (lost %v)", err, lt.lost)
+	}
+	before := replaces
+	if _, err := c.Cancel(ctxt, "plain"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CancelWith(ctxt, "alone", func(context.Context, Item) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if replaces != before {
+		t.Fatalf("cancels of tasks whose end nobody hears of rewrote their rows %d times before deleting them", replaces-before)
+	}
+}
