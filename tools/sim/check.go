@@ -547,6 +547,13 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 			switch {
 			case t.spec.Replace && (old.accepted || old.ambiguous) && len(old.starts) == 0 && old.superseded.IsZero():
 				c.replacedLocked(old, t)
+			case t.spec.Replace && old.accepted && len(old.starts) > 0 && old.batch != nil && old.callbackOf == nil && !c.endedBeforeLocked(old, t.issued):
+				// A replace of a batch member under way (retrying,
+				// snoozing): the replacement takes the member's place,
+				// and its end is the member's (README, workflows; seed
+				// 14083: a snoozing member replaced, then cancelled, its
+				// batch told while the cancel was under way).
+				c.batchAltLocked(old, t)
 			case old.spec.Replace && old.accepted && !t.spec.Replace && !old.issued.After(t.returned):
 				// A replace that answered first while this schedule was
 				// under way, both accepted: the replace wrote last (this
@@ -760,12 +767,26 @@ func (c *checker) replacedLocked(old, t *ti) {
 func (c *checker) alternativeLocked(old, t *ti) {
 	old.shared, t.shared = true, true
 	old.alts = append(old.alts, t)
+	c.batchAltLocked(old, t)
+}
+
+// batchAltLocked records that t may have taken old's place in old's batch,
+// when old is a member: the batch may hear of either one's end.
+func (c *checker) batchAltLocked(old, t *ti) {
 	if b := old.batch; b != nil && old.callbackOf == nil {
 		if b.alt == nil {
 			b.alt = map[*ti][]*ti{}
 		}
 		b.alt[old] = append(b.alt[old], t)
 	}
+}
+
+// endedBeforeLocked reports whether t surely ended (succeeded, died, or
+// cancelled by a cancel that answered) before at: what replaces it then
+// is a task of its own.
+func (c *checker) endedBeforeLocked(t *ti, at time.Time) bool {
+	end, how := c.endedFor(t, true, at)
+	return !end.IsZero() && end.Before(at) && how != howBeingCancelled
 }
 
 // inheritLocked makes the replacement of a pending task take its place:
@@ -996,8 +1017,8 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 	// A batch's callback: after every member ended.
 	if b := t.callbackOf; b != nil {
 		for _, m := range b.members {
-			if end, _ := c.memberEnd(b, m, now); end.IsZero() || now.Before(end) {
-				c.violate(InvBatch, "callback %s of batch %s started at %s before member %s ended", ev.runID, b.id, c.at(now), m.id)
+			if end, how := c.memberEnd(b, m, now); end.IsZero() || now.Before(end) {
+				c.violate(InvBatch, "callback %s of batch %s started at %s before member %s ended (%s)", ev.runID, b.id, c.at(now), m.id, how)
 				break
 			}
 		}
@@ -1069,10 +1090,14 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 		// A cancel under way may have taken effect already (seed 1330:
 		// the callback of a batch whose member's cancel had counted it,
 		// answered seven seconds later).
-		return t.cancelling, "being cancelled"
+		return t.cancelling, howBeingCancelled
 	}
 	return time.Time{}, "it has not ended"
 }
+
+// howBeingCancelled is endedFor's word for a task whose cancel is under
+// way: it may have ended, not surely.
+const howBeingCancelled = "being cancelled"
 
 // parentEnd is endedFor of a parent, counting the schedulings of its id
 // that may have taken its place (ti.alts): the first of them to end as the
