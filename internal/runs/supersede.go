@@ -182,7 +182,7 @@ func (s *Store) ConfirmAgain(ctx context.Context, id string, m Meta) error {
 
 // SentStarted reports whether the message sent for a one-off task due at
 // due, with token, has already started its run: the record is past
-// queued and carries token, or no token (a worker claimed the message
+// queued (cancelled counts once an attempt was made) and carries token, or no token (a worker claimed the message
 // after checking its row, before the confirmation) and that due time. One
 // point read. A task whose message started is no longer pending, whatever
 // its row says until the mover's next pass (schedule.Options.SentStarted).
@@ -194,7 +194,10 @@ func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time
 	if err != nil || !ok {
 		return false, err
 	}
-	if notStarted(&cur) || cur.State == Cancelled {
+	if notStarted(&cur) || cur.State == Cancelled && cur.Attempts == 0 {
+		// (A run cancelled before any attempt has not started: a cancel
+		// tried again still removes its row. One cancelled while an
+		// attempt ran has: seed 14673, run-now ran it again.)
 		return false, nil
 	}
 	if token == "" {

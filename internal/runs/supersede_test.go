@@ -671,6 +671,38 @@ func TestSentStartedOfARunWaitingForItsRate(t *testing.T) {
 	}
 }
 
+// A run whose sent message started, cancelled while it ran, has started:
+// a run-now or reschedule of the row the mover has yet to remove must
+// not run the task again (issue 38, the simulator's seed 14673: a task
+// due now was cancelled while it ran, and a run-now half a minute later
+// moved its row and ran it again). A run cancelled before any attempt
+// has not: its row may still be removed by a cancel tried again.
+func TestSentStartedOfARunCancelledWhileItRan(t *testing.T) {
+	e := memEnv(t)
+	ctx := context.Background()
+	s := e.s
+	due := e.now().Truncate(time.Second)
+	for _, id := range []string{"ran", "never"} {
+		m := Meta{Type: "t", Due: due, Token: "tok-" + id}
+		if ok := s.Confirm(ctx, []Mark{{ID: id, Meta: m}}); !ok[0] {
+			t.Fatal("confirm failed")
+		}
+		if id == "ran" {
+			if _, err := s.Claim(ctx, id, "w1", 1, due.Add(time.Minute), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		e.mustState(t, id, Cancelled)
+		started, err := s.SentStarted(ctx, id, m.Token, due)
+		if err != nil || started != (id == "ran") {
+			t.Errorf("SentStarted of %s, cancelled = %v, %v; want %v", id, started, err, id == "ran")
+		}
+	}
+}
+
 // CancelPending tried again after its answer was lost finds its own
 // cancelled record and succeeds; a run of that due time that succeeded
 // stands, refused with ErrAlreadyFinished.
