@@ -61,16 +61,20 @@ type cancelOnly struct {
 // cancel is Cancel, narrowed by only when it is not nil.
 func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (CancelResult, error) {
 	res := CancelResult{ID: id}
-	first := func(ctx context.Context, row Item) error { return c.cancelWaitedFor(ctx, row, false) }
+	steps := schedule.CancelSteps{First: func(ctx context.Context, row Item) error { return c.cancelWaitedFor(ctx, row, false) }}
 	if only != nil {
-		first = func(ctx context.Context, row Item) error {
+		// The operation's filter is checked before anything is written:
+		// a row of the id that is another task's now is left as it is
+		// (its send mark too).
+		steps.Check = func(row Item) error {
 			if !only.selects(row) {
 				return fmt.Errorf("cancel %s: %w: its pending row is of another task now (type %s, due %s)", id, errNotSelected, row.Type, row.Due.UTC().Format(time.RFC3339))
 			}
-			return c.cancelWaitedFor(ctx, row, true)
+			return nil
 		}
+		steps.First = func(ctx context.Context, row Item) error { return c.cancelWaitedFor(ctx, row, true) }
 	}
-	it, unsure, err := c.sched.CancelReport(ctx, id, first)
+	it, unsure, err := c.sched.CancelReport(ctx, id, steps)
 	var refused error // the id's row is another task's: the listed one may have been moved
 	switch {
 	case err == nil:

@@ -24,24 +24,34 @@ func (c *Client) Cancel(ctx context.Context, id string) (Item, error) {
 	return c.CancelWith(ctx, id, nil)
 }
 
-// CancelWith is Cancel calling first, when not nil, with the task as found
-// before its row is deleted (again after a conflict: it must be
-// idempotent); an error of first stops the cancel, with nothing deleted.
-// When first is given, others hear of the task's end (tasks wait for it,
-// or it is a batch member) and its message was sent early, or is being
-// sent by its client, the row's send mark is taken back before first is
-// called, so that message is stale from then on, even if the delete
-// fails or is slow (a run whose message was checked against its row just
-// before may still claim it).
+// CancelWith is Cancel with CancelSteps{First: first}.
 func (c *Client) CancelWith(ctx context.Context, id string, first func(ctx context.Context, it Item) error) (Item, error) {
-	it, _, err := c.CancelReport(ctx, id, first)
+	it, _, err := c.CancelReport(ctx, id, CancelSteps{First: first})
 	return it, err
 }
 
+// CancelSteps are what a cancel (CancelReport) does beside removing the
+// task's row.
+type CancelSteps struct {
+	// Check, when set, is called with the task as found (again after a
+	// conflict) before anything is written; an error stops the cancel,
+	// with nothing written.
+	Check func(it Item) error
+	// First, when set, is called with the task as found before its row
+	// is deleted (again after a conflict: it must be idempotent); an
+	// error stops the cancel, with nothing deleted. When others hear of
+	// the task's end (Item.EndHeard) and its message was sent early, or
+	// is being sent by its client, the row's send mark is taken back
+	// before First is called, so that message is stale from then on even
+	// if the delete is slow (one whose message was checked against its
+	// row just before may still run), and put back when First fails.
+	First func(ctx context.Context, it Item) error
+}
+
 // takeBackSent takes the send mark back from the row of a one-off task
-// whose end others hear of (Item.EndHeard) and whose message was sent (Sent) or is being sent by its client
-// (SendingUntil, not marked yet), before a cancel tells others that the
-// task ended: that message, checked against the row (Current) while the
+// whose end others hear of (Item.EndHeard) and whose message was sent
+// (Sent) or is being sent by its client (SendingUntil, not marked yet),
+// before a cancel tells others that the task ended: that message, checked against the row (Current) while the
 // cancel is under way, is then stale — the token is gone, and the row is
 // no longer as the client read it — and is acknowledged without running
 // (issue 38, simulator row 98: a batch member's replacement, sent by its
@@ -65,7 +75,42 @@ func (c *Client) takeBackSent(ctx context.Context, row table.Entity) (table.Enti
 	return table.Entity{PartitionKey: row.PartitionKey, RowKey: row.RowKey, Props: props, ETag: etagAt(etags, 0)}, nil
 }
 
-// CancelReport is CancelWith, also telling whether the cancel is unsure
+// putBackSent puts back the send mark that takeBackSent took from the row
+// read as taken, on the row as it is now (row), when a cancel stops after
+// taking it: the row stays pending, and what reads its mark (a reschedule
+// or run-now refusing a task whose message started, a replace taking its
+// confirmation back, the mover) must find it. Conditional on row; a row
+// changed since is left to whoever changed it, and a failure is logged.
+func (c *Client) putBackSent(ctx context.Context, id string, taken *table.Entity, row table.Entity) {
+	if !takenFrom(row, taken) || oneOffSent(*taken) == "" || oneOffSent(row) != "" {
+		return
+	}
+	props := table.Props(row.Props).Clone()
+	for _, k := range []string{PropSent, PropConfirmed} {
+		if v, ok := taken.Props[k]; ok {
+			props[k] = v
+		}
+	}
+	if _, err := c.t.Submit(ctx, []table.Op{{Kind: table.Replace, PartitionKey: row.PartitionKey, RowKey: row.RowKey, Props: props, IfMatch: row.ETag}}); err != nil {
+		c.opts.Logger.Warn("a cancel that stopped could not put back the send mark it took from the task's row; the mover sends the task again, and its run record refuses a second run of it", "task_id", id, "err", err)
+	}
+}
+
+// takenFrom reports whether row is the row taken (as read before a
+// take-back of its send mark) but for that mark: the same row of the same
+// task, not one a change wrote since (a reschedule's, or a replace's of
+// the same due time).
+func takenFrom(row table.Entity, taken *table.Entity) bool {
+	if taken == nil || row.PartitionKey != taken.PartitionKey || row.RowKey != taken.RowKey {
+		return false
+	}
+	want := table.Props(taken.Props).Clone()
+	want.Delete(PropSent)
+	want.Delete(PropConfirmed)
+	return sameContent(want, row.Props)
+}
+
+// CancelReport is Cancel with steps, also telling whether the cancel is unsure
 // that it removed the row: its delete failed without saying whether it
 // committed (a lost answer: the SDK's retry met no row, or the request
 // timed out), and the row is gone since. The delete is then taken for
@@ -74,8 +119,11 @@ func (c *Client) takeBackSent(ctx context.Context, row table.Entity) (table.Enti
 // for lost) — but the mover may have moved the row instead, so the caller
 // checks the run (a run of its due time that already finished means the
 // task ran), and a large payload's blob is left to its retention.
-func (c *Client) CancelReport(ctx context.Context, id string, first func(ctx context.Context, it Item) error) (it Item, unsure bool, err error) {
+func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps) (it Item, unsure bool, err error) {
 	var lastErr error
+	// taken is the row as read before a take-back of its send mark was
+	// tried (takeBackSent), to put the mark back when First fails.
+	var taken *table.Entity
 	// tried is the row of a delete that failed without saying whether it
 	// committed. A refusal because the row had changed (a precondition
 	// failed) says ours did not, and clears it.
@@ -95,20 +143,32 @@ func (c *Client) CancelReport(ctx context.Context, id string, first func(ctx con
 		if try == retries {
 			return Item{}, false, fmt.Errorf("cancel %s: still failing after %d attempts: %w", id, retries, lastErr)
 		}
+		if steps.Check != nil {
+			if err := steps.Check(readItem(f.row)); err != nil {
+				return Item{}, false, err
+			}
+		}
 		if err := c.refuseSentChange(ctx, id, f.row, "cancel", "cancelled"); err != nil {
 			return Item{}, false, err
 		}
-		if first != nil {
-			row, err := c.takeBackSent(ctx, f.row)
-			switch {
-			case conflict(err), storage.IsTransient(err):
-				lastErr = err
-				continue
-			case err != nil:
-				return Item{}, false, fmt.Errorf("cancel %s: %w", id, err)
+		if steps.First != nil {
+			if oneOffSent(f.row) != "" || !takenFrom(f.row, taken) {
+				read := f.row
+				row, err := c.takeBackSent(ctx, f.row)
+				if row.ETag != read.ETag || err != nil {
+					taken = &read
+				}
+				switch {
+				case conflict(err), storage.IsTransient(err):
+					lastErr = err
+					continue
+				case err != nil:
+					return Item{}, false, fmt.Errorf("cancel %s: %w", id, err)
+				}
+				f.row = row
 			}
-			f.row = row
-			if err := first(ctx, readItem(f.row)); err != nil {
+			if err := steps.First(ctx, readItem(f.row)); err != nil {
+				c.putBackSent(ctx, id, taken, f.row)
 				return Item{}, false, err
 			}
 		}

@@ -523,7 +523,7 @@ func TestCancelIsIdempotentAfterALostAnswer(t *testing.T) {
 	if _, err := c.Add(ctx(t), Item{ID: "moved", Type: "mail", Due: t0.Add(time.Hour)}, AddOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, unsure, err := c.CancelReport(ctx(t), "moved", nil); !errors.Is(err, ErrNotFound) || unsure {
+	if _, unsure, err := c.CancelReport(ctx(t), "moved", CancelSteps{}); !errors.Is(err, ErrNotFound) || unsure {
 		t.Fatalf("cancel of a row moved before our delete: %v (unsure %v); want ErrNotFound", err, unsure)
 	}
 }

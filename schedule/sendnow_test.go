@@ -407,43 +407,31 @@ func TestCancelTakesTheSendMarkBackBeforeTelling(t *testing.T) {
 		}
 	}
 	// A take-back whose answer was lost (the SDK's retry refused: the row
-	// changed) is tried again on the row as it is now; and a cancel
-	// without first, or of a task whose end nobody hears of, writes
-	// nothing before its delete.
+	// changed) is tried again on the row as it is now.
 	mt := c.t
-	replaces := 0
-	lt := &lostAnswer{Table: mt, lose: func(ops []table.Op) bool {
-		if ops[0].Kind == table.Replace {
-			replaces++
-			return true
-		}
-		return false
-	}}
+	lt := &lostAnswer{Table: mt, lose: func(ops []table.Op) bool { return ops[0].Kind == table.Replace }}
 	c.t = lt
-	for _, id := range []string{"lost", "plain", "alone"} {
-		batch := "b2"
-		if id == "alone" {
-			batch = ""
-		}
+	sentRow := func(id, batch string) (Item, queue.Envelope) {
 		it, err := c.Add(ctxt, Item{ID: id, Due: now.Add(time.Hour), Batch: batch}, AddOptions{Sending: now.Add(15 * time.Second)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.MarkSent(ctxt, Sent{Item: it, Token: id + "1"}); err != nil {
+		if err := c.MarkSent(ctxt, Sent{Item: it, Token: id + "1", Confirmed: true}); err != nil {
 			t.Fatal(err)
 		}
+		if it, err = c.Get(ctxt, id); err != nil {
+			t.Fatal(err)
+		}
+		env, err := c.Envelope(it, id+"1", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := c.Current(ctxt, env); !ok || err != nil {
+			t.Fatalf("%s: before the cancel its message is current? %v, %v", id, ok, err)
+		}
+		return it, env
 	}
-	lostRow, err := c.Get(ctxt, "lost")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := c.Envelope(lostRow, "lost1", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := c.Current(ctxt, env); !ok || err != nil {
-		t.Fatalf("lost: before the cancel its message is current? %v, %v", ok, err)
-	}
+	_, env := sentRow("lost", "b2")
 	if _, err := c.CancelWith(ctxt, "lost", func(ctx context.Context, row Item) error {
 		if ok, err := c.Current(ctx, env); ok || err != nil {
 			t.Errorf("lost: while the cancel tells others, its message is current? %v, %v; want stale", ok, err)
@@ -452,14 +440,64 @@ func TestCancelTakesTheSendMarkBackBeforeTelling(t *testing.T) {
 	}); err != nil || !lt.lost {
 		t.Fatalf("cancel after the take-back's answer was lost: %v (lost %v)", err, lt.lost)
 	}
-	before := replaces
+	// A cancel whose First fails puts the mark back: the row stays
+	// pending, marked as sent with its token and confirmation, and its
+	// message is current again.
+	rc := &replaceCounter{Table: mt}
+	c.t = rc
+	_, env = sentRow("stopped", "b2")
+	failed := errors.New("telling the batch failed")
+	if _, err := c.CancelWith(ctxt, "stopped", func(context.Context, Item) error { return failed }); !errors.Is(err, failed) {
+		t.Fatalf("cancel whose First fails: %v; want its error", err)
+	}
+	if it, err := c.Get(ctxt, "stopped"); err != nil || !it.Sent {
+		t.Fatalf("after the stopped cancel the row is %+v, %v; want it pending and marked sent", it, err)
+	}
+	if row, err := mt.Get(ctxt, "00", env.Row[len("00/"):]); err != nil || oneOffSent(row) != "stopped1" || row.Props.Str(PropConfirmed) != "stopped1" {
+		t.Fatalf("after the stopped cancel the row carries %v, %v; want its token and confirmation back", row.Props, err)
+	}
+	if ok, err := c.Current(ctxt, env); !ok || err != nil {
+		t.Fatalf("after the stopped cancel its message is current? %v, %v; want current", ok, err)
+	}
+	if rc.n != 2 {
+		t.Fatalf("the stopped cancel wrote the row %d times; want 2 (the take-back, the put-back)", rc.n)
+	}
+	// A cancel whose Check refuses, one without First, and one of a task
+	// whose end nobody hears of write nothing before their delete.
+	rc.n = 0
+	sentRow("refused", "b2")
+	notOurs := errors.New("not the task listed")
+	if _, _, err := c.CancelReport(ctxt, "refused", CancelSteps{Check: func(Item) error { return notOurs },
+		First: func(context.Context, Item) error { t.Error("First called after Check refused"); return nil }}); !errors.Is(err, notOurs) {
+		t.Fatalf("cancel whose Check refuses: %v; want its error", err)
+	}
+	if it, err := c.Get(ctxt, "refused"); err != nil || !it.Sent {
+		t.Fatalf("after the refused cancel the row is %+v, %v; want it as it was", it, err)
+	}
+	sentRow("plain", "b2")
+	sentRow("alone", "")
 	if _, err := c.Cancel(ctxt, "plain"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.CancelWith(ctxt, "alone", func(context.Context, Item) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if replaces != before {
-		t.Fatalf("cancels of tasks whose end nobody hears of rewrote their rows %d times before deleting them", replaces-before)
+	if rc.n != 0 {
+		t.Fatalf("cancels that tell nobody, or were refused, rewrote rows %d times", rc.n)
 	}
+}
+
+// replaceCounter is a table that counts the Replace operations submitted.
+type replaceCounter struct {
+	table.Table
+	n int
+}
+
+func (r *replaceCounter) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	for _, op := range ops {
+		if op.Kind == table.Replace {
+			r.n++
+		}
+	}
+	return r.Table.Submit(ctx, ops)
 }
