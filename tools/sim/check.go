@@ -158,9 +158,17 @@ type batch struct {
 // tasks that may have taken its place.
 func (c *checker) memberEnd(b *batch, m *ti, by time.Time) (time.Time, string) {
 	end, how := c.endedFor(m, true, by)
-	for _, a := range b.alt[m] {
+	// The schedulings that may have taken m's place, and theirs in turn.
+	alts := slices.Clone(b.alt[m])
+	for i := 0; i < len(alts); i++ {
+		a := alts[i]
 		if e, h := c.endedFor(a, true, by); !e.IsZero() && (end.IsZero() || e.Before(end)) {
 			end, how = e, h
+		}
+		for _, n := range b.alt[a] {
+			if n != m && !slices.Contains(alts, n) {
+				alts = append(alts, n)
+			}
 		}
 	}
 	return end, how
@@ -547,13 +555,17 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 			switch {
 			case t.spec.Replace && (old.accepted || old.ambiguous) && len(old.starts) == 0 && old.superseded.IsZero():
 				c.replacedLocked(old, t)
-			case t.spec.Replace && old.accepted && len(old.starts) > 0 && old.batch != nil && old.callbackOf == nil && !c.endedBeforeLocked(old, t.issued):
+			case t.spec.Replace && old.accepted && len(old.starts) > 0 && old.batch != nil && old.callbackOf == nil &&
+				!c.endedBeforeLocked(old, t.issued) && c.lastBeforeLocked(old, t):
 				// A replace of a batch member under way (retrying,
-				// snoozing): the replacement takes the member's place,
-				// and its end is the member's (README, workflows; seed
-				// 14083: a snoozing member replaced, then cancelled, its
-				// batch told while the cancel was under way).
+				// snoozing), with no other scheduling of the id written
+				// after it: the replacement takes the member's place, and
+				// its end is the member's (README, workflows; seed 14083:
+				// a snoozing member replaced, then cancelled, its batch
+				// told while the cancel was under way). A replace of it
+				// in turn joins the batch as well.
 				c.batchAltLocked(old, t)
+				t.batch = old.batch
 			case old.spec.Replace && old.accepted && !t.spec.Replace && !old.issued.After(t.returned):
 				// A replace that answered first while this schedule was
 				// under way, both accepted: the replace wrote last (this
@@ -781,6 +793,16 @@ func (c *checker) batchAltLocked(old, t *ti) {
 	}
 }
 
+// lastBeforeLocked reports whether old is the last scheduling of its id
+// issued before t: the product's replace reads the id's pending row
+// first, and a later scheduling of the id pending beside old, not a
+// member, is what t replaces.
+func (c *checker) lastBeforeLocked(old, t *ti) bool {
+	return !slices.ContainsFunc(c.byID[t.id], func(o *ti) bool {
+		return o != t && o != old && (o.accepted || o.ambiguous) && o.issued.After(old.issued) && o.issued.Before(t.issued)
+	})
+}
+
 // endedBeforeLocked reports whether t surely ended (succeeded, died, or
 // cancelled by a cancel that answered) before at: what replaces it then
 // is a task of its own.
@@ -795,10 +817,10 @@ func (c *checker) endedBeforeLocked(t *ti, at time.Time) bool {
 func (c *checker) inheritLocked(old, t *ti) {
 	if b := old.batch; b != nil {
 		t.batch = b
-		for i, m := range b.members {
-			if m == old {
-				b.members[i] = t
-			}
+		if i := slices.Index(b.members, old); i >= 0 {
+			b.members[i] = t
+		} else {
+			c.batchAltLocked(old, t) // old took a member's place
 		}
 	}
 	for _, o := range c.tis {

@@ -12,8 +12,10 @@ import (
 // retrying) takes the member's place, as the README says: the batch may
 // hear of the replacement's end, a cancel of it under way included (seed
 // 14083: a snoozing member replaced and then cancelled; the callback,
-// released by the cancel, was taken for early). A replace of a member
-// that had already ended is a task of its own.
+// released by the cancel, was taken for early), and so of the end of a
+// replace of the replacement. A replace of a member that had already
+// ended, or of a task of the member's id scheduled again beside it, is a
+// task of its own.
 func TestReplacingAMemberUnderWayTakesItsPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := &World{plan: &Scenario{Config: Config{Start: time.Now()}}, begin: time.Now(), stats: newCoverage(), logs: newRing(10)}
@@ -28,20 +30,32 @@ func TestReplacingAMemberUnderWayTakesItsPlace(t *testing.T) {
 			m.starts = append(m.starts, &runEv{ti: m, runID: id, due: m.due, attempt: 1, start: w.now(), end: w.now(), outcome: outcome})
 			return m
 		}
-		snoozing, done := member("t1", "snooze"), member("t2", "ok")
+		snoozing, done, behind := member("t1", "snooze"), member("t2", "ok"), member("t3", "snooze")
+		// t3's id is scheduled again, without Replace and with no batch:
+		// a replace of the id then replaces that pending task.
+		time.Sleep(time.Second)
+		again := c.newTI(TaskSpec{ID: "t3", Type: "plain"}, nil, nil)
+		c.scheduled(again, w.now(), leasecron.Item{ID: "t3", Due: w.now().Add(time.Hour)}, nil)
 		time.Sleep(time.Second)
 		replace := func(id string) *ti {
 			r := c.newTI(TaskSpec{ID: id, Type: "pausable", Replace: true}, nil, nil)
-			c.scheduled(r, w.now(), leasecron.Item{ID: id, Due: w.now().Add(4 * time.Second)}, nil)
+			c.scheduled(r, w.now(), leasecron.Item{ID: id, Due: w.now().Add(time.Minute)}, nil)
 			return r
 		}
-		r1, r2 := replace("t1"), replace("t2")
+		r1, r2, r3 := replace("t1"), replace("t2"), replace("t3")
 		if alts := b.alt[snoozing]; len(alts) != 1 || alts[0] != r1 {
-			t.Errorf("the replacement of a snoozing member is not in its place: %v", alts)
+			t.Errorf("the replacement of a snoozing member is not in its place: %d alternatives", len(alts))
 		}
 		if alts := b.alt[done]; len(alts) != 0 {
-			t.Errorf("the replacement of a member that succeeded took its place: %v (of %v)", alts, r2)
+			t.Errorf("the replacement of a member that succeeded took its place: %d alternatives (the replacement is %d)", len(alts), r2.inc)
 		}
+		if alts := b.alt[behind]; len(alts) != 0 {
+			t.Errorf("the replacement of a pending task of a member's id took the member's place: %d alternatives (the replacement is %d)", len(alts), r3.inc)
+		}
+		// The replacement replaced in turn, while pending: the new one
+		// takes the place too.
+		time.Sleep(time.Second)
+		r1b := replace("t1")
 		time.Sleep(time.Second)
 		issued := w.now()
 		c.cancelIssued("t1", issued)
@@ -50,7 +64,7 @@ func TestReplacingAMemberUnderWayTakesItsPlace(t *testing.T) {
 		end, how := c.memberEnd(b, snoozing, w.now())
 		c.mu.Unlock()
 		if !end.Equal(issued) || how != howBeingCancelled {
-			t.Errorf("the snoozing member, its replacement being cancelled, ended at %s (%s); want %s, %s", c.at(end), how, c.at(issued), howBeingCancelled)
+			t.Errorf("the snoozing member, its replacement's replacement (%d) being cancelled, ended at %s (%s); want %s, %s", r1b.inc, c.at(end), how, c.at(issued), howBeingCancelled)
 		}
 	})
 }
