@@ -249,6 +249,9 @@ type checker struct {
 	firstDequeue map[string]time.Time
 	// rowWrites: the commits of a task's schedule rows, by id.
 	rowWrites map[string][]rowWrite
+	// runStates: the state list rows a run's record was given, by run
+	// id, as committed (runsCommit).
+	runStates map[string][]runState
 	pauses    []pauseEv
 	bulks     []bulkEv
 	status    map[string]leasecron.Status // the latest status of each id, at the end
@@ -266,7 +269,7 @@ type checker struct {
 func newChecker(w *World) *checker {
 	c := &checker{w: w, byInc: map[int]*ti{}, byID: map[string][]*ti{}, logical: map[string]string{}, batches: map[string]*batch{},
 		notes: map[*proc][]procNote{}, hits: map[*proc][]time.Time{}, blobHits: map[*proc][]time.Time{},
-		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, firstDequeue: map[string]time.Time{}, rowWrites: map[string][]rowWrite{}, status: map[string]leasecron.Status{},
+		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, firstDequeue: map[string]time.Time{}, rowWrites: map[string][]rowWrite{}, runStates: map[string][]runState{}, status: map[string]leasecron.Status{},
 		moved: map[string][]movedRow{}}
 	var most time.Duration
 	for _, cs := range w.plan.Clocks {
@@ -629,6 +632,60 @@ func (c *checker) moverCommit(cm memstore.Commit) {
 			c.moved[id] = append(c.moved[id], movedRow{at: now, due: due, gen: gen})
 		}
 	}
+}
+
+// runsCommit notes the state list rows (x~{state}~…) a commit of the
+// run records inserted: when each run's record was claimed, put back or
+// ended, as the product saw it (startedByLocked).
+func (c *checker) runsCommit(cm memstore.Commit) {
+	if cm.Table != runsTable {
+		return
+	}
+	now := c.w.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range cm.Rows {
+		id, _ := r.Props["Id"].(string)
+		if r.Deleted || !strings.HasPrefix(r.RowKey, "x~") || id == "" {
+			continue
+		}
+		st, _ := r.Props["State"].(string)
+		n, _ := tokenOf(r.Props["Attempts"])
+		c.runStates[id] = append(c.runStates[id], runState{at: now, state: st, attempts: n})
+	}
+}
+
+// runState is a state list row committed for a run: when, its state and
+// its attempts.
+type runState struct {
+	at       time.Time
+	state    string
+	attempts int64
+}
+
+// startedByLocked reports whether the run runID had started by at as its
+// record says: the last state row it was given by then is past queued —
+// claimed (running), failed and waiting for its retry, or snoozed after
+// an attempt — though its handler may begin later (seed 14895: a claimed
+// occurrence's payload and slot took 14 s under storage faults, and the
+// series was disabled in between).
+func (c *checker) startedByLocked(runID string, at time.Time) bool {
+	var last *runState
+	for i, r := range c.runStates[runID] {
+		if !r.at.After(at) {
+			last = &c.runStates[runID][i]
+		}
+	}
+	if last == nil {
+		return false
+	}
+	switch last.state {
+	case "running", "failed":
+		return true
+	case "snoozed":
+		return last.attempts > 0
+	}
+	return false
 }
 
 // movedRow is a schedule row a mover removed: when, the due time its key
@@ -1587,7 +1644,7 @@ func (c *checker) checkDisabledLocked(t *ti, ev *runEv) {
 	for _, d := range t.disabled {
 		// An occurrence already under way when the series was disabled
 		// finishes (its retries run); none starts afresh.
-		begun := false
+		begun := c.startedByLocked(ev.runID, d.from)
 		for _, o := range t.starts {
 			if o.runID == ev.runID && o.start.Before(d.from) {
 				begun = true

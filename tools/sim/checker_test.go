@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/memstore"
 )
 
 // A replace of a batch member that has started and not ended (snoozing,
@@ -65,6 +66,46 @@ func TestReplacingAMemberUnderWayTakesItsPlace(t *testing.T) {
 		c.mu.Unlock()
 		if !end.Equal(issued) || how != howBeingCancelled {
 			t.Errorf("the snoozing member, its replacement's replacement (%d) being cancelled, ended at %s (%s); want %s, %s", r1b.inc, c.at(end), how, c.at(issued), howBeingCancelled)
+		}
+	})
+}
+
+// The checker learns from the run records' commits when a run was
+// claimed: a run claimed before a disable has started, though its handler
+// begins later (seed 14895); one claimed and given back, or put back for
+// its rate before any attempt, has not.
+func TestRunStartsAreReadFromTheRecordsCommits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &World{plan: &Scenario{Config: Config{Start: time.Now()}}, begin: time.Now(), stats: newCoverage(), logs: newRing(10)}
+		w.chk = newChecker(w)
+		c := w.chk
+		state := func(id, st string, attempts int64) {
+			c.runsCommit(memstore.Commit{Table: runsTable, Partition: "p0", Rows: []memstore.CommittedRow{
+				{RowKey: "x~queued~1~" + id, Deleted: true},
+				{RowKey: "x~" + st + "~1~" + id, Props: map[string]any{"Id": id, "State": st, "Attempts": attempts}},
+				{RowKey: "r~" + id, Props: map[string]any{"Id": id, "State": st}},
+			}})
+		}
+		state("claimed", "queued", 0)
+		state("given-back", "queued", 0)
+		state("waiting", "queued", 0)
+		time.Sleep(time.Second)
+		state("claimed", "running", 1)
+		state("given-back", "running", 1)
+		state("waiting", "snoozed", 0)
+		time.Sleep(time.Second)
+		state("given-back", "queued", 0)
+		time.Sleep(time.Second)
+		at := w.now()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for id, want := range map[string]bool{"claimed": true, "given-back": false, "waiting": false, "unknown": false} {
+			if got := c.startedByLocked(id, at); got != want {
+				t.Errorf("%s started by now: %v; want %v", id, got, want)
+			}
+		}
+		if c.startedByLocked("claimed", w.begin) {
+			t.Error("claimed started before its claim")
 		}
 	})
 }

@@ -32,6 +32,9 @@ const fenceRow = "~fence"
 // scheduleTable is the default schedule table's name.
 const scheduleTable = "ScheduledItems"
 
+// runsTable is the run records' table (names.table_runs's default).
+const runsTable = "Runs"
+
 func (f *fences) commit(w *World, c memstore.Commit) {
 	if c.Table != scheduleTable {
 		return
@@ -62,6 +65,8 @@ func tokenOf(v any) (int64, bool) {
 	switch x := v.(type) {
 	case int64:
 		return x, true
+	case int32:
+		return int64(x), true
 	case int:
 		return int64(x), true
 	case float64:

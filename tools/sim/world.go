@@ -168,6 +168,7 @@ func newWorld(t *testing.T, sc *Scenario) *World {
 		OnCommit: func(c memstore.Commit) {
 			w.fence.commit(w, c)
 			w.chk.moverCommit(c)
+			w.chk.runsCommit(c)
 			if c.Table == scheduleTable && c.Partition == "~shards" && slices.ContainsFunc(c.Rows, func(r memstore.CommittedRow) bool {
 				// (A map row without a count only sizes the run records.)
 				n, _ := tokenOf(r.Props[shard.PropCount])
