@@ -75,39 +75,35 @@ func (c *Client) takeBackSent(ctx context.Context, row table.Entity) (table.Enti
 	return table.Entity{PartitionKey: row.PartitionKey, RowKey: row.RowKey, Props: props, ETag: etagAt(etags, 0)}, nil
 }
 
-// putBackSent puts back the send mark that takeBackSent took from the row
-// read as taken, on the row as it is now (row), when a cancel stops after
-// taking it: the row stays pending, and what reads its mark (a reschedule
-// or run-now refusing a task whose message started, a replace taking its
-// confirmation back, the mover) must find it. Conditional on row; a row
-// changed since is left to whoever changed it, and a failure is logged.
-func (c *Client) putBackSent(ctx context.Context, id string, taken *table.Entity, row table.Entity) {
-	if !takenFrom(row, taken) || oneOffSent(*taken) == "" || oneOffSent(row) != "" {
+// sentMarks are the send marks of row that takeBackSent removes.
+func sentMarks(row table.Entity) table.Props {
+	marks := table.Props{}
+	for _, k := range []string{PropSent, PropConfirmed} {
+		if v, ok := row.Props[k]; ok {
+			marks[k] = v
+		}
+	}
+	return marks
+}
+
+// putBackSent puts the send marks taken back on the row when a cancel
+// stops before it told anyone (First failed, or the cancel gave up): the
+// row stays pending, and what reads its mark (a reschedule or run-now
+// refusing a task whose message started, a replace taking its
+// confirmation back, the mover) must find it. Only while the row is as
+// the take-back left it (wrote, its ETag); a row written since, or a
+// take-back whose answer was lost, is left as it is, and a failure is
+// logged. (A row being sent had no mark to put back: its client's mark
+// is refused, and the mover moves the row once its SendingUntil passes.)
+func (c *Client) putBackSent(ctx context.Context, id string, row table.Entity, wrote string, taken table.Props) {
+	if wrote == "" || row.ETag != wrote || len(taken) == 0 {
 		return
 	}
 	props := table.Props(row.Props).Clone()
-	for _, k := range []string{PropSent, PropConfirmed} {
-		if v, ok := taken.Props[k]; ok {
-			props[k] = v
-		}
-	}
-	if _, err := c.t.Submit(ctx, []table.Op{{Kind: table.Replace, PartitionKey: row.PartitionKey, RowKey: row.RowKey, Props: props, IfMatch: row.ETag}}); err != nil {
+	maps.Copy(props, taken)
+	if _, err := c.t.Submit(ctx, []table.Op{{Kind: table.Replace, PartitionKey: row.PartitionKey, RowKey: row.RowKey, Props: props, IfMatch: wrote}}); err != nil {
 		c.opts.Logger.Warn("a cancel that stopped could not put back the send mark it took from the task's row; the mover sends the task again, and its run record refuses a second run of it", "task_id", id, "err", err)
 	}
-}
-
-// takenFrom reports whether row is the row taken (as read before a
-// take-back of its send mark) but for that mark: the same row of the same
-// task, not one a change wrote since (a reschedule's, or a replace's of
-// the same due time).
-func takenFrom(row table.Entity, taken *table.Entity) bool {
-	if taken == nil || row.PartitionKey != taken.PartitionKey || row.RowKey != taken.RowKey {
-		return false
-	}
-	want := table.Props(taken.Props).Clone()
-	want.Delete(PropSent)
-	want.Delete(PropConfirmed)
-	return sameContent(want, row.Props)
 }
 
 // CancelReport is Cancel with steps, also telling whether the cancel is unsure
@@ -121,9 +117,12 @@ func takenFrom(row table.Entity, taken *table.Entity) bool {
 // task ran), and a large payload's blob is left to its retention.
 func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps) (it Item, unsure bool, err error) {
 	var lastErr error
-	// taken is the row as read before a take-back of its send mark was
-	// tried (takeBackSent), to put the mark back when First fails.
-	var taken *table.Entity
+	// wrote is the ETag the take-back of the row's send mark left it with
+	// (takeBackSent), and taken the marks it removed: while the row still
+	// has that ETag the take-back stands, and the marks go back when the
+	// cancel stops before First has told anyone (putBackSent).
+	var wrote string
+	var taken table.Props
 	// tried is the row of a delete that failed without saying whether it
 	// committed. A refusal because the row had changed (a precondition
 	// failed) says ours did not, and clears it.
@@ -140,36 +139,38 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 			}
 			return Item{}, false, err
 		}
+		stop := func(err error) (Item, bool, error) {
+			c.putBackSent(ctx, id, f.row, wrote, taken)
+			return Item{}, false, err
+		}
 		if try == retries {
-			return Item{}, false, fmt.Errorf("cancel %s: still failing after %d attempts: %w", id, retries, lastErr)
+			return stop(fmt.Errorf("cancel %s: still failing after %d attempts: %w", id, retries, lastErr))
 		}
 		if steps.Check != nil {
 			if err := steps.Check(readItem(f.row)); err != nil {
-				return Item{}, false, err
+				return stop(err)
 			}
 		}
 		if err := c.refuseSentChange(ctx, id, f.row, "cancel", "cancelled"); err != nil {
-			return Item{}, false, err
+			return stop(err)
 		}
 		if steps.First != nil {
-			if oneOffSent(f.row) != "" || !takenFrom(f.row, taken) {
-				read := f.row
+			if f.row.ETag != wrote {
 				row, err := c.takeBackSent(ctx, f.row)
-				if row.ETag != read.ETag || err != nil {
-					taken = &read
-				}
 				switch {
 				case conflict(err), storage.IsTransient(err):
 					lastErr = err
 					continue
 				case err != nil:
-					return Item{}, false, fmt.Errorf("cancel %s: %w", id, err)
+					return stop(fmt.Errorf("cancel %s: %w", id, err))
+				}
+				if row.ETag != f.row.ETag {
+					wrote, taken = row.ETag, sentMarks(f.row)
 				}
 				f.row = row
 			}
 			if err := steps.First(ctx, readItem(f.row)); err != nil {
-				c.putBackSent(ctx, id, taken, f.row)
-				return Item{}, false, err
+				return stop(err)
 			}
 		}
 		if mutate.On(mutate.CancelNoop) {

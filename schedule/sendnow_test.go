@@ -3,6 +3,7 @@ package schedule
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -440,6 +441,26 @@ func TestCancelTakesTheSendMarkBackBeforeTelling(t *testing.T) {
 	}); err != nil || !lt.lost {
 		t.Fatalf("cancel after the take-back's answer was lost: %v (lost %v)", err, lt.lost)
 	}
+	// A take-back of a row being sent that failed without reaching the
+	// table (a busy answer) is tried again: the client's message is stale
+	// once First tells anyone.
+	c.t = &failFirstReplace{Table: mt}
+	beingSent, err := c.Add(ctxt, Item{ID: "busy", Due: now.Add(time.Hour), Batch: "b2"}, AddOptions{Sending: now.Add(15 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busyEnv, err := c.Envelope(beingSent, "busy1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CancelWith(ctxt, "busy", func(ctx context.Context, row Item) error {
+		if ok, err := c.Current(ctx, busyEnv); ok || err != nil {
+			t.Errorf("busy: while the cancel tells others, its message is current? %v, %v; want stale", ok, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("cancel after a busy take-back: %v", err)
+	}
 	// A cancel whose First fails puts the mark back: the row stays
 	// pending, marked as sent with its token and confirmation, and its
 	// message is current again.
@@ -485,6 +506,21 @@ func TestCancelTakesTheSendMarkBackBeforeTelling(t *testing.T) {
 	if rc.n != 0 {
 		t.Fatalf("cancels that tell nobody, or were refused, rewrote rows %d times", rc.n)
 	}
+}
+
+// failFirstReplace is a table whose first Replace is refused as busy,
+// without reaching the table.
+type failFirstReplace struct {
+	table.Table
+	failed bool
+}
+
+func (f *failFirstReplace) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if !f.failed && len(ops) > 0 && ops[0].Kind == table.Replace {
+		f.failed = true
+		return nil, fmt.Errorf("replace: %w", storage.ErrServerBusy)
+	}
+	return f.Table.Submit(ctx, ops)
 }
 
 // replaceCounter is a table that counts the Replace operations submitted.

@@ -850,13 +850,15 @@ func (c *checker) batchAltLocked(old, t *ti) {
 	}
 }
 
-// lastBeforeLocked reports whether old is the last scheduling of its id
-// issued before t: the product's replace reads the id's pending row
-// first, and a later scheduling of the id pending beside old, not a
-// member, is what t replaces.
+// lastBeforeLocked reports whether old is the last live scheduling of
+// its id issued before t: the product's replace reads the id's pending
+// row first, and a later scheduling of the id pending beside old, not a
+// member, is what t replaces. One that surely ended before t, was
+// replaced itself, or may never have been written does not count.
 func (c *checker) lastBeforeLocked(old, t *ti) bool {
 	return !slices.ContainsFunc(c.byID[t.id], func(o *ti) bool {
-		return o != t && o != old && (o.accepted || o.ambiguous) && o.issued.After(old.issued) && o.issued.Before(t.issued)
+		return o != t && o != old && o.accepted && o.superseded.IsZero() && o.issued.After(old.issued) && o.issued.Before(t.issued) &&
+			!c.endedBeforeLocked(o, t.issued)
 	})
 }
 

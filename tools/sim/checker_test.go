@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -31,19 +32,23 @@ func TestReplacingAMemberUnderWayTakesItsPlace(t *testing.T) {
 			m.starts = append(m.starts, &runEv{ti: m, runID: id, due: m.due, attempt: 1, start: w.now(), end: w.now(), outcome: outcome})
 			return m
 		}
-		snoozing, done, behind := member("t1", "snooze"), member("t2", "ok"), member("t3", "snooze")
+		snoozing, done, behind, gone := member("t1", "snooze"), member("t2", "ok"), member("t3", "snooze"), member("t4", "snooze")
 		// t3's id is scheduled again, without Replace and with no batch:
-		// a replace of the id then replaces that pending task.
+		// a replace of the id then replaces that pending task. t4's too,
+		// but that schedule failed without saying whether it was written:
+		// the replace may replace the member.
 		time.Sleep(time.Second)
 		again := c.newTI(TaskSpec{ID: "t3", Type: "plain"}, nil, nil)
 		c.scheduled(again, w.now(), leasecron.Item{ID: "t3", Due: w.now().Add(time.Hour)}, nil)
+		maybe := c.newTI(TaskSpec{ID: "t4", Type: "plain"}, nil, nil)
+		c.scheduled(maybe, w.now(), leasecron.Item{}, errors.New("schedule t4: context deadline exceeded"))
 		time.Sleep(time.Second)
 		replace := func(id string) *ti {
 			r := c.newTI(TaskSpec{ID: id, Type: "pausable", Replace: true}, nil, nil)
 			c.scheduled(r, w.now(), leasecron.Item{ID: id, Due: w.now().Add(time.Minute)}, nil)
 			return r
 		}
-		r1, r2, r3 := replace("t1"), replace("t2"), replace("t3")
+		r1, r2, r3, r4 := replace("t1"), replace("t2"), replace("t3"), replace("t4")
 		if alts := b.alt[snoozing]; len(alts) != 1 || alts[0] != r1 {
 			t.Errorf("the replacement of a snoozing member is not in its place: %d alternatives", len(alts))
 		}
@@ -52,6 +57,9 @@ func TestReplacingAMemberUnderWayTakesItsPlace(t *testing.T) {
 		}
 		if alts := b.alt[behind]; len(alts) != 0 {
 			t.Errorf("the replacement of a pending task of a member's id took the member's place: %d alternatives (the replacement is %d)", len(alts), r3.inc)
+		}
+		if alts := b.alt[gone]; len(alts) != 1 || alts[0] != r4 {
+			t.Errorf("the replacement of a member whose id's later schedule may not have been written is not in its place: %d alternatives", len(alts))
 		}
 		// The replacement replaced in turn, while pending: the new one
 		// takes the place too.
