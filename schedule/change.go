@@ -51,9 +51,10 @@ type CancelSteps struct {
 // takeBackSent takes the send mark back from the row of a one-off task
 // whose end others hear of (Item.EndHeard) and whose message was sent
 // (Sent) or is being sent by its client (SendingUntil, not marked yet),
-// before a cancel tells others that the task ended: that message, checked against the row (Current) while the
-// cancel is under way, is then stale — the token is gone, and the row is
-// no longer as the client read it — and is acknowledged without running
+// before a cancel tells others that the task ended: that message,
+// checked against the row (Current) while the cancel is under way, is
+// then stale — the token is gone, and the row is no longer as the client
+// read it — and is acknowledged without running
 // (issue 38, simulator row 98: a batch member's replacement, sent by its
 // client, ran after the cancel had told its batch it was cancelled,
 // because the cancel's delete was slowed). The write is conditional on
