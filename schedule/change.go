@@ -69,9 +69,19 @@ func (c *Client) takeBackSent(ctx context.Context, row table.Entity) (table.Enti
 	props := table.Props(row.Props).Clone()
 	props.Delete(PropSent)
 	props.Delete(PropConfirmed)
-	etags, err := c.t.Submit(ctx, []table.Op{{Kind: table.Replace, PartitionKey: row.PartitionKey, RowKey: row.RowKey, Props: props, IfMatch: row.ETag}})
+	written, err := c.rewrite(ctx, row, props)
 	if err != nil {
 		return row, fmt.Errorf("take back the send mark: %w", err)
+	}
+	return written, nil
+}
+
+// rewrite replaces row's properties with props, conditional on row's
+// ETag, and returns the row as written (its new ETag).
+func (c *Client) rewrite(ctx context.Context, row table.Entity, props table.Props) (table.Entity, error) {
+	etags, err := c.t.Submit(ctx, []table.Op{{Kind: table.Replace, PartitionKey: row.PartitionKey, RowKey: row.RowKey, Props: props, IfMatch: row.ETag}})
+	if err != nil {
+		return row, err
 	}
 	return table.Entity{PartitionKey: row.PartitionKey, RowKey: row.RowKey, Props: props, ETag: etagAt(etags, 0)}, nil
 }
@@ -102,7 +112,7 @@ func (c *Client) putBackSent(ctx context.Context, id string, row table.Entity, w
 	}
 	props := table.Props(row.Props).Clone()
 	maps.Copy(props, taken)
-	if _, err := c.t.Submit(ctx, []table.Op{{Kind: table.Replace, PartitionKey: row.PartitionKey, RowKey: row.RowKey, Props: props, IfMatch: wrote}}); err != nil {
+	if _, err := c.rewrite(ctx, row, props); err != nil {
 		c.opts.Logger.Warn("a cancel that stopped could not put back the send mark it took from the task's row; the mover sends the task again, and its run record refuses a second run of it", "task_id", id, "err", err)
 	}
 }
@@ -280,9 +290,9 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 				return readItem(f.row), nil
 			}
 			// Only properties change (a waiting task notes a parent).
-			etags, err := c.t.Submit(ctx, []table.Op{{Kind: table.Replace, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, Props: props, IfMatch: f.row.ETag}})
+			written, err := c.rewrite(ctx, f.row, props)
 			if err == nil {
-				return readItem(table.Entity{PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, Props: props, ETag: etagAt(etags, 0)}), nil
+				return readItem(written), nil
 			}
 			if !conflict(err) {
 				return Item{}, fmt.Errorf("%s %s: %w", verb, id, err)
