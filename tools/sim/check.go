@@ -651,7 +651,7 @@ func (c *checker) runsCommit(cm memstore.Commit) {
 		}
 		st, _ := r.Props["State"].(string)
 		n, _ := tokenOf(r.Props["Attempts"])
-		c.runStates[id] = append(c.runStates[id], runState{at: now, state: st, attempts: n})
+		c.runStates[id] = append(c.runStates[id], runState{at: now, state: leasecron.RunState(st), attempts: n})
 	}
 }
 
@@ -659,7 +659,7 @@ func (c *checker) runsCommit(cm memstore.Commit) {
 // its attempts.
 type runState struct {
 	at       time.Time
-	state    string
+	state    leasecron.RunState
 	attempts int64
 }
 
@@ -680,9 +680,9 @@ func (c *checker) startedByLocked(runID string, at time.Time) bool {
 		return false
 	}
 	switch last.state {
-	case "running", "failed":
+	case leasecron.RunRunning, leasecron.RunFailed:
 		return true
-	case "snoozed":
+	case leasecron.RunSnoozed:
 		return last.attempts > 0
 	}
 	return false
