@@ -184,8 +184,9 @@ func (s *Store) ConfirmAgain(ctx context.Context, id string, m Meta) error {
 // due, with token, has already started its run: the record is past
 // queued (cancelled counts once an attempt was made) and carries token,
 // or no token (a worker claimed the message after checking its row,
-// before the confirmation) and that due time. One point read. A task whose message started is no longer pending, whatever
-// its row says until the mover's next pass (schedule.Options.SentStarted).
+// before the confirmation) and that due time. One point read. A task
+// whose message started is no longer pending, whatever its row says
+// until the mover's next pass (schedule.Options.SentStarted).
 func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time) (bool, error) {
 	if err := validateID(id); err != nil {
 		return false, err
