@@ -2216,7 +2216,7 @@ func (c *checker) finalBulk() {
 			// A snooze or a hand-back at shutdown ends an attempt without
 			// using it: the next start is the same attempt (seed 1032: two
 			// of each before attempt 1 failed).
-			if r.attempt == 1 && r.outcome != "snooze" && r.outcome != "cancelled" {
+			if r.attempt == 1 && r.outcome != "snooze" && r.outcome != "cancelled" && !c.lapsedBefore(t, r) {
 				firsts++
 			}
 		}
@@ -2253,6 +2253,18 @@ func (c *checker) finalBulk() {
 			c.violate(InvBulkOnce, "%s (always failing) made %d first attempts; the requeues that could bring it back allow %d (a crash explains one or two more, not these)", t.id, firsts, allowed)
 		}
 	}
+}
+
+// lapsedBefore reports whether r, a first attempt of t, is that attempt
+// delivered again: it began while an earlier first attempt was under way
+// on a process killed, frozen or struck by a storage fault since that
+// one began, so that its claim (a message's visibility it extends) can
+// have lapsed — at-least-once delivery, not a requeue (seed 15368).
+func (c *checker) lapsedBefore(t *ti, r *runEv) bool {
+	return slices.ContainsFunc(t.starts, func(o *runEv) bool {
+		return o != r && o.attempt == 1 && o.start.Before(r.start) && (o.end.IsZero() || o.end.After(r.start)) &&
+			(c.downAround(o.proc, o.start, r.start) || hitBetween(c.hits[o.proc], o.start, r.start))
+	})
 }
 
 // finalSeries: every occurrence of a series that fell due while it was

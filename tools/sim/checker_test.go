@@ -117,3 +117,46 @@ func TestRunStartsAreReadFromTheRecordsCommits(t *testing.T) {
 		}
 	})
 }
+
+// An attempt delivered again because its claim lapsed while its handler
+// ran — the worker's visibility extensions refused by storage faults, or
+// the worker frozen — is the same attempt, which at-least-once delivery
+// allows: it is not one more first attempt for a requeue to explain (seed
+// 15368: two such takeovers of a 62 s handler beside a crash). The same
+// overlap on a worker nothing struck is counted.
+func TestAClaimThatLapsedIsNotAnotherFirstAttempt(t *testing.T) {
+	for _, struck := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			w := &World{plan: &Scenario{Config: Config{Start: time.Now()}}, begin: time.Now(), stats: newCoverage(), logs: newRing(10)}
+			w.chk = newChecker(w)
+			c := w.chk
+			w1, w2, w3 := &proc{w: w, name: "w1"}, &proc{w: w, name: "w2"}, &proc{w: w, name: "w3"}
+			task := c.newTI(TaskSpec{ID: "t1", Type: "plain", MaxAttempts: 1, Behaviour: Behaviour{Fail: -1, Sleep: 62 * time.Second}}, nil, nil)
+			c.scheduled(task, w.now(), leasecron.Item{ID: "t1", Due: w.now()}, nil)
+			start := w.now()
+			attempt := func(p *proc, from time.Duration) {
+				task.starts = append(task.starts, &runEv{ti: task, runID: "t1", due: task.due, attempt: 1, proc: p,
+					start: start.Add(from), end: start.Add(from + 62*time.Second), outcome: "fail"})
+			}
+			attempt(w1, 0)
+			time.Sleep(20 * time.Second)
+			if struck {
+				c.hit(w1, "queue", "/leasecron-work/messages/m1", nil) // an extension refused
+			}
+			attempt(w2, 40*time.Second)
+			time.Sleep(40 * time.Second)
+			if struck {
+				c.hit(w2, "queue", "/leasecron-work/messages/m1", nil)
+			}
+			attempt(w3, 80*time.Second)
+			time.Sleep(2 * time.Minute)
+			c.finalBulk()
+			switch {
+			case struck && len(c.violations) != 0:
+				t.Errorf("two takeovers of lapsed claims counted as first attempts: %v", c.violations)
+			case !struck && len(c.violations) == 0:
+				t.Error("three overlapping first attempts on workers nothing struck passed")
+			}
+		})
+	}
+}
