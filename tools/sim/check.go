@@ -651,16 +651,27 @@ func (c *checker) runsCommit(cm memstore.Commit) {
 		}
 		st, _ := r.Props["State"].(string)
 		n, _ := tokenOf(r.Props["Attempts"])
-		c.runStates[id] = append(c.runStates[id], runState{at: now, state: leasecron.RunState(st), attempts: n})
+		due, _ := r.Props["Due"].(time.Time)
+		c.runStates[id] = append(c.runStates[id], runState{at: now, state: leasecron.RunState(st), attempts: n, due: due})
 	}
 }
 
-// runState is a state list row committed for a run: when, its state and
-// its attempts.
+// runState is a state list row committed for a run: when, its state,
+// its attempts and the due time of the scheduling it describes.
 type runState struct {
 	at       time.Time
 	state    leasecron.RunState
 	attempts int64
+	due      time.Time
+}
+
+// queuedByLocked reports whether the run runID of the scheduling due then
+// had been recorded queued by at: a mover was moving its row (it records
+// the run before it sends the message, and removes the row after).
+func (c *checker) queuedByLocked(runID string, due, at time.Time) bool {
+	return slices.ContainsFunc(c.runStates[runID], func(r runState) bool {
+		return r.state == leasecron.RunQueued && sameDue(r.due, due) && !r.at.After(at)
+	})
 }
 
 // startedByLocked reports whether the run runID had started by at as its
@@ -808,7 +819,8 @@ func (c *checker) replacedLocked(old, t *ti) {
 		// schedules a task of its own.
 		cancelled = true
 	}
-	if old.due.After(t.issued.Add(5*time.Second)) && !old.returned.After(t.issued) && !c.movedLocked(old.id, old.due, old.issued, t.returned) && !cancelled {
+	if old.due.After(t.issued.Add(5*time.Second)) && !old.returned.After(t.issued) && !c.movedLocked(old.id, old.due, old.issued, t.returned) &&
+		!c.queuedByLocked(old.id, old.due, t.returned) && !cancelled {
 		// Its row was surely still pending (sent early at most, not
 		// retired: a mover retires a row a pass or two before it is due,
 		// and none was seen to): the replacement takes its place. A
@@ -818,7 +830,12 @@ func (c *checker) replacedLocked(old, t *ti) {
 		// queue (README: a change that races with the move). So does one
 		// that comes after a cancel (or a bulk cancel that may have
 		// reached it) removed the row (seed 1241: the old task's child
-		// was cancelled with it, and stays so).
+		// was cancelled with it, and stays so). Nor is the row pending
+		// once the mover recorded its run queued: it sends the message
+		// next and removes the row after, and a pass slowed by storage
+		// faults reaches further ahead (2 × its last pass's time) and
+		// takes longer to remove it (seed 15500: sent 8.6 s before due,
+		// its row left 13 s, replaced in between).
 		old.superseded = t.returned
 		c.inheritLocked(old, t)
 		return

@@ -160,3 +160,40 @@ func TestAClaimThatLapsedIsNotAnotherFirstAttempt(t *testing.T) {
 		})
 	}
 }
+
+// A replace of a row whose run the mover had already recorded as queued —
+// the move under way, its message sent and the row not yet removed —
+// races with the move, which the README lets the old version win (seed
+// 15500: a pass slowed by storage faults sent a task 8.6 s before it was
+// due and could not remove its row for 13 s; a replace in between
+// answered, and the old version ran). The replacement is then another
+// task beside it, not in its place. A replace of a row due as late,
+// whose run nobody recorded, takes its place.
+func TestAReplaceRacingTheMoveDoesNotSupersede(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &World{plan: &Scenario{Config: Config{Start: time.Now()}}, begin: time.Now(), stats: newCoverage(), logs: newRing(10)}
+		w.chk = newChecker(w)
+		c := w.chk
+		schedule := func(id string, due time.Time, replace bool) *ti {
+			task := c.newTI(TaskSpec{ID: id, Type: "plain", Replace: replace}, nil, nil)
+			c.scheduled(task, w.now(), leasecron.Item{ID: id, Due: due}, nil)
+			return task
+		}
+		due := w.now().Add(40 * time.Second)
+		moving, pending := schedule("t1", due, false), schedule("t2", due, false)
+		time.Sleep(31 * time.Second)
+		c.runsCommit(memstore.Commit{Table: runsTable, Partition: "p0", Rows: []memstore.CommittedRow{
+			{RowKey: "r~t1", Props: map[string]any{"Id": "t1", "State": "queued", "Due": due}},
+			{RowKey: "x~queued~1~t1", Props: map[string]any{"Id": "t1", "State": "queued", "Attempts": int64(0), "Due": due}},
+		}})
+		time.Sleep(3 * time.Second)
+		schedule("t1", w.now(), true)
+		schedule("t2", w.now(), true)
+		if !moving.superseded.IsZero() {
+			t.Errorf("a replace after the mover recorded the run queued took its place (superseded at %s)", c.at(moving.superseded))
+		}
+		if pending.superseded.IsZero() {
+			t.Error("a replace of a row due 6 s later whose run nobody recorded did not take its place")
+		}
+	})
+}
