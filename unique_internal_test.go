@@ -120,6 +120,24 @@ func TestHoldsKeyWhileWaitingForItsRate(t *testing.T) {
 	if holds("snoozes") {
 		t.Error("a task its handler snoozed holds its key under scheduled,queued,running")
 	}
+	// Handed back at shutdown after its attempt began, then put back for
+	// its rate before it is claimed again: still queued (row 99's last
+	// case: the note made it look like a handler's snooze).
+	if _, err := rs.Claim(ctx, "handed", "w1", 1, clk.Now().Add(time.Minute), runs.Meta{Type: "t", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Finish(ctx, "handed", runs.Queued, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if noted, err := rs.NoteWaiting(ctx, "handed", runs.Meta{Type: "t", Due: due}, clk.Now().Add(time.Minute), "waiting for the rate limit of t"); err != nil || !noted {
+		t.Fatalf("note waiting after a hand-back: %v, %v", noted, err)
+	}
+	if r, _ := rs.Get(ctx, "handed"); r.State != runs.Queued || r.Attempts != 1 || r.OutputTail != "waiting for the rate limit of t" {
+		t.Errorf("a run handed back and then waiting for its rate: %s after %d attempts, output %q; want queued after 1, with why it waits", r.State, r.Attempts, r.OutputTail)
+	}
+	if !holds("handed") {
+		t.Error("a task handed back at shutdown and waiting for its rate does not hold its key under scheduled,queued,running")
+	}
 }
 
 // keyFixture is a fake clock with an in-memory schedule and run records
