@@ -666,11 +666,11 @@ type runState struct {
 }
 
 // queuedByLocked reports whether the run runID of the scheduling due then
-// had been recorded queued by at: a mover was moving its row (it records
-// the run before it sends the message, and removes the row after).
-func (c *checker) queuedByLocked(runID string, due, at time.Time) bool {
+// was recorded queued within [from, at]: a mover was moving its row (it
+// records the run before it sends the message, and removes the row after).
+func (c *checker) queuedByLocked(runID string, due, from, at time.Time) bool {
 	return slices.ContainsFunc(c.runStates[runID], func(r runState) bool {
-		return r.state == leasecron.RunQueued && sameDue(r.due, due) && !r.at.After(at)
+		return r.state == leasecron.RunQueued && sameDue(r.due, due) && !r.at.Before(from) && !r.at.After(at)
 	})
 }
 
@@ -820,7 +820,7 @@ func (c *checker) replacedLocked(old, t *ti) {
 		cancelled = true
 	}
 	if old.due.After(t.issued.Add(5*time.Second)) && !old.returned.After(t.issued) && !c.movedLocked(old.id, old.due, old.issued, t.returned) &&
-		!c.queuedByLocked(old.id, old.due, t.returned) && !cancelled {
+		!c.queuedByLocked(old.id, old.due, old.issued, t.returned) && !cancelled {
 		// Its row was surely still pending (sent early at most, not
 		// retired: a mover retires a row a pass or two before it is due,
 		// and none was seen to): the replacement takes its place. A
@@ -2228,14 +2228,27 @@ func (c *checker) finalBulk() {
 		if t.spec.Behaviour.Fail != -1 || len(t.starts) == 0 || t.spec.Recurrence != "" {
 			continue
 		}
+		var death time.Time // the first
+		for _, r := range t.starts {
+			if r.outcome == "fail" && r.attempt >= t.maxAttempts() {
+				death = r.end
+				break
+			}
+		}
 		firsts := 0
+		lapsed := map[*runEv]bool{} // first attempts whose lapse excused a start
 		for _, r := range t.starts {
 			// A snooze or a hand-back at shutdown ends an attempt without
 			// using it: the next start is the same attempt (seed 1032: two
 			// of each before attempt 1 failed).
-			if r.attempt == 1 && r.outcome != "snooze" && r.outcome != "cancelled" && !c.lapsedBefore(t, r) {
-				firsts++
+			if r.attempt != 1 || r.outcome == "snooze" || r.outcome == "cancelled" {
+				continue
 			}
+			if o := c.lapsedBefore(t, r, lapsed); o != nil {
+				lapsed[o] = true
+				continue
+			}
+			firsts++
 		}
 		allowed := 1 + len(t.requeued)
 		for _, m := range t.requeueMaybe {
@@ -2243,13 +2256,6 @@ func (c *checker) finalBulk() {
 			// after it.
 			if slices.ContainsFunc(t.starts, func(r *runEv) bool { return r.attempt == 1 && r.start.After(m) }) {
 				allowed++
-			}
-		}
-		var death time.Time // the first
-		for _, r := range t.starts {
-			if r.outcome == "fail" && r.attempt >= t.maxAttempts() {
-				death = r.end
-				break
 			}
 		}
 		for _, b := range c.bulks {
@@ -2272,16 +2278,24 @@ func (c *checker) finalBulk() {
 	}
 }
 
-// lapsedBefore reports whether r, a first attempt of t, is that attempt
-// delivered again: it began while an earlier first attempt was under way
-// on a process killed, frozen or struck by a storage fault since that
-// one began, so that its claim (a message's visibility it extends) can
-// have lapsed — at-least-once delivery, not a requeue (seed 15368).
-func (c *checker) lapsedBefore(t *ti, r *runEv) bool {
-	return slices.ContainsFunc(t.starts, func(o *runEv) bool {
-		return o != r && o.attempt == 1 && o.start.Before(r.start) && (o.end.IsZero() || o.end.After(r.start)) &&
-			(c.downAround(o.proc, o.start, r.start) || hitBetween(c.hits[o.proc], o.start, r.start))
-	})
+// lapsedBefore returns the earlier first attempt of t whose lapsed claim
+// explains r, a first attempt that began while it was under way on a
+// process killed, frozen or struck by a storage fault since it began: r
+// is that attempt delivered again (at-least-once delivery), not one
+// brought back by a requeue (seed 15368). Each lapse explains one start
+// (those in used have): a second start beside the same attempt — the task
+// dead meanwhile, say — is counted. Nil when none does. (Not bounded by
+// the task's first death: the worker whose claim lapsed records the end
+// of its attempt, a death at the last, while the message lives on with
+// the worker that took it over.)
+func (c *checker) lapsedBefore(t *ti, r *runEv, used map[*runEv]bool) *runEv {
+	for _, o := range t.starts {
+		if o != r && !used[o] && o.attempt == 1 && o.start.Before(r.start) && (o.end.IsZero() || o.end.After(r.start)) &&
+			(c.downAround(o.proc, o.start, r.start) || hitBetween(c.hits[o.proc], o.start, r.start)) {
+			return o
+		}
+	}
+	return nil
 }
 
 // finalSeries: every occurrence of a series that fell due while it was

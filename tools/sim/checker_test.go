@@ -123,9 +123,11 @@ func TestRunStartsAreReadFromTheRecordsCommits(t *testing.T) {
 // the worker frozen — is the same attempt, which at-least-once delivery
 // allows: it is not one more first attempt for a requeue to explain (seed
 // 15368: two such takeovers of a 62 s handler beside a crash). The same
-// overlap on a worker nothing struck is counted.
+// overlap on a worker nothing struck is counted, and so is a second start
+// beside one lapsed attempt (a lapse explains one takeover).
 func TestAClaimThatLapsedIsNotAnotherFirstAttempt(t *testing.T) {
-	for _, struck := range []bool{true, false} {
+	for _, v := range []struct{ struck, twice bool }{{true, false}, {false, false}, {true, true}} {
+		struck := v.struck
 		synctest.Test(t, func(t *testing.T) {
 			w := &World{plan: &Scenario{Config: Config{Start: time.Now()}}, begin: time.Now(), stats: newCoverage(), logs: newRing(10)}
 			w.chk = newChecker(w)
@@ -144,6 +146,9 @@ func TestAClaimThatLapsedIsNotAnotherFirstAttempt(t *testing.T) {
 				c.hit(w1, "queue", "/leasecron-work/messages/m1", nil) // an extension refused
 			}
 			attempt(w2, 40*time.Second)
+			if v.twice {
+				attempt(&proc{w: w, name: "w4"}, 50*time.Second)
+			}
 			time.Sleep(40 * time.Second)
 			if struck {
 				c.hit(w2, "queue", "/leasecron-work/messages/m1", nil)
@@ -152,7 +157,9 @@ func TestAClaimThatLapsedIsNotAnotherFirstAttempt(t *testing.T) {
 			time.Sleep(2 * time.Minute)
 			c.finalBulk()
 			switch {
-			case struck && len(c.violations) != 0:
+			case v.twice && len(c.violations) == 0:
+				t.Error("two starts beside one lapsed attempt passed")
+			case struck && !v.twice && len(c.violations) != 0:
 				t.Errorf("two takeovers of lapsed claims counted as first attempts: %v", c.violations)
 			case !struck && len(c.violations) == 0:
 				t.Error("three overlapping first attempts on workers nothing struck passed")
