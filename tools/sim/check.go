@@ -1997,8 +1997,22 @@ func (c *checker) parentFailed(t *ti) bool {
 		// pause was replaced, the replacement took the record over and
 		// succeeded, and the old message, back after the pause, died).
 		if pEnd, _ := c.endedFor(p, true, c.w.now()); !pEnd.IsZero() {
+			// A parent already in the queue when the child began waiting
+			// is watched by the traffic cop, whose pass after its end
+			// finds the id pending again if another scheduling's row is
+			// still in the table: the child waits for that one, scheduled
+			// before the child or after (README, workflows; seed 16054: a
+			// running parent replaced, the replacement's early-sent row
+			// waiting for its confirmation behind the run, moved 4 s after
+			// the run succeeded; it died).
+			watched := c.movedLocked(p.id, p.due, p.issued, t.issued) || slices.ContainsFunc(p.starts, func(r *runEv) bool { return r.start.Before(t.issued) })
 			for _, a := range c.family(pt) {
-				if end, bad := c.endedBadly(a); a != p && a.id != "" && bad && end.After(pEnd) && c.movedLocked(a.id, a.due, a.issued, pEnd) {
+				end, bad := c.endedBadly(a)
+				if a == p || a.id == "" || !bad || !end.After(pEnd) {
+					continue
+				}
+				if c.movedLocked(a.id, a.due, a.issued, pEnd) ||
+					watched && a.accepted && !a.returned.After(pEnd) && c.movedLocked(a.id, a.due, pEnd, c.w.now()) {
 					return true
 				}
 			}

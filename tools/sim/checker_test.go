@@ -204,3 +204,42 @@ func TestAReplaceRacingTheMoveDoesNotSupersede(t *testing.T) {
 		}
 	})
 }
+
+// A child that began waiting for a parent already in the queue (the
+// traffic cop watches it) waits, once that run ends, for a scheduling of
+// the id still pending then — even one scheduled before the child (seed
+// 16054: a running parent was replaced; the replacement's row, sent
+// early, waited for its confirmation behind the run and was moved 4 s
+// after the run succeeded; it died, and the child was cancelled).
+func TestAWatchedParentsEndDefersToItsPendingSuccessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &World{plan: &Scenario{Config: Config{Start: time.Now()}}, begin: time.Now(), stats: newCoverage(), logs: newRing(10)}
+		w.chk = newChecker(w)
+		c := w.chk
+		w1 := &proc{w: w, name: "w1"}
+		first := c.newTI(TaskSpec{ID: "p", Type: "slow"}, nil, nil)
+		c.scheduled(first, w.now(), leasecron.Item{ID: "p", Due: w.now().Add(20 * time.Second)}, nil)
+		time.Sleep(20 * time.Second)
+		c.moved["p"] = append(c.moved["p"], movedRow{at: w.now(), due: first.due})
+		run := &runEv{ti: first, runID: "p", due: first.due, attempt: 1, proc: w1, start: w.now()}
+		first.starts = append(first.starts, run)
+		time.Sleep(10 * time.Second)
+		repl := c.newTI(TaskSpec{ID: "p", Type: "rated", Replace: true, MaxAttempts: 1, Behaviour: Behaviour{Fail: -1}}, nil, nil)
+		c.scheduled(repl, w.now(), leasecron.Item{ID: "p", Due: w.now().Add(28 * time.Second)}, nil)
+		time.Sleep(10 * time.Second)
+		child := c.newTI(TaskSpec{ID: "c", Type: "plain", After: []string{"p"}}, nil, nil)
+		c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
+		time.Sleep(time.Minute)
+		run.end, run.outcome = w.now(), "ok"
+		time.Sleep(4 * time.Second)
+		c.moved["p"] = append(c.moved["p"], movedRow{at: w.now(), due: repl.due})
+		time.Sleep(time.Second)
+		repl.starts = append(repl.starts, &runEv{ti: repl, runID: "p", due: repl.due, attempt: 1, proc: w1, start: w.now(), end: w.now(), outcome: "fail"})
+		time.Sleep(time.Minute)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.parentFailed(child) {
+			t.Error("the child of a watched parent, whose replacement was pending when the parent's run succeeded and then died, is taken for released")
+		}
+	})
+}
