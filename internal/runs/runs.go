@@ -330,11 +330,15 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 		// run has had already — up to its attempts again each (issue 38,
 		// seeds 1009, 1091, 1195: an always-failing task made its first
 		// attempt four times). An attempt that failed is followed by the
-		// next; one cut short (a crash, or snoozed) is made again.
-		switch cur.State {
-		case Failed:
+		// next; one cut short (a crash, or snoozed) is made again. A
+		// record of another scheduling taken over counts this run's
+		// attempts, not that run's (a handed-back run whose message is
+		// taken for gone: a review of simulator row 99's last case).
+		switch {
+		case otherDue(cur, m):
+		case cur.State == Failed:
 			attempt = max(attempt, cur.Attempts+1)
-		case Running, Snoozed, Queued: // Queued: handed back at shutdown
+		case cur.State == Running, cur.State == Snoozed, cur.State == Queued: // Queued: handed back at shutdown
 			attempt = max(attempt, cur.Attempts)
 		}
 		if otherDue(cur, m) && isRequeueToken(next.Token) {

@@ -115,6 +115,20 @@ func TestClaimWaitsForAnotherSchedulingsRun(t *testing.T) {
 	}
 }
 
+// A run handed back at a worker's shutdown whose record nobody touched
+// for QueuedWait is taken over by another scheduling's claim as a run
+// whose message is gone; the new run counts its own attempts, not that
+// run's (a review of simulator row 99's last case).
+func TestATakeOverCountsItsOwnAttempts(t *testing.T) {
+	now := t0
+	meta := Meta{Type: "email", Due: now.Add(-time.Second)}
+	cur := Run{Run: leasecrontype.Run{ID: "a", State: Queued, Attempts: 2, Due: meta.Due.Add(-time.Hour), Updated: now.Add(-QueuedWait - time.Second)}}
+	got, err := decideClaim(&cur, "a", "w1", 1, now.Add(time.Minute), meta, now)
+	if err != nil || got.State != Running || got.Attempts != 1 || !got.Due.Equal(meta.Due) {
+		t.Fatalf("claim = %s after %d attempts due %s, %v; want running, its first attempt, due %s", got.State, got.Attempts, got.Due, err, meta.Due)
+	}
+}
+
 func TestParseState(t *testing.T) {
 	if s, err := ParseState(" Running "); err != nil || s != Running {
 		t.Fatalf("ParseState = %v, %v", s, err)
