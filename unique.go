@@ -62,12 +62,13 @@ func holdsKey(ctx context.Context, sched *schedule.Client, rs *runs.Store, now t
 		return false, fmt.Errorf("read run %s: %w", g.Task, err)
 	}
 	st := RunState(r.State)
-	if r.WaitingUnclaimed() && g.Counts(RunQueued) {
-		// Put back before its first attempt (its type's rate limit):
-		// still queued as far as its key goes, though its run shows
-		// snoozed (issue 38, the simulator's seed 14473: under
-		// "scheduled,queued,running" a rated task waiting for its budget
-		// lost its key to another task).
+	if r.WaitingForRate() && g.Counts(RunQueued) {
+		// Put back for its type's rate limit, before its first attempt
+		// or after one handed back at a worker's shutdown: still queued
+		// as far as its key goes, though its run shows snoozed (issue 38,
+		// the simulator's seed 14473: under "scheduled,queued,running" a
+		// rated task waiting for its budget lost its key to another
+		// task; row 99's last case, the hand-back).
 		st = RunQueued
 	}
 	if !g.Counts(st) {

@@ -121,8 +121,9 @@ func TestHoldsKeyWhileWaitingForItsRate(t *testing.T) {
 		t.Error("a task its handler snoozed holds its key under scheduled,queued,running")
 	}
 	// Handed back at shutdown after its attempt began, then put back for
-	// its rate before it is claimed again: still queued (row 99's last
-	// case: the note made it look like a handler's snooze).
+	// its rate before it is claimed again: queued as far as its key goes,
+	// though it shows snoozed after an attempt, as a handler's snooze
+	// does (row 99's last case).
 	if _, err := rs.Claim(ctx, "handed", "w1", 1, clk.Now().Add(time.Minute), runs.Meta{Type: "t", Due: due}); err != nil {
 		t.Fatal(err)
 	}
@@ -132,11 +133,22 @@ func TestHoldsKeyWhileWaitingForItsRate(t *testing.T) {
 	if noted, err := rs.NoteWaiting(ctx, "handed", runs.Meta{Type: "t", Due: due}, clk.Now().Add(time.Minute), "waiting for the rate limit of t"); err != nil || !noted {
 		t.Fatalf("note waiting after a hand-back: %v, %v", noted, err)
 	}
-	if r, _ := rs.Get(ctx, "handed"); r.State != runs.Queued || r.Attempts != 1 || r.OutputTail != "waiting for the rate limit of t" {
-		t.Errorf("a run handed back and then waiting for its rate: %s after %d attempts, output %q; want queued after 1, with why it waits", r.State, r.Attempts, r.OutputTail)
+	if r, _ := rs.Get(ctx, "handed"); r.State != runs.Snoozed || r.Attempts != 1 || r.OutputTail != "waiting for the rate limit of t" || !r.WaitingForRate() {
+		t.Errorf("a run handed back and then waiting for its rate: %s after %d attempts, output %q, waiting for its rate %v; want snoozed after 1, with why it waits, marked", r.State, r.Attempts, r.OutputTail, r.WaitingForRate())
 	}
 	if !holds("handed") {
 		t.Error("a task handed back at shutdown and waiting for its rate does not hold its key under scheduled,queued,running")
+	}
+	// Claimed again, and snoozed by its handler: the mark is stale.
+	clk.Advance(time.Minute)
+	if _, err := rs.Claim(ctx, "handed", "w2", 1, clk.Now().Add(time.Minute), runs.Meta{Type: "t", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Snooze(ctx, "handed", clk.Now().Add(time.Hour), ""); err != nil {
+		t.Fatal(err)
+	}
+	if holds("handed") {
+		t.Error("a task its handler snoozed after a wait for its rate holds its key under scheduled,queued,running")
 	}
 }
 

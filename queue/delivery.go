@@ -333,9 +333,9 @@ func (c *Consumer) takeRate(hctx context.Context, d *delivery, from time.Time) (
 		case wait > 0:
 			d.log.Debug("over its rate; putting the message back until the budget frees", "retry_in", wait.Round(time.Millisecond))
 			if !c.handBack(hctx, d) {
-				// (A run handed back as at shutdown was just written
-				// queued, which a series' cancel or disable still reaches
-				// and its unique key counts: nothing more to note.)
+				// (A run handed back as at shutdown stays queued, which a
+				// series' cancel or disable still reaches: noted waiting
+				// with its attempt it would look started to them.)
 				c.noteWaiting(hctx, d, wait, "waiting for the rate limit of "+d.env.Type)
 			}
 			c.deferMsg(hctx, d, wait, "rate limit: waiting for the budget")

@@ -342,10 +342,8 @@ func (c *Consumer) misrouted(hctx context.Context, d *delivery) {
 
 // noteWaiting records, the first time a task is put back for a reason
 // other than a failure, that its run waits and why: the run shows as
-// snoozed until the first wait ends (one handed back at a worker's
-// shutdown after an attempt began stays queued), with the reason as its
-// output, and the message carries the note so that later put-backs write
-// nothing.
+// snoozed until the first wait ends, with the reason as its output, and the
+// message carries the note so that later put-backs write nothing.
 func (c *Consumer) noteWaiting(hctx context.Context, d *delivery, wait time.Duration, why string) {
 	if c.o.Runs == nil || d.env.Waiting != "" && c.clk.Now().Sub(d.env.WaitingAt) < WaitingRefresh {
 		return

@@ -73,6 +73,12 @@ type Run struct {
 	// early-sent messages claim without the row, which the mover has
 	// removed (behind.go).
 	ConfirmedBehind dues
+	// WaitNoted is the SnoozedUntil a note that the run waits for its
+	// rate limit wrote (NoteWaiting): while the run is snoozed until that
+	// very time, it waits for its rate, not because its handler snoozed
+	// it (see WaitingForRate). Any later transition changes the state or
+	// the time, which leaves the mark stale without clearing it.
+	WaitNoted time.Time
 
 	ETag string
 	// legacy marks a record read from the previous layout.
@@ -234,9 +240,9 @@ func isRequeueToken(token string) bool { return strings.HasPrefix(token, "rq") }
 
 // attemptsUnderWay reports whether cur is another scheduling's run (of
 // another due time) that is running or between attempts (failed and to be
-// retried, snoozed, handed back at a worker's shutdown), or queued and
-// confirmed: its message carries the token the record does, and stands (a
-// change of its row takes the token back). Taken over, such a queued run would never run: its message would
+// retried, snoozed), or queued and confirmed: its message carries the
+// token the record does, and stands (a change of its row takes the token
+// back). Taken over, such a queued run would never run: its message would
 // be acknowledged as stale, and its batch never hear of it (issue 38,
 // seed 1195: a batch member moved and waiting for its paused type, its id
 // scheduled anew, and the callback waited for good).
@@ -253,14 +259,8 @@ func attemptsUnderWay(cur *Run, m Meta, now time.Time) bool {
 		// superseded); the note is written again every two minutes while
 		// it waits (queue.WaitingRefresh), so the bound holds for it too.
 		// Bounded: a confirmation whose take-back failed leaves a token
-		// that no message may carry any more. A run handed back at a
-		// worker's shutdown after an attempt began (queued with its
-		// attempts; noted as waiting for its rate it stays so) is under
-		// way too, its message back in the queue: taken over, the new
-		// scheduling would start at that run's attempt count, and the
-		// handed-back attempt be overtaken (a review of simulator row
-		// 99's last case).
-		return (cur.Token != "" || cur.State == Queued && cur.Attempts > 0) && now.Sub(cur.Updated) < QueuedWait && !mutate.On(mutate.TwoAtOnce)
+		// that no message may carry any more.
+		return cur.Token != "" && now.Sub(cur.Updated) < QueuedWait && !mutate.On(mutate.TwoAtOnce)
 	case cur.State == Running, cur.State == Failed, cur.State == Snoozed:
 		return !mutate.On(mutate.TwoAtOnce)
 	}

@@ -94,10 +94,6 @@ func TestClaimWaitsForAnotherSchedulingsRun(t *testing.T) {
 		// Noted as waiting for its rate limit before any attempt, its
 		// message sent early and confirmed (TestMemClaimWaitsForAConfirmedEarlierScheduling).
 		{Run: leasecrontype.Run{ID: "a", State: Snoozed, Due: earlier, Updated: now}, Token: "tok"},
-		// Handed back at a worker's shutdown after its attempt began (and
-		// noted as waiting for its rate since, which leaves it queued):
-		// its message comes back and runs the attempt again.
-		{Run: leasecrontype.Run{ID: "a", State: Queued, Attempts: 1, Due: earlier, Updated: now}},
 		{Run: leasecrontype.Run{ID: "a", State: Running, Worker: "w1", ClaimUntil: now.Add(time.Hour), Due: earlier}},
 		{Run: leasecrontype.Run{ID: "a", State: Running, Worker: "w2", ClaimUntil: now.Add(-time.Hour), Due: earlier}},
 	} {

@@ -18,7 +18,6 @@ import (
 	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
-	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -997,8 +996,8 @@ func (s *Store) Snooze(ctx context.Context, id string, until time.Time, outputTa
 // reports false then, and the caller asks again later (issue 38,
 // seed 1031: a stale early message's note turned the succeeded run of
 // the rescheduled task into a snoozed one that never ended); a run running
-// under a live claim is left to its worker. A run handed back at shutdown
-// after an attempt began stays queued, noted with why.
+// under a live claim is left to its worker. The note marks the run
+// (Run.WaitNoted): snoozed for its rate, not by its handler.
 func (s *Store) NoteWaiting(ctx context.Context, id string, m Meta, until time.Time, why string) (noted bool, err error) {
 	if err := validateID(id); err != nil {
 		return false, err
@@ -1015,16 +1014,7 @@ func (s *Store) NoteWaiting(ctx context.Context, id string, m Meta, until time.T
 			return Run{}, false, nil
 		}
 		next := applySnooze(cur, id, until, why, now)
-		if cur != nil && cur.State == Queued && cur.Attempts > 0 {
-			// Handed back at shutdown after an attempt began, and put
-			// back for its rate before it is claimed again: it stays
-			// queued, with why it waits as its output. Snoozed after an
-			// attempt it would pass for a handler's snooze — its unique
-			// key free under "scheduled,queued,running", and started to
-			// a series' cancel or disable (issue 38, simulator row 99).
-			next = *cur
-			next.OutputTail = trunc.Tail(why, MaxOutputTail)
-		}
+		next.WaitNoted = next.SnoozedUntil
 		fillMeta(&next, m)
 		noted = true
 		return next, true, nil

@@ -76,6 +76,15 @@ func (r *Run) WaitingUnclaimed() bool {
 	return r.State == Snoozed && r.Attempts == 0
 }
 
+// WaitingForRate reports whether r shows snoozed because it was put back
+// for its rate limit (NoteWaiting), not because its handler snoozed it:
+// never claimed, or handed back at a worker's shutdown after an attempt
+// began and then put back for its rate before it was claimed again. As
+// far as its unique key goes it is queued (issue 38, simulator row 99).
+func (r *Run) WaitingForRate() bool {
+	return r.WaitingUnclaimed() || r.State == Snoozed && !r.WaitNoted.IsZero() && r.WaitNoted.Equal(r.SnoozedUntil)
+}
+
 // Unconfirm takes back the confirmation of an early-sent run (MarkQueued
 // with Meta.Token) whose row changed before the mover could move it: the
 // token is cleared if the record still carries it, so a claim of the stale
