@@ -10,6 +10,14 @@ import (
 	"github.com/leasecron/leasecron/internal/memstore"
 )
 
+// newTestChecker returns a checker over a world with no fleet, starting
+// now (inside a synctest bubble: the bubble's clock).
+func newTestChecker() (*World, *checker) {
+	w := &World{plan: &Scenario{Config: Config{Start: time.Now()}}, begin: time.Now(), stats: newCoverage(), logs: newRing(10)}
+	w.chk = newChecker(w)
+	return w, w.chk
+}
+
 // A replace of a batch member that has started and not ended (snoozing,
 // retrying) takes the member's place, as the README says: the batch may
 // hear of the replacement's end, a cancel of it under way included (seed
@@ -20,9 +28,7 @@ import (
 // task of its own.
 func TestReplacingAMemberUnderWayTakesItsPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := &World{plan: &Scenario{Config: Config{Start: time.Now()}}, begin: time.Now(), stats: newCoverage(), logs: newRing(10)}
-		w.chk = newChecker(w)
-		c := w.chk
+		w, c := newTestChecker()
 		b := c.newBatch("b1")
 		member := func(id string, outcome string) *ti {
 			m := c.newTI(TaskSpec{ID: id, Type: "plain"}, nil, nil)
@@ -84,9 +90,7 @@ func TestReplacingAMemberUnderWayTakesItsPlace(t *testing.T) {
 // its rate before any attempt, has not.
 func TestRunStartsAreReadFromTheRecordsCommits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := &World{plan: &Scenario{Config: Config{Start: time.Now()}}, begin: time.Now(), stats: newCoverage(), logs: newRing(10)}
-		w.chk = newChecker(w)
-		c := w.chk
+		w, c := newTestChecker()
 		state := func(id, st string, attempts int64) {
 			c.runsCommit(memstore.Commit{Table: runsTable, Partition: "p0", Rows: []memstore.CommittedRow{
 				{RowKey: "x~queued~1~" + id, Deleted: true},
@@ -129,9 +133,7 @@ func TestAClaimThatLapsedIsNotAnotherFirstAttempt(t *testing.T) {
 	for _, v := range []struct{ struck, twice bool }{{true, false}, {false, false}, {true, true}} {
 		struck := v.struck
 		synctest.Test(t, func(t *testing.T) {
-			w := &World{plan: &Scenario{Config: Config{Start: time.Now()}}, begin: time.Now(), stats: newCoverage(), logs: newRing(10)}
-			w.chk = newChecker(w)
-			c := w.chk
+			w, c := newTestChecker()
 			w1, w2, w3 := &proc{w: w, name: "w1"}, &proc{w: w, name: "w2"}, &proc{w: w, name: "w3"}
 			task := c.newTI(TaskSpec{ID: "t1", Type: "plain", MaxAttempts: 1, Behaviour: Behaviour{Fail: -1, Sleep: 62 * time.Second}}, nil, nil)
 			c.scheduled(task, w.now(), leasecron.Item{ID: "t1", Due: w.now()}, nil)
@@ -178,9 +180,7 @@ func TestAClaimThatLapsedIsNotAnotherFirstAttempt(t *testing.T) {
 // whose run nobody recorded, takes its place.
 func TestAReplaceRacingTheMoveDoesNotSupersede(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := &World{plan: &Scenario{Config: Config{Start: time.Now()}}, begin: time.Now(), stats: newCoverage(), logs: newRing(10)}
-		w.chk = newChecker(w)
-		c := w.chk
+		w, c := newTestChecker()
 		schedule := func(id string, due time.Time, replace bool) *ti {
 			task := c.newTI(TaskSpec{ID: id, Type: "plain", Replace: replace}, nil, nil)
 			c.scheduled(task, w.now(), leasecron.Item{ID: id, Due: due}, nil)
@@ -213,9 +213,7 @@ func TestAReplaceRacingTheMoveDoesNotSupersede(t *testing.T) {
 // after the run succeeded; it died, and the child was cancelled).
 func TestAWatchedParentsEndDefersToItsPendingSuccessor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := &World{plan: &Scenario{Config: Config{Start: time.Now()}}, begin: time.Now(), stats: newCoverage(), logs: newRing(10)}
-		w.chk = newChecker(w)
-		c := w.chk
+		w, c := newTestChecker()
 		w1 := &proc{w: w, name: "w1"}
 		first := c.newTI(TaskSpec{ID: "p", Type: "slow"}, nil, nil)
 		c.scheduled(first, w.now(), leasecron.Item{ID: "p", Due: w.now().Add(20 * time.Second)}, nil)
