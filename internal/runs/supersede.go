@@ -78,9 +78,10 @@ func (r *Run) WaitingUnclaimed() bool {
 
 // WaitingForRate reports whether r shows snoozed because it was put back
 // for its rate limit (NoteWaiting), not because its handler snoozed it:
-// never claimed, or handed back at a worker's shutdown after an attempt
-// began and then put back for its rate before it was claimed again. As
-// far as its unique key goes it is queued (issue 38, simulator row 99).
+// never claimed, or due again after an attempt (a retry, a delivery
+// handed back at a worker's shutdown) and put back for its rate before
+// it was claimed again. As far as its unique key goes it is queued (issue
+// 38, simulator row 99).
 func (r *Run) WaitingForRate() bool {
 	return r.WaitingUnclaimed() || r.State == Snoozed && !r.WaitNoted.IsZero() && r.WaitNoted.Equal(r.SnoozedUntil)
 }
