@@ -594,7 +594,7 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 				old.again = append(old.again, t)
 			}
 		}
-		c.checkUniqueLocked(t, t.returned, "scheduled")
+		c.checkUniqueLocked(t, t.issued, t.returned, "scheduled")
 		for _, old := range c.byID[t.id] {
 			if old == t || !old.superseded.IsZero() || !(old.accepted || old.ambiguous) || !old.cancelled.IsZero() {
 				continue
@@ -908,9 +908,10 @@ func (c *checker) inheritLocked(old, t *ti) {
 	}
 }
 
-// checkUniqueLocked: when t takes its unique key at `at` (scheduled, or
-// requeued from the dead letters), no other task of its type may hold it.
-func (c *checker) checkUniqueLocked(t *ti, at time.Time, how string) {
+// checkUniqueLocked: when t takes its unique key, at some moment within
+// [from, at] (scheduled, or requeued from the dead letters), no other task
+// of its type may hold it.
+func (c *checker) checkUniqueLocked(t *ti, from, at time.Time, how string) {
 	if t.spec.Unique == nil {
 		return
 	}
@@ -918,7 +919,12 @@ func (c *checker) checkUniqueLocked(t *ti, at time.Time, how string) {
 		if o == t || o.spec.Unique == nil || o.spec.Type != t.spec.Type || o.spec.Unique.Key != t.spec.Unique.Key || !o.accepted {
 			continue
 		}
-		if c.holds(o, at) {
+		// t was written at some moment in [from, at]: only a key held
+		// from the one to the other was surely held when t took it (seed
+		// 16496: a schedule answered 21 s late had been written at once,
+		// before another task took the key while it waited between
+		// attempts, its key free under its states).
+		if c.holds(o, from) && c.holds(o, at) {
 			c.violate(InvUnique, "%s (%s) %s while %s held key %s (%s)", t.id, t.spec, how, o.id, o.spec.Unique.Key, o.spec)
 		}
 	}
@@ -1707,7 +1713,7 @@ func (c *checker) requeued(id string, err error) {
 	}
 	now := c.w.now()
 	t.requeued = append(t.requeued, now)
-	c.checkUniqueLocked(t, now, "was requeued")
+	c.checkUniqueLocked(t, now, now, "was requeued")
 }
 
 // bulk records an operation about to be started, and returns its index

@@ -241,3 +241,37 @@ func TestAWatchedParentsEndDefersToItsPendingSuccessor(t *testing.T) {
 		}
 	})
 }
+
+// A schedule whose answer came late may have been written long before
+// it: a unique task is taken for scheduled over another's key only when
+// that one held the key from the schedule's start to its answer (seed
+// 16496: t3, unique under "scheduled,queued,running", was written at
+// once, ran and failed, and between its attempts — its key free under
+// its states — t20 took the key; t3's answer came 21 s after it was
+// issued, while t20 held the key).
+func TestALateAnswerIsNotAScheduleOverAHeldKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, c := newTestChecker()
+		unique := func(id string, states string) *ti {
+			return c.newTI(TaskSpec{ID: id, Type: "plain", Unique: &UniqueSpec{Key: "k3", States: states}}, nil, nil)
+		}
+		issued := time.Now()
+		slow := unique("t3", "scheduled,queued,running")
+		time.Sleep(18 * time.Second)
+		taker := unique("t20", "")
+		c.scheduled(taker, time.Now(), leasecron.Item{ID: "t20", Due: time.Now().Add(3 * time.Second)}, nil)
+		time.Sleep(3 * time.Second)
+		c.scheduled(slow, issued, leasecron.Item{ID: "t3", Due: issued}, nil)
+		if len(c.violations) != 0 {
+			t.Errorf("a schedule issued before the key was taken, answered after: %v", c.violations)
+		}
+		// Issued and answered while the key was held: refused, had the
+		// product been right.
+		time.Sleep(time.Second)
+		late := unique("t4", "")
+		c.scheduled(late, time.Now(), leasecron.Item{ID: "t4", Due: time.Now()}, nil)
+		if len(c.violations) == 0 {
+			t.Error("a schedule issued and answered while the key was held passed")
+		}
+	})
+}
