@@ -67,8 +67,9 @@ func (c *Client) takeBackSent(ctx context.Context, row table.Entity) (table.Enti
 		return row, nil
 	}
 	props := table.Props(row.Props).Clone()
-	props.Delete(PropSent)
-	props.Delete(PropConfirmed)
+	for _, k := range sendMarks {
+		props.Delete(k)
+	}
 	written, err := c.rewrite(ctx, row, props)
 	if err != nil {
 		return row, fmt.Errorf("take back the send mark: %w", err)
@@ -86,10 +87,14 @@ func (c *Client) rewrite(ctx context.Context, row table.Entity, props table.Prop
 	return table.Entity{PartitionKey: row.PartitionKey, RowKey: row.RowKey, Props: props, ETag: etagAt(etags, 0)}, nil
 }
 
+// sendMarks are the properties of a one-off task's send mark, which a
+// cancel takes back (takeBackSent) and may put back (putBackSent).
+var sendMarks = []string{PropSent, PropConfirmed}
+
 // sentMarks are the send marks of row that takeBackSent removes.
 func sentMarks(row table.Entity) table.Props {
 	marks := table.Props{}
-	for _, k := range []string{PropSent, PropConfirmed} {
+	for _, k := range sendMarks {
 		if v, ok := row.Props[k]; ok {
 			marks[k] = v
 		}

@@ -2248,13 +2248,6 @@ func (c *checker) finalBulk() {
 		if t.spec.Behaviour.Fail != -1 || len(t.starts) == 0 || t.spec.Recurrence != "" {
 			continue
 		}
-		var death time.Time // the first
-		for _, r := range t.starts {
-			if r.outcome == "fail" && r.attempt >= t.maxAttempts() {
-				death = r.end
-				break
-			}
-		}
 		firsts := 0
 		lapsed := map[*runEv]bool{} // first attempts whose lapse excused a start
 		for _, r := range t.starts {
@@ -2276,6 +2269,13 @@ func (c *checker) finalBulk() {
 			// after it.
 			if slices.ContainsFunc(t.starts, func(r *runEv) bool { return r.attempt == 1 && r.start.After(m) }) {
 				allowed++
+			}
+		}
+		var death time.Time // the first
+		for _, r := range t.starts {
+			if r.outcome == "fail" && r.attempt >= t.maxAttempts() {
+				death = r.end
+				break
 			}
 		}
 		for _, b := range c.bulks {
