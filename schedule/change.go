@@ -40,39 +40,51 @@ type CancelSteps struct {
 	// First, when set, is called with the task as found before its row
 	// is deleted (again after a conflict: it must be idempotent); an
 	// error stops the cancel, with nothing deleted. When others hear of
-	// the task's end (Item.EndHeard) and its message was sent early, or
-	// is being sent by its client, the row's send mark is taken back
-	// before First is called, so that message is stale from then on even
-	// if the delete is slow (one whose message was checked against its
-	// row just before may still run), and put back when First fails.
+	// the end of a one-off task (Item.EndHeard), its row is held first
+	// (holdForCancel): the mover leaves it alone for CancelHold, and the
+	// send mark of a message sent early, or being sent by its client, is
+	// taken back, so that message is stale from then on even if the
+	// delete is slow (one whose message was checked against its row just
+	// before may still run). Both are undone when First fails.
 	First func(ctx context.Context, it Item) error
 }
 
-// takeBackSent takes the send mark back from the row of a one-off task
-// whose end others hear of (Item.EndHeard) and whose message was sent
-// (Sent) or is being sent by its client (SendingUntil, not marked yet),
-// before a cancel tells others that the task ended: that message,
-// checked against the row (Current) while the cancel is under way, is
-// then stale — the token is gone, and the row is no longer as the client
-// read it — and is acknowledged without running
-// (issue 38, simulator row 98: a batch member's replacement, sent by its
-// client, ran after the cancel had told its batch it was cancelled,
-// because the cancel's delete was slowed). The write is conditional on
-// the row as read; SendingUntil stays, so the mover still leaves the row
-// to its client until then. It returns the row as written (its new ETag),
-// or as it was when there was nothing to take back (a series keeps its
-// marks: its sent occurrences are cancelled through their run records).
-func (c *Client) takeBackSent(ctx context.Context, row table.Entity) (table.Entity, error) {
-	if oneOffSent(row) == "" && !beingSent(row) || !readItem(row).EndHeard() {
+// holdForCancel holds the row of a one-off task whose end others hear of
+// (Item.EndHeard) before a cancel tells them that the task ended, in one
+// write conditional on the row as read:
+//
+//   - The mover leaves the row alone until CancelHold from now
+//     (PropCancelling). Moved while the cancel tells, the task would run
+//     though its batch and the tasks waiting for it heard that it was
+//     cancelled, and the cancel, finding the row gone, would answer that
+//     it had done nothing (issue 38, seed 16778: a replacement scheduled
+//     beside its id's running run was moved while the cancel's delete was
+//     slowed; its run record, another scheduling's, could not refuse it).
+//   - The send mark of a message sent (Sent) or being sent by its client
+//     (SendingUntil, not marked yet) is taken back: that message, checked
+//     against the row (Current) while the cancel is under way, is then
+//     stale — the token is gone, and the row is no longer as the client
+//     read it — and is acknowledged without running (simulator row 98: a
+//     batch member's replacement, sent by its client, ran after the
+//     cancel had told its batch it was cancelled, because the cancel's
+//     delete was slowed). SendingUntil stays, so the mover still leaves
+//     the row to its client until then.
+//
+// It returns the row as written (its new ETag), or as it was when nobody
+// hears of the end (a series keeps its marks: its sent occurrences are
+// cancelled through their run records).
+func (c *Client) holdForCancel(ctx context.Context, row table.Entity) (table.Entity, error) {
+	if row.Props.Str(PropRecurrence) != "" || !readItem(row).EndHeard() {
 		return row, nil
 	}
 	props := table.Props(row.Props).Clone()
 	for _, k := range sendMarks {
 		props.Delete(k)
 	}
+	props[PropCancelling] = c.opts.Clock.Now().Add(CancelHold).UTC().Format(time.RFC3339Nano)
 	written, err := c.rewrite(ctx, row, props)
 	if err != nil {
-		return row, fmt.Errorf("take back the send mark: %w", err)
+		return row, fmt.Errorf("hold the row for the cancel: %w", err)
 	}
 	return written, nil
 }
@@ -88,10 +100,10 @@ func (c *Client) rewrite(ctx context.Context, row table.Entity, props table.Prop
 }
 
 // sendMarks are the properties of a one-off task's send mark, which a
-// cancel takes back (takeBackSent) and may put back (putBackSent).
+// cancel takes back (holdForCancel) and may put back (release).
 var sendMarks = []string{PropSent, PropConfirmed}
 
-// sentMarks are the send marks of row that takeBackSent removes.
+// sentMarks are the send marks of row that holdForCancel removes.
 func sentMarks(row table.Entity) table.Props {
 	marks := table.Props{}
 	for _, k := range sendMarks {
@@ -102,23 +114,25 @@ func sentMarks(row table.Entity) table.Props {
 	return marks
 }
 
-// putBackSent puts the send marks taken back on the row when a cancel
-// stops before it told anyone (First failed, or the cancel gave up): the
-// row stays pending, and what reads its mark (a reschedule or run-now
-// refusing a task whose message started, a replace taking its
-// confirmation back, the mover) must find it. Only while the row is as
-// the take-back left it (wrote, its ETag); a row written since, or a
-// take-back whose answer was lost, is left as it is, and a failure is
+// release undoes holdForCancel when a cancel stops before First told
+// anyone (First failed, or the cancel gave up first): the row stays pending, the mover
+// may move it at once, and the send marks taken back are put back, since
+// what reads them (a reschedule or run-now refusing a task whose message
+// started, a replace taking its confirmation back, the mover) must find
+// them. Only while the row is as the hold left it (wrote, its ETag); a
+// row written since, or a hold whose answer was lost, is left as it is
+// (the mover moves it once CancelHold has passed), and a failure is
 // logged. (A row being sent had no mark to put back: its client's mark
 // is refused, and the mover moves the row once its SendingUntil passes.)
-func (c *Client) putBackSent(ctx context.Context, id string, row table.Entity, wrote string, taken table.Props) {
-	if wrote == "" || row.ETag != wrote || len(taken) == 0 {
+func (c *Client) release(ctx context.Context, id string, row table.Entity, wrote string, taken table.Props) {
+	if wrote == "" || row.ETag != wrote {
 		return
 	}
 	props := table.Props(row.Props).Clone()
+	props.Delete(PropCancelling)
 	maps.Copy(props, taken)
 	if _, err := c.rewrite(ctx, row, props); err != nil {
-		c.opts.Logger.Warn("a cancel that stopped could not put back the send mark it took from the task's row; the mover sends the task again, and its run record refuses a second run of it", "task_id", id, "err", err)
+		c.opts.Logger.Warn("a cancel that stopped could not release the task's row it held; the mover moves it once the hold has passed, and sends it again if it was sent, which its run record refuses to run twice", "task_id", id, "err", err, "held_until", readItem(row).CancellingUntil)
 	}
 }
 
@@ -133,12 +147,15 @@ func (c *Client) putBackSent(ctx context.Context, id string, row table.Entity, w
 // task ran), and a large payload's blob is left to its retention.
 func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps) (it Item, unsure bool, err error) {
 	var lastErr error
-	// wrote is the ETag the take-back of the row's send mark left it with
-	// (takeBackSent), and taken the marks it removed: while the row still
-	// has that ETag the take-back stands, and the marks go back when the
-	// cancel stops before First has told anyone (putBackSent).
+	// wrote is the ETag the hold of the row left it with (holdForCancel),
+	// and taken the send marks it removed: while the row still has that
+	// ETag the hold stands, and it is undone when the cancel stops before
+	// First has told anyone (release).
 	var wrote string
 	var taken table.Props
+	// told: First has told others of the task's end, so the hold is not
+	// undone when the cancel stops (release).
+	var told bool
 	// tried is the row of a delete that failed without saying whether it
 	// committed. A refusal because the row had changed (a precondition
 	// failed) says ours did not, and clears it.
@@ -156,10 +173,17 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 			return Item{}, false, err
 		}
 		stop := func(err error) (Item, bool, error) {
-			c.putBackSent(ctx, id, f.row, wrote, taken)
+			if !told {
+				c.release(ctx, id, f.row, wrote, taken)
+			}
 			return Item{}, false, err
 		}
 		if try == retries {
+			if told {
+				// They heard of its end: the row stays held, so that the
+				// task does not run meanwhile, for a cancel tried again.
+				return stop(fmt.Errorf("cancel %s: the task's batch and the tasks waiting for it were told that it was cancelled, but its row could not be removed (still failing after %d attempts: %w); cancel it again: the workers leave it until %s", id, retries, lastErr, readItem(f.row).CancellingUntil.Format(time.RFC3339)))
+			}
 			return stop(fmt.Errorf("cancel %s: still failing after %d attempts: %w", id, retries, lastErr))
 		}
 		if steps.Check != nil {
@@ -172,7 +196,7 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 		}
 		if steps.First != nil {
 			if f.row.ETag != wrote {
-				row, err := c.takeBackSent(ctx, f.row)
+				row, err := c.holdForCancel(ctx, f.row)
 				switch {
 				case conflict(err), storage.IsTransient(err):
 					lastErr = err
@@ -188,6 +212,7 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 			if err := steps.First(ctx, readItem(f.row)); err != nil {
 				return stop(err)
 			}
+			told = true
 		}
 		if mutate.On(mutate.CancelNoop) {
 			return readItem(f.row), false, nil

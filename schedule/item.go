@@ -118,6 +118,11 @@ type Item struct {
 	// sending the task's message itself (a task due now: see
 	// AddOptions.Sending); the mover leaves the row alone until then.
 	SendingUntil time.Time
+	// CancellingUntil, when set, says that a cancel is telling the
+	// task's batch or the tasks waiting for it that it ended, and removes
+	// the row after; the mover leaves the row alone until then
+	// (CancelHold).
+	CancellingUntil time.Time
 	// Disabled is when the series was disabled (Client.Disable); zero for
 	// a task that runs. A disabled series' Due is the occurrence it had
 	// next then.

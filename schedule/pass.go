@@ -177,6 +177,12 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 		return p
 	}
 	retireBy, earlyBy := now.Add(m.retireWindow()), now.Add(m.o.Early)
+	if now.Before(it.CancellingUntil) {
+		// A cancel is telling what waits for the task that it ended, and
+		// removes the row after: moved now, it would run though they heard
+		// it was cancelled (issue 38, seed 16778).
+		return p
+	}
 	token := r.sent
 	if token == "" && now.Before(it.SendingUntil) {
 		// The client that wrote the row is sending its message itself

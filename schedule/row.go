@@ -44,7 +44,19 @@ const (
 	// row without confirming the run again; a change of the row through
 	// Client takes the confirmation back (Options.Unconfirm).
 	PropConfirmed = "Confirmed"
+	// PropCancelling is written by a cancel that tells others of a
+	// one-off task's end (its batch, the tasks waiting for it) before it
+	// removes the row: until then (CancelHold after the cancel began) the
+	// mover leaves the row to the cancel, which deletes it once they have
+	// heard; a cancel that stops before telling anyone takes it off again.
+	PropCancelling = "Cancelling"
 )
+
+// CancelHold is how long a cancel that tells others of a task's end before
+// it removes the task's row (PropCancelling) holds the row from the mover:
+// the task of a cancel that died in between is moved as any other once it
+// has passed.
+const CancelHold = 2 * time.Minute
 
 // Reserved row keys. Item rows start with 19 digits; the id index rows
 // ("id~{id}") and the fence row ("~fence") start with letters or '~', which
@@ -148,6 +160,11 @@ func parseRow(e table.Entity) (parsedRow, error) {
 	if s, _, err := e.Props.StrictString(PropSendingUntil); err == nil && s != "" {
 		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 			it.SendingUntil = t.UTC()
+		}
+	}
+	if s, _, err := e.Props.StrictString(PropCancelling); err == nil && s != "" {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			it.CancellingUntil = t.UTC()
 		}
 	}
 	it.ETag = e.ETag

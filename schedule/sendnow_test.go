@@ -537,3 +537,97 @@ func (r *replaceCounter) Submit(ctx context.Context, ops []table.Op) ([]string, 
 	}
 	return r.Table.Submit(ctx, ops)
 }
+
+// A cancel that tells others before it removes the row (a task others
+// wait for, a batch member) holds the row from the mover while it tells
+// them: moved meanwhile, the task would run though its batch and children
+// heard it was cancelled, and the cancel, finding the row gone, answer
+// that it did nothing (issue 38, seed 16778: a replacement scheduled
+// beside its id's running run was moved while the cancel's delete was
+// slowed; it ran, and the cancel answered "run already finished"). A
+// cancel that stops before telling lets the mover have the row at once;
+// one that dies after telling holds it for CancelHold at most.
+func TestTheMoverLeavesARowWhileItsCancelTells(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second}})
+	ctxt := ctx(t)
+	e.add(t, Item{ID: "told", Due: t0, Batch: "b1"})
+	told := false
+	if _, err := e.c.CancelWith(ctxt, "told", func(context.Context, Item) error {
+		told = true
+		if err := e.onePass(t); err != nil {
+			t.Fatal(err)
+		}
+		if ids := e.q.ids(); len(ids) != 0 {
+			t.Errorf("while its cancel told others the mover sent %v", ids)
+		}
+		return nil
+	}); err != nil || !told {
+		t.Fatalf("cancel: %v (told %v)", err, told)
+	}
+	if _, err := e.c.Get(ctxt, "told"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after the cancel: %v; want ErrNotFound", err)
+	}
+
+	// First failed: nobody heard, and the row is the mover's again.
+	e.add(t, Item{ID: "stopped", Due: t0, Waiters: true})
+	failed := errors.New("telling failed")
+	if _, err := e.c.CancelWith(ctxt, "stopped", func(context.Context, Item) error { return failed }); !errors.Is(err, failed) {
+		t.Fatalf("cancel whose First fails: %v; want its error", err)
+	}
+	if it, err := e.c.Get(ctxt, "stopped"); err != nil || !it.CancellingUntil.IsZero() {
+		t.Fatalf("after the stopped cancel: %+v, %v; want the row pending, unheld", it, err)
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.q.byID("stopped"); !ok {
+		t.Fatalf("the row of a cancel that stopped was not moved: sent %v", e.q.ids())
+	}
+
+	// The cancel gave up after telling (or died then): the row waits
+	// CancelHold, for a cancel tried again, then is moved as any other
+	// (its run record, marked cancelled, refuses it).
+	e.add(t, Item{ID: "orphan", Due: t0, Waiters: true})
+	dead := errors.New("the process died")
+	var held Item
+	if _, err := e.c.CancelWith(ctxt, "orphan", func(ctx context.Context, it Item) error {
+		held = it
+		e.c.t = &failDeletes{Table: e.mt, err: dead}
+		return nil
+	}); !errors.Is(err, dead) || !strings.Contains(err.Error(), "were told that it was cancelled") {
+		t.Fatalf("cancel whose delete fails after telling: %v; want its error, saying who heard", err)
+	}
+	e.c.t = e.mt
+	if want := e.fc.Now().Add(CancelHold); !held.CancellingUntil.Equal(want) {
+		t.Fatalf("First saw the row held until %v; want %v", held.CancellingUntil, want)
+	}
+	if it, err := e.c.Get(ctxt, "orphan"); err != nil || !it.CancellingUntil.Equal(held.CancellingUntil) {
+		t.Fatalf("after the cancel died: %+v, %v; want the row pending, held", it, err)
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.q.byID("orphan"); ok {
+		t.Fatal("the mover moved a row its cancel holds")
+	}
+	e.fc.Advance(CancelHold)
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.q.byID("orphan"); !ok {
+		t.Fatalf("a row whose cancel died was never moved: sent %v", e.q.ids())
+	}
+}
+
+// failDeletes is a table that refuses every Delete with err.
+type failDeletes struct {
+	table.Table
+	err error
+}
+
+func (f *failDeletes) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if len(ops) > 0 && ops[0].Kind == table.Delete {
+		return nil, f.err
+	}
+	return f.Table.Submit(ctx, ops)
+}
