@@ -598,7 +598,8 @@ func (c *Client) cancelWaitedFor(ctx context.Context, it Item, only bool) error 
 	}
 	unfinished, err := cancel(ctx, it.ID, runs.Meta{Type: it.Type, Due: it.Due})
 	if err != nil {
-		return err
+		// Before any telling: the cancel releases the row it holds.
+		return fmt.Errorf("%w (%w: the task stays pending)", err, schedule.ErrNoneTold)
 	}
 	c.cancelledFlow(ctx, unfinished)
 	return c.endedFlow(ctx, it, RunCancelled)

@@ -287,6 +287,11 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 			}
 		}
 		keepFlow(props, replaced, it)
+		if c.opts.Clock.Now().Before(it.CancellingUntil) && !it.SendingUntil.IsZero() {
+			// Held by a cancel (keepFlow): the mover's, not sent now.
+			delete(props, PropSendingUntil)
+			it.SendingUntil = time.Time{}
+		}
 		wd = wd.add(c.withdraw(ctx, it.ID, replaced))
 		etags, err = c.t.Submit(ctx, ops)
 		if err == nil {

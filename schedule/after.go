@@ -183,6 +183,13 @@ func keepFlow(props map[string]any, old table.Entity, it *Item) {
 	if b := old.Props.Str(PropBatch); b != "" && it.Batch == "" && !old.Props.Bool(PropCallback) {
 		props[PropBatch], it.Batch = b, b
 	}
+	if h := old.Props.Str(PropCancelling); h != "" {
+		// A cancel holds the replaced row while it tells what waits for
+		// the task: the replacement, which takes its place for them, is
+		// held as well until the cancel, tried on it, removes it.
+		props[PropCancelling] = h
+		it.CancellingUntil = readItem(old).CancellingUntil
+	}
 }
 
 // rowDue is the due time of it's row: MaxTime while it waits.
@@ -249,6 +256,12 @@ func (c *Client) releaseAt(it Item, props table.Props, sending, sendBy time.Time
 	}
 	props.Delete(PropWaiting)
 	props.Delete(PropSendingUntil)
+	if c.opts.Clock.Now().Before(it.CancellingUntil) {
+		// A cancel holds the row (it tells the task's own batch and
+		// dependents that it was cancelled): the row stays the mover's,
+		// which leaves it to the cancel, not sent now by the releaser.
+		return due
+	}
 	if !sending.IsZero() && !due.After(sendBy) {
 		props[PropSendingUntil] = sending.UTC().Format(time.RFC3339Nano)
 	}

@@ -30,6 +30,12 @@ func (c *Client) CancelWith(ctx context.Context, id string, first func(ctx conte
 	return it, err
 }
 
+// ErrNoneTold is wrapped by an error of CancelSteps.First that told
+// nobody of the task's end: the cancel then undoes its hold on the row. Any
+// other error of First is taken to have told some, and the row stays held
+// (CancelHold) for a cancel tried again.
+var ErrNoneTold = errors.New("nobody was told of its end")
+
 // CancelSteps are what a cancel (CancelReport) does beside removing the
 // task's row.
 type CancelSteps struct {
@@ -45,7 +51,9 @@ type CancelSteps struct {
 	// send mark of a message sent early, or being sent by its client, is
 	// taken back, so that message is stale from then on even if the
 	// delete is slow (one whose message was checked against its row just
-	// before may still run). Both are undone when First fails.
+	// before may still run). Both are undone when First fails with an
+	// error wrapping ErrNoneTold; after any other error of First, the row
+	// stays held for CancelHold.
 	First func(ctx context.Context, it Item) error
 }
 
@@ -153,8 +161,8 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 	// First has told anyone (release).
 	var wrote string
 	var taken table.Props
-	// told: First has told others of the task's end, so the hold is not
-	// undone when the cancel stops (release).
+	// told: First, with the row held, may have told others of the task's
+	// end, so the hold is not undone when the cancel stops (release).
 	var told bool
 	// tried is the row of a delete that failed without saying whether it
 	// committed. A refusal because the row had changed (a precondition
@@ -173,18 +181,40 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 			return Item{}, false, err
 		}
 		stop := func(err error) (Item, bool, error) {
-			if !told {
-				c.release(ctx, id, f.row, wrote, taken)
+			if told {
+				// They may have heard of its end: the row stays held, so
+				// that the task does not run meanwhile, for a cancel tried
+				// again.
+				return Item{}, false, fmt.Errorf("%w (the task's batch and the tasks waiting for it may have been told that it was cancelled: cancel it again; its row is held from the workers until %s)", err, readItem(f.row).CancellingUntil.Format(time.RFC3339))
 			}
+			c.release(ctx, id, f.row, wrote, taken)
 			return Item{}, false, err
 		}
 		if try == retries {
-			if told {
-				// They heard of its end: the row stays held, so that the
-				// task does not run meanwhile, for a cancel tried again.
-				return stop(fmt.Errorf("cancel %s: the task's batch and the tasks waiting for it were told that it was cancelled, but its row could not be removed (still failing after %d attempts: %w); cancel it again: the workers leave it until %s", id, retries, lastErr, readItem(f.row).CancellingUntil.Format(time.RFC3339)))
-			}
 			return stop(fmt.Errorf("cancel %s: still failing after %d attempts: %w", id, retries, lastErr))
+		}
+		// hold writes the hold on the row (holdForCancel), or renews it
+		// once half of it has passed (telling many dependents, or a slow
+		// delete, can take long); a row written by another since the
+		// last hold is held again. taken keeps the send marks of the row
+		// before the first hold: a row already held carries none (our
+		// hold whose answer was lost).
+		hold := func() error {
+			if f.row.ETag == wrote && c.opts.Clock.Now().Before(readItem(f.row).CancellingUntil.Add(-CancelHold/2)) {
+				return nil
+			}
+			row, err := c.holdForCancel(ctx, f.row)
+			if err != nil {
+				return err
+			}
+			if row.ETag != f.row.ETag {
+				if m := sentMarks(f.row); f.row.ETag != wrote && (len(m) > 0 || f.row.Props.Str(PropCancelling) == "") {
+					taken = m
+				}
+				wrote = row.ETag
+			}
+			f.row = row
+			return nil
 		}
 		if steps.Check != nil {
 			if err := steps.Check(readItem(f.row)); err != nil {
@@ -195,24 +225,24 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 			return stop(err)
 		}
 		if steps.First != nil {
-			if f.row.ETag != wrote {
-				row, err := c.holdForCancel(ctx, f.row)
-				switch {
-				case conflict(err), storage.IsTransient(err):
-					lastErr = err
-					continue
-				case err != nil:
-					return stop(fmt.Errorf("cancel %s: %w", id, err))
+			err := hold()
+			if err == nil {
+				err = steps.First(ctx, readItem(f.row))
+				// (An error of First that says it told nobody leaves the
+				// hold to be undone.)
+				told = told || wrote != "" && f.row.ETag == wrote && !errors.Is(err, ErrNoneTold)
+				if err != nil {
+					return stop(err)
 				}
-				if row.ETag != f.row.ETag {
-					wrote, taken = row.ETag, sentMarks(f.row)
-				}
-				f.row = row
+				err = hold() // still held for the delete
 			}
-			if err := steps.First(ctx, readItem(f.row)); err != nil {
-				return stop(err)
+			switch {
+			case conflict(err), storage.IsTransient(err):
+				lastErr = err
+				continue
+			case err != nil:
+				return stop(fmt.Errorf("cancel %s: %w", id, err))
 			}
-			told = true
 		}
 		if mutate.On(mutate.CancelNoop) {
 			return readItem(f.row), false, nil
@@ -234,7 +264,7 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 		case conflict(err):
 			tried = nil
 		default:
-			return Item{}, false, fmt.Errorf("cancel %s: %w", id, err)
+			return stop(fmt.Errorf("cancel %s: %w", id, err))
 		}
 		lastErr = err
 	}
@@ -268,6 +298,13 @@ func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o
 		return Item{}, fmt.Errorf("%w: reschedule %s: %w", ErrInvalid, id, err)
 	}
 	return c.moveRow(ctx, id, "reschedule", "rescheduled", func(row table.Entity) (time.Time, table.Props, error) {
+		if until := readItem(row).CancellingUntil; c.opts.Clock.Now().Before(until) {
+			// A cancel holds the row while it tells the task's batch and
+			// dependents that it was cancelled (or gave up after): moved
+			// to now, or sent by a run-now, the task would run after they
+			// heard it was cancelled.
+			return time.Time{}, nil, fmt.Errorf("%w: reschedule %s: a cancel of the task is under way, or failed after telling its batch or dependents (its row is held until %s); cancel it again, or schedule it anew once the cancel is done", ErrNotFound, id, until.Format(time.RFC3339))
+		}
 		props := table.Props(row.Props).Clone()
 		if props.Str(PropWaiting) != "" {
 			// A task waiting for others keeps waiting: the time it asks

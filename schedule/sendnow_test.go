@@ -461,13 +461,13 @@ func TestCancelTakesTheSendMarkBackBeforeTelling(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("cancel after a busy take-back: %v", err)
 	}
-	// A cancel whose First fails puts the mark back: the row stays
-	// pending, marked as sent with its token and confirmation, and its
-	// message is current again.
+	// A cancel whose First fails having told nobody puts the mark back:
+	// the row stays pending, marked as sent with its token and
+	// confirmation, and its message is current again.
 	rc := &replaceCounter{Table: mt}
 	c.t = rc
 	_, env = sentRow("stopped", "b2")
-	failed := errors.New("telling the batch failed")
+	failed := fmt.Errorf("marking its run failed: %w", ErrNoneTold)
 	if _, err := c.CancelWith(ctxt, "stopped", func(context.Context, Item) error { return failed }); !errors.Is(err, failed) {
 		t.Fatalf("cancel whose First fails: %v; want its error", err)
 	}
@@ -568,9 +568,9 @@ func TestTheMoverLeavesARowWhileItsCancelTells(t *testing.T) {
 		t.Fatalf("after the cancel: %v; want ErrNotFound", err)
 	}
 
-	// First failed: nobody heard, and the row is the mover's again.
+	// First failed having told nobody: the row is the mover's again.
 	e.add(t, Item{ID: "stopped", Due: t0, Waiters: true})
-	failed := errors.New("telling failed")
+	failed := fmt.Errorf("marking its run failed: %w", ErrNoneTold)
 	if _, err := e.c.CancelWith(ctxt, "stopped", func(context.Context, Item) error { return failed }); !errors.Is(err, failed) {
 		t.Fatalf("cancel whose First fails: %v; want its error", err)
 	}
@@ -584,6 +584,44 @@ func TestTheMoverLeavesARowWhileItsCancelTells(t *testing.T) {
 		t.Fatalf("the row of a cancel that stopped was not moved: sent %v", e.q.ids())
 	}
 
+	// First failed after telling some (a batch told, a child not): the
+	// row stays held, and the answer says who may have heard.
+	e.add(t, Item{ID: "partly", Due: t0, Waiters: true})
+	partly := errors.New("telling a child failed")
+	if _, err := e.c.CancelWith(ctxt, "partly", func(context.Context, Item) error { return partly }); !errors.Is(err, partly) || !strings.Contains(err.Error(), "may have been told") {
+		t.Fatalf("cancel whose First fails after telling some: %v; want its error, saying who may have heard", err)
+	}
+	if it, err := e.c.Get(ctxt, "partly"); err != nil || it.CancellingUntil.IsZero() {
+		t.Fatalf("after the cancel that told some: %+v, %v; want the row pending, held", it, err)
+	}
+	// Held, it is neither rescheduled nor released to be sent by its
+	// releaser: either would run it after its dependents heard it was
+	// cancelled.
+	if _, err := e.c.RescheduleWith(ctxt, "partly", t0, RescheduleOptions{Sending: t0.Add(15 * time.Second)}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "a cancel of the task is under way") {
+		t.Fatalf("reschedule of a held row: %v; want ErrNotFound naming the cancel", err)
+	}
+	e.add(t, Item{ID: "child", Due: t0, After: []string{"parent"}, Waiting: true, Batch: "b2"})
+	released := false
+	if _, err := e.c.CancelWith(ctxt, "child", func(ctx context.Context, it Item) error {
+		if released {
+			return nil
+		}
+		released = true
+		got, v, err := e.c.Release(ctx, "child", "parent", true, t0.Add(15*time.Second), t0.Add(time.Minute))
+		if err != nil || v != Released || !got.SendingUntil.IsZero() || got.CancellingUntil.IsZero() {
+			t.Errorf("release of a held row: %+v, %v, %v; want it released, held, not to be sent by its releaser", got, v, err)
+		}
+		return nil
+	}); err != nil || !released {
+		t.Fatalf("cancel of a child released meanwhile: %v", err)
+	}
+	// A replace takes the held row's place: held too, and not sent now by
+	// its client.
+	got, err := e.c.Add(ctxt, Item{ID: "partly", Due: t0}, AddOptions{Replace: true, Sending: t0.Add(15 * time.Second)})
+	if err != nil || !got.SendingUntil.IsZero() || got.CancellingUntil.IsZero() || !got.Waiters {
+		t.Fatalf("replace of a held row: %+v, %v; want it held, not to be sent by its client", got, err)
+	}
+
 	// The cancel gave up after telling (or died then): the row waits
 	// CancelHold, for a cancel tried again, then is moved as any other
 	// (its run record, marked cancelled, refuses it).
@@ -594,12 +632,30 @@ func TestTheMoverLeavesARowWhileItsCancelTells(t *testing.T) {
 		held = it
 		e.c.t = &failDeletes{Table: e.mt, err: dead}
 		return nil
-	}); !errors.Is(err, dead) || !strings.Contains(err.Error(), "were told that it was cancelled") {
+	}); !errors.Is(err, dead) || !strings.Contains(err.Error(), "may have been told") {
 		t.Fatalf("cancel whose delete fails after telling: %v; want its error, saying who heard", err)
 	}
 	e.c.t = e.mt
 	if want := e.fc.Now().Add(CancelHold); !held.CancellingUntil.Equal(want) {
 		t.Fatalf("First saw the row held until %v; want %v", held.CancellingUntil, want)
+	}
+	// A hold half spent by the time First returns is renewed for the
+	// delete (telling many dependents takes long).
+	e.add(t, Item{ID: "slow", Due: t0, Batch: "b3"})
+	first := true
+	if _, err := e.c.CancelWith(ctxt, "slow", func(ctx context.Context, it Item) error {
+		if first {
+			first = false
+			e.fc.Advance(CancelHold * 3 / 4)
+		}
+		e.c.t = &failDeletes{Table: e.mt, err: dead}
+		return nil
+	}); !errors.Is(err, dead) {
+		t.Fatalf("cancel whose delete fails after a slow telling: %v; want its error", err)
+	}
+	e.c.t = e.mt
+	if it, err := e.c.Get(ctxt, "slow"); err != nil || !it.CancellingUntil.Equal(e.fc.Now().Add(CancelHold)) {
+		t.Fatalf("after a slow telling the row is %+v, %v; want it held until %v", it, err, e.fc.Now().Add(CancelHold))
 	}
 	if it, err := e.c.Get(ctxt, "orphan"); err != nil || !it.CancellingUntil.Equal(held.CancellingUntil) {
 		t.Fatalf("after the cancel died: %+v, %v; want the row pending, held", it, err)
@@ -616,6 +672,9 @@ func TestTheMoverLeavesARowWhileItsCancelTells(t *testing.T) {
 	}
 	if _, ok := e.q.byID("orphan"); !ok {
 		t.Fatalf("a row whose cancel died was never moved: sent %v", e.q.ids())
+	}
+	if _, ok := e.q.byID("partly"); !ok {
+		t.Fatalf("a row whose cancel told some and stopped was never moved: sent %v", e.q.ids())
 	}
 }
 
