@@ -30,6 +30,11 @@ var (
 	// not tell that it changed. With run records the change is made and the
 	// early message becomes a no-op.
 	ErrAlreadySent = schedule.ErrAlreadySent
+	// ErrBeingCancelled: Reschedule or RunNow was refused because a cancel
+	// of the task holds its row while it tells the task's batch and the
+	// tasks waiting for it that it was cancelled (or failed after telling
+	// them): cancel it again, or wait for the cancel to end.
+	ErrBeingCancelled = schedule.ErrBeingCancelled
 	// ErrInvalidRunQuery: Runs was given a query it cannot answer (an
 	// unknown state, a continuation token from another query, ...).
 	ErrInvalidRunQuery = runs.ErrInvalid

@@ -112,7 +112,7 @@ func problemOf(err error) *Problem {
 		return problem(http.StatusServiceUnavailable, "unavailable", "the request was cancelled")
 	case errors.Is(err, leasecron.ErrAlreadyScheduled):
 		return problem(http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, leasecron.ErrAlreadyFinished), errors.Is(err, leasecron.ErrAlreadySent), errors.Is(err, leasecron.ErrNoRunRecords):
+	case errors.Is(err, leasecron.ErrAlreadyFinished), errors.Is(err, leasecron.ErrAlreadySent), errors.Is(err, leasecron.ErrBeingCancelled), errors.Is(err, leasecron.ErrNoRunRecords):
 		return problem(http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, leasecron.ErrNotFound):
 		return problem(http.StatusNotFound, "not-found", err.Error())

@@ -45,7 +45,7 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, leasecrontype.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, schedule.ErrAlreadyScheduled), errors.Is(err, ErrConflict), errors.Is(err, leasecron.ErrAlreadyFinished):
+	case errors.Is(err, schedule.ErrAlreadyScheduled), errors.Is(err, ErrConflict), errors.Is(err, leasecron.ErrAlreadyFinished), errors.Is(err, leasecron.ErrBeingCancelled):
 		return http.StatusConflict
 	case errors.Is(err, leasecron.ErrServerBusy):
 		return http.StatusServiceUnavailable

@@ -183,7 +183,14 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 	}
 	var lastErr error
 	created := false
+	given := *it
 	for range retries {
+		// What a replace carried over from the row it meant to replace
+		// (keepFlow) was that row's: an attempt after it starts from the
+		// task as given.
+		*it = given
+		props = itemProps(given, true)
+		fresh[0].Props = props
 		etags, err := c.t.Submit(ctx, fresh)
 		if err == nil {
 			return shard, "", etagAt(etags, 0), nil

@@ -30,6 +30,16 @@ func (c *Client) CancelWith(ctx context.Context, id string, first func(ctx conte
 	return it, err
 }
 
+// toldErr is err of a cancel that stops after others may have heard that
+// the task was cancelled: the row stays held (until, when known).
+func toldErr(err error, until time.Time) error {
+	held := "its row stays held from the workers for a while"
+	if !until.IsZero() {
+		held = "its row is held from the workers until " + until.Format(time.RFC3339)
+	}
+	return fmt.Errorf("%w (the task's batch and the tasks waiting for it may have been told that it was cancelled: cancel it again; %s)", err, held)
+}
+
 // ErrNoneTold is wrapped by an error of CancelSteps.First that told
 // nobody of the task's end: the cancel then undoes its hold on the row. Any
 // other error of First is taken to have told some, and the row stays held
@@ -178,6 +188,9 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 				// Tidy a stale index row; a failure here changes nothing.
 				_, _ = c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: orphan.PartitionKey, RowKey: orphan.RowKey, IfMatch: orphan.ETag}})
 			}
+			if told && !errors.Is(err, ErrNotFound) {
+				return Item{}, false, toldErr(err, time.Time{})
+			}
 			return Item{}, false, err
 		}
 		stop := func(err error) (Item, bool, error) {
@@ -185,7 +198,7 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 				// They may have heard of its end: the row stays held, so
 				// that the task does not run meanwhile, for a cancel tried
 				// again.
-				return Item{}, false, fmt.Errorf("%w (the task's batch and the tasks waiting for it may have been told that it was cancelled: cancel it again; its row is held from the workers until %s)", err, readItem(f.row).CancellingUntil.Format(time.RFC3339))
+				return Item{}, false, toldErr(err, readItem(f.row).CancellingUntil)
 			}
 			c.release(ctx, id, f.row, wrote, taken)
 			return Item{}, false, err
@@ -202,6 +215,13 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 		hold := func() error {
 			if f.row.ETag == wrote && c.opts.Clock.Now().Before(readItem(f.row).CancellingUntil.Add(-CancelHold/2)) {
 				return nil
+			}
+			if f.row.ETag != wrote && c.opts.Clock.Now().Before(readItem(f.row).CancellingUntil) {
+				// Held already, and not as this cancel last wrote it: by
+				// another cancel (one that gave up after telling, or one
+				// under way), or by this one with its answer lost. Either
+				// may have told others, so this cancel never undoes it.
+				told = true
 			}
 			row, err := c.holdForCancel(ctx, f.row)
 			if err != nil {
@@ -303,7 +323,7 @@ func (c *Client) RescheduleWith(ctx context.Context, id string, due time.Time, o
 			// dependents that it was cancelled (or gave up after): moved
 			// to now, or sent by a run-now, the task would run after they
 			// heard it was cancelled.
-			return time.Time{}, nil, fmt.Errorf("%w: reschedule %s: a cancel of the task is under way, or failed after telling its batch or dependents (its row is held until %s); cancel it again, or schedule it anew once the cancel is done", ErrNotFound, id, until.Format(time.RFC3339))
+			return time.Time{}, nil, fmt.Errorf("%w: reschedule %s: a cancel of the task is under way, or failed after telling its batch or dependents (its row is held until %s); cancel it again, or schedule it anew once the cancel is done", ErrBeingCancelled, id, until.Format(time.RFC3339))
 		}
 		props := table.Props(row.Props).Clone()
 		if props.Str(PropWaiting) != "" {

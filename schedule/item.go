@@ -164,6 +164,11 @@ var (
 	ErrAlreadySent = errors.New("already sent to the queue")
 	// ErrNotFound: no pending task has that id.
 	ErrNotFound = notfound.New("not scheduled")
+	// ErrBeingCancelled: Reschedule (and RunNow) refused a task whose
+	// cancel holds its row (Item.CancellingUntil): the cancel is telling
+	// the task's batch or dependents that it was cancelled, or failed
+	// after telling them.
+	ErrBeingCancelled = errors.New("being cancelled")
 )
 
 var (

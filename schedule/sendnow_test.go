@@ -594,11 +594,21 @@ func TestTheMoverLeavesARowWhileItsCancelTells(t *testing.T) {
 	if it, err := e.c.Get(ctxt, "partly"); err != nil || it.CancellingUntil.IsZero() {
 		t.Fatalf("after the cancel that told some: %+v, %v; want the row pending, held", it, err)
 	}
+	// A cancel tried again that tells nobody (its run not marked) leaves
+	// the hold it found: the first cancel's hearers stand.
+	if _, err := e.c.CancelWith(ctxt, "partly", func(context.Context, Item) error {
+		return fmt.Errorf("marking its run failed: %w", ErrNoneTold)
+	}); !errors.Is(err, ErrNoneTold) {
+		t.Fatalf("second cancel whose First told nobody: %v; want its error", err)
+	}
+	if it, err := e.c.Get(ctxt, "partly"); err != nil || it.CancellingUntil.IsZero() {
+		t.Fatalf("after a second cancel that told nobody: %+v, %v; want the row still held", it, err)
+	}
 	// Held, it is neither rescheduled nor released to be sent by its
 	// releaser: either would run it after its dependents heard it was
 	// cancelled.
-	if _, err := e.c.RescheduleWith(ctxt, "partly", t0, RescheduleOptions{Sending: t0.Add(15 * time.Second)}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "a cancel of the task is under way") {
-		t.Fatalf("reschedule of a held row: %v; want ErrNotFound naming the cancel", err)
+	if _, err := e.c.RescheduleWith(ctxt, "partly", t0, RescheduleOptions{Sending: t0.Add(15 * time.Second)}); !errors.Is(err, ErrBeingCancelled) || !strings.Contains(err.Error(), "a cancel of the task is under way") {
+		t.Fatalf("reschedule of a held row: %v; want ErrBeingCancelled naming the cancel", err)
 	}
 	e.add(t, Item{ID: "child", Due: t0, After: []string{"parent"}, Waiting: true, Batch: "b2"})
 	released := false
@@ -620,6 +630,21 @@ func TestTheMoverLeavesARowWhileItsCancelTells(t *testing.T) {
 	got, err := e.c.Add(ctxt, Item{ID: "partly", Due: t0}, AddOptions{Replace: true, Sending: t0.Add(15 * time.Second)})
 	if err != nil || !got.SendingUntil.IsZero() || got.CancellingUntil.IsZero() || !got.Waiters {
 		t.Fatalf("replace of a held row: %+v, %v; want it held, not to be sent by its client", got, err)
+	}
+	// A replace whose held row is removed under it (the cancel's delete
+	// landed first) writes the task as given: nothing of the removed row.
+	e.add(t, Item{ID: "gone", Due: t0, Waiters: true})
+	if _, err := e.c.CancelWith(ctxt, "gone", func(context.Context, Item) error { return errors.New("telling failed") }); err == nil {
+		t.Fatal("cancel whose First fails: no error")
+	}
+	e.c.t = &removedUnder{Table: e.mt, mt: e.mt, id: "gone"}
+	got, err = e.c.Add(ctxt, Item{ID: "gone", Due: t0}, AddOptions{Replace: true, Sending: t0.Add(15 * time.Second)})
+	e.c.t = e.mt
+	if err != nil || got.SendingUntil.IsZero() || !got.CancellingUntil.IsZero() || got.Waiters {
+		t.Fatalf("replace after the held row was removed: %+v, %v; want the task as given, sent by its client", got, err)
+	}
+	if it, err := e.c.Get(ctxt, "gone"); err != nil || !it.CancellingUntil.IsZero() || it.Waiters {
+		t.Fatalf("replace after the held row was removed wrote %+v, %v; want the task as given", it, err)
 	}
 
 	// The cancel gave up after telling (or died then): the row waits
@@ -676,6 +701,32 @@ func TestTheMoverLeavesARowWhileItsCancelTells(t *testing.T) {
 	if _, ok := e.q.byID("partly"); !ok {
 		t.Fatalf("a row whose cancel told some and stopped was never moved: sent %v", e.q.ids())
 	}
+}
+
+// removedUnder is a table that, on the first write that is not an insert
+// (a replace of the row it read), removes the rows of id from partition 00
+// first and refuses the write as the table would then.
+type removedUnder struct {
+	table.Table
+	mt   *table.Memory
+	id   string
+	done bool
+}
+
+func (r *removedUnder) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if !r.done && len(ops) > 0 && ops[0].Kind != table.Insert {
+		r.done = true
+		for _, e := range r.mt.Rows("00") {
+			if !strings.HasSuffix(e.RowKey, r.id) {
+				continue
+			}
+			if _, err := r.Table.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: "00", RowKey: e.RowKey}}); err != nil {
+				return nil, err
+			}
+		}
+		return nil, fmt.Errorf("replace: %w", storage.ErrPreconditionFailed)
+	}
+	return r.Table.Submit(ctx, ops)
 }
 
 // failDeletes is a table that refuses every Delete with err.
