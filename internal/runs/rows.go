@@ -72,6 +72,9 @@ func runProps(r Run) table.Props {
 	if len(r.ConfirmedBehind) > 0 {
 		p["ConfirmedBehind"] = r.ConfirmedBehind.String()
 	}
+	if r.WaitRetry {
+		p["WaitRetry"] = true
+	}
 	if !r.WaitNoted.IsZero() {
 		p["WaitNoted"] = r.WaitNoted.UTC()
 	}
@@ -132,7 +135,7 @@ func decodeRun(rw table.Entity) Run {
 		Updated: rw.Timestamp,
 	}, Token: p.Str("Token"), Seq: p.Int("Seq"), Requeued: splitList(p.Str("Requeued")), Withdrawn: withdrawnOf(p),
 		Behind: parseDues(p.Str("Behind")), CancelledDue: parseDues(p.Str("CancelledDue")),
-		ConfirmedBehind: parseDues(p.Str("ConfirmedBehind")), WaitNoted: p.Time("WaitNoted"), ETag: rw.ETag, pk: rw.PartitionKey}
+		ConfirmedBehind: parseDues(p.Str("ConfirmedBehind")), WaitNoted: p.Time("WaitNoted"), WaitRetry: p.Bool("WaitRetry"), ETag: rw.ETag, pk: rw.PartitionKey}
 }
 
 // Public returns r as the public leasecrontype.Run.

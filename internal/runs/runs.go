@@ -79,6 +79,13 @@ type Run struct {
 	// it (see WaitingForRate). Any later transition changes the state or
 	// the time, which leaves the mark stale without clearing it.
 	WaitNoted time.Time
+	// WaitRetry says that the wait WaitNoted marks was noted after a
+	// failed attempt (or over such a wait): while the run waits for its
+	// rate (WaitingForRate), its next claim makes the next attempt, as
+	// the failed record would have counted it, not that attempt again.
+	// Written by every note, so a mark left from an earlier wait never
+	// applies to a later one.
+	WaitRetry bool
 
 	ETag string
 	// legacy marks a record read from the previous layout.
@@ -336,7 +343,9 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 		// taken for gone: a review of simulator row 99's last case).
 		switch {
 		case otherDue(cur, m):
-		case cur.State == Failed:
+		case cur.State == Failed, cur.WaitingForRate() && cur.WaitRetry:
+			// (A retry held back by its rate limit shows snoozed: issue
+			// 38, seed 17449.)
 			attempt = max(attempt, cur.Attempts+1)
 		case cur.State == Running, cur.State == Snoozed, cur.State == Queued: // Queued: handed back at shutdown
 			attempt = max(attempt, cur.Attempts)

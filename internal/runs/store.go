@@ -1013,8 +1013,11 @@ func (s *Store) NoteWaiting(ctx context.Context, id string, m Meta, until time.T
 			// running under a live claim (a duplicate put back).
 			return Run{}, false, nil
 		}
+		// After a failed attempt, or over a wait noted after one, the
+		// next claim makes the next attempt (Run.WaitRetry).
+		retry := cur != nil && (cur.State == Failed || cur.WaitingForRate() && cur.WaitRetry)
 		next := applySnooze(cur, id, until, why, now)
-		next.WaitNoted = next.SnoozedUntil
+		next.WaitNoted, next.WaitRetry = next.SnoozedUntil, retry
 		fillMeta(&next, m)
 		noted = true
 		return next, true, nil

@@ -1878,3 +1878,66 @@ func TestMemCancelWhileSentKeepsTheSenderUnconfirmed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A retry its type's rate limit holds back shows snoozed (it counts as
+// queued for its key), but its last attempt failed: its next claim makes
+// the next attempt, even for a message that did not learn of the failure
+// (its update lost), as the failed record would have counted it (issue 38,
+// the simulator's seed 17449: an always-failing task made its first
+// attempt twice, the second after a rate wait noted over the failure). A
+// wait noted over an attempt cut short (handed back at shutdown) makes
+// that attempt again, and one over a handler's snooze does not count the
+// failure of an attempt before it.
+func TestARetryWaitingForItsRateCountsItsFailedAttempt(t *testing.T) {
+	e := memEnv(t)
+	ctx := context.Background()
+	s := e.s
+	due := e.now().Truncate(time.Second)
+	claim := func(id string, attempt int, want int) {
+		t.Helper()
+		r, err := s.Claim(ctx, id, "w1", attempt, e.now().Add(time.Minute), Meta{Type: "t", Due: due})
+		if err != nil || r.Attempts != want {
+			t.Fatalf("%s: claim with attempt %d = attempt %d, %v; want attempt %d", id, attempt, r.Attempts, err, want)
+		}
+	}
+	wait := func(id string) {
+		t.Helper()
+		e.advance(time.Second) // (a real clock moves between transitions)
+		if noted, err := s.NoteWaiting(ctx, id, Meta{Type: "t", Due: due}, e.now().Add(time.Second), "waiting for the rate limit of t"); err != nil || !noted {
+			t.Fatalf("%s: note the wait: %v, %v", id, noted, err)
+		}
+		e.mustState(t, id, Snoozed)
+	}
+	for _, id := range []string{"failed", "handed", "snoozed"} {
+		if ok := s.MarkQueued(ctx, []Mark{{ID: id, Meta: Meta{Type: "t", Due: due}}}); !ok[0] {
+			t.Fatalf("%s: mark failed", id)
+		}
+		claim(id, 1, 1)
+	}
+	if err := s.Finish(ctx, "failed", Failed, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	wait("failed")
+	wait("failed") // waits again: still after the failure
+	claim("failed", 1, 2)
+
+	if err := s.Finish(ctx, "handed", Queued, errors.New("worker shut down before the task finished"), ""); err != nil {
+		t.Fatal(err)
+	}
+	wait("handed")
+	claim("handed", 1, 1)
+
+	// Failed, then its retry snoozed by the handler: the snooze cut the
+	// second attempt short; a wait noted over it makes that one again.
+	if err := s.Finish(ctx, "snoozed", Failed, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	wait("snoozed")
+	claim("snoozed", 1, 2)
+	e.advance(time.Second)
+	if err := s.Snooze(ctx, "snoozed", e.now().Add(time.Second), ""); err != nil {
+		t.Fatal(err)
+	}
+	wait("snoozed")
+	claim("snoozed", 2, 2)
+}
