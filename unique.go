@@ -64,7 +64,8 @@ func holdsKey(ctx context.Context, sched *schedule.Client, rs *runs.Store, now t
 	st := RunState(r.State)
 	if r.WaitingForRate() && g.Counts(RunQueued) {
 		// Put back for its type's rate limit, before its first attempt
-		// or after one handed back at a worker's shutdown: still queued
+		// or after one (a retry, or one handed back at a worker's
+		// shutdown): still queued
 		// as far as its key goes, though its run shows snoozed (issue 38,
 		// the simulator's seed 14473: under "scheduled,queued,running" a
 		// rated task waiting for its budget lost its key to another

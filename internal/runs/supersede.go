@@ -81,7 +81,8 @@ func (r *Run) WaitingUnclaimed() bool {
 // never claimed, or due again after an attempt (a retry, a delivery
 // handed back at a worker's shutdown) and put back for its rate before
 // it was claimed again. As far as its unique key goes it is queued (issue
-// 38, simulator row 99).
+// 38, simulator row 99); a retry's next claim makes the next attempt
+// (Run.WaitRetry, read only while this holds).
 func (r *Run) WaitingForRate() bool {
 	return r.WaitingUnclaimed() || r.State == Snoozed && !r.WaitNoted.IsZero() && r.WaitNoted.Equal(r.SnoozedUntil)
 }

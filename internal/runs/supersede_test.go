@@ -1939,5 +1939,11 @@ func TestARetryWaitingForItsRateCountsItsFailedAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("snoozed")
-	claim("snoozed", 2, 2)
+	claim("snoozed", 1, 2) // (a message that never heard of the failure)
+
+	// A wait noted over an attempt whose claim lapsed (its worker died)
+	// makes that attempt again.
+	e.advance(2 * time.Minute)
+	wait("snoozed")
+	claim("snoozed", 1, 2)
 }
