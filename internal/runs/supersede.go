@@ -206,6 +206,14 @@ func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time
 	if err != nil || !ok {
 		return false, err
 	}
+	if isRequeueToken(cur.Token) && !cur.Due.IsZero() && cur.Due.Equal(stored(due)) {
+		// A requeue brought the run of this due time back: a message of
+		// it ran and died first, and the row (waiting for the mover's
+		// retire) is that message's; the requeue's token on the record
+		// does not make it unstarted (issue 38, seed 17547: a reschedule
+		// moved the row, and the task ran once more than its requeues).
+		return true, nil
+	}
 	if notStarted(&cur) || cur.State == Cancelled && cur.Attempts == 0 {
 		// (A run cancelled before any attempt has not started: a cancel
 		// tried again still removes its row. One cancelled while an

@@ -1947,3 +1947,40 @@ func TestARetryWaitingForItsRateCountsItsFailedAttempt(t *testing.T) {
 	wait("snoozed")
 	claim("snoozed", 1, 2)
 }
+
+// A run a requeue brought back has started: the message the row's token
+// names ran and died before the requeue, so a reschedule or run-now of
+// the row, still waiting for the mover's retire, must not run the task
+// once more (issue 38, the simulator's seed 17547: the requeue's token on
+// the record hid that the row's message had started, a reschedule moved
+// the row, and the task made one more first attempt than its requeues
+// allow).
+func TestSentStartedOfARunARequeueBroughtBack(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	due := e.now().Truncate(time.Second)
+	early := Meta{Type: "a", Due: due, Token: "tok"}
+	if ok := s.Confirm(ctx, []Mark{{ID: "q", Meta: early}}); !ok[0] {
+		t.Fatal("the early-sent run not confirmed")
+	}
+	deadRun(t, s, "q", early, e.now())
+	rq := Meta{Type: "a", Due: due, Token: RequeueToken("m1-3")}
+	if _, _, err := s.MarkRequeued(ctx, "q", rq, "m1-3", "tok"); err != nil {
+		t.Fatal(err)
+	}
+	for _, state := range []string{"requeued", "run again"} {
+		if state == "run again" {
+			if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due, Token: rq.Token, Queued: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if started, err := s.SentStarted(ctx, "q", "tok", due); err != nil || !started {
+			t.Fatalf("%s: SentStarted of the row's token = %v, %v; want true", state, started, err)
+		}
+	}
+	// Another due time's row (the id scheduled again) has not started.
+	if started, err := s.SentStarted(ctx, "q", "tok2", due.Add(time.Hour)); err != nil || started {
+		t.Fatalf("SentStarted of another due time = %v, %v; want false", started, err)
+	}
+}
