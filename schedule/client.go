@@ -97,7 +97,8 @@ type Options struct {
 	// SentStarted reports, for a one-off task due at due whose row says
 	// its message was sent (PropSent, with token), whether that message has
 	// already started a run (the run is past queued, with token or, claimed
-	// before its confirmation, with none and that due time); for a row
+	// before its confirmation, with none and that due time, or a requeue
+	// brought the run of that due time back); for a row
 	// still being sent (PropSendingUntil, token ""), whether a run of its
 	// due time has started: the task
 	// is no longer pending, only its row waits for the mover's next pass:

@@ -195,7 +195,9 @@ func (s *Store) ConfirmAgain(ctx context.Context, id string, m Meta) error {
 // due, with token, has already started its run: the record is past
 // queued (cancelled counts once an attempt was made) and carries token,
 // or no token (a worker claimed the message after checking its row,
-// before the confirmation) and that due time. One point read. A task
+// before the confirmation) and that due time; or a requeue brought the
+// run of that due time back (its message ran and died first). One point
+// read. A task
 // whose message started is no longer pending, whatever its row says
 // until the mover's next pass (schedule.Options.SentStarted).
 func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time) (bool, error) {
@@ -206,12 +208,13 @@ func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time
 	if err != nil || !ok {
 		return false, err
 	}
-	if isRequeueToken(cur.Token) && !cur.Due.IsZero() && cur.Due.Equal(stored(due)) {
+	if (isRequeueToken(cur.Token) || len(cur.Requeued) > 0) && !cur.Due.IsZero() && cur.Due.Equal(stored(due)) {
 		// A requeue brought the run of this due time back: a message of
 		// it ran and died first, and the row (waiting for the mover's
 		// retire) is that message's; the requeue's token on the record
-		// does not make it unstarted (issue 38, seed 17547: a reschedule
-		// moved the row, and the task ran once more than its requeues).
+		// (or, requeued by an earlier release, its reset attempts) does
+		// not make it unstarted (issue 38, seed 17547: a reschedule moved
+		// the row, and the task ran once more than its requeues).
 		return true, nil
 	}
 	if notStarted(&cur) || cur.State == Cancelled && cur.Attempts == 0 {

@@ -1983,4 +1983,16 @@ func TestSentStartedOfARunARequeueBroughtBack(t *testing.T) {
 	if started, err := s.SentStarted(ctx, "q", "tok2", due.Add(time.Hour)); err != nil || started {
 		t.Fatalf("SentStarted of another due time = %v, %v; want false", started, err)
 	}
+	// Requeued as an earlier release did, keeping the task's own token.
+	old := Meta{Type: "a", Due: due, Token: "tok-old"}
+	if ok := s.Confirm(ctx, []Mark{{ID: "old", Meta: old}}); !ok[0] {
+		t.Fatal("the early-sent run not confirmed")
+	}
+	deadRun(t, s, "old", old, e.now())
+	if _, _, err := s.MarkRequeued(ctx, "old", old, "m2-3", "tok-old"); err != nil {
+		t.Fatal(err)
+	}
+	if started, err := s.SentStarted(ctx, "old", "tok-old", due); err != nil || !started {
+		t.Fatalf("SentStarted of a run requeued under the task's token = %v, %v; want true", started, err)
+	}
 }
