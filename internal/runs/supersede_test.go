@@ -1654,14 +1654,8 @@ func TestMemConfirmLeavesARequeuedRunWaitingForItsRate(t *testing.T) {
 	s := e.s
 	due := e.now().Truncate(time.Second)
 	early := Meta{Type: "a", Due: due, Token: "tok"}
-	if ok := s.Confirm(ctx, []Mark{{ID: "q", Meta: early}}); !ok[0] {
-		t.Fatal("the early-sent run not confirmed")
-	}
-	deadRun(t, s, "q", early, e.now())
 	rq := Meta{Type: "a", Due: due, Token: RequeueToken("m1-3")}
-	if _, _, err := s.MarkRequeued(ctx, "q", rq, "m1-3", "tok"); err != nil {
-		t.Fatal(err)
-	}
+	requeuedRun(t, e, "q", early, rq, "m1-3")
 	if noted, err := s.NoteWaiting(ctx, "q", rq, e.now().Add(time.Minute), "rate"); err != nil || !noted {
 		t.Fatalf("the requeue's message waiting for its rate: noted %v, %v", noted, err)
 	}
@@ -1961,14 +1955,8 @@ func TestSentStartedOfARunARequeueBroughtBack(t *testing.T) {
 	s := e.s
 	due := e.now().Truncate(time.Second)
 	early := Meta{Type: "a", Due: due, Token: "tok"}
-	if ok := s.Confirm(ctx, []Mark{{ID: "q", Meta: early}}); !ok[0] {
-		t.Fatal("the early-sent run not confirmed")
-	}
-	deadRun(t, s, "q", early, e.now())
 	rq := Meta{Type: "a", Due: due, Token: RequeueToken("m1-3")}
-	if _, _, err := s.MarkRequeued(ctx, "q", rq, "m1-3", "tok"); err != nil {
-		t.Fatal(err)
-	}
+	requeuedRun(t, e, "q", early, rq, "m1-3")
 	for _, state := range []string{"requeued", "run again"} {
 		if state == "run again" {
 			if _, err := s.Claim(ctx, "q", "w1", 1, e.now().Add(time.Minute), Meta{Type: "a", Due: due, Token: rq.Token, Queued: true}); err != nil {
@@ -1985,14 +1973,22 @@ func TestSentStartedOfARunARequeueBroughtBack(t *testing.T) {
 	}
 	// Requeued as an earlier release did, keeping the task's own token.
 	old := Meta{Type: "a", Due: due, Token: "tok-old"}
-	if ok := s.Confirm(ctx, []Mark{{ID: "old", Meta: old}}); !ok[0] {
-		t.Fatal("the early-sent run not confirmed")
-	}
-	deadRun(t, s, "old", old, e.now())
-	if _, _, err := s.MarkRequeued(ctx, "old", old, "m2-3", "tok-old"); err != nil {
-		t.Fatal(err)
-	}
+	requeuedRun(t, e, "old", old, old, "m2-3")
 	if started, err := s.SentStarted(ctx, "old", "tok-old", due); err != nil || !started {
 		t.Fatalf("SentStarted of a run requeued under the task's token = %v, %v; want true", started, err)
+	}
+}
+
+// requeuedRun records id's early-sent run (early), its death, and its
+// requeue as rq by the dead letter op.
+func requeuedRun(t *testing.T, e env, id string, early, rq Meta, op string) {
+	t.Helper()
+	ctx := context.Background()
+	if ok := e.s.Confirm(ctx, []Mark{{ID: id, Meta: early}}); !ok[0] {
+		t.Fatal("the early-sent run not confirmed")
+	}
+	deadRun(t, e.s, id, early, e.now())
+	if _, _, err := e.s.MarkRequeued(ctx, id, rq, op, early.Token); err != nil {
+		t.Fatal(err)
 	}
 }
