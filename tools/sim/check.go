@@ -1270,6 +1270,12 @@ func (c *checker) doomedBy(t *ti) (time.Time, bool) {
 				return end, true
 			}
 		}
+		// The scheduling of the id the child waited for instead, which
+		// did not succeed (seed 17727: its batch counted the child
+		// cancelled by it).
+		if end, ok := c.deferredBadEnd(t, pt, p); ok {
+			return end, true
+		}
 		// A parent a cancel may have reached while its handler ran stays
 		// cancelled though the handler then succeeds, and dooms its
 		// --after children as parentFailed allows (seed 4357: a bulk
@@ -2002,26 +2008,8 @@ func (c *checker) parentFailed(t *ti) bool {
 		// (README, workflows; seed 6593: a parent moved and held by a
 		// pause was replaced, the replacement took the record over and
 		// succeeded, and the old message, back after the pause, died).
-		if pEnd, _ := c.endedFor(p, true, c.w.now()); !pEnd.IsZero() {
-			// A parent already in the queue when the child began waiting
-			// is watched by the traffic cop, whose pass after its end
-			// finds the id pending again if another scheduling's row is
-			// still in the table: the child waits for that one, scheduled
-			// before the child or after (README, workflows; seed 16054: a
-			// running parent replaced, the replacement's early-sent row
-			// waiting for its confirmation behind the run, moved 4 s after
-			// the run succeeded; it died).
-			watched := c.movedLocked(p.id, p.due, p.issued, t.issued) || slices.ContainsFunc(p.starts, func(r *runEv) bool { return r.start.Before(t.issued) })
-			for _, a := range c.family(pt) {
-				end, bad := c.endedBadly(a)
-				if a == p || a.id == "" || !bad || !end.After(pEnd) {
-					continue
-				}
-				if c.movedLocked(a.id, a.due, a.issued, pEnd) ||
-					watched && a.accepted && !a.returned.After(pEnd) && c.movedLocked(a.id, a.due, pEnd, c.w.now()) {
-					return true
-				}
-			}
+		if _, ok := c.deferredBadEnd(t, pt, p); ok {
+			return true
 		}
 		// A parent already in the queue when the child began waiting is
 		// watched by the traffic cop; if by its next pass the id is
@@ -2041,6 +2029,39 @@ func (c *checker) parentFailed(t *ti) bool {
 		}
 	}
 	return false
+}
+
+// deferredBadEnd returns the end of the scheduling of the id of t's
+// parent pt that t waits for instead of p, the one of pt's family that
+// ended first, when that scheduling ended without succeeding after p: one
+// already moved to the queue when p ended (README, workflows; seed 6593:
+// a parent moved and held by a pause was replaced, the replacement took
+// the record over and succeeded, and the old message, back after the
+// pause, died) or, p watched, one pending then and moved after. A parent
+// already in the queue when the child began waiting is watched by the
+// traffic cop, whose pass after its end finds the id pending again if
+// another scheduling's row is still in the table: the child waits for
+// that one, scheduled before the child or after (seed 16054: a running
+// parent replaced, the replacement's early-sent row waiting for its
+// confirmation behind the run, moved 4 s after the run succeeded; it
+// died).
+func (c *checker) deferredBadEnd(t, pt, p *ti) (time.Time, bool) {
+	pEnd, _ := c.endedFor(p, true, c.w.now())
+	if pEnd.IsZero() {
+		return time.Time{}, false
+	}
+	watched := c.movedLocked(p.id, p.due, p.issued, t.issued) || slices.ContainsFunc(p.starts, func(r *runEv) bool { return r.start.Before(t.issued) })
+	for _, a := range c.family(pt) {
+		end, bad := c.endedBadly(a)
+		if a == p || a.id == "" || !bad || !end.After(pEnd) {
+			continue
+		}
+		if c.movedLocked(a.id, a.due, a.issued, pEnd) ||
+			watched && a.accepted && !a.returned.After(pEnd) && c.movedLocked(a.id, a.due, pEnd, c.w.now()) {
+			return end, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // endedBadly returns when t ended without succeeding (died, or was

@@ -275,3 +275,42 @@ func TestALateAnswerIsNotAScheduleOverAHeldKey(t *testing.T) {
 		}
 	})
 }
+
+// A child waiting for a parent whose first scheduling was moved to the
+// queue and held there (a pause) while a replacement took the record over
+// and succeeded waits for the held one, as the README says: that one's
+// death cancels the child, and its batch may count it ended then (seed
+// 17727: the callback ran, and the checker held the child had not ended;
+// parentFailed knew the rule, seed 6593, but the member's end did not).
+func TestAChildIsCancelledByTheParentHeldBehindItsReplacement(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		w1 := &proc{w: w, name: "w1"}
+		first := c.newTI(TaskSpec{ID: "p", Type: "pausable", Behaviour: Behaviour{Fail: -1}}, nil, nil)
+		c.scheduled(first, w.now(), leasecron.Item{ID: "p", Due: w.now().Add(17 * time.Second)}, nil)
+		child := c.newTI(TaskSpec{ID: "c", Type: "rated", After: []string{"p"}}, nil, nil)
+		c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
+		time.Sleep(17 * time.Second)
+		c.moved["p"] = append(c.moved["p"], movedRow{at: w.now(), due: first.due})
+		time.Sleep(5 * time.Second)
+		repl := c.newTI(TaskSpec{ID: "p", Type: "slow", Replace: true}, nil, nil)
+		c.scheduled(repl, w.now(), leasecron.Item{ID: "p", Due: w.now().Add(2 * time.Minute)}, nil)
+		time.Sleep(5 * time.Minute)
+		c.moved["p"] = append(c.moved["p"], movedRow{at: w.now(), due: repl.due})
+		repl.starts = append(repl.starts, &runEv{ti: repl, runID: "p", due: repl.due, attempt: 1, proc: w1, start: w.now(), end: w.now().Add(time.Minute), outcome: "ok"})
+		time.Sleep(5 * time.Minute)
+		for i := 1; i <= 3; i++ {
+			first.starts = append(first.starts, &runEv{ti: first, runID: "p", due: first.due, attempt: i, proc: w1, start: w.now(), end: w.now().Add(time.Second), outcome: "fail"})
+			time.Sleep(5 * time.Second)
+		}
+		died := first.starts[2].end
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.parentFailed(child) {
+			t.Error("the child of a parent held behind its succeeding replacement, which then died, is taken for released")
+		}
+		if end, how := c.endedFor(child, true, w.now()); !end.Equal(died) || how != "cancelled with a parent" {
+			t.Errorf("the child ended at %s (%s); want cancelled with its parent at %s", c.at(end), how, c.at(died))
+		}
+	})
+}
