@@ -174,22 +174,21 @@ func (c *Client) dropPayload(ctx context.Context, it Item) {
 func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOptions) (written, oldBlob, etag string, err error) {
 	var wd withdrawals
 	defer c.undoIfFailed(ctx, it.ID, &wd, &err)
-	props := itemProps(*it, true)
 	ixProps := map[string]any{PropItem: rk, PropID: it.ID}
 	ik := indexKey(it.ID)
 	fresh := []table.Op{
-		{Kind: table.Insert, PartitionKey: shard, RowKey: rk, Props: props},
+		{Kind: table.Insert, PartitionKey: shard, RowKey: rk},
 		{Kind: table.Insert, PartitionKey: shard, RowKey: ik, Props: ixProps},
 	}
 	var lastErr error
 	created := false
 	given := *it
 	for range retries {
-		// What a replace carried over from the row it meant to replace
-		// (keepFlow) was that row's: an attempt after it starts from the
-		// task as given.
+		// Each attempt starts from the task as given: what a replace
+		// carried over from the row it meant to replace (keepFlow, into it
+		// and props) was that row's.
 		*it = given
-		props = itemProps(given, true)
+		props := itemProps(given, true)
 		fresh[0].Props = props
 		etags, err := c.t.Submit(ctx, fresh)
 		if err == nil {

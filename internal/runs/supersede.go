@@ -197,9 +197,8 @@ func (s *Store) ConfirmAgain(ctx context.Context, id string, m Meta) error {
 // or no token (a worker claimed the message after checking its row,
 // before the confirmation) and that due time; or a requeue brought the
 // run of that due time back (its message ran and died first). One point
-// read. A task
-// whose message started is no longer pending, whatever its row says
-// until the mover's next pass (schedule.Options.SentStarted).
+// read. A task whose message started is no longer pending, whatever its
+// row says until the mover's next pass (schedule.Options.SentStarted).
 func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time) (bool, error) {
 	if err := validateID(id); err != nil {
 		return false, err
