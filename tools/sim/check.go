@@ -940,7 +940,9 @@ func (c *checker) holds(t *ti, at time.Time) bool {
 	if !at.After(t.returned) {
 		return false
 	}
-	if _, ok := c.cancelledBy(t, at); ok || !t.superseded.IsZero() && at.After(t.superseded) {
+	// A cancel issued by then, in the same virtual instant or still under
+	// way, may have freed the key already (seed 18079).
+	if c.mayBeCancelledLocked(t, at) || !t.superseded.IsZero() && at.After(t.superseded) {
 		return false
 	}
 	if t.spec.Recurrence != "" {

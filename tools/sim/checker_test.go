@@ -314,3 +314,53 @@ func TestAChildIsCancelledByTheParentHeldBehindItsReplacement(t *testing.T) {
 		}
 	})
 }
+
+// A cancel issued in the same virtual instant as another task's schedule
+// of its unique key, or still under way when that schedule answers, may
+// have freed the key first: the key was not surely held (seed 18079: a
+// worker's restart held the operations back, and a cancel of t8 and a
+// schedule of t10 over its key went out in one instant; the cancel
+// removed t8's row before t10's check read it).
+func TestACancelUnderWayMayHaveFreedTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		unique := func(id, key string) *ti {
+			return c.newTI(TaskSpec{ID: id, Type: "plain", Unique: &UniqueSpec{Key: key}}, nil, nil)
+		}
+		holder := unique("t8", "k0")
+		c.scheduled(holder, w.now(), leasecron.Item{ID: "t8", Due: w.now().Add(30 * time.Second)}, nil)
+		time.Sleep(10 * time.Second)
+
+		// Same instant: the cancel answers first, then the schedule.
+		c.cancelIssued("t8", w.now())
+		taker := unique("t10", "k0")
+		c.cancelled(holder, "t8", w.now(), leasecron.CancelResult{Removed: true}, nil, nil)
+		c.scheduled(taker, w.now(), leasecron.Item{ID: "t10", Due: w.now()}, nil)
+		if len(c.violations) != 0 {
+			t.Errorf("a schedule in the instant of the holder's cancel: %v", c.violations)
+		}
+
+		// Under way: the schedule answers while the cancel has not.
+		holder2 := unique("t11", "k1")
+		time.Sleep(time.Minute)
+		c.scheduled(holder2, w.now(), leasecron.Item{ID: "t11", Due: w.now().Add(30 * time.Second)}, nil)
+		time.Sleep(time.Second)
+		c.cancelIssued("t11", w.now())
+		time.Sleep(time.Second)
+		taker2 := unique("t12", "k1")
+		c.scheduled(taker2, w.now(), leasecron.Item{ID: "t12", Due: w.now()}, nil)
+		if len(c.violations) != 0 {
+			t.Errorf("a schedule while the holder's cancel was under way: %v", c.violations)
+		}
+
+		// The key held by a task nobody cancels is still held.
+		time.Sleep(time.Minute)
+		holder3 := unique("t13", "k2")
+		c.scheduled(holder3, w.now(), leasecron.Item{ID: "t13", Due: w.now().Add(30 * time.Second)}, nil)
+		time.Sleep(time.Second)
+		c.scheduled(unique("t14", "k2"), w.now(), leasecron.Item{ID: "t14", Due: w.now()}, nil)
+		if len(c.violations) == 0 {
+			t.Error("a schedule over a key held by a task nobody cancelled passed")
+		}
+	})
+}
