@@ -39,8 +39,15 @@ test: deps ## unit + integration tests against private Azurites (under 15 min)
 	@mkdir -p bin && cd tools && $(GO) build -o ../bin/testreport ./testreport
 	@set -o pipefail; { $(GO) test -json -count=1 -timeout 10m . ./trafficcop ./internal/runs ./... 2>&1; \
 		(cd cmd/leasecron && $(GO) test -json -count=1 -timeout 5m ./... 2>&1); \
-		(cd tools && $(GO) test -json -count=1 -timeout 14m -parallel 4 ./... 2>&1); \
-		(cd examples && $(GO) test -json -count=1 -timeout 5m ./... 2>&1); } | bin/testreport -log test.log
+		(cd tools && $(GO) test -json -count=1 -timeout 14m -parallel 4 -skip '^TestSim$$' ./... 2>&1); \
+		(cd examples && $(GO) test -json -count=1 -timeout 5m ./... 2>&1); \
+		(cd tools && LEASECRON_SIM=1 SIM_FIXED=$(TEST_SIM_SEEDS) SIM_SHRINK=0 $(GO) test -json -count=1 -timeout 5m -run '^TestSim$$' ./sim/ 2>&1); } | bin/testreport -log test.log
+
+# The simulator's first TEST_SIM_SEEDS fixed seeds (make sim runs all 24)
+# come last, alone: they keep both cores busy for about half a minute,
+# which beside the end-to-end tests would break their bounds about time.
+# A failing seed is reported unshrunk; make sim SEED=n shrinks it.
+TEST_SIM_SEEDS ?= 8
 
 # The end-to-end tests waiting on worker processes mostly sleep: four at
 # a time (-parallel 4 above) keeps both cores busy. go test starts the
@@ -69,7 +76,7 @@ SEEDS ?= 10000
 sim: ## the simulator's fixed seeds (about 2 min); SEED=n replays one seed, shrinking a failure to a short operation log
 	cd tools && LEASECRON_SIM=1 SIM_SEED=$(SEED) $(GO) test -count=1 -timeout 30m -run 'TestSim$$' -v ./sim/ 2>&1 | grep -v '^=== \|^--- PASS\|^    --- PASS' | tail -40
 
-sim-long: ## SEEDS seeds of the simulator (default 10,000: about 3–4 s each, two at a time) from SIM_FROM (default 1000); the coverage report goes to sim-long.txt
+sim-long: ## SEEDS seeds of the simulator (default 10,000: about 1.5–2.5 s each, two at a time) from SIM_FROM (default 1000); the coverage report goes to sim-long.txt, which shows progress every 50 seeds while it runs
 	cd tools && SIM_SEEDS=$(SEEDS) SIM_FROM=$${SIM_FROM-1000} SIM_REPORT=$(CURDIR)/sim-long.txt $(GO) test -count=1 -timeout 0 -run 'TestSimLong' ./sim/ 2>&1 | tail -60
 
 sim-mutants: ## the simulator's honesty test: each deliberate defect (internal/mutate) is caught by its invariant within the fixed seeds (about 10 min)

@@ -45,8 +45,23 @@ func runSeeds(t *testing.T, from, n int64) {
 	var failed []int64
 	first := map[string][]int64{} // the seeds by their first violation's invariant
 	var virtual time.Duration
-	tasks := 0
+	tasks, done := 0, 0
 	start := time.Now()
+	report := os.Getenv("SIM_REPORT")
+	// progress rewrites the report while a long run goes on, every 50
+	// seeds: how far it got and which seeds failed so far, so that an
+	// hours-long run shows where it is and a stopped one what it found.
+	progress := func() {
+		if report == "" || done%50 != 0 || int64(done) == n {
+			return
+		}
+		wall := time.Since(start)
+		line := fmt.Sprintf("in progress: %d of %d seeds from %d in %v, %.1f fleet-hours per wall-clock minute; %d failed %v\n",
+			done, n, from, wall.Truncate(time.Second), virtual.Hours()/wall.Minutes(), len(failed), failed)
+		if err := os.WriteFile(report, []byte(line), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
 	t.Run("seeds", func(t *testing.T) {
 		for seed := from; seed < from+n; seed++ {
 			t.Run(strconv.FormatInt(seed, 10), func(t *testing.T) {
@@ -57,14 +72,16 @@ func runSeeds(t *testing.T, from, n int64) {
 				total.Merge(res.Coverage)
 				virtual += res.Virtual
 				tasks += res.Tasks
+				done++
+				if res.Failed() {
+					failed = append(failed, seed)
+					first[res.Violations[0].Invariant] = append(first[res.Violations[0].Invariant], seed)
+				}
+				progress()
 				mu.Unlock()
 				if !res.Failed() {
 					return
 				}
-				mu.Lock()
-				failed = append(failed, seed)
-				first[res.Violations[0].Invariant] = append(first[res.Violations[0].Invariant], seed)
-				mu.Unlock()
 				t.Errorf("%s", Report(res, sc))
 				if os.Getenv("SIM_SHRINK") != "0" {
 					small := Shrink(t, sc, res.Violations[0].Invariant, 3, 5*time.Minute)
@@ -83,8 +100,8 @@ func runSeeds(t *testing.T, from, n int64) {
 		fmt.Fprintf(&b, "  first violated %q: %d %v\n", inv, len(first[inv]), first[inv])
 	}
 	t.Log("\n" + b.String())
-	if out := os.Getenv("SIM_REPORT"); out != "" {
-		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+	if report != "" {
+		if err := os.WriteFile(report, []byte(b.String()), 0o644); err != nil {
 			t.Error(err)
 		}
 	}
