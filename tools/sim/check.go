@@ -96,6 +96,9 @@ type ti struct {
 
 	cancelled time.Time // a cancel returned success
 	cancelTry time.Time // a cancel was tried (and failed: it may have happened)
+	// uniqueRechecks are the schedules over its unique key accepted while
+	// a cancel of it was under way: checked again when the cancel answers.
+	uniqueRechecks []uniqueCheck
 	// cancelErred: a cancel of it answered an error (it may have removed
 	// the row without writing the run record).
 	cancelErred bool
@@ -924,25 +927,62 @@ func (c *checker) checkUniqueLocked(t *ti, from, at time.Time, how string) {
 		// 16496: a schedule answered 21 s late had been written at once,
 		// before another task took the key while it waited between
 		// attempts, its key free under its states).
-		if c.holds(o, from) && c.holds(o, at) {
-			c.violate(InvUnique, "%s (%s) %s while %s held key %s (%s)", t.id, t.spec, how, o.id, o.spec.Unique.Key, o.spec)
+		if !c.holdsBarCancelUnderWay(o, from) || !c.holdsBarCancelUnderWay(o, at) {
+			continue
+		}
+		if !o.cancelling.IsZero() && !o.cancelling.After(at) {
+			// A cancel of o under way may have freed the key already
+			// (seed 18079): its answer decides.
+			o.uniqueRechecks = append(o.uniqueRechecks, uniqueCheck{t: t, from: from, at: at, how: how})
+			continue
+		}
+		c.violateUniqueLocked(t, o, how)
+	}
+}
+
+// uniqueCheck is a check of checkUniqueLocked left to the answer of a
+// cancel of the key's holder.
+type uniqueCheck struct {
+	t        *ti
+	from, at time.Time
+	how      string
+}
+
+// recheckUniqueLocked makes the checks left to the answer of a cancel of
+// o, now that it has answered: a cancel that did nothing (not found,
+// already finished) left the key held all along.
+func (c *checker) recheckUniqueLocked(o *ti) {
+	for _, u := range o.uniqueRechecks {
+		if c.holds(o, u.from) && c.holds(o, u.at) {
+			c.violateUniqueLocked(u.t, o, u.how)
 		}
 	}
+	o.uniqueRechecks = nil
+}
+
+func (c *checker) violateUniqueLocked(t, o *ti, how string) {
+	c.violate(InvUnique, "%s (%s) %s while %s held key %s (%s)", t.id, t.spec, how, o.id, o.spec.Unique.Key, o.spec)
 }
 
 // holds reports whether t surely held its unique key at `at`, as far as
 // the events show: pending before its first start, between attempts,
 // running, and for its window after it ended; only in the states listed
 // when they are given. Moments the record may lag behind the handler
-// (between an attempt's end and its record) count as not held.
+// (between an attempt's end and its record) count as not held, and so do
+// those after a cancel of it was issued, answered or still under way.
 func (c *checker) holds(t *ti, at time.Time) bool {
+	return c.holdsBarCancelUnderWay(t, at) && (t.cancelling.IsZero() || t.cancelling.After(at))
+}
+
+// holdsBarCancelUnderWay is holds but for a cancel of t still under way.
+func (c *checker) holdsBarCancelUnderWay(t *ti, at time.Time) bool {
 	skew := c.skew
 	if !at.After(t.returned) {
 		return false
 	}
-	// A cancel issued by then, in the same virtual instant or still under
-	// way, may have freed the key already (seed 18079).
-	if c.mayBeCancelledLocked(t, at) || !t.superseded.IsZero() && at.After(t.superseded) {
+	// A cancel issued by then, even in the same virtual instant, may have
+	// freed the key already (seed 18079).
+	if _, ok := c.cancelledBy(t, at.Add(time.Nanosecond)); ok || !t.superseded.IsZero() && at.After(t.superseded) {
 		return false
 	}
 	if t.spec.Recurrence != "" {
@@ -1439,6 +1479,7 @@ func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.Ca
 	}
 	c.metLocked(t, "cancel", issued, moment)
 	t.cancelling = time.Time{}
+	defer c.recheckUniqueLocked(t) // once the answer is applied
 	now := c.w.now()
 	if errors.Is(err, leasecron.ErrIncomplete) && res.Removed && t.spec.Recurrence != "" {
 		// Done in part (README, recurring tasks): the series is

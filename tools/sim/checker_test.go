@@ -320,7 +320,8 @@ func TestAChildIsCancelledByTheParentHeldBehindItsReplacement(t *testing.T) {
 // have freed the key first: the key was not surely held (seed 18079: a
 // worker's restart held the operations back, and a cancel of t8 and a
 // schedule of t10 over its key went out in one instant; the cancel
-// removed t8's row before t10's check read it).
+// removed t8's row before t10's check read it). A cancel that then finds
+// nothing to cancel leaves the key held all along.
 func TestACancelUnderWayMayHaveFreedTheKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, c := newTestChecker()
@@ -352,6 +353,24 @@ func TestACancelUnderWayMayHaveFreedTheKey(t *testing.T) {
 		if len(c.violations) != 0 {
 			t.Errorf("a schedule while the holder's cancel was under way: %v", c.violations)
 		}
+
+		// Under way, and then the cancel found nothing to cancel: the
+		// key was held all along.
+		holder4 := unique("t15", "k3")
+		c.scheduled(holder4, w.now(), leasecron.Item{ID: "t15", Due: w.now().Add(30 * time.Second)}, nil)
+		time.Sleep(time.Second)
+		c.cancelIssued("t15", w.now())
+		cancelIssued := w.now()
+		time.Sleep(time.Second)
+		c.scheduled(unique("t16", "k3"), w.now(), leasecron.Item{ID: "t16", Due: w.now()}, nil)
+		if len(c.violations) != 0 {
+			t.Errorf("decided before the holder's cancel answered: %v", c.violations)
+		}
+		c.cancelled(holder4, "t15", cancelIssued, leasecron.CancelResult{}, leasecron.ErrNotFound, nil)
+		if len(c.violations) != 1 {
+			t.Errorf("a schedule over the key of a task whose cancel then found nothing: %v", c.violations)
+		}
+		c.violations = nil
 
 		// The key held by a task nobody cancels is still held.
 		time.Sleep(time.Minute)

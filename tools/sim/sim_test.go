@@ -107,10 +107,10 @@ func runSeeds(t *testing.T, from, n int64) {
 	}
 }
 
-// TestSim runs the fixed seeds (make sim), or SIM_SEED alone. It is a
-// long suite, CPU-bound for minutes on two cores: make test leaves it out
-// (LEASECRON_SIM unset) so the end-to-end timing tests it shares the
-// machine with stay honest.
+// TestSim runs the fixed seeds (make sim; SIM_FIXED=n the first n), or
+// SIM_SEED alone. It is CPU-bound on both cores: make test runs it last,
+// in a go test of its own after every other package (LEASECRON_SIM set
+// only there), so the end-to-end timing tests stay honest.
 func TestSim(t *testing.T) {
 	if os.Getenv("LEASECRON_SIM") == "" && os.Getenv("SIM_SEED") == "" {
 		t.Skip("long: make sim (LEASECRON_SIM=1) runs the fixed seeds, make sim SEED=n one")
