@@ -84,6 +84,26 @@ func cancelledScheduling(cur *Run, m Meta) bool {
 	return cur != nil && m.Token == "" && !m.RowChecked && cur.CancelledDue.has(m.Due) && otherDue(cur, m)
 }
 
+// endedScheduling returns, when m is a delivery of a scheduling that
+// succeeded or died before another scheduling took over the record
+// (Run.SucceededDue, Run.DeadDue), the refusal its claim gets:
+// ErrAlreadySucceeded or ErrDead, as the record of that run would have
+// answered. As for a cancelled one, an early-sent message is left to its
+// row, and a new scheduling of the very due time, once marked queued or
+// moved beside the record, is no longer refused.
+func endedScheduling(cur *Run, m Meta) error {
+	if cur == nil || m.Token != "" || m.RowChecked || !otherDue(cur, m) {
+		return nil
+	}
+	switch {
+	case cur.SucceededDue.has(m.Due):
+		return ErrAlreadySucceeded
+	case cur.DeadDue.has(m.Due):
+		return ErrDead
+	}
+	return nil
+}
+
 // noteBehind records on r, whose run has not finished, that the
 // scheduling due at due was moved beside it. It reports whether that
 // changed r. A scheduling of a due time cancelled before is a new one: it
@@ -93,8 +113,16 @@ func (r *Run) noteBehind(due time.Time) bool {
 		return false
 	}
 	r.Behind = r.Behind.with(due)
-	r.CancelledDue = r.CancelledDue.without(due)
+	r.forgetEnded(due)
 	return true
+}
+
+// forgetEnded drops due from the ended schedulings r keeps: a scheduling
+// of that due time now is a new one.
+func (r *Run) forgetEnded(due time.Time) {
+	r.CancelledDue = r.CancelledDue.without(due)
+	r.SucceededDue = r.SucceededDue.without(due)
+	r.DeadDue = r.DeadDue.without(due)
 }
 
 // started drops due from what r keeps of other schedulings: r now
@@ -102,7 +130,7 @@ func (r *Run) noteBehind(due time.Time) bool {
 // has started.
 func (r *Run) started(due time.Time) {
 	r.Behind = r.Behind.without(due)
-	r.CancelledDue = r.CancelledDue.without(due)
+	r.forgetEnded(due)
 	r.ConfirmedBehind = r.ConfirmedBehind.without(due)
 }
 

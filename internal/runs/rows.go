@@ -69,6 +69,12 @@ func runProps(r Run) table.Props {
 	if len(r.CancelledDue) > 0 {
 		p["CancelledDue"] = r.CancelledDue.String()
 	}
+	if len(r.SucceededDue) > 0 {
+		p["SucceededDue"] = r.SucceededDue.String()
+	}
+	if len(r.DeadDue) > 0 {
+		p["DeadDue"] = r.DeadDue.String()
+	}
 	if len(r.ConfirmedBehind) > 0 {
 		p["ConfirmedBehind"] = r.ConfirmedBehind.String()
 	}
@@ -135,6 +141,7 @@ func decodeRun(rw table.Entity) Run {
 		Updated: rw.Timestamp,
 	}, Token: p.Str("Token"), Seq: p.Int("Seq"), Requeued: splitList(p.Str("Requeued")), Withdrawn: withdrawnOf(p),
 		Behind: parseDues(p.Str("Behind")), CancelledDue: parseDues(p.Str("CancelledDue")),
+		SucceededDue: parseDues(p.Str("SucceededDue")), DeadDue: parseDues(p.Str("DeadDue")),
 		ConfirmedBehind: parseDues(p.Str("ConfirmedBehind")), WaitNoted: p.Time("WaitNoted"), WaitRetry: p.Bool("WaitRetry"), ETag: rw.ETag, pk: rw.PartitionKey}
 }
 

@@ -67,6 +67,12 @@ type Run struct {
 	// cancel reached beside another scheduling's record: their
 	// deliveries are refused as cancelled (behind.go).
 	CancelledDue dues
+	// SucceededDue and DeadDue list the due times of schedulings of this
+	// id that succeeded or died and whose record another scheduling took
+	// over (successor): a second message of such a run (sent twice: by
+	// its client and by the mover) is refused as that run's duplicate,
+	// whichever scheduling the record describes by then (behind.go).
+	SucceededDue, DeadDue dues
 	// ConfirmedBehind lists the due times of Behind whose confirmation
 	// stood when this record was taken over from them (a confirmed run
 	// waited for QueuedWait, its message held by a pause): their
@@ -124,6 +130,16 @@ func successor(cur *Run, id string, st State) Run {
 			next.Withdrawn = next.Withdrawn.with(cur.Due)
 		}
 		next.Behind, next.CancelledDue, next.ConfirmedBehind = cur.Behind, cur.CancelledDue, cur.ConfirmedBehind
+		next.SucceededDue, next.DeadDue = cur.SucceededDue, cur.DeadDue
+		switch {
+		case cur.Due.IsZero():
+		case cur.State == Succeeded:
+			// Its second message may still come (issue 38, seed 17525):
+			// a duplicate, not a new run.
+			next.SucceededDue = next.SucceededDue.with(cur.Due)
+		case cur.State == Dead:
+			next.DeadDue = next.DeadDue.with(cur.Due)
+		}
 		if cur.State == Cancelled && !cur.Due.IsZero() {
 			// The cancelled scheduling's message may still be in the
 			// queue (put back behind another run, or not yet delivered):
@@ -304,6 +320,11 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 	}
 	if unconfirmed(cur, m) {
 		return newRun(id, ""), ErrUnconfirmed
+	}
+	if err := endedScheduling(cur, m); err != nil {
+		// A second message of a run that ended before another
+		// scheduling took its record over (issue 38, seed 17525).
+		return *cur, err
 	}
 	if requeuedFor(cur, m) {
 		// A message of the run from before its death (a row sent again

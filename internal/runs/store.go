@@ -692,7 +692,9 @@ func (s *Store) Claim(ctx context.Context, id, worker string, attempt int, lease
 			before = attemptStateOf(*cur)
 		}
 		// A duplicate is counted (best effort); other refusals write nothing.
-		return n, verdict == nil || (cur != nil && errors.Is(verdict, ErrAlreadySucceeded)), nil
+		// (Not one of another scheduling that ended beside the record:
+		// endedScheduling.)
+		return n, verdict == nil || (cur != nil && errors.Is(verdict, ErrAlreadySucceeded) && !otherDue(cur, m)), nil
 	})
 	switch {
 	case verdict != nil:

@@ -1992,3 +1992,69 @@ func requeuedRun(t *testing.T, e env, id string, early, rq Meta, op string) {
 		t.Fatal(err)
 	}
 }
+
+// A second message of a run that ended, delivered after another
+// scheduling of the id took its record over, is a duplicate of the ended
+// run, not a new one: the mover sent the row of a task due now whose
+// client was slow to mark its own send, so the run had two messages; the
+// client's ran and succeeded, a replace's scheduling took the record
+// over, and the mover's tokenless message, put back behind a claim,
+// came back after the replacement ended and ran the replaced task again
+// (issue 38, seed 17525). A run that died is not run again either, and a
+// new scheduling of the ended run's very due time still runs.
+func TestMemSecondMessageOfARunTakenOverIsNotRunAgain(t *testing.T) {
+	for _, end := range []State{Succeeded, Dead} {
+		t.Run(string(end), func(t *testing.T) {
+			ctx := context.Background()
+			e := memEnv(t)
+			s := e.s
+			d0 := e.now().Truncate(time.Second)
+			lease := func() time.Time { return e.now().Add(time.Minute) }
+			second := Meta{Type: "a", Due: d0} // the mover's send: no token
+			if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: second}}); !ok[0] {
+				t.Fatal("the mover's mark failed")
+			}
+			first := Meta{Type: "a", Due: d0, Token: "tok0"} // the client's send
+			if ok := s.Confirm(ctx, []Mark{{ID: "id", Meta: first}}); !ok[0] {
+				t.Fatal("the client's confirmation failed")
+			}
+			if _, err := s.Claim(ctx, "id", "w1", 1, lease(), first); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Finish(ctx, "id", end, nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			d1 := d0.Add(30 * time.Second)
+			m1 := Meta{Type: "a", Due: d1}
+			if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m1}}); !ok[0] {
+				t.Fatal("the replacement's mark failed")
+			}
+			e.advance(30 * time.Second)
+			if _, err := s.Claim(ctx, "id", "w2", 1, lease(), m1); err != nil {
+				t.Fatal(err)
+			}
+			// While the replacement runs, and after it succeeded.
+			want := map[State]error{Succeeded: ErrAlreadySucceeded, Dead: ErrDead}[end]
+			if _, err := s.Claim(ctx, "id", "w1", 1, lease(), second); !errors.Is(err, want) {
+				t.Errorf("the second message of the %s run while another runs: %v, want %v", end, err, want)
+			}
+			if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			e.advance(31 * time.Second)
+			if _, err := s.Claim(ctx, "id", "w1", 1, lease(), second); !errors.Is(err, want) {
+				t.Errorf("the second message of the %s run after another ended: %v, want %v", end, err, want)
+			}
+			if r, err := s.Get(ctx, "id"); err != nil || r.State != Succeeded || !r.Due.Equal(d1) || r.Duplicates != 0 {
+				t.Fatalf("the record: %s due %v, %d duplicates, %v; want the replacement's, succeeded, unchanged", r.State, r.Due, r.Duplicates, err)
+			}
+			// A new scheduling of d0 itself, marked queued, runs.
+			if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: second}}); !ok[0] {
+				t.Fatal("a new scheduling's mark of the ended due time failed")
+			}
+			if r, err := s.Claim(ctx, "id", "w1", 1, lease(), second); err != nil || r.State != Running {
+				t.Errorf("a new scheduling of the ended run's due time: %s, %v; want running", r.State, err)
+			}
+		})
+	}
+}
