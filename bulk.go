@@ -223,6 +223,8 @@ type Bulk struct {
 	Created  time.Time `json:"created"`
 	Updated  time.Time `json:"updated"`
 	Finished time.Time `json:"finished,omitzero"`
+
+	etag string // the row's version, as read or last written
 }
 
 // Percent is how far it has got against Expect (100 when finished).
@@ -251,7 +253,7 @@ func (b Bulk) Summary() string {
 
 func bulkOf(r runs.BulkRow) Bulk {
 	b := Bulk{ID: r.ID, By: r.By, Expect: r.Expect, Done: r.Done, Failed: r.Failed, State: r.State, LastError: r.Error,
-		Attempts: r.Attempts, Created: r.Created, Updated: r.Updated, Finished: r.Finished}
+		Attempts: r.Attempts, Created: r.Created, Updated: r.Updated, Finished: r.Finished, etag: r.ETag}
 	b.Op.Kind = BulkKind(r.Kind)
 	_ = json.Unmarshal([]byte(r.Filter), &b.Op.Filter)
 	return b
@@ -260,7 +262,7 @@ func bulkOf(r runs.BulkRow) Bulk {
 func (b Bulk) row() runs.BulkRow {
 	f, _ := json.Marshal(b.Op.Filter)
 	return runs.BulkRow{ID: b.ID, Kind: string(b.Op.Kind), Filter: string(f), By: b.By, Expect: b.Expect, Done: b.Done, Failed: b.Failed,
-		State: b.State, Error: b.LastError, Attempts: b.Attempts, Created: b.Created, Updated: b.Updated, Finished: b.Finished}
+		State: b.State, Error: b.LastError, Attempts: b.Attempts, Created: b.Created, Updated: b.Updated, Finished: b.Finished, ETag: b.etag}
 }
 
 // CountBulk says how many items op matches now: what the confirmation of
@@ -373,7 +375,7 @@ func (c *Client) StartBulk(ctx context.Context, op BulkOp, expect int, by string
 	payload, _ := json.Marshal(map[string]string{"bulk": b.ID})
 	if _, err := c.Schedule(ctx, Item{ID: b.ID, Type: BulkType, Payload: string(payload), Due: now, MaxAttempts: bulkMaxAttempts}, nil); err != nil {
 		b.State, b.LastError, b.Finished = runs.BulkFailed, "scheduling it failed: "+err.Error(), now
-		_ = c.runs.SaveBulk(context.WithoutCancel(ctx), b.row())
+		_, _ = c.runs.SaveBulk(context.WithoutCancel(ctx), b.row())
 		return Bulk{}, fmt.Errorf("bulk %s: schedule its task: %w", b.ID, err)
 	}
 	return c.Bulk(ctx, b.ID)
@@ -431,6 +433,12 @@ func (c *Client) runBulk(ctx context.Context, task Task) error {
 	b.Attempts++
 	started := c.o.Clock.Now()
 	var mu ctxlock.Mutex // held across the save
+	// Every save is written over the version of the row this attempt
+	// read or wrote last: an attempt that stalled (its worker frozen, its
+	// claim lapsed) while another took the operation up or finished it
+	// stops at its next save instead of acting on what matches by then
+	// (issue 38, seed 17779: a walk resumed after the operation had
+	// finished cancelled tasks scheduled since).
 	save := func(done, failed int, lastErr string) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -440,7 +448,21 @@ func (c *Client) runBulk(ctx context.Context, task Task) error {
 			b.LastError = lastErr
 		}
 		_ = Progress(ctx, b.Percent(), b.Summary())
-		return c.runs.SaveBulk(context.WithoutCancel(ctx), b.row())
+		r, err := c.runs.SaveBulk(context.WithoutCancel(ctx), b.row())
+		if errors.Is(err, runs.ErrBulkChanged) {
+			// Changed by this very write, whose answer was lost and
+			// whose retry met its own new version? Then the row says
+			// what this attempt wrote.
+			if cur, rerr := c.runs.GetBulk(context.WithoutCancel(ctx), b.ID); rerr == nil && cur.State == b.State &&
+				cur.Attempts == b.Attempts && cur.Done == b.Done && cur.Failed == b.Failed {
+				r, err = cur, nil
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("bulk %s: %w", b.ID, err)
+		}
+		b.etag = r.ETag
+		return nil
 	}
 	if err := save(0, 0, ""); err != nil {
 		return err
@@ -503,6 +525,13 @@ func (c *Client) requeueDeadWhere(ctx context.Context, b Bulk, started time.Time
 func (c *Client) actOnPending(ctx context.Context, op BulkOp, save func(done, failed int, lastErr string) error) error {
 	var page []Item
 	flush := func() error {
+		if len(page) == 0 {
+			return nil
+		}
+		// Still this attempt's operation, before acting on the page.
+		if err := save(0, 0, ""); err != nil {
+			return err
+		}
 		var mu sync.Mutex
 		var g errgroup.Group
 		g.SetLimit(8)

@@ -36,7 +36,8 @@ func SetBulkAttempts(c *Client, id string, attempts, done int) error {
 		return err
 	}
 	r.Attempts, r.Done = attempts, done
-	return c.runs.SaveBulk(ctx, r)
+	_, err = c.runs.SaveBulk(ctx, r)
+	return err
 }
 
 // TaskEnded is what a worker does when the run of a task others wait for,

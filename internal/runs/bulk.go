@@ -22,6 +22,10 @@ const bulkPK = "~k"
 // ErrNoBulk: no bulk operation has that id.
 var ErrNoBulk = errors.New("no such bulk operation")
 
+// ErrBulkChanged: SaveBulk found the operation's row changed since it was
+// read (another attempt of the operation took it up, or finished it).
+var ErrBulkChanged = errors.New("bulk operation changed by another attempt")
+
 // BulkRow is a bulk operation's state.
 type BulkRow struct {
 	ID string
@@ -40,6 +44,9 @@ type BulkRow struct {
 	// a takeover).
 	Attempts                   int
 	Created, Updated, Finished time.Time
+	// ETag is the row's version as read (GetBulk) or written (SaveBulk):
+	// SaveBulk writes over that version only.
+	ETag string
 }
 
 // Bulk states.
@@ -59,7 +66,8 @@ func bulkFrom(e table.Entity) BulkRow {
 	p := e.Props
 	return BulkRow{ID: e.RowKey, Kind: p.Str("Kind"), Filter: p.Str("Filter"), By: p.Str("By"), Expect: int(p.Int("Expect")),
 		Done: int(p.Int("Done")), Failed: int(p.Int("Failed")), State: p.Str("State"), Error: p.Str("Error"),
-		Attempts: int(p.Int("Attempts")), Created: p.Time("Created"), Updated: p.Time("Updated"), Finished: p.Time("Finished")}
+		Attempts: int(p.Int("Attempts")), Created: p.Time("Created"), Updated: p.Time("Updated"), Finished: p.Time("Finished"),
+		ETag: e.ETag}
 }
 
 // CreateBulk writes a new operation's row (refused if the id exists),
@@ -80,13 +88,29 @@ func (s *Store) CreateBulk(ctx context.Context, b BulkRow) error {
 	return nil
 }
 
-// SaveBulk writes an operation's progress (one request).
-func (s *Store) SaveBulk(ctx context.Context, b BulkRow) error {
+// SaveBulk writes an operation's progress (one request) and returns the
+// row as written, with its new ETag. A row with an ETag (read by GetBulk,
+// or returned by SaveBulk) is written only over that version: when the row
+// changed since, nothing is written and the error wraps ErrBulkChanged, so
+// an attempt of the operation that stalled (a frozen worker, its claim
+// lapsed) learns that another has taken the operation up or finished it.
+func (s *Store) SaveBulk(ctx context.Context, b BulkRow) (BulkRow, error) {
 	b.Updated = s.now()
-	if err := submit(ctx, s.t, []table.Op{{Kind: table.Upsert, PartitionKey: bulkPK, RowKey: b.ID, Props: b.props()}}); err != nil {
-		return fmt.Errorf("runs: save bulk operation %s: %w", b.ID, err)
+	op := table.Op{Kind: table.Upsert, PartitionKey: bulkPK, RowKey: b.ID, Props: b.props()}
+	if b.ETag != "" {
+		op.Kind, op.IfMatch = table.Replace, b.ETag
 	}
-	return nil
+	etags, err := s.t.Submit(ctx, []table.Op{op})
+	switch {
+	case err != nil && b.ETag != "" && (errors.Is(err, storage.ErrPreconditionFailed) || errors.Is(err, storage.ErrNotFound)):
+		return b, fmt.Errorf("runs: save bulk operation %s: %w", b.ID, ErrBulkChanged)
+	case err != nil:
+		return b, fmt.Errorf("runs: save bulk operation %s: %w", b.ID, err)
+	}
+	if len(etags) > 0 {
+		b.ETag = etags[0]
+	}
+	return b, nil
 }
 
 // GetBulk reads an operation's row; ErrNoBulk when there is none.
