@@ -453,8 +453,10 @@ func (c *Client) runBulk(ctx context.Context, task Task) error {
 			// Changed by this very write, whose answer was lost and
 			// whose retry met its own new version? Then the row says
 			// what this attempt wrote.
+			// (The time written tells it from another attempt's write
+			// of the same counts.)
 			if cur, rerr := c.runs.GetBulk(context.WithoutCancel(ctx), b.ID); rerr == nil && cur.State == b.State &&
-				cur.Attempts == b.Attempts && cur.Done == b.Done && cur.Failed == b.Failed {
+				cur.Attempts == b.Attempts && cur.Done == b.Done && cur.Failed == b.Failed && cur.Updated.Sub(r.Updated).Abs() < time.Microsecond {
 				r, err = cur, nil
 			}
 		}
@@ -490,7 +492,9 @@ func (c *Client) runBulk(ctx context.Context, task Task) error {
 func (c *Client) requeueDeadWhere(ctx context.Context, b Bulk, started time.Time, save func(done, failed int, lastErr string) error) error {
 	failed := map[string]bool{} // tried and failed: counted once
 	for {
-		st, err := c.dead.RequeueWhere(ctx, b.ID, b.Op.Filter.deadMatch, failed, func(s queue.WhereStats) error {
+		// Still this attempt's operation, before requeueing each batch.
+		gate := func() error { return save(0, 0, "") }
+		st, err := c.dead.RequeueWhereGated(ctx, b.ID, b.Op.Filter.deadMatch, failed, gate, func(s queue.WhereStats) error {
 			return save(s.Requeued, s.Failed, s.LastError)
 		})
 		if err != nil {

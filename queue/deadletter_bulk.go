@@ -53,6 +53,15 @@ type WhereStats struct {
 // an operation walking as often as it likes touches each dead letter it
 // matched once.
 func (dl *DeadLetters) RequeueWhere(ctx context.Context, op string, match func(DeadLetter) bool, failed map[string]bool, batch func(WhereStats) error) (WhereStats, error) {
+	return dl.RequeueWhereGated(ctx, op, match, failed, nil, batch)
+}
+
+// RequeueWhereGated is RequeueWhere that calls gate, when not nil, after
+// each dequeue and before acting on what it dequeued: an error from gate
+// stops the walk, leaving the batch to come back into sight. A bulk
+// operation's attempt checks there that the operation is still its own
+// (another attempt may have taken it over while this one stalled).
+func (dl *DeadLetters) RequeueWhereGated(ctx context.Context, op string, match func(DeadLetter) bool, failed map[string]bool, gate func() error, batch func(WhereStats) error) (WhereStats, error) {
 	if failed == nil {
 		failed = map[string]bool{}
 	}
@@ -64,6 +73,14 @@ func (dl *DeadLetters) RequeueWhere(ctx context.Context, op string, match func(D
 		msgs, err := dl.c.poison.Dequeue(ctx, MaxBatch, BulkScanVisibility)
 		if err != nil {
 			return total, fmt.Errorf("queue: walk dead letters: %w", err)
+		}
+		if gate != nil && len(msgs) > 0 {
+			if err := gate(); err != nil {
+				for _, m := range msgs {
+					keep[m.ID] = m
+				}
+				return total, err
+			}
 		}
 		var st WhereStats
 		var mu sync.Mutex

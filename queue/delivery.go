@@ -484,6 +484,14 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 	case err == nil:
 		d.claimed = true
 		return true
+	case (errors.Is(err, leasecrontype.ErrRunDead) || errors.Is(err, leasecrontype.ErrRunSucceeded)) &&
+		!d.env.Due.IsZero() && !r.OfDue(d.env.Due):
+		// A second message of a run that ended before another
+		// scheduling of its id took the record over (issue 38, seed
+		// 17525): the message that ran told its end, and told again now
+		// it would be taken for the other scheduling's, releasing what
+		// waits for that one.
+		return c.ackUnrun(hctx, d, OutcomeDuplicate, "run of this due time already ended and its id was scheduled again since; acknowledging a second message of it")
 	case errors.Is(err, leasecrontype.ErrRunDead):
 		// The run's death may be this very message's, back unmarked (its
 		// worker could mark it used up neither before nor after a telling

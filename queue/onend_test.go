@@ -109,6 +109,45 @@ func TestEndIsToldAfterTheIdWasScheduledAgain(t *testing.T) {
 	}
 }
 
+// A second message of a run that ended before the id was scheduled again
+// (the mover's copy of a row its client also sent) is acknowledged without
+// running and without telling: the run that ran told its end, and told
+// again now it would be taken for the new scheduling's, releasing the
+// tasks waiting for that one (a review of issue 38's row 104).
+func TestASecondMessageOfARunTakenOverTellsNothing(t *testing.T) {
+	for _, end := range []runs.State{runs.Succeeded, runs.Dead} {
+		t.Run(string(end), func(t *testing.T) {
+			h, rm, ends := newOnEndHarness(t, "")
+			var ran atomic.Int32
+			h.c.Handle("ok", func(context.Context, leasecrontype.Task) error { ran.Add(1); return nil })
+			ctx := context.Background()
+			due := h.clk.Now().UTC().Truncate(time.Second)
+			first := runs.Meta{Type: "ok", Due: due}
+			if m := rm.MarkQueued(ctx, []runs.Mark{{ID: "p", Meta: first}}); !m[0] {
+				t.Fatal("mark failed")
+			}
+			if _, err := rm.Claim(ctx, "p", "other", 1, h.clk.Now().Add(time.Minute), first); err != nil {
+				t.Fatal(err)
+			}
+			if err := rm.Finish(ctx, "p", end, nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			if m := rm.MarkQueued(ctx, []runs.Mark{{ID: "p", Meta: runs.Meta{Type: "ok", Due: due.Add(time.Minute)}}}); !m[0] {
+				t.Fatal("the new scheduling's mark failed")
+			}
+			h.enqueue(Envelope{ID: "p", Type: "ok", Due: due, Marked: true, Waiters: true, Batch: "b"})
+			h.start()
+			h.expect(OutcomeDuplicate)
+			if heard := ends.heard(); len(heard) != 0 || ran.Load() != 0 {
+				t.Errorf("the second message ran %d times and told %v; want neither", ran.Load(), heard)
+			}
+			if r := mustRun(t, rm, "p", runs.Queued); !r.Due.Equal(due.Add(time.Minute)) {
+				t.Fatalf("the new scheduling's record: %+v", r)
+			}
+		})
+	}
+}
+
 // An end whose record could not be written is not carried in the message:
 // the record may still say running, and the message must come back to
 // run its task again, not to tell, for good, an end nobody recorded (a

@@ -349,3 +349,26 @@ func TestRequeueByIDWhoseRemovalFindsItGoneSucceeds(t *testing.T) {
 		t.Fatalf("handler ran %d times, want 2", n)
 	}
 }
+
+// A gate that refuses stops the walk before it acts on what it dequeued,
+// and leaves every dead letter where it was (a bulk operation's attempt
+// that another took over while it stalled: a review of issue 38's row
+// 105); one that lets it pass changes nothing.
+func TestRequeueWhereGatedStopsBeforeActing(t *testing.T) {
+	h, rm, _, _ := deadHarness(t, "d1", "d2")
+	dl := NewDeadLetters(h.c.Client(), rm)
+	ctx := context.Background()
+	stop := errors.New("taken over")
+	gates := 0
+	st, err := dl.RequeueWhereGated(ctx, "op1", matchAll, nil, func() error { gates++; return stop }, func(WhereStats) error { return nil })
+	if !errors.Is(err, stop) || st.Requeued != 0 || gates != 1 {
+		t.Fatalf("walk behind a refusing gate: %+v, %v after %d gates; want stopped before requeueing", st, err, gates)
+	}
+	if left, err := dl.List(ctx); err != nil || len(left) != 2 {
+		t.Fatalf("%d dead letters in sight after the refused walk (%v); want both", len(left), err)
+	}
+	st, err = dl.RequeueWhereGated(ctx, "op1", matchAll, nil, func() error { gates++; return nil }, func(WhereStats) error { return nil })
+	if err != nil || st.Requeued != 2 || gates != 2 {
+		t.Fatalf("walk behind an open gate: %+v, %v after %d gates; want both requeued", st, err, gates)
+	}
+}

@@ -814,7 +814,7 @@ var traceRe = func() *regexp.Regexp {
 
 // traceMore are the properties a traced commit shows beside the fixed
 // ones, when the row has them.
-var traceMore = []string{"ConfirmedBehind", "CancelledDue", "Withdrawn", "WithdrawnDues", "Requeued",
+var traceMore = []string{"ConfirmedBehind", "CancelledDue", "SucceededDue", "DeadDue", "Withdrawn", "WithdrawnDues", "Requeued",
 	schedule.PropSent, schedule.PropSentUntil, schedule.PropConfirmed, schedule.PropSendingUntil}
 
 // traceQueue, when set (SIM_TRACE_QUEUE), logs every request served to a
