@@ -73,6 +73,10 @@ type RunRecorder interface {
 	// died), leasecrontype.ErrRunCancelled, or
 	// leasecrontype.ErrRunClaimed (another worker's claim has not lapsed;
 	// the returned Run's Worker and ClaimUntil say whose and until when).
+	// A refusal as succeeded or dead whose returned Run has another due
+	// time than m (the run of m's due time ended and the id was scheduled
+	// again since) is acknowledged without telling OnEnd: the run that
+	// ran told its end, and the returned record is another scheduling's.
 	// Any other error means the claim could not be read or written. The
 	// consumer takes it for a fault that passes, and puts the message back
 	// to be claimed again later, unless it wraps
