@@ -93,8 +93,22 @@ func TestShardsThroughAnOwnerKill(t *testing.T) {
 	// The early window covers the kill, so tasks are on time; the bound is
 	// generous for a loaded 2-core machine, where p99 (of 60: the worst
 	// but one) has been 1.28 s (the figures come from the benchmarks).
-	if p99 > 3*time.Second {
-		t.Errorf("lateness p99 %s, want at most 3 s", p99.Round(time.Millisecond))
+	// One task may be late by up to the visibility timeout (30 s here):
+	// the victim, killed half a second before the first due time, may
+	// have taken a message that came into sight up to a second early and
+	// died before cutting its invisibility to the due time (README,
+	// early enqueue: it happened once in make test).
+	late := 0
+	for _, l := range lateness {
+		switch {
+		case l > 33*time.Second:
+			t.Errorf("a task %s late, more than the visibility timeout", l.Round(time.Millisecond))
+		case l > 3*time.Second:
+			late++
+		}
+	}
+	if late > 1 {
+		t.Errorf("%d tasks more than 3 s late (p99 %s); want at most the one a killed worker may have held", late, p99.Round(time.Millisecond))
 	}
 
 	// A graceful stop hands over at once.
