@@ -44,6 +44,7 @@ func runSeeds(t *testing.T, from, n int64) {
 	var mu sync.Mutex
 	var failed []int64
 	first := map[string][]int64{} // the seeds by their first violation's invariant
+	var found []string            // each failing seed's violations and fleet, as reported
 	var virtual time.Duration
 	tasks, done := 0, 0
 	start := time.Now()
@@ -58,7 +59,7 @@ func runSeeds(t *testing.T, from, n int64) {
 		wall := time.Since(start)
 		line := fmt.Sprintf("in progress: %d of %d seeds from %d in %v, %.1f fleet-hours per wall-clock minute; %d failed %v\n",
 			done, n, from, wall.Truncate(time.Second), virtual.Hours()/wall.Minutes(), len(failed), failed)
-		if err := os.WriteFile(report, []byte(line), 0o644); err != nil {
+		if err := os.WriteFile(report, []byte(line+strings.Join(found, "")), 0o644); err != nil {
 			t.Error(err)
 		}
 	}
@@ -76,6 +77,7 @@ func runSeeds(t *testing.T, from, n int64) {
 				if res.Failed() {
 					failed = append(failed, seed)
 					first[res.Violations[0].Invariant] = append(first[res.Violations[0].Invariant], seed)
+					found = append(found, headOf(Report(res, sc), 12))
 				}
 				progress()
 				mu.Unlock()
@@ -99,12 +101,24 @@ func runSeeds(t *testing.T, from, n int64) {
 	for _, inv := range slices.Sorted(maps.Keys(first)) {
 		fmt.Fprintf(&b, "  first violated %q: %d %v\n", inv, len(first[inv]), first[inv])
 	}
+	b.WriteString(strings.Join(found, ""))
 	t.Log("\n" + b.String())
 	if report != "" {
 		if err := os.WriteFile(report, []byte(b.String()), 0o644); err != nil {
 			t.Error(err)
 		}
 	}
+}
+
+// headOf returns the first n lines of a report (its violations, the
+// replay line and the fleet), ending in a newline.
+func headOf(report string, n int) string {
+	lines := strings.SplitAfterN(report, "\n", n+1)
+	head := strings.Join(lines[:min(n, len(lines))], "")
+	if !strings.HasSuffix(head, "\n") {
+		head += "\n"
+	}
+	return head
 }
 
 // TestSim runs the fixed seeds (make sim; SIM_FIXED=n the first n), or
