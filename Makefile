@@ -76,7 +76,7 @@ SEEDS ?= 10000
 sim: ## the simulator's 24 fixed seeds (about 1 min); SEED=n replays one seed, shrinking a failure to a short operation log
 	cd tools && LEASECRON_SIM=1 SIM_SEED=$(SEED) $(GO) test -count=1 -timeout 30m -run 'TestSim$$' -v ./sim/ 2>&1 | grep -v '^=== \|^--- PASS\|^    --- PASS' | tail -40
 
-sim-long: ## SEEDS seeds of the simulator (default 10,000: about 1.5–2.5 s each, two at a time) from SIM_FROM (default 1000); the coverage report goes to sim-long.txt, which shows progress every 50 seeds while it runs
+sim-long: ## SEEDS seeds of the simulator (default 10,000: about 1.5–2.5 s each, two at a time) from SIM_FROM (default 1000); the coverage report goes to sim-long.txt, which shows progress every 50 seeds while it runs, and each failing seed's violations as it fails
 	cd tools && SIM_SEEDS=$(SEEDS) SIM_FROM=$${SIM_FROM-1000} SIM_REPORT=$(CURDIR)/sim-long.txt $(GO) test -count=1 -timeout 0 -run 'TestSimLong' ./sim/ 2>&1 | tail -60
 
 sim-mutants: ## the simulator's honesty test: each deliberate defect (internal/mutate) is caught by its invariant within the fixed seeds (about 10 min)
