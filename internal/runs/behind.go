@@ -74,28 +74,24 @@ func parseDues(s string) dues {
 	return out
 }
 
-// cancelledScheduling reports whether m is a delivery of a scheduling
-// cancelled beside another scheduling's record (Run.CancelledDue) that
-// the record does not describe. An early-sent message (with a token, or
-// checked against its row) is left to its row: a cancel removes the row
-// of a scheduling it reaches, and a new scheduling of the very due time
-// would otherwise be refused before its confirmation is recorded.
-func cancelledScheduling(cur *Run, m Meta) bool {
-	return cur != nil && m.Token == "" && !m.RowChecked && cur.CancelledDue.has(m.Due) && otherDue(cur, m)
-}
-
-// endedScheduling returns, when m is a delivery of a scheduling that
-// succeeded or died before another scheduling took over the record
-// (Run.SucceededDue, Run.DeadDue), the refusal its claim gets:
-// ErrAlreadySucceeded or ErrDead, as the record of that run would have
-// answered. As for a cancelled one, an early-sent message is left to its
-// row, and a new scheduling of the very due time, once marked queued or
-// moved beside the record, is no longer refused.
+// endedScheduling returns, when m is a delivery of a scheduling of this
+// id that ended beside another scheduling's record, the refusal its claim
+// gets, as that run's own record would have answered: ErrCancelled for
+// one a cancel reached (Run.CancelledDue), ErrAlreadySucceeded or ErrDead
+// for one that succeeded or died before another scheduling took the
+// record over (Run.SucceededDue, Run.DeadDue; issue 38, seed 17525). An
+// early-sent message (with a token, or checked against its row) is left
+// to its row: a cancel removes the row of a scheduling it reaches, and a
+// new scheduling of the very due time would otherwise be refused before
+// its confirmation is recorded; once marked queued or moved beside the
+// record, such a scheduling is no longer refused (forgetEnded).
 func endedScheduling(cur *Run, m Meta) error {
 	if cur == nil || m.Token != "" || m.RowChecked || !otherDue(cur, m) {
 		return nil
 	}
 	switch {
+	case cur.CancelledDue.has(m.Due):
+		return ErrCancelled
 	case cur.SucceededDue.has(m.Due):
 		return ErrAlreadySucceeded
 	case cur.DeadDue.has(m.Due):

@@ -315,16 +315,13 @@ func stored(t time.Time) time.Time { return t.UTC().Truncate(100 * time.Nanoseco
 // returned record counts the duplicate and is written; on ErrCancelled and
 // ErrClaimedElsewhere nothing is written.
 func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time, m Meta, now time.Time) (Run, error) {
-	if cancelledScheduling(cur, m) {
-		return *cur, ErrCancelled
+	if err := endedScheduling(cur, m); err != nil {
+		// A delivery of a scheduling that ended beside the record (a
+		// tokenless one: unconfirmed only judges tokens).
+		return *cur, err
 	}
 	if unconfirmed(cur, m) {
 		return newRun(id, ""), ErrUnconfirmed
-	}
-	if err := endedScheduling(cur, m); err != nil {
-		// A second message of a run that ended before another
-		// scheduling took its record over (issue 38, seed 17525).
-		return *cur, err
 	}
 	if requeuedFor(cur, m) {
 		// A message of the run from before its death (a row sent again
