@@ -930,7 +930,7 @@ func (c *checker) checkUniqueLocked(t *ti, from, at time.Time, how string) {
 		if !c.holdsBarCancelUnderWay(o, from) || !c.holdsBarCancelUnderWay(o, at) {
 			continue
 		}
-		if !o.cancelling.IsZero() && !o.cancelling.After(at) {
+		if o.cancelUnderWay(at) {
 			// A cancel of o under way may have freed the key already
 			// (seed 18079): its answer decides.
 			o.uniqueRechecks = append(o.uniqueRechecks, uniqueCheck{t: t, from: from, at: at, how: how})
@@ -971,7 +971,13 @@ func (c *checker) violateUniqueLocked(t, o *ti, how string) {
 // (between an attempt's end and its record) count as not held, and so do
 // those after a cancel of it was issued, answered or still under way.
 func (c *checker) holds(t *ti, at time.Time) bool {
-	return c.holdsBarCancelUnderWay(t, at) && (t.cancelling.IsZero() || t.cancelling.After(at))
+	return c.holdsBarCancelUnderWay(t, at) && !t.cancelUnderWay(at)
+}
+
+// cancelUnderWay reports whether a cancel of t issued by at (in that
+// very instant too) had not answered yet.
+func (t *ti) cancelUnderWay(at time.Time) bool {
+	return !t.cancelling.IsZero() && !t.cancelling.After(at)
 }
 
 // holdsBarCancelUnderWay is holds but for a cancel of t still under way.
@@ -1835,7 +1841,7 @@ func (c *checker) lookup(ctx context.Context, cl *leasecron.Client) {
 // under way found it gone).
 func (c *checker) mayBeCancelledLocked(t *ti, now time.Time) bool {
 	_, cancelled := c.cancelledBy(t, now.Add(time.Nanosecond))
-	return cancelled || (!t.cancelling.IsZero() && !t.cancelling.After(now))
+	return cancelled || t.cancelUnderWay(now)
 }
 
 // allEnded reads the status of every task's latest scheduling and reports

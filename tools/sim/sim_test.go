@@ -69,6 +69,10 @@ func runSeeds(t *testing.T, from, n int64) {
 				t.Parallel()
 				sc := Plan(seed)
 				res := Run(t, sc)
+				var rep string // a failure's report, built once
+				if res.Failed() {
+					rep = Report(res, sc)
+				}
 				mu.Lock()
 				total.Merge(res.Coverage)
 				virtual += res.Virtual
@@ -77,14 +81,14 @@ func runSeeds(t *testing.T, from, n int64) {
 				if res.Failed() {
 					failed = append(failed, seed)
 					first[res.Violations[0].Invariant] = append(first[res.Violations[0].Invariant], seed)
-					found = append(found, headOf(Report(res, sc), 12))
+					found = append(found, headOf(rep, 12))
 				}
 				progress()
 				mu.Unlock()
 				if !res.Failed() {
 					return
 				}
-				t.Errorf("%s", Report(res, sc))
+				t.Errorf("%s", rep)
 				if os.Getenv("SIM_SHRINK") != "0" {
 					small := Shrink(t, sc, res.Violations[0].Invariant, 3, 5*time.Minute)
 					t.Errorf("shrunk to %d operations and %d fault windows:\n%s", len(small.Ops), len(small.Faults), small.Describe())
