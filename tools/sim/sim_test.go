@@ -89,6 +89,7 @@ func runSeeds(t *testing.T, from, n int64) {
 					return
 				}
 				t.Errorf("%s", rep)
+				keepLog(t, seed, res)
 				if os.Getenv("SIM_SHRINK") != "0" {
 					small := Shrink(t, sc, res.Violations[0].Invariant, 3, 5*time.Minute)
 					t.Errorf("shrunk to %d operations and %d fault windows:\n%s", len(small.Ops), len(small.Faults), small.Describe())

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -789,9 +791,31 @@ func (w *World) moment(p *proc) []string {
 	return f
 }
 
+// keepDir, when set (SIM_KEEP), receives the whole log of each failing
+// seed as seed-N.log: with SIM_LOG=debug and SIM_TRACE_ROW, a sweep keeps
+// the story of a failure that its replay may not repeat (the goroutines
+// of a bubble are not scheduled the same way twice).
+var keepDir = os.Getenv("SIM_KEEP")
+
+// keepLog writes a failing run's whole log to keepDir, when it is set.
+func keepLog(t testing.TB, seed int64, res *Result) {
+	if keepDir == "" {
+		return
+	}
+	name := filepath.Join(keepDir, fmt.Sprintf("seed-%d.log", seed))
+	if err := os.WriteFile(name, []byte(strings.Join(res.Log, "\n")+"\n"), 0o644); err != nil {
+		t.Error(err)
+		return
+	}
+	t.Logf("whole log in %s", name)
+}
+
 // ringLines is how many log lines a run keeps: more when they are
 // filtered (SIM_GREP), for the story of one task.
 func ringLines() int {
+	if keepDir != "" {
+		return math.MaxInt
+	}
 	if logGrep != "" {
 		return 20000
 	}
