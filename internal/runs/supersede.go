@@ -279,6 +279,16 @@ func decideSentConfirmed(cur *Run, id string, m Meta) (next Run, write, marked b
 // queued (a worker ran it after checking the row, or it was cancelled)
 // needs no confirmation and counts as confirmed, decided on the one read.
 func decideConfirmed(cur *Run, id string, m Meta) (next Run, write, marked bool) {
+	if cur != nil && otherDue(cur, m) && (cur.SucceededDue.has(m.Due) || cur.DeadDue.has(m.Due)) {
+		// Its run succeeded or died, and then another scheduling took the
+		// record over (a second message of the run its row replaced ran):
+		// it has moved past queued as surely as a record of its own would
+		// say. Refused as withdrawn (the takeover withdrew its due time),
+		// its row stayed pending for good, the mover asking again every
+		// pass (issue 38, seed 30276). A new scheduling of that very due
+		// time is marked queued before it is sent, which forgets the end.
+		return *cur, false, true
+	}
 	next, write, marked = decideQueued(cur, id, m)
 	if marked || cur == nil || newer(cur, m) {
 		return next, write, marked

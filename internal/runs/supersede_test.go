@@ -1227,9 +1227,12 @@ func TestMemDropBehindTakesASupersededSchedulingOff(t *testing.T) {
 
 // The mover's confirmation of an early-sent run that comes after the run
 // started (claimed after its row was checked), ended, and the id was
-// scheduled again and ran, is refused: it does not take the new run's
-// finished record over as a queued run that will never start (issue 38,
-// seed 4558: status showed the replaced task queued for good).
+// scheduled again and ran, does not take the new run's finished record
+// over as a queued run that will never start (issue 38, seed 4558:
+// status showed the replaced task queued for good). It is counted, with
+// nothing written: the record keeps that the run succeeded
+// (Run.SucceededDue), and refused, a row that had not changed would stay
+// pending for good (seed 30276).
 func TestMemLateConfirmationOfAnEndedRunLeavesTheNextRecordAlone(t *testing.T) {
 	ctx := context.Background()
 	e := memEnv(t)
@@ -1253,8 +1256,8 @@ func TestMemLateConfirmationOfAnEndedRunLeavesTheNextRecordAlone(t *testing.T) {
 	if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
 		t.Fatal(err)
 	}
-	if ok := s.Confirm(ctx, []Mark{{ID: "id", Meta: m1}}); ok[0] {
-		t.Error("the late confirmation of the first run was counted")
+	if ok := s.Confirm(ctx, []Mark{{ID: "id", Meta: m1}}); !ok[0] {
+		t.Error("the late confirmation of the first run, which succeeded, was refused")
 	}
 	if r, err := s.Get(ctx, "id"); err != nil || r.State != Succeeded || !r.Due.Equal(m2.Due) {
 		t.Fatalf("the record after the late confirmation: %s due %v, %v; want the replacement's, succeeded", r.State, r.Due, err)
@@ -2056,5 +2059,91 @@ func TestMemSecondMessageOfARunTakenOverIsNotRunAgain(t *testing.T) {
 				t.Errorf("a new scheduling of the ended run's due time: %s, %v; want running", r.State, err)
 			}
 		})
+	}
+}
+
+// A run that succeeded or died and whose record another scheduling then
+// took over is confirmed when the mover retires its row: refused, the
+// row stayed pending for good, the mover asking again every pass (issue
+// 38, seed 30276: a run-now's run succeeded, then the message of the
+// row it replaced, moved as the run-now changed it, ran and took the
+// record over).
+func TestMemConfirmOfARunThatEndedBeforeATakeover(t *testing.T) {
+	for _, end := range []State{Succeeded, Dead} {
+		t.Run(string(end), func(t *testing.T) {
+			ctx := context.Background()
+			e := memEnv(t)
+			s := e.s
+			d1 := e.now().Truncate(time.Second)
+			d2 := d1.Add(56 * time.Second) // the run-now's due time
+			lease := func() time.Time { return e.now().Add(time.Minute) }
+			e.advance(56 * time.Second)
+			sent := Meta{Type: "a", Due: d2, RowChecked: true} // the run-now's message, checked against its row
+			if _, err := s.Claim(ctx, "id", "w1", 1, lease(), sent); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Finish(ctx, "id", end, nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			moved := Meta{Type: "a", Due: d1} // the replaced row's, moved as it changed
+			if _, err := s.Claim(ctx, "id", "w1", 1, lease(), moved); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			before, err := s.Get(ctx, "id")
+			if err != nil {
+				t.Fatal(err)
+			}
+			confirm := Meta{Type: "a", Due: d2, Token: "tok2"}
+			if ok := s.Confirm(ctx, []Mark{{ID: "id", Meta: confirm}}); !ok[0] {
+				t.Errorf("the mover's confirmation of the %s run-now was refused: its row would stay for good", end)
+			}
+			if ok := s.ConfirmSent(ctx, []Mark{{ID: "id", Meta: confirm}}); !ok[0] {
+				t.Errorf("the sender's confirmation of the %s run-now was refused", end)
+			}
+			after, err := s.Get(ctx, "id")
+			if err != nil || after.State != Succeeded || !after.Due.Equal(d1) || after.Generation != before.Generation {
+				t.Errorf("the record after the confirmations: %s due %v generation %d, %v; want it unchanged (succeeded, due %v, generation %d)",
+					after.State, after.Due, after.Generation, err, d1, before.Generation)
+			}
+		})
+	}
+}
+
+// A task the mover sent early and a run-now then changed: its row's run
+// is withdrawn (UnconfirmDue, before any record of it), the run-now's run
+// succeeds, and the mover's confirmation of the old row, read before the
+// change and answered twenty seconds late, is refused and leaves the
+// succeeded record alone. Taken over as queued, the record showed a run
+// that never ran (issue 38, seed 30276).
+func TestMemLateConfirmationOfARowChangedBeforeItIsRefused(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	d1 := e.now().Truncate(time.Second).Add(20 * time.Second)
+	old := Meta{Type: "a", Due: d1}
+	if _, err := s.UnconfirmDue(ctx, "id", old); err != nil {
+		t.Fatal(err)
+	}
+	d2 := e.now()
+	now := Meta{Type: "a", Due: d2, Token: "tok2"} // the run-now's own send
+	if ok := s.Confirm(ctx, []Mark{{ID: "id", Meta: now}}); !ok[0] {
+		t.Fatal("the run-now's confirmation was refused")
+	}
+	if _, err := s.Claim(ctx, "id", "w1", 1, e.now().Add(time.Minute), now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(20 * time.Second)
+	late := Meta{Type: "a", Due: d1, Token: "tok1"}
+	if ok := s.Confirm(ctx, []Mark{{ID: "id", Meta: late}}); ok[0] {
+		t.Error("the mover's late confirmation of the changed row was counted")
+	}
+	if r, err := s.Get(ctx, "id"); err != nil || r.State != Succeeded || !r.Due.Equal(stored(d2)) {
+		t.Errorf("the record after the late confirmation: %s due %v, %v; want the run-now's, succeeded", r.State, r.Due, err)
 	}
 }
