@@ -422,15 +422,16 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 }
 
 // unconfirm takes back the confirmation of the run of old, a row that was
-// just rewritten, when a client sent it for now (PropSent on a one-off
-// task's row): whether or not the row says the client confirmed it
-// (PropConfirmed), the run may carry the token — a confirmation whose
-// answer was lost, or whose mark on the row the change came before — and
-// Unconfirm clears it only if it does. A failure is logged: the change
-// stands, and the old message may then run once.
+// just rewritten, when its message was sent (PropSent on a one-off task's
+// row) and there is no Options.UnconfirmDue to withdraw it (withdraw):
+// whether or not the row says the run was confirmed (PropConfirmed), the
+// run may carry the token — a confirmation whose answer was lost, or
+// whose mark on the row the change came before — and Unconfirm clears it
+// only if it does. A failure is logged: the change stands, and the old
+// message may then run once.
 func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
 	tok := oneOffSent(old)
-	if tok == "" || c.opts.Unconfirm == nil {
+	if tok == "" || c.opts.UnconfirmDue != nil || c.opts.Unconfirm == nil {
 		return
 	}
 	if err := c.opts.Unconfirm(ctx, id, tok); err != nil {
@@ -438,17 +439,23 @@ func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
 	}
 }
 
-// withdraw withdraws the run of old, a row about to be rewritten that its
-// client is still sending (no token on it yet), before the write
-// (Options.UnconfirmDue): its sender may confirm the run before the change
-// or after it, and the mark on the record refuses the confirmation either
-// way. Done first, it holds even when the write's answer is lost. Should
-// the change fail, the message is checked against the row and runs — or,
-// when the sender marked the row and the mover retired it on the strength
-// of the confirmation the withdrawal took, undoWithdrawals puts it back.
-// A failure is logged, as unconfirm's.
+// withdraw withdraws the run of old, a one-off task's row about to be
+// rewritten whose message is being sent or was sent, before the write
+// (Options.UnconfirmDue). Its client, still sending (no token on the row
+// yet), may confirm the run before the change or after it; so may the
+// mover, whose confirmation of a row it read before the change came
+// twenty seconds late and took over the record of the task's next run,
+// which had succeeded, as a queued run that never ran (issue 38, seed
+// 30276). The mark on the record refuses such a confirmation either way,
+// and takes back one already made, so that the old message is checked
+// against the row and found stale. Done first, it holds even when the
+// write's answer is lost. Should the change fail, the message is checked
+// against the row and runs — or, when the sender marked the row and the
+// mover retired it on the strength of the confirmation the withdrawal
+// took, undoWithdrawals puts it back. A failure is logged: the change
+// stands, and the old message may then run once.
 func (c *Client) withdraw(ctx context.Context, id string, old table.Entity) withdrawal {
-	if c.opts.UnconfirmDue == nil || !beingSent(old) {
+	if c.opts.UnconfirmDue == nil || !beingSent(old) && oneOffSent(old) == "" {
 		return withdrawal{}
 	}
 	it := readItem(old)

@@ -75,19 +75,23 @@ type Options struct {
 	// such changes fail with ErrAlreadySent instead of pretending.
 	ChangesAfterSend bool
 	// Unconfirm takes back the confirmation of a run whose message was
-	// sent, and the run recorded queued with token, by the client that
-	// scheduled it for now (PropConfirmed): Reschedule and Add with Replace
-	// call it after rewriting such a row, so that the old message is
-	// checked against the row and found stale. Nil: nothing to take back
-	// (no client confirms runs without run records).
+	// sent, and the run recorded queued with token (by the client that
+	// scheduled it for now, or the mover that sent it early): Reschedule
+	// and Add with Replace call it after rewriting such a row, so that the
+	// old message is checked against the row and found stale, when
+	// UnconfirmDue is nil. Nil: nothing to take back (no client confirms
+	// runs without run records).
 	Unconfirm func(ctx context.Context, id, token string) error
-	// UnconfirmDue withdraws the run of old, a one-off task's row written
-	// while its client was sending the message (PropSendingUntil) and not
-	// yet marked sent, which Reschedule or Add with Replace has just
-	// rewritten: its sender may confirm the run before the change or after
-	// it, under a token the row does not name yet, and neither may let
-	// the old message run. It returns the token of a confirmation it took
-	// back ("" when there was none). Nil: nothing to withdraw.
+	// UnconfirmDue withdraws the run of old, a one-off task's row which
+	// Reschedule or Add with Replace is about to rewrite: one written while
+	// its client was sending the message (PropSendingUntil) and not yet
+	// marked sent, whose sender may confirm the run before the change or
+	// after it under a token the row does not name yet; or one marked sent
+	// (then instead of Unconfirm), whose confirmation, the mover's, may
+	// also come after the change. Neither may let the old message run, nor
+	// take over the record of the run that replaced it. It returns the
+	// token of a confirmation it took back ("" when there was none), for
+	// ConfirmAgain should the change fail. Nil: nothing to withdraw.
 	UnconfirmDue func(ctx context.Context, old Item) (token string, err error)
 	// ConfirmAgain puts back the confirmation under token that
 	// UnconfirmDue took from the run of old, when the change it was taken
