@@ -670,6 +670,43 @@ func TestDisableStopsTheOccurrencesBeingMoved(t *testing.T) {
 	}
 }
 
+// A cancel of a series while a mover pass that read its row before it is
+// moving its occurrence due now: the pass marks and sends the occurrence
+// after Cancel returned, without a token, and the cancel's look for
+// occurrences already moved came before the mark. Cancel records the
+// occurrences a pass may be moving cancelled, as Disable does, so the
+// late mark finds them cancelled and the claim is refused (issue 38,
+// sweep seed 29485: an occurrence started after a cancel of its series
+// returned). One already under way runs on.
+func TestCancelStopsTheOccurrencesBeingMoved(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	if _, err := c.Schedule(ctx, Item{ID: "sec", Type: "t", Due: now, Recurrence: "@every 1s"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	began := runs.OccurrenceID("sec", now.Add(-time.Second))
+	if _, err := c.runs.Claim(ctx, began, "w1", 1, now.Add(time.Minute), runs.Meta{Type: "t", Due: now.Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Cancel(ctx, "sec"); err != nil || !res.Removed {
+		t.Fatalf("cancel: %+v, %v", res, err)
+	}
+	for _, due := range []time.Time{now, now.Add(3 * time.Second)} {
+		occ := runs.OccurrenceID("sec", due)
+		m := runs.Meta{Type: "t", Due: due}
+		if marked := c.runs.MarkQueued(ctx, []runs.Mark{{ID: occ, Meta: m}}); marked[0] {
+			t.Errorf("the late mark of %s went through", occ)
+		}
+		if _, err := c.runs.Claim(ctx, occ, "w2", 1, now.Add(time.Minute), m); err == nil || !isRefusal(err) {
+			t.Errorf("a claim of %s sent after the cancel: %v; want it refused as cancelled", occ, err)
+		}
+	}
+	if r, err := c.runs.Get(ctx, began); err != nil || r.State != runs.Running {
+		t.Errorf("the occurrence under way: %+v, %v; want it running on", r, err)
+	}
+}
+
 // moveBetween is a transport that, armed, lets the mover move a task
 // (record it queued, then remove its row) just before the next read of its
 // index row: between a reader's look at the run record and at the row.

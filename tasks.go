@@ -93,11 +93,16 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 	}
 	var occErr error
 	if res.Removed && it.Recurrence != "" {
-		// The series is gone either way; an occurrence already moved to
+		// The series is gone either way. Occurrences a mover pass that
+		// read the row before the delete may be moving are recorded
+		// cancelled first, so that one sent after this returns does not
+		// start (issue 38, sweep seed 29485: its mark came after the look
+		// for moved occurrences below). An occurrence already moved to
 		// the queue that could not be marked may still run once, which
 		// the caller is told (issue 38, seed 6112: the read of a moved
 		// occurrence's run failed, cancel answered success, and the
 		// occurrence ran a minute later).
+		c.stopMovingOccurrences(ctx, id, it)
 		occErr = c.cancelMovedOccurrences(ctx, id, onlyType(only != nil, it))
 	}
 	// Record the run cancelled too: the row may have been moved while we
@@ -238,13 +243,9 @@ func (c *Client) disable(ctx context.Context, id string, check func(Item) error)
 	}
 	// Occurrences a mover may be moving right now: recorded cancelled, so
 	// that one sent after this returns is acknowledged without running.
-	for _, due := range stopped {
-		// (Not reported as ErrIncomplete: a disable tried again finds the
-		// series disabled already and stops nothing more this way.)
-		if err := c.runs.CancelUnstarted(ctx, runs.OccurrenceID(id, due), runs.Meta{Type: it.Type, Due: due}); err != nil {
-			c.o.Logger.Warn("cannot stop an occurrence a mover may be moving; it may still run once", "series", id, "due", due, "err", err)
-		}
-	}
+	// (Not reported as ErrIncomplete: a disable tried again finds the
+	// series disabled already and stops nothing more this way.)
+	c.stopOccurrences(ctx, id, it.Type, stopped)
 	// The series is disabled; an occurrence already in the queue may not
 	// be: a disable tried again finishes the job, finding it moved (issue
 	// 38, seed 1235: the lookup failed, disable answered success, and the
@@ -253,6 +254,32 @@ func (c *Client) disable(ctx context.Context, id string, check func(Item) error)
 		return it, fmt.Errorf("disable %s: %w: the series is disabled, but occurrences already moved to the queue may still run once; disable it again: %w", id, ErrIncomplete, err)
 	}
 	return it, nil
+}
+
+// stopOccurrences records the runs of the occurrences of series due at
+// dues cancelled unless they started (runs.Store.CancelUnstarted): a
+// mover pass that read the series' row before it was disabled or
+// removed, and marks and sends one of them after, sends a run that is
+// acknowledged without running. A failure is logged: that occurrence
+// may then run once.
+func (c *Client) stopOccurrences(ctx context.Context, series, typ string, dues []time.Time) {
+	for _, due := range dues {
+		if err := c.runs.CancelUnstarted(ctx, runs.OccurrenceID(series, due), runs.Meta{Type: typ, Due: due}); err != nil {
+			c.o.Logger.Warn("cannot stop an occurrence a mover may be moving; it may still run once", "series", series, "due", due, "err", err)
+		}
+	}
+}
+
+// stopMovingOccurrences stops the occurrences a mover pass may be moving
+// of the series it, whose row a cancel has just removed
+// (schedule.MovingOccurrences, stopOccurrences).
+func (c *Client) stopMovingOccurrences(ctx context.Context, series string, it Item) {
+	dues, err := schedule.MovingOccurrences(it, c.o.Clock.Now(), c.moving())
+	if err != nil {
+		c.o.Logger.Warn("cannot tell which occurrences a mover may be moving of a cancelled series; one may still run once", "series", series, "err", err)
+		return
+	}
+	c.stopOccurrences(ctx, series, it.Type, dues)
 }
 
 // moving is how far ahead a mover pass reading a series' row sends its

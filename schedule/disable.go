@@ -86,15 +86,9 @@ func (c *Client) DisableMovingIf(ctx context.Context, id string, moving time.Dur
 			due, _, _ := ParseRowKey(row.RowKey)
 			return due, row.Props, nil
 		}
-		// The row's own due time, and after it those a pass may reach: an
-		// overdue series skips the occurrences before the pass's previous
-		// one (at most moving ago), so those are not stopped one by one.
-		next := it.Due
-		for moving > 0 && !next.After(now.Add(moving)) && len(stopped) < maxStopped {
-			stopped = append(stopped, next)
-			if next, err = r.rec.Next(next, now.Add(-moving)); err != nil {
-				return time.Time{}, nil, fmt.Errorf("%w: disable %s: %w", ErrInvalid, id, err)
-			}
+		var next time.Time
+		if stopped, next, err = movingFrom(r.rec, it.Due, now, moving); err != nil {
+			return time.Time{}, nil, fmt.Errorf("%w: disable %s: %w", ErrInvalid, id, err)
 		}
 		props := table.Props(row.Props).Clone()
 		props.Delete(PropSendingUntil)
@@ -106,6 +100,46 @@ func (c *Client) DisableMovingIf(ctx context.Context, id string, moving time.Dur
 		stopped = nil
 	}
 	return it, stopped, err
+}
+
+// movingFrom returns the occurrences of rec a mover pass may be moving
+// around now, for a series whose row is due at due: the row's own due
+// time, and after it those a pass may reach within moving of now (at most
+// maxStopped). An overdue series skips the occurrences before the pass's
+// previous one (at most moving ago), so those are not listed one by one.
+// next is the first occurrence after them. moving 0 lists none.
+func movingFrom(rec Recurrence, due, now time.Time, moving time.Duration) (list []time.Time, next time.Time, err error) {
+	next = due
+	for moving > 0 && !next.After(now.Add(moving)) && len(list) < maxStopped {
+		list = append(list, next)
+		if next, err = rec.Next(next, now.Add(-moving)); err != nil {
+			return nil, time.Time{}, err
+		}
+	}
+	return list, next, nil
+}
+
+// MovingOccurrences returns the occurrences of the series it (as its row
+// was read) that a mover pass may be moving at now, when a pass sends
+// what is due within moving: its row's due time and those after it up
+// to moving from now (at most 100). A caller that removes the series
+// (a cancel) records their runs cancelled, as DisableMoving's caller
+// does, so that a pass which read the row before the removal and sends
+// one after it sends a run that does not start. A one-off task has
+// none.
+func MovingOccurrences(it Item, now time.Time, moving time.Duration) ([]time.Time, error) {
+	if it.Recurrence == "" {
+		return nil, nil
+	}
+	rec, err := ParseRecurrence(it.Recurrence, it.TZ)
+	if err != nil {
+		return nil, fmt.Errorf("%w: series %s: %w", ErrInvalid, it.ID, err)
+	}
+	list, _, err := movingFrom(rec, it.Due, now.UTC(), moving)
+	if err != nil {
+		return nil, fmt.Errorf("%w: series %s: %w", ErrInvalid, it.ID, err)
+	}
+	return list, nil
 }
 
 // Enable runs a disabled series again from its next occurrence after now:

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,29 @@ func TestDisableEnableSeries(t *testing.T) {
 	re, err := e.c.Reschedule(ctx(t), "tick", at)
 	if err != nil || !re.Disabled.IsZero() || !re.Due.Equal(at) {
 		t.Fatalf("reschedule of a disabled series: %+v, %v", re, err)
+	}
+}
+
+// MovingOccurrences lists a series row's own due time and those a pass
+// may reach within the window of now; a one-off task has none, and a
+// rule that does not parse is refused naming it.
+func TestMovingOccurrences(t *testing.T) {
+	now := time.Date(2026, 3, 8, 6, 58, 0, 0, time.UTC)
+	got, err := MovingOccurrences(Item{ID: "s", Due: now.Add(-time.Second), Recurrence: "@every 5s"}, now, 12*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Time{now.Add(-time.Second), now.Add(4 * time.Second), now.Add(9 * time.Second)}
+	if !slices.EqualFunc(got, want, time.Time.Equal) {
+		t.Errorf("moving occurrences: %v, want %v", got, want)
+	}
+	if got, err := MovingOccurrences(Item{ID: "o", Due: now}, now, time.Minute); err != nil || got != nil {
+		t.Errorf("a one-off task: %v, %v; want none", got, err)
+	}
+	if got, err := MovingOccurrences(Item{ID: "s", Due: now.Add(time.Hour), Recurrence: "@every 5s"}, now, 12*time.Second); err != nil || len(got) != 0 {
+		t.Errorf("a series due past the window: %v, %v; want none", got, err)
+	}
+	if _, err := MovingOccurrences(Item{ID: "bad", Due: now, Recurrence: "@every soon"}, now, time.Minute); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "soon") {
+		t.Errorf("a rule that does not parse: %v; want ErrInvalid naming it", err)
 	}
 }
