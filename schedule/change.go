@@ -352,6 +352,11 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 	var lastErr error
 	var wd withdrawals
 	defer c.undoIfFailed(ctx, id, &wd, &err)
+	// tried is the row a write of this call rewrote, when that write failed
+	// as a conflict: its answer may have been lost after it committed (the
+	// SDK's retry met its own write), and a later try that finds the row
+	// already as this call writes it takes back tried's confirmation then.
+	var tried *table.Entity
 	for range retries {
 		f, _, err := c.locate(ctx, id)
 		if err != nil {
@@ -374,6 +379,9 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 		}
 		if newRK == f.row.RowKey {
 			if maps.Equal(props, f.row.Props) {
+				if tried != nil {
+					c.unconfirm(ctx, id, *tried) // this call's write, its answer lost
+				}
 				return readItem(f.row), nil
 			}
 			// Only properties change (a waiting task notes a parent).
@@ -416,6 +424,7 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 		if !conflict(err) {
 			return Item{}, fmt.Errorf("%s %s: %w", verb, id, err)
 		}
+		tried = &f.row
 		lastErr = err
 	}
 	return Item{}, fmt.Errorf("%s %s: still conflicting after %d attempts: %w", verb, id, retries, lastErr)
@@ -423,39 +432,51 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 
 // unconfirm takes back the confirmation of the run of old, a row that was
 // just rewritten, when its message was sent (PropSent on a one-off task's
-// row) and there is no Options.UnconfirmDue to withdraw it (withdraw):
-// whether or not the row says the run was confirmed (PropConfirmed), the
-// run may carry the token — a confirmation whose answer was lost, or
-// whose mark on the row the change came before — and Unconfirm clears it
-// only if it does. A failure is logged: the change stands, and the old
-// message may then run once.
+// row, by a client for now or by the mover early): whether or not the row
+// says the run was confirmed (PropConfirmed), the run may carry the token
+// — a confirmation whose answer was lost, or whose mark on the row the
+// change came before. With Options.UnconfirmDue the run of old's due time
+// is withdrawn, so that a confirmation still to come is refused too: the
+// mover's, of a row it read before the change, came twenty seconds late
+// and took over the record of the task's next run, which had succeeded,
+// as a queued run that never ran (issue 38, seed 30276). Otherwise
+// Unconfirm clears the token only if the run carries it. Both come after
+// the write, not before it as withdraw's: the mover retires a row sent
+// early around its due time, and a withdrawal before a change that then
+// failed, the row moved, left its message stale until the undo, which a
+// slow store made come after the message did (seed 30689: the task never
+// ran). A failure is logged: the change stands, and the old message may
+// then run once.
 func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
 	tok := oneOffSent(old)
-	if tok == "" || c.opts.UnconfirmDue != nil || c.opts.Unconfirm == nil {
+	if tok == "" {
 		return
 	}
-	if err := c.opts.Unconfirm(ctx, id, tok); err != nil {
+	var err error
+	switch {
+	case c.opts.UnconfirmDue != nil:
+		_, err = c.opts.UnconfirmDue(ctx, readItem(old))
+	case c.opts.Unconfirm != nil:
+		err = c.opts.Unconfirm(ctx, id, tok)
+	default:
+		return
+	}
+	if err != nil {
 		c.opts.Logger.Warn("cannot take back the confirmation of a task sent for now; its old message may still run", "task_id", id, "err", err)
 	}
 }
 
-// withdraw withdraws the run of old, a one-off task's row about to be
-// rewritten whose message is being sent or was sent, before the write
-// (Options.UnconfirmDue). Its client, still sending (no token on the row
-// yet), may confirm the run before the change or after it; so may the
-// mover, whose confirmation of a row it read before the change came
-// twenty seconds late and took over the record of the task's next run,
-// which had succeeded, as a queued run that never ran (issue 38, seed
-// 30276). The mark on the record refuses such a confirmation either way,
-// and takes back one already made, so that the old message is checked
-// against the row and found stale. Done first, it holds even when the
-// write's answer is lost. Should the change fail, the message is checked
-// against the row and runs — or, when the sender marked the row and the
-// mover retired it on the strength of the confirmation the withdrawal
-// took, undoWithdrawals puts it back. A failure is logged: the change
-// stands, and the old message may then run once.
+// withdraw withdraws the run of old, a row about to be rewritten that its
+// client is still sending (no token on it yet), before the write
+// (Options.UnconfirmDue): its sender may confirm the run before the change
+// or after it, and the mark on the record refuses the confirmation either
+// way. Done first, it holds even when the write's answer is lost. Should
+// the change fail, the message is checked against the row and runs — or,
+// when the sender marked the row and the mover retired it on the strength
+// of the confirmation the withdrawal took, undoWithdrawals puts it back.
+// A failure is logged, as unconfirm's.
 func (c *Client) withdraw(ctx context.Context, id string, old table.Entity) withdrawal {
-	if c.opts.UnconfirmDue == nil || !beingSent(old) && oneOffSent(old) == "" {
+	if c.opts.UnconfirmDue == nil || !beingSent(old) {
 		return withdrawal{}
 	}
 	it := readItem(old)

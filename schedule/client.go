@@ -82,16 +82,17 @@ type Options struct {
 	// UnconfirmDue is nil. Nil: nothing to take back (no client confirms
 	// runs without run records).
 	Unconfirm func(ctx context.Context, id, token string) error
-	// UnconfirmDue withdraws the run of old, a one-off task's row which
-	// Reschedule or Add with Replace is about to rewrite: one written while
-	// its client was sending the message (PropSendingUntil) and not yet
-	// marked sent, whose sender may confirm the run before the change or
-	// after it under a token the row does not name yet; or one marked sent
-	// (then instead of Unconfirm), whose confirmation, the mover's, may
-	// also come after the change. Neither may let the old message run, nor
-	// take over the record of the run that replaced it. It returns the
-	// token of a confirmation it took back ("" when there was none), for
-	// ConfirmAgain should the change fail. Nil: nothing to withdraw.
+	// UnconfirmDue withdraws the run of old, a one-off task's row that
+	// Reschedule or Add with Replace rewrites: one written while its
+	// client was sending the message (PropSendingUntil) and not yet marked
+	// sent, whose sender may confirm the run before the change or after it
+	// under a token the row does not name yet (before the write); or one
+	// marked sent (after the write, instead of Unconfirm), whose
+	// confirmation, the mover's, may also come after the change. Neither
+	// may let the old message run, nor take over the record of the run
+	// that replaced it. It returns the token of a confirmation it took
+	// back ("" when there was none), for ConfirmAgain should the change
+	// fail. Nil: nothing to withdraw.
 	UnconfirmDue func(ctx context.Context, old Item) (token string, err error)
 	// ConfirmAgain puts back the confirmation under token that
 	// UnconfirmDue took from the run of old, when the change it was taken

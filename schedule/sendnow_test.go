@@ -324,6 +324,65 @@ func TestFailedChangeOfARowBeingSentPutsItsConfirmationBack(t *testing.T) {
 	}
 }
 
+// A change of a row marked sent that fails because, between its read
+// and its write, the mover confirmed the run and retired the row does
+// not withdraw the run: the message sent early is the task's only one,
+// confirmed, and must run. A withdrawal before the write, undone only
+// after the failed change's retries, left it stale for as long as a slow
+// store made them (issue 38, sweep seed 30689: the message came in that
+// time, was acknowledged as stale, and the task never ran).
+func TestFailedChangeOfASentRowWithdrawsNothing(t *testing.T) {
+	var withdrawn []string
+	c, mt, fc := newMemClient(t, Options{ChangesAfterSend: true,
+		UnconfirmDue: func(_ context.Context, old Item) (string, error) {
+			withdrawn = append(withdrawn, old.ID)
+			return "", nil
+		}})
+	var confirmed []string
+	q := &fakeQueue{}
+	m, err := newMover(mt, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: q, SetAside: q, Clock: fc, Logger: quiet,
+		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
+			out := make([]bool, len(envs))
+			for i, env := range envs {
+				confirmed, out[i] = append(confirmed, env.ID+"/"+env.Token), true
+			}
+			return out
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxt := ctx(t)
+	if err := m.takeFence(ctxt, "00", 1); err != nil {
+		t.Fatal(err)
+	}
+	now := fc.Now()
+	it, err := c.Add(ctxt, Item{ID: "early", Due: now}, AddOptions{Sending: now.Add(15 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MarkSent(ctxt, Sent{Item: it, Token: "tok-early"}); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(20 * time.Second) // past its send window: the mover retires it
+	c.t = &raceFirst{Table: mt,
+		match: func(ops []table.Op) bool { return strings.HasSuffix(ops[0].RowKey, "_early") },
+		race: func() {
+			if _, err := m.pass(ctxt, 1); err != nil {
+				t.Fatal(err)
+			}
+		}}
+	if _, err := c.Reschedule(ctxt, "early", now.Add(time.Hour)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a reschedule of a row retired meanwhile: %v, want ErrNotFound", err)
+	}
+	c.t = mt
+	if want := []string{"early/tok-early"}; !slices.Equal(confirmed, want) {
+		t.Fatalf("the mover confirmed %v, want %v (the race did not happen)", confirmed, want)
+	}
+	if len(withdrawn) != 0 {
+		t.Errorf("a failed change withdrew the runs of %v: their confirmed messages would be taken for stale", withdrawn)
+	}
+}
+
 // undoWithdrawals puts a confirmation back only where the old message is
 // all the task has: no row of the id, or the old row itself marked sent
 // with that token, or still exactly as the withdrawal read it (its sender
