@@ -138,6 +138,7 @@ func (m *Mover) commitOne(ctx context.Context, shard string, gen int64, p *plan)
 			if errors.Is(gerr, storage.ErrNotFound) || (gerr == nil && cur.ETag != p.e.ETag) {
 				m.count(func(s *MoverStats) { s.Skipped++ })
 				m.o.Logger.Info("row changed while it was moved; left as it is (its run may be enqueued twice)", "row", p.e.RowKey)
+				m.settled(p.e)
 				m.unconfirm(ctx, p)
 				return nil
 			}
@@ -176,6 +177,7 @@ func (m *Mover) committed(ctx context.Context, batch []*plan) {
 	var envs []queue.Envelope
 	var moved, marked, aside int64
 	for _, p := range batch {
+		m.settled(p.e)
 		switch {
 		case p.bad != "":
 			aside++
@@ -197,4 +199,48 @@ func (m *Mover) committed(ctx context.Context, batch []*plan) {
 	if m.o.OnMoved != nil && len(envs) > 0 {
 		m.o.OnMoved(ctx, envs)
 	}
+}
+
+// maxUnsettled bounds the rows Mover.unsettled remembers.
+const maxUnsettled = 10000
+
+// sinceOf returns the since a plan of row e uses: since, or, for a series'
+// row a pass of this term planned to move and did not settle, the since
+// of that first plan — and notes it for a series' row due by now. A pass
+// that failed to send the row's occurrences still completes, and counted
+// from it the next pass skipped an occurrence the term had seen due as
+// missed while nobody moved; an early-sent message of it, which only the
+// commit records on the row, was then acknowledged as stale (issue 38,
+// sweep seed 29729: the occurrence never ran).
+func (m *Mover) sinceOf(e table.Entity, since, now time.Time) time.Time {
+	if e.Props.Str(PropRecurrence) == "" {
+		return since
+	}
+	due, _, err := ParseRowKey(e.RowKey)
+	if err != nil {
+		return since
+	}
+	key := e.PartitionKey + "/" + e.RowKey
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if first, ok := m.unsettled[key]; ok && first.Before(since) {
+		return first
+	} else if ok {
+		return since
+	}
+	if due.After(now) || len(m.unsettled) >= maxUnsettled {
+		return since // not due yet, or too many to remember
+	}
+	if m.unsettled == nil {
+		m.unsettled = map[string]time.Time{}
+	}
+	m.unsettled[key] = since
+	return since
+}
+
+// settled forgets row e as unsettled: it was moved, or changed since.
+func (m *Mover) settled(e table.Entity) {
+	m.mu.Lock()
+	delete(m.unsettled, e.PartitionKey+"/"+e.RowKey)
+	m.mu.Unlock()
 }

@@ -54,8 +54,15 @@ type Mover struct {
 	// lastPass is when the previous completed pass of the current term
 	// started (zero at the start of a term).
 	lastPass time.Time
-	lastTook time.Duration // how long the last completed pass took (retireWindow)
-	passRows int           // rows the current (or last) pass read
+	// unsettled are the series' rows (shard/RowKey) a pass of this term
+	// planned to move and did not (a send or confirmation refused, the
+	// commit failed), with the since of the first such plan: until the
+	// row is settled its occurrences are skipped only from then, so that
+	// an occurrence the term saw due is sent, not taken for one missed
+	// while nobody moved (sinceOf).
+	unsettled map[string]time.Time
+	lastTook  time.Duration // how long the last completed pass took (retireWindow)
+	passRows  int           // rows the current (or last) pass read
 	// retrySoon is how soon the rows the last pass failed to send because
 	// storage was busy should be tried again (what the service asked for,
 	// or a second) rather than a whole PollEvery later; 0: none failed so.
@@ -125,6 +132,7 @@ func (m *Mover) Run(ctx context.Context) error {
 	m.count(func(s *MoverStats) { s.Generation = gen })
 	m.mu.Lock()
 	m.lastPass = time.Time{}
+	m.unsettled = nil
 	m.mu.Unlock()
 	log := m.o.Logger.With("generation", gen)
 	for _, shard := range m.o.Shards {

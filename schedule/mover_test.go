@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -926,5 +928,97 @@ func TestMoverReadsTheNextPageWhileSending(t *testing.T) {
 	}
 	if got := len(q.ids()); got != rows {
 		t.Fatalf("sent %d of %d in one pass", got, rows)
+	}
+}
+
+// An occurrence that falls due while a pass of the term fails to settle
+// its series' row (the queue refusing its sends) is sent by the pass that
+// settles it, not skipped as missed: only occurrences due while nobody
+// moved, or before the term's first pass, run once for many. The skip
+// counted from the previous completed pass, which had read the row and
+// failed, so an occurrence the term had seen due was dropped, and its
+// early-sent message, which the row never recorded, was acknowledged as
+// stale (issue 38, sweep seed 29729: an @every 20s occurrence never ran
+// after a table fault window).
+func TestOccurrenceOfARowAPassFailedToSettleIsNotSkipped(t *testing.T) {
+	var failing atomic.Bool
+	e := newMoverEnv(t, 2, MoverOptions{MoverSettings: MoverSettings{Early: time.Second}})
+	e.q.hook = func(queue.Envelope) error {
+		if failing.Load() {
+			return errors.New("queue busy")
+		}
+		return nil
+	}
+	e.add(t, Item{ID: "s", Due: t0.Add(20 * time.Second), Recurrence: "@every 20s"})
+	failing.Store(true)
+	e.fc.Advance(20500 * time.Millisecond)
+	for _, step := range []time.Duration{0, 20 * time.Second} {
+		e.fc.Advance(step)
+		if err := e.onePass(t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failing.Store(false)
+	e.fc.Advance(time.Second)
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, at := range []time.Duration{20 * time.Second, 40 * time.Second} {
+		want = append(want, "s@"+t0.Add(at).Format(time.RFC3339Nano))
+	}
+	if got := e.q.ids(); !slices.Equal(got, want) {
+		t.Errorf("sent %v, want %v: the occurrences the term saw due while its passes failed", got, want)
+	}
+	if got, err := e.c.Get(ctx(t), "s"); err != nil || !got.Due.Equal(t0.Add(time.Minute)) {
+		t.Errorf("the series after: %+v, %v; want its next occurrence at 1m", got, err)
+	}
+}
+
+// A task moved ahead of its due time (within the retire window) whose run
+// could not be recorded queued stays pending for the next pass instead:
+// moved unrecorded, neither its row nor a run record was there, so
+// `status` and `cancel` answered "not found" for seconds before it ran
+// (issue 38, sweep seed 30689). At its due time it is sent recorded or
+// not, as before: a task due now is not held back by its record.
+func TestUnrecordedRunIsNotMovedAheadOfItsDueTime(t *testing.T) {
+	var refuse atomic.Bool
+	var marked []string
+	e := newMoverEnv(t, 2, MoverOptions{BeforeSend: func(_ context.Context, envs []queue.Envelope) []bool {
+		out := make([]bool, len(envs))
+		for i, env := range envs {
+			out[i] = !refuse.Load()
+			if out[i] {
+				marked = append(marked, env.ID)
+			}
+		}
+		return out
+	}})
+	e.add(t, Item{ID: "soon", Due: t0.Add(2 * time.Second)})
+	refuse.Store(true)
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if ids := e.q.ids(); len(ids) != 0 {
+		t.Fatalf("sent %v ahead of its due time without its run recorded", ids)
+	}
+	if _, err := e.c.Get(ctx(t), "soon"); err != nil {
+		t.Fatalf("the row of an unrecorded run: %v; want it pending", err)
+	}
+	refuse.Store(false)
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if ids := e.q.ids(); !slices.Equal(ids, []string{"soon"}) || !slices.Equal(marked, []string{"soon"}) {
+		t.Fatalf("sent %v, recorded %v; want it sent once recorded", ids, marked)
+	}
+	// Due now, it goes whether or not its run is recorded.
+	e.add(t, Item{ID: "now", Due: t0})
+	refuse.Store(true)
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if ids := e.q.ids(); !slices.Contains(ids, "now") {
+		t.Fatalf("sent %v; want the task due now sent unrecorded", ids)
 	}
 }

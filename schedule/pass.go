@@ -340,6 +340,19 @@ func formatSentUntil(t time.Time) string { return t.UTC().Format(time.RFC3339Nan
 // inserted row is moved to the payload store first. It reports whether
 // every message was accepted.
 func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
+	if m.o.BeforeSend != nil {
+		for _, s := range p.sends {
+			if s.env.Token == "" && s.delay > 0 && !s.env.Marked {
+				// A run moved ahead of its due time unrecorded would have
+				// neither its row nor a run record: status and cancel
+				// answer "not found" until it runs (issue 38, sweep seed
+				// 30689). The row stays for the next pass, which comes
+				// before it is due; a run due now goes recorded or not.
+				m.o.Logger.Debug("run not recorded queued; the row stays for the next pass", "task_id", s.env.ID, "row", p.e.RowKey)
+				return false
+			}
+		}
+	}
 	for i, s := range p.sends {
 		if ctx.Err() != nil {
 			return false

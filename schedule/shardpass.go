@@ -157,7 +157,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 			if sp.budget <= 0 {
 				return i < len(page.Entities) || page.Continuation != "", nil
 			}
-			p := m.plan(e, sp.now, sp.since, sp.gen)
+			p := m.plan(e, sp.now, m.sinceOf(e, sp.since, sp.now), sp.gen)
 			if !p.acts() {
 				continue
 			}
