@@ -74,9 +74,11 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	if err != nil || hold {
 		if hold {
 			// Occurrences that fall due while moving is held back are
-			// missed, as while nobody leads: a series runs once after.
+			// missed, as while nobody leads: a series runs once after,
+			// whether or not a pass had failed to settle its row before.
 			m.mu.Lock()
 			m.lastPass = now
+			m.unsettled = nil
 			m.mu.Unlock()
 		}
 		return false, err
