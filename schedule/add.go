@@ -183,6 +183,11 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 	var lastErr error
 	created := false
 	given := *it
+	// tried is a row marked sent that a write of this call replaced, when
+	// that write failed as a conflict: its answer may have been lost after
+	// it committed, and a later try that finds this call's own row takes
+	// back tried's confirmation then (unconfirm).
+	var tried *table.Entity
 	for range retries {
 		// Each attempt starts from the task as given: what a replace
 		// carried over from the row it meant to replace (keepFlow, into it
@@ -298,14 +303,21 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 			delete(props, PropSendingUntil)
 			it.SendingUntil = time.Time{}
 		}
+		if tried != nil && replaced.RowKey != "" && sameContent(props, replaced.Props) {
+			c.unconfirm(ctx, it.ID, *tried, tried.RowKey == rk) // this call's write, its answer lost
+			tried = nil
+		}
 		wd = wd.add(c.withdraw(ctx, it.ID, replaced))
 		etags, err = c.t.Submit(ctx, ops)
 		if err == nil {
-			c.unconfirm(ctx, it.ID, replaced)
+			c.unconfirm(ctx, it.ID, replaced, replaced.RowKey == rk)
 			return shard, oldBlob, etagAt(etags, itemOp), nil
 		}
 		if !conflict(err) {
 			return shard, "", "", fmt.Errorf("add %s: %w", it.ID, err)
+		}
+		if oneOffSent(replaced) != "" {
+			tried = &replaced
 		}
 		lastErr = err
 	}

@@ -380,7 +380,7 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 		if newRK == f.row.RowKey {
 			if maps.Equal(props, f.row.Props) {
 				if tried != nil {
-					c.unconfirm(ctx, id, *tried) // this call's write, its answer lost
+					c.unconfirm(ctx, id, *tried, false) // this call's write, its answer lost
 				}
 				return readItem(f.row), nil
 			}
@@ -414,7 +414,7 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 		wd = wd.add(c.withdraw(ctx, id, f.row))
 		etags, err := c.t.Submit(ctx, ops)
 		if err == nil {
-			c.unconfirm(ctx, id, f.row)
+			c.unconfirm(ctx, id, f.row, false) // (a new RowKey: a new due time)
 			if due.Before(MaxTime) {
 				c.wakeOwner(ctx, moved.PartitionKey, due)
 			}
@@ -445,16 +445,19 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 // early around its due time, and a withdrawal before a change that then
 // failed, the row moved, left its message stale until the undo, which a
 // slow store made come after the message did (seed 30689: the task never
-// ran). A failure is logged: the change stands, and the old message may
-// then run once.
-func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity) {
+// ran). A change that keeps the due time (a replace of the same RowKey)
+// takes back only the old token (Unconfirm): the new row's own
+// confirmation, of the same due time, may already be on the record, and
+// withdrawing that due time would erase it, or refuse it. A failure is
+// logged: the change stands, and the old message may then run once.
+func (c *Client) unconfirm(ctx context.Context, id string, old table.Entity, sameDue bool) {
 	tok := oneOffSent(old)
 	if tok == "" {
 		return
 	}
 	var err error
 	switch {
-	case c.opts.UnconfirmDue != nil:
+	case c.opts.UnconfirmDue != nil && !sameDue:
 		_, err = c.opts.UnconfirmDue(ctx, readItem(old))
 	case c.opts.Unconfirm != nil:
 		err = c.opts.Unconfirm(ctx, id, tok)
