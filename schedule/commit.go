@@ -206,36 +206,40 @@ const maxUnsettled = 10000
 
 // sinceOf returns the since a plan of row e uses: since, or, for a series'
 // row a pass of this term planned to move and did not settle, the since
-// of that first plan — and notes it for a series' row due by now. A pass
-// that failed to send the row's occurrences still completes, and counted
-// from it the next pass skipped an occurrence the term had seen due as
-// missed while nobody moved; an early-sent message of it, which only the
-// commit records on the row, was then acknowledged as stale (issue 38,
-// sweep seed 29729: the occurrence never ran).
-func (m *Mover) sinceOf(e table.Entity, since, now time.Time) time.Time {
-	if e.Props.Str(PropRecurrence) == "" {
-		return since
-	}
-	due, _, err := ParseRowKey(e.RowKey)
-	if err != nil {
-		return since
-	}
-	key := e.PartitionKey + "/" + e.RowKey
+// of that first plan (unsettle). A pass that failed to send the row's
+// occurrences still completes, and counted from it the next pass skipped
+// an occurrence the term had seen due as missed while nobody moved; an
+// early-sent message of it, which only the commit records on the row,
+// was then acknowledged as stale (issue 38, sweep seed 29729: the
+// occurrence never ran).
+func (m *Mover) sinceOf(e table.Entity, since time.Time) time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if first, ok := m.unsettled[key]; ok && first.Before(since) {
+	if first, ok := m.unsettled[e.PartitionKey+"/"+e.RowKey]; ok && first.Before(since) {
 		return first
-	} else if ok {
-		return since
 	}
-	if due.After(now) || len(m.unsettled) >= maxUnsettled {
-		return since // not due yet, or too many to remember
+	return since
+}
+
+// unsettle notes p, a plan about to be carried out with since, when it
+// moves a series' row (its occurrences are skipped from since): until the
+// row is settled (committed, or found changed), later plans of it skip
+// only from there (sinceOf). At most maxUnsettled rows are remembered; a
+// new term, or holding back, forgets them.
+func (m *Mover) unsettle(p *plan, since time.Time) {
+	if !p.retire || p.next == nil || p.bad != "" {
+		return
+	}
+	key := p.e.PartitionKey + "/" + p.e.RowKey
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.unsettled[key]; ok || len(m.unsettled) >= maxUnsettled {
+		return
 	}
 	if m.unsettled == nil {
 		m.unsettled = map[string]time.Time{}
 	}
 	m.unsettled[key] = since
-	return since
 }
 
 // settled forgets row e as unsettled: it was moved, or changed since.

@@ -100,9 +100,11 @@ type MoverOptions struct {
 	// recorded (leasecron's worker marks their runs queued in one table
 	// transaction per partition); the mover sets Envelope.Marked on those.
 	// Envelopes sent early (with a Token) are not passed: their runs are
-	// recorded through Confirm when their rows are moved. It runs on the
-	// goroutine that reads the rows, while earlier batches are sent and
-	// committed.
+	// recorded through Confirm when their rows are moved. A run due
+	// further ahead than the next pass that is not recorded is not sent:
+	// its row stays for that pass (moved, the task would have neither a
+	// row nor a record until it ran). It runs on the goroutine that reads
+	// the rows, while earlier batches are sent and committed.
 	BeforeSend func(ctx context.Context, envs []queue.Envelope) []bool
 	// OnMoved, when set, is called after each committed batch with the
 	// envelopes whose rows it removed (e.g. to mark runs "queued"). It runs

@@ -343,13 +343,21 @@ func formatSentUntil(t time.Time) string { return t.UTC().Format(time.RFC3339Nan
 // every message was accepted.
 func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 	if m.o.BeforeSend != nil {
+		m.mu.Lock()
+		nextPass := m.o.PollEvery + m.lastTook
+		m.mu.Unlock()
 		for _, s := range p.sends {
-			if s.env.Token == "" && s.delay > 0 && !s.env.Marked {
-				// A run moved ahead of its due time unrecorded would have
-				// neither its row nor a run record: status and cancel
-				// answer "not found" until it runs (issue 38, sweep seed
-				// 30689). The row stays for the next pass, which comes
-				// before it is due; a run due now goes recorded or not.
+			if s.env.Token == "" && s.delay > nextPass && !s.env.Marked {
+				// A run moved further ahead of its due time than the next
+				// pass, unrecorded, would have neither its row nor a run
+				// record for that long: status and cancel answered "not
+				// found" for 14 s before it ran (issue 38, sweep seed
+				// 30689; a slow pass widens the retire window). The row
+				// stays for the next pass, which comes before it is due.
+				// Nearer its due time it goes recorded or not: a mark is
+				// also refused, not only failed, for a run noted behind
+				// another scheduling still under way (a handler that
+				// schedules its own id again), which must not start late.
 				m.o.Logger.Debug("run not recorded queued; the row stays for the next pass", "task_id", s.env.ID, "row", p.e.RowKey)
 				return false
 			}

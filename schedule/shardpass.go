@@ -157,10 +157,12 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 			if sp.budget <= 0 {
 				return i < len(page.Entities) || page.Continuation != "", nil
 			}
-			p := m.plan(e, sp.now, m.sinceOf(e, sp.since, sp.now), sp.gen)
+			since := m.sinceOf(e, sp.since)
+			p := m.plan(e, sp.now, since, sp.gen)
 			if !p.acts() {
 				continue
 			}
+			m.unsettle(p, since)
 			sp.budget -= max(1, len(p.sends))
 			if !cur.add(p, sp.shard) {
 				flush()

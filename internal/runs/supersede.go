@@ -286,7 +286,12 @@ func decideConfirmed(cur *Run, id string, m Meta) (next Run, write, marked bool)
 		// say. Refused as withdrawn (the takeover withdrew its due time),
 		// its row stayed pending for good, the mover asking again every
 		// pass (issue 38, seed 30276). A new scheduling of that very due
-		// time is marked queued before it is sent, which forgets the end.
+		// time moved without a token is marked queued before it is sent,
+		// which forgets the end; one sent early under a token is recorded
+		// only by this confirmation, so a task scheduled again for the
+		// exact instant of a run that ended before a takeover is taken for
+		// that run here, and its message for stale (left as is: it needs
+		// the same due time to the 100 ns tick).
 		return *cur, false, true
 	}
 	next, write, marked = decideQueued(cur, id, m)
