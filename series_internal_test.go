@@ -649,19 +649,7 @@ func TestDisableStopsTheOccurrencesBeingMoved(t *testing.T) {
 	}
 	disabled := time.Now()
 	window := c.moving()
-	for _, due := range []time.Time{now, now.Add(3 * time.Second)} {
-		occ := runs.OccurrenceID("sec", due)
-		m := runs.Meta{Type: "t", Due: due}
-		if marked := c.runs.MarkQueued(ctx, []runs.Mark{{ID: occ, Meta: m}}); marked[0] {
-			t.Errorf("the late mark of %s went through", occ)
-		}
-		if _, err := c.runs.Claim(ctx, occ, "w2", 1, now.Add(time.Minute), m); err == nil || !isRefusal(err) {
-			t.Errorf("a claim of %s sent after the disable: %v; want it refused as cancelled", occ, err)
-		}
-	}
-	if r, err := c.runs.Get(ctx, began); err != nil || r.State != runs.Running {
-		t.Errorf("the occurrence under way: %+v, %v; want it running on", r, err)
-	}
+	lateMovesRefused(t, c, now, began, "disable")
 	st, err := c.Status(ctx, "sec")
 	// (On the real clock: the disable reads it itself, maybe a second
 	// boundary after now was taken.)
@@ -692,6 +680,16 @@ func TestCancelStopsTheOccurrencesBeingMoved(t *testing.T) {
 	if res, err := c.Cancel(ctx, "sec"); err != nil || !res.Removed {
 		t.Fatalf("cancel: %+v, %v", res, err)
 	}
+	lateMovesRefused(t, c, now, began, "cancel")
+}
+
+// lateMovesRefused checks, after a disable or cancel (what) of the
+// @every 1s series "sec" due at now, that the marks and claims a mover
+// pass still moving its occurrences at now and 3 s later would make are
+// refused, and that began, the occurrence already under way, runs on.
+func lateMovesRefused(t *testing.T, c *Client, now time.Time, began, what string) {
+	t.Helper()
+	ctx := context.Background()
 	for _, due := range []time.Time{now, now.Add(3 * time.Second)} {
 		occ := runs.OccurrenceID("sec", due)
 		m := runs.Meta{Type: "t", Due: due}
@@ -699,7 +697,7 @@ func TestCancelStopsTheOccurrencesBeingMoved(t *testing.T) {
 			t.Errorf("the late mark of %s went through", occ)
 		}
 		if _, err := c.runs.Claim(ctx, occ, "w2", 1, now.Add(time.Minute), m); err == nil || !isRefusal(err) {
-			t.Errorf("a claim of %s sent after the cancel: %v; want it refused as cancelled", occ, err)
+			t.Errorf("a claim of %s sent after the %s: %v; want it refused as cancelled", occ, what, err)
 		}
 	}
 	if r, err := c.runs.Get(ctx, began); err != nil || r.State != runs.Running {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/queue"
@@ -98,19 +99,8 @@ func TestConfirmedRowsAndTheirChanges(t *testing.T) {
 		dueTakenBack = append(dueTakenBack, old.ID+"@"+old.Due.Sub(t0).String())
 		return "", nil
 	}})
-	var confirmed []string
 	q := &fakeQueue{}
-	m, err := newMover(mt, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: q, SetAside: q, Clock: fc, Logger: quiet,
-		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
-			out := make([]bool, len(envs))
-			for i, env := range envs {
-				confirmed, out[i] = append(confirmed, env.ID+"/"+env.Token), true
-			}
-			return out
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, confirmed := confirmingMover(t, mt, fc, q)
 	ctxt := ctx(t)
 	now := fc.Now()
 	sendNow := func(id, token string, confirm bool) Item {
@@ -233,7 +223,7 @@ func TestConfirmedRowsAndTheirChanges(t *testing.T) {
 	if _, err := m.pass(ctxt, 1); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"unconfirmed/u1"}; !slices.Equal(confirmed, want) {
+	if want := []string{"unconfirmed/u1"}; !slices.Equal(*confirmed, want) {
 		t.Errorf("the mover confirmed %v, want %v", confirmed, want)
 	}
 	for _, id := range []string{"confirmed", "unconfirmed", "replaced", "sentonly"} {
@@ -274,6 +264,25 @@ func TestChangeOfASentRowUnconfirmsByToken(t *testing.T) {
 	if want := []string{"rescheduled/tok-rescheduled", "replaced/tok-replaced"}; !slices.Equal(unconfirmed, want) {
 		t.Errorf("confirmations taken back: %v, want %v", unconfirmed, want)
 	}
+}
+
+// confirmingMover is a mover of generation 1 over mt whose Confirm accepts
+// every run, noting each as id/token in the list it returns.
+func confirmingMover(t *testing.T, mt table.Table, fc *clock.Fake, q *fakeQueue) (*Mover, *[]string) {
+	t.Helper()
+	var confirmed []string
+	m, err := newMover(mt, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: q, SetAside: q, Clock: fc, Logger: quiet,
+		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
+			out := make([]bool, len(envs))
+			for i, env := range envs {
+				confirmed, out[i] = append(confirmed, env.ID+"/"+env.Token), true
+			}
+			return out
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, &confirmed
 }
 
 // raceFirst runs race once, just before the first transaction that match
@@ -369,19 +378,8 @@ func TestFailedChangeOfASentRowWithdrawsNothing(t *testing.T) {
 			withdrawn = append(withdrawn, old.ID)
 			return "", nil
 		}})
-	var confirmed []string
 	q := &fakeQueue{}
-	m, err := newMover(mt, MoverOptions{Generation: func() int64 { return 1 }, Enqueuer: q, SetAside: q, Clock: fc, Logger: quiet,
-		Confirm: func(_ context.Context, envs []queue.Envelope) []bool {
-			out := make([]bool, len(envs))
-			for i, env := range envs {
-				confirmed, out[i] = append(confirmed, env.ID+"/"+env.Token), true
-			}
-			return out
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, confirmed := confirmingMover(t, mt, fc, q)
 	ctxt := ctx(t)
 	if err := m.takeFence(ctxt, "00", 1); err != nil {
 		t.Fatal(err)
@@ -406,8 +404,8 @@ func TestFailedChangeOfASentRowWithdrawsNothing(t *testing.T) {
 		t.Fatalf("a reschedule of a row retired meanwhile: %v, want ErrNotFound", err)
 	}
 	c.t = mt
-	if want := []string{"early/tok-early"}; !slices.Equal(confirmed, want) {
-		t.Fatalf("the mover confirmed %v, want %v (the race did not happen)", confirmed, want)
+	if want := []string{"early/tok-early"}; !slices.Equal(*confirmed, want) {
+		t.Fatalf("the mover confirmed %v, want %v (the race did not happen)", *confirmed, want)
 	}
 	if len(withdrawn) != 0 {
 		t.Errorf("a failed change withdrew the runs of %v: their confirmed messages would be taken for stale", withdrawn)
