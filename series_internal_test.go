@@ -634,15 +634,7 @@ func TestEndOfARunWhoseRecordIsAnotherSchedulings(t *testing.T) {
 func TestDisableStopsTheOccurrencesBeingMoved(t *testing.T) {
 	ctx := context.Background()
 	c := memClient(t)
-	now := time.Now().UTC().Truncate(time.Second)
-	if _, err := c.Schedule(ctx, Item{ID: "sec", Type: "t", Due: now, Recurrence: "@every 1s"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	// An occurrence a second ago started before the disable.
-	began := runs.OccurrenceID("sec", now.Add(-time.Second))
-	if _, err := c.runs.Claim(ctx, began, "w1", 1, now.Add(time.Minute), runs.Meta{Type: "t", Due: now.Add(-time.Second)}); err != nil {
-		t.Fatal(err)
-	}
+	now, began := secondsUnderWay(t, c) // an occurrence a second ago started before the disable
 	disabling := time.Now()
 	if _, err := c.Disable(ctx, "sec"); err != nil {
 		t.Fatal(err)
@@ -669,6 +661,19 @@ func TestDisableStopsTheOccurrencesBeingMoved(t *testing.T) {
 func TestCancelStopsTheOccurrencesBeingMoved(t *testing.T) {
 	ctx := context.Background()
 	c := memClient(t)
+	now, began := secondsUnderWay(t, c)
+	if res, err := c.Cancel(ctx, "sec"); err != nil || !res.Removed {
+		t.Fatalf("cancel: %+v, %v", res, err)
+	}
+	lateMovesRefused(t, c, now, began, "cancel")
+}
+
+// secondsUnderWay schedules the @every 1s series "sec" due now, and
+// starts its occurrence of a second ago; it returns now and that
+// occurrence's run id.
+func secondsUnderWay(t *testing.T, c *Client) (time.Time, string) {
+	t.Helper()
+	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	if _, err := c.Schedule(ctx, Item{ID: "sec", Type: "t", Due: now, Recurrence: "@every 1s"}, nil); err != nil {
 		t.Fatal(err)
@@ -677,10 +682,7 @@ func TestCancelStopsTheOccurrencesBeingMoved(t *testing.T) {
 	if _, err := c.runs.Claim(ctx, began, "w1", 1, now.Add(time.Minute), runs.Meta{Type: "t", Due: now.Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := c.Cancel(ctx, "sec"); err != nil || !res.Removed {
-		t.Fatalf("cancel: %+v, %v", res, err)
-	}
-	lateMovesRefused(t, c, now, began, "cancel")
+	return now, began
 }
 
 // lateMovesRefused checks, after a disable or cancel (what) of the
