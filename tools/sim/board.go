@@ -538,6 +538,18 @@ func (c *checker) boardDuesLocked(k *boardKey) []boardDue {
 			continue // killed: its claim lapses in its own time
 		}
 		iv := c.intervalAt(k, r.claimed)
+		// A definition replaced after the claim and before the key came
+		// due counts from the same start (the README: a key is claimed
+		// once its last start is older than its interval), so a longer
+		// interval put in by then moves the due time (sweep seed 31365:
+		// 15 s became 1m30s ten seconds after a claim).
+		for range 3 {
+			next := c.intervalAt(k, r.claimed.Add(iv))
+			if next <= iv {
+				break
+			}
+			iv = next
+		}
 		at := r.claimed.Add(iv)
 		if r.end.After(at) {
 			at = r.end

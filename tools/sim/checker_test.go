@@ -383,3 +383,41 @@ func TestACancelUnderWayMayHaveFreedTheKey(t *testing.T) {
 		}
 	})
 }
+
+// A key's definition replaced after a claim and before the key came due
+// counts from that claim: a longer interval put in by then is the one the
+// key comes due by (sweep seed 31365: every 15s became every 1m30s ten
+// seconds after a claim, and the key was taken for late 15 s after it).
+// A shorter one is not held against the fleet.
+func TestABoardKeyReplacedBeforeItCameDueTakesItsNewInterval(t *testing.T) {
+	_, c := newTestChecker()
+	t0 := time.Now()
+	p := &proc{name: "w2", id: "w2-1"}
+	run := &boardRun{key: "b1", proc: p, start: t0.Add(25 * time.Second), end: t0.Add(26 * time.Second), claimed: t0.Add(25 * time.Second)}
+	for _, tc := range []struct {
+		replaced time.Duration // after t0
+		interval time.Duration
+		want     time.Duration // the due time after t0
+	}{
+		{35 * time.Second, 90 * time.Second, 115 * time.Second}, // before the old due: the new interval
+		{45 * time.Second, 90 * time.Second, 40 * time.Second},  // after it: the key was due already
+		{35 * time.Second, 5 * time.Second, 40 * time.Second},   // shorter: the longer bound stands
+	} {
+		k := &boardKey{
+			ops: []*boardOpEv{
+				{kind: OpBoardAdd, key: "b1", interval: 15 * time.Second, issued: t0, answered: t0},
+				{kind: OpBoardAdd, key: "b1", interval: tc.interval, replace: true, issued: t0.Add(tc.replaced), answered: t0.Add(tc.replaced)},
+			},
+			runs: []*boardRun{run},
+		}
+		var got []time.Duration
+		for _, d := range c.boardDuesLocked(k) {
+			if d.after.Equal(run.claimed) {
+				got = append(got, d.at.Sub(t0))
+			}
+		}
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("replaced with every %v at %v: due %v after the claim's start; want %v", tc.interval, tc.replaced, got, tc.want)
+		}
+	}
+}
