@@ -138,7 +138,7 @@ func (m *Mover) commitOne(ctx context.Context, shard string, gen int64, p *plan)
 			if errors.Is(gerr, storage.ErrNotFound) || (gerr == nil && cur.ETag != p.e.ETag) {
 				m.count(func(s *MoverStats) { s.Skipped++ })
 				m.o.Logger.Info("row changed while it was moved; left as it is (its run may be enqueued twice)", "row", p.e.RowKey)
-				m.settled(p.e)
+				m.settled(p)
 				m.unconfirm(ctx, p)
 				return nil
 			}
@@ -176,8 +176,8 @@ func (m *Mover) lostResponse(ctx context.Context, shard string, gen int64) (bool
 func (m *Mover) committed(ctx context.Context, batch []*plan) {
 	var envs []queue.Envelope
 	var moved, marked, aside int64
+	m.settled(batch...)
 	for _, p := range batch {
-		m.settled(p.e)
 		switch {
 		case p.bad != "":
 			aside++
@@ -215,7 +215,10 @@ const maxUnsettled = 10000
 func (m *Mover) sinceOf(e table.Entity, since time.Time) time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if first, ok := m.unsettled[e.PartitionKey+"/"+e.RowKey]; ok && first.Before(since) {
+	if len(m.unsettled) == 0 {
+		return since // every row read by a pass takes this path
+	}
+	if first, ok := m.unsettled[unsettledKey(e)]; ok && first.Before(since) {
 		return first
 	}
 	return since
@@ -230,7 +233,7 @@ func (m *Mover) unsettle(p *plan, since time.Time) {
 	if !p.retire || p.next == nil || p.bad != "" {
 		return
 	}
-	key := p.e.PartitionKey + "/" + p.e.RowKey
+	key := unsettledKey(p.e)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.unsettled[key]; ok || len(m.unsettled) >= maxUnsettled {
@@ -242,9 +245,18 @@ func (m *Mover) unsettle(p *plan, since time.Time) {
 	m.unsettled[key] = since
 }
 
-// settled forgets row e as unsettled: it was moved, or changed since.
-func (m *Mover) settled(e table.Entity) {
+// settled forgets the rows of plans as unsettled: they were moved, or
+// changed since.
+func (m *Mover) settled(plans ...*plan) {
 	m.mu.Lock()
-	delete(m.unsettled, e.PartitionKey+"/"+e.RowKey)
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	if len(m.unsettled) == 0 {
+		return
+	}
+	for _, p := range plans {
+		delete(m.unsettled, unsettledKey(p.e))
+	}
 }
+
+// unsettledKey is row e's key in Mover.unsettled: shard/RowKey.
+func unsettledKey(e table.Entity) string { return e.PartitionKey + "/" + e.RowKey }
