@@ -371,14 +371,16 @@ func TestScenariosOnAzurite(t *testing.T) {
 			t.Fatalf("%d cases, want 8", len(tx.Cases))
 		}
 		for _, c := range tx.Cases {
-			// Every task is enqueued and its message deleted exactly once
-			// (a duplicate enqueue would need a leader change): by the
-			// client for a task due now (with run records), by the mover
-			// otherwise; for a series the client's enqueue is its first
-			// occurrence's, paid once.
-			enq := c.Worker["queue enqueue"] + c.Client["queue enqueue"]
-			if c.Tasks <= 0 || enq < 0.9 || c.Worker["queue enqueue"] > 1.5 || c.Kind == "one-off" && enq > 1.5 || c.Worker["queue delete-message"] < 0.9 || c.Worker["queue delete-message"] > 1.1 {
-				t.Errorf("%s %s runs=%v: %d tasks, worker %v, client %v", c.Kind, c.Pattern, c.Runs, c.Tasks, c.Worker, c.Client)
+			// Every task is enqueued once (a duplicate enqueue would need a
+			// leader change): by the client for a task due now (with run
+			// records), by the mover otherwise; for a series the client's
+			// enqueue is its first occurrence's, paid once. Every message
+			// is deleted exactly once: its task run, or (an occurrence the
+			// mover sent just before its series was cancelled, on a loaded
+			// machine) found cancelled.
+			if c.Tasks <= 0 || c.Messages < c.Tasks || c.Deleted != c.Messages ||
+				c.Kind == "one-off" && (c.Messages > c.Tasks*3/2 || c.Worker["queue delete-message"] > 1.1) {
+				t.Errorf("%s %s runs=%v: %d tasks, %d messages, %d deleted, worker %v, client %v", c.Kind, c.Pattern, c.Runs, c.Tasks, c.Messages, c.Deleted, c.Worker, c.Client)
 			}
 			// One transaction writes the row and its index row; with run
 			// records the client that sends a task due now records its

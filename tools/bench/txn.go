@@ -149,24 +149,35 @@ func (tw *txWorker) moved() int64 {
 	return st.Moved
 }
 
-// settle waits until the mover has moved at least want tasks and every
-// moved task has been handled (at most limit), then a little longer for
-// the deletes and bookkeeping that follow.
-func (tw *txWorker) settle(ctx context.Context, moved0, handled0, want int64, limit time.Duration) error {
+// settle waits until the mover has moved at least want tasks, every
+// moved task has been handled and every message enqueued since the counts
+// w0 and c0 (by the worker or the client) has been deleted (at most
+// limit), then a little longer for the bookkeeping that follows. A message
+// may be deleted without its task running: an occurrence moved just
+// before its series was cancelled is received, found cancelled and
+// deleted.
+func (tw *txWorker) settle(ctx context.Context, cl *leasecron.Client, w0, c0 leasecron.RequestCounts, moved0, handled0, want int64, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		moved, handled := tw.moved()-moved0, tw.handled.Load()-handled0
-		if moved >= want && handled >= moved {
+		enq, del := sentAndDeleted(tw.w.Requests().Sub(w0), cl.Requests().Sub(c0))
+		if moved >= want && handled >= moved && del >= enq {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("handled %d of %d moved tasks (want %d) within %s; consumer %+v", handled, moved, want, limit, tw.w.ConsumerStats().Total)
+			return fmt.Errorf("handled %d of %d moved tasks (want %d), deleted %d of %d messages within %s; consumer %+v", handled, moved, want, del, enq, limit, tw.w.ConsumerStats().Total)
 		}
 		if err := sleep(ctx, 100*time.Millisecond); err != nil {
 			return err
 		}
 	}
 	return sleep(ctx, 2*time.Second)
+}
+
+// sentAndDeleted returns the messages the worker and the client enqueued
+// and the messages the worker deleted, from their request counts.
+func sentAndDeleted(worker, client leasecron.RequestCounts) (enqueued, deleted int64) {
+	return worker.ByOp["queue enqueue"] + client.ByOp["queue enqueue"], worker.ByOp["queue delete-message"]
 }
 
 // byOp returns a counter's counts by "service op".
@@ -244,7 +255,7 @@ func (b *bench) txCases(ctx context.Context, withRuns bool) ([]results.TxCase, e
 				return err
 			}
 		}
-		if err := tw.settle(ctx, m0, h0, want, 2*time.Minute); err != nil {
+		if err := tw.settle(ctx, cl, w0, c0, m0, h0, want, 2*time.Minute); err != nil {
 			return fmt.Errorf("%s %s: %w", pattern, kind, err)
 		}
 		window := time.Since(t0)
@@ -254,7 +265,10 @@ func (b *bench) txCases(ctx context.Context, withRuns bool) ([]results.TxCase, e
 		}
 		c := results.TxCase{Kind: kind, Pattern: pattern, Runs: withRuns, Tasks: int(n), WindowSeconds: window.Seconds(),
 			SpacingSeconds: spacing.Seconds(), Client: map[string]float64{}, Worker: map[string]float64{}}
-		for op, v := range tw.w.Requests().Sub(w0).ByOp {
+		wd := tw.w.Requests().Sub(w0)
+		enq, del := sentAndDeleted(wd, cl.Requests().Sub(c0))
+		c.Messages, c.Deleted = int(enq), int(del)
+		for op, v := range wd.ByOp {
 			c.Worker[op] = float64(v) / float64(n)
 		}
 		for op, v := range base {

@@ -303,6 +303,12 @@ type TxCase struct {
 	WindowSeconds float64 `json:"window_seconds"`
 	// SpacingSeconds is the gap between lone tasks (or the recurrence).
 	SpacingSeconds float64 `json:"spacing_seconds,omitempty"`
+	// Messages is how many messages the worker and the client enqueued in
+	// the window, and Deleted how many the worker deleted: every message
+	// is deleted once, its task run or (an occurrence moved just before
+	// its series was cancelled) found cancelled.
+	Messages int `json:"messages,omitempty"`
+	Deleted  int `json:"deleted,omitempty"`
 	// Client is the scheduling side's requests per task, by "service op";
 	// for recurring kinds, per series (paid once, not per occurrence).
 	Client map[string]float64 `json:"client"`
