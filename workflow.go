@@ -358,10 +358,27 @@ func parentsIn(deps []runs.Dependent, states map[string]parentState) []string {
 // longer than orphanGrace, after which the end dropped the dependency as
 // an orphan: then every parent is looked at (a review of seed 3152's
 // fix). What fails here the traffic cop does for a watched parent.
+//
+// A parent found pending and already marked (by an earlier child; this
+// child wrote nothing to it) is looked at too: the mover sends a row
+// before it removes it, so its run may have ended already and told the
+// children that waited then, before this one's dependency was written
+// (issue 38, seed 32048: the mover's commit was slow, and the child
+// waited for good). That costs one read of its run record, and the row's
+// when the record says it ended.
 func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states map[string]parentState, watched []string, since time.Time, replaced bool) {
-	parents := watched
-	if replaced || c.o.Clock.Now().Sub(since) > orphanGrace/2 {
+	parents := slices.Clone(watched)
+	all := replaced || c.o.Clock.Now().Sub(since) > orphanGrace/2
+	if all {
 		parents = parentsIn(deps, states)
+	}
+	for _, p := range parentsIn(deps, states) {
+		if all || slices.Contains(watched, p) || !states[p].pending.Waiters {
+			continue
+		}
+		if r, err := c.runs.Get(ctx, p); err == nil && r.EndOfID(c.o.Clock.Now()) {
+			parents = append(parents, p)
+		}
 	}
 	for _, p := range parents {
 		st, ended, err := c.endOf(ctx, p)

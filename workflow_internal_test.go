@@ -428,3 +428,49 @@ func TestStaleMessageOfAWaitedForTaskIsWatched(t *testing.T) {
 		t.Fatalf("the child after the sweep: %+v, %v; want it released", it, err)
 	}
 }
+
+// A child scheduled while its parent's row is still pending and already
+// marked as waited for (by an earlier child), although the mover has sent
+// the parent, whose run has ended and told the children waiting then, is
+// released: it looks at the run of a parent it found marked once its own
+// row is written (issue 38, seed 32048: the mover's commit of the sent
+// row was slow, the late child trusted the mark, watched nothing, and
+// waited for good after the only telling there would be).
+func TestChildOfAMarkedParentThatAlreadyEndedIsReleased(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	due := time.Now().Add(time.Hour)
+	for _, it := range []Item{
+		{ID: "parent", Type: "t", Due: due},
+		{ID: "first", Type: "t", Due: due, After: []string{"parent"}}, // marks parent as waited for
+	} {
+		if _, err := c.Schedule(ctx, it, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The mover sent parent (its row stays until its commit); the run
+	// succeeded and told the children waiting then.
+	if _, err := c.runs.Claim(ctx, "parent", "w1", 1, time.Now().Add(time.Minute), runs.Meta{Type: "t", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, "parent", runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.parentEnded(ctx, "parent", RunSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := c.sched.Get(ctx, "parent"); err != nil || !it.Waiters {
+		t.Fatalf("the parent's row: %+v, %v; want it pending and marked", it, err)
+	}
+	if _, err := c.Schedule(ctx, Item{ID: "late", Type: "t", Due: due, After: []string{"parent"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"first", "late"} {
+		if it, err := c.sched.Get(ctx, id); err != nil || it.Waiting {
+			t.Errorf("%s after its parent succeeded: waiting %v, %v; want it released", id, it.Waiting, err)
+		}
+	}
+	if deps, err := c.Dependents(ctx, "parent"); err != nil || len(deps) != 0 {
+		t.Errorf("dependents of parent: %v, %v; want none", deps, err)
+	}
+}
