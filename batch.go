@@ -138,7 +138,7 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 		c.abandonBatch(ctx, batch, cb)
 		return nil, err
 	}
-	watched, err := c.noteParents(ctx, deps, states)
+	noted, err := c.noteParents(ctx, deps, states)
 	if err != nil {
 		c.dropDependents(ctx, deps)
 		c.abandonBatch(ctx, batch, cb)
@@ -156,7 +156,7 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 		c.abandonBatch(ctx, batch, cb)
 		return res, err
 	}
-	c.lookAgain(ctx, deps, states, watched, since, false)
+	c.lookAgain(ctx, deps, states, noted, since, false)
 	if batch != "" {
 		if serr := c.sealBatch(ctx, batch, written); serr != nil {
 			return res, errors.Join(err, serr)

@@ -23,11 +23,12 @@ import (
 
 // Tasks that wait for other tasks (Item.After). Scheduling one writes, in
 // this order: a dependency row per parent it still waits for (Runs table,
-// partition "~d", keyed by the parent), the task's row waiting at the end
-// of time, and a mark on each pending parent (Waiters) so that its
-// message says others wait for it; a parent whose message has already
-// been sent is watched by the traffic cop instead (partition "~l"). Then
-// it looks at the parents once more, in case one ended in between.
+// partition "~d", keyed by the parent), a mark on each pending parent
+// (Waiters) so that its message says others wait for it — a parent whose
+// message has already been sent is watched by the traffic cop instead
+// (partition "~l") — and the task's row waiting at the end of time. Then
+// it looks once more at the watched parents and at those another task
+// had marked already, in case one ended in between (lookAgain).
 //
 // A parent's end is applied by whoever sees it first — the worker that
 // recorded it, before deleting its message (queue.ConsumerOptions.OnEnd);
@@ -216,7 +217,7 @@ func (c *Client) scheduleAfter(ctx context.Context, it Item, o *ScheduleOptions)
 	if err := c.runs.AddDependents(ctx, deps); err != nil {
 		return Item{}, err
 	}
-	watched, err := c.noteParents(ctx, deps, states)
+	noted, err := c.noteParents(ctx, deps, states)
 	if err != nil {
 		c.dropDependents(ctx, deps)
 		return Item{}, err
@@ -226,7 +227,7 @@ func (c *Client) scheduleAfter(ctx context.Context, it Item, o *ScheduleOptions)
 		c.dropDependents(ctx, deps)
 		return added, err
 	}
-	c.lookAgain(ctx, deps, states, watched, since, o.Replace)
+	c.lookAgain(ctx, deps, states, noted, since, o.Replace)
 	return added, nil
 }
 
@@ -312,29 +313,44 @@ func (c *Client) dropDependents(ctx context.Context, deps []runs.Dependent) {
 // waiting for good): pending parents are marked (their messages will say
 // others wait; a parent in states with no entry was written marked),
 // parents already sent are watched by the traffic cop, and so are pending
-// parents whose mark failed. It returns the watched parents; when
-// watching fails, the error, and the child must not be written. A parent
-// that ends before the child's row is there keeps being watched until it
-// is (applyEnd).
-func (c *Client) noteParents(ctx context.Context, deps []runs.Dependent, states map[string]parentState) ([]string, error) {
-	var watch []string
+// parents whose mark failed. It returns what lookAgain looks at: the
+// watched parents, and the rows of the parents it found marked already
+// by others; when watching fails, the error, and the child must not be
+// written. A parent that ends before the child's row is there keeps
+// being watched until it is (applyEnd).
+func (c *Client) noteParents(ctx context.Context, deps []runs.Dependent, states map[string]parentState) (noted, error) {
+	n := noted{marked: map[string]Item{}}
 	for _, p := range parentsIn(deps, states) {
 		if states[p].sent {
-			watch = append(watch, p)
+			n.watched = append(n.watched, p)
 			continue
 		}
-		ok, err := c.sched.NoteWaiters(ctx, p, states[p].pending)
+		ok, found, err := c.sched.NoteWaitersFound(ctx, p, states[p].pending)
 		if err != nil {
 			c.o.Logger.Warn("marking a parent as waited for failed; the traffic cop watches it instead", "parent", p, "err", err)
 		}
-		if !ok {
-			watch = append(watch, p)
+		switch {
+		case !ok:
+			n.watched = append(n.watched, p)
+		case found.ID != "":
+			n.marked[p] = found
 		}
 	}
-	if err := c.runs.WatchParents(ctx, watch); err != nil {
-		return nil, fmt.Errorf("make sure the end of parents %s is heard of: %w", strings.Join(watch, ","), err)
+	if err := c.runs.WatchParents(ctx, n.watched); err != nil {
+		return noted{}, fmt.Errorf("make sure the end of parents %s is heard of: %w", strings.Join(n.watched, ","), err)
 	}
-	return watch, nil
+	return n, nil
+}
+
+// noted is what noteParents did to make sure the parents' ends are heard
+// of.
+type noted struct {
+	// watched are the parents the traffic cop watches.
+	watched []string
+	// marked are the rows of the pending parents found marked as waited
+	// for already (by an earlier child): their messages may be out, their
+	// ends told before this child's dependency was written.
+	marked map[string]Item
 }
 
 // parentsIn returns the parents of deps that states has, in order.
@@ -359,30 +375,47 @@ func parentsIn(deps []runs.Dependent, states map[string]parentState) []string {
 // an orphan: then every parent is looked at (a review of seed 3152's
 // fix). What fails here the traffic cop does for a watched parent.
 //
-// A parent found pending and already marked (by an earlier child; this
-// child wrote nothing to it) is looked at too: the mover sends a row
-// before it removes it, so its run may have ended already and told the
-// children that waited then, before this one's dependency was written
-// (issue 38, seed 32048: the mover's commit was slow, and the child
-// waited for good). That costs one read of its run record, and the row's
-// when the record says it ended.
-func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states map[string]parentState, watched []string, since time.Time, replaced bool) {
-	parents := slices.Clone(watched)
+// A parent found marked already (by an earlier child; this one wrote no
+// mark) is looked at too: the mover sends a row before it removes it, so
+// its run may have ended already and told the children that waited then,
+// before this one's dependency was written (issue 38, seed 32048: the
+// mover's removal was slow, and the child waited for good). That costs a
+// read of its run record (two when there is none), and, when the record
+// says the run of the row found ended, the reads of endOf. When a look
+// at it fails, the traffic cop watches it.
+func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states map[string]parentState, n noted, since time.Time, replaced bool) {
+	parents := slices.Clone(n.watched)
 	all := replaced || c.o.Clock.Now().Sub(since) > orphanGrace/2
 	if all {
 		parents = parentsIn(deps, states)
 	}
+	var unheard []string // marked parents whose end may not be heard of
+	lost := func(p string) {
+		if _, marked := n.marked[p]; marked && !slices.Contains(unheard, p) {
+			unheard = append(unheard, p)
+		}
+	}
 	for _, p := range parentsIn(deps, states) {
-		if all || slices.Contains(watched, p) || !states[p].pending.Waiters {
+		row, marked := n.marked[p]
+		if all || !marked {
 			continue
 		}
-		if r, err := c.runs.Get(ctx, p); err == nil && r.EndOfID(c.o.Clock.Now()) {
+		r, err := c.runs.Get(ctx, p)
+		switch {
+		case errors.Is(err, runs.ErrNotFound):
+		case err != nil:
+			lost(p)
+		case r.EndOfID(c.o.Clock.Now()) && r.OfDue(row.Due):
 			parents = append(parents, p)
 		}
 	}
 	for _, p := range parents {
 		st, ended, err := c.endOf(ctx, p)
-		if err != nil || !ended {
+		if err != nil {
+			lost(p)
+			continue
+		}
+		if !ended {
 			continue
 		}
 		for _, d := range deps {
@@ -391,7 +424,13 @@ func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states ma
 			}
 			if err := c.applyEnd(ctx, d, st); err != nil && !errors.Is(err, errChildNotYet) {
 				c.o.Logger.Warn("applying the end of a parent that ended while its dependent was scheduled failed; the traffic cop retries", "task_id", d.Child, "parent", p, "err", err)
+				lost(p)
 			}
+		}
+	}
+	if len(unheard) > 0 {
+		if err := c.runs.WatchParents(ctx, unheard); err != nil {
+			c.o.Logger.Error("tasks wait for a parent whose end may have been told before they began waiting, and nothing watches it", "parents", strings.Join(unheard, ","), "err", err)
 		}
 	}
 }

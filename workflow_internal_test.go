@@ -429,48 +429,137 @@ func TestStaleMessageOfAWaitedForTaskIsWatched(t *testing.T) {
 	}
 }
 
-// A child scheduled while its parent's row is still pending and already
-// marked as waited for (by an earlier child), although the mover has sent
-// the parent, whose run has ended and told the children waiting then, is
-// released: it looks at the run of a parent it found marked once its own
-// row is written (issue 38, seed 32048: the mover's commit of the sent
-// row was slow, the late child trusted the mark, watched nothing, and
-// waited for good after the only telling there would be).
+// A child scheduled while its parent's row is still pending and marked as
+// waited for by another child, although the mover has sent the parent,
+// whose run has ended and told the children waiting then, is released: it
+// looks at the run of a parent it found marked by someone else once its
+// own row is written (issue 38, seed 32048: the mover's removal of the
+// sent row was slow, and the late child trusted the mark, watched nothing
+// and waited for good) — whether the mark was there when it read the
+// parent or was written between that read and its own mark (a review's
+// find). A finished record of an earlier scheduling of the parent's id
+// is not taken for the end of the row found marked, even once that row
+// is gone.
 func TestChildOfAMarkedParentThatAlreadyEndedIsReleased(t *testing.T) {
-	ctx := context.Background()
-	c := memClient(t)
 	due := time.Now().Add(time.Hour)
-	for _, it := range []Item{
-		{ID: "parent", Type: "t", Due: due},
-		{ID: "first", Type: "t", Due: due, After: []string{"parent"}}, // marks parent as waited for
+	type world struct {
+		ctx      context.Context
+		c        *Client
+		t        *testing.T
+		failRead *atomic.Bool // reads of parent's run record fail
+	}
+	first := func(w world) {
+		if _, err := w.c.Schedule(w.ctx, Item{ID: "first", Type: "t", Due: due, After: []string{"parent"}}, nil); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	// ran: the mover sent parent (its row stays until its commit), and the
+	// run succeeded and told the children waiting then.
+	ran := func(w world) {
+		if _, err := w.c.runs.Claim(w.ctx, "parent", "w1", 1, time.Now().Add(time.Minute), runs.Meta{Type: "t", Due: due}); err != nil {
+			w.t.Fatal(err)
+		}
+		if err := w.c.runs.Finish(w.ctx, "parent", runs.Succeeded, nil, ""); err != nil {
+			w.t.Fatal(err)
+		}
+		if err := w.c.parentEnded(w.ctx, "parent", RunSucceeded); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// before runs before late is scheduled; during, before the write
+		// that matches match.
+		before, during func(w world)
+		match          func(string) bool
+		released       bool
+		// watched: the look at the parent's run fails, so the traffic
+		// cop watches it, and its sweep releases the child.
+		watched bool
+	}{
+		{name: "marked before the read", before: func(w world) { first(w); ran(w) }, released: true},
+		{name: "marked between the read and the mark", match: contains("parent~late"),
+			during: func(w world) { first(w); ran(w) }, released: true},
+		{name: "the look at its run fails", match: contains("id~late"), watched: true, released: true,
+			before: func(w world) { first(w); ran(w) },
+			during: func(w world) { w.failRead.Store(true) }},
+		{name: "an earlier scheduling's end, the row then gone", match: contains("id~late"),
+			before: func(w world) {
+				m := runs.Meta{Type: "t", Due: due.Add(-time.Hour)}
+				if _, err := w.c.runs.Claim(w.ctx, "parent", "w1", 1, time.Now().Add(time.Minute), m); err != nil {
+					w.t.Fatal(err)
+				}
+				if err := w.c.runs.Finish(w.ctx, "parent", runs.Succeeded, nil, ""); err != nil {
+					w.t.Fatal(err)
+				}
+				first(w)
+			},
+			during: func(w world) { // the mover moved the row, its mark of the run failing
+				if _, err := w.c.sched.Cancel(w.ctx, "parent"); err != nil {
+					w.t.Fatal(err)
+				}
+			}},
 	} {
-		if _, err := c.Schedule(ctx, it, nil); err != nil {
-			t.Fatal(err)
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			tr := &beforeWrite{match: func(string) bool { return false }}
+			var failRead atomic.Bool
+			c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+				tr.next = failingReads{next: next, armed: &failRead, match: "r~parent"}
+				return tr
+			})
+			w := world{ctx, c, t, &failRead}
+			if _, err := c.Schedule(ctx, Item{ID: "parent", Type: "t", Due: due}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if tc.before != nil {
+				tc.before(w)
+			}
+			if tc.during != nil {
+				tr.match, tr.before = tc.match, func() { tc.during(w) }
+				tr.armed.Store(true)
+			}
+			if _, err := c.Schedule(ctx, Item{ID: "late", Type: "t", Due: due, After: []string{"parent"}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if tr.armed.Load() {
+				t.Fatal("the write to step in before was not made")
+			}
+			if tc.watched {
+				failRead.Store(false)
+				if watched, err := c.runs.Watched(ctx); err != nil || !slices.Contains(watched, "parent") {
+					t.Fatalf("watched %v, %v; want parent watched", watched, err)
+				}
+				if err := c.SweepWatched(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			it, err := c.sched.Get(ctx, "late")
+			if err != nil || it.Waiting == tc.released {
+				t.Fatalf("late: waiting %v, %v; want released %v", it.Waiting, err, tc.released)
+			}
+			if tc.released {
+				if deps, err := c.Dependents(ctx, "parent"); err != nil || len(deps) != 0 {
+					t.Errorf("dependents of parent: %v, %v; want none", deps, err)
+				}
+			}
+		})
+	}
+}
+
+// failingReads fails every read whose unescaped URL holds match while
+// armed.
+type failingReads struct {
+	next  policy.Transporter
+	armed *atomic.Bool
+	match string
+}
+
+func (f failingReads) Do(req *http.Request) (*http.Response, error) {
+	if f.armed.Load() && req.Method == http.MethodGet {
+		if u, err := url.QueryUnescape(req.URL.String()); err == nil && strings.Contains(u, f.match) {
+			return nil, errors.New("connection reset by peer")
 		}
 	}
-	// The mover sent parent (its row stays until its commit); the run
-	// succeeded and told the children waiting then.
-	if _, err := c.runs.Claim(ctx, "parent", "w1", 1, time.Now().Add(time.Minute), runs.Meta{Type: "t", Due: due}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.runs.Finish(ctx, "parent", runs.Succeeded, nil, ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.parentEnded(ctx, "parent", RunSucceeded); err != nil {
-		t.Fatal(err)
-	}
-	if it, err := c.sched.Get(ctx, "parent"); err != nil || !it.Waiters {
-		t.Fatalf("the parent's row: %+v, %v; want it pending and marked", it, err)
-	}
-	if _, err := c.Schedule(ctx, Item{ID: "late", Type: "t", Due: due, After: []string{"parent"}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"first", "late"} {
-		if it, err := c.sched.Get(ctx, id); err != nil || it.Waiting {
-			t.Errorf("%s after its parent succeeded: waiting %v, %v; want it released", id, it.Waiting, err)
-		}
-	}
-	if deps, err := c.Dependents(ctx, "parent"); err != nil || len(deps) != 0 {
-		t.Errorf("dependents of parent: %v, %v; want none", deps, err)
-	}
+	return f.next.Do(req)
 }

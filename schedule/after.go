@@ -289,6 +289,18 @@ func (c *Client) changeWaiting(ctx context.Context, id string, decide func(it It
 // seen is the task as a lookup just returned it (its row and ETag), which
 // saves reading it again; a zero Item reads it.
 func (c *Client) NoteWaiters(ctx context.Context, id string, seen Item) (bool, error) {
+	ok, _, err := c.NoteWaitersFound(ctx, id, seen)
+	return ok, err
+}
+
+// NoteWaitersFound is NoteWaiters that also returns the row when it found
+// the task marked already, by someone else (a zero Item when this call
+// wrote the mark, or marked nothing). Such a row's message may be in the
+// queue already — the mover sends a row before it removes it — and its
+// run may even have ended and told those that waited for it then, before
+// the caller's dependency was written: the caller looks at that run
+// (leasecron's Schedule does).
+func (c *Client) NoteWaitersFound(ctx context.Context, id string, seen Item) (bool, Item, error) {
 	now := c.opts.Clock.Now()
 	var lastErr error
 	for try := range retries {
@@ -298,16 +310,16 @@ func (c *Client) NoteWaiters(ctx context.Context, id string, seen Item) (bool, e
 			var err error
 			f, _, err = c.locate(ctx, id)
 			if errors.Is(err, ErrNotFound) {
-				return false, nil
+				return false, Item{}, nil
 			}
 			if err != nil {
-				return false, err
+				return false, Item{}, err
 			}
 			it = readItem(f.row)
 		}
 		switch {
 		case it.Sent || now.Before(it.SendingUntil):
-			return false, nil
+			return false, Item{}, nil
 		case it.Waiters && try == 0 && seen.ETag != "" && seen.ID == id:
 			// Marked when seen, but the row may have gone since: a cancel
 			// that told the waiting tasks before this one's dependency
@@ -315,16 +327,16 @@ func (c *Client) NoteWaiters(ctx context.Context, id string, seen Item) (bool, e
 			// of issue 38's fixes).
 			continue
 		case it.Waiters:
-			return true, nil
+			return true, it, nil
 		}
 		_, err := c.t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, Props: table.Props{PropWaiters: true}, IfMatch: f.row.ETag}})
 		if err == nil {
-			return true, nil
+			return true, Item{}, nil
 		}
 		if !conflict(err) {
-			return false, fmt.Errorf("mark %s as waited for: %w", id, err)
+			return false, Item{}, fmt.Errorf("mark %s as waited for: %w", id, err)
 		}
 		lastErr = err
 	}
-	return false, fmt.Errorf("mark %s as waited for: still conflicting after %d attempts: %w", id, retries, lastErr)
+	return false, Item{}, fmt.Errorf("mark %s as waited for: still conflicting after %d attempts: %w", id, retries, lastErr)
 }

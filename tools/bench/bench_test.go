@@ -371,8 +371,8 @@ func TestScenariosOnAzurite(t *testing.T) {
 			t.Fatalf("%d cases, want 8", len(tx.Cases))
 		}
 		for _, c := range tx.Cases {
-			// Every task is enqueued once (a duplicate enqueue would need a
-			// leader change): by the client for a task due now (with run
+			// Every task is enqueued once (a duplicate would need a failed
+			// write or a leader change, and nothing fails here): by the client for a task due now (with run
 			// records), by the mover otherwise; for a series the client's
 			// enqueue is its first occurrence's, paid once. Every message
 			// is deleted exactly once: its task run, or (an occurrence the

@@ -143,29 +143,38 @@ func (tw *txWorker) waitLeading(ctx context.Context, limit time.Duration) error 
 	return nil
 }
 
+// passes returns the passes the worker's mover has completed.
+func (tw *txWorker) passes() int64 {
+	st, _ := tw.w.MoverStats()
+	return st.Passes
+}
+
 // moved returns the rows the worker's mover has moved.
 func (tw *txWorker) moved() int64 {
 	st, _ := tw.w.MoverStats()
 	return st.Moved
 }
 
-// settle waits until the mover has moved at least want tasks, every
-// moved task has been handled and every message enqueued since the counts
-// w0 and c0 (by the worker or the client) has been deleted (at most
-// limit), then a little longer for the bookkeeping that follows. A message
-// may be deleted without its task running: an occurrence moved just
-// before its series was cancelled is received, found cancelled and
-// deleted.
-func (tw *txWorker) settle(ctx context.Context, cl *leasecron.Client, w0, c0 leasecron.RequestCounts, moved0, handled0, want int64, limit time.Duration) error {
+// settle waits (at most limit) until the mover has moved at least want
+// tasks, two passes have completed since settle was called (so a whole
+// one began after it: a pass that read a series' row before its cancel
+// may still be sending an occurrence), every moved one-off task has been handled, and every
+// message enqueued since the counts w0 and c0 (by the worker or the
+// client) has been deleted; then a little longer for the bookkeeping that
+// follows. For a series (cancelled) a message may be deleted without its
+// task running: an occurrence moved just before the cancel is received,
+// found cancelled and deleted, so moved and handled are not compared.
+func (tw *txWorker) settle(ctx context.Context, cl *leasecron.Client, w0, c0 leasecron.RequestCounts, moved0, handled0, want int64, recurring bool, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
+	passes0 := tw.passes()
 	for {
 		moved, handled := tw.moved()-moved0, tw.handled.Load()-handled0
 		enq, del := sentAndDeleted(tw.w.Requests().Sub(w0), cl.Requests().Sub(c0))
-		if moved >= want && handled >= moved && del >= enq {
+		if moved >= want && (recurring || handled >= moved) && del >= enq && tw.passes() >= passes0+2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("handled %d of %d moved tasks (want %d), deleted %d of %d messages within %s; consumer %+v", handled, moved, want, del, enq, limit, tw.w.ConsumerStats().Total)
+			return fmt.Errorf("handled %d of %d moved tasks (want %d), deleted %d of %d messages, %d passes within %s; consumer %+v", handled, moved, want, del, enq, tw.passes()-passes0, limit, tw.w.ConsumerStats().Total)
 		}
 		if err := sleep(ctx, 100*time.Millisecond); err != nil {
 			return err
@@ -255,7 +264,7 @@ func (b *bench) txCases(ctx context.Context, withRuns bool) ([]results.TxCase, e
 				return err
 			}
 		}
-		if err := tw.settle(ctx, cl, w0, c0, m0, h0, want, 2*time.Minute); err != nil {
+		if err := tw.settle(ctx, cl, w0, c0, m0, h0, want, kind == "recurring", 2*time.Minute); err != nil {
 			return fmt.Errorf("%s %s: %w", pattern, kind, err)
 		}
 		window := time.Since(t0)
