@@ -35,24 +35,38 @@ func (c *Client) holdsKey(ctx context.Context, g schedule.Guard) (bool, error) {
 }
 
 // holdsKey reports whether the task a unique guard names still holds its
-// key: it is pending (the schedule has its row, which for a series lasts
-// as long as the series), or its run record is in a state that counts —
-// for a finished run, until the window after it finished has passed.
-// Without run records, a task that left the schedule holds its key for the
-// window after it was scheduled.
+// key: a series while its row lasts; a one-off task while it is pending,
+// or while its run record is in a state that counts — for a finished run,
+// until the window after it finished has passed. Without run records, a
+// task that left the schedule holds its key for the window after it was
+// scheduled.
+//
+// A one-off task's row may still be there after its message went out (the
+// mover sends a row before it removes it; a row its client sends, or the
+// mover sends early, waits for a later pass): when its run record is of
+// the row's due time, the record says which state it is in. Trusting the
+// row alone, a task already running did not hold its key under states
+// without "scheduled" (two live holders), and one already succeeded held
+// it under states without "succeeded" (a review's find, reading the code
+// for the kind of defect of issue 38's row 112).
 func holdsKey(ctx context.Context, sched *schedule.Client, rs *runs.Store, now time.Time, g schedule.Guard) (bool, error) {
-	_, err := sched.Get(ctx, g.Task)
+	it, err := sched.Get(ctx, g.Task)
 	switch {
-	case err == nil:
+	case err == nil && it.Recurrence != "":
+		return true, nil // a series holds its key for as long as it lasts
+	case err == nil && rs == nil:
 		return g.Counts(RunScheduled), nil
-	case !errors.Is(err, ErrNotFound):
+	case err != nil && !errors.Is(err, ErrNotFound):
 		return false, err
-	}
-	if rs == nil {
+	case rs == nil:
 		return now.Before(g.Created.Add(g.For)), nil
 	}
+	pending := err == nil
 	r, err := rs.Get(ctx, g.Task)
 	switch {
+	case pending && (errors.Is(err, runs.ErrNotFound) || err == nil && !r.OfDue(it.Due)):
+		// Not sent yet: its record, if any, is an earlier scheduling's.
+		return g.Counts(RunScheduled), nil
 	case errors.Is(err, runs.ErrNotFound):
 		// No record (or an expired one): nothing holds the key. A task
 		// between its row and its record cannot be: the record is written

@@ -163,3 +163,66 @@ func keyFixture(t *testing.T) (*clock.Fake, *schedule.Client, *runs.Store) {
 	}
 	return clk, sched, runs.NewMemory(clk).Store
 }
+
+// A one-off task whose row is still in the schedule after its message went
+// out (the mover sends a row before it removes it) holds its key as its
+// run record says: running, it holds it under "queued,running", which
+// leaves out "scheduled" (it did not: two live tasks held one key);
+// succeeded, it no longer holds it under "scheduled,queued,running" (it
+// did until the row went). A record of an earlier scheduling of the id
+// does not count for the pending row, and a series holds its key for as
+// long as it lasts, whatever the states (the README's "Unique tasks").
+func TestHoldsKeyOfAPendingRowByItsRun(t *testing.T) {
+	ctx := context.Background()
+	clk, sched, rs := keyFixture(t)
+	due := clk.Now()
+	add := func(it schedule.Item) {
+		t.Helper()
+		it.Type = "t"
+		if _, err := sched.Add(ctx, it, schedule.AddOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(id string, at time.Time, end runs.State) {
+		t.Helper()
+		if _, err := rs.Claim(ctx, id, "w1", 1, clk.Now().Add(time.Minute), runs.Meta{Type: "t", Due: at}); err != nil {
+			t.Fatal(err)
+		}
+		if end != "" {
+			if err := rs.Finish(ctx, id, end, nil, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	add(schedule.Item{ID: "running", Due: due})
+	run("running", due, "")
+	add(schedule.Item{ID: "done", Due: due})
+	run("done", due, runs.Succeeded)
+	add(schedule.Item{ID: "again", Due: due.Add(time.Hour)})
+	run("again", due, runs.Succeeded) // an earlier scheduling's run
+	add(schedule.Item{ID: "unsent", Due: due})
+	add(schedule.Item{ID: "series", Due: due, Recurrence: "@every 1m"})
+	live := []RunState{RunQueued, RunRunning}
+	inFlight := []RunState{RunScheduled, RunQueued, RunRunning}
+	for _, c := range []struct {
+		id     string
+		states []RunState
+		holds  bool
+	}{
+		{"running", live, true},
+		{"running", inFlight, true},
+		{"done", inFlight, false},
+		{"done", DefaultUniqueStates, false}, // no window (For 0)
+		{"again", inFlight, true},
+		{"again", live, false},
+		{"unsent", inFlight, true},
+		{"unsent", live, false},
+		{"series", live, true},
+		{"series", []RunState{RunRunning}, true},
+	} {
+		g := schedule.Guard{Type: "t", Key: "k", Task: c.id, States: c.states, Created: clk.Now()}
+		if got, err := holdsKey(ctx, sched, rs, clk.Now(), g); err != nil || got != c.holds {
+			t.Errorf("%s under %v: holds %v, %v; want %v", c.id, c.states, got, err, c.holds)
+		}
+	}
+}

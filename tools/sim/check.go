@@ -998,8 +998,10 @@ func (c *checker) holdsBarCancelUnderWay(t *ti, at time.Time) bool {
 	narrow := t.spec.Unique.States != ""
 	if narrow {
 		// scheduled, queued, running: pending before the first start, and
-		// during each attempt.
-		if len(t.starts) == 0 || at.Before(t.starts[0].start) {
+		// during each attempt. queued, running: during each attempt (when
+		// it was moved, and so queued, the events do not show).
+		pendingCounts := strings.HasPrefix(t.spec.Unique.States, "scheduled")
+		if pendingCounts && (len(t.starts) == 0 || at.Before(t.starts[0].start)) {
 			return !ended || at.Before(end)
 		}
 		for _, r := range t.starts {

@@ -572,8 +572,11 @@ func (p *planner) unique() *UniqueSpec {
 	case 2:
 		u.For = 30 * time.Second
 	}
-	if p.chance(25) {
+	switch x := p.r.IntN(100); {
+	case x < 25:
 		u.States = "scheduled,queued,running"
+	case x < 35:
+		u.States = "queued,running" // held from its move, not while pending
 	}
 	return u
 }
