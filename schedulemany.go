@@ -64,7 +64,10 @@ type ScheduleResult struct {
 // moved to the queue in the moment between its write and the undo; such an
 // item is reported with schedule.ErrMovedBeforeRollback and, with run
 // records, its run is recorded cancelled so that workers acknowledge it
-// without running it (a recurring series is stopped). With o.Partial, the items that can be scheduled are.
+// without running it (a recurring series is stopped). A task the mover
+// had sent but not yet removed when the undo deleted its row is reported
+// not written and may run once (README, "Nothing half-applied"). With
+// o.Partial, the items that can be scheduled are.
 // ScheduleMany never replaces a pending task.
 func (c *Client) ScheduleMany(ctx context.Context, items []Item, o ScheduleManyOptions) ([]ScheduleResult, error) {
 	if o.Batch != "" || o.OnComplete != nil || slices.ContainsFunc(items, func(it Item) bool { return len(it.After) > 0 }) {
