@@ -2147,3 +2147,53 @@ func TestMemLateConfirmationOfARowChangedBeforeItIsRefused(t *testing.T) {
 		t.Errorf("the record after the late confirmation: %s due %v, %v; want the run-now's, succeeded", r.State, r.Due, err)
 	}
 }
+
+// A confirmation of an early-sent run whose row a cancel then removed,
+// unable to mark the run, is recorded cancelled while the record is still
+// that confirmation: queued under its token, of its due time, unstarted,
+// with nothing noted beside it (issue 38, sweep seed 34188: the mover's
+// late confirmation left the run queued for good). Otherwise only the
+// token is taken back, as Unconfirm does, and another token changes
+// nothing.
+func TestMemCancelConfirmation(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	due := e.now().Truncate(time.Second).Add(time.Minute)
+	confirm := func(id string) {
+		t.Helper()
+		if ok := s.Confirm(ctx, []Mark{{ID: id, Meta: Meta{Type: "t", Due: due, Token: "tok1"}}}); !ok[0] {
+			t.Fatalf("confirm %s refused", id)
+		}
+	}
+	confirm("gone")
+	if err := s.CancelConfirmation(ctx, "gone", "tok2", due); err != nil {
+		t.Fatal(err)
+	}
+	e.mustState(t, "gone", Queued) // another token: nothing changes
+	if err := s.CancelConfirmation(ctx, "gone", "tok1", due); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "gone", Cancelled); r.Token != "" || r.Finished.IsZero() {
+		t.Fatalf("cancelled: %+v; want no token and a finish time", r)
+	}
+	// Claimed already: it runs on, its token taken back.
+	confirm("ran")
+	if _, err := s.Claim(ctx, "ran", "w1", 1, e.now().Add(time.Minute), Meta{Type: "t", Due: due, Token: "tok1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CancelConfirmation(ctx, "ran", "tok1", due); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "ran", Running); r.Token != "" {
+		t.Fatalf("a run under way: %+v; want it running, its token taken back", r)
+	}
+	// Of another due time than the confirmation's: only the token goes.
+	confirm("other")
+	if err := s.CancelConfirmation(ctx, "other", "tok1", due.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "other", Queued); r.Token != "" {
+		t.Fatalf("another due time: %+v; want it queued, its token taken back", r)
+	}
+}
