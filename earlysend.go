@@ -3,7 +3,6 @@ package leasecron
 import (
 	"cmp"
 	"context"
-	"errors"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/runs"
@@ -76,17 +75,7 @@ func (w *Worker) confirmEarly(ctx context.Context, envs []queue.Envelope) []bool
 }
 
 // unconfirmEarly takes a confirmation back when the task's row changed
-// before the mover could move it (schedule.MoverOptions.Unconfirm). When
-// a one-off task's id has no row left at all, a cancel removed it without
-// marking its run, and the run the confirmation made queued is recorded
-// cancelled instead (runs.Store.CancelConfirmation): nothing would ever
-// start it. One read of the id, on this rare path; when it fails the
-// token alone is taken back.
+// before the mover could move it (schedule.MoverOptions.Unconfirm).
 func (w *Worker) unconfirmEarly(ctx context.Context, env queue.Envelope) error {
-	if env.Series == "" && !env.Due.IsZero() {
-		if _, err := w.sched.Get(ctx, env.ID); errors.Is(err, ErrNotFound) {
-			return w.runs.CancelConfirmation(ctx, env.ID, env.Token, env.Due)
-		}
-	}
 	return w.runs.Unconfirm(ctx, env.ID, env.Token)
 }

@@ -105,35 +105,6 @@ func (s *Store) Unconfirm(ctx context.Context, id, token string) error {
 	})
 }
 
-// CancelConfirmation takes back, as Unconfirm does, the confirmation
-// under token of an early-sent one-off run whose row went before the
-// mover could move it, when no row of the id waits any more: a cancel
-// removed it and could not mark its run (it answered done in part, and a
-// cancel tried again found nothing to stop yet). While the record is
-// still that confirmation — queued under token, of due, not started,
-// nothing noted beside it — it is recorded cancelled rather than left
-// queued with no message that will ever start it (issue 38, sweep seed
-// 34188: the run showed queued for good). Otherwise only the token is
-// cleared. The message itself is checked against the missing row and
-// acknowledged without running either way.
-func (s *Store) CancelConfirmation(ctx context.Context, id, token string, due time.Time) error {
-	if err := validateID(id); err != nil {
-		return err
-	}
-	now := s.now()
-	return s.modify(ctx, id, func(cur *Run) (Run, bool, error) {
-		if cur == nil || token == "" || cur.Token != token {
-			return Run{}, false, nil
-		}
-		next := *cur
-		next.Token = ""
-		if cur.State == Queued && cur.Attempts == 0 && !due.IsZero() && cur.Due.Equal(stored(due)) && len(cur.Behind) == 0 {
-			next.State, next.Finished = Cancelled, now
-		}
-		return next, true, nil
-	})
-}
-
 // UnconfirmDue withdraws the run of m's due time (m describes the task as
 // it was): any confirmation of it that has not started is taken back, the
 // token cleared whatever it is, and one that comes later is refused
