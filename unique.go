@@ -34,6 +34,26 @@ func (c *Client) holdsKey(ctx context.Context, g schedule.Guard) (bool, error) {
 	return holdsKey(ctx, c.sched, c.runs, c.o.Clock.Now(), g)
 }
 
+// keepsGuard is holdsKey for the leader's sweep of the guards: a pending
+// one-off task keeps its guard even under states that leave out
+// "scheduled" — it holds its key once it is moved, and a guard deleted
+// meanwhile would let another task take the key while it runs (a
+// review's find). One more read of its row when it does not hold the key.
+func keepsGuard(ctx context.Context, sched *schedule.Client, rs *runs.Store, now time.Time, g schedule.Guard) (bool, error) {
+	held, err := holdsKey(ctx, sched, rs, now, g)
+	if err != nil || held {
+		return held, err
+	}
+	switch _, err := sched.Get(ctx, g.Task); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
 // holdsKey reports whether the task a unique guard names still holds its
 // key: a series while its row lasts; a one-off task while it is pending,
 // or while its run record is in a state that counts — for a finished run,
@@ -64,7 +84,7 @@ func holdsKey(ctx context.Context, sched *schedule.Client, rs *runs.Store, now t
 	pending := err == nil
 	r, err := rs.Get(ctx, g.Task)
 	switch {
-	case pending && (errors.Is(err, runs.ErrNotFound) || err == nil && !r.OfDue(it.Due)):
+	case pending && (errors.Is(err, runs.ErrNotFound) || err == nil && (r.Due.IsZero() || !r.OfDue(it.Due))):
 		// Not sent yet: its record, if any, is an earlier scheduling's.
 		return g.Counts(RunScheduled), nil
 	case errors.Is(err, runs.ErrNotFound):

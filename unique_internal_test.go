@@ -202,6 +202,8 @@ func TestHoldsKeyOfAPendingRowByItsRun(t *testing.T) {
 	run("again", due, runs.Succeeded) // an earlier scheduling's run
 	add(schedule.Item{ID: "unsent", Due: due})
 	add(schedule.Item{ID: "series", Due: due, Recurrence: "@every 1m"})
+	add(schedule.Item{ID: "old", Due: due})
+	run("old", time.Time{}, runs.Succeeded) // an earlier release's record: no due time
 	live := []RunState{RunQueued, RunRunning}
 	inFlight := []RunState{RunScheduled, RunQueued, RunRunning}
 	for _, c := range []struct {
@@ -219,10 +221,22 @@ func TestHoldsKeyOfAPendingRowByItsRun(t *testing.T) {
 		{"unsent", live, false},
 		{"series", live, true},
 		{"series", []RunState{RunRunning}, true},
+		{"old", DefaultUniqueStates, true},
 	} {
 		g := schedule.Guard{Type: "t", Key: "k", Task: c.id, States: c.states, Created: clk.Now()}
 		if got, err := holdsKey(ctx, sched, rs, clk.Now(), g); err != nil || got != c.holds {
 			t.Errorf("%s under %v: holds %v, %v; want %v", c.id, c.states, got, err, c.holds)
+		}
+	}
+	// The leader's sweep keeps the guard of a pending task that does not
+	// hold its key yet (it will once moved), and drops a gone task's.
+	for _, c := range []struct {
+		id   string
+		keep bool
+	}{{"unsent", true}, {"gone", false}} {
+		g := schedule.Guard{Type: "t", Key: "k", Task: c.id, States: live, Created: clk.Now()}
+		if got, err := keepsGuard(ctx, sched, rs, clk.Now(), g); err != nil || got != c.keep {
+			t.Errorf("the sweep of %s's guard under %v: keeps %v, %v; want %v", c.id, live, got, err, c.keep)
 		}
 	}
 }

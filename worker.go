@@ -623,7 +623,7 @@ func (w *Worker) newMover(shards []string, gen int64, early time.Duration, annou
 		}
 	}
 	mo.GuardLive = func(ctx context.Context, g schedule.Guard) (bool, error) {
-		return holdsKey(ctx, w.sched, w.runs, w.o.Clock.Now(), g)
+		return keepsGuard(ctx, w.sched, w.runs, w.o.Clock.Now(), g)
 	}
 	if w.runs != nil {
 		mo.BeforeSend = w.markQueued

@@ -572,11 +572,8 @@ func (p *planner) unique() *UniqueSpec {
 	case 2:
 		u.For = 30 * time.Second
 	}
-	switch x := p.r.IntN(100); {
-	case x < 25:
+	if p.chance(25) {
 		u.States = "scheduled,queued,running"
-	case x < 35:
-		u.States = "queued,running" // held from its move, not while pending
 	}
 	return u
 }
