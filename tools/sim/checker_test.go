@@ -2,6 +2,8 @@ package sim
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -420,4 +422,41 @@ func TestABoardKeyReplacedBeforeItCameDueTakesItsNewInterval(t *testing.T) {
 			t.Errorf("replaced with every %v at %v: due %v after the claim's start; want %v", tc.interval, tc.replaced, got, tc.want)
 		}
 	}
+}
+
+// A one-off task whose cancel removed its row but could not mark its run
+// (done in part) may be shown queued for good once a mover pass that had
+// sent it early confirms its run afterwards; it never runs (README,
+// cancel; sweep seed 34188). Only such a task may end queued and never
+// started.
+func TestACancelDoneInPartMayLeaveTheRunQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		queued := leasecron.Status{Run: &leasecron.Run{State: leasecron.RunQueued}}
+		for _, tc := range []struct {
+			id        string
+			err       error
+			violation bool
+		}{
+			{"t1", fmt.Errorf("cancel t1: done in part: %w", leasecron.ErrIncomplete), false},
+			{"t2", errors.New("cancel t2: storage failing"), true},
+		} {
+			task := c.newTI(TaskSpec{ID: tc.id, Type: "plain"}, nil, nil)
+			c.scheduled(task, w.now(), leasecron.Item{ID: tc.id, Due: w.now().Add(time.Minute)}, nil)
+			time.Sleep(10 * time.Second)
+			c.cancelled(task, tc.id, w.now(), leasecron.CancelResult{Removed: true}, tc.err, nil)
+			c.cancelled(task, tc.id, w.now(), leasecron.CancelResult{}, leasecron.ErrNotFound, nil)
+			c.status[tc.id] = queued
+		}
+		c.mu.Lock()
+		c.finalTasks()
+		c.mu.Unlock()
+		var got []string
+		for _, v := range c.violations {
+			got = append(got, v.Detail)
+		}
+		if len(got) != 1 || !strings.Contains(got[0], "t2 is queued") {
+			t.Errorf("violations %q; want t2's alone (its cancel's error was not done in part)", got)
+		}
+	})
 }
