@@ -405,7 +405,9 @@ func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states ma
 		case errors.Is(err, runs.ErrNotFound):
 		case err != nil:
 			lost(p)
-		case r.EndOfID(c.o.Clock.Now()) && r.OfDue(row.Due):
+		case r.EndOfID(c.o.Clock.Now()) && !r.Due.IsZero() && r.OfDue(row.Due):
+			// (A record of an earlier release knows no due time: not
+			// the row's run.)
 			parents = append(parents, p)
 		}
 	}

@@ -483,6 +483,15 @@ func TestChildOfAMarkedParentThatAlreadyEndedIsReleased(t *testing.T) {
 		{name: "the look at its run fails", match: contains("id~late"), watched: true, released: true,
 			before: func(w world) { first(w); ran(w) },
 			during: func(w world) { w.failRead.Store(true) }},
+		{name: "an earlier release's record, which knows no due time", before: func(w world) {
+			if _, err := w.c.runs.Claim(w.ctx, "parent", "w1", 1, time.Now().Add(time.Minute), runs.Meta{Type: "t"}); err != nil {
+				w.t.Fatal(err)
+			}
+			if err := w.c.runs.Finish(w.ctx, "parent", runs.Succeeded, nil, ""); err != nil {
+				w.t.Fatal(err)
+			}
+			first(w)
+		}},
 		{name: "an earlier scheduling's end, the row then gone", match: contains("id~late"),
 			before: func(w world) {
 				m := runs.Meta{Type: "t", Due: due.Add(-time.Hour)}
