@@ -470,6 +470,14 @@ func runOf(it *Item, r runs.Run) bool {
 	return it == nil || it.Recurrence != "" || r.OfDue(it.Due)
 }
 
+// recordOf reports whether r is the record of the run of due — unlike
+// runOf, not when r is an earlier release's record, which knows no due
+// time: what a task's row decides from its run (its unique key, the look
+// behind a parent's mark) it must not decide from an old record.
+func recordOf(r runs.Run, due time.Time) bool {
+	return !r.Due.IsZero() && r.OfDue(due)
+}
+
 // Payload reads a payload kept in a blob (Item.PayloadBlob, a claim-check
 // reference) and returns its bytes.
 func (c *Client) Payload(ctx context.Context, ref string) ([]byte, error) {

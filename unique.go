@@ -38,20 +38,13 @@ func (c *Client) holdsKey(ctx context.Context, g schedule.Guard) (bool, error) {
 // one-off task keeps its guard even under states that leave out
 // "scheduled" — it holds its key once it is moved, and a guard deleted
 // meanwhile would let another task take the key while it runs (a
-// review's find). One more read of its row when it does not hold the key.
+// review's find).
 func keepsGuard(ctx context.Context, sched *schedule.Client, rs *runs.Store, now time.Time, g schedule.Guard) (bool, error) {
-	held, err := holdsKey(ctx, sched, rs, now, g)
-	if err != nil || held {
-		return held, err
-	}
-	switch _, err := sched.Get(ctx, g.Task); {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, ErrNotFound):
-		return false, nil
-	default:
+	held, pending, err := keyHolder(ctx, sched, rs, now, g)
+	if err != nil {
 		return false, err
 	}
+	return held || pending, nil
 }
 
 // holdsKey reports whether the task a unique guard names still holds its
@@ -70,21 +63,36 @@ func keepsGuard(ctx context.Context, sched *schedule.Client, rs *runs.Store, now
 // it under states without "succeeded" (a review's find, reading the code
 // for the kind of defect of issue 38's row 112).
 func holdsKey(ctx context.Context, sched *schedule.Client, rs *runs.Store, now time.Time, g schedule.Guard) (bool, error) {
+	held, _, err := keyHolder(ctx, sched, rs, now, g)
+	return held, err
+}
+
+// keyHolder is holdsKey that also reports whether the task is pending
+// (its row is in the schedule), from the one read of the row.
+func keyHolder(ctx context.Context, sched *schedule.Client, rs *runs.Store, now time.Time, g schedule.Guard) (held, pending bool, err error) {
 	it, err := sched.Get(ctx, g.Task)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return false, false, err
+	}
+	pending = err == nil
+	held, err = heldBy(ctx, rs, now, g, it, pending)
+	return held, pending, err
+}
+
+// heldBy is holdsKey once the task's row has been looked up: it, when
+// pending.
+func heldBy(ctx context.Context, rs *runs.Store, now time.Time, g schedule.Guard, it Item, pending bool) (bool, error) {
 	switch {
-	case err == nil && it.Recurrence != "":
+	case pending && it.Recurrence != "":
 		return true, nil // a series holds its key for as long as it lasts
-	case err == nil && rs == nil:
+	case pending && rs == nil:
 		return g.Counts(RunScheduled), nil
-	case err != nil && !errors.Is(err, ErrNotFound):
-		return false, err
 	case rs == nil:
 		return now.Before(g.Created.Add(g.For)), nil
 	}
-	pending := err == nil
 	r, err := rs.Get(ctx, g.Task)
 	switch {
-	case pending && (errors.Is(err, runs.ErrNotFound) || err == nil && (r.Due.IsZero() || !r.OfDue(it.Due))):
+	case pending && (errors.Is(err, runs.ErrNotFound) || err == nil && !recordOf(r, it.Due)):
 		// Not sent yet: its record, if any, is an earlier scheduling's.
 		return g.Counts(RunScheduled), nil
 	case errors.Is(err, runs.ErrNotFound):

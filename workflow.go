@@ -405,9 +405,7 @@ func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states ma
 		case errors.Is(err, runs.ErrNotFound):
 		case err != nil:
 			lost(p)
-		case r.EndOfID(c.o.Clock.Now()) && !r.Due.IsZero() && r.OfDue(row.Due):
-			// (A record of an earlier release knows no due time: not
-			// the row's run.)
+		case r.EndOfID(c.o.Clock.Now()) && recordOf(r, row.Due):
 			parents = append(parents, p)
 		}
 	}
