@@ -241,7 +241,7 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 				return stop(err)
 			}
 		}
-		if err := c.refuseSentChange(ctx, id, f.row, "cancel", "cancelled"); err != nil {
+		if err := c.refuseSentChange(ctx, id, f.row, "cancel", "cancelled", false); err != nil {
 			return stop(err)
 		}
 		if steps.First != nil {
@@ -395,7 +395,7 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 			lastErr = err
 			continue
 		}
-		if err := c.refuseSentChange(ctx, id, f.row, verb, done); err != nil {
+		if err := c.refuseSentChange(ctx, id, f.row, verb, done, true); err != nil {
 			return Item{}, err
 		}
 		// The moved row is a new row: what was sent early for the old one
@@ -574,22 +574,29 @@ func oneOffSent(row table.Entity) string {
 
 // refuseSentChange refuses to change (verb; done: the participle) a row
 // whose message was already sent when the change cannot be honoured:
-// refuseSent, then refuseStarted.
-func (c *Client) refuseSentChange(ctx context.Context, id string, row table.Entity, verb, done string) error {
+// refuseSent, then refuseStarted (unmarked: see there).
+func (c *Client) refuseSentChange(ctx context.Context, id string, row table.Entity, verb, done string, unmarked bool) error {
 	if err := c.refuseSent(row, done); err != nil {
 		return err
 	}
-	return c.refuseStarted(ctx, id, row, verb)
+	return c.refuseStarted(ctx, id, row, verb, unmarked)
 }
 
 // refuseStarted returns an error wrapping ErrNotFound when row is a
 // one-off task's whose sent message has already started its run
 // (Options.SentStarted), or whose message its client is still sending
 // and whose run of that due time has started: moving the row would run
-// the task again.
-func (c *Client) refuseStarted(ctx context.Context, id string, row table.Entity, verb string) error {
+// the task again. With unmarked, a one-off row due at some time that
+// says nothing of a send is asked about too: a traffic-cop pass sends a
+// due row's message before it retires the row, and an early one's before
+// it marks the row sent, so a pass that stopped or was slowed between the
+// two leaves a row that looks pending behind a message that may have run
+// (issue 38, seed 50023: a mover frozen after an early send; the task
+// died, and a reschedule of the unmarked row ran it all over again).
+func (c *Client) refuseStarted(ctx context.Context, id string, row table.Entity, verb string, unmarked bool) error {
 	tok := oneOffSent(row)
-	if tok == "" && !beingSent(row) || c.opts.SentStarted == nil {
+	asked := tok != "" || beingSent(row) || unmarked && row.Props.Str(PropRecurrence) == "" && movable(row)
+	if !asked || c.opts.SentStarted == nil {
 		return nil
 	}
 	started, err := c.opts.SentStarted(ctx, id, tok, readItem(row).Due)
@@ -600,6 +607,14 @@ func (c *Client) refuseStarted(ctx context.Context, id string, row table.Entity,
 		return fmt.Errorf("%w: %s %s: the task is no longer pending: its message has already started it", ErrNotFound, verb, id)
 	}
 	return nil
+}
+
+// movable reports whether a traffic-cop pass may have moved row: it is
+// not parked at the end of time (a task waiting for its parents, whose
+// row is released, never sent).
+func movable(row table.Entity) bool {
+	due, _, err := ParseRowKey(row.RowKey)
+	return err == nil && due.Before(MaxTime)
 }
 
 // refuseSent returns ErrAlreadySent when row's message was already sent

@@ -104,8 +104,10 @@ type Options struct {
 	// already started a run (the run is past queued, with token or, claimed
 	// before its confirmation, with none and that due time, or a requeue
 	// brought the run of that due time back); for a row
-	// still being sent (PropSendingUntil, token ""), whether a run of its
-	// due time has started: the task
+	// still being sent (PropSendingUntil, token ""), or not marked at all
+	// (a traffic-cop pass sends before it marks or retires the row; asked
+	// by Reschedule, not Cancel), whether a run of its due time has
+	// started: the task
 	// is no longer pending, only its row waits for the mover's next pass:
 	// Reschedule (RunNow) refuses it with ErrNotFound instead of running
 	// it again (issue 38, seed 1001), and so does Cancel, whose caller

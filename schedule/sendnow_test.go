@@ -492,6 +492,45 @@ func TestChangeOfARowBeingSentWhoseRunStarted(t *testing.T) {
 	}
 }
 
+// A one-off row that says nothing of a send may stand behind a message
+// that ran: a traffic-cop pass sends a due row's message before it
+// retires the row, and an early one's before it marks the row sent. A
+// reschedule or run-now asks the run about it and refuses a task whose
+// run of that due time started (issue 38, seed 50023: the mover froze
+// between its early send and its mark; the task died, and a reschedule
+// ran it all over again). A cancel does not ask: it marks a started run
+// as one already moved.
+func TestChangeOfAnUnmarkedRowWhoseRunStarted(t *testing.T) {
+	var asked []string
+	started := map[string]bool{"ran": true, "ran2": true}
+	c, _, fc := newMemClient(t, Options{ChangesAfterSend: true, SentStarted: func(_ context.Context, id, token string, due time.Time) (bool, error) {
+		asked = append(asked, id+"/"+token+"@"+due.Sub(t0).String())
+		return started[id], nil
+	}})
+	ctxt := ctx(t)
+	now := fc.Now()
+	for _, id := range []string{"ran", "ran2", "waits"} {
+		if _, err := c.Add(ctxt, Item{ID: id, Due: now.Add(-time.Second)}, AddOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Reschedule(ctxt, "ran", now.Add(time.Hour)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("reschedule of an unmarked row whose run started: %v, want ErrNotFound", err)
+	}
+	if _, err := c.Reschedule(ctxt, "ran2", now); !errors.Is(err, ErrNotFound) {
+		t.Errorf("reschedule to now (run-now) of an unmarked row whose run started: %v, want ErrNotFound", err)
+	}
+	if _, err := c.Reschedule(ctxt, "waits", now.Add(time.Hour)); err != nil {
+		t.Errorf("reschedule of an unmarked row whose run has not started: %v", err)
+	}
+	if _, err := c.Cancel(ctxt, "ran"); err != nil {
+		t.Errorf("cancel of an unmarked row whose run started: %v", err)
+	}
+	if want := []string{"ran/@-1s", "ran2/@-1s", "waits/@-1s"}; !slices.Equal(asked, want) {
+		t.Errorf("runs asked about: %v, want %v", asked, want)
+	}
+}
+
 // A cancel that tells others before it removes the row (CancelWith's
 // first: a batch member's, a task others wait for) first takes the row's
 // send mark back, so that a message sent for the row — by the mover
