@@ -74,7 +74,7 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 		}
 		steps.First = func(ctx context.Context, row Item) error { return c.cancelWaitedFor(ctx, row, true) }
 	}
-	it, unsure, err := c.sched.CancelReport(ctx, id, steps)
+	it, _, err := c.sched.CancelReport(ctx, id, steps)
 	var refused error // the id's row is another task's: the listed one may have been moved
 	switch {
 	case err == nil:
@@ -144,13 +144,16 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 			return res, fmt.Errorf("%w: no pending task or run with id %q", ErrNotFound, id)
 		}
 	case errors.Is(rerr, runs.ErrAlreadyFinished):
-		if !res.Removed || unsure {
-			// Unsure: a delete whose answer was lost is taken for ours
-			// when the row is gone, but a run of its very due time that
-			// has finished says the mover had moved it, and it ran.
-			res.Removed = false
-			return res, rerr
-		}
+		// A run of the row's very due time that has finished (the only
+		// one CancelPending refuses) says the row's message had run: a
+		// delete whose answer was lost is taken for ours when the row is
+		// gone, and a row a traffic-cop pass sent but did not mark or
+		// retire (it stopped between the two) looks pending behind a
+		// message that ran (issue 38, row 113: cancel answered success
+		// for a task that had died). Its end stands: refused, as the
+		// README says of one that succeeded or died.
+		res.Removed = false
+		return res, rerr
 	default:
 		if !res.Removed {
 			return res, rerr
@@ -437,13 +440,18 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 	case !errors.Is(err, ErrNotFound):
 		return st, err
 	}
-	// A task still pending and not sent has no run yet: a record under its
-	// id is of an earlier task with the id, not this one's (and looking
-	// costs a read).
-	if c.runs != nil && (st.Pending == nil || st.Pending.Sent || !st.Pending.SendingUntil.IsZero()) {
+	// A one-off task whose row says nothing of a send may still have a
+	// run: a traffic-cop pass sends before it marks or retires the row,
+	// and one stopped between the two leaves the row behind a message
+	// that ran (issue 38, row 113). Only a record of the row's very due
+	// time is its run then. A series' row and a task parked waiting for
+	// its parents were never sent: a record under their id is of an
+	// earlier task with the id (and looking would cost a read).
+	unmarked := st.Pending != nil && !st.Pending.Sent && st.Pending.SendingUntil.IsZero()
+	if c.runs != nil && (!unmarked || st.Pending.Recurrence == "" && !st.Pending.Waiting) {
 		r, err := c.runs.Get(ctx, id)
 		switch {
-		case err == nil && !runOf(st.Pending, r):
+		case err == nil && (!runOf(st.Pending, r) || unmarked && !recordOf(r, st.Pending.Due)):
 			// An earlier scheduling's record: the pending task has none
 			// yet (issue 38, seed 1163: a task scheduled again and sent
 			// early showed its predecessor's "cancelled").
