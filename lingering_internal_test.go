@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/runs"
 )
 
@@ -22,8 +23,14 @@ import (
 // of none of them.
 func TestChangesOfARowLeftBehindARunThatEnded(t *testing.T) {
 	ctx := context.Background()
-	c := memClient(t)
-	due := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
+	ms := memstore.New(memstore.Options{})
+	// The client leaves every task to the traffic cop (SendWithin −1):
+	// the rows, due already, stay unmarked.
+	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()}, SendWithin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(-time.Second).UTC().Truncate(time.Second)
 	for _, id := range []string{"died", "died2", "ranbefore", "ranbefore2"} {
 		if _, err := c.Schedule(ctx, Item{ID: id, Type: "t", Due: due}, nil); err != nil {
 			t.Fatal(err)
@@ -56,6 +63,30 @@ func TestChangesOfARowLeftBehindARunThatEnded(t *testing.T) {
 	}
 	if s, err := c.Status(ctx, "died2"); err != nil || s.Run == nil || s.Run.State != RunDead {
 		t.Errorf("status after the refused changes: %+v, %v; want its run dead", s.Run, err)
+	}
+
+	// An earlier release's record knows no due time: it is not this
+	// task's run (a review found cancel refused the task for it).
+	for _, id := range []string{"legacy", "legacy2"} {
+		if _, err := c.Schedule(ctx, Item{ID: id, Type: "t", Due: due}, nil); err != nil {
+			t.Fatal(err)
+		}
+		end(id, time.Time{}, runs.Dead)
+	}
+	if res, err := c.Cancel(ctx, "legacy"); err != nil || !res.Removed {
+		t.Errorf("cancel of a pending task beside an earlier release's record: %+v, %v; want removed", res, err)
+	}
+	if s, err := c.Status(ctx, "legacy2"); err != nil || s.Run != nil || s.State() != string(runs.Scheduled) {
+		t.Errorf("status of a pending task beside an earlier release's record: %+v, %v; want scheduled, no run", s, err)
+	}
+	// A series whose id a one-off task used before, which succeeded: its
+	// cancel succeeds (the review's other find).
+	end("report", due.Add(-time.Hour), runs.Succeeded)
+	if _, err := c.Schedule(ctx, Item{ID: "report", Type: "t", Due: due, Recurrence: "@every 1h"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Cancel(ctx, "report"); err != nil || !res.Removed {
+		t.Errorf("cancel of a series whose id an earlier one-off task used: %+v, %v; want removed", res, err)
 	}
 
 	if res, err := c.Cancel(ctx, "ranbefore"); err != nil || !res.Removed {

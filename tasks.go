@@ -144,16 +144,20 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 			return res, fmt.Errorf("%w: no pending task or run with id %q", ErrNotFound, id)
 		}
 	case errors.Is(rerr, runs.ErrAlreadyFinished):
-		// A run of the row's very due time that has finished (the only
-		// one CancelPending refuses) says the row's message had run: a
-		// delete whose answer was lost is taken for ours when the row is
-		// gone, and a row a traffic-cop pass sent but did not mark or
-		// retire (it stopped between the two) looks pending behind a
-		// message that ran (issue 38, row 113: cancel answered success
-		// for a task that had died). Its end stands: refused, as the
-		// README says of one that succeeded or died.
-		res.Removed = false
-		return res, rerr
+		// For a one-off task removed, a run of the row's very due time
+		// that has finished (the only one CancelPending refuses) says the
+		// row's message had run: a delete whose answer was lost is taken
+		// for ours when the row is gone, and a row a traffic-cop pass
+		// sent but did not mark or retire (it stopped between the two)
+		// looks pending behind a message that ran (issue 38, row 113:
+		// cancel answered success for a task that had died). Its end
+		// stands: refused, as the README says of one that succeeded or
+		// died. (A series removed is cancelled whatever an earlier
+		// one-off task of its id left on the record.)
+		if !res.Removed || it.Recurrence == "" {
+			res.Removed = false
+			return res, rerr
+		}
 	default:
 		if !res.Removed {
 			return res, rerr
@@ -441,14 +445,15 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 		return st, err
 	}
 	// A one-off task whose row says nothing of a send may still have a
-	// run: a traffic-cop pass sends before it marks or retires the row,
-	// and one stopped between the two leaves the row behind a message
-	// that ran (issue 38, row 113). Only a record of the row's very due
-	// time is its run then. A series' row and a task parked waiting for
-	// its parents were never sent: a record under their id is of an
-	// earlier task with the id (and looking would cost a read).
+	// run once it is due: a traffic-cop pass sends before it marks or
+	// retires the row, and one stopped between the two leaves the row
+	// behind a message that ran (issue 38, row 113). Only a record of the
+	// row's very due time is its run then. A row due later, a series'
+	// row and a task parked waiting for its parents have none: a record
+	// under their id is of an earlier task with the id (and looking would
+	// cost a read).
 	unmarked := st.Pending != nil && !st.Pending.Sent && st.Pending.SendingUntil.IsZero()
-	if c.runs != nil && (!unmarked || st.Pending.Recurrence == "" && !st.Pending.Waiting) {
+	if c.runs != nil && (!unmarked || schedule.MayHaveRun(*st.Pending, c.o.Clock.Now())) {
 		r, err := c.runs.Get(ctx, id)
 		switch {
 		case err == nil && (!runOf(st.Pending, r) || unmarked && !recordOf(r, st.Pending.Due)):

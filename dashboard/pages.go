@@ -360,7 +360,10 @@ func (s *Server) loadTask(ctx context.Context, r *http.Request) (any, error) {
 		if t.Run != nil {
 			rv := RunViewOf(*t.Run)
 			v.Run = &rv
-			if t.Pending == nil || t.Run.State != leasecrontype.RunScheduled {
+			// While its row is still in the schedule a task is scheduled,
+			// even if the mover has just recorded its run queued before
+			// sending, as leasecron.Status.State says (the CLI's status).
+			if t.Pending == nil || t.Run.State != leasecrontype.RunScheduled && t.Run.State != leasecrontype.RunQueued {
 				v.State = rv.State
 			}
 		}

@@ -595,7 +595,7 @@ func (c *Client) refuseSentChange(ctx context.Context, id string, row table.Enti
 // died, and a reschedule of the unmarked row ran it all over again).
 func (c *Client) refuseStarted(ctx context.Context, id string, row table.Entity, verb string, unmarked bool) error {
 	tok := oneOffSent(row)
-	asked := tok != "" || beingSent(row) || unmarked && row.Props.Str(PropRecurrence) == "" && movable(row)
+	asked := tok != "" || beingSent(row) || unmarked && MayHaveRun(readItem(row), c.opts.Clock.Now())
 	if !asked || c.opts.SentStarted == nil {
 		return nil
 	}
@@ -609,13 +609,22 @@ func (c *Client) refuseStarted(ctx context.Context, id string, row table.Entity,
 	return nil
 }
 
-// movable reports whether a traffic-cop pass may have moved row: it is
-// not parked at the end of time (a task waiting for its parents, whose
-// row is released, never sent).
-func movable(row table.Entity) bool {
-	due, _, err := ParseRowKey(row.RowKey)
-	return err == nil && due.Before(MaxTime)
+// MayHaveRun reports whether a run of it, a pending task whose row says
+// nothing of a send, may already have started: a traffic-cop pass sends
+// before it marks or retires a row, so a pass stopped between the two
+// leaves the row behind a message that may run. A message is not
+// delivered before its due time, so only a one-off row due by now (give
+// or take ClockSlack) can be; a series' row and a task parked waiting for
+// its parents never are.
+func MayHaveRun(it Item, now time.Time) bool {
+	return it.Recurrence == "" && !it.Waiting && it.Due.Before(MaxTime) && !it.Due.After(now.Add(ClockSlack))
 }
+
+// ClockSlack is how far ahead of a process's clock another's is taken to
+// be at most, where one decides from the other's clock what cannot have
+// happened yet (MayHaveRun). The README asks for clocks within a second;
+// this allows sixty.
+const ClockSlack = time.Minute
 
 // refuseSent returns ErrAlreadySent when row's message was already sent
 // early and the workers do not check early-sent messages

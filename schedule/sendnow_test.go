@@ -526,6 +526,15 @@ func TestChangeOfAnUnmarkedRowWhoseRunStarted(t *testing.T) {
 	if _, err := c.Cancel(ctxt, "ran"); err != nil {
 		t.Errorf("cancel of an unmarked row whose run started: %v", err)
 	}
+	// A row due later than ClockSlack from now cannot be behind a run
+	// that started (a message is not delivered before its due time): not
+	// asked about.
+	if _, err := c.Add(ctxt, Item{ID: "later", Due: now.Add(ClockSlack + time.Second)}, AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reschedule(ctxt, "later", now.Add(time.Hour)); err != nil {
+		t.Errorf("reschedule of a row due later: %v", err)
+	}
 	if want := []string{"ran/@-1s", "ran2/@-1s", "waits/@-1s"}; !slices.Equal(asked, want) {
 		t.Errorf("runs asked about: %v, want %v", asked, want)
 	}

@@ -1305,7 +1305,9 @@ func (s *Store) cancelPending(ctx context.Context, id string, m Meta, only bool)
 			}
 			return next, err == nil, nil
 		}
-		if cur != nil && !m.Due.IsZero() && !otherDue(cur, m) {
+		if cur != nil && !m.Due.IsZero() && !cur.Due.IsZero() && !otherDue(cur, m) {
+			// (A record without a due time, an earlier release's, is
+			// another scheduling's: this one is cancelled beside it.)
 			if cur.State == Cancelled {
 				return Run{}, false, nil // cancelled already: as idempotent as Cancel
 			}
