@@ -350,14 +350,34 @@ func (b *batch) itemChunks() []chunk {
 	return chunks(b, order)
 }
 
+// IndexingHold is how long after AddMany writes an id index row its item
+// row is taken to be possibly on its way (PropIndexing): a task scheduled
+// under the id meanwhile — one call's `schedule --replace` beside
+// another's `schedule --file` — is refused as a duplicate instead of
+// taking the index row over and leaving AddMany's row, written after it,
+// unindexed beside its own (issue 38, sim seed 50668: the orphan row was
+// cancelled by a bulk cancel of its type, and the record of the task,
+// which had succeeded, said cancelled). A call that crashed between the
+// two leaves its ids refused until then.
+const IndexingHold = 10 * time.Minute
+
 // indexOps inserts the id index rows of ch.
 func (b *batch) indexOps(ch chunk) []table.Op {
 	ops := make([]table.Op, len(ch.items))
+	until := b.c.opts.Clock.Now().Add(IndexingHold).UTC().Format(time.RFC3339Nano)
 	for k, i := range ch.items {
 		it := b.res[i].Item
-		ops[k] = table.Op{Kind: table.Insert, PartitionKey: ch.shard, RowKey: indexKey(it.ID), Props: map[string]any{PropItem: it.RowKey, PropID: it.ID}}
+		ops[k] = table.Op{Kind: table.Insert, PartitionKey: ch.shard, RowKey: indexKey(it.ID), Props: map[string]any{PropItem: it.RowKey, PropID: it.ID, PropIndexing: until}}
 	}
 	return ops
+}
+
+// indexing reports whether idx is an id index row whose item row AddMany
+// may still be writing (PropIndexing).
+func indexing(idx table.Entity, now time.Time) bool {
+	v, _, _ := idx.Props.StrictString(PropIndexing)
+	until, err := time.Parse(time.RFC3339Nano, v)
+	return err == nil && now.Before(until)
 }
 
 // itemOps inserts the item rows of ch.
@@ -567,6 +587,11 @@ func (b *batch) resolveIndex(ctx context.Context, ch chunk) (chunk, error) {
 		case err == nil:
 			due, _, _ := ParseRowKey(oldRK)
 			b.fail(i, fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano)))
+		case errors.Is(err, storage.ErrNotFound) && oldRK != it.RowKey && indexing(idx, b.c.opts.Clock.Now()):
+			// Another AddMany under way is still to write its row (this
+			// call's own index row, committed although its answer was
+			// lost, names this item's row and is taken back below).
+			b.fail(i, fmt.Errorf("%w: task %s is being scheduled by another call (a ScheduleMany or schedule --file under way)", ErrAlreadyScheduled, it.ID))
 		case errors.Is(err, storage.ErrNotFound):
 			_, derr := b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: ch.shard, RowKey: stale.RowKey, IfMatch: stale.ETag}})
 			if derr != nil && !conflict(derr) {

@@ -465,3 +465,85 @@ func (r *rewriteAfterLoss) Get(ctx context.Context, pk, rk string) (table.Entity
 	}
 	return r.lostAnswer.Get(ctx, pk, rk)
 }
+
+// AddMany writes its id index rows before its item rows. Between the two,
+// the index row names a row that is not there yet: a schedule of the id
+// by another call meanwhile — `schedule --replace` beside a `schedule
+// --file` — must not take the index row over as stale, or AddMany's row,
+// landing after it, stands unindexed beside the other call's (issue 38,
+// sim seed 50668: a bulk cancel of its type then cancelled that orphan,
+// and the record of the id, whose task had succeeded, said cancelled).
+// Such an index row (PropIndexing) refuses the id as being scheduled, a
+// cancel leaves it be, and another AddMany's refuses the id as a
+// duplicate; past IndexingHold the index row is stale as before.
+func TestAnIdBeingScheduledByAddManyIsNotTakenOver(t *testing.T) {
+	c, mt, fc := newMemClient(t, Options{})
+	ctxt := ctx(t)
+	due := fc.Now().Add(time.Hour)
+	// The state between AddMany's two phases: its index row of "t6",
+	// naming the row still to come.
+	if _, err := c.Add(ctxt, Item{ID: "other", Due: due}, AddOptions{}); err != nil {
+		t.Fatal(err) // (creates the table)
+	}
+	shard := c.ShardOf("t6")
+	rk, err := RowKey(due, "t6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &batch{c: c, res: []AddResult{{Item: Item{ID: "t6", RowKey: rk}}}}
+	if _, err := mt.Submit(ctxt, b.indexOps(chunk{shard: shard, items: []int{0}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Add(ctxt, Item{ID: "t6", Due: due.Add(time.Minute)}, AddOptions{Replace: true}); !errors.Is(err, ErrAlreadyScheduled) || !strings.Contains(err.Error(), "being scheduled") {
+		t.Errorf("replace of an id whose AddMany is under way: %v, want ErrAlreadyScheduled (being scheduled)", err)
+	}
+	if _, err := c.Add(ctxt, Item{ID: "t6", Due: due.Add(time.Minute)}, AddOptions{}); !errors.Is(err, ErrAlreadyScheduled) {
+		t.Errorf("schedule of an id whose AddMany is under way: %v, want ErrAlreadyScheduled", err)
+	}
+	if _, err := c.Cancel(ctxt, "t6"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("cancel of an id whose AddMany is under way: %v, want ErrNotFound", err)
+	}
+	res, err := c.AddMany(ctxt, []Item{{ID: "t6", Due: due.Add(2 * time.Minute)}}, AddManyOptions{Partial: true})
+	if err == nil || !errors.Is(res[0].Err, ErrAlreadyScheduled) {
+		t.Errorf("another AddMany of the id: %+v, %v; want it refused as a duplicate", res, err)
+	}
+	// AddMany's row lands: the one row of the id, found through its index.
+	if _, err := mt.Submit(ctxt, []table.Op{{Kind: table.Insert, PartitionKey: shard, RowKey: rk, Props: itemProps(Item{ID: "t6", Due: due}, true)}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Get(ctxt, "t6")
+	if err != nil || !got.Due.Equal(due) {
+		t.Fatalf("the id's task once AddMany's row landed: %+v, %v", got, err)
+	}
+	if rows := rowsOf(t, mt, shard, "t6"); rows != 1 {
+		t.Errorf("%d rows of t6, want 1", rows)
+	}
+
+	// An index row left by an AddMany that stopped before its rows is
+	// stale once the hold has passed: a schedule of the id takes it over.
+	rk2, _ := RowKey(due, "t7")
+	b.res[0].Item = Item{ID: "t7", RowKey: rk2}
+	if _, err := mt.Submit(ctxt, b.indexOps(chunk{shard: c.ShardOf("t7"), items: []int{0}})); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(IndexingHold + time.Second)
+	if _, err := c.Add(ctxt, Item{ID: "t7", Due: due.Add(time.Minute)}, AddOptions{}); err != nil {
+		t.Errorf("schedule of an id whose AddMany index row is stale: %v", err)
+	}
+}
+
+// rowsOf counts the item rows of id in shard.
+func rowsOf(t *testing.T, mt table.Table, shard, id string) int {
+	t.Helper()
+	es, err := table.All(context.Background(), mt, table.Query{Partition: shard, To: IndexPrefix}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range es {
+		if _, suffix, err := ParseRowKey(e.RowKey); err == nil && suffix == id {
+			n++
+		}
+	}
+	return n
+}

@@ -184,8 +184,10 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 			if tried != nil && errors.Is(err, ErrNotFound) {
 				return readItem(*tried), true, nil
 			}
-			if orphan != nil && errors.Is(err, ErrNotFound) {
-				// Tidy a stale index row; a failure here changes nothing.
+			if orphan != nil && errors.Is(err, ErrNotFound) && !indexing(*orphan, c.opts.Clock.Now()) {
+				// Tidy a stale index row (not one whose row an AddMany
+				// under way is still to write); a failure here changes
+				// nothing.
 				_, _ = c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: orphan.PartitionKey, RowKey: orphan.RowKey, IfMatch: orphan.ETag}})
 			}
 			if told && !errors.Is(err, ErrNotFound) {

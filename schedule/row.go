@@ -23,6 +23,12 @@ const (
 	PropPayloadBlob = "PayloadBlob" // claim-check reference of a large payload
 	PropIndexed     = "Indexed"     // true when an id index row exists
 	PropItem        = "Item"        // index rows: the RowKey of the item row
+	// PropIndexing is on an id index row AddMany wrote before its item
+	// row: until then (IndexingHold after the write) the item row may
+	// still be on its way, so a missing item row does not make the index
+	// row stale — a schedule of the id is refused as a duplicate, not
+	// written beside the row still to come.
+	PropIndexing = "Indexing"
 	// PropShard is on a pointer: an id index row in the shard an id
 	// belongs to under the current shard count, naming the shard where
 	// the task was placed under an earlier count (and its index row is).
