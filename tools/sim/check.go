@@ -205,6 +205,9 @@ type bulkEv struct {
 	// ended is when the operation was seen finished (zero: not seen).
 	ended time.Time
 	ok    bool
+	// failed: the operation, seen finished, counted items it could not
+	// act on wholly (a cancel done in part among them).
+	failed bool
 }
 
 // reaches reports whether the operation may act on a task scheduled at
@@ -1366,6 +1369,24 @@ func (c *checker) cancelledBy(t *ti, by time.Time) (time.Time, bool) {
 	return at, !at.IsZero()
 }
 
+// bulkCancelInPart reports whether a bulk cancel that counted failures
+// (or was never seen to finish) may have reached t, a one-off task: one
+// of its failures may be a cancel of t done in part.
+func (c *checker) bulkCancelInPart(t *ti) bool {
+	if t.spec.Recurrence != "" {
+		return false
+	}
+	for _, b := range c.bulks {
+		if b.kind != "cancel-pending" || b.typ != "" && b.typ != t.spec.Type || !(b.failed || b.ended.IsZero()) {
+			continue
+		}
+		if _, ok := b.reaches(t.issued); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // bulkReach returns the earliest moment a bulk operation of kind whose
 // filter selects type typ may act on a task scheduled at issued (bulkEv's
 // reaches), if one may.
@@ -1795,13 +1816,14 @@ func (c *checker) bulkAnswered(i int, id string, ok bool) {
 	c.bulks[i].id, c.bulks[i].ok = id, ok
 }
 
-// bulkEnded records when the operation id was seen finished.
-func (c *checker) bulkEnded(id string, at time.Time) {
+// bulkEnded records when the operation id was seen finished, and whether
+// it counted failures.
+func (c *checker) bulkEnded(id string, at time.Time, failed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range c.bulks {
 		if c.bulks[i].id == id && c.bulks[i].ended.IsZero() {
-			c.bulks[i].ended = at
+			c.bulks[i].ended, c.bulks[i].failed = at, failed
 		}
 	}
 }
@@ -1968,6 +1990,13 @@ func (c *checker) finalTasks() {
 				// may still record it queued afterwards, which status
 				// then shows until the id is scheduled again (seed
 				// 34188).
+				continue
+			}
+			if state == "queued" && len(t.starts) == 0 && c.bulkCancelInPart(t) {
+				// The same, for a bulk cancel that reached it: a cancel
+				// done in part counts among the operation's failures
+				// (sim seed 50693: its row removed, its run's mark
+				// failing, an early message of it dropped).
 				continue
 			}
 			if state == "queued" && c.requeueLeftQueued(t, st) {

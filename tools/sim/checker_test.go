@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -457,6 +458,43 @@ func TestACancelDoneInPartMayLeaveTheRunQueued(t *testing.T) {
 		}
 		if len(got) != 1 || !strings.Contains(got[0], "t2 is queued") {
 			t.Errorf("violations %q; want t2's alone (its cancel's error was not done in part)", got)
+		}
+	})
+}
+
+// A bulk cancel reaches tasks scheduled while it walks; one whose cancel
+// was done in part (its row removed, its run's mark failing) counts among
+// the operation's failures and may be left queued, never run, as a cancel
+// done in part leaves it (sim seed 50693). Only a bulk that counted
+// failures (or was never seen to finish) and of the task's type excuses
+// it.
+func TestABulkCancelWithFailuresMayLeaveARunQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		queued := leasecron.Status{Run: &leasecron.Run{State: leasecron.RunQueued}}
+		clean := c.bulk(bulkEv{kind: "cancel-pending", typ: "limited", started: w.now()})
+		c.bulkAnswered(clean, "bulk-clean", true)
+		failing := c.bulk(bulkEv{kind: "cancel-pending", typ: "plain", started: w.now()})
+		c.bulkAnswered(failing, "bulk-failing", true)
+		time.Sleep(time.Second)
+		for _, tc := range []struct{ id, typ string }{{"t1", "plain"}, {"t2", "limited"}, {"t3", "slow"}} {
+			task := c.newTI(TaskSpec{ID: tc.id, Type: tc.typ}, nil, nil)
+			c.scheduled(task, w.now(), leasecron.Item{ID: tc.id, Due: w.now().Add(time.Minute)}, nil)
+			c.status[tc.id] = queued
+		}
+		time.Sleep(time.Minute)
+		c.bulkEnded("bulk-clean", w.now(), false)
+		c.bulkEnded("bulk-failing", w.now(), true)
+		c.mu.Lock()
+		c.finalTasks()
+		c.mu.Unlock()
+		var got []string
+		for _, v := range c.violations {
+			got = append(got, v.Detail)
+		}
+		slices.Sort(got)
+		if len(got) != 2 || !strings.Contains(got[0], "t2 is queued") || !strings.Contains(got[1], "t3 is queued") {
+			t.Errorf("violations %q; want t2's (its bulk counted no failure) and t3's (no bulk of its type)", got)
 		}
 	})
 }

@@ -274,7 +274,7 @@ func (w *World) watchBulk(cl *leasecron.Client, id string) {
 	ctx := w.rootCtx
 	for ctx.Err() == nil {
 		if b, err := cl.Bulk(ctx, id); err == nil && b.State != "running" {
-			w.chk.bulkEnded(id, w.now())
+			w.chk.bulkEnded(id, w.now(), b.Failed > 0)
 			return
 		}
 		select {
