@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -140,6 +141,14 @@ type batch struct {
 	// was to tell failing): the row may be there.
 	maybe    map[int]bool
 	blobs    map[int]bool // payload blob stored
+	// indexMaybe are the items whose id index row's write failed without
+	// saying whether it committed: undo takes back those that are this
+	// call's (token), which would otherwise hold the id for IndexingHold.
+	indexMaybe map[int]bool
+	// token names this call on its id index rows (PropIndexing), so that
+	// another call's row of the same id and due time is not taken for its
+	// own.
+	token string
 	ensured  bool
 	ensureMu ctxlock.Mutex
 }
@@ -177,6 +186,7 @@ func (b *batch) validate(items []Item, tp string) {
 		b.res[i] = AddResult{Item: p}
 	}
 	b.indexed, b.written, b.blobs, b.maybe = map[int]bool{}, map[int]bool{}, map[int]bool{}, map[int]bool{}
+	b.indexMaybe, b.token = map[int]bool{}, newToken()
 }
 
 // live returns the indexes of the items not refused so far.
@@ -364,7 +374,7 @@ const IndexingHold = 10 * time.Minute
 // indexOps inserts the id index rows of ch.
 func (b *batch) indexOps(ch chunk) []table.Op {
 	ops := make([]table.Op, len(ch.items))
-	until := b.c.opts.Clock.Now().Add(IndexingHold).UTC().Format(time.RFC3339Nano)
+	until := b.c.opts.Clock.Now().Add(IndexingHold).UTC().Format(time.RFC3339Nano) + " " + b.token
 	for k, i := range ch.items {
 		it := b.res[i].Item
 		ops[k] = table.Op{Kind: table.Insert, PartitionKey: ch.shard, RowKey: indexKey(it.ID), Props: map[string]any{PropItem: it.RowKey, PropID: it.ID, PropIndexing: until}}
@@ -373,11 +383,20 @@ func (b *batch) indexOps(ch chunk) []table.Op {
 }
 
 // indexing reports whether idx is an id index row whose item row AddMany
-// may still be writing (PropIndexing).
+// may still be writing (PropIndexing: "{until} {token}").
 func indexing(idx table.Entity, now time.Time) bool {
 	v, _, _ := idx.Props.StrictString(PropIndexing)
-	until, err := time.Parse(time.RFC3339Nano, v)
+	at, _, _ := strings.Cut(v, " ")
+	until, err := time.Parse(time.RFC3339Nano, at)
 	return err == nil && now.Before(until)
+}
+
+// indexedBy returns the token of the AddMany call that wrote idx ("" for
+// a row another way wrote).
+func indexedBy(idx table.Entity) string {
+	v, _, _ := idx.Props.StrictString(PropIndexing)
+	_, tok, _ := strings.Cut(v, " ")
+	return tok
 }
 
 // itemOps inserts the item rows of ch.
@@ -460,14 +479,17 @@ func (b *batch) writeRows(ctx context.Context, cs []chunk, ops func(chunk) []tab
 // may have failed (issue 38, seed 5527: a batch answered "not written"
 // for 14 items whose rows were there, and two of them ran).
 func (b *batch) mayBeWritten(idx []int, isItems bool, done map[int]bool) {
-	if !isItems {
-		return // an index row alone makes no task; undo deletes them all
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, i := range idx {
-		if !done[i] {
+		switch {
+		case done[i]:
+		case isItems:
 			b.maybe[i] = true
+		default:
+			// An index row alone makes no task, but holds the id
+			// (PropIndexing): undo takes it back if it is this call's.
+			b.indexMaybe[i] = true
 		}
 	}
 }
@@ -587,10 +609,11 @@ func (b *batch) resolveIndex(ctx context.Context, ch chunk) (chunk, error) {
 		case err == nil:
 			due, _, _ := ParseRowKey(oldRK)
 			b.fail(i, fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano)))
-		case errors.Is(err, storage.ErrNotFound) && oldRK != it.RowKey && indexing(idx, b.c.opts.Clock.Now()):
-			// Another AddMany under way is still to write its row (this
-			// call's own index row, committed although its answer was
-			// lost, names this item's row and is taken back below).
+		case errors.Is(err, storage.ErrNotFound) && indexedBy(idx) != b.token && indexing(idx, b.c.opts.Clock.Now()):
+			// Another AddMany under way is still to write its row, of
+			// whatever due time (this call's own index row, committed
+			// although its answer was lost, carries its token and is
+			// taken back below).
 			b.fail(i, fmt.Errorf("%w: task %s is being scheduled by another call (a ScheduleMany or schedule --file under way)", ErrAlreadyScheduled, it.ID))
 		case errors.Is(err, storage.ErrNotFound):
 			_, derr := b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: ch.shard, RowKey: stale.RowKey, IfMatch: stale.ETag}})
@@ -660,7 +683,7 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
 	b.mu.Lock()
-	var written, maybe, index, blobs []int
+	var written, maybe, index, indexMaybe, blobs []int
 	for i := range b.res {
 		if keep(i) {
 			continue
@@ -672,6 +695,8 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 		}
 		if b.indexed[i] {
 			index = append(index, i)
+		} else if b.indexMaybe[i] {
+			indexMaybe = append(indexMaybe, i)
 		}
 		if b.blobs[i] {
 			blobs = append(blobs, i)
@@ -701,8 +726,24 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 			b.c.opts.Logger.Warn("an id index row of a rolled-back batch is left behind", "task_id", b.res[i].Item.ID, "err", err)
 		}
 	})
+	for _, i := range indexMaybe {
+		b.undoIndexMaybe(ctx, i)
+	}
 	for _, i := range blobs {
 		b.c.deleteBlob(ctx, b.res[i].Item.PayloadBlob)
+	}
+}
+
+// undoIndexMaybe deletes item i's id index row if this call wrote it (its
+// token) after all: its write's answer was lost.
+func (b *batch) undoIndexMaybe(ctx context.Context, i int) {
+	it := b.res[i].Item
+	idx, err := b.c.t.Get(ctx, it.Shard, indexKey(it.ID))
+	if err != nil || indexedBy(idx) != b.token {
+		return
+	}
+	if _, err := b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: idx.RowKey, IfMatch: idx.ETag}}); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		b.c.opts.Logger.Warn("an id index row of a rolled-back batch is left behind; the id is refused as being scheduled until it lapses", "task_id", it.ID, "err", err)
 	}
 }
 

@@ -503,9 +503,13 @@ func TestAnIdBeingScheduledByAddManyIsNotTakenOver(t *testing.T) {
 	if _, err := c.Cancel(ctxt, "t6"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("cancel of an id whose AddMany is under way: %v, want ErrNotFound", err)
 	}
-	res, err := c.AddMany(ctxt, []Item{{ID: "t6", Due: due.Add(2 * time.Minute)}}, AddManyOptions{Partial: true})
-	if err == nil || !errors.Is(res[0].Err, ErrAlreadyScheduled) {
-		t.Errorf("another AddMany of the id: %+v, %v; want it refused as a duplicate", res, err)
+	for _, d := range []time.Duration{2 * time.Minute, 0} {
+		// Of another due time, or of the same one (the row key the index
+		// row names: the review's find, taken for this call's own).
+		res, err := c.AddMany(ctxt, []Item{{ID: "t6", Due: due.Add(d), Payload: "another"}}, AddManyOptions{Partial: true})
+		if err == nil || !errors.Is(res[0].Err, ErrAlreadyScheduled) {
+			t.Errorf("another AddMany of the id due %v later: %+v, %v; want it refused as a duplicate", d, res, err)
+		}
 	}
 	// AddMany's row lands: the one row of the id, found through its index.
 	if _, err := mt.Submit(ctxt, []table.Op{{Kind: table.Insert, PartitionKey: shard, RowKey: rk, Props: itemProps(Item{ID: "t6", Due: due}, true)}}); err != nil {
@@ -546,4 +550,50 @@ func rowsOf(t *testing.T, mt table.Table, shard, id string) int {
 		}
 	}
 	return n
+}
+
+// An AddMany whose index transaction committed but answered an error (a
+// lost answer) and which then gives up takes those index rows back, as it
+// does the ones it knows it wrote: left, each would hold its id as being
+// scheduled for IndexingHold (a review's find).
+func TestAddManyTakesBackIndexRowsWhoseAnswerWasLost(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	ft := &failAfterCommit{Table: mt}
+	c, err := newClient(ft, Options{Clock: clock.NewFake(t0), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := batchItems(5, "li")
+	if _, err := c.AddMany(ctx(t), items, AddManyOptions{}); !errors.Is(err, ErrNotWritten) || !ft.failed {
+		t.Fatalf("AddMany whose index transaction lost its answer: %v (failed %v); want not written", err, ft.failed)
+	}
+	for _, it := range items {
+		if _, err := mt.Get(ctx(t), c.ShardOf(it.ID), indexKey(it.ID)); !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("the index row of %s after the roll-back: %v, want it gone", it.ID, err)
+		}
+	}
+	if _, err := c.Add(ctx(t), items[0], AddOptions{}); err != nil {
+		t.Errorf("schedule of an id the rolled-back batch held: %v", err)
+	}
+}
+
+// failAfterCommit commits the first transaction of id index rows and
+// answers a connection error, as a transaction whose answer was lost
+// does, and fails every retry of it.
+type failAfterCommit struct {
+	table.Table
+	failed bool
+}
+
+func (f *failAfterCommit) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if len(ops) > 0 && ops[0].Kind == table.Insert && strings.HasPrefix(ops[0].RowKey, "id~") {
+		if !f.failed {
+			f.failed = true
+			if _, err := f.Table.Submit(ctx, ops); err != nil {
+				return nil, err
+			}
+		}
+		return nil, errors.New("connection reset by peer")
+	}
+	return f.Table.Submit(ctx, ops)
 }
