@@ -139,8 +139,8 @@ type batch struct {
 	// maybe are the items whose item row's write failed without saying
 	// whether it committed (a lost answer, a timeout, or the read that
 	// was to tell failing): the row may be there.
-	maybe    map[int]bool
-	blobs    map[int]bool // payload blob stored
+	maybe map[int]bool
+	blobs map[int]bool // payload blob stored
 	// indexMaybe are the items whose id index row's write failed without
 	// saying whether it committed: undo takes back those that are this
 	// call's (token), which would otherwise hold the id for IndexingHold.
@@ -148,7 +148,7 @@ type batch struct {
 	// token names this call on its id index rows (PropIndexing), so that
 	// another call's row of the same id and due time is not taken for its
 	// own.
-	token string
+	token    string
 	ensured  bool
 	ensureMu ctxlock.Mutex
 }
