@@ -245,7 +245,7 @@ func (c *Client) CheckRuns(ctx context.Context) (CheckResult, error) {
 func (w *Worker) markQueued(ctx context.Context, envs []queue.Envelope) []bool {
 	marks := make([]runs.Mark, len(envs))
 	for i, e := range envs {
-		marks[i] = runs.Mark{ID: e.ID, Meta: runs.Meta{Type: e.Type, Due: e.Due, Generation: e.Generation, Batch: e.Batch}}
+		marks[i] = runs.Mark{ID: e.ID, Meta: runs.Meta{Type: e.Type, Due: e.Due, Generation: e.Generation, Batch: e.Batch, Read: e.Enqueued}}
 	}
 	return w.runs.MarkQueued(ctx, marks)
 }

@@ -40,6 +40,12 @@ type RunMeta struct {
 	Batch string
 	// After lists the tasks it waited for (queue.Envelope.After).
 	After []string
+	// Read is when the traffic-cop pass that marks the run queued began
+	// (queue.Envelope.Enqueued; the mover's marks only, zero otherwise):
+	// a due time a cancel noted beside the record after then is the one
+	// this pass read before the cancel removed its row, not a new
+	// scheduling of that due time, and the mark is refused.
+	Read time.Time
 }
 
 // A run recorder's Claim refuses with one of these (wrapped or not) when the

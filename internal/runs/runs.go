@@ -455,6 +455,17 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 		// against the row instead. A run of it that has started is
 		// decided as usual.
 		return *cur, false, false
+	case cur != nil && cur.State == Cancelled && !m.Read.IsZero() && m.Read.Before(cur.Finished) &&
+		otherDue(cur, m) && cur.CancelledDue.has(stored(m.Due)):
+		// A scheduling a cancel reached beside the record (its row was
+		// removed, its due time noted cancelled), marked by a traffic-cop
+		// pass that began before the cancel: the pass read the row before
+		// the cancel removed it and sends it late. Its mark must not take
+		// the record over and forget the cancel (issue 38, sim seed
+		// 51055: the task started 13 s after the cancel returned). A pass
+		// begun after the cancel marks a new scheduling of that due time,
+		// which runs.
+		return *cur, false, false
 	case cur == nil || newer(cur, m) || withdrawnPlaceholder(cur, m):
 		next = successor(cur, id, Queued)
 		fillMeta(&next, m)

@@ -2147,3 +2147,52 @@ func TestMemLateConfirmationOfARowChangedBeforeItIsRefused(t *testing.T) {
 		t.Errorf("the record after the late confirmation: %s due %v, %v; want the run-now's, succeeded", r.State, r.Due, err)
 	}
 }
+
+// A cancel of a task rescheduled before its first run marks the record,
+// still of the old due time, cancelled and notes the row's due time among
+// the cancelled ones (CancelledDue). A traffic-cop pass that read the row
+// before the cancel removed it may send it late: its queued mark must not
+// take the record over and forget the cancel, or the claim runs the task
+// (issue 38, sim seed 51055: it started 13 s after the cancel returned).
+// The same holds beside a run of another due time still under way.
+func TestALateMarkOfADueTimeCancelledBesideIsRefused(t *testing.T) {
+	e := memEnv(t)
+	s := e.s
+	ctx := context.Background()
+	old, moved := t0.Add(time.Minute), t0.Add(2*time.Minute)
+	for _, tc := range []struct {
+		id      string
+		running bool // the record's own run is under way
+	}{{"resched", false}, {"beside", true}} {
+		if got := s.MarkQueued(ctx, []Mark{{tc.id, Meta{Type: "t", Due: old}}}); !got[0] {
+			t.Fatalf("%s: the first mark was refused", tc.id)
+		}
+		if tc.running {
+			if _, err := s.Claim(ctx, tc.id, "w1", 1, e.now().Add(time.Minute), Meta{Type: "t", Due: old}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The pending row, due later, is cancelled: its due time is
+		// noted beside the record.
+		if _, err := s.CancelPending(ctx, tc.id, Meta{Type: "t", Due: moved}); err != nil {
+			t.Fatalf("%s: cancel: %v", tc.id, err)
+		}
+		late := Meta{Type: "t", Due: moved, Read: e.now().Add(-time.Second)} // a pass begun before the cancel
+		if got := s.MarkQueued(ctx, []Mark{{tc.id, late}}); got[0] {
+			t.Errorf("%s: a late mark of the cancelled due time was taken", tc.id)
+		}
+		if _, err := s.Claim(ctx, tc.id, "w2", 1, e.now().Add(time.Minute), Meta{Type: "t", Due: moved}); !errors.Is(err, ErrCancelled) {
+			t.Errorf("%s: the claim of the cancelled due time: %v, want ErrCancelled", tc.id, err)
+		}
+	}
+	// A pass begun after the cancel marks a new scheduling of that due
+	// time: it runs.
+	e.advance(time.Second)
+	anew := Meta{Type: "t", Due: moved, Read: e.now()}
+	if got := s.MarkQueued(ctx, []Mark{{"resched", anew}}); !got[0] {
+		t.Error("the mark of a new scheduling of the cancelled due time, by a pass begun after the cancel, was refused")
+	}
+	if _, err := s.Claim(ctx, "resched", "w2", 1, e.now().Add(time.Minute), Meta{Type: "t", Due: moved}); err != nil {
+		t.Errorf("the claim of the new scheduling: %v", err)
+	}
+}
