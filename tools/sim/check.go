@@ -2082,6 +2082,18 @@ func startsTroubled(t *ti, troubled func(*runEv) bool) bool {
 
 func (c *checker) parentFailed(t *ti) bool {
 	for _, pt := range t.parents {
+		// The very scheduling the child waited for, cancelled — by a
+		// bulk cancel of its type too — before it ended, whatever
+		// scheduling of the id ended first since (seed 51068: a bulk
+		// cancel reached the parent as it ran, and a replace of another
+		// type took the id's record over and succeeded first).
+		by := c.w.now()
+		if e, _ := c.endedFor(pt, true, by); !e.IsZero() {
+			by = e
+		}
+		if _, ok := c.cancelledBy(pt, by); ok {
+			return true
+		}
 		p := c.firstEnded(pt)
 		if end, _ := c.endedFor(p, false, c.w.now()); end.IsZero() {
 			return true

@@ -498,3 +498,47 @@ func TestABulkCancelWithFailuresMayLeaveARunQueued(t *testing.T) {
 		}
 	})
 }
+
+// A bulk cancel of its type that reaches the parent a child waits for
+// while the parent runs cancels the child too (README: the tasks waiting
+// for a task hear of its cancel at once), even when a replace of the id
+// of another type then takes the record over and succeeds before the
+// cancelled run's handler ends (seed 51068). A bulk cancel that reached it
+// only after it ended excuses nothing.
+func TestABulkCancelledParentsChildIsCancelledWithIt(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		bulkAfter  time.Duration // from the parent's start
+		wantFailed bool
+	}{{"bulk while it ran", 10 * time.Second, true}, {"bulk after it ended", 3 * time.Minute, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				w1 := &proc{w: w, name: "w1"}
+				parent := c.newTI(TaskSpec{ID: "p", Type: "slow"}, nil, nil)
+				c.scheduled(parent, w.now(), leasecron.Item{ID: "p", Due: w.now().Add(20 * time.Second)}, nil)
+				child := c.newTI(TaskSpec{ID: "c", Type: "plain", After: []string{"p"}}, nil, nil)
+				c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
+				time.Sleep(20 * time.Second)
+				c.moved["p"] = append(c.moved["p"], movedRow{at: w.now(), due: parent.due})
+				run := &runEv{ti: parent, runID: "p", due: parent.due, attempt: 1, proc: w1, start: w.now()}
+				parent.starts = append(parent.starts, run)
+				started := w.now()
+				time.Sleep(5 * time.Second)
+				repl := c.newTI(TaskSpec{ID: "p", Type: "rated", Replace: true}, nil, nil)
+				c.scheduled(repl, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
+				repl.starts = append(repl.starts, &runEv{ti: repl, runID: "p", due: repl.due, attempt: 1, proc: w1, start: w.now(), end: w.now(), outcome: "ok"})
+				time.Sleep(time.Minute)
+				run.end, run.outcome = w.now(), "ok"
+				time.Sleep(3 * time.Minute)
+				at := started.Add(tc.bulkAfter)
+				c.bulk(bulkEv{id: "bulk-1", kind: "cancel-pending", typ: "slow", started: at, ended: at.Add(time.Second), ok: true})
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				if got := c.parentFailed(child); got != tc.wantFailed {
+					t.Errorf("parentFailed = %v, want %v", got, tc.wantFailed)
+				}
+			})
+		})
+	}
+}
