@@ -449,13 +449,7 @@ func TestACancelDoneInPartMayLeaveTheRunQueued(t *testing.T) {
 			c.cancelled(task, tc.id, w.now(), leasecron.CancelResult{}, leasecron.ErrNotFound, nil)
 			c.status[tc.id] = queued
 		}
-		c.mu.Lock()
-		c.finalTasks()
-		c.mu.Unlock()
-		var got []string
-		for _, v := range c.violations {
-			got = append(got, v.Detail)
-		}
+		got := finalTaskViolations(c)
 		if len(got) != 1 || !strings.Contains(got[0], "t2 is queued") {
 			t.Errorf("violations %q; want t2's alone (its cancel's error was not done in part)", got)
 		}
@@ -485,13 +479,7 @@ func TestABulkCancelWithFailuresMayLeaveARunQueued(t *testing.T) {
 		time.Sleep(time.Minute)
 		c.bulkEnded("bulk-clean", w.now(), false)
 		c.bulkEnded("bulk-failing", w.now(), true)
-		c.mu.Lock()
-		c.finalTasks()
-		c.mu.Unlock()
-		var got []string
-		for _, v := range c.violations {
-			got = append(got, v.Detail)
-		}
+		got := finalTaskViolations(c)
 		slices.Sort(got)
 		if len(got) != 2 || !strings.Contains(got[0], "t2 is queued") || !strings.Contains(got[1], "t3 is queued") {
 			t.Errorf("violations %q; want t2's (its bulk counted no failure) and t3's (no bulk of its type)", got)
@@ -541,4 +529,17 @@ func TestABulkCancelledParentsChildIsCancelledWithIt(t *testing.T) {
 			})
 		})
 	}
+}
+
+// finalTaskViolations runs the checker's end-of-run look at every task and
+// returns what it found.
+func finalTaskViolations(c *checker) []string {
+	c.mu.Lock()
+	c.finalTasks()
+	c.mu.Unlock()
+	var got []string
+	for _, v := range c.violations {
+		got = append(got, v.Detail)
+	}
+	return got
 }
