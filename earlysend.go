@@ -69,7 +69,7 @@ const rescueAfter = 1100 * time.Millisecond
 func (w *Worker) confirmEarly(ctx context.Context, envs []queue.Envelope) []bool {
 	marks := make([]runs.Mark, len(envs))
 	for i, e := range envs {
-		marks[i] = runs.Mark{ID: e.ID, Meta: runs.Meta{Type: e.Type, Due: e.Due, Generation: e.Generation, Token: e.Token, Batch: e.Batch}}
+		marks[i] = runs.Mark{ID: e.ID, Meta: runs.Meta{Type: e.Type, Due: e.Due, Generation: e.Generation, Token: e.Token, Batch: e.Batch, Read: e.Enqueued}}
 	}
 	return w.runs.Confirm(ctx, marks)
 }

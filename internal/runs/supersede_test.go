@@ -2181,6 +2181,13 @@ func TestALateMarkOfADueTimeCancelledBesideIsRefused(t *testing.T) {
 		if got := s.MarkQueued(ctx, []Mark{{tc.id, late}}); got[0] {
 			t.Errorf("%s: a late mark of the cancelled due time was taken", tc.id)
 		}
+		// Nor a late confirmation of it sent early (a review's find: the
+		// traffic cop's confirmations carried no Read).
+		confirm := late
+		confirm.Token = "tok-" + tc.id
+		if got := s.Confirm(ctx, []Mark{{tc.id, confirm}}); got[0] {
+			t.Errorf("%s: a late confirmation of the cancelled due time was taken", tc.id)
+		}
 		if _, err := s.Claim(ctx, tc.id, "w2", 1, e.now().Add(time.Minute), Meta{Type: "t", Due: moved}); !errors.Is(err, ErrCancelled) {
 			t.Errorf("%s: the claim of the cancelled due time: %v, want ErrCancelled", tc.id, err)
 		}

@@ -1380,11 +1380,17 @@ func (c *checker) bulkCancelInPart(t *ti) bool {
 		if b.kind != "cancel-pending" || b.typ != "" && b.typ != t.spec.Type || !(b.failed || b.ended.IsZero()) {
 			continue
 		}
-		if _, ok := b.reaches(t.issued); ok {
+		if _, ok := b.reaches(t.issued); ok && !c.retiredBefore(t, b.started) {
 			return true
 		}
 	}
 	return false
+}
+
+// retiredBefore reports whether the traffic cop removed t's row (of its
+// due time) before at: a bulk operation begun then could not list it.
+func (c *checker) retiredBefore(t *ti, at time.Time) bool {
+	return slices.ContainsFunc(c.moved[t.id], func(m movedRow) bool { return m.due.Equal(t.due) && m.at.Before(at) })
 }
 
 // bulkReach returns the earliest moment a bulk operation of kind whose
@@ -2091,8 +2097,8 @@ func (c *checker) parentFailed(t *ti) bool {
 		if e, _ := c.endedFor(pt, true, by); !e.IsZero() {
 			by = e
 		}
-		if _, ok := c.cancelledBy(pt, by); ok {
-			return true
+		if at, ok := c.bulkReach("cancel-pending", pt.spec.Type, pt.issued); ok && at.Before(by) && !c.retiredBefore(pt, at) {
+			return true // a bulk of its own type, while its row still stood
 		}
 		p := c.firstEnded(pt)
 		if end, _ := c.endedFor(p, false, c.w.now()); end.IsZero() {

@@ -476,13 +476,20 @@ func TestABulkCancelWithFailuresMayLeaveARunQueued(t *testing.T) {
 			c.scheduled(task, w.now(), leasecron.Item{ID: tc.id, Due: w.now().Add(time.Minute)}, nil)
 			c.status[tc.id] = queued
 		}
+		// t3's row is removed by the traffic cop; a bulk of its type that
+		// begins after that could not list it.
+		c.moved["t3"] = append(c.moved["t3"], movedRow{at: w.now(), due: w.now().Add(time.Minute)})
+		time.Sleep(time.Second)
+		late := c.bulk(bulkEv{kind: "cancel-pending", typ: "slow", started: w.now()})
+		c.bulkAnswered(late, "bulk-late", true)
 		time.Sleep(time.Minute)
 		c.bulkEnded("bulk-clean", w.now(), false)
 		c.bulkEnded("bulk-failing", w.now(), true)
+		c.bulkEnded("bulk-late", w.now(), true)
 		got := finalTaskViolations(c)
 		slices.Sort(got)
 		if len(got) != 2 || !strings.Contains(got[0], "t2 is queued") || !strings.Contains(got[1], "t3 is queued") {
-			t.Errorf("violations %q; want t2's (its bulk counted no failure) and t3's (no bulk of its type)", got)
+			t.Errorf("violations %q; want t2's (its bulk counted no failure) and t3's (the bulk of its type began after its row was removed)", got)
 		}
 	})
 }
@@ -491,14 +498,20 @@ func TestABulkCancelWithFailuresMayLeaveARunQueued(t *testing.T) {
 // while the parent runs cancels the child too (README: the tasks waiting
 // for a task hear of its cancel at once), even when a replace of the id
 // of another type then takes the record over and succeeds before the
-// cancelled run's handler ends (seed 51068). A bulk cancel that reached it
-// only after it ended excuses nothing.
+// cancelled run's handler ends (seed 51068: its row, sent early, still
+// stood). A bulk cancel begun after its row was removed, which could not
+// list it, or after it ended excuses nothing.
 func TestABulkCancelledParentsChildIsCancelledWithIt(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		bulkAfter  time.Duration // from the parent's start
+		retired    bool          // its row removed as it started
 		wantFailed bool
-	}{{"bulk while it ran", 10 * time.Second, true}, {"bulk after it ended", 3 * time.Minute, false}} {
+	}{
+		{"bulk while it ran, its row still there", 10 * time.Second, false, true},
+		{"bulk after its row was removed", 10 * time.Second, true, false},
+		{"bulk after it ended", 3 * time.Minute, false, false},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				w, c := newTestChecker()
@@ -508,7 +521,9 @@ func TestABulkCancelledParentsChildIsCancelledWithIt(t *testing.T) {
 				child := c.newTI(TaskSpec{ID: "c", Type: "plain", After: []string{"p"}}, nil, nil)
 				c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
 				time.Sleep(20 * time.Second)
-				c.moved["p"] = append(c.moved["p"], movedRow{at: w.now(), due: parent.due})
+				if tc.retired {
+					c.moved["p"] = append(c.moved["p"], movedRow{at: w.now(), due: parent.due})
+				}
 				run := &runEv{ti: parent, runID: "p", due: parent.due, attempt: 1, proc: w1, start: w.now()}
 				parent.starts = append(parent.starts, run)
 				started := w.now()
