@@ -543,8 +543,16 @@ func (c *checker) boardDuesLocked(k *boardKey) []boardDue {
 		// once its last start is older than its interval), so a longer
 		// interval put in by then moves the due time (sweep seed 31365:
 		// 15 s became 1m30s ten seconds after a claim).
+		// A replace answered within a cycle after the old due time comes
+		// before the walk that would have claimed the key, which then
+		// counts by the new interval (sweep seed 52181: 15 s became
+		// 1m30s 3 s after the key came due, with a 5 s cycle).
+		var walk time.Duration
+		if b := c.w.plan.Board; b != nil {
+			walk = b.Cycle
+		}
 		for range 3 {
-			next := c.intervalAt(k, r.claimed.Add(iv))
+			next := c.intervalAt(k, r.claimed.Add(iv).Add(walk))
 			if next <= iv {
 				break
 			}

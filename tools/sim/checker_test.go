@@ -413,14 +413,28 @@ func TestABoardKeyReplacedBeforeItCameDueTakesItsNewInterval(t *testing.T) {
 			},
 			runs: []*boardRun{run},
 		}
-		var got []time.Duration
-		for _, d := range c.boardDuesLocked(k) {
-			if d.after.Equal(run.claimed) {
-				got = append(got, d.at.Sub(t0))
-			}
-		}
+		got := duesAfterClaim(c, k, run, t0)
 		if len(got) != 1 || got[0] != tc.want {
 			t.Errorf("replaced with every %v at %v: due %v after the claim's start; want %v", tc.interval, tc.replaced, got, tc.want)
+		}
+	}
+	// With walks every 5 s, a replace 3 s after the old due time came
+	// before the walk that would have claimed the key: the new interval
+	// counts (sweep seed 52181); one 6 s after it came too late.
+	c.w.plan.Board = &BoardSpec{Cycle: 5 * time.Second}
+	for _, tc := range []struct {
+		replaced, want time.Duration
+	}{{43 * time.Second, 115 * time.Second}, {46 * time.Second, 40 * time.Second}} {
+		k := &boardKey{
+			ops: []*boardOpEv{
+				{kind: OpBoardAdd, key: "b1", interval: 15 * time.Second, issued: t0, answered: t0},
+				{kind: OpBoardAdd, key: "b1", interval: 90 * time.Second, replace: true, issued: t0.Add(tc.replaced), answered: t0.Add(tc.replaced)},
+			},
+			runs: []*boardRun{run},
+		}
+		got := duesAfterClaim(c, k, run, t0)
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("with a 5 s cycle, replaced with every 1m30s at %v: due %v after the claim's start; want %v", tc.replaced, got, tc.want)
 		}
 	}
 }
@@ -555,6 +569,17 @@ func finalTaskViolations(c *checker) []string {
 	var got []string
 	for _, v := range c.violations {
 		got = append(got, v.Detail)
+	}
+	return got
+}
+
+// duesAfterClaim returns when, after t0, key k comes due by run's claim.
+func duesAfterClaim(c *checker, k *boardKey, run *boardRun, t0 time.Time) []time.Duration {
+	var got []time.Duration
+	for _, d := range c.boardDuesLocked(k) {
+		if d.after.Equal(run.claimed) {
+			got = append(got, d.at.Sub(t0))
+		}
 	}
 	return got
 }
