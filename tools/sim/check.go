@@ -122,6 +122,10 @@ type ti struct {
 	// parent's end was applied after the id was scheduled anew).
 	again    []*ti
 	disabled []window
+	// disableTry: a disable of this series answered an error (it may
+	// have happened: seeds 52708, 52678, a write committed with its
+	// answer lost).
+	disableTry time.Time
 	requeued []time.Time // a requeue of its dead letter returned success
 	// requeueFailed: a requeue of its dead letter answered an error (it
 	// may have marked the run queued without sending it).
@@ -1742,6 +1746,9 @@ func (c *checker) disabled(id string, on bool, issued time.Time, err error) {
 	}
 	now := c.w.now()
 	n := len(t.disabled)
+	if on && err != nil && t.disableTry.IsZero() {
+		t.disableTry = issued
+	}
 	switch {
 	case on && err == nil && (n == 0 || !t.disabled[n-1].to.IsZero()):
 		t.disabled = append(t.disabled, window{issued: issued, from: now, partial: partial})
@@ -2462,7 +2469,7 @@ func (c *checker) finalSeries() {
 		// moved before it and not yet started (seed 1064: one held back
 		// by a pause, due 44 s before a disable two minutes from the end).
 		stop := end
-		for _, s := range []time.Time{t.cancelled, t.cancelTry, t.superseded} {
+		for _, s := range []time.Time{t.cancelled, t.cancelTry, t.superseded, t.disableTry} {
 			if !s.IsZero() && s.Before(stop) {
 				stop = s
 			}
@@ -2504,7 +2511,12 @@ func (c *checker) finalSeries() {
 			// is cancelled by it, however long before the stop it was due
 			// (seed 6197: a pause held an occurrence for three minutes,
 			// and a disable of its series then cancelled it).
-			behind := c.behindLocked(t.id, o) || c.pausedDuringLocked(t.spec.Type, o, stop) || c.cancelAckedLocked(t.id, o, stop)
+			// So is one its type's concurrency or rate limit held back
+			// until the stop (seed 52641: a limited series' occurrence put
+			// back for want of a slot for two minutes, then cancelled by
+			// a disable).
+			limitHeld := !stop.Equal(end) && (t.spec.Type == TypeLimited || t.spec.Type == TypeRated)
+			behind := limitHeld || c.behindLocked(t.id, o) || c.pausedDuringLocked(t.spec.Type, o, stop) || c.cancelAckedLocked(t.id, o, stop)
 			for _, r := range starts {
 				if r.due.Before(o) && !r.start.Before(o) {
 					behind = true

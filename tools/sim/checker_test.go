@@ -583,3 +583,42 @@ func duesAfterClaim(c *checker, k *boardKey, run *boardRun, t0 time.Time) []time
 	}
 	return got
 }
+
+// A series whose disable answered an error may have been disabled (its
+// write committed, its answer lost: seeds 52708, 52678), and one whose
+// type's limit held an occurrence back until a disable is cancelled by
+// it (seed 52641): the occurrences not run after such a stop are not
+// lost. Without either, an occurrence that never ran is.
+func TestOccurrencesAfterADisableThatMayHaveHappened(t *testing.T) {
+	for _, tc := range []struct {
+		name, typ  string
+		disableAt  time.Duration // 0: none
+		disableErr error
+		wantLost   bool
+	}{
+		{"disable answered an error", TypePlain, 3 * time.Minute, errors.New("connection reset by peer"), false},
+		{"limited, held until a disable", TypeLimited, 6 * time.Minute, nil, false},
+		{"plain, disabled long after", TypePlain, 6 * time.Minute, nil, true},
+		{"plain, no disable", TypePlain, 0, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				w.plan.Active = 10 * time.Minute
+				s := c.newTI(TaskSpec{ID: "s", Type: tc.typ, Recurrence: "@every 1m"}, nil, nil)
+				c.scheduled(s, w.now(), leasecron.Item{ID: "s", Due: w.now().Add(time.Minute), Recurrence: "@every 1m"}, nil)
+				if tc.disableAt > 0 {
+					time.Sleep(tc.disableAt)
+					c.disabled("s", true, w.now(), tc.disableErr)
+				}
+				time.Sleep(10*time.Minute - tc.disableAt)
+				c.mu.Lock()
+				c.finalSeries()
+				c.mu.Unlock()
+				if lost := len(c.violations) > 0; lost != tc.wantLost {
+					t.Errorf("occurrences taken for lost: %v, want %v (%v)", lost, tc.wantLost, c.violations)
+				}
+			})
+		})
+	}
+}
