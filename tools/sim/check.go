@@ -126,7 +126,7 @@ type ti struct {
 	// have happened: seeds 52708, 52678, a write committed with its
 	// answer lost).
 	disableTry time.Time
-	requeued []time.Time // a requeue of its dead letter returned success
+	requeued   []time.Time // a requeue of its dead letter returned success
 	// requeueFailed: a requeue of its dead letter answered an error (it
 	// may have marked the run queued without sending it).
 	requeueFailed bool
