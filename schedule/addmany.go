@@ -382,21 +382,29 @@ func (b *batch) indexOps(ch chunk) []table.Op {
 	return ops
 }
 
-// indexing reports whether idx is an id index row whose item row AddMany
-// may still be writing (PropIndexing: "{until} {token}").
-func indexing(idx table.Entity, now time.Time) bool {
+// indexMark reads the mark AddMany leaves on an id index row
+// (PropIndexing: "{until} {token}"): until when its item row may still
+// be on its way, and the token of the call (zero and "" for a row
+// written another way).
+func indexMark(idx table.Entity) (until time.Time, token string) {
 	v, _, _ := idx.Props.StrictString(PropIndexing)
-	at, _, _ := strings.Cut(v, " ")
-	until, err := time.Parse(time.RFC3339Nano, at)
-	return err == nil && now.Before(until)
+	at, token, _ := strings.Cut(v, " ")
+	until, _ = time.Parse(time.RFC3339Nano, at)
+	return until, token
 }
 
-// indexedBy returns the token of the AddMany call that wrote idx ("" for
-// a row another way wrote).
-func indexedBy(idx table.Entity) string {
-	v, _, _ := idx.Props.StrictString(PropIndexing)
-	_, tok, _ := strings.Cut(v, " ")
-	return tok
+// indexing reports whether idx is an id index row whose item row AddMany
+// may still be writing.
+func indexing(idx table.Entity, now time.Time) bool {
+	until, _ := indexMark(idx)
+	return now.Before(until)
+}
+
+// othersYoung reports whether idx is another AddMany call's id index row
+// whose item row may still be on its way.
+func (b *batch) othersYoung(idx table.Entity) bool {
+	until, tok := indexMark(idx)
+	return tok != b.token && b.c.opts.Clock.Now().Before(until)
 }
 
 // itemOps inserts the item rows of ch.
@@ -609,7 +617,7 @@ func (b *batch) resolveIndex(ctx context.Context, ch chunk) (chunk, error) {
 		case err == nil:
 			due, _, _ := ParseRowKey(oldRK)
 			b.fail(i, fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, due.Format(time.RFC3339Nano)))
-		case errors.Is(err, storage.ErrNotFound) && indexedBy(idx) != b.token && indexing(idx, b.c.opts.Clock.Now()):
+		case errors.Is(err, storage.ErrNotFound) && b.othersYoung(idx):
 			// Another AddMany under way is still to write its row, of
 			// whatever due time (this call's own index row, committed
 			// although its answer was lost, carries its token and is
@@ -739,7 +747,7 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 func (b *batch) undoIndexMaybe(ctx context.Context, i int) {
 	it := b.res[i].Item
 	idx, err := b.c.t.Get(ctx, it.Shard, indexKey(it.ID))
-	if err != nil || indexedBy(idx) != b.token {
+	if _, tok := indexMark(idx); err != nil || tok != b.token {
 		return
 	}
 	if _, err := b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: idx.RowKey, IfMatch: idx.ETag}}); err != nil && !errors.Is(err, storage.ErrNotFound) {

@@ -596,12 +596,12 @@ func (c *Client) refuseSentChange(ctx context.Context, id string, row table.Enti
 // (issue 38, seed 50023: a mover frozen after an early send; the task
 // died, and a reschedule of the unmarked row ran it all over again).
 func (c *Client) refuseStarted(ctx context.Context, id string, row table.Entity, verb string, unmarked bool) error {
-	tok := oneOffSent(row)
-	asked := tok != "" || beingSent(row) || unmarked && MayHaveRun(readItem(row), c.opts.Clock.Now())
+	tok, it := oneOffSent(row), readItem(row)
+	asked := tok != "" || beingSent(row) || unmarked && MayHaveRun(it, c.opts.Clock.Now())
 	if !asked || c.opts.SentStarted == nil {
 		return nil
 	}
-	started, err := c.opts.SentStarted(ctx, id, tok, readItem(row).Due)
+	started, err := c.opts.SentStarted(ctx, id, tok, it.Due)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s %s: cannot tell whether its message already ran: %w", verb, id, err)
