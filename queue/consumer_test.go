@@ -775,6 +775,9 @@ func alwaysFails(h *harness) *calls {
 type deathDown struct {
 	*runs.Memory
 	down atomic.Bool
+	// lostAnswer, when set, has every end commit and then answer an
+	// error, as a write whose response was lost.
+	lostAnswer atomic.Bool
 	// onDead, when set, is called as a death is to be recorded.
 	onDead func()
 }
@@ -782,6 +785,10 @@ type deathDown struct {
 func (o *deathDown) FinishOwn(ctx context.Context, id string, m leasecrontype.RunMeta, st leasecrontype.RunState, err error, tail string) (leasecrontype.Run, bool, error) {
 	if o.down.Load() {
 		return leasecrontype.Run{}, false, errors.New("runs: finish: connection reset by peer")
+	}
+	if o.lostAnswer.Load() {
+		o.Memory.FinishOwn(ctx, id, m, st, err, tail)
+		return leasecrontype.Run{}, false, errors.New("runs: finish: context deadline exceeded")
 	}
 	return o.Memory.FinishOwn(ctx, id, m, st, err, tail)
 }
@@ -797,6 +804,10 @@ func (o *deathDown) FinishClaimed(ctx context.Context, id string, st leasecronty
 	}
 	if o.down.Load() {
 		return leasecrontype.Run{}, false, errors.New("runs: finish: connection reset by peer")
+	}
+	if o.lostAnswer.Load() {
+		o.Memory.FinishClaimed(ctx, id, st, err, tail)
+		return leasecrontype.Run{}, false, errors.New("runs: finish: context deadline exceeded")
 	}
 	return o.Memory.FinishClaimed(ctx, id, st, err, tail)
 }
@@ -897,6 +908,70 @@ func TestDeathWaitsForItsRecord(t *testing.T) {
 	}
 	if got.n() != 1 {
 		t.Fatalf("handler ran %d times; want once", got.n())
+	}
+}
+
+// A success whose record the run records do not answer is not
+// acknowledged: gone, its message would leave the run running for good,
+// and its batch and dependents unaware (issue 38, seed 62952: the record
+// write of a handler that ended during shutdown was cut short). The
+// message reappears and the task runs again, as when a worker dies
+// between the handler's end and the record. A write that committed,
+// its answer lost, is told to the batch at once: once the id is
+// scheduled again, the reappearing message would not tell it.
+func TestSuccessWaitsForItsRecord(t *testing.T) {
+	for _, committed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("committed=%v", committed), func(t *testing.T) {
+			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: time.Minute}})
+			rs := &deathDown{Memory: runs.NewMemory(h.clk)}
+			h.c.o.Runs = rs
+			// As the worker's OnEnd does, the batch is told only an end
+			// the record holds.
+			var told atomic.Int32
+			h.c.o.OnEnd = func(ctx context.Context, env Envelope, _ leasecrontype.RunState) error {
+				if r, err := rs.Memory.Get(ctx, env.ID); err != nil || r.State != runs.Succeeded {
+					return fmt.Errorf("run says %s, not ended (%v)", r.State, err)
+				}
+				told.Add(1)
+				return nil
+			}
+			var ran atomic.Int32
+			h.c.Handle("t", func(context.Context, leasecrontype.Task) error {
+				if ran.Add(1) == 1 {
+					// The records stop answering as it ends.
+					rs.down.Store(!committed)
+					rs.lostAnswer.Store(committed)
+				}
+				return nil
+			})
+			h.enqueue(Envelope{ID: "s1", Type: "t", Due: h.clk.Now(), Batch: "b"})
+			h.start()
+			stop := advancing(h.clk, 100*time.Millisecond, nil)
+			h.expect(OutcomeLeft)
+			close(stop)
+			want := runs.Running
+			if committed {
+				want = runs.Succeeded
+			}
+			if n, tw := len(h.work.all()), int32(map[bool]int{false: 0, true: 1}[committed]); n != 1 || told.Load() != tw {
+				t.Fatalf("%d messages left, batch told %d times; want the message kept, and told %d times (what the record holds)", n, told.Load(), tw)
+			}
+			mustRun(t, rs.Memory, "s1", want)
+			rs.down.Store(false)
+			rs.lostAnswer.Store(false)
+			h.clk.Advance(2 * time.Minute)
+			if committed {
+				// The run is known to have succeeded: not run again.
+				h.expectPast(OutcomeDuplicate)
+			} else {
+				h.expectPast(OutcomeSucceeded)
+			}
+			mustRun(t, rs.Memory, "s1", runs.Succeeded)
+			wantRan := map[bool]int32{false: 2, true: 1}[committed]
+			if n := len(h.work.all()); n != 0 || ran.Load() != wantRan || told.Load() < 1 {
+				t.Fatalf("%d messages left, handler ran %d times, batch told %d times; want the message gone, %d runs, told", n, ran.Load(), told.Load(), wantRan)
+			}
+		})
 	}
 }
 
@@ -1092,11 +1167,13 @@ func TestClaimedElsewhereIsPutBack(t *testing.T) {
 	}
 }
 
-// A Runs outage that begins once the claim is recorded does not hold the
-// task up: its outcome is tried a few times and the message is deleted all
-// the same. (An outage that refuses the claim puts the message back:
-// TestRunsOutageDoesNotRunUnclaimed.)
-func TestRunsOutageAfterTheClaimDoesNotHoldTheTask(t *testing.T) {
+// A Runs outage that begins once the claim is recorded leaves the
+// message to reappear once its outcome has been tried a few times:
+// deleted, it would leave the run running for good (issue 38, seed
+// 62952). (An outage that refuses the claim puts the message back:
+// TestRunsOutageDoesNotRunUnclaimed; the run that follows the outage:
+// TestSuccessWaitsForItsRecord.)
+func TestRunsOutageAfterTheClaimLeavesTheMessage(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
 	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
@@ -1109,13 +1186,13 @@ func TestRunsOutageAfterTheClaimDoesNotHoldTheTask(t *testing.T) {
 	h.enqueue(Envelope{ID: "o1", Type: "t"})
 	h.start()
 	// The outcome's record is tried a few times over seconds (a short
-	// fault passes) before the message is deleted all the same.
+	// fault passes) before the message is left.
 	deadline := time.After(waitLimit)
 	for done := false; !done; {
 		select {
 		case ev := <-h.obs.events:
-			if ev.outcome != OutcomeSucceeded {
-				t.Fatalf("outcome %s, want %s", ev.outcome, OutcomeSucceeded)
+			if ev.outcome != OutcomeLeft {
+				t.Fatalf("outcome %s, want %s", ev.outcome, OutcomeLeft)
 			}
 			done = true
 		case <-time.After(5 * time.Millisecond):
@@ -1124,8 +1201,11 @@ func TestRunsOutageAfterTheClaimDoesNotHoldTheTask(t *testing.T) {
 			t.Fatal("no outcome")
 		}
 	}
-	if got.n() != 1 || len(h.work.all()) != 0 {
-		t.Fatalf("ran %d times, %d messages left", got.n(), len(h.work.all()))
+	if got.n() != 1 || len(h.work.all()) != 1 {
+		t.Fatalf("ran %d times, %d messages left; want one run and its message kept", got.n(), len(h.work.all()))
+	}
+	if st := h.c.Stats().ByType["t"]; st.Handled != 1 {
+		t.Fatalf("handled count = %d, want 1", st.Handled)
 	}
 }
 

@@ -96,8 +96,11 @@
 // after the move or another worker's claim. A claim that can never be made
 // for the message (the store rejects the request, or the id is one the
 // records cannot hold) runs the task anyway: at-least-once beats
-// exactly-once. Every other run-record write is bookkeeping whose failure
-// is logged and ignored. Handlers must be idempotent.
+// exactly-once. An end the run records do not answer through its retries
+// leaves the message to reappear (a success runs the task again; a death
+// sets the message aside later without running it): acknowledged, the run
+// would stay running for good. Every other run-record write is bookkeeping
+// whose failure is logged and ignored. Handlers must be idempotent.
 //
 // Output for the run record: a handler writes to leasecrontype.Output(ctx)
 // (the last 4 KiB are kept) and/or returns leasecrontype.WithOutput(err,

@@ -154,6 +154,23 @@ func (c *Consumer) succeed(hctx context.Context, d *delivery, tail string) {
 		c.ack(hctx, d)
 		c.settle(d, OutcomeDuplicate)
 		return
+	case claimUnanswered(ferr):
+		// The run records did not answer: the success may not be
+		// recorded, and acknowledged now the run would stay running for
+		// good with no message left to end it, its batch and dependents
+		// never hearing (issue 38, seed 62952: a record write cut short
+		// by shutdown). The message is left to reappear after its
+		// visibility timeout and runs the task again, as when a worker
+		// dies between its handler's end and the record. The write may
+		// have committed all the same: its batch and dependents are told
+		// now, which OnEnd refuses unless the record holds the end, as
+		// the reappearing message would not tell them once the id is
+		// scheduled again (the run is then another scheduling's).
+		d.log.Warn("task succeeded, but its run could not be recorded; the message reappears and runs it again", "err", ferr)
+		c.ended(hctx, d, leasecrontype.RunSucceeded)
+		c.stats.add(d.typ, func(x *leasecrontype.Counts) { x.Handled++ })
+		c.settle(d, OutcomeLeft)
+		return
 	case c.ended(hctx, d, leasecrontype.RunSucceeded):
 		if c.ack(hctx, d) {
 			c.deletePayload(hctx, d)
