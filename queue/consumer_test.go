@@ -975,6 +975,46 @@ func TestSuccessWaitsForItsRecord(t *testing.T) {
 	}
 }
 
+// The seed's own path: a handler that returns success after the shutdown
+// grace cancelled the handlers gets one try at its record (the retries
+// stop with the handlers' context); when that try is not answered, the
+// message is left to reappear rather than deleted with the run left
+// running (issue 38, seed 62952).
+func TestSuccessAfterTheGraceWhoseRecordFailsLeavesTheMessage(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: time.Minute, ShutdownGrace: 30 * time.Second}})
+	rs := &deathDown{Memory: runs.NewMemory(h.clk)}
+	h.c.o.Runs = rs
+	release := make(chan struct{})
+	h.c.Handle("t", func(ctx context.Context, _ leasecrontype.Task) error {
+		<-ctx.Done() // cancelled by the grace's end
+		<-release    // and, ignoring it, still finishing its work
+		rs.down.Store(true)
+		return nil
+	})
+	h.enqueue(Envelope{ID: "g1", Type: "t", Due: h.clk.Now()})
+	h.start()
+	h.waitStarted()
+	h.running = false // stopped here, not by the cleanup
+	h.cancel()
+	h.waitGrace()
+	h.clk.Advance(30 * time.Second) // the grace ends: handlers cancelled
+	h.waitGrace()                   // Run waits for them again
+	close(release)
+	h.expect(OutcomeLeft)
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Run did not return")
+	}
+	if n := len(h.work.all()); n != 1 {
+		t.Fatalf("%d messages left; want the message kept for the run to be ended", n)
+	}
+	mustRun(t, rs.Memory, "g1", runs.Running)
+}
+
 // Deferrals and retries record the dequeue count, so they never trip the guard.
 func TestCrashGuardIgnoresRecordedDeliveries(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 2, CrashMargin: 1}})
