@@ -36,8 +36,10 @@
 // transaction deletes it, conditionally on it existing, adds the running
 // row and merges the claim into the run and time rows — one request, and
 // a second claim, a cancel or a finish that got there first makes it fail.
-// A retry takes the failed row the previous attempt left; a run without a
-// record is claimed by inserting its rows, which fails if a record exists.
+// A retry reads the run row first (its attempt is the record's count,
+// which a second message of the run does not know) and writes on its
+// ETag; a run without a record is claimed by inserting its rows, which
+// fails if a record exists.
 // A finish takes the worker's own running row the same way. Anything
 // unexpected falls back to reading the run row and writing conditionally
 // on its ETag. So the happy path of a task costs the mover's share of a
