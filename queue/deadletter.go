@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/notfound"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -247,6 +248,10 @@ func (dl *DeadLetters) requeueFrom(ctx context.Context, d DeadLetter, op string,
 		default:
 			env.Marked = true
 		}
+	}
+	if mutate.On(mutate.RequeueNoSend) && op == "" {
+		*sent = true
+		return dl.c.poison.Delete(ctx, d.Poison)
 	}
 	if err := dl.c.Enqueue(ctx, env, 0); err != nil {
 		return err

@@ -85,6 +85,9 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	if env.MaxAttempts > 0 {
 		d.maxA = env.MaxAttempts
 	}
+	if mutate.On(mutate.DieEarly) {
+		d.maxA = 1
+	}
 	// Its run ended, and only its batch or dependents have yet to hear.
 	if env.Ended != "" {
 		c.tellAgain(hctx, d)

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
@@ -264,7 +265,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 				err = storage.ErrNotFound
 			}
 			switch {
-			case errors.Is(err, storage.ErrNotFound) && indexing(idx, c.opts.Clock.Now()):
+			case errors.Is(err, storage.ErrNotFound) && (indexing(idx, c.opts.Clock.Now()) || mutate.On(mutate.RefuseStale)):
 				// Not stale: an AddMany under way is still to write its row.
 				return shard, "", "", fmt.Errorf("%w: task %s is being scheduled by another call (a ScheduleMany or schedule --file under way has written its id and not yet its row); try again once it has returned", ErrAlreadyScheduled, it.ID)
 			case errors.Is(err, storage.ErrNotFound): // a stale index row: take it over

@@ -410,6 +410,9 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 			{Kind: table.Insert, PartitionKey: moved.PartitionKey, RowKey: newRK, Props: props},
 			{Kind: table.Delete, PartitionKey: f.row.PartitionKey, RowKey: f.row.RowKey, IfMatch: f.row.ETag},
 		}
+		if mutate.On(mutate.KeepOldRow) {
+			ops = ops[:1]
+		}
 		if f.index != nil {
 			ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, Props: map[string]any{PropItem: newRK}, IfMatch: f.index.ETag})
 		}

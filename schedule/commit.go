@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
@@ -38,7 +39,7 @@ func (p *plan) ops(shard string, withNext, withIndex bool) []table.Op {
 	if p.indexed && withIndex && p.keyOK {
 		if recurring {
 			ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: shard, RowKey: indexKey(p.id), Props: map[string]any{PropItem: p.nextRK}})
-		} else {
+		} else if !mutate.On(mutate.RefuseStale) {
 			ops = append(ops, table.Op{Kind: table.Delete, PartitionKey: shard, RowKey: indexKey(p.id)})
 		}
 	}

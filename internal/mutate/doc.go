@@ -66,9 +66,22 @@ const (
 	// BoardStall: a blackboard key stops being claimed after its third
 	// run.
 	BoardStall = "board-stall"
+	// DieEarly: a task dies at its first failed attempt, whatever its
+	// max attempts.
+	DieEarly = "die-early"
+	// RequeueNoSend: a requeue of a dead letter by id answers success and
+	// removes the dead letter without sending the task.
+	RequeueNoSend = "requeue-no-send"
+	// RefuseStale: the mover leaves a moved one-off task's id index row,
+	// and a schedule refuses an id whose index row names no row, as if it
+	// were pending.
+	RefuseStale = "refuse-stale"
+	// KeepOldRow: a reschedule or run-now writes the task's new row and
+	// leaves the old one, so its old version runs too.
+	KeepOldRow = "keep-old-row"
 )
 
 // All lists every defect.
 var All = []string{DropMessage, RerunSucceeded, NoFence, CancelNoop, UniqueEarly, AfterFirstParent, CallbackEarly, NoRate, NoLimit,
 	IgnorePause, IgnoreDisable, BulkRewalk, EarlyStart, NoPointers, SkipOccurrence, TwoAtOnce, WrongOutcome, NoRelease,
-	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall}
+	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall, DieEarly, RequeueNoSend, RefuseStale, KeepOldRow}

@@ -269,9 +269,12 @@ type checker struct {
 	bulks     []bulkEv
 	status    map[string]leasecron.Status // the latest status of each id, at the end
 	// deadLeft are the run ids with a dead letter in the poison queue at
-	// the end.
+	// the end, and the reason each was set aside for.
 	deadLeft map[string]bool
-	moved    map[string][]movedRow // the schedule rows of an id a mover removed
+	// deadWhy are the reasons of those dead letters (the last listed of a
+	// run's).
+	deadWhy map[string]string
+	moved   map[string][]movedRow // the schedule rows of an id a mover removed
 
 	board boardState
 
@@ -1087,7 +1090,7 @@ func (t *ti) maxAttempts() int {
 	if t.spec.MaxAttempts > 0 {
 		return t.spec.MaxAttempts
 	}
-	return 3 // the simulated workers' retry.max_attempts
+	return WorkerMaxAttempts
 }
 
 // started records an attempt beginning; the handler calls it first thing.
@@ -1153,6 +1156,20 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 	for _, o := range t.starts {
 		if o.runID == ev.runID && o.proc != ev.proc && o.outcome == "" && !c.troubled(o.proc, o.start, now) {
 			c.violate(InvNoTwoAtOnce, "%s started on %s while %s still ran it (since %s)", ev.runID, ev.proc.id, o.proc.id, c.at(o.start))
+		}
+	}
+	// The version a reschedule or run-now moved away from, started after
+	// the change answered (README: the task runs once, at its new time),
+	// but where the change raced the version's move or the schedule's own
+	// write landed again after it.
+	if t.spec.Recurrence == "" && !c.racedMoveLocked(t, ev.due) && !c.lateWriteLocked(t, ev.due) {
+		for _, r := range t.retimes {
+			begun := slices.ContainsFunc(t.starts, func(o *runEv) bool { return sameDue(o.due, ev.due) && o.start.Before(r.issued) })
+			if r.ok && !r.from.IsZero() && sameDue(r.from, ev.due) && !sameDue(r.from, t.due) && now.After(r.returned) && !begun {
+				c.violate(InvCancelled, "%s started on %s at its old due time %s, which a change answered at %s had moved",
+					ev.runID, ev.proc.id, ev.due.Format(time.RFC3339Nano), c.at(r.returned))
+				break
+			}
 		}
 	}
 	// Run again after it succeeded?
@@ -1577,7 +1594,7 @@ func (c *checker) retimed(id string, issued time.Time, it leasecron.Item, err er
 	}
 	// An error may hide a change that was made: it counts as a retime all
 	// the same.
-	t.retimes = append(t.retimes, retime{issued: issued, returned: c.w.now(), from: t.due})
+	t.retimes = append(t.retimes, retime{issued: issued, returned: c.w.now(), from: t.due, ok: err == nil})
 	if err == nil {
 		t.due = it.Due
 	}
@@ -1591,6 +1608,7 @@ func sameDue(a, b time.Time) bool { return a.Sub(b).Abs() < time.Millisecond }
 // answered, and the due time it moved the task from.
 type retime struct {
 	issued, returned, from time.Time
+	ok                     bool // answered success
 }
 
 // racedMoveLocked reports whether t's version due at due may have been
@@ -1938,6 +1956,9 @@ func (c *checker) final() []Violation {
 	c.finalLimits()
 	c.finalBatches()
 	c.finalBulk()
+	c.retryBudget()
+	c.requeuesBringBack()
+	c.refusedRightly()
 	c.finalSeries()
 	c.checkFences()
 	c.finalBoard()
@@ -1983,6 +2004,13 @@ func (c *checker) finalTasks() {
 			if t.spec.Behaviour.Fail == 0 && !c.anyTroubled(t) && !t.ambiguous {
 				c.violate(InvAtLeastOnce, "%s ended dead though its handler never fails and no attempt of it was cut short (%s)", id, t.spec)
 			}
+			// README (retries): a task dies once its attempts are used;
+			// one whose handler fails only its first Fail attempts, with
+			// more allowed, succeeds at the next.
+			if c.diedEarly(t) {
+				c.violate(InvAtLeastOnce, "%s ended dead though only its first %d attempts fail and it has %d (%d failed attempts seen; dead letter: %q) (%s)",
+					id, t.spec.Behaviour.Fail, t.maxAttempts(), t.fails(), c.deadWhy[t.id], t.spec)
+			}
 		case "cancelled":
 			if t.cancelled.IsZero() && t.cancelTry.IsZero() && !c.parentFailed(t) && !c.bulkCancelled(t) && !t.ambiguous {
 				c.violate(InvAtLeastOnce, "%s was cancelled though nobody cancelled it and its parents did not fail (%s)", id, t.spec)
@@ -2026,6 +2054,141 @@ func (c *checker) finalTasks() {
 	}
 }
 
+// diedEarly reports whether t, dead, died before its attempts were used:
+// its handler fails only its first attempts, with more allowed, fewer
+// failed attempts were seen than it is allowed, and what could count
+// more did not happen — the crash guard, which counts deliveries that
+// recorded no outcome (its dead letter says so; without one, any attempt
+// cut short or struck by a fault may have been), or an attempt cut
+// short (its end, or a kill or freeze of the worker that ran it).
+func (c *checker) diedEarly(t *ti) bool {
+	f := t.spec.Behaviour.Fail
+	if f <= 0 || f >= t.maxAttempts() || t.fails() >= t.maxAttempts() || t.ambiguous {
+		return false
+	}
+	why, left := c.deadWhy[t.id]
+	switch {
+	case !left:
+		return !c.anyTroubled(t)
+	case strings.Contains(why, "without an outcome being recorded"):
+		return false
+	}
+	return !slices.ContainsFunc(t.starts, func(r *runEv) bool {
+		return r.outcome != "ok" && r.outcome != "fail" && r.outcome != "snooze" || c.downAround(r.proc, r.start, r.end.Add(time.Minute))
+	})
+}
+
+// fails counts t's attempts that failed.
+func (t *ti) fails() int {
+	n := 0
+	for _, r := range t.starts {
+		if r.outcome == "fail" {
+			n++
+		}
+	}
+	return n
+}
+
+// retryBudget: no scheduling of a one-off task fails more attempts than
+// it is allowed before it dies (README, retries), but for attempts cut
+// short or struck by faults, which may be counted again, and dead
+// letters requeued, which start over.
+func (c *checker) retryBudget() {
+	for _, t := range c.tis {
+		if t.spec.Recurrence != "" || t.ambiguous || c.anyTroubled(t) || c.requeuedAny(t) {
+			continue
+		}
+		if fails, n := t.fails(), t.maxAttempts(); fails > n {
+			c.violate(InvAtLeastOnce, "%s (scheduling %d) failed %d attempts, more than the %d it is allowed (%s)", t.id, t.inc, fails, n, t.spec)
+		}
+	}
+}
+
+// requeuesBringBack: a requeue of a dead letter that answered success
+// brought its task back (README, dead letters): an attempt of it starts
+// afterwards, unless a cancel of it (one that may have happened, a bulk
+// cancel of its type among them) or a later scheduling of its id, which
+// takes its record over, came after the requeue.
+func (c *checker) requeuesBringBack() {
+	for _, t := range c.tis {
+		for _, q := range t.requeued {
+			if slices.ContainsFunc(t.starts, func(r *runEv) bool { return r.start.After(q) }) {
+				continue
+			}
+			if t.cancelled.After(q) || t.cancelTry.After(q) || t.cancelling.After(q) {
+				continue
+			}
+			if _, ok := c.bulkReach("cancel-pending", t.spec.Type, q); ok {
+				continue
+			}
+			if slices.ContainsFunc(c.byID[t.id], func(o *ti) bool { return o != t && o.issued.After(q.Add(-time.Minute)) }) {
+				continue
+			}
+			c.violate(InvAccepted, "%s (scheduling %d) was requeued at %s with success, and no attempt of it started afterwards (%s)", t.id, t.inc, c.at(q), t.spec)
+		}
+	}
+}
+
+// refusedRightly: a schedule is refused as already scheduled only while
+// its id is pending (README: "a second schedule of the same id is
+// refused while the first is pending"): a row of the id stood at some
+// moment of the call, or another scheduling of the id was under way
+// beside it (a file's index rows hold their ids while its rows are
+// written), or one that may have left its index rows behind (a file that
+// answered an error, whose hold lasts schedule.IndexingHold).
+func (c *checker) refusedRightly() {
+	for _, t := range c.tis {
+		if !errors.Is(t.refusal, schedule.ErrAlreadyScheduled) || t.spec.Replace {
+			continue
+		}
+		id := cmp.Or(t.id, t.spec.ID)
+		if c.rowStoodLocked(id, t.issued, t.returned) {
+			continue
+		}
+		if slices.ContainsFunc(c.byID[id], func(o *ti) bool {
+			if o == t || o.issued.After(t.returned) {
+				return false
+			}
+			under := o.returned.IsZero() || o.returned.After(t.issued)
+			held := o.ambiguous && o.op != nil && o.op.Kind == OpMany && o.issued.Add(schedule.IndexingHold).After(t.issued)
+			return under || held
+		}) {
+			continue
+		}
+		c.violate(InvAccepted, "a schedule of %s issued at %s was refused as already scheduled, but no row of the id stood during the call and no other scheduling of it was under way (%s)", id, c.at(t.issued), t.spec)
+	}
+}
+
+// rowStoodLocked reports whether a schedule row of id stood at some
+// moment of [from, to], as the commits of its rows show.
+func (c *checker) rowStoodLocked(id string, from, to time.Time) bool {
+	standing := map[int64]bool{} // by due, as of the commits so far
+	for _, w := range c.rowWrites[id] {
+		if w.at.After(to) {
+			break
+		}
+		if !w.at.Before(from) && len(standing) > 0 {
+			return true // standing as the call went on
+		}
+		if w.removed {
+			delete(standing, w.due.UnixNano())
+		} else {
+			standing[w.due.UnixNano()] = true
+			if !w.at.Before(from) {
+				return true
+			}
+		}
+	}
+	return len(standing) > 0
+}
+
+// requeuedAny reports whether t's dead letter may have been requeued: by
+// id (answered or not) or by a bulk requeue of its type.
+func (c *checker) requeuedAny(t *ti) bool {
+	return len(t.requeued) > 0 || t.requeueFailed || len(t.requeueMaybe) > 0 ||
+		slices.ContainsFunc(c.bulks, func(b bulkEv) bool { return b.kind == "requeue-dead" && (b.typ == "" || b.typ == t.spec.Type) })
+}
+
 // requeueLeftQueued reports whether st, queued, is what a requeue of t's
 // dead letter that failed after marking the run leaves: no attempt since
 // the mark, the dead letter still in the poison queue, and a requeue that
@@ -2044,12 +2207,13 @@ func (c *checker) deadLettersLeft(ctx context.Context, cl *leasecron.Client) {
 	dls, err := cl.DeadLetters().List(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.deadLeft = map[string]bool{}
+	c.deadLeft, c.deadWhy = map[string]bool{}, map[string]string{}
 	if err != nil {
 		return
 	}
 	for _, d := range dls {
 		c.deadLeft[d.RunID] = true
+		c.deadWhy[d.RunID] = d.Reason
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/memstore"
+	"github.com/leasecron/leasecron/schedule"
 )
 
 // newTestChecker returns a checker over a world with no fleet, starting
@@ -621,4 +622,165 @@ func TestOccurrencesAfterADisableThatMayHaveHappened(t *testing.T) {
 			})
 		})
 	}
+}
+
+// violationsOf runs the final check f and returns the details of what it
+// found.
+func violationsOf(c *checker, f func()) []string {
+	c.mu.Lock()
+	c.violations = nil
+	f()
+	c.mu.Unlock()
+	var got []string
+	for _, v := range c.violations {
+		got = append(got, v.Detail)
+	}
+	return got
+}
+
+// addAttempt adds attempt n of t, on worker w1, that ended at once with
+// outcome.
+func addAttempt(w *World, t *ti, n int, at time.Time, outcome string) {
+	t.starts = append(t.starts, &runEv{ti: t, runID: t.id, due: t.due, attempt: n, proc: &proc{w: w, name: "w1"}, start: at, end: at, outcome: outcome})
+}
+
+// A task whose handler fails only its first attempts, with more allowed,
+// does not die; and no task fails more attempts than it is allowed
+// (README, retries). Attempts cut short excuse either.
+func TestTheRetryBudgetIsKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		dead := leasecron.Status{Run: &leasecron.Run{State: leasecron.RunDead}}
+		task := func(id string, fail, max int, outcomes ...string) *ti {
+			x := c.newTI(TaskSpec{ID: id, Type: "plain", MaxAttempts: max, Behaviour: Behaviour{Fail: fail}}, nil, nil)
+			c.scheduled(x, w.now(), leasecron.Item{ID: id, Due: w.now()}, nil)
+			for i, o := range outcomes {
+				addAttempt(w, x, i+1, w.now(), o)
+			}
+			return x
+		}
+		task("early", 1, 3, "fail")           // died after one of three
+		task("counted", 1, 3, "fail")         // the same, its dead letter says why
+		task("guarded", 1, 3, "fail")         // the crash guard set it aside
+		task("used", 1, 1, "fail")            // died after its only attempt
+		task("cut", 1, 3, "killed", "fail")   // an attempt cut short
+		task("always", -1, 2, "fail", "fail") // fails every attempt
+		c.deadLeft, c.deadWhy = map[string]bool{"counted": true, "guarded": true}, map[string]string{
+			"counted": "failed 2 of 3 attempts; last error: sim: attempt 1 fails as planned",
+			"guarded": "delivered 4 times without an outcome being recorded (a worker may be crashing on it); 1 failed attempts recorded",
+		}
+		for _, id := range []string{"early", "counted", "guarded", "used", "cut", "always"} {
+			c.status[id] = dead
+		}
+		got := finalTaskViolations(c)
+		slices.Sort(got)
+		if len(got) != 2 || !strings.Contains(got[0], "counted ended dead though only its first 1 attempts fail and it has 3") ||
+			!strings.Contains(got[1], "early ended dead though only its first 1 attempts fail and it has 3") {
+			t.Errorf("final violations %q; want counted's and early's alone", got)
+		}
+		task("over", -1, 2, "fail", "fail", "fail")
+		requeued := task("again", -1, 2, "fail", "fail", "fail")
+		requeued.requeued = append(requeued.requeued, w.now())
+		got = violationsOf(c, c.retryBudget)
+		if len(got) != 1 || !strings.Contains(got[0], "over (scheduling") || !strings.Contains(got[0], "failed 3 attempts, more than the 2") {
+			t.Errorf("retry budget violations %q; want over's alone", got)
+		}
+	})
+}
+
+// A requeue of a dead letter that answered success brings its task back:
+// an attempt starts after it, unless it was cancelled or its id
+// scheduled again afterwards.
+func TestARequeueBringsItsTaskBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		for _, id := range []string{"back", "lost", "cancelled", "again"} {
+			x := c.newTI(TaskSpec{ID: id, Type: "plain", Behaviour: Behaviour{Fail: -1}}, nil, nil)
+			c.scheduled(x, w.now(), leasecron.Item{ID: id, Due: w.now()}, nil)
+			addAttempt(w, x, 1, w.now(), "fail")
+		}
+		time.Sleep(time.Minute)
+		for _, id := range []string{"back", "lost", "cancelled", "again"} {
+			c.requeued(id, nil)
+		}
+		time.Sleep(time.Second)
+		addAttempt(w, c.latestLocked("back"), 1, w.now(), "fail")
+		c.cancelled(c.latestLocked("cancelled"), "cancelled", w.now(), leasecron.CancelResult{Removed: true}, nil, nil)
+		again := c.newTI(TaskSpec{ID: "again", Type: "plain"}, nil, nil)
+		c.scheduled(again, w.now(), leasecron.Item{ID: "again", Due: w.now()}, nil)
+		got := violationsOf(c, c.requeuesBringBack)
+		if len(got) != 1 || !strings.Contains(got[0], "lost (scheduling") {
+			t.Errorf("violations %q; want lost's alone", got)
+		}
+	})
+}
+
+// A schedule is refused as already scheduled only while its id is
+// pending: a row of the id stood during the call, or another scheduling
+// of it was under way.
+func TestARefusalAsAlreadyScheduledNeedsAPendingId(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		refused := func(id string) *ti {
+			x := c.newTI(TaskSpec{ID: id, Type: "plain"}, nil, nil)
+			issued := w.now()
+			time.Sleep(100 * time.Millisecond)
+			c.scheduled(x, issued, leasecron.Item{}, fmt.Errorf("schedule %s: %w", id, schedule.ErrAlreadyScheduled))
+			return x
+		}
+		due := w.now().Add(time.Hour)
+		row := func(id string, removed bool) {
+			c.rowWrites[id] = append(c.rowWrites[id], rowWrite{at: w.now(), due: due, removed: removed})
+		}
+		// pending: its row stands; gone: its row was removed before the
+		// call; racing: another scheduling of it answers during the call.
+		row("pending", false)
+		row("gone", false)
+		time.Sleep(time.Second)
+		row("gone", true)
+		time.Sleep(time.Second)
+		other := c.newTI(TaskSpec{ID: "racing", Type: "plain"}, nil, nil)
+		issued := w.now()
+		refused("pending")
+		refused("gone")
+		refused("racing")
+		c.scheduled(other, issued, leasecron.Item{ID: "racing", Due: w.now()}, nil)
+		got := violationsOf(c, c.refusedRightly)
+		if len(got) != 1 || !strings.Contains(got[0], "a schedule of gone issued") {
+			t.Errorf("violations %q; want gone's alone", got)
+		}
+	})
+}
+
+// The version of a one-off task that a reschedule moved away from does
+// not start once the reschedule answered, unless it was due by then (the
+// change raced its move).
+func TestTheOldVersionOfARescheduledTaskDoesNotStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		for _, tc := range []struct {
+			id        string
+			oldDue    time.Duration
+			violation bool
+		}{
+			{"far", 10 * time.Minute, true},
+			{"due", 0, false},
+		} {
+			c.violations = nil
+			x := c.newTI(TaskSpec{ID: tc.id, Type: "plain"}, nil, nil)
+			old := w.now().Add(tc.oldDue)
+			c.scheduled(x, w.now(), leasecron.Item{ID: tc.id, Due: old}, nil)
+			issued := w.now()
+			time.Sleep(time.Second)
+			c.retimed(tc.id, issued, leasecron.Item{ID: tc.id, Due: w.now().Add(time.Hour)}, nil)
+			time.Sleep(time.Until(old) + time.Second)
+			c.mu.Lock()
+			ev := &runEv{ti: x, runID: tc.id, due: old, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()}
+			c.checkStartLocked(x, ev)
+			c.mu.Unlock()
+			if got := len(c.violations) > 0; got != tc.violation {
+				t.Errorf("%s: violations %v; want one: %v", tc.id, c.violations, tc.violation)
+			}
+		}
+	})
 }

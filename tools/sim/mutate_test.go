@@ -36,6 +36,19 @@ var catches = map[string]string{
 	mutate.BoardEarly:       InvBoardInterval,
 	mutate.BoardRemoveNoop:  InvBoardRemoved,
 	mutate.BoardStall:       InvBoardLive,
+	mutate.DieEarly:         InvAtLeastOnce,
+	mutate.RequeueNoSend:    InvAccepted,
+	mutate.RefuseStale:      InvAccepted,
+	mutate.KeepOldRow:       InvCancelled,
+}
+
+// catchesBy names, for the defects whose invariant other checks state
+// too, the check that must catch it: a word of its violation's detail.
+var catchesBy = map[string]string{
+	mutate.DieEarly:      "attempts fail and it has",
+	mutate.RequeueNoSend: "no attempt of it started afterwards",
+	mutate.RefuseStale:   "refused as already scheduled",
+	mutate.KeepOldRow:    "at its old due time",
 }
 
 // TestMutations shows that the checker is honest: with each deliberate
@@ -84,7 +97,7 @@ func TestMutations(t *testing.T) {
 						}
 						mu.Lock()
 						defer mu.Unlock()
-						if res.violated(want) && (caught == 0 || s < caught) {
+						if res.violatedBy(want, catchesBy[m]) && (caught == 0 || s < caught) {
 							caught = s
 						}
 					}()

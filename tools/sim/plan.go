@@ -783,6 +783,10 @@ func (o Op) String() string {
 }
 
 // String describes a task spec in a line.
+// WorkerMaxAttempts is the workers' retry.max_attempts: what a task
+// without its own MaxAttempts is allowed.
+const WorkerMaxAttempts = 3
+
 func (s TaskSpec) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s due=%+v", s.ID, s.Type, s.Due.Round(time.Millisecond))

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,13 +53,14 @@ func Shrink(t *testing.T, sc *Scenario, invariant string, tries int, budget time
 	return best
 }
 
-func (r *Result) violated(inv string) bool {
-	for _, v := range r.Violations {
-		if v.Invariant == inv {
-			return true
-		}
-	}
-	return false
+func (r *Result) violated(inv string) bool { return r.violatedBy(inv, "") }
+
+// violatedBy reports whether inv was violated with detail among the
+// words of the violation's detail ("": any).
+func (r *Result) violatedBy(inv, detail string) bool {
+	return slices.ContainsFunc(r.Violations, func(v Violation) bool {
+		return v.Invariant == inv && strings.Contains(v.Detail, detail)
+	})
 }
 
 func (sc *Scenario) clone() *Scenario {

@@ -629,7 +629,7 @@ func (w *World) startWorker(name string, shards int) {
 		InstanceID: p.id,
 		// Retries as a user might set them: quick, so that tasks die
 		// within a run.
-		Consumer: queue.ConsumerSettings{Concurrency: 4, MaxAttempts: 3, BackoffBase: time.Second, BackoffMax: 20 * time.Second},
+		Consumer: queue.ConsumerSettings{Concurrency: 4, MaxAttempts: WorkerMaxAttempts, BackoffBase: time.Second, BackoffMax: 20 * time.Second},
 		Limits:   map[string]int{TypeLimited: LimitedConcurrency},
 		Rates:    map[string]leasecron.RateLimit{TypeRated: {Count: RatedCount, Per: RatedPer}},
 		Routing:  routing,
