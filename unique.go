@@ -123,7 +123,7 @@ func heldBy(ctx context.Context, rs *runs.Store, now time.Time, g schedule.Guard
 	// Only a finished run's end starts the window: a failed attempt
 	// waiting for its retry, a snooze and a delivery handed back at
 	// shutdown set Finished too, but their task is still live.
-	if !st.Finished() || r.Finished.IsZero() {
+	if !st.Finished() || r.Finished.IsZero() || mutate.On(mutate.UniqueForever) {
 		return true, nil
 	}
 	return now.Before(r.Finished.Add(g.For)), nil

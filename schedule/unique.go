@@ -232,6 +232,22 @@ func (c *Client) prepareUnique(pl placement, it Item, u *Unique, now time.Time) 
 	return it, shard, err
 }
 
+// ownUnique is it, written by this call's transaction whose answer was
+// lost: its row's ETag, and the send left to whoever holds the row's
+// SendingUntil (adoptSending); a row gone already was moved by the
+// traffic cop, which sent it.
+func (c *Client) ownUnique(ctx context.Context, it Item, shard, rk string) Item {
+	cur, err := c.t.Get(ctx, shard, rk)
+	if err != nil {
+		it.SendingUntil = time.Time{}
+		return it
+	}
+	adoptSending(&it, cur.Props)
+	it.ETag = cur.ETag
+	c.wakeOwner(ctx, shard, it.Due)
+	return it
+}
+
 // CheckUnique refuses, as AddUnique would, a unique task it cannot take,
 // without writing anything.
 func (c *Client) CheckUnique(it Item, u Unique) error {
@@ -319,6 +335,14 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 			return Item{}, fmt.Errorf("add %s: read unique guard: %w", it.ID, gerr)
 		}
 		g := readGuard(it.Type, u.Key, ge)
+		if g.Task == it.ID && ge.Props.Str(PropCreated) == guardOp.Props[PropCreated] {
+			// This call's own guard: a transaction that committed though
+			// its answer was lost wrote the task, its index and the guard
+			// together (issue 38, the simulator's seed 73349: told
+			// "already scheduled", the caller did not know of the task it
+			// had scheduled).
+			return c.ownUnique(ctx, it, shard, rk), nil
+		}
 		if g.Task == it.ID {
 			c.dropPayload(ctx, it)
 			return Item{}, fmt.Errorf("%w: task %s", ErrAlreadyScheduled, it.ID)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -255,5 +257,35 @@ func TestMovedUniqueTaskCarriesItsWindow(t *testing.T) {
 	s, ok := e.q.byID(it.ID)
 	if !ok || s.env.UniqueKey != "k" || s.env.UniqueFor != 45 || s.env.UniqueStates != "queued,running,dead" {
 		t.Fatalf("the moved message: %+v, sent %v; want the key k for 45 s in queued,running,dead", s.env, ok)
+	}
+}
+
+// A unique task whose transaction committed with its answer lost takes
+// the guard it meets for its own — it names this very task, written in
+// this very call — instead of answering "already scheduled" for the task
+// it wrote (issue 38, the simulator's seed 73349: told refused, the user
+// had a task running that it did not know of). Another call's guard of
+// the same id still refuses.
+func TestAddUniqueTakesItsOwnGuardAfterALostAnswer(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	clk := clock.NewFake(t0)
+	lt := &lostAnswer{Table: mt, lose: itemInsert}
+	c, err := newClient(lt, Options{Clock: clk, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := Unique{Key: "customer-9", For: time.Minute}
+	it, err := c.AddUnique(ctx(t), Item{Type: "invoice", Due: t0.Add(time.Hour), Payload: "p"}, u, holds(true), AddOptions{})
+	if err != nil || !lt.lost {
+		t.Fatalf("AddUnique after a lost answer: %+v, %v (lost %v); want it scheduled", it, err, lt.lost)
+	}
+	got, err := c.Get(ctx(t), it.ID)
+	if err != nil || got.ETag != it.ETag || got.Payload != "p" {
+		t.Fatalf("the task: %+v, %v; want it pending as answered (ETag %q)", got, err, it.ETag)
+	}
+	// The same id and key from another call, a moment later: refused.
+	clk.Advance(time.Second)
+	if _, err := c.AddUnique(ctx(t), Item{ID: it.ID, Type: "invoice", Due: t0.Add(time.Hour), Payload: "p"}, u, holds(true), AddOptions{}); !errors.Is(err, ErrAlreadyScheduled) {
+		t.Fatalf("another call of the same id: %v; want already scheduled", err)
 	}
 }

@@ -76,6 +76,9 @@ const (
 	// and a schedule refuses an id whose index row names no row, as if it
 	// were pending.
 	RefuseStale = "refuse-stale"
+	// UniqueForever: a unique key stays held after its task ended and its
+	// window passed.
+	UniqueForever = "unique-forever"
 	// KeepOldRow: a reschedule or run-now writes the task's new row and
 	// leaves the old one, so its old version runs too.
 	KeepOldRow = "keep-old-row"
@@ -84,4 +87,4 @@ const (
 // All lists every defect.
 var All = []string{DropMessage, RerunSucceeded, NoFence, CancelNoop, UniqueEarly, AfterFirstParent, CallbackEarly, NoRate, NoLimit,
 	IgnorePause, IgnoreDisable, BulkRewalk, EarlyStart, NoPointers, SkipOccurrence, TwoAtOnce, WrongOutcome, NoRelease,
-	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall, DieEarly, RequeueNoSend, RefuseStale, KeepOldRow}
+	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall, DieEarly, RequeueNoSend, RefuseStale, KeepOldRow, UniqueForever}

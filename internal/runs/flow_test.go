@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
@@ -135,5 +139,41 @@ func testDependents(t *testing.T, s *Store) {
 	}
 	if w, err := s.Watched(ctx); err != nil || len(w) != 1 || w[0] != "y" {
 		t.Errorf("watched: %v %v", w, err)
+	}
+}
+
+// lostHeader is a table whose first insert of a batch header commits and
+// answers as the SDK's retry of it would: the header is in the way.
+type lostHeader struct {
+	table.Table
+	lost bool
+}
+
+func (l *lostHeader) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if !l.lost && len(ops) == 1 && ops[0].RowKey == batchHeader && ops[0].Kind == table.Insert {
+		l.lost = true
+		if _, err := l.Table.Submit(ctx, ops); err != nil {
+			return nil, err
+		}
+	}
+	return l.Table.Submit(ctx, ops)
+}
+
+// A batch whose header insert committed with its answer lost takes the
+// header for its own — it holds exactly what this call wrote — instead of
+// answering that the batch exists, which refused the whole file and left
+// its id taken by a header with no members (issue 38, the simulator's
+// seed 73350). Another call's header of the same id still refuses.
+func TestCreateBatchTakesItsOwnHeaderAfterALostAnswer(t *testing.T) {
+	clk := clock.NewFake(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	m := NewMemory(clk)
+	lh := &lostHeader{Table: m.mt}
+	m.t = lh
+	if err := m.CreateBatch(context.Background(), "b1", 3, "b1-done"); err != nil || !lh.lost {
+		t.Fatalf("CreateBatch after a lost answer: %v (lost %v); want it created", err, lh.lost)
+	}
+	clk.Advance(time.Second)
+	if err := m.CreateBatch(context.Background(), "b1", 3, "b1-done"); !errors.Is(err, storage.ErrAlreadyExists) {
+		t.Fatalf("another call of the same batch: %v; want it refused as existing", err)
 	}
 }

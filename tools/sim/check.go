@@ -127,6 +127,8 @@ type ti struct {
 	// answer lost).
 	disableTry time.Time
 	requeued   []time.Time // a requeue of its dead letter returned success
+	// requeuedFrom are when those requeues were issued, in their order.
+	requeuedFrom []time.Time
 	// requeueFailed: a requeue of its dead letter answered an error (it
 	// may have marked the run queued without sending it).
 	requeueFailed bool
@@ -1795,7 +1797,7 @@ func (c *checker) checkDisabledLocked(t *ti, ev *runEv) {
 	}
 }
 
-func (c *checker) requeued(id string, err error) {
+func (c *checker) requeued(id string, issued time.Time, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.latestLocked(id)
@@ -1823,7 +1825,7 @@ func (c *checker) requeued(id string, err error) {
 		return
 	}
 	now := c.w.now()
-	t.requeued = append(t.requeued, now)
+	t.requeued, t.requeuedFrom = append(t.requeued, now), append(t.requeuedFrom, issued)
 	c.checkUniqueLocked(t, now, now, "was requeued")
 }
 
@@ -1959,6 +1961,7 @@ func (c *checker) final() []Violation {
 	c.retryBudget()
 	c.requeuesBringBack()
 	c.refusedRightly()
+	c.refusedAsDuplicateRightly()
 	c.finalSeries()
 	c.checkFences()
 	c.finalBoard()
@@ -2016,7 +2019,7 @@ func (c *checker) finalTasks() {
 				c.violate(InvAtLeastOnce, "%s was cancelled though nobody cancelled it and its parents did not fail (%s)", id, t.spec)
 			}
 		case "unknown":
-			if !t.ambiguous && (t.cancelled.IsZero() && t.cancelTry.IsZero() || len(t.starts) == 0) && !c.bulkCancelled(t) {
+			if (!t.ambiguous || c.movedAlone(t)) && (t.cancelled.IsZero() && t.cancelTry.IsZero() || len(t.starts) == 0) && !c.bulkCancelled(t) {
 				c.violate(InvAtLeastOnce, "%s is unknown at the end: lost (%s, scheduled at %s)", id, t.spec, c.at(t.returned))
 			}
 		case "waiting":
@@ -2047,7 +2050,7 @@ func (c *checker) finalTasks() {
 				// (seed 5527).
 				continue
 			}
-			if !t.ambiguous || len(t.starts) > 0 {
+			if !t.ambiguous || len(t.starts) > 0 || c.movedAlone(t) {
 				c.violate(InvAtLeastOnce, "%s is %s at the end of a %v quiet phase (%s, scheduled at %s, %d attempts seen)", id, state, c.w.plan.Settle, t.spec, c.at(t.returned), len(t.starts))
 			}
 		}
@@ -2111,8 +2114,9 @@ func (c *checker) retryBudget() {
 // takes its record over, came after the requeue.
 func (c *checker) requeuesBringBack() {
 	for _, t := range c.tis {
-		for _, q := range t.requeued {
-			if slices.ContainsFunc(t.starts, func(r *runEv) bool { return r.start.After(q) }) {
+		for i, q := range t.requeued {
+			// (Its attempts may begin before the requeue answers.)
+			if slices.ContainsFunc(t.starts, func(r *runEv) bool { return r.start.After(t.requeuedFrom[i]) }) {
 				continue
 			}
 			if t.cancelled.After(q) || t.cancelTry.After(q) || t.cancelling.After(q) {
@@ -2141,22 +2145,86 @@ func (c *checker) refusedRightly() {
 		if !errors.Is(t.refusal, schedule.ErrAlreadyScheduled) || t.spec.Replace {
 			continue
 		}
-		id := cmp.Or(t.id, t.spec.ID)
-		if c.rowStoodLocked(id, t.issued, t.returned) {
+		// A file is refused whole when one of its ids is pending.
+		lines := []*ti{t}
+		if t.op != nil && t.op.Kind == OpMany {
+			lines = slices.DeleteFunc(slices.Clone(c.tis), func(o *ti) bool { return o.op != t.op })
+		}
+		if slices.ContainsFunc(lines, c.pendingDuringLocked) {
 			continue
 		}
-		if slices.ContainsFunc(c.byID[id], func(o *ti) bool {
-			if o == t || o.issued.After(t.returned) {
+		c.violate(InvAccepted, "a schedule of %s issued at %s was refused as already scheduled, but no row of the id stood during the call and no other scheduling of it was under way (%s)",
+			cmp.Or(t.id, t.spec.ID), c.at(t.issued), t.spec)
+	}
+}
+
+// pendingDuringLocked reports whether t's id may have been pending while
+// t's schedule was under way: a row of it stood, or another scheduling
+// of it was under way beside it, or one that may have left its index
+// rows behind (a file that answered an error) was tried within
+// schedule.IndexingHold.
+func (c *checker) pendingDuringLocked(t *ti) bool {
+	id := cmp.Or(t.id, t.spec.ID)
+	if c.rowStoodLocked(id, t.issued, t.returned) {
+		return true
+	}
+	return slices.ContainsFunc(c.byID[id], func(o *ti) bool {
+		if o == t || o.issued.After(t.returned) {
+			return false
+		}
+		under := o.returned.IsZero() || o.returned.After(t.issued)
+		held := o.ambiguous && o.op != nil && o.op.Kind == OpMany && o.issued.Add(schedule.IndexingHold).After(t.issued)
+		return under || held
+	})
+}
+
+// refusedAsDuplicateRightly: a unique task is refused as a duplicate
+// only while another task may hold its key (README, unique tasks): one of
+// its type and key, tried before the refusal answered, and not surely
+// released before the refusal was issued — by a cancel or replace that
+// answered, or by the end of its task and its window (a series holds its
+// key as long as it lasts; a requeued dead letter holds it again).
+func (c *checker) refusedAsDuplicateRightly() {
+	const lag = 2 * time.Second // a record's write after the handler's end
+	for _, t := range c.tis {
+		if !errors.Is(t.refusal, leasecron.ErrDuplicate) || t.spec.Unique == nil {
+			continue
+		}
+		held := slices.ContainsFunc(c.tis, func(o *ti) bool {
+			if o == t || o.spec.Unique == nil || o.spec.Type != t.spec.Type || o.spec.Unique.Key != t.spec.Unique.Key ||
+				!(o.accepted || o.ambiguous) || o.issued.After(t.returned) {
 				return false
 			}
-			under := o.returned.IsZero() || o.returned.After(t.issued)
-			held := o.ambiguous && o.op != nil && o.op.Kind == OpMany && o.issued.Add(schedule.IndexingHold).After(t.issued)
-			return under || held
-		}) {
-			continue
+			released, ok := c.releasedLocked(o)
+			return !ok || released.Add(lag+c.skew).After(t.issued)
+		})
+		if !held {
+			c.violate(InvAccepted, "%s (%s) was refused as a duplicate at %s, but no task that may hold key %s was live then", t.spec.ID, t.spec, c.at(t.returned), t.spec.Unique.Key)
 		}
-		c.violate(InvAccepted, "a schedule of %s issued at %s was refused as already scheduled, but no row of the id stood during the call and no other scheduling of it was under way (%s)", id, c.at(t.issued), t.spec)
 	}
+}
+
+// releasedLocked is when o surely no longer held its unique key, if it
+// is known to have let it go: a cancel or replace that answered, or the
+// end of its task and window.
+func (c *checker) releasedLocked(o *ti) (time.Time, bool) {
+	var at time.Time
+	consider := func(x time.Time) {
+		if !x.IsZero() && (at.IsZero() || x.Before(at)) {
+			at = x
+		}
+	}
+	consider(o.cancelled)
+	consider(o.superseded)
+	if o.spec.Recurrence == "" {
+		if end, ended := o.finalEnd(); ended && !c.requeuedAny(o) {
+			if o.spec.Unique.States == "" {
+				end = end.Add(o.spec.Unique.For)
+			}
+			consider(end)
+		}
+	}
+	return at, !at.IsZero()
 }
 
 // rowStoodLocked reports whether a schedule row of id stood at some
@@ -2187,6 +2255,19 @@ func (c *checker) rowStoodLocked(id string, from, to time.Time) bool {
 func (c *checker) requeuedAny(t *ti) bool {
 	return len(t.requeued) > 0 || t.requeueFailed || len(t.requeueMaybe) > 0 ||
 		slices.ContainsFunc(c.bulks, func(b bulkEv) bool { return b.kind == "requeue-dead" && (b.typ == "" || b.typ == t.spec.Type) })
+}
+
+// movedAlone reports whether t, a schedule that answered an error (it
+// may never have been written), was written all the same and reached
+// the queue: a traffic cop moved a row of its id after it was issued, and
+// no other scheduling of the id was ever tried. Such a task is owed its
+// run as an accepted one is (README: a scheduler that dies midway loses
+// nothing).
+func (c *checker) movedAlone(t *ti) bool {
+	if !t.ambiguous || len(c.byID[t.id]) != 1 || t.spec.Recurrence != "" {
+		return false
+	}
+	return slices.ContainsFunc(c.moved[t.id], func(m movedRow) bool { return m.at.After(t.issued) })
 }
 
 // requeueLeftQueued reports whether st, queued, is what a requeue of t's

@@ -701,7 +701,7 @@ func TestARequeueBringsItsTaskBack(t *testing.T) {
 		}
 		time.Sleep(time.Minute)
 		for _, id := range []string{"back", "lost", "cancelled", "again"} {
-			c.requeued(id, nil)
+			c.requeued(id, w.now(), nil)
 		}
 		time.Sleep(time.Second)
 		addAttempt(w, c.latestLocked("back"), 1, w.now(), "fail")
@@ -745,6 +745,15 @@ func TestARefusalAsAlreadyScheduledNeedsAPendingId(t *testing.T) {
 		refused("gone")
 		refused("racing")
 		c.scheduled(other, issued, leasecron.Item{ID: "racing", Due: w.now()}, nil)
+		// A file is refused whole when one of its ids is pending: its
+		// other lines with it.
+		file := &Op{Kind: OpMany}
+		row("in-file", false)
+		issued = w.now()
+		for _, id := range []string{"in-file", "beside"} {
+			x := c.newTI(TaskSpec{ID: id, Type: "plain"}, file, nil)
+			c.scheduled(x, issued, leasecron.Item{}, fmt.Errorf("schedule %s: the batch holds an id that is already scheduled: %w", id, schedule.ErrAlreadyScheduled))
+		}
 		got := violationsOf(c, c.refusedRightly)
 		if len(got) != 1 || !strings.Contains(got[0], "a schedule of gone issued") {
 			t.Errorf("violations %q; want gone's alone", got)
@@ -781,6 +790,51 @@ func TestTheOldVersionOfARescheduledTaskDoesNotStart(t *testing.T) {
 			if got := len(c.violations) > 0; got != tc.violation {
 				t.Errorf("%s: violations %v; want one: %v", tc.id, c.violations, tc.violation)
 			}
+		}
+	})
+}
+
+// A schedule that answered an error may never have been written; one
+// whose row a traffic cop then moved was, and is owed its run as an
+// accepted one is (README: a scheduler that dies midway loses nothing).
+func TestAnErroredScheduleThatReachedTheQueueMustRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		queued := leasecron.Status{Run: &leasecron.Run{State: leasecron.RunQueued}}
+		for _, id := range []string{"moved", "unwritten"} {
+			x := c.newTI(TaskSpec{ID: id, Type: "plain"}, nil, nil)
+			c.scheduled(x, w.now(), leasecron.Item{}, errors.New("schedule: context deadline exceeded"))
+			c.status[id] = queued
+		}
+		time.Sleep(time.Second)
+		c.moved["moved"] = append(c.moved["moved"], movedRow{at: w.now(), due: w.now()})
+		got := finalTaskViolations(c)
+		if len(got) != 1 || !strings.Contains(got[0], "moved is queued at the end") {
+			t.Errorf("violations %q; want moved's alone", got)
+		}
+	})
+}
+
+// A unique task is refused as a duplicate only while another task may
+// hold its key: one of its type and key, not surely released (its task
+// ended and its window passed) before the refusal was issued.
+func TestARefusalAsADuplicateNeedsAHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		key := func(k string) *UniqueSpec { return &UniqueSpec{Key: k, For: 5 * time.Second} }
+		for _, k := range []string{"live", "ended"} {
+			o := c.newTI(TaskSpec{ID: "holder-" + k, Type: "plain", Unique: key(k)}, nil, nil)
+			c.scheduled(o, w.now(), leasecron.Item{ID: "holder-" + k, Due: w.now()}, nil)
+		}
+		addAttempt(w, c.latestLocked("holder-ended"), 1, w.now(), "ok")
+		time.Sleep(time.Minute)
+		for _, k := range []string{"live", "ended"} {
+			x := c.newTI(TaskSpec{ID: "refused-" + k, Type: "plain", Unique: key(k)}, nil, nil)
+			c.scheduled(x, w.now(), leasecron.Item{}, fmt.Errorf("schedule: %w", leasecron.ErrDuplicate))
+		}
+		got := violationsOf(c, c.refusedAsDuplicateRightly)
+		if len(got) != 1 || !strings.Contains(got[0], "refused-ended (") {
+			t.Errorf("violations %q; want refused-ended's alone", got)
 		}
 	})
 }

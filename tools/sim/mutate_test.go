@@ -40,6 +40,7 @@ var catches = map[string]string{
 	mutate.RequeueNoSend:    InvAccepted,
 	mutate.RefuseStale:      InvAccepted,
 	mutate.KeepOldRow:       InvCancelled,
+	mutate.UniqueForever:    InvAccepted,
 }
 
 // catchesBy names, for the defects whose invariant other checks state
@@ -49,6 +50,7 @@ var catchesBy = map[string]string{
 	mutate.RequeueNoSend: "no attempt of it started afterwards",
 	mutate.RefuseStale:   "refused as already scheduled",
 	mutate.KeepOldRow:    "at its old due time",
+	mutate.UniqueForever: "was refused as a duplicate",
 }
 
 // TestMutations shows that the checker is honest: with each deliberate

@@ -90,9 +90,10 @@ func (w *World) userOp(c *proc, op *Op) {
 		w.answer(op, "", err)
 		chk.disabled(chk.RealID(op.Task), op.Kind == OpDisable, issued, err)
 	case OpRequeue:
+		issued := w.now()
 		err := cl.DeadLetters().Requeue(ctx, chk.RealID(op.Task))
 		w.answer(op, "", err)
-		chk.requeued(chk.RealID(op.Task), err)
+		chk.requeued(chk.RealID(op.Task), issued, err)
 	case OpBulk:
 		bop, err := leasecron.ParseBulkOp(op.Bulk, op.Type, "", "", "", "", c.clock.Now())
 		if err != nil {
