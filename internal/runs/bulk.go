@@ -82,7 +82,21 @@ func (s *Store) CreateBulk(ctx context.Context, b BulkRow) error {
 		s.o.Logger.Debug("removing old bulk operations failed", "err", err)
 	}
 	b.Created, b.Updated, b.State = s.now(), s.now(), BulkRunning
-	if err := submit(ctx, s.t, []table.Op{{Kind: table.Insert, PartitionKey: bulkPK, RowKey: b.ID, Props: b.props()}}); err != nil {
+	err := submit(ctx, s.t, []table.Op{{Kind: table.Insert, PartitionKey: bulkPK, RowKey: b.ID, Props: b.props()}})
+	if errors.Is(err, storage.ErrAlreadyExists) {
+		// This call's own row, its insert committed though its answer
+		// was lost: refused, the operation would stand running for
+		// good with no task to run it (a review of issue 38's row 122).
+		e, gerr := s.t.Get(ctx, bulkPK, b.ID)
+		if gerr != nil {
+			return fmt.Errorf("runs: create bulk operation %s: it exists, and reading it to tell whether this call wrote it failed: %w", b.ID, gerr)
+		}
+		if got := bulkFrom(e); got.Kind == b.Kind && got.Filter == b.Filter && got.State == BulkRunning && got.Attempts == 0 &&
+			got.Created.Equal(b.Created.Truncate(100*time.Nanosecond)) {
+			return nil
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("runs: create bulk operation %s: %w", b.ID, err)
 	}
 	return nil

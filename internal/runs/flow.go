@@ -203,7 +203,11 @@ func (s *Store) CreateBatch(ctx context.Context, id string, total int, callback 
 		// and the SDK's retry of it met it (issue 38, the simulator's
 		// seed 73350: the whole file was refused, and the batch id left
 		// taken by a header with no members).
-		if h, gerr := s.t.Get(ctx, batchPK(id), batchHeader); gerr == nil && h.Props.Int("Total") == int64(total) && !h.Props.Bool("Sealed") &&
+		h, gerr := s.t.Get(ctx, batchPK(id), batchHeader)
+		if gerr != nil {
+			return fmt.Errorf("runs: create batch %s: it exists, and reading it to tell whether this call wrote it failed: %w", id, gerr)
+		}
+		if h.Props.Int("Total") == int64(total) && !h.Props.Bool("Sealed") &&
 			h.Props.Str("Callback") == callback && h.Props.Time("Created").Equal(created.Truncate(100*time.Nanosecond)) {
 			return nil
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,15 +143,17 @@ func testDependents(t *testing.T, s *Store) {
 	}
 }
 
-// lostHeader is a table whose first insert of a batch header commits and
-// answers as the SDK's retry of it would: the header is in the way.
-type lostHeader struct {
+// lostInsert is a table whose first lone insert of a row whose key
+// starts with prefix commits and answers as the SDK's retry of it would:
+// the row is in the way.
+type lostInsert struct {
 	table.Table
-	lost bool
+	prefix string
+	lost   bool
 }
 
-func (l *lostHeader) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
-	if !l.lost && len(ops) == 1 && ops[0].RowKey == batchHeader && ops[0].Kind == table.Insert {
+func (l *lostInsert) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if !l.lost && len(ops) == 1 && strings.HasPrefix(ops[0].RowKey, l.prefix) && ops[0].Kind == table.Insert {
 		l.lost = true
 		if _, err := l.Table.Submit(ctx, ops); err != nil {
 			return nil, err
@@ -165,9 +168,9 @@ func (l *lostHeader) Submit(ctx context.Context, ops []table.Op) ([]string, erro
 // its id taken by a header with no members (issue 38, the simulator's
 // seed 73350). Another call's header of the same id still refuses.
 func TestCreateBatchTakesItsOwnHeaderAfterALostAnswer(t *testing.T) {
-	clk := clock.NewFake(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	clk := clock.NewFake(time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC)) // finer than the table keeps
 	m := NewMemory(clk)
-	lh := &lostHeader{Table: m.mt}
+	lh := &lostInsert{Table: m.mt, prefix: batchHeader}
 	m.t = lh
 	if err := m.CreateBatch(context.Background(), "b1", 3, "b1-done"); err != nil || !lh.lost {
 		t.Fatalf("CreateBatch after a lost answer: %v (lost %v); want it created", err, lh.lost)
@@ -175,5 +178,24 @@ func TestCreateBatchTakesItsOwnHeaderAfterALostAnswer(t *testing.T) {
 	clk.Advance(time.Second)
 	if err := m.CreateBatch(context.Background(), "b1", 3, "b1-done"); !errors.Is(err, storage.ErrAlreadyExists) {
 		t.Fatalf("another call of the same batch: %v; want it refused as existing", err)
+	}
+}
+
+// A bulk operation whose row's insert committed with its answer lost
+// takes the row for its own, instead of failing to start and leaving an
+// operation running for good with no task to run it (a review of issue
+// 38's row 122).
+func TestCreateBulkTakesItsOwnRowAfterALostAnswer(t *testing.T) {
+	clk := clock.NewFake(time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC))
+	m := NewMemory(clk)
+	li := &lostInsert{Table: m.mt, prefix: "bulk-"}
+	m.t = li
+	b := BulkRow{ID: "bulk-1", Kind: "cancel-pending", Filter: "type=plain", By: "me", Expect: 3}
+	if err := m.CreateBulk(context.Background(), b); err != nil || !li.lost {
+		t.Fatalf("CreateBulk after a lost answer: %v (lost %v); want it created", err, li.lost)
+	}
+	clk.Advance(time.Second)
+	if err := m.CreateBulk(context.Background(), b); !errors.Is(err, storage.ErrAlreadyExists) {
+		t.Fatalf("another call of the same id: %v; want it refused as existing", err)
 	}
 }
