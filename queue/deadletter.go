@@ -128,14 +128,20 @@ func (dl *DeadLetters) List(ctx context.Context) ([]DeadLetter, error) {
 
 // Requeue moves the record whose run id (or poison message id) is id back
 // to the work queue with its attempt count reset, and marks the run queued.
+// Records of the run whose death was requeued before are removed on the
+// way to the one it requeues.
 func (dl *DeadLetters) Requeue(ctx context.Context, id string) error {
-	found := false
+	found, sent := false, false
 	err := dl.walk(ctx, func(d DeadLetter) (bool, error) {
-		if found || (d.RunID != id && d.Poison.ID != id) {
+		if sent || (d.RunID != id && d.Poison.ID != id) {
 			return false, nil
 		}
 		found = true
-		err := dl.requeue(ctx, d, "")
+		// A dead letter whose death was requeued before (a requeue that
+		// could not remove it) is only removed: the walk goes on to the
+		// task's latest one (issue 38, seed 65138: the requeue answered
+		// success having brought nothing back).
+		err := dl.requeueFrom(ctx, d, "", &sent)
 		return err == nil, err
 	})
 	if err != nil {

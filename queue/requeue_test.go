@@ -372,3 +372,34 @@ func TestRequeueWhereGatedStopsBeforeActing(t *testing.T) {
 		t.Fatalf("walk behind an open gate: %+v, %v after %d gates; want both requeued", st, err, gates)
 	}
 }
+
+// A requeue by id that meets, first, a dead letter of the task whose
+// death was requeued before (that requeue could not remove it) removes it
+// and goes on to the task's latest dead letter, which it requeues: it
+// answered success having brought nothing back (issue 38, the simulator's
+// seed 65138, found by its check that a requeue brings its task back).
+func TestRequeueByIDGoesPastADeadLetterRequeuedBefore(t *testing.T) {
+	h, rm, got, failing := deadHarness(t, "x")
+	stuck := &failOnce{MessageQueue: h.poison, del: requeueTries}
+	first := NewDeadLetters(NewClientWith(h.work, stuck, ClientOptions{Clock: h.clk}), rm)
+	if err := first.Requeue(context.Background(), "x"); err == nil {
+		t.Fatal("the first requeue could not remove its dead letter, and answered success")
+	}
+	h.expect(OutcomeDead) // sent all the same, it died again
+	if n := len(h.poison.all()); n != 2 {
+		t.Fatalf("%d dead letters; want the stale one and the new one", n)
+	}
+	failing(false)
+	if err := NewDeadLetters(h.c.Client(), rm).Requeue(context.Background(), "x"); err != nil {
+		t.Fatalf("Requeue: %v", err)
+	}
+	h.expect(OutcomeSucceeded)
+	h.quiesce()
+	if n := len(h.poison.all()); n != 0 {
+		t.Fatalf("%d dead letters left; want none", n)
+	}
+	mustRun(t, rm, "x", runs.Succeeded)
+	if n := got.n(); n != 3 {
+		t.Fatalf("handler ran %d times, want 3 (two deaths and the requeue)", n)
+	}
+}
