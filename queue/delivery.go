@@ -88,6 +88,9 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	if mutate.On(mutate.DieEarly) {
 		d.maxA = 1
 	}
+	if mutate.On(mutate.NeverDie) {
+		d.maxA = 1 << 20
+	}
 	// Its run ended, and only its batch or dependents have yet to hear.
 	if env.Ended != "" {
 		c.tellAgain(hctx, d)

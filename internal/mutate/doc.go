@@ -69,6 +69,8 @@ const (
 	// DieEarly: a task dies at its first failed attempt, whatever its
 	// max attempts.
 	DieEarly = "die-early"
+	// NeverDie: a failing task is retried past its max attempts.
+	NeverDie = "never-die"
 	// RequeueNoSend: a requeue of a dead letter by id answers success and
 	// removes the dead letter without sending the task.
 	RequeueNoSend = "requeue-no-send"
@@ -87,4 +89,4 @@ const (
 // All lists every defect.
 var All = []string{DropMessage, RerunSucceeded, NoFence, CancelNoop, UniqueEarly, AfterFirstParent, CallbackEarly, NoRate, NoLimit,
 	IgnorePause, IgnoreDisable, BulkRewalk, EarlyStart, NoPointers, SkipOccurrence, TwoAtOnce, WrongOutcome, NoRelease,
-	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall, DieEarly, RequeueNoSend, RefuseStale, KeepOldRow, UniqueForever}
+	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall, DieEarly, RequeueNoSend, RefuseStale, KeepOldRow, UniqueForever, NeverDie}

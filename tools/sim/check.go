@@ -271,11 +271,10 @@ type checker struct {
 	bulks     []bulkEv
 	status    map[string]leasecron.Status // the latest status of each id, at the end
 	// deadLeft are the run ids with a dead letter in the poison queue at
-	// the end, and the reason each was set aside for.
+	// the end.
 	deadLeft map[string]bool
-	// deadWhy are the reasons of those dead letters (the last listed of a
-	// run's).
-	deadWhy map[string]string
+	// deadWhy are the reasons of those dead letters, every one of a run's.
+	deadWhy map[string][]string
 	moved   map[string][]movedRow // the schedule rows of an id a mover removed
 
 	board boardState
@@ -1165,13 +1164,9 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 	// but where the change raced the version's move or the schedule's own
 	// write landed again after it.
 	if t.spec.Recurrence == "" && !c.racedMoveLocked(t, ev.due) && !c.lateWriteLocked(t, ev.due) {
-		for _, r := range t.retimes {
-			begun := slices.ContainsFunc(t.starts, func(o *runEv) bool { return sameDue(o.due, ev.due) && o.start.Before(r.issued) })
-			if r.ok && !r.from.IsZero() && sameDue(r.from, ev.due) && !sameDue(r.from, t.due) && now.After(r.returned) && !begun {
-				c.violate(InvCancelled, "%s started on %s at its old due time %s, which a change answered at %s had moved",
-					ev.runID, ev.proc.id, ev.due.Format(time.RFC3339Nano), c.at(r.returned))
-				break
-			}
+		if r, ok := c.movedAwayLocked(t, ev); ok {
+			c.violate(InvCancelled, "%s started on %s at its old due time %s, which a change answered at %s had moved",
+				ev.runID, ev.proc.id, ev.due.Format(time.RFC3339Nano), c.at(r.returned))
 		}
 	}
 	// Run again after it succeeded?
@@ -1613,6 +1608,37 @@ type retime struct {
 	ok                     bool // answered success
 }
 
+// movedAwayLocked returns the change of t that moved the version ev
+// runs away from before ev started, when the checker can tell: a change
+// that answered success, with no other change of t under way beside it
+// nor an earlier one that answered an error (either makes the version it
+// moved from unknown), that had not started before the change, and
+// that was due more than a mover's pass and a slow request after the
+// change answered (a pass that read it before may have been sending it:
+// README, the race of a change with the move). A change whose taking
+// back of the old message's confirmation met failing run records leaves
+// the old message to run once (it logs so).
+func (c *checker) movedAwayLocked(t *ti, ev *runEv) (retime, bool) {
+	const pass = 20 * time.Second // a mover's pass, slowed by a slow request
+	for i, r := range t.retimes {
+		if !r.ok || r.from.IsZero() || !sameDue(r.from, ev.due) || sameDue(r.from, t.due) || !ev.start.After(r.returned) {
+			continue
+		}
+		clear := true
+		for j, o := range t.retimes {
+			if j != i && (j < i && !o.ok || o.issued.Before(r.returned) && o.returned.After(r.issued)) {
+				clear = false
+			}
+		}
+		begun := slices.ContainsFunc(t.starts, func(o *runEv) bool { return sameDue(o.due, ev.due) && o.start.Before(r.issued) })
+		if !clear || begun || !ev.due.After(r.returned.Add(pass+c.skew)) || hitBetween(c.runHits[t.id], r.issued, r.returned) {
+			continue
+		}
+		return r, true
+	}
+	return retime{}, false
+}
+
 // racedMoveLocked reports whether t's version due at due may have been
 // moved by a mover pass while a reschedule changed it (README: a change
 // that races with the move itself may still let the old version run
@@ -2011,8 +2037,8 @@ func (c *checker) finalTasks() {
 			// one whose handler fails only its first Fail attempts, with
 			// more allowed, succeeds at the next.
 			if c.diedEarly(t) {
-				c.violate(InvAtLeastOnce, "%s ended dead though only its first %d attempts fail and it has %d (%d failed attempts seen; dead letter: %q) (%s)",
-					id, t.spec.Behaviour.Fail, t.maxAttempts(), t.fails(), c.deadWhy[t.id], t.spec)
+				c.violate(InvAtLeastOnce, "%s ended dead though only its first %d attempts fail and it has %d (%d failed attempts seen; dead letters: %q) (%s)",
+					id, t.spec.Behaviour.Fail, t.maxAttempts(), t.fails(), strings.Join(c.deadWhy[t.id], "; "), t.spec)
 			}
 		case "cancelled":
 			if t.cancelled.IsZero() && t.cancelTry.IsZero() && !c.parentFailed(t) && !c.bulkCancelled(t) && !t.ambiguous {
@@ -2073,7 +2099,7 @@ func (c *checker) diedEarly(t *ti) bool {
 	switch {
 	case !left:
 		return !c.anyTroubled(t)
-	case strings.Contains(why, "without an outcome being recorded"):
+	case slices.ContainsFunc(why, func(w string) bool { return strings.Contains(w, "without an outcome being recorded") }):
 		return false
 	}
 	return !slices.ContainsFunc(t.starts, func(r *runEv) bool {
@@ -2094,11 +2120,12 @@ func (t *ti) fails() int {
 
 // retryBudget: no scheduling of a one-off task fails more attempts than
 // it is allowed before it dies (README, retries), but for attempts cut
-// short or struck by faults, which may be counted again, and dead
+// short or whose run record's requests failed (an end not recorded, its
+// message met again), which may be counted again, and dead
 // letters requeued, which start over.
 func (c *checker) retryBudget() {
 	for _, t := range c.tis {
-		if t.spec.Recurrence != "" || t.ambiguous || c.anyTroubled(t) || c.requeuedAny(t) {
+		if t.spec.Recurrence != "" || t.ambiguous || c.runsTroubled(t) || c.requeuedAny(t) {
 			continue
 		}
 		if fails, n := t.fails(), t.maxAttempts(); fails > n {
@@ -2115,11 +2142,20 @@ func (c *checker) retryBudget() {
 func (c *checker) requeuesBringBack() {
 	for _, t := range c.tis {
 		for i, q := range t.requeued {
+			from := t.requeuedFrom[i]
 			// (Its attempts may begin before the requeue answers.)
-			if slices.ContainsFunc(t.starts, func(r *runEv) bool { return r.start.After(t.requeuedFrom[i]) }) {
+			if slices.ContainsFunc(t.starts, func(r *runEv) bool { return r.start.After(from) }) {
 				continue
 			}
-			if t.cancelled.After(q) || t.cancelTry.After(q) || t.cancelling.After(q) {
+			// Not dead when the requeue was issued — brought back already
+			// by an earlier requeue, or set aside by the crash guard with
+			// no attempt seen to die: a dead letter left by an earlier
+			// requeue, or a second one of the same death, is only removed
+			// (README, dead letters).
+			if !t.deadAt(from) {
+				continue
+			}
+			if t.cancelled.After(from) || t.cancelTry.After(from) {
 				continue
 			}
 			if _, ok := c.bulkReach("cancel-pending", t.spec.Type, q); ok {
@@ -2199,7 +2235,7 @@ func (c *checker) refusedAsDuplicateRightly() {
 			return !ok || released.Add(lag+c.skew).After(t.issued)
 		})
 		if !held {
-			c.violate(InvAccepted, "%s (%s) was refused as a duplicate at %s, but no task that may hold key %s was live then", t.spec.ID, t.spec, c.at(t.returned), t.spec.Unique.Key)
+			c.violate(InvAccepted, "%s (%s) was refused as a duplicate (issued at %s), but no task that may hold key %s was live then", t.spec.ID, t.spec, c.at(t.issued), t.spec.Unique.Key)
 		}
 	}
 }
@@ -2216,7 +2252,10 @@ func (c *checker) releasedLocked(o *ti) (time.Time, bool) {
 	}
 	consider(o.cancelled)
 	consider(o.superseded)
-	if o.spec.Recurrence == "" {
+	// The window starts from the end its record holds, written after the
+	// handler's: much later when its worker was killed or frozen, or its
+	// storage failed, in between (README: the task may even run again).
+	if o.spec.Recurrence == "" && !c.runsTroubled(o) {
 		if end, ended := o.finalEnd(); ended && !c.requeuedAny(o) {
 			if o.spec.Unique.States == "" {
 				end = end.Add(o.spec.Unique.For)
@@ -2248,6 +2287,18 @@ func (c *checker) rowStoodLocked(id string, from, to time.Time) bool {
 		}
 	}
 	return len(standing) > 0
+}
+
+// deadAt reports whether the last attempt of t that started before at
+// was its death: a failure that used its attempts.
+func (t *ti) deadAt(at time.Time) bool {
+	var last *runEv
+	for _, r := range t.starts {
+		if r.start.Before(at) && (last == nil || r.start.After(last.start)) {
+			last = r
+		}
+	}
+	return last != nil && last.outcome == "fail" && last.attempt >= t.maxAttempts() && last.end.Before(at)
 }
 
 // requeuedAny reports whether t's dead letter may have been requeued: by
@@ -2288,13 +2339,13 @@ func (c *checker) deadLettersLeft(ctx context.Context, cl *leasecron.Client) {
 	dls, err := cl.DeadLetters().List(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.deadLeft, c.deadWhy = map[string]bool{}, map[string]string{}
+	c.deadLeft, c.deadWhy = map[string]bool{}, map[string][]string{}
 	if err != nil {
 		return
 	}
 	for _, d := range dls {
 		c.deadLeft[d.RunID] = true
-		c.deadWhy[d.RunID] = d.Reason
+		c.deadWhy[d.RunID] = append(c.deadWhy[d.RunID], d.Reason)
 	}
 }
 

@@ -665,9 +665,9 @@ func TestTheRetryBudgetIsKept(t *testing.T) {
 		task("used", 1, 1, "fail")            // died after its only attempt
 		task("cut", 1, 3, "killed", "fail")   // an attempt cut short
 		task("always", -1, 2, "fail", "fail") // fails every attempt
-		c.deadLeft, c.deadWhy = map[string]bool{"counted": true, "guarded": true}, map[string]string{
-			"counted": "failed 2 of 3 attempts; last error: sim: attempt 1 fails as planned",
-			"guarded": "delivered 4 times without an outcome being recorded (a worker may be crashing on it); 1 failed attempts recorded",
+		c.deadLeft, c.deadWhy = map[string]bool{"counted": true, "guarded": true}, map[string][]string{
+			"counted": {"failed 2 of 3 attempts; last error: sim: attempt 1 fails as planned"},
+			"guarded": {"failed 3 of 3 attempts (an earlier scheduling of the id)", "delivered 4 times without an outcome being recorded (a worker may be crashing on it); 1 failed attempts recorded"},
 		}
 		for _, id := range []string{"early", "counted", "guarded", "used", "cut", "always"} {
 			c.status[id] = dead
@@ -680,7 +680,7 @@ func TestTheRetryBudgetIsKept(t *testing.T) {
 		}
 		task("over", -1, 2, "fail", "fail", "fail")
 		requeued := task("again", -1, 2, "fail", "fail", "fail")
-		requeued.requeued = append(requeued.requeued, w.now())
+		requeued.requeued, requeued.requeuedFrom = append(requeued.requeued, w.now()), append(requeued.requeuedFrom, w.now())
 		got = violationsOf(c, c.retryBudget)
 		if len(got) != 1 || !strings.Contains(got[0], "over (scheduling") || !strings.Contains(got[0], "failed 3 attempts, more than the 2") {
 			t.Errorf("retry budget violations %q; want over's alone", got)
@@ -694,15 +694,23 @@ func TestTheRetryBudgetIsKept(t *testing.T) {
 func TestARequeueBringsItsTaskBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, c := newTestChecker()
-		for _, id := range []string{"back", "lost", "cancelled", "again"} {
-			x := c.newTI(TaskSpec{ID: id, Type: "plain", Behaviour: Behaviour{Fail: -1}}, nil, nil)
+		for _, id := range []string{"back", "lost", "cancelled", "again", "stale"} {
+			x := c.newTI(TaskSpec{ID: id, Type: "plain", MaxAttempts: 1, Behaviour: Behaviour{Fail: -1}}, nil, nil)
 			c.scheduled(x, w.now(), leasecron.Item{ID: id, Due: w.now()}, nil)
 			addAttempt(w, x, 1, w.now(), "fail")
 		}
 		time.Sleep(time.Minute)
-		for _, id := range []string{"back", "lost", "cancelled", "again"} {
+		for _, id := range []string{"back", "lost", "cancelled", "again", "stale"} {
 			c.requeued(id, w.now(), nil)
 		}
+		// stale: brought back by that requeue and still running when a
+		// second requeue finds a second dead letter of the same death,
+		// which it only removes.
+		time.Sleep(time.Millisecond)
+		stale := c.latestLocked("stale")
+		stale.starts = append(stale.starts, &runEv{ti: stale, runID: "stale", due: stale.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
+		time.Sleep(time.Second)
+		c.requeued("stale", w.now(), nil)
 		time.Sleep(time.Second)
 		addAttempt(w, c.latestLocked("back"), 1, w.now(), "fail")
 		c.cancelled(c.latestLocked("cancelled"), "cancelled", w.now(), leasecron.CancelResult{Removed: true}, nil, nil)

@@ -41,6 +41,7 @@ var catches = map[string]string{
 	mutate.RefuseStale:      InvAccepted,
 	mutate.KeepOldRow:       InvCancelled,
 	mutate.UniqueForever:    InvAccepted,
+	mutate.NeverDie:         InvAtLeastOnce,
 }
 
 // catchesBy names, for the defects whose invariant other checks state
@@ -51,6 +52,7 @@ var catchesBy = map[string]string{
 	mutate.RefuseStale:   "refused as already scheduled",
 	mutate.KeepOldRow:    "at its old due time",
 	mutate.UniqueForever: "was refused as a duplicate",
+	mutate.NeverDie:      "more than the",
 }
 
 // TestMutations shows that the checker is honest: with each deliberate

@@ -782,11 +782,11 @@ func (o Op) String() string {
 	return b.String()
 }
 
-// String describes a task spec in a line.
 // WorkerMaxAttempts is the workers' retry.max_attempts: what a task
 // without its own MaxAttempts is allowed.
 const WorkerMaxAttempts = 3
 
+// String describes a task spec in a line.
 func (s TaskSpec) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s due=%+v", s.ID, s.Type, s.Due.Round(time.Millisecond))
