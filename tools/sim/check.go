@@ -1262,6 +1262,9 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 	if at, ok := c.doomedBy(t); ok {
 		return at, "cancelled with a parent"
 	}
+	if at, ok := c.rolledBackLocked(t, by); ok {
+		return at, "cancelled by its file's roll-back"
+	}
 	if !t.cancelling.IsZero() && t.cancelling.Before(by) {
 		// A cancel under way may have taken effect already (seed 1330:
 		// the callback of a batch whose member's cancel had counted it,
@@ -1269,6 +1272,24 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 		return t.cancelling, howBeingCancelled
 	}
 	return time.Time{}, "it has not ended"
+}
+
+// rolledBackLocked returns when the run record of t, a line of a file
+// that answered an error, was committed cancelled, by `by`: a roll-back
+// marks cancelled the runs of lines it could not take back (README,
+// "Nothing half-applied"), and a task waiting for the id then finds it
+// ended (sim seed 66036: a child --after-any a rolled-back line started
+// once the other parent succeeded).
+func (c *checker) rolledBackLocked(t *ti, by time.Time) (time.Time, bool) {
+	if !t.ambiguous || t.op == nil || t.op.Kind != OpMany {
+		return time.Time{}, false
+	}
+	for _, r := range c.runStates[t.id] {
+		if r.state == leasecron.RunCancelled && !r.at.Before(t.issued) && !r.at.After(by) {
+			return r.at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // howBeingCancelled is endedFor's word for a task whose cancel is under

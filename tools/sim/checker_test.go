@@ -846,3 +846,33 @@ func TestARefusalAsADuplicateNeedsAHolder(t *testing.T) {
 		}
 	})
 }
+
+// A line of a file that answered an error, whose run the file's roll-back
+// marked cancelled, has ended for a task waiting --after-any for its id
+// (sim seed 66036); without that mark it has not.
+func TestARolledBackLineEndsForItsAfterAnyChild(t *testing.T) {
+	for _, marked := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			w, c := newTestChecker()
+			file := &Op{Kind: OpMany}
+			line := c.newTI(TaskSpec{ID: "p", Type: "plain"}, file, nil)
+			c.scheduled(line, w.now(), leasecron.Item{}, errors.New("not written: moved to the queue before the batch could be rolled back"))
+			if marked {
+				c.runsCommit(memstore.Commit{Table: runsTable, Partition: "p0", Rows: []memstore.CommittedRow{
+					{RowKey: "x~cancelled~1~p", Props: map[string]any{"Id": "p", "State": "cancelled"}},
+				}})
+			}
+			time.Sleep(time.Second)
+			child := c.newTI(TaskSpec{ID: "c", Type: "plain", After: []string{"p"}, AfterAny: true}, nil, nil)
+			child.parents = []*ti{line}
+			c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
+			time.Sleep(time.Second)
+			c.mu.Lock()
+			c.checkStartLocked(child, &runEv{ti: child, runID: "c", due: child.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
+			c.mu.Unlock()
+			if got := len(c.violations) > 0; got == marked {
+				t.Errorf("roll-back marked %v: violations %v", marked, c.violations)
+			}
+		})
+	}
+}
