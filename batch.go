@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/failpoint"
+	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -158,8 +159,13 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 	}
 	c.lookAgain(ctx, deps, states, noted, since, false)
 	if batch != "" {
-		if serr := c.sealBatch(ctx, batch, written); serr != nil {
-			return res, errors.Join(err, serr)
+		// The tasks are written: a fault that passes is tried again, and
+		// one that does not is not an answer a caller should retry (the
+		// batch exists now, and its retry would be refused), nor one it
+		// may overlook (unsealed, the batch never releases its callback).
+		serr := retry.Transient(ctx, retry.Policy{Clock: c.o.Clock}, func(ctx context.Context) error { return c.sealBatch(ctx, batch, written) })
+		if serr != nil {
+			return res, errors.Join(err, fmt.Errorf("%w: the tasks were written, but batch %s could not be sealed, so its callback will not run: %w", ErrIncomplete, batch, serr))
 		}
 	}
 	return res, err
