@@ -930,7 +930,7 @@ func TestSuccessWaitsForItsRecord(t *testing.T) {
 			var told atomic.Int32
 			h.c.o.OnEnd = func(ctx context.Context, env Envelope, _ leasecrontype.RunState) error {
 				if r, err := rs.Memory.Get(ctx, env.ID); err != nil || r.State != runs.Succeeded {
-					return fmt.Errorf("run says %s, not ended (%v)", r.State, err)
+					return fmt.Errorf("run says %s, not ended (%w)", r.State, err)
 				}
 				told.Add(1)
 				return nil
