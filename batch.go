@@ -165,7 +165,7 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 		// may overlook (unsealed, the batch never releases its callback).
 		serr := retry.Transient(ctx, retry.Policy{Clock: c.o.Clock}, func(ctx context.Context) error { return c.sealBatch(ctx, batch, written) })
 		if serr != nil {
-			return res, errors.Join(err, fmt.Errorf("%w: the tasks were written, but batch %s could not be sealed, so its callback will not run: %w", ErrIncomplete, batch, serr))
+			return res, errors.Join(err, fmt.Errorf("%w: the tasks were written, but sealing or completing batch %s failed (leasecron batch %s shows whether it is sealed; unsealed, its callback never runs): %w", ErrIncomplete, batch, batch, serr))
 		}
 	}
 	return res, err

@@ -77,6 +77,9 @@ var (
 	// (the error names how to list it). It returns it too when a one-off
 	// task's row is removed but its run record could not be marked
 	// cancelled: the task may have been on its way to the queue, and may
-	// run once unless a repeat of the cancel marks it.
+	// run once unless a repeat of the cancel marks it. ScheduleMany
+	// returns it, beside the tasks' results, when the tasks were written
+	// but their batch could not be sealed: that one is not safe to repeat
+	// (the batch's id is taken), and the batch's callback may never run.
 	ErrIncomplete = errors.New("done in part")
 )

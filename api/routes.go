@@ -480,6 +480,13 @@ func (s *server) scheduleMany(ctx context.Context, r *http.Request, who caller) 
 	if got == nil && err != nil {
 		return 0, nil, err // refused as a whole: nothing was written
 	}
+	if errors.Is(err, leasecron.ErrIncomplete) {
+		// The tasks were written but their batch was not sealed: 500
+		// "incomplete", which says so, rather than a 200 that hides a
+		// callback that may never run, or a 503 whose retry the batch's
+		// id would refuse.
+		return 0, nil, err
+	}
 	for k, g := range got {
 		x := &res[index[k]]
 		x.ID, x.Due = g.Item.ID, g.Item.Due

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/api"
@@ -35,11 +38,22 @@ type fixture struct {
 
 func newFixture(t *testing.T, o api.Options) *fixture {
 	t.Helper()
+	return newFixtureThrough(t, o, nil)
+}
+
+// newFixtureThrough is newFixture whose client's requests go through the
+// transport wrap returns, given the SDK's default (nil: none).
+func newFixtureThrough(t *testing.T, o api.Options, wrap func(next policy.Transporter) policy.Transporter) *fixture {
+	t.Helper()
 	az := azuritetest.Shared(t)
 	names := leasecron.Names{ScheduleTable: azuritetest.Name(t, "s"), RunsTable: azuritetest.Name(t, "r"), BlackboardTable: azuritetest.Name(t, "b"),
 		Queue: azuritetest.Name(t, "q"), PoisonQueue: azuritetest.Name(t, "p"), Container: azuritetest.Name(t, "c")}
 	st := leasecron.Storage{ConnectionString: az.ConnectionString()}
-	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: names})
+	cst := st
+	if wrap != nil {
+		cst.Transport = wrap(&http.Client{})
+	}
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: cst, Names: names})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,5 +566,40 @@ func TestRetriesAndBrowsers(t *testing.T) {
 		if resp.StatusCode != c.want {
 			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
 		}
+	}
+}
+
+// sealFails fails every request for batch b1's header once armed, as
+// storage that stops answering after a schedule-many wrote its tasks.
+type sealFails struct {
+	next  policy.Transporter
+	armed atomic.Bool
+}
+
+func (f *sealFails) Do(req *http.Request) (*http.Response, error) {
+	if f.armed.Load() && strings.Contains(req.URL.String(), "PartitionKey='~cb1',RowKey='h'") {
+		return nil, errors.New("connection reset by peer")
+	}
+	return f.next.Do(req)
+}
+
+// A schedule-many whose tasks were written but whose batch could not be
+// sealed answers 500 "incomplete", saying so, rather than a 200 that hides
+// a callback that may never run (a review of the seal's retry).
+func TestScheduleManyWithAnUnsealedBatchSaysSo(t *testing.T) {
+	var tr *sealFails
+	f := newFixtureThrough(t, api.Options{}, func(next policy.Transporter) policy.Transporter {
+		tr = &sealFails{next: next}
+		return tr
+	})
+	sch := f.token("s", "scheduler")
+	tr.armed.Store(true)
+	many := map[string]any{"batch": "b1", "on_complete": map[string]any{"type": "notify"}, "tasks": []any{
+		map[string]any{"id": "u1", "type": "resize", "in": "1h"},
+		map[string]any{"id": "u2", "type": "resize", "in": "1h"},
+	}}
+	code, p := f.call(sch, "POST", "/api/v1/tasks:many", many)
+	if code != 500 || p["type"] != api.ProblemPrefix+"incomplete" || !strings.Contains(fmt.Sprint(p["detail"]), "batch b1") {
+		t.Fatalf("schedule-many with its seal failing: %d %v; want 500 incomplete naming the batch", code, p)
 	}
 }

@@ -103,6 +103,7 @@ func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON boo
 		return usagef("%s holds no tasks", path)
 	}
 	var res []leasecron.ScheduleResult
+	var manyErr error // ScheduleMany's error beside its results
 	if bad == 0 || partial {
 		cl, err := a.client()
 		if err != nil {
@@ -113,6 +114,7 @@ func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON boo
 			o.Unique = uniques
 		}
 		res, err = cl.ScheduleMany(ctx, items, o)
+		manyErr = err
 		if res == nil && err != nil {
 			// Refused as a whole (a cycle, an unknown parent, a batch id
 			// taken): nothing was written.
@@ -169,6 +171,10 @@ func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON boo
 		}
 	}
 	switch {
+	case errors.Is(manyErr, leasecron.ErrIncomplete):
+		// The tasks were written, their batch not sealed (its callback
+		// may never run): said, and exit 1, whatever the lines say.
+		return manyErr
 	case scheduled == len(results):
 		return nil
 	case scheduled+held == len(results):
