@@ -465,9 +465,7 @@ func TestACancelDoneInPartMayLeaveTheRunQueued(t *testing.T) {
 			c.status[tc.id] = queued
 		}
 		got := finalTaskViolations(c)
-		if len(got) != 1 || !strings.Contains(got[0], "t2 is queued") {
-			t.Errorf("violations %q; want t2's alone (its cancel's error was not done in part)", got)
-		}
+		wantOnly(t, got, "t2 is queued", "t2's alone (its cancel's error was not done in part)")
 	})
 }
 
@@ -717,9 +715,7 @@ func TestARequeueBringsItsTaskBack(t *testing.T) {
 		again := c.newTI(TaskSpec{ID: "again", Type: "plain"}, nil, nil)
 		c.scheduled(again, w.now(), leasecron.Item{ID: "again", Due: w.now()}, nil)
 		got := violationsOf(c, c.requeuesBringBack)
-		if len(got) != 1 || !strings.Contains(got[0], "lost (scheduling") {
-			t.Errorf("violations %q; want lost's alone", got)
-		}
+		wantOnly(t, got, "lost (scheduling", "lost's alone")
 	})
 }
 
@@ -763,9 +759,7 @@ func TestARefusalAsAlreadyScheduledNeedsAPendingId(t *testing.T) {
 			c.scheduled(x, issued, leasecron.Item{}, fmt.Errorf("schedule %s: the batch holds an id that is already scheduled: %w", id, schedule.ErrAlreadyScheduled))
 		}
 		got := violationsOf(c, c.refusedRightly)
-		if len(got) != 1 || !strings.Contains(got[0], "a schedule of gone issued") {
-			t.Errorf("violations %q; want gone's alone", got)
-		}
+		wantOnly(t, got, "a schedule of gone issued", "gone's alone")
 	})
 }
 
@@ -817,9 +811,7 @@ func TestAnErroredScheduleThatReachedTheQueueMustRun(t *testing.T) {
 		time.Sleep(time.Second)
 		c.moved["moved"] = append(c.moved["moved"], movedRow{at: w.now(), due: w.now()})
 		got := finalTaskViolations(c)
-		if len(got) != 1 || !strings.Contains(got[0], "moved is queued at the end") {
-			t.Errorf("violations %q; want moved's alone", got)
-		}
+		wantOnly(t, got, "moved is queued at the end", "moved's alone")
 	})
 }
 
@@ -841,9 +833,7 @@ func TestARefusalAsADuplicateNeedsAHolder(t *testing.T) {
 			c.scheduled(x, w.now(), leasecron.Item{}, fmt.Errorf("schedule: %w", leasecron.ErrDuplicate))
 		}
 		got := violationsOf(c, c.refusedAsDuplicateRightly)
-		if len(got) != 1 || !strings.Contains(got[0], "refused-ended (") {
-			t.Errorf("violations %q; want refused-ended's alone", got)
-		}
+		wantOnly(t, got, "refused-ended (", "refused-ended's alone")
 	})
 }
 
@@ -874,5 +864,14 @@ func TestARolledBackLineEndsForItsAfterAnyChild(t *testing.T) {
 				t.Errorf("roll-back marked %v: violations %v", marked, c.violations)
 			}
 		})
+	}
+}
+
+// wantOnly fails t unless got holds exactly one violation, whose detail
+// holds word; want says whose it should be.
+func wantOnly(t *testing.T, got []string, word, want string) {
+	t.Helper()
+	if len(got) != 1 || !strings.Contains(got[0], word) {
+		t.Errorf("violations %q; want %s", got, want)
 	}
 }
