@@ -2176,7 +2176,7 @@ func (c *checker) requeuesBringBack() {
 			if !t.deadAt(from) {
 				continue
 			}
-			if t.cancelled.After(from) || t.cancelTry.After(from) {
+			if !t.cancelled.IsZero() && !t.cancelled.Before(from) || !t.cancelTry.IsZero() && !t.cancelTry.Before(from) {
 				continue
 			}
 			if _, ok := c.bulkReach("cancel-pending", t.spec.Type, q); ok {

@@ -711,7 +711,11 @@ func TestARequeueBringsItsTaskBack(t *testing.T) {
 		c.requeued("stale", w.now(), nil)
 		time.Sleep(time.Second)
 		addAttempt(w, c.latestLocked("back"), 1, w.now(), "fail")
-		c.cancelled(c.latestLocked("cancelled"), "cancelled", w.now(), leasecron.CancelResult{Removed: true}, nil, nil)
+		// (A cancel answered in the very instant the requeue was issued,
+		// as a client's queued operations run: seed 67065.)
+		cx := c.latestLocked("cancelled")
+		cx.requeuedFrom[len(cx.requeuedFrom)-1] = w.now()
+		c.cancelled(cx, "cancelled", w.now(), leasecron.CancelResult{Removed: true}, nil, nil)
 		again := c.newTI(TaskSpec{ID: "again", Type: "plain"}, nil, nil)
 		c.scheduled(again, w.now(), leasecron.Item{ID: "again", Due: w.now()}, nil)
 		got := violationsOf(c, c.requeuesBringBack)
