@@ -3,32 +3,9 @@ package leasecron
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 )
-
-// failN is a transport that fails the next n requests whose URL contains
-// match, and counts them.
-type failN struct {
-	next   policy.Transporter
-	match  string
-	left   atomic.Int32
-	failed atomic.Int32
-}
-
-func (f *failN) Do(req *http.Request) (*http.Response, error) {
-	if strings.Contains(req.URL.String(), f.match) && f.left.Add(-1) >= 0 {
-		f.failed.Add(1)
-		return nil, fmt.Errorf("connection reset by peer")
-	}
-	return f.next.Do(req)
-}
 
 // A batch whose tasks are written but whose seal meets a fault tries the
 // seal again, and one that cannot seal it says the call was done in part
@@ -46,15 +23,12 @@ func TestABatchWhoseSealFailsIsTriedAgainOrSaysSo(t *testing.T) {
 		{"a fault that does not", 1000, ErrIncomplete},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var tr *failN
-			c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
-				tr = &failN{next: next, match: "PartitionKey='~cb1',RowKey='h'"}
-				return tr
-			})
+			c, tr := memClientFailing(t, "PartitionKey='~cb1',RowKey='h'")
 			ctx := context.Background()
 			due := time.Now().Add(time.Hour)
 			items := []Item{{ID: "m1", Type: "t", Due: due}, {ID: "m2", Type: "t", Due: due}}
-			tr.left.Store(tc.failures)
+			tr.limit = tc.failures
+			tr.armed.Store(true)
 			res, err := c.ScheduleMany(ctx, items, ScheduleManyOptions{Batch: "b1", OnComplete: &Item{Type: "done"}})
 			if tr.failed.Load() == 0 {
 				t.Fatal("no request to seal the batch failed: the test does not reach the seal")

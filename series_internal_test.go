@@ -788,16 +788,18 @@ func memClientFailing(t *testing.T, match string) (*Client, *failWhile) {
 }
 
 // failWhile is a transport that fails every request whose URL contains
-// match while armed, and counts them.
+// match while armed — the first limit of them, when limit is set — and
+// counts them.
 type failWhile struct {
 	next   policy.Transporter
 	match  string
 	armed  atomic.Bool
+	limit  int32
 	failed atomic.Int32
 }
 
 func (f *failWhile) Do(req *http.Request) (*http.Response, error) {
-	if strings.Contains(req.URL.String(), f.match) && f.armed.Load() {
+	if strings.Contains(req.URL.String(), f.match) && f.armed.Load() && (f.limit == 0 || f.failed.Load() < f.limit) {
 		f.failed.Add(1)
 		return nil, fmt.Errorf("connection reset by peer")
 	}
