@@ -276,6 +276,8 @@ type checker struct {
 	// deadWhy are the reasons of those dead letters, every one of a run's.
 	deadWhy map[string][]string
 	moved   map[string][]movedRow // the schedule rows of an id a mover removed
+	// sends are the messages of a task (by id) workers put on a queue.
+	sends map[string][]sentMsg
 
 	board boardState
 
@@ -287,7 +289,7 @@ func newChecker(w *World) *checker {
 	c := &checker{w: w, byInc: map[int]*ti{}, byID: map[string][]*ti{}, logical: map[string]string{}, batches: map[string]*batch{},
 		notes: map[*proc][]procNote{}, hits: map[*proc][]time.Time{}, blobHits: map[*proc][]time.Time{},
 		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, firstDequeue: map[string]time.Time{}, rowWrites: map[string][]rowWrite{}, runStates: map[string][]runState{}, status: map[string]leasecron.Status{},
-		moved: map[string][]movedRow{}}
+		moved: map[string][]movedRow{}, sends: map[string][]sentMsg{}}
 	var most time.Duration
 	for _, cs := range w.plan.Clocks {
 		most = max(most, cs.Offset.Abs())
@@ -736,6 +738,41 @@ type rowWrite struct {
 func (c *checker) movedLocked(id string, due, from, to time.Time) bool {
 	return slices.ContainsFunc(c.moved[id], func(m movedRow) bool {
 		return sameDue(m.due, due) && !m.at.Before(from) && !m.at.After(to)
+	})
+}
+
+// sentMsg is a message of task id a worker put on a queue: when, the
+// due time it carries, when the traffic-cop pass that sent it began
+// (Envelope.Enqueued, on the worker's clock) and whether it carries an
+// early-send token.
+type sentMsg struct {
+	id            string
+	at, due, read time.Time
+	token         bool
+}
+
+// sent records messages the service took from a worker.
+func (c *checker) sent(ms []sentMsg) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.w.now()
+	for _, m := range ms {
+		m.at = now
+		c.sends[m.id] = append(c.sends[m.id], m)
+	}
+}
+
+// sentLateLocked reports whether a traffic-cop pass that began by to
+// (give or take the clocks' skew) sent id's version due at due, without
+// an early-send token, at or after from: the pass read the row before a
+// change issued at from rewrote it, and moved it after (README: a change
+// that races with the move, from when the mover records the run until it
+// removes the row, longer while requests fail or the mover is stopped
+// between the two; seed 66219: a pass's mark came before a reschedule,
+// its send 8 s after, the old version ran beside the new).
+func (c *checker) sentLateLocked(id string, due, from, to time.Time) bool {
+	return slices.ContainsFunc(c.sends[id], func(m sentMsg) bool {
+		return !m.token && sameDue(m.due, due) && !m.at.Before(from) && !m.read.IsZero() && !m.read.After(to.Add(c.skew))
 	})
 }
 
@@ -1664,10 +1701,13 @@ func (c *checker) movedAwayLocked(t *ti, ev *runEv) (retime, bool) {
 // moved by a mover pass while a reschedule changed it (README: a change
 // that races with the move itself may still let the old version run
 // once): the version was due, or nearly, when the reschedule was
-// answered, or a mover was seen removing a row of the id meanwhile.
+// answered, a mover was seen removing a row of the id meanwhile, or a
+// pass that began before the answer sent the version after the change
+// was issued.
 func (c *checker) racedMoveLocked(t *ti, due time.Time) bool {
 	return slices.ContainsFunc(t.retimes, func(r retime) bool {
-		return sameDue(r.from, due) && (!due.After(r.returned.Add(5*time.Second)) || c.movedLocked(t.id, r.from, r.issued, r.returned))
+		return sameDue(r.from, due) && (!due.After(r.returned.Add(5*time.Second)) || c.movedLocked(t.id, r.from, r.issued, r.returned) ||
+			c.sentLateLocked(t.id, r.from, r.issued, r.returned))
 	})
 }
 

@@ -768,18 +768,23 @@ func TestARefusalAsAlreadyScheduledNeedsAPendingId(t *testing.T) {
 }
 
 // The version of a one-off task that a reschedule moved away from does
-// not start once the reschedule answered, unless it was due by then (the
-// change raced its move).
+// not start once the reschedule answered, unless it was due by then or a
+// traffic-cop pass that began before the answer sent it after the change
+// was issued (the change raced its move: seed 66219). A pass begun after
+// the answer that sends it has no excuse (the old row was left).
 func TestTheOldVersionOfARescheduledTaskDoesNotStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, c := newTestChecker()
 		for _, tc := range []struct {
 			id        string
 			oldDue    time.Duration
+			passBegan time.Duration // after the change was issued; 0: no pass sent the old version
 			violation bool
 		}{
-			{"far", 10 * time.Minute, true},
-			{"due", 0, false},
+			{"far", 10 * time.Minute, 0, true},
+			{"due", 0, 0, false},
+			{"sent-by-a-pass-begun-before", 10 * time.Minute, -time.Second, false},
+			{"sent-by-a-later-pass", 10 * time.Minute, 9 * time.Minute, true},
 		} {
 			c.violations = nil
 			x := c.newTI(TaskSpec{ID: tc.id, Type: "plain"}, nil, nil)
@@ -788,6 +793,10 @@ func TestTheOldVersionOfARescheduledTaskDoesNotStart(t *testing.T) {
 			issued := w.now()
 			time.Sleep(time.Second)
 			c.retimed(tc.id, issued, leasecron.Item{ID: tc.id, Due: w.now().Add(time.Hour)}, nil)
+			if tc.passBegan != 0 {
+				time.Sleep(max(0, time.Until(issued.Add(tc.passBegan))) + 8*time.Second)
+				c.sent([]sentMsg{{id: tc.id, due: old, read: issued.Add(tc.passBegan)}})
+			}
 			time.Sleep(time.Until(old) + time.Second)
 			c.mu.Lock()
 			ev := &runEv{ti: x, runID: tc.id, due: old, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()}

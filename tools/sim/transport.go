@@ -147,9 +147,16 @@ func (f *faultTransport) Do(req *http.Request) (resp *http.Response, err error) 
 			return nil, errKilled
 		}
 	}
+	var sends []sentMsg
+	if svc == "queue" && p.kind == "worker" && req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/messages") {
+		sends = sentRuns(req)
+	}
 	resp, err = f.next.Do(req)
 	if err != nil {
 		return resp, err
+	}
+	if len(sends) > 0 && resp.StatusCode == http.StatusCreated {
+		f.w.chk.sent(sends)
 	}
 	if svc == "queue" && req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/messages") &&
 		!strings.Contains(req.URL.RawQuery, "peekonly") && resp.StatusCode == http.StatusOK {
@@ -399,6 +406,37 @@ func dequeuedRuns(resp *http.Response) []string {
 		}
 	}
 	return ids
+}
+
+// sentRuns reads the envelope a worker's request puts on a queue (a
+// traffic-cop pass's move, or a worker's message of its own), leaving the
+// request's body readable.
+func sentRuns(req *http.Request) []sentMsg {
+	if req.Body == nil {
+		return nil
+	}
+	body, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return nil
+	}
+	var m struct {
+		Text string `xml:"MessageText"`
+	}
+	if xml.Unmarshal(body, &m) != nil {
+		return nil
+	}
+	var env struct {
+		ID       string    `json:"id"`
+		Due      time.Time `json:"due"`
+		Enqueued time.Time `json:"enqueued"`
+		Token    string    `json:"token"`
+	}
+	if json.Unmarshal([]byte(m.Text), &env) != nil || env.ID == "" {
+		return nil
+	}
+	return []sentMsg{{id: env.ID, due: env.Due, read: env.Enqueued, token: env.Token != ""}}
 }
 
 // peekBody returns resp's body, leaving it readable for the caller.

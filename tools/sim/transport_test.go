@@ -75,6 +75,32 @@ func TestDequeuedRunsReadsTheEnvelopeIDs(t *testing.T) {
 	}
 }
 
+// The checker learns from each send which version of a task a worker put
+// on a queue, and when the pass that sent it began (seed 66219: a pass
+// begun before a reschedule sent the old version after it): read out of
+// the request as the service reads it, the request left readable for it.
+func TestSentRunsReadsTheEnvelope(t *testing.T) {
+	due := time.Date(2026, 3, 8, 6, 51, 29, 0, time.UTC)
+	for _, tok := range []string{"", "tk1"} {
+		env, _ := json.Marshal(queue.Envelope{ID: `t"7<`, Type: "plain", Due: due, Enqueued: due.Add(-time.Second), Token: tok})
+		var text strings.Builder
+		_ = xml.EscapeText(&text, env)
+		body := "<QueueMessage><MessageText>" + text.String() + "</MessageText></QueueMessage>"
+		req, err := http.NewRequest(http.MethodPost, "http://queue.memstore/devstoreaccount1/work/messages", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := sentRuns(req)
+		want := []sentMsg{{id: `t"7<`, due: due, read: due.Add(-time.Second), token: tok != ""}}
+		if len(got) != 1 || got[0].id != want[0].id || !got[0].due.Equal(due) || !got[0].read.Equal(want[0].read) || got[0].token != want[0].token {
+			t.Errorf("token %q: sentRuns = %+v; want %+v", tok, got, want)
+		}
+		if left, _ := io.ReadAll(req.Body); string(left) != body {
+			t.Errorf("the request was not left readable: %q", left)
+		}
+	}
+}
+
 // A consumer's acknowledgement of a cancelled run reaches the checker
 // through the process's logger, at any log level, with the task id given
 // either to the logger (as the consumer does) or in the record.
