@@ -744,11 +744,12 @@ func (c *checker) movedLocked(id string, due, from, to time.Time) bool {
 // sentMsg is a message of task id a worker put on a queue: when, the
 // due time it carries, when the traffic-cop pass that sent it began
 // (Envelope.Enqueued, on the worker's clock) and whether it carries an
-// early-send token.
+// early-send token. (A message of a run's end alone is not one: it
+// carries the envelope of a message sent before.)
 type sentMsg struct {
-	id            string
-	at, due, read time.Time
-	token         bool
+	id                 string
+	at, due, passBegan time.Time
+	token              bool
 }
 
 // sent records messages the service took from a worker.
@@ -762,17 +763,38 @@ func (c *checker) sent(ms []sentMsg) {
 	}
 }
 
-// sentLateLocked reports whether a traffic-cop pass that began by to
-// (give or take the clocks' skew) sent id's version due at due, without
-// an early-send token, at or after from: the pass read the row before a
-// change issued at from rewrote it, and moved it after (README: a change
-// that races with the move, from when the mover records the run until it
-// removes the row, longer while requests fail or the mover is stopped
-// between the two; seed 66219: a pass's mark came before a reschedule,
-// its send 8 s after, the old version ran beside the new).
+// sentLateLocked reports whether a traffic-cop pass read the row of id's
+// version due at due before a change issued at from removed it (by to),
+// and sent that version without an early-send token: the pass began by
+// the removal (give or take the clocks' skew: a pass begun after it could
+// not have read the row) and the row was not written again before the
+// send. That is the race of a change with the
+// move that the README allows, from when the mover records the run until
+// it removes the row, longer while requests fail or the mover is stopped
+// between the two (seed 66219: a pass's mark came before a reschedule,
+// its send 8 s after it, and the old version ran beside the new). A row
+// the change left, or one written again, is not excused.
 func (c *checker) sentLateLocked(id string, due, from, to time.Time) bool {
-	return slices.ContainsFunc(c.sends[id], func(m sentMsg) bool {
-		return !m.token && sameDue(m.due, due) && !m.at.Before(from) && !m.read.IsZero() && !m.read.After(to.Add(c.skew))
+	writes := c.rowWrites[id]
+	for _, rm := range writes {
+		if !rm.removed || !sameDue(rm.due, due) || rm.at.Before(from) || rm.at.After(to) {
+			continue
+		}
+		if slices.ContainsFunc(c.sends[id], func(m sentMsg) bool {
+			return !m.token && sameDue(m.due, due) && !m.passBegan.IsZero() &&
+				!m.passBegan.After(rm.at.Add(c.skew)) && !writtenBetween(writes, due, rm.at, m.at)
+		}) {
+			return true
+		}
+	}
+	return false
+}
+
+// writtenBetween reports whether writes hold a write (not a removal) of
+// the row due at due after from and by to.
+func writtenBetween(writes []rowWrite, due, from, to time.Time) bool {
+	return slices.ContainsFunc(writes, func(w rowWrite) bool {
+		return !w.removed && sameDue(w.due, due) && w.at.After(from) && !w.at.After(to)
 	})
 }
 
@@ -1702,8 +1724,8 @@ func (c *checker) movedAwayLocked(t *ti, ev *runEv) (retime, bool) {
 // that races with the move itself may still let the old version run
 // once): the version was due, or nearly, when the reschedule was
 // answered, a mover was seen removing a row of the id meanwhile, or a
-// pass that began before the answer sent the version after the change
-// was issued.
+// pass that read the version's row before the change removed it sent it
+// after the change was issued (sentLateLocked).
 func (c *checker) racedMoveLocked(t *ti, due time.Time) bool {
 	return slices.ContainsFunc(t.retimes, func(r retime) bool {
 		return sameDue(r.from, due) && (!due.After(r.returned.Add(5*time.Second)) || c.movedLocked(t.id, r.from, r.issued, r.returned) ||

@@ -769,34 +769,33 @@ func TestARefusalAsAlreadyScheduledNeedsAPendingId(t *testing.T) {
 
 // The version of a one-off task that a reschedule moved away from does
 // not start once the reschedule answered, unless it was due by then or a
-// traffic-cop pass that began before the answer sent it after the change
-// was issued (the change raced its move: seed 66219). A pass begun after
-// the answer that sends it has no excuse (the old row was left).
+// traffic-cop pass that read its row before the change removed it sent it
+// (the change raced its move: seed 66219). Sent by a pass begun after the
+// removal, with a token, from a row the change left or one written again,
+// it has no excuse.
 func TestTheOldVersionOfARescheduledTaskDoesNotStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, c := newTestChecker()
 		for _, tc := range []struct {
 			id        string
 			oldDue    time.Duration
-			passBegan time.Duration // after the change was issued; 0: no pass sent the old version
+			race      raceSpec
 			violation bool
 		}{
-			{"far", 10 * time.Minute, 0, true},
-			{"due", 0, 0, false},
-			{"sent-by-a-pass-begun-before", 10 * time.Minute, -time.Second, false},
-			{"sent-by-a-later-pass", 10 * time.Minute, 9 * time.Minute, true},
+			{"far", 10 * time.Minute, raceSpec{}, true},
+			{"due", 0, raceSpec{}, false},
+			{"sent-by-a-pass-begun-before", 10 * time.Minute, raceSpec{send: true, removed: true, passBegan: -time.Second}, false},
+			{"sent-by-a-pass-begun-after-the-removal", 10 * time.Minute, raceSpec{send: true, removed: true, passBegan: 9 * time.Minute}, true},
+			{"sent-with-a-token", 10 * time.Minute, raceSpec{send: true, removed: true, passBegan: -time.Second, token: true}, true},
+			{"sent-from-a-row-the-change-left", 10 * time.Minute, raceSpec{send: true, passBegan: -time.Second}, true},
+			{"sent-from-a-row-written-again", 10 * time.Minute, raceSpec{send: true, removed: true, rewritten: true, passBegan: -time.Second}, true},
+			{"another-due-time-sent", 10 * time.Minute, raceSpec{send: true, removed: true, passBegan: -time.Second, otherDue: true}, true},
 		} {
 			c.violations = nil
 			x := c.newTI(TaskSpec{ID: tc.id, Type: "plain"}, nil, nil)
 			old := w.now().Add(tc.oldDue)
 			c.scheduled(x, w.now(), leasecron.Item{ID: tc.id, Due: old}, nil)
-			issued := w.now()
-			time.Sleep(time.Second)
-			c.retimed(tc.id, issued, leasecron.Item{ID: tc.id, Due: w.now().Add(time.Hour)}, nil)
-			if tc.passBegan != 0 {
-				time.Sleep(max(0, time.Until(issued.Add(tc.passBegan))) + 8*time.Second)
-				c.sent([]sentMsg{{id: tc.id, due: old, read: issued.Add(tc.passBegan)}})
-			}
+			tc.race.reschedule(t, c, tc.id, old, w.now().Add(time.Hour))
 			time.Sleep(time.Until(old) + time.Second)
 			c.mu.Lock()
 			ev := &runEv{ti: x, runID: tc.id, due: old, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()}
@@ -807,6 +806,83 @@ func TestTheOldVersionOfARescheduledTaskDoesNotStart(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A rescheduled task's old version that runs after its new one succeeded
+// is a run again (seed 66219's own check: the old version was due 8 s
+// after the change answered, beyond the allowance for a version already
+// due) unless a pass that read its row before the change removed it sent
+// it.
+func TestTheOldVersionRunsBesideTheNewOnlyInTheRace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		for _, tc := range []struct {
+			id        string
+			race      raceSpec
+			violation bool
+		}{
+			{"unsent", raceSpec{}, true},
+			{"raced", raceSpec{send: true, removed: true, passBegan: -time.Second}, false},
+			{"kept", raceSpec{send: true, passBegan: -time.Second}, true},
+		} {
+			c.violations = nil
+			x := c.newTI(TaskSpec{ID: tc.id, Type: "plain"}, nil, nil)
+			old := w.now().Add(10 * time.Second)
+			c.scheduled(x, w.now(), leasecron.Item{ID: tc.id, Due: old}, nil)
+			tc.race.reschedule(t, c, tc.id, old, w.now().Add(2*time.Second))
+			time.Sleep(time.Second)
+			addAttempt(w, x, 1, w.now(), "ok") // the new version, due by now
+			time.Sleep(time.Until(old) + time.Second)
+			c.mu.Lock()
+			ev := &runEv{ti: x, runID: tc.id, due: old, attempt: 1, proc: &proc{w: w, name: "w2"}, start: w.now()}
+			c.checkStartLocked(x, ev)
+			c.mu.Unlock()
+			if got := len(c.violations) > 0; got != tc.violation {
+				t.Errorf("%s: violations %v; want one: %v", tc.id, c.violations, tc.violation)
+			}
+		}
+	})
+}
+
+// raceSpec is how a test's reschedule meets a traffic-cop pass: whether
+// the change removed the old row, the pass sent the old version (with a
+// token, or another due time) and began when (after the change was
+// issued), and the old row was written again after the removal.
+type raceSpec struct {
+	send, removed, rewritten, token, otherDue bool
+	passBegan                                 time.Duration
+}
+
+// reschedule reschedules id from old to due in the checker (issued now,
+// answered a second later), as r says, the pass's send 8 s later.
+func (r raceSpec) reschedule(t *testing.T, c *checker, id string, old, due time.Time) {
+	t.Helper()
+	commit := func(removed bool) {
+		rk, err := schedule.RowKey(old, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "0", Rows: []memstore.CommittedRow{{RowKey: rk, Deleted: removed}}})
+	}
+	issued := c.w.now()
+	time.Sleep(500 * time.Millisecond)
+	if r.removed {
+		commit(true)
+	}
+	time.Sleep(500 * time.Millisecond)
+	c.retimed(id, issued, leasecron.Item{ID: id, Due: due}, nil)
+	if !r.send {
+		return
+	}
+	if r.rewritten {
+		commit(false)
+	}
+	time.Sleep(max(0, time.Until(issued.Add(r.passBegan))) + 8*time.Second)
+	m := sentMsg{id: id, due: old, passBegan: issued.Add(r.passBegan), token: r.token}
+	if r.otherDue {
+		m.due = old.Add(time.Second)
+	}
+	c.sent([]sentMsg{m})
 }
 
 // A schedule that answered an error may never have been written; one

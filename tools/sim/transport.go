@@ -432,11 +432,14 @@ func sentRuns(req *http.Request) []sentMsg {
 		Due      time.Time `json:"due"`
 		Enqueued time.Time `json:"enqueued"`
 		Token    string    `json:"token"`
+		EndOnly  bool      `json:"end_only"`
 	}
-	if json.Unmarshal([]byte(m.Text), &env) != nil || env.ID == "" {
+	if json.Unmarshal([]byte(m.Text), &env) != nil || env.ID == "" || env.EndOnly {
+		// (A run's end sent alone carries the envelope of the message
+		// that ran, pass start and all: no pass sent anything.)
 		return nil
 	}
-	return []sentMsg{{id: env.ID, due: env.Due, read: env.Enqueued, token: env.Token != ""}}
+	return []sentMsg{{id: env.ID, due: env.Due, passBegan: env.Enqueued, token: env.Token != ""}}
 }
 
 // peekBody returns resp's body, leaving it readable for the caller.

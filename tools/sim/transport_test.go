@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/memstore"
+	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
 )
 
@@ -81,23 +82,35 @@ func TestDequeuedRunsReadsTheEnvelopeIDs(t *testing.T) {
 // the request as the service reads it, the request left readable for it.
 func TestSentRunsReadsTheEnvelope(t *testing.T) {
 	due := time.Date(2026, 3, 8, 6, 51, 29, 0, time.UTC)
-	for _, tok := range []string{"", "tk1"} {
-		env, _ := json.Marshal(queue.Envelope{ID: `t"7<`, Type: "plain", Due: due, Enqueued: due.Add(-time.Second), Token: tok})
+	send := func(env queue.Envelope) string {
+		b, _ := json.Marshal(env)
 		var text strings.Builder
-		_ = xml.EscapeText(&text, env)
-		body := "<QueueMessage><MessageText>" + text.String() + "</MessageText></QueueMessage>"
+		_ = xml.EscapeText(&text, b)
+		return xml.Header + "<QueueMessage><MessageText>" + text.String() + "</MessageText></QueueMessage>"
+	}
+	for _, tok := range []string{"", "tk1"} {
+		body := send(queue.Envelope{ID: `t"7<`, Type: "plain", Due: due, Enqueued: due.Add(-time.Second), Token: tok})
 		req, err := http.NewRequest(http.MethodPost, "http://queue.memstore/devstoreaccount1/work/messages", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := sentRuns(req)
-		want := []sentMsg{{id: `t"7<`, due: due, read: due.Add(-time.Second), token: tok != ""}}
-		if len(got) != 1 || got[0].id != want[0].id || !got[0].due.Equal(due) || !got[0].read.Equal(want[0].read) || got[0].token != want[0].token {
+		want := []sentMsg{{id: `t"7<`, due: due, passBegan: due.Add(-time.Second), token: tok != ""}}
+		if len(got) != 1 || got[0].id != want[0].id || !got[0].due.Equal(due) || !got[0].passBegan.Equal(want[0].passBegan) || got[0].token != want[0].token {
 			t.Errorf("token %q: sentRuns = %+v; want %+v", tok, got, want)
 		}
 		if left, _ := io.ReadAll(req.Body); string(left) != body {
 			t.Errorf("the request was not left readable: %q", left)
 		}
+	}
+	// A run's end sent alone carries the envelope of the message that ran.
+	end := send(queue.Envelope{ID: "t8", Type: "plain", Due: due, Enqueued: due, Ended: leasecrontype.RunSucceeded, EndOnly: true})
+	req, err := http.NewRequest(http.MethodPost, "http://queue.memstore/devstoreaccount1/work/messages", strings.NewReader(end))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sentRuns(req); len(got) != 0 {
+		t.Errorf("a run's end sent alone was taken for a send of its run: %+v", got)
 	}
 }
 
