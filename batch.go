@@ -60,6 +60,13 @@ type BatchMember struct {
 // ErrNoBatch: no batch has that id (it wraps ErrNotFound).
 var ErrNoBatch = fmt.Errorf("%w: %w", ErrNotFound, runs.ErrNoBatch)
 
+// ErrBatchExists: ScheduleMany was given the id of a batch that exists
+// (it wraps ErrAlreadyScheduled); nothing was written. A retry of a call
+// that went unanswered meets its own batch so: Batch and BatchMembers
+// tell whether that call sealed it (the HTTP API answers an identical
+// retry as the first call, from them).
+var ErrBatchExists = fmt.Errorf("%w: batch already exists", ErrAlreadyScheduled)
+
 // Batch returns the progress of batch id: one query.
 func (c *Client) Batch(ctx context.Context, id string) (BatchStatus, error) {
 	if c.runs == nil {
@@ -136,14 +143,12 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 	}
 	since := c.o.Clock.Now()
 	if err := c.runs.AddDependents(ctx, deps); err != nil {
-		c.abandonBatch(ctx, batch, cb)
-		return nil, err
+		return nil, errors.Join(err, c.abandonBatch(ctx, batch, cb))
 	}
 	noted, err := c.noteParents(ctx, deps, states)
 	if err != nil {
 		c.dropDependents(ctx, deps)
-		c.abandonBatch(ctx, batch, cb)
-		return nil, err
+		return nil, errors.Join(err, c.abandonBatch(ctx, batch, cb))
 	}
 	res, err := c.scheduleMany(ctx, items, ScheduleManyOptions{Partial: o.Partial})
 	var written []string
@@ -154,8 +159,7 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 	}
 	if len(written) == 0 && len(items) > 0 {
 		c.dropDependents(ctx, deps)
-		c.abandonBatch(ctx, batch, cb)
-		return res, err
+		return res, errors.Join(err, c.abandonBatch(ctx, batch, cb))
 	}
 	c.lookAgain(ctx, deps, states, noted, since, false)
 	if batch != "" {
@@ -163,7 +167,11 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 		// one that does not is not an answer a caller should retry (the
 		// batch exists now, and its retry would be refused), nor one it
 		// may overlook (unsealed, the batch never releases its callback).
-		serr := retry.Transient(ctx, retry.Policy{Clock: c.o.Clock}, func(ctx context.Context) error { return c.sealBatch(ctx, batch, written) })
+		// The caller may have gone meanwhile (a client that timed out):
+		// the seal is made all the same.
+		sctx, cancel := settleContext(ctx)
+		serr := retry.Transient(sctx, retry.Policy{Clock: c.o.Clock}, func(ctx context.Context) error { return c.sealBatch(ctx, batch, written) })
+		cancel()
 		if serr != nil {
 			return res, errors.Join(err, fmt.Errorf("%w: the tasks were written, but sealing or completing batch %s failed (leasecron batch %s shows whether it is sealed; unsealed, its callback never runs): %w", ErrIncomplete, batch, batch, serr))
 		}
@@ -307,34 +315,67 @@ func (c *Client) openBatch(ctx context.Context, items []Item, o ScheduleManyOpti
 	}
 	if err := c.runs.CreateBatch(ctx, id, len(items), cb.ID); err != nil {
 		if errors.Is(err, storage.ErrAlreadyExists) {
-			return "", Item{}, fmt.Errorf("%w: batch %s already exists", ErrAlreadyScheduled, id)
+			return "", Item{}, fmt.Errorf("%w: %s", ErrBatchExists, id)
 		}
 		return "", Item{}, err
 	}
 	if cb.ID != "" {
 		written, err := c.sched.Add(ctx, cb, schedule.AddOptions{})
 		if err != nil {
-			_ = c.runs.DeleteBatch(ctx, id)
-			return "", Item{}, fmt.Errorf("completion callback: %w", err)
+			// (Its write may have committed unanswered: abandonBatch
+			// takes back a callback row that names this batch.)
+			return "", Item{}, errors.Join(fmt.Errorf("completion callback: %w", err), c.abandonBatch(ctx, id, cb))
 		}
 		cb = written
 	}
 	return id, cb, nil
 }
 
-// abandonBatch takes back a batch none of whose members was written.
-func (c *Client) abandonBatch(ctx context.Context, batch string, cb Item) {
+// settleTimeout bounds what a ScheduleMany of a batch does to settle it
+// once its header is written — seal it, or take it back — when its caller
+// has gone (a client that timed out, a request cancelled): left half
+// done, a batch either never releases its callback or keeps its id taken
+// with no members, and the caller's retry is refused as a batch that
+// already exists.
+const settleTimeout = 2 * time.Minute
+
+// settleContext is ctx without its cancellation, bounded by settleTimeout.
+func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+}
+
+// abandonBatch takes back a batch none of whose members was written: its
+// callback's row, when one names the batch as its own (cb's write may
+// have committed unanswered), and its header. A fault that passes is
+// tried again, and the caller's cancellation does not stop it (its retry
+// would meet the header). A batch that cannot be taken back is an
+// ErrIncomplete: its id stays taken, which a retry of the call cannot
+// mend, so the error says so instead of one worth retrying.
+func (c *Client) abandonBatch(ctx context.Context, batch string, cb Item) error {
 	if batch == "" {
-		return
+		return nil
 	}
-	if cb.ID != "" {
-		if _, err := c.sched.Cancel(ctx, cb.ID); err != nil && !errors.Is(err, ErrNotFound) {
-			c.o.Logger.Warn("removing the completion callback of a batch not scheduled failed", "batch", batch, "task_id", cb.ID, "err", err)
+	ctx, cancel := settleContext(ctx)
+	defer cancel()
+	err := retry.Transient(ctx, retry.Policy{Clock: c.o.Clock}, func(ctx context.Context) error {
+		if cb.ID != "" {
+			switch have, err := c.sched.Get(ctx, cb.ID); {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				return err
+			case have.Batch == batch && have.Callback:
+				if _, err := c.sched.Cancel(ctx, cb.ID); err != nil && !errors.Is(err, ErrNotFound) {
+					return err
+				}
+			}
 		}
+		return c.runs.DeleteBatch(ctx, batch)
+	})
+	if err != nil {
+		c.o.Logger.Warn("taking back a batch none of whose tasks was written failed", "batch", batch, "err", err)
+		return fmt.Errorf("%w: none of the tasks was written, but batch %s could not be taken back and its id stays taken (leasecron batch %s shows it): %w", ErrIncomplete, batch, batch, err)
 	}
-	if err := c.runs.DeleteBatch(ctx, batch); err != nil {
-		c.o.Logger.Warn("removing a batch not scheduled failed", "batch", batch, "err", err)
-	}
+	return nil
 }
 
 // sealBatch lists the members written, seals the batch with their number

@@ -1,10 +1,20 @@
 package leasecron
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/leasecron/leasecron/internal/runs"
 )
 
 // A batch whose tasks are written but whose seal meets a fault tries the
@@ -49,5 +59,115 @@ func TestABatchWhoseSealFailsIsTriedAgainOrSaysSo(t *testing.T) {
 				t.Fatalf("batch sealed %v; want %v", b.Sealed, sealed)
 			}
 		})
+	}
+}
+
+// A ScheduleMany of a batch whose caller goes (a client that timed out,
+// a request cancelled) once the batch's header is written still settles
+// the batch: gone after the tasks were written, the batch is sealed (its
+// callback runs once its members end); gone before any was, the header
+// and the callback are taken back, so a retry of the call is not refused
+// as a batch that already exists. Cut short by the cancellation, the seal
+// left the batch unsealed for good and the roll-back left the id taken.
+func TestABatchIsSettledAfterItsCallerHasGone(t *testing.T) {
+	for _, tc := range []struct {
+		name, match string
+		sealed      bool
+	}{
+		{"gone at the seal", "PartitionKey='~cb1',RowKey='h'", true},
+		{"gone at the members' write", "id~m1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr *cancelOn
+			c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+				tr = &cancelOn{next: next, match: tc.match}
+				return tr
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tr.cancel = cancel
+			due := time.Now().Add(time.Hour)
+			items := []Item{{ID: "m1", Type: "t", Due: due}, {ID: "m2", Type: "t", Due: due}}
+			opts := ScheduleManyOptions{Batch: "b1", OnComplete: &Item{Type: "done"}}
+			res, err := c.ScheduleMany(ctx, items, opts)
+			if !tr.fired.Load() {
+				t.Fatal("the caller never went: the test does not reach the step")
+			}
+			bg := context.Background()
+			b, gerr := c.runs.GetBatch(bg, "b1")
+			if !tc.sealed {
+				if err == nil || errors.Is(err, ErrIncomplete) {
+					t.Fatalf("ScheduleMany: %v; want the members' failure, the batch taken back", err)
+				}
+				if !errors.Is(gerr, runs.ErrNoBatch) {
+					t.Fatalf("the batch's header after the roll-back: %+v, %v; want none", b, gerr)
+				}
+				if _, err := c.Get(bg, "b1-done"); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("the callback after the roll-back: %v; want it gone", err)
+				}
+				if _, err := c.ScheduleMany(bg, items, opts); err != nil {
+					t.Fatalf("the call again: %v; want it accepted", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ScheduleMany: %v; want the batch sealed although its caller went", err)
+			}
+			for _, r := range res {
+				if r.Err != nil {
+					t.Fatalf("%s: %v; want it written", r.Item.ID, r.Err)
+				}
+			}
+			if gerr != nil || !b.Sealed || b.Total != 2 {
+				t.Fatalf("batch %+v, %v; want it sealed with 2 members", b, gerr)
+			}
+		})
+	}
+}
+
+// cancelOn is a transport that, at the first request whose URL or body
+// contains match, cancels the caller's context and fails the request: a
+// caller that went as the call reached that step.
+type cancelOn struct {
+	next   policy.Transporter
+	match  string
+	cancel context.CancelFunc
+	fired  atomic.Bool
+}
+
+func (f *cancelOn) Do(req *http.Request) (*http.Response, error) {
+	hit := strings.Contains(req.URL.String(), f.match)
+	if !hit && req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(b))
+		hit = bytes.Contains(b, []byte(f.match))
+	}
+	if hit && f.fired.CompareAndSwap(false, true) {
+		f.cancel()
+		return nil, fmt.Errorf("connection reset by peer")
+	}
+	return f.next.Do(req)
+}
+
+// A ScheduleMany refused before any item was tried (the shard map could
+// not be read) answers no results, only the error: an empty list beside
+// it made the HTTP API answer 200 with nothing in it, the fault lost, and
+// made schedule --file index past its end.
+func TestScheduleManyRefusedWholeAnswersNoResults(t *testing.T) {
+	for _, batch := range []string{"", "b1"} {
+		c, tr := memClientFailing(t, "~shards")
+		tr.armed.Store(true)
+		due := time.Now().Add(time.Hour)
+		res, err := c.ScheduleMany(context.Background(), []Item{{ID: "m1", Type: "t", Due: due}}, ScheduleManyOptions{Batch: batch})
+		if tr.failed.Load() == 0 {
+			t.Fatal("no read of the shard map failed: the test does not reach it")
+		}
+		if err == nil || res != nil {
+			t.Fatalf("batch %q: ScheduleMany: %v, %#v; want the error and no results", batch, err, res)
+		}
 	}
 }

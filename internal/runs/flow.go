@@ -259,6 +259,13 @@ func (s *Store) DeleteBatch(ctx context.Context, id string) error {
 		return fmt.Errorf("runs: delete batch %s: %w", id, err)
 	}
 	s.deleteRows(ctx, rows)
+	left, err := table.All(ctx, s.t, table.Query{Partition: batchPK(id), Select: []string{"Total"}}, 0)
+	switch {
+	case err != nil:
+		return fmt.Errorf("runs: delete batch %s: %w", id, err)
+	case len(left) > 0:
+		return fmt.Errorf("runs: delete batch %s: %d of its rows could not be deleted: %w", id, len(left), storage.ErrServerBusy)
+	}
 	return nil
 }
 
