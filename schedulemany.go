@@ -96,6 +96,9 @@ func (c *Client) scheduleMany(ctx context.Context, items []Item, o ScheduleManyO
 		}
 	}
 	res, err := c.sched.AddMany(ctx, items, ao)
+	if res == nil {
+		return nil, err // refused whole before any item was tried
+	}
 	c.sendMany(ctx, res)
 	out := make([]ScheduleResult, len(res))
 	for i, r := range res {
