@@ -320,7 +320,7 @@ func (s *server) schedule(ctx context.Context, r *http.Request, who caller) (int
 	got, err := s.c.Schedule(withTrace(r), it, &leasecron.ScheduleOptions{Unique: u})
 	if err != nil {
 		// A retried POST: the same id and body answer as the first did.
-		if again, ok := s.sameAsScheduled(ctx, err, spec, it, u); ok {
+		if again, ok := s.sameAsScheduled(ctx, err, spec, it, u, ""); ok {
 			return http.StatusOK, TaskResult{Task: again}, nil
 		}
 		return 0, nil, err
@@ -361,8 +361,8 @@ func (s *server) itemOf(who caller, spec leasecron.TaskSpec) (leasecron.Item, *l
 // sameAsScheduled reports, when err says the id (or unique key) is taken
 // by the task spec describes, that task as stored: a retry of a request
 // that succeeded. A due time is compared only when spec gave at (in and
-// now are relative to the request).
-func (s *server) sameAsScheduled(ctx context.Context, err error, spec leasecron.TaskSpec, it leasecron.Item, u *leasecron.Unique) (Task, bool) {
+// now are relative to the request); batch is the request's.
+func (s *server) sameAsScheduled(ctx context.Context, err error, spec leasecron.TaskSpec, it leasecron.Item, u *leasecron.Unique, batch string) (Task, bool) {
 	var dup *leasecron.DuplicateError
 	if spec.ID == "" || !(errors.Is(err, leasecron.ErrAlreadyScheduled) || errors.As(err, &dup) && dup.ID == spec.ID) {
 		return Task{}, false
@@ -371,6 +371,12 @@ func (s *server) sameAsScheduled(ctx context.Context, err error, spec leasecron.
 	if gerr != nil {
 		return Task{}, false
 	}
+	return taskOf(have), s.sameTask(ctx, have, spec, it, u, batch)
+}
+
+// sameTask reports whether have, a pending task, is the one spec (it, u)
+// describes in a request of batch.
+func (s *server) sameTask(ctx context.Context, have leasecron.Item, spec leasecron.TaskSpec, it leasecron.Item, u *leasecron.Unique, batch string) bool {
 	key := ""
 	if u != nil {
 		key = u.Key
@@ -379,15 +385,78 @@ func (s *server) sameAsScheduled(ctx context.Context, err error, spec leasecron.
 	if have.PayloadBlob != "" {
 		b, err := s.c.Payload(ctx, have.PayloadBlob)
 		if err != nil {
-			return Task{}, false
+			return false
 		}
 		payload = string(b)
 	}
-	same := have.Type == it.Type && payload == it.Payload && have.Recurrence == it.Recurrence &&
+	return have.Type == it.Type && payload == it.Payload && have.Recurrence == it.Recurrence &&
 		have.TZ == it.TZ && have.MaxAttempts == it.MaxAttempts && have.Queue == it.Queue && have.Priority == it.Priority &&
 		have.FairKey == it.FairKey && slices.Equal(have.After, it.After) && have.AfterAny == it.AfterAny && have.UniqueKey == key &&
-		(spec.At == "" || have.Due.Equal(it.Due))
-	return taskOf(have), same
+		have.Batch == batch && (spec.At == "" || have.Due.Equal(it.Due))
+}
+
+// batchSettling is how long after its batch was written a request that
+// finds it unsealed may be one whose call is still writing it
+// (leasecron's settleTimeout, and some): a retry of it is then asked to
+// come back rather than refused.
+const batchSettling = 3 * time.Minute
+
+// sameBatch answers a request refused because its batch exists
+// (refusal) when it is a retry of the request that wrote the batch, whose
+// client got no answer (a timeout, a connection lost): every task names
+// its id, and the batch holds exactly those ids as its members, with the
+// callback the request asks for. Sealed, the answer is the first call's:
+// every task scheduled (a member still waiting in the schedule must be the
+// task the request describes; one moved or ended already is taken for it
+// by its id). Unsealed and young, the first call may still be writing
+// it: 503, to come back in a few seconds. Anything else is the refusal.
+func (s *server) sameBatch(ctx context.Context, req ScheduleManyRequest, items []leasecron.Item, specs []leasecron.TaskSpec, uniques []*leasecron.Unique, index []int, out ScheduleManyResult, refusal error) (int, any, error) {
+	b, err := s.c.Batch(ctx, req.Batch)
+	if err != nil {
+		return 0, nil, refusal
+	}
+	cb := ""
+	if req.OnComplete != nil {
+		cb = req.Batch + "-done"
+	}
+	if b.Callback != cb || slices.ContainsFunc(specs, func(sp leasecron.TaskSpec) bool { return sp.ID == "" }) {
+		return 0, nil, refusal
+	}
+	if !b.Sealed {
+		if s.clk.Now().Sub(b.Created) < batchSettling {
+			p := problem(http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("batch %s is being written by a request still under way (this one's first try?): retry after the time in Retry-After", req.Batch))
+			p.retryAfter = 5
+			return 0, nil, p
+		}
+		return 0, nil, refusal
+	}
+	members, err := s.c.BatchMembers(ctx, req.Batch)
+	if err != nil || len(members) != len(items) {
+		return 0, nil, refusal
+	}
+	in := make(map[string]bool, len(members))
+	for _, m := range members {
+		in[m.ID] = true
+	}
+	for k, it := range items {
+		if !in[it.ID] {
+			return 0, nil, refusal
+		}
+		due := it.Due
+		switch have, err := s.c.Get(ctx, it.ID); {
+		case errors.Is(err, leasecron.ErrNotFound):
+		case err != nil:
+			return 0, nil, err
+		case !s.sameTask(ctx, have, specs[k], it, uniques[k], req.Batch):
+			return 0, nil, refusal
+		default:
+			due = have.Due
+		}
+		x := &out.Results[index[k]]
+		x.ID, x.Due, x.Status = it.ID, due, "scheduled"
+		out.Scheduled++
+	}
+	return http.StatusOK, out, nil
 }
 
 // ScheduleManyRequest is the body of POST /api/v1/tasks:many.
@@ -477,6 +546,9 @@ func (s *server) scheduleMany(ctx context.Context, r *http.Request, who caller) 
 		o.Unique = uniques
 	}
 	got, err := s.c.ScheduleMany(withTrace(r), items, o)
+	if got == nil && errors.Is(err, leasecron.ErrBatchExists) {
+		return s.sameBatch(ctx, req, items, specs, uniques, index, out, err)
+	}
 	if got == nil && err != nil {
 		return 0, nil, err // refused as a whole: nothing was written
 	}
@@ -495,7 +567,7 @@ func (s *server) scheduleMany(ctx context.Context, r *http.Request, who caller) 
 			out.Scheduled++
 			continue
 		}
-		if again, ok := s.sameAsScheduled(ctx, g.Err, specs[k], items[k], uniques[k]); ok {
+		if again, ok := s.sameAsScheduled(ctx, g.Err, specs[k], items[k], uniques[k], req.Batch); ok {
 			// A retried request: this task is the one it scheduled.
 			x.Status, x.Due = "scheduled", again.Due
 			out.Scheduled++

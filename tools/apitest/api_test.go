@@ -602,4 +602,63 @@ func TestScheduleManyWithAnUnsealedBatchSaysSo(t *testing.T) {
 	if code != 500 || p["type"] != api.ProblemPrefix+"incomplete" || !strings.Contains(fmt.Sprint(p["detail"]), "batch b1") {
 		t.Fatalf("schedule-many with its seal failing: %d %v; want 500 incomplete naming the batch", code, p)
 	}
+	// The same request again finds the batch unsealed, as it would while
+	// its first try is still writing it: come back, not refused.
+	tr.armed.Store(false)
+	if code, p := f.call(sch, "POST", "/api/v1/tasks:many", many); code != 503 || !strings.Contains(fmt.Sprint(p["detail"]), "being written") {
+		t.Fatalf("the same request beside its unsealed batch: %d %v; want 503 to come back", code, p)
+	}
+}
+
+// A schedule-many of a batch tried again because its first try went
+// unanswered (a client's timeout: the first call wrote and sealed the
+// batch) is answered as the first: every task scheduled. A request that
+// differs (another member, another task under an id, no callback) is
+// refused as the batch existing; and a task refused as already scheduled
+// is the request's own only if it is in the request's batch.
+func TestScheduleManyOfABatchTriedAgainIsAnsweredAsTheFirst(t *testing.T) {
+	f := newFixture(t, api.Options{})
+	sch := f.token("s", "scheduler")
+	task := func(id, typ string) map[string]any { return map[string]any{"id": id, "type": typ, "in": "1h"} }
+	many := func(batch string, cb bool, tasks ...any) map[string]any {
+		m := map[string]any{"batch": batch, "tasks": tasks}
+		if cb {
+			m["on_complete"] = map[string]any{"type": "notify"}
+		}
+		return m
+	}
+	first := many("b2", true, task("v1", "resize"), task("v2", "resize"))
+	if code, p := f.call(sch, "POST", "/api/v1/tasks:many", first); code != 200 || p["scheduled"] != float64(2) {
+		t.Fatalf("schedule-many: %d %v", code, p)
+	}
+	code, p := f.call(sch, "POST", "/api/v1/tasks:many", first)
+	if code != 200 || p["scheduled"] != float64(2) || p["batch"] != "b2" {
+		t.Fatalf("the same request again: %d %v; want it answered as the first", code, p)
+	}
+	for _, r := range p["results"].([]any) {
+		if r.(map[string]any)["status"] != "scheduled" {
+			t.Fatalf("the same request again: %v; want every task scheduled", p)
+		}
+	}
+	for name, other := range map[string]map[string]any{
+		"another member":        many("b2", true, task("v1", "resize"), task("v3", "resize")),
+		"another task of an id": many("b2", true, task("v1", "resize"), task("v2", "notify")),
+		"no callback":           many("b2", false, task("v1", "resize"), task("v2", "resize")),
+		"a member left out":     many("b2", true, task("v1", "resize")),
+		"a task without an id":  many("b2", true, task("v1", "resize"), map[string]any{"type": "resize", "in": "1h"}),
+	} {
+		if code, p := f.call(sch, "POST", "/api/v1/tasks:many", other); code != 409 || !strings.Contains(fmt.Sprint(p["detail"]), "batch already exists") {
+			t.Errorf("%s: %d %v; want 409, the batch existing", name, code, p)
+		}
+	}
+	if code, p := f.call(sch, "POST", "/api/v1/tasks", task("p1", "resize")); code != 201 {
+		t.Fatalf("schedule p1: %d %v", code, p)
+	}
+	code, p = f.call(sch, "POST", "/api/v1/tasks:many", many("b3", false, task("p1", "resize")))
+	if code != 200 || p["scheduled"] != float64(0) {
+		t.Fatalf("a batch of a task pending outside it: %d %v; want nothing scheduled", code, p)
+	}
+	if code, p := f.call(sch, "GET", "/api/v1/batches/b3", nil); code != 404 {
+		t.Fatalf("the batch of a request that wrote nothing: %d %v; want it taken back", code, p)
+	}
 }
