@@ -125,7 +125,7 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 	shard, oldBlob, etag, err := c.add(ctx, shard, rk, &it, ao)
 	it.Shard, it.ETag = shard, etag
 	if err != nil {
-		c.dropPayload(ctx, it)
+		c.dropPayload(ctx, it, err)
 		return Item{}, err
 	}
 	if oldBlob != "" && oldBlob != it.PayloadBlob {
@@ -159,11 +159,31 @@ func (c *Client) storePayload(ctx context.Context, it *Item) error {
 	return nil
 }
 
-// dropPayload deletes the blob of an item that was not written.
-func (c *Client) dropPayload(ctx context.Context, it Item) {
-	if it.PayloadBlob != "" {
-		c.deleteBlob(ctx, it.PayloadBlob)
+// dropPayload deletes the blob of an item that was not written: why
+// says why. A write whose outcome is unknown (a fault that passes, a
+// timeout, the caller gone: it may have committed, its answer lost)
+// keeps the blob, as the task it names may be scheduled and would run
+// without its payload; a blob nobody names costs storage only.
+func (c *Client) dropPayload(ctx context.Context, it Item, why error) {
+	if it.PayloadBlob == "" {
+		return
 	}
+	if storage.IsTransient(why) && !refused(why) {
+		c.opts.Logger.Warn("keeping the payload blob of a task whose write may have committed unanswered", "task_id", it.ID, "blob", it.PayloadBlob, "err", why)
+		return
+	}
+	c.deleteBlob(ctx, it.PayloadBlob)
+}
+
+// refused reports whether err is one of this package's refusals: the
+// call decided against the write, and nothing of it was written.
+func refused(err error) bool {
+	for _, r := range []error{ErrInvalid, ErrPayloadTooLarge, ErrAlreadyScheduled, ErrAlreadySent, ErrBeingCancelled, ErrDuplicate, ErrBadRecurrence, ErrNotFound} {
+		if errors.Is(err, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // add writes the rows; it returns the payload blob of a replaced item and

@@ -530,6 +530,9 @@ func (b *batch) undoMaybe(ctx context.Context, i int) {
 		_, err = b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: it.RowKey, IfMatch: got.ETag}})
 	}
 	var why string
+	if err != nil {
+		b.keepBlob(i) // not known gone: it may stand, or have been moved
+	}
 	switch {
 	case err == nil:
 		return // written after all, and taken back
@@ -706,7 +709,10 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 		} else if b.indexMaybe[i] {
 			indexMaybe = append(indexMaybe, i)
 		}
-		if b.blobs[i] {
+		if b.blobs[i] && (rows || !b.maybe[i]) {
+			// (After a partial batch, an item whose write's answer was
+			// lost and whose row was not found may have been moved to
+			// the queue already: its blob is kept.)
 			blobs = append(blobs, i)
 		}
 	}
@@ -716,6 +722,7 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 	// cancelled so that the occurrence the mover inserted does not go on.
 	b.deleteEach(ctx, written, func(i int) string { return b.res[i].Item.RowKey }, func(i int, err error) {
 		it := b.res[i].Item
+		b.keepBlob(i) // its row stands, or was moved to the queue
 		if errors.Is(err, storage.ErrNotFound) {
 			if it.Recurrence != "" {
 				_, _ = b.c.Cancel(ctx, it.ID)
@@ -738,8 +745,22 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 		b.undoIndexMaybe(ctx, i)
 	}
 	for _, i := range blobs {
-		b.c.deleteBlob(ctx, b.res[i].Item.PayloadBlob)
+		b.mu.Lock()
+		drop := b.blobs[i]
+		b.mu.Unlock()
+		if drop {
+			b.c.deleteBlob(ctx, b.res[i].Item.PayloadBlob)
+		}
 	}
+}
+
+// keepBlob keeps item i's payload blob through a roll-back: its row may
+// stand, or have been moved to the queue, and its task would run without
+// it. A blob nobody names costs storage only.
+func (b *batch) keepBlob(i int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.blobs, i)
 }
 
 // undoIndexMaybe deletes item i's id index row if this call wrote it (its

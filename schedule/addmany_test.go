@@ -173,6 +173,42 @@ func TestAddManyRollsBackAfterAFailure(t *testing.T) {
 	}
 }
 
+// A roll-back keeps the payload blob of a row it could not take back (the
+// mover moved it meanwhile: its task runs, and needs its payload), and
+// deletes those of the rows it did take back or never wrote.
+func TestAddManyKeepsTheBlobOfARowItCouldNotTakeBack(t *testing.T) {
+	store := payload.NewMemory()
+	c, mt, _ := newMemClient(t, Options{PayloadStore: store, InlineLimit: 64})
+	items := batchItems(300, "r")
+	for _, i := range []int{10, 250, 260} {
+		items[i].Payload = strings.Repeat("x", 200)
+	}
+	var submits atomic.Int32
+	mt.BeforeSubmit(func(ops []table.Op) error {
+		if ops[0].Kind != table.Insert || strings.HasPrefix(ops[0].RowKey, IndexPrefix) {
+			return nil
+		}
+		switch submits.Add(1) {
+		case 1:
+			return nil // r0299 to r0200
+		case 2:
+			for _, e := range mt.Rows("00") {
+				if strings.HasSuffix(e.RowKey, "_r0250") {
+					mt.Remove("00", e.RowKey) // the mover takes it
+				}
+			}
+		}
+		return fmt.Errorf("%w: injected", storage.ErrBadRequest)
+	})
+	res, err := c.AddMany(ctx(t), items, AddManyOptions{Concurrency: 1})
+	if !errors.Is(err, ErrNotWritten) || !errors.Is(res[250].Err, ErrMovedBeforeRollback) {
+		t.Fatalf("AddMany: %v, res[250] %v; want the roll-back, r0250 moved before it", err, res[250].Err)
+	}
+	if names := store.Names(); len(names) != 1 || !strings.HasSuffix(res[250].Item.PayloadBlob, names[0]) {
+		t.Fatalf("blobs after the roll-back: %v; want only the moved task's, %s", names, res[250].Item.PayloadBlob)
+	}
+}
+
 // Large payloads go through blobs, which a refused batch deletes again.
 func TestAddManyLargePayloads(t *testing.T) {
 	store := payload.NewMemory()

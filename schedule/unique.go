@@ -309,14 +309,14 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 		}
 		if errors.Is(err, storage.ErrTableNotFound) && !created {
 			if err := c.Ensure(ctx); err != nil {
-				c.dropPayload(ctx, it)
+				c.dropPayload(ctx, it, storage.ErrTableNotFound) // nothing written: no table
 				return Item{}, fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)
 			}
 			created = true
 			continue
 		}
 		if !conflict(err) {
-			c.dropPayload(ctx, it)
+			c.dropPayload(ctx, it, err)
 			return Item{}, fmt.Errorf("add %s: %w", it.ID, err)
 		}
 		// The guard exists (or changed since it was read), or the id is
@@ -325,13 +325,15 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 		switch {
 		case errors.Is(gerr, storage.ErrNotFound):
 			if _, ierr := c.t.Get(ctx, shard, indexKey(it.ID)); ierr == nil {
-				c.dropPayload(ctx, it)
+				c.dropPayload(ctx, it, ErrAlreadyScheduled)
 				return Item{}, fmt.Errorf("%w: task %s", ErrAlreadyScheduled, it.ID)
 			}
 			guardOp = table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: guardOp.Props}
 			continue
 		case gerr != nil:
-			c.dropPayload(ctx, it)
+			// (The conflict may be this call's own write, met by the
+			// SDK's retry: kept when the read's failure may pass.)
+			c.dropPayload(ctx, it, gerr)
 			return Item{}, fmt.Errorf("add %s: read unique guard: %w", it.ID, gerr)
 		}
 		g := readGuard(it.Type, u.Key, ge)
@@ -344,21 +346,21 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 			return c.ownUnique(ctx, it, shard, rk), nil
 		}
 		if g.Task == it.ID {
-			c.dropPayload(ctx, it)
+			c.dropPayload(ctx, it, ErrAlreadyScheduled)
 			return Item{}, fmt.Errorf("%w: task %s", ErrAlreadyScheduled, it.ID)
 		}
 		holds, lerr := live(ctx, g)
 		if lerr != nil {
-			c.dropPayload(ctx, it)
+			c.dropPayload(ctx, it, storage.ErrPreconditionFailed) // lost to another writer
 			return Item{}, fmt.Errorf("add %s: check the task holding unique key %q: %w", it.ID, u.Key, lerr)
 		}
 		if holds {
-			c.dropPayload(ctx, it)
+			c.dropPayload(ctx, it, ErrDuplicate)
 			return Item{ID: g.Task, Type: it.Type}, &DuplicateError{Type: it.Type, Key: u.Key, ID: g.Task}
 		}
 		guardOp = table.Op{Kind: table.Replace, PartitionKey: shard, RowKey: gk, Props: guardOp.Props, IfMatch: ge.ETag}
 	}
-	c.dropPayload(ctx, it)
+	c.dropPayload(ctx, it, storage.ErrPreconditionFailed) // lost to another writer
 	return Item{}, fmt.Errorf("add %s: unique key %q still contended after %d attempts", it.ID, u.Key, retries)
 }
 
