@@ -60,13 +60,6 @@ type BatchMember struct {
 // ErrNoBatch: no batch has that id (it wraps ErrNotFound).
 var ErrNoBatch = fmt.Errorf("%w: %w", ErrNotFound, runs.ErrNoBatch)
 
-// ErrBatchExists: ScheduleMany was given the id of a batch that exists
-// (it wraps ErrAlreadyScheduled); nothing was written. A retry of a call
-// that went unanswered meets its own batch so: Batch and BatchMembers
-// tell whether that call sealed it (the HTTP API answers an identical
-// retry as the first call, from them).
-var ErrBatchExists = fmt.Errorf("%w: batch already exists", ErrAlreadyScheduled)
-
 // Batch returns the progress of batch id: one query.
 func (c *Client) Batch(ctx context.Context, id string) (BatchStatus, error) {
 	if c.runs == nil {

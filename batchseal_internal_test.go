@@ -20,9 +20,10 @@ import (
 // A batch whose tasks are written but whose seal meets a fault tries the
 // seal again, and one that cannot seal it says the call was done in part
 // (ErrIncomplete: the HTTP API answers 500 "incomplete"), not a fault to
-// retry: a ScheduleMany answered 503 for it was retried by its client and
-// refused, the batch existing, while its tasks ran and its callback never
-// would (make test, a loaded machine: the clients' test against a fleet).
+// retry, which its client's retry would meet as a batch that exists. (The
+// clients' test against a fleet once saw such a retry refused while the
+// tasks ran; a review found the likelier cause a client's timeout, not the
+// seal: TestABatchIsSettledAfterItsCallerHasGone.)
 func TestABatchWhoseSealFailsIsTriedAgainOrSaysSo(t *testing.T) {
 	for _, tc := range []struct {
 		name     string

@@ -44,7 +44,7 @@
 // The errors callers branch on, all in errors.go, are ErrNotFound
 // (wrapped by every "no such task, run, key or dead letter"),
 // ErrInvalidTask (a task refused before anything was written),
-// ErrAlreadyScheduled, ErrAlreadyFinished, ErrAlreadySent,
+// ErrAlreadyScheduled, ErrBatchExists, ErrAlreadyFinished, ErrAlreadySent,
 // ErrInvalidRunQuery, ErrNoRunRecords, ErrInvalidOptions, ErrServerBusy
 // (storage throttled the request; try again later), ErrDuplicate (a
 // unique key is held by another task), ErrInvalidProgress (Progress was

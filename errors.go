@@ -2,6 +2,7 @@ package leasecron
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -21,6 +22,12 @@ var (
 	// ErrAlreadyScheduled: Schedule was given an id that is pending (and
 	// ScheduleOptions.Replace was not set).
 	ErrAlreadyScheduled = schedule.ErrAlreadyScheduled
+	// ErrBatchExists: ScheduleMany was given the id of a batch that
+	// exists (it wraps ErrAlreadyScheduled); nothing was written. A retry
+	// of a call that went unanswered meets its own batch so: Batch and
+	// BatchMembers tell whether that call sealed it (the HTTP API answers
+	// an identical retry as the first call, from them).
+	ErrBatchExists = fmt.Errorf("%w: batch already exists", ErrAlreadyScheduled)
 	// ErrAlreadyFinished: Cancel found the run already succeeded or dead
 	// (a run already cancelled is no error: a cancel is idempotent).
 	ErrAlreadyFinished = runs.ErrAlreadyFinished
