@@ -722,6 +722,9 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 	// cancelled so that the occurrence the mover inserted does not go on.
 	b.deleteEach(ctx, written, func(i int) string { return b.res[i].Item.RowKey }, func(i int, err error) {
 		it := b.res[i].Item
+		if errors.Is(err, storage.ErrNotFound) && b.ownDelete(ctx, it) {
+			return // taken back by the chunk's delete, whose answer was lost
+		}
 		b.keepBlob(i) // its row stands, or was moved to the queue
 		if errors.Is(err, storage.ErrNotFound) {
 			if it.Recurrence != "" {
@@ -752,6 +755,18 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 			b.c.deleteBlob(ctx, b.res[i].Item.PayloadBlob)
 		}
 	}
+}
+
+// ownDelete reports whether the row of it, which a roll-back's delete
+// found gone, was taken by the roll-back itself: a delete of its chunk
+// that committed with its answer lost (the SDK's retry, and the delete of
+// each row after it, then find nothing). The mover removes a row together
+// with its id index row, which the roll-back deletes only afterwards: the
+// index row still there says the mover did not. A read that fails says
+// nothing, and the row counts as moved.
+func (b *batch) ownDelete(ctx context.Context, it Item) bool {
+	_, err := b.c.t.Get(ctx, it.Shard, indexKey(it.ID))
+	return err == nil
 }
 
 // keepBlob keeps item i's payload blob through a roll-back: its row may

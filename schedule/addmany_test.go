@@ -147,10 +147,12 @@ func TestAddManyRollsBackAfterAFailure(t *testing.T) {
 			return nil
 		}
 		if n == 2 {
-			// Meanwhile the mover takes one written row.
+			// Meanwhile the mover takes one written row (with its id
+			// index row, as it does).
 			for _, e := range mt.Rows("00") {
 				if strings.HasSuffix(e.RowKey, "_r0250") {
 					mt.Remove("00", e.RowKey)
+					mt.Remove("00", indexKey("r0250"))
 				}
 			}
 		}
@@ -194,7 +196,8 @@ func TestAddManyKeepsTheBlobOfARowItCouldNotTakeBack(t *testing.T) {
 		case 2:
 			for _, e := range mt.Rows("00") {
 				if strings.HasSuffix(e.RowKey, "_r0250") {
-					mt.Remove("00", e.RowKey) // the mover takes it
+					mt.Remove("00", e.RowKey) // the mover takes it, index and all
+					mt.Remove("00", indexKey("r0250"))
 				}
 			}
 		}
@@ -586,6 +589,64 @@ func rowsOf(t *testing.T, mt table.Table, shard, id string) int {
 		}
 	}
 	return n
+}
+
+// A roll-back whose delete of a chunk of rows committed with its answer
+// lost (the SDK's retry and the delete of each row then find them gone)
+// does not take those rows for moved to the queue: their tasks were taken
+// back, reported not written, and their blobs deleted. Reported moved,
+// each made ScheduleMany cancel the run of an earlier scheduling of its id
+// that had nothing to do with the batch (a review's find).
+func TestAddManyRollBackWhoseDeleteLostItsAnswer(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	lt := &lostDelete{Table: mt}
+	store := payload.NewMemory()
+	c, err := newClient(lt, Options{Clock: clock.NewFake(t0), Logger: quiet, PayloadStore: store, InlineLimit: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := batchItems(150, "ld")
+	items[120].Payload = strings.Repeat("x", 200) // written in the first chunk
+	var submits atomic.Int32
+	mt.BeforeSubmit(func(ops []table.Op) error {
+		if ops[0].Kind != table.Insert || strings.HasPrefix(ops[0].RowKey, IndexPrefix) {
+			return nil
+		}
+		if submits.Add(1) == 1 {
+			return nil
+		}
+		return fmt.Errorf("%w: injected", storage.ErrBadRequest)
+	})
+	res, err := c.AddMany(ctx(t), items, AddManyOptions{Concurrency: 1})
+	if !errors.Is(err, ErrNotWritten) || !lt.lost {
+		t.Fatalf("AddMany: %v (a delete's answer lost: %v); want the roll-back", err, lt.lost)
+	}
+	for i, r := range res {
+		if errors.Is(r.Err, ErrMovedBeforeRollback) || !errors.Is(r.Err, ErrNotWritten) {
+			t.Fatalf("res[%d] = %v; want not written (taken back)", i, r.Err)
+		}
+	}
+	if names := store.Names(); len(names) != 0 {
+		t.Fatalf("blobs after the roll-back: %v; want none", names)
+	}
+}
+
+// lostDelete commits the first transaction of item-row deletes with more
+// than one row and answers a connection error for it.
+type lostDelete struct {
+	table.Table
+	lost bool
+}
+
+func (l *lostDelete) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if !l.lost && len(ops) > 1 && ops[0].Kind == table.Delete && !strings.HasPrefix(ops[0].RowKey, IndexPrefix) {
+		l.lost = true
+		if _, err := l.Table.Submit(ctx, ops); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("connection reset by peer")
+	}
+	return l.Table.Submit(ctx, ops)
 }
 
 // An AddMany whose index transaction committed but answered an error (a
