@@ -38,6 +38,9 @@ type Problem struct {
 	Accepted string `json:"accepted,omitempty"`
 	// Holder is the task holding the unique key (unique-key-held).
 	Holder string `json:"holder,omitempty"`
+	// ID is the task a write whose outcome is unknown may have scheduled
+	// (outcome-unknown): GET /api/v1/tasks/{id} tells.
+	ID string `json:"id,omitempty"`
 	// Errors are the invalid tasks of a schedule-many request
 	// (invalid-tasks).
 	Errors []TaskError `json:"errors,omitempty"`
@@ -69,6 +72,7 @@ var titles = map[string]string{
 	"unavailable":            "Service unavailable",
 	"internal":               "Internal error",
 	"incomplete":             "Done in part",
+	"outcome-unknown":        "Outcome unknown",
 }
 
 // problem makes a problem of slug with status and detail.

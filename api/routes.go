@@ -317,11 +317,25 @@ func (s *server) schedule(ctx context.Context, r *http.Request, who caller) (int
 	if err != nil {
 		return 0, nil, err
 	}
+	if it.ID == "" {
+		// Named here, so that a write whose answer is lost can say which
+		// task it may have scheduled.
+		it.ID = schedule.NewID(s.clk.Now())
+	}
 	got, err := s.c.Schedule(withTrace(r), it, &leasecron.ScheduleOptions{Unique: u})
 	if err != nil {
 		// A retried POST: the same id and body answer as the first did.
 		if again, ok := s.sameAsScheduled(ctx, err, spec, it, u, ""); ok {
 			return http.StatusOK, TaskResult{Task: again}, nil
+		}
+		if p := problemOf(err); spec.ID == "" && p.Status >= http.StatusInternalServerError && p.Type != ProblemPrefix+"incomplete" {
+			// Storage did not answer, or not as expected: the write may
+			// have been made. A 503 would be sent again, and without an
+			// id the second POST is a second task.
+			p := problem(http.StatusInternalServerError, "outcome-unknown", fmt.Sprintf(
+				"storage did not answer whether task %s was written (%v): GET /api/v1/tasks/%s tells; sent again without an id, the request would schedule a second task", it.ID, err, it.ID))
+			p.ID = it.ID
+			return 0, nil, p
 		}
 		return 0, nil, err
 	}

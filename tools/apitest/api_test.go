@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -581,6 +583,57 @@ func (f *sealFails) Do(req *http.Request) (*http.Response, error) {
 		return nil, errors.New("connection reset by peer")
 	}
 	return f.next.Do(req)
+}
+
+// A POST of a task without an id whose write storage did not answer (it
+// may have been made) answers 500 outcome-unknown naming the task it may
+// have scheduled, not a 503 that clients send again (a second task);
+// with an id, a 503 stays (sent again, it is answered as the first).
+func TestScheduleWithoutAnIdWhoseAnswerIsLostSaysWhichTask(t *testing.T) {
+	var tr *answersLost
+	f := newFixtureThrough(t, api.Options{}, func(next policy.Transporter) policy.Transporter {
+		tr = &answersLost{next: next}
+		return tr
+	})
+	sch := f.token("s", "scheduler")
+	if code, p := f.call(sch, "POST", "/api/v1/tasks", map[string]any{"type": "resize", "in": "1h"}); code != 201 {
+		t.Fatalf("a first schedule: %d %v", code, p) // (the tables made)
+	}
+	tr.armed.Store(true)
+	code, p := f.call(sch, "POST", "/api/v1/tasks", map[string]any{"type": "resize", "in": "1h", "payload": map[string]any{"n": 1}})
+	tr.armed.Store(false)
+	id, _ := p["id"].(string)
+	if code != 500 || p["type"] != api.ProblemPrefix+"outcome-unknown" || id == "" || !strings.Contains(fmt.Sprint(p["detail"]), id) {
+		t.Fatalf("a schedule whose answers were lost: %d %v; want 500 outcome-unknown naming the task", code, p)
+	}
+	if code, got := f.call(sch, "GET", "/api/v1/tasks/"+id, nil); code != 200 {
+		t.Fatalf("the task the lost write scheduled: %d %v; want it found by the id the problem named", code, got)
+	}
+	tr.armed.Store(true)
+	code, p = f.call(sch, "POST", "/api/v1/tasks", map[string]any{"id": "named", "type": "resize", "in": "1h"})
+	tr.armed.Store(false)
+	if code != 503 {
+		t.Fatalf("a schedule with an id whose answers were lost: %d %v; want 503 (safe to send again)", code, p)
+	}
+	if code, p := f.call(sch, "POST", "/api/v1/tasks", map[string]any{"id": "named", "type": "resize", "in": "1h"}); code != 200 {
+		t.Fatalf("the same request again: %d %v; want 200, answered as the first", code, p)
+	}
+}
+
+// answersLost is a transport that, while armed, serves each table
+// transaction ($batch) and loses its answer.
+type answersLost struct {
+	next  policy.Transporter
+	armed atomic.Bool
+}
+
+func (f *answersLost) Do(req *http.Request) (*http.Response, error) {
+	resp, err := f.next.Do(req)
+	if err != nil || !f.armed.Load() || !strings.HasSuffix(req.URL.Path, "$batch") {
+		return resp, err
+	}
+	_ = resp.Body.Close()
+	return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 }
 
 // A schedule-many whose tasks were written but whose batch could not be
