@@ -127,21 +127,21 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 	if err != nil {
 		return nil, err
 	}
-	var batch string
-	var cb Item
+	var ob openedBatch
 	if o.Batch != "" || o.OnComplete != nil {
-		if batch, cb, err = c.openBatch(ctx, items, o); err != nil {
+		if ob, err = c.openBatch(ctx, items, o); err != nil {
 			return nil, err
 		}
 	}
+	batch := ob.id
 	since := c.o.Clock.Now()
 	if err := c.runs.AddDependents(ctx, deps); err != nil {
-		return nil, errors.Join(err, c.abandonBatch(ctx, batch, cb))
+		return nil, errors.Join(err, c.abandonBatch(ctx, ob))
 	}
 	noted, err := c.noteParents(ctx, deps, states)
 	if err != nil {
 		c.dropDependents(ctx, deps)
-		return nil, errors.Join(err, c.abandonBatch(ctx, batch, cb))
+		return nil, errors.Join(err, c.abandonBatch(ctx, ob))
 	}
 	res, err := c.scheduleMany(ctx, items, ScheduleManyOptions{Partial: o.Partial})
 	var written []string
@@ -152,7 +152,7 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 	}
 	if len(written) == 0 && len(items) > 0 {
 		c.dropDependents(ctx, deps)
-		return res, errors.Join(err, c.abandonBatch(ctx, batch, cb))
+		return res, errors.Join(err, c.abandonBatch(ctx, ob))
 	}
 	c.lookAgain(ctx, deps, states, noted, since, false)
 	if batch != "" {
@@ -272,16 +272,25 @@ func joinShort(ids []string, n int) string {
 	return fmt.Sprintf("%v and %d more", ids[:n], len(ids)-n)
 }
 
+// openedBatch is the batch a ScheduleMany wrote: its id, when its header
+// was written (which names it as this call's), and its callback (no ID:
+// none).
+type openedBatch struct {
+	id      string
+	created time.Time
+	cb      Item
+}
+
 // openBatch validates the batch of o, writes its header and its callback
 // (waiting), and marks the items as its members.
-func (c *Client) openBatch(ctx context.Context, items []Item, o ScheduleManyOptions) (string, Item, error) {
+func (c *Client) openBatch(ctx context.Context, items []Item, o ScheduleManyOptions) (openedBatch, error) {
 	now := c.o.Clock.Now()
 	id := o.Batch
 	if id == "" {
 		id = schedule.NewID(now)
 	}
 	if err := schedule.ValidateID(id); err != nil {
-		return "", Item{}, fmt.Errorf("batch id: %w", err)
+		return openedBatch{}, fmt.Errorf("batch id: %w", err)
 	}
 	var cb Item
 	if o.OnComplete != nil {
@@ -293,35 +302,42 @@ func (c *Client) openBatch(ctx context.Context, items []Item, o ScheduleManyOpti
 			cb.Due = now
 		}
 		if len(cb.After) > 0 {
-			return "", Item{}, fmt.Errorf("%w: a completion callback waits for its batch, not for other tasks", ErrInvalidTask)
+			return openedBatch{}, fmt.Errorf("%w: a completion callback waits for its batch, not for other tasks", ErrInvalidTask)
 		}
 		cb.Batch, cb.Callback = id, true
 		if _, err := c.sched.Check(cb); err != nil {
-			return "", Item{}, fmt.Errorf("completion callback: %w", err)
+			return openedBatch{}, fmt.Errorf("completion callback: %w", err)
 		}
 	}
 	for i := range items {
 		items[i].Batch = id
 		if items[i].ID == cb.ID {
-			return "", Item{}, fmt.Errorf("%w: the completion callback's id %s is also a member's", ErrInvalidTask, cb.ID)
+			return openedBatch{}, fmt.Errorf("%w: the completion callback's id %s is also a member's", ErrInvalidTask, cb.ID)
 		}
 	}
-	if err := c.runs.CreateBatch(ctx, id, len(items), cb.ID); err != nil {
-		if errors.Is(err, storage.ErrAlreadyExists) {
-			return "", Item{}, fmt.Errorf("%w: %s", ErrBatchExists, id)
-		}
-		return "", Item{}, err
+	created, err := c.runs.CreateBatch(ctx, id, len(items), cb.ID)
+	ob := openedBatch{id: id, created: created}
+	switch {
+	case errors.Is(err, storage.ErrAlreadyExists):
+		return openedBatch{}, fmt.Errorf("%w: %s", ErrBatchExists, id)
+	case err != nil && storage.IsTransient(err):
+		// The header's write may have committed unanswered: taken back
+		// if it did, so that the call may be sent again.
+		return openedBatch{}, errors.Join(err, c.abandonBatch(ctx, ob))
+	case err != nil:
+		return openedBatch{}, err
 	}
 	if cb.ID != "" {
+		ob.cb = cb
 		written, err := c.sched.Add(ctx, cb, schedule.AddOptions{})
 		if err != nil {
 			// (Its write may have committed unanswered: abandonBatch
-			// takes back a callback row that names this batch.)
-			return "", Item{}, errors.Join(fmt.Errorf("completion callback: %w", err), c.abandonBatch(ctx, id, cb))
+			// takes back a callback row that is this call's.)
+			return openedBatch{}, errors.Join(fmt.Errorf("completion callback: %w", err), c.abandonBatch(ctx, ob))
 		}
-		cb = written
+		ob.cb = written
 	}
-	return id, cb, nil
+	return ob, nil
 }
 
 // settleTimeout bounds what a ScheduleMany of a batch does to settle it
@@ -338,31 +354,35 @@ func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // abandonBatch takes back a batch none of whose members was written: its
-// callback's row, when one names the batch as its own (cb's write may
-// have committed unanswered), and its header. A fault that passes is
-// tried again, and the caller's cancellation does not stop it (its retry
-// would meet the header). A batch that cannot be taken back is an
-// ErrIncomplete: its id stays taken, which a retry of the call cannot
-// mend, so the error says so instead of one worth retrying.
-func (c *Client) abandonBatch(ctx context.Context, batch string, cb Item) error {
-	if batch == "" {
+// callback's row, when it is this call's (the callback of this batch, due
+// when this call made it due: its write may have committed unanswered),
+// and its header, when it is this call's (written at b.created: another
+// call of the same batch id — a retry of this one, answered meanwhile —
+// may have written its own since). A fault that passes is tried again,
+// and the caller's cancellation does not stop it (its retry would meet
+// the header). A batch that cannot be taken back is an ErrIncomplete: its
+// id stays taken, which a retry of the call cannot mend, so the error
+// says so instead of one worth retrying.
+func (c *Client) abandonBatch(ctx context.Context, b openedBatch) error {
+	if b.id == "" {
 		return nil
 	}
 	ctx, cancel := settleContext(ctx)
 	defer cancel()
+	batch, cb := b.id, b.cb
 	err := retry.Transient(ctx, retry.Policy{Clock: c.o.Clock}, func(ctx context.Context) error {
 		if cb.ID != "" {
 			switch have, err := c.sched.Get(ctx, cb.ID); {
 			case errors.Is(err, ErrNotFound):
 			case err != nil:
 				return err
-			case have.Batch == batch && have.Callback:
+			case have.Batch == batch && have.Callback && have.Due.Equal(cb.Due):
 				if _, err := c.sched.Cancel(ctx, cb.ID); err != nil && !errors.Is(err, ErrNotFound) {
 					return err
 				}
 			}
 		}
-		return c.runs.DeleteBatch(ctx, batch)
+		return c.runs.DeleteBatch(ctx, batch, b.created)
 	})
 	if err != nil {
 		c.o.Logger.Warn("taking back a batch none of whose tasks was written failed", "batch", batch, "err", err)

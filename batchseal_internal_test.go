@@ -72,16 +72,17 @@ func TestABatchWhoseSealFailsIsTriedAgainOrSaysSo(t *testing.T) {
 // left the batch unsealed for good and the roll-back left the id taken.
 func TestABatchIsSettledAfterItsCallerHasGone(t *testing.T) {
 	for _, tc := range []struct {
-		name, match string
-		sealed      bool
+		name, match    string
+		served, sealed bool
 	}{
-		{"gone at the seal", "PartitionKey='~cb1',RowKey='h'", true},
-		{"gone at the members' write", "id~m1", false},
+		{"gone at the seal", "PartitionKey='~cb1',RowKey='h'", false, true},
+		{"gone at the members' write", "id~m1", false, false},
+		{"gone as the header's write committed", `"Sealed":false`, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tr *cancelOn
 			c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
-				tr = &cancelOn{next: next, match: tc.match}
+				tr = &cancelOn{next: next, match: tc.match, served: tc.served}
 				return tr
 			})
 			ctx, cancel := context.WithCancel(context.Background())
@@ -127,11 +128,13 @@ func TestABatchIsSettledAfterItsCallerHasGone(t *testing.T) {
 }
 
 // cancelOn is a transport that, at the first request whose URL or body
-// contains match, cancels the caller's context and fails the request: a
-// caller that went as the call reached that step.
+// contains match, cancels the caller's context and fails the request
+// (served first, its answer lost, when served): a caller that went as the
+// call reached that step.
 type cancelOn struct {
 	next   policy.Transporter
 	match  string
+	served bool
 	cancel context.CancelFunc
 	fired  atomic.Bool
 }
@@ -148,6 +151,11 @@ func (f *cancelOn) Do(req *http.Request) (*http.Response, error) {
 		hit = bytes.Contains(b, []byte(f.match))
 	}
 	if hit && f.fired.CompareAndSwap(false, true) {
+		if f.served {
+			if resp, err := f.next.Do(req); err == nil {
+				_ = resp.Body.Close()
+			}
+		}
 		f.cancel()
 		return nil, fmt.Errorf("connection reset by peer")
 	}

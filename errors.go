@@ -87,6 +87,8 @@ var (
 	// run once unless a repeat of the cancel marks it. ScheduleMany
 	// returns it, beside the tasks' results, when the tasks were written
 	// but their batch could not be sealed: that one is not safe to repeat
-	// (the batch's id is taken), and the batch's callback may never run.
+	// (the batch's id is taken), and the batch's callback may never run;
+	// and when none of the tasks was written and the batch the call wrote
+	// could not be taken back (its id stays taken).
 	ErrIncomplete = errors.New("done in part")
 )

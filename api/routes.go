@@ -409,6 +409,12 @@ func (s *server) sameTask(ctx context.Context, have leasecron.Item, spec leasecr
 		have.Batch == batch && (spec.At == "" || have.Due.Equal(it.Due))
 }
 
+// withBatch is it as ScheduleMany writes the callback of batch.
+func withBatch(it leasecron.Item, batch string) leasecron.Item {
+	it.Batch = batch
+	return it
+}
+
 // batchSettling is how long after its batch was written a request that
 // finds it unsealed may be one whose call is still writing it
 // (leasecron's settleTimeout, and some): a retry of it is then asked to
@@ -424,17 +430,28 @@ const batchSettling = 3 * time.Minute
 // task the request describes; one moved or ended already is taken for it
 // by its id). Unsealed and young, the first call may still be writing
 // it: 503, to come back in a few seconds. Anything else is the refusal.
-func (s *server) sameBatch(ctx context.Context, req ScheduleManyRequest, items []leasecron.Item, specs []leasecron.TaskSpec, uniques []*leasecron.Unique, index []int, out ScheduleManyResult, refusal error) (int, any, error) {
+func (s *server) sameBatch(ctx context.Context, req ScheduleManyRequest, o leasecron.ScheduleManyOptions, items []leasecron.Item, specs []leasecron.TaskSpec, uniques []*leasecron.Unique, index []int, out ScheduleManyResult, refusal error) (int, any, error) {
 	b, err := s.c.Batch(ctx, req.Batch)
 	if err != nil {
 		return 0, nil, refusal
 	}
 	cb := ""
-	if req.OnComplete != nil {
+	if o.OnComplete != nil {
 		cb = req.Batch + "-done"
 	}
 	if b.Callback != cb || slices.ContainsFunc(specs, func(sp leasecron.TaskSpec) bool { return sp.ID == "" }) {
 		return 0, nil, refusal
+	}
+	if cb != "" {
+		// The callback, still waiting, must be the one asked for (one
+		// released already is taken for it by its id).
+		switch have, err := s.c.Get(ctx, cb); {
+		case errors.Is(err, leasecron.ErrNotFound):
+		case err != nil:
+			return 0, nil, err
+		case !s.sameTask(ctx, have, leasecron.TaskSpec{}, withBatch(*o.OnComplete, req.Batch), nil, req.Batch):
+			return 0, nil, refusal
+		}
 	}
 	if !b.Sealed {
 		if s.clk.Now().Sub(b.Created) < batchSettling {
@@ -561,7 +578,7 @@ func (s *server) scheduleMany(ctx context.Context, r *http.Request, who caller) 
 	}
 	got, err := s.c.ScheduleMany(withTrace(r), items, o)
 	if got == nil && errors.Is(err, leasecron.ErrBatchExists) {
-		return s.sameBatch(ctx, req, items, specs, uniques, index, out, err)
+		return s.sameBatch(ctx, req, o, items, specs, uniques, index, out, err)
 	}
 	if got == nil && err != nil {
 		return 0, nil, err // refused as a whole: nothing was written

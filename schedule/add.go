@@ -168,12 +168,18 @@ func (c *Client) dropPayload(ctx context.Context, it Item, why error) {
 	if it.PayloadBlob == "" {
 		return
 	}
-	if storage.IsTransient(why) && !refused(why) {
+	if storage.IsTransient(why) && !refused(why) && !errors.As(why, new(nothingWritten)) {
 		c.opts.Logger.Warn("keeping the payload blob of a task whose write may have committed unanswered", "task_id", it.ID, "blob", it.PayloadBlob, "err", why)
 		return
 	}
 	c.deleteBlob(ctx, it.PayloadBlob)
 }
+
+// nothingWritten is an error after which surely nothing of the call was
+// written (there was no table to write to), whatever its cause.
+type nothingWritten struct{ error }
+
+func (e nothingWritten) Unwrap() error { return e.error }
 
 // refused reports whether err is one of this package's refusals: the
 // call decided against the write, and nothing of it was written.
@@ -223,7 +229,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 		if errors.Is(err, storage.ErrTableNotFound) && !created {
 			// First use on this account: create the table, then write.
 			if err := c.Ensure(ctx); err != nil {
-				return shard, "", "", fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)
+				return shard, "", "", nothingWritten{fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)}
 			}
 			created = true
 			etags, err = c.t.Submit(ctx, fresh)

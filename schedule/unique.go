@@ -309,8 +309,9 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 		}
 		if errors.Is(err, storage.ErrTableNotFound) && !created {
 			if err := c.Ensure(ctx); err != nil {
-				c.dropPayload(ctx, it, storage.ErrTableNotFound) // nothing written: no table
-				return Item{}, fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)
+				err = nothingWritten{fmt.Errorf("add %s: create the schedule table: %w", it.ID, err)}
+				c.dropPayload(ctx, it, err)
+				return Item{}, err
 			}
 			created = true
 			continue

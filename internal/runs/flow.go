@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -189,12 +190,18 @@ func batchPK(id string) string { return batchPKPrefix + id }
 
 // CreateBatch writes a batch's header (refused if the id exists) with
 // total members expected and its callback's id; the batch is sealed by
-// SealBatch once its members are written.
-func (s *Store) CreateBatch(ctx context.Context, id string, total int, callback string) error {
+// SealBatch once its members are written. It returns the header's
+// creation time, which names this call's header (DeleteBatch), also when
+// the write's outcome is unknown.
+func (s *Store) CreateBatch(ctx context.Context, id string, total int, callback string) (time.Time, error) {
+	created := stored(s.now())
+	return created, s.createBatch(ctx, id, total, callback, created)
+}
+
+func (s *Store) createBatch(ctx context.Context, id string, total int, callback string, created time.Time) error {
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
-	created := s.now()
 	err := submit(ctx, s.t, []table.Op{{Kind: table.Insert, PartitionKey: batchPK(id), RowKey: batchHeader,
 		Props: table.Props{"Total": int64(total), "Sealed": false, "Callback": callback, "Created": created}}})
 	if errors.Is(err, storage.ErrAlreadyExists) {
@@ -208,7 +215,7 @@ func (s *Store) CreateBatch(ctx context.Context, id string, total int, callback 
 			return fmt.Errorf("runs: create batch %s: it exists, and reading it to tell whether this call wrote it failed: %w", id, gerr)
 		}
 		if h.Props.Int("Total") == int64(total) && !h.Props.Bool("Sealed") &&
-			h.Props.Str("Callback") == callback && h.Props.Time("Created").Equal(created.Truncate(100*time.Nanosecond)) {
+			h.Props.Str("Callback") == callback && h.Props.Time("Created").Equal(created) {
 			return nil
 		}
 	}
@@ -252,21 +259,28 @@ func (s *Store) FinishBatch(ctx context.Context, id string) error {
 }
 
 // DeleteBatch removes a batch that was never written whole (its
-// scheduler undid it): its header and member rows.
-func (s *Store) DeleteBatch(ctx context.Context, id string) error {
-	rows, err := table.All(ctx, s.t, table.Query{Partition: batchPK(id), Select: []string{"Total"}}, 0)
-	if err != nil {
-		return fmt.Errorf("runs: delete batch %s: %w", id, err)
+// scheduler undid it): its header and member rows — only while the
+// header is the one written at created (CreateBatch's answer): a batch of
+// that id written since by another call is left alone, and so is a batch
+// already gone. It fails while the header stays.
+func (s *Store) DeleteBatch(ctx context.Context, id string, created time.Time) error {
+	mine := func() ([]table.Entity, bool, error) {
+		rows, err := table.All(ctx, s.t, table.Query{Partition: batchPK(id), Select: []string{"Created"}}, 0)
+		if err != nil {
+			return nil, false, fmt.Errorf("runs: delete batch %s: %w", id, err)
+		}
+		i := slices.IndexFunc(rows, func(e table.Entity) bool { return e.RowKey == batchHeader })
+		return rows, i >= 0 && rows[i].Props.Time("Created").Equal(stored(created)), nil
+	}
+	rows, ok, err := mine()
+	if err != nil || !ok {
+		return err
 	}
 	s.deleteRows(ctx, rows)
-	left, err := table.All(ctx, s.t, table.Query{Partition: batchPK(id), Select: []string{"Total"}}, 0)
-	switch {
-	case err != nil:
-		return fmt.Errorf("runs: delete batch %s: %w", id, err)
-	case len(left) > 0:
-		return fmt.Errorf("runs: delete batch %s: %d of its rows could not be deleted: %w", id, len(left), storage.ErrServerBusy)
+	if _, ok, err = mine(); err == nil && ok {
+		err = fmt.Errorf("runs: delete batch %s: its header could not be deleted", id)
 	}
-	return nil
+	return err
 }
 
 // GetBatch reads a batch's header and counters (one query).

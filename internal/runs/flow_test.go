@@ -24,10 +24,10 @@ func TestBatchCountsEachMemberOnce(t *testing.T) {
 
 func testBatchCounts(t *testing.T, s *Store) {
 	ctx := context.Background()
-	if err := s.CreateBatch(ctx, "b", 50, "b-done"); err != nil {
+	if _, err := s.CreateBatch(ctx, "b", 50, "b-done"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateBatch(ctx, "b", 50, ""); err == nil {
+	if _, err := s.CreateBatch(ctx, "b", 50, ""); err == nil {
 		t.Error("a second batch with the same id was written")
 	}
 	var members []string
@@ -90,7 +90,7 @@ func testBatchCounts(t *testing.T, s *Store) {
 	for i := range 1100 {
 		many = append(many, fmt.Sprintf("n%04d", i))
 	}
-	if err := s.CreateBatch(ctx, "big", len(many), ""); err != nil {
+	if _, err := s.CreateBatch(ctx, "big", len(many), ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AddBatchMembers(ctx, "big", many); err != nil {
@@ -172,12 +172,21 @@ func TestCreateBatchTakesItsOwnHeaderAfterALostAnswer(t *testing.T) {
 	m := NewMemory(clk)
 	lh := &lostInsert{Table: m.mt, prefix: batchHeader}
 	m.t = lh
-	if err := m.CreateBatch(context.Background(), "b1", 3, "b1-done"); err != nil || !lh.lost {
+	if _, err := m.CreateBatch(context.Background(), "b1", 3, "b1-done"); err != nil || !lh.lost {
 		t.Fatalf("CreateBatch after a lost answer: %v (lost %v); want it created", err, lh.lost)
 	}
 	clk.Advance(time.Second)
-	if err := m.CreateBatch(context.Background(), "b1", 3, "b1-done"); !errors.Is(err, storage.ErrAlreadyExists) {
+	other, err := m.CreateBatch(context.Background(), "b1", 3, "b1-done")
+	if !errors.Is(err, storage.ErrAlreadyExists) {
 		t.Fatalf("another call of the same batch: %v; want it refused as existing", err)
+	}
+	// That other call, taking back what it wrote, leaves this call's
+	// header alone: its own was never written.
+	if err := m.DeleteBatch(context.Background(), "b1", other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.GetBatch(context.Background(), "b1"); err != nil {
+		t.Fatalf("the batch after another call's take-back: %v; want it there", err)
 	}
 }
 

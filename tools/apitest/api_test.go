@@ -697,6 +697,7 @@ func TestScheduleManyOfABatchTriedAgainIsAnsweredAsTheFirst(t *testing.T) {
 		"another member":        many("b2", true, task("v1", "resize"), task("v3", "resize")),
 		"another task of an id": many("b2", true, task("v1", "resize"), task("v2", "notify")),
 		"no callback":           many("b2", false, task("v1", "resize"), task("v2", "resize")),
+		"another callback":      {"batch": "b2", "on_complete": map[string]any{"type": "resize"}, "tasks": []any{task("v1", "resize"), task("v2", "resize")}},
 		"a member left out":     many("b2", true, task("v1", "resize")),
 		"a task without an id":  many("b2", true, task("v1", "resize"), map[string]any{"type": "resize", "in": "1h"}),
 	} {
