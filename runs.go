@@ -241,13 +241,14 @@ func (c *Client) CheckRuns(ctx context.Context) (CheckResult, error) {
 }
 
 // markQueued records the runs of a page of due tasks as queued before the
-// mover sends them (schedule.MoverOptions.BeforeSend).
-func (w *Worker) markQueued(ctx context.Context, envs []queue.Envelope) []bool {
+// mover sends them, and holds back those whose record could not be
+// written (schedule.MoverOptions.BeforeSendHold).
+func (w *Worker) markQueued(ctx context.Context, envs []queue.Envelope) (marked, hold []bool) {
 	marks := make([]runs.Mark, len(envs))
 	for i, e := range envs {
 		marks[i] = runs.Mark{ID: e.ID, Meta: runs.Meta{Type: e.Type, Due: e.Due, Generation: e.Generation, Batch: e.Batch, Read: e.Enqueued}}
 	}
-	return w.runs.MarkQueued(ctx, marks)
+	return w.runs.MarkQueuedReport(ctx, marks)
 }
 
 // cleanRuns removes expired run records while this instance leads, every

@@ -626,7 +626,7 @@ func (w *Worker) newMover(shards []string, gen int64, early time.Duration, annou
 		return keepsGuard(ctx, w.sched, w.runs, w.o.Clock.Now(), g)
 	}
 	if w.runs != nil {
-		mo.BeforeSend = w.markQueued
+		mo.BeforeSendHold = w.markQueued
 		mo.Confirm = w.confirmEarly
 		mo.Unconfirm = w.unconfirmEarly
 	}

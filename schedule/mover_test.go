@@ -975,6 +975,45 @@ func TestOccurrenceOfARowAPassFailedToSettleIsNotSkipped(t *testing.T) {
 	}
 }
 
+// A due task whose run's record could not be written (a fault that
+// passes: BeforeSendHold says hold) is not sent, however due: moved, it
+// would have neither its row nor a record until a worker claimed it, and
+// a traffic cop watching it as a parent took it for cancelled — a child
+// --after-any it started before it ran, a child --after it was cancelled
+// (issue 38, sweep seeds 68455, 68031). Its row stays for the next pass,
+// which sends it once the record is written.
+func TestDueRunWhoseRecordFailedStaysForTheNextPass(t *testing.T) {
+	var fail atomic.Bool
+	e := newMoverEnv(t, 2, MoverOptions{BeforeSendHold: func(_ context.Context, envs []queue.Envelope) ([]bool, []bool) {
+		marked, hold := make([]bool, len(envs)), make([]bool, len(envs))
+		for i := range envs {
+			marked[i], hold[i] = !fail.Load(), fail.Load()
+		}
+		return marked, hold
+	}})
+	e.add(t, Item{ID: "now", Due: t0})
+	fail.Store(true)
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if ids := e.q.ids(); len(ids) != 0 {
+		t.Fatalf("sent %v without its run's record", ids)
+	}
+	if _, err := e.c.Get(ctx(t), "now"); err != nil {
+		t.Fatalf("the row of a run whose record failed: %v; want it pending", err)
+	}
+	fail.Store(false)
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if ids := e.q.ids(); !slices.Equal(ids, []string{"now"}) {
+		t.Fatalf("sent %v; want it sent once its record is written", ids)
+	}
+	if _, err := e.c.Get(ctx(t), "now"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the row after its send: %v; want it moved", err)
+	}
+}
+
 // A task moved further ahead of its due time than the next pass (a slow
 // pass widens the retire window) whose run could not be recorded queued
 // stays pending for the next pass instead: moved unrecorded, neither its

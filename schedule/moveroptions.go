@@ -106,6 +106,16 @@ type MoverOptions struct {
 	// row nor a record until it ran). It runs on the goroutine that reads
 	// the rows, while earlier batches are sent and committed.
 	BeforeSend func(ctx context.Context, envs []queue.Envelope) []bool
+	// BeforeSendHold, when set, is used instead of BeforeSend: it also
+	// returns, for each envelope, whether its run must not be sent this
+	// pass even when due — its record's write failed with a fault that
+	// passes, so the run may have no record, and moved, the task would
+	// have neither its row nor a record until a worker claimed it (a
+	// traffic cop looking at the parents others wait for took it for
+	// cancelled: issue 38, sweep seeds 68455, 68031). Its row stays for
+	// the next pass. A run kept from its record by a refusal (another
+	// scheduling's run under way) is not held.
+	BeforeSendHold func(ctx context.Context, envs []queue.Envelope) (marked, hold []bool)
 	// OnMoved, when set, is called after each committed batch with the
 	// envelopes whose rows it removed (e.g. to mark runs "queued"). It runs
 	// on the mover's goroutine and should be quick.

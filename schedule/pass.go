@@ -53,6 +53,9 @@ type plan struct {
 type send struct {
 	env   queue.Envelope
 	delay time.Duration
+	// hold: its run's record could not be written (BeforeSendHold); the
+	// row stays for the next pass.
+	hold bool
 }
 
 // pass moves what is due in every shard. full reports that some shard had
@@ -342,7 +345,16 @@ func formatSentUntil(t time.Time) string { return t.UTC().Format(time.RFC3339Nan
 // inserted row is moved to the payload store first. It reports whether
 // every message was accepted.
 func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
-	if m.o.BeforeSend != nil {
+	for _, s := range p.sends {
+		if s.hold {
+			m.o.Logger.Debug("run's record could not be written; the row stays for the next pass", "task_id", s.env.ID, "row", p.e.RowKey)
+			m.mu.Lock()
+			m.retrySoon = max(m.retrySoon, time.Second)
+			m.mu.Unlock()
+			return false
+		}
+	}
+	if m.o.BeforeSend != nil || m.o.BeforeSendHold != nil {
 		m.mu.Lock()
 		nextPass := m.o.PollEvery + m.lastTook
 		m.mu.Unlock()
@@ -474,7 +486,7 @@ func (m *Mover) Upcoming(now time.Time, max int) []time.Time {
 // are left out: their runs are recorded when their rows are moved
 // (Confirm), since the task may still change before that.
 func (m *Mover) beforeSend(ctx context.Context, plans []*plan) {
-	if m.o.BeforeSend == nil {
+	if m.o.BeforeSend == nil && m.o.BeforeSendHold == nil {
 		return
 	}
 	var envs []queue.Envelope
@@ -492,8 +504,14 @@ func (m *Mover) beforeSend(ctx context.Context, plans []*plan) {
 	if len(envs) == 0 {
 		return
 	}
-	marked := m.o.BeforeSend(ctx, envs)
+	var marked, hold []bool
+	if m.o.BeforeSendHold != nil {
+		marked, hold = m.o.BeforeSendHold(ctx, envs)
+	} else {
+		marked = m.o.BeforeSend(ctx, envs)
+	}
 	for i, s := range at {
 		s.env.Marked = i < len(marked) && marked[i]
+		s.hold = i < len(hold) && hold[i]
 	}
 }

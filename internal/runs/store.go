@@ -353,7 +353,22 @@ type Mark struct {
 // decided one by one. Failures are logged, not returned: marks are
 // bookkeeping, and an unmarked run is still claimed correctly.
 func (s *Store) MarkQueued(ctx context.Context, marks []Mark) []bool {
-	return s.markQueued(ctx, marks, decideQueued)
+	marked, _ := s.MarkQueuedReport(ctx, marks)
+	return marked
+}
+
+// MarkQueuedReport is MarkQueued that also reports, of each run, whether
+// its mark's write failed with a fault that passes (storage.IsTransient):
+// such a run may have no record at all, and sent and moved it would have
+// neither its row nor a record until a worker claimed it — a traffic cop
+// looking at the parents others wait for takes a task with neither for
+// cancelled (issue 38, sweep seeds 68455, 68031). A run refused its mark
+// by what its record says (another scheduling's run under way) has a
+// record, and is not reported.
+func (s *Store) MarkQueuedReport(ctx context.Context, marks []Mark) (marked, failed []bool) {
+	marked, failed = make([]bool, len(marks)), make([]bool, len(marks))
+	s.markQueued(ctx, marks, decideQueued, marked, failed)
+	return marked, failed
 }
 
 // decider decides, for one run that could not be inserted with its batch,
@@ -369,19 +384,26 @@ type decider func(cur *Run, id string, m Meta) (next Run, write, marked bool)
 // homes (the layout grew) is read first: a blind insert into its write
 // home would not collide with its record in an older one, and would make
 // two records of the run, the second message running again.
-func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider) []bool {
-	out := make([]bool, len(marks))
+// It fills out (marked) and failed (the write failed with a fault that
+// passes) for each mark.
+func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider, out, failed []bool) {
 	if len(marks) == 0 {
-		return out
+		return
+	}
+	all := func(err error) {
+		s.o.Logger.Debug("runs not marked queued", "runs", len(marks), "err", err)
+		for i := range failed {
+			failed[i] = storage.IsTransient(err)
+		}
 	}
 	if err := s.ensure(ctx); err != nil {
-		s.o.Logger.Debug("runs not marked queued", "runs", len(marks), "err", err)
-		return out
+		all(err)
+		return
 	}
 	l, err := s.fullLayout(ctx) // it inserts blind where only one home is read
 	if err != nil {
-		s.o.Logger.Debug("runs not marked queued", "runs", len(marks), "err", err)
-		return out
+		all(err)
+		return
 	}
 	byBucket := map[string][]int{}
 	for i, m := range marks {
@@ -400,7 +422,7 @@ func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider) []
 	for pk, idx := range byBucket {
 		if pk == "" {
 			g.Go(func() error {
-				s.markEach(ctx, marks, idx, out, decide)
+				s.markEach(ctx, marks, idx, out, failed, decide)
 				return nil
 			})
 			continue
@@ -409,17 +431,16 @@ func (s *Store) markQueued(ctx context.Context, marks []Mark, decide decider) []
 			const perBatch = table.MaxOps / 3
 			for len(idx) > 0 {
 				n := min(len(idx), perBatch)
-				s.markBatch(ctx, pk, marks, idx[:n], out, decide)
+				s.markBatch(ctx, pk, marks, idx[:n], out, failed, decide)
 				idx = idx[n:]
 			}
 			return nil
 		})
 	}
 	_ = g.Wait()
-	return out
 }
 
-func (s *Store) markBatch(ctx context.Context, pk string, marks []Mark, idx []int, out []bool, decide decider) {
+func (s *Store) markBatch(ctx context.Context, pk string, marks []Mark, idx []int, out, failed []bool, decide decider) {
 	var ops []table.Op
 	for _, i := range idx {
 		r := newRun(marks[i].ID, Queued)
@@ -436,15 +457,18 @@ func (s *Store) markBatch(ctx context.Context, pk string, marks []Mark, idx []in
 	}
 	if !isConflict(err) && !errors.Is(err, storage.ErrBadRequest) {
 		s.o.Logger.Debug("runs not marked queued", "runs", len(idx), "err", err)
+		for _, i := range idx {
+			failed[i] = storage.IsTransient(err)
+		}
 		return
 	}
-	s.markEach(ctx, marks, idx, out, decide)
+	s.markEach(ctx, marks, idx, out, failed, decide)
 }
 
 // markEach decides the runs of idx one by one (read, decide, write
 // conditionally), a few at once: one at a time would make a slow or
 // throttled account stall the mover's pass.
-func (s *Store) markEach(ctx context.Context, marks []Mark, idx []int, out []bool, decide decider) {
+func (s *Store) markEach(ctx context.Context, marks []Mark, idx []int, out, failed []bool, decide decider) {
 	var g errgroup.Group
 	g.SetLimit(fallbackConcurrency)
 	for _, i := range idx {
@@ -459,6 +483,7 @@ func (s *Store) markEach(ctx context.Context, marks []Mark, idx []int, out []boo
 			if err != nil {
 				s.o.Logger.Debug("run not marked queued", "task_id", m.ID, "err", err)
 				marked = false
+				failed[i] = storage.IsTransient(err)
 			}
 			out[i] = marked
 			return nil
