@@ -530,8 +530,9 @@ func lifecycle(t *testing.T, e env) {
 		t.Fatal(err)
 	}
 
-	// A claim taken over after it lapsed: the first worker's late finish
-	// does not overwrite the second worker's claim.
+	// A claim taken over after it lapsed: the first worker's late failure
+	// does not overwrite the second worker's claim (a late success does:
+	// lateEnds).
 	if _, err := s.Claim(ctx, "d1", "slow", 1, e.now().Add(-time.Second), meta); err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +545,7 @@ func lifecycle(t *testing.T, e env) {
 	if r := e.mustState(t, "d1", Running); r.Worker != "fast" || r.ClaimUntil.After(e.now().Add(2*time.Minute)) {
 		t.Fatalf("the first worker's heartbeat changed the second worker's claim: %+v", r)
 	}
-	if err := s.Finish(ctx, "d1", Succeeded, nil, ""); err != nil {
+	if err := s.Finish(ctx, "d1", Failed, errors.New("late"), ""); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.mustState(t, "d1", Running); r.Worker != "fast" {
@@ -817,6 +818,43 @@ func lateEnds(t *testing.T, e env) {
 	}
 	if r, found, recorded := lateEnd("dead-over-requeued", Dead, Dead, requeue); r.State != Queued || r.Token != RequeueToken("m1") || recorded || found.State != Queued {
 		t.Errorf("a late death over a requeued run: the run is %s with token %q; recorded %v, found %s", r.State, r.Token, recorded, found.State)
+	}
+
+	// A success whose claim lapsed and whose run another worker now holds
+	// is recorded over that claim: the task's work was done, and left
+	// unrecorded, the other attempt was killed and the crash guard set the
+	// task aside as dead, cancelling its --after child (issue 38, sweep
+	// seed 68031). That attempt's end then finds the run succeeded. A
+	// failure over a live claim stays unrecorded, the other attempt live.
+	for _, late := range []State{Succeeded, Failed} {
+		id := "over-a-live-claim-" + string(late)
+		if _, err := s.Claim(ctx, id, "slow", 1, e.now().Add(-time.Second), meta); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.other.Claim(ctx, id, "fast", 1, e.now().Add(time.Minute), meta); err != nil {
+			t.Fatalf("takeover of a lapsed claim: %v", err)
+		}
+		_, recorded, err := s.FinishClaimed(ctx, id, late, nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, by := Running, "fast"
+		if late == Succeeded {
+			want, by = Succeeded, "slow"
+		}
+		if recorded != (late == Succeeded) || r.State != want || r.Worker != by {
+			t.Errorf("%s over another worker's live claim: recorded %v, the run %s by %s; want %s by %s", late, recorded, r.State, r.Worker, want, by)
+		}
+		if late == Succeeded {
+			found, recorded, err := e.other.FinishClaimed(ctx, id, Failed, errors.New("killed"), "")
+			if err != nil || recorded || found.State != Succeeded {
+				t.Errorf("the other attempt's end after the success: recorded %v, found %s, %v; want the success standing", recorded, found.State, err)
+			}
+		}
 	}
 
 	// Its own end met again — its first write committed, the answer lost —

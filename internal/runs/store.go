@@ -1101,11 +1101,17 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 		if cur != nil {
 			found = cur.Run
 		}
-		if claimed && cur != nil && cur.State == Running && cur.Worker != c.Worker && cur.ClaimUntil.After(now) {
+		over := claimed && cur != nil && cur.State == Running && cur.Worker != c.Worker && cur.ClaimUntil.After(now)
+		if over && apply(&c, endAt).State != Succeeded {
 			s.o.Logger.Warn("another worker has taken the run over; not recording this attempt's end over its claim",
 				"run", id, "worker", cur.Worker)
 			return Run{}, false, nil
 		}
+		// (A success is recorded over the other worker's claim: the
+		// task's work is done, and that attempt's end will find it so.
+		// Left unrecorded, the other attempt may be cut short, and the
+		// crash guard set a task that succeeded aside as dead, cancelling
+		// its --after children: issue 38, sweep seed 68031.)
 		if claimed && cur != nil && otherDue(cur, Meta{Due: c.Due}) {
 			// The id was scheduled again (after a cancel of this run) and
 			// the record is the new task's: this attempt's end is not its
@@ -1148,6 +1154,9 @@ func (s *Store) end(ctx context.Context, id string, set []string, apply func(cur
 			cur = &r
 		}
 		next := apply(cur, endAt)
+		if over {
+			next.Worker, next.Attempts, next.Started = c.Worker, c.Attempts, c.Started
+		}
 		if claimed && next.State == Queued && (cur.State != Running || cur.Worker != c.Worker) {
 			// A hand-back at shutdown of a run that has moved on since this
 			// worker's claim lapsed (another delivery ran it to its end, or
