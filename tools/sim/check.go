@@ -1244,7 +1244,7 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 	}
 	// Parents.
 	for _, pt := range t.parents {
-		end, how := c.parentEnd(pt, t.spec.AfterAny, now)
+		end, how := c.parentEnd(pt, t.spec.AfterAny, now, t.issued)
 		if end.IsZero() || now.Before(end) {
 			c.violate(InvAfter, "%s started at %s before its parent %s had ended as %s requires (%s)", ev.runID, c.at(now), pt.id, afterWord(t.spec.AfterAny), how)
 		}
@@ -1358,7 +1358,7 @@ const howBeingCancelled = "being cancelled"
 // parentEnd is endedFor of a parent, counting the schedulings of its id
 // that may have taken its place (ti.alts): the first of them to end as the
 // child requires.
-func (c *checker) parentEnd(pt *ti, any bool, by time.Time) (time.Time, string) {
+func (c *checker) parentEnd(pt *ti, any bool, by, seen time.Time) (time.Time, string) {
 	end, how := c.endedFor(pt, any, by)
 	family := c.family(pt)[1:]
 	if pt.returned.IsZero() {
@@ -1374,12 +1374,36 @@ func (c *checker) parentEnd(pt *ti, any bool, by time.Time) (time.Time, string) 
 			}
 		}
 	}
+	if prev := c.unwrittenParentLocked(pt, seen); prev != nil {
+		family = append(family, c.family(prev)...)
+	}
 	for _, p := range family {
 		if e, h := c.endedFor(p, any, by); !e.IsZero() && (end.IsZero() || e.Before(end)) {
 			end, how = e, h
 		}
 	}
 	return end, how
+}
+
+// unwrittenParentLocked returns, when no row of pt's id was written
+// between pt's issue and by (when a child waiting for the id was
+// issued), the scheduling of the id accepted before pt: the child's call
+// may have read the id before pt's row was there, and waits for what it
+// found — that earlier scheduling, ended already perhaps (seed 68039: a
+// parent's schedule held 5 s by faults; the child, scheduled meanwhile,
+// found the id's earlier run succeeded and started at once).
+func (c *checker) unwrittenParentLocked(pt *ti, by time.Time) *ti {
+	id := cmp.Or(pt.id, c.logical[pt.spec.ID], pt.spec.ID)
+	if slices.ContainsFunc(c.rowWrites[id], func(w rowWrite) bool { return !w.removed && !w.at.Before(pt.issued) && !w.at.After(by) }) {
+		return nil
+	}
+	var prev *ti
+	for _, o := range c.byID[id] {
+		if o != pt && o.accepted && o.issued.Before(pt.issued) && (prev == nil || o.issued.After(prev.issued)) {
+			prev = o
+		}
+	}
+	return prev
 }
 
 // firstEnded is the scheduling of pt's family (pt, or one that may have

@@ -885,6 +885,43 @@ func (r raceSpec) reschedule(t *testing.T, c *checker, id string, old, due time.
 	c.sent([]sentMsg{m})
 }
 
+// A child --after-any an id scheduled again, issued before the new
+// scheduling's row was written, may have found the id's earlier run ended
+// and started at once (seed 68039: the new schedule was held 5 s by
+// faults). Issued after that row was written, it waits for the new one.
+func TestAChildMayFindItsParentsEarlierEnd(t *testing.T) {
+	for _, written := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			w, c := newTestChecker()
+			first := c.newTI(TaskSpec{ID: "p", Type: "plain"}, nil, nil)
+			c.scheduled(first, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
+			addAttempt(w, first, 1, w.now(), "ok")
+			time.Sleep(time.Minute)
+			again := c.newTI(TaskSpec{ID: "p", Type: "rated"}, nil, nil) // its answer held up
+			again.issued = w.now()
+			due := w.now()
+			time.Sleep(time.Second)
+			rk, err := schedule.RowKey(due, "p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if written {
+				c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{{RowKey: rk}}})
+			}
+			time.Sleep(time.Second)
+			child := c.newTI(TaskSpec{ID: "c", Type: "plain", After: []string{"p"}, AfterAny: true}, nil, nil)
+			c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
+			time.Sleep(time.Second)
+			c.mu.Lock()
+			c.checkStartLocked(child, &runEv{ti: child, runID: "c", due: child.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
+			c.mu.Unlock()
+			if got := len(c.violations) > 0; got != written {
+				t.Errorf("new scheduling's row written before the child: %v; violations %v", written, c.violations)
+			}
+		})
+	}
+}
+
 // A schedule that answered an error may never have been written; one
 // whose row a traffic cop then moved was, and is owed its run as an
 // accepted one is (README: a scheduler that dies midway loses nothing).
