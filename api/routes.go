@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/schedule"
 )
@@ -328,10 +329,13 @@ func (s *server) schedule(ctx context.Context, r *http.Request, who caller) (int
 		if again, ok := s.sameAsScheduled(ctx, err, spec, it, u, ""); ok {
 			return http.StatusOK, TaskResult{Task: again}, nil
 		}
-		if p := problemOf(err); spec.ID == "" && p.Status >= http.StatusInternalServerError && p.Type != ProblemPrefix+"incomplete" {
+		if p := problemOf(err); spec.ID == "" && p.Status >= http.StatusInternalServerError && p.Type != ProblemPrefix+"incomplete" && !storage.Unprocessed(err) {
 			// Storage did not answer, or not as expected: the write may
 			// have been made. A 503 would be sent again, and without an
-			// id the second POST is a second task.
+			// id the second POST is a second task. Found, it was.
+			if have, gerr := s.c.Get(ctx, it.ID); gerr == nil {
+				return http.StatusCreated, TaskResult{Task: taskOf(have)}, nil
+			}
 			p := problem(http.StatusInternalServerError, "outcome-unknown", fmt.Sprintf(
 				"storage did not answer whether task %s was written (%v): GET /api/v1/tasks/%s tells; sent again without an id, the request would schedule a second task", it.ID, err, it.ID))
 			p.ID = it.ID

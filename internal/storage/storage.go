@@ -286,6 +286,15 @@ func RetryAfter(err error) time.Duration {
 	return 0
 }
 
+// Unprocessed reports whether err is the service's answer that it did
+// not act on the request (503 ServerBusy, 429): a write so refused was
+// not made. A timeout, a lost connection or a 500 OperationTimedOut says
+// nothing of the kind.
+func Unprocessed(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && (re.StatusCode == http.StatusServiceUnavailable || re.StatusCode == http.StatusTooManyRequests)
+}
+
 // IsTransient reports whether err is worth retrying later: timeouts,
 // connection failures, throttling and server errors. Refusals (not found,
 // precondition, lease conflict, auth, bad request) are not transient.

@@ -599,8 +599,17 @@ func TestScheduleWithoutAnIdWhoseAnswerIsLostSaysWhichTask(t *testing.T) {
 	if code, p := f.call(sch, "POST", "/api/v1/tasks", map[string]any{"type": "resize", "in": "1h"}); code != 201 {
 		t.Fatalf("a first schedule: %d %v", code, p) // (the tables made)
 	}
+	// Its write's answers lost, the task is found: it was written.
 	tr.armed.Store(true)
-	code, p := f.call(sch, "POST", "/api/v1/tasks", map[string]any{"type": "resize", "in": "1h", "payload": map[string]any{"n": 1}})
+	code, p := f.call(sch, "POST", "/api/v1/tasks", map[string]any{"type": "resize", "in": "1h", "payload": map[string]any{"n": 0}})
+	tr.armed.Store(false)
+	if task, _ := p["task"].(map[string]any); code != 201 || task == nil || task["id"] == "" {
+		t.Fatalf("a schedule whose answers were lost and whose task is found: %d %v; want 201 with the task", code, p)
+	}
+	// Its look-up failing too, nobody can tell.
+	tr.lookups.Store(true)
+	tr.armed.Store(true)
+	code, p = f.call(sch, "POST", "/api/v1/tasks", map[string]any{"type": "resize", "in": "1h", "payload": map[string]any{"n": 1}})
 	tr.armed.Store(false)
 	id, _ := p["id"].(string)
 	if code != 500 || p["type"] != api.ProblemPrefix+"outcome-unknown" || id == "" || !strings.Contains(fmt.Sprint(p["detail"]), id) {
@@ -621,15 +630,18 @@ func TestScheduleWithoutAnIdWhoseAnswerIsLostSaysWhichTask(t *testing.T) {
 }
 
 // answersLost is a transport that, while armed, serves each table
-// transaction ($batch) and loses its answer.
+// transaction ($batch) — and with lookups each read of an id's index row
+// — and loses its answer.
 type answersLost struct {
-	next  policy.Transporter
-	armed atomic.Bool
+	next    policy.Transporter
+	armed   atomic.Bool
+	lookups atomic.Bool
 }
 
 func (f *answersLost) Do(req *http.Request) (*http.Response, error) {
 	resp, err := f.next.Do(req)
-	if err != nil || !f.armed.Load() || !strings.HasSuffix(req.URL.Path, "$batch") {
+	hit := strings.HasSuffix(req.URL.Path, "$batch") || f.lookups.Load() && strings.Contains(req.URL.String(), "id~")
+	if err != nil || !f.armed.Load() || !hit {
 		return resp, err
 	}
 	_ = resp.Body.Close()

@@ -363,6 +363,8 @@ export interface Problem {
   accepted?: string;
   /** The live task holding the unique key (`unique-key-held`). */
   holder?: string;
+  /** The task a write of unknown outcome may have scheduled (`outcome-unknown`). */
+  id?: string;
   /** The invalid tasks (`invalid-tasks`). */
   errors?: TaskError[];
   /** Any other extension member. */
