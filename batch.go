@@ -376,7 +376,8 @@ func (c *Client) abandonBatch(ctx context.Context, b openedBatch) error {
 			case errors.Is(err, ErrNotFound):
 			case err != nil:
 				return err
-			case have.Batch == batch && have.Callback && have.Due.Equal(cb.Due):
+			case have.Batch == batch && have.Callback && have.Due.Equal(schedule.FromTicks(schedule.Ticks(cb.Due))):
+				// (Due as the table keeps it, to the 100 ns tick.)
 				if _, err := c.sched.Cancel(ctx, cb.ID); err != nil && !errors.Is(err, ErrNotFound) {
 					return err
 				}

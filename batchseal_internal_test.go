@@ -78,6 +78,7 @@ func TestABatchIsSettledAfterItsCallerHasGone(t *testing.T) {
 		{"gone at the seal", "PartitionKey='~cb1',RowKey='h'", false, true},
 		{"gone at the members' write", "id~m1", false, false},
 		{"gone as the header's write committed", `"Sealed":false`, true, false},
+		{"gone as the callback's write committed", `"Callback":true`, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tr *cancelOn

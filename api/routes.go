@@ -329,12 +329,21 @@ func (s *server) schedule(ctx context.Context, r *http.Request, who caller) (int
 		if again, ok := s.sameAsScheduled(ctx, err, spec, it, u, ""); ok {
 			return http.StatusOK, TaskResult{Task: again}, nil
 		}
-		if p := problemOf(err); spec.ID == "" && p.Status >= http.StatusInternalServerError && p.Type != ProblemPrefix+"incomplete" && !storage.Unprocessed(err) {
+		if p := problemOf(err); spec.ID == "" && p.Status >= http.StatusInternalServerError && p.Type != ProblemPrefix+"incomplete" {
 			// Storage did not answer, or not as expected: the write may
-			// have been made. A 503 would be sent again, and without an
-			// id the second POST is a second task. Found, it was.
-			if have, gerr := s.c.Get(ctx, it.ID); gerr == nil {
+			// have been made (a try of it may have committed before a
+			// later one was refused). A 503 would be sent again, and
+			// without an id the second POST is a second task. Found, it
+			// was; not found, it was not (the write's tries are over).
+			have, gerr := s.c.Get(ctx, it.ID)
+			switch {
+			case gerr == nil:
 				return http.StatusCreated, TaskResult{Task: taskOf(have)}, nil
+			case errors.Is(gerr, leasecron.ErrNotFound), storage.Unprocessed(err) && storage.Unprocessed(gerr):
+				// Not written; or storage refusing every request, the
+				// write's and the look's, as busy: most likely nothing
+				// was done, and the caller is told to come back.
+				return 0, nil, err
 			}
 			p := problem(http.StatusInternalServerError, "outcome-unknown", fmt.Sprintf(
 				"storage did not answer whether task %s was written (%v): GET /api/v1/tasks/%s tells; sent again without an id, the request would schedule a second task", it.ID, err, it.ID))

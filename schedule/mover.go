@@ -67,6 +67,11 @@ type Mover struct {
 	// storage was busy should be tried again (what the service asked for,
 	// or a second) rather than a whole PollEvery later; 0: none failed so.
 	retrySoon time.Duration
+	// held counts the due rows the last pass held back, their runs'
+	// records not written (MoverOptions.BeforeSendHold): a full pass that
+	// held some waits for retrySoon rather than going again at once
+	// against the storage that failed them.
+	held int
 }
 
 // NewMover returns a Mover of the schedule c reads and writes. Its
@@ -195,7 +200,10 @@ func (m *Mover) Run(ctx context.Context) error {
 			}
 			m.mu.Unlock()
 		}
-		if full && err == nil {
+		m.mu.Lock()
+		held := m.held
+		m.mu.Unlock()
+		if full && err == nil && held == 0 {
 			continue
 		}
 		if m.o.Pace != nil {

@@ -1002,6 +1002,14 @@ func TestDueRunWhoseRecordFailedStaysForTheNextPass(t *testing.T) {
 	if _, err := e.c.Get(ctx(t), "now"); err != nil {
 		t.Fatalf("the row of a run whose record failed: %v; want it pending", err)
 	}
+	e.m.mu.Lock()
+	held, soon := e.m.held, e.m.retrySoon
+	e.m.mu.Unlock()
+	if held != 1 || soon <= 0 {
+		// (A full pass that held rows waits for retrySoon instead of
+		// going again at once against the storage that failed them.)
+		t.Fatalf("the pass held %d rows, retry in %v; want 1, and a retry soon", held, soon)
+	}
 	fail.Store(false)
 	if err := e.onePass(t); err != nil {
 		t.Fatal(err)

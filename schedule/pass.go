@@ -69,7 +69,7 @@ type send struct {
 func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	now := m.o.Clock.Now()
 	m.mu.Lock()
-	m.passRows, m.retrySoon = 0, 0
+	m.passRows, m.retrySoon, m.held = 0, 0, 0
 	m.mu.Unlock()
 	m.count(func(s *MoverStats) { s.LastPass = now })
 	m.waitingAt(now) // forgets the messages that have come due
@@ -350,6 +350,7 @@ func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 			m.o.Logger.Debug("run's record could not be written; the row stays for the next pass", "task_id", s.env.ID, "row", p.e.RowKey)
 			m.mu.Lock()
 			m.retrySoon = max(m.retrySoon, time.Second)
+			m.held++
 			m.mu.Unlock()
 			return false
 		}

@@ -264,21 +264,29 @@ func (s *Store) FinishBatch(ctx context.Context, id string) error {
 // that id written since by another call is left alone, and so is a batch
 // already gone. It fails while the header stays.
 func (s *Store) DeleteBatch(ctx context.Context, id string, created time.Time) error {
-	mine := func() ([]table.Entity, bool, error) {
+	// mine lists the batch's rows and says whose its header is: this
+	// call's (1), another's (-1), or none (0: the rows left are
+	// orphans, their header deleted before them).
+	mine := func() ([]table.Entity, int, error) {
 		rows, err := table.All(ctx, s.t, table.Query{Partition: batchPK(id), Select: []string{"Created"}}, 0)
 		if err != nil {
-			return nil, false, fmt.Errorf("runs: delete batch %s: %w", id, err)
+			return nil, 0, fmt.Errorf("runs: delete batch %s: %w", id, err)
 		}
-		i := slices.IndexFunc(rows, func(e table.Entity) bool { return e.RowKey == batchHeader })
-		return rows, i >= 0 && rows[i].Props.Time("Created").Equal(stored(created)), nil
+		switch i := slices.IndexFunc(rows, func(e table.Entity) bool { return e.RowKey == batchHeader }); {
+		case i < 0:
+			return rows, 0, nil
+		case rows[i].Props.Time("Created").Equal(stored(created)):
+			return rows, 1, nil
+		}
+		return rows, -1, nil
 	}
-	rows, ok, err := mine()
-	if err != nil || !ok {
+	rows, whose, err := mine()
+	if err != nil || whose < 0 {
 		return err
 	}
 	s.deleteRows(ctx, rows)
-	if _, ok, err = mine(); err == nil && ok {
-		err = fmt.Errorf("runs: delete batch %s: its header could not be deleted", id)
+	if rows, whose, err = mine(); err == nil && whose >= 0 && len(rows) > 0 {
+		err = fmt.Errorf("runs: delete batch %s: %d of its rows could not be deleted", id, len(rows))
 	}
 	return err
 }

@@ -286,9 +286,10 @@ func RetryAfter(err error) time.Duration {
 	return 0
 }
 
-// Unprocessed reports whether err is the service's answer that it did
-// not act on the request (503 ServerBusy, 429): a write so refused was
-// not made. A timeout, a lost connection or a 500 OperationTimedOut says
+// Unprocessed reports whether err ends in the service's answer that it
+// did not act on the request (503 ServerBusy, 429). That is the last try
+// only: an earlier try of the same request, timed out, may have been
+// made. A timeout, a lost connection or a 500 OperationTimedOut says
 // nothing of the kind.
 func Unprocessed(err error) bool {
 	var re *azcore.ResponseError
