@@ -1,13 +1,10 @@
 package leasecron
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,15 +138,9 @@ type cancelOn struct {
 }
 
 func (f *cancelOn) Do(req *http.Request) (*http.Response, error) {
-	hit := strings.Contains(req.URL.String(), f.match)
-	if !hit && req.Body != nil {
-		b, err := io.ReadAll(req.Body)
-		_ = req.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		req.Body = io.NopCloser(bytes.NewReader(b))
-		hit = bytes.Contains(b, []byte(f.match))
+	hit, err := requestHas(req, f.match)
+	if err != nil {
+		return nil, err
 	}
 	if hit && f.fired.CompareAndSwap(false, true) {
 		if f.served {

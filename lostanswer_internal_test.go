@@ -63,15 +63,9 @@ func (f *answersLost) Do(req *http.Request) (*http.Response, error) {
 	if !f.armed.Load() {
 		return f.next.Do(req)
 	}
-	hit := strings.Contains(req.URL.String(), f.match)
-	if !hit && req.Body != nil {
-		b, err := io.ReadAll(req.Body)
-		_ = req.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		req.Body = io.NopCloser(bytes.NewReader(b))
-		hit = bytes.Contains(b, []byte(f.match))
+	hit, err := requestHas(req, f.match)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := f.next.Do(req)
 	if !hit || err != nil {
@@ -80,4 +74,22 @@ func (f *answersLost) Do(req *http.Request) (*http.Response, error) {
 	_ = resp.Body.Close()
 	f.lost.Add(1)
 	return nil, fmt.Errorf("connection reset by peer")
+}
+
+// requestHas reports whether req's URL or body contains match, leaving
+// the body readable.
+func requestHas(req *http.Request, match string) (bool, error) {
+	if strings.Contains(req.URL.String(), match) {
+		return true, nil
+	}
+	if req.Body == nil {
+		return false, nil
+	}
+	b, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return false, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	return bytes.Contains(b, []byte(match)), nil
 }
