@@ -557,6 +557,13 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 				// replace that failed, and the child of the id waited for
 				// the task it would have replaced).
 				c.alternativeLocked(t, old)
+				if t.spec.Replace && old.accepted && len(old.starts) == 0 {
+					// Written all the same, a replace takes a batch
+					// member's place, and the batch may hear of its end
+					// (seed 69565: the replace answered "busy", its
+					// replacement ran and died, and the callback ran).
+					c.batchAltLocked(old, t)
+				}
 			}
 		}
 	}

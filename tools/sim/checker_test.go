@@ -922,6 +922,30 @@ func TestAChildMayFindItsParentsEarlierEnd(t *testing.T) {
 	}
 }
 
+// A replace of a batch member that answered an error may have been
+// written all the same and taken the member's place: the batch may count
+// the replacement's end as the member's (seed 69565).
+func TestAnErroredReplaceOfAMemberMayEndIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		file := &Op{Kind: OpMany, Batch: "b1"}
+		b := c.newBatch("b1")
+		member := c.newTI(TaskSpec{ID: "m", Type: "slow"}, file, nil)
+		member.batch, b.members = b, append(b.members, member)
+		c.scheduled(member, w.now(), leasecron.Item{ID: "m", Due: w.now().Add(time.Hour), Batch: "b1"}, nil)
+		time.Sleep(time.Second)
+		repl := c.newTI(TaskSpec{ID: "m", Type: "plain", Replace: true}, nil, nil)
+		c.scheduled(repl, w.now(), leasecron.Item{}, errors.New("add m: storage service busy"))
+		time.Sleep(time.Second)
+		addAttempt(w, repl, 1, w.now(), "ok")
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if end, _ := c.memberEnd(b, member, w.now().Add(time.Second)); end.IsZero() {
+			t.Error("an errored replace that ran took the member's place, but the member is taken for not ended")
+		}
+	})
+}
+
 // A schedule that answered an error may never have been written; one
 // whose row a traffic cop then moved was, and is owed its run as an
 // accepted one is (README: a scheduler that dies midway loses nothing).
