@@ -371,6 +371,14 @@ func (s *Store) MarkQueuedReport(ctx context.Context, marks []Mark) (marked, fai
 	return marked, failed
 }
 
+// markedBy is markQueued with decide, reporting only which runs count as
+// marked.
+func (s *Store) markedBy(ctx context.Context, marks []Mark, decide decider) []bool {
+	out := make([]bool, len(marks))
+	s.markQueued(ctx, marks, decide, out, make([]bool, len(marks)))
+	return out
+}
+
 // decider decides, for one run that could not be inserted with its batch,
 // the record to write (when write) and whether the run counts as marked.
 type decider func(cur *Run, id string, m Meta) (next Run, write, marked bool)

@@ -238,9 +238,7 @@ func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time
 // ran (the run is the requeue's message's). A false answer keeps the row
 // for the next pass.
 func (s *Store) Confirm(ctx context.Context, marks []Mark) []bool {
-	out := make([]bool, len(marks))
-	s.markQueued(ctx, marks, decideConfirmed, out, make([]bool, len(marks)))
-	return out
+	return s.markedBy(ctx, marks, decideConfirmed)
 }
 
 // ConfirmSent is Confirm for a client that sent the message of a row it
@@ -256,9 +254,7 @@ func (s *Store) Confirm(ctx context.Context, marks []Mark) []bool {
 // sender's mark then says unconfirmed, or is refused. (The mover's
 // confirmation, made as it moves the row it marked, still replaces any.)
 func (s *Store) ConfirmSent(ctx context.Context, marks []Mark) []bool {
-	out := make([]bool, len(marks))
-	s.markQueued(ctx, marks, decideSentConfirmed, out, make([]bool, len(marks)))
-	return out
+	return s.markedBy(ctx, marks, decideSentConfirmed)
 }
 
 // decideSentConfirmed is decideConfirmed that leaves another live token's

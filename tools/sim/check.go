@@ -775,12 +775,12 @@ func (c *checker) sent(ms []sentMsg) {
 // and sent that version without an early-send token: the pass began by
 // the removal (give or take the clocks' skew: a pass begun after it could
 // not have read the row) and the row was not written again before the
-// send. That is the race of a change with the
-// move that the README allows, from when the mover records the run until
-// it removes the row, longer while requests fail or the mover is stopped
-// between the two (seed 66219: a pass's mark came before a reschedule,
-// its send 8 s after it, and the old version ran beside the new). A row
-// the change left, or one written again, is not excused.
+// send. That is the race of a change with the move that the README
+// allows, from when the mover reads the row until it removes it, longer
+// while requests fail or the mover is stopped between the two (seed
+// 66219: a pass's mark came before a reschedule, its send 8 s after it,
+// and the old version ran beside the new). A row the change left, or one
+// written again, is not excused.
 func (c *checker) sentLateLocked(id string, due, from, to time.Time) bool {
 	writes := c.rowWrites[id]
 	for _, rm := range writes {
@@ -1374,7 +1374,7 @@ func (c *checker) parentEnd(pt *ti, any bool, by, seen time.Time) (time.Time, st
 		// 5527: a batch's answer came 26 s late, and a replace of a
 		// member in between ran and released the member's children; the
 		// batch's answer, which links the two, came after they started).
-		id := cmp.Or(pt.id, c.logical[pt.spec.ID], pt.spec.ID)
+		id := c.idOfLocked(pt)
 		for _, o := range c.byID[id] {
 			if o != pt && o.spec.Replace && o.accepted && o.issued.After(pt.issued) && !slices.Contains(family, o) {
 				family = append(family, o)
@@ -1392,6 +1392,12 @@ func (c *checker) parentEnd(pt *ti, any bool, by, seen time.Time) (time.Time, st
 	return end, how
 }
 
+// idOfLocked is the id pt's schedulings go by: its own, or the one its
+// logical id (a generated id's name in the plan) stands for.
+func (c *checker) idOfLocked(pt *ti) string {
+	return cmp.Or(pt.id, c.logical[pt.spec.ID], pt.spec.ID)
+}
+
 // unwrittenParentLocked returns, when no row of pt's id was written
 // between pt's issue and by (when a child waiting for the id was
 // issued), the scheduling of the id accepted before pt: the child's call
@@ -1400,7 +1406,7 @@ func (c *checker) parentEnd(pt *ti, any bool, by, seen time.Time) (time.Time, st
 // parent's schedule held 5 s by faults; the child, scheduled meanwhile,
 // found the id's earlier run succeeded and started at once).
 func (c *checker) unwrittenParentLocked(pt *ti, by time.Time) *ti {
-	id := cmp.Or(pt.id, c.logical[pt.spec.ID], pt.spec.ID)
+	id := c.idOfLocked(pt)
 	if slices.ContainsFunc(c.rowWrites[id], func(w rowWrite) bool { return !w.removed && !w.at.Before(pt.issued) && !w.at.After(by) }) {
 		return nil
 	}
