@@ -297,13 +297,7 @@ func TestMemWriteAfterAMissGoesWhereTheMissWas(t *testing.T) {
 		if hooked.onMiss != nil {
 			t.Fatal("the confirmation never missed")
 		}
-		var homes []string
-		for _, pk := range wide.all() {
-			if _, err := m.mt.Get(ctx, pk, runKey(id)); err == nil {
-				homes = append(homes, pk)
-			}
-		}
-		if len(homes) != 1 {
+		if homes := recordHomes(ctx, m.mt, wide, id); len(homes) != 1 {
 			t.Fatalf("run %s has records in %v, want one", id, homes)
 		}
 		if r, err := other.Get(ctx, id); err != nil || r.State != Running || r.Worker != "w1" {
@@ -364,4 +358,112 @@ func TestMemUnknownLayoutWritesNothing(t *testing.T) {
 	if _, err := m.Claim(ctx, "a", "w1", 1, t0.Add(time.Hour), meta); err != nil {
 		t.Fatalf("Claim once the layout is known: %v", err)
 	}
+}
+
+// The first records of one run written at the same moment under the two
+// counts of a growing layout meet (issue 38, sweep seed 68612, simulator
+// row 129): each process read both of the run's homes and found nothing,
+// then one recorded it under four partitions (a worker still unsharded
+// claiming it) and the other under eight (the traffic cop confirming it
+// sent). Both ways round, and with a pointer left whose record is gone,
+// the run ends with one record, which both processes, a listing and
+// Verify see.
+func TestMemFirstRecordsUnderTwoCountsMeet(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	m := NewMemory(clk)
+	if err := m.ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	narrow := Layout{Write: Buckets, Read: []int{Buckets, 8}}
+	wide := Layout{Write: 8, Read: []int{Buckets, 8}}
+	store := func(tb table.Table, l Layout) *Store {
+		s := &Store{t: tb, o: m.o, group: newGrouper(tb)}
+		s.o.Layout = func(context.Context) Layout { return l }
+		return s
+	}
+	due := t0.Add(-time.Second)
+	meta := Meta{Type: "email", Due: due}
+	sent := Meta{Type: "email", Due: due, Token: "0123456789ab"}
+	n := 0
+	straddling := func() string {
+		for {
+			n++
+			if c := fmt.Sprintf("straddle-%d", n); narrow.home(bucketKey(c)) != wide.home(bucketKey(c)) {
+				return c
+			}
+		}
+	}
+	check := func(t *testing.T, id string, want string) {
+		t.Helper()
+		if at := recordHomes(ctx, m.mt, wide, id); len(at) != 1 || at[0] != want {
+			t.Fatalf("run %s has records in %v, want one in %s", id, at, want)
+		}
+		for _, l := range []Layout{narrow, wide} {
+			if r, err := store(m.mt, l).Get(ctx, id); err != nil || r.State != Running || r.Worker != "w1" {
+				t.Fatalf("under %v the run %s is %+v, %v; want running on w1", l, id, r, err)
+			}
+		}
+		got, err := store(m.mt, wide).ByIDPrefix(ctx, id, 10)
+		if err != nil || len(got) != 1 || got[0].ID != id {
+			t.Fatalf("the listing of %s finds %+v, %v; want the one record", id, got, err)
+		}
+		if problems, _, err := store(m.mt, wide).Verify(ctx); err != nil || len(problems) > 0 {
+			t.Fatalf("Verify: %v, %v", problems, err)
+		}
+	}
+	for _, c := range []struct {
+		name            string
+		first, meanwhile Layout
+	}{
+		// The confirmation under eight read both homes; the claim under
+		// four is written before its insert.
+		{"eight read, four written first", wide, narrow},
+		// The other way round: the confirmation under four read both
+		// homes; the claim under eight is written before its insert.
+		{"four read, eight written first", narrow, wide},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := straddling()
+			hooked := &hookTable{Table: m.mt}
+			hooked.onMiss = func() {
+				if _, err := store(m.mt, c.meanwhile).Claim(ctx, id, "w1", 1, t0.Add(time.Hour), meta); err != nil {
+					t.Errorf("the other process's claim: %v", err)
+				}
+			}
+			store(hooked, c.first).Confirm(ctx, []Mark{{id, sent}})
+			if hooked.onMiss != nil {
+				t.Fatal("the confirmation never missed")
+			}
+			check(t, id, c.meanwhile.home(bucketKey(id)))
+		})
+	}
+	t.Run("a pointer whose record is gone", func(t *testing.T) {
+		// The record a pointer was left for is gone (cleaned, or its
+		// writer died before writing it): a first record under eight goes
+		// where the pointer says, where one under four goes too.
+		id := straddling()
+		if err := store(m.mt, narrow).pointTo(ctx, narrow, id, narrow.home(bucketKey(id))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store(m.mt, wide).Claim(ctx, id, "w1", 1, t0.Add(time.Hour), meta); err != nil {
+			t.Fatal(err)
+		}
+		check(t, id, narrow.home(bucketKey(id)))
+		if _, err := store(m.mt, narrow).Claim(ctx, id, "w2", 1, t0.Add(time.Hour), meta); !errors.Is(err, ErrClaimedElsewhere) {
+			t.Fatalf("a second claim under four: %v, want ErrClaimedElsewhere", err)
+		}
+	})
+}
+
+// recordHomes lists the partitions of l that hold a record of id (its
+// pointers left out).
+func recordHomes(ctx context.Context, mt *table.Memory, l Layout, id string) []string {
+	var at []string
+	for _, pk := range l.all() {
+		if rw, err := mt.Get(ctx, pk, runKey(id)); err == nil && !decodeRun(rw).pointer() {
+			at = append(at, pk)
+		}
+	}
+	return at
 }

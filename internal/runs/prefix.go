@@ -29,7 +29,7 @@ func (s *Store) ByIDPrefix(ctx context.Context, prefix string, limit int) ([]Run
 			return nil, fmt.Errorf("runs: ids starting %q: %w", prefix, err)
 		}
 		for _, rw := range rows {
-			if r := decodeRun(rw); !s.expired(r, now) {
+			if r := decodeRun(rw); !r.pointer() && !s.expired(r, now) {
 				out = append(out, r)
 			}
 		}

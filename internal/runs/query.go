@@ -210,7 +210,7 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 	for _, h := range hits {
 		cur.Last[h.from] = h.r.RowKey
 		taken[h.from]++
-		if r := decodeRun(h.r); !s.expired(r, now) {
+		if r := decodeRun(h.r); !r.pointer() && !s.expired(r, now) { // a series' pointers are among its rows
 			out.Runs = append(out.Runs, r)
 		}
 	}

@@ -142,7 +142,7 @@ func decodeRun(rw table.Entity) Run {
 	}, Token: p.Str("Token"), Seq: p.Int("Seq"), Requeued: splitList(p.Str("Requeued")), Withdrawn: withdrawnOf(p),
 		Behind: parseDues(p.Str("Behind")), CancelledDue: parseDues(p.Str("CancelledDue")),
 		SucceededDue: parseDues(p.Str("SucceededDue")), DeadDue: parseDues(p.Str("DeadDue")),
-		ConfirmedBehind: parseDues(p.Str("ConfirmedBehind")), WaitNoted: p.Time("WaitNoted"), WaitRetry: p.Bool("WaitRetry"), ETag: rw.ETag, pk: rw.PartitionKey}
+		ConfirmedBehind: parseDues(p.Str("ConfirmedBehind")), WaitNoted: p.Time("WaitNoted"), WaitRetry: p.Bool("WaitRetry"), ETag: rw.ETag, pk: rw.PartitionKey, at: p.Str(propAt)}
 }
 
 // Public returns r as the public leasecrontype.Run.

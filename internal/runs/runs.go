@@ -107,7 +107,14 @@ type Run struct {
 	// where they are to be written (Layout). Every write of a run sets
 	// it.
 	pk string
+	// at is, on a pointer row (a run row without a state: pointTo), the
+	// partition the record of its id is written in.
+	at string
 }
+
+// pointer reports whether r was read from a pointer row (pointTo), not a
+// record: every record has a state.
+func (r Run) pointer() bool { return r.State == "" }
 
 // newRun returns a record of id in state st.
 func newRun(id string, st State) Run {

@@ -259,34 +259,46 @@ func (s *Store) read(ctx context.Context, id string) (Run, bool, error) {
 	return r, ok, err
 }
 
-// readIn is read that also returns the layout whose homes it looked in
-// last: a record that was not found is written to that layout's home
-// (modify), not to the home of a layout read since. Between the miss and
-// the write the count written under may have grown, and another process,
-// still writing under the smaller one, may have written the record in
-// its home meanwhile; the insert then meets it (issue 38, seed 5866: a
-// client's confirmation of a task it sent, slowed for eight seconds,
-// read before a worker's claim and wrote after the count grew, making a
-// second record beside the claim's).
+// readIn is read that also returns the layout the record was looked for
+// in. A pointer row (pointTo) met on the way is not the record: the
+// partition it names is read too, and when no record is found the
+// returned Run's at names it, where the first record of id must go.
 func (s *Store) readIn(ctx context.Context, id string) (Run, bool, Layout, error) {
 	if err := s.ensure(ctx); err != nil {
 		return Run{}, false, Layout{}, err
 	}
 	tried := map[string]bool{}
 	var l Layout
+	at := "" // a pointer's partition
+	get := func(pk string) (Run, bool, error) {
+		tried[pk] = true
+		rw, err := s.t.Get(ctx, pk, runKey(id))
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			return Run{}, false, nil
+		case err != nil:
+			return Run{}, false, fmt.Errorf("runs: read %s: %w", id, err)
+		}
+		r := decodeRun(rw)
+		if r.pointer() {
+			at = r.at
+			return Run{}, false, nil
+		}
+		return r, true, nil
+	}
 	for again := true; again; {
 		l = s.layout(ctx)
 		for _, pk := range l.homes(bucketKey(id)) {
 			if tried[pk] {
 				continue
 			}
-			tried[pk] = true
-			rw, err := s.t.Get(ctx, pk, runKey(id))
-			switch {
-			case err == nil:
-				return decodeRun(rw), true, l, nil
-			case !errors.Is(err, storage.ErrNotFound):
-				return Run{}, false, l, fmt.Errorf("runs: read %s: %w", id, err)
+			if r, ok, err := get(pk); err != nil || ok {
+				return r, ok, l, err
+			}
+		}
+		if at != "" && !tried[at] {
+			if r, ok, err := get(at); err != nil || ok {
+				return r, ok, l, err
 			}
 		}
 		// A miss: the layout may have grown since it was last read.
@@ -296,6 +308,9 @@ func (s *Store) readIn(ctx context.Context, id string) (Run, bool, Layout, error
 		}
 	}
 	r, ok, err := s.readLegacy(ctx, id)
+	if !ok {
+		r.at = at
+	}
 	return r, ok, l, err
 }
 
@@ -1447,11 +1462,14 @@ func (s *Store) modifyAt(ctx context.Context, id string, f func(cur *Run, home s
 		}
 		var curp *Run
 		home := l.home(bucketKey(id)) // where the miss was, not where a later layout says
-		if ok {
+		switch {
+		case ok:
 			curp = &cur
 			if !cur.legacy && cur.pk != "" {
 				home = cur.pk
 			}
+		case cur.at != "":
+			home = cur.at // a pointer's: the id's first record goes there
 		}
 		next, write, err := f(curp, home)
 		if err != nil || !write {
@@ -1464,6 +1482,13 @@ func (s *Store) modifyAt(ctx context.Context, id string, f func(cur *Run, home s
 		}
 		if next.pk == "" {
 			next.pk = home
+		}
+		if curp == nil && cur.at == "" {
+			if err := s.pointTo(ctx, l, id, next.pk); isConflict(err) {
+				continue // a record or a pointer came first: read again
+			} else if err != nil {
+				return fmt.Errorf("runs: write %s: %w", id, err)
+			}
 		}
 		if curp != nil && curp.legacy {
 			err = s.convert(ctx, cur, next)
@@ -1479,6 +1504,38 @@ func (s *Store) modifyAt(ctx context.Context, id string, f func(cur *Run, home s
 	}
 	return fmt.Errorf("runs: %s: %w", id, ErrContention)
 }
+
+// pointTo guards the first record of id, about to be written in pk,
+// against a first record written at the same moment in the id's home
+// under the layout's largest count: while the count grows, processes
+// that still write under the smaller one (the count read but not yet
+// written under, or not yet learned to be written under) and processes
+// that write under the larger one each read both homes, found nothing and
+// write their own, and two inserts into two partitions never collide
+// (issue 38, sweep seed 68612: a run recorded twice, its status queued for
+// good, a requeue of it dead bringing nothing back). So a process whose
+// write home is not that home first inserts there a pointer row: the run
+// row's key, no state, and the partition its record goes to. A first
+// record written there meets the pointer and reads again; a pointer that
+// meets a record reads again and finds it; every process that reads a
+// pointer writes the id's first record where it points (readIn), so that
+// of two writers of it one meets the other's row. A process writing
+// under the largest count writes nothing more: it costs one request more
+// only while a count is read and not yet written under, and for a
+// process that has not yet learned a new count. Pointers stay (a few
+// bytes each, only of ids first recorded in a count change); a later
+// first record of the id follows its pointer.
+func (s *Store) pointTo(ctx context.Context, l Layout, id, pk string) error {
+	w := bucketIn(bucketKey(id), l.widest())
+	if w == pk {
+		return nil
+	}
+	return submit(ctx, s.t, []table.Op{{Kind: table.Insert, PartitionKey: w, RowKey: runKey(id), Props: table.Props{"Id": id, propAt: pk}}})
+}
+
+// propAt is the property of a pointer row that names the partition of
+// its id's record (pointTo).
+const propAt = "At"
 
 // isConflict reports whether a conditional write lost a race: a row
 // changed, appeared or vanished since it was read.

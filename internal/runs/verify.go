@@ -45,8 +45,11 @@ func (s *Store) Verify(ctx context.Context) (problems []string, runs int, err er
 			if !strings.HasPrefix(rk, prefixRun) && !strings.HasPrefix(rk, prefixOcc) {
 				continue
 			}
-			runs++
 			r := decodeRun(rw)
+			if r.pointer() {
+				continue // not a record (pointTo)
+			}
+			runs++
 			if homes := l.homes(bucketKey(r.ID)); runKey(r.ID) != rk || !slices.Contains(homes, pk) {
 				problems = append(problems, fmt.Sprintf("%s/%s: run row of %q belongs at %s/%s", pk, rk, r.ID, strings.Join(homes, " or "), runKey(r.ID)))
 			}
