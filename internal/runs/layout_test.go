@@ -413,7 +413,7 @@ func TestMemFirstRecordsUnderTwoCountsMeet(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		name            string
+		name             string
 		first, meanwhile Layout
 	}{
 		// The confirmation under eight read both homes; the claim under
