@@ -797,13 +797,19 @@ func (w *World) moment(p *proc) []string {
 // of a bubble are not scheduled the same way twice).
 var keepDir = os.Getenv("SIM_KEEP")
 
-// keepLog writes a failing run's whole log to keepDir, when it is set.
+// keepLog writes a failing run's whole log to keepDir, when it is set,
+// after the violations found (each on a line starting VIOLATION), so that
+// a sweep's failure can be read while the sweep goes on.
 func keepLog(t testing.TB, seed int64, res *Result) {
 	if keepDir == "" {
 		return
 	}
 	name := filepath.Join(keepDir, fmt.Sprintf("seed-%d.log", seed))
-	if err := os.WriteFile(name, []byte(strings.Join(res.Log, "\n")+"\n"), 0o644); err != nil {
+	var head strings.Builder
+	for _, v := range res.Violations {
+		fmt.Fprintf(&head, "VIOLATION %s\n", v)
+	}
+	if err := os.WriteFile(name, []byte(head.String()+strings.Join(res.Log, "\n")+"\n"), 0o644); err != nil {
 		t.Error(err)
 		return
 	}
