@@ -21,6 +21,13 @@
 //     of its worker, an early-sent run confirmed as queued with the token
 //     of its message): the listing of that state, newest first.
 //
+// While the partition count grows (Layout), a process that records a
+// run's first record under a smaller count than another may write under
+// leaves a pointer row in the id's home under the larger one: the run
+// row's key, no state, and the partition of the record (pointTo), so that
+// two first records of one run written at once under the two counts meet.
+// Lookups follow pointers; listings leave them out.
+//
 // Every change to a run is one entity-group transaction over its rows
 // (same partition), so they never disagree; Verify checks it. A series
 // also has a summary row, "s~{series}" in its partition, with the latest

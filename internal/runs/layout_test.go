@@ -454,6 +454,71 @@ func TestMemFirstRecordsUnderTwoCountsMeet(t *testing.T) {
 			t.Fatalf("a second claim under four: %v, want ErrClaimedElsewhere", err)
 		}
 	})
+	t.Run("pointers of three counts", func(t *testing.T) {
+		// Eight written under and sixteen read: a process still writing
+		// under four left a pointer under eight and died before its
+		// record; one under eight left a pointer under sixteen and met
+		// the first. It follows both to the partition under four, where
+		// every process then finds the record.
+		four, eight := Layout{Write: 4, Read: []int{4, 8}}, Layout{Write: 8, Read: []int{4, 8, 16}}
+		sixteen := Layout{Write: 16, Read: []int{4, 8, 16}}
+		id := ""
+		for id == "" {
+			c := straddling()
+			if h := sixteen.home(bucketKey(c)); h != four.home(bucketKey(c)) && h != eight.home(bucketKey(c)) {
+				id = c
+			}
+		}
+		h4 := four.home(bucketKey(id))
+		if err := store(m.mt, four).pointTo(ctx, four, id, h4); err != nil {
+			t.Fatal(err)
+		}
+		if err := store(m.mt, eight).pointTo(ctx, eight, id, eight.home(bucketKey(id))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store(m.mt, eight).Claim(ctx, id, "w1", 1, t0.Add(time.Hour), meta); err != nil {
+			t.Fatalf("the claim under eight: %v", err)
+		}
+		if at := recordHomes(ctx, m.mt, sixteen, id); len(at) != 1 || at[0] != h4 {
+			t.Fatalf("run %s has records in %v, want one in %s", id, at, h4)
+		}
+		for _, l := range []Layout{four, eight, sixteen} {
+			if r, err := store(m.mt, l).Get(ctx, id); err != nil || r.Worker != "w1" {
+				t.Fatalf("under %v the run %s is %+v, %v; want running on w1", l, id, r, err)
+			}
+		}
+	})
+	t.Run("listings leave pointers out", func(t *testing.T) {
+		// A series' occurrence first recorded under four leaves a
+		// pointer under eight, among the series' rows there: a listing of
+		// the series, and one by id prefix, show the record once, and a
+		// limit of one finds it.
+		series := ""
+		for i := 0; series == ""; i++ {
+			if c := fmt.Sprintf("series-%d", i); narrow.home(c) != wide.home(c) {
+				series = c
+			}
+		}
+		occ := OccurrenceID(series, due)
+		if _, err := store(m.mt, narrow).Claim(ctx, occ, "w1", 1, t0.Add(time.Hour), meta); err != nil {
+			t.Fatal(err)
+		}
+		if rw, err := m.mt.Get(ctx, wide.home(series), runKey(occ)); err != nil || !decodeRun(rw).pointer() {
+			t.Fatalf("no pointer under eight: %v", err)
+		}
+		p, err := store(m.mt, wide).Query(ctx, Query{Series: series, Limit: 1})
+		if err != nil || len(p.Runs) != 1 || p.Runs[0].ID != occ {
+			t.Fatalf("the series' listing: %+v, %v; want its one occurrence", p.Runs, err)
+		}
+		one := straddling()
+		if _, err := store(m.mt, narrow).Claim(ctx, one, "w1", 1, t0.Add(time.Hour), meta); err != nil {
+			t.Fatal(err)
+		}
+		got, err := store(m.mt, wide).ByIDPrefix(ctx, one, 1)
+		if err != nil || len(got) != 1 || got[0].ID != one {
+			t.Fatalf("the listing by prefix: %+v, %v; want the one task", got, err)
+		}
+	})
 }
 
 // recordHomes lists the partitions of l that hold a record of id (its

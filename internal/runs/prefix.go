@@ -23,7 +23,7 @@ func (s *Store) ByIDPrefix(ctx context.Context, prefix string, limit int) ([]Run
 		return nil, err
 	}
 	for _, pk := range l.all() {
-		q := table.Query{Partition: pk, From: prefixRun + prefix, To: prefixRun + prefix + "~", Select: listSelect}
+		q := table.Query{Partition: pk, From: prefixRun + prefix, To: prefixRun + prefix + "~", Select: listSelect, Where: []table.Cond{hasState}}
 		rows, _, err := s.collect(ctx, q, limit)
 		if err != nil {
 			return nil, fmt.Errorf("runs: ids starting %q: %w", prefix, err)

@@ -101,6 +101,11 @@ func (q Query) fingerprint() uint32 {
 // listSelect are the properties a listing reads.
 var listSelect = []string{"Id", "State", "Type", "Series", "Attempts", "Worker", "LastError", "Generation", "Started", "Finished", "Due", "SnoozedUntil", "Progress", "ProgressMessage", "ProgressAt", "Batch", "Timestamp"}
 
+// hasState holds of every record and of no pointer row (pointTo): a
+// listing that reads run rows leaves pointers out, and its limit counts
+// records only.
+var hasState = table.Cond{Prop: "State", Op: table.Gt, Value: ""}
+
 // plan returns the partitions and the RowKey range a query reads, and the
 // conditions the service applies.
 func (q Query) plan(l Layout) (pks []string, from, to string, where []table.Cond) {
@@ -114,6 +119,7 @@ func (q Query) plan(l Layout) (pks []string, from, to string, where []table.Cond
 	case q.Series != "":
 		pks = l.homes(q.Series)
 		from, to = seriesRange(q.Series)
+		where = append(where, hasState) // not its pointers (pointTo)
 		if q.State != "" {
 			where = append(where, table.Cond{Prop: "State", Op: table.Eq, Value: string(q.State)})
 		}

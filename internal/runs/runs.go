@@ -108,7 +108,9 @@ type Run struct {
 	// it.
 	pk string
 	// at is, on a pointer row (a run row without a state: pointTo), the
-	// partition the record of its id is written in.
+	// partition the record of its id is written in; on the empty Run of a
+	// lookup that found no record, where the pointers it read lead
+	// (readIn).
 	at string
 }
 

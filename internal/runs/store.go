@@ -260,16 +260,18 @@ func (s *Store) read(ctx context.Context, id string) (Run, bool, error) {
 }
 
 // readIn is read that also returns the layout the record was looked for
-// in. A pointer row (pointTo) met on the way is not the record: the
-// partition it names is read too, and when no record is found the
-// returned Run's at names it, where the first record of id must go.
+// in. Pointer rows (pointTo) met on the way are not the record: when no
+// record is in the id's homes, the pointers are followed from the one in
+// the home of the largest count (each names a partition of a smaller
+// count, so they end), and the returned Run's at names the partition they
+// end in, where the first record of id must go.
 func (s *Store) readIn(ctx context.Context, id string) (Run, bool, Layout, error) {
 	if err := s.ensure(ctx); err != nil {
 		return Run{}, false, Layout{}, err
 	}
 	tried := map[string]bool{}
+	ptr := map[string]string{} // partition → the partition its pointer names
 	var l Layout
-	at := "" // a pointer's partition
 	get := func(pk string) (Run, bool, error) {
 		tried[pk] = true
 		rw, err := s.t.Get(ctx, pk, runKey(id))
@@ -281,11 +283,12 @@ func (s *Store) readIn(ctx context.Context, id string) (Run, bool, Layout, error
 		}
 		r := decodeRun(rw)
 		if r.pointer() {
-			at = r.at
+			ptr[pk] = r.at
 			return Run{}, false, nil
 		}
 		return r, true, nil
 	}
+	at := ""
 	for again := true; again; {
 		l = s.layout(ctx)
 		for _, pk := range l.homes(bucketKey(id)) {
@@ -296,10 +299,21 @@ func (s *Store) readIn(ctx context.Context, id string) (Run, bool, Layout, error
 				return r, ok, l, err
 			}
 		}
-		if at != "" && !tried[at] {
-			if r, ok, err := get(at); err != nil || ok {
-				return r, ok, l, err
+		at = ""
+		for i := len(l.Read) - 1; i >= 0 && at == ""; i-- {
+			at = ptr[bucketIn(bucketKey(id), l.Read[i])]
+		}
+		for hops := 0; at != "" && hops <= len(l.Read); hops++ {
+			if !tried[at] {
+				if r, ok, err := get(at); err != nil || ok {
+					return r, ok, l, err
+				}
 			}
+			next, ok := ptr[at]
+			if !ok {
+				break
+			}
+			at = next
 		}
 		// A miss: the layout may have grown since it was last read.
 		var err error
@@ -1453,7 +1467,9 @@ func (s *Store) modify(ctx context.Context, id string, f func(cur *Run) (next Ru
 
 // modifyAt is modify whose f is also told where the record is written
 // (a next without a partition goes there): where it was read, or, when
-// it was not found, the home of the layout the miss was in (readIn).
+// it was not found, where the pointers read lead, else the home of the
+// layout the miss was in (readIn). A first record is guarded by pointers
+// first (pointTo) unless it follows them.
 func (s *Store) modifyAt(ctx context.Context, id string, f func(cur *Run, home string) (next Run, write bool, err error)) error {
 	for try := 0; try < maxTries; try++ {
 		cur, ok, l, err := s.readIn(ctx, id)
@@ -1507,30 +1523,35 @@ func (s *Store) modifyAt(ctx context.Context, id string, f func(cur *Run, home s
 
 // pointTo guards the first record of id, about to be written in pk,
 // against a first record written at the same moment in the id's home
-// under the layout's largest count: while the count grows, processes
-// that still write under the smaller one (the count read but not yet
+// under a larger count of the layout: while the count grows, processes
+// that still write under the smaller one (the larger read but not yet
 // written under, or not yet learned to be written under) and processes
 // that write under the larger one each read both homes, found nothing and
 // write their own, and two inserts into two partitions never collide
 // (issue 38, sweep seed 68612: a run recorded twice, its status queued for
-// good, a requeue of it dead bringing nothing back). So a process whose
-// write home is not that home first inserts there a pointer row: the run
-// row's key, no state, and the partition its record goes to. A first
-// record written there meets the pointer and reads again; a pointer that
-// meets a record reads again and finds it; every process that reads a
-// pointer writes the id's first record where it points (readIn), so that
-// of two writers of it one meets the other's row. A process writing
-// under the largest count writes nothing more: it costs one request more
-// only while a count is read and not yet written under, and for a
-// process that has not yet learned a new count. Pointers stay (a few
-// bytes each, only of ids first recorded in a count change); a later
-// first record of the id follows its pointer.
+// good, a requeue of it dead bringing nothing back). So a process first
+// inserts, in the id's home under each count larger than the one it
+// writes under, a pointer row: the run row's key, no state, and the
+// partition its record goes to. A first record written there meets the
+// pointer and reads again; a pointer that meets a record reads again and
+// finds it; a process that reads pointers writes the id's first record
+// where they lead (readIn), so that of two writers of it one meets the
+// other's row. A process writing under the largest count writes nothing
+// more: it costs a request more only while a count is read and not yet
+// written under, and for a process that has not yet learned a new count.
+// Pointers stay (a few bytes each, only of ids first recorded in a count
+// change); a later first record of the id follows them.
 func (s *Store) pointTo(ctx context.Context, l Layout, id, pk string) error {
-	w := bucketIn(bucketKey(id), l.widest())
-	if w == pk {
-		return nil
+	key := bucketKey(id)
+	for _, c := range l.Read {
+		if w := bucketIn(key, c); c > l.Write && w != pk {
+			err := submit(ctx, s.t, []table.Op{{Kind: table.Insert, PartitionKey: w, RowKey: runKey(id), Props: table.Props{"Id": id, propAt: pk}}})
+			if err != nil {
+				return err
+			}
+		}
 	}
-	return submit(ctx, s.t, []table.Op{{Kind: table.Insert, PartitionKey: w, RowKey: runKey(id), Props: table.Props{"Id": id, propAt: pk}}})
+	return nil
 }
 
 // propAt is the property of a pointer row that names the partition of
