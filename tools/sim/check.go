@@ -122,6 +122,9 @@ type ti struct {
 	// parent's end was applied after the id was scheduled anew).
 	again    []*ti
 	disabled []window
+	// enables are the enables of this series answered (issued, and
+	// answered at from), whatever they answered.
+	enables []window
 	// disableTry: a disable of this series answered an error (it may
 	// have happened: seeds 52708, 52678, a write committed with its
 	// answer lost).
@@ -1917,10 +1920,23 @@ func (c *checker) disabled(id string, on bool, issued time.Time, err error) {
 	}
 	switch {
 	case on && err == nil && (n == 0 || !t.disabled[n-1].to.IsZero()):
-		t.disabled = append(t.disabled, window{issued: issued, from: now, partial: partial})
+		d := window{issued: issued, from: now, partial: partial}
+		for _, e := range t.enables {
+			if e.from.After(issued) {
+				// An enable answered after this disable was asked may
+				// have been written after it (seed 70226: an enable slowed
+				// by faults committed after the disable it was asked
+				// before, and the series ran on, enabled).
+				d.to = e.issued
+			}
+		}
+		t.disabled = append(t.disabled, d)
 	case !on && n > 0 && t.disabled[n-1].to.IsZero():
 		// Enabled, or an enable that may have happened.
 		t.disabled[n-1].to = issued
+	}
+	if !on {
+		t.enables = append(t.enables, window{issued: issued, from: now})
 	}
 }
 

@@ -1025,3 +1025,46 @@ func wantOnly(t *testing.T, got []string, word, want string) {
 		t.Errorf("violations %q; want %s", got, want)
 	}
 }
+
+// A disable holds from its answer until an enable — one asked after it,
+// or one asked before it and answered after it was asked, which may have
+// been written after it (seed 70226). An occurrence that starts once the
+// disable answered is a violation only when every enable answered before
+// the disable was asked.
+func TestADisableMeetsAnEnableItOverlapped(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		overlap bool
+	}{
+		{"the enable answered before the disable was asked", false},
+		{"the enable answered while the disable was on its way", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				s := c.newTI(TaskSpec{ID: "s", Type: TypePlain, Recurrence: "@every 20s"}, nil, nil)
+				c.scheduled(s, w.now(), leasecron.Item{ID: "s", Due: w.now().Add(20 * time.Second), Recurrence: "@every 20s"}, nil)
+				enableAsked := w.now()
+				time.Sleep(10 * time.Second)
+				disableAsked := w.now()
+				if !tc.overlap {
+					c.disabled("s", false, enableAsked, nil)
+				}
+				time.Sleep(2 * time.Second)
+				if tc.overlap {
+					c.disabled("s", false, enableAsked, nil)
+				}
+				time.Sleep(time.Second)
+				c.disabled("s", true, disableAsked, nil)
+				time.Sleep(20 * time.Second)
+				ev := &runEv{ti: s, runID: s.id + "@next", due: w.now(), attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now(), end: w.now(), outcome: "ok"}
+				c.mu.Lock()
+				c.checkDisabledLocked(s, ev)
+				c.mu.Unlock()
+				if got := len(c.violations) > 0; got != !tc.overlap {
+					t.Errorf("an occurrence after the disable taken for a violation: %v, want %v (%v)", got, !tc.overlap, c.violations)
+				}
+			})
+		})
+	}
+}
