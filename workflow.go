@@ -489,6 +489,18 @@ func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, st leasecron
 		// is done with: left to reappear, it would run the task again
 		// (issue 38, seed 1123).
 		r.State = st
+	case !r.State.Finished() && st == leasecrontype.RunDead && env.Waiters:
+		// A message of a run whose death is recorded, and which its dead
+		// letter's requeue has made live again since: the message says
+		// others wait for the id, and may be the only one that does (a
+		// child marked the row after the run's first message was sent,
+		// and the mover sent the row again; issue 38, seed 70823: the
+		// message was acknowledged untold, and the child waited for
+		// good). The requeued run's message does not say so, so the
+		// traffic cop watches the id and applies the end it comes to, as
+		// for a child that began waiting once its parent was in the
+		// queue. (Those that waited when it died were told then.)
+		return c.runs.WatchParents(ctx, []string{env.ID})
 	case !r.State.Finished():
 		return fmt.Errorf("the run record of %s says %s, not ended", env.ID, r.State)
 	case env.Waiters && !r.EndOfID(c.o.Clock.Now()):

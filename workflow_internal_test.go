@@ -572,3 +572,59 @@ func (f failingReads) Do(req *http.Request) (*http.Response, error) {
 	}
 	return f.next.Do(req)
 }
+
+// A child that began waiting for a parent whose row was still pending
+// although the mover had sent it (its removal failed) marked the row;
+// the parent's run died before the row's second message came, and its
+// dead letter was requeued before that message was claimed. The second
+// message, the only one that says the child waits, has the traffic cop
+// watch the id, and the requeued run's end releases the child (issue 38,
+// seed 70823: the message was acknowledged untold, and the child waited
+// for good).
+func TestARequeuedDeathsSecondMessageHasItsWaitersWatched(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	due := time.Now().Add(time.Hour)
+	if _, err := c.Schedule(ctx, Item{ID: "par", Type: "t", Due: due}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Schedule(ctx, Item{ID: "kid", Type: "t", Due: time.Now(), After: []string{"par"}, AfterAny: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := runs.Meta{Type: "t", Due: due}
+	if _, err := c.runs.Claim(ctx, "par", "w1", 1, time.Now().Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, "par", runs.Dead, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	requeued := m
+	requeued.Token = runs.RequeueToken("msg-1-1")
+	if _, _, err := c.runs.MarkRequeued(ctx, "par", requeued, "msg-1-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.taskEnded(ctx, queue.Envelope{ID: "par", Type: "t", Due: due, Waiters: true}, RunDead); err != nil {
+		t.Fatalf("the second message's end: %v", err)
+	}
+	if watched, err := c.runs.Watched(ctx); err != nil || !slices.Contains(watched, "par") {
+		t.Fatalf("watched %v, %v; want par watched", watched, err)
+	}
+	if err := c.SweepWatched(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := c.Get(ctx, "kid"); err != nil || !it.Waiting {
+		t.Fatalf("the child while the requeued run is queued: %+v, %v; want it waiting", it, err)
+	}
+	if _, err := c.runs.Claim(ctx, "par", "w2", 1, time.Now().Add(time.Minute), requeued); err != nil {
+		t.Fatalf("the requeued run's claim: %v", err)
+	}
+	if err := c.runs.Finish(ctx, "par", runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SweepWatched(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := c.Get(ctx, "kid"); err != nil || it.Waiting {
+		t.Fatalf("the child after the requeued run's end: %+v, %v; want it released", it, err)
+	}
+}

@@ -2380,3 +2380,57 @@ func advancing(clk *clock.Fake, step time.Duration, when func() bool) chan struc
 	}()
 	return stop
 }
+
+// A second message of a run that died and whose dead letter was requeued
+// since is acknowledged without running; when it says others wait for
+// the run it tells OnEnd of the death first — it may be the only message
+// that says so: a child marked the row after the first message was sent,
+// and the mover sent the row again (issue 38, seed 70823: the child
+// waited for good) — and when it does not, nothing is told.
+func TestSecondMessageOfARequeuedDeathTellsItsWaiters(t *testing.T) {
+	for _, waiters := range []bool{true, false} {
+		t.Run(fmt.Sprintf("waiters=%v", waiters), func(t *testing.T) {
+			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 1}})
+			rm := runs.NewMemory(h.clk)
+			h.c.o.Runs = rm
+			heard := make(chan leasecrontype.RunState, 4)
+			h.c.o.OnEnd = func(_ context.Context, _ Envelope, st leasecrontype.RunState) error { heard <- st; return nil }
+			var got calls
+			h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
+				got.add(task, h.clk.Now())
+				return nil
+			})
+			ctx := context.Background()
+			due := h.clk.Now()
+			m := runs.Meta{Type: "t", Due: due}
+			if _, err := rm.Claim(ctx, "p", "w0", 1, due.Add(time.Minute), m); err != nil {
+				t.Fatal(err)
+			}
+			if err := rm.Finish(ctx, "p", runs.Dead, errors.New("boom"), ""); err != nil {
+				t.Fatal(err)
+			}
+			requeued := m
+			requeued.Token = runs.RequeueToken("msg-1-1")
+			if _, _, err := rm.MarkRequeued(ctx, "p", requeued, "msg-1-1", ""); err != nil {
+				t.Fatal(err)
+			}
+			h.enqueue(Envelope{ID: "p", Type: "t", Due: due, Waiters: waiters})
+			h.start()
+			h.expect(OutcomeDuplicate)
+			if got.n() != 0 {
+				t.Fatalf("the handler ran %d times; want the second message acknowledged unrun", got.n())
+			}
+			mustRun(t, rm, "p", runs.Queued)
+			select {
+			case st := <-heard:
+				if !waiters || st != leasecrontype.RunDead {
+					t.Fatalf("OnEnd heard %s with waiters %v; want dead, and only with waiters", st, waiters)
+				}
+			default:
+				if waiters {
+					t.Fatal("OnEnd not told")
+				}
+			}
+		})
+	}
+}

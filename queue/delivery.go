@@ -503,8 +503,15 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		// worker could mark it used up neither before nor after a telling
 		// that failed): its batch and dependents hear of it again first
 		// (a review of issue 38's row 80). A requeued run (the record
-		// queued for its requeue's message) has nothing to tell.
-		if r.State == leasecrontype.RunDead && !c.ended(hctx, d, leasecrontype.RunDead) {
+		// queued for its requeue's message) has nothing to tell its batch;
+		// but a message that says others wait for it may be the only one
+		// that does: a child marked the run's row after its first message
+		// was sent, the mover sent the row again, and the run died before
+		// that second message came (issue 38, seed 70823: the dead letter
+		// was requeued in between, the second message acknowledged
+		// untold, and the child waited for good); OnEnd then sees to it
+		// that the requeued run's end reaches them.
+		if (r.State == leasecrontype.RunDead || d.env.Waiters) && !c.ended(hctx, d, leasecrontype.RunDead) {
 			c.settle(d, OutcomeLeft)
 			return false
 		}

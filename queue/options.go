@@ -185,7 +185,11 @@ type ConsumerOptions struct {
 	// a duplicate delivery of a run that already ended — after the run
 	// record says so (or, when the record is already another scheduling's
 	// of the id, after this run's end was left out of it) and before the
-	// message is deleted or set aside; state is what the consumer saw. An
+	// message is deleted or set aside; state is what the consumer saw.
+	// It is called too, with RunDead, for a message that says others wait
+	// for its run (Envelope.Waiters) when the run died and its dead letter
+	// has been requeued since: that message may be the only one that
+	// says so (the record is then live again, not ended). An
 	// error leaves the message to reappear, so OnEnd is called again
 	// (it must be idempotent): a worker that dies in between loses nothing.
 	OnEnd func(ctx context.Context, env Envelope, state leasecrontype.RunState) error
