@@ -499,7 +499,12 @@ func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, st leasecron
 		// good). The requeued run's message does not say so, so the
 		// traffic cop watches the id and applies the end it comes to, as
 		// for a child that began waiting once its parent was in the
-		// queue. (Those that waited when it died were told then.)
+		// queue. So a child that marked the row after the run's first
+		// message was sent waits for the requeued run's end, even when
+		// it began waiting before the death: the death's own message did
+		// not know of it, and the record keeps no time of the death to
+		// tell them apart by. (Those that marked the row before the
+		// first message was sent were told of the death by it.)
 		return c.runs.WatchParents(ctx, []string{env.ID})
 	case !r.State.Finished():
 		return fmt.Errorf("the run record of %s says %s, not ended", env.ID, r.State)
