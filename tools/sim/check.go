@@ -1845,6 +1845,17 @@ func (c *checker) checkPausedLocked(t *ti, ev *runEv) {
 		if i+1 < len(mine) && (to.IsZero() || mine[i+1].issued.Before(to)) {
 			to = mine[i+1].issued
 		}
+		for _, q := range mine {
+			// A timed pause under way while p was may have been written
+			// after it, and lapse at its own until (seed 70642: a pause
+			// for 18 s, slowed, was written after the pause for good
+			// asked while it was on its way, and the type ran on once it
+			// lapsed).
+			if q.typ == p.typ && q.issued != p.issued && q.issued.Before(p.returned) && (q.returned.IsZero() || q.returned.After(p.issued)) &&
+				!q.until.IsZero() && (to.IsZero() || q.until.Add(-c.skew).Before(to)) {
+				to = q.until.Add(-c.skew)
+			}
+		}
 		if ev.start.After(from) && (to.IsZero() || ev.start.Before(to)) && !c.pauseTroubled(ev.proc, p.returned, ev.start) {
 			c.violateAt(ev.start, InvPaused, "%s of paused type %s started on %s at %s (paused at %s, until %s)", ev.runID, t.spec.Type, ev.proc.id, c.at(ev.start), c.at(p.returned), c.atOr(to))
 		}

@@ -1068,3 +1068,42 @@ func TestADisableMeetsAnEnableItOverlapped(t *testing.T) {
 		})
 	}
 }
+
+// A pause holds until its until, the next pause or resume — and until the
+// until of a timed pause under way while it was, which may have been
+// written after it (seed 70642). A start after the pause for good
+// answered is a violation only when no such timed pause overlapped it.
+func TestAPauseMeetsATimedPauseItOverlapped(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		overlap bool
+	}{
+		{"the timed pause answered before the other was asked", false},
+		{"the timed pause answered while the other was on its way", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				x := c.newTI(TaskSpec{ID: "x", Type: TypePausable}, nil, nil)
+				c.scheduled(x, w.now(), leasecron.Item{ID: "x", Due: w.now().Add(time.Minute)}, nil)
+				timedAsked := w.now()
+				time.Sleep(8 * time.Second)
+				forGoodAsked := w.now()
+				timed := pauseEv{typ: TypePausable, issued: timedAsked, returned: forGoodAsked.Add(-time.Second), ok: true, until: timedAsked.Add(18 * time.Second)}
+				if tc.overlap {
+					timed.returned = forGoodAsked.Add(2 * time.Second)
+				}
+				c.paused(timed)
+				c.paused(pauseEv{typ: TypePausable, issued: forGoodAsked, returned: forGoodAsked, ok: true})
+				time.Sleep(time.Minute)
+				ev := &runEv{ti: x, runID: "x", due: x.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now(), end: w.now(), outcome: "ok"}
+				c.mu.Lock()
+				c.checkPausedLocked(x, ev)
+				c.mu.Unlock()
+				if got := len(c.violations) > 0; got != !tc.overlap {
+					t.Errorf("a start a minute after the pause for good taken for a violation: %v, want %v (%v)", got, !tc.overlap, c.violations)
+				}
+			})
+		})
+	}
+}
