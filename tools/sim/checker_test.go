@@ -1107,3 +1107,56 @@ func TestAPauseMeetsATimedPauseItOverlapped(t *testing.T) {
 		})
 	}
 }
+
+// The excuses stay as narrow as the race: a start before the overlapping
+// timed pause's until is still a paused type running, and an enable that
+// overlapped one disable does not void a later one asked after it
+// answered (a review of seeds 70226 and 70642).
+func TestOverlapExcusesEndWithTheRace(t *testing.T) {
+	t.Run("before the timed pause lapsed", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			w, c := newTestChecker()
+			x := c.newTI(TaskSpec{ID: "x", Type: TypePausable}, nil, nil)
+			c.scheduled(x, w.now(), leasecron.Item{ID: "x", Due: w.now().Add(time.Minute)}, nil)
+			timedAsked := w.now()
+			time.Sleep(8 * time.Second)
+			forGood := w.now()
+			c.paused(pauseEv{typ: TypePausable, issued: timedAsked, returned: forGood.Add(2 * time.Second), ok: true, until: timedAsked.Add(40 * time.Second)})
+			c.paused(pauseEv{typ: TypePausable, issued: forGood, returned: forGood, ok: true})
+			time.Sleep(22 * time.Second)
+			ev := &runEv{ti: x, runID: "x", due: x.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now(), end: w.now(), outcome: "ok"}
+			c.mu.Lock()
+			c.checkPausedLocked(x, ev)
+			c.mu.Unlock()
+			if len(c.violations) == 0 {
+				t.Error("a start 30 s into a 40 s pause went unflagged")
+			}
+		})
+	})
+	t.Run("a later disable", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			w, c := newTestChecker()
+			s := c.newTI(TaskSpec{ID: "s", Type: TypePlain, Recurrence: "@every 20s"}, nil, nil)
+			c.scheduled(s, w.now(), leasecron.Item{ID: "s", Due: w.now().Add(20 * time.Second), Recurrence: "@every 20s"}, nil)
+			enableAsked := w.now()
+			time.Sleep(10 * time.Second)
+			disableAsked := w.now()
+			time.Sleep(2 * time.Second)
+			c.disabled("s", false, enableAsked, nil)
+			time.Sleep(time.Second)
+			c.disabled("s", true, disableAsked, nil) // void: the enable may follow it
+			time.Sleep(10 * time.Second)
+			c.disabled("s", false, w.now(), nil)
+			time.Sleep(10 * time.Second)
+			c.disabled("s", true, w.now(), nil) // holds
+			time.Sleep(20 * time.Second)
+			ev := &runEv{ti: s, runID: s.id + "@next", due: w.now(), attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now(), end: w.now(), outcome: "ok"}
+			c.mu.Lock()
+			c.checkDisabledLocked(s, ev)
+			c.mu.Unlock()
+			if len(c.violations) == 0 {
+				t.Error("an occurrence after a later disable went unflagged")
+			}
+		})
+	})
+}
