@@ -473,7 +473,7 @@ func (c *Client) currentOrWatched(ctx context.Context, env queue.Envelope) (bool
 // has ended; its dependents and its batch hear of it. The state is read
 // back from its record (a run cancelled while its handler ran stays
 // cancelled), so a record that does not say it ended is an error, and
-// the message reappears.
+// the message reappears — except a death requeued since (see below).
 func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, st leasecrontype.RunState) error {
 	r, err := c.runs.Get(ctx, env.ID)
 	if err != nil {

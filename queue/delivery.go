@@ -505,7 +505,7 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		// (a review of issue 38's row 80). A requeued run (the record
 		// queued for its requeue's message) has nothing to tell its batch;
 		// but a message that says others wait for it may be the only one
-		// that does: a child marked the run's row after its first message
+		// that says so: a child marked the run's row after its first message
 		// was sent, the mover sent the row again, and the run died before
 		// that second message came (issue 38, seed 70823: the dead letter
 		// was requeued in between, the second message acknowledged

@@ -488,6 +488,46 @@ func TestMemFirstRecordsUnderTwoCountsMeet(t *testing.T) {
 			}
 		}
 	})
+	t.Run("pointers in a loop", func(t *testing.T) {
+		// Counts 4, 8 and 12 (not multiples of each other): the id's home
+		// under 12 is its home under 4. A process writing under 4 left a
+		// pointer in its home under 8; one writing under 8, reading 12,
+		// left one in its home under 12, which is the first's record's
+		// home: each pointer points at the other's, and each insert met
+		// a pointer. The next write takes the loop's first pointer's
+		// place (a review of row 129's fix: both kept meeting them until
+		// ErrContention, for good), and the other process finds it.
+		four, eight := Layout{Write: 4, Read: []int{4, 8}}, Layout{Write: 8, Read: []int{4, 8, 12}}
+		twelve := Layout{Write: 12, Read: []int{4, 8, 12}}
+		id := ""
+		for id == "" {
+			c := straddling()
+			if twelve.home(bucketKey(c)) == four.home(bucketKey(c)) && eight.home(bucketKey(c)) != four.home(bucketKey(c)) {
+				id = c
+			}
+		}
+		h4, h8 := four.home(bucketKey(id)), eight.home(bucketKey(id))
+		if err := store(m.mt, four).pointTo(ctx, four, id, h4); err != nil {
+			t.Fatal(err)
+		}
+		if err := store(m.mt, eight).pointTo(ctx, eight, id, h8); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store(m.mt, four).Claim(ctx, id, "w1", 1, t0.Add(time.Hour), meta); err != nil {
+			t.Fatalf("the claim under four: %v", err)
+		}
+		if _, err := store(m.mt, eight).Claim(ctx, id, "w2", 1, t0.Add(time.Hour), meta); !errors.Is(err, ErrClaimedElsewhere) {
+			t.Fatalf("the claim under eight: %v, want ErrClaimedElsewhere", err)
+		}
+		if at := recordHomes(ctx, m.mt, twelve, id); len(at) != 1 || at[0] != min(h4, h8) {
+			t.Fatalf("run %s has records in %v, want one in %s", id, at, min(h4, h8))
+		}
+		for _, l := range []Layout{four, eight, twelve} {
+			if r, err := store(m.mt, l).Get(ctx, id); err != nil || r.Worker != "w1" {
+				t.Fatalf("under %v the run %s is %+v, %v; want running on w1", l, id, r, err)
+			}
+		}
+	})
 	t.Run("listings leave pointers out", func(t *testing.T) {
 		// A series' occurrence first recorded under four leaves a
 		// pointer under eight, among the series' rows there: a listing of

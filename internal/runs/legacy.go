@@ -77,14 +77,10 @@ func (s *Store) readLegacy(ctx context.Context, id string) (Run, bool, error) {
 	if ok, err := s.hasLegacy(ctx); err != nil || !ok {
 		return Run{}, false, err
 	}
-	rw, err := s.t.Get(ctx, legacyPartition(id), id)
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		return Run{}, false, nil
-	case err != nil:
-		return Run{}, false, fmt.Errorf("runs: read %s: %w", id, err)
+	r, ok, err := s.pointRead(ctx, legacyPartition(id), id, id)
+	if err != nil || !ok {
+		return Run{}, false, err
 	}
-	r := decodeRun(rw)
 	r.ID = id
 	r.legacy = true
 	return r, true, nil

@@ -216,7 +216,7 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 	for _, h := range hits {
 		cur.Last[h.from] = h.r.RowKey
 		taken[h.from]++
-		if r := decodeRun(h.r); !r.pointer() && !s.expired(r, now) { // a series' pointers are among its rows
+		if r := decodeRun(h.r); !r.pointer() && !s.expired(r, now) { // (hasState leaves pointers out already)
 			out.Runs = append(out.Runs, r)
 		}
 	}

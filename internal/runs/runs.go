@@ -114,8 +114,8 @@ type Run struct {
 	at string
 }
 
-// pointer reports whether r was read from a pointer row (pointTo), not a
-// record: every record has a state.
+// pointer reports whether r, read from a run row, was read from a pointer
+// row (pointTo), not a record: every record has a state.
 func (r Run) pointer() bool { return r.State == "" }
 
 // newRun returns a record of id in state st.

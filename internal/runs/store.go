@@ -262,33 +262,32 @@ func (s *Store) read(ctx context.Context, id string) (Run, bool, error) {
 // readIn is read that also returns the layout the record was looked for
 // in. Pointer rows (pointTo) met on the way are not the record: when no
 // record is in the id's homes, the pointers are followed from the one in
-// the home of the largest count (each names a partition of a smaller
-// count, so they end), and the returned Run's at names the partition they
-// end in, where the first record of id must go.
+// the home of the largest count, and the returned Run's at names the
+// partition they end in, where the first record of id must go. They can
+// loop when counts are not multiples of each other (4, 8 and 12: an id's
+// home under 12 may be its home under 4, where a writer under 4 puts its
+// record, while that writer's pointer holds the home under 8, where the
+// writer under 8 puts its own — a review of row 129's fix): the record
+// then goes in place of the loop's first pointer by name, replaced on its
+// ETag (the returned Run's ETag), so that every writer that meets the
+// loop picks the same one and one of them wins it.
 func (s *Store) readIn(ctx context.Context, id string) (Run, bool, Layout, error) {
 	if err := s.ensure(ctx); err != nil {
 		return Run{}, false, Layout{}, err
 	}
 	tried := map[string]bool{}
-	ptr := map[string]string{} // partition → the partition its pointer names
+	ptr := map[string]Run{} // partition → its pointer
 	var l Layout
 	get := func(pk string) (Run, bool, error) {
 		tried[pk] = true
-		rw, err := s.t.Get(ctx, pk, runKey(id))
-		switch {
-		case errors.Is(err, storage.ErrNotFound):
-			return Run{}, false, nil
-		case err != nil:
-			return Run{}, false, fmt.Errorf("runs: read %s: %w", id, err)
-		}
-		r := decodeRun(rw)
-		if r.pointer() {
-			ptr[pk] = r.at
+		r, ok, err := s.pointRead(ctx, pk, runKey(id), id)
+		if ok && r.pointer() {
+			ptr[pk] = r
 			return Run{}, false, nil
 		}
-		return r, true, nil
+		return r, ok, err
 	}
-	at := ""
+	var miss Run // where the first record goes (at), and the pointer it replaces (ETag)
 	for again := true; again; {
 		l = s.layout(ctx)
 		for _, pk := range l.homes(bucketKey(id)) {
@@ -299,21 +298,31 @@ func (s *Store) readIn(ctx context.Context, id string) (Run, bool, Layout, error
 				return r, ok, l, err
 			}
 		}
-		at = ""
+		miss = Run{}
+		at := ""
 		for i := len(l.Read) - 1; i >= 0 && at == ""; i-- {
-			at = ptr[bucketIn(bucketKey(id), l.Read[i])]
+			at = ptr[bucketIn(bucketKey(id), l.Read[i])].at
 		}
-		for hops := 0; at != "" && hops <= len(l.Read); hops++ {
+		var path []string
+		for at != "" {
+			if i := slices.Index(path, at); i >= 0 {
+				loop := path[i:]
+				first := slices.Min(loop)
+				miss = Run{at: first, ETag: ptr[first].ETag}
+				break
+			}
+			path = append(path, at)
 			if !tried[at] {
 				if r, ok, err := get(at); err != nil || ok {
 					return r, ok, l, err
 				}
 			}
-			next, ok := ptr[at]
+			p, ok := ptr[at]
 			if !ok {
+				miss = Run{at: at}
 				break
 			}
-			at = next
+			at = p.at
 		}
 		// A miss: the layout may have grown since it was last read.
 		var err error
@@ -323,9 +332,22 @@ func (s *Store) readIn(ctx context.Context, id string) (Run, bool, Layout, error
 	}
 	r, ok, err := s.readLegacy(ctx, id)
 	if !ok {
-		r.at = at
+		r.at, r.ETag = miss.at, miss.ETag
 	}
 	return r, ok, l, err
+}
+
+// pointRead reads the row rk of id's run in partition pk: ok false when
+// there is none.
+func (s *Store) pointRead(ctx context.Context, pk, rk, id string) (Run, bool, error) {
+	rw, err := s.t.Get(ctx, pk, rk)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return Run{}, false, nil
+	case err != nil:
+		return Run{}, false, fmt.Errorf("runs: read %s: %w", id, err)
+	}
+	return decodeRun(rw), true, nil
 }
 
 // refresh is Options.Refresh (nothing to do without it).
@@ -1509,7 +1531,12 @@ func (s *Store) modifyAt(ctx context.Context, id string, f func(cur *Run, home s
 		if curp != nil && curp.legacy {
 			err = s.convert(ctx, cur, next)
 		} else {
-			err = submit(ctx, s.t, withSummary(transition(curp, next), next))
+			ops := withSummary(transition(curp, next), next)
+			if curp == nil && cur.ETag != "" {
+				// In place of a pointer of a loop (readIn).
+				ops[0].Kind, ops[0].IfMatch = table.Replace, cur.ETag
+			}
+			err = submit(ctx, s.t, ops)
 		}
 		if err == nil || !isConflict(err) {
 			if err != nil {
