@@ -759,6 +759,21 @@ func (c *Client) endOf(ctx context.Context, id string) (RunState, bool, error) {
 			return "", false, nil
 		case gerr != nil && !errors.Is(gerr, ErrNotFound):
 			return "", false, gerr
+		case gerr != nil:
+			// No row — unless the mover moved another scheduling of the id
+			// between the two reads, its mark taking the record over
+			// before it removed the row (issue 38, seed 71839: a replaced
+			// parent's earlier success, read just before the replacement
+			// was moved, released the children waiting for the
+			// replacement). A second look at the record tells.
+			again, err := c.runs.Get(ctx, id)
+			switch {
+			case errors.Is(err, runs.ErrNotFound):
+			case err != nil:
+				return "", false, err
+			case !again.EndOfID(c.o.Clock.Now()) || !again.Due.Equal(r.Due):
+				return again.State, false, nil
+			}
 		}
 		return r.State, true, nil
 	case !errors.Is(err, runs.ErrNotFound):
