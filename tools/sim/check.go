@@ -497,6 +497,14 @@ func (c *checker) RealID(logical string) string {
 func (c *checker) latestLocked(id string) *ti {
 	l := c.byID[id]
 	for i := len(l) - 1; i >= 0; i-- {
+		if !l[i].superseded.IsZero() {
+			// Replaced (its replacement is in l too): two schedules issued
+			// at one virtual instant are listed in the order their
+			// goroutines ran (seed 71720: the replaced one came last, and
+			// a child scheduled after the replace was taken to wait for
+			// it, which never ran).
+			continue
+		}
 		if l[i].accepted || l[i].ambiguous || l[i].returned.IsZero() {
 			return l[i] // scheduled, maybe scheduled, or not answered yet
 		}
@@ -554,11 +562,13 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 	}
 	if t.ambiguous {
 		for _, old := range c.byID[t.id] {
-			if old != t && (old.accepted || old.ambiguous) && !slices.Contains(t.alts, old) {
+			if old != t && (old.accepted || old.ambiguous || old.returned.IsZero()) && !slices.Contains(t.alts, old) {
 				// It may never have been written: a task waiting for the
 				// id may hear of the scheduling before it (seed 1330: a
 				// replace that failed, and the child of the id waited for
-				// the task it would have replaced).
+				// the task it would have replaced) — or of one still
+				// under way, which may be what it meets (seed 71901: a
+				// batch's member, answered after this schedule's error).
 				c.alternativeLocked(t, old)
 				if t.spec.Replace && old.accepted && len(old.starts) == 0 {
 					// Written all the same, a replace takes a batch

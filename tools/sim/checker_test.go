@@ -1160,3 +1160,45 @@ func TestOverlapExcusesEndWithTheRace(t *testing.T) {
 		})
 	})
 }
+
+// The scheduling a child of an id waits for is never one a replace took
+// the place of, whatever order two schedules issued at one instant were
+// listed in (seed 71720); and a schedule of the id that answered an
+// error is linked to one still under way, whose end a child may hear of
+// (seed 71901: a batch's member, answered after it).
+func TestTheSchedulingAChildWaitsFor(t *testing.T) {
+	t.Run("not a replaced one", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			w, c := newTestChecker()
+			due := w.now().Add(time.Minute)
+			r := c.newTI(TaskSpec{ID: "p", Type: TypePlain, Replace: true}, nil, nil)
+			s := c.newTI(TaskSpec{ID: "p", Type: TypePlain}, nil, nil)
+			c.scheduled(s, w.now(), leasecron.Item{ID: "p", Due: due}, nil)
+			c.scheduled(r, w.now(), leasecron.Item{ID: "p", Due: due}, nil)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if s.superseded.IsZero() {
+				t.Fatal("the replace did not take the first one's place")
+			}
+			if got := c.latestLocked("p"); got != r {
+				t.Fatalf("the latest scheduling of p is %v, want the replace", got)
+			}
+		})
+	})
+	t.Run("one under way", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			w, c := newTestChecker()
+			member := c.newTI(TaskSpec{ID: "q", Type: TypePlain}, nil, nil)
+			c.mu.Lock()
+			c.byID["q"] = append(c.byID["q"], member) // issued, not answered yet
+			c.mu.Unlock()
+			failed := c.newTI(TaskSpec{ID: "q", Type: TypePlain}, nil, nil)
+			c.scheduled(failed, w.now(), leasecron.Item{ID: "q", Due: w.now()}, errors.New("read id index: connection reset by peer"))
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if !slices.Contains(failed.alts, member) {
+				t.Fatalf("the failed schedule's alternatives %v do not hold the one under way", failed.alts)
+			}
+		})
+	})
+}
