@@ -745,7 +745,8 @@ func (c *Client) SweepWatched(ctx context.Context) error {
 // rescheduled): the pending task has not ended (issue 38, seed 1077: a
 // child of an id scheduled again was released by the earlier run's
 // success). That costs one more read, of the pending row, for a finished
-// record. Nor has a finished record with another scheduling of the id
+// record, and when there is no row one more of the record (the mover may
+// have moved another scheduling between the two reads; seed 71839). Nor has a finished record with another scheduling of the id
 // moved beside it and not started (runs.Run.EndOfID; seed 3764).
 func (c *Client) endOf(ctx context.Context, id string) (RunState, bool, error) {
 	r, err := c.runs.Get(ctx, id)
