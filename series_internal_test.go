@@ -727,74 +727,49 @@ func (m *moveBetween) Do(req *http.Request) (*http.Response, error) {
 // ended (its record, then its row) is not taken for cancelled: the
 // record is read again, and the child waits (issue 38, seed 1091: a child
 // was cancelled as if its parent had been; the parent then succeeded).
+// Nor is one whose earlier run had ended: the record read first was the
+// earlier run's, the row is gone because the new one was moved (seed
+// 71839: the earlier success released the children waiting for the
+// replacement).
 func TestParentMovedBetweenTheReadsHasNotEnded(t *testing.T) {
-	ctx := context.Background()
-	var tr *moveBetween
-	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
-		tr = &moveBetween{next: next}
-		return tr
-	})
-	due := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
-	if _, err := c.Schedule(ctx, Item{ID: "parent", Type: "t", Due: due}, nil); err != nil {
-		t.Fatal(err)
-	}
-	tr.move = func() {
-		if ok := c.runs.MarkQueued(ctx, []runs.Mark{{ID: "parent", Meta: runs.Meta{Type: "t", Due: due}}}); !ok[0] {
-			t.Error("the move's mark failed")
-		}
-		if _, err := c.sched.Cancel(ctx, "parent"); err != nil {
-			t.Errorf("the move's removal of the row: %v", err)
-		}
-	}
-	tr.armed.Store(true)
-	st, ended, err := c.endOf(ctx, "parent")
-	if err != nil || ended || st != RunQueued {
-		t.Fatalf("a parent moved between the reads: %q, ended %v, %v; want queued, not ended", st, ended, err)
-	}
-	if tr.armed.Load() {
-		t.Fatal("the move did not happen between the reads")
-	}
-}
-
-// A parent whose earlier run has ended and whose new scheduling the mover
-// moves between the two reads (the record, then the row) has not ended:
-// the record read first was the earlier run's, the row is gone because
-// the new one was moved (issue 38, seed 71839: the earlier success
-// released the children waiting for the replacement).
-func TestParentReplacedAndMovedBetweenTheReadsHasNotEnded(t *testing.T) {
-	ctx := context.Background()
-	var tr *moveBetween
-	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
-		tr = &moveBetween{next: next}
-		return tr
-	})
-	first := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
-	m := runs.Meta{Type: "t", Due: first}
-	if _, err := c.runs.Claim(ctx, "parent", "w1", 1, time.Now().Add(time.Minute), m); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.runs.Finish(ctx, "parent", runs.Succeeded, nil, ""); err != nil {
-		t.Fatal(err)
-	}
-	due := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
-	if _, err := c.Schedule(ctx, Item{ID: "parent", Type: "t", Due: due}, nil); err != nil {
-		t.Fatal(err)
-	}
-	tr.move = func() {
-		if ok := c.runs.MarkQueued(ctx, []runs.Mark{{ID: "parent", Meta: runs.Meta{Type: "t", Due: due}}}); !ok[0] {
-			t.Error("the move's mark failed")
-		}
-		if _, err := c.sched.Cancel(ctx, "parent"); err != nil {
-			t.Errorf("the move's removal of the row: %v", err)
-		}
-	}
-	tr.armed.Store(true)
-	st, ended, err := c.endOf(ctx, "parent")
-	if err != nil || ended || st != RunQueued {
-		t.Fatalf("a replaced parent moved between the reads: %q, ended %v, %v; want queued, not ended", st, ended, err)
-	}
-	if tr.armed.Load() {
-		t.Fatal("the move did not happen between the reads")
+	for _, earlier := range []bool{false, true} {
+		t.Run(fmt.Sprintf("earlier run ended %v", earlier), func(t *testing.T) {
+			ctx := context.Background()
+			var tr *moveBetween
+			c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+				tr = &moveBetween{next: next}
+				return tr
+			})
+			if earlier {
+				m := runs.Meta{Type: "t", Due: time.Now().Add(-time.Minute).UTC().Truncate(time.Second)}
+				if _, err := c.runs.Claim(ctx, "parent", "w1", 1, time.Now().Add(time.Minute), m); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.runs.Finish(ctx, "parent", runs.Succeeded, nil, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			due := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
+			if _, err := c.Schedule(ctx, Item{ID: "parent", Type: "t", Due: due}, nil); err != nil {
+				t.Fatal(err)
+			}
+			tr.move = func() {
+				if ok := c.runs.MarkQueued(ctx, []runs.Mark{{ID: "parent", Meta: runs.Meta{Type: "t", Due: due}}}); !ok[0] {
+					t.Error("the move's mark failed")
+				}
+				if _, err := c.sched.Cancel(ctx, "parent"); err != nil {
+					t.Errorf("the move's removal of the row: %v", err)
+				}
+			}
+			tr.armed.Store(true)
+			st, ended, err := c.endOf(ctx, "parent")
+			if err != nil || ended || st != RunQueued {
+				t.Fatalf("a parent moved between the reads: %q, ended %v, %v; want queued, not ended", st, ended, err)
+			}
+			if tr.armed.Load() {
+				t.Fatal("the move did not happen between the reads")
+			}
+		})
 	}
 }
 

@@ -1057,12 +1057,9 @@ func TestADisableMeetsAnEnableItOverlapped(t *testing.T) {
 				time.Sleep(time.Second)
 				c.disabled("s", true, disableAsked, nil)
 				time.Sleep(20 * time.Second)
-				ev := &runEv{ti: s, runID: s.id + "@next", due: w.now(), attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now(), end: w.now(), outcome: "ok"}
-				c.mu.Lock()
-				c.checkDisabledLocked(s, ev)
-				c.mu.Unlock()
-				if got := len(c.violations) > 0; got != !tc.overlap {
-					t.Errorf("an occurrence after the disable taken for a violation: %v, want %v (%v)", got, !tc.overlap, c.violations)
+				got := violationsOf(c, func() { c.checkDisabledLocked(s, okNow(w, s, s.id+"@next", w.now())) })
+				if (len(got) > 0) != !tc.overlap {
+					t.Errorf("an occurrence after the disable taken for a violation: %v, want %v (%v)", len(got) > 0, !tc.overlap, got)
 				}
 			})
 		})
@@ -1096,12 +1093,9 @@ func TestAPauseMeetsATimedPauseItOverlapped(t *testing.T) {
 				c.paused(timed)
 				c.paused(pauseEv{typ: TypePausable, issued: forGoodAsked, returned: forGoodAsked, ok: true})
 				time.Sleep(time.Minute)
-				ev := &runEv{ti: x, runID: "x", due: x.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now(), end: w.now(), outcome: "ok"}
-				c.mu.Lock()
-				c.checkPausedLocked(x, ev)
-				c.mu.Unlock()
-				if got := len(c.violations) > 0; got != !tc.overlap {
-					t.Errorf("a start a minute after the pause for good taken for a violation: %v, want %v (%v)", got, !tc.overlap, c.violations)
+				got := violationsOf(c, func() { c.checkPausedLocked(x, okNow(w, x, "x", x.due)) })
+				if (len(got) > 0) != !tc.overlap {
+					t.Errorf("a start a minute after the pause for good taken for a violation: %v, want %v (%v)", len(got) > 0, !tc.overlap, got)
 				}
 			})
 		})
@@ -1124,11 +1118,8 @@ func TestOverlapExcusesEndWithTheRace(t *testing.T) {
 			c.paused(pauseEv{typ: TypePausable, issued: timedAsked, returned: forGood.Add(2 * time.Second), ok: true, until: timedAsked.Add(40 * time.Second)})
 			c.paused(pauseEv{typ: TypePausable, issued: forGood, returned: forGood, ok: true})
 			time.Sleep(22 * time.Second)
-			ev := &runEv{ti: x, runID: "x", due: x.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now(), end: w.now(), outcome: "ok"}
-			c.mu.Lock()
-			c.checkPausedLocked(x, ev)
-			c.mu.Unlock()
-			if len(c.violations) == 0 {
+			got := violationsOf(c, func() { c.checkPausedLocked(x, okNow(w, x, "x", x.due)) })
+			if len(got) == 0 {
 				t.Error("a start 30 s into a 40 s pause went unflagged")
 			}
 		})
@@ -1150,11 +1141,8 @@ func TestOverlapExcusesEndWithTheRace(t *testing.T) {
 			time.Sleep(10 * time.Second)
 			c.disabled("s", true, w.now(), nil) // holds
 			time.Sleep(20 * time.Second)
-			ev := &runEv{ti: s, runID: s.id + "@next", due: w.now(), attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now(), end: w.now(), outcome: "ok"}
-			c.mu.Lock()
-			c.checkDisabledLocked(s, ev)
-			c.mu.Unlock()
-			if len(c.violations) == 0 {
+			got := violationsOf(c, func() { c.checkDisabledLocked(s, okNow(w, s, s.id+"@next", w.now())) })
+			if len(got) == 0 {
 				t.Error("an occurrence after a later disable went unflagged")
 			}
 		})
@@ -1201,4 +1189,10 @@ func TestTheSchedulingAChildWaitsFor(t *testing.T) {
 			}
 		})
 	})
+}
+
+// okNow is a first attempt of t's run runID, due at due, that started and
+// succeeded now on w1.
+func okNow(w *World, t *ti, runID string, due time.Time) *runEv {
+	return &runEv{ti: t, runID: runID, due: due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now(), end: w.now(), outcome: "ok"}
 }
