@@ -265,6 +265,10 @@ type checker struct {
 	// firstDequeue: when a message of a run (by task id) was first
 	// dequeued.
 	firstDequeue map[string]time.Time
+	// hiddenUntil: until when a dequeue whose answer never reached its
+	// worker (lost, or the worker killed meanwhile) hid a message of a
+	// run (by task id): nobody saw it, and nobody can take it before.
+	hiddenUntil map[string]time.Time
 	// rowWrites: the commits of a task's schedule rows, by id.
 	rowWrites map[string][]rowWrite
 	// runStates: the state list rows a run's record was given, by run
@@ -291,7 +295,7 @@ type checker struct {
 func newChecker(w *World) *checker {
 	c := &checker{w: w, byInc: map[int]*ti{}, byID: map[string][]*ti{}, logical: map[string]string{}, batches: map[string]*batch{},
 		notes: map[*proc][]procNote{}, hits: map[*proc][]time.Time{}, blobHits: map[*proc][]time.Time{},
-		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, firstDequeue: map[string]time.Time{}, rowWrites: map[string][]rowWrite{}, runStates: map[string][]runState{}, status: map[string]leasecron.Status{},
+		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, firstDequeue: map[string]time.Time{}, hiddenUntil: map[string]time.Time{}, rowWrites: map[string][]rowWrite{}, runStates: map[string][]runState{}, status: map[string]leasecron.Status{},
 		moved: map[string][]movedRow{}, sends: map[string][]sentMsg{}}
 	var most time.Duration
 	for _, cs := range w.plan.Clocks {
@@ -835,12 +839,7 @@ func (c *checker) cancelAcked(id string) {
 // lets a stop cancel an occurrence that has not started.
 func (c *checker) cancelAckedLocked(id string, o, stop time.Time) bool {
 	for run, ats := range c.cancelAcks {
-		at := strings.LastIndex(run, "@")
-		if at < 0 || run[:at] != id {
-			continue
-		}
-		d, err := time.Parse(time.RFC3339Nano, run[at+1:])
-		if err != nil || !sameDue(d, o) {
+		if d, ok := occurrenceOf(run, id); !ok || !sameDue(d, o) {
 			continue
 		}
 		if first, ok := c.firstDequeue[run]; ok && first.Before(stop) {
@@ -863,6 +862,43 @@ func (c *checker) dequeued(ids []string) {
 			c.firstDequeue[id] = now
 		}
 	}
+}
+
+// unseen records the messages of runs (by task id) that a dequeue whose
+// answer never reached its worker hid for visibility: they reappear only
+// then, as at-least-once delivery says.
+func (c *checker) unseen(ids []string, visibility time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until := c.w.now().Add(visibility)
+	for _, id := range ids {
+		if until.After(c.hiddenUntil[id]) {
+			c.hiddenUntil[id] = until
+		}
+	}
+}
+
+// hiddenUntilLocked returns until when a dequeue nobody saw hid the
+// message of series id's occurrence due at o (zero when none did).
+func (c *checker) hiddenUntilLocked(id string, o time.Time) time.Time {
+	var until time.Time
+	for run, at := range c.hiddenUntil {
+		if d, ok := occurrenceOf(run, id); ok && sameDue(d, o) && at.After(until) {
+			until = at
+		}
+	}
+	return until
+}
+
+// occurrenceOf returns the due time of run, when it is an occurrence of
+// series id ("{id}@{due}").
+func occurrenceOf(run, id string) (time.Time, bool) {
+	at := strings.LastIndex(run, "@")
+	if at < 0 || run[:at] != id {
+		return time.Time{}, false
+	}
+	d, err := time.Parse(time.RFC3339Nano, run[at+1:])
+	return d, err == nil
 }
 
 // behindLocked reports whether no mover was there for series id when its
@@ -2958,6 +2994,14 @@ func (c *checker) finalSeries() {
 				break
 			}
 			if dues[o.UnixNano()] {
+				continue
+			}
+			// One whose message a dequeue nobody saw hid counts as due
+			// when it reappeared (seed 72288: a lost answer hid a
+			// low-priority occurrence for the visibility timeout, and a
+			// fleet down to one worker busy with slow handlers and
+			// higher levels had not taken it when a disable cancelled it).
+			if !c.hiddenUntilLocked(t.id, o).Before(excuse) {
 				continue
 			}
 			// One held in the queue by a pause of its type until the stop

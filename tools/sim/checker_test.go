@@ -587,27 +587,39 @@ func duesAfterClaim(c *checker, k *boardKey, run *boardRun, t0 time.Time) []time
 // write committed, its answer lost: seeds 52708, 52678), and one whose
 // type's limit held an occurrence back until a disable is cancelled by
 // it (seed 52641): the occurrences not run after such a stop are not
-// lost. Without either, an occurrence that never ran is.
+// lost. Nor is one whose message a dequeue nobody saw hid until less
+// than two minutes before the disable (seed 72288). Without any of
+// these, an occurrence that never ran is.
 func TestOccurrencesAfterADisableThatMayHaveHappened(t *testing.T) {
 	for _, tc := range []struct {
 		name, typ  string
 		disableAt  time.Duration // 0: none
 		disableErr error
+		hiddenFor  time.Duration // the first occurrence's message, by a dequeue as it came due
 		wantLost   bool
 	}{
-		{"disable answered an error", TypePlain, 3 * time.Minute, errors.New("connection reset by peer"), false},
-		{"limited, held until a disable", TypeLimited, 6 * time.Minute, nil, false},
-		{"plain, disabled long after", TypePlain, 6 * time.Minute, nil, true},
-		{"plain, no disable", TypePlain, 0, nil, true},
+		{"disable answered an error", TypePlain, 3 * time.Minute, errors.New("connection reset by peer"), 0, false},
+		{"limited, held until a disable", TypeLimited, 6 * time.Minute, nil, 0, false},
+		{"plain, disabled long after", TypePlain, 6 * time.Minute, nil, 0, true},
+		{"plain, no disable", TypePlain, 0, nil, 0, true},
+		{"hidden by a dequeue nobody saw until the disable's reach", TypePlain, 4 * time.Minute, nil, time.Minute, false},
+		{"hidden by a dequeue nobody saw, back in time", TypePlain, 4 * time.Minute, nil, 30 * time.Second, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				w, c := newTestChecker()
 				w.plan.Active = 10 * time.Minute
 				s := c.newTI(TaskSpec{ID: "s", Type: tc.typ, Recurrence: "@every 1m"}, nil, nil)
-				c.scheduled(s, w.now(), leasecron.Item{ID: "s", Due: w.now().Add(time.Minute), Recurrence: "@every 1m"}, nil)
+				first := w.now().Add(time.Minute)
+				c.scheduled(s, w.now(), leasecron.Item{ID: "s", Due: first, Recurrence: "@every 1m"}, nil)
+				slept := time.Duration(0)
+				if tc.hiddenFor > 0 {
+					slept = time.Minute
+					time.Sleep(slept)
+					c.unseen([]string{"s@" + first.UTC().Format(time.RFC3339Nano)}, tc.hiddenFor)
+				}
 				if tc.disableAt > 0 {
-					time.Sleep(tc.disableAt)
+					time.Sleep(tc.disableAt - slept)
 					c.disabled("s", true, w.now(), tc.disableErr)
 				}
 				time.Sleep(10*time.Minute - tc.disableAt)

@@ -160,7 +160,13 @@ func (f *faultTransport) Do(req *http.Request) (resp *http.Response, err error) 
 	}
 	if svc == "queue" && req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/messages") &&
 		!strings.Contains(req.URL.RawQuery, "peekonly") && resp.StatusCode == http.StatusOK {
-		f.w.chk.dequeued(dequeuedRuns(resp))
+		runs := dequeuedRuns(resp)
+		f.w.chk.dequeued(runs)
+		if fault == Lost || p.killed() {
+			// Its worker never hears of them: hidden until they reappear.
+			vis, _ := strconv.Atoi(req.URL.Query().Get("visibilitytimeout"))
+			f.w.chk.unseen(runs, time.Duration(vis)*time.Second)
+		}
 	}
 	if traceQueue != "" && svc == "queue" && strings.Contains(req.URL.Path, traceQueue) {
 		f.w.traceQueueRequest(p, req, resp, fault)
