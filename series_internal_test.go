@@ -773,6 +773,46 @@ func TestParentMovedBetweenTheReadsHasNotEnded(t *testing.T) {
 	}
 }
 
+// A parent whose death was requeued and then succeeded between endOf's
+// reads of its record (no row in the schedule between them) ended as it
+// did at the second read: the latest word, not the death.
+func TestParentRequeuedBetweenTheReadsEndedAsItDidLast(t *testing.T) {
+	ctx := context.Background()
+	var tr *moveBetween
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		tr = &moveBetween{next: next}
+		return tr
+	})
+	m := runs.Meta{Type: "t", Due: time.Now().Add(-time.Minute).UTC().Truncate(time.Second)}
+	if _, err := c.runs.Claim(ctx, "parent", "w1", 1, time.Now().Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, "parent", runs.Dead, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	tr.move = func() {
+		requeued := m
+		requeued.Token = runs.RequeueToken("msg-1-1")
+		if _, _, err := c.runs.MarkRequeued(ctx, "parent", requeued, "msg-1-1", ""); err != nil {
+			t.Error(err)
+		}
+		if _, err := c.runs.Claim(ctx, "parent", "w2", 1, time.Now().Add(time.Minute), requeued); err != nil {
+			t.Error(err)
+		}
+		if err := c.runs.Finish(ctx, "parent", runs.Succeeded, nil, ""); err != nil {
+			t.Error(err)
+		}
+	}
+	tr.armed.Store(true)
+	st, ended, err := c.endOf(ctx, "parent")
+	if err != nil || !ended || st != RunSucceeded {
+		t.Fatalf("a parent requeued and succeeded between the reads: %q, ended %v, %v; want succeeded", st, ended, err)
+	}
+	if tr.armed.Load() {
+		t.Fatal("the requeue did not happen between the reads")
+	}
+}
+
 // An overdue series (its movers were down) disabled: only its own due
 // occurrence and those a pass may reach around now are stopped, not every
 // occurrence it missed.

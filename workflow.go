@@ -382,7 +382,11 @@ func parentsIn(deps []runs.Dependent, states map[string]parentState) []string {
 // mover's removal was slow, and the child waited for good). That costs a
 // read of its run record (two when there is none), and, when the record
 // says the run of the row found ended, the reads of endOf. When a look
-// at it fails, the traffic cop watches it.
+// at it fails, the traffic cop watches it — and so it does when the
+// record said the run ended but endOf then finds the parent not ended
+// (its death requeued, say, between the two reads): that end may have
+// been told before this child's dependency was written, and what the
+// parent became need not say that anyone waits.
 func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states map[string]parentState, n noted, since time.Time, replaced bool) {
 	parents := slices.Clone(n.watched)
 	all := replaced || c.o.Clock.Now().Sub(since) > orphanGrace/2
@@ -395,6 +399,7 @@ func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states ma
 			unheard = append(unheard, p)
 		}
 	}
+	ranOut := map[string]bool{} // marked parents whose row's run had ended
 	for _, p := range parentsIn(deps, states) {
 		row, marked := n.marked[p]
 		if all || !marked {
@@ -407,11 +412,12 @@ func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states ma
 			lost(p)
 		case r.EndOfID(c.o.Clock.Now()) && recordOf(r, row.Due):
 			parents = append(parents, p)
+			ranOut[p] = true
 		}
 	}
 	for _, p := range parents {
 		st, ended, err := c.endOf(ctx, p)
-		if err != nil {
+		if err != nil || !ended && ranOut[p] {
 			lost(p)
 			continue
 		}
@@ -746,8 +752,10 @@ func (c *Client) SweepWatched(ctx context.Context) error {
 // child of an id scheduled again was released by the earlier run's
 // success). That costs one more read, of the pending row, for a finished
 // record, and when there is no row one more of the record (the mover may
-// have moved another scheduling between the two reads; seed 71839). Nor has a finished record with another scheduling of the id
-// moved beside it and not started (runs.Run.EndOfID; seed 3764).
+// have moved another scheduling between the two reads; seed 71839),
+// whose state is the one returned. Nor has a finished record with another
+// scheduling of the id moved beside it and not started
+// (runs.Run.EndOfID; seed 3764).
 func (c *Client) endOf(ctx context.Context, id string) (RunState, bool, error) {
 	r, err := c.runs.Get(ctx, id)
 	switch {
@@ -774,6 +782,8 @@ func (c *Client) endOf(ctx context.Context, id string) (RunState, bool, error) {
 				return "", false, err
 			case !again.EndOfID(c.o.Clock.Now()) || !again.Due.Equal(r.Due):
 				return again.State, false, nil
+			default:
+				return again.State, true, nil // the latest word: a requeued death may have succeeded since
 			}
 		}
 		return r.State, true, nil

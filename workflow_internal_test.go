@@ -628,3 +628,71 @@ func TestARequeuedDeathsSecondMessageHasItsWaitersWatched(t *testing.T) {
 		t.Fatalf("the child after the requeued run's end: %+v, %v; want it released", it, err)
 	}
 }
+
+// beforeRead runs before once before the at-th read whose unescaped URL
+// holds match.
+type beforeRead struct {
+	next   policy.Transporter
+	match  string
+	at     int
+	seen   atomic.Int32
+	before func()
+}
+
+func (b *beforeRead) Do(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && b.before != nil {
+		if u, err := url.QueryUnescape(req.URL.String()); err == nil && strings.Contains(u, b.match) && int(b.seen.Add(1)) == b.at {
+			b.before()
+		}
+	}
+	return b.next.Do(req)
+}
+
+// A child that found its parent's row marked by another child and the
+// row's run ended, but at the second look the parent not ended (its death
+// requeued between the two reads), has the traffic cop watch the parent:
+// the death may have been told before the child's dependency was written,
+// and the requeued run's message need not say that anyone waits (a review
+// of seed 32048's fix).
+func TestAMarkedParentRequeuedBetweenTheLooksIsWatched(t *testing.T) {
+	ctx := context.Background()
+	hook := &beforeRead{match: "'r~par'"}
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		hook.next = next
+		return hook
+	})
+	due := time.Now().Add(time.Hour)
+	if _, err := c.Schedule(ctx, Item{ID: "par", Type: "t", Due: due}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Schedule(ctx, Item{ID: "first", Type: "t", Due: due, After: []string{"par"}, AfterAny: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := runs.Meta{Type: "t", Due: due}
+	if _, err := c.runs.Claim(ctx, "par", "w1", 1, time.Now().Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, "par", runs.Dead, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	row, err := c.sched.Get(ctx, "par")
+	if err != nil || !row.Waiters {
+		t.Fatalf("par's row: %+v, %v; want it pending and marked", row, err)
+	}
+	hook.at = int(hook.seen.Load()) + 2 // endOf's read, after lookAgain's own
+	hook.before = func() {
+		requeued := m
+		requeued.Token = runs.RequeueToken("msg-1-1")
+		if _, _, err := c.runs.MarkRequeued(ctx, "par", requeued, "msg-1-1", ""); err != nil {
+			t.Error(err)
+		}
+	}
+	deps := []runs.Dependent{{Parent: "par", Child: "late", Created: time.Now()}}
+	c.lookAgain(ctx, deps, map[string]parentState{"par": {pending: row}}, noted{marked: map[string]Item{"par": row}}, time.Now(), false)
+	if int(hook.seen.Load()) < hook.at {
+		t.Fatalf("%d reads of par's record; the requeue was to come before read %d", hook.seen.Load(), hook.at)
+	}
+	if watched, err := c.runs.Watched(ctx); err != nil || !slices.Contains(watched, "par") {
+		t.Fatalf("watched %v, %v; want par watched", watched, err)
+	}
+}
