@@ -830,36 +830,83 @@ func (o *endedElsewhere) FinishClaimed(ctx context.Context, id string, st leasec
 // a requeue of such a letter would run the task again (a review of issue
 // 38's row 90).
 func TestDeathOfARunEndedElsewhereSetsNothingAside(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 1}})
-	h.c.o.Runs = &endedElsewhere{Memory: runs.NewMemory(h.clk)}
-	got := alwaysFails(h)
-	h.enqueue(Envelope{ID: "e1", Type: "t", Due: h.clk.Now()})
-	h.start()
-	h.expect(OutcomeDuplicate)
-	if dls := h.deadLetters(); len(dls) != 0 || got.n() != 1 {
-		t.Fatalf("dead letters %+v, handler ran %d times; want none and one run", dls, got.n())
-	}
-	if n := len(h.work.all()); n != 0 {
-		t.Fatalf("%d messages left in the work queue; want the duplicate acknowledged", n)
+	for _, waiters := range []bool{false, true} {
+		t.Run(fmt.Sprintf("waiters=%v", waiters), func(t *testing.T) {
+			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 1}})
+			h.c.o.Runs = &endedElsewhere{Memory: runs.NewMemory(h.clk)}
+			var told atomic.Int32
+			h.c.o.OnEnd = func(context.Context, Envelope, leasecrontype.RunState) error { told.Add(1); return nil }
+			got := alwaysFails(h)
+			h.enqueue(Envelope{ID: "e1", Type: "t", Due: h.clk.Now(), Waiters: waiters})
+			h.start()
+			h.expect(OutcomeDuplicate)
+			if dls := h.deadLetters(); len(dls) != 0 || got.n() != 1 {
+				t.Fatalf("dead letters %+v, handler ran %d times; want none and one run", dls, got.n())
+			}
+			if n := len(h.work.all()); n != 0 {
+				t.Fatalf("%d messages left in the work queue; want the duplicate acknowledged", n)
+			}
+			if n := told.Load(); (n == 1) != waiters || n > 1 {
+				t.Fatalf("OnEnd told %d times with waiters %v; want once when others wait, else never", n, waiters)
+			}
+		})
 	}
 }
 
 // A claimed success that the run records did not record, because another
 // delivery ended the run since this one's claim lapsed, is acknowledged
-// as a duplicate: its batch and dependents heard of the run's end from
-// that delivery, and no end of this attempt is carried in the message to
-// be told again (a review of issue 38's row 90).
+// as a duplicate: its batch heard of the run's end from that delivery,
+// and no end of this attempt is carried in the message to be told again
+// (a review of issue 38's row 90). But a message that says others wait
+// for the run may be the only one that does (a child marked the row after
+// the run's first message was sent, and the mover sent the row again):
+// it tells OnEnd how the run ended first, and when that fails it is put
+// back carrying that end, to tell it again without running. So does a
+// death of such a message (TestDeathOfARunEndedElsewhereSetsNothingAside).
 func TestSuccessOfARunEndedElsewhereIsADuplicate(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{})
-	h.c.o.Runs = &endedElsewhere{Memory: runs.NewMemory(h.clk)}
-	var told atomic.Int32
-	h.c.o.OnEnd = func(context.Context, Envelope, leasecrontype.RunState) error { told.Add(1); return nil }
-	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
-	h.enqueue(Envelope{ID: "s1", Type: "t", Due: h.clk.Now(), Batch: "b"})
-	h.start()
-	h.expect(OutcomeDuplicate)
-	if n := len(h.work.all()); n != 0 || told.Load() != 0 {
-		t.Fatalf("%d messages left, OnEnd told %d times; want the duplicate acknowledged and nothing told", n, told.Load())
+	for _, tc := range []struct {
+		name             string
+		waiters, onEndOK bool
+	}{
+		{"a batch member", false, true},
+		{"waited for", true, true},
+		{"waited for, the telling failing", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, ConsumerOptions{})
+			h.c.o.Runs = &endedElsewhere{Memory: runs.NewMemory(h.clk)}
+			var told []leasecrontype.RunState
+			var mu sync.Mutex
+			h.c.o.OnEnd = func(_ context.Context, _ Envelope, st leasecrontype.RunState) error {
+				mu.Lock()
+				defer mu.Unlock()
+				told = append(told, st)
+				if !tc.onEndOK {
+					return errors.New("table busy")
+				}
+				return nil
+			}
+			h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
+			h.enqueue(Envelope{ID: "s1", Type: "t", Due: h.clk.Now(), Batch: "b", Waiters: tc.waiters})
+			h.start()
+			h.expect(OutcomeDuplicate)
+			h.stop()
+			mu.Lock()
+			defer mu.Unlock()
+			left := h.work.all()
+			switch {
+			case !tc.waiters && (len(left) != 0 || len(told) != 0):
+				t.Fatalf("%d messages left, OnEnd told %v; want the duplicate acknowledged and nothing told", len(left), told)
+			case tc.waiters && (len(told) != 1 || told[0] != leasecrontype.RunDead):
+				t.Fatalf("OnEnd told %v; want the run's end as the record holds it (dead)", told)
+			case tc.waiters && tc.onEndOK && len(left) != 0:
+				t.Fatalf("%d messages left; want the duplicate acknowledged once told", len(left))
+			case tc.waiters && !tc.onEndOK:
+				if _, env := h.only(h.work); env.Ended != leasecrontype.RunDead {
+					t.Fatalf("the message put back carries Ended %q; want dead, to tell it again", env.Ended)
+				}
+			}
+		})
 	}
 }
 
@@ -2433,4 +2480,56 @@ func TestSecondMessageOfARequeuedDeathTellsItsWaiters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A second message of a requeued death that says others wait for the run,
+// whose telling fails, is put back carrying the end, to tell it again
+// without a claim: left as it was, each delivery would count towards the
+// crash guard, whose set-aside tells nothing of a run that moved on (a
+// review of issue 38's row 132).
+func TestSecondMessageOfARequeuedDeathCarriesItsEnd(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 1}})
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	var failing atomic.Bool
+	failing.Store(true)
+	heard := make(chan leasecrontype.RunState, 4)
+	h.c.o.OnEnd = func(_ context.Context, _ Envelope, st leasecrontype.RunState) error {
+		if failing.Load() {
+			return errors.New("table busy")
+		}
+		heard <- st
+		return nil
+	}
+	got := alwaysFails(h)
+	ctx := context.Background()
+	due := h.clk.Now()
+	m := runs.Meta{Type: "t", Due: due}
+	if _, err := rm.Claim(ctx, "p", "w0", 1, due.Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := rm.Finish(ctx, "p", runs.Dead, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	requeued := m
+	requeued.Token = runs.RequeueToken("msg-1-1")
+	if _, _, err := rm.MarkRequeued(ctx, "p", requeued, "msg-1-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	h.enqueue(Envelope{ID: "p", Type: "t", Due: due, Waiters: true})
+	h.start()
+	h.expect(OutcomeLeft)
+	if _, env := h.only(h.work); env.Ended != leasecrontype.RunDead {
+		t.Fatalf("the message put back carries Ended %q; want dead", env.Ended)
+	}
+	failing.Store(false)
+	h.clk.Advance(time.Hour)
+	h.expect(OutcomeDuplicate)
+	if st := <-heard; st != leasecrontype.RunDead {
+		t.Fatalf("told %s; want dead", st)
+	}
+	if n := len(h.work.all()); n != 0 || got.n() != 0 {
+		t.Fatalf("%d messages left, the handler ran %d times; want the message gone, never run", n, got.n())
+	}
+	mustRun(t, rm, "p", runs.Queued)
 }

@@ -494,9 +494,16 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		!d.env.Due.IsZero() && !r.OfDue(d.env.Due):
 		// A second message of a run that ended before another
 		// scheduling of its id took the record over (issue 38, seed
-		// 17525): the message that ran told its end, and told again now
-		// it would be taken for the other scheduling's, releasing what
-		// waits for that one.
+		// 17525): told now, its end would be taken for the other
+		// scheduling's, releasing what waits for that one. But one that
+		// says others wait for the run may be the only message that does
+		// (a child marked the row after the run's first message was
+		// sent, and the mover sent the row again): the traffic cop then
+		// watches the id, and what waits hears of the end it comes to.
+		if d.env.Waiters && !c.watchID(hctx, d) {
+			c.deferMsg(hctx, d, c.deferDelay(d), "the watch of its id is still to be made")
+			return false
+		}
 		return c.ackUnrun(hctx, d, OutcomeDuplicate, "run of this due time already ended and its id was scheduled again since; acknowledging a second message of it")
 	case errors.Is(err, leasecrontype.ErrRunDead):
 		// The run's death may be this very message's, back unmarked (its
@@ -512,6 +519,10 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		// untold, and the child waited for good); OnEnd then sees to it
 		// that the requeued run's end reaches them.
 		if (r.State == leasecrontype.RunDead || d.env.Waiters) && !c.ended(hctx, d, leasecrontype.RunDead) {
+			// Put back carrying the end, to tell it again without a claim:
+			// left as it was, each delivery would count towards the crash
+			// guard, whose set-aside tells nothing of a requeued run.
+			c.carryEnd(hctx, d, leasecrontype.RunDead)
 			c.settle(d, OutcomeLeft)
 			return false
 		}
@@ -812,6 +823,48 @@ func (c *Consumer) tellAgain(hctx context.Context, d *delivery) {
 		c.deletePayload(hctx, d)
 	}
 	c.settle(d, OutcomeDuplicate)
+}
+
+// watchID has the traffic cop watch d's id (ParentWatcher); it reports
+// whether the message may go: false when the watch failed.
+func (c *Consumer) watchID(hctx context.Context, d *delivery) bool {
+	pw, ok := c.o.Runs.(ParentWatcher)
+	if !ok {
+		return true
+	}
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	if err := pw.WatchParents(ctx, []string{d.env.ID}); err != nil {
+		d.log.Warn("cannot have the traffic cop watch a run others wait for; the message reappears to try again", "err", err)
+		return false
+	}
+	return true
+}
+
+// tellMovedOn tells OnEnd how d's run stands, when its claim lapsed (or
+// it held none) and the run has moved on since — another delivery ended
+// it or holds it, or a requeue brought it back (r) — and d's message says
+// others wait for the run (Envelope.Waiters): it may be the only message
+// that says so (a child marked the row after the run's first message was
+// sent, and the mover sent the row again), and the run that moved on
+// tell them nothing. A record not finished is told as a death, which the
+// end hook takes for a watch of the id (as for the second message of a
+// requeued death). It reports whether the message may be acknowledged;
+// when the telling fails, it is put back carrying the end (carryEnd), to
+// tell it again without running.
+func (c *Consumer) tellMovedOn(hctx context.Context, d *delivery, r leasecrontype.Run) bool {
+	if !d.env.Waiters {
+		return true
+	}
+	st := r.State
+	if !st.Finished() {
+		st = leasecrontype.RunDead
+	}
+	if c.ended(hctx, d, st) {
+		return true
+	}
+	c.carryEnd(hctx, d, st)
+	return false
 }
 
 // dropBehind takes a superseded delivery's due time off the schedulings

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,12 +112,20 @@ func TestEndIsToldAfterTheIdWasScheduledAgain(t *testing.T) {
 
 // A second message of a run that ended before the id was scheduled again
 // (the mover's copy of a row its client also sent) is acknowledged without
-// running and without telling: the run that ran told its end, and told
-// again now it would be taken for the new scheduling's, releasing the
-// tasks waiting for that one (a review of issue 38's row 104).
+// running and without telling: told now, the run's end would be taken for
+// the new scheduling's, releasing the tasks waiting for that one (a review
+// of issue 38's row 104). One that says others wait for the run may be the
+// only message that does (a child marked the row after the first message
+// was sent): the traffic cop watches the id from then on, and what waits
+// hears of the end it comes to; a message that says nobody waits leaves
+// no watch.
 func TestASecondMessageOfARunTakenOverTellsNothing(t *testing.T) {
-	for _, end := range []runs.State{runs.Succeeded, runs.Dead} {
-		t.Run(string(end), func(t *testing.T) {
+	for _, tc := range []struct {
+		end     runs.State
+		waiters bool
+	}{{runs.Succeeded, true}, {runs.Dead, true}, {runs.Succeeded, false}} {
+		end := tc.end
+		t.Run(fmt.Sprintf("%s waiters=%v", end, tc.waiters), func(t *testing.T) {
 			h, rm, ends := newOnEndHarness(t, "")
 			var ran atomic.Int32
 			h.c.Handle("ok", func(context.Context, leasecrontype.Task) error { ran.Add(1); return nil })
@@ -135,11 +144,14 @@ func TestASecondMessageOfARunTakenOverTellsNothing(t *testing.T) {
 			if m := rm.MarkQueued(ctx, []runs.Mark{{ID: "p", Meta: runs.Meta{Type: "ok", Due: due.Add(time.Minute)}}}); !m[0] {
 				t.Fatal("the new scheduling's mark failed")
 			}
-			h.enqueue(Envelope{ID: "p", Type: "ok", Due: due, Marked: true, Waiters: true, Batch: "b"})
+			h.enqueue(Envelope{ID: "p", Type: "ok", Due: due, Marked: true, Waiters: tc.waiters, Batch: "b"})
 			h.start()
 			h.expect(OutcomeDuplicate)
 			if heard := ends.heard(); len(heard) != 0 || ran.Load() != 0 {
 				t.Errorf("the second message ran %d times and told %v; want neither", ran.Load(), heard)
+			}
+			if watched, err := rm.Watched(ctx); err != nil || slices.Contains(watched, "p") != tc.waiters {
+				t.Errorf("watched %v, %v; want p watched only when others wait", watched, err)
 			}
 			if r := mustRun(t, rm, "p", runs.Queued); !r.Due.Equal(due.Add(time.Minute)) {
 				t.Fatalf("the new scheduling's record: %+v", r)

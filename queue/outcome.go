@@ -149,9 +149,12 @@ func (c *Consumer) succeed(hctx context.Context, d *delivery, tail string) {
 		// This worker's claim lapsed while the handler ran, and another
 		// delivery has ended, requeued or holds the run since: its end is
 		// the run's, and this message a duplicate of it.
+		// A message that says others wait tells them how it stands.
 		d.log.Info("task succeeded, but its run has moved on since this worker's claim lapsed; acknowledging it as a duplicate",
 			"record_state", movedOn.State, "record_worker", movedOn.Worker)
-		c.ack(hctx, d)
+		if c.tellMovedOn(hctx, d, *movedOn) {
+			c.ack(hctx, d)
+		}
 		c.settle(d, OutcomeDuplicate)
 		return
 	case claimUnanswered(ferr):
@@ -452,7 +455,12 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 			return
 		}
 		// A copy of a run that another delivery ran on, or that a
-		// requeue brought back: its death is not the run's end.
+		// requeue brought back: its death is not the run's end. One that
+		// says others wait tells them how the run stands.
+		if !c.tellMovedOn(hctx, d, *r) {
+			c.settle(d, OutcomeLeft)
+			return
+		}
 		c.ackUnrun(hctx, d, OutcomeDuplicate, "the run has moved on since this message was sent; acknowledging it without a dead letter")
 		return
 	}

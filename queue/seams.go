@@ -75,8 +75,9 @@ type RunRecorder interface {
 	// the returned Run's Worker and ClaimUntil say whose and until when).
 	// A refusal as succeeded or dead whose returned Run has another due
 	// time than m (the run of m's due time ended and the id was scheduled
-	// again since) is acknowledged without telling OnEnd: the run that
-	// ran told its end, and the returned record is another scheduling's.
+	// again since) is acknowledged without telling OnEnd: the returned
+	// record is another scheduling's (a message that says others wait for
+	// the run has the id watched first, see ParentWatcher).
 	// Any other error means the claim could not be read or written. The
 	// consumer takes it for a fault that passes, and puts the message back
 	// to be claimed again later, unless it wraps
@@ -108,6 +109,17 @@ type RunRecorder interface {
 // run that will never start.
 type BehindDropper interface {
 	DropBehind(ctx context.Context, id string, due time.Time) error
+}
+
+// ParentWatcher is what a RunRecorder may also do: have the traffic cop
+// watch an id and apply the end it comes to, to what waits for it (the
+// worker's run records do). The consumer asks it for a second message of
+// a run that says others wait for it (Envelope.Waiters) when the run
+// ended before another scheduling of its id took the record over: that
+// end cannot be told now (it would be taken for the other scheduling's),
+// and the message may be the only one that says anyone waits.
+type ParentWatcher interface {
+	WatchParents(ctx context.Context, ids []string) error
 }
 
 // OwnRunFinisher is what a RunRecorder may also do: record the end of a
