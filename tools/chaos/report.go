@@ -118,7 +118,7 @@ Azurite and several worker processes of the built binary for each scenario
 visibility timeout), schedules thousands of tasks whose handler appends one
 line per execution to a shared file (task id, due time, start time, worker,
 fencing generation of the move), injects faults, waits, and checks the
-evidence. Short versions of scenarios 1, 2 and 5 run in ` + "`make test`" + `.
+evidence. Short versions of scenarios 1, 2 and 5 run in ` + "`make test-long`" + `.
 
 ## What is measured
 

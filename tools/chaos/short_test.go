@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Short versions of scenarios 1, 2 and 5 for `make test`: the same code as
+// Short versions of scenarios 1, 2 and 5 for `make test-long`: the same code as
 // the long ones with smaller sizes, run in parallel.
 
 func TestShortLeaderKill(t *testing.T) {
