@@ -16,6 +16,8 @@ var (
 	_ queue.ClaimedRunFinisher = (*runs.Store)(nil)
 	_ queue.Unclaimer          = (*runs.Store)(nil)
 	_ queue.WaitNoter          = (*runs.Store)(nil)
+	_ queue.BehindDropper      = (*runs.Store)(nil)
+	_ queue.ParentWatcher      = (*runs.Store)(nil)
 )
 
 // SetRunPartsSettle shortens how long a new run-record partition count is

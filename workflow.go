@@ -384,7 +384,8 @@ func parentsIn(deps []runs.Dependent, states map[string]parentState) []string {
 // says the run of the row found ended, the reads of endOf. When a look
 // at it fails, the traffic cop watches it — and so it does when the
 // record said the run ended but endOf then finds the parent not ended
-// (its death requeued, say, between the two reads): that end may have
+// (its death requeued, say, between the two reads), or when the record
+// says the row's run died and was requeued already: that end may have
 // been told before this child's dependency was written, and what the
 // parent became need not say that anyone waits.
 func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states map[string]parentState, n noted, since time.Time, replaced bool) {
@@ -413,6 +414,12 @@ func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states ma
 		case r.EndOfID(c.o.Clock.Now()) && recordOf(r, row.Due):
 			parents = append(parents, p)
 			ranOut[p] = true
+		case len(r.Requeued) > 0 && recordOf(r, row.Due):
+			// Its row's run died and was requeued already: the death
+			// may have been told before this child's dependency was
+			// written, and the requeued run's message need not say that
+			// anyone waits.
+			lost(p)
 		}
 	}
 	for _, p := range parents {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -650,11 +651,20 @@ func (b *beforeRead) Do(req *http.Request) (*http.Response, error) {
 
 // A child that found its parent's row marked by another child and the
 // row's run ended, but at the second look the parent not ended (its death
-// requeued between the two reads), has the traffic cop watch the parent:
-// the death may have been told before the child's dependency was written,
-// and the requeued run's message need not say that anyone waits (a review
-// of seed 32048's fix).
+// requeued between the two reads) — or the run's death requeued already
+// at the first — has the traffic cop watch the parent: the death may have
+// been told before the child's dependency was written, and the requeued
+// run's message need not say that anyone waits (reviews of seed 32048's
+// fix).
 func TestAMarkedParentRequeuedBetweenTheLooksIsWatched(t *testing.T) {
+	for _, before := range []bool{false, true} {
+		t.Run(fmt.Sprintf("requeued before the first look %v", before), func(t *testing.T) {
+			markedParentRequeued(t, before)
+		})
+	}
+}
+
+func markedParentRequeued(t *testing.T, before bool) {
 	ctx := context.Background()
 	hook := &beforeRead{match: "'r~par'"}
 	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
@@ -680,6 +690,9 @@ func TestAMarkedParentRequeuedBetweenTheLooksIsWatched(t *testing.T) {
 		t.Fatalf("par's row: %+v, %v; want it pending and marked", row, err)
 	}
 	hook.at = int(hook.seen.Load()) + 2 // endOf's read, after lookAgain's own
+	if before {
+		hook.at--
+	}
 	hook.before = func() {
 		requeued := m
 		requeued.Token = runs.RequeueToken("msg-1-1")

@@ -812,14 +812,18 @@ func (o *deathDown) FinishClaimed(ctx context.Context, id string, st leasecronty
 	return o.Memory.FinishClaimed(ctx, id, st, err, tail)
 }
 
-// endedElsewhere is a run recorder on which, as a death is recorded,
-// another delivery has already ended the run (succeeded), as after this
-// worker's claim lapsed while its handler ran.
-type endedElsewhere struct{ *runs.Memory }
+// endedElsewhere is a run recorder on which, as a success or death is
+// recorded, another delivery has already moved the run on — ended it dead
+// (or to state, when set), or holds it — as after this worker's claim
+// lapsed while its handler ran.
+type endedElsewhere struct {
+	*runs.Memory
+	state leasecrontype.RunState
+}
 
 func (o *endedElsewhere) FinishClaimed(ctx context.Context, id string, st leasecrontype.RunState, err error, tail string) (leasecrontype.Run, bool, error) {
 	if st == leasecrontype.RunDead || st == leasecrontype.RunSucceeded {
-		return leasecrontype.Run{ID: id, State: leasecrontype.RunDead, Worker: "other"}, false, nil
+		return leasecrontype.Run{ID: id, State: cmp.Or(o.state, leasecrontype.RunDead), Worker: "other"}, false, nil
 	}
 	return o.Memory.FinishClaimed(ctx, id, st, err, tail)
 }
@@ -860,21 +864,26 @@ func TestDeathOfARunEndedElsewhereSetsNothingAside(t *testing.T) {
 // (a review of issue 38's row 90). But a message that says others wait
 // for the run may be the only one that does (a child marked the row after
 // the run's first message was sent, and the mover sent the row again):
-// it tells OnEnd how the run ended first, and when that fails it is put
-// back carrying that end, to tell it again without running. So does a
-// death of such a message (TestDeathOfARunEndedElsewhereSetsNothingAside).
+// it tells OnEnd how the run stands first — a run another delivery holds
+// as a death, which the worker's end hook takes for a watch of the id —
+// and when that fails it is put back, its deliveries counted, to tell it
+// when it comes back. So does a death of such a message
+// (TestDeathOfARunEndedElsewhereSetsNothingAside).
 func TestSuccessOfARunEndedElsewhereIsADuplicate(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
+		record           leasecrontype.RunState
 		waiters, onEndOK bool
+		want             leasecrontype.RunState // told
 	}{
-		{"a batch member", false, true},
-		{"waited for", true, true},
-		{"waited for, the telling failing", true, false},
+		{"a batch member", leasecrontype.RunDead, false, true, ""},
+		{"waited for", leasecrontype.RunSucceeded, true, true, leasecrontype.RunSucceeded},
+		{"waited for, the run held by another delivery", leasecrontype.RunRunning, true, true, leasecrontype.RunDead},
+		{"waited for, the telling failing", leasecrontype.RunDead, true, false, leasecrontype.RunDead},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, ConsumerOptions{})
-			h.c.o.Runs = &endedElsewhere{Memory: runs.NewMemory(h.clk)}
+			h.c.o.Runs = &endedElsewhere{Memory: runs.NewMemory(h.clk), state: tc.record}
 			var told []leasecrontype.RunState
 			var mu sync.Mutex
 			h.c.o.OnEnd = func(_ context.Context, _ Envelope, st leasecrontype.RunState) error {
@@ -889,7 +898,11 @@ func TestSuccessOfARunEndedElsewhereIsADuplicate(t *testing.T) {
 			h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
 			h.enqueue(Envelope{ID: "s1", Type: "t", Due: h.clk.Now(), Batch: "b", Waiters: tc.waiters})
 			h.start()
-			h.expect(OutcomeDuplicate)
+			if tc.onEndOK {
+				h.expect(OutcomeDuplicate)
+			} else {
+				h.expect(OutcomeDeferred)
+			}
 			h.stop()
 			mu.Lock()
 			defer mu.Unlock()
@@ -897,13 +910,13 @@ func TestSuccessOfARunEndedElsewhereIsADuplicate(t *testing.T) {
 			switch {
 			case !tc.waiters && (len(left) != 0 || len(told) != 0):
 				t.Fatalf("%d messages left, OnEnd told %v; want the duplicate acknowledged and nothing told", len(left), told)
-			case tc.waiters && (len(told) != 1 || told[0] != leasecrontype.RunDead):
-				t.Fatalf("OnEnd told %v; want the run's end as the record holds it (dead)", told)
+			case tc.waiters && (len(told) != 1 || told[0] != tc.want):
+				t.Fatalf("OnEnd told %v; want %s", told, tc.want)
 			case tc.waiters && tc.onEndOK && len(left) != 0:
 				t.Fatalf("%d messages left; want the duplicate acknowledged once told", len(left))
 			case tc.waiters && !tc.onEndOK:
-				if _, env := h.only(h.work); env.Ended != leasecrontype.RunDead {
-					t.Fatalf("the message put back carries Ended %q; want dead, to tell it again", env.Ended)
+				if _, env := h.only(h.work); env.Ended != "" || env.Dequeues != 1 {
+					t.Fatalf("the message put back: Ended %q, Dequeues %d; want no end carried and its delivery counted", env.Ended, env.Dequeues)
 				}
 			}
 		})
@@ -2483,11 +2496,11 @@ func TestSecondMessageOfARequeuedDeathTellsItsWaiters(t *testing.T) {
 }
 
 // A second message of a requeued death that says others wait for the run,
-// whose telling fails, is put back carrying the end, to tell it again
-// without a claim: left as it was, each delivery would count towards the
-// crash guard, whose set-aside tells nothing of a run that moved on (a
-// review of issue 38's row 132).
-func TestSecondMessageOfARequeuedDeathCarriesItsEnd(t *testing.T) {
+// whose telling fails, is put back with its delivery counted, and tells
+// when it comes back: left as it was, each delivery would count towards
+// the crash guard, whose set-aside tells nothing of a run that moved on
+// (a review of issue 38's row 132).
+func TestSecondMessageOfARequeuedDeathTellsWhenItComesBack(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 1}})
 	rm := runs.NewMemory(h.clk)
 	h.c.o.Runs = rm
@@ -2518,9 +2531,9 @@ func TestSecondMessageOfARequeuedDeathCarriesItsEnd(t *testing.T) {
 	}
 	h.enqueue(Envelope{ID: "p", Type: "t", Due: due, Waiters: true})
 	h.start()
-	h.expect(OutcomeLeft)
-	if _, env := h.only(h.work); env.Ended != leasecrontype.RunDead {
-		t.Fatalf("the message put back carries Ended %q; want dead", env.Ended)
+	h.expect(OutcomeDeferred)
+	if _, env := h.only(h.work); env.Ended != "" || env.Dequeues != 1 {
+		t.Fatalf("the message put back: Ended %q, Dequeues %d; want no end carried and its delivery counted", env.Ended, env.Dequeues)
 	}
 	failing.Store(false)
 	h.clk.Advance(time.Hour)

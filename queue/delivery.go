@@ -519,11 +519,11 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		// untold, and the child waited for good); OnEnd then sees to it
 		// that the requeued run's end reaches them.
 		if (r.State == leasecrontype.RunDead || d.env.Waiters) && !c.ended(hctx, d, leasecrontype.RunDead) {
-			// Put back carrying the end, to tell it again without a claim:
-			// left as it was, each delivery would count towards the crash
-			// guard, whose set-aside tells nothing of a requeued run.
-			c.carryEnd(hctx, d, leasecrontype.RunDead)
-			c.settle(d, OutcomeLeft)
+			// Put back, its deliveries counted: left as it was, each would
+			// count towards the crash guard, whose set-aside tells nothing
+			// of a requeued run. (Not carrying the death: the record may
+			// say otherwise by the time it comes back.)
+			c.deferMsg(hctx, d, c.deferDelay(d), "its end is still to be told")
 			return false
 		}
 		return c.ackUnrun(hctx, d, OutcomeDuplicate, "run already dead; acknowledging a second message of it")
@@ -826,7 +826,9 @@ func (c *Consumer) tellAgain(hctx context.Context, d *delivery) {
 }
 
 // watchID has the traffic cop watch d's id (ParentWatcher); it reports
-// whether the message may go: false when the watch failed.
+// whether the message may go: false when the watch failed with a fault
+// that passes. One the service would refuse again is logged, and the
+// message goes all the same.
 func (c *Consumer) watchID(hctx context.Context, d *delivery) bool {
 	pw, ok := c.o.Runs.(ParentWatcher)
 	if !ok {
@@ -834,9 +836,13 @@ func (c *Consumer) watchID(hctx context.Context, d *delivery) bool {
 	}
 	ctx, cancel := c.opCtx(hctx)
 	defer cancel()
-	if err := pw.WatchParents(ctx, []string{d.env.ID}); err != nil {
+	switch err := pw.WatchParents(ctx, []string{d.env.ID}); {
+	case err == nil:
+	case storage.IsTransient(err) || ctx.Err() != nil:
 		d.log.Warn("cannot have the traffic cop watch a run others wait for; the message reappears to try again", "err", err)
 		return false
+	default:
+		d.log.Error("cannot have the traffic cop watch a run others wait for; acknowledging its message all the same", "err", err)
 	}
 	return true
 }
@@ -846,13 +852,16 @@ func (c *Consumer) watchID(hctx context.Context, d *delivery) bool {
 // it or holds it, or a requeue brought it back (r) — and d's message says
 // others wait for the run (Envelope.Waiters): it may be the only message
 // that says so (a child marked the row after the run's first message was
-// sent, and the mover sent the row again), and the run that moved on
-// tell them nothing. A record not finished is told as a death, which the
-// end hook takes for a watch of the id (as for the second message of a
-// requeued death). It reports whether the message may be acknowledged;
-// when the telling fails, it is put back carrying the end (carryEnd), to
-// tell it again without running.
-func (c *Consumer) tellMovedOn(hctx context.Context, d *delivery, r leasecrontype.Run) bool {
+// sent, and the mover sent the row again), and the delivery that moved
+// the run on may tell them nothing. A record not finished is told as a
+// death, which the end hook takes for a watch of the id (as for the
+// second message of a requeued death). It reports whether the message
+// may be acknowledged; when the telling fails, the message is put back
+// as env, its deliveries counted, and settled. (Not carrying the end:
+// made up for a run not finished, or the record's before the id was
+// scheduled again, it would be told as it was when the message comes
+// back, and its telling would delete the payload the run still needs.)
+func (c *Consumer) tellMovedOn(hctx context.Context, d *delivery, r leasecrontype.Run, env Envelope) bool {
 	if !d.env.Waiters {
 		return true
 	}
@@ -863,7 +872,8 @@ func (c *Consumer) tellMovedOn(hctx context.Context, d *delivery, r leasecrontyp
 	if c.ended(hctx, d, st) {
 		return true
 	}
-	c.carryEnd(hctx, d, st)
+	env.Dequeues = d.m.DequeueCount
+	c.putBack(hctx, d, env, c.deferDelay(d), "how its run stands is still to be told")
 	return false
 }
 

@@ -319,3 +319,59 @@ func TestEndIsToldWhenItsMessageCannotCarryIt(t *testing.T) {
 		})
 	}
 }
+
+// watchFails is a run recorder whose watches fail with err.
+type watchFails struct {
+	*runs.Memory
+	err error
+}
+
+func (w watchFails) WatchParents(context.Context, []string) error { return w.err }
+
+// A second message of a run taken over that says others wait, whose
+// watch of the id fails with a fault that passes, is put back, its
+// delivery counted, to have the id watched when it comes back; one the
+// service would refuse again is acknowledged all the same (logged), not
+// put back for good.
+func TestASecondMessageWhoseWatchFails(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want Outcome
+	}{
+		{"a fault that passes", errors.New("connection reset by peer"), OutcomeDeferred},
+		{"refused for good", fmt.Errorf("watch: %w", storage.ErrBadRequest), OutcomeDuplicate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, rm, _ := newOnEndHarness(t, "")
+			h.c.o.Runs = watchFails{Memory: rm, err: tc.err}
+			h.c.Handle("ok", func(context.Context, leasecrontype.Task) error { return nil })
+			ctx := context.Background()
+			due := h.clk.Now().UTC().Truncate(time.Second)
+			first := runs.Meta{Type: "ok", Due: due}
+			if _, err := rm.Claim(ctx, "p", "other", 1, h.clk.Now().Add(time.Minute), first); err != nil {
+				t.Fatal(err)
+			}
+			if err := rm.Finish(ctx, "p", runs.Succeeded, nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			if m := rm.MarkQueued(ctx, []runs.Mark{{ID: "p", Meta: runs.Meta{Type: "ok", Due: due.Add(time.Minute)}}}); !m[0] {
+				t.Fatal("the new scheduling's mark failed")
+			}
+			h.enqueue(Envelope{ID: "p", Type: "ok", Due: due, Marked: true, Waiters: true})
+			h.start()
+			h.expect(tc.want)
+			h.stop()
+			left := h.work.all()
+			if tc.want == OutcomeDuplicate {
+				if len(left) != 0 {
+					t.Fatalf("%d messages left; want it acknowledged", len(left))
+				}
+				return
+			}
+			if _, env := h.only(h.work); env.Dequeues != 1 {
+				t.Fatalf("the message put back counts %d deliveries; want 1", env.Dequeues)
+			}
+		})
+	}
+}

@@ -152,10 +152,10 @@ func (c *Consumer) succeed(hctx context.Context, d *delivery, tail string) {
 		// A message that says others wait tells them how it stands.
 		d.log.Info("task succeeded, but its run has moved on since this worker's claim lapsed; acknowledging it as a duplicate",
 			"record_state", movedOn.State, "record_worker", movedOn.Worker)
-		if c.tellMovedOn(hctx, d, *movedOn) {
+		if c.tellMovedOn(hctx, d, *movedOn, d.env) {
 			c.ack(hctx, d)
+			c.settle(d, OutcomeDuplicate)
 		}
-		c.settle(d, OutcomeDuplicate)
 		return
 	case claimUnanswered(ferr):
 		// The run records did not answer: the success may not be
@@ -457,8 +457,7 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 		// A copy of a run that another delivery ran on, or that a
 		// requeue brought back: its death is not the run's end. One that
 		// says others wait tells them how the run stands.
-		if !c.tellMovedOn(hctx, d, *r) {
-			c.settle(d, OutcomeLeft)
+		if !c.tellMovedOn(hctx, d, *r, env) {
 			return
 		}
 		c.ackUnrun(hctx, d, OutcomeDuplicate, "the run has moved on since this message was sent; acknowledging it without a dead letter")
