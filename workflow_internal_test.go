@@ -586,19 +586,7 @@ func TestARequeuedDeathsSecondMessageHasItsWaitersWatched(t *testing.T) {
 	ctx := context.Background()
 	c := memClient(t)
 	due := time.Now().Add(time.Hour)
-	if _, err := c.Schedule(ctx, Item{ID: "par", Type: "t", Due: due}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Schedule(ctx, Item{ID: "kid", Type: "t", Due: time.Now(), After: []string{"par"}, AfterAny: true}, nil); err != nil {
-		t.Fatal(err)
-	}
-	m := runs.Meta{Type: "t", Due: due}
-	if _, err := c.runs.Claim(ctx, "par", "w1", 1, time.Now().Add(time.Minute), m); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.runs.Finish(ctx, "par", runs.Dead, errors.New("boom"), ""); err != nil {
-		t.Fatal(err)
-	}
+	m := parentThatDied(ctx, t, c, due, Item{ID: "kid", Type: "t", Due: time.Now()})
 	requeued := m
 	requeued.Token = runs.RequeueToken("msg-1-1")
 	if _, _, err := c.runs.MarkRequeued(ctx, "par", requeued, "msg-1-1", ""); err != nil {
@@ -672,19 +660,7 @@ func markedParentRequeued(t *testing.T, before bool) {
 		return hook
 	})
 	due := time.Now().Add(time.Hour)
-	if _, err := c.Schedule(ctx, Item{ID: "par", Type: "t", Due: due}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Schedule(ctx, Item{ID: "first", Type: "t", Due: due, After: []string{"par"}, AfterAny: true}, nil); err != nil {
-		t.Fatal(err)
-	}
-	m := runs.Meta{Type: "t", Due: due}
-	if _, err := c.runs.Claim(ctx, "par", "w1", 1, time.Now().Add(time.Minute), m); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.runs.Finish(ctx, "par", runs.Dead, errors.New("boom"), ""); err != nil {
-		t.Fatal(err)
-	}
+	m := parentThatDied(ctx, t, c, due, Item{ID: "first", Type: "t", Due: due})
 	row, err := c.sched.Get(ctx, "par")
 	if err != nil || !row.Waiters {
 		t.Fatalf("par's row: %+v, %v; want it pending and marked", row, err)
@@ -708,4 +684,26 @@ func markedParentRequeued(t *testing.T, before bool) {
 	if watched, err := c.runs.Watched(ctx); err != nil || !slices.Contains(watched, "par") {
 		t.Fatalf("watched %v, %v; want par watched", watched, err)
 	}
+}
+
+// parentThatDied schedules par (due at due) and child, which waits for it
+// with --after-any, and records par's run dead on its first attempt; it
+// returns the run's meta.
+func parentThatDied(ctx context.Context, t *testing.T, c *Client, due time.Time, child Item) runs.Meta {
+	t.Helper()
+	if _, err := c.Schedule(ctx, Item{ID: "par", Type: "t", Due: due}, nil); err != nil {
+		t.Fatal(err)
+	}
+	child.After, child.AfterAny = []string{"par"}, true
+	if _, err := c.Schedule(ctx, child, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := runs.Meta{Type: "t", Due: due}
+	if _, err := c.runs.Claim(ctx, "par", "w1", 1, time.Now().Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.runs.Finish(ctx, "par", runs.Dead, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -2460,20 +2460,8 @@ func TestSecondMessageOfARequeuedDeathTellsItsWaiters(t *testing.T) {
 				got.add(task, h.clk.Now())
 				return nil
 			})
-			ctx := context.Background()
 			due := h.clk.Now()
-			m := runs.Meta{Type: "t", Due: due}
-			if _, err := rm.Claim(ctx, "p", "w0", 1, due.Add(time.Minute), m); err != nil {
-				t.Fatal(err)
-			}
-			if err := rm.Finish(ctx, "p", runs.Dead, errors.New("boom"), ""); err != nil {
-				t.Fatal(err)
-			}
-			requeued := m
-			requeued.Token = runs.RequeueToken("msg-1-1")
-			if _, _, err := rm.MarkRequeued(ctx, "p", requeued, "msg-1-1", ""); err != nil {
-				t.Fatal(err)
-			}
+			diedAndRequeued(t, rm, "p", due)
 			h.enqueue(Envelope{ID: "p", Type: "t", Due: due, Waiters: waiters})
 			h.start()
 			h.expect(OutcomeDuplicate)
@@ -2515,20 +2503,8 @@ func TestSecondMessageOfARequeuedDeathTellsWhenItComesBack(t *testing.T) {
 		return nil
 	}
 	got := alwaysFails(h)
-	ctx := context.Background()
 	due := h.clk.Now()
-	m := runs.Meta{Type: "t", Due: due}
-	if _, err := rm.Claim(ctx, "p", "w0", 1, due.Add(time.Minute), m); err != nil {
-		t.Fatal(err)
-	}
-	if err := rm.Finish(ctx, "p", runs.Dead, errors.New("boom"), ""); err != nil {
-		t.Fatal(err)
-	}
-	requeued := m
-	requeued.Token = runs.RequeueToken("msg-1-1")
-	if _, _, err := rm.MarkRequeued(ctx, "p", requeued, "msg-1-1", ""); err != nil {
-		t.Fatal(err)
-	}
+	diedAndRequeued(t, rm, "p", due)
 	h.enqueue(Envelope{ID: "p", Type: "t", Due: due, Waiters: true})
 	h.start()
 	h.expect(OutcomeDeferred)
@@ -2545,4 +2521,24 @@ func TestSecondMessageOfARequeuedDeathTellsWhenItComesBack(t *testing.T) {
 		t.Fatalf("%d messages left, the handler ran %d times; want the message gone, never run", n, got.n())
 	}
 	mustRun(t, rm, "p", runs.Queued)
+}
+
+// diedAndRequeued records the run id (type t, due at due) dead on its
+// first attempt, and its dead letter requeued since (the requeue of
+// message msg-1-1).
+func diedAndRequeued(t *testing.T, rm *runs.Memory, id string, due time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	m := runs.Meta{Type: "t", Due: due}
+	if _, err := rm.Claim(ctx, id, "w0", 1, due.Add(time.Minute), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := rm.Finish(ctx, id, runs.Dead, errors.New("boom"), ""); err != nil {
+		t.Fatal(err)
+	}
+	requeued := m
+	requeued.Token = runs.RequeueToken("msg-1-1")
+	if _, _, err := rm.MarkRequeued(ctx, id, requeued, "msg-1-1", ""); err != nil {
+		t.Fatal(err)
+	}
 }
