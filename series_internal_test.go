@@ -668,6 +668,25 @@ func TestCancelStopsTheOccurrencesBeingMoved(t *testing.T) {
 	lateMovesRefused(t, c, now, began, "cancel")
 }
 
+// So does a disable whose first request to stop one of them fails with a
+// fault that passes: it is tried again (issue 38, sweep seed 73944: one
+// 503 left an occurrence of a disabled series to run).
+func TestDisableStopsTheOccurrencesBeingMovedThroughAFault(t *testing.T) {
+	ctx := context.Background()
+	c, tr := memClientFailing(t, "o~sec~")
+	now, began := secondsUnderWay(t, c)
+	tr.limit = 6 // more than the storage client tries one request
+	tr.armed.Store(true)
+	if _, err := c.Disable(ctx, "sec"); err != nil {
+		t.Fatalf("disable: %v", err)
+	}
+	tr.armed.Store(false)
+	if tr.failed.Load() != tr.limit {
+		t.Fatalf("%d requests failed; want the first stop's %d", tr.failed.Load(), tr.limit)
+	}
+	lateMovesRefused(t, c, now, began, "disable")
+}
+
 // secondsUnderWay schedules the @every 1s series "sec" due now, and
 // starts its occurrence of a second ago; it returns now and that
 // occurrence's run id.

@@ -267,11 +267,15 @@ func (c *Client) disable(ctx context.Context, id string, check func(Item) error)
 // dues cancelled unless they started (runs.Store.CancelUnstarted): a
 // mover pass that read the series' row before it was disabled or
 // removed, and marks and sends one of them after, sends a run that is
-// acknowledged without running. A failure is logged: that occurrence
-// may then run once.
+// acknowledged without running. A fault that passes is tried again
+// (issue 38, seed 73944: one 503 left an occurrence to run); a failure
+// is logged: that occurrence may then run once.
 func (c *Client) stopOccurrences(ctx context.Context, series, typ string, dues []time.Time) {
 	for _, due := range dues {
-		if err := c.runs.CancelUnstarted(ctx, runs.OccurrenceID(series, due), runs.Meta{Type: typ, Due: due}); err != nil {
+		err := retry.Transient(ctx, retry.Policy{Tries: 3, Clock: c.o.Clock}, func(ctx context.Context) error {
+			return c.runs.CancelUnstarted(ctx, runs.OccurrenceID(series, due), runs.Meta{Type: typ, Due: due})
+		})
+		if err != nil {
 			c.o.Logger.Warn("cannot stop an occurrence a mover may be moving; it may still run once", "series", series, "due", due, "err", err)
 		}
 	}

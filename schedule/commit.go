@@ -90,12 +90,16 @@ func (m *Mover) commit(ctx context.Context, shard string, gen int64, batch []*pl
 		}
 	}
 	if !conflict(err) && !errors.Is(err, storage.ErrBadRequest) {
+		m.takeBackChanged(ctx, shard, batch)
 		return fmt.Errorf("remove moved rows: %w", err)
 	}
 	// Some row changed since it was read (or an index row or the next
 	// occurrence is in the way): settle the batch row by row.
-	for _, p := range batch {
-		if err := m.commitOne(ctx, shard, gen, p); err != nil {
+	for i, p := range batch {
+		if uncommitted, err := m.commitOne(ctx, shard, gen, p); err != nil {
+			if uncommitted {
+				m.takeBackChanged(ctx, shard, batch[i:])
+			}
 			return err
 		}
 		if ctx.Err() != nil {
@@ -105,57 +109,102 @@ func (m *Mover) commit(ctx context.Context, shard string, gen int64, batch []*pl
 	return nil
 }
 
+// takeBackChanged takes back the confirmations of the early-sent runs of
+// plans whose rows changed or went since they were read, after a commit
+// that failed and — the fence says — did not land, so that none of
+// theirs did either: a disable, cancel or reschedule removed the row
+// while the pass moved it, and the confirmations, written before the
+// commit, would otherwise stand, and the runs they confirm run (issue 38,
+// sweep seed 73944: a disabled series' two occurrences ran). A row that
+// cannot be read is left with its confirmations (logged).
+func (m *Mover) takeBackChanged(ctx context.Context, shard string, plans []*plan) {
+	for _, p := range plans {
+		if p.confirmed == 0 || ctx.Err() != nil {
+			continue
+		}
+		changed, err := m.rowChanged(ctx, shard, p)
+		switch {
+		case err != nil:
+			m.count(func(s *MoverStats) { s.Errors++ })
+			m.o.Logger.Warn("cannot tell whether a row whose early-sent runs were confirmed is still as it was; the confirmations stand", "row", p.e.RowKey, "err", err)
+		case changed:
+			m.o.Logger.Info("row changed while it was moved; taking back the confirmations of its early-sent runs", "row", p.e.RowKey)
+			m.settled(p)
+			m.unconfirm(ctx, p)
+		}
+	}
+}
+
+// rowChanged reports whether p's row is gone or changed since it was read.
+func (m *Mover) rowChanged(ctx context.Context, shard string, p *plan) (bool, error) {
+	var cur table.Entity
+	err := retry.Transient(ctx, retry.Policy{Clock: m.o.Clock}, func(ctx context.Context) error {
+		var gerr error
+		cur, gerr = m.t.Get(ctx, shard, p.e.RowKey)
+		return gerr
+	})
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("re-read row %s: %w", p.e.RowKey, err)
+	}
+	return cur.ETag != p.e.ETag, nil
+}
+
 // commitOne settles one row in its own fenced transaction, working around
 // an index row that is gone or a next occurrence that already exists. A row
 // that changed since it was read is left alone (its run was enqueued: a
 // possible duplicate, never a loss; an early-sent message of a changed row
-// is a no-op for workers that check it).
-func (m *Mover) commitOne(ctx context.Context, shard string, gen int64, p *plan) error {
+// is a no-op for workers that check it). On an error, uncommitted says
+// whether the fence showed that its transaction did not land (false when
+// that is not known, or another term holds the shard).
+func (m *Mover) commitOne(ctx context.Context, shard string, gen int64, p *plan) (uncommitted bool, err error) {
 	withNext, withIndex := true, true
 	for range 5 {
 		if ctx.Err() != nil {
-			return nil
+			return false, nil
 		}
 		etags, err := m.t.Submit(ctx, append(p.ops(shard, withNext, withIndex), m.fenceOp(shard, gen)))
 		if err == nil {
 			m.committed(ctx, []*plan{p})
-			return m.adoptFence(ctx, shard, gen, etags)
+			return false, m.adoptFence(ctx, shard, gen, etags)
 		}
 		if ctx.Err() != nil {
-			return nil
+			return false, nil
 		}
 		if done, ferr := m.lostResponse(ctx, shard, gen); ferr != nil || done {
 			if done {
 				m.committed(ctx, []*plan{p})
 			}
-			return ferr
+			return false, ferr
 		}
 		switch {
 		case errors.Is(err, storage.ErrAlreadyExists):
 			withNext = false // the next occurrence is already there
 			continue
 		case errors.Is(err, storage.ErrNotFound), errors.Is(err, storage.ErrPreconditionFailed), errors.Is(err, storage.ErrBadRequest):
-			cur, gerr := m.t.Get(ctx, shard, p.e.RowKey)
-			if errors.Is(gerr, storage.ErrNotFound) || (gerr == nil && cur.ETag != p.e.ETag) {
+			changed, gerr := m.rowChanged(ctx, shard, p)
+			if gerr != nil {
+				return true, gerr
+			}
+			if changed {
 				m.count(func(s *MoverStats) { s.Skipped++ })
 				m.o.Logger.Info("row changed while it was moved; left as it is (its run may be enqueued twice)", "row", p.e.RowKey)
 				m.settled(p)
 				m.unconfirm(ctx, p)
-				return nil
-			}
-			if gerr != nil {
-				return fmt.Errorf("re-read row %s: %w", p.e.RowKey, gerr)
+				return false, nil
 			}
 			if !withIndex || p.mark != nil {
-				return fmt.Errorf("settle moved row %s: %w", p.e.RowKey, err)
+				return true, fmt.Errorf("settle moved row %s: %w", p.e.RowKey, err)
 			}
 			withIndex = false // the row is unchanged: its index row is missing
 			continue
 		default:
-			return fmt.Errorf("settle moved row %s: %w", p.e.RowKey, err)
+			return true, fmt.Errorf("settle moved row %s: %w", p.e.RowKey, err)
 		}
 	}
-	return fmt.Errorf("settle moved row %s: gave up", p.e.RowKey)
+	return true, fmt.Errorf("settle moved row %s: gave up", p.e.RowKey)
 }
 
 // lostResponse tells, after a transaction failed, whether it committed all

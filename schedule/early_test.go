@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/queue"
 )
@@ -402,6 +403,70 @@ func TestEarlySendConfirmFailureAndChange(t *testing.T) {
 	}
 	if len(itemKeys(e.mt)) != 0 || strings.Join(unconfirmed, ",") != "b" {
 		t.Fatalf("rows %v, unconfirmed %v; want both gone and b taken back", itemKeys(e.mt), unconfirmed)
+	}
+}
+
+// A row removed (a disable, a cancel) while a pass moves it, whose
+// settling then fails with a fault that passes and does not land, has the
+// confirmations of its early-sent runs taken back all the same: written
+// before the commit, they would otherwise stand, and the runs they
+// confirm run (issue 38, sweep seed 73944: a disabled series' two
+// occurrences ran). A row still there keeps them, for the next pass.
+func TestConfirmationsOfARowRemovedWhileItsSettlingFailedAreTakenBack(t *testing.T) {
+	for _, removed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("removed %v", removed), func(t *testing.T) {
+			var unconfirmed []string
+			e := newMoverEnv(t, 1, MoverOptions{
+				MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: time.Minute},
+				Confirm:       func(_ context.Context, envs []queue.Envelope) []bool { return allTrue(len(envs)) },
+				Unconfirm: func(_ context.Context, env queue.Envelope) error {
+					unconfirmed = append(unconfirmed, env.ID)
+					return nil
+				}})
+			e.c.opts.ChangesAfterSend = true
+			e.add(t, Item{ID: "b", Due: t0.Add(10 * time.Second)})
+			if err := e.onePass(t); err != nil {
+				t.Fatal(err)
+			}
+			e.fc.Advance(6 * time.Second)
+			submits, cancelling := 0, false
+			e.mt.BeforeSubmit(func(ops []table.Op) error {
+				if cancelling {
+					return nil
+				}
+				for _, op := range ops {
+					if op.Kind != table.Delete || !strings.HasSuffix(op.RowKey, "_b") {
+						continue
+					}
+					submits++
+					switch {
+					case submits == 1 && removed:
+						// Removed between the confirmation and the commit:
+						// the commit meets the row gone.
+						cancelling = true
+						_, err := e.c.Cancel(context.Background(), "b")
+						cancelling = false
+						return err
+					case submits == 1:
+						// Refused unapplied, not to be tried again.
+						e.mt.BeforeSubmit(nil)
+						return fmt.Errorf("refused: %w", storage.ErrAuth)
+					default:
+						// The row's own settling fails, unapplied.
+						e.mt.BeforeSubmit(nil)
+						return errors.New("connection reset by peer")
+					}
+				}
+				return nil
+			})
+			_ = e.onePass(t) // the pass fails: the row's settling did
+			if removed && strings.Join(unconfirmed, ",") != "b" {
+				t.Fatalf("unconfirmed %v; want b's confirmation taken back", unconfirmed)
+			}
+			if !removed && len(unconfirmed) != 0 {
+				t.Fatalf("unconfirmed %v; want the confirmation of a row still there kept", unconfirmed)
+			}
+		})
 	}
 }
 
