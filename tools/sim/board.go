@@ -406,14 +406,14 @@ func lastClaimed(runs []*boardRun) *boardRun {
 func (c *checker) boardLeastGapLocked(k *boardKey, prev, r *boardRun) (time.Duration, string) {
 	from, to := prev.claimed.Add(-5*time.Second), r.start
 	var intervals []time.Duration
-	var inForce time.Duration
+	var settled []*boardOpEv // the definitions answered before prev
 	for _, o := range k.ops {
 		if o.kind != OpBoardAdd && o.kind != OpBoardRunNow || o.issued.After(to) {
 			continue
 		}
 		if o.kind == OpBoardAdd && !o.answered.IsZero() && o.answered.Before(from) {
 			if o.err == nil {
-				inForce = o.interval // the latest definition before prev
+				settled = append(settled, o)
 			} else {
 				intervals = append(intervals, o.interval) // maybe written
 			}
@@ -427,9 +427,7 @@ func (c *checker) boardLeastGapLocked(k *boardKey, prev, r *boardRun) (time.Dura
 		}
 		intervals = append(intervals, o.interval)
 	}
-	if inForce > 0 {
-		intervals = append(intervals, inForce)
-	}
+	intervals = append(intervals, mayBeInForce(settled)...)
 	if len(intervals) == 0 {
 		return 0, "no definition known"
 	}
@@ -568,10 +566,11 @@ func (c *checker) boardDuesLocked(k *boardKey) []boardDue {
 	return out
 }
 
-// intervalAt is the key's longest interval defined by at (the latest
-// definition that answered, and any still in flight).
+// intervalAt is the key's longest interval defined by at (the
+// definitions that answered and may be in force, and any still in flight).
 func (c *checker) intervalAt(k *boardKey, at time.Time) time.Duration {
 	var iv time.Duration
+	var settled []*boardOpEv
 	for _, o := range k.ops {
 		if o.kind != OpBoardAdd || o.issued.After(at) {
 			continue
@@ -580,9 +579,28 @@ func (c *checker) intervalAt(k *boardKey, at time.Time) time.Duration {
 			iv = max(iv, o.interval)
 			continue
 		}
-		iv = o.interval
+		settled = append(settled, o)
+	}
+	for _, in := range mayBeInForce(settled) {
+		iv = max(iv, in)
 	}
 	return iv
+}
+
+// mayBeInForce returns the intervals of the definitions among settled
+// (adds that answered success, in the order they were issued) that may
+// hold the key's row: the latest, and each that overlapped every one
+// issued after it — writes under way together land in either order
+// (seed 74192: of two replaces, the one issued first landed last, and
+// its 20 s held while the checker took the other's 1m30s for the key's).
+func mayBeInForce(settled []*boardOpEv) []time.Duration {
+	var out []time.Duration
+	for _, o := range settled {
+		if !slices.ContainsFunc(settled, func(n *boardOpEv) bool { return n.issued.After(o.answered) }) {
+			out = append(out, o.interval)
+		}
+	}
+	return out
 }
 
 // removedBy reports whether a remove of the key was issued by at.

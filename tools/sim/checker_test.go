@@ -440,6 +440,47 @@ func TestABoardKeyReplacedBeforeItCameDueTakesItsNewInterval(t *testing.T) {
 	}
 }
 
+// Of two replaces of a key under way together, either may land last: the
+// one issued first may hold the row after the other answered, and its
+// interval is the one the fleet goes by (sweep seed 74192: a 20 s
+// replace issued first landed last, and runs 20 s apart were taken for
+// early against the other's 1m30s). Replaces one after the other leave
+// the later one's.
+func TestOverlappingReplacesOfABoardKeyEitherMayHold(t *testing.T) {
+	w, c := newTestChecker()
+	w.plan.Board = &BoardSpec{Cycle: 5 * time.Second}
+	t0 := time.Now()
+	p := &proc{name: "w2", id: "w2-1"}
+	prev := &boardRun{key: "b1", proc: p, start: t0.Add(30 * time.Second), end: t0.Add(31 * time.Second), claimed: t0.Add(30 * time.Second)}
+	next := &boardRun{key: "b1", proc: p, start: t0.Add(52 * time.Second), end: t0.Add(53 * time.Second), claimed: t0.Add(52 * time.Second)}
+	for _, tc := range []struct {
+		name      string
+		answered  time.Duration // the 20 s replace's answer, after t0 (issued at 10 s)
+		wantLeast time.Duration
+	}{
+		{"the first answered after the second was issued", 20 * time.Second, 20 * time.Second},
+		{"the first answered before the second was issued", 11 * time.Second, 90 * time.Second},
+	} {
+		k := &boardKey{
+			ops: []*boardOpEv{
+				{kind: OpBoardAdd, key: "b1", interval: 90 * time.Second, issued: t0, answered: t0},
+				{kind: OpBoardAdd, key: "b1", interval: 20 * time.Second, replace: true, issued: t0.Add(10 * time.Second), answered: t0.Add(tc.answered)},
+				{kind: OpBoardAdd, key: "b1", interval: 90 * time.Second, replace: true, issued: t0.Add(12 * time.Second), answered: t0.Add(12 * time.Second)},
+			},
+			runs: []*boardRun{prev, next},
+		}
+		c.mu.Lock()
+		got, why := c.boardLeastGapLocked(k, prev, next)
+		c.mu.Unlock()
+		if got != tc.wantLeast {
+			t.Errorf("%s: least gap %v (%s); want %v", tc.name, got, why, tc.wantLeast)
+		}
+		if iv := c.intervalAt(k, t0.Add(time.Minute)); iv != 90*time.Second {
+			t.Errorf("%s: longest interval in force %v; want 1m30s", tc.name, iv)
+		}
+	}
+}
+
 // A one-off task whose cancel removed its row but could not mark its run
 // (done in part) may be shown queued for good once a mover pass that had
 // sent it early confirms its run afterwards; it never runs (README,
