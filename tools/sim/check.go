@@ -1232,17 +1232,21 @@ func (c *checker) started(p *proc, task leasecron.Task, pl payload) *runEv {
 	return ev
 }
 
-// continuesLocked reports whether ev is a later attempt of an occurrence
-// of the series t that had started before t was cancelled: a cancel
-// stops the series and the occurrences in the queue that have not
-// started, and one under way carries on, its retries too (README,
-// recurring tasks; seed 1637).
+// continuesLocked reports whether ev is an attempt of an occurrence of
+// the series t that had started before t was cancelled: a cancel stops
+// the series and the occurrences in the queue that have not started, and
+// one under way carries on, its retries too (README, recurring tasks;
+// seed 1637). One whose record was claimed by then has started, though
+// its handler begins later (seed 74562: a claim 4 s before the cancel
+// was issued waited 15 s for its rate budget's slow answer; as seed 14895
+// for a disable).
 func (c *checker) continuesLocked(t *ti, ev *runEv) bool {
 	if t.spec.Recurrence == "" {
 		return false
 	}
 	issued := t.cancelIssued()
-	return slices.ContainsFunc(t.starts, func(o *runEv) bool { return o.runID == ev.runID && o.start.Before(issued) })
+	return c.startedByLocked(ev.runID, issued) ||
+		slices.ContainsFunc(t.starts, func(o *runEv) bool { return o.runID == ev.runID && o.start.Before(issued) })
 }
 
 // cancelIssued is when the cancel that returned at t.cancelled (non-zero)

@@ -126,6 +126,44 @@ func TestRunStartsAreReadFromTheRecordsCommits(t *testing.T) {
 	})
 }
 
+// An occurrence of a series whose record was claimed before a cancel of
+// the series was issued has started, though its handler begins after the
+// cancel returned: it carries on (seed 74562: its rate budget answered
+// 15 s late). One claimed after the cancel was issued has not.
+func TestAnOccurrenceClaimedBeforeItsSeriesWasCancelledCarriesOn(t *testing.T) {
+	for _, claimedFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("claimed first %v", claimedFirst), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				s := c.newTI(TaskSpec{ID: "s", Type: TypePlain, Recurrence: "@every 1m"}, nil, nil)
+				c.scheduled(s, w.now(), leasecron.Item{ID: "s", Due: w.now().Add(time.Minute), Recurrence: "@every 1m"}, nil)
+				run := "s@next"
+				claim := func() {
+					c.runsCommit(memstore.Commit{Table: runsTable, Partition: "p0", Rows: []memstore.CommittedRow{
+						{RowKey: "x~running~1~" + run, Props: map[string]any{"Id": run, "State": "running", "Attempts": int64(1)}},
+					}})
+				}
+				if claimedFirst {
+					claim()
+				}
+				time.Sleep(4 * time.Second)
+				s.cancelTry = w.now()
+				if !claimedFirst {
+					time.Sleep(time.Second)
+					claim()
+				}
+				time.Sleep(2 * time.Second)
+				s.cancelled = w.now()
+				time.Sleep(10 * time.Second)
+				got := violationsOf(c, func() { c.checkStartLocked(s, okNow(w, s, run, w.now())) })
+				if (len(got) == 0) != claimedFirst {
+					t.Errorf("a start after the cancel taken for a violation: %v (%v); want %v", len(got) > 0, got, !claimedFirst)
+				}
+			})
+		})
+	}
+}
+
 // An attempt delivered again because its claim lapsed while its handler
 // ran — the worker's visibility extensions refused by storage faults, or
 // the worker frozen — is the same attempt, which at-least-once delivery
