@@ -403,7 +403,7 @@ func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states ma
 	ranOut := map[string]bool{} // marked parents whose row's run had ended
 	for _, p := range parentsIn(deps, states) {
 		row, marked := n.marked[p]
-		if all || !marked {
+		if !marked {
 			continue
 		}
 		r, err := c.runs.Get(ctx, p)
@@ -412,7 +412,9 @@ func (c *Client) lookAgain(ctx context.Context, deps []runs.Dependent, states ma
 		case err != nil:
 			lost(p)
 		case r.EndOfID(c.o.Clock.Now()) && recordOf(r, row.Due):
-			parents = append(parents, p)
+			if !all {
+				parents = append(parents, p)
+			}
 			ranOut[p] = true
 		case len(r.Requeued) > 0 && recordOf(r, row.Due):
 			// Its row's run died and was requeued already: the death

@@ -645,14 +645,17 @@ func (b *beforeRead) Do(req *http.Request) (*http.Response, error) {
 // run's message need not say that anyone waits (reviews of seed 32048's
 // fix).
 func TestAMarkedParentRequeuedBetweenTheLooksIsWatched(t *testing.T) {
-	for _, before := range []bool{false, true} {
-		t.Run(fmt.Sprintf("requeued before the first look %v", before), func(t *testing.T) {
-			markedParentRequeued(t, before)
+	for _, tc := range []struct{ before, all bool }{{false, false}, {true, false}, {true, true}} {
+		t.Run(fmt.Sprintf("requeued before the first look %v, every parent looked at %v", tc.before, tc.all), func(t *testing.T) {
+			markedParentRequeued(t, tc.before, tc.all)
 		})
 	}
 }
 
-func markedParentRequeued(t *testing.T, before bool) {
+// markedParentRequeued is one case of
+// TestAMarkedParentRequeuedBetweenTheLooksIsWatched; all: the child's
+// dependencies are looked at as after a replace (every parent).
+func markedParentRequeued(t *testing.T, before, all bool) {
 	ctx := context.Background()
 	hook := &beforeRead{match: "'r~par'"}
 	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
@@ -677,7 +680,7 @@ func markedParentRequeued(t *testing.T, before bool) {
 		}
 	}
 	deps := []runs.Dependent{{Parent: "par", Child: "late", Created: time.Now()}}
-	c.lookAgain(ctx, deps, map[string]parentState{"par": {pending: row}}, noted{marked: map[string]Item{"par": row}}, time.Now(), false)
+	c.lookAgain(ctx, deps, map[string]parentState{"par": {pending: row}}, noted{marked: map[string]Item{"par": row}}, time.Now(), all)
 	if int(hook.seen.Load()) < hook.at {
 		t.Fatalf("%d reads of par's record; the requeue was to come before read %d", hook.seen.Load(), hook.at)
 	}

@@ -864,9 +864,8 @@ func TestDeathOfARunEndedElsewhereSetsNothingAside(t *testing.T) {
 // (a review of issue 38's row 90). But a message that says others wait
 // for the run may be the only one that does (a child marked the row after
 // the run's first message was sent, and the mover sent the row again):
-// it tells OnEnd how the run stands first — a run another delivery holds
-// as a death, which the worker's end hook takes for a watch of the id —
-// and when that fails it is put back, its deliveries counted, to tell it
+// it tells OnEnd how the run ended first — or, for a run another
+// delivery holds, has the id watched — and when that fails it is put back, its deliveries counted, to tell it
 // when it comes back. So does a death of such a message
 // (TestDeathOfARunEndedElsewhereSetsNothingAside).
 func TestSuccessOfARunEndedElsewhereIsADuplicate(t *testing.T) {
@@ -878,12 +877,13 @@ func TestSuccessOfARunEndedElsewhereIsADuplicate(t *testing.T) {
 	}{
 		{"a batch member", leasecrontype.RunDead, false, true, ""},
 		{"waited for", leasecrontype.RunSucceeded, true, true, leasecrontype.RunSucceeded},
-		{"waited for, the run held by another delivery", leasecrontype.RunRunning, true, true, leasecrontype.RunDead},
+		{"waited for, the run held by another delivery: its id watched", leasecrontype.RunRunning, true, true, ""},
 		{"waited for, the telling failing", leasecrontype.RunDead, true, false, leasecrontype.RunDead},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, ConsumerOptions{})
-			h.c.o.Runs = &endedElsewhere{Memory: runs.NewMemory(h.clk), state: tc.record}
+			rm := runs.NewMemory(h.clk)
+			h.c.o.Runs = &endedElsewhere{Memory: rm, state: tc.record}
 			var told []leasecrontype.RunState
 			var mu sync.Mutex
 			h.c.o.OnEnd = func(_ context.Context, _ Envelope, st leasecrontype.RunState) error {
@@ -910,6 +910,10 @@ func TestSuccessOfARunEndedElsewhereIsADuplicate(t *testing.T) {
 			switch {
 			case !tc.waiters && (len(left) != 0 || len(told) != 0):
 				t.Fatalf("%d messages left, OnEnd told %v; want the duplicate acknowledged and nothing told", len(left), told)
+			case tc.waiters && tc.want == "":
+				if watched, err := rm.Watched(context.Background()); len(told) != 0 || err != nil || !slices.Contains(watched, "s1") {
+					t.Fatalf("OnEnd told %v, watched %v, %v; want nothing told and s1 watched", told, watched, err)
+				}
 			case tc.waiters && (len(told) != 1 || told[0] != tc.want):
 				t.Fatalf("OnEnd told %v; want %s", told, tc.want)
 			case tc.waiters && tc.onEndOK && len(left) != 0:

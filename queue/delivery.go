@@ -853,9 +853,9 @@ func (c *Consumer) watchID(hctx context.Context, d *delivery) bool {
 // others wait for the run (Envelope.Waiters): it may be the only message
 // that says so (a child marked the row after the run's first message was
 // sent, and the mover sent the row again), and the delivery that moved
-// the run on may tell them nothing. A record not finished is told as a
-// death, which the end hook takes for a watch of the id (as for the
-// second message of a requeued death). It reports whether the message
+// the run on may tell them nothing. For a record not finished the id is
+// watched instead (ParentWatcher): an end made up for it could be taken,
+// by the time it is told, for another scheduling's. It reports whether the message
 // may be acknowledged; when the telling fails, the message is put back
 // as env, its deliveries counted, and settled. (Not carrying the end:
 // made up for a run not finished, or the record's before the id was
@@ -865,11 +865,7 @@ func (c *Consumer) tellMovedOn(hctx context.Context, d *delivery, r leasecrontyp
 	if !d.env.Waiters {
 		return true
 	}
-	st := r.State
-	if !st.Finished() {
-		st = leasecrontype.RunDead
-	}
-	if c.ended(hctx, d, st) {
+	if r.State.Finished() && c.ended(hctx, d, r.State) || !r.State.Finished() && c.watchID(hctx, d) {
 		return true
 	}
 	env.Dequeues = d.m.DequeueCount

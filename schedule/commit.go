@@ -90,7 +90,7 @@ func (m *Mover) commit(ctx context.Context, shard string, gen int64, batch []*pl
 		}
 	}
 	if !conflict(err) && !errors.Is(err, storage.ErrBadRequest) {
-		m.takeBackChanged(ctx, shard, batch)
+		m.takeBackChanged(ctx, shard, gen, batch)
 		return fmt.Errorf("remove moved rows: %w", err)
 	}
 	// Some row changed since it was read (or an index row or the next
@@ -98,7 +98,7 @@ func (m *Mover) commit(ctx context.Context, shard string, gen int64, batch []*pl
 	for i, p := range batch {
 		if uncommitted, err := m.commitOne(ctx, shard, gen, p); err != nil {
 			if uncommitted {
-				m.takeBackChanged(ctx, shard, batch[i:])
+				m.takeBackChanged(ctx, shard, gen, batch[i:])
 			}
 			return err
 		}
@@ -111,28 +111,56 @@ func (m *Mover) commit(ctx context.Context, shard string, gen int64, batch []*pl
 
 // takeBackChanged takes back the confirmations of the early-sent runs of
 // plans whose rows changed or went since they were read, after a commit
-// that failed and — the fence says — did not land, so that none of
-// theirs did either: a disable, cancel or reschedule removed the row
-// while the pass moved it, and the confirmations, written before the
-// commit, would otherwise stand, and the runs they confirm run (issue 38,
-// sweep seed 73944: a disabled series' two occurrences ran). A row that
-// cannot be read is left with its confirmations (logged).
-func (m *Mover) takeBackChanged(ctx context.Context, shard string, plans []*plan) {
+// that failed and — the fence said — had not landed: a disable, cancel or
+// reschedule removed the row while the pass moved it, and the
+// confirmations, written before the commit, would otherwise stand, and
+// the runs they confirm run (issue 38, sweep seed 73944: a disabled
+// series' two occurrences ran). Each is taken back only while the fence,
+// read after the row, still holds this term's generation under the ETag
+// it last saw (rowChangedNotByUs): a request that timed out may still
+// land later, deleting the row and moving the fence in one transaction,
+// and another term may have moved the row since this one's lease lapsed;
+// either way its confirmations stand. A row that cannot be read is left
+// with its confirmations (logged).
+func (m *Mover) takeBackChanged(ctx context.Context, shard string, gen int64, plans []*plan) {
 	for _, p := range plans {
 		if p.confirmed == 0 || ctx.Err() != nil {
 			continue
 		}
-		changed, err := m.rowChanged(ctx, shard, p)
+		changed, err := m.rowChangedNotByUs(ctx, shard, gen, p)
 		switch {
 		case err != nil:
 			m.count(func(s *MoverStats) { s.Errors++ })
-			m.o.Logger.Warn("cannot tell whether a row whose early-sent runs were confirmed is still as it was; the confirmations stand", "row", p.e.RowKey, "err", err)
+			m.o.Logger.Warn("cannot tell whether a row whose early-sent runs were confirmed was changed by another; the confirmations stand", "row", p.e.RowKey, "err", err)
+			return
 		case changed:
 			m.o.Logger.Info("row changed while it was moved; taking back the confirmations of its early-sent runs", "row", p.e.RowKey)
 			m.settled(p)
 			m.unconfirm(ctx, p)
 		}
 	}
+}
+
+// rowChangedNotByUs reports whether p's row is gone or changed since it
+// was read, by another than this term's transactions: read after the row,
+// the fence still holds gen under the ETag this term last saw, so none of
+// its transactions landed meanwhile (one that removes the row moves the
+// fence with it) and no other term has taken the shard. A fence that moved
+// is an error: what changed the row may be this term's own transaction,
+// landed late, or another term's move.
+func (m *Mover) rowChangedNotByUs(ctx context.Context, shard string, gen int64, p *plan) (bool, error) {
+	changed, err := m.rowChanged(ctx, shard, p)
+	if err != nil || !changed {
+		return false, err
+	}
+	moved, err := m.lostResponse(ctx, shard, gen)
+	switch {
+	case err != nil:
+		return false, err
+	case moved:
+		return false, fmt.Errorf("the fence of shard %s moved since this term's last transaction: it may have landed late", shard)
+	}
+	return true, nil
 }
 
 // rowChanged reports whether p's row is gone or changed since it was read.
@@ -184,9 +212,9 @@ func (m *Mover) commitOne(ctx context.Context, shard string, gen int64, p *plan)
 			withNext = false // the next occurrence is already there
 			continue
 		case errors.Is(err, storage.ErrNotFound), errors.Is(err, storage.ErrPreconditionFailed), errors.Is(err, storage.ErrBadRequest):
-			changed, gerr := m.rowChanged(ctx, shard, p)
+			changed, gerr := m.rowChangedNotByUs(ctx, shard, gen, p)
 			if gerr != nil {
-				return true, gerr
+				return false, gerr
 			}
 			if changed {
 				m.count(func(s *MoverStats) { s.Skipped++ })

@@ -470,6 +470,48 @@ func TestConfirmationsOfARowRemovedWhileItsSettlingFailedAreTakenBack(t *testing
 	}
 }
 
+// A row found changed is taken for another's change only while the fence,
+// read after it, still holds the term's generation under the ETag the
+// term last saw: a fence that moved means the term's own transaction may
+// have landed late (it deletes the row and moves the fence at once), or
+// another term moved the row; either way the confirmations stand.
+func TestARowChangedIsAnothersOnlyUnderAnUnmovedFence(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		fenceWriter int64 // 0: the fence left as it is
+		want        bool
+	}{
+		{"fence unmoved", 0, true},
+		{"this term's transaction landed late", 1, false},
+		{"another term took the shard", 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newMoverEnv(t, 1, MoverOptions{})
+			it := e.add(t, Item{ID: "b", Due: t0.Add(time.Hour)})
+			if err := e.m.takeFence(ctx(t), "00", 1); err != nil {
+				t.Fatal(err)
+			}
+			row, err := e.mt.Get(ctx(t), "00", mustKey(it.Due, "b"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.c.Cancel(ctx(t), "b"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.fenceWriter > 0 {
+				if _, err := e.mt.Submit(ctx(t), []table.Op{{Kind: table.Merge, PartitionKey: "00", RowKey: FenceRowKey,
+					Props: map[string]any{PropGeneration: tc.fenceWriter}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := e.m.rowChangedNotByUs(ctx(t), "00", 1, &plan{e: row})
+			if got != tc.want || (err == nil) != tc.want {
+				t.Fatalf("changed by another: %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
 // Backpressure counts only what is due: messages waiting invisibly for
 // their due time are not backlog.
 func TestBackpressureIgnoresWaitingMessages(t *testing.T) {
