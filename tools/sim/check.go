@@ -111,6 +111,7 @@ type ti struct {
 	cancelPart time.Time
 	cancelling time.Time // a cancel issued then is under way (zero once answered)
 	superseded time.Time // replaced by a later scheduling
+	tried      time.Time // when its schedule was tried (issued is set with the answer)
 	// alts are later schedulings of the id that may have taken this one's
 	// place: a replace of it due by then, whose row may already have been
 	// moved. Children wait for the id, so the first of them to end
@@ -397,7 +398,7 @@ func (c *checker) newTI(s TaskSpec, op *Op, cl *proc) *ti {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.nextInc++
-	t := &ti{inc: c.nextInc, spec: s, client: cl, op: op, snoozes: map[string]int{}}
+	t := &ti{inc: c.nextInc, spec: s, client: cl, op: op, snoozes: map[string]int{}, tried: c.w.now()}
 	t.id = s.ID
 	if s.Unique != nil {
 		t.id = "" // generated: a unique task's id must share its key's shard
@@ -511,6 +512,25 @@ func (c *checker) latestLocked(id string) *ti {
 		}
 		if l[i].accepted || l[i].ambiguous || l[i].returned.IsZero() {
 			return l[i] // scheduled, maybe scheduled, or not answered yet
+		}
+	}
+	return nil
+}
+
+// latestAtLocked is latestLocked as it stood when a change of id was
+// issued at at: the newest scheduling issued by then and not replaced by
+// then. A change answers for the scheduling it found, not for one issued
+// after it and answered first (seed 76740: a run-now, answered while a
+// replace issued after it was still under way, was filed against the
+// replace).
+func (c *checker) latestAtLocked(id string, at time.Time) *ti {
+	l := c.byID[id]
+	for i := len(l) - 1; i >= 0; i-- {
+		if l[i].tried.After(at) || !l[i].superseded.IsZero() && !l[i].superseded.After(at) {
+			continue
+		}
+		if l[i].accepted || l[i].ambiguous || l[i].returned.IsZero() {
+			return l[i]
 		}
 	}
 	return nil
@@ -740,6 +760,25 @@ func (c *checker) startedByLocked(runID string, at time.Time) bool {
 		return last.attempts > 0
 	}
 	return false
+}
+
+// endUnrecordedLocked reports whether the run runID's record said running
+// at attempt from from until to: the claim made before from stood, and
+// every state row it was given in between is a claim of that attempt
+// (another worker's takeover), none an end.
+func (c *checker) endUnrecordedLocked(runID string, attempt int, from, to time.Time) bool {
+	claimed := false
+	for _, r := range c.runStates[runID] {
+		switch {
+		case r.at.After(to):
+			return claimed
+		case !r.at.After(from):
+			claimed = r.state == leasecron.RunRunning && r.attempts == int64(attempt)
+		case r.state != leasecron.RunRunning || r.attempts != int64(attempt):
+			return false
+		}
+	}
+	return claimed
 }
 
 // movedRow is a schedule row a mover removed: when, the due time its key
@@ -1755,7 +1794,7 @@ func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.Ca
 func (c *checker) retimed(id string, issued time.Time, it leasecron.Item, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := c.latestLocked(id)
+	t := c.latestAtLocked(id, issued)
 	if t == nil {
 		return
 	}
@@ -1970,7 +2009,7 @@ func (c *checker) disabled(id string, on bool, issued time.Time, err error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := c.latestLocked(id)
+	t := c.latestAtLocked(id, issued)
 	if t == nil || t.spec.Recurrence == "" {
 		return
 	}
@@ -2318,14 +2357,15 @@ func (t *ti) fails() int {
 // retryBudget: no scheduling of a one-off task fails more attempts than
 // it is allowed before it dies (README, retries), but for attempts cut
 // short or whose run record's requests failed (an end not recorded, its
-// message met again), which may be counted again, and dead
-// letters requeued, which start over.
+// message met again), which may be counted again, attempts made again
+// by another worker after their first worker's claim lapsed (remadeFails),
+// and dead letters requeued, which start over.
 func (c *checker) retryBudget() {
 	for _, t := range c.tis {
 		if t.spec.Recurrence != "" || t.ambiguous || c.runsTroubled(t) || c.requeuedAny(t) {
 			continue
 		}
-		if fails, n := t.fails(), t.maxAttempts(); fails > n {
+		if fails, n := t.fails()-c.remadeFails(t), t.maxAttempts(); fails > n {
 			c.violate(InvAtLeastOnce, "%s (scheduling %d) failed %d attempts, more than the %d it is allowed (%s)", t.id, t.inc, fails, n, t.spec)
 		}
 	}
@@ -2928,8 +2968,25 @@ func (c *checker) finalBulk() {
 	}
 }
 
-// lapsedBefore returns the earlier first attempt of t whose lapsed claim
-// explains r, a first attempt that began while it was under way on a
+// remadeFails counts t's failed starts that made an attempt again
+// because the claim of an earlier start of that attempt lapsed
+// (lapsedBefore): at-least-once delivery, not an attempt of the budget.
+func (c *checker) remadeFails(t *ti) int {
+	n := 0
+	used := map[*runEv]bool{}
+	for _, r := range t.starts {
+		if o := c.lapsedBefore(t, r, used); o != nil {
+			used[o] = true
+			if r.outcome == "fail" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// lapsedBefore returns the earlier start of r's attempt of t whose lapsed
+// claim explains r, a start that began while it was under way on a
 // process killed, frozen or struck by a storage fault since it began: r
 // is that attempt delivered again (at-least-once delivery), not one
 // brought back by a requeue (seed 15368). Each lapse explains one start
@@ -2937,10 +2994,15 @@ func (c *checker) finalBulk() {
 // dead meanwhile, say — is counted. Nil when none does. (Not bounded by
 // the task's first death: the worker whose claim lapsed records the end
 // of its attempt, a death at the last, while the message lives on with
-// the worker that took it over.)
+// the worker that took it over.) A handler that had returned before r
+// began counts while its end was still unrecorded when r began (seed
+// 76185: the worker's visibility update hung 10 s after a failed
+// attempt, the message reappeared and another worker took the run over
+// at the same attempt, as the README allows).
 func (c *checker) lapsedBefore(t *ti, r *runEv, used map[*runEv]bool) *runEv {
 	for _, o := range t.starts {
-		if o != r && !used[o] && o.attempt == 1 && o.start.Before(r.start) && (o.end.IsZero() || o.end.After(r.start)) &&
+		if o != r && !used[o] && o.attempt == r.attempt && o.start.Before(r.start) &&
+			(o.end.IsZero() || o.end.After(r.start) || c.endUnrecordedLocked(o.runID, o.attempt, o.start, r.start)) &&
 			(c.downAround(o.proc, o.start, r.start) || hitBetween(c.hits[o.proc], o.start, r.start)) {
 			return o
 		}

@@ -212,6 +212,62 @@ func TestAClaimThatLapsedIsNotAnotherFirstAttempt(t *testing.T) {
 	}
 }
 
+// An attempt whose handler had returned, but whose end its worker had not
+// yet recorded when another worker took the run over at the same attempt
+// (the message reappeared while a visibility update hung), is the same
+// attempt made again: not one more of the retry budget, nor another first
+// attempt (seed 76185). Had the end been recorded before the takeover, the
+// second start is counted.
+func TestAnAttemptWhoseEndWasUnrecordedIsMadeAgain(t *testing.T) {
+	for _, late := range []bool{true, false} {
+		t.Run(fmt.Sprintf("end recorded late %v", late), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				w1, w2 := &proc{w: w, name: "w1"}, &proc{w: w, name: "w2"}
+				task := c.newTI(TaskSpec{ID: "t1", Type: "plain", MaxAttempts: 2, Behaviour: Behaviour{Fail: -1}}, nil, nil)
+				c.scheduled(task, w.now(), leasecron.Item{ID: "t1", Due: w.now()}, nil)
+				start := w.now()
+				state := func(st string, attempts int64) {
+					c.runsCommit(memstore.Commit{Table: runsTable, Partition: "p0", Rows: []memstore.CommittedRow{
+						{RowKey: "x~" + st + "~1~t1", Props: map[string]any{"Id": "t1", "State": st, "Attempts": attempts}},
+					}})
+				}
+				attempt := func(p *proc, n int, from, to time.Duration) {
+					task.starts = append(task.starts, &runEv{ti: task, runID: "t1", due: task.due, attempt: n, proc: p,
+						start: start.Add(from), end: start.Add(to), outcome: "fail"})
+				}
+				state("running", 1)
+				attempt(w1, 1, 0, 10*time.Second)
+				time.Sleep(5 * time.Second)
+				c.hit(w1, "queue", "/leasecron-work/messages/m1", nil) // a visibility update that hangs
+				time.Sleep(6 * time.Second)
+				if !late {
+					state("failed", 1)
+				}
+				time.Sleep(9 * time.Second)
+				attempt(w2, 1, 20*time.Second, 30*time.Second)
+				state("running", 1)
+				time.Sleep(15 * time.Second)
+				state("failed", 1)
+				time.Sleep(5 * time.Second)
+				state("running", 2)
+				attempt(w2, 2, 40*time.Second, 50*time.Second)
+				time.Sleep(10 * time.Second)
+				state("dead", 2)
+				time.Sleep(2 * time.Minute)
+				c.retryBudget()
+				c.finalBulk()
+				if late && len(c.violations) != 0 {
+					t.Errorf("an attempt made again while its first end was unrecorded was counted: %v", c.violations)
+				}
+				if !late && len(c.violations) != 2 {
+					t.Errorf("a start after the first attempt's end was recorded passed as the same attempt: %v; want a violation from each check", c.violations)
+				}
+			})
+		})
+	}
+}
+
 // A replace of a row whose run the mover had already recorded as queued —
 // the move under way, its message sent and the row not yet removed —
 // races with the move, which the README lets the old version win (seed
@@ -974,6 +1030,29 @@ func (r raceSpec) reschedule(t *testing.T, c *checker, id string, old, due time.
 		m.due = old.Add(time.Second)
 	}
 	c.sent([]sentMsg{m})
+}
+
+// A change of an id answers for the scheduling it found when it was
+// issued: a run-now answered while a replace issued after it is still
+// under way moved the first scheduling, not the replace (seed 76740).
+func TestAChangeAppliesToTheSchedulingIssuedBeforeIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		first := c.newTI(TaskSpec{ID: "t4", Type: "plain"}, nil, nil)
+		c.scheduled(first, w.now(), leasecron.Item{ID: "t4", Due: w.now().Add(time.Hour)}, nil)
+		time.Sleep(time.Second)
+		issued := w.now()
+		time.Sleep(time.Second)
+		replace := c.newTI(TaskSpec{ID: "t4", Type: "plain", Replace: true}, nil, nil)
+		time.Sleep(time.Second)
+		c.retimed("t4", issued, leasecron.Item{ID: "t4", Due: w.now()}, nil)
+		if len(first.retimes) != 1 || len(replace.retimes) != 0 {
+			t.Errorf("a run-now issued before a replace was filed against the replace: %d retimes of the first, %d of the replace", len(first.retimes), len(replace.retimes))
+		}
+		if !first.due.Equal(w.now()) {
+			t.Errorf("the first scheduling's due is %s; want the run-now's %s", c.at(first.due), c.at(w.now()))
+		}
+	})
 }
 
 // A child --after-any an id scheduled again, issued before the new
