@@ -1177,12 +1177,14 @@ func (c *checker) holdsBarCancelUnderWay(t *ti, at time.Time) bool {
 		}
 		return false
 	}
-	// A requeue from the dead letters makes it live again.
-	for _, q := range t.requeued {
-		if at.After(q) && (!ended || end.Before(q) || at.Before(end)) {
-			if !ended || end.Before(q) {
-				return true
-			}
+	// A requeue from the dead letters makes it live again, from some
+	// moment between its issue and its answer, until it dies again: a
+	// death after the requeue was issued may come before its answer
+	// (seed 75550: a requeue answered 7 s late, its task brought back,
+	// run and dead again 2 s before).
+	for i, q := range t.requeued {
+		if at.After(q) && (!ended || end.Before(t.requeuedFrom[i])) {
+			return true
 		}
 	}
 	if !ended {

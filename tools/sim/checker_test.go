@@ -1032,6 +1032,39 @@ func (r raceSpec) reschedule(t *testing.T, c *checker, id string, old, due time.
 	c.sent([]sentMsg{m})
 }
 
+// A dead letter requeued lives again until it dies again, though the
+// requeue answers after that death: its key is free a window after the
+// last death (seed 75550: the requeue answered 7 s late, its task run and
+// dead again 2 s before the answer). Without a later death it holds.
+func TestARequeuedTaskThatDiedBeforeTheAnswerFreesItsKey(t *testing.T) {
+	for _, diesAgain := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dies again %v", diesAgain), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				task := c.newTI(TaskSpec{ID: "t1", Type: "plain", MaxAttempts: 1, Behaviour: Behaviour{Fail: -1}, Unique: &UniqueSpec{Key: "k1", For: 5 * time.Second}}, nil, nil)
+				c.scheduled(task, w.now(), leasecron.Item{ID: "t1", Due: w.now()}, nil)
+				attempt := func() {
+					task.starts = append(task.starts, &runEv{ti: task, runID: "t1", due: task.due, attempt: 1, start: w.now(), end: w.now(), outcome: "fail"})
+				}
+				time.Sleep(time.Second)
+				attempt()
+				time.Sleep(time.Minute)
+				issued := w.now()
+				if diesAgain {
+					time.Sleep(5 * time.Second)
+					attempt()
+				}
+				time.Sleep(2 * time.Second)
+				c.requeued("t1", issued, nil)
+				time.Sleep(time.Minute)
+				if got := c.holds(task, w.now()); got == diesAgain {
+					t.Errorf("key held a minute after the requeue answered: %v; want %v", got, !diesAgain)
+				}
+			})
+		})
+	}
+}
+
 // A change of an id answers for the scheduling it found when it was
 // issued: a run-now answered while a replace issued after it is still
 // under way moved the first scheduling, not the replace (seed 76740).
