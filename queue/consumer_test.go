@@ -2546,3 +2546,55 @@ func diedAndRequeued(t *testing.T, rm *runs.Memory, id string, due time.Time) {
 		t.Fatal(err)
 	}
 }
+
+// A used-up copy of a run whose record is another scheduling's of the id
+// by now (the task was rescheduled or replaced after its message was
+// sent, and deliveries that left no trace used the message up) tells no
+// death: the run it stands for did not die, and what waits for the id
+// waits for the new scheduling, whose run is still to come. It is
+// acknowledged without a dead letter, and the id is left to the traffic
+// cop's watch (a review of issue 38: the crash guard's set-aside told the
+// new scheduling's dependents that it had died).
+func TestUsedUpCopyOfAnotherSchedulingTellsNoDeath(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{MaxAttempts: 3, CrashMargin: 1, VisibilityTimeout: 10 * time.Second}})
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	var told []leasecrontype.RunState
+	var mu sync.Mutex
+	h.c.o.OnEnd = func(_ context.Context, _ Envelope, st leasecrontype.RunState) error {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, st)
+		return nil
+	}
+	got := alwaysFails(h)
+	ctx := context.Background()
+	old := h.clk.Now()
+	again := old.Add(time.Hour)
+	if m := rm.MarkQueued(ctx, []runs.Mark{{ID: "p", Meta: runs.Meta{Type: "t", Due: again}}}); !m[0] {
+		t.Fatal("the new scheduling's mark failed")
+	}
+	h.enqueue(Envelope{ID: "p", Type: "t", Due: old, Waiters: true})
+	for range 4 { // MaxAttempts + CrashMargin deliveries that left no trace
+		if _, err := h.work.Dequeue(ctx, 1, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h.clk.Advance(time.Second)
+	}
+	h.start()
+	h.expect(OutcomeSuperseded)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 0 {
+		t.Errorf("OnEnd told %v; want nothing told of the old run", told)
+	}
+	if dls := h.deadLetters(); len(dls) != 0 {
+		t.Errorf("dead letters = %+v; want none", dls)
+	}
+	if n := len(h.work.all()); n != 0 || got.n() != 0 {
+		t.Errorf("%d messages left, the handler ran %d times; want the message gone, never run", n, got.n())
+	}
+	if r := mustRun(t, rm, "p", runs.Queued); !r.Due.Equal(again) {
+		t.Errorf("the new scheduling's record: %+v", r)
+	}
+}
