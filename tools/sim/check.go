@@ -2265,7 +2265,7 @@ func (c *checker) finalTasks() {
 			// and that one's death shows (seed 12400: a dying task's
 			// requeued run, replaced while it worked, the replacement
 			// cancelled by a bulk cancel begun just before).
-			if len(t.starts) == 0 && c.deathOfEarlierShows(t) {
+			if len(t.starts) == 0 && c.deathOfEarlierShows(t) || c.earlierDeathAfterSuccess(t, st) {
 				continue
 			}
 			if t.spec.Behaviour.Fail == 0 && !c.anyTroubled(t) && !t.ambiguous {
@@ -2883,6 +2883,42 @@ func (c *checker) callbackCancelledInTime(b *batch) bool {
 		}
 	}
 	return cb.cancelIssued().Before(last.Add(time.Minute))
+}
+
+// earlierDeathAfterSuccess reports whether the id's dead record describes
+// an earlier scheduling's run, not t's, which succeeded: the record's due
+// time is one an earlier scheduling's attempts ran under and none of t's,
+// and that scheduling died after t's last attempt ended. A run of an
+// earlier scheduling still in the queue (a requeued dead letter held by a
+// pause past runs.QueuedWait) runs after the id was scheduled again, and
+// its claim takes the id's one record back (README, cancel; simulator
+// row 63; seed 80893: t2's requeued pausable run died 5 min after its
+// replacement succeeded).
+func (c *checker) earlierDeathAfterSuccess(t *ti, st leasecron.Status) bool {
+	if st.Run == nil || st.Run.Due.IsZero() {
+		return false
+	}
+	var okEnd time.Time
+	for _, r := range t.starts {
+		if sameDue(r.due, st.Run.Due) {
+			return false // the record is t's own
+		}
+		if r.outcome == "ok" && r.end.After(okEnd) {
+			okEnd = r.end
+		}
+	}
+	if okEnd.IsZero() {
+		return false // t did not succeed: its own fate must still show
+	}
+	for _, o := range c.byID[t.id] {
+		if o == t || !slices.ContainsFunc(o.starts, func(r *runEv) bool { return sameDue(r.due, st.Run.Due) }) {
+			continue
+		}
+		if _, last, died := o.deaths(); died && last.After(okEnd) {
+			return true
+		}
+	}
+	return false
 }
 
 // deathOfEarlierShows reports whether t, the latest scheduling of its id,

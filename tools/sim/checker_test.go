@@ -1399,3 +1399,42 @@ func TestTheSchedulingAChildWaitsFor(t *testing.T) {
 func okNow(w *World, t *ti, runID string, due time.Time) *runEv {
 	return &runEv{ti: t, runID: runID, due: due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now(), end: w.now(), outcome: "ok"}
 }
+
+// An earlier scheduling's requeued run, held by a pause past QueuedWait,
+// may run and die after the id's replacement succeeded; the record then
+// shows its death, not the replacement's (seed 80893). A record of the
+// replacement's own due time that says dead is still its early death.
+func TestAnEarlierRequeuedRunsDeathAfterTheReplacementSucceeded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		first := c.newTI(TaskSpec{ID: "t2", Type: "pausable", Behaviour: Behaviour{Fail: -1}}, nil, nil)
+		c.scheduled(first, w.now(), leasecron.Item{ID: "t2", Due: w.now().Add(4 * time.Second)}, nil)
+		time.Sleep(5 * time.Second)
+		for i := 1; i <= 3; i++ {
+			addAttempt(w, first, i, w.now(), "fail")
+		}
+		time.Sleep(30 * time.Second)
+		first.requeued, first.requeuedFrom = append(first.requeued, w.now()), append(first.requeuedFrom, w.now())
+		time.Sleep(70 * time.Second)
+		repl := c.newTI(TaskSpec{ID: "t2", Type: "limited", Replace: true, Behaviour: Behaviour{Fail: 1}}, nil, nil)
+		c.scheduled(repl, w.now(), leasecron.Item{ID: "t2", Due: w.now().Add(7 * time.Second)}, nil)
+		time.Sleep(4 * time.Minute)
+		addAttempt(w, repl, 1, w.now(), "fail")
+		time.Sleep(5 * time.Second)
+		addAttempt(w, repl, 2, w.now(), "ok")
+		time.Sleep(5 * time.Minute)
+		for i := 1; i <= 3; i++ { // the requeued run, back after the pause hold
+			addAttempt(w, first, i, w.now(), "fail")
+		}
+		c.deadLeft = map[string]bool{"t2": true}
+		c.deadWhy = map[string][]string{"t2": {"failed 3 of 3 attempts; last error: sim: attempt 3 fails as planned"}}
+		c.status["t2"] = leasecron.Status{Run: &leasecron.Run{State: leasecron.RunDead, Due: first.due}}
+		if got := finalTaskViolations(c); len(got) != 0 {
+			t.Errorf("the earlier scheduling's death shown after the replacement succeeded was taken for the replacement's: %q", got)
+		}
+		c.status["t2"] = leasecron.Status{Run: &leasecron.Run{State: leasecron.RunDead, Due: repl.due}}
+		if got := finalTaskViolations(c); len(got) != 1 || !strings.Contains(got[0], "t2 ended dead though only its first 1 attempts fail") {
+			t.Errorf("a dead record of the replacement's own due time: %q, want its early death", got)
+		}
+	})
+}
