@@ -2233,10 +2233,41 @@ func (c *checker) final() []Violation {
 	return c.violations
 }
 
+// writtenLastLocked returns, instead of t (the latest scheduling of id by
+// when it was tried), an earlier-tried one that was still under way when t
+// was tried and answered success after it, when the last write of the id's
+// schedule row is of that one's due time and not t's. A schedule --file
+// holds an id only from its index rows' write, so a schedule of one of its
+// ids tried meanwhile may be written, run and end before the file writes
+// that line (README, Scheduling many tasks at once; seed 80188: the
+// file's plain line, written after the pausable schedule of its id had
+// succeeded, was then cancelled by a bulk cancel of plain tasks).
+func (c *checker) writtenLastLocked(id string, t *ti) *ti {
+	var last *rowWrite
+	for i := range c.rowWrites[id] {
+		if w := &c.rowWrites[id][i]; !w.removed {
+			last = w
+		}
+	}
+	if last == nil || sameDue(last.due, t.due) || sameDue(last.due, t.schedDue) {
+		return t
+	}
+	for _, o := range c.byID[id] {
+		if o != t && o.accepted && o.superseded.IsZero() && o.tried.Before(t.tried) &&
+			o.returned.After(t.tried) && (sameDue(last.due, o.due) || sameDue(last.due, o.schedDue)) {
+			return o
+		}
+	}
+	return t
+}
+
 // finalTasks: every task's latest scheduling has ended as it should.
 func (c *checker) finalTasks() {
 	for id := range c.byID {
 		t := c.latestLocked(id)
+		if t != nil {
+			t = c.writtenLastLocked(id, t)
+		}
 		if t == nil || t.spec.Recurrence != "" {
 			continue
 		}

@@ -1438,3 +1438,44 @@ func TestAnEarlierRequeuedRunsDeathAfterTheReplacementSucceeded(t *testing.T) {
 		}
 	})
 }
+
+// A schedule --file under way when a schedule of one of its ids was tried,
+// answered, run and ended may write that line afterwards: the id's final
+// record is the line's, and a bulk cancel of the line's type that cancels
+// it is no unexplained cancel of the other scheduling; one of another type
+// is (sim seed 80188).
+func TestAFileLineWrittenAfterAScheduleItOverlappedIsTheLatest(t *testing.T) {
+	for _, tc := range []struct {
+		bulkType  string
+		violation bool
+	}{{"plain", false}, {"limited", true}} {
+		synctest.Test(t, func(t *testing.T) {
+			w, c := newTestChecker()
+			w1 := &proc{w: w, name: "w1"}
+			line := c.newTI(TaskSpec{ID: "t1687", Type: "plain"}, &Op{Kind: OpMany}, nil) // tried first
+			lineIssued := w.now()
+			time.Sleep(5 * time.Second)
+			one := c.newTI(TaskSpec{ID: "t1687", Type: "pausable"}, nil, nil)
+			oneDue := w.now().Add(4 * time.Second)
+			rk1, _ := schedule.RowKey(oneDue, "t1687")
+			c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "05", Rows: []memstore.CommittedRow{{RowKey: rk1}}})
+			c.scheduled(one, w.now(), leasecron.Item{ID: "t1687", Due: oneDue}, nil)
+			time.Sleep(5 * time.Second)
+			c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "05", Rows: []memstore.CommittedRow{{RowKey: rk1, Deleted: true}, {RowKey: fenceRow}}})
+			one.starts = append(one.starts, &runEv{ti: one, runID: "t1687", due: oneDue, attempt: 1, proc: w1, start: w.now(), end: w.now(), outcome: "ok"})
+			time.Sleep(time.Second)
+			lineDue := w.now().Add(3 * time.Minute)
+			rk2, _ := schedule.RowKey(lineDue, "t1687")
+			c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "05", Rows: []memstore.CommittedRow{{RowKey: rk2}}})
+			time.Sleep(10 * time.Second)
+			c.scheduled(line, lineIssued, leasecron.Item{ID: "t1687", Due: lineDue}, nil)
+			time.Sleep(time.Minute)
+			c.bulk(bulkEv{id: "bulk-1", kind: "cancel-pending", typ: tc.bulkType, started: w.now(), ended: w.now().Add(20 * time.Second), ok: true})
+			time.Sleep(time.Minute)
+			c.status["t1687"] = leasecron.Status{Run: &leasecron.Run{State: leasecron.RunCancelled}}
+			if got := len(finalTaskViolations(c)) > 0; got != tc.violation {
+				t.Errorf("bulk of %s: violation %v, want %v (%v)", tc.bulkType, got, tc.violation, c.violations)
+			}
+		})
+	}
+}
