@@ -1765,7 +1765,11 @@ func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.Ca
 		overlapped := t.returned.IsZero() || !res.Removed && t.returned.After(issued) && !c.movedLocked(id, t.due, time.Time{}, issued)
 		inFlight := overlapped && slices.ContainsFunc(c.byID[id], func(o *ti) bool {
 			_, ended := o.finalEnd()
-			return o != t && (o.accepted || o.ambiguous) && !ended
+			// (Not answered yet counts: its row may be written, its run
+			// under way — seed 80178: the first scheduling's client
+			// answered 58 ms after the cancel, which had marked that
+			// scheduling's started run.)
+			return o != t && (o.accepted || o.ambiguous || o.returned.IsZero()) && !ended
 		})
 		if t.cancelled.IsZero() && !inFlight {
 			t.cancelled = now
@@ -1778,7 +1782,7 @@ func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.Ca
 		// (README: cancel marks the run cancelled; seed 1687: a batch
 		// member, its id scheduled again and that task cancelled).
 		for _, o := range c.byID[id] {
-			if o != t && (o.accepted || o.ambiguous) && o.cancelTry.IsZero() {
+			if o != t && (o.accepted || o.ambiguous || o.returned.IsZero()) && o.cancelTry.IsZero() {
 				if _, ended := o.finalEnd(); !ended {
 					o.cancelTry = issued
 				}

@@ -1479,3 +1479,53 @@ func TestAFileLineWrittenAfterAScheduleItOverlappedIsTheLatest(t *testing.T) {
 		})
 	}
 }
+
+// A cancel that met the row of the id's first scheduling — its message
+// sent by its own client and already started — marked that run; a replace
+// issued before the cancel wrote its row after the cancel's read and
+// answered first, while the first schedule's client answered only after
+// the cancel (seed 80178). The replace's task may run after the cancel
+// returned. If the first scheduling's run had ended before the cancel,
+// the replace's is the one the cancel stopped.
+func TestACancelMayHaveMarkedTheRunOfAnUnansweredScheduling(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		firstEnds bool
+		violation bool
+	}{
+		{"first under way, not answered", false, false},
+		{"first ended before the cancel", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				first := c.newTI(TaskSpec{ID: "t7", Type: "slow"}, nil, nil)
+				firstIssued := w.now()
+				time.Sleep(3 * time.Second)
+				run := &runEv{ti: first, runID: "t7", due: firstIssued, attempt: 1, proc: &proc{w: w, name: "w2"}, start: w.now()}
+				if tc.firstEnds {
+					run.end, run.outcome = w.now(), "ok"
+				}
+				first.starts = append(first.starts, run)
+				time.Sleep(time.Second)
+				replace := c.newTI(TaskSpec{ID: "t7", Type: "rated", Replace: true}, nil, nil)
+				replaceIssued := w.now()
+				time.Sleep(4 * time.Second)
+				cancelIssued := w.now()
+				aim := c.cancelIssued("t7", cancelIssued) // B: the newest, unanswered
+				time.Sleep(2 * time.Second)
+				c.scheduled(replace, replaceIssued, leasecron.Item{ID: "t7", Due: w.now()}, nil)
+				time.Sleep(200 * time.Millisecond)
+				c.cancelled(aim, "t7", cancelIssued, leasecron.CancelResult{ID: "t7", Marked: true}, nil, nil)
+				time.Sleep(50 * time.Millisecond)
+				c.scheduled(first, firstIssued, leasecron.Item{ID: "t7", Due: firstIssued}, nil)
+				time.Sleep(time.Minute)
+				got := violationsOf(c, func() { c.checkStartLocked(replace, okNow(w, replace, "t7", replace.due)) })
+				got = slices.DeleteFunc(got, func(v string) bool { return !strings.Contains(v, "after a cancel returned") })
+				if (len(got) > 0) != tc.violation {
+					t.Errorf("violations %q; want one: %v", got, tc.violation)
+				}
+			})
+		})
+	}
+}
