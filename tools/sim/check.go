@@ -1066,6 +1066,14 @@ func (c *checker) inheritLocked(old, t *ti) {
 		t.batch = b
 		if i := slices.Index(b.members, old); i >= 0 {
 			b.members[i] = t
+			// The schedulings that may have taken old's place before t did
+			// (a replace answered while old's batch was under way: seed
+			// 80978, whose replace ran and ended the member before a later
+			// replace was taken for the pending member's) may still have:
+			// the batch may have heard of their end.
+			if alts := b.alt[old]; len(alts) > 0 {
+				b.alt[t] = append(b.alt[t], alts...)
+			}
 		} else {
 			c.batchAltLocked(old, t) // old took a member's place
 		}

@@ -1529,3 +1529,37 @@ func TestACancelMayHaveMarkedTheRunOfAnUnansweredScheduling(t *testing.T) {
 		})
 	}
 }
+
+// A replace of a batch member answered while the batch was under way may
+// have taken the member's place and ended it; a later replace, taken for
+// the pending member's, does not undo that (sim seed 80978: the member's
+// replacement succeeded and the batch counted it; a replace a minute later
+// was a task of its own, and died after the callback ran).
+func TestAReplaceAnsweredBeforeItsBatchStillEndsTheMemberAfterALaterReplace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		file := &Op{Kind: OpMany, Batch: "b1"}
+		b := c.newBatch("b1")
+		member := c.newTI(TaskSpec{ID: "m", Type: "plain"}, file, nil)
+		member.batch, b.members = b, append(b.members, member)
+		issued, due := w.now(), w.now().Add(3*time.Minute)
+		time.Sleep(2 * time.Second)
+		r1 := c.newTI(TaskSpec{ID: "m", Type: "plain", Replace: true}, nil, nil)
+		c.scheduled(r1, w.now(), leasecron.Item{ID: "m", Due: w.now()}, nil)
+		time.Sleep(2 * time.Second)
+		c.scheduled(member, issued, leasecron.Item{ID: "m", Due: due, Batch: "b1"}, nil) // the batch answers late
+		time.Sleep(5 * time.Second)
+		addAttempt(w, r1, 1, w.now(), "ok")
+		time.Sleep(time.Minute)
+		r2 := c.newTI(TaskSpec{ID: "m", Type: "limited", Replace: true}, nil, nil)
+		c.scheduled(r2, w.now(), leasecron.Item{ID: "m", Due: w.now().Add(2 * time.Second)}, nil)
+		time.Sleep(time.Second)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, m := range b.members {
+			if end, how := c.memberEnd(b, m, w.now()); end.IsZero() {
+				t.Errorf("member %s (scheduling %d) taken for not ended (%s); the replace answered before its batch succeeded", m.id, m.inc, how)
+			}
+		}
+	})
+}
