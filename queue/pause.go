@@ -27,6 +27,7 @@ type pauseState struct {
 	mu     sync.Mutex
 	types  map[string]time.Time
 	readAt time.Time // zero: never read
+	okAt   time.Time // when a read last succeeded (zero: never)
 	held   map[string]heldMsg
 }
 
@@ -39,7 +40,8 @@ type heldMsg struct {
 // pausedUntil reports whether typ is paused now (and until when; zero:
 // until resumed), reading the PauseSource when the last read is older than
 // PauseCheck. A failed read keeps the last known state: a storage outage
-// neither pauses nor resumes anything.
+// neither pauses nor resumes anything (a read that fails when the state
+// kept is older than two checks is tried once more first).
 func (c *Consumer) pausedUntil(hctx context.Context, typ string) (time.Time, bool) {
 	if c.o.Pauses == nil {
 		return time.Time{}, false
@@ -77,17 +79,34 @@ func (c *Consumer) refreshPauses(hctx context.Context, force bool) {
 	if fresh && !force {
 		return
 	}
-	ctx, cancel := c.opCtx(hctx)
-	types, err := c.o.Pauses.PausedTypes(ctx)
-	cancel()
+	types, err := c.readPauses(hctx)
+	c.pause.mu.Lock()
+	stale := c.clk.Now().Sub(c.pause.okAt) > 2*c.o.PauseCheck
+	c.pause.mu.Unlock()
+	if err != nil && stale && hctx.Err() == nil {
+		// The state kept is older than two checks (the read was held up,
+		// or its process stopped, past its timeout): one more try, with a
+		// fresh timeout, before trusting it for another PauseCheck (issue
+		// 38, the simulator's seed 77038: a worker frozen for 70 s with a
+		// read in hand ran a type paused meanwhile on the state it had
+		// read before the freeze).
+		types, err = c.readPauses(hctx)
+	}
 	c.pause.mu.Lock()
 	defer c.pause.mu.Unlock()
 	c.pause.readAt = c.clk.Now()
 	if err != nil {
-		c.log.Warn("reading the pause state failed; keeping the last known state", "err", err)
+		c.log.Warn("reading the pause state failed; keeping the last known state", "err", err, "read_ok_at", c.pause.okAt)
 		return
 	}
-	c.pause.types = types
+	c.pause.types, c.pause.okAt = types, c.pause.readAt
+}
+
+// readPauses reads the PauseSource once, within the storage timeout.
+func (c *Consumer) readPauses(hctx context.Context) (map[string]time.Time, error) {
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	return c.o.Pauses.PausedTypes(ctx)
 }
 
 // holdPaused hides a message of a paused type without counting an attempt:

@@ -18,12 +18,17 @@ type pauseSource struct {
 	types map[string]time.Time
 	reads int
 	err   error
+	fails int // the next reads that fail, before err is looked at
 }
 
 func (p *pauseSource) PausedTypes(context.Context) (map[string]time.Time, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.reads++
+	if p.fails > 0 {
+		p.fails--
+		return nil, errors.New("context deadline exceeded")
+	}
 	if p.err != nil {
 		return nil, p.err
 	}
@@ -144,8 +149,8 @@ func TestPauseReadsOnlyWithWork(t *testing.T) {
 	h.enqueue(Envelope{ID: "n1", Type: "notify"})
 	h.clk.Advance(h.waitIdle())
 	h.expect(OutcomeSucceeded)
-	if n := src.readCount(); n != 1 {
-		t.Fatalf("pause reads = %d, want 1", n)
+	if n := src.readCount(); n != 2 {
+		t.Fatalf("pause reads = %d, want 2 (the failed read tried once more: no state was ever read)", n)
 	}
 }
 
@@ -352,4 +357,33 @@ func pausedDuringClaim(t *testing.T) (*harness, *pauseSource, *slowClaims) {
 	rs.slow.Store(1)
 	h.c.o.Runs = rs
 	return h, src, rs
+}
+
+// A read that fails when the state kept is older than two checks — the
+// worker stopped (frozen) with a read in hand past its timeout — is tried
+// once more with a fresh timeout before the old state is trusted again: a
+// pause begun meanwhile holds the type (issue 38, seed 77038). A failure
+// while the state is fresh keeps it without a second read.
+func TestAStalePauseStateIsReadAgainAfterAFailedRead(t *testing.T) {
+	src := &pauseSource{types: map[string]time.Time{}}
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{PauseCheck: 5 * time.Second}, Pauses: src})
+	ctx := context.Background()
+	if _, paused := h.c.pausedUntil(ctx, "report"); paused || src.readCount() != 1 {
+		t.Fatalf("first read: paused %v after %d reads", paused, src.readCount())
+	}
+	h.clk.Advance(6 * time.Second)
+	src.mu.Lock()
+	src.fails = 1
+	src.mu.Unlock()
+	src.set("report", time.Time{}, true)
+	if _, paused := h.c.pausedUntil(ctx, "report"); paused || src.readCount() != 2 {
+		t.Fatalf("a failed read of a fresh state: paused %v after %d reads; want the state kept, no second read", paused, src.readCount())
+	}
+	h.clk.Advance(70 * time.Second) // frozen
+	src.mu.Lock()
+	src.fails = 1
+	src.mu.Unlock()
+	if _, paused := h.c.pausedUntil(ctx, "report"); !paused || src.readCount() != 4 {
+		t.Fatalf("a failed read of a state 76 s old: paused %v after %d reads; want it read again and paused", paused, src.readCount())
+	}
 }
