@@ -332,8 +332,12 @@ func (c *checker) boardTroubled(p *proc, from, to time.Time) bool {
 	return c.downAround(p, from, to) || p.killed() || hitBetween(c.board.hits[p], from, to)
 }
 
+// drainIssued notes that a drain of p was issued: from then on it may
+// take effect, whatever it answers.
+func (c *checker) drainIssued(p *proc) { c.note(p, "drain requested") }
+
 // stoppedBetween reports whether p was stopped (SIGTERM) or drained
-// within [from, to] (a drain asked for up to a minute before): a run it
+// within [from, to] (a drain issued up to a minute before): a run it
 // interrupted is recorded to run again now.
 func (c *checker) stoppedBetween(p *proc, from, to time.Time) bool {
 	return slices.ContainsFunc(c.notes[p], func(n procNote) bool {

@@ -1563,3 +1563,39 @@ func TestAReplaceAnsweredBeforeItsBatchStillEndsTheMemberAfterALaterReplace(t *t
 		}
 	})
 }
+
+// A drain takes effect before it answers, or under an error whose write
+// committed (seed 81913): the run it interrupts may run again at once
+// elsewhere, its claim's start (by another clock) even earlier.
+func TestADrainCountsFromItsIssueNotItsAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		w.plan.Board = &BoardSpec{Cycle: 5 * time.Second}
+		w3, w1 := &proc{name: "w3", id: "w3-1"}, &proc{name: "w1", id: "w1-1"}
+		t0 := w.now()
+		k := &boardKey{ops: []*boardOpEv{{kind: OpBoardAdd, key: "b3", interval: 15 * time.Second, issued: t0, answered: t0}}}
+		time.Sleep(38 * time.Second)
+		c.drainIssued(w3) // issued; not answered (or answered an error)
+		time.Sleep(2 * time.Second)
+		prev := &boardRun{key: "b3", proc: w3, start: w.now(), claimed: w.now(), due: w.now().Add(640 * time.Millisecond)}
+		time.Sleep(50 * time.Millisecond)
+		prev.end, prev.outcome = w.now(), "interrupted"
+		time.Sleep(75 * time.Millisecond)
+		next := &boardRun{key: "b3", proc: w1, start: w.now(), claimed: w.now(), due: prev.due.Add(-518 * time.Millisecond)}
+		k.runs = []*boardRun{prev}
+		c.mu.Lock()
+		least, why := c.boardLeastGapLocked(k, prev, next)
+		c.mu.Unlock()
+		if least != 0 {
+			t.Errorf("a run interrupted by a drain issued before it, not yet answered: least gap %v (%s); want none", least, why)
+		}
+		// A run nobody drained is still held to the interval.
+		prev.proc = &proc{name: "w2", id: "w2-1"}
+		c.mu.Lock()
+		least, _ = c.boardLeastGapLocked(k, prev, next)
+		c.mu.Unlock()
+		if least != 15*time.Second {
+			t.Errorf("undrained: least gap %v; want 15s", least)
+		}
+	})
+}

@@ -115,9 +115,13 @@ func (w *World) userOp(c *proc, op *Op) {
 		}
 	case OpDrain:
 		if p := w.worker(op.Worker); p != nil {
-			if _, err := cl.Drain(ctx, p.id, "sim"); err == nil {
-				chk.note(p, "drain requested")
-			}
+			// Noted when issued: the drain may take effect before it
+			// answers, or under an error whose write committed (seed
+			// 81913: a board run it interrupted ran again at once
+			// elsewhere, as the README allows, before the answer).
+			chk.drainIssued(p)
+			_, err := cl.Drain(ctx, p.id, "sim")
+			w.answer(op, p.id, err)
 		}
 	case OpSetShards:
 		_ = cl.SetShards(ctx, op.N)
