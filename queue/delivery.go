@@ -38,12 +38,6 @@ type delivery struct {
 	// rowChecked says its claim was made after its row was checked (an
 	// early-sent message its run record did not confirm): see handBack.
 	rowChecked bool
-	// otherRecord is the run record finish found another scheduling's of
-	// the id (and so left as it was); nil otherwise.
-	otherRecord *leasecrontype.Run
-	// crashGuard: the crash guard set it aside (deliveries that recorded
-	// no outcome used it up, not failed attempts).
-	crashGuard bool
 	span       trace.Span // the delivery's leasecron.run span; nil for a malformed message
 }
 
@@ -114,7 +108,6 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	if unrecorded > 0 && int64(env.FailedAttempts)+unrecorded >= int64(d.maxA+c.o.CrashMargin) {
 		reason := fmt.Sprintf("delivered %d times without an outcome being recorded (a worker may be crashing on it); %d failed attempts recorded, last error: %s",
 			unrecorded, env.FailedAttempts, env.LastError)
-		d.crashGuard = true
 		c.dead(hctx, d, env, reason, nil, "")
 		return
 	}

@@ -117,7 +117,6 @@ func (c *Consumer) finish(hctx context.Context, d *delivery, st leasecrontype.Ru
 	case !recorded && !d.env.Due.IsZero() && !found.OfDue(d.env.Due):
 		d.log.Info("the run record is another scheduling's now; not recording this delivery's end over it",
 			"state", st, "record_due", found.Due)
-		d.otherRecord = &found
 	case !recorded:
 		d.log.Info("the run has moved on since this message was sent; not recording this delivery's end over it",
 			"state", st, "record_state", found.State)
@@ -444,21 +443,6 @@ func (c *Consumer) dead(hctx context.Context, d *delivery, env Envelope, reason 
 		// The run records did not answer: the message waits, used up,
 		// until they do, rather than go with the run left running.
 		c.leaveUsedUp(hctx, d, env)
-		return
-	case d.crashGuard && d.otherRecord != nil && !d.claimed:
-		// Set aside by the crash guard, unclaimed, the record another
-		// scheduling's of the id (the task rescheduled or replaced after
-		// this message was sent, its deliveries used up by workers that
-		// left no trace): the run it stands for did not die, and what
-		// waits for the id waits for the new scheduling, its end still to
-		// come — told "dead", they would take it for the new one's (a
-		// review of issue 38). It goes as a stale message does, the id
-		// watched when others wait. (A death its failed attempts made,
-		// brought back to be told, is told: the run did die.)
-		if !c.tellMovedOn(hctx, d, *d.otherRecord, env) {
-			return
-		}
-		c.ackUnrun(hctx, d, OutcomeSuperseded, "the run record is another scheduling's; acknowledging this used-up message without a dead letter")
 		return
 	case r != nil:
 		if r.State == leasecrontype.RunRunning && r.ClaimUntil.After(c.clk.Now()) {
