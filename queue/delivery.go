@@ -750,8 +750,7 @@ func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecr
 
 // ended tells OnEnd that d's run ended in st, when its end matters
 // (Envelope.Ends); it reports whether the message may be deleted: false
-// when OnEnd failed with what may pass, and the message must reappear to
-// try again (refusedForGood errors are logged, and the message goes).
+// when OnEnd failed, and the message must reappear to try again.
 func (c *Consumer) ended(hctx context.Context, d *delivery, st leasecrontype.RunState) bool {
 	if c.o.OnEnd == nil || !d.env.Ends() {
 		return true
@@ -759,25 +758,10 @@ func (c *Consumer) ended(hctx context.Context, d *delivery, st leasecrontype.Run
 	ctx, cancel := c.opCtx(hctx)
 	defer cancel()
 	if err := c.o.OnEnd(ctx, d.env, st); err != nil {
-		if refusedForGood(err) && hctx.Err() == nil {
-			// Told again, it would be refused again: the message would
-			// come back for good (its run record removed by retention,
-			// say, or a row the service will not take).
-			d.log.Error("recording the end of the run for its batch or dependents was refused, and would be again; going on without telling them", "state", st, "err", err)
-			return true
-		}
 		d.log.Warn("recording the end of the run for its batch or dependents failed; the message reappears to try again", "state", st, "err", err)
 		return false
 	}
 	return true
-}
-
-// refusedForGood reports whether err is one that telling OnEnd again
-// would meet again: what it reads is gone, or the service refuses the
-// request as malformed. Faults that pass, conflicts and refused
-// credentials (which a fix of the configuration cures) are not.
-func refusedForGood(err error) bool {
-	return errors.Is(err, leasecrontype.ErrNotFound) || errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrBadRequest)
 }
 
 // carryEnd puts d's message back with its run's end in it

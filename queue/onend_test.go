@@ -207,16 +207,12 @@ type onEnds struct {
 	failing string
 	failed  bool
 	all     []string
-	always  error // returned by every telling, when set
 }
 
 func (o *onEnds) onEnd(_ context.Context, env Envelope, st leasecrontype.RunState) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.all = append(o.all, env.ID+" "+string(st))
-	if o.always != nil {
-		return o.always
-	}
 	if env.ID == o.failing && !o.failed {
 		o.failed = true
 		return errors.New("table busy")
@@ -375,41 +371,6 @@ func TestASecondMessageWhoseWatchFails(t *testing.T) {
 			}
 			if _, env := h.only(h.work); env.Dequeues != 1 {
 				t.Fatalf("the message put back counts %d deliveries; want 1", env.Dequeues)
-			}
-		})
-	}
-}
-
-// A telling that would be refused again — the run's record gone (removed
-// by retention), or a request the service will not take — is logged and
-// the message goes: put back, it would come back for good. One that may
-// pass leaves the message to reappear.
-func TestAnEndRefusedForGoodIsNotToldForever(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		err   error
-		stays bool
-	}{
-		{"record gone", fmt.Errorf("read the run record: %w", runs.ErrNotFound), false},
-		{"bad request", fmt.Errorf("write the batch: %w", storage.ErrBadRequest), false},
-		{"busy", errors.New("table busy"), true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h, _, ends := newOnEndHarness(t, "")
-			ends.always = tc.err
-			h.enqueue(Envelope{ID: "p", Type: "ok", Waiters: true, Ended: leasecrontype.RunSucceeded})
-			h.start()
-			if tc.stays {
-				h.expect(OutcomeDeferred)
-			} else {
-				h.expect(OutcomeDuplicate)
-			}
-			n, _ := h.work.Count(context.Background())
-			if (n == 1) != tc.stays {
-				t.Errorf("%d messages left; want the message kept %v", n, tc.stays)
-			}
-			if heard := ends.heard(); len(heard) != 1 {
-				t.Errorf("OnEnd heard %v; want one telling", heard)
 			}
 		})
 	}

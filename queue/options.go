@@ -192,10 +192,6 @@ type ConsumerOptions struct {
 	// says so (the record is then live again, not ended). An
 	// error leaves the message to reappear, so OnEnd is called again
 	// (it must be idempotent): a worker that dies in between loses nothing.
-	// An error that would be met again — wrapping leasecrontype.ErrNotFound
-	// (what it reads is gone), or storage's not-found or bad-request
-	// classes — is logged at error level and the message goes on as if
-	// OnEnd had succeeded, rather than coming back for good.
 	OnEnd func(ctx context.Context, env Envelope, state leasecrontype.RunState) error
 	// TracerProvider makes the spans of each delivery (leasecron.run, with
 	// leasecron.retry and leasecron.dead_letter inside), children of the
