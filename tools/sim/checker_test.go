@@ -1131,10 +1131,7 @@ func TestAChildMayFindItsParentsEarlierEnd(t *testing.T) {
 func TestAnErroredReplaceOfAMemberMayEndIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, c := newTestChecker()
-		file := &Op{Kind: OpMany, Batch: "b1"}
-		b := c.newBatch("b1")
-		member := c.newTI(TaskSpec{ID: "m", Type: "slow"}, file, nil)
-		member.batch, b.members = b, append(b.members, member)
+		b, member := batchOfOne(c, "slow")
 		c.scheduled(member, w.now(), leasecron.Item{ID: "m", Due: w.now().Add(time.Hour), Batch: "b1"}, nil)
 		time.Sleep(time.Second)
 		repl := c.newTI(TaskSpec{ID: "m", Type: "plain", Replace: true}, nil, nil)
@@ -1538,10 +1535,7 @@ func TestACancelMayHaveMarkedTheRunOfAnUnansweredScheduling(t *testing.T) {
 func TestAReplaceAnsweredBeforeItsBatchStillEndsTheMemberAfterALaterReplace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, c := newTestChecker()
-		file := &Op{Kind: OpMany, Batch: "b1"}
-		b := c.newBatch("b1")
-		member := c.newTI(TaskSpec{ID: "m", Type: "plain"}, file, nil)
-		member.batch, b.members = b, append(b.members, member)
+		b, member := batchOfOne(c, "plain")
 		issued, due := w.now(), w.now().Add(3*time.Minute)
 		time.Sleep(2 * time.Second)
 		r1 := c.newTI(TaskSpec{ID: "m", Type: "plain", Replace: true}, nil, nil)
@@ -1598,4 +1592,13 @@ func TestADrainCountsFromItsIssueNotItsAnswer(t *testing.T) {
 			t.Errorf("undrained: least gap %v; want 15s", least)
 		}
 	})
+}
+
+// batchOfOne is batch b1 of one member, m of type typ, tried in a
+// schedule --file with a callback (not yet answered).
+func batchOfOne(c *checker, typ string) (*batch, *ti) {
+	b := c.newBatch("b1")
+	member := c.newTI(TaskSpec{ID: "m", Type: typ}, &Op{Kind: OpMany, Batch: "b1"}, nil)
+	member.batch, b.members = b, append(b.members, member)
+	return b, member
 }
