@@ -1602,3 +1602,48 @@ func batchOfOne(c *checker, typ string) (*batch, *ti) {
 	member.batch, b.members = b, append(b.members, member)
 	return b, member
 }
+
+// A drain request stays in the instance's presence until the instance
+// acts on it, which may be more than a minute later (seed 82037: the
+// leader's listing failed and the lease changed hands; w1-2 acted 62.3 s
+// after the request): a run it then cuts short may run again at once.
+func TestADrainCountsHoweverLongItTakesToLand(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		w.plan.Board = &BoardSpec{Cycle: 5 * time.Second}
+		w1, w2 := &proc{name: "w1", id: "w1-2"}, &proc{name: "w2", id: "w2-2"}
+		t0 := w.now()
+		k := &boardKey{ops: []*boardOpEv{{kind: OpBoardAdd, key: "b3", interval: 90 * time.Second, issued: t0, answered: t0}}}
+		time.Sleep(37 * time.Second)
+		c.drainIssued(w1) // answered success at once, acted on 62 s later
+		time.Sleep(60*time.Second + 134*time.Millisecond)
+		prev := &boardRun{key: "b3", proc: w1, start: w.now(), claimed: w.now(), due: w.now()}
+		time.Sleep(2158 * time.Millisecond)
+		prev.end, prev.outcome = w.now(), "cancelled" // the drain landed: interrupted, RunNow
+		time.Sleep(2870 * time.Millisecond)
+		next := &boardRun{key: "b3", proc: w2, start: w.now(), claimed: w.now(), due: prev.due.Add(5057 * time.Millisecond)}
+		k.runs = []*boardRun{prev}
+		c.mu.Lock()
+		least, why := c.boardLeastGapLocked(k, prev, next)
+		c.mu.Unlock()
+		if least != 0 {
+			t.Errorf("a run cut short by a drain issued 60.1 s before it: least gap %v (%s); want none", least, why)
+		}
+		// A run the pending drain did not cut short is still held to the interval.
+		prev.outcome = "ok"
+		c.mu.Lock()
+		least, why = c.boardLeastGapLocked(k, prev, next)
+		c.mu.Unlock()
+		if least != 90*time.Second {
+			t.Errorf("ended ok: least gap %v (%s); want 1m30s", least, why)
+		}
+		// Nor does a drain of another worker excuse it.
+		prev.proc, prev.outcome = &proc{name: "w3", id: "w3-1"}, "cancelled"
+		c.mu.Lock()
+		least, _ = c.boardLeastGapLocked(k, prev, next)
+		c.mu.Unlock()
+		if least != 90*time.Second {
+			t.Errorf("undrained: least gap %v; want 1m30s", least)
+		}
+	})
+}
