@@ -2425,8 +2425,10 @@ func (c *checker) requeuesBringBack() {
 	for _, t := range c.tis {
 		for i, q := range t.requeued {
 			from := t.requeuedFrom[i]
-			// (Its attempts may begin before the requeue answers.)
-			if slices.ContainsFunc(t.starts, func(r *runEv) bool { return r.start.After(from) }) {
+			// (Its attempts may begin before the requeue answers, and in
+			// the very instant it was issued: seed 82509, operations held
+			// up by a restart issued together.)
+			if slices.ContainsFunc(t.starts, func(r *runEv) bool { return !r.start.Before(from) }) {
 				continue
 			}
 			// Not dead when the requeue was issued — brought back already

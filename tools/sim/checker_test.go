@@ -839,15 +839,18 @@ func TestTheRetryBudgetIsKept(t *testing.T) {
 func TestARequeueBringsItsTaskBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, c := newTestChecker()
-		for _, id := range []string{"back", "lost", "cancelled", "again", "stale"} {
+		for _, id := range []string{"back", "lost", "cancelled", "again", "stale", "instant"} {
 			x := c.newTI(TaskSpec{ID: id, Type: "plain", MaxAttempts: 1, Behaviour: Behaviour{Fail: -1}}, nil, nil)
 			c.scheduled(x, w.now(), leasecron.Item{ID: id, Due: w.now()}, nil)
 			addAttempt(w, x, 1, w.now(), "fail")
 		}
 		time.Sleep(time.Minute)
-		for _, id := range []string{"back", "lost", "cancelled", "again", "stale"} {
+		for _, id := range []string{"back", "lost", "cancelled", "again", "stale", "instant"} {
 			c.requeued(id, w.now(), nil)
 		}
+		// instant: its attempt starts in the very instant the requeue was
+		// issued (seed 82509).
+		addAttempt(w, c.latestLocked("instant"), 1, w.now(), "fail")
 		// stale: brought back by that requeue and still running when a
 		// second requeue finds a second dead letter of the same death,
 		// which it only removes.
