@@ -146,7 +146,7 @@ const maxRunParts = 64
 
 // runPartsFor is how many partitions the run records of a fleet with
 // queues work queues are spread over from the start: four per queue
-// (at least runs.Buckets, at most maxRunParts). A task costs about 8
+// (at least runs.Buckets, at most maxRunParts). A task costs about 10
 // entity operations in the run records against about 2.5 message
 // requests in its queue (docs/BENCHMARKS.md, section 13), and Azure
 // gives a partition and a queue the same target (about 2,000 a second),

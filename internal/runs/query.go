@@ -142,9 +142,9 @@ func (q Query) plan(l Layout) (pks []string, from, to string, where []table.Cond
 }
 
 // Query returns a page of run records, newest first. Without Series it
-// reads each of the Buckets partitions once (a state's own rows for a
+// reads each partition of the layout once (a state's own rows for a
 // state other than succeeded, the time rows otherwise), so a page costs
-// Buckets requests whatever the table holds; with Series it reads the
+// one request per partition whatever the table holds; with Series it reads the
 // series' one partition. A Type filter, and State succeeded, are applied by
 // the service to those rows and can take more requests when they match
 // few. Records past their retention are left out.
