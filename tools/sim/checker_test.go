@@ -1567,10 +1567,8 @@ func TestAReplaceAnsweredBeforeItsBatchStillEndsTheMemberAfterALaterReplace(t *t
 func TestADrainCountsFromItsIssueNotItsAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, c := newTestChecker()
-		w.plan.Board = &BoardSpec{Cycle: 5 * time.Second}
 		w3, w1 := &proc{name: "w3", id: "w3-1"}, &proc{name: "w1", id: "w1-1"}
-		t0 := w.now()
-		k := &boardKey{ops: []*boardOpEv{{kind: OpBoardAdd, key: "b3", interval: 15 * time.Second, issued: t0, answered: t0}}}
+		k := boardKeyAdded(w, 15*time.Second)
 		time.Sleep(38 * time.Second)
 		c.drainIssued(w3) // issued; not answered (or answered an error)
 		time.Sleep(2 * time.Second)
@@ -1580,17 +1578,13 @@ func TestADrainCountsFromItsIssueNotItsAnswer(t *testing.T) {
 		time.Sleep(75 * time.Millisecond)
 		next := &boardRun{key: "b3", proc: w1, start: w.now(), claimed: w.now(), due: prev.due.Add(-518 * time.Millisecond)}
 		k.runs = []*boardRun{prev}
-		c.mu.Lock()
-		least, why := c.boardLeastGapLocked(k, prev, next)
-		c.mu.Unlock()
+		least, why := leastGapOf(c, k, prev, next)
 		if least != 0 {
 			t.Errorf("a run interrupted by a drain issued before it, not yet answered: least gap %v (%s); want none", least, why)
 		}
 		// A run nobody drained is still held to the interval.
 		prev.proc = &proc{name: "w2", id: "w2-1"}
-		c.mu.Lock()
-		least, _ = c.boardLeastGapLocked(k, prev, next)
-		c.mu.Unlock()
+		least, _ = leastGapOf(c, k, prev, next)
 		if least != 15*time.Second {
 			t.Errorf("undrained: least gap %v; want 15s", least)
 		}
@@ -1613,10 +1607,8 @@ func batchOfOne(c *checker, typ string) (*batch, *ti) {
 func TestADrainCountsHoweverLongItTakesToLand(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, c := newTestChecker()
-		w.plan.Board = &BoardSpec{Cycle: 5 * time.Second}
 		w1, w2 := &proc{name: "w1", id: "w1-2"}, &proc{name: "w2", id: "w2-2"}
-		t0 := w.now()
-		k := &boardKey{ops: []*boardOpEv{{kind: OpBoardAdd, key: "b3", interval: 90 * time.Second, issued: t0, answered: t0}}}
+		k := boardKeyAdded(w, 90*time.Second)
 		time.Sleep(37 * time.Second)
 		c.drainIssued(w1) // answered success at once, acted on 62 s later
 		time.Sleep(60*time.Second + 134*time.Millisecond)
@@ -1626,27 +1618,36 @@ func TestADrainCountsHoweverLongItTakesToLand(t *testing.T) {
 		time.Sleep(2870 * time.Millisecond)
 		next := &boardRun{key: "b3", proc: w2, start: w.now(), claimed: w.now(), due: prev.due.Add(5057 * time.Millisecond)}
 		k.runs = []*boardRun{prev}
-		c.mu.Lock()
-		least, why := c.boardLeastGapLocked(k, prev, next)
-		c.mu.Unlock()
+		least, why := leastGapOf(c, k, prev, next)
 		if least != 0 {
 			t.Errorf("a run cut short by a drain issued 60.1 s before it: least gap %v (%s); want none", least, why)
 		}
 		// A run the pending drain did not cut short is still held to the interval.
 		prev.outcome = "ok"
-		c.mu.Lock()
-		least, why = c.boardLeastGapLocked(k, prev, next)
-		c.mu.Unlock()
+		least, why = leastGapOf(c, k, prev, next)
 		if least != 90*time.Second {
 			t.Errorf("ended ok: least gap %v (%s); want 1m30s", least, why)
 		}
 		// Nor does a drain of another worker excuse it.
 		prev.proc, prev.outcome = &proc{name: "w3", id: "w3-1"}, "cancelled"
-		c.mu.Lock()
-		least, _ = c.boardLeastGapLocked(k, prev, next)
-		c.mu.Unlock()
+		least, _ = leastGapOf(c, k, prev, next)
 		if least != 90*time.Second {
 			t.Errorf("undrained: least gap %v; want 1m30s", least)
 		}
 	})
+}
+
+// boardKeyAdded returns key b3, added now with interval, in w given a
+// blackboard.
+func boardKeyAdded(w *World, interval time.Duration) *boardKey {
+	w.plan.Board = &BoardSpec{Cycle: 5 * time.Second}
+	now := w.now()
+	return &boardKey{ops: []*boardOpEv{{kind: OpBoardAdd, key: "b3", interval: interval, issued: now, answered: now}}}
+}
+
+// leastGapOf is boardLeastGapLocked under the checker's lock.
+func leastGapOf(c *checker, k *boardKey, prev, next *boardRun) (time.Duration, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.boardLeastGapLocked(k, prev, next)
 }
