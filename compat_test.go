@@ -101,15 +101,15 @@ func loadCompat(ctx context.Context, t *testing.T, sc *storage.Clients, file str
 	}
 }
 
+// compatWritten is about when testdata/compat/deacd2a.jsonl was written.
+var compatWritten = time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
+
 // An account written by the previous release (deacd2a: its worker ran ok,
 // failing, cancelled and recurring tasks, a blackboard key, and left a
 // large pending payload, early-sent occurrences and an untaken message on
 // the queue) keeps working: every record reads as it was written, and a
 // worker of this release runs what was pending — each task once, the
 // large payload from its blob — without running again what had finished.
-// compatWritten is about when testdata/compat/deacd2a.jsonl was written.
-var compatWritten = time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
-
 func TestPreviousReleaseAccountKeepsWorking(t *testing.T) {
 	t.Parallel()
 	srv := azuritetest.Start(t)
