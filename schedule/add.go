@@ -131,6 +131,7 @@ func (c *Client) Add(ctx context.Context, it Item, ao AddOptions) (Item, error) 
 	if oldBlob != "" && oldBlob != it.PayloadBlob {
 		c.deleteBlob(ctx, oldBlob)
 	}
+	c.pointLanded(ctx, pl, map[string]string{it.ID: shard})
 	if !it.Waiting {
 		c.wakeOwner(ctx, shard, it.Due)
 	}

@@ -121,6 +121,13 @@ func (c *Client) AddMany(ctx context.Context, items []Item, o AddManyOptions) ([
 		b.settleMaybe(ctx)
 		b.tidy(ctx)
 	}
+	landed := map[string]string{}
+	for _, r := range b.res {
+		if r.Err == nil && r.Item.Shard != "" {
+			landed[r.Item.ID] = r.Item.Shard
+		}
+	}
+	c.pointLanded(ctx, pl, landed)
 	c.wakeOwners(ctx, b.res)
 	return b.res, b.summary()
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/shard"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 )
 
@@ -111,19 +113,26 @@ func TestFirstShardMapReachesClientsThatFoundNone(t *testing.T) {
 	}
 }
 
-// A unique guard copied from another shard (a previous shard count's)
-// replaces one already in the destination only when that one is older: a
-// guard left there from an earlier spell of the same count names a task
-// whose key a later take, made under the other count, has passed on
+// A unique guard sealed where the previous shard count put it is copied
+// into its shard under the new count over a guard left there from an
+// earlier spell — a sealed one, or one of a release before the seal
+// (no Under) that is older — and never over one taken under the new count
 // (issue 38, seed 11800: 2 shards, then 8, then 2 again; a requeue under
 // the last found its own task named by the old guard and took a key that
-// a task scheduled under 8 held). A newer guard in the destination stays.
-func TestCopiedGuardReplacesOnlyAnOlderOne(t *testing.T) {
+// a task scheduled under 8 held). A take under the new count always
+// seals first, so a guard written under it stays even when its call
+// began before the sealed one's (seed 82521: ordered by Created, the
+// call's start, a take that landed late looked older than takes after it).
+func TestASealedGuardIsCopiedOverOnlyALeftover(t *testing.T) {
 	c, mt, _ := newMemClient(t, Options{})
 	gk := guardKey("t", "k")
-	write := func(shard, task string, at time.Time) {
+	write := func(shard, task string, at time.Time, under int, sealed int) {
 		t.Helper()
-		if _, err := mt.Submit(ctx(t), []table.Op{{Kind: table.Upsert, PartitionKey: shard, RowKey: gk, Props: guardProps(task, Unique{Key: "k"}, at)}}); err != nil {
+		p := guardProps(task, Unique{Key: "k"}, at, under)
+		if sealed != 0 {
+			p[PropSealedFor] = int64(sealed)
+		}
+		if _, err := mt.Submit(ctx(t), []table.Op{{Kind: table.Upsert, PartitionKey: shard, RowKey: gk, Props: p}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,26 +144,47 @@ func TestCopiedGuardReplacesOnlyAnOlderOne(t *testing.T) {
 		}
 		return readGuard("t", "k", e).Task
 	}
-	write("01", "old", t0)                    // the first spell of the count
-	write("05", "new", t0.Add(3*time.Minute)) // taken under the other count
-	if err := c.copyGuard(ctx(t), "05", "01", gk); err != nil {
-		t.Fatal(err)
+	seal := func(from, to string) {
+		t.Helper()
+		if err := c.sealGuard(ctx(t), from, to, gk, 2); err != nil {
+			t.Fatal(err)
+		}
+		if e, err := mt.Get(ctx(t), from, gk); err != nil || e.Props.Int(PropSealedFor) != 2 {
+			t.Fatalf("guard in shard %s after sealing it for 2 shards: %v, %v; want SealedFor 2", from, e.Props, err)
+		}
 	}
+	write("01", "old", t0, 0, 0)                    // a release before the seal, the first spell of the count
+	write("05", "new", t0.Add(3*time.Minute), 8, 0) // taken under the other count
+	seal("05", "01")
 	if got := holder("01"); got != "new" {
-		t.Fatalf("guard after copying a newer one over an older: names %q, want new", got)
+		t.Fatalf("guard after copying a newer one over an older one of an earlier release: names %q, want new", got)
 	}
-	write("06", "older", t0.Add(time.Minute))
-	if err := c.copyGuard(ctx(t), "06", "01", gk); err != nil {
-		t.Fatal(err)
-	}
+	write("06", "older", t0.Add(time.Minute), 8, 0)
+	seal("06", "01")
 	if got := holder("01"); got != "new" {
-		t.Fatalf("guard after copying an older one over a newer: names %q, want new", got)
+		t.Fatalf("guard after copying one over a guard copied under the same count: names %q, want new", got)
 	}
-	if err := c.copyGuard(ctx(t), "06", "02", gk); err != nil {
-		t.Fatal(err)
-	}
+	seal("06", "02")
 	if got := holder("02"); got != "older" {
 		t.Fatalf("guard copied where there was none: names %q, want older", got)
+	}
+	write("03", "taken", t0, 2, 0) // taken under 2, by a call that began first
+	write("07", "late", t0.Add(5*time.Minute), 8, 0)
+	seal("07", "03")
+	if got := holder("03"); got != "taken" {
+		t.Fatalf("guard after copying a sealed one over one taken under the new count: names %q, want taken", got)
+	}
+	write("04", "stale", t0.Add(10*time.Minute), 2, 8) // left sealed from an earlier spell
+	write("08", "cur", t0.Add(time.Minute), 8, 0)
+	seal("08", "04")
+	if got := holder("04"); got != "cur" {
+		t.Fatalf("guard after copying over one sealed in an earlier spell: names %q, want cur", got)
+	}
+	// No guard where the previous count put the key: a bare seal, and
+	// nothing copied.
+	seal("09", "10")
+	if _, err := mt.Get(ctx(t), "10", gk); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("guard copied from a bare seal: %v; want none", err)
 	}
 }
 
@@ -176,9 +206,10 @@ func (s *sweepingTable) Get(ctx context.Context, pk, rk string) (table.Entity, e
 	return e, err
 }
 
-// A copy whose replace of an older guard meets the guard changed
-// meanwhile (the sweep moved its check time) reads it again and still
-// replaces it, rather than leaving the stale guard (a review of row 92).
+// A copy whose replace of an older guard (of a release before the seal)
+// meets the guard changed meanwhile (the sweep moved its check time)
+// reads it again and still replaces it, rather than leaving the stale
+// guard (a review of row 92).
 func TestCopiedGuardOverAnOlderOneChangedMeanwhile(t *testing.T) {
 	gk := guardKey("t", "k")
 	mt := table.NewMemory("", nil)
@@ -191,11 +222,11 @@ func TestCopiedGuardOverAnOlderOneChangedMeanwhile(t *testing.T) {
 		shard, task string
 		at          time.Time
 	}{{"01", "old", t0}, {"05", "new", t0.Add(3 * time.Minute)}} {
-		if _, err := mt.Submit(ctx(t), []table.Op{{Kind: table.Insert, PartitionKey: g.shard, RowKey: gk, Props: guardProps(g.task, Unique{Key: "k"}, g.at)}}); err != nil {
+		if _, err := mt.Submit(ctx(t), []table.Op{{Kind: table.Insert, PartitionKey: g.shard, RowKey: gk, Props: guardProps(g.task, Unique{Key: "k"}, g.at, 0)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := c.copyGuard(ctx(t), "05", "01", gk); err != nil {
+	if err := c.sealGuard(ctx(t), "05", "01", gk, 2); err != nil {
 		t.Fatal(err)
 	}
 	e, err := mt.Get(ctx(t), "01", gk)
@@ -205,4 +236,251 @@ func TestCopiedGuardOverAnOlderOneChangedMeanwhile(t *testing.T) {
 	if got := readGuard("t", "k", e).Task; got != "new" {
 		t.Fatalf("guard after a copy that met it changed: names %q, want new", got)
 	}
+}
+
+// lateTable runs before() once, just before the first transaction that
+// inserts a unique guard: a request slowed in flight, landing after a
+// change of the shard count and another client's take under the new one.
+type lateTable struct {
+	table.Table
+	once   sync.Once
+	prefix string // of the inserted row to wait before: GuardPrefix when empty
+	before func()
+}
+
+func (l *lateTable) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	prefix := l.prefix
+	if prefix == "" {
+		prefix = GuardPrefix
+	}
+	for _, op := range ops {
+		if strings.HasPrefix(op.RowKey, prefix) && op.Kind == table.Insert {
+			l.once.Do(l.before)
+		}
+	}
+	return l.Table.Submit(ctx, ops)
+}
+
+// settledMap writes the map of count shards with no change under way, as
+// it stands once the first sharded map's walk is done.
+func settledMap(t *testing.T, mt table.Table, fc *clock.Fake, count int) {
+	t.Helper()
+	writeFirstMap(t, mt, fc, count)
+	if _, err := mt.Submit(ctx(t), []table.Op{{Kind: table.Merge, PartitionKey: shard.Partition, RowKey: shard.MapRow, Props: table.Props{shard.PropPrevCount: int64(0)}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// movingKey returns a unique key of type t whose shard under 2 shards
+// differs from its shard under 8, and both shards.
+func movingKey() (key, under2, under8 string) {
+	for i := 0; ; i++ {
+		key = fmt.Sprintf("k%d", i)
+		under2, under8 = table.Numbered("", 2, 2).Of("t~"+key), table.Numbered("", 8, 2).Of("t~"+key)
+		if under2 != under8 {
+			return key, under2, under8
+		}
+	}
+}
+
+// A unique task placed by the old shard count whose transaction lands
+// after the count changed, and after another client took the key under
+// the new count, still holds its key: it meets the seal the new count's
+// take left, places itself again by the new count, and a later take is
+// refused naming it (issue 38, the simulator's seed 82521: a schedule
+// slowed 10 s in flight across `shards set 2→8` committed its guard where
+// 2 shards put it; takes under 8 never saw it, and four more tasks took
+// the key while it was snoozed).
+func TestAUniqueTakeLandingAfterAShardCountChangeStillHoldsItsKey(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	fc := clock.NewFake(t0)
+	settledMap(t, mt, fc, 2)
+	key, under2, under8 := movingKey()
+	u := Unique{Key: key}
+	o := Options{Shards: []string{"00", "01"}, ShardMap: true, Clock: fc, Logger: quiet}
+	fresh, err := newClient(mt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := map[string]bool{} // tasks that no longer hold the key
+	live := func(_ context.Context, g Guard) (bool, error) { return !finished[g.Task], nil }
+	lt := &lateTable{Table: mt}
+	lt.before = func() {
+		if _, err := shard.SetCount(ctx(t), mt, 8); err != nil {
+			t.Fatal(err)
+		}
+		fc.Advance(2 * time.Second) // every client reads the new count
+		first, err := fresh.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, live, AddOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first.Shard != under8 {
+			t.Fatalf("a take under 8 shards went to shard %s, want %s", first.Shard, under8)
+		}
+		finished[first.ID] = true // it ran and succeeded at once
+	}
+	stale, err := newClient(lt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, err := stale.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, live, AddOptions{})
+	if err != nil {
+		t.Fatalf("a take placed by 2 shards landing after the change to 8: %v; want it placed again and accepted", err)
+	}
+	if late.Shard != under8 {
+		t.Errorf("the late take is in shard %s; want %s, the key's shard under 8 (not %s)", late.Shard, under8, under2)
+	}
+	fc.Advance(2 * time.Second)
+	var de *DuplicateError
+	if _, err := fresh.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, live, AddOptions{}); !errors.As(err, &de) || de.ID != late.ID {
+		t.Fatalf("a take after a late take of key %s under the old count: %v; want refused, naming %s", key, err, late.ID)
+	}
+	if _, err := mt.Get(ctx(t), under2, indexKey(late.ID)); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("the late take left an index row in shard %s: %v", under2, err)
+	}
+}
+
+// The walk of a shard under a new count (Point) seals the guards it copies
+// elsewhere: a take placed by the old count that lands after the walk
+// meets the seal and is placed by the new count, beside the guard the walk
+// copied (here refused by its live holder), rather than taking the key
+// where the old count put it. A requeue's Retake does the same.
+func TestAPointedGuardRefusesATakeByTheOldCount(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	fc := clock.NewFake(t0)
+	settledMap(t, mt, fc, 2)
+	key, under2, under8 := movingKey()
+	u := Unique{Key: key}
+	o := Options{Shards: []string{"00", "01"}, ShardMap: true, Clock: fc, Logger: quiet}
+	finished := map[string]bool{}
+	live := func(_ context.Context, g Guard) (bool, error) { return !finished[g.Task], nil }
+	stale, err := newClient(mt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, err := stale.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, live, AddOptions{})
+	if err != nil || holder.Shard != under2 {
+		t.Fatalf("take under 2 shards: %v in shard %s; want shard %s", err, holder.Shard, under2)
+	}
+	if _, err := shard.SetCount(ctx(t), mt, 8); err != nil {
+		t.Fatal(err)
+	}
+	walker, err := newClient(mt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := walker.Point(ctx(t), under2, 8); err != nil {
+		t.Fatal(err)
+	}
+	e, err := mt.Get(ctx(t), under2, guardKey("t", key))
+	if err != nil || e.Props.Int(PropSealedFor) != 8 {
+		t.Fatalf("guard in shard %s after the walk for 8 shards: %v, %v; want sealed for 8", under2, e.Props, err)
+	}
+	// The stale client still places by 2 (its map is fresh for a second).
+	var de *DuplicateError
+	if _, err := stale.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, live, AddOptions{}); !errors.As(err, &de) || de.ID != holder.ID {
+		t.Fatalf("a take by 2 shards after the walk: %v; want refused, naming %s", err, holder.ID)
+	}
+	finished[holder.ID] = true
+	stale.maps.mu.Lock()
+	stale.maps.m.Count, stale.maps.m.PrevCount, stale.maps.at = 2, 0, fc.Now()
+	stale.maps.mu.Unlock()
+	if err := stale.Retake(ctx(t), "t", key, "requeued", Unique{}, live); err != nil {
+		t.Fatalf("a requeue's retake by 2 shards after the walk: %v; want placed by 8 and taken", err)
+	}
+	g, err := mt.Get(ctx(t), under8, guardKey("t", key))
+	if err != nil || g.Props.Str(PropGuardTask) != "requeued" {
+		t.Fatalf("guard in shard %s after the retake: %v, %v; want it to name the requeued task", under8, g.Props, err)
+	}
+	if e, err := mt.Get(ctx(t), under2, guardKey("t", key)); err != nil || e.Props.Str(PropGuardTask) != holder.ID {
+		t.Fatalf("sealed guard in shard %s after the retake: %v, %v; want it unchanged", under2, e.Props, err)
+	}
+}
+
+// A task placed by the old shard count whose write lands after its
+// shard's walk under the new count (a request slowed in flight) is found
+// by id through its index once the change has ended: its client writes
+// the pointer the walk could not (pointLanded); without it the lookup
+// scanned every row of every shard, and gave up past Options.ScanLimit. So is a unique task, and its key stays held
+// under the new count (sealLanded): no guard was in the old shard for the
+// walk to seal. Without it, both were found by id only while the change
+// lasted, and a take under the new count after it took the key again.
+func TestATaskLandingAfterItsShardsWalkIsFoundByID(t *testing.T) {
+	for _, unique := range []bool{false, true} {
+		mt := table.NewMemory("", nil)
+		fc := clock.NewFake(t0)
+		settledMap(t, mt, fc, 2)
+		key, under2, _ := movingKey()
+		o := Options{Shards: []string{"00", "01"}, ShardMap: true, Clock: fc, Logger: quiet}
+		lt := &lateTable{Table: mt, prefix: IndexPrefix}
+		var id string
+		for i := 0; ; i++ { // an id that moves, in the key's shard under 2
+			if id = fmt.Sprintf("task-%d", i); table.Numbered("", 2, 2).Of(id) == under2 && table.Numbered("", 8, 2).Of(id) != under2 {
+				break
+			}
+		}
+		lt.before = func() {
+			if _, err := shard.SetCount(ctx(t), mt, 8); err != nil {
+				t.Fatal(err)
+			}
+			fc.Advance(2 * time.Second)
+			walker, err := newClient(mt, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range []string{"00", "01"} {
+				if err := walker.Point(ctx(t), s, 8); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Every shard done: the change ends.
+			if _, err := mt.Submit(ctx(t), []table.Op{{Kind: table.Merge, PartitionKey: shard.Partition, RowKey: shard.MapRow, Props: table.Props{shard.PropPrevCount: int64(0)}}}); err != nil {
+				t.Fatal(err)
+			}
+			fc.Advance(2 * time.Second)
+		}
+		stale, err := newClient(lt, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := Item{ID: id, Type: "t", Due: t0.Add(time.Hour)}
+		live := func(context.Context, Guard) (bool, error) { return true, nil }
+		if unique {
+			it, err = stale.AddUnique(ctx(t), it, Unique{Key: key}, live, AddOptions{})
+		} else {
+			it, err = stale.Add(ctx(t), it, AddOptions{})
+		}
+		if err != nil || it.Shard != under2 {
+			t.Fatalf("unique %v: add by 2 shards landing after the walk: %v in shard %s; want written in %s", unique, err, it.Shard, under2)
+		}
+		sc := &scanCounter{Table: mt}
+		fresh, err := newClient(sc, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := fresh.Get(ctx(t), id); err != nil || got.ID != id || sc.scans != 0 {
+			t.Fatalf("unique %v: lookup by id under 8 shards after the change: %v, %v, %d queries of the schedule's rows; want the task through its id index (none)", unique, got.ID, err, sc.scans)
+		}
+		if !unique {
+			continue
+		}
+		var de *DuplicateError
+		if _, err := fresh.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, Unique{Key: key}, live, AddOptions{}); !errors.As(err, &de) || de.ID != id {
+			t.Fatalf("a take under 8 shards after the change: %v; want refused, naming %s", err, id)
+		}
+	}
+}
+
+// scanCounter counts the queries of the schedule's rows (not the shard
+// map's): a lookup by id that misses the index scans item rows.
+type scanCounter struct {
+	table.Table
+	scans int
+}
+
+func (s *scanCounter) Query(ctx context.Context, q table.Query) (table.Page, error) {
+	if q.Partition != shard.Partition {
+		s.scans++
+	}
+	return s.Table.Query(ctx, q)
 }

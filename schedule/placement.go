@@ -175,11 +175,13 @@ func placementOf(l shard.Layout) placement {
 // Point makes the tasks of shard findable under a shard count of count:
 // for every id index row in shard whose id belongs in another shard under
 // count, it writes a pointer there naming the shard that holds the task
-// (PropShard), and it copies every unique guard whose key belongs in
-// another shard there (over an older copy there: putGuard). It is safe
+// (PropShard), and it seals every unique guard whose key belongs in
+// another shard and copies it there (unless a take under count wrote
+// one there: putGuard). It is safe
 // to repeat and to run beside every other use of the schedule; it reads
-// shard's index and guard rows once and writes the rows that belong
-// elsewhere in transactions of up to 100 per shard they go to.
+// shard's index and guard rows once, seals each guard that moves with a
+// write of its own, and writes the rows that belong elsewhere in
+// transactions of up to 100 per shard they go to.
 func (c *Client) Point(ctx context.Context, sh string, count int) error {
 	parts := table.Numbered("", count, 2)
 	// Rows bound for one shard go in transactions of up to table.MaxOps;
@@ -199,7 +201,7 @@ func (c *Client) Point(ctx context.Context, sh string, count int) error {
 			for _, op := range ops {
 				if strings.HasPrefix(op.RowKey, GuardPrefix) {
 					// A guard there may be older: the newer stays.
-					if err = c.putGuard(ctx, op.PartitionKey, op.RowKey, op.Props); err != nil {
+					if err = c.putGuard(ctx, op.PartitionKey, op.RowKey, op.Props, count); err != nil {
 						break
 					}
 					continue
@@ -271,6 +273,112 @@ func (c *Client) Point(ctx context.Context, sh string, count int) error {
 		if to == sh {
 			return nil
 		}
-		return insert(to, e.RowKey, e.Props)
+		e, ok, err := c.sealFor(ctx, e, count)
+		if err != nil || !ok || e.Props.Str(PropGuardTask) == "" {
+			return err
+		}
+		return insert(to, e.RowKey, movedProps(e.Props, count))
 	})
+}
+
+// sealFor seals guard e, which belongs in another shard under count, so
+// that no take placed by an earlier count changes it once it is copied
+// there (see SealedFor). It returns the guard as sealed, and false when
+// it is not to be copied: a seal for another count is left from an
+// earlier spell (the key's guard was taken or copied since, where that
+// spell's count put it), and a guard gone meanwhile was swept.
+func (c *Client) sealFor(ctx context.Context, e table.Entity, count int) (table.Entity, bool, error) {
+	for range retries {
+		switch e.Props.Int(PropSealedFor) {
+		case int64(count):
+			return e, true, nil
+		case 0:
+		default:
+			return e, false, nil
+		}
+		op := sealOp(e, count, c.opts.Clock.Now())
+		_, err := c.t.Submit(ctx, []table.Op{op})
+		if err == nil {
+			for k, v := range op.Props {
+				e.Props[k] = v
+			}
+			return e, true, nil
+		}
+		if !conflict(err) {
+			return e, false, fmt.Errorf("shard %s: seal unique guard %s: %w", e.PartitionKey, e.RowKey, err)
+		}
+		// Taken or rechecked meanwhile: read it again.
+		if e, err = c.t.Get(ctx, e.PartitionKey, e.RowKey); errors.Is(err, storage.ErrNotFound) {
+			return e, false, nil
+		} else if err != nil {
+			return e, false, fmt.Errorf("shard %s: read unique guard %s: %w", e.PartitionKey, e.RowKey, err)
+		}
+	}
+	return e, false, fmt.Errorf("shard %s: seal unique guard %s: still contended after %d attempts", e.PartitionKey, e.RowKey, retries)
+}
+
+// pointLanded makes tasks that this client wrote, placed by pl, findable
+// by id under the shard count the map gives now, when it changed since
+// pl was read: landed maps each task's id to the shard its rows went to.
+// The owners' walk (Point) writes such pointers for what their shards
+// hold when it runs; a write placed by the old count may land after it —
+// a request slowed in flight, or a long batch placed by one map read —
+// and once the change ends its task would be found by id nowhere. It
+// writes a pointer for each id whose shard under the new count is another
+// (one that is there already stays), and only logs what fails: the tasks
+// are scheduled, and found by id through the old count's shards while
+// the change lasts.
+func (c *Client) pointLanded(ctx context.Context, pl placement, landed map[string]string) {
+	if !c.opts.ShardMap || len(landed) == 0 {
+		return
+	}
+	now, err := c.place(ctx)
+	if err != nil || now.parts.Len() == pl.parts.Len() {
+		return
+	}
+	byShard := map[string][]table.Op{}
+	for id, home := range landed {
+		if to := now.of(id); to != home {
+			byShard[to] = append(byShard[to], table.Op{Kind: table.Insert, PartitionKey: to, RowKey: indexKey(id), Props: table.Props{PropShard: home, PropID: id}})
+		}
+	}
+	for to, ops := range byShard {
+		for len(ops) > 0 {
+			n := min(len(ops), table.MaxOps)
+			chunk := ops[:n]
+			ops = ops[n:]
+			_, err := c.t.Submit(ctx, chunk)
+			if errors.Is(err, storage.ErrAlreadyExists) && len(chunk) > 1 {
+				for _, op := range chunk {
+					if _, err = c.t.Submit(ctx, []table.Op{op}); err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+						break
+					}
+					err = nil
+				}
+			}
+			if err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+				c.opts.Logger.Warn("cannot write pointers for tasks placed by the previous shard count; they are found by id until the change ends", "shard", to, "tasks", len(chunk), "err", err)
+			}
+		}
+	}
+}
+
+// sealLanded is pointLanded for a unique task's guard: when the shard
+// count changed since pl placed the key in shard sh, it seals the guard
+// there and copies it to the key's shard under the new count, as a take
+// under the new count does, so that takes there see it once the change
+// ends.
+func (c *Client) sealLanded(ctx context.Context, pl placement, typ, key, sh string) {
+	if !c.opts.ShardMap {
+		return
+	}
+	now, err := c.place(ctx)
+	if err != nil || now.parts.Len() == pl.parts.Len() {
+		return
+	}
+	if to := now.of(typ + "~" + key); to != sh {
+		if err := c.sealGuard(ctx, sh, to, guardKey(typ, key), now.parts.Len()); err != nil {
+			c.opts.Logger.Warn("cannot move a unique guard placed by the previous shard count", "key", key, "shard", sh, "err", err)
+		}
+	}
 }

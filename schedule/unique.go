@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -24,6 +25,11 @@ import (
 //	CheckAfter    when the mover's sweep next asks whether the task still
 //	              holds the key (Edm.DateTime): written as Created +
 //	              UniqueFor, moved on by GuardRecheck while it does
+//	Under         the shard count the guard was written under (Int64;
+//	              absent in guards of releases before the seal)
+//	SealedFor     set on a guard left where an earlier shard count put
+//	              it: the key's guard lives in its shard under this count
+//	              (Int64). A seal may stand alone, with no Task.
 //
 // Inserting it fails when it exists, so of concurrent schedulers only one
 // can win. A guard whose task no longer counts (it finished longer than
@@ -33,6 +39,18 @@ import (
 // guards that no longer hold their key, reading only those whose
 // CheckAfter has passed, so a guard outlives its window by at most
 // GuardRecheck.
+//
+// While the shard count changes, a key may move to another shard. A take
+// under the new count first seals the guard where the previous count put
+// it (inserting a bare seal when there is none), then copies it over:
+// a take placed by the previous count whose request lands later — a
+// request slowed in flight lands seconds after the change — meets the
+// seal (its insert finds the row, its conditional replace a new ETag),
+// reads the map again and places itself by the new count, instead of
+// taking the key beside a holder in the new shard (issue 38, the
+// simulator's seed 82521). The walk of a shard under the new count
+// (Point) seals every guard it copies, so once the change ends no take
+// by the previous count can land beside them either.
 
 // GuardPrefix starts the RowKey of every unique guard row.
 const GuardPrefix = "uq~"
@@ -50,6 +68,8 @@ const (
 	PropUniqueState = "UniqueStates"
 	PropCreated     = "Created"
 	PropCheckAfter  = "CheckAfter"
+	PropUnder       = "Under"
+	PropSealedFor   = "SealedFor"
 )
 
 // GuardRecheck is how long the sweep waits before it asks again whether
@@ -172,13 +192,16 @@ func joinStates(sts []leasecrontype.RunState) string {
 	return strings.Join(states, ",")
 }
 
-func guardProps(id string, u Unique, now time.Time) map[string]any {
+// guardProps is the guard of task id taking u's key at now, under a shard
+// count of count.
+func guardProps(id string, u Unique, now time.Time, count int) map[string]any {
 	return map[string]any{
 		PropGuardTask:   id,
 		PropUniqueFor:   int64(u.For / time.Second),
 		PropUniqueState: joinStates(u.States),
 		PropCreated:     now.UTC().Format(time.RFC3339Nano),
 		PropCheckAfter:  now.Add(u.For),
+		PropUnder:       int64(count),
 	}
 }
 
@@ -267,6 +290,25 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 	if it.TraceParent == "" {
 		it.TraceParent = TraceParentOf(ctx)
 	}
+	// Placed by a shard count the key's guard has left, a second call
+	// places the task by the map just read (and draws its id again when
+	// the caller left it empty: a unique task's id shares its key's
+	// shard).
+	for range 2 {
+		out, err := c.addUnique(ctx, it, u, live, ao)
+		if !errors.Is(err, errSealed) {
+			return out, err
+		}
+	}
+	return Item{}, fmt.Errorf("schedule with unique key %q: %w", u.Key, errSealed)
+}
+
+// errSealed says a write placed by one shard count met a guard sealed by
+// a take under another (see the guard's SealedFor).
+var errSealed = errors.New("the key's guard moved under a new shard count while this call placed it by the old one; try again")
+
+// addUnique is AddUnique under one placement.
+func (c *Client) addUnique(ctx context.Context, it Item, u Unique, live Live, ao AddOptions) (Item, error) {
 	now := c.opts.Clock.Now()
 	pl, err := c.placeFresh(ctx)
 	if err != nil {
@@ -276,14 +318,15 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 	if err != nil {
 		return Item{}, err
 	}
+	gk := guardKey(it.Type, u.Key)
 	if prev, ok := pl.prevOf(it.Type + "~" + u.Key); ok {
-		// The shard count is changing: bring the key's guard over from
-		// where the previous count put it, so the transaction below sees it.
-		if err := c.copyGuard(ctx, prev, shard, guardKey(it.Type, u.Key)); err != nil {
+		// The shard count is changing: seal the key's guard where the
+		// previous count put it and bring it over, so the transaction
+		// below sees it and no take by the previous count lands after.
+		if err := c.sealGuard(ctx, prev, shard, gk, pl.parts.Len()); err != nil {
 			return Item{}, err
 		}
 	}
-	gk := guardKey(it.Type, u.Key)
 	rk, err := RowKey(rowDue(it), it.ID)
 	if err != nil {
 		return Item{}, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -293,7 +336,7 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 	if err := c.storePayload(ctx, &it); err != nil {
 		return Item{}, err
 	}
-	guardOp := table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: guardProps(it.ID, u, now)}
+	guardOp := table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: guardProps(it.ID, u, now, pl.parts.Len())}
 	created := false
 	for range retries {
 		ops := []table.Op{
@@ -304,6 +347,7 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 		etags, err := c.t.Submit(ctx, ops)
 		if err == nil {
 			it.ETag = etagAt(etags, 0)
+			c.landedUnique(ctx, pl, it, shard)
 			c.wakeOwner(ctx, shard, it.Due)
 			return it, nil
 		}
@@ -344,13 +388,18 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 			// together (issue 38, the simulator's seed 73349: told
 			// "already scheduled", the caller did not know of the task it
 			// had scheduled).
+			c.landedUnique(ctx, pl, it, shard)
 			return c.ownUnique(ctx, it, shard, rk), nil
+		}
+		if err := c.checkSeal(ctx, pl, ge); err != nil {
+			c.dropPayload(ctx, it, storage.ErrPreconditionFailed) // nothing written
+			return Item{}, err
 		}
 		if g.Task == it.ID {
 			c.dropPayload(ctx, it, ErrAlreadyScheduled)
 			return Item{}, fmt.Errorf("%w: task %s", ErrAlreadyScheduled, it.ID)
 		}
-		holds, lerr := live(ctx, g)
+		holds, lerr := holding(ctx, live, g)
 		if lerr != nil {
 			c.dropPayload(ctx, it, storage.ErrPreconditionFailed) // lost to another writer
 			return Item{}, fmt.Errorf("add %s: check the task holding unique key %q: %w", it.ID, u.Key, lerr)
@@ -363,6 +412,48 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 	}
 	c.dropPayload(ctx, it, storage.ErrPreconditionFailed) // lost to another writer
 	return Item{}, fmt.Errorf("add %s: unique key %q still contended after %d attempts", it.ID, u.Key, retries)
+}
+
+// landedUnique makes unique task it, written in shard by pl, findable
+// by id and its key held under the shard count the map gives now, when
+// it changed since pl was read (pointLanded, sealLanded).
+func (c *Client) landedUnique(ctx context.Context, pl placement, it Item, shard string) {
+	c.sealLanded(ctx, pl, it.Type, it.UniqueKey, shard)
+	c.pointLanded(ctx, pl, map[string]string{it.ID: shard})
+}
+
+// holding is live for a guard that names a task; a bare seal (no task)
+// holds nothing.
+func holding(ctx context.Context, live Live, g Guard) (bool, error) {
+	if g.Task == "" {
+		return false, nil
+	}
+	return live(ctx, g)
+}
+
+// checkSeal returns errSealed when guard e, read where pl placed its key,
+// is sealed and the shard map, read again now, places the key by another
+// count than pl: this call placed it by a count the fleet has left (its
+// map read was older than the change, or its request landed late). A
+// seal left from an earlier spell of pl's count is not in the way.
+func (c *Client) checkSeal(ctx context.Context, pl placement, e table.Entity) error {
+	if e.Props.Int(PropSealedFor) == 0 {
+		return nil
+	}
+	c.forget()
+	m, err := shard.Read(ctx, c.t)
+	if err != nil {
+		return fmt.Errorf("unique guard %s is sealed under another shard count; read the shard map again: %w", e.RowKey, err)
+	}
+	if c.opts.ShardMap {
+		c.maps.mu.Lock()
+		c.maps.m, c.maps.at = m, c.opts.Clock.Now()
+		c.maps.mu.Unlock()
+	}
+	if now := placementOf(m.Layout(len(c.opts.Shards))); now.parts.Len() != pl.parts.Len() {
+		return fmt.Errorf("unique guard %s sealed for %d shards, placed by %d: %w", e.RowKey, e.Props.Int(PropSealedFor), pl.parts.Len(), errSealed)
+	}
+	return nil
 }
 
 // orDefaults is u with DefaultUniqueStates when it names no states.
@@ -384,6 +475,16 @@ func (u Unique) orDefaults() Unique {
 // guard's it replaces (the defaults when there is none); a task that
 // holds the key refuses it with a *DuplicateError naming that task.
 func (c *Client) Retake(ctx context.Context, typ, key, id string, own Unique, live Live) error {
+	for range 2 {
+		if err := c.retake(ctx, typ, key, id, own, live); !errors.Is(err, errSealed) {
+			return err
+		}
+	}
+	return fmt.Errorf("retake unique key %q of %s: %w", key, id, errSealed)
+}
+
+// retake is Retake under one placement.
+func (c *Client) retake(ctx context.Context, typ, key, id string, own Unique, live Live) error {
 	pl, err := c.placeFresh(ctx)
 	if err != nil {
 		return err
@@ -391,7 +492,7 @@ func (c *Client) Retake(ctx context.Context, typ, key, id string, own Unique, li
 	shard := pl.of(typ + "~" + key)
 	gk := guardKey(typ, key)
 	if prev, ok := pl.prevOf(typ + "~" + key); ok {
-		if err := c.copyGuard(ctx, prev, shard, gk); err != nil {
+		if err := c.sealGuard(ctx, prev, shard, gk, pl.parts.Len()); err != nil {
 			return err
 		}
 	}
@@ -404,15 +505,18 @@ func (c *Client) Retake(ctx context.Context, typ, key, id string, own Unique, li
 			// (issue 38, seed 4772: inserted with the defaults, a task
 			// requeued after its guard was swept held its key for no
 			// window once it died again, and a new task took it at once.)
-			op = table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: guardProps(id, own.orDefaults(), now)}
+			op = table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: guardProps(id, own.orDefaults(), now, pl.parts.Len())}
 		case err != nil:
 			return fmt.Errorf("retake unique key %q of %s: %w", key, id, err)
 		default:
+			if err := c.checkSeal(ctx, pl, ge); err != nil {
+				return err
+			}
 			g := readGuard(typ, key, ge)
 			if g.Task == id {
 				return nil // it still holds it
 			}
-			holds, err := live(ctx, g)
+			holds, err := holding(ctx, live, g)
 			if err != nil {
 				return fmt.Errorf("retake unique key %q of %s: check the task holding it: %w", key, id, err)
 			}
@@ -420,15 +524,16 @@ func (c *Client) Retake(ctx context.Context, typ, key, id string, own Unique, li
 				return &DuplicateError{Type: typ, Key: key, ID: g.Task}
 			}
 			spec := Unique{For: g.For, States: g.States}
-			if own.For > 0 || len(own.States) > 0 {
+			if own.For > 0 || len(own.States) > 0 || g.Task == "" {
 				spec = own.orDefaults()
 			}
-			op = table.Op{Kind: table.Replace, PartitionKey: shard, RowKey: gk, IfMatch: ge.ETag, Props: guardProps(id, spec, now)}
+			op = table.Op{Kind: table.Replace, PartitionKey: shard, RowKey: gk, IfMatch: ge.ETag, Props: guardProps(id, spec, now, pl.parts.Len())}
 		}
 		if _, err := c.t.Submit(ctx, []table.Op{op}); err == nil || !conflict(err) {
 			if err != nil {
 				return fmt.Errorf("retake unique key %q of %s: %w", key, id, err)
 			}
+			c.sealLanded(ctx, pl, typ, key, shard)
 			return nil
 		}
 	}
@@ -445,6 +550,9 @@ func (c *Client) GuardOf(ctx context.Context, typ, key string) (Guard, error) {
 	e, err := c.t.Get(ctx, pl.of(typ+"~"+key), gk)
 	if prev, ok := pl.prevOf(typ + "~" + key); ok && errors.Is(err, storage.ErrNotFound) {
 		e, err = c.t.Get(ctx, prev, gk)
+	}
+	if err == nil && e.Props.Str(PropGuardTask) == "" {
+		err = storage.ErrNotFound // a bare seal
 	}
 	if err != nil {
 		if errors.Is(err, storage.ErrNotFound) {
@@ -470,7 +578,7 @@ func sweepGuards(ctx context.Context, t table.Table, shard string, now time.Time
 		if !ok {
 			continue
 		}
-		holds, err := live(ctx, readGuard(typ, key, e))
+		holds, err := holding(ctx, live, readGuard(typ, key, e))
 		if err != nil {
 			return deleted, fmt.Errorf("sweep unique guard %s: %w", e.RowKey, err)
 		}
@@ -489,32 +597,91 @@ func sweepGuards(ctx context.Context, t table.Table, shard string, now time.Time
 	return deleted, nil
 }
 
-// copyGuard copies the guard gk from shard from to shard to unless one is
-// there already (while the shard count changes, a key's guard may still
-// sit where the previous count put it).
-func (c *Client) copyGuard(ctx context.Context, from, to, gk string) error {
-	e, err := c.t.Get(ctx, from, gk)
-	switch {
-	case errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrTableNotFound):
-		return nil
-	case err != nil:
-		return fmt.Errorf("read unique guard %s in shard %s: %w", gk, from, err)
+// sealGuard seals the guard gk in shard from, where the previous shard
+// count put it, for a count of count (inserting a bare seal when there is
+// none), and copies what it sealed to shard to: from then on no take
+// placed by the previous count can change it (see SealedFor). A seal for
+// another count is one left from an earlier spell: sealed again, what it
+// names is not copied (the key's guard was taken or copied since, in the
+// shard of that spell's count).
+func (c *Client) sealGuard(ctx context.Context, from, to, gk string, count int) error {
+	for range retries {
+		now := c.opts.Clock.Now()
+		e, err := c.t.Get(ctx, from, gk)
+		var op table.Op
+		switch {
+		case errors.Is(err, storage.ErrTableNotFound):
+			return nil // nothing was ever written
+		case errors.Is(err, storage.ErrNotFound):
+			op = table.Op{Kind: table.Insert, PartitionKey: from, RowKey: gk, Props: table.Props{
+				PropSealedFor: int64(count), PropCheckAfter: now.Add(GuardRecheck)}}
+		case err != nil:
+			return fmt.Errorf("read unique guard %s in shard %s: %w", gk, from, err)
+		case e.Props.Int(PropSealedFor) == int64(count):
+			return c.copySealed(ctx, to, e, count)
+		default:
+			op = sealOp(e, count, now)
+		}
+		_, err = c.t.Submit(ctx, []table.Op{op})
+		switch {
+		case err == nil && op.Kind == table.Merge && e.Props.Int(PropSealedFor) == 0:
+			return c.copySealed(ctx, to, e, count)
+		case err == nil:
+			return nil
+		case !conflict(err):
+			return fmt.Errorf("seal unique guard %s in shard %s: %w", gk, from, err)
+		}
+		// Taken, swept or sealed meanwhile: read it again.
 	}
-	return c.putGuard(ctx, to, gk, e.Props)
+	return fmt.Errorf("seal unique guard %s in shard %s: still contended after %d attempts", gk, from, retries)
 }
 
-// putGuard writes a guard copied from another shard into shard to unless
-// to has one at least as new (PropCreated): every take of a key writes
-// its guard afresh, so the newer of two copies is the later take. A guard
-// already there but older is one left from an earlier spell of this
-// shard count (issue 38, seed 11800: the count went from 2 to 8 and back
-// to 2; the key's guard under 2 still named a task from before, and a
-// requeue, finding its own task named there, took the key that a task
-// scheduled under 8 held). A change of to's guard meanwhile (a take, the
-// sweep) is read again. The rule trusts the hosts' clocks to agree within
-// the time between two takes of one key under different counts (the
-// README asks for about a second).
-func (c *Client) putGuard(ctx context.Context, to, gk string, props table.Props) error {
+// sealOp seals guard e for count, conditionally on its ETag, keeping it
+// from the sweep for GuardRecheck at least (a late take must still find
+// it).
+func sealOp(e table.Entity, count int, now time.Time) table.Op {
+	after := now.Add(GuardRecheck)
+	if t := e.Props.Time(PropCheckAfter); t.After(after) {
+		after = t
+	}
+	return table.Op{Kind: table.Merge, PartitionKey: e.PartitionKey, RowKey: e.RowKey, IfMatch: e.ETag,
+		Props: table.Props{PropSealedFor: int64(count), PropCheckAfter: after}}
+}
+
+// copySealed copies the sealed guard e into shard to, where its key
+// belongs under count; a bare seal names no task and is not copied.
+func (c *Client) copySealed(ctx context.Context, to string, e table.Entity, count int) error {
+	if e.Props.Str(PropGuardTask) == "" {
+		return nil
+	}
+	return c.putGuard(ctx, to, e.RowKey, movedProps(e.Props, count), count)
+}
+
+// movedProps are the props of a guard sealed where an earlier shard count
+// put it, as written in its shard under count.
+func movedProps(p table.Props, count int) table.Props {
+	out := table.Props{}
+	for k, v := range p {
+		if k != PropSealedFor {
+			out[k] = v
+		}
+	}
+	out[PropUnder] = int64(count)
+	return out
+}
+
+// putGuard writes a guard sealed where an earlier shard count put it
+// into shard to, its key's shard under count, unless to has a guard of
+// its own. A guard there written under count is newer (it was taken, or
+// copied, after the seal: every take under count seals first). A sealed
+// one is left from an earlier spell of another count and is replaced
+// (issue 38, seed 11800: the count went from 2 to 8 and back to 2; the
+// key's guard under 2 still named a task from before, and a requeue,
+// finding its own task named there, took the key that a task scheduled
+// under 8 held). A guard of a release before the seal (no Under) is
+// replaced when older (PropCreated). A change of to's guard meanwhile (a
+// take, the sweep) is read again.
+func (c *Client) putGuard(ctx context.Context, to, gk string, props table.Props, count int) error {
 	created := props.Time(PropCreated)
 	for range retries {
 		_, err := c.t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: to, RowKey: gk, Props: props}})
@@ -530,8 +697,12 @@ func (c *Client) putGuard(ctx context.Context, to, gk string, props table.Props)
 			continue // swept meanwhile: insert the copy after all
 		case err != nil:
 			return fmt.Errorf("read unique guard %s in shard %s: %w", gk, to, err)
-		case !cur.Props.Time(PropCreated).Before(created):
-			return nil // as new or newer: a take under this count, or this very copy
+		case cur.Props.Int(PropSealedFor) != 0:
+			// Left from an earlier spell: replace it.
+		case cur.Props.Int(PropUnder) == int64(count):
+			return nil // a take under this count, or this very copy
+		case cur.Props.Int(PropUnder) == 0 && !cur.Props.Time(PropCreated).Before(created):
+			return nil // an earlier release's guard, as new or newer
 		}
 		// Older: replace it unless it changed meanwhile (a take, or the
 		// sweep's new check time), then look again.
