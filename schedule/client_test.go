@@ -442,7 +442,7 @@ func TestPointWritesPointersInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := mt.Requests() - before
-		want := 2 + batches // the index rows, the guard rows, the batches
+		want := 3 + batches // the open rows, the index rows, the guard rows, the batches
 		if walk == 1 {
 			// Every batch finds its rows there and is written row by row.
 			for _, n := range away {

@@ -410,7 +410,7 @@ func TestATaskLandingAfterItsShardsWalkIsFoundByID(t *testing.T) {
 		mt := table.NewMemory("", nil)
 		fc := clock.NewFake(t0)
 		settledMap(t, mt, fc, 2)
-		key, under2, _ := movingKey()
+		key, under2, under8 := movingKey()
 		o := Options{Shards: []string{"00", "01"}, ShardMap: true, Clock: fc, Logger: quiet}
 		lt := &lateTable{Table: mt, prefix: IndexPrefix}
 		var id string
@@ -445,13 +445,18 @@ func TestATaskLandingAfterItsShardsWalkIsFoundByID(t *testing.T) {
 		}
 		it := Item{ID: id, Type: "t", Due: t0.Add(time.Hour)}
 		live := func(context.Context, Guard) (bool, error) { return true, nil }
+		want := under2
 		if unique {
+			// A unique take finds its shard closed to takes placed by 2
+			// and places itself again, drawing an id under 8.
+			it.ID, want = "", under8
 			it, err = stale.AddUnique(ctx(t), it, Unique{Key: key}, live, AddOptions{})
+			id = it.ID
 		} else {
 			it, err = stale.Add(ctx(t), it, AddOptions{})
 		}
-		if err != nil || it.Shard != under2 {
-			t.Fatalf("unique %v: add by 2 shards landing after the walk: %v in shard %s; want written in %s", unique, err, it.Shard, under2)
+		if err != nil || it.Shard != want {
+			t.Fatalf("unique %v: add by 2 shards landing after the walk: %v in shard %s; want written in %s", unique, err, it.Shard, want)
 		}
 		sc := &scanCounter{Table: mt}
 		fresh, err := newClient(sc, o)
@@ -483,4 +488,136 @@ func (s *scanCounter) Query(ctx context.Context, q table.Query) (table.Page, err
 		s.scans++
 	}
 	return s.Table.Query(ctx, q)
+}
+
+// endChange walks every shard of the previous count for count (as their
+// owners do) and ends the change (as the balancer does once every shard
+// is done).
+func endChange(t *testing.T, mt table.Table, o Options, prev, count int) {
+	t.Helper()
+	walker, err := newClient(mt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range shard.Names(max(prev, count)) {
+		if err := walker.Point(ctx(t), s, count); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := mt.Submit(ctx(t), []table.Op{{Kind: table.Merge, PartitionKey: shard.Partition, RowKey: shard.MapRow, Props: table.Props{shard.PropPrevCount: int64(0)}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A unique take placed by the old shard count whose transaction lands
+// after the whole change — every shard walked, the change ended, and the
+// key taken under the new count, which seals nothing once the change has
+// ended — finds its shard closed to takes placed by the old count, places
+// itself again by the new one and is refused there, naming the holder
+// (issue 38: a review of the fix of seed 82521 found it taking the key
+// beside the holder; the walk now deletes the old count's open row first).
+func TestATakeByTheOldCountLandingAfterTheChangeEndedIsPlacedAgain(t *testing.T) {
+	testLateTakeAfterTheChange(t, table.NewMemory("", nil))
+}
+
+// testLateTakeAfterTheChange is TestATakeByTheOldCountLandingAfterTheChangeEndedIsPlacedAgain
+// on mt, an empty schedule table.
+func testLateTakeAfterTheChange(t *testing.T, mt table.Table) {
+	fc := clock.NewFake(t0)
+	settledMap(t, mt, fc, 2)
+	if m, err := shard.Read(ctx(t), mt); err != nil || m.Open != 2 {
+		t.Fatalf("map after the first balancer: open for %d, %v; want open rows for 2", m.Open, err)
+	}
+	key, under2, under8 := movingKey()
+	u := Unique{Key: key}
+	o := Options{Shards: []string{"00", "01"}, ShardMap: true, Clock: fc, Logger: quiet}
+	live := func(context.Context, Guard) (bool, error) { return true, nil }
+	var holder Item
+	lt := &lateTable{Table: mt}
+	lt.before = func() {
+		if _, err := shard.SetCount(ctx(t), mt, 8); err != nil {
+			t.Fatal(err)
+		}
+		fc.Advance(2 * time.Second)
+		endChange(t, mt, o, 2, 8)
+		fc.Advance(2 * time.Second)
+		fresh, err := newClient(mt, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if holder, err = fresh.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, live, AddOptions{}); err != nil || holder.Shard != under8 {
+			t.Fatalf("take under 8 shards after the change: %v in shard %s; want shard %s", err, holder.Shard, under8)
+		}
+	}
+	stale, err := newClient(lt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var de *DuplicateError
+	if late, err := stale.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, live, AddOptions{}); !errors.As(err, &de) || de.ID != holder.ID {
+		t.Fatalf("a take placed by 2 shards landing after the change ended: %v (task %s in shard %s); want refused, naming %s", err, late.ID, late.Shard, holder.ID)
+	}
+	if e, err := mt.Get(ctx(t), under2, guardKey("t", key)); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("the late take left a guard in shard %s: %v, %v", under2, e.Props, err)
+	}
+}
+
+// A task still holding its key in a guard sealed in an earlier spell of
+// another count, and left where it stands (the key's shard under that
+// count held no guard when the count came back), is unsealed by its
+// retake, so the walk of the next change copies it rather than leaving it
+// as a leftover (issue 38, a review of the fix of seed 82521).
+func TestARetakeUnsealsALeftoverNamingItsTask(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	fc := clock.NewFake(t0)
+	settledMap(t, mt, fc, 2)
+	var key, under2, under8, under4 string
+	for i := 0; ; i++ {
+		key = fmt.Sprintf("k%d", i)
+		under2, under8, under4 = table.Numbered("", 2, 2).Of("t~"+key), table.Numbered("", 8, 2).Of("t~"+key), table.Numbered("", 4, 2).Of("t~"+key)
+		if under2 != under8 && under4 != under2 {
+			break
+		}
+	}
+	u := Unique{Key: key}
+	o := Options{Shards: []string{"00", "01"}, ShardMap: true, Clock: fc, Logger: quiet}
+	live := func(context.Context, Guard) (bool, error) { return true, nil }
+	c, err := newClient(mt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, err := c.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, live, AddOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	change := func(from, to int) {
+		t.Helper()
+		if _, err := shard.SetCount(ctx(t), mt, to); err != nil {
+			t.Fatal(err)
+		}
+		fc.Advance(2 * time.Second)
+		endChange(t, mt, o, from, to)
+		fc.Advance(2 * time.Second)
+	}
+	change(2, 8)
+	// The copy under 8 is swept (say its task was thought gone), and the
+	// count comes back to 2: the guard under 2 stays sealed for 8.
+	if _, err := mt.Submit(ctx(t), []table.Op{{Kind: table.Delete, PartitionKey: under8, RowKey: guardKey("t", key)}}); err != nil {
+		t.Fatal(err)
+	}
+	change(8, 2)
+	if e, err := mt.Get(ctx(t), under2, guardKey("t", key)); err != nil || e.Props.Int(PropSealedFor) != 8 {
+		t.Fatalf("guard in shard %s back under 2 shards: %v, %v; want the leftover sealed for 8", under2, e.Props, err)
+	}
+	if err := c.Retake(ctx(t), "t", key, holder.ID, u, live); err != nil {
+		t.Fatal(err)
+	}
+	change(2, 4)
+	var de *DuplicateError
+	if _, err := c.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, live, AddOptions{}); !errors.As(err, &de) || de.ID != holder.ID {
+		t.Fatalf("a take under 4 shards of a key %s still holds: %v; want refused, naming it", holder.ID, err)
+	}
+	if e, err := mt.Get(ctx(t), under4, guardKey("t", key)); err != nil || e.Props.Str(PropGuardTask) != holder.ID {
+		t.Errorf("guard in shard %s under 4 shards: %v, %v; want it to name %s", under4, e.Props, err, holder.ID)
+	}
 }

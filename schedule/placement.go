@@ -20,6 +20,36 @@ type placement struct {
 	parts table.Partitions
 	prev  *table.Partitions
 	span  []string
+	// open is the RowKey of the open row a unique take placed by parts
+	// requires in its shard ("" when the map names none for its count;
+	// see shard.Map.Open).
+	open string
+}
+
+// openOp is the operation a transaction of a unique take in shard
+// includes to require its shard's open row: a merge of nothing, which
+// fails when the row is gone (the walk under a later count deleted it).
+func (p placement) openOp(shard string) []table.Op {
+	if p.open == "" {
+		return nil
+	}
+	return []table.Op{{Kind: table.Merge, PartitionKey: shard, RowKey: p.open, Props: table.Props{}}}
+}
+
+// closed reports whether a transaction of pl's in shard that failed
+// with err failed because shard's open row is gone: this write was
+// placed by a count the fleet has left (errSealed). It reads the row only
+// for a failure a missing row explains.
+func (c *Client) closed(ctx context.Context, pl placement, shard string, err error) bool {
+	if pl.open == "" || !errors.Is(err, storage.ErrNotFound) {
+		return false
+	}
+	_, gerr := c.t.Get(ctx, shard, pl.open)
+	if !errors.Is(gerr, storage.ErrNotFound) {
+		return false
+	}
+	c.forget()
+	return true
 }
 
 // same reports whether p and q place every key alike and look in the
@@ -169,17 +199,21 @@ func placementOf(l shard.Layout) placement {
 		prev := table.Numbered("", l.PrevCount, 2)
 		p.prev = &prev
 	}
+	if l.Open == l.Count && l.Count > 0 {
+		p.open = shard.OpenRowKey(l.Count)
+	}
 	return p
 }
 
 // Point makes the tasks of shard findable under a shard count of count:
-// for every id index row in shard whose id belongs in another shard under
+// it first closes shard to unique takes placed by any other count
+// (deleting their open rows, see shard.Map.Open); then for every id index row in shard whose id belongs in another shard under
 // count, it writes a pointer there naming the shard that holds the task
 // (PropShard), and it seals every unique guard whose key belongs in
 // another shard and copies it there (unless a take under count wrote
 // one there: putGuard). It is safe
 // to repeat and to run beside every other use of the schedule; it reads
-// shard's index and guard rows once, seals each guard that moves with a
+// shard's open rows, index rows and guard rows once, seals each guard that moves with a
 // write of its own, and writes the rows that belong elsewhere in
 // transactions of up to 100 per shard they go to.
 func (c *Client) Point(ctx context.Context, sh string, count int) error {
@@ -253,6 +287,12 @@ func (c *Client) Point(ctx context.Context, sh string, count int) error {
 			q.Continuation = p.Continuation
 		}
 	}
+	// Close sh to unique takes placed by any other count first: one that
+	// lands after this walk fails, instead of taking its key where no
+	// take under count looks (issue 38).
+	if err := c.closeOpen(ctx, sh, count); err != nil {
+		return err
+	}
 	err := walk(IndexPrefix, indexEnd, func(e table.Entity) error {
 		id := strings.TrimPrefix(e.RowKey, IndexPrefix)
 		home := sh
@@ -270,7 +310,7 @@ func (c *Client) Point(ctx context.Context, sh string, count int) error {
 	}
 	return walk(GuardPrefix, guardEnd, func(e table.Entity) error {
 		to := parts.Of(strings.TrimPrefix(e.RowKey, GuardPrefix)) // type~key
-		if to == sh {
+		if to == sh || isOpenRow(e.RowKey) {
 			return nil
 		}
 		e, ok, err := c.sealFor(ctx, e, count)
@@ -279,6 +319,33 @@ func (c *Client) Point(ctx context.Context, sh string, count int) error {
 		}
 		return insert(to, e.RowKey, movedProps(e.Props, count))
 	})
+}
+
+// isOpenRow reports whether rk, among the unique guards, is an open row
+// (shard.OpenRowKey).
+func isOpenRow(rk string) bool { return strings.HasPrefix(rk, shard.OpenRowPrefix) }
+
+// closeOpen deletes the open rows of sh of every count but count, each
+// conditionally on its ETag as read: one written again since (the count
+// came back, and shard.OpenRows wrote it anew) stays.
+func (c *Client) closeOpen(ctx context.Context, sh string, count int) error {
+	rows, err := table.All(ctx, c.t, table.Query{Partition: sh, From: shard.OpenRowPrefix, To: shard.OpenRowPrefix + "~"}, 0)
+	if errors.Is(err, storage.ErrTableNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("shard %s: read its open rows: %w", sh, err)
+	}
+	for _, e := range rows {
+		if e.RowKey == shard.OpenRowKey(count) {
+			continue
+		}
+		_, err := c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: sh, RowKey: e.RowKey, IfMatch: e.ETag}})
+		if err != nil && !conflict(err) {
+			return fmt.Errorf("shard %s: close it to takes placed by another count: %w", sh, err)
+		}
+	}
+	return nil
 }
 
 // sealFor seals guard e, which belongs in another shard under count, so

@@ -49,8 +49,13 @@ import (
 // reads the map again and places itself by the new count, instead of
 // taking the key beside a holder in the new shard (issue 38, the
 // simulator's seed 82521). The walk of a shard under the new count
-// (Point) seals every guard it copies, so once the change ends no take
-// by the previous count can land beside them either.
+// (Point) first closes the shard to takes placed by any other count —
+// a take's transaction requires its shard's open row for the count it
+// was placed by (shard.OpenRowKey, when the map names that count Open),
+// and the walk deletes the old count's — then seals every guard it
+// copies: a take by the previous count that lands after the walk, even
+// after the change has ended and the key was taken under the new count
+// (which seals nothing then), fails as a whole and is placed again.
 
 // GuardPrefix starts the RowKey of every unique guard row.
 const GuardPrefix = "uq~"
@@ -339,11 +344,11 @@ func (c *Client) addUnique(ctx context.Context, it Item, u Unique, live Live, ao
 	guardOp := table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: guardProps(it.ID, u, now, pl.parts.Len())}
 	created := false
 	for range retries {
-		ops := []table.Op{
+		ops := append([]table.Op{
 			{Kind: table.Insert, PartitionKey: shard, RowKey: rk, Props: itemProps(it, true)},
 			{Kind: table.Insert, PartitionKey: shard, RowKey: indexKey(it.ID), Props: map[string]any{PropItem: rk, PropID: it.ID}},
 			guardOp,
-		}
+		}, pl.openOp(shard)...)
 		etags, err := c.t.Submit(ctx, ops)
 		if err == nil {
 			it.ETag = etagAt(etags, 0)
@@ -363,6 +368,10 @@ func (c *Client) addUnique(ctx context.Context, it Item, u Unique, live Live, ao
 		if !conflict(err) {
 			c.dropPayload(ctx, it, err)
 			return Item{}, fmt.Errorf("add %s: %w", it.ID, err)
+		}
+		if c.closed(ctx, pl, shard, err) {
+			c.dropPayload(ctx, it, storage.ErrPreconditionFailed) // nothing written
+			return Item{}, fmt.Errorf("add %s: shard %s is closed to takes placed by %d shards: %w", it.ID, shard, pl.parts.Len(), errSealed)
 		}
 		// The guard exists (or changed since it was read), or the id is
 		// taken: see which.
@@ -441,13 +450,14 @@ func (c *Client) checkSeal(ctx context.Context, pl placement, e table.Entity) er
 		return nil
 	}
 	c.forget()
+	at := c.opts.Clock.Now()
 	m, err := shard.Read(ctx, c.t)
 	if err != nil {
 		return fmt.Errorf("unique guard %s is sealed under another shard count; read the shard map again: %w", e.RowKey, err)
 	}
 	if c.opts.ShardMap {
 		c.maps.mu.Lock()
-		c.maps.m, c.maps.at = m, c.opts.Clock.Now()
+		c.maps.m, c.maps.at = m, at
 		c.maps.mu.Unlock()
 	}
 	if now := placementOf(m.Layout(len(c.opts.Shards))); now.parts.Len() != pl.parts.Len() {
@@ -513,8 +523,15 @@ func (c *Client) retake(ctx context.Context, typ, key, id string, own Unique, li
 				return err
 			}
 			g := readGuard(typ, key, ge)
-			if g.Task == id {
+			if g.Task == id && ge.Props.Int(PropSealedFor) == 0 {
 				return nil // it still holds it
+			}
+			if g.Task == id {
+				// It still holds it, in a guard sealed in an earlier spell
+				// of another count and left here: unsealed, the walk of
+				// the next change copies it (a sealed one it leaves).
+				op = table.Op{Kind: table.Replace, PartitionKey: shard, RowKey: gk, IfMatch: ge.ETag, Props: movedProps(ge.Props, pl.parts.Len())}
+				break
 			}
 			holds, err := holding(ctx, live, g)
 			if err != nil {
@@ -529,12 +546,16 @@ func (c *Client) retake(ctx context.Context, typ, key, id string, own Unique, li
 			}
 			op = table.Op{Kind: table.Replace, PartitionKey: shard, RowKey: gk, IfMatch: ge.ETag, Props: guardProps(id, spec, now, pl.parts.Len())}
 		}
-		if _, err := c.t.Submit(ctx, []table.Op{op}); err == nil || !conflict(err) {
+		_, err = c.t.Submit(ctx, append([]table.Op{op}, pl.openOp(shard)...))
+		if err == nil || !conflict(err) {
 			if err != nil {
 				return fmt.Errorf("retake unique key %q of %s: %w", key, id, err)
 			}
 			c.sealLanded(ctx, pl, typ, key, shard)
 			return nil
+		}
+		if c.closed(ctx, pl, shard, err) {
+			return fmt.Errorf("retake unique key %q of %s: shard %s is closed to takes placed by %d shards: %w", key, id, shard, pl.parts.Len(), errSealed)
 		}
 	}
 	return fmt.Errorf("retake unique key %q of %s: still contended after %d attempts", key, id, retries)
@@ -575,7 +596,7 @@ func sweepGuards(ctx context.Context, t table.Table, shard string, now time.Time
 	deleted := 0
 	for _, e := range due {
 		typ, key, ok := strings.Cut(strings.TrimPrefix(e.RowKey, GuardPrefix), "~")
-		if !ok {
+		if !ok || isOpenRow(e.RowKey) {
 			continue
 		}
 		holds, err := holding(ctx, live, readGuard(typ, key, e))

@@ -103,9 +103,18 @@ func (b *Balancer) cycle(ctx context.Context, gen int64, claim bool, log *slog.L
 		l.PrevCount = 0
 		log.Info("every shard's tasks are findable under the new shard count", "count", l.Count)
 	}
+	// A map of a release before the open rows (or none yet, or a count
+	// set by one) gets them for its count before it names them.
+	opened := l.Count != 0 && l.Open != l.Count
+	if opened {
+		if err := OpenRows(ctx, b.T, l.Count); err != nil {
+			return err
+		}
+		l.Open = l.Count
+	}
 	changes := Plan(m, Names(l.Span), live, gen, b.Clock.Now())
 	rp, grown := b.runParts(m.Runs, l.Span)
-	if len(changes) == 0 && !claim && !finished && m.Count != 0 && !grown {
+	if len(changes) == 0 && !claim && !finished && !opened && m.Count != 0 && !grown {
 		return nil
 	}
 	if err := write(ctx, b.T, m, gen, l, rp, changes); err != nil {

@@ -36,6 +36,8 @@ const (
 	// separated by commas) and RunParts.Next.
 	PropRunParts     = "RunParts"
 	PropRunPartsNext = "RunPartsNext"
+	// PropOpen is Map.Open.
+	PropOpen = "Open"
 
 	// epochShift places a balancer generation above every epoch an
 	// earlier balancer (or an unsharded leader, whose fence holds its
@@ -93,6 +95,12 @@ type Map struct {
 	Shards map[string]Assignment
 	// Runs is how the run records are spread over partitions.
 	Runs RunParts
+	// Open is the count whose open rows (OpenRowKey) stand in every shard
+	// of it: a unique take placed by Open requires its shard's row in its
+	// transaction, and the walk under a later count deletes the row, so
+	// a take placed by the old count that lands after the walk fails and
+	// is placed again (0: none; a map of a release before them).
+	Open int
 	etag string // of the "~map" row; "" when it is missing
 }
 
@@ -201,6 +209,7 @@ func Read(ctx context.Context, t table.Table) (Map, error) {
 			m.PrevCount = int(e.Props.Int(PropPrevCount))
 			m.Span = max(int(e.Props.Int(PropSpan)), m.Count)
 			m.Runs = RunParts{Written: parseCounts(e.Props.Str(PropRunParts)), Next: int(e.Props.Int(PropRunPartsNext))}
+			m.Open = int(e.Props.Int(PropOpen))
 			m.etag = e.ETag
 			continue
 		}
@@ -224,7 +233,7 @@ func write(ctx context.Context, t table.Table, m Map, gen int64, l Layout, rp Ru
 		ops := make([]table.Op, 0, n+1)
 		head := table.Op{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: etag,
 			Props: table.Props{PropGeneration: gen, PropCount: int64(l.Count), PropPrevCount: int64(l.PrevCount), PropSpan: int64(l.Span),
-				PropRunParts: formatCounts(rp.Written), PropRunPartsNext: int64(rp.Next)}}
+				PropRunParts: formatCounts(rp.Written), PropRunPartsNext: int64(rp.Next), PropOpen: int64(l.Open)}}
 		if etag == "" {
 			head.Kind = table.Insert
 		}
@@ -270,9 +279,9 @@ func letGo(ctx context.Context, t table.Table, a Assignment) error {
 }
 
 // Layout is how tasks are placed: by Count, with PrevCount while a change
-// is under way, over Span partitions.
+// is under way, over Span partitions; Open is Map.Open.
 type Layout struct {
-	Count, PrevCount, Span int
+	Count, PrevCount, Span, Open int
 }
 
 // Layout returns m's layout, or, when the map was never written, one of
@@ -285,7 +294,31 @@ func (m Map) Layout(count int) Layout {
 		}
 		return l
 	}
-	return Layout{Count: m.Count, PrevCount: m.PrevCount, Span: max(m.Span, m.Count)}
+	return Layout{Count: m.Count, PrevCount: m.PrevCount, Span: max(m.Span, m.Count), Open: m.Open}
+}
+
+// OpenRowPrefix starts the RowKey of every open row: "uq~~open~{count}"
+// in a shard's partition of the schedule table, among the unique guards
+// ("uq~{type}~{key}"; a type never starts with '~'), where a due-time
+// query never reaches and the guards' sweep (which selects rows by their
+// CheckAfter, which an open row lacks) never selects it.
+const OpenRowPrefix = "uq~~open~"
+
+// OpenRowKey is the RowKey of the open row of count in each of its
+// shards (see Map.Open).
+func OpenRowKey(count int) string { return OpenRowPrefix + strconv.Itoa(count) }
+
+// OpenRows writes the open row of count into each of its shards (a
+// request each; one already there stays). A map may name count as Open
+// only after it returned.
+func OpenRows(ctx context.Context, t table.Table, count int) error {
+	for _, s := range Names(count) {
+		_, err := t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: s, RowKey: OpenRowKey(count), Props: table.Props{PropCount: int64(count)}}})
+		if err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+			return fmt.Errorf("open shard %s for %d shards: %w", s, count, err)
+		}
+	}
+	return nil
 }
 
 // Names returns the partition names of n shards (at least one): "00",
@@ -315,9 +348,12 @@ func SetCount(ctx context.Context, t table.Table, n int) (Layout, error) {
 	case n == m.Count:
 		return m.Layout(0), nil
 	}
-	l := Layout{Count: n, PrevCount: m.Count, Span: max(m.Span, n)}
+	if err := OpenRows(ctx, t, n); err != nil {
+		return Layout{}, fmt.Errorf("change the shard count: %w", err)
+	}
+	l := Layout{Count: n, PrevCount: m.Count, Span: max(m.Span, n), Open: n}
 	_, err = t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: m.etag,
-		Props: table.Props{PropCount: int64(l.Count), PropPrevCount: int64(l.PrevCount), PropSpan: int64(l.Span)}}})
+		Props: table.Props{PropCount: int64(l.Count), PropPrevCount: int64(l.PrevCount), PropSpan: int64(l.Span), PropOpen: int64(l.Open)}}})
 	if err != nil {
 		return Layout{}, fmt.Errorf("change the shard count: %w", err)
 	}

@@ -461,3 +461,58 @@ func TestSizeRuns(t *testing.T) {
 		t.Fatalf("SizeRuns while a count is pending = %+v, %v; want it left alone", rp, err)
 	}
 }
+
+// Every map names, as Open, a count whose open rows stand in each of its
+// shards: the first balancer writes them before the map, a change of the
+// count writes the new count's before it names it, and a map of an
+// earlier release (no Open) gets them at the next cycle.
+func TestOpenRowsStandBeforeTheMapNamesThem(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	tb := table.NewMemory("ScheduledItems", clk)
+	roster := &fakeRoster{}
+	roster.set("a")
+	log := slog.New(slog.DiscardHandler)
+	b := &Balancer{T: tb, Roster: roster, Count: 4, Cycle: time.Second, Clock: clk, Logger: log}
+	open := func(what string, n int) {
+		t.Helper()
+		m, err := Read(ctx, tb)
+		if err != nil || m.Open != n {
+			t.Fatalf("%s: the map names %d open, %v; want %d", what, m.Open, err, n)
+		}
+		for _, s := range Names(n) {
+			if _, err := tb.Get(ctx, s, OpenRowKey(n)); err != nil {
+				t.Fatalf("%s: open row of %d in shard %s: %v", what, n, s, err)
+			}
+		}
+	}
+	if err := b.cycle(ctx, 1, true, log); err != nil {
+		t.Fatal(err)
+	}
+	open("the first map", 4)
+	m, _ := Read(ctx, tb)
+	for _, a := range m.Sorted() { // every shard done: the first change ends
+		if err := markDone(ctx, tb, a, 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.cycle(ctx, 1, false, log); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SetCount(ctx, tb, 6); err != nil {
+		t.Fatal(err)
+	}
+	open("a change to 6", 6)
+	// An earlier release's change of the count names no open rows.
+	if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow,
+		Props: table.Props{PropCount: int64(9), PropPrevCount: int64(6), PropSpan: int64(9)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := Read(ctx, tb); m.Layout(4).Open == m.Count {
+		t.Fatalf("a count of 9 set without open rows reads as open: %+v", m.Layout(4))
+	}
+	if err := b.cycle(ctx, 1, false, log); err != nil {
+		t.Fatal(err)
+	}
+	open("the cycle after an earlier release's change", 9)
+}
