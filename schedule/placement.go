@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,19 +38,38 @@ func (p placement) openOp(shard string) []table.Op {
 }
 
 // closed reports whether a transaction of pl's in shard that failed
-// with err failed because shard's open row is gone: this write was
-// placed by a count the fleet has left (errSealed). It reads the row only
-// for a failure a missing row explains.
-func (c *Client) closed(ctx context.Context, pl placement, shard string, err error) bool {
+// with err failed because shard's open row is gone (errSealed): this
+// write was placed by a count the fleet has left, or the row of the
+// count the fleet is on is missing (written by a release before the open
+// rows, or its shard walked by one), which it writes again first, so that
+// a take placed again succeeds. It reads the row only for a failure a
+// missing row explains.
+func (c *Client) closed(ctx context.Context, pl placement, shard string, err error) (bool, error) {
 	if pl.open == "" || !errors.Is(err, storage.ErrNotFound) {
-		return false
+		return false, nil
 	}
 	_, gerr := c.t.Get(ctx, shard, pl.open)
 	if !errors.Is(gerr, storage.ErrNotFound) {
-		return false
+		return false, nil
 	}
 	c.forget()
-	return true
+	return true, c.reopen(ctx, shard)
+}
+
+// reopen writes shard sh's open row again when the map, read afresh,
+// names the count it is on as Open with no change under way: then no walk
+// deletes that row (closeOpen acts only while a change to another count
+// is), and without it every take in sh would fail until the next leader's
+// first cycle writes the rows again (shard.Balancer).
+func (c *Client) reopen(ctx context.Context, sh string) error {
+	m, err := c.shardMap(ctx)
+	if err != nil {
+		return fmt.Errorf("shard %s: read the shard map: %w", sh, err)
+	}
+	if m.PrevCount != 0 || m.Count == 0 || m.Open != m.Count || !slices.Contains(shard.Names(m.Count), sh) {
+		return nil
+	}
+	return shard.OpenRow(ctx, c.t, sh, m.Count)
 }
 
 // same reports whether p and q place every key alike and look in the
@@ -206,16 +226,18 @@ func placementOf(l shard.Layout) placement {
 }
 
 // Point makes the tasks of shard findable under a shard count of count:
-// it first closes shard to unique takes placed by any other count
-// (deleting their open rows, see shard.Map.Open); then for every id index row in shard whose id belongs in another shard under
-// count, it writes a pointer there naming the shard that holds the task
-// (PropShard), and it seals every unique guard whose key belongs in
-// another shard and copies it there (unless a take under count wrote
-// one there: putGuard). It is safe
-// to repeat and to run beside every other use of the schedule; it reads
-// shard's open rows, index rows and guard rows once, seals each guard that moves with a
-// write of its own, and writes the rows that belong elsewhere in
-// transactions of up to 100 per shard they go to.
+// it first closes shard to unique takes placed by any other count while
+// the change to count is under way (closeOpen, see shard.Map.Open); then
+// for every id index row in shard whose id belongs in another shard
+// under count, it writes a pointer there naming the shard that holds the
+// task (PropShard), and it seals every unique guard whose key belongs in
+// another shard and copies it there (unless a take under count wrote one
+// there: putGuard). It is safe to repeat, to run late (a walk whose
+// change has ended closes nothing), and to run beside every other use of
+// the schedule; it reads shard's open rows (and then the map), index rows
+// and guard rows once, seals each guard that moves with a write of its
+// own, and writes the rows that belong elsewhere in transactions of up to
+// 100 per shard they go to.
 func (c *Client) Point(ctx context.Context, sh string, count int) error {
 	parts := table.Numbered("", count, 2)
 	// Rows bound for one shard go in transactions of up to table.MaxOps;
@@ -325,27 +347,52 @@ func (c *Client) Point(ctx context.Context, sh string, count int) error {
 // (shard.OpenRowKey).
 func isOpenRow(rk string) bool { return strings.HasPrefix(rk, shard.OpenRowPrefix) }
 
-// closeOpen deletes the open rows of sh of every count but count, each
-// conditionally on its ETag as read: one written again since (the count
-// came back, and shard.OpenRows wrote it anew) stays.
+// closeOpen deletes the open rows of sh of every count but count, and
+// only while the change to count is the one under way: a walk that lands
+// after its change ended (its owner paused, then resumed) leaves every
+// row alone, for the open row of a later count stands among them and
+// without it its shard would refuse every take. Each row is deleted
+// conditionally on its ETag as read (one written again since, by a change
+// back to its count, stays); a row a late take changed since it was read
+// is read and deleted again, so no take placed by another count keeps
+// the shard open.
 func (c *Client) closeOpen(ctx context.Context, sh string, count int) error {
-	rows, err := table.All(ctx, c.t, table.Query{Partition: sh, From: shard.OpenRowPrefix, To: shard.OpenRowPrefix + "~"}, 0)
-	if errors.Is(err, storage.ErrTableNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("shard %s: read its open rows: %w", sh, err)
-	}
-	for _, e := range rows {
-		if e.RowKey == shard.OpenRowKey(count) {
-			continue
+	for range retries {
+		rows, err := table.All(ctx, c.t, table.Query{Partition: sh, From: shard.OpenRowPrefix, To: shard.OpenRowPrefix + "~"}, 0)
+		if errors.Is(err, storage.ErrTableNotFound) {
+			return nil
 		}
-		_, err := c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: sh, RowKey: e.RowKey, IfMatch: e.ETag}})
-		if err != nil && !conflict(err) {
-			return fmt.Errorf("shard %s: close it to takes placed by another count: %w", sh, err)
+		if err != nil {
+			return fmt.Errorf("shard %s: read its open rows: %w", sh, err)
+		}
+		rows = slices.DeleteFunc(rows, func(e table.Entity) bool { return e.RowKey == shard.OpenRowKey(count) })
+		if len(rows) == 0 {
+			return nil
+		}
+		// Read after the rows: a map still changing to count was so when
+		// they were read, so none of them is a later count's.
+		m, err := shard.Read(ctx, c.t)
+		if err != nil {
+			return fmt.Errorf("shard %s: read the shard map: %w", sh, err)
+		}
+		if m.Count != count || m.PrevCount == 0 {
+			return nil
+		}
+		again := false
+		for _, e := range rows {
+			_, err := c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: sh, RowKey: e.RowKey, IfMatch: e.ETag}})
+			switch {
+			case errors.Is(err, storage.ErrPreconditionFailed):
+				again = true // a take merged into it since it was read
+			case err != nil && !errors.Is(err, storage.ErrNotFound):
+				return fmt.Errorf("shard %s: close it to takes placed by another count: %w", sh, err)
+			}
+		}
+		if !again {
+			return nil
 		}
 	}
-	return nil
+	return fmt.Errorf("shard %s: close it to takes placed by another count: its open rows changed on each of %d tries", sh, retries)
 }
 
 // sealFor seals guard e, which belongs in another shard under count, so

@@ -369,8 +369,11 @@ func (c *Client) addUnique(ctx context.Context, it Item, u Unique, live Live, ao
 			c.dropPayload(ctx, it, err)
 			return Item{}, fmt.Errorf("add %s: %w", it.ID, err)
 		}
-		if c.closed(ctx, pl, shard, err) {
+		if closed, rerr := c.closed(ctx, pl, shard, err); closed {
 			c.dropPayload(ctx, it, storage.ErrPreconditionFailed) // nothing written
+			if rerr != nil {
+				return Item{}, fmt.Errorf("add %s: %w", it.ID, rerr)
+			}
 			return Item{}, fmt.Errorf("add %s: shard %s is closed to takes placed by %d shards: %w", it.ID, shard, pl.parts.Len(), errSealed)
 		}
 		// The guard exists (or changed since it was read), or the id is
@@ -554,7 +557,10 @@ func (c *Client) retake(ctx context.Context, typ, key, id string, own Unique, li
 			c.sealLanded(ctx, pl, typ, key, shard)
 			return nil
 		}
-		if c.closed(ctx, pl, shard, err) {
+		if closed, rerr := c.closed(ctx, pl, shard, err); closed {
+			if rerr != nil {
+				return fmt.Errorf("retake unique key %q of %s: %w", key, id, rerr)
+			}
 			return fmt.Errorf("retake unique key %q of %s: shard %s is closed to takes placed by %d shards: %w", key, id, shard, pl.parts.Len(), errSealed)
 		}
 	}

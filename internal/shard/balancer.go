@@ -104,8 +104,13 @@ func (b *Balancer) cycle(ctx context.Context, gen int64, claim bool, log *slog.L
 		log.Info("every shard's tasks are findable under the new shard count", "count", l.Count)
 	}
 	// A map of a release before the open rows (or none yet, or a count
-	// set by one) gets them for its count before it names them.
-	opened := l.Count != 0 && l.Open != l.Count
+	// set by one) gets them for its count before it names them. The
+	// first cycle of a term and the end of a change write them again
+	// (one already there stays): a walk of a previous release, which
+	// knows nothing of them, may have deleted or moved one, and no walk
+	// of this release deletes the current count's rows after its change
+	// ended.
+	opened := l.Count != 0 && (l.Open != l.Count || claim || finished)
 	if opened {
 		if err := OpenRows(ctx, b.T, l.Count); err != nil {
 			return err

@@ -313,10 +313,19 @@ func OpenRowKey(count int) string { return OpenRowPrefix + strconv.Itoa(count) }
 // only after it returned.
 func OpenRows(ctx context.Context, t table.Table, count int) error {
 	for _, s := range Names(count) {
-		_, err := t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: s, RowKey: OpenRowKey(count), Props: table.Props{PropCount: int64(count)}}})
-		if err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
-			return fmt.Errorf("open shard %s for %d shards: %w", s, count, err)
+		if err := OpenRow(ctx, t, s, count); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// OpenRow writes the open row of count into shard s (one already there
+// stays).
+func OpenRow(ctx context.Context, t table.Table, s string, count int) error {
+	_, err := t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: s, RowKey: OpenRowKey(count), Props: table.Props{PropCount: int64(count)}}})
+	if err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+		return fmt.Errorf("open shard %s for %d shards: %w", s, count, err)
 	}
 	return nil
 }
