@@ -69,7 +69,7 @@ func (c *Client) reopen(ctx context.Context, sh string) error {
 	if m.PrevCount != 0 || m.Count == 0 || m.Open != m.Count || !slices.Contains(shard.Names(m.Count), sh) {
 		return nil
 	}
-	return shard.OpenRow(ctx, c.t, sh, m.Count)
+	return shard.Reopen(ctx, c.t, sh, m.Count)
 }
 
 // same reports whether p and q place every key alike and look in the

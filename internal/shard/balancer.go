@@ -112,7 +112,7 @@ func (b *Balancer) cycle(ctx context.Context, gen int64, claim bool, log *slog.L
 	// ended.
 	opened := l.Count != 0 && (l.Open != l.Count || claim || finished)
 	if opened {
-		if err := OpenRows(ctx, b.T, l.Count); err != nil {
+		if err := b.open(ctx, m, l.Count); err != nil {
 			return err
 		}
 		l.Open = l.Count
@@ -132,6 +132,20 @@ func (b *Balancer) cycle(ctx context.Context, gen int64, claim bool, log *slog.L
 		log.Info("shard given", "shard", c.Shard, "owner", c.Owner, "epoch", c.Epoch, "was", m.Shards[c.Shard].Owner)
 		if b.OnChange != nil {
 			b.OnChange(c)
+		}
+	}
+	return nil
+}
+
+// open writes the open rows of count, which map m names (Reopen) or,
+// for the first map, is about to (OpenRows).
+func (b *Balancer) open(ctx context.Context, m Map, count int) error {
+	if m.Count != count {
+		return OpenRows(ctx, b.T, count)
+	}
+	for _, s := range Names(count) {
+		if err := Reopen(ctx, b.T, s, count); err != nil {
+			return err
 		}
 	}
 	return nil

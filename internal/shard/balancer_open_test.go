@@ -60,3 +60,33 @@ func TestOpenRowsAreWrittenAgainAtATermAndAtTheEndOfAChange(t *testing.T) {
 		t.Fatalf("the change did not end: %+v", m.Layout(0))
 	}
 }
+
+// A cop or client paused between its read of the map and its write of an
+// open row does not open a shard the walk under a later count has closed
+// since: it reads the map after the write and takes its row back out
+// (issue 38, a review of the open rows).
+func TestAReopenLandingAfterTheCountChangedIsTakenBack(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	tb := table.NewMemory("ScheduledItems", clk)
+	roster := &fakeRoster{}
+	roster.set("a")
+	log := slog.New(slog.DiscardHandler)
+	b := &Balancer{T: tb, Roster: roster, Count: 8, Cycle: time.Second, Clock: clk, Logger: log}
+	if err := b.cycle(ctx, 1, true, log); err != nil {
+		t.Fatal(err)
+	}
+	// Read under 4 shards, written once the fleet is on 8.
+	if err := Reopen(ctx, tb, "02", 4); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := tb.Get(ctx, "02", OpenRowKey(4)); err == nil {
+		t.Fatalf("an open row of 4 written after the map moved to 8 stands: %v", e.Props)
+	}
+	if err := Reopen(ctx, tb, "02", 8); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Get(ctx, "02", OpenRowKey(8)); err != nil {
+		t.Fatalf("open row of 8 written again under 8 shards: %v", err)
+	}
+}

@@ -313,19 +313,37 @@ func OpenRowKey(count int) string { return OpenRowPrefix + strconv.Itoa(count) }
 // only after it returned.
 func OpenRows(ctx context.Context, t table.Table, count int) error {
 	for _, s := range Names(count) {
-		if err := OpenRow(ctx, t, s, count); err != nil {
-			return err
+		_, err := t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: s, RowKey: OpenRowKey(count), Props: table.Props{PropCount: int64(count)}}})
+		if err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+			return fmt.Errorf("open shard %s for %d shards: %w", s, count, err)
 		}
 	}
 	return nil
 }
 
-// OpenRow writes the open row of count into shard s (one already there
-// stays).
-func OpenRow(ctx context.Context, t table.Table, s string, count int) error {
-	_, err := t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: s, RowKey: OpenRowKey(count), Props: table.Props{PropCount: int64(count)}}})
-	if err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
-		return fmt.Errorf("open shard %s for %d shards: %w", s, count, err)
+// Reopen writes the open row of count into shard s again for a map
+// that names count (one already there stays), and takes a row it wrote
+// back out when the map, read after the write, no longer names count: a
+// process paused between its read of the map and this write must not
+// open a shard that the walk under a later count has closed since.
+func Reopen(ctx context.Context, t table.Table, s string, count int) error {
+	etags, err := t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: s, RowKey: OpenRowKey(count), Props: table.Props{PropCount: int64(count)}}})
+	if errors.Is(err, storage.ErrAlreadyExists) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open shard %s for %d shards again: %w", s, count, err)
+	}
+	m, err := Read(ctx, t)
+	if err != nil {
+		return fmt.Errorf("open shard %s for %d shards again: read the map after: %w", s, count, err)
+	}
+	if m.Count == count {
+		return nil
+	}
+	_, err = t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: s, RowKey: OpenRowKey(count), IfMatch: etags[0]}})
+	if err != nil && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrPreconditionFailed) {
+		return fmt.Errorf("shard %s: take back its open row of %d shards, which the map no longer names: %w", s, count, err)
 	}
 	return nil
 }
