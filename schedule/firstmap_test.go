@@ -292,12 +292,9 @@ func movingKey() (key, under2, under8 string) {
 // 2 shards put it; takes under 8 never saw it, and four more tasks took
 // the key while it was snoozed).
 func TestAUniqueTakeLandingAfterAShardCountChangeStillHoldsItsKey(t *testing.T) {
-	mt := table.NewMemory("", nil)
-	fc := clock.NewFake(t0)
-	settledMap(t, mt, fc, 2)
+	mt, fc, o := twoShards(t)
 	key, under2, under8 := movingKey()
 	u := Unique{Key: key}
-	o := Options{Shards: []string{"00", "01"}, ShardMap: true, Clock: fc, Logger: quiet}
 	fresh, err := newClient(mt, o)
 	if err != nil {
 		t.Fatal(err)
@@ -346,12 +343,9 @@ func TestAUniqueTakeLandingAfterAShardCountChangeStillHoldsItsKey(t *testing.T) 
 // copied (here refused by its live holder), rather than taking the key
 // where the old count put it. A requeue's Retake does the same.
 func TestAPointedGuardRefusesATakeByTheOldCount(t *testing.T) {
-	mt := table.NewMemory("", nil)
-	fc := clock.NewFake(t0)
-	settledMap(t, mt, fc, 2)
+	mt, fc, o := twoShards(t)
 	key, under2, under8 := movingKey()
 	u := Unique{Key: key}
-	o := Options{Shards: []string{"00", "01"}, ShardMap: true, Clock: fc, Logger: quiet}
 	finished := map[string]bool{}
 	live := func(_ context.Context, g Guard) (bool, error) { return !finished[g.Task], nil }
 	stale, err := newClient(mt, o)
@@ -568,9 +562,7 @@ func testLateTakeAfterTheChange(t *testing.T, mt table.Table) {
 // retake, so the walk of the next change copies it rather than leaving it
 // as a leftover (issue 38, a review of the fix of seed 82521).
 func TestARetakeUnsealsALeftoverNamingItsTask(t *testing.T) {
-	mt := table.NewMemory("", nil)
-	fc := clock.NewFake(t0)
-	settledMap(t, mt, fc, 2)
+	mt, fc, o := twoShards(t)
 	var key, under2, under8, under4 string
 	for i := 0; ; i++ {
 		key = fmt.Sprintf("k%d", i)
@@ -580,7 +572,6 @@ func TestARetakeUnsealsALeftoverNamingItsTask(t *testing.T) {
 		}
 	}
 	u := Unique{Key: key}
-	o := Options{Shards: []string{"00", "01"}, ShardMap: true, Clock: fc, Logger: quiet}
 	live := func(context.Context, Guard) (bool, error) { return true, nil }
 	c, err := newClient(mt, o)
 	if err != nil {
@@ -590,15 +581,7 @@ func TestARetakeUnsealsALeftoverNamingItsTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	change := func(from, to int) {
-		t.Helper()
-		if _, err := shard.SetCount(ctx(t), mt, to); err != nil {
-			t.Fatal(err)
-		}
-		fc.Advance(2 * time.Second)
-		endChange(t, mt, o, from, to)
-		fc.Advance(2 * time.Second)
-	}
+	change := func(from, to int) { changeCount(t, mt, fc, o, from, to) }
 	change(2, 8)
 	// The copy under 8 is swept (say its task was thought gone), and the
 	// count comes back to 2: the guard under 2 stays sealed for 8.

@@ -14,9 +14,9 @@ import (
 	"github.com/leasecron/leasecron/internal/table"
 )
 
-// openRowTest is a schedule of 2 shards with no change under way, and a
+// twoShards is a schedule of 2 shards with no change under way, and a
 // client placing by its map.
-func openRowTest(t *testing.T) (table.Table, *clock.Fake, Options) {
+func twoShards(t *testing.T) (table.Table, *clock.Fake, Options) {
 	t.Helper()
 	mt := table.NewMemory("", nil)
 	fc := clock.NewFake(t0)
@@ -40,7 +40,7 @@ func changeCount(t *testing.T, mt table.Table, fc *clock.Fake, o Options, prev, 
 // count's open rows standing: deleted, they would close their shards to
 // every unique take (issue 38, a review of the open rows).
 func TestAWalkLandingAfterItsChangeEndedLeavesTheNextCountsOpenRows(t *testing.T) {
-	mt, fc, o := openRowTest(t)
+	mt, fc, o := twoShards(t)
 	changeCount(t, mt, fc, o, 2, 8)
 	if _, err := shard.SetCount(ctx(t), mt, 4); err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func (m *mergeFirst) Submit(ctx context.Context, ops []table.Op) ([]string, erro
 // again and deletes it, rather than leaving the shard open to the old
 // count (issue 38, a review of the open rows).
 func TestAWalkDeletesAnOpenRowATakeChangedAfterItWasRead(t *testing.T) {
-	mt, _, o := openRowTest(t)
+	mt, _, o := twoShards(t)
 	if _, err := shard.SetCount(ctx(t), mt, 8); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestAWalkDeletesAnOpenRowATakeChangedAfterItWasRead(t *testing.T) {
 // succeeds, rather than every take in its shard failing until the next
 // leader's term (issue 38, a review of the open rows).
 func TestATakeMissingTheOpenRowOfTheCurrentCountWritesItAgain(t *testing.T) {
-	mt, _, o := openRowTest(t)
+	mt, _, o := twoShards(t)
 	for _, s := range shard.Names(2) {
 		if _, err := mt.Submit(ctx(t), []table.Op{{Kind: table.Delete, PartitionKey: s, RowKey: shard.OpenRowKey(2)}}); err != nil {
 			t.Fatal(err)

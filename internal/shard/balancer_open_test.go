@@ -17,13 +17,7 @@ import (
 // and walked by an earlier release left Open naming rows that were gone,
 // and every unique take in their shards failed).
 func TestOpenRowsAreWrittenAgainAtATermAndAtTheEndOfAChange(t *testing.T) {
-	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	tb := table.NewMemory("ScheduledItems", clk)
-	roster := &fakeRoster{}
-	roster.set("a")
-	log := slog.New(slog.DiscardHandler)
-	b := &Balancer{T: tb, Roster: roster, Count: 4, Cycle: time.Second, Clock: clk, Logger: log}
+	ctx, tb, b, log := oneMemberBalancer(4)
 	gone := func() {
 		t.Helper()
 		if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: "02", RowKey: OpenRowKey(4)}}); err != nil {
@@ -66,13 +60,7 @@ func TestOpenRowsAreWrittenAgainAtATermAndAtTheEndOfAChange(t *testing.T) {
 // since: it reads the map after the write and takes its row back out
 // (issue 38, a review of the open rows).
 func TestAReopenLandingAfterTheCountChangedIsTakenBack(t *testing.T) {
-	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	tb := table.NewMemory("ScheduledItems", clk)
-	roster := &fakeRoster{}
-	roster.set("a")
-	log := slog.New(slog.DiscardHandler)
-	b := &Balancer{T: tb, Roster: roster, Count: 8, Cycle: time.Second, Clock: clk, Logger: log}
+	ctx, tb, b, log := oneMemberBalancer(8)
 	if err := b.cycle(ctx, 1, true, log); err != nil {
 		t.Fatal(err)
 	}
@@ -89,4 +77,15 @@ func TestAReopenLandingAfterTheCountChangedIsTakenBack(t *testing.T) {
 	if _, err := tb.Get(ctx, "02", OpenRowKey(8)); err != nil {
 		t.Fatalf("open row of 8 written again under 8 shards: %v", err)
 	}
+}
+
+// oneMemberBalancer is a balancer of count shards over an empty table,
+// with one live instance.
+func oneMemberBalancer(count int) (context.Context, table.Table, *Balancer, *slog.Logger) {
+	clk := clock.NewFake(t0)
+	tb := table.NewMemory("ScheduledItems", clk)
+	roster := &fakeRoster{}
+	roster.set("a")
+	log := slog.New(slog.DiscardHandler)
+	return context.Background(), tb, &Balancer{T: tb, Roster: roster, Count: count, Cycle: time.Second, Clock: clk, Logger: log}, log
 }

@@ -467,13 +467,7 @@ func TestSizeRuns(t *testing.T) {
 // count writes the new count's before it names it, and a map of an
 // earlier release (no Open) gets them at the next cycle.
 func TestOpenRowsStandBeforeTheMapNamesThem(t *testing.T) {
-	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	tb := table.NewMemory("ScheduledItems", clk)
-	roster := &fakeRoster{}
-	roster.set("a")
-	log := slog.New(slog.DiscardHandler)
-	b := &Balancer{T: tb, Roster: roster, Count: 4, Cycle: time.Second, Clock: clk, Logger: log}
+	ctx, tb, b, log := oneMemberBalancer(4)
 	open := func(what string, n int) {
 		t.Helper()
 		m, err := Read(ctx, tb)
