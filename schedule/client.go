@@ -13,6 +13,7 @@ import (
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/opt"
 	"github.com/leasecron/leasecron/internal/payload"
+	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 )
@@ -213,6 +214,20 @@ func NewAzure(svc *aztables.ServiceClient, o Options) (*Client, error) {
 func (c *Client) Ensure(ctx context.Context) error {
 	if err := c.t.Create(ctx); err != nil {
 		return err
+	}
+	if c.opts.ShardMap && len(c.opts.Shards) == 1 {
+		// An unsharded schedule's "00" stands open to unique takes placed
+		// by one shard until the walk under the first map closes it
+		// (placementOf); written here, a first take need not write it.
+		m, err := c.shardMap(ctx)
+		if err != nil {
+			return err
+		}
+		if m.Count == 0 {
+			if err := shard.Reopen(ctx, c.t, "00", 1); err != nil {
+				return err
+			}
+		}
 	}
 	if en, ok := c.opts.PayloadStore.(interface{ Ensure(context.Context) error }); ok {
 		if err := en.Ensure(ctx); err != nil {

@@ -131,3 +131,59 @@ func TestATakeMissingTheOpenRowOfTheCurrentCountWritesItAgain(t *testing.T) {
 		t.Fatalf("open row of 2 in shard %s after the take: %v; want it written again", it.Shard, err)
 	}
 }
+
+// A unique take of a process still on one shard whose request lands after
+// the walk of "00" under the first map — the switch to sharding done, and
+// the key taken under the new count — finds "00" closed to takes placed
+// by one shard and places itself again by the map, where the holder
+// refuses it (issue 38, a review of the open rows: the switch from one
+// shard had no open row, so such a take held its key beside the holder).
+func TestATakeOfAnUnshardedProcessLandingAfterTheSwitchIsPlacedAgain(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	fc := clock.NewFake(t0)
+	one := Options{Shards: []string{"00"}, ShardMap: true, Clock: fc, Logger: quiet}
+	eight := Options{Shards: shard.Names(8), ShardMap: true, Clock: fc, Logger: quiet}
+	live := func(context.Context, Guard) (bool, error) { return true, nil }
+	first, err := newClient(mt, one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, Unique{Key: "first"}, live, AddOptions{}); err != nil {
+		t.Fatalf("the first unique take of an unsharded schedule: %v", err)
+	}
+	if _, err := mt.Get(ctx(t), "00", shard.OpenRowKey(1)); err != nil {
+		t.Fatalf("open row of one shard after the first take: %v; want it written", err)
+	}
+	var key string
+	for i := 0; ; i++ {
+		if key = "k" + string(rune('a'+i)); table.Numbered("", 8, 2).Of("t~"+key) != "00" {
+			break
+		}
+	}
+	u := Unique{Key: key}
+	var holder Item
+	lt := &lateTable{Table: mt}
+	lt.before = func() {
+		writeFirstMap(t, mt, fc, 8)
+		fc.Advance(shard.UnshardedMapTTL + 2*shard.ClientMapTTL)
+		endChange(t, mt, eight, 1, 8)
+		fresh, err := newClient(mt, eight)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if holder, err = fresh.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, live, AddOptions{}); err != nil {
+			t.Fatalf("take under 8 shards after the switch: %v", err)
+		}
+	}
+	stale, err := newClient(lt, one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var de *DuplicateError
+	if late, err := stale.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, u, live, AddOptions{}); !errors.As(err, &de) || de.ID != holder.ID {
+		t.Fatalf("a take placed by one shard landing after the switch: %v (task %s in shard %s); want refused, naming %s", err, late.ID, late.Shard, holder.ID)
+	}
+	if e, err := mt.Get(ctx(t), "00", guardKey("t", key)); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("the late take left a guard in shard 00: %v, %v", e.Props, err)
+	}
+}

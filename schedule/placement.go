@@ -66,10 +66,16 @@ func (c *Client) reopen(ctx context.Context, sh string) error {
 	if err != nil {
 		return fmt.Errorf("shard %s: read the shard map: %w", sh, err)
 	}
-	if m.PrevCount != 0 || m.Count == 0 || m.Open != m.Count || !slices.Contains(shard.Names(m.Count), sh) {
+	count := m.Count
+	if count == 0 && len(c.opts.Shards) == 1 {
+		count = 1 // no map: unsharded
+	} else if m.PrevCount != 0 || count == 0 || m.Open != count {
 		return nil
 	}
-	return shard.Reopen(ctx, c.t, sh, m.Count)
+	if !slices.Contains(shard.Names(count), sh) {
+		return nil
+	}
+	return shard.Reopen(ctx, c.t, sh, count)
 }
 
 // same reports whether p and q place every key alike and look in the
@@ -219,8 +225,14 @@ func placementOf(l shard.Layout) placement {
 		prev := table.Numbered("", l.PrevCount, 2)
 		p.prev = &prev
 	}
-	if l.Open == l.Count && l.Count > 0 {
+	switch {
+	case l.Open == l.Count && l.Count > 0:
 		p.open = shard.OpenRowKey(l.Count)
+	case l.Count == 1 && l.PrevCount == 0:
+		// No map, one shard: "00" is open to takes placed by one shard
+		// until the walk under the first map's count closes it (the take
+		// that finds no row writes it: reopen).
+		p.open = shard.OpenRowKey(1)
 	}
 	return p
 }

@@ -338,7 +338,7 @@ func Reopen(ctx context.Context, t table.Table, s string, count int) error {
 	if err != nil {
 		return fmt.Errorf("open shard %s for %d shards again: read the map after: %w", s, count, err)
 	}
-	if m.Count == count {
+	if max(m.Count, 1) == count { // no map: one shard
 		return nil
 	}
 	_, err = t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: s, RowKey: OpenRowKey(count), IfMatch: etags[0]}})
