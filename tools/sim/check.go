@@ -1816,6 +1816,7 @@ func (c *checker) retimed(id string, issued time.Time, it leasecron.Item, err er
 	// the same.
 	t.retimes = append(t.retimes, retime{issued: issued, returned: c.w.now(), from: t.due, ok: err == nil})
 	if err == nil {
+		t.retimes[len(t.retimes)-1].to = it.Due
 		t.due = it.Due
 	}
 }
@@ -1828,7 +1829,8 @@ func sameDue(a, b time.Time) bool { return a.Sub(b).Abs() < time.Millisecond }
 // answered, and the due time it moved the task from.
 type retime struct {
 	issued, returned, from time.Time
-	ok                     bool // answered success
+	to                     time.Time // the due time it moved the task to (when ok)
+	ok                     bool      // answered success
 }
 
 // movedAwayLocked returns the change of t that moved the version ev
@@ -1871,8 +1873,18 @@ func (c *checker) movedAwayLocked(t *ti, ev *runEv) (retime, bool) {
 // after the change was issued (sentLateLocked).
 func (c *checker) racedMoveLocked(t *ti, due time.Time) bool {
 	return slices.ContainsFunc(t.retimes, func(r retime) bool {
-		return sameDue(r.from, due) && (!due.After(r.returned.Add(5*time.Second)) || c.movedLocked(t.id, r.from, r.issued, r.returned) ||
-			c.sentLateLocked(t.id, r.from, r.issued, r.returned))
+		from := r.from
+		if from.IsZero() {
+			// Issued before the schedule answered: it moved the version
+			// the schedule wrote (its due time unknown until the answer,
+			// but none a change moved the task to).
+			from = t.schedDue
+			if from.IsZero() && !slices.ContainsFunc(t.retimes, func(o retime) bool { return sameDue(o.to, due) }) {
+				from = due
+			}
+		}
+		return sameDue(from, due) && (!due.After(r.returned.Add(5*time.Second)) || c.movedLocked(t.id, from, r.issued, r.returned) ||
+			c.sentLateLocked(t.id, from, r.issued, r.returned))
 	})
 }
 
