@@ -416,9 +416,12 @@ func (c *checker) newTI(s TaskSpec, op *Op, cl *proc) *ti {
 		// goroutine) waits for it all the same: its schedule finds the
 		// id's rows once they are written (seed 9737: a parent and its
 		// child tried 0.2 ms apart, the child first, and the child's
-		// cancel with its parent's bulk cancel was unexplained).
+		// cancel with its parent's bulk cancel was unexplained). So does
+		// one planned before it whose schedule is still on its way: held
+		// up, both were sent in one instant, and this one's rows were
+		// written before the child's looked for them (seed 85868).
 		for _, o := range c.tis {
-			if i := slices.Index(o.unfound, t.id); i >= 0 && o.op != nil && op != nil && c.plannedAfter(o.op, op) {
+			if i := slices.Index(o.unfound, t.id); i >= 0 && o.op != nil && op != nil && (c.plannedAfter(o.op, op) || o.returned.IsZero()) {
 				o.unfound = slices.Delete(o.unfound, i, i+1)
 				o.parents = append(o.parents, t)
 			}
@@ -2048,11 +2051,14 @@ func (c *checker) disabled(id string, on bool, issued time.Time, err error) {
 	case on && err == nil && (n == 0 || !t.disabled[n-1].to.IsZero()):
 		d := window{issued: issued, from: now, partial: partial}
 		for _, e := range t.enables {
-			if e.from.After(issued) {
+			if !e.from.Before(issued) {
 				// An enable answered after this disable was asked may
 				// have been written after it (seed 70226: an enable slowed
 				// by faults committed after the disable it was asked
-				// before, and the series ran on, enabled).
+				// before, and the series ran on, enabled) — and so may
+				// one answered in the very instant it was asked (seed
+				// 85604: a disable, a second disable and an enable held up
+				// together and sent in one virtual instant).
 				d.to = e.issued
 			}
 		}

@@ -1230,17 +1230,19 @@ func wantOnly(t *testing.T, got []string, word, want string) {
 }
 
 // A disable holds from its answer until an enable — one asked after it,
-// or one asked before it and answered after it was asked, which may have
-// been written after it (seed 70226). An occurrence that starts once the
-// disable answered is a violation only when every enable answered before
-// the disable was asked.
+// or one asked before it and answered once it was asked (in the same
+// instant too: seed 85604), which may have been written after it (seed
+// 70226). An occurrence that starts once the disable answered is a
+// violation only when every enable answered before the disable was asked.
 func TestADisableMeetsAnEnableItOverlapped(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
+		answer  time.Duration // when the enable answered, from the disable's asking
 		overlap bool
 	}{
-		{"the enable answered before the disable was asked", false},
-		{"the enable answered while the disable was on its way", true},
+		{"the enable answered before the disable was asked", -time.Second, false},
+		{"the enable answered in the instant the disable was asked", 0, true}, // seed 85604
+		{"the enable answered while the disable was on its way", 2 * time.Second, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -1248,16 +1250,17 @@ func TestADisableMeetsAnEnableItOverlapped(t *testing.T) {
 				s := c.newTI(TaskSpec{ID: "s", Type: TypePlain, Recurrence: "@every 20s"}, nil, nil)
 				c.scheduled(s, w.now(), leasecron.Item{ID: "s", Due: w.now().Add(20 * time.Second), Recurrence: "@every 20s"}, nil)
 				enableAsked := w.now()
-				time.Sleep(10 * time.Second)
+				time.Sleep(10*time.Second + min(tc.answer, 0))
+				if tc.answer < 0 {
+					c.disabled("s", false, enableAsked, nil)
+					time.Sleep(-tc.answer)
+				}
 				disableAsked := w.now()
-				if !tc.overlap {
+				if tc.answer >= 0 {
+					time.Sleep(tc.answer)
 					c.disabled("s", false, enableAsked, nil)
 				}
-				time.Sleep(2 * time.Second)
-				if tc.overlap {
-					c.disabled("s", false, enableAsked, nil)
-				}
-				time.Sleep(time.Second)
+				time.Sleep(3*time.Second - tc.answer)
 				c.disabled("s", true, disableAsked, nil)
 				time.Sleep(20 * time.Second)
 				got := violationsOf(c, func() { c.checkDisabledLocked(s, okNow(w, s, s.id+"@next", w.now())) })
@@ -1437,6 +1440,34 @@ func TestAnEarlierRequeuedRunsDeathAfterTheReplacementSucceeded(t *testing.T) {
 			t.Errorf("a dead record of the replacement's own due time: %q, want its early death", got)
 		}
 	})
+}
+
+// A child whose parent was not yet scheduled when it was tried waits for
+// a scheduling of the parent tried while the child's schedule is still on
+// its way, even one planned after it: held up, the two were sent in one
+// instant and the parent's rows were written before the child looked for
+// them (seed 85868: the parent then died, and the child's cancel was
+// taken for nobody's). A parent tried once the child answered is not its.
+func TestAParentTriedWhileItsChildsScheduleIsOnItsWayIsItsParent(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		answered bool // the child answered before the parent was tried
+	}{{"child on its way", false}, {"child answered first", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				childOp, parentOp := &Op{Kind: OpSchedule, At: time.Second}, &Op{Kind: OpSchedule, At: 2 * time.Second}
+				child := c.newTI(TaskSpec{ID: "t7", Type: TypePlain, After: []string{"t6"}}, childOp, nil)
+				if tc.answered {
+					c.scheduled(child, w.now(), leasecron.Item{ID: "t7", Due: w.now()}, nil)
+				}
+				parent := c.newTI(TaskSpec{ID: "t6", Type: TypePlain}, parentOp, nil)
+				if got := slices.Contains(child.parents, parent); got == tc.answered {
+					t.Errorf("the parent linked to the child: %v, want %v", got, !tc.answered)
+				}
+			})
+		})
+	}
 }
 
 // A schedule --file under way when a schedule of one of its ids was tried,
