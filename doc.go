@@ -47,7 +47,8 @@
 // ErrAlreadyScheduled, ErrBatchExists, ErrAlreadyFinished, ErrAlreadySent,
 // ErrInvalidRunQuery, ErrNoRunRecords, ErrInvalidOptions, ErrServerBusy
 // (storage throttled the request; try again later), ErrDuplicate (a
-// unique key is held by another task), ErrInvalidProgress (Progress was
+// unique key is held by another task), ErrShardCountChanged (a unique
+// schedule met a shard-count change twice: try again), ErrInvalidProgress (Progress was
 // given a percent outside 0–100), ErrDrained (Worker.Run stopped
 // because the worker was drained), ErrNotDrainable (Drain found an
 // instance that does not look for drain requests) and ErrIncomplete (the

@@ -61,6 +61,11 @@ var (
 	// by another task and created nothing; the error is a *DuplicateError
 	// naming that task, and the returned Item carries its id.
 	ErrDuplicate = schedule.ErrDuplicate
+	// ErrShardCountChanged: Schedule with ScheduleOptions.Unique placed
+	// its key by a shard count that changed under it, and the second try
+	// met a change too; nothing was written, and trying again places it by
+	// the count in force. The HTTP API answers it 503 with Retry-After.
+	ErrShardCountChanged = schedule.ErrShardCountChanged
 	// ErrInvalidProgress: Progress was given a percent outside 0–100
 	// (leasecrontype.ErrInvalidProgress).
 	ErrInvalidProgress = leasecrontype.ErrInvalidProgress

@@ -110,6 +110,12 @@ func problemOf(err error) *Problem {
 		p := problem(http.StatusServiceUnavailable, "unavailable", "storage is busy, slow or unreachable: retry after the time in Retry-After ("+err.Error()+")")
 		p.retryAfter = max(1, int(math.Ceil(storage.RetryAfter(err).Seconds())))
 		return p
+	case errors.Is(err, leasecron.ErrShardCountChanged):
+		// Nothing was written, and a retry places the key by the count in
+		// force: as busy storage, a retry after a moment succeeds.
+		p := problem(http.StatusServiceUnavailable, "unavailable", err.Error()+": retry after the time in Retry-After")
+		p.retryAfter = 1
+		return p
 	case errors.Is(err, queue.ErrNotRequeueable):
 		return problem(http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, context.Canceled):

@@ -23,3 +23,14 @@ func TestProblemOfIncomplete(t *testing.T) {
 		t.Fatalf("problemOf(busy) = %d; want 503", p.Status)
 	}
 }
+
+// A unique schedule that met a shard-count change twice wrote nothing and
+// succeeds when tried again: 503 with Retry-After, not a 500 the caller
+// would take for a failure of the server.
+func TestProblemOfShardCountChanged(t *testing.T) {
+	err := fmt.Errorf("schedule with unique key %q: %w", "k", leasecron.ErrShardCountChanged)
+	p := problemOf(err)
+	if p.Status != http.StatusServiceUnavailable || p.Type != ProblemPrefix+"unavailable" || p.retryAfter != 1 {
+		t.Fatalf("problemOf(shard count changed) = %d %s (retry after %d); want 503 unavailable, Retry-After 1", p.Status, p.Type, p.retryAfter)
+	}
+}

@@ -38,7 +38,7 @@ func (p placement) openOp(shard string) []table.Op {
 }
 
 // closed reports whether a transaction of pl's in shard that failed
-// with err failed because shard's open row is gone (errSealed): this
+// with err failed because shard's open row is gone (ErrShardCountChanged): this
 // write was placed by a count the fleet has left, or the row of the
 // count the fleet is on is missing (written by a release before the open
 // rows, or its shard walked by one), which it writes again first, so that

@@ -301,16 +301,20 @@ func (c *Client) AddUnique(ctx context.Context, it Item, u Unique, live Live, ao
 	// shard).
 	for range 2 {
 		out, err := c.addUnique(ctx, it, u, live, ao)
-		if !errors.Is(err, errSealed) {
+		if !errors.Is(err, ErrShardCountChanged) {
 			return out, err
 		}
 	}
-	return Item{}, fmt.Errorf("schedule with unique key %q: %w", u.Key, errSealed)
+	return Item{}, fmt.Errorf("schedule with unique key %q: %w", u.Key, ErrShardCountChanged)
 }
 
-// errSealed says a write placed by one shard count met a guard sealed by
-// a take under another (see the guard's SealedFor).
-var errSealed = errors.New("the key's guard moved under a new shard count while this call placed it by the old one; try again")
+// ErrShardCountChanged: a unique schedule placed its key by one shard
+// count and met the key's guard sealed by a take under another, twice in a
+// row (the count changed again while the call placed it once more, or a
+// shard it placed by was closed to its count). Nothing was written; the
+// call is safe to repeat, and a repeat places the key by the count then
+// in force (see the guard's SealedFor).
+var ErrShardCountChanged = errors.New("the key's guard moved under a new shard count while this call placed it by the old one; try again")
 
 // addUnique is AddUnique under one placement.
 func (c *Client) addUnique(ctx context.Context, it Item, u Unique, live Live, ao AddOptions) (Item, error) {
@@ -374,7 +378,7 @@ func (c *Client) addUnique(ctx context.Context, it Item, u Unique, live Live, ao
 			if rerr != nil {
 				return Item{}, fmt.Errorf("add %s: %w", it.ID, rerr)
 			}
-			return Item{}, fmt.Errorf("add %s: shard %s is closed to takes placed by %d shards: %w", it.ID, shard, pl.parts.Len(), errSealed)
+			return Item{}, fmt.Errorf("add %s: shard %s is closed to takes placed by %d shards: %w", it.ID, shard, pl.parts.Len(), ErrShardCountChanged)
 		}
 		// The guard exists (or changed since it was read), or the id is
 		// taken: see which.
@@ -443,7 +447,7 @@ func holding(ctx context.Context, live Live, g Guard) (bool, error) {
 	return live(ctx, g)
 }
 
-// checkSeal returns errSealed when guard e, read where pl placed its key,
+// checkSeal returns ErrShardCountChanged when guard e, read where pl placed its key,
 // is sealed and the shard map, read again now, places the key by another
 // count than pl: this call placed it by a count the fleet has left (its
 // map read was older than the change, or its request landed late). A
@@ -464,7 +468,7 @@ func (c *Client) checkSeal(ctx context.Context, pl placement, e table.Entity) er
 		c.maps.mu.Unlock()
 	}
 	if now := placementOf(m.Layout(len(c.opts.Shards))); now.parts.Len() != pl.parts.Len() {
-		return fmt.Errorf("unique guard %s sealed for %d shards, placed by %d: %w", e.RowKey, e.Props.Int(PropSealedFor), pl.parts.Len(), errSealed)
+		return fmt.Errorf("unique guard %s sealed for %d shards, placed by %d: %w", e.RowKey, e.Props.Int(PropSealedFor), pl.parts.Len(), ErrShardCountChanged)
 	}
 	return nil
 }
@@ -489,11 +493,11 @@ func (u Unique) orDefaults() Unique {
 // holds the key refuses it with a *DuplicateError naming that task.
 func (c *Client) Retake(ctx context.Context, typ, key, id string, own Unique, live Live) error {
 	for range 2 {
-		if err := c.retake(ctx, typ, key, id, own, live); !errors.Is(err, errSealed) {
+		if err := c.retake(ctx, typ, key, id, own, live); !errors.Is(err, ErrShardCountChanged) {
 			return err
 		}
 	}
-	return fmt.Errorf("retake unique key %q of %s: %w", key, id, errSealed)
+	return fmt.Errorf("retake unique key %q of %s: %w", key, id, ErrShardCountChanged)
 }
 
 // retake is Retake under one placement.
@@ -561,7 +565,7 @@ func (c *Client) retake(ctx context.Context, typ, key, id string, own Unique, li
 			if rerr != nil {
 				return fmt.Errorf("retake unique key %q of %s: %w", key, id, rerr)
 			}
-			return fmt.Errorf("retake unique key %q of %s: shard %s is closed to takes placed by %d shards: %w", key, id, shard, pl.parts.Len(), errSealed)
+			return fmt.Errorf("retake unique key %q of %s: shard %s is closed to takes placed by %d shards: %w", key, id, shard, pl.parts.Len(), ErrShardCountChanged)
 		}
 	}
 	return fmt.Errorf("retake unique key %q of %s: still contended after %d attempts", key, id, retries)
