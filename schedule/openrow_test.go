@@ -187,3 +187,57 @@ func TestATakeOfAnUnshardedProcessLandingAfterTheSwitchIsPlacedAgain(t *testing.
 		t.Errorf("the late take left a guard in shard 00: %v, %v", e.Props, err)
 	}
 }
+
+// mapUnreadable is a table whose reads of the shard map fail once down
+// is set, and which counts the open rows inserted through it.
+type mapUnreadable struct {
+	table.Table
+	down    bool
+	inserts int
+}
+
+func (m *mapUnreadable) Query(ctx context.Context, q table.Query) (table.Page, error) {
+	if m.down && q.Partition == shard.Partition {
+		return table.Page{}, storage.ErrServerBusy
+	}
+	return m.Table.Query(ctx, q)
+}
+
+func (m *mapUnreadable) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if op := ops[0]; op.Kind == table.Insert && strings.HasPrefix(op.RowKey, shard.OpenRowPrefix) {
+		m.inserts++
+	}
+	return m.Table.Submit(ctx, ops)
+}
+
+// A take that finds its open row gone while it cannot read the map writes
+// no row again: the map it read before names a count the fleet may have
+// left, and that count's row written again would let its takes commit
+// beside the key's holder under the new count (issue 38, a third review
+// of the open rows: the map read before was used when a fresh read
+// failed).
+func TestATakeThatCannotReadTheMapWritesNoOpenRow(t *testing.T) {
+	mt, fc, o := twoShards(t)
+	mu := &mapUnreadable{Table: mt}
+	stale, err := newClient(mu, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := func(context.Context, Guard) (bool, error) { return true, nil }
+	if _, err := stale.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, Unique{Key: "before"}, live, AddOptions{}); err != nil {
+		t.Fatal(err) // reads the map of 2
+	}
+	changeCount(t, mt, fc, o, 2, 8)
+	mu.down = true
+	if _, err := stale.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, Unique{Key: "after"}, live, AddOptions{}); err == nil {
+		t.Fatal("a take placed by 2 shards after the change to 8, the map unreadable, succeeded")
+	}
+	if mu.inserts != 0 {
+		t.Fatalf("the take wrote %d open rows again with the map unreadable; want none", mu.inserts)
+	}
+	for _, s := range shard.Names(2) {
+		if _, err := mt.Get(ctx(t), s, shard.OpenRowKey(2)); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("open row of 2 in shard %s after the change to 8: %v; want it gone", s, err)
+		}
+	}
+}

@@ -62,7 +62,9 @@ func (c *Client) closed(ctx context.Context, pl placement, shard string, err err
 // is), and without it every take in sh would fail until the next leader's
 // first cycle writes the rows again (shard.Balancer).
 func (c *Client) reopen(ctx context.Context, sh string) error {
-	m, err := c.shardMap(ctx)
+	// Read afresh, never the map read before: a client that cannot read
+	// it and kept an old count must not write that count's row again.
+	m, err := shard.Read(ctx, c.t)
 	if err != nil {
 		return fmt.Errorf("shard %s: read the shard map: %w", sh, err)
 	}

@@ -52,6 +52,10 @@ type Balancer struct {
 	// in the map (RunParts.Next), and seenAt when it first read it.
 	seenNext int
 	seenAt   time.Time
+	// reopen says a write of the current count's open rows again (at a
+	// term's first cycle or a change's end) failed: the next cycle tries
+	// it again.
+	reopen bool
 }
 
 // Run balances as generation gen until ctx ends (it then returns nil) or
@@ -110,12 +114,23 @@ func (b *Balancer) cycle(ctx context.Context, gen int64, claim bool, log *slog.L
 	// knows nothing of them, may have deleted or moved one, and no walk
 	// of this release deletes the current count's rows after its change
 	// ended.
-	opened := l.Count != 0 && (l.Open != l.Count || claim || finished)
+	opened := l.Count != 0 && (l.Open != l.Count || claim || finished || b.reopen)
 	if opened {
-		if err := b.open(ctx, m, l.Count); err != nil {
-			return err
+		err := b.open(ctx, m, l.Count)
+		switch {
+		case err != nil && l.Open != l.Count:
+			return err // the map may not name the count Open before its rows stand
+		case err != nil:
+			// The rows were written before the map named the count, and
+			// this write only repairs what a walk of an earlier release
+			// may have done: owners, fencing and the change's end go on,
+			// and the next cycle tries again.
+			log.Warn("writing the shard count's open rows again failed; trying again next cycle", "count", l.Count, "err", err)
+			b.reopen, opened = true, false
+		default:
+			b.reopen = false
+			l.Open = l.Count
 		}
-		l.Open = l.Count
 	}
 	changes := Plan(m, Names(l.Span), live, gen, b.Clock.Now())
 	rp, grown := b.runParts(m.Runs, l.Span)

@@ -309,43 +309,70 @@ const OpenRowPrefix = "uq~~open~"
 func OpenRowKey(count int) string { return OpenRowPrefix + strconv.Itoa(count) }
 
 // OpenRows writes the open row of count into each of its shards (a
-// request each; one already there stays). A map may name count as Open
-// only after it returned.
+// request each; one already there is written again, so that its ETag
+// changes: a Reopen paused before it takes back the row it wrote, or a
+// walk that read the row before, fails its conditional delete and reads
+// the map again). A map may name count as Open only after it returned.
 func OpenRows(ctx context.Context, t table.Table, count int) error {
 	for _, s := range Names(count) {
-		_, err := t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: s, RowKey: OpenRowKey(count), Props: table.Props{PropCount: int64(count)}}})
-		if err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+		_, err := t.Submit(ctx, []table.Op{{Kind: table.UpsertMerge, PartitionKey: s, RowKey: OpenRowKey(count), Props: table.Props{PropCount: int64(count)}}})
+		if err != nil {
 			return fmt.Errorf("open shard %s for %d shards: %w", s, count, err)
 		}
 	}
 	return nil
 }
 
+// reopenTries bounds Reopen's reads of the map after its write, each
+// after its take-back met a row changed since it was read.
+const reopenTries = 5
+
 // Reopen writes the open row of count into shard s again for a map
 // that names count (one already there stays), and takes a row it wrote
-// back out when the map, read after the write, no longer names count: a
+// back out unless the map, read after the write, still names count: a
 // process paused between its read of the map and this write must not
-// open a shard that the walk under a later count has closed since.
+// open a shard that the walk under a later count has closed since. A
+// row missing costs the next take in s one failed transaction (it writes
+// the row again); a row left standing for a count the fleet has left
+// lets a take placed by it commit beside the key's holder. So the row is
+// taken back when the map cannot be read after the write too, and a
+// take-back that finds the row changed since (a late take merged into
+// it, or OpenRows wrote it again) reads the row and the map again.
 func Reopen(ctx context.Context, t table.Table, s string, count int) error {
-	etags, err := t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: s, RowKey: OpenRowKey(count), Props: table.Props{PropCount: int64(count)}}})
+	row := OpenRowKey(count)
+	etags, err := t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: s, RowKey: row, Props: table.Props{PropCount: int64(count)}}})
 	if errors.Is(err, storage.ErrAlreadyExists) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("open shard %s for %d shards again: %w", s, count, err)
 	}
-	m, err := Read(ctx, t)
-	if err != nil {
-		return fmt.Errorf("open shard %s for %d shards again: read the map after: %w", s, count, err)
+	etag := etags[0]
+	for range reopenTries {
+		m, rerr := Read(ctx, t)
+		if rerr == nil && max(m.Count, 1) == count { // no map: one shard
+			return nil
+		}
+		_, err := t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: s, RowKey: row, IfMatch: etag}})
+		switch {
+		case err == nil, errors.Is(err, storage.ErrNotFound):
+			if rerr != nil {
+				return fmt.Errorf("open shard %s for %d shards again: read the map after (its row taken back): %w", s, count, rerr)
+			}
+			return nil
+		case !errors.Is(err, storage.ErrPreconditionFailed):
+			return fmt.Errorf("shard %s: take back its open row of %d shards, which the map no longer names: %w", s, count, err)
+		}
+		e, err := t.Get(ctx, s, row)
+		if errors.Is(err, storage.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("shard %s: read its open row of %d shards again: %w", s, count, err)
+		}
+		etag = e.ETag
 	}
-	if max(m.Count, 1) == count { // no map: one shard
-		return nil
-	}
-	_, err = t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: s, RowKey: OpenRowKey(count), IfMatch: etags[0]}})
-	if err != nil && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrPreconditionFailed) {
-		return fmt.Errorf("shard %s: take back its open row of %d shards, which the map no longer names: %w", s, count, err)
-	}
-	return nil
+	return fmt.Errorf("shard %s: take back its open row of %d shards: the row changed on each of %d tries", s, count, reopenTries)
 }
 
 // Names returns the partition names of n shards (at least one): "00",
