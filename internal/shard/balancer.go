@@ -156,7 +156,8 @@ func (b *Balancer) cycle(ctx context.Context, gen int64, claim bool, log *slog.L
 // for the first map, is about to (OpenRows).
 func (b *Balancer) open(ctx context.Context, m Map, count int) error {
 	if m.Count != count {
-		return OpenRows(ctx, b.T, count)
+		_, err := OpenRows(ctx, b.T, count)
+		return err
 	}
 	for _, s := range Names(count) {
 		if err := Reopen(ctx, b.T, s, count); err != nil {

@@ -38,6 +38,10 @@ const (
 	PropRunPartsNext = "RunPartsNext"
 	// PropOpen is Map.Open.
 	PropOpen = "Open"
+	// PropOpenSet marks an open row OpenRows wrote (for a count a map
+	// names or is about to), as against one Reopen wrote again: a
+	// take-back that finds it leaves the row alone.
+	PropOpenSet = "Set"
 
 	// epochShift places a balancer generation above every epoch an
 	// earlier balancer (or an unsharded leader, whose fence holds its
@@ -309,22 +313,25 @@ const OpenRowPrefix = "uq~~open~"
 func OpenRowKey(count int) string { return OpenRowPrefix + strconv.Itoa(count) }
 
 // OpenRows writes the open row of count into each of its shards (a
-// request each; one already there is written again, so that its ETag
-// changes: a Reopen paused before it takes back the row it wrote, or a
-// walk that read the row before, fails its conditional delete and reads
-// the map again). A map may name count as Open only after it returned.
-func OpenRows(ctx context.Context, t table.Table, count int) error {
+// request each), marked as set (PropOpenSet): one already there is
+// replaced, so a Reopen paused before it takes back the row it wrote,
+// or a walk that read the row before, fails its conditional delete and
+// reads the row (and the map) again, and the Reopen leaves a row so
+// marked alone. A map may name count as Open only after it returned. It
+// returns each row's ETag.
+func OpenRows(ctx context.Context, t table.Table, count int) ([]string, error) {
+	var etags []string
 	for _, s := range Names(count) {
-		_, err := t.Submit(ctx, []table.Op{{Kind: table.UpsertMerge, PartitionKey: s, RowKey: OpenRowKey(count), Props: table.Props{PropCount: int64(count)}}})
+		et, err := t.Submit(ctx, []table.Op{{Kind: table.Upsert, PartitionKey: s, RowKey: OpenRowKey(count), Props: table.Props{PropCount: int64(count), PropOpenSet: true}}})
 		if err != nil {
-			return fmt.Errorf("open shard %s for %d shards: %w", s, count, err)
+			return etags, fmt.Errorf("open shard %s for %d shards: %w", s, count, err)
 		}
+		etags = append(etags, et[0])
 	}
-	return nil
+	return etags, nil
 }
 
-// reopenTries bounds Reopen's reads of the map after its write, each
-// after its take-back met a row changed since it was read.
+// reopenTries bounds Reopen's tries to take its row back.
 const reopenTries = 5
 
 // Reopen writes the open row of count into shard s again for a map
@@ -336,8 +343,10 @@ const reopenTries = 5
 // the row again); a row left standing for a count the fleet has left
 // lets a take placed by it commit beside the key's holder. So the row is
 // taken back when the map cannot be read after the write too, and a
-// take-back that finds the row changed since (a late take merged into
-// it, or OpenRows wrote it again) reads the row and the map again.
+// take-back that fails is tried again, reading the row and the map again
+// first: a row changed since it was written (a late take merged into it)
+// is deleted again, and one OpenRows wrote since (`shards set` of count
+// is under way) is left.
 func Reopen(ctx context.Context, t table.Table, s string, count int) error {
 	row := OpenRowKey(count)
 	etags, err := t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: s, RowKey: row, Props: table.Props{PropCount: int64(count)}}})
@@ -348,7 +357,21 @@ func Reopen(ctx context.Context, t table.Table, s string, count int) error {
 		return fmt.Errorf("open shard %s for %d shards again: %w", s, count, err)
 	}
 	etag := etags[0]
+	var last error
 	for range reopenTries {
+		if etag == "" { // the last take-back failed: read the row again
+			e, err := t.Get(ctx, s, row)
+			switch {
+			case errors.Is(err, storage.ErrNotFound):
+				return last
+			case err != nil:
+				last = fmt.Errorf("shard %s: read its open row of %d shards again: %w", s, count, err)
+				continue
+			case e.Props.Bool(PropOpenSet):
+				return nil // shards set wrote it: the map names count, or is about to
+			}
+			etag = e.ETag
+		}
 		m, rerr := Read(ctx, t)
 		if rerr == nil && max(m.Count, 1) == count { // no map: one shard
 			return nil
@@ -360,19 +383,17 @@ func Reopen(ctx context.Context, t table.Table, s string, count int) error {
 				return fmt.Errorf("open shard %s for %d shards again: read the map after (its row taken back): %w", s, count, rerr)
 			}
 			return nil
-		case !errors.Is(err, storage.ErrPreconditionFailed):
-			return fmt.Errorf("shard %s: take back its open row of %d shards, which the map no longer names: %w", s, count, err)
+		case errors.Is(err, storage.ErrPreconditionFailed):
+			last = nil
+		default:
+			last = fmt.Errorf("shard %s: take back its open row of %d shards, which the map may no longer name: %w", s, count, err)
 		}
-		e, err := t.Get(ctx, s, row)
-		if errors.Is(err, storage.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("shard %s: read its open row of %d shards again: %w", s, count, err)
-		}
-		etag = e.ETag
+		etag = ""
 	}
-	return fmt.Errorf("shard %s: take back its open row of %d shards: the row changed on each of %d tries", s, count, reopenTries)
+	if last == nil {
+		last = errors.New("the row changed on each try")
+	}
+	return fmt.Errorf("shard %s: take back its open row of %d shards after %d tries: %w", s, count, reopenTries, last)
 }
 
 // Names returns the partition names of n shards (at least one): "00",
@@ -402,16 +423,48 @@ func SetCount(ctx context.Context, t table.Table, n int) (Layout, error) {
 	case n == m.Count:
 		return m.Layout(0), nil
 	}
-	if err := OpenRows(ctx, t, n); err != nil {
-		return Layout{}, fmt.Errorf("change the shard count: %w", err)
+	etags, err := OpenRows(ctx, t, n)
+	if err == nil {
+		var l Layout
+		if l, err = nameCount(ctx, t, m, n); err == nil {
+			return l, nil
+		}
 	}
-	l := Layout{Count: n, PrevCount: m.Count, Span: max(m.Span, n), Open: n}
-	_, err = t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: m.etag,
-		Props: table.Props{PropCount: int64(l.Count), PropPrevCount: int64(l.PrevCount), PropSpan: int64(l.Span), PropOpen: int64(l.Open)}}})
-	if err != nil {
-		return Layout{}, fmt.Errorf("change the shard count: %w", err)
+	// The rows written stand for a count the map does not name: a take
+	// placed by n when n was the count before (2, 8, then 2 again) would
+	// commit beside the key's holder. Take them back unless the map names
+	// n after all (a lost answer); one written again since stays.
+	now, rerr := Read(ctx, t)
+	if rerr == nil && now.Count == n {
+		return now.Layout(0), nil // made, its answer lost
 	}
-	return l, nil
+	for i, s := range Names(n)[:len(etags)] {
+		_, _ = t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: s, RowKey: OpenRowKey(n), IfMatch: etags[i]}})
+	}
+	return Layout{}, fmt.Errorf("change the shard count: %w", err)
+}
+
+// nameCount writes a map naming n after m (read by SetCount), reading
+// the map again when a cop's cycle wrote it meanwhile (owners, a term's
+// claim, the run records' partitions): the change is made unless the
+// count changed or a change got under way since.
+func nameCount(ctx context.Context, t table.Table, m Map, n int) (Layout, error) {
+	from := m.Count
+	for range reopenTries {
+		l := Layout{Count: n, PrevCount: m.Count, Span: max(m.Span, n), Open: n}
+		_, err := t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: m.etag,
+			Props: table.Props{PropCount: int64(l.Count), PropPrevCount: int64(l.PrevCount), PropSpan: int64(l.Span), PropOpen: int64(l.Open)}}})
+		if !errors.Is(err, storage.ErrPreconditionFailed) {
+			return l, err
+		}
+		if m, err = Read(ctx, t); err != nil {
+			return Layout{}, err
+		}
+		if m.Count != from || m.PrevCount != 0 {
+			return Layout{}, fmt.Errorf("%w: the map changed meanwhile, now %d shards (from %d while changing); see leasecron shards", ErrChanging, m.Count, m.PrevCount)
+		}
+	}
+	return Layout{}, fmt.Errorf("the map changed on each of %d tries", reopenTries)
 }
 
 // SizeRuns records n as the count run records are written under when the
