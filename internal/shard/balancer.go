@@ -156,8 +156,7 @@ func (b *Balancer) cycle(ctx context.Context, gen int64, claim bool, log *slog.L
 // for the first map, is about to (OpenRows).
 func (b *Balancer) open(ctx context.Context, m Map, count int) error {
 	if m.Count != count {
-		_, err := OpenRows(ctx, b.T, count)
-		return err
+		return OpenRows(ctx, b.T, count, OpenToken())
 	}
 	for _, s := range Names(count) {
 		if err := Reopen(ctx, b.T, s, count); err != nil {

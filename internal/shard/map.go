@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -38,9 +39,10 @@ const (
 	PropRunPartsNext = "RunPartsNext"
 	// PropOpen is Map.Open.
 	PropOpen = "Open"
-	// PropOpenSet marks an open row OpenRows wrote (for a count a map
-	// names or is about to), as against one Reopen wrote again: a
-	// take-back that finds it leaves the row alone.
+	// PropOpenSet holds the token of the OpenRows call that wrote an
+	// open row (for a count a map names or is about to), as against one
+	// Reopen wrote again: a Reopen's take-back that finds it leaves the
+	// row alone, and SetCount takes back only rows with its own.
 	PropOpenSet = "Set"
 
 	// epochShift places a balancer generation above every epoch an
@@ -313,22 +315,53 @@ const OpenRowPrefix = "uq~~open~"
 func OpenRowKey(count int) string { return OpenRowPrefix + strconv.Itoa(count) }
 
 // OpenRows writes the open row of count into each of its shards (a
-// request each), marked as set (PropOpenSet): one already there is
+// request each), marked with token (PropOpenSet): one already there is
 // replaced, so a Reopen paused before it takes back the row it wrote,
 // or a walk that read the row before, fails its conditional delete and
 // reads the row (and the map) again, and the Reopen leaves a row so
-// marked alone. A map may name count as Open only after it returned. It
-// returns each row's ETag.
-func OpenRows(ctx context.Context, t table.Table, count int) ([]string, error) {
-	var etags []string
+// marked alone. A map may name count as Open only after it returned.
+func OpenRows(ctx context.Context, t table.Table, count int, token string) error {
 	for _, s := range Names(count) {
-		et, err := t.Submit(ctx, []table.Op{{Kind: table.Upsert, PartitionKey: s, RowKey: OpenRowKey(count), Props: table.Props{PropCount: int64(count), PropOpenSet: true}}})
+		_, err := t.Submit(ctx, []table.Op{{Kind: table.Upsert, PartitionKey: s, RowKey: OpenRowKey(count), Props: table.Props{PropCount: int64(count), PropOpenSet: token}}})
 		if err != nil {
-			return etags, fmt.Errorf("open shard %s for %d shards: %w", s, count, err)
+			return fmt.Errorf("open shard %s for %d shards: %w", s, count, err)
 		}
-		etags = append(etags, et[0])
 	}
-	return etags, nil
+	return nil
+}
+
+// OpenToken returns a token for a call of OpenRows, its own among every
+// process's.
+func OpenToken() string { return rand.Text() }
+
+// closeSet takes back the open rows of count that OpenRows wrote with
+// token and nobody wrote since (a take's merge keeps the token; another
+// OpenRows replaces it), for a SetCount whose map write was not made.
+// It returns the shards whose row it could not take back.
+func closeSet(ctx context.Context, t table.Table, count int, token string) []string {
+	var left []string
+	for _, s := range Names(count) {
+		gone := false
+		for range reopenTries {
+			e, err := t.Get(ctx, s, OpenRowKey(count))
+			if errors.Is(err, storage.ErrNotFound) || err == nil && e.Props.Str(PropOpenSet) != token {
+				gone = true
+				break
+			}
+			if err != nil {
+				continue
+			}
+			_, err = t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: s, RowKey: e.RowKey, IfMatch: e.ETag}})
+			if err == nil || errors.Is(err, storage.ErrNotFound) {
+				gone = true
+				break
+			}
+		}
+		if !gone {
+			left = append(left, s)
+		}
+	}
+	return left
 }
 
 // reopenTries bounds Reopen's tries to take its row back.
@@ -363,11 +396,11 @@ func Reopen(ctx context.Context, t table.Table, s string, count int) error {
 			e, err := t.Get(ctx, s, row)
 			switch {
 			case errors.Is(err, storage.ErrNotFound):
-				return last
+				return nil // taken back (by a delete whose answer was lost)
 			case err != nil:
 				last = fmt.Errorf("shard %s: read its open row of %d shards again: %w", s, count, err)
 				continue
-			case e.Props.Bool(PropOpenSet):
+			case e.Props.Str(PropOpenSet) != "":
 				return nil // shards set wrote it: the map names count, or is about to
 			}
 			etag = e.ETag
@@ -423,48 +456,45 @@ func SetCount(ctx context.Context, t table.Table, n int) (Layout, error) {
 	case n == m.Count:
 		return m.Layout(0), nil
 	}
-	etags, err := OpenRows(ctx, t, n)
-	if err == nil {
-		var l Layout
-		if l, err = nameCount(ctx, t, m, n); err == nil {
-			return l, nil
+	token, from := OpenToken(), m.Count
+	for range reopenTries {
+		// The rows are written again before each try of the map write: a
+		// change that ended since the last (its walk deleted them) fails
+		// this write on the map's ETag, and one that ends after it finds
+		// the map naming n and leaves them.
+		if err = OpenRows(ctx, t, n, token); err == nil {
+			l := Layout{Count: n, PrevCount: m.Count, Span: max(m.Span, n), Open: n}
+			_, err = t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: m.etag,
+				Props: table.Props{PropCount: int64(l.Count), PropPrevCount: int64(l.PrevCount), PropSpan: int64(l.Span), PropOpen: int64(l.Open)}}})
+			if err == nil {
+				return l, nil
+			}
 		}
+		now, rerr := Read(ctx, t)
+		switch {
+		case rerr != nil:
+			// Whether the change was made is unknown: its rows stay (a
+			// map naming n without them would refuse every unique take
+			// placed by n until the change ended).
+			return Layout{}, fmt.Errorf("change the shard count to %d: %w; the map could not be read after it (%v): see leasecron shards, and run shards set %d again if it is not changing to %d", n, err, rerr, n, n)
+		case now.Count == n:
+			return now.Layout(0), nil // made (its answer lost), or by another call
+		case now.Count != from || now.PrevCount != 0:
+			err = fmt.Errorf("%w: another change was made meanwhile (now %d shards, from %d; 0: done): see leasecron shards", ErrChanging, now.Count, now.PrevCount)
+			return Layout{}, setFailed(ctx, t, n, token, err)
+		}
+		m = now // written by a cop's cycle (owners, a term's claim): try again
 	}
-	// The rows written stand for a count the map does not name: a take
-	// placed by n when n was the count before (2, 8, then 2 again) would
-	// commit beside the key's holder. Take them back unless the map names
-	// n after all (a lost answer); one written again since stays.
-	now, rerr := Read(ctx, t)
-	if rerr == nil && now.Count == n {
-		return now.Layout(0), nil // made, its answer lost
-	}
-	for i, s := range Names(n)[:len(etags)] {
-		_, _ = t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: s, RowKey: OpenRowKey(n), IfMatch: etags[i]}})
-	}
-	return Layout{}, fmt.Errorf("change the shard count: %w", err)
+	return Layout{}, setFailed(ctx, t, n, token, fmt.Errorf("%w (the map changed on each of %d tries)", err, reopenTries))
 }
 
-// nameCount writes a map naming n after m (read by SetCount), reading
-// the map again when a cop's cycle wrote it meanwhile (owners, a term's
-// claim, the run records' partitions): the change is made unless the
-// count changed or a change got under way since.
-func nameCount(ctx context.Context, t table.Table, m Map, n int) (Layout, error) {
-	from := m.Count
-	for range reopenTries {
-		l := Layout{Count: n, PrevCount: m.Count, Span: max(m.Span, n), Open: n}
-		_, err := t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: m.etag,
-			Props: table.Props{PropCount: int64(l.Count), PropPrevCount: int64(l.PrevCount), PropSpan: int64(l.Span), PropOpen: int64(l.Open)}}})
-		if !errors.Is(err, storage.ErrPreconditionFailed) {
-			return l, err
-		}
-		if m, err = Read(ctx, t); err != nil {
-			return Layout{}, err
-		}
-		if m.Count != from || m.PrevCount != 0 {
-			return Layout{}, fmt.Errorf("%w: the map changed meanwhile, now %d shards (from %d while changing); see leasecron shards", ErrChanging, m.Count, m.PrevCount)
-		}
+// setFailed takes back the open rows a SetCount of n wrote with token,
+// and returns its error err, naming the rows it could not take back.
+func setFailed(ctx context.Context, t table.Table, n int, token string, err error) error {
+	if left := closeSet(ctx, t, n, token); len(left) > 0 {
+		return fmt.Errorf("change the shard count to %d: %w; its open rows in shards %s could not be taken back: they stand until the next change of count", n, err, strings.Join(left, ", "))
 	}
-	return Layout{}, fmt.Errorf("the map changed on each of %d tries", reopenTries)
+	return fmt.Errorf("change the shard count to %d: %w", n, err)
 }
 
 // SizeRuns records n as the count run records are written under when the

@@ -35,13 +35,16 @@ func steadyMap(t *testing.T, count int) (context.Context, table.Table, *Balancer
 
 // openRowFaults is a table that, before the first take-back of an open
 // row, runs beforeDelete, before the first conditional write of the map
-// row beforeMapWrite, fails the first failDeletes take-backs, and fails
-// reads of the map while mapDown is set and inserts of open rows while
+// row beforeMapWrite, fails the first failDeletes take-backs, loses the
+// answer to the first map write when loseMapAnswer is set (and the map
+// cannot be read from then when it is "and the read"), and fails reads
+// of the map while mapDown is set and inserts of open rows while
 // insertDown is.
 type openRowFaults struct {
 	table.Table
 	beforeDelete, beforeMapWrite func()
 	failDeletes                  int
+	loseMapAnswer                string
 	mapDown, insertDown          bool
 }
 
@@ -67,10 +70,20 @@ func (f *openRowFaults) Submit(ctx context.Context, ops []table.Op) ([]string, e
 			return nil, storage.ErrServerBusy
 		}
 	}
-	if op.RowKey == MapRow && op.Kind == table.Merge && op.IfMatch != "" && f.beforeMapWrite != nil {
-		do := f.beforeMapWrite
-		f.beforeMapWrite = nil
-		do()
+	if op.RowKey == MapRow && op.Kind == table.Merge && op.IfMatch != "" {
+		if f.beforeMapWrite != nil {
+			do := f.beforeMapWrite
+			f.beforeMapWrite = nil
+			do()
+		}
+		if lose := f.loseMapAnswer; lose != "" {
+			f.loseMapAnswer = ""
+			f.mapDown = lose == "and the read"
+			if _, err := f.Table.Submit(ctx, ops); err != nil {
+				return nil, err
+			}
+			return nil, storage.ErrServerBusy
+		}
 	}
 	return f.Table.Submit(ctx, ops)
 }
@@ -134,8 +147,7 @@ func TestAReopenMeetingAShardsSetOfItsCountLeavesTheRow(t *testing.T) {
 		set  func(ctx context.Context, tb table.Table) error
 	}{
 		{"the set's rows written, its map not yet", func(ctx context.Context, tb table.Table) error {
-			_, err := OpenRows(ctx, tb, 8)
-			return err
+			return OpenRows(ctx, tb, 8, OpenToken())
 		}},
 		{"the whole set", func(ctx context.Context, tb table.Table) error {
 			_, err := SetCount(ctx, tb, 8)
@@ -239,5 +251,84 @@ func TestAFailedWriteOfOpenRowsAgainDoesNotHoldUpTheCycle(t *testing.T) {
 	}
 	if !openRow(t, ctx, tb, "02", 4) {
 		t.Fatal("the next cycle did not write the open row of 4 again")
+	}
+}
+
+// A `shards set` whose map write was made but answered with an error
+// reads the map and answers success; when that read fails too it says
+// so and leaves its rows: taken back, the map would name the count open
+// with none (a fifth review of the open rows).
+func TestAShardsSetWhoseAnswerWasLost(t *testing.T) {
+	for _, lose := range []string{"the answer", "and the read"} {
+		t.Run(lose, func(t *testing.T) {
+			ctx, tb, _ := steadyMap(t, 4)
+			f := &openRowFaults{Table: tb, loseMapAnswer: lose}
+			_, err := SetCount(ctx, f, 8)
+			if (err != nil) != (lose == "and the read") {
+				t.Fatalf("shards set 8 whose answer was lost (%s): %v", lose, err)
+			}
+			if m, _ := Read(ctx, tb); m.Count != 8 || m.Open != 8 {
+				t.Fatalf("map %+v; want 8 shards open", m.Layout(0))
+			}
+			for _, s := range Names(8) {
+				if !openRow(t, ctx, tb, s, 8) {
+					t.Fatalf("shard %s lacks the open row of 8 while the map names 8 open", s)
+				}
+			}
+		})
+	}
+}
+
+// A `shards set` paused across two whole changes (4 to 2 and back), whose
+// walks deleted the rows it wrote, writes them again before it names its
+// count: the map must not name a count open without its rows (a fifth
+// review of the open rows).
+func TestAShardsSetPausedAcrossTwoChangesWritesItsRowsAgain(t *testing.T) {
+	ctx, tb, _ := steadyMap(t, 4)
+	f := &openRowFaults{Table: tb}
+	f.beforeMapWrite = func() {
+		for _, s := range Names(8) {
+			if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: s, RowKey: OpenRowKey(8)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, Props: table.Props{PropGeneration: int64(3)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := SetCount(ctx, f, 8); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range Names(8) {
+		if !openRow(t, ctx, tb, s, 8) {
+			t.Fatalf("shard %s lacks the open row of 8 while the map names 8 open", s)
+		}
+	}
+}
+
+// A failed `shards set` takes back its rows a take placed by that count
+// merged into meanwhile (the token stays through a merge), and leaves the
+// rows another set of the same count wrote since (a fifth review).
+func TestAFailedShardsSetTakesBackOnlyItsOwnRows(t *testing.T) {
+	ctx, tb, _ := steadyMap(t, 4)
+	f := &openRowFaults{Table: tb}
+	f.beforeMapWrite = func() {
+		if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: "03", RowKey: OpenRowKey(8), Props: table.Props{}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Upsert, PartitionKey: "05", RowKey: OpenRowKey(8), Props: table.Props{PropCount: int64(8), PropOpenSet: "another"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := SetCount(ctx, tb, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := SetCount(ctx, f, 8); !errors.Is(err, ErrChanging) {
+		t.Fatalf("shards set 8 after another set to 2: %v; want ErrChanging", err)
+	}
+	for _, s := range Names(8) {
+		if got := openRow(t, ctx, tb, s, 8); got != (s == "05") {
+			t.Errorf("open row of 8 in shard %s stands: %v, want %v", s, got, s == "05")
+		}
 	}
 }
