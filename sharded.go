@@ -75,7 +75,7 @@ func (w *Worker) own(ctx context.Context) error {
 	}
 	log := w.log.With("component", "shards", "member", member)
 	o := &shard.Owner{T: w.shardMap, Member: member, Cycle: w.o.ShardCycle, Clock: w.o.Clock, Logger: log, Move: w.moveShard,
-		Early: w.shardEarly(), NextDue: w.sched.NextDue, Point: w.sched.Point,
+		Early: w.shardEarly(), NextDue: w.sched.NextDue, Point: w.sched.Point, SweepEvery: schedule.DefaultSweepEvery,
 		OnChange: func(owned []string) { w.metrics.SetShardsOwned(len(owned)) }}
 	if w.runLayout != nil {
 		o.OnRead = w.runLayout.tell

@@ -94,6 +94,7 @@ func (g *gate) Pace(ctx context.Context, busy bool, wait time.Duration) error {
 		g.unpublish(ctx)
 		return g.sleep(ctx, wait)
 	}
+	passed := g.o.Clock.Now()
 	for {
 		now := g.o.Clock.Now()
 		next, ok, err := g.o.NextDue(ctx, g.shard)
@@ -133,6 +134,13 @@ func (g *gate) Pace(ctx context.Context, busy bool, wait time.Duration) error {
 		if !g.quietUntil(ctx, next, ok, now) {
 			g.setQuiet(false)
 			return ctx.Err()
+		}
+		if e := g.o.SweepEvery; e > 0 && g.o.Clock.Now().Sub(passed) >= e {
+			// Kicked with the shard's sweep due: pass (and sweep) once,
+			// then go quiet again — at most one pass a look, so the cost
+			// of quiet shards stays bounded by the owner's cycle.
+			g.setQuiet(false)
+			return nil
 		}
 	}
 }

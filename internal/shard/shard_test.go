@@ -391,6 +391,63 @@ func TestPaceWaitsWhileARowSentEarlyWaits(t *testing.T) {
 	})
 }
 
+// A quiet shard passes again — and so sweeps, which its mover does only
+// between passes — when a look comes with its sweep due, and not before:
+// a row no due query reaches (a malformed one, a guard no longer held)
+// in a shard with nothing due was never found (make chaos-shards, bad
+// input: a row inserted with RowKey "zzz-not-a-time" was not set aside
+// in three minutes).
+func TestAQuietShardPassesForItsSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tb := table.NewMemory("ScheduledItems", nil)
+		if _, err := tb.Submit(t.Context(), []table.Op{{Kind: table.Insert, PartitionKey: Partition, RowKey: "00", Props: table.Props{}}}); err != nil {
+			t.Fatal(err)
+		}
+		o := &Owner{T: tb, Member: "a", Cycle: time.Second, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler), Early: time.Minute,
+			NextDue: func(context.Context, string) (time.Time, bool, error) { return time.Time{}, false, nil }, SweepEvery: time.Minute}
+		g := newGate(o, Assignment{Shard: "00"})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var mu sync.Mutex
+		passes := 0
+		count := func() int { mu.Lock(); defer mu.Unlock(); return passes }
+		go func() { // the mover: a pass, then its pace
+			for ctx.Err() == nil {
+				mu.Lock()
+				passes++
+				mu.Unlock()
+				if g.Pace(ctx, false, time.Second) != nil {
+					return
+				}
+			}
+		}()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if !g.isQuiet() {
+			t.Fatal("a shard with nothing due is not quiet after 10 s")
+		}
+		quiet := count()
+		g.poke()
+		synctest.Wait()
+		if got := count(); got != quiet {
+			t.Fatalf("a look 8 s into the quiet made %d passes; want none before the sweep is due", got-quiet)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := count(); got != quiet {
+			t.Fatalf("a quiet shard made %d passes in a minute without a look; want none", got-quiet)
+		}
+		g.poke()
+		synctest.Wait()
+		if got := count(); got != quiet+1 {
+			t.Fatalf("a look with the sweep due made %d passes; want one", got-quiet)
+		}
+		if !g.isQuiet() {
+			t.Fatal("the shard did not go quiet again after its sweep's pass")
+		}
+	})
+}
+
 // TestSizeRuns: the count run records are written under is recorded once,
 // by whoever comes first (a missing map row is inserted, a map written by
 // a balancer gains the property), and never changed by a later call;
