@@ -75,7 +75,7 @@ func (w *Worker) own(ctx context.Context) error {
 	}
 	log := w.log.With("component", "shards", "member", member)
 	o := &shard.Owner{T: w.shardMap, Member: member, Cycle: w.o.ShardCycle, Clock: w.o.Clock, Logger: log, Move: w.moveShard,
-		Early: w.shardEarly(), NextDue: w.sched.NextDue, Point: w.sched.Point, SweepEvery: schedule.DefaultSweepEvery,
+		Early: w.shardEarly(), NextDue: w.sched.NextDue, Point: w.sched.Point, SweepEvery: max(0, w.o.Mover.WithDefaults().SweepEvery),
 		OnChange: func(owned []string) { w.metrics.SetShardsOwned(len(owned)) }}
 	if w.runLayout != nil {
 		o.OnRead = w.runLayout.tell
@@ -118,6 +118,13 @@ func (w *Worker) own(ctx context.Context) error {
 	}
 }
 
+// gateBusy reports whether a pass keeps its shard polled. Held back, a
+// pass of a shard with nothing due is no reason to: the gate reads the
+// shard's earliest row and polls while one is due within the early window
+// (a quiet shard's sweep pass would otherwise turn it into a poller for as
+// long as the queue is deep).
+func gateBusy(r schedule.PassReport) bool { return r.Busy && !r.HeldBack || r.Rows > 0 }
+
 // moveShard moves one shard as its owner under epoch, paced by its gate
 // (shard.Owner.Move).
 func (w *Worker) moveShard(ctx context.Context, s string, epoch int64, pace func(context.Context, bool, time.Duration) error) error {
@@ -128,7 +135,7 @@ func (w *Worker) moveShard(ctx context.Context, s string, epoch int64, pace func
 	sends := w.sends
 	w.mu.Unlock()
 	m, err := w.newMover([]string{s}, epoch, w.shardEarly(), false, func(ctx context.Context, r schedule.PassReport) error {
-		return pace(ctx, r.Busy || r.Rows > 0, r.Wait)
+		return pace(ctx, gateBusy(r), r.Wait)
 	}, sends)
 	if err != nil {
 		return err

@@ -213,7 +213,7 @@ func (m *Mover) Run(ctx context.Context) error {
 			m.mu.Unlock()
 			busy := err != nil || after.HoldingBack || after.Enqueued != before.Enqueued || after.Moved != before.Moved ||
 				after.SentEarly != before.SentEarly || after.SetAside != before.SetAside || after.Skipped != before.Skipped
-			if m.o.Pace(ctx, PassReport{Busy: busy, Rows: rows, Err: err, Wait: wait}) != nil {
+			if m.o.Pace(ctx, PassReport{Busy: busy, HeldBack: after.HoldingBack, Rows: rows, Err: err, Wait: wait}) != nil {
 				return nil
 			}
 			continue

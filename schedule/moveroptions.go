@@ -251,6 +251,9 @@ type PassReport struct {
 	// Busy: the pass sent, moved, marked or set aside a row, held back,
 	// or failed.
 	Busy bool
+	// HeldBack: moving is held back by backpressure (queue.max_depth), a
+	// Busy that says nothing of the rows due.
+	HeldBack bool
 	// Rows is how many rows due within the Early window it read (rows
 	// already sent early count: they are retired when due).
 	Rows int

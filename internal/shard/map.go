@@ -390,13 +390,19 @@ func Reopen(ctx context.Context, t table.Table, s string, count int) error {
 		return fmt.Errorf("open shard %s for %d shards again: %w", s, count, err)
 	}
 	etag := etags[0]
-	var last error
+	var last, unread error // unread: the last read of the map failed
 	for range reopenTries {
 		if etag == "" { // the last take-back failed: read the row again
 			e, err := t.Get(ctx, s, row)
 			switch {
 			case errors.Is(err, storage.ErrNotFound):
-				return nil // taken back (by a delete whose answer was lost)
+				// Taken back (by a delete whose answer was lost): an error
+				// still when the map could not be read, so that a caller
+				// writing the rows before naming a count does not name it.
+				if unread != nil {
+					return fmt.Errorf("open shard %s for %d shards again: read the map after (its row taken back): %w", s, count, unread)
+				}
+				return nil
 			case err != nil:
 				last = fmt.Errorf("shard %s: read its open row of %d shards again: %w", s, count, err)
 				continue
@@ -409,6 +415,7 @@ func Reopen(ctx context.Context, t table.Table, s string, count int) error {
 		if rerr == nil && max(m.Count, 1) == count { // no map: one shard
 			return nil
 		}
+		unread = rerr
 		_, err := t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: s, RowKey: row, IfMatch: etag}})
 		switch {
 		case err == nil, errors.Is(err, storage.ErrNotFound):
@@ -481,20 +488,31 @@ func SetCount(ctx context.Context, t table.Table, n int) (Layout, error) {
 			return now.Layout(0), nil // made (its answer lost), or by another call
 		case now.Count != from || now.PrevCount != 0:
 			err = fmt.Errorf("%w: another change was made meanwhile (now %d shards, from %d; 0: done): see leasecron shards", ErrChanging, now.Count, now.PrevCount)
-			return Layout{}, setFailed(ctx, t, n, token, err)
+			return setFailed(ctx, t, n, token, now, err)
 		}
 		m = now // written by a cop's cycle (owners, a term's claim): try again
 	}
-	return Layout{}, setFailed(ctx, t, n, token, fmt.Errorf("%w (the map changed on each of %d tries)", err, reopenTries))
+	return setFailed(ctx, t, n, token, m, fmt.Errorf("%w (tried %d times)", err, reopenTries))
 }
 
 // setFailed takes back the open rows a SetCount of n wrote with token,
-// and returns its error err, naming the rows it could not take back.
-func setFailed(ctx context.Context, t table.Table, n int, token string, err error) error {
-	if left := closeSet(ctx, t, n, token); len(left) > 0 {
-		return fmt.Errorf("change the shard count to %d: %w; its open rows in shards %s could not be taken back: they stand until the next change of count", n, err, strings.Join(left, ", "))
+// and returns its error err, naming the rows it could not take back. It
+// first fences the map as last read (m): another set of n that read the
+// map as it is now, and whose rows this one's replaced, must not name n
+// after they are taken back; fenced, it reads the map again and writes
+// its rows anew. When the fence fails, the map changed again: the change
+// is made when it names n, and otherwise the rows are left, and said so.
+func setFailed(ctx context.Context, t table.Table, n int, token string, m Map, err error) (Layout, error) {
+	if _, ferr := t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: m.etag, Props: table.Props{}}}); ferr != nil {
+		if now, rerr := Read(ctx, t); rerr == nil && now.Count == n {
+			return now.Layout(0), nil
+		}
+		return Layout{}, fmt.Errorf("change the shard count to %d: %w; its open rows stand (the map changed again as it took them back: %v)", n, err, ferr)
 	}
-	return fmt.Errorf("change the shard count to %d: %w", n, err)
+	if left := closeSet(ctx, t, n, token); len(left) > 0 {
+		return Layout{}, fmt.Errorf("change the shard count to %d: %w; its open rows in shards %s could not be taken back: they stand until the next change of count", n, err, strings.Join(left, ", "))
+	}
+	return Layout{}, fmt.Errorf("change the shard count to %d: %w", n, err)
 }
 
 // SizeRuns records n as the count run records are written under when the

@@ -29,11 +29,11 @@ type Owner struct {
 	// NextDue returns the due time of a shard's earliest row (false: it
 	// has none).
 	NextDue func(ctx context.Context, shard string) (time.Time, bool, error)
-	// SweepEvery is how often a mover sweeps its shard (malformed rows no
-	// due query reaches, unique guards no longer held:
-	// schedule.MoverOptions.SweepEvery), which it does only between
-	// passes: a quiet shard whose round-robin look comes this long after
-	// its last pass passes again, so that its sweep runs too. Zero: a
+	// SweepEvery is how often a quiet shard is swept (malformed rows no
+	// due query reaches, unique guards no longer held): the movers'
+	// schedule.MoverOptions.SweepEvery. A mover sweeps only
+	// between passes, so a quiet shard whose round-robin look comes this
+	// long after its last pass passes once, and its sweep runs. Zero: a
 	// quiet shard is never swept.
 	SweepEvery time.Duration
 	// Move moves shard as its owner under epoch until ctx ends, pacing its

@@ -43,6 +43,7 @@ func steadyMap(t *testing.T, count int) (context.Context, table.Table, *Balancer
 type openRowFaults struct {
 	table.Table
 	beforeDelete, beforeMapWrite func()
+	beforeUpsert                 func() // before the first upsert of an open row
 	failDeletes                  int
 	loseMapAnswer                string
 	mapDown, insertDown          bool
@@ -64,6 +65,10 @@ func (f *openRowFaults) Submit(ctx context.Context, ops []table.Op) ([]string, e
 		case op.Kind == table.Delete && f.beforeDelete != nil:
 			do := f.beforeDelete
 			f.beforeDelete = nil
+			do()
+		case op.Kind == table.Upsert && f.beforeUpsert != nil:
+			do := f.beforeUpsert
+			f.beforeUpsert = nil
 			do()
 		case op.Kind == table.Delete && f.failDeletes > 0:
 			f.failDeletes--
@@ -329,6 +334,48 @@ func TestAFailedShardsSetTakesBackOnlyItsOwnRows(t *testing.T) {
 	for _, s := range Names(8) {
 		if got := openRow(t, ctx, tb, s, 8); got != (s == "05") {
 			t.Errorf("open row of 8 in shard %s stands: %v, want %v", s, got, s == "05")
+		}
+	}
+}
+
+// Two operators set 8 at once after a change the first did not see: the
+// second reads the map (2) and writes its rows, the first replaces them
+// with its own, fails its map write (it read 4), and takes its rows back.
+// The second's map write, conditional on the map it read, must not land
+// then, or the map names 8 open with no row of it anywhere: the first
+// fences the map before it takes its rows back (a sixth review of the
+// open rows).
+func TestAFailedShardsSetFencesAnotherBeforeTakingItsRowsBack(t *testing.T) {
+	ctx, tb, _ := steadyMap(t, 4)
+	var second Map
+	f := &openRowFaults{Table: tb}
+	f.beforeUpsert = func() {
+		if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, Props: table.Props{PropCount: int64(2)}}}); err != nil {
+			t.Fatal(err) // a change to 2, ended
+		}
+		var err error
+		if second, err = Read(ctx, tb); err != nil {
+			t.Fatal(err)
+		}
+		if err := OpenRows(ctx, tb, 8, OpenToken()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := SetCount(ctx, f, 8); !errors.Is(err, ErrChanging) {
+		t.Fatalf("the first set of 8, its map read under 4: %v; want ErrChanging", err)
+	}
+	_, err := tb.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: second.etag,
+		Props: table.Props{PropCount: int64(8), PropPrevCount: int64(2), PropSpan: int64(8), PropOpen: int64(8)}}})
+	m, _ := Read(ctx, tb)
+	if m.Open != 8 {
+		if !errors.Is(err, storage.ErrPreconditionFailed) {
+			t.Fatalf("the second set's map write: %v; want it fenced", err)
+		}
+		return
+	}
+	for _, s := range Names(8) {
+		if !openRow(t, ctx, tb, s, 8) {
+			t.Fatalf("the map names 8 open, and shard %s lacks its row", s)
 		}
 	}
 }
