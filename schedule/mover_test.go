@@ -1074,3 +1074,32 @@ func TestUnrecordedRunIsNotMovedAheadOfItsDueTime(t *testing.T) {
 		t.Fatalf("sent %v; want the tasks due now and before the next pass sent unrecorded", ids)
 	}
 }
+
+// A pass held back by backpressure says so in its report, apart from
+// Busy: a sharded owner's gate lets a shard with nothing due go quiet on
+// it rather than poll it for as long as the queue is deep (a review of
+// the quiet shards' sweep).
+func TestAHeldBackPassReportsIt(t *testing.T) {
+	reports := make(chan PassReport, 1)
+	e := newMoverEnv(t, 1, MoverOptions{
+		MoverSettings: MoverSettings{PollEvery: time.Second, MaxDepth: 10, ResumeBelow: 5},
+		Depth:         func(context.Context) (int, error) { return 10, nil },
+		Pace: func(ctx context.Context, r PassReport) error {
+			select {
+			case reports <- r:
+			default:
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	})
+	runMover(t, e.m)
+	select {
+	case r := <-reports:
+		if !r.Busy || !r.HeldBack || r.Rows != 0 {
+			t.Fatalf("report of a held-back pass: %+v; want Busy and HeldBack, no rows", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no pass reported")
+	}
+}

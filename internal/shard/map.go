@@ -497,17 +497,30 @@ func SetCount(ctx context.Context, t table.Table, n int) (Layout, error) {
 
 // setFailed takes back the open rows a SetCount of n wrote with token,
 // and returns its error err, naming the rows it could not take back. It
-// first fences the map as last read (m): another set of n that read the
-// map as it is now, and whose rows this one's replaced, must not name n
-// after they are taken back; fenced, it reads the map again and writes
-// its rows anew. When the fence fails, the map changed again: the change
-// is made when it names n, and otherwise the rows are left, and said so.
+// first fences the map (a conditional write of nothing on the map as just
+// read): another set of n that read the map before, and whose rows this
+// one's replaced, must not name n after they are taken back; fenced, it
+// reads the map again and writes its rows anew. A map that names n by
+// then made the change (another set of n, or this one's answer lost);
+// one that changed before the fence landed is read and fenced again.
 func setFailed(ctx context.Context, t table.Table, n int, token string, m Map, err error) (Layout, error) {
-	if _, ferr := t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: m.etag, Props: table.Props{}}}); ferr != nil {
-		if now, rerr := Read(ctx, t); rerr == nil && now.Count == n {
-			return now.Layout(0), nil
+	fenced := false
+	for try := 0; try < reopenTries && !fenced; try++ {
+		if try > 0 {
+			now, rerr := Read(ctx, t)
+			if rerr != nil {
+				return Layout{}, fmt.Errorf("change the shard count to %d: %w; its open rows stand (the map could not be read to take them back: %v)", n, err, rerr)
+			}
+			m = now
 		}
-		return Layout{}, fmt.Errorf("change the shard count to %d: %w; its open rows stand (the map changed again as it took them back: %v)", n, err, ferr)
+		if m.Count == n {
+			return m.Layout(0), nil
+		}
+		_, ferr := t.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, IfMatch: m.etag, Props: table.Props{}}})
+		fenced = ferr == nil
+	}
+	if !fenced {
+		return Layout{}, fmt.Errorf("change the shard count to %d: %w; its open rows stand (the map changed on each of %d tries to take them back)", n, err, reopenTries)
 	}
 	if left := closeSet(ctx, t, n, token); len(left) > 0 {
 		return Layout{}, fmt.Errorf("change the shard count to %d: %w; its open rows in shards %s could not be taken back: they stand until the next change of count", n, err, strings.Join(left, ", "))
