@@ -2279,16 +2279,25 @@ func (c *checker) writtenLastLocked(id string, t *ti) *ti {
 			last = w
 		}
 	}
-	if last == nil || sameDue(last.due, t.due) || sameDue(last.due, t.schedDue) {
+	if last == nil || last.of(t) {
 		return t
 	}
 	for _, o := range c.byID[id] {
 		if o != t && o.accepted && o.superseded.IsZero() && o.tried.Before(t.tried) &&
-			o.returned.After(t.tried) && (sameDue(last.due, o.due) || sameDue(last.due, o.schedDue)) {
+			o.returned.After(t.tried) && last.of(o) {
 			return o
 		}
 	}
 	return t
+}
+
+// of reports whether w can be the write of t's row: at t's due time, or,
+// for a task waiting for parents, at the time a waiting row is kept at
+// (seed 86172: a child tried before a plain schedule of its id and
+// written after that one had run, then cancelled with its parent, was
+// taken for the plain one).
+func (w *rowWrite) of(t *ti) bool {
+	return sameDue(w.due, t.due) || sameDue(w.due, t.schedDue) || len(t.spec.After) > 0 && sameDue(w.due, schedule.MaxTime)
 }
 
 // finalTasks: every task's latest scheduling has ended as it should.

@@ -1470,6 +1470,39 @@ func TestAParentTriedWhileItsChildsScheduleIsOnItsWayIsItsParent(t *testing.T) {
 	}
 }
 
+// A child (waiting for parents) tried before a plain schedule of its id,
+// whose waiting row lands after the plain one was written and moved, is
+// the id's latest scheduling: its waiting row, kept at the end of time,
+// is the id's last write, and its cancel with its parent is the record's
+// (seed 86172).
+func TestAWaitingChildWrittenAfterAScheduleItOverlappedIsTheLatest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		child := c.newTI(TaskSpec{ID: "t34", Type: "rated", After: []string{"t23"}}, nil, nil) // tried first
+		childIssued := w.now()
+		time.Sleep(time.Second)
+		plain := c.newTI(TaskSpec{ID: "t34", Type: "limited"}, nil, nil)
+		due := w.now()
+		rk, _ := schedule.RowKey(due, "t34")
+		c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "05", Rows: []memstore.CommittedRow{{RowKey: rk}}})
+		c.scheduled(plain, w.now(), leasecron.Item{ID: "t34", Due: due}, nil)
+		time.Sleep(time.Second)
+		c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "05", Rows: []memstore.CommittedRow{{RowKey: rk, Deleted: true}, {RowKey: fenceRow}}})
+		time.Sleep(5 * time.Second)
+		waiting, _ := schedule.RowKey(schedule.MaxTime, "t34")
+		c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "05", Rows: []memstore.CommittedRow{{RowKey: waiting}}})
+		c.scheduled(child, childIssued, leasecron.Item{ID: "t34", Due: childIssued.Add(3 * time.Second)}, nil)
+		time.Sleep(30 * time.Second)
+		c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "05", Rows: []memstore.CommittedRow{{RowKey: waiting, Deleted: true}}})
+		c.mu.Lock()
+		got := c.writtenLastLocked("t34", c.latestLocked("t34"))
+		c.mu.Unlock()
+		if got != child {
+			t.Fatalf("the id's last written scheduling: %s; want the waiting child", got.spec)
+		}
+	})
+}
+
 // A schedule --file under way when a schedule of one of its ids was tried,
 // answered, run and ended may write that line afterwards: the id's final
 // record is the line's, and a bulk cancel of the line's type that cancels
