@@ -38,13 +38,26 @@ func (c *Client) holdsKey(ctx context.Context, g schedule.Guard) (bool, error) {
 // one-off task keeps its guard even under states that leave out
 // "scheduled" — it holds its key once it is moved, and a guard deleted
 // meanwhile would let another task take the key while it runs (a
-// review's find).
+// review's find). So does a task between attempts (its run failed or
+// snoozed, not finished), under states that leave out those: it holds
+// its key again when its next attempt is queued and runs (issue 38, sweep
+// seed 86714: under "scheduled,queued,running" the sweep deleted the
+// guard of a task waiting for its retry, and another task took the key
+// while its third attempt ran). A schedule in that gap may still take
+// the key over (holdsKey).
 func keepsGuard(ctx context.Context, sched *schedule.Client, rs *runs.Store, now time.Time, g schedule.Guard) (bool, error) {
 	held, pending, err := keyHolder(ctx, sched, rs, now, g)
-	if err != nil {
-		return false, err
+	if err != nil || held || pending || rs == nil {
+		return held || pending, err
 	}
-	return held || pending, nil
+	r, err := rs.Get(ctx, g.Task)
+	switch {
+	case errors.Is(err, runs.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read run %s: %w", g.Task, err)
+	}
+	return r.State != "" && !RunState(r.State).Finished(), nil
 }
 
 // holdsKey reports whether the task a unique guard names still holds its

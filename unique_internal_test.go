@@ -229,11 +229,22 @@ func TestHoldsKeyOfAPendingRowByItsRun(t *testing.T) {
 		}
 	}
 	// The leader's sweep keeps the guard of a pending task that does not
-	// hold its key yet (it will once moved), and drops a gone task's.
+	// hold its key yet (it will once moved), and of one between attempts
+	// (failed or snoozed: it holds it again when its next attempt runs;
+	// seed 86714), and drops a gone or finished task's.
+	run("retrying", due, runs.Failed)
+	run("snoozing", due, runs.Snoozed)
+	run("finished", due, runs.Succeeded)
+	for _, id := range []string{"retrying", "snoozing"} {
+		g := schedule.Guard{Type: "t", Key: "k", Task: id, States: live, Created: clk.Now()}
+		if got, err := holdsKey(ctx, sched, rs, clk.Now(), g); err != nil || got {
+			t.Errorf("%s under %v: holds %v, %v; want false (between attempts)", id, live, got, err)
+		}
+	}
 	for _, c := range []struct {
 		id   string
 		keep bool
-	}{{"unsent", true}, {"gone", false}} {
+	}{{"unsent", true}, {"gone", false}, {"retrying", true}, {"snoozing", true}, {"finished", false}} {
 		g := schedule.Guard{Type: "t", Key: "k", Task: c.id, States: live, Created: clk.Now()}
 		if got, err := keepsGuard(ctx, sched, rs, clk.Now(), g); err != nil || got != c.keep {
 			t.Errorf("the sweep of %s's guard under %v: keeps %v, %v; want %v", c.id, live, got, err, c.keep)
