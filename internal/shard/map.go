@@ -483,7 +483,7 @@ func SetCount(ctx context.Context, t table.Table, n int) (Layout, error) {
 			// Whether the change was made is unknown: its rows stay (a
 			// map naming n without them would refuse every unique take
 			// placed by n until the change ended).
-			return Layout{}, fmt.Errorf("change the shard count to %d: %w; the map could not be read after it (%v): see leasecron shards, and run shards set %d again if it is not changing to %d", n, err, rerr, n, n)
+			return Layout{}, fmt.Errorf("change the shard count to %d: %w; the map could not be read after it (%w): see leasecron shards, and run shards set %d again if it is not changing to %d", n, err, rerr, n, n)
 		case now.Count == n:
 			return now.Layout(0), nil // made (its answer lost), or by another call
 		case now.Count != from || now.PrevCount != 0:
@@ -509,7 +509,7 @@ func setFailed(ctx context.Context, t table.Table, n int, token string, m Map, e
 		if try > 0 {
 			now, rerr := Read(ctx, t)
 			if rerr != nil {
-				return Layout{}, fmt.Errorf("change the shard count to %d: %w; its open rows stand (the map could not be read to take them back: %v)", n, err, rerr)
+				return Layout{}, fmt.Errorf("change the shard count to %d: %w; its open rows stand (the map could not be read to take them back: %w)", n, err, rerr)
 			}
 			m = now
 		}

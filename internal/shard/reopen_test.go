@@ -93,6 +93,24 @@ func (f *openRowFaults) Submit(ctx context.Context, ops []table.Op) ([]string, e
 	return f.Table.Submit(ctx, ops)
 }
 
+// allOpen fails t unless every shard of count holds its open row.
+func allOpen(t *testing.T, ctx context.Context, tb table.Table, count int, why string) {
+	t.Helper()
+	for _, s := range Names(count) {
+		if !openRow(t, ctx, tb, s, count) {
+			t.Fatalf("shard %s lacks the open row of %d: %s", s, count, why)
+		}
+	}
+}
+
+// mustSubmit submits op to tb, failing t on an error.
+func mustSubmit(t *testing.T, ctx context.Context, tb table.Table, op table.Op) {
+	t.Helper()
+	if _, err := tb.Submit(ctx, []table.Op{op}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // openRow reports whether shard s holds the open row of count.
 func openRow(t *testing.T, ctx context.Context, tb table.Table, s string, count int) bool {
 	t.Helper()
@@ -127,9 +145,7 @@ func TestAReopenTakesBackARowATakeChangedAfterItsWrite(t *testing.T) {
 	ctx, tb, _ := steadyMap(t, 8)
 	f := &openRowFaults{Table: tb}
 	f.beforeDelete = func() {
-		if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: "02", RowKey: OpenRowKey(4), Props: table.Props{}}}); err != nil {
-			t.Fatal(err)
-		}
+		mustSubmit(t, ctx, tb, table.Op{Kind: table.Merge, PartitionKey: "02", RowKey: OpenRowKey(4), Props: table.Props{}})
 	}
 	if err := Reopen(ctx, f, "02", 4); err != nil {
 		t.Fatal(err)
@@ -170,11 +186,7 @@ func TestAReopenMeetingAShardsSetOfItsCountLeavesTheRow(t *testing.T) {
 			if err := Reopen(ctx, f, "02", 8); err != nil {
 				t.Fatal(err)
 			}
-			for _, s := range Names(8) {
-				if !openRow(t, ctx, tb, s, 8) {
-					t.Fatalf("shard %s lacks the open row of 8 that shards set wrote", s)
-				}
-			}
+			allOpen(t, ctx, tb, 8, "that shards set wrote")
 		})
 	}
 }
@@ -203,9 +215,7 @@ func TestAShardsSetMeetingAMapWrittenSince(t *testing.T) {
 		ctx, tb, _ := steadyMap(t, 4)
 		f := &openRowFaults{Table: tb}
 		f.beforeMapWrite = func() {
-			if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, Props: table.Props{PropGeneration: int64(2)}}}); err != nil {
-				t.Fatal(err)
-			}
+			mustSubmit(t, ctx, tb, table.Op{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, Props: table.Props{PropGeneration: int64(2)}})
 		}
 		if _, err := SetCount(ctx, f, 8); err != nil {
 			t.Fatalf("shards set 8 after a cop's cycle wrote the map: %v; want it made", err)
@@ -239,9 +249,7 @@ func TestAShardsSetMeetingAMapWrittenSince(t *testing.T) {
 // them again (issue 38, a third review of the open rows).
 func TestAFailedWriteOfOpenRowsAgainDoesNotHoldUpTheCycle(t *testing.T) {
 	ctx, tb, b := steadyMap(t, 4)
-	if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: "02", RowKey: OpenRowKey(4)}}); err != nil {
-		t.Fatal(err)
-	}
+	mustSubmit(t, ctx, tb, table.Op{Kind: table.Delete, PartitionKey: "02", RowKey: OpenRowKey(4)})
 	f := &openRowFaults{Table: tb, insertDown: true}
 	b.T = f
 	if err := b.cycle(ctx, 2, true, b.Logger); err != nil {
@@ -275,11 +283,7 @@ func TestAShardsSetWhoseAnswerWasLost(t *testing.T) {
 			if m, _ := Read(ctx, tb); m.Count != 8 || m.Open != 8 {
 				t.Fatalf("map %+v; want 8 shards open", m.Layout(0))
 			}
-			for _, s := range Names(8) {
-				if !openRow(t, ctx, tb, s, 8) {
-					t.Fatalf("shard %s lacks the open row of 8 while the map names 8 open", s)
-				}
-			}
+			allOpen(t, ctx, tb, 8, "while the map names 8 open")
 		})
 	}
 }
@@ -293,22 +297,14 @@ func TestAShardsSetPausedAcrossTwoChangesWritesItsRowsAgain(t *testing.T) {
 	f := &openRowFaults{Table: tb}
 	f.beforeMapWrite = func() {
 		for _, s := range Names(8) {
-			if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: s, RowKey: OpenRowKey(8)}}); err != nil {
-				t.Fatal(err)
-			}
+			mustSubmit(t, ctx, tb, table.Op{Kind: table.Delete, PartitionKey: s, RowKey: OpenRowKey(8)})
 		}
-		if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, Props: table.Props{PropGeneration: int64(3)}}}); err != nil {
-			t.Fatal(err)
-		}
+		mustSubmit(t, ctx, tb, table.Op{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, Props: table.Props{PropGeneration: int64(3)}})
 	}
 	if _, err := SetCount(ctx, f, 8); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range Names(8) {
-		if !openRow(t, ctx, tb, s, 8) {
-			t.Fatalf("shard %s lacks the open row of 8 while the map names 8 open", s)
-		}
-	}
+	allOpen(t, ctx, tb, 8, "while the map names 8 open")
 }
 
 // A failed `shards set` takes back its rows a take placed by that count
@@ -318,12 +314,8 @@ func TestAFailedShardsSetTakesBackOnlyItsOwnRows(t *testing.T) {
 	ctx, tb, _ := steadyMap(t, 4)
 	f := &openRowFaults{Table: tb}
 	f.beforeMapWrite = func() {
-		if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: "03", RowKey: OpenRowKey(8), Props: table.Props{}}}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Upsert, PartitionKey: "05", RowKey: OpenRowKey(8), Props: table.Props{PropCount: int64(8), PropOpenSet: "another"}}}); err != nil {
-			t.Fatal(err)
-		}
+		mustSubmit(t, ctx, tb, table.Op{Kind: table.Merge, PartitionKey: "03", RowKey: OpenRowKey(8), Props: table.Props{}})
+		mustSubmit(t, ctx, tb, table.Op{Kind: table.Upsert, PartitionKey: "05", RowKey: OpenRowKey(8), Props: table.Props{PropCount: int64(8), PropOpenSet: "another"}})
 		if _, err := SetCount(ctx, tb, 2); err != nil {
 			t.Fatal(err)
 		}
@@ -350,9 +342,7 @@ func TestAFailedShardsSetFencesAnotherBeforeTakingItsRowsBack(t *testing.T) {
 	var second Map
 	f := &openRowFaults{Table: tb}
 	f.beforeUpsert = func() {
-		if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, Props: table.Props{PropCount: int64(2)}}}); err != nil {
-			t.Fatal(err) // a change to 2, ended
-		}
+		mustSubmit(t, ctx, tb, table.Op{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, Props: table.Props{PropCount: int64(2)}}) // a change to 2, ended
 		var err error
 		if second, err = Read(ctx, tb); err != nil {
 			t.Fatal(err)
@@ -388,13 +378,9 @@ func TestAFailedShardsSetFencesAgain(t *testing.T) {
 	ctx, tb, _ := steadyMap(t, 4)
 	f := &openRowFaults{Table: tb}
 	f.beforeMapWrite = func() { // the set's map write
-		if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, Props: table.Props{PropCount: int64(2)}}}); err != nil {
-			t.Fatal(err) // a change to 2, ended
-		}
-		f.beforeMapWrite = func() { // its fence
-			if _, err := tb.Submit(ctx, []table.Op{{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, Props: table.Props{PropGeneration: int64(5)}}}); err != nil {
-				t.Fatal(err)
-			}
+		mustSubmit(t, ctx, tb, table.Op{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, Props: table.Props{PropCount: int64(2)}}) // a change to 2, ended
+		f.beforeMapWrite = func() {                                                                                                           // its fence
+			mustSubmit(t, ctx, tb, table.Op{Kind: table.Merge, PartitionKey: Partition, RowKey: MapRow, Props: table.Props{PropGeneration: int64(5)}})
 		}
 	}
 	if _, err := SetCount(ctx, f, 8); !errors.Is(err, ErrChanging) {
