@@ -46,18 +46,8 @@ func (c *Client) holdsKey(ctx context.Context, g schedule.Guard) (bool, error) {
 // while its third attempt ran). A schedule in that gap may still take
 // the key over (holdsKey).
 func keepsGuard(ctx context.Context, sched *schedule.Client, rs *runs.Store, now time.Time, g schedule.Guard) (bool, error) {
-	held, pending, err := keyHolder(ctx, sched, rs, now, g)
-	if err != nil || held || pending || rs == nil {
-		return held || pending, err
-	}
-	r, err := rs.Get(ctx, g.Task)
-	switch {
-	case errors.Is(err, runs.ErrNotFound):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("read run %s: %w", g.Task, err)
-	}
-	return r.State != "" && !RunState(r.State).Finished(), nil
+	held, pending, ran, err := keyHolder(ctx, sched, rs, now, g)
+	return held || pending || ran != "" && !ran.Finished(), err
 }
 
 // holdsKey reports whether the task a unique guard names still holds its
@@ -76,47 +66,50 @@ func keepsGuard(ctx context.Context, sched *schedule.Client, rs *runs.Store, now
 // it under states without "succeeded" (a review's find, reading the code
 // for the kind of defect of issue 38's row 112).
 func holdsKey(ctx context.Context, sched *schedule.Client, rs *runs.Store, now time.Time, g schedule.Guard) (bool, error) {
-	held, _, err := keyHolder(ctx, sched, rs, now, g)
+	held, _, _, err := keyHolder(ctx, sched, rs, now, g)
 	return held, err
 }
 
 // keyHolder is holdsKey that also reports whether the task is pending
-// (its row is in the schedule), from the one read of the row.
-func keyHolder(ctx context.Context, sched *schedule.Client, rs *runs.Store, now time.Time, g schedule.Guard) (held, pending bool, err error) {
+// (its row is in the schedule), from the one read of the row, and the
+// state of its run record when heldBy read one.
+func keyHolder(ctx context.Context, sched *schedule.Client, rs *runs.Store, now time.Time, g schedule.Guard) (held, pending bool, ran RunState, err error) {
 	it, err := sched.Get(ctx, g.Task)
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return false, false, err
+		return false, false, "", err
 	}
 	pending = err == nil
-	held, err = heldBy(ctx, rs, now, g, it, pending)
-	return held, pending, err
+	held, ran, err = heldBy(ctx, rs, now, g, it, pending)
+	return held, pending, ran, err
 }
 
 // heldBy is holdsKey once the task's row has been looked up: it, when
-// pending.
-func heldBy(ctx context.Context, rs *runs.Store, now time.Time, g schedule.Guard, it Item, pending bool) (bool, error) {
+// pending. ran is the state of the task's run record when it read one
+// ("" when it did not).
+func heldBy(ctx context.Context, rs *runs.Store, now time.Time, g schedule.Guard, it Item, pending bool) (held bool, ran RunState, err error) {
 	switch {
 	case pending && it.Recurrence != "":
-		return true, nil // a series holds its key for as long as it lasts
+		return true, ran, nil // a series holds its key for as long as it lasts
 	case pending && rs == nil:
-		return g.Counts(RunScheduled), nil
+		return g.Counts(RunScheduled), ran, nil
 	case rs == nil:
-		return now.Before(g.Created.Add(g.For)), nil
+		return now.Before(g.Created.Add(g.For)), ran, nil
 	}
 	r, err := rs.Get(ctx, g.Task)
 	switch {
 	case pending && (errors.Is(err, runs.ErrNotFound) || err == nil && !recordOf(r, it.Due)):
 		// Not sent yet: its record, if any, is an earlier scheduling's.
-		return g.Counts(RunScheduled), nil
+		return g.Counts(RunScheduled), ran, nil
 	case errors.Is(err, runs.ErrNotFound):
 		// No record (or an expired one): nothing holds the key. A task
 		// between its row and its record cannot be: the record is written
 		// before the row goes.
-		return false, nil
+		return false, ran, nil
 	case err != nil:
-		return false, fmt.Errorf("read run %s: %w", g.Task, err)
+		return false, "", fmt.Errorf("read run %s: %w", g.Task, err)
 	}
 	st := RunState(r.State)
+	ran = st
 	if r.WaitingForRate() && g.Counts(RunQueued) {
 		// Put back for its type's rate limit, before its first attempt
 		// or after one (a retry, or one handed back at a worker's
@@ -128,16 +121,16 @@ func heldBy(ctx context.Context, rs *runs.Store, now time.Time, g schedule.Guard
 		st = RunQueued
 	}
 	if !g.Counts(st) {
-		return false, nil
+		return false, ran, nil
 	}
 	if mutate.On(mutate.UniqueEarly) && !r.Finished.IsZero() {
-		return now.Before(r.Finished.Add(g.For)), nil
+		return now.Before(r.Finished.Add(g.For)), ran, nil
 	}
 	// Only a finished run's end starts the window: a failed attempt
 	// waiting for its retry, a snooze and a delivery handed back at
 	// shutdown set Finished too, but their task is still live.
 	if !st.Finished() || r.Finished.IsZero() || mutate.On(mutate.UniqueForever) {
-		return true, nil
+		return true, ran, nil
 	}
-	return now.Before(r.Finished.Add(g.For)), nil
+	return now.Before(r.Finished.Add(g.For)), ran, nil
 }
