@@ -76,6 +76,12 @@ var (
 	ErrRunUnconfirmed = errors.New("early-sent run not confirmed")
 )
 
+// ErrClaimLost: a run recorder's Extend returns it (wrapped) when the
+// worker's claim on the run is no longer its own: it lapsed and another
+// delivery took the run over, or the run was cancelled or ended since. A
+// delivery that learns it before its handler begins does not run it.
+var ErrClaimLost = errors.New("run claim no longer this worker's")
+
 // ErrScheduledAgain refuses to requeue a dead letter whose task id has
 // been scheduled again since the task died (its run record now belongs to
 // the new task): moving the old task back would take the new one's

@@ -344,6 +344,87 @@ func TestFirstExtensionCountsFromTheReceipt(t *testing.T) {
 	}
 }
 
+// A delivery slowed past its visibility between its claim and its
+// handler — the message received again meanwhile, and the lapsed claim
+// taken over by the worker that received it — does not begin the run
+// beside that worker's (one handler slot: this worker's own poll does
+// not receive the message again meanwhile; issue 38, the simulator's seed 87398: a worker
+// stopped for a minute after its claim began the task 1.8 s after another
+// worker had). It leaves the run to that worker, its record untouched.
+func TestADeliveryWhoseRunWasTakenOverOnItsWayDoesNotRunIt(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, VisibilityTimeout: 60 * time.Second, MaxRunTime: time.Hour, PollMax: time.Hour}})
+	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 70 * time.Second, late: true}
+	rs.slow.Store(1)
+	var other Message
+	rs.during = &claimHook{after: 5 * time.Second, do: func() {
+		// 65 s on: the message is visible again, and another worker
+		// receives it and takes the lapsed claim over.
+		ms, err := h.work.Dequeue(context.Background(), 1, 60*time.Second)
+		if err != nil || len(ms) != 1 {
+			t.Errorf("the other worker's dequeue: %v, %d messages", err, len(ms))
+			return
+		}
+		other = ms[0]
+		if _, err := rs.Memory.Peer().Claim(context.Background(), "l1", "other-worker", 1, h.clk.Now().Add(60*time.Second), leasecrontype.RunMeta{}); err != nil {
+			t.Errorf("the other worker's claim: %v", err)
+		}
+	}}
+	h.c.o.Runs = rs
+	h.c.Handle("long", untilCancelled)
+	h.enqueue(Envelope{ID: "l1", Type: "long"})
+	h.start()
+	h.expect(OutcomeLost)
+	select {
+	case id := <-h.started:
+		t.Fatalf("handler of %s began although another worker had taken its run over", id)
+	default:
+	}
+	if r := mustRun(t, rs.Memory, "l1", runs.Running); r.Worker != "other-worker" || r.Attempts != 1 {
+		t.Fatalf("run = worker %q, attempts %d; want the other worker's claim of attempt 1 untouched", r.Worker, r.Attempts)
+	}
+	if m, _ := h.only(h.work); m.ID != other.ID || m.DequeueCount != other.DequeueCount {
+		t.Fatalf("message = %+v, want the other worker's receipt left alone (%+v)", m, other)
+	}
+}
+
+// The same delay with no other delivery in between: the claim holds, so
+// the run goes on, its message taken back and its claim extended before
+// the handler begins; and when only the message was received again (its
+// new receiver put it back, the claim still live), the handler runs on
+// the claim alone.
+func TestADeliverySlowedPastItsVisibilityRunsWhileItsClaimHolds(t *testing.T) {
+	for _, received := range []bool{false, true} {
+		t.Run(fmt.Sprintf("received again %v", received), func(t *testing.T) {
+			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, VisibilityTimeout: 60 * time.Second, MaxRunTime: time.Hour, PollMax: time.Hour}})
+			rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 70 * time.Second, late: true}
+			rs.slow.Store(1)
+			rs.during = &claimHook{after: 5 * time.Second, do: func() {
+				if !received {
+					return
+				}
+				if ms, err := h.work.Dequeue(context.Background(), 1, 60*time.Second); err != nil || len(ms) != 1 {
+					t.Errorf("the other worker's dequeue: %v, %d messages", err, len(ms))
+				}
+			}}
+			h.c.o.Runs = rs
+			h.c.Handle("long", untilCancelled)
+			h.enqueue(Envelope{ID: "l1", Type: "long"})
+			h.start()
+			h.waitStarted()
+			err := h.waitExtended()
+			if received != errors.Is(err, ErrMessageGone) {
+				t.Fatalf("extension before the handler: %v", err)
+			}
+			if r := mustRun(t, rs.Memory, "l1", runs.Running); r.Worker != "test-worker" || !r.ClaimUntil.Equal(t0.Add(70*time.Second).Add(60*time.Second)) {
+				t.Fatalf("run = worker %q, claim until %v; want this worker's claim extended before its handler", r.Worker, r.ClaimUntil)
+			}
+			if m, _ := h.only(h.work); !received && !m.NextVisible.Equal(t0.Add(130*time.Second)) {
+				t.Fatalf("message visible at %v, want it taken back before the handler", m.NextVisible)
+			}
+		})
+	}
+}
+
 // untilCancelled is a handler that runs until its context ends.
 func untilCancelled(ctx context.Context, _ leasecrontype.Task) error {
 	<-ctx.Done()
@@ -1911,6 +1992,8 @@ type slowClaims struct {
 	slow atomic.Int32
 	// during, when set, is done while a slow claim is under way.
 	during *claimHook
+	// late makes a slow claim land at once and its answer come by later.
+	late bool
 }
 
 // claimHook is something done while a slow claim is under way: do runs
@@ -2033,6 +2116,13 @@ func TestLateClaimMovesItsRateStart(t *testing.T) {
 
 func (s *slowClaims) Claim(ctx context.Context, id, worker string, attempt int, until time.Time, m leasecrontype.RunMeta) (leasecrontype.Run, error) {
 	if s.slow.Add(-1) >= 0 {
+		if s.late {
+			r, err := s.Memory.Claim(ctx, id, worker, attempt, until, m)
+			s.clk.Advance(s.by - s.during.after)
+			s.during.do()
+			s.clk.Advance(s.during.after)
+			return r, err
+		}
 		if s.during != nil {
 			s.clk.Advance(s.by - s.during.after)
 			s.during.do()

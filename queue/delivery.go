@@ -208,8 +208,14 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		return
 	}
 	if herr == nil {
+		var held bool
+		if held, lost = c.stillHeld(hctx, d); !held {
+			return
+		}
+	}
+	if herr == nil {
 		began = c.clk.Now()
-		herr, lost = c.runHandler(hctx, d, h, task, out)
+		herr, lost = c.runHandler(hctx, d, h, task, out, lost)
 		c.timed(env, task.Attempt, began)
 	}
 	tail := trunc.Tail(joinOutput(out.String(), leasecrontype.OutputOf(herr)), leasecrontype.MaxOutputTail)
@@ -281,6 +287,74 @@ func (c *Consumer) stillStarts(hctx context.Context, d *delivery, rateAt *time.T
 	at, ok := c.takeRate(hctx, d, *rateAt)
 	*rateAt = at // (zero when refused: takeRate took it out)
 	return ok
+}
+
+// stillHeld reports whether a delivery slowed on its way to its handler
+// still holds its run: one whose message has been invisible for two
+// thirds of VisibilityTimeout or more (its claim, pause check, rate move
+// or payload read retried through failing storage, or the process
+// stopped meanwhile) may have let its message reappear and its claim
+// lapse, and another worker may have taken the run over and begun it.
+// Such a delivery extends its message and its claim before the handler
+// begins, not beside it: if the claim is another's now, or the message is
+// gone and the claim could not be confirmed, it settles without running
+// (the message put back, or left to the worker that received it again;
+// issue 38, the simulator's seed 87398: a worker stopped for a minute
+// between its claim and its handler began the task 1.8 s after another
+// worker had). lost reports that the message is gone but the claim held:
+// the handler runs, its claim extended alone (as when an extension
+// finds the message gone while it runs). A delivery on time does nothing
+// here: its handler's first extension comes while it runs.
+func (c *Consumer) stillHeld(hctx context.Context, d *delivery) (held, lost bool) {
+	vis := c.o.VisibilityTimeout
+	now := c.clk.Now()
+	if now.Sub(d.visSince) < vis*2/3 {
+		return true, false
+	}
+	ctx, cancel := c.opCtx(hctx)
+	defer cancel()
+	m, err := c.work.Update(ctx, d.m, d.m.Text, vis)
+	switch {
+	case err == nil:
+		d.m, d.visSince = m, now
+	case errors.Is(err, ErrMessageGone):
+		lost = true
+	default:
+		// Not extended: the handler's first extension tries again at once.
+		d.log.Warn("extending visibility before the handler failed", "err", err)
+	}
+	if c.hooks.extended != nil {
+		c.hooks.extended(d.env.ID, err)
+	}
+	if !d.claimed {
+		return true, lost
+	}
+	cerr := c.o.Runs.Extend(ctx, d.env.ID, c.o.InstanceID, now.Add(vis))
+	switch {
+	case errors.Is(cerr, leasecrontype.ErrClaimLost):
+		c.forgetClaim(d)
+		d.claimed = false
+		if lost {
+			d.log.Warn("the run was taken over while this delivery was on its way to its handler; leaving it to the worker that has it", "waited", now.Sub(d.start))
+			c.settle(d, OutcomeLost)
+		} else {
+			env := d.env
+			env.Dequeues = d.m.DequeueCount
+			c.putBack(hctx, d, env, c.deferDelay(d), "run taken over by another delivery")
+		}
+		return false, lost
+	case cerr != nil && lost:
+		// The message was received again, and whether its claim still
+		// holds is not known: the delivery that has the message runs it.
+		d.log.Warn("message gone and the run's claim not confirmed before the handler; leaving the run to the delivery that has its message", "err", cerr)
+		c.forgetClaim(d)
+		d.claimed = false
+		c.settle(d, OutcomeLost)
+		return false, lost
+	case cerr == nil && lost:
+		d.visSince = now // the claim was extended: the next is due two thirds on
+	}
+	return true, lost
 }
 
 // releaseRate takes the start d recorded against its rate at (zero:
@@ -589,8 +663,9 @@ func claimUnanswered(err error) bool {
 
 // runHandler calls h with the task, extending the message's visibility
 // until it returns. lost reports that an extension found the message gone
-// (or its receipt stale): the message must then not be touched again.
-func (c *Consumer) runHandler(hctx context.Context, d *delivery, h leasecrontype.Handler, task leasecrontype.Task, out *trunc.Writer) (herr error, lost bool) {
+// (or its receipt stale): the message must then not be touched again;
+// lost given true (stillHeld found it so) extends the run's claim alone.
+func (c *Consumer) runHandler(hctx context.Context, d *delivery, h leasecrontype.Handler, task leasecrontype.Task, out *trunc.Writer, lost bool) (herr error, _ bool) {
 	timeout := c.o.HandlerTimeout
 	if t, ok := c.o.HandlerTimeouts[task.Type]; ok {
 		timeout = min(t, c.o.MaxRunTime)

@@ -48,7 +48,10 @@ const (
 	OutcomeAbandoned Outcome = "abandoned"
 	// OutcomeLost: the handler ran but the message's visibility could not
 	// be kept (it is gone or was redelivered); its result is recorded in
-	// the run record and the message is left alone to reappear.
+	// the run record and the message is left alone to reappear. Also a
+	// delivery that did not run because, on its way to the handler, its
+	// message was received by another worker (a message held until due,
+	// or one slowed past its visibility whose claim was taken over).
 	OutcomeLost Outcome = "lost"
 	// OutcomeLeft: a storage call failed so nothing could be recorded on
 	// the message; it reappears when its visibility timeout lapses.

@@ -161,6 +161,12 @@ func NewMemory(c clock.Clock) *Memory {
 	return &Memory{Store: &Store{t: mt, o: o, group: newGrouper(mt)}, mt: mt}
 }
 
+// Peer returns another Store over the same in-memory table: a second
+// worker process's, with claims of its own.
+func (m *Memory) Peer() *Memory {
+	return &Memory{Store: &Store{t: m.mt, o: m.o, group: newGrouper(m.mt)}, mt: m.mt}
+}
+
 // FailWith makes every later call fail with err (nil heals it), to test
 // that callers survive a Runs-table outage.
 func (m *Memory) FailWith(err error) { m.mt.FailWith(err) }
@@ -875,7 +881,10 @@ func (s *Store) Unclaim(ctx context.Context, id string) (err error) {
 
 // Extend moves worker's claim on id to until while the handler runs. A run
 // this Store claimed is extended only while the claim is still this
-// worker's; a missing record is not an error.
+// worker's: when it no longer is (taken over after it lapsed, cancelled
+// or ended since) the error wraps leasecrontype.ErrClaimLost. A run this
+// Store did not claim has only its run row moved, and a missing record is
+// not an error then.
 func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) error {
 	if err := validateID(id); err != nil {
 		return err
@@ -886,7 +895,8 @@ func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) 
 	set := table.Props{"ClaimUntil": until.UTC(), "Worker": worker}
 	pk := s.home(ctx, nil, id)
 	var ops []table.Op
-	if c, ok := s.updateClaim(id, func(c *Run) { c.ClaimUntil = until.UTC() }); ok {
+	c, claimed := s.updateClaim(id, func(c *Run) { c.ClaimUntil = until.UTC() })
+	if claimed {
 		pk = c.pk
 		ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: pk, RowKey: stateKey(Running, id, c.Due, c.Worker), Props: table.Props{"ClaimUntil": until.UTC()}})
 	}
@@ -894,10 +904,15 @@ func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) 
 	// A missing running row means the claim is no longer this worker's (a
 	// cancel, or another worker took it over): nothing is extended then.
 	err := s.submitRun(ctx, ops)
-	if err != nil && !errors.Is(err, storage.ErrNotFound) {
-		return fmt.Errorf("runs: extend claim on %s: %w", id, err)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, storage.ErrNotFound) && claimed:
+		return fmt.Errorf("runs: extend claim on %s: %w", id, leasecrontype.ErrClaimLost)
+	case errors.Is(err, storage.ErrNotFound):
+		return nil
 	}
-	return nil
+	return fmt.Errorf("runs: extend claim on %s: %w", id, err)
 }
 
 // Progress records the running attempt's progress report p in one
