@@ -935,3 +935,33 @@ func (l *loseAnswer) Submit(ctx context.Context, ops []table.Op) ([]string, erro
 	}
 	return nil, errors.New("read tcp: connection reset by peer")
 }
+
+// A requeue whose mark committed though its answer was lost (the dead
+// letter stays, no message sent), then a cancel of the queued run, then
+// the dead letter requeued again: the run was cancelled, so the requeue
+// is refused, not taken for one "requeued before" and answered success
+// with nothing brought back (simulator seed 87976).
+func TestRequeueAgainAfterACancelOfAHalfDoneRequeue(t *testing.T) {
+	e := memEnv(t)
+	s := e.s
+	ctx := context.Background()
+	due := t0.Add(-time.Minute)
+	if _, err := s.Claim(ctx, "c3", "w1", 1, e.now().Add(time.Minute), Meta{Type: "plain", Due: due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "c3", Dead, errors.New("gave up"), ""); err != nil {
+		t.Fatal(err)
+	}
+	rq := Meta{Type: "plain", Due: due, Token: RequeueToken("m3-1")}
+	if _, _, err := s.MarkRequeued(ctx, "c3", rq, "m3-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Cancel(ctx, "c3"); err != nil {
+		t.Fatal(err)
+	}
+	earlier, queued, err := s.MarkRequeued(ctx, "c3", rq, "m3-1", "")
+	if !errors.Is(err, leasecrontype.ErrRunCancelled) {
+		t.Fatalf("MarkRequeued of the same death after a cancel: earlier %v, queued %v, %v; want ErrRunCancelled", earlier, queued, err)
+	}
+	e.mustState(t, "c3", Cancelled)
+}

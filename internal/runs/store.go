@@ -596,6 +596,14 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death, died
 		earlier, queued = false, false
 		next := newRun(id, "")
 		if cur != nil {
+			if cur.State == Cancelled && !otherDue(cur, m) {
+				// Cancelled — while its last attempt ran, which then
+				// failed, or after a requeue of this very death marked
+				// it queued (its answer lost, the dead letter left):
+				// a cancelled task is not brought back, and the
+				// requeue is refused rather than answered as done.
+				return Run{}, false, fmt.Errorf("runs: requeue %s: %w", id, leasecrontype.ErrRunCancelled)
+			}
 			if i := slices.Index(cur.Requeued, death); death != "" && i >= 0 {
 				earlier, queued = true, i == 0 && cur.State == Queued
 				return Run{}, false, nil
@@ -606,11 +614,6 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death, died
 				// have to be sent).
 				earlier = true
 				return Run{}, false, nil
-			}
-			if cur.State == Cancelled && !otherDue(cur, m) {
-				// Cancelled while its last attempt ran, which then failed:
-				// a cancelled task is not brought back.
-				return Run{}, false, fmt.Errorf("runs: requeue %s: %w", id, leasecrontype.ErrRunCancelled)
 			}
 			if otherDue(cur, m) {
 				// The id was scheduled again since this task died: the
