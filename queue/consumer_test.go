@@ -17,6 +17,7 @@ import (
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/rate"
 	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/leasecrontype"
 )
@@ -320,24 +321,26 @@ func TestVisibilityExtendedUntilMaxRunTime(t *testing.T) {
 // The first extension counts from when the message was received, not
 // from when its handler began: a claim that took 30 of the 60 s of
 // visibility (retried through failing storage) is followed by an
-// extension at once (at 40 s from the handler's start, the message and
-// the claim would both have lapsed at 60 s, and another worker run the
-// task too: issue 38, the simulator's seed 8680).
+// extension 10 s into the handler (at 40 s from the handler's start, the
+// message and the claim would both have lapsed at 60 s, and another
+// worker run the task too: issue 38, the simulator's seed 8680). A claim
+// slower still is extended before its handler begins (below).
 func TestFirstExtensionCountsFromTheReceipt(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{VisibilityTimeout: 60 * time.Second, MaxRunTime: time.Hour, PollMax: time.Hour}})
-	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 50 * time.Second}
+	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 30 * time.Second}
 	rs.slow.Store(1)
 	h.c.o.Runs = rs
 	h.c.Handle("long", untilCancelled)
 	h.enqueue(Envelope{ID: "l1", Type: "long"})
 	h.start()
 	h.waitStarted()
+	h.clk.Advance(10 * time.Second)
 	if err := h.waitExtended(); err != nil {
 		t.Fatalf("the extension after a slow claim: %v", err)
 	}
 	m, _ := h.only(h.work)
-	if want := t0.Add(50 * time.Second).Add(60 * time.Second); !m.NextVisible.Equal(want) {
-		t.Fatalf("after the first extension visible at %v, want %v (extended when the handler began)", m.NextVisible, want)
+	if want := t0.Add(40 * time.Second).Add(60 * time.Second); !m.NextVisible.Equal(want) {
+		t.Fatalf("after the first extension visible at %v, want %v (extended 40 s after the receipt)", m.NextVisible, want)
 	}
 	if r := mustRun(t, rs.Memory, "l1", runs.Running); !r.ClaimUntil.Equal(h.clk.Now().Add(60 * time.Second)) {
 		t.Fatalf("claim not extended with it: %v", r.ClaimUntil)
@@ -384,6 +387,57 @@ func TestADeliveryWhoseRunWasTakenOverOnItsWayDoesNotRunIt(t *testing.T) {
 	}
 	if m, _ := h.only(h.work); m.ID != other.ID || m.DequeueCount != other.DequeueCount {
 		t.Fatalf("message = %+v, want the other worker's receipt left alone (%+v)", m, other)
+	}
+}
+
+// A delivery slowed past its visibility whose run was taken over by a
+// second message of it (the message this delivery holds was not received
+// again): the delivery does not run, and puts its message back, leaving
+// the other's claim alone; and one whose claim cannot be confirmed, its
+// message received again, leaves the run to the worker that has it.
+func TestADeliveryThatCannotHoldItsRunOnItsWayDoesNotRunIt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		do   func(h *harness, rs *slowClaims)
+		want Outcome
+	}{
+		{"taken over by a second message", func(_ *harness, rs *slowClaims) {
+			if _, err := rs.Memory.Peer().Claim(context.Background(), "l1", "other-worker", 1, rs.clk.Now().Add(60*time.Second), leasecrontype.RunMeta{}); err != nil {
+				panic(err)
+			}
+		}, OutcomeDeferred},
+		{"claim unconfirmed, message received again", func(h *harness, rs *slowClaims) {
+			if ms, err := h.work.Dequeue(context.Background(), 1, 60*time.Second); err != nil || len(ms) != 1 {
+				panic(fmt.Sprint("dequeue: ", err, len(ms)))
+			}
+			rs.FailWith(fmt.Errorf("the run records refuse every request: %w", storage.ErrAuth))
+		}, OutcomeLost},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, VisibilityTimeout: 60 * time.Second, MaxRunTime: time.Hour, PollMax: time.Hour}})
+			rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 70 * time.Second, late: true}
+			rs.slow.Store(1)
+			rs.during = &claimHook{after: 5 * time.Second, do: func() { tc.do(h, rs) }}
+			h.c.o.Runs = rs
+			h.c.Handle("long", untilCancelled)
+			h.enqueue(Envelope{ID: "l1", Type: "long"})
+			h.start()
+			h.expect(tc.want)
+			select {
+			case id := <-h.started:
+				t.Fatalf("handler of %s began without holding its run", id)
+			default:
+			}
+			if tc.want != OutcomeDeferred {
+				return
+			}
+			if r := mustRun(t, rs.Memory, "l1", runs.Running); r.Worker != "other-worker" || r.Attempts != 1 {
+				t.Fatalf("run = worker %q, attempts %d; want the other worker's claim untouched", r.Worker, r.Attempts)
+			}
+			if m, env := h.only(h.work); !m.NextVisible.After(h.clk.Now()) || env.FailedAttempts != 0 {
+				t.Fatalf("message visible at %v (now %v), attempts %d: want it put back without an attempt", m.NextVisible, h.clk.Now(), env.FailedAttempts)
+			}
+		})
 	}
 }
 
@@ -2116,7 +2170,7 @@ func TestLateClaimMovesItsRateStart(t *testing.T) {
 
 func (s *slowClaims) Claim(ctx context.Context, id, worker string, attempt int, until time.Time, m leasecrontype.RunMeta) (leasecrontype.Run, error) {
 	if s.slow.Add(-1) >= 0 {
-		if s.late {
+		if s.late { // (with during)
 			r, err := s.Memory.Claim(ctx, id, worker, attempt, until, m)
 			s.clk.Advance(s.by - s.during.after)
 			s.during.do()

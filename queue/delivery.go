@@ -204,14 +204,16 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	} else {
 		task.Payload, herr = c.fetchPayload(hctx, env)
 	}
-	if herr == nil && !c.stillStarts(hctx, d, &rateAt) {
-		return
-	}
+	// Whether the run is still this delivery's is checked first: the
+	// pause and the rate start are checked right before the handler.
 	if herr == nil {
 		var held bool
 		if held, lost = c.stillHeld(hctx, d); !held {
 			return
 		}
+	}
+	if herr == nil && !c.stillStarts(hctx, d, &rateAt) {
+		return
 	}
 	if herr == nil {
 		began = c.clk.Now()
@@ -291,20 +293,21 @@ func (c *Consumer) stillStarts(hctx context.Context, d *delivery, rateAt *time.T
 
 // stillHeld reports whether a delivery slowed on its way to its handler
 // still holds its run: one whose message has been invisible for two
-// thirds of VisibilityTimeout or more (its claim, pause check, rate move
-// or payload read retried through failing storage, or the process
-// stopped meanwhile) may have let its message reappear and its claim
-// lapse, and another worker may have taken the run over and begun it.
-// Such a delivery extends its message and its claim before the handler
-// begins, not beside it: if the claim is another's now, or the message is
-// gone and the claim could not be confirmed, it settles without running
-// (the message put back, or left to the worker that received it again;
-// issue 38, the simulator's seed 87398: a worker stopped for a minute
-// between its claim and its handler began the task 1.8 s after another
-// worker had). lost reports that the message is gone but the claim held:
-// the handler runs, its claim extended alone (as when an extension
-// finds the message gone while it runs). A delivery on time does nothing
-// here: its handler's first extension comes while it runs.
+// thirds of VisibilityTimeout or more (its claim or payload read retried
+// through failing storage, or the process stopped meanwhile) may have let
+// its message reappear and its claim lapse, and another worker may have
+// taken the run over and begun it. Such a delivery extends its message
+// and its claim before the handler begins, not beside it, and runs only
+// when its claim is confirmed its own (a delivery without a claim: when
+// its message is still its own). Otherwise it settles without running:
+// the message put back when it still holds it, left to the worker that
+// received it again when not (issue 38, the simulator's seed 87398: a
+// worker stopped for a minute between its claim and its handler began the
+// task 1.8 s after another worker had). lost reports that the message is
+// gone but the claim held: the handler runs, its claim extended alone (as
+// when an extension finds the message gone while it runs). A delivery on
+// time does nothing here: its handler's first extension comes while it
+// runs.
 func (c *Consumer) stillHeld(hctx context.Context, d *delivery) (held, lost bool) {
 	vis := c.o.VisibilityTimeout
 	now := c.clk.Now()
@@ -312,49 +315,67 @@ func (c *Consumer) stillHeld(hctx context.Context, d *delivery) (held, lost bool
 		return true, false
 	}
 	ctx, cancel := c.opCtx(hctx)
-	defer cancel()
 	m, err := c.work.Update(ctx, d.m, d.m.Text, vis)
+	cancel()
 	switch {
 	case err == nil:
 		d.m, d.visSince = m, now
 	case errors.Is(err, ErrMessageGone):
 		lost = true
 	default:
-		// Not extended: the handler's first extension tries again at once.
 		d.log.Warn("extending visibility before the handler failed", "err", err)
 	}
 	if c.hooks.extended != nil {
 		c.hooks.extended(d.env.ID, err)
 	}
 	if !d.claimed {
-		return true, lost
-	}
-	cerr := c.o.Runs.Extend(ctx, d.env.ID, c.o.InstanceID, now.Add(vis))
-	switch {
-	case errors.Is(cerr, leasecrontype.ErrClaimLost):
-		c.forgetClaim(d)
-		d.claimed = false
 		if lost {
-			d.log.Warn("the run was taken over while this delivery was on its way to its handler; leaving it to the worker that has it", "waited", now.Sub(d.start))
+			d.log.Warn("message received by another worker while this delivery was on its way to its handler; leaving it to that worker", "waited", now.Sub(d.start))
 			c.settle(d, OutcomeLost)
-		} else {
-			env := d.env
-			env.Dequeues = d.m.DequeueCount
-			c.putBack(hctx, d, env, c.deferDelay(d), "run taken over by another delivery")
+			return false, lost
 		}
-		return false, lost
-	case cerr != nil && lost:
-		// The message was received again, and whether its claim still
-		// holds is not known: the delivery that has the message runs it.
-		d.log.Warn("message gone and the run's claim not confirmed before the handler; leaving the run to the delivery that has its message", "err", cerr)
+		return true, false
+	}
+	var answer error // the claim is another's: not tried again
+	cerr := c.transient(hctx, 0, func(ctx context.Context) error {
+		err := c.o.Runs.Extend(ctx, d.env.ID, c.o.InstanceID, now.Add(vis))
+		if errors.Is(err, leasecrontype.ErrClaimLost) {
+			answer, err = err, nil
+		}
+		return err
+	})
+	if answer != nil {
+		cerr = answer
+	}
+	switch {
+	case cerr == nil:
+		if lost {
+			d.visSince = now // the claim was extended: the next is due two thirds on
+		}
+		return true, lost
+	case errors.Is(cerr, leasecrontype.ErrClaimLost):
+		// Another delivery has the run: its claim is not to be given back.
+		d.log.Warn("the run was taken over while this delivery was on its way to its handler; not running it", "waited", now.Sub(d.start))
 		c.forgetClaim(d)
 		d.claimed = false
-		c.settle(d, OutcomeLost)
-		return false, lost
-	case cerr == nil && lost:
-		d.visSince = now // the claim was extended: the next is due two thirds on
+	default:
+		// Whether the claim still holds is not known: run it only once it
+		// is (as when a claim cannot be recorded), giving the claim back
+		// if it still is this delivery's.
+		d.log.Warn("cannot confirm the run's claim before its handler; not running it now", "err", cerr)
+		c.handBack(hctx, d)
 	}
-	return true, lost
+	switch {
+	case lost:
+		c.settle(d, OutcomeLost)
+	case err == nil:
+		env := d.env
+		env.Dequeues = d.m.DequeueCount
+		c.putBack(hctx, d, env, c.deferDelay(d), "run's claim not this delivery's")
+	default:
+		c.settle(d, OutcomeLeft)
+	}
+	return false, lost
 }
 
 // releaseRate takes the start d recorded against its rate at (zero:
@@ -761,7 +782,10 @@ func (c *Consumer) extendClaim(ctx context.Context, d *delivery, vis time.Durati
 	if !d.claimed {
 		return
 	}
-	if err := c.o.Runs.Extend(ctx, d.env.ID, c.o.InstanceID, c.clk.Now().Add(vis)); err != nil {
+	switch err := c.o.Runs.Extend(ctx, d.env.ID, c.o.InstanceID, c.clk.Now().Add(vis)); {
+	case errors.Is(err, leasecrontype.ErrClaimLost):
+		d.log.Warn("the run's claim was taken over while its handler runs: another delivery may run it too", "err", err)
+	case err != nil:
 		d.log.Debug("extending the run claim failed", "err", err)
 	}
 }

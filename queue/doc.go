@@ -82,7 +82,13 @@
 // fails. If an extension finds the message gone or its receipt stale, the
 // handler's result is still recorded in the run record, but the message is
 // not touched again: it reappears and, with run records, is acknowledged as
-// a duplicate.
+// a duplicate. A delivery that took two thirds of VisibilityTimeout or
+// more to reach its handler (its claim retried, the process stopped) is
+// extended before the handler begins, message and claim: when its run's
+// claim is no longer its own (leasecrontype.ErrClaimLost: another worker
+// received the message again and took the lapsed claim over) or cannot be
+// confirmed, the handler does not begin, and the message is put back, or
+// left to the worker that received it again.
 //
 // # Run records and duplicates
 //
@@ -99,8 +105,9 @@
 // exactly-once. An end the run records do not answer through its retries
 // leaves the message to reappear (a success runs the task again; a death
 // sets the message aside later without running it): acknowledged, the run
-// would stay running for good. Every other run-record write is bookkeeping
-// whose failure is logged and ignored. Handlers must be idempotent.
+// would stay running for good. So does the claim's extension before the
+// handler of a delivery slowed on its way (above). Every other run-record
+// write is bookkeeping whose failure is logged and ignored. Handlers must be idempotent.
 //
 // Output for the run record: a handler writes to leasecrontype.Output(ctx)
 // (the last 4 KiB are kept) and/or returns leasecrontype.WithOutput(err,

@@ -49,7 +49,8 @@ type ConsumerSettings struct {
 	// their outcomes meanwhile (see the package documentation).
 	Concurrency int
 	// VisibilityTimeout is how long a dequeued message stays hidden; it is
-	// extended at 2/3 of its length while the handler runs
+	// extended at 2/3 of its length while the handler runs, and before it
+	// begins when the delivery took that long to reach it
 	// (worker.visibility_timeout). Default 60s; at least 1s.
 	VisibilityTimeout time.Duration
 	// MaxRunTime is the longest a handler may run; then its context is

@@ -87,7 +87,13 @@ type RunRecorder interface {
 	// again): then the task runs anyway. A recorder that cannot claim a run
 	// for good should say so with one of those.
 	Claim(ctx context.Context, id, worker string, attempt int, leaseUntil time.Time, m leasecrontype.RunMeta) (leasecrontype.Run, error)
-	// Extend moves worker's claim on id to until.
+	// Extend moves worker's claim on id to until. When the claim is no
+	// longer worker's (another worker took the run over after it lapsed,
+	// or it was cancelled or ended since) it returns an error wrapping
+	// leasecrontype.ErrClaimLost: a delivery checking before its handler
+	// then does not run it. Any other error before the handler leaves the
+	// claim unconfirmed, and the delivery does not run then either; while
+	// the handler runs, errors are logged.
 	Extend(ctx context.Context, id, worker string, until time.Time) error
 	// Finish records the attempt's outcome: state, the error of a failed
 	// attempt (nil otherwise) and the end of its output. A cancelled run

@@ -965,3 +965,22 @@ func TestRequeueAgainAfterACancelOfAHalfDoneRequeue(t *testing.T) {
 	}
 	e.mustState(t, "c3", Cancelled)
 }
+
+// A claim whose run was cancelled while it ran is no longer the worker's:
+// its heartbeat says so.
+func TestExtendOfACancelledRunSaysTheClaimIsLost(t *testing.T) {
+	e := memEnv(t)
+	ctx := context.Background()
+	if _, err := e.s.Claim(ctx, "x1", "w1", 1, e.now().Add(time.Minute), Meta{Type: "plain", Due: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Extend(ctx, "x1", "w1", e.now().Add(2*time.Minute)); err != nil {
+		t.Fatalf("heartbeat of a live claim: %v", err)
+	}
+	if _, err := e.other.Cancel(ctx, "x1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Extend(ctx, "x1", "w1", e.now().Add(3*time.Minute)); !errors.Is(err, leasecrontype.ErrClaimLost) {
+		t.Fatalf("heartbeat after a cancel: %v, want ErrClaimLost", err)
+	}
+}

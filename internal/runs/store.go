@@ -910,7 +910,7 @@ func (s *Store) Extend(ctx context.Context, id, worker string, until time.Time) 
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, storage.ErrNotFound) && claimed:
+	case errors.Is(err, storage.ErrNotFound) && claimed && !errors.Is(err, storage.ErrTableNotFound):
 		return fmt.Errorf("runs: extend claim on %s: %w", id, leasecrontype.ErrClaimLost)
 	case errors.Is(err, storage.ErrNotFound):
 		return nil
