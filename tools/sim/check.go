@@ -1316,7 +1316,8 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 	// An occurrence moved before a cancel done in part may run once: one
 	// due by then, or sent early within the longest early window.
 	movedBefore := !t.cancelPart.IsZero() && ev.due.Before(t.cancelPart.Add(2*time.Minute))
-	if !t.cancelled.IsZero() && now.After(t.cancelled) && !c.continuesLocked(t, ev) && !movedBefore && !c.lateWriteLocked(t, ev.due) {
+	if !t.cancelled.IsZero() && now.After(t.cancelled) && !c.continuesLocked(t, ev) && !movedBefore && !c.lateWriteLocked(t, ev.due) &&
+		!c.writtenAfterCancelLocked(t) {
 		c.violate(InvCancelled, "%s started on %s after a cancel returned at %s", ev.runID, ev.proc.id, c.at(t.cancelled))
 	}
 	if !t.superseded.IsZero() && now.After(t.superseded) && len(t.starts) == 0 {
@@ -1908,6 +1909,36 @@ func (c *checker) lateWriteLocked(t *ti, due time.Time) bool {
 		return (r.from.IsZero() || sameDue(r.from, due)) && (t.returned.IsZero() || r.returned.Before(t.returned)) &&
 			c.rewrittenLocked(t.id, due, r.returned)
 	})
+}
+
+// writtenAfterCancelLocked reports whether t's own schedule wrote its
+// row again after a cancel that answered before the schedule did had
+// removed it (README, delivery guarantees: the schedule's write committed
+// with its answer lost, the cancel removed the row, and the SDK's retry,
+// meeting no row, wrote it again; seed 88325: `cancel t222` answered
+// removed=true 0.5 s before `schedule t222 --after-any t221` answered
+// success, and t222 ran). A row of the id removed while the cancel was
+// under way, and one written after that removal and no later than the
+// schedule's answer: nothing else writes a row of an id that has none
+// (a release or a change rewrites a row it found; another scheduling of
+// the id runs as itself).
+func (c *checker) writtenAfterCancelLocked(t *ti) bool {
+	if t.cancelled.IsZero() || !t.accepted && !t.ambiguous || t.returned.Before(t.cancelled) {
+		return false
+	}
+	from := t.cancelIssued()
+	removed := false
+	for _, w := range c.rowWrites[t.id] {
+		switch {
+		case w.at.After(t.returned):
+			return false
+		case w.removed && !w.at.Before(from) && !w.at.After(t.cancelled):
+			removed = true
+		case !w.removed && removed:
+			return true
+		}
+	}
+	return false
 }
 
 // rewrittenLocked reports whether id's schedule row due at due was

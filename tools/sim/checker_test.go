@@ -1715,3 +1715,68 @@ func leastGapOf(c *checker, k *boardKey, prev, next *boardRun) (time.Duration, s
 	defer c.mu.Unlock()
 	return c.boardLeastGapLocked(k, prev, next)
 }
+
+// A cancel that answered while the schedule of its task had not may be
+// undone by the schedule's own write landing again (README, delivery
+// guarantees: its answer lost, the SDK's retry met no row, the cancel
+// having removed it, and wrote it again): the task then runs (seed
+// 88325: `cancel t222` answered removed=true 0.5 s before `schedule
+// t222` answered success, and t222 ran). Not when no row of the id was
+// written again before the schedule answered, nor when the schedule had
+// answered before the cancel did.
+func TestAScheduleWrittenAgainAfterACancelItOverlappedMayRun(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		rewrite, lateRewrite bool
+		answeredBeforeCancel bool
+		violation            bool
+	}{
+		{"written again before the schedule answered", true, false, false, false},
+		{"not written again", false, false, false, true},
+		{"written only after the schedule answered", false, true, false, true},
+		{"the schedule answered before the cancel", true, false, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				x := c.newTI(TaskSpec{ID: "t222", Type: "slow"}, nil, nil)
+				issued := w.now()
+				due := issued.Add(11 * time.Second)
+				rk, err := schedule.RowKey(due, "t222")
+				if err != nil {
+					t.Fatal(err)
+				}
+				commit := func(removed bool) {
+					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{{RowKey: rk, Deleted: removed}}})
+				}
+				time.Sleep(9 * time.Second)
+				commit(false) // the schedule's write, its answer lost
+				time.Sleep(time.Second)
+				if tc.answeredBeforeCancel {
+					c.scheduled(x, issued, leasecron.Item{ID: "t222", Due: due}, nil)
+				}
+				cancelIssued := w.now()
+				aim := c.cancelIssued("t222", cancelIssued)
+				commit(true)
+				c.cancelled(aim, "t222", cancelIssued, leasecron.CancelResult{ID: "t222", Removed: true}, nil, nil)
+				time.Sleep(500 * time.Millisecond)
+				if tc.rewrite {
+					commit(false) // the retry, meeting no row
+				}
+				if !tc.answeredBeforeCancel {
+					c.scheduled(x, issued, leasecron.Item{ID: "t222", Due: due}, nil)
+				}
+				time.Sleep(20 * time.Millisecond)
+				if tc.lateRewrite {
+					commit(false)
+				}
+				time.Sleep(time.Until(due) + time.Second)
+				got := violationsOf(c, func() { c.checkStartLocked(x, okNow(w, x, "t222", due)) })
+				got = slices.DeleteFunc(got, func(v string) bool { return !strings.Contains(v, "after a cancel returned") })
+				if (len(got) > 0) != tc.violation {
+					t.Errorf("violations %q; want one: %v", got, tc.violation)
+				}
+			})
+		})
+	}
+}
