@@ -1291,14 +1291,46 @@ func (c *checker) started(p *proc, task leasecron.Task, pl payload) *runEv {
 // seed 1637). One whose record was claimed by then has started, though
 // its handler begins later (seed 74562: a claim 4 s before the cancel
 // was issued waited 15 s for its rate budget's slow answer; as seed 14895
-// for a disable).
+// for a disable). So has one claimed while the cancel was under way, its
+// record not cancelled before the claim: the cancel found it started and
+// left it (seed 88193: a claim 0.36 s after the cancel was issued, whose
+// handler began after the cancel returned; a disable's window is the same,
+// checkDisabledLocked).
 func (c *checker) continuesLocked(t *ti, ev *runEv) bool {
 	if t.spec.Recurrence == "" {
 		return false
 	}
 	issued := t.cancelIssued()
-	return c.startedByLocked(ev.runID, issued) ||
+	return c.startedByLocked(ev.runID, issued) || c.claimedAheadLocked(ev.runID, issued, t.cancelled) ||
 		slices.ContainsFunc(t.starts, func(o *runEv) bool { return o.runID == ev.runID && o.start.Before(issued) })
+}
+
+// claimedAheadLocked reports whether the run runID's record was claimed
+// (started, as startedByLocked reads it) within (from, to] — while a
+// cancel of its series was under way — before any cancelled state it was
+// given in that window: the cancel reached the record after the claim
+// and, as the README says of an occurrence that has started, left it.
+// A claim after a cancelled state is not one (the record refuses it).
+func (c *checker) claimedAheadLocked(runID string, from, to time.Time) bool {
+	for _, r := range c.runStates[runID] {
+		switch {
+		case !r.at.After(from):
+			continue
+		case r.at.After(to):
+			return false
+		}
+		switch r.state {
+		case leasecron.RunCancelled:
+			return false
+		case leasecron.RunRunning, leasecron.RunFailed:
+			return true
+		case leasecron.RunSnoozed:
+			if r.attempts > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // cancelIssued is when the cancel that returned at t.cancelled (non-zero)
