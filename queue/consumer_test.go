@@ -441,6 +441,56 @@ func TestADeliveryThatCannotHoldItsRunOnItsWayDoesNotRunIt(t *testing.T) {
 	}
 }
 
+// The same takeover while the delivery's pause check, after its claim,
+// is held up (a process stopped with that request in hand): the check
+// before the handler comes again after the pause check.
+func TestADeliveryWhoseRunWasTakenOverDuringItsPauseCheckDoesNotRunIt(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, PauseCheck: 5 * time.Second,
+		VisibilityTimeout: 60 * time.Second, MaxRunTime: time.Hour, PollMax: time.Hour}})
+	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 10 * time.Second}
+	rs.slow.Store(1)
+	h.c.o.Runs = rs
+	h.c.o.Pauses = &stallingPauses{on: 2, do: func() {
+		// The check after the slow claim: 60 s on, the message is
+		// received again and its lapsed claim taken over.
+		h.clk.Advance(55 * time.Second)
+		if ms, err := h.work.Dequeue(context.Background(), 1, 60*time.Second); err != nil || len(ms) != 1 {
+			t.Errorf("the other worker's dequeue: %v, %d messages", err, len(ms))
+		}
+		if _, err := rs.Memory.Peer().Claim(context.Background(), "l1", "other-worker", 1, h.clk.Now().Add(60*time.Second), leasecrontype.RunMeta{}); err != nil {
+			t.Errorf("the other worker's claim: %v", err)
+		}
+		h.clk.Advance(5 * time.Second)
+	}}
+	h.c.Handle("long", untilCancelled)
+	h.enqueue(Envelope{ID: "l1", Type: "long"})
+	h.start()
+	h.expect(OutcomeLost)
+	select {
+	case id := <-h.started:
+		t.Fatalf("handler of %s began although another worker had taken its run over", id)
+	default:
+	}
+	if r := mustRun(t, rs.Memory, "l1", runs.Running); r.Worker != "other-worker" {
+		t.Fatalf("run = worker %q; want the other worker's claim untouched", r.Worker)
+	}
+}
+
+// stallingPauses is a pause source of nothing paused whose on-th read
+// does do first.
+type stallingPauses struct {
+	calls atomic.Int32
+	on    int32
+	do    func()
+}
+
+func (p *stallingPauses) PausedTypes(context.Context) (map[string]time.Time, error) {
+	if p.calls.Add(1) == p.on {
+		p.do()
+	}
+	return map[string]time.Time{}, nil
+}
+
 // The same delay with no other delivery in between: the claim holds, so
 // the run goes on, its message taken back and its claim extended before
 // the handler begins; and when only the message was received again (its

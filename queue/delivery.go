@@ -204,16 +204,19 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	} else {
 		task.Payload, herr = c.fetchPayload(hctx, env)
 	}
-	// Whether the run is still this delivery's is checked first: the
-	// pause and the rate start are checked right before the handler.
+	// Whether the run is still this delivery's is checked first, so that
+	// the pause and the rate start are checked right before the handler;
+	// and again after them when they were slow too (a request held up by
+	// a stopped process: free otherwise).
 	if herr == nil {
-		var held bool
+		held, lostBefore := c.stillHeld(hctx, d)
+		if !held || !c.stillStarts(hctx, d, &rateAt) {
+			return
+		}
 		if held, lost = c.stillHeld(hctx, d); !held {
 			return
 		}
-	}
-	if herr == nil && !c.stillStarts(hctx, d, &rateAt) {
-		return
+		lost = lost || lostBefore
 	}
 	if herr == nil {
 		began = c.clk.Now()
@@ -293,8 +296,9 @@ func (c *Consumer) stillStarts(hctx context.Context, d *delivery, rateAt *time.T
 
 // stillHeld reports whether a delivery slowed on its way to its handler
 // still holds its run: one whose message has been invisible for two
-// thirds of VisibilityTimeout or more (its claim or payload read retried
-// through failing storage, or the process stopped meanwhile) may have let
+// thirds of VisibilityTimeout or more (its claim, payload read, pause
+// check or rate move retried through failing storage, or the process
+// stopped meanwhile) may have let
 // its message reappear and its claim lapse, and another worker may have
 // taken the run over and begun it. Such a delivery extends its message
 // and its claim before the handler begins, not beside it, and runs only
