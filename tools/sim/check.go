@@ -880,18 +880,26 @@ func (c *checker) cancelAcked(id string) {
 // and a disable then cancelled it). However long it waited, the README
 // lets a stop cancel an occurrence that has not started.
 func (c *checker) cancelAckedLocked(id string, o, stop time.Time) bool {
-	for run, ats := range c.cancelAcks {
+	for run := range c.cancelAcks {
 		if d, ok := occurrenceOf(run, id); !ok || !sameDue(d, o) {
 			continue
 		}
-		if first, ok := c.firstDequeue[run]; ok && first.Before(stop) {
-			return false
-		}
-		if slices.ContainsFunc(ats, func(a time.Time) bool { return !a.Before(stop) }) {
+		if c.waitedUntilCancelledLocked(run, stop) {
 			return true
 		}
 	}
 	return false
+}
+
+// waitedUntilCancelledLocked reports whether the message of run waited in
+// the queue, never taken, until stop, and was then cancelled by it: no
+// message of it was dequeued before stop, and a delivery of it was
+// acknowledged as cancelled at or after stop.
+func (c *checker) waitedUntilCancelledLocked(run string, stop time.Time) bool {
+	if first, ok := c.firstDequeue[run]; ok && first.Before(stop) {
+		return false
+	}
+	return slices.ContainsFunc(c.cancelAcks[run], func(a time.Time) bool { return !a.Before(stop) })
 }
 
 // dequeued records the messages of runs (by task id) a dequeue returned.
@@ -3004,7 +3012,14 @@ func (c *checker) finalBatches() {
 // callbackCancelledInTime reports whether b's callback was cancelled, or
 // may have been, before it was due to run: by a minute after its last
 // member ended (a cancel long after that does not excuse a callback that
-// was never released).
+// was never released), or, released by then, while its message waited in
+// the queue, never taken. A released callback is a task in the queue like
+// any other, and the README lets a cancel stop one that has not started
+// however long it waited there: a low-priority callback waits while the
+// workers have higher levels to run (strict priorities), and an idle
+// worker comes back to its queue only in its turn (sweep seed 89124: cb9,
+// priority 4, released and sent at once 1m7.7s in, waited 2.5 min in a
+// queue no worker asked, and a cancel at 3m38s stopped it).
 func (c *checker) callbackCancelledInTime(b *batch) bool {
 	cb := b.callback
 	if cb.cancelled.IsZero() && cb.cancelTry.IsZero() {
@@ -3017,7 +3032,18 @@ func (c *checker) callbackCancelledInTime(b *batch) bool {
 			last = e
 		}
 	}
-	return cb.cancelIssued().Before(last.Add(time.Minute))
+	due := last.Add(time.Minute)
+	issued := cb.cancelIssued()
+	if issued.IsZero() {
+		issued = cb.cancelTry // a cancel that only failed: when it was tried
+	}
+	if issued.Before(due) {
+		return true
+	}
+	released := slices.ContainsFunc(c.runStates[cb.id], func(r runState) bool {
+		return r.state == leasecron.RunQueued && !r.at.After(due)
+	})
+	return released && c.waitedUntilCancelledLocked(cb.id, issued)
 }
 
 // earlierDeathAfterSuccess reports whether the id's dead record describes

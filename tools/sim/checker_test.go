@@ -1802,3 +1802,64 @@ func TestAScheduleWrittenAgainAfterACancelItOverlappedMayRun(t *testing.T) {
 		})
 	}
 }
+
+// A batch's callback released once its last member ended is a task in
+// the queue: a cancel that reaches it there, never taken, stops it
+// however long it waited (sweep seed 89124: cb9, priority 4, released and
+// sent 1m7.7s in, waited 2.5 min in a queue no worker asked — strict
+// priorities and the idle turn — and a cancel at 3m38s stopped it; its
+// delivery was acknowledged as cancelled 21 s later). A callback cancelled
+// that long after its last member ended still counts as never run when
+// it was never released (its run never recorded queued by then), when its
+// release came late, or when its message was taken before the cancel;
+// and so does one whose late cancel only failed.
+func TestACallbackWaitingInTheQueueMayBeCancelledLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		succeeded := leasecron.Status{Run: &leasecron.Run{State: leasecron.RunSucceeded}}
+		batchWithCallback := func(n string) *ti {
+			b := c.newBatch("b" + n)
+			m := c.newTI(TaskSpec{ID: "m" + n, Type: "plain"}, &Op{Kind: OpMany, Batch: b.id}, nil)
+			m.batch, b.members = b, append(b.members, m)
+			cb := c.newTI(TaskSpec{ID: "cb" + n, Type: TypeCallback}, &Op{Kind: OpMany, Batch: b.id}, nil)
+			b.callback, cb.callbackOf, b.accepted = cb, b, true
+			c.scheduled(m, w.now(), leasecron.Item{ID: m.id, Due: w.now(), Batch: b.id}, nil)
+			c.scheduled(cb, w.now(), leasecron.Item{ID: cb.id, Due: w.now(), Batch: b.id, Callback: true}, nil)
+			addAttempt(w, m, 1, w.now(), "ok")
+			c.status[m.id] = succeeded
+			return cb
+		}
+		released := func(cb *ti) {
+			c.runsCommit(memstore.Commit{Table: runsTable, Partition: "p0", Rows: []memstore.CommittedRow{
+				{RowKey: "x~queued~1~" + cb.id + "~w1-1", Props: map[string]any{"Id": cb.id, "State": "queued", "Attempts": int64(0)}},
+			}})
+		}
+		waited, unreleased, late, taken, failed := batchWithCallback("1"), batchWithCallback("2"), batchWithCallback("3"), batchWithCallback("4"), batchWithCallback("5")
+		time.Sleep(time.Second)
+		released(waited)
+		released(taken)
+		time.Sleep(time.Minute)
+		released(late)
+		c.dequeued([]string{taken.id}) // taken, and not run (its worker killed, say)
+		time.Sleep(90 * time.Second)
+		for _, cb := range []*ti{waited, unreleased, late, taken} {
+			issued := w.now()
+			c.cancelled(c.cancelIssued(cb.id, issued), cb.id, issued, leasecron.CancelResult{Marked: true}, nil, nil)
+		}
+		// A cancel that only failed, as late, excuses nothing either.
+		issued := w.now()
+		c.cancelled(c.cancelIssued(failed.id, issued), failed.id, issued, leasecron.CancelResult{}, errors.New("storage service busy"), nil)
+		time.Sleep(21 * time.Second)
+		for _, cb := range []*ti{waited, late, taken} {
+			c.dequeued([]string{cb.id})
+			c.cancelAcked(cb.id)
+		}
+		got := violationsOf(c, c.finalBatches)
+		want := []string{"batch b2: every member ended, its callback cb2 never ran", "batch b3: every member ended, its callback cb3 never ran", "batch b4: every member ended, its callback cb4 never ran",
+			"batch b5: every member ended, its callback cb5 never ran"}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("violations %q; want %q", got, want)
+		}
+	})
+}
