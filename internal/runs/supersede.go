@@ -44,16 +44,7 @@ func unconfirmed(cur *Run, m Meta) bool {
 	if notStarted(cur) {
 		return cur.Token != m.Token
 	}
-	// A run that has started (running, between attempts, handed back at
-	// shutdown) had its own message checked when an attempt claimed it;
-	// not a message of another due time, which its record never confirms
-	// (a confirmation beside another scheduling's run under way is
-	// refused: decideConfirmed). Taken for started, the old early-sent
-	// message of a rescheduled task took the new version's handed-back
-	// run over and ran beside it (simulator seed 88325). One that ended
-	// is left to the usual rules: its end refuses the message, which may
-	// be the one that tells what waits for its own run (claimAs).
-	return otherDue(cur, m) && !cur.State.Finished()
+	return false
 }
 
 // notStarted reports whether cur's run has not started as far as its
