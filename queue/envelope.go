@@ -107,8 +107,9 @@ type Envelope struct {
 	Token string `json:"token,omitempty"`
 	// Row is the schedule row ("{shard}/{RowKey}") an early-sent message
 	// came from (with Token), and RowETag its ETag when the mover read it:
-	// until the row is marked with the token (just after the send), a row
-	// still at that ETag stands for the message too.
+	// until the pass's mark lands (just after the send), the row still at
+	// that ETag and key stands for the message too, marked by an earlier
+	// pass or not (a series' row carries the token it reuses).
 	Row     string `json:"row,omitempty"`
 	RowETag string `json:"row_etag,omitempty"`
 	// Batch is the batch the task is a member of (or, with Completed, the

@@ -579,7 +579,10 @@ const fallbackConcurrency = 8
 // wrapping leasecrontype.ErrScheduledAgain, as is a record with a
 // scheduling of the id moved beside it (Behind), and so is a cancelled run
 // (leasecrontype.ErrRunCancelled: it was cancelled while its last attempt
-// ran).
+// ran, or after a requeue of this very death marked it queued). The
+// cancel is answered before the requeued-before answers: a requeue whose
+// mark committed with its answer lost, then a cancel, must not be taken
+// for one done.
 //
 // diedWith is the token the dead message carried (its envelope's Token).
 // A record still running under that same token is the run that died, its
