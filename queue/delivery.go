@@ -208,15 +208,42 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	// the pause and the rate start are checked right before the handler;
 	// and again after them when they were slow too (a request held up by
 	// a stopped process: free otherwise).
+	//
+	// The second check of the run can itself be slow (its message and
+	// claim extended through failing storage, after a pause check or rate
+	// move that took the delivery past two thirds of its visibility): the
+	// pause and the rate start are then checked again, so that the handler
+	// begins within rateFresh of the start the window counts and within
+	// pauseRecheck of a pause check (a review of row 160's fix: else a
+	// start could be counted seconds before its handler began, and more
+	// handlers than a rate allows begin within its window). Three slow
+	// rounds put the message back, as three late rate answers do.
 	if herr == nil {
 		held, lostBefore := c.stillHeld(hctx, d)
-		if !held || !c.stillStarts(hctx, d, &rateAt) {
+		if !held {
 			return
 		}
-		if held, lost = c.stillHeld(hctx, d); !held {
-			return
+		for round := 1; ; round++ {
+			if !c.stillStarts(hctx, d, &rateAt) {
+				return
+			}
+			asked := c.clk.Now()
+			if held, lost = c.stillHeld(hctx, d); !held {
+				return
+			}
+			lostBefore = lostBefore || lost
+			now := c.clk.Now()
+			if now.Sub(asked) <= pauseRecheck && (rateAt.IsZero() || now.Sub(rateAt) <= rateFresh) {
+				break
+			}
+			if round == 3 {
+				d.log.Warn("the checks before the handler answered late three times; putting the message back")
+				c.deferMsg(hctx, d, c.deferDelay(d), "storage slow before the handler")
+				return
+			}
+			d.log.Info("the run's check before its handler answered late; checking the pause and the rate start again")
 		}
-		lost = lost || lostBefore
+		lost = lostBefore
 	}
 	if herr == nil {
 		began = c.clk.Now()
