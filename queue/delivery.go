@@ -214,7 +214,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	// move that took the delivery past two thirds of its visibility): the
 	// pause and the rate start are then checked again, so that the handler
 	// begins within rateFresh of the start the window counts and within
-	// pauseRecheck of a pause check (a review of row 160's fix: else a
+	// about twice pauseRecheck of a pause check (a review of row 160's fix: else a
 	// start could be counted seconds before its handler began, and more
 	// handlers than a rate allows begin within its window). Three slow
 	// rounds put the message back, as three late rate answers do.
@@ -238,6 +238,12 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			}
 			if round == 3 {
 				d.log.Warn("the checks before the handler answered late three times; putting the message back")
+				if lostBefore {
+					// Gone already: the worker that received it runs it.
+					c.handBack(hctx, d)
+					c.settle(d, OutcomeLost)
+					return
+				}
 				c.deferMsg(hctx, d, c.deferDelay(d), "storage slow before the handler")
 				return
 			}
@@ -329,14 +335,16 @@ func (c *Consumer) stillStarts(hctx context.Context, d *delivery, rateAt *time.T
 // its message reappear and its claim lapse, and another worker may have
 // taken the run over and begun it. Such a delivery extends its message
 // and its claim before the handler begins, not beside it, and runs only
-// when its claim is confirmed its own (a delivery without a claim: when
-// its message is still its own). Otherwise it settles without running:
-// the message put back when it still holds it, left to the worker that
-// received it again when not (issue 38, the simulator's seed 87398: a
+// when its claim is confirmed its own (a delivery without a claim: unless
+// its message is known gone). Otherwise it settles without running: the
+// message put back when it still holds it, left to the worker that
+// received it again when gone, and left to reappear when its extension
+// failed otherwise (issue 38, the simulator's seed 87398: a
 // worker stopped for a minute between its claim and its handler began the
 // task 1.8 s after another worker had). lost reports that the message is
-// gone but the claim held: the handler runs, its claim extended alone (as
-// when an extension finds the message gone while it runs). A delivery on
+// gone (with held, the claim held: the handler runs, its claim extended
+// alone, as when an extension finds the message gone while it runs). A
+// delivery on
 // time does nothing here: its handler's first extension comes while it
 // runs.
 func (c *Consumer) stillHeld(hctx context.Context, d *delivery) (held, lost bool) {

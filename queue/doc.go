@@ -105,9 +105,10 @@
 // exactly-once. An end the run records do not answer through its retries
 // leaves the message to reappear (a success runs the task again; a death
 // sets the message aside later without running it): acknowledged, the run
-// would stay running for good. So does the claim's extension before the
-// handler of a delivery slowed on its way (above). Every other run-record
-// write is bookkeeping whose failure is logged and ignored. Handlers must be idempotent.
+// would stay running for good. The claim's extension before the handler of
+// a slowed delivery (above) is not bookkeeping either: unanswered, the
+// handler does not begin. Every other run-record write is bookkeeping
+// whose failure is logged and ignored. Handlers must be idempotent.
 //
 // Output for the run record: a handler writes to leasecrontype.Output(ctx)
 // (the last 4 KiB are kept) and/or returns leasecrontype.WithOutput(err,

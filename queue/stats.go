@@ -51,7 +51,8 @@ const (
 	// the run record and the message is left alone to reappear. Also a
 	// delivery that did not run because, on its way to the handler, its
 	// message was received by another worker (a message held until due,
-	// or one slowed past its visibility whose claim was taken over).
+	// or one slowed past its visibility whose claim was taken over or
+	// could not be confirmed).
 	OutcomeLost Outcome = "lost"
 	// OutcomeLeft: a storage call failed so nothing could be recorded on
 	// the message; it reappears when its visibility timeout lapses.
