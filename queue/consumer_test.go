@@ -373,17 +373,8 @@ func TestADeliveryWhoseRunWasTakenOverOnItsWayDoesNotRunIt(t *testing.T) {
 		}
 	}}
 	h.c.o.Runs = rs
-	h.c.Handle("long", untilCancelled)
-	h.enqueue(Envelope{ID: "l1", Type: "long"})
-	h.start()
-	h.expect(OutcomeLost)
-	select {
-	case id := <-h.started:
-		t.Fatalf("handler of %s began although another worker had taken its run over", id)
-	default:
-	}
-	if r := mustRun(t, rs.Memory, "l1", runs.Running); r.Worker != "other-worker" || r.Attempts != 1 {
-		t.Fatalf("run = worker %q, attempts %d; want the other worker's claim of attempt 1 untouched", r.Worker, r.Attempts)
+	if r := h.leftToTheOtherWorker(rs, OutcomeLost); r.Attempts != 1 {
+		t.Fatalf("run = attempts %d; want the other worker's claim of attempt 1 untouched", r.Attempts)
 	}
 	if m, _ := h.only(h.work); m.ID != other.ID || m.DequeueCount != other.DequeueCount {
 		t.Fatalf("message = %+v, want the other worker's receipt left alone (%+v)", m, other)
@@ -462,18 +453,28 @@ func TestADeliveryWhoseRunWasTakenOverDuringItsPauseCheckDoesNotRunIt(t *testing
 		}
 		h.clk.Advance(5 * time.Second)
 	}}
+	h.leftToTheOtherWorker(rs, OutcomeLost)
+}
+
+// leftToTheOtherWorker runs task l1 of type long through h and checks that
+// its delivery settled as want without its handler beginning, the run
+// still running under the claim of "other-worker", which it returns.
+func (h *harness) leftToTheOtherWorker(rs *slowClaims, want Outcome) runs.Run {
+	h.t.Helper()
 	h.c.Handle("long", untilCancelled)
 	h.enqueue(Envelope{ID: "l1", Type: "long"})
 	h.start()
-	h.expect(OutcomeLost)
+	h.expect(want)
 	select {
 	case id := <-h.started:
-		t.Fatalf("handler of %s began although another worker had taken its run over", id)
+		h.t.Fatalf("handler of %s began although another worker had taken its run over", id)
 	default:
 	}
-	if r := mustRun(t, rs.Memory, "l1", runs.Running); r.Worker != "other-worker" {
-		t.Fatalf("run = worker %q; want the other worker's claim untouched", r.Worker)
+	r := mustRun(h.t, rs.Memory, "l1", runs.Running)
+	if r.Worker != "other-worker" {
+		h.t.Fatalf("run = worker %q; want the other worker's claim untouched", r.Worker)
 	}
+	return r
 }
 
 // stallingPauses is a pause source of nothing paused whose on-th read
