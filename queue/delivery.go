@@ -214,10 +214,11 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	// move that took the delivery past two thirds of its visibility): the
 	// pause and the rate start are then checked again, so that the handler
 	// begins within rateFresh of the start the window counts and within
-	// about twice pauseRecheck of a pause check (a review of row 160's fix: else a
-	// start could be counted seconds before its handler began, and more
-	// handlers than a rate allows begin within its window). Three slow
-	// rounds put the message back, as three late rate answers do.
+	// about twice pauseRecheck of a pause check (a review of row 160's
+	// fix: else a start could be counted seconds before its handler
+	// began, and more handlers than a rate allows begin within its
+	// window). Three slow rounds put the message back, as three late rate
+	// answers do.
 	if herr == nil {
 		held, lostBefore := c.stillHeld(hctx, d)
 		if !held {
@@ -331,22 +332,20 @@ func (c *Consumer) stillStarts(hctx context.Context, d *delivery, rateAt *time.T
 // still holds its run: one whose message has been invisible for two
 // thirds of VisibilityTimeout or more (its claim, payload read, pause
 // check or rate move retried through failing storage, or the process
-// stopped meanwhile) may have let
-// its message reappear and its claim lapse, and another worker may have
-// taken the run over and begun it. Such a delivery extends its message
+// stopped meanwhile) may have let its message reappear and its claim
+// lapse, and another worker may have taken the run over and begun it. Such a delivery extends its message
 // and its claim before the handler begins, not beside it, and runs only
 // when its claim is confirmed its own (a delivery without a claim: unless
 // its message is known gone). Otherwise it settles without running: the
 // message put back when it still holds it, left to the worker that
 // received it again when gone, and left to reappear when its extension
-// failed otherwise (issue 38, the simulator's seed 87398: a
-// worker stopped for a minute between its claim and its handler began the
-// task 1.8 s after another worker had). lost reports that the message is
+// failed otherwise (issue 38, the simulator's seed 87398: a worker
+// stopped for a minute between its claim and its handler began the task
+// 1.8 s after another worker had). lost reports that the message is
 // gone (with held, the claim held: the handler runs, its claim extended
 // alone, as when an extension finds the message gone while it runs). A
-// delivery on
-// time does nothing here: its handler's first extension comes while it
-// runs.
+// delivery on time does nothing here: its handler's first extension
+// comes while it runs.
 func (c *Consumer) stillHeld(hctx context.Context, d *delivery) (held, lost bool) {
 	vis := c.o.VisibilityTimeout
 	now := c.clk.Now()
@@ -823,7 +822,7 @@ func (c *Consumer) extendClaim(ctx context.Context, d *delivery, vis time.Durati
 	}
 	switch err := c.o.Runs.Extend(ctx, d.env.ID, c.o.InstanceID, c.clk.Now().Add(vis)); {
 	case errors.Is(err, leasecrontype.ErrClaimLost):
-		d.log.Warn("the run's claim was taken over while its handler runs: another delivery may run it too", "err", err)
+		d.log.Warn("the run's claim is no longer this worker's (taken over after it lapsed, or the run cancelled or ended meanwhile); the handler runs on", "err", err)
 	case err != nil:
 		d.log.Debug("extending the run claim failed", "err", err)
 	}
