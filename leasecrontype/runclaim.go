@@ -32,6 +32,13 @@ type RunMeta struct {
 	// cancel has reached it, so a cancel recorded for its due time beside
 	// another scheduling of the id is not its own.
 	RowChecked bool
+	// RowGone reports that the task's schedule row was read for this
+	// delivery and no longer stands for it (an early-sent message whose
+	// run record did not carry its token): a scheduling of its due time
+	// that succeeded or died before another scheduling of the id took the
+	// record over is this message's own run, and the claim is refused
+	// with that end rather than taken for a stale message's.
+	RowGone bool
 	// Seq numbers an occurrence within its series (queue.Envelope.Seq; 0
 	// when unknown): the run record keeps the series' latest outcomes in
 	// one summary row with a slot per Seq modulo the slots.

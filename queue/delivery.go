@@ -637,6 +637,16 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 			c.deferMsg(hctx, d, c.deferDelay(d), "the watch of its id is still to be made")
 			return false
 		}
+		// Its batch hears of the end again: the run's worker may have died
+		// before telling it, and this message may be the last of the run
+		// (issue 38, seed 90112: an early-sent member's message came back
+		// after a replace took the record over, and was acknowledged
+		// untold; the callback waited for good). A batch counts a member's
+		// end once.
+		if !c.tellBatch(hctx, d, endOf(err)) {
+			c.deferMsg(hctx, d, c.deferDelay(d), "its end is still to be told")
+			return false
+		}
 		return c.ackUnrun(hctx, d, OutcomeDuplicate, "run of this due time already ended and its id was scheduled again since; acknowledging a second message of it")
 	case errors.Is(err, leasecrontype.ErrRunDead):
 		// The run's death may be this very message's, back unmarked (its
@@ -881,6 +891,8 @@ func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecr
 	if current {
 		m.Token, m.RowChecked = "", true // the row still stands for it: claim as any other
 		d.rowChecked = true
+	} else {
+		m.RowGone = true // an end the record keeps for its due time is its own
 	}
 	return c.claimAs(hctx, d, m, false)
 }
@@ -889,16 +901,40 @@ func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecr
 // (Envelope.Ends); it reports whether the message may be deleted: false
 // when OnEnd failed, and the message must reappear to try again.
 func (c *Consumer) ended(hctx context.Context, d *delivery, st leasecrontype.RunState) bool {
-	if c.o.OnEnd == nil || !d.env.Ends() {
+	return c.tellEnd(hctx, d, d.env, st)
+}
+
+// tellEnd is ended for env, d's envelope or a copy of it.
+func (c *Consumer) tellEnd(hctx context.Context, d *delivery, env Envelope, st leasecrontype.RunState) bool {
+	if c.o.OnEnd == nil || !env.Ends() {
 		return true
 	}
 	ctx, cancel := c.opCtx(hctx)
 	defer cancel()
-	if err := c.o.OnEnd(ctx, d.env, st); err != nil {
+	if err := c.o.OnEnd(ctx, env, st); err != nil {
 		d.log.Warn("recording the end of the run for its batch or dependents failed; the message reappears to try again", "state", st, "err", err)
 		return false
 	}
 	return true
+}
+
+// tellBatch tells OnEnd that d's run ended in st when d's message names a
+// batch that has not completed, and not what waits for its id (the
+// record is another scheduling's by now, and what waits for the id waits
+// for that one: watchID). It reports whether the message may be deleted.
+func (c *Consumer) tellBatch(hctx context.Context, d *delivery, st leasecrontype.RunState) bool {
+	env := d.env
+	env.Waiters = false
+	return c.tellEnd(hctx, d, env, st)
+}
+
+// endOf is the end a claim's refusal as already succeeded or dead says
+// the run came to.
+func endOf(err error) leasecrontype.RunState {
+	if errors.Is(err, leasecrontype.ErrRunDead) {
+		return leasecrontype.RunDead
+	}
+	return leasecrontype.RunSucceeded
 }
 
 // carryEnd puts d's message back with its run's end in it

@@ -112,21 +112,30 @@ func TestEndIsToldAfterTheIdWasScheduledAgain(t *testing.T) {
 
 // A second message of a run that ended before the id was scheduled again
 // (the mover's copy of a row its client also sent) is acknowledged without
-// running and without telling: told now, the run's end would be taken for
-// the new scheduling's, releasing the tasks waiting for that one (a review
-// of issue 38's row 104). One that says others wait for the run may be the
-// only message that does (a child marked the row after the first message
-// was sent): the traffic cop watches the id from then on, and what waits
-// hears of the end it comes to; a message that says nobody waits leaves
-// no watch.
-func TestASecondMessageOfARunTakenOverTellsNothing(t *testing.T) {
+// running and without telling what waits for the id: told now, the run's
+// end would be taken for the new scheduling's, releasing the tasks
+// waiting for that one (a review of issue 38's row 104). One that says
+// others wait for the run may be the only message that does (a child
+// marked the row after the first message was sent): the traffic cop
+// watches the id from then on, and what waits hears of the end it comes
+// to; a message that says nobody waits leaves no watch. Its batch is told
+// of the end (counted once): the run's worker may have died before
+// telling it (seed 90112).
+func TestASecondMessageOfARunTakenOverTellsOnlyItsBatch(t *testing.T) {
 	for _, tc := range []struct {
 		end     runs.State
 		waiters bool
-	}{{runs.Succeeded, true}, {runs.Dead, true}, {runs.Succeeded, false}} {
+		batch   string
+	}{{runs.Succeeded, true, "b"}, {runs.Dead, true, "b"}, {runs.Succeeded, false, "b"}, {runs.Succeeded, true, ""}} {
 		end := tc.end
-		t.Run(fmt.Sprintf("%s waiters=%v", end, tc.waiters), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s waiters=%v batch=%q", end, tc.waiters, tc.batch), func(t *testing.T) {
 			h, rm, ends := newOnEndHarness(t, "")
+			h.c.o.OnEnd = func(ctx context.Context, env Envelope, st leasecrontype.RunState) error {
+				if env.Waiters {
+					t.Errorf("what waits for the id was told the end of a run the record no longer describes")
+				}
+				return ends.onEnd(ctx, env, st)
+			}
 			var ran atomic.Int32
 			h.c.Handle("ok", func(context.Context, leasecrontype.Task) error { ran.Add(1); return nil })
 			ctx := context.Background()
@@ -144,11 +153,15 @@ func TestASecondMessageOfARunTakenOverTellsNothing(t *testing.T) {
 			if m := rm.MarkQueued(ctx, []runs.Mark{{ID: "p", Meta: runs.Meta{Type: "ok", Due: due.Add(time.Minute)}}}); !m[0] {
 				t.Fatal("the new scheduling's mark failed")
 			}
-			h.enqueue(Envelope{ID: "p", Type: "ok", Due: due, Marked: true, Waiters: tc.waiters, Batch: "b"})
+			h.enqueue(Envelope{ID: "p", Type: "ok", Due: due, Marked: true, Waiters: tc.waiters, Batch: tc.batch})
 			h.start()
 			h.expect(OutcomeDuplicate)
-			if heard := ends.heard(); len(heard) != 0 || ran.Load() != 0 {
-				t.Errorf("the second message ran %d times and told %v; want neither", ran.Load(), heard)
+			var want []string
+			if tc.batch != "" {
+				want = []string{"p " + string(end)}
+			}
+			if heard := ends.heard(); !slices.Equal(heard, want) || ran.Load() != 0 {
+				t.Errorf("the second message ran %d times and told %v; want never run, told %v", ran.Load(), heard, want)
 			}
 			if watched, err := rm.Watched(ctx); err != nil || slices.Contains(watched, "p") != tc.waiters {
 				t.Errorf("watched %v, %v; want p watched only when others wait", watched, err)
@@ -371,6 +384,63 @@ func TestASecondMessageWhoseWatchFails(t *testing.T) {
 			}
 			if _, env := h.only(h.work); env.Dequeues != 1 {
 				t.Fatalf("the message put back counts %d deliveries; want 1", env.Dequeues)
+			}
+		})
+	}
+}
+
+// A batch member sent early whose run ended while its worker died before
+// any telling of the end landed, and whose record a replace took over
+// since, is told to its batch by its message when it comes back: its row
+// is gone, and the end the record keeps for its due time is its own
+// (issue 38, the simulator's seed 90112: the message was acknowledged as
+// stale, and the batch's callback waited for good). The batch alone is
+// told: what waits for the id waits for the replacement. A telling that
+// fails puts the message back; the handler never runs again.
+func TestEarlySentMemberBackAfterATakeoverTellsItsBatch(t *testing.T) {
+	for _, end := range []runs.State{runs.Succeeded, runs.Dead} {
+		t.Run(string(end), func(t *testing.T) {
+			h, rm, ends := newOnEndHarness(t, "m")
+			var ran atomic.Int32
+			h.c.Handle("ok", func(context.Context, leasecrontype.Task) error { ran.Add(1); return nil })
+			ctx := context.Background()
+			due := h.clk.Now()
+			early := runs.Meta{Type: "ok", Due: due, Token: "tok", Batch: "b"}
+			if ok := rm.Confirm(ctx, []runs.Mark{{ID: "m", Meta: early}}); !ok[0] {
+				t.Fatal("confirm failed")
+			}
+			// Its worker claimed and ended it, and died before telling.
+			if _, err := rm.Claim(ctx, "m", "dead-worker", 1, due.Add(time.Minute), early); err != nil {
+				t.Fatal(err)
+			}
+			if err := rm.Finish(ctx, "m", end, nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			if ok := rm.MarkQueued(ctx, []runs.Mark{{ID: "m", Meta: runs.Meta{Type: "ok", Due: due.Add(2 * time.Minute)}}}); !ok[0] {
+				t.Fatal("the replacement's mark failed")
+			}
+			h.c.o.Current = func(context.Context, Envelope) (bool, error) { return false, nil }
+			h.c.o.OnEnd = func(ctx context.Context, env Envelope, st leasecrontype.RunState) error {
+				if env.Waiters {
+					t.Errorf("what waits for the id was told the end of a run the record no longer describes")
+				}
+				return ends.onEnd(ctx, env, st)
+			}
+			h.enqueue(Envelope{ID: "m", Type: "ok", Due: due, Token: "tok", Row: "00/x", Batch: "b", Waiters: true})
+			h.start()
+			h.expect(OutcomeDeferred, OutcomeDuplicate)
+			want := "m " + string(end)
+			if heard := ends.heard(); len(heard) != 2 || heard[0] != want || heard[1] != want {
+				t.Fatalf("OnEnd heard %v; want %q twice (the failed telling, then again)", heard, want)
+			}
+			if n := ran.Load(); n != 0 {
+				t.Errorf("the handler ran %d times, want never", n)
+			}
+			if n, _ := h.work.Count(ctx); n != 0 {
+				t.Errorf("%d messages left", n)
+			}
+			if r := mustRun(t, rm, "m", runs.Queued); !r.OfDue(due.Add(2 * time.Minute)) {
+				t.Errorf("the record is of %v; want the replacement's", r.Due)
 			}
 		})
 	}

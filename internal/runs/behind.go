@@ -84,9 +84,25 @@ func parseDues(s string) dues {
 // to its row: a cancel removes the row of a scheduling it reaches, and a
 // new scheduling of the very due time would otherwise be refused before
 // its confirmation is recorded; once marked queued or moved beside the
-// record, such a scheduling is no longer refused (forgetEnded).
+// record, such a scheduling is no longer refused (forgetEnded). But once
+// its row is found gone (Meta.RowGone), a due time that succeeded or
+// died is its own run's end: left to the row, it was taken for a stale
+// message and acknowledged, and a batch its run's worker died before
+// telling never heard of the end (issue 38, seed 90112).
 func endedScheduling(cur *Run, m Meta) error {
-	if cur == nil || m.Token != "" || m.RowChecked || !otherDue(cur, m) {
+	if cur == nil || m.RowChecked || !otherDue(cur, m) {
+		return nil
+	}
+	if m.Token != "" {
+		if !m.RowGone {
+			return nil
+		}
+		switch {
+		case cur.SucceededDue.has(m.Due):
+			return ErrAlreadySucceeded
+		case cur.DeadDue.has(m.Due):
+			return ErrDead
+		}
 		return nil
 	}
 	switch {

@@ -326,7 +326,8 @@ func stored(t time.Time) time.Time { return t.UTC().Truncate(100 * time.Nanoseco
 func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time, m Meta, now time.Time) (Run, error) {
 	if err := endedScheduling(cur, m); err != nil {
 		// A delivery of a scheduling that ended beside the record (a
-		// tokenless one: unconfirmed only judges tokens).
+		// tokenless one, or one whose row is gone: unconfirmed only judges
+		// tokens).
 		return *cur, err
 	}
 	if unconfirmed(cur, m) {

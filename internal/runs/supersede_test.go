@@ -2203,3 +2203,53 @@ func TestALateMarkOfADueTimeCancelledBesideIsRefused(t *testing.T) {
 		t.Errorf("the claim of the new scheduling: %v", err)
 	}
 }
+
+// An early-sent message of a run that ended, delivered after another
+// scheduling of the id took the record over, is sent to its row; once
+// the row is found gone (Meta.RowGone), the end the record keeps for its
+// due time is its own, and its claim is refused with that end: taken for
+// a stale message, it was acknowledged, and the batch its worker died
+// before telling never heard of the end (issue 38, seed 90112). Before
+// the row is read the claim is still refused as unconfirmed, and a due
+// time a cancel noted is still left to the row.
+func TestMemEarlySentMessageOfARunThatEndedBeforeATakeover(t *testing.T) {
+	for _, end := range []State{Succeeded, Dead} {
+		t.Run(string(end), func(t *testing.T) {
+			ctx := context.Background()
+			e := memEnv(t)
+			s := e.s
+			d0 := e.now().Truncate(time.Second)
+			lease := func() time.Time { return e.now().Add(time.Minute) }
+			early := Meta{Type: "a", Due: d0, Token: "tok0", Batch: "b"}
+			if ok := s.Confirm(ctx, []Mark{{ID: "id", Meta: early}}); !ok[0] {
+				t.Fatal("the confirmation failed")
+			}
+			if _, err := s.Claim(ctx, "id", "w1", 1, lease(), early); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Finish(ctx, "id", end, nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			d1 := d0.Add(2 * time.Minute)
+			if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: Meta{Type: "a", Due: d1}}}); !ok[0] {
+				t.Fatal("the replacement's mark failed")
+			}
+			if _, err := s.Claim(ctx, "id", "w2", 1, lease(), early); !errors.Is(err, ErrUnconfirmed) {
+				t.Errorf("before its row is read: %v, want %v", err, ErrUnconfirmed)
+			}
+			gone := early
+			gone.RowGone = true
+			want := map[State]error{Succeeded: ErrAlreadySucceeded, Dead: ErrDead}[end]
+			r, err := s.Claim(ctx, "id", "w2", 1, lease(), gone)
+			if !errors.Is(err, want) {
+				t.Fatalf("once its row is found gone: %v, want %v", err, want)
+			}
+			if r.OfDue(d0) {
+				t.Errorf("the refusal's record is of the ended run's due time; want the replacement's")
+			}
+			if r, err := s.Get(ctx, "id"); err != nil || r.State != Queued || !r.Due.Equal(d1) || r.Duplicates != 0 {
+				t.Fatalf("the record: %s due %v, %d duplicates, %v; want the replacement's, queued, unchanged", r.State, r.Due, r.Duplicates, err)
+			}
+		})
+	}
+}
