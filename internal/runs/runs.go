@@ -378,22 +378,28 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 		case cur.State == Running, cur.State == Snoozed, cur.State == Queued: // Queued: handed back at shutdown
 			attempt = max(attempt, cur.Attempts)
 		}
-		if otherDue(cur, m) && isRequeueToken(next.Token) {
-			// The requeue's token is its run's; this scheduling's messages
-			// do not carry it.
+		if otherDue(cur, m) {
+			// The token is the other scheduling's (its early send's, or
+			// its requeue's); this scheduling's messages do not carry it,
+			// and kept, it would say that scheduling's message started
+			// this run (SentStarted; a review of issue 38's row 164).
+			// This message's own, if any, is filled in below.
 			next.Token = ""
 		}
 		if otherDue(cur, m) && !withdrawnPlaceholder(cur, m) {
 			// This run takes over the record of another scheduling that
-			// has not finished (queued and unconfirmed): a cancel of the
-			// id cancels that one too. (A withdrawn due time's placeholder
-			// stands for no message that may still run.)
+			// has not finished (queued and unconfirmed, or handed back at
+			// shutdown): a cancel of the id cancels that one too. (A
+			// withdrawn due time's placeholder stands for no message that
+			// may still run.)
 			next.noteBehind(cur.Due)
-			if cur.Token != "" && notStarted(cur) {
+			if cur.Token != "" || !notStarted(cur) {
 				// Its confirmation stands (the take-over comes only past
 				// QueuedWait): its message, held by a pause, may still
 				// come, and must not be taken for stale for want of its
-				// row (issue 38, seed 4954).
+				// row (issue 38, seed 4954). A run that had started had
+				// its message checked when it was claimed, and the mover
+				// may have removed its row since (a review of row 164).
 				next.ConfirmedBehind = next.ConfirmedBehind.with(cur.Due)
 			}
 		}

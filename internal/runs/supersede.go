@@ -29,8 +29,10 @@ var ErrUnconfirmed = leasecrontype.ErrRunUnconfirmed
 // unconfirmed reports whether a claim described by m is of an early-sent
 // message whose token the record does not confirm: no record for this run
 // (or only a finished earlier one), or one still scheduled or queued
-// without the token. A run already running, finished or cancelled is left
-// to the usual rules (a retry, a duplicate, a cancel).
+// without the token, or another scheduling's run under way that this due
+// time was not moved beside. A run of its due time already running,
+// finished or cancelled is left to the usual rules (a retry, a duplicate,
+// a cancel).
 func unconfirmed(cur *Run, m Meta) bool {
 	if m.Token == "" {
 		return false
@@ -44,7 +46,18 @@ func unconfirmed(cur *Run, m Meta) bool {
 	if notStarted(cur) {
 		return cur.Token != m.Token
 	}
-	return false
+	// A run that has started (running, between attempts, handed back at
+	// shutdown) had its own message checked when an attempt claimed it;
+	// not a message of another due time, which its record never confirmed
+	// (a confirmation beside another scheduling's run under way is
+	// refused: decideConfirmed). Taken for started, the old early-sent
+	// message of a rescheduled task took the new version's handed-back
+	// run over and ran beside it (issue 38, row 164). A due time moved
+	// beside the run (Behind) is known to the record, and a scheduling
+	// taken over is noted there: its message waits its turn as usual. One
+	// that ended is left to the usual rules too: its end refuses the
+	// message, which may be the one that tells what waits for its own run.
+	return otherDue(cur, m) && !cur.State.Finished() && !cur.Behind.has(m.Due)
 }
 
 // notStarted reports whether cur's run has not started as far as its

@@ -36,6 +36,10 @@ func TestDecideClaimEarlySent(t *testing.T) {
 		{"cancelled stays cancelled", &Run{Run: leasecrontype.Run{ID: "a", State: Cancelled, Due: meta.Due}}, ErrCancelled},
 		{"a retry after a failure", &Run{Run: leasecrontype.Run{ID: "a", State: Failed, Due: meta.Due, Attempts: 1}}, nil},
 		{"succeeded is a duplicate", &Run{Run: leasecrontype.Run{ID: "a", State: Succeeded, Due: meta.Due}}, ErrAlreadySucceeded},
+		// Another scheduling's run handed back at shutdown (queued after
+		// an attempt) confirms nothing of this due time (seed 88325).
+		{"another scheduling's run, handed back", &Run{Run: leasecrontype.Run{ID: "a", State: Queued, Due: meta.Due.Add(-time.Minute), Attempts: 1}}, ErrUnconfirmed},
+		{"another scheduling's run under way", &Run{Run: leasecrontype.Run{ID: "a", State: Running, Due: meta.Due.Add(-time.Minute), Attempts: 1, ClaimUntil: now.Add(time.Minute)}}, ErrUnconfirmed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := decideClaim(c.cur, "a", "w1", 1, now.Add(time.Minute), meta, now)
@@ -2251,5 +2255,180 @@ func TestMemEarlySentMessageOfARunThatEndedBeforeATakeover(t *testing.T) {
 				t.Fatalf("the record: %s due %v, %d duplicates, %v; want the replacement's, queued, unchanged", r.State, r.Due, r.Duplicates, err)
 			}
 		})
+	}
+}
+
+// A task sent early, then rescheduled to now before its mover moved it:
+// the change withdraws the old due time, and the mover moves the new
+// version without a token. That run is claimed and handed back at its
+// worker's shutdown (queued again, an attempt made); the old early-sent
+// message, which its record never confirmed, comes due meanwhile. Its
+// claim must be checked against its row (gone: stale), not take the
+// handed-back run's record over and run the old version beside the new
+// (simulator seed 88325: t65 ran at its old due time 57 s after the
+// reschedule answered, and again at its new one).
+func TestMemOldMessageOfARescheduledTaskDoesNotTakeOverAHandedBackRun(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	oldDue := e.now().Truncate(time.Second).Add(time.Minute)
+	newDue := e.now().Truncate(time.Second)
+	lease := e.now().Add(time.Minute)
+	if _, err := s.UnconfirmDue(ctx, "t65", Meta{Type: "slow", Due: oldDue}); err != nil {
+		t.Fatal(err)
+	}
+	moved := Meta{Type: "slow", Due: newDue}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "t65", Meta: moved}}); !ok[0] {
+		t.Fatal("the mover's mark of the rescheduled task was refused")
+	}
+	if _, err := s.Claim(ctx, "t65", "w2-1", 1, lease, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "t65", Queued, errors.New("worker shut down before the task finished"), ""); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(time.Minute)
+	old := Meta{Type: "slow", Due: oldDue, Token: "d15562585fc3"}
+	if r, err := s.Claim(ctx, "t65", "w3-1", 1, e.now().Add(time.Minute), old); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("the old early-sent message's claim = %v (record %s due %v), want ErrUnconfirmed", err, r.State, r.Due)
+	}
+	if r := e.mustState(t, "t65", Queued); !r.Due.Equal(stored(newDue)) || r.Attempts != 1 {
+		t.Fatalf("the refused claim changed the record: %+v", r)
+	}
+	// The handed-back run's own message runs it again.
+	if _, err := s.Claim(ctx, "t65", "w3-1", 1, e.now().Add(time.Minute), moved); err != nil {
+		t.Fatalf("the handed-back run's next claim: %v", err)
+	}
+}
+
+// A handed-back run taken over by another scheduling's message (past
+// QueuedWait, after that message's row was checked) leaves the record
+// without the first scheduling's token: kept, it said the new run was not
+// the one its own message started (SentStarted false while it ran), so a
+// reschedule or run-now of its row would go ahead (a review of issue
+// 38's row 164).
+func TestATakeoverOfAHandedBackRunKeepsNoForeignToken(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	d1 := e.now().Truncate(time.Second)
+	d2 := d1.Add(2 * time.Minute)
+	m1 := Meta{Type: "slow", Due: d1, Token: "tok1"}
+	if ok := s.Confirm(ctx, []Mark{{ID: "x", Meta: m1}}); !ok[0] {
+		t.Fatal("the confirmation of d1 failed")
+	}
+	if _, err := s.Claim(ctx, "x", "w1", 1, e.now().Add(time.Minute), m1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "x", Queued, errors.New("worker shut down"), ""); err != nil {
+		t.Fatal(err)
+	}
+	m2 := Meta{Type: "slow", Due: d2, Token: "tok2"}
+	if ok := s.Confirm(ctx, []Mark{{ID: "x", Meta: m2}}); ok[0] {
+		t.Fatal("the confirmation of d2 beside a handed-back run of d1 was accepted")
+	}
+	e.advance(QueuedWait + time.Minute)
+	if _, err := s.Claim(ctx, "x", "w2", 1, e.now().Add(time.Minute), m2); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("d2's claim with its token: %v, want %v (its row is checked)", err, ErrUnconfirmed)
+	}
+	checked := m2
+	checked.Token, checked.RowChecked = "", true
+	if _, err := s.Claim(ctx, "x", "w2", 1, e.now().Add(time.Minute), checked); err != nil {
+		t.Fatalf("d2's claim after its row was checked: %v", err)
+	}
+	if r := e.mustState(t, "x", Running); r.Token != "" || !r.Due.Equal(d2) || !r.Behind.has(d1) || !r.ConfirmedBehind.has(d1) {
+		t.Fatalf("the record taken over: token %q due %v behind %v confirmed %v; want no token, d2, d1 behind and confirmed", r.Token, r.Due, r.Behind, r.ConfirmedBehind)
+	}
+	if started, err := s.SentStarted(ctx, "x", m2.Token, d2); err != nil || !started {
+		t.Errorf("SentStarted(d2's token) = %v, %v while d2's run runs; want true", started, err)
+	}
+}
+
+// A scheduling moved beside a run under way (Behind) whose early copy,
+// sent under a token whose mark never landed, arrives once its row is
+// gone waits for the run like the mover's copy: sent to its row, it was
+// acknowledged as superseded and taken off Behind, so that a cancel of
+// the id then missed it and the mover's copy ran after the cancel (a
+// review of issue 38's row 164).
+func TestAnEarlyCopyOfASchedulingMovedBesideARunWaitsForIt(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	d1 := e.now().Truncate(time.Second)
+	d2 := d1.Add(time.Minute)
+	m1 := Meta{Type: "slow", Due: d1}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "x", Meta: m1}}); !ok[0] {
+		t.Fatal("the mark of d1 failed")
+	}
+	if _, err := s.Claim(ctx, "x", "w1", 1, e.now().Add(10*time.Minute), m1); err != nil {
+		t.Fatal(err)
+	}
+	moved := Meta{Type: "slow", Due: d2} // the mover's copy, noted behind d1
+	s.MarkQueued(ctx, []Mark{{ID: "x", Meta: moved}})
+	if r := e.mustState(t, "x", Running); !r.Behind.has(d2) {
+		t.Fatalf("the move of d2 beside d1's run: behind %v, want d2", r.Behind)
+	}
+	e.advance(time.Minute)
+	early := Meta{Type: "slow", Due: d2, Token: "tok2"}
+	if _, err := s.Claim(ctx, "x", "w2", 1, e.now().Add(time.Minute), early); !errors.Is(err, ErrClaimedElsewhere) {
+		t.Fatalf("d2's early copy while d1 runs: %v, want %v", err, ErrClaimedElsewhere)
+	}
+	if _, err := s.Cancel(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Claim(ctx, "x", "w3", 1, e.now().Add(time.Minute), moved); !errors.Is(err, ErrCancelled) {
+		t.Errorf("d2's moved message after the cancel of the id: %v, want %v", err, ErrCancelled)
+	}
+	// The early copy is sent to its row, gone: not run either.
+	gone := early
+	gone.RowGone = true
+	for _, m := range []Meta{early, gone} {
+		if _, err := s.Claim(ctx, "x", "w3", 1, e.now().Add(time.Minute), m); !errors.Is(err, ErrUnconfirmed) {
+			t.Errorf("d2's early copy (row gone %v) after the cancel of the id: %v, want %v", m.RowGone, err, ErrUnconfirmed)
+		}
+	}
+}
+
+// A run handed back at shutdown, whose early-sent message was claimed
+// after its row was checked and whose row the mover then retired, and
+// which another scheduling's message then took over, still runs from its
+// message once that run ended: sent to its row, which is gone, it was
+// acknowledged as stale and never ran to its end (a review of issue 38's
+// row 164).
+func TestAHandedBackRunTakenOverRunsFromItsMessageAfterward(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	d2 := e.now().Truncate(time.Second)
+	d3 := d2.Add(time.Minute)
+	m2 := Meta{Type: "slow", Due: d2, Token: "tok2"}
+	if _, err := s.Claim(ctx, "x", "w1", 1, e.now().Add(time.Minute), m2); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("d2's first claim: %v, want %v", err, ErrUnconfirmed)
+	}
+	checked := m2
+	checked.Token, checked.RowChecked = "", true
+	if _, err := s.Claim(ctx, "x", "w1", 1, e.now().Add(time.Minute), checked); err != nil {
+		t.Fatal(err)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "x", Meta: m2}}); !ok[0] {
+		t.Fatal("the mover's confirmation of the running d2 was refused")
+	}
+	if err := s.Finish(ctx, "x", Queued, errors.New("worker shut down"), ""); err != nil {
+		t.Fatal(err)
+	}
+	m3 := Meta{Type: "slow", Due: d3}
+	s.MarkQueued(ctx, []Mark{{ID: "x", Meta: m3}})
+	e.advance(QueuedWait + time.Minute)
+	if _, err := s.Claim(ctx, "x", "w2", 1, e.now().Add(time.Minute), m3); err != nil {
+		t.Fatalf("d3's claim: %v", err)
+	}
+	if _, err := s.Claim(ctx, "x", "w3", 1, e.now().Add(time.Minute), m2); !errors.Is(err, ErrClaimedElsewhere) {
+		t.Errorf("d2's message while d3 runs: %v, want %v", err, ErrClaimedElsewhere)
+	}
+	if err := s.Finish(ctx, "x", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Claim(ctx, "x", "w3", 2, e.now().Add(time.Minute), m2); err != nil || !r.Due.Equal(d2) {
+		t.Errorf("d2's message after d3 succeeded: due %v, %v; want d2's run claimed", r.Due, err)
 	}
 }
