@@ -1392,13 +1392,18 @@ func (s *Store) cancelPending(ctx context.Context, id string, m Meta, only bool)
 			// type is left running, one of m's type (m's own, sent
 			// early, or another the filter selects too) is cancelled;
 			// of the schedulings noted beside it, whose types the record
-			// does not know, only m's own due time is.
+			// does not know, only m's own due time is. A withdrawn due
+			// time's placeholder of another type is cancelled too: it
+			// stands for no message that may still run, and the mark
+			// that would take it over was m's, whose row is gone (issue
+			// 38, row 169, seed 91811: a limited task sent early, replaced
+			// as slow, then bulk-cancelled by type, stayed queued).
 			due := stored(m.Due)
 			next := *cur
 			if !next.cancelBehindDue(due) && otherDue(cur, m) {
 				next.CancelledDue = next.CancelledDue.with(due)
 			}
-			if cur.Type == m.Type || !otherDue(cur, m) {
+			if cur.Type == m.Type || !otherDue(cur, m) || withdrawnPlaceholder(cur, m) {
 				next.State, next.Finished = Cancelled, now
 				unfinished = next
 			}

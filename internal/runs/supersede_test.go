@@ -2432,3 +2432,55 @@ func TestAHandedBackRunTakenOverRunsFromItsMessageAfterward(t *testing.T) {
 		t.Errorf("d2's message after d3 succeeded: due %v, %v; want d2's run claimed", r.Due, err)
 	}
 }
+
+// A bulk cancel of the type a task was replaced with (CancelPendingOf)
+// also cancels the placeholder that withdrawing the task's early-sent due
+// time left on its record (UnconfirmDue without a record: queued for the
+// old due time, of the old type, unclaimed and unconfirmed). The
+// placeholder stands for no message that may still run, and the next
+// scheduling's mark that would take it over never comes once that
+// scheduling's row is cancelled: left queued, status said "queued" for
+// good (issue 38, row 169, seed 91811: t51, limited, sent early,
+// rescheduled, replaced as slow, then `bulk cancel --type slow`). A record
+// of another type with a run still under way is left as before.
+func TestMemBulkCancelOfTheReplacementCancelsAWithdrawnPlaceholder(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	old := e.now().Truncate(time.Second).Add(time.Minute)
+	replaced := Meta{Type: "slow", Due: old.Add(90 * time.Second)}
+
+	// The early-sent limited task is rescheduled (then replaced): its due
+	// time is withdrawn, and with no record yet a placeholder is written.
+	if _, err := s.UnconfirmDue(ctx, "t51", Meta{Type: "limited", Due: old}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "t51", Queued); !r.Withdrawn.has(r.Due) || r.Token != "" || r.Type != "limited" {
+		t.Fatalf("the placeholder: %+v", r)
+	}
+	// bulk cancel --type slow removes the replacement's row and marks the
+	// record.
+	if _, err := s.CancelPendingOf(ctx, "t51", replaced); err != nil {
+		t.Fatal(err)
+	}
+	r := e.mustState(t, "t51", Cancelled) // was: Queued, with no message left to move it on
+	if !r.CancelledDue.has(stored(replaced.Due)) {
+		t.Fatalf("the replacement's due time is not noted cancelled: %+v", r)
+	}
+	// The old early-sent message, if it comes, is refused.
+	if _, err := s.Claim(ctx, "t51", "w1", 1, e.now().Add(time.Minute), Meta{Type: "limited", Due: old, Token: "tok1"}); err == nil {
+		t.Fatal("the withdrawn early-sent message was claimed after the cancel")
+	}
+
+	// Control: another type's run really under way (moved, not withdrawn)
+	// is still left alone by a bulk cancel of the other type.
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "u", Meta: Meta{Type: "limited", Due: old}}}); !ok[0] {
+		t.Fatal("MarkQueued failed")
+	}
+	if _, err := s.CancelPendingOf(ctx, "u", Meta{Type: "slow", Due: old.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.mustState(t, "u", Queued); !r.CancelledDue.has(stored(old.Add(time.Minute))) {
+		t.Fatalf("the other type's queued run: %+v", r)
+	}
+}
