@@ -33,11 +33,15 @@ type RunMeta struct {
 	// another scheduling of the id is not its own.
 	RowChecked bool
 	// RowGone reports that the task's schedule row was read for this
-	// delivery and no longer stands for it (an early-sent message whose
-	// run record did not carry its token): a scheduling of its due time
-	// that succeeded or died before another scheduling of the id took the
-	// record over is this message's own run, and the claim is refused
-	// with that end rather than taken for a stale message's.
+	// delivery and no longer stands for it — gone, or carrying another
+	// token (an early-sent message whose run record did not carry its
+	// token). Claim only: a scheduling of its due time that succeeded or
+	// died before another scheduling of the id took the record over is
+	// taken for this message's own run, and the claim is refused with
+	// that end rather than taken for a stale message's. (A due time is
+	// not an identity: a new scheduling of that very due time, sent
+	// early after the takeover, is taken for the ended run too.)
+	// Recorders that do not know it answer as before (ErrRunUnconfirmed).
 	RowGone bool
 	// Seq numbers an occurrence within its series (queue.Envelope.Seq; 0
 	// when unknown): the run record keeps the series' latest outcomes in

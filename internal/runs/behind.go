@@ -85,10 +85,14 @@ func parseDues(s string) dues {
 // new scheduling of the very due time would otherwise be refused before
 // its confirmation is recorded; once marked queued or moved beside the
 // record, such a scheduling is no longer refused (forgetEnded). But once
-// its row is found gone (Meta.RowGone), a due time that succeeded or
-// died is its own run's end: left to the row, it was taken for a stale
-// message and acknowledged, and a batch its run's worker died before
-// telling never heard of the end (issue 38, seed 90112).
+// its row is found not to stand for it (Meta.RowGone: gone or changed), a
+// due time that succeeded or died is taken for its own run's end: left to
+// the row, it was taken for a stale message and acknowledged, and a batch
+// its run's worker died before telling never heard of the end (issue 38,
+// seed 90112). A new scheduling of that very due time sent early after
+// the takeover, whose confirmation decideConfirmed counts without a
+// write, is taken for it too, and its batch told that end (it was
+// acknowledged as stale before: either way it does not run).
 func endedScheduling(cur *Run, m Meta) error {
 	if cur == nil || m.RowChecked || !otherDue(cur, m) {
 		return nil

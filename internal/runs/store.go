@@ -637,7 +637,10 @@ func (s *Store) MarkRequeued(ctx context.Context, id string, m Meta, death, died
 			// duplicate's dead letter carries too. And not a failed one: a
 			// message whose set-aside answer was lost comes back with its
 			// attempts used up and records the death itself.)
-			ownDeath := cur.Token == diedWith && cur.State == Running && (len(cur.Requeued) == 0 || isRequeueToken(cur.Token))
+			// (A run claimed after its message's row was checked carries no
+			// token: its message's death is its own too.)
+			ownDeath := (cur.Token == diedWith || cur.Token == "" && !isRequeueToken(diedWith)) &&
+				cur.State == Running && (len(cur.Requeued) == 0 || isRequeueToken(cur.Token))
 			switch {
 			case ownDeath && cur.ClaimUntil.After(now):
 				return Run{}, false, fmt.Errorf("runs: requeue %s: its last attempt is %w (by %s until %s); requeue it again once that has lapsed",

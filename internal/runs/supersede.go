@@ -209,7 +209,10 @@ func (s *Store) ConfirmAgain(ctx context.Context, id string, m Meta) error {
 // queued (cancelled counts once an attempt was made) and carries token,
 // or no token (a worker claimed the message after checking its row,
 // before the confirmation) and that due time; or a requeue brought the
-// run of that due time back (its message ran and died first). One point
+// run of that due time back (its message ran and died first); or another
+// scheduling took the record over from that due time's run, which the
+// record keeps confirmed behind it (its message runs once that run has
+// ended). One point
 // read. A task whose message started is no longer pending, whatever its
 // row says until the mover's next pass (schedule.Options.SentStarted).
 func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time) (bool, error) {
@@ -227,6 +230,15 @@ func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time
 		// (or, requeued by an earlier release, its reset attempts) does
 		// not make it unstarted (issue 38, seed 17547: a reschedule moved
 		// the row, and the task ran once more than its requeues).
+		return true, nil
+	}
+	if cur.ConfirmedBehind.has(due) && cur.Behind.has(due) {
+		// Another scheduling took the record over from this due time's run
+		// (started and handed back, or confirmed): the record keeps its
+		// message confirmed (unconfirmed), so it runs once that run has
+		// ended, whatever its row says. Taken for unstarted, a reschedule
+		// of its lingering row withdrew the due time and the old version
+		// ran beside the new (a review of issue 38's row 164 fix).
 		return true, nil
 	}
 	if notStarted(&cur) || cur.State == Cancelled && cur.Attempts == 0 {

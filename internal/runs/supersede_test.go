@@ -2484,3 +2484,125 @@ func TestMemBulkCancelOfTheReplacementCancelsAWithdrawnPlaceholder(t *testing.T)
 		t.Fatalf("the other type's queued run: %+v", r)
 	}
 }
+
+// An early-sent message whose due time a cancel noted beside the record
+// (the cancelled run taken over by a replacement) is still left to its
+// row, found gone or not: the cancel told its batch (row 166).
+func TestMemEarlySentMessageOfACancelledRunWithItsRowGoneIsLeftToTheRow(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	d0 := e.now().Truncate(time.Second)
+	early := Meta{Type: "a", Due: d0, Token: "tok0", Batch: "b"}
+	if ok := s.Confirm(ctx, []Mark{{ID: "id", Meta: early}}); !ok[0] {
+		t.Fatal("the confirmation failed")
+	}
+	if _, err := s.Cancel(ctx, "id"); err != nil {
+		t.Fatal(err)
+	}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: Meta{Type: "a", Due: d0.Add(2 * time.Minute)}}}); !ok[0] {
+		t.Fatal("the replacement's mark failed")
+	}
+	if r, _ := s.Get(ctx, "id"); !r.CancelledDue.has(d0) {
+		t.Fatalf("setup: CancelledDue %v lacks %v", r.CancelledDue, d0)
+	}
+	gone := early
+	gone.RowGone = true
+	if _, err := s.Claim(ctx, "id", "w2", 1, e.now().Add(time.Minute), gone); !errors.Is(err, ErrUnconfirmed) {
+		t.Errorf("a cancelled due time's early-sent message with its row gone: %v, want %v", err, ErrUnconfirmed)
+	}
+}
+
+// A started (handed-back) run of d2 taken over by another scheduling's
+// message is kept in ConfirmedBehind, so its message still runs once that
+// run has ended: SentStarted says so for d2's row, still lingering, so a
+// reschedule of it is refused as no longer pending. Said unstarted (the
+// record is d1's), the reschedule withdrew d2, which ConfirmedBehind does
+// not ask, and the old version ran after d1, beside the rescheduled one
+// (a review of issue 38's row 164 fix).
+func TestARunTakenOverAfterItStartedIsStartedForItsRow(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	d1 := e.now().Truncate(time.Second)
+	d2 := d1.Add(30 * time.Second)
+	lease := func() time.Time { return e.now().Add(time.Minute) }
+	m1 := Meta{Type: "slow", Due: d1} // moved by the mover without a token
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "x", Meta: m1}}); !ok[0] {
+		t.Fatal("mark d1")
+	}
+	// d2 (a replace of the id, sent early with tok2): its row is checked
+	// and it takes over d1's unconfirmed queued record.
+	m2 := Meta{Type: "slow", Due: d2, Token: "tok2"}
+	e.advance(30 * time.Second)
+	if _, err := s.Claim(ctx, "x", "w1", 1, lease(), m2); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("d2 with its token: %v", err)
+	}
+	checked := m2
+	checked.Token, checked.RowChecked = "", true
+	if _, err := s.Claim(ctx, "x", "w1", 1, lease(), checked); err != nil {
+		t.Fatalf("d2 after its row check: %v", err)
+	}
+	if ok := s.Confirm(ctx, []Mark{{ID: "x", Meta: m2}}); !ok[0] {
+		t.Fatal("the mover's confirmation of the running d2")
+	}
+	if err := s.Finish(ctx, "x", Queued, errors.New("worker shut down"), ""); err != nil {
+		t.Fatal(err)
+	}
+	// d1's tokenless message takes the handed-back run over at once.
+	if _, err := s.Claim(ctx, "x", "w2", 1, lease(), m1); err != nil {
+		t.Fatalf("d1's claim: %v", err)
+	}
+	e.mustState(t, "x", Running)
+	// A reschedule of d2's row (still lingering: the mover's retire not
+	// committed yet) asks SentStarted first.
+	if started, err := s.SentStarted(ctx, "x", "tok2", d2); err != nil || !started {
+		t.Errorf("SentStarted(d2) = %v, %v while the record keeps d2's run confirmed behind d1's; want true", started, err)
+	}
+}
+
+// The death of a run claimed after its early-sent message's row was
+// checked (so its record carries no token), whose worker set the message
+// aside and died before recording the death, is requeued: the record
+// running under no token is the dead message's own run. Taken for a run
+// live again, the requeue answered "requeued before", the dead letter was
+// removed and the task never ran again (the shape of seed 6742; a review
+// of issue 38's row 164 fix, which sends such a message to its row when
+// it meets another scheduling's handed-back run).
+func TestTheDeathOfARunClaimedAfterItsRowCheckIsRequeued(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	d1 := e.now().Truncate(time.Second)
+	d2 := d1.Add(30 * time.Second)
+	m1 := Meta{Type: "slow", Due: d1}
+	s.MarkQueued(ctx, []Mark{{ID: "x", Meta: m1}})
+	if _, err := s.Claim(ctx, "x", "w1", 1, e.now().Add(time.Minute), m1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "x", Queued, errors.New("worker shut down"), ""); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(30 * time.Second)
+	m2 := Meta{Type: "slow", Due: d2, Token: "tok2"}
+	if _, err := s.Claim(ctx, "x", "w2", 1, e.now().Add(time.Minute), m2); err != nil {
+		if !errors.Is(err, ErrUnconfirmed) {
+			t.Fatal(err)
+		}
+		checked := m2
+		checked.Token, checked.RowChecked = "", true
+		if _, err := s.Claim(ctx, "x", "w2", 1, e.now().Add(time.Minute), checked); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The attempts run out; w2 sets the message aside and dies before
+	// recording the death. The claim lapses; an operator requeues (past
+	// BehindWait, so d1's entry beside it no longer refuses the requeue).
+	e.advance(2 * time.Hour)
+	rq := m2
+	rq.Token = RequeueToken("m2-5")
+	earlier, queued, err := s.MarkRequeued(ctx, "x", rq, "m2-5", "tok2")
+	if r, _ := s.Get(ctx, "x"); err != nil || earlier || r.State != Queued || r.Token != rq.Token {
+		t.Errorf("requeue of d2's death: earlier %v queued %v err %v; record %s token %q (want queued under the requeue's token)", earlier, queued, err, r.State, r.Token)
+	}
+}
