@@ -1468,6 +1468,12 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 		// at 5 min, which succeeded, was taken for the child's end).
 		return end, "dead"
 	}
+	if end, ok := c.recordedDeathLocked(t, by); ok {
+		// Set aside by the crash guard: no attempt failed, but its
+		// record says dead, and its batch and --after children were
+		// told so then (row 170, seed 92773).
+		return end, "dead without a failing attempt (the crash guard)"
+	}
 	if at, ok := c.cancelledBy(t, by); ok {
 		return at, "cancelled"
 	}
@@ -1484,6 +1490,30 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 		return t.cancelling, howBeingCancelled
 	}
 	return time.Time{}, "it has not ended"
+}
+
+// recordedDeathLocked returns when the run record of t was first given a
+// dead state row of t's due time, by `by`, for a death no failing attempt
+// shows: the crash guard's, which sets aside a message delivered
+// MaxAttempts+CrashMargin times without an outcome recorded (workers
+// killed on it; a snooze whose message's visibility was lost records
+// none either), records the run dead and tells its batch and dependents
+// (queue/doc.go, queue.Options.CrashMargin). Only a death the final check
+// accepts counts (finalTasks): its handler fails, or an attempt of it was
+// cut short or met a fault. Issue 38, row 170, seed 92773: a member of one attempt,
+// killed twice and snoozed once with its visibility lost, set aside dead,
+// and its batch's callback taken for early.
+func (c *checker) recordedDeathLocked(t *ti, by time.Time) (time.Time, bool) {
+	if t.spec.Behaviour.Fail == 0 && !c.anyTroubled(t) && !t.ambiguous {
+		return time.Time{}, false
+	}
+	for _, r := range c.runStates[t.id] {
+		if r.state == leasecron.RunDead && !r.at.Before(t.issued) && !r.at.After(by) &&
+			(sameDue(r.due, t.due) || sameDue(r.due, t.schedDue)) {
+			return r.at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // rolledBackLocked returns when the run record of t, a line of a file

@@ -1863,3 +1863,58 @@ func TestACallbackWaitingInTheQueueMayBeCancelledLate(t *testing.T) {
 		}
 	})
 }
+
+// A batch member the crash guard set aside ended dead when its record
+// said so, though no attempt of it failed: a message delivered
+// MaxAttempts+CrashMargin times without an outcome recorded is recorded
+// dead and its batch told (queue/doc.go), and the callback may run then
+// (seed 92773: a member of one attempt, killed twice and snoozed once
+// with its message's visibility lost). A dead record of another
+// scheduling of the id does not end it, and neither does one the final
+// check would refuse (a handler that never fails, never cut short).
+func TestACrashGuardDeathEndsABatchMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		b, member := batchOfOne(c, "slow")
+		member.spec.MaxAttempts = 1
+		member.spec.Behaviour = Behaviour{Sleep: time.Minute, Snooze: 5 * time.Second, Snoozes: 1}
+		due := w.now().Add(2 * time.Second)
+		c.scheduled(member, w.now(), leasecron.Item{ID: "m", Due: due, Batch: "b1"}, nil)
+		clean := c.newTI(TaskSpec{ID: "n", Type: "plain"}, &Op{Kind: OpMany, Batch: "b1"}, nil)
+		clean.batch, b.members = b, append(b.members, clean)
+		c.scheduled(clean, w.now(), leasecron.Item{ID: "n", Due: due, Batch: "b1"}, nil)
+		for _, o := range []string{"killed", "snooze", "killed"} {
+			time.Sleep(time.Minute)
+			addAttempt(w, member, 1, w.now(), o)
+		}
+		dead := func(id string, due time.Time) {
+			c.runsCommit(memstore.Commit{Table: runsTable, Partition: "p9", Rows: []memstore.CommittedRow{
+				{RowKey: "x~running~1~" + id + "~a", Deleted: true},
+				{RowKey: "x~dead~1~" + id, Props: map[string]any{"Id": id, "State": "dead", "Attempts": int64(1), "Due": due}},
+			}})
+		}
+		endOf := func(m *ti) (time.Time, string) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.memberEnd(b, m, w.now().Add(time.Second))
+		}
+		time.Sleep(20 * time.Second)
+		if end, how := endOf(member); !end.IsZero() {
+			t.Errorf("a member not yet set aside is taken for ended at %v (%s)", end, how)
+		}
+		dead("m", due.Add(time.Hour)) // another scheduling's record
+		if end, how := endOf(member); !end.IsZero() {
+			t.Errorf("another scheduling's death is taken for the member's end (%s)", how)
+		}
+		time.Sleep(time.Second)
+		at := w.now()
+		dead("m", due) // the crash guard: recorded dead, then its batch told
+		if end, how := endOf(member); !end.Equal(at) {
+			t.Errorf("a member set aside dead by the crash guard is taken to end at %v (%s); want %v", end, how, at)
+		}
+		dead("n", due) // never failing, never cut short: not a death to count
+		if end, how := endOf(clean); !end.IsZero() {
+			t.Errorf("a death the final check refuses is taken for the member's end (%s)", how)
+		}
+	})
+}
