@@ -1918,3 +1918,42 @@ func TestACrashGuardDeathEndsABatchMember(t *testing.T) {
 		}
 	})
 }
+
+// A task unique under "scheduled,queued,running" whose first worker was
+// frozen past its claim, taken over by a second worker, and then recorded
+// its late success over that worker's live claim (README, "At least
+// once": a late success is recorded) has succeeded: the duplicate still
+// running on the second worker holds no key, as the README says of a
+// succeeded task under states without "succeeded" (sweep seed 93978: t36,
+// w4-1 frozen 2m15s-3m0.8s, w2-1 took the run over at 2m55s and ran until
+// 4m21s; t942 took the key at 3m19s, the record saying succeeded). Before
+// the success, the second attempt holds it.
+func TestADuplicateRunningAfterALateSuccessHoldsNoKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		unique := func(id, states string) *ti {
+			return c.newTI(TaskSpec{ID: id, Type: "slow", Unique: &UniqueSpec{Key: "k1", States: states}}, nil, nil)
+		}
+		holder := unique("t36", "scheduled,queued,running")
+		c.scheduled(holder, w.now(), leasecron.Item{ID: "t36", Due: w.now()}, nil)
+		time.Sleep(time.Second)
+		first := &runEv{ti: holder, runID: "t36", due: holder.due, attempt: 1, proc: &proc{w: w, name: "w4"}, start: w.now()}
+		holder.starts = append(holder.starts, first)
+		time.Sleep(100 * time.Second)
+		// The first worker is frozen; the second takes the lapsed claim over.
+		holder.starts = append(holder.starts, &runEv{ti: holder, runID: "t36", due: holder.due, attempt: 1, proc: &proc{w: w, name: "w2"}, start: w.now()})
+		time.Sleep(3 * time.Second)
+		if !c.holds(holder, w.now()) {
+			t.Error("a task whose taken-over attempt runs, not yet succeeded, is taken for not holding its key")
+		}
+		time.Sleep(3 * time.Second)
+		// The first worker resumes and its handler succeeds (recorded over
+		// the second worker's claim); the second attempt runs on.
+		first.end, first.outcome = w.now(), "ok"
+		time.Sleep(19 * time.Second)
+		c.scheduled(unique("t942", ""), w.now(), leasecron.Item{ID: "t942", Due: w.now().Add(155 * time.Second)}, nil)
+		if len(c.violations) != 0 {
+			t.Errorf("a schedule over the key of a task that succeeded, a duplicate of it still running: %v", c.violations)
+		}
+	})
+}
