@@ -94,23 +94,12 @@ func parseDues(s string) dues {
 // write, is taken for it too, and its batch told that end (it was
 // acknowledged as stale before: either way it does not run).
 func endedScheduling(cur *Run, m Meta) error {
-	if cur == nil || m.RowChecked || !otherDue(cur, m) {
-		return nil
-	}
-	if m.Token != "" {
-		if !m.RowGone {
-			return nil
-		}
-		switch {
-		case cur.SucceededDue.has(m.Due):
-			return ErrAlreadySucceeded
-		case cur.DeadDue.has(m.Due):
-			return ErrDead
-		}
+	early := m.Token != ""
+	if cur == nil || m.RowChecked || !otherDue(cur, m) || early && !m.RowGone {
 		return nil
 	}
 	switch {
-	case cur.CancelledDue.has(m.Due):
+	case !early && cur.CancelledDue.has(m.Due):
 		return ErrCancelled
 	case cur.SucceededDue.has(m.Due):
 		return ErrAlreadySucceeded
