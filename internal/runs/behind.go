@@ -139,6 +139,14 @@ func (r *Run) started(due time.Time) {
 	r.ConfirmedBehind = r.ConfirmedBehind.without(due)
 }
 
+// confirmedBehind reports whether r was taken over from the scheduling
+// due at due while that one's message stood confirmed (a confirmed run,
+// or one that had started): its message runs once r's run has ended,
+// whatever its row says.
+func (r *Run) confirmedBehind(due time.Time) bool {
+	return r.ConfirmedBehind.has(due) && r.Behind.has(due)
+}
+
 // cancelBehindDue turns the scheduling due at due, moved beside r, into a
 // cancelled one. It reports whether r had it beside it.
 func (r *Run) cancelBehindDue(due time.Time) bool {

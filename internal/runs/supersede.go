@@ -37,7 +37,7 @@ func unconfirmed(cur *Run, m Meta) bool {
 	if m.Token == "" {
 		return false
 	}
-	if cur != nil && cur.ConfirmedBehind.has(m.Due) && cur.Behind.has(m.Due) {
+	if cur != nil && cur.confirmedBehind(m.Due) {
 		return false // confirmed when the record was taken over from it
 	}
 	if cur == nil || newer(cur, m) {
@@ -232,7 +232,7 @@ func (s *Store) SentStarted(ctx context.Context, id, token string, due time.Time
 		// the row, and the task ran once more than its requeues).
 		return true, nil
 	}
-	if cur.ConfirmedBehind.has(due) && cur.Behind.has(due) {
+	if cur.confirmedBehind(due) {
 		// Another scheduling took the record over from this due time's run
 		// (started and handed back, or confirmed): the record keeps its
 		// message confirmed (unconfirmed), so it runs once that run has

@@ -1511,16 +1511,31 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 // none either), records the run dead and tells its batch and dependents
 // (queue/doc.go, queue.Options.CrashMargin). Only a death the final check
 // accepts counts (finalTasks): its handler fails, or an attempt of it was
-// cut short or met a fault. Issue 38, row 170, seed 92773: a member of one attempt,
-// killed twice and snoozed once with its visibility lost, set aside dead,
-// and its batch's callback taken for early.
+// cut short or met a fault (mayDie). Issue 38, row 170, seed 92773: a
+// member of one attempt, killed twice and snoozed once with its
+// visibility lost, set aside dead, and its batch's callback taken for
+// early.
 func (c *checker) recordedDeathLocked(t *ti, by time.Time) (time.Time, bool) {
-	if t.spec.Behaviour.Fail == 0 && !c.anyTroubled(t) && !t.ambiguous {
+	if !c.mayDie(t) {
 		return time.Time{}, false
 	}
+	return c.recordedLocked(t, leasecron.RunDead, by, true)
+}
+
+// mayDie reports whether a death of t is one the README allows: its
+// handler fails, or an attempt of it was cut short or met a fault, or
+// whether it was scheduled at all is not known.
+func (c *checker) mayDie(t *ti) bool {
+	return t.spec.Behaviour.Fail != 0 || c.anyTroubled(t) || t.ambiguous
+}
+
+// recordedLocked returns when the run record of t was first committed in
+// state st after t was issued, by `by`; ofDue asks that the row be of t's
+// due time too.
+func (c *checker) recordedLocked(t *ti, st leasecron.RunState, by time.Time, ofDue bool) (time.Time, bool) {
 	for _, r := range c.runStates[t.id] {
-		if r.state == leasecron.RunDead && !r.at.Before(t.issued) && !r.at.After(by) &&
-			(sameDue(r.due, t.due) || sameDue(r.due, t.schedDue)) {
+		if r.state == st && !r.at.Before(t.issued) && !r.at.After(by) &&
+			(!ofDue || sameDue(r.due, t.due) || sameDue(r.due, t.schedDue)) {
 			return r.at, true
 		}
 	}
@@ -1537,12 +1552,7 @@ func (c *checker) rolledBackLocked(t *ti, by time.Time) (time.Time, bool) {
 	if !t.ambiguous || t.op == nil || t.op.Kind != OpMany {
 		return time.Time{}, false
 	}
-	for _, r := range c.runStates[t.id] {
-		if r.state == leasecron.RunCancelled && !r.at.Before(t.issued) && !r.at.After(by) {
-			return r.at, true
-		}
-	}
-	return time.Time{}, false
+	return c.recordedLocked(t, leasecron.RunCancelled, by, false)
 }
 
 // howBeingCancelled is endedFor's word for a task whose cancel is under
@@ -2450,7 +2460,7 @@ func (c *checker) finalTasks() {
 			if len(t.starts) == 0 && c.deathOfEarlierShows(t) || c.earlierDeathAfterSuccess(t, st) {
 				continue
 			}
-			if t.spec.Behaviour.Fail == 0 && !c.anyTroubled(t) && !t.ambiguous {
+			if !c.mayDie(t) {
 				c.violate(InvAtLeastOnce, "%s ended dead though its handler never fails and no attempt of it was cut short (%s)", id, t.spec)
 			}
 			// README (retries): a task dies once its attempts are used;
