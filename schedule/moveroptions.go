@@ -246,6 +246,19 @@ func (m *Mover) retireWindow() time.Duration {
 	return min(m.o.PollEvery+2*took, m.o.Early)
 }
 
+// seriesRetireWindow is retireWindow for a series' row: never beyond two
+// polls, however slow the passes. Whatever a pass confirms or sends
+// without a token is then among the occurrences a disable or cancel of
+// the series stops (DisableMoving, MovingOccurrences: two polls and the
+// clocks' skew), even when the pass read the row just before the change;
+// wider, a slow pass confirmed after a disable an occurrence 19.6 s past
+// it, and it ran (issue 38, sweep seed 93370). An occurrence due past
+// this window is sent early with a token instead, and the worker that
+// claims it checks it against the row (a read more, never a late start).
+func (m *Mover) seriesRetireWindow() time.Duration {
+	return min(m.retireWindow(), 2*m.o.PollEvery)
+}
+
 // PassReport is what a pass found, for MoverOptions.Pace.
 type PassReport struct {
 	// Busy: the pass sent, moved, marked or set aside a row, held back,

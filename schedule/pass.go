@@ -196,6 +196,9 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 		return p
 	}
 	recurring := !r.rec.IsZero()
+	if recurring {
+		retireBy = now.Add(m.seriesRetireWindow())
+	}
 	row := e.PartitionKey + "/" + e.RowKey
 	msg := func(due time.Time, tok string) queue.Envelope {
 		env := base
