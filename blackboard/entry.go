@@ -91,6 +91,22 @@ type Entry struct {
 	// Runs counts claims (runs started), Failures runs that ended in error.
 	Runs, Failures int64
 
+	// Stoppable reports that the worker holding the claim stops its run
+	// when StopClaim names it (workers from the release that brought
+	// StopClaim on). A remove deletes the row of a claim without it
+	// outright, as earlier releases did.
+	Stoppable bool
+	// StopClaim is the ClaimID of a run that must stop: the key was
+	// removed, or removed and added again, while that run held it. The
+	// claim stays on the row, so no other worker claims the key, until
+	// its worker stops the run at its next heartbeat and ends the claim:
+	// it deletes a removed row, and leaves one added again due at once.
+	StopClaim string
+	// Removed is when a remove found a run holding the key (StopClaim):
+	// the row stays until that run stops, and a Board reads the key as
+	// absent. Zero otherwise.
+	Removed time.Time
+
 	// ETag is the row's version as read; it is what conditional writes
 	// match against. Empty on entries not read from storage.
 	ETag string

@@ -106,5 +106,5 @@ func ExampleBoard() {
 	// blackboard key already exists: "localist" is already on the blackboard (in-memory store; replace it to change its definition)
 	// <nil>
 	// <nil>
-	// blackboard key not found: "aroundfred" is not on the blackboard (in-memory store): delete blackboard row "aroundfred": delete Blackboard/bb/aroundfred: not found
+	// blackboard key not found: "aroundfred" is not on the blackboard (in-memory store): read blackboard row "aroundfred": read Blackboard/bb/aroundfred: not found
 }

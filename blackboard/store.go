@@ -63,6 +63,9 @@ const (
 	propRunNow       = "RunNow"
 	propRuns         = "Runs"
 	propFailures     = "Failures"
+	propStoppable    = "Stoppable"
+	propStopClaim    = "StopClaim"
+	propRemoved      = "Removed"
 )
 
 // tableStore is the Store over a table (Azure or in memory).
@@ -191,6 +194,13 @@ func entryProps(e Entry) table.Props {
 			p[name] = v
 		}
 	}
+	if e.Stoppable {
+		p[propStoppable] = true
+	}
+	if !e.Removed.IsZero() {
+		p[propRemoved] = e.Removed
+	}
+	setString(propStopClaim, e.StopClaim)
 	setString(propWorker, e.Worker)
 	setString(propClaimID, e.ClaimID)
 	setString(propLastError, trunc.Head(e.LastError, maxErrorLen))
@@ -224,6 +234,9 @@ func decodeEntry(r table.Entity) Entry {
 		RunNow:       p.Bool(propRunNow),
 		Runs:         p.Int(propRuns),
 		Failures:     p.Int(propFailures),
+		Stoppable:    p.Bool(propStoppable),
+		StopClaim:    p.Str(propStopClaim),
+		Removed:      p.Time(propRemoved),
 	}
 }
 

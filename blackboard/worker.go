@@ -325,6 +325,10 @@ func (w *Worker) walk(ctx context.Context, cycle *sync.WaitGroup) CycleReport {
 		if ctx.Err() != nil {
 			break
 		}
+		if !e.Removed.IsZero() {
+			w.dropRemoved(ctx, e)
+			continue
+		}
 		if _, ok := w.eligible(e, w.opts.Clock.Now()); !ok {
 			continue
 		}
@@ -403,7 +407,7 @@ func (w *Worker) eligible(e Entry, now time.Time) (leasecrontype.Handler, bool) 
 	w.mu.Lock()
 	busy := w.inflight[e.Key]
 	w.mu.Unlock()
-	if busy {
+	if busy || !e.Removed.IsZero() {
 		return nil, false
 	}
 	due := e.Due(now)
@@ -477,6 +481,7 @@ func (w *Worker) claim(ctx context.Context, e Entry) (c *claim, conflict bool, e
 		next.LockedUntil = now.Add(ttl)
 		next.RunNow = false
 		next.Runs++
+		next.Stoppable, next.StopClaim = true, "" // a StopClaim left is of the claim taken over
 		etag, err := w.store.Replace(ctx, next, e.ETag)
 		if err != nil && !errors.Is(err, leasecrontype.ErrNotFound) {
 			// The write may have landed with its answer lost (the SDK's
@@ -591,6 +596,16 @@ wait:
 		herr = fmt.Errorf("interrupted: %w: %w", ErrShutdown, herr)
 		rep.Err = herr
 	}
+	if errors.Is(lostErr, errStopped) {
+		// Removed (or removed and added again) while it ran: with the
+		// handler returned, the claim ends (the row deleted, or left to
+		// the key's new definition).
+		if err := w.record(ctx, c, &rep, endRun(stop, rep.Duration, herr, false)); err != nil && !errors.Is(err, errStopped) {
+			log.Warn("run stopped, but its claim could not be ended; the key waits for its lock to lapse", "err", err)
+		}
+		rep.Recorded, rep.RecordErr = false, lostErr
+		return rep
+	}
 	if lostErr != nil {
 		rep.RecordErr = lostErr
 		return rep
@@ -601,23 +616,58 @@ wait:
 		log.Debug("run succeeded", "duration", rep.Duration)
 	}
 
-	if err := w.record(ctx, c, &rep, func(r *Entry) {
+	err := w.record(ctx, c, &rep, endRun(stop, rep.Duration, herr, rep.Interrupted))
+	switch {
+	case errors.Is(err, errStopped):
+		log.Info("run finished after its key was removed; its outcome is not recorded", "err", err)
+	case err != nil:
+		log.Warn("run finished but its outcome was not recorded", "err", err)
+	}
+	return rep
+}
+
+// endRun is the write that ends a run stopped at stop after d, with herr.
+func endRun(stop time.Time, d time.Duration, herr error, interrupted bool) func(*Entry) {
+	return func(r *Entry) {
 		r.Running = false
 		r.Stop = stop
-		r.LastDuration = rep.Duration
+		r.LastDuration = d
 		r.LockedUntil = time.Time{}
 		r.LastError = ""
 		if herr != nil {
 			r.LastError = herr.Error()
 			r.Failures++
 		}
-		if rep.Interrupted {
+		if interrupted {
 			r.RunNow = true
 		}
-	}); err != nil {
-		log.Warn("run finished but its outcome was not recorded", "err", err)
 	}
-	return rep
+}
+
+// errStopped: the key was removed, or removed and added again, while this
+// claim's run held it (Entry.StopClaim names the claim). It wraps
+// ErrNotFound (removed) or ErrClaimLost (added again) as well.
+var errStopped = errors.New("the key was removed while it ran")
+
+// stopped is the error of a write of c met by its StopClaim on fresh.
+func stopped(c *claim, fresh Entry) error {
+	if fresh.Removed.IsZero() {
+		return fmt.Errorf("%w: %w: %q was added again with a new definition", ErrClaimLost, errStopped, c.key)
+	}
+	return fmt.Errorf("%w: %w: %q", ErrNotFound, errStopped, c.key)
+}
+
+// dropRemoved deletes the row of a key removed while a run held it, once
+// that run's claim has ended or lapsed (its worker deletes it itself when
+// the run stops; this is for a worker that died first).
+func (w *Worker) dropRemoved(ctx context.Context, e Entry) {
+	if e.Running && !e.Abandoned(w.opts.Clock.Now()) {
+		return // its run is stopping
+	}
+	err := w.store.Delete(ctx, e.Key, e.ETag)
+	if err != nil && !errors.Is(err, ErrConflict) && !errors.Is(err, leasecrontype.ErrNotFound) && ctx.Err() == nil {
+		w.log.Warn("cannot delete the row of a removed key; the next cycle tries again", "key", e.Key, "err", err)
+	}
 }
 
 // record writes the end of c's run (fn on its row) on a context detached
@@ -694,9 +744,52 @@ func (w *Worker) writeOwn(ctx context.Context, c *claim, fn func(*Entry)) error 
 		if !fresh.Running || fresh.ClaimID != c.id {
 			return fmt.Errorf("%w: %q is now claimed by %s since %s", ErrClaimLost, c.key, fresh.Worker, fresh.ClaimedAt.Format(time.RFC3339Nano))
 		}
+		if fresh.StopClaim == c.id {
+			if next.Running {
+				return stopped(c, fresh) // the handler stops first
+			}
+			if err := w.endStopped(ctx, fresh); err != nil {
+				return err
+			}
+			return stopped(c, fresh)
+		}
 		base = fresh
 	}
 	return fmt.Errorf("update blackboard key %q: %w after %d attempts", c.key, ErrConflict, maxModifyAttempts)
+}
+
+// endStopped ends the claim on fresh, a row whose StopClaim names it, once
+// its run has stopped: a removed key's row is deleted; one added again
+// since is left unclaimed, due at once (Board.Add). A row changed
+// meanwhile is read again.
+func (w *Worker) endStopped(ctx context.Context, fresh Entry) error {
+	id := fresh.ClaimID
+	for attempt := 0; attempt < maxModifyAttempts; attempt++ {
+		var err error
+		if fresh.Removed.IsZero() {
+			next := fresh
+			next.Running, next.LockedUntil, next.StopClaim = false, time.Time{}, ""
+			_, err = w.store.Replace(ctx, next, fresh.ETag)
+		} else {
+			err = w.store.Delete(ctx, fresh.Key, fresh.ETag)
+		}
+		if err == nil || errors.Is(err, leasecrontype.ErrNotFound) {
+			return nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+		if fresh, err = w.store.Get(ctx, fresh.Key); err != nil {
+			if errors.Is(err, leasecrontype.ErrNotFound) {
+				return nil
+			}
+			return err
+		}
+		if fresh.ClaimID != id || fresh.StopClaim != id || !fresh.Running {
+			return nil // ended already (this write's own, its answer lost) or taken over
+		}
+	}
+	return fmt.Errorf("end the stopped claim of %q: %w after %d attempts", fresh.Key, ErrConflict, maxModifyAttempts)
 }
 
 // callHandler runs h, turning a panic into an error (its stack is logged).
