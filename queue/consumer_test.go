@@ -2741,3 +2741,39 @@ func diedAndRequeued(t *testing.T, rm *runs.Memory, id string, due time.Time) {
 		t.Fatal(err)
 	}
 }
+
+// A delivery slowed between its claim and its handler (here its pause
+// check, held up 5 s) whose run a cancel marked meanwhile does not begin
+// it: a claim not confirmed within claimFresh is confirmed before the
+// handler, and the cancel's mark has ended it. The message is put back,
+// and received again it is acknowledged as cancelled (issue 38, sweep
+// seed 95331: a rated task claimed under failing storage began 7 s after
+// `cancel` answered that it had marked its run).
+func TestADeliverySlowedAfterItsClaimDoesNotRunWhatACancelMarked(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, PauseCheck: 5 * time.Second,
+		VisibilityTimeout: 60 * time.Second, MaxRunTime: time.Hour, PollMax: time.Hour}})
+	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 6 * time.Second}
+	rs.slow.Store(1)
+	h.c.o.Runs = rs
+	h.c.o.Pauses = &stallingPauses{on: 2, do: func() {
+		// The pause check again after the slow claim (the pause state
+		// read 6 s ago is stale), held up: a cancel
+		// marks the claimed run meanwhile.
+		if _, err := rs.Memory.Peer().Cancel(context.Background(), "l1"); err != nil {
+			t.Errorf("cancel: %v", err)
+		}
+		h.clk.Advance(5 * time.Second)
+	}}
+	h.c.Handle("long", untilCancelled)
+	h.enqueue(Envelope{ID: "l1", Type: "long"})
+	h.start()
+	h.expect(OutcomeDeferred, OutcomeCancelled)
+	select {
+	case id := <-h.started:
+		t.Fatalf("handler of %s began after a cancel marked its run", id)
+	default:
+	}
+	if r := mustRun(t, rs.Memory, "l1", runs.Cancelled); r.Attempts != 1 {
+		t.Fatalf("run = attempts %d; want the cancelled claim's one", r.Attempts)
+	}
+}

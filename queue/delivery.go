@@ -28,8 +28,12 @@ type delivery struct {
 	maxA    int
 	log     *slog.Logger
 	claimed bool
-	slot    *slotHold // nil outside the consumer loop (tests)
-	pauseAt time.Time // when its pause was last checked
+	// claimAt is when its claim was last asked for or confirmed (Claim,
+	// Extend), and claimUntil the expiry that write gave it: a claim not
+	// confirmed within claimFresh is confirmed before the handler.
+	claimAt, claimUntil time.Time
+	slot                *slotHold // nil outside the consumer loop (tests)
+	pauseAt             time.Time // when its pause was last checked
 	// visSince is when the message was last made invisible for the
 	// VisibilityTimeout (its receipt, or an update): its handler's first
 	// extension is due two thirds of that later, however long the
@@ -344,27 +348,37 @@ func (c *Consumer) stillStarts(hctx context.Context, d *delivery, rateAt *time.T
 // 1.8 s after another worker had). lost reports that the message is
 // gone (with held, the claim held: the handler runs, its claim extended
 // alone, as when an extension finds the message gone while it runs). A
-// delivery on time does nothing here: its handler's first extension
-// comes while it runs.
+// claim made or confirmed more than claimFresh ago is confirmed too (its
+// expiry unchanged when the message needs no extension): a cancel that
+// marked the run meanwhile keeps its handler from beginning. A delivery
+// on time does nothing here: its handler's first extension comes while
+// it runs.
 func (c *Consumer) stillHeld(hctx context.Context, d *delivery) (held, lost bool) {
 	vis := c.o.VisibilityTimeout
 	now := c.clk.Now()
-	if now.Sub(d.visSince) < vis*2/3 {
+	extendMsg := now.Sub(d.visSince) >= vis*2/3
+	if !extendMsg && !(d.claimed && now.Sub(d.claimAt) >= claimFresh) {
 		return true, false
 	}
-	ctx, cancel := c.opCtx(hctx)
-	m, err := c.work.Update(ctx, d.m, d.m.Text, vis)
-	cancel()
-	switch {
-	case err == nil:
-		d.m, d.visSince = m, now
-	case errors.Is(err, ErrMessageGone):
-		lost = true
-	default:
-		d.log.Warn("extending visibility before the handler failed", "err", err)
-	}
-	if c.hooks.extended != nil {
-		c.hooks.extended(d.env.ID, err)
+	var err error
+	until := d.claimUntil // a claim only confirmed keeps its expiry
+	if extendMsg {
+		ctx, cancel := c.opCtx(hctx)
+		var m Message
+		m, err = c.work.Update(ctx, d.m, d.m.Text, vis)
+		cancel()
+		switch {
+		case err == nil:
+			d.m, d.visSince = m, now
+		case errors.Is(err, ErrMessageGone):
+			lost = true
+		default:
+			d.log.Warn("extending visibility before the handler failed", "err", err)
+		}
+		if c.hooks.extended != nil {
+			c.hooks.extended(d.env.ID, err)
+		}
+		until = now.Add(vis)
 	}
 	if !d.claimed {
 		if lost {
@@ -376,7 +390,7 @@ func (c *Consumer) stillHeld(hctx context.Context, d *delivery) (held, lost bool
 	}
 	var answer error // the claim is another's: not tried again
 	cerr := c.transient(hctx, 0, func(ctx context.Context) error {
-		err := c.o.Runs.Extend(ctx, d.env.ID, c.o.InstanceID, now.Add(vis))
+		err := c.o.Runs.Extend(ctx, d.env.ID, c.o.InstanceID, until)
 		if errors.Is(err, leasecrontype.ErrClaimLost) {
 			answer, err = err, nil
 		}
@@ -390,10 +404,11 @@ func (c *Consumer) stillHeld(hctx context.Context, d *delivery) (held, lost bool
 		if lost {
 			d.visSince = now // the claim was extended: the next is due two thirds on
 		}
+		d.claimAt, d.claimUntil = now, until
 		return true, lost
 	case errors.Is(cerr, leasecrontype.ErrClaimLost):
 		// Another delivery has the run: its claim is not to be given back.
-		d.log.Warn("the run was taken over while this delivery was on its way to its handler; not running it", "waited", now.Sub(d.start))
+		d.log.Warn("the run is no longer this delivery's (taken over, or cancelled) while it was on its way to its handler; not running it", "waited", now.Sub(d.start))
 		c.forgetClaim(d)
 		d.claimed = false
 	default:
@@ -432,6 +447,14 @@ func (c *Consumer) releaseRate(hctx context.Context, d *delivery, at time.Time) 
 		d.log.Debug("taking back a rate start failed; it stays counted", "err", err)
 	}
 }
+
+// claimFresh bounds how long before its handler begins a delivery's claim
+// was last made or confirmed: past it, the claim is confirmed first
+// (stillHeld), one request more, so that a run a cancel marked after a
+// slowed delivery claimed it does not begin seconds after the cancel
+// answered (issue 38, sweep seed 95331: a rated task claimed under
+// failing storage began 7 s after `cancel` answered that it marked it).
+const claimFresh = time.Second
 
 // rateFresh bounds how long before the claim a delivery's start may have
 // been recorded against its rate limit: within the second each window is
@@ -599,6 +622,7 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 	err := c.transient(hctx, 0, func(ctx context.Context) error {
 		var cerr error
 		r, cerr = c.o.Runs.Claim(ctx, d.env.ID, c.o.InstanceID, d.env.FailedAttempts+1, now.Add(c.o.VisibilityTimeout), m)
+		d.claimAt, d.claimUntil = now, now.Add(c.o.VisibilityTimeout)
 		if refusal(cerr) {
 			answer, cerr = cerr, nil
 		}

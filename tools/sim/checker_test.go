@@ -1957,3 +1957,64 @@ func TestADuplicateRunningAfterALateSuccessHoldsNoKey(t *testing.T) {
 		}
 	})
 }
+
+// A one-off task whose run a worker claimed before a cancel marked it
+// cancelled has started: the cancel answers marked, and the handler may
+// begin just after the answer. Not seconds after: a delivery slowed
+// between its claim and its handler confirms its claim first, which the
+// mark refuses (seed 95331: t8, rated, claimed on w3 in a table fault
+// window, began 7 s after `cancel t8` answered). A claim after the mark,
+// or a retry after a failed attempt the cancel marked, is a violation.
+func TestAOneOffClaimedBeforeItsCancelMarkedItRuns(t *testing.T) {
+	for _, v := range []struct {
+		name   string
+		states []string      // state rows of the run before the cancel's mark
+		after  string        // a state row after the mark, before the start
+		begin  time.Duration // the handler's start after the mark
+		ok     bool
+	}{
+		{"claimed before the cancel was issued", []string{"queued", "running"}, "", 2 * time.Second, true},
+		{"claimed before the cancel, begun 7 s after its mark", []string{"queued", "running"}, "", 7 * time.Second, false},
+		{"claimed after the cancel marked it", []string{"queued"}, "running", 2 * time.Second, false},
+		{"queued at the mark", []string{"queued"}, "", 2 * time.Second, false},
+		{"failed at the mark, retried after", []string{"queued", "running", "failed"}, "running", 2 * time.Second, false},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				due := w.now()
+				task := c.newTI(TaskSpec{ID: "t8", Type: TypeRated}, nil, nil)
+				c.scheduled(task, w.now(), leasecron.Item{ID: "t8", Due: due}, nil)
+				attempts := int64(0)
+				state := func(st string) {
+					if st == "running" {
+						attempts++
+					}
+					c.runsCommit(memstore.Commit{Table: runsTable, Partition: "p0", Rows: []memstore.CommittedRow{
+						{RowKey: "x~" + st + "~1~t8", Props: map[string]any{"Id": "t8", "State": st, "Attempts": attempts, "Due": due}},
+					}})
+				}
+				for _, st := range v.states {
+					state(st)
+					time.Sleep(time.Second)
+				}
+				task.cancelTry = w.now()
+				time.Sleep(200 * time.Millisecond)
+				state("cancelled")
+				time.Sleep(30 * time.Millisecond)
+				task.cancelled = w.now()
+				time.Sleep(time.Second)
+				if v.after != "" {
+					state(v.after)
+				}
+				time.Sleep(v.begin - time.Second - 30*time.Millisecond)
+				ev := okNow(w, task, "t8", due)
+				ev.attempt = int(max(attempts, 1))
+				got := violationsOf(c, func() { c.checkStartLocked(task, ev) })
+				if (len(got) == 0) != v.ok {
+					t.Errorf("violations %v; want none: %v", got, v.ok)
+				}
+			})
+		})
+	}
+}
