@@ -436,12 +436,7 @@ func TestADeliveryThatCannotHoldItsRunOnItsWayDoesNotRunIt(t *testing.T) {
 // is held up (a process stopped with that request in hand): the check
 // before the handler comes again after the pause check.
 func TestADeliveryWhoseRunWasTakenOverDuringItsPauseCheckDoesNotRunIt(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, PauseCheck: 5 * time.Second,
-		VisibilityTimeout: 60 * time.Second, MaxRunTime: time.Hour, PollMax: time.Hour}})
-	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 10 * time.Second}
-	rs.slow.Store(1)
-	h.c.o.Runs = rs
-	h.c.o.Pauses = &stallingPauses{on: 2, do: func() {
+	h, rs := slowClaimThenPauseCheck(t, 10*time.Second, func(h *harness, rs *slowClaims) {
 		// The check after the slow claim: 60 s on, the message is
 		// received again and its lapsed claim taken over.
 		h.clk.Advance(55 * time.Second)
@@ -452,7 +447,7 @@ func TestADeliveryWhoseRunWasTakenOverDuringItsPauseCheckDoesNotRunIt(t *testing
 			t.Errorf("the other worker's claim: %v", err)
 		}
 		h.clk.Advance(5 * time.Second)
-	}}
+	})
 	h.leftToTheOtherWorker(rs, OutcomeLost)
 }
 
@@ -2750,20 +2745,15 @@ func diedAndRequeued(t *testing.T, rm *runs.Memory, id string, due time.Time) {
 // seed 95331: a rated task claimed under failing storage began 7 s after
 // `cancel` answered that it had marked its run).
 func TestADeliverySlowedAfterItsClaimDoesNotRunWhatACancelMarked(t *testing.T) {
-	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, PauseCheck: 5 * time.Second,
-		VisibilityTimeout: 60 * time.Second, MaxRunTime: time.Hour, PollMax: time.Hour}})
-	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: 6 * time.Second}
-	rs.slow.Store(1)
-	h.c.o.Runs = rs
-	h.c.o.Pauses = &stallingPauses{on: 2, do: func() {
+	h, rs := slowClaimThenPauseCheck(t, 6*time.Second, func(h *harness, rs *slowClaims) {
 		// The pause check again after the slow claim (the pause state
-		// read 6 s ago is stale), held up: a cancel
-		// marks the claimed run meanwhile.
+		// read 6 s ago is stale), held up: a cancel marks the claimed
+		// run meanwhile.
 		if _, err := rs.Memory.Peer().Cancel(context.Background(), "l1"); err != nil {
 			t.Errorf("cancel: %v", err)
 		}
 		h.clk.Advance(5 * time.Second)
-	}}
+	})
 	h.c.Handle("long", untilCancelled)
 	h.enqueue(Envelope{ID: "l1", Type: "long"})
 	h.start()
@@ -2776,4 +2766,18 @@ func TestADeliverySlowedAfterItsClaimDoesNotRunWhatACancelMarked(t *testing.T) {
 	if r := mustRun(t, rs.Memory, "l1", runs.Cancelled); r.Attempts != 1 {
 		t.Fatalf("run = attempts %d; want the cancelled claim's one", r.Attempts)
 	}
+}
+
+// slowClaimThenPauseCheck is a harness of one handler slot whose first
+// claim answers by late, and whose pause check after it (the second)
+// does do first.
+func slowClaimThenPauseCheck(t *testing.T, by time.Duration, do func(h *harness, rs *slowClaims)) (*harness, *slowClaims) {
+	t.Helper()
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, PauseCheck: 5 * time.Second,
+		VisibilityTimeout: 60 * time.Second, MaxRunTime: time.Hour, PollMax: time.Hour}})
+	rs := &slowClaims{Memory: runs.NewMemory(h.clk), clk: h.clk, by: by}
+	rs.slow.Store(1)
+	h.c.o.Runs = rs
+	h.c.o.Pauses = &stallingPauses{on: 2, do: func() { do(h, rs) }}
+	return h, rs
 }
