@@ -96,7 +96,7 @@ func (b *Board) Add(ctx context.Context, e Entry, opts *AddOptions) error {
 			// exists" for the key it had written). Adding again tells.
 			return fmt.Errorf("add blackboard key %q: the key is on the board, and reading whether it is this add's own failed (add it again): %w", e.Key, err)
 		case !cur.Removed.IsZero():
-			next = readded(cur, def)
+			next = readded(cur, def, time.Now())
 		case cur.definition() == def:
 			// This add's own insert whose answer was lost (the retry met
 			// it), or an equal one: the board has what was asked for.
@@ -120,14 +120,19 @@ func (b *Board) Add(ctx context.Context, e Entry, opts *AddOptions) error {
 	return fmt.Errorf("add blackboard key %q: %w after %d attempts", e.Key, ErrConflict, maxModifyAttempts)
 }
 
-// readded is the row of a key added as def over cur, a row removed while
-// a run held it: a new key, due at once, whose row keeps that run's claim
-// (and StopClaim naming it) so that no worker claims the key until the
-// run has stopped (issue 38, row 172: deleted at once, the row took the
-// claim with it, and the key added again ran beside the removed one).
-func readded(cur, def Entry) Entry {
+// readded is the row of a key added as def at now over cur, a row
+// removed while a run held it: a new key, due at once, whose row keeps
+// that run's claim (and StopClaim naming it) so that no worker claims the
+// key until the run has stopped (issue 38, row 172: deleted at once, the
+// row took the claim with it, and the key added again ran beside the
+// removed one). A claim that has lapsed (its worker died) is not kept:
+// the key is free at once, as a takeover would find it.
+func readded(cur, def Entry, now time.Time) Entry {
 	next := def
 	next.ETag = cur.ETag
+	if cur.Abandoned(now) {
+		return next
+	}
 	next.Running, next.Worker, next.ClaimID, next.ClaimedAt, next.LockedUntil = cur.Running, cur.Worker, cur.ClaimID, cur.ClaimedAt, cur.LockedUntil
 	next.Start, next.Stoppable, next.StopClaim = cur.Start, cur.Stoppable, cur.StopClaim
 	next.RunNow = true
@@ -154,12 +159,14 @@ func (b *Board) Remove(ctx context.Context, key string) error {
 			// Removed already (or by this call, its answer lost, as a
 			// delete whose answer was lost meets no row).
 			err = leasecrontype.ErrNotFound
-		case err == nil && cur.Running && cur.Stoppable:
+		case err == nil && cur.Running && cur.Stoppable && !cur.Abandoned(time.Now()):
 			cur.StopClaim, cur.Removed = cur.ClaimID, time.Now().UTC()
 			_, err = b.store.Replace(ctx, cur, cur.ETag)
 		case err == nil:
-			// Not running, or claimed by a worker of an earlier release,
-			// which would write a mark away: deleted as those releases did.
+			// Not running, its claim lapsed (its worker gone: a takeover
+			// would free it), or claimed by a worker of an earlier
+			// release, which would write a mark away: deleted as those
+			// releases did.
 			err = b.store.Delete(ctx, key, cur.ETag)
 		}
 		switch {

@@ -3,6 +3,7 @@ package blackboard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func startBlocked(t *testing.T, s Store, clk *clock.Fake, key string) (r *record
 func TestAKeyRemovedAndAddedAgainDoesNotRunBesideItsRun(t *testing.T) {
 	ctx := context.Background()
 	s := NewMemoryStore()
-	clk := clock.NewFake(t0)
+	clk := clock.NewFake(time.Now())
 	b := NewBoardWithStore(s)
 	addKey(t, s, "k", time.Hour)
 	_, _, runs, done := startBlocked(t, s, clk, "k")
@@ -109,7 +110,7 @@ func TestAKeyRemovedWhileItRunsIsDeletedWhenItsRunStops(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			s := NewMemoryStore()
-			clk := clock.NewFake(t0)
+			clk := clock.NewFake(time.Now())
 			addKey(t, s, "k", time.Hour)
 			_, release, runs, done := startBlocked(t, s, clk, "k")
 			if err := NewBoardWithStore(s).Remove(ctx, "k"); err != nil {
@@ -135,10 +136,12 @@ func TestAKeyRemovedWhileItRunsIsDeletedWhenItsRunStops(t *testing.T) {
 func TestARemovedKeyWhoseWorkerDiedIsDeletedPastItsLock(t *testing.T) {
 	ctx := context.Background()
 	s := NewMemoryStore()
-	clk := clock.NewFake(t0)
+	clk := clock.NewFake(time.Now())
 	addKey(t, s, "k", time.Minute)
 	e := get(t, s, "k")
-	e.Running, e.Stoppable, e.ClaimID, e.Worker, e.ClaimedAt, e.Start, e.LockedUntil = true, true, "dead", "gone", t0, t0, t0.Add(time.Minute)
+	// (The Board reads the lock by the wall clock.)
+	lock := clk.Now().Add(time.Minute)
+	e.Running, e.Stoppable, e.ClaimID, e.Worker, e.ClaimedAt, e.Start, e.LockedUntil = true, true, "dead", "gone", clk.Now(), clk.Now(), lock
 	if _, err := s.Replace(ctx, e, e.ETag); err != nil {
 		t.Fatal(err)
 	}
@@ -165,11 +168,117 @@ func TestRemoveOfAClaimByAnEarlierReleaseDeletesTheRow(t *testing.T) {
 	ctx := context.Background()
 	s := NewMemoryStore()
 	addKey(t, s, "old", time.Minute)
-	intrude(t, s, "old", "older-release", t0) // Stoppable unset
+	intrude(t, s, "old", "older-release", time.Now()) // Stoppable unset
 	if err := NewBoardWithStore(s).Remove(ctx, "old"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Get(ctx, "old"); !errors.Is(err, leasecrontype.ErrNotFound) {
 		t.Fatalf("row of a key claimed by an older worker after its remove: %v; want it deleted", err)
 	}
+}
+
+// A key whose worker died holding it, removed and added again, is free at
+// once: its lapsed claim is not kept (as a takeover would not wait for it
+// either), and the remove deletes such a row outright.
+func TestAKeyOfADeadWorkerRemovedAndAddedAgainRunsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	b := NewBoardWithStore(s)
+	addKey(t, s, "k", time.Hour)
+	lapsed := time.Now().Add(-time.Minute)
+	e := get(t, s, "k")
+	e.Running, e.Stoppable, e.ClaimID, e.Worker, e.ClaimedAt, e.Start, e.LockedUntil = true, true, "dead", "gone", lapsed.Add(-time.Hour), lapsed.Add(-time.Hour), lapsed
+	if _, err := s.Replace(ctx, e, e.ETag); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Remove(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "k"); !errors.Is(err, leasecrontype.ErrNotFound) {
+		t.Fatalf("row of a lapsed claim after its remove: %v; want it deleted", err)
+	}
+	// Marked while its claim held, and the claim lapsed since: an add
+	// does not keep it.
+	addKey(t, s, "k", time.Hour)
+	e = get(t, s, "k")
+	e.Running, e.Stoppable, e.ClaimID, e.StopClaim, e.Removed, e.LockedUntil = true, true, "dead", "dead", lapsed, lapsed
+	if _, err := s.Replace(ctx, e, e.ETag); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Add(ctx, Entry{Key: "k", Interval: time.Hour, Type: "count", Payload: "new"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if e := get(t, s, "k"); e.Running || e.StopClaim != "" || !e.Removed.IsZero() || e.Payload != "new" {
+		t.Fatalf("row added over a removed key whose claim lapsed: %+v; want a fresh key", e)
+	}
+	r := &recorder{}
+	if rep := runOnce(t, newWorker(t, s, clock.NewFake(time.Now()), r, nil)); rep.Claimed != 1 || r.count() != 1 {
+		t.Fatalf("the key added again: %+v; want it run at once", rep)
+	}
+}
+
+// A claim whose answer was lost, with a remove landing between its commit
+// and its read-back, is not run (or, run, stops at its first heartbeat):
+// taken as its own as read back, the marked row's ETag let every
+// heartbeat write on, and the removed key ran to its end (a review of
+// row 172's fix).
+func TestAClaimReadBackAfterARemoveDoesNotRunOn(t *testing.T) {
+	ctx := context.Background()
+	mem := NewMemoryStore()
+	s := &lostStore{Store: mem}
+	clk := clock.NewFake(time.Now())
+	addKey(t, mem, "k", time.Hour)
+	var removeErr error
+	fired := false
+	s.set(func(e Entry) error {
+		if fired || !e.Running || e.Worker != "w1" {
+			return nil
+		}
+		fired = true
+		// The claim committed; its answer is lost; a remove lands before
+		// the SDK's retry meets the changed row as a conflict.
+		removeErr = NewBoardWithStore(mem).Remove(ctx, "k")
+		return fmt.Errorf("update: %w", ErrConflict)
+	})
+	r := &recorder{}
+	started, _ := blocking(r)
+	runs := make(chan RunReport, 1)
+	w := newWorker(t, s, clk, r, func(o *Options) {
+		o.InstanceID = "w1"
+		o.LockTTL = 30 * time.Second
+		o.Hooks.OnRun = func(rr RunReport) { runs <- rr }
+	})
+	done := make(chan struct{})
+	go func() { runOnce(t, w); close(done) }()
+	select {
+	case <-started:
+		t.Logf("the handler began after the remove answered (%v)", removeErr)
+	case <-done:
+		return // not run at all: fine
+	}
+	if removeErr != nil {
+		t.Fatalf("remove: %v", removeErr)
+	}
+	// Two heartbeats: the docs promise the run stops at the first.
+	for i := 0; i < 2; i++ {
+		if err := clk.WaitForTimers(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(10 * time.Second)
+		select {
+		case <-done:
+			rr := <-runs
+			if rr.Recorded {
+				t.Fatalf("report %+v: a removed key's outcome is recorded", rr)
+			}
+			if _, err := mem.Get(ctx, "k"); !errors.Is(err, leasecrontype.ErrNotFound) {
+				t.Fatalf("row after the run stopped: %v; want it deleted", err)
+			}
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	e := get(t, mem, "k")
+	t.Fatalf("a run of a removed key is still running after two heartbeats; row %+v (Removed %v, StopClaim==ClaimID %v, LockedUntil %v)",
+		e.Key, e.Removed, e.StopClaim == e.ClaimID, e.LockedUntil)
 }

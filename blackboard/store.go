@@ -46,7 +46,10 @@ type Store interface {
 // (omitted while zero), durations Go duration strings ("8h0m0s"), counts
 // Edm.Int64. These names are a public contract: any tool may read the
 // table, and may add a key by inserting a row with Interval, Type and
-// Payload (an integer Interval is read as seconds).
+// Payload (an integer Interval is read as seconds). A row with Removed set
+// is not on the board: its key was removed while a run held it, and the
+// row stays until that run stops (an insert of the key meanwhile meets
+// it; Board.Add takes it over).
 const (
 	propInterval     = "Interval"
 	propType         = "Type"

@@ -154,8 +154,8 @@ type RunReport struct {
 	// was recorded with RunNow set.
 	Interrupted bool
 	// Recorded reports that Stop was written. When false, RecordErr says
-	// why: ErrClaimLost (taken over), ErrNotFound (key removed), or a
-	// storage error.
+	// why: ErrClaimLost (taken over), ErrNotFound (key removed, or removed
+	// and added again, while it ran), or a storage error.
 	Recorded  bool
 	RecordErr error
 }
@@ -490,6 +490,10 @@ func (w *Worker) claim(ctx context.Context, e Entry) (c *claim, conflict bool, e
 			// rather than leave claimed by nobody until its lock expires.
 			fresh, gerr := w.store.Get(ctx, e.Key)
 			switch {
+			case gerr == nil && fresh.Running && fresh.ClaimID == next.ClaimID && fresh.StopClaim == next.ClaimID:
+				// This claim landed, its answer lost, and a remove marked
+				// it before the read-back: not run, the claim ended.
+				return nil, false, w.endStopped(ctx, fresh)
 			case gerr == nil && fresh.Running && fresh.ClaimID == next.ClaimID:
 				next, etag, err = fresh, fresh.ETag, nil
 			case gerr == nil && errors.Is(err, ErrConflict):
@@ -562,6 +566,12 @@ wait:
 		switch {
 		case err == nil:
 			c.deadline = now.Add(c.ttl)
+		case errors.Is(err, errStopped):
+			lostErr = err
+			log.Info("the key was removed while it ran; cancelling the handler", "err", err)
+			cancel(err)
+			herr = <-done
+			break wait
 		case errors.Is(err, ErrClaimLost), errors.Is(err, ErrNotFound):
 			lostErr = err
 			log.Warn("claim lost while running; cancelling the handler", "err", err)
@@ -645,14 +655,14 @@ func endRun(stop time.Time, d time.Duration, herr error, interrupted bool) func(
 }
 
 // errStopped: the key was removed, or removed and added again, while this
-// claim's run held it (Entry.StopClaim names the claim). It wraps
-// ErrNotFound (removed) or ErrClaimLost (added again) as well.
+// claim's run held it (Entry.StopClaim names the claim). It is wrapped
+// with ErrNotFound: the key this run was of is gone.
 var errStopped = errors.New("the key was removed while it ran")
 
 // stopped is the error of a write of c met by its StopClaim on fresh.
 func stopped(c *claim, fresh Entry) error {
 	if fresh.Removed.IsZero() {
-		return fmt.Errorf("%w: %w: %q was added again with a new definition", ErrClaimLost, errStopped, c.key)
+		return fmt.Errorf("%w: %w: %q was removed and added again", ErrNotFound, errStopped, c.key)
 	}
 	return fmt.Errorf("%w: %w: %q", ErrNotFound, errStopped, c.key)
 }
@@ -715,6 +725,19 @@ func (w *Worker) writeOwn(ctx context.Context, c *claim, fn func(*Entry)) error 
 	for attempt := 0; attempt < maxModifyAttempts; attempt++ {
 		next := base
 		fn(&next)
+		if base.StopClaim == c.id && base.ClaimID == c.id && base.Running {
+			// A row read back marked (stopped below, or by claim): its
+			// run is never written on.
+			if !next.Running {
+				if err := w.endStopped(ctx, base); err != nil {
+					return err
+				}
+			}
+			return stopped(c, base)
+		}
+		if next.Running {
+			next.Stoppable = true // (an earlier release's client may have written it away)
+		}
 		etag, err := w.store.Replace(ctx, next, base.ETag)
 		if err == nil {
 			next.ETag = etag
@@ -744,16 +767,7 @@ func (w *Worker) writeOwn(ctx context.Context, c *claim, fn func(*Entry)) error 
 		if !fresh.Running || fresh.ClaimID != c.id {
 			return fmt.Errorf("%w: %q is now claimed by %s since %s", ErrClaimLost, c.key, fresh.Worker, fresh.ClaimedAt.Format(time.RFC3339Nano))
 		}
-		if fresh.StopClaim == c.id {
-			if next.Running {
-				return stopped(c, fresh) // the handler stops first
-			}
-			if err := w.endStopped(ctx, fresh); err != nil {
-				return err
-			}
-			return stopped(c, fresh)
-		}
-		base = fresh
+		base = fresh // (marked by a remove: the check above stops it)
 	}
 	return fmt.Errorf("update blackboard key %q: %w after %d attempts", c.key, ErrConflict, maxModifyAttempts)
 }
