@@ -34,7 +34,10 @@ type ClientOptions struct {
 	// makes due within this of now is sent to the queue by the client at
 	// once (with run records on), rather than by the mover's next pass.
 	// Default DefaultSendWithin (5s, one mover pass; the CLI uses
-	// mover.poll_every); negative leaves every task to the mover.
+	// mover.poll_every); negative leaves every task to the mover. Give it
+	// the workers' poll interval when they do not use the default: a
+	// disable or cancel of a series also stops the occurrences a mover
+	// pass may be moving, those due within twice it (and 2 s).
 	SendWithin time.Duration
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger

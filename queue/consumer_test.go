@@ -2781,3 +2781,50 @@ func slowClaimThenPauseCheck(t *testing.T, by time.Duration, do func(h *harness,
 	h.c.o.Pauses = &stallingPauses{on: 2, do: func() { do(h, rs) }}
 	return h, rs
 }
+
+// slowTable is run records whose every claim and extension answers lat
+// later: a uniformly slow, working table.
+type slowTable struct {
+	*runs.Memory
+	clk     *clock.Fake
+	lat     time.Duration
+	extends atomic.Int32
+}
+
+func (s *slowTable) Claim(ctx context.Context, id, worker string, attempt int, until time.Time, m leasecrontype.RunMeta) (leasecrontype.Run, error) {
+	s.clk.Advance(s.lat)
+	return s.Memory.Claim(ctx, id, worker, attempt, until, m)
+}
+
+func (s *slowTable) Extend(ctx context.Context, id, worker string, until time.Time) error {
+	s.extends.Add(1)
+	s.clk.Advance(s.lat)
+	return s.Memory.Extend(ctx, id, worker, until)
+}
+
+// A table whose every request takes up to a second still runs tasks: the
+// claim confirmed before the handler (claimFresh) is fresh enough when
+// that confirmation took a second (a review of row 174's fix: checked
+// after the pause and rate, a claim confirmed that slowly was never
+// fresh, and every delivery was put back three rounds later).
+func TestATableSlowByASecondStillRunsTasks(t *testing.T) {
+	for _, lat := range []time.Duration{300 * time.Millisecond, 700 * time.Millisecond, 1100 * time.Millisecond} {
+		t.Run(lat.String(), func(t *testing.T) {
+			h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{Concurrency: 1, PauseCheck: 5 * time.Second,
+				VisibilityTimeout: 60 * time.Second, MaxRunTime: time.Hour, PollMax: 4 * time.Second}})
+			rs := &slowTable{Memory: runs.NewMemory(h.clk), clk: h.clk, lat: lat}
+			h.c.o.Runs = rs
+			h.c.Handle("x", func(context.Context, leasecrontype.Task) error { return nil })
+			h.enqueue(Envelope{ID: "a", Type: "x"})
+			h.start()
+			for i := 0; i < 5; i++ {
+				ev := h.next()
+				t.Logf("outcome %s (extends so far %d)", ev.outcome, rs.extends.Load())
+				if ev.outcome == OutcomeSucceeded {
+					return
+				}
+			}
+			t.Errorf("never ran with every table request taking %s", lat)
+		})
+	}
+}

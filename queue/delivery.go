@@ -208,37 +208,34 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 	} else {
 		task.Payload, herr = c.fetchPayload(hctx, env)
 	}
-	// Whether the run is still this delivery's is checked first, so that
-	// the pause and the rate start are checked right before the handler;
-	// and again after them when they were slow too (a request held up by
-	// a stopped process: free otherwise).
-	//
-	// The second check of the run can itself be slow (its message and
-	// claim extended through failing storage, after a pause check or rate
-	// move that took the delivery past two thirds of its visibility): the
-	// pause and the rate start are then checked again, so that the handler
-	// begins within rateFresh of the start the window counts and within
-	// about twice pauseRecheck of a pause check (a review of row 160's
-	// fix: else a start could be counted seconds before its handler
-	// began, and more handlers than a rate allows begin within its
-	// window). Three slow rounds put the message back, as three late rate
-	// answers do.
+	// Whether the run is still this delivery's is checked first
+	// (stillHeld), then the pause and the rate start (stillStarts), so
+	// that those stay right before the handler. When either was slow —
+	// the pause or rate answer past pauseRecheck, the rate start older
+	// than rateFresh, or the claim last confirmed more than claimFresh
+	// and pauseRecheck ago (a slow confirmation: a cancel may have marked
+	// the run since it landed) — the round is made again (a review of
+	// row 160's fix: else a start could be counted seconds before its
+	// handler began, and more handlers than a rate allows begin within
+	// its window; and of row 174's: checked in the other order, a claim
+	// confirmed in a second or more was never fresh enough, and a table
+	// that slow ran nothing). Three slow rounds put the message back, as
+	// three late rate answers do.
 	if herr == nil {
-		held, lostBefore := c.stillHeld(hctx, d)
-		if !held {
-			return
-		}
+		lostBefore := false
 		for round := 1; ; round++ {
-			if !c.stillStarts(hctx, d, &rateAt) {
-				return
-			}
-			asked := c.clk.Now()
-			if held, lost = c.stillHeld(hctx, d); !held {
+			held, lost := c.stillHeld(hctx, d)
+			if !held {
 				return
 			}
 			lostBefore = lostBefore || lost
+			asked := c.clk.Now()
+			if !c.stillStarts(hctx, d, &rateAt) {
+				return
+			}
 			now := c.clk.Now()
-			if now.Sub(asked) <= pauseRecheck && (rateAt.IsZero() || now.Sub(rateAt) <= rateFresh) {
+			if now.Sub(asked) <= pauseRecheck && (rateAt.IsZero() || now.Sub(rateAt) <= rateFresh) &&
+				(!d.claimed || now.Sub(d.claimAt) <= claimFresh+pauseRecheck) {
 				break
 			}
 			if round == 3 {
