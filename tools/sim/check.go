@@ -598,11 +598,16 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 				// batch's member, answered after this schedule's error).
 				c.alternativeLocked(t, old)
 				if t.spec.Replace && old.accepted && len(old.starts) == 0 {
-					// Written all the same, a replace takes a batch
-					// member's place, and the batch may hear of its end
+					// Written all the same, a replace takes old's place:
+					// a batch with old as a member may hear of its end
 					// (seed 69565: the replace answered "busy", its
-					// replacement ran and died, and the callback ran).
-					c.batchAltLocked(old, t)
+					// replacement ran and died, and the callback ran),
+					// and so may a child waiting for the id (README,
+					// workflows: a child waits for its parent's id; seed
+					// 95753: the replace of a waiting parent lost its
+					// answer, its replacement ran and succeeded, and
+					// released the --after-any child).
+					c.alternativeLocked(old, t)
 				}
 			}
 		}

@@ -1171,6 +1171,43 @@ func TestAnErroredReplaceOfAMemberMayEndIt(t *testing.T) {
 	})
 }
 
+// A replace of a waiting parent that answered an error may have been
+// written all the same and taken the parent's place: a child waiting for
+// the id is released by the replacement's end (README, workflows: a child
+// waits for its parent's id; seed 95753: the replace's transaction lost
+// its answer, the replacement ran and succeeded, and the --after-any
+// child started, the replaced line of the file never having run). An
+// errored replace that never ran releases nobody.
+func TestAnErroredReplaceOfAParentMayReleaseItsChild(t *testing.T) {
+	for _, ran := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			w, c := newTestChecker()
+			file := &Op{Kind: OpMany}
+			parent := c.newTI(TaskSpec{ID: "p", Type: "rated"}, file, nil)
+			child := c.newTI(TaskSpec{ID: "c", Type: "pausable", After: []string{"p"}, AfterAny: true}, file, nil)
+			c.scheduled(parent, w.now(), leasecron.Item{ID: "p", Due: w.now().Add(time.Hour)}, nil)
+			c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
+			time.Sleep(time.Minute)
+			repl := c.newTI(TaskSpec{ID: "p", Type: "slow", Replace: true}, nil, nil)
+			c.scheduled(repl, w.now(), leasecron.Item{}, errors.New("add p: transaction of 3 operations on ScheduledItems/00: sim: connection reset by peer"))
+			time.Sleep(10 * time.Second)
+			if ran {
+				addAttempt(w, repl, 1, w.now(), "ok")
+			}
+			time.Sleep(time.Second)
+			got := violationsOf(c, func() {
+				c.checkStartLocked(child, &runEv{ti: child, runID: "c", due: child.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
+			})
+			if ran && len(got) > 0 {
+				t.Errorf("the errored replace ran and succeeded, releasing the child: violations %q; want none", got)
+			}
+			if !ran {
+				wantOnly(t, got, "before its parent p had ended", "the child's early start")
+			}
+		})
+	}
+}
+
 // A schedule that answered an error may never have been written; one
 // whose row a traffic cop then moved was, and is owed its run as an
 // accepted one is (README: a scheduler that dies midway loses nothing).
