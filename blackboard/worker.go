@@ -566,15 +566,13 @@ wait:
 		switch {
 		case err == nil:
 			c.deadline = now.Add(c.ttl)
-		case errors.Is(err, errStopped):
-			lostErr = err
-			log.Info("the key was removed while it ran; cancelling the handler", "err", err)
-			cancel(err)
-			herr = <-done
-			break wait
 		case errors.Is(err, ErrClaimLost), errors.Is(err, ErrNotFound):
 			lostErr = err
-			log.Warn("claim lost while running; cancelling the handler", "err", err)
+			if errors.Is(err, errStopped) {
+				log.Info("the key was removed while it ran; cancelling the handler", "err", err)
+			} else {
+				log.Warn("claim lost while running; cancelling the handler", "err", err)
+			}
 			cancel(err)
 			herr = <-done
 			break wait

@@ -616,10 +616,10 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 	// claim runs unrecorded, and its outcome then lands on whatever record
 	// the id has (an earlier task's).
 	var answer error // a refusal: not tried again
+	d.claimAt, d.claimUntil = now, now.Add(c.o.VisibilityTimeout)
 	err := c.transient(hctx, 0, func(ctx context.Context) error {
 		var cerr error
-		r, cerr = c.o.Runs.Claim(ctx, d.env.ID, c.o.InstanceID, d.env.FailedAttempts+1, now.Add(c.o.VisibilityTimeout), m)
-		d.claimAt, d.claimUntil = now, now.Add(c.o.VisibilityTimeout)
+		r, cerr = c.o.Runs.Claim(ctx, d.env.ID, c.o.InstanceID, d.env.FailedAttempts+1, d.claimUntil, m)
 		if refusal(cerr) {
 			answer, cerr = cerr, nil
 		}
