@@ -604,11 +604,18 @@ func TestLostMessageIsNotDeleted(t *testing.T) {
 	close(release)
 	// The copy delivered meanwhile goes back (running here).
 	h.expectPast(OutcomeLost)
-	if ops := h.work.opCounts(); ops["delete"] != 0 {
-		t.Fatalf("message deleted %d times after its receipt went stale", ops["delete"])
+	// The loop may meanwhile have taken the copy back and acknowledged it
+	// as a duplicate of the recorded success; the handler's delivery, its
+	// receipt stale, deletes nothing.
+	left := len(h.work.all()) // read first: a delete is recorded before it is made
+	deleted := fq.deletes()
+	for _, m := range deleted {
+		if m.DequeueCount == 1 {
+			t.Fatal("the handler's delivery deleted the message after its receipt went stale")
+		}
 	}
-	if len(h.work.all()) != 1 {
-		t.Fatal("the message must be left to reappear")
+	if len(deleted) == 0 && left != 1 {
+		t.Fatalf("the message must be left to reappear; the queue holds %d", left)
 	}
 	mustRun(t, rm, "lost", runs.Succeeded)
 	select {
@@ -2702,6 +2709,9 @@ func TestSecondMessageOfARequeuedDeathTellsWhenItComesBack(t *testing.T) {
 	h.enqueue(Envelope{ID: "p", Type: "t", Due: due, Waiters: true})
 	h.start()
 	h.expect(OutcomeDeferred)
+	// Its delivery lets go of the id after telling the outcome: a copy
+	// brought back before that would be put back as already running here.
+	h.quiesce()
 	if _, env := h.only(h.work); env.Ended != "" || env.Dequeues != 1 {
 		t.Fatalf("the message put back: Ended %q, Dequeues %d; want no end carried and its delivery counted", env.Ended, env.Dequeues)
 	}

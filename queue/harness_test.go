@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -168,6 +169,17 @@ func (h *harness) next() event {
 			h.t.Fatal("no outcome")
 		}
 		if h.pending > 0 && h.c.Stats().InFlight == 0 {
+			// An outcome is reported before InFlight falls, so one may
+			// be waiting although select took the idle wait: take it
+			// first. Advancing past it could bring its message back and
+			// settle it again before the test has seen the first
+			// outcome (a second deferral where the test, told of the
+			// first, changed what the next delivery finds).
+			select {
+			case ev := <-h.obs.events:
+				return ev
+			default:
+			}
 			d := h.pending
 			h.pending = 0
 			h.clk.Advance(d)
@@ -304,6 +316,23 @@ type flakyQueue struct {
 	*MemoryQueue
 	mu        sync.Mutex
 	updateErr error
+	deleted   []Message
+}
+
+// Delete records each message deleted (with the delivery's receipt and
+// dequeue count) before deleting it.
+func (f *flakyQueue) Delete(ctx context.Context, m Message) error {
+	f.mu.Lock()
+	f.deleted = append(f.deleted, m)
+	f.mu.Unlock()
+	return f.MemoryQueue.Delete(ctx, m)
+}
+
+// deletes returns the messages Delete was called with, in order.
+func (f *flakyQueue) deletes() []Message {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.deleted)
 }
 
 func (f *flakyQueue) Update(ctx context.Context, m Message, text string, vis time.Duration) (Message, error) {
