@@ -432,6 +432,9 @@ func (c *checker) boardLeastGapLocked(k *boardKey, prev, r *boardRun) (time.Dura
 		if o.kind == OpBoardRunNow || !o.replace {
 			return 0, "a run-now or a new add came between them"
 		}
+		if removedBefore(k, o, from, to) {
+			return 0, "a replace that may have added the key again after a remove came between them"
+		}
 		intervals = append(intervals, o.interval)
 	}
 	intervals = append(intervals, mayBeInForce(settled)...)
@@ -448,6 +451,21 @@ func (c *checker) boardLeastGapLocked(k *boardKey, prev, r *boardRun) (time.Dura
 		return ttl, "the lock TTL: the earlier run's worker went down or met faults, and its claim may have lapsed"
 	}
 	return iv, "the interval"
+}
+
+// removedBefore reports whether a remove of k may have deleted its row
+// after from and before the replace add o wrote: o then added the key
+// again, a new key due at once (README, the blackboard: a key added
+// again after a remove starts as a new key), whatever --replace says of
+// a key still on the board (sweep seed 99442: a remove and a replace
+// issued together, the remove's delete landing first). A remove that
+// answered an error may have deleted the row too.
+func removedBefore(k *boardKey, o *boardOpEv, from, to time.Time) bool {
+	return slices.ContainsFunc(k.ops, func(rm *boardOpEv) bool {
+		return rm.kind == OpBoardRemove && !rm.issued.After(to) &&
+			(rm.answered.IsZero() || !rm.answered.Before(from)) &&
+			(o.answered.IsZero() || !rm.issued.After(o.answered))
+	})
 }
 
 // boardDue is a moment a key became due, and what a start after which

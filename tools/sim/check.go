@@ -1621,6 +1621,16 @@ func (c *checker) parentEnd(pt *ti, any bool, by, seen time.Time) (time.Time, st
 			}
 		}
 	}
+	// A replace of the id tried since pt, its answer not in yet, whose
+	// replacement ran (its write landed): once it answers it is pt's
+	// alternative (replacedLocked) or a scheduling again, and a child
+	// waiting for the id may hear of its end before that (seed 97681: the
+	// replace answered 9 s after the child started).
+	for _, o := range c.byID[c.idOfLocked(pt)] {
+		if o != pt && o.spec.Replace && o.returned.IsZero() && len(o.starts) > 0 && o.tried.After(pt.issued) && !slices.Contains(family, o) {
+			family = append(family, o)
+		}
+	}
 	if prev := c.unwrittenParentLocked(pt, seen); prev != nil {
 		family = append(family, c.family(prev)...)
 	}

@@ -597,6 +597,40 @@ func TestOverlappingReplacesOfABoardKeyEitherMayHold(t *testing.T) {
 	}
 }
 
+// A replace add that lands after a remove deleted the key's row adds the
+// key again, due at once: the interval from the run before the remove
+// does not hold (README, the blackboard; sweep seed 99442). Without a
+// remove, or with one issued after the replace answered, the replace
+// keeps the key's last start and the interval holds.
+func TestAReplaceAfterARemoveAddsTheKeyAgain(t *testing.T) {
+	w, c := newTestChecker()
+	w.plan.Board = &BoardSpec{Cycle: 5 * time.Second}
+	t0 := time.Now()
+	p := &proc{name: "w3", id: "w3-1"}
+	prev := &boardRun{key: "b3", proc: p, start: t0.Add(30 * time.Second), end: t0.Add(31 * time.Second), claimed: t0.Add(30 * time.Second), outcome: "ok"}
+	next := &boardRun{key: "b3", proc: p, start: t0.Add(69 * time.Second), end: t0.Add(70 * time.Second), claimed: t0.Add(69 * time.Second), outcome: "ok"}
+	add := &boardOpEv{kind: OpBoardAdd, key: "b3", interval: 45 * time.Second, issued: t0, answered: t0}
+	replace := &boardOpEv{kind: OpBoardAdd, key: "b3", interval: 45 * time.Second, replace: true, issued: t0.Add(67 * time.Second), answered: t0.Add(67 * time.Second)}
+	for _, tc := range []struct {
+		name      string
+		remove    *boardOpEv
+		wantLeast time.Duration
+	}{
+		{"a remove issued with the replace", &boardOpEv{kind: OpBoardRemove, key: "b3", issued: t0.Add(67 * time.Second), answered: t0.Add(67 * time.Second)}, 0},
+		{"a remove that answered an error", &boardOpEv{kind: OpBoardRemove, key: "b3", issued: t0.Add(60 * time.Second), answered: t0.Add(61 * time.Second), err: errors.New("503")}, 0},
+		{"no remove", nil, 45 * time.Second},
+		{"a remove issued after the replace answered", &boardOpEv{kind: OpBoardRemove, key: "b3", issued: t0.Add(68 * time.Second), answered: t0.Add(68 * time.Second)}, 45 * time.Second},
+	} {
+		k := &boardKey{ops: []*boardOpEv{add, replace}, runs: []*boardRun{prev, next}}
+		if tc.remove != nil {
+			k.ops = append(k.ops, tc.remove)
+		}
+		if got, why := leastGapOf(c, k, prev, next); got != tc.wantLeast {
+			t.Errorf("%s: least gap %v (%s); want %v", tc.name, got, why, tc.wantLeast)
+		}
+	}
+}
+
 // A one-off task whose cancel removed its row but could not mark its run
 // (done in part) may be shown queued for good once a mover pass that had
 // sent it early confirms its run afterwards; it never runs (README,
@@ -1200,6 +1234,40 @@ func TestAnErroredReplaceOfAParentMayReleaseItsChild(t *testing.T) {
 			})
 			if ran && len(got) > 0 {
 				t.Errorf("the errored replace ran and succeeded, releasing the child: violations %q; want none", got)
+			}
+			if !ran {
+				wantOnly(t, got, "before its parent p had ended", "the child's early start")
+			}
+		})
+	}
+}
+
+// A replace of a waiting parent whose answer is not in yet, but whose
+// replacement ran and succeeded, releases the parent's --after child
+// (README, workflows: the first run of the id to end releases it; sweep
+// seed 97681, the replace answering 9 s after the child started). Not a
+// replace that has not run.
+func TestAReplaceNotYetAnsweredMayReleaseItsChild(t *testing.T) {
+	for _, ran := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			w, c := newTestChecker()
+			file := &Op{Kind: OpMany}
+			parent := c.newTI(TaskSpec{ID: "p", Type: "rated"}, file, nil)
+			child := c.newTI(TaskSpec{ID: "c", Type: "pausable", After: []string{"p"}}, file, nil)
+			c.scheduled(parent, w.now(), leasecron.Item{ID: "p", Due: w.now().Add(time.Hour)}, nil)
+			c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
+			time.Sleep(time.Minute)
+			repl := c.newTI(TaskSpec{ID: "p", Type: "slow", Replace: true}, nil, nil) // tried, not answered
+			time.Sleep(time.Second)
+			if ran {
+				addAttempt(w, repl, 1, w.now(), "ok")
+			}
+			time.Sleep(time.Second)
+			got := violationsOf(c, func() {
+				c.checkStartLocked(child, &runEv{ti: child, runID: "c", due: child.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
+			})
+			if ran && len(got) > 0 {
+				t.Errorf("the replace ran and succeeded, releasing the child: violations %q; want none", got)
 			}
 			if !ran {
 				wantOnly(t, got, "before its parent p had ended", "the child's early start")
