@@ -1608,26 +1608,22 @@ const howBeingCancelled = "being cancelled"
 func (c *checker) parentEnd(pt *ti, any bool, by, seen time.Time) (time.Time, string) {
 	end, how := c.endedFor(pt, any, by)
 	family := c.family(pt)[1:]
-	if pt.returned.IsZero() {
-		// Its schedule has not answered yet: a replace of the id issued
-		// since, which answered, may have taken its place already (seed
-		// 5527: a batch's answer came 26 s late, and a replace of a
-		// member in between ran and released the member's children; the
-		// batch's answer, which links the two, came after they started).
-		id := c.idOfLocked(pt)
-		for _, o := range c.byID[id] {
-			if o != pt && o.spec.Replace && o.accepted && o.issued.After(pt.issued) && !slices.Contains(family, o) {
-				family = append(family, o)
-			}
-		}
-	}
-	// A replace of the id tried since pt, its answer not in yet, whose
-	// replacement ran (its write landed): once it answers it is pt's
-	// alternative (replacedLocked) or a scheduling again, and a child
-	// waiting for the id may hear of its end before that (seed 97681: the
-	// replace answered 9 s after the child started).
+	// A replace of the id since pt may have taken its place before an
+	// answer linked the two (ti.alts):
+	//   - answered, while pt's own schedule has not (seed 5527: a batch's
+	//     answer came 26 s late, and a replace of a member in between ran
+	//     and released the member's children);
+	//   - not answered yet, its replacement run (its write landed): once
+	//     it answers it is pt's alternative (replacedLocked) or a
+	//     scheduling again (seed 97681: the replace answered 9 s after
+	//     the child started).
 	for _, o := range c.byID[c.idOfLocked(pt)] {
-		if o != pt && o.spec.Replace && o.returned.IsZero() && len(o.starts) > 0 && o.tried.After(pt.issued) && !slices.Contains(family, o) {
+		if o == pt || !o.spec.Replace || slices.Contains(family, o) {
+			continue
+		}
+		answered := pt.returned.IsZero() && o.accepted && o.issued.After(pt.issued)
+		ran := o.returned.IsZero() && len(o.starts) > 0 && o.tried.After(pt.issued)
+		if answered || ran {
 			family = append(family, o)
 		}
 	}
