@@ -575,6 +575,92 @@ func TestAnIdBeingScheduledByAddManyIsNotTakenOver(t *testing.T) {
 	}
 }
 
+// landsOnMiss is a table on which the row pk/rk, looked for and missed
+// once, is inserted with props just after: an AddMany's item row landing
+// between a lookup's read of the id's index row and the read of the row
+// it names.
+type landsOnMiss struct {
+	table.Table
+	pk, rk string
+	props  table.Props
+	landed bool
+}
+
+func (l *landsOnMiss) Get(ctx context.Context, pk, rk string) (table.Entity, error) {
+	e, err := l.Table.Get(ctx, pk, rk)
+	if !l.landed && pk == l.pk && rk == l.rk && errors.Is(err, storage.ErrNotFound) {
+		l.landed = true
+		if _, ierr := l.Table.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: pk, RowKey: rk, Props: l.props}}); ierr != nil {
+			return e, ierr
+		}
+	}
+	return e, err
+}
+
+// A cancel whose lookup reads an AddMany's index row before the row it
+// names has landed, and finds the row by its scan once it has, deletes
+// the index row with the row: left, still marked as being written, it
+// refused the id as "being scheduled by another call" for IndexingHold
+// after the task was cancelled (issue 38, sim seed 99748). A reschedule
+// racing the same way points the index row at the moved row.
+func TestACancelRacingAnAddManyTakesItsIndexRowToo(t *testing.T) {
+	for _, verb := range []string{"cancel", "reschedule"} {
+		t.Run(verb, func(t *testing.T) {
+			mt := table.NewMemory("", nil)
+			fc := clock.NewFake(t0)
+			ctxt := ctx(t)
+			due := fc.Now().Add(time.Hour)
+			rk, err := RowKey(due, "t15")
+			if err != nil {
+				t.Fatal(err)
+			}
+			lt := &landsOnMiss{Table: mt, rk: rk, props: itemProps(Item{ID: "t15", Due: due}, true)}
+			c, err := newClient(lt, Options{Clock: fc, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Add(ctxt, Item{ID: "other", Due: due}, AddOptions{}); err != nil {
+				t.Fatal(err) // (creates the table)
+			}
+			shard := c.ShardOf("t15")
+			lt.pk = shard
+			b := &batch{c: c, res: []AddResult{{Item: Item{ID: "t15", RowKey: rk}}}}
+			if _, err := mt.Submit(ctxt, b.indexOps(chunk{shard: shard, items: []int{0}})); err != nil {
+				t.Fatal(err)
+			}
+			later := due.Add(time.Minute)
+			if verb == "cancel" {
+				if _, err := c.Cancel(ctxt, "t15"); err != nil {
+					t.Fatalf("cancel of the row that landed: %v", err)
+				}
+				if _, err := mt.Get(ctxt, shard, indexKey("t15")); !errors.Is(err, storage.ErrNotFound) {
+					t.Errorf("the cancelled task's index row is left: %v", err)
+				}
+				if _, err := c.Add(ctxt, Item{ID: "t15", Due: later}, AddOptions{}); err != nil {
+					t.Fatalf("schedule of the cancelled id: %v", err)
+				}
+			} else {
+				if _, err := c.Reschedule(ctxt, "t15", later); err != nil {
+					t.Fatalf("reschedule of the row that landed: %v", err)
+				}
+				idx, err := mt.Get(ctxt, shard, indexKey("t15"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want, _ := RowKey(later, "t15"); idx.Props.Str(PropItem) != want {
+					t.Errorf("the index row names %q, want the moved row %q", idx.Props.Str(PropItem), want)
+				}
+			}
+			if got, err := c.Get(ctxt, "t15"); !lt.landed || err != nil || !got.Due.Equal(later) || !got.Indexed {
+				t.Errorf("the id's task afterwards: %+v, %v (landed %v); want due %v, found through its index", got, err, lt.landed, later)
+			}
+			if rows := rowsOf(t, mt, shard, "t15"); rows != 1 {
+				t.Errorf("%d rows of t15, want 1", rows)
+			}
+		})
+	}
+}
+
 // rowsOf counts the item rows of id in shard.
 func rowsOf(t *testing.T, mt table.Table, shard, id string) int {
 	t.Helper()

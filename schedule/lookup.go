@@ -67,7 +67,23 @@ func (c *Client) locateBy(ctx context.Context, pl placement, id string) (f found
 	if err != nil {
 		return found{}, orphan, err
 	}
+	if orphan != nil && indexes(*orphan, row) {
+		// The row landed between the index row's read and its own: an
+		// AddMany writes the index row first (issue 38, sim seed 99748: a
+		// cancel racing a batch deleted the row and left its index row,
+		// still marked as being written, refusing the id for
+		// IndexingHold).
+		return found{row: row, index: orphan}, nil, nil
+	}
 	return found{row: row}, orphan, nil
+}
+
+// indexes reports whether the id index row idx names row: in row's
+// partition (not a pointer to another shard), by row's key.
+func indexes(idx, row table.Entity) bool {
+	home, _, _ := idx.Props.StrictString(PropShard)
+	rk, _, _ := idx.Props.StrictString(PropItem)
+	return idx.PartitionKey == row.PartitionKey && (home == "" || home == row.PartitionKey) && rk == row.RowKey
 }
 
 // viaIndex finds id's row through its index row in shard, following a
