@@ -152,6 +152,10 @@ type batch struct {
 	// saying whether it committed: undo takes back those that are this
 	// call's (token), which would otherwise hold the id for IndexingHold.
 	indexMaybe map[int]bool
+	// indexETags are the ETags of the id index rows written: a roll-back
+	// deletes an index row only as written, not one a cancel of its
+	// landed task deleted and another scheduling of the id wrote since.
+	indexETags map[int]string
 	// token names this call on its id index rows (PropIndexing), so that
 	// another call's row of the same id and due time is not taken for its
 	// own.
@@ -193,7 +197,7 @@ func (b *batch) validate(items []Item, tp string) {
 		b.res[i] = AddResult{Item: p}
 	}
 	b.indexed, b.written, b.blobs, b.maybe = map[int]bool{}, map[int]bool{}, map[int]bool{}, map[int]bool{}
-	b.indexMaybe, b.token = map[int]bool{}, newToken()
+	b.indexMaybe, b.indexETags, b.token = map[int]bool{}, map[int]string{}, newToken()
 }
 
 // live returns the indexes of the items not refused so far.
@@ -451,6 +455,8 @@ func (b *batch) writeRows(ctx context.Context, cs []chunk, ops func(chunk) []tab
 					done[i] = true
 					if isItems {
 						b.res[i].Item.ETag = etagAt(etags, k)
+					} else {
+						b.indexETags[i] = etagAt(etags, k)
 					}
 				}
 				b.mu.Unlock()
@@ -727,7 +733,7 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 	// A task row that is gone was moved to the queue: its item is
 	// reported with ErrMovedBeforeRollback, and a recurring series is
 	// cancelled so that the occurrence the mover inserted does not go on.
-	b.deleteEach(ctx, written, func(i int) string { return b.res[i].Item.RowKey }, func(i int, err error) {
+	b.deleteEach(ctx, written, func(i int) (string, string) { return b.res[i].Item.RowKey, "" }, func(i int, err error) {
 		it := b.res[i].Item
 		if errors.Is(err, storage.ErrNotFound) && b.ownDelete(ctx, it) {
 			return // taken back by the chunk's delete, whose answer was lost
@@ -746,8 +752,15 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 	for _, i := range maybe {
 		b.undoMaybe(ctx, i)
 	}
-	b.deleteEach(ctx, index, func(i int) string { return indexKey(b.res[i].Item.ID) }, func(i int, err error) {
-		if !errors.Is(err, storage.ErrNotFound) {
+	// An index row is deleted as written: one changed since is a cancel's
+	// or reschedule's of the task once it landed, or another scheduling's
+	// of the id since, and stays.
+	b.deleteEach(ctx, index, func(i int) (string, string) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return indexKey(b.res[i].Item.ID), b.indexETags[i]
+	}, func(i int, err error) {
+		if !errors.Is(err, storage.ErrNotFound) && !conflict(err) {
 			b.c.opts.Logger.Warn("an id index row of a rolled-back batch is left behind", "task_id", b.res[i].Item.ID, "err", err)
 		}
 	})
@@ -798,14 +811,16 @@ func (b *batch) undoIndexMaybe(ctx context.Context, i int) {
 	}
 }
 
-// deleteEach deletes the row key(i) of every item of idx, a transaction
-// per chunk; a transaction that fails is redone a row at a time, and
-// failed hears of each row that could not be deleted.
-func (b *batch) deleteEach(ctx context.Context, idx []int, key func(i int) string, failed func(i int, err error)) {
+// deleteEach deletes the row key(i) of every item of idx if its ETag is
+// still the one key gives ("" for any), a transaction per chunk; a
+// transaction that fails is redone a row at a time, and failed hears of
+// each row that could not be deleted.
+func (b *batch) deleteEach(ctx context.Context, idx []int, key func(i int) (rk, etag string), failed func(i int, err error)) {
 	for _, ch := range chunks(b, idx) {
 		ops := make([]table.Op, len(ch.items))
 		for k, i := range ch.items {
-			ops[k] = table.Op{Kind: table.Delete, PartitionKey: ch.shard, RowKey: key(i)}
+			rk, etag := key(i)
+			ops[k] = table.Op{Kind: table.Delete, PartitionKey: ch.shard, RowKey: rk, IfMatch: etag}
 		}
 		if _, err := b.c.t.Submit(ctx, ops); err == nil {
 			continue

@@ -661,6 +661,86 @@ func TestACancelRacingAnAddManyTakesItsIndexRowToo(t *testing.T) {
 	}
 }
 
+// An index row an AddMany under way wrote names the row still to come; a
+// cancel that finds, by its scan, another row of the id (one inserted
+// without an index, of another due time) deletes that row alone: the
+// index row is not its, and still holds the id for the batch.
+func TestACancelOfAnotherRowLeavesAnAddManysIndexRow(t *testing.T) {
+	c, mt, fc := newMemClient(t, Options{})
+	ctxt := ctx(t)
+	due := fc.Now().Add(time.Hour)
+	if _, err := c.Add(ctxt, Item{ID: "other", Due: due}, AddOptions{}); err != nil {
+		t.Fatal(err) // (creates the table)
+	}
+	shard := c.ShardOf("t16")
+	coming, _ := RowKey(due, "t16")
+	direct, _ := RowKey(due.Add(time.Minute), "t16")
+	b := &batch{c: c, res: []AddResult{{Item: Item{ID: "t16", RowKey: coming}}}}
+	if _, err := mt.Submit(ctxt, b.indexOps(chunk{shard: shard, items: []int{0}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := mt.PutRaw(shard, direct, table.Props{"Message": ""}); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := c.Cancel(ctxt, "t16"); err != nil || it.RowKey != direct {
+		t.Fatalf("cancel: %+v, %v; want the unindexed row %s cancelled", it, err, direct)
+	}
+	idx, err := mt.Get(ctxt, shard, indexKey("t16"))
+	if err != nil || idx.Props.Str(PropItem) != coming {
+		t.Errorf("the batch's index row after the cancel of another row: %+v, %v; want it left naming %s", idx.Props, err, coming)
+	}
+}
+
+// A batch rolled back after one of its tasks landed, was cancelled and
+// was scheduled again under its id by another call deletes only the index
+// rows it wrote: the new task's index row, written since, stays, and the
+// task is found through it. The roll-back deleted every index row of its
+// ids whatever it held, leaving the new task unindexed (a review's find).
+func TestARollBackLeavesTheIndexRowOfAnIdScheduledAgainMeanwhile(t *testing.T) {
+	c, mt, fc := newMemClient(t, Options{Shards: []string{"00", "01"}})
+	ctxt := ctx(t)
+	due := fc.Now().Add(time.Hour)
+	x, y := "x0", "y0"
+	for i := 0; c.ShardOf(x) == c.ShardOf(y); i++ {
+		y = fmt.Sprintf("y%d", i)
+	}
+	later := due.Add(time.Hour)
+	var again Item
+	var inHook bool
+	mt.BeforeSubmit(func(ops []table.Op) error {
+		if inHook || len(ops) == 0 || ops[0].Kind != table.Insert || ops[0].PartitionKey != c.ShardOf(y) || strings.HasPrefix(ops[0].RowKey, IndexPrefix) {
+			return nil
+		}
+		// y's row is next; x's has landed (the latest due first).
+		inHook = true
+		defer func() { inHook = false }()
+		if _, err := c.Cancel(ctxt, x); err != nil {
+			t.Errorf("cancel of the batch's landed task: %v", err)
+		}
+		var err error
+		if again, err = c.Add(ctxt, Item{ID: x, Due: later.Add(time.Minute), Payload: "again"}, AddOptions{}); err != nil {
+			t.Errorf("schedule of the cancelled id: %v", err)
+		}
+		return fmt.Errorf("%w: the write of y's row fails", storage.ErrServerBusy)
+	})
+	if _, err := c.AddMany(ctxt, []Item{{ID: x, Due: later}, {ID: y, Due: due}}, AddManyOptions{Concurrency: 1}); !errors.Is(err, ErrNotWritten) {
+		t.Fatalf("the batch: %v; want it rolled back", err)
+	}
+	if again.RowKey == "" {
+		t.Fatal("the hook never ran")
+	}
+	idx, err := mt.Get(ctxt, c.ShardOf(x), indexKey(x))
+	if err != nil || idx.Props.Str(PropItem) != again.RowKey {
+		t.Errorf("the index row of the id scheduled again after the roll-back: %+v, %v; want it naming %s", idx.Props, err, again.RowKey)
+	}
+	if got, err := c.Get(ctxt, x); err != nil || got.Payload != "again" {
+		t.Errorf("the id scheduled again: %+v, %v", got, err)
+	}
+	if _, err := mt.Get(ctxt, c.ShardOf(y), indexKey(y)); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("the rolled-back item's own index row: %v; want it deleted", err)
+	}
+}
+
 // rowsOf counts the item rows of id in shard.
 func rowsOf(t *testing.T, mt table.Table, shard, id string) int {
 	t.Helper()

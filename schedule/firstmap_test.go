@@ -604,3 +604,60 @@ func TestARetakeUnsealsALeftoverNamingItsTask(t *testing.T) {
 		t.Errorf("guard in shard %s under 4 shards: %v, %v; want it to name %s", under4, e.Props, err, holder.ID)
 	}
 }
+
+// While the shard count changes, a lookup reads the id's index row where
+// the new count places it and where the old one did. A stale pointer in
+// the new count's shard (its target has no index row of the id any more)
+// must not hide the index row an AddMany under way wrote in the old
+// count's shard: a cancel racing that batch's row deletes that index row
+// with the row, as it does with one count (issue 38, sim seed 99748; a
+// review of its fix found the lookup kept only the first orphan).
+func TestACancelRacingAnAddManyDuringAShardChangeTakesItsIndexRowToo(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	fc := clock.NewFake(t0)
+	settledMap(t, mt, fc, 2)
+	if _, err := shard.SetCount(ctx(t), mt, 8); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(2 * time.Second)
+	var id, under2, under8 string
+	for i := 0; ; i++ {
+		id = fmt.Sprintf("task-%d", i)
+		if under2, under8 = table.Numbered("", 2, 2).Of(id), table.Numbered("", 8, 2).Of(id); under2 != under8 {
+			break
+		}
+	}
+	elsewhere := "07"
+	for _, s := range shard.Names(8) {
+		if s != under2 && s != under8 {
+			elsewhere = s
+			break
+		}
+	}
+	if err := mt.PutRaw(under8, indexKey(id), table.Props{PropShard: elsewhere, PropID: id}); err != nil {
+		t.Fatal(err)
+	}
+	due := fc.Now().Add(time.Hour)
+	rk, err := RowKey(due, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lt := &landsOnMiss{Table: mt, pk: under2, rk: rk, props: itemProps(Item{ID: id, Due: due}, true)}
+	c, err := newClient(lt, Options{Shards: []string{"00", "01"}, ShardMap: true, Clock: fc, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &batch{c: c, res: []AddResult{{Item: Item{ID: id, RowKey: rk}}}}
+	if _, err := mt.Submit(ctx(t), b.indexOps(chunk{shard: under2, items: []int{0}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx(t), id); err != nil || !lt.landed {
+		t.Fatalf("cancel of the row that landed: %v (landed %v)", err, lt.landed)
+	}
+	if _, err := mt.Get(ctx(t), under2, indexKey(id)); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("the cancelled task's index row in the old count's shard is left: %v", err)
+	}
+	if _, err := c.Add(ctx(t), Item{ID: id, Due: due.Add(time.Minute)}, AddOptions{}); err != nil {
+		t.Errorf("schedule of the cancelled id: %v", err)
+	}
+}

@@ -48,6 +48,7 @@ func (c *Client) locateBy(ctx context.Context, pl placement, id string) (f found
 		}
 		return f, nil, err
 	}
+	var orphans []*table.Entity
 	if ValidateID(id) == nil {
 		shards := []string{pl.of(id)}
 		if prev, ok := pl.prevOf(id); ok {
@@ -58,22 +59,27 @@ func (c *Client) locateBy(ctx context.Context, pl placement, id string) (f found
 			if err != nil || f.index != nil {
 				return f, nil, err
 			}
-			if orphan == nil {
-				orphan = orph
+			if orph != nil {
+				orphans = append(orphans, orph)
 			}
 		}
+	}
+	if len(orphans) > 0 {
+		orphan = orphans[0]
 	}
 	row, err := c.scan(ctx, pl, id)
 	if err != nil {
 		return found{}, orphan, err
 	}
-	if orphan != nil && indexes(*orphan, row) {
-		// The row landed between the index row's read and its own: an
-		// AddMany writes the index row first (issue 38, sim seed 99748: a
-		// cancel racing a batch deleted the row and left its index row,
-		// still marked as being written, refusing the id for
-		// IndexingHold).
-		return found{row: row, index: orphan}, nil, nil
+	for _, o := range orphans {
+		if indexes(*o, row) {
+			// The row landed between the index row's read and its own:
+			// an AddMany writes the index row first (issue 38, sim seed
+			// 99748: a cancel racing a batch deleted the row and left
+			// its index row, still marked as being written, refusing
+			// the id for IndexingHold).
+			return found{row: row, index: o}, nil, nil
+		}
 	}
 	return found{row: row}, orphan, nil
 }
