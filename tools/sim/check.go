@@ -1595,7 +1595,39 @@ func (c *checker) rolledBackLocked(t *ti, by time.Time) (time.Time, bool) {
 	if !t.ambiguous || t.op == nil || t.op.Kind != OpMany {
 		return time.Time{}, false
 	}
-	return c.recordedLocked(t, leasecron.RunCancelled, by, false)
+	if at, ok := c.recordedLocked(t, leasecron.RunCancelled, by, false); ok {
+		return at, true
+	}
+	return c.takenBackLocked(t, by)
+}
+
+// takenBackLocked returns when t's row, written by its file while the
+// file was under way, was deleted again by `by` — not moved by a mover —
+// with no row of the id written since: its roll-back took the row back,
+// and a task waiting for the id finds neither a row nor a record of it,
+// which the product reads as cancelled (sim seed 103454: a child
+// --after-any a line whose file was rolled back started once the line's
+// row was deleted; the line never ran). (An errored line's due time is not
+// known: any row of the id counts.)
+func (c *checker) takenBackLocked(t *ti, by time.Time) (time.Time, bool) {
+	until := by
+	if !t.returned.IsZero() && t.returned.Before(by) {
+		until = t.returned
+	}
+	var wrote, at time.Time
+	for _, w := range c.rowWrites[t.id] {
+		switch {
+		case w.at.Before(t.issued) || w.at.After(by):
+		case !w.removed && wrote.IsZero() && !w.at.After(until):
+			wrote = w.at
+		case w.removed && !wrote.IsZero() && at.IsZero() && !c.movedLocked(t.id, w.due, w.at, w.at):
+			at = w.at
+		}
+	}
+	if at.IsZero() || slices.ContainsFunc(c.rowWrites[t.id], func(w rowWrite) bool { return !w.removed && !w.at.Before(at) && !w.at.After(by) }) {
+		return time.Time{}, false
+	}
+	return at, true
 }
 
 // howBeingCancelled is endedFor's word for a task whose cancel is under

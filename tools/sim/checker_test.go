@@ -1304,31 +1304,63 @@ func TestARefusalAsADuplicateNeedsAHolder(t *testing.T) {
 }
 
 // A line of a file that answered an error, whose run the file's roll-back
-// marked cancelled, has ended for a task waiting --after-any for its id
-// (sim seed 66036); without that mark it has not.
+// marked cancelled (sim seed 66036), or whose row the roll-back deleted
+// (seed 103454: neither a row nor a record of the id, which the product
+// reads as cancelled), has ended for a task waiting --after-any for its
+// id; without either, or when a mover moved its row, it has not.
 func TestARolledBackLineEndsForItsAfterAnyChild(t *testing.T) {
-	for _, marked := range []bool{true, false} {
-		synctest.Test(t, func(t *testing.T) {
-			w, c := newTestChecker()
-			file := &Op{Kind: OpMany}
-			line := c.newTI(TaskSpec{ID: "p", Type: "plain"}, file, nil)
-			c.scheduled(line, w.now(), leasecron.Item{}, errors.New("not written: moved to the queue before the batch could be rolled back"))
-			if marked {
-				c.runsCommit(memstore.Commit{Table: runsTable, Partition: "p0", Rows: []memstore.CommittedRow{
-					{RowKey: "x~cancelled~1~p", Props: map[string]any{"Id": "p", "State": "cancelled"}},
-				}})
-			}
-			time.Sleep(time.Second)
-			child := c.newTI(TaskSpec{ID: "c", Type: "plain", After: []string{"p"}, AfterAny: true}, nil, nil)
-			child.parents = []*ti{line}
-			c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
-			time.Sleep(time.Second)
-			c.mu.Lock()
-			c.checkStartLocked(child, &runEv{ti: child, runID: "c", due: child.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
-			c.mu.Unlock()
-			if got := len(c.violations) > 0; got == marked {
-				t.Errorf("roll-back marked %v: violations %v", marked, c.violations)
-			}
+	for _, tc := range []struct {
+		name string
+		// marked: the roll-back marked the line's run cancelled; rows:
+		// the line's row written, then (when removed) deleted, by a mover
+		// when moved.
+		marked, written, removed, moved, ended bool
+	}{
+		{name: "its run marked cancelled", marked: true, ended: true},
+		{name: "nothing of it seen"},
+		{name: "its row taken back", written: true, removed: true, ended: true}, // seed 103454
+		{name: "its row written and still there", written: true},
+		{name: "its row moved by a mover", written: true, removed: true, moved: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				file := &Op{Kind: OpMany}
+				line := c.newTI(TaskSpec{ID: "p", Type: "plain"}, file, nil)
+				issued := w.now()
+				rk, err := schedule.RowKey(w.now(), "p")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.written {
+					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{{RowKey: rk}}})
+				}
+				time.Sleep(100 * time.Millisecond)
+				if tc.removed {
+					rows := []memstore.CommittedRow{{RowKey: rk, Deleted: true}}
+					if tc.moved {
+						rows = append(rows, memstore.CommittedRow{RowKey: fenceRow, Props: map[string]any{"Generation": int64(1)}})
+					}
+					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: rows})
+				}
+				c.scheduled(line, issued, leasecron.Item{}, errors.New("not written: moved to the queue before the batch could be rolled back"))
+				if tc.marked {
+					c.runsCommit(memstore.Commit{Table: runsTable, Partition: "p0", Rows: []memstore.CommittedRow{
+						{RowKey: "x~cancelled~1~p", Props: map[string]any{"Id": "p", "State": "cancelled"}},
+					}})
+				}
+				time.Sleep(time.Second)
+				child := c.newTI(TaskSpec{ID: "c", Type: "plain", After: []string{"p"}, AfterAny: true}, nil, nil)
+				child.parents = []*ti{line}
+				c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
+				time.Sleep(time.Second)
+				c.mu.Lock()
+				c.checkStartLocked(child, &runEv{ti: child, runID: "c", due: child.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
+				c.mu.Unlock()
+				if got := len(c.violations) == 0; got != tc.ended {
+					t.Errorf("the line ended for its child: %v, want %v (violations %v)", got, tc.ended, c.violations)
+				}
+			})
 		})
 	}
 }
