@@ -412,18 +412,27 @@ func TestCrashedWorkerKeyIsTakenOverOnAzurite(t *testing.T) {
 	if takeover.due.Before(before.LockedUntil) {
 		t.Errorf("taken over at %v, before the lock expired at %v", takeover.due, before.LockedUntil)
 	}
-	mu.Lock()
+	// A run's report comes after its row is written: wait for both
+	// reports of the victim (CI met the takeover's not yet made).
 	var takeoverReport, crashReport *RunReport
-	for i := range reports {
-		if reports[i].Key == "victim" {
-			if reports[i].TakenOver {
-				takeoverReport = &reports[i]
-			} else {
-				crashReport = &reports[i]
+	for {
+		mu.Lock()
+		for i := range reports {
+			if reports[i].Key == "victim" {
+				r := reports[i]
+				if r.TakenOver {
+					takeoverReport = &r
+				} else {
+					crashReport = &r
+				}
 			}
 		}
+		mu.Unlock()
+		if takeoverReport != nil && crashReport != nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	mu.Unlock()
 	if takeoverReport == nil || takeoverReport.TakenFrom != ids[victim] || !takeoverReport.Recorded {
 		t.Fatalf("takeover report %+v", takeoverReport)
 	}
