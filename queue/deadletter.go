@@ -129,7 +129,8 @@ func (dl *DeadLetters) List(ctx context.Context) ([]DeadLetter, error) {
 // Requeue moves the record whose run id (or poison message id) is id back
 // to the work queue with its attempt count reset, and marks the run queued.
 // Records of the run whose death was requeued before are removed on the
-// way to the one it requeues.
+// way to the one it requeues; when they are all it finds, it answers
+// ErrNoDeadLetter, having brought nothing back.
 func (dl *DeadLetters) Requeue(ctx context.Context, id string) error {
 	found, sent := false, false
 	err := dl.walk(ctx, func(d DeadLetter) (bool, error) {
@@ -147,8 +148,15 @@ func (dl *DeadLetters) Requeue(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if !found {
+	switch {
+	case !found:
 		return fmt.Errorf("queue: requeue %q: %w", id, ErrNoDeadLetter)
+	case !sent:
+		// Every record found was of a death requeued before, and was only
+		// removed: the task has moved on since (it ran, or died again and
+		// is not set aside yet), and nothing was brought back (issue 38,
+		// seed 103004: answered success, and the task never ran again).
+		return fmt.Errorf("queue: requeue %q: %w: the only dead letters found were of deaths requeued before, and were removed; the task has moved on since (list its runs to see where it is)", id, ErrNoDeadLetter)
 	}
 	return nil
 }

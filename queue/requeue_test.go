@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -401,5 +402,41 @@ func TestRequeueByIDGoesPastADeadLetterRequeuedBefore(t *testing.T) {
 	mustRun(t, rm, "x", runs.Succeeded)
 	if n := got.n(); n != 3 {
 		t.Fatalf("handler ran %d times, want 3 (two deaths and the requeue)", n)
+	}
+}
+
+// A requeue by id that finds only dead letters whose deaths were requeued
+// before (the requeue that brought the task back could not remove its
+// dead letter, and the task has moved on since) removes them and answers
+// ErrNoDeadLetter: it brought nothing back, and its task is not set aside
+// (issue 38, the simulator's seed 103004: the task had died again, its
+// set-aside not yet made, and the requeue answered success having sent
+// nothing).
+func TestRequeueByIDFindingOnlyADeadLetterRequeuedBeforeSaysSo(t *testing.T) {
+	h, rm, got, failing := deadHarness(t, "x")
+	failing(false)
+	stuck := &failOnce{MessageQueue: h.poison, del: requeueTries}
+	first := NewDeadLetters(NewClientWith(h.work, stuck, ClientOptions{Clock: h.clk}), rm)
+	if err := first.Requeue(context.Background(), "x"); err == nil {
+		t.Fatal("the first requeue could not remove its dead letter, and answered success")
+	}
+	h.expect(OutcomeSucceeded) // sent all the same, it ran
+	h.quiesce()
+	if n := len(h.poison.all()); n != 1 {
+		t.Fatalf("%d dead letters; want the stale one", n)
+	}
+	err := NewDeadLetters(h.c.Client(), rm).Requeue(context.Background(), "x")
+	if !errors.Is(err, ErrNoDeadLetter) {
+		t.Fatalf("Requeue over a dead letter requeued before: %v; want ErrNoDeadLetter, nothing was brought back", err)
+	}
+	if !strings.Contains(err.Error(), "requeued before") {
+		t.Fatalf("error %q does not say the dead letter it found was requeued before", err)
+	}
+	if n := len(h.poison.all()); n != 0 {
+		t.Fatalf("%d dead letters left; want the stale one removed", n)
+	}
+	mustRun(t, rm, "x", runs.Succeeded)
+	if n := got.n(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2 (the death and the first requeue)", n)
 	}
 }
