@@ -162,18 +162,22 @@ func (dl *DeadLetters) Requeue(ctx context.Context, id string) error {
 }
 
 // RequeueAll moves every requeueable record back to the work queue and
-// returns how many it moved; records that cannot be requeued stay.
+// returns how many it moved; records that cannot be requeued stay, and
+// records of deaths requeued before are removed without being counted.
 func (dl *DeadLetters) RequeueAll(ctx context.Context) (int, error) {
 	n := 0
 	err := dl.walk(ctx, func(d DeadLetter) (bool, error) {
-		if err := dl.requeue(ctx, d, ""); err != nil {
+		sent := false
+		if err := dl.requeueFrom(ctx, d, "", &sent); err != nil {
 			if errors.Is(err, ErrNotRequeueable) {
 				dl.log.Info("leaving a dead letter that cannot be requeued", "message", d.Poison.ID, "reason", d.Reason)
 				return false, nil
 			}
 			return false, err
 		}
-		n++
+		if sent { // not a record of a death requeued before, only removed
+			n++
+		}
 		return true, nil
 	})
 	return n, err
@@ -191,7 +195,7 @@ func (dl *DeadLetters) Purge(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// requeue marks the run queued, enqueues d's envelope afresh, then deletes
+// requeueFrom marks the run queued, enqueues d's envelope afresh, then deletes
 // d (a crash in between leaves a duplicate, which run records suppress).
 // op is the bulk operation requeueing it ("" for one requeued by hand): the
 // envelope carries it (Envelope.RequeuedBy), so that the operation knows
@@ -199,11 +203,8 @@ func (dl *DeadLetters) Purge(ctx context.Context) (int, error) {
 // letter whose death was requeued before — a requeue that a crash cut
 // short — is finished instead: sent again if its run has not moved on
 // since (the send may not have happened), otherwise only removed.
-func (dl *DeadLetters) requeue(ctx context.Context, d DeadLetter, op string) error {
-	return dl.requeueFrom(ctx, d, op, new(bool))
-}
-
-// requeueFrom is requeue that reports in *sent whether the task went out;
+//
+// It reports in *sent whether the task went out;
 // with *sent already true (an earlier try sent it, then failed to remove
 // the dead letter), it only removes the dead letter, and one already gone
 // counts as removed (that try's delete committed though its answer was

@@ -405,38 +405,49 @@ func TestRequeueByIDGoesPastADeadLetterRequeuedBefore(t *testing.T) {
 	}
 }
 
-// A requeue by id that finds only dead letters whose deaths were requeued
+// A requeue that finds only dead letters whose deaths were requeued
 // before (the requeue that brought the task back could not remove its
-// dead letter, and the task has moved on since) removes them and answers
-// ErrNoDeadLetter: it brought nothing back, and its task is not set aside
-// (issue 38, the simulator's seed 103004: the task had died again, its
-// set-aside not yet made, and the requeue answered success having sent
-// nothing).
-func TestRequeueByIDFindingOnlyADeadLetterRequeuedBeforeSaysSo(t *testing.T) {
-	h, rm, got, failing := deadHarness(t, "x")
-	failing(false)
-	stuck := &failOnce{MessageQueue: h.poison, del: requeueTries}
-	first := NewDeadLetters(NewClientWith(h.work, stuck, ClientOptions{Clock: h.clk}), rm)
-	if err := first.Requeue(context.Background(), "x"); err == nil {
-		t.Fatal("the first requeue could not remove its dead letter, and answered success")
-	}
-	h.expect(OutcomeSucceeded) // sent all the same, it ran
-	h.quiesce()
-	if n := len(h.poison.all()); n != 1 {
-		t.Fatalf("%d dead letters; want the stale one", n)
-	}
-	err := NewDeadLetters(h.c.Client(), rm).Requeue(context.Background(), "x")
-	if !errors.Is(err, ErrNoDeadLetter) {
-		t.Fatalf("Requeue over a dead letter requeued before: %v; want ErrNoDeadLetter, nothing was brought back", err)
-	}
-	if !strings.Contains(err.Error(), "requeued before") {
-		t.Fatalf("error %q does not say the dead letter it found was requeued before", err)
-	}
-	if n := len(h.poison.all()); n != 0 {
-		t.Fatalf("%d dead letters left; want the stale one removed", n)
-	}
-	mustRun(t, rm, "x", runs.Succeeded)
-	if n := got.n(); n != 2 {
-		t.Fatalf("handler ran %d times, want 2 (the death and the first requeue)", n)
+// dead letter, and the task has moved on since) removes them and says it
+// brought nothing back: by id it answers ErrNoDeadLetter (issue 38, the
+// simulator's seed 103004: the task had died again, its set-aside not yet
+// made, and the requeue answered success having sent nothing), and
+// RequeueAll does not count them.
+func TestRequeueFindingOnlyADeadLetterRequeuedBeforeSaysSo(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		t.Run(fmt.Sprintf("all=%v", all), func(t *testing.T) {
+			h, rm, got, failing := deadHarness(t, "x")
+			failing(false)
+			stuck := &failOnce{MessageQueue: h.poison, del: requeueTries}
+			first := NewDeadLetters(NewClientWith(h.work, stuck, ClientOptions{Clock: h.clk}), rm)
+			if err := first.Requeue(context.Background(), "x"); err == nil {
+				t.Fatal("the first requeue could not remove its dead letter, and answered success")
+			}
+			h.expect(OutcomeSucceeded) // sent all the same, it ran
+			h.quiesce()
+			if n := len(h.poison.all()); n != 1 {
+				t.Fatalf("%d dead letters; want the stale one", n)
+			}
+			dl := NewDeadLetters(h.c.Client(), rm)
+			if all {
+				if n, err := dl.RequeueAll(context.Background()); err != nil || n != 0 {
+					t.Fatalf("RequeueAll over a dead letter requeued before: %d, %v; want 0 requeued, nothing was brought back", n, err)
+				}
+			} else {
+				err := dl.Requeue(context.Background(), "x")
+				if !errors.Is(err, ErrNoDeadLetter) {
+					t.Fatalf("Requeue over a dead letter requeued before: %v; want ErrNoDeadLetter, nothing was brought back", err)
+				}
+				if !strings.Contains(err.Error(), "requeued before") {
+					t.Fatalf("error %q does not say the dead letter it found was requeued before", err)
+				}
+			}
+			if n := len(h.poison.all()); n != 0 {
+				t.Fatalf("%d dead letters left; want the stale one removed", n)
+			}
+			mustRun(t, rm, "x", runs.Succeeded)
+			if n := got.n(); n != 2 {
+				t.Fatalf("handler ran %d times, want 2 (the death and the first requeue)", n)
+			}
+		})
 	}
 }
