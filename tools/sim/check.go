@@ -146,6 +146,11 @@ type ti struct {
 	callbackOf   *batch
 	starts       []*runEv
 	snoozes      map[string]int
+	// rowShard and rowKey: where a task written as a table row (spec.Row)
+	// was written; rowGone: when its writer's delete of it answered that
+	// it removed it.
+	rowShard, rowKey string
+	rowGone          time.Time
 }
 
 // window is a pause or a disable: asked at issued, in force from from
@@ -283,7 +288,12 @@ type checker struct {
 	deadLeft map[string]bool
 	// deadWhy are the reasons of those dead letters, every one of a run's.
 	deadWhy map[string][]string
-	moved   map[string][]movedRow // the schedule rows of an id a mover removed
+	// deadReasons are the reasons of every dead letter at the end, and
+	// badRows the malformed rows written (finalBadRows).
+	deadReasons []string
+	deadListed  bool // the list was read
+	badRows     []badRowEv
+	moved       map[string][]movedRow // the schedule rows of an id a mover removed
 	// sends are the messages of a task (by id) workers put on a queue.
 	sends map[string][]sentMsg
 
@@ -1414,6 +1424,7 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 		!c.writtenAfterCancelLocked(t) {
 		c.violate(InvCancelled, "%s started on %s after a cancel returned at %s", ev.runID, ev.proc.id, c.at(t.cancelled))
 	}
+	c.checkRowGoneLocked(t, ev)
 	if !t.superseded.IsZero() && now.After(t.superseded) && len(t.starts) == 0 {
 		// A replaced task's old scheduling must not run once the replace
 		// returned (an early-sent message of it is stale).
@@ -2451,6 +2462,7 @@ func (c *checker) final() []Violation {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.finalTasks()
+	c.finalBadRows()
 	c.finalWindows()
 	c.finalLimits()
 	c.finalBatches()
@@ -2853,13 +2865,15 @@ func (c *checker) deadLettersLeft(ctx context.Context, cl *leasecron.Client) {
 	dls, err := cl.DeadLetters().List(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.deadLeft, c.deadWhy = map[string]bool{}, map[string][]string{}
+	c.deadLeft, c.deadWhy, c.deadReasons, c.deadListed = map[string]bool{}, map[string][]string{}, nil, false
 	if err != nil {
 		return
 	}
+	c.deadListed = true
 	for _, d := range dls {
 		c.deadLeft[d.RunID] = true
 		c.deadWhy[d.RunID] = append(c.deadWhy[d.RunID], d.Reason)
+		c.deadReasons = append(c.deadReasons, d.Reason)
 	}
 }
 
@@ -3476,6 +3490,9 @@ func featureOf(t *ti, task leasecron.Task) []string {
 	}
 	if s.Replace {
 		f = append(f, "replace")
+	}
+	if s.Row {
+		f = append(f, "row")
 	}
 	if !t.cancelTry.IsZero() || !t.cancelled.IsZero() {
 		f = append(f, "cancel")

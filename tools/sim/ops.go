@@ -28,6 +28,10 @@ func (w *World) userOp(c *proc, op *Op) {
 		w.schedule(ctx, c, *op.Spec, op)
 	case OpMany:
 		w.scheduleMany(ctx, c, op)
+	case OpRow:
+		w.insertRow(ctx, c, *op.Spec, op)
+	case OpRowDelete:
+		w.deleteRow(ctx, c, op)
 	case OpCancel:
 		incomplete := false
 		for try := 0; ; try++ {

@@ -90,6 +90,8 @@ const (
 	OpFreeze     OpKind = "freeze" // SIGSTOP for Dur, then SIGCONT
 	OpLookup     OpKind = "lookup" // status of every task that should be pending
 	OpKillClient OpKind = "kill-client"
+	OpRow        OpKind = "insert-row" // a task row written from another language
+	OpRowDelete  OpKind = "delete-row" // that row deleted by its writer
 )
 
 // Op is one operation of a scenario.
@@ -125,6 +127,12 @@ type TaskSpec struct {
 	After       []string
 	AfterAny    bool
 	Replace     bool
+	// Row: written as a table row from another language (README, the
+	// table contract), with no id index. Bad, for such a row, names the
+	// property written malformed (badRows): the mover must set the row
+	// aside, never run it nor drop it.
+	Row bool
+	Bad string
 }
 
 // UniqueSpec is a unique key, its window and states.
@@ -229,6 +237,7 @@ func Plan(seed int64) *Scenario {
 	p.ops()
 	p.episode()
 	p.board()
+	p.rows()
 	slices.SortStableFunc(p.sc.Ops, func(a, b Op) int { return int(a.At - b.At) })
 	return p.sc
 }
@@ -740,7 +749,7 @@ func (o Op) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%8s  c%d %-13s", o.At.Truncate(time.Millisecond), o.Client, o.Kind)
 	switch o.Kind {
-	case OpSchedule:
+	case OpSchedule, OpRow:
 		b.WriteString(" " + o.Spec.String())
 	case OpMany:
 		fmt.Fprintf(&b, " %d tasks", len(o.Many))
@@ -824,6 +833,12 @@ func (s TaskSpec) String() string {
 	}
 	if s.Replace {
 		b.WriteString(" replace")
+	}
+	if s.Row {
+		b.WriteString(" row")
+	}
+	if s.Bad != "" {
+		fmt.Fprintf(&b, " bad=%s", s.Bad)
 	}
 	return b.String()
 }
