@@ -566,7 +566,8 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 	switch {
 	case err == nil:
 		t.accepted = true
-	case errors.Is(err, leasecron.ErrDuplicate), errors.Is(err, leasecron.ErrInvalidTask), errors.Is(err, schedule.ErrAlreadyScheduled):
+	case errors.Is(err, leasecron.ErrDuplicate), errors.Is(err, leasecron.ErrInvalidTask), errors.Is(err, schedule.ErrAlreadyScheduled),
+		errors.Is(err, errRowRefused):
 		t.refusal = err
 	default:
 		t.ambiguous = true

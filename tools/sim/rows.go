@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/storage"
 )
 
 // Rows written from another language (README, "the table contract"): a
@@ -52,7 +53,11 @@ func (p *planner) rows() {
 		if p.chance(20) {
 			s.MaxAttempts = 1 + r.IntN(3)
 		}
-		if p.chance(12) {
+		if p.chance(20) {
+			// A unique task, written with its guard in one transaction;
+			// its keys are the ones tasks scheduled through leasecron use.
+			s.Unique = p.unique()
+		} else if p.chance(12) {
 			s.Due = p.dur(0, 30*time.Second)
 			s.Recurrence = p.pick([]string{"@every 20s", "@every 1m"})
 			if s.Behaviour.Fail == -1 {
@@ -117,16 +122,8 @@ func (w *World) rowShards(ctx context.Context, c *proc, tc *aztables.Client, id 
 	if h.Sum32()%2 == 0 {
 		return c.shards
 	}
-	got, err := tc.GetEntity(ctx, "~shards", "~map", nil)
+	n, err := mapCount(ctx, tc)
 	if err != nil {
-		return c.shards
-	}
-	var m struct{ Count json.Number }
-	if json.Unmarshal(got.Value, &m) != nil {
-		return c.shards
-	}
-	n, err := strconv.Atoi(m.Count.String())
-	if err != nil || n < 1 {
 		return c.shards
 	}
 	return n
@@ -135,11 +132,9 @@ func (w *World) rowShards(ctx context.Context, c *proc, tc *aztables.Client, id 
 // rowKey is the shard and RowKey of task id due then, for a writer that
 // uses shards.
 func rowKey(id string, due time.Time, shards int) (string, string, time.Time) {
-	h := fnv.New32a()
-	h.Write([]byte(id))
 	ticks := due.UnixNano()/100 + 621355968000000000
 	due = time.Unix(0, (ticks-621355968000000000)*100).UTC()
-	return fmt.Sprintf("%02d", h.Sum32()%uint32(max(shards, 1))), fmt.Sprintf("%019d_%s", ticks, id), due
+	return shardOf(id, shards), fmt.Sprintf("%019d_%s", ticks, id), due
 }
 
 // insertRow writes task s as a row of the schedule table, as a client in
@@ -154,7 +149,21 @@ func (w *World) insertRow(ctx context.Context, c *proc, s TaskSpec, op *Op) {
 		return
 	}
 	t := w.chk.newTI(s, op, c)
+	if s.Unique != nil {
+		w.insertUniqueRow(ctx, c, tc, t, s, op)
+		return
+	}
 	shard, rk, due := rowKey(t.id, c.clock.Now().Add(s.Due), w.rowShards(ctx, c, tc, t.id))
+	e := taskRow(shard, rk, t, s)
+	w.chk.rowAt(t, shard, rk)
+	issued := w.now()
+	err = addRow(ctx, tc, e)
+	w.answer(op, shard+"/"+rk, err)
+	w.chk.scheduled(t, issued, leasecron.Item{ID: t.id, Due: due}, err)
+}
+
+// taskRow is the entity of task t (spec s) as the table contract has it.
+func taskRow(shard, rk string, t *ti, s TaskSpec) map[string]any {
 	e := map[string]any{"PartitionKey": shard, "RowKey": rk, "Message": t.payload(), "Type": s.Type}
 	if s.Recurrence != "" {
 		e["Recurrence"] = s.Recurrence
@@ -177,11 +186,7 @@ func (w *World) insertRow(ctx context.Context, c *proc, s TaskSpec, op *Op) {
 			e["FairKey"] = key
 		}
 	}
-	w.chk.rowAt(t, shard, rk)
-	issued := w.now()
-	err = addRow(ctx, tc, e)
-	w.answer(op, shard+"/"+rk, err)
-	w.chk.scheduled(t, issued, leasecron.Item{ID: t.id, Due: due}, err)
+	return e
 }
 
 // addRow inserts entity e. Its id is new to the table: a conflict is the
@@ -326,4 +331,93 @@ func (c *checker) finalBadRows() {
 			c.violate(InvAtLeastOnce, "malformed row %s was dropped: no dead letter at the end names it (dead letters: %d)", b.row, len(c.deadReasons))
 		}
 	}
+}
+
+// errRowRefused: a unique row's transaction met the key's guard, naming
+// another task (README, the table contract: the key is held, or was by
+// a task that no longer holds it; this writer does not take a stale guard
+// over). Nothing was written.
+var errRowRefused = errors.New("sim: the key's guard exists (409)")
+
+// insertUniqueRow writes unique task t as the table contract says: its
+// row and its key's guard in one transaction, in the shard of
+// "{type}~{key}" under the map's count, its id drawn to fall in that shard.
+func (w *World) insertUniqueRow(ctx context.Context, c *proc, tc *aztables.Client, t *ti, s TaskSpec, op *Op) {
+	issued := w.now()
+	n, err := mapCount(ctx, tc)
+	if err != nil {
+		// Nothing written: the writer cannot place it.
+		w.answer(op, "", err)
+		w.chk.scheduled(t, issued, leasecron.Item{}, fmt.Errorf("%w: shard count unread: %v", errRowRefused, err))
+		return
+	}
+	shard := shardOf(s.Type+"~"+s.Unique.Key, n)
+	id := s.ID
+	for i := 0; shardOf(id, n) != shard; i++ {
+		id = fmt.Sprintf("%s-%d", s.ID, i)
+	}
+	_, rk, due := rowKey(id, c.clock.Now().Add(s.Due), n)
+	now := c.clock.Now().UTC()
+	forS := int64(s.Unique.For / time.Second)
+	e := taskRow(shard, rk, t, s)
+	e["UniqueKey"] = s.Unique.Key
+	e["UniqueFor"], e["UniqueFor@odata.type"] = strconv.FormatInt(forS, 10), "Edm.Int64"
+	e["UniqueStates"] = s.Unique.States
+	guard := map[string]any{"PartitionKey": shard, "RowKey": "uq~" + s.Type + "~" + s.Unique.Key, "Task": id,
+		"UniqueFor": strconv.FormatInt(forS, 10), "UniqueFor@odata.type": "Edm.Int64", "UniqueStates": s.Unique.States,
+		"Created": now.Format(time.RFC3339Nano), "CheckAfter": now.Add(s.Unique.For).Format(time.RFC3339Nano), "CheckAfter@odata.type": "Edm.DateTime"}
+	var acts []aztables.TransactionAction
+	for _, x := range []map[string]any{e, guard} {
+		b, merr := json.Marshal(x)
+		if merr != nil {
+			panic(merr)
+		}
+		acts = append(acts, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: b})
+	}
+	w.chk.rowAt(t, shard, rk)
+	_, err = tc.SubmitTransaction(ctx, acts, nil)
+	if errors.Is(storage.Translate(err), storage.ErrAlreadyExists) {
+		// Held, or written by this very call (the SDK's retry of a
+		// transaction whose answer was lost): the guard says which.
+		g, gerr := tc.GetEntity(ctx, shard, "uq~"+s.Type+"~"+s.Unique.Key, nil)
+		var holder struct{ Task string }
+		switch {
+		case gerr != nil:
+			err = fmt.Errorf("read the guard: %w", gerr)
+		case json.Unmarshal(g.Value, &holder) == nil && holder.Task == id:
+			err = nil
+		default:
+			err = fmt.Errorf("%w: held by %s", errRowRefused, holder.Task)
+		}
+	}
+	w.answer(op, shard+"/"+rk, err)
+	w.chk.scheduled(t, issued, leasecron.Item{ID: id, Due: due}, err)
+}
+
+// mapCount reads the shard count from the map, as the README tells a
+// writer in another language to (1 when no map was written yet).
+func mapCount(ctx context.Context, tc *aztables.Client) (int, error) {
+	got, err := tc.GetEntity(ctx, "~shards", "~map", nil)
+	if errors.Is(storage.Translate(err), storage.ErrNotFound) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var m struct{ Count json.Number }
+	if err := json.Unmarshal(got.Value, &m); err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(m.Count.String())
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("map count %q", m.Count)
+	}
+	return n, nil
+}
+
+// shardOf is the README's shard of s under n shards.
+func shardOf(s string, n int) string {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return fmt.Sprintf("%02d", h.Sum32()%uint32(max(n, 1)))
 }
