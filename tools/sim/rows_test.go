@@ -1,0 +1,85 @@
+package sim
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/leasecron/leasecron"
+)
+
+// A task whose row its writer deleted must not start when the delete
+// answered more than the early window before its due time (nothing can
+// have been sent or read for the move by then); nearer its due time the
+// delete races the move, and a start is not judged. A delete that found
+// no row promises nothing.
+func TestADeletedRowsTaskNeverRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		lead    time.Duration // from the delete's answer to the due time
+		found   bool
+		violate bool
+	}{
+		{"deleted long before its due time", 3 * time.Minute, true, true},
+		{"deleted within the early window", 30 * time.Second, true, false},
+		{"the row was gone already", 3 * time.Minute, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				r := c.newTI(TaskSpec{ID: "r1", Type: TypePlain, Row: true}, nil, nil)
+				c.scheduled(r, w.now(), leasecron.Item{ID: "r1", Due: w.now().Add(tc.lead + time.Second)}, nil)
+				time.Sleep(time.Second)
+				issued := w.now()
+				var err error
+				if !tc.found {
+					err = leasecron.ErrNotFound
+				}
+				c.rowDeleted(c.cancelIssued("r1", issued), issued, tc.found, err)
+				time.Sleep(tc.lead)
+				got := violationsOf(c, func() { c.checkStartLocked(r, okNow(w, r, "r1", r.due)) })
+				if (len(got) > 0) != tc.violate {
+					t.Errorf("violations %q; want a violation: %v", got, tc.violate)
+				}
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				if _, cancelled := c.cancelledBy(r, w.now()); !cancelled {
+					t.Error("the task is not taken for cancelled, though its row's delete may have removed it")
+				}
+			})
+		})
+	}
+}
+
+// A malformed row that was written must be among the dead letters at the
+// end, its reason naming it (README: malformed rows are never dropped);
+// one whose insert answered an error may not have been written, and with
+// the dead letters unread nothing is judged.
+func TestAMalformedRowIsNeverDropped(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		reasons []string
+		listed  bool
+		violate bool
+	}{
+		{"set aside", nil, []string{"malformed row 03/0639_r7: property Priority is 9"}, true, false},
+		{"dropped", nil, []string{"malformed row 03/0639_r8: property Priority is 9"}, true, true},
+		{"its insert failed", errors.New("503"), nil, true, false},
+		{"dead letters unread", nil, nil, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, c := newTestChecker()
+			c.badRow("03/0639_r7", tc.err)
+			c.mu.Lock()
+			c.deadReasons, c.deadListed = tc.reasons, tc.listed
+			c.finalBadRows()
+			c.mu.Unlock()
+			if len(c.violations) > 0 != tc.violate || tc.violate && !strings.Contains(c.violations[0].Detail, "was dropped") {
+				t.Errorf("violations %v; want a violation: %v", c.violations, tc.violate)
+			}
+		})
+	}
+}
