@@ -80,7 +80,7 @@ func (c *Coverage) record(fs []string, started bool) {
 // gaps too.
 var knownFeatures = []string{
 	"after", "after-any", "batch", "blackboard", "callback", "cancel", "cron", "due-now", "early", "every",
-	"fleet:mixed-shards", "fleet:sharded", "fleet:unsharded", "later", "progress", "replace", "requeued", "retry", "row",
+	"fleet:mixed-shards", "fleet:sharded", "fleet:unsharded", "later", "payload-blob", "progress", "replace", "requeued", "retry", "row",
 	"snooze", "storage-faults", "type:callback", "type:limited", "type:pausable", "type:plain", "type:rated",
 	"type:slow", "unique",
 }
