@@ -348,7 +348,7 @@ func (w *World) insertUniqueRow(ctx context.Context, c *proc, tc *aztables.Clien
 	if err != nil {
 		// Nothing written: the writer cannot place it.
 		w.answer(op, "", err)
-		w.chk.scheduled(t, issued, leasecron.Item{}, fmt.Errorf("%w: shard count unread: %v", errRowRefused, err))
+		w.chk.scheduled(t, issued, leasecron.Item{}, fmt.Errorf("%w: shard count unread: %w", errRowRefused, err))
 		return
 	}
 	shard := shardOf(s.Type+"~"+s.Unique.Key, n)
