@@ -2019,13 +2019,43 @@ func (c *checker) retimed(id string, issued time.Time, it leasecron.Item, err er
 	if t == nil {
 		return
 	}
-	// An error may hide a change that was made: it counts as a retime all
-	// the same.
-	t.retimes = append(t.retimes, retime{issued: issued, returned: c.w.now(), from: t.due, ok: err == nil})
-	if err == nil {
-		t.retimes[len(t.retimes)-1].to = it.Due
-		t.due = it.Due
+	targets := []*ti{t}
+	if t.spec.Replace && t.returned.IsZero() {
+		// A replace still under way may not have written its row yet:
+		// the change may have moved the scheduling it is replacing (seed
+		// 105438: a run-now answered while a replace issued before it
+		// was under way; the old scheduling's row, moved to now, was sent
+		// and ran just after the replace answered).
+		if prev := c.replacingLocked(t); prev != nil {
+			targets = append(targets, prev)
+		}
 	}
+	for _, t := range targets {
+		// An error may hide a change that was made: it counts as a
+		// retime all the same.
+		t.retimes = append(t.retimes, retime{issued: issued, returned: c.w.now(), from: t.due, ok: err == nil})
+		if err == nil {
+			t.retimes[len(t.retimes)-1].to = it.Due
+			t.due = it.Due
+		}
+	}
+}
+
+// replacingLocked is the scheduling of t's id that t, a replace, would
+// replace: the newest tried before it that may have been written and
+// has not been replaced, nil when none.
+func (c *checker) replacingLocked(t *ti) *ti {
+	l := c.byID[t.id]
+	for i := len(l) - 1; i >= 0; i-- {
+		o := l[i]
+		if o == t || o.tried.After(t.tried) || !o.superseded.IsZero() {
+			continue
+		}
+		if o.accepted || o.ambiguous || o.returned.IsZero() {
+			return o
+		}
+	}
+	return nil
 }
 
 // sameDue reports whether two due times are one (as a client's answer and

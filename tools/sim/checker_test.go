@@ -2141,3 +2141,35 @@ func TestAOneOffClaimedBeforeItsCancelMarkedItRuns(t *testing.T) {
 		})
 	}
 }
+
+// A change answered while a replace issued before it is still under way
+// may have moved the scheduling being replaced, the replace's row not
+// yet written (seed 105438: a run-now moved the old scheduling to now,
+// it was sent and ran just after the replace answered). Without the
+// change, the old scheduling due later must not start once the replace
+// answered.
+func TestAChangeDuringAReplaceMayMoveTheOldScheduling(t *testing.T) {
+	for _, runNow := range []bool{true, false} {
+		t.Run(fmt.Sprintf("run-now=%v", runNow), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				old := c.newTI(TaskSpec{ID: "t4", Type: TypePlain}, nil, nil)
+				c.scheduled(old, w.now(), leasecron.Item{ID: "t4", Due: w.now().Add(2 * time.Minute)}, nil)
+				time.Sleep(time.Second)
+				repl := c.newTI(TaskSpec{ID: "t4", Type: TypePlain, Replace: true}, nil, nil)
+				issued := w.now()
+				time.Sleep(2 * time.Second)
+				if runNow {
+					c.retimed("t4", w.now(), leasecron.Item{ID: "t4", Due: w.now()}, nil)
+				}
+				time.Sleep(500 * time.Millisecond)
+				c.scheduled(repl, issued, leasecron.Item{ID: "t4", Due: issued.Add(20 * time.Second)}, nil)
+				time.Sleep(50 * time.Millisecond)
+				got := violationsOf(c, func() { c.checkStartLocked(old, okNow(w, old, "t4", old.due)) })
+				if (len(got) > 0) == runNow {
+					t.Errorf("a start of the old scheduling after the replace answered: violations %q; want a violation: %v", got, !runNow)
+				}
+			})
+		})
+	}
+}
