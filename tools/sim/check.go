@@ -167,6 +167,7 @@ type ti struct {
 	// it removed it.
 	rowShard, rowKey string
 	rowGone          time.Time
+	rowDeleted       bool // a delete of its row answered found, or an error
 }
 
 // window is a pause or a disable: asked at issued, in force from from
@@ -2640,6 +2641,9 @@ func (c *checker) finalTasks() {
 				// done in part counts among the operation's failures
 				// (sim seed 50693: its row removed, its run's mark
 				// failing, an early message of it dropped).
+				continue
+			}
+			if state == "queued" && c.rowDeleteLeftQueuedLocked(t) {
 				continue
 			}
 			if state == "queued" && c.requeueLeftQueued(t, st) {

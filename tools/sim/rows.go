@@ -294,6 +294,19 @@ func (c *checker) rowDeleted(t *ti, issued time.Time, found bool, err error) {
 	if found && t.rowGone.IsZero() {
 		t.rowGone = c.w.now()
 	}
+	if found || err != nil {
+		t.rowDeleted = true
+	}
+}
+
+// rowDeleteLeftQueuedLocked reports whether t, a task whose row its
+// writer's delete may have removed, may be left queued with no message
+// to run it (README, the table contract: a delete racing the move may
+// leave the run queued, as a cancel done in part does; seed 105940: a
+// row deleted 2.7 s before its due time, its early message dropped as
+// stale, its run recorded queued by a pass that had read the row before).
+func (c *checker) rowDeleteLeftQueuedLocked(t *ti) bool {
+	return t.rowDeleted && len(t.starts) == 0
 }
 
 // checkRowGoneLocked: a task whose row its writer deleted well before its
