@@ -234,8 +234,9 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 	// A series: every occurrence due within the window gets its own
 	// message. The first is the row's own due time; after it, occurrences
 	// due before since (the previous pass of this term, or now) are skipped
-	// (Recurrence.Next): they were missed while nobody moved, so an overdue
-	// series runs once, not once per missed occurrence. Occurrences that
+	// (Recurrence.Next) once one is sent: they were missed while nobody
+	// moved, so an overdue series runs once, not once per missed
+	// occurrence (an occurrence sent early already is not that once). Occurrences that
 	// fell due since the previous pass (a series added meanwhile) are sent
 	// at once.
 	if !r.indexed {
@@ -272,7 +273,16 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 			p.sends = append(p.sends, &send{env: numbered(msg(occ, newTok), r.seq+int64(fresh)), delay: occ.Sub(now)})
 			lastEarly = occ
 		}
-		next, err := r.rec.Next(occ, since)
+		// Skipped from since, but only once an occurrence is sent: the
+		// first one not sent yet is the overdue series' once, also when
+		// the row's own was sent early already (issue 38, seed 106191: a
+		// new term's first pass, a few milliseconds after an occurrence
+		// fell due, confirmed the row's and skipped that one).
+		from := since
+		if fresh == 0 {
+			from = occ
+		}
+		next, err := r.rec.Next(occ, from)
 		if err == nil && mutate.On(mutate.SkipOccurrence) {
 			next, err = r.rec.Next(next, next)
 		}
