@@ -236,9 +236,9 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 	// due before since (the previous pass of this term, or now) are skipped
 	// (Recurrence.Next) once one is sent: they were missed while nobody
 	// moved, so an overdue series runs once, not once per missed
-	// occurrence (an occurrence sent early already is not that once). Occurrences that
-	// fell due since the previous pass (a series added meanwhile) are sent
-	// at once.
+	// occurrence (an occurrence sent early already is not that once).
+	// Occurrences that fell due since the previous pass (a series added
+	// meanwhile) are sent at once.
 	if !r.indexed {
 		// Without an index row a worker cannot find the series' row to
 		// check an early-sent occurrence: send only what is moved now.
