@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"sort"
 	"strings"
@@ -79,9 +78,7 @@ type payload struct {
 // plan changed), but never a row written from another language, whose
 // payload is inline by contract.
 func bigPayload(s TaskSpec) bool {
-	h := fnv.New32a()
-	h.Write([]byte(s.ID))
-	return !s.Row && h.Sum32()/7%16 == 0
+	return !s.Row && fnv32(s.ID)/7%16 == 0
 }
 
 // ti is one scheduling of a task id (a task incarnation): an id is

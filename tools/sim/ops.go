@@ -167,14 +167,20 @@ func (w *World) item(c *proc, s TaskSpec, t *ti) leasecron.Item {
 // a third for each of two tenants (tenant-a weighted, see routing), a
 // quarter in the named queue "bulk" that every worker consumes too.
 func route(id string) (string, int, string) {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	n := h.Sum32()
+	n := fnv32(id)
 	q := ""
 	if n/15%4 == 0 {
 		q = "bulk"
 	}
 	return q, int(n % 5), []string{"", "tenant-a", "tenant-b"}[n/5%3]
+}
+
+// fnv32 is the 32-bit FNV-1a hash of s: the one the README gives for an
+// id's shard, and what the plan picks routes and payloads by.
+func fnv32(s string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return h.Sum32()
 }
 
 // routed reports whether tasks are routed (SIM_NOROUTE unset).
@@ -185,9 +191,7 @@ func routed() bool { return os.Getenv("SIM_NOROUTE") == "" }
 // hash of the id.
 func payloadRoute(id string) (string, int, string) {
 	q, p, key := route(id)
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	if key != "tenant-b" || h.Sum32()/45%2 == 0 {
+	if key != "tenant-b" || fnv32(id)/45%2 == 0 {
 		key = ""
 	}
 	return q, p, key

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/trafficcop"
 )
 
 // Rows written from another language (README, "the table contract"): a
@@ -42,16 +42,15 @@ const rowDeleteMargin = 5 * time.Second
 // the row by a scan.
 func (p *planner) rows() {
 	c := &p.sc.Config
-	r := rand.New(rand.NewPCG(uint64(c.Seed), 0x70a5)) //nolint:gosec // a simulation's plan, not a secret
 	saved := p.r
-	p.r = r
+	p.r = rand.New(rand.NewPCG(uint64(c.Seed), 0x70a5)) //nolint:gosec // a simulation's plan, not a secret
 	defer func() { p.r = saved }()
-	for range r.IntN(6) {
+	for range p.r.IntN(6) {
 		at := p.dur(10*time.Second, c.Active-40*time.Second)
 		s := &TaskSpec{ID: p.newID("r"), Type: p.pick(taskTypes), Due: p.due(), Row: true}
 		s.Behaviour = p.behaviour(s.Type)
 		if p.chance(20) {
-			s.MaxAttempts = 1 + r.IntN(3)
+			s.MaxAttempts = 1 + p.r.IntN(3)
 		}
 		if p.chance(20) {
 			// A unique task, written with its guard in one transaction;
@@ -66,9 +65,9 @@ func (p *planner) rows() {
 			s.Behaviour.Sleep = min(s.Behaviour.Sleep, 10*time.Second)
 		}
 		p.spec[s.ID] = s
-		cl := r.IntN(2)
+		cl := p.r.IntN(2)
 		p.add(Op{At: at, Kind: OpRow, Client: cl, Task: s.ID, Spec: s})
-		switch x := r.IntN(100); {
+		switch x := p.r.IntN(100); {
 		case x < 25 && s.Recurrence == "":
 			// Deleted by its writer (the client that knows its key): well
 			// before the early window when the task is due late enough,
@@ -80,14 +79,14 @@ func (p *planner) rows() {
 			}
 			p.add(Op{At: max(at+time.Second, del), Kind: OpRowDelete, Client: cl, Task: s.ID})
 		case x < 40:
-			p.add(Op{At: at + p.dur(time.Second, max(2*time.Second, s.Due+5*time.Second)), Kind: OpCancel, Client: r.IntN(2), Task: s.ID})
+			p.add(Op{At: at + p.dur(time.Second, max(2*time.Second, s.Due+5*time.Second)), Kind: OpCancel, Client: p.r.IntN(2), Task: s.ID})
 		case x < 50 && s.Recurrence == "":
-			p.add(Op{At: at + p.dur(time.Second, 20*time.Second), Kind: OpReschedule, Client: r.IntN(2), Task: s.ID, Dur: p.due()})
+			p.add(Op{At: at + p.dur(time.Second, 20*time.Second), Kind: OpReschedule, Client: p.r.IntN(2), Task: s.ID, Dur: p.due()})
 		}
 	}
 	if p.chance(30) {
 		s := &TaskSpec{ID: p.newID("r"), Type: TypePlain, Due: p.due(), Row: true, Bad: p.pick(slices.Sorted(maps.Keys(badRows)))}
-		p.add(Op{At: p.dur(10*time.Second, c.Active-40*time.Second), Kind: OpRow, Client: r.IntN(2), Task: s.ID, Spec: s})
+		p.add(Op{At: p.dur(10*time.Second, c.Active-40*time.Second), Kind: OpRow, Client: p.r.IntN(2), Task: s.ID, Spec: s})
 	}
 }
 
@@ -117,9 +116,7 @@ func (w *World) rowTable(c *proc) (*aztables.Client, error) {
 // fails) the count the client was configured with, which may be an old
 // one.
 func (w *World) rowShards(ctx context.Context, c *proc, tc *aztables.Client, id string) int {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	if h.Sum32()%2 == 0 {
+	if fnv32(id)%2 == 0 {
 		return c.shards
 	}
 	n, err := mapCount(ctx, tc)
@@ -129,11 +126,15 @@ func (w *World) rowShards(ctx context.Context, c *proc, tc *aztables.Client, id 
 	return n
 }
 
+// unixEpochTicks is 1970-01-01T00:00:00Z in .NET ticks (100 ns since
+// 0001-01-01), the unit of a row key's due time.
+const unixEpochTicks = 621355968000000000
+
 // rowKey is the shard and RowKey of task id due then, for a writer that
 // uses shards.
 func rowKey(id string, due time.Time, shards int) (string, string, time.Time) {
-	ticks := due.UnixNano()/100 + 621355968000000000
-	due = time.Unix(0, (ticks-621355968000000000)*100).UTC()
+	ticks := due.UnixNano()/100 + unixEpochTicks
+	due = time.Unix(0, (ticks-unixEpochTicks)*100).UTC()
 	return shardOf(id, shards), fmt.Sprintf("%019d_%s", ticks, id), due
 }
 
@@ -251,9 +252,9 @@ func (w *World) deleteRow(ctx context.Context, c *proc, op *Op) {
 // duration and poll).
 func (c *checker) earlyWindow() time.Duration {
 	if c.w.plan.Fast {
-		return 15*time.Second + 3*time.Second
+		return fastLease + fastLeasePoll
 	}
-	return 60*time.Second + 15*time.Second
+	return trafficcop.DefaultLeaseDuration + trafficcop.DefaultPollEvery
 }
 
 // rowAt records where t's row is written, for its writer's delete.
@@ -287,15 +288,13 @@ func (c *checker) rowDeleted(t *ti, issued time.Time, found bool, err error) {
 	c.metLocked(t, "cancel", issued, nil)
 	t.cancelling = time.Time{}
 	if found || err != nil {
+		t.rowDeleted = true
 		if t.cancelTry.IsZero() {
 			t.cancelTry = issued
 		}
 	}
 	if found && t.rowGone.IsZero() {
 		t.rowGone = c.w.now()
-	}
-	if found || err != nil {
-		t.rowDeleted = true
 	}
 }
 
@@ -438,7 +437,5 @@ func mapCount(ctx context.Context, tc *aztables.Client) (int, error) {
 
 // shardOf is the README's shard of s under n shards.
 func shardOf(s string, n int) string {
-	h := fnv.New32a()
-	h.Write([]byte(s))
-	return fmt.Sprintf("%02d", h.Sum32()%uint32(max(n, 1)))
+	return fmt.Sprintf("%02d", fnv32(s)%uint32(max(n, 1)))
 }

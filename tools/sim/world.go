@@ -616,6 +616,12 @@ func (w *World) newClient(i, queues, shards int) *proc {
 	return p
 }
 
+// The lease timing of a fleet with fast timings (Config.Fast).
+const (
+	fastLease     = 15 * time.Second
+	fastLeasePoll = 3 * time.Second
+)
+
 // startWorker starts worker name (a new incarnation), with shards shards
 // when above 0 (else the fleet's current count).
 func (w *World) startWorker(name string, shards int) {
@@ -640,7 +646,7 @@ func (w *World) startWorker(name string, shards int) {
 	}
 	w.boardSettings(&o)
 	if w.plan.Fast {
-		o.Lease = trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: 3 * time.Second}
+		o.Lease = trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: fastLease}, PollEvery: fastLeasePoll}
 		o.Mover = schedule.MoverSettings{PollEvery: time.Second}
 		o.ShardCycle, o.DrainCheck = time.Second, 2*time.Second
 		o.Consumer.PollMax, o.Consumer.VisibilityTimeout = 5*time.Second, 30*time.Second
