@@ -254,8 +254,10 @@ func (dl *DeadLetters) requeueFrom(ctx context.Context, d DeadLetter, op string,
 			return fmt.Errorf("queue: requeue %s: mark its run queued again: %w", d.ID(), err)
 		case earlier && !queued:
 			// Requeued before, and its run has moved on since: only the
-			// record was left.
-			if err := dl.c.poison.Delete(ctx, d.Poison); err != nil {
+			// record was left. Gone already is removed all the same (the
+			// SDK tried again a delete whose answer was lost, or a walk
+			// took it meanwhile).
+			if err := dl.c.poison.Delete(ctx, d.Poison); err != nil && !errors.Is(err, ErrMessageGone) {
 				return fmt.Errorf("queue: requeue %s: remove a dead letter requeued before: %w", d.ID(), err)
 			}
 			dl.log.Info("removed a dead letter that was requeued before", "task_id", env.ID, "type", env.Type)
