@@ -2460,16 +2460,17 @@ func (c *checker) mayBeCancelledLocked(t *ti, now time.Time) bool {
 }
 
 // allEnded reads the status of every task's latest scheduling and reports
-// whether each has ended (the series aside).
+// whether each has ended (the series aside), and no malformed row may
+// still be out of the movers' reach.
 func (c *checker) allEnded(ctx context.Context, cl *leasecron.Client) bool {
 	c.mu.Lock()
 	var ids []string
 	for id := range c.byID {
 		ids = append(ids, id)
 	}
+	done := !c.badRowsDueLocked(c.w.now())
 	c.mu.Unlock()
 	sort.Strings(ids)
-	done := true
 	for _, id := range ids {
 		c.mu.Lock()
 		t := c.latestLocked(id)

@@ -119,11 +119,11 @@ func (w *World) rowShards(ctx context.Context, c *proc, tc *aztables.Client, id 
 	if fnv32(id)%2 == 0 {
 		return c.shards
 	}
-	n, err := mapCount(ctx, tc)
+	m, err := readShardMap(ctx, tc)
 	if err != nil {
 		return c.shards
 	}
-	return n
+	return m.Count
 }
 
 // unixEpochTicks is 1970-01-01T00:00:00Z in .NET ticks (100 ns since
@@ -194,11 +194,7 @@ func taskRow(shard, rk string, t *ti, s TaskSpec) map[string]any {
 // SDK's retry of an insert whose first answer was lost, which did write
 // it.
 func addRow(ctx context.Context, tc *aztables.Client, e map[string]any) error {
-	body, err := json.Marshal(e)
-	if err != nil {
-		panic(err)
-	}
-	_, err = tc.AddEntity(ctx, body, nil)
+	_, err := tc.AddEntity(ctx, mustJSON(e), nil)
 	var re *azcore.ResponseError
 	if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
 		return nil
@@ -216,7 +212,7 @@ func (w *World) insertBadRow(ctx context.Context, c *proc, tc *aztables.Client, 
 	issued := w.now()
 	err := addRow(ctx, tc, e)
 	w.answer(op, shard+"/"+rk, err)
-	w.chk.badRow(shard+"/"+rk, e["Type"].(string), issued, err)
+	w.chk.badRow(badRowEv{row: shard + "/" + rk, typ: e["Type"].(string), issued: issued, due: issued.Add(s.Due), ok: err == nil})
 }
 
 // deleteRow deletes the row insertRow wrote for op.Task, as its writer
@@ -305,7 +301,13 @@ func (c *checker) rowDeleted(t *ti, issued time.Time, found bool, err error) {
 // row deleted 2.7 s before its due time, its early message dropped as
 // stale, its run recorded queued by a pass that had read the row before).
 func (c *checker) rowDeleteLeftQueuedLocked(t *ti) bool {
-	return t.rowDeleted && len(t.starts) == 0
+	if !t.rowDeleted || len(t.starts) > 0 {
+		return false
+	}
+	// Only a delete that raced the move: one that answered an error may
+	// have landed any time before its answer; one that answered well
+	// before the early window took the row before any pass could read it.
+	return t.rowGone.IsZero() || t.due.Sub(t.rowGone) <= c.earlyWindow()+rowDeleteMargin
 }
 
 // checkRowGoneLocked: a task whose row its writer deleted well before its
@@ -323,17 +325,29 @@ func (c *checker) checkRowGoneLocked(t *ti, ev *runEv) {
 // badRow records the insert of a malformed row (shard/RowKey), which
 // answered err: one that may have been written must end in the poison
 // queue (README: "Malformed rows are never dropped").
-func (c *checker) badRow(row, typ string, issued time.Time, err error) {
+func (c *checker) badRow(b badRowEv) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.badRows = append(c.badRows, badRowEv{row: row, typ: typ, issued: issued, ok: err == nil})
+	c.badRows = append(c.badRows, b)
 }
 
 type badRowEv struct {
-	row, typ string // its Type, as written
-	issued   time.Time
-	ok       bool // written for sure (else it may have been)
+	row, typ    string // its Type, as written
+	issued, due time.Time
+	ok          bool // written for sure (else it may have been)
 }
+
+// badRowsDueLocked reports whether a malformed row may not have come
+// within the movers' reach by now: one due later than every task the
+// quiet phase waits for is set aside only when a pass reaches it.
+func (c *checker) badRowsDueLocked(now time.Time) bool {
+	return slices.ContainsFunc(c.badRows, func(b badRowEv) bool { return now.Before(b.due.Add(badRowSlack)) })
+}
+
+// badRowSlack is how long after a malformed row's due time (by the world's
+// clock: its writer's may differ by its skew) the quiet phase waits for
+// a pass to set it aside.
+const badRowSlack = 30 * time.Second
 
 // finalBadRows: every malformed row written is among the dead letters at
 // the end, its reason naming it; one whose insert answered an error may
@@ -353,24 +367,34 @@ func (c *checker) finalBadRows() {
 	}
 }
 
-// errRowRefused: a unique row's transaction met the key's guard, naming
-// another task (README, the table contract: the key is held, or was by
-// a task that no longer holds it; this writer does not take a stale guard
-// over). Nothing was written.
-var errRowRefused = errors.New("sim: the key's guard exists (409)")
+// errRowRefused: a unique row was not written, and its writer knows it
+// (README, the table contract): its transaction met the key's guard,
+// naming another task (the key is held, or was by a task that no longer
+// holds it; this writer does not take a stale guard over), or a guard
+// sealed by a change of the shard count, or a shard closed to the count
+// it placed by; or the map said a change of the count was under way.
+var errRowRefused = errors.New("sim: unique row not written")
 
 // insertUniqueRow writes unique task t as the table contract says: its
 // row and its key's guard in one transaction, in the shard of
-// "{type}~{key}" under the map's count, its id drawn to fall in that shard.
+// "{type}~{key}" under the map's count, its id drawn to fall in that
+// shard, requiring the shard's open row when the map names one for that
+// count; not while a change of the count is under way, and placed again
+// (here: refused) when the transaction meets a guard sealed by a change
+// or a shard closed to the count it read.
 func (w *World) insertUniqueRow(ctx context.Context, c *proc, tc *aztables.Client, t *ti, s TaskSpec, op *Op) {
 	issued := w.now()
-	n, err := mapCount(ctx, tc)
+	m, err := readShardMap(ctx, tc)
+	if err == nil && m.PrevCount != 0 {
+		err = fmt.Errorf("the shard count is changing from %d to %d", m.PrevCount, m.Count)
+	}
 	if err != nil {
-		// Nothing written: the writer cannot place it.
+		// Nothing written: the writer cannot place it (yet).
 		w.answer(op, "", err)
-		w.chk.scheduled(t, issued, leasecron.Item{}, fmt.Errorf("%w: shard count unread: %w", errRowRefused, err))
+		w.chk.scheduled(t, issued, leasecron.Item{}, fmt.Errorf("%w: %w", errRowRefused, err))
 		return
 	}
+	n := m.Count
 	shard := shardOf(s.Type+"~"+s.Unique.Key, n)
 	id := s.ID
 	for i := 0; shardOf(id, n) != shard; i++ {
@@ -383,56 +407,97 @@ func (w *World) insertUniqueRow(ctx context.Context, c *proc, tc *aztables.Clien
 	e["UniqueKey"] = s.Unique.Key
 	e["UniqueFor"], e["UniqueFor@odata.type"] = strconv.FormatInt(forS, 10), "Edm.Int64"
 	e["UniqueStates"] = s.Unique.States
-	guard := map[string]any{"PartitionKey": shard, "RowKey": "uq~" + s.Type + "~" + s.Unique.Key, "Task": id,
+	gk := "uq~" + s.Type + "~" + s.Unique.Key
+	guard := map[string]any{"PartitionKey": shard, "RowKey": gk, "Task": id,
 		"UniqueFor": strconv.FormatInt(forS, 10), "UniqueFor@odata.type": "Edm.Int64", "UniqueStates": s.Unique.States,
-		"Created": now.Format(time.RFC3339Nano), "CheckAfter": now.Add(s.Unique.For).Format(time.RFC3339Nano), "CheckAfter@odata.type": "Edm.DateTime"}
+		"Created": now.Format(time.RFC3339Nano), "CheckAfter": now.Add(s.Unique.For).Format(time.RFC3339Nano), "CheckAfter@odata.type": "Edm.DateTime",
+		"Under": n}
 	var acts []aztables.TransactionAction
 	for _, x := range []map[string]any{e, guard} {
-		b, merr := json.Marshal(x)
-		if merr != nil {
-			panic(merr)
-		}
-		acts = append(acts, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: b})
+		acts = append(acts, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: mustJSON(x)})
+	}
+	if m.Open == n {
+		anyTag := azcore.ETagAny
+		acts = append(acts, aztables.TransactionAction{ActionType: aztables.TransactionTypeUpdateMerge, IfMatch: &anyTag,
+			Entity: mustJSON(map[string]any{"PartitionKey": shard, "RowKey": fmt.Sprintf("uq~~open~%d", n)})})
 	}
 	w.chk.rowAt(t, shard, rk)
 	_, err = tc.SubmitTransaction(ctx, acts, nil)
-	if errors.Is(storage.Translate(err), storage.ErrAlreadyExists) {
-		// Held, or written by this very call (the SDK's retry of a
-		// transaction whose answer was lost): the guard says which.
-		g, gerr := tc.GetEntity(ctx, shard, "uq~"+s.Type+"~"+s.Unique.Key, nil)
-		var holder struct{ Task string }
+	switch te := storage.Translate(err); {
+	case errors.Is(te, storage.ErrNotFound):
+		// The shard's open row is gone: a change of the count closed the
+		// shard to takes placed by n.
+		err = fmt.Errorf("%w: shard %s is closed to %d shards: %w", errRowRefused, shard, n, te)
+	case errors.Is(te, storage.ErrAlreadyExists):
+		// Held, sealed by a change of the count, or written by this very
+		// call (the SDK's retry of a transaction whose answer was lost):
+		// the guard says which.
+		g, gerr := tc.GetEntity(ctx, shard, gk, nil)
+		var held struct {
+			Task      string
+			SealedFor json.Number
+		}
 		switch {
 		case gerr != nil:
 			err = fmt.Errorf("read the guard: %w", gerr)
-		case json.Unmarshal(g.Value, &holder) == nil && holder.Task == id:
+		case json.Unmarshal(g.Value, &held) != nil:
+			err = fmt.Errorf("read the guard: %s", g.Value)
+		case held.SealedFor != "":
+			err = fmt.Errorf("%w: the guard is sealed for %s shards", errRowRefused, held.SealedFor)
+		case held.Task == id:
 			err = nil
 		default:
-			err = fmt.Errorf("%w: held by %s", errRowRefused, holder.Task)
+			err = fmt.Errorf("%w: held by %s", errRowRefused, held.Task)
 		}
 	}
 	w.answer(op, shard+"/"+rk, err)
 	w.chk.scheduled(t, issued, leasecron.Item{ID: id, Due: due}, err)
 }
 
-// mapCount reads the shard count from the map, as the README tells a
-// writer in another language to (1 when no map was written yet).
-func mapCount(ctx context.Context, tc *aztables.Client) (int, error) {
+// mustJSON is x encoded (a map of strings and numbers encodes).
+func mustJSON(x map[string]any) []byte {
+	b, err := json.Marshal(x)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// shardMap is what a writer in another language reads from the map row
+// ("~shards", "~map"), as the README tells it to: the count to place by,
+// the count before a change still under way (0: none), and the count
+// whose open rows stand (0: none).
+type shardMap struct{ Count, PrevCount, Open int }
+
+// readShardMap reads the map (a count of 1 when no map was written yet).
+func readShardMap(ctx context.Context, tc *aztables.Client) (shardMap, error) {
 	got, err := tc.GetEntity(ctx, "~shards", "~map", nil)
 	if errors.Is(storage.Translate(err), storage.ErrNotFound) {
-		return 1, nil
+		return shardMap{Count: 1}, nil
 	}
 	if err != nil {
-		return 0, err
+		return shardMap{}, err
 	}
-	var m struct{ Count json.Number }
+	var m struct{ Count, PrevCount, Open json.Number }
 	if err := json.Unmarshal(got.Value, &m); err != nil {
-		return 0, err
+		return shardMap{}, err
 	}
-	n, err := strconv.Atoi(m.Count.String())
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("map count %q", m.Count)
+	var out shardMap
+	for _, f := range []struct {
+		n   json.Number
+		dst *int
+		min int
+	}{{m.Count, &out.Count, 1}, {m.PrevCount, &out.PrevCount, 0}, {m.Open, &out.Open, 0}} {
+		if f.n == "" && f.min == 0 {
+			continue
+		}
+		n, err := strconv.Atoi(f.n.String())
+		if err != nil || n < f.min {
+			return shardMap{}, fmt.Errorf("map %+v", m)
+		}
+		*f.dst = n
 	}
-	return n, nil
+	return out, nil
 }
 
 // shardOf is the README's shard of s under n shards.
