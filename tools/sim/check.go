@@ -1691,12 +1691,40 @@ func (c *checker) parentEnd(pt *ti, any bool, by, seen time.Time) (time.Time, st
 	if prev := c.unwrittenParentLocked(pt, seen); prev != nil {
 		family = append(family, c.family(prev)...)
 	}
+	family = append(family, c.runBesideBulkCancelledLocked(pt, seen)...)
 	for _, p := range family {
 		if e, h := c.endedFor(p, any, by); !e.IsZero() && (end.IsZero() || e.Before(end)) {
 			end, how = e, h
 		}
 	}
 	return end, how
+}
+
+// runBesideBulkCancelledLocked returns, when pt never started and a bulk
+// cancel of its type issued before by (when a child waiting for the id
+// was issued) may have removed it, the schedulings of the id accepted
+// before pt whose runs had started by then and are of another type: the
+// bulk cancel leaves such a run going and notes only pt's due time as
+// cancelled on the id's record, so the record ends as that run does,
+// and a child scheduled afterwards hears of that end (seed 108727: a
+// running slow task replaced as limited, the replacement bulk-cancelled
+// by type, the slow run succeeded; a child scheduled 30 s later found
+// the id succeeded and started).
+func (c *checker) runBesideBulkCancelledLocked(pt *ti, by time.Time) []*ti {
+	if len(pt.starts) > 0 || pt.spec.Recurrence != "" {
+		return nil
+	}
+	if at, ok := c.bulkReach("cancel-pending", pt.spec.Type, pt.issued); !ok || !at.Before(by) {
+		return nil
+	}
+	var out []*ti
+	for _, o := range c.byID[c.idOfLocked(pt)] {
+		if o != pt && o.accepted && o.issued.Before(pt.issued) && o.spec.Type != pt.spec.Type &&
+			slices.ContainsFunc(o.starts, func(r *runEv) bool { return r.start.Before(pt.issued) }) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // idOfLocked is the id pt's schedulings go by: its own, or the one its

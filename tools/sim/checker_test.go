@@ -2173,3 +2173,47 @@ func TestAChangeDuringAReplaceMayMoveTheOldScheduling(t *testing.T) {
 		})
 	}
 }
+
+// A bulk cancel of a type removes a pending replacement of that type and
+// leaves the id's earlier run of another type going: the id's record ends
+// as that run does, and a child scheduled after it has ended hears of
+// that end (seed 108727). Without the bulk cancel the child waits for the
+// replacement.
+func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
+	for _, bulk := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bulk=%v", bulk), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				w1 := &proc{w: w, name: "w1"}
+				old := c.newTI(TaskSpec{ID: "p", Type: "slow"}, nil, nil)
+				c.scheduled(old, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
+				run := &runEv{ti: old, runID: "p", due: old.due, attempt: 1, proc: w1, start: w.now()}
+				old.starts = append(old.starts, run)
+				time.Sleep(2 * time.Second)
+				repl := c.newTI(TaskSpec{ID: "p", Type: "limited", Replace: true}, nil, nil)
+				c.scheduled(repl, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
+				rk, err := schedule.RowKey(repl.due, "p")
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{{RowKey: rk}}})
+				time.Sleep(2 * time.Second)
+				if bulk {
+					c.bulk(bulkEv{id: "bulk-1", kind: "cancel-pending", typ: "limited", started: w.now(), ended: w.now().Add(time.Second), ok: true})
+				}
+				time.Sleep(6 * time.Second)
+				run.end, run.outcome = w.now(), "ok"
+				time.Sleep(30 * time.Second)
+				child := c.newTI(TaskSpec{ID: "c", Type: "slow", After: []string{"p"}}, nil, nil)
+				c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
+				time.Sleep(time.Second)
+				c.mu.Lock()
+				c.checkStartLocked(child, &runEv{ti: child, runID: "c", due: child.due, attempt: 1, proc: w1, start: w.now()})
+				c.mu.Unlock()
+				if got := len(c.violations) > 0; got == bulk {
+					t.Errorf("replacement bulk-cancelled: %v; violations %v", bulk, c.violations)
+				}
+			})
+		})
+	}
+}

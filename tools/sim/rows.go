@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -307,7 +308,9 @@ func (c *checker) rowDeleteLeftQueuedLocked(t *ti) bool {
 	// Only a delete that raced the move: one that answered an error may
 	// have landed any time before its answer; one that answered well
 	// before the early window took the row before any pass could read it.
-	return t.rowGone.IsZero() || t.due.Sub(t.rowGone) <= c.earlyWindow()+rowDeleteMargin
+	// (Its row's due time is the one it was written with, by its writer's
+	// clock: up to the skew off the world's.)
+	return t.rowGone.IsZero() || t.schedDue.Sub(t.rowGone) <= c.earlyWindow()+rowDeleteMargin+c.skew
 }
 
 // checkRowGoneLocked: a task whose row its writer deleted well before its
@@ -316,7 +319,7 @@ func (c *checker) checkRowGoneLocked(t *ti, ev *runEv) {
 	if t.rowGone.IsZero() || !ev.start.After(t.rowGone) || c.continuesLocked(t, ev) {
 		return
 	}
-	if lead := ev.due.Sub(t.rowGone); lead > c.earlyWindow()+rowDeleteMargin {
+	if lead := ev.due.Sub(t.rowGone); lead > c.earlyWindow()+rowDeleteMargin+c.skew {
 		c.violate(InvCancelled, "%s started on %s after its row was deleted at %s, %v before its due time (the early window is %v)",
 			ev.runID, ev.proc.id, c.at(t.rowGone), lead.Round(time.Millisecond), c.earlyWindow())
 	}
@@ -341,12 +344,12 @@ type badRowEv struct {
 // within the movers' reach by now: one due later than every task the
 // quiet phase waits for is set aside only when a pass reaches it.
 func (c *checker) badRowsDueLocked(now time.Time) bool {
-	return slices.ContainsFunc(c.badRows, func(b badRowEv) bool { return now.Before(b.due.Add(badRowSlack)) })
+	return slices.ContainsFunc(c.badRows, func(b badRowEv) bool { return now.Before(b.due.Add(badRowSlack + c.skew)) })
 }
 
-// badRowSlack is how long after a malformed row's due time (by the world's
-// clock: its writer's may differ by its skew) the quiet phase waits for
-// a pass to set it aside.
+// badRowSlack is how long after a malformed row's due time the quiet
+// phase waits for a pass to set it aside (and the clocks' skew more: the
+// due time is by its writer's clock, a mover's by another).
 const badRowSlack = 30 * time.Second
 
 // finalBadRows: every malformed row written is among the dead letters at
@@ -379,9 +382,11 @@ var errRowRefused = errors.New("sim: unique row not written")
 // row and its key's guard in one transaction, in the shard of
 // "{type}~{key}" under the map's count, its id drawn to fall in that
 // shard, requiring the shard's open row when the map names one for that
-// count; not while a change of the count is under way, and placed again
-// (here: refused) when the transaction meets a guard sealed by a change
-// or a shard closed to the count it read.
+// count or the count is 1 (no map included), and writing that row again
+// when it is missing and the map is unchanged; not while a change of the
+// count is under way, and placed again (here: refused) when the
+// transaction meets a guard sealed by a change or a shard closed to the
+// count it read.
 func (w *World) insertUniqueRow(ctx context.Context, c *proc, tc *aztables.Client, t *ti, s TaskSpec, op *Op) {
 	issued := w.now()
 	m, err := readShardMap(ctx, tc)
@@ -416,42 +421,102 @@ func (w *World) insertUniqueRow(ctx context.Context, c *proc, tc *aztables.Clien
 	for _, x := range []map[string]any{e, guard} {
 		acts = append(acts, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: mustJSON(x)})
 	}
-	if m.Open == n {
+	open := ""
+	if m.Open == n || n == 1 {
+		// (Last in the batch: a failure names the first action that
+		// failed, and a held guard is the likelier one.)
+		open = fmt.Sprintf("uq~~open~%d", n)
 		anyTag := azcore.ETagAny
 		acts = append(acts, aztables.TransactionAction{ActionType: aztables.TransactionTypeUpdateMerge, IfMatch: &anyTag,
-			Entity: mustJSON(map[string]any{"PartitionKey": shard, "RowKey": fmt.Sprintf("uq~~open~%d", n)})})
+			Entity: mustJSON(map[string]any{"PartitionKey": shard, "RowKey": open})})
 	}
 	w.chk.rowAt(t, shard, rk)
-	_, err = tc.SubmitTransaction(ctx, acts, nil)
-	switch te := storage.Translate(err); {
-	case errors.Is(te, storage.ErrNotFound):
-		// The shard's open row is gone: a change of the count closed the
-		// shard to takes placed by n.
-		err = fmt.Errorf("%w: shard %s is closed to %d shards: %w", errRowRefused, shard, n, te)
-	case errors.Is(te, storage.ErrAlreadyExists):
-		// Held, sealed by a change of the count, or written by this very
-		// call (the SDK's retry of a transaction whose answer was lost):
-		// the guard says which.
+	for try := 0; ; try++ {
+		_, err = tc.SubmitTransaction(ctx, acts, nil)
+		if te := storage.Translate(err); !errors.Is(te, storage.ErrNotFound) || open == "" {
+			break
+		}
+		// The shard's open row is missing: a change of the count closed
+		// the shard to takes placed by n, or no take in it has written
+		// the row yet (the README's repair).
+		rerr := reopenShard(ctx, tc, shard, n, m)
+		if rerr != nil || try == 2 {
+			err = fmt.Errorf("%w: shard %s is closed to %d shards: %w", errRowRefused, shard, n, cmp.Or(rerr, err))
+			break
+		}
+	}
+	if errors.Is(storage.Translate(err), storage.ErrAlreadyExists) {
+		// Written by this very call (the SDK's retry of a transaction
+		// whose answer was lost), sealed by a change of the count, or
+		// held: the guard says which, in that order (a guard this call
+		// wrote may have been sealed since).
 		g, gerr := tc.GetEntity(ctx, shard, gk, nil)
 		var held struct {
-			Task      string
-			SealedFor json.Number
+			Task, Created string
+			SealedFor     json.Number
 		}
 		switch {
 		case gerr != nil:
 			err = fmt.Errorf("read the guard: %w", gerr)
 		case json.Unmarshal(g.Value, &held) != nil:
 			err = fmt.Errorf("read the guard: %s", g.Value)
+		case held.Task == id && held.Created == guard["Created"]:
+			err = nil
 		case held.SealedFor != "":
 			err = fmt.Errorf("%w: the guard is sealed for %s shards", errRowRefused, held.SealedFor)
-		case held.Task == id:
-			err = nil
 		default:
 			err = fmt.Errorf("%w: held by %s", errRowRefused, held.Task)
 		}
 	}
 	w.answer(op, shard+"/"+rk, err)
 	w.chk.scheduled(t, issued, leasecron.Item{ID: id, Due: due}, err)
+}
+
+// reopenShard writes shard's open row of n again, as the README tells a
+// writer whose transaction found it missing: only when the map, read
+// again, is still m and names n open (or there is no map yet); and it
+// takes the row back out when the map, read after the write, no longer
+// is m (a change began meanwhile, whose walk may have closed the shard
+// before this write landed). nil: try the transaction again.
+func reopenShard(ctx context.Context, tc *aztables.Client, shard string, n int, m shardMap) error {
+	if now, err := readShardMap(ctx, tc); err != nil || now != m || !(m.Open == n || m.None) {
+		return cmp.Or(err, fmt.Errorf("the shard map moved on from %d shards, or names none open", n))
+	}
+	row := fmt.Sprintf("uq~~open~%d", n)
+	add, err := tc.AddEntity(ctx, mustJSON(map[string]any{"PartitionKey": shard, "RowKey": row,
+		"Count": strconv.Itoa(n), "Count@odata.type": "Edm.Int64"}), nil)
+	switch {
+	case errors.Is(storage.Translate(err), storage.ErrAlreadyExists):
+		return nil // written meanwhile
+	case err != nil:
+		return fmt.Errorf("write the open row %s: %w", row, err)
+	}
+	if now, err := readShardMap(ctx, tc); err == nil && now == m {
+		return nil
+	}
+	etag := add.ETag
+	for range 5 {
+		_, err := tc.DeleteEntity(ctx, shard, row, &aztables.DeleteEntityOptions{IfMatch: &etag})
+		te := storage.Translate(err)
+		switch {
+		case err == nil, errors.Is(te, storage.ErrNotFound):
+			return fmt.Errorf("the shard map changed as the open row %s was written; taken back", row)
+		case errors.Is(te, storage.ErrPreconditionFailed):
+			// Changed since (a take merged into it): delete it again,
+			// unless a change of the count wrote it as its own.
+			e, gerr := tc.GetEntity(ctx, shard, row, nil)
+			var set struct{ Set string }
+			switch {
+			case errors.Is(storage.Translate(gerr), storage.ErrNotFound):
+				return fmt.Errorf("the shard map changed as the open row %s was written; taken back", row)
+			case gerr == nil && json.Unmarshal(e.Value, &set) == nil && set.Set != "":
+				return fmt.Errorf("the shard map changed as the open row %s was written; a change wrote it since", row)
+			case gerr == nil:
+				etag = e.ETag
+			}
+		}
+	}
+	return fmt.Errorf("the shard map changed as the open row %s was written, and taking it back failed", row)
 }
 
 // mustJSON is x encoded (a map of strings and numbers encodes).
@@ -467,13 +532,16 @@ func mustJSON(x map[string]any) []byte {
 // ("~shards", "~map"), as the README tells it to: the count to place by,
 // the count before a change still under way (0: none), and the count
 // whose open rows stand (0: none).
-type shardMap struct{ Count, PrevCount, Open int }
+type shardMap struct {
+	Count, PrevCount, Open int
+	None                   bool // no map row: one shard
+}
 
 // readShardMap reads the map (a count of 1 when no map was written yet).
 func readShardMap(ctx context.Context, tc *aztables.Client) (shardMap, error) {
 	got, err := tc.GetEntity(ctx, "~shards", "~map", nil)
 	if errors.Is(storage.Translate(err), storage.ErrNotFound) {
-		return shardMap{Count: 1}, nil
+		return shardMap{Count: 1, None: true}, nil
 	}
 	if err != nil {
 		return shardMap{}, err
@@ -486,16 +554,20 @@ func readShardMap(ctx context.Context, tc *aztables.Client) (shardMap, error) {
 	for _, f := range []struct {
 		n   json.Number
 		dst *int
-		min int
-	}{{m.Count, &out.Count, 1}, {m.PrevCount, &out.PrevCount, 0}, {m.Open, &out.Open, 0}} {
-		if f.n == "" && f.min == 0 {
+	}{{m.Count, &out.Count}, {m.PrevCount, &out.PrevCount}, {m.Open, &out.Open}} {
+		if f.n == "" {
 			continue
 		}
 		n, err := strconv.Atoi(f.n.String())
-		if err != nil || n < f.min {
+		if err != nil || n < 0 {
 			return shardMap{}, fmt.Errorf("map %+v", m)
 		}
 		*f.dst = n
+	}
+	if out.Count == 0 {
+		// A map row with no count (an unsharded fleet's, which carries
+		// the run layout only) is no map.
+		out.Count, out.None = 1, true
 	}
 	return out, nil
 }

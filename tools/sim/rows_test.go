@@ -2,13 +2,19 @@ package sim
 
 import (
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/memstore"
 )
 
 // A task whose row its writer deleted must not start when the delete
@@ -129,8 +135,80 @@ func TestTheQuietPhaseWaitsForAMalformedRowsDueTime(t *testing.T) {
 		if !c.badRowsDueLocked(w.now().Add(3 * time.Minute)) {
 			t.Error("at its due time, the malformed row is not waited for")
 		}
-		if c.badRowsDueLocked(w.now().Add(3*time.Minute + badRowSlack)) {
+		if !c.badRowsDueLocked(w.now().Add(3*time.Minute + badRowSlack)) {
+			t.Error("within the clocks' skew of its slack, the malformed row is not waited for")
+		}
+		if c.badRowsDueLocked(w.now().Add(3*time.Minute + badRowSlack + c.skew)) {
 			t.Error("a pass after its due time had time to set the row aside, and it is still waited for")
 		}
 	})
+}
+
+// mapTurn is a transport that writes the shard map with Count 4 just
+// before the n-th read of the map passes through it: a change of the count
+// begun between two of a writer's reads.
+type mapTurn struct {
+	rt    policy.Transporter
+	tc    *aztables.Client // over rt itself
+	n     int
+	reads int
+}
+
+func (m *mapTurn) Do(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "~map") {
+		if m.reads++; m.reads == m.n {
+			if _, err := m.tc.UpsertEntity(req.Context(), mustJSON(map[string]any{"PartitionKey": "~shards", "RowKey": "~map",
+				"Count": "4", "Count@odata.type": "Edm.Int64", "Open": "4", "Open@odata.type": "Edm.Int64"}), nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m.rt.Do(req)
+}
+
+// A writer whose unique row's transaction found its shard's open row
+// missing writes the row again only while the map is as it read it, and
+// takes it back out when the map changed as it wrote it (README, unique
+// tasks from another language): a row left for a count the fleet has left
+// would let a take placed by it commit beside the key's holder.
+func TestAWriterReopensAShardOnlyForTheMapItRead(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		turnAt   int // the map read before which the map changes (0: never)
+		wantErr  bool
+		wantLeft bool
+	}{
+		{"map unchanged", 0, false, true},
+		{"map changed before the writer looked again", 1, true, false},
+		{"map changed as the row was written", 2, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := memstore.New(memstore.Options{Now: time.Now})
+			raw := tableClient(t, store, store.Transport())
+			turn := &mapTurn{rt: store.Transport(), tc: raw, n: tc.turnAt}
+			ctx := t.Context()
+			if _, err := raw.CreateTable(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			err := reopenShard(ctx, tableClient(t, store, turn), "00", 1, shardMap{Count: 1, None: true})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("reopenShard = %v, want an error: %v", err, tc.wantErr)
+			}
+			_, gerr := raw.GetEntity(ctx, "00", "uq~~open~1", nil)
+			if left := gerr == nil; left != tc.wantLeft {
+				t.Errorf("open row left: %v (%v), want %v", left, gerr, tc.wantLeft)
+			}
+		})
+	}
+}
+
+// tableClient is a client of the schedule table over rt.
+func tableClient(t *testing.T, store *memstore.Server, rt policy.Transporter) *aztables.Client {
+	t.Helper()
+	svc, err := aztables.NewServiceClientFromConnectionString(store.ConnectionString(),
+		&aztables.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: rt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc.NewClient("schedule")
 }
