@@ -655,6 +655,10 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 				c.metLocked(old, "replace", t.issued, nil)
 			}
 			switch {
+			case t.spec.Replace && old.spec.Row:
+				// A task written as a row from another language has no id
+				// index: a replace does not see it, and schedules the id
+				// beside it (README, the table contract; seed 200005).
 			case t.spec.Replace && (old.accepted || old.ambiguous) && len(old.starts) == 0 && old.superseded.IsZero():
 				c.replacedLocked(old, t)
 			case t.spec.Replace && old.accepted && len(old.starts) > 0 && old.batch != nil && old.callbackOf == nil &&
@@ -689,7 +693,7 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 			// (seed 3407: a retrying parent replaced, its death seen by
 			// the traffic cop's watch once the replacement was pending;
 			// the child waited for the replacement, which succeeded).
-			if old != t && old.accepted && old.issued.Before(t.issued) && (!t.spec.Replace || len(old.starts) > 0) {
+			if old != t && old.accepted && old.issued.Before(t.issued) && (!t.spec.Replace || len(old.starts) > 0 || old.spec.Row) {
 				old.again = append(old.again, t)
 			}
 		}

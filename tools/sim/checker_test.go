@@ -2217,3 +2217,30 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 		})
 	}
 }
+
+// A task written as a row from another language has no id index: a
+// replace of its id through leasecron does not see it and schedules a
+// second task beside it (README, the table contract; seed 200005: the
+// row's task ran 5 s after the replace answered). A replace of a task
+// scheduled through leasecron takes its place.
+func TestAReplaceDoesNotSeeARowWrittenWithoutAnIndex(t *testing.T) {
+	for _, row := range []bool{false, true} {
+		t.Run(fmt.Sprintf("row=%v", row), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				old := c.newTI(TaskSpec{ID: "r1", Type: "plain", Row: row}, nil, nil)
+				c.scheduled(old, w.now(), leasecron.Item{ID: "r1", Due: w.now().Add(16 * time.Second)}, nil)
+				time.Sleep(10 * time.Second)
+				repl := c.newTI(TaskSpec{ID: "r1", Type: "slow", Replace: true}, nil, nil)
+				c.scheduled(repl, w.now(), leasecron.Item{ID: "r1", Due: w.now().Add(time.Minute)}, nil)
+				time.Sleep(6 * time.Second)
+				c.mu.Lock()
+				c.checkStartLocked(old, &runEv{ti: old, runID: "r1", due: old.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
+				c.mu.Unlock()
+				if got := len(c.violations) > 0; got == row {
+					t.Errorf("the replaced task was written as a row: %v; violations %v", row, c.violations)
+				}
+			})
+		})
+	}
+}

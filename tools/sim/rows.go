@@ -59,7 +59,7 @@ func (p *planner) rows() {
 			s.Unique = p.unique()
 		} else if p.chance(12) {
 			s.Due = p.dur(0, 30*time.Second)
-			s.Recurrence = p.pick([]string{"@every 20s", "@every 1m"})
+			s.Recurrence = p.pick([]string{"@every 20s", "@every 1m", "*/2 * * * *"})
 			if s.Behaviour.Fail == -1 {
 				s.Behaviour.Fail = 1
 			}
@@ -68,7 +68,8 @@ func (p *planner) rows() {
 		p.spec[s.ID] = s
 		cl := p.r.IntN(2)
 		p.add(Op{At: at, Kind: OpRow, Client: cl, Task: s.ID, Spec: s})
-		switch x := p.r.IntN(100); {
+		x := p.r.IntN(100)
+		switch {
 		case x < 25 && s.Recurrence == "":
 			// Deleted by its writer (the client that knows its key): well
 			// before the early window when the task is due late enough,
@@ -84,10 +85,34 @@ func (p *planner) rows() {
 		case x < 50 && s.Recurrence == "":
 			p.add(Op{At: at + p.dur(time.Second, 20*time.Second), Kind: OpReschedule, Client: p.r.IntN(2), Task: s.ID, Dur: p.due()})
 		}
+		if x >= 25 && s.Unique == nil && s.Recurrence == "" {
+			p.rowCrossing(at, s)
+		}
 	}
 	if p.chance(30) {
 		s := &TaskSpec{ID: p.newID("r"), Type: TypePlain, Due: p.due(), Row: true, Bad: p.pick(slices.Sorted(maps.Keys(badRows)))}
 		p.add(Op{At: p.dur(10*time.Second, c.Active-40*time.Second), Kind: OpRow, Client: p.r.IntN(2), Task: s.ID, Spec: s})
+	}
+}
+
+// rowCrossing plans, for some one-off tasks written as rows at at (and not
+// deleted by their writer: a delete tells nothing that waits for the
+// task), what leasecron's clients do to an id they did not schedule: a
+// child waiting for it, a replace of it, a requeue of it once it died
+// (since the thirtieth session: these pairs had never met).
+func (p *planner) rowCrossing(at time.Duration, s *TaskSpec) {
+	switch y := p.r.IntN(100); {
+	case y < 15:
+		child := &TaskSpec{ID: p.newID("t"), Type: TypePlain, Due: p.due(), After: []string{s.ID}, AfterAny: p.chance(30)}
+		child.Behaviour = p.behaviour(child.Type)
+		p.spec[child.ID] = child
+		p.add(Op{At: at + p.dur(time.Second, 30*time.Second), Kind: OpSchedule, Client: p.r.IntN(2), Task: child.ID, Spec: child})
+	case y < 25:
+		repl := &TaskSpec{ID: s.ID, Type: p.pick(taskTypes), Due: p.due(), Replace: true}
+		repl.Behaviour = p.behaviour(repl.Type)
+		p.add(Op{At: at + p.dur(time.Second, 20*time.Second), Kind: OpSchedule, Client: p.r.IntN(2), Task: s.ID, Spec: repl})
+	case y < 40 && s.Behaviour.Fail == -1:
+		p.add(Op{At: at + max(s.Due, 0) + p.dur(30*time.Second, 150*time.Second), Kind: OpRequeue, Client: p.r.IntN(2), Task: s.ID})
 	}
 }
 
