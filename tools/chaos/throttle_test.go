@@ -22,7 +22,12 @@ func TestThrottling(t *testing.T) {
 		share    float64
 		p99      time.Duration // lateness bound while throttled; 0: reported only
 	}{
-		{"7a throttling: 20 % of requests refused", 0.2, 5 * time.Second},
+		// 10 s: each refused request costs its Retry-After second, and
+		// the tasks of one pass share the refusals its requests met, so
+		// the slowest 1 % are a pass or two that met several in a row
+		// (p99 4.0–7.7 s across runs; 5 s, the bound before, failed two
+		// of the recent ones, each with nothing lost).
+		{"7a throttling: 20 % of requests refused", 0.2, 10 * time.Second},
 		{"7b throttling: 50 % of requests refused", 0.5, 0},
 	} {
 		t.Run(fmt.Sprintf("%.0f%%", c.share*100), func(t *testing.T) {
