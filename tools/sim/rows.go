@@ -464,7 +464,7 @@ func (w *World) insertUniqueRow(ctx context.Context, c *proc, tc *aztables.Clien
 		// The shard's open row is missing: a change of the count closed
 		// the shard to takes placed by n, or no take in it has written
 		// the row yet (the README's repair).
-		rerr := reopenShard(ctx, tc, shard, n, m)
+		rerr := reopenShard(ctx, tc, shard, open, n, m)
 		if rerr != nil || try == 2 {
 			err = fmt.Errorf("%w: shard %s is closed to %d shards: %w", errRowRefused, shard, n, cmp.Or(rerr, err))
 			break
@@ -497,17 +497,16 @@ func (w *World) insertUniqueRow(ctx context.Context, c *proc, tc *aztables.Clien
 	w.chk.scheduled(t, issued, leasecron.Item{ID: id, Due: due}, err)
 }
 
-// reopenShard writes shard's open row of n again, as the README tells a
+// reopenShard writes shard's open row of n (row) again, as the README tells a
 // writer whose transaction found it missing: only when the map, read
 // again, is still m and names n open (or there is no map yet); and it
 // takes the row back out when the map, read after the write, no longer
 // is m (a change began meanwhile, whose walk may have closed the shard
 // before this write landed). nil: try the transaction again.
-func reopenShard(ctx context.Context, tc *aztables.Client, shard string, n int, m shardMap) error {
+func reopenShard(ctx context.Context, tc *aztables.Client, shard, row string, n int, m shardMap) error {
 	if now, err := readShardMap(ctx, tc); err != nil || now != m || !(m.Open == n || m.None) {
 		return cmp.Or(err, fmt.Errorf("the shard map moved on from %d shards, or names none open", n))
 	}
-	row := fmt.Sprintf("uq~~open~%d", n)
 	add, err := tc.AddEntity(ctx, mustJSON(map[string]any{"PartitionKey": shard, "RowKey": row,
 		"Count": strconv.Itoa(n), "Count@odata.type": "Edm.Int64"}), nil)
 	switch {
@@ -519,13 +518,14 @@ func reopenShard(ctx context.Context, tc *aztables.Client, shard string, n int, 
 	if now, err := readShardMap(ctx, tc); err == nil && now == m {
 		return nil
 	}
+	takenBack := fmt.Errorf("the shard map changed as the open row %s was written; taken back", row)
 	etag := add.ETag
 	for range 5 {
 		_, err := tc.DeleteEntity(ctx, shard, row, &aztables.DeleteEntityOptions{IfMatch: &etag})
 		te := storage.Translate(err)
 		switch {
 		case err == nil, errors.Is(te, storage.ErrNotFound):
-			return fmt.Errorf("the shard map changed as the open row %s was written; taken back", row)
+			return takenBack
 		case errors.Is(te, storage.ErrPreconditionFailed):
 			// Changed since (a take merged into it): delete it again,
 			// unless a change of the count wrote it as its own.
@@ -533,7 +533,7 @@ func reopenShard(ctx context.Context, tc *aztables.Client, shard string, n int, 
 			var set struct{ Set string }
 			switch {
 			case errors.Is(storage.Translate(gerr), storage.ErrNotFound):
-				return fmt.Errorf("the shard map changed as the open row %s was written; taken back", row)
+				return takenBack
 			case gerr == nil && json.Unmarshal(e.Value, &set) == nil && set.Set != "":
 				return fmt.Errorf("the shard map changed as the open row %s was written; a change wrote it since", row)
 			case gerr == nil:

@@ -190,7 +190,7 @@ func TestAWriterReopensAShardOnlyForTheMapItRead(t *testing.T) {
 			if _, err := raw.CreateTable(ctx, nil); err != nil {
 				t.Fatal(err)
 			}
-			err := reopenShard(ctx, tableClient(t, store, turn), "00", 1, shardMap{Count: 1, None: true})
+			err := reopenShard(ctx, tableClient(t, store, turn), "00", "uq~~open~1", 1, shardMap{Count: 1, None: true})
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("reopenShard = %v, want an error: %v", err, tc.wantErr)
 			}
