@@ -655,7 +655,7 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 				c.metLocked(old, "replace", t.issued, nil)
 			}
 			switch {
-			case t.spec.Replace && old.spec.Row:
+			case t.spec.Replace && unseenRow(old, t):
 				// A task written as a row from another language has no id
 				// index: a replace does not see it, and schedules the id
 				// beside it (README, the table contract; seed 200005).
@@ -693,7 +693,7 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 			// (seed 3407: a retrying parent replaced, its death seen by
 			// the traffic cop's watch once the replacement was pending;
 			// the child waited for the replacement, which succeeded).
-			if old != t && old.accepted && old.issued.Before(t.issued) && (!t.spec.Replace || len(old.starts) > 0 || old.spec.Row) {
+			if old != t && old.accepted && old.issued.Before(t.issued) && (!t.spec.Replace || len(old.starts) > 0 || unseenRow(old, t)) {
 				old.again = append(old.again, t)
 			}
 		}
@@ -1704,6 +1704,14 @@ func (c *checker) parentEnd(pt *ti, any bool, by, seen time.Time) (time.Time, st
 	return end, how
 }
 
+// unseenRow reports whether old is a row written without an id index
+// that a scheduling t of its id does not see: unless t is due at the
+// very same time, and so meets the row at its key (schedule.Client.Add
+// then overwrites it for a replace).
+func unseenRow(old, t *ti) bool {
+	return old.spec.Row && !sameDue(old.schedDue, t.schedDue)
+}
+
 // runBesideBulkCancelledLocked returns, when pt never started and a bulk
 // cancel of its type issued before by (when a child waiting for the id
 // was issued) may have removed it, the schedulings of the id accepted
@@ -1713,18 +1721,32 @@ func (c *checker) parentEnd(pt *ti, any bool, by, seen time.Time) (time.Time, st
 // and a child scheduled afterwards hears of that end (seed 108727: a
 // running slow task replaced as limited, the replacement bulk-cancelled
 // by type, the slow run succeeded; a child scheduled 30 s later found
-// the id succeeded and started).
+// the id succeeded and started). The run must still have been going
+// when pt could first have been cancelled or moved:
+//   - pt's row removed by the bulk: a run that had ended by then left
+//     its end on the record, and the bulk wrote a cancelled record over
+//     it (runs.Store.CancelPendingOf);
+//   - pt moved to the queue first, while the run went on (seed 108727):
+//     pt waits noted beside the run, and the bulk takes only that note
+//     off, so the record keeps the run's end whenever it came
+//     (runs.Store.CancelOf).
 func (c *checker) runBesideBulkCancelledLocked(pt *ti, by time.Time) []*ti {
 	if len(pt.starts) > 0 || pt.spec.Recurrence != "" {
 		return nil
 	}
-	if at, ok := c.bulkReach("cancel-pending", pt.spec.Type, pt.issued); !ok || !at.Before(by) {
+	at, ok := c.bulkReach("cancel-pending", pt.spec.Type, pt.issued)
+	if !ok || !at.Before(by) {
 		return nil
 	}
+	for _, m := range c.moved[c.idOfLocked(pt)] {
+		if (sameDue(m.due, pt.due) || sameDue(m.due, pt.schedDue)) && !m.at.Before(pt.issued) && m.at.Before(at) {
+			at = m.at
+		}
+	}
+	going := func(r *runEv) bool { return r.start.Before(pt.issued) && (r.end.IsZero() || !r.end.Before(at)) }
 	var out []*ti
 	for _, o := range c.byID[c.idOfLocked(pt)] {
-		if o != pt && o.accepted && o.issued.Before(pt.issued) && o.spec.Type != pt.spec.Type &&
-			slices.ContainsFunc(o.starts, func(r *runEv) bool { return r.start.Before(pt.issued) }) {
+		if o != pt && o.accepted && o.issued.Before(pt.issued) && o.spec.Type != pt.spec.Type && slices.ContainsFunc(o.starts, going) {
 			out = append(out, o)
 		}
 	}

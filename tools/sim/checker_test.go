@@ -2178,10 +2178,29 @@ func TestAChangeDuringAReplaceMayMoveTheOldScheduling(t *testing.T) {
 // leaves the id's earlier run of another type going: the id's record ends
 // as that run does, and a child scheduled after it has ended hears of
 // that end (seed 108727). Without the bulk cancel the child waits for the
-// replacement.
+// replacement; so it does when the run had ended before the bulk removed
+// the replacement's row (the bulk wrote its cancel over that end), but
+// not when the replacement had been moved and waited beside the run (the
+// bulk takes only that note off the record).
 func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
-	for _, bulk := range []bool{false, true} {
-		t.Run(fmt.Sprintf("bulk=%v", bulk), func(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bulk  bool // a bulk cancel of the replacement's type
+		moved bool // a mover sent the replacement while the run went on
+		// endedFirst: the slow run ended before the bulk began. Unless
+		// the replacement waited beside it in the queue, the bulk then
+		// wrote its cancel over that end.
+		endedFirst bool
+		excused    bool
+	}{
+		{name: "no bulk", moved: true},
+		{name: "bulk while running", bulk: true, excused: true},
+		{name: "moved, bulk while running", bulk: true, moved: true, excused: true},
+		{name: "bulk after the run ended", bulk: true, endedFirst: true},
+		{name: "moved, bulk after the run ended", bulk: true, moved: true, endedFirst: true, excused: true},
+	} {
+		bulk := tc.bulk
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				w, c := newTestChecker()
 				w1 := &proc{w: w, name: "w1"}
@@ -2196,13 +2215,25 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// (The replacement's row written: the child's call found it.)
 				c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{{RowKey: rk}}})
+				if tc.moved {
+					time.Sleep(time.Second)
+					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{
+						{RowKey: fenceRow, Props: map[string]any{"Generation": int64(1)}}, {RowKey: rk, Deleted: true}}})
+				}
 				time.Sleep(2 * time.Second)
+				if tc.endedFirst {
+					run.end, run.outcome = w.now(), "ok"
+					time.Sleep(time.Second)
+				}
 				if bulk {
 					c.bulk(bulkEv{id: "bulk-1", kind: "cancel-pending", typ: "limited", started: w.now(), ended: w.now().Add(time.Second), ok: true})
 				}
 				time.Sleep(6 * time.Second)
-				run.end, run.outcome = w.now(), "ok"
+				if !tc.endedFirst {
+					run.end, run.outcome = w.now(), "ok"
+				}
 				time.Sleep(30 * time.Second)
 				child := c.newTI(TaskSpec{ID: "c", Type: "slow", After: []string{"p"}}, nil, nil)
 				c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
@@ -2210,8 +2241,8 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 				c.mu.Lock()
 				c.checkStartLocked(child, &runEv{ti: child, runID: "c", due: child.due, attempt: 1, proc: w1, start: w.now()})
 				c.mu.Unlock()
-				if got := len(c.violations) > 0; got == bulk {
-					t.Errorf("replacement bulk-cancelled: %v; violations %v", bulk, c.violations)
+				if got := len(c.violations) > 0; got == tc.excused {
+					t.Errorf("excused: %v; violations %v", tc.excused, c.violations)
 				}
 			})
 		})
@@ -2224,21 +2255,34 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 // row's task ran 5 s after the replace answered). A replace of a task
 // scheduled through leasecron takes its place.
 func TestAReplaceDoesNotSeeARowWrittenWithoutAnIndex(t *testing.T) {
-	for _, row := range []bool{false, true} {
-		t.Run(fmt.Sprintf("row=%v", row), func(t *testing.T) {
+	for _, tc := range []struct {
+		row, sameDue, excused bool
+	}{
+		{},
+		{row: true, excused: true},
+		// Due at the row's very due time, the replace meets the row at
+		// its key and overwrites it.
+		{row: true, sameDue: true},
+	} {
+		row := tc.row
+		t.Run(fmt.Sprintf("row=%v,sameDue=%v", row, tc.sameDue), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				w, c := newTestChecker()
 				old := c.newTI(TaskSpec{ID: "r1", Type: "plain", Row: row}, nil, nil)
-				c.scheduled(old, w.now(), leasecron.Item{ID: "r1", Due: w.now().Add(16 * time.Second)}, nil)
+				due := w.now().Add(16 * time.Second)
+				c.scheduled(old, w.now(), leasecron.Item{ID: "r1", Due: due}, nil)
 				time.Sleep(10 * time.Second)
 				repl := c.newTI(TaskSpec{ID: "r1", Type: "slow", Replace: true}, nil, nil)
-				c.scheduled(repl, w.now(), leasecron.Item{ID: "r1", Due: w.now().Add(time.Minute)}, nil)
+				if !tc.sameDue {
+					due = w.now().Add(time.Minute)
+				}
+				c.scheduled(repl, w.now(), leasecron.Item{ID: "r1", Due: due}, nil)
 				time.Sleep(6 * time.Second)
 				c.mu.Lock()
 				c.checkStartLocked(old, &runEv{ti: old, runID: "r1", due: old.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
 				c.mu.Unlock()
-				if got := len(c.violations) > 0; got == row {
-					t.Errorf("the replaced task was written as a row: %v; violations %v", row, c.violations)
+				if got := len(c.violations) > 0; got == tc.excused {
+					t.Errorf("excused: %v; violations %v", tc.excused, c.violations)
 				}
 			})
 		})
