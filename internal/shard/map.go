@@ -379,17 +379,24 @@ const reopenTries = 5
 // take-back that fails is tried again, reading the row and the map again
 // first: a row changed since it was written (a late take merged into it)
 // is deleted again, and one OpenRows wrote since (`shards set` of count
-// is under way) is left.
+// is under way) is left. A row already there is checked the same way:
+// it may be this very insert, which the storage client tried again after
+// its answer was lost.
 func Reopen(ctx context.Context, t table.Table, s string, count int) error {
 	row := OpenRowKey(count)
 	etags, err := t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: s, RowKey: row, Props: table.Props{PropCount: int64(count)}}})
-	if errors.Is(err, storage.ErrAlreadyExists) {
-		return nil
-	}
-	if err != nil {
+	var etag string // "": read the row before taking it back
+	switch {
+	case errors.Is(err, storage.ErrAlreadyExists):
+		// Another's, or ours: stands only while the map names count.
+		if m, rerr := Read(ctx, t); rerr == nil && max(m.Count, 1) == count {
+			return nil
+		}
+	case err != nil:
 		return fmt.Errorf("open shard %s for %d shards again: %w", s, count, err)
+	default:
+		etag = etags[0]
 	}
-	etag := etags[0]
 	var last, unread error // unread: the last read of the map failed
 	for range reopenTries {
 		if etag == "" { // the last take-back failed: read the row again

@@ -39,7 +39,9 @@ func steadyMap(t *testing.T, count int) (context.Context, table.Table, *Balancer
 // answer to the first map write when loseMapAnswer is set (and the map
 // cannot be read from then when it is "and the read"), and fails reads
 // of the map while mapDown is set and inserts of open rows while
-// insertDown is.
+// insertDown is. With insertRetried, the first insert of an open row
+// commits and answers 409, as the storage client's retry of an insert
+// whose first answer was lost does.
 type openRowFaults struct {
 	table.Table
 	beforeDelete, beforeMapWrite func()
@@ -47,6 +49,7 @@ type openRowFaults struct {
 	failDeletes                  int
 	loseMapAnswer                string
 	mapDown, insertDown          bool
+	insertRetried                bool
 }
 
 func (f *openRowFaults) Query(ctx context.Context, q table.Query) (table.Page, error) {
@@ -62,6 +65,12 @@ func (f *openRowFaults) Submit(ctx context.Context, ops []table.Op) ([]string, e
 		switch {
 		case op.Kind == table.Insert && f.insertDown:
 			return nil, storage.ErrServerBusy
+		case op.Kind == table.Insert && f.insertRetried:
+			f.insertRetried = false
+			if _, err := f.Table.Submit(ctx, ops); err != nil {
+				return nil, err
+			}
+			return nil, storage.ErrAlreadyExists
 		case op.Kind == table.Delete && f.beforeDelete != nil:
 			do := f.beforeDelete
 			f.beforeDelete = nil
@@ -189,6 +198,44 @@ func TestAReopenMeetingAShardsSetOfItsCountLeavesTheRow(t *testing.T) {
 			allOpen(t, ctx, tb, 8, "that shards set wrote")
 		})
 	}
+}
+
+// A Reopen whose insert answers 409 reads the map all the same: the row
+// there may be its own insert, tried again after its answer was lost, and
+// left standing for a count the map no longer names it would let that
+// count's takes commit beside the key's holder (issue 38, a review of the
+// README's open-row repair). Under a map that names the count, a row
+// already there stays.
+func TestAReopenWhoseInsertAnswers409ChecksTheMap(t *testing.T) {
+	t.Run("the map moved on", func(t *testing.T) {
+		ctx, tb, _ := steadyMap(t, 8)
+		f := &openRowFaults{Table: tb, insertRetried: true}
+		if err := Reopen(ctx, f, "02", 4); err != nil {
+			t.Fatal(err)
+		}
+		if openRow(t, ctx, tb, "02", 4) {
+			t.Fatal("an open row of 4 stands under 8 shards after its insert answered 409")
+		}
+	})
+	t.Run("the map names the count", func(t *testing.T) {
+		ctx, tb, _ := steadyMap(t, 4)
+		mustSubmit(t, ctx, tb, table.Op{Kind: table.Delete, PartitionKey: "02", RowKey: OpenRowKey(4)})
+		f := &openRowFaults{Table: tb, insertRetried: true}
+		if err := Reopen(ctx, f, "02", 4); err != nil {
+			t.Fatal(err)
+		}
+		allOpen(t, ctx, tb, 4, "the map names 4")
+	})
+	t.Run("the map unreadable", func(t *testing.T) {
+		ctx, tb, _ := steadyMap(t, 8)
+		f := &openRowFaults{Table: tb, insertRetried: true, mapDown: true}
+		if err := Reopen(ctx, f, "02", 4); err == nil {
+			t.Fatal("a Reopen that could not read the map after a 409 returned no error")
+		}
+		if openRow(t, ctx, tb, "02", 4) {
+			t.Fatal("an open row of 4 stands under 8 shards after a Reopen that could not read the map")
+		}
+	})
 }
 
 // A take-back that fails is tried again: left, the row would keep its

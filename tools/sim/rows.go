@@ -501,17 +501,20 @@ func (w *World) insertUniqueRow(ctx context.Context, c *proc, tc *aztables.Clien
 // writer whose transaction found it missing: only when the map, read
 // again, is still m and names n open (or there is no map yet); and it
 // takes the row back out when the map, read after the write, no longer
-// is m (a change began meanwhile, whose walk may have closed the shard
-// before this write landed). nil: try the transaction again.
+// is m or cannot be read (a change began meanwhile, whose walk may have
+// closed the shard before this write landed). It reads the map after a
+// 409 too: the row there may be this very insert, tried again by the SDK
+// after its answer was lost. nil: try the transaction again.
 func reopenShard(ctx context.Context, tc *aztables.Client, shard, row string, n int, m shardMap) error {
 	if now, err := readShardMap(ctx, tc); err != nil || now != m || !(m.Open == n || m.None) {
 		return cmp.Or(err, fmt.Errorf("the shard map moved on from %d shards, or names none open", n))
 	}
 	add, err := tc.AddEntity(ctx, mustJSON(map[string]any{"PartitionKey": shard, "RowKey": row,
 		"Count": strconv.Itoa(n), "Count@odata.type": "Edm.Int64"}), nil)
+	etag := add.ETag // "": read the row before deleting it
 	switch {
 	case errors.Is(storage.Translate(err), storage.ErrAlreadyExists):
-		return nil // written meanwhile
+		etag = "" // a take's, or this insert's own
 	case err != nil:
 		return fmt.Errorf("write the open row %s: %w", row, err)
 	}
@@ -519,26 +522,30 @@ func reopenShard(ctx context.Context, tc *aztables.Client, shard, row string, n 
 		return nil
 	}
 	takenBack := fmt.Errorf("the shard map changed as the open row %s was written; taken back", row)
-	etag := add.ETag
 	for range 5 {
+		if etag == "" {
+			// Changed since it was written (a take merged into it), or
+			// not this call's: delete it again, unless a change of the
+			// count wrote it as its own.
+			e, gerr := tc.GetEntity(ctx, shard, row, nil)
+			var set struct{ Set string }
+			switch {
+			case errors.Is(storage.Translate(gerr), storage.ErrNotFound):
+				return takenBack
+			case gerr != nil:
+				continue
+			case json.Unmarshal(e.Value, &set) == nil && set.Set != "":
+				return fmt.Errorf("the shard map changed as the open row %s was written; a change wrote it since", row)
+			}
+			etag = e.ETag
+		}
 		_, err := tc.DeleteEntity(ctx, shard, row, &aztables.DeleteEntityOptions{IfMatch: &etag})
 		te := storage.Translate(err)
 		switch {
 		case err == nil, errors.Is(te, storage.ErrNotFound):
 			return takenBack
 		case errors.Is(te, storage.ErrPreconditionFailed):
-			// Changed since (a take merged into it): delete it again,
-			// unless a change of the count wrote it as its own.
-			e, gerr := tc.GetEntity(ctx, shard, row, nil)
-			var set struct{ Set string }
-			switch {
-			case errors.Is(storage.Translate(gerr), storage.ErrNotFound):
-				return takenBack
-			case gerr == nil && json.Unmarshal(e.Value, &set) == nil && set.Set != "":
-				return fmt.Errorf("the shard map changed as the open row %s was written; a change wrote it since", row)
-			case gerr == nil:
-				etag = e.ETag
-			}
+			etag = ""
 		}
 	}
 	return fmt.Errorf("the shard map changed as the open row %s was written, and taking it back failed", row)

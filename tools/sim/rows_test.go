@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -146,21 +147,34 @@ func TestTheQuietPhaseWaitsForAMalformedRowsDueTime(t *testing.T) {
 
 // mapTurn is a transport that writes the shard map with Count 4 just
 // before the n-th read of the map passes through it: a change of the count
-// begun between two of a writer's reads.
+// begun between two of a writer's reads. It counts the writer's inserts,
+// and with mergeOnDelete merges into the row a delete is about to remove
+// (once): a take that merged into the open row as it was taken back.
 type mapTurn struct {
-	rt    policy.Transporter
-	tc    *aztables.Client // over rt itself
-	n     int
-	reads int
+	rt            policy.Transporter
+	tc            *aztables.Client // over rt itself
+	n             int
+	reads         int
+	inserts       int
+	mergeOnDelete bool
 }
 
 func (m *mapTurn) Do(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "~map") {
+	switch {
+	case req.Method == http.MethodGet && strings.Contains(req.URL.Path, "~map"):
 		if m.reads++; m.reads == m.n {
 			if _, err := m.tc.UpsertEntity(req.Context(), mustJSON(map[string]any{"PartitionKey": "~shards", "RowKey": "~map",
 				"Count": "4", "Count@odata.type": "Edm.Int64", "Open": "4", "Open@odata.type": "Edm.Int64"}), nil); err != nil {
 				return nil, err
 			}
+		}
+	case req.Method == http.MethodPost:
+		m.inserts++
+	case req.Method == http.MethodDelete && m.mergeOnDelete:
+		m.mergeOnDelete = false
+		if _, err := m.tc.UpdateEntity(req.Context(), mustJSON(map[string]any{"PartitionKey": "00", "RowKey": "uq~~open~1"}),
+			&aztables.UpdateEntityOptions{UpdateMode: aztables.UpdateModeMerge}); err != nil {
+			return nil, err
 		}
 	}
 	return m.rt.Do(req)
@@ -170,25 +184,42 @@ func (m *mapTurn) Do(req *http.Request) (*http.Response, error) {
 // missing writes the row again only while the map is as it read it, and
 // takes it back out when the map changed as it wrote it (README, unique
 // tasks from another language): a row left for a count the fleet has left
-// would let a take placed by it commit beside the key's holder.
+// would let a take placed by it commit beside the key's holder. It reads
+// the map after an insert answered 409 too (the row may be its own insert,
+// tried again after the answer was lost), deletes a row a take merged
+// into meanwhile again, and leaves one a change of the count wrote.
 func TestAWriterReopensAShardOnlyForTheMapItRead(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		turnAt   int // the map read before which the map changes (0: never)
-		wantErr  bool
-		wantLeft bool
+		name          string
+		turnAt        int            // the map read before which the map changes (0: never)
+		there         map[string]any // the open row's properties before the writer's insert (nil: none)
+		mergeOnDelete bool
+		wantErr       bool
+		wantLeft      bool
+		wantInserts   int
 	}{
-		{"map unchanged", 0, false, true},
-		{"map changed before the writer looked again", 1, true, false},
-		{"map changed as the row was written", 2, true, false},
+		{name: "map unchanged", wantLeft: true, wantInserts: 1},
+		{name: "map changed before the writer looked again", turnAt: 1, wantErr: true},
+		{name: "map changed as the row was written", turnAt: 2, wantErr: true, wantInserts: 1},
+		{name: "a take merged into it as it was taken back", turnAt: 2, mergeOnDelete: true, wantErr: true, wantInserts: 1},
+		{name: "there already, map unchanged", there: map[string]any{}, wantLeft: true, wantInserts: 1},
+		{name: "there already (its own insert, answer lost), map changed", there: map[string]any{}, turnAt: 2, wantErr: true, wantInserts: 1},
+		{name: "written by a change of the count, map changed", there: map[string]any{"Set": "t1"}, turnAt: 2, wantErr: true, wantLeft: true, wantInserts: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := memstore.New(memstore.Options{Now: time.Now})
 			raw := tableClient(t, store, store.Transport())
-			turn := &mapTurn{rt: store.Transport(), tc: raw, n: tc.turnAt}
+			turn := &mapTurn{rt: store.Transport(), tc: raw, n: tc.turnAt, mergeOnDelete: tc.mergeOnDelete}
 			ctx := t.Context()
 			if _, err := raw.CreateTable(ctx, nil); err != nil {
 				t.Fatal(err)
+			}
+			if tc.there != nil {
+				row := map[string]any{"PartitionKey": "00", "RowKey": "uq~~open~1", "Count": "1", "Count@odata.type": "Edm.Int64"}
+				maps.Copy(row, tc.there)
+				if _, err := raw.AddEntity(ctx, mustJSON(row), nil); err != nil {
+					t.Fatal(err)
+				}
 			}
 			err := reopenShard(ctx, tableClient(t, store, turn), "00", "uq~~open~1", 1, shardMap{Count: 1, None: true})
 			if (err != nil) != tc.wantErr {
@@ -197,6 +228,12 @@ func TestAWriterReopensAShardOnlyForTheMapItRead(t *testing.T) {
 			_, gerr := raw.GetEntity(ctx, "00", "uq~~open~1", nil)
 			if left := gerr == nil; left != tc.wantLeft {
 				t.Errorf("open row left: %v (%v), want %v", left, gerr, tc.wantLeft)
+			}
+			if turn.inserts != tc.wantInserts {
+				t.Errorf("%d inserts of the open row, want %d", turn.inserts, tc.wantInserts)
+			}
+			if turn.mergeOnDelete {
+				t.Error("the row was never taken back")
 			}
 		})
 	}
