@@ -203,16 +203,20 @@ func (m *Mover) Run(ctx context.Context) error {
 		m.mu.Lock()
 		held := m.held
 		m.mu.Unlock()
-		if full && err == nil && held == 0 {
+		after := m.Stats()
+		if full && err == nil && held == 0 && progressed(before, after) {
+			// (A full pass that moved nothing — its rows only wait, their
+			// early-sent runs' confirmations refused until an earlier run
+			// of the id ends — waits its poll: at once, the next would
+			// find the same rows and ask the account again and again;
+			// issue 38, sim seed 300106.)
 			continue
 		}
 		if m.o.Pace != nil {
-			after := m.Stats()
 			m.mu.Lock()
 			rows := m.passRows
 			m.mu.Unlock()
-			busy := err != nil || after.HoldingBack || after.Enqueued != before.Enqueued || after.Moved != before.Moved ||
-				after.SentEarly != before.SentEarly || after.SetAside != before.SetAside || after.Skipped != before.Skipped
+			busy := err != nil || after.HoldingBack || progressed(before, after)
 			if m.o.Pace(ctx, PassReport{Busy: busy, HeldBack: after.HoldingBack, Rows: rows, Err: err, Wait: wait}) != nil {
 				return nil
 			}
@@ -222,6 +226,13 @@ func (m *Mover) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// progressed reports whether a pass between two readings of the stats
+// sent, moved, retired, set aside or skipped a row.
+func progressed(before, after MoverStats) bool {
+	return after.Enqueued != before.Enqueued || after.Moved != before.Moved || after.SentEarly != before.SentEarly ||
+		after.SetAside != before.SetAside || after.Skipped != before.Skipped
 }
 
 func (m *Mover) fenced(log *slog.Logger, err error) error {

@@ -90,14 +90,10 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 		if ctx.Err() != nil {
 			return false, nil
 		}
-		limit := m.o.MaxPerPass
-		if room.rows >= 0 {
-			limit = min(limit, room.rows)
-		}
-		if limit <= 0 {
+		if room.rows == 0 {
 			break
 		}
-		sp := m.newShardPass(shard, gen, now, limit)
+		sp := m.newShardPass(shard, gen, now, m.o.MaxPerPass, room.rows)
 		more, err := sp.run(ctx)
 		if err != nil {
 			return false, err

@@ -30,6 +30,7 @@ type shardPass struct {
 	now    time.Time
 	since  time.Time // the previous pass of the term (see Mover.plan)
 	budget int       // messages (or rows) this pass may still act on
+	room   int       // messages the queue may still take (queue.max_depth; -1: no bound)
 	sent   int       // messages sent
 	rows   int       // rows read (due within the early window)
 	sem    chan struct{}
@@ -49,7 +50,7 @@ type txBatch struct {
 	confirming sync.WaitGroup
 }
 
-func (m *Mover) newShardPass(shard string, gen int64, now time.Time, budget int) *shardPass {
+func (m *Mover) newShardPass(shard string, gen int64, now time.Time, budget, room int) *shardPass {
 	m.mu.Lock()
 	since := m.lastPass
 	m.mu.Unlock()
@@ -60,7 +61,7 @@ func (m *Mover) newShardPass(shard string, gen int64, now time.Time, budget int)
 	if sem == nil {
 		sem = make(chan struct{}, m.o.Concurrency)
 	}
-	return &shardPass{m: m, shard: shard, gen: gen, now: now, since: since, budget: budget, sem: sem}
+	return &shardPass{m: m, shard: shard, gen: gen, now: now, since: since, budget: budget, room: room, sem: sem}
 }
 
 // run moves what is due in the shard. more reports that the budget ran out
@@ -127,7 +128,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 	// readFrom starts reading the page at cont (the first: "").
 	readFrom := func(cont string) {
 		q.Continuation = cont
-		q.Top = min(table.MaxPage, max(sp.budget, 1)) // rows that act on nothing cost no budget
+		q.Top = min(table.MaxPage, max(sp.allowance(), 1)) // rows that act on nothing cost no budget
 		next = sp.fetch(ctx, q)
 	}
 	readFrom("")
@@ -150,7 +151,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 		// budget will most likely outlast this page: otherwise the sends
 		// in flight drain while the query makes its round trip.
 		next = nil
-		if page.Continuation != "" && sp.budget > len(page.Entities) {
+		if page.Continuation != "" && sp.allowance() > len(page.Entities) {
 			readFrom(page.Continuation)
 		}
 		for i, e := range page.Entities {
@@ -162,8 +163,19 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 			if !p.acts() {
 				continue
 			}
+			if sp.room == 0 && len(p.sends) > 0 {
+				// The queue has no room left for its messages: it waits
+				// for a pass after the queue drained. A row that only
+				// waits to be retired (sent early) takes no room, so one
+				// whose confirmation is refused does not hold back the
+				// due rows behind it (issue 38, sim seed 300106).
+				return true, nil
+			}
 			m.unsettle(p, since)
 			sp.budget -= max(1, len(p.sends))
+			if sp.room > 0 {
+				sp.room = max(0, sp.room-len(p.sends))
+			}
 			if !cur.add(p, sp.shard) {
 				flush()
 				cur.add(p, sp.shard)
@@ -175,13 +187,23 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 		if page.Continuation == "" {
 			return false, nil
 		}
-		if sp.budget <= 0 {
+		if sp.allowance() <= 0 {
 			return true, nil
 		}
 		if next == nil {
 			readFrom(page.Continuation)
 		}
 	}
+}
+
+// allowance is how many more rows the pass expects to act on: its budget,
+// or the room left in the queue when that is less (pages are read that
+// many rows at a time).
+func (sp *shardPass) allowance() int {
+	if sp.room >= 0 {
+		return min(sp.budget, sp.room)
+	}
+	return sp.budget
 }
 
 // fetched is a page of due rows read ahead, or the error reading it.

@@ -1,0 +1,76 @@
+package schedule
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/queue"
+)
+
+// refuseConfirm is a Confirm that refuses every early-sent run: the id's
+// record is another scheduling's, still running, so the row of the one
+// sent early stays until that run ends (runs.decideConfirmed).
+func refuseConfirm(_ context.Context, envs []queue.Envelope) []bool { return make([]bool, len(envs)) }
+
+// Under queue.max_depth a row that only waits to be retired (its message
+// sent early, its confirmation refused until an earlier run of its id
+// ends) takes no room in the queue: the due rows behind it are still sent
+// (issue 38, sim seed 300106: with room for one message, such a row took
+// the pass's whole allowance every pass, and nothing else in its shard
+// moved).
+func TestARowWaitingToBeRetiredTakesNoRoomUnderBackpressure(t *testing.T) {
+	var depth atomic.Int64
+	e := newMoverEnv(t, 1, MoverOptions{
+		MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: time.Minute, MaxDepth: 3},
+		Depth:         func(context.Context) (int, error) { return int(depth.Load()), nil },
+		Confirm:       refuseConfirm,
+	})
+	e.add(t, Item{ID: "a", Due: t0.Add(10 * time.Second)})
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.q.byID("a"); !ok {
+		t.Fatal("a was not sent early")
+	}
+	e.fc.Advance(11 * time.Second)
+	e.add(t, Item{ID: "b", Due: e.fc.Now()})
+	depth.Store(2) // room for one message
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.q.byID("b"); !ok {
+		t.Fatalf("b, due, was not sent with room for one message; rows %v", itemKeys(e.mt))
+	}
+}
+
+// A pass that ran out of its allowance without moving anything (its rows
+// only wait to be retired, and their confirmations are refused) is not
+// followed at once by another: the mover waits its poll, rather than
+// asking the account again and again in a tight loop (issue 38, sim seed
+// 300106: virtual time stood still while the mover passed on and on).
+func TestAFullPassThatMovedNothingWaitsItsPoll(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{
+		MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: time.Minute, MaxPerPass: 1},
+		Confirm:       refuseConfirm,
+	})
+	e.add(t, Item{ID: "a", Due: t0.Add(10 * time.Second)})
+	e.add(t, Item{ID: "b", Due: t0.Add(20 * time.Second)})
+	if err := e.onePass(t); err != nil { // sends a early
+		t.Fatal(err)
+	}
+	e.fc.Advance(30 * time.Second) // both due: a to retire, b to send
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.m.Run(ctx) }()
+	if err := e.fc.WaitForTimers(ctx, 1); err != nil {
+		t.Fatalf("the mover never went to sleep: %d passes", e.m.Stats().Passes)
+	}
+	if n := e.m.Stats().Passes; n > 3 {
+		t.Errorf("%d passes before the mover slept; want it to wait after a pass that moved nothing", n)
+	}
+	cancel()
+	<-done
+}
