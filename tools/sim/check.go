@@ -1008,6 +1008,14 @@ func (c *checker) behindLocked(id string, o time.Time) bool {
 	return false
 }
 
+// heldBack notes in the coverage report that a mover began to hold back
+// under queue.max_depth. No check needs it: an occurrence missed while
+// the mover held back is one the fleet was behind on, as the overdue
+// occurrence that runs once moving resumes starts after it (finalSeries).
+func (c *checker) heldBack() {
+	c.w.stats.fault("mover held back (queue.max_depth)")
+}
+
 // metLocked records in the coverage report that a change (cancel,
 // replace) issued then met t while it was live: t's features meet the
 // change's whether or not t then starts (c.mu held).

@@ -49,6 +49,9 @@ type Config struct {
 	Mutation string
 	// Board is the blackboard the workers walk (nil: none).
 	Board *BoardSpec
+	// MaxDepth is the fleet's queue.max_depth (0: no backpressure), the
+	// workers' and the clients' alike; resume_below is its default.
+	MaxDepth int
 }
 
 // ClockSpec is a process clock's offset from true time and its rate.
@@ -238,11 +241,26 @@ func Plan(seed int64) *Scenario {
 	p.episode()
 	p.board()
 	p.rows()
+	p.backpressure()
 	slices.SortStableFunc(p.sc.Ops, func(a, b Op) int { return int(a.At - b.At) })
 	return p.sc
 }
 
 func workerName(i int) string { return fmt.Sprintf("w%d", i) }
+
+// backpressure gives a quarter of the fleets a queue.max_depth small
+// enough for the workers' own runs to reach it (four at a time each, and
+// their messages count while invisible), so that the mover holds back
+// and moves a part of what is due, and the clients send fewer tasks due
+// now themselves, beside every other feature. It draws from a stream of
+// its own, so the rest of a seed's plan is what it was without it.
+func (p *planner) backpressure() {
+	c := &p.sc.Config
+	r := rand.New(rand.NewPCG(uint64(c.Seed), 0xde97)) //nolint:gosec // a simulation's plan, not a secret
+	if r.IntN(4) == 0 {
+		c.MaxDepth = []int{3, 6, 12}[r.IntN(3)]
+	}
+}
 
 // MoverTarget, as a freeze's worker, is the next worker to send a
 // mover's commit: it is frozen with that request in hand.

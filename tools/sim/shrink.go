@@ -121,6 +121,9 @@ func (sc *Scenario) Describe() string {
 	if c.Fast {
 		b.WriteString(", fast timings")
 	}
+	if c.MaxDepth > 0 {
+		fmt.Fprintf(&b, ", queue.max_depth %d", c.MaxDepth)
+	}
 	b.WriteString(c.Board.describe())
 	if c.Mutation != "" {
 		fmt.Fprintf(&b, ", mutation %s", c.Mutation)

@@ -556,10 +556,15 @@ func (w *World) newProc(name, kind string, shards, queues int) *proc {
 // a cancelled run without running it (queue/delivery.go).
 const cancelledAck = "run was cancelled; acknowledging without running"
 
+// heldBackLog begins what a mover logs when queue.max_depth makes it hold
+// back (either of two messages, schedule/backpressure.go and pass.go).
+const heldBackLog = "holding back; "
+
 // ackWatch passes a process's log records on, and tells the checker of
 // each delivery acknowledged as cancelled, by its task id (the consumer
 // has no other outward sign of one): proof that the message was in the
-// queue, unstarted, when the cancel reached its run.
+// queue, unstarted, when the cancel reached its run. It tells it too
+// when the process's mover holds back under queue.max_depth.
 type ackWatch struct {
 	h     slog.Handler
 	w     *World
@@ -571,6 +576,9 @@ func (a *ackWatch) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (a *ackWatch) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, heldBackLog) {
+		a.w.chk.heldBack()
+	}
 	if r.Message == cancelledAck {
 		id := ""
 		find := func(at slog.Attr) bool {
@@ -608,7 +616,7 @@ func (w *World) storage(p *proc) leasecron.Storage {
 func (w *World) newClient(i, queues, shards int) *proc {
 	p := w.newProc(fmt.Sprintf("c%d", i), "client", shards, queues)
 	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: w.storage(p), Names: names(p.shards, queues), Clock: p.clock, Logger: p.log,
-		Limits: map[string]int{TypeLimited: LimitedConcurrency}, Routing: routing})
+		Limits: map[string]int{TypeLimited: LimitedConcurrency}, Routing: routing, MaxDepth: w.plan.MaxDepth})
 	if err != nil {
 		w.t.Fatalf("client: %v", err)
 	}
@@ -651,6 +659,7 @@ func (w *World) startWorker(name string, shards int) {
 		o.ShardCycle, o.DrainCheck = time.Second, 2*time.Second
 		o.Consumer.PollMax, o.Consumer.VisibilityTimeout = 5*time.Second, 30*time.Second
 	}
+	o.Mover.MaxDepth = w.plan.MaxDepth
 	wk, err := leasecron.NewWorker(o)
 	if err != nil {
 		w.t.Fatalf("worker %s: %v", p.id, err)
