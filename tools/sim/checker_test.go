@@ -825,6 +825,39 @@ func TestOccurrencesAfterADisableThatMayHaveHappened(t *testing.T) {
 	}
 }
 
+// A child waiting for the id of a row written without an index row hears
+// of the end of a replace scheduled beside the row (it waits for the id,
+// and the replace's run ended it first), so it may start before the row
+// has run. The replace is a scheduling of the id again, not the row's
+// replacement (README, the table contract).
+func TestAChildOfAnIndexlessRowHearsOfAReplaceBesideIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		w1 := &proc{w: w, name: "w1"}
+		row := c.newTI(TaskSpec{ID: "r1", Type: TypePlain, Row: true}, nil, nil)
+		c.scheduled(row, w.now(), leasecron.Item{ID: "r1", Due: w.now().Add(time.Minute)}, nil)
+		time.Sleep(time.Second)
+		child := c.newTI(TaskSpec{ID: "c", Type: TypePlain, After: []string{"r1"}}, nil, nil)
+		child.parents = []*ti{row}
+		c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
+		time.Sleep(4 * time.Second)
+		repl := c.newTI(TaskSpec{ID: "r1", Type: TypePlain, Replace: true}, nil, nil)
+		c.scheduled(repl, w.now(), leasecron.Item{ID: "r1", Due: w.now()}, nil)
+		time.Sleep(time.Second)
+		run := &runEv{ti: repl, runID: "r1", due: repl.due, attempt: 1, proc: w1, start: w.now()}
+		repl.starts = append(repl.starts, run)
+		time.Sleep(time.Second)
+		run.end, run.outcome = w.now(), "ok"
+		time.Sleep(time.Second)
+		c.mu.Lock()
+		c.checkStartLocked(child, &runEv{ti: child, runID: "c", due: child.due, attempt: 1, proc: w1, start: w.now()})
+		c.mu.Unlock()
+		if len(c.violations) > 0 {
+			t.Errorf("the replace beside the row ended the id for its child: %v", c.violations)
+		}
+	})
+}
+
 // violationsOf runs the final check f and returns the details of what it
 // found.
 func violationsOf(c *checker, f func()) []string {
