@@ -28,7 +28,8 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time) (bool, room, error)
 	defer m.mu.Unlock()
 	if err != nil {
 		// Keep the previous state; a failed depth probe is not a reason to
-		// flood the queue or to stop moving: move at most one batch.
+		// flood the queue or to stop moving: send at most one batch's
+		// worth.
 		m.stats.Errors++
 		m.o.Logger.Warn("queue depth unknown", "err", err)
 		return m.stats.HoldingBack, room{rows: table.MaxOps}, nil

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,4 +74,50 @@ func TestAFullPassThatMovedNothingWaitsItsPoll(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// A plan of several sends may take more than the room left in one
+// shard's pass; the room left is then none, not unbounded, for the
+// shards after it (a review of the room apart from the budget: a room
+// below zero read as no bound, and the next shards sent all they had).
+func TestAPassThatOvershotItsRoomMovesNoOtherShard(t *testing.T) {
+	shards := []string{"00", "01"}
+	c, mt, fc := newMemClient(t, Options{Shards: shards})
+	q := &fakeQueue{}
+	m, err := newMover(mt, MoverOptions{
+		MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: time.Minute, MaxDepth: 3},
+		Shards:        shards, Generation: func() int64 { return 1 }, Clock: fc, Logger: quiet,
+		Enqueuer: q, SetAside: q,
+		Depth: func(context.Context) (int, error) { return 2, nil }, // room for one message
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(shard, prefix string) string {
+		for i := 0; ; i++ {
+			if s := fmt.Sprintf("%s%d", prefix, i); c.ShardOf(s) == shard {
+				return s
+			}
+		}
+	}
+	series, other := id("00", "s"), id("01", "o")
+	for _, it := range []Item{{ID: series, Due: t0.Add(time.Second), Recurrence: "@every 10s"}, {ID: other, Due: t0}} {
+		if _, err := c.Add(ctx(t), it, AddOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range shards {
+		if err := m.takeFence(ctx(t), s, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.pass(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(q.ids()) < 2 {
+		t.Fatalf("sent %v; want the series' occurrences within the early window", q.ids())
+	}
+	if _, ok := q.byID(other); ok {
+		t.Errorf("%s, in the next shard, was sent by a pass that had used up its room: sent %v", other, q.ids())
+	}
 }

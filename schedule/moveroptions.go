@@ -48,9 +48,11 @@ type MoverSettings struct {
 	// 32.
 	Concurrency int
 	// MaxPerPass bounds the messages (or rows, for rows with nothing to
-	// send) one pass acts on per shard. Default 10000; a full pass is
-	// followed by another at once. A pass reads the due rows page by page
-	// and commits each batch while later pages are read and sent.
+	// send) one pass acts on per shard. Default 10000; a full pass that
+	// sent, moved or retired something is followed by another at once
+	// (one that did not waits as any other). A pass reads the due rows
+	// page by page and commits each batch while later pages are read and
+	// sent.
 	MaxPerPass int
 	// MaxOccurrences bounds the messages one pass sends for one recurring
 	// series: every occurrence due within the Early window becomes its own
@@ -148,7 +150,8 @@ type MoverOptions struct {
 	// several shards then sends no more at once than one mover would.
 	SendSlots chan struct{}
 	// Pace, when set, is called after every pass (but one that found more
-	// due rows than MaxPerPass) in place of the wait of PollEvery, and the
+	// due rows than MaxPerPass and moved some) in place of the wait of
+	// PollEvery, and the
 	// next pass starts when it returns; a non-nil error (ctx ended) stops
 	// the mover. A sharded schedule's owner uses it to leave a shard with
 	// nothing due within Early alone until it is woken (internal/shard).

@@ -63,9 +63,11 @@ type send struct {
 //
 // Under backpressure (MaxDepth > 0) a pass sends at most MaxDepth − depth
 // messages, so one pass cannot push the queue past MaxDepth however many
-// rows are due; a pass that fills the queue to MaxDepth starts holding back,
-// and moving resumes below ResumeBelow. When the depth is unknown (the
-// probe failed) a pass moves at most one batch (MaxOps rows).
+// rows are due (the last plan it acts on may take more: a series' several
+// occurrences; rows that only retire a message sent early take none); a
+// pass that fills the queue to MaxDepth starts holding back, and moving
+// resumes below ResumeBelow. When the depth is unknown (the probe failed)
+// a pass sends at most one batch's worth (MaxOps messages).
 func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	now := m.o.Clock.Now()
 	m.mu.Lock()
@@ -104,7 +106,10 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 		m.mu.Unlock()
 		m.o.Logger.Debug("pass over a shard", "shard", shard, "sent", sp.sent, "more", more, "took", m.o.Clock.Now().Sub(now))
 		if room.rows >= 0 {
-			room.rows -= sp.sent
+			// (At least 0: a plan of several sends may take more than
+			// the room left, and a room below 0 would read as no bound
+			// for the next shards.)
+			room.rows = max(0, room.rows-sp.sent)
 		}
 	}
 	if room.known && room.rows <= 0 {

@@ -128,7 +128,15 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 	// readFrom starts reading the page at cont (the first: "").
 	readFrom := func(cont string) {
 		q.Continuation = cont
-		q.Top = min(table.MaxPage, max(sp.allowance(), 1)) // rows that act on nothing cost no budget
+		// Rows that act on nothing cost no budget, and rows that only
+		// retire take no room: a page after the first is read by the
+		// budget alone, so rows stuck waiting to be retired (their
+		// confirmations refused) cost one more query, not one each.
+		top := sp.budget
+		if cont == "" {
+			top = sp.allowance()
+		}
+		q.Top = min(table.MaxPage, max(top, 1))
 		next = sp.fetch(ctx, q)
 	}
 	readFrom("")

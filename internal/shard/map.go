@@ -385,19 +385,21 @@ const reopenTries = 5
 func Reopen(ctx context.Context, t table.Table, s string, count int) error {
 	row := OpenRowKey(count)
 	etags, err := t.Submit(ctx, []table.Op{{Kind: table.Insert, PartitionKey: s, RowKey: row, Props: table.Props{PropCount: int64(count)}}})
-	var etag string // "": read the row before taking it back
+	var etag string        // "": read the row before taking it back
+	var last, unread error // unread: the last read of the map failed
 	switch {
 	case errors.Is(err, storage.ErrAlreadyExists):
 		// Another's, or ours: stands only while the map names count.
-		if m, rerr := Read(ctx, t); rerr == nil && max(m.Count, 1) == count {
+		m, rerr := Read(ctx, t)
+		if rerr == nil && max(m.Count, 1) == count {
 			return nil
 		}
+		unread = rerr
 	case err != nil:
 		return fmt.Errorf("open shard %s for %d shards again: %w", s, count, err)
 	default:
 		etag = etags[0]
 	}
-	var last, unread error // unread: the last read of the map failed
 	for range reopenTries {
 		if etag == "" { // the last take-back failed: read the row again
 			e, err := t.Get(ctx, s, row)

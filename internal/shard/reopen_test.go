@@ -50,6 +50,7 @@ type openRowFaults struct {
 	loseMapAnswer                string
 	mapDown, insertDown          bool
 	insertRetried                bool
+	insertGone                   bool // the first insert answers 409 and leaves no row
 }
 
 func (f *openRowFaults) Query(ctx context.Context, q table.Query) (table.Page, error) {
@@ -65,6 +66,9 @@ func (f *openRowFaults) Submit(ctx context.Context, ops []table.Op) ([]string, e
 		switch {
 		case op.Kind == table.Insert && f.insertDown:
 			return nil, storage.ErrServerBusy
+		case op.Kind == table.Insert && f.insertGone:
+			f.insertGone = false
+			return nil, storage.ErrAlreadyExists
 		case op.Kind == table.Insert && f.insertRetried:
 			f.insertRetried = false
 			if _, err := f.Table.Submit(ctx, ops); err != nil {
@@ -225,6 +229,13 @@ func TestAReopenWhoseInsertAnswers409ChecksTheMap(t *testing.T) {
 			t.Fatal(err)
 		}
 		allOpen(t, ctx, tb, 4, "the map names 4")
+	})
+	t.Run("the map unreadable and the row gone", func(t *testing.T) {
+		ctx, tb, _ := steadyMap(t, 8)
+		f := &openRowFaults{Table: tb, insertGone: true, mapDown: true}
+		if err := Reopen(ctx, f, "02", 4); err == nil {
+			t.Fatal("a Reopen that never read the map returned no error")
+		}
 	})
 	t.Run("the map unreadable", func(t *testing.T) {
 		ctx, tb, _ := steadyMap(t, 8)
