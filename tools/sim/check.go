@@ -1717,7 +1717,13 @@ func (c *checker) parentEnd(pt *ti, any bool, by, seen time.Time) (time.Time, st
 // very same time, and so meets the row at its key (schedule.Client.Add
 // then overwrites it for a replace).
 func unseenRow(old, t *ti) bool {
-	return old.spec.Row && !sameDue(old.schedDue, t.schedDue)
+	if !old.spec.Row {
+		return false
+	}
+	// (At the row key's 100 ns, not sameDue's millisecond.)
+	a, aerr := schedule.RowKey(old.schedDue, t.id)
+	b, berr := schedule.RowKey(t.schedDue, t.id)
+	return aerr != nil || berr != nil || a != b
 }
 
 // runBesideBulkCancelledLocked returns, when pt never started and a bulk
@@ -1729,15 +1735,19 @@ func unseenRow(old, t *ti) bool {
 // and a child scheduled afterwards hears of that end (seed 108727: a
 // running slow task replaced as limited, the replacement bulk-cancelled
 // by type, the slow run succeeded; a child scheduled 30 s later found
-// the id succeeded and started). The run must still have been going
-// when pt could first have been cancelled or moved:
+// the id succeeded and started). The earlier run must still have been
+// going when pt could first have been cancelled or moved, unless the
+// bulk may not have written its end of pt by the time the child looked:
 //   - pt's row removed by the bulk: a run that had ended by then left
 //     its end on the record, and the bulk wrote a cancelled record over
-//     it (runs.Store.CancelPendingOf);
+//     it (runs.Store.CancelPendingOf) — after the row's delete, and not
+//     at all when that write failed (the bulk then counts the item
+//     failed), so a child scheduled before every bulk that may have
+//     reached pt ended whole may still read the run's end;
 //   - pt moved to the queue first, while the run went on (seed 108727):
-//     pt waits noted beside the run, and the bulk takes only that note
-//     off, so the record keeps the run's end whenever it came
-//     (runs.Store.CancelOf).
+//     pt waits noted beside the run from the pass that marked it, and the
+//     bulk takes only that note off, so the record keeps the run's end
+//     whenever it came (runs.Store.CancelOf).
 func (c *checker) runBesideBulkCancelledLocked(pt *ti, by time.Time) []*ti {
 	if len(pt.starts) > 0 || pt.spec.Recurrence != "" {
 		return nil
@@ -1746,19 +1756,47 @@ func (c *checker) runBesideBulkCancelledLocked(pt *ti, by time.Time) []*ti {
 	if !ok || !at.Before(by) {
 		return nil
 	}
-	for _, m := range c.moved[c.idOfLocked(pt)] {
-		if (sameDue(m.due, pt.due) || sameDue(m.due, pt.schedDue)) && !m.at.Before(pt.issued) && m.at.Before(at) {
+	ofPt := func(due time.Time) bool { return sameDue(due, pt.due) || sameDue(due, pt.schedDue) }
+	id := c.idOfLocked(pt)
+	for _, m := range c.moved[id] {
+		if ofPt(m.due) && !m.at.Before(pt.issued) && m.at.Before(at) {
 			at = m.at
 		}
 	}
-	going := func(r *runEv) bool { return r.start.Before(pt.issued) && (r.end.IsZero() || !r.end.Before(at)) }
+	for _, m := range c.sends[id] {
+		// (The pass that sent it marked it first: from its beginning, on
+		// the sender's clock.)
+		if began := m.passBegan.Add(-c.skew); ofPt(m.due) && !m.at.Before(pt.issued) && began.Before(at) {
+			at = began
+		}
+	}
+	settled := c.bulkSettledLocked("cancel-pending", pt.spec.Type, pt.issued, by)
+	going := func(r *runEv) bool {
+		return r.start.Before(pt.issued) && (!settled || r.end.IsZero() || !r.end.Before(at))
+	}
 	var out []*ti
-	for _, o := range c.byID[c.idOfLocked(pt)] {
+	for _, o := range c.byID[id] {
 		if o != pt && o.accepted && o.issued.Before(pt.issued) && o.spec.Type != pt.spec.Type && slices.ContainsFunc(o.starts, going) {
 			out = append(out, o)
 		}
 	}
 	return out
+}
+
+// bulkSettledLocked reports whether every bulk operation of kind that may
+// have reached a task of typ scheduled at issued was seen to end, whole
+// (nothing failed), before by: what it wrote of that task was written by
+// then.
+func (c *checker) bulkSettledLocked(kind, typ string, issued, by time.Time) bool {
+	for _, b := range c.bulks {
+		if b.kind != kind || b.typ != "" && b.typ != typ {
+			continue
+		}
+		if _, ok := b.reaches(issued); ok && (!b.ok || b.failed || b.ended.IsZero() || !b.ended.Before(by)) {
+			return false
+		}
+	}
+	return true
 }
 
 // idOfLocked is the id pt's schedulings go by: its own, or the one its

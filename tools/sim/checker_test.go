@@ -2224,13 +2224,20 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 		// the replacement waited beside it in the queue, the bulk then
 		// wrote its cancel over that end.
 		endedFirst bool
-		excused    bool
+		// sent: a pass sent the replacement while the run went on (its
+		// move's commit came later); bulkFailed: the bulk ended with items
+		// it could not act on wholly (its cancelled record may be
+		// missing).
+		sent, bulkFailed bool
+		excused          bool
 	}{
 		{name: "no bulk", moved: true},
 		{name: "bulk while running", bulk: true, excused: true},
 		{name: "moved, bulk while running", bulk: true, moved: true, excused: true},
 		{name: "bulk after the run ended", bulk: true, endedFirst: true},
 		{name: "moved, bulk after the run ended", bulk: true, moved: true, endedFirst: true, excused: true},
+		{name: "sent, bulk after the run ended", bulk: true, sent: true, endedFirst: true, excused: true},
+		{name: "bulk after the run ended, failing in part", bulk: true, endedFirst: true, bulkFailed: true, excused: true},
 	} {
 		bulk := tc.bulk
 		t.Run(tc.name, func(t *testing.T) {
@@ -2250,6 +2257,9 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 				}
 				// (The replacement's row written: the child's call found it.)
 				c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{{RowKey: rk}}})
+				if tc.sent {
+					c.sent([]sentMsg{{id: "p", due: repl.due, passBegan: w.now()}})
+				}
 				if tc.moved {
 					time.Sleep(time.Second)
 					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{
@@ -2261,7 +2271,7 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 					time.Sleep(time.Second)
 				}
 				if bulk {
-					c.bulk(bulkEv{id: "bulk-1", kind: "cancel-pending", typ: "limited", started: w.now(), ended: w.now().Add(time.Second), ok: true})
+					c.bulk(bulkEv{id: "bulk-1", kind: "cancel-pending", typ: "limited", started: w.now(), ended: w.now().Add(time.Second), ok: true, failed: tc.bulkFailed})
 				}
 				time.Sleep(6 * time.Second)
 				if !tc.endedFirst {
