@@ -308,6 +308,7 @@ type checker struct {
 	deadListed  bool // the list was read
 	badRows     []badRowEv
 	moved       map[string][]movedRow // the schedule rows of an id a mover removed
+	holdSpans   []holdSpan            // movers holding back under queue.max_depth
 	// sends are the messages of a task (by id) workers put on a queue.
 	sends map[string][]sentMsg
 
@@ -1008,12 +1009,48 @@ func (c *checker) behindLocked(id string, o time.Time) bool {
 	return false
 }
 
-// heldBack notes in the coverage report that a mover began to hold back
-// under queue.max_depth. No check needs it: an occurrence missed while
-// the mover held back is one the fleet was behind on, as the overdue
-// occurrence that runs once moving resumes starts after it (finalSeries).
-func (c *checker) heldBack() {
-	c.w.stats.fault("mover held back (queue.max_depth)")
+// holdSpan is a time a process's mover held back under queue.max_depth:
+// from its log of holding back to its log of resuming (off zero: none
+// logged; the process or the run ended first).
+type holdSpan struct {
+	p       *proc
+	on, off time.Time
+}
+
+// holding records that p's mover began to hold back (on) or resumed, and
+// counts hold-backs in the coverage report.
+func (c *checker) holding(p *proc, on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.w.now()
+	if on {
+		if i := slices.IndexFunc(c.holdSpans, func(h holdSpan) bool { return h.p == p && h.off.IsZero() }); i < 0 {
+			c.holdSpans = append(c.holdSpans, holdSpan{p: p, on: now})
+		}
+		c.w.stats.fault("mover held back (queue.max_depth)")
+		return
+	}
+	for i := range c.holdSpans {
+		if h := &c.holdSpans[i]; h.p == p && h.off.IsZero() {
+			h.off = now
+		}
+	}
+}
+
+// heldBackPendingLocked reports whether series id's occurrence o may have
+// been missed while a mover held back under queue.max_depth, and the
+// series stopped before its row was moved again: a mover held back at
+// some time from o to stop, and none moved a row of the series
+// meanwhile. Missed while moving was held back, the overdue occurrence
+// runs once moving resumes (README), not once the series has stopped
+// (seed 114598: the leaders held back behind a burst for three minutes,
+// and a bulk disable of the type came before any reached the series'
+// row).
+func (c *checker) heldBackPendingLocked(id string, o, stop time.Time) bool {
+	held := slices.ContainsFunc(c.holdSpans, func(h holdSpan) bool {
+		return h.on.Before(stop) && (h.off.IsZero() || !h.off.Before(o))
+	})
+	return held && !slices.ContainsFunc(c.moved[id], func(m movedRow) bool { return m.at.After(o) && m.at.Before(stop) })
 }
 
 // metLocked records in the coverage report that a change (cancel,
@@ -3576,7 +3613,8 @@ func (c *checker) finalSeries() {
 			// back for want of a slot for two minutes, then cancelled by
 			// a disable).
 			limitHeld := !stop.Equal(end) && (t.spec.Type == TypeLimited || t.spec.Type == TypeRated)
-			behind := limitHeld || c.behindLocked(t.id, o) || c.pausedDuringLocked(t.spec.Type, o, stop) || c.cancelAckedLocked(t.id, o, stop)
+			behind := limitHeld || c.behindLocked(t.id, o) || c.pausedDuringLocked(t.spec.Type, o, stop) || c.cancelAckedLocked(t.id, o, stop) ||
+				!stop.Equal(end) && c.heldBackPendingLocked(t.id, o, stop)
 			for _, r := range starts {
 				if r.due.Before(o) && !r.start.Before(o) {
 					behind = true

@@ -858,6 +858,55 @@ func TestAChildOfAnIndexlessRowHearsOfAReplaceBesideIt(t *testing.T) {
 	})
 }
 
+// An occurrence missed while the mover held back under queue.max_depth
+// runs once moving resumes; a series disabled before a mover reached its
+// row again does not run it (seed 114598). Without a hold-back, or with
+// the row moved meanwhile, the occurrence is lost.
+func TestOccurrencesMissedWhileHeldBackBeforeADisable(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		held, moved bool
+		wantLost    bool
+	}{
+		{name: "held back until the disable", held: true},
+		{name: "no hold-back", wantLost: true},
+		{name: "held back, but the row moved meanwhile", held: true, moved: true, wantLost: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				w.plan.Active = 10 * time.Minute
+				w1 := &proc{w: w, name: "w1"}
+				s := c.newTI(TaskSpec{ID: "s", Type: TypePlain, Recurrence: "@every 1m"}, nil, nil)
+				first := w.now().Add(time.Minute)
+				c.scheduled(s, w.now(), leasecron.Item{ID: "s", Due: first, Recurrence: "@every 1m"}, nil)
+				time.Sleep(50 * time.Second)
+				if tc.held {
+					c.holding(w1, true)
+				}
+				time.Sleep(90 * time.Second)
+				if tc.moved {
+					rk, err := schedule.RowKey(first, "s")
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{
+						{RowKey: fenceRow, Props: map[string]any{"Generation": int64(1)}}, {RowKey: rk, Deleted: true}}})
+				}
+				time.Sleep(2*time.Minute + 20*time.Second) // the disable at 4m
+				c.disabled("s", true, w.now(), nil)
+				time.Sleep(6 * time.Minute)
+				c.mu.Lock()
+				c.finalSeries()
+				c.mu.Unlock()
+				if lost := len(c.violations) > 0; lost != tc.wantLost {
+					t.Errorf("occurrences taken for lost: %v, want %v (%v)", lost, tc.wantLost, c.violations)
+				}
+			})
+		})
+	}
+}
+
 // violationsOf runs the final check f and returns the details of what it
 // found.
 func violationsOf(c *checker, f func()) []string {

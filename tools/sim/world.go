@@ -547,7 +547,7 @@ func (w *World) newProc(name, kind string, shards, queues int) *proc {
 		clock: &procClock{w: w, offset: cs.Offset, ppm: cs.PPM, epoch: w.plan.Start}}
 	seed := uint64(w.plan.Seed)*1_000_003 + uint64(len(w.procs))
 	p.tr = &faultTransport{w: w, p: p, next: w.store.Transport(), rng: rand.New(rand.NewPCG(seed, 7))}
-	p.log = slog.New(&ackWatch{h: slog.NewTextHandler(w.logs.writer(p.id), &slog.HandlerOptions{Level: logLevel}), w: w})
+	p.log = slog.New(&ackWatch{h: slog.NewTextHandler(w.logs.writer(p.id), &slog.HandlerOptions{Level: logLevel}), w: w, p: p})
 	w.procs = append(w.procs, p)
 	return p
 }
@@ -556,18 +556,22 @@ func (w *World) newProc(name, kind string, shards, queues int) *proc {
 // a cancelled run without running it (queue/delivery.go).
 const cancelledAck = "run was cancelled; acknowledging without running"
 
-// heldBackLog begins what a mover logs when queue.max_depth makes it hold
-// back (either of two messages, schedule/backpressure.go and pass.go).
-const heldBackLog = "holding back; "
+// What a mover logs when queue.max_depth makes it hold back (either of
+// two messages, schedule/backpressure.go and pass.go), and when it resumes.
+const (
+	heldBackLog = "holding back; "
+	resumedLog  = "resuming"
+)
 
 // ackWatch passes a process's log records on, and tells the checker of
 // each delivery acknowledged as cancelled, by its task id (the consumer
 // has no other outward sign of one): proof that the message was in the
 // queue, unstarted, when the cancel reached its run. It tells it too
-// when the process's mover holds back under queue.max_depth.
+// when the process's mover holds back under queue.max_depth and resumes.
 type ackWatch struct {
 	h     slog.Handler
 	w     *World
+	p     *proc
 	attrs []slog.Attr
 }
 
@@ -576,8 +580,8 @@ func (a *ackWatch) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (a *ackWatch) Handle(ctx context.Context, r slog.Record) error {
-	if strings.HasPrefix(r.Message, heldBackLog) {
-		a.w.chk.heldBack()
+	if strings.HasPrefix(r.Message, heldBackLog) || r.Message == resumedLog {
+		a.w.chk.holding(a.p, r.Message != resumedLog)
 	}
 	if r.Message == cancelledAck {
 		id := ""
@@ -602,11 +606,11 @@ func (a *ackWatch) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (a *ackWatch) WithAttrs(as []slog.Attr) slog.Handler {
-	return &ackWatch{h: a.h.WithAttrs(as), w: a.w, attrs: append(slices.Clip(a.attrs), as...)}
+	return &ackWatch{h: a.h.WithAttrs(as), w: a.w, p: a.p, attrs: append(slices.Clip(a.attrs), as...)}
 }
 
 func (a *ackWatch) WithGroup(name string) slog.Handler {
-	return &ackWatch{h: a.h.WithGroup(name), w: a.w, attrs: a.attrs}
+	return &ackWatch{h: a.h.WithGroup(name), w: a.w, p: a.p, attrs: a.attrs}
 }
 
 func (w *World) storage(p *proc) leasecron.Storage {
