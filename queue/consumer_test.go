@@ -1525,6 +1525,27 @@ func TestClaimCheckPayload(t *testing.T) {
 	h.expect(OutcomeRetried)
 }
 
+// A payload blob that cannot be read for now (the storage failing, not the
+// blob missing) is no failed attempt: the message goes back, and a task
+// of one attempt runs once it can be read (issue 38, sim seed 115086).
+func TestAnUnreachablePayloadIsNoFailedAttempt(t *testing.T) {
+	pl := &payloads{blobs: map[string][]byte{"c/one": []byte("big")}, unreachable: map[string]int{"c/one": 1}}
+	h := newHarness(t, ConsumerOptions{Payloads: pl})
+	var got atomic.Value
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error {
+		got.Store(string(task.Payload))
+		return nil
+	})
+	h.enqueue(Envelope{ID: "one", Type: "t", PayloadBlob: "c/one", MaxAttempts: 1})
+	h.start()
+	h.expect(OutcomeDeferred)
+	h.clk.Advance(time.Minute)
+	h.expect(OutcomeSucceeded)
+	if got.Load() != "big" {
+		t.Fatalf("payload = %v", got.Load())
+	}
+}
+
 func TestNoPayloadStoreIsAFailedAttempt(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
 	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasecron/leasecron/internal/mutate"
+	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/tracing"
@@ -207,6 +208,15 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		herr = fmt.Errorf("%w %q", ErrNoHandler, env.Type)
 	} else {
 		task.Payload, herr = c.fetchPayload(hctx, env)
+		if herr != nil && hctx.Err() == nil && payloadUnreachable(herr) {
+			// The storage failing for now is not the task failing: the
+			// message goes back without this attempt counted (issue 38,
+			// the simulator's seed 115086: a dropped connection reading
+			// the payload's blob killed a task of one attempt).
+			d.log.Warn("fetching the payload failed; putting the message back without counting the attempt", "err", herr)
+			c.deferMsg(hctx, d, c.deferDelay(d), "payload unreachable")
+			return
+		}
 	}
 	// Whether the run is still this delivery's is checked first
 	// (stillHeld), then the pause and the rate start (stillStarts), so
@@ -868,6 +878,16 @@ func call(ctx context.Context, h leasecrontype.Handler, t leasecrontype.Task) (e
 		}
 	}()
 	return h(ctx, t)
+}
+
+// payloadUnreachable reports whether err, fetching a payload's blob, is
+// the storage failing for now (a timeout, a dropped connection,
+// throttling, a server error), not the blob missing, a reference this
+// store does not hand out, a blob too large or no store: those fail the
+// attempt.
+func payloadUnreachable(err error) bool {
+	return !errors.Is(err, payload.ErrNotFound) && !errors.Is(err, payload.ErrBadRef) && !errors.Is(err, payload.ErrTooLarge) &&
+		!errors.Is(err, ErrNoPayloadStore) && storage.IsTransient(err)
 }
 
 func (c *Consumer) fetchPayload(hctx context.Context, env Envelope) ([]byte, error) {

@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/leasecron/leasecron/internal/payload"
 	"slices"
 	"sync"
 	"testing"
@@ -376,17 +378,22 @@ func (l *limiter) Acquire(_ context.Context, _ string) (func(), bool, error) {
 
 // payloads is an in-memory PayloadFetcher.
 type payloads struct {
-	mu      sync.Mutex
-	blobs   map[string][]byte
-	deleted []string
+	mu          sync.Mutex
+	blobs       map[string][]byte
+	deleted     []string
+	unreachable map[string]int // reads of a blob that fail as a dropped connection does
 }
 
 func (p *payloads) Get(_ context.Context, ref string) ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if n, ok := p.unreachable[ref]; ok && n > 0 {
+		p.unreachable[ref] = n - 1
+		return nil, fmt.Errorf("payload get %s: %w", ref, errors.New("connection reset by peer"))
+	}
 	b, ok := p.blobs[ref]
 	if !ok {
-		return nil, errors.New("blob not found")
+		return nil, fmt.Errorf("%w: %s", payload.ErrNotFound, ref)
 	}
 	return b, nil
 }
