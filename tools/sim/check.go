@@ -1015,23 +1015,31 @@ func (c *checker) behindLocked(id string, o time.Time) bool {
 type holdSpan struct {
 	p       *proc
 	on, off time.Time
+	// n counts the process's movers holding back (a sharded worker runs
+	// one per shard, all logging through the process's logger): the
+	// span ends when the last of them resumes.
+	n int
 }
 
-// holding records that p's mover began to hold back (on) or resumed, and
-// counts hold-backs in the coverage report.
+// holding records that one of p's movers began to hold back (on) or
+// resumed, and counts hold-backs in the coverage report.
 func (c *checker) holding(p *proc, on bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.w.now()
+	i := slices.IndexFunc(c.holdSpans, func(h holdSpan) bool { return h.p == p && h.off.IsZero() })
 	if on {
-		if i := slices.IndexFunc(c.holdSpans, func(h holdSpan) bool { return h.p == p && h.off.IsZero() }); i < 0 {
+		if i < 0 {
 			c.holdSpans = append(c.holdSpans, holdSpan{p: p, on: now})
+			i = len(c.holdSpans) - 1
 		}
+		c.holdSpans[i].n++
 		c.w.stats.fault("mover held back (queue.max_depth)")
 		return
 	}
-	for i := range c.holdSpans {
-		if h := &c.holdSpans[i]; h.p == p && h.off.IsZero() {
+	if i >= 0 {
+		h := &c.holdSpans[i]
+		if h.n--; h.n <= 0 {
 			h.off = now
 		}
 	}
@@ -1802,8 +1810,10 @@ func (c *checker) runBesideBulkCancelledLocked(pt *ti, by time.Time) []*ti {
 	}
 	for _, m := range c.sends[id] {
 		// (The pass that sent it marked it first: from its beginning, on
-		// the sender's clock.)
-		if began := m.passBegan.Add(-c.skew); ofPt(m.due) && !m.at.Before(pt.issued) && began.Before(at) {
+		// the sender's clock. Not a send early under a token: its run is
+		// recorded only when the mover confirms it, or after the client's
+		// send.)
+		if began := m.passBegan.Add(-c.skew); !m.token && ofPt(m.due) && !m.at.Before(pt.issued) && began.Before(at) {
 			at = began
 		}
 	}

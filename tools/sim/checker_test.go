@@ -864,13 +864,16 @@ func TestAChildOfAnIndexlessRowHearsOfAReplaceBesideIt(t *testing.T) {
 // the row moved meanwhile, the occurrence is lost.
 func TestOccurrencesMissedWhileHeldBackBeforeADisable(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		held, moved bool
-		wantLost    bool
+		name                   string
+		held, moved, twoMovers bool
+		wantLost               bool
 	}{
 		{name: "held back until the disable", held: true},
 		{name: "no hold-back", wantLost: true},
 		{name: "held back, but the row moved meanwhile", held: true, moved: true, wantLost: true},
+		// Two shard movers of one process hold back; one resumes, the
+		// other still holds back.
+		{name: "one of two movers resumed", held: true, twoMovers: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -883,6 +886,11 @@ func TestOccurrencesMissedWhileHeldBackBeforeADisable(t *testing.T) {
 				time.Sleep(50 * time.Second)
 				if tc.held {
 					c.holding(w1, true)
+				}
+				if tc.twoMovers {
+					c.holding(w1, true)
+					time.Sleep(5 * time.Second)
+					c.holding(w1, false)
 				}
 				time.Sleep(90 * time.Second)
 				if tc.moved {
