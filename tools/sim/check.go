@@ -1664,7 +1664,7 @@ func (c *checker) mayDie(t *ti) bool {
 func (c *checker) recordedLocked(t *ti, st leasecron.RunState, by time.Time, ofDue bool) (time.Time, bool) {
 	for _, r := range c.runStates[t.id] {
 		if r.state == st && !r.at.Before(t.issued) && !r.at.After(by) &&
-			(!ofDue || sameDue(r.due, t.due) || sameDue(r.due, t.schedDue)) {
+			(!ofDue || t.dueIs(r.due)) {
 			return r.at, true
 		}
 	}
@@ -1801,10 +1801,9 @@ func (c *checker) runBesideBulkCancelledLocked(pt *ti, by time.Time) []*ti {
 	if !ok || !at.Before(by) {
 		return nil
 	}
-	ofPt := func(due time.Time) bool { return sameDue(due, pt.due) || sameDue(due, pt.schedDue) }
 	id := c.idOfLocked(pt)
 	for _, m := range c.moved[id] {
-		if ofPt(m.due) && !m.at.Before(pt.issued) && m.at.Before(at) {
+		if pt.dueIs(m.due) && !m.at.Before(pt.issued) && m.at.Before(at) {
 			at = m.at
 		}
 	}
@@ -1813,7 +1812,7 @@ func (c *checker) runBesideBulkCancelledLocked(pt *ti, by time.Time) []*ti {
 		// the sender's clock. Not a send early under a token: its run is
 		// recorded only when the mover confirms it, or after the client's
 		// send.)
-		if began := m.passBegan.Add(-c.skew); !m.token && ofPt(m.due) && !m.at.Before(pt.issued) && began.Before(at) {
+		if began := m.passBegan.Add(-c.skew); !m.token && pt.dueIs(m.due) && !m.at.Before(pt.issued) && began.Before(at) {
 			at = began
 		}
 	}
@@ -2708,7 +2707,13 @@ func (c *checker) writtenLastLocked(id string, t *ti) *ti {
 // written after that one had run, then cancelled with its parent, was
 // taken for the plain one).
 func (w *rowWrite) of(t *ti) bool {
-	return sameDue(w.due, t.due) || sameDue(w.due, t.schedDue) || len(t.spec.After) > 0 && sameDue(w.due, schedule.MaxTime)
+	return t.dueIs(w.due) || len(t.spec.After) > 0 && sameDue(w.due, schedule.MaxTime)
+}
+
+// dueIs reports whether due is t's due time, as it stands or as its
+// schedule wrote it.
+func (t *ti) dueIs(due time.Time) bool {
+	return sameDue(due, t.due) || sameDue(due, t.schedDue)
 }
 
 // finalTasks: every task's latest scheduling has ended as it should.
