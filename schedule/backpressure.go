@@ -16,8 +16,9 @@ type room struct {
 }
 
 // holdBack applies backpressure with hysteresis and says how many rows the
-// pass may move.
-func (m *Mover) holdBack(ctx context.Context, now time.Time) (bool, room, error) {
+// pass may move. Its logs name the term (gen) and the shards: in a sharded
+// worker each shard's mover holds back and resumes on its own.
+func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, room, error) {
 	if m.o.MaxDepth <= 0 {
 		return false, room{rows: -1}, nil
 	}
@@ -38,10 +39,10 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time) (bool, room, error)
 	switch {
 	case !was && depth >= m.o.MaxDepth:
 		m.stats.HoldingBack = true
-		m.o.Logger.Info("holding back; the queue is deep", "depth", depth, "max_depth", m.o.MaxDepth)
+		m.o.Logger.Info("holding back; the queue is deep", "depth", depth, "max_depth", m.o.MaxDepth, "shards", m.o.Shards, "generation", gen)
 	case was && depth < m.o.ResumeBelow:
 		m.stats.HoldingBack = false
-		m.o.Logger.Info("resuming", "depth", depth, "resume_below", m.o.ResumeBelow)
+		m.o.Logger.Info("resuming", "depth", depth, "resume_below", m.o.ResumeBelow, "shards", m.o.Shards, "generation", gen)
 	}
 	return m.stats.HoldingBack, room{rows: max(0, m.o.MaxDepth-depth), known: true}, nil
 }

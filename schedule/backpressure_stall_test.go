@@ -2,11 +2,13 @@ package schedule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/queue"
 )
 
@@ -120,4 +122,31 @@ func TestAPassThatOvershotItsRoomMovesNoOtherShard(t *testing.T) {
 	if _, ok := q.byID(other); ok {
 		t.Errorf("%s, in the next shard, was sent by a pass that had used up its room: sent %v", other, q.ids())
 	}
+}
+
+// With the queue's depth unknown (its probe failing) a pass sends one
+// batch's worth and the next waits its poll: not a pass after pass of a
+// batch each, which would fill the queue as if there were no max_depth
+// (a review of the room apart from the budget: the unknown room, used
+// up, left the pass "full").
+func TestAnUnknownDepthSendsOneBatchAPoll(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{
+		MoverSettings: MoverSettings{PollEvery: 5 * time.Second, MaxDepth: 20},
+		Depth:         func(context.Context) (int, error) { return 0, errors.New("queue unreachable") },
+	})
+	for i := range 3 * table.MaxOps {
+		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.m.Run(ctx) }()
+	if err := e.fc.WaitForTimers(ctx, 1); err != nil {
+		t.Fatalf("the mover never went to sleep: %d passes", e.m.Stats().Passes)
+	}
+	if n := len(e.q.ids()); n != table.MaxOps {
+		t.Errorf("sent %d before the first poll with the depth unknown; want one batch (%d)", n, table.MaxOps)
+	}
+	cancel()
+	<-done
 }

@@ -1,9 +1,12 @@
 package schedule
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -94,7 +97,7 @@ func newMoverEnv(t *testing.T, gen int64, o MoverOptions) *moverEnv {
 	q := &fakeQueue{}
 	o.Generation = func() int64 { return gen }
 	o.Clock = fc
-	o.Logger = quiet
+	o.Logger = cmp.Or(o.Logger, quiet)
 	if o.Enqueuer == nil {
 		o.Enqueuer = q
 	}
@@ -721,7 +724,9 @@ func TestMoverBackpressureCapsAPass(t *testing.T) {
 		defer mu.Unlock()
 		return len(q.ids()) - consumed, nil
 	}
-	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: time.Second, MaxDepth: 20, ResumeBelow: 10}, Depth: depth})
+	var logs bytes.Buffer
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: time.Second, MaxDepth: 20, ResumeBelow: 10}, Depth: depth,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	q = e.q
 	for i := range 200 {
 		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
@@ -747,6 +752,21 @@ func TestMoverBackpressureCapsAPass(t *testing.T) {
 	}
 	if got := len(e.q.ids()); got != 200 || maxDepth != 20 {
 		t.Fatalf("sent %d (want 200), max depth %d (want 20)", got, maxDepth)
+	}
+	// Each line of holding back and resuming names the mover's term and
+	// shards: a sharded worker's shard movers hold back one by one, and
+	// the simulator's checker tells them apart by it.
+	lines := 0
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "msg=\"holding back;") || strings.Contains(l, "msg=resuming") {
+			lines++
+			if want := fmt.Sprintf("shards=[00] generation=%d", e.m.o.Generation()); !strings.Contains(l, want) {
+				t.Errorf("log line %q does not name the mover (%s)", l, want)
+			}
+		}
+	}
+	if lines < 2 {
+		t.Errorf("%d lines of holding back or resuming, want both:\n%s", lines, logs.String())
 	}
 }
 

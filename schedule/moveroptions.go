@@ -49,8 +49,10 @@ type MoverSettings struct {
 	Concurrency int
 	// MaxPerPass bounds the messages (or rows, for rows with nothing to
 	// send) one pass acts on per shard. Default 10000; a full pass that
-	// sent, moved or retired something is followed by another at once
-	// (one that did not waits as any other). A pass reads the due rows
+	// sent, moved or retired something, failed nothing and held nothing
+	// back is followed by another at once (any other waits its poll, and
+	// so does one that used up the room MaxDepth leaves or, with the
+	// queue's depth unknown, its one batch). A pass reads the due rows
 	// page by page and commits each batch while later pages are read and
 	// sent.
 	MaxPerPass int
@@ -149,9 +151,8 @@ type MoverOptions struct {
 	// bound), in place of each pass's own Concurrency: an instance moving
 	// several shards then sends no more at once than one mover would.
 	SendSlots chan struct{}
-	// Pace, when set, is called after every pass (but one that found more
-	// due rows than MaxPerPass and moved some) in place of the wait of
-	// PollEvery, and the
+	// Pace, when set, is called after every pass (but one followed at
+	// once: see MaxPerPass) in place of the wait of PollEvery, and the
 	// next pass starts when it returns; a non-nil error (ctx ended) stops
 	// the mover. A sharded schedule's owner uses it to leave a shard with
 	// nothing due within Early alone until it is woken (internal/shard).

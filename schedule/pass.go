@@ -67,7 +67,8 @@ type send struct {
 // occurrences; rows that only retire a message sent early take none); a
 // pass that fills the queue to MaxDepth starts holding back, and moving
 // resumes below ResumeBelow. When the depth is unknown (the probe failed)
-// a pass sends at most one batch's worth (MaxOps messages).
+// a pass sends at most one batch's worth (MaxOps messages), and the next
+// waits its poll.
 func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	now := m.o.Clock.Now()
 	m.mu.Lock()
@@ -75,7 +76,7 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	m.mu.Unlock()
 	m.count(func(s *MoverStats) { s.LastPass = now })
 	m.waitingAt(now) // forgets the messages that have come due
-	hold, room, err := m.holdBack(ctx, now)
+	hold, room, err := m.holdBack(ctx, now, gen)
 	if err != nil || hold {
 		if hold {
 			// Occurrences that fall due while moving is held back are
@@ -112,15 +113,21 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 			room.rows = max(0, room.rows-sp.sent)
 		}
 	}
-	if room.known && room.rows <= 0 {
+	switch {
+	case room.known && room.rows <= 0:
 		// The queue is now as deep as MaxDepth allows: hold back until it
 		// drains below ResumeBelow rather than trickle rows in one by one.
 		m.mu.Lock()
 		if !m.stats.HoldingBack {
 			m.stats.HoldingBack = true
-			m.o.Logger.Info("holding back; this pass filled the queue", "max_depth", m.o.MaxDepth)
+			m.o.Logger.Info("holding back; this pass filled the queue", "max_depth", m.o.MaxDepth, "shards", m.o.Shards, "generation", gen)
 		}
 		m.mu.Unlock()
+		full = false
+	case !room.known && room.rows == 0:
+		// The one batch an unknown depth allows is sent: the next pass
+		// waits its poll and probes again, rather than follow at once
+		// with another batch as if there were no MaxDepth.
 		full = false
 	}
 	m.count(func(s *MoverStats) { s.Passes++ })
