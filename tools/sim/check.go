@@ -233,7 +233,9 @@ type bulkEv struct {
 	started       time.Time
 	// ended is when the operation was seen finished (zero: not seen).
 	ended time.Time
-	ok    bool
+	// ok: its start was not refused (it may have begun: true until its
+	// start answers).
+	ok bool
 	// failed: the operation, seen finished, counted items it could not
 	// act on wholly (a cancel done in part among them).
 	failed bool
@@ -242,9 +244,12 @@ type bulkEv struct {
 // reaches reports whether the operation may act on a task scheduled at
 // issued, and from when: it acts on what matches when its walk reaches it
 // (README "Bulk operations"), so on tasks scheduled before it started and
-// on those scheduled while it ran.
+// on those scheduled while it ran. One whose start was refused acts on
+// nothing.
 func (b bulkEv) reaches(issued time.Time) (time.Time, bool) {
 	switch {
+	case !b.ok:
+		return time.Time{}, false
 	case b.started.After(issued):
 		return b.started, true
 	case b.ended.IsZero() || issued.Before(b.ended):
@@ -347,6 +352,10 @@ func (c *checker) note(p *proc, what string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.notes[p] = append(c.notes[p], procNote{c.w.now(), what})
+	if what == "killed" || what == "stopped" || what == "drained" {
+		// Its movers are gone: none holds back from now on.
+		c.endHoldsLocked(c.w.now(), func(h holdSpan) bool { return h.p == p })
+	}
 }
 
 // hit records a storage fault striking p's request to svc for path,
@@ -1009,38 +1018,58 @@ func (c *checker) behindLocked(id string, o time.Time) bool {
 	return false
 }
 
-// holdSpan is a time a process's mover held back under queue.max_depth:
-// from its log of holding back to its log of resuming (off zero: none
-// logged; the process or the run ended first).
+// holdSpan is a time a mover held back under queue.max_depth: from its
+// log of holding back to its log of resuming, or to the end of its term
+// (off zero: neither came before the run ended). A mover is one term
+// (gen) of one process over its shards: a sharded worker runs one per
+// shard, all logging through the process's logger, and a new term's
+// mover starts afresh, not holding back.
 type holdSpan struct {
 	p       *proc
+	gen     string
+	shards  []string
 	on, off time.Time
-	// n counts the process's movers holding back (a sharded worker runs
-	// one per shard, all logging through the process's logger): the
-	// span ends when the last of them resumes.
-	n int
 }
 
-// holding records that one of p's movers began to hold back (on) or
-// resumed, and counts hold-backs in the coverage report.
-func (c *checker) holding(p *proc, on bool) {
+// What a mover's log says of its holding back (holdLog).
+const (
+	holdOn      = iota // holding back
+	holdOff            // resuming
+	holdControl        // in control: a new term of its shards began
+)
+
+// holdLog records a mover's log line of kind (holdOn, holdOff,
+// holdControl) from p, naming the mover's term gen and its shards, and
+// counts hold-backs in the coverage report. A term that begins over a
+// shard ends the hold of any other mover of that shard: the old one is
+// fenced off, and the new one moves unless it holds back itself.
+func (c *checker) holdLog(p *proc, kind int, gen string, shards []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.w.now()
-	i := slices.IndexFunc(c.holdSpans, func(h holdSpan) bool { return h.p == p && h.off.IsZero() })
-	if on {
-		if i < 0 {
-			c.holdSpans = append(c.holdSpans, holdSpan{p: p, on: now})
-			i = len(c.holdSpans) - 1
-		}
-		c.holdSpans[i].n++
+	same := func(h holdSpan) bool { return h.p == p && h.gen == gen && slices.Equal(h.shards, shards) }
+	switch i := slices.IndexFunc(c.holdSpans, func(h holdSpan) bool { return h.off.IsZero() && same(h) }); kind {
+	case holdOn:
 		c.w.stats.fault("mover held back (queue.max_depth)")
-		return
+		if i < 0 {
+			c.holdSpans = append(c.holdSpans, holdSpan{p: p, gen: gen, shards: shards, on: now})
+		}
+	case holdOff:
+		if i >= 0 {
+			c.holdSpans[i].off = now
+		}
+	case holdControl:
+		c.endHoldsLocked(now, func(h holdSpan) bool {
+			return !same(h) && slices.ContainsFunc(h.shards, func(s string) bool { return slices.Contains(shards, s) })
+		})
 	}
-	if i >= 0 {
-		h := &c.holdSpans[i]
-		if h.n--; h.n <= 0 {
-			h.off = now
+}
+
+// endHoldsLocked ends at now the open hold spans that match.
+func (c *checker) endHoldsLocked(now time.Time, match func(holdSpan) bool) {
+	for i, h := range c.holdSpans {
+		if h.off.IsZero() && match(h) {
+			c.holdSpans[i].off = now
 		}
 	}
 }
@@ -1838,7 +1867,7 @@ func (c *checker) bulkSettledLocked(kind, typ string, issued, by time.Time) bool
 		if b.kind != kind || b.typ != "" && b.typ != typ {
 			continue
 		}
-		if _, ok := b.reaches(issued); ok && (!b.ok || b.failed || b.ended.IsZero() || !b.ended.Before(by)) {
+		if _, ok := b.reaches(issued); ok && (b.failed || b.ended.IsZero() || !b.ended.Before(by)) {
 			return false
 		}
 	}

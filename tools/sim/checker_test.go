@@ -664,8 +664,8 @@ func TestACancelDoneInPartMayLeaveTheRunQueued(t *testing.T) {
 // was done in part (its row removed, its run's mark failing) counts among
 // the operation's failures and may be left queued, never run, as a cancel
 // done in part leaves it (sim seed 50693). Only a bulk that counted
-// failures (or was never seen to finish) and of the task's type excuses
-// it.
+// failures (or was never seen to finish, its start not refused) and of
+// the task's type excuses it.
 func TestABulkCancelWithFailuresMayLeaveARunQueued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, c := newTestChecker()
@@ -674,8 +674,11 @@ func TestABulkCancelWithFailuresMayLeaveARunQueued(t *testing.T) {
 		c.bulkAnswered(clean, "bulk-clean", true)
 		failing := c.bulk(bulkEv{kind: "cancel-pending", typ: "plain", started: w.now()})
 		c.bulkAnswered(failing, "bulk-failing", true)
+		// A bulk whose start was refused never ran, and never ends.
+		refused := c.bulk(bulkEv{kind: "cancel-pending", typ: "batched", started: w.now()})
+		c.bulkAnswered(refused, "", false)
 		time.Sleep(time.Second)
-		for _, tc := range []struct{ id, typ string }{{"t1", "plain"}, {"t2", "limited"}, {"t3", "slow"}} {
+		for _, tc := range []struct{ id, typ string }{{"t1", "plain"}, {"t2", "limited"}, {"t3", "slow"}, {"t4", "batched"}} {
 			task := c.newTI(TaskSpec{ID: tc.id, Type: tc.typ}, nil, nil)
 			c.scheduled(task, w.now(), leasecron.Item{ID: tc.id, Due: w.now().Add(time.Minute)}, nil)
 			c.status[tc.id] = queued
@@ -692,8 +695,8 @@ func TestABulkCancelWithFailuresMayLeaveARunQueued(t *testing.T) {
 		c.bulkEnded("bulk-late", w.now(), true)
 		got := finalTaskViolations(c)
 		slices.Sort(got)
-		if len(got) != 2 || !strings.Contains(got[0], "t2 is queued") || !strings.Contains(got[1], "t3 is queued") {
-			t.Errorf("violations %q; want t2's (its bulk counted no failure) and t3's (the bulk of its type began after its row was removed)", got)
+		if len(got) != 3 || !strings.Contains(got[0], "t2 is queued") || !strings.Contains(got[1], "t3 is queued") || !strings.Contains(got[2], "t4 is queued") {
+			t.Errorf("violations %q; want t2's (its bulk counted no failure), t3's (the bulk of its type began after its row was removed) and t4's (the bulk of its type was refused)", got)
 		}
 	})
 }
@@ -860,39 +863,72 @@ func TestAChildOfAnIndexlessRowHearsOfAReplaceBesideIt(t *testing.T) {
 
 // An occurrence missed while the mover held back under queue.max_depth
 // runs once moving resumes; a series disabled before a mover reached its
-// row again does not run it (seed 114598). Without a hold-back, or with
-// the row moved meanwhile, the occurrence is lost.
+// row again does not run it (seed 114598). Without a hold-back, with the
+// row moved meanwhile, or with the hold ended before the occurrence (the
+// mover resumed, its process was killed, another term took its shard),
+// the occurrence is lost.
 func TestOccurrencesMissedWhileHeldBackBeforeADisable(t *testing.T) {
+	s0, s1 := []string{"s0"}, []string{"s1"}
 	for _, tc := range []struct {
-		name                   string
-		held, moved, twoMovers bool
-		wantLost               bool
+		name string
+		// hold runs 50 s in, 10 s before the series' first occurrence,
+		// and may sleep up to 5 s.
+		hold     func(c *checker, w1, w2 *proc)
+		moved    bool
+		wantLost bool
 	}{
-		{name: "held back until the disable", held: true},
-		{name: "no hold-back", wantLost: true},
-		{name: "held back, but the row moved meanwhile", held: true, moved: true, wantLost: true},
+		{name: "held back until the disable", hold: func(c *checker, w1, _ *proc) { c.holdLog(w1, holdOn, "1", s0) }},
+		{name: "no hold-back", hold: func(*checker, *proc, *proc) {}, wantLost: true},
+		{name: "held back, but the row moved meanwhile", hold: func(c *checker, w1, _ *proc) { c.holdLog(w1, holdOn, "1", s0) }, moved: true, wantLost: true},
+		{name: "resumed before the occurrence", hold: func(c *checker, w1, _ *proc) {
+			c.holdLog(w1, holdOn, "1", s0)
+			time.Sleep(5 * time.Second)
+			c.holdLog(w1, holdOff, "1", s0)
+		}, wantLost: true},
 		// Two shard movers of one process hold back; one resumes, the
 		// other still holds back.
-		{name: "one of two movers resumed", held: true, twoMovers: true},
+		{name: "one of two movers resumed", hold: func(c *checker, w1, _ *proc) {
+			c.holdLog(w1, holdOn, "1", s0)
+			c.holdLog(w1, holdOn, "1", s1)
+			time.Sleep(5 * time.Second)
+			c.holdLog(w1, holdOff, "1", s0)
+		}},
+		{name: "its process killed before the occurrence", hold: func(c *checker, w1, _ *proc) {
+			c.holdLog(w1, holdOn, "1", s0)
+			time.Sleep(5 * time.Second)
+			c.note(w1, "killed")
+		}, wantLost: true},
+		// Its lease lapsed (a pause) and another took over, not holding
+		// back: the old mover never logs resuming.
+		{name: "another term took its shard", hold: func(c *checker, w1, w2 *proc) {
+			c.holdLog(w1, holdOn, "1", s0)
+			time.Sleep(5 * time.Second)
+			c.holdLog(w2, holdControl, "2", s0)
+		}, wantLost: true},
+		// Its own next term over the shard starts afresh too.
+		{name: "its own next term", hold: func(c *checker, w1, _ *proc) {
+			c.holdLog(w1, holdOn, "1", s0)
+			time.Sleep(5 * time.Second)
+			c.holdLog(w1, holdControl, "2", s0)
+		}, wantLost: true},
+		{name: "another term of another shard", hold: func(c *checker, w1, w2 *proc) {
+			c.holdLog(w1, holdOn, "1", s0)
+			time.Sleep(5 * time.Second)
+			c.holdLog(w2, holdControl, "2", s1)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				w, c := newTestChecker()
 				w.plan.Active = 10 * time.Minute
-				w1 := &proc{w: w, name: "w1"}
+				w1, w2 := &proc{w: w, name: "w1"}, &proc{w: w, name: "w2"}
 				s := c.newTI(TaskSpec{ID: "s", Type: TypePlain, Recurrence: "@every 1m"}, nil, nil)
 				first := w.now().Add(time.Minute)
 				c.scheduled(s, w.now(), leasecron.Item{ID: "s", Due: first, Recurrence: "@every 1m"}, nil)
 				time.Sleep(50 * time.Second)
-				if tc.held {
-					c.holding(w1, true)
-				}
-				if tc.twoMovers {
-					c.holding(w1, true)
-					time.Sleep(5 * time.Second)
-					c.holding(w1, false)
-				}
-				time.Sleep(90 * time.Second)
+				at := w.now()
+				tc.hold(c, w1, w2)
+				time.Sleep(140*time.Second - w.now().Sub(at))
 				if tc.moved {
 					rk, err := schedule.RowKey(first, "s")
 					if err != nil {

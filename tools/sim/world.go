@@ -557,11 +557,28 @@ func (w *World) newProc(name, kind string, shards, queues int) *proc {
 const cancelledAck = "run was cancelled; acknowledging without running"
 
 // What a mover logs when queue.max_depth makes it hold back (either of
-// two messages, schedule/backpressure.go and pass.go), and when it resumes.
+// two messages, schedule/backpressure.go and pass.go), when it resumes,
+// and when its term begins (schedule/mover.go); each names the mover's
+// term ("generation") and its shards.
 const (
-	heldBackLog = "holding back; "
-	resumedLog  = "resuming"
+	heldBackLog  = "holding back; "
+	resumedLog   = "resuming"
+	inControlLog = "in control"
 )
+
+// holdKind says what a log message tells of a mover's holding back
+// (holdOn, holdOff, holdControl), or -1: nothing.
+func holdKind(msg string) int {
+	switch {
+	case strings.HasPrefix(msg, heldBackLog):
+		return holdOn
+	case msg == resumedLog:
+		return holdOff
+	case msg == inControlLog:
+		return holdControl
+	}
+	return -1
+}
 
 // ackWatch passes a process's log records on, and tells the checker of
 // each delivery acknowledged as cancelled, by its task id (the consumer
@@ -580,8 +597,22 @@ func (a *ackWatch) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (a *ackWatch) Handle(ctx context.Context, r slog.Record) error {
-	if strings.HasPrefix(r.Message, heldBackLog) || r.Message == resumedLog {
-		a.w.chk.holding(a.p, r.Message != resumedLog)
+	if kind := holdKind(r.Message); kind >= 0 {
+		gen, shards := "", []string(nil)
+		look := func(at slog.Attr) bool {
+			switch at.Key {
+			case "generation":
+				gen = at.Value.String()
+			case "shards":
+				shards, _ = at.Value.Any().([]string)
+			}
+			return true
+		}
+		for _, at := range a.attrs {
+			look(at)
+		}
+		r.Attrs(look)
+		a.w.chk.holdLog(a.p, kind, gen, shards)
 	}
 	if r.Message == cancelledAck {
 		id := ""
