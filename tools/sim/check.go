@@ -320,7 +320,9 @@ type checker struct {
 	board boardState
 
 	violations []Violation
-	skew       time.Duration
+	// skew bounds how far two processes' clocks differ; offset how far
+	// one differs from the true time (the simulator's).
+	skew, offset time.Duration
 }
 
 func newChecker(w *World) *checker {
@@ -335,6 +337,7 @@ func newChecker(w *World) *checker {
 	// Two clocks differ by at most twice the largest offset, plus what
 	// 100 ppm adds up to over an hour.
 	c.skew = 2*most + 400*time.Millisecond
+	c.offset = most + 400*time.Millisecond
 	return c
 }
 
@@ -895,7 +898,7 @@ func (c *checker) sentLateLocked(id string, due, from, to time.Time) bool {
 		}
 		if slices.ContainsFunc(c.sends[id], func(m sentMsg) bool {
 			return !m.token && sameDue(m.due, due) && !m.passBegan.IsZero() &&
-				!m.passBegan.After(rm.at.Add(c.skew)) && !writtenBetween(writes, due, rm.at, m.at)
+				!m.passBegan.After(rm.at.Add(c.offset)) && !writtenBetween(writes, due, rm.at, m.at)
 		}) {
 			return true
 		}
@@ -1838,10 +1841,11 @@ func (c *checker) runBesideBulkCancelledLocked(pt *ti, by time.Time) []*ti {
 	}
 	for _, m := range c.sends[id] {
 		// (The pass that sent it marked it first: from its beginning, on
-		// the sender's clock. Not a send early under a token: its run is
+		// the sender's clock, up to offset off the true time. Not a send
+		// early under a token: its run is
 		// recorded only when the mover confirms it, or after the client's
 		// send.)
-		if began := m.passBegan.Add(-c.skew); !m.token && pt.dueIs(m.due) && !m.at.Before(pt.issued) && began.Before(at) {
+		if began := m.passBegan.Add(-c.offset); !m.token && pt.dueIs(m.due) && !m.at.Before(pt.issued) && began.Before(at) {
 			at = began
 		}
 	}
