@@ -175,7 +175,8 @@ func TestAzureQueueReceipts(t *testing.T) {
 	}
 }
 
-// Messages are sent with a time-to-live of -1: they never expire.
+// Messages are sent with a time-to-live of -1: they never expire. A
+// delayed message is invisible: Depth counts it, Peek and Waiting do not.
 func TestAzureTTLNeverExpires(t *testing.T) {
 	t.Parallel()
 	e := newAz(t)
@@ -199,6 +200,17 @@ func TestAzureTTLNeverExpires(t *testing.T) {
 	}
 	if n, err := e.client.Depth(ctx); err != nil || n != 2 {
 		t.Fatalf("Depth = %d, %v; want 2", n, err)
+	}
+	// Waiting sees only visible messages: with the one visible taken by
+	// a consumer, the two counted are no backlog.
+	if w, err := e.client.Waiting(ctx); err != nil || !w {
+		t.Fatalf("Waiting = %v, %v with a message visible; want true", w, err)
+	}
+	if got, err := e.client.work.Dequeue(ctx, 32, time.Hour); err != nil || len(got) != 1 {
+		t.Fatalf("Dequeue = %d messages, %v; want the one visible", len(got), err)
+	}
+	if w, err := e.client.Waiting(ctx); err != nil || w {
+		t.Fatalf("Waiting = %v, %v with none visible (one delayed, one taken); want false", w, err)
 	}
 }
 

@@ -583,13 +583,41 @@ func encodeSized(env Envelope) (string, error) {
 // client drains, and of every route it has sent to: for a mover, the
 // backlog it adds to. One request per queue.
 func (c *Client) Depth(ctx context.Context) (int, error) {
+	n := 0
+	for _, q := range c.depthQueues() {
+		k, err := q.Count(ctx)
+		if err != nil {
+			return n, fmt.Errorf("queue: depth of %s: %w", q.Name(), err)
+		}
+		n += k
+	}
+	return n, nil
+}
+
+// Waiting reports whether a message in the queues Depth counts is
+// visible: work waiting for a consumer. Depth counts invisible messages
+// too — those sent early that wait for their due time (whoever sent them)
+// and those a consumer is working on — so a queue whose depth is high
+// and none of whose messages is visible has no backlog. One Peek request
+// per queue, stopping at the first that shows a message.
+func (c *Client) Waiting(ctx context.Context) (bool, error) {
+	for _, q := range c.depthQueues() {
+		head, err := q.Peek(ctx, 1)
+		if err != nil {
+			return false, fmt.Errorf("queue: peek at %s: %w", q.Name(), err)
+		}
+		if len(head) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// depthQueues returns the queues Depth counts.
+func (c *Client) depthQueues() []MessageQueue {
 	qs, ok := c.work.(*Queues)
 	if !ok {
-		n, err := c.work.Count(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("queue: depth: %w", err)
-		}
-		return n, nil
+		return []MessageQueue{c.work}
 	}
 	seen := map[string]bool{}
 	var count []MessageQueue
@@ -611,15 +639,7 @@ func (c *Client) Depth(ctx context.Context) (int, error) {
 		}
 	}
 	c.smu.Unlock()
-	n := 0
-	for _, q := range count {
-		k, err := q.Count(ctx)
-		if err != nil {
-			return n, fmt.Errorf("queue: depth of %s: %w", q.Name(), err)
-		}
-		n += k
-	}
-	return n, nil
+	return count
 }
 
 // DeadLetter is the JSON record written to the poison queue for a message

@@ -150,3 +150,55 @@ func TestAnUnknownDepthSendsOneBatchAPoll(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A mover held back resumes when no message in the queue is visible, its
+// depth made of messages that only wait for their due time though it did
+// not send them (another shard's owner's, sent early): they are no
+// backlog (issue 38, row 188: sim seed 113833, a shard's owner held back
+// for good while another shard's series kept a message waiting early).
+// With a visible message, or the answer unknown, the depth decides; and
+// below the bar nobody asks.
+func TestAHeldBackMoverResumesWhenNoMessageIsVisible(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		visible    bool
+		err        error
+		wantResume bool
+	}{
+		{name: "none visible", wantResume: true},
+		{name: "one visible", visible: true},
+		{name: "cannot tell", err: errors.New("queue unreachable")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			depth := 20 // others' messages sent early, invisible
+			asked := 0
+			e := newMoverEnv(t, 1, MoverOptions{
+				MoverSettings: MoverSettings{PollEvery: time.Second, MaxDepth: 3, ResumeBelow: 1},
+				Depth:         func(context.Context) (int, error) { return depth, nil },
+				Waiting: func(context.Context) (bool, error) {
+					asked++
+					return tc.visible, tc.err
+				},
+			})
+			e.m.stats.HoldingBack = true // held back behind a burst that has drained since
+			_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Minute), "due"), map[string]any{"Message": ""})
+			if err := e.onePass(t); err != nil {
+				t.Fatal(err)
+			}
+			_, sent := e.q.byID("due")
+			if resumed := !e.m.Stats().HoldingBack; resumed != tc.wantResume || sent != tc.wantResume {
+				t.Errorf("resumed %v and sent %v; want %v", resumed, sent, tc.wantResume)
+			}
+			if asked != 1 {
+				t.Errorf("asked whether a message waits %d times in a pass, want once", asked)
+			}
+			depth, asked = 0, 0
+			if err := e.onePass(t); err != nil {
+				t.Fatal(err)
+			}
+			if asked != 0 {
+				t.Errorf("asked %d times at depth 0, below the bar; want not at all", asked)
+			}
+		})
+	}
+}

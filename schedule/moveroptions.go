@@ -67,7 +67,11 @@ type MoverSettings struct {
 	// time (those it sent early, and those an earlier leader sent early
 	// whose rows it has read): only due work counts as backlog. A pass
 	// sends at most MaxDepth − depth messages, so the queue does not grow
-	// past MaxDepth through the mover.
+	// past MaxDepth through the mover. With Waiting set, a depth at which
+	// the mover would hold back (or stay held back) counts as none when
+	// no message is visible: every one counted then waits for its due
+	// time (sent early by anyone, another shard's owner too) or is being
+	// worked on.
 	MaxDepth int
 	// ResumeBelow resumes moving once the depth is below it. Default
 	// MaxDepth/2 (at least 1).
@@ -99,6 +103,12 @@ type MoverOptions struct {
 	// Depth returns the work queue's (approximate) depth, for
 	// backpressure. Required when MaxDepth > 0.
 	Depth func(ctx context.Context) (int, error)
+	// Waiting reports whether a message in the queues Depth counts is
+	// visible (waiting for a consumer), for backpressure: asked (one
+	// request per queue) only when the depth would hold moving back.
+	// Nil: the depth alone decides. A failed answer leaves the depth as
+	// it is.
+	Waiting func(ctx context.Context) (bool, error)
 	// BeforeSend, when set, is called with the envelopes of each batch of
 	// due rows before they are sent, and returns for each whether it was
 	// recorded (leasecron's worker marks their runs queued in one table
