@@ -248,21 +248,22 @@ func Plan(seed int64) *Scenario {
 
 func workerName(i int) string { return fmt.Sprintf("w%d", i) }
 
-// backpressure gives a quarter of the fleets a queue.max_depth of 16, 32
-// or 64: small enough for bursts (a file or a batch of a few hundred due
-// together, the workers' own runs, whose messages count while invisible)
-// to reach it, so that the mover holds back and moves a part of what is
-// due and the clients send fewer tasks due now themselves, beside every
-// other feature. Not smaller: under backpressure a mover sends at most
-// max_depth a poll, so 3 (the first choice) left hundreds of tasks
-// unmoved at the end of the quiet phase, and resume_below 1 waits for an
-// empty queue, running tasks included. It draws from a stream of its own,
-// so the rest of a seed's plan is what it was without it.
+// backpressure gives a quarter of the fleets a queue.max_depth of 3, 6,
+// 12, 16, 32 or 64: small enough for bursts (a file or a batch of a few
+// hundred due together, the workers' own runs, whose messages count
+// while invisible) to reach it, so that the mover holds back and moves a
+// part of what is due and the clients send fewer tasks due now
+// themselves, beside every other feature. The smallest (resume_below 1)
+// failed 21 of 500 seeds before a mover went by visible messages (row
+// 188: a depth of messages all invisible, sent early or being worked on,
+// kept it held back); they were left out for a while, and are back since
+// 200 seeds with only them passed. It draws from a stream of its own, so
+// the rest of a seed's plan is what it was without it.
 func (p *planner) backpressure() {
 	c := &p.sc.Config
 	r := rand.New(rand.NewPCG(uint64(c.Seed), 0xde97)) //nolint:gosec // a simulation's plan, not a secret
 	if r.IntN(4) == 0 {
-		c.MaxDepth = []int{16, 32, 64}[r.IntN(3)]
+		c.MaxDepth = []int{3, 6, 12, 16, 32, 64}[r.IntN(6)]
 	}
 }
 
