@@ -146,7 +146,10 @@ type Backpressure struct {
 	// Enabled: MaxDepth > 0.
 	Enabled bool `json:"enabled"`
 	// HoldingBack: the mover is (still) holding back: the queue is at
-	// MaxDepth, or above ResumeBelow with due rows waiting.
+	// MaxDepth, or above ResumeBelow with due rows waiting. Inferred from
+	// the queue's depth alone: a mover that finds few messages visible
+	// leaves up to MaxDepth invisible ones out (README "How depth is
+	// measured"), so this may say it holds back while it moves.
 	HoldingBack bool `json:"holding_back"`
 	// MaxDepth and ResumeBelow as configured.
 	MaxDepth    int `json:"max_depth"`

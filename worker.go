@@ -603,7 +603,7 @@ func (w *Worker) newMover(shards []string, gen int64, early time.Duration, annou
 		Enqueuer:      enq,
 		SetAside:      w.queue,
 		Depth:         w.queue.Depth,
-		Waiting:       w.queue.Waiting,
+		Visible:       w.queue.Visible,
 		PayloadStore:  w.payloads,
 		Clock:         w.o.Clock,
 		Logger:        w.log,

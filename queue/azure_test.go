@@ -176,7 +176,7 @@ func TestAzureQueueReceipts(t *testing.T) {
 }
 
 // Messages are sent with a time-to-live of -1: they never expire. A
-// delayed message is invisible: Depth counts it, Peek and Waiting do not.
+// delayed message is invisible: Depth counts it, Peek and Visible do not.
 func TestAzureTTLNeverExpires(t *testing.T) {
 	t.Parallel()
 	e := newAz(t)
@@ -201,16 +201,19 @@ func TestAzureTTLNeverExpires(t *testing.T) {
 	if n, err := e.client.Depth(ctx); err != nil || n != 2 {
 		t.Fatalf("Depth = %d, %v; want 2", n, err)
 	}
-	// Waiting sees only visible messages: with the one visible taken by
-	// a consumer, the two counted are no backlog.
-	if w, err := e.client.Waiting(ctx); err != nil || !w {
-		t.Fatalf("Waiting = %v, %v with a message visible; want true", w, err)
+	// Visible counts only visible messages: with the one visible taken
+	// by a consumer, the two Depth counts are none.
+	if n, exact, err := e.client.Visible(ctx, 5); err != nil || n != 1 || !exact {
+		t.Fatalf("Visible(5) = %d, %v, %v with one message visible; want 1, exact", n, exact, err)
+	}
+	if n, exact, err := e.client.Visible(ctx, 1); err != nil || n != 1 || exact {
+		t.Fatalf("Visible(1) = %d, %v, %v with one message visible; want 1, not exact (it stops at 1)", n, exact, err)
 	}
 	if got, err := e.client.work.Dequeue(ctx, 32, time.Hour); err != nil || len(got) != 1 {
 		t.Fatalf("Dequeue = %d messages, %v; want the one visible", len(got), err)
 	}
-	if w, err := e.client.Waiting(ctx); err != nil || w {
-		t.Fatalf("Waiting = %v, %v with none visible (one delayed, one taken); want false", w, err)
+	if n, exact, err := e.client.Visible(ctx, 5); err != nil || n != 0 || !exact {
+		t.Fatalf("Visible = %d, %v, %v with none visible (one delayed, one taken); want 0, exact", n, exact, err)
 	}
 }
 

@@ -594,23 +594,30 @@ func (c *Client) Depth(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Waiting reports whether a message in the queues Depth counts is
-// visible: work waiting for a consumer. Depth counts invisible messages
-// too — those sent early that wait for their due time (whoever sent them)
-// and those a consumer is working on — so a queue whose depth is high
-// and none of whose messages is visible has no backlog. One Peek request
-// per queue, stopping at the first that shows a message.
-func (c *Client) Waiting(ctx context.Context) (bool, error) {
+// Visible counts the visible messages (work waiting for a consumer) in
+// the queues Depth counts, up to n: it peeks at each queue in turn (one
+// request each, up to MaxBatch messages) until n are seen. exact reports
+// that every queue showed fewer than it was asked for, so count is every
+// visible message; otherwise there are at least count. Depth counts
+// invisible messages too: those sent early that wait for their due time
+// (whoever sent them), those a consumer is working on, and those it put
+// back for later (a retry's backoff, a pause, a limit).
+func (c *Client) Visible(ctx context.Context, n int) (count int, exact bool, err error) {
 	for _, q := range c.depthQueues() {
-		head, err := q.Peek(ctx, 1)
-		if err != nil {
-			return false, fmt.Errorf("queue: peek at %s: %w", q.Name(), err)
+		if count >= n {
+			return count, false, nil
 		}
-		if len(head) > 0 {
-			return true, nil
+		ask := min(n-count, MaxBatch)
+		head, err := q.Peek(ctx, ask)
+		if err != nil {
+			return count, false, fmt.Errorf("queue: peek at %s: %w", q.Name(), err)
+		}
+		count += len(head)
+		if len(head) == ask {
+			return count, false, nil
 		}
 	}
-	return false, nil
+	return count, true, nil
 }
 
 // depthQueues returns the queues Depth counts.

@@ -32,19 +32,23 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, r
 	if was {
 		bar = m.o.ResumeBelow
 	}
-	// None of the messages counted visible: every one waits for its due
-	// time or is being worked on, and none is backlog. This mover knows
-	// only of the messages it sent early itself; those another shard's
-	// owner sent would otherwise keep it held back for as long as they
-	// keep coming (issue 38, row 188: sim seed 113833).
-	unseen := false
-	if err == nil && depth >= bar && m.o.Waiting != nil {
-		waiting, werr := m.o.Waiting(ctx)
-		if werr != nil {
-			m.o.Logger.Debug("cannot tell whether a message waits; going by the depth", "err", werr)
+	// Few messages visible: up to MaxDepth of the invisible ones do not
+	// count. This mover knows only of the messages it sent early itself;
+	// those another shard's owner sent would otherwise keep it held back
+	// for as long as they keep coming (issue 38, row 188: sim seed
+	// 113833). Not all of them: messages a consumer put back for later (a
+	// retry's backoff, a pause, a limit) are invisible too, and are
+	// backlog; past MaxDepth of them the mover holds back as before.
+	discounted := false
+	if err == nil && depth >= bar && m.o.Visible != nil {
+		visible, exact, verr := m.o.Visible(ctx, bar)
+		if verr != nil {
+			m.o.Logger.Debug("cannot count the visible messages; going by the depth", "err", verr)
 		}
-		if unseen = werr == nil && !waiting; unseen {
-			depth = 0
+		if verr == nil && exact {
+			if d := max(visible, depth-m.o.MaxDepth); d < depth {
+				depth, discounted = d, true
+			}
 		}
 	}
 	m.mu.Lock()
@@ -63,7 +67,9 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, r
 		m.o.Logger.Info("holding back; the queue is deep", "depth", depth, "max_depth", m.o.MaxDepth, "shards", m.o.Shards, "generation", gen)
 	case was && depth < m.o.ResumeBelow:
 		m.stats.HoldingBack = false
-		m.o.Logger.Info("resuming", "depth", depth, "resume_below", m.o.ResumeBelow, "none_visible", unseen, "shards", m.o.Shards, "generation", gen)
+		m.o.Logger.Info("resuming", "depth", depth, "resume_below", m.o.ResumeBelow, "invisible_discounted", discounted, "shards", m.o.Shards, "generation", gen)
+	case was:
+		m.o.Logger.Debug("still holding back", "depth", depth, "resume_below", m.o.ResumeBelow, "shards", m.o.Shards)
 	}
 	return m.stats.HoldingBack, room{rows: max(0, m.o.MaxDepth-depth), known: true}, nil
 }

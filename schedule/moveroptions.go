@@ -49,10 +49,11 @@ type MoverSettings struct {
 	Concurrency int
 	// MaxPerPass bounds the messages (or rows, for rows with nothing to
 	// send) one pass acts on per shard. Default 10000; a full pass that
-	// sent, moved or retired something, failed nothing and held nothing
-	// back is followed by another at once (any other waits its poll, and
-	// so does one that used up the room MaxDepth leaves or, with the
-	// queue's depth unknown, its one batch). A pass reads the due rows
+	// made progress (sent, moved, retired, set aside or skipped a row),
+	// ended without an error and held no due row back is followed by
+	// another at once (any other waits its poll, and so does one that
+	// used up the room MaxDepth leaves or, with the queue's depth
+	// unknown, its one batch). A pass reads the due rows
 	// page by page and commits each batch while later pages are read and
 	// sent.
 	MaxPerPass int
@@ -67,11 +68,12 @@ type MoverSettings struct {
 	// time (those it sent early, and those an earlier leader sent early
 	// whose rows it has read): only due work counts as backlog. A pass
 	// sends at most MaxDepth − depth messages, so the queue does not grow
-	// past MaxDepth through the mover. With Waiting set, a depth at which
-	// the mover would hold back (or stay held back) counts as none when
-	// no message is visible: every one counted then waits for its due
-	// time (sent early by anyone, another shard's owner too) or is being
-	// worked on.
+	// past MaxDepth through the mover alone. With Visible set, a depth at
+	// which the mover would hold back (or stay held back) is counted
+	// again when few messages are visible: up to MaxDepth invisible ones
+	// (sent early by anyone, another shard's owner too, being worked on,
+	// or put back for later) do not count, so the queue may hold up to
+	// about twice MaxDepth.
 	MaxDepth int
 	// ResumeBelow resumes moving once the depth is below it. Default
 	// MaxDepth/2 (at least 1).
@@ -103,12 +105,12 @@ type MoverOptions struct {
 	// Depth returns the work queue's (approximate) depth, for
 	// backpressure. Required when MaxDepth > 0.
 	Depth func(ctx context.Context) (int, error)
-	// Waiting reports whether a message in the queues Depth counts is
-	// visible (waiting for a consumer), for backpressure: asked (one
-	// request per queue) only when the depth would hold moving back.
-	// Nil: the depth alone decides. A failed answer leaves the depth as
-	// it is.
-	Waiting func(ctx context.Context) (bool, error)
+	// Visible counts the visible messages in the queues Depth counts,
+	// up to n, and reports whether the count is exact (queue.Client's
+	// Visible), for backpressure: asked (one request per queue) only when
+	// the depth would hold moving back. Nil: the depth alone decides. A
+	// failed or inexact answer leaves the depth as it is.
+	Visible func(ctx context.Context, n int) (count int, exact bool, err error)
 	// BeforeSend, when set, is called with the envelopes of each batch of
 	// due rows before they are sent, and returns for each whether it was
 	// recorded (leasecron's worker marks their runs queued in one table

@@ -77,6 +77,7 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	m.count(func(s *MoverStats) { s.LastPass = now })
 	m.waitingAt(now) // forgets the messages that have come due
 	hold, room, err := m.holdBack(ctx, now, gen)
+	unknown := !room.known && room.rows > 0 // the depth probe failed
 	if err != nil || hold {
 		if hold {
 			// Occurrences that fall due while moving is held back are
@@ -124,10 +125,11 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 		}
 		m.mu.Unlock()
 		full = false
-	case !room.known && room.rows == 0:
-		// The one batch an unknown depth allows is sent: the next pass
-		// waits its poll and probes again, rather than follow at once
-		// with another batch as if there were no MaxDepth.
+	case unknown:
+		// The one batch an unknown depth allows is spent (or tried: some
+		// sends may have failed): the next pass waits its poll and
+		// probes again, rather than follow at once with another batch as
+		// if there were no MaxDepth.
 		full = false
 	}
 	m.count(func(s *MoverStats) { s.Passes++ })

@@ -1050,6 +1050,12 @@ func (c *checker) holdLog(p *proc, kind int, gen string, shards []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.w.now()
+	if gen == "" || len(shards) == 0 {
+		// Without them no resume or term could end its span, which would
+		// then excuse every occurrence missed to the end of the run.
+		c.violate(InvOccurrences, "%s's mover logged holding back or resuming without naming its term and shards (generation %q, shards %v): the checker cannot follow it", p.id, gen, shards)
+		return
+	}
 	same := func(h holdSpan) bool { return h.p == p && h.gen == gen && slices.Equal(h.shards, shards) }
 	switch i := slices.IndexFunc(c.holdSpans, func(h holdSpan) bool { return h.off.IsZero() && same(h) }); kind {
 	case holdOn:

@@ -898,6 +898,11 @@ func TestOccurrencesMissedWhileHeldBackBeforeADisable(t *testing.T) {
 			time.Sleep(5 * time.Second)
 			c.note(w1, "killed")
 		}, wantLost: true},
+		{name: "its process stopped before the occurrence", hold: func(c *checker, w1, _ *proc) {
+			c.holdLog(w1, holdOn, "1", s0)
+			time.Sleep(5 * time.Second)
+			c.note(w1, "stopped")
+		}, wantLost: true},
 		// Its lease lapsed (a pause) and another took over, not holding
 		// back: the old mover never logs resuming.
 		{name: "another term took its shard", hold: func(c *checker, w1, w2 *proc) {
