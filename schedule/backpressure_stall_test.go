@@ -65,18 +65,24 @@ func TestAFullPassThatMovedNothingWaitsItsPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.fc.Advance(30 * time.Second) // both due: a to retire, b to send
+	runUntilItSleeps(t, e)
+	if n := e.m.Stats().Passes; n > 3 {
+		t.Errorf("%d passes before the mover slept; want it to wait after a pass that moved nothing", n)
+	}
+}
+
+// runUntilItSleeps runs e's mover until it first waits on its clock (its
+// poll), and stops it.
+func runUntilItSleeps(t *testing.T, e *moverEnv) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- e.m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
 	if err := e.fc.WaitForTimers(ctx, 1); err != nil {
 		t.Fatalf("the mover never went to sleep: %d passes", e.m.Stats().Passes)
 	}
-	if n := e.m.Stats().Passes; n > 3 {
-		t.Errorf("%d passes before the mover slept; want it to wait after a pass that moved nothing", n)
-	}
-	cancel()
-	<-done
 }
 
 // A plan of several sends may take more than the room left in one
@@ -154,18 +160,10 @@ func TestAnUnknownDepthSendsOneBatchAPoll(t *testing.T) {
 			for i := range 3 * table.MaxOps {
 				_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- e.m.Run(ctx) }()
-			if err := e.fc.WaitForTimers(ctx, 1); err != nil {
-				t.Fatalf("the mover never went to sleep: %d passes", e.m.Stats().Passes)
-			}
+			runUntilItSleeps(t, e)
 			if n := len(e.q.ids()); n == 0 || n > table.MaxOps {
 				t.Errorf("sent %d before the first poll with the depth unknown; want at most one batch (%d)", n, table.MaxOps)
 			}
-			cancel()
-			<-done
 		})
 	}
 }

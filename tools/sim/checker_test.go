@@ -869,6 +869,14 @@ func TestAChildOfAnIndexlessRowHearsOfAReplaceBesideIt(t *testing.T) {
 // the occurrence is lost.
 func TestOccurrencesMissedWhileHeldBackBeforeADisable(t *testing.T) {
 	s0, s1 := []string{"s0"}, []string{"s1"}
+	// heldThen holds shard s0 back on w1, and then does then 5 s later.
+	heldThen := func(then func(c *checker, w1, w2 *proc)) func(c *checker, w1, w2 *proc) {
+		return func(c *checker, w1, w2 *proc) {
+			c.holdLog(w1, holdOn, "1", s0)
+			time.Sleep(5 * time.Second)
+			then(c, w1, w2)
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		// hold runs 50 s in, 10 s before the series' first occurrence,
@@ -880,11 +888,7 @@ func TestOccurrencesMissedWhileHeldBackBeforeADisable(t *testing.T) {
 		{name: "held back until the disable", hold: func(c *checker, w1, _ *proc) { c.holdLog(w1, holdOn, "1", s0) }},
 		{name: "no hold-back", hold: func(*checker, *proc, *proc) {}, wantLost: true},
 		{name: "held back, but the row moved meanwhile", hold: func(c *checker, w1, _ *proc) { c.holdLog(w1, holdOn, "1", s0) }, moved: true, wantLost: true},
-		{name: "resumed before the occurrence", hold: func(c *checker, w1, _ *proc) {
-			c.holdLog(w1, holdOn, "1", s0)
-			time.Sleep(5 * time.Second)
-			c.holdLog(w1, holdOff, "1", s0)
-		}, wantLost: true},
+		{name: "resumed before the occurrence", hold: heldThen(func(c *checker, w1, w2 *proc) { c.holdLog(w1, holdOff, "1", s0) }), wantLost: true},
 		// Two shard movers of one process hold back; one resumes, the
 		// other still holds back.
 		{name: "one of two movers resumed", hold: func(c *checker, w1, _ *proc) {
@@ -893,34 +897,14 @@ func TestOccurrencesMissedWhileHeldBackBeforeADisable(t *testing.T) {
 			time.Sleep(5 * time.Second)
 			c.holdLog(w1, holdOff, "1", s0)
 		}},
-		{name: "its process killed before the occurrence", hold: func(c *checker, w1, _ *proc) {
-			c.holdLog(w1, holdOn, "1", s0)
-			time.Sleep(5 * time.Second)
-			c.note(w1, "killed")
-		}, wantLost: true},
-		{name: "its process stopped before the occurrence", hold: func(c *checker, w1, _ *proc) {
-			c.holdLog(w1, holdOn, "1", s0)
-			time.Sleep(5 * time.Second)
-			c.note(w1, "stopped")
-		}, wantLost: true},
+		{name: "its process killed before the occurrence", hold: heldThen(func(c *checker, w1, w2 *proc) { c.note(w1, "killed") }), wantLost: true},
+		{name: "its process stopped before the occurrence", hold: heldThen(func(c *checker, w1, w2 *proc) { c.note(w1, "stopped") }), wantLost: true},
 		// Its lease lapsed (a pause) and another took over, not holding
 		// back: the old mover never logs resuming.
-		{name: "another term took its shard", hold: func(c *checker, w1, w2 *proc) {
-			c.holdLog(w1, holdOn, "1", s0)
-			time.Sleep(5 * time.Second)
-			c.holdLog(w2, holdControl, "2", s0)
-		}, wantLost: true},
+		{name: "another term took its shard", hold: heldThen(func(c *checker, w1, w2 *proc) { c.holdLog(w2, holdControl, "2", s0) }), wantLost: true},
 		// Its own next term over the shard starts afresh too.
-		{name: "its own next term", hold: func(c *checker, w1, _ *proc) {
-			c.holdLog(w1, holdOn, "1", s0)
-			time.Sleep(5 * time.Second)
-			c.holdLog(w1, holdControl, "2", s0)
-		}, wantLost: true},
-		{name: "another term of another shard", hold: func(c *checker, w1, w2 *proc) {
-			c.holdLog(w1, holdOn, "1", s0)
-			time.Sleep(5 * time.Second)
-			c.holdLog(w2, holdControl, "2", s1)
-		}},
+		{name: "its own next term", hold: heldThen(func(c *checker, w1, w2 *proc) { c.holdLog(w1, holdControl, "2", s0) }), wantLost: true},
+		{name: "another term of another shard", hold: heldThen(func(c *checker, w1, w2 *proc) { c.holdLog(w2, holdControl, "2", s1) })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
