@@ -277,7 +277,7 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 		switch {
 		case err == nil:
 			it := readItem(f.row)
-			if it.PayloadBlob != "" {
+			if it.PayloadBlob != "" && !messageMayBeOut(it) {
 				c.deleteBlob(ctx, it.PayloadBlob)
 			}
 			return it, false, nil
@@ -560,6 +560,16 @@ func (c *Client) undoWithdrawals(ctx context.Context, id string, ws withdrawals)
 			c.opts.Logger.Warn("cannot put back the confirmation of a task being sent for now whose change failed; its message may be taken for stale", "task_id", id, "err", err)
 		}
 	}
+}
+
+// messageMayBeOut reports whether a message of it, naming its payload
+// blob, may be in the queue: its client sending it for now, or the mover
+// having sent it (or a series' occurrences) early. A cancel then keeps
+// the blob: the run may be claimed before the cancel reaches its record,
+// and would fail for want of its payload (issue 38, sim seed 116107). A
+// blob kept so is left over (storage only), as after a lost answer.
+func messageMayBeOut(it Item) bool {
+	return it.Sent || !it.SendingUntil.IsZero() || !it.SentUntil.IsZero()
 }
 
 // beingSent reports whether row is a one-off task's written while its

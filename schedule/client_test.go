@@ -550,3 +550,25 @@ func (m *movedFirst) Submit(ctx context.Context, ops []table.Op) ([]string, erro
 	}
 	return m.Table.Submit(ctx, ops)
 }
+
+// A cancel deletes a task's payload blob with its row, but not when the
+// task's message may be in the queue already (its client sending it for
+// now, or the mover having sent it early): the cancel may not reach the
+// run before a consumer claims it, and a run whose blob is gone fails
+// for want of its payload (issue 38, sim seed 116107: a bulk cancel met
+// a task of a `--file` its client was sending for now, and the task,
+// whose handler never fails, died of "payload blob not found").
+func TestACancelKeepsTheBlobOfATaskWhoseMessageWasSent(t *testing.T) {
+	store := payload.NewMemory()
+	c, _, _ := newMemClient(t, Options{PayloadStore: store})
+	big := strings.Repeat("x", 40<<10)
+	if _, err := c.Add(ctx(t), Item{ID: "sending", Due: t0, Payload: big}, AddOptions{Sending: t0.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx(t), "sending"); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.Names(); len(n) != 1 {
+		t.Fatalf("blobs after cancelling a task being sent: %v; want its blob kept", n)
+	}
+}
