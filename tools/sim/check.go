@@ -354,10 +354,11 @@ func (c *checker) violateAt(at time.Time, inv, format string, args ...any) {
 func (c *checker) note(p *proc, what string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.notes[p] = append(c.notes[p], procNote{c.w.now(), what})
+	now := c.w.now()
+	c.notes[p] = append(c.notes[p], procNote{now, what})
 	if what == "killed" || what == "stopped" || what == "drained" {
 		// Its movers are gone: none holds back from now on.
-		c.endHoldsLocked(c.w.now(), func(h holdSpan) bool { return h.p == p })
+		c.endHoldsLocked(now, func(h holdSpan) bool { return h.p == p })
 	}
 }
 
@@ -1848,9 +1849,8 @@ func (c *checker) runBesideBulkCancelledLocked(pt *ti, by time.Time) []*ti {
 	for _, m := range c.sends[id] {
 		// (The pass that sent it marked it first: from its beginning, on
 		// the sender's clock, up to offset off the true time. Not a send
-		// early under a token: its run is
-		// recorded only when the mover confirms it, or after the client's
-		// send.)
+		// early under a token: its run is recorded only when the mover
+		// confirms it, or after the client's send.)
 		if began := m.passBegan.Add(-c.offset); !m.token && pt.dueIs(m.due) && !m.at.Before(pt.issued) && began.Before(at) {
 			at = began
 		}

@@ -599,33 +599,23 @@ func (a *ackWatch) Enabled(ctx context.Context, l slog.Level) bool {
 func (a *ackWatch) Handle(ctx context.Context, r slog.Record) error {
 	if kind := holdKind(r.Message); kind >= 0 {
 		gen, shards := "", []string(nil)
-		look := func(at slog.Attr) bool {
+		a.eachAttr(r, func(at slog.Attr) {
 			switch at.Key {
 			case "generation":
 				gen = at.Value.String()
 			case "shards":
 				shards, _ = at.Value.Any().([]string)
 			}
-			return true
-		}
-		for _, at := range a.attrs {
-			look(at)
-		}
-		r.Attrs(look)
+		})
 		a.w.chk.holdLog(a.p, kind, gen, shards)
 	}
 	if r.Message == cancelledAck {
 		id := ""
-		find := func(at slog.Attr) bool {
+		a.eachAttr(r, func(at slog.Attr) {
 			if at.Key == "task_id" {
 				id = at.Value.String()
 			}
-			return true
-		}
-		for _, at := range a.attrs {
-			find(at)
-		}
-		r.Attrs(find) // the record's own, set after the logger's
+		})
 		if id != "" {
 			a.w.chk.cancelAcked(id)
 		}
@@ -634,6 +624,15 @@ func (a *ackWatch) Handle(ctx context.Context, r slog.Record) error {
 		return nil
 	}
 	return a.h.Handle(ctx, r)
+}
+
+// eachAttr calls f with each of r's attributes: the logger's, then the
+// record's own (set after the logger's, so they win).
+func (a *ackWatch) eachAttr(r slog.Record, f func(slog.Attr)) {
+	for _, at := range a.attrs {
+		f(at)
+	}
+	r.Attrs(func(at slog.Attr) bool { f(at); return true })
 }
 
 func (a *ackWatch) WithAttrs(as []slog.Attr) slog.Handler {
