@@ -154,6 +154,9 @@ type ti struct {
 	// (sending it again, then removing the dead letter, come last): not
 	// "no such dead letter", and not a refusal to requeue it.
 	requeueMaybe []time.Time
+	// requeueTries are the requeues of its dead letter by id, whatever
+	// they answered: issued at from, answered at to.
+	requeueTries []window
 	parents      []*ti
 	batch        *batch
 	callbackOf   *batch
@@ -1331,7 +1334,13 @@ func (c *checker) holdsBarCancelUnderWay(t *ti, at time.Time) bool {
 				continue
 			}
 			if !at.Before(r.start) && (r.end.IsZero() && r.outcome == "" || at.Before(r.end)) {
-				return true
+				// Another task that took the key while t waited between
+				// attempts (its key free under these states) holds it
+				// from then on: t's later attempts hold nothing (README,
+				// "Unique tasks"; row 194, seed 117378: t82 took the key
+				// while t78 was snoozed, died and was requeued while
+				// t78's third attempt ran).
+				return !c.keyTakenBetween(t, t.starts[0].start, r.start)
 			}
 		}
 		return false
@@ -1355,6 +1364,31 @@ func (c *checker) holdsBarCancelUnderWay(t *ti, at time.Time) bool {
 		return true
 	}
 	return at.Before(end.Add(t.spec.Unique.For - skew))
+}
+
+// keyTakenBetween reports whether a task other than o, of o's type and
+// unique key, may have taken the key between from and to: scheduled
+// then (issued before to, answered after from), or brought back from
+// the dead letters then (a requeue by id, whatever it answered, or a
+// bulk requeue of its type running then, once it had died).
+func (c *checker) keyTakenBetween(o *ti, from, to time.Time) bool {
+	if !to.After(from) {
+		return false
+	}
+	overlaps := func(a, b time.Time) bool { return a.Before(to) && (b.IsZero() || b.After(from)) }
+	return slices.ContainsFunc(c.tis, func(t *ti) bool {
+		if t == o || t.spec.Unique == nil || t.spec.Type != o.spec.Type || t.spec.Unique.Key != o.spec.Unique.Key ||
+			!t.returned.IsZero() && !t.accepted && !t.ambiguous { // refused: it took nothing
+			return false
+		}
+		if overlaps(t.issued, t.returned) || slices.ContainsFunc(t.requeueTries, func(w window) bool { return overlaps(w.from, w.to) }) {
+			return true
+		}
+		died, ok := t.firstDeath()
+		return ok && died.Before(to) && slices.ContainsFunc(c.bulks, func(b bulkEv) bool {
+			return b.kind == "requeue-dead" && b.ok && (b.typ == "" || b.typ == t.spec.Type) && overlaps(b.started, b.ended)
+		})
+	})
 }
 
 // finalEnd is when t's task ended for good: its success, or the failure of
@@ -2558,6 +2592,7 @@ func (c *checker) requeued(id string, issued time.Time, err error) {
 			}
 		}
 	}
+	t.requeueTries = append(t.requeueTries, window{from: issued, to: c.w.now()})
 	if err != nil {
 		t.requeueFailed = true
 		if _, died := t.firstDeath(); died && !errors.Is(err, leasecron.ErrNotFound) && !errors.Is(err, queue.ErrNotRequeueable) {

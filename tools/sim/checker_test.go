@@ -396,6 +396,54 @@ func TestALateAnswerIsNotAScheduleOverAHeldKey(t *testing.T) {
 	})
 }
 
+// Under states that leave out those between attempts, a task that takes
+// the key while another waits between attempts holds it from then on:
+// the waiting one's later attempts hold nothing, and the taker's requeue
+// once it died is no take over a held key (row 194, seed 117378: t82
+// took k0 while t78 was snoozed, died, and was requeued while t78's
+// third attempt ran). A schedule during an attempt of a task whose key
+// nobody took is still one over a held key.
+func TestATaskWhoseKeyWasTakenWhileItWaitedHoldsNothing(t *testing.T) {
+	for _, taken := range []bool{true, false} {
+		t.Run(fmt.Sprintf("taken while it waited %v", taken), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				unique := func(id string, states string, maxAttempts int) *ti {
+					return c.newTI(TaskSpec{ID: id, Type: "rated", MaxAttempts: maxAttempts, Unique: &UniqueSpec{Key: "k0", For: 30 * time.Second, States: states}}, nil, nil)
+				}
+				waiter := unique("t78", "scheduled,queued,running", 0)
+				c.scheduled(waiter, w.now(), leasecron.Item{ID: "t78", Due: w.now().Add(24 * time.Second)}, nil)
+				attempt := func(task *ti, outcome string) {
+					task.starts = append(task.starts, &runEv{ti: task, runID: task.id, due: task.due, attempt: 1, start: w.now(), end: w.now().Add(3 * time.Second), outcome: outcome})
+				}
+				time.Sleep(24 * time.Second)
+				attempt(waiter, "snooze")
+				time.Sleep(7 * time.Second) // snoozed: the key is free under its states
+				taker := unique("t82", "", 1)
+				if taken {
+					c.scheduled(taker, w.now(), leasecron.Item{ID: "t82", Due: w.now()}, nil)
+					time.Sleep(time.Second)
+					attempt(taker, "fail") // dead; it holds the key 30 s more
+				}
+				time.Sleep(20 * time.Second)
+				attempt(waiter, "ok") // its next attempt, running now
+				time.Sleep(time.Second)
+				if taken {
+					c.requeued("t82", w.now(), nil)
+					if len(c.violations) != 0 {
+						t.Errorf("the requeue of the task that took the key while the other waited: %v", c.violations)
+					}
+					return
+				}
+				c.scheduled(taker, w.now(), leasecron.Item{ID: "t82", Due: w.now()}, nil)
+				if len(c.violations) == 0 {
+					t.Error("a schedule during an attempt of a task whose key nobody took passed")
+				}
+			})
+		})
+	}
+}
+
 // A child waiting for a parent whose first scheduling was moved to the
 // queue and held there (a pause) while a replacement took the record over
 // and succeeded waits for the held one, as the README says: that one's
