@@ -161,15 +161,12 @@ func (h *harness) next() event {
 	h.t.Helper()
 	deadline := time.After(waitLimit)
 	for {
-		select {
-		case ev := <-h.obs.events:
-			return ev
-		case d := <-h.idle:
-			h.pending = d
-		case <-h.finished:
-		case <-deadline:
-			h.t.Fatal("no outcome")
-		}
+		// An idle wait taken before the last outcome was returned (both
+		// were ready; select took the wait, and the outcome, reported
+		// before InFlight fell, was returned next) is advanced before
+		// blocking: the consumer sleeps on it and says nothing more, so
+		// waiting first would see no outcome (a loaded machine's
+		// TestRequeueRefusedWhenTheIdIsPendingAgain).
 		if h.pending > 0 && h.c.Stats().InFlight == 0 {
 			// An outcome is reported before InFlight falls, so one may
 			// be waiting although select took the idle wait: take it
@@ -185,6 +182,15 @@ func (h *harness) next() event {
 			d := h.pending
 			h.pending = 0
 			h.clk.Advance(d)
+		}
+		select {
+		case ev := <-h.obs.events:
+			return ev
+		case d := <-h.idle:
+			h.pending = d
+		case <-h.finished:
+		case <-deadline:
+			h.t.Fatal("no outcome")
 		}
 	}
 }
