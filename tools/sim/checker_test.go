@@ -1139,12 +1139,16 @@ func TestARefusalAsAlreadyScheduledNeedsAPendingId(t *testing.T) {
 // The version of a one-off task that a reschedule moved away from does
 // not start once the reschedule answered, unless it was due by then or a
 // traffic-cop pass that read its row before the change removed it sent it
-// (the change raced its move: seed 66219). Sent by a pass begun after the
-// removal, with a token, from a row the change left or one written again,
+// (the change raced its move: seed 66219; the pass's beginning is read
+// on its own clock, so it may be up to one clock's offset after the
+// removal). Sent by a pass begun after the removal, with a token, from a row the change left or one written again,
 // it has no excuse.
 func TestTheOldVersionOfARescheduledTaskDoesNotStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w, c := newTestChecker()
+		w, _ := newTestChecker()
+		w.plan.Clocks = map[string]ClockSpec{"w1": {Offset: time.Second}}
+		c := newChecker(w)
+		w.chk = c
 		for _, tc := range []struct {
 			id        string
 			oldDue    time.Duration
@@ -1155,6 +1159,12 @@ func TestTheOldVersionOfARescheduledTaskDoesNotStart(t *testing.T) {
 			{"due", 0, raceSpec{}, false},
 			{"sent-by-a-pass-begun-before", 10 * time.Minute, raceSpec{send: true, removed: true, passBegan: -time.Second}, false},
 			{"sent-by-a-pass-begun-after-the-removal", 10 * time.Minute, raceSpec{send: true, removed: true, passBegan: 9 * time.Minute}, true},
+			// The removal is 500 ms after the issue; with a clock 1 s off,
+			// a pass's beginning on its clock may be 1.4 s off the true
+			// time (one clock's offset, not the 2.4 s two clocks may
+			// differ).
+			{"sent-by-a-pass-begun-within-one-clocks-offset-after", 10 * time.Minute, raceSpec{send: true, removed: true, passBegan: 1700 * time.Millisecond}, false},
+			{"sent-by-a-pass-begun-past-one-clocks-offset-after", 10 * time.Minute, raceSpec{send: true, removed: true, passBegan: 2100 * time.Millisecond}, true},
 			{"sent-with-a-token", 10 * time.Minute, raceSpec{send: true, removed: true, passBegan: -time.Second, token: true}, true},
 			{"sent-from-a-row-the-change-left", 10 * time.Minute, raceSpec{send: true, passBegan: -time.Second}, true},
 			{"sent-from-a-row-written-again", 10 * time.Minute, raceSpec{send: true, removed: true, rewritten: true, passBegan: -time.Second}, true},
