@@ -747,7 +747,7 @@ func (c *checker) moverCommit(cm memstore.Commit) {
 		if err != nil {
 			continue
 		}
-		c.rowWrites[id] = append(c.rowWrites[id], rowWrite{at: now, due: due, removed: r.Deleted})
+		c.rowWrites[id] = append(c.rowWrites[id], rowWrite{at: now, due: due, removed: r.Deleted, partition: cm.Partition})
 		if i >= 0 && r.Deleted {
 			c.moved[id] = append(c.moved[id], movedRow{at: now, due: due, gen: gen})
 		}
@@ -851,6 +851,8 @@ type movedRow struct {
 type rowWrite struct {
 	at, due time.Time
 	removed bool
+	// partition is the schedule shard the row is in (its PartitionKey).
+	partition string
 }
 
 // movedLocked reports whether a mover removed the row of id due at due
@@ -1097,8 +1099,18 @@ func (c *checker) endHoldsLocked(now time.Time, match func(holdSpan) bool) {
 // and a bulk disable of the type came before any reached the series'
 // row).
 func (c *checker) heldBackPendingLocked(id string, o, stop time.Time) bool {
+	// Only a mover of a shard the series' row was written in by then
+	// held it back (a review's find: any mover's hold excused every
+	// series). Rows written by no commit seen leave any shard possible.
+	var shards []string
+	for _, w := range c.rowWrites[id] {
+		if !w.removed && w.at.Before(stop) && !slices.Contains(shards, w.partition) {
+			shards = append(shards, w.partition)
+		}
+	}
 	held := slices.ContainsFunc(c.holdSpans, func(h holdSpan) bool {
-		return h.on.Before(stop) && (h.off.IsZero() || !h.off.Before(o))
+		return h.on.Before(stop) && (h.off.IsZero() || !h.off.Before(o)) &&
+			(len(shards) == 0 || slices.ContainsFunc(h.shards, func(s string) bool { return slices.Contains(shards, s) }))
 	})
 	return held && !slices.ContainsFunc(c.moved[id], func(m movedRow) bool { return m.at.After(o) && m.at.Before(stop) })
 }

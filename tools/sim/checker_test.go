@@ -912,9 +912,10 @@ func TestAChildOfAnIndexlessRowHearsOfAReplaceBesideIt(t *testing.T) {
 // An occurrence missed while the mover held back under queue.max_depth
 // runs once moving resumes; a series disabled before a mover reached its
 // row again does not run it (seed 114598). Without a hold-back, with the
-// row moved meanwhile, or with the hold ended before the occurrence (the
+// row moved meanwhile, with the hold ended before the occurrence (the
 // mover resumed, its process was killed, another term took its shard),
-// the occurrence is lost.
+// or held by the mover of a shard the series' row is not in, the
+// occurrence is lost.
 func TestOccurrencesMissedWhileHeldBackBeforeADisable(t *testing.T) {
 	s0, s1 := []string{"s0"}, []string{"s1"}
 	// heldThen holds shard s0 back on w1, and then does then 5 s later.
@@ -938,13 +939,16 @@ func TestOccurrencesMissedWhileHeldBackBeforeADisable(t *testing.T) {
 		{name: "held back, but the row moved meanwhile", hold: func(c *checker, w1, _ *proc) { c.holdLog(w1, holdOn, "1", s0) }, moved: true, wantLost: true},
 		{name: "resumed before the occurrence", hold: heldThen(func(c *checker, w1, w2 *proc) { c.holdLog(w1, holdOff, "1", s0) }), wantLost: true},
 		// Two shard movers of one process hold back; one resumes, the
-		// other still holds back.
+		// other, the row's, still holds back.
 		{name: "one of two movers resumed", hold: func(c *checker, w1, _ *proc) {
 			c.holdLog(w1, holdOn, "1", s0)
 			c.holdLog(w1, holdOn, "1", s1)
 			time.Sleep(5 * time.Second)
-			c.holdLog(w1, holdOff, "1", s0)
+			c.holdLog(w1, holdOff, "1", s1)
 		}},
+		// The series' row is in s0: s1's mover holding back kept it from
+		// nothing.
+		{name: "the mover of another shard held back", hold: func(c *checker, w1, _ *proc) { c.holdLog(w1, holdOn, "1", s1) }, wantLost: true},
 		{name: "its process killed before the occurrence", hold: heldThen(func(c *checker, w1, w2 *proc) { c.note(w1, "killed") }), wantLost: true},
 		{name: "its process stopped before the occurrence", hold: heldThen(func(c *checker, w1, w2 *proc) { c.note(w1, "stopped") }), wantLost: true},
 		// Its lease lapsed (a pause) and another took over, not holding
@@ -962,16 +966,17 @@ func TestOccurrencesMissedWhileHeldBackBeforeADisable(t *testing.T) {
 				s := c.newTI(TaskSpec{ID: "s", Type: TypePlain, Recurrence: "@every 1m"}, nil, nil)
 				first := w.now().Add(time.Minute)
 				c.scheduled(s, w.now(), leasecron.Item{ID: "s", Due: first, Recurrence: "@every 1m"}, nil)
+				rk, err := schedule.RowKey(first, "s")
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: s0[0], Rows: []memstore.CommittedRow{{RowKey: rk}}})
 				time.Sleep(50 * time.Second)
 				at := w.now()
 				tc.hold(c, w1, w2)
 				time.Sleep(140*time.Second - w.now().Sub(at))
 				if tc.moved {
-					rk, err := schedule.RowKey(first, "s")
-					if err != nil {
-						t.Fatal(err)
-					}
-					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{
+					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: s0[0], Rows: []memstore.CommittedRow{
 						{RowKey: fenceRow, Props: map[string]any{"Generation": int64(1)}}, {RowKey: rk, Deleted: true}}})
 				}
 				time.Sleep(2*time.Minute + 20*time.Second) // the disable at 4m
