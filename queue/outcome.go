@@ -57,7 +57,7 @@ func (c *Consumer) settle(d *delivery, o Outcome) {
 // deletePayload removes a one-off task's payload blob once the task is done
 // with; a series' blob is shared by its occurrences and is left alone.
 func (c *Consumer) deletePayload(hctx context.Context, d *delivery) {
-	if d.env.PayloadBlob == "" || d.env.Series != "" || c.o.Payloads == nil {
+	if d.env.PayloadBlob == "" || d.env.Series != "" || c.o.Payloads == nil || mutate.On(mutate.KeepPayload) {
 		return
 	}
 	ctx, cancel := c.opCtx(hctx)

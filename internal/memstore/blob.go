@@ -186,6 +186,25 @@ func validName(n string) bool {
 	return true
 }
 
+// BlobNames returns the names of the blobs in container cname that begin
+// with prefix, sorted (none when there is no such container): what a
+// test finds left over at the end.
+func (s *Server) BlobNames(cname, prefix string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.containers[cname]
+	if c == nil {
+		return nil
+	}
+	var out []string
+	for _, n := range c.names {
+		if strings.HasPrefix(n, prefix) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func (s *Server) container(name string) (*container, error) {
 	c := s.containers[name]
 	if c == nil {

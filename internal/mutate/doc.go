@@ -84,9 +84,12 @@ const (
 	// KeepOldRow: a reschedule or run-now writes the task's new row and
 	// leaves the old one, so its old version runs too.
 	KeepOldRow = "keep-old-row"
+	// KeepPayload: a one-off task's payload blob is left after its
+	// success.
+	KeepPayload = "keep-payload"
 )
 
 // All lists every defect.
 var All = []string{DropMessage, RerunSucceeded, NoFence, CancelNoop, UniqueEarly, AfterFirstParent, CallbackEarly, NoRate, NoLimit,
 	IgnorePause, IgnoreDisable, BulkRewalk, EarlyStart, NoPointers, SkipOccurrence, TwoAtOnce, WrongOutcome, NoRelease,
-	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall, DieEarly, RequeueNoSend, RefuseStale, KeepOldRow, UniqueForever, NeverDie}
+	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall, DieEarly, RequeueNoSend, RefuseStale, KeepOldRow, UniqueForever, NeverDie, KeepPayload}

@@ -15,6 +15,7 @@ import (
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/pause"
+	payloadblob "github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
@@ -40,12 +41,13 @@ const (
 	InvDisabled    = "a disabled series never runs"
 	InvBulkOnce    = "a dead task runs again only when requeued, once per requeue (a bulk operation touches each matching item once)"
 	InvAccepted    = "status tells the truth, and an operation that answers success did what it said"
+	InvPayloadGone = "a one-off task's payload blob is deleted once it succeeded"
 )
 
 // Invariants lists every invariant the checker states.
 var Invariants = []string{InvAtLeastOnce, InvOccurrences, InvNoRerun, InvNoTwoAtOnce, InvCancelled, InvNeverEarly,
 	InvOneMover, InvLookup, InvUnique, InvAfter, InvAfterLive, InvBatch, InvRate, InvConcurrency, InvPaused, InvDisabled, InvBulkOnce, InvAccepted,
-	InvBoardOnce, InvBoardInterval, InvBoardRemoved, InvBoardLive}
+	InvPayloadGone, InvBoardOnce, InvBoardInterval, InvBoardRemoved, InvBoardLive}
 
 // Violation is a broken promise.
 type Violation struct {
@@ -123,6 +125,7 @@ type ti struct {
 	// moved to the queue by then may still run once.
 	cancelPart time.Time
 	cancelling time.Time // a cancel issued then is under way (zero once answered)
+	cancelTried bool     // a cancel of it was issued, whatever it answered
 	superseded time.Time // replaced by a later scheduling
 	tried      time.Time // when its schedule was tried (issued is set with the answer)
 	// alts are later schedulings of the id that may have taken this one's
@@ -155,8 +158,8 @@ type ti struct {
 	// "no such dead letter", and not a refusal to requeue it.
 	requeueMaybe []time.Time
 	// requeueTries are the requeues of its dead letter by id, whatever
-	// they answered: issued at from, answered at to.
-	requeueTries []window
+	// they answered.
+	requeueTries []requeueTry
 	parents      []*ti
 	batch        *batch
 	callbackOf   *batch
@@ -174,6 +177,13 @@ type ti struct {
 // (its answer) to to. partial marks a disable that answered
 // ErrIncomplete: the series is disabled, but an occurrence already in the
 // queue may still run once.
+// requeueTry is a requeue by id of a dead letter: issued at from,
+// answered at to; held when refused because another task held the key.
+type requeueTry struct {
+	from, to time.Time
+	held     bool
+}
+
 type window struct {
 	issued, from, to time.Time
 	partial          bool
@@ -322,6 +332,12 @@ type checker struct {
 
 	board boardState
 
+	// keptPayloads are the tasks a consumer may have left the payload
+	// blob of after their success (payloadKept); payloadBlobs the
+	// payload blobs left at the end (blobsLeft).
+	keptPayloads map[string]bool
+	payloadBlobs []string
+
 	violations []Violation
 	// skew bounds how far two processes' clocks differ; offset how far
 	// one differs from the true time (the simulator's).
@@ -331,7 +347,7 @@ type checker struct {
 func newChecker(w *World) *checker {
 	c := &checker{w: w, byInc: map[int]*ti{}, byID: map[string][]*ti{}, logical: map[string]string{}, batches: map[string]*batch{},
 		notes: map[*proc][]procNote{}, hits: map[*proc][]time.Time{}, blobHits: map[*proc][]time.Time{},
-		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, firstDequeue: map[string]time.Time{}, hiddenUntil: map[string]time.Time{}, rowWrites: map[string][]rowWrite{}, runStates: map[string][]runState{}, status: map[string]leasecron.Status{},
+		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, firstDequeue: map[string]time.Time{}, hiddenUntil: map[string]time.Time{}, rowWrites: map[string][]rowWrite{}, runStates: map[string][]runState{}, status: map[string]leasecron.Status{}, keptPayloads: map[string]bool{},
 		moved: map[string][]movedRow{}, sends: map[string][]sentMsg{}}
 	var most time.Duration
 	for _, cs := range w.plan.Clocks {
@@ -1352,7 +1368,7 @@ func (c *checker) holdsBarCancelUnderWay(t *ti, at time.Time) bool {
 				// "Unique tasks"; row 194, seed 117378: t82 took the key
 				// while t78 was snoozed, died and was requeued while
 				// t78's third attempt ran).
-				return !c.keyTakenBetween(t, t.starts[0].start, r.start)
+				return !c.keyTakenWhileItWaited(t, r)
 			}
 		}
 		return false
@@ -1378,29 +1394,85 @@ func (c *checker) holdsBarCancelUnderWay(t *ti, at time.Time) bool {
 	return at.Before(end.Add(t.spec.Unique.For - skew))
 }
 
-// keyTakenBetween reports whether a task other than o, of o's type and
-// unique key, may have taken the key between from and to: scheduled
-// then (issued before to, answered after from), or brought back from
-// the dead letters then (a requeue by id, whatever it answered, or a
-// bulk requeue of its type running then, once it had died).
-func (c *checker) keyTakenBetween(o *ti, from, to time.Time) bool {
-	if !to.After(from) {
-		return false
+// keyTakenWhileItWaited reports whether a task other than o, of o's type
+// and unique key, may have taken the key while o waited between attempts
+// before r (its key free then under states that leave those out), since
+// o last took the key: its first attempt, or the latest requeue that
+// brought it back from the dead letters (which takes the key again). A
+// take is a schedule (issued in a gap, or answered in one, or not
+// answered), a requeue by id of the other's dead letter (whatever it
+// answered but a refusal over a held key: its take comes before its
+// other checks), or a bulk requeue of its type running in a gap after
+// the other died. A take that lies wholly within o's attempts took
+// nothing: o held the key then.
+func (c *checker) keyTakenWhileItWaited(o *ti, r *runEv) bool {
+	from := o.starts[0].start
+	var died time.Time // o's last death before r
+	for _, a := range o.starts {
+		if a.outcome == "fail" && a.attempt >= o.maxAttempts() && a.end.Before(r.start) && a.end.After(died) {
+			died = a.end
+		}
 	}
-	overlaps := func(a, b time.Time) bool { return a.Before(to) && (b.IsZero() || b.After(from)) }
+	if !died.IsZero() {
+		from = died
+		for _, w := range o.requeueTries {
+			if w.from.After(from) && w.from.Before(r.start) {
+				from = w.from
+			}
+		}
+		for _, b := range c.bulks {
+			if b.kind == "requeue-dead" && b.ok && (b.typ == "" || b.typ == o.spec.Type) && b.started.Before(r.start) && b.started.After(from) {
+				from = b.started
+			}
+		}
+	}
+	// The gaps: [from, r.start) less o's attempts that began before r (one
+	// whose end is unknown, cut short by a kill, ends at once).
+	type span struct{ from, to time.Time }
+	gaps, at := []span{}, from
+	for _, a := range o.starts {
+		if a == r || !a.start.Before(r.start) {
+			continue
+		}
+		end := a.end
+		if end.IsZero() {
+			end = a.start
+		}
+		if a.start.After(at) {
+			gaps = append(gaps, span{at, a.start})
+		}
+		if end.After(at) {
+			at = end
+		}
+	}
+	if r.start.After(at) {
+		gaps = append(gaps, span{at, r.start})
+	}
+	inGap := func(a, b time.Time) bool {
+		return slices.ContainsFunc(gaps, func(g span) bool { return a.Before(g.to) && (b.IsZero() || b.After(g.from)) })
+	}
 	return slices.ContainsFunc(c.tis, func(t *ti) bool {
-		if t == o || t.spec.Unique == nil || t.spec.Type != o.spec.Type || t.spec.Unique.Key != o.spec.Unique.Key ||
-			!t.returned.IsZero() && !t.accepted && !t.ambiguous { // refused: it took nothing
+		if t == o || t.spec.Unique == nil || t.spec.Type != o.spec.Type || t.spec.Unique.Key != o.spec.Unique.Key {
 			return false
 		}
-		if overlaps(t.issued, t.returned) || slices.ContainsFunc(t.requeueTries, func(w window) bool { return overlaps(w.from, w.to) }) {
+		if (t.accepted || t.ambiguous || t.returned.IsZero()) && inGap(t.issued, t.returned) ||
+			slices.ContainsFunc(t.requeueTries, func(w requeueTry) bool { return !w.held && inGap(w.from, w.to) }) {
 			return true
 		}
 		died, ok := t.firstDeath()
-		return ok && died.Before(to) && slices.ContainsFunc(c.bulks, func(b bulkEv) bool {
-			return b.kind == "requeue-dead" && b.ok && (b.typ == "" || b.typ == t.spec.Type) && overlaps(b.started, b.ended)
+		return ok && slices.ContainsFunc(c.bulks, func(b bulkEv) bool {
+			return b.kind == "requeue-dead" && b.ok && (b.typ == "" || b.typ == t.spec.Type) &&
+				(b.ended.IsZero() || died.Before(b.ended)) && inGap(latest(b.started, died), b.ended)
 		})
 	})
+}
+
+// latest returns the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // finalEnd is when t's task ended for good: its success, or the failure of
@@ -1668,12 +1740,15 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 		// Cancelled after its move: the run ends cancelled the moment the
 		// cancel returns, even if a handler it had already started then
 		// succeeds (README, workflows; seed 1723: its --after child was
-		// cancelled with it, and the batch counted both).
+		// cancelled with it, and the batch counted both). That moment
+		// counts: the cancel told the batch and the children before it
+		// returned (row 195, seed 117028: issued, answered and the
+		// callback run in one instant).
 		at := t.cancelIssued()
 		switch {
 		case !any:
 			return time.Time{}, "it was cancelled"
-		case at.Before(by):
+		case !at.After(by):
 			return at, "cancelled"
 		}
 	}
@@ -2172,6 +2247,9 @@ func (c *checker) cancelIssued(id string, issued time.Time) *ti {
 	if t != nil && t.cancelling.IsZero() {
 		t.cancelling = issued
 	}
+	if t != nil {
+		t.cancelTried = true
+	}
 	return t
 }
 
@@ -2604,7 +2682,7 @@ func (c *checker) requeued(id string, issued time.Time, err error) {
 			}
 		}
 	}
-	t.requeueTries = append(t.requeueTries, window{from: issued, to: c.w.now()})
+	t.requeueTries = append(t.requeueTries, requeueTry{from: issued, to: c.w.now(), held: errors.Is(err, leasecron.ErrDuplicate)})
 	if err != nil {
 		t.requeueFailed = true
 		if _, died := t.firstDeath(); died && !errors.Is(err, leasecron.ErrNotFound) && !errors.Is(err, queue.ErrNotRequeueable) {
@@ -2755,8 +2833,74 @@ func (c *checker) final() []Violation {
 	c.finalSeries()
 	c.checkFences()
 	c.finalBoard()
+	c.finalPayloads()
 	sort.SliceStable(c.violations, func(i, j int) bool { return c.violations[i].At < c.violations[j].At })
 	return c.violations
+}
+
+// payloadKept records that a consumer said something of task id that may
+// leave its payload blob after its success (keptPayloadLogs): a request
+// between the success and the blob's deletion failed, or the run had
+// moved on.
+func (c *checker) payloadKept(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keptPayloads[id] = true
+}
+
+// blobsLeft records the payload blobs left at the end of the run.
+func (c *checker) blobsLeft(names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.payloadBlobs = names
+}
+
+// finalPayloads: a one-off task's payload blob is deleted once its task
+// succeeded (README, "Payloads over 24 KiB"). Checked only where nothing
+// else may keep or need it: its id scheduled once, surely written, never
+// cancelled (or tried), replaced, rescheduled or reached by a bulk
+// cancel; status says it succeeded; no process that ran it was killed,
+// frozen, stopped or drained from a minute before an attempt to a minute
+// after it; and no consumer said of it that a request between the
+// success and the deletion failed (payloadKept: README says the blob is
+// then left over).
+func (c *checker) finalPayloads() {
+	for _, name := range c.payloadBlobs {
+		rest := strings.TrimPrefix(name, payloadblob.Prefix)
+		i := strings.LastIndexByte(rest, '-')
+		if i <= 0 {
+			continue
+		}
+		id := rest[:i]
+		tis := c.byID[id]
+		if len(tis) != 1 || c.keptPayloads[id] {
+			continue
+		}
+		t := tis[0]
+		if !t.accepted || t.ambiguous || t.spec.Recurrence != "" || t.spec.Replace || t.cancelTried || !t.cancelled.IsZero() ||
+			!t.superseded.IsZero() || len(t.retimes) > 0 || len(t.again) > 0 || t.shared {
+			continue
+		}
+		if _, reached := c.bulkReach("cancel-pending", t.spec.Type, t.issued); reached {
+			continue
+		}
+		if st, ok := c.status[id]; !ok || st.State() != "succeeded" {
+			continue
+		}
+		ok := slices.IndexFunc(t.starts, func(r *runEv) bool { return r.outcome == "ok" })
+		if ok < 0 || slices.ContainsFunc(t.starts, func(r *runEv) bool {
+			end := r.end
+			if end.IsZero() {
+				end = c.w.now()
+			}
+			return slices.ContainsFunc(c.notes[r.proc], func(n procNote) bool {
+				return n.what != "started" && !n.at.Before(r.start.Add(-time.Minute)) && !n.at.After(end.Add(time.Minute))
+			})
+		}) {
+			continue
+		}
+		c.violateAt(t.starts[ok].end, InvPayloadGone, "%s (%s) succeeded and its payload blob %s is still there", t.id, t.spec, name)
+	}
 }
 
 // writtenLastLocked returns, instead of t (the latest scheduling of id by

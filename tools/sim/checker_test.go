@@ -401,43 +401,106 @@ func TestALateAnswerIsNotAScheduleOverAHeldKey(t *testing.T) {
 // the waiting one's later attempts hold nothing, and the taker's requeue
 // once it died is no take over a held key (row 194, seed 117378: t82
 // took k0 while t78 was snoozed, died, and was requeued while t78's
-// third attempt ran). A schedule during an attempt of a task whose key
-// nobody took is still one over a held key.
+// third attempt ran). A take over a key nobody took from the waiting
+// task is still one: while it runs a later attempt, after its own
+// requeue took the key back, or when the only other take lay within
+// one of its attempts (a requeue refused over the held key, a schedule
+// that answered an error) — the review of row 194's first form.
 func TestATaskWhoseKeyWasTakenWhileItWaitedHoldsNothing(t *testing.T) {
-	for _, taken := range []bool{true, false} {
-		t.Run(fmt.Sprintf("taken while it waited %v", taken), func(t *testing.T) {
+	type world struct {
+		w *World
+		c *checker
+	}
+	unique := func(x world, id, states string, maxAttempts int) *ti {
+		return x.c.newTI(TaskSpec{ID: id, Type: "rated", MaxAttempts: maxAttempts, Unique: &UniqueSpec{Key: "k0", For: 30 * time.Second, States: states}}, nil, nil)
+	}
+	schedule := func(x world, task *ti, err error) {
+		x.c.scheduled(task, x.w.now(), leasecron.Item{ID: task.spec.ID, Due: x.w.now()}, err)
+	}
+	// attempt runs n of task from now for 3 s.
+	attempt := func(x world, task *ti, n int, outcome string) {
+		task.starts = append(task.starts, &runEv{ti: task, runID: task.id, due: task.due, attempt: n, start: x.w.now(), end: x.w.now().Add(3 * time.Second), outcome: outcome})
+	}
+	for _, tc := range []struct {
+		name string
+		// play runs the scenario; its last step is a take of k0 while t78
+		// runs an attempt.
+		play          func(x world)
+		wantViolation bool
+	}{
+		{name: "taken while it waited", play: func(x world) {
+			waiter := unique(x, "t78", "scheduled,queued,running", 0)
+			schedule(x, waiter, nil)
+			attempt(x, waiter, 1, "snooze")
+			time.Sleep(7 * time.Second) // snoozed: the key is free under its states
+			taker := unique(x, "t82", "", 1)
+			schedule(x, taker, nil)
+			time.Sleep(time.Second)
+			attempt(x, taker, 1, "fail") // dead; it holds the key 30 s more
+			time.Sleep(20 * time.Second)
+			attempt(x, waiter, 1, "ok")
+			time.Sleep(time.Second)
+			x.c.requeued("t82", x.w.now(), nil)
+		}},
+		{name: "not taken", wantViolation: true, play: func(x world) {
+			waiter := unique(x, "t78", "scheduled,queued,running", 0)
+			schedule(x, waiter, nil)
+			attempt(x, waiter, 1, "snooze")
+			time.Sleep(28 * time.Second)
+			attempt(x, waiter, 1, "ok")
+			time.Sleep(time.Second)
+			schedule(x, unique(x, "t82", "", 1), nil)
+		}},
+		{name: "taken back by its own requeue", wantViolation: true, play: func(x world) {
+			waiter := unique(x, "t78", "scheduled,queued,running", 1)
+			schedule(x, waiter, nil)
+			attempt(x, waiter, 1, "snooze")
+			time.Sleep(7 * time.Second)
+			taker := unique(x, "t82", "", 1)
+			schedule(x, taker, nil)
+			attempt(x, taker, 1, "fail")
+			time.Sleep(5 * time.Second)
+			attempt(x, waiter, 1, "fail") // dead
+			time.Sleep(time.Minute)       // t82's window is over
+			x.c.requeued("t78", x.w.now(), nil)
+			time.Sleep(time.Second)
+			attempt(x, waiter, 1, "ok")
+			time.Sleep(time.Second)
+			schedule(x, unique(x, "t99", "", 1), nil)
+		}},
+		{name: "a requeue refused over the held key during an attempt", wantViolation: true, play: func(x world) {
+			taker := unique(x, "t82", "", 1)
+			schedule(x, taker, nil)
+			attempt(x, taker, 1, "fail")
+			time.Sleep(time.Minute) // its window is over
+			waiter := unique(x, "t78", "scheduled,queued,running", 0)
+			schedule(x, waiter, nil)
+			attempt(x, waiter, 1, "snooze")
+			time.Sleep(time.Second)
+			x.c.requeued("t82", x.w.now(), fmt.Errorf("requeue t82: %w", leasecron.ErrDuplicate))
+			time.Sleep(10 * time.Second)
+			attempt(x, waiter, 1, "ok")
+			time.Sleep(time.Second)
+			schedule(x, unique(x, "t99", "", 1), nil)
+		}},
+		{name: "a schedule that answered an error during an attempt", wantViolation: true, play: func(x world) {
+			waiter := unique(x, "t78", "scheduled,queued,running", 0)
+			schedule(x, waiter, nil)
+			attempt(x, waiter, 1, "snooze")
+			time.Sleep(time.Second)
+			schedule(x, unique(x, "t98", "", 1), errors.New("context deadline exceeded"))
+			time.Sleep(10 * time.Second)
+			attempt(x, waiter, 1, "ok")
+			time.Sleep(time.Second)
+			schedule(x, unique(x, "t99", "", 1), nil)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				w, c := newTestChecker()
-				unique := func(id string, states string, maxAttempts int) *ti {
-					return c.newTI(TaskSpec{ID: id, Type: "rated", MaxAttempts: maxAttempts, Unique: &UniqueSpec{Key: "k0", For: 30 * time.Second, States: states}}, nil, nil)
-				}
-				waiter := unique("t78", "scheduled,queued,running", 0)
-				c.scheduled(waiter, w.now(), leasecron.Item{ID: "t78", Due: w.now().Add(24 * time.Second)}, nil)
-				attempt := func(task *ti, outcome string) {
-					task.starts = append(task.starts, &runEv{ti: task, runID: task.id, due: task.due, attempt: 1, start: w.now(), end: w.now().Add(3 * time.Second), outcome: outcome})
-				}
-				time.Sleep(24 * time.Second)
-				attempt(waiter, "snooze")
-				time.Sleep(7 * time.Second) // snoozed: the key is free under its states
-				taker := unique("t82", "", 1)
-				if taken {
-					c.scheduled(taker, w.now(), leasecron.Item{ID: "t82", Due: w.now()}, nil)
-					time.Sleep(time.Second)
-					attempt(taker, "fail") // dead; it holds the key 30 s more
-				}
-				time.Sleep(20 * time.Second)
-				attempt(waiter, "ok") // its next attempt, running now
-				time.Sleep(time.Second)
-				if taken {
-					c.requeued("t82", w.now(), nil)
-					if len(c.violations) != 0 {
-						t.Errorf("the requeue of the task that took the key while the other waited: %v", c.violations)
-					}
-					return
-				}
-				c.scheduled(taker, w.now(), leasecron.Item{ID: "t82", Due: w.now()}, nil)
-				if len(c.violations) == 0 {
-					t.Error("a schedule during an attempt of a task whose key nobody took passed")
+				tc.play(world{w, c})
+				if got := len(c.violations) > 0; got != tc.wantViolation {
+					t.Errorf("violation %v, want %v: %v", got, tc.wantViolation, c.violations)
 				}
 			})
 		})
@@ -2475,4 +2538,85 @@ func TestAReplaceDoesNotSeeARowWrittenWithoutAnIndex(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A one-off task's payload blob is deleted once its task succeeded
+// (README, payloads over 24 KiB): one left at the end is a violation,
+// unless a consumer said a request between the success and the deletion
+// failed, a process that ran it went down around an attempt, a cancel of
+// it was tried, or it did not succeed.
+func TestAPayloadBlobLeftAfterSuccess(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		then    func(c *checker, task *ti, p *proc)
+		state   leasecron.RunState
+		deleted bool
+		want    bool
+	}{
+		{name: "left", state: leasecron.RunSucceeded, want: true},
+		{name: "deleted", state: leasecron.RunSucceeded, deleted: true},
+		{name: "a request after the success failed", state: leasecron.RunSucceeded, then: func(c *checker, task *ti, _ *proc) { c.payloadKept(task.id) }},
+		{name: "its worker killed after the success", state: leasecron.RunSucceeded, then: func(c *checker, _ *ti, p *proc) { c.note(p, "killed") }},
+		{name: "a cancel tried", state: leasecron.RunSucceeded, then: func(c *checker, task *ti, _ *proc) {
+			c.cancelled(c.cancelIssued(task.id, c.w.now()), task.id, c.w.now(), leasecron.CancelResult{}, leasecron.ErrNotFound, nil)
+		}},
+		{name: "dead", state: leasecron.RunDead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				p := &proc{w: w, name: "w1"}
+				task := c.newTI(TaskSpec{ID: "t7", Type: "plain"}, nil, nil)
+				c.scheduled(task, w.now(), leasecron.Item{ID: "t7", Due: w.now()}, nil)
+				time.Sleep(time.Second)
+				outcome := "ok"
+				if tc.state != leasecron.RunSucceeded {
+					outcome = "fail"
+				}
+				task.starts = append(task.starts, &runEv{ti: task, runID: "t7", due: task.due, attempt: 1, proc: p, start: w.now(), end: w.now().Add(time.Second), outcome: outcome})
+				time.Sleep(2 * time.Second)
+				if tc.then != nil {
+					tc.then(c, task, p)
+				}
+				time.Sleep(5 * time.Minute)
+				c.status["t7"] = leasecron.Status{Run: &leasecron.Run{State: tc.state}}
+				if !tc.deleted {
+					c.blobsLeft([]string{"payloads/t7-0123456789abcdef"})
+				}
+				got := violationsOf(c, c.finalPayloads)
+				if (len(got) > 0) != tc.want {
+					t.Errorf("violations %v, want one: %v", got, tc.want)
+				}
+			})
+		})
+	}
+}
+
+// A member cancelled after its move, its handler still running, ends
+// cancelled the moment the cancel returns (README, workflows): a
+// callback started in that very instant, after the product had told the
+// batch, started after the member ended (row 195, seed 117028: the
+// cancel of t31 was issued, answered and its batch's callback run all at
+// 3m23.541s, the client's operations held up until then).
+func TestACallbackStartedInTheInstantItsMembersCancelReturned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		b, member := batchOfOne(c, "slow")
+		c.scheduled(member, w.now(), leasecron.Item{ID: "m", Due: w.now(), Batch: "b1"}, nil)
+		time.Sleep(time.Second)
+		member.starts = append(member.starts, &runEv{ti: member, runID: "m", due: member.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
+		time.Sleep(20 * time.Second)
+		now := w.now()
+		c.mu.Lock()
+		if end, how := c.memberEnd(b, member, now); !end.IsZero() {
+			t.Errorf("a running member no cancel reached is taken for ended at %s (%s)", c.at(end), how)
+		}
+		c.mu.Unlock()
+		c.cancelled(c.cancelIssued("m", now), "m", now, leasecron.CancelResult{Marked: true}, nil, nil)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if end, how := c.memberEnd(b, member, now); end.IsZero() || now.Before(end) {
+			t.Errorf("a member whose cancel was issued and returned in the instant the callback started ended at %s (%s); want by then", c.at(end), how)
+		}
+	})
 }

@@ -42,6 +42,7 @@ var catches = map[string]string{
 	mutate.KeepOldRow:       InvCancelled,
 	mutate.UniqueForever:    InvAccepted,
 	mutate.NeverDie:         InvAtLeastOnce,
+	mutate.KeepPayload:      InvPayloadGone,
 }
 
 // catchesBy names, for the defects whose invariant other checks state

@@ -23,6 +23,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/memstore"
+	payloadblob "github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/rate"
 	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/queue"
@@ -406,6 +407,7 @@ func (w *World) settle() {
 		}
 	}
 	w.chk.deadLettersLeft(ctx, c.client)
+	w.chk.blobsLeft(w.store.BlobNames(payloadblob.DefaultContainer, payloadblob.Prefix))
 }
 
 func (w *World) stopAll() {
@@ -556,6 +558,19 @@ func (w *World) newProc(name, kind string, shards, queues int) *proc {
 // a cancelled run without running it (queue/delivery.go).
 const cancelledAck = "run was cancelled; acknowledging without running"
 
+// keptPayloadLogs are what a consumer logs of a task whose payload blob it
+// may leave after the task's success (queue/outcome.go): the deletion of
+// the blob or of the message failed (a message that comes back is then a
+// duplicate, acknowledged without touching the blob), the success could
+// not be recorded, or the run had moved on since the claim lapsed.
+var keptPayloadLogs = []string{
+	"deleting the payload blob failed",
+	"deleting the message failed",
+	"message was redelivered before it could be deleted",
+	"task succeeded, but its run could not be recorded",
+	"task succeeded, but its run has moved on",
+}
+
 // What a mover logs when queue.max_depth makes it hold back (either of
 // two messages, schedule/backpressure.go and pass.go), when it resumes,
 // and when its term begins (schedule/mover.go); each names the mover's
@@ -609,14 +624,19 @@ func (a *ackWatch) Handle(ctx context.Context, r slog.Record) error {
 		})
 		a.w.chk.holdLog(a.p, kind, gen, shards)
 	}
-	if r.Message == cancelledAck {
+	kept := slices.ContainsFunc(keptPayloadLogs, func(m string) bool { return strings.HasPrefix(r.Message, m) })
+	if r.Message == cancelledAck || kept {
 		id := ""
 		a.eachAttr(r, func(at slog.Attr) {
 			if at.Key == "task_id" {
 				id = at.Value.String()
 			}
 		})
-		if id != "" {
+		switch {
+		case id == "":
+		case kept:
+			a.w.chk.payloadKept(id)
+		default:
 			a.w.chk.cancelAcked(id)
 		}
 	}
