@@ -2859,3 +2859,44 @@ func TestATableSlowByASecondStillRunsTasks(t *testing.T) {
 		})
 	}
 }
+
+// A message of a run already recorded succeeded — one that came back
+// after its worker recorded the success and then died, lost the
+// message's visibility or failed to delete it — deletes the one-off
+// task's payload blob when it is acknowledged: the worker that succeeded
+// may not have, and nothing else would (issue 38, the simulator's
+// payload invariant, seed 300014: visibility lost while the handler
+// ran, the success recorded, the message back as a duplicate, the blob
+// left). A dead run's message keeps it: a requeue needs it.
+func TestADuplicateOfASucceededRunDeletesItsPayload(t *testing.T) {
+	for _, st := range []runs.State{runs.Succeeded, runs.Dead} {
+		t.Run(string(st), func(t *testing.T) {
+			pl := &payloads{blobs: map[string][]byte{"c/p": []byte("big")}}
+			h := newHarness(t, ConsumerOptions{Payloads: pl, ConsumerSettings: ConsumerSettings{MaxAttempts: 1}})
+			rm := runs.NewMemory(h.clk)
+			h.c.o.Runs = rm
+			var got calls
+			h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+			ctx := context.Background()
+			due := h.clk.Now()
+			if _, err := rm.Claim(ctx, "p", "w1", 1, h.clk.Now().Add(time.Minute), runs.Meta{Type: "t", Due: due}); err != nil {
+				t.Fatal(err)
+			}
+			if err := rm.Finish(ctx, "p", st, nil, ""); err != nil { // w1's end
+				t.Fatal(err)
+			}
+			h.enqueue(Envelope{ID: "p", Type: "t", Due: due, PayloadBlob: "c/p"})
+			h.start()
+			h.expect(OutcomeDuplicate)
+			if got.n() != 0 {
+				t.Fatalf("the handler ran %d times; want none", got.n())
+			}
+			pl.mu.Lock()
+			defer pl.mu.Unlock()
+			_, kept := pl.blobs["c/p"]
+			if want := st == runs.Dead; kept != want {
+				t.Errorf("a duplicate of a %s run left its payload blob: %v; want %v (deleted %v)", st, kept, want, pl.deleted)
+			}
+		})
+	}
+}

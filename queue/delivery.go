@@ -707,7 +707,15 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 			c.settle(d, OutcomeDuplicate)
 			return false
 		}
-		return c.ackUnrun(hctx, d, OutcomeDuplicate, "run already succeeded; acknowledging a duplicate delivery")
+		// The worker that succeeded may have left the payload blob (it
+		// died, or lost the message, before its deletion): nothing but
+		// this message needs it now.
+		d.log.Info("run already succeeded; acknowledging a duplicate delivery")
+		if c.ack(hctx, d) && !d.env.EndOnly {
+			c.deletePayload(hctx, d)
+		}
+		c.settle(d, OutcomeDuplicate)
+		return false
 	case errors.Is(err, leasecrontype.ErrRunCancelled):
 		d.log.Info("run was cancelled; acknowledging without running")
 		if !c.ended(hctx, d, leasecrontype.RunCancelled) {

@@ -2839,9 +2839,8 @@ func (c *checker) final() []Violation {
 }
 
 // payloadKept records that a consumer said something of task id that may
-// leave its payload blob after its success (keptPayloadLogs): a request
-// between the success and the blob's deletion failed, or the run had
-// moved on.
+// leave its payload blob after its success (keptPayloadLogs): the blob's
+// deletion failed, or the run had moved on.
 func (c *checker) payloadKept(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -2861,9 +2860,9 @@ func (c *checker) blobsLeft(names []string) {
 // cancelled (or tried), replaced, rescheduled or reached by a bulk
 // cancel; status says it succeeded; no process that ran it was killed,
 // frozen, stopped or drained from a minute before an attempt to a minute
-// after it; and no consumer said of it that a request between the
-// success and the deletion failed (payloadKept: README says the blob is
-// then left over).
+// after it; and no consumer said of it that the blob's deletion failed
+// or that the run had moved on (payloadKept: README says the blob is
+// left over then, or another delivery answers for it).
 func (c *checker) finalPayloads() {
 	for _, name := range c.payloadBlobs {
 		rest := strings.TrimPrefix(name, payloadblob.Prefix)

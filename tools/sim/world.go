@@ -560,14 +560,12 @@ const cancelledAck = "run was cancelled; acknowledging without running"
 
 // keptPayloadLogs are what a consumer logs of a task whose payload blob it
 // may leave after the task's success (queue/outcome.go): the deletion of
-// the blob or of the message failed (a message that comes back is then a
-// duplicate, acknowledged without touching the blob), the success could
-// not be recorded, or the run had moved on since the claim lapsed.
+// the blob failed, or the run had moved on since the claim lapsed (the
+// delivery that moved it on answers for the blob). A message that comes
+// back after a success (its deletion failed, its visibility lapsed, its
+// worker died) deletes the blob as a duplicate (row 196).
 var keptPayloadLogs = []string{
 	"deleting the payload blob failed",
-	"deleting the message failed",
-	"message was redelivered before it could be deleted",
-	"task succeeded, but its run could not be recorded",
 	"task succeeded, but its run has moved on",
 }
 
