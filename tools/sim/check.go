@@ -123,11 +123,11 @@ type ti struct {
 	// cancelPart is when a cancel of this series was issued that answered
 	// ErrIncomplete: the series is cancelled, but an occurrence already
 	// moved to the queue by then may still run once.
-	cancelPart time.Time
-	cancelling time.Time // a cancel issued then is under way (zero once answered)
-	cancelTried bool     // a cancel of it was issued, whatever it answered
-	superseded time.Time // replaced by a later scheduling
-	tried      time.Time // when its schedule was tried (issued is set with the answer)
+	cancelPart  time.Time
+	cancelling  time.Time // a cancel issued then is under way (zero once answered)
+	cancelTried bool      // a cancel of it was issued, whatever it answered
+	superseded  time.Time // replaced by a later scheduling
+	tried       time.Time // when its schedule was tried (issued is set with the answer)
 	// alts are later schedulings of the id that may have taken this one's
 	// place: a replace of it due by then, whose row may already have been
 	// moved. Children wait for the id, so the first of them to end
