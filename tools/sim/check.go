@@ -2840,7 +2840,7 @@ func (c *checker) final() []Violation {
 
 // payloadKept records that a consumer said something of task id that may
 // leave its payload blob after its success (keptPayloadLogs): the blob's
-// deletion failed, or the run had moved on.
+// deletion failed, the run had moved on, or its message is to come back.
 func (c *checker) payloadKept(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -2860,9 +2860,10 @@ func (c *checker) blobsLeft(names []string) {
 // cancelled (or tried), replaced, rescheduled or reached by a bulk
 // cancel; status says it succeeded; no process that ran it was killed,
 // frozen, stopped or drained from a minute before an attempt to a minute
-// after it; and no consumer said of it that the blob's deletion failed
-// or that the run had moved on (payloadKept: README says the blob is
-// left over then, or another delivery answers for it).
+// after it; and no consumer said of it that the blob's deletion failed,
+// that the run had moved on, or that its message is to come back
+// (payloadKept: README says the blob is left over then, or another
+// delivery answers for it, maybe after the run's end).
 func (c *checker) finalPayloads() {
 	for _, name := range c.payloadBlobs {
 		rest := strings.TrimPrefix(name, payloadblob.Prefix)

@@ -560,13 +560,19 @@ const cancelledAck = "run was cancelled; acknowledging without running"
 
 // keptPayloadLogs are what a consumer logs of a task whose payload blob it
 // may leave after the task's success (queue/outcome.go): the deletion of
-// the blob failed, or the run had moved on since the claim lapsed (the
-// delivery that moved it on answers for the blob). A message that comes
-// back after a success (its deletion failed, its visibility lapsed, its
-// worker died) deletes the blob as a duplicate (row 196).
+// the blob failed, the run had moved on since the claim lapsed (the
+// delivery that moved it on answers for the blob), or the message is to
+// come back (its deletion failed, another worker holds it, the success
+// could not be recorded): a message that comes back after a success
+// deletes the blob as a duplicate (row 196), but it may come back after
+// the run's end (seed 300079: put back by a worker that found the run
+// claimed, it was still waiting when the run ended).
 var keptPayloadLogs = []string{
 	"deleting the payload blob failed",
 	"task succeeded, but its run has moved on",
+	"deleting the message failed",
+	"message was redelivered before it could be deleted",
+	"task succeeded, but its run could not be recorded",
 }
 
 // What a mover logs when queue.max_depth makes it hold back (either of
