@@ -2867,12 +2867,21 @@ func TestATableSlowByASecondStillRunsTasks(t *testing.T) {
 // may not have, and nothing else would (issue 38, the simulator's
 // payload invariant, seed 300014: visibility lost while the handler
 // ran, the success recorded, the message back as a duplicate, the blob
-// left). A dead run's message keeps it: a requeue needs it.
+// left), whether or not its own deletion answered (one whose answer was
+// lost finds the message gone). A dead run's message keeps it: a requeue
+// needs it.
 func TestADuplicateOfASucceededRunDeletesItsPayload(t *testing.T) {
-	for _, st := range []runs.State{runs.Succeeded, runs.Dead} {
-		t.Run(string(st), func(t *testing.T) {
+	for _, tc := range []struct {
+		st      runs.State
+		lostAck bool // the message's deletion committed, its answer lost: "gone"
+	}{{st: runs.Succeeded}, {st: runs.Succeeded, lostAck: true}, {st: runs.Dead}} {
+		st := tc.st
+		t.Run(fmt.Sprintf("%s lost ack %v", st, tc.lostAck), func(t *testing.T) {
 			pl := &payloads{blobs: map[string][]byte{"c/p": []byte("big")}}
 			h := newHarness(t, ConsumerOptions{Payloads: pl, ConsumerSettings: ConsumerSettings{MaxAttempts: 1}})
+			if tc.lostAck {
+				h.c.work = &failOnce{MessageQueue: h.work, gone: 1}
+			}
 			rm := runs.NewMemory(h.clk)
 			h.c.o.Runs = rm
 			var got calls
@@ -2898,5 +2907,23 @@ func TestADuplicateOfASucceededRunDeletesItsPayload(t *testing.T) {
 				t.Errorf("a duplicate of a %s run left its payload blob: %v; want %v (deleted %v)", st, kept, want, pl.deleted)
 			}
 		})
+	}
+}
+
+// A success recorded and told deletes the payload blob even when the
+// message's deletion answers "gone" (it committed, its answer lost):
+// nothing comes back to delete the blob later (row 196).
+func TestASuccessWhoseAckWasLostDeletesItsPayload(t *testing.T) {
+	pl := &payloads{blobs: map[string][]byte{"c/one": []byte("big one")}}
+	h := newHarness(t, ConsumerOptions{Payloads: pl})
+	h.c.work = &failOnce{MessageQueue: h.work, gone: 1}
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
+	h.enqueue(Envelope{ID: "one", Type: "t", PayloadBlob: "c/one"})
+	h.start()
+	h.expect(OutcomeSucceeded)
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if _, kept := pl.blobs["c/one"]; kept || len(h.work.all()) != 0 {
+		t.Fatalf("blob kept %v, %d messages left; want the blob deleted and no message", kept, len(h.work.all()))
 	}
 }

@@ -708,10 +708,11 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 			return false
 		}
 		// The worker that succeeded may have left the payload blob (it
-		// died, or lost the message, before its deletion): nothing but
-		// this message needs it now.
+		// died, or lost the message, before its deletion): nothing needs
+		// it now, whether or not this message could be deleted.
 		d.log.Info("run already succeeded; acknowledging a duplicate delivery")
-		if c.ack(hctx, d) && !d.env.EndOnly {
+		c.ack(hctx, d)
+		if !d.env.EndOnly {
 			c.deletePayload(hctx, d)
 		}
 		c.settle(d, OutcomeDuplicate)

@@ -175,9 +175,12 @@ func (c *Consumer) succeed(hctx context.Context, d *delivery, tail string) {
 		c.settle(d, OutcomeLeft)
 		return
 	case c.ended(hctx, d, leasecrontype.RunSucceeded):
-		if c.ack(hctx, d) {
-			c.deletePayload(hctx, d)
-		}
+		// Recorded and told: nothing runs the task again, so its payload
+		// blob goes whether or not the message could be deleted (a
+		// deletion whose answer was lost finds the message gone, and
+		// nothing comes back to delete the blob; row 196).
+		c.ack(hctx, d)
+		c.deletePayload(hctx, d)
 	case ferr == nil:
 		c.carryEnd(hctx, d, leasecrontype.RunSucceeded)
 	}

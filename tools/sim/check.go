@@ -2840,7 +2840,7 @@ func (c *checker) final() []Violation {
 
 // payloadKept records that a consumer said something of task id that may
 // leave its payload blob after its success (keptPayloadLogs): the blob's
-// deletion failed, the run had moved on, or its message is to come back.
+// deletion failed, or the run had moved on.
 func (c *checker) payloadKept(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -2860,12 +2860,38 @@ func (c *checker) blobsLeft(names []string) {
 // cancelled (or tried), replaced, rescheduled or reached by a bulk
 // cancel; status says it succeeded; no process that ran it was killed,
 // frozen, stopped or drained from a minute before an attempt to a minute
-// after it; and no consumer said of it that the blob's deletion failed,
-// that the run had moved on, or that its message is to come back
-// (payloadKept: README says the blob is left over then, or another
-// delivery answers for it, maybe after the run's end).
+// after it; and no consumer said of it that the blob's deletion failed
+// or that the run had moved on (payloadKept: README says the blob is
+// left over then, or another delivery answers for it). A message that
+// comes back after the success deletes the blob as a duplicate: the
+// settle waits up to 150 s for that before the blobs are listed.
 func (c *checker) finalPayloads() {
-	for _, name := range c.payloadBlobs {
+	for _, l := range c.payloadsLeftLocked(c.payloadBlobs) {
+		c.violateAt(l.t.starts[l.ok].end, InvPayloadGone, "%s (%s) succeeded and its payload blob %s is still there", l.t.id, l.t.spec, l.name)
+	}
+}
+
+// leftPayload is a payload blob left after its task's success, and the
+// task and its attempt that succeeded.
+type leftPayload struct {
+	name string
+	t    *ti
+	ok   int
+}
+
+// payloadsLeft reports whether any of the blobs names is one that
+// finalPayloads would find left: what the settle waits for to go.
+func (c *checker) payloadsLeft(names []string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.payloadsLeftLocked(names)) > 0
+}
+
+// payloadsLeftLocked returns the blobs of names that finalPayloads finds
+// left.
+func (c *checker) payloadsLeftLocked(names []string) []leftPayload {
+	var out []leftPayload
+	for _, name := range names {
 		rest := strings.TrimPrefix(name, payloadblob.Prefix)
 		i := strings.LastIndexByte(rest, '-')
 		if i <= 0 {
@@ -2899,8 +2925,9 @@ func (c *checker) finalPayloads() {
 		}) {
 			continue
 		}
-		c.violateAt(t.starts[ok].end, InvPayloadGone, "%s (%s) succeeded and its payload blob %s is still there", t.id, t.spec, name)
+		out = append(out, leftPayload{name: name, t: t, ok: ok})
 	}
+	return out
 }
 
 // writtenLastLocked returns, instead of t (the latest scheduling of id by
