@@ -709,14 +709,9 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		}
 		// The worker that succeeded may have left the payload blob (it
 		// died, or lost the message, before its deletion): nothing needs
-		// it now, whether or not this message could be deleted.
-		d.log.Info("run already succeeded; acknowledging a duplicate delivery")
-		c.ack(hctx, d)
-		if !d.env.EndOnly {
-			c.deletePayload(hctx, d)
-		}
-		c.settle(d, OutcomeDuplicate)
-		return false
+		// it now, whether or not this message can be deleted.
+		c.deletePayload(hctx, d)
+		return c.ackUnrun(hctx, d, OutcomeDuplicate, "run already succeeded; acknowledging a duplicate delivery")
 	case errors.Is(err, leasecrontype.ErrRunCancelled):
 		d.log.Info("run was cancelled; acknowledging without running")
 		if !c.ended(hctx, d, leasecrontype.RunCancelled) {
@@ -1042,7 +1037,7 @@ func (c *Consumer) tellAgain(hctx context.Context, d *delivery) {
 		c.deferMsg(hctx, d, c.deferDelay(d), "its end is still to be told")
 		return
 	}
-	if c.ack(hctx, d) && !d.env.EndOnly {
+	if c.ack(hctx, d) {
 		c.deletePayload(hctx, d)
 	}
 	c.settle(d, OutcomeDuplicate)

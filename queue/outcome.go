@@ -55,9 +55,11 @@ func (c *Consumer) settle(d *delivery, o Outcome) {
 }
 
 // deletePayload removes a one-off task's payload blob once the task is done
-// with; a series' blob is shared by its occurrences and is left alone.
+// with; a series' blob is shared by its occurrences and is left alone, and
+// a message that only tells a run's end (EndOnly) leaves it to the run's
+// own message, which may still name it.
 func (c *Consumer) deletePayload(hctx context.Context, d *delivery) {
-	if d.env.PayloadBlob == "" || d.env.Series != "" || c.o.Payloads == nil || mutate.On(mutate.KeepPayload) {
+	if d.env.PayloadBlob == "" || d.env.Series != "" || d.env.EndOnly || c.o.Payloads == nil || mutate.On(mutate.KeepPayload) {
 		return
 	}
 	ctx, cancel := c.opCtx(hctx)
