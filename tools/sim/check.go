@@ -254,6 +254,12 @@ type bulkEv struct {
 	failed bool
 }
 
+// requeuesDeadOf reports whether the operation is a bulk requeue of dead
+// letters, not refused at its start, whose filter takes tasks of type typ.
+func (b bulkEv) requeuesDeadOf(typ string) bool {
+	return b.kind == "requeue-dead" && b.ok && (b.typ == "" || b.typ == typ)
+}
+
 // reaches reports whether the operation may act on a task scheduled at
 // issued, and from when: it acts on what matches when its walk reaches it
 // (README "Bulk operations"), so on tasks scheduled before it started and
@@ -1421,7 +1427,7 @@ func (c *checker) keyTakenWhileItWaited(o *ti, r *runEv) bool {
 			}
 		}
 		for _, b := range c.bulks {
-			if b.kind == "requeue-dead" && b.ok && (b.typ == "" || b.typ == o.spec.Type) && b.started.Before(r.start) && b.started.After(from) {
+			if b.requeuesDeadOf(o.spec.Type) && b.started.Before(r.start) && b.started.After(from) {
 				from = b.started
 			}
 		}
@@ -1461,7 +1467,7 @@ func (c *checker) keyTakenWhileItWaited(o *ti, r *runEv) bool {
 		}
 		died, ok := t.firstDeath()
 		return ok && slices.ContainsFunc(c.bulks, func(b bulkEv) bool {
-			return b.kind == "requeue-dead" && b.ok && (b.typ == "" || b.typ == t.spec.Type) &&
+			return b.requeuesDeadOf(t.spec.Type) &&
 				(b.ended.IsZero() || died.Before(b.ended)) && inGap(latest(b.started, died), b.ended)
 		})
 	})
@@ -3317,7 +3323,7 @@ func (c *checker) requeueLeftQueued(t *ti, st leasecron.Status) bool {
 		return false
 	}
 	return t.requeueFailed || slices.ContainsFunc(c.bulks, func(b bulkEv) bool {
-		return b.kind == "requeue-dead" && b.ok && (b.typ == "" || b.typ == t.spec.Type)
+		return b.requeuesDeadOf(t.spec.Type)
 	})
 }
 
@@ -3760,7 +3766,7 @@ func (c *checker) finalBulk() {
 			// an operation acts on what matches when its walk reaches it;
 			// seed 4027: a task died during a walk begun before it was
 			// scheduled).
-			if b.kind == "requeue-dead" && b.ok && (b.typ == "" || b.typ == t.spec.Type) && !death.IsZero() &&
+			if b.requeuesDeadOf(t.spec.Type) && !death.IsZero() &&
 				(b.started.After(death.Add(-time.Minute)) || b.ended.IsZero() || b.ended.After(death)) {
 				allowed++
 			}
