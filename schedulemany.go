@@ -84,6 +84,9 @@ func (c *Client) scheduleMany(ctx context.Context, items []Item, o ScheduleManyO
 	}
 	now := c.o.Clock.Now()
 	ao := schedule.AddManyOptions{Partial: o.Partial}
+	if c.runs != nil {
+		ao.WaitedFor = c.watchTakenBack
+	}
 	if c.sendsNow(Item{Due: now}, now) {
 		due := 0
 		for _, it := range items {
@@ -119,6 +122,16 @@ func (c *Client) scheduleMany(ctx context.Context, items []Item, o ScheduleManyO
 		}
 	}
 	return out, err
+}
+
+// watchTakenBack is schedule.AddManyOptions.WaitedFor: before a
+// roll-back takes back a row that tasks began waiting for while the call
+// was under way, the traffic cop watches its id, and tells them it ended
+// cancelled once the row is gone and no run record says otherwise (endOf)
+// — or how it ended, when the row stays and runs. Nothing else would: the
+// row's message is never sent (issue 38, row 197).
+func (c *Client) watchTakenBack(ctx context.Context, it Item) error {
+	return c.runs.WatchParents(ctx, []string{it.ID})
 }
 
 // sendMany sends the messages of the written items marked as being sent

@@ -710,3 +710,96 @@ func parentThatDied(ctx context.Context, t *testing.T, c *Client, due time.Time,
 	}
 	return m
 }
+
+// beforeFailing is a transport that, once a write matches, runs before
+// and then fails that write and every matching write after it.
+type beforeFailing struct {
+	next    policy.Transporter
+	match   func(text string) bool
+	before  func()
+	tripped atomic.Bool
+}
+
+func (b *beforeFailing) Do(req *http.Request) (*http.Response, error) {
+	ok, err := writeMatches(req, b.match)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		if b.tripped.CompareAndSwap(false, true) {
+			b.before()
+		}
+		return nil, errors.New("connection reset by peer")
+	}
+	return b.next.Do(req)
+}
+
+// A task that began waiting for a line of a ScheduleMany while the call
+// was under way hears of the line's end when the call's roll-back takes
+// the line's row back: the row goes unsent, so no message tells of its
+// end, and the traffic cop, watching the id from before the row was
+// deleted, finds neither a row nor a run record — cancelled. A child
+// --after it is cancelled; one --after-any it meets that end (issue 38, row
+// 197, the simulator's seeds 300088 and 119804: such a child waited for
+// good).
+func TestAChildOfALineTakenBackByItsRollBackHearsOfIt(t *testing.T) {
+	ctx := context.Background()
+	var tr *beforeFailing
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		// The second transaction of item rows (latest due first) holds
+		// line0; the id index rows, written first, name it too.
+		tr = &beforeFailing{next: next, match: func(s string) bool {
+			return strings.Contains(s, `_line0"`) && !strings.Contains(s, "id~")
+		}}
+		return tr
+	})
+	due := time.Now().Add(time.Hour)
+	if _, err := c.Schedule(ctx, Item{ID: "other", Type: "t", Due: due}, nil); err != nil {
+		t.Fatal(err)
+	}
+	lines := make([]Item, 150)
+	for i := range lines {
+		lines[i] = Item{ID: fmt.Sprintf("line%d", i), Type: "t", Due: due.Add(time.Duration(i) * time.Second)}
+	}
+	tr.before = func() {
+		// The transactions go at once: the one holding line149 may still
+		// be on its way.
+		for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if _, err := c.Get(ctx, "line149"); err == nil || time.Now().After(end) {
+				break
+			}
+		}
+		for _, it := range []Item{
+			{ID: "kid", Type: "t", Due: due, After: []string{"line149"}},
+			{ID: "anykid", Type: "t", Due: due, After: []string{"line149", "other"}, AfterAny: true},
+		} {
+			if _, err := c.Schedule(ctx, it, nil); err != nil {
+				t.Errorf("schedule %s while the lines are written: %v", it.ID, err)
+			}
+		}
+	}
+	if _, err := c.ScheduleMany(ctx, lines, ScheduleManyOptions{}); err == nil {
+		t.Fatal("ScheduleMany answered no error; want its roll-back")
+	}
+	if !tr.tripped.Load() {
+		t.Fatal("no write failed: the test's match is stale")
+	}
+	if _, err := c.Get(ctx, "line149"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("line149 after the roll-back: %v; want it taken back", err)
+	}
+	if err := c.SweepWatched(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, "kid"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("kid after the traffic cop's sweep: %v; want it cancelled with its parent", err)
+	}
+	if st, err := c.Status(ctx, "kid"); err != nil || st.State() != string(RunCancelled) {
+		t.Fatalf("status of kid: %+v, %v; want cancelled", st, err)
+	}
+	if it, err := c.Get(ctx, "anykid"); err != nil || !slices.Contains(it.Met, "line149") {
+		t.Fatalf("anykid after the sweep: met %v, %v; want line149's end met (it still waits for other)", it.Met, err)
+	}
+	if watched, err := c.runs.Watched(ctx); err != nil || slices.Contains(watched, "line149") {
+		t.Fatalf("watched after the sweep: %v, %v; want line149's watch gone", watched, err)
+	}
+}

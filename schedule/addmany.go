@@ -53,6 +53,17 @@ type AddManyOptions struct {
 	// batch's order) are written with Sending; the rest are left to the
 	// mover (the caller's budget under backpressure).
 	SendLimit int
+	// WaitedFor, when set, is called in a roll-back before it deletes a
+	// written row that a task scheduled meanwhile marked as waited for
+	// (Item.Waiters; NoteWaitersFound): the caller makes sure that such
+	// tasks hear of the row's end, which no message will tell them.
+	// leasecron has the traffic cop watch the id, which reads a task with
+	// neither a row nor a run record as cancelled (issue 38, row 197: a
+	// task waiting for a line of a rolled-back file waited for good).
+	// When it fails, the row is left (its message tells them of its end)
+	// and its item is reported ErrNotWritten, "written and could not be
+	// deleted again".
+	WaitedFor func(ctx context.Context, it Item) error
 }
 
 // AddResult is what became of one item given to AddMany.
@@ -527,20 +538,25 @@ func (b *batch) readRow(ctx context.Context, it Item) (row table.Entity, own boo
 // item writes, deleted on its ETag. One that holds something else is
 // another writer's and stays. What cannot be read or deleted, or is gone
 // (never written, or moved to the queue already), is said in the item's
-// error.
-func (b *batch) undoMaybe(ctx context.Context, i int) {
+// error; it reports whether the row may stand (it could not be read or
+// deleted), when the item's id index row stays with it.
+func (b *batch) undoMaybe(ctx context.Context, i int) (stands bool) {
 	b.mu.Lock()
 	it, rerr := b.res[i].Item, b.res[i].Err
 	b.mu.Unlock()
 	if rerr != nil && !errors.Is(rerr, ErrNotWritten) {
-		return // refused for a reason of its own: the row in the way is not its
+		return false // refused for a reason of its own: the row in the way is not its
 	}
 	got, own, err := b.readRow(ctx, it)
 	if err == nil && !own {
-		return
+		return false
 	}
 	if err == nil {
-		_, err = b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: it.RowKey, IfMatch: got.ETag}})
+		err = b.deleteRead(ctx, it, got)
+		if errors.Is(err, errNotOwn) {
+			b.keepBlob(i)
+			return false
+		}
 	}
 	var why string
 	if err != nil {
@@ -548,7 +564,7 @@ func (b *batch) undoMaybe(ctx context.Context, i int) {
 	}
 	switch {
 	case err == nil:
-		return // written after all, and taken back
+		return false // written after all, and taken back
 	case errors.Is(err, storage.ErrNotFound):
 		why = "its row is not there: it was not written, or was moved to the queue already"
 		if it.Recurrence != "" {
@@ -559,10 +575,59 @@ func (b *batch) undoMaybe(ctx context.Context, i int) {
 	default:
 		b.c.opts.Logger.Warn("a row of a rolled-back batch that may have been written could not be taken back", "task_id", it.ID, "err", err)
 		why = "it may have been written, and its row could not be taken back: " + err.Error()
+		stands = true
 	}
 	b.mu.Lock()
 	b.res[i].Err = fmt.Errorf("%w: task %s: the answer to its write was lost and %s", ErrNotWritten, it.ID, why)
 	b.mu.Unlock()
+	return stands
+}
+
+// errNotOwn is deleteRead's answer for a row that, read again, holds
+// what another writer wrote: it stays.
+var errNotOwn = errors.New("the row holds another writer's task")
+
+// deleteRead deletes, in a roll-back, the row got of item it, read as the
+// item's own, on its ETag. A row marked as waited for is handed to
+// o.WaitedFor first, and a row changed in between (marked, or sent early)
+// is read again and deleted as it is then, while it stays the item's own:
+// one that holds what another writer wrote answers errNotOwn.
+func (b *batch) deleteRead(ctx context.Context, it Item, got table.Entity) error {
+	for range retries {
+		if got.Props.Bool(PropWaiters) && b.o.WaitedFor != nil {
+			if err := b.o.WaitedFor(ctx, it); err != nil {
+				return fmt.Errorf("others wait for it, and making sure they hear of its end failed: %w", err)
+			}
+		}
+		_, err := b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: it.RowKey, IfMatch: got.ETag}})
+		if !errors.Is(err, storage.ErrPreconditionFailed) {
+			return err
+		}
+		var own bool
+		if got, own, err = b.readRow(ctx, it); err != nil {
+			return err
+		}
+		if !own {
+			return errNotOwn
+		}
+	}
+	return fmt.Errorf("its row kept changing under %d attempts", retries)
+}
+
+// takeBackChanged deletes, in a roll-back, item i's row whose delete on
+// the ETag it was written with failed: it changed since (a task scheduled
+// --after it marked it, or its message was sent early), or, when written
+// was false, its ETag was not known. It is read and deleted as it is now
+// (deleteRead).
+func (b *batch) takeBackChanged(ctx context.Context, it Item) error {
+	got, own, err := b.readRow(ctx, it)
+	switch {
+	case err != nil:
+		return err
+	case !own:
+		return errNotOwn
+	}
+	return b.deleteRead(ctx, it, got)
 }
 
 // settleMaybe reads, after a partial batch, the item rows that may have
@@ -707,14 +772,17 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
 	b.mu.Lock()
-	var written, maybe, index, indexMaybe, blobs []int
+	var written, unknown, maybe, index, indexMaybe, blobs []int
 	for i := range b.res {
 		if keep(i) {
 			continue
 		}
-		if rows && b.written[i] {
+		switch {
+		case rows && b.written[i] && b.res[i].Item.ETag == "" && b.o.WaitedFor != nil:
+			unknown = append(unknown, i) // whether it was marked is read
+		case rows && b.written[i]:
 			written = append(written, i)
-		} else if rows && b.maybe[i] {
+		case rows && b.maybe[i]:
 			maybe = append(maybe, i)
 		}
 		if b.indexed[i] {
@@ -733,8 +801,25 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 	// A task row that is gone was moved to the queue: its item is
 	// reported with ErrMovedBeforeRollback, and a recurring series is
 	// cancelled so that the occurrence the mover inserted does not go on.
-	b.deleteEach(ctx, written, func(i int) (string, string) { return b.res[i].Item.RowKey, "" }, func(i int, err error) {
+	//
+	// A row is deleted on the ETag it was written with: one changed since
+	// may have been marked as waited for, and is read and taken back as
+	// it is now (takeBackChanged), its waiting tasks told first — and so
+	// is one whose ETag the transaction's answer did not give.
+	stands := map[int]bool{} // rows left standing, whose id index rows stay
+	failed := func(i int, err error) {
+		b.mu.Lock()
 		it := b.res[i].Item
+		b.mu.Unlock()
+		if errors.Is(err, storage.ErrPreconditionFailed) {
+			if err = b.takeBackChanged(ctx, it); err == nil {
+				return
+			}
+			if errors.Is(err, errNotOwn) {
+				b.keepBlob(i) // another writer's row stands
+				return
+			}
+		}
 		if errors.Is(err, storage.ErrNotFound) && b.ownDelete(ctx, it) {
 			return // taken back by the chunk's delete, whose answer was lost
 		}
@@ -748,13 +833,27 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 		}
 		b.c.opts.Logger.Warn("a row of a rolled-back batch could not be deleted", "task_id", it.ID, "err", err)
 		b.fail(i, fmt.Errorf("%w: task %s was written and could not be deleted again: %w", ErrNotWritten, it.ID, err))
-	})
+		stands[i] = true
+	}
+	b.deleteEach(ctx, written, func(i int) (string, string) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.res[i].Item.RowKey, b.res[i].Item.ETag
+	}, failed)
+	for _, i := range unknown {
+		failed(i, storage.ErrPreconditionFailed)
+	}
 	for _, i := range maybe {
-		b.undoMaybe(ctx, i)
+		if b.undoMaybe(ctx, i) {
+			stands[i] = true
+		}
 	}
 	// An index row is deleted as written: one changed since is a cancel's
 	// or reschedule's of the task once it landed, or another scheduling's
-	// of the id since, and stays.
+	// of the id since, and stays. So does one whose row stands: the id's
+	// lookups and its refusal as a duplicate go through it.
+	index = slices.DeleteFunc(index, func(i int) bool { return stands[i] })
+	indexMaybe = slices.DeleteFunc(indexMaybe, func(i int) bool { return stands[i] })
 	b.deleteEach(ctx, index, func(i int) (string, string) {
 		b.mu.Lock()
 		defer b.mu.Unlock()

@@ -860,3 +860,102 @@ func (f *failAfterCommit) Submit(ctx context.Context, ops []table.Op) ([]string,
 	}
 	return f.Table.Submit(ctx, ops)
 }
+
+// markingTable commits the first item transaction of a batch and then
+// marks a row as waited for (as a task scheduled --after it meanwhile
+// does), its answer lost (lose) or without ETags (noETags); every later
+// item transaction fails, so that the batch is rolled back.
+type markingTable struct {
+	table.Table
+	mark          func()
+	lose, noETags bool
+	n             int
+}
+
+func (m *markingTable) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if len(ops) == 0 || !itemInsert(ops) {
+		return m.Table.Submit(ctx, ops)
+	}
+	if m.n++; m.n > 1 {
+		return nil, fmt.Errorf("%w: injected", storage.ErrBadRequest)
+	}
+	etags, err := m.Table.Submit(ctx, ops)
+	if err != nil {
+		return nil, err
+	}
+	m.mark()
+	switch {
+	case m.lose:
+		return nil, errors.New("the answer was lost")
+	case m.noETags:
+		return nil, nil
+	}
+	return etags, nil
+}
+
+// A roll-back that takes back a row a task began waiting for while the
+// batch was under way hands it to WaitedFor first, while the row is still
+// there: no message of the row will ever tell that task of its end (issue
+// 38, row 197, seeds 300088 and 119804: a task --after a line of a
+// rolled-back file waited for good). When WaitedFor fails the row is left
+// for its message to tell them, and the item says so.
+func TestARollBackTellsWhoMarkedARowItTakesBack(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		lose, noETags bool
+		refuse        bool
+	}{
+		{name: "marked after its write"},
+		{name: "its write's answer lost", lose: true},
+		{name: "its ETag not given", noETags: true},
+		{name: "telling refused", refuse: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mt := table.NewMemory("", nil)
+			var c *Client
+			wt := &markingTable{Table: mt, lose: tc.lose, noETags: tc.noETags}
+			wt.mark = func() {
+				if ok, _, err := c.NoteWaitersFound(ctx(t), "r0250", Item{}); !ok || err != nil {
+					t.Errorf("marking r0250: %v %v", ok, err)
+				}
+			}
+			c, err := newClient(wt, Options{Clock: clock.NewFake(t0), Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var told []string
+			o := AddManyOptions{Concurrency: 1, WaitedFor: func(ctx context.Context, it Item) error {
+				got, err := c.Get(ctx, it.ID)
+				if err != nil || !got.Waiters {
+					t.Errorf("WaitedFor(%s) with its row %+v, %v; want it still there, marked", it.ID, got, err)
+				}
+				told = append(told, it.ID)
+				if tc.refuse {
+					return errors.New("watch refused")
+				}
+				return nil
+			}}
+			res, err := c.AddMany(ctx(t), batchItems(300, "r"), o)
+			if !errors.Is(err, ErrNotWritten) {
+				t.Fatalf("AddMany: %v; want it rolled back", err)
+			}
+			if len(told) != 1 || told[0] != "r0250" {
+				t.Fatalf("WaitedFor heard of %v; want r0250 alone", told)
+			}
+			for i, r := range res {
+				if !errors.Is(r.Err, ErrNotWritten) {
+					t.Fatalf("res[%d] = %v; want not written", i, r.Err)
+				}
+			}
+			got, gerr := c.Get(ctx(t), "r0250")
+			switch {
+			case !tc.refuse && (mt.Len("00") != 0 || !errors.Is(gerr, ErrNotFound)):
+				t.Fatalf("%d rows left, r0250 %v; want everything taken back", mt.Len("00"), gerr)
+			case tc.refuse && (mt.Len("00") != 2 || gerr != nil || !got.Waiters):
+				t.Fatalf("%d rows left, r0250 %+v %v; want its marked row and index row alone", mt.Len("00"), got, gerr)
+			case tc.refuse && !strings.Contains(res[250].Err.Error(), "making sure they hear of its end failed"):
+				t.Fatalf("res[250] = %v; want it to say why its row stays", res[250].Err)
+			}
+		})
+	}
+}
