@@ -167,10 +167,22 @@ func TestEvery2sAcrossHandover(t *testing.T) {
 				t.Fatalf("%d occurrences ran in the window, want about %d (every 2 s)", len(in), want)
 			}
 			var lateness []time.Duration
+			held := -1 // the occurrence the killed worker held, if one was
 			for k, i := range in {
 				late := starts[i].Sub(dues[i])
 				lateness = append(lateness, late)
-				if late > time.Second {
+				// README, "A worker killed while it holds one can make it
+				// late": a worker SIGKILLed between taking an early
+				// message and cutting its invisibility to its due time
+				// (milliseconds) leaves it late by worker.visibility_timeout
+				// (60 s here). One such occurrence, due within 2 s of the
+				// kill, is allowed, and said.
+				nearKill := dues[i].After(signalled.Add(-2*time.Second)) && dues[i].Before(signalled.Add(2*time.Second))
+				switch {
+				case c.sig == syscall.SIGKILL && held < 0 && nearKill && late > 55*time.Second && late < 63*time.Second:
+					held = i
+					t.Logf("occurrence due %s (%+.1fs from the SIGKILL) started %s late: the killed worker held it before cutting its invisibility (README)", dues[i].Format(time.TimeOnly), dues[i].Sub(signalled).Seconds(), late.Round(time.Millisecond))
+				case late > time.Second:
 					t.Errorf("occurrence due %s (%+.1fs from the %s) started %s late", dues[i].Format(time.TimeOnly),
 						dues[i].Sub(signalled).Seconds(), c.name, late.Round(time.Millisecond))
 				}
@@ -179,7 +191,7 @@ func TestEvery2sAcrossHandover(t *testing.T) {
 					if gap := dues[i].Sub(dues[prev]); gap != 2*time.Second {
 						t.Errorf("occurrences due %s and %s: %s apart, want 2s (one missing)", dues[prev].Format(time.TimeOnly), dues[i].Format(time.TimeOnly), gap)
 					}
-					if gap := starts[i].Sub(starts[prev]); gap < time.Second {
+					if gap := starts[i].Sub(starts[prev]); gap < time.Second && i != held && prev != held {
 						t.Errorf("occurrences due %s and %s started %s apart (bunched)", dues[prev].Format(time.TimeOnly), dues[i].Format(time.TimeOnly), gap.Round(time.Millisecond))
 					}
 				}
