@@ -106,6 +106,9 @@ func (c *Client) scheduleMany(ctx context.Context, items []Item, o ScheduleManyO
 	out := make([]ScheduleResult, len(res))
 	for i, r := range res {
 		out[i] = ScheduleResult{Item: r.Item, Err: r.Err}
+		if r.TakenBackWaited {
+			c.tellTakenBack(ctx, r.Item)
+		}
 		if c.runs == nil || !errors.Is(r.Err, schedule.ErrMovedBeforeRollback) || r.Item.Recurrence != "" {
 			continue
 		}
@@ -132,6 +135,19 @@ func (c *Client) scheduleMany(ctx context.Context, items []Item, o ScheduleManyO
 // row's message is never sent (issue 38, row 197).
 func (c *Client) watchTakenBack(ctx context.Context, it Item) error {
 	return c.runs.WatchParents(ctx, []string{it.ID})
+}
+
+// tellTakenBack tells the tasks that began waiting for it, a row the
+// roll-back took back (schedule.AddResult.TakenBackWaited), that it ended
+// cancelled, as a cancel of the row would: at once, and whatever an older
+// run record of the id says — the traffic cop's watch (watchTakenBack)
+// reads the record's state when there is one (the id scheduled again
+// after an earlier run ended), which is that run's, not the row's. A
+// telling that fails is left to that watch.
+func (c *Client) tellTakenBack(ctx context.Context, it Item) {
+	if err := c.parentEnded(ctx, it.ID, RunCancelled); err != nil {
+		c.o.Logger.Warn("telling the tasks waiting for a rolled-back task failed; the traffic cop watches it and tells them", "task_id", it.ID, "err", err)
+	}
 }
 
 // sendMany sends the messages of the written items marked as being sent

@@ -737,12 +737,21 @@ func (b *beforeFailing) Do(req *http.Request) (*http.Response, error) {
 // A task that began waiting for a line of a ScheduleMany while the call
 // was under way hears of the line's end when the call's roll-back takes
 // the line's row back: the row goes unsent, so no message tells of its
-// end, and the traffic cop, watching the id from before the row was
-// deleted, finds neither a row nor a run record — cancelled. A child
-// --after it is cancelled; one --after-any it meets that end (issue 38, row
-// 197, the simulator's seeds 300088 and 119804: such a child waited for
-// good).
+// end. The roll-back tells it "cancelled", as a cancel would, having had
+// the traffic cop watch the id first (for a client that dies in between).
+// A child --after it is cancelled; one --after-any it meets that end
+// (issue 38, row 197, the simulator's seeds 300088 and 119804: such a
+// child waited for good) — also when an earlier run of the id succeeded,
+// whose record the cop's watch would read (a review of the fix).
 func TestAChildOfALineTakenBackByItsRollBackHearsOfIt(t *testing.T) {
+	for _, earlier := range []bool{false, true} {
+		t.Run(fmt.Sprintf("earlier run succeeded=%v", earlier), func(t *testing.T) {
+			childOfALineTakenBack(t, earlier)
+		})
+	}
+}
+
+func childOfALineTakenBack(t *testing.T, earlier bool) {
 	ctx := context.Background()
 	var tr *beforeFailing
 	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
@@ -756,6 +765,15 @@ func TestAChildOfALineTakenBackByItsRollBackHearsOfIt(t *testing.T) {
 	due := time.Now().Add(time.Hour)
 	if _, err := c.Schedule(ctx, Item{ID: "other", Type: "t", Due: due}, nil); err != nil {
 		t.Fatal(err)
+	}
+	if earlier {
+		m := runs.Meta{Type: "t", Due: time.Now().Add(-time.Hour)}
+		if _, err := c.runs.Claim(ctx, "line149", "w1", 1, time.Now().Add(time.Minute), m); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.runs.Finish(ctx, "line149", runs.Succeeded, nil, ""); err != nil {
+			t.Fatal(err)
+		}
 	}
 	lines := make([]Item, 150)
 	for i := range lines {
@@ -787,17 +805,25 @@ func TestAChildOfALineTakenBackByItsRollBackHearsOfIt(t *testing.T) {
 	if _, err := c.Get(ctx, "line149"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("line149 after the roll-back: %v; want it taken back", err)
 	}
-	if err := c.SweepWatched(ctx); err != nil {
-		t.Fatal(err)
+	if watched, err := c.runs.Watched(ctx); err != nil || !slices.Contains(watched, "line149") {
+		t.Fatalf("watched after the roll-back: %v, %v; want line149 watched", watched, err)
 	}
-	if _, err := c.Get(ctx, "kid"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("kid after the traffic cop's sweep: %v; want it cancelled with its parent", err)
-	}
-	if st, err := c.Status(ctx, "kid"); err != nil || st.State() != string(RunCancelled) {
-		t.Fatalf("status of kid: %+v, %v; want cancelled", st, err)
-	}
-	if it, err := c.Get(ctx, "anykid"); err != nil || !slices.Contains(it.Met, "line149") {
-		t.Fatalf("anykid after the sweep: met %v, %v; want line149's end met (it still waits for other)", it.Met, err)
+	// The traffic cop's sweep comes after, and changes nothing.
+	for _, sweep := range []bool{false, true} {
+		if sweep {
+			if err := c.SweepWatched(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.Get(ctx, "kid"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("kid (sweep %v): %v; want it cancelled with its parent", sweep, err)
+		}
+		if st, err := c.Status(ctx, "kid"); err != nil || st.State() != string(RunCancelled) {
+			t.Fatalf("status of kid (sweep %v): %+v, %v; want cancelled", sweep, st, err)
+		}
+		if it, err := c.Get(ctx, "anykid"); err != nil || !slices.Contains(it.Met, "line149") {
+			t.Fatalf("anykid (sweep %v): met %v, %v; want line149's end met (it still waits for other)", sweep, it.Met, err)
+		}
 	}
 	if watched, err := c.runs.Watched(ctx); err != nil || slices.Contains(watched, "line149") {
 		t.Fatalf("watched after the sweep: %v, %v; want line149's watch gone", watched, err)

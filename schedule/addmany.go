@@ -76,6 +76,10 @@ type AddResult struct {
 	// ErrAlreadyScheduled (the id is pending already), ErrNotWritten or
 	// ErrMovedBeforeRollback.
 	Err error
+	// TakenBackWaited reports that a roll-back took back the item's row
+	// after a task began waiting for it (AddManyOptions.WaitedFor was
+	// called first): the caller tells that task the item ended.
+	TakenBackWaited bool
 }
 
 // AddMany schedules items with table transactions: each writes up to 100
@@ -167,6 +171,9 @@ type batch struct {
 	// deletes an index row only as written, not one a cancel of its
 	// landed task deleted and another scheduling of the id wrote since.
 	indexETags map[int]string
+	// marked are the written items whose ETag was read from a row marked
+	// as waited for already (resolveItems): a roll-back reads them again.
+	marked map[int]bool
 	// token names this call on its id index rows (PropIndexing), so that
 	// another call's row of the same id and due time is not taken for its
 	// own.
@@ -209,6 +216,7 @@ func (b *batch) validate(items []Item, tp string) {
 	}
 	b.indexed, b.written, b.blobs, b.maybe = map[int]bool{}, map[int]bool{}, map[int]bool{}, map[int]bool{}
 	b.indexMaybe, b.indexETags, b.token = map[int]bool{}, map[int]string{}, newToken()
+	b.marked = map[int]bool{}
 }
 
 // live returns the indexes of the items not refused so far.
@@ -552,7 +560,7 @@ func (b *batch) undoMaybe(ctx context.Context, i int) (stands bool) {
 		return false
 	}
 	if err == nil {
-		err = b.deleteRead(ctx, it, got)
+		err = b.deleteRead(ctx, i, got)
 		if errors.Is(err, errNotOwn) {
 			b.keepBlob(i)
 			return false
@@ -587,19 +595,34 @@ func (b *batch) undoMaybe(ctx context.Context, i int) (stands bool) {
 // what another writer wrote: it stays.
 var errNotOwn = errors.New("the row holds another writer's task")
 
-// deleteRead deletes, in a roll-back, the row got of item it, read as the
+// deleteRead deletes, in a roll-back, the row got of item i, read as the
 // item's own, on its ETag. A row marked as waited for is handed to
-// o.WaitedFor first, and a row changed in between (marked, or sent early)
-// is read again and deleted as it is then, while it stays the item's own:
-// one that holds what another writer wrote answers errNotOwn.
-func (b *batch) deleteRead(ctx context.Context, it Item, got table.Entity) error {
+// o.WaitedFor first (and its result says TakenBackWaited once it is
+// gone), and a row changed in between (marked, or sent early) is read
+// again and deleted as it is then, while it stays the item's own: one
+// that holds what another writer wrote answers errNotOwn. The blob of a
+// row whose message may be out is kept: the task may run once (README,
+// "Nothing half-applied").
+func (b *batch) deleteRead(ctx context.Context, i int, got table.Entity) error {
+	b.mu.Lock()
+	it := b.res[i].Item
+	b.mu.Unlock()
 	for range retries {
-		if got.Props.Bool(PropWaiters) && b.o.WaitedFor != nil {
+		waited := got.Props.Bool(PropWaiters) && b.o.WaitedFor != nil
+		if waited {
 			if err := b.o.WaitedFor(ctx, it); err != nil {
 				return fmt.Errorf("others wait for it, and making sure they hear of its end failed: %w", err)
 			}
 		}
 		_, err := b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: it.RowKey, IfMatch: got.ETag}})
+		if err == nil {
+			if messageMayBeOut(readItem(got)) {
+				b.keepBlob(i)
+			}
+			b.mu.Lock()
+			b.res[i].TakenBackWaited = waited
+			b.mu.Unlock()
+		}
 		if !errors.Is(err, storage.ErrPreconditionFailed) {
 			return err
 		}
@@ -616,10 +639,13 @@ func (b *batch) deleteRead(ctx context.Context, it Item, got table.Entity) error
 
 // takeBackChanged deletes, in a roll-back, item i's row whose delete on
 // the ETag it was written with failed: it changed since (a task scheduled
-// --after it marked it, or its message was sent early), or, when written
-// was false, its ETag was not known. It is read and deleted as it is now
-// (deleteRead).
-func (b *batch) takeBackChanged(ctx context.Context, it Item) error {
+// --after it marked it, or its message was sent early), or its ETag is
+// not known or was read from a row marked already. It is read and
+// deleted as it is now (deleteRead).
+func (b *batch) takeBackChanged(ctx context.Context, i int) error {
+	b.mu.Lock()
+	it := b.res[i].Item
+	b.mu.Unlock()
 	got, own, err := b.readRow(ctx, it)
 	switch {
 	case err != nil:
@@ -627,7 +653,7 @@ func (b *batch) takeBackChanged(ctx context.Context, it Item) error {
 	case !own:
 		return errNotOwn
 	}
-	return b.deleteRead(ctx, it, got)
+	return b.deleteRead(ctx, i, got)
 }
 
 // settleMaybe reads, after a partial batch, the item rows that may have
@@ -736,6 +762,9 @@ func (b *batch) resolveItems(ctx context.Context, ch chunk) (chunk, error) {
 			b.mu.Lock()
 			b.written[i] = true
 			b.res[i].Item.ETag = got.ETag
+			// Marked as waited for since its write (sameContent allows
+			// it): a roll-back deleting on this ETag would not see it.
+			b.marked[i] = got.Props.Bool(PropWaiters)
 			adoptSending(&b.res[i].Item, got.Props)
 			b.mu.Unlock()
 		case err == nil:
@@ -778,8 +807,8 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 			continue
 		}
 		switch {
-		case rows && b.written[i] && b.res[i].Item.ETag == "" && b.o.WaitedFor != nil:
-			unknown = append(unknown, i) // whether it was marked is read
+		case rows && b.written[i] && (b.res[i].Item.ETag == "" || b.marked[i]) && b.o.WaitedFor != nil:
+			unknown = append(unknown, i) // whether it is marked is read
 		case rows && b.written[i]:
 			written = append(written, i)
 		case rows && b.maybe[i]:
@@ -812,7 +841,7 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 		it := b.res[i].Item
 		b.mu.Unlock()
 		if errors.Is(err, storage.ErrPreconditionFailed) {
-			if err = b.takeBackChanged(ctx, it); err == nil {
+			if err = b.takeBackChanged(ctx, i); err == nil {
 				return
 			}
 			if errors.Is(err, errNotOwn) {
@@ -820,8 +849,25 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 				return
 			}
 		}
-		if errors.Is(err, storage.ErrNotFound) && b.ownDelete(ctx, it) {
-			return // taken back by the chunk's delete, whose answer was lost
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			// A delete whose answer was lost may have committed: a row
+			// read gone is taken as the NotFound it would have met.
+			if _, gerr := b.c.t.Get(ctx, it.Shard, it.RowKey); errors.Is(gerr, storage.ErrNotFound) {
+				err = gerr
+			}
+		}
+		if errors.Is(err, storage.ErrNotFound) {
+			own, idx := b.ownDelete(ctx, it)
+			if own {
+				return // taken back by the chunk's delete, whose answer was lost
+			}
+			if idx.RowKey != "" {
+				// Moved within the schedule since its write: taken back
+				// where it is now.
+				if err = b.takeBackMoved(ctx, i, idx); err == nil {
+					return
+				}
+			}
 		}
 		b.keepBlob(i) // its row stands, or was moved to the queue
 		if errors.Is(err, storage.ErrNotFound) {
@@ -883,9 +929,72 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 // with its id index row, which the roll-back deletes only afterwards: the
 // index row still there says the mover did not. A read that fails says
 // nothing, and the row counts as moved.
-func (b *batch) ownDelete(ctx context.Context, it Item) bool {
-	_, err := b.c.t.Get(ctx, it.Shard, indexKey(it.ID))
-	return err == nil
+//
+// An index row that points to another row of the id and still carries
+// this call's token says the row was moved within the schedule since its
+// write — released once its parents ended, rescheduled, run now — and it
+// is returned, for takeBackMoved (a review of row 197's fix: such a line
+// was taken for taken back, and ran with its payload blob deleted).
+func (b *batch) ownDelete(ctx context.Context, it Item) (own bool, moved table.Entity) {
+	idx, err := b.c.t.Get(ctx, it.Shard, indexKey(it.ID))
+	if err != nil {
+		return false, table.Entity{}
+	}
+	if rk, _, _ := idx.Props.StrictString(PropItem); rk != it.RowKey {
+		if _, tok := indexMark(idx); tok == b.token && rk != "" {
+			return false, idx
+		}
+		return false, table.Entity{}
+	}
+	return true, table.Entity{}
+}
+
+// takeBackMoved deletes, in a roll-back, item i's row moved within the
+// schedule since its write (idx, its id index row, points to it), with
+// its index row, each on the ETag read: a row marked as waited for is
+// handed to o.WaitedFor first, and the blob of one whose message may be
+// out is kept. A row gone from there too (moved to the queue) answers
+// ErrNotFound.
+func (b *batch) takeBackMoved(ctx context.Context, i int, idx table.Entity) error {
+	b.mu.Lock()
+	it := b.res[i].Item
+	b.mu.Unlock()
+	for range retries {
+		rk, _, _ := idx.Props.StrictString(PropItem)
+		if _, tok := indexMark(idx); tok != b.token || rk == "" {
+			return storage.ErrNotFound // the id's index row is another scheduling's now
+		}
+		row, err := b.c.t.Get(ctx, it.Shard, rk)
+		if err != nil {
+			return err
+		}
+		waited := row.Props.Bool(PropWaiters) && b.o.WaitedFor != nil
+		if waited {
+			if err := b.o.WaitedFor(ctx, it); err != nil {
+				return fmt.Errorf("others wait for it, and making sure they hear of its end failed: %w", err)
+			}
+		}
+		_, err = b.c.t.Submit(ctx, []table.Op{
+			{Kind: table.Delete, PartitionKey: it.Shard, RowKey: rk, IfMatch: row.ETag},
+			{Kind: table.Delete, PartitionKey: it.Shard, RowKey: idx.RowKey, IfMatch: idx.ETag},
+		})
+		if err == nil {
+			if messageMayBeOut(readItem(row)) {
+				b.keepBlob(i)
+			}
+			b.mu.Lock()
+			b.res[i].TakenBackWaited = waited
+			b.mu.Unlock()
+			return nil
+		}
+		if !conflict(err) {
+			return err
+		}
+		if idx, err = b.c.t.Get(ctx, it.Shard, idx.RowKey); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("its row kept changing under %d attempts", retries)
 }
 
 // keepBlob keeps item i's payload blob through a roll-back: its row may

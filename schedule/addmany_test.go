@@ -764,8 +764,20 @@ func rowsOf(t *testing.T, mt table.Table, shard, id string) int {
 // each made ScheduleMany cancel the run of an earlier scheduling of its id
 // that had nothing to do with the batch (a review's find).
 func TestAddManyRollBackWhoseDeleteLostItsAnswer(t *testing.T) {
+	for _, perRow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a row at a time=%v", perRow), func(t *testing.T) {
+			rollBackWhoseDeleteLostItsAnswer(t, perRow)
+		})
+	}
+}
+
+// rollBackWhoseDeleteLostItsAnswer is TestAddManyRollBackWhoseDeleteLostItsAnswer;
+// with perRow the lost answer is a single row's delete, whose row, read
+// gone, is taken back with its index row (a review of row 197's fix: the
+// row was taken to stand, and its index row held the id for IndexingHold).
+func rollBackWhoseDeleteLostItsAnswer(t *testing.T, perRow bool) {
 	mt := table.NewMemory("", nil)
-	lt := &lostDelete{Table: mt}
+	lt := &lostDelete{Table: mt, perRow: perRow}
 	store := payload.NewMemory()
 	c, err := newClient(lt, Options{Clock: clock.NewFake(t0), Logger: quiet, PayloadStore: store, InlineLimit: 64})
 	if err != nil {
@@ -795,6 +807,9 @@ func TestAddManyRollBackWhoseDeleteLostItsAnswer(t *testing.T) {
 	if names := store.Names(); len(names) != 0 {
 		t.Fatalf("blobs after the roll-back: %v; want none", names)
 	}
+	if n := mt.Len("00"); n != 0 {
+		t.Fatalf("%d rows left after the roll-back; want none", n)
+	}
 }
 
 // lostDelete commits the first transaction of item-row deletes with more
@@ -802,11 +817,23 @@ func TestAddManyRollBackWhoseDeleteLostItsAnswer(t *testing.T) {
 type lostDelete struct {
 	table.Table
 	lost bool
+	// perRow: the chunk's delete fails uncommitted, and the first of the
+	// deletes a row at a time loses its answer instead, and so does every
+	// delete of that row tried again.
+	perRow bool
+	row    string
 }
 
 func (l *lostDelete) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
-	if !l.lost && len(ops) > 1 && ops[0].Kind == table.Delete && !strings.HasPrefix(ops[0].RowKey, IndexPrefix) {
-		l.lost = true
+	rowDelete := len(ops) > 0 && ops[0].Kind == table.Delete && !strings.HasPrefix(ops[0].RowKey, IndexPrefix)
+	switch {
+	case l.perRow && rowDelete && len(ops) > 1:
+		return nil, fmt.Errorf("%w: injected", storage.ErrServerBusy)
+	case l.lost && rowDelete && ops[0].RowKey == l.row:
+		return nil, errors.New("connection reset by peer")
+	}
+	if !l.lost && rowDelete && (len(ops) > 1 || l.perRow) {
+		l.lost, l.row = true, ops[0].RowKey
 		if _, err := l.Table.Submit(ctx, ops); err != nil {
 			return nil, err
 		}
@@ -863,13 +890,14 @@ func (f *failAfterCommit) Submit(ctx context.Context, ops []table.Op) ([]string,
 
 // markingTable commits the first item transaction of a batch and then
 // marks a row as waited for (as a task scheduled --after it meanwhile
-// does), its answer lost (lose) or without ETags (noETags); every later
-// item transaction fails, so that the batch is rolled back.
+// does), its answer lost (lose), answered "already exists" as the SDK's
+// retry of a lost answer is (exists), or without ETags (noETags); every
+// later item transaction fails, so that the batch is rolled back.
 type markingTable struct {
 	table.Table
-	mark          func()
-	lose, noETags bool
-	n             int
+	mark                  func()
+	lose, exists, noETags bool
+	n                     int
 }
 
 func (m *markingTable) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
@@ -887,6 +915,8 @@ func (m *markingTable) Submit(ctx context.Context, ops []table.Op) ([]string, er
 	switch {
 	case m.lose:
 		return nil, errors.New("the answer was lost")
+	case m.exists:
+		return nil, fmt.Errorf("%w: the retry of a lost answer", storage.ErrAlreadyExists)
 	case m.noETags:
 		return nil, nil
 	}
@@ -901,19 +931,20 @@ func (m *markingTable) Submit(ctx context.Context, ops []table.Op) ([]string, er
 // for its message to tell them, and the item says so.
 func TestARollBackTellsWhoMarkedARowItTakesBack(t *testing.T) {
 	for _, tc := range []struct {
-		name          string
-		lose, noETags bool
-		refuse        bool
+		name                  string
+		lose, exists, noETags bool
+		refuse                bool
 	}{
 		{name: "marked after its write"},
 		{name: "its write's answer lost", lose: true},
+		{name: "its write met as already there, marked", exists: true},
 		{name: "its ETag not given", noETags: true},
 		{name: "telling refused", refuse: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mt := table.NewMemory("", nil)
 			var c *Client
-			wt := &markingTable{Table: mt, lose: tc.lose, noETags: tc.noETags}
+			wt := &markingTable{Table: mt, lose: tc.lose, exists: tc.exists, noETags: tc.noETags}
 			wt.mark = func() {
 				if ok, _, err := c.NoteWaitersFound(ctx(t), "r0250", Item{}); !ok || err != nil {
 					t.Errorf("marking r0250: %v %v", ok, err)
@@ -946,6 +977,9 @@ func TestARollBackTellsWhoMarkedARowItTakesBack(t *testing.T) {
 				if !errors.Is(r.Err, ErrNotWritten) {
 					t.Fatalf("res[%d] = %v; want not written", i, r.Err)
 				}
+				if r.TakenBackWaited != (i == 250 && !tc.refuse) {
+					t.Fatalf("res[%d].TakenBackWaited = %v", i, r.TakenBackWaited)
+				}
 			}
 			got, gerr := c.Get(ctx(t), "r0250")
 			switch {
@@ -957,5 +991,48 @@ func TestARollBackTellsWhoMarkedARowItTakesBack(t *testing.T) {
 				t.Fatalf("res[250] = %v; want it to say why its row stays", res[250].Err)
 			}
 		})
+	}
+}
+
+// A roll-back takes back a row moved within the schedule since its write
+// (rescheduled, or released once its parents ended), where it is now,
+// with its id index row: it was taken for taken back, and stayed to run,
+// reported not written, its payload blob deleted (a review of row 197's
+// fix).
+func TestARollBackTakesBackARowMovedSinceItsWrite(t *testing.T) {
+	store := payload.NewMemory()
+	c, mt, _ := newMemClient(t, Options{PayloadStore: store, InlineLimit: 64})
+	items := batchItems(300, "r")
+	items[250].Payload = strings.Repeat("x", 200)
+	var submits atomic.Int32
+	var moving atomic.Bool
+	mt.BeforeSubmit(func(ops []table.Op) error {
+		if moving.Load() || ops[0].Kind != table.Insert || strings.HasPrefix(ops[0].RowKey, IndexPrefix) {
+			return nil
+		}
+		switch submits.Add(1) {
+		case 1:
+			return nil // r0299 to r0200
+		case 2:
+			moving.Store(true)
+			if _, err := c.Reschedule(ctx(t), "r0250", t0.Add(2*time.Hour)); err != nil {
+				t.Errorf("reschedule r0250: %v", err)
+			}
+			moving.Store(false)
+		}
+		return fmt.Errorf("%w: injected", storage.ErrBadRequest)
+	})
+	res, err := c.AddMany(ctx(t), items, AddManyOptions{Concurrency: 1})
+	if !errors.Is(err, ErrNotWritten) {
+		t.Fatalf("AddMany: %v; want the roll-back", err)
+	}
+	if errors.Is(res[250].Err, ErrMovedBeforeRollback) || !errors.Is(res[250].Err, ErrNotWritten) {
+		t.Fatalf("res[250] = %v; want not written (taken back)", res[250].Err)
+	}
+	if _, gerr := c.Get(ctx(t), "r0250"); !errors.Is(gerr, ErrNotFound) || mt.Len("00") != 0 {
+		t.Fatalf("r0250 after the roll-back: %v, %d rows left; want nothing left", gerr, mt.Len("00"))
+	}
+	if names := store.Names(); len(names) != 0 {
+		t.Fatalf("blobs after the roll-back: %v; want none", names)
 	}
 }
