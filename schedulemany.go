@@ -85,7 +85,7 @@ func (c *Client) scheduleMany(ctx context.Context, items []Item, o ScheduleManyO
 	now := c.o.Clock.Now()
 	ao := schedule.AddManyOptions{Partial: o.Partial}
 	if c.runs != nil {
-		ao.WaitedFor = c.watchTakenBack
+		ao.WaitedFor, ao.TookBack = c.watchTakenBack, c.tellTakenBack
 	}
 	if c.sendsNow(Item{Due: now}, now) {
 		due := 0
@@ -106,9 +106,6 @@ func (c *Client) scheduleMany(ctx context.Context, items []Item, o ScheduleManyO
 	out := make([]ScheduleResult, len(res))
 	for i, r := range res {
 		out[i] = ScheduleResult{Item: r.Item, Err: r.Err}
-		if r.TakenBackWaited {
-			c.tellTakenBack(ctx, r.Item)
-		}
 		if c.runs == nil || !errors.Is(r.Err, schedule.ErrMovedBeforeRollback) || r.Item.Recurrence != "" {
 			continue
 		}
@@ -137,13 +134,14 @@ func (c *Client) watchTakenBack(ctx context.Context, it Item) error {
 	return c.runs.WatchParents(ctx, []string{it.ID})
 }
 
-// tellTakenBack tells the tasks that began waiting for it, a row the
-// roll-back took back (schedule.AddResult.TakenBackWaited), that it ended
-// cancelled, as a cancel of the row would: at once, and whatever an older
-// run record of the id says — the traffic cop's watch (watchTakenBack)
-// reads the record's state when there is one (the id scheduled again
-// after an earlier run ended), which is that run's, not the row's. A
-// telling that fails is left to that watch.
+// tellTakenBack is schedule.AddManyOptions.TookBack: it tells the tasks
+// that began waiting for it, a row the roll-back has just taken back
+// (its id index row still holding the id), that it ended cancelled, as a
+// cancel of the row would: at once, and whatever an older run record of
+// the id says — the traffic cop's watch (watchTakenBack) reads the
+// record's state when there is one (the id scheduled again after an
+// earlier run ended), which is that run's, not the row's. A telling that
+// fails is left to that watch.
 func (c *Client) tellTakenBack(ctx context.Context, it Item) {
 	if err := c.parentEnded(ctx, it.ID, RunCancelled); err != nil {
 		c.o.Logger.Warn("telling the tasks waiting for a rolled-back task failed; the traffic cop watches it and tells them", "task_id", it.ID, "err", err)

@@ -64,6 +64,13 @@ type AddManyOptions struct {
 	// and its item is reported ErrNotWritten, "written and could not be
 	// deleted again".
 	WaitedFor func(ctx context.Context, it Item) error
+	// TookBack, when set, is called in a roll-back once it has deleted a
+	// row handed to WaitedFor, before it deletes the id's index row (which
+	// keeps the id from being scheduled anew meanwhile): the caller tells
+	// the waiting tasks the item ended (leasecron: cancelled, as a cancel
+	// of the row would). Not called for a row whose message may be out:
+	// that item is reported ErrMovedBeforeRollback instead.
+	TookBack func(ctx context.Context, it Item)
 }
 
 // AddResult is what became of one item given to AddMany.
@@ -76,10 +83,6 @@ type AddResult struct {
 	// ErrAlreadyScheduled (the id is pending already), ErrNotWritten or
 	// ErrMovedBeforeRollback.
 	Err error
-	// TakenBackWaited reports that a roll-back took back the item's row
-	// after a task began waiting for it (AddManyOptions.WaitedFor was
-	// called first): the caller tells that task the item ended.
-	TakenBackWaited bool
 }
 
 // AddMany schedules items with table transactions: each writes up to 100
@@ -561,10 +564,29 @@ func (b *batch) undoMaybe(ctx context.Context, i int) (stands bool) {
 	}
 	if err == nil {
 		err = b.deleteRead(ctx, i, got)
-		if errors.Is(err, errNotOwn) {
-			b.keepBlob(i)
-			return false
+		if err != nil && !errors.Is(err, errNotOwn) {
+			// A delete whose answer was lost may have committed.
+			if _, gerr := b.c.t.Get(ctx, it.Shard, it.RowKey); errors.Is(gerr, storage.ErrNotFound) {
+				return false
+			}
 		}
+	}
+	if errors.Is(err, storage.ErrNotFound) {
+		// Written, and moved within the schedule since (as settleUndone
+		// finds): taken back where it is now.
+		if own, idx := b.ownDelete(ctx, it); !own && idx.RowKey != "" {
+			switch err = b.takeBackMoved(ctx, i, idx); {
+			case errors.Is(err, errMovedOut):
+				b.mu.Lock()
+				b.res[i].Err = fmt.Errorf("%w: task %s", ErrMovedBeforeRollback, it.ID)
+				b.mu.Unlock()
+				return false
+			}
+		}
+	}
+	if errors.Is(err, errNotOwn) {
+		b.keepBlob(i)
+		return false
 	}
 	var why string
 	if err != nil {
@@ -597,12 +619,10 @@ var errNotOwn = errors.New("the row holds another writer's task")
 
 // deleteRead deletes, in a roll-back, the row got of item i, read as the
 // item's own, on its ETag. A row marked as waited for is handed to
-// o.WaitedFor first (and its result says TakenBackWaited once it is
-// gone), and a row changed in between (marked, or sent early) is read
-// again and deleted as it is then, while it stays the item's own: one
-// that holds what another writer wrote answers errNotOwn. The blob of a
-// row whose message may be out is kept: the task may run once (README,
-// "Nothing half-applied").
+// o.WaitedFor first, and to o.TookBack once gone (tookBack); a row changed
+// in between (marked, or sent early) is read again and deleted as it is
+// then, while it stays the item's own: one that holds what another writer
+// wrote answers errNotOwn.
 func (b *batch) deleteRead(ctx context.Context, i int, got table.Entity) error {
 	b.mu.Lock()
 	it := b.res[i].Item
@@ -616,12 +636,7 @@ func (b *batch) deleteRead(ctx context.Context, i int, got table.Entity) error {
 		}
 		_, err := b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: it.RowKey, IfMatch: got.ETag}})
 		if err == nil {
-			if messageMayBeOut(readItem(got)) {
-				b.keepBlob(i)
-			}
-			b.mu.Lock()
-			b.res[i].TakenBackWaited = waited
-			b.mu.Unlock()
+			b.tookBack(ctx, i, readItem(got), waited)
 		}
 		if !errors.Is(err, storage.ErrPreconditionFailed) {
 			return err
@@ -635,6 +650,25 @@ func (b *batch) deleteRead(ctx context.Context, i int, got table.Entity) error {
 		}
 	}
 	return fmt.Errorf("its row kept changing under %d attempts", retries)
+}
+
+// tookBack follows a roll-back's delete of item i's row, gone as row: its
+// payload blob is kept when the row's message may be out (sent early, or
+// being sent by the mover as it comes due: the task may run once, README
+// "Nothing half-applied"), which it reports; otherwise the tasks waiting
+// for a row handed to WaitedFor (waited) are told through o.TookBack.
+func (b *batch) tookBack(ctx context.Context, i int, row Item, waited bool) (out bool) {
+	if messageMayBeOut(row) || MayHaveRun(row, b.c.opts.Clock.Now()) {
+		b.keepBlob(i)
+		return true
+	}
+	if waited && b.o.TookBack != nil {
+		b.mu.Lock()
+		it := b.res[i].Item
+		b.mu.Unlock()
+		b.o.TookBack(ctx, it)
+	}
+	return false
 }
 
 // takeBackChanged deletes, in a roll-back, item i's row whose delete on
@@ -837,49 +871,9 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 	// is one whose ETag the transaction's answer did not give.
 	stands := map[int]bool{} // rows left standing, whose id index rows stay
 	failed := func(i int, err error) {
-		b.mu.Lock()
-		it := b.res[i].Item
-		b.mu.Unlock()
-		if errors.Is(err, storage.ErrPreconditionFailed) {
-			if err = b.takeBackChanged(ctx, i); err == nil {
-				return
-			}
-			if errors.Is(err, errNotOwn) {
-				b.keepBlob(i) // another writer's row stands
-				return
-			}
+		if b.settleUndone(ctx, i, err) {
+			stands[i] = true
 		}
-		if err != nil && !errors.Is(err, storage.ErrNotFound) {
-			// A delete whose answer was lost may have committed: a row
-			// read gone is taken as the NotFound it would have met.
-			if _, gerr := b.c.t.Get(ctx, it.Shard, it.RowKey); errors.Is(gerr, storage.ErrNotFound) {
-				err = gerr
-			}
-		}
-		if errors.Is(err, storage.ErrNotFound) {
-			own, idx := b.ownDelete(ctx, it)
-			if own {
-				return // taken back by the chunk's delete, whose answer was lost
-			}
-			if idx.RowKey != "" {
-				// Moved within the schedule since its write: taken back
-				// where it is now.
-				if err = b.takeBackMoved(ctx, i, idx); err == nil {
-					return
-				}
-			}
-		}
-		b.keepBlob(i) // its row stands, or was moved to the queue
-		if errors.Is(err, storage.ErrNotFound) {
-			if it.Recurrence != "" {
-				_, _ = b.c.Cancel(ctx, it.ID)
-			}
-			b.fail(i, fmt.Errorf("%w: task %s", ErrMovedBeforeRollback, it.ID))
-			return
-		}
-		b.c.opts.Logger.Warn("a row of a rolled-back batch could not be deleted", "task_id", it.ID, "err", err)
-		b.fail(i, fmt.Errorf("%w: task %s was written and could not be deleted again: %w", ErrNotWritten, it.ID, err))
-		stands[i] = true
 	}
 	b.deleteEach(ctx, written, func(i int) (string, string) {
 		b.mu.Lock()
@@ -922,6 +916,59 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 	}
 }
 
+// settleUndone settles item i, whose row's delete in a roll-back failed
+// with err, and reports whether its row stands (its id index row then
+// stays with it):
+//   - refused as changed (its ETag), it is read and taken back as it is
+//     now (takeBackChanged), or left as another writer's;
+//   - an error that says nothing (a lost answer) is read back: a row gone
+//     counts as not found;
+//   - not found, it was taken back by this roll-back's own delete whose
+//     answer was lost (ownDelete), moved within the schedule and is taken
+//     back there (takeBackMoved), or moved to the queue: its item is
+//     reported ErrMovedBeforeRollback, its blob kept, and a series
+//     cancelled so that the occurrence the mover inserted does not go on.
+func (b *batch) settleUndone(ctx context.Context, i int, err error) (stands bool) {
+	b.mu.Lock()
+	it := b.res[i].Item
+	b.mu.Unlock()
+	if errors.Is(err, storage.ErrPreconditionFailed) {
+		err = b.takeBackChanged(ctx, i)
+	}
+	if err != nil && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, errNotOwn) {
+		if _, gerr := b.c.t.Get(ctx, it.Shard, it.RowKey); errors.Is(gerr, storage.ErrNotFound) {
+			err = gerr
+		}
+	}
+	if errors.Is(err, storage.ErrNotFound) {
+		own, idx := b.ownDelete(ctx, it)
+		switch {
+		case own:
+			return false // taken back by the chunk's delete, whose answer was lost
+		case idx.RowKey != "":
+			err = b.takeBackMoved(ctx, i, idx)
+		}
+	}
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, errNotOwn):
+		b.keepBlob(i) // another writer's row stands
+		return false
+	}
+	b.keepBlob(i) // its row stands, or was moved to the queue
+	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, errMovedOut) {
+		if it.Recurrence != "" {
+			_, _ = b.c.Cancel(ctx, it.ID)
+		}
+		b.fail(i, fmt.Errorf("%w: task %s", ErrMovedBeforeRollback, it.ID))
+		return false
+	}
+	b.c.opts.Logger.Warn("a row of a rolled-back batch could not be deleted", "task_id", it.ID, "err", err)
+	b.fail(i, fmt.Errorf("%w: task %s was written and could not be deleted again: %w", ErrNotWritten, it.ID, err))
+	return true
+}
+
 // ownDelete reports whether the row of it, which a roll-back's delete
 // found gone, was taken by the roll-back itself: a delete of its chunk
 // that committed with its answer lost (the SDK's retry, and the delete of
@@ -941,7 +988,9 @@ func (b *batch) ownDelete(ctx context.Context, it Item) (own bool, moved table.E
 		return false, table.Entity{}
 	}
 	if rk, _, _ := idx.Props.StrictString(PropItem); rk != it.RowKey {
-		if _, tok := indexMark(idx); tok == b.token && rk != "" {
+		// (A series' row moved is the mover's next occurrence, inserted
+		// once it sent this one: moved to the queue.)
+		if _, tok := indexMark(idx); tok == b.token && rk != "" && it.Recurrence == "" {
 			return false, idx
 		}
 		return false, table.Entity{}
@@ -950,11 +999,14 @@ func (b *batch) ownDelete(ctx context.Context, it Item) (own bool, moved table.E
 }
 
 // takeBackMoved deletes, in a roll-back, item i's row moved within the
-// schedule since its write (idx, its id index row, points to it), with
+// schedule since its write (idx, its id index row, points to it), then
 // its index row, each on the ETag read: a row marked as waited for is
-// handed to o.WaitedFor first, and the blob of one whose message may be
-// out is kept. A row gone from there too (moved to the queue) answers
-// ErrNotFound.
+// handed to o.WaitedFor first and to o.TookBack in between. A row whose
+// message may be out (run now, released and sent, or due and being sent
+// by the mover) answers errMovedOut, its blob kept and its item's Due and
+// RowKey now the moved row's, for the caller to record its run cancelled.
+// A row gone from there too (moved to the queue) answers ErrNotFound; an
+// index row that no longer carries this call's token, errNotOwn.
 func (b *batch) takeBackMoved(ctx context.Context, i int, idx table.Entity) error {
 	b.mu.Lock()
 	it := b.res[i].Item
@@ -962,40 +1014,44 @@ func (b *batch) takeBackMoved(ctx context.Context, i int, idx table.Entity) erro
 	for range retries {
 		rk, _, _ := idx.Props.StrictString(PropItem)
 		if _, tok := indexMark(idx); tok != b.token || rk == "" {
-			return storage.ErrNotFound // the id's index row is another scheduling's now
+			return errNotOwn // the id's index row is another scheduling's now
 		}
 		row, err := b.c.t.Get(ctx, it.Shard, rk)
-		if err != nil {
-			return err
-		}
-		waited := row.Props.Bool(PropWaiters) && b.o.WaitedFor != nil
-		if waited {
-			if err := b.o.WaitedFor(ctx, it); err != nil {
-				return fmt.Errorf("others wait for it, and making sure they hear of its end failed: %w", err)
-			}
-		}
-		_, err = b.c.t.Submit(ctx, []table.Op{
-			{Kind: table.Delete, PartitionKey: it.Shard, RowKey: rk, IfMatch: row.ETag},
-			{Kind: table.Delete, PartitionKey: it.Shard, RowKey: idx.RowKey, IfMatch: idx.ETag},
-		})
 		if err == nil {
-			if messageMayBeOut(readItem(row)) {
-				b.keepBlob(i)
+			waited := row.Props.Bool(PropWaiters) && b.o.WaitedFor != nil
+			if waited {
+				if err := b.o.WaitedFor(ctx, it); err != nil {
+					return fmt.Errorf("others wait for it, and making sure they hear of its end failed: %w", err)
+				}
 			}
-			b.mu.Lock()
-			b.res[i].TakenBackWaited = waited
-			b.mu.Unlock()
-			return nil
+			_, err = b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: rk, IfMatch: row.ETag}})
+			if err == nil {
+				moved := readItem(row)
+				out := b.tookBack(ctx, i, moved, waited)
+				_, _ = b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: idx.RowKey, IfMatch: idx.ETag}})
+				if out {
+					b.mu.Lock()
+					b.res[i].Item.Due, b.res[i].Item.RowKey = moved.Due, moved.RowKey
+					b.mu.Unlock()
+					return errMovedOut
+				}
+				return nil
+			}
 		}
 		if !conflict(err) {
 			return err
 		}
+		// Moved again, or changed: the index row tells where it is now.
 		if idx, err = b.c.t.Get(ctx, it.Shard, idx.RowKey); err != nil {
 			return err
 		}
 	}
 	return fmt.Errorf("its row kept changing under %d attempts", retries)
 }
+
+// errMovedOut is takeBackMoved's answer for a row it deleted whose
+// message may be out: its item is reported ErrMovedBeforeRollback.
+var errMovedOut = errors.New("moved, and its message may be out")
 
 // keepBlob keeps item i's payload blob through a roll-back: its row may
 // stand, or have been moved to the queue, and its task would run without

@@ -954,8 +954,17 @@ func TestARollBackTellsWhoMarkedARowItTakesBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var told []string
-			o := AddManyOptions{Concurrency: 1, WaitedFor: func(ctx context.Context, it Item) error {
+			var told, tookBack []string
+			o := AddManyOptions{Concurrency: 1, TookBack: func(ctx context.Context, it Item) {
+				// Gone, its index row still holding the id.
+				if _, err := c.Get(ctx, it.ID); !errors.Is(err, ErrNotFound) {
+					t.Errorf("TookBack(%s) with its row still found: %v", it.ID, err)
+				}
+				if _, err := mt.Get(ctx, it.Shard, indexKey(it.ID)); err != nil {
+					t.Errorf("TookBack(%s) with its index row gone: %v", it.ID, err)
+				}
+				tookBack = append(tookBack, it.ID)
+			}, WaitedFor: func(ctx context.Context, it Item) error {
 				got, err := c.Get(ctx, it.ID)
 				if err != nil || !got.Waiters {
 					t.Errorf("WaitedFor(%s) with its row %+v, %v; want it still there, marked", it.ID, got, err)
@@ -973,12 +982,12 @@ func TestARollBackTellsWhoMarkedARowItTakesBack(t *testing.T) {
 			if len(told) != 1 || told[0] != "r0250" {
 				t.Fatalf("WaitedFor heard of %v; want r0250 alone", told)
 			}
+			if want := map[bool]int{false: 1, true: 0}[tc.refuse]; len(tookBack) != want || want == 1 && tookBack[0] != "r0250" {
+				t.Fatalf("TookBack heard of %v; want r0250 %d times", tookBack, want)
+			}
 			for i, r := range res {
 				if !errors.Is(r.Err, ErrNotWritten) {
 					t.Fatalf("res[%d] = %v; want not written", i, r.Err)
-				}
-				if r.TakenBackWaited != (i == 250 && !tc.refuse) {
-					t.Fatalf("res[%d].TakenBackWaited = %v", i, r.TakenBackWaited)
 				}
 			}
 			got, gerr := c.Get(ctx(t), "r0250")
@@ -998,41 +1007,74 @@ func TestARollBackTellsWhoMarkedARowItTakesBack(t *testing.T) {
 // (rescheduled, or released once its parents ended), where it is now,
 // with its id index row: it was taken for taken back, and stayed to run,
 // reported not written, its payload blob deleted (a review of row 197's
-// fix).
+// fix). A moved row marked as waited for is handed to WaitedFor and
+// TookBack; one due now, whose message the mover may be sending, is
+// reported moved before the roll-back with its new due time, for its run
+// to be recorded cancelled, and keeps its blob.
 func TestARollBackTakesBackARowMovedSinceItsWrite(t *testing.T) {
-	store := payload.NewMemory()
-	c, mt, _ := newMemClient(t, Options{PayloadStore: store, InlineLimit: 64})
-	items := batchItems(300, "r")
-	items[250].Payload = strings.Repeat("x", 200)
-	var submits atomic.Int32
-	var moving atomic.Bool
-	mt.BeforeSubmit(func(ops []table.Op) error {
-		if moving.Load() || ops[0].Kind != table.Insert || strings.HasPrefix(ops[0].RowKey, IndexPrefix) {
-			return nil
-		}
-		switch submits.Add(1) {
-		case 1:
-			return nil // r0299 to r0200
-		case 2:
-			moving.Store(true)
-			if _, err := c.Reschedule(ctx(t), "r0250", t0.Add(2*time.Hour)); err != nil {
-				t.Errorf("reschedule r0250: %v", err)
+	for _, tc := range []struct {
+		name        string
+		to          time.Duration // the new due time, from t0
+		mark, moved bool
+	}{
+		{name: "rescheduled", to: 2 * time.Hour},
+		{name: "rescheduled and waited for", to: 2 * time.Hour, mark: true},
+		{name: "rescheduled due now", to: 0, moved: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := payload.NewMemory()
+			c, mt, _ := newMemClient(t, Options{PayloadStore: store, InlineLimit: 64})
+			items := batchItems(300, "r")
+			items[250].Payload = strings.Repeat("x", 200)
+			var submits atomic.Int32
+			var moving atomic.Bool
+			mt.BeforeSubmit(func(ops []table.Op) error {
+				if moving.Load() || ops[0].Kind != table.Insert || strings.HasPrefix(ops[0].RowKey, IndexPrefix) {
+					return nil
+				}
+				switch submits.Add(1) {
+				case 1:
+					return nil // r0299 to r0200
+				case 2:
+					moving.Store(true)
+					if _, err := c.Reschedule(ctx(t), "r0250", t0.Add(tc.to)); err != nil {
+						t.Errorf("reschedule r0250: %v", err)
+					}
+					if ok, _, err := c.NoteWaitersFound(ctx(t), "r0250", Item{}); tc.mark && (!ok || err != nil) {
+						t.Errorf("mark r0250: %v %v", ok, err)
+					}
+					moving.Store(false)
+				}
+				return fmt.Errorf("%w: injected", storage.ErrBadRequest)
+			})
+			var told, tookBack []string
+			o := AddManyOptions{Concurrency: 1,
+				WaitedFor: func(_ context.Context, it Item) error { told = append(told, it.ID); return nil },
+				TookBack:  func(_ context.Context, it Item) { tookBack = append(tookBack, it.ID) },
 			}
-			moving.Store(false)
-		}
-		return fmt.Errorf("%w: injected", storage.ErrBadRequest)
-	})
-	res, err := c.AddMany(ctx(t), items, AddManyOptions{Concurrency: 1})
-	if !errors.Is(err, ErrNotWritten) {
-		t.Fatalf("AddMany: %v; want the roll-back", err)
-	}
-	if errors.Is(res[250].Err, ErrMovedBeforeRollback) || !errors.Is(res[250].Err, ErrNotWritten) {
-		t.Fatalf("res[250] = %v; want not written (taken back)", res[250].Err)
-	}
-	if _, gerr := c.Get(ctx(t), "r0250"); !errors.Is(gerr, ErrNotFound) || mt.Len("00") != 0 {
-		t.Fatalf("r0250 after the roll-back: %v, %d rows left; want nothing left", gerr, mt.Len("00"))
-	}
-	if names := store.Names(); len(names) != 0 {
-		t.Fatalf("blobs after the roll-back: %v; want none", names)
+			if !tc.mark {
+				o.WaitedFor, o.TookBack = nil, nil
+			}
+			res, err := c.AddMany(ctx(t), items, o)
+			if !errors.Is(err, ErrNotWritten) {
+				t.Fatalf("AddMany: %v; want the roll-back", err)
+			}
+			if _, gerr := c.Get(ctx(t), "r0250"); !errors.Is(gerr, ErrNotFound) || mt.Len("00") != 0 {
+				t.Fatalf("r0250 after the roll-back: %v, %d rows left; want nothing left", gerr, mt.Len("00"))
+			}
+			if tc.mark && (len(told) != 1 || len(tookBack) != 1) {
+				t.Fatalf("WaitedFor heard of %v, TookBack of %v; want r0250 once each", told, tookBack)
+			}
+			names := store.Names()
+			if !tc.moved {
+				if errors.Is(res[250].Err, ErrMovedBeforeRollback) || !errors.Is(res[250].Err, ErrNotWritten) || len(names) != 0 {
+					t.Fatalf("res[250] = %v, blobs %v; want not written (taken back), no blob", res[250].Err, names)
+				}
+				return
+			}
+			if !errors.Is(res[250].Err, ErrMovedBeforeRollback) || !res[250].Item.Due.Equal(t0) || len(names) != 1 {
+				t.Fatalf("res[250] = %v, due %s, blobs %v; want moved before the roll-back, due at its new time, its blob kept", res[250].Err, res[250].Item.Due, names)
+			}
+		})
 	}
 }
