@@ -563,28 +563,22 @@ func (b *batch) undoMaybe(ctx context.Context, i int) (stands bool) {
 		return false
 	}
 	if err == nil {
-		err = b.deleteRead(ctx, i, got)
-		if err != nil && !errors.Is(err, errNotOwn) {
-			// A delete whose answer was lost may have committed.
-			if _, gerr := b.c.t.Get(ctx, it.Shard, it.RowKey); errors.Is(gerr, storage.ErrNotFound) {
-				return false
-			}
-		}
+		err = b.deleteRead(ctx, i, got) // (a lost answer is read back)
 	}
 	if errors.Is(err, storage.ErrNotFound) {
 		// Written, and moved within the schedule since (as settleUndone
 		// finds): taken back where it is now.
 		if own, idx := b.ownDelete(ctx, it); !own && idx.RowKey != "" {
-			switch err = b.takeBackMoved(ctx, i, idx); {
-			case errors.Is(err, errMovedOut):
-				b.mu.Lock()
-				b.res[i].Err = fmt.Errorf("%w: task %s", ErrMovedBeforeRollback, it.ID)
-				b.mu.Unlock()
-				return false
-			}
+			err = b.takeBackMoved(ctx, i, idx)
 		}
 	}
-	if errors.Is(err, errNotOwn) {
+	switch {
+	case errors.Is(err, errMovedOut):
+		b.mu.Lock()
+		b.res[i].Err = fmt.Errorf("%w: task %s", ErrMovedBeforeRollback, it.ID)
+		b.mu.Unlock()
+		return false
+	case errors.Is(err, errNotOwn):
 		b.keepBlob(i)
 		return false
 	}
@@ -622,7 +616,8 @@ var errNotOwn = errors.New("the row holds another writer's task")
 // o.WaitedFor first, and to o.TookBack once gone (tookBack); a row changed
 // in between (marked, or sent early) is read again and deleted as it is
 // then, while it stays the item's own: one that holds what another writer
-// wrote answers errNotOwn.
+// wrote answers errNotOwn. A row whose message may be out answers
+// errMovedOut once deleted (tookBack).
 func (b *batch) deleteRead(ctx context.Context, i int, got table.Entity) error {
 	b.mu.Lock()
 	it := b.res[i].Item
@@ -634,9 +629,9 @@ func (b *batch) deleteRead(ctx context.Context, i int, got table.Entity) error {
 				return fmt.Errorf("others wait for it, and making sure they hear of its end failed: %w", err)
 			}
 		}
-		_, err := b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: it.RowKey, IfMatch: got.ETag}})
-		if err == nil {
-			b.tookBack(ctx, i, readItem(got), waited)
+		err := b.deleteRow(ctx, it, it.RowKey, got.ETag)
+		if err == nil && b.tookBack(ctx, i, readItem(got), waited) {
+			return errMovedOut
 		}
 		if !errors.Is(err, storage.ErrPreconditionFailed) {
 			return err
@@ -935,7 +930,7 @@ func (b *batch) settleUndone(ctx context.Context, i int, err error) (stands bool
 	if errors.Is(err, storage.ErrPreconditionFailed) {
 		err = b.takeBackChanged(ctx, i)
 	}
-	if err != nil && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, errNotOwn) {
+	if err != nil && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, errNotOwn) && !errors.Is(err, errMovedOut) {
 		if _, gerr := b.c.t.Get(ctx, it.Shard, it.RowKey); errors.Is(gerr, storage.ErrNotFound) {
 			err = gerr
 		}
@@ -1024,11 +1019,10 @@ func (b *batch) takeBackMoved(ctx context.Context, i int, idx table.Entity) erro
 					return fmt.Errorf("others wait for it, and making sure they hear of its end failed: %w", err)
 				}
 			}
-			_, err = b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: rk, IfMatch: row.ETag}})
-			if err == nil {
+			if err = b.deleteRow(ctx, it, rk, row.ETag); err == nil {
 				moved := readItem(row)
 				out := b.tookBack(ctx, i, moved, waited)
-				_, _ = b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: idx.RowKey, IfMatch: idx.ETag}})
+				b.dropIndex(ctx, it, rk)
 				if out {
 					b.mu.Lock()
 					b.res[i].Item.Due, b.res[i].Item.RowKey = moved.Due, moved.RowKey
@@ -1047,6 +1041,47 @@ func (b *batch) takeBackMoved(ctx context.Context, i int, idx table.Entity) erro
 		}
 	}
 	return fmt.Errorf("its row kept changing under %d attempts", retries)
+}
+
+// deleteRow deletes it's row rk on etag. A delete that answers an error
+// saying nothing of its outcome (a lost answer), or that its retry found
+// the row gone, committed when the row is gone and the id's index row
+// still names it: the mover removes the two together.
+func (b *batch) deleteRow(ctx context.Context, it Item, rk, etag string) error {
+	_, err := b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: rk, IfMatch: etag}})
+	if err == nil || errors.Is(err, storage.ErrPreconditionFailed) {
+		return err
+	}
+	if _, gerr := b.c.t.Get(ctx, it.Shard, rk); !errors.Is(gerr, storage.ErrNotFound) {
+		return err
+	}
+	idx, ierr := b.c.t.Get(ctx, it.Shard, indexKey(it.ID))
+	if named, _, _ := idx.Props.StrictString(PropItem); ierr == nil && named == rk {
+		return nil
+	}
+	return err
+}
+
+// dropIndex deletes it's id index row after takeBackMoved deleted the row
+// rk it names, while it still carries this call's token and names rk: the
+// roll-back's own delete of index rows holds the ETag from before the
+// move, and would leave it to hold the id for IndexingHold.
+func (b *batch) dropIndex(ctx context.Context, it Item, rk string) {
+	for range retries {
+		idx, err := b.c.t.Get(ctx, it.Shard, indexKey(it.ID))
+		if err != nil {
+			return // gone, or left to the roll-back's own delete
+		}
+		named, _, _ := idx.Props.StrictString(PropItem)
+		if _, tok := indexMark(idx); tok != b.token || named != rk {
+			return
+		}
+		_, err = b.c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: it.Shard, RowKey: idx.RowKey, IfMatch: idx.ETag}})
+		if err == nil || errors.Is(err, storage.ErrNotFound) {
+			return
+		}
+	}
+	b.c.opts.Logger.Warn("the id index row of a rolled-back task is left behind; the id is refused as being scheduled until it lapses", "task_id", it.ID)
 }
 
 // errMovedOut is takeBackMoved's answer for a row it deleted whose

@@ -898,9 +898,22 @@ type markingTable struct {
 	mark                  func()
 	lose, exists, noETags bool
 	n                     int
+	// loseDelete: the roll-back's delete of r0250's row commits and its
+	// answer is lost, and so are those of its retries.
+	loseDelete, lostDelete bool
 }
 
 func (m *markingTable) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if m.loseDelete && len(ops) == 1 && ops[0].Kind == table.Delete && strings.HasSuffix(ops[0].RowKey, "_r0250") {
+		// Its retries lose theirs too.
+		if !m.lostDelete {
+			if _, err := m.Table.Submit(ctx, ops); err != nil {
+				return nil, err
+			}
+			m.lostDelete = true
+		}
+		return nil, errors.New("connection reset by peer")
+	}
 	if len(ops) == 0 || !itemInsert(ops) {
 		return m.Table.Submit(ctx, ops)
 	}
@@ -934,8 +947,12 @@ func TestARollBackTellsWhoMarkedARowItTakesBack(t *testing.T) {
 		name                  string
 		lose, exists, noETags bool
 		refuse                bool
+		due                   bool // due by the roll-back: the mover may be sending it
+		loseDelete            bool
 	}{
 		{name: "marked after its write"},
+		{name: "its delete's answer lost", loseDelete: true},
+		{name: "due by the roll-back", due: true},
 		{name: "its write's answer lost", lose: true},
 		{name: "its write met as already there, marked", exists: true},
 		{name: "its ETag not given", noETags: true},
@@ -944,13 +961,17 @@ func TestARollBackTellsWhoMarkedARowItTakesBack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mt := table.NewMemory("", nil)
 			var c *Client
-			wt := &markingTable{Table: mt, lose: tc.lose, exists: tc.exists, noETags: tc.noETags}
+			clk := clock.NewFake(t0)
+			wt := &markingTable{Table: mt, lose: tc.lose, exists: tc.exists, noETags: tc.noETags, loseDelete: tc.loseDelete}
 			wt.mark = func() {
 				if ok, _, err := c.NoteWaitersFound(ctx(t), "r0250", Item{}); !ok || err != nil {
 					t.Errorf("marking r0250: %v %v", ok, err)
 				}
+				if tc.due {
+					clk.Advance(5 * time.Minute)
+				}
 			}
-			c, err := newClient(wt, Options{Clock: clock.NewFake(t0), Logger: quiet})
+			c, err := newClient(wt, Options{Clock: clk, Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -982,10 +1003,19 @@ func TestARollBackTellsWhoMarkedARowItTakesBack(t *testing.T) {
 			if len(told) != 1 || told[0] != "r0250" {
 				t.Fatalf("WaitedFor heard of %v; want r0250 alone", told)
 			}
-			if want := map[bool]int{false: 1, true: 0}[tc.refuse]; len(tookBack) != want || want == 1 && tookBack[0] != "r0250" {
+			if want := map[bool]int{false: 1, true: 0}[tc.refuse || tc.due]; len(tookBack) != want || want == 1 && tookBack[0] != "r0250" {
 				t.Fatalf("TookBack heard of %v; want r0250 %d times", tookBack, want)
 			}
+			if tc.loseDelete != wt.lostDelete {
+				t.Fatal("no delete of r0250 lost its answer: the test's match is stale")
+			}
+			if tc.due && !errors.Is(res[250].Err, ErrMovedBeforeRollback) {
+				t.Fatalf("res[250] = %v; want moved before the roll-back (its run is to be recorded cancelled)", res[250].Err)
+			}
 			for i, r := range res {
+				if tc.due && i == 250 {
+					continue
+				}
 				if !errors.Is(r.Err, ErrNotWritten) {
 					t.Fatalf("res[%d] = %v; want not written", i, r.Err)
 				}
