@@ -2620,3 +2620,46 @@ func TestACallbackStartedInTheInstantItsMembersCancelReturned(t *testing.T) {
 		}
 	})
 }
+
+// A line of a file answered "not written: the batch was rolled back"
+// never runs (README "Nothing half-applied"), but where README allows it:
+// a line reported moved, or maybe written, or due within two minutes of
+// the answer (the traffic cop may have been sending it as the roll-back
+// deleted its row), or an id another scheduling used. Issue 38, row 198:
+// a line rescheduled while its file was written ran, reported not written.
+func TestALineTakenBackNeverRuns(t *testing.T) {
+	rolledBack := fmt.Errorf("%w: the batch was rolled back: injected", schedule.ErrNotWritten)
+	for _, tc := range []struct {
+		name    string
+		err     error
+		in      time.Duration // its run's due time, from the answer
+		another bool          // another scheduling of the id
+		flagged bool
+	}{
+		{name: "taken back, run later", err: rolledBack, in: 10 * time.Minute, flagged: true},
+		{name: "taken back, due by the answer", err: rolledBack, in: time.Minute},
+		{name: "moved before the roll-back", err: fmt.Errorf("%w: task p", schedule.ErrMovedBeforeRollback), in: 10 * time.Minute},
+		{name: "maybe written", err: fmt.Errorf("%w: task p: the answer to its write was lost and it may have been written, and its row could not be taken back: busy", schedule.ErrNotWritten), in: 10 * time.Minute},
+		{name: "another scheduling of the id", err: rolledBack, in: 10 * time.Minute, another: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				line := c.newTI(TaskSpec{ID: "p", Type: "plain"}, &Op{Kind: OpMany}, nil)
+				c.scheduled(line, w.now(), leasecron.Item{}, tc.err)
+				if tc.another {
+					again := c.newTI(TaskSpec{ID: "p", Type: "plain"}, nil, nil)
+					c.scheduled(again, w.now(), leasecron.Item{ID: "p", Due: w.now().Add(tc.in)}, nil)
+				}
+				due := w.now().Add(tc.in)
+				time.Sleep(tc.in)
+				c.mu.Lock()
+				c.checkStartLocked(line, &runEv{ti: line, runID: "p", due: due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
+				c.mu.Unlock()
+				if got := len(c.violations) > 0; got != tc.flagged {
+					t.Errorf("flagged %v, want %v (violations %v)", got, tc.flagged, c.violations)
+				}
+			})
+		})
+	}
+}
