@@ -623,13 +623,11 @@ func (b *batch) deleteRead(ctx context.Context, i int, got table.Entity) error {
 	it := b.res[i].Item
 	b.mu.Unlock()
 	for range retries {
-		waited := got.Props.Bool(PropWaiters) && b.o.WaitedFor != nil
-		if waited {
-			if err := b.o.WaitedFor(ctx, it); err != nil {
-				return fmt.Errorf("others wait for it, and making sure they hear of its end failed: %w", err)
-			}
+		waited, err := b.waitedFor(ctx, it, got)
+		if err != nil {
+			return err
 		}
-		err := b.deleteRow(ctx, it, it.RowKey, got.ETag)
+		err = b.deleteRow(ctx, it, it.RowKey, got.ETag)
 		if err == nil && b.tookBack(ctx, i, readItem(got), waited) {
 			return errMovedOut
 		}
@@ -645,6 +643,18 @@ func (b *batch) deleteRead(ctx context.Context, i int, got table.Entity) error {
 		}
 	}
 	return fmt.Errorf("its row kept changing under %d attempts", retries)
+}
+
+// waitedFor hands it to o.WaitedFor when row, about to be deleted by a
+// roll-back, is marked as waited for, and reports whether it did.
+func (b *batch) waitedFor(ctx context.Context, it Item, row table.Entity) (bool, error) {
+	if !row.Props.Bool(PropWaiters) || b.o.WaitedFor == nil {
+		return false, nil
+	}
+	if err := b.o.WaitedFor(ctx, it); err != nil {
+		return false, fmt.Errorf("others wait for it, and making sure they hear of its end failed: %w", err)
+	}
+	return true, nil
 }
 
 // tookBack follows a roll-back's delete of item i's row, gone as row: its
@@ -1013,11 +1023,9 @@ func (b *batch) takeBackMoved(ctx context.Context, i int, idx table.Entity) erro
 		}
 		row, err := b.c.t.Get(ctx, it.Shard, rk)
 		if err == nil {
-			waited := row.Props.Bool(PropWaiters) && b.o.WaitedFor != nil
-			if waited {
-				if err := b.o.WaitedFor(ctx, it); err != nil {
-					return fmt.Errorf("others wait for it, and making sure they hear of its end failed: %w", err)
-				}
+			var waited bool
+			if waited, err = b.waitedFor(ctx, it, row); err != nil {
+				return err
 			}
 			if err = b.deleteRow(ctx, it, rk, row.ETag); err == nil {
 				moved := readItem(row)
