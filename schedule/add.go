@@ -267,7 +267,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 			if err := c.refuseSent(cur, "replaced"); err != nil {
 				return shard, "", "", err
 			}
-			oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
+			oldBlob = replacedBlob(cur)
 			replaced = cur
 			ops = []table.Op{
 				{Kind: table.Replace, PartitionKey: shard, RowKey: rk, Props: props, IfMatch: cur.ETag},
@@ -311,14 +311,14 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 			case c.refuseSent(cur, "replaced") != nil:
 				return shard, "", "", c.refuseSent(cur, "replaced")
 			case oldRK == rk:
-				oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
+				oldBlob = replacedBlob(cur)
 				replaced = cur
 				ops = []table.Op{
 					{Kind: table.Replace, PartitionKey: shard, RowKey: rk, Props: props, IfMatch: cur.ETag},
 					{Kind: table.Replace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
 				}
 			default:
-				oldBlob, _, _ = cur.Props.StrictString(PropPayloadBlob)
+				oldBlob = replacedBlob(cur)
 				replaced = cur
 				itemOp = 1
 				ops = []table.Op{
@@ -353,6 +353,17 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 		lastErr = err
 	}
 	return shard, "", "", fmt.Errorf("add %s: still conflicting after %d attempts: %w", it.ID, retries, lastErr)
+}
+
+// replacedBlob returns the payload blob of cur, a row being replaced, to
+// delete once the replace committed: none when a message or a run may
+// still name it (blobNamedOut).
+func replacedBlob(cur table.Entity) string {
+	if blobNamedOut(cur) {
+		return ""
+	}
+	blob, _, _ := cur.Props.StrictString(PropPayloadBlob)
+	return blob
 }
 
 // sameContent reports whether a row found in the way of an insert holds

@@ -1046,16 +1046,27 @@ func TestARollBackTakesBackARowMovedSinceItsWrite(t *testing.T) {
 		name        string
 		to          time.Duration // the new due time, from t0
 		mark, moved bool
+		series      bool // r0250 recurs: its moved row counts as the mover's next occurrence
 	}{
 		{name: "rescheduled", to: 2 * time.Hour},
 		{name: "rescheduled and waited for", to: 2 * time.Hour, mark: true},
 		{name: "rescheduled due now", to: 0, moved: true},
+		{name: "a series rescheduled", to: 2 * time.Hour, moved: true, series: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := payload.NewMemory()
 			c, mt, _ := newMemClient(t, Options{PayloadStore: store, InlineLimit: 64})
 			items := batchItems(300, "r")
 			items[250].Payload = strings.Repeat("x", 200)
+			if tc.series {
+				// A series' row gone from its written key reads as sent
+				// by the mover, which inserted the next occurrence: the
+				// series is cancelled, so that it does not go on, and
+				// the line reported moved before the roll-back. Its
+				// blob goes with the cancelled row: no occurrence was
+				// sent (blobNamedOut).
+				items[250].Recurrence = "@every 1h"
+			}
 			var submits atomic.Int32
 			var moving atomic.Bool
 			mt.BeforeSubmit(func(ops []table.Op) error {
@@ -1099,6 +1110,12 @@ func TestARollBackTakesBackARowMovedSinceItsWrite(t *testing.T) {
 			if !tc.moved {
 				if errors.Is(res[250].Err, ErrMovedBeforeRollback) || !errors.Is(res[250].Err, ErrNotWritten) || len(names) != 0 {
 					t.Fatalf("res[250] = %v, blobs %v; want not written (taken back), no blob", res[250].Err, names)
+				}
+				return
+			}
+			if tc.series {
+				if !errors.Is(res[250].Err, ErrMovedBeforeRollback) || len(names) != 0 {
+					t.Fatalf("res[250] = %v, blobs %v; want moved before the roll-back (the series cancelled, its blob with it)", res[250].Err, names)
 				}
 				return
 			}

@@ -277,7 +277,7 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 		switch {
 		case err == nil:
 			it := readItem(f.row)
-			if it.PayloadBlob != "" && !messageMayBeOut(it) {
+			if it.PayloadBlob != "" && !blobNamedOut(f.row) {
 				c.deleteBlob(ctx, it.PayloadBlob)
 			}
 			return it, false, nil
@@ -570,6 +570,20 @@ func (c *Client) undoWithdrawals(ctx context.Context, id string, ws withdrawals)
 // blob kept so is left over (storage only), as after a lost answer.
 func messageMayBeOut(it Item) bool {
 	return it.Sent || !it.SendingUntil.IsZero() || !it.SentUntil.IsZero()
+}
+
+// blobNamedOut reports whether the payload blob of row may be named by a
+// message in the queue or by a run under way, and is to be kept when the
+// row is cancelled or replaced: messageMayBeOut, or a series the mover
+// (or a run-now) has sent an occurrence of (PropSeq). Every occurrence's
+// message names the series' blob, and one under way carries on to its
+// end, retries included, after its series is cancelled or replaced.
+func blobNamedOut(row table.Entity) bool {
+	if messageMayBeOut(readItem(row)) {
+		return true
+	}
+	seq, _, err := row.Props.StrictInt(PropSeq)
+	return err == nil && seq > 0 && row.Props.Str(PropRecurrence) != ""
 }
 
 // beingSent reports whether row is a one-off task's written while its

@@ -1123,3 +1123,51 @@ func TestAHeldBackPassReportsIt(t *testing.T) {
 		t.Fatal("no pass reported")
 	}
 }
+
+// A series' payload blob is named by the message of every occurrence the
+// mover sends, and by the row of the next: a cancel or a replace of the
+// series keeps it once an occurrence was sent (PropSeq). That occurrence
+// may still be in the queue, or running with retries to come, and README
+// says one under way carries on to its end, retries included: its blob
+// deleted, each retry failed for want of its payload. Before an
+// occurrence is sent, the blob goes with the row as a one-off's does.
+func TestASeriesKeepsItsBlobOnceAnOccurrenceWasSent(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(e *moverEnv) error
+	}{
+		{name: "cancelled", change: func(e *moverEnv) error {
+			_, err := e.c.Cancel(ctx(t), "tick")
+			return err
+		}},
+		{name: "replaced", change: func(e *moverEnv) error {
+			_, err := e.c.Add(ctx(t), Item{ID: "tick", Due: t0.Add(time.Hour), Recurrence: "@every 10m", Payload: "small"}, AddOptions{Replace: true})
+			return err
+		}},
+	} {
+		for _, sent := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, an occurrence sent %v", tc.name, sent), func(t *testing.T) {
+				e := newMoverEnv(t, 2, MoverOptions{})
+				store := payload.NewMemory()
+				e.c.opts.PayloadStore, e.c.opts.InlineLimit = store, 64
+				e.add(t, Item{ID: "tick", Due: t0.Add(time.Minute), Recurrence: "@every 10m", Payload: strings.Repeat("x", 200)})
+				if sent {
+					e.fc.Advance(time.Minute)
+					if err := e.onePass(t); err != nil {
+						t.Fatal(err)
+					}
+					occ, ok := e.q.byID("tick@" + t0.Add(time.Minute).Format(time.RFC3339Nano))
+					if !ok || occ.env.PayloadBlob == "" {
+						t.Fatalf("the occurrence due was not sent naming the blob: %v", e.q.ids())
+					}
+				}
+				if err := tc.change(e); err != nil {
+					t.Fatal(err)
+				}
+				if n := store.Names(); sent != (len(n) == 1) {
+					t.Fatalf("blobs after the series was %s: %v; want it kept only once an occurrence was sent (%v)", tc.name, n, sent)
+				}
+			})
+		}
+	}
+}
