@@ -205,6 +205,9 @@ func (c *Consumer) fail(hctx context.Context, d *delivery, herr error, tail stri
 	c.traceStep(hctx, d, "leasecron.retry", herr, attribute.String("leasecron.retry_in", delay.String()))
 	d.log.Info("attempt failed; retrying later", "err", herr, "retry_in", delay, "max_attempts", d.maxA)
 	c.finish(hctx, d, leasecrontype.RunFailed, herr, tail)
+	if mutate.On(mutate.DropPayload) && d.env.PayloadBlob != "" && c.o.Payloads != nil {
+		_ = c.o.Payloads.Delete(hctx, d.env.PayloadBlob)
+	}
 	if c.rewrite(hctx, d, env, delay) {
 		// This consumer knows when the retry becomes visible: wake for it
 		// rather than leave it to a backed-off poll.

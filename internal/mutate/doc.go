@@ -87,9 +87,12 @@ const (
 	// KeepPayload: a one-off task's payload blob is left after its
 	// success.
 	KeepPayload = "keep-payload"
+	// DropPayload: a task's payload blob is deleted when an attempt of
+	// it fails, though its retries need it.
+	DropPayload = "drop-payload"
 )
 
 // All lists every defect.
 var All = []string{DropMessage, RerunSucceeded, NoFence, CancelNoop, UniqueEarly, AfterFirstParent, CallbackEarly, NoRate, NoLimit,
 	IgnorePause, IgnoreDisable, BulkRewalk, EarlyStart, NoPointers, SkipOccurrence, TwoAtOnce, WrongOutcome, NoRelease,
-	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall, DieEarly, RequeueNoSend, RefuseStale, KeepOldRow, UniqueForever, NeverDie, KeepPayload}
+	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall, DieEarly, RequeueNoSend, RefuseStale, KeepOldRow, UniqueForever, NeverDie, KeepPayload, DropPayload}

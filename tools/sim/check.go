@@ -42,12 +42,16 @@ const (
 	InvBulkOnce    = "a dead task runs again only when requeued, once per requeue (a bulk operation touches each matching item once)"
 	InvAccepted    = "status tells the truth, and an operation that answers success did what it said"
 	InvPayloadGone = "a one-off task's payload blob is deleted once it succeeded"
+	// InvPayloadThere: no attempt fails for want of its payload (README's
+	// payload paragraph: a blob is deleted after the task's success, or
+	// with a row no message or run names).
+	InvPayloadThere = "a task's payload blob is there for each of its attempts"
 )
 
 // Invariants lists every invariant the checker states.
 var Invariants = []string{InvAtLeastOnce, InvOccurrences, InvNoRerun, InvNoTwoAtOnce, InvCancelled, InvNeverEarly,
 	InvOneMover, InvLookup, InvUnique, InvAfter, InvAfterLive, InvBatch, InvRate, InvConcurrency, InvPaused, InvDisabled, InvBulkOnce, InvAccepted,
-	InvPayloadGone, InvBoardOnce, InvBoardInterval, InvBoardRemoved, InvBoardLive}
+	InvPayloadGone, InvPayloadThere, InvBoardOnce, InvBoardInterval, InvBoardRemoved, InvBoardLive}
 
 // Violation is a broken promise.
 type Violation struct {
@@ -318,9 +322,12 @@ type checker struct {
 	// runStates: the state list rows a run's record was given, by run
 	// id, as committed (runsCommit).
 	runStates map[string][]runState
-	pauses    []pauseEv
-	bulks     []bulkEv
-	status    map[string]leasecron.Status // the latest status of each id, at the end
+	// payloadMissed are the runs whose record said an attempt failed for
+	// want of its payload blob (InvPayloadThere), each told once.
+	payloadMissed map[string]bool
+	pauses        []pauseEv
+	bulks         []bulkEv
+	status        map[string]leasecron.Status // the latest status of each id, at the end
 	// deadLeft are the run ids with a dead letter in the poison queue at
 	// the end.
 	deadLeft map[string]bool
@@ -353,7 +360,7 @@ type checker struct {
 func newChecker(w *World) *checker {
 	c := &checker{w: w, byInc: map[int]*ti{}, byID: map[string][]*ti{}, logical: map[string]string{}, batches: map[string]*batch{},
 		notes: map[*proc][]procNote{}, hits: map[*proc][]time.Time{}, blobHits: map[*proc][]time.Time{},
-		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, firstDequeue: map[string]time.Time{}, hiddenUntil: map[string]time.Time{}, rowWrites: map[string][]rowWrite{}, runStates: map[string][]runState{}, status: map[string]leasecron.Status{}, keptPayloads: map[string]bool{},
+		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, firstDequeue: map[string]time.Time{}, hiddenUntil: map[string]time.Time{}, rowWrites: map[string][]rowWrite{}, runStates: map[string][]runState{}, payloadMissed: map[string]bool{}, status: map[string]leasecron.Status{}, keptPayloads: map[string]bool{},
 		moved: map[string][]movedRow{}, sends: map[string][]sentMsg{}}
 	var most time.Duration
 	for _, cs := range w.plan.Clocks {
@@ -795,6 +802,11 @@ func (c *checker) runsCommit(cm memstore.Commit) {
 		n, _ := tokenOf(r.Props["Attempts"])
 		due, _ := r.Props["Due"].(time.Time)
 		c.runStates[id] = append(c.runStates[id], runState{at: now, state: leasecron.RunState(st), attempts: n, due: due})
+		if last, _ := r.Props["LastError"].(string); strings.Contains(last, payloadblob.ErrNotFound.Error()) && !c.payloadMissed[id] {
+			// (Told once per run: its later records carry the error on.)
+			c.payloadMissed[id] = true
+			c.violate(InvPayloadThere, "%s (due %s) recorded %s after attempt %d failed for want of its payload: %s", id, due.Format(time.RFC3339Nano), st, n, last)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/memstore"
+	payloadblob "github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -2662,4 +2663,27 @@ func TestALineTakenBackNeverRuns(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A run record that says an attempt failed for want of its payload blob
+// breaks InvPayloadThere, once for the run however many of its records
+// carry the error on; one that failed for another reason does not.
+func TestAnAttemptWithoutItsPayloadIsTold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		due := w.now()
+		record := func(id, state string, attempts int64, last string) {
+			c.runsCommit(memstore.Commit{Table: runsTable, Partition: "p0", Rows: []memstore.CommittedRow{
+				{RowKey: "x~" + state + "~1~" + id, Props: map[string]any{"Id": id, "State": state, "Attempts": attempts, "Due": due, "LastError": last}},
+			}})
+		}
+		missing := "fetch payload payloads/t1-0a: " + payloadblob.ErrNotFound.Error()
+		record("t1", "failed", 1, missing)
+		record("t1", "dead", 2, missing)
+		record("t2", "failed", 1, "handler said no")
+		record("t2", "succeeded", 2, "")
+		if len(c.violations) != 1 || c.violations[0].Invariant != InvPayloadThere || !strings.Contains(c.violations[0].Detail, "t1") {
+			t.Fatalf("violations %v; want t1's missing payload told once", c.violations)
+		}
+	})
 }

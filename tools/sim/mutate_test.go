@@ -43,6 +43,7 @@ var catches = map[string]string{
 	mutate.UniqueForever:    InvAccepted,
 	mutate.NeverDie:         InvAtLeastOnce,
 	mutate.KeepPayload:      InvPayloadGone,
+	mutate.DropPayload:      InvPayloadThere,
 }
 
 // catchesBy names, for the defects whose invariant other checks state
