@@ -267,7 +267,7 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 			if err := c.refuseSent(cur, "replaced"); err != nil {
 				return shard, "", "", err
 			}
-			oldBlob = replacedBlob(cur)
+			oldBlob = replacedBlob(cur, c.opts.Clock.Now())
 			replaced = cur
 			ops = []table.Op{
 				{Kind: table.Replace, PartitionKey: shard, RowKey: rk, Props: props, IfMatch: cur.ETag},
@@ -311,14 +311,14 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 			case c.refuseSent(cur, "replaced") != nil:
 				return shard, "", "", c.refuseSent(cur, "replaced")
 			case oldRK == rk:
-				oldBlob = replacedBlob(cur)
+				oldBlob = replacedBlob(cur, c.opts.Clock.Now())
 				replaced = cur
 				ops = []table.Op{
 					{Kind: table.Replace, PartitionKey: shard, RowKey: rk, Props: props, IfMatch: cur.ETag},
 					{Kind: table.Replace, PartitionKey: shard, RowKey: ik, Props: ixProps, IfMatch: idx.ETag},
 				}
 			default:
-				oldBlob = replacedBlob(cur)
+				oldBlob = replacedBlob(cur, c.opts.Clock.Now())
 				replaced = cur
 				itemOp = 1
 				ops = []table.Op{
@@ -358,8 +358,8 @@ func (c *Client) add(ctx context.Context, shard, rk string, it *Item, ao AddOpti
 // replacedBlob returns the payload blob of cur, a row being replaced, to
 // delete once the replace committed: none when a message or a run may
 // still name it (blobNamedOut).
-func replacedBlob(cur table.Entity) string {
-	if blobNamedOut(cur) {
+func replacedBlob(cur table.Entity, now time.Time) string {
+	if blobNamedOut(cur, now) {
 		return ""
 	}
 	blob, _, _ := cur.Props.StrictString(PropPayloadBlob)

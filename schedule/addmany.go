@@ -663,8 +663,11 @@ func (b *batch) waitedFor(ctx context.Context, it Item, row table.Entity) (bool,
 // "Nothing half-applied"), which it reports; otherwise the tasks waiting
 // for a row handed to WaitedFor (waited) are told through o.TookBack.
 func (b *batch) tookBack(ctx context.Context, i int, row Item, waited bool) (out bool) {
-	if messageMayBeOut(row) || MayHaveRun(row, b.c.opts.Clock.Now()) {
-		b.keepBlob(i)
+	now := b.c.opts.Clock.Now()
+	if mayBeSent(row, now) {
+		b.keepBlob(i) // (a series' occurrence too: row 199's review)
+	}
+	if messageMayBeOut(row) || MayHaveRun(row, now) {
 		return true
 	}
 	if waited && b.o.TookBack != nil {
@@ -859,12 +862,12 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 		} else if b.indexMaybe[i] {
 			indexMaybe = append(indexMaybe, i)
 		}
-		if rows && b.written[i] && MayHaveRun(b.res[i].Item, now) {
+		if rows && b.written[i] && mayBeSent(b.res[i].Item, now) {
 			// A row due by now may be in the queue though its delete
 			// goes through: a traffic-cop pass sends a row before it
 			// retires it (README: reported not written, the task may
-			// run once), and it would run without its payload (issue
-			// 38, row 193's remainder).
+			// run once; a series' occurrence too), and it would run
+			// without its payload (issue 38, row 193's remainder).
 			delete(b.blobs, i)
 		}
 		if b.blobs[i] && (rows || !b.maybe[i]) {

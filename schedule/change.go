@@ -277,7 +277,7 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 		switch {
 		case err == nil:
 			it := readItem(f.row)
-			if it.PayloadBlob != "" && !blobNamedOut(f.row) {
+			if it.PayloadBlob != "" && !blobNamedOut(f.row, c.opts.Clock.Now()) {
 				c.deleteBlob(ctx, it.PayloadBlob)
 			}
 			return it, false, nil
@@ -573,17 +573,26 @@ func messageMayBeOut(it Item) bool {
 }
 
 // blobNamedOut reports whether the payload blob of row may be named by a
-// message in the queue or by a run under way, and is to be kept when the
-// row is cancelled or replaced: messageMayBeOut, or a series the mover
-// (or a run-now) has sent an occurrence of (PropSeq). Every occurrence's
-// message names the series' blob, and one under way carries on to its
-// end, retries included, after its series is cancelled or replaced.
-func blobNamedOut(row table.Entity) bool {
-	if messageMayBeOut(readItem(row)) {
-		return true
-	}
-	seq, _, err := row.Props.StrictInt(PropSeq)
-	return err == nil && seq > 0 && row.Props.Str(PropRecurrence) != ""
+// message in the queue or by a run under way at now, and is to be kept
+// when the row is cancelled or replaced: mayBeSent, or any series. Every
+// occurrence's message names the series' blob, one under way carries on
+// to its end, retries included, after its series is cancelled or
+// replaced, and the row does not reliably say whether one was sent: the
+// mover writes its Seq after the send, and a reschedule or disable in
+// between leaves it unwritten (row 199, and a review of its first fix).
+// A series' blob is left over (storage only).
+func blobNamedOut(row table.Entity, now time.Time) bool {
+	it := readItem(row)
+	return it.Recurrence != "" || mayBeSent(it, now)
+}
+
+// mayBeSent reports whether a message of it, naming its payload blob,
+// may be in the queue at now: messageMayBeOut, or a row due by then (give
+// or take ClockSlack), which a traffic-cop pass sends before it marks or
+// retires it — a series' first occurrence too, sent before its row says
+// so. A task parked waiting for its parents is not sent by a pass.
+func mayBeSent(it Item, now time.Time) bool {
+	return messageMayBeOut(it) || !it.Waiting && it.Due.Before(MaxTime) && !it.Due.After(now.Add(ClockSlack))
 }
 
 // beingSent reports whether row is a one-off task's written while its

@@ -322,8 +322,9 @@ type checker struct {
 	// runStates: the state list rows a run's record was given, by run
 	// id, as committed (runsCommit).
 	runStates map[string][]runState
-	// payloadMissed are the runs whose record said an attempt failed for
-	// want of its payload blob (InvPayloadThere), each told once.
+	// payloadMissed are the runs (id and due time) whose record said an
+	// attempt failed for want of its payload blob (InvPayloadThere), each
+	// told once.
 	payloadMissed map[string]bool
 	pauses        []pauseEv
 	bulks         []bulkEv
@@ -802,9 +803,10 @@ func (c *checker) runsCommit(cm memstore.Commit) {
 		n, _ := tokenOf(r.Props["Attempts"])
 		due, _ := r.Props["Due"].(time.Time)
 		c.runStates[id] = append(c.runStates[id], runState{at: now, state: leasecron.RunState(st), attempts: n, due: due})
-		if last, _ := r.Props["LastError"].(string); strings.Contains(last, payloadblob.ErrNotFound.Error()) && !c.payloadMissed[id] {
+		run := id + " " + due.Format(time.RFC3339Nano) // (an id scheduled again is another run)
+		if last, _ := r.Props["LastError"].(string); strings.Contains(last, payloadblob.ErrNotFound.Error()) && !c.payloadMissed[run] {
 			// (Told once per run: its later records carry the error on.)
-			c.payloadMissed[id] = true
+			c.payloadMissed[run] = true
 			c.violate(InvPayloadThere, "%s (due %s) recorded %s after attempt %d failed for want of its payload: %s", id, due.Format(time.RFC3339Nano), st, n, last)
 		}
 	}

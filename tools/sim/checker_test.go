@@ -2667,7 +2667,8 @@ func TestALineTakenBackNeverRuns(t *testing.T) {
 
 // A run record that says an attempt failed for want of its payload blob
 // breaks InvPayloadThere, once for the run however many of its records
-// carry the error on; one that failed for another reason does not.
+// carry the error on, and again for a later scheduling of its id; one
+// that failed for another reason does not.
 func TestAnAttemptWithoutItsPayloadIsTold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, c := newTestChecker()
@@ -2684,6 +2685,12 @@ func TestAnAttemptWithoutItsPayloadIsTold(t *testing.T) {
 		record("t2", "succeeded", 2, "")
 		if len(c.violations) != 1 || c.violations[0].Invariant != InvPayloadThere || !strings.Contains(c.violations[0].Detail, "t1") {
 			t.Fatalf("violations %v; want t1's missing payload told once", c.violations)
+		}
+		// t1 scheduled again, due later: another run, told again.
+		due = due.Add(time.Hour)
+		record("t1", "failed", 1, missing)
+		if len(c.violations) != 2 {
+			t.Fatalf("violations %v; want t1's second run told too", c.violations)
 		}
 	})
 }
