@@ -560,6 +560,9 @@ func (b *batch) undoMaybe(ctx context.Context, i int) (stands bool) {
 	}
 	got, own, err := b.readRow(ctx, it)
 	if err == nil && !own {
+		// Another writer's row stands at its key; this item's, written
+		// after all, may have been sent before it was replaced.
+		b.keepBlob(i)
 		return false
 	}
 	if err == nil {
@@ -862,12 +865,13 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 		} else if b.indexMaybe[i] {
 			indexMaybe = append(indexMaybe, i)
 		}
-		if rows && b.written[i] && mayBeSent(b.res[i].Item, now) {
+		if rows && b.written[i] && mayBeSent(b.res[i].Item, now.Add(undoTimeout)) {
 			// A row due by now may be in the queue though its delete
 			// goes through: a traffic-cop pass sends a row before it
 			// retires it (README: reported not written, the task may
 			// run once; a series' occurrence too), and it would run
-			// without its payload (issue 38, row 193's remainder).
+			// without its payload (issue 38, row 193's remainder). (Due
+			// by the undo's end: its deletes take up to undoTimeout.)
 			delete(b.blobs, i)
 		}
 		if b.blobs[i] && (rows || !b.maybe[i]) {

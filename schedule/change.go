@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/mutate"
+	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 )
@@ -354,6 +355,12 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 	var lastErr error
 	var wd withdrawals
 	defer c.undoIfFailed(ctx, id, &wd, &err)
+	var copied payloadCopy // the moved row's own copy of the payload blob
+	defer func() {
+		if err != nil && copied.ref != "" {
+			c.dropPayload(ctx, Item{ID: id, PayloadBlob: copied.ref}, err)
+		}
+	}()
 	// tried is the row a write of this call rewrote, when that write failed
 	// as a conflict: its answer may have been lost after it committed (the
 	// SDK's retry met its own write), and a later try that finds the row
@@ -405,6 +412,9 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 		for _, k := range []string{PropSent, PropSentUntil, PropConfirmed} {
 			props.Delete(k)
 		}
+		if err := c.copyPayload(ctx, readItem(f.row), props, &copied); err != nil {
+			return Item{}, fmt.Errorf("%s %s: %w", verb, id, err)
+		}
 		moved := table.Entity{PartitionKey: f.row.PartitionKey, RowKey: newRK, Props: props}
 		ops := []table.Op{
 			{Kind: table.Insert, PartitionKey: moved.PartitionKey, RowKey: newRK, Props: props},
@@ -433,6 +443,44 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 		lastErr = err
 	}
 	return Item{}, fmt.Errorf("%s %s: still conflicting after %d attempts: %w", verb, id, retries, lastErr)
+}
+
+// payloadCopy is a copy moveRow made of a payload blob (from) for the
+// moved row (ref).
+type payloadCopy struct{ from, ref string }
+
+// copyPayload gives props, the row a one-off task old is moved to, a copy
+// of old's payload blob of its own when a traffic-cop pass may have sent
+// old's message (mayBeSent; not marked, or marked as sent early), which
+// names the old blob: both versions may then run once (README), and the
+// first to succeed deletes its blob, which the other would fail without
+// (a review of issue 38's row 199). A series' blob is never deleted by a
+// run, and stays shared. A blob already gone stays named: the move goes
+// on as before. A copy made by an earlier try of the same blob is reused.
+func (c *Client) copyPayload(ctx context.Context, old Item, props table.Props, copied *payloadCopy) error {
+	blob, _, _ := props.StrictString(PropPayloadBlob)
+	if blob == "" || blob != old.PayloadBlob || old.Recurrence != "" || c.opts.PayloadStore == nil || !mayBeSent(old, c.opts.Clock.Now()) {
+		return nil
+	}
+	if copied.from != blob || copied.ref == "" {
+		data, err := c.opts.PayloadStore.Get(ctx, blob)
+		if errors.Is(err, payload.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("copy the payload of a task whose message may be on its way: %w", err)
+		}
+		if copied.ref != "" {
+			c.deleteBlob(ctx, copied.ref) // a copy of another blob, named by nothing
+		}
+		ref, err := c.opts.PayloadStore.Put(ctx, payload.NewName(old.ID), data)
+		if err != nil {
+			return fmt.Errorf("copy the payload of a task whose message may be on its way: %w", err)
+		}
+		*copied = payloadCopy{from: blob, ref: ref}
+	}
+	props[PropPayloadBlob] = copied.ref
+	return nil
 }
 
 // unconfirm takes back the confirmation of the run of old, a row that was
