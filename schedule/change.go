@@ -357,8 +357,8 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 	defer c.undoIfFailed(ctx, id, &wd, &err)
 	var copied payloadCopy // the moved row's own copy of the payload blob
 	defer func() {
-		if err != nil && copied.ref != "" {
-			c.dropPayload(ctx, Item{ID: id, PayloadBlob: copied.ref}, err)
+		if err != nil && copied.ref != "" && !copied.written {
+			c.deleteBlob(ctx, copied.ref) // named by no write
 		}
 	}()
 	// tried is the row a write of this call rewrote, when that write failed
@@ -427,6 +427,7 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 			ops = append(ops, table.Op{Kind: table.Merge, PartitionKey: f.index.PartitionKey, RowKey: f.index.RowKey, Props: map[string]any{PropItem: newRK}, IfMatch: f.index.ETag})
 		}
 		wd = wd.add(c.withdraw(ctx, id, f.row))
+		copied.written = copied.written || copied.ref != "" && props.Str(PropPayloadBlob) == copied.ref
 		etags, err := c.t.Submit(ctx, ops)
 		if err == nil {
 			c.unconfirm(ctx, id, f.row, false) // (a new RowKey: a new due time)
@@ -446,8 +447,14 @@ func (c *Client) moveRow(ctx context.Context, id, verb, done string, change func
 }
 
 // payloadCopy is a copy moveRow made of a payload blob (from) for the
-// moved row (ref).
-type payloadCopy struct{ from, ref string }
+// moved row (ref). Once a write naming it was tried (written), it is
+// never deleted: that write may have committed, its answer lost, and the
+// moved row's message gone out naming it (a review: a retry that then
+// found the row gone deleted the copy the sent message named).
+type payloadCopy struct {
+	from, ref string
+	written   bool
+}
 
 // copyPayload gives props, the row a one-off task old is moved to, a copy
 // of old's payload blob of its own when a traffic-cop pass may have sent
@@ -470,7 +477,7 @@ func (c *Client) copyPayload(ctx context.Context, old Item, props table.Props, c
 		if err != nil {
 			return fmt.Errorf("copy the payload of a task whose message may be on its way: %w", err)
 		}
-		if copied.ref != "" {
+		if copied.ref != "" && !copied.written && copied.ref != blob {
 			c.deleteBlob(ctx, copied.ref) // a copy of another blob, named by nothing
 		}
 		ref, err := c.opts.PayloadStore.Put(ctx, payload.NewName(old.ID), data)

@@ -1302,3 +1302,46 @@ func TestARescheduleRacingTheMoveCopiesThePayload(t *testing.T) {
 		})
 	}
 }
+
+// loseMove commits the first move of task x's row (an insert and a
+// delete) and answers it as a conflict, as the SDK's retry of a lost
+// answer does; then the moved row is gone (a pass sent and retired it).
+type loseMove struct {
+	*table.Memory
+	lost bool
+}
+
+func (l *loseMove) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	if l.lost || len(ops) < 2 || ops[0].Kind != table.Insert || !strings.HasSuffix(ops[0].RowKey, "_x") || ops[1].Kind != table.Delete {
+		return l.Memory.Submit(ctx, ops)
+	}
+	if _, err := l.Memory.Submit(ctx, ops); err != nil {
+		return nil, err
+	}
+	l.lost = true
+	l.Memory.Remove(ops[0].PartitionKey, ops[0].RowKey)
+	l.Memory.Remove(ops[0].PartitionKey, indexKey("x"))
+	return nil, fmt.Errorf("%w: the retry of a lost answer", storage.ErrPreconditionFailed)
+}
+
+// A reschedule whose move committed with its answer lost, and whose moved
+// row was then sent and retired, keeps the copy of the payload blob it
+// made: the sent message names it (a review of the copy's first form,
+// which deleted it when the retry found the row gone).
+func TestARescheduleWhoseMoveLostItsAnswerKeepsItsCopy(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	store := payload.NewMemory()
+	c, err := newClient(&loseMove{Memory: mt}, Options{Clock: clock.NewFake(t0), Logger: quiet, PayloadStore: store, InlineLimit: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Add(ctx(t), Item{ID: "x", Due: t0, Payload: strings.Repeat("x", 200)}, AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reschedule(ctx(t), "x", t0.Add(time.Hour)); err == nil {
+		t.Fatal("the reschedule answered success; want the retry to find the row gone")
+	}
+	if names := store.Names(); len(names) != 2 {
+		t.Fatalf("blobs %v; want the original and the moved row's copy kept", names)
+	}
+}

@@ -254,22 +254,29 @@ func (o MoverOptions) validate() error {
 // pass, which comes a poll after this one ends. When passes take long (a
 // busy account), rows are retired that much earlier, so that their runs
 // are confirmed before they come due and workers claim them in one write;
-// never beyond Early, nor beyond maxRetire.
+// never beyond Early.
 func (m *Mover) retireWindow() time.Duration {
 	m.mu.Lock()
 	took := m.lastTook
 	m.mu.Unlock()
-	return min(m.o.PollEvery+2*took, m.o.Early, maxRetire)
+	return min(m.o.PollEvery+2*took, m.o.Early)
 }
 
-// maxRetire bounds how far ahead of its due time a pass sends a row's
-// message without marking the row (it retires the row after the send): a
-// cancel, replace or roll-back that deletes an unmarked row keeps its
-// payload blob only when it is due within ClockSlack (mayBeSent), which
-// this leaves half of for the clocks' skew. A row due later within Early
-// is sent with a token and marked (messageMayBeOut) instead. Past it, a
-// replace raced a pass that had sent a row due 70 s on, and deleted the
-// blob its message named (a review of issue 38's row 199).
+// oneOffRetireWindow is retireWindow for a one-off task's row: never
+// beyond maxRetire.
+func (m *Mover) oneOffRetireWindow() time.Duration {
+	return min(m.retireWindow(), maxRetire)
+}
+
+// maxRetire bounds how far ahead of its due time a pass sends a one-off
+// row's message without marking the row (it retires the row after the
+// send): a cancel, replace or roll-back that deletes an unmarked row keeps
+// its payload blob only when it is due within ClockSlack (mayBeSent),
+// which this leaves half of for the clocks' skew. A row due later within
+// Early is sent with a token and marked (messageMayBeOut) instead. Past
+// it, a replace raced a pass that had sent a row due 70 s on, and deleted
+// the blob its message named (a review of issue 38's row 199). A series'
+// blob is never deleted by a change of its row, and its window stays.
 const maxRetire = ClockSlack / 2
 
 // seriesRetireWindow is retireWindow for a series' row: never beyond two

@@ -191,7 +191,7 @@ func (m *Mover) plan(e table.Entity, now, since time.Time, gen int64) *plan {
 		p.bad = fmt.Sprintf("payload is %d bytes as JSON, more than the inline limit %d, and no payload store is configured", jsonLen(base.Payload), m.o.InlineLimit)
 		return p
 	}
-	retireBy, earlyBy := now.Add(m.retireWindow()), now.Add(m.o.Early)
+	retireBy, earlyBy := now.Add(m.oneOffRetireWindow()), now.Add(m.o.Early)
 	if now.Before(it.CancellingUntil) {
 		// A cancel is telling what waits for the task that it ended, and
 		// removes the row after: moved now, it would run though they heard
