@@ -131,7 +131,9 @@ type ti struct {
 	cancelling  time.Time // a cancel issued then is under way (zero once answered)
 	cancelTried bool      // a cancel of it was issued, whatever it answered
 	superseded  time.Time // replaced by a later scheduling
-	tried       time.Time // when its schedule was tried (issued is set with the answer)
+	// supersedeIssued is when the replace that superseded it was issued.
+	supersedeIssued time.Time
+	tried           time.Time // when its schedule was tried (issued is set with the answer)
 	// alts are later schedulings of the id that may have taken this one's
 	// place: a replace of it due by then, whose row may already have been
 	// moved. Children wait for the id, so the first of them to end
@@ -1181,8 +1183,7 @@ func (c *checker) replacedLocked(old, t *ti) {
 		// schedules a task of its own.
 		cancelled = true
 	}
-	if old.due.After(t.issued.Add(5*time.Second)) && !old.returned.After(t.issued) && !c.movedLocked(old.id, old.due, old.issued, t.returned) &&
-		!c.queuedByLocked(old.id, old.due, old.issued, t.returned) && !cancelled {
+	if !old.returned.After(t.issued) && !cancelled && c.surelyPendingLocked(old, t) {
 		// Its row was surely still pending (sent early at most, not
 		// retired: a mover retires a row a pass or two before it is due,
 		// and none was seen to): the replacement takes its place. A
@@ -1198,7 +1199,7 @@ func (c *checker) replacedLocked(old, t *ti) {
 		// faults reaches further ahead (2 × its last pass's time) and
 		// takes longer to remove it (seed 15500: sent 8.6 s before due,
 		// its row left 13 s, replaced in between).
-		old.superseded = t.returned
+		old.superseded, old.supersedeIssued = t.returned, t.issued
 		c.inheritLocked(old, t)
 		return
 	}
@@ -1207,6 +1208,31 @@ func (c *checker) replacedLocked(old, t *ti) {
 	// was still under way as the replace began: its insert may have come
 	// after the replacement had been moved and had run (seed 1142).
 	c.alternativeLocked(old, t)
+}
+
+// surelyPendingLocked reports whether every version of old — its due
+// time as scheduled, and each a reschedule of it issued before the replace
+// t answered moved it to — was surely still pending while t ran: due more
+// than 5 s after t was issued, not seen removed by a mover nor recorded
+// queued meanwhile, and not sent by a pass that had read its row before
+// t removed it (sentLateLocked: seed 123763, a replace slowed by faults
+// answered after the rescheduled version's due time, and a pass that read
+// that row before the replace's commit sent it 1.2 s after; README: a
+// change that races with the move may let the old version run once).
+func (c *checker) surelyPendingLocked(old, t *ti) bool {
+	dues := []time.Time{old.due}
+	for _, r := range old.retimes {
+		if !r.to.IsZero() && r.issued.Before(t.returned) {
+			dues = append(dues, r.to)
+		}
+	}
+	for _, due := range dues {
+		if !due.After(t.issued.Add(5*time.Second)) || c.movedLocked(old.id, due, old.issued, t.returned) ||
+			c.queuedByLocked(old.id, due, old.issued, t.returned) || c.sentLateLocked(old.id, due, t.issued, t.returned) {
+			return false
+		}
+	}
+	return true
 }
 
 // alternativeLocked records that t may have taken old's place: a child
@@ -1703,9 +1729,13 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 		c.violate(InvCancelled, "%s started on %s (due %s), a line its file answered at %s was taken back: %v",
 			ev.runID, ev.proc.id, ev.due.Format(time.RFC3339Nano), c.at(t.returned), t.refusal)
 	}
-	if !t.superseded.IsZero() && now.After(t.superseded) && len(t.starts) == 0 {
+	if !t.superseded.IsZero() && now.After(t.superseded) && len(t.starts) == 0 && !c.sentLateLocked(t.id, ev.due, t.supersedeIssued, t.superseded) {
 		// A replaced task's old scheduling must not run once the replace
-		// returned (an early-sent message of it is stale).
+		// returned (an early-sent message of it is stale), but where a
+		// pass that read its row before the replace removed it sent it
+		// after (README: a change that races with the move may let the
+		// old version run once; seed 123763, sent 1.2 s after the
+		// replace answered).
 		c.violate(InvCancelled, "%s (scheduling %d) started on %s after it was replaced at %s", ev.runID, t.inc, ev.proc.id, c.at(t.superseded))
 	}
 	// Another attempt of the same run still running elsewhere?

@@ -2694,3 +2694,54 @@ func TestAnAttemptWithoutItsPayloadIsTold(t *testing.T) {
 		}
 	})
 }
+
+// A replace whose commit removed a row that a pass had read before it, and
+// whose message that pass sent after, races with the move: the old version
+// may run once beside the replacement (README; seed 123763: the replace,
+// slowed by faults, answered after the rescheduled version's due time;
+// the pass's send came 1.2 s after the replace's commit, its queued mark
+// refused). An old version no pass sent must not start.
+func TestAReplaceWhoseRowAPassSentLateDoesNotSupersede(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		due := w.now().Add(40 * time.Second)
+		sched := func(id string, at time.Time, replace bool) *ti {
+			task := c.newTI(TaskSpec{ID: id, Type: "plain", Replace: replace}, nil, nil)
+			c.scheduled(task, w.now(), leasecron.Item{ID: id, Due: at}, nil)
+			return task
+		}
+		raced, pending := sched("t1", due, false), sched("t2", due, false)
+		time.Sleep(20 * time.Second)
+		passBegan := w.now()
+		issued := w.now()
+		replacements := map[string]*ti{}
+		for _, id := range []string{"t1", "t2"} {
+			replacements[id] = c.newTI(TaskSpec{ID: id, Type: "plain", Replace: true}, nil, nil)
+		}
+		time.Sleep(2 * time.Second)
+		for _, id := range []string{"t1", "t2"} {
+			rk, err := schedule.RowKey(due, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "0", Rows: []memstore.CommittedRow{{RowKey: rk, Deleted: true}}})
+		}
+		for _, id := range []string{"t1", "t2"} {
+			c.scheduled(replacements[id], issued, leasecron.Item{ID: id, Due: w.now()}, nil)
+		}
+		time.Sleep(1200 * time.Millisecond)
+		c.sent([]sentMsg{{id: "t1", due: due, passBegan: passBegan}})
+		if raced.superseded.IsZero() || pending.superseded.IsZero() {
+			t.Fatal("the replaces, which answered before the send, did not take the old versions' places")
+		}
+		time.Sleep(20 * time.Second)
+		for _, old := range []*ti{raced, pending} {
+			c.mu.Lock()
+			c.checkStartLocked(old, &runEv{ti: old, runID: old.id, due: due, attempt: 1, start: w.now(), proc: &proc{id: "w1"}})
+			c.mu.Unlock()
+		}
+		if len(c.violations) != 1 || !strings.Contains(c.violations[0].Detail, "t2") {
+			t.Fatalf("violations %v; want t2's start after its replace alone", c.violations)
+		}
+	})
+}
