@@ -667,7 +667,7 @@ func (b *batch) waitedFor(ctx context.Context, it Item, row table.Entity) (bool,
 // for a row handed to WaitedFor (waited) are told through o.TookBack.
 func (b *batch) tookBack(ctx context.Context, i int, row Item, waited bool) (out bool) {
 	now := b.c.opts.Clock.Now()
-	if mayBeSent(row, now) {
+	if blobMayBeNamed(row, now) {
 		b.keepBlob(i) // (a series' occurrence too: row 199's review)
 	}
 	if messageMayBeOut(row) || MayHaveRun(row, now) {
@@ -865,7 +865,7 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 		} else if b.indexMaybe[i] {
 			indexMaybe = append(indexMaybe, i)
 		}
-		if rows && b.written[i] && mayBeSent(b.res[i].Item, now.Add(undoTimeout)) {
+		if rows && b.written[i] && blobMayBeNamed(b.res[i].Item, now.Add(undoTimeout)) {
 			// A row due by now may be in the queue though its delete
 			// goes through: a traffic-cop pass sends a row before it
 			// retires it (README: reported not written, the task may

@@ -637,7 +637,11 @@ func messageMayBeOut(it Item) bool {
 // between leaves it unwritten (row 199, and a review of its first fix).
 // A series' blob is left over (storage only).
 func blobNamedOut(row table.Entity, now time.Time) bool {
-	it := readItem(row)
+	return blobMayBeNamed(readItem(row), now)
+}
+
+// blobMayBeNamed is blobNamedOut for an item.
+func blobMayBeNamed(it Item, now time.Time) bool {
 	return it.Recurrence != "" || mayBeSent(it, now)
 }
 

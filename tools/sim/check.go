@@ -131,8 +131,10 @@ type ti struct {
 	cancelling  time.Time // a cancel issued then is under way (zero once answered)
 	cancelTried bool      // a cancel of it was issued, whatever it answered
 	superseded  time.Time // replaced by a later scheduling
-	// supersedeIssued is when the replace that superseded it was issued.
+	// supersedeIssued is when the replace that superseded it was issued,
+	// supersededBy that replace.
 	supersedeIssued time.Time
+	supersededBy    *ti
 	tried           time.Time // when its schedule was tried (issued is set with the answer)
 	// alts are later schedulings of the id that may have taken this one's
 	// place: a replace of it due by then, whose row may already have been
@@ -1199,7 +1201,7 @@ func (c *checker) replacedLocked(old, t *ti) {
 		// faults reaches further ahead (2 × its last pass's time) and
 		// takes longer to remove it (seed 15500: sent 8.6 s before due,
 		// its row left 13 s, replaced in between).
-		old.superseded, old.supersedeIssued = t.returned, t.issued
+		old.superseded, old.supersedeIssued, old.supersededBy = t.returned, t.issued, t
 		c.inheritLocked(old, t)
 		return
 	}
@@ -1222,7 +1224,11 @@ func (c *checker) replacedLocked(old, t *ti) {
 func (c *checker) surelyPendingLocked(old, t *ti) bool {
 	dues := []time.Time{old.due}
 	for _, r := range old.retimes {
-		if !r.to.IsZero() && r.issued.Before(t.returned) {
+		switch {
+		case !r.issued.Before(t.returned):
+		case !r.ok:
+			return false // it may have moved old to a due time not known
+		default:
 			dues = append(dues, r.to)
 		}
 	}
@@ -1729,7 +1735,13 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 		c.violate(InvCancelled, "%s started on %s (due %s), a line its file answered at %s was taken back: %v",
 			ev.runID, ev.proc.id, ev.due.Format(time.RFC3339Nano), c.at(t.returned), t.refusal)
 	}
-	if !t.superseded.IsZero() && now.After(t.superseded) && len(t.starts) == 0 && !c.sentLateLocked(t.id, ev.due, t.supersedeIssued, t.superseded) {
+	if !t.superseded.IsZero() && now.After(t.superseded) && len(t.starts) == 0 && c.sentLateLocked(t.id, ev.due, t.supersedeIssued, t.superseded) {
+		// Run after all: the batch and the children that the replace
+		// handed to the replacement may hear of this version's end too.
+		if r := t.supersededBy; r != nil && !slices.Contains(r.alts, t) {
+			c.alternativeLocked(r, t)
+		}
+	} else if !t.superseded.IsZero() && now.After(t.superseded) && len(t.starts) == 0 {
 		// A replaced task's old scheduling must not run once the replace
 		// returned (an early-sent message of it is stale), but where a
 		// pass that read its row before the replace removed it sent it
