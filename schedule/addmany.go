@@ -869,9 +869,11 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 			// A row due by now may be in the queue though its delete
 			// goes through: a traffic-cop pass sends a row before it
 			// retires it (README: reported not written, the task may
-			// run once; a series' occurrence too), and it would run
-			// without its payload (issue 38, row 193's remainder). (Due
-			// by the undo's end: its deletes take up to undoTimeout.)
+			// run once), and it would run without its payload (issue
+			// 38, row 193's remainder). (Due by the undo's end: its
+			// deletes take up to undoTimeout.) A series line's blob is
+			// always kept: a pass sends its occurrences unmarked as far
+			// ahead as the series window (blobMayBeNamed).
 			delete(b.blobs, i)
 		}
 		if b.blobs[i] && (rows || !b.maybe[i]) {
