@@ -278,7 +278,7 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 		switch {
 		case err == nil:
 			it := readItem(f.row)
-			if it.PayloadBlob != "" && !blobNamedOut(f.row, c.opts.Clock.Now()) {
+			if it.PayloadBlob != "" && !blobMayBeNamed(it, c.opts.Clock.Now()) {
 				c.deleteBlob(ctx, it.PayloadBlob)
 			}
 			return it, false, nil

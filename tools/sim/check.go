@@ -127,15 +127,12 @@ type ti struct {
 	// cancelPart is when a cancel of this series was issued that answered
 	// ErrIncomplete: the series is cancelled, but an occurrence already
 	// moved to the queue by then may still run once.
-	cancelPart  time.Time
-	cancelling  time.Time // a cancel issued then is under way (zero once answered)
-	cancelTried bool      // a cancel of it was issued, whatever it answered
-	superseded  time.Time // replaced by a later scheduling
-	// supersedeIssued is when the replace that superseded it was issued,
-	// supersededBy that replace.
-	supersedeIssued time.Time
-	supersededBy    *ti
-	tried           time.Time // when its schedule was tried (issued is set with the answer)
+	cancelPart   time.Time
+	cancelling   time.Time // a cancel issued then is under way (zero once answered)
+	cancelTried  bool      // a cancel of it was issued, whatever it answered
+	superseded   time.Time // replaced by a later scheduling
+	supersededBy *ti       // the replace that superseded it
+	tried        time.Time // when its schedule was tried (issued is set with the answer)
 	// alts are later schedulings of the id that may have taken this one's
 	// place: a replace of it due by then, whose row may already have been
 	// moved. Children wait for the id, so the first of them to end
@@ -1201,7 +1198,7 @@ func (c *checker) replacedLocked(old, t *ti) {
 		// faults reaches further ahead (2 × its last pass's time) and
 		// takes longer to remove it (seed 15500: sent 8.6 s before due,
 		// its row left 13 s, replaced in between).
-		old.superseded, old.supersedeIssued, old.supersededBy = t.returned, t.issued, t
+		old.superseded, old.supersededBy = t.returned, t
 		c.inheritLocked(old, t)
 		return
 	}
@@ -1735,20 +1732,20 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 		c.violate(InvCancelled, "%s started on %s (due %s), a line its file answered at %s was taken back: %v",
 			ev.runID, ev.proc.id, ev.due.Format(time.RFC3339Nano), c.at(t.returned), t.refusal)
 	}
-	if !t.superseded.IsZero() && now.After(t.superseded) && len(t.starts) == 0 && c.sentLateLocked(t.id, ev.due, t.supersedeIssued, t.superseded) {
-		// Run after all: the batch and the children that the replace
-		// handed to the replacement may hear of this version's end too.
-		if r := t.supersededBy; r != nil && !slices.Contains(r.alts, t) {
-			c.alternativeLocked(r, t)
-		}
-	} else if !t.superseded.IsZero() && now.After(t.superseded) && len(t.starts) == 0 {
+	if r := t.supersededBy; r != nil && now.After(t.superseded) && len(t.starts) == 0 {
 		// A replaced task's old scheduling must not run once the replace
 		// returned (an early-sent message of it is stale), but where a
 		// pass that read its row before the replace removed it sent it
 		// after (README: a change that races with the move may let the
 		// old version run once; seed 123763, sent 1.2 s after the
-		// replace answered).
-		c.violate(InvCancelled, "%s (scheduling %d) started on %s after it was replaced at %s", ev.runID, t.inc, ev.proc.id, c.at(t.superseded))
+		// replace answered). Run so, the batch and the children that
+		// the replace handed to the replacement may hear of its end too.
+		switch {
+		case !c.sentLateLocked(t.id, ev.due, r.issued, t.superseded):
+			c.violate(InvCancelled, "%s (scheduling %d) started on %s after it was replaced at %s", ev.runID, t.inc, ev.proc.id, c.at(t.superseded))
+		case !slices.Contains(r.alts, t):
+			c.alternativeLocked(r, t)
+		}
 	}
 	// Another attempt of the same run still running elsewhere?
 	for _, o := range t.starts {
