@@ -2062,16 +2062,40 @@ func (c *checker) runBesideBulkCancelledLocked(pt *ti, by time.Time) []*ti {
 		}
 	}
 	settled := c.bulkSettledLocked("cancel-pending", pt.spec.Type, pt.issued, by)
-	going := func(r *runEv) bool {
-		return r.start.Before(pt.issued) && (!settled || r.end.IsZero() || !r.end.Before(at))
-	}
 	var out []*ti
 	for _, o := range c.byID[id] {
+		going := func(r *runEv) bool {
+			end := o.runEnd(r.runID)
+			return r.start.Before(pt.issued) && (!settled || end.IsZero() || !end.Before(at))
+		}
 		if o != pt && o.accepted && o.issued.Before(pt.issued) && o.spec.Type != pt.spec.Type && slices.ContainsFunc(o.starts, going) {
 			out = append(out, o)
 		}
 	}
 	return out
+}
+
+// runEnd returns when t's run runID ended, as far as its attempts show:
+// its first success, or else its last attempt's end — zero while an
+// attempt runs. A snooze, a failure with attempts left or a killed
+// attempt does not end the run: its record stays the run's until a later
+// attempt ends it (row 202, seed 124818: a run snoozed before a bulk
+// cancel reached the task beside it, which succeeded on its next
+// attempt, after the bulk).
+func (t *ti) runEnd(runID string) time.Time {
+	var last time.Time
+	for _, r := range t.starts {
+		switch {
+		case r.runID != runID:
+		case r.outcome == "ok":
+			return r.end
+		case r.end.IsZero():
+			return time.Time{}
+		case r.end.After(last):
+			last = r.end
+		}
+	}
+	return last
 }
 
 // bulkSettledLocked reports whether every bulk operation of kind that may

@@ -2438,7 +2438,11 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 		// it could not act on wholly (its cancelled record may be
 		// missing).
 		sent, bulkFailed bool
-		excused          bool
+		// snoozed: the run's first attempt snoozed before the
+		// replacement was scheduled; its next attempt began after the
+		// bulk (row 202, seed 124818).
+		snoozed bool
+		excused bool
 	}{
 		{name: "no bulk", moved: true},
 		{name: "bulk while running", bulk: true, excused: true},
@@ -2447,6 +2451,8 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 		{name: "moved, bulk after the run ended", bulk: true, moved: true, endedFirst: true, excused: true},
 		{name: "sent, bulk after the run ended", bulk: true, sent: true, endedFirst: true, excused: true},
 		{name: "bulk after the run ended, failing in part", bulk: true, endedFirst: true, bulkFailed: true, excused: true},
+		{name: "bulk while the run snoozed", bulk: true, snoozed: true, excused: true},
+		{name: "no bulk, the run snoozed", snoozed: true},
 	} {
 		bulk := tc.bulk
 		t.Run(tc.name, func(t *testing.T) {
@@ -2457,6 +2463,10 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 				c.scheduled(old, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
 				run := &runEv{ti: old, runID: "p", due: old.due, attempt: 1, proc: w1, start: w.now()}
 				old.starts = append(old.starts, run)
+				if tc.snoozed {
+					time.Sleep(time.Second)
+					run.end, run.outcome = w.now(), "snooze"
+				}
 				time.Sleep(2 * time.Second)
 				repl := c.newTI(TaskSpec{ID: "p", Type: "limited", Replace: true}, nil, nil)
 				c.scheduled(repl, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
@@ -2483,6 +2493,11 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 					c.bulk(bulkEv{id: "bulk-1", kind: "cancel-pending", typ: "limited", started: w.now(), ended: w.now().Add(time.Second), ok: true, failed: tc.bulkFailed})
 				}
 				time.Sleep(6 * time.Second)
+				if tc.snoozed {
+					run = &runEv{ti: old, runID: "p", due: old.due, attempt: 2, proc: w1, start: w.now()}
+					old.starts = append(old.starts, run)
+					time.Sleep(time.Second)
+				}
 				if !tc.endedFirst {
 					run.end, run.outcome = w.now(), "ok"
 				}
