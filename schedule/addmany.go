@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/ctxlock"
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/payload"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
@@ -884,6 +885,9 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 		}
 	}
 	b.mu.Unlock()
+	if mutate.On(mutate.KeepRolledBack) {
+		written, unknown, maybe = nil, nil, nil
+	}
 	// A task row that is gone was moved to the queue: its item is
 	// reported with ErrMovedBeforeRollback, and a recurring series is
 	// cancelled so that the occurrence the mover inserted does not go on.

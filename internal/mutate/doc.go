@@ -90,9 +90,13 @@ const (
 	// DropPayload: a task's payload blob is deleted when an attempt of
 	// it fails, though its retries need it.
 	DropPayload = "drop-payload"
+	// KeepRolledBack: a rolled-back schedule --file (or ScheduleMany)
+	// leaves the task rows it wrote, though it reports them not written,
+	// so they run.
+	KeepRolledBack = "keep-rolled-back"
 )
 
 // All lists every defect.
 var All = []string{DropMessage, RerunSucceeded, NoFence, CancelNoop, UniqueEarly, AfterFirstParent, CallbackEarly, NoRate, NoLimit,
 	IgnorePause, IgnoreDisable, BulkRewalk, EarlyStart, NoPointers, SkipOccurrence, TwoAtOnce, WrongOutcome, NoRelease,
-	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall, DieEarly, RequeueNoSend, RefuseStale, KeepOldRow, UniqueForever, NeverDie, KeepPayload, DropPayload}
+	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall, DieEarly, RequeueNoSend, RefuseStale, KeepOldRow, UniqueForever, NeverDie, KeepPayload, DropPayload, KeepRolledBack}

@@ -44,17 +44,19 @@ var catches = map[string]string{
 	mutate.NeverDie:         InvAtLeastOnce,
 	mutate.KeepPayload:      InvPayloadGone,
 	mutate.DropPayload:      InvPayloadThere,
+	mutate.KeepRolledBack:   InvCancelled,
 }
 
 // catchesBy names, for the defects whose invariant other checks state
 // too, the check that must catch it: a word of its violation's detail.
 var catchesBy = map[string]string{
-	mutate.DieEarly:      "attempts fail and it has",
-	mutate.RequeueNoSend: "no attempt of it started afterwards",
-	mutate.RefuseStale:   "refused as already scheduled",
-	mutate.KeepOldRow:    "at its old due time",
-	mutate.UniqueForever: "was refused as a duplicate",
-	mutate.NeverDie:      "more than the",
+	mutate.DieEarly:       "attempts fail and it has",
+	mutate.RequeueNoSend:  "no attempt of it started afterwards",
+	mutate.RefuseStale:    "refused as already scheduled",
+	mutate.KeepOldRow:     "at its old due time",
+	mutate.UniqueForever:  "was refused as a duplicate",
+	mutate.NeverDie:       "more than the",
+	mutate.KeepRolledBack: "was taken back",
 }
 
 // TestMutations shows that the checker is honest: with each deliberate

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/leasecron/leasecron"
@@ -259,8 +260,13 @@ func (w *World) scheduleMany(ctx context.Context, c *proc, op *Op) {
 		w.chk.mu.Unlock()
 	}
 	issued := w.now()
+	c.failRows.arm(op.FailAt)
 	res, err := c.client.ScheduleMany(ctx, items, o)
+	c.failRows.arm(0)
 	w.answer(op, fmt.Sprintf("%d results", len(res)), err)
+	if err != nil && strings.Contains(err.Error(), "the batch was rolled back") {
+		w.stats.fault("a schedule --file rolled back")
+	}
 	for i, t := range tis {
 		var r leasecron.ScheduleResult
 		if i < len(res) {

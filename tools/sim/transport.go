@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/schedule"
 )
 
 // Fault is what the simulated service or network does to one request.
@@ -123,6 +125,9 @@ func (f *faultTransport) Do(req *http.Request) (resp *http.Response, err error) 
 	svc := service(req.URL.Host)
 	op := storage.OpName(svc, req)
 	fault := f.draw(svc, op)
+	if p.kind == "client" && svc == "table" && p.failRows.fail(req) {
+		fault = Busy
+	}
 	f.w.stats.request(p.kind, svc+" "+op, fault)
 	if fault != NoFault {
 		f.w.chk.hit(p, svc, req.URL.Path, tasksNamed(svc, req))
@@ -261,6 +266,50 @@ func (h *commitHold) armed() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.max > 0 || h.held != nil
+}
+
+// rowFailer fails a client's schedule-many after rows of it were
+// written (Op.FailAt): armed with n, the n-th transaction inserting task
+// rows into the schedule table answers 503 on every try (the SDK's
+// retries among them) until it is disarmed. The others, index rows'
+// transactions and the roll-back's deletes go through. (A file writes
+// its chunks several at a time, and the first to fail cancels those under
+// way; the failed one answers only after the SDK's retries, by when the
+// first chunk was served.)
+type rowFailer struct {
+	mu     sync.Mutex
+	n      int      // 0: disarmed
+	bodies []string // the transactions of task rows seen, in order
+}
+
+func (r *rowFailer) arm(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n, r.bodies = n, nil
+}
+
+// fail reports whether req is to answer 503.
+func (r *rowFailer) fail(req *http.Request) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == 0 || req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "$batch") {
+		return false
+	}
+	body := bodyText(req)
+	if !strings.Contains(body, "/"+scheduleTable) || strings.Contains(body, "DELETE ") || strings.Contains(body, schedule.IndexPrefix) {
+		return false
+	}
+	// (A changeset's boundary differs between tries: compare from its
+	// first entity on.)
+	if i := strings.Index(body, "{"); i >= 0 {
+		body = body[i:]
+	}
+	k := slices.Index(r.bodies, body)
+	if k < 0 {
+		r.bodies = append(r.bodies, body)
+		k = len(r.bodies) - 1
+	}
+	return k == r.n-1
 }
 
 // fenceShardRE finds the shard of a transaction's fence row.

@@ -458,6 +458,8 @@ type proc struct {
 	worker *leasecron.Worker
 	client *leasecron.Client
 	log    *slog.Logger
+	// failRows, on a client, fails a schedule-many's task rows (Op.FailAt).
+	failRows rowFailer
 }
 
 func (p *proc) killed() bool {
