@@ -830,7 +830,11 @@ const undoTimeout = 2 * time.Minute
 // written is taken back, and every item not refused for a reason of its
 // own is reported not written.
 func (b *batch) abort(ctx context.Context, cause error) {
-	b.undo(ctx, true, func(int) bool { return false })
+	keep := func(int) bool { return false }
+	if mutate.On(mutate.KeepRolledBack) {
+		keep = func(i int) bool { return b.written[i] || b.maybe[i] }
+	}
+	b.undo(ctx, true, keep)
 	b.notWritten(b.live(), "the batch was rolled back: "+cause.Error())
 }
 
@@ -885,9 +889,6 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 		}
 	}
 	b.mu.Unlock()
-	if mutate.On(mutate.KeepRolledBack) {
-		written, unknown, maybe = nil, nil, nil
-	}
 	// A task row that is gone was moved to the queue: its item is
 	// reported with ErrMovedBeforeRollback, and a recurring series is
 	// cancelled so that the occurrence the mover inserted does not go on.

@@ -91,7 +91,8 @@ const (
 	// it fails, though its retries need it.
 	DropPayload = "drop-payload"
 	// KeepRolledBack: a rolled-back schedule --file (or ScheduleMany)
-	// leaves the task rows it wrote, though it reports them not written,
+	// leaves what it wrote of the lines it wrote (their task rows, id
+	// index rows and payload blobs), though it reports them not written,
 	// so they run.
 	KeepRolledBack = "keep-rolled-back"
 )

@@ -2076,24 +2076,34 @@ func (c *checker) runBesideBulkCancelledLocked(pt *ti, by time.Time) []*ti {
 }
 
 // runEnd returns when t's run runID ended, as far as its attempts show:
-// its first success, or else its last attempt's end — zero while an
-// attempt runs. A snooze, a failure with attempts left or a killed
-// attempt does not end the run: its record stays the run's until a later
-// attempt ends it (row 202, seed 124818: a run snoozed before a bulk
-// cancel reached the task beside it, which succeeded on its next
-// attempt, after the bulk).
+// its earliest success, or else, while no attempt runs, its last
+// attempt's end (zero while one runs). A snooze, a failure or a killed
+// attempt does not end the run: its record stays the run's until a
+// later attempt ends it (row 202, seed 124818: a run snoozed before a
+// bulk cancel reached the task beside it, which succeeded on its next
+// attempt, after the bulk). An attempt left frozen does not hold the run
+// open past another attempt's success.
 func (t *ti) runEnd(runID string) time.Time {
-	var last time.Time
+	var ok, last time.Time
+	running := false
 	for _, r := range t.starts {
 		switch {
 		case r.runID != runID:
 		case r.outcome == "ok":
-			return r.end
+			if ok.IsZero() || r.end.Before(ok) {
+				ok = r.end
+			}
 		case r.end.IsZero():
-			return time.Time{}
+			running = true
 		case r.end.After(last):
 			last = r.end
 		}
+	}
+	switch {
+	case !ok.IsZero():
+		return ok
+	case running:
+		return time.Time{}
 	}
 	return last
 }

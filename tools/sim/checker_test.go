@@ -2440,9 +2440,12 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 		sent, bulkFailed bool
 		// snoozed: the run's first attempt snoozed before the
 		// replacement was scheduled; its next attempt began after the
-		// bulk (row 202, seed 124818).
-		snoozed bool
-		excused bool
+		// bulk (row 202, seed 124818), or before it with endedFirst.
+		// stray: another attempt of the run, begun before the
+		// replacement, never ends (its worker frozen): the run ends when
+		// the other attempt succeeds.
+		snoozed, stray bool
+		excused        bool
 	}{
 		{name: "no bulk", moved: true},
 		{name: "bulk while running", bulk: true, excused: true},
@@ -2452,7 +2455,9 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 		{name: "sent, bulk after the run ended", bulk: true, sent: true, endedFirst: true, excused: true},
 		{name: "bulk after the run ended, failing in part", bulk: true, endedFirst: true, bulkFailed: true, excused: true},
 		{name: "bulk while the run snoozed", bulk: true, snoozed: true, excused: true},
-		{name: "no bulk, the run snoozed", snoozed: true},
+		{name: "bulk after the snoozed run succeeded", bulk: true, snoozed: true, endedFirst: true},
+		{name: "bulk after the run succeeded beside a frozen attempt", bulk: true, stray: true, endedFirst: true},
+		{name: "bulk while the run went on beside a frozen attempt", bulk: true, stray: true, excused: true},
 	} {
 		bulk := tc.bulk
 		t.Run(tc.name, func(t *testing.T) {
@@ -2463,6 +2468,15 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 				c.scheduled(old, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
 				run := &runEv{ti: old, runID: "p", due: old.due, attempt: 1, proc: w1, start: w.now()}
 				old.starts = append(old.starts, run)
+				next := func() {
+					run = &runEv{ti: old, runID: "p", due: old.due, attempt: run.attempt + 1, proc: w1, start: w.now()}
+					old.starts = append(old.starts, run)
+					time.Sleep(time.Second)
+				}
+				if tc.stray {
+					time.Sleep(time.Second)
+					next()
+				}
 				if tc.snoozed {
 					time.Sleep(time.Second)
 					run.end, run.outcome = w.now(), "snooze"
@@ -2486,6 +2500,9 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 				}
 				time.Sleep(2 * time.Second)
 				if tc.endedFirst {
+					if tc.snoozed {
+						next()
+					}
 					run.end, run.outcome = w.now(), "ok"
 					time.Sleep(time.Second)
 				}
@@ -2493,10 +2510,8 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 					c.bulk(bulkEv{id: "bulk-1", kind: "cancel-pending", typ: "limited", started: w.now(), ended: w.now().Add(time.Second), ok: true, failed: tc.bulkFailed})
 				}
 				time.Sleep(6 * time.Second)
-				if tc.snoozed {
-					run = &runEv{ti: old, runID: "p", due: old.due, attempt: 2, proc: w1, start: w.now()}
-					old.starts = append(old.starts, run)
-					time.Sleep(time.Second)
+				if tc.snoozed && !tc.endedFirst {
+					next()
 				}
 				if !tc.endedFirst {
 					run.end, run.outcome = w.now(), "ok"

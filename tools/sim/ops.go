@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -260,11 +261,21 @@ func (w *World) scheduleMany(ctx context.Context, c *proc, op *Op) {
 		w.chk.mu.Unlock()
 	}
 	issued := w.now()
-	c.failRows.arm(op.FailAt)
+	if op.FailAt > 0 {
+		ids := make([]string, len(tis))
+		for i, t := range tis {
+			ids[i] = t.id
+		}
+		c.failRows.arm(op.FailAt, ids)
+	}
 	res, err := c.client.ScheduleMany(ctx, items, o)
-	c.failRows.arm(0)
+	if op.FailAt > 0 {
+		c.failRows.arm(0, nil)
+	}
 	w.answer(op, fmt.Sprintf("%d results", len(res)), err)
-	if err != nil && strings.Contains(err.Error(), "the batch was rolled back") {
+	if slices.ContainsFunc(res, func(r leasecron.ScheduleResult) bool {
+		return r.Err != nil && strings.Contains(r.Err.Error(), "the batch was rolled back")
+	}) {
 		w.stats.fault("a schedule --file rolled back")
 	}
 	for i, t := range tis {

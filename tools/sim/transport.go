@@ -269,23 +269,26 @@ func (h *commitHold) armed() bool {
 }
 
 // rowFailer fails a client's schedule-many after rows of it were
-// written (Op.FailAt): armed with n, the n-th transaction inserting task
-// rows into the schedule table answers 503 on every try (the SDK's
-// retries among them) until it is disarmed. The others, index rows'
-// transactions and the roll-back's deletes go through. (A file writes
-// its chunks several at a time, and the first to fail cancels those under
-// way; the failed one answers only after the SDK's retries, by when the
-// first chunk was served.)
+// written (Op.FailAt): armed with n and the file's task ids, the n-th
+// transaction inserting task rows of those ids into the schedule table
+// answers 503 on every try (the SDK's retries, which send the same body,
+// among them) until it is disarmed. The others, index rows'
+// transactions, the roll-back's deletes and other operations' requests
+// go through. (A file writes its chunks several at a time, and the first
+// to fail cancels those under way; the failed one answers only after the
+// SDK's retries, by when the first chunk was served, unless faults
+// slowed it.)
 type rowFailer struct {
 	mu     sync.Mutex
-	n      int      // 0: disarmed
-	bodies []string // the transactions of task rows seen, in order
+	n      int // 0: disarmed
+	ids    []string
+	bodies []string // the transactions of the file's task rows, in order
 }
 
-func (r *rowFailer) arm(n int) {
+func (r *rowFailer) arm(n int, ids []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.n, r.bodies = n, nil
+	r.n, r.ids, r.bodies = n, ids, nil
 }
 
 // fail reports whether req is to answer 503.
@@ -296,13 +299,10 @@ func (r *rowFailer) fail(req *http.Request) bool {
 		return false
 	}
 	body := bodyText(req)
-	if !strings.Contains(body, "/"+scheduleTable) || strings.Contains(body, "DELETE ") || strings.Contains(body, schedule.IndexPrefix) {
+	if !strings.Contains(body, "POST ") || strings.Contains(body, "DELETE ") || strings.Contains(body, "MERGE ") ||
+		strings.Contains(body, "PATCH ") || strings.Contains(body, schedule.IndexPrefix) || !strings.Contains(body, "/"+scheduleTable) ||
+		!slices.ContainsFunc(r.ids, func(id string) bool { return strings.Contains(body, `"`+schedule.PropID+`":"`+id+`"`) }) {
 		return false
-	}
-	// (A changeset's boundary differs between tries: compare from its
-	// first entity on.)
-	if i := strings.Index(body, "{"); i >= 0 {
-		body = body[i:]
 	}
 	k := slices.Index(r.bodies, body)
 	if k < 0 {
