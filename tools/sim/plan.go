@@ -784,8 +784,8 @@ func (p *planner) rollingSwitch() {
 // keep-rolled-back). Its lines are due 2.5 to 3.5 minutes after the file
 // is written, past the two minutes within which a line taken back may
 // have been sent already (the quiet phase after the active time runs what
-// is due by then). From
-// a stream of its own, so the rest of a seed's plan is as it was.
+// is due by then). From a stream of its own, so the rest of a seed's plan
+// is as it was.
 func (p *planner) rollback() {
 	c := &p.sc.Config
 	if c.Seed%4 != 3 {
