@@ -2019,13 +2019,13 @@ func unseenRow(old, t *ti) bool {
 // runBesideBulkCancelledLocked returns, when pt never started and a bulk
 // cancel of its type issued before by (when a child waiting for the id
 // was issued) may have removed it, the schedulings of the id accepted
-// before pt whose runs had started by then and are of another type: the
-// bulk cancel leaves such a run going and notes only pt's due time as
-// cancelled on the id's record, so the record ends as that run does,
-// and a child scheduled afterwards hears of that end (seed 108727: a
-// running slow task replaced as limited, the replacement bulk-cancelled
-// by type, the slow run succeeded; a child scheduled 30 s later found
-// the id succeeded and started). The earlier run must still have been
+// before pt whose runs had started, or were in the queue, by then and
+// are of another type: the bulk cancel leaves such a run going and
+// notes only pt's due time as cancelled on the id's record, so the
+// record ends as that run does, and a child scheduled afterwards hears
+// of that end (seed 108727: a running slow task replaced as limited, the
+// replacement bulk-cancelled by type, the slow run succeeded; a child
+// scheduled 30 s later found the id succeeded and started). The earlier run must still have been
 // going when pt could first have been cancelled or moved, unless the
 // bulk may not have written its end of pt by the time the child looked:
 //   - pt's row removed by the bulk: a run that had ended by then left
@@ -2065,8 +2065,13 @@ func (c *checker) runBesideBulkCancelledLocked(pt *ti, by time.Time) []*ti {
 	var out []*ti
 	for _, o := range c.byID[id] {
 		going := func(r *runEv) bool {
+			// Begun before pt, or its message in the queue by then (its
+			// row moved): the record was the run's either way (row 203,
+			// seed 127869: a released --after child held back by its
+			// rate limit was replaced, and began after the replace).
+			queued := r.start.Before(pt.issued) || c.movedLocked(id, r.due, o.issued, pt.issued)
 			end := o.runEnd(r.runID)
-			return r.start.Before(pt.issued) && (!settled || end.IsZero() || !end.Before(at))
+			return queued && (!settled || end.IsZero() || !end.Before(at))
 		}
 		if o != pt && o.accepted && o.issued.Before(pt.issued) && o.spec.Type != pt.spec.Type && slices.ContainsFunc(o.starts, going) {
 			out = append(out, o)

@@ -2445,7 +2445,12 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 		// replacement, never ends (its worker frozen): the run ends when
 		// the other attempt succeeds.
 		snoozed, stray bool
-		excused        bool
+		// queued: the run's message waited in the queue (its row moved)
+		// when the replacement was scheduled, and its first attempt began
+		// after (row 203, seed 127869); unmoved: it began after the
+		// replacement without a move the checker saw.
+		queued, unmoved bool
+		excused         bool
 	}{
 		{name: "no bulk", moved: true},
 		{name: "bulk while running", bulk: true, excused: true},
@@ -2458,6 +2463,9 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 		{name: "bulk after the snoozed run succeeded", bulk: true, snoozed: true, endedFirst: true},
 		{name: "bulk after the run succeeded beside a frozen attempt", bulk: true, stray: true, endedFirst: true},
 		{name: "bulk while the run went on beside a frozen attempt", bulk: true, stray: true, excused: true},
+		{name: "bulk while the run waited in the queue", bulk: true, queued: true, excused: true},
+		{name: "bulk after the queued run succeeded", bulk: true, queued: true, endedFirst: true},
+		{name: "bulk while a run begun after the replacement, unmoved, went on", bulk: true, unmoved: true},
 	} {
 		bulk := tc.bulk
 		t.Run(tc.name, func(t *testing.T) {
@@ -2467,7 +2475,17 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 				old := c.newTI(TaskSpec{ID: "p", Type: "slow"}, nil, nil)
 				c.scheduled(old, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
 				run := &runEv{ti: old, runID: "p", due: old.due, attempt: 1, proc: w1, start: w.now()}
-				old.starts = append(old.starts, run)
+				if tc.queued {
+					ork, err := schedule.RowKey(old.due, "p")
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{
+						{RowKey: fenceRow, Props: map[string]any{"Generation": int64(1)}}, {RowKey: ork, Deleted: true}}})
+				}
+				if !tc.queued && !tc.unmoved {
+					old.starts = append(old.starts, run)
+				}
 				next := func() {
 					run = &runEv{ti: old, runID: "p", due: old.due, attempt: run.attempt + 1, proc: w1, start: w.now()}
 					old.starts = append(old.starts, run)
@@ -2492,6 +2510,11 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 				c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{{RowKey: rk}}})
 				if tc.sent {
 					c.sent([]sentMsg{{id: "p", due: repl.due, passBegan: w.now()}})
+				}
+				if tc.queued || tc.unmoved {
+					time.Sleep(time.Second)
+					run.start = w.now()
+					old.starts = append(old.starts, run)
 				}
 				if tc.moved {
 					time.Sleep(time.Second)
