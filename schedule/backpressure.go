@@ -9,9 +9,11 @@ import (
 
 // room is how many rows a pass may still move under backpressure: rows < 0
 // means no limit; known reports that it comes from a depth probe (not the
-// one-batch allowance of an unknown depth).
+// one-batch allowance of an unknown depth). early is how many of their
+// messages may go ahead of their due time (< 0: no limit).
 type room struct {
 	rows  int
+	early int
 	known bool
 }
 
@@ -20,11 +22,13 @@ type room struct {
 // worker each shard's mover holds back and resumes on its own.
 func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, room, error) {
 	if m.o.MaxDepth <= 0 {
-		return false, room{rows: -1}, nil
+		return false, room{rows: -1, early: -1}, nil
 	}
 	depth, err := m.o.Depth(ctx)
-	// Messages sent early wait invisibly for their due time: not backlog.
-	depth = max(0, depth-m.waitingAt(now))
+	// Messages sent early wait invisibly for their due time: not backlog
+	// yet.
+	waiting := m.waitingAt(now)
+	depth = max(0, depth-waiting)
 	m.mu.Lock()
 	was := m.stats.HoldingBack
 	m.mu.Unlock()
@@ -59,7 +63,7 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, r
 		// worth.
 		m.stats.Errors++
 		m.o.Logger.Warn("queue depth unknown", "err", err)
-		return m.stats.HoldingBack, room{rows: table.MaxOps}, nil
+		return m.stats.HoldingBack, room{rows: table.MaxOps, early: table.MaxOps}, nil
 	}
 	switch {
 	case !was && depth >= m.o.MaxDepth:
@@ -71,5 +75,9 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, r
 	case was:
 		m.o.Logger.Debug("still holding back", "depth", depth, "resume_below", m.o.ResumeBelow, "shards", m.o.Shards)
 	}
-	return m.stats.HoldingBack, room{rows: max(0, m.o.MaxDepth-depth), known: true}, nil
+	// Backlog once they come due, though: more go early only while those
+	// waiting leave room for them, so a burst sent ahead of its due time
+	// cannot come due as more than MaxDepth of backlog at once.
+	rows := max(0, m.o.MaxDepth-depth)
+	return m.stats.HoldingBack, room{rows: rows, early: max(0, rows-waiting), known: true}, nil
 }

@@ -513,7 +513,10 @@ func TestARowChangedIsAnothersOnlyUnderAnUnmovedFence(t *testing.T) {
 }
 
 // Backpressure counts only what is due: messages waiting invisibly for
-// their due time are not backlog.
+// their due time are not backlog, and do not hold back a task that is
+// due. They are tomorrow's backlog, though: a pass sends rows early only
+// while those waiting and the backlog together leave room under
+// MaxDepth.
 func TestBackpressureIgnoresWaitingMessages(t *testing.T) {
 	var q *fakeQueue
 	depth := func(context.Context) (int, error) { return len(q.ids()), nil }
@@ -527,8 +530,8 @@ func TestBackpressureIgnoresWaitingMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(e.q.ids()); n != 20 || e.m.Stats().HoldingBack {
-		t.Fatalf("sent %d of 20 waiting messages; holding back %v", n, e.m.Stats().HoldingBack)
+	if n := len(e.q.ids()); n != 10 || e.m.Stats().HoldingBack {
+		t.Fatalf("sent %d of 20 waiting messages (want 10, MaxDepth); holding back %v", n, e.m.Stats().HoldingBack)
 	}
 	e.add(t, Item{ID: "now", Due: t0})
 	if err := e.onePass(t); err != nil {
@@ -536,6 +539,35 @@ func TestBackpressureIgnoresWaitingMessages(t *testing.T) {
 	}
 	if _, ok := e.q.byID("now"); !ok {
 		t.Fatal("a due task was held back by messages that are only waiting")
+	}
+}
+
+// Messages sent early come due as backlog: a burst due together ahead of
+// the early window is sent early only as far as MaxDepth allows, so the
+// queue holds no more than "about twice queue.max_depth" (README) when
+// the burst comes due (issue 38: every pass sent MaxDepth more of them,
+// the ones it sent before not counting, and 15 passes of the default
+// 75 s window left the queue 15 times MaxDepth deep at once).
+func TestEarlySendsStayWithinMaxDepth(t *testing.T) {
+	var q *fakeQueue
+	depth := func(context.Context) (int, error) { return len(q.ids()), nil }
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: 75 * time.Second, MaxDepth: 10}, Depth: depth})
+	q = e.q
+	due := t0.Add(70 * time.Second)
+	for i := range 300 {
+		e.add(t, Item{ID: fmt.Sprintf("burst%03d", i), Due: due})
+	}
+	for !e.fc.Now().After(due) {
+		if err := e.onePass(t); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(e.q.ids()); n > 2*10 {
+			t.Fatalf("at %v the queue holds %d messages of the burst due at %v (MaxDepth 10)", e.fc.Now().Sub(t0), n, due.Sub(t0))
+		}
+		e.fc.Advance(5 * time.Second)
+	}
+	if n := len(e.q.ids()); n == 0 {
+		t.Fatal("nothing of the burst was sent")
 	}
 }
 

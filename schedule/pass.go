@@ -49,6 +49,18 @@ type plan struct {
 	preconfirmed, confirmFailed bool
 }
 
+// ahead returns how many of p's messages go ahead of their due time
+// (with a visibility delay).
+func (p *plan) ahead() int {
+	n := 0
+	for _, s := range p.sends {
+		if s.delay > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // send is one message of a plan.
 type send struct {
 	env   queue.Envelope
@@ -97,7 +109,7 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 		if room.rows == 0 {
 			break
 		}
-		sp := m.newShardPass(shard, gen, now, m.o.MaxPerPass, room.rows)
+		sp := m.newShardPass(shard, gen, now, m.o.MaxPerPass, room.rows, room.early)
 		more, err := sp.run(ctx)
 		if err != nil {
 			return false, err
@@ -112,6 +124,9 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 			// the room left, and a room below 0 would read as no bound
 			// for the next shards.)
 			room.rows = max(0, room.rows-sp.sent)
+		}
+		if room.early >= 0 {
+			room.early = max(0, room.early-sp.sentEarly)
 		}
 	}
 	switch {

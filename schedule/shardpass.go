@@ -31,7 +31,11 @@ type shardPass struct {
 	since  time.Time // the previous pass of the term (see Mover.plan)
 	budget int       // messages (or rows) this pass may still act on
 	room   int       // messages the queue may still take (queue.max_depth; -1: no bound)
+	early  int       // of them, messages that may go ahead of their due time (-1: no bound)
 	sent   int       // messages sent
+	// sentEarly is how many of the messages sent went ahead of their due
+	// time.
+	sentEarly int
 	rows   int       // rows read (due within the early window)
 	sem    chan struct{}
 	mu     sync.Mutex
@@ -50,7 +54,7 @@ type txBatch struct {
 	confirming sync.WaitGroup
 }
 
-func (m *Mover) newShardPass(shard string, gen int64, now time.Time, budget, room int) *shardPass {
+func (m *Mover) newShardPass(shard string, gen int64, now time.Time, budget, room, early int) *shardPass {
 	m.mu.Lock()
 	since := m.lastPass
 	m.mu.Unlock()
@@ -61,7 +65,7 @@ func (m *Mover) newShardPass(shard string, gen int64, now time.Time, budget, roo
 	if sem == nil {
 		sem = make(chan struct{}, m.o.Concurrency)
 	}
-	return &shardPass{m: m, shard: shard, gen: gen, now: now, since: since, budget: budget, room: room, sem: sem}
+	return &shardPass{m: m, shard: shard, gen: gen, now: now, since: since, budget: budget, room: room, early: early, sem: sem}
 }
 
 // run moves what is due in the shard. more reports that the budget ran out
@@ -179,10 +183,21 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 				// due rows behind it (issue 38, sim seed 300106).
 				return true, nil
 			}
+			ahead := p.ahead()
+			if sp.early == 0 && ahead > 0 && ahead == len(p.sends) {
+				// Every message of the row would go ahead of its due
+				// time, and those already waiting fill the room: the
+				// row is sent at a later pass, when room is left or it is
+				// due. The rows after it are due later still.
+				return false, nil
+			}
 			m.unsettle(p, since)
 			sp.budget -= max(1, len(p.sends))
 			if sp.room > 0 {
 				sp.room = max(0, sp.room-len(p.sends))
+			}
+			if sp.early > 0 {
+				sp.early = max(0, sp.early-ahead)
 			}
 			if !cur.add(p, sp.shard) {
 				flush()
@@ -250,6 +265,7 @@ func (sp *shardPass) start(ctx context.Context, c *txBatch, p *plan) {
 		if p.ok {
 			sp.mu.Lock()
 			sp.sent += len(p.sends)
+			sp.sentEarly += p.ahead()
 			sp.mu.Unlock()
 		}
 	}()

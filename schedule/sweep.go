@@ -41,7 +41,7 @@ func (m *Mover) sweep(ctx context.Context, gen int64) error {
 			}
 		}
 		if len(plans) > 0 {
-			sp := m.newShardPass(shard, gen, m.o.Clock.Now(), len(plans), -1)
+			sp := m.newShardPass(shard, gen, m.o.Clock.Now(), len(plans), -1, -1)
 			for len(plans) > 0 && ctx.Err() == nil {
 				c := &txBatch{keys: map[string]bool{}}
 				for len(plans) > 0 && c.add(plans[0], shard) {
