@@ -36,10 +36,10 @@ type shardPass struct {
 	// sentEarly is how many of the messages sent went ahead of their due
 	// time.
 	sentEarly int
-	rows   int       // rows read (due within the early window)
-	sem    chan struct{}
-	mu     sync.Mutex
-	lagSet bool
+	rows      int // rows read (due within the early window)
+	sem       chan struct{}
+	mu        sync.Mutex
+	lagSet    bool
 }
 
 // txBatch is the rows of one fenced transaction of a pass.
