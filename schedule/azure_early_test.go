@@ -12,6 +12,20 @@ import (
 	"github.com/leasecron/leasecron/queue"
 )
 
+// On Azurite too, a burst due together ahead of the early window goes
+// early only as far as queue.max_depth allows (see
+// TestEarlySendsStayWithinMaxDepth).
+func TestAzureEarlySendsStayWithinMaxDepth(t *testing.T) {
+	t.Parallel()
+	a := newAzEnv(t, Options{})
+	q := &fakeQueue{}
+	m := a.mover(t, 1, q, MoverOptions{MoverSettings: burstSettings, Depth: fakeDepth(&q)})
+	if err := m.takeFence(ctx(t), "00", 1); err != nil {
+		t.Fatal(err)
+	}
+	earlyBurstWithinMaxDepth(t, a.c, a.fc, q, func() error { _, err := m.pass(ctx(t), 1); return err })
+}
+
 // An @every 1s series with a 5 s pass on Azurite: every occurrence becomes
 // its own message, once, delayed to its own time; no pass sends more than
 // the bound for the series, also after a leaderless gap (missed occurrences

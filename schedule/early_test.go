@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 	"github.com/leasecron/leasecron/queue"
@@ -550,23 +551,43 @@ func TestBackpressureIgnoresWaitingMessages(t *testing.T) {
 // 75 s window left the queue 15 times MaxDepth deep at once).
 func TestEarlySendsStayWithinMaxDepth(t *testing.T) {
 	var q *fakeQueue
-	depth := func(context.Context) (int, error) { return len(q.ids()), nil }
-	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: MoverSettings{PollEvery: 5 * time.Second, Early: 75 * time.Second, MaxDepth: 10}, Depth: depth})
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: burstSettings, Depth: fakeDepth(&q)})
 	q = e.q
-	due := t0.Add(70 * time.Second)
-	for i := range 300 {
-		e.add(t, Item{ID: fmt.Sprintf("burst%03d", i), Due: due})
+	earlyBurstWithinMaxDepth(t, e.c, e.fc, q, func() error { return e.onePass(t) })
+}
+
+// burstSettings are the mover's settings of earlyBurstWithinMaxDepth.
+var burstSettings = MoverSettings{PollEvery: 5 * time.Second, Early: 75 * time.Second, MaxDepth: 10}
+
+// fakeDepth is a Depth that counts the messages *q holds.
+func fakeDepth(q **fakeQueue) func(context.Context) (int, error) {
+	return func(context.Context) (int, error) { return len((*q).ids()), nil }
+}
+
+// earlyBurstWithinMaxDepth schedules 100 tasks due together 70 s ahead
+// through c, passes every 5 s (pass) until they are due, and fails if q
+// ever holds more than twice burstSettings.MaxDepth of them.
+func earlyBurstWithinMaxDepth(t *testing.T, c *Client, fc *clock.Fake, q *fakeQueue, pass func() error) {
+	t.Helper()
+	due := fc.Now().Add(70 * time.Second)
+	items := make([]Item, 100)
+	for i := range items {
+		items[i] = Item{ID: fmt.Sprintf("burst%03d", i), Due: due}
 	}
-	for !e.fc.Now().After(due) {
-		if err := e.onePass(t); err != nil {
+	if _, err := c.AddMany(ctx(t), items, AddManyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	limit := 2 * burstSettings.MaxDepth
+	for !fc.Now().After(due) {
+		if err := pass(); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(e.q.ids()); n > 2*10 {
-			t.Fatalf("at %v the queue holds %d messages of the burst due at %v (MaxDepth 10)", e.fc.Now().Sub(t0), n, due.Sub(t0))
+		if n := len(q.ids()); n > limit {
+			t.Fatalf("%v before the burst is due, the queue holds %d of its messages (MaxDepth %d)", due.Sub(fc.Now()), n, burstSettings.MaxDepth)
 		}
-		e.fc.Advance(5 * time.Second)
+		fc.Advance(burstSettings.PollEvery)
 	}
-	if n := len(e.q.ids()); n == 0 {
+	if len(q.ids()) == 0 {
 		t.Fatal("nothing of the burst was sent")
 	}
 }
