@@ -60,10 +60,12 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, r
 	if err != nil {
 		// Keep the previous state; a failed depth probe is not a reason to
 		// flood the queue or to stop moving: send at most one batch's
-		// worth.
+		// worth, and early only as far as those already waiting leave
+		// room under MaxDepth (as if nothing were due), so that passes
+		// that cannot read the depth do not pile up early messages.
 		m.stats.Errors++
 		m.o.Logger.Warn("queue depth unknown", "err", err)
-		return m.stats.HoldingBack, room{rows: table.MaxOps, early: table.MaxOps}, nil
+		return m.stats.HoldingBack, room{rows: table.MaxOps, early: max(0, min(table.MaxOps, m.o.MaxDepth)-waiting)}, nil
 	}
 	switch {
 	case !was && depth >= m.o.MaxDepth:
