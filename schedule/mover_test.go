@@ -34,6 +34,9 @@ type fakeQueue struct {
 	raw    []string
 	hook   func(env queue.Envelope) error // called before recording; an error fails the enqueue
 	setErr error
+	// taken is how many of the messages sent a consumer has taken off
+	// the queue (fakeDepth leaves them out).
+	taken int
 }
 
 func (q *fakeQueue) Enqueue(ctx context.Context, env queue.Envelope, delay time.Duration) error {

@@ -166,6 +166,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 		if page.Continuation != "" && sp.allowance() > len(page.Entities) {
 			readFrom(page.Continuation)
 		}
+		blocked := false
 		for i, e := range page.Entities {
 			if sp.budget <= 0 {
 				return i < len(page.Entities) || page.Continuation != "", nil
@@ -184,12 +185,15 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 				return true, nil
 			}
 			ahead := p.ahead()
-			if sp.early == 0 && ahead > 0 && ahead == len(p.sends) {
-				// Every message of the row would go ahead of its due
-				// time, and those already waiting fill the room: the
-				// row is sent at a later pass, when room is left or it is
-				// due. The rows after it are due later still.
-				return false, nil
+			if sp.early == 0 && ahead > 0 && !p.retire {
+				// The row is not moved now, only sent early, and those
+				// already waiting fill the room: it is sent at a later
+				// pass, when room is left or it is moved. The rows after
+				// it are due later still; the rest of this page is
+				// planned (one an earlier term sent early is noted as
+				// waiting), but no page after it is read.
+				blocked = true
+				continue
 			}
 			m.unsettle(p, since)
 			sp.budget -= max(1, len(p.sends))
@@ -207,7 +211,7 @@ func (sp *shardPass) read(ctx context.Context, out chan<- *txBatch) (more bool, 
 				flush()
 			}
 		}
-		if page.Continuation == "" {
+		if page.Continuation == "" || blocked {
 			return false, nil
 		}
 		if sp.allowance() <= 0 {
