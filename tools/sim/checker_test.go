@@ -2594,6 +2594,37 @@ func TestAReplaceDoesNotSeeARowWrittenWithoutAnIndex(t *testing.T) {
 	}
 }
 
+// A cancel of an id that has both a row written without an id index and
+// a task scheduled through leasecron finds the latter by its index and
+// cancels it alone (README, the table contract): the row may run after
+// the cancel returned (seed 128436: a client's insert, cancel and
+// replace all landed in one instant, the replace first). Without such a
+// task, the row is what the cancel removed, and may not run.
+func TestACancelBesideAnIndexedTaskLeavesTheRow(t *testing.T) {
+	for _, indexed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("indexed=%v", indexed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				row := c.newTI(TaskSpec{ID: "r1", Type: "plain", Row: true}, nil, nil)
+				c.scheduled(row, w.now(), leasecron.Item{ID: "r1", Due: w.now().Add(2 * time.Second)}, nil)
+				aim := c.cancelIssued("r1", w.now())
+				if indexed {
+					repl := c.newTI(TaskSpec{ID: "r1", Type: "limited", Replace: true}, nil, nil)
+					c.scheduled(repl, w.now(), leasecron.Item{ID: "r1", Due: w.now().Add(30 * time.Second)}, nil)
+				}
+				c.cancelled(aim, "r1", w.now(), leasecron.CancelResult{Removed: true}, nil, nil)
+				time.Sleep(4 * time.Second)
+				c.mu.Lock()
+				c.checkStartLocked(row, &runEv{ti: row, runID: "r1", due: row.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
+				c.mu.Unlock()
+				if got := len(c.violations) > 0; got == indexed {
+					t.Errorf("excused: %v; violations %v", indexed, c.violations)
+				}
+			})
+		})
+	}
+}
+
 // A one-off task's payload blob is deleted once its task succeeded
 // (README, payloads over 24 KiB): one left at the end is a violation,
 // unless a consumer said a request between the success and the deletion
