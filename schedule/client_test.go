@@ -178,6 +178,34 @@ func TestDirectRowsFoundByScan(t *testing.T) {
 	}
 }
 
+// A row written without an id index and a task of its id scheduled
+// through the client are two tasks (README, the table contract): a
+// cancel finds the indexed one by its index and cancels it alone, and a
+// second cancel finds the row by a scan.
+func TestCancelBesideADirectRowCancelsTheIndexedTask(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{})
+	rk, _ := RowKey(t0, "twin")
+	if err := mt.PutRaw("00", rk, map[string]any{"Message": "row"}); err != nil {
+		t.Fatal(err)
+	}
+	it, err := c.Add(ctx(t), Item{ID: "twin", Due: t0.Add(time.Minute), Payload: "indexed"}, AddOptions{Replace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Cancel(ctx(t), "twin"); err != nil || got.RowKey != it.RowKey {
+		t.Fatalf("first cancel = %+v, %v; want the indexed task %s", got, err, it.RowKey)
+	}
+	if keys := keysOf(mt.Rows("00")); len(keys) != 1 || keys[0] != rk {
+		t.Fatalf("after the first cancel, rows %v; want the direct row %s alone", keys, rk)
+	}
+	if got, err := c.Cancel(ctx(t), "twin"); err != nil || got.RowKey != rk {
+		t.Fatalf("second cancel = %+v, %v; want the direct row", got, err)
+	}
+	if keys := keysOf(mt.Rows("00")); len(keys) != 0 {
+		t.Fatalf("after the second cancel, rows %v", keys)
+	}
+}
+
 func TestScanLimit(t *testing.T) {
 	c, mt, _ := newMemClient(t, Options{ScanLimit: 5})
 	mt.SetMaxPage(2)
