@@ -892,6 +892,19 @@ type rowWrite struct {
 	partition string
 }
 
+// rowRemovedLocked reports whether a commit other than a mover's removed
+// the row of id due at due (its very row key) between from and to.
+func (c *checker) rowRemovedLocked(id string, due, from, to time.Time) bool {
+	rk, err := schedule.RowKey(due, id)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(c.rowWrites[id], func(w rowWrite) bool {
+		k, err := schedule.RowKey(w.due, id)
+		return err == nil && w.removed && k == rk && !w.at.Before(from) && !w.at.After(to) && !c.movedLocked(id, w.due, w.at, w.at)
+	})
+}
+
 // movedLocked reports whether a mover removed the row of id due at due
 // from the schedule between from and to.
 func (c *checker) movedLocked(id string, due, from, to time.Time) bool {
@@ -2066,10 +2079,11 @@ func (c *checker) runBesideBulkCancelledLocked(pt *ti, by time.Time) []*ti {
 	for _, o := range c.byID[id] {
 		going := func(r *runEv) bool {
 			// Begun before pt, or its message in the queue by then (its
-			// row moved): the record was the run's either way (row 203,
+			// row moved, or its run recorded queued by whoever sent it):
+			// the record was the run's either way (row 203,
 			// seed 127869: a released --after child held back by its
 			// rate limit was replaced, and began after the replace).
-			queued := r.start.Before(pt.issued) || c.movedLocked(id, r.due, o.issued, pt.issued)
+			queued := r.start.Before(pt.issued) || c.movedLocked(id, r.due, o.issued, pt.issued) || c.queuedByLocked(r.runID, r.due, o.issued, pt.issued)
 			end := o.runEnd(r.runID)
 			return queued && (!settled || end.IsZero() || !end.Before(at))
 		}
@@ -2422,10 +2436,14 @@ func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.Ca
 		// and cancels it alone (README, the table contract; seed 128436:
 		// a replace issued with the cancel landed first, the cancel
 		// removed it, and the row ran).
+		// Unless the row itself was removed meanwhile, not by a mover:
+		// the cancel found no index (the task beside it moved, or
+		// written after the cancel's read), scanned, and removed the row
+		// (a review of the excuse).
 		besideIndexed := t.spec.Row && slices.ContainsFunc(c.byID[id], func(o *ti) bool {
 			_, ended := o.finalEnd()
 			return o != t && !o.spec.Row && (o.accepted || o.ambiguous || o.returned.IsZero()) && !ended && !o.issued.After(now) && unseenRow(t, o)
-		})
+		}) && !c.rowRemovedLocked(id, t.schedDue, issued, now)
 		if t.cancelled.IsZero() && !inFlight && !besideIndexed {
 			t.cancelled = now
 		}

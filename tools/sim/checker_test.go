@@ -2450,7 +2450,10 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 		// after (row 203, seed 127869); unmoved: it began after the
 		// replacement without a move the checker saw.
 		queued, unmoved bool
-		excused         bool
+		// movedOther: a row of the id at another due time was moved
+		// before the replacement, not the run's own.
+		movedOther bool
+		excused    bool
 	}{
 		{name: "no bulk", moved: true},
 		{name: "bulk while running", bulk: true, excused: true},
@@ -2466,6 +2469,7 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 		{name: "bulk while the run waited in the queue", bulk: true, queued: true, excused: true},
 		{name: "bulk after the queued run succeeded", bulk: true, queued: true, endedFirst: true},
 		{name: "bulk while a run begun after the replacement, unmoved, went on", bulk: true, unmoved: true},
+		{name: "bulk while a run begun after the replacement went on, another due moved", bulk: true, unmoved: true, movedOther: true},
 	} {
 		bulk := tc.bulk
 		t.Run(tc.name, func(t *testing.T) {
@@ -2475,8 +2479,12 @@ func TestARunBesideABulkCancelledReplacementEndsTheID(t *testing.T) {
 				old := c.newTI(TaskSpec{ID: "p", Type: "slow"}, nil, nil)
 				c.scheduled(old, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
 				run := &runEv{ti: old, runID: "p", due: old.due, attempt: 1, proc: w1, start: w.now()}
-				if tc.queued {
-					ork, err := schedule.RowKey(old.due, "p")
+				if tc.queued || tc.movedOther {
+					due := old.due
+					if tc.movedOther {
+						due = due.Add(-time.Minute)
+					}
+					ork, err := schedule.RowKey(due, "p")
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -2600,17 +2608,30 @@ func TestAReplaceDoesNotSeeARowWrittenWithoutAnIndex(t *testing.T) {
 // the cancel returned (seed 128436: a client's insert, cancel and
 // replace all landed in one instant, the replace first). Without such a
 // task, the row is what the cancel removed, and may not run.
+//
+// Unless the cancel removed the row itself (the task beside it moved, or
+// written after the cancel's read: no index then, so the cancel scanned).
 func TestACancelBesideAnIndexedTaskLeavesTheRow(t *testing.T) {
-	for _, indexed := range []bool{false, true} {
-		t.Run(fmt.Sprintf("indexed=%v", indexed), func(t *testing.T) {
+	for _, tc := range []struct {
+		indexed, rowRemoved bool
+	}{{}, {indexed: true}, {indexed: true, rowRemoved: true}} {
+		indexed := tc.indexed && !tc.rowRemoved // excused
+		t.Run(fmt.Sprintf("indexed=%v,rowRemoved=%v", tc.indexed, tc.rowRemoved), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				w, c := newTestChecker()
 				row := c.newTI(TaskSpec{ID: "r1", Type: "plain", Row: true}, nil, nil)
 				c.scheduled(row, w.now(), leasecron.Item{ID: "r1", Due: w.now().Add(2 * time.Second)}, nil)
 				aim := c.cancelIssued("r1", w.now())
-				if indexed {
+				if tc.indexed {
 					repl := c.newTI(TaskSpec{ID: "r1", Type: "limited", Replace: true}, nil, nil)
 					c.scheduled(repl, w.now(), leasecron.Item{ID: "r1", Due: w.now().Add(30 * time.Second)}, nil)
+				}
+				if tc.rowRemoved {
+					rk, err := schedule.RowKey(row.schedDue, "r1")
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{{RowKey: rk, Deleted: true}}})
 				}
 				c.cancelled(aim, "r1", w.now(), leasecron.CancelResult{Removed: true}, nil, nil)
 				time.Sleep(4 * time.Second)
