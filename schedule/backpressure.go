@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/mutate"
 	"github.com/leasecron/leasecron/internal/table"
 )
 
@@ -81,5 +82,9 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, r
 	// waiting leave room for them, so a burst sent ahead of its due time
 	// cannot come due as more than MaxDepth of backlog at once.
 	rows := max(0, m.o.MaxDepth-depth)
-	return m.stats.HoldingBack, room{rows: rows, early: max(0, rows-waiting), known: true}, nil
+	early := max(0, rows-waiting)
+	if mutate.On(mutate.EarlyPastDepth) {
+		early = -1
+	}
+	return m.stats.HoldingBack, room{rows: rows, early: early, known: true}, nil
 }

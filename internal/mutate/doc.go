@@ -95,9 +95,14 @@ const (
 	// index rows and payload blobs), though it reports them not written,
 	// so they run.
 	KeepRolledBack = "keep-rolled-back"
+	// EarlyPastDepth: under queue.max_depth, a mover sends tasks ahead of
+	// their due time however many it already has waiting (the early room
+	// unbounded), so a burst comes due as many times max_depth of
+	// backlog.
+	EarlyPastDepth = "early-past-depth"
 )
 
 // All lists every defect.
 var All = []string{DropMessage, RerunSucceeded, NoFence, CancelNoop, UniqueEarly, AfterFirstParent, CallbackEarly, NoRate, NoLimit,
 	IgnorePause, IgnoreDisable, BulkRewalk, EarlyStart, NoPointers, SkipOccurrence, TwoAtOnce, WrongOutcome, NoRelease,
-	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall, DieEarly, RequeueNoSend, RefuseStale, KeepOldRow, UniqueForever, NeverDie, KeepPayload, DropPayload, KeepRolledBack}
+	BoardTwoAtOnce, BoardEarly, BoardRemoveNoop, BoardStall, DieEarly, RequeueNoSend, RefuseStale, KeepOldRow, UniqueForever, NeverDie, KeepPayload, DropPayload, KeepRolledBack, EarlyPastDepth}

@@ -46,12 +46,16 @@ const (
 	// payload paragraph: a blob is deleted after the task's success, or
 	// with a row no message or run names).
 	InvPayloadThere = "a task's payload blob is there for each of its attempts"
+	// InvEarlyDepth: README's backpressure paragraph (a pass sends a task
+	// ahead of its due time only while those already waiting leave room
+	// under queue.max_depth), per mover term.
+	InvEarlyDepth = "a mover has at most queue.max_depth tasks sent ahead of their due time waiting"
 )
 
 // Invariants lists every invariant the checker states.
 var Invariants = []string{InvAtLeastOnce, InvOccurrences, InvNoRerun, InvNoTwoAtOnce, InvCancelled, InvNeverEarly,
 	InvOneMover, InvLookup, InvUnique, InvAfter, InvAfterLive, InvBatch, InvRate, InvConcurrency, InvPaused, InvDisabled, InvBulkOnce, InvAccepted,
-	InvPayloadGone, InvPayloadThere, InvBoardOnce, InvBoardInterval, InvBoardRemoved, InvBoardLive}
+	InvPayloadGone, InvPayloadThere, InvEarlyDepth, InvBoardOnce, InvBoardInterval, InvBoardRemoved, InvBoardLive}
 
 // Violation is a broken promise.
 type Violation struct {
@@ -344,6 +348,9 @@ type checker struct {
 	holdSpans   []holdSpan            // movers holding back under queue.max_depth
 	// sends are the messages of a task (by id) workers put on a queue.
 	sends map[string][]sentMsg
+	// early: per mover term, the due time of each one-off task it sent
+	// ahead of it, by id (checkEarlyLocked).
+	early map[earlyKey]map[string]time.Time
 
 	board boardState
 
@@ -922,6 +929,20 @@ type sentMsg struct {
 	id                 string
 	at, due, passBegan time.Time
 	token              bool
+	// series: an occurrence of a series; gen: the term (shard epoch)
+	// of the mover that sent it, 0 when no mover did; shard: the
+	// schedule partition of its row (messages sent early name it); proc:
+	// the process that sent it.
+	series      bool
+	gen         int64
+	shard, proc string
+}
+
+// earlyKey is one mover's term: the process, the shard and the term's
+// generation that its messages carry.
+type earlyKey struct {
+	proc, shard string
+	gen         int64
 }
 
 // sent records messages the service took from a worker.
@@ -932,6 +953,46 @@ func (c *checker) sent(ms []sentMsg) {
 	for _, m := range ms {
 		m.at = now
 		c.sends[m.id] = append(c.sends[m.id], m)
+		c.checkEarlyLocked(m)
+	}
+}
+
+// checkEarlyLocked checks, under queue.max_depth, that the mover term that
+// sent m a one-off task ahead of its due time (with an early-send token;
+// a task moved now has none) has at most max_depth of them waiting:
+// README's early room. A series' occurrences are left out (a series
+// moved now sends its window's whatever the room), and so are messages
+// due within the clocks' offset of now (a mover whose clock runs ahead
+// forgets them that much sooner); an id sent again counts once, as the
+// mover counts it.
+func (c *checker) checkEarlyLocked(m sentMsg) {
+	limit := c.w.plan.MaxDepth
+	if limit <= 0 || !m.token || m.series || m.gen <= 0 || m.shard == "" {
+		return
+	}
+	k := earlyKey{proc: m.proc, shard: m.shard, gen: m.gen}
+	if c.early == nil {
+		c.early = map[earlyKey]map[string]time.Time{}
+	}
+	set := c.early[k]
+	if set == nil {
+		set = map[string]time.Time{}
+		c.early[k] = set
+	}
+	set[m.id] = m.due
+	c.w.stats.fault("a task sent early under queue.max_depth")
+	n := 0
+	for id, due := range set {
+		switch {
+		case due.After(m.at.Add(c.offset)):
+			n++
+		case !due.After(m.at.Add(-c.offset)):
+			delete(set, id)
+		}
+	}
+	if n > limit {
+		c.violate(InvEarlyDepth, "%s's mover of shard %s (term %d) had %d tasks sent ahead of their due time waiting when it sent %s (due %s), more than queue.max_depth %d",
+			m.proc, m.shard, m.gen, n, m.id, c.at(m.due), limit)
 	}
 }
 

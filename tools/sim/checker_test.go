@@ -2857,3 +2857,65 @@ func TestAReplaceWhoseRowAPassSentLateDoesNotSupersede(t *testing.T) {
 		}
 	})
 }
+
+// Under queue.max_depth a mover term has at most max_depth one-off tasks
+// sent ahead of their due time waiting (InvEarlyDepth): a series'
+// occurrences, an id sent again, another term's or another shard's
+// sends, and messages that have come due do not count.
+func TestEarlySendsPerMoverTermStayWithinMaxDepth(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(i int, m *sentMsg)
+		bad    bool
+	}{
+		{name: "three of one term", bad: true},
+		{name: "one a series' occurrence", change: func(i int, m *sentMsg) { m.series = i == 2 }},
+		{name: "one sent again", change: func(i int, m *sentMsg) {
+			if i == 2 {
+				m.id = "e1"
+			}
+		}},
+		{name: "one of another term", change: func(i int, m *sentMsg) {
+			if i == 2 {
+				m.gen = 2
+			}
+		}},
+		{name: "one of another shard", change: func(i int, m *sentMsg) {
+			if i == 2 {
+				m.shard = "01"
+			}
+		}},
+		{name: "one moved now (no token)", change: func(i int, m *sentMsg) { m.token = i != 2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				w.plan.MaxDepth = 2
+				for i := range 3 {
+					m := sentMsg{id: fmt.Sprintf("e%d", i), due: w.now().Add(time.Minute), token: true, gen: 1, shard: "00", proc: "w1-1"}
+					if tc.change != nil {
+						tc.change(i, &m)
+					}
+					c.sent([]sentMsg{m})
+					time.Sleep(time.Second)
+				}
+				if got := len(c.violations) > 0; got != tc.bad {
+					t.Errorf("violation: %v, want %v; %v", got, tc.bad, c.violations)
+				}
+			})
+		})
+	}
+	t.Run("the first come due", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			w, c := newTestChecker()
+			w.plan.MaxDepth = 2
+			for i := range 3 {
+				c.sent([]sentMsg{{id: fmt.Sprintf("e%d", i), due: w.now().Add(2 * time.Second), token: true, gen: 1, shard: "00", proc: "w1-1"}})
+				time.Sleep(3 * time.Second)
+			}
+			if len(c.violations) > 0 {
+				t.Errorf("messages that had come due were counted: %v", c.violations)
+			}
+		})
+	})
+}

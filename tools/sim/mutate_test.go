@@ -45,6 +45,7 @@ var catches = map[string]string{
 	mutate.KeepPayload:      InvPayloadGone,
 	mutate.DropPayload:      InvPayloadThere,
 	mutate.KeepRolledBack:   InvCancelled,
+	mutate.EarlyPastDepth:   InvEarlyDepth,
 }
 
 // catchesBy names, for the defects whose invariant other checks state

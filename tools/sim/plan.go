@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/leasecron/leasecron/trafficcop"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -248,6 +249,7 @@ func Plan(seed int64) *Scenario {
 	p.rows()
 	p.backpressure()
 	p.rollback()
+	p.earlyBurst()
 	slices.SortStableFunc(p.sc.Ops, func(a, b Op) int { return int(a.At - b.At) })
 	return p.sc
 }
@@ -796,6 +798,34 @@ func (p *planner) rollback() {
 	op := Op{At: at, Kind: OpMany, Client: r.IntN(2), FailAt: 2}
 	for i := range 150 {
 		s := TaskSpec{ID: p.newID("t"), Type: TypePlain, Due: 150*time.Second + time.Duration(i)*400*time.Millisecond}
+		p.spec[s.ID] = &s
+		op.Many = append(op.Many, s)
+	}
+	p.add(op)
+}
+
+// earlyBurst gives the fleets with queue.max_depth a burst: three times
+// max_depth one-off tasks due together, scheduled 20 s before the early
+// window reaches them, so that passes send them ahead of their due time
+// as far as the early room allows, and move the rest as the queue
+// drains (README, limits and backpressure; row 204: the room was
+// unbounded, and such a burst came due as many times max_depth of
+// backlog). It draws from a stream of its own, after the rest of the
+// plan, so the rest of a seed's plan is what it was without it.
+func (p *planner) earlyBurst() {
+	c := &p.sc.Config
+	if c.MaxDepth <= 0 {
+		return
+	}
+	window := trafficcop.DefaultLeaseDuration + trafficcop.DefaultPollEvery
+	if c.Fast {
+		window = fastLease + fastLeasePoll
+	}
+	r := rand.New(rand.NewPCG(uint64(c.Seed), 0xea71)) //nolint:gosec // a simulation's plan, not a secret
+	at := 20*time.Second + time.Duration(r.Int64N(int64(max(20*time.Second, c.Active-window-2*time.Minute))))
+	op := Op{At: at, Kind: OpMany, Client: r.IntN(2)}
+	for range 3 * c.MaxDepth {
+		s := TaskSpec{ID: p.newID("t"), Type: TypePlain, Due: window + 20*time.Second}
 		p.spec[s.ID] = &s
 		op.Many = append(op.Many, s)
 	}

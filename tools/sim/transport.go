@@ -155,6 +155,9 @@ func (f *faultTransport) Do(req *http.Request) (resp *http.Response, err error) 
 	var sends []sentMsg
 	if svc == "queue" && p.kind == "worker" && req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/messages") {
 		sends = sentRuns(req)
+		for i := range sends {
+			sends[i].proc = p.id
+		}
 	}
 	resp, err = f.next.Do(req)
 	if err != nil {
@@ -483,18 +486,23 @@ func sentRuns(req *http.Request) []sentMsg {
 		return nil
 	}
 	var env struct {
-		ID       string    `json:"id"`
-		Due      time.Time `json:"due"`
-		Enqueued time.Time `json:"enqueued"`
-		Token    string    `json:"token"`
-		EndOnly  bool      `json:"end_only"`
+		ID         string    `json:"id"`
+		Series     string    `json:"series"`
+		Due        time.Time `json:"due"`
+		Enqueued   time.Time `json:"enqueued"`
+		Token      string    `json:"token"`
+		Row        string    `json:"row"`
+		Generation int64     `json:"generation"`
+		EndOnly    bool      `json:"end_only"`
 	}
 	if json.Unmarshal([]byte(m.Text), &env) != nil || env.ID == "" || env.EndOnly {
 		// (A run's end sent alone carries the envelope of the message
 		// that ran, pass start and all: no pass sent anything.)
 		return nil
 	}
-	return []sentMsg{{id: env.ID, due: env.Due, passBegan: env.Enqueued, token: env.Token != ""}}
+	shard, _, _ := strings.Cut(env.Row, "/")
+	return []sentMsg{{id: env.ID, due: env.Due, passBegan: env.Enqueued, token: env.Token != "",
+		series: env.Series != "", gen: env.Generation, shard: shard}}
 }
 
 // peekBody returns resp's body, leaving it readable for the caller.
