@@ -513,6 +513,20 @@ func decideQueued(cur *Run, id string, m Meta) (next Run, write, marked bool) {
 		next.State = Queued
 		fillMeta(&next, m)
 		return next, true, true
+	case otherDue(cur, m) && (cur.SucceededDue.has(m.Due) || cur.DeadDue.has(m.Due)):
+		// A scheduling whose run succeeded or died before another took
+		// the record over, moved again: its row was left by a mover that
+		// sent it and stopped before removing it (issue 38, row 206, sim
+		// seed 131548: a frozen mover's commit never landed, the id was
+		// replaced, and the next owner of the shard moved the row again;
+		// noted behind the replacement's run, the end was forgotten and
+		// the task ran twice). It has moved past queued as surely as a
+		// record of its own would say: counted, nothing written, and its
+		// message is acknowledged as a duplicate (README: only a new
+		// scheduling of another due time runs again; one of the very
+		// same due time, to the 100 ns tick, is taken for the run that
+		// ended, as Confirm takes it).
+		return *cur, false, true
 	case otherDue(cur, m):
 		// Another scheduling's run has not finished (the id was scheduled
 		// again while it was in the queue or running): it is left alone,

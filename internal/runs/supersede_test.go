@@ -1268,6 +1268,44 @@ func TestMemLateConfirmationOfAnEndedRunLeavesTheNextRecordAlone(t *testing.T) {
 	}
 }
 
+// A scheduling that ran and succeeded, moved again after another
+// scheduling of its id took the record over (its row left by a mover
+// that stopped before removing it), is not noted behind the new run: the
+// record keeps that it succeeded, and its message is acknowledged as a
+// duplicate (issue 38, row 206, sim seed 131548: noted behind, the end
+// was forgotten and the task ran again after the replacement).
+func TestMemRepeatedMoveOfASucceededSchedulingIsNotNotedBehind(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	s := e.s
+	first := e.now().Truncate(time.Second)
+	lease := e.now().Add(time.Minute)
+	m1 := Meta{Type: "a", Due: first}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m1}}); !ok[0] {
+		t.Fatal("the first mark failed")
+	}
+	if _, err := s.Claim(ctx, "id", "w1", 1, lease, m1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	m2 := Meta{Type: "b", Due: first.Add(18 * time.Second), Token: "tok2"}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m2}}); !ok[0] {
+		t.Fatal("the replacement's mark failed")
+	}
+	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m1}}); !ok[0] {
+		t.Fatal("the repeated move of the succeeded scheduling was refused: its row would stay for good")
+	}
+	r, err := s.Get(ctx, "id")
+	if err != nil || !r.Due.Equal(m2.Due) || !r.SucceededDue.has(first) || r.Behind.has(first) {
+		t.Fatalf("the record after the repeated move: due %v, succeeded %v, behind %v, %v; want the replacement's, keeping the first's success", r.Due, r.SucceededDue, r.Behind, err)
+	}
+	if _, err := s.Claim(ctx, "id", "w2", 1, lease, m1); !errors.Is(err, ErrAlreadySucceeded) {
+		t.Fatalf("the repeated move's claim: %v; want ErrAlreadySucceeded", err)
+	}
+}
+
 // A replacement of the same due time, confirmed after the early message
 // it replaced was noted as waiting for its rate and then acknowledged as
 // superseded, is refused, not counted confirmed: counted, its row would be
