@@ -312,7 +312,9 @@ func decideConfirmed(cur *Run, id string, m Meta) (next Run, write, marked bool)
 		// its row stayed pending for good, the mover asking again every
 		// pass (issue 38, seed 30276). A new scheduling of that very due
 		// time moved without a token is marked queued before it is sent,
-		// which forgets the end; one sent early under a token is recorded
+		// which forgets the end once the record's run has ended (while
+		// another scheduling's run is under way the mark too takes it
+		// for the ended run: row 206); one sent early under a token is recorded
 		// only by this confirmation, so a task scheduled again for the
 		// exact instant of a run that ended before a takeover is taken for
 		// that run here, and its message for stale (left as is: it needs
