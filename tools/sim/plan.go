@@ -2,11 +2,12 @@ package sim
 
 import (
 	"fmt"
-	"github.com/leasecron/leasecron/trafficcop"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/leasecron/leasecron/trafficcop"
 )
 
 // Scenario is one simulated run as a seed describes it: the fleet's
