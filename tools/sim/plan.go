@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/leasecron/leasecron/trafficcop"
 )
 
 // Scenario is one simulated run as a seed describes it: the fleet's
@@ -818,10 +816,7 @@ func (p *planner) earlyBurst() {
 	if c.MaxDepth <= 0 {
 		return
 	}
-	window := trafficcop.DefaultLeaseDuration + trafficcop.DefaultPollEvery
-	if c.Fast {
-		window = fastLease + fastLeasePoll
-	}
+	window := earlyWindowOf(c.Fast)
 	r := rand.New(rand.NewPCG(uint64(c.Seed), 0xea71)) //nolint:gosec // a simulation's plan, not a secret
 	at := 20*time.Second + time.Duration(r.Int64N(int64(max(20*time.Second, c.Active-window-2*time.Minute))))
 	op := Op{At: at, Kind: OpMany, Client: r.IntN(2)}

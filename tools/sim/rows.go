@@ -272,8 +272,12 @@ func (w *World) deleteRow(ctx context.Context, c *proc, op *Op) {
 // earlyWindow is how long before its due time the fleet's movers may send
 // a task (README: mover.early, by default one failover: the lease's
 // duration and poll).
-func (c *checker) earlyWindow() time.Duration {
-	if c.w.plan.Fast {
+func (c *checker) earlyWindow() time.Duration { return earlyWindowOf(c.w.plan.Fast) }
+
+// earlyWindowOf is the movers' early window of a fleet with fast timings
+// or without.
+func earlyWindowOf(fast bool) time.Duration {
+	if fast {
 		return fastLease + fastLeasePoll
 	}
 	return trafficcop.DefaultLeaseDuration + trafficcop.DefaultPollEvery

@@ -20,6 +20,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -485,16 +486,7 @@ func sentRuns(req *http.Request) []sentMsg {
 	if xml.Unmarshal(body, &m) != nil {
 		return nil
 	}
-	var env struct {
-		ID         string    `json:"id"`
-		Series     string    `json:"series"`
-		Due        time.Time `json:"due"`
-		Enqueued   time.Time `json:"enqueued"`
-		Token      string    `json:"token"`
-		Row        string    `json:"row"`
-		Generation int64     `json:"generation"`
-		EndOnly    bool      `json:"end_only"`
-	}
+	var env queue.Envelope
 	if json.Unmarshal([]byte(m.Text), &env) != nil || env.ID == "" || env.EndOnly {
 		// (A run's end sent alone carries the envelope of the message
 		// that ran, pass start and all: no pass sent anything.)
