@@ -599,7 +599,7 @@ func (c *Client) undoWithdrawals(ctx context.Context, id string, ws withdrawals)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
 	f, _, err := c.locate(ctx, id)
-	if err != nil && (!errors.Is(err, ErrNotFound) || errors.Is(err, errScanGaveUp)) {
+	if err != nil && (!errors.Is(err, ErrNotFound) || errors.Is(err, ErrScanGaveUp)) {
 		c.opts.Logger.Warn("cannot read the row of a task being sent for now whose change failed; its message may be taken for stale", "task_id", id, "err", err)
 		return
 	}

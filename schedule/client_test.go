@@ -222,6 +222,27 @@ func TestScanLimit(t *testing.T) {
 	}
 }
 
+// A lookup that gave up scanning says so to callers outside the package:
+// ErrScanGaveUp, still an ErrNotFound; a plain miss is not ErrScanGaveUp.
+func TestScanGaveUpIsExported(t *testing.T) {
+	c, mt, _ := newMemClient(t, Options{ScanLimit: 5})
+	mt.SetMaxPage(2)
+	for i := range 10 {
+		_ = mt.PutRaw("00", mustKey(t0.Add(time.Duration(i)*time.Second), fmt.Sprintf("d%d", i)), map[string]any{"Message": ""})
+	}
+	_, err := c.Get(ctx(t), "d9")
+	if !errors.Is(err, ErrNotFound) || !errors.Is(err, ErrScanGaveUp) {
+		t.Fatalf("past ScanLimit: err = %v; want ErrNotFound and ErrScanGaveUp", err)
+	}
+	c2, _, _ := newMemClient(t, Options{})
+	if _, err := c2.Add(ctx(t), Item{ID: "x", Due: t0.Add(time.Hour)}, AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.Get(ctx(t), "nosuch"); !errors.Is(err, ErrNotFound) || errors.Is(err, ErrScanGaveUp) {
+		t.Fatalf("a plain miss: err = %v; want ErrNotFound only", err)
+	}
+}
+
 func TestOrphanIndexIsTakenOver(t *testing.T) {
 	c, mt, _ := newMemClient(t, Options{})
 	_ = mt.PutRaw("00", "id~ghost", map[string]any{PropItem: "0638000000000000000_ghost"})

@@ -180,7 +180,7 @@ func (c *Client) scan(ctx context.Context, pl placement, id string) (table.Entit
 				break
 			}
 			if scanned >= c.opts.ScanLimit {
-				return table.Entity{}, fmt.Errorf("%w: task %s (no id index; %w after scanning %d rows, Options.ScanLimit)", ErrNotFound, id, errScanGaveUp, scanned)
+				return table.Entity{}, fmt.Errorf("%w: task %s (no id index; %w after scanning %d rows, Options.ScanLimit)", ErrNotFound, id, ErrScanGaveUp, scanned)
 			}
 			q.Continuation = p.Continuation
 		}
@@ -188,9 +188,13 @@ func (c *Client) scan(ctx context.Context, pl placement, id string) (table.Entit
 	return table.Entity{}, fmt.Errorf("%w: task %s", ErrNotFound, id)
 }
 
-// errScanGaveUp marks a lookup's ErrNotFound that only says the scan for
-// a row without an id index reached Options.ScanLimit.
-var errScanGaveUp = errors.New("gave up")
+// ErrScanGaveUp is wrapped by a lookup's error (Get, Cancel, Reschedule
+// and the like) when the task has no id index row and the scan for its
+// row read Options.ScanLimit rows without finding it: the task may still
+// exist, further on. Such an error also matches ErrNotFound, so callers
+// that only ask errors.Is(err, ErrNotFound) see a miss; those that must
+// not take "not found" for an answer check ErrScanGaveUp first.
+var ErrScanGaveUp = errors.New("gave up")
 
 // noTable is the lookup error when the table does not exist yet (a fresh
 // account): nothing is scheduled.

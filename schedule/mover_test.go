@@ -289,6 +289,49 @@ func TestMoverSetsMalformedRowsAside(t *testing.T) {
 	}
 }
 
+// A row whose task id is outside ValidateID's set (from its RowKey or its
+// Id property) is malformed: set aside, never sent. "nightly@…" would pass
+// for the run id of an occurrence of the series "nightly".
+func TestMoverSetsAsideRowsWithBadIDs(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{})
+	rows := map[string]map[string]any{
+		mustKey(t0, "a b"):                             {"Message": "x"},
+		mustKey(t0, "o'brien"):                         {"Message": "x"},
+		mustKey(t0, "nightly@2025-06-01T12:00:00Z"):    {"Message": "x"},
+		mustKey(t0, "fine"):                            {"Message": "x", "Id": "has space"},
+		mustKey(t0.Add(-time.Second), "good"):          {"Message": "ok"},
+		mustKey(t0.Add(-time.Second), "good-too:v1.2"): {"Message": "ok"},
+	}
+	for rk, p := range rows {
+		if err := e.mt.PutRaw("00", rk, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	ids := e.q.ids()
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"good", "good-too:v1.2"}) {
+		t.Fatalf("sent %v", ids)
+	}
+	all := strings.Join(e.q.aside, "\n")
+	if len(e.q.aside) != 4 {
+		t.Fatalf("set aside %d:\n%s", len(e.q.aside), all)
+	}
+	for _, want := range []string{`"a b"`, `"o'brien"`, `"nightly@2025-06-01T12:00:00Z"`, `"has space"`, "letters, digits"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("reasons do not mention %s:\n%s", want, all)
+		}
+	}
+	if keys := itemKeys(e.mt); len(keys) != 0 {
+		t.Fatalf("rows left %v", keys)
+	}
+	if st := e.m.Stats(); st.SetAside != 4 || st.Moved != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
 func mustKey(t time.Time, id string) string {
 	k, err := RowKey(t, id)
 	if err != nil {
@@ -329,6 +372,34 @@ func TestMoverSweepFindsKeysThatNeverComeDue(t *testing.T) {
 	}
 	keys := strings.Join(keysOf(e.mt.Rows("00")), " ")
 	if keys != mustKey(t0.Add(time.Hour), "future")+" "+far+" id~future "+FenceRowKey {
+		t.Fatalf("rows left: %s", keys)
+	}
+}
+
+// Malformed keys starting with '0' but not with a digit after it (ticks
+// forgotten) sort after every due bound and before "1": the sweep reaches
+// them.
+func TestMoverSweepFindsMalformedKeysStartingWithZero(t *testing.T) {
+	e := newMoverEnv(t, 1, MoverOptions{})
+	for _, rk := range []string{"0abc", "0_invoice-42"} {
+		if err := e.mt.PutRaw("00", rk, map[string]any{"Message": "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.onePass(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.sweep(ctx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(e.q.aside, "\n")
+	if len(e.q.aside) != 2 || !strings.Contains(all, "0abc") || !strings.Contains(all, "0_invoice-42") {
+		t.Fatalf("set aside %d:\n%s", len(e.q.aside), all)
+	}
+	if ids := e.q.ids(); len(ids) != 0 {
+		t.Fatalf("sent %v", ids)
+	}
+	if keys := strings.Join(keysOf(e.mt.Rows("00")), " "); keys != FenceRowKey {
 		t.Fatalf("rows left: %s", keys)
 	}
 }

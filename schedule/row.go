@@ -232,6 +232,12 @@ func parseRow(e table.Entity) (parsedRow, error) {
 	} else {
 		it.Priority = int(n)
 	}
+	// Ids travel in run ids, blob names and messages: a row inserted
+	// directly with one outside Add's set (a space, a quote, an '@' that
+	// would pass for a series occurrence's run id) is malformed.
+	if err := ValidateID(it.ID); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 

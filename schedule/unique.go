@@ -596,7 +596,9 @@ func (c *Client) GuardOf(ctx context.Context, typ, key string) (Guard, error) {
 
 // sweepGuards deletes the guards of shard whose task no longer holds the
 // key, among those due for a check, and moves the others' next check on.
-// It returns how many it deleted.
+// It returns how many it deleted. A guard whose holder cannot be checked
+// is left as it is and the others are still swept; the first such error
+// is returned at the end.
 func sweepGuards(ctx context.Context, t table.Table, shard string, now time.Time, live Live) (int, error) {
 	q := table.Query{Partition: shard, From: GuardPrefix, To: guardEnd, Where: []table.Cond{{Prop: PropCheckAfter, Op: table.Le, Value: now}}}
 	due, err := table.All(ctx, t, q, 0)
@@ -604,6 +606,7 @@ func sweepGuards(ctx context.Context, t table.Table, shard string, now time.Time
 		return 0, fmt.Errorf("sweep unique guards of shard %s: %w", shard, err)
 	}
 	deleted := 0
+	var first error
 	for _, e := range due {
 		typ, key, ok := strings.Cut(strings.TrimPrefix(e.RowKey, GuardPrefix), "~")
 		if !ok || isOpenRow(e.RowKey) {
@@ -611,7 +614,10 @@ func sweepGuards(ctx context.Context, t table.Table, shard string, now time.Time
 		}
 		holds, err := holding(ctx, live, readGuard(typ, key, e))
 		if err != nil {
-			return deleted, fmt.Errorf("sweep unique guard %s: %w", e.RowKey, err)
+			if first == nil {
+				first = fmt.Errorf("sweep unique guard %s: %w", e.RowKey, err)
+			}
+			continue
 		}
 		op := table.Op{Kind: table.Delete, PartitionKey: shard, RowKey: e.RowKey, IfMatch: e.ETag}
 		if holds {
@@ -625,7 +631,7 @@ func sweepGuards(ctx context.Context, t table.Table, shard string, now time.Time
 			return deleted, fmt.Errorf("sweep unique guard %s: %w", e.RowKey, err)
 		}
 	}
-	return deleted, nil
+	return deleted, first
 }
 
 // sealGuard seals the guard gk in shard from, where the previous shard

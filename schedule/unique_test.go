@@ -240,6 +240,37 @@ func TestSweepRemovesGuardsPastTheirWindow(t *testing.T) {
 	}
 }
 
+// A guard whose liveness check fails is kept and reported; the sweep
+// goes on with the shard's other guards.
+func TestSweepGuardsGoesOnPastAFailedCheck(t *testing.T) {
+	c, mt, fc := newMemClient(t, Options{})
+	for _, key := range []string{"a", "b"} {
+		if _, err := c.AddUnique(ctx(t), Item{ID: "task-" + key, Type: "t", Due: t0.Add(24 * time.Hour)}, Unique{Key: key, For: 10 * time.Minute}, holds(true), AddOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fc.Advance(10 * time.Minute)
+	live := func(_ context.Context, g Guard) (bool, error) {
+		if g.Task == "task-a" {
+			return false, errors.New("run store down")
+		}
+		return false, nil
+	}
+	n, err := sweepGuards(ctx(t), mt, "00", fc.Now(), live)
+	if err == nil || !strings.Contains(err.Error(), guardKey("t", "a")) || !strings.Contains(err.Error(), "run store down") {
+		t.Fatalf("err = %v; want the failed check of %s", err, guardKey("t", "a"))
+	}
+	if n != 1 {
+		t.Fatalf("deleted %d guards, want 1", n)
+	}
+	if _, err := c.GuardOf(ctx(t), "t", "b"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the guard after the failed check survived the sweep: %v", err)
+	}
+	if _, err := c.GuardOf(ctx(t), "t", "a"); err != nil {
+		t.Fatalf("the guard whose check failed: %v", err)
+	}
+}
+
 // The mover's message of a unique task carries its key's window and
 // states, which a requeue once it died takes the key again with (issue
 // 38, seed 4772); a row without them (an earlier release's, or another

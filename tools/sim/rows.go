@@ -124,6 +124,9 @@ var badRows = map[string]map[string]any{
 	"tz":         {"Recurrence": "*/2 * * * *", "TZ": "Moon/Base"},
 	"attempts":   {"MaxAttempts": -3},
 	"priority":   {"Priority": 9},
+	// An id outside the contract's letters, digits and . _ : - (the '@'
+	// would make it a series occurrence's run id).
+	"id": {"Id": "o'brien@2026"},
 }
 
 // rowTable returns a client of the schedule table through c's transport
