@@ -1,6 +1,7 @@
 package leasecron
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -179,7 +180,7 @@ func (c *Client) scheduleManyUnique(ctx context.Context, items []Item, o Schedul
 			continue
 		}
 		uniqueAt = append(uniqueAt, i)
-		if err := c.sched.CheckUnique(it, *o.Unique[i]); err != nil {
+		if err := cmp.Or(c.sched.CheckUnique(it, *o.Unique[i]), c.checkUniqueWindow(*o.Unique[i])); err != nil {
 			out[i].Err, refused = err, true
 		}
 	}

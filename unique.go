@@ -27,7 +27,28 @@ var DefaultUniqueStates = schedule.DefaultUniqueStates
 
 // scheduleUnique adds a task holding a unique key.
 func (c *Client) scheduleUnique(ctx context.Context, it Item, u Unique, ao schedule.AddOptions) (Item, error) {
+	if err := c.checkUniqueWindow(u); err != nil {
+		return Item{}, err
+	}
 	return c.sched.AddUnique(ctx, it, u, c.holdsKey, ao)
+}
+
+// checkUniqueWindow refuses a window longer than the run records are
+// kept: the window counts from the end its task's record shows, and past
+// the record's retention that end is gone, so the key would be free early
+// (a review's find: a 30-day window ended after 7 days, the default
+// runs.retention). Without run records the window counts from the
+// schedule, kept on the guard itself.
+func (c *Client) checkUniqueWindow(u Unique) error {
+	if c.runs == nil {
+		return nil
+	}
+	kept, failed := c.runs.Retention()
+	if limit := min(kept, failed); u.For > limit {
+		return fmt.Errorf("%w: unique window %s is longer than run records are kept (runs.retention %s, runs.retention_failed %s): the window counts from the end its task's record shows, gone after %s; shorten the window to at most %s or raise both retentions to at least %s",
+			ErrInvalidTask, u.For, kept, failed, limit, limit, u.For)
+	}
+	return nil
 }
 
 func (c *Client) holdsKey(ctx context.Context, g schedule.Guard) (bool, error) {
@@ -74,8 +95,19 @@ func holdsKey(ctx context.Context, sched *schedule.Client, rs *runs.Store, now t
 // (its row is in the schedule), from the one read of the row, and the
 // state of its run record when heldBy read one.
 func keyHolder(ctx context.Context, sched *schedule.Client, rs *runs.Store, now time.Time, g schedule.Guard) (held, pending bool, ran RunState, err error) {
+	if schedule.ValidateID(g.Task) != nil {
+		// A guard written by another language naming an id no task can
+		// have: the mover sets such a row aside, and no run record can
+		// bear it, so it holds nothing (a review's find: the run store's
+		// refusal of the id stopped the sweep and kept the key for good).
+		return false, false, "", nil
+	}
 	it, err := sched.Get(ctx, g.Task)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && (!errors.Is(err, ErrNotFound) || errors.Is(err, schedule.ErrScanGaveUp)) {
+		// A scan that gave up (a task without an id index in a schedule
+		// past Options.ScanLimit rows) is no answer: the task may be
+		// pending further on, and a guard taken for free would let a
+		// second task hold its key (a review's find).
 		return false, false, "", err
 	}
 	pending = err == nil
