@@ -23,7 +23,10 @@ type ClientOptions struct {
 	// Names of the storage resources. Empty fields take defaults.
 	Names Names
 	// NoRuns turns off run records: Cancel can only remove tasks that have
-	// not been moved yet, and there is no run history.
+	// not been moved yet, and there is no run history. It must match the
+	// fleet's workers (WorkerOptions.NoRuns): a client with records beside
+	// workers without them answers a cancel of a task already in the queue
+	// with success, and the task still runs.
 	NoRuns bool
 	// Runs configures run records (retention).
 	Runs RunsOptions

@@ -81,7 +81,9 @@ type WorkerOptions struct {
 	NoBlackboard bool
 	// NoRuns turns off run records (status, duplicate suppression, cancel
 	// after move, run history). It saves about two table transactions per
-	// task.
+	// task. Every worker and client of a fleet must agree on it
+	// (ClientOptions.NoRuns). A worker with records refuses retentions
+	// (Runs) shorter than its longest retry delay (Consumer.BackoffMax).
 	NoRuns bool
 	// Runs configures run records: retention and how often the leader
 	// removes expired ones.
@@ -158,11 +160,35 @@ func (o WorkerOptions) WithDefaults() WorkerOptions {
 	return o
 }
 
+// retentionCoversRetries refuses run retentions shorter than the longest
+// retry delay: a failed run's record, or a cancelled one's, cleaned while
+// its task's message waits to come back for a retry is no longer there to
+// say so, and the retry then runs a cancelled task, a child --after it is
+// released as if its parent had been cancelled, and its unique key is free
+// while it is still live (a review's find).
+func (o WorkerOptions) retentionCoversRetries() error {
+	if o.NoRuns {
+		return nil
+	}
+	backoff := o.Consumer.WithDefaults().BackoffMax
+	why := fmt.Sprintf("at least Consumer.BackoffMax (%v, retry.backoff_max): a record cleaned while its task waits for a retry no longer stops a cancelled task, holds its unique key or keeps its --after children waiting", backoff)
+	if o.Runs.Retention < backoff {
+		return opt.Invalid(ErrInvalidOptions, "RunsOptions.Retention", o.Runs.Retention, why)
+	}
+	if o.Runs.RetentionFailed < backoff {
+		return opt.Invalid(ErrInvalidOptions, "RunsOptions.RetentionFailed", o.Runs.RetentionFailed, why)
+	}
+	return nil
+}
+
 func (o WorkerOptions) validate() error {
 	if err := o.Names.validate(); err != nil {
 		return err
 	}
 	if err := o.Runs.validate(); err != nil {
+		return err
+	}
+	if err := o.retentionCoversRetries(); err != nil {
 		return err
 	}
 	if err := storage.ValidateKeyPart("InstanceID", o.InstanceID); err != nil {

@@ -1520,8 +1520,29 @@ func TestClaimCheckPayload(t *testing.T) {
 	if len(pl.deleted) != 1 || pl.deleted[0] != "c/one" {
 		t.Fatalf("deleted blobs = %v; a series' blob must stay", pl.deleted)
 	}
-	// A missing blob is a failed attempt, not a crash.
+	// Without run records a one-off task's blob goes only once the task
+	// is done: a message whose blob is missing is a second one of it,
+	// acknowledged without running, not failed to a dead letter (a
+	// review's find: a duplicate delivery of a task with a large payload
+	// died after its five attempts).
 	h.enqueue(Envelope{ID: "two", Type: "t", PayloadBlob: "c/missing"})
+	h.expect(OutcomeDuplicate)
+	if _, ran := got["two"]; ran || len(h.work.all()) != 0 {
+		t.Fatalf("a message whose blob is gone: ran %v, %d messages left; want it acknowledged unrun", ran, len(h.work.all()))
+	}
+	// A series' blob is shared by its occurrences and no run deletes it:
+	// its absence is a failed attempt, not a crash.
+	h.enqueue(Envelope{ID: "s@2", Series: "s", Type: "t", PayloadBlob: "c/gone"})
+	h.expect(OutcomeRetried)
+}
+
+// With run records, duplicates are told by the run record: a one-off
+// task's missing blob is a failed attempt, not taken for a duplicate.
+func TestAMissingPayloadWithRunRecordsIsAFailedAttempt(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{Payloads: &payloads{blobs: map[string][]byte{}}, Runs: runs.NewMemory(nil)})
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
+	h.enqueue(Envelope{ID: "two", Type: "t", PayloadBlob: "c/missing"})
+	h.start()
 	h.expect(OutcomeRetried)
 }
 

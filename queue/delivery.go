@@ -217,6 +217,15 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			c.deferMsg(hctx, d, c.deferDelay(d), "payload unreachable")
 			return
 		}
+		if herr != nil && c.o.Runs == nil && env.Series == "" && errors.Is(herr, payload.ErrNotFound) {
+			// Without run records nothing suppresses a second message of a
+			// one-off task, and its blob goes once the task succeeded (or
+			// with its row, cancelled as the mover sent it): a message whose
+			// blob is gone is one of a task that is done, not one to fail
+			// to its dead letter (a review's find).
+			c.ackUnrun(hctx, d, OutcomeDuplicate, "payload blob gone: without run records, a second message of a task that succeeded or was cancelled as it was sent; acknowledging without running")
+			return
+		}
 	}
 	// Whether the run is still this delivery's is checked first
 	// (stillHeld), then the pause and the rate start (stillStarts), so

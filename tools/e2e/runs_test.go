@@ -134,7 +134,7 @@ func TestRunRetentionByLeader(t *testing.T) {
 		t.Skip("long: set LEASECRON_LONG=1 (make test-long)")
 	}
 	t.Parallel()
-	f := startFleet(t, 1, map[string]any{"runs": map[string]any{"retention": "1m", "clean_every": "1m"}})
+	f := startFleet(t, 1, map[string]any{"runs": map[string]any{"retention": "1m", "clean_every": "1m"}, "retry": map[string]any{"backoff_max": "30s"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	lcCLI(ctx, t, f, "schedule", "--id", "brief", "--type", "rec")
