@@ -10,19 +10,20 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/leasecron/leasecron/internal/memstore"
+	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/schedule"
 )
 
-// A guard whose task cannot be told pending or not — a row written by
-// another language, without an id index, further into a schedule than the
-// lookup's scan reads (Options.ScanLimit) — is kept, and the key is not
-// taken over: before, the scan's giving up read as "not pending", the
-// sweep deleted the guard and a second task took the key while the first
-// was still pending (a review's find). A guard naming an id no task can
-// have (another language's "o'brien") holds nothing: before, the run
-// store's refusal of the id failed the check every time, which stopped
-// the shard's sweep and kept the key for good.
-func TestAGuardIsKeptWhenItsTaskCannotBeFound(t *testing.T) {
+// In a schedule past the lookup's scan limit (Options.ScanLimit), a task
+// leasecron moved — its id index row gone with its row — is looked up by
+// a scan that gives up; its run record decides whether it holds its key,
+// and one that succeeded frees it (a review's find: a first fix that took
+// the giving up for no answer kept every ended task's key in a large
+// schedule). A guard naming an id no task can have (another language's
+// "o'brien") holds nothing: before, the run store's refusal of the id
+// failed the check every time, which stopped the shard's sweep and kept
+// the key for good.
+func TestAGuardOfAnEndedOrImpossibleTaskHoldsNothing(t *testing.T) {
 	ctx := t.Context()
 	ms := memstore.New(memstore.Options{})
 	opts := &aztables.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: ms.Transport()}}
@@ -39,8 +40,8 @@ func TestAGuardIsKeptWhenItsTaskCannotBeFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Another language's rows, no id index: 1,000 due before the task the
-	// guard names (one page of the scan, past its limit), then that task.
+	// Another language's rows, no id index: 1,001 of them, more than a page of
+	// the scan, past its limit.
 	tc := svc.NewClient(schedule.DefaultTable)
 	put := func(due time.Time, id string) {
 		t.Helper()
@@ -53,20 +54,29 @@ func TestAGuardIsKeptWhenItsTaskCannotBeFound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i := range 1000 {
+	for i := range 1001 {
 		put(clk.Now().Add(time.Duration(i)*time.Second), fmt.Sprintf("backlog-%04d", i))
 	}
-	put(clk.Now().Add(2*time.Hour), "direct-1")
-	if _, err := sched.Get(ctx, "direct-1"); !errors.Is(err, schedule.ErrScanGaveUp) {
-		t.Fatalf("lookup past the scan limit: %v; want ErrScanGaveUp", err)
-	}
 
-	g := schedule.Guard{Type: "t", Key: "k", Task: "direct-1", Created: clk.Now()}
-	if held, err := holdsKey(ctx, sched, rs, clk.Now(), g); err == nil || held {
-		t.Errorf("holdsKey of a task the scan gave up on: %v, %v; want an error (no answer)", held, err)
+	// first is moved (its rows go) and succeeds.
+	if _, err := sched.Cancel(ctx, first.ID); err != nil {
+		t.Fatal(err)
 	}
-	if kept, err := keepsGuard(ctx, sched, rs, clk.Now(), g); err == nil || kept {
-		t.Errorf("keepsGuard of a task the scan gave up on: %v, %v; want an error, so that the sweep leaves the guard", kept, err)
+	if _, err := rs.Claim(ctx, first.ID, "w1", 1, clk.Now().Add(time.Minute), runs.Meta{Type: "t", Due: first.Due, Queued: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Finish(ctx, first.ID, runs.Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sched.Get(ctx, first.ID); !errors.Is(err, schedule.ErrScanGaveUp) {
+		t.Fatalf("lookup of a moved task past the scan limit: %v; want ErrScanGaveUp", err)
+	}
+	g := schedule.Guard{Type: "t", Key: "k", Task: first.ID, Created: clk.Now(), States: schedule.DefaultUniqueStates}
+	if held, err := holdsKey(ctx, sched, rs, clk.Now(), g); err != nil || held {
+		t.Errorf("holdsKey of a task that succeeded, past the scan limit: %v, %v; want not held, no error", held, err)
+	}
+	if kept, err := keepsGuard(ctx, sched, rs, clk.Now(), g); err != nil || kept {
+		t.Errorf("keepsGuard of a task that succeeded, past the scan limit: %v, %v; want not kept, no error", kept, err)
 	}
 
 	bad := schedule.Guard{Type: "t", Key: "q", Task: "o'brien", Created: clk.Now()}

@@ -26,11 +26,27 @@ func TestAUniqueWindowLongerThanRetentionIsRefused(t *testing.T) {
 	if !errors.Is(err, ErrInvalidTask) || !strings.Contains(err.Error(), "unique window 720h0m0s") || !strings.Contains(err.Error(), "runs.retention 168h0m0s") {
 		t.Fatalf("a 30-day window with a 7-day retention: %v; want ErrInvalidTask naming the window and the retention", err)
 	}
-	res, err := c.ScheduleMany(ctx, []Item{{Type: "welcome", Due: time.Now()}}, ScheduleManyOptions{Unique: []*Unique{&month}})
-	if len(res) != 1 || !errors.Is(res[0].Err, ErrInvalidTask) || !strings.Contains(res[0].Err.Error(), "longer than run records are kept") {
-		t.Fatalf("ScheduleMany of a 30-day window: %+v, %v; want the item refused", res, err)
+	// ScheduleMany checks each unique item before it writes anything: the
+	// plain item beside the refused one is not written either.
+	res, _ := c.ScheduleMany(ctx, []Item{{ID: "plain", Type: "welcome", Due: time.Now()}, {ID: "keyed", Type: "welcome", Due: time.Now()}},
+		ScheduleManyOptions{Unique: []*Unique{nil, &month}})
+	if len(res) != 2 || !errors.Is(res[1].Err, ErrInvalidTask) || !strings.Contains(res[1].Err.Error(), "longer than the records of succeeded runs are kept") || res[0].Err == nil {
+		t.Fatalf("ScheduleMany of a plain item and a 30-day window: %+v; want the keyed item refused and neither written", res)
 	}
-	week := Unique{Key: "user-42", For: 7 * 24 * time.Hour}
+	if _, err := c.Status(ctx, "plain"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the plain item of a refused batch: %v; want it not written", err)
+	}
+	// Dead runs are kept 30 days: a window counting only them may be as
+	// long; a month and a day is not.
+	deadOnly := Unique{Key: "user-43", For: 30 * 24 * time.Hour, States: []RunState{RunScheduled, RunQueued, RunRunning, RunDead}}
+	if _, err := c.Schedule(ctx, Item{Type: "welcome", Due: time.Now()}, &ScheduleOptions{Unique: &deadOnly}); err != nil {
+		t.Fatalf("a 30-day window counting dead runs only: %v", err)
+	}
+	deadOnly.For += 24 * time.Hour
+	if _, err := c.Schedule(ctx, Item{Type: "welcome", Due: time.Now()}, &ScheduleOptions{Unique: &deadOnly}); !errors.Is(err, ErrInvalidTask) || !strings.Contains(err.Error(), "runs.retention_failed 720h0m0s") {
+		t.Fatalf("a 31-day window counting dead runs: %v; want it refused naming runs.retention_failed", err)
+	}
+	week := Unique{Key: "user-44", For: 7 * 24 * time.Hour}
 	if _, err := c.Schedule(ctx, Item{Type: "welcome", Due: time.Now()}, &ScheduleOptions{Unique: &week}); err != nil {
 		t.Fatalf("a window as long as the retention: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/mutate"
@@ -33,20 +34,32 @@ func (c *Client) scheduleUnique(ctx context.Context, it Item, u Unique, ao sched
 	return c.sched.AddUnique(ctx, it, u, c.holdsKey, ao)
 }
 
-// checkUniqueWindow refuses a window longer than the run records are
-// kept: the window counts from the end its task's record shows, and past
-// the record's retention that end is gone, so the key would be free early
-// (a review's find: a 30-day window ended after 7 days, the default
-// runs.retention). Without run records the window counts from the
-// schedule, kept on the guard itself.
+// checkUniqueWindow refuses a window longer than the run records of the
+// ended states it counts (succeeded, dead) are kept: the window counts
+// from the end its task's record shows, and past the record's retention
+// that end is gone, so the key would be free early (a review's find: a
+// 30-day window ended after 7 days, the default runs.retention). The
+// retentions are this client's; the leader's cleaner uses its own, so
+// README asks that a fleet's runs.* agree. Without run records the window
+// counts from the schedule, kept on the guard itself.
 func (c *Client) checkUniqueWindow(u Unique) error {
 	if c.runs == nil {
 		return nil
 	}
+	states := u.States
+	if len(states) == 0 {
+		states = schedule.DefaultUniqueStates
+	}
 	kept, failed := c.runs.Retention()
-	if limit := min(kept, failed); u.For > limit {
-		return fmt.Errorf("%w: unique window %s is longer than run records are kept (runs.retention %s, runs.retention_failed %s): the window counts from the end its task's record shows, gone after %s; shorten the window to at most %s or raise both retentions to at least %s",
-			ErrInvalidTask, u.For, kept, failed, limit, limit, u.For)
+	for _, k := range []struct {
+		st   RunState
+		keep time.Duration
+		key  string
+	}{{RunSucceeded, kept, "runs.retention"}, {RunDead, failed, "runs.retention_failed"}} {
+		if slices.Contains(states, k.st) && u.For > k.keep {
+			return fmt.Errorf("%w: unique window %s is longer than the records of %s runs are kept (%s %s): the window counts from the end its task's record shows, gone after that; shorten the window to at most %s, raise %s to at least %s, or leave %s out of the unique states",
+				ErrInvalidTask, u.For, k.st, k.key, k.keep, k.keep, k.key, u.For, k.st)
+		}
 	}
 	return nil
 }
@@ -103,13 +116,16 @@ func keyHolder(ctx context.Context, sched *schedule.Client, rs *runs.Store, now 
 		return false, false, "", nil
 	}
 	it, err := sched.Get(ctx, g.Task)
-	if err != nil && (!errors.Is(err, ErrNotFound) || errors.Is(err, schedule.ErrScanGaveUp)) {
-		// A scan that gave up (a task without an id index in a schedule
-		// past Options.ScanLimit rows) is no answer: the task may be
-		// pending further on, and a guard taken for free would let a
-		// second task hold its key (a review's find).
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return false, false, "", err
 	}
+	// A lookup that gave up (schedule.ErrScanGaveUp: no id index, and
+	// Options.ScanLimit rows read) counts as not pending, and the run
+	// record decides: every task leasecron moved has lost its index row
+	// and has a record. Only a row another language wrote with a unique
+	// key, still pending past the scan's reach, is then taken for ended (a
+	// known gap, in README; an error here instead kept every ended task's
+	// key in a large schedule, a review's find).
 	pending = err == nil
 	held, ran, err = heldBy(ctx, rs, now, g, it, pending)
 	return held, pending, ran, err

@@ -223,7 +223,11 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			// with its row, cancelled as the mover sent it): a message whose
 			// blob is gone is one of a task that is done, not one to fail
 			// to its dead letter (a review's find).
-			c.ackUnrun(hctx, d, OutcomeDuplicate, "payload blob gone: without run records, a second message of a task that succeeded or was cancelled as it was sent; acknowledging without running")
+			// Warned: a blob deleted by anything else (a lifecycle rule on
+			// the container) drops its task here too.
+			d.log.Warn("payload blob gone: without run records, taken for a second message of a task that succeeded or was cancelled as it was sent; acknowledging without running", "blob", env.PayloadBlob)
+			c.ack(hctx, d)
+			c.settle(d, OutcomeDuplicate)
 			return
 		}
 	}

@@ -7,13 +7,16 @@ import (
 	"github.com/leasecron/leasecron/internal/table"
 )
 
-// sweepRanges are the RowKey ranges no due query reaches: keys starting
-// with '0' then a character after the digits (ticks forgotten, such as
-// "0_invoice-42"; ':' sorts right after '9', so no well-formed key falls
-// in it), keys starting with '1'..'9' (ticks beyond year 3169, or
-// malformed), letters other than the index rows and the unique guards
-// ("uq~…", up to "ur"), and anything after the fence row.
-var sweepRanges = [][2]string{{"0:", "1"}, {"1", IndexPrefix}, {indexEnd, GuardPrefix}, {guardEnd, FenceRowKey}, {FenceRowKey + " ", ""}}
+// sweepRanges are the RowKey ranges no due query reaches: keys from "0:"
+// up to the index rows — '0' then a character after the digits (ticks
+// forgotten, such as "0_invoice-42"; ':' sorts right after '9', so no
+// well-formed key of these centuries falls there), keys starting with
+// '1'..'9' (ticks beyond year 3169, or malformed) and letters before the
+// index rows —, letters other than the index rows and the unique guards
+// ("uq~…", up to "ur"), and anything after the fence row. (A key of
+// digits, then garbage, past the due bound waits until the bound reaches
+// it.)
+var sweepRanges = [][2]string{{"0:", IndexPrefix}, {indexEnd, GuardPrefix}, {guardEnd, FenceRowKey}, {FenceRowKey + " ", ""}}
 
 // sweep removes unique guards whose task no longer holds the key, and sets
 // aside malformed rows that would never come due.

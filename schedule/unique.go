@@ -96,7 +96,10 @@ type Unique struct {
 	// none of / \ # ? or control characters.
 	Key string
 	// For is how long a task still holds the key after it finished (0: it
-	// holds it only until it finishes).
+	// holds it only until it finishes). The end it counts from is the one
+	// the task's run record shows, so leasecron.Client refuses a For longer
+	// than the records of the ended states counted are kept (the runs
+	// retentions); without run records it counts from the schedule.
 	For time.Duration
 	// States are the run states in which the task holds the key
 	// (DefaultUniqueStates when empty). A state left out frees the key: to

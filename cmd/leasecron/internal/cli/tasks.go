@@ -62,7 +62,8 @@ An id that is already pending is refused unless --replace is given.
 
 --unique-key KEY creates the task only if no other task of its type holds
 KEY: one pending, queued, running, snoozed or between attempts, or one that
-finished (succeeded or dead) less than --unique-for ago. --unique-states
+finished (succeeded or dead) less than --unique-for ago (at most
+runs.retention, or runs.retention_failed for dead runs). --unique-states
 picks the states that count instead (comma-separated run states). A task
 refused as a duplicate prints the id of the task that holds the key and
 exits with code 4.
