@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -318,9 +319,12 @@ func (s *server) schedule(ctx context.Context, r *http.Request, who caller) (int
 	if err != nil {
 		return 0, nil, err
 	}
-	if it.ID == "" {
+	if it.ID == "" && u == nil {
 		// Named here, so that a write whose answer is lost can say which
-		// task it may have scheduled.
+		// task it may have scheduled. Not a unique task's: its id must
+		// fall in its key's shard, which the client draws it for (a
+		// review's find: with shards, every unique POST without an id was
+		// refused); a unique write sent again meets its own guard.
 		it.ID = schedule.NewID(s.clk.Now())
 	}
 	got, err := s.c.Schedule(withTrace(r), it, &leasecron.ScheduleOptions{Unique: u})
@@ -329,7 +333,7 @@ func (s *server) schedule(ctx context.Context, r *http.Request, who caller) (int
 		if again, ok := s.sameAsScheduled(ctx, err, spec, it, u, ""); ok {
 			return http.StatusOK, TaskResult{Task: again}, nil
 		}
-		if p := problemOf(err); spec.ID == "" && p.Status >= http.StatusInternalServerError && p.Type != ProblemPrefix+"incomplete" {
+		if p := problemOf(err); spec.ID == "" && it.ID != "" && p.Status >= http.StatusInternalServerError && p.Type != ProblemPrefix+"incomplete" {
 			// Storage did not answer, or not as expected: the write may
 			// have been made (a try of it may have committed before a
 			// later one was refused). A 503 would be sent again, and
@@ -416,9 +420,12 @@ func (s *server) sameTask(ctx context.Context, have leasecron.Item, spec leasecr
 		}
 		payload = string(b)
 	}
-	return have.Type == it.Type && payload == it.Payload && have.Recurrence == it.Recurrence &&
+	// Compared as the schedule stores them: a missing type is "default",
+	// and After is trimmed and without repeats (a review's find: an
+	// identical retry of such a request answered 409).
+	return have.Type == cmp.Or(it.Type, schedule.DefaultType) && payload == it.Payload && have.Recurrence == it.Recurrence &&
 		have.TZ == it.TZ && have.MaxAttempts == it.MaxAttempts && have.Queue == it.Queue && have.Priority == it.Priority &&
-		have.FairKey == it.FairKey && slices.Equal(have.After, it.After) && have.AfterAny == it.AfterAny && have.UniqueKey == key &&
+		have.FairKey == it.FairKey && slices.Equal(have.After, schedule.ParentIDs(it.After)) && have.AfterAny == it.AfterAny && have.UniqueKey == key &&
 		have.Batch == batch && (spec.At == "" || have.Due.Equal(it.Due))
 }
 

@@ -205,8 +205,11 @@ class Client:
         else its compact JSON. at is a datetime or RFC 3339 string; in_,
         every and unique_for are Go duration strings (``"90s"``) or
         timedeltas. Only the arguments that are not None are sent. With an
-        id the call is idempotent (a retried identical POST answers as the
-        first), so it is also retried after connection errors.
+        id, a repeated identical POST answers as the first while the task is
+        pending; but a task due now may have run by the time a resend
+        arrives, and the resend would schedule it again, so a connection
+        error or timeout is raised, not retried: :meth:`status` tells
+        whether the task was scheduled.
 
         Raises:
             Invalid: a field is wrong (``field`` names it).
@@ -239,7 +242,7 @@ class Client:
             "/tasks",
             spec,
             headers=_trace_headers(traceparent),
-            idempotent=bool(id),
+            idempotent=False,
         )
         return _task_of(answer)
 
@@ -278,7 +281,10 @@ class Client:
             body["batch"] = batch
         if on_complete is not None:
             body["on_complete"] = dict(on_complete)
-        idempotent = bool(specs) and all(
+        # A batch's first call seals it: a resend is answered as the first
+        # even once its tasks ran. Without a batch, a task that ran since
+        # would be scheduled again (see schedule).
+        idempotent = batch is not None and bool(specs) and all(
             isinstance(s.get("id"), str) and s["id"] for s in specs
         )
         return self.request(
@@ -331,7 +337,9 @@ class Client:
 
         (``PUT /tasks/{id}``.) spec takes the keyword arguments of
         :meth:`schedule` (``type``, ``payload``, ``at``, ``in_``, ...,
-        ``traceparent``); its ``id``, if given, must be id.
+        ``traceparent``); its ``id``, if given, must be id. A connection
+        error or timeout is raised, not retried: a task due now may have run
+        since, and a resend would schedule it again (see :meth:`schedule`).
         """
         traceparent = spec.pop("traceparent", None)
         answer = self.request(
@@ -339,6 +347,7 @@ class Client:
             f"/tasks/{_segment(id)}",
             task_spec(spec),
             headers=_trace_headers(traceparent),
+            idempotent=False,
         )
         return _task_of(answer)
 

@@ -8,8 +8,9 @@
  *
  * Every request has its own timeout. 429 and 503 answers are retried,
  * honouring `Retry-After`; network errors and timeouts are retried only for
- * requests that are safe to repeat (GET, PUT, and schedules whose tasks all
- * carry an explicit id, which the server treats idempotently). Error answers
+ * requests that are safe to repeat (GET, and a batch's schedule whose tasks
+ * all carry an explicit id, which the server answers as the first once the
+ * batch is sealed). Error answers
  * (RFC 9457 problem details) become {@link ApiError} and its subclasses.
  *
  * @example
@@ -381,8 +382,11 @@ export class LeasecronClient {
   /**
    * Schedules one task (`POST /tasks`).
    *
-   * A spec with an `id` is retried after a network error or timeout too: the
-   * server answers a repeated identical POST as it did the first.
+   * A network error or timeout is thrown, not retried, id or not: the server
+   * answers a repeated identical POST as the first only while the task is
+   * pending, and a task due now may have run by the time a resend arrives,
+   * which would schedule it again. {@link Client.status} tells whether the
+   * first request took effect.
    *
    * @param spec - the task; only `type` is required
    * @param opts - `traceparent` to link the task to the caller's trace
@@ -397,7 +401,7 @@ export class LeasecronClient {
       path: "/tasks",
       body: spec,
       headers,
-      idempotent: hasId(spec),
+      idempotent: false,
     });
     return answer.task;
   }
@@ -409,7 +413,9 @@ export class LeasecronClient {
    * Without `partial`, one invalid task refuses the request with an
    * {@link InvalidError} (422, `errors` lists them) and nothing is scheduled;
    * with it, each task's fate is in `results`. Retried after a network error
-   * or timeout only when every task has an `id`.
+   * or timeout only for a `batch` whose tasks all have an `id` (its first
+   * call seals it; without a batch, a task that ran since would be
+   * scheduled again).
    *
    * @param req - the tasks, and `partial`, `batch`, `on_complete`
    * @returns how many were scheduled and one result per task
@@ -420,7 +426,7 @@ export class LeasecronClient {
       method: "POST",
       path: "/tasks:many",
       body: req,
-      idempotent: tasks.length > 0 && tasks.every(hasId),
+      idempotent: req?.batch !== undefined && tasks.length > 0 && tasks.every(hasId),
     });
   }
 
@@ -473,11 +479,14 @@ export class LeasecronClient {
    * none (`PUT /tasks/{id}`).
    *
    * @param id - the task id
+   * A network error or timeout is thrown, not retried, as for
+   * {@link Client.schedule}.
+   *
    * @param spec - the new spec; its `id` must be empty or `id`
    * @returns the task as written
    */
   async replace(id: string, spec: TaskSpec): Promise<Task> {
-    const answer = await this.#request<TaskAnswer>({ method: "PUT", path: `/tasks/${pathId(id)}`, body: spec });
+    const answer = await this.#request<TaskAnswer>({ method: "PUT", path: `/tasks/${pathId(id)}`, body: spec, idempotent: false });
     return answer.task;
   }
 

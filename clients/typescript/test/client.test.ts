@@ -406,22 +406,35 @@ test("a request times out against a slow handler", async (t) => {
 });
 
 test("a timed-out request is retried when it is idempotent", async (t) => {
-  const s = await serve(t, hang, json(201, { task }));
-  // A schedule with an explicit id: the server answers a repeat as the first.
-  assert.deepEqual(await s.client({ timeoutMs: 150 }).schedule({ id: "t1", type: "email" }), task);
-  assert.equal(s.requests.length, 2);
-
+  // A batch's first call seals it: the server answers a repeat as the first.
   const many = await serve(t, hang, json(200, { scheduled: 1, results: [] }));
-  await many.client({ timeoutMs: 150 }).scheduleMany({ tasks: [{ id: "a", type: "t" }] });
+  await many.client({ timeoutMs: 150 }).scheduleMany({ tasks: [{ id: "a", type: "t" }], batch: "b1" });
   assert.equal(many.requests.length, 2);
-
-  const anonymous = await serve(t, hang, json(200, { scheduled: 1, results: [] }));
-  await assert.rejects(anonymous.client({ timeoutMs: 150 }).scheduleMany({ tasks: [{ id: "a", type: "t" }, { type: "t" }] }), TimeoutError);
-  assert.equal(anonymous.requests.length, 1);
 
   const get = await serve(t, hang, hang, hang);
   await assert.rejects(get.client({ timeoutMs: 100, retries: 2 }).status("t1"), TimeoutError);
   assert.equal(get.requests.length, 3);
+});
+
+test("a timed-out schedule is not retried, id or not", async (t) => {
+  // A task due now may have run by the time a resend arrives, and the resend
+  // would schedule it again (a review found a retried POST run its task
+  // twice): status tells whether the first request took effect.
+  const one = await serve(t, hang, json(201, { task }));
+  await assert.rejects(one.client({ timeoutMs: 150 }).schedule({ id: "t1", type: "email" }), TimeoutError);
+  assert.equal(one.requests.length, 1);
+
+  const put = await serve(t, hang, json(200, { task }));
+  await assert.rejects(put.client({ timeoutMs: 150 }).replace("t1", { type: "email" }), TimeoutError);
+  assert.equal(put.requests.length, 1);
+
+  const many = await serve(t, hang, json(200, { scheduled: 1, results: [] }));
+  await assert.rejects(many.client({ timeoutMs: 150 }).scheduleMany({ tasks: [{ id: "a", type: "t" }] }), TimeoutError);
+  assert.equal(many.requests.length, 1);
+
+  const anonymous = await serve(t, hang, json(200, { scheduled: 1, results: [] }));
+  await assert.rejects(anonymous.client({ timeoutMs: 150 }).scheduleMany({ tasks: [{ id: "a", type: "t" }, { type: "t" }] }), TimeoutError);
+  assert.equal(anonymous.requests.length, 1);
 });
 
 test("the token never appears in error messages", async (t) => {

@@ -1,0 +1,99 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/memstore"
+)
+
+// A unique task POSTed without an id is scheduled on a sharded schedule:
+// its id must fall in its key's shard, which the client draws it for.
+// Before, the server named every task it was not given an id for, and
+// with 8 shards nearly every such POST was refused with 400, telling the
+// caller to leave the id empty — which it had (a review's find).
+func TestAUniquePostWithoutAnIDIsScheduledWithShards(t *testing.T) {
+	ms := memstore.New(memstore.Options{})
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()},
+		Names: leasecron.Names{Shards: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tok, err := c.CreateToken(context.Background(), "sch", leasecron.RoleScheduler, nil, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(body string) (int, string) {
+		r := httptest.NewRequest(http.MethodPost, "/api/v1/tasks", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Authorization", "Bearer "+tok)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code, w.Body.String()
+	}
+	for i := range 8 {
+		body := fmt.Sprintf(`{"type":"welcome","in":"1h","unique_key":"user-%d"}`, i)
+		if code, answer := post(body); code != http.StatusCreated {
+			t.Fatalf("POST %s: %d %s; want 201", body, code, answer)
+		}
+		// The key is held now: the same POST is refused as a duplicate.
+		if code, answer := post(body); code != http.StatusConflict || !strings.Contains(answer, "unique-key-held") {
+			t.Fatalf("POST %s again: %d %s; want 409 unique-key-held", body, code, answer)
+		}
+	}
+}
+
+// A retried POST of a task without a type, or with --after ids given with
+// spaces or twice, answers as the first did: the request is compared with
+// the pending task as the schedule stores it (type "default", the parent
+// ids trimmed and without repeats). Before, the retry answered 409 (a
+// review's find).
+func TestARetriedPostIsComparedAsStored(t *testing.T) {
+	ms := memstore.New(memstore.Options{})
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tok, err := c.CreateToken(context.Background(), "sch", leasecron.RoleScheduler, nil, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(body string) (int, string) {
+		r := httptest.NewRequest(http.MethodPost, "/api/v1/tasks", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Authorization", "Bearer "+tok)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code, w.Body.String()
+	}
+	for _, id := range []string{"p1", "p2"} {
+		if _, err := c.Schedule(context.Background(), leasecron.Item{ID: id, Type: "t", Due: time.Now().Add(time.Hour)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, body := range []string{
+		`{"id":"notype","in":"10m"}`,
+		`{"id":"child","type":"t","after":["p1", " p2", "p1"]}`,
+	} {
+		if code, answer := post(body); code != http.StatusCreated {
+			t.Fatalf("POST %s: %d %s; want 201", body, code, answer)
+		}
+		if code, answer := post(body); code != http.StatusOK {
+			t.Fatalf("POST %s again: %d %s; want 200, as the first", body, code, answer)
+		}
+	}
+}
