@@ -2,15 +2,21 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/memstore"
+	"github.com/leasecron/leasecron/queue"
 )
 
 // A unique task POSTed without an id is scheduled on a sharded schedule:
@@ -94,6 +100,76 @@ func TestARetriedPostIsComparedAsStored(t *testing.T) {
 		}
 		if code, answer := post(body); code != http.StatusOK {
 			t.Fatalf("POST %s again: %d %s; want 200, as the first", body, code, answer)
+		}
+	}
+}
+
+// A token limited to types sees in health only its types' pauses and dead
+// letters, as docs/api.md says of dead letters (a review found it shown
+// the fleet's dead-letter total and every paused type).
+func TestHealthShowsALimitedTokenItsOwnTypes(t *testing.T) {
+	ctx := context.Background()
+	ms := memstore.New(memstore.Options{})
+	st := leasecron.Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()}
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{"invoice", "mail"} {
+		if err := c.Pause(ctx, typ, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc, err := azqueue.NewServiceClientFromConnectionString(ms.ConnectionString(), &azqueue.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: ms.Transport()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qc := svc.NewQueueClient(leasecron.Names{}.WithDefaults().PoisonQueue)
+	if _, err := qc.Create(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	poison, err := queue.NewAzureQueue(qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, typ := range []string{"invoice", "mail", "mail"} {
+		body, err := queue.Envelope{ID: fmt.Sprintf("d%d", i), Type: typ, Due: time.Now()}.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := json.Marshal(queue.DeadLetter{Reason: "max attempts", Body: body, At: time.Now(), RunID: fmt.Sprintf("d%d", i), Type: typ})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := poison.Enqueue(ctx, string(rec), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		types  []string
+		dead   int
+		paused []string
+	}{{"all", nil, 3, []string{"invoice", "mail"}}, {"lim", []string{"invoice"}, 1, []string{"invoice"}}} {
+		_, tok, err := c.CreateToken(ctx, tc.name, leasecron.RoleViewer, tc.types, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/health", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		var got Health
+		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s (%v)", tc.name, w.Code, w.Body, err)
+		}
+		slices.Sort(got.PausedTypes)
+		if got.DeadLetters != tc.dead || !slices.Equal(got.PausedTypes, tc.paused) {
+			t.Errorf("%s: health shows %d dead letters, paused %v; want %d, %v", tc.name, got.DeadLetters, got.PausedTypes, tc.dead, tc.paused)
 		}
 	}
 }
