@@ -564,6 +564,10 @@ func (s *server) scheduleMany(ctx context.Context, r *http.Request, who caller) 
 			return 0, nil, fieldProblem("on_complete", "a callback with batch", "on_complete goes with batch")
 		}
 		cb, _, err := s.itemOf(who, leasecron.TaskSpec{Type: req.OnComplete.Type, Payload: req.OnComplete.Payload})
+		var p *Problem
+		if errors.As(err, &p) && p.Status == http.StatusForbidden {
+			return 0, nil, err // a type the token may not touch: 403, as anywhere else
+		}
 		if err != nil {
 			return 0, nil, fieldProblem("on_complete", "{type, payload} of a type the token may touch", "on_complete: "+err.Error())
 		}

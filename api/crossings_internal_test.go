@@ -173,3 +173,31 @@ func TestHealthShowsALimitedTokenItsOwnTypes(t *testing.T) {
 		}
 	}
 }
+
+// A batch's callback of a type the token may not touch is refused with
+// 403, as a task of such a type is (docs/api.md: "Anything else is 403");
+// it was a 400 (a review's find).
+func TestACallbackOfAnotherTypeIsForbidden(t *testing.T) {
+	ms := memstore.New(memstore.Options{})
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tok, err := c.CreateToken(context.Background(), "lim", leasecron.RoleScheduler, []string{"invoice"}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"tasks":[{"id":"i1","type":"invoice"}],"batch":"b1","on_complete":{"type":"mail"}}`
+	r := httptest.NewRequest(http.MethodPost, "/api/v1/tasks:many", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", "Bearer "+tok)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "mail") {
+		t.Fatalf("POST %s by a token limited to invoice: %d %s; want 403 naming the type", body, w.Code, w.Body)
+	}
+}
