@@ -189,6 +189,11 @@ func ValidateID(id string) error {
 		return fmt.Errorf("%w: task id %.40q… is %d characters; the limit is %d", ErrInvalid, id, len(id), MaxIDLen)
 	case !idRE.MatchString(id):
 		return fmt.Errorf("%w: task id %q: use only letters, digits and . _ : - ('@', '~', '/', spaces and quotes are not allowed)", ErrInvalid, id)
+	case id == "." || id == "..":
+		// A URL path cannot name it: HTTP clients and servers clean the
+		// segment away (a review found such a task unreachable through
+		// the API and its clients).
+		return fmt.Errorf("%w: task id %q: an id of one or two dots alone cannot be named in a URL; add a letter or digit", ErrInvalid, id)
 	}
 	return nil
 }

@@ -98,12 +98,19 @@ func TestPrepareDefaults(t *testing.T) {
 	if !(a < b) || a == newID(fc.Now()) {
 		t.Fatalf("ids %s %s not time-sortable and unique", a, b)
 	}
-	for _, ok := range []string{"nightly_report", "a.b:c-d", "X", strings.Repeat("z", 200)} {
+	for _, ok := range []string{"nightly_report", "a.b:c-d", "X", strings.Repeat("z", 200), "...", ".a"} {
 		t.Run(ok, func(t *testing.T) {
 			if err := ValidateID(ok); err != nil {
 				t.Errorf("ValidateID(%q): %v", ok, err)
 			}
 		})
+	}
+	// "." and ".." cannot be named in a URL path (the API's routes): HTTP
+	// clients and servers clean such a segment away.
+	for _, bad := range []string{".", ".."} {
+		if err := ValidateID(bad); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "dots alone") {
+			t.Errorf("ValidateID(%q): %v; want ErrInvalid naming the dots", bad, err)
+		}
 	}
 }
 
