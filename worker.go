@@ -525,6 +525,8 @@ func (w *Worker) announce(ctx context.Context, drain context.CancelCauseFunc) (s
 		DrainEvery: max(w.o.DrainCheck, 0), OnDrain: func(string) { drain(ErrDrained) }}
 	if !w.o.NoConsume {
 		a.Queues = w.consumes()
+	} else {
+		a.NoConsume = true
 	}
 	if w.cop != nil {
 		// A standby hears of a request in the leader's note (fleetNote).

@@ -56,9 +56,11 @@ const (
 	// look, leave it out).
 	metaDrainEvery = "drainevery"
 	// metaQueues lists the named queues the instance consumes, separated
-	// by commas (instances of earlier releases, and those that do not
-	// consume, leave it out).
+	// by commas; noQueues says it consumes none (instances of earlier
+	// releases leave it out, and those of earlier releases that do not
+	// consume too).
 	metaQueues = "queues"
+	noQueues   = "-"
 )
 
 // DefaultDrainEvery is how often a worker looks for a drain request
@@ -90,7 +92,8 @@ type Instance struct {
 	DrainBy  string
 	DrainAt  time.Time
 	Draining time.Time
-	// Queues are the named queues it consumes (nil: not said).
+	// Queues are the named queues it consumes (nil: not said, as by an
+	// earlier release; empty: none).
 	Queues []string
 }
 
@@ -116,9 +119,14 @@ type Announcer struct {
 	// found; the blob then says the instance is draining until it is
 	// deleted.
 	OnDrain func(by string)
-	// Queues are the named queues the instance consumes (none: it does
-	// not consume).
+	// Queues are the named queues the instance consumes.
 	Queues []string
+	// NoConsume says it consumes no queue: written as such, so that a
+	// reader does not take the instance for one of an earlier release,
+	// which consumed the default queue (a review found a leader-only
+	// instance listed as the default queue's consumer, hiding that no
+	// worker ran its tasks).
+	NoConsume bool
 	// Relaxed, when set and true, says the instance hears of drain
 	// requests another way (the leader's note in the lease, read at every
 	// lease poll, and Look): it then reads its blob only every
@@ -172,7 +180,9 @@ func (a *Announcer) Run(ctx context.Context) error {
 	if a.DrainEvery > 0 {
 		meta[metaDrainEvery] = to.Ptr(a.DrainEvery.String())
 	}
-	if len(a.Queues) > 0 {
+	if a.NoConsume {
+		meta[metaQueues] = to.Ptr(noQueues)
+	} else if len(a.Queues) > 0 {
 		meta[metaQueues] = to.Ptr(strings.Join(a.Queues, ","))
 	}
 	var etag *azcore.ETag // the blob as this instance last wrote or read it
@@ -356,7 +366,10 @@ func fromMetadata(m map[string]*string) Instance {
 		case metaDrainEvery:
 			in.DrainEvery, _ = time.ParseDuration(*v)
 		case metaQueues:
-			in.Queues = strings.Split(*v, ",")
+			in.Queues = []string{}
+			if *v != noQueues {
+				in.Queues = strings.Split(*v, ",")
+			}
 		}
 	}
 	return in

@@ -144,3 +144,53 @@ func TestDrainRequestIsNeverOverwritten(t *testing.T) {
 		t.Errorf("draining a stopped instance: %v, want ErrNotPresent", err)
 	}
 }
+
+// An instance that consumes no queue says so (queues "-"), so that a
+// reader does not take it for one of an earlier release, which left the
+// list out and consumed the default queue: a leader-only instance was
+// listed as the default queue's consumer, hiding that nothing ran its
+// tasks (a review's find). One that consumes lists its queues.
+func TestPresenceSaysWhichQueuesAreConsumed(t *testing.T) {
+	cc := testContainer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stops []func()
+	for _, a := range []*Announcer{
+		{C: cc, Name: "a", Instance: "a", Queues: []string{"default", "gpu"}},
+		{C: cc, Name: "b", Instance: "b", NoConsume: true},
+		{C: cc, Name: "c", Instance: "c"}, // as an earlier release writes it
+	} {
+		actx, acancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = a.Run(actx)
+		}()
+		stops = append(stops, func() { acancel(); <-done })
+	}
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	var got []Instance
+	var err error
+	for {
+		if got, err = List(ctx, cc); err == nil && len(got) == 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("three instances never showed: %v, %v", got, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if q := got[0].Queues; len(q) != 2 || q[0] != "default" || q[1] != "gpu" {
+		t.Errorf("a consumer's queues: %q; want [default gpu]", q)
+	}
+	if q := got[1].Queues; q == nil || len(q) != 0 {
+		t.Errorf("a non-consumer's queues: %#v; want empty, not nil", q)
+	}
+	if q := got[2].Queues; q != nil {
+		t.Errorf("an earlier release's queues: %#v; want nil (not said)", q)
+	}
+}
