@@ -19,15 +19,21 @@ import (
 	"github.com/leasecron/leasecron/queue"
 )
 
-// A unique task POSTed without an id is scheduled on a sharded schedule:
-// its id must fall in its key's shard, which the client draws it for.
-// Before, the server named every task it was not given an id for, and
-// with 8 shards nearly every such POST was refused with 400, telling the
-// caller to leave the id empty — which it had (a review's find).
-func TestAUniquePostWithoutAnIDIsScheduledWithShards(t *testing.T) {
+// fixture is an API server over a fresh in-memory account, its client,
+// and do, which sends a request with a token of role (limited to types,
+// when given) made for it.
+type fixture struct {
+	t *testing.T
+	c *leasecron.Client
+	h http.Handler
+	// ms is the account, for what a test writes beside the client.
+	ms *memstore.Server
+}
+
+func newFixture(t *testing.T, names leasecron.Names) *fixture {
+	t.Helper()
 	ms := memstore.New(memstore.Options{})
-	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()},
-		Names: leasecron.Names{Shards: 8}})
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()}, Names: names})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,18 +41,43 @@ func TestAUniquePostWithoutAnIDIsScheduledWithShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, tok, err := c.CreateToken(context.Background(), "sch", leasecron.RoleScheduler, nil, "test")
+	return &fixture{t: t, c: c, h: h, ms: ms}
+}
+
+// token makes a token of role, limited to types when given.
+func (f *fixture) token(name, role string, types ...string) string {
+	f.t.Helper()
+	_, tok, err := f.c.CreateToken(context.Background(), name, role, types, "test")
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
-	post := func(body string) (int, string) {
-		r := httptest.NewRequest(http.MethodPost, "/api/v1/tasks", strings.NewReader(body))
+	return tok
+}
+
+// do sends method path with body (JSON, when not empty) as tok.
+func (f *fixture) do(tok, method, path, body string) (int, string) {
+	var r *http.Request
+	if body != "" {
+		r = httptest.NewRequest(method, path, strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Authorization", "Bearer "+tok)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w.Code, w.Body.String()
+	} else {
+		r = httptest.NewRequest(method, path, nil)
 	}
+	r.Header.Set("Authorization", "Bearer "+tok)
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	return w.Code, w.Body.String()
+}
+
+// A unique task POSTed without an id is scheduled on a sharded schedule:
+// its id must fall in its key's shard, which the client draws it for.
+// Before, the server named every task it was not given an id for, and
+// with 8 shards nearly every such POST was refused with 400, telling the
+// caller to leave the id empty — which it had (a review's find).
+func TestAUniquePostWithoutAnIDIsScheduledWithShards(t *testing.T) {
+	f := newFixture(t, leasecron.Names{Shards: 8})
+	tok := f.token("sch", leasecron.RoleScheduler)
+	post := func(body string) (int, string) { return f.do(tok, http.MethodPost, "/api/v1/tasks", body) }
 	for i := range 8 {
 		body := fmt.Sprintf(`{"type":"welcome","in":"1h","unique_key":"user-%d"}`, i)
 		if code, answer := post(body); code != http.StatusCreated {
@@ -65,27 +96,10 @@ func TestAUniquePostWithoutAnIDIsScheduledWithShards(t *testing.T) {
 // ids trimmed and without repeats). Before, the retry answered 409 (a
 // review's find).
 func TestARetriedPostIsComparedAsStored(t *testing.T) {
-	ms := memstore.New(memstore.Options{})
-	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(c, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, tok, err := c.CreateToken(context.Background(), "sch", leasecron.RoleScheduler, nil, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	post := func(body string) (int, string) {
-		r := httptest.NewRequest(http.MethodPost, "/api/v1/tasks", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Authorization", "Bearer "+tok)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w.Code, w.Body.String()
-	}
+	f := newFixture(t, leasecron.Names{})
+	c := f.c
+	tok := f.token("sch", leasecron.RoleScheduler)
+	post := func(body string) (int, string) { return f.do(tok, http.MethodPost, "/api/v1/tasks", body) }
 	for _, id := range []string{"p1", "p2"} {
 		if _, err := c.Schedule(context.Background(), leasecron.Item{ID: id, Type: "t", Due: time.Now().Add(time.Hour)}, nil); err != nil {
 			t.Fatal(err)
@@ -109,16 +123,8 @@ func TestARetriedPostIsComparedAsStored(t *testing.T) {
 // the fleet's dead-letter total and every paused type).
 func TestHealthShowsALimitedTokenItsOwnTypes(t *testing.T) {
 	ctx := context.Background()
-	ms := memstore.New(memstore.Options{})
-	st := leasecron.Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()}
-	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(c, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t, leasecron.Names{})
+	c, ms := f.c, f.ms
 	for _, typ := range []string{"invoice", "mail"} {
 		if err := c.Pause(ctx, typ, time.Time{}); err != nil {
 			t.Fatal(err)
@@ -155,17 +161,10 @@ func TestHealthShowsALimitedTokenItsOwnTypes(t *testing.T) {
 		dead   int
 		paused []string
 	}{{"all", nil, 3, []string{"invoice", "mail"}}, {"lim", []string{"invoice"}, 1, []string{"invoice"}}} {
-		_, tok, err := c.CreateToken(ctx, tc.name, leasecron.RoleViewer, tc.types, "test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := httptest.NewRequest(http.MethodGet, "/api/v1/health", nil)
-		r.Header.Set("Authorization", "Bearer "+tok)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
+		code, answer := f.do(f.token(tc.name, leasecron.RoleViewer, tc.types...), http.MethodGet, "/api/v1/health", "")
 		var got Health
-		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK {
-			t.Fatalf("%s: %d %s (%v)", tc.name, w.Code, w.Body, err)
+		if err := json.Unmarshal([]byte(answer), &got); err != nil || code != http.StatusOK {
+			t.Fatalf("%s: %d %s (%v)", tc.name, code, answer, err)
 		}
 		slices.Sort(got.PausedTypes)
 		if got.DeadLetters != tc.dead || !slices.Equal(got.PausedTypes, tc.paused) {
@@ -178,26 +177,10 @@ func TestHealthShowsALimitedTokenItsOwnTypes(t *testing.T) {
 // 403, as a task of such a type is (docs/api.md: "Anything else is 403");
 // it was a 400 (a review's find).
 func TestACallbackOfAnotherTypeIsForbidden(t *testing.T) {
-	ms := memstore.New(memstore.Options{})
-	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(c, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, tok, err := c.CreateToken(context.Background(), "lim", leasecron.RoleScheduler, []string{"invoice"}, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t, leasecron.Names{})
+	tok := f.token("lim", leasecron.RoleScheduler, "invoice")
 	body := `{"tasks":[{"id":"i1","type":"invoice"}],"batch":"b1","on_complete":{"type":"mail"}}`
-	r := httptest.NewRequest(http.MethodPost, "/api/v1/tasks:many", strings.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Authorization", "Bearer "+tok)
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "mail") {
-		t.Fatalf("POST %s by a token limited to invoice: %d %s; want 403 naming the type", body, w.Code, w.Body)
+	if code, answer := f.do(tok, http.MethodPost, "/api/v1/tasks:many", body); code != http.StatusForbidden || !strings.Contains(answer, "mail") {
+		t.Fatalf("POST %s by a token limited to invoice: %d %s; want 403 naming the type", body, code, answer)
 	}
 }
