@@ -49,8 +49,8 @@ type Instance struct {
 	// only when a counter changed).
 	Flushed time.Time `json:"last_flush,omitzero"`
 	// Queues are the named queues a present worker consumes (empty: it
-	// does not consume; nil in Go, absent in JSON too, for one of a
-	// release before named queues, which consumes the default queue).
+	// does not consume; nil for one of a release before named queues,
+	// which consumes the default queue). In JSON both are left out.
 	Queues []string `json:"queues,omitempty"`
 	// Total sums its counts over every task type.
 	Total Counts `json:"counters"`

@@ -79,6 +79,18 @@ func TestAGuardOfAnEndedOrImpossibleTaskHoldsNothing(t *testing.T) {
 		t.Errorf("keepsGuard of a task that succeeded, past the scan limit: %v, %v; want not kept, no error", kept, err)
 	}
 
+	// A requeued occurrence of a unique series takes the key as its run
+	// id, "series@due": its record decides (a review found a first fix
+	// that took it for an impossible id, holding nothing, while it ran).
+	occ := "nightly@2026-03-01T12:00:00Z"
+	if _, err := rs.Claim(ctx, occ, "w1", 1, clk.Now().Add(time.Minute), runs.Meta{Type: "t", Due: clk.Now(), Queued: true}); err != nil {
+		t.Fatal(err)
+	}
+	running := schedule.Guard{Type: "t", Key: "n", Task: occ, Created: clk.Now(), States: schedule.DefaultUniqueStates}
+	if held, err := holdsKey(ctx, sched, rs, clk.Now(), running); err != nil || !held {
+		t.Errorf("holdsKey of a running series occurrence: %v, %v; want held", held, err)
+	}
+
 	bad := schedule.Guard{Type: "t", Key: "q", Task: "o'brien", Created: clk.Now()}
 	if held, err := holdsKey(ctx, sched, rs, clk.Now(), bad); err != nil || held {
 		t.Errorf("holdsKey of a guard naming %q: %v, %v; want not held, no error", bad.Task, held, err)

@@ -46,6 +46,12 @@ func TestAUniqueWindowLongerThanRetentionIsRefused(t *testing.T) {
 	if _, err := c.Schedule(ctx, Item{Type: "welcome", Due: time.Now()}, &ScheduleOptions{Unique: &deadOnly}); !errors.Is(err, ErrInvalidTask) || !strings.Contains(err.Error(), "runs.retention_failed 720h0m0s") {
 		t.Fatalf("a 31-day window counting dead runs: %v; want it refused naming runs.retention_failed", err)
 	}
+	// Cancelled runs are kept runs.retention: a window counting them is
+	// bounded by it even when it leaves out succeeded.
+	cancelledToo := Unique{Key: "user-45", For: 30 * 24 * time.Hour, States: []RunState{RunScheduled, RunQueued, RunRunning, RunDead, RunCancelled}}
+	if _, err := c.Schedule(ctx, Item{Type: "welcome", Due: time.Now()}, &ScheduleOptions{Unique: &cancelledToo}); !errors.Is(err, ErrInvalidTask) || !strings.Contains(err.Error(), "records of cancelled runs") {
+		t.Fatalf("a 30-day window counting cancelled runs: %v; want it refused naming them", err)
+	}
 	week := Unique{Key: "user-44", For: 7 * 24 * time.Hour}
 	if _, err := c.Schedule(ctx, Item{Type: "welcome", Due: time.Now()}, &ScheduleOptions{Unique: &week}); err != nil {
 		t.Fatalf("a window as long as the retention: %v", err)

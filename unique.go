@@ -35,7 +35,7 @@ func (c *Client) scheduleUnique(ctx context.Context, it Item, u Unique, ao sched
 }
 
 // checkUniqueWindow refuses a window longer than the run records of the
-// ended states it counts (succeeded, dead) are kept: the window counts
+// ended states it counts (succeeded, cancelled, dead) are kept: the window counts
 // from the end its task's record shows, and past the record's retention
 // that end is gone, so the key would be free early (a review's find: a
 // 30-day window ended after 7 days, the default runs.retention). The
@@ -55,7 +55,7 @@ func (c *Client) checkUniqueWindow(u Unique) error {
 		st   RunState
 		keep time.Duration
 		key  string
-	}{{RunSucceeded, kept, "runs.retention"}, {RunDead, failed, "runs.retention_failed"}} {
+	}{{RunSucceeded, kept, "runs.retention"}, {RunCancelled, kept, "runs.retention"}, {RunDead, failed, "runs.retention_failed"}} {
 		if slices.Contains(states, k.st) && u.For > k.keep {
 			return fmt.Errorf("%w: unique window %s is longer than the records of %s runs are kept (%s %s): the window counts from the end its task's record shows, gone after that; shorten the window to at most %s, raise %s to at least %s, or leave %s out of the unique states",
 				ErrInvalidTask, u.For, k.st, k.key, k.keep, k.keep, k.key, u.For, k.st)
@@ -108,11 +108,13 @@ func holdsKey(ctx context.Context, sched *schedule.Client, rs *runs.Store, now t
 // (its row is in the schedule), from the one read of the row, and the
 // state of its run record when heldBy read one.
 func keyHolder(ctx context.Context, sched *schedule.Client, rs *runs.Store, now time.Time, g schedule.Guard) (held, pending bool, ran RunState, err error) {
-	if schedule.ValidateID(g.Task) != nil {
-		// A guard written by another language naming an id no task can
-		// have: the mover sets such a row aside, and no run record can
-		// bear it, so it holds nothing (a review's find: the run store's
-		// refusal of the id stopped the sweep and kept the key for good).
+	if runs.ValidateID(g.Task) != nil {
+		// A guard written by another language naming an id no run record
+		// can bear: the mover sets such a row aside, so it holds nothing
+		// (a review's find: the run store's refusal of the id stopped the
+		// sweep and kept the key for good). Not schedule.ValidateID: a
+		// requeued occurrence of a unique series takes the key as its run
+		// id, "series@due", which the run record decides.
 		return false, false, "", nil
 	}
 	it, err := sched.Get(ctx, g.Task)

@@ -303,7 +303,7 @@ func (s *server) health(ctx context.Context, r *http.Request, who caller) (int, 
 		return 0, nil, err
 	}
 	for _, p := range ps {
-		if p.Type != "" && who.allows(p.Type) || p.Type == "" && !who.limited() {
+		if who.allows(p.Type) {
 			h.PausedTypes = append(h.PausedTypes, p.Type)
 		}
 	}

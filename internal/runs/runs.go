@@ -593,6 +593,11 @@ func applyCancel(cur Run, now time.Time) (Run, error) {
 	return cur, nil
 }
 
+// ValidateID checks a run id as the run store does: 1–MaxIDLen bytes,
+// none of / \ # ? ' or control characters (a series occurrence's id,
+// "series@due", passes; schedule.ValidateID, for task ids, is stricter).
+func ValidateID(id string) error { return validateID(id) }
+
 func validateID(id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: run id is empty", ErrInvalid)

@@ -284,7 +284,7 @@ class Client:
         # A batch's first call seals it: a resend is answered as the first
         # even once its tasks ran. Without a batch, a task that ran since
         # would be scheduled again (see schedule).
-        idempotent = batch is not None and bool(specs) and all(
+        idempotent = bool(batch) and bool(specs) and all(
             isinstance(s.get("id"), str) and s["id"] for s in specs
         )
         return self.request(

@@ -486,6 +486,8 @@ class RetryTests(ServerTestCase):
             lambda c: c.replace("t1", type="a"),
             lambda c: c.schedule_many([{"id": "x", "type": "a"}, {"id": "y", "type": "a"}]),
             lambda c: c.schedule_many([{"id": "x", "type": "a"}, {"type": "a"}]),
+            # An empty batch is none to the server: nothing seals it.
+            lambda c: c.schedule_many([{"id": "x", "type": "a"}], batch=""),
             lambda c: c.cancel("t1"),
         ):
             self.server.seen.clear()

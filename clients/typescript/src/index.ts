@@ -385,7 +385,7 @@ export class LeasecronClient {
    * A network error or timeout is thrown, not retried, id or not: the server
    * answers a repeated identical POST as the first only while the task is
    * pending, and a task due now may have run by the time a resend arrives,
-   * which would schedule it again. {@link Client.status} tells whether the
+   * which would schedule it again. {@link LeasecronClient.status} tells whether the
    * first request took effect.
    *
    * @param spec - the task; only `type` is required
@@ -426,7 +426,7 @@ export class LeasecronClient {
       method: "POST",
       path: "/tasks:many",
       body: req,
-      idempotent: req?.batch !== undefined && tasks.length > 0 && tasks.every(hasId),
+      idempotent: !!req?.batch && tasks.length > 0 && tasks.every(hasId),
     });
   }
 
@@ -478,10 +478,10 @@ export class LeasecronClient {
    * Replaces a pending task by a new spec, or schedules it when there is
    * none (`PUT /tasks/{id}`).
    *
-   * @param id - the task id
    * A network error or timeout is thrown, not retried, as for
-   * {@link Client.schedule}.
+   * {@link LeasecronClient.schedule}.
    *
+   * @param id - the task id
    * @param spec - the new spec; its `id` must be empty or `id`
    * @returns the task as written
    */

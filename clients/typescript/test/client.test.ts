@@ -435,6 +435,11 @@ test("a timed-out schedule is not retried, id or not", async (t) => {
   const anonymous = await serve(t, hang, json(200, { scheduled: 1, results: [] }));
   await assert.rejects(anonymous.client({ timeoutMs: 150 }).scheduleMany({ tasks: [{ id: "a", type: "t" }, { type: "t" }] }), TimeoutError);
   assert.equal(anonymous.requests.length, 1);
+
+  // An empty batch is none to the server: nothing seals it.
+  const empty = await serve(t, hang, json(200, { scheduled: 1, results: [] }));
+  await assert.rejects(empty.client({ timeoutMs: 150 }).scheduleMany({ tasks: [{ id: "a", type: "t" }], batch: "" }), TimeoutError);
+  assert.equal(empty.requests.length, 1);
 });
 
 test("the token never appears in error messages", async (t) => {
