@@ -1244,22 +1244,12 @@ func TestMemLateConfirmationOfAnEndedRunLeavesTheNextRecordAlone(t *testing.T) {
 	first := e.now().Truncate(time.Second)
 	lease := e.now().Add(time.Minute)
 	m1 := Meta{Type: "a", Due: first, Token: "tok1"}
-	if _, err := s.Claim(ctx, "id", "w1", 1, lease, Meta{Type: "a", Due: first, RowChecked: true}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
-		t.Fatal(err)
-	}
+	claimAndSucceed(ctx, t, s, "id", "w1", lease, Meta{Type: "a", Due: first, RowChecked: true})
 	m2 := Meta{Type: "a", Due: first.Add(5 * time.Second), Token: "tok2"}
 	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m2}}); !ok[0] {
 		t.Fatal("the replacement's mark failed")
 	}
-	if _, err := s.Claim(ctx, "id", "w2", 1, lease, m2); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
-		t.Fatal(err)
-	}
+	claimAndSucceed(ctx, t, s, "id", "w2", lease, m2)
 	if ok := s.Confirm(ctx, []Mark{{ID: "id", Meta: m1}}); !ok[0] {
 		t.Error("the late confirmation of the first run, which succeeded, was refused")
 	}
@@ -1284,12 +1274,7 @@ func TestMemRepeatedMoveOfASucceededSchedulingIsNotNotedBehind(t *testing.T) {
 	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m1}}); !ok[0] {
 		t.Fatal("the first mark failed")
 	}
-	if _, err := s.Claim(ctx, "id", "w1", 1, lease, m1); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Finish(ctx, "id", Succeeded, nil, ""); err != nil {
-		t.Fatal(err)
-	}
+	claimAndSucceed(ctx, t, s, "id", "w1", lease, m1)
 	m2 := Meta{Type: "b", Due: first.Add(18 * time.Second), Token: "tok2"}
 	if ok := s.MarkQueued(ctx, []Mark{{ID: "id", Meta: m2}}); !ok[0] {
 		t.Fatal("the replacement's mark failed")
@@ -2642,5 +2627,17 @@ func TestTheDeathOfARunClaimedAfterItsRowCheckIsRequeued(t *testing.T) {
 	earlier, queued, err := s.MarkRequeued(ctx, "x", rq, "m2-5", "tok2")
 	if r, _ := s.Get(ctx, "x"); err != nil || earlier || r.State != Queued || r.Token != rq.Token {
 		t.Errorf("requeue of d2's death: earlier %v queued %v err %v; record %s token %q (want queued under the requeue's token)", earlier, queued, err, r.State, r.Token)
+	}
+}
+
+// claimAndSucceed claims the run id as worker for meta m and records its
+// success, failing t on any error.
+func claimAndSucceed(ctx context.Context, t *testing.T, s *Store, id, worker string, lease time.Time, m Meta) {
+	t.Helper()
+	if _, err := s.Claim(ctx, id, worker, 1, lease, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, id, Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
 	}
 }
