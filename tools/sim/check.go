@@ -3821,11 +3821,31 @@ func (c *checker) finalBatches() {
 		}
 		switch {
 		case ended && len(b.callback.starts) == 0 && !c.callbackCancelledInTime(b):
-			c.violate(InvBatch, "batch %s: every member ended, its callback %s never ran", b.id, b.callback.id)
+			c.violate(InvBatch, "batch %s: every member ended, its callback %s never ran (%s)", b.id, b.callback.id, c.batchEndsLocked(b))
 		case ok > 1 && !c.anyTroubled(b.callback):
 			c.violate(InvBatch, "batch %s: callback %s succeeded %d times", b.id, b.callback.id, ok)
 		}
 	}
+}
+
+// batchEndsLocked says when and how each member of b ended, as memberEnd
+// reads it, and when a cancel of its callback was issued: what a reader
+// of a callback violation needs first.
+func (c *checker) batchEndsLocked(b *batch) string {
+	now := c.w.now()
+	var parts []string
+	for _, m := range b.members {
+		end, how := c.memberEnd(b, m, now)
+		at := "-"
+		if !end.IsZero() {
+			at = c.at(end)
+		}
+		parts = append(parts, fmt.Sprintf("%s %s at %s", m.id, how, at))
+	}
+	if issued := b.callback.cancelIssued(); !issued.IsZero() {
+		parts = append(parts, fmt.Sprintf("callback's cancel issued at %s", c.at(issued)))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // callbackCancelledInTime reports whether b's callback was cancelled, or
