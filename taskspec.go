@@ -48,7 +48,11 @@ type TaskSpec struct {
 }
 
 // SpecError is a TaskSpec field Item refused: which field, why, and what
-// it accepts. It wraps schedule.ErrInvalid.
+// it accepts. It wraps schedule.ErrInvalid. Schedule and ScheduleMany
+// return it too for what only they can check of a task, naming the
+// TaskSpec field (its JSON name) of the Item field at fault: the parents
+// of After (unknown, recurring, ended, in a cycle) and a unique window
+// longer than the run records it counts on are kept.
 type SpecError struct {
 	// Field is the JSON name of the field ("at", "priority", …; "" for
 	// the object as a whole).
@@ -82,6 +86,7 @@ const (
 	acceptCron     = "a cron expression of 5 fields (or 6 with seconds), or a descriptor such as @daily"
 	acceptEvery    = "a positive Go duration such as 1h or 90s"
 	acceptTZ       = "an IANA time zone such as Europe/Paris, with cron only"
+	acceptParents  = "ids of one-off tasks that are pending, running or have succeeded (or ended in any way, with after_any)"
 )
 
 // ParseTaskSpec reads one JSON object as a TaskSpec, refusing unknown

@@ -57,8 +57,8 @@ func (c *Client) checkUniqueWindow(u Unique) error {
 		key  string
 	}{{RunSucceeded, kept, "runs.retention"}, {RunCancelled, kept, "runs.retention"}, {RunDead, failed, "runs.retention_failed"}} {
 		if slices.Contains(states, k.st) && u.For > k.keep {
-			return fmt.Errorf("%w: unique window %s is longer than the records of %s runs are kept (%s %s): the window counts from the end its task's record shows, gone after that; shorten the window to at most %s, raise %s to at least %s, or leave %s out of the unique states",
-				ErrInvalidTask, u.For, k.st, k.key, k.keep, k.keep, k.key, u.For, k.st)
+			return specErr("unique_for", fmt.Sprintf("a duration of at most %s (%s), or unique states without %s", k.keep, k.key, k.st), fmt.Errorf("%w: unique window %s is longer than the records of %s runs are kept (%s %s): the window counts from the end its task's record shows, gone after that; shorten the window to at most %s, raise %s to at least %s, or leave %s out of the unique states",
+				ErrInvalidTask, u.For, k.st, k.key, k.keep, k.keep, k.key, u.For, k.st))
 		}
 	}
 	return nil

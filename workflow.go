@@ -84,7 +84,7 @@ func (c *Client) parentState(ctx context.Context, child, p string) (parentState,
 	it, err := c.sched.Get(ctx, p)
 	switch {
 	case err == nil && it.Recurrence != "":
-		return parentState{}, fmt.Errorf("%w: task %s: %s is a recurring series; a task can wait only for one-off tasks", ErrInvalidTask, child, p)
+		return parentState{}, specErr("after", acceptParents, fmt.Errorf("%w: task %s: %s is a recurring series; a task can wait only for one-off tasks", ErrInvalidTask, child, p))
 	case err == nil:
 		return parentState{sent: it.Sent || now.Before(it.SendingUntil), pending: it}, nil
 	case !errors.Is(err, ErrNotFound):
@@ -93,9 +93,9 @@ func (c *Client) parentState(ctx context.Context, child, p string) (parentState,
 	r, err := c.runs.Get(ctx, p)
 	switch {
 	case errors.Is(err, runs.ErrExpired):
-		return parentState{}, fmt.Errorf("%w: task %s: parent %s: its run record has expired, so whether it succeeded is no longer known", ErrInvalidTask, child, p)
+		return parentState{}, specErr("after", acceptParents, fmt.Errorf("%w: task %s: parent %s: its run record has expired, so whether it succeeded is no longer known", ErrInvalidTask, child, p))
 	case errors.Is(err, runs.ErrNotFound):
-		return parentState{}, fmt.Errorf("%w: task %s: unknown parent %s: no pending task or run record has that id", ErrInvalidTask, child, p)
+		return parentState{}, specErr("after", acceptParents, fmt.Errorf("%w: task %s: unknown parent %s: no pending task or run record has that id", ErrInvalidTask, child, p))
 	case err != nil:
 		return parentState{}, fmt.Errorf("task %s: look up parent %s: %w", child, p, err)
 	case r.EndOfID(now):
@@ -115,7 +115,7 @@ func refuseEnded(it Item, states map[string]parentState) ([]string, error) {
 		case st == RunSucceeded || it.AfterAny:
 			met = append(met, p)
 		default:
-			return nil, fmt.Errorf("%w: task %s: parent %s has already ended %s, so the task would never run (wait with after-any to run it after any end)", ErrInvalidTask, it.ID, p, st)
+			return nil, specErr("after", acceptParents, fmt.Errorf("%w: task %s: parent %s has already ended %s, so the task would never run (wait with after-any to run it after any end)", ErrInvalidTask, it.ID, p, st))
 		}
 	}
 	return met, nil
@@ -136,7 +136,7 @@ func (c *Client) checkCycle(ctx context.Context, id string, parents []string) er
 		p := queue[0]
 		queue = queue[1:]
 		if p == id {
-			return fmt.Errorf("%w: task %s cannot wait for %s: that would be a cycle (%s)", ErrInvalidTask, id, strings.Join(parents, ","), cyclePath(id, path))
+			return specErr("after", "ids of tasks that do not wait, directly or through others, for this one", fmt.Errorf("%w: task %s cannot wait for %s: that would be a cycle (%s)", ErrInvalidTask, id, strings.Join(parents, ","), cyclePath(id, path)))
 		}
 		if seen[p] {
 			continue

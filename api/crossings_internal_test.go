@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/leasecron/leasecron"
@@ -32,8 +33,19 @@ type fixture struct {
 
 func newFixture(t *testing.T, names leasecron.Names) *fixture {
 	t.Helper()
+	return newFixtureThrough(t, names, nil)
+}
+
+// newFixtureThrough is newFixture whose client reaches the account
+// through wrap(the account's transport), when wrap is not nil.
+func newFixtureThrough(t *testing.T, names leasecron.Names, wrap func(policy.Transporter) policy.Transporter) *fixture {
+	t.Helper()
 	ms := memstore.New(memstore.Options{})
-	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()}, Names: names})
+	var tr policy.Transporter = ms.Transport()
+	if wrap != nil {
+		tr = wrap(tr)
+	}
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: leasecron.Storage{ConnectionString: ms.ConnectionString(), Transport: tr}, Names: names})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +78,9 @@ func (f *fixture) do(tok, method, path, body string) (int, string) {
 	r.Header.Set("Authorization", "Bearer "+tok)
 	w := httptest.NewRecorder()
 	f.h.ServeHTTP(w, r)
+	if err := checkAnswer(r, w.Code, w.Body.Bytes()); err != nil {
+		f.t.Errorf("%s %s: %v", method, path, err)
+	}
 	return w.Code, w.Body.String()
 }
 

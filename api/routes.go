@@ -18,6 +18,7 @@ import (
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -25,14 +26,64 @@ import (
 // *Problem or an error of the Client, see problemOf).
 type handlerFunc func(ctx context.Context, r *http.Request, who caller) (int, any, error)
 
-// route is one operation: who may call it, and, for those that change
-// something, the action the audit log records.
+// route is one operation: who may call it, for those that change
+// something the action the audit log records, and what it can answer.
 type route struct {
 	pattern string
 	allow   roles
 	action  string // audit action; "" for reads
 	do      handlerFunc
+	answers answers
 }
+
+// answers are what a route can answer: each status, with the problem
+// types (the slugs after ProblemPrefix) of an error status. openapi.json
+// lists exactly these for the route's operation (its responses, and each
+// error response's x-problem-types), and the package's tests check every
+// answer they get against them.
+type answers map[int][]string
+
+// answering merges parts: every status of each, with the problem types of
+// all.
+func answering(parts ...answers) answers {
+	out := answers{}
+	for _, p := range parts {
+		for status, slugs := range p {
+			have, ok := out[status]
+			if !ok {
+				have = []string{}
+			}
+			for _, slug := range slugs {
+				if !slices.Contains(have, slug) {
+					have = append(have, slug)
+				}
+			}
+			if status < 400 {
+				have = nil
+			}
+			out[status] = have
+		}
+	}
+	return out
+}
+
+// The answers routes share.
+var (
+	// everyRoute: no token, or an unknown or revoked one (401); a role or
+	// types that do not allow the call, a browser's cross-origin write, a
+	// platform principal without a role (403); a token storage could not
+	// check, or storage busy or unreachable (503); an error no problem maps
+	// (500 internal).
+	everyRoute = answers{401: {"unauthorized"}, 403: {"forbidden"}, 500: {"internal"}, 503: {"unavailable"}}
+	// withBody: what reading a body refuses (readBody).
+	withBody = answers{400: {"invalid-body"}, 413: {"too-large"}, 415: {"unsupported-media-type"}}
+	// badField: a field, parameter or path value refused.
+	badField   = answers{400: {"invalid-field"}}
+	notFound   = answers{404: {"not-found"}}
+	conflict   = answers{409: {"conflict"}}
+	incomplete = answers{500: {"incomplete"}}
+	ok200      = answers{200: nil}
+)
 
 func (s *server) routes() *http.ServeMux {
 	m := http.NewServeMux()
@@ -42,40 +93,46 @@ func (s *server) routes() *http.ServeMux {
 	return m
 }
 
-// table lists the routes.
+// table lists the routes, with what each can answer (everyRoute's too).
 func (s *server) table() []route {
-	return []route{
-		{"GET /api/v1/health", anyRole, "", s.health},
-		{"POST /api/v1/tasks", scheduler | operator, "schedule", s.schedule},
-		{"POST /api/v1/tasks:many", scheduler | operator, "schedule-many", s.scheduleMany},
-		{"GET /api/v1/tasks", viewer | operator, "", s.listTasks},
-		{"GET /api/v1/tasks/{id}", anyRole, "", s.status},
-		{"PUT /api/v1/tasks/{id}", scheduler | operator, "replace", s.replace},
-		{"POST /api/v1/tasks/{id}/cancel", scheduler | operator, "cancel", s.cancel},
-		{"POST /api/v1/tasks/{id}/reschedule", scheduler | operator, "reschedule", s.reschedule},
-		{"POST /api/v1/tasks/{id}/run-now", operator, "run-now", s.itemAction(s.c.RunNow)},
-		{"POST /api/v1/tasks/{id}/disable", operator, "disable", s.itemAction(s.c.Disable)},
-		{"POST /api/v1/tasks/{id}/enable", operator, "enable", s.itemAction(s.c.Enable)},
-		{"GET /api/v1/runs", viewer | operator, "", s.runs},
-		{"GET /api/v1/search", viewer | operator, "", s.search},
-		{"GET /api/v1/batches/{id}", anyRole, "", s.batch},
-		{"GET /api/v1/paused", viewer | operator, "", s.paused},
-		{"POST /api/v1/types/{type}/pause", operator, "pause", s.pause},
-		{"POST /api/v1/types/{type}/resume", operator, "resume", s.resume},
-		{"GET /api/v1/bulk", viewer | operator, "", s.bulks},
-		{"POST /api/v1/bulk", operator, "bulk", s.startBulk},
-		{"GET /api/v1/bulk/{id}", viewer | operator, "", s.bulk},
-		{"GET /api/v1/dead-letters", viewer | operator, "", s.deadLetters},
-		{"POST /api/v1/dead-letters/{id}/requeue", operator, "deadletter requeue", s.requeue},
+	rts := []route{
+		{"GET /api/v1/health", anyRole, "", s.health, answering(ok200)},
+		{"POST /api/v1/tasks", scheduler | operator, "schedule", s.schedule,
+			answering(answers{200: nil, 201: nil}, withBody, badField, conflict, answers{409: {"unique-key-held"}, 500: {"outcome-unknown"}})},
+		{"POST /api/v1/tasks:many", scheduler | operator, "schedule-many", s.scheduleMany,
+			answering(ok200, withBody, badField, conflict, incomplete, answers{422: {"invalid-tasks"}})},
+		{"GET /api/v1/tasks", viewer | operator, "", s.listTasks, answering(ok200, badField)},
+		{"GET /api/v1/tasks/{id}", anyRole, "", s.status, answering(ok200, badField, notFound)},
+		{"PUT /api/v1/tasks/{id}", scheduler | operator, "replace", s.replace, answering(ok200, withBody, badField, conflict)},
+		{"POST /api/v1/tasks/{id}/cancel", scheduler | operator, "cancel", s.cancel, answering(ok200, withBody, badField, notFound, conflict, incomplete)},
+		{"POST /api/v1/tasks/{id}/reschedule", scheduler | operator, "reschedule", s.reschedule, answering(ok200, withBody, badField, notFound, conflict)},
+		{"POST /api/v1/tasks/{id}/run-now", operator, "run-now", s.itemAction(s.c.RunNow), answering(ok200, withBody, badField, notFound, conflict)},
+		{"POST /api/v1/tasks/{id}/disable", operator, "disable", s.itemAction(s.c.Disable), answering(ok200, withBody, badField, notFound, conflict, incomplete)},
+		{"POST /api/v1/tasks/{id}/enable", operator, "enable", s.itemAction(s.c.Enable), answering(ok200, withBody, badField, notFound)},
+		{"GET /api/v1/runs", viewer | operator, "", s.runs, answering(ok200, badField, conflict)},
+		{"GET /api/v1/search", viewer | operator, "", s.search, answering(ok200, badField, notFound, conflict)},
+		{"GET /api/v1/batches/{id}", anyRole, "", s.batch, answering(ok200, notFound)},
+		{"GET /api/v1/paused", viewer | operator, "", s.paused, answering(ok200)},
+		{"POST /api/v1/types/{type}/pause", operator, "pause", s.pause, answering(ok200, withBody, badField)},
+		{"POST /api/v1/types/{type}/resume", operator, "resume", s.resume, answering(ok200, withBody, badField, notFound)},
+		{"GET /api/v1/bulk", viewer | operator, "", s.bulks, answering(ok200, conflict)},
+		{"POST /api/v1/bulk", operator, "bulk", s.startBulk, answering(answers{202: nil}, withBody, badField, conflict)},
+		{"GET /api/v1/bulk/{id}", viewer | operator, "", s.bulk, answering(ok200, notFound, conflict)},
+		{"GET /api/v1/dead-letters", viewer | operator, "", s.deadLetters, answering(ok200, badField)},
+		{"POST /api/v1/dead-letters/{id}/requeue", operator, "deadletter requeue", s.requeue, answering(ok200, withBody, notFound, conflict)},
 		{"POST /api/v1/dead-letters/requeue-all", operator, "deadletter requeue-all", s.allDeadLetters(func(ctx context.Context) (DeadLettersDone, error) {
 			n, err := s.c.DeadLetters().RequeueAll(ctx)
 			return DeadLettersDone{Requeued: n}, err
-		})},
+		}), answering(ok200, withBody)},
 		{"POST /api/v1/dead-letters/purge", operator, "deadletter purge", s.allDeadLetters(func(ctx context.Context) (DeadLettersDone, error) {
 			n, err := s.c.DeadLetters().Purge(ctx)
 			return DeadLettersDone{Purged: n}, err
-		})},
+		}), answering(ok200, withBody)},
 	}
+	for i := range rts {
+		rts[i].answers = answering(everyRoute, rts[i].answers)
+	}
+	return rts
 }
 
 // serve runs rt's handler for an allowed caller, audits what changes
@@ -341,44 +398,128 @@ func (s *server) schedule(ctx context.Context, r *http.Request, who caller) (int
 	if err != nil {
 		return 0, nil, err
 	}
+	if spec.ID != "" {
+		// A retried POST: the same id and body answer as the first did,
+		// 200 with the task stored. Looked up before writing: Schedule
+		// takes a row identical to the one it writes for its own (its
+		// write's answer lost), and answers it as written, so that a
+		// retry of a task whose due time the request fixes (at; a
+		// series' first occurrence, on a whole second) answered 201 as
+		// a first write (a review's find).
+		switch have, err := s.c.Get(ctx, spec.ID); {
+		case err == nil && s.sameTask(ctx, have, spec, it, u, ""):
+			return http.StatusOK, TaskResult{Task: taskOf(have)}, nil
+		case err != nil && !errors.Is(err, leasecron.ErrNotFound):
+			return 0, nil, err // nothing written
+		}
+	}
 	if it.ID == "" && u == nil {
 		// Named here, so that a write whose answer is lost can say which
 		// task it may have scheduled. Not a unique task's: its id must
 		// fall in its key's shard, which the client draws it for (a
 		// review's find: with shards, every unique POST without an id was
-		// refused); a unique write sent again meets its own guard.
+		// refused).
 		it.ID = schedule.NewID(s.clk.Now())
 	}
 	got, err := s.c.Schedule(withTrace(r), it, &leasecron.ScheduleOptions{Unique: u})
-	if err != nil {
-		// A retried POST: the same id and body answer as the first did.
-		if again, ok := s.sameAsScheduled(ctx, err, spec, it, u, ""); ok {
-			return http.StatusOK, TaskResult{Task: again}, nil
-		}
-		if p := problemOf(err); spec.ID == "" && it.ID != "" && p.Status >= http.StatusInternalServerError && p.Type != ProblemPrefix+"incomplete" {
-			// Storage did not answer, or not as expected: the write may
-			// have been made (a try of it may have committed before a
-			// later one was refused). A 503 would be sent again, and
-			// without an id the second POST is a second task. Found, it
-			// was; not found, it was not (the write's tries are over).
-			have, gerr := s.c.Get(ctx, it.ID)
-			switch {
-			case gerr == nil:
-				return http.StatusCreated, TaskResult{Task: taskOf(have)}, nil
-			case errors.Is(gerr, leasecron.ErrNotFound), storage.Unprocessed(err) && storage.Unprocessed(gerr):
-				// Not written; or storage refusing every request, the
-				// write's and the look's, as busy: most likely nothing
-				// was done, and the caller is told to come back.
-				return 0, nil, err
-			}
-			p := problem(http.StatusInternalServerError, "outcome-unknown", fmt.Sprintf(
-				"storage did not answer whether task %s was written (%v): GET /api/v1/tasks/%s tells; sent again without an id, the request would schedule a second task", it.ID, err, it.ID))
-			p.ID = it.ID
-			return 0, nil, p
-		}
-		return 0, nil, err
+	if err == nil {
+		return http.StatusCreated, TaskResult{Task: taskOf(got)}, nil
 	}
-	return http.StatusCreated, TaskResult{Task: taskOf(got)}, nil
+	// Written meanwhile by another call with the same id and body (a
+	// retry racing the first): answered as the first.
+	if again, ok := s.sameAsScheduled(ctx, err, spec, it, u, ""); ok {
+		return http.StatusOK, TaskResult{Task: again}, nil
+	}
+	if mayHaveWritten(err) {
+		return s.settle(ctx, err, spec, it, u)
+	}
+	return 0, nil, err
+}
+
+// mayHaveWritten reports whether err, a failed Schedule, leaves open
+// whether the task was written: storage did not answer, or not as
+// expected (a timeout, a lost connection, a refusal after a try that may
+// have committed). Its answer would be a 5xx: 503, which clients send
+// again, or 500 internal, which leaves the caller guessing. Not a refusal (4xx), a change made in part (incomplete: its own
+// answer), a shard-count change (nothing was written) or a request the
+// caller cancelled.
+func mayHaveWritten(err error) bool {
+	p := problemOf(err)
+	return p.Status >= http.StatusInternalServerError && p.Type != ProblemPrefix+"incomplete" &&
+		!errors.Is(err, leasecron.ErrShardCountChanged) && !errors.Is(err, context.Canceled)
+}
+
+// settle answers a POST /tasks whose write of it met fault after which
+// the task may or may not have been written (mayHaveWritten): a 503 would
+// be sent again by the clients, and a task due now that was written may
+// have run by then — sent again, it would be scheduled a second time (a
+// review's find, for a POST with an id; without one, the second POST is
+// a second task). A look-up of its id decides:
+//
+//   - pending: written. 201 when the server drew the id (no other request
+//     knows it), 200 as for a retried POST when the request named it and
+//     the task is the one it describes; another task under the id is 409.
+//   - gone, with a run record of its very due time: written, and moved on
+//     (sent, run) already: answered as found, with the task as the request
+//     described it, when the record can only be this request's (a drawn
+//     id, or a due time the request took from the server's clock).
+//   - neither, where a task that was written would have left one of them
+//     (run records on; without them, a one-off task due more than a
+//     minute later, or a series: the mover leaves its row): surely not
+//     written, and the fault's own answer (503) is safe to send again. So
+//     too a record of another due time only (the id's earlier scheduling:
+//     the mover records a run before it retires the row).
+//   - storage refusing the look-up as busy too, as it refused the write:
+//     most likely nothing was done; the fault's answer, to come back.
+//   - otherwise unsettled: 500 outcome-unknown naming the id, which
+//     clients do not send again (GET /api/v1/tasks/{id} tells).
+//
+// A unique task without an id has none to look up: the schedule draws it
+// in its key's shard, and the Client reads no task by its key. That is
+// 500 outcome-unknown without an id, naming the key.
+func (s *server) settle(ctx context.Context, fault error, spec leasecron.TaskSpec, it leasecron.Item, u *leasecron.Unique) (int, any, error) {
+	typ := cmp.Or(it.Type, schedule.DefaultType)
+	if it.ID == "" {
+		p := problem(http.StatusInternalServerError, "outcome-unknown", fmt.Sprintf(
+			"storage did not answer whether the %s task holding unique key %q was written (%v), and the server cannot look it up: the schedule draws its id in its key's shard. "+
+				"Sent again, the request is refused 409 unique-key-held naming the task (holder) while a task holds the key, and schedules one when none does (the first may have run and let the key go); "+
+				"give an id to have the server settle such a fault", typ, u.Key, fault))
+		return 0, nil, p
+	}
+	drawn := spec.ID == ""
+	// The task as the request described it, as the schedule stores it.
+	asked := it
+	asked.Type, asked.Due, asked.After = typ, it.Due.UTC().Truncate(100*time.Nanosecond), schedule.ParentIDs(it.After)
+	if u != nil {
+		asked.UniqueKey = u.Key
+	}
+	asked.Waiting = len(asked.After) > 0
+	st, gerr := s.c.Status(ctx, it.ID) // (the pending row even when its run record could not be read)
+	switch {
+	case st.Pending != nil && drawn:
+		return http.StatusCreated, TaskResult{Task: taskOf(*st.Pending)}, nil
+	case st.Pending != nil && s.sameTask(ctx, *st.Pending, spec, it, u, ""):
+		return http.StatusOK, TaskResult{Task: taskOf(*st.Pending)}, nil
+	case st.Pending != nil:
+		return 0, nil, problem(http.StatusConflict, "conflict", fmt.Sprintf(
+			"task %s: storage did not answer the write (%v), and the id holds a different task now: GET /api/v1/tasks/%s shows it", it.ID, fault, it.ID))
+	case gerr == nil && st.Run != nil && !st.Run.Due.IsZero() && !st.Run.OfDue(asked.Due):
+		return 0, nil, fault // the id's earlier scheduling: this one not written
+	case gerr == nil && st.Run != nil && !st.Run.Due.IsZero() && st.Run.Type == typ && (drawn || spec.At == "" && it.Recurrence == ""):
+		status := http.StatusOK
+		if drawn {
+			status = http.StatusCreated
+		}
+		return status, TaskResult{Task: taskOf(asked)}, nil
+	case errors.Is(gerr, leasecron.ErrNotFound) && (s.c.RunRecords() || !schedule.MayHaveRun(asked, s.clk.Now())):
+		return 0, nil, fault // surely not written
+	case gerr != nil && storage.Unprocessed(fault) && storage.Unprocessed(gerr):
+		return 0, nil, fault
+	}
+	p := problem(http.StatusInternalServerError, "outcome-unknown", fmt.Sprintf(
+		"storage did not answer whether task %s was written (%v), and a look-up could not tell: GET /api/v1/tasks/%s tells; do not send the request again before it does (sent again, it would schedule a second task, or this one again if it ran meanwhile)", it.ID, fault, it.ID))
+	p.ID = it.ID
+	return 0, nil, p
 }
 
 // itemOf checks spec as the caller's: its id, type and every field.
@@ -400,6 +541,9 @@ func (s *server) itemOf(who caller, spec leasecron.TaskSpec) (leasecron.Item, *l
 	if err != nil {
 		return it, u, err
 	}
+	if err := s.checkFields(spec, it, u); err != nil {
+		return it, u, err
+	}
 	if who.limited() {
 		if it.Type == "" {
 			return it, u, fieldProblem("type", "one of "+strings.Join(who.types, ", "), "type is required of a token limited to types")
@@ -409,6 +553,90 @@ func (s *server) itemOf(who caller, spec leasecron.TaskSpec) (leasecron.Item, *l
 		}
 	}
 	return it, u, nil
+}
+
+// What the task spec's fields accept, for the checks of checkFields.
+const (
+	acceptCron     = "a cron expression of 5 fields (or 6 with seconds), or a descriptor such as @daily"
+	acceptEvery    = "a Go duration of at least 1s, such as 1h or 90s"
+	acceptTZ       = "an IANA time zone such as Europe/Paris, with cron only"
+	acceptAttempts = "a whole number from 1 to %d (0: the type's default)"
+	acceptQueue    = "1 to %d lower-case letters and digits, starting with a letter; not p1, p2, …, k1, k2, … or poison"
+	acceptFairKey  = "at most %d bytes of UTF-8 without control characters"
+	acceptAfter    = "at most %d task ids (A-Z a-z 0-9 . _ : -), not the task's own"
+	acceptKey      = "1 to %d bytes, valid UTF-8 without / \\ # ? or control characters"
+	acceptWindow   = "a Go duration from 0 to %s"
+)
+
+// checkFields checks the task spec describes (it, u: what spec.Item made
+// of it) field by field, with the library's own validators: Schedule
+// refuses what they refuse with an error that names no field (wrapping
+// ErrInvalidTask), where the body's field is known here by the validator
+// that refused it. A refusal is a *leasecron.SpecError naming the field.
+// What only the schedule can check (a parent's state, a unique task's id
+// against its key's shard) is Schedule's to refuse.
+func (s *server) checkFields(spec leasecron.TaskSpec, it leasecron.Item, u *leasecron.Unique) error {
+	bad := func(field, accepted string, err error) error {
+		return &leasecron.SpecError{Field: field, Accepted: accepted, Err: err}
+	}
+	if it.Recurrence != "" {
+		// Resolve parses the rule only when it decides the first due time
+		// (neither at nor in).
+		if _, err := schedule.ParseRecurrence(it.Recurrence, it.TZ); err != nil {
+			switch _, tzErr := time.LoadLocation(strings.TrimSpace(it.TZ)); {
+			case tzErr != nil:
+				return bad("tz", acceptTZ, err)
+			case strings.TrimSpace(spec.Every) != "":
+				return bad("every", acceptEvery, err)
+			}
+			return bad("cron", acceptCron, err)
+		}
+	}
+	if it.MaxAttempts > schedule.MaxMaxAttempts {
+		return bad("max_attempts", fmt.Sprintf(acceptAttempts, schedule.MaxMaxAttempts), fmt.Errorf("%d is more than %d", it.MaxAttempts, schedule.MaxMaxAttempts))
+	}
+	if err := queue.ValidateRouteQueue(it.Queue); err != nil {
+		return bad("queue", fmt.Sprintf(acceptQueue, queue.MaxRouteQueueLen), err)
+	}
+	if err := queue.ValidatePriority(it.Priority); err != nil {
+		return bad("priority", "1 (critical), 2 (high), 3 (default) or 4 (low), as a number or a name", err)
+	}
+	if err := queue.ValidateFairKey(it.FairKey); err != nil {
+		return bad("fair_key", fmt.Sprintf(acceptFairKey, queue.MaxFairKeyLen), err)
+	}
+	parents := schedule.ParentIDs(it.After)
+	for _, p := range parents {
+		if err := schedule.ValidateID(p); err != nil {
+			return bad("after", fmt.Sprintf(acceptAfter, schedule.MaxAfter), fmt.Errorf("parent: %w", err))
+		}
+		if p == it.ID {
+			return bad("after", fmt.Sprintf(acceptAfter, schedule.MaxAfter), fmt.Errorf("task %s cannot wait for itself", p))
+		}
+	}
+	if len(parents) > 0 {
+		switch {
+		case len(parents) > schedule.MaxAfter:
+			return bad("after", fmt.Sprintf(acceptAfter, schedule.MaxAfter), fmt.Errorf("%d tasks; the limit is %d (use a batch with a completion callback to wait for more)", len(parents), schedule.MaxAfter))
+		case it.Recurrence != "":
+			return bad("after", "no after with every or cron", errors.New("a recurring series cannot wait for other tasks; schedule a one-off task"))
+		case u != nil:
+			return bad("after", "no after with unique_key", errors.New("a unique task cannot wait for other tasks"))
+		case !s.c.RunRecords():
+			return bad("after", "no after: run records are off (worker.runs: false)", errors.New("a task that waits for others needs run records, and they are off"))
+		}
+	}
+	if u != nil {
+		if len(u.Key) > schedule.MaxUniqueKeyLen {
+			return bad("unique_key", fmt.Sprintf(acceptKey, schedule.MaxUniqueKeyLen), fmt.Errorf("%.40q… is %d bytes; the limit is %d", u.Key, len(u.Key), schedule.MaxUniqueKeyLen))
+		}
+		if err := storage.ValidateKeyPart("unique key", u.Key); err != nil {
+			return bad("unique_key", fmt.Sprintf(acceptKey, schedule.MaxUniqueKeyLen), err)
+		}
+		if u.For > schedule.MaxUniqueFor {
+			return bad("unique_for", fmt.Sprintf(acceptWindow, schedule.MaxUniqueFor), fmt.Errorf("%s is longer than %s", u.For, schedule.MaxUniqueFor))
+		}
+	}
+	return nil
 }
 
 // sameAsScheduled reports, when err says the id (or unique key) is taken
@@ -722,6 +950,9 @@ func (s *server) replace(ctx context.Context, r *http.Request, who caller) (int,
 	if err != nil {
 		return 0, nil, err
 	}
+	if u != nil {
+		return 0, nil, fieldProblem("unique_key", "no unique_key: a unique task cannot replace another", fmt.Sprintf("unique_key %q: a unique task cannot replace another (POST it, or leave out unique_key)", u.Key))
+	}
 	if err := s.taskOfType(ctx, who, id); err != nil && !errors.Is(err, leasecron.ErrNotFound) {
 		return 0, nil, err
 	}
@@ -945,6 +1176,9 @@ func (s *server) resume(ctx context.Context, r *http.Request, who caller) (int, 
 	typ := r.PathValue("type")
 	if err := s.readBody(r, &struct{}{}, true); err != nil {
 		return 0, nil, err
+	}
+	if err := schedule.ValidateType(typ); err != nil {
+		return 0, nil, fieldProblem("type", "a task type", err.Error())
 	}
 	if err := typeAllowed(who, typ); err != nil {
 		return 0, nil, err

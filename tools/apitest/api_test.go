@@ -587,8 +587,8 @@ func (f *sealFails) Do(req *http.Request) (*http.Response, error) {
 
 // A POST of a task without an id whose write storage did not answer (it
 // may have been made) answers 500 outcome-unknown naming the task it may
-// have scheduled, not a 503 that clients send again (a second task);
-// with an id, a 503 stays (sent again, it is answered as the first).
+// have scheduled, not a 503 that clients send again (a second task); with
+// an id, the same: the server settles it by the id, or says it cannot.
 func TestScheduleWithoutAnIdWhoseAnswerIsLostSaysWhichTask(t *testing.T) {
 	var tr *answersLost
 	f := newFixtureThrough(t, api.Options{}, func(next policy.Transporter) policy.Transporter {
@@ -618,14 +618,26 @@ func TestScheduleWithoutAnIdWhoseAnswerIsLostSaysWhichTask(t *testing.T) {
 	if code, got := f.call(sch, "GET", "/api/v1/tasks/"+id, nil); code != 200 {
 		t.Fatalf("the task the lost write scheduled: %d %v; want it found by the id the problem named", code, got)
 	}
+	// With an id and its look-up failing, the look-up the server makes
+	// before writing fails first: 503, nothing written, safe to send
+	// again.
 	tr.armed.Store(true)
 	code, p = f.call(sch, "POST", "/api/v1/tasks", map[string]any{"id": "named", "type": "resize", "in": "1h"})
 	tr.armed.Store(false)
 	if code != 503 {
-		t.Fatalf("a schedule with an id whose answers were lost: %d %v; want 503 (safe to send again)", code, p)
+		t.Fatalf("a schedule with an id whose look-up failed: %d %v; want 503 (nothing written, safe to send again)", code, p)
 	}
-	if code, p := f.call(sch, "POST", "/api/v1/tasks", map[string]any{"id": "named", "type": "resize", "in": "1h"}); code != 200 {
-		t.Fatalf("the same request again: %d %v; want 200, answered as the first", code, p)
+	if code, got := f.call(sch, "GET", "/api/v1/tasks/named", nil); code != 404 {
+		t.Fatalf("the task of a schedule answered 503: %d %v; want 404, nothing written", code, got)
+	}
+	// With an id and the look-up answering, the written task is found
+	// and the answer is the identical retry's.
+	tr.lookups.Store(false)
+	tr.armed.Store(true)
+	code, p = f.call(sch, "POST", "/api/v1/tasks", map[string]any{"id": "named2", "type": "resize", "in": "1h"})
+	tr.armed.Store(false)
+	if task, _ := p["task"].(map[string]any); code != 200 || task == nil || task["id"] != "named2" {
+		t.Fatalf("a schedule with an id whose answers were lost and whose task is found: %d %v; want 200 with the task", code, p)
 	}
 }
 

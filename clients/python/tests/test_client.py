@@ -456,6 +456,24 @@ class RetryTests(ServerTestCase):
         self.assertEqual(cm.exception.detail, "boom")
         self.assertEqual(len(self.server.seen), 1)
 
+    def test_outcome_unknown_schedule_is_not_retried(self) -> None:
+        """A schedule answered 500 outcome-unknown is raised after one try.
+
+        The server answers it when a write storage did not answer may have
+        been made (docs/api.md); sent again, a task due now that ran would
+        be scheduled a second time. The problem names the task to look up.
+        """
+        self.server.script = [
+            problem(500, "outcome-unknown", "storage did not answer whether task t1 was written", id="t1"),
+            Reply(201, {"task": TASK}),
+        ]
+        with self.assertRaises(ApiError) as cm:
+            self.client().schedule("a", id="t1")
+        self.assertEqual(cm.exception.status, 500)
+        self.assertEqual(cm.exception.kind, "outcome-unknown")
+        self.assertEqual(cm.exception.problem["id"], "t1")
+        self.assertEqual(len(self.server.seen), 1)
+
     def test_connection_error_retried_when_idempotent(self) -> None:
         """A dropped connection is retried for idempotent requests."""
         self.server.script = [Reply(drop=True), Reply(200, {"status": "ok"})]

@@ -442,6 +442,19 @@ test("a timed-out schedule is not retried, id or not", async (t) => {
   assert.equal(empty.requests.length, 1);
 });
 
+test("a schedule answered 500 outcome-unknown is thrown after one try, naming the task", async (t) => {
+  // The server answers it when a write storage did not answer may have been
+  // made (docs/api.md); sent again, a task due now that ran would be
+  // scheduled a second time. problem.id names the task to look up.
+  const s = await serve(t, problem(500, "outcome-unknown", { id: "t1" }), json(201, { task }));
+  const err = await failure(s.client().schedule({ id: "t1", type: "email" }));
+  assert.equal(s.requests.length, 1);
+  assert.ok(err instanceof ApiError);
+  assert.equal(err.status, 500);
+  assert.equal(err.type, "urn:leasecron:problem:outcome-unknown");
+  assert.equal(err.problem.id, "t1");
+});
+
 test("the token never appears in error messages", async (t) => {
   // A server (or proxy) that echoes the Authorization header back.
   const echo: Script = (req, res) => {
