@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -103,7 +104,7 @@ func hostName() string {
 }
 
 func (a *app) auditCmd() *cobra.Command {
-	var since time.Duration
+	var since durationFlag
 	var limit int
 	var cont string
 	var asJSON bool
@@ -115,24 +116,29 @@ func (a *app) auditCmd() *cobra.Command {
 			"result, kept for runs.audit_retention (90 days). A page costs one table query.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if since < 0 {
-				return usagef("--since %s: want a positive duration (entries within it)", since)
+			if since.d < 0 {
+				return usagef("--since %q: want a positive duration (entries within it)", since.raw)
 			}
 			if err := checkLimit(limit); err != nil {
+				return err
+			}
+			tok, err := auditTokenIn(cont)
+			if err != nil {
 				return err
 			}
 			cl, err := a.client()
 			if err != nil {
 				return err
 			}
-			q := leasecron.AuditQuery{Limit: limit, Continue: cont}
-			if since > 0 {
-				q.Since = time.Now().Add(-since)
+			q := leasecron.AuditQuery{Limit: limit, Continue: tok}
+			if since.d > 0 {
+				q.Since = time.Now().Add(-since.d)
 			}
 			p, err := cl.AuditLog(cmd.Context(), q)
 			if err != nil {
 				return err
 			}
+			p.Continue = auditTokenOut(p.Continue)
 			if asJSON {
 				if p.Entries == nil {
 					p.Entries = []leasecron.AuditEntry{}
@@ -156,9 +162,32 @@ func (a *app) auditCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.DurationVar(&since, "since", 0, "only entries within this long before now (e.g. 24h)")
+	f.Var(&since, "since", "only entries within this long before now (e.g. 24h)")
 	f.IntVar(&limit, "limit", 50, "page size (at most 1000)")
 	f.StringVar(&cont, "continue", "", "continuation token from a previous page")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return c
+}
+
+// auditTokenOut makes the audit log's continuation token one shell word.
+// The store's token is the next PartitionKey and RowKey joined by a
+// newline, which the "more:" line printed on two lines: pasted, its first
+// line alone was refused by the storage service (exit 1).
+func auditTokenOut(tok string) string {
+	if tok == "" {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(tok))
+}
+
+// auditTokenIn reads --continue: a token auditTokenOut made, or the
+// store's own (as an earlier release printed it, newline and all).
+func auditTokenIn(tok string) (string, error) {
+	if tok == "" || strings.Contains(tok, "\n") {
+		return tok, nil
+	}
+	if b, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(tok)); err == nil && strings.Contains(string(b), "\n") {
+		return string(b), nil
+	}
+	return "", usagef("--continue %q: not a token of the audit log; want the one the previous page printed (its \"more:\" line, or \"continue\" in --json)", tok)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/schedule"
 )
 
 func init() {
@@ -39,6 +40,11 @@ ends); it reads two table pages per 1,000 members.`,
   leasecron batch resize-7 --members --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Batch ids follow the task id rules: one outside them is a
+			// mistake, not an unknown batch (exit 3).
+			if err := schedule.ValidateID(args[0]); err != nil {
+				return usagef("batch id: %w", err)
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -76,7 +77,7 @@ func (a *app) aggregatorCmd() *cobra.Command {
 // boardCommands are the blackboard's add, remove and run-now, under the
 // command named parent.
 func (a *app) boardCommands(parent string) []*cobra.Command {
-	var every time.Duration
+	var every durationFlag
 	var typ string
 	var replace bool
 	add := &cobra.Command{
@@ -85,8 +86,11 @@ func (a *app) boardCommands(parent string) []*cobra.Command {
 		Example: `  leasecron ` + parent + ` add westlafcals --every 8h --type calendar '{"feeds":["https://example.org/a.ics"]}'`,
 		Args:    cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if every <= 0 {
+			if !cmd.Flags().Changed("every") {
 				return usagef("--every is required (e.g. 1h)")
+			}
+			if every.d <= 0 {
+				return usagef("--every %q: want a positive interval of at least 1s (e.g. 1h)", every.raw)
 			}
 			if err := schedule.ValidateType(typ); err != nil {
 				return usageError{err}
@@ -104,18 +108,18 @@ func (a *app) boardCommands(parent string) []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			e := blackboard.Entry{Key: args[0], Interval: every, Type: typ, Payload: payload}
+			e := blackboard.Entry{Key: args[0], Interval: every.d, Type: typ, Payload: payload}
 			if err := e.Validate(); err != nil {
 				return usageError{err}
 			}
 			if err := cl.AddBlackboardKey(cmd.Context(), e, &blackboard.AddOptions{Replace: replace}); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.out, "added %s (every %s, type %s)\n", e.Key, every, typ)
+			fmt.Fprintf(a.out, "added %s (every %s, type %s)\n", e.Key, every.d, typ)
 			return nil
 		},
 	}
-	add.Flags().DurationVar(&every, "every", 0, "interval between runs (required)")
+	add.Flags().Var(&every, "every", "interval between runs (required)")
 	add.Flags().StringVar(&typ, "type", "", "handler type (required)")
 	add.Flags().BoolVar(&replace, "replace", false, "replace an existing key's definition")
 	remove := &cobra.Command{
@@ -128,6 +132,9 @@ func (a *app) boardCommands(parent string) []*cobra.Command {
 				return err
 			}
 			if err := cl.RemoveBlackboardKey(cmd.Context(), args[0]); err != nil {
+				if errors.Is(err, blackboard.ErrInvalid) {
+					return usageError{err} // a key no entry can have
+				}
 				return err
 			}
 			fmt.Fprintf(a.out, "removed %s\n", args[0])
@@ -144,6 +151,9 @@ func (a *app) boardCommands(parent string) []*cobra.Command {
 				return err
 			}
 			if err := cl.RunBlackboardKeyNow(cmd.Context(), args[0]); err != nil {
+				if errors.Is(err, blackboard.ErrInvalid) {
+					return usageError{err}
+				}
 				return err
 			}
 			fmt.Fprintf(a.out, "%s will run at the next cycle\n", args[0])

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/storage"
 )
 
 func init() {
@@ -47,7 +48,7 @@ the dashboard's /bulk page. Bulk operations need run records (worker.runs).`,
 func (a *app) bulkKindCmd(kind leasecron.BulkKind, use, short, example string) *cobra.Command {
 	var typ, reason, idPrefix, since, until, queueName string
 	var yes bool
-	var wait time.Duration
+	var wait durationFlag
 	noun := map[leasecron.BulkKind]string{leasecron.BulkRequeueDead: "dead letter(s)", leasecron.BulkCancelPending: "pending task(s)", leasecron.BulkDisableSeries: "enabled series"}[kind]
 	c := &cobra.Command{
 		Use:     use,
@@ -55,10 +56,15 @@ func (a *app) bulkKindCmd(kind leasecron.BulkKind, use, short, example string) *
 		Example: example,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if wait < 0 {
-				return usagef("--wait %s: want a positive duration, or none", wait)
+			// An empty filter would widen the operation (--since "" is
+			// every dead letter), not narrow it.
+			if err := refuseEmpty(cmd, "type", "reason", "id-prefix", "since", "until", "queue"); err != nil {
+				return err
 			}
-			if wait > 0 && !yes {
+			if wait.d < 0 {
+				return usagef("--wait %q: want a positive duration, or none", wait.raw)
+			}
+			if wait.d > 0 && !yes {
 				return usagef("--wait follows a started operation: add --yes to start it")
 			}
 			op, err := leasecron.ParseBulkOpInQueue(string(kind), typ, reason, idPrefix, queueName, since, until, time.Now())
@@ -82,11 +88,11 @@ func (a *app) bulkKindCmd(kind leasecron.BulkKind, use, short, example string) *
 				return err
 			}
 			fmt.Fprintf(a.out, "started %s (%s) on %d matching %s\n", b.ID, op, n, noun)
-			if wait == 0 {
+			if wait.d == 0 {
 				fmt.Fprintf(a.out, "follow it with: leasecron bulk status %s\n", b.ID)
 				return nil
 			}
-			return a.followBulk(cmd.Context(), cl, b.ID, wait)
+			return a.followBulk(cmd.Context(), cl, b.ID, wait.d)
 		},
 	}
 	fl := c.Flags()
@@ -103,7 +109,7 @@ func (a *app) bulkKindCmd(kind leasecron.BulkKind, use, short, example string) *
 		fl.StringVar(&queueName, "queue", "", "only series of this named queue")
 	}
 	fl.BoolVar(&yes, "yes", false, "start the operation on what matches (without it, only count)")
-	fl.DurationVar(&wait, "wait", 0, "with --yes, follow the operation up to this long (10m), printing its progress")
+	fl.Var(&wait, "wait", "with --yes, follow the operation up to this long (10m), printing its progress")
 	return c
 }
 
@@ -165,6 +171,11 @@ func (a *app) bulkStatusCmd() *cobra.Command {
 		Short: "Show a bulk operation: what it does, who started it, how far it has got",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// An id no operation can have: refused here, not sent (a '/'
+			// made a storage error of it).
+			if err := storage.ValidateKeyPart("bulk operation id", args[0]); err != nil {
+				return usageError{err}
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err

@@ -16,7 +16,7 @@ func init() {
 }
 
 func (a *app) drainCmd() *cobra.Command {
-	var wait time.Duration
+	var wait durationFlag
 	c := &cobra.Command{
 		Use:   "drain INSTANCE [--wait DURATION]",
 		Short: "Drain a worker instance: it stops taking work, finishes what it runs, hands over what it holds and exits",
@@ -35,8 +35,8 @@ instance that is not running exits 3, naming those that are.`,
   leasecron drain worker-7f9c-1234-0a1b2c3d --wait 5m`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if wait < 0 {
-				return usagef("--wait %s: want a positive duration (how long to wait for the instance to be gone), or none", wait)
+			if wait.d < 0 {
+				return usagef("--wait %q: want a positive duration (how long to wait for the instance to be gone), or none", wait.raw)
 			}
 			cl, err := a.client()
 			if err != nil {
@@ -50,13 +50,13 @@ instance that is not running exits 3, naming those that are.`,
 				return err
 			}
 			fmt.Fprintf(a.out, "%s asked to drain at %s by %s\n", in.ID, in.DrainRequested.UTC().Format(time.RFC3339), in.DrainBy)
-			if wait == 0 {
+			if wait.d == 0 {
 				return nil
 			}
-			return a.waitGone(cmd.Context(), cl, in.ID, wait)
+			return a.waitGone(cmd.Context(), cl, in.ID, wait.d)
 		},
 	}
-	c.Flags().DurationVar(&wait, "wait", 0, "wait up to this long (5m) for the instance to be gone")
+	c.Flags().Var(&wait, "wait", "wait up to this long (5m) for the instance to be gone")
 	return c
 }
 

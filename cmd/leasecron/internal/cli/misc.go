@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	neturl "net/url"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +24,14 @@ leasecron needs. With no --dir the data lives in a temporary directory that
 is removed on exit. Ctrl-C stops it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, p := range []struct {
+				flag string
+				port int
+			}{{"blob-port", blob}, {"queue-port", queue}, {"table-port", table}} {
+				if p.port < 0 || p.port > 65535 {
+					return usagef("--%s %q: want a port from 1 to 65535, or 0 for a free one", p.flag, strconv.Itoa(p.port))
+				}
+			}
 			s, err := azurite.Start(cmd.Context(), azurite.Options{Dir: dir, BlobPort: blob, QueuePort: queue, TablePort: table})
 			if err != nil {
 				return err
@@ -51,6 +61,11 @@ func (a *app) healthcheckCmd() *cobra.Command {
 		Short: "Exit 0 if the admin endpoint answers 200 (for container health checks)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A URL that cannot be asked is a mistake in the check, not an
+			// unhealthy instance.
+			if u, err := neturl.Parse(url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return usagef("--url %q: want an http(s) URL such as http://127.0.0.1:8080/healthz", url)
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
 			defer cancel()
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -32,6 +32,9 @@ another instance takes over within one lease.poll_every.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// One instance id for the lease, run records and every log line,
 			// the handlers' included.
+			if err := a.cfg.CheckWorker(); err != nil {
+				return err
+			}
 			if a.cfg.Worker.InstanceID == "" {
 				a.cfg.Worker.InstanceID = instance.NewID()
 			}

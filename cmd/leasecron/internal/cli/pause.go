@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -32,15 +33,16 @@ pause ends. Workers honour the pause within worker.pause_check (5 s).`,
   leasecron pause --queue gpu --for 1h`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// --for "" is not a pause without end.
+			if err := refuseEmpty(cmd, "until", "for", "queue"); err != nil {
+				return err
+			}
 			if (len(args) == 1) == (queueName != "") {
 				return usagef("give a TYPE or --queue NAME (one of them)")
 			}
-			var end time.Time
-			if until != "" || forDur != "" {
-				var err error
-				if end, err = schedule.ParseWhen(until, forDur, time.Now()); err != nil {
-					return usageError{err}
-				}
+			end, err := pauseEnd(until, forDur, time.Now())
+			if err != nil {
+				return err
 			}
 			cl, err := a.client()
 			if err != nil {
@@ -83,6 +85,9 @@ waiting tasks up again within worker.pause_check (5 s). One that is not
 paused exits with code 3.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := refuseEmpty(cmd, "queue"); err != nil {
+				return err
+			}
 			if (len(args) == 1) == (queueName != "") {
 				return usagef("give a TYPE or --queue NAME (one of them)")
 			}
@@ -150,4 +155,27 @@ func (a *app) pausedCmd() *cobra.Command {
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
+}
+
+// pauseEnd reads pause --until and --for (neither: no end) in their own
+// names: schedule.ParseWhen's messages speak of --at and --in.
+func pauseEnd(until, forDur string, now time.Time) (time.Time, error) {
+	until, forDur = strings.TrimSpace(until), strings.TrimSpace(forDur)
+	switch {
+	case until != "" && forDur != "":
+		return time.Time{}, usagef("give --until (%q) or --for (%q), not both", until, forDur)
+	case until != "":
+		t, err := time.Parse(time.RFC3339Nano, until)
+		if err != nil {
+			return time.Time{}, usagef("--until %q: want an RFC 3339 time such as 2026-11-22T10:00:00Z or 2026-11-22T11:00:00+01:00", until)
+		}
+		return t, nil
+	case forDur != "":
+		d, err := time.ParseDuration(forDur)
+		if err != nil || d <= 0 {
+			return time.Time{}, usagef("--for %q: want a positive duration such as 30m or 2h", forDur)
+		}
+		return now.Add(d), nil
+	}
+	return time.Time{}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -73,6 +74,9 @@ func Main(ctx context.Context, version string, args []string, in io.Reader, out,
 	}
 	return exitError
 }
+
+// logLevels are the values of --log-level (log.level).
+var logLevels = []string{"debug", "info", "warn", "error"}
 
 // usageError is a problem with the command line itself.
 type usageError struct{ error }
@@ -177,6 +181,10 @@ func (a *app) load(cmd *cobra.Command) error {
 	if a.bindErr != nil {
 		return fmt.Errorf("binding flags: %w", a.bindErr)
 	}
+	// The flag named as given (else the refusal would name log.level).
+	if fl := cmd.Flag("log-level"); fl != nil && fl.Changed && !slices.Contains(logLevels, strings.ToLower(strings.TrimSpace(fl.Value.String()))) {
+		return usagef("--log-level %q: want one of %s", fl.Value.String(), strings.Join(logLevels, ", "))
+	}
 	cfg, err := config.Load(a.v, a.cfgFile)
 	if err != nil {
 		return err
@@ -217,6 +225,12 @@ func (a *app) configCmd() *cobra.Command {
 		Short: "Print the effective configuration (secrets redacted), or every key with --keys",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case markdown && !keys:
+				return usagef("--markdown goes with --keys")
+			case keys && asJSON:
+				return usagef("--json prints the effective configuration: give --keys or --json, not both")
+			}
 			if keys && markdown {
 				return config.WriteMarkdown(a.out)
 			}

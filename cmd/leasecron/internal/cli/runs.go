@@ -12,6 +12,7 @@ import (
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/schedule"
 )
 
 func init() {
@@ -22,7 +23,7 @@ func init() {
 // the subcommands `clean` and `check`.
 func (a *app) runsCmd() *cobra.Command {
 	var state, typ, series, batch, cont string
-	var since time.Duration
+	var since durationFlag
 	var limit int
 	var asJSON, all bool
 	c := &cobra.Command{
@@ -42,11 +43,23 @@ func (a *app) runsCmd() *cobra.Command {
 				}
 				q.State = st
 			}
-			if since < 0 {
-				return usagef("--since %s: want a positive duration (runs due within it)", since)
+			// A filter that no run can match is a typo, not an empty
+			// answer (search refuses the same as type: and batch:).
+			if typ != "" {
+				if err := schedule.ValidateType(typ); err != nil {
+					return usagef("--type: %w", err)
+				}
 			}
-			if since > 0 {
-				q.Since = time.Now().Add(-since)
+			if batch != "" {
+				if err := schedule.ValidateID(batch); err != nil {
+					return usagef("--batch: %w", err)
+				}
+			}
+			if since.d < 0 {
+				return usagef("--since %q: want a positive duration (runs due within it)", since.raw)
+			}
+			if since.d > 0 {
+				q.Since = time.Now().Add(-since.d)
 			}
 			if err := checkLimit(limit); err != nil {
 				return err
@@ -95,7 +108,7 @@ func (a *app) runsCmd() *cobra.Command {
 	f.StringVar(&typ, "type", "", "only runs of this task type")
 	f.StringVar(&series, "series", "", "only the occurrences of this recurring series")
 	f.StringVar(&batch, "batch", "", "only the runs of this batch's members")
-	f.DurationVar(&since, "since", 0, "only runs due within this long before now (e.g. 1h)")
+	f.Var(&since, "since", "only runs due within this long before now (e.g. 1h)")
 	f.IntVar(&limit, "limit", 50, "page size (at most 1000)")
 	f.StringVar(&cont, "continue", "", "continuation token from a previous page (with the same filters)")
 	f.BoolVar(&all, "all", false, "fetch every page")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -43,13 +44,48 @@ type lineResult struct {
 	Error  string    `json:"error,omitempty"`
 }
 
-// parseLine turns one line (a leasecron.TaskSpec) into an item.
+// parseLine turns one line (a leasecron.TaskSpec) into an item. Beside
+// the spec's own checks it checks the fields the library checks only when
+// it schedules (id, type, queue, max_attempts' ceiling): a bad line
+// elsewhere in the file stops that, and these lines were then reported
+// "not written" instead of by what is wrong with them.
 func parseLine(b []byte, now time.Time) (leasecron.Item, *leasecron.Unique, error) {
 	spec, err := leasecron.ParseTaskSpec(b)
 	if err != nil {
-		return leasecron.Item{}, nil, err
+		return leasecron.Item{}, nil, withAccepted(err)
 	}
-	return spec.Item(now)
+	it, u, err := spec.Item(now)
+	if err != nil {
+		return leasecron.Item{}, nil, withAccepted(err)
+	}
+	if it.ID != "" {
+		if err := schedule.ValidateID(it.ID); err != nil {
+			return leasecron.Item{}, nil, fmt.Errorf("id: %w", err)
+		}
+	}
+	if it.Type != "" {
+		if err := schedule.ValidateType(it.Type); err != nil {
+			return leasecron.Item{}, nil, fmt.Errorf("type: %w", err)
+		}
+	}
+	if err := queue.ValidateRouteQueue(it.Queue); err != nil {
+		return leasecron.Item{}, nil, fmt.Errorf("queue: %w", err)
+	}
+	if it.MaxAttempts > schedule.MaxMaxAttempts {
+		return leasecron.Item{}, nil, fmt.Errorf("max_attempts: %d: want 0 (retry.max_attempts) to %d", it.MaxAttempts, schedule.MaxMaxAttempts)
+	}
+	return it, u, nil
+}
+
+// withAccepted adds what a field accepts to a spec error that does not
+// say it ("max_attempts: -1 is negative"). (A line that is no object
+// lists the fields already.)
+func withAccepted(err error) error {
+	var se *leasecron.SpecError
+	if errors.As(err, &se) && se.Field != "" && se.Accepted != "" && !strings.Contains(err.Error(), "want") {
+		return fmt.Errorf("%w; want %s", err, se.Accepted)
+	}
+	return err
 }
 
 // scheduleFile is `schedule --file PATH`: one task per line, scheduled with
@@ -65,9 +101,12 @@ func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON boo
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
-			return usageError{err}
+			return usagef("--file: %w", err)
 		}
 		defer f.Close()
+		if st, err := f.Stat(); err == nil && st.IsDir() {
+			return usagef("--file %q is a directory; want a JSON Lines file (one task a line), or - for stdin", path)
+		}
 		r = f
 	}
 	now := time.Now()
@@ -162,7 +201,11 @@ func (a *app) scheduleFile(ctx context.Context, path string, partial, asJSON boo
 	} else {
 		for _, lr := range results {
 			if lr.Status != "scheduled" {
-				fmt.Fprintf(a.out, "line %d: %s %s: %s\n", lr.Line, lr.ID, strings.ReplaceAll(lr.Status, "_", " "), lr.Error)
+				id := lr.ID
+				if id == "" {
+					id = "(no id)"
+				}
+				fmt.Fprintf(a.out, "line %d: %s %s: %s\n", lr.Line, id, strings.ReplaceAll(lr.Status, "_", " "), lr.Error)
 			}
 		}
 		fmt.Fprintf(a.out, "%d of %d tasks scheduled\n", scheduled, len(results))

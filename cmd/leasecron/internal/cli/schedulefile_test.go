@@ -27,6 +27,14 @@ func TestParseLine(t *testing.T) {
 		{line: `{"id":"i","unique_for":"1h"}`, err: "go with unique_key"},
 		{line: `{"id":"j","unique_key":"k","unique_for":"soon"}`, err: `unique_for: "soon"`},
 		{line: `{"id":"k","unique_key":"k","unique_states":"sleeping"}`, err: "sleeping"},
+		// Checked in the first pass, so that every bad line of a file is
+		// named (the library checks these only when it schedules).
+		{line: `{"id":"l","queue":"GPU"}`, err: `queue: queue name "GPU"`},
+		{line: `{"id":"m","type":"Mail"}`, err: `type: invalid: task type "Mail"`},
+		{line: `{"id":"n o"}`, err: `id: invalid: task id "n o"`},
+		{line: `{"id":"p","max_attempts":5000}`, err: "max_attempts: 5000: want 0 (retry.max_attempts) to 1000"},
+		// What the field accepts, where the spec's error left it out.
+		{line: `{"id":"q","max_attempts":-1}`, err: "max_attempts: -1 is negative; want a whole number"},
 	} {
 		t.Run(c.rule, func(t *testing.T) {
 			it, u, err := parseLine([]byte(c.line), now)

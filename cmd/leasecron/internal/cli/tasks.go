@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -50,7 +51,7 @@ func (a *app) scheduleCmd() *cobra.Command {
 	var replace, asJSON, partial, afterAny bool
 	var maxAttempts int
 	var queueName, priority, fairKey string
-	var uniqueFor time.Duration
+	var uniqueFor durationFlag
 	c := &cobra.Command{
 		Use:   "schedule [--at RFC3339 | --in DURATION] [--type T] [--id ID] [--every D | --cron EXPR [--tz ZONE]] [--after ID,... [--after-any]] [PAYLOAD | -]\n  leasecron schedule --file tasks.jsonl [--partial] [--batch ID] [--on-complete TYPE [--on-complete-payload P]]",
 		Short: "Schedule a task and print its id",
@@ -114,8 +115,13 @@ its progress.`,
   leasecron schedule --file images.jsonl --batch resize-7 --on-complete notify`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if file != "" {
-				if len(args) > 0 || at != "" || in != "" || typ != "" || id != "" || every != "" || cron != "" || tz != "" || replace || maxAttempts != 0 || uniqueKey != "" || queueName != "" || priority != "" || fairKey != "" || len(after) > 0 || afterAny {
+			if err := refuseEmpty(cmd, "at", "in", "type", "id", "every", "cron", "tz", "queue", "priority", "fair-key",
+				"unique-key", "unique-states", "after", "file", "batch", "on-complete"); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("file") {
+				if other := changed(cmd, "at", "in", "type", "id", "every", "cron", "tz", "replace", "max-attempts", "unique-key", "unique-for",
+					"unique-states", "queue", "priority", "fair-key", "after", "after-any"); other != "" || len(args) > 0 {
 					return usagef("--file takes every task from the file: give only --partial, --batch, --on-complete and --json with it")
 				}
 				return a.scheduleFile(tracing.FromEnv(cmd.Context(), os.Getenv), file, partial, asJSON, batch)
@@ -123,24 +129,34 @@ its progress.`,
 			switch {
 			case partial:
 				return usagef("--partial goes with --file")
-			case batch.ID != "" || batch.OnComplete != "" || batch.Payload != "":
+			case changed(cmd, "batch", "on-complete", "on-complete-payload") != "":
 				return usagef("--batch, --on-complete and --on-complete-payload go with --file")
 			case afterAny && len(after) == 0:
 				return usagef("--after-any goes with --after")
+			case replace && id == "":
+				return usagef("--replace goes with --id: it replaces the pending task of that id")
+			case maxAttempts < 0 || maxAttempts > schedule.MaxMaxAttempts:
+				return usagef("--max-attempts %q: want 0 (retry.max_attempts) to %d", strconv.Itoa(maxAttempts), schedule.MaxMaxAttempts)
 			}
 			due, rule, err := schedule.When{At: at, In: in, Every: every, Cron: cron, TZ: tz}.Resolve(time.Now())
 			if err != nil {
 				return usageError{err}
 			}
-			if uniqueKey == "" && (uniqueFor != 0 || uniqueStates != "") {
+			if at != "" && due.IsZero() {
+				return usagef("--at %q: the zero time stands for no due time; want a later one", at)
+			}
+			if uniqueKey == "" && changed(cmd, "unique-for", "unique-states") != "" {
 				return usagef("--unique-for and --unique-states go with --unique-key")
 			}
-			if uniqueFor < 0 {
-				return usagef("--unique-for %s: want a duration of 0 or more (e.g. 10m, 24h)", uniqueFor)
+			if uniqueFor.d < 0 {
+				return usagef("--unique-for %q: want a duration of 0 or more (e.g. 10m, 24h)", uniqueFor.raw)
 			}
 			states, err := schedule.ParseUniqueStates(uniqueStates)
 			if err != nil {
 				return usageError{err}
+			}
+			if uniqueStates != "" && len(states) == 0 {
+				return usagef("--unique-states %q: want run states, comma-separated (e.g. queued,running)", uniqueStates)
 			}
 			prio, err := queue.ParsePriority(priority)
 			if err != nil {
@@ -159,7 +175,7 @@ its progress.`,
 			}
 			so := &leasecron.ScheduleOptions{Replace: replace}
 			if uniqueKey != "" {
-				so.Unique = &leasecron.Unique{Key: uniqueKey, For: uniqueFor, States: states}
+				so.Unique = &leasecron.Unique{Key: uniqueKey, For: uniqueFor.d, States: states}
 			}
 			it, err := cl.Schedule(tracing.FromEnv(cmd.Context(), os.Getenv), leasecron.Item{ID: id, Type: typ, Payload: payload, Due: due, Recurrence: rule, TZ: tz, MaxAttempts: maxAttempts,
 				After: after, AfterAny: afterAny, Queue: queueName, Priority: prio, FairKey: fairKey}, so)
@@ -203,7 +219,7 @@ its progress.`,
 	f.BoolVar(&asJSON, "json", false, "print the scheduled task as JSON (with --file: one result per line)")
 	f.StringVar(&file, "file", "", "schedule one task per line of this JSON Lines file (- for stdin)")
 	f.StringVar(&uniqueKey, "unique-key", "", "create the task only if no other task of its type holds this key")
-	f.DurationVar(&uniqueFor, "unique-for", 0, "with --unique-key: how long a finished task still holds the key (e.g. 1h)")
+	f.Var(&uniqueFor, "unique-for", "with --unique-key: how long a finished task still holds the key (e.g. 1h)")
 	f.StringVar(&uniqueStates, "unique-states", "", "with --unique-key: the run states that hold the key, comma-separated (default all but cancelled)")
 	f.BoolVar(&partial, "partial", false, "with --file: schedule the lines that can be, report the others")
 	f.StringSliceVar(&after, "after", nil, "wait until these tasks have succeeded (ids, comma-separated)")
@@ -255,11 +271,17 @@ func (a *app) cancelCmd() *cobra.Command {
 		Short: "Cancel a task: delete it if still pending, or mark its run cancelled if already queued",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := needID(args[0]); err != nil {
+				return err
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err
 			}
 			res, err := cl.Cancel(cmd.Context(), args[0])
+			if errors.Is(err, leasecron.ErrInvalidTask) {
+				return usageError{err} // an id no task can have; nothing was written
+			}
 			if err != nil {
 				return err
 			}
@@ -286,6 +308,12 @@ func (a *app) rescheduleCmd() *cobra.Command {
 		Short: "Move a pending task to a new due time (atomically)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := refuseEmpty(cmd, "at", "in"); err != nil {
+				return err
+			}
+			if err := needID(args[0]); err != nil {
+				return err
+			}
 			if at == "" && in == "" {
 				return usagef("give --at or --in")
 			}
@@ -293,11 +321,17 @@ func (a *app) rescheduleCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
+			if at != "" && due.IsZero() {
+				return usagef("--at %q: the zero time stands for no due time; want a later one", at)
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err
 			}
 			it, err := cl.Reschedule(cmd.Context(), args[0], due)
+			if errors.Is(err, leasecron.ErrInvalidTask) {
+				return usageError{err} // refused before anything was written
+			}
 			if err != nil {
 				return err
 			}
@@ -342,6 +376,9 @@ func (a *app) seriesSwitchCmd(verb, short, long string, call func(*leasecron.Cli
 		Long:  short + ".\n\n" + long,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := needID(args[0]); err != nil {
+				return err
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err
@@ -373,6 +410,9 @@ func (a *app) listCmd() *cobra.Command {
 		Short: "List pending tasks in due order (paged)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkLimit(limit); err != nil {
+				return err
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err
@@ -381,6 +421,9 @@ func (a *app) listCmd() *cobra.Command {
 			for {
 				p, err := cl.List(cmd.Context(), &leasecron.ListOptions{Due: due, Limit: limit, Continuation: cont})
 				page, next := p.Items, p.Continue
+				if errors.Is(err, leasecron.ErrInvalidTask) {
+					return usagef("--continue: %w", err) // a token no page printed
+				}
 				if err != nil {
 					return err
 				}
@@ -468,11 +511,17 @@ func (a *app) statusCmd() *cobra.Command {
 		Short: "Show a task's state, attempts, worker, times, last error and output tail",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := needID(args[0]); err != nil {
+				return err
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err
 			}
 			st, err := cl.Status(cmd.Context(), args[0])
+			if errors.Is(err, leasecron.ErrInvalidTask) {
+				return usageError{err}
+			}
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,10 +15,12 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/dashboard"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/tasktype"
 	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/trafficcop"
 )
 
 // Load reads the optional YAML file into v and decodes the effective
@@ -96,6 +99,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		PollEvery:    d.dur("lease.poll_every", 100*time.Millisecond, time.Hour),
 		SafetyMargin: d.dur("lease.safety_margin", 0, time.Minute),
 	}
+	d.leaseTiming(c.Lease)
 	c.Mover = Mover{
 		PollEvery:   d.dur("mover.poll_every", 100*time.Millisecond, time.Hour),
 		Early:       d.dur("mover.early", -time.Hour, time.Hour),
@@ -113,7 +117,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		VisibilityTimeout: d.dur("worker.visibility_timeout", time.Second, 7*24*time.Hour),
 		MaxRunTime:        d.dur("worker.max_run_time", time.Second, 7*24*time.Hour),
 		InstanceID:        d.str("worker.instance_id"),
-		ShutdownGrace:     d.dur("worker.shutdown_grace", 0, time.Hour),
+		ShutdownGrace:     d.dur("worker.shutdown_grace", time.Millisecond, time.Hour),
 		PollMin:           d.dur("worker.poll_min", 10*time.Millisecond, time.Hour),
 		PollMax:           d.dur("worker.poll_max", 10*time.Millisecond, time.Hour),
 		ListenEvery:       d.dur("worker.listen_every", -24*time.Hour, time.Hour),
@@ -128,8 +132,9 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		Lead:              d.bool("worker.lead"),
 		Consume:           d.bool("worker.consume"),
 	}
-	if l := c.Worker.ListenEvery; l > 0 && l < 10*time.Millisecond {
-		d.bad("worker.listen_every", l.String(), "at least 10ms, or negative to never listen")
+	if l := c.Worker.ListenEvery; l >= 0 && l < 10*time.Millisecond && !d.reported("worker.listen_every") {
+		// 0 would be the library's default (200ms), not "always".
+		d.bad("worker.listen_every", d.text("worker.listen_every"), "at least 10ms, or negative to never listen")
 	}
 	if c.Worker.PollMax < c.Worker.PollMin {
 		d.bad("worker.poll_max", c.Worker.PollMax.String(), "at least worker.poll_min ("+c.Worker.PollMin.String()+")")
@@ -154,16 +159,22 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		BackoffBase: d.dur("retry.backoff_base", time.Millisecond, 24*time.Hour),
 		BackoffMax:  d.dur("retry.backoff_max", time.Millisecond, 7*24*time.Hour),
 	}
+	if r := c.Retry; r.BackoffMax < r.BackoffBase && !d.reported("retry.backoff_base") && !d.reported("retry.backoff_max") {
+		d.bad("retry.backoff_max", d.text("retry.backoff_max"), "at least retry.backoff_base ("+formatValue(r.BackoffBase)+")")
+	}
 	c.Payload = Payload{MaxSize: d.int("payload.max_size", 1, 64<<20)}
 	c.Blackboard = Blackboard{
 		Enabled: d.bool("blackboard.enabled"),
 		Cycle:   d.dur("blackboard.cycle", 100*time.Millisecond, 7*24*time.Hour),
 		LockTTL: d.dur("blackboard.lock_ttl", 0, 7*24*time.Hour),
 	}
-	c.Admin = Admin{Addr: d.str("admin.addr"), Pprof: d.bool("admin.pprof"), Dashboard: d.bool("admin.dashboard"), API: d.bool("admin.api")}
+	if t := c.Blackboard.LockTTL; t > 0 && t < blackboard.MinLockTTL {
+		d.bad("blackboard.lock_ttl", d.text("blackboard.lock_ttl"), "0 (each key's interval) or at least "+formatValue(blackboard.MinLockTTL))
+	}
+	c.Admin = Admin{Addr: d.addr("admin.addr", true), Pprof: d.bool("admin.pprof"), Dashboard: d.bool("admin.dashboard"), API: d.bool("admin.api")}
 	c.API = API{Enabled: d.bool("api.enabled"), PlatformAuth: d.bool("api.platform_auth"),
 		MaxBody: d.int("api.max_body", 1<<10, 256<<20), MaxTasks: d.int("api.max_tasks", 1, 100000)}
-	c.Dashboard = Dashboard{Addr: d.str("dashboard.addr"), Auth: d.str("dashboard.auth"), ViewerAuth: d.str("dashboard.viewer_auth"),
+	c.Dashboard = Dashboard{Addr: d.addr("dashboard.addr", false), Auth: d.str("dashboard.auth"), ViewerAuth: d.str("dashboard.viewer_auth"),
 		PlatformAuth: d.bool("dashboard.platform_auth"), OperatorRole: d.str("dashboard.operator_role"),
 		BasePath: d.name("dashboard.base_path", dashboard.ValidateBasePath),
 		ReadOnly: d.bool("dashboard.read_only"), AllowAnonymous: d.bool("dashboard.allow_anonymous")}
@@ -257,6 +268,77 @@ type decoder struct {
 
 func (d *decoder) bad(key, val, want string) {
 	d.problems = append(d.problems, fmt.Sprintf("%s = %q: want %s", key, val, want))
+}
+
+// text is the value of key as it was given ("1m", not "1m0s"), for a
+// refusal that checks it against another key.
+func (d *decoder) text(key string) string {
+	if t, ok := d.v.Get(key).(time.Duration); ok {
+		return formatValue(t) // a default
+	}
+	return strings.TrimSpace(fmt.Sprint(d.v.Get(key)))
+}
+
+// reported tells whether key has a problem already (so a check of keys
+// together does not add a second one for a value that did not parse).
+func (d *decoder) reported(key string) bool {
+	for _, p := range d.problems {
+		if strings.HasPrefix(p, key+" = ") || strings.HasPrefix(p, key+": ") {
+			return true
+		}
+	}
+	return false
+}
+
+// addr reads a listen address: HOST:PORT or :PORT with a port number
+// (empty, when allowed, disables what listens on it).
+func (d *decoder) addr(key string, emptyOK bool) string {
+	s := d.str(key)
+	if s == "" && emptyOK {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(s)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		want := "HOST:PORT or :PORT with a port number from 0 to 65535 (e.g. 127.0.0.1:8090, :8080)"
+		if emptyOK {
+			want += ", or empty to disable"
+		}
+		d.bad(key, s, want)
+	}
+	return s
+}
+
+// leaseTiming checks the lease keys together, as the traffic cop checks
+// its timing (trafficcop.LeaseTiming's invariants, with its defaults for
+// the keys left 0), and names the key to change: a worker would refuse
+// them at start in terms of its Go options, blaming a renewal interval
+// nobody set for a safety margin too large.
+func (d *decoder) leaseTiming(l Lease) {
+	if l.Duration < trafficcop.MinLeaseDuration || l.Duration > trafficcop.MaxLeaseDuration {
+		return // reported already
+	}
+	if l.Duration%time.Second != 0 {
+		d.bad("lease.duration", d.text("lease.duration"), "whole seconds from 15s to 60s (the lease lengths the Blob service grants)")
+		return
+	}
+	if d.reported("lease.renew_every") || d.reported("lease.safety_margin") {
+		return
+	}
+	t := trafficcop.LeaseTiming{LeaseDuration: l.Duration, RenewEvery: l.RenewEvery, SafetyMargin: l.SafetyMargin}.WithDefaults()
+	trusted := t.LeaseDuration - t.SafetyMargin
+	switch {
+	case t.SafetyMargin >= t.LeaseDuration:
+		d.bad("lease.safety_margin", d.text("lease.safety_margin"), "less than lease.duration ("+formatValue(l.Duration)+"), or 0 for max(2s, lease.duration/10)")
+	case t.RetryEvery > t.RenewEvery:
+		// A failed renewal is retried every RenewEvery/10, at least 250ms.
+		d.bad("lease.renew_every", d.text("lease.renew_every"), "at least 250ms, or 0 for lease.duration/3")
+	case t.RenewEvery+t.CallTimeout > trusted && l.RenewEvery != 0:
+		d.bad("lease.renew_every", d.text("lease.renew_every"), fmt.Sprintf("at most %s (lease.duration %s, less lease.safety_margin %s, less the %s a renewal may take), or 0 for lease.duration/3",
+			formatValue(trusted-t.CallTimeout), formatValue(t.LeaseDuration), formatValue(t.SafetyMargin), formatValue(t.CallTimeout)))
+	case t.RenewEvery+t.CallTimeout > trusted:
+		d.bad("lease.safety_margin", d.text("lease.safety_margin"), fmt.Sprintf("at most %s, so that a renewal every lease.renew_every (lease.duration/3 = %s) and the %s it may take fit in lease.duration (%s); or 0 for max(2s, lease.duration/10)",
+			formatValue(t.LeaseDuration-t.RenewEvery-t.CallTimeout), formatValue(t.RenewEvery), formatValue(t.CallTimeout), formatValue(t.LeaseDuration)))
+	}
 }
 
 func (d *decoder) str(key string) string { return strings.TrimSpace(d.v.GetString(key)) }
@@ -459,6 +541,12 @@ func (d *decoder) handler(typ string, maxRun time.Duration) Handler {
 		// arguments that contain spaces.
 		h.Exec = strings.Fields(h.Exec[0])
 	}
+	if raw := d.v.Get(prefix + "headers"); raw != nil {
+		if _, ok := raw.(map[string]any); !ok {
+			// Not echoed: header values are secrets.
+			d.problems = append(d.problems, fmt.Sprintf("%sheaders: want a mapping of header names to values (Authorization: Bearer …), got a %T", prefix, raw))
+		}
+	}
 	h.Headers = d.v.GetStringMapString(prefix + "headers")
 	if d.v.IsSet(prefix + "timeout") {
 		h.Timeout = d.dur(prefix+"timeout", time.Millisecond, 7*24*time.Hour)
@@ -482,6 +570,21 @@ func (d *decoder) handler(typ string, maxRun time.Duration) Handler {
 	if !handlerKinds[h.Kind] {
 		d.bad(prefix+"kind", h.Kind, "exec, http, log or calendar")
 	}
+	// A field of another kind would be ignored without a word.
+	if h.Kind != "exec" && len(h.Exec) > 0 {
+		d.bad(prefix+"exec", strings.Join(h.Exec, " "), "no exec with kind "+h.Kind+" (exec is the command of kind exec)")
+	}
+	if h.Kind != "http" {
+		if h.HTTP != "" {
+			d.bad(prefix+"http", h.HTTP, "no http with kind "+h.Kind+" (http is the URL of kind http)")
+		}
+		if h.Method != "" {
+			d.bad(prefix+"method", h.Method, "no method with kind "+h.Kind+" (method goes with kind http)")
+		}
+		if len(h.Headers) > 0 {
+			d.problems = append(d.problems, fmt.Sprintf("%sheaders: want none with kind %s (headers go with kind http)", prefix, h.Kind))
+		}
+	}
 	switch h.Kind {
 	case "exec":
 		if len(h.Exec) == 0 {
@@ -495,6 +598,39 @@ func (d *decoder) handler(typ string, maxRun time.Duration) Handler {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			d.bad(prefix+"http", h.HTTP, "an http(s) URL")
 		}
+		if h.Method != "" && strings.IndexFunc(h.Method, notTokenChar) >= 0 {
+			d.bad(prefix+"method", h.Method, "an HTTP method such as POST, PUT or PATCH (default POST)")
+		}
 	}
 	return h
+}
+
+// notTokenChar reports a rune that may not appear in an HTTP method (an
+// RFC 9110 token).
+func notTokenChar(r rune) bool {
+	return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r))
+}
+
+// CheckWorker reports what only a worker refuses: with run records on,
+// runs.retention and runs.retention_failed shorter than retry.backoff_max
+// (leasecron.NewWorker refuses the same, in terms of its options). Other
+// commands do not use retry.* and take such a configuration.
+func (c Config) CheckWorker() error {
+	if !c.Worker.Runs {
+		return nil
+	}
+	var problems []string
+	for _, r := range []struct {
+		key string
+		d   time.Duration
+	}{{"runs.retention", c.Runs.Retention}, {"runs.retention_failed", c.Runs.RetentionFailed}} {
+		if r.d < c.Retry.BackoffMax {
+			problems = append(problems, fmt.Sprintf("%s = %q: want at least retry.backoff_max (%s), or lower retry.backoff_max: a run record cleaned while its task waits for a retry no longer stops a cancelled task, holds its unique key or keeps its --after children waiting",
+				r.key, formatValue(r.d), formatValue(c.Retry.BackoffMax)))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w:\n  %s", ErrInvalid, strings.Join(problems, "\n  "))
+	}
+	return nil
 }

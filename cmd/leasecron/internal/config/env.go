@@ -70,6 +70,11 @@ func applyDynamicEnv(v *viper.Viper, env []string) error {
 				continue
 			}
 			typ, field := body[:i], body[i+1:]
+			if field == "headers" {
+				// A mapping of names to values has no one-string form.
+				problems = append(problems, fmt.Sprintf("environment %s: handler headers are a mapping of names to values; set handlers.%s.headers in the configuration file (want LEASECRON_HANDLERS_<TYPE>_<KIND|EXEC|HTTP|METHOD|TIMEOUT>)", name, typ))
+				continue
+			}
 			h, _ := handlers[typ].(map[string]any)
 			if h == nil {
 				h = map[string]any{}
@@ -82,17 +87,25 @@ func applyDynamicEnv(v *viper.Viper, env []string) error {
 			}
 		case strings.HasPrefix(rest, "types_"):
 			body := strings.TrimPrefix(rest, "types_")
-			i := strings.LastIndex(body, "_")
-			if i <= 0 || !typeFields[body[i+1:]] {
-				problems = append(problems, fmt.Sprintf("environment %s: want LEASECRON_TYPES_<TYPE>_<QUEUE|PRIORITY>", name))
+			// The field is the suffix (fair_key holds a '_' itself, as
+			// a type may).
+			typ, field := "", ""
+			for _, f := range []string{"_fair_key", "_queue", "_priority"} {
+				if t, ok := strings.CutSuffix(body, f); ok && t != "" {
+					typ, field = t, f[1:]
+					break
+				}
+			}
+			if field == "" {
+				problems = append(problems, fmt.Sprintf("environment %s: want LEASECRON_TYPES_<TYPE>_<QUEUE|PRIORITY|FAIR_KEY>", name))
 				continue
 			}
-			m, _ := types[body[:i]].(map[string]any)
+			m, _ := types[typ].(map[string]any)
 			if m == nil {
 				m = map[string]any{}
-				types[body[:i]] = m
+				types[typ] = m
 			}
-			m[body[i+1:]] = val
+			m[field] = val
 		case strings.HasPrefix(rest, "limits_"):
 			body := strings.TrimPrefix(rest, "limits_")
 			typ, field := body, ""
