@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/ctxlock"
 	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
@@ -381,11 +382,17 @@ func (c *Client) StartBulk(ctx context.Context, op BulkOp, expect int, by string
 	return c.Bulk(ctx, b.ID)
 }
 
-// Bulk returns the bulk operation id (one request); an unknown id is an
-// error wrapping ErrNotFound.
+// Bulk returns the bulk operation id (one request); an unknown id, or
+// one no operation can have (empty, or holding / \ # ? or a control
+// character), is an error wrapping ErrNotFound that says which.
 func (c *Client) Bulk(ctx context.Context, id string) (Bulk, error) {
 	if c.runs == nil {
 		return Bulk{}, ErrNoRunRecords
+	}
+	if err := storage.ValidateKeyPart("bulk operation id", id); err != nil {
+		// Sent to storage, such an id comes back as a refusal that reads
+		// like a busy service.
+		return Bulk{}, fmt.Errorf("%w: no bulk operation has such an id: %w", ErrNotFound, err)
 	}
 	r, err := c.runs.GetBulk(ctx, id)
 	if errors.Is(err, runs.ErrNoBulk) {

@@ -183,6 +183,13 @@ func TestBulkOperations(t *testing.T) {
 	if _, err := c.Bulk(ctx, "bulk-nope"); !errors.Is(err, leasecron.ErrNotFound) {
 		t.Errorf("an unknown operation: %v, want ErrNotFound", err)
 	}
+	// An id no operation can have is not sent to storage, which would
+	// refuse it as if busy.
+	for _, id := range []string{"", "a/b", "a#b", "a\x01"} {
+		if _, err := c.Bulk(ctx, id); !errors.Is(err, leasecron.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("bulk operation id %q", id)) && id != "" {
+			t.Errorf("Bulk(%q): %v, want ErrNotFound naming the id", id, err)
+		}
+	}
 
 	// A takeover: the worker stops; an operation that a crashed worker
 	// had begun (10 done, 12 records still hidden by its walk) is taken up

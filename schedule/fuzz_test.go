@@ -48,7 +48,9 @@ func FuzzParseRecurrence(f *testing.F) {
 // wraps ErrInvalid.
 func FuzzParseWhen(f *testing.F) {
 	for _, s := range [][2]string{{"2026-01-02T03:04:05Z", ""}, {"", "90s"}, {"", "-1h"}, {"tomorrow", ""},
-		{"2026-01-02T03:04:05", ""}, {"", "1e9h"}, {"2026-01-02T03:04:05+01:00", "1m"}, {"", "9999999999999h"}} {
+		{"2026-01-02T03:04:05", ""}, {"", "1e9h"}, {"2026-01-02T03:04:05+01:00", "1m"}, {"", "9999999999999h"},
+		// The zero time, which the schedule reads as no due time.
+		{"0001-01-01T00:00:00Z", ""}, {"0001-01-01T01:00:00+01:00", ""}} {
 		f.Add(s[0], s[1])
 	}
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

@@ -296,6 +296,9 @@ func ParseWhen(at, in string, now time.Time) (time.Time, error) {
 		if err := checkDue(t); err != nil {
 			return time.Time{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
+		if t.IsZero() {
+			return time.Time{}, fmt.Errorf("%w: time %q is the zero time, which stands for no due time; give a real time, or leave --at out for now", ErrInvalid, at)
+		}
 		return t.UTC(), nil
 	case in != "":
 		d, err := time.ParseDuration(in)

@@ -320,3 +320,20 @@ func TestAddUniqueTakesItsOwnGuardAfterALostAnswer(t *testing.T) {
 		t.Fatalf("another call of the same id: %v; want already scheduled", err)
 	}
 }
+
+// Unique states given but naming none (",,", " , ") are refused: read
+// as the default states before, they hid a typo behind a key that counts
+// states the caller did not ask for.
+func TestParseUniqueStatesRefusesAListOfNothing(t *testing.T) {
+	for _, s := range []string{",", ",,", " , "} {
+		if _, err := ParseUniqueStates(s); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("%q", s)) {
+			t.Errorf("ParseUniqueStates(%q) = %v; want ErrInvalid naming the value", s, err)
+		}
+	}
+	if got, err := ParseUniqueStates(""); err != nil || got != nil {
+		t.Errorf(`ParseUniqueStates("") = %v, %v; want nothing (the default states)`, got, err)
+	}
+	if got, err := ParseUniqueStates(" dead, succeeded ,"); err != nil || len(got) != 2 {
+		t.Errorf("ParseUniqueStates with a trailing comma = %v, %v; want two states", got, err)
+	}
+}

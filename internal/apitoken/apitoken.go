@@ -29,6 +29,7 @@ import (
 	"github.com/leasecron/leasecron/internal/clock"
 	"github.com/leasecron/leasecron/internal/notfound"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/internal/tasktype"
 )
 
 // Prefix is where the token blobs live in the container.
@@ -91,8 +92,10 @@ func Check(name, role string, types []string) error {
 		return fmt.Errorf("%w: role %q: want one of %s", ErrInvalid, role, strings.Join(Roles, ", "))
 	}
 	for _, t := range types {
-		if strings.TrimSpace(t) == "" || len(t) > 200 {
-			return fmt.Errorf("%w: task type %q: want a non-empty type name of at most 200 bytes", ErrInvalid, t)
+		// The rule every task type follows: a token limited to a type no
+		// task can have would touch nothing.
+		if err := tasktype.Validate(t); err != nil {
+			return fmt.Errorf("%w: token types: %w", ErrInvalid, err)
 		}
 	}
 	return nil

@@ -37,7 +37,7 @@ func TestBadValuesNameTheFlagAndExit2(t *testing.T) {
 		{[]string{"schedule", "--file", dir}, `--file "` + dir + `" is a directory`},
 		{[]string{"schedule", "--replace", "x"}, "--replace goes with --id"},
 		{[]string{"schedule", "--max-attempts", "-1", "x"}, `--max-attempts "-1": want 0 (retry.max_attempts) to 1000`},
-		{[]string{"schedule", "--at", "0001-01-01T00:00:00Z", "x"}, `--at "0001-01-01T00:00:00Z"`},
+		{[]string{"schedule", "--at", "0001-01-01T00:00:00Z", "x"}, `time "0001-01-01T00:00:00Z" is the zero time`},
 		{[]string{"schedule", "--unique-key", "k", "--unique-for", "-1h", "x"}, `--unique-for "-1h"`},
 		{[]string{"schedule", "--unique-key", "k", "--unique-for", "10", "x"}, `"10" for "--unique-for" flag: want a duration`},
 		{[]string{"schedule", "--unique-key", "k", "--unique-states", ",,", "x"}, `--unique-states ",,"`},

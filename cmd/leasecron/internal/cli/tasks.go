@@ -142,9 +142,6 @@ its progress.`,
 			if err != nil {
 				return usageError{err}
 			}
-			if at != "" && due.IsZero() {
-				return usagef("--at %q: the zero time stands for no due time; want a later one", at)
-			}
 			if uniqueKey == "" && changed(cmd, "unique-for", "unique-states") != "" {
 				return usagef("--unique-for and --unique-states go with --unique-key")
 			}
@@ -153,10 +150,7 @@ its progress.`,
 			}
 			states, err := schedule.ParseUniqueStates(uniqueStates)
 			if err != nil {
-				return usageError{err}
-			}
-			if uniqueStates != "" && len(states) == 0 {
-				return usagef("--unique-states %q: want run states, comma-separated (e.g. queued,running)", uniqueStates)
+				return usagef("--unique-states %q: %w", uniqueStates, err)
 			}
 			prio, err := queue.ParsePriority(priority)
 			if err != nil {
@@ -320,9 +314,6 @@ func (a *app) rescheduleCmd() *cobra.Command {
 			due, err := schedule.ParseWhen(at, in, time.Now())
 			if err != nil {
 				return usageError{err}
-			}
-			if at != "" && due.IsZero() {
-				return usagef("--at %q: the zero time stands for no due time; want a later one", at)
 			}
 			cl, err := a.client()
 			if err != nil {
