@@ -740,6 +740,16 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 				// a batch and a replace of a member, both held up by a
 				// busy client, issued and answered at one instant).
 				c.alternativeLocked(t, old)
+				if c.movedLocked(old.id, old.due, old.issued, t.returned) && !slices.Contains(old.again, t) {
+					// The replace's task moved before this insert landed:
+					// this one is the id's pending row from then on, and a
+					// child waiting for the id after the replace waits for
+					// it (seed 134685: a replace answered at once and ran;
+					// the schedule it overtook, held 10 s by faults, wrote
+					// its row after, and a child scheduled then was
+					// cancelled when that one died).
+					old.again = append(old.again, t)
+				}
 			}
 		}
 		for _, old := range c.byID[t.id] {
@@ -1782,6 +1792,10 @@ func (c *checker) takenBackRanLocked(t *ti, ev *runEv) bool {
 	return ev.due.After(t.returned.Add(2 * time.Minute))
 }
 
+// since is when t's schedule was issued: with its answer, the moment
+// the answer names (issued); before it, when it was tried.
+func (t *ti) since() time.Time { return cmp.Or(t.issued, t.tried) }
+
 // cancelIssued is when the cancel that returned at t.cancelled (non-zero)
 // was issued: from then on it may have taken effect.
 func (t *ti) cancelIssued() time.Time {
@@ -2058,8 +2072,8 @@ func (c *checker) parentEnd(pt *ti, any bool, by, seen time.Time) (time.Time, st
 		if o == pt || !o.spec.Replace || slices.Contains(family, o) {
 			continue
 		}
-		answered := pt.returned.IsZero() && o.accepted && o.issued.After(pt.issued)
-		ran := o.returned.IsZero() && len(o.starts) > 0 && o.tried.After(pt.issued)
+		answered := pt.returned.IsZero() && o.accepted && o.issued.After(pt.since())
+		ran := o.returned.IsZero() && len(o.starts) > 0 && o.tried.After(pt.since())
 		if answered || ran {
 			family = append(family, o)
 		}
@@ -2216,15 +2230,20 @@ func (c *checker) idOfLocked(pt *ti) string {
 // may have read the id before pt's row was there, and waits for what it
 // found — that earlier scheduling, ended already perhaps (seed 68039: a
 // parent's schedule held 5 s by faults; the child, scheduled meanwhile,
-// found the id's earlier run succeeded and started at once).
+// found the id's earlier run succeeded and started at once). pt may not
+// have answered yet: its issue is then when it was tried (seed 134818: a
+// replace held 10 s by faults, whose issue, still unset, was read as the
+// beginning of time, so the earlier scheduling's own row writes were
+// taken for the replace's).
 func (c *checker) unwrittenParentLocked(pt *ti, by time.Time) *ti {
 	id := c.idOfLocked(pt)
-	if slices.ContainsFunc(c.rowWrites[id], func(w rowWrite) bool { return !w.removed && !w.at.Before(pt.issued) && !w.at.After(by) }) {
+	from := pt.since()
+	if slices.ContainsFunc(c.rowWrites[id], func(w rowWrite) bool { return !w.removed && !w.at.Before(from) && !w.at.After(by) }) {
 		return nil
 	}
 	var prev *ti
 	for _, o := range c.byID[id] {
-		if o != pt && o.accepted && o.issued.Before(pt.issued) && (prev == nil || o.issued.After(prev.issued)) {
+		if o != pt && o.accepted && o.issued.Before(from) && (prev == nil || o.issued.After(prev.issued)) {
 			prev = o
 		}
 	}

@@ -2919,3 +2919,92 @@ func TestEarlySendsPerMoverTermStayWithinMaxDepth(t *testing.T) {
 		})
 	})
 }
+
+// rowCommit notes a commit of the row of id due at due (moved: by a
+// traffic cop, with its fence row, which removes it).
+func rowCommit(t *testing.T, c *checker, id string, due time.Time, moved bool) {
+	t.Helper()
+	rk, err := schedule.RowKey(due, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []memstore.CommittedRow{{RowKey: rk, Deleted: moved}}
+	if moved {
+		rows = append(rows, memstore.CommittedRow{RowKey: fenceRow, Props: map[string]any{"Generation": int64(1)}})
+	}
+	c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: rows})
+}
+
+// A replace of a parent still on its way (no answer, so no issue time
+// yet) whose row was not written when a child was scheduled leaves the
+// child to the id's earlier end; the earlier scheduling's own row writes,
+// before the replace was tried, do not count as the replace's (sweep seed
+// 134818: a replace held 10 s by faults, its issue read as the beginning
+// of time, and the child's start at the earlier success taken for early).
+func TestAReplaceOnItsWayIsNotWrittenByTheRowsBeforeIt(t *testing.T) {
+	for _, written := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			w, c := newTestChecker()
+			first := c.newTI(TaskSpec{ID: "p", Type: "pausable"}, nil, nil)
+			rowCommit(t, c, "p", w.now(), false)
+			c.scheduled(first, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
+			addAttempt(w, first, 1, w.now(), "ok")
+			time.Sleep(time.Minute)
+			repl := c.newTI(TaskSpec{ID: "p", Type: "plain", Replace: true}, nil, nil) // its answer held up
+			time.Sleep(time.Second)
+			if written {
+				rowCommit(t, c, "p", w.now(), false)
+			}
+			time.Sleep(time.Second)
+			child := c.newTI(TaskSpec{ID: "c", Type: "rated", After: []string{"p"}}, nil, nil)
+			c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
+			time.Sleep(time.Second)
+			got := violationsOf(c, func() {
+				c.checkStartLocked(child, &runEv{ti: child, runID: "c", due: child.due, attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
+			})
+			if written {
+				wantOnly(t, got, "before its parent p had ended", "the child's start before the written replacement ended")
+			} else if len(got) > 0 {
+				t.Errorf("the replace (tried at %s) had written nothing when the child was scheduled: violations %q; want none", c.at(repl.tried), got)
+			}
+		})
+	}
+}
+
+// A replace answered at once and moved, overtaken by the schedule it
+// raced (held up by faults), whose row lands after the replace's task was
+// moved: that row is the id's pending one, and a child scheduled after
+// waits for it, and is cancelled when it dies (sweep seed 134685).
+func TestAScheduleLandingAfterAMovedReplaceIsWhatAChildWaitsFor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		orig := c.newTI(TaskSpec{ID: "p", Type: "rated", Behaviour: Behaviour{Fail: -1}}, nil, nil)
+		origIssued, origDue := w.now(), w.now()
+		time.Sleep(6 * time.Second)
+		repl := c.newTI(TaskSpec{ID: "p", Type: "limited", Replace: true}, nil, nil)
+		rowCommit(t, c, "p", w.now(), false)
+		c.scheduled(repl, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
+		time.Sleep(time.Second)
+		rowCommit(t, c, "p", repl.due, true)
+		time.Sleep(time.Second)
+		rowCommit(t, c, "p", origDue, false)
+		time.Sleep(2 * time.Second)
+		c.scheduled(orig, origIssued, leasecron.Item{ID: "p", Due: origDue}, nil)
+		time.Sleep(time.Second)
+		addAttempt(w, repl, 1, w.now(), "ok")
+		time.Sleep(time.Second)
+		child := c.newTI(TaskSpec{ID: "c", Type: "plain", After: []string{"p"}}, nil, nil)
+		c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now().Add(3 * time.Minute)}, nil)
+		time.Sleep(4 * time.Second)
+		rowCommit(t, c, "p", origDue, true)
+		for i := 1; i <= orig.maxAttempts(); i++ {
+			time.Sleep(time.Second)
+			addAttempt(w, orig, i, w.now(), "fail")
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.parentFailed(child) {
+			t.Error("the child waited for the schedule whose row landed after the replace was moved, and that one died; parentFailed says no")
+		}
+	})
+}

@@ -832,15 +832,16 @@ func (rw ringWriter) Write(b []byte) (int, error) {
 		fmt.Fprintf(logFile, "%s: %s\n", rw.prefix, line)
 		logMu.Unlock()
 	}
-	if logGrep != "" && !strings.Contains(line, logGrep) {
+	if logGrep != "" && !slices.ContainsFunc(strings.Split(logGrep, "|"), func(g string) bool { return strings.Contains(line, g) }) {
 		return len(b), nil
 	}
 	rw.r.add(rw.prefix + ": " + line)
 	return len(b), nil
 }
 
-// logGrep, when set (SIM_GREP), keeps only the log lines that contain it:
-// with SIM_LOG=debug, the story of one task.
+// logGrep, when set (SIM_GREP), keeps only the log lines that contain it,
+// or one of its parts between '|': with SIM_LOG=debug, the story of one
+// task ("task_id=t3 |task_id=t11 ").
 var logGrep = os.Getenv("SIM_GREP")
 
 func (r *ring) writer(prefix string) ringWriter { return ringWriter{r, prefix} }
