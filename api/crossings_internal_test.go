@@ -40,6 +40,12 @@ func newFixture(t *testing.T, names leasecron.Names) *fixture {
 // through wrap(the account's transport), when wrap is not nil.
 func newFixtureThrough(t *testing.T, names leasecron.Names, wrap func(policy.Transporter) policy.Transporter) *fixture {
 	t.Helper()
+	return newFixtureWith(t, names, wrap, Options{})
+}
+
+// newFixtureWith is newFixtureThrough with the server's options o.
+func newFixtureWith(t *testing.T, names leasecron.Names, wrap func(policy.Transporter) policy.Transporter, o Options) *fixture {
+	t.Helper()
 	ms := memstore.New(memstore.Options{})
 	var tr policy.Transporter = ms.Transport()
 	if wrap != nil {
@@ -49,7 +55,7 @@ func newFixtureThrough(t *testing.T, names leasecron.Names, wrap func(policy.Tra
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(c, Options{})
+	h, err := New(c, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,7 @@ func (s *server) table() []route {
 			answering(ok200, withBody, badField, conflict, incomplete, answers{422: {"invalid-tasks"}})},
 		{"GET /api/v1/tasks", viewer | operator, "", s.listTasks, answering(ok200, badField)},
 		{"GET /api/v1/tasks/{id}", anyRole, "", s.status, answering(ok200, badField, notFound)},
-		{"PUT /api/v1/tasks/{id}", scheduler | operator, "replace", s.replace, answering(ok200, withBody, badField, conflict)},
+		{"PUT /api/v1/tasks/{id}", scheduler | operator, "replace", s.replace, answering(ok200, withBody, badField, conflict, answers{500: {"outcome-unknown"}})},
 		{"POST /api/v1/tasks/{id}/cancel", scheduler | operator, "cancel", s.cancel, answering(ok200, withBody, badField, notFound, conflict, incomplete)},
 		{"POST /api/v1/tasks/{id}/reschedule", scheduler | operator, "reschedule", s.reschedule, answering(ok200, withBody, badField, notFound, conflict)},
 		{"POST /api/v1/tasks/{id}/run-now", operator, "run-now", s.itemAction(s.c.RunNow), answering(ok200, withBody, badField, notFound, conflict)},
@@ -390,6 +390,7 @@ func (s *server) health(ctx context.Context, r *http.Request, who caller) (int, 
 }
 
 func (s *server) schedule(ctx context.Context, r *http.Request, who caller) (int, any, error) {
+	start := s.clk.Now()
 	var spec leasecron.TaskSpec
 	if err := s.readBody(r, &spec, false); err != nil {
 		return 0, nil, err
@@ -405,11 +406,23 @@ func (s *server) schedule(ctx context.Context, r *http.Request, who caller) (int
 		// write's answer lost), and answers it as written, so that a
 		// retry of a task whose due time the request fixes (at; a
 		// series' first occurrence, on a whole second) answered 201 as
-		// a first write (a review's find).
-		switch have, err := s.c.Get(ctx, spec.ID); {
-		case err == nil && s.sameTask(ctx, have, spec, it, u, ""):
-			return http.StatusOK, TaskResult{Task: taskOf(have)}, nil
-		case err != nil && !errors.Is(err, leasecron.ErrNotFound):
+		// a first write (a review's find). The look-up goes by the id
+		// index alone (Client.GetIndexed), which every task the API
+		// writes has: one point read for a new id, two or three for a
+		// pending one, however many tasks are pending — Client.Get's
+		// miss would scan the schedule for a row written without an
+		// index, a query per 1,000 pending tasks (docs/api.md).
+		switch have, err := s.c.GetIndexed(ctx, spec.ID); {
+		case err == nil:
+			switch same, err := s.sameTaskRead(ctx, have, spec, it, u, ""); {
+			case err != nil && !errors.Is(err, leasecron.ErrNotFound):
+				return 0, nil, err // its payload unread; nothing written
+			case same:
+				return http.StatusOK, TaskResult{Task: taskOf(have)}, nil
+			}
+			// (A payload gone: the task has moved on since; written
+			// again below, as any task no longer pending.)
+		case !errors.Is(err, leasecron.ErrNotFound):
 			return 0, nil, err // nothing written
 		}
 	}
@@ -431,7 +444,7 @@ func (s *server) schedule(ctx context.Context, r *http.Request, who caller) (int
 		return http.StatusOK, TaskResult{Task: again}, nil
 	}
 	if mayHaveWritten(err) {
-		return s.settle(ctx, err, spec, it, u)
+		return s.settle(ctx, unanswered{fault: err, spec: spec, it: it, u: u, start: start})
 	}
 	return 0, nil, err
 }
@@ -449,77 +462,175 @@ func mayHaveWritten(err error) bool {
 		!errors.Is(err, leasecron.ErrShardCountChanged) && !errors.Is(err, context.Canceled)
 }
 
-// settle answers a POST /tasks whose write of it met fault after which
-// the task may or may not have been written (mayHaveWritten): a 503 would
-// be sent again by the clients, and a task due now that was written may
-// have run by then — sent again, it would be scheduled a second time (a
-// review's find, for a POST with an id; without one, the second POST is
-// a second task). A look-up of its id decides:
+// unanswered is a write of one task — a POST /tasks, or with replace a PUT
+// /tasks/{id} — that met fault, after which the task may or may not have
+// been written (mayHaveWritten).
+type unanswered struct {
+	fault error
+	spec  leasecron.TaskSpec
+	// it is the task as the request made it, with the id the server drew
+	// for a POST without one (none for a unique task's: its schedule draws
+	// it); u its unique key.
+	it leasecron.Item
+	u  *leasecron.Unique
+	// start is when the request began, before its due time was taken
+	// from the clock.
+	start time.Time
+	// replace: a PUT, whose id may hold the task it replaces.
+	replace bool
+}
+
+// resendWindow is how long after a 503 a resend of the request is taken
+// to come: the clients' retries with their defaults (5, at most 30 s
+// apart, each attempt bounded by its timeout) take a few minutes.
+const resendWindow = time.Hour
+
+// settle answers a write whose outcome a fault left open (unanswered): a
+// 503 would be sent again by the clients, and a task due now that was
+// written may have run by then — sent again, it would be scheduled a
+// second time (a review's find, for a POST with an id, then for a PUT;
+// without an id, the second POST is a second task). A look-up of its id
+// (Client.Status: the schedule, then the run records) decides:
 //
-//   - pending: written. 201 when the server drew the id (no other request
-//     knows it), 200 as for a retried POST when the request named it and
-//     the task is the one it describes; another task under the id is 409.
+//   - pending, the task the request describes: written. 201 when the
+//     server drew the id (no other request knows it), else 200 as for a
+//     retried POST. A PUT's must have the request's due time too and not
+//     be disabled: the task it replaces may still be there, and is taken
+//     for the replacement only when it is the very task asked for (in
+//     place either way). A POST's task moved on to a later due time
+//     since (a series' next occurrence, a task released by its parents)
+//     is found too: the look-up before writing found no task under the
+//     id, so nothing else wrote it.
+//   - pending, another task: a POST's is 409 (the id holds a different
+//     task); a PUT's is the task it replaces, still in place — not
+//     written, and the fault's own answer (503) replaces it when sent
+//     again — unless the PUT's is a series that may have moved on to
+//     a later occurrence (unsettled).
 //   - gone, with a run record of its very due time: written, and moved on
 //     (sent, run) already: answered as found, with the task as the request
 //     described it, when the record can only be this request's (a drawn
 //     id, or a due time the request took from the server's clock).
+//   - gone, with a record of another due time only: the id's earlier
+//     scheduling, so this one was not written (the mover records a run
+//     before it retires the row) — when that run had ended before the
+//     request began. A record written since may be this task's, moved
+//     at another due time (released by its parents, rescheduled), and a
+//     record of a run still under way keeps the new task's from being
+//     written (it is moved unrecorded): unsettled.
 //   - neither, where a task that was written would have left one of them
 //     (run records on; without them, a one-off task due more than a
 //     minute later, or a series: the mover leaves its row): surely not
-//     written, and the fault's own answer (503) is safe to send again. So
-//     too a record of another due time only (the id's earlier scheduling:
-//     the mover records a run before it retires the row).
-//   - storage refusing the look-up as busy too, as it refused the write:
-//     most likely nothing was done; the fault's answer, to come back.
+//     written, and the fault's own answer (503) is safe to send again.
+//   - storage refusing the look-up as busy, as it refused the write: the
+//     write may have been made all the same (a try before the refusals
+//     may have committed, its answer lost). The fault's own answer only
+//     when a resend finds the task, if written, still pending (the
+//     request names its id, and the task waits for nothing and is due
+//     more than resendWindow later): a POST is then answered as a
+//     retried one, and a PUT replaces the task with itself.
 //   - otherwise unsettled: 500 outcome-unknown naming the id, which
 //     clients do not send again (GET /api/v1/tasks/{id} tells).
 //
 // A unique task without an id has none to look up: the schedule draws it
 // in its key's shard, and the Client reads no task by its key. That is
 // 500 outcome-unknown without an id, naming the key.
-func (s *server) settle(ctx context.Context, fault error, spec leasecron.TaskSpec, it leasecron.Item, u *leasecron.Unique) (int, any, error) {
-	typ := cmp.Or(it.Type, schedule.DefaultType)
-	if it.ID == "" {
+func (s *server) settle(ctx context.Context, w unanswered) (int, any, error) {
+	typ := cmp.Or(w.it.Type, schedule.DefaultType)
+	if w.it.ID == "" {
 		p := problem(http.StatusInternalServerError, "outcome-unknown", fmt.Sprintf(
 			"storage did not answer whether the %s task holding unique key %q was written (%v), and the server cannot look it up: the schedule draws its id in its key's shard. "+
 				"Sent again, the request is refused 409 unique-key-held naming the task (holder) while a task holds the key, and schedules one when none does (the first may have run and let the key go); "+
-				"give an id to have the server settle such a fault", typ, u.Key, fault))
+				"give an id to have the server settle such a fault", typ, w.u.Key, w.fault))
 		return 0, nil, p
 	}
-	drawn := spec.ID == ""
+	drawn := w.spec.ID == ""
 	// The task as the request described it, as the schedule stores it.
-	asked := it
-	asked.Type, asked.Due, asked.After = typ, it.Due.UTC().Truncate(100*time.Nanosecond), schedule.ParentIDs(it.After)
-	if u != nil {
-		asked.UniqueKey = u.Key
+	asked := w.it
+	asked.Type, asked.Due, asked.After = typ, w.it.Due.UTC().Truncate(100*time.Nanosecond), schedule.ParentIDs(w.it.After)
+	if w.u != nil {
+		asked.UniqueKey = w.u.Key
 	}
-	asked.Waiting = len(asked.After) > 0
-	st, gerr := s.c.Status(ctx, it.ID) // (the pending row even when its run record could not be read)
+	st, gerr := s.c.Status(ctx, w.it.ID) // (the pending row even when its run record could not be read)
+	if st.Pending != nil {
+		return s.settlePending(ctx, w, *st.Pending, asked)
+	}
+	now := s.clk.Now()
+	recorded := gerr == nil && st.Run != nil && !st.Run.Due.IsZero()
 	switch {
-	case st.Pending != nil && drawn:
-		return http.StatusCreated, TaskResult{Task: taskOf(*st.Pending)}, nil
-	case st.Pending != nil && s.sameTask(ctx, *st.Pending, spec, it, u, ""):
-		return http.StatusOK, TaskResult{Task: taskOf(*st.Pending)}, nil
-	case st.Pending != nil:
-		return 0, nil, problem(http.StatusConflict, "conflict", fmt.Sprintf(
-			"task %s: storage did not answer the write (%v), and the id holds a different task now: GET /api/v1/tasks/%s shows it", it.ID, fault, it.ID))
-	case gerr == nil && st.Run != nil && !st.Run.Due.IsZero() && !st.Run.OfDue(asked.Due):
-		return 0, nil, fault // the id's earlier scheduling: this one not written
-	case gerr == nil && st.Run != nil && !st.Run.Due.IsZero() && st.Run.Type == typ && (drawn || spec.At == "" && it.Recurrence == ""):
+	case recorded && !st.Run.OfDue(asked.Due):
+		if st.Run.State.Finished() && st.Run.Updated.Before(w.start.Add(-schedule.ClockSlack)) {
+			return 0, nil, w.fault // the id's earlier scheduling, ended before: this one not written
+		}
+	case recorded && st.Run.Type == typ && (drawn || w.spec.At == "" && w.it.Recurrence == ""):
 		status := http.StatusOK
 		if drawn {
 			status = http.StatusCreated
 		}
 		return status, TaskResult{Task: taskOf(asked)}, nil
-	case errors.Is(gerr, leasecron.ErrNotFound) && (s.c.RunRecords() || !schedule.MayHaveRun(asked, s.clk.Now())):
-		return 0, nil, fault // surely not written
-	case gerr != nil && storage.Unprocessed(fault) && storage.Unprocessed(gerr):
-		return 0, nil, fault
+	case errors.Is(gerr, leasecron.ErrNotFound) && (s.c.RunRecords() || !schedule.MayHaveRun(asked, now)):
+		return 0, nil, w.fault // surely not written
+	case gerr != nil && storage.Unprocessed(w.fault) && storage.Unprocessed(gerr) &&
+		!drawn && len(asked.After) == 0 && asked.Due.After(now.Add(resendWindow)):
+		return 0, nil, w.fault // a resend finds it, if written
+	}
+	return 0, nil, outcomeUnknown(w)
+}
+
+// settlePending is settle's answer when the look-up found pending, a task
+// under the id of w.
+func (s *server) settlePending(ctx context.Context, w unanswered, pending leasecron.Item, asked leasecron.Item) (int, any, error) {
+	if w.spec.ID == "" {
+		return http.StatusCreated, TaskResult{Task: taskOf(pending)}, nil
+	}
+	batch := ""
+	if w.replace {
+		// A replacement takes the batch of the member it replaces
+		// (Client.Schedule with Replace).
+		batch = pending.Batch
+	}
+	same, err := s.sameTaskRead(ctx, pending, w.spec, w.it, w.u, batch)
+	if err != nil {
+		return 0, nil, outcomeUnknown(w) // its payload unread
+	}
+	// The same but for a later due time: the task moved on since (a
+	// series' next occurrence, a release by its parents, a reschedule).
+	spec := w.spec
+	spec.At = ""
+	later := false
+	if !same && pending.Due.After(asked.Due) {
+		if later, err = s.sameTaskRead(ctx, pending, spec, w.it, w.u, batch); err != nil {
+			return 0, nil, outcomeUnknown(w)
+		}
+	}
+	switch {
+	case !w.replace && (same || later):
+		return http.StatusOK, TaskResult{Task: taskOf(pending)}, nil
+	case !w.replace:
+		return 0, nil, problem(http.StatusConflict, "conflict", fmt.Sprintf(
+			"task %s: storage did not answer the write (%v), and the id holds a different task now: GET /api/v1/tasks/%s shows it", w.it.ID, w.fault, w.it.ID))
+	case same && pending.Due.Equal(asked.Due) && pending.Disabled.IsZero():
+		return http.StatusOK, TaskResult{Task: taskOf(pending)}, nil
+	case later && w.it.Recurrence != "":
+		// This PUT's series, whose occurrence ran, or the series it
+		// replaces: a resend would run that occurrence again.
+		return 0, nil, outcomeUnknown(w)
+	}
+	return 0, nil, w.fault // the task it replaces, still in place: not written
+}
+
+// outcomeUnknown is the answer of a write settle could not settle.
+func outcomeUnknown(w unanswered) *Problem {
+	again := "it would schedule a second task, or this one again if it ran meanwhile"
+	switch {
+	case w.replace:
+		again = "it would replace the task again, and run it again if it ran meanwhile"
+	case w.spec.ID != "":
+		again = "it would schedule the task again if it ran meanwhile"
 	}
 	p := problem(http.StatusInternalServerError, "outcome-unknown", fmt.Sprintf(
-		"storage did not answer whether task %s was written (%v), and a look-up could not tell: GET /api/v1/tasks/%s tells; do not send the request again before it does (sent again, it would schedule a second task, or this one again if it ran meanwhile)", it.ID, fault, it.ID))
-	p.ID = it.ID
-	return 0, nil, p
+		"storage did not answer whether task %s was written (%v), and a look-up could not tell: GET /api/v1/tasks/%s tells; do not send the request again before it does (sent again, %s)", w.it.ID, w.fault, w.it.ID, again))
+	p.ID = w.it.ID
+	return p
 }
 
 // itemOf checks spec as the caller's: its id, type and every field.
@@ -656,8 +767,19 @@ func (s *server) sameAsScheduled(ctx context.Context, err error, spec leasecron.
 }
 
 // sameTask reports whether have, a pending task, is the one spec (it, u)
-// describes in a request of batch.
+// describes in a request of batch; not when its payload could not be read
+// (sameTaskRead tells that apart).
 func (s *server) sameTask(ctx context.Context, have leasecron.Item, spec leasecron.TaskSpec, it leasecron.Item, u *leasecron.Unique, batch string) bool {
+	same, err := s.sameTaskRead(ctx, have, spec, it, u, batch)
+	return err == nil && same
+}
+
+// sameTaskRead is sameTask, with the error of a payload kept in a blob
+// that could not be read: a task that may be the one described, which a
+// caller that would answer "another task" on a mismatch must not take for
+// one (a review's find: a written task whose payload storage did not
+// serve was answered 409 conflict).
+func (s *server) sameTaskRead(ctx context.Context, have leasecron.Item, spec leasecron.TaskSpec, it leasecron.Item, u *leasecron.Unique, batch string) (bool, error) {
 	key := ""
 	if u != nil {
 		key = u.Key
@@ -666,7 +788,7 @@ func (s *server) sameTask(ctx context.Context, have leasecron.Item, spec leasecr
 	if have.PayloadBlob != "" {
 		b, err := s.c.Payload(ctx, have.PayloadBlob)
 		if err != nil {
-			return false
+			return false, fmt.Errorf("read the payload of task %s: %w", have.ID, err)
 		}
 		payload = string(b)
 	}
@@ -676,7 +798,7 @@ func (s *server) sameTask(ctx context.Context, have leasecron.Item, spec leasecr
 	return have.Type == cmp.Or(it.Type, schedule.DefaultType) && payload == it.Payload && have.Recurrence == it.Recurrence &&
 		have.TZ == it.TZ && have.MaxAttempts == it.MaxAttempts && have.Queue == it.Queue && have.Priority == it.Priority &&
 		have.FairKey == it.FairKey && slices.Equal(have.After, schedule.ParentIDs(it.After)) && have.AfterAny == it.AfterAny && have.UniqueKey == key &&
-		have.Batch == batch && (spec.At == "" || have.Due.Equal(it.Due))
+		have.Batch == batch && (spec.At == "" || have.Due.Equal(it.Due)), nil
 }
 
 // withBatch is it as ScheduleMany writes the callback of batch.
@@ -937,6 +1059,7 @@ func (s *server) status(ctx context.Context, r *http.Request, who caller) (int, 
 }
 
 func (s *server) replace(ctx context.Context, r *http.Request, who caller) (int, any, error) {
+	start := s.clk.Now()
 	id := r.PathValue("id")
 	var spec leasecron.TaskSpec
 	if err := s.readBody(r, &spec, false); err != nil {
@@ -957,6 +1080,13 @@ func (s *server) replace(ctx context.Context, r *http.Request, who caller) (int,
 		return 0, nil, err
 	}
 	got, err := s.c.Schedule(withTrace(r), it, &leasecron.ScheduleOptions{Replace: true, Unique: u})
+	if err != nil && mayHaveWritten(err) {
+		// Not the fault's 503: sent again by the clients, a replacement
+		// due now that was written and has run meanwhile would be
+		// scheduled, and run, again (a known gap, now settled as a POST
+		// is).
+		return s.settle(ctx, unanswered{fault: err, spec: spec, it: it, u: u, start: start, replace: true})
+	}
 	if err != nil {
 		return 0, nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -22,12 +23,22 @@ import (
 // otherwise they fail unsent (nothing is written). With lookups, reads of
 // an id's index row fail too once a transaction has failed (the look-up
 // after a write, not the one before it).
+//
+// With busy, what fails is answered 503 ServerBusy (as a throttling
+// account answers, the SDK's retries spent) instead of a lost connection;
+// with blobs, reads of payload blobs fail too once a transaction has
+// failed.
 type faulty struct {
 	next    policy.Transporter
 	armed   atomic.Bool
 	lost    atomic.Bool
 	lookups atomic.Bool
-	failed  atomic.Bool // a transaction failed since arming
+	busy    atomic.Bool
+	blobs   atomic.Bool
+	// skip is how many transactions pass, while armed, before they fail
+	// (a replace's first try, an insert its task's row refuses).
+	skip   atomic.Int32
+	failed atomic.Bool // a transaction failed since arming
 	// before, when set, sees every request first (while armed).
 	before atomic.Pointer[func(*http.Request)]
 }
@@ -39,7 +50,13 @@ func (f *faulty) arm(lost, lookups bool) {
 	f.armed.Store(true)
 }
 
-func (f *faulty) disarm() { f.armed.Store(false); f.before.Store(nil) }
+func (f *faulty) disarm() {
+	f.armed.Store(false)
+	f.before.Store(nil)
+	f.busy.Store(false)
+	f.blobs.Store(false)
+	f.skip.Store(0)
+}
 
 // onFirstLookUp has fn run once, unarmed, before the first read of the
 // index row of id that follows a failed transaction: between a write and
@@ -60,24 +77,38 @@ func (f *faulty) Do(req *http.Request) (*http.Response, error) {
 	if b := f.before.Load(); b != nil && f.armed.Load() {
 		(*b)(req)
 	}
-	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 	batch := strings.HasSuffix(req.URL.Path, "$batch")
-	lookup := f.lookups.Load() && f.failed.Load() && strings.Contains(req.URL.String(), "id~")
-	if !f.armed.Load() || !batch && !lookup {
+	lookup := f.failed.Load() && (f.lookups.Load() && strings.Contains(req.URL.String(), "id~") ||
+		f.blobs.Load() && req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/payloads/"))
+	if !f.armed.Load() || !batch && !lookup || batch && f.skip.Add(-1) >= 0 {
 		return f.next.Do(req)
 	}
 	if batch {
 		f.failed.Store(true)
 	}
 	if !f.lost.Load() && batch {
-		return nil, reset // never sent
+		return f.fail(req) // never sent
 	}
 	resp, err := f.next.Do(req)
 	if err != nil {
 		return resp, err
 	}
 	_ = resp.Body.Close()
-	return nil, reset
+	return f.fail(req)
+}
+
+// fail is the answer of a request that fails: a lost connection, or with
+// busy 503 ServerBusy.
+func (f *faulty) fail(req *http.Request) (*http.Response, error) {
+	if !f.busy.Load() {
+		return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	}
+	body := `{"odata.error":{"code":"ServerBusy","message":{"lang":"en-US","value":"The server is busy."}}}`
+	return &http.Response{
+		StatusCode: http.StatusServiceUnavailable, Status: "503 Server Busy", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/json;odata=minimalmetadata"}, "X-Ms-Error-Code": {"ServerBusy"}},
+		Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req,
+	}, nil
 }
 
 // post sends a POST /api/v1/tasks of body and decodes the answer.
@@ -161,18 +192,21 @@ func TestAPostWithAnIDWhoseWriteWentUnansweredIsSettled(t *testing.T) {
 }
 
 // The look-up after an unanswered write reads the run records too: an id
-// whose earlier scheduling left a record of another due time, and whose
-// new write was never made, is surely not written (503, safe to send
-// again); one whose task is gone with a record of the request's own due
-// time was written and has moved on (here: cancelled at once), and is
-// answered as found, not scheduled again. A different task found under
-// the id is a conflict.
+// whose earlier scheduling left a record of another due time, ended
+// before the request began, and whose new write was never made, is
+// surely not written (503, safe to send again); one whose task is gone
+// with a record of the request's own due time was written and has moved
+// on (here: cancelled at once), and is answered as found, not scheduled
+// again. A different task found under the id is a conflict. (The
+// server's clock runs two minutes ahead of the account's: the earlier
+// task, cancelled just before, ended "more than a minute" before the
+// request, past the clocks' slack; see TestARecordWrittenSinceTheRequestBeganSettlesNothing.)
 func TestThePostLookUpReadsTheRunRecords(t *testing.T) {
 	var tr *faulty
-	f := newFixtureThrough(t, leasecron.Names{}, func(next policy.Transporter) policy.Transporter {
+	f := newFixtureWith(t, leasecron.Names{}, func(next policy.Transporter) policy.Transporter {
 		tr = &faulty{next: next}
 		return tr
-	})
+	}, Options{Clock: aheadClock{2 * time.Minute}})
 	ctx := context.Background()
 	tok := f.token("sch", leasecron.RoleScheduler)
 	if code, got := f.post(tok, `{"id":"reused","type":"resize","in":"1h"}`); code != http.StatusCreated {

@@ -158,6 +158,10 @@ func TestDirectRowsFoundByScan(t *testing.T) {
 	if err != nil || got.Payload != "hi" || got.Type != DefaultType || got.Indexed {
 		t.Fatalf("Get direct = %+v, %v", got, err)
 	}
+	// GetIndexed goes by the id index alone, and a direct row has none.
+	if got, err := c.GetIndexed(ctx(t), "raw-guid-1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetIndexed of a direct row = %+v, %v; want ErrNotFound", got, err)
+	}
 	if got, err := c.Get(ctx(t), "named"); err != nil || got.Payload != "x" {
 		t.Fatalf("Get by Id property = %+v, %v", got, err)
 	}
@@ -175,6 +179,12 @@ func TestDirectRowsFoundByScan(t *testing.T) {
 	_ = mt.PutRaw("00", rk3, map[string]any{"Message": "q"})
 	if got, err := c.Get(ctx(t), "o'brien report"); err != nil || got.Payload != "q" {
 		t.Fatalf("Get quoted = %+v, %v", got, err)
+	}
+	if _, err := c.Add(ctx(t), Item{ID: "indexed", Due: t0, Payload: "i"}, AddOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.GetIndexed(ctx(t), "indexed"); err != nil || got.Payload != "i" {
+		t.Fatalf("GetIndexed of an indexed task = %+v, %v", got, err)
 	}
 }
 

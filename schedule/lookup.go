@@ -21,6 +21,12 @@ type found struct {
 // one, else by scanning the item rows (directly inserted rows have no
 // index). orphan is an index row whose item is gone.
 func (c *Client) locate(ctx context.Context, id string) (f found, orphan *table.Entity, err error) {
+	return c.locateWith(ctx, id, true)
+}
+
+// locateWith is locate, with scan false not looking for a row without an
+// id index: such a row is not found.
+func (c *Client) locateWith(ctx context.Context, id string, scan bool) (f found, orphan *table.Entity, err error) {
 	if err := validateLookupID(id); err != nil {
 		return found{}, nil, err
 	}
@@ -28,19 +34,19 @@ func (c *Client) locate(ctx context.Context, id string) (f found, orphan *table.
 	if err != nil {
 		return found{}, nil, err
 	}
-	f, orphan, err = c.locateBy(ctx, pl, id)
+	f, orphan, err = c.locateBy(ctx, pl, id, scan)
 	if errors.Is(err, ErrNotFound) {
 		// Placed, maybe, by a client that read a new shard count before
 		// this one: one more read of the map on a miss.
 		if now, changed := c.mapChanged(ctx, pl); changed {
-			return c.locateBy(ctx, now, id)
+			return c.locateBy(ctx, now, id, scan)
 		}
 	}
 	return f, orphan, err
 }
 
-// locateBy is locate by the placement pl.
-func (c *Client) locateBy(ctx context.Context, pl placement, id string) (f found, orphan *table.Entity, err error) {
+// locateBy is locateWith by the placement pl.
+func (c *Client) locateBy(ctx context.Context, pl placement, id string, scan bool) (f found, orphan *table.Entity, err error) {
 	if mutate.On(mutate.NoPointers) && ValidateID(id) == nil {
 		f, _, err := c.viaIndex(ctx, pl.of(id), id)
 		if err == nil && f.index == nil {
@@ -66,6 +72,9 @@ func (c *Client) locateBy(ctx context.Context, pl placement, id string) (f found
 	}
 	if len(orphans) > 0 {
 		orphan = orphans[0]
+	}
+	if !scan {
+		return found{}, orphan, fmt.Errorf("%w: task %s (no id index row; a row written without one was not looked for)", ErrNotFound, id)
 	}
 	row, err := c.scan(ctx, pl, id)
 	if err != nil {
@@ -206,6 +215,18 @@ func noTable(id string) error {
 // next occurrence). Unknown ids fail with ErrNotFound.
 func (c *Client) Get(ctx context.Context, id string) (Item, error) {
 	f, _, err := c.locate(ctx, id)
+	if err != nil {
+		return Item{}, err
+	}
+	return readItem(f.row), nil
+}
+
+// GetIndexed is Get through the id index alone: a few point reads
+// whatever the schedule holds, where Get, on a miss, scans the schedule
+// for a row written without an index (by another program) — up to
+// Options.ScanLimit rows. Such a row is not found (ErrNotFound).
+func (c *Client) GetIndexed(ctx context.Context, id string) (Item, error) {
+	f, _, err := c.locateWith(ctx, id, false)
 	if err != nil {
 		return Item{}, err
 	}
