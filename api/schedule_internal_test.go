@@ -137,15 +137,7 @@ func taskID(answer map[string]any) string {
 // sent again, and a task due now that the first write had scheduled, run
 // by then, was scheduled a second time (a review's find).
 func TestAPostWithAnIDWhoseWriteWentUnansweredIsSettled(t *testing.T) {
-	var tr *faulty
-	f := newFixtureThrough(t, leasecron.Names{}, func(next policy.Transporter) policy.Transporter {
-		tr = &faulty{next: next}
-		return tr
-	})
-	tok := f.token("sch", leasecron.RoleScheduler)
-	if code, got := f.post(tok, `{"type":"resize","in":"1h"}`); code != http.StatusCreated {
-		t.Fatalf("a first POST: %d %v", code, got) // (the tables made)
-	}
+	f, tr, tok := faultyFixture(t)
 
 	// Written, its answer lost: found, as the request describes it.
 	for _, body := range []string{
@@ -256,15 +248,7 @@ func TestThePostLookUpReadsTheRunRecords(t *testing.T) {
 // outcome-unknown naming the key, not a 503 the clients send again (a
 // review's find). Given an id, the same fault is settled by a look-up.
 func TestAUniquePostWithoutAnIDWhoseWriteWentUnansweredIsOutcomeUnknown(t *testing.T) {
-	var tr *faulty
-	f := newFixtureThrough(t, leasecron.Names{}, func(next policy.Transporter) policy.Transporter {
-		tr = &faulty{next: next}
-		return tr
-	})
-	tok := f.token("sch", leasecron.RoleScheduler)
-	if code, got := f.post(tok, `{"type":"resize","in":"1h"}`); code != http.StatusCreated {
-		t.Fatalf("a first POST: %d %v", code, got)
-	}
+	f, tr, tok := faultyFixture(t)
 	tr.arm(true, false)
 	code, got := f.post(tok, `{"type":"resize","in":"1h","unique_key":"user-7"}`)
 	tr.disarm()

@@ -27,15 +27,24 @@ func (c aheadClock) NewTimer(d time.Duration) clock.Timer { return clock.Real{}.
 func faultyFixture(t *testing.T) (*fixture, *faulty, string) {
 	t.Helper()
 	var tr *faulty
-	f := newFixtureThrough(t, leasecron.Names{}, func(next policy.Transporter) policy.Transporter {
+	f, tok := schedulerFixture(t, func(next policy.Transporter) policy.Transporter {
 		tr = &faulty{next: next}
 		return tr
 	})
+	return f, tr, tok
+}
+
+// schedulerFixture is a fixture whose client reaches the account through
+// wrap(its transport), with a scheduler's token, and the tables made by a
+// first POST.
+func schedulerFixture(t *testing.T, wrap func(policy.Transporter) policy.Transporter) (*fixture, string) {
+	t.Helper()
+	f := newFixtureThrough(t, leasecron.Names{}, wrap)
 	tok := f.token("sch", leasecron.RoleScheduler)
 	if code, got := f.post(tok, `{"type":"resize","in":"1h"}`); code != http.StatusCreated {
 		t.Fatalf("a first POST: %d %v", code, got) // (the tables made)
 	}
-	return f, tr, tok
+	return f, tok
 }
 
 // put sends a PUT /api/v1/tasks/{id} of body and decodes the answer.
@@ -357,14 +366,10 @@ func (c *counting) Do(req *http.Request) (*http.Response, error) {
 // measured 4 requests on an empty schedule, 13 with 8,000 pending).
 func TestAPostWithANewIDCostsTheSameWhateverIsPending(t *testing.T) {
 	var tr *counting
-	f := newFixtureThrough(t, leasecron.Names{}, func(next policy.Transporter) policy.Transporter {
+	f, tok := schedulerFixture(t, func(next policy.Transporter) policy.Transporter {
 		tr = &counting{next: next}
 		return tr
 	})
-	tok := f.token("sch", leasecron.RoleScheduler)
-	if code, got := f.post(tok, `{"type":"resize","in":"1h"}`); code != http.StatusCreated {
-		t.Fatalf("a first POST: %d %v", code, got) // (the tables made)
-	}
 	cost := func(id string) int64 {
 		before := tr.n.Load()
 		if code, got := f.post(tok, `{"id":"`+id+`","type":"resize","in":"1h"}`); code != http.StatusCreated {
