@@ -235,6 +235,13 @@ for (const app of apps) {
   if (app.identity?.type !== "UserAssigned") fail("container app has no user-assigned identity");
   const t = app.properties?.template ?? {};
   if (t.terminationGracePeriodSeconds === undefined) fail("template.terminationGracePeriodSeconds is not set");
+  // The worker's shutdown grace is the termination grace less a margin; a
+  // grace of 0s or less is refused by the worker (worker.shutdown_grace),
+  // which would then restart for good: the parameter's least value must
+  // leave at least 1 s.
+  const grace = /sub\(parameters\('(\w+)'\), (\d+)\)/.exec(String(vars.shutdownGrace ?? ""));
+  if (!grace) fail("variables.shutdownGrace is not sub(parameters('…'), N)");
+  else if (!(params[grace[1]]?.minValue - Number(grace[2]) >= 1)) fail(`parameter ${grace[1]}: minValue ${params[grace[1]]?.minValue} less ${grace[2]} leaves worker.shutdown_grace under 1s, which the worker refuses`);
   const scale = t.scale ?? {};
   const minRef = /parameters\('(\w+)'\)/.exec(String(scale.minReplicas))?.[1];
   const minVal = minRef ? params[minRef]?.defaultValue : scale.minReplicas;
