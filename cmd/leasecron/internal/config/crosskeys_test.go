@@ -27,6 +27,11 @@ func TestValuesAWorkerRefusesAreRefusedByKey(t *testing.T) {
 		// It was RenewEvery, which nobody set, that the worker blamed.
 		{"safety_margin leaves no room", "", map[string]string{"LEASECRON_LEASE_SAFETY_MARGIN": "50s"}, `lease.safety_margin = "50s": want at most 35s`},
 		{"lease in fractions", "lease:\n  duration: 15.5s\n", nil, `lease.duration = "15.5s": want whole seconds`},
+		// Both lease keys set, and no renewal interval would leave room: the
+		// margin is what to change, not an interval "at most -1s".
+		{"renew_every set, margin leaves no room", "", map[string]string{"LEASECRON_LEASE_RENEW_EVERY": "20s", "LEASECRON_LEASE_SAFETY_MARGIN": "56s"}, `lease.safety_margin = "56s": want at most 35s`},
+		// Only the base set: the message says both ways out.
+		{"base over the default max", "", map[string]string{"LEASECRON_RETRY_BACKOFF_BASE": "20m"}, `raise retry.backoff_max or lower retry.backoff_base`},
 		{"backoff_max under base", "", map[string]string{"LEASECRON_RETRY_BACKOFF_BASE": "1h", "LEASECRON_RETRY_BACKOFF_MAX": "1m"}, `retry.backoff_max = "1m": want at least retry.backoff_base (1h)`},
 		{"shutdown_grace 0", "worker:\n  shutdown_grace: 0s\n", nil, `worker.shutdown_grace = "0s": want a duration from 1ms`},
 		{"listen_every 0", "worker:\n  listen_every: 0s\n", nil, `worker.listen_every = "0s": want at least 10ms, or negative`},

@@ -160,7 +160,8 @@ func Load(v *viper.Viper, file string) (Config, error) {
 		BackoffMax:  d.dur("retry.backoff_max", time.Millisecond, 7*24*time.Hour),
 	}
 	if r := c.Retry; r.BackoffMax < r.BackoffBase && !d.reported("retry.backoff_base") && !d.reported("retry.backoff_max") {
-		d.bad("retry.backoff_max", d.text("retry.backoff_max"), "at least retry.backoff_base ("+formatValue(r.BackoffBase)+")")
+		// (Either key may be the one set: the message says both ways out.)
+		d.bad("retry.backoff_max", d.text("retry.backoff_max"), "at least retry.backoff_base ("+formatValue(r.BackoffBase)+"): raise retry.backoff_max or lower retry.backoff_base")
 	}
 	c.Payload = Payload{MaxSize: d.int("payload.max_size", 1, 64<<20)}
 	c.Blackboard = Blackboard{
@@ -313,6 +314,10 @@ func (d *decoder) addr(key string, emptyOK bool) string {
 // the keys left 0), and names the key to change: a worker would refuse
 // them at start in terms of its Go options, blaming a renewal interval
 // nobody set for a safety margin too large.
+// minRenewEvery is the shortest renewal interval the traffic cop keeps
+// (a failed renewal is retried every tenth of it, at least 250ms).
+const minRenewEvery = 250 * time.Millisecond
+
 func (d *decoder) leaseTiming(l Lease) {
 	if l.Duration < trafficcop.MinLeaseDuration || l.Duration > trafficcop.MaxLeaseDuration {
 		return // reported already
@@ -332,12 +337,14 @@ func (d *decoder) leaseTiming(l Lease) {
 	case t.RetryEvery > t.RenewEvery:
 		// A failed renewal is retried every RenewEvery/10, at least 250ms.
 		d.bad("lease.renew_every", d.text("lease.renew_every"), "at least 250ms, or 0 for lease.duration/3")
-	case t.RenewEvery+t.CallTimeout > trusted && l.RenewEvery != 0:
+	case t.RenewEvery+t.CallTimeout > trusted && l.RenewEvery != 0 && trusted-t.CallTimeout >= minRenewEvery:
 		d.bad("lease.renew_every", d.text("lease.renew_every"), fmt.Sprintf("at most %s (lease.duration %s, less lease.safety_margin %s, less the %s a renewal may take), or 0 for lease.duration/3",
 			formatValue(trusted-t.CallTimeout), formatValue(t.LeaseDuration), formatValue(t.SafetyMargin), formatValue(t.CallTimeout)))
 	case t.RenewEvery+t.CallTimeout > trusted:
-		d.bad("lease.safety_margin", d.text("lease.safety_margin"), fmt.Sprintf("at most %s, so that a renewal every lease.renew_every (lease.duration/3 = %s) and the %s it may take fit in lease.duration (%s); or 0 for max(2s, lease.duration/10)",
-			formatValue(t.LeaseDuration-t.RenewEvery-t.CallTimeout), formatValue(t.RenewEvery), formatValue(t.CallTimeout), formatValue(t.LeaseDuration)))
+		// (Also when lease.renew_every was set but no renewal interval
+		// would leave room: the margin is what to change.)
+		d.bad("lease.safety_margin", d.text("lease.safety_margin"), fmt.Sprintf("at most %s, so that a renewal every %s (lease.renew_every) and the %s it may take fit in lease.duration (%s); or 0 for max(2s, lease.duration/10)",
+			formatValue(max(0, t.LeaseDuration-t.RenewEvery-t.CallTimeout)), formatValue(t.RenewEvery), formatValue(t.CallTimeout), formatValue(t.LeaseDuration)))
 	}
 }
 
