@@ -740,7 +740,7 @@ func (c *checker) scheduled(t *ti, issued time.Time, got leasecron.Item, err err
 				// a batch and a replace of a member, both held up by a
 				// busy client, issued and answered at one instant).
 				c.alternativeLocked(t, old)
-				if c.movedLocked(old.id, old.due, old.issued, t.returned) && !slices.Contains(old.again, t) {
+				if c.landedAfterMoveLocked(t, old) && !slices.Contains(old.again, t) {
 					// The replace's task moved before this insert landed:
 					// this one is the id's pending row from then on, and a
 					// child waiting for the id after the replace waits for
@@ -1790,6 +1790,23 @@ func (c *checker) takenBackRanLocked(t *ti, ev *runEv) bool {
 		return false
 	}
 	return ev.due.After(t.returned.Add(2 * time.Minute))
+}
+
+// landedAfterMoveLocked reports whether t's row was written after the
+// traffic cop moved the row of old, a replace that answered first: a row
+// of t's due time written since that move, while t was on its way.
+func (c *checker) landedAfterMoveLocked(t, old *ti) bool {
+	for _, m := range c.moved[old.id] {
+		if !sameDue(m.due, old.due) || m.at.Before(old.issued) || m.at.After(t.returned) {
+			continue
+		}
+		if slices.ContainsFunc(c.rowWrites[t.id], func(w rowWrite) bool {
+			return !w.removed && sameDue(w.due, t.schedDue) && !w.at.Before(m.at) && !w.at.After(t.returned)
+		}) {
+			return true
+		}
+	}
+	return false
 }
 
 // since is when t's schedule was issued: with its answer, the moment

@@ -2974,37 +2974,46 @@ func TestAReplaceOnItsWayIsNotWrittenByTheRowsBeforeIt(t *testing.T) {
 // A replace answered at once and moved, overtaken by the schedule it
 // raced (held up by faults), whose row lands after the replace's task was
 // moved: that row is the id's pending one, and a child scheduled after
-// waits for it, and is cancelled when it dies (sweep seed 134685).
+// waits for it, and is cancelled when it dies (sweep seed 134685). Not
+// when the row landed before the replace, which replaced it.
 func TestAScheduleLandingAfterAMovedReplaceIsWhatAChildWaitsFor(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w, c := newTestChecker()
-		orig := c.newTI(TaskSpec{ID: "p", Type: "rated", Behaviour: Behaviour{Fail: -1}}, nil, nil)
-		origIssued, origDue := w.now(), w.now()
-		time.Sleep(6 * time.Second)
-		repl := c.newTI(TaskSpec{ID: "p", Type: "limited", Replace: true}, nil, nil)
-		rowCommit(t, c, "p", w.now(), false)
-		c.scheduled(repl, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
-		time.Sleep(time.Second)
-		rowCommit(t, c, "p", repl.due, true)
-		time.Sleep(time.Second)
-		rowCommit(t, c, "p", origDue, false)
-		time.Sleep(2 * time.Second)
-		c.scheduled(orig, origIssued, leasecron.Item{ID: "p", Due: origDue}, nil)
-		time.Sleep(time.Second)
-		addAttempt(w, repl, 1, w.now(), "ok")
-		time.Sleep(time.Second)
-		child := c.newTI(TaskSpec{ID: "c", Type: "plain", After: []string{"p"}}, nil, nil)
-		c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now().Add(3 * time.Minute)}, nil)
-		time.Sleep(4 * time.Second)
-		rowCommit(t, c, "p", origDue, true)
-		for i := 1; i <= orig.maxAttempts(); i++ {
+	for _, after := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			w, c := newTestChecker()
+			orig := c.newTI(TaskSpec{ID: "p", Type: "rated", Behaviour: Behaviour{Fail: -1}}, nil, nil)
+			origIssued, origDue := w.now(), w.now()
+			time.Sleep(3 * time.Second)
+			if !after {
+				rowCommit(t, c, "p", origDue, false) // before the replace: it replaces this row
+			}
+			time.Sleep(3 * time.Second)
+			repl := c.newTI(TaskSpec{ID: "p", Type: "limited", Replace: true}, nil, nil)
+			rowCommit(t, c, "p", w.now(), false)
+			c.scheduled(repl, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
 			time.Sleep(time.Second)
-			addAttempt(w, orig, i, w.now(), "fail")
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if !c.parentFailed(child) {
-			t.Error("the child waited for the schedule whose row landed after the replace was moved, and that one died; parentFailed says no")
-		}
-	})
+			rowCommit(t, c, "p", repl.due, true)
+			time.Sleep(time.Second)
+			if after {
+				rowCommit(t, c, "p", origDue, false)
+			}
+			time.Sleep(2 * time.Second)
+			c.scheduled(orig, origIssued, leasecron.Item{ID: "p", Due: origDue}, nil)
+			time.Sleep(time.Second)
+			addAttempt(w, repl, 1, w.now(), "ok")
+			time.Sleep(time.Second)
+			child := c.newTI(TaskSpec{ID: "c", Type: "plain", After: []string{"p"}}, nil, nil)
+			c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now().Add(3 * time.Minute)}, nil)
+			time.Sleep(4 * time.Second)
+			rowCommit(t, c, "p", origDue, true)
+			for i := 1; i <= orig.maxAttempts(); i++ {
+				time.Sleep(time.Second)
+				addAttempt(w, orig, i, w.now(), "fail")
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if got := c.parentFailed(child); got != after {
+				t.Errorf("the held schedule's row landed after the replace was moved: %v; parentFailed says %v", after, got)
+			}
+		})
+	}
 }
