@@ -480,11 +480,6 @@ type unanswered struct {
 	replace bool
 }
 
-// resendWindow is how long after a 503 a resend of the request is taken
-// to come: the clients' retries with their defaults (5, at most 30 s
-// apart, each attempt bounded by its timeout) take a few minutes.
-const resendWindow = time.Hour
-
 // settle answers a write whose outcome a fault left open (unanswered): a
 // 503 would be sent again by the clients, and a task due now that was
 // written may have run by then — sent again, it would be scheduled a
@@ -521,13 +516,13 @@ const resendWindow = time.Hour
 //     (run records on; without them, a one-off task due more than a
 //     minute later, or a series: the mover leaves its row): surely not
 //     written, and the fault's own answer (503) is safe to send again.
-//   - storage refusing the look-up as busy, as it refused the write: the
-//     write may have been made all the same (a try before the refusals
-//     may have committed, its answer lost). The fault's own answer only
-//     when a resend finds the task, if written, still pending (the
-//     request names its id, and the task waits for nothing and is due
-//     more than resendWindow later): a POST is then answered as a
-//     retried one, and a PUT replaces the task with itself.
+//   - storage refusing the look-up as busy, as it refused the write: a
+//     throttled account, most likely nothing done, and the fault's own
+//     503, which clients retry after its Retry-After. (A gap: a try
+//     before the refusals may have committed, its answer lost; the
+//     error does not tell. Answering outcome-unknown instead turned
+//     every request to a throttled account into a 500 that is not
+//     retried: TestThrottledStorageAnswers503.)
 //   - otherwise unsettled: 500 outcome-unknown naming the id, which
 //     clients do not send again (GET /api/v1/tasks/{id} tells).
 //
@@ -569,9 +564,8 @@ func (s *server) settle(ctx context.Context, w unanswered) (int, any, error) {
 		return status, TaskResult{Task: taskOf(asked)}, nil
 	case errors.Is(gerr, leasecron.ErrNotFound) && (s.c.RunRecords() || !schedule.MayHaveRun(asked, now)):
 		return 0, nil, w.fault // surely not written
-	case gerr != nil && storage.Unprocessed(w.fault) && storage.Unprocessed(gerr) &&
-		!drawn && len(asked.After) == 0 && asked.Due.After(now.Add(resendWindow)):
-		return 0, nil, w.fault // a resend finds it, if written
+	case gerr != nil && storage.Unprocessed(w.fault) && storage.Unprocessed(gerr):
+		return 0, nil, w.fault // throttled: retried after Retry-After
 	}
 	return 0, nil, outcomeUnknown(w)
 }

@@ -72,16 +72,15 @@ func isOutcomeUnknown(code int, got map[string]any, id string) bool {
 	return code == http.StatusInternalServerError && got["type"] == ProblemPrefix+"outcome-unknown" && got["id"] == id
 }
 
-// Storage answering the write's last try busy (503 ServerBusy), after a
-// try that committed (its answer lost), and busy to the look-up too: the
-// task may have been written all the same. Before, that was the fault's
-// 503 ("most likely nothing was done"), which the clients send again: a
-// task due now that was written and ran meanwhile was scheduled again,
-// and without an id the resend was a second task (a review's find). Now
-// it is 500 outcome-unknown naming the id — but for a request with an id
-// whose task is due more than an hour later: a resend finds it pending,
-// and is answered as a retried POST.
-func TestStorageBusyToTheWriteAndItsLookUpIsNotA503(t *testing.T) {
+// Storage refusing both the write and the look-up as busy is a
+// throttled account: the fault's own 503, which clients retry after its
+// Retry-After, and a resend of a POST with an id finds the task if the
+// write was made after all. (A try before the refusals may have
+// committed, its answer lost, and a task due now may then run again on
+// the resend: docs/api.md's known gaps. A review made these 500
+// outcome-unknown, which turned every request to a throttled account
+// into a 500 that clients do not retry.)
+func TestStorageBusyToTheWriteAndItsLookUpIs503(t *testing.T) {
 	f, tr, tok := faultyFixture(t)
 	busy := func(body string) (int, map[string]any) {
 		tr.busy.Store(true)
@@ -89,26 +88,12 @@ func TestStorageBusyToTheWriteAndItsLookUpIsNotA503(t *testing.T) {
 		defer tr.disarm()
 		return f.post(tok, body)
 	}
-	for _, body := range []string{
-		`{"id":"soon","type":"resize","in":"10m"}`,
-		`{"id":"now","type":"resize"}`,
-		`{"type":"resize","in":"2h"}`, // the server draws its id: a resend would be a second task
-	} {
-		code, got := busy(body)
-		id, _ := got["id"].(string)
-		if !isOutcomeUnknown(code, got, id) || id == "" {
-			t.Errorf("POST %s, its write and look-up answered busy: %d %v; want 500 outcome-unknown naming the id", body, code, got)
-			continue
-		}
-		if code, _ := f.status(tok, id); code != http.StatusOK {
-			t.Errorf("GET %s: %d; want the task the write made", id, code)
+	for _, body := range []string{`{"id":"soon","type":"resize","in":"10m"}`, `{"type":"resize","in":"2h"}`} {
+		if code, got := busy(body); code != http.StatusServiceUnavailable || got["type"] != ProblemPrefix+"unavailable" {
+			t.Errorf("POST %s, its write and look-up answered busy: %d %v; want 503", body, code, got)
 		}
 	}
-	code, got := busy(`{"id":"later","type":"resize","in":"2h"}`)
-	if code != http.StatusServiceUnavailable || got["type"] != ProblemPrefix+"unavailable" {
-		t.Fatalf("POST of a task due in 2h, its write and look-up answered busy: %d %v; want 503", code, got)
-	}
-	if code, got := f.post(tok, `{"id":"later","type":"resize","in":"2h"}`); code != http.StatusOK || taskID(got) != "later" {
+	if code, got := f.post(tok, `{"id":"soon","type":"resize","in":"10m"}`); code != http.StatusOK || taskID(got) != "soon" {
 		t.Errorf("the same POST again: %d %v; want 200, the task found", code, got)
 	}
 }
