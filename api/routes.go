@@ -18,7 +18,6 @@ import (
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/trunc"
-	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -627,27 +626,19 @@ func outcomeUnknown(w unanswered) *Problem {
 	return p
 }
 
-// itemOf checks spec as the caller's: its id, type and every field.
+// itemOf checks spec as the caller's: its id, type and every field
+// (TaskSpec.Item names the field at fault), what only this server knows
+// (leasecron's own types, run records off) and the caller's types.
 func (s *server) itemOf(who caller, spec leasecron.TaskSpec) (leasecron.Item, *leasecron.Unique, error) {
-	if spec.ID != "" {
-		if err := schedule.ValidateID(spec.ID); err != nil {
-			return leasecron.Item{}, nil, fieldProblem("id", "1 to 200 of A-Z a-z 0-9 . _ : -", err.Error())
-		}
-	}
-	if spec.Type != "" {
-		if err := schedule.ValidateType(spec.Type); err != nil {
-			return leasecron.Item{}, nil, fieldProblem("type", "1 to 64 of a-z, 0-9, _ and -, starting with a letter or digit", err.Error())
-		}
-		if strings.HasPrefix(spec.Type, reservedPrefix) {
-			return leasecron.Item{}, nil, fieldProblem("type", "a type not starting with "+reservedPrefix, fmt.Sprintf("type %q is leasecron's own (its bulk operations run as tasks of it)", spec.Type))
-		}
-	}
 	it, u, err := spec.Item(s.clk.Now())
 	if err != nil {
 		return it, u, err
 	}
-	if err := s.checkFields(spec, it, u); err != nil {
-		return it, u, err
+	if strings.HasPrefix(it.Type, reservedPrefix) {
+		return it, u, fieldProblem("type", "a type not starting with "+reservedPrefix, fmt.Sprintf("type %q is leasecron's own (its bulk operations run as tasks of it)", it.Type))
+	}
+	if len(schedule.ParentIDs(it.After)) > 0 && !s.c.RunRecords() {
+		return it, u, fieldProblem("after", "no after: run records are off (worker.runs: false)", "a task that waits for others needs run records, and they are off")
 	}
 	if who.limited() {
 		if it.Type == "" {
@@ -658,90 +649,6 @@ func (s *server) itemOf(who caller, spec leasecron.TaskSpec) (leasecron.Item, *l
 		}
 	}
 	return it, u, nil
-}
-
-// What the task spec's fields accept, for the checks of checkFields.
-const (
-	acceptCron     = "a cron expression of 5 fields (or 6 with seconds), or a descriptor such as @daily"
-	acceptEvery    = "a Go duration of at least 1s, such as 1h or 90s"
-	acceptTZ       = "an IANA time zone such as Europe/Paris, with cron only"
-	acceptAttempts = "a whole number from 1 to %d (0: the type's default)"
-	acceptQueue    = "1 to %d lower-case letters and digits, starting with a letter; not p1, p2, …, k1, k2, … or poison"
-	acceptFairKey  = "at most %d bytes of UTF-8 without control characters"
-	acceptAfter    = "at most %d task ids (A-Z a-z 0-9 . _ : -), not the task's own"
-	acceptKey      = "1 to %d bytes, valid UTF-8 without / \\ # ? or control characters"
-	acceptWindow   = "a Go duration from 0 to %s"
-)
-
-// checkFields checks the task spec describes (it, u: what spec.Item made
-// of it) field by field, with the library's own validators: Schedule
-// refuses what they refuse with an error that names no field (wrapping
-// ErrInvalidTask), where the body's field is known here by the validator
-// that refused it. A refusal is a *leasecron.SpecError naming the field.
-// What only the schedule can check (a parent's state, a unique task's id
-// against its key's shard) is Schedule's to refuse.
-func (s *server) checkFields(spec leasecron.TaskSpec, it leasecron.Item, u *leasecron.Unique) error {
-	bad := func(field, accepted string, err error) error {
-		return &leasecron.SpecError{Field: field, Accepted: accepted, Err: err}
-	}
-	if it.Recurrence != "" {
-		// Resolve parses the rule only when it decides the first due time
-		// (neither at nor in).
-		if _, err := schedule.ParseRecurrence(it.Recurrence, it.TZ); err != nil {
-			switch _, tzErr := time.LoadLocation(strings.TrimSpace(it.TZ)); {
-			case tzErr != nil:
-				return bad("tz", acceptTZ, err)
-			case strings.TrimSpace(spec.Every) != "":
-				return bad("every", acceptEvery, err)
-			}
-			return bad("cron", acceptCron, err)
-		}
-	}
-	if it.MaxAttempts > schedule.MaxMaxAttempts {
-		return bad("max_attempts", fmt.Sprintf(acceptAttempts, schedule.MaxMaxAttempts), fmt.Errorf("%d is more than %d", it.MaxAttempts, schedule.MaxMaxAttempts))
-	}
-	if err := queue.ValidateRouteQueue(it.Queue); err != nil {
-		return bad("queue", fmt.Sprintf(acceptQueue, queue.MaxRouteQueueLen), err)
-	}
-	if err := queue.ValidatePriority(it.Priority); err != nil {
-		return bad("priority", "1 (critical), 2 (high), 3 (default) or 4 (low), as a number or a name", err)
-	}
-	if err := queue.ValidateFairKey(it.FairKey); err != nil {
-		return bad("fair_key", fmt.Sprintf(acceptFairKey, queue.MaxFairKeyLen), err)
-	}
-	parents := schedule.ParentIDs(it.After)
-	for _, p := range parents {
-		if err := schedule.ValidateID(p); err != nil {
-			return bad("after", fmt.Sprintf(acceptAfter, schedule.MaxAfter), fmt.Errorf("parent: %w", err))
-		}
-		if p == it.ID {
-			return bad("after", fmt.Sprintf(acceptAfter, schedule.MaxAfter), fmt.Errorf("task %s cannot wait for itself", p))
-		}
-	}
-	if len(parents) > 0 {
-		switch {
-		case len(parents) > schedule.MaxAfter:
-			return bad("after", fmt.Sprintf(acceptAfter, schedule.MaxAfter), fmt.Errorf("%d tasks; the limit is %d (use a batch with a completion callback to wait for more)", len(parents), schedule.MaxAfter))
-		case it.Recurrence != "":
-			return bad("after", "no after with every or cron", errors.New("a recurring series cannot wait for other tasks; schedule a one-off task"))
-		case u != nil:
-			return bad("after", "no after with unique_key", errors.New("a unique task cannot wait for other tasks"))
-		case !s.c.RunRecords():
-			return bad("after", "no after: run records are off (worker.runs: false)", errors.New("a task that waits for others needs run records, and they are off"))
-		}
-	}
-	if u != nil {
-		if len(u.Key) > schedule.MaxUniqueKeyLen {
-			return bad("unique_key", fmt.Sprintf(acceptKey, schedule.MaxUniqueKeyLen), fmt.Errorf("%.40q… is %d bytes; the limit is %d", u.Key, len(u.Key), schedule.MaxUniqueKeyLen))
-		}
-		if err := storage.ValidateKeyPart("unique key", u.Key); err != nil {
-			return bad("unique_key", fmt.Sprintf(acceptKey, schedule.MaxUniqueKeyLen), err)
-		}
-		if u.For > schedule.MaxUniqueFor {
-			return bad("unique_for", fmt.Sprintf(acceptWindow, schedule.MaxUniqueFor), fmt.Errorf("%s is longer than %s", u.For, schedule.MaxUniqueFor))
-		}
-	}
-	return nil
 }
 
 // sameAsScheduled reports, when err says the id (or unique key) is taken

@@ -32,11 +32,10 @@ type AddOptions struct {
 func (c *Client) prepare(it Item, now time.Time) (Item, error) {
 	out := Item{ID: it.ID, Type: it.Type, Payload: it.Payload, Recurrence: strings.TrimSpace(it.Recurrence), TZ: strings.TrimSpace(it.TZ), MaxAttempts: it.MaxAttempts,
 		TraceParent: strings.TrimSpace(it.TraceParent), Queue: it.Queue, Priority: it.Priority, FairKey: it.FairKey}
-	if out.ID == "" {
-		out.ID = newID(now)
-	}
-	if err := ValidateID(out.ID); err != nil {
-		return Item{}, err
+	if out.ID != "" {
+		if err := ValidateID(out.ID); err != nil {
+			return Item{}, err
+		}
 	}
 	if out.Type == "" {
 		out.Type = DefaultType
@@ -45,40 +44,53 @@ func (c *Client) prepare(it Item, now time.Time) (Item, error) {
 		return Item{}, err
 	}
 	if it.Due.IsZero() {
-		return Item{}, fmt.Errorf("%w: task %s has no due time (set Due; the CLI takes --at or --in)", ErrInvalid, out.ID)
+		return Item{}, fmt.Errorf("%w: %s has no due time (set Due; the CLI takes --at or --in)", ErrInvalid, out.label())
 	}
 	if err := checkDue(it.Due); err != nil {
-		return Item{}, fmt.Errorf("%w: task %s: %w", ErrInvalid, out.ID, err)
+		return Item{}, fmt.Errorf("%w: %s: %w", ErrInvalid, out.label(), err)
 	}
 	out.Due = FromTicks(Ticks(it.Due))
 	if _, err := ParseRecurrence(out.Recurrence, out.TZ); err != nil {
-		return Item{}, fmt.Errorf("%w: task %s: %w", ErrInvalid, out.ID, err)
+		return Item{}, fmt.Errorf("%w: %s: %w", ErrInvalid, out.label(), err)
 	}
 	if out.MaxAttempts < 0 || out.MaxAttempts > MaxMaxAttempts {
-		return Item{}, fmt.Errorf("%w: task %s: max attempts %d: want 0 (worker default) .. %d", ErrInvalid, out.ID, out.MaxAttempts, MaxMaxAttempts)
+		return Item{}, fmt.Errorf("%w: %s: max attempts %d: want 0 (worker default) .. %d", ErrInvalid, out.label(), out.MaxAttempts, MaxMaxAttempts)
 	}
 	if err := (queue.Route{Queue: out.Queue, Priority: out.Priority}).Validate(); err != nil {
-		return Item{}, fmt.Errorf("%w: task %s: %w", ErrInvalid, out.ID, err)
+		return Item{}, fmt.Errorf("%w: %s: %w", ErrInvalid, out.label(), err)
 	}
 	if err := queue.ValidateFairKey(out.FairKey); err != nil {
-		return Item{}, fmt.Errorf("%w: task %s: %w", ErrInvalid, out.ID, err)
+		return Item{}, fmt.Errorf("%w: %s: %w", ErrInvalid, out.label(), err)
 	}
 	if out.TraceParent != "" && !ValidTraceParent(out.TraceParent) {
-		return Item{}, fmt.Errorf("%w: task %s: trace parent %q is not a W3C traceparent (00-{32 hex}-{16 hex}-{2 hex})", ErrInvalid, out.ID, out.TraceParent)
+		return Item{}, fmt.Errorf("%w: %s: trace parent %q is not a W3C traceparent (00-{32 hex}-{16 hex}-{2 hex})", ErrInvalid, out.label(), out.TraceParent)
 	}
 	if !utf8.ValidString(out.Payload) {
-		return Item{}, fmt.Errorf("%w: task %s: payload is not valid UTF-8; encode binary data as base64", ErrInvalid, out.ID)
+		return Item{}, fmt.Errorf("%w: %s: payload is not valid UTF-8; encode binary data as base64", ErrInvalid, out.label())
 	}
 	if err := prepareFlow(it, &out); err != nil {
 		return Item{}, err
 	}
 	if len(out.Payload) > c.opts.MaxPayload {
-		return Item{}, fmt.Errorf("%w: %w: task %s: payload is %d bytes, the limit (payload.max_size) is %d", ErrInvalid, ErrPayloadTooLarge, out.ID, len(out.Payload), c.opts.MaxPayload)
+		return Item{}, fmt.Errorf("%w: %w: %s: payload is %d bytes, the limit (payload.max_size) is %d", ErrInvalid, ErrPayloadTooLarge, out.label(), len(out.Payload), c.opts.MaxPayload)
 	}
 	if jsonLen(out.Payload) > c.opts.InlineLimit && c.opts.PayloadStore == nil {
-		return Item{}, fmt.Errorf("%w: %w: task %s: payload is %d bytes as JSON, more than the inline limit %d, and no payload store is configured", ErrInvalid, ErrPayloadTooLarge, out.ID, jsonLen(out.Payload), c.opts.InlineLimit)
+		return Item{}, fmt.Errorf("%w: %w: %s: payload is %d bytes as JSON, more than the inline limit %d, and no payload store is configured", ErrInvalid, ErrPayloadTooLarge, out.label(), jsonLen(out.Payload), c.opts.InlineLimit)
+	}
+	if out.ID == "" {
+		out.ID = newID(now)
 	}
 	return out, nil
+}
+
+// label names it in an error: by its id, or as new when it has none yet
+// (an id generated for the message alone would name a task the caller
+// never saw).
+func (it Item) label() string {
+	if it.ID == "" {
+		return "the new task"
+	}
+	return "task " + it.ID
 }
 
 // Check validates it as Add would, writing nothing, and returns it as

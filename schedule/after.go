@@ -97,22 +97,22 @@ func prepareFlow(it Item, out *Item) error {
 	out.AfterAny, out.Batch, out.Callback, out.Waiters = it.AfterAny, it.Batch, it.Callback, it.Waiters
 	for _, p := range ParentIDs(it.After) {
 		if err := ValidateID(p); err != nil {
-			return fmt.Errorf("task %s: parent: %w", out.ID, err)
+			return fmt.Errorf("%s: parent: %w", out.label(), err)
 		}
 		if p == out.ID {
-			return fmt.Errorf("%w: task %s cannot wait for itself", ErrInvalid, out.ID)
+			return fmt.Errorf("%w: %s cannot wait for itself", ErrInvalid, out.label())
 		}
 		out.After = append(out.After, p)
 	}
 	switch {
 	case len(out.After) > MaxAfter:
-		return fmt.Errorf("%w: task %s waits for %d tasks; the limit is %d (use a batch with a completion callback to wait for more)", ErrInvalid, out.ID, len(out.After), MaxAfter)
+		return fmt.Errorf("%w: %s waits for %d tasks; the limit is %d (use a batch with a completion callback to wait for more)", ErrInvalid, out.label(), len(out.After), MaxAfter)
 	case it.AfterAny && len(out.After) == 0:
-		return fmt.Errorf("%w: task %s: after-any without any task to wait for", ErrInvalid, out.ID)
+		return fmt.Errorf("%w: %s: after-any without any task to wait for", ErrInvalid, out.label())
 	case it.Callback && it.Batch == "":
-		return fmt.Errorf("%w: task %s: a completion callback needs its batch", ErrInvalid, out.ID)
+		return fmt.Errorf("%w: %s: a completion callback needs its batch", ErrInvalid, out.label())
 	case (len(out.After) > 0 || it.Callback) && out.Recurrence != "":
-		return fmt.Errorf("%w: task %s: a recurring series cannot wait for other tasks or a batch; schedule a one-off task", ErrInvalid, out.ID)
+		return fmt.Errorf("%w: %s: a recurring series cannot wait for other tasks or a batch; schedule a one-off task", ErrInvalid, out.label())
 	}
 	for _, m := range it.Met {
 		if slices.Contains(out.After, m) && !slices.Contains(out.Met, m) {

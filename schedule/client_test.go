@@ -633,3 +633,25 @@ func TestACancelKeepsTheBlobOfATaskWhoseMessageWasSent(t *testing.T) {
 		t.Fatalf("blobs after cancelling a task being sent: %v; want its blob kept", n)
 	}
 }
+
+// A task given without an id is named as new in the errors that refuse
+// it, not by an id generated for it that the caller never saw (the HTTP
+// API and the CLI check their fields first; a Go caller did not).
+func TestARefusedTaskWithoutAnIDIsNamedAsNew(t *testing.T) {
+	c, _, _ := newMemClient(t, Options{})
+	for _, it := range []Item{
+		{Due: t0.Add(time.Hour), FairKey: strings.Repeat("k", 300)},
+		{Due: t0.Add(time.Hour), Queue: "Billing"},
+		{Due: t0.Add(time.Hour), After: []string{"bad id"}},
+		{},
+	} {
+		_, err := c.Add(ctx(t), it, AddOptions{})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "the new task") || strings.Contains(err.Error(), "task 0") {
+			t.Errorf("Add(%+v): %v; want ErrInvalid naming the new task", it, err)
+		}
+	}
+	it, err := c.Add(ctx(t), Item{Due: t0.Add(time.Hour)}, AddOptions{})
+	if err != nil || ValidateID(it.ID) != nil {
+		t.Fatalf("a valid task without an id: %+v, %v; want it stored under a generated id", it, err)
+	}
+}

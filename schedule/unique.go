@@ -187,11 +187,8 @@ func ParseUniqueStates(s string) ([]leasecrontype.RunState, error) {
 		out = append(out, st)
 	}
 	if len(out) == 0 && strings.TrimSpace(s) != "" {
-		var names []string
-		for _, x := range leasecrontype.RunStates() {
-			names = append(names, string(x))
-		}
-		return nil, fmt.Errorf("%w: unique states %q name no state; want a comma-separated list of %s, or nothing for the default", ErrInvalid, s, strings.Join(names, ", "))
+		_, err := leasecrontype.ParseRunState("") // its error lists the states
+		return nil, fmt.Errorf("%w: unique states %q name no state (%w; comma-separated, or nothing for the default)", ErrInvalid, s, err)
 	}
 	return out, nil
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -44,11 +43,10 @@ type lineResult struct {
 	Error  string    `json:"error,omitempty"`
 }
 
-// parseLine turns one line (a leasecron.TaskSpec) into an item. Beside
-// the spec's own checks it checks the fields the library checks only when
-// it schedules (id, type, queue, max_attempts' ceiling): a bad line
-// elsewhere in the file stops that, and these lines were then reported
-// "not written" instead of by what is wrong with them.
+// parseLine turns one line (a leasecron.TaskSpec) into an item. The
+// spec's checks cover every field the library would refuse when it
+// schedules (a bad line elsewhere in the file stops that, and these lines
+// were then reported "not written" instead of by what is wrong with them).
 func parseLine(b []byte, now time.Time) (leasecron.Item, *leasecron.Unique, error) {
 	spec, err := leasecron.ParseTaskSpec(b)
 	if err != nil {
@@ -57,22 +55,6 @@ func parseLine(b []byte, now time.Time) (leasecron.Item, *leasecron.Unique, erro
 	it, u, err := spec.Item(now)
 	if err != nil {
 		return leasecron.Item{}, nil, withAccepted(err)
-	}
-	if it.ID != "" {
-		if err := schedule.ValidateID(it.ID); err != nil {
-			return leasecron.Item{}, nil, fmt.Errorf("id: %w", err)
-		}
-	}
-	if it.Type != "" {
-		if err := schedule.ValidateType(it.Type); err != nil {
-			return leasecron.Item{}, nil, fmt.Errorf("type: %w", err)
-		}
-	}
-	if err := queue.ValidateRouteQueue(it.Queue); err != nil {
-		return leasecron.Item{}, nil, fmt.Errorf("queue: %w", err)
-	}
-	if it.MaxAttempts > schedule.MaxMaxAttempts {
-		return leasecron.Item{}, nil, fmt.Errorf("max_attempts: %d: want 0 (retry.max_attempts) to %d", it.MaxAttempts, schedule.MaxMaxAttempts)
 	}
 	return it, u, nil
 }

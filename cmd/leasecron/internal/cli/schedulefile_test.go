@@ -32,9 +32,18 @@ func TestParseLine(t *testing.T) {
 		{line: `{"id":"l","queue":"GPU"}`, err: `queue: queue name "GPU"`},
 		{line: `{"id":"m","type":"Mail"}`, err: `type: invalid: task type "Mail"`},
 		{line: `{"id":"n o"}`, err: `id: invalid: task id "n o"`},
-		{line: `{"id":"p","max_attempts":5000}`, err: "max_attempts: 5000: want 0 (retry.max_attempts) to 1000"},
-		// What the field accepts, where the spec's error left it out.
-		{line: `{"id":"q","max_attempts":-1}`, err: "max_attempts: -1 is negative; want a whole number"},
+		{line: `{"id":"p","max_attempts":5000}`, err: "max_attempts: 5000 is not from 0 to 1000; want a whole number from 1 to 1000"},
+		{line: `{"id":"q","max_attempts":-1}`, err: "max_attempts: -1 is not from 0 to 1000; want a whole number"},
+		// Fields the library checks only when it schedules, which the
+		// spec checks the same way for the CLI and the HTTP API (before,
+		// each line was read with a partial copy of these checks).
+		{line: `{"id":"r","fair_key":"` + strings.Repeat("k", 300) + `"}`, err: "fair_key: "},
+		{line: `{"id":"s","after":["s"]}`, err: "after: task s cannot wait for itself"},
+		{line: `{"id":"t","every":"1h","after":["a"]}`, err: "after: a recurring series cannot wait"},
+		{line: `{"id":"u","unique_key":"a/b"}`, err: "unique_key: "},
+		{line: `{"id":"v","unique_key":"k","unique_for":"9000h"}`, err: "unique_for: 9000h0m0s is longer than"},
+		{line: `{"id":"w","at":"2030-01-01T00:00:00Z","cron":"61 * * * *"}`, err: "cron: "},
+		{line: `{"id":"x","at":"2030-01-01T00:00:00Z","every":"1ms"}`, err: "every: "},
 	} {
 		t.Run(c.rule, func(t *testing.T) {
 			it, u, err := parseLine([]byte(c.line), now)
