@@ -45,7 +45,9 @@ type AuditQuery struct {
 // AuditPage is one page of the audit log.
 type AuditPage struct {
 	Entries []AuditEntry `json:"entries"`
-	// Continue, when not empty, fetches the next page.
+	// Continue, when not empty, fetches the next page (AuditQuery.Continue):
+	// one URL-safe word; a token AuditLog did not return is
+	// ErrInvalidRunQuery.
 	Continue string `json:"continue,omitempty"`
 }
 

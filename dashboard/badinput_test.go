@@ -67,6 +67,8 @@ func TestBadInputIsTheViewersMistake(t *testing.T) {
 		{"a garbage task continuation (API)", "GET", "/api/tasks?continue=garbage", nil, 400, "garbage"},
 		{"a garbage series continuation", "GET", "/api/recurring?continue=garbage", nil, 400, "garbage"},
 		{"a long garbage continuation", "GET", "/api/runs?continue=" + long, nil, 400, "aaaa"},
+		{"a garbage audit continuation", "GET", "/audit?continue=garbage", nil, 400, "garbage"},
+		{"a garbage audit continuation (API)", "GET", "/api/audit?continue=garbage", nil, 400, "garbage"},
 		{"an unknown run state", "GET", "/runs?state=sleeping", nil, 400, "sleeping"},
 		{"an unknown run state (API)", "GET", "/api/runs?state=sleeping", nil, 400, "sleeping"},
 		{"a nul run state", "GET", "/api/runs?state=%00", nil, 400, `\x00`},

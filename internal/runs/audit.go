@@ -3,9 +3,11 @@ package runs
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/table"
@@ -75,10 +77,55 @@ func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
 
 // AuditLog returns up to limit entries newest first, from since on (zero:
 // as far back as kept), and a token for the next page: one query per page.
-func (s *Store) AuditLog(ctx context.Context, since time.Time, limit int, cont string) ([]AuditEntry, string, error) {
+// A token this method did not return is ErrBadContinue.
+func (s *Store) AuditLog(ctx context.Context, since time.Time, limit int, tok string) ([]AuditEntry, string, error) {
+	cont, err := auditTokenIn(tok)
+	if err != nil {
+		return nil, "", err
+	}
 	if err := s.ensure(ctx); err != nil {
 		return nil, "", err
 	}
+	es, next, err := s.auditPage(ctx, since, limit, cont)
+	return es, auditTokenOut(next), err
+}
+
+// auditTokenOut is the token of an audit page as callers see it: the
+// table's continuation (the next partition and row, joined by a newline)
+// in base64url, one word that goes into a flag, a URL or JSON unquoted.
+func auditTokenOut(cont string) string {
+	if cont == "" {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(cont))
+}
+
+// auditTokenIn reads a token auditTokenOut made, or the table's own
+// continuation as releases before the fortieth session returned it
+// (newline and all), so that a page in hand across an upgrade still
+// continues. (The service's halves of a token are its own opaque words,
+// so what they name is not checked here.)
+func auditTokenIn(tok string) (string, error) {
+	if tok == "" {
+		return "", nil
+	}
+	cont := tok
+	if !strings.Contains(tok, "\n") {
+		b, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(tok))
+		if err != nil {
+			cont = ""
+		} else {
+			cont = string(b)
+		}
+	}
+	if table.CheckContinuation(cont) != nil {
+		return "", fmt.Errorf("%w %q was not returned by an audit log page; want the one the previous page gave", ErrBadContinue, trunc.Head(tok, 200))
+	}
+	return cont, nil
+}
+
+// auditPage is AuditLog with the table's continuation.
+func (s *Store) auditPage(ctx context.Context, since time.Time, limit int, cont string) ([]AuditEntry, string, error) {
 	q := table.Query{PartitionFrom: auditPartition(s.now()), PartitionTo: auditEnd, Top: limit, Continuation: cont}
 	if !since.IsZero() {
 		q.PartitionTo = auditPartition(since) + "~"

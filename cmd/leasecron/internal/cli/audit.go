@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -122,23 +121,21 @@ func (a *app) auditCmd() *cobra.Command {
 			if err := checkLimit(limit); err != nil {
 				return err
 			}
-			tok, err := auditTokenIn(cont)
-			if err != nil {
-				return err
-			}
 			cl, err := a.client()
 			if err != nil {
 				return err
 			}
-			q := leasecron.AuditQuery{Limit: limit, Continue: tok}
+			q := leasecron.AuditQuery{Limit: limit, Continue: cont}
 			if since.d > 0 {
 				q.Since = time.Now().Add(-since.d)
 			}
 			p, err := cl.AuditLog(cmd.Context(), q)
+			if errors.Is(err, leasecron.ErrInvalidRunQuery) {
+				return usagef("--continue: %w", err)
+			}
 			if err != nil {
 				return err
 			}
-			p.Continue = auditTokenOut(p.Continue)
 			if asJSON {
 				if p.Entries == nil {
 					p.Entries = []leasecron.AuditEntry{}
@@ -167,27 +164,4 @@ func (a *app) auditCmd() *cobra.Command {
 	f.StringVar(&cont, "continue", "", "continuation token from a previous page")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return c
-}
-
-// auditTokenOut makes the audit log's continuation token one shell word.
-// The store's token is the next PartitionKey and RowKey joined by a
-// newline, which the "more:" line printed on two lines: pasted, its first
-// line alone was refused by the storage service (exit 1).
-func auditTokenOut(tok string) string {
-	if tok == "" {
-		return ""
-	}
-	return base64.RawURLEncoding.EncodeToString([]byte(tok))
-}
-
-// auditTokenIn reads --continue: a token auditTokenOut made, or the
-// store's own (as an earlier release printed it, newline and all).
-func auditTokenIn(tok string) (string, error) {
-	if tok == "" || strings.Contains(tok, "\n") {
-		return tok, nil
-	}
-	if b, err := base64.RawURLEncoding.DecodeString(strings.TrimSpace(tok)); err == nil && strings.Contains(string(b), "\n") {
-		return string(b), nil
-	}
-	return "", usagef("--continue %q: not a token of the audit log; want the one the previous page printed (its \"more:\" line, or \"continue\" in --json)", tok)
 }

@@ -51,7 +51,6 @@ func TestBadValuesNameTheFlagAndExit2(t *testing.T) {
 		{[]string{"runs", "--batch", "a/b"}, `--batch: invalid: task id "a/b"`},
 		{[]string{"runs", "--since", "-1h"}, `--since "-1h"`},
 		{[]string{"audit", "--since", "-1h"}, `--since "-1h"`},
-		{[]string{"audit", "--continue", "garbage"}, `--continue "garbage": not a token of the audit log`},
 		{[]string{"bulk", "requeue-dead", "--since", ""}, `--since "": empty`},
 		{[]string{"bulk", "cancel", "--type", "report", "--yes", "--wait", "-1m"}, `--wait "-1m"`},
 		{[]string{"bulk", "status", "a/b"}, `bulk operation id "a/b"`},
@@ -155,6 +154,12 @@ func TestAuditNextPageTokenPastes(t *testing.T) {
 	code, out, stderr = run(t, "", "audit", "--limit", "1", "--continue", m[1])
 	if code != exitOK || !strings.Contains(out, "a-2") {
 		t.Fatalf("audit --continue %s: exit %d, out %q, stderr %q: want a-2", m[1], code, out, stderr)
+	}
+	// A token no page gave is the user's mistake, named (exit 2), not a
+	// storage failure.
+	code, _, stderr = run(t, "", "audit", "--continue", "garbage")
+	if code != exitUsage || !strings.Contains(stderr, `--continue: invalid run argument: continuation token "garbage" was not returned by an audit log page`) {
+		t.Fatalf("audit --continue garbage: exit %d, stderr %q; want 2 naming the token", code, stderr)
 	}
 }
 
