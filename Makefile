@@ -41,10 +41,11 @@ test: deps ## unit + integration tests against private Azurites (under 15 min)
 		(cd cmd/leasecron && $(GO) test -json -count=1 -timeout 5m ./... 2>&1); \
 		(cd tools && $(GO) test -json -count=1 -timeout 14m -parallel 4 -skip '^($(TEST_LONG_TOOLS))$$' ./e2e/ ./... 2>&1); \
 		(cd examples && $(GO) test -json -count=1 -timeout 5m ./... 2>&1); \
-		(cd tools && LEASECRON_SIM=1 SIM_FIXED=$(TEST_SIM_SEEDS) SIM_SHRINK=0 $(GO) test -json -count=1 -timeout 5m -run '^TestSim$$' ./sim/ 2>&1); } | bin/testreport -log test.log
+		(cd tools && LEASECRON_SIM=1 SIM_FIXED=$(TEST_SIM_SEEDS) SIM_FIXED_API=1 SIM_SHRINK=0 $(GO) test -json -count=1 -timeout 5m -run '^TestSim$$' ./sim/ 2>&1); } | bin/testreport -log test.log
 
-# The simulator's first TEST_SIM_SEEDS fixed seeds (make sim runs all 24)
-# come last, alone: they keep both cores busy for about 10 s,
+# The simulator's first TEST_SIM_SEEDS fixed seeds and its first seed
+# with a client through the HTTP API (make sim runs all 24 and 4) come
+# last, alone: they keep both cores busy for about 10 s,
 # which beside the end-to-end tests would break their bounds about time.
 # A failing seed is reported unshrunk; make sim SEED=n shrinks it.
 TEST_SIM_SEEDS ?= 4
@@ -79,7 +80,7 @@ test-bulk: deps build ## a bulk requeue of 100,000 dead letters through a SIGKIL
 # time, with faults; every README promise checked as code. SEED=n replays one (SIM_TRIES=n runs it
 # until it fails; SIM_LOG=debug SIM_LOGFILE=f keeps its whole log).
 SEEDS ?= 10000
-sim: ## the simulator's 24 fixed seeds (about 1 min); SEED=n replays one seed, shrinking a failure to a short operation log
+sim: ## the simulator's 24 fixed seeds and 4 with a client through the HTTP API (about 1.5 min); SEED=n replays one seed (SIM_API=1 with the API), shrinking a failure to a short operation log
 	cd tools && LEASECRON_SIM=1 SIM_SEED=$(SEED) $(GO) test -count=1 -timeout 30m -run 'TestSim$$' -v ./sim/ 2>&1 | grep -v '^=== \|^--- PASS\|^    --- PASS' | tail -40
 
 sim-long: ## SEEDS seeds of the simulator (default 10,000: about 1.5–2.5 s each, two at a time) from SIM_FROM (default 1000); the coverage report goes to sim-long.txt, which shows progress every 50 seeds while it runs, and each failing seed's violations as it fails

@@ -231,7 +231,13 @@ func (w *World) schedule(ctx context.Context, c *proc, s TaskSpec, op *Op) {
 	it := w.item(c, s, t)
 	o := &leasecron.ScheduleOptions{Replace: s.Replace, Unique: w.unique(s)}
 	issued := w.now()
-	got, err := c.client.Schedule(ctx, it, o)
+	var got leasecron.Item
+	var err error
+	if c.api != nil && !(o.Replace && o.Unique != nil) { // (the API's PUT takes no unique key)
+		got, err = w.scheduleAPI(ctx, c, it, o)
+	} else {
+		got, err = c.client.Schedule(ctx, it, o)
+	}
 	w.answer(op, got.ID, err)
 	w.chk.scheduled(t, issued, got, err)
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,11 @@ type Config struct {
 	// MaxDepth is the fleet's queue.max_depth (0: no backpressure), the
 	// workers' and the clients' alike; resume_below is its default.
 	MaxDepth int
+	// API has the second client schedule through the HTTP API, as a
+	// program of another language would (SIM_API=1, or the fixed API
+	// seeds); the first keeps the Go client. Not drawn from the seed, so
+	// that it changes no seed's plan.
+	API bool
 }
 
 // ClockSpec is a process clock's offset from true time and its rate.
@@ -209,6 +215,7 @@ func Plan(seed int64) *Scenario {
 	p := &planner{r: r, sc: &Scenario{}, spec: map[string]*TaskSpec{}, workers: map[string]bool{}, frozenUntil: map[string]time.Duration{}}
 	c := &p.sc.Config
 	c.Seed = seed
+	c.API = os.Getenv("SIM_API") != ""
 	c.Start = dstStarts[r.IntN(len(dstStarts))].Add(time.Duration(r.IntN(300)) * time.Second)
 	c.Workers = 2 + r.IntN(3)
 	switch x := r.IntN(10); {

@@ -104,7 +104,11 @@ func Report(res *Result, sc *Scenario) string {
 		}
 		fmt.Fprintf(&b, "  %s\n", v)
 	}
-	fmt.Fprintf(&b, "replay: make sim SEED=%d\n", res.Seed)
+	api := ""
+	if sc.API {
+		api = "SIM_API=1 "
+	}
+	fmt.Fprintf(&b, "replay: %smake sim SEED=%d\n", api, res.Seed)
 	b.WriteString(sc.Describe())
 	return b.String()
 }
@@ -127,6 +131,9 @@ func (sc *Scenario) Describe() string {
 	b.WriteString(c.Board.describe())
 	if c.Mutation != "" {
 		fmt.Fprintf(&b, ", mutation %s", c.Mutation)
+	}
+	if c.API {
+		b.WriteString(", the second client through the HTTP API")
 	}
 	b.WriteString("\n")
 	for _, f := range sc.Faults {

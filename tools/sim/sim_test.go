@@ -22,7 +22,12 @@ func TestMain(m *testing.M) {
 // The fixed seeds make sim runs (and make test with it): chosen once, kept,
 // so that a change that breaks a promise they exercise fails the same way
 // every time; SIM_SEEDS=N runs N more from SIM_FROM (make sim-long).
-const fixedSeeds = 24
+// fixedAPISeeds more, the seeds after them, run with the second client
+// through the HTTP API (Config.API).
+const (
+	fixedSeeds    = 24
+	fixedAPISeeds = 4
+)
 
 // envInt reads an integer from the environment (def when unset).
 func envInt(t *testing.T, name string, def int64) int64 {
@@ -37,9 +42,20 @@ func envInt(t *testing.T, name string, def int64) int64 {
 	return n
 }
 
-// runSeeds runs seeds [from, from+n) two at a time, reports each failing
-// one shrunk, and prints the coverage of them all.
-func runSeeds(t *testing.T, from, n int64) {
+// seedSet is seeds [from, from+n), with the second client through the
+// HTTP API when api (Config.API).
+type seedSet struct {
+	from, n int64
+	api     bool
+}
+
+// runSeeds runs the seeds of sets two at a time, reports each failing one
+// shrunk, and prints the coverage of them all.
+func runSeeds(t *testing.T, sets ...seedSet) {
+	from, n := sets[0].from, int64(0)
+	for _, set := range sets {
+		n += set.n
+	}
 	total := NewCoverage()
 	var mu sync.Mutex
 	var failed []int64
@@ -64,38 +80,45 @@ func runSeeds(t *testing.T, from, n int64) {
 		}
 	}
 	t.Run("seeds", func(t *testing.T) {
-		for seed := from; seed < from+n; seed++ {
-			t.Run(strconv.FormatInt(seed, 10), func(t *testing.T) {
-				t.Parallel()
-				sc := Plan(seed)
-				res := Run(t, sc)
-				var rep string // a failure's report, built once
-				if res.Failed() {
-					rep = Report(res, sc)
+		for _, set := range sets {
+			for seed := set.from; seed < set.from+set.n; seed++ {
+				name := strconv.FormatInt(seed, 10)
+				if set.api {
+					name = "api-" + name
 				}
-				mu.Lock()
-				total.Merge(res.Coverage)
-				virtual += res.Virtual
-				tasks += res.Tasks
-				done++
-				if res.Failed() {
-					failed = append(failed, seed)
-					first[res.Violations[0].Invariant] = append(first[res.Violations[0].Invariant], seed)
-					found = append(found, headOf(rep, 12))
-				}
-				progress()
-				mu.Unlock()
-				if !res.Failed() {
-					return
-				}
-				t.Errorf("%s", rep)
-				keepLog(t, seed, res)
-				if os.Getenv("SIM_SHRINK") != "0" {
-					small := Shrink(t, sc, res.Violations[0].Invariant, 3, 5*time.Minute)
-					t.Errorf("shrunk to %d operations and %d fault windows:\n%s", len(small.Ops), len(small.Faults), small.Describe())
-				}
-				t.Logf("last log lines:\n%s", strings.Join(res.Log[max(0, len(res.Log)-60):], "\n"))
-			})
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					sc := Plan(seed)
+					sc.API = sc.API || set.api
+					res := Run(t, sc)
+					var rep string // a failure's report, built once
+					if res.Failed() {
+						rep = Report(res, sc)
+					}
+					mu.Lock()
+					total.Merge(res.Coverage)
+					virtual += res.Virtual
+					tasks += res.Tasks
+					done++
+					if res.Failed() {
+						failed = append(failed, seed)
+						first[res.Violations[0].Invariant] = append(first[res.Violations[0].Invariant], seed)
+						found = append(found, headOf(rep, 12))
+					}
+					progress()
+					mu.Unlock()
+					if !res.Failed() {
+						return
+					}
+					t.Errorf("%s", rep)
+					keepLog(t, seed, res)
+					if os.Getenv("SIM_SHRINK") != "0" {
+						small := Shrink(t, sc, res.Violations[0].Invariant, 3, 5*time.Minute)
+						t.Errorf("shrunk to %d operations and %d fault windows:\n%s", len(small.Ops), len(small.Faults), small.Describe())
+					}
+					t.Logf("last log lines:\n%s", strings.Join(res.Log[max(0, len(res.Log)-60):], "\n"))
+				})
+			}
 		}
 	})
 	wall := time.Since(start)
@@ -126,8 +149,8 @@ func headOf(report string, n int) string {
 	return head
 }
 
-// TestSim runs the fixed seeds (make sim; SIM_FIXED=n the first n), or
-// SIM_SEED alone. It is CPU-bound on both cores: make test runs it last,
+// TestSim runs the fixed seeds (make sim; SIM_FIXED=n the first n, and
+// SIM_FIXED_API=n the first n of the API seeds), or SIM_SEED alone. It is CPU-bound on both cores: make test runs it last,
 // in a go test of its own after every other package (LEASECRON_SIM set
 // only there), so the end-to-end timing tests stay honest.
 func TestSim(t *testing.T) {
@@ -157,7 +180,8 @@ func TestSim(t *testing.T) {
 		}
 		return
 	}
-	runSeeds(t, 1, envInt(t, "SIM_FIXED", fixedSeeds))
+	runSeeds(t, seedSet{from: 1, n: envInt(t, "SIM_FIXED", fixedSeeds)},
+		seedSet{from: fixedSeeds + 1, n: envInt(t, "SIM_FIXED_API", fixedAPISeeds), api: true})
 }
 
 // TestSimLong runs SIM_SEEDS seeds from SIM_FROM (make sim-long).
@@ -166,5 +190,5 @@ func TestSimLong(t *testing.T) {
 	if n == 0 {
 		t.Skip("SIM_SEEDS not set: make sim-long SEEDS=N runs N seeds")
 	}
-	runSeeds(t, envInt(t, "SIM_FROM", 1000), n)
+	runSeeds(t, seedSet{from: envInt(t, "SIM_FROM", 1000), n: n})
 }

@@ -457,7 +457,10 @@ type proc struct {
 
 	worker *leasecron.Worker
 	client *leasecron.Client
-	log    *slog.Logger
+	// api, on a client that schedules through the HTTP API (viaAPI),
+	// serves it over client.
+	api http.Handler
+	log *slog.Logger
 	// failRows, on a client, fails a schedule-many's task rows (Op.FailAt).
 	failRows rowFailer
 }
@@ -686,6 +689,9 @@ func (w *World) newClient(i, queues, shards int) *proc {
 		w.t.Fatalf("client: %v", err)
 	}
 	p.client = c
+	if viaAPI(p) {
+		p.api = w.newAPI(p)
+	}
 	return p
 }
 
