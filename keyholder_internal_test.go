@@ -1,6 +1,7 @@
 package leasecron
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -97,5 +98,40 @@ func TestAGuardOfAnEndedOrImpossibleTaskHoldsNothing(t *testing.T) {
 	}
 	if kept, err := keepsGuard(ctx, sched, rs, clk.Now(), bad); err != nil || kept {
 		t.Errorf("keepsGuard of a guard naming %q: %v, %v; want not kept, no error", bad.Task, kept, err)
+	}
+}
+
+// A dead task whose guard was written after its death is a requeue of its
+// dead letter under way (Retake takes the key before the requeue marks the
+// run queued again): it holds its key, whatever its states, for up to
+// IndexingHold. Before, a schedule in that gap found the task dead and
+// took the key over, and both tasks ran (issue 38, sweep seed 136364).
+func TestADeadTaskWhoseKeyARequeueTookHoldsIt(t *testing.T) {
+	ctx := t.Context()
+	clk, sched, rs := keyFixture(t)
+	const id = "dies"
+	if _, err := rs.Claim(ctx, id, "w1", 3, clk.Now().Add(time.Minute), runs.Meta{Type: "t", Due: clk.Now(), Queued: true}); err != nil {
+		t.Fatal(err)
+	}
+	scheduledAt := clk.Now().Add(-time.Minute)
+	if err := rs.Finish(ctx, id, runs.Dead, errors.New("failed"), ""); err != nil {
+		t.Fatal(err)
+	}
+	states := []RunState{RunScheduled, RunQueued, RunRunning}
+	g := schedule.Guard{Type: "t", Key: "k", Task: id, Created: scheduledAt, States: states}
+	if held, err := holdsKey(ctx, sched, rs, clk.Now(), g); err != nil || held {
+		t.Errorf("the guard of its scheduling, after its death: held %v, %v; want not held", held, err)
+	}
+	clk.Advance(time.Minute)
+	g.Created = clk.Now() // a requeue took it
+	clk.Advance(5 * time.Second)
+	for _, f := range []func(context.Context, *schedule.Client, *runs.Store, time.Time, schedule.Guard) (bool, error){holdsKey, keepsGuard} {
+		if held, err := f(ctx, sched, rs, clk.Now(), g); err != nil || !held {
+			t.Errorf("retaken 5 s ago by a requeue: held %v, %v; want held", held, err)
+		}
+	}
+	clk.Advance(schedule.IndexingHold)
+	if held, err := holdsKey(ctx, sched, rs, clk.Now(), g); err != nil || held {
+		t.Errorf("retaken by a requeue that never marked the run, past IndexingHold: held %v, %v; want not held", held, err)
 	}
 }

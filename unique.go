@@ -160,6 +160,14 @@ func heldBy(ctx context.Context, rs *runs.Store, now time.Time, g schedule.Guard
 	}
 	st := RunState(r.State)
 	ran = st
+	if st == RunDead && !r.Finished.IsZero() && g.Created.After(r.Finished) && now.Before(g.Created.Add(schedule.IndexingHold)) {
+		// Dead, and its key taken since its death: a requeue of its dead
+		// letter under way (schedule.Client.Retake takes the key before
+		// the requeue marks the run queued again), or one that failed
+		// after it took it. Held, for up to IndexingHold: taken over in
+		// between, both tasks would run (issue 38, sweep seed 136364).
+		return true, ran, nil
+	}
 	if r.WaitingForRate() && g.Counts(RunQueued) {
 		// Put back for its type's rate limit, before its first attempt
 		// or after one (a retry, or one handed back at a worker's

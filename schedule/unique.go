@@ -537,23 +537,24 @@ func (c *Client) retake(ctx context.Context, typ, key, id string, own Unique, li
 				return err
 			}
 			g := readGuard(typ, key, ge)
-			if g.Task == id && ge.Props.Int(PropSealedFor) == 0 {
-				return nil // it still holds it
+			if g.Task != id {
+				holds, err := holding(ctx, live, g)
+				if err != nil {
+					return fmt.Errorf("retake unique key %q of %s: check the task holding it: %w", key, id, err)
+				}
+				if holds {
+					return &DuplicateError{Type: typ, Key: key, ID: g.Task}
+				}
 			}
-			if g.Task == id {
-				// It still holds it, in a guard sealed in an earlier spell
-				// of another count and left here: unsealed, the walk of
-				// the next change copies it (a sealed one it leaves).
-				op = table.Op{Kind: table.Replace, PartitionKey: shard, RowKey: gk, IfMatch: ge.ETag, Props: movedProps(ge.Props, pl.parts.Len())}
-				break
-			}
-			holds, err := holding(ctx, live, g)
-			if err != nil {
-				return fmt.Errorf("retake unique key %q of %s: check the task holding it: %w", key, id, err)
-			}
-			if holds {
-				return &DuplicateError{Type: typ, Key: key, ID: g.Task}
-			}
+			// Taken (again, when it still names the task) from now: a take
+			// between this write and the requeue's mark of the run finds
+			// the guard written after the task's death, a requeue under
+			// way, which holds the key (heldBy, leasecron's unique.go;
+			// issue 38, sweep seed 136364: a schedule in that gap found
+			// the task dead, took the key over, and both ran). A guard
+			// sealed in an earlier spell of another count and left here is
+			// unsealed by the rewrite: the walk of the next change copies
+			// it (a sealed one it leaves).
 			spec := Unique{For: g.For, States: g.States}
 			if own.For > 0 || len(own.States) > 0 || g.Task == "" {
 				spec = own.orDefaults()

@@ -337,3 +337,29 @@ func TestParseUniqueStatesRefusesAListOfNothing(t *testing.T) {
 		t.Errorf("ParseUniqueStates with a trailing comma = %v, %v; want two states", got, err)
 	}
 }
+
+// A requeue's Retake of a key whose guard still names the task writes the
+// guard again, as of now: a take between it and the requeue's mark of the
+// run then sees a guard written after the task's death, which the key's
+// holder check counts as a requeue under way (issue 38, sweep seed
+// 136364: the guard was left as the task's scheduling wrote it, a
+// schedule in that gap took the key over, and both tasks ran).
+func TestARetakeOfItsOwnGuardTakesItAgainFromNow(t *testing.T) {
+	c, mt, fc := newMemClient(t, Options{})
+	u := Unique{Key: "k", States: []leasecrontype.RunState{leasecrontype.RunScheduled, leasecrontype.RunQueued, leasecrontype.RunRunning}}
+	first, err := c.AddUnique(ctx(t), Item{Type: "t", Due: t0}, u, holds(true), AddOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(time.Hour) // it ran and died meanwhile
+	if err := c.Retake(ctx(t), "t", "k", first.ID, Unique{}, holds(false)); err != nil {
+		t.Fatal(err)
+	}
+	e, err := mt.Get(ctx(t), first.Shard, guardKey("t", "k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := readGuard("t", "k", e); g.Task != first.ID || !g.Created.Equal(fc.Now()) || len(g.States) != 3 {
+		t.Errorf("guard after the retake: %+v; want %s's, created now (%s), with its own states", g, first.ID, fc.Now())
+	}
+}
