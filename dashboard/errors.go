@@ -45,7 +45,12 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, leasecrontype.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, schedule.ErrAlreadyScheduled), errors.Is(err, ErrConflict), errors.Is(err, leasecron.ErrAlreadyFinished), errors.Is(err, leasecron.ErrBeingCancelled):
+	case errors.Is(err, schedule.ErrAlreadyScheduled), errors.Is(err, ErrConflict), errors.Is(err, leasecron.ErrAlreadyFinished), errors.Is(err, leasecron.ErrBeingCancelled),
+		errors.Is(err, leasecron.ErrAlreadySent), errors.Is(err, leasecron.ErrNoRunRecords):
+		// (The last two as the HTTP API answers them: a task already in
+		// the queue, and a page or action that needs run records, which
+		// are off, are states that forbid the request, not failures of
+		// storage; a review found them answered 502.)
 		return http.StatusConflict
 	case errors.Is(err, leasecron.ErrServerBusy):
 		return http.StatusServiceUnavailable

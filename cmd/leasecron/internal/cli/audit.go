@@ -48,20 +48,32 @@ func (a *app) audit(root *cobra.Command) {
 		err := run(c, args)
 		var ue usageError
 		if !errors.As(err, &ue) {
-			a.recordAudit(c.Context(), name, auditTarget(c, args), err)
+			a.recordAudit(c.Context(), name, a.auditTarget(name, c, args), err)
 		}
 		return err
 	}
 }
 
-// auditTarget is what a command was run on: its arguments and the values
-// of the flags that say what it did.
-func auditTarget(c *cobra.Command, args []string) string {
+// payloadArgs are, for the audited commands that take a payload as an
+// argument, how many arguments come before it: the payload and what
+// follows are never recorded (README, "Audit log").
+var payloadArgs = map[string]int{"schedule": 0, "blackboard add": 1}
+
+// auditTarget is what a command was run on: its arguments but a payload,
+// the values of the flags that say what it did, and the id a schedule
+// drew for a task given none.
+func (a *app) auditTarget(name string, c *cobra.Command, args []string) string {
+	if n, ok := payloadArgs[name]; ok && len(args) > n {
+		args = args[:n]
+	}
 	parts := append([]string(nil), args...)
 	for _, f := range auditedFlags {
 		if fl := c.Flags().Lookup(f); fl != nil && fl.Changed {
 			parts = append(parts, "--"+f+" "+fl.Value.String())
 		}
+	}
+	if a.drawnID != "" {
+		parts = append(parts, "(id "+a.drawnID+")")
 	}
 	return strings.Join(parts, " ")
 }

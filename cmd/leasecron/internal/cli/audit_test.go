@@ -60,3 +60,28 @@ func TestCommandsAreAudited(t *testing.T) {
 		t.Errorf("audit --limit 0: exit %d, %s", code, stderr)
 	}
 }
+
+// An audit entry names what a command acted on, never a payload (README,
+// "Audit log"): a schedule's or a blackboard key's payload argument is
+// left out, and a schedule given no id names the id it drew (a review
+// found the payload recorded, and the drawn id not).
+func TestAuditEntriesLeaveOutPayloads(t *testing.T) {
+	srv := azuritetest.Start(t)
+	t.Setenv("LEASECRON_STORAGE_CONNECTION_STRING", srv.ConnectionString())
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
+	run(t, "", "schedule", "--id", "pay1", "--type", "hello", "--in", "1h", "SECRET-card-4111")
+	_, drawn, _ := run(t, "", "schedule", "--type", "hello", "--in", "1h", "SECRET-no-id")
+	run(t, "", "blackboard", "add", "bbkey", "--every", "1h", "--type", "hello", "SECRET-board")
+	code, out, stderr := run(t, "", "audit", "--json")
+	if code != exitOK {
+		t.Fatalf("audit: exit %d, %s", code, stderr)
+	}
+	if strings.Contains(out, "SECRET") {
+		t.Errorf("the audit log holds a payload:\n%s", out)
+	}
+	for _, want := range []string{"--id pay1 --type hello", "(id " + strings.TrimSpace(drawn) + ")", "bbkey --type hello --every 1h"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("audit log without %q:\n%s", want, out)
+		}
+	}
+}

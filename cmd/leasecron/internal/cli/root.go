@@ -46,6 +46,9 @@ type app struct {
 	bindErr error
 	cfg     config.Config
 	log     *slog.Logger
+	// drawnID is the id schedule drew for a task given none, for its
+	// audit entry.
+	drawnID string
 }
 
 // Main runs the CLI with args and returns the process exit code.

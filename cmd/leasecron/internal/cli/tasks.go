@@ -190,6 +190,9 @@ its progress.`,
 				}
 				return err
 			}
+			if id == "" {
+				a.drawnID = it.ID
+			}
 			if asJSON {
 				return a.printJSON(itemJSON(it))
 			}

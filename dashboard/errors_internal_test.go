@@ -1,0 +1,31 @@
+package dashboard
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/leasecron/leasecron"
+)
+
+// A request that a state forbids is answered 409, as the HTTP API answers
+// it, not 502 "reading storage failed": a task already sent to the queue
+// (cancel, reschedule or run now of a task sent early, with run records
+// off) and a page or action that needs run records when they are off (a
+// review found both answered 502). A failure of storage stays 502.
+func TestStatesThatForbidARequestAreConflicts(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("cancel e9: %w", leasecron.ErrAlreadySent), http.StatusConflict},
+		{fmt.Errorf("bulk: %w", leasecron.ErrNoRunRecords), http.StatusConflict},
+		{fmt.Errorf("cancel e9: %w", leasecron.ErrAlreadyFinished), http.StatusConflict},
+		{errors.New("connection refused"), http.StatusBadGateway},
+	} {
+		if got := statusOf(c.err); got != c.want {
+			t.Errorf("statusOf(%v) = %d; want %d", c.err, got, c.want)
+		}
+	}
+}
