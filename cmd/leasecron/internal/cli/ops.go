@@ -158,7 +158,7 @@ func (a *app) statsCmd() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "stats",
-		Short: "Show queue depth, due backlog, oldest due lag, leader, counters and limits",
+		Short: "Show queue depth, due backlog, oldest due lag, leader, counters, limits and the instances running (draining or not)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := a.client()
@@ -174,11 +174,22 @@ func (a *app) statsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			all, err := cl.Instances(cmd.Context())
+			if err != nil {
+				return err
+			}
+			running := []leasecron.Instance{} // the workers running now (present), draining or not
+			for _, in := range all {
+				if in.Present {
+					running = append(running, in)
+				}
+			}
 			if asJSON {
 				return a.printJSON(map[string]any{
 					"queue_depth": s.QueueDepth, "poison_depth": s.PoisonDepth,
 					"due_backlog": s.Due.Count, "due_backlog_capped": s.Due.Capped, "oldest_due_lag_seconds": s.Due.Lag.Seconds(),
 					"leader": holderJSON(s.Leader), "counters": s.Counters, "mover_holding_back": bp.HoldingBack, "limits": limits,
+					"instances": running,
 				})
 			}
 			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
@@ -210,6 +221,20 @@ func (a *app) statsCmd() *cobra.Command {
 			}
 			for _, l := range limits {
 				fmt.Fprintf(tw, "limit %s\t%d/%d slots held; %d tasks put back for want of a slot so far\n", l.Type, l.Held, l.Limit, l.Deferred)
+			}
+			fmt.Fprintf(tw, "instances running\t%d\n", len(running))
+			for _, in := range running {
+				line := fmt.Sprintf("instance %s\tstarted %s, seen %s", in.ID, stamp(in.Started), stamp(in.Seen))
+				if in.Version != "" {
+					line += ", " + in.Version
+				}
+				switch {
+				case in.Draining && in.DrainStarted.IsZero():
+					line += fmt.Sprintf(", DRAINING: asked by %s at %s, not seen yet", in.DrainBy, stamp(in.DrainRequested))
+				case in.Draining:
+					line += fmt.Sprintf(", DRAINING since %s (asked by %s)", stamp(in.DrainStarted), in.DrainBy)
+				}
+				fmt.Fprintln(tw, line)
 			}
 			return tw.Flush()
 		},
