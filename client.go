@@ -133,7 +133,7 @@ func clientOf(p parts, o ClientOptions) *Client {
 	c.dead = queue.NewDeadLetters(c.queue, rq).WithKeys(func(ctx context.Context, env queue.Envelope) error {
 		states, _ := schedule.ParseUniqueStates(env.UniqueStates)
 		own := schedule.Unique{For: time.Duration(env.UniqueFor) * time.Second, States: states}
-		return c.sched.Retake(ctx, env.Type, env.UniqueKey, env.ID, own, c.holdsKey)
+		return c.sched.Retake(ctx, env.Type, env.UniqueKey, env.ID, env.Token, own, c.holdsKey)
 	}).WithPendingCheck(c.pendingAgain)
 	return c
 }

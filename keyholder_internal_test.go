@@ -101,37 +101,62 @@ func TestAGuardOfAnEndedOrImpossibleTaskHoldsNothing(t *testing.T) {
 	}
 }
 
-// A dead task whose guard was written after its death is a requeue of its
-// dead letter under way (Retake takes the key before the requeue marks the
-// run queued again): it holds its key, whatever its states, for up to
-// IndexingHold. Before, a schedule in that gap found the task dead and
-// took the key over, and both tasks ran (issue 38, sweep seed 136364).
+// A dead task whose guard a requeue took, which its run record does not
+// list yet, is a requeue under way (Retake takes the key before the
+// requeue marks the run queued again): it holds its key, whatever its
+// states, for up to IndexingHold — whatever the clocks of the requeuer
+// and the worker that recorded the death. Before, a schedule in that gap
+// found the task dead and took the key over, and both tasks ran (issue
+// 38, sweep seed 136364); a first fix compared the guard's time with the
+// death's, two hosts' clocks (a review's find).
 func TestADeadTaskWhoseKeyARequeueTookHoldsIt(t *testing.T) {
 	ctx := t.Context()
 	clk, sched, rs := keyFixture(t)
 	const id = "dies"
-	if _, err := rs.Claim(ctx, id, "w1", 3, clk.Now().Add(time.Minute), runs.Meta{Type: "t", Due: clk.Now(), Queued: true}); err != nil {
-		t.Fatal(err)
+	due := clk.Now()
+	rsToken := ""
+	die := func() {
+		t.Helper()
+		if _, err := rs.Claim(ctx, id, "w1", 3, clk.Now().Add(time.Minute), runs.Meta{Type: "t", Due: due, Queued: true, Token: rsToken}); err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.Finish(ctx, id, runs.Dead, errors.New("failed"), ""); err != nil {
+			t.Fatal(err)
+		}
 	}
-	scheduledAt := clk.Now().Add(-time.Minute)
-	if err := rs.Finish(ctx, id, runs.Dead, errors.New("failed"), ""); err != nil {
-		t.Fatal(err)
-	}
+	die()
 	states := []RunState{RunScheduled, RunQueued, RunRunning}
-	g := schedule.Guard{Type: "t", Key: "k", Task: id, Created: scheduledAt, States: states}
+	g := schedule.Guard{Type: "t", Key: "k", Task: id, Created: clk.Now().Add(-time.Minute), States: states}
 	if held, err := holdsKey(ctx, sched, rs, clk.Now(), g); err != nil || held {
 		t.Errorf("the guard of its scheduling, after its death: held %v, %v; want not held", held, err)
 	}
-	clk.Advance(time.Minute)
-	g.Created = clk.Now() // a requeue took it
+	const death = "msg-1-5"
+	g.Requeue = runs.RequeueToken(death)
+	g.Created = clk.Now().Add(-30 * time.Second) // the requeuer's clock behind the worker's
 	clk.Advance(5 * time.Second)
 	for _, f := range []func(context.Context, *schedule.Client, *runs.Store, time.Time, schedule.Guard) (bool, error){holdsKey, keepsGuard} {
 		if held, err := f(ctx, sched, rs, clk.Now(), g); err != nil || !held {
-			t.Errorf("retaken 5 s ago by a requeue: held %v, %v; want held", held, err)
+			t.Errorf("taken by a requeue under way: held %v, %v; want held", held, err)
 		}
 	}
+	// The requeue marks the run queued: held as any queued task; then the
+	// task dies again, and the requeue's take no longer holds anything.
+	if _, _, err := rs.MarkRequeued(ctx, id, runs.Meta{Type: "t", Due: due, Token: g.Requeue}, death, ""); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := holdsKey(ctx, sched, rs, clk.Now(), g); err != nil || !held {
+		t.Errorf("requeued, queued: held %v, %v; want held", held, err)
+	}
+	rsToken = g.Requeue // the requeue's message takes the run
+	die()
+	if held, err := holdsKey(ctx, sched, rs, clk.Now(), g); err != nil || held {
+		t.Errorf("dead again after the requeue: held %v, %v; want not held", held, err)
+	}
+	// A requeue that never marked the run lets the key go after
+	// IndexingHold.
+	g.Requeue = runs.RequeueToken("msg-2-5")
 	clk.Advance(schedule.IndexingHold)
 	if held, err := holdsKey(ctx, sched, rs, clk.Now(), g); err != nil || held {
-		t.Errorf("retaken by a requeue that never marked the run, past IndexingHold: held %v, %v; want not held", held, err)
+		t.Errorf("taken by a requeue that never marked the run, past IndexingHold: held %v, %v; want not held", held, err)
 	}
 }

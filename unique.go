@@ -160,12 +160,15 @@ func heldBy(ctx context.Context, rs *runs.Store, now time.Time, g schedule.Guard
 	}
 	st := RunState(r.State)
 	ran = st
-	if st == RunDead && !r.Finished.IsZero() && g.Created.After(r.Finished) && now.Before(g.Created.Add(schedule.IndexingHold)) {
-		// Dead, and its key taken since its death: a requeue of its dead
-		// letter under way (schedule.Client.Retake takes the key before
-		// the requeue marks the run queued again), or one that failed
-		// after it took it. Held, for up to IndexingHold: taken over in
-		// between, both tasks would run (issue 38, sweep seed 136364).
+	if st == RunDead && g.Requeue != "" && !slices.ContainsFunc(r.Requeued, func(d string) bool { return runs.RequeueToken(d) == g.Requeue }) &&
+		now.Before(g.Created.Add(schedule.IndexingHold)) {
+		// Dead, and its key taken by a requeue its record does not list:
+		// that requeue is under way (schedule.Client.Retake takes the key
+		// before the requeue marks the run queued again), or failed after
+		// it took it. Held, for up to IndexingHold: taken over in between,
+		// both tasks would run (issue 38, sweep seed 136364). The guard
+		// names the requeue rather than being compared by time with the
+		// death: those are two hosts' clocks (a review's find).
 		return true, ran, nil
 	}
 	if r.WaitingForRate() && g.Counts(RunQueued) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/queue"
 )
 
 // A request that a state forbids is answered 409, as the HTTP API answers
@@ -22,6 +23,9 @@ func TestStatesThatForbidARequestAreConflicts(t *testing.T) {
 		{fmt.Errorf("cancel e9: %w", leasecron.ErrAlreadySent), http.StatusConflict},
 		{fmt.Errorf("bulk: %w", leasecron.ErrNoRunRecords), http.StatusConflict},
 		{fmt.Errorf("cancel e9: %w", leasecron.ErrAlreadyFinished), http.StatusConflict},
+		{fmt.Errorf("requeue e9: %w", queue.ErrNotRequeueable), http.StatusConflict},
+		{fmt.Errorf("requeue e9: %w", leasecron.ErrDuplicate), http.StatusConflict},
+		{fmt.Errorf("schedule: %w", leasecron.ErrShardCountChanged), http.StatusServiceUnavailable},
 		{errors.New("connection refused"), http.StatusBadGateway},
 	} {
 		if got := statusOf(c.err); got != c.want {

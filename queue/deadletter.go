@@ -72,6 +72,9 @@ func NewDeadLetters(c *Client, runs RunRequeuer) *DeadLetters {
 // (Envelope.UniqueKey): the task lost it when it died, or at the end of
 // its window, and another task may hold it now. An error refuses the
 // requeue (leasecron's: a *schedule.DuplicateError naming the holder).
+// env.Token is the requeue's own (runs.RequeueToken of the death it
+// requeues), which the run record lists once the requeue has marked the
+// run queued again.
 type KeyTaker func(ctx context.Context, env Envelope) error
 
 // WithKeys returns dl with requeued tasks that hold a unique key taking it
@@ -226,16 +229,20 @@ func (dl *DeadLetters) requeueFrom(ctx context.Context, d DeadLetter, op string,
 	env.FailedAttempts, env.LastError, env.Dequeues = 0, "", 0
 	env.Enqueued, env.Marked = time.Time{}, false
 	env.requeuedBy(op)
-	if env.UniqueKey != "" && dl.keys != nil {
-		if err := dl.keys(ctx, env); err != nil {
-			return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)
-		}
-	}
 	if dl.again != nil {
+		// (Before the key is taken: refused, the requeue would leave the
+		// key's guard as it took it, over the new task's.)
 		if err := dl.again(ctx, env); errors.Is(err, leasecrontype.ErrScheduledAgain) {
 			return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)
 		} else if err != nil {
 			return fmt.Errorf("queue: requeue %s: look for a new task of its id: %w", d.ID(), err)
+		}
+	}
+	if env.UniqueKey != "" && dl.keys != nil {
+		k := env
+		k.Token = runs.RequeueToken(d.Death()) // the requeue's, which names it on the guard
+		if err := dl.keys(ctx, k); err != nil {
+			return fmt.Errorf("queue: requeue %s: %w: %w", d.ID(), ErrNotRequeueable, err)
 		}
 	}
 	if dl.runs != nil {

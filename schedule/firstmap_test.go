@@ -108,7 +108,7 @@ func TestFirstShardMapReachesClientsThatFoundNone(t *testing.T) {
 	stale2.maps.mu.Lock()
 	stale2.maps.m, stale2.maps.at = shard.Map{}, fc.Now().Add(-2*time.Second)
 	stale2.maps.mu.Unlock()
-	if err := stale2.Retake(ctx(t), "t", key, "requeued", Unique{}, holds(true)); !errors.As(err, &de) {
+	if err := stale2.Retake(ctx(t), "t", key, "requeued", "", Unique{}, holds(true)); !errors.As(err, &de) {
 		t.Fatalf("a requeue retaking key %s by a client that found no map 2 s ago: %v; want refused as a duplicate", key, err)
 	}
 }
@@ -379,7 +379,7 @@ func TestAPointedGuardRefusesATakeByTheOldCount(t *testing.T) {
 	stale.maps.mu.Lock()
 	stale.maps.m.Count, stale.maps.m.PrevCount, stale.maps.at = 2, 0, fc.Now()
 	stale.maps.mu.Unlock()
-	if err := stale.Retake(ctx(t), "t", key, "requeued", Unique{}, live); err != nil {
+	if err := stale.Retake(ctx(t), "t", key, "requeued", "", Unique{}, live); err != nil {
 		t.Fatalf("a requeue's retake by 2 shards after the walk: %v; want placed by 8 and taken", err)
 	}
 	g, err := mt.Get(ctx(t), under8, guardKey("t", key))
@@ -592,7 +592,7 @@ func TestARetakeUnsealsALeftoverNamingItsTask(t *testing.T) {
 	if e, err := mt.Get(ctx(t), under2, guardKey("t", key)); err != nil || e.Props.Int(PropSealedFor) != 8 {
 		t.Fatalf("guard in shard %s back under 2 shards: %v, %v; want the leftover sealed for 8", under2, e.Props, err)
 	}
-	if err := c.Retake(ctx(t), "t", key, holder.ID, u, live); err != nil {
+	if err := c.Retake(ctx(t), "t", key, holder.ID, "", u, live); err != nil {
 		t.Fatal(err)
 	}
 	change(2, 4)

@@ -75,6 +75,10 @@ const (
 	PropCheckAfter  = "CheckAfter"
 	PropUnder       = "Under"
 	PropSealedFor   = "SealedFor"
+	// PropRequeue is the token of the requeue of a dead task that took
+	// the key (Retake's requeue): while the task's run record is dead and
+	// names no such requeue, that requeue may be under way.
+	PropRequeue = "Requeue"
 )
 
 // GuardRecheck is how long the sweep waits before it asks again whether
@@ -116,6 +120,9 @@ type Guard struct {
 	For     time.Duration
 	States  []leasecrontype.RunState
 	Created time.Time
+	// Requeue is the token of the requeue that took the key last (Retake;
+	// "" when a schedule took it).
+	Requeue string
 }
 
 // Counts reports whether a task in state st holds the key.
@@ -217,9 +224,17 @@ func guardProps(id string, u Unique, now time.Time, count int) map[string]any {
 	}
 }
 
+// requeueProps adds the requeue that takes a key to its guard's props.
+func requeueProps(p map[string]any, requeue string) map[string]any {
+	if requeue != "" {
+		p[PropRequeue] = requeue
+	}
+	return p
+}
+
 func readGuard(typ, key string, e table.Entity) Guard {
 	g := Guard{Type: typ, Key: key, Task: e.Props.Str(PropGuardTask), For: time.Duration(e.Props.Int(PropUniqueFor)) * time.Second,
-		Created: e.Props.Time(PropCreated)}
+		Created: e.Props.Time(PropCreated), Requeue: e.Props.Str(PropRequeue)}
 	g.States, _ = ParseUniqueStates(e.Props.Str(PropUniqueState))
 	if len(g.States) == 0 {
 		g.States = DefaultUniqueStates
@@ -497,10 +512,15 @@ func (u Unique) orDefaults() Unique {
 // Unique.For and States; its Key is not used), or, when those are not
 // known (zero: a message of an earlier release, or the defaults), the
 // guard's it replaces (the defaults when there is none); a task that
-// holds the key refuses it with a *DuplicateError naming that task.
-func (c *Client) Retake(ctx context.Context, typ, key, id string, own Unique, live Live) error {
+// holds the key refuses it with a *DuplicateError naming that task. A
+// guard that still names id keeps its window and states. The guard is
+// written as of now, naming requeue (the requeue's token, the one its run
+// record lists once the requeue has marked the run queued again): until
+// then, a take of the key reads the dead task as holding it (a requeue
+// under way), for up to IndexingHold.
+func (c *Client) Retake(ctx context.Context, typ, key, id, requeue string, own Unique, live Live) error {
 	for range 2 {
-		if err := c.retake(ctx, typ, key, id, own, live); !errors.Is(err, ErrShardCountChanged) {
+		if err := c.retake(ctx, typ, key, id, requeue, own, live); !errors.Is(err, ErrShardCountChanged) {
 			return err
 		}
 	}
@@ -508,7 +528,7 @@ func (c *Client) Retake(ctx context.Context, typ, key, id string, own Unique, li
 }
 
 // retake is Retake under one placement.
-func (c *Client) retake(ctx context.Context, typ, key, id string, own Unique, live Live) error {
+func (c *Client) retake(ctx context.Context, typ, key, id, requeue string, own Unique, live Live) error {
 	pl, err := c.placeFresh(ctx)
 	if err != nil {
 		return err
@@ -529,7 +549,7 @@ func (c *Client) retake(ctx context.Context, typ, key, id string, own Unique, li
 			// (issue 38, seed 4772: inserted with the defaults, a task
 			// requeued after its guard was swept held its key for no
 			// window once it died again, and a new task took it at once.)
-			op = table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: guardProps(id, own.orDefaults(), now, pl.parts.Len())}
+			op = table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: requeueProps(guardProps(id, own.orDefaults(), now, pl.parts.Len()), requeue)}
 		case err != nil:
 			return fmt.Errorf("retake unique key %q of %s: %w", key, id, err)
 		default:
@@ -546,20 +566,20 @@ func (c *Client) retake(ctx context.Context, typ, key, id string, own Unique, li
 					return &DuplicateError{Type: typ, Key: key, ID: g.Task}
 				}
 			}
-			// Taken (again, when it still names the task) from now: a take
-			// between this write and the requeue's mark of the run finds
-			// the guard written after the task's death, a requeue under
-			// way, which holds the key (heldBy, leasecron's unique.go;
-			// issue 38, sweep seed 136364: a schedule in that gap found
-			// the task dead, took the key over, and both ran). A guard
-			// sealed in an earlier spell of another count and left here is
-			// unsealed by the rewrite: the walk of the next change copies
-			// it (a sealed one it leaves).
+			// Taken (again, when it still names the task, with its own
+			// window and states) from now, naming the requeue: a take
+			// between this write and the requeue's mark of the run finds a
+			// requeue of the dead task under way, which holds the key
+			// (heldBy, leasecron's unique.go; issue 38, sweep seed 136364:
+			// a schedule in that gap found the task dead, took the key
+			// over, and both ran). A guard sealed in an earlier spell of
+			// another count and left here is unsealed by the rewrite: the
+			// walk of the next change copies it (a sealed one it leaves).
 			spec := Unique{For: g.For, States: g.States}
-			if own.For > 0 || len(own.States) > 0 || g.Task == "" {
+			if g.Task != id && (own.For > 0 || len(own.States) > 0 || g.Task == "") {
 				spec = own.orDefaults()
 			}
-			op = table.Op{Kind: table.Replace, PartitionKey: shard, RowKey: gk, IfMatch: ge.ETag, Props: guardProps(id, spec, now, pl.parts.Len())}
+			op = table.Op{Kind: table.Replace, PartitionKey: shard, RowKey: gk, IfMatch: ge.ETag, Props: requeueProps(guardProps(id, spec, now, pl.parts.Len()), requeue)}
 		}
 		_, err = c.t.Submit(ctx, append([]table.Op{op}, pl.openOp(shard)...))
 		if err == nil || !conflict(err) {

@@ -136,6 +136,14 @@ func (w *World) scheduleAPI(ctx context.Context, c *proc, it leasecron.Item, o *
 			return leasecron.Item{}, fmt.Errorf("%w: api: %s", schedule.ErrAlreadyScheduled, p.Detail)
 		case rec.Code == http.StatusBadRequest || rec.Code == http.StatusUnprocessableEntity:
 			return leasecron.Item{}, fmt.Errorf("%w: api: %s", leasecron.ErrInvalidTask, p.Detail)
+		case rec.Code < 500:
+			// Any other refusal (signed in, allowed, routed, a body the
+			// API takes: 401, 403, 404, 405, 413, 415) is the API's
+			// defect, not an outcome the checker may take either way.
+			w.chk.mu.Lock()
+			w.chk.violate(InvAccepted, "the HTTP API refused %s %s (%s): %d %s", method, path, it.ID, rec.Code, rec.Body.String())
+			w.chk.mu.Unlock()
+			return leasecron.Item{}, fmt.Errorf("%w: api: %d %s", leasecron.ErrInvalidTask, rec.Code, p.Detail)
 		}
 		if slug == "outcome-unknown" {
 			w.stats.fault("an API request answered outcome-unknown")
