@@ -1964,11 +1964,21 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 		// told so then (row 170, seed 92773).
 		return end, "dead without a failing attempt (the crash guard)"
 	}
-	if at, ok := c.cancelledBy(t, by); ok {
-		return at, "cancelled"
+	// Cancelled, or cancelled with a parent that did not succeed: the
+	// earlier of the two (seed 137206: a parent of a file's chain was
+	// cancelled with its own parent at 40 s, and a bulk cancel of its
+	// type at 4 min 54 s was taken for its end; a scheduling of its id
+	// that succeeded in between was then taken for the end its --after
+	// child waited for, and the child's cancel for a violation).
+	at, how := time.Time{}, ""
+	if x, ok := c.cancelledBy(t, by); ok {
+		at, how = x, "cancelled"
 	}
-	if at, ok := c.doomedBy(t); ok {
-		return at, "cancelled with a parent"
+	if x, ok := c.doomedBy(t); ok && (at.IsZero() || x.Before(at)) {
+		at, how = x, "cancelled with a parent"
+	}
+	if !at.IsZero() {
+		return at, how
 	}
 	if at, ok := c.rolledBackLocked(t, by); ok {
 		return at, "cancelled by its file's roll-back"

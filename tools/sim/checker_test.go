@@ -3020,3 +3020,38 @@ func TestAScheduleLandingAfterAMovedReplaceIsWhatAChildWaitsFor(t *testing.T) {
 		})
 	}
 }
+
+// A task cancelled with its parent (--after, the parent cancelled) ended
+// then, though a bulk cancel of its type reached later: its id scheduled
+// again in between and succeeding is not the end its own --after child
+// waited for, and that child's cancel is no violation (sweep seed 137206:
+// the later bulk cancel was taken for the parent's end, and the
+// scheduling that succeeded before it for the one the child heard of).
+func TestACancelWithAParentIsAnEndBeforeALaterBulkCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		g := c.newTI(TaskSpec{ID: "g", Type: "plain"}, nil, nil)
+		c.scheduled(g, w.now(), leasecron.Item{ID: "g", Due: w.now().Add(time.Hour)}, nil)
+		p := c.newTI(TaskSpec{ID: "p", Type: "pausable", After: []string{"g"}}, nil, nil)
+		c.scheduled(p, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
+		child := c.newTI(TaskSpec{ID: "ch", Type: "plain", After: []string{"p"}}, nil, nil)
+		c.scheduled(child, w.now(), leasecron.Item{ID: "ch", Due: w.now()}, nil)
+		time.Sleep(10 * time.Second)
+		c.cancelIssued("g", w.now())
+		c.cancelled(g, "g", w.now(), leasecron.CancelResult{Removed: true}, nil, nil)
+		doomed := w.now()
+		time.Sleep(20 * time.Second)
+		again := c.newTI(TaskSpec{ID: "p", Type: "plain"}, nil, nil)
+		c.scheduled(again, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
+		addAttempt(w, again, 1, w.now(), "ok")
+		time.Sleep(4 * time.Minute)
+		c.bulk(bulkEv{kind: "cancel-pending", typ: "pausable", started: w.now(), ok: true})
+		time.Sleep(time.Minute)
+		if end, how := c.endedFor(p, true, w.now()); !end.Equal(doomed) || how != "cancelled with a parent" {
+			t.Errorf("p's end: %s (%s); want %s, cancelled with g", c.at(end), how, c.at(doomed))
+		}
+		if !c.parentFailed(child) {
+			t.Errorf("ch's parent p, cancelled with g before its id was scheduled again: not taken for failed")
+		}
+	})
+}
