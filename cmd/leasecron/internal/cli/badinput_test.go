@@ -155,6 +155,20 @@ func TestAuditNextPageTokenPastes(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "a-2") {
 		t.Fatalf("audit --continue %s: exit %d, out %q, stderr %q: want a-2", m[1], code, out, stderr)
 	}
+	// What the schedule refuses of a field is named by its flag, not by
+	// the task spec's field: a window longer than the run records are
+	// kept (7 days), and a parent no task has.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"schedule", "--unique-key", "k", "--unique-for", "720h", "x"}, "--unique-for: "},
+		{[]string{"schedule", "--after", "nosuch", "x"}, "--after: "},
+	} {
+		if code, _, stderr := run(t, "", c.args...); code != exitUsage || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "unique_for") {
+			t.Errorf("leasecron %s: exit %d, stderr %q; want 2 naming %q", strings.Join(c.args, " "), code, stderr, c.want)
+		}
+	}
 	// A token no page gave is the user's mistake, named (exit 2), not a
 	// storage failure.
 	code, _, stderr = run(t, "", "audit", "--continue", "garbage")
