@@ -581,20 +581,18 @@ func (s *server) settlePending(ctx context.Context, w unanswered, pending leasec
 		// (Client.Schedule with Replace).
 		batch = pending.Batch
 	}
-	same, err := s.sameTaskRead(ctx, pending, w.spec, w.it, w.u, batch)
+	// Compared but for its due time (one read of a payload kept in a
+	// blob), then by it: the same but for a later due time is the task
+	// moved on since (a series' next occurrence, a release by its
+	// parents, a reschedule).
+	anyDue := w.spec
+	anyDue.At = ""
+	alike, err := s.sameTaskRead(ctx, pending, anyDue, w.it, w.u, batch)
 	if err != nil {
 		return 0, nil, outcomeUnknown(w) // its payload unread
 	}
-	// The same but for a later due time: the task moved on since (a
-	// series' next occurrence, a release by its parents, a reschedule).
-	spec := w.spec
-	spec.At = ""
-	later := false
-	if !same && pending.Due.After(asked.Due) {
-		if later, err = s.sameTaskRead(ctx, pending, spec, w.it, w.u, batch); err != nil {
-			return 0, nil, outcomeUnknown(w)
-		}
-	}
+	same := alike && (w.spec.At == "" || pending.Due.Equal(w.it.Due))
+	later := alike && !same && pending.Due.After(asked.Due)
 	switch {
 	case !w.replace && (same || later):
 		return http.StatusOK, TaskResult{Task: taskOf(pending)}, nil
