@@ -75,11 +75,17 @@ type LeaseTiming struct {
 	CallTimeout time.Duration
 }
 
+// MinRetryEvery is the shortest interval at which a failed renewal is
+// retried: RetryEvery defaults to max(MinRetryEvery, RenewEvery/10), and a
+// RenewEvery shorter than RetryEvery is refused, so it is the shortest
+// RenewEvery too.
+const MinRetryEvery = 250 * time.Millisecond
+
 // WithDefaults returns t with every zero field set to its default.
 func (t LeaseTiming) WithDefaults() LeaseTiming {
 	t.LeaseDuration = cmp.Or(t.LeaseDuration, DefaultLeaseDuration)
 	t.RenewEvery = cmp.Or(t.RenewEvery, t.LeaseDuration/3)
-	t.RetryEvery = cmp.Or(t.RetryEvery, max(250*time.Millisecond, t.RenewEvery/10))
+	t.RetryEvery = cmp.Or(t.RetryEvery, max(MinRetryEvery, t.RenewEvery/10))
 	t.SafetyMargin = cmp.Or(t.SafetyMargin, max(2*time.Second, t.LeaseDuration/10))
 	t.CallTimeout = cmp.Or(t.CallTimeout, min(5*time.Second, t.LeaseDuration/6))
 	return t

@@ -314,10 +314,6 @@ func (d *decoder) addr(key string, emptyOK bool) string {
 // the keys left 0), and names the key to change: a worker would refuse
 // them at start in terms of its Go options, blaming a renewal interval
 // nobody set for a safety margin too large.
-// minRenewEvery is the shortest renewal interval the traffic cop keeps
-// (a failed renewal is retried every tenth of it, at least 250ms).
-const minRenewEvery = 250 * time.Millisecond
-
 func (d *decoder) leaseTiming(l Lease) {
 	if l.Duration < trafficcop.MinLeaseDuration || l.Duration > trafficcop.MaxLeaseDuration {
 		return // reported already
@@ -335,9 +331,10 @@ func (d *decoder) leaseTiming(l Lease) {
 	case t.SafetyMargin >= t.LeaseDuration:
 		d.bad("lease.safety_margin", d.text("lease.safety_margin"), "less than lease.duration ("+formatValue(l.Duration)+"), or 0 for max(2s, lease.duration/10)")
 	case t.RetryEvery > t.RenewEvery:
-		// A failed renewal is retried every RenewEvery/10, at least 250ms.
-		d.bad("lease.renew_every", d.text("lease.renew_every"), "at least 250ms, or 0 for lease.duration/3")
-	case t.RenewEvery+t.CallTimeout > trusted && l.RenewEvery != 0 && trusted-t.CallTimeout >= minRenewEvery:
+		// A failed renewal is retried every RenewEvery/10, at least
+		// trafficcop.MinRetryEvery.
+		d.bad("lease.renew_every", d.text("lease.renew_every"), "at least "+formatValue(trafficcop.MinRetryEvery)+", or 0 for lease.duration/3")
+	case t.RenewEvery+t.CallTimeout > trusted && l.RenewEvery != 0 && trusted-t.CallTimeout >= trafficcop.MinRetryEvery:
 		d.bad("lease.renew_every", d.text("lease.renew_every"), fmt.Sprintf("at most %s (lease.duration %s, less lease.safety_margin %s, less the %s a renewal may take), or 0 for lease.duration/3",
 			formatValue(trusted-t.CallTimeout), formatValue(t.LeaseDuration), formatValue(t.SafetyMargin), formatValue(t.CallTimeout)))
 	case t.RenewEvery+t.CallTimeout > trusted:
