@@ -109,7 +109,8 @@ type SearchResult struct {
 
 // Search answers q from the existing indexes: an exact id with Status (a
 // point read or three); an id prefix with one range query per schedule
-// shard and per run partition (5 requests unsharded); filters with Runs
+// shard and per run partition (5 requests unsharded) and a point read of
+// each pending task it shows; filters with Runs
 // (one query per run partition, or per shard for state:scheduled).
 func (c *Client) Search(ctx context.Context, q SearchQuery) (SearchResult, error) {
 	limit := q.Run.Limit
@@ -149,10 +150,18 @@ func (c *Client) Search(ctx context.Context, q SearchQuery) (SearchResult, error
 		for _, r := range recorded {
 			has[r.ID] = r.State != RunQueued
 		}
+		var pending []Item // the ones shown: those the limit leaves
 		for _, it := range items {
-			if !has[it.ID] {
-				res.Runs = append(res.Runs, pendingRun(it))
+			if !has[it.ID] && len(pending) < limit {
+				pending = append(pending, it)
 			}
+		}
+		pending, err = c.sched.Rows(ctx, pending) // their types
+		if err != nil {
+			return SearchResult{}, err
+		}
+		for _, it := range pending {
+			res.Runs = append(res.Runs, pendingRun(it))
 		}
 		for _, r := range recorded {
 			if !(r.State == RunQueued && slices.ContainsFunc(items, func(it Item) bool { return it.ID == r.ID })) {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
@@ -14,8 +17,8 @@ import (
 // ByIDPrefix returns up to limit pending tasks whose id starts with prefix,
 // soonest due first, from their id index rows: one range query per shard
 // (ids use no character above '~', which ends the range). The items carry
-// their id, due time, shard and row key only; Get has the rest. Rows
-// inserted directly, without an index row, are not found.
+// their id, due time, shard and row key only; Rows or Get has the rest.
+// Rows inserted directly, without an index row, are not found.
 func (c *Client) ByIDPrefix(ctx context.Context, prefix string, limit int) ([]Item, error) {
 	seen := map[string]Item{}
 	pl, err := c.place(ctx)
@@ -55,4 +58,32 @@ func (c *Client) ByIDPrefix(ctx context.Context, prefix string, limit int) ([]It
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// rowReads is how many of Rows' point reads are in flight at once.
+const rowReads = 8
+
+// Rows returns ByIDPrefix's items whole (type, payload, recurrence and the
+// rest), each read at its shard and row key: one point read per item,
+// rowReads at a time. An item whose row is no longer there (it was sent,
+// cancelled or moved to another due time after its index row was read)
+// comes back as it was given.
+func (c *Client) Rows(ctx context.Context, items []Item) ([]Item, error) {
+	out := slices.Clone(items)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(rowReads)
+	for i, it := range items {
+		g.Go(func() error {
+			e, err := c.t.Get(gctx, it.Shard, it.RowKey)
+			if errors.Is(err, storage.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("task %s: %w", it.ID, err)
+			}
+			out[i] = readItem(e)
+			return nil
+		})
+	}
+	return out, g.Wait()
 }

@@ -542,55 +542,69 @@ func (a *app) statusCmd() *cobra.Command {
 				}
 				return a.printJSON(out)
 			}
-			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "id\t%s\nstate\t%s\n", st.ID, st.State())
-			if p := st.Pending; p != nil {
-				fmt.Fprintf(tw, "due\t%s\ntype\t%s\n", p.Due.Format(time.RFC3339Nano), p.Type)
-				if !p.Disabled.IsZero() {
-					fmt.Fprintf(tw, "disabled\tsince %s: no occurrence runs until `leasecron enable %s`\n", p.Disabled.Format(time.RFC3339), p.ID)
-				}
-				printFlow(tw, *p)
-				if p.Recurrence != "" {
-					fmt.Fprintf(tw, "recurrence\t%s %s\n", p.Recurrence, p.TZ)
-					for i, t := range upcoming(*p) {
-						label := ""
-						if i == 0 {
-							label = "next"
-						}
-						fmt.Fprintf(tw, "%s\t%s\n", label, t.Format("Mon 2006-01-02 15:04 MST (-07:00)"))
-					}
-				}
-			}
-			if r := st.Run; r != nil {
-				fmt.Fprintf(tw, "type\t%s\nattempts\t%d\nworker\t%s\n", r.Type, r.Attempts, r.Worker)
-				if !r.Started.IsZero() {
-					fmt.Fprintf(tw, "started\t%s\n", r.Started.Format(time.RFC3339Nano))
-				}
-				if !r.Finished.IsZero() {
-					fmt.Fprintf(tw, "finished\t%s\n", r.Finished.Format(time.RFC3339Nano))
-				}
-				if r.State == leasecron.RunSnoozed {
-					fmt.Fprintf(tw, "snoozed until\t%s\n", r.SnoozedUntil.Format(time.RFC3339Nano))
-				}
-				if r.Progress.Reported() {
-					fmt.Fprintf(tw, "progress\t%s (at %s)\n", r.Progress, r.Progress.At.Format(time.RFC3339Nano))
-				}
-				if r.Duplicates > 0 {
-					fmt.Fprintf(tw, "duplicates\t%d\n", r.Duplicates)
-				}
-				if r.LastError != "" {
-					fmt.Fprintf(tw, "last error\t%s\n", r.LastError)
-				}
-			}
-			tw.Flush()
-			if r := st.Run; r != nil && r.OutputTail != "" {
-				fmt.Fprintf(a.out, "output (tail):\n%s\n", r.OutputTail)
-			}
+			printStatus(a.out, st)
 			return nil
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
+}
+
+// printStatus writes a task's status as `status` prints it: the pending
+// row, then the run record, each field once.
+func printStatus(w io.Writer, st leasecron.Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "id\t%s\nstate\t%s\n", st.ID, st.State())
+	if p := st.Pending; p != nil {
+		fmt.Fprintf(tw, "due\t%s\ntype\t%s\n", p.Due.Format(time.RFC3339Nano), p.Type)
+		if !p.Disabled.IsZero() {
+			fmt.Fprintf(tw, "disabled\tsince %s: no occurrence runs until `leasecron enable %s`\n", p.Disabled.Format(time.RFC3339), p.ID)
+		}
+		printFlow(tw, *p)
+		if p.Recurrence != "" {
+			fmt.Fprintf(tw, "recurrence\t%s %s\n", p.Recurrence, p.TZ)
+			for i, t := range upcoming(*p) {
+				label := ""
+				if i == 0 {
+					label = "next"
+				}
+				fmt.Fprintf(tw, "%s\t%s\n", label, t.Format("Mon 2006-01-02 15:04 MST (-07:00)"))
+			}
+		}
+	}
+	if r := st.Run; r != nil {
+		// The type once: a pending row of another type (a replace) makes
+		// the run's its own line.
+		switch {
+		case st.Pending == nil:
+			fmt.Fprintf(tw, "type\t%s\n", r.Type)
+		case st.Pending.Type != r.Type:
+			fmt.Fprintf(tw, "run type\t%s\n", r.Type)
+		}
+		fmt.Fprintf(tw, "attempts\t%d\nworker\t%s\n", r.Attempts, r.Worker)
+		if !r.Started.IsZero() {
+			fmt.Fprintf(tw, "started\t%s\n", r.Started.Format(time.RFC3339Nano))
+		}
+		if !r.Finished.IsZero() {
+			fmt.Fprintf(tw, "finished\t%s\n", r.Finished.Format(time.RFC3339Nano))
+		}
+		if r.State == leasecron.RunSnoozed {
+			fmt.Fprintf(tw, "snoozed until\t%s\n", r.SnoozedUntil.Format(time.RFC3339Nano))
+		}
+		if r.Progress.Reported() {
+			fmt.Fprintf(tw, "progress\t%s (at %s)\n", r.Progress, r.Progress.At.Format(time.RFC3339Nano))
+		}
+		if r.Duplicates > 0 {
+			fmt.Fprintf(tw, "duplicates\t%d\n", r.Duplicates)
+		}
+		if r.LastError != "" {
+			fmt.Fprintf(tw, "last error\t%s\n", r.LastError)
+		}
+	}
+	tw.Flush()
+	if r := st.Run; r != nil && r.OutputTail != "" {
+		fmt.Fprintf(w, "output (tail):\n%s\n", r.OutputTail)
+	}
 }
 
 // runJSON is a run as `status --json` prints it: the dashboard's JSON
