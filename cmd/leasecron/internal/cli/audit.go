@@ -47,11 +47,18 @@ func (a *app) audit(root *cobra.Command) {
 	root.RunE = func(c *cobra.Command, args []string) error {
 		err := run(c, args)
 		var ue usageError
-		if !errors.As(err, &ue) {
+		if !errors.As(err, &ue) && !countOnly(c) {
 			a.recordAudit(c.Context(), name, a.auditTarget(name, c, args), err)
 		}
 		return err
 	}
+}
+
+// countOnly tells a run that changed nothing by design: a bulk command
+// without --yes only counts what matches.
+func countOnly(c *cobra.Command) bool {
+	yes := c.Flags().Lookup("yes")
+	return yes != nil && !yes.Changed
 }
 
 // payloadArgs are, for the audited commands that take a payload as an
@@ -127,8 +134,9 @@ func (a *app) auditCmd() *cobra.Command {
 			"result, kept for runs.audit_retention (90 days). A page costs one table query.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if since.d < 0 {
-				return usagef("--since %q: want a positive duration (entries within it)", since.raw)
+			from, err := since.since(time.Now(), "entries")
+			if err != nil {
+				return err
 			}
 			if err := checkLimit(limit); err != nil {
 				return err
@@ -137,10 +145,7 @@ func (a *app) auditCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			q := leasecron.AuditQuery{Limit: limit, Continue: cont}
-			if since.d > 0 {
-				q.Since = time.Now().Add(-since.d)
-			}
+			q := leasecron.AuditQuery{Since: from, Limit: limit, Continue: cont}
 			p, err := cl.AuditLog(cmd.Context(), q)
 			if errors.Is(err, leasecron.ErrInvalidRunQuery) {
 				return usagef("--continue: %w", err)

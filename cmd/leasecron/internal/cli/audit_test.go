@@ -10,7 +10,8 @@ import (
 
 // Every command that changes something is recorded in the audit log with
 // the OS user and host, its target and its outcome — a failure too —
-// while reads and refused command lines are not; `leasecron audit` lists
+// while reads, counts (bulk without --yes) and refused command lines are
+// not; `leasecron audit` lists
 // them newest first.
 func TestCommandsAreAudited(t *testing.T) {
 	srv := azuritetest.Start(t)
@@ -20,7 +21,8 @@ func TestCommandsAreAudited(t *testing.T) {
 		{"schedule", "--id", "rep", "--type", "report", "--every", "1h"},
 		{"status", "rep"},
 		{"disable", "rep"},
-		{"schedule", "--in", "soon", "x"}, // refused command line: not recorded
+		{"schedule", "--in", "soon", "x"},      // refused command line: not recorded
+		{"bulk", "cancel", "--type", "report"}, // a count without --yes: not recorded
 		{"cancel", "nosuch"},
 		{"cancel", "rep"},
 	} {

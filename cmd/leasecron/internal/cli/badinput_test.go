@@ -51,6 +51,8 @@ func TestBadValuesNameTheFlagAndExit2(t *testing.T) {
 		{[]string{"runs", "--batch", "a/b"}, `--batch: invalid: task id "a/b"`},
 		{[]string{"runs", "--since", "-1h"}, `--since "-1h"`},
 		{[]string{"audit", "--since", "-1h"}, `--since "-1h"`},
+		{[]string{"audit", "--since", "0s"}, `--since "0s": want a positive duration`},
+		{[]string{"runs", "--since", "0s"}, `--since "0s": want a positive duration`},
 		{[]string{"bulk", "requeue-dead", "--since", ""}, `--since "": empty`},
 		{[]string{"bulk", "cancel", "--type", "report", "--yes", "--wait", "-1m"}, `--wait "-1m"`},
 		{[]string{"bulk", "status", "a/b"}, `bulk operation id "a/b"`},

@@ -25,6 +25,20 @@ func (f *durationFlag) Set(s string) error {
 	return nil
 }
 
+// since returns the time a --since flag of f reaches back to: zero when
+// the flag was not given, and a usage error for a duration that is not
+// positive (0s would read as the flag left out: every entry), naming what
+// falls within it.
+func (f *durationFlag) since(now time.Time, within string) (time.Time, error) {
+	switch {
+	case f.raw == "":
+		return time.Time{}, nil
+	case f.d <= 0:
+		return time.Time{}, usagef("--since %q: want a positive duration (%s within it)", f.raw, within)
+	}
+	return now.Add(-f.d), nil
+}
+
 // String is the text given ("" when none: no default shown in --help).
 func (f *durationFlag) String() string { return f.raw }
 

@@ -55,12 +55,11 @@ func (a *app) runsCmd() *cobra.Command {
 					return usagef("--batch: %w", err)
 				}
 			}
-			if since.d < 0 {
-				return usagef("--since %q: want a positive duration (runs due within it)", since.raw)
+			from, err := since.since(time.Now(), "runs due")
+			if err != nil {
+				return err
 			}
-			if since.d > 0 {
-				q.Since = time.Now().Add(-since.d)
-			}
+			q.Since = from
 			if err := checkLimit(limit); err != nil {
 				return err
 			}
