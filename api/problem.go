@@ -10,8 +10,8 @@ import (
 	"strconv"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/refusal"
 	"github.com/leasecron/leasecron/internal/storage"
-	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -116,13 +116,9 @@ func problemOf(err error) *Problem {
 		p := problem(http.StatusServiceUnavailable, "unavailable", err.Error()+": retry after the time in Retry-After")
 		p.retryAfter = 1
 		return p
-	case errors.Is(err, queue.ErrNotRequeueable):
-		return problem(http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, context.Canceled):
 		return problem(http.StatusServiceUnavailable, "unavailable", "the request was cancelled")
-	case errors.Is(err, leasecron.ErrAlreadyScheduled):
-		return problem(http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, leasecron.ErrAlreadyFinished), errors.Is(err, leasecron.ErrAlreadySent), errors.Is(err, leasecron.ErrBeingCancelled), errors.Is(err, leasecron.ErrNoRunRecords):
+	case refusal.Conflict(err):
 		return problem(http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, leasecron.ErrNotFound):
 		return problem(http.StatusNotFound, "not-found", err.Error())

@@ -7,9 +7,9 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/blackboard"
+	"github.com/leasecron/leasecron/internal/refusal"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
-	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -46,13 +46,9 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, leasecrontype.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, schedule.ErrAlreadyScheduled), errors.Is(err, ErrConflict), errors.Is(err, leasecron.ErrAlreadyFinished), errors.Is(err, leasecron.ErrBeingCancelled),
-		errors.Is(err, leasecron.ErrAlreadySent), errors.Is(err, leasecron.ErrNoRunRecords), errors.Is(err, leasecron.ErrDuplicate), errors.Is(err, queue.ErrNotRequeueable):
-		// (The last four as the HTTP API answers them: a task already in
-		// the queue, a page or action that needs run records, which are
-		// off, a unique key held, and a dead letter that cannot be
-		// requeued are states that forbid the request, not failures of
-		// storage; reviews found them answered 502.)
+	case errors.Is(err, ErrConflict), refusal.Conflict(err):
+		// (The states that forbid a request, as the HTTP API answers them:
+		// reviews found some of them answered 502.)
 		return http.StatusConflict
 	case errors.Is(err, leasecron.ErrServerBusy), errors.Is(err, leasecron.ErrShardCountChanged):
 		// (A change of the shard count: nothing written, and a retry in a
