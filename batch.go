@@ -60,10 +60,12 @@ type BatchMember struct {
 // ErrNoBatch: no batch has that id (it wraps ErrNotFound).
 var ErrNoBatch = fmt.Errorf("%w: %w", ErrNotFound, runs.ErrNoBatch)
 
-// Batch returns the progress of batch id: one query.
+// Batch returns the progress of batch id: one query. Batches are kept
+// with the run records: without them (worker.runs: false) it fails with
+// ErrNoRunRecords.
 func (c *Client) Batch(ctx context.Context, id string) (BatchStatus, error) {
 	if c.runs == nil {
-		return BatchStatus{}, fmt.Errorf("%w: batches need run records (runs are off)", ErrNotFound)
+		return BatchStatus{}, fmt.Errorf("%w: a batch is kept with the run records", ErrNoRunRecords)
 	}
 	b, err := c.runs.GetBatch(ctx, id)
 	if errors.Is(err, runs.ErrNoBatch) {

@@ -110,7 +110,7 @@ func (s *server) table() []route {
 		{"POST /api/v1/tasks/{id}/enable", operator, "enable", s.itemAction(s.c.Enable), answering(ok200, withBody, badField, notFound)},
 		{"GET /api/v1/runs", viewer | operator, "", s.runs, answering(ok200, badField, conflict)},
 		{"GET /api/v1/search", viewer | operator, "", s.search, answering(ok200, badField, notFound, conflict)},
-		{"GET /api/v1/batches/{id}", anyRole, "", s.batch, answering(ok200, notFound)},
+		{"GET /api/v1/batches/{id}", anyRole, "", s.batch, answering(ok200, notFound, conflict)},
 		{"GET /api/v1/paused", viewer | operator, "", s.paused, answering(ok200)},
 		{"POST /api/v1/types/{type}/pause", operator, "pause", s.pause, answering(ok200, withBody, badField)},
 		{"POST /api/v1/types/{type}/resume", operator, "resume", s.resume, answering(ok200, withBody, badField, notFound)},

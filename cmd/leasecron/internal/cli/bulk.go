@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -216,9 +215,6 @@ func (a *app) bulkListCmd() *cobra.Command {
 			}
 			list, err := cl.Bulks(cmd.Context())
 			if err != nil {
-				if errors.Is(err, leasecron.ErrNoRunRecords) {
-					return usageError{err}
-				}
 				return err
 			}
 			if asJSON {

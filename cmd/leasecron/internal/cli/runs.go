@@ -170,6 +170,9 @@ func (a *app) runsCleanCmd() *cobra.Command {
 				return err
 			}
 			res, err := cl.CleanRuns(cmd.Context())
+			if errors.Is(err, leasecron.ErrNoRunRecords) {
+				return err // nothing to clean, rather than "stopped after removing 0"
+			}
 			if err != nil {
 				return fmt.Errorf("cleaning stopped after removing %d run records: %w", res.Expired, err)
 			}
@@ -234,6 +237,9 @@ func (a *app) migrateCmd() *cobra.Command {
 				return err
 			}
 			res, err := cl.MigrateRuns(cmd.Context())
+			if errors.Is(err, leasecron.ErrNoRunRecords) {
+				return err // nothing to convert: running it again would not help
+			}
 			if err != nil {
 				return fmt.Errorf("migration stopped (run it again to continue): %w", err)
 			}
