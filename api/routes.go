@@ -320,20 +320,24 @@ func typeAllowed(who caller, typ string) error {
 	return problem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may touch only the types %s, not %q", who.who, strings.Join(who.types, ", "), typ))
 }
 
-// taskOfType checks that a limited caller may touch the task id: one
-// point read, for limited callers only.
-func (s *server) taskOfType(ctx context.Context, who caller, id string) error {
-	if !who.limited() {
-		return nil
-	}
+// mayTouch checks that who may act on the existing task id, and returns
+// its status (a Status read, whoever calls): nobody touches a task of
+// leasecron's own types through the API (a bulk operation runs as one,
+// and cancelled it would stay running with nothing to run it), and a
+// limited caller only its types' tasks.
+func (s *server) mayTouch(ctx context.Context, who caller, id string) (leasecron.Status, error) {
 	st, err := s.c.Status(ctx, id)
 	if err != nil {
-		return err
+		return st, err
 	}
 	if st.Pending == nil && st.Run == nil {
-		return fmt.Errorf("task %q: %w", id, leasecron.ErrNotFound)
+		return st, fmt.Errorf("task %q: %w", id, leasecron.ErrNotFound)
 	}
-	return typeAllowed(who, statusOf(st).Type())
+	typ := statusOf(st).Type()
+	if strings.HasPrefix(typ, reservedPrefix) {
+		return st, problem(http.StatusForbidden, "forbidden", fmt.Sprintf("task %s is of leasecron's own type %q (a bulk operation runs as it, and ends with it): it is not touched through the API", id, typ))
+	}
+	return st, typeAllowed(who, typ)
 }
 
 // handlers
@@ -975,7 +979,7 @@ func (s *server) replace(ctx context.Context, r *http.Request, who caller) (int,
 	if u != nil {
 		return 0, nil, fieldProblem("unique_key", "no unique_key: a unique task cannot replace another", fmt.Sprintf("unique_key %q: a unique task cannot replace another (POST it, or leave out unique_key)", u.Key))
 	}
-	if err := s.taskOfType(ctx, who, id); err != nil && !errors.Is(err, leasecron.ErrNotFound) {
+	if _, err := s.mayTouch(ctx, who, id); err != nil && !errors.Is(err, leasecron.ErrNotFound) {
 		return 0, nil, err
 	}
 	got, err := s.c.Schedule(withTrace(r), it, &leasecron.ScheduleOptions{Replace: true, Unique: u})
@@ -997,7 +1001,7 @@ func (s *server) cancel(ctx context.Context, r *http.Request, who caller) (int, 
 	if err := s.readBody(r, &struct{}{}, true); err != nil {
 		return 0, nil, err
 	}
-	if err := s.taskOfType(ctx, who, id); err != nil {
+	if _, err := s.mayTouch(ctx, who, id); err != nil {
 		return 0, nil, err
 	}
 	res, err := s.c.Cancel(ctx, id)
@@ -1026,8 +1030,14 @@ func (s *server) reschedule(ctx context.Context, r *http.Request, who caller) (i
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := s.taskOfType(ctx, who, id); err != nil {
+	st, err := s.mayTouch(ctx, who, id)
+	if err != nil {
 		return 0, nil, err
+	}
+	if st.Pending != nil && !st.Pending.Disabled.IsZero() && who.role&operator == 0 {
+		// A reschedule enables a disabled series, which is an operator's
+		// to do (POST .../enable).
+		return 0, nil, problem(http.StatusForbidden, "forbidden", fmt.Sprintf("task %s is a disabled series: a reschedule would enable it, which needs the role operator", id))
 	}
 	got, err := s.c.Reschedule(ctx, id, due.Due)
 	if err != nil {
@@ -1043,7 +1053,7 @@ func (s *server) itemAction(call func(context.Context, string) (leasecron.Item, 
 		if err := s.readBody(r, &struct{}{}, true); err != nil {
 			return 0, nil, err
 		}
-		if err := s.taskOfType(ctx, who, id); err != nil {
+		if _, err := s.mayTouch(ctx, who, id); err != nil {
 			return 0, nil, err
 		}
 		got, err := call(ctx, id)
@@ -1136,7 +1146,7 @@ func (s *server) batch(ctx context.Context, r *http.Request, who caller) (int, a
 		if len(ms) == 0 {
 			return 0, nil, problem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may see only batches of the types %s", who.who, strings.Join(who.types, ", ")))
 		}
-		if err := s.taskOfType(ctx, who, ms[0].ID); err != nil {
+		if _, err := s.mayTouch(ctx, who, ms[0].ID); err != nil {
 			return 0, nil, err
 		}
 	}
