@@ -118,7 +118,7 @@ func (s *server) table() []route {
 		{"POST /api/v1/bulk", operator, "bulk", s.startBulk, answering(answers{202: nil}, withBody, badField, conflict)},
 		{"GET /api/v1/bulk/{id}", viewer | operator, "", s.bulk, answering(ok200, notFound, conflict)},
 		{"GET /api/v1/dead-letters", viewer | operator, "", s.deadLetters, answering(ok200, badField)},
-		{"POST /api/v1/dead-letters/{id}/requeue", operator, "deadletter requeue", s.requeue, answering(ok200, withBody, notFound, conflict)},
+		{"POST /api/v1/dead-letters/{id}/requeue", operator, "deadletter requeue", s.requeue, answering(ok200, withBody, notFound, conflict, answers{409: {"unique-key-held"}})},
 		{"POST /api/v1/dead-letters/requeue-all", operator, "deadletter requeue-all", s.allDeadLetters(func(ctx context.Context) (DeadLettersDone, error) {
 			n, err := s.c.DeadLetters().RequeueAll(ctx)
 			return DeadLettersDone{Requeued: n}, err

@@ -1,12 +1,18 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/queue"
+	"github.com/leasecron/leasecron/schedule"
+	"github.com/leasecron/leasecron/trafficcop"
 )
 
 // Nobody touches a task of leasecron's own types through the API: a
@@ -57,5 +63,50 @@ func TestTasksOfLeasecronsOwnAndDisabledSeriesAreNotTouchedAround(t *testing.T) 
 	}
 	if code, body := f.do(op, http.MethodPost, "/api/v1/tasks/s1/reschedule", `{"in":"1m"}`); code != http.StatusOK {
 		t.Errorf("an operator's reschedule of a disabled series: %d %s; want 200", code, body)
+	}
+}
+
+// A requeue of a dead unique task whose key another task took since is
+// refused 409 unique-key-held naming the holder, as POST /tasks is, and
+// the route's table (and so openapi.json) lists it (a review found the
+// answer unlisted).
+func TestARequeueOfADeadUniqueTaskWhoseKeyIsHeldNamesTheHolder(t *testing.T) {
+	f := newFixture(t, leasecron.Names{})
+	op := f.token("op", leasecron.RoleOperator)
+	st := leasecron.Storage{ConnectionString: f.ms.ConnectionString(), Transport: f.ms.Transport()}
+	w, err := leasecron.NewWorker(leasecron.WorkerOptions{
+		Storage: st, InstanceID: "solo",
+		Lease:    trafficcop.Timing{LeaseTiming: trafficcop.LeaseTiming{LeaseDuration: 15 * time.Second}, PollEvery: time.Second},
+		Mover:    schedule.MoverSettings{PollEvery: 200 * time.Millisecond},
+		Consumer: queue.ConsumerSettings{PollMax: 200 * time.Millisecond, Concurrency: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("invoice", func(context.Context, leasecron.Task) error { return errors.New("boom") })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { _ = w.Run(ctx); close(done) }()
+	if code, body := f.do(op, http.MethodPost, "/api/v1/tasks", `{"id":"u1","type":"invoice","unique_key":"k","max_attempts":1}`); code != http.StatusCreated {
+		t.Fatalf("u1: %d %s", code, body)
+	}
+	for {
+		if s, err := f.c.Status(ctx, "u1"); err == nil && s.Run != nil && s.Run.State == leasecron.RunDead {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("u1 never died")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if code, body := f.do(op, http.MethodPost, "/api/v1/tasks", `{"id":"u2","type":"invoice","unique_key":"k","in":"1h"}`); code != http.StatusCreated {
+		t.Fatalf("u2 takes the key: %d %s", code, body)
+	}
+	code, body := f.do(op, http.MethodPost, "/api/v1/dead-letters/u1/requeue", "")
+	if code != http.StatusConflict || !strings.Contains(body, "unique-key-held") || !strings.Contains(body, `"holder":"u2"`) {
+		t.Errorf("requeue u1: %d %s; want 409 unique-key-held, holder u2", code, body)
 	}
 }
