@@ -18,6 +18,7 @@ import (
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/trunc"
+	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -300,6 +301,43 @@ func queryBool(r *http.Request, name string) (bool, error) {
 		return false, fieldProblem(name, "true or false", fmt.Sprintf("%s %q: want true or false", name, v))
 	}
 	return b, nil
+}
+
+// queryFilters checks a listing's filters that r gives, each named as
+// the parameter at fault (a type or batch storage would refuse, such as
+// one of 20,000 characters, was answered 500).
+func queryFilters(r *http.Request, names ...string) error {
+	q := r.URL.Query()
+	for _, name := range names {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		var err error
+		accepted := "a task id" // the error says the rule
+		switch name {
+		case "type":
+			err, accepted = schedule.ValidateType(v), "a task type"
+		case "state":
+			_, err = leasecrontype.ParseRunState(v)
+			accepted = "a run state"
+		default: // series, batch
+			err = schedule.ValidateID(v)
+		}
+		if err != nil {
+			return fieldProblem(name, accepted, fmt.Sprintf("%s: %v", name, err))
+		}
+	}
+	return nil
+}
+
+// badContinue names the continue parameter in err when it is a refusal
+// of the listing's input: queryFilters has checked the rest.
+func badContinue(r *http.Request, err error) error {
+	if r.URL.Query().Get("continue") != "" && (errors.Is(err, leasecron.ErrInvalidRunQuery) || errors.Is(err, schedule.ErrInvalid)) {
+		return fieldProblem("continue", "the continue of the page before, with the same parameters", err.Error())
+	}
+	return err
 }
 
 // typeFilter checks a listing's type filter against a limited caller.
@@ -923,6 +961,9 @@ func (s *server) scheduleMany(ctx context.Context, r *http.Request, who caller) 
 
 func (s *server) listTasks(ctx context.Context, r *http.Request, who caller) (int, any, error) {
 	q := r.URL.Query()
+	if err := queryFilters(r, "type"); err != nil {
+		return 0, nil, err
+	}
 	if err := typeFilter(who, q.Get("type")); err != nil {
 		return 0, nil, err
 	}
@@ -936,7 +977,7 @@ func (s *server) listTasks(ctx context.Context, r *http.Request, who caller) (in
 	}
 	p, err := s.c.List(ctx, &leasecron.ListOptions{Type: q.Get("type"), Recurring: rec, Limit: limit, Continuation: q.Get("continue")})
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, badContinue(r, err)
 	}
 	out := TaskList{Tasks: make([]Task, len(p.Items)), Continue: p.Continue}
 	for i, it := range p.Items {
@@ -1066,6 +1107,9 @@ func (s *server) itemAction(call func(context.Context, string) (leasecron.Item, 
 
 func (s *server) runs(ctx context.Context, r *http.Request, who caller) (int, any, error) {
 	q := r.URL.Query()
+	if err := queryFilters(r, "state", "type", "series", "batch"); err != nil {
+		return 0, nil, err
+	}
 	if err := typeFilter(who, q.Get("type")); err != nil {
 		return 0, nil, err
 	}
@@ -1075,7 +1119,7 @@ func (s *server) runs(ctx context.Context, r *http.Request, who caller) (int, an
 	}
 	p, err := s.c.Runs(ctx, leasecron.RunQuery{State: leasecron.RunState(q.Get("state")), Type: q.Get("type"), Series: q.Get("series"), Batch: q.Get("batch"), Limit: limit, Continue: q.Get("continue")})
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, badContinue(r, err)
 	}
 	return http.StatusOK, RunList{Runs: runsOf(ofTypes(who, p.Runs)), Continue: p.Continue}, nil
 }

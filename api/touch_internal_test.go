@@ -110,3 +110,28 @@ func TestARequeueOfADeadUniqueTaskWhoseKeyIsHeldNamesTheHolder(t *testing.T) {
 		t.Errorf("requeue u1: %d %s; want 409 unique-key-held, holder u2", code, body)
 	}
 }
+
+// A listing's bad filter or continue is refused 400 naming the parameter
+// (a 20,000-character type was answered 500 internal, and a bad state or
+// continue named no field: a review's finds).
+func TestListingParametersAreNamedWhenRefused(t *testing.T) {
+	f := newFixture(t, leasecron.Names{})
+	op := f.token("op", leasecron.RoleOperator)
+	long := strings.Repeat("a", 20000)
+	for _, c := range []struct{ path, field string }{
+		{"/api/v1/runs?type=" + long, "type"},
+		{"/api/v1/runs?batch=" + long, "batch"},
+		{"/api/v1/runs?series=a%23b", "series"},
+		{"/api/v1/runs?state=bogus", "state"},
+		{"/api/v1/runs?continue=garbage", "continue"},
+		{"/api/v1/tasks?type=" + long, "type"},
+		{"/api/v1/tasks?type=Report", "type"},
+		{"/api/v1/tasks?continue=garbage", "continue"},
+	} {
+		code, body := f.do(op, http.MethodGet, c.path, "")
+		var p Problem
+		if err := json.Unmarshal([]byte(body), &p); err != nil || code != http.StatusBadRequest || p.Field != c.field || p.Accepted == "" {
+			t.Errorf("GET %.60s: %d %.300s; want 400 naming %s with what it accepts", c.path, code, body, c.field)
+		}
+	}
+}
