@@ -139,43 +139,51 @@ func TestARetriedPostIsComparedAsStored(t *testing.T) {
 	}
 }
 
+// deadLetters puts a dead letter of each of types in the poison queue,
+// oldest first, with run ids d0, d1, ….
+func (f *fixture) deadLetters(types ...string) {
+	f.t.Helper()
+	ctx := context.Background()
+	svc, err := azqueue.NewServiceClientFromConnectionString(f.ms.ConnectionString(), &azqueue.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: f.ms.Transport()}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	qc := svc.NewQueueClient(leasecron.Names{}.WithDefaults().PoisonQueue)
+	if _, err := qc.Create(ctx, nil); err != nil {
+		f.t.Fatal(err)
+	}
+	poison, err := queue.NewAzureQueue(qc)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i, typ := range types {
+		body, err := queue.Envelope{ID: fmt.Sprintf("d%d", i), Type: typ, Due: time.Now()}.Encode()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		rec, err := json.Marshal(queue.DeadLetter{Reason: "max attempts", Body: body, At: time.Now(), RunID: fmt.Sprintf("d%d", i), Type: typ})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if _, err := poison.Enqueue(ctx, string(rec), 0); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
 // A token limited to types sees in health only its types' pauses and dead
 // letters, as docs/api.md says of dead letters (a review found it shown
 // the fleet's dead-letter total and every paused type).
 func TestHealthShowsALimitedTokenItsOwnTypes(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, leasecron.Names{})
-	c, ms := f.c, f.ms
+	c := f.c
 	for _, typ := range []string{"invoice", "mail"} {
 		if err := c.Pause(ctx, typ, time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	svc, err := azqueue.NewServiceClientFromConnectionString(ms.ConnectionString(), &azqueue.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: ms.Transport()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qc := svc.NewQueueClient(leasecron.Names{}.WithDefaults().PoisonQueue)
-	if _, err := qc.Create(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	poison, err := queue.NewAzureQueue(qc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, typ := range []string{"invoice", "mail", "mail"} {
-		body, err := queue.Envelope{ID: fmt.Sprintf("d%d", i), Type: typ, Due: time.Now()}.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := json.Marshal(queue.DeadLetter{Reason: "max attempts", Body: body, At: time.Now(), RunID: fmt.Sprintf("d%d", i), Type: typ})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := poison.Enqueue(ctx, string(rec), 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.deadLetters("invoice", "mail", "mail")
 	for _, tc := range []struct {
 		name   string
 		types  []string

@@ -1341,7 +1341,11 @@ func (s *server) deadLetters(ctx context.Context, r *http.Request, who caller) (
 	if err != nil {
 		return 0, nil, err
 	}
-	p, err := s.c.PeekDeadLetters(ctx, limit)
+	peek := limit
+	if who.limited() {
+		peek = healthPeek // its total is counted among the oldest, whatever the limit
+	}
+	p, err := s.c.PeekDeadLetters(ctx, peek)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -1352,7 +1356,10 @@ func (s *server) deadLetters(ctx context.Context, r *http.Request, who caller) (
 		}
 	}
 	if who.limited() {
-		out.Total = len(out.DeadLetters) // the others' count is not theirs to see
+		// The others' count is not theirs to see: theirs among the
+		// healthPeek oldest, as health counts them.
+		out.Total = len(out.DeadLetters)
+		out.DeadLetters = out.DeadLetters[:min(limit, len(out.DeadLetters))]
 	}
 	return http.StatusOK, out, nil
 }

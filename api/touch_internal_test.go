@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -132,6 +133,30 @@ func TestListingParametersAreNamedWhenRefused(t *testing.T) {
 		var p Problem
 		if err := json.Unmarshal([]byte(body), &p); err != nil || code != http.StatusBadRequest || p.Field != c.field || p.Accepted == "" {
 			t.Errorf("GET %.60s: %d %.300s; want 400 naming %s with what it accepts", c.path, code, body, c.field)
+		}
+	}
+}
+
+// A limited token's dead-letter total does not depend on the page's
+// limit: it is its types' count among the oldest, as health counts it (a
+// review found limit=1 answering total 1 of 3).
+func TestALimitedTokensDeadLetterTotalIsNotThePagesSize(t *testing.T) {
+	f := newFixture(t, leasecron.Names{})
+	f.deadLetters("invoice", "mail", "invoice", "invoice")
+	lim := f.token("lim", leasecron.RoleViewer, "invoice")
+	for _, c := range []struct{ limit, shown int }{{1, 1}, {2, 2}, {32, 3}} {
+		code, body := f.do(lim, http.MethodGet, fmt.Sprintf("/api/v1/dead-letters?limit=%d", c.limit), "")
+		var got DeadLetterList
+		if err := json.Unmarshal([]byte(body), &got); err != nil || code != http.StatusOK {
+			t.Fatalf("limit %d: %d %s", c.limit, code, body)
+		}
+		if got.Total != 3 || len(got.DeadLetters) != c.shown {
+			t.Errorf("limit %d: total %d and %d dead letters; want total 3 and %d", c.limit, got.Total, len(got.DeadLetters), c.shown)
+		}
+		for _, d := range got.DeadLetters {
+			if d.Type != "invoice" {
+				t.Errorf("limit %d: shows a dead letter of %s", c.limit, d.Type)
+			}
 		}
 	}
 }
