@@ -340,13 +340,14 @@ func badContinue(r *http.Request, err error) error {
 	return err
 }
 
-// typeFilter checks a listing's type filter against a limited caller.
-func typeFilter(who caller, typ string) error {
+// typeFilter checks a listing's type filter against a limited caller;
+// how says how the listing takes one ("type=", "type:" in q).
+func typeFilter(who caller, typ, how string) error {
 	if !who.limited() {
 		return nil
 	}
 	if typ == "" {
-		return problem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may see only the types %s: give type= one of them", who.who, strings.Join(who.types, ", ")))
+		return problem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may see only the types %s: give %s one of them", who.who, strings.Join(who.types, ", "), how))
 	}
 	return typeAllowed(who, typ)
 }
@@ -964,7 +965,7 @@ func (s *server) listTasks(ctx context.Context, r *http.Request, who caller) (in
 	if err := queryFilters(r, "type"); err != nil {
 		return 0, nil, err
 	}
-	if err := typeFilter(who, q.Get("type")); err != nil {
+	if err := typeFilter(who, q.Get("type"), "type="); err != nil {
 		return 0, nil, err
 	}
 	limit, err := queryLimit(r, 50, 1000)
@@ -1110,7 +1111,7 @@ func (s *server) runs(ctx context.Context, r *http.Request, who caller) (int, an
 	if err := queryFilters(r, "state", "type", "series", "batch"); err != nil {
 		return 0, nil, err
 	}
-	if err := typeFilter(who, q.Get("type")); err != nil {
+	if err := typeFilter(who, q.Get("type"), "type="); err != nil {
 		return 0, nil, err
 	}
 	limit, err := queryLimit(r, 50, 1000)
@@ -1154,8 +1155,9 @@ func (s *server) search(ctx context.Context, r *http.Request, who caller) (int, 
 	}
 	sq.Run.Limit, sq.Run.Continue = limit, q.Get("continue")
 	exactID := sq.ID != "" && !sq.IDPrefix
-	if !exactID {
-		if err := typeFilter(who, sq.Run.Type); err != nil {
+	if !exactID && !sq.IDPrefix {
+		// (An id or id prefix names no type: its answers are filtered.)
+		if err := typeFilter(who, sq.Run.Type, "a type:TYPE token in q"); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -1304,7 +1306,7 @@ func (s *server) startBulk(ctx context.Context, r *http.Request, who caller) (in
 	if err := s.readBody(r, &req, false); err != nil {
 		return 0, nil, err
 	}
-	if err := typeFilter(who, req.Type); err != nil {
+	if err := typeFilter(who, req.Type, "a type field"); err != nil {
 		return 0, nil, err
 	}
 	op, err := leasecron.ParseBulkOpInQueue(req.Kind, req.Type, req.Reason, req.IDPrefix, req.Queue, req.Since, req.Until, s.clk.Now())

@@ -160,3 +160,25 @@ func TestALimitedTokensDeadLetterTotalIsNotThePagesSize(t *testing.T) {
 		}
 	}
 }
+
+// A token limited to types searches by id prefix and sees its types'
+// tasks alone (it was refused, told to give type=, which search does not
+// take); a filter search without a type says how to give one.
+func TestALimitedTokenSearchesByIDPrefix(t *testing.T) {
+	f := newFixture(t, leasecron.Names{})
+	sch := f.token("sch", leasecron.RoleScheduler)
+	for _, spec := range []string{`{"id":"inv-1","type":"invoice","in":"1h"}`, `{"id":"inv-2","type":"mail","in":"1h"}`} {
+		if code, body := f.do(sch, http.MethodPost, "/api/v1/tasks", spec); code != http.StatusCreated {
+			t.Fatalf("schedule: %d %s", code, body)
+		}
+	}
+	lim := f.token("lim", leasecron.RoleViewer, "invoice")
+	code, body := f.do(lim, http.MethodGet, "/api/v1/search?q=inv-*", "")
+	var got SearchResult
+	if err := json.Unmarshal([]byte(body), &got); err != nil || code != http.StatusOK || len(got.Runs) != 1 || got.Runs[0].ID != "inv-1" {
+		t.Errorf("a limited id-prefix search: %d %s; want inv-1 alone", code, body)
+	}
+	if code, body := f.do(lim, http.MethodGet, "/api/v1/search?q=state:scheduled", ""); code != http.StatusForbidden || !strings.Contains(body, "type:TYPE token in q") {
+		t.Errorf("a limited search without a type: %d %s; want 403 saying to give a type: token", code, body)
+	}
+}
