@@ -81,17 +81,22 @@ func decodeCursor(tok string, fp uint32, n int) (cursor, error) {
 var ErrBadContinue = fmt.Errorf("%w: continuation token", ErrInvalid)
 
 // cursor is what a continuation token holds: per partition read, the last
-// RowKey returned ("" = none yet) and whether the partition is exhausted.
+// RowKey returned ("" = none yet) and whether the partition is exhausted;
+// and the since of the query's first page (Unix nanoseconds, 0 = none),
+// which the pages after it keep.
 type cursor struct {
 	Q    uint32   `json:"q"`
 	Last []string `json:"l"`
 	Done []bool   `json:"d"`
+	S    int64    `json:"s,omitempty"`
 }
 
-// fingerprint ties a token to the query that made it.
+// fingerprint ties a token to the query that made it: its filters, and
+// whether it has a since (whose time the token carries: a since given as
+// "2h ago" is another time on the next page's request).
 func (q Query) fingerprint() uint32 {
 	h := fnv.New32a()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", q.State, q.Type, q.Series, q.Since.UnixNano())
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00since %t", q.State, q.Type, q.Series, !q.Since.IsZero())
 	if q.Batch != "" {
 		fmt.Fprintf(h, "\x00%s", q.Batch)
 	}
@@ -175,6 +180,15 @@ func (s *Store) Query(ctx context.Context, q Query) (Page, error) {
 	cur, err := decodeCursor(q.Continue, q.fingerprint(), len(pks))
 	if err != nil {
 		return Page{}, err
+	}
+	if cur.S != 0 {
+		// The first page's since, which a relative one ("2h" ago)
+		// given again to continue would have moved.
+		q.Since = time.Unix(0, cur.S).UTC()
+		pks, from, to, where = q.plan(l)
+	}
+	if !q.Since.IsZero() {
+		cur.S = q.Since.UnixNano()
 	}
 	got := make([][]table.Entity, len(pks))
 	more := make([]bool, len(pks))

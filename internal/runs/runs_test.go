@@ -654,6 +654,20 @@ func lifecycle(t *testing.T, e env) {
 	if _, err := s.Query(ctx, Query{State: Failed, Continue: q.Continue}); !errors.Is(err, ErrBadContinue) {
 		t.Errorf("a token of another query: %v", err)
 	}
+	// A since given relative to now ("2h" ago) is a later time on the next
+	// page's request: the pages after the first keep the first's since
+	// (an API review found the token refused).
+	first, err := s.Query(ctx, Query{Series: "nightly", Since: due, Limit: 2})
+	if err != nil || first.Continue == "" {
+		t.Fatalf("since, page 1: %+v, %v", first, err)
+	}
+	next, err := s.Query(ctx, Query{Series: "nightly", Since: due.Add(30 * time.Minute), Limit: 2, Continue: first.Continue})
+	if err != nil || len(next.Runs) != 1 || next.Runs[0].ID != n0 {
+		t.Errorf("since, page 2 asked with a later since: %+v, %v; want %s, by the first page's since", next, err, n0)
+	}
+	if _, err := s.Query(ctx, Query{Series: "nightly", Limit: 2, Continue: first.Continue}); !errors.Is(err, ErrBadContinue) {
+		t.Errorf("a since query's token without a since: %v; want ErrBadContinue", err)
+	}
 }
 
 func TestMemLifecycle(t *testing.T) { lifecycle(t, memEnv(t)) }
