@@ -1,6 +1,7 @@
 package leasecron
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -21,7 +22,7 @@ type Pause struct {
 	Since time.Time `json:"since"`
 	// Until is when the pause ends by itself; zero means until Resume.
 	Until time.Time `json:"until,omitzero"`
-	// By names who paused it (user@host).
+	// By names who paused it (user@host, or whom PauseBy names).
 	By string `json:"by,omitempty"`
 }
 
@@ -31,6 +32,13 @@ type Pause struct {
 // being moved into the queue when due; there they wait without using
 // attempts. An until that is not in the future is refused.
 func (c *Client) Pause(ctx context.Context, typ string, until time.Time) error {
+	return c.PauseBy(ctx, typ, until, "")
+}
+
+// PauseBy is Pause recorded as asked by by (Pause.By), as a server that
+// acts for its callers names them (the HTTP API: "token:NAME"); "" is
+// Pause's user@host.
+func (c *Client) PauseBy(ctx context.Context, typ string, until time.Time, by string) error {
 	if err := schedule.ValidateType(typ); err != nil {
 		return err
 	}
@@ -38,7 +46,7 @@ func (c *Client) Pause(ctx context.Context, typ string, until time.Time) error {
 		return fmt.Errorf("%w: pause %s until %s: that time has passed; give a future time, or none to pause until resumed",
 			schedule.ErrInvalid, typ, until.UTC().Format(time.RFC3339))
 	}
-	_, err := c.pauses.Pause(ctx, typ, until, whoAmI())
+	_, err := c.pauses.Pause(ctx, typ, until, cmp.Or(by, whoAmI()))
 	return err
 }
 

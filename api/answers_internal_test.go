@@ -176,7 +176,7 @@ func TestOpenAPICheckCatchesWhatAReviewFound(t *testing.T) {
 	delete(doc["POST /api/v1/tasks/{id}/run-now"], http.StatusConflict)
 	doc["POST /api/v1/tasks/{id}/cancel"][http.StatusInternalServerError] = []string{"internal"}
 	delete(doc["POST /api/v1/tasks/{id}/disable"], http.StatusInternalServerError)
-	doc["GET /api/v1/batches/{id}"][http.StatusBadRequest] = []string{"invalid-field"}
+	doc["GET /api/v1/paused"][http.StatusBadRequest] = []string{"invalid-field"}
 	got := strings.Join(openAPIDifferences(rts, doc), "\n")
 	for _, want := range []string{
 		"PUT /api/v1/tasks/{id} 409: openapi.json lists the problem types [unique-key-held]; the route answers [conflict]",
@@ -184,7 +184,7 @@ func TestOpenAPICheckCatchesWhatAReviewFound(t *testing.T) {
 		"POST /api/v1/tasks/{id}/run-now: answers 409 [conflict], which openapi.json does not list",
 		"POST /api/v1/tasks/{id}/cancel 500: openapi.json lists the problem types [internal]; the route answers [internal incomplete]",
 		"POST /api/v1/tasks/{id}/disable: answers 500 [internal incomplete], which openapi.json does not list",
-		"GET /api/v1/batches/{id}: openapi.json lists 400, which the route does not answer",
+		"GET /api/v1/paused: openapi.json lists 400, which the route does not answer",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the differences do not say %q; they are:\n%s", want, got)

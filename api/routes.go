@@ -131,6 +131,9 @@ func (s *server) table() []route {
 	}
 	for i := range rts {
 		rts[i].answers = answering(everyRoute, rts[i].answers)
+		if strings.Contains(rts[i].pattern, "{") {
+			rts[i].answers = answering(rts[i].answers, badField) // pathValues
+		}
 	}
 	return rts
 }
@@ -143,6 +146,11 @@ func (s *server) serve(rt route) http.Handler {
 		if who.role&rt.allow == 0 {
 			s.count(who.who, "refused", rt.pattern)
 			writeProblem(w, r, problem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s %s needs the role %s; %s is %s", r.Method, r.URL.Path, rolesText(rt.allow), who.who, rolesText(who.role))))
+			return
+		}
+		if err := pathValues(r); err != nil {
+			s.count(who.who, "refused", rt.pattern)
+			writeProblem(w, r, err)
 			return
 		}
 		status, body, err := rt.do(r.Context(), r, who)
@@ -161,6 +169,24 @@ func (s *server) serve(rt route) http.Handler {
 		}
 		writeJSON(w, status, body)
 	})
+}
+
+// pathValues refuses a path's {id} that no task, run, batch, bulk
+// operation or dead letter can have (not a table key, of at most
+// storage.MaxKeyLen bytes) and a {type} that is not a task type, naming
+// it: before, storage's refusal came back as a 400 naming no field.
+func pathValues(r *http.Request) *Problem {
+	if id := r.PathValue("id"); id != "" || strings.Contains(r.Pattern, "{id}") {
+		if err := storage.ValidateKeyPart("id", id); err != nil {
+			return fieldProblem("id", fmt.Sprintf("a task, run, batch or operation id: at most %d bytes of UTF-8 without / \\ # ? or control characters", storage.MaxKeyLen), err.Error())
+		}
+	}
+	if typ := r.PathValue("type"); typ != "" || strings.Contains(r.Pattern, "{type}") {
+		if err := schedule.ValidateType(typ); err != nil {
+			return fieldProblem("type", "a task type", err.Error())
+		}
+	}
+	return nil
 }
 
 func rolesText(r roles) string {
@@ -1226,9 +1252,6 @@ func (s *server) pause(ctx context.Context, r *http.Request, who caller) (int, a
 	if err := s.readBody(r, &req, true); err != nil {
 		return 0, nil, err
 	}
-	if err := schedule.ValidateType(typ); err != nil {
-		return 0, nil, fieldProblem("type", "a task type", err.Error())
-	}
 	if err := typeAllowed(who, typ); err != nil {
 		return 0, nil, err
 	}
@@ -1241,6 +1264,9 @@ func (s *server) pause(ctx context.Context, r *http.Request, who caller) (int, a
 		if err != nil {
 			return 0, nil, fieldProblem("until", acceptTime, fmt.Sprintf("until %q: want %s", req.Until, acceptTime))
 		}
+		if !t.After(s.clk.Now()) {
+			return 0, nil, fieldProblem("until", "a time after now (or no until: paused until resumed)", fmt.Sprintf("until %s has passed", req.Until))
+		}
 		until = t
 	case req.For != "":
 		d, err := time.ParseDuration(req.For)
@@ -1249,7 +1275,7 @@ func (s *server) pause(ctx context.Context, r *http.Request, who caller) (int, a
 		}
 		until = s.clk.Now().Add(d)
 	}
-	if err := s.c.Pause(ctx, typ, until); err != nil {
+	if err := s.c.PauseBy(ctx, typ, until, who.who); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, PauseResult{Type: typ, Until: until.UTC()}, nil
@@ -1261,9 +1287,6 @@ func (s *server) resume(ctx context.Context, r *http.Request, who caller) (int, 
 	typ := r.PathValue("type")
 	if err := s.readBody(r, &struct{}{}, true); err != nil {
 		return 0, nil, err
-	}
-	if err := schedule.ValidateType(typ); err != nil {
-		return 0, nil, fieldProblem("type", "a task type", err.Error())
 	}
 	if err := typeAllowed(who, typ); err != nil {
 		return 0, nil, err

@@ -182,3 +182,30 @@ func TestALimitedTokenSearchesByIDPrefix(t *testing.T) {
 		t.Errorf("a limited search without a type: %d %s; want 403 saying to give a type: token", code, body)
 	}
 }
+
+// A pause through the API names its caller, not the server's account, as
+// a bulk operation does; its until in the past, and a path's malformed id
+// or type, are refused naming the field (a review's finds).
+func TestAPausesCallerAndPathValuesAreNamed(t *testing.T) {
+	f := newFixture(t, leasecron.Names{})
+	op := f.token("op", leasecron.RoleOperator)
+	if code, body := f.do(op, http.MethodPost, "/api/v1/types/invoice/pause", `{"for":"1h"}`); code != http.StatusOK {
+		t.Fatalf("pause: %d %s", code, body)
+	}
+	if code, body := f.do(op, http.MethodGet, "/api/v1/paused", ""); code != http.StatusOK || !strings.Contains(body, `"by":"token:op"`) {
+		t.Errorf("paused: %d %s; want by token:op", code, body)
+	}
+	for _, c := range []struct{ method, path, body, field string }{
+		{http.MethodPost, "/api/v1/types/invoice/pause", `{"until":"2020-01-01T00:00:00Z"}`, "until"},
+		{http.MethodPost, "/api/v1/types/Invoice/pause", `{"for":"1h"}`, "type"},
+		{http.MethodGet, "/api/v1/tasks/a%23b", "", "id"},
+		{http.MethodGet, "/api/v1/tasks/" + strings.Repeat("x", 2000), "", "id"},
+		{http.MethodPost, "/api/v1/dead-letters/a%5Cb/requeue", "", "id"},
+	} {
+		code, body := f.do(op, c.method, c.path, c.body)
+		var p Problem
+		if err := json.Unmarshal([]byte(body), &p); err != nil || code != http.StatusBadRequest || p.Field != c.field || p.Accepted == "" {
+			t.Errorf("%s %.60s: %d %.300s; want 400 naming %s", c.method, c.path, code, body, c.field)
+		}
+	}
+}
