@@ -99,56 +99,74 @@ func ParseBulkOpInQueue(kind, typ, reason, idPrefix, queueName, since, until str
 		}
 		t, err := time.Parse(time.RFC3339, text)
 		if err != nil {
-			return op, fmt.Errorf("%w: bulk %s: %s %q: want a duration before now (24h) or an RFC 3339 time (2026-11-25T09:00:00Z)", ErrInvalidTask, op.Kind, w.name, text)
+			return op, specErr(w.name, acceptRange, fmt.Errorf("bulk %s: %q: want a duration before now (24h) or an RFC 3339 time (2026-11-25T09:00:00Z)", op.Kind, text))
 		}
 		*w.to = t
 	}
 	return op, op.Validate()
 }
 
+// What a bulk operation's fields accept, for SpecError.
+const (
+	acceptKind     = "requeue-dead, cancel-pending or disable-series"
+	acceptRange    = "a duration before now (24h) or an RFC 3339 time"
+	acceptDeadBy   = "none: dead letters are selected by type, reason and due range (since, until)"
+	acceptPendBy   = "none: pending tasks are selected by type, id prefix and queue"
+	acceptSeriesBy = "none: series are selected by type (and queue)"
+)
+
 // Validate refuses an operation that names no known kind, a filter field
 // the kind does not use, a bad type, or an empty range; cancel-pending and
-// disable-series need a filter (a type, or an id prefix).
+// disable-series need a filter (a type, or an id prefix). The error is a
+// SpecError naming the field at fault by its JSON name (BulkRequest of
+// the HTTP API: kind, type, reason, id_prefix, queue, since, until).
 func (op BulkOp) Validate() error {
 	f := op.Filter
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: bulk %s: %s", ErrInvalidTask, op.Kind, fmt.Sprintf(format, a...))
+	bad := func(field, accepted, format string, a ...any) error {
+		return specErr(field, accepted, fmt.Errorf("bulk %s: %s", op.Kind, fmt.Sprintf(format, a...)))
 	}
 	if f.Type != "" {
 		if err := schedule.ValidateType(f.Type); err != nil {
-			return fmt.Errorf("bulk %s: %w", op.Kind, err)
+			return specErr("type", acceptType, fmt.Errorf("bulk %s: %w", op.Kind, err))
 		}
 	}
 	if err := queue.ValidateRouteQueue(f.Queue); err != nil {
-		return bad("%v", err)
+		return bad("queue", fmt.Sprintf(acceptQueue, queue.MaxRouteQueueLen), "%v", err)
+	}
+	// other names the first filter field given that the kind does not use.
+	other := func(fields ...string) string {
+		given := map[string]bool{"queue": f.Queue != "", "id_prefix": f.IDPrefix != "", "reason": f.Reason != "", "since": !f.Since.IsZero(), "until": !f.Until.IsZero()}
+		for _, name := range fields {
+			if given[name] {
+				return name
+			}
+		}
+		return ""
 	}
 	switch op.Kind {
 	case BulkRequeueDead:
-		if f.Queue != "" {
-			return bad("dead letters are selected by type, reason and due range; a queue selects pending tasks")
-		}
-		if f.IDPrefix != "" {
-			return bad("an id prefix selects pending tasks; dead letters are selected by type, reason and due range")
+		if name := other("queue", "id_prefix"); name != "" {
+			return bad(name, acceptDeadBy, "dead letters are selected by type, reason and due range; a queue or an id prefix selects pending tasks")
 		}
 		if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
-			return bad("since %s is not before until %s", f.Since.UTC().Format(time.RFC3339), f.Until.UTC().Format(time.RFC3339))
+			return bad("since", "a time before until", "since %s is not before until %s", f.Since.UTC().Format(time.RFC3339), f.Until.UTC().Format(time.RFC3339))
 		}
 	case BulkCancelPending:
-		if f.Reason != "" || !f.Since.IsZero() || !f.Until.IsZero() {
-			return bad("pending tasks are selected by type, id prefix and queue only")
+		if name := other("reason", "since", "until"); name != "" {
+			return bad(name, acceptPendBy, "pending tasks are selected by type, id prefix and queue only")
 		}
 		if f.Type == "" && f.IDPrefix == "" && f.Queue == "" {
-			return bad("give a type, an id prefix or a queue (cancelling every pending task at once is not offered)")
+			return bad("type", "a type, an id prefix or a queue", "give a type, an id prefix or a queue (cancelling every pending task at once is not offered)")
 		}
 	case BulkDisableSeries:
-		if f.Reason != "" || f.IDPrefix != "" || !f.Since.IsZero() || !f.Until.IsZero() {
-			return bad("series are selected by type (and queue) only")
+		if name := other("reason", "id_prefix", "since", "until"); name != "" {
+			return bad(name, acceptSeriesBy, "series are selected by type (and queue) only")
 		}
 		if f.Type == "" {
-			return bad("give the type of the series to disable")
+			return bad("type", acceptType, "give the type of the series to disable")
 		}
 	default:
-		return fmt.Errorf("%w: bulk operation %q: want %s, %s or %s", ErrInvalidTask, op.Kind, BulkRequeueDead, BulkCancelPending, BulkDisableSeries)
+		return specErr("kind", acceptKind, fmt.Errorf("bulk operation %q: want %s, %s or %s", op.Kind, BulkRequeueDead, BulkCancelPending, BulkDisableSeries))
 	}
 	return nil
 }

@@ -53,7 +53,9 @@ type TaskSpec struct {
 // return it too for what only they can check of a task, naming the
 // TaskSpec field (its JSON name) of the Item field at fault: the parents
 // of After (unknown, recurring, ended, in a cycle) and a unique window
-// longer than the run records it counts on are kept.
+// longer than the run records it counts on are kept. ParseBulkOp and
+// BulkOp.Validate return it for a bulk operation's field (kind, type,
+// reason, id_prefix, queue, since, until).
 type SpecError struct {
 	// Field is the JSON name of the field ("at", "priority", …; "" for
 	// the object as a whole).

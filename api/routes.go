@@ -1334,7 +1334,7 @@ func (s *server) startBulk(ctx context.Context, r *http.Request, who caller) (in
 	}
 	op, err := leasecron.ParseBulkOpInQueue(req.Kind, req.Type, req.Reason, req.IDPrefix, req.Queue, req.Since, req.Until, s.clk.Now())
 	if err != nil {
-		return 0, nil, problem(http.StatusBadRequest, "invalid-field", err.Error())
+		return 0, nil, err // a SpecError: 400 naming the field
 	}
 	n, err := s.c.CountBulk(ctx, op)
 	if err != nil {

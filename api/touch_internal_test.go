@@ -209,3 +209,27 @@ func TestAPausesCallerAndPathValuesAreNamed(t *testing.T) {
 		}
 	}
 }
+
+// A bulk operation's refused field is named, in the HTTP API as in a
+// task spec (a review found kind and since refused naming no field).
+func TestABulkOperationsRefusedFieldIsNamed(t *testing.T) {
+	f := newFixture(t, leasecron.Names{})
+	op := f.token("op", leasecron.RoleOperator)
+	for _, c := range []struct{ body, field string }{
+		{`{"kind":"cancel-everything","type":"invoice"}`, "kind"},
+		{`{"kind":"requeue-dead","type":"invoice","since":"yesterday"}`, "since"},
+		{`{"kind":"requeue-dead","type":"invoice","until":"soon"}`, "until"},
+		{`{"kind":"requeue-dead","id_prefix":"inv-"}`, "id_prefix"},
+		{`{"kind":"cancel-pending","type":"invoice","reason":"x"}`, "reason"},
+		{`{"kind":"cancel-pending"}`, "type"},
+		{`{"kind":"disable-series","type":"Invoice"}`, "type"},
+		{`{"kind":"cancel-pending","queue":"p1"}`, "queue"},
+		{`{"kind":"requeue-dead","since":"1h","until":"2h"}`, "since"},
+	} {
+		code, body := f.do(op, http.MethodPost, "/api/v1/bulk", c.body)
+		var p Problem
+		if err := json.Unmarshal([]byte(body), &p); err != nil || code != http.StatusBadRequest || p.Field != c.field || p.Accepted == "" {
+			t.Errorf("POST /bulk %s: %d %s; want 400 naming %s", c.body, code, body, c.field)
+		}
+	}
+}

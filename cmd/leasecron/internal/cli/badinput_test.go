@@ -54,6 +54,8 @@ func TestBadValuesNameTheFlagAndExit2(t *testing.T) {
 		{[]string{"audit", "--since", "0s"}, `--since "0s": want a positive duration`},
 		{[]string{"runs", "--since", "0s"}, `--since "0s": want a positive duration`},
 		{[]string{"bulk", "requeue-dead", "--since", ""}, `--since "": empty`},
+		{[]string{"bulk", "requeue-dead", "--since", "yesterday"}, `--since: bulk requeue-dead: "yesterday": want a duration`},
+		{[]string{"bulk", "cancel", "--type", "Report"}, `--type: bulk cancel-pending: invalid: task type "Report"`},
 		{[]string{"bulk", "cancel", "--type", "report", "--yes", "--wait", "-1m"}, `--wait "-1m"`},
 		{[]string{"bulk", "status", "a/b"}, `bulk operation id "a/b"`},
 		{[]string{"drain", "w-1", "--wait", "-1s"}, `--wait "-1s"`},

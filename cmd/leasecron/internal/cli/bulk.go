@@ -67,6 +67,9 @@ func (a *app) bulkKindCmd(kind leasecron.BulkKind, use, short, example string) *
 				return usagef("--wait follows a started operation: add --yes to start it")
 			}
 			op, err := leasecron.ParseBulkOpInQueue(string(kind), typ, reason, idPrefix, queueName, since, until, time.Now())
+			if ferr := flagError(err); ferr != nil {
+				return ferr
+			}
 			if err != nil {
 				return usageError{err}
 			}

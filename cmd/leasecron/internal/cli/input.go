@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/leasecron/leasecron"
 )
 
 // durationFlag is a duration flag that keeps the text it was given, so a
@@ -43,6 +46,18 @@ func (f *durationFlag) since(now time.Time, within string) (time.Time, error) {
 func (f *durationFlag) String() string { return f.raw }
 
 func (f *durationFlag) Type() string { return "duration" }
+
+// flagError is a usage error naming the flag of the field a SpecError of
+// the library names (unique_for: --unique-for; id_prefix: --id-prefix),
+// when err is one (nil otherwise): the user gave the flag (a review's find). A payload
+// has no flag.
+func flagError(err error) error {
+	var se *leasecron.SpecError
+	if !errors.As(err, &se) || se.Field == "" || se.Field == "payload" {
+		return nil
+	}
+	return usagef("--%s: %w", strings.ReplaceAll(se.Field, "_", "-"), se.Err)
+}
 
 // refuseEmpty refuses each flag of names that was given an empty value
 // (--in "", --types ","): a variable a script left empty must not read as

@@ -185,11 +185,8 @@ its progress.`,
 				return err
 			}
 			if err != nil {
-				var se *leasecron.SpecError
-				if errors.As(err, &se) && se.Field != "" && se.Field != "payload" {
-					// The library names the task spec's field (unique_for);
-					// the user gave its flag (a review's find).
-					return usagef("--%s: %w", strings.ReplaceAll(se.Field, "_", "-"), se.Err)
+				if ferr := flagError(err); ferr != nil {
+					return ferr
 				}
 				if errors.Is(err, schedule.ErrInvalid) || errors.Is(err, schedule.ErrBadRecurrence) || errors.Is(err, schedule.ErrPayloadTooLarge) {
 					return usageError{err}
