@@ -106,9 +106,9 @@ func (s *server) table() []route {
 		{"PUT /api/v1/tasks/{id}", scheduler | operator, "replace", s.replace, answering(ok200, withBody, badField, conflict, answers{500: {"outcome-unknown"}})},
 		{"POST /api/v1/tasks/{id}/cancel", scheduler | operator, "cancel", s.cancel, answering(ok200, withBody, badField, notFound, conflict, incomplete)},
 		{"POST /api/v1/tasks/{id}/reschedule", scheduler | operator, "reschedule", s.reschedule, answering(ok200, withBody, badField, notFound, conflict)},
-		{"POST /api/v1/tasks/{id}/run-now", operator, "run-now", s.itemAction(s.c.RunNow), answering(ok200, withBody, badField, notFound, conflict)},
-		{"POST /api/v1/tasks/{id}/disable", operator, "disable", s.itemAction(s.c.Disable), answering(ok200, withBody, badField, notFound, conflict, incomplete)},
-		{"POST /api/v1/tasks/{id}/enable", operator, "enable", s.itemAction(s.c.Enable), answering(ok200, withBody, badField, notFound)},
+		{"POST /api/v1/tasks/{id}/run-now", operator, "run-now", s.itemAction(s.c.RunNow, "the id of a pending task"), answering(ok200, withBody, badField, notFound, conflict)},
+		{"POST /api/v1/tasks/{id}/disable", operator, "disable", s.itemAction(s.c.Disable, "the id of a recurring series"), answering(ok200, withBody, badField, notFound, conflict, incomplete)},
+		{"POST /api/v1/tasks/{id}/enable", operator, "enable", s.itemAction(s.c.Enable, "the id of a pending task"), answering(ok200, withBody, badField, notFound)},
 		{"GET /api/v1/runs", viewer | operator, "", s.runs, answering(ok200, badField, conflict)},
 		{"GET /api/v1/search", viewer | operator, "", s.search, answering(ok200, badField, notFound, conflict)},
 		{"GET /api/v1/batches/{id}", anyRole, "", s.batch, answering(ok200, notFound, conflict)},
@@ -1114,8 +1114,10 @@ func (s *server) reschedule(ctx context.Context, r *http.Request, who caller) (i
 	return http.StatusOK, TaskResult{Task: taskOf(got)}, nil
 }
 
-// itemAction is an operator's action on one task that answers the task.
-func (s *server) itemAction(call func(context.Context, string) (leasecron.Item, error)) handlerFunc {
+// itemAction is an operator's action on one task that answers the task;
+// accepted says which ids it takes, for the 400 of a task it does not
+// apply to (a disable of a one-off task named no field).
+func (s *server) itemAction(call func(context.Context, string) (leasecron.Item, error), accepted string) handlerFunc {
 	return func(ctx context.Context, r *http.Request, who caller) (int, any, error) {
 		id := r.PathValue("id")
 		if err := s.readBody(r, &struct{}{}, true); err != nil {
@@ -1125,6 +1127,9 @@ func (s *server) itemAction(call func(context.Context, string) (leasecron.Item, 
 			return 0, nil, err
 		}
 		got, err := call(ctx, id)
+		if errors.Is(err, leasecron.ErrInvalidTask) {
+			return 0, nil, fieldProblem("id", accepted, err.Error())
+		}
 		if err != nil {
 			return 0, nil, err
 		}

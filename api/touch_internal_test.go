@@ -233,3 +233,18 @@ func TestABulkOperationsRefusedFieldIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// An action that does not apply to the task names its id, saying which
+// tasks it takes (a disable of a one-off task named no field).
+func TestAnActionOnTheWrongKindOfTaskNamesTheID(t *testing.T) {
+	f := newFixture(t, leasecron.Names{})
+	op := f.token("op", leasecron.RoleOperator)
+	if code, body := f.do(op, http.MethodPost, "/api/v1/tasks", `{"id":"one","type":"note","in":"1h"}`); code != http.StatusCreated {
+		t.Fatalf("schedule: %d %s", code, body)
+	}
+	code, body := f.do(op, http.MethodPost, "/api/v1/tasks/one/disable", "")
+	var p Problem
+	if err := json.Unmarshal([]byte(body), &p); err != nil || code != http.StatusBadRequest || p.Field != "id" || !strings.Contains(p.Accepted, "series") {
+		t.Errorf("disable of a one-off task: %d %s; want 400 naming id, accepting a series", code, body)
+	}
+}
