@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/failpoint"
@@ -102,6 +103,25 @@ func (c *Client) BatchMembers(ctx context.Context, id string) ([]BatchMember, er
 	return out, nil
 }
 
+// uniqueIDs names the unique tasks of a call, by id or (without one) by
+// index: the first three, and how many more.
+func uniqueIDs(items []Item, unique []*Unique) string {
+	var ids []string
+	for i, u := range unique {
+		switch {
+		case u == nil || i >= len(items):
+		case items[i].ID != "":
+			ids = append(ids, items[i].ID)
+		default:
+			ids = append(ids, fmt.Sprintf("task %d", i))
+		}
+	}
+	if len(ids) > 3 {
+		return strings.Join(ids[:3], ", ") + fmt.Sprintf(" and %d more", len(ids)-3)
+	}
+	return strings.Join(ids, ", ")
+}
+
 // scheduleManyFlow is ScheduleMany of a batch, or of items that wait for
 // others (in the same call or already scheduled).
 func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleManyOptions) ([]ScheduleResult, error) {
@@ -111,7 +131,11 @@ func (c *Client) scheduleManyFlow(ctx context.Context, items []Item, o ScheduleM
 	after := slices.ContainsFunc(items, func(it Item) bool { return len(it.After) > 0 })
 	switch {
 	case len(o.Unique) > 0:
-		return nil, fmt.Errorf("%w: unique tasks cannot be scheduled in a batch or wait for others", ErrInvalidTask)
+		why := "a batch"
+		if o.Batch == "" && o.OnComplete == nil {
+			why = "tasks that wait for others"
+		}
+		return nil, fmt.Errorf("%w: unique tasks (%s) cannot be scheduled in one call with %s: schedule them in a call of their own", ErrInvalidTask, uniqueIDs(items, o.Unique), why)
 	case after && o.Partial:
 		return nil, fmt.Errorf("%w: tasks that wait for others are scheduled all or nothing (Partial is off)", ErrInvalidTask)
 	}

@@ -877,6 +877,11 @@ func (s *server) scheduleMany(ctx context.Context, r *http.Request, who caller) 
 	}
 	var o leasecron.ScheduleManyOptions
 	o.Partial, o.Batch = req.Partial, req.Batch
+	if req.Batch != "" {
+		if err := schedule.ValidateID(req.Batch); err != nil {
+			return 0, nil, fieldProblem("batch", "a batch id, as a task id: 1 to 200 of A-Z a-z 0-9 . _ : -", "batch: "+err.Error())
+		}
+	}
 	if req.OnComplete != nil {
 		if req.Batch == "" {
 			return 0, nil, fieldProblem("on_complete", "a callback with batch", "on_complete goes with batch")

@@ -248,3 +248,21 @@ func TestAnActionOnTheWrongKindOfTaskNamesTheID(t *testing.T) {
 		t.Errorf("disable of a one-off task: %d %s; want 400 naming id, accepting a series", code, body)
 	}
 }
+
+// A schedule-many's bad batch id is named, and unique tasks refused in a
+// call with tasks that wait are named by id, not told they wait (a
+// review found "unique tasks cannot be scheduled in a batch or wait for
+// others" of a unique task that waits for nothing).
+func TestAScheduleManysBatchAndUniqueRefusalsSayWhat(t *testing.T) {
+	f := newFixture(t, leasecron.Names{})
+	sch := f.token("sch", leasecron.RoleScheduler)
+	code, body := f.do(sch, http.MethodPost, "/api/v1/tasks:many", `{"batch":"a b","tasks":[{"id":"m1","type":"note","in":"1h"}]}`)
+	var p Problem
+	if err := json.Unmarshal([]byte(body), &p); err != nil || code != http.StatusBadRequest || p.Field != "batch" {
+		t.Errorf("batch \"a b\": %d %s; want 400 naming batch", code, body)
+	}
+	code, body = f.do(sch, http.MethodPost, "/api/v1/tasks:many", `{"tasks":[{"id":"r1","type":"note","in":"1h","unique_key":"k"},{"id":"r2","type":"note","in":"1h","after":["r1"]}]}`)
+	if code != http.StatusBadRequest || !strings.Contains(body, "unique tasks (r1)") || !strings.Contains(body, "tasks that wait for others") {
+		t.Errorf("a unique task beside a waiting one: %d %s; want 400 naming r1 and the tasks that wait", code, body)
+	}
+}
