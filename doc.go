@@ -53,7 +53,8 @@
 // because the worker was drained), ErrNotDrainable (Drain found an
 // instance that does not look for drain requests) and ErrIncomplete (the
 // change was made but a step after it failed: repeat the call); test with
-// errors.Is.
+// errors.Is. IsConflict tells the states that forbid a request (sent
+// again, it gets the same answer) from failures.
 //
 // # Options
 //

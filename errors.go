@@ -6,6 +6,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/leasecrontype"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -97,3 +98,25 @@ var (
 	// could not be taken back (its id stays taken).
 	ErrIncomplete = errors.New("done in part")
 )
+
+// conflicts are the errors IsConflict reports.
+var conflicts = []error{
+	ErrAlreadyScheduled, ErrAlreadyFinished, ErrAlreadySent, ErrBeingCancelled,
+	ErrNoRunRecords, ErrDuplicate, queue.ErrNotRequeueable,
+}
+
+// IsConflict reports whether err is, or wraps, a state that forbids the
+// request rather than a failure: an id already scheduled, a run already
+// ended, sent to the queue or being cancelled, a call that needs run
+// records while they are off, a unique key held, or a dead letter that
+// cannot be requeued. Sending the same request again gets the same answer
+// until that state changes. The HTTP API and the dashboard answer these
+// 409 Conflict.
+func IsConflict(err error) bool {
+	for _, c := range conflicts {
+		if errors.Is(err, c) {
+			return true
+		}
+	}
+	return false
+}

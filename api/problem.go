@@ -10,7 +10,6 @@ import (
 	"strconv"
 
 	"github.com/leasecron/leasecron"
-	"github.com/leasecron/leasecron/internal/refusal"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/schedule"
 )
@@ -118,7 +117,7 @@ func problemOf(err error) *Problem {
 		return p
 	case errors.Is(err, context.Canceled):
 		return problem(http.StatusServiceUnavailable, "unavailable", "the request was cancelled")
-	case refusal.Conflict(err):
+	case leasecron.IsConflict(err):
 		return problem(http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, leasecron.ErrNotFound):
 		return problem(http.StatusNotFound, "not-found", err.Error())

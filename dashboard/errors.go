@@ -7,7 +7,6 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/blackboard"
-	"github.com/leasecron/leasecron/internal/refusal"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/schedule"
@@ -46,7 +45,7 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, leasecrontype.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, ErrConflict), refusal.Conflict(err):
+	case errors.Is(err, ErrConflict), leasecron.IsConflict(err):
 		// (The states that forbid a request, as the HTTP API answers them:
 		// reviews found some of them answered 502.)
 		return http.StatusConflict

@@ -1,4 +1,4 @@
-package refusal
+package leasecron_test
 
 import (
 	"errors"
@@ -9,7 +9,9 @@ import (
 	"github.com/leasecron/leasecron/queue"
 )
 
-func TestStatesAreConflictsAndFailuresAreNot(t *testing.T) {
+// IsConflict is the one list of states the HTTP API and the dashboard
+// answer 409 (the two kept their own, which drifted apart).
+func TestIsConflictTellsStatesFromFailures(t *testing.T) {
 	for _, err := range []error{
 		fmt.Errorf("cancel a: %w", leasecron.ErrAlreadyFinished),
 		fmt.Errorf("schedule a: %w", leasecron.ErrAlreadyScheduled),
@@ -19,12 +21,12 @@ func TestStatesAreConflictsAndFailuresAreNot(t *testing.T) {
 		&leasecron.DuplicateError{ID: "b", Key: "k"},
 		fmt.Errorf("requeue d: %w", queue.ErrNotRequeueable),
 	} {
-		if !Conflict(err) {
+		if !leasecron.IsConflict(err) {
 			t.Errorf("%v: not a conflict", err)
 		}
 	}
 	for _, err := range []error{leasecron.ErrNotFound, leasecron.ErrServerBusy, errors.New("connection reset"), leasecron.ErrInvalidTask} {
-		if Conflict(err) {
+		if leasecron.IsConflict(err) {
 			t.Errorf("%v: taken for a conflict", err)
 		}
 	}
