@@ -102,14 +102,14 @@ var (
 // conflicts are the errors IsConflict reports.
 var conflicts = []error{
 	ErrAlreadyScheduled, ErrAlreadyFinished, ErrAlreadySent, ErrBeingCancelled,
-	ErrNoRunRecords, ErrDuplicate, queue.ErrNotRequeueable,
+	ErrNoRunRecords, ErrDuplicate, queue.ErrNotRequeueable, ErrNotDrainable,
 }
 
 // IsConflict reports whether err is, or wraps, a state that forbids the
 // request rather than a failure: an id already scheduled, a run already
 // ended, sent to the queue or being cancelled, a call that needs run
-// records while they are off, a unique key held, or a dead letter that
-// cannot be requeued. Sending the same request again gets the same answer
+// records while they are off, a unique key held, a dead letter that
+// cannot be requeued, or an instance that cannot be drained. Sending the same request again gets the same answer
 // until that state changes. The HTTP API and the dashboard answer these
 // 409 Conflict.
 func IsConflict(err error) bool {

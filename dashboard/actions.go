@@ -25,6 +25,9 @@ func (s *Server) actionRoutes(m *http.ServeMux) {
 	m.Handle("POST /tasks", s.action("schedule", s.doSchedule))
 	m.Handle("POST /tasks/{id}/cancel", s.action("cancel", onID("id", s.src.Cancel)))
 	m.Handle("POST /tasks/{id}/run-now", s.action("run-now", onID("id", saying(s.src.RunNow, func(it schedule.Item) string {
+		if it.Waiting {
+			return fmt.Sprintf("%s is due now (%s), and still waits for the tasks it runs after to end", it.ID, it.Due.UTC().Format("15:04:05Z"))
+		}
 		return fmt.Sprintf("%s is due now (%s)", it.ID, it.Due.UTC().Format("15:04:05Z"))
 	}))))
 	m.Handle("POST /tasks/{id}/disable", s.action("disable", onID("id", saying(s.src.Disable, func(it schedule.Item) string {
@@ -125,13 +128,15 @@ func (s *Server) action(name string, do action) http.Handler {
 			s.refuse(w, r, http.StatusForbidden, "the dashboard is read-only (dashboard.read_only): actions are disabled")
 			return
 		}
+		if err := cop.Check(r); err != nil {
+			// Before the viewer's refusal, which is audited: another site
+			// must not write entries in a viewer's name (a review's find).
+			s.refuse(w, r, http.StatusForbidden, "cross-origin request refused")
+			return
+		}
 		if !s.canAct(r) {
 			s.audit(r, name, "", errViewer)
 			s.refuse(w, r, http.StatusForbidden, errViewer.Error())
-			return
-		}
-		if err := cop.Check(r); err != nil {
-			s.refuse(w, r, http.StatusForbidden, "cross-origin request refused")
 			return
 		}
 		if err := r.ParseForm(); err != nil {

@@ -27,7 +27,7 @@ var ErrConflict = errors.New("conflict")
 
 // invalid are the errors, of this package and of those a Source calls, that
 // mean the viewer asked for something that cannot be answered as asked.
-var invalid = []error{ErrInvalid, schedule.ErrInvalid, schedule.ErrBadRecurrence, leasecron.ErrInvalidRunQuery, blackboard.ErrInvalid}
+var invalid = []error{ErrInvalid, schedule.ErrInvalid, schedule.ErrBadRecurrence, leasecron.ErrInvalidRunQuery, blackboard.ErrInvalid, leasecron.ErrInvalidOptions}
 
 // statusOf is the HTTP status of a page's or an action's error: 4xx for
 // what the viewer asked (the message names the value), 503 while storage

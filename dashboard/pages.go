@@ -349,23 +349,20 @@ func (s *Server) loadTask(ctx context.Context, r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		v := &TaskView{ID: t.ID, State: "unknown"}
+		// The state in the CLI's words, as status says it: a disabled
+		// series is disabled, a task waiting for others waiting (a review
+		// found a disabled series shown scheduled).
+		v := &TaskView{ID: t.ID, State: leasecron.Status{ID: t.ID, Pending: t.Pending, Run: t.Run}.State()}
 		if t.Pending != nil {
 			iv := itemView(*t.Pending, PayloadPreview)
 			if t.Payload != "" {
 				iv.Payload, iv.PayloadSize = trunc.Head(t.Payload, PayloadPreview), len(t.Payload)
 			}
-			v.Pending, v.State = &iv, string(leasecrontype.RunScheduled)
+			v.Pending = &iv
 		}
 		if t.Run != nil {
 			rv := RunViewOf(*t.Run)
 			v.Run = &rv
-			// While its row is still in the schedule a task is scheduled,
-			// even if the mover has just recorded its run queued before
-			// sending, as leasecron.Status.State says (the CLI's status).
-			if t.Pending == nil || t.Run.State != leasecrontype.RunScheduled && t.Run.State != leasecrontype.RunQueued {
-				v.State = rv.State
-			}
 		}
 		for _, r := range t.Recent {
 			v.Recent = append(v.Recent, RunViewOf(r))
@@ -496,8 +493,18 @@ func (s *Server) loadSearch(ctx context.Context, r *http.Request) (any, error) {
 			return nil, err
 		}
 		v := &SearchView{Q: text, Runs: []RunView{}, Continue: res.Continue, Cursor: cont}
-		if res.Exact != nil && res.Exact.Run != nil {
-			v.Runs = append(v.Runs, RunViewOf(*res.Exact.Run))
+		if x := res.Exact; x != nil {
+			// The task in the state status gives it: its run, or its
+			// pending row (a pending task came back as no match).
+			var rv RunView
+			switch {
+			case x.Run != nil:
+				rv = RunViewOf(*x.Run)
+			case x.Pending != nil:
+				rv = RunViewOf(leasecron.Run{ID: x.ID, Type: x.Pending.Type, Due: x.Pending.Due})
+			}
+			rv.State = x.State()
+			v.Runs = append(v.Runs, rv)
 		}
 		for _, r := range res.Runs {
 			v.Runs = append(v.Runs, RunViewOf(r))
@@ -655,7 +662,7 @@ func relative(t, now time.Time) string {
 func stateClass(s string) string {
 	switch s {
 	case "scheduled", "queued", "running", "succeeded", "failed", "dead", "cancelled",
-		"waiting", "due", "abandoned", "leased", "available", "expired", "breaking", "broken":
+		"waiting", "snoozed", "disabled", "due", "abandoned", "leased", "available", "expired", "breaking", "broken":
 		return "st st-" + s
 	}
 	return "st"

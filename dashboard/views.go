@@ -117,11 +117,14 @@ type ItemView struct {
 	// Disabled is when a disabled series was disabled (Due is then the
 	// occurrence it had next).
 	Disabled time.Time `json:"disabled,omitzero"`
+	// Waiting: it waits for other tasks to end (--after), so Run now
+	// would not start it.
+	Waiting bool `json:"waiting,omitempty"`
 }
 
 func itemView(it schedule.Item, preview int) ItemView {
 	return ItemView{ID: it.ID, Type: it.Type, Due: it.Due, Recurrence: it.Recurrence, TZ: it.TZ, Payload: trunc.Head(it.Payload, preview),
-		PayloadSize: len(it.Payload), PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Problem: it.Problem, Disabled: it.Disabled,
+		PayloadSize: len(it.Payload), PayloadBlob: it.PayloadBlob, MaxAttempts: it.MaxAttempts, Problem: it.Problem, Disabled: it.Disabled, Waiting: it.Waiting,
 		Queue: cmp.Or(it.Queue, queue.DefaultRouteQueue), Priority: cmp.Or(it.Priority, queue.PriorityDefault), FairKey: it.FairKey}
 }
 

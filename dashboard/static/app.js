@@ -30,8 +30,13 @@
     body.classList.remove("stale");
   }
 
+  // A page with nothing live but the "updated" stamp (the count of a bulk
+  // operation to confirm) is not fetched again: each fetch would redo
+  // its uncached read and show nothing new.
+  var live = document.querySelector("[data-live]:not(#updated)") !== null;
+
   function refresh() {
-    if (busy || document.visibilityState !== "visible" || editing()) return;
+    if (!live || busy || document.visibilityState !== "visible" || editing()) return;
     busy = true;
     fetch(location.href, { headers: { "Accept": "text/html" }, credentials: "same-origin", cache: "no-store" })
       .then(function (r) {

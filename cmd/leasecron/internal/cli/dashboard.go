@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -37,8 +38,10 @@ tasks, recurring series, runs, dead letters, the blackboard and the fleet,
 each page with a JSON twin under /api/, and the actions of the CLI.
 
 It listens on loopback by default. On any other address it refuses to start
-unless dashboard.auth is set (basic:USER:PASSWORD or bearer:TOKEN), or
-dashboard.read_only and dashboard.allow_anonymous are both true.`,
+unless dashboard.auth is set (basic:USER:PASSWORD or bearer:TOKEN),
+dashboard.viewer_auth or dashboard.platform_auth signs people in, or
+dashboard.read_only and dashboard.allow_anonymous are both true. With
+dashboard.base_path it serves, and prints its address, under that path.`,
 		Example: `  leasecron dashboard
   LEASECRON_DASHBOARD_AUTH=bearer:$(openssl rand -hex 16) leasecron dashboard --addr :8090`,
 		Args: cobra.NoArgs,
@@ -65,7 +68,9 @@ dashboard.read_only and dashboard.allow_anonymous are both true.`,
 				return err
 			}
 			o.OnListen = func(at net.Addr) {
-				fmt.Fprintf(a.out, "dashboard: http://%s/\n", at)
+				// Under its base path: the root answers 404 then (a
+				// review found the printed address one).
+				fmt.Fprintf(a.out, "dashboard: http://%s%s/\n", at, strings.TrimRight(o.BasePath, "/"))
 				a.log.Info("dashboard listening", "addr", at.String(), "read_only", o.ReadOnly, "auth", o.Auth != "")
 			}
 			if a.cfg.API.Enabled {
