@@ -27,6 +27,14 @@ type CancelResult struct {
 	Marked bool
 }
 
+// String says what the cancel did, as the CLI and the dashboard print it.
+func (r CancelResult) String() string {
+	if r.Removed {
+		return "cancelled " + r.ID + " (removed from the schedule)"
+	}
+	return "cancelled " + r.ID + " (already in the queue: its run is marked cancelled, so the worker that receives it acknowledges it without running; a run a worker had already started goes on to its end)"
+}
+
 // Cancel stops a task: before it is moved its row is deleted; after, its
 // run is marked cancelled. It returns ErrNotFound for an unknown id and
 // ErrAlreadyFinished for a run that has already succeeded or died (unless

@@ -214,10 +214,7 @@ func (s clientSource) Cancel(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if res.Removed {
-		return "cancelled " + res.ID + " (removed from the schedule)", nil
-	}
-	return "cancelled " + res.ID + " (already queued: the worker that receives it acknowledges it without running)", nil
+	return res.String(), nil
 }
 
 func (s clientSource) Search(ctx context.Context, q leasecron.SearchQuery) (leasecron.SearchResult, error) {

@@ -188,8 +188,8 @@ func TestLifecycleCancel(t *testing.T) {
 	lcWaitRecords(ctx, t, f, 30*time.Second, "blocker")
 	lcCLI(ctx, t, f, "schedule", "--id", "late1", "--type", "rec")
 	lcWaitStatus(ctx, t, f, "late1", 20*time.Second, "queued", func(s lcStatus) bool { return s.State == "queued" })
-	if out := lcCLI(ctx, t, f, "cancel", "late1"); !strings.Contains(out, "already queued") {
-		t.Fatalf("cancel late1: %q, want it reported as already queued", out)
+	if out := lcCLI(ctx, t, f, "cancel", "late1"); !strings.Contains(out, "already in the queue") {
+		t.Fatalf("cancel late1: %q, want it reported as already in the queue", out)
 	}
 	// Once the blocker ends the worker receives late1 and acknowledges it.
 	lcWaitQueueEmpty(ctx, t, f, 40*time.Second)

@@ -288,11 +288,7 @@ func (a *app) cancelCmd() *cobra.Command {
 			if asJSON {
 				return a.printJSON(res)
 			}
-			if res.Removed {
-				fmt.Fprintf(a.out, "cancelled %s (removed from the schedule)\n", res.ID)
-			} else {
-				fmt.Fprintf(a.out, "cancelled %s (already queued: the worker that receives it acknowledges it without running)\n", res.ID)
-			}
+			fmt.Fprintln(a.out, res)
 			return nil
 		},
 	}
