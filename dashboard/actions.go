@@ -172,7 +172,13 @@ func (s *Server) audit(r *http.Request, name, msg string, err error) {
 		}
 	}
 	if e.Target == "" && name == "bulk" {
-		e.Target = strings.TrimSpace(strings.Join([]string{r.PostFormValue("kind"), r.PostFormValue("type"), r.PostFormValue("reason"), r.PostFormValue("id_prefix")}, " "))
+		// The operation as it reads (since, until and queue too), or the
+		// fields as given when they do not make one.
+		if op, err := s.bulkOpOf(r.PostFormValue); err == nil {
+			e.Target = op.String()
+		} else {
+			e.Target = strings.TrimSpace(strings.Join([]string{r.PostFormValue("kind"), r.PostFormValue("type"), r.PostFormValue("reason"), r.PostFormValue("id_prefix"), r.PostFormValue("since"), r.PostFormValue("until")}, " "))
+		}
 	}
 	if e.Target == "" && name == "schedule" {
 		e.Target = strings.TrimSpace(r.PostFormValue("id") + " " + r.PostFormValue("type"))

@@ -649,14 +649,25 @@ func TestBulkPages(t *testing.T) {
 		!strings.Contains(body, `data-confirm="Requeue 1000 dead letters (requeue-dead type:mail since:`) || !strings.Contains(body, `name="expect" value="1000"`) {
 		t.Fatalf("GET /bulk/new: %d\n%s", resp.StatusCode, body)
 	}
+	// The start sends the window counted, not "24h" read again at the
+	// click (a review's find).
+	if want := `name="since" value="` + t0.Add(-24*time.Hour).Format(time.RFC3339) + `"`; !strings.Contains(body, want) {
+		t.Errorf("GET /bulk/new: the start form does not carry %s", want)
+	}
 	token := csrfRE.FindStringSubmatch(body)[1]
-	resp, _ = fetch(t, cl, "POST", srv.URL+"/bulk", url.Values{"csrf": {token}, "kind": {"requeue-dead"}, "type": {"mail"}, "expect": {"1000"}, "back": {"/bulk/new"}}, nil)
+	since := t0.Add(-24 * time.Hour).Format(time.RFC3339)
+	resp, _ = fetch(t, cl, "POST", srv.URL+"/bulk", url.Values{"csrf": {token}, "kind": {"requeue-dead"}, "type": {"mail"}, "since": {since}, "expect": {"1000"}, "back": {"/bulk/new"}}, nil)
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/bulk/bulk-1" {
 		t.Errorf("POST /bulk: %d to %q, want 303 to /bulk/bulk-1", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	if got := src.done(); len(got) != 1 || got[0] != "bulk requeue-dead type:mail expect 1000 by anonymous" {
+	if got := src.done(); len(got) != 1 || got[0] != "bulk requeue-dead type:mail since:"+since+" expect 1000 by anonymous" {
 		t.Errorf("source saw %v", got)
 	}
+	src.mu.Lock()
+	if len(src.audit) == 0 || src.audit[0].Target != "requeue-dead type:mail since:"+since {
+		t.Errorf("the start's audit entry %+v; want the operation as it reads", src.audit)
+	}
+	src.mu.Unlock()
 	if _, body = fetch(t, cl, "GET", srv.URL+"/bulk/bulk-1", nil, nil); !strings.Contains(body, "400 requeued, 2 failed, of 1000 matching when confirmed") || !strings.Contains(body, "taken over") {
 		t.Errorf("GET /bulk/bulk-1:\n%s", body)
 	}

@@ -705,6 +705,11 @@ type BulkNewView struct {
 	// Verb and Noun name what it does to what ("Requeue", "dead letters").
 	Verb string `json:"-"`
 	Noun string `json:"-"`
+	// SinceAt and UntilAt are since and until as the times counted: the
+	// confirmation sends them, not "24h", which read at the click would
+	// be another window than the one counted (a review's find).
+	SinceAt string `json:"-"`
+	UntilAt string `json:"-"`
 }
 
 // bulkWords are the verb and noun of each kind, for the page's button.
@@ -735,8 +740,14 @@ func (s *Server) loadBulkNew(ctx context.Context, r *http.Request) (any, error) 
 		return nil, err
 	}
 	w := bulkWords[op.Kind]
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339Nano)
+	}
 	return &BulkNewView{Kind: string(op.Kind), Type: q.Get("type"), Reason: q.Get("reason"), IDPrefix: q.Get("id_prefix"), Since: q.Get("since"),
-		Until: q.Get("until"), Op: op.String(), Matches: n, Verb: w[0], Noun: w[1]}, nil
+		Until: q.Get("until"), Op: op.String(), Matches: n, Verb: w[0], Noun: w[1], SinceAt: at(op.Filter.Since), UntilAt: at(op.Filter.Until)}, nil
 }
 
 // BulkView is GET /bulk/{id} and /api/bulk/{id}: one operation.
