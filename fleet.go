@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/presence"
 	"github.com/leasecron/leasecron/internal/runs"
 	"github.com/leasecron/leasecron/internal/storage"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 	"github.com/leasecron/leasecron/trafficcop"
 )
@@ -52,6 +54,9 @@ type Instance struct {
 	// does not consume; nil for one of a release before named queues,
 	// which consumes the default queue). In JSON both are left out.
 	Queues []string `json:"queues,omitempty"`
+	// Roles are what a present worker does: RoleLead, RoleConsume,
+	// RoleBlackboard (nil for one of a release before roles were shown).
+	Roles []string `json:"roles,omitempty"`
 	// Total sums its counts over every task type.
 	Total Counts `json:"counters"`
 	// ByType holds its counts per task type.
@@ -80,7 +85,7 @@ func (c *Client) Instances(ctx context.Context) ([]Instance, error) {
 		in := get(p.ID)
 		in.Version, in.Started, in.Seen, in.Present = p.Version, p.Started, p.Seen, p.Present(now)
 		in.Draining, in.DrainBy, in.DrainRequested, in.DrainStarted = !p.DrainAt.IsZero(), p.DrainBy, p.DrainAt, p.Draining
-		in.Queues = p.Queues
+		in.Queues, in.Roles = p.Queues, p.Roles
 	}
 	if c.runs != nil {
 		rows, err := c.runs.ListCounters(ctx)
@@ -102,6 +107,61 @@ func (c *Client) Instances(ctx context.Context) ([]Instance, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
+}
+
+// The roles of Instance.Roles: what a worker does (WorkerOptions.NoLead,
+// NoConsume and NoBlackboard turn them off).
+const (
+	RoleLead       = "lead"
+	RoleConsume    = "consume"
+	RoleBlackboard = "blackboard"
+)
+
+// Uncovered says what no other running instance does once id stops (a
+// drain's warning): leading (due tasks stop moving), consuming one of
+// the queues id consumes (its tasks wait), walking the blackboard. An
+// instance whose presence does not say its roles or queues (an earlier
+// release) is taken to do everything and consume the default queue.
+func Uncovered(instances []Instance, id string) []string {
+	var me *Instance
+	var others []Instance
+	for i, in := range instances {
+		switch {
+		case in.ID == id:
+			me = &instances[i]
+		case in.Present && !in.Draining:
+			others = append(others, in)
+		}
+	}
+	if me == nil {
+		return nil
+	}
+	does := func(in Instance, role string) bool { return in.Roles == nil || slices.Contains(in.Roles, role) }
+	consumes := func(in Instance, q string) bool {
+		if in.Queues == nil {
+			return q == queue.DefaultRouteQueue && does(in, RoleConsume)
+		}
+		return slices.Contains(in.Queues, q)
+	}
+	var out []string
+	for _, r := range []struct{ role, what string }{
+		{RoleLead, "no other running instance can lead: due tasks stop moving to the queue until one starts"},
+		{RoleBlackboard, "no other running instance walks the blackboard"},
+	} {
+		if does(*me, r.role) && !slices.ContainsFunc(others, func(in Instance) bool { return does(in, r.role) }) {
+			out = append(out, r.what)
+		}
+	}
+	mine := me.Queues
+	if mine == nil && does(*me, RoleConsume) {
+		mine = []string{queue.DefaultRouteQueue}
+	}
+	for _, q := range mine {
+		if !slices.ContainsFunc(others, func(in Instance) bool { return consumes(in, q) }) {
+			out = append(out, fmt.Sprintf("no other running instance consumes the queue %s: its tasks wait there until one starts", q))
+		}
+	}
+	return out
 }
 
 // LimitUsage is one limited task type's slots.

@@ -528,6 +528,7 @@ func (w *Worker) announce(ctx context.Context, drain context.CancelCauseFunc) (s
 	} else {
 		a.NoConsume = true
 	}
+	a.Roles = w.roles()
 	if w.cop != nil {
 		// A standby hears of a request in the leader's note (fleetNote).
 		a.Relaxed = func() bool { return !w.HasControl() }
@@ -861,4 +862,18 @@ func (l limiter) Acquire(ctx context.Context, taskType string) (func(), bool, er
 		defer cancel()
 		_ = slot.Release(rctx)
 	}, true, nil
+}
+
+// roles are what this instance does, as its presence says (Instance.Roles).
+func (w *Worker) roles() []string {
+	roles := []string{}
+	for _, r := range []struct {
+		off  bool
+		name string
+	}{{w.o.NoLead, RoleLead}, {w.o.NoConsume, RoleConsume}, {w.o.NoBlackboard, RoleBlackboard}} {
+		if !r.off {
+			roles = append(roles, r.name)
+		}
+	}
+	return roles
 }

@@ -55,8 +55,12 @@ func (s *Server) actionRoutes(m *http.ServeMux) {
 	}))
 	m.Handle("POST /fleet/{id}/drain", s.action("drain", func(ctx context.Context, r *http.Request) (string, error) {
 		return onID("id", func(ctx context.Context, id string) (string, error) {
-			return fmt.Sprintf("%s asked to drain: within its worker.drain_check it stops taking work, finishes what it runs and exits", id),
-				s.src.Drain(ctx, id, identityOf(r).who)
+			uncovered, err := s.src.Drain(ctx, id, identityOf(r).who)
+			msg := fmt.Sprintf("%s asked to drain: within its worker.drain_check it stops taking work, finishes what it runs and exits", id)
+			for _, u := range uncovered {
+				msg += "; warning: " + u
+			}
+			return msg, err
 		})(ctx, r)
 	}))
 	m.Handle("POST /tasks/{id}/reschedule", s.action("reschedule", func(ctx context.Context, r *http.Request) (string, error) {

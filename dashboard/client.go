@@ -163,7 +163,7 @@ func dashInstances(ins []leasecron.Instance) []Instance {
 	out := make([]Instance, 0, len(ins))
 	for _, in := range ins {
 		out = append(out, Instance{ID: in.ID, Version: in.Version, Present: in.Present, Started: in.Started, Seen: in.Seen, Flushed: in.Flushed, Counts: in.Total,
-			Draining: in.Draining, DrainBy: in.DrainBy, DrainStarted: in.DrainStarted})
+			Draining: in.Draining, DrainBy: in.DrainBy, DrainStarted: in.DrainStarted, Roles: in.Roles})
 	}
 	return out
 }
@@ -263,9 +263,15 @@ func (s clientSource) RemoveKey(ctx context.Context, key string) error {
 	return s.c.RemoveBlackboardKey(ctx, key)
 }
 
-func (s clientSource) Drain(ctx context.Context, id, by string) error {
-	_, err := s.c.Drain(ctx, id, by)
-	return err
+func (s clientSource) Drain(ctx context.Context, id, by string) ([]string, error) {
+	if _, err := s.c.Drain(ctx, id, by); err != nil {
+		return nil, err
+	}
+	ins, err := s.c.Instances(ctx)
+	if err != nil {
+		return nil, nil // asked: the warnings are a courtesy
+	}
+	return leasecron.Uncovered(ins, id), nil
 }
 
 func (s clientSource) CountBulk(ctx context.Context, op leasecron.BulkOp) (int, error) {

@@ -238,6 +238,11 @@ func TestEveryActionReachesTheSource(t *testing.T) {
 			if len(got) == 0 || got[len(got)-1] != c.want {
 				t.Errorf("POST %s: source saw %v, want %q last", c.path, got, c.want)
 			}
+			// A drain says what no other running instance does once it
+			// has stopped (the fake's w3 is the only leader).
+			if strings.HasSuffix(c.path, "/drain") && !strings.Contains(out.Message, "warning: no other running instance can lead") {
+				t.Errorf("POST %s: %q; want the warning", c.path, out.Message)
+			}
 		})
 	}
 	// Bad input is refused before the source is asked, naming the value.

@@ -310,9 +310,12 @@ func (f *fakeSource) Bulks(ctx context.Context) ([]leasecron.Bulk, error) {
 	return []leasecron.Bulk{b}, nil
 }
 
-func (f *fakeSource) Drain(ctx context.Context, id, by string) error {
+func (f *fakeSource) Drain(ctx context.Context, id, by string) ([]string, error) {
 	f.did("drain " + id + " by " + by)
-	return nil
+	if id == "w3" {
+		return []string{"no other running instance can lead"}, nil
+	}
+	return nil, nil
 }
 
 func (f *fakeSource) Enable(ctx context.Context, id string) (schedule.Item, error) {

@@ -20,11 +20,11 @@ import (
 // notDrainable answers every drain as an instance of an earlier release.
 type notDrainable struct{ *fakeSource }
 
-func (n notDrainable) Drain(ctx context.Context, id, by string) error {
+func (n notDrainable) Drain(ctx context.Context, id, by string) ([]string, error) {
 	if strings.TrimSpace(id) == "" {
-		return fmt.Errorf("%w: drain: give the id of a running instance", leasecron.ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: drain: give the id of a running instance", leasecron.ErrInvalidOptions)
 	}
-	return fmt.Errorf("%w: instance %q does not look for drain requests", leasecron.ErrNotDrainable, id)
+	return nil, fmt.Errorf("%w: instance %q does not look for drain requests", leasecron.ErrNotDrainable, id)
 }
 
 // What a review of the dashboard against README found (each case failed

@@ -64,7 +64,9 @@ type Source interface {
 	Bulks(ctx context.Context) ([]leasecron.Bulk, error)
 	// Drain asks a running instance to drain (`leasecron drain`); by
 	// names who asks.
-	Drain(ctx context.Context, id, by string) error
+	// Drain asks instance id to drain, and says what no other running
+	// instance does once it has stopped (leasecron.Uncovered).
+	Drain(ctx context.Context, id, by string) (uncovered []string, err error)
 	// Search answers a parsed search (leasecron.Client.Search).
 	Search(ctx context.Context, q leasecron.SearchQuery) (leasecron.SearchResult, error)
 	// Audit records an action in the audit log; AuditLog reads a page of
@@ -227,4 +229,7 @@ type Instance struct {
 	Draining     bool
 	DrainBy      string
 	DrainStarted time.Time
+	// Roles are what it does (leasecron.RoleLead, …; nil: its release
+	// does not say).
+	Roles []string
 }

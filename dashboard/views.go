@@ -352,6 +352,9 @@ type InstanceView struct {
 	Draining     bool      `json:"draining,omitempty"`
 	DrainBy      string    `json:"drain_by,omitempty"`
 	DrainStarted time.Time `json:"drain_started,omitzero"`
+	// Roles are what it does: lead, consume, blackboard (absent for a
+	// release that does not say).
+	Roles []string `json:"roles,omitempty"`
 }
 
 // SearchView is GET /search?q=… and /api/search: the runs (pending tasks

@@ -61,6 +61,10 @@ const (
 	// consume too).
 	metaQueues = "queues"
 	noQueues   = "-"
+	// metaRoles lists what the instance does, separated by commas (lead,
+	// consume, blackboard); noQueues says nothing. Instances of earlier
+	// releases leave it out.
+	metaRoles = "roles"
 )
 
 // DefaultDrainEvery is how often a worker looks for a drain request
@@ -95,6 +99,9 @@ type Instance struct {
 	// Queues are the named queues it consumes (nil: not said, as by an
 	// earlier release; empty: none).
 	Queues []string
+	// Roles are what it does: lead, consume, blackboard (nil: not said,
+	// as by an earlier release; empty: none).
+	Roles []string
 }
 
 // Present reports whether the instance wrote its blob within two periods
@@ -127,6 +134,9 @@ type Announcer struct {
 	// instance listed as the default queue's consumer, hiding that no
 	// worker ran its tasks).
 	NoConsume bool
+	// Roles are what the instance does (lead, consume, blackboard), for
+	// the fleet page and drain's warnings; nil writes none.
+	Roles []string
 	// Relaxed, when set and true, says the instance hears of drain
 	// requests another way (the leader's note in the lease, read at every
 	// lease poll, and Look): it then reads its blob only every
@@ -184,6 +194,9 @@ func (a *Announcer) Run(ctx context.Context) error {
 		meta[metaQueues] = to.Ptr(noQueues)
 	} else if len(a.Queues) > 0 {
 		meta[metaQueues] = to.Ptr(strings.Join(a.Queues, ","))
+	}
+	if a.Roles != nil {
+		meta[metaRoles] = to.Ptr(cmp.Or(strings.Join(a.Roles, ","), noQueues))
 	}
 	var etag *azcore.ETag // the blob as this instance last wrote or read it
 	written, created, draining := false, false, false
@@ -369,6 +382,11 @@ func fromMetadata(m map[string]*string) Instance {
 			in.Queues = []string{}
 			if *v != noQueues {
 				in.Queues = strings.Split(*v, ",")
+			}
+		case metaRoles:
+			in.Roles = []string{}
+			if *v != noQueues {
+				in.Roles = strings.Split(*v, ",")
 			}
 		}
 	}

@@ -156,8 +156,8 @@ func TestPresenceSaysWhichQueuesAreConsumed(t *testing.T) {
 	defer cancel()
 	var stops []func()
 	for _, a := range []*Announcer{
-		{C: cc, Name: "a", Instance: "a", Queues: []string{"default", "gpu"}},
-		{C: cc, Name: "b", Instance: "b", NoConsume: true},
+		{C: cc, Name: "a", Instance: "a", Queues: []string{"default", "gpu"}, Roles: []string{"lead", "consume"}},
+		{C: cc, Name: "b", Instance: "b", NoConsume: true, Roles: []string{}},
 		{C: cc, Name: "c", Instance: "c"}, // as an earlier release writes it
 	} {
 		actx, acancel := context.WithCancel(ctx)
@@ -192,5 +192,15 @@ func TestPresenceSaysWhichQueuesAreConsumed(t *testing.T) {
 	}
 	if q := got[2].Queues; q != nil {
 		t.Errorf("an earlier release's queues: %#v; want nil (not said)", q)
+	}
+	// Its roles too: said, said to be none, or not said.
+	if r := got[0].Roles; len(r) != 2 || r[0] != "lead" || r[1] != "consume" {
+		t.Errorf("roles: %q; want [lead consume]", r)
+	}
+	if r := got[1].Roles; r == nil || len(r) != 0 {
+		t.Errorf("no roles: %#v; want empty, not nil", r)
+	}
+	if r := got[2].Roles; r != nil {
+		t.Errorf("an earlier release's roles: %#v; want nil (not said)", r)
 	}
 }

@@ -50,6 +50,11 @@ instance that is not running exits 3, naming those that are.`,
 				return err
 			}
 			fmt.Fprintf(a.out, "%s asked to drain at %s by %s\n", in.ID, in.DrainRequested.UTC().Format(time.RFC3339), in.DrainBy)
+			if all, err := cl.Instances(cmd.Context()); err == nil {
+				for _, u := range leasecron.Uncovered(all, in.ID) {
+					fmt.Fprintln(a.errOut, "leasecron: warning:", u)
+				}
+			}
 			if wait.d == 0 {
 				return nil
 			}

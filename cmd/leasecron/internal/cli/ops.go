@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sort"
@@ -227,6 +228,9 @@ func (a *app) statsCmd() *cobra.Command {
 				line := fmt.Sprintf("instance %s\tstarted %s, seen %s", in.ID, stamp(in.Started), stamp(in.Seen))
 				if in.Version != "" {
 					line += ", " + in.Version
+				}
+				if in.Roles != nil {
+					line += ", roles " + cmp.Or(strings.Join(in.Roles, ","), "none")
 				}
 				switch {
 				case in.Draining && in.DrainStarted.IsZero():

@@ -36,11 +36,19 @@ func TestStatsListsTheInstancesAndWhichDrain(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if !regexp.MustCompile(`instances running +1\n`).MatchString(out) || strings.Contains(out, "DRAINING") {
-		t.Fatalf("stats with one worker running:\n%s", out)
+	if !regexp.MustCompile(`instances running +1\n`).MatchString(out) || strings.Contains(out, "DRAINING") || !strings.Contains(out, "roles lead,consume,blackboard") {
+		t.Fatalf("stats with one worker running (its roles shown):\n%s", out)
 	}
-	if code, _, stderr := run(t, "", "drain", "stats-w1"); code != exitOK {
+	// The only worker: draining it leaves nobody to lead or consume, and
+	// drain says so.
+	code, _, stderr := run(t, "", "drain", "stats-w1")
+	if code != exitOK {
 		t.Fatalf("drain: exit %d, %s", code, stderr)
+	}
+	for _, want := range []string{"no other running instance can lead", "consumes the queue default", "walks the blackboard"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("drain of the only worker: stderr %q; want a warning that %s", stderr, want)
+		}
 	}
 	// The worker checks for the request every 10 minutes here: not seen yet.
 	if _, out, _ = run(t, "", "stats"); !strings.Contains(out, "instance stats-w1") || !strings.Contains(out, "DRAINING: asked by") {
