@@ -55,8 +55,9 @@ type Instance struct {
 	// which consumes the default queue). In JSON both are left out.
 	Queues []string `json:"queues,omitempty"`
 	// Roles are what a present worker does: RoleLead, RoleConsume,
-	// RoleBlackboard (nil for one of a release before roles were shown).
-	Roles []string `json:"roles,omitempty"`
+	// RoleBlackboard (empty: none; nil, null in JSON, for one of a
+	// release before roles were shown, or an instance not running).
+	Roles []string `json:"roles"`
 	// Total sums its counts over every task type.
 	Total Counts `json:"counters"`
 	// ByType holds its counts per task type.

@@ -156,10 +156,7 @@ func (c *Client) Search(ctx context.Context, q SearchQuery) (SearchResult, error
 				pending = append(pending, it)
 			}
 		}
-		pending, err = c.sched.Rows(ctx, pending) // their types
-		if err != nil {
-			return SearchResult{}, err
-		}
+		pending = c.sched.Rows(ctx, pending) // their types
 		for _, it := range pending {
 			res.Runs = append(res.Runs, pendingRun(it))
 		}

@@ -457,8 +457,20 @@ func (s Status) State() string {
 
 // Status looks a task id up in the schedule and in the run records.
 func (c *Client) Status(ctx context.Context, id string) (Status, error) {
+	return c.status(ctx, id, c.sched.Get)
+}
+
+// StatusIndexed is Status through the id index alone, as GetIndexed is
+// Get: a few point reads whatever the schedule holds, where Status's miss
+// scans it for a row written without an index (by another program).
+func (c *Client) StatusIndexed(ctx context.Context, id string) (Status, error) {
+	return c.status(ctx, id, c.sched.GetIndexed)
+}
+
+// status is Status, reading the pending task with get.
+func (c *Client) status(ctx context.Context, id string, get func(context.Context, string) (Item, error)) (Status, error) {
 	st := Status{ID: id}
-	it, err := c.sched.Get(ctx, id)
+	it, err := get(ctx, id)
 	switch {
 	case err == nil:
 		st.Pending = &it

@@ -385,18 +385,37 @@ func typeAllowed(who caller, typ string) error {
 	return problem(http.StatusForbidden, "forbidden", fmt.Sprintf("%s may touch only the types %s, not %q", who.who, strings.Join(who.types, ", "), typ))
 }
 
+// mayEnable refuses a caller without the role operator a change that
+// would enable the disabled series st (a reschedule or a replace writes
+// the series afresh): enabling is an operator's (POST .../enable), and a
+// scheduler re-enabled an operator's disable that way (a review's find).
+func mayEnable(who caller, st leasecron.Status) error {
+	if st.Pending == nil || st.Pending.Disabled.IsZero() || who.role&operator != 0 {
+		return nil
+	}
+	return problem(http.StatusForbidden, "forbidden", fmt.Sprintf("task %s is a disabled series: a reschedule or replace would enable it, which needs the role operator", st.ID))
+}
+
 // mayTouch checks that who may act on the existing task id, and returns
-// its status (a Status read, whoever calls): nobody touches a task of
-// leasecron's own types through the API (a bulk operation runs as one,
-// and cancelled it would stay running with nothing to run it), and a
-// limited caller only its types' tasks.
+// its status: nobody touches a task of leasecron's own types through the
+// API (a bulk operation runs as one, and cancelled it would stay running
+// with nothing to run it), and a limited caller only its types' tasks.
+// Another caller's read goes by the id index alone (StatusIndexed: a few
+// point reads; leasecron's own tasks are always indexed), so an id it
+// does not find is left to the action, which scans for a row another
+// program wrote without an index; a limited caller's read scans too
+// (Status), as the type must be known.
 func (s *server) mayTouch(ctx context.Context, who caller, id string) (leasecron.Status, error) {
-	st, err := s.c.Status(ctx, id)
+	read := s.c.StatusIndexed
+	if who.limited() {
+		read = s.c.Status
+	}
+	st, err := read(ctx, id)
+	if errors.Is(err, leasecron.ErrNotFound) && !who.limited() {
+		return st, nil // the action looks further, or says not found
+	}
 	if err != nil {
 		return st, err
-	}
-	if st.Pending == nil && st.Run == nil {
-		return st, fmt.Errorf("task %q: %w", id, leasecron.ErrNotFound)
 	}
 	typ := statusOf(st).Type()
 	if strings.HasPrefix(typ, reservedPrefix) {
@@ -1052,7 +1071,11 @@ func (s *server) replace(ctx context.Context, r *http.Request, who caller) (int,
 	if u != nil {
 		return 0, nil, fieldProblem("unique_key", "no unique_key: a unique task cannot replace another", fmt.Sprintf("unique_key %q: a unique task cannot replace another (POST it, or leave out unique_key)", u.Key))
 	}
-	if _, err := s.mayTouch(ctx, who, id); err != nil && !errors.Is(err, leasecron.ErrNotFound) {
+	st, err := s.mayTouch(ctx, who, id)
+	if err != nil && !errors.Is(err, leasecron.ErrNotFound) {
+		return 0, nil, err
+	}
+	if err := mayEnable(who, st); err != nil {
 		return 0, nil, err
 	}
 	got, err := s.c.Schedule(withTrace(r), it, &leasecron.ScheduleOptions{Replace: true, Unique: u})
@@ -1107,10 +1130,8 @@ func (s *server) reschedule(ctx context.Context, r *http.Request, who caller) (i
 	if err != nil {
 		return 0, nil, err
 	}
-	if st.Pending != nil && !st.Pending.Disabled.IsZero() && who.role&operator == 0 {
-		// A reschedule enables a disabled series, which is an operator's
-		// to do (POST .../enable).
-		return 0, nil, problem(http.StatusForbidden, "forbidden", fmt.Sprintf("task %s is a disabled series: a reschedule would enable it, which needs the role operator", id))
+	if err := mayEnable(who, st); err != nil {
+		return 0, nil, err
 	}
 	got, err := s.c.Reschedule(ctx, id, due.Due)
 	if err != nil {
@@ -1154,7 +1175,11 @@ func (s *server) runs(ctx context.Context, r *http.Request, who caller) (int, an
 	if err != nil {
 		return 0, nil, err
 	}
-	p, err := s.c.Runs(ctx, leasecron.RunQuery{State: leasecron.RunState(q.Get("state")), Type: q.Get("type"), Series: q.Get("series"), Batch: q.Get("batch"), Limit: limit, Continue: q.Get("continue")})
+	state, _ := leasecrontype.ParseRunState(q.Get("state")) // checked by queryFilters
+	if q.Get("state") == "" {
+		state = ""
+	}
+	p, err := s.c.Runs(ctx, leasecron.RunQuery{State: state, Type: q.Get("type"), Series: q.Get("series"), Batch: q.Get("batch"), Limit: limit, Continue: q.Get("continue")})
 	if err != nil {
 		return 0, nil, badContinue(r, err)
 	}
@@ -1199,7 +1224,7 @@ func (s *server) search(ctx context.Context, r *http.Request, who caller) (int, 
 	}
 	res, err := s.c.Search(ctx, sq)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, badContinue(r, err)
 	}
 	out := SearchResult{Runs: runsOf(ofTypes(who, res.Runs)), Continue: res.Continue}
 	if res.Exact != nil {

@@ -548,7 +548,7 @@ func (s *Server) loadFleet(ctx context.Context, r *http.Request) (any, error) {
 		for _, in := range fl.Instances {
 			v.Instances = append(v.Instances, InstanceView{ID: in.ID, Version: in.Version, Present: in.Present, Started: in.Started, Seen: in.Seen,
 				Flushed: in.Flushed, Counts: in.Counts, Active: in.active(now), Leader: fl.Leader.Held() && in.ID == fl.Leader.Holder,
-				Shards: owned[shard.MemberName(in.ID)], Draining: in.Draining, DrainBy: in.DrainBy, DrainStarted: in.DrainStarted, Roles: in.Roles})
+				Shards: owned[shard.MemberName(in.ID)], Draining: in.Draining, DrainBy: in.DrainBy, DrainStarted: in.DrainStarted, Roles: in.Roles, RolesSaid: in.Roles != nil})
 		}
 		sort.SliceStable(v.Instances, func(i, j int) bool { return v.Instances[i].ID < v.Instances[j].ID })
 		if r := fl.Shards; r != nil {

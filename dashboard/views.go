@@ -352,9 +352,12 @@ type InstanceView struct {
 	Draining     bool      `json:"draining,omitempty"`
 	DrainBy      string    `json:"drain_by,omitempty"`
 	DrainStarted time.Time `json:"drain_started,omitzero"`
-	// Roles are what it does: lead, consume, blackboard (absent for a
-	// release that does not say).
-	Roles []string `json:"roles,omitempty"`
+	// Roles are what it does: lead, consume, blackboard (empty: none;
+	// null for a release that does not say).
+	Roles []string `json:"roles"`
+	// RolesSaid tells none (an instance with every role off) from not
+	// said.
+	RolesSaid bool `json:"-"`
 }
 
 // SearchView is GET /search?q=… and /api/search: the runs (pending tasks

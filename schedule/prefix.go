@@ -65,25 +65,22 @@ const rowReads = 8
 
 // Rows returns ByIDPrefix's items whole (type, payload, recurrence and the
 // rest), each read at its shard and row key: one point read per item,
-// rowReads at a time. An item whose row is no longer there (it was sent,
-// cancelled or moved to another due time after its index row was read)
-// comes back as it was given.
-func (c *Client) Rows(ctx context.Context, items []Item) ([]Item, error) {
+// rowReads at a time. An item whose row cannot be read — no longer there
+// (it was sent, cancelled or moved to another due time after its index
+// row was read), or its read failed — comes back as it was given: a
+// listing shows it without its type rather than failing.
+func (c *Client) Rows(ctx context.Context, items []Item) []Item {
 	out := slices.Clone(items)
-	g, gctx := errgroup.WithContext(ctx)
+	var g errgroup.Group
 	g.SetLimit(rowReads)
 	for i, it := range items {
 		g.Go(func() error {
-			e, err := c.t.Get(gctx, it.Shard, it.RowKey)
-			if errors.Is(err, storage.ErrNotFound) {
-				return nil
+			if e, err := c.t.Get(ctx, it.Shard, it.RowKey); err == nil {
+				out[i] = readItem(e)
 			}
-			if err != nil {
-				return fmt.Errorf("task %s: %w", it.ID, err)
-			}
-			out[i] = readItem(e)
 			return nil
 		})
 	}
-	return out, g.Wait()
+	_ = g.Wait() // (nothing fails)
+	return out
 }

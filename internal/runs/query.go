@@ -93,10 +93,16 @@ type cursor struct {
 
 // fingerprint ties a token to the query that made it: its filters, and
 // whether it has a since (whose time the token carries: a since given as
-// "2h ago" is another time on the next page's request).
+// "2h ago" is another time on the next page's request). Without a since
+// it is what earlier releases computed, so their tokens and these pass
+// between the two in a rolling upgrade.
 func (q Query) fingerprint() uint32 {
 	h := fnv.New32a()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00since %t", q.State, q.Type, q.Series, !q.Since.IsZero())
+	if q.Since.IsZero() {
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", q.State, q.Type, q.Series, q.Since.UnixNano())
+	} else {
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00since", q.State, q.Type, q.Series)
+	}
 	if q.Batch != "" {
 		fmt.Fprintf(h, "\x00%s", q.Batch)
 	}

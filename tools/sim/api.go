@@ -29,9 +29,11 @@ func viaAPI(c *proc) bool { return c.w.plan.API && c.name == "c1" }
 // clients do).
 const apiTries = 6
 
-// apiPrincipal signs a request in as a scheduler through the platform's
-// headers (api.Options.PlatformAuth): no token to keep in storage.
-var apiPrincipal = base64.StdEncoding.EncodeToString([]byte(`{"claims":[{"typ":"roles","val":"` + api.PlatformSchedulerRole + `"}]}`))
+// apiPrincipal signs a request in as an operator through the platform's
+// headers (api.Options.PlatformAuth): no token to keep in storage. Not a
+// scheduler: the workload replaces series that were disabled, which
+// enables them, and the API lets only an operator enable a series.
+var apiPrincipal = base64.StdEncoding.EncodeToString([]byte(`{"claims":[{"typ":"roles","val":"` + api.PlatformOperatorRole + `"}]}`))
 
 // newAPI serves the HTTP API over p's client.
 func (w *World) newAPI(p *proc) http.Handler {

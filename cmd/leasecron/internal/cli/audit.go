@@ -58,7 +58,7 @@ func (a *app) audit(root *cobra.Command) {
 // without --yes only counts what matches.
 func countOnly(c *cobra.Command) bool {
 	yes := c.Flags().Lookup("yes")
-	return yes != nil && !yes.Changed
+	return yes != nil && yes.Value.String() != "true"
 }
 
 // payloadArgs are, for the audited commands that take a payload as an
