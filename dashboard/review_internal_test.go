@@ -17,6 +17,25 @@ import (
 	"github.com/leasecron/leasecron/leasecrontype"
 )
 
+// serveSource serves a dashboard over src, with a client and the headers
+// of a JSON action that carries its CSRF token.
+func serveSource(t *testing.T, src Source) (*httptest.Server, *http.Client, map[string]string) {
+	t.Helper()
+	h, err := newServer(src, Options{Clock: clock.NewFake(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	_, _, _, cl := newTest(t, Options{})
+	_, js := fetch(t, cl, "GET", srv.URL+"/api/csrf", nil, nil)
+	var tok struct{ Token string }
+	if err := json.Unmarshal([]byte(js), &tok); err != nil {
+		t.Fatal(err)
+	}
+	return srv, cl, map[string]string{"Accept": "application/json", "X-CSRF-Token": tok.Token}
+}
+
 // notDrainable answers every drain as an instance of an earlier release.
 type notDrainable struct{ *fakeSource }
 
@@ -36,19 +55,7 @@ func (n notDrainable) Drain(ctx context.Context, id, by string) ([]string, error
 // run had no colour.
 func TestWhatTheDashboardReviewFound(t *testing.T) {
 	t.Run("drain refusals are the viewer's, not storage's", func(t *testing.T) {
-		h, err := newServer(notDrainable{newFakeSource(t0)}, Options{Clock: clock.NewFake(t0)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(h)
-		defer srv.Close()
-		_, _, _, cl := newTest(t, Options{})
-		_, js := fetch(t, cl, "GET", srv.URL+"/api/csrf", nil, nil)
-		var tok struct{ Token string }
-		if err := json.Unmarshal([]byte(js), &tok); err != nil {
-			t.Fatal(err)
-		}
-		hdr := map[string]string{"Accept": "application/json", "X-CSRF-Token": tok.Token}
+		srv, cl, hdr := serveSource(t, notDrainable{newFakeSource(t0)})
 		for _, c := range []struct {
 			path string
 			want int
@@ -122,24 +129,13 @@ func (e exactAndWaiting) RunNow(ctx context.Context, id string) (leasecron.Item,
 // that task (it answered no match), and Run now of a task that waits for
 // others says it still waits (it said "due now" alone).
 func TestExactSearchesOfPendingTasksAndRunNowOfWaitingOnes(t *testing.T) {
-	h, err := newServer(exactAndWaiting{newFakeSource(t0)}, Options{Clock: clock.NewFake(t0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	_, _, _, cl := newTest(t, Options{})
+	srv, cl, hdr := serveSource(t, exactAndWaiting{newFakeSource(t0)})
 	_, js := fetch(t, cl, "GET", srv.URL+"/api/search?q=pend", nil, nil)
 	var v SearchView
 	if err := json.Unmarshal([]byte(js), &v); err != nil || len(v.Runs) != 1 || v.Runs[0].ID != "pend" || v.Runs[0].State != "scheduled" {
 		t.Errorf("/api/search?q=pend: %s; want pend, scheduled", js)
 	}
-	_, js = fetch(t, cl, "GET", srv.URL+"/api/csrf", nil, nil)
-	var tok struct{ Token string }
-	if err := json.Unmarshal([]byte(js), &tok); err != nil {
-		t.Fatal(err)
-	}
-	resp, body := fetch(t, cl, "POST", srv.URL+"/tasks/child/run-now", url.Values{}, map[string]string{"Accept": "application/json", "X-CSRF-Token": tok.Token})
+	resp, body := fetch(t, cl, "POST", srv.URL+"/tasks/child/run-now", url.Values{}, hdr)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "still waits") {
 		t.Errorf("run-now of a waiting task: %d %s; want it said to still wait", resp.StatusCode, body)
 	}
