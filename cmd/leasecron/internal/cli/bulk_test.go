@@ -51,7 +51,7 @@ func TestBulkCommands(t *testing.T) {
 		{[]string{"bulk", "cancel"}, "give a type, an id prefix or a queue"},
 		{[]string{"bulk", "disable"}, "give the type"},
 		{[]string{"bulk", "requeue-dead", "--type", "Bad Type"}, `"Bad Type"`},
-		{[]string{"bulk", "requeue-dead", "--since", "yesterday"}, `since "yesterday": want a duration`},
+		{[]string{"bulk", "requeue-dead", "--since", "yesterday"}, `--since: bulk requeue-dead: "yesterday": want a duration`},
 		{[]string{"bulk", "requeue-dead", "--since", "1h", "--until", "2h"}, "is not before until"},
 		{[]string{"bulk", "cancel", "--type", "report", "--wait", "1m"}, "add --yes"},
 	} {
