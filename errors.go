@@ -109,9 +109,9 @@ var conflicts = []error{
 // request rather than a failure: an id already scheduled, a run already
 // ended, sent to the queue or being cancelled, a call that needs run
 // records while they are off, a unique key held, a dead letter that
-// cannot be requeued, or an instance that cannot be drained. Sending the same request again gets the same answer
-// until that state changes. The HTTP API and the dashboard answer these
-// 409 Conflict.
+// cannot be requeued, or an instance that cannot be drained. Sending the
+// same request again gets the same answer until that state changes. The
+// HTTP API and the dashboard answer these 409 Conflict.
 func IsConflict(err error) bool {
 	for _, c := range conflicts {
 		if errors.Is(err, c) {

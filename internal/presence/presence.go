@@ -62,8 +62,8 @@ const (
 	metaQueues = "queues"
 	noQueues   = "-"
 	// metaRoles lists what the instance does, separated by commas (lead,
-	// consume, blackboard); noQueues says nothing. Instances of earlier
-	// releases leave it out.
+	// consume, blackboard); noQueues says it does none of them. Instances
+	// of earlier releases leave it out.
 	metaRoles = "roles"
 )
 
