@@ -176,13 +176,13 @@ func (s *server) serve(rt route) http.Handler {
 // storage.MaxKeyLen bytes) and a {type} that is not a task type, naming
 // it: before, storage's refusal came back as a 400 naming no field.
 func pathValues(r *http.Request) *Problem {
-	if id := r.PathValue("id"); id != "" || strings.Contains(r.Pattern, "{id}") {
-		if err := storage.ValidateKeyPart("id", id); err != nil {
+	if strings.Contains(r.Pattern, "{id}") {
+		if err := storage.ValidateKeyPart("id", r.PathValue("id")); err != nil {
 			return fieldProblem("id", fmt.Sprintf("a task, run, batch or operation id: at most %d bytes of UTF-8 without / \\ # ? or control characters", storage.MaxKeyLen), err.Error())
 		}
 	}
-	if typ := r.PathValue("type"); typ != "" || strings.Contains(r.Pattern, "{type}") {
-		if err := schedule.ValidateType(typ); err != nil {
+	if strings.Contains(r.Pattern, "{type}") {
+		if err := schedule.ValidateType(r.PathValue("type")); err != nil {
 			return fieldProblem("type", "a task type", err.Error())
 		}
 	}
@@ -1175,9 +1175,9 @@ func (s *server) runs(ctx context.Context, r *http.Request, who caller) (int, an
 	if err != nil {
 		return 0, nil, err
 	}
-	state, _ := leasecrontype.ParseRunState(q.Get("state")) // checked by queryFilters
-	if q.Get("state") == "" {
-		state = ""
+	var state leasecron.RunState
+	if v := q.Get("state"); v != "" {
+		state, _ = leasecrontype.ParseRunState(v) // checked by queryFilters
 	}
 	p, err := s.c.Runs(ctx, leasecron.RunQuery{State: state, Type: q.Get("type"), Series: q.Get("series"), Batch: q.Get("batch"), Limit: limit, Continue: q.Get("continue")})
 	if err != nil {

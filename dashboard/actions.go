@@ -25,10 +25,11 @@ func (s *Server) actionRoutes(m *http.ServeMux) {
 	m.Handle("POST /tasks", s.action("schedule", s.doSchedule))
 	m.Handle("POST /tasks/{id}/cancel", s.action("cancel", onID("id", s.src.Cancel)))
 	m.Handle("POST /tasks/{id}/run-now", s.action("run-now", onID("id", saying(s.src.RunNow, func(it schedule.Item) string {
+		msg := fmt.Sprintf("%s is due now (%s)", it.ID, it.Due.UTC().Format("15:04:05Z"))
 		if it.Waiting {
-			return fmt.Sprintf("%s is due now (%s), and still waits for the tasks it runs after to end", it.ID, it.Due.UTC().Format("15:04:05Z"))
+			msg += ", and still waits for the tasks it runs after to end"
 		}
-		return fmt.Sprintf("%s is due now (%s)", it.ID, it.Due.UTC().Format("15:04:05Z"))
+		return msg
 	}))))
 	m.Handle("POST /tasks/{id}/disable", s.action("disable", onID("id", saying(s.src.Disable, func(it schedule.Item) string {
 		return fmt.Sprintf("%s disabled: no occurrence runs until it is enabled", it.ID)
