@@ -161,10 +161,13 @@ type ti struct {
 	// requeueFailed: a requeue of its dead letter answered an error (it
 	// may have marked the run queued without sending it).
 	requeueFailed bool
-	// requeueMaybe are the requeues of its dead letter, once it had died,
-	// that answered an error which may come after the task was sent
-	// (sending it again, then removing the dead letter, come last): not
-	// "no such dead letter", and not a refusal to requeue it.
+	// requeueMaybe are when the requeues of its dead letter were issued,
+	// once it had died, that answered an error which may come after the
+	// task was sent (sending it again, then removing the dead letter, come
+	// last): not "no such dead letter", and not a refusal to requeue it.
+	// The task may have run again at any time after the issue, before the
+	// answer (seed 140420: the dead letter's removal retried for 12 s
+	// after the task had been sent, run, and died again).
 	requeueMaybe []time.Time
 	// requeueTries are the requeues of its dead letter by id, whatever
 	// they answered.
@@ -2944,7 +2947,7 @@ func (c *checker) requeued(id string, issued time.Time, err error) {
 	if err != nil {
 		t.requeueFailed = true
 		if _, died := t.firstDeath(); died && !errors.Is(err, leasecron.ErrNotFound) && !errors.Is(err, queue.ErrNotRequeueable) {
-			t.requeueMaybe = append(t.requeueMaybe, c.w.now())
+			t.requeueMaybe = append(t.requeueMaybe, issued)
 		}
 		return
 	}

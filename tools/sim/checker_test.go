@@ -1161,6 +1161,32 @@ func TestARequeueBringsItsTaskBack(t *testing.T) {
 	})
 }
 
+// A requeue that answered an error after it had sent its task (the dead
+// letter's removal failed last) explains a first attempt begun between
+// its issue and its answer (seed 140420: the removal retried for 12 s
+// while the task ran and died again); one refused as "no such dead
+// letter" explains none.
+func TestARequeueThatErredAfterSendingExplainsARunBeforeItsAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		for _, id := range []string{"sent", "absent"} {
+			x := c.newTI(TaskSpec{ID: id, Type: "slow", MaxAttempts: 1, Behaviour: Behaviour{Fail: -1}}, nil, nil)
+			c.scheduled(x, w.now(), leasecron.Item{ID: id, Due: w.now()}, nil)
+			addAttempt(w, x, 1, w.now(), "fail")
+		}
+		time.Sleep(time.Minute)
+		issued := w.now()
+		time.Sleep(2 * time.Second)
+		for _, id := range []string{"sent", "absent"} {
+			addAttempt(w, c.latestLocked(id), 1, w.now(), "fail")
+		}
+		time.Sleep(10 * time.Second)
+		c.requeued("sent", issued, errors.New("queue: requeue sent: remove dead letter: connection reset by peer"))
+		c.requeued("absent", issued, fmt.Errorf("requeue absent: %w", leasecron.ErrNotFound))
+		wantOnly(t, violationsOf(c, c.finalBulk), "absent (always failing) made 2 first attempts", "absent's alone")
+	})
+}
+
 // A schedule is refused as already scheduled only while its id is
 // pending: a row of the id stood during the call, or another scheduling
 // of it was under way.
