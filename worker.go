@@ -864,6 +864,26 @@ func (l limiter) Acquire(ctx context.Context, taskType string) (func(), bool, er
 	}, true, nil
 }
 
+var _ queue.SlotLimiter = limiter{}
+
+// AcquireSlot is Acquire with the slot itself, which the consumer watches:
+// a handler does not begin on a slot lost since, and is cancelled when its
+// slot is lost while it runs (queue.SlotLimiter).
+func (l limiter) AcquireSlot(ctx context.Context, taskType string) (queue.Slot, bool, error) {
+	s, ok := l.slots[taskType]
+	if !ok {
+		return nil, true, nil
+	}
+	slot, err := s.TryAcquire(ctx)
+	if errors.Is(err, trafficcop.ErrNoSlot) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return slot, true, nil
+}
+
 // roles are what this instance does, as its presence says (Instance.Roles).
 func (w *Worker) roles() []string {
 	roles := []string{}

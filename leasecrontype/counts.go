@@ -25,7 +25,8 @@ type Counts struct {
 	// Deferred counts deliveries put back without an attempt (no limiter
 	// slot, claimed elsewhere, type paused).
 	Deferred int64 `json:"deferred"`
-	// Abandoned counts deliveries released unfinished at shutdown.
+	// Abandoned counts deliveries released unfinished at shutdown, or when
+	// their concurrency slot was lost while the handler ran.
 	Abandoned int64 `json:"abandoned"`
 	// Misrouted counts deliveries put back without an attempt because the
 	// worker has no handler for their type (a task routed to a queue

@@ -31,6 +31,10 @@ var (
 	// ErrHandlerTimeout: the handler ran past its timeout or
 	// MaxRunTime (a failed attempt).
 	ErrHandlerTimeout = errors.New("handler timed out")
+	// ErrSlotLost: the concurrency slot of a running handler was lost (a
+	// SlotLimiter's lease not renewed in time), and the handler's context
+	// cancelled; the task is handed back without counting the attempt.
+	ErrSlotLost = errors.New("concurrency slot lost")
 	// ErrNoPayloadStore: the envelope names a payload blob but the
 	// consumer has no PayloadFetcher (a failed attempt).
 	ErrNoPayloadStore = errors.New("envelope has a payload blob but no payload store is configured")

@@ -658,6 +658,67 @@ func TestLimiterRefusalDoesNotCountAnAttempt(t *testing.T) {
 	}
 }
 
+// A concurrency slot lost between its acquisition and the handler's start
+// (its lease not renewed in time: the process paused, storage failing)
+// may be another worker's by then: the handler does not begin on it, and
+// the message goes back without an attempt counted (issue 38, the
+// simulator's seed 140173).
+func TestASlotLostBeforeTheHandlerBeganRunsNothing(t *testing.T) {
+	lim := &slotLimiter{lostAt: 1}
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{BackoffBase: time.Second, PollMax: 4 * time.Second}, Limiter: lim})
+	var got calls
+	h.c.Handle("lim", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	h.enqueue(Envelope{ID: "l", Type: "lim"})
+	h.start()
+	h.await(OutcomeDeferred)
+	if got.n() != 0 {
+		t.Fatalf("handler ran %d times on a lost slot", got.n())
+	}
+	if _, env := h.only(h.work); env.FailedAttempts != 0 {
+		t.Fatalf("put back with %d failed attempts, want 0", env.FailedAttempts)
+	}
+	h.expect(OutcomeSucceeded)
+	if got.n() != 1 || got.tasks[0].Attempt != 1 {
+		t.Fatalf("handler calls = %+v; want one first attempt", got.tasks)
+	}
+	h.stop()
+	if lim.asked != 2 || lim.released != 2 {
+		t.Fatalf("limiter asked %d, released %d; want 2 and 2", lim.asked, lim.released)
+	}
+}
+
+// A handler whose concurrency slot is lost while it runs is cancelled,
+// the cause ErrSlotLost, and its task handed back without the attempt
+// counted: another worker may hold the slot now.
+func TestASlotLostWhileTheHandlerRunsCancelsIt(t *testing.T) {
+	lim := &slotLimiter{}
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{BackoffBase: time.Second, PollMax: 4 * time.Second}, Limiter: lim})
+	causes := make(chan error, 2)
+	h.c.Handle("lim", func(ctx context.Context, task leasecrontype.Task) error {
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	h.enqueue(Envelope{ID: "l", Type: "lim", MaxAttempts: 1})
+	h.start()
+	h.waitStarted()
+	lim.last().lose()
+	h.await(OutcomeAbandoned)
+	if cause := <-causes; !errors.Is(cause, ErrSlotLost) {
+		t.Fatalf("handler's cancellation cause = %v, want ErrSlotLost", cause)
+	}
+	if _, env := h.only(h.work); env.FailedAttempts != 0 {
+		t.Fatalf("handed back with %d failed attempts, want 0", env.FailedAttempts)
+	}
+	if dl := h.deadLetters(); len(dl) != 0 {
+		t.Fatalf("dead letters %+v; a lost slot is not a failed attempt", dl)
+	}
+	h.stop()
+	if st := h.c.Stats().ByType["lim"]; st.Failed != 0 || st.Abandoned != 1 {
+		t.Fatalf("stats = %+v; want one abandoned, none failed", st)
+	}
+}
+
 func TestMalformedMessagesAreSetAside(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
 	var got calls

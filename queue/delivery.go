@@ -159,8 +159,9 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		return
 	}
 
+	var limit Slot // the concurrency slot held, when it can be lost
 	if c.o.Limiter != nil && !mutate.On(mutate.NoLimit) {
-		release, ok, err := c.o.Limiter.Acquire(hctx, env.Type)
+		release, sl, ok, err := c.acquireLimit(hctx, env.Type)
 		if err != nil || !ok {
 			if err != nil {
 				d.log.Warn("limiter failed; putting the message back", "err", err)
@@ -171,6 +172,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		if release != nil {
 			defer release()
 		}
+		limit = sl
 	}
 	var rateAt time.Time // when the start was counted against its rate
 	if c.o.Rates != nil && !mutate.On(mutate.NoRate) {
@@ -275,10 +277,27 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			d.log.Info("the run's check before its handler answered late; checking the pause and the rate start again")
 		}
 		lost = lostBefore
+		// The concurrency slot, taken before the claim and the checks,
+		// may have been lost since (its lease not renewed in time: a
+		// process paused past it, or storage failing), and taken by
+		// another worker: the handler does not begin on it (issue 38,
+		// the simulator's seed 140173: a worker frozen for a minute with
+		// two slots taken began both handlers once it ran again, beside
+		// two more on the same slots taken afresh).
+		if limit != nil && !limit.Held() {
+			d.log.Warn("the concurrency slot was lost before the handler began (its lease not renewed in time); putting the message back")
+			if lost {
+				c.handBack(hctx, d)
+				c.settle(d, OutcomeLost)
+				return
+			}
+			c.deferMsg(hctx, d, c.deferDelay(d), "concurrency slot lost")
+			return
+		}
 	}
 	if herr == nil {
 		began = c.clk.Now()
-		herr, lost = c.runHandler(hctx, d, h, task, out, lost)
+		herr, lost = c.runHandler(hctx, d, h, task, out, lost, limit)
 		c.timed(env, task.Attempt, began)
 	}
 	tail := trunc.Tail(joinOutput(out.String(), leasecrontype.OutputOf(herr)), leasecrontype.MaxOutputTail)
@@ -291,7 +310,11 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		// not its message's visibility was lost meanwhile (issue 38, the
 		// simulator's seed 6704: counted as a failure, a task of one
 		// attempt died when its message reappeared).
-		c.abandon(d, tail, lost)
+		c.abandon(d, tail, lost, "worker shut down before the task finished")
+	case herr != nil && errors.Is(herr, ErrSlotLost):
+		// Cut short for want of its slot, not failed: handed back, the
+		// attempt not counted, to run again once a slot is free.
+		c.abandon(d, tail, lost, "its concurrency slot was lost while it ran")
 	case lost:
 		d.log.Warn("message visibility was lost while the handler ran; recording the result and leaving the message to reappear", "err", herr)
 		if herr == nil {
@@ -782,7 +805,7 @@ func claimUnanswered(err error) bool {
 // until it returns. lost reports that an extension found the message gone
 // (or its receipt stale): the message must then not be touched again;
 // lost given true (stillHeld found it so) extends the run's claim alone.
-func (c *Consumer) runHandler(hctx context.Context, d *delivery, h leasecrontype.Handler, task leasecrontype.Task, out *trunc.Writer, lost bool) (herr error, _ bool) {
+func (c *Consumer) runHandler(hctx context.Context, d *delivery, h leasecrontype.Handler, task leasecrontype.Task, out *trunc.Writer, lost bool, limit Slot) (herr error, _ bool) {
 	timeout := c.o.HandlerTimeout
 	if t, ok := c.o.HandlerTimeouts[task.Type]; ok {
 		timeout = min(t, c.o.MaxRunTime)
@@ -812,15 +835,29 @@ func (c *Consumer) runHandler(hctx context.Context, d *delivery, h leasecrontype
 		c.hooks.started(task.ID)
 	}
 	go func() { done <- call(rctx, h, task) }()
-	timedOut := false
+	var slotGone <-chan struct{} // nil (never ready) without a slot
+	if limit != nil {
+		slotGone = limit.Context().Done()
+	}
+	timedOut, slotLost := false, false
 	extending := true
 	for {
 		select {
 		case err := <-done:
-			if timedOut && err != nil {
+			switch {
+			case timedOut && err != nil:
 				err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, timeout, err)
+			case slotLost && err != nil:
+				err = fmt.Errorf("%w: %w", ErrSlotLost, err)
 			}
 			return err, lost
+		case <-slotGone:
+			slotGone = nil
+			if !timedOut {
+				slotLost = true
+				d.log.Warn("the concurrency slot was lost while the handler ran (its lease not renewed in time); cancelling the handler")
+				cancel(ErrSlotLost)
+			}
 		case <-deadline.C():
 			timedOut = true
 			d.log.Warn("handler timed out; cancelling it", "timeout", timeout)
@@ -1140,4 +1177,24 @@ func (c *Consumer) timed(env Envelope, attempt int, began time.Time) {
 	if lo, ok := c.o.Observer.(LatencyObserver); ok {
 		lo.OnTimed(env.Type, wait, run)
 	}
+}
+
+// acquireLimit takes a concurrency slot for taskType from the Limiter:
+// through AcquireSlot when it is a SlotLimiter, so that the slot's loss
+// can be watched (slot non-nil), else through Acquire.
+func (c *Consumer) acquireLimit(hctx context.Context, taskType string) (release func(), slot Slot, ok bool, err error) {
+	sl, isSlots := c.o.Limiter.(SlotLimiter)
+	if !isSlots {
+		release, ok, err = c.o.Limiter.Acquire(hctx, taskType)
+		return release, nil, ok, err
+	}
+	slot, ok, err = sl.AcquireSlot(hctx, taskType)
+	if err != nil || !ok || slot == nil {
+		return nil, nil, ok, err
+	}
+	return func() {
+		rctx, cancel := c.opCtx(context.Background())
+		defer cancel()
+		_ = slot.Release(rctx)
+	}, slot, true, nil
 }

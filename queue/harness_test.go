@@ -423,3 +423,53 @@ func mustRun(t *testing.T, m *runs.Memory, id string, want runs.State) runs.Run 
 	}
 	return r
 }
+
+// slotLimiter is a scripted SlotLimiter: its slots are held until lost.
+type slotLimiter struct {
+	mu       sync.Mutex
+	lostAt   int // the acquisition (1-based) whose slot is lost at once
+	asked    int
+	released int
+	slots    []*testSlot
+}
+
+func (l *slotLimiter) Acquire(context.Context, string) (func(), bool, error) {
+	panic("a SlotLimiter is asked through AcquireSlot")
+}
+
+func (l *slotLimiter) AcquireSlot(context.Context, string) (Slot, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.asked++
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s := &testSlot{l: l, ctx: ctx, cancel: cancel}
+	if l.asked == l.lostAt {
+		s.lose()
+	}
+	l.slots = append(l.slots, s)
+	return s, true, nil
+}
+
+// last returns the slot given last.
+func (l *slotLimiter) last() *testSlot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.slots[len(l.slots)-1]
+}
+
+type testSlot struct {
+	l      *slotLimiter
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func (s *testSlot) lose()                    { s.cancel(errors.New("lease lost")) }
+func (s *testSlot) Held() bool               { return s.ctx.Err() == nil }
+func (s *testSlot) Context() context.Context { return s.ctx }
+func (s *testSlot) Release(context.Context) error {
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	s.l.released++
+	s.cancel(errors.New("released"))
+	return nil
+}

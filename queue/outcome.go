@@ -508,11 +508,11 @@ func (c *Consumer) setAsideAndDelete(hctx context.Context, d *delivery, rec Dead
 	return true
 }
 
-// abandon releases a message whose handler was cancelled by shutdown, so
-// another worker can take it at once; the attempt is not counted. A
-// message whose visibility was lost (gone or redelivered) is left to
-// reappear.
-func (c *Consumer) abandon(d *delivery, tail string, lost bool) {
+// abandon releases a message whose handler was cancelled by shutdown, or
+// for want of its concurrency slot (why says which), so another worker
+// can take it at once; the attempt is not counted. A message whose
+// visibility was lost (gone or redelivered) is left to reappear.
+func (c *Consumer) abandon(d *delivery, tail string, lost bool, why string) {
 	ctx, cancel := c.opCtx(context.Background())
 	defer cancel()
 	env := d.env
@@ -522,8 +522,8 @@ func (c *Consumer) abandon(d *delivery, tail string, lost bool) {
 			d.log.Warn("releasing the message failed; it reappears after its visibility timeout", "err", err)
 		}
 	}
-	c.finish(ctx, d, leasecrontype.RunQueued, errors.New("worker shut down before the task finished"), tail)
-	d.log.Info("handler cancelled by shutdown; message released")
+	c.finish(ctx, d, leasecrontype.RunQueued, errors.New(why), tail)
+	d.log.Info("handler cancelled; message released", "why", why)
 	c.settle(d, OutcomeAbandoned)
 }
 

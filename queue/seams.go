@@ -16,6 +16,34 @@ type Limiter interface {
 	Acquire(ctx context.Context, taskType string) (release func(), ok bool, err error)
 }
 
+// SlotLimiter is a Limiter whose slots can be lost while held: a lease
+// slot that could not be renewed before its lease ran out (storage failing,
+// or the process paused past the lease), which another worker may then
+// take. The consumer uses AcquireSlot instead of Acquire: it does not start
+// a handler on a slot lost since it was acquired (the message goes back,
+// no attempt counted), and it cancels a running handler's context when its
+// slot is lost (context.Cause wraps ErrSlotLost), handing the task back
+// without counting the attempt unless the handler still returns success.
+// trafficcop's Semaphore slots are such slots (leasecron's workers use
+// them).
+type SlotLimiter interface {
+	Limiter
+	// AcquireSlot takes a slot for taskType: slot is nil, with ok, for a
+	// type without a limit.
+	AcquireSlot(ctx context.Context, taskType string) (slot Slot, ok bool, err error)
+}
+
+// Slot is a concurrency slot a SlotLimiter gave.
+type Slot interface {
+	// Held reports whether the slot is still held: its lease in force by
+	// the holder's own reckoning, and not released.
+	Held() bool
+	// Context is done once the slot is lost or released.
+	Context() context.Context
+	// Release gives the slot back.
+	Release(ctx context.Context) error
+}
+
 // RateLimiter holds tasks to a number of starts per time window (across
 // the fleet: leasecron's rate rows). Take either records the start of
 // env's task and returns 0, or returns how long until its budget frees;

@@ -44,7 +44,8 @@ const (
 	// OutcomeMisrouted: the worker has no handler for its type; put back
 	// without counting an attempt, for a worker that has one.
 	OutcomeMisrouted Outcome = "misrouted"
-	// OutcomeAbandoned: released unfinished because the worker shut down.
+	// OutcomeAbandoned: released unfinished because the worker shut down,
+	// or because its concurrency slot was lost (ErrSlotLost).
 	OutcomeAbandoned Outcome = "abandoned"
 	// OutcomeLost: the handler ran but the message's visibility could not
 	// be kept (it is gone or was redelivered); its result is recorded in
