@@ -21,9 +21,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -102,6 +102,12 @@ type Options struct {
 	Clock leasecrontype.Clock
 	// Logger receives error logs. Default slog.Default().
 	Logger *slog.Logger
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed
+	// for the audit log's "from" (http.trusted_proxies): a request whose
+	// connection comes from one of them is from the last address the
+	// header names that is not itself trusted. Default none: the
+	// connection's peer.
+	TrustedProxies []netip.Prefix
 }
 
 // roles a route allows, as bits.
@@ -307,13 +313,4 @@ func (s *server) verify(ctx context.Context, token string) (leasecron.APIToken, 
 // the tasks scheduled are children of its span.
 func withTrace(r *http.Request) context.Context {
 	return propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-}
-
-// remoteHost is the client's address for the audit log.
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }

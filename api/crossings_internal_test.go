@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -211,5 +212,47 @@ func TestACallbackOfAnotherTypeIsForbidden(t *testing.T) {
 	body := `{"tasks":[{"id":"i1","type":"invoice"}],"batch":"b1","on_complete":{"type":"mail"}}`
 	if code, answer := f.do(tok, http.MethodPost, "/api/v1/tasks:many", body); code != http.StatusForbidden || !strings.Contains(answer, "mail") {
 		t.Fatalf("POST %s by a token limited to invoice: %d %s; want 403 naming the type", body, code, answer)
+	}
+}
+
+// The audit log's "from" is the caller's address: the connection's peer,
+// or, behind a proxy listed in TrustedProxies (http.trusted_proxies), the
+// address the proxy forwarded for. A forwarding header from any other
+// peer is not believed.
+func TestTheAuditNamesTheCallerBehindATrustedProxy(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		trusted []netip.Prefix
+		want    string
+	}{
+		{"no proxy trusted", nil, "192.0.2.1"}, // httptest's peer
+		{"the peer a trusted proxy", []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, "203.0.113.9"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixtureWith(t, leasecron.Names{}, nil, Options{TrustedProxies: c.trusted})
+			tok := f.token("sch", leasecron.RoleScheduler)
+			r := httptest.NewRequest(http.MethodPost, "/api/v1/tasks", strings.NewReader(`{"id":"a1","type":"t","in":"1h"}`))
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Authorization", "Bearer "+tok)
+			r.Header.Set("X-Forwarded-For", "198.51.100.4, 203.0.113.9")
+			w := httptest.NewRecorder()
+			f.h.ServeHTTP(w, r)
+			if w.Code != http.StatusCreated {
+				t.Fatalf("POST: %d %s", w.Code, w.Body)
+			}
+			page, err := f.c.AuditLog(context.Background(), leasecron.AuditQuery{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var froms []string
+			for _, e := range page.Entries {
+				if e.Via == "api" {
+					froms = append(froms, e.From)
+				}
+			}
+			if len(froms) != 1 || froms[0] != c.want {
+				t.Errorf("the call's audit entries come from %q; want %q", froms, c.want)
+			}
+		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/internal/clientip"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/trunc"
 	"github.com/leasecron/leasecron/leasecrontype"
@@ -209,7 +210,7 @@ func rolesText(r roles) string {
 // audit log is logged, not answered: the call itself happened). The
 // result names what was done, never a payload.
 func (s *server) audit(r *http.Request, who caller, action string, body any, err error) {
-	e := leasecron.AuditEntry{Who: who.who, Via: "api", From: remoteHost(r), Action: action, Target: auditTarget(r), OK: err == nil}
+	e := leasecron.AuditEntry{Who: who.who, Via: "api", From: clientip.Of(r, s.o.TrustedProxies), Action: action, Target: auditTarget(r), OK: err == nil}
 	switch b := body.(type) {
 	case nil:
 	case TaskResult:

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -107,6 +108,10 @@ type Options struct {
 	// OnListen, when set, is called by Serve with the address it listens
 	// on (useful with port 0).
 	OnListen func(addr net.Addr)
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed
+	// for the audit log's "from" (http.trusted_proxies), as
+	// api.Options.TrustedProxies. Default none: the connection's peer.
+	TrustedProxies []netip.Prefix
 }
 
 // WithDefaults returns o with every zero field set to its default.

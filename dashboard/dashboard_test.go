@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -488,7 +489,9 @@ func TestActionsAreAudited(t *testing.T) {
 	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &tok) != nil {
 		t.Fatalf("GET /api/csrf: %d %s", resp.StatusCode, body)
 	}
-	js := map[string]string{"Accept": "application/json", "X-CSRF-Token": tok.Token, "Authorization": basic}
+	// A forwarding header from a peer not trusted as a proxy is not
+	// believed (http.trusted_proxies).
+	js := map[string]string{"Accept": "application/json", "X-CSRF-Token": tok.Token, "Authorization": basic, "X-Forwarded-For": "203.0.113.9"}
 	if resp, body := fetch(t, cl, "POST", srv.URL+"/tasks/job-1/cancel", url.Values{}, js); resp.StatusCode != 200 {
 		t.Fatalf("cancel: %d %s", resp.StatusCode, body)
 	}
@@ -502,9 +505,24 @@ func TestActionsAreAudited(t *testing.T) {
 		t.Fatalf("audit entries %+v, want 2", got)
 	}
 	c := got[1]
-	if c.Who != "alice" || c.Via != "dashboard" || c.Action != "cancel" || c.Target != "job-1" || !c.OK || c.Result == "" || !strings.HasPrefix(c.From, "127.0.0.1:") {
+	if c.Who != "alice" || c.Via != "dashboard" || c.Action != "cancel" || c.Target != "job-1" || !c.OK || c.Result == "" || c.From != "127.0.0.1" {
 		t.Errorf("the cancel's entry: %+v", c)
 	}
+	// Behind a trusted proxy, the address it forwarded for.
+	src2, _, srv2, cl2 := newTest(t, Options{Auth: "basic:alice:secret", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	_, body = fetch(t, cl2, "GET", srv2.URL+"/api/csrf", nil, map[string]string{"Authorization": basic})
+	if json.Unmarshal([]byte(body), &tok) != nil {
+		t.Fatalf("GET /api/csrf: %s", body)
+	}
+	js2 := map[string]string{"Accept": "application/json", "X-CSRF-Token": tok.Token, "Authorization": basic, "X-Forwarded-For": "198.51.100.4, 203.0.113.9"}
+	if resp, body := fetch(t, cl2, "POST", srv2.URL+"/tasks/job-1/cancel", url.Values{}, js2); resp.StatusCode != 200 {
+		t.Fatalf("cancel through a trusted proxy: %d %s", resp.StatusCode, body)
+	}
+	src2.mu.Lock()
+	if len(src2.audit) != 1 || src2.audit[0].From != "203.0.113.9" {
+		t.Errorf("the entry behind a trusted proxy: %+v; want from 203.0.113.9", src2.audit)
+	}
+	src2.mu.Unlock()
 	_, page := fetch(t, cl, "GET", srv.URL+"/audit", nil, map[string]string{"Authorization": basic})
 	if !strings.Contains(page, `class="who">alice<`) || !strings.Contains(page, `class="action">cancel<`) || strings.Contains(page, "<i>x") {
 		t.Errorf("the audit page does not list the actions as text:\n%s", page)

@@ -18,14 +18,15 @@ func init() {
 
 // apiOptions maps the api.* keys.
 func (a *app) apiOptions() api.Options {
-	return api.Options{PlatformAuth: a.cfg.API.PlatformAuth, MaxBody: int64(a.cfg.API.MaxBody), MaxTasks: a.cfg.API.MaxTasks, Logger: a.log}
+	return api.Options{PlatformAuth: a.cfg.API.PlatformAuth, MaxBody: int64(a.cfg.API.MaxBody), MaxTasks: a.cfg.API.MaxTasks,
+		TrustedProxies: a.cfg.HTTP.TrustedProxies, Logger: a.log}
 }
 
 // dashboardOptions maps the dashboard.* keys.
 func (a *app) dashboardOptions() dashboard.Options {
 	d := a.cfg.Dashboard
 	return dashboard.Options{Auth: d.Auth, ViewerAuth: d.ViewerAuth, PlatformAuth: d.PlatformAuth, OperatorRole: d.OperatorRole, BasePath: d.BasePath,
-		ReadOnly: d.ReadOnly, AllowAnonymous: d.AllowAnonymous, Version: a.version, Logger: a.log}
+		ReadOnly: d.ReadOnly, AllowAnonymous: d.AllowAnonymous, TrustedProxies: a.cfg.HTTP.TrustedProxies, Version: a.version, Logger: a.log}
 }
 
 func (a *app) dashboardCmd() *cobra.Command {

@@ -12,6 +12,7 @@ package config
 
 import (
 	"errors"
+	"net/netip"
 	"time"
 
 	"github.com/leasecron/leasecron"
@@ -37,6 +38,7 @@ type Config struct {
 	Blackboard Blackboard
 	Admin      Admin
 	API        API
+	HTTP       HTTP
 	Dashboard  Dashboard
 	Log        Log
 	// Handlers maps a task type to how it is handled.
@@ -149,6 +151,12 @@ type API struct {
 	PlatformAuth bool
 	MaxBody      int
 	MaxTasks     int
+}
+
+// HTTP configures what the dashboard and the API share.
+type HTTP struct {
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
 }
 
 // Dashboard configures the web dashboard.

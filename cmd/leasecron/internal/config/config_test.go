@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,6 +94,26 @@ limits:
 	}
 }
 
+// http.trusted_proxies reaches the API's and the dashboard's options, from
+// a file's list or an environment variable's commas.
+func TestTrustedProxies(t *testing.T) {
+	for _, src := range []struct {
+		yaml string
+		env  map[string]string
+	}{
+		{"http:\n  trusted_proxies: [10.0.0.0/8, \"fd00::1\"]\n", nil},
+		{"", map[string]string{"LEASECRON_HTTP_TRUSTED_PROXIES": "10.0.0.0/8, fd00::1"}},
+	} {
+		c, err := load(t, src.yaml, src.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(c.HTTP.TrustedProxies); got != "[10.0.0.0/8 fd00::1/128]" {
+			t.Errorf("trusted proxies = %s", got)
+		}
+	}
+}
+
 func TestAzureConnectionStringEnv(t *testing.T) {
 	c, err := load(t, "", map[string]string{"AZURE_STORAGE_CONNECTION_STRING": "UseDevelopmentStorage=true"})
 	if err != nil {
@@ -124,6 +145,7 @@ func TestBadInputIsReportedByName(t *testing.T) {
 		{"bad log level", "log:\n  level: loud\n", nil, []string{"log.level", "loud"}},
 		{"bad yaml", "lease: [\n", nil, []string{"config file"}},
 		{"resume above max", "queue:\n  max_depth: 10\n  resume_below: 20\n", nil, []string{"queue.resume_below"}},
+		{"bad trusted proxy", "http:\n  trusted_proxies: [10.0.0.0/8, 10.0.0.0/33]\n", nil, []string{"http.trusted_proxies", `"10.0.0.0/33"`, "CIDR prefixes"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/dashboard"
+	"github.com/leasecron/leasecron/internal/clientip"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/tasktype"
 	"github.com/leasecron/leasecron/queue"
@@ -175,6 +177,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 	c.Admin = Admin{Addr: d.addr("admin.addr", true), Pprof: d.bool("admin.pprof"), Dashboard: d.bool("admin.dashboard"), API: d.bool("admin.api")}
 	c.API = API{Enabled: d.bool("api.enabled"), PlatformAuth: d.bool("api.platform_auth"),
 		MaxBody: d.int("api.max_body", 1<<10, 256<<20), MaxTasks: d.int("api.max_tasks", 1, 100000)}
+	c.HTTP = HTTP{TrustedProxies: d.prefixes("http.trusted_proxies")}
 	c.Dashboard = Dashboard{Addr: d.addr("dashboard.addr", false), Auth: d.str("dashboard.auth"), ViewerAuth: d.str("dashboard.viewer_auth"),
 		PlatformAuth: d.bool("dashboard.platform_auth"), OperatorRole: d.str("dashboard.operator_role"),
 		BasePath: d.name("dashboard.base_path", dashboard.ValidateBasePath),
@@ -443,6 +446,20 @@ func (d *decoder) list(key string) []string {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}
+	}
+	return out
+}
+
+// prefixes reads a list of IP addresses and CIDR prefixes.
+func (d *decoder) prefixes(key string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, e := range d.list(key) {
+		p, err := clientip.Parse([]string{e})
+		if err != nil {
+			d.bad(key, e, "IP addresses or CIDR prefixes (such as 10.0.0.0/8 or 2001:db8::/32), in a list or separated by commas")
+			continue
+		}
+		out = append(out, p...)
 	}
 	return out
 }
