@@ -49,9 +49,11 @@ func statusOf(err error) int {
 		// (The states that forbid a request, as the HTTP API answers them:
 		// reviews found some of them answered 502.)
 		return http.StatusConflict
-	case errors.Is(err, leasecron.ErrServerBusy), errors.Is(err, leasecron.ErrShardCountChanged):
+	case errors.Is(err, leasecron.ErrServerBusy), errors.Is(err, leasecron.ErrShardCountChanged), errors.Is(err, blackboard.ErrConflict):
 		// (A change of the shard count: nothing written, and a retry in a
-		// moment places the key by the count in force.)
+		// moment places the key by the count in force. A blackboard key
+		// that others kept changing through every try: nothing written,
+		// and a retry in a moment succeeds — not storage failing.)
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusBadGateway

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/leasecron/leasecron"
+	"github.com/leasecron/leasecron/blackboard"
 	"github.com/leasecron/leasecron/queue"
 )
 
@@ -14,7 +15,8 @@ import (
 // it, not 502 "reading storage failed": a task already sent to the queue
 // (cancel, reschedule or run now of a task sent early, with run records
 // off) and a page or action that needs run records when they are off (a
-// review found both answered 502). A failure of storage stays 502.
+// review found both answered 502). A blackboard key others kept changing
+// through every try is 503, to retry. A failure of storage stays 502.
 func TestStatesThatForbidARequestAreConflicts(t *testing.T) {
 	for _, c := range []struct {
 		err  error
@@ -26,6 +28,7 @@ func TestStatesThatForbidARequestAreConflicts(t *testing.T) {
 		{fmt.Errorf("requeue e9: %w", queue.ErrNotRequeueable), http.StatusConflict},
 		{fmt.Errorf("requeue e9: %w", leasecron.ErrDuplicate), http.StatusConflict},
 		{fmt.Errorf("schedule: %w", leasecron.ErrShardCountChanged), http.StatusServiceUnavailable},
+		{fmt.Errorf("add blackboard key %q: %w after %d attempts", "k", blackboard.ErrConflict, 5), http.StatusServiceUnavailable},
 		{errors.New("connection refused"), http.StatusBadGateway},
 	} {
 		if got := statusOf(c.err); got != c.want {
