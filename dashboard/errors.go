@@ -60,8 +60,9 @@ func statusOf(err error) int {
 }
 
 // MaxIDLen is the longest task, run, dead-letter or blackboard id the
-// dashboard looks up: no table key holds a longer one.
-const MaxIDLen = 1000
+// dashboard looks up: a table key's limit, which the HTTP API's paths
+// keep too.
+const MaxIDLen = storage.MaxKeyLen
 
 // pathID returns the id in the path segment name, refusing (400, naming
 // it) one that no task, run, dead letter or key can have: longer than
