@@ -371,7 +371,53 @@ func (c *Client) bulkSelects(op BulkOp, it Item) bool {
 // short after a crash), and nothing is applied twice — each item is
 // looked up afresh and acted on only while it still matches. Follow it
 // with Client.Bulk. It needs run records.
+//
+// An error means the operation did not start, with one exception that no
+// call can rule out: a write whose every try answered an error may have
+// committed. StartBulk marks such an operation failed, so that it is not
+// left running with nothing to run it; a caller that must not start an
+// operation twice gives it an id of its own (StartBulkAs) and sends the
+// same id again.
 func (c *Client) StartBulk(ctx context.Context, op BulkOp, expect int, by string) (Bulk, error) {
+	now := c.o.Clock.Now().UTC()
+	rnd := make([]byte, 3)
+	_, _ = rand.Read(rnd)
+	return c.startBulk(ctx, "bulk-"+now.Format("20060102-150405")+"-"+hex.EncodeToString(rnd), op, expect, by, now, true)
+}
+
+// MaxBulkIDLen is the longest id StartBulkAs takes.
+const MaxBulkIDLen = 100
+
+// StartBulkAs is StartBulk with the operation's id chosen by the caller:
+// "bulk-" and 1 to 95 letters, digits, '-', '_' or '.' (a UUID after the
+// prefix, say). The id makes a start safe to send again: when an
+// operation of that id exists, nothing is started and the error wraps
+// ErrBulkExists (read it with Bulk to tell whether it is the one asked
+// for).
+func (c *Client) StartBulkAs(ctx context.Context, id string, op BulkOp, expect int, by string) (Bulk, error) {
+	if err := ValidateBulkID(id); err != nil {
+		return Bulk{}, err
+	}
+	return c.startBulk(ctx, id, op, expect, by, c.o.Clock.Now().UTC(), false)
+}
+
+// ValidateBulkID refuses an id StartBulkAs would not take, naming it and
+// what is accepted (a SpecError of field "id", wrapping ErrInvalidTask).
+func ValidateBulkID(id string) error {
+	rest, ok := strings.CutPrefix(id, "bulk-")
+	valid := ok && rest != "" && len(id) <= MaxBulkIDLen && !strings.ContainsFunc(rest, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	})
+	if !valid {
+		return &SpecError{Field: "id", Accepted: fmt.Sprintf(`"bulk-" and 1 to %d letters, digits, '-', '_' or '.'`, MaxBulkIDLen-len("bulk-")),
+			Err: fmt.Errorf("%w: bulk operation id %.60q is not \"bulk-\" and up to %d letters, digits, '-', '_' or '.'", ErrInvalidTask, id, MaxBulkIDLen-len("bulk-"))}
+	}
+	return nil
+}
+
+// startBulk starts op as id; drawn says the id was drawn here, so that a
+// row of it can only be this call's.
+func (c *Client) startBulk(ctx context.Context, id string, op BulkOp, expect int, by string, now time.Time, drawn bool) (Bulk, error) {
 	if err := op.Validate(); err != nil {
 		return Bulk{}, err
 	}
@@ -381,23 +427,44 @@ func (c *Client) StartBulk(ctx context.Context, op BulkOp, expect int, by string
 	if expect < 0 {
 		return Bulk{}, fmt.Errorf("%w: bulk %s: expected count %d: want the number CountBulk gave", ErrInvalidTask, op.Kind, expect)
 	}
-	now := c.o.Clock.Now().UTC()
-	rnd := make([]byte, 3)
-	_, _ = rand.Read(rnd)
-	b := Bulk{ID: "bulk-" + now.Format("20060102-150405") + "-" + hex.EncodeToString(rnd), Op: op, By: by, Expect: expect, State: runs.BulkRunning}
+	b := Bulk{ID: id, Op: op, By: by, Expect: expect, State: runs.BulkRunning, Created: now, Updated: now}
 	if b.By == "" {
 		b.By = whoAmI()
 	}
 	if err := c.runs.CreateBulk(ctx, b.row()); err != nil {
+		if errors.Is(err, runs.ErrBulkExists) {
+			return Bulk{}, fmt.Errorf("bulk %s: %w", id, ErrBulkExists)
+		}
+		// Its insert may have committed though every try answered an
+		// error: left so, it would stand running with no task to run it.
+		// Marked failed (best effort; a row never written is written
+		// failed, an operation asked for that did not start) — unless a
+		// row of a caller's id stands that could be another call's: the
+		// caller's resend of that id finds it.
+		if drawn || !errors.Is(err, storage.ErrAlreadyExists) {
+			c.failBulk(ctx, b, "recording it failed: "+err.Error(), now)
+		}
 		return Bulk{}, err
 	}
 	payload, _ := json.Marshal(map[string]string{"bulk": b.ID})
 	if _, err := c.Schedule(ctx, Item{ID: b.ID, Type: BulkType, Payload: string(payload), Due: now, MaxAttempts: bulkMaxAttempts}, nil); err != nil {
-		b.State, b.LastError, b.Finished = runs.BulkFailed, "scheduling it failed: "+err.Error(), now
-		_, _ = c.runs.SaveBulk(context.WithoutCancel(ctx), b.row())
+		c.failBulk(ctx, b, "scheduling it failed: "+err.Error(), now)
 		return Bulk{}, fmt.Errorf("bulk %s: schedule its task: %w", b.ID, err)
 	}
-	return c.Bulk(ctx, b.ID)
+	got, err := c.Bulk(ctx, b.ID)
+	if err != nil {
+		// Recorded and its task scheduled: it runs. A read back refused
+		// must not say otherwise, or the caller would start it again (a
+		// review of the HTTP API's bulk route).
+		return b, nil
+	}
+	return got, nil
+}
+
+// failBulk marks b failed with why, best effort.
+func (c *Client) failBulk(ctx context.Context, b Bulk, why string, now time.Time) {
+	b.State, b.LastError, b.Finished = runs.BulkFailed, why, now
+	_, _ = c.runs.SaveBulk(context.WithoutCancel(ctx), b.row())
 }
 
 // Bulk returns the bulk operation id (one request); an unknown id, or

@@ -1,9 +1,11 @@
 package leasecron
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -82,5 +84,107 @@ func TestAStalledBulkAttemptStopsWhenAnotherTookItOver(t *testing.T) {
 	}
 	if got, err := c.Bulk(ctx, b.ID); err != nil || got.State != runs.BulkSucceeded || got.Done != 2 {
 		t.Errorf("after the stalled attempt ended: %+v, %v; want succeeded with 2 done", got, err)
+	}
+}
+
+// A bulk operation started with an id of the caller's is safe to start
+// again: the second start finds the first's operation, starts nothing,
+// and says so (ErrBulkExists, also ErrAlreadyScheduled). An id that is
+// not "bulk-" and a word is refused, naming the field.
+func TestStartBulkAsIsSafeToSendAgain(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	op := BulkOp{Kind: BulkCancelPending, Filter: BulkFilter{Type: "t"}}
+	b, err := c.StartBulkAs(ctx, "bulk-0b1c", op, 0, "tester")
+	if err != nil || b.ID != "bulk-0b1c" || b.State != runs.BulkRunning {
+		t.Fatalf("StartBulkAs = %+v, %v", b, err)
+	}
+	if _, err := c.StartBulkAs(ctx, "bulk-0b1c", op, 0, "tester"); !errors.Is(err, ErrBulkExists) || !errors.Is(err, ErrAlreadyScheduled) {
+		t.Fatalf("a second start of the id: %v; want ErrBulkExists", err)
+	}
+	if all, err := c.Bulks(ctx); err != nil || len(all) != 1 {
+		t.Fatalf("operations %+v, %v; want the one", all, err)
+	}
+	for _, id := range []string{"", "0b1c", "bulk-", "bulk-a/b", "bulk-" + strings.Repeat("x", 96)} {
+		var spec *SpecError
+		if _, err := c.StartBulkAs(ctx, id, op, 0, ""); !errors.As(err, &spec) || spec.Field != "id" || !errors.Is(err, ErrInvalidTask) {
+			t.Errorf("StartBulkAs(%q): %v; want a SpecError of field id", id, err)
+		}
+	}
+}
+
+// A start whose operation was recorded and whose task was scheduled
+// answers success even when reading the operation back is refused: an
+// error would have its caller start it again (a review of the HTTP
+// API's bulk route). A start whose record cannot be written leaves no
+// operation running with nothing to run it.
+func TestAStartedBulkOperationIsNotReportedAsFailed(t *testing.T) {
+	ctx := context.Background()
+	c, tr := memClientFailing(t, "RowKey='bulk-readback'")
+	if _, err := c.Bulks(ctx); err != nil { // (the table made)
+		t.Fatal(err)
+	}
+	tr.armed.Store(true)
+	op := BulkOp{Kind: BulkCancelPending, Filter: BulkFilter{Type: "t"}}
+	b, err := c.StartBulkAs(ctx, "bulk-readback", op, 0, "tester")
+	if err != nil || b.ID != "bulk-readback" || b.State != runs.BulkRunning || tr.failed.Load() == 0 {
+		t.Fatalf("StartBulkAs with its read back refused %d times = %+v, %v; want the operation, running", tr.failed.Load(), b, err)
+	}
+	tr.armed.Store(false)
+	if got, err := c.Bulk(ctx, "bulk-readback"); err != nil || got.State != runs.BulkRunning {
+		t.Fatalf("Bulk = %+v, %v", got, err)
+	}
+}
+
+// lostInsert forwards every insert (a POST) whose body contains match and
+// answers it with a dropped connection, as it does every point read of a
+// bulk operation: the write commits, and its caller cannot tell.
+type lostInsert struct {
+	next  policy.Transporter
+	match string
+	armed atomic.Bool
+}
+
+func (l *lostInsert) Do(req *http.Request) (*http.Response, error) {
+	if !l.armed.Load() {
+		return l.next.Do(req)
+	}
+	if req.Method == http.MethodGet && strings.Contains(req.URL.String(), "RowKey='bulk-") {
+		return nil, errors.New("connection reset by peer")
+	}
+	if req.Method == http.MethodPost && req.Body != nil {
+		body, _ := io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(l.match)) {
+			resp, err := l.next.Do(req)
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			return nil, errors.New("connection reset by peer")
+		}
+	}
+	return l.next.Do(req)
+}
+
+// A start whose record was written though every answer was lost is marked
+// failed, not left running with no task to run it.
+func TestABulkStartWhoseRecordWentUnansweredIsNotLeftRunning(t *testing.T) {
+	ctx := context.Background()
+	var tr *lostInsert
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		tr = &lostInsert{next: next, match: string(BulkCancelPending)}
+		return tr
+	})
+	if _, err := c.Bulks(ctx); err != nil { // (the table made)
+		t.Fatal(err)
+	}
+	tr.armed.Store(true)
+	if _, err := c.StartBulk(ctx, BulkOp{Kind: BulkCancelPending, Filter: BulkFilter{Type: "t"}}, 0, "tester"); err == nil {
+		t.Fatal("StartBulk answered success though its record's every answer was lost")
+	}
+	tr.armed.Store(false)
+	all, err := c.Bulks(ctx)
+	if err != nil || len(all) != 1 || all[0].State != runs.BulkFailed || !strings.Contains(all[0].LastError, "recording it failed") {
+		t.Fatalf("operations %+v, %v; want the one, failed for its record", all, err)
 	}
 }

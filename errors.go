@@ -29,6 +29,12 @@ var (
 	// BatchMembers tell whether that call sealed it (the HTTP API answers
 	// an identical retry as the first call, from them).
 	ErrBatchExists = fmt.Errorf("%w: batch already exists", ErrAlreadyScheduled)
+	// ErrBulkExists: StartBulkAs was given the id of a bulk operation that
+	// exists (it wraps ErrAlreadyScheduled); nothing was started. A resend
+	// of a start that went unanswered meets its own operation so: Bulk
+	// tells whether it is the one asked for (the HTTP API answers an
+	// identical resend as the first).
+	ErrBulkExists = fmt.Errorf("%w: %w", ErrAlreadyScheduled, runs.ErrBulkExists)
 	// ErrAlreadyFinished: Cancel found the run already succeeded or dead
 	// (a run already cancelled is no error: a cancel is idempotent).
 	ErrAlreadyFinished = runs.ErrAlreadyFinished

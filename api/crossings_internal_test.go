@@ -256,3 +256,33 @@ func TestTheAuditNamesTheCallerBehindATrustedProxy(t *testing.T) {
 		})
 	}
 }
+
+// A POST /bulk with an id of the caller's is safe to send again: a resend
+// answers as the first start did, before counting (the operation may have
+// acted on what it counted), and starts nothing; the id of another
+// operation is 409, and an id not "bulk-…" is 400 naming the field.
+func TestABulkStartWithAnIDAnswersItsResendAsTheFirst(t *testing.T) {
+	f := newFixture(t, leasecron.Names{})
+	op := f.token("op", leasecron.RoleOperator)
+	for _, id := range []string{"c1", "c2"} {
+		if code, body := f.do(op, http.MethodPost, "/api/v1/tasks", `{"id":"`+id+`","type":"note","in":"1h"}`); code != http.StatusCreated {
+			t.Fatalf("schedule %s: %d %s", id, code, body)
+		}
+	}
+	start := `{"id":"bulk-7f3a","kind":"cancel-pending","type":"note","expect":2}`
+	for try := range 2 {
+		code, body := f.do(op, http.MethodPost, "/api/v1/bulk", start)
+		if code != http.StatusAccepted || !strings.Contains(body, `"id":"bulk-7f3a"`) {
+			t.Fatalf("send %d: %d %s; want 202 and the operation", try+1, code, body)
+		}
+	}
+	if bs, err := f.c.Bulks(context.Background()); err != nil || len(bs) != 1 {
+		t.Fatalf("operations %+v, %v; want the one", bs, err)
+	}
+	if code, body := f.do(op, http.MethodPost, "/api/v1/bulk", `{"id":"bulk-7f3a","kind":"disable-series","type":"note","expect":0}`); code != http.StatusConflict || !strings.Contains(body, "is another") {
+		t.Errorf("the id of another operation: %d %s; want 409", code, body)
+	}
+	if code, body := f.do(op, http.MethodPost, "/api/v1/bulk", `{"id":"7f3a","kind":"cancel-pending","type":"note","expect":2}`); code != http.StatusBadRequest || !strings.Contains(body, `"field":"id"`) {
+		t.Errorf("an id without bulk-: %d %s; want 400 naming id", code, body)
+	}
+}

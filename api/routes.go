@@ -1348,8 +1348,12 @@ func (s *server) bulks(ctx context.Context, r *http.Request, who caller) (int, a
 }
 
 // BulkRequest is the body of POST /api/v1/bulk: the operation, its filter,
-// and the count of matching items the caller confirmed (Expect).
+// and the count of matching items the caller confirmed (Expect). ID, when
+// given, is the operation's id ("bulk-…", leasecron.ValidateBulkID), which
+// makes the request safe to send again: a resend finds the operation and
+// answers as the first did.
 type BulkRequest struct {
+	ID       string `json:"id,omitempty"`
 	Kind     string `json:"kind"`
 	Type     string `json:"type,omitempty"`
 	Reason   string `json:"reason,omitempty"`
@@ -1372,6 +1376,20 @@ func (s *server) startBulk(ctx context.Context, r *http.Request, who caller) (in
 	if err != nil {
 		return 0, nil, err // a SpecError: 400 naming the field
 	}
+	if req.ID != "" {
+		if err := leasecron.ValidateBulkID(req.ID); err != nil {
+			return 0, nil, err
+		}
+		// A resend finds its operation before counting: the operation
+		// may have acted on what it counted.
+		b, err := s.c.Bulk(ctx, req.ID)
+		if err == nil {
+			return sameBulk(b, op, who)
+		}
+		if !errors.Is(err, leasecron.ErrNotFound) {
+			return 0, nil, err
+		}
+	}
 	n, err := s.c.CountBulk(ctx, op)
 	if err != nil {
 		return 0, nil, err
@@ -1379,11 +1397,36 @@ func (s *server) startBulk(ctx context.Context, r *http.Request, who caller) (in
 	if n != req.Expect {
 		return 0, nil, problem(http.StatusConflict, "conflict", fmt.Sprintf("%d items match %s now, not the %d of expect: confirm the count and send it as expect", n, op, req.Expect))
 	}
-	b, err := s.c.StartBulk(ctx, op, n, who.who)
+	var b leasecron.Bulk
+	if req.ID == "" {
+		b, err = s.c.StartBulk(ctx, op, n, who.who)
+	} else {
+		b, err = s.c.StartBulkAs(ctx, req.ID, op, n, who.who)
+		if errors.Is(err, leasecron.ErrBulkExists) {
+			// Another send of the same request started it meanwhile.
+			if b, err = s.c.Bulk(ctx, req.ID); err == nil {
+				return sameBulk(b, op, who)
+			}
+		}
+	}
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusAccepted, b, nil
+}
+
+// sameBulk answers a start whose id names an operation that exists: as
+// the first start did (202 and the operation) when it is the same
+// operation from the same caller — its kind and filter, the times of a
+// relative since or until aside, which move between sends — and 409
+// otherwise.
+func sameBulk(b leasecron.Bulk, op leasecron.BulkOp, who caller) (int, any, error) {
+	f, g := b.Op.Filter, op.Filter
+	if b.Op.Kind == op.Kind && f.Type == g.Type && f.Reason == g.Reason && f.IDPrefix == g.IDPrefix && f.Queue == g.Queue &&
+		f.Since.IsZero() == g.Since.IsZero() && f.Until.IsZero() == g.Until.IsZero() && b.By == who.who {
+		return http.StatusAccepted, b, nil
+	}
+	return 0, nil, problem(http.StatusConflict, "conflict", fmt.Sprintf("bulk operation %s exists and is another: %s, started by %s", b.ID, b.Op, b.By))
 }
 
 func (s *server) bulk(ctx context.Context, r *http.Request, who caller) (int, any, error) {

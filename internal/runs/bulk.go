@@ -26,6 +26,10 @@ var ErrNoBulk = errors.New("no such bulk operation")
 // read (another attempt of the operation took it up, or finished it).
 var ErrBulkChanged = errors.New("bulk operation changed by another attempt")
 
+// ErrBulkExists: CreateBulk found a row of the id that this call did not
+// write (a caller's id given twice).
+var ErrBulkExists = errors.New("a bulk operation of this id exists")
+
 // BulkRow is a bulk operation's state.
 type BulkRow struct {
 	ID string
@@ -89,12 +93,13 @@ func (s *Store) CreateBulk(ctx context.Context, b BulkRow) error {
 		// good with no task to run it (a review of issue 38's row 122).
 		e, gerr := s.t.Get(ctx, bulkPK, b.ID)
 		if gerr != nil {
-			return fmt.Errorf("runs: create bulk operation %s: it exists, and reading it to tell whether this call wrote it failed: %w", b.ID, gerr)
+			return fmt.Errorf("runs: create bulk operation %s: %w, and reading it to tell whether this call wrote it failed: %w", b.ID, storage.ErrAlreadyExists, gerr)
 		}
 		if got := bulkFrom(e); got.Kind == b.Kind && got.Filter == b.Filter && got.State == BulkRunning && got.Attempts == 0 &&
 			got.Created.Equal(b.Created.Truncate(100*time.Nanosecond)) {
 			return nil
 		}
+		return fmt.Errorf("runs: create bulk operation %s: %w", b.ID, ErrBulkExists)
 	}
 	if err != nil {
 		return fmt.Errorf("runs: create bulk operation %s: %w", b.ID, err)
