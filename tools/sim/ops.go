@@ -113,7 +113,7 @@ func (w *World) userOp(c *proc, op *Op) {
 			return
 		}
 		i := chk.bulk(bulkEv{kind: op.Bulk, typ: op.Type, started: w.now(), ok: true})
-		b, err := cl.StartBulk(ctx, bop, n, "sim")
+		b, err := w.startBulk(ctx, cl, op, bop, n)
 		w.answer(op, fmt.Sprintf("%s of %d", b.ID, n), err)
 		chk.bulkAnswered(i, b.ID, err == nil || !errors.Is(err, leasecron.ErrInvalidTask))
 		if err == nil {
@@ -136,6 +136,29 @@ func (w *World) userOp(c *proc, op *Op) {
 	case OpBoardAdd, OpBoardRemove, OpBoardRunNow:
 		w.boardOp(ctx, c, op)
 	}
+}
+
+// startBulk starts a bulk operation as a program would: half of them
+// (by the operation's moment) with an id of the program's, sent again
+// once when the first start answers an error that is not a refusal
+// (README: the second start finds the first's operation, ErrBulkExists,
+// and starts nothing; the checker counts the two sends as one
+// operation); the others with an id the client draws, not sent again.
+func (w *World) startBulk(ctx context.Context, cl *leasecron.Client, op *Op, bop leasecron.BulkOp, n int) (leasecron.Bulk, error) {
+	if op.At.Milliseconds()%2 == 1 {
+		return cl.StartBulk(ctx, bop, n, "sim")
+	}
+	id := fmt.Sprintf("bulk-sim-%d-%d", op.Client, op.At.Milliseconds())
+	b, err := cl.StartBulkAs(ctx, id, bop, n, "sim")
+	if err == nil || errors.Is(err, leasecron.ErrInvalidTask) || ctx.Err() != nil {
+		return b, err
+	}
+	w.logs.add(fmt.Sprintf("%s  bulk %s answered %v; sent again", w.elapsed().Truncate(time.Millisecond), id, err))
+	b, err = cl.StartBulkAs(ctx, id, bop, n, "sim")
+	if errors.Is(err, leasecron.ErrBulkExists) {
+		return leasecron.Bulk{ID: id}, nil
+	}
+	return b, err
 }
 
 // answer logs what an operation answered, for a failing seed's report.
