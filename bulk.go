@@ -21,6 +21,13 @@ import (
 	"github.com/leasecron/leasecron/schedule"
 )
 
+// The states of a bulk operation (Bulk.State).
+const (
+	BulkRunning   = runs.BulkRunning
+	BulkSucceeded = runs.BulkSucceeded
+	BulkFailed    = runs.BulkFailed
+)
+
 // BulkType is the task type of bulk operations. Every worker runs it
 // itself; a handler registered for it is ignored.
 const BulkType = "leasecron-bulk"
@@ -392,8 +399,13 @@ const MaxBulkIDLen = 100
 // "bulk-" and 1 to 95 letters, digits, '-', '_' or '.' (a UUID after the
 // prefix, say). The id makes a start safe to send again: when an
 // operation of that id exists, nothing is started and the error wraps
-// ErrBulkExists (read it with Bulk to tell whether it is the one asked
-// for).
+// ErrBulkExists. Read it with Bulk to tell whether it is the one asked
+// for, and whether it started: one failed with no attempt made
+// (Attempts 0) never ran — its start failed — and another start needs
+// another id. A start that answered an error may also have left
+// nothing, or an operation running with no task to run it when every
+// answer to its record was lost (a resend answers ErrBulkExists; the
+// operation stays running until a second id does the work).
 func (c *Client) StartBulkAs(ctx context.Context, id string, op BulkOp, expect int, by string) (Bulk, error) {
 	if err := ValidateBulkID(id); err != nil {
 		return Bulk{}, err
@@ -438,10 +450,12 @@ func (c *Client) startBulk(ctx context.Context, id string, op BulkOp, expect int
 		// Its insert may have committed though every try answered an
 		// error: left so, it would stand running with no task to run it.
 		// Marked failed (best effort; a row never written is written
-		// failed, an operation asked for that did not start) — unless a
-		// row of a caller's id stands that could be another call's: the
-		// caller's resend of that id finds it.
-		if drawn || !errors.Is(err, storage.ErrAlreadyExists) {
+		// failed, an operation asked for that did not start) — only when
+		// the id was drawn here: a row of a caller's id may be another
+		// send's operation, running (a review's find: marked failed, its
+		// walk stopped part way), and the caller's resend of that id
+		// finds what stands.
+		if drawn {
 			c.failBulk(ctx, b, "recording it failed: "+err.Error(), now)
 		}
 		return Bulk{}, err

@@ -108,6 +108,13 @@ type Options struct {
 	// header names that is not itself trusted. Default none: the
 	// connection's peer.
 	TrustedProxies []netip.Prefix
+	// ProxyHops is how many reverse proxies in front each append to
+	// X-Forwarded-For (http.proxy_hops): the audit log's "from" is the
+	// entry that many from the header's end — for a server no request
+	// reaches but through them (Azure Container Apps ingress: 1). With
+	// TrustedProxies too, only for requests whose peer is one of them.
+	// Default 0.
+	ProxyHops int
 }
 
 // roles a route allows, as bits.

@@ -223,13 +223,15 @@ func TestTheAuditNamesTheCallerBehindATrustedProxy(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		trusted []netip.Prefix
+		hops    int
 		want    string
 	}{
-		{"no proxy trusted", nil, "192.0.2.1"}, // httptest's peer
-		{"the peer a trusted proxy", []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, "203.0.113.9"},
+		{"no proxy trusted", nil, 0, "192.0.2.1"}, // httptest's peer
+		{"the peer a trusted proxy", []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, 0, "203.0.113.9"},
+		{"two proxies counted", nil, 2, "198.51.100.4"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixtureWith(t, leasecron.Names{}, nil, Options{TrustedProxies: c.trusted})
+			f := newFixtureWith(t, leasecron.Names{}, nil, Options{TrustedProxies: c.trusted, ProxyHops: c.hops})
 			tok := f.token("sch", leasecron.RoleScheduler)
 			r := httptest.NewRequest(http.MethodPost, "/api/v1/tasks", strings.NewReader(`{"id":"a1","type":"t","in":"1h"}`))
 			r.Header.Set("Content-Type", "application/json")

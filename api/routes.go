@@ -210,7 +210,7 @@ func rolesText(r roles) string {
 // audit log is logged, not answered: the call itself happened). The
 // result names what was done, never a payload.
 func (s *server) audit(r *http.Request, who caller, action string, body any, err error) {
-	e := leasecron.AuditEntry{Who: who.who, Via: "api", From: clientip.Of(r, s.o.TrustedProxies), Action: action, Target: auditTarget(r), OK: err == nil}
+	e := leasecron.AuditEntry{Who: who.who, Via: "api", From: clientip.Of(r, s.o.TrustedProxies, s.o.ProxyHops), Action: action, Target: auditTarget(r), OK: err == nil}
 	switch b := body.(type) {
 	case nil:
 	case TaskResult:
@@ -1384,7 +1384,7 @@ func (s *server) startBulk(ctx context.Context, r *http.Request, who caller) (in
 		// may have acted on what it counted.
 		b, err := s.c.Bulk(ctx, req.ID)
 		if err == nil {
-			return sameBulk(b, op, who)
+			return sameBulk(b, op, req, who)
 		}
 		if !errors.Is(err, leasecron.ErrNotFound) {
 			return 0, nil, err
@@ -1405,7 +1405,7 @@ func (s *server) startBulk(ctx context.Context, r *http.Request, who caller) (in
 		if errors.Is(err, leasecron.ErrBulkExists) {
 			// Another send of the same request started it meanwhile.
 			if b, err = s.c.Bulk(ctx, req.ID); err == nil {
-				return sameBulk(b, op, who)
+				return sameBulk(b, op, req, who)
 			}
 		}
 	}
@@ -1417,16 +1417,27 @@ func (s *server) startBulk(ctx context.Context, r *http.Request, who caller) (in
 
 // sameBulk answers a start whose id names an operation that exists: as
 // the first start did (202 and the operation) when it is the same
-// operation from the same caller — its kind and filter, the times of a
-// relative since or until aside, which move between sends — and 409
-// otherwise.
-func sameBulk(b leasecron.Bulk, op leasecron.BulkOp, who caller) (int, any, error) {
+// operation from the same caller — its kind and filter, where a relative
+// since or until (a duration before now) is compared only for being
+// given, as its time moves between sends — and 409 otherwise, or when
+// that operation's own start failed before it ran (a review's find: a
+// 202 with state failed read as started).
+func sameBulk(b leasecron.Bulk, op leasecron.BulkOp, req BulkRequest, who caller) (int, any, error) {
 	f, g := b.Op.Filter, op.Filter
-	if b.Op.Kind == op.Kind && f.Type == g.Type && f.Reason == g.Reason && f.IDPrefix == g.IDPrefix && f.Queue == g.Queue &&
-		f.Since.IsZero() == g.Since.IsZero() && f.Until.IsZero() == g.Until.IsZero() && b.By == who.who {
-		return http.StatusAccepted, b, nil
+	sameTime := func(text string, a, b time.Time) bool {
+		if _, err := time.ParseDuration(strings.TrimSpace(text)); err == nil {
+			return !a.IsZero() && !b.IsZero()
+		}
+		return a.Equal(b)
 	}
-	return 0, nil, problem(http.StatusConflict, "conflict", fmt.Sprintf("bulk operation %s exists and is another: %s, started by %s", b.ID, b.Op, b.By))
+	if b.Op.Kind != op.Kind || f.Type != g.Type || f.Reason != g.Reason || f.IDPrefix != g.IDPrefix || f.Queue != g.Queue ||
+		!sameTime(req.Since, f.Since, g.Since) || !sameTime(req.Until, f.Until, g.Until) || b.By != who.who {
+		return 0, nil, problem(http.StatusConflict, "conflict", fmt.Sprintf("bulk operation %s exists and is another: %s, started by %s", b.ID, b.Op, b.By))
+	}
+	if b.State == leasecron.BulkFailed && b.Attempts == 0 {
+		return 0, nil, problem(http.StatusConflict, "conflict", fmt.Sprintf("bulk operation %s did not start (%s): start it again with another id", b.ID, b.LastError))
+	}
+	return http.StatusAccepted, b, nil
 }
 
 func (s *server) bulk(ctx context.Context, r *http.Request, who caller) (int, any, error) {

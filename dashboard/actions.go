@@ -171,7 +171,7 @@ func (s *Server) action(name string, do action) http.Handler {
 // who signed in, from which address, on what, and how it went. A failure
 // to record is logged: the action's outcome stands.
 func (s *Server) audit(r *http.Request, name, msg string, err error) {
-	e := leasecron.AuditEntry{Who: identityOf(r).who, Via: "dashboard", From: clientip.Of(r, s.o.TrustedProxies), Action: name, OK: err == nil, Result: msg}
+	e := leasecron.AuditEntry{Who: identityOf(r).who, Via: "dashboard", From: clientip.Of(r, s.o.TrustedProxies, s.o.ProxyHops), Action: name, OK: err == nil, Result: msg}
 	for _, p := range []string{"id", "key"} {
 		if v := r.PathValue(p); v != "" {
 			e.Target = v

@@ -112,6 +112,9 @@ type Options struct {
 	// for the audit log's "from" (http.trusted_proxies), as
 	// api.Options.TrustedProxies. Default none: the connection's peer.
 	TrustedProxies []netip.Prefix
+	// ProxyHops counts the reverse proxies in front (http.proxy_hops), as
+	// api.Options.ProxyHops. Default 0.
+	ProxyHops int
 }
 
 // WithDefaults returns o with every zero field set to its default.

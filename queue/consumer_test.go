@@ -719,6 +719,34 @@ func TestASlotLostWhileTheHandlerRunsCancelsIt(t *testing.T) {
 	}
 }
 
+// A handler cancelled for its lost slot, whose timeout passes before it
+// returns, is still handed back uncounted: the timeout does not turn the
+// slot's loss into a failed attempt (a review's find).
+func TestATimeoutAfterTheSlotWasLostCountsNoAttempt(t *testing.T) {
+	lim := &slotLimiter{}
+	h := newHarness(t, ConsumerOptions{ConsumerSettings: ConsumerSettings{BackoffBase: time.Second, PollMax: 4 * time.Second, HandlerTimeout: 10 * time.Second}, Limiter: lim})
+	causes, release := make(chan error, 1), make(chan struct{})
+	h.c.Handle("lim", func(ctx context.Context, task leasecrontype.Task) error {
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		<-release
+		return ctx.Err()
+	})
+	h.enqueue(Envelope{ID: "l", Type: "lim", MaxAttempts: 1})
+	h.start()
+	h.waitStarted()
+	lim.last().lose()
+	if cause := <-causes; !errors.Is(cause, ErrSlotLost) {
+		t.Fatalf("cause = %v, want ErrSlotLost", cause)
+	}
+	h.clk.Advance(20 * time.Second) // past the handler's timeout, within its visibility
+	close(release)
+	h.await(OutcomeAbandoned)
+	if dl := h.deadLetters(); len(dl) != 0 {
+		t.Fatalf("dead letters %+v; the slot's loss used the only attempt", dl)
+	}
+}
+
 func TestMalformedMessagesAreSetAside(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
 	var got calls

@@ -859,6 +859,12 @@ func (c *Consumer) runHandler(hctx context.Context, d *delivery, h leasecrontype
 				cancel(ErrSlotLost)
 			}
 		case <-deadline.C():
+			if slotLost {
+				// Cancelled already, for its slot: the attempt is not the
+				// handler's to lose (a review's find: counted a failure,
+				// or not, by what the handler returned).
+				continue
+			}
 			timedOut = true
 			d.log.Warn("handler timed out; cancelling it", "timeout", timeout)
 			cancel(ErrHandlerTimeout)

@@ -31,29 +31,48 @@ func Parse(proxies []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// Of returns the address of the client that sent r. That is the
-// connection's peer, unless the peer is in trusted: then X-Forwarded-For
-// is read from its end, each trusted address skipped, and the first
-// address not trusted is the client (every proxy appends the address it
-// received from, so only the entries trusted proxies wrote can be
-// believed). When every entry is trusted, the first is the client; an
-// entry that is not an address stops the walk at the last one believed.
-func Of(r *http.Request, trusted []netip.Prefix) string {
+// Of returns the address of the client that sent r. Every proxy appends
+// the address it received from to X-Forwarded-For, so only the entries
+// the proxies in front wrote can be believed, read from the header's end;
+// the rest are the client's to write.
+//
+// With hops > 0 (that many proxies in front, each appending), the client
+// is the entry hops from the end — for a server no request reaches but
+// through them (and, when trusted is given too, only for a request whose
+// peer is in trusted). A request with fewer entries is the peer's.
+//
+// Otherwise it is the connection's peer, unless the peer is in trusted:
+// then the header is read from its end, each trusted address skipped,
+// and the first address not trusted is the client. When every entry is
+// trusted, the first is the client (so trusting every address makes the
+// header the client's to write: count hops instead); an entry that is
+// not an address stops the walk at the last one believed.
+func Of(r *http.Request, trusted []netip.Prefix, hops int) string {
 	peer := r.RemoteAddr
 	if host, _, err := net.SplitHostPort(peer); err == nil {
 		peer = host
 	}
 	a, ok := addr(peer)
-	if !ok || !in(a, trusted) {
+	fromTrusted := ok && in(a, trusted)
+	var entries []string
+	for _, h := range r.Header.Values("X-Forwarded-For") {
+		entries = append(entries, strings.Split(h, ",")...)
+	}
+	if hops > 0 {
+		if len(trusted) > 0 && !fromTrusted || len(entries) < hops {
+			return peer
+		}
+		if a, ok := addr(strings.TrimSpace(entries[len(entries)-hops])); ok {
+			return a.String()
+		}
 		return peer
 	}
-	var hops []string
-	for _, h := range r.Header.Values("X-Forwarded-For") {
-		hops = append(hops, strings.Split(h, ",")...)
+	if !fromTrusted {
+		return peer
 	}
 	client := peer
-	for i := len(hops) - 1; i >= 0; i-- {
-		a, ok := addr(strings.TrimSpace(hops[i]))
+	for i := len(entries) - 1; i >= 0; i-- {
+		a, ok := addr(strings.TrimSpace(entries[i]))
 		if !ok {
 			break
 		}

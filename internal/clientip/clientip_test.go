@@ -2,6 +2,7 @@ package clientip
 
 import (
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -33,7 +34,40 @@ func TestOfBelievesOnlyWhatTrustedProxiesForwarded(t *testing.T) {
 			for _, h := range c.xff {
 				r.Header.Add("X-Forwarded-For", h)
 			}
-			if got := Of(r, trusted); got != c.want {
+			if got := Of(r, trusted, 0); got != c.want {
+				t.Errorf("Of = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// Counting the proxies in front believes exactly the entries they wrote,
+// whatever the client put before them — which trusting every address
+// could not tell (a review's find: with 0.0.0.0/0 trusted, a client's
+// own first entry was taken).
+func TestOfCountsTheProxiesInFront(t *testing.T) {
+	everyone, _ := Parse([]string{"0.0.0.0/0", "::/0"})
+	lb, _ := Parse([]string{"10.0.0.0/8"})
+	for _, c := range []struct {
+		name, peer string
+		trusted    []netip.Prefix
+		hops       int
+		xff        string
+		want       string
+	}{
+		{"trusting everyone takes the client's own entry", "10.1.2.3:443", everyone, 0, "8.8.8.8, 198.51.100.1", "8.8.8.8"},
+		{"one proxy: the last entry", "10.1.2.3:443", nil, 1, "8.8.8.8, 198.51.100.1", "198.51.100.1"},
+		{"two proxies: the second from the end", "10.1.2.3:443", nil, 2, "8.8.8.8, 198.51.100.1, 10.9.9.9", "198.51.100.1"},
+		{"fewer entries than proxies: the peer", "10.1.2.3:443", nil, 2, "198.51.100.1", "10.1.2.3"},
+		{"counted behind a trusted peer", "10.1.2.3:443", lb, 1, "8.8.8.8, 198.51.100.1", "198.51.100.1"},
+		{"counted, but the peer not trusted: the peer", "203.0.113.9:443", lb, 1, "198.51.100.1", "203.0.113.9"},
+		{"the counted entry not an address: the peer", "10.1.2.3:443", nil, 1, "8.8.8.8, unknown", "10.1.2.3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = c.peer
+			r.Header.Set("X-Forwarded-For", c.xff)
+			if got := Of(r, c.trusted, c.hops); got != c.want {
 				t.Errorf("Of = %q, want %q", got, c.want)
 			}
 		})

@@ -143,7 +143,8 @@ func (w *World) userOp(c *proc, op *Op) {
 // once when the first start answers an error that is not a refusal
 // (README: the second start finds the first's operation, ErrBulkExists,
 // and starts nothing; the checker counts the two sends as one
-// operation); the others with an id the client draws, not sent again.
+// operation, started unless the first's record says its start failed);
+// the others with an id the client draws, not sent again.
 func (w *World) startBulk(ctx context.Context, cl *leasecron.Client, op *Op, bop leasecron.BulkOp, n int) (leasecron.Bulk, error) {
 	if op.At.Milliseconds()%2 == 1 {
 		return cl.StartBulk(ctx, bop, n, "sim")
@@ -156,7 +157,11 @@ func (w *World) startBulk(ctx context.Context, cl *leasecron.Client, op *Op, bop
 	w.logs.add(fmt.Sprintf("%s  bulk %s answered %v; sent again", w.elapsed().Truncate(time.Millisecond), id, err))
 	b, err = cl.StartBulkAs(ctx, id, bop, n, "sim")
 	if errors.Is(err, leasecron.ErrBulkExists) {
-		return leasecron.Bulk{ID: id}, nil
+		// The first send's operation: started, unless its own start
+		// failed before it ran.
+		if got, gerr := cl.Bulk(ctx, id); gerr == nil && (got.State != leasecron.BulkFailed || got.Attempts > 0) {
+			return got, nil
+		}
 	}
 	return b, err
 }

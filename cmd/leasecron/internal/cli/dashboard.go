@@ -19,14 +19,14 @@ func init() {
 // apiOptions maps the api.* keys.
 func (a *app) apiOptions() api.Options {
 	return api.Options{PlatformAuth: a.cfg.API.PlatformAuth, MaxBody: int64(a.cfg.API.MaxBody), MaxTasks: a.cfg.API.MaxTasks,
-		TrustedProxies: a.cfg.HTTP.TrustedProxies, Logger: a.log}
+		TrustedProxies: a.cfg.HTTP.TrustedProxies, ProxyHops: a.cfg.HTTP.ProxyHops, Logger: a.log}
 }
 
 // dashboardOptions maps the dashboard.* keys.
 func (a *app) dashboardOptions() dashboard.Options {
 	d := a.cfg.Dashboard
 	return dashboard.Options{Auth: d.Auth, ViewerAuth: d.ViewerAuth, PlatformAuth: d.PlatformAuth, OperatorRole: d.OperatorRole, BasePath: d.BasePath,
-		ReadOnly: d.ReadOnly, AllowAnonymous: d.AllowAnonymous, TrustedProxies: a.cfg.HTTP.TrustedProxies, Version: a.version, Logger: a.log}
+		ReadOnly: d.ReadOnly, AllowAnonymous: d.AllowAnonymous, TrustedProxies: a.cfg.HTTP.TrustedProxies, ProxyHops: a.cfg.HTTP.ProxyHops, Version: a.version, Logger: a.log}
 }
 
 func (a *app) dashboardCmd() *cobra.Command {

@@ -157,6 +157,8 @@ type API struct {
 type HTTP struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed.
 	TrustedProxies []netip.Prefix
+	// ProxyHops counts the proxies in front that append to it.
+	ProxyHops int
 }
 
 // Dashboard configures the web dashboard.

@@ -102,14 +102,17 @@ func TestTrustedProxies(t *testing.T) {
 		env  map[string]string
 	}{
 		{"http:\n  trusted_proxies: [10.0.0.0/8, \"fd00::1\"]\n", nil},
-		{"", map[string]string{"LEASECRON_HTTP_TRUSTED_PROXIES": "10.0.0.0/8, fd00::1"}},
+		{"", map[string]string{"LEASECRON_HTTP_TRUSTED_PROXIES": "10.0.0.0/8, fd00::1", "LEASECRON_HTTP_PROXY_HOPS": "1"}},
 	} {
-		c, err := load(t, src.yaml, src.env)
+		c, err := load(t, src.yaml+"  proxy_hops: 1\n", src.env)
+		if src.yaml == "" {
+			c, err = load(t, "", src.env)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := fmt.Sprint(c.HTTP.TrustedProxies); got != "[10.0.0.0/8 fd00::1/128]" {
-			t.Errorf("trusted proxies = %s", got)
+		if got := fmt.Sprint(c.HTTP.TrustedProxies); got != "[10.0.0.0/8 fd00::1/128]" || c.HTTP.ProxyHops != 1 {
+			t.Errorf("trusted proxies = %s, hops %d", got, c.HTTP.ProxyHops)
 		}
 	}
 }
@@ -145,6 +148,7 @@ func TestBadInputIsReportedByName(t *testing.T) {
 		{"bad log level", "log:\n  level: loud\n", nil, []string{"log.level", "loud"}},
 		{"bad yaml", "lease: [\n", nil, []string{"config file"}},
 		{"resume above max", "queue:\n  max_depth: 10\n  resume_below: 20\n", nil, []string{"queue.resume_below"}},
+		{"too many proxy hops", "http:\n  proxy_hops: 11\n", nil, []string{"http.proxy_hops", "0 to 10"}},
 		{"bad trusted proxy", "http:\n  trusted_proxies: [10.0.0.0/8, 10.0.0.0/33]\n", nil, []string{"http.trusted_proxies", `"10.0.0.0/33"`, "CIDR prefixes"}},
 	}
 	for _, tc := range cases {

@@ -177,7 +177,7 @@ func Load(v *viper.Viper, file string) (Config, error) {
 	c.Admin = Admin{Addr: d.addr("admin.addr", true), Pprof: d.bool("admin.pprof"), Dashboard: d.bool("admin.dashboard"), API: d.bool("admin.api")}
 	c.API = API{Enabled: d.bool("api.enabled"), PlatformAuth: d.bool("api.platform_auth"),
 		MaxBody: d.int("api.max_body", 1<<10, 256<<20), MaxTasks: d.int("api.max_tasks", 1, 100000)}
-	c.HTTP = HTTP{TrustedProxies: d.prefixes("http.trusted_proxies")}
+	c.HTTP = HTTP{TrustedProxies: d.prefixes("http.trusted_proxies"), ProxyHops: d.int("http.proxy_hops", 0, 10)}
 	c.Dashboard = Dashboard{Addr: d.addr("dashboard.addr", false), Auth: d.str("dashboard.auth"), ViewerAuth: d.str("dashboard.viewer_auth"),
 		PlatformAuth: d.bool("dashboard.platform_auth"), OperatorRole: d.str("dashboard.operator_role"),
 		BasePath: d.name("dashboard.base_path", dashboard.ValidateBasePath),
