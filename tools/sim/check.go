@@ -306,8 +306,8 @@ type checker struct {
 	batches map[string]*batch
 	runs    []*runEv
 
-	notes    map[*proc][]procNote
-	hits     map[*proc][]time.Time // storage faults that struck a process
+	notes map[*proc][]procNote
+	hits  map[*proc][]time.Time // storage faults that struck a process
 	// pauseHits are the faults that struck a process's reads of the
 	// pause state (its blob).
 	pauseHits map[*proc][]time.Time
