@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -286,5 +287,41 @@ func TestABulkStartWithAnIDAnswersItsResendAsTheFirst(t *testing.T) {
 	}
 	if code, body := f.do(op, http.MethodPost, "/api/v1/bulk", `{"id":"7f3a","kind":"cancel-pending","type":"note","expect":2}`); code != http.StatusBadRequest || !strings.Contains(body, `"field":"id"`) {
 		t.Errorf("an id without bulk-: %d %s; want 400 naming id", code, body)
+	}
+}
+
+// A resend's operation is the first's when kind, filter and caller match:
+// a relative since is compared only for being given (its time moves
+// between sends), an absolute one exactly; an operation whose own start
+// failed before it ran is not answered as started (a review's finds).
+func TestSameBulkComparesWhatTheRequestFixed(t *testing.T) {
+	who := caller{who: "token:ops"}
+	t1, t2 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	op := func(since time.Time) leasecron.BulkOp {
+		return leasecron.BulkOp{Kind: leasecron.BulkRequeueDead, Filter: leasecron.BulkFilter{Type: "t", Since: since}}
+	}
+	running := leasecron.Bulk{ID: "bulk-1", Op: op(t2), By: who.who, State: leasecron.BulkRunning}
+	for _, c := range []struct {
+		name  string
+		b     leasecron.Bulk
+		op    leasecron.BulkOp
+		since string
+		want  int
+	}{
+		{"relative since, moved", running, op(t1), "24h", http.StatusAccepted},
+		{"absolute since, another", running, op(t1), t1.Format(time.RFC3339), http.StatusConflict},
+		{"absolute since, the same", running, op(t2), t2.Format(time.RFC3339), http.StatusAccepted},
+		{"another caller's", leasecron.Bulk{ID: "bulk-1", Op: op(t2), By: "token:other", State: leasecron.BulkRunning}, op(t2), t2.Format(time.RFC3339), http.StatusConflict},
+		{"its start failed", leasecron.Bulk{ID: "bulk-1", Op: op(t2), By: who.who, State: leasecron.BulkFailed, LastError: "scheduling it failed: busy"}, op(t2), t2.Format(time.RFC3339), http.StatusConflict},
+		{"it ran and failed", leasecron.Bulk{ID: "bulk-1", Op: op(t2), By: who.who, State: leasecron.BulkFailed, Attempts: 1}, op(t2), t2.Format(time.RFC3339), http.StatusAccepted},
+	} {
+		code, _, err := sameBulk(c.b, c.op, BulkRequest{Since: c.since}, who)
+		var p *Problem
+		if errors.As(err, &p) {
+			code = p.Status
+		}
+		if code != c.want {
+			t.Errorf("%s: %d (%v), want %d", c.name, code, err, c.want)
+		}
 	}
 }
