@@ -59,7 +59,8 @@ func serveAPI(ctx context.Context, t *testing.T, f *fleet.Fleet) string {
 
 // TestClientsAgainstAFleet: the Python and TypeScript clients each
 // schedule about 1,000 tasks (one-offs in bulk and one by one, a batch
-// with its callback, unique keys, --after pairs, cancels, a series)
+// with its callback, unique keys, --after pairs, cancels, a bulk cancel
+// started twice with its id, a series)
 // through the API served by the built binary, against three workers on
 // Azurite. The drivers check what the API answers (a duplicate id with
 // another body refused, an identical retry answered the same, a held
@@ -100,8 +101,8 @@ func TestClientsAgainstAFleet(t *testing.T) {
 		return strings.TrimSpace(out)
 	}
 	drivers := map[string]*exec.Cmd{
-		"py-": exec.CommandContext(ctx, "/usr/bin/python3", filepath.Join(root, "tools", "e2e", "clients", "drive.py"), base, token("py"), "py-", "apijob"),
-		"ts-": exec.CommandContext(ctx, "node", filepath.Join(root, "tools", "e2e", "clients", "drive.mjs"), tsClient, base, token("ts"), "ts-", "apijob"),
+		"py-": exec.CommandContext(ctx, "/usr/bin/python3", filepath.Join(root, "tools", "e2e", "clients", "drive.py"), base, token("py"), "py-", "apijob", token("py-ops", "operator")),
+		"ts-": exec.CommandContext(ctx, "node", filepath.Join(root, "tools", "e2e", "clients", "drive.mjs"), tsClient, base, token("ts"), "ts-", "apijob", token("ts-ops", "operator")),
 	}
 	drivers["py-"].Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(root, "clients", "python"))
 	var mu sync.Mutex

@@ -12,10 +12,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ._convert import task_spec
+from ._convert import format_duration, format_time, task_spec
 from .errors import ApiError, error_from_response
 
 try:
@@ -405,6 +406,73 @@ class Client:
             NotFound: there is no such batch.
         """
         return self.request("GET", f"/batches/{_segment(id)}")
+
+    def start_bulk(
+        self,
+        kind: str,
+        *,
+        expect: int,
+        id: str | None = None,
+        type: str | None = None,
+        reason: str | None = None,
+        id_prefix: str | None = None,
+        queue: str | None = None,
+        since: str | _dt.datetime | _dt.timedelta | None = None,
+        until: str | _dt.datetime | _dt.timedelta | None = None,
+    ) -> dict[str, Any]:
+        """Start a bulk operation (``POST /bulk``, role operator); return the ``Bulk``.
+
+        kind is ``requeue-dead``, ``cancel-pending`` or ``disable-series``;
+        type, reason, id_prefix and queue filter what it acts on, and since
+        and until (``requeue-dead``) the due times of the dead tasks: a
+        datetime or RFC 3339 string, or a timedelta or Go duration string
+        before now (``"24h"``). expect is how many items you confirmed
+        match; the server refuses when the count differs.
+
+        id names the operation (``bulk-`` and up to 95 letters, digits,
+        ``-``, ``_`` or ``.``). Without one the client draws one
+        (``bulk-`` and a UUID), so the request is retried as a GET is: a
+        resend finds the operation the first send started and starts
+        nothing. Follow it with :meth:`bulk`.
+
+        Raises:
+            Conflict: the matching count differs from expect, or id names
+                another operation (or one whose start failed).
+            Invalid: a bad kind, filter, time or id (``field`` names it).
+        """
+
+        def when(value: str | _dt.datetime | _dt.timedelta | None) -> str | None:
+            if value is None or isinstance(value, str):
+                return value
+            if isinstance(value, _dt.timedelta):
+                return format_duration(value)
+            return format_time(value)
+
+        body: dict[str, Any] = {
+            "id": id if id is not None else f"bulk-{uuid.uuid4()}",
+            "kind": kind,
+            "type": type,
+            "reason": reason,
+            "id_prefix": id_prefix,
+            "queue": queue,
+            "since": when(since),
+            "until": when(until),
+            "expect": expect,
+        }
+        body = {k: v for k, v in body.items() if v is not None}
+        return self.request("POST", "/bulk", body, idempotent=True)
+
+    def bulk(self, id: str) -> dict[str, Any]:
+        """Return the ``Bulk`` operation id and its progress (``GET /bulk/{id}``).
+
+        Raises:
+            NotFound: there is no such operation.
+        """
+        return self.request("GET", f"/bulk/{_segment(id)}")
+
+    def bulks(self) -> dict[str, Any]:
+        """List the bulk operations kept, newest first (``GET /bulk``): ``{"operations": [Bulk]}``."""
+        return self.request("GET", "/bulk")
 
     # -- transport -----------------------------------------------------
 

@@ -486,6 +486,39 @@ class RetryTests(ServerTestCase):
         self.client().schedule_many([{"id": "x", "type": "a"}, {"id": "y", "type": "a"}], batch="b1")
         self.assertEqual(len(self.server.seen), 2)
 
+    def test_start_bulk_is_retried_with_its_id(self) -> None:
+        """start_bulk names the operation, so a dropped send is sent again as it was.
+
+        The server finds the first send's operation by its id and starts
+        nothing more; the client draws the id when none is given.
+        """
+        bulk = {"id": "", "op": {"kind": "requeue-dead", "filter": {}}, "state": "running"}
+        self.server.script = [Reply(drop=True), Reply(202, bulk)]
+        self.client().start_bulk(
+            "requeue-dead", expect=3, type="mail", since=dt.timedelta(hours=24)
+        )
+        self.assertEqual(len(self.server.seen), 2)
+        first, second = (json.loads(s.body) for s in self.server.seen)
+        self.assertEqual(first, second)
+        self.assertRegex(first["id"], r"^bulk-[0-9a-f-]{36}$")
+        self.assertEqual(
+            {k: v for k, v in first.items() if k != "id"},
+            {"kind": "requeue-dead", "type": "mail", "since": "24h0m0s", "expect": 3},
+        )
+        self.assertEqual(self.server.seen[0].path, "/api/v1/bulk")
+
+        self.server.seen.clear()
+        self.server.script = [Reply(202, bulk), Reply(200, bulk), Reply(200, {"operations": []})]
+        c = self.client()
+        c.start_bulk("cancel-pending", expect=0, id="bulk-mine", until="2030-01-01T00:00:00Z")
+        c.bulk("bulk-a/b")
+        c.bulks()
+        self.assertEqual(json.loads(self.server.seen[0].body)["id"], "bulk-mine")
+        self.assertEqual(
+            [(s.method, s.path) for s in self.server.seen[1:]],
+            [("GET", "/api/v1/bulk/bulk-a%2Fb"), ("GET", "/api/v1/bulk")],
+        )
+
     def test_connection_error_not_retried_when_not_idempotent(self) -> None:
         """A dropped connection is not retried when a resend could duplicate.
 

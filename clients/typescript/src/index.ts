@@ -28,6 +28,9 @@
 
 import type {
   BatchStatus,
+  Bulk,
+  BulkList,
+  BulkRequest,
   CancelResult,
   Health,
   Problem,
@@ -47,6 +50,11 @@ import type {
 export type {
   BatchCounts,
   BatchStatus,
+  Bulk,
+  BulkFilter,
+  BulkKind,
+  BulkList,
+  BulkRequest,
   CancelResult,
   Health,
   OnComplete,
@@ -543,6 +551,38 @@ export class LeasecronClient {
    */
   async batch(id: string): Promise<BatchStatus> {
     return this.#request<BatchStatus>({ method: "GET", path: `/batches/${pathId(id)}` });
+  }
+
+  /**
+   * Starts a bulk operation (`POST /bulk`, role operator): requeue dead
+   * letters, cancel pending tasks or disable series that match a filter,
+   * once the number matching equals `expect`. Without an `id` the client
+   * draws one (`bulk-` and a UUID), so the request is retried as a GET is:
+   * a resend finds the operation the first send started and starts
+   * nothing. Follow it with {@link LeasecronClient.bulk}.
+   *
+   * @param req - the operation, its filter and the confirmed count
+   * @returns the operation, `running`
+   * @throws {@link ConflictError} when the count differs from `expect`, or the id names another operation
+   */
+  async startBulk(req: BulkRequest): Promise<Bulk> {
+    const body = { ...req, id: req.id ?? `bulk-${globalThis.crypto.randomUUID()}` };
+    return this.#request<Bulk>({ method: "POST", path: "/bulk", body, idempotent: true });
+  }
+
+  /**
+   * Reads a bulk operation's progress (`GET /bulk/{id}`).
+   *
+   * @param id - the operation id
+   * @throws {@link NotFoundError} when there is no such operation
+   */
+  async bulk(id: string): Promise<Bulk> {
+    return this.#request<Bulk>({ method: "GET", path: `/bulk/${pathId(id)}` });
+  }
+
+  /** Lists the bulk operations kept, newest first (`GET /bulk`). */
+  async bulks(): Promise<BulkList> {
+    return this.#request<BulkList>({ method: "GET", path: "/bulk" });
   }
 
   /** Sends one request, with timeouts and retries, and decodes its answer. */

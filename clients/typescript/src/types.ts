@@ -285,6 +285,86 @@ export interface BatchStatus {
   finished?: string;
 }
 
+/** What a bulk operation does. */
+export type BulkKind = "requeue-dead" | "cancel-pending" | "disable-series";
+
+/** The body of `POST /bulk`: an operation, its filter and the count you confirmed. */
+export interface BulkRequest {
+  /**
+   * The operation's id: `bulk-` and up to 95 letters, digits, `-`, `_` or
+   * `.`. A request with one is safe to send again (a resend finds the
+   * operation the first send started); the client draws one when you do
+   * not give it.
+   */
+  id?: string;
+  /** What the operation does. */
+  kind: BulkKind;
+  /** Items of this task type. */
+  type?: string;
+  /** `requeue-dead`: dead letters whose reason contains this. */
+  reason?: string;
+  /** `cancel-pending`: tasks whose id starts with this. */
+  id_prefix?: string;
+  /** `cancel-pending`, `disable-series`: tasks of this named queue. */
+  queue?: string;
+  /** `requeue-dead`: tasks due at or after this (RFC 3339, or a Go duration before now such as `24h`). */
+  since?: string;
+  /** `requeue-dead`: tasks due before this (as `since`). */
+  until?: string;
+  /** How many items match, as you confirmed; the server answers 409 when the count differs. */
+  expect: number;
+}
+
+/** What a bulk operation acts on; every field set must match. */
+export interface BulkFilter {
+  /** Items of this task type. */
+  type?: string;
+  /** Dead letters whose reason contains this. */
+  reason?: string;
+  /** Tasks whose id starts with this. */
+  id_prefix?: string;
+  /** Tasks of this named queue. */
+  queue?: string;
+  /** RFC 3339: dead letters of tasks due at or after this. */
+  since?: string;
+  /** RFC 3339: dead letters of tasks due before this. */
+  until?: string;
+}
+
+/** A bulk operation and its progress (`GET /bulk/{id}`). */
+export interface Bulk {
+  /** The operation id, also the id of the task that runs it. */
+  id: string;
+  /** What it does, and to what. */
+  op: { kind: BulkKind; filter: BulkFilter };
+  /** Who started it. */
+  by?: string;
+  /** How many items matched when it was confirmed. */
+  expect: number;
+  /** Items acted on. */
+  done: number;
+  /** Items that could not be acted on (`last_error` says why, for the latest). */
+  failed: number;
+  /** `running`, `succeeded` or `failed`. */
+  state: "running" | "succeeded" | "failed" | (string & {});
+  /** The latest error. */
+  last_error?: string;
+  /** Workers that have run it (more than one after a takeover); 0 while it has not begun. */
+  attempts: number;
+  /** RFC 3339 time it was started. */
+  created: string;
+  /** RFC 3339 time of its last progress. */
+  updated: string;
+  /** RFC 3339 time it finished. */
+  finished?: string;
+}
+
+/** The answer of `GET /bulk`. */
+export interface BulkList {
+  /** The operations kept, newest first. */
+  operations: Bulk[];
+}
+
 /** The answer of `GET /health`. */
 export interface Health {
   /** `ok`, or `degraded` with no leader or a due lag over a minute. */

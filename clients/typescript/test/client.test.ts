@@ -416,6 +416,32 @@ test("a timed-out request is retried when it is idempotent", async (t) => {
   assert.equal(get.requests.length, 3);
 });
 
+test("startBulk names the operation and is retried after a timeout with the same id", async (t) => {
+  const bulk = { id: "", op: { kind: "cancel-pending", filter: { type: "t" } }, expect: 2, done: 0, failed: 0, state: "running", attempts: 0, created: "2030-01-01T00:00:00Z", updated: "2030-01-01T00:00:00Z" };
+  const s = await serve(t, hang, (req, res) => {
+    res.writeHead(202, { "Content-Type": "application/json" });
+    res.end(JSON.stringify({ ...bulk, id: JSON.parse(req.body).id }));
+  });
+  const got = await s.client({ timeoutMs: 150 }).startBulk({ kind: "cancel-pending", type: "t", expect: 2 });
+  assert.equal(s.requests.length, 2);
+  const [first, second] = s.requests.map((r) => JSON.parse(r.body));
+  assert.match(first.id, /^bulk-[0-9a-f-]{36}$/);
+  assert.deepEqual(second, first, "the resend is the same request, id and all");
+  assert.equal(got.id, first.id);
+  assert.equal(s.requests[0]?.url, "/api/v1/bulk");
+
+  // An id of the caller's is sent as given.
+  const named = await serve(t, json(202, { ...bulk, id: "bulk-mine" }));
+  await named.client().startBulk({ id: "bulk-mine", kind: "requeue-dead", since: "24h", expect: 0 });
+  assert.equal(JSON.parse(named.requests[0]?.body ?? "{}").id, "bulk-mine");
+
+  const reads = await serve(t, json(200, bulk), json(200, { operations: [bulk] }));
+  const c = reads.client();
+  await c.bulk("bulk-a/b");
+  await c.bulks();
+  assert.deepEqual(reads.requests.map((r) => `${r.method} ${r.url}`), ["GET /api/v1/bulk/bulk-a%2Fb", "GET /api/v1/bulk"]);
+});
+
 test("a timed-out schedule is not retried, id or not", async (t) => {
   // A task due now may have run by the time a resend arrives, and the resend
   // would schedule it again (a review found a retried POST run its task

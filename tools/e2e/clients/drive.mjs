@@ -1,7 +1,7 @@
 // Drives the TypeScript client against a real fleet
 // (TestClientsAgainstAFleet): the same workload as drive.py.
-// Usage: node drive.mjs CLIENT_MODULE BASE_URL TOKEN PREFIX TYPE
-const [modPath, base, token, p, typ] = process.argv.slice(2);
+// Usage: node drive.mjs CLIENT_MODULE BASE_URL TOKEN PREFIX TYPE OPERATOR_TOKEN
+const [modPath, base, token, p, typ, opToken] = process.argv.slice(2);
 const { LeasecronClient, ConflictError, UniqueKeyHeldError } = await import(modPath);
 const lc = new LeasecronClient({ baseUrl: base, token, timeoutMs: 60000 });
 const out = { ran: [], cancelled: [], pairs: [], batch: p + "batch", series: p + "r", checks: 0 };
@@ -69,6 +69,23 @@ for (let i = 0; i < 10; i++) {
   check(res.removed, `cancel: ${JSON.stringify(res)}`);
   out.cancelled.push(id);
 }
+// 5 cancelled by one bulk operation, its start sent twice with its id: the
+// second finds the first's operation and starts nothing.
+const ops = new LeasecronClient({ baseUrl: base, token: opToken, timeoutMs: 60000 });
+const kids = [0, 1, 2, 3, 4].map((i) => `${p}k-${i}`);
+for (const id of kids) await lc.schedule({ id, type: typ, in: "1h" });
+const bid = `bulk-${p}cancel`;
+for (let send = 1; send <= 2; send++) {
+  const b = await ops.startBulk({ id: bid, kind: "cancel-pending", type: typ, id_prefix: `${p}k-`, expect: 5 });
+  check(b.id === bid, `bulk send ${send}: ${JSON.stringify(b)}`);
+}
+let bulk = await ops.bulk(bid);
+for (const deadline = Date.now() + 120000; bulk.state === "running" && Date.now() < deadline; bulk = await ops.bulk(bid)) {
+  await new Promise((r) => setTimeout(r, 500));
+}
+check(bulk.state === "succeeded" && bulk.done === 5, `bulk: ${JSON.stringify(bulk)}`);
+check((await ops.bulks()).operations.filter((o) => o.id === bid).length === 1, "one operation of the id");
+out.cancelled.push(...kids);
 await lc.schedule({ id: out.series, type: typ, every: "1s" });
 const st = await lc.wait(`${p}s-39`, { timeoutMs: 120000 });
 check(st.run?.state === "succeeded", `wait: ${JSON.stringify(st)}`);

@@ -1,19 +1,21 @@
 """Drives the Python client against a real fleet (TestClientsAgainstAFleet).
 
-Usage: drive.py BASE_URL TOKEN PREFIX TYPE. Schedules about 1,000 tasks of
-every kind through leasecron_client, checks what the API answers on the
-way (duplicates refused, unique keys held, cancel, idempotent retries),
-and prints one JSON line: what the Go test then checks ran.
+Usage: drive.py BASE_URL TOKEN PREFIX TYPE OPERATOR_TOKEN. Schedules about
+1,000 tasks of every kind through leasecron_client, checks what the API
+answers on the way (duplicates refused, unique keys held, cancel,
+idempotent retries, a bulk cancel started twice with its id), and prints
+one JSON line: what the Go test then checks ran.
 """
 
 import json
 import sys
+import time
 
 from leasecron_client import Client, Conflict, UniqueKeyHeld
 
 
 def main() -> None:
-    base, token, p, typ = sys.argv[1:5]
+    base, token, p, typ, op_token = sys.argv[1:6]
     lc = Client(base, token, timeout=60.0)
     out = {"ran": [], "cancelled": [], "pairs": [], "batch": p + "batch", "series": p + "r", "checks": 0}
 
@@ -71,6 +73,22 @@ def main() -> None:
         res = lc.cancel(tid)
         check(res["removed"], f"cancel: {res}")
         out["cancelled"].append(tid)
+    # 5 cancelled by one bulk operation, its start sent twice with its id:
+    # the second finds the first's operation and starts nothing.
+    ops = Client(base, op_token, timeout=60.0)
+    ids = [f"{p}k-{i}" for i in range(5)]
+    for tid in ids:
+        lc.schedule(typ, id=tid, in_="1h")
+    bid = f"bulk-{p}cancel"
+    for send in range(2):
+        b = ops.start_bulk("cancel-pending", expect=5, id=bid, type=typ, id_prefix=f"{p}k-")
+        check(b["id"] == bid, f"bulk send {send + 1}: {b}")
+    deadline = time.monotonic() + 120
+    while (b := ops.bulk(bid))["state"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    check(b["state"] == "succeeded" and b["done"] == 5, f"bulk: {b}")
+    check(sum(o["id"] == bid for o in ops.bulks()["operations"]) == 1, "one operation of the id")
+    out["cancelled"] += ids
     # One series, every second.
     lc.schedule(typ, id=out["series"], every="1s")
     # Wait for one of them to finish, through the client.
