@@ -402,10 +402,9 @@ const MaxBulkIDLen = 100
 // ErrBulkExists. Read it with Bulk to tell whether it is the one asked
 // for, and whether it started: one failed with no attempt made
 // (Attempts 0) never ran — its start failed — and another start needs
-// another id. A start that answered an error may also have left
-// nothing, or an operation running with no task to run it when every
-// answer to its record was lost (a resend answers ErrBulkExists; the
-// operation stays running until a second id does the work).
+// another id. A start that answered an error after writing its record
+// unanswered has scheduled the record's task all the same, so a
+// running operation has a task to run it.
 func (c *Client) StartBulkAs(ctx context.Context, id string, op BulkOp, expect int, by string) (Bulk, error) {
 	if err := ValidateBulkID(id); err != nil {
 		return Bulk{}, err
@@ -449,19 +448,23 @@ func (c *Client) startBulk(ctx context.Context, id string, op BulkOp, expect int
 		}
 		// Its insert may have committed though every try answered an
 		// error: left so, it would stand running with no task to run it.
-		// Marked failed (best effort; a row never written is written
-		// failed, an operation asked for that did not start) — only when
-		// the id was drawn here: a row of a caller's id may be another
-		// send's operation, running (a review's find: marked failed, its
-		// walk stopped part way), and the caller's resend of that id
-		// finds what stands.
+		// With an id drawn here it is marked failed (best effort; a row
+		// never written is written failed, an operation asked for that
+		// did not start): the caller cannot ask for it again. A caller's
+		// id is not marked — its row may be another send's operation,
+		// running (a review's find: marked failed, its walk stopped part
+		// way) — but its task is scheduled all the same (best effort): a
+		// row that stands is run, and the caller's resend finds it; a
+		// task with no row ends at once (runBulk), and the resend writes
+		// the row for it.
 		if drawn {
 			c.failBulk(ctx, b, "recording it failed: "+err.Error(), now)
+		} else {
+			_ = c.scheduleBulkTask(context.WithoutCancel(ctx), b.ID, now)
 		}
 		return Bulk{}, err
 	}
-	payload, _ := json.Marshal(map[string]string{"bulk": b.ID})
-	if _, err := c.Schedule(ctx, Item{ID: b.ID, Type: BulkType, Payload: string(payload), Due: now, MaxAttempts: bulkMaxAttempts}, nil); err != nil {
+	if err := c.scheduleBulkTask(ctx, b.ID, now); err != nil {
 		c.failBulk(ctx, b, "scheduling it failed: "+err.Error(), now)
 		return Bulk{}, fmt.Errorf("bulk %s: schedule its task: %w", b.ID, err)
 	}
@@ -473,6 +476,20 @@ func (c *Client) startBulk(ctx context.Context, id string, op BulkOp, expect int
 		return b, nil
 	}
 	return got, nil
+}
+
+// scheduleBulkTask schedules the task that runs operation id, due now. A
+// task of BulkType pending under the id already is it (an earlier send's,
+// scheduled though that send's record went unanswered).
+func (c *Client) scheduleBulkTask(ctx context.Context, id string, now time.Time) error {
+	payload, _ := json.Marshal(map[string]string{"bulk": id})
+	_, err := c.Schedule(ctx, Item{ID: id, Type: BulkType, Payload: string(payload), Due: now, MaxAttempts: bulkMaxAttempts}, nil)
+	if errors.Is(err, ErrAlreadyScheduled) {
+		if st, serr := c.Status(ctx, id); serr == nil && st.Pending != nil && st.Pending.Type == BulkType {
+			return nil
+		}
+	}
+	return err
 }
 
 // failBulk marks b failed with why, best effort.
@@ -530,6 +547,12 @@ func (c *Client) runBulk(ctx context.Context, task Task) error {
 		return fmt.Errorf("bulk task %s: payload %q does not name an operation", task.ID, trunc.Head(string(task.Payload), 100))
 	}
 	b, err := c.Bulk(ctx, p.Bulk)
+	if errors.Is(err, ErrNotFound) {
+		// Scheduled for a caller's id whose record went unanswered and
+		// was never written (startBulk): nothing to run. A resend writes
+		// the record and schedules the task again.
+		return nil
+	}
 	if err != nil {
 		return err
 	}

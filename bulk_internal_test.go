@@ -188,3 +188,47 @@ func TestABulkStartWhoseRecordWentUnansweredIsNotLeftRunning(t *testing.T) {
 		t.Fatalf("operations %+v, %v; want the one, failed for its record", all, err)
 	}
 }
+
+// With a caller's id, a start whose record went unanswered is not marked
+// failed (the row may be another send's running operation) but has its
+// task scheduled all the same, so that a row that stands is run; a task
+// with no row ends at once, and a resend that finds the task pending
+// takes it for its own.
+func TestACallersBulkStartLeavesItsTaskWhateverItsRecordAnswered(t *testing.T) {
+	ctx := context.Background()
+	var tr *lostInsert
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		tr = &lostInsert{next: next, match: string(BulkCancelPending)}
+		return tr
+	})
+	if _, err := c.Bulks(ctx); err != nil { // (the table made)
+		t.Fatal(err)
+	}
+	op := BulkOp{Kind: BulkCancelPending, Filter: BulkFilter{Type: "t"}}
+	tr.armed.Store(true)
+	if _, err := c.StartBulkAs(ctx, "bulk-unanswered", op, 0, "tester"); err == nil {
+		t.Fatal("StartBulkAs answered success though its record's every answer was lost")
+	}
+	tr.armed.Store(false)
+	if b, err := c.Bulk(ctx, "bulk-unanswered"); err != nil || b.State != BulkRunning {
+		t.Fatalf("the operation %+v, %v; want it running, as written", b, err)
+	}
+	if st, err := c.Status(ctx, "bulk-unanswered"); err != nil || st.Pending == nil || st.Pending.Type != BulkType {
+		t.Fatalf("its task: %+v, %v; want it pending", st, err)
+	}
+	if _, err := c.StartBulkAs(ctx, "bulk-unanswered", op, 0, "tester"); !errors.Is(err, ErrBulkExists) {
+		t.Fatalf("the resend: %v; want ErrBulkExists", err)
+	}
+
+	// A task whose record was never written ends at once; a start of its
+	// id then writes the record and takes the pending task for its own.
+	if err := c.runBulk(ctx, Task{ID: "bulk-orphan", Type: BulkType, Payload: []byte(`{"bulk":"bulk-orphan"}`)}); err != nil {
+		t.Fatalf("a task with no record: %v; want nil, nothing to run", err)
+	}
+	if err := c.scheduleBulkTask(ctx, "bulk-orphan", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := c.StartBulkAs(ctx, "bulk-orphan", op, 0, "tester"); err != nil || b.State != BulkRunning {
+		t.Fatalf("a start beside its pending task: %+v, %v; want it running", b, err)
+	}
+}
