@@ -403,8 +403,9 @@ const MaxBulkIDLen = 100
 // for, and whether it started: one failed with no attempt made
 // (Attempts 0) never ran — its start failed — and another start needs
 // another id. A start that answered an error after writing its record
-// unanswered has scheduled the record's task all the same, so a
-// running operation has a task to run it.
+// unanswered schedules the record's task all the same (best effort: an
+// operation still running with Attempts 0 minutes later, in an outage
+// that refused that too, has none, and needs another id).
 func (c *Client) StartBulkAs(ctx context.Context, id string, op BulkOp, expect int, by string) (Bulk, error) {
 	if err := ValidateBulkID(id); err != nil {
 		return Bulk{}, err
@@ -465,17 +466,46 @@ func (c *Client) startBulk(ctx context.Context, id string, op BulkOp, expect int
 		return Bulk{}, err
 	}
 	if err := c.scheduleBulkTask(ctx, b.ID, now); err != nil {
-		c.failBulk(ctx, b, "scheduling it failed: "+err.Error(), now)
+		if c.failUnstarted(ctx, b.ID, "scheduling it failed: "+err.Error(), now) {
+			// Its task was written after all, and has taken the
+			// operation up: started.
+			return c.bulkOr(ctx, b), nil
+		}
 		return Bulk{}, fmt.Errorf("bulk %s: schedule its task: %w", b.ID, err)
 	}
-	got, err := c.Bulk(ctx, b.ID)
-	if err != nil {
-		// Recorded and its task scheduled: it runs. A read back refused
-		// must not say otherwise, or the caller would start it again (a
-		// review of the HTTP API's bulk route).
-		return b, nil
+	return c.bulkOr(ctx, b), nil
+}
+
+// bulkOr reads operation b back, or returns b as this call built it when
+// the read is refused: recorded and its task scheduled, it runs, and an
+// error would have the caller start it again (a review of the HTTP API's
+// bulk route).
+func (c *Client) bulkOr(ctx context.Context, b Bulk) Bulk {
+	if got, err := c.Bulk(ctx, b.ID); err == nil {
+		return got
 	}
-	return got, nil
+	return b
+}
+
+// failUnstarted marks operation id failed with why — only while no
+// attempt has taken it up, over the version it read — after its task's
+// schedule answered an error whose write may have committed. It reports
+// whether the operation was taken up (the task ran after all: started); a
+// row it cannot read is left as it is (a review's find: marked failed
+// unread, a walk already under way was stopped part way, and the
+// operation said to have never run).
+func (c *Client) failUnstarted(ctx context.Context, id, why string, now time.Time) (started bool) {
+	ctx = context.WithoutCancel(ctx)
+	r, err := c.runs.GetBulk(ctx, id)
+	if err != nil {
+		return false
+	}
+	if r.State != runs.BulkRunning || r.Attempts > 0 {
+		return r.State != runs.BulkFailed || r.Attempts > 0
+	}
+	r.State, r.Error, r.Finished = runs.BulkFailed, why, now
+	_, err = c.runs.SaveBulk(ctx, r)
+	return errors.Is(err, runs.ErrBulkChanged)
 }
 
 // scheduleBulkTask schedules the task that runs operation id, due now. A

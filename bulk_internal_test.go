@@ -232,3 +232,38 @@ func TestACallersBulkStartLeavesItsTaskWhateverItsRecordAnswered(t *testing.T) {
 		t.Fatalf("a start beside its pending task: %+v, %v; want it running", b, err)
 	}
 }
+
+// A start whose task's schedule answered an error marks its operation
+// failed only while no attempt has taken it up: a task written after
+// all, already walking, is left to run, and the start reports it started
+// (a review's find: marked failed unread, the walk stopped part way).
+func TestAFailedScheduleFailsOnlyAnOperationNotTakenUp(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	op := BulkOp{Kind: BulkCancelPending, Filter: BulkFilter{Type: "t"}}
+	for _, id := range []string{"bulk-idle", "bulk-walking"} {
+		if _, err := c.StartBulkAs(ctx, id, op, 0, "tester"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := c.runs.GetBulk(ctx, "bulk-walking")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Attempts = 1 // a worker's first save
+	if _, err := c.runs.SaveBulk(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if c.failUnstarted(ctx, "bulk-idle", "scheduling it failed: busy", now) {
+		t.Error("an operation no attempt took up was reported started")
+	}
+	if !c.failUnstarted(ctx, "bulk-walking", "scheduling it failed: busy", now) {
+		t.Error("an operation an attempt took up was not reported started")
+	}
+	for id, want := range map[string]string{"bulk-idle": BulkFailed, "bulk-walking": BulkRunning} {
+		if b, err := c.Bulk(ctx, id); err != nil || b.State != want {
+			t.Errorf("%s: %+v, %v; want %s", id, b, err, want)
+		}
+	}
+}

@@ -1432,6 +1432,10 @@ func sameBulk(b leasecron.Bulk, op leasecron.BulkOp, req BulkRequest, who caller
 	}
 	if b.Op.Kind != op.Kind || f.Type != g.Type || f.Reason != g.Reason || f.IDPrefix != g.IDPrefix || f.Queue != g.Queue ||
 		!sameTime(req.Since, f.Since, g.Since) || !sameTime(req.Until, f.Until, g.Until) || b.By != who.who {
+		if !who.allows(f.Type) {
+			// (What it is, only to whom GET /bulk/{id} would show it.)
+			return 0, nil, problem(http.StatusConflict, "conflict", fmt.Sprintf("bulk operation %s exists and is another", b.ID))
+		}
 		return 0, nil, problem(http.StatusConflict, "conflict", fmt.Sprintf("bulk operation %s exists and is another: %s, started by %s", b.ID, b.Op, b.By))
 	}
 	if b.State == leasecron.BulkFailed && b.Attempts == 0 {

@@ -853,6 +853,15 @@ func (c *Consumer) runHandler(hctx context.Context, d *delivery, h leasecrontype
 			return err, lost
 		case <-slotGone:
 			slotGone = nil
+			select {
+			case err := <-done:
+				// It had ended as the slot went: its end stands (the
+				// next round takes it), not a cancellation that did not
+				// happen.
+				done <- err
+				continue
+			default:
+			}
 			if !timedOut {
 				slotLost = true
 				d.log.Warn("the concurrency slot was lost while the handler ran (its lease not renewed in time); cancelling the handler")

@@ -19,6 +19,10 @@ func Parse(proxies []string) ([]netip.Prefix, error) {
 	for _, s := range proxies {
 		s = strings.TrimSpace(s)
 		if p, err := netip.ParsePrefix(s); err == nil {
+			if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+				// Addresses are compared unmapped.
+				p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+			}
 			out = append(out, p.Masked())
 			continue
 		}
@@ -97,6 +101,7 @@ func addr(s string) (netip.Addr, bool) {
 }
 
 func in(a netip.Addr, trusted []netip.Prefix) bool {
+	a = a.WithZone("") // (a prefix contains no address with a zone)
 	for _, p := range trusted {
 		if p.Contains(a) {
 			return true

@@ -27,6 +27,7 @@ func TestOfBelievesOnlyWhatTrustedProxiesForwarded(t *testing.T) {
 		{"garbage stops the walk at the last believed", "10.1.2.3:443", []string{"nonsense, 10.0.0.2"}, "10.0.0.2"},
 		{"a trusted peer without the header", "10.1.2.3:443", nil, "10.1.2.3"},
 		{"an IPv4-mapped peer", "[::ffff:10.1.2.3]:443", []string{"198.51.100.1"}, "198.51.100.1"},
+		{"a peer with a zone", "[fd00::1%eth0]:443", []string{"198.51.100.1"}, "198.51.100.1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "/", nil)
@@ -79,7 +80,7 @@ func TestParseNamesTheBadEntry(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"10.0.0.0/33"`) || !strings.Contains(err.Error(), "CIDR") {
 		t.Fatalf("Parse = %v; want the bad entry named with what is accepted", err)
 	}
-	if p, err := Parse([]string{" 10.1.2.3/8 "}); err != nil || p[0].String() != "10.0.0.0/8" {
-		t.Fatalf("Parse = %v, %v; want the prefix masked", p, err)
+	if p, err := Parse([]string{" 10.1.2.3/8 ", "::ffff:10.0.0.0/104"}); err != nil || p[0].String() != "10.0.0.0/8" || p[1].String() != "10.0.0.0/8" {
+		t.Fatalf("Parse = %v, %v; want the prefixes masked, the mapped one unmapped", p, err)
 	}
 }

@@ -99,7 +99,7 @@ func (s *Store) CreateBulk(ctx context.Context, b BulkRow) error {
 			got.Created.Equal(b.Created.Truncate(100*time.Nanosecond)) {
 			return nil
 		}
-		return fmt.Errorf("runs: create bulk operation %s: %w", b.ID, ErrBulkExists)
+		return fmt.Errorf("runs: create bulk operation %s: %w: %w", b.ID, ErrBulkExists, err)
 	}
 	if err != nil {
 		return fmt.Errorf("runs: create bulk operation %s: %w", b.ID, err)

@@ -436,8 +436,9 @@ class Client:
         nothing. Follow it with :meth:`bulk`.
 
         Raises:
-            Conflict: the matching count differs from expect, or id names
-                another operation (or one whose start failed).
+            Conflict: the matching count differs from expect (count
+                again), or id names another operation, or one whose own
+                start failed before it ran (start it with another id).
             Invalid: a bad kind, filter, time or id (``field`` names it).
         """
 
@@ -449,7 +450,9 @@ class Client:
             return format_time(value)
 
         body: dict[str, Any] = {
-            "id": id if id is not None else f"bulk-{uuid.uuid4()}",
+            # An empty id is none to the server, which would draw one of
+            # its own: a resend would then start a second operation.
+            "id": id or f"bulk-{uuid.uuid4()}",
             "kind": kind,
             "type": type,
             "reason": reason,

@@ -511,11 +511,18 @@ class RetryTests(ServerTestCase):
         self.server.script = [Reply(202, bulk), Reply(200, bulk), Reply(200, {"operations": []})]
         c = self.client()
         c.start_bulk("cancel-pending", expect=0, id="bulk-mine", until="2030-01-01T00:00:00Z")
+        self.assertEqual(json.loads(self.server.seen[-1].body)["id"], "bulk-mine")
+        # An empty id is none to the server: the client draws one.
+        self.server.seen.clear()
+        self.server.script = [Reply(202, bulk), Reply(200, bulk), Reply(200, {"operations": []})]
+        c.start_bulk("cancel-pending", expect=0, id="")
+        self.assertRegex(json.loads(self.server.seen[-1].body)["id"], r"^bulk-[0-9a-f-]{36}$")
+        self.server.seen.clear()
+        self.server.script = [Reply(200, bulk), Reply(200, {"operations": []})]
         c.bulk("bulk-a/b")
         c.bulks()
-        self.assertEqual(json.loads(self.server.seen[0].body)["id"], "bulk-mine")
         self.assertEqual(
-            [(s.method, s.path) for s in self.server.seen[1:]],
+            [(s.method, s.path) for s in self.server.seen],
             [("GET", "/api/v1/bulk/bulk-a%2Fb"), ("GET", "/api/v1/bulk")],
         )
 

@@ -563,10 +563,12 @@ export class LeasecronClient {
    *
    * @param req - the operation, its filter and the confirmed count
    * @returns the operation, `running`
-   * @throws {@link ConflictError} when the count differs from `expect`, or the id names another operation
+   * @throws {@link ConflictError} when the count differs from `expect` (count again), or the id names another operation, or one whose own start failed before it ran (start it with another id)
    */
   async startBulk(req: BulkRequest): Promise<Bulk> {
-    const body = { ...req, id: req.id ?? `bulk-${globalThis.crypto.randomUUID()}` };
+    // An empty id is none to the server, which would draw one of its own:
+    // a resend would then start a second operation.
+    const body = { ...req, id: req.id || `bulk-${globalThis.crypto.randomUUID()}` };
     return this.#request<Bulk>({ method: "POST", path: "/bulk", body, idempotent: true });
   }
 

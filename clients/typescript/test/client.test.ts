@@ -434,6 +434,10 @@ test("startBulk names the operation and is retried after a timeout with the same
   const named = await serve(t, json(202, { ...bulk, id: "bulk-mine" }));
   await named.client().startBulk({ id: "bulk-mine", kind: "requeue-dead", since: "24h", expect: 0 });
   assert.equal(JSON.parse(named.requests[0]?.body ?? "{}").id, "bulk-mine");
+  // An empty id is none to the server: the client draws one.
+  const empty = await serve(t, json(202, { ...bulk, id: "x" }));
+  await empty.client().startBulk({ id: "", kind: "cancel-pending", expect: 0 });
+  assert.match(JSON.parse(empty.requests[0]?.body ?? "{}").id, /^bulk-[0-9a-f-]{36}$/);
 
   const reads = await serve(t, json(200, bulk), json(200, { operations: [bulk] }));
   const c = reads.client();
