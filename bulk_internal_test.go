@@ -166,18 +166,27 @@ func (l *lostInsert) Do(req *http.Request) (*http.Response, error) {
 	return l.next.Do(req)
 }
 
-// A start whose record was written though every answer was lost is marked
-// failed, not left running with no task to run it.
-func TestABulkStartWhoseRecordWentUnansweredIsNotLeftRunning(t *testing.T) {
-	ctx := context.Background()
+// lostInsertClient is a client over an in-memory account whose inserts of
+// cancel-pending operations commit unanswered while the transport is
+// armed, its tables made.
+func lostInsertClient(t *testing.T) (*Client, *lostInsert) {
+	t.Helper()
 	var tr *lostInsert
 	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
 		tr = &lostInsert{next: next, match: string(BulkCancelPending)}
 		return tr
 	})
-	if _, err := c.Bulks(ctx); err != nil { // (the table made)
+	if _, err := c.Bulks(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return c, tr
+}
+
+// A start whose record was written though every answer was lost is marked
+// failed, not left running with no task to run it.
+func TestABulkStartWhoseRecordWentUnansweredIsNotLeftRunning(t *testing.T) {
+	ctx := context.Background()
+	c, tr := lostInsertClient(t)
 	tr.armed.Store(true)
 	if _, err := c.StartBulk(ctx, BulkOp{Kind: BulkCancelPending, Filter: BulkFilter{Type: "t"}}, 0, "tester"); err == nil {
 		t.Fatal("StartBulk answered success though its record's every answer was lost")
@@ -196,14 +205,7 @@ func TestABulkStartWhoseRecordWentUnansweredIsNotLeftRunning(t *testing.T) {
 // takes it for its own.
 func TestACallersBulkStartLeavesItsTaskWhateverItsRecordAnswered(t *testing.T) {
 	ctx := context.Background()
-	var tr *lostInsert
-	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
-		tr = &lostInsert{next: next, match: string(BulkCancelPending)}
-		return tr
-	})
-	if _, err := c.Bulks(ctx); err != nil { // (the table made)
-		t.Fatal(err)
-	}
+	c, tr := lostInsertClient(t)
 	op := BulkOp{Kind: BulkCancelPending, Filter: BulkFilter{Type: "t"}}
 	tr.armed.Store(true)
 	if _, err := c.StartBulkAs(ctx, "bulk-unanswered", op, 0, "tester"); err == nil {
