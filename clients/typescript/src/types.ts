@@ -311,8 +311,8 @@ export interface BulkRequest {
   since?: string;
   /** `requeue-dead`: tasks due before this (as `since`). */
   until?: string;
-  /** How many items match, as you confirmed; the server answers 409 when the count differs. */
-  expect: number;
+  /** How many items match, as you confirmed (0 when left out); the server answers 409 when the count differs. */
+  expect?: number;
 }
 
 /** What a bulk operation acts on; every field set must match. */
