@@ -846,16 +846,12 @@ type limiter struct {
 }
 
 func (l limiter) Acquire(ctx context.Context, taskType string) (func(), bool, error) {
-	s, ok := l.slots[taskType]
-	if !ok {
+	slot, ok, err := l.AcquireSlot(ctx, taskType)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	if slot == nil {
 		return func() {}, true, nil
-	}
-	slot, err := s.TryAcquire(ctx)
-	if errors.Is(err, trafficcop.ErrNoSlot) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
 	}
 	return func() {
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -265,13 +265,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 			}
 			if round == 3 {
 				d.log.Warn("the checks before the handler answered late three times; putting the message back")
-				if lostBefore {
-					// Gone already: the worker that received it runs it.
-					c.handBack(hctx, d)
-					c.settle(d, OutcomeLost)
-					return
-				}
-				c.deferMsg(hctx, d, c.deferDelay(d), "storage slow before the handler")
+				c.putBackUnstarted(hctx, d, lostBefore, "storage slow before the handler")
 				return
 			}
 			d.log.Info("the run's check before its handler answered late; checking the pause and the rate start again")
@@ -286,12 +280,7 @@ func (c *Consumer) process(stop <-chan struct{}, hctx context.Context, m Message
 		// two more on the same slots taken afresh).
 		if limit != nil && !limit.Held() {
 			d.log.Warn("the concurrency slot was lost before the handler began (its lease not renewed in time); putting the message back")
-			if lost {
-				c.handBack(hctx, d)
-				c.settle(d, OutcomeLost)
-				return
-			}
-			c.deferMsg(hctx, d, c.deferDelay(d), "concurrency slot lost")
+			c.putBackUnstarted(hctx, d, lost, "concurrency slot lost")
 			return
 		}
 	}
@@ -1212,4 +1201,17 @@ func (c *Consumer) acquireLimit(hctx context.Context, taskType string) (release 
 		defer cancel()
 		_ = slot.Release(rctx)
 	}, slot, true, nil
+}
+
+// putBackUnstarted gives back a claimed delivery whose handler is not to
+// begin, without an attempt: its message put back for why, or, when its
+// visibility was lost (gone already: the worker that received it runs
+// it), its claim handed back and the delivery settled Lost.
+func (c *Consumer) putBackUnstarted(hctx context.Context, d *delivery, lost bool, why string) {
+	if lost {
+		c.handBack(hctx, d)
+		c.settle(d, OutcomeLost)
+		return
+	}
+	c.deferMsg(hctx, d, c.deferDelay(d), why)
 }
