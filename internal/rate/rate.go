@@ -10,6 +10,10 @@
 // window leaves it, and waits for that (the caller adds jitter), at the
 // cost of one read. A start taken long before its work could begin is
 // moved to when it begins (Move), in the same read and write.
+//
+// Each start has a millisecond of its own in the row, and each write a
+// token, so that a release or a move takes out only its own start, and a
+// write the SDK retried after its answer was lost is not made twice.
 package rate
 
 import (
@@ -78,6 +82,13 @@ const Partition = "~rate"
 
 // PropStarts holds a row's recorded starts (see encode).
 const PropStarts = "Starts"
+
+// PropWrite holds a token of the write that last changed the row, so that
+// a limiter told the row changed under its write (the SDK retried the
+// write after its first answer was lost) can tell its own write from
+// another worker's. A row written by a release without it is read as
+// written by someone else.
+const PropWrite = "Write"
 
 // DefaultMargin is Options.Margin's default.
 const DefaultMargin = time.Second
@@ -151,6 +162,16 @@ func (l *Limiter) Release(ctx context.Context, typ, key string, r Rate, from tim
 // take is Take, or Move when from is set, or Release when out is set too.
 func (l *Limiter) take(ctx context.Context, typ, key string, r Rate, from time.Time, out bool) (time.Duration, time.Time, error) {
 	rk := RowKey(typ, key)
+	// The last write refused as a conflict, and what it would have
+	// answered: found on the row at the next read, it was this limiter's
+	// own, carried out though its answer was lost, and is not made again
+	// (issue 38, sweep seed 142483: a release made again took another
+	// start of the same millisecond out of the window).
+	var sent struct {
+		token string
+		wait  time.Duration
+		at    time.Time
+	}
 	for try := range tries {
 		if try > 0 {
 			select {
@@ -165,6 +186,9 @@ func (l *Limiter) take(ctx context.Context, typ, key string, r Rate, from time.T
 		case errors.Is(err, storage.ErrNotFound):
 		case err != nil:
 			return 0, time.Time{}, fmt.Errorf("rate of %s: %w", rk, err)
+		}
+		if exists && sent.token != "" && e.Props.Str(PropWrite) == sent.token {
+			return sent.wait, sent.at, nil
 		}
 		now := l.now()
 		var starts []time.Time
@@ -193,22 +217,36 @@ func (l *Limiter) take(ctx context.Context, typ, key string, r Rate, from time.T
 				return wait, time.Time{}, nil
 			}
 		default:
+			// Each start in a millisecond of its own (the row keeps them to
+			// the millisecond), so that a release or a move takes out its
+			// own start and never another's: two deliveries of one worker
+			// can take theirs at one instant. A start recorded a
+			// millisecond late only counts a millisecond longer.
+			for slices.ContainsFunc(starts, func(s time.Time) bool { return s.UnixMilli() == now.UnixMilli() }) {
+				now = now.Add(time.Millisecond)
+			}
 			starts = append(starts, now)
 		}
-		op := table.Op{Kind: table.Insert, PartitionKey: Partition, RowKey: rk, Props: map[string]any{PropStarts: encode(starts)}}
+		token := strconv.FormatUint(rand.Uint64(), 36)
+		op := table.Op{Kind: table.Insert, PartitionKey: Partition, RowKey: rk, Props: map[string]any{PropStarts: encode(starts), PropWrite: token}}
 		if exists {
 			op.Kind, op.IfMatch = table.Replace, e.ETag
 		}
+		at := now // what the write answers: a start recorded now, or none
+		if wait > 0 || out {
+			at = time.Time{}
+		}
 		_, err = l.t.Submit(ctx, []table.Op{op})
 		switch {
-		case err == nil && (wait > 0 || out):
-			return wait, time.Time{}, nil
 		case err == nil:
-			return 0, now, nil
+			return wait, at, nil
 		case errors.Is(err, storage.ErrTableNotFound):
 			return 0, time.Time{}, fmt.Errorf("rate of %s: %w", rk, err)
 		case errors.Is(err, storage.ErrPreconditionFailed), errors.Is(err, storage.ErrAlreadyExists):
-			continue // another worker took a start meanwhile: read again
+			// Another worker took a start meanwhile, or this write landed
+			// and its answer was lost: read again.
+			sent.token, sent.wait, sent.at = token, wait, at
+			continue
 		default:
 			return 0, time.Time{}, fmt.Errorf("rate of %s: %w", rk, err)
 		}

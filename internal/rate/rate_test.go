@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/internal/table"
 )
 
@@ -225,5 +226,133 @@ func TestEncodeDecode(t *testing.T) {
 		if got := decode(bad); len(got) != 0 {
 			t.Fatalf("decode(%q) = %v", bad, got)
 		}
+	}
+}
+
+// answerLost is a table whose armed Submit is carried out and then
+// answered as the SDK's retry of it would be answered once its first
+// answer was lost: the row changed (the write itself changed it), or it
+// exists (the write itself made it). between, when set, runs after the
+// write and before the answer (another worker's write meanwhile).
+type answerLost struct {
+	table.Table
+	armed   bool
+	between func()
+}
+
+func (a *answerLost) Submit(ctx context.Context, ops []table.Op) ([]string, error) {
+	tags, err := a.Table.Submit(ctx, ops)
+	if err != nil || !a.armed {
+		return tags, err
+	}
+	a.armed = false
+	if a.between != nil {
+		a.between()
+	}
+	if ops[0].Kind == table.Insert {
+		return nil, storage.ErrAlreadyExists
+	}
+	return nil, storage.ErrPreconditionFailed
+}
+
+// startsOf is the row of typ's starts as stored.
+func startsOf(t *testing.T, tb table.Table, typ string) []time.Time {
+	t.Helper()
+	e, err := tb.Get(context.Background(), Partition, RowKey(typ, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(e.Props.Str(PropStarts))
+}
+
+// A write that landed though its answer said the row had changed (its
+// first answer lost, the SDK's retry of it refused) is this limiter's
+// own: it is not made again. Issue 38, sweep seed 142483 (row 233).
+func TestAWriteWhoseAnswerWasLostIsNotMadeTwice(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: t0}
+	tb := &answerLost{Table: table.NewMemory("", nil)}
+	l := New(tb, clk.now, time.Second)
+	r := Rate{Count: 3, Per: 10 * time.Second}
+	take := func(what string) (time.Duration, time.Time) {
+		t.Helper()
+		wait, at, err := l.Take(ctx, "mail", "", r)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return wait, at
+	}
+	// A take whose insert's answer was lost counts once.
+	tb.armed = true
+	wait, first := take("a first take, its answer lost")
+	if wait != 0 || !first.Equal(t0) {
+		t.Fatalf("a first take into an empty window: wait %s, at %v; want a start at %v", wait, first, t0)
+	}
+	clk.add(time.Second)
+	tb.armed = true
+	if wait, _ := take("a second take, its answer lost"); wait != 0 {
+		t.Fatal("a second take within the rate was refused: the first, its answer lost, counted twice")
+	}
+	if got := startsOf(t, tb, "mail"); len(got) != 2 {
+		t.Fatalf("after two takes whose answers were lost the row holds %v; want two starts", got)
+	}
+	// A release whose answer was lost takes out one start.
+	clk.add(time.Second)
+	tb.armed = true
+	if err := l.Release(ctx, "mail", "", r, first); err != nil {
+		t.Fatal(err)
+	}
+	if got := startsOf(t, tb, "mail"); len(got) != 1 || !got[0].Equal(t0.Add(time.Second)) {
+		t.Fatalf("after a release whose answer was lost the row holds %v; want the second start alone", got)
+	}
+	// So does a move, and it says the start was moved.
+	_, third := take("a third take")
+	clk.add(time.Second)
+	tb.armed = true
+	wait, at, err := l.Move(ctx, "mail", "", r, third)
+	if err != nil || wait != 0 || !at.Equal(clk.now()) {
+		t.Fatalf("a move with room, its answer lost: wait %s, at %v, %v; want a start now (%v)", wait, at, err, clk.now())
+	}
+	if got := startsOf(t, tb, "mail"); len(got) != 2 || !got[1].Equal(clk.now()) {
+		t.Fatalf("after a move whose answer was lost the row holds %v; want the second start and one now", got)
+	}
+}
+
+// Two deliveries of one worker taking their starts at one instant record
+// them in two milliseconds, so that the release of one, made again when
+// another worker wrote the row before the lost answer's retry (its own
+// write no longer the row's last), finds its own start gone and takes
+// out nothing else. Issue 38, sweep seed 142483 (row 233): storage
+// answers take no time in the simulator, two starts of one millisecond
+// were one entry to a release, and a release made again took the other
+// delivery's start out while its handler ran, so that four handlers of a
+// rate of three began within its window.
+func TestStartsOfOneInstantAreTakenOutOneByOne(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: t0}
+	tb := &answerLost{Table: table.NewMemory("", nil)}
+	l := New(tb, clk.now, time.Second)
+	other := New(tb, clk.now, time.Second)
+	r := Rate{Count: 3, Per: 10 * time.Second}
+	var ats []time.Time
+	for range 2 {
+		wait, at, err := l.Take(ctx, "mail", "", r)
+		if err != nil || wait != 0 {
+			t.Fatalf("a take: wait %s, %v", wait, err)
+		}
+		ats = append(ats, at)
+	}
+	clk.add(time.Second)
+	tb.armed = true
+	tb.between = func() {
+		if wait, _, err := other.Take(ctx, "mail", "", r); err != nil || wait != 0 {
+			t.Errorf("another worker's take: wait %s, %v", wait, err)
+		}
+	}
+	if err := l.Release(ctx, "mail", "", r, ats[1]); err != nil {
+		t.Fatal(err)
+	}
+	if got := startsOf(t, tb, "mail"); len(got) != 2 || !got[0].Equal(ats[0]) || !got[1].Equal(clk.now()) {
+		t.Fatalf("after the release the row holds %v; want the first start (%v) and the other worker's (%v)", got, ats[0], clk.now())
 	}
 }
