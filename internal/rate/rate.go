@@ -11,9 +11,12 @@
 // cost of one read. A start taken long before its work could begin is
 // moved to when it begins (Move), in the same read and write.
 //
-// Each start has a millisecond of its own in the row, and each write a
-// token, so that a release or a move takes out only its own start, and a
-// write the SDK retried after its answer was lost is not made twice.
+// Each start has a millisecond of its own in the row (never one a start
+// taken out of the window had while that one could still be in it), and
+// each write a token, so that a release or a move takes out only its own
+// start, and a write the SDK retried after its answer was lost is
+// recognised as made when the row still shows it; when another write
+// came between, a take or a move made again only counts a start more.
 package rate
 
 import (
@@ -89,6 +92,13 @@ const PropStarts = "Starts"
 // another worker's. A row written by a release without it is read as
 // written by someone else.
 const PropWrite = "Write"
+
+// PropFreed holds the milliseconds of starts taken out of the window
+// (moved or released) that have not left it yet: a new start is not
+// recorded in one of them, so that a take-back or move made again after
+// its answer was lost, finding its start gone, cannot take out a start
+// recorded since in the same millisecond.
+const PropFreed = "Freed"
 
 // DefaultMargin is Options.Margin's default.
 const DefaultMargin = time.Second
@@ -191,17 +201,20 @@ func (l *Limiter) take(ctx context.Context, typ, key string, r Rate, from time.T
 			return sent.wait, sent.at, nil
 		}
 		now := l.now()
-		var starts []time.Time
+		var starts, freed []time.Time
 		if exists {
-			starts = decode(e.Props.Str(PropStarts))
+			starts, freed = decode(e.Props.Str(PropStarts)), decode(e.Props.Str(PropFreed))
 		}
 		window := r.Per + l.margin
-		starts = slices.DeleteFunc(starts, func(s time.Time) bool { return !s.After(now.Add(-window)) })
+		old := func(s time.Time) bool { return !s.After(now.Add(-window)) }
+		starts, freed = slices.DeleteFunc(starts, old), slices.DeleteFunc(freed, old)
 		moved := false // from was in the window, and is taken out
 		if !from.IsZero() {
-			// Stored to the millisecond: another start of that millisecond
-			// is the same entry to the window.
+			// Stored to the millisecond, each start in one of its own
+			// (below; a row an earlier release wrote may hold two of one
+			// millisecond, the same entry to the window).
 			if i := slices.IndexFunc(starts, func(s time.Time) bool { return s.UnixMilli() == from.UnixMilli() }); i >= 0 {
+				freed = append(freed, starts[i])
 				starts, moved = slices.Delete(starts, i, i+1), true
 			}
 		}
@@ -217,18 +230,27 @@ func (l *Limiter) take(ctx context.Context, typ, key string, r Rate, from time.T
 				return wait, time.Time{}, nil
 			}
 		default:
-			// Each start in a millisecond of its own (the row keeps them to
-			// the millisecond), so that a release or a move takes out its
-			// own start and never another's: two deliveries of one worker
-			// can take theirs at one instant. A start recorded a
-			// millisecond late only counts a millisecond longer.
-			for slices.ContainsFunc(starts, func(s time.Time) bool { return s.UnixMilli() == now.UnixMilli() }) {
+			// Each start in a millisecond of its own, and not one a start
+			// taken out of the window had (the row keeps them to the
+			// millisecond), so that a release or a move takes out its own
+			// start and never another's: two deliveries of one worker can
+			// take theirs at one instant. A start recorded a few
+			// milliseconds late only counts that much longer.
+			used := func(s time.Time) bool { return s.UnixMilli() == now.UnixMilli() }
+			for slices.ContainsFunc(starts, used) || slices.ContainsFunc(freed, used) {
 				now = now.Add(time.Millisecond)
 			}
 			starts = append(starts, now)
 		}
+		if len(freed) > MaxCount {
+			slices.SortFunc(freed, time.Time.Compare)
+			freed = freed[len(freed)-MaxCount:] // the newest
+		}
 		token := strconv.FormatUint(rand.Uint64(), 36)
 		op := table.Op{Kind: table.Insert, PartitionKey: Partition, RowKey: rk, Props: map[string]any{PropStarts: encode(starts), PropWrite: token}}
+		if len(freed) > 0 {
+			op.Props[PropFreed] = encode(freed)
+		}
 		if exists {
 			op.Kind, op.IfMatch = table.Replace, e.ETag
 		}

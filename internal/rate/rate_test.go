@@ -316,6 +316,16 @@ func TestAWriteWhoseAnswerWasLostIsNotMadeTwice(t *testing.T) {
 	if got := startsOf(t, tb, "mail"); len(got) != 2 || !got[1].Equal(clk.now()) {
 		t.Fatalf("after a move whose answer was lost the row holds %v; want the second start and one now", got)
 	}
+	// A move the window refuses, its answer lost, answers the wait and
+	// leaves its start out.
+	tb.armed = true
+	wait, at, err = l.Move(ctx, "mail", "", Rate{Count: 1, Per: r.Per}, clk.now())
+	if err != nil || wait <= 0 || !at.IsZero() {
+		t.Fatalf("a refused move, its answer lost: wait %s, at %v, %v; want a wait", wait, at, err)
+	}
+	if got := startsOf(t, tb, "mail"); len(got) != 1 || !got[0].Equal(t0.Add(time.Second)) {
+		t.Fatalf("after a refused move whose answer was lost the row holds %v; want the second start alone", got)
+	}
 }
 
 // Two deliveries of one worker taking their starts at one instant record
@@ -354,5 +364,30 @@ func TestStartsOfOneInstantAreTakenOutOneByOne(t *testing.T) {
 	}
 	if got := startsOf(t, tb, "mail"); len(got) != 2 || !got[0].Equal(ats[0]) || !got[1].Equal(clk.now()) {
 		t.Fatalf("after the release the row holds %v; want the first start (%v) and the other worker's (%v)", got, ats[0], clk.now())
+	}
+	// Nor is a millisecond a start was taken out of given to a start
+	// taken before the release's answer came, on a clock that reads the
+	// released start's millisecond (behind, or storage answering at
+	// once): the release made again would find it there.
+	clk.add(time.Second)
+	late := New(tb, (&clock{t: clk.now()}).now, time.Second)
+	_, mine, err := l.Take(ctx, "sms", "", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.armed = true
+	var theirs time.Time
+	tb.between = func() {
+		var wait time.Duration
+		var err error
+		if wait, theirs, err = late.Take(ctx, "sms", "", r); err != nil || wait != 0 {
+			t.Errorf("a take on a clock behind: wait %s, %v", wait, err)
+		}
+	}
+	if err := l.Release(ctx, "sms", "", r, mine); err != nil {
+		t.Fatal(err)
+	}
+	if got := startsOf(t, tb, "sms"); len(got) != 1 || !got[0].Equal(theirs) {
+		t.Fatalf("after the release the row holds %v; want the start taken meanwhile (%v)", got, theirs)
 	}
 }
