@@ -1633,6 +1633,67 @@ func TestARolledBackLineEndsForItsAfterAnyChild(t *testing.T) {
 	}
 }
 
+// A child --after-any a line of its own file may start while the file,
+// failed, is still taking its lines back: the parent's end (its row taken
+// back) is known only once the file answers, and is checked then (sim
+// seed 142826, row 234: the roll-back deleted the parent's row first, the
+// traffic cop's watch found it gone, and released the child, which ran
+// before the file answered).
+func TestAChildOfALineOfItsOwnFileIsCheckedOnceTheFileAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// fails: the file answered an error (its lines rolled back);
+		// removed: the parent's row was deleted, by a mover when moved,
+		// before the child started.
+		fails, removed, moved, ended bool
+	}{
+		{name: "rolled back, the parent's row taken back", fails: true, removed: true, ended: true}, // seed 142826
+		{name: "rolled back, the parent's row still there", fails: true},
+		{name: "accepted, the parent moved by a mover", removed: true, moved: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				file := &Op{Kind: OpMany}
+				line := c.newTI(TaskSpec{ID: "p", Type: "plain"}, file, nil)
+				child := c.newTI(TaskSpec{ID: "c", Type: "plain", After: []string{"p"}, AfterAny: true}, file, nil)
+				child.parents = []*ti{line}
+				issued := w.now()
+				rk, err := schedule.RowKey(w.now(), "p")
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{{RowKey: rk}}})
+				time.Sleep(100 * time.Millisecond)
+				if tc.removed {
+					rows := []memstore.CommittedRow{{RowKey: rk, Deleted: true}}
+					if tc.moved {
+						rows = append(rows, memstore.CommittedRow{RowKey: fenceRow, Props: map[string]any{"Generation": int64(1)}})
+					}
+					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: rows})
+				}
+				time.Sleep(time.Second)
+				c.mu.Lock()
+				c.checkStartLocked(child, &runEv{ti: child, runID: "c", due: w.now(), attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
+				c.mu.Unlock()
+				time.Sleep(time.Second)
+				var ferr error
+				if tc.fails {
+					ferr = errors.New("the batch was rolled back: busy")
+				}
+				c.scheduled(line, issued, leasecron.Item{ID: "p"}, ferr)
+				c.scheduled(child, issued, leasecron.Item{ID: "c"}, ferr)
+				c.mu.Lock()
+				c.finalAfter()
+				c.mu.Unlock()
+				if got := len(c.violations) == 0; got != tc.ended {
+					t.Errorf("the line ended for its child: %v, want %v (violations %v)", got, tc.ended, c.violations)
+				}
+			})
+		})
+	}
+}
+
 // wantOnly fails t unless got holds exactly one violation, whose detail
 // holds word; want says whose it should be.
 func wantOnly(t *testing.T, got []string, word, want string) {
