@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -897,23 +898,34 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 	// may have been marked as waited for, and is read and taken back as
 	// it is now (takeBackChanged), its waiting tasks told first — and so
 	// is one whose ETag the transaction's answer did not give.
+	//
+	// A line waiting for another line of the batch is taken back before
+	// that parent, deepest first: a parent marked as waited for is
+	// handed to WaitedFor as it is taken back, and the watch that finds
+	// it gone takes it for ended, which releases a child waiting
+	// --after-any, to run before its own row was reached (issue 38, sim
+	// seed 142826, row 234).
 	stands := map[int]bool{} // rows left standing, whose id index rows stay
 	failed := func(i int, err error) {
 		if b.settleUndone(ctx, i, err) {
 			stands[i] = true
 		}
 	}
-	b.deleteEach(ctx, written, func(i int) (string, string) {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.res[i].Item.RowKey, b.res[i].Item.ETag
-	}, failed)
-	for _, i := range unknown {
-		failed(i, storage.ErrPreconditionFailed)
-	}
-	for _, i := range maybe {
-		if b.undoMaybe(ctx, i) {
-			stands[i] = true
+	depth := b.parentsWithin()
+	for _, d := range slices.Backward(slices.Sorted(maps.Keys(levels(depth, written, unknown, maybe)))) {
+		at := func(i int) bool { return depth[i] == d }
+		b.deleteEach(ctx, itemsWhere(written, at), func(i int) (string, string) {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return b.res[i].Item.RowKey, b.res[i].Item.ETag
+		}, failed)
+		for _, i := range itemsWhere(unknown, at) {
+			failed(i, storage.ErrPreconditionFailed)
+		}
+		for _, i := range itemsWhere(maybe, at) {
+			if b.undoMaybe(ctx, i) {
+				stands[i] = true
+			}
 		}
 	}
 	// An index row is deleted as written: one changed since is a cancel's
@@ -942,6 +954,63 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 			b.c.deleteBlob(ctx, b.res[i].Item.PayloadBlob)
 		}
 	}
+}
+
+// parentsWithin returns, for each item that waits for other items of the
+// batch, how many items of the batch it waits for, directly or through
+// them (a child has more than each of its parents); items that wait for
+// none are left out (0).
+func (b *batch) parentsWithin() map[int]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	byID := make(map[string]int, len(b.res))
+	for i, r := range b.res {
+		byID[r.Item.ID] = i
+	}
+	depth := map[int]int{}
+	for i, r := range b.res {
+		if len(r.Item.After) == 0 {
+			continue
+		}
+		seen := map[int]bool{}
+		next := []int{i}
+		for len(next) > 0 {
+			j := next[len(next)-1]
+			next = next[:len(next)-1]
+			for _, p := range b.res[j].Item.After {
+				if k, ok := byID[p]; ok && k != i && !seen[k] {
+					seen[k] = true
+					next = append(next, k)
+				}
+			}
+		}
+		if len(seen) > 0 {
+			depth[i] = len(seen)
+		}
+	}
+	return depth
+}
+
+// levels returns the depths (parentsWithin) the items of the lists have.
+func levels(depth map[int]int, lists ...[]int) map[int]bool {
+	out := map[int]bool{}
+	for _, l := range lists {
+		for _, i := range l {
+			out[depth[i]] = true
+		}
+	}
+	return out
+}
+
+// itemsWhere returns the items of l that keep keeps, in l's order.
+func itemsWhere(l []int, keep func(i int) bool) []int {
+	var out []int
+	for _, i := range l {
+		if keep(i) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // settleUndone settles item i, whose row's delete in a roll-back failed

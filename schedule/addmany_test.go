@@ -1235,3 +1235,46 @@ func TestARollBackTakesBackARowMovedSinceItsWrite(t *testing.T) {
 		})
 	}
 }
+
+// A roll-back takes back a line waiting for another line of its own file
+// before that parent: taken back first, the parent (marked as waited for)
+// is handed to WaitedFor, whose watch finds it gone — ended, to an
+// --after-any child — and releases the child, which could run before the
+// roll-back reached its row (issue 38, sim seed 142826, row 234).
+func TestARollBackTakesBackAWaitingLineBeforeItsParent(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	var c *Client
+	wt := &markingTable{Table: mt, lose: true, mark: func() {}}
+	c, err := newClient(wt, Options{Clock: clock.NewFake(t0), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := batchItems(300, "r")
+	// A chain in the file's order: r0252 waits for r0251, which waits
+	// for r0250.
+	items[250].Waiters = true
+	items[251].After, items[251].AfterAny, items[251].Waiters = []string{"r0250"}, true, true
+	items[252].After, items[252].AfterAny = []string{"r0251"}, true
+	var told []string
+	o := AddManyOptions{Concurrency: 1, WaitedFor: func(ctx context.Context, it Item) error {
+		for _, w := range []string{"r0251", "r0252"} {
+			if w == it.ID {
+				continue
+			}
+			if got, err := c.Get(ctx, w); err == nil && slices.Contains(got.After, it.ID) {
+				t.Errorf("WaitedFor(%s) while %s, which waits for it, is still there: its watch may release it", it.ID, w)
+			}
+		}
+		told = append(told, it.ID)
+		return nil
+	}}
+	if _, err := c.AddMany(ctx(t), items, o); !errors.Is(err, ErrNotWritten) {
+		t.Fatalf("AddMany: %v; want it rolled back", err)
+	}
+	if !slices.Equal(told, []string{"r0251", "r0250"}) {
+		t.Fatalf("WaitedFor heard of %v; want r0251, then r0250 (the lines others wait for, children first)", told)
+	}
+	if n := mt.Len("00"); n != 0 {
+		t.Fatalf("%d rows left; want everything taken back", n)
+	}
+}
