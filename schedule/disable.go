@@ -87,7 +87,7 @@ func (c *Client) DisableMovingIf(ctx context.Context, id string, moving time.Dur
 			return due, row.Props, nil
 		}
 		var next time.Time
-		if stopped, next, err = movingFrom(r.rec, it.Due, now, moving); err != nil {
+		if stopped, next, err = movingFrom(r.rec, it.Due, it.SentUntil, now, moving); err != nil {
 			return time.Time{}, nil, fmt.Errorf("%w: disable %s: %w", ErrInvalid, id, err)
 		}
 		props := table.Props(row.Props).Clone()
@@ -106,13 +106,22 @@ func (c *Client) DisableMovingIf(ctx context.Context, id string, moving time.Dur
 // around now, for a series whose row is due at due: the row's own due
 // time, and after it those a pass may reach within moving of now (at most
 // maxStopped). An overdue series skips the occurrences before the pass's
-// previous one (at most moving ago), so those are not listed one by one.
-// next is the first occurrence after them. moving 0 lists none.
-func movingFrom(rec Recurrence, due, now time.Time, moving time.Duration) (list []time.Time, next time.Time, err error) {
+// previous one (at most moving ago), so those are not listed one by one —
+// except those a pass sent early already (up to sentUntil, the row's
+// SentUntil): their messages are out, and a worker that found one
+// current before the row changed may claim it after (issue 38, sim seed
+// 142823, row 235: a worker frozen between that check and its claim ran
+// an occurrence of a series disabled meanwhile; it had no run record to
+// cancel). next is the first occurrence after them. moving 0 lists none.
+func movingFrom(rec Recurrence, due, sentUntil, now time.Time, moving time.Duration) (list []time.Time, next time.Time, err error) {
 	next = due
 	for moving > 0 && !next.After(now.Add(moving)) && len(list) < maxStopped {
 		list = append(list, next)
-		if next, err = rec.Next(next, now.Add(-moving)); err != nil {
+		from := now.Add(-moving)
+		if next.Before(sentUntil) {
+			from = next // the next one was sent early too, or is the first a pass may reach
+		}
+		if next, err = rec.Next(next, from); err != nil {
 			return nil, time.Time{}, err
 		}
 	}
@@ -135,7 +144,7 @@ func MovingOccurrences(it Item, now time.Time, moving time.Duration) ([]time.Tim
 	if err != nil {
 		return nil, fmt.Errorf("%w: series %s: %w", ErrInvalid, it.ID, err)
 	}
-	list, _, err := movingFrom(rec, it.Due, now.UTC(), moving)
+	list, _, err := movingFrom(rec, it.Due, it.SentUntil, now.UTC(), moving)
 	if err != nil {
 		return nil, fmt.Errorf("%w: series %s: %w", ErrInvalid, it.ID, err)
 	}
