@@ -661,3 +661,50 @@ func TestACancelRacingAnAddManyDuringAShardChangeTakesItsIndexRowToo(t *testing.
 		t.Errorf("schedule of the cancelled id: %v", err)
 	}
 }
+
+// Before any shard map, a worker already on more shards (the rolling
+// switch: workers first, then clients) that takes a key places its guard
+// by its own count and leaves a bare seal where one shard puts it; a
+// client still on one shard meets that seal and must not take it for one
+// left from an earlier spell: the guard the seal points to decides
+// (issue 38, sim seed 143196: a bulk requeue on a sharded worker retook
+// a dead task's key, and an unsharded client's schedule took it too while
+// the requeued task still held it).
+func TestAKeyTakenAheadOfTheMapHoldsForAClientBehindIt(t *testing.T) {
+	for _, retake := range []bool{false, true} {
+		t.Run(fmt.Sprintf("retake=%v", retake), func(t *testing.T) {
+			mt := table.NewMemory("", nil)
+			fc := clock.NewFake(t0)
+			w, err := newClient(mt, Options{Shards: shard.Names(8), ShardMap: true, Clock: fc, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := newClient(mt, Options{Shards: []string{"00"}, ShardMap: true, Clock: fc, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var key string
+			for i := 0; ; i++ {
+				if key = fmt.Sprintf("k%d", i); table.Numbered("", 8, 2).Of("t~"+key) != "00" {
+					break
+				}
+			}
+			if retake {
+				if err := w.Retake(ctx(t), "t", key, "dead1", "rq-1", Unique{For: time.Hour}, holds(true)); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := w.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, Unique{Key: key}, holds(true), AddOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.AddUnique(ctx(t), Item{ID: "c1", Type: "t", Due: t0.Add(time.Hour)}, Unique{Key: key}, holds(true), AddOptions{})
+			var dup *DuplicateError
+			if !errors.As(err, &dup) {
+				t.Fatalf("a client on one shard took key %s, held under eight shards: %v; want a DuplicateError", key, err)
+			}
+			// Once its holder no longer holds it, the key is the client's.
+			if _, err := c.AddUnique(ctx(t), Item{ID: "c2", Type: "t", Due: t0.Add(time.Hour)}, Unique{Key: key}, holds(false), AddOptions{}); err != nil {
+				t.Fatalf("a client on one shard, the key's holder gone: %v", err)
+			}
+		})
+	}
+}

@@ -433,6 +433,13 @@ func (c *Client) addUnique(ctx context.Context, it Item, u Unique, live Live, ao
 			c.dropPayload(ctx, it, storage.ErrPreconditionFailed) // nothing written
 			return Item{}, err
 		}
+		if ahead, err := c.heldAhead(ctx, pl, ge, it.ID, live); err != nil {
+			c.dropPayload(ctx, it, err)
+			return Item{}, fmt.Errorf("add %s: %w", it.ID, err)
+		} else if ahead != nil {
+			c.dropPayload(ctx, it, ErrDuplicate)
+			return Item{ID: ahead.ID, Type: it.Type}, ahead
+		}
 		if g.Task == it.ID {
 			c.dropPayload(ctx, it, ErrAlreadyScheduled)
 			return Item{}, fmt.Errorf("%w: task %s", ErrAlreadyScheduled, it.ID)
@@ -467,6 +474,49 @@ func holding(ctx context.Context, live Live, g Guard) (bool, error) {
 		return false, nil
 	}
 	return live(ctx, g)
+}
+
+// heldAhead returns a *DuplicateError when e, read where pl placed its
+// key, is a bare seal for another count than pl's, no shard map exists
+// yet, and the guard the seal points to (where that count puts the key)
+// names a task other than id that holds the key: a process already on
+// that count — the rolling switch to sharding restarts the workers
+// first — took the key there ahead of the map, and sealed where one
+// shard puts it; the seal alone holds nothing, and taken for one left
+// from an earlier spell it let a second task take the key (issue 38, sim
+// seed 143196: a bulk requeue on a sharded worker retook a dead task's
+// key, and an unsharded client's schedule took it while the requeued
+// task held it). nil when the key is not held there.
+func (c *Client) heldAhead(ctx context.Context, pl placement, e table.Entity, id string, live Live) (*DuplicateError, error) {
+	n := int(e.Props.Int(PropSealedFor))
+	if n <= 1 || n == pl.parts.Len() || pl.prev != nil || e.Props.Str(PropGuardTask) != "" {
+		return nil, nil
+	}
+	m, err := shard.Read(ctx, c.t)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("unique guard %s is sealed for %d shards; read the shard map: %w", e.RowKey, n, err)
+	case m.Count != 0:
+		return nil, nil // a map: checkSeal's read decided
+	}
+	typKey := strings.TrimPrefix(e.RowKey, GuardPrefix)
+	ge, err := c.t.Get(ctx, table.Numbered("", n, 2).Of(typKey), e.RowKey)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read unique guard %s under %d shards: %w", e.RowKey, n, err)
+	}
+	typ, key, _ := strings.Cut(typKey, "~")
+	g := readGuard(typ, key, ge)
+	if g.Task == "" || g.Task == id {
+		return nil, nil
+	}
+	holds, err := holding(ctx, live, g)
+	if err != nil || !holds {
+		return nil, err
+	}
+	return &DuplicateError{Type: typ, Key: key, ID: g.Task}, nil
 }
 
 // checkSeal returns ErrShardCountChanged when guard e, read where pl placed its key,
@@ -555,6 +605,12 @@ func (c *Client) retake(ctx context.Context, typ, key, id, requeue string, own U
 		default:
 			if err := c.checkSeal(ctx, pl, ge); err != nil {
 				return err
+			}
+			if ahead, err := c.heldAhead(ctx, pl, ge, id, live); err != nil || ahead != nil {
+				if err != nil {
+					return fmt.Errorf("retake unique key %q of %s: %w", key, id, err)
+				}
+				return ahead
 			}
 			g := readGuard(typ, key, ge)
 			if g.Task != id {
