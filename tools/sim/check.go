@@ -1316,6 +1316,14 @@ func (c *checker) surelyPendingLocked(old, t *ti) bool {
 		case !r.issued.Before(t.returned):
 		case !r.ok:
 			return false // it may have moved old to a due time not known
+		case c.movedLocked(old.id, r.from, old.issued, t.returned) || c.queuedByLocked(old.id, r.from, old.issued, t.returned):
+			// Moved at the due time it had before: a change applied to
+			// old while the replace was under way (retimed) came after
+			// old's row was moved, and found the replacement's (sim seed
+			// 143316, row 237: a run-now 5.6 s into a slow replace, its
+			// new due time alone making a moved scheduling look surely
+			// pending).
+			return false
 		default:
 			dues = append(dues, r.to)
 		}

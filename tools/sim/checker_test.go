@@ -2506,6 +2506,50 @@ func TestAChangeDuringAReplaceMayMoveTheOldScheduling(t *testing.T) {
 	}
 }
 
+// A run-now issued late in a slow replace is applied to the scheduling
+// being replaced as well (the replace may not have written its row yet),
+// but the due time that scheduling had before it decides whether it was
+// moved already: moved, it runs beside the replacement as README allows
+// a replace after the move (sim seed 143316, row 237: the run-now came
+// 5.6 s into a 10 s replace, and its new due time alone made the old
+// scheduling look surely pending).
+func TestARunNowLateInASlowReplaceDoesNotHideAMovedScheduling(t *testing.T) {
+	for _, moved := range []bool{true, false} {
+		t.Run(fmt.Sprintf("moved=%v", moved), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				old := c.newTI(TaskSpec{ID: "t49", Type: TypeRated}, nil, nil)
+				due := w.now()
+				c.scheduled(old, w.now(), leasecron.Item{ID: "t49", Due: due}, nil)
+				time.Sleep(100 * time.Millisecond)
+				if moved {
+					rk, err := schedule.RowKey(due, "t49")
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{{RowKey: rk}}})
+					time.Sleep(100 * time.Millisecond)
+					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{
+						{RowKey: rk, Deleted: true}, {RowKey: fenceRow, Props: map[string]any{"Generation": int64(1)}}}})
+				}
+				time.Sleep(15 * time.Second)
+				repl := c.newTI(TaskSpec{ID: "t49", Type: TypePlain, Replace: true}, nil, nil)
+				issued := w.now()
+				time.Sleep(6 * time.Second)
+				runNow := w.now()
+				time.Sleep(5 * time.Second)
+				c.retimed("t49", runNow, leasecron.Item{ID: "t49", Due: runNow}, nil)
+				c.scheduled(repl, issued, leasecron.Item{ID: "t49", Due: runNow}, nil)
+				time.Sleep(time.Minute)
+				got := violationsOf(c, func() { c.checkStartLocked(old, okNow(w, old, "t49", due)) })
+				if (len(got) > 0) == moved {
+					t.Errorf("a start of the old scheduling (moved %v) a minute after the replace answered: violations %q; want a violation: %v", moved, got, !moved)
+				}
+			})
+		})
+	}
+}
+
 // A bulk cancel of a type removes a pending replacement of that type and
 // leaves the id's earlier run of another type going: the id's record ends
 // as that run does, and a child scheduled after it has ended hears of
