@@ -1605,11 +1605,7 @@ func TestARolledBackLineEndsForItsAfterAnyChild(t *testing.T) {
 				}
 				time.Sleep(100 * time.Millisecond)
 				if tc.removed {
-					rows := []memstore.CommittedRow{{RowKey: rk, Deleted: true}}
-					if tc.moved {
-						rows = append(rows, memstore.CommittedRow{RowKey: fenceRow, Props: map[string]any{"Generation": int64(1)}})
-					}
-					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: rows})
+					removeRow(c, rk, tc.moved)
 				}
 				c.scheduled(line, issued, leasecron.Item{}, errors.New("not written: moved to the queue before the batch could be rolled back"))
 				if tc.marked {
@@ -1666,11 +1662,7 @@ func TestAChildOfALineOfItsOwnFileIsCheckedOnceTheFileAnswers(t *testing.T) {
 				c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{{RowKey: rk}}})
 				time.Sleep(100 * time.Millisecond)
 				if tc.removed {
-					rows := []memstore.CommittedRow{{RowKey: rk, Deleted: true}}
-					if tc.moved {
-						rows = append(rows, memstore.CommittedRow{RowKey: fenceRow, Props: map[string]any{"Generation": int64(1)}})
-					}
-					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: rows})
+					removeRow(c, rk, tc.moved)
 				}
 				time.Sleep(time.Second)
 				c.mu.Lock()
@@ -1692,6 +1684,16 @@ func TestAChildOfALineOfItsOwnFileIsCheckedOnceTheFileAnswers(t *testing.T) {
 			})
 		})
 	}
+}
+
+// removeRow commits the removal of the schedule row rk of partition
+// "00": by a mover (its fence row in the same commit) when moved.
+func removeRow(c *checker, rk string, moved bool) {
+	rows := []memstore.CommittedRow{{RowKey: rk, Deleted: true}}
+	if moved {
+		rows = append(rows, memstore.CommittedRow{RowKey: fenceRow, Props: map[string]any{"Generation": int64(1)}})
+	}
+	c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: rows})
 }
 
 // wantOnly fails t unless got holds exactly one violation, whose detail
@@ -2529,8 +2531,7 @@ func TestARunNowLateInASlowReplaceDoesNotHideAMovedScheduling(t *testing.T) {
 					}
 					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{{RowKey: rk}}})
 					time.Sleep(100 * time.Millisecond)
-					c.moverCommit(memstore.Commit{Table: scheduleTable, Partition: "00", Rows: []memstore.CommittedRow{
-						{RowKey: rk, Deleted: true}, {RowKey: fenceRow, Props: map[string]any{"Generation": int64(1)}}}})
+					removeRow(c, rk, true)
 				}
 				time.Sleep(15 * time.Second)
 				repl := c.newTI(TaskSpec{ID: "t49", Type: TypePlain, Replace: true}, nil, nil)
