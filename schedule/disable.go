@@ -106,24 +106,51 @@ func (c *Client) DisableMovingIf(ctx context.Context, id string, moving time.Dur
 // around now, for a series whose row is due at due: the row's own due
 // time, and after it those a pass may reach within moving of now (at most
 // maxStopped). An overdue series skips the occurrences before the pass's
-// previous one (at most moving ago), so those are not listed one by one —
-// except those a pass sent early already (up to sentUntil, the row's
-// SentUntil): their messages are out, and a worker that found one
-// current before the row changed may claim it after (issue 38, sim seed
-// 142823, row 235: a worker frozen between that check and its claim ran
-// an occurrence of a series disabled meanwhile; it had no run record to
-// cancel). next is the first occurrence after them. moving 0 lists none.
+// previous one (at most moving ago), so those are not listed one by one;
+// next is the first occurrence after them. moving 0 lists none.
+//
+// Then, with what the bound leaves, newest first: the occurrences between
+// them that a pass sent early already (up to sentUntil, the row's
+// SentUntil) and the one after those, which the pass that confirms them
+// sends without a token however late it is. Their messages are out, and a
+// worker that found one current before the row changed may claim it
+// after (issue 38, sim seed 142823, row 235: a worker frozen between that
+// check and its claim ran an occurrence of a series disabled meanwhile;
+// it had no run record to cancel).
 func movingFrom(rec Recurrence, due, sentUntil, now time.Time, moving time.Duration) (list []time.Time, next time.Time, err error) {
 	next = due
 	for moving > 0 && !next.After(now.Add(moving)) && len(list) < maxStopped {
 		list = append(list, next)
-		from := now.Add(-moving)
-		if next.Before(sentUntil) {
-			from = next // the next one was sent early too, or is the first a pass may reach
-		}
-		if next, err = rec.Next(next, from); err != nil {
+		if next, err = rec.Next(next, now.Add(-moving)); err != nil {
 			return nil, time.Time{}, err
 		}
+	}
+	if moving == 0 || !sentUntil.After(due) || len(list) >= maxStopped {
+		return list, next, nil
+	}
+	// Between the row's due time and the first occurrence near now.
+	limit := next
+	if len(list) > 1 {
+		limit = list[1]
+	}
+	var sent []time.Time
+	for at := due; ; {
+		if at, err = rec.Next(at, at); err != nil {
+			return nil, time.Time{}, err
+		}
+		if !at.Before(limit) {
+			break
+		}
+		sent = append(sent, at)
+		if at.After(sentUntil) {
+			break // the one a pass sends after those it confirms
+		}
+		if len(sent) > maxStopped {
+			sent = sent[1:] // the newest count
+		}
+	}
+	for k := len(sent) - 1; k >= 0 && len(list) < maxStopped; k-- {
+		list = append(list, sent[k])
 	}
 	return list, next, nil
 }

@@ -114,9 +114,26 @@ func TestMovingOccurrences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = []time.Time{now.Add(-2 * time.Minute), now.Add(-100 * time.Second), now.Add(-80 * time.Second), now.Add(-time.Minute), now}
+	// The row's own and now's first, then those sent early and the one a
+	// pass sends after them, newest first.
+	want = []time.Time{now.Add(-2 * time.Minute), now, now.Add(-40 * time.Second), now.Add(-time.Minute), now.Add(-80 * time.Second), now.Add(-100 * time.Second)}
 	if !slices.EqualFunc(got, want, time.Time.Equal) {
 		t.Errorf("moving occurrences of an overdue series sent early: %v, want %v", got, want)
+	}
+	// With no occurrence near now, those sent early all the same.
+	hourly := Item{ID: "h", Due: now.Add(-150 * time.Minute), Recurrence: "@every 1h", SentUntil: now.Add(-90 * time.Minute)}
+	if got, _ = MovingOccurrences(hourly, now, 12*time.Second); !slices.EqualFunc(got, []time.Time{now.Add(-150 * time.Minute), now.Add(-30 * time.Minute), now.Add(-90 * time.Minute)}, time.Time.Equal) {
+		t.Errorf("moving occurrences of an hourly series sent early, none near now: %v", got)
+	}
+	// Past the bound, those near now are never left out.
+	busy := Item{ID: "s", Due: now.Add(-10 * time.Minute), Recurrence: "@every 1s", SentUntil: now.Add(-time.Minute)}
+	got, err = MovingOccurrences(busy, now, 12*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != maxStopped || !got[0].Equal(busy.Due) || !got[1].Equal(now.Add(-11*time.Second)) || !got[24].Equal(now.Add(12*time.Second)) ||
+		!got[25].Equal(now.Add(-59*time.Second)) || !got[26].Equal(now.Add(-time.Minute)) {
+		t.Errorf("moving occurrences of a busy overdue series sent early: %d, starting %v; want %d: its row's, those within 12 s of now, the one after those sent early, then those newest first", len(got), got[:min(len(got), 27)], maxStopped)
 	}
 	late.SentUntil = time.Time{}
 	if got, _ = MovingOccurrences(late, now, 12*time.Second); len(got) != 2 {
