@@ -701,9 +701,17 @@ func TestAKeyTakenAheadOfTheMapHoldsForAClientBehindIt(t *testing.T) {
 			if !errors.As(err, &dup) {
 				t.Fatalf("a client on one shard took key %s, held under eight shards: %v; want a DuplicateError", key, err)
 			}
-			// Once its holder no longer holds it, the key is the client's.
+			// Once its holder no longer holds it, the key is the client's,
+			// and a take under eight shards meets the client's task (its
+			// guard copied where eight shards put the key, over the stale
+			// one, which the client's take removed).
 			if _, err := c.AddUnique(ctx(t), Item{ID: "c2", Type: "t", Due: t0.Add(time.Hour)}, Unique{Key: key}, holds(false), AddOptions{}); err != nil {
 				t.Fatalf("a client on one shard, the key's holder gone: %v", err)
+			}
+			onlyC2 := func(_ context.Context, g Guard) (bool, error) { return g.Task == "c2", nil }
+			_, err = w.AddUnique(ctx(t), Item{Type: "t", Due: t0.Add(time.Hour)}, Unique{Key: key}, onlyC2, AddOptions{})
+			if !errors.As(err, &dup) || dup.ID != "c2" {
+				t.Fatalf("a take under eight shards while the client's task holds the key: %v; want a DuplicateError naming c2", err)
 			}
 		})
 	}

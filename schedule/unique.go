@@ -434,7 +434,7 @@ func (c *Client) addUnique(ctx context.Context, it Item, u Unique, live Live, ao
 			return Item{}, err
 		}
 		if ahead, err := c.heldAhead(ctx, pl, ge, it.ID, live); err != nil {
-			c.dropPayload(ctx, it, err)
+			c.dropPayload(ctx, it, storage.ErrPreconditionFailed) // nothing written
 			return Item{}, fmt.Errorf("add %s: %w", it.ID, err)
 		} else if ahead != nil {
 			c.dropPayload(ctx, it, ErrDuplicate)
@@ -509,14 +509,30 @@ func (c *Client) heldAhead(ctx context.Context, pl placement, e table.Entity, id
 	}
 	typ, key, _ := strings.Cut(typKey, "~")
 	g := readGuard(typ, key, ge)
-	if g.Task == "" || g.Task == id {
+	if g.Task == id {
 		return nil, nil
 	}
-	holds, err := holding(ctx, live, g)
-	if err != nil || !holds {
-		return nil, err
+	if holds, err := holding(ctx, live, g); err != nil || holds {
+		if err != nil {
+			return nil, err
+		}
+		return &DuplicateError{Type: typ, Key: key, ID: g.Task}, nil
 	}
-	return &DuplicateError{Type: typ, Key: key, ID: g.Task}, nil
+	// It holds nothing now, and this call takes the key where its own
+	// count puts it: the stale guard goes, so that the copy a later take
+	// under that count makes of this call's guard lands there, rather
+	// than being kept out by a guard written under that count (a
+	// review's find: the later take then read the stale guard and took
+	// the key while this call's task held it). Changed meanwhile, the
+	// call is tried again.
+	_, err = c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: ge.PartitionKey, RowKey: ge.RowKey, IfMatch: ge.ETag}})
+	switch {
+	case conflict(err):
+		return nil, fmt.Errorf("unique guard %s under %d shards changed: %w", e.RowKey, n, ErrShardCountChanged)
+	case err != nil:
+		return nil, fmt.Errorf("remove the stale unique guard %s under %d shards: %w", e.RowKey, n, err)
+	}
+	return nil, nil
 }
 
 // checkSeal returns ErrShardCountChanged when guard e, read where pl placed its key,
