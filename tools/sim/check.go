@@ -308,6 +308,10 @@ type checker struct {
 	// afterLater are the starts whose parent was a line of a file that
 	// had not answered yet: checked at the end (finalAfter).
 	afterLater []afterCheck
+	// ownFile, while finalAfter checks a child its file's roll-back took
+	// back whole, is that file: its roll-back ends none of its lines for
+	// that child (rolledBackLocked).
+	ownFile *Op
 
 	notes map[*proc][]procNote
 	hits  map[*proc][]time.Time // storage faults that struck a process
@@ -1854,11 +1858,26 @@ func (c *checker) checkParentLocked(t *ti, ev *runEv, pt *ti) {
 }
 
 // finalAfter makes the parent checks that waited for their parent's file
-// to answer.
+// to answer. A child of the same file that the roll-back took back whole
+// is not released by that roll-back's end of its parent: the roll-back
+// takes back a line waiting for another line of its file before that one
+// (README, "Nothing half-applied"; row 234).
 func (c *checker) finalAfter() {
 	for _, a := range c.afterLater {
+		if a.t.op == a.parent.op && takenBackWhole(a.t.refusal) {
+			c.ownFile = a.t.op
+		}
 		c.checkParentLocked(a.t, a.ev, a.parent)
+		c.ownFile = nil
 	}
+}
+
+// takenBackWhole reports whether err, a line's answer from a file that
+// failed, says the roll-back took the line back with nothing of it left:
+// not moved to the queue, not standing, not unknown.
+func takenBackWhole(err error) bool {
+	return errors.Is(err, schedule.ErrNotWritten) && !errors.Is(err, schedule.ErrMovedBeforeRollback) &&
+		strings.Contains(err.Error(), "the batch was rolled back: ")
 }
 
 // checkStartLocked checks what must hold the moment an attempt starts.
@@ -2083,7 +2102,7 @@ func (c *checker) recordedLocked(t *ti, st leasecron.RunState, by time.Time, ofD
 // ended (sim seed 66036: a child --after-any a rolled-back line started
 // once the other parent succeeded).
 func (c *checker) rolledBackLocked(t *ti, by time.Time) (time.Time, bool) {
-	if !t.ambiguous || t.op == nil || t.op.Kind != OpMany {
+	if !t.ambiguous || t.op == nil || t.op.Kind != OpMany || t.op == c.ownFile {
 		return time.Time{}, false
 	}
 	if at, ok := c.recordedLocked(t, leasecron.RunCancelled, by, false); ok {

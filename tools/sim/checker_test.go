@@ -1638,13 +1638,17 @@ func TestARolledBackLineEndsForItsAfterAnyChild(t *testing.T) {
 func TestAChildOfALineOfItsOwnFileIsCheckedOnceTheFileAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// fails: the file answered an error (its lines rolled back);
+		// fails: the file answered an error (its lines rolled back),
+		// the child's answer saying it was moved to the queue before the
+		// roll-back (else taken back whole, which the roll-back's end of
+		// its parent must not have released: row 234's product fix);
 		// removed: the parent's row was deleted, by a mover when moved,
 		// before the child started.
-		fails, removed, moved, ended bool
+		fails, childMoved, removed, moved, ended bool
 	}{
-		{name: "rolled back, the parent's row taken back", fails: true, removed: true, ended: true}, // seed 142826
-		{name: "rolled back, the parent's row still there", fails: true},
+		{name: "rolled back, the parent's row taken back, the child moved", fails: true, childMoved: true, removed: true, ended: true}, // seed 142826
+		{name: "rolled back, the parent's row taken back, the child taken back", fails: true, removed: true},
+		{name: "rolled back, the parent's row still there", fails: true, childMoved: true},
 		{name: "accepted, the parent moved by a mover", removed: true, moved: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1669,12 +1673,16 @@ func TestAChildOfALineOfItsOwnFileIsCheckedOnceTheFileAnswers(t *testing.T) {
 				c.checkStartLocked(child, &runEv{ti: child, runID: "c", due: w.now(), attempt: 1, proc: &proc{w: w, name: "w1"}, start: w.now()})
 				c.mu.Unlock()
 				time.Sleep(time.Second)
-				var ferr error
+				var ferr, cerr error
 				if tc.fails {
-					ferr = errors.New("the batch was rolled back: busy")
+					ferr = fmt.Errorf("%w: the batch was rolled back: busy", schedule.ErrNotWritten)
+					cerr = fmt.Errorf("%w: task c", schedule.ErrMovedBeforeRollback)
+					if !tc.childMoved {
+						cerr = ferr
+					}
 				}
 				c.scheduled(line, issued, leasecron.Item{ID: "p"}, ferr)
-				c.scheduled(child, issued, leasecron.Item{ID: "c"}, ferr)
+				c.scheduled(child, issued, leasecron.Item{ID: "c"}, cerr)
 				c.mu.Lock()
 				c.finalAfter()
 				c.mu.Unlock()
