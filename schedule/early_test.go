@@ -774,3 +774,55 @@ func TestEarlySentCurrentBeforeTheMark(t *testing.T) {
 		t.Fatalf("Current before the mark: %v; want slow current (row unchanged) and swapped stale (replaced)", results)
 	}
 }
+
+// lostEnqueue is a fakeQueue whose first send of id lands and answers an
+// error, as a send whose answer was lost does.
+type lostEnqueue struct {
+	*fakeQueue
+	id   string
+	lost bool
+}
+
+func (l *lostEnqueue) Enqueue(ctx context.Context, env queue.Envelope, delay time.Duration) error {
+	if err := l.fakeQueue.Enqueue(ctx, env, delay); err != nil || env.ID != l.id || l.lost {
+		return err
+	}
+	l.lost = true
+	return errors.New("connection reset by peer")
+}
+
+// A message sent early whose send answered an error may be in the queue
+// all the same (its answer lost): it counts among those waiting, so that
+// the early room never lets more than MaxDepth wait (issue 38, sim seed
+// 145045, row 238: the mover counted 16 while 17 waited).
+func TestAnEarlySendWhoseAnswerWasLostCountsAsWaiting(t *testing.T) {
+	l := &lostEnqueue{fakeQueue: &fakeQueue{}, id: "burst004"}
+	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: burstSettings, Depth: fakeDepth(&l.fakeQueue), Enqueuer: l, SetAside: l})
+	due := e.fc.Now().Add(70 * time.Second)
+	items := make([]Item, 30)
+	for i := range items {
+		items[i] = Item{ID: fmt.Sprintf("burst%03d", i), Due: due}
+	}
+	if _, err := e.c.AddMany(ctx(t), items, AddManyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := e.onePass(t); err != nil {
+			t.Fatal(err)
+		}
+		e.fc.Advance(burstSettings.PollEvery)
+	}
+	if !l.lost {
+		t.Fatal("burst004 was not sent: the test's match is stale")
+	}
+	ids := map[string]bool{}
+	for _, s := range l.fakeQueue.sent {
+		ids[s.env.ID] = true
+	}
+	if len(ids) > burstSettings.MaxDepth {
+		t.Fatalf("%d distinct messages wait for their due time; want at most MaxDepth %d", len(ids), burstSettings.MaxDepth)
+	}
+	if got := e.m.waitingAt(e.fc.Now()); got != len(ids) {
+		t.Fatalf("the mover counts %d messages waiting; %d do", got, len(ids))
+	}
+}

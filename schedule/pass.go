@@ -454,6 +454,14 @@ func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 			p.bad = fmt.Sprintf("the queue refused its message: %v", err)
 			return false
 		default:
+			if s.delay > 0 {
+				// It may be in the queue all the same (its answer lost):
+				// counted as waiting, so that the early room stays within
+				// MaxDepth (issue 38, sim seed 145045, row 238: the mover
+				// counted one fewer than waited, and sent one too many).
+				// A send again of the id counts once.
+				m.waitingFor(env.ID, env.Due)
+			}
 			if ctx.Err() == nil {
 				m.count(func(s *MoverStats) { s.Errors++ })
 				m.o.Logger.Warn("enqueue failed; the row stays for the next pass", "row", p.e.RowKey, "err", err)
