@@ -125,7 +125,7 @@ func movingFrom(rec Recurrence, due, sentUntil, now time.Time, moving time.Durat
 			return nil, time.Time{}, err
 		}
 	}
-	if moving == 0 || !sentUntil.After(due) || len(list) >= maxStopped {
+	if moving == 0 || sentUntil.IsZero() || sentUntil.Before(due) || len(list) >= maxStopped {
 		return list, next, nil
 	}
 	// Between the row's due time and the first occurrence near now.

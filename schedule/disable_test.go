@@ -125,6 +125,11 @@ func TestMovingOccurrences(t *testing.T) {
 	if got, _ = MovingOccurrences(hourly, now, 12*time.Second); !slices.EqualFunc(got, []time.Time{now.Add(-150 * time.Minute), now.Add(-30 * time.Minute), now.Add(-90 * time.Minute)}, time.Time.Equal) {
 		t.Errorf("moving occurrences of an hourly series sent early, none near now: %v", got)
 	}
+	// Only the row's own sent early: the one after it goes too.
+	hourly.SentUntil = hourly.Due
+	if got, _ = MovingOccurrences(hourly, now, 12*time.Second); !slices.EqualFunc(got, []time.Time{now.Add(-150 * time.Minute), now.Add(-90 * time.Minute)}, time.Time.Equal) {
+		t.Errorf("moving occurrences of an hourly series whose own occurrence alone went early: %v", got)
+	}
 	// Past the bound, those near now are never left out.
 	busy := Item{ID: "s", Due: now.Add(-10 * time.Minute), Recurrence: "@every 1s", SentUntil: now.Add(-time.Minute)}
 	got, err = MovingOccurrences(busy, now, 12*time.Second)

@@ -775,20 +775,28 @@ func TestEarlySentCurrentBeforeTheMark(t *testing.T) {
 	}
 }
 
-// lostEnqueue is a fakeQueue whose first send of id lands and answers an
-// error, as a send whose answer was lost does.
+// lostEnqueue is a fakeQueue whose first send of id lands and answers
+// err, as a send whose answer was lost does; when lands is not set,
+// every send of id answers err and none lands (a refusal).
 type lostEnqueue struct {
 	*fakeQueue
-	id   string
-	lost bool
+	id    string
+	err   error
+	lands bool
+	lost  bool
 }
 
 func (l *lostEnqueue) Enqueue(ctx context.Context, env queue.Envelope, delay time.Duration) error {
-	if err := l.fakeQueue.Enqueue(ctx, env, delay); err != nil || env.ID != l.id || l.lost {
-		return err
+	if env.ID != l.id || l.lost && l.lands {
+		return l.fakeQueue.Enqueue(ctx, env, delay)
 	}
 	l.lost = true
-	return errors.New("connection reset by peer")
+	if l.lands {
+		if err := l.fakeQueue.Enqueue(ctx, env, delay); err != nil {
+			return err
+		}
+	}
+	return l.err
 }
 
 // A message sent early whose send answered an error may be in the queue
@@ -796,7 +804,25 @@ func (l *lostEnqueue) Enqueue(ctx context.Context, env queue.Envelope, delay tim
 // the early room never lets more than MaxDepth wait (issue 38, sim seed
 // 145045, row 238: the mover counted 16 while 17 waited).
 func TestAnEarlySendWhoseAnswerWasLostCountsAsWaiting(t *testing.T) {
-	l := &lostEnqueue{fakeQueue: &fakeQueue{}, id: "burst004"}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		lands bool
+	}{
+		{"its answer lost", errors.New("connection reset by peer"), true},
+		// A refusal of the message as such put nothing on the queue.
+		{"refused as too large", queue.ErrTooLarge, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) { earlySendAnsweringAnError(t, tc.err, tc.lands) })
+	}
+}
+
+// earlySendAnsweringAnError runs three passes over a burst due ahead,
+// the first send of one of whose messages answers err (landing first
+// when lands), and checks that the mover counts as waiting exactly the
+// messages on the queue.
+func earlySendAnsweringAnError(t *testing.T, err error, lands bool) {
+	l := &lostEnqueue{fakeQueue: &fakeQueue{}, id: "burst004", err: err, lands: lands}
 	e := newMoverEnv(t, 1, MoverOptions{MoverSettings: burstSettings, Depth: fakeDepth(&l.fakeQueue), Enqueuer: l, SetAside: l})
 	due := e.fc.Now().Add(70 * time.Second)
 	items := make([]Item, 30)

@@ -454,7 +454,7 @@ func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 			p.bad = fmt.Sprintf("the queue refused its message: %v", err)
 			return false
 		default:
-			if s.delay > 0 {
+			if s.delay > 0 && mayHaveLanded(err) {
 				// It may be in the queue all the same (its answer lost):
 				// counted as waiting, so that the early room stays within
 				// MaxDepth (issue 38, sim seed 145045, row 238: the mover
@@ -475,6 +475,15 @@ func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 		}
 	}
 	return true
+}
+
+// mayHaveLanded reports whether a send that answered err may have put its
+// message on the queue all the same: a fault that passes (a dropped
+// connection, a timeout, a 5xx), not a refusal of the message as such
+// nor one made before it went out.
+func mayHaveLanded(err error) bool {
+	return storage.IsTransient(err) && !errors.Is(err, queue.ErrTooLarge) && !errors.Is(err, queue.ErrDelayTooLong) &&
+		!errors.Is(err, queue.ErrMalformed) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // waitingFor records a message known to be in the queue, invisible until

@@ -369,6 +369,7 @@ func (c *Client) addUnique(ctx context.Context, it Item, u Unique, live Live, ao
 	}
 	guardOp := table.Op{Kind: table.Insert, PartitionKey: shard, RowKey: gk, Props: guardProps(it.ID, u, now, pl.parts.Len())}
 	created := false
+	var stale *table.Entity // a guard under another count, to go once the take lands (heldAhead)
 	for range retries {
 		ops := append([]table.Op{
 			{Kind: table.Insert, PartitionKey: shard, RowKey: rk, Props: itemProps(it, true)},
@@ -378,6 +379,7 @@ func (c *Client) addUnique(ctx context.Context, it Item, u Unique, live Live, ao
 		etags, err := c.t.Submit(ctx, ops)
 		if err == nil {
 			it.ETag = etagAt(etags, 0)
+			c.dropStale(ctx, stale)
 			c.landedUnique(ctx, pl, it, shard)
 			c.wakeOwner(ctx, shard, it.Due)
 			return it, nil
@@ -433,13 +435,16 @@ func (c *Client) addUnique(ctx context.Context, it Item, u Unique, live Live, ao
 			c.dropPayload(ctx, it, storage.ErrPreconditionFailed) // nothing written
 			return Item{}, err
 		}
-		if ahead, err := c.heldAhead(ctx, pl, ge, it.ID, live); err != nil {
+		ahead, st, err := c.heldAhead(ctx, pl, ge, it.ID, live)
+		switch {
+		case err != nil:
 			c.dropPayload(ctx, it, storage.ErrPreconditionFailed) // nothing written
 			return Item{}, fmt.Errorf("add %s: %w", it.ID, err)
-		} else if ahead != nil {
+		case ahead != nil:
 			c.dropPayload(ctx, it, ErrDuplicate)
 			return Item{ID: ahead.ID, Type: it.Type}, ahead
 		}
+		stale = st
 		if g.Task == it.ID {
 			c.dropPayload(ctx, it, ErrAlreadyScheduled)
 			return Item{}, fmt.Errorf("%w: task %s", ErrAlreadyScheduled, it.ID)
@@ -486,53 +491,59 @@ func holding(ctx context.Context, live Live, g Guard) (bool, error) {
 // from an earlier spell it let a second task take the key (issue 38, sim
 // seed 143196: a bulk requeue on a sharded worker retook a dead task's
 // key, and an unsharded client's schedule took it while the requeued
-// task held it). nil when the key is not held there.
-func (c *Client) heldAhead(ctx context.Context, pl placement, e table.Entity, id string, live Live) (*DuplicateError, error) {
+// task held it). nil when the key is not held there; stale, the guard
+// there when it holds nothing, for dropStale once this call's take lands.
+func (c *Client) heldAhead(ctx context.Context, pl placement, e table.Entity, id string, live Live) (*DuplicateError, *table.Entity, error) {
 	n := int(e.Props.Int(PropSealedFor))
 	if n <= 1 || n == pl.parts.Len() || pl.prev != nil || e.Props.Str(PropGuardTask) != "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	m, err := shard.Read(ctx, c.t)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("unique guard %s is sealed for %d shards; read the shard map: %w", e.RowKey, n, err)
+		return nil, nil, fmt.Errorf("unique guard %s is sealed for %d shards; read the shard map: %w", e.RowKey, n, err)
 	case m.Count != 0:
-		return nil, nil // a map: checkSeal's read decided
+		return nil, nil, nil // a map: checkSeal's read decided
 	}
 	typKey := strings.TrimPrefix(e.RowKey, GuardPrefix)
 	ge, err := c.t.Get(ctx, table.Numbered("", n, 2).Of(typKey), e.RowKey)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		return nil, nil
+		return nil, nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("read unique guard %s under %d shards: %w", e.RowKey, n, err)
+		return nil, nil, fmt.Errorf("read unique guard %s under %d shards: %w", e.RowKey, n, err)
 	}
 	typ, key, _ := strings.Cut(typKey, "~")
 	g := readGuard(typ, key, ge)
 	if g.Task == id {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if holds, err := holding(ctx, live, g); err != nil || holds {
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return &DuplicateError{Type: typ, Key: key, ID: g.Task}, nil
+		return &DuplicateError{Type: typ, Key: key, ID: g.Task}, nil, nil
 	}
-	// It holds nothing now, and this call takes the key where its own
-	// count puts it: the stale guard goes, so that the copy a later take
-	// under that count makes of this call's guard lands there, rather
-	// than being kept out by a guard written under that count (a
-	// review's find: the later take then read the stale guard and took
-	// the key while this call's task held it). Changed meanwhile, the
-	// call is tried again.
-	_, err = c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: ge.PartitionKey, RowKey: ge.RowKey, IfMatch: ge.ETag}})
-	switch {
-	case conflict(err):
-		return nil, fmt.Errorf("unique guard %s under %d shards changed: %w", e.RowKey, n, ErrShardCountChanged)
-	case err != nil:
-		return nil, fmt.Errorf("remove the stale unique guard %s under %d shards: %w", e.RowKey, n, err)
+	return nil, &ge, nil
+}
+
+// dropStale deletes the guard stale (as read, on its ETag), which holds
+// nothing, once this call's take of its key has landed where the call's
+// own count puts it: the copy a later take under stale's count makes of
+// the new guard then lands there, rather than being kept out by a guard
+// written under that count (a review's find: the later take read the
+// stale guard and took the key while the new holder held it). Deleted
+// before the take landed, a take that then failed would have left the
+// key unguarded under that count. Best effort: a guard changed since is
+// another take's.
+func (c *Client) dropStale(ctx context.Context, stale *table.Entity) {
+	if stale == nil {
+		return
 	}
-	return nil, nil
+	_, err := c.t.Submit(ctx, []table.Op{{Kind: table.Delete, PartitionKey: stale.PartitionKey, RowKey: stale.RowKey, IfMatch: stale.ETag}})
+	if err != nil && !conflict(err) {
+		c.opts.Logger.Warn("cannot remove a stale unique guard under another shard count", "guard", stale.RowKey, "shard", stale.PartitionKey, "err", err)
+	}
 }
 
 // checkSeal returns ErrShardCountChanged when guard e, read where pl placed its key,
@@ -606,6 +617,7 @@ func (c *Client) retake(ctx context.Context, typ, key, id, requeue string, own U
 			return err
 		}
 	}
+	var stale *table.Entity // a guard under another count, to go once the take lands (heldAhead)
 	for range retries {
 		now := c.opts.Clock.Now()
 		var op table.Op
@@ -622,12 +634,14 @@ func (c *Client) retake(ctx context.Context, typ, key, id, requeue string, own U
 			if err := c.checkSeal(ctx, pl, ge); err != nil {
 				return err
 			}
-			if ahead, err := c.heldAhead(ctx, pl, ge, id, live); err != nil || ahead != nil {
-				if err != nil {
-					return fmt.Errorf("retake unique key %q of %s: %w", key, id, err)
-				}
+			ahead, st, err := c.heldAhead(ctx, pl, ge, id, live)
+			switch {
+			case err != nil:
+				return fmt.Errorf("retake unique key %q of %s: %w", key, id, err)
+			case ahead != nil:
 				return ahead
 			}
+			stale = st
 			g := readGuard(typ, key, ge)
 			if g.Task != id {
 				holds, err := holding(ctx, live, g)
@@ -658,6 +672,7 @@ func (c *Client) retake(ctx context.Context, typ, key, id, requeue string, own U
 			if err != nil {
 				return fmt.Errorf("retake unique key %q of %s: %w", key, id, err)
 			}
+			c.dropStale(ctx, stale)
 			c.sealLanded(ctx, pl, typ, key, shard)
 			return nil
 		}
