@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -912,7 +911,11 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 		}
 	}
 	depth := b.parentsWithin()
-	for _, d := range slices.Backward(slices.Sorted(maps.Keys(levels(depth, written, unknown, maybe)))) {
+	deepest := 0
+	for _, d := range depth {
+		deepest = max(deepest, d)
+	}
+	for d := deepest; d >= 0; d-- {
 		at := func(i int) bool { return depth[i] == d }
 		b.deleteEach(ctx, itemsWhere(written, at), func(i int) (string, string) {
 			b.mu.Lock()
@@ -989,17 +992,6 @@ func (b *batch) parentsWithin() map[int]int {
 		}
 	}
 	return depth
-}
-
-// levels returns the depths (parentsWithin) the items of the lists have.
-func levels(depth map[int]int, lists ...[]int) map[int]bool {
-	out := map[int]bool{}
-	for _, l := range lists {
-		for _, i := range l {
-			out[depth[i]] = true
-		}
-	}
-	return out
 }
 
 // itemsWhere returns the items of l that keep keeps, in l's order.
