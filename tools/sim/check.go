@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -244,6 +245,12 @@ type runEv struct {
 	start, end  time.Time // true time
 	workerStart time.Time // on the worker's clock
 	outcome     string    // ok, fail, snooze, killed, cancelled; "" while running
+	// startSeq and endSeq order the start and the end among every
+	// attempt's (checker.seq): within one virtual instant the order
+	// they happened in. A handler begins after its concurrency slot is
+	// taken and ends before it is let go, so a slot handed on in one
+	// instant shows as an end before the next start (row 239).
+	startSeq, endSeq uint64
 }
 
 type pauseEv struct {
@@ -370,6 +377,8 @@ type checker struct {
 	payloadBlobs []string
 
 	violations []Violation
+	// seq counts the attempts' starts and ends (runEv.startSeq, endSeq).
+	seq uint64
 	// skew bounds how far two processes' clocks differ; offset how far
 	// one differs from the true time (the simulator's).
 	skew, offset time.Duration
@@ -1683,7 +1692,8 @@ func (t *ti) maxAttempts() int {
 func (c *checker) started(p *proc, task leasecron.Task, pl payload) *runEv {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ev := &runEv{runID: task.ID, due: task.Due, attempt: task.Attempt, proc: p, start: c.w.now(), workerStart: p.clock.Now()}
+	c.seq++
+	ev := &runEv{runID: task.ID, due: task.Due, attempt: task.Attempt, proc: p, start: c.w.now(), workerStart: p.clock.Now(), startSeq: c.seq}
 	c.runs = append(c.runs, ev)
 	t := c.byInc[pl.Inc]
 	if t == nil {
@@ -2470,7 +2480,8 @@ func (c *checker) bulkReach(kind, typ string, issued time.Time) (time.Time, bool
 func (c *checker) ended(ev *runEv, outcome string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ev.end, ev.outcome = c.w.now(), outcome
+	c.seq++
+	ev.end, ev.outcome, ev.endSeq = c.w.now(), outcome, c.seq
 }
 
 func (c *checker) at(t time.Time) string {
@@ -3809,6 +3820,7 @@ func (c *checker) bulkCancelled(t *ti) bool {
 func (c *checker) finalLimits() {
 	type edge struct {
 		at    time.Time
+		seq   uint64
 		delta int
 		ev    *runEv
 	}
@@ -3820,40 +3832,31 @@ func (c *checker) finalLimits() {
 		}
 		switch ev.ti.spec.Type {
 		case TypeLimited:
-			end := ev.end
+			end, seq := ev.end, ev.endSeq
 			if end.IsZero() {
-				// Never recorded: its process was killed (then it ended
-				// there) or it ran to the end.
-				end = c.w.now()
+				// Never recorded: it ran to the end, or its process was
+				// killed and it ended there, in the order of its start
+				// (before everything of a later instant).
+				end, seq = c.w.now(), math.MaxUint64
 				for _, n := range c.notes[ev.proc] {
 					if n.what == "killed" && !n.at.Before(ev.start) && n.at.Before(end) {
-						end = n.at
+						end, seq = n.at, ev.startSeq
 					}
 				}
 			}
-			edges = append(edges, edge{ev.start, 1, ev}, edge{end, -1, ev})
+			edges = append(edges, edge{ev.start, ev.startSeq, 1, ev}, edge{end, seq, -1, ev})
 		case TypeRated:
 			rated = append(rated, ev)
 		}
 	}
-	// At one instant: the ends of runs begun earlier, then the starts, then
-	// the ends of runs that took no time (a handler with no work, in
-	// virtual time), which held a slot all the same: ended before their
-	// own start, they would count as running ever after.
-	rank := func(e edge) int {
-		switch {
-		case e.delta < 0 && e.ev.start.Before(e.at):
-			return 0
-		case e.delta > 0:
-			return 1
-		}
-		return 2
-	}
+	// Within one instant, in the order the starts and ends happened: a
+	// handler with no work (in virtual time) ends in the instant it
+	// begins, and its slot can pass to another start in that instant.
 	sort.SliceStable(edges, func(i, j int) bool {
 		if !edges[i].at.Equal(edges[j].at) {
 			return edges[i].at.Before(edges[j].at)
 		}
-		return rank(edges[i]) < rank(edges[j])
+		return edges[i].seq < edges[j].seq
 	})
 	running := map[*runEv]bool{}
 	for _, e := range edges {
@@ -3866,7 +3869,7 @@ func (c *checker) finalLimits() {
 			documented := false
 			var who []string
 			for r := range running {
-				who = append(who, r.runID+"@"+r.proc.id)
+				who = append(who, fmt.Sprintf("%s#%d@%s from %s", r.runID, r.attempt, r.proc.id, c.at(r.start)))
 				if c.slotTroubled(r.proc, r.start, e.at) {
 					documented = true
 				}

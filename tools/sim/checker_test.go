@@ -3195,3 +3195,65 @@ func TestACancelWithAParentIsAnEndBeforeALaterBulkCancel(t *testing.T) {
 		}
 	})
 }
+
+// A concurrency slot let go and taken again in one virtual instant — a
+// handler with no work ends in the instant it begins, and another start
+// on its worker takes the slot it freed — is two runs one after the
+// other, not one beside the other (row 239: fixed seed 5 once reported
+// "3 handlers of limited ran at once" for t179's empty run, t118's
+// retry and t134). Three begun before any ended are three at once, in
+// one instant too.
+func TestASlotHandedOnInOneInstantIsNotAnOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		order string // s: start, e: end of the empty run, in the instant
+		over  bool
+	}{
+		{"the empty run ends before the retry begins", "ses", false},
+		{"the retry begins before the empty run ends", "sse", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				w1, w2 := &proc{w: w, name: "w1", id: "w1-1"}, &proc{w: w, name: "w2", id: "w2-1"}
+				start := func(p *proc, id string) *runEv {
+					c.seq++
+					ti := c.newTI(TaskSpec{ID: id, Type: TypeLimited}, nil, nil)
+					ev := &runEv{ti: ti, runID: id, attempt: 1, proc: p, start: w.now(), startSeq: c.seq}
+					c.runs = append(c.runs, ev)
+					return ev
+				}
+				long := start(w1, "t134")
+				time.Sleep(time.Second)
+				var empty *runEv
+				var retry *runEv
+				for _, step := range tc.order {
+					switch {
+					case step == 's' && empty == nil:
+						empty = start(w2, "t179")
+					case step == 's':
+						retry = start(w2, "t118")
+					default:
+						c.ended(empty, "ok")
+					}
+				}
+				time.Sleep(time.Second)
+				c.ended(long, "ok")
+				c.ended(retry, "fail")
+				c.finalLimits()
+				var got []string
+				for _, v := range c.violations {
+					if v.Invariant == InvConcurrency {
+						got = append(got, v.Detail)
+					}
+				}
+				if tc.over && len(got) == 0 {
+					t.Errorf("three handlers begun in one instant before any ended were not counted at once")
+				}
+				if !tc.over && len(got) != 0 {
+					t.Errorf("a slot handed on in one instant was counted as an overlap: %v", got)
+				}
+			})
+		})
+	}
+}
