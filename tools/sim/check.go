@@ -3137,7 +3137,14 @@ func (c *checker) allEnded(ctx context.Context, cl *leasecron.Client) bool {
 		switch st.State() {
 		case "succeeded", "dead", "cancelled":
 		case "unknown":
-			if !t.ambiguous {
+			// A task a cancel removed before it ran stays unknown: the
+			// quiet phase waits only for one finalTasks would call lost
+			// (seed 300002 waited 16 minutes for a row a bulk cancel had
+			// removed).
+			c.mu.Lock()
+			lost := c.lostIfUnknownLocked(t)
+			c.mu.Unlock()
+			if lost {
 				done = false
 			}
 		default:
@@ -3360,7 +3367,7 @@ func (c *checker) finalTasks() {
 				c.violate(InvAtLeastOnce, "%s was cancelled though nobody cancelled it and its parents did not fail (%s)", id, t.spec)
 			}
 		case "unknown":
-			if (!t.ambiguous || c.movedAlone(t)) && (t.cancelled.IsZero() && t.cancelTry.IsZero() || len(t.starts) == 0) && !c.bulkCancelled(t) {
+			if c.lostIfUnknownLocked(t) {
 				c.violate(InvAtLeastOnce, "%s is unknown at the end: lost (%s, scheduled at %s)", id, t.spec, c.at(t.returned))
 			}
 		case "waiting":
@@ -3399,6 +3406,13 @@ func (c *checker) finalTasks() {
 			}
 		}
 	}
+}
+
+// lostIfUnknownLocked reports whether t, unknown to status (no pending
+// task, no run record), was lost: it was written for sure (or moved on
+// its own), and neither a cancel nor a bulk cancel took it away.
+func (c *checker) lostIfUnknownLocked(t *ti) bool {
+	return (!t.ambiguous || c.movedAlone(t)) && (t.cancelled.IsZero() && t.cancelTry.IsZero() || len(t.starts) == 0) && !c.bulkCancelled(t)
 }
 
 // diedEarly reports whether t, dead, died before its attempts were used:
