@@ -3117,6 +3117,9 @@ func (c *checker) allEnded(ctx context.Context, cl *leasecron.Client) bool {
 	for _, id := range ids {
 		c.mu.Lock()
 		t := c.latestLocked(id)
+		if t != nil {
+			t = c.writtenLastLocked(id, t) // the one finalTasks judges
+		}
 		c.mu.Unlock()
 		if t == nil || t.spec.Recurrence != "" {
 			continue
@@ -3133,25 +3136,28 @@ func (c *checker) allEnded(ctx context.Context, cl *leasecron.Client) bool {
 		}
 		c.mu.Lock()
 		c.status[id] = st
-		c.mu.Unlock()
-		switch st.State() {
-		case "succeeded", "dead", "cancelled":
-		case "unknown":
-			// A task a cancel removed before it ran stays unknown: the
-			// quiet phase waits only for one finalTasks would call lost
-			// (seed 300002 waited 16 minutes for a row a bulk cancel had
-			// removed).
-			c.mu.Lock()
-			lost := c.lostIfUnknownLocked(t)
-			c.mu.Unlock()
-			if lost {
-				done = false
-			}
-		default:
+		if c.quietWaitsForLocked(t, st.State()) {
 			done = false
 		}
+		c.mu.Unlock()
 	}
 	return done
+}
+
+// quietWaitsForLocked reports whether the quiet phase goes on waiting
+// for t, whose status shows state: for one not ended, and for one
+// unknown that finalTasks would call lost. A task a cancel removed
+// before it ran stays unknown, and nothing after the active phase
+// brings it back (seed 300002 waited 16 virtual minutes for a row a bulk
+// cancel had removed).
+func (c *checker) quietWaitsForLocked(t *ti, state string) bool {
+	switch state {
+	case "succeeded", "dead", "cancelled":
+		return false
+	case "unknown":
+		return !t.shared && c.lostIfUnknownLocked(t)
+	}
+	return true
 }
 
 func ended(state string) bool { return state == "succeeded" || state == "dead" || state == "cancelled" }
@@ -3851,6 +3857,8 @@ func (c *checker) finalLimits() {
 				// Never recorded: it ran to the end, or its process was
 				// killed and it ended there, in the order of its start
 				// (before everything of a later instant).
+				// (A kill in the start's own instant ties the two edges;
+				// the stable sort keeps the start, appended first, first.)
 				end, seq = c.w.now(), math.MaxUint64
 				for _, n := range c.notes[ev.proc] {
 					if n.what == "killed" && !n.at.Before(ev.start) && n.at.Before(end) {

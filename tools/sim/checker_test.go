@@ -3257,3 +3257,46 @@ func TestASlotHandedOnInOneInstantIsNotAnOverlap(t *testing.T) {
 		})
 	}
 }
+
+// The quiet phase at the end of a run waits for a task until it has
+// ended, and for one unknown to status only while finalTasks would call
+// it lost: one a cancel removed before it ran stays unknown (seed 300002
+// waited 16 virtual minutes for a row a bulk cancel had removed), and so
+// may one whose schedule answered an error.
+func TestTheQuietPhaseWaitsOnlyForWhatCouldStillEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		task := func(id string, err error) *ti {
+			x := c.newTI(TaskSpec{ID: id, Type: "plain"}, nil, nil)
+			got := leasecron.Item{ID: id, Due: w.now()}
+			if err != nil {
+				got = leasecron.Item{}
+			}
+			c.scheduled(x, w.now(), got, err)
+			return x
+		}
+		plain, cancelled, maybe := task("t1", nil), task("t2", nil), task("t3", errors.New("schedule t3: context deadline exceeded"))
+		time.Sleep(time.Second)
+		cancelled.cancelled = w.now()
+		time.Sleep(time.Second)
+		for _, tc := range []struct {
+			t     *ti
+			state string
+			waits bool
+		}{
+			{plain, "queued", true},
+			{plain, "running", true},
+			{plain, "succeeded", false},
+			{plain, "dead", false},
+			{plain, "unknown", true},
+			{cancelled, "unknown", false},
+			{cancelled, "cancelled", false},
+			{maybe, "unknown", false},
+			{maybe, "queued", true},
+		} {
+			if got := c.quietWaitsForLocked(tc.t, tc.state); got != tc.waits {
+				t.Errorf("%s (%s) %s: the quiet phase waits %v, want %v", tc.t.id, tc.t.spec, tc.state, got, tc.waits)
+			}
+		}
+	})
+}
