@@ -34,9 +34,11 @@ type queue struct {
 type message struct {
 	id, text, receipt         string
 	inserted, expires, hidden time.Time
-	dequeues                  int64
-	seq                       uint64
-	at                        int // index in the heap
+	// hiddenFor is the visibility timeout hidden was last set with.
+	hiddenFor time.Duration
+	dequeues  int64
+	seq       uint64
+	at        int // index in the heap
 }
 
 type byVisible []*message
@@ -100,6 +102,24 @@ func (s *Server) QueueLen(name string) int {
 		return -1
 	}
 	return len(q.byID)
+}
+
+// HiddenLong returns the latest time a message of any queue that is
+// hidden at now, its visibility last set for span or longer (a pause
+// hold, a long backoff), becomes visible again, and whether there is
+// such a message.
+func (s *Server) HiddenLong(now time.Time, span time.Duration) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var last time.Time
+	for _, q := range s.queues {
+		for _, m := range q.byID {
+			if m.hidden.After(now) && m.expires.After(now) && m.hiddenFor >= span && m.hidden.After(last) {
+				last = m.hidden
+			}
+		}
+	}
+	return last, !last.IsZero()
 }
 
 func xmlEscape(s string) string {
@@ -411,7 +431,7 @@ func (s *Server) putMessage(r *request, name string) (*reply, error) {
 		return nil, errQueueNotFound()
 	}
 	now := r.now.Truncate(time.Second)
-	m := &message{id: idFrom(s.next()), text: text, receipt: token(s.next()), inserted: now, hidden: now.Add(time.Duration(vis) * time.Second), expires: never}
+	m := &message{id: idFrom(s.next()), text: text, receipt: token(s.next()), inserted: now, hidden: now.Add(time.Duration(vis) * time.Second), hiddenFor: time.Duration(vis) * time.Second, expires: never}
 	if ttl > 0 {
 		m.expires = now.Add(time.Duration(ttl) * time.Second)
 	}
@@ -441,7 +461,7 @@ func (s *Server) takeMessages(r *request, name string, n int, vis time.Duration,
 		if peek {
 			heap.Pop(&q.h) // out of the way of the next; pushed back below
 		} else {
-			m.hidden = now.Add(vis)
+			m.hidden, m.hiddenFor = now.Add(vis), vis
 			m.dequeues++
 			m.receipt = token(s.next())
 			heap.Fix(&q.h, m.at)
@@ -456,7 +476,7 @@ func (s *Server) takeMessages(r *request, name string, n int, vis time.Duration,
 	} else if len(taken) > 0 && s.dup != nil && s.dup(name) {
 		// At-least-once delivery: the first message stays visible.
 		m := taken[0]
-		m.hidden = now
+		m.hidden, m.hiddenFor = now, 0
 		heap.Fix(&q.h, m.at)
 	}
 	return messagesReply(http.StatusOK, out), nil
@@ -508,7 +528,7 @@ func (s *Server) messageOp(r *request, name, id string) (string, *reply, error) 
 			m.text = text
 		}
 		m.receipt = token(s.next())
-		m.hidden = r.now.Add(time.Duration(vis) * time.Second)
+		m.hidden, m.hiddenFor = r.now.Add(time.Duration(vis)*time.Second), time.Duration(vis)*time.Second
 		heap.Fix(&q.h, m.at)
 		rep := newReply(http.StatusNoContent)
 		rep.header.Set("X-Ms-Popreceipt", m.receipt)

@@ -125,3 +125,38 @@ func TestDuplicateDelivery(t *testing.T) {
 		t.Fatalf("asked for %v (never for an empty get)", asked)
 	}
 }
+
+// HiddenLong finds a message hidden by a visibility timeout of at least a
+// span (a pause hold) until it shows again, however little of the
+// timeout is left, and not one hidden for less, or no longer hidden.
+func TestHiddenLong(t *testing.T) {
+	srv, clk, sc := account(t, memstore.Options{})
+	ctx := ctxT(t)
+	qc := sc.Queue.NewQueueClient("work")
+	_, err := qc.Create(ctx, nil)
+	must(t, "create", err)
+	if _, ok := srv.HiddenLong(clk.Now(), time.Minute); ok {
+		t.Fatalf("an empty queue has a message hidden long")
+	}
+	_, err = qc.EnqueueMessage(ctx, "soon", &azqueue.EnqueueMessageOptions{VisibilityTimeout: to.Ptr(int32(30))})
+	must(t, "enqueue", err)
+	_, err = qc.EnqueueMessage(ctx, "now", nil)
+	must(t, "enqueue", err)
+	if _, ok := srv.HiddenLong(clk.Now(), time.Minute); ok {
+		t.Fatalf("a message hidden for 30 s counts as hidden for a minute or more")
+	}
+	got, err := qc.DequeueMessages(ctx, nil)
+	must(t, "dequeue", err)
+	held := got.Messages[0]
+	_, err = qc.UpdateMessage(ctx, *held.MessageID, *held.PopReceipt, "held", &azqueue.UpdateMessageOptions{VisibilityTimeout: to.Ptr(int32(600))})
+	must(t, "hold", err)
+	want := clk.Now().Add(10 * time.Minute)
+	clk.Advance(9*time.Minute + 50*time.Second)
+	if at, ok := srv.HiddenLong(clk.Now(), time.Minute); !ok || !at.Equal(want) {
+		t.Fatalf("10 s before a 10-minute hold ends: hidden long until %v, %v; want %v", at, ok, want)
+	}
+	clk.Advance(10 * time.Second)
+	if at, ok := srv.HiddenLong(clk.Now(), time.Minute); ok {
+		t.Fatalf("a hold that has ended is still hidden long, until %v", at)
+	}
+}

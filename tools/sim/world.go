@@ -359,6 +359,17 @@ func (w *World) worker(name string) *proc {
 // end with it); frozen workers thaw, stopped ones start again, paused
 // types resume, and the fleet runs until every task has ended or Settle
 // has passed.
+// pauseLag is how long the quiet phase lasts at least with pauses in the
+// plan and a worker gone down: a message it held until a pause's end less
+// than longHold away shows again within it.
+const pauseLag = longHold + 30*time.Second
+
+// longHold is the shortest visibility a message is hidden with that the
+// quiet phase waits out with pauses in the plan: longer than the
+// fleet's visibility timeouts, backoffs and early sends, as long as a
+// pause hold.
+const longHold = 2 * time.Minute
+
 func (w *World) settle() {
 	w.mu.Lock()
 	var down []string
@@ -390,19 +401,32 @@ func (w *World) settle() {
 	ctx := context.Background()
 	_ = c.client.Resume(ctx, TypePausable)
 	w.chk.resumedAll(w.now())
-	deadline := w.elapsed() + w.plan.Settle
-	// A paused message that a worker hid and then went down with comes
-	// back only when its hold ends (README: worker.pause_hold, 10 min),
-	// and an occurrence of a series is not waited for by allEnded (seed
-	// 1292): with pauses in the plan, the quiet phase lasts until then.
-	var held time.Duration
-	if slices.ContainsFunc(w.plan.Ops, func(o Op) bool { return o.Kind == OpPause }) && w.lastDown > 0 {
-		held = w.lastDown + queue.DefaultPauseHold + 30*time.Second
-		deadline = max(deadline, held)
+	quiet := w.elapsed()
+	deadline := quiet + w.plan.Settle
+	// A paused message that a worker hid and then went down with, or
+	// failed to show again when its type resumed, comes back only when
+	// its hold ends (README: worker.pause_hold, 10 min), and an
+	// occurrence of a series is not waited for by allEnded (seed 1292):
+	// with pauses in the plan, the quiet phase lasts while a message is
+	// hidden that long, and, with a worker gone down, at least pauseLag,
+	// in which a hold it made for less (until a pause's end) shows again.
+	paused := slices.ContainsFunc(w.plan.Ops, func(o Op) bool { return o.Kind == OpPause })
+	var least time.Duration
+	if paused && w.lastDown > 0 {
+		least = quiet + pauseLag
+		deadline = max(deadline, w.lastDown+queue.DefaultPauseHold+30*time.Second)
 	}
+	var shown time.Time // when the last message seen held long shows again
 	for w.elapsed() < deadline {
 		time.Sleep(20 * time.Second)
-		if w.elapsed() >= held && w.chk.allEnded(ctx, c.client) {
+		if at, ok := w.store.HiddenLong(w.now(), longHold); ok && paused {
+			shown = at
+		}
+		// The 30 s after it shows are for a worker to take it.
+		if w.elapsed() < least || w.now().Before(shown.Add(30*time.Second)) {
+			continue
+		}
+		if w.chk.allEnded(ctx, c.client) {
 			break
 		}
 	}
