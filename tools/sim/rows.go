@@ -307,7 +307,11 @@ func (c *checker) rowOf(t *ti) (string, string) {
 // rowDeleted records the answer to a delete of t's row by its writer,
 // issued then: found, it removed the row. An error, a not-found included
 // (the SDK's retry of a delete whose answer was lost finds the row
-// gone), may hide a delete that happened.
+// gone), may hide a delete that happened. A delete issued while the
+// row's insert was under way may be undone by it: the SDK retries an
+// insert whose answer was lost, and a retry after the delete writes the
+// row again (seed 146411: the insert answered 3 s after a delete that
+// found its row, and the task ran).
 func (c *checker) rowDeleted(t *ti, issued time.Time, found bool, err error) {
 	if t == nil {
 		return
@@ -322,7 +326,8 @@ func (c *checker) rowDeleted(t *ti, issued time.Time, found bool, err error) {
 			t.cancelTry = issued
 		}
 	}
-	if found && t.rowGone.IsZero() {
+	racing := t.returned.IsZero() || t.returned.After(issued)
+	if found && t.rowGone.IsZero() && !racing {
 		t.rowGone = c.w.now()
 	}
 }

@@ -22,23 +22,30 @@ import (
 // answered more than the early window before its due time (nothing can
 // have been sent or read for the move by then); nearer its due time the
 // delete races the move, and a start is not judged. A delete that found
-// no row promises nothing.
+// no row promises nothing, nor does one issued while the row's insert
+// was under way, which can write the row again (seed 146411).
 func TestADeletedRowsTaskNeverRuns(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		lead    time.Duration // from the delete's answer to the due time
 		found   bool
+		racing  bool // the insert answers after the delete
 		violate bool
 	}{
-		{"deleted long before its due time", 3 * time.Minute, true, true},
-		{"deleted within the early window", 30 * time.Second, true, false},
-		{"the row was gone already", 3 * time.Minute, false, false},
+		{"deleted long before its due time", 3 * time.Minute, true, false, true},
+		{"deleted within the early window", 30 * time.Second, true, false, false},
+		{"the row was gone already", 3 * time.Minute, false, false, false},
+		{"deleted while its insert was under way", 3 * time.Minute, true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				w, c := newTestChecker()
 				r := c.newTI(TaskSpec{ID: "r1", Type: TypePlain, Row: true}, nil, nil)
-				c.scheduled(r, w.now(), leasecron.Item{ID: "r1", Due: w.now().Add(tc.lead + time.Second)}, nil)
+				inserted := w.now()
+				item := leasecron.Item{ID: "r1", Due: w.now().Add(tc.lead + time.Second)}
+				if !tc.racing {
+					c.scheduled(r, inserted, item, nil)
+				}
 				time.Sleep(time.Second)
 				issued := w.now()
 				var err error
@@ -46,6 +53,9 @@ func TestADeletedRowsTaskNeverRuns(t *testing.T) {
 					err = leasecron.ErrNotFound
 				}
 				c.rowDeleted(c.cancelIssued("r1", issued), issued, tc.found, err)
+				if tc.racing {
+					c.scheduled(r, inserted, item, nil)
+				}
 				time.Sleep(tc.lead)
 				got := violationsOf(c, func() { c.checkStartLocked(r, okNow(w, r, "r1", r.due)) })
 				if (len(got) > 0) != tc.violate {
