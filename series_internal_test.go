@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/leasecron/leasecron/internal/memstore"
 	"github.com/leasecron/leasecron/internal/runs"
@@ -1333,5 +1335,64 @@ func TestBulkCancelActsOnlyOnTheTaskItListed(t *testing.T) {
 	}
 	if res, err := c.cancel(ctx, "w", only(listed)); err != nil || !res.Removed {
 		t.Fatalf("bulk cancel of a listed pending task: %+v, %v", res, err)
+	}
+}
+
+// A series written straight into the table by another language's client
+// (no id index) whose insert the SDK retried after the traffic cop had
+// moved the row on is two rows of one id: the retry wrote the moved row
+// again beside its successor (the next pass's move of it finds the
+// successor there and only deletes it). A cancel in between removes
+// every such row of the id, not the first its scan finds, so that the
+// successor does not run a minute later (issue 38, sweep seed 146736:
+// the cancel removed the older row, answered removed, and the next
+// occurrence ran from the other). A one-off row of the id, or a series
+// with an id index, is another task and stays.
+func TestCancelOfARawSeriesRemovesTheRowItsRetryForked(t *testing.T) {
+	ctx := context.Background()
+	ms := memstore.New(memstore.Options{})
+	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	if _, err := c.Schedule(ctx, Item{ID: "other", Type: "t", Due: now.Add(time.Hour)}, nil); err != nil {
+		t.Fatal(err) // (creates the table)
+	}
+	svc, err := aztables.NewServiceClientFromConnectionString(ms.ConnectionString(), &aztables.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: ms.Transport()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := svc.NewClient(schedule.DefaultTable)
+	put := func(id string, due time.Time, every string) {
+		t.Helper()
+		rk, err := schedule.RowKey(due, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ent := fmt.Sprintf(`{"PartitionKey":%q,"RowKey":%q,"Message":"","Type":"t","Recurrence":%q}`, c.sched.ShardOf(id), rk, every)
+		if _, err := tc.AddEntity(ctx, []byte(ent), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The retried insert's row, due a few seconds ago, and the successor
+	// the move wrote, due a minute after it.
+	put("tick", now.Add(-5*time.Second), "@every 1m")
+	put("tick", now.Add(55*time.Second), "@every 1m")
+	// Another task of an id with a row of its own beside a one-off.
+	put("once", now.Add(-5*time.Second), "@every 1m")
+	put("once", now.Add(time.Hour), "")
+	res, err := c.Cancel(ctx, "tick")
+	if err != nil || !res.Removed {
+		t.Fatalf("cancel: %+v, %v", res, err)
+	}
+	if st, err := c.Status(ctx, "tick"); !errors.Is(err, ErrNotFound) || st.Pending != nil {
+		t.Fatalf("after the cancel the series still has a row: %+v, %v", st.Pending, err)
+	}
+	if res, err := c.Cancel(ctx, "once"); err != nil || !res.Removed {
+		t.Fatalf("cancel once: %+v, %v", res, err)
+	}
+	if st, err := c.Status(ctx, "once"); err != nil || st.Pending == nil || st.Pending.Recurrence != "" {
+		t.Fatalf("the one-off row of an id whose series was cancelled: %+v, %v; want it pending", st.Pending, err)
 	}
 }

@@ -99,7 +99,7 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 		}
 		return res, nil
 	}
-	var occErr error
+	var occErr, forkErr error
 	if res.Removed && it.Recurrence != "" {
 		// The series is gone either way. Occurrences a mover pass that
 		// read the row before the delete may be moving are recorded
@@ -111,6 +111,11 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 		// occurrence's run failed, cancel answered success, and the
 		// occurrence ran a minute later).
 		c.stopMovingOccurrences(ctx, id, it)
+		var forks []Item
+		forks, forkErr = c.cancelForks(ctx, id, it, steps)
+		for _, fork := range forks {
+			c.stopMovingOccurrences(ctx, id, fork)
+		}
 		occErr = c.cancelMovedOccurrences(ctx, id, onlyType(only != nil, it))
 	}
 	// Record the run cancelled too: the row may have been moved while we
@@ -180,6 +185,9 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 			return res, fmt.Errorf("cancel %s: %w: the task is removed from the schedule, but its run record could not be marked cancelled, and if it was being moved to the queue as it was cancelled it may still run once; cancel it again (an answer of not found then means nothing was left to stop): %w", id, ErrIncomplete, rerr)
 		}
 		c.o.Logger.Warn("run record not marked cancelled", "task_id", id, "err", rerr)
+	}
+	if forkErr != nil {
+		return res, fmt.Errorf("cancel %s: %w: the series is cancelled, but another row of it written without an id index (an insert retried after the traffic cop moved it) could not be removed and may run: cancel it again: %w", id, ErrIncomplete, forkErr)
 	}
 	if occErr != nil {
 		return res, fmt.Errorf("cancel %s: %w: the series is cancelled, but an occurrence already moved to the queue may still run once (`leasecron runs --series %s --state queued`, or `--state snoozed`, lists it; cancel it by its id): %w", id, ErrIncomplete, id, occErr)
@@ -292,6 +300,51 @@ func (c *Client) stopOccurrences(ctx context.Context, series, typ string, dues [
 // stopMovingOccurrences stops the occurrences a mover pass may be moving
 // of the series it, whose row a cancel has just removed
 // (schedule.MovingOccurrences, stopOccurrences).
+// maxForks bounds how many more rows of a series written without an id
+// index one cancel removes (cancelForks).
+const maxForks = 4
+
+// errNotFork refuses, in cancelForks, a row of the id that is not a
+// series written without an id index.
+var errNotFork = errors.New("not another row of the series")
+
+// cancelForks removes the other rows of it, a series written without an
+// id index (another language's client, straight into the table) that a
+// cancel removed, and returns them. Such a writer's insert retried by its
+// SDK after the traffic cop had moved the row on writes the moved row
+// again beside its successor, and the cancel's scan finds one of the two:
+// left, the other runs its next occurrence (issue 38, sweep seed 146736).
+// Only unindexed series rows of the id are removed, as steps allow. The
+// error is a storage failure that left such a row, which may run.
+func (c *Client) cancelForks(ctx context.Context, id string, it Item, steps schedule.CancelSteps) ([]Item, error) {
+	if it.Indexed {
+		return nil, nil
+	}
+	more := steps
+	more.Check = func(row Item) error {
+		if row.Indexed || row.Recurrence == "" {
+			return errNotFork
+		}
+		if steps.Check != nil {
+			return steps.Check(row)
+		}
+		return nil
+	}
+	var forks []Item
+	for range maxForks {
+		fork, _, err := c.sched.CancelReport(ctx, id, more)
+		switch {
+		case errors.Is(err, ErrNotFound) || errors.Is(err, errNotFork):
+			return forks, nil
+		case err != nil:
+			return forks, err
+		}
+		c.tellLateWaiters(ctx, fork)
+		forks = append(forks, fork)
+	}
+	return forks, nil
+}
+
 func (c *Client) stopMovingOccurrences(ctx context.Context, series string, it Item) {
 	dues, err := schedule.MovingOccurrences(it, c.o.Clock.Now(), c.moving())
 	if err != nil {
