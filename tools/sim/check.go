@@ -2785,18 +2785,20 @@ func (c *checker) lateWriteLocked(t *ti, due time.Time) bool {
 }
 
 // writtenAfterCancelLocked reports whether t's own schedule wrote its
-// row again after a cancel that answered before the schedule did had
-// removed it (README, delivery guarantees: the schedule's write committed
-// with its answer lost, the cancel removed the row, and the SDK's retry,
+// row again after a cancel sent before the schedule answered had removed
+// it (README, delivery guarantees: the schedule's write committed with
+// its answer lost, the cancel removed the row, and the SDK's retry,
 // meeting no row, wrote it again; seed 88325: `cancel t222` answered
 // removed=true 0.5 s before `schedule t222 --after-any t221` answered
-// success, and t222 ran). A row of the id removed while the cancel was
-// under way, and one written after that removal and no later than the
-// schedule's answer: nothing else writes a row of an id that has none
-// (a release or a change rewrites a row it found; another scheduling of
-// the id runs as itself).
+// success, and t222 ran; seed 146736: a raw series row's insert retried
+// during a cancel answered 1.4 s before the cancel did, and the series
+// ran on). A row of the id removed while the cancel was under way, and
+// one written after that removal and no later than the schedule's
+// answer: nothing else writes a row of an id that has none (a release or
+// a change rewrites a row it found; another scheduling of the id runs as
+// itself).
 func (c *checker) writtenAfterCancelLocked(t *ti) bool {
-	if t.cancelled.IsZero() || !t.accepted && !t.ambiguous || t.returned.Before(t.cancelled) {
+	if t.cancelled.IsZero() || !t.accepted && !t.ambiguous || t.returned.Before(t.cancelIssued()) {
 		return false
 	}
 	from := t.cancelIssued()
