@@ -93,7 +93,10 @@ var (
 	// Cancel returns it when a series is cancelled but an occurrence
 	// already moved to the queue could not be marked; there a repeat of
 	// the series' cancel finds it gone, so cancel the occurrence by its id
-	// (the error names how to list it). It returns it too when a one-off
+	// (the error names how to list it), or when another row of a series
+	// written without an id index (an insert an SDK retried after the
+	// traffic cop moved the row) could not be removed: a repeat removes
+	// it. It returns it too when a one-off
 	// task's row is removed but its run record could not be marked
 	// cancelled: the task may have been on its way to the queue, and may
 	// run once unless a repeat of the cancel marks it. ScheduleMany

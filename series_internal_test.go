@@ -1347,11 +1347,17 @@ func TestBulkCancelActsOnlyOnTheTaskItListed(t *testing.T) {
 // successor does not run a minute later (issue 38, sweep seed 146736:
 // the cancel removed the older row, answered removed, and the next
 // occurrence ran from the other). A one-off row of the id, or a series
-// with an id index, is another task and stays.
+// with an id index, is another task and stays. With run records off too.
 func TestCancelOfARawSeriesRemovesTheRowItsRetryForked(t *testing.T) {
+	for _, noRuns := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noRuns=%v", noRuns), func(t *testing.T) { cancelOfARawSeriesRemovesTheRowItsRetryForked(t, noRuns) })
+	}
+}
+
+func cancelOfARawSeriesRemovesTheRowItsRetryForked(t *testing.T, noRuns bool) {
 	ctx := context.Background()
 	ms := memstore.New(memstore.Options{})
-	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()}})
+	c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()}, NoRuns: noRuns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,13 +93,21 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 	case !errors.Is(err, ErrNotFound):
 		return res, err
 	}
+	var forks []Item
+	var forkErr error
+	if res.Removed && it.Recurrence != "" {
+		forks, forkErr = c.cancelForks(ctx, id, it, steps)
+		if forkErr != nil {
+			forkErr = fmt.Errorf("cancel %s: %w: the series is cancelled, but another row of it written without an id index (an insert retried after the traffic cop moved it) could not be removed and may run: cancel it again: %w", id, ErrIncomplete, forkErr)
+		}
+	}
 	if c.runs == nil {
 		if !res.Removed {
 			return res, fmt.Errorf("%w: no pending task %q (run records are off, so a task already moved to the queue cannot be cancelled)", ErrNotFound, id)
 		}
-		return res, nil
+		return res, forkErr
 	}
-	var occErr, forkErr error
+	var occErr error
 	if res.Removed && it.Recurrence != "" {
 		// The series is gone either way. Occurrences a mover pass that
 		// read the row before the delete may be moving are recorded
@@ -111,8 +119,6 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 		// occurrence's run failed, cancel answered success, and the
 		// occurrence ran a minute later).
 		c.stopMovingOccurrences(ctx, id, it)
-		var forks []Item
-		forks, forkErr = c.cancelForks(ctx, id, it, steps)
 		for _, fork := range forks {
 			c.stopMovingOccurrences(ctx, id, fork)
 		}
@@ -186,11 +192,11 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 		}
 		c.o.Logger.Warn("run record not marked cancelled", "task_id", id, "err", rerr)
 	}
-	if forkErr != nil {
-		return res, fmt.Errorf("cancel %s: %w: the series is cancelled, but another row of it written without an id index (an insert retried after the traffic cop moved it) could not be removed and may run: cancel it again: %w", id, ErrIncomplete, forkErr)
-	}
 	if occErr != nil {
-		return res, fmt.Errorf("cancel %s: %w: the series is cancelled, but an occurrence already moved to the queue may still run once (`leasecron runs --series %s --state queued`, or `--state snoozed`, lists it; cancel it by its id): %w", id, ErrIncomplete, id, occErr)
+		occErr = fmt.Errorf("cancel %s: %w: the series is cancelled, but an occurrence already moved to the queue may still run once (`leasecron runs --series %s --state queued`, or `--state snoozed`, lists it; cancel it by its id): %w", id, ErrIncomplete, id, occErr)
+	}
+	if err := errors.Join(forkErr, occErr); err != nil {
+		return res, err
 	}
 	return res, nil
 }
@@ -297,9 +303,6 @@ func (c *Client) stopOccurrences(ctx context.Context, series, typ string, dues [
 	}
 }
 
-// stopMovingOccurrences stops the occurrences a mover pass may be moving
-// of the series it, whose row a cancel has just removed
-// (schedule.MovingOccurrences, stopOccurrences).
 // maxForks bounds how many more rows of a series written without an id
 // index one cancel removes (cancelForks).
 const maxForks = 4
@@ -314,8 +317,11 @@ var errNotFork = errors.New("not another row of the series")
 // SDK after the traffic cop had moved the row on writes the moved row
 // again beside its successor, and the cancel's scan finds one of the two:
 // left, the other runs its next occurrence (issue 38, sweep seed 146736).
-// Only unindexed series rows of the id are removed, as steps allow. The
-// error is a storage failure that left such a row, which may run.
+// Only unindexed series rows of the id are removed, as steps allow: the
+// look stops at the first row of the id that is not one (a one-off
+// row, an indexed task, a row a bulk operation's filter does not select)
+// or that its scan does not reach within Options.ScanLimit. The error is
+// a storage failure that left such a row, which may run.
 func (c *Client) cancelForks(ctx context.Context, id string, it Item, steps schedule.CancelSteps) ([]Item, error) {
 	if it.Indexed {
 		return nil, nil
@@ -334,7 +340,7 @@ func (c *Client) cancelForks(ctx context.Context, id string, it Item, steps sche
 	for range maxForks {
 		fork, _, err := c.sched.CancelReport(ctx, id, more)
 		switch {
-		case errors.Is(err, ErrNotFound) || errors.Is(err, errNotFork):
+		case errors.Is(err, ErrNotFound) || errors.Is(err, errNotFork) || errors.Is(err, errNotSelected):
 			return forks, nil
 		case err != nil:
 			return forks, err
@@ -345,6 +351,9 @@ func (c *Client) cancelForks(ctx context.Context, id string, it Item, steps sche
 	return forks, nil
 }
 
+// stopMovingOccurrences stops the occurrences a mover pass may be moving
+// of the series it, whose row a cancel has just removed
+// (schedule.MovingOccurrences, stopOccurrences).
 func (c *Client) stopMovingOccurrences(ctx context.Context, series string, it Item) {
 	dues, err := schedule.MovingOccurrences(it, c.o.Clock.Now(), c.moving())
 	if err != nil {
