@@ -89,7 +89,9 @@ var (
 	// (a storage error, wrapped beside it); the call is safe to repeat and
 	// a repeat finishes the job. Disable returns it when the series is
 	// disabled but occurrences already moved to the queue could not all be
-	// stopped: until a repeat succeeds, one of them may still run once.
+	// stopped (until a repeat succeeds, one of them may still run once), or
+	// another row of a series written without an id index could not be
+	// removed.
 	// Cancel returns it when a series is cancelled but an occurrence
 	// already moved to the queue could not be marked; there a repeat of
 	// the series' cancel finds it gone, so cancel the occurrence by its id

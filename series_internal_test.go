@@ -1346,8 +1346,9 @@ func TestBulkCancelActsOnlyOnTheTaskItListed(t *testing.T) {
 // every such row of the id, not the first its scan finds, so that the
 // successor does not run a minute later (issue 38, sweep seed 146736:
 // the cancel removed the older row, answered removed, and the next
-// occurrence ran from the other). A one-off row of the id, or a series
-// with an id index, is another task and stays. With run records off too.
+// occurrence ran from the other). A disable leaves it one row, disabled.
+// A one-off row of the id, or a series with an id index, is another task
+// and stays. With run records off too.
 func TestCancelOfARawSeriesRemovesTheRowItsRetryForked(t *testing.T) {
 	for _, noRuns := range []bool{false, true} {
 		t.Run(fmt.Sprintf("noRuns=%v", noRuns), func(t *testing.T) { cancelOfARawSeriesRemovesTheRowItsRetryForked(t, noRuns) })
@@ -1388,6 +1389,22 @@ func cancelOfARawSeriesRemovesTheRowItsRetryForked(t *testing.T, noRuns bool) {
 	// Another task of an id with a row of its own beside a one-off.
 	put("once", now.Add(-5*time.Second), "@every 1m")
 	put("once", now.Add(time.Hour), "")
+	// Another such series, disabled while it is two rows: it stays one
+	// row, disabled.
+	put("tock", now.Add(-5*time.Second), "@every 1m")
+	put("tock", now.Add(55*time.Second), "@every 1m")
+	if _, err := c.Disable(ctx, "tock"); err != nil {
+		t.Fatalf("disable: %v", err)
+	}
+	if st, err := c.Status(ctx, "tock"); err != nil || st.Pending == nil || st.Pending.Disabled.IsZero() {
+		t.Fatalf("after the disable the series has a row not disabled: %+v, %v", st.Pending, err)
+	}
+	if res, err := c.Cancel(ctx, "tock"); err != nil || !res.Removed {
+		t.Fatalf("cancel tock: %+v, %v", res, err)
+	}
+	if st, err := c.Status(ctx, "tock"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after the cancel of the disabled series it still has a row: %+v, %v", st.Pending, err)
+	}
 	res, err := c.Cancel(ctx, "tick")
 	if err != nil || !res.Removed {
 		t.Fatalf("cancel: %+v, %v", res, err)

@@ -96,7 +96,7 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 	var forks []Item
 	var forkErr error
 	if res.Removed && it.Recurrence != "" {
-		forks, forkErr = c.cancelForks(ctx, id, it, steps)
+		forks, forkErr = c.cancelForks(ctx, id, it, steps, false)
 		if forkErr != nil {
 			forkErr = fmt.Errorf("cancel %s: %w: the series is cancelled, but another row of it written without an id index (an insert retried after the traffic cop moved it) could not be removed and may run: cancel it again: %w", id, ErrIncomplete, forkErr)
 		}
@@ -262,8 +262,21 @@ func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
 // filter still selects at the moment of the write, not on whatever the
 // id holds by then.
 func (c *Client) disable(ctx context.Context, id string, check func(Item) error) (Item, error) {
+	// Another row of a series written without an id index (row 241):
+	// removed, the series left whole in the row disabled.
+	forksOf := func(it Item) ([]Item, error) {
+		forks, err := c.cancelForks(ctx, id, it, schedule.CancelSteps{Check: check}, true)
+		if err != nil {
+			err = fmt.Errorf("disable %s: %w: the series is disabled, but another row of it written without an id index (an insert retried after the traffic cop moved it) could not be removed and may run: disable it again: %w", id, ErrIncomplete, err)
+		}
+		return forks, err
+	}
 	if c.runs == nil {
 		it, _, err := c.sched.DisableMovingIf(ctx, id, 0, check)
+		if err != nil {
+			return it, err
+		}
+		_, err = forksOf(it)
 		return it, err
 	}
 	it, stopped, err := c.sched.DisableMovingIf(ctx, id, c.moving(), check)
@@ -275,6 +288,13 @@ func (c *Client) disable(ctx context.Context, id string, check func(Item) error)
 	// (Not reported as ErrIncomplete: a disable tried again finds the
 	// series disabled already and stops nothing more this way.)
 	c.stopOccurrences(ctx, id, it.Type, stopped)
+	forks, forkErr := forksOf(it)
+	for _, fork := range forks {
+		c.stopMovingOccurrences(ctx, id, fork)
+	}
+	if forkErr != nil {
+		return it, forkErr
+	}
 	// The series is disabled; an occurrence already in the queue may not
 	// be: a disable tried again finishes the job, finding it moved (issue
 	// 38, seed 1235: the lookup failed, disable answered success, and the
@@ -322,13 +342,17 @@ var errNotFork = errors.New("not another row of the series")
 // row, an indexed task, a row a bulk operation's filter does not select)
 // or that its scan does not reach within Options.ScanLimit. The error is
 // a storage failure that left such a row, which may run.
-func (c *Client) cancelForks(ctx context.Context, id string, it Item, steps schedule.CancelSteps) ([]Item, error) {
-	if it.Indexed {
+//
+// A disable removes those not disabled (keepDisabled): the row it
+// disabled is re-keyed to the end of time, so its scans meet the others
+// first, and the series stays whole in that row.
+func (c *Client) cancelForks(ctx context.Context, id string, it Item, steps schedule.CancelSteps, keepDisabled bool) ([]Item, error) {
+	if it.Indexed || it.Recurrence == "" {
 		return nil, nil
 	}
 	more := steps
 	more.Check = func(row Item) error {
-		if row.Indexed || row.Recurrence == "" {
+		if row.Indexed || row.Recurrence == "" || keepDisabled && !row.Disabled.IsZero() {
 			return errNotFork
 		}
 		if steps.Check != nil {
