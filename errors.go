@@ -91,7 +91,8 @@ var (
 	// disabled but occurrences already moved to the queue could not all be
 	// stopped (until a repeat succeeds, one of them may still run once), or
 	// another row of a series written without an id index could not be
-	// removed.
+	// removed (a repeat of the disable cannot reach it: the error says to
+	// cancel the series).
 	// Cancel returns it when a series is cancelled but an occurrence
 	// already moved to the queue could not be marked; there a repeat of
 	// the series' cancel finds it gone, so cancel the occurrence by its id

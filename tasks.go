@@ -97,7 +97,10 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 	var forkErr error
 	if res.Removed && it.Recurrence != "" {
 		forks, forkErr = c.cancelForks(ctx, id, it, steps, false)
-		if forkErr != nil {
+		switch {
+		case errors.Is(forkErr, ErrAlreadySent):
+			forkErr = fmt.Errorf("cancel %s: the series is cancelled, but another row of it written without an id index (an insert retried after the traffic cop moved it) was sent early and, with run records off, cannot be removed: it runs on: %w", id, forkErr)
+		case forkErr != nil:
 			forkErr = fmt.Errorf("cancel %s: %w: the series is cancelled, but another row of it written without an id index (an insert retried after the traffic cop moved it) could not be removed and may run: cancel it again: %w", id, ErrIncomplete, forkErr)
 		}
 	}
@@ -252,7 +255,9 @@ func (c *Client) Reschedule(ctx context.Context, id string, due time.Time) (Item
 // sent early are skipped by the workers (with run records on; without
 // them Disable refuses with ErrAlreadySent). An error wrapping
 // ErrIncomplete means the series is disabled but a storage error kept an
-// occurrence already in the queue from being stopped: disable it again.
+// occurrence already in the queue from being stopped (disable it again),
+// or kept another row of a series written without an id index from
+// being removed (the error says to cancel the series).
 func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
 	return c.disable(ctx, id, nil)
 }
@@ -264,10 +269,16 @@ func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
 func (c *Client) disable(ctx context.Context, id string, check func(Item) error) (Item, error) {
 	// Another row of a series written without an id index (row 241):
 	// removed, the series left whole in the row disabled.
+	// A repeat of the disable cannot finish that job (it would meet the
+	// live row first and fail to re-key it onto the disabled one), so a
+	// failure says to cancel.
 	forksOf := func(it Item) ([]Item, error) {
 		forks, err := c.cancelForks(ctx, id, it, schedule.CancelSteps{Check: check}, true)
-		if err != nil {
-			err = fmt.Errorf("disable %s: %w: the series is disabled, but another row of it written without an id index (an insert retried after the traffic cop moved it) could not be removed and may run: disable it again: %w", id, ErrIncomplete, err)
+		switch {
+		case errors.Is(err, ErrAlreadySent):
+			err = fmt.Errorf("disable %s: the series is disabled, but another row of it written without an id index (an insert retried after the traffic cop moved it) was sent early and, with run records off, cannot be removed: it runs on; cancel the series to stop it: %w", id, err)
+		case err != nil:
+			err = fmt.Errorf("disable %s: %w: the series is disabled, but another row of it written without an id index (an insert retried after the traffic cop moved it) could not be removed and may run; a repeat of the disable cannot reach it: cancel the series to stop it: %w", id, ErrIncomplete, err)
 		}
 		return forks, err
 	}
@@ -292,17 +303,14 @@ func (c *Client) disable(ctx context.Context, id string, check func(Item) error)
 	for _, fork := range forks {
 		c.stopMovingOccurrences(ctx, id, fork)
 	}
-	if forkErr != nil {
-		return it, forkErr
-	}
 	// The series is disabled; an occurrence already in the queue may not
 	// be: a disable tried again finishes the job, finding it moved (issue
 	// 38, seed 1235: the lookup failed, disable answered success, and the
 	// occurrence ran 10 s later).
 	if err := c.cancelMovedOccurrences(ctx, id, onlyType(check != nil, it)); err != nil {
-		return it, fmt.Errorf("disable %s: %w: the series is disabled, but occurrences already moved to the queue may still run once; disable it again: %w", id, ErrIncomplete, err)
+		return it, errors.Join(forkErr, fmt.Errorf("disable %s: %w: the series is disabled, but occurrences already moved to the queue may still run once; disable it again: %w", id, ErrIncomplete, err))
 	}
-	return it, nil
+	return it, forkErr
 }
 
 // stopOccurrences records the runs of the occurrences of series due at
