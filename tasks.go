@@ -268,10 +268,10 @@ func (c *Client) Disable(ctx context.Context, id string) (Item, error) {
 // id holds by then.
 func (c *Client) disable(ctx context.Context, id string, check func(Item) error) (Item, error) {
 	// Another row of a series written without an id index (row 241):
-	// removed, the series left whole in the row disabled.
-	// A repeat of the disable cannot finish that job (it would meet the
-	// live row first and fail to re-key it onto the disabled one), so a
-	// failure says to cancel.
+	// removed, the series left whole in the row disabled. A repeat of the
+	// disable cannot finish that job (it would meet the live row first and
+	// fail to re-key it onto the disabled one), so a failure says to
+	// cancel.
 	forksOf := func(it Item) ([]Item, error) {
 		forks, err := c.cancelForks(ctx, id, it, schedule.CancelSteps{Check: check}, true)
 		switch {

@@ -431,7 +431,8 @@ func (s *Server) putMessage(r *request, name string) (*reply, error) {
 		return nil, errQueueNotFound()
 	}
 	now := r.now.Truncate(time.Second)
-	m := &message{id: idFrom(s.next()), text: text, receipt: token(s.next()), inserted: now, hidden: now.Add(time.Duration(vis) * time.Second), hiddenFor: time.Duration(vis) * time.Second, expires: never}
+	hide := time.Duration(vis) * time.Second
+	m := &message{id: idFrom(s.next()), text: text, receipt: token(s.next()), inserted: now, hidden: now.Add(hide), hiddenFor: hide, expires: never}
 	if ttl > 0 {
 		m.expires = now.Add(time.Duration(ttl) * time.Second)
 	}
@@ -528,7 +529,8 @@ func (s *Server) messageOp(r *request, name, id string) (string, *reply, error) 
 			m.text = text
 		}
 		m.receipt = token(s.next())
-		m.hidden, m.hiddenFor = r.now.Add(time.Duration(vis)*time.Second), time.Duration(vis)*time.Second
+		hide := time.Duration(vis) * time.Second
+		m.hidden, m.hiddenFor = r.now.Add(hide), hide
 		heap.Fix(&q.h, m.at)
 		rep := newReply(http.StatusNoContent)
 		rep.header.Set("X-Ms-Popreceipt", m.receipt)

@@ -355,10 +355,6 @@ func (w *World) worker(name string) *proc {
 	return p
 }
 
-// settle ends the active phase: faults have stopped (the plan's windows
-// end with it); frozen workers thaw, stopped ones start again, paused
-// types resume, and the fleet runs until every task has ended or Settle
-// has passed.
 // pauseLag is how long the quiet phase lasts at least with pauses in the
 // plan and a worker gone down: a message it held until a pause's end less
 // than longHold away shows again within it.
@@ -370,6 +366,10 @@ const pauseLag = longHold + 30*time.Second
 // pause hold.
 const longHold = 2 * time.Minute
 
+// settle ends the active phase: faults have stopped (the plan's windows
+// end with it); frozen workers thaw, stopped ones start again, paused
+// types resume, and the fleet runs until every task has ended or Settle
+// has passed.
 func (w *World) settle() {
 	w.mu.Lock()
 	var down []string
