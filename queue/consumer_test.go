@@ -3020,6 +3020,24 @@ func TestADuplicateOfASucceededRunDeletesItsPayload(t *testing.T) {
 	}
 }
 
+// A message back with its run's success in it (carryEnd: the success was
+// recorded but its dependents were not told), whose deletion commits with
+// its answer lost, still deletes the payload blob (row 243).
+func TestACarriedSuccessWhoseAckWasLostDeletesItsPayload(t *testing.T) {
+	pl := &payloads{blobs: map[string][]byte{"c/one": []byte("big one")}}
+	h := newHarness(t, ConsumerOptions{Payloads: pl})
+	h.c.work = &failOnce{MessageQueue: h.work, gone: 1}
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { t.Error("handler ran"); return nil })
+	h.enqueue(Envelope{ID: "one", Type: "t", PayloadBlob: "c/one", Ended: leasecrontype.RunSucceeded})
+	h.start()
+	h.expect(OutcomeDuplicate)
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if _, kept := pl.blobs["c/one"]; kept || len(h.work.all()) != 0 {
+		t.Fatalf("blob kept %v, %d messages left; want the blob deleted and no message", kept, len(h.work.all()))
+	}
+}
+
 // A success recorded and told deletes the payload blob even when the
 // message's deletion answers "gone" (it committed, its answer lost):
 // nothing comes back to delete the blob later (row 196).

@@ -1091,7 +1091,10 @@ func (c *Consumer) tellAgain(hctx context.Context, d *delivery) {
 		c.deferMsg(hctx, d, c.deferDelay(d), "its end is still to be told")
 		return
 	}
-	if c.ack(hctx, d) {
+	// A succeeded run's blob goes whether or not the message's deletion
+	// answered (row 196): one whose answer was lost finds the message
+	// gone, and nothing comes back to delete the blob (row 243).
+	if c.ack(hctx, d) || d.env.Ended == leasecrontype.RunSucceeded {
 		c.deletePayload(hctx, d)
 	}
 	c.settle(d, OutcomeDuplicate)
