@@ -2765,6 +2765,36 @@ func (c *checker) racedMoveLocked(t *ti, due time.Time) bool {
 	})
 }
 
+// racedVersionsLocked counts t's versions other than its current one that
+// may have run beside it (README, early enqueue and failover: a change
+// that races with the move itself may still let the old version run
+// once; or the schedule's own write landing again after a change) and
+// had no attempt begun when the change that moved it was issued (one
+// begun must be refused, exit 3: row 113). Each such version has a first
+// attempt and a retry budget of its own (seed 150664: a reschedule 1.1 s
+// after a raw row's insert raced the move; the old version failed its
+// three attempts and the new one three more).
+func (c *checker) racedVersionsLocked(t *ti) int {
+	if t.spec.Recurrence != "" {
+		return 0
+	}
+	var dues []time.Time
+	for _, s := range t.starts {
+		due := s.due
+		if sameDue(due, t.due) || slices.ContainsFunc(dues, func(d time.Time) bool { return sameDue(d, due) }) ||
+			!c.racedMoveLocked(t, due) && !c.lateWriteLocked(t, due) {
+			continue
+		}
+		if slices.ContainsFunc(t.retimes, func(r retime) bool {
+			return (r.from.IsZero() || sameDue(r.from, due)) &&
+				!slices.ContainsFunc(t.starts, func(o *runEv) bool { return sameDue(o.due, due) && o.start.Before(r.issued) })
+		}) {
+			dues = append(dues, due)
+		}
+	}
+	return len(dues)
+}
+
 // lateWriteLocked reports whether t's version due at due is the one its
 // own schedule wrote, written again after a reschedule (or run-now) had
 // changed it (README, delivery guarantees: the SDK's retry of a write
@@ -3463,13 +3493,14 @@ func (t *ti) fails() int {
 // short or whose run record's requests failed (an end not recorded, its
 // message met again), which may be counted again, attempts made again
 // by another worker after their first worker's claim lapsed (remadeFails),
-// and dead letters requeued, which start over.
+// dead letters requeued, which start over, and a version that raced a
+// change of it, which has attempts of its own (racedVersionsLocked).
 func (c *checker) retryBudget() {
 	for _, t := range c.tis {
 		if t.spec.Recurrence != "" || t.ambiguous || c.runsTroubled(t) || c.requeuedAny(t) {
 			continue
 		}
-		if fails, n := t.fails()-c.remadeFails(t), t.maxAttempts(); fails > n {
+		if fails, n := t.fails()-c.remadeFails(t), t.maxAttempts()*(1+c.racedVersionsLocked(t)); fails > n {
 			c.violate(InvAtLeastOnce, "%s (scheduling %d) failed %d attempts, more than the %d it is allowed (%s)", t.id, t.inc, fails, n, t.spec)
 		}
 	}
@@ -4109,7 +4140,7 @@ func (c *checker) finalBulk() {
 			}
 			firsts++
 		}
-		allowed := 1 + len(t.requeued)
+		allowed := 1 + len(t.requeued) + c.racedVersionsLocked(t)
 		for _, m := range t.requeueMaybe {
 			// A requeue that may have sent it explains a first attempt
 			// after it.

@@ -1187,6 +1187,43 @@ func TestARequeueThatErredAfterSendingExplainsARunBeforeItsAnswer(t *testing.T) 
 	})
 }
 
+// A version of a task that raced a reschedule of it (the change answered
+// while a mover pass had read the due row: README, early enqueue) may run
+// beside the new one, each with attempts and a first attempt of its own
+// (seed 150664); one whose first attempt had begun before the change was
+// issued must have been refused (row 113), so it gets no such allowance.
+func TestAVersionThatRacedARescheduleHasAttemptsOfItsOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		fail := func(x *ti, due time.Time, n int) {
+			x.starts = append(x.starts, &runEv{ti: x, runID: x.id, due: due, attempt: n, proc: &proc{w: w, name: "w1"}, start: w.now(), end: w.now(), outcome: "fail"})
+		}
+		for _, id := range []string{"raced", "begun"} {
+			x := c.newTI(TaskSpec{ID: id, Type: "limited", MaxAttempts: 3, Behaviour: Behaviour{Fail: -1}, Row: true}, nil, nil)
+			old := w.now()
+			c.scheduled(x, old, leasecron.Item{ID: id, Due: old}, nil)
+			time.Sleep(time.Second)
+			if id == "begun" {
+				fail(x, old, 1)
+				time.Sleep(100 * time.Millisecond)
+			}
+			issued := w.now()
+			c.retimed(id, issued, leasecron.Item{ID: id, Due: issued.Add(2 * time.Minute)}, nil)
+			for n := len(x.starts) + 1; n <= 3; n++ {
+				time.Sleep(5 * time.Second)
+				fail(x, old, n)
+			}
+			time.Sleep(2 * time.Minute)
+			for n := 1; n <= 3; n++ {
+				time.Sleep(5 * time.Second)
+				fail(x, x.due, n)
+			}
+		}
+		wantOnly(t, violationsOf(c, c.finalBulk), "begun (always failing) made 2 first attempts", "begun's alone")
+		wantOnly(t, violationsOf(c, c.retryBudget), "begun (scheduling", "begun's alone")
+	})
+}
+
 // A schedule is refused as already scheduled only while its id is
 // pending: a row of the id stood during the call, or another scheduling
 // of it was under way.
