@@ -145,16 +145,27 @@ func (r *runLayout) tell(m shard.Map) {
 const maxRunParts = 64
 
 // runPartsFor is how many partitions the run records of a fleet with
-// queues work queues are spread over from the start: four per queue
-// (at least runs.Buckets, at most maxRunParts). A task costs about 10
-// entity operations in the run records against about 2.5 message
-// requests in its queue (docs/BENCHMARKS.md, section 13), and Azure
-// gives a partition and a queue the same target (about 2,000 a second),
-// so at four partitions a queue the records and the queues reach their
-// targets at about the same load, instead of the records at a quarter
-// of it.
+// queues work queues are spread over from the start: runs.Buckets (four)
+// with one queue, eight per queue with more (at most maxRunParts). A
+// task costs about 10 entity operations in the run records against
+// about 2.2 message requests in its queue (docs/BENCHMARKS.md, section
+// 13), and Azure gives a partition and a queue the same target (about
+// 2,000 a second): at four partitions a queue the records reached their
+// targets a little before the queues, and the bursts of a partition's
+// grouped claims and finishes were refused first; at eight a partition
+// carries about 1.25 operations a task against its queue's 2.2, so the
+// queues bind first. One queue keeps four, so that a page of run
+// history stays within five requests: its records then carry about 800
+// tasks a second against the queue's 900, and a fleet that needs more
+// grows its queues. Past eight queues the cap holds W at 64, where the
+// account's request target (about 20,000 a second, 4,000 tasks at 5
+// requests each) binds before the records do (4,000 × 10 ÷ 64 ≈ 625 a
+// second a partition).
 func runPartsFor(queues int) int {
-	return min(max(runs.Buckets, 4*queues), maxRunParts)
+	if queues <= 1 {
+		return runs.Buckets
+	}
+	return min(8*queues, maxRunParts)
 }
 
 // size records, before the run-records table is created, how many

@@ -129,15 +129,16 @@ func TestRunLayoutRefusesToGuess(t *testing.T) {
 }
 
 // TestRunLayoutSize: the count is sized for the process's queues when the
-// run-records table does not exist yet, the default when it does, and a
-// count already recorded is kept.
+// run-records table does not exist yet (four with one queue, eight a
+// queue with more, at most 64), the default when it does, and a count
+// already recorded is kept.
 func TestRunLayoutSize(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		queues int
 		exists bool
 		want   int
-	}{{1, false, 4}, {4, false, 16}, {3, false, 12}, {40, false, 64}, {4, true, 4}} {
+	}{{1, false, 4}, {2, false, 16}, {4, false, 32}, {3, false, 24}, {8, false, 64}, {40, false, 64}, {4, true, 4}} {
 		r, sched, runsT, _ := testRunLayout(t, false, c.queues)
 		if c.exists {
 			if err := runsT.Create(ctx); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
@@ -711,11 +712,13 @@ func unshardedFinds(t *testing.T, f *shardedFleet, ids []string) {
 
 // TestRunRecordsSizedForTheFleetFromTheStart (issue 41): on a fresh
 // account the first worker records, before it creates the run-records
-// table, four partitions per work queue, so a fleet of four queues
-// spreads its records over sixteen from its first task instead of four
-// for the minutes a grown count takes to settle. On an account whose
-// table an earlier release created, the records stay where they are and
-// the count grows to the same sixteen through the settling.
+// table, eight partitions per work queue, so a fleet of four queues
+// spreads its records over 32 from its first task instead of four for
+// the minutes a grown count takes to settle. On an account whose table
+// an earlier release created, the records stay where they are and the
+// count grows to the same 32 through the settling, from the default
+// four or from the four a queue that the release before this one
+// recorded.
 func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 	leasecron.SetRunPartsSettle(t, 1500*time.Millisecond) // not parallel: it sets a package variable
 	ctx := context.Background()
@@ -734,13 +737,13 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.start("a")
-		waitRunPartitions(t, c, 16)
-		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{16}) {
-			t.Fatalf("a fresh account reads run records from %v; want [16] alone", r.RunPartitionsRead)
+		waitRunPartitions(t, c, 32)
+		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{32}) {
+			t.Fatalf("a fresh account reads run records from %v; want [32] alone", r.RunPartitionsRead)
 		}
 		ids := schedule(f, c, "fresh")
-		if pks := runPartitionsOf(t, f, "fresh"); len(pks) < 9 {
-			t.Fatalf("48 run records of a fresh 4-queue fleet are in partitions %v; want them over more than eight of sixteen", pks)
+		if pks := runPartitionsOf(t, f, "fresh"); len(pks) < 17 {
+			t.Fatalf("48 run records of a fresh 4-queue fleet are in partitions %v; want them over more than sixteen of 32", pks)
 		}
 		if page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 100}); err != nil || len(page.Runs) != len(ids) {
 			t.Fatalf("listing: %d runs, %v; want %d", len(page.Runs), err, len(ids))
@@ -761,11 +764,11 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		if _, err := c.Status(ctx, "nothing-yet"); !errors.Is(err, leasecron.ErrNotFound) {
 			t.Fatalf("status before any task: %v; want not found", err)
 		}
-		waitRunPartitions(t, c, 16)
+		waitRunPartitions(t, c, 32)
 		f.start("a")
 		ids := schedule(f, c, "unsharded")
-		if pks := runPartitionsOf(t, f, "unsharded"); len(pks) < 9 {
-			t.Fatalf("48 run records of an unsharded 4-queue fleet are in partitions %v; want them over more than eight of sixteen", pks)
+		if pks := runPartitionsOf(t, f, "unsharded"); len(pks) < 17 {
+			t.Fatalf("48 run records of an unsharded 4-queue fleet are in partitions %v; want them over more than sixteen of 32", pks)
 		}
 		unshardedFinds(t, f, ids)
 	})
@@ -784,11 +787,46 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.start("a")
-		waitRunPartitions(t, c, 16) // through Next, after the settling
-		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{4, 16}) {
-			t.Fatalf("an account with a table already read from %v; want [4 16]", r.RunPartitionsRead)
+		waitRunPartitions(t, c, 32) // through Next, after the settling
+		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{4, 32}) {
+			t.Fatalf("an account with a table already read from %v; want [4 32]", r.RunPartitionsRead)
 		}
 		ids := schedule(f, c, "grown")
+		unshardedFinds(t, f, ids)
+	})
+	t.Run("sized at four a queue by the release before", func(t *testing.T) {
+		// The release before this one recorded four partitions a work
+		// queue: its records stay where they are, and the count grows to
+		// eight a queue through the settling.
+		f := newShardedFleet(t, 2)
+		f.names.Queues = 4
+		sc, err := storage.New(storage.Config{ConnectionString: f.st.ConnectionString})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{f.names.ScheduleTable, f.names.RunsTable} {
+			if err := sc.EnsureTable(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// What that release's first worker wrote before it made the table.
+		row, _ := json.Marshal(map[string]string{"PartitionKey": shard.Partition, "RowKey": shard.MapRow, shard.PropRunParts: "16"})
+		if _, err := sc.Table.NewClient(f.names.ScheduleTable).AddEntity(ctx, row, nil); err != nil {
+			t.Fatal(err)
+		}
+		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.start("a")
+		waitRunPartitions(t, c, 32)
+		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{16, 32}) {
+			t.Fatalf("an account sized at 16 read from %v; want [16 32]", r.RunPartitionsRead)
+		}
+		ids := schedule(f, c, "regrown")
+		if page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 100}); err != nil || len(page.Runs) != len(ids) {
+			t.Fatalf("listing: %d runs, %v; want %d", len(page.Runs), err, len(ids))
+		}
 		unshardedFinds(t, f, ids)
 	})
 }

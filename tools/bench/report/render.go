@@ -1496,8 +1496,10 @@ func capacitySection(d *doc, c *results.Capacity) []check {
 		r := four.PerSecond / one.PerSecond
 		checks[0] = check{target: scale, measured: fmt.Sprintf("%.2f× (%.1f against %.1f tasks/s)", r, four.PerSecond, one.PerSecond), status: status(r >= targetCapScale)}
 		if r < targetCapScale {
-			if one.OfLimit >= targetCapOfLimit {
-				checks[0].why = fmt.Sprintf("One instance of %d handlers that take no time already drains at %.2f of the layout's limit (%.1f tasks/s, `%s`), so three more have little left to add: with fast handlers the ratio measures one instance's distance from the limit, which the next target asks for directly. More throughput needs a layout with a higher limit (more queues, and with them more run partitions), not more instances.", c.Concurrency, one.OfLimit, one.Limit, one.LimitBy)
+			// One instance at the limit once started (its steady pace)
+			// leaves three more nothing to add, whatever its start-up cost.
+			if of1 := max(one.OfLimit, steadyRate(one)/one.Limit); of1 >= targetCapOfLimit {
+				checks[0].why = fmt.Sprintf("One instance of %d handlers that take no time already drains at %.2f of the layout's limit (%.2f at its steady pace; the limit %.1f tasks/s, `%s`), so three more have little left to add: with fast handlers the ratio measures one instance's distance from the limit, which the next target asks for directly. More throughput needs a layout with a higher limit (more queues, and with them more run partitions), not more instances.", c.Concurrency, one.OfLimit, of1, one.Limit, one.LimitBy)
 			} else {
 				checks[0].why = fmt.Sprintf("At 4 instances `%s` binds first at %.2f operations per task (%.1f Runs entity operations per task in all), at %.2f of the layout's limit.", four.LimitBy, bucketPerTask(four, four.LimitBy), four.PerTask.RunsEntities, four.OfLimit)
 			}
