@@ -716,9 +716,9 @@ func unshardedFinds(t *testing.T, f *shardedFleet, ids []string) {
 // spreads its records over 32 from its first task instead of four for
 // the minutes a grown count takes to settle. On an account whose table
 // an earlier release created, the records stay where they are and the
-// count grows to the same 32 through the settling, from the default
-// four or from the four a queue that the release before this one
-// recorded.
+// sharded fleet grows the count to the same 32 through the settling,
+// from the default four or from the four a queue recorded before
+// 2026-12-07.
 func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 	leasecron.SetRunPartsSettle(t, 1500*time.Millisecond) // not parallel: it sets a package variable
 	ctx := context.Background()
@@ -794,10 +794,10 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		ids := schedule(f, c, "grown")
 		unshardedFinds(t, f, ids)
 	})
-	t.Run("sized at four a queue by the release before", func(t *testing.T) {
-		// The release before this one recorded four partitions a work
-		// queue: its records stay where they are, and the count grows to
-		// eight a queue through the settling.
+	t.Run("sized at four a queue", func(t *testing.T) {
+		// Until 2026-12-07 the first worker recorded four partitions a
+		// work queue: the records stay where they are, and the count
+		// grows to eight a queue through the settling.
 		f := newShardedFleet(t, 2)
 		f.names.Queues = 4
 		sc, err := storage.New(storage.Config{ConnectionString: f.st.ConnectionString})
@@ -809,7 +809,7 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// What that release's first worker wrote before it made the table.
+		// What such a first worker wrote before it made the table.
 		row, _ := json.Marshal(map[string]string{"PartitionKey": shard.Partition, "RowKey": shard.MapRow, shard.PropRunParts: "16"})
 		if _, err := sc.Table.NewClient(f.names.ScheduleTable).AddEntity(ctx, row, nil); err != nil {
 			t.Fatal(err)
