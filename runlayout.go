@@ -157,10 +157,13 @@ const maxRunParts = 64
 // queues bind first. One queue keeps four, so that a page of run
 // history stays within five requests: its records then carry about 800
 // tasks a second against the queue's 900, and a fleet that needs more
-// grows its queues. Past eight queues the cap holds W at 64, where the
-// account's request target (about 20,000 a second, 4,000 tasks at 5
-// requests each) binds before the records do (4,000 × 10 ÷ 64 ≈ 625 a
-// second a partition).
+// shards and grows its queues (only a sharded fleet's balancer grows the
+// count of an account that exists: an unsharded fleet's one schedule
+// partition carries about what four record partitions do). Past eight
+// queues the cap holds
+// W at 64, where the account's request target (about 20,000 a second,
+// 4,000 tasks at 5 requests each) binds before the records do (4,000 ×
+// 10 ÷ 64 ≈ 625 a second a partition).
 func runPartsFor(queues int) int {
 	if queues <= 1 {
 		return runs.Buckets
