@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -667,7 +670,8 @@ func waitRunPartitions(t *testing.T, c *leasecron.Client, want int) {
 }
 
 // runPartitionsOf counts the run rows of the ids starting with prefix+"-"
-// by partition, read straight from the table.
+// by partition, read straight from the table: records, not the pointer
+// rows a record written while a grown count settles leaves under it.
 func runPartitionsOf(t *testing.T, f *shardedFleet, prefix string) map[string]int {
 	t.Helper()
 	sc, err := storage.New(storage.Config{ConnectionString: f.st.ConnectionString})
@@ -676,18 +680,20 @@ func runPartitionsOf(t *testing.T, f *shardedFleet, prefix string) map[string]in
 	}
 	pks := map[string]int{}
 	filter := fmt.Sprintf("RowKey ge 'r~%s-' and RowKey lt 'r~%s.'", prefix, prefix)
-	pager := sc.Table.NewClient(f.names.RunsTable).NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: to.Ptr(filter), Select: to.Ptr("PartitionKey")})
+	pager := sc.Table.NewClient(f.names.RunsTable).NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: to.Ptr(filter), Select: to.Ptr("PartitionKey,State")})
 	for pager.More() {
 		p, err := pager.NextPage(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range p.Entities {
-			var row struct{ PartitionKey string }
+			var row struct{ PartitionKey, State string }
 			if err := json.Unmarshal(e, &row); err != nil {
 				t.Fatal(err)
 			}
-			pks[row.PartitionKey]++
+			if row.State != "" {
+				pks[row.PartitionKey]++
+			}
 		}
 	}
 	return pks
@@ -750,12 +756,12 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		}
 		unshardedFinds(t, f, ids)
 	})
-	t.Run("unsharded, a client first", func(t *testing.T) {
+	t.Run("a client first", func(t *testing.T) {
 		// A client's first use of run records creates the table: it
-		// records the count first, as a worker does, and the unsharded
-		// worker started afterwards writes under it (a review: the
-		// client made the table, and the count was recorded after it).
-		f := newShardedFleet(t, 1)
+		// records the count first, as a worker does, and the worker
+		// started afterwards writes under it (a review: the client made
+		// the table, and the count was recorded after it).
+		f := newShardedFleet(t, 2)
 		f.names.Queues = 4
 		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
 		if err != nil {
@@ -766,11 +772,31 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		}
 		waitRunPartitions(t, c, 32)
 		f.start("a")
-		ids := schedule(f, c, "unsharded")
-		if pks := runPartitionsOf(t, f, "unsharded"); len(pks) < 17 {
-			t.Fatalf("48 run records of an unsharded 4-queue fleet are in partitions %v; want them over more than sixteen of 32", pks)
+		ids := schedule(f, c, "client-first")
+		if pks := runPartitionsOf(t, f, "client-first"); len(pks) < 17 {
+			t.Fatalf("48 run records of a 4-queue fleet are in partitions %v; want them over more than sixteen of 32", pks)
 		}
 		unshardedFinds(t, f, ids)
+	})
+	t.Run("unsharded", func(t *testing.T) {
+		// Unsharded, every task passes through one schedule partition,
+		// which four record partitions match: the records stay in four
+		// whatever the queues, and a page of them costs four queries.
+		f := newShardedFleet(t, 1)
+		f.names.Queues = 4
+		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.start("a")
+		waitRunPartitions(t, c, 4)
+		ids := schedule(f, c, "unsharded")
+		if pks := runPartitionsOf(t, f, "unsharded"); !slices.Equal(slices.Sorted(maps.Keys(pks)), []string{"p0", "p1", "p2", "p3"}) {
+			t.Fatalf("48 run records of an unsharded 4-queue fleet are in partitions %v; want p0..p3", pks)
+		}
+		if page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 100}); err != nil || len(page.Runs) != len(ids) {
+			t.Fatalf("listing: %d runs, %v; want %d", len(page.Runs), err, len(ids))
+		}
 	})
 	t.Run("table made by an earlier release", func(t *testing.T) {
 		f := newShardedFleet(t, 2)
@@ -818,16 +844,28 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Settling long enough for a batch to run under the old count:
+		// its records stay where they are and are found after the growth.
+		leasecron.SetRunPartsSettle(t, 20*time.Second)
 		f.start("a")
+		before := schedule(f, c, "before")
+		if r, _ := c.Shards(ctx); r.RunPartitions != 16 {
+			t.Fatalf("the batch before the growth ran under %d partitions (%v); want 16, the count growing to 32 still settling", r.RunPartitions, r.RunPartitionsRead)
+		}
+		for pk := range runPartitionsOf(t, f, "before") {
+			if n, _ := strconv.Atoi(strings.TrimPrefix(pk, "p")); n >= 16 {
+				t.Fatalf("a record of the batch before the growth is in %s; want p0..p15", pk)
+			}
+		}
 		waitRunPartitions(t, c, 32)
 		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{16, 32}) {
 			t.Fatalf("an account sized at 16 read from %v; want [16 32]", r.RunPartitionsRead)
 		}
 		ids := schedule(f, c, "regrown")
-		if page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 100}); err != nil || len(page.Runs) != len(ids) {
-			t.Fatalf("listing: %d runs, %v; want %d", len(page.Runs), err, len(ids))
+		if page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 200}); err != nil || len(page.Runs) != len(before)+len(ids) {
+			t.Fatalf("listing: %d runs, %v; want %d", len(page.Runs), err, len(before)+len(ids))
 		}
-		unshardedFinds(t, f, ids)
+		unshardedFinds(t, f, append(before, ids...))
 	})
 }
 

@@ -284,3 +284,14 @@ func TestMoverLatencyCheckSaysWhatBound(t *testing.T) {
 		t.Fatalf("round-trip-bound set: %+v", trip)
 	}
 }
+
+// TestRunPartitions: section 11's partition count follows leasecron's
+// sizing of a fresh sharded account (four with one queue, eight a queue
+// with more, at most 64, at least the shard count).
+func TestRunPartitions(t *testing.T) {
+	for _, c := range []struct{ shards, queues, want int }{{8, 1, 8}, {2, 1, 4}, {8, 4, 32}, {8, 2, 16}, {16, 16, 64}, {128, 16, 128}} {
+		if got := runPartitions(c.shards, c.queues); got != c.want {
+			t.Errorf("%d shards, %d queues: %d partitions; want %d", c.shards, c.queues, got, c.want)
+		}
+	}
+}
