@@ -728,6 +728,17 @@ func unshardedFinds(t *testing.T, f *shardedFleet, ids []string) {
 func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 	leasecron.SetRunPartsSettle(t, 1500*time.Millisecond) // not parallel: it sets a package variable
 	ctx := context.Background()
+	// fourQueues is a fleet of four work queues and a client of it (made
+	// without a storage request: the test sets up what it needs first).
+	fourQueues := func(t *testing.T, shards int) (*shardedFleet, *leasecron.Client) {
+		f := newShardedFleet(t, shards)
+		f.names.Queues = 4
+		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, c
+	}
 	schedule := func(f *shardedFleet, c *leasecron.Client, prefix string) []string {
 		ids := scheduleDueNow(t, f, c, prefix, 48)
 		for _, id := range ids {
@@ -736,12 +747,7 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		return ids
 	}
 	t.Run("fresh", func(t *testing.T) {
-		f := newShardedFleet(t, 2)
-		f.names.Queues = 4
-		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, c := fourQueues(t, 2)
 		f.start("a")
 		waitRunPartitions(t, c, 32)
 		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{32}) {
@@ -761,12 +767,7 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		// records the count first, as a worker does, and the worker
 		// started afterwards writes under it (a review: the client made
 		// the table, and the count was recorded after it).
-		f := newShardedFleet(t, 2)
-		f.names.Queues = 4
-		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, c := fourQueues(t, 2)
 		if _, err := c.Status(ctx, "nothing-yet"); !errors.Is(err, leasecron.ErrNotFound) {
 			t.Fatalf("status before any task: %v; want not found", err)
 		}
@@ -782,12 +783,7 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		// Unsharded, every task passes through one schedule partition,
 		// which four record partitions match: the records stay in four
 		// whatever the queues, and a page of them costs four queries.
-		f := newShardedFleet(t, 1)
-		f.names.Queues = 4
-		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, c := fourQueues(t, 1)
 		f.start("a")
 		waitRunPartitions(t, c, 4)
 		ids := schedule(f, c, "unsharded")
@@ -799,17 +795,12 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		}
 	})
 	t.Run("table made by an earlier release", func(t *testing.T) {
-		f := newShardedFleet(t, 2)
-		f.names.Queues = 4
+		f, c := fourQueues(t, 2)
 		sc, err := storage.New(storage.Config{ConnectionString: f.st.ConnectionString})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := sc.EnsureTable(ctx, f.names.RunsTable); err != nil {
-			t.Fatal(err)
-		}
-		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
-		if err != nil {
 			t.Fatal(err)
 		}
 		f.start("a")
@@ -824,8 +815,7 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		// Until 2026-12-07 the first worker recorded four partitions a
 		// work queue: the records stay where they are, and the count
 		// grows to eight a queue through the settling.
-		f := newShardedFleet(t, 2)
-		f.names.Queues = 4
+		f, c := fourQueues(t, 2)
 		sc, err := storage.New(storage.Config{ConnectionString: f.st.ConnectionString})
 		if err != nil {
 			t.Fatal(err)
@@ -838,10 +828,6 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		// What such a first worker wrote before it made the table.
 		row, _ := json.Marshal(map[string]string{"PartitionKey": shard.Partition, "RowKey": shard.MapRow, shard.PropRunParts: "16"})
 		if _, err := sc.Table.NewClient(f.names.ScheduleTable).AddEntity(ctx, row, nil); err != nil {
-			t.Fatal(err)
-		}
-		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
-		if err != nil {
 			t.Fatal(err)
 		}
 		// Settling long enough for a batch to run under the old count:
