@@ -36,7 +36,7 @@ import (
 type runLayout struct {
 	t         table.Table // the schedule table, where the map lives
 	runsTable table.Table // the run records' table (size looks for it)
-	queues    int         // the process's work queues (names.queues)
+	names     Names       // the process's shards and work queues
 	clk       clock.Clock
 	log       *slog.Logger
 	ttl       time.Duration
@@ -56,7 +56,7 @@ const unshardedLayoutTTL = shard.RunPartsSettle / 4
 
 func newRunLayout(t, runsTable table.Table, n Names, clk clock.Clock, log *slog.Logger) *runLayout {
 	sharded := n.Shards > 1
-	r := &runLayout{t: t, runsTable: runsTable, queues: n.Queues, clk: clk, log: log, ttl: shard.ClientMapTTL, l: runs.DefaultLayout}
+	r := &runLayout{t: t, runsTable: runsTable, names: n, clk: clk, log: log, ttl: shard.ClientMapTTL, l: runs.DefaultLayout}
 	if !sharded {
 		r.ttl, r.lazy = unshardedLayoutTTL, true
 	}
@@ -144,22 +144,38 @@ func (r *runLayout) tell(m shard.Map) {
 // partition once per page.
 const maxRunParts = 64
 
-// runPartsFor is how many partitions the run records of a fleet with
-// queues work queues are spread over from the start: four per queue
-// (at least runs.Buckets, at most maxRunParts). A task costs about 10
-// entity operations in the run records against about 2.5 message
-// requests in its queue (docs/BENCHMARKS.md, section 13), and Azure
-// gives a partition and a queue the same target (about 2,000 a second),
-// so at four partitions a queue the records and the queues reach their
-// targets at about the same load, instead of the records at a quarter
-// of it.
-func runPartsFor(queues int) int {
-	return min(max(runs.Buckets, 4*queues), maxRunParts)
+// runPartsFor is how many partitions the run records of a fleet of n's
+// shards and work queues are spread over from the start: runs.Buckets
+// (four) with one queue or unsharded, eight per queue for a sharded fleet
+// of more (at most maxRunParts); a sharded fleet's balancer grows it
+// further to the largest shard count. A task costs about ten entity
+// operations in the run records against two to three message requests
+// in its queue and about two entity operations in its schedule
+// partition (docs/BENCHMARKS.md, section 13), and Azure gives a
+// partition and a queue the same target (about 2,000 a second): at four
+// partitions a queue the records reached their targets a little before
+// the queues, and the bursts of a partition's grouped claims and finishes
+// were refused first; at eight a partition carries about 1.25 operations
+// a task against its queue's two to three, so the queues bind first.
+// Four partitions carry about 800 tasks a second, about what one queue
+// (650-900) or one schedule partition (about 900) does: so a fleet of one
+// queue, or an unsharded one, whose tasks all pass through one schedule
+// partition, keeps four, and a page of run history stays within five
+// requests; a fleet that needs more shards and grows its queues. Past
+// eight queues the cap holds W at 64, where the account's request target
+// (about 20,000 a second: some 2,000 tasks at about ten requests each)
+// binds before the records do (2,000 × 10 ÷ 64 ≈ 310 a second a
+// partition).
+func runPartsFor(n Names) int {
+	if n.Shards <= 1 || n.Queues <= 1 {
+		return runs.Buckets
+	}
+	return min(8*n.Queues, maxRunParts)
 }
 
 // size records, before the run-records table is created, how many
 // partitions records are written under (shard.SizeRuns) when the map
-// records none yet: runPartsFor the process's work queues on a fresh
+// records none yet: runPartsFor the process's shards and queues on a fresh
 // account (the table does not exist, so no record is anywhere), the runs
 // package's default when the table exists (records written by an earlier
 // release, or by a fleet that never recorded it, are all under it).
@@ -184,7 +200,7 @@ func (r *runLayout) size(ctx context.Context, recordExisting bool) error {
 	n, fresh := runs.Buckets, false
 	switch _, err := r.runsTable.Get(ctx, "~", "~"); {
 	case errors.Is(err, storage.ErrTableNotFound):
-		n, fresh = runPartsFor(r.queues), true
+		n, fresh = runPartsFor(r.names), true
 	case err == nil || errors.Is(err, storage.ErrNotFound):
 		if !recordExisting {
 			// The table exists: its count is recorded, or it is the
@@ -207,7 +223,7 @@ func (r *runLayout) size(ctx context.Context, recordExisting bool) error {
 		return err
 	}
 	if fresh {
-		r.log.Info("run records' partitions sized for the fleet", "partitions", rp.Written, "queues", r.queues)
+		r.log.Info("run records' partitions sized for the fleet", "partitions", rp.Written, "queues", r.names.Queues, "shards", r.names.Shards)
 	}
 	r.mu.Lock()
 	r.sized = true

@@ -128,17 +128,25 @@ func TestRunLayoutRefusesToGuess(t *testing.T) {
 	}
 }
 
-// TestRunLayoutSize: the count is sized for the process's queues when the
-// run-records table does not exist yet, the default when it does, and a
-// count already recorded is kept.
+// TestRunLayoutSize: the count is sized for the process's shards and
+// queues when the run-records table does not exist yet (sharded, eight a
+// queue with more than one, at most 64; four otherwise), the default
+// when it does, and a count already recorded is kept.
 func TestRunLayoutSize(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
-		queues int
-		exists bool
-		want   int
-	}{{1, false, 4}, {4, false, 16}, {3, false, 12}, {40, false, 64}, {4, true, 4}} {
-		r, sched, runsT, _ := testRunLayout(t, false, c.queues)
+		sharded bool
+		queues  int
+		exists  bool
+		want    int
+	}{
+		{true, 1, false, 4}, {true, 2, false, 16}, {true, 4, false, 32}, {true, 3, false, 24}, {true, 8, false, 64}, {true, 40, false, 64},
+		{true, 4, true, 4},
+		// Unsharded, every task passes through one schedule partition,
+		// which four record partitions match.
+		{false, 1, false, 4}, {false, 4, false, 4},
+	} {
+		r, sched, runsT, _ := testRunLayout(t, c.sharded, c.queues)
 		if c.exists {
 			if err := runsT.Create(ctx); err != nil {
 				t.Fatal(err)
@@ -161,10 +169,10 @@ func TestRunLayoutSize(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !slices.Equal(m.Runs.Written, []int{c.want}) {
-			t.Errorf("%d queues, table exists %v: recorded %v; want [%d]", c.queues, c.exists, m.Runs.Written, c.want)
+			t.Errorf("sharded %v, %d queues, table exists %v: recorded %v; want [%d]", c.sharded, c.queues, c.exists, m.Runs.Written, c.want)
 		}
 		// A second process of another size keeps what was recorded.
-		r2 := newRunLayout(sched, runsT, Names{Shards: 1, Queues: 16}, clock.Real{}, slog.New(slog.DiscardHandler))
+		r2 := newRunLayout(sched, runsT, Names{Shards: 8, Queues: 16}, clock.Real{}, slog.New(slog.DiscardHandler))
 		if err := r2.size(ctx, true); err != nil {
 			t.Fatal(err)
 		}

@@ -52,7 +52,7 @@ func (w *Worker) balance(ctx context.Context, gen int64) error {
 		Logger: w.log.With("component", "balancer"),
 		// The run records' partitions grow with the shards.
 		RunParts:    runs.Buckets,
-		RunPartsFor: runPartsFor(w.o.Names.Queues),
+		RunPartsFor: runPartsFor(w.o.Names),
 		Settle:      time.Duration(runPartsSettle.Load()),
 		OnChange: func(shard.Assignment) {
 			w.metrics.ShardMoved()

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/leasecron/leasecron"
 	"github.com/leasecron/leasecron/internal/clock"
+	"github.com/leasecron/leasecron/internal/shard"
 	"github.com/leasecron/leasecron/internal/storage"
 	"github.com/leasecron/leasecron/leasecrontype"
 	"github.com/leasecron/leasecron/queue"
@@ -666,7 +670,8 @@ func waitRunPartitions(t *testing.T, c *leasecron.Client, want int) {
 }
 
 // runPartitionsOf counts the run rows of the ids starting with prefix+"-"
-// by partition, read straight from the table.
+// by partition, read straight from the table: records, not the pointer
+// rows a record written while a grown count settles leaves under it.
 func runPartitionsOf(t *testing.T, f *shardedFleet, prefix string) map[string]int {
 	t.Helper()
 	sc, err := storage.New(storage.Config{ConnectionString: f.st.ConnectionString})
@@ -675,18 +680,20 @@ func runPartitionsOf(t *testing.T, f *shardedFleet, prefix string) map[string]in
 	}
 	pks := map[string]int{}
 	filter := fmt.Sprintf("RowKey ge 'r~%s-' and RowKey lt 'r~%s.'", prefix, prefix)
-	pager := sc.Table.NewClient(f.names.RunsTable).NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: to.Ptr(filter), Select: to.Ptr("PartitionKey")})
+	pager := sc.Table.NewClient(f.names.RunsTable).NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: to.Ptr(filter), Select: to.Ptr("PartitionKey,State")})
 	for pager.More() {
 		p, err := pager.NextPage(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range p.Entities {
-			var row struct{ PartitionKey string }
+			var row struct{ PartitionKey, State string }
 			if err := json.Unmarshal(e, &row); err != nil {
 				t.Fatal(err)
 			}
-			pks[row.PartitionKey]++
+			if row.State != "" {
+				pks[row.PartitionKey]++
+			}
 		}
 	}
 	return pks
@@ -711,14 +718,27 @@ func unshardedFinds(t *testing.T, f *shardedFleet, ids []string) {
 
 // TestRunRecordsSizedForTheFleetFromTheStart (issue 41): on a fresh
 // account the first worker records, before it creates the run-records
-// table, four partitions per work queue, so a fleet of four queues
-// spreads its records over sixteen from its first task instead of four
-// for the minutes a grown count takes to settle. On an account whose
-// table an earlier release created, the records stay where they are and
-// the count grows to the same sixteen through the settling.
+// table, eight partitions per work queue, so a fleet of four queues
+// spreads its records over 32 from its first task instead of four for
+// the minutes a grown count takes to settle. On an account whose table
+// an earlier release created, the records stay where they are and the
+// sharded fleet grows the count to the same 32 through the settling,
+// from the default four or from the four a queue recorded before
+// 2026-12-07.
 func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 	leasecron.SetRunPartsSettle(t, 1500*time.Millisecond) // not parallel: it sets a package variable
 	ctx := context.Background()
+	// fourQueues is a fleet of four work queues and a client of it (made
+	// without a storage request: the test sets up what it needs first).
+	fourQueues := func(t *testing.T, shards int) (*shardedFleet, *leasecron.Client) {
+		f := newShardedFleet(t, shards)
+		f.names.Queues = 4
+		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, c
+	}
 	schedule := func(f *shardedFleet, c *leasecron.Client, prefix string) []string {
 		ids := scheduleDueNow(t, f, c, prefix, 48)
 		for _, id := range ids {
@@ -727,51 +747,55 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		return ids
 	}
 	t.Run("fresh", func(t *testing.T) {
-		f := newShardedFleet(t, 2)
-		f.names.Queues = 4
-		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, c := fourQueues(t, 2)
 		f.start("a")
-		waitRunPartitions(t, c, 16)
-		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{16}) {
-			t.Fatalf("a fresh account reads run records from %v; want [16] alone", r.RunPartitionsRead)
+		waitRunPartitions(t, c, 32)
+		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{32}) {
+			t.Fatalf("a fresh account reads run records from %v; want [32] alone", r.RunPartitionsRead)
 		}
 		ids := schedule(f, c, "fresh")
-		if pks := runPartitionsOf(t, f, "fresh"); len(pks) < 9 {
-			t.Fatalf("48 run records of a fresh 4-queue fleet are in partitions %v; want them over more than eight of sixteen", pks)
+		if pks := runPartitionsOf(t, f, "fresh"); len(pks) < 17 {
+			t.Fatalf("48 run records of a fresh 4-queue fleet are in partitions %v; want them over more than sixteen of 32", pks)
 		}
 		if page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 100}); err != nil || len(page.Runs) != len(ids) {
 			t.Fatalf("listing: %d runs, %v; want %d", len(page.Runs), err, len(ids))
 		}
 		unshardedFinds(t, f, ids)
 	})
-	t.Run("unsharded, a client first", func(t *testing.T) {
+	t.Run("a client first", func(t *testing.T) {
 		// A client's first use of run records creates the table: it
-		// records the count first, as a worker does, and the unsharded
-		// worker started afterwards writes under it (a review: the
-		// client made the table, and the count was recorded after it).
-		f := newShardedFleet(t, 1)
-		f.names.Queues = 4
-		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
-		if err != nil {
-			t.Fatal(err)
-		}
+		// records the count first, as a worker does, and the worker
+		// started afterwards writes under it (a review: the client made
+		// the table, and the count was recorded after it).
+		f, c := fourQueues(t, 2)
 		if _, err := c.Status(ctx, "nothing-yet"); !errors.Is(err, leasecron.ErrNotFound) {
 			t.Fatalf("status before any task: %v; want not found", err)
 		}
-		waitRunPartitions(t, c, 16)
+		waitRunPartitions(t, c, 32)
 		f.start("a")
-		ids := schedule(f, c, "unsharded")
-		if pks := runPartitionsOf(t, f, "unsharded"); len(pks) < 9 {
-			t.Fatalf("48 run records of an unsharded 4-queue fleet are in partitions %v; want them over more than eight of sixteen", pks)
+		ids := schedule(f, c, "client-first")
+		if pks := runPartitionsOf(t, f, "client-first"); len(pks) < 17 {
+			t.Fatalf("48 run records of a 4-queue fleet are in partitions %v; want them over more than sixteen of 32", pks)
 		}
 		unshardedFinds(t, f, ids)
 	})
+	t.Run("unsharded", func(t *testing.T) {
+		// Unsharded, every task passes through one schedule partition,
+		// which four record partitions match: the records stay in four
+		// whatever the queues, and a page of them costs four queries.
+		f, c := fourQueues(t, 1)
+		f.start("a")
+		waitRunPartitions(t, c, 4)
+		ids := schedule(f, c, "unsharded")
+		if pks := runPartitionsOf(t, f, "unsharded"); !slices.Equal(slices.Sorted(maps.Keys(pks)), []string{"p0", "p1", "p2", "p3"}) {
+			t.Fatalf("48 run records of an unsharded 4-queue fleet are in partitions %v; want p0..p3", pks)
+		}
+		if page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 100}); err != nil || len(page.Runs) != len(ids) {
+			t.Fatalf("listing: %d runs, %v; want %d", len(page.Runs), err, len(ids))
+		}
+	})
 	t.Run("table made by an earlier release", func(t *testing.T) {
-		f := newShardedFleet(t, 2)
-		f.names.Queues = 4
+		f, c := fourQueues(t, 2)
 		sc, err := storage.New(storage.Config{ConnectionString: f.st.ConnectionString})
 		if err != nil {
 			t.Fatal(err)
@@ -779,17 +803,55 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		if err := sc.EnsureTable(ctx, f.names.RunsTable); err != nil {
 			t.Fatal(err)
 		}
-		c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: f.st, Names: f.names})
-		if err != nil {
-			t.Fatal(err)
-		}
 		f.start("a")
-		waitRunPartitions(t, c, 16) // through Next, after the settling
-		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{4, 16}) {
-			t.Fatalf("an account with a table already read from %v; want [4 16]", r.RunPartitionsRead)
+		waitRunPartitions(t, c, 32) // through Next, after the settling
+		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{4, 32}) {
+			t.Fatalf("an account with a table already read from %v; want [4 32]", r.RunPartitionsRead)
 		}
 		ids := schedule(f, c, "grown")
 		unshardedFinds(t, f, ids)
+	})
+	t.Run("sized at four a queue", func(t *testing.T) {
+		// Until 2026-12-07 the first worker recorded four partitions a
+		// work queue: the records stay where they are, and the count
+		// grows to eight a queue through the settling.
+		f, c := fourQueues(t, 2)
+		sc, err := storage.New(storage.Config{ConnectionString: f.st.ConnectionString})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{f.names.ScheduleTable, f.names.RunsTable} {
+			if err := sc.EnsureTable(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// What such a first worker wrote before it made the table.
+		row, _ := json.Marshal(map[string]string{"PartitionKey": shard.Partition, "RowKey": shard.MapRow, shard.PropRunParts: "16"})
+		if _, err := sc.Table.NewClient(f.names.ScheduleTable).AddEntity(ctx, row, nil); err != nil {
+			t.Fatal(err)
+		}
+		// Settling long enough for a batch to run under the old count:
+		// its records stay where they are and are found after the growth.
+		leasecron.SetRunPartsSettle(t, 20*time.Second)
+		f.start("a")
+		before := schedule(f, c, "before")
+		if r, _ := c.Shards(ctx); r.RunPartitions != 16 {
+			t.Fatalf("the batch before the growth ran under %d partitions (%v); want 16, the count growing to 32 still settling", r.RunPartitions, r.RunPartitionsRead)
+		}
+		for pk := range runPartitionsOf(t, f, "before") {
+			if n, _ := strconv.Atoi(strings.TrimPrefix(pk, "p")); n >= 16 {
+				t.Fatalf("a record of the batch before the growth is in %s; want p0..p15", pk)
+			}
+		}
+		waitRunPartitions(t, c, 32)
+		if r, _ := c.Shards(ctx); !slices.Equal(r.RunPartitionsRead, []int{16, 32}) {
+			t.Fatalf("an account sized at 16 read from %v; want [16 32]", r.RunPartitionsRead)
+		}
+		ids := schedule(f, c, "regrown")
+		if page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 200}); err != nil || len(page.Runs) != len(before)+len(ids) {
+			t.Fatalf("listing: %d runs, %v; want %d", len(page.Runs), err, len(before)+len(ids))
+		}
+		unshardedFinds(t, f, append(before, ids...))
 	})
 }
 

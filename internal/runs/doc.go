@@ -8,7 +8,8 @@
 //
 // # Rows
 //
-// A run lives in one of Buckets (4) partitions, "p0".."p3": the FNV hash of
+// A run lives in one of the layout's partitions (Options.Layout: Buckets,
+// four, "p0".."p3", unless the shard map records more): the FNV hash of
 // its id, or of its series for an occurrence ("{series}@{due}"), so that a
 // series' history is one partition. It has up to three rows there:
 //
@@ -56,9 +57,10 @@
 //
 // # Reads
 //
-// Get is one point read. Query reads each partition once (four requests)
-// for a page of any size up to 1,000: the time rows for all states and for
-// succeeded, a state's own rows otherwise; a series reads one partition.
+// Get is one point read. Query reads each partition once (four requests
+// with the default layout) for a page of any size up to 1,000: the time
+// rows for all states and for succeeded, a state's own rows otherwise; a
+// series reads one partition.
 //
 // # Retention
 //

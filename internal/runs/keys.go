@@ -10,8 +10,9 @@ import (
 )
 
 // Buckets is the number of partitions run records are spread over when
-// nothing says otherwise (Options.Layout): an unsharded fleet's, and every
-// table written before the count could grow. Every row of one run lives in
+// nothing says otherwise (Options.Layout): an unsharded fleet's, a fleet
+// of one work queue's until its shard count passes it, and every table
+// written before the count could grow. Every row of one run lives in
 // one partition, so that each change to a run is one entity-group
 // transaction; a listing reads all of them (one query each).
 const Buckets = 4

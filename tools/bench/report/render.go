@@ -1404,7 +1404,7 @@ func shardsSection(d *doc, sh *results.Shards) {
 			shards, queues = max(shards, c.Shards), max(queues, c.Queues)
 		}
 	}
-	parts := max(4, shards) // the run records spread over max(4, the largest shard count)
+	parts := runPartitions(shards, queues)
 	sharded, routed := map[int]float64{}, map[int]float64{}
 	for _, c := range sh.Cases {
 		switch c.Design {
@@ -1423,8 +1423,21 @@ func shardsSection(d *doc, sh *results.Shards) {
 	if len(cost) > 0 {
 		d.para("**Sharded, priorities and fair keys** is the sharded run with every task at one of the four priority levels and one of eight tenants' fair keys (issue 39): its tasks spread over the levels' and lanes' own work queues (32 here), made before the workers start as a fleet that has run has them (a queue used for the first time is found by listing, within a second by busy workers). Its throughput against the plain sharded run: %s.", strings.Join(cost, ", "))
 	}
-	d.para("A task costs about three message requests on its queue (the enqueue, its share of a dequeue, the delete), so one queue at %.0f requests/s carries about %.0f tasks/s: the single-lease layout flattens there, however many instances drain it, and is refused more the harder they press. Sharded, each queue and partition carries a share of the load, so the instances' own capacity is what grows; it flattens where the %d queues (%.0f tasks/s) or the run records' %d partitions (they grow with the shard count; about seven entity operations per task: %.0f tasks/s at this target) run out.",
+	d.para("A task costs about three message requests on its queue (the enqueue, its share of a dequeue, the delete), so one queue at %.0f requests/s carries about %.0f tasks/s: the single-lease layout flattens there, however many instances drain it, and is refused more the harder they press. Sharded, each queue and partition carries a share of the load, so the instances' own capacity is what grows; it flattens where the %d queues (%.0f tasks/s) or the run records' %d partitions (eight per queue with more than one, or the shard count if more; about seven entity operations per task: %.0f tasks/s at this target) run out.",
 		sh.QueueRate, sh.QueueRate/3, queues, float64(queues)*sh.QueueRate/3, parts, float64(parts)*sh.PartitionRate/7)
+}
+
+// runPartitions is how many partitions the run records of a fresh
+// sharded account of shards shards and queues work queues are spread
+// over (leasecron's runPartsFor, with the balancer's growth to the shard
+// count): four with one queue, eight per queue with more (at most 64),
+// and at least the shard count.
+func runPartitions(shards, queues int) int {
+	n := 4
+	if queues > 1 {
+		n = min(8*queues, 64)
+	}
+	return max(n, shards)
 }
 
 func thousands(n int) string {
@@ -1496,8 +1509,10 @@ func capacitySection(d *doc, c *results.Capacity) []check {
 		r := four.PerSecond / one.PerSecond
 		checks[0] = check{target: scale, measured: fmt.Sprintf("%.2f× (%.1f against %.1f tasks/s)", r, four.PerSecond, one.PerSecond), status: status(r >= targetCapScale)}
 		if r < targetCapScale {
-			if one.OfLimit >= targetCapOfLimit {
-				checks[0].why = fmt.Sprintf("One instance of %d handlers that take no time already drains at %.2f of the layout's limit (%.1f tasks/s, `%s`), so three more have little left to add: with fast handlers the ratio measures one instance's distance from the limit, which the next target asks for directly. More throughput needs a layout with a higher limit (more queues, and with them more run partitions), not more instances.", c.Concurrency, one.OfLimit, one.Limit, one.LimitBy)
+			// One instance at the limit once started (its steady pace)
+			// leaves three more nothing to add, whatever its start-up cost.
+			if of1 := max(one.OfLimit, steadyRate(one)/one.Limit); of1 >= targetCapOfLimit {
+				checks[0].why = fmt.Sprintf("One instance of %d handlers that take no time already drains at %.2f of the layout's limit (%.2f at its steady pace; the limit %.1f tasks/s, `%s`), so three more have little left to add: with fast handlers the ratio measures one instance's distance from the limit, which the next target asks for directly. More throughput needs a layout with a higher limit (more queues, and with them more run partitions), not more instances.", c.Concurrency, one.OfLimit, of1, one.Limit, one.LimitBy)
 			} else {
 				checks[0].why = fmt.Sprintf("At 4 instances `%s` binds first at %.2f operations per task (%.1f Runs entity operations per task in all), at %.2f of the layout's limit.", four.LimitBy, bucketPerTask(four, four.LimitBy), four.PerTask.RunsEntities, four.OfLimit)
 			}
