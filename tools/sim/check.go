@@ -338,6 +338,13 @@ type checker struct {
 	// worker (lost, or the worker killed meanwhile) hid a message of a
 	// run (by task id): nobody saw it, and nobody can take it before.
 	hiddenUntil map[string]time.Time
+	// noShows: when deliveries of a run's message (by task id) came to
+	// nothing for a fault's sake: a dequeue whose answer never reached its
+	// worker (lost, or the worker killed meanwhile), or one made while the
+	// queue service hands messages out twice (its holder's receipt then
+	// goes stale). Each raises the message's dequeue count, which the
+	// crash guard counts (seed 150469).
+	noShows map[string][]time.Time
 	// rowWrites: the commits of a task's schedule rows, by id.
 	rowWrites map[string][]rowWrite
 	// runStates: the state list rows a run's record was given, by run
@@ -387,7 +394,7 @@ type checker struct {
 func newChecker(w *World) *checker {
 	c := &checker{w: w, byInc: map[int]*ti{}, byID: map[string][]*ti{}, logical: map[string]string{}, batches: map[string]*batch{},
 		notes: map[*proc][]procNote{}, hits: map[*proc][]time.Time{},
-		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, firstDequeue: map[string]time.Time{}, hiddenUntil: map[string]time.Time{}, rowWrites: map[string][]rowWrite{}, runStates: map[string][]runState{}, payloadMissed: map[string]bool{}, status: map[string]leasecron.Status{}, keptPayloads: map[string]bool{},
+		pauseHits: map[*proc][]time.Time{}, runHits: map[string][]time.Time{}, cancelAcks: map[string][]time.Time{}, firstDequeue: map[string]time.Time{}, hiddenUntil: map[string]time.Time{}, noShows: map[string][]time.Time{}, rowWrites: map[string][]rowWrite{}, runStates: map[string][]runState{}, payloadMissed: map[string]bool{}, status: map[string]leasecron.Status{}, keptPayloads: map[string]bool{},
 		moved: map[string][]movedRow{}, sends: map[string][]sentMsg{}}
 	var most time.Duration
 	for _, cs := range w.plan.Clocks {
@@ -1117,11 +1124,26 @@ func (c *checker) dequeued(ids []string) {
 func (c *checker) unseen(ids []string, visibility time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	until := c.w.now().Add(visibility)
+	now := c.w.now()
+	until := now.Add(visibility)
 	for _, id := range ids {
 		if until.After(c.hiddenUntil[id]) {
 			c.hiddenUntil[id] = until
 		}
+		c.noShows[id] = append(c.noShows[id], now)
+	}
+}
+
+// handedTwice records the messages of runs (by task id) dequeued while
+// the queue service hands messages out twice (QueueTarget's faults): a
+// second taker's receipt makes the first one's stale, and that delivery
+// may come to nothing.
+func (c *checker) handedTwice(ids []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.w.now()
+	for _, id := range ids {
+		c.noShows[id] = append(c.noShows[id], now)
 	}
 }
 
@@ -2086,10 +2108,14 @@ func (c *checker) recordedDeathLocked(t *ti, by time.Time) (time.Time, bool) {
 }
 
 // mayDie reports whether a death of t is one the README allows: its
-// handler fails, or an attempt of it was cut short or met a fault, or
+// handler fails, or an attempt of it was cut short or met a fault, or a
+// delivery of its message came to nothing for a fault's sake (README,
+// the crash guard: a dequeue whose answer was lost, or one the queue
+// service handed out again, counts as a delivery; seed 150469), or
 // whether it was scheduled at all is not known.
 func (c *checker) mayDie(t *ti) bool {
-	return t.spec.Behaviour.Fail != 0 || c.anyTroubled(t) || t.ambiguous
+	return t.spec.Behaviour.Fail != 0 || c.anyTroubled(t) || t.ambiguous ||
+		slices.ContainsFunc(c.noShows[t.id], func(at time.Time) bool { return !at.Before(t.tried) })
 }
 
 // recordedLocked returns when the run record of t was first committed in

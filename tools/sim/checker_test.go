@@ -1077,6 +1077,42 @@ func addAttempt(w *World, t *ti, n int, at time.Time, outcome string) {
 	t.starts = append(t.starts, &runEv{ti: t, runID: t.id, due: t.due, attempt: n, proc: &proc{w: w, name: "w1"}, start: at, end: at, outcome: outcome})
 }
 
+// A never-failing task may end dead by the crash guard when deliveries of
+// its message came to nothing for a fault's sake: a dequeue whose answer
+// was lost, or one made while the queue service hands messages out twice
+// (README, the crash guard; sweep seed 150469). One before it was
+// scheduled, or none, excuses nothing.
+func TestACrashGuardDeathAfterDeliveriesNobodySawIsAllowed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		c.unseen([]string{"stale"}, 30*time.Second) // before it was scheduled
+		time.Sleep(time.Second)
+		ids := []string{"lost", "twice", "clean", "stale"}
+		for _, id := range ids {
+			x := c.newTI(TaskSpec{ID: id, Type: "plain", MaxAttempts: 1}, nil, nil)
+			c.scheduled(x, w.now(), leasecron.Item{ID: id, Due: w.now()}, nil)
+		}
+		for range 3 {
+			time.Sleep(30 * time.Second)
+			c.unseen([]string{"lost"}, 30*time.Second)
+		}
+		c.handedTwice([]string{"twice"})
+		for _, id := range ids {
+			c.status[id] = leasecron.Status{Run: &leasecron.Run{State: leasecron.RunDead}}
+		}
+		var got []string
+		for _, v := range finalTaskViolations(c) {
+			if strings.Contains(v, "ended dead though its handler never fails") {
+				got = append(got, v)
+			}
+		}
+		slices.Sort(got)
+		if len(got) != 2 || !strings.HasPrefix(got[0], "clean ") || !strings.HasPrefix(got[1], "stale ") {
+			t.Errorf("violations %q; want clean's and stale's alone", got)
+		}
+	})
+}
+
 // A task whose handler fails only its first attempts, with more allowed,
 // does not die; and no task fails more attempts than it is allowed
 // (README, retries). Attempts cut short excuse either.
