@@ -109,6 +109,34 @@ func TestEarlyEnvelopeHeldUntilDue(t *testing.T) {
 	h.await(OutcomeSucceeded)
 }
 
+// The cut of a held message's visibility records its delivery in the
+// message (Dequeues), as every other hand-back does: should the hold be
+// lost (the cut's answer lost, the message handed out again, the worker
+// stopping), the next delivery does not count this one as a crash, and a
+// task of one attempt is not set aside as "delivered 3 times" without
+// having run (sweep seed 150965).
+func TestAHeldMessageRecordsItsDelivery(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{})
+	early := earlyHook(h)
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
+	h.enqueue(Envelope{ID: "e", Type: "t", Due: t0.Add(1500 * time.Millisecond), MaxAttempts: 1})
+	h.start()
+	recv(t, early, "hold")
+	msgs := h.work.all()
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages held, want 1", len(msgs))
+	}
+	env, err := DecodeEnvelope(msgs[0].Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Dequeues != msgs[0].DequeueCount || env.Dequeues == 0 {
+		t.Fatalf("held message records %d deliveries, its dequeue count is %d: want them equal", env.Dequeues, msgs[0].DequeueCount)
+	}
+	h.clk.Advance(1500 * time.Millisecond)
+	h.await(OutcomeSucceeded)
+}
+
 // While a consumer holds an early message its visibility ends at the due
 // time (the next whole second), so a worker that dies holding it (a leader killed a moment before
 // an occurrence) delays it by no more than that; at the due time the

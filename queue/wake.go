@@ -196,12 +196,27 @@ func (c *Consumer) untilDue(stop <-chan struct{}, hctx context.Context, d *deliv
 	}
 	shortened := false
 	if early < c.o.VisibilityTimeout-time.Second {
+		// The cut records this delivery (Dequeues), as every other
+		// hand-back does: should the hold be lost (the cut's answer lost,
+		// the message handed out again, this worker stopping), the next
+		// delivery does not count it as a crash (the crash guard; sweep
+		// seed 150965: a task of one attempt set aside as "delivered 3
+		// times" around its due time, its handler never run).
+		env := d.env
+		env.Dequeues = d.m.DequeueCount
+		text, terr := encodeSized(env)
+		if terr != nil {
+			text = d.m.Text
+		}
 		ctx, cancel := c.opCtx(hctx)
-		m, err := c.work.Update(ctx, d.m, d.m.Text, early)
+		m, err := c.work.Update(ctx, d.m, text, early)
 		cancel()
 		switch {
 		case err == nil:
 			d.m, shortened = m, true
+			if terr == nil {
+				d.env = env
+			}
 		case errors.Is(err, ErrMessageGone):
 			return false, true
 		}

@@ -474,7 +474,7 @@ func (s *Server) takeMessages(r *request, name string, n int, vis time.Duration,
 		for _, m := range taken {
 			heap.Push(&q.h, m)
 		}
-	} else if len(taken) > 0 && s.dup != nil && s.dup(name) {
+	} else if len(taken) > 0 && s.dup != nil && s.dup(name, taken[0].text) {
 		// At-least-once delivery: the first message stays visible.
 		m := taken[0]
 		m.hidden, m.hiddenFor = now, 0

@@ -97,7 +97,7 @@ func TestQueueMessages(t *testing.T) {
 func TestDuplicateDelivery(t *testing.T) {
 	dup := true
 	var asked []string
-	_, _, sc := account(t, memstore.Options{DuplicateDelivery: func(q string) bool { asked = append(asked, q); return dup }})
+	_, _, sc := account(t, memstore.Options{DuplicateDelivery: func(q, _ string) bool { asked = append(asked, q); return dup }})
 	ctx := ctxT(t)
 	qc := sc.Queue.NewQueueClient("work")
 	_, err := qc.Create(ctx, nil)

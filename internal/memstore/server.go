@@ -43,11 +43,12 @@ type Options struct {
 	// from it, on each request. Default time.Now.
 	Now func() time.Time
 	// DuplicateDelivery, when set, is asked on every Get Messages that
-	// returns messages; when it returns true one of the messages returned
-	// (the first) stays visible, so another getter can receive it too, as
-	// Azure's at-least-once delivery sometimes does. The first getter's pop
-	// receipt stops working once another getter has received the message.
-	DuplicateDelivery func(queue string) bool
+	// returns messages, with the queue's name and the text of the first
+	// message returned; when it returns true that message stays visible,
+	// so another getter can receive it too, as Azure's at-least-once
+	// delivery sometimes does. The first getter's pop receipt stops
+	// working once another getter has received the message.
+	DuplicateDelivery func(queue, text string) bool
 	// OnCommit, when set, is told every table write that committed (an
 	// entity operation, or a whole entity-group transaction), in the
 	// order they committed, while the account is locked: it must not call
@@ -76,7 +77,7 @@ type CommittedRow struct {
 // no closing unless Listen was called.
 type Server struct {
 	now      func() time.Time
-	dup      func(string) bool
+	dup      func(queue, text string) bool
 	onCommit func(Commit)
 
 	mu         sync.Mutex

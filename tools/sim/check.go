@@ -1134,10 +1134,10 @@ func (c *checker) unseen(ids []string, visibility time.Duration) {
 	}
 }
 
-// handedTwice records the messages of runs (by task id) dequeued while
-// the queue service hands messages out twice (QueueTarget's faults): a
-// second taker's receipt makes the first one's stale, and that delivery
-// may come to nothing.
+// handedTwice records the messages of runs (by task id) that the queue
+// service handed out and left visible (World.duplicateDelivery): a second
+// taker's receipt makes the first one's stale, and that delivery may come
+// to nothing.
 func (c *checker) handedTwice(ids []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

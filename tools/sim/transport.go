@@ -171,11 +171,10 @@ func (f *faultTransport) Do(req *http.Request) (resp *http.Response, err error) 
 		!strings.Contains(req.URL.RawQuery, "peekonly") && resp.StatusCode == http.StatusOK {
 		runs := dequeuedRuns(resp)
 		f.w.chk.dequeued(runs)
-		if f.w.plan.ratesAt(f.w.elapsed(), QueueTarget, "queue", "dequeue").any() {
-			f.w.chk.handedTwice(runs)
-		}
-		if fault == Lost || p.killed() {
-			// Its worker never hears of them: hidden until they reappear.
+		if fault == Lost || fault == Failed500 || p.killed() {
+			// Its worker never hears of them (an answer lost, or a 500
+			// after the service had served it): hidden until they
+			// reappear.
 			vis, _ := strconv.Atoi(req.URL.Query().Get("visibilitytimeout"))
 			f.w.chk.unseen(runs, time.Duration(vis)*time.Second)
 		}

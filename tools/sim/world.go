@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -190,13 +191,21 @@ func newWorld(t *testing.T, sc *Scenario) *World {
 }
 
 // duplicateDelivery is the queue service's at-least-once delivery: now and
-// then a message is handed out without being hidden.
-func (w *World) duplicateDelivery(string) bool {
+// then a message is handed out without being hidden. The checker is told
+// of the run whose message it was: its holder's receipt goes stale, and
+// that delivery may come to nothing (seed 150469).
+func (w *World) duplicateDelivery(_, text string) bool {
 	r := w.plan.ratesAt(w.elapsed(), QueueTarget, "queue", "dequeue")
-	if !r.any() {
+	if !r.any() || rand.Float64() >= r[Lost] {
 		return false
 	}
-	return rand.Float64() < r[Lost]
+	var env struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal([]byte(text), &env) == nil && env.ID != "" {
+		w.chk.handedTwice([]string{env.ID})
+	}
+	return true
 }
 
 // names are the resource names of a process with shards shards and
