@@ -3024,31 +3024,34 @@ func TestADuplicateOfASucceededRunDeletesItsPayload(t *testing.T) {
 // recorded but its dependents were not told), whose deletion commits with
 // its answer lost, still deletes the payload blob (row 243).
 func TestACarriedSuccessWhoseAckWasLostDeletesItsPayload(t *testing.T) {
-	pl := &payloads{blobs: map[string][]byte{"c/one": []byte("big one")}}
-	h := newHarness(t, ConsumerOptions{Payloads: pl})
-	h.c.work = &failOnce{MessageQueue: h.work, gone: 1}
-	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { t.Error("handler ran"); return nil })
-	h.enqueue(Envelope{ID: "one", Type: "t", PayloadBlob: "c/one", Ended: leasecrontype.RunSucceeded})
-	h.start()
-	h.expect(OutcomeDuplicate)
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if _, kept := pl.blobs["c/one"]; kept || len(h.work.all()) != 0 {
-		t.Fatalf("blob kept %v, %d messages left; want the blob deleted and no message", kept, len(h.work.all()))
-	}
+	ackLostDeletesPayload(t, Envelope{ID: "one", Type: "t", PayloadBlob: "c/one", Ended: leasecrontype.RunSucceeded}, OutcomeDuplicate)
 }
 
 // A success recorded and told deletes the payload blob even when the
 // message's deletion answers "gone" (it committed, its answer lost):
 // nothing comes back to delete the blob later (row 196).
 func TestASuccessWhoseAckWasLostDeletesItsPayload(t *testing.T) {
+	ackLostDeletesPayload(t, Envelope{ID: "one", Type: "t", PayloadBlob: "c/one"}, OutcomeSucceeded)
+}
+
+// ackLostDeletesPayload delivers env, whose payload blob is c/one, to a
+// handler that succeeds (and must not run for a carried end), with the
+// message's deletion committing and answering "gone"; it wants the
+// outcome, the blob deleted and no message left.
+func ackLostDeletesPayload(t *testing.T, env Envelope, want Outcome) {
+	t.Helper()
 	pl := &payloads{blobs: map[string][]byte{"c/one": []byte("big one")}}
 	h := newHarness(t, ConsumerOptions{Payloads: pl})
 	h.c.work = &failOnce{MessageQueue: h.work, gone: 1}
-	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
-	h.enqueue(Envelope{ID: "one", Type: "t", PayloadBlob: "c/one"})
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error {
+		if env.Ended != "" {
+			t.Error("handler ran for a carried end")
+		}
+		return nil
+	})
+	h.enqueue(env)
 	h.start()
-	h.expect(OutcomeSucceeded)
+	h.expect(want)
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	if _, kept := pl.blobs["c/one"]; kept || len(h.work.all()) != 0 {
