@@ -118,7 +118,18 @@ func TestEarlyEnvelopeHeldUntilDue(t *testing.T) {
 func TestAHeldMessageRecordsItsDelivery(t *testing.T) {
 	h := newHarness(t, ConsumerOptions{})
 	early := earlyHook(h)
-	h.c.Handle("t", func(context.Context, leasecrontype.Task) error { return nil })
+	running := make(chan int64, 1)
+	h.c.Handle("t", func(context.Context, leasecrontype.Task) error {
+		// At the due time the text goes back as it came: a handler that
+		// crashes its worker now is counted as before.
+		msgs := h.work.all()
+		env, err := DecodeEnvelope(msgs[0].Text)
+		if err != nil {
+			t.Error(err)
+		}
+		running <- env.Dequeues
+		return nil
+	})
 	h.enqueue(Envelope{ID: "e", Type: "t", Due: t0.Add(1500 * time.Millisecond), MaxAttempts: 1})
 	h.start()
 	recv(t, early, "hold")
@@ -134,6 +145,9 @@ func TestAHeldMessageRecordsItsDelivery(t *testing.T) {
 		t.Fatalf("held message records %d deliveries, its dequeue count is %d: want them equal", env.Dequeues, msgs[0].DequeueCount)
 	}
 	h.clk.Advance(1500 * time.Millisecond)
+	if n := recv(t, running, "handler start"); n != 0 {
+		t.Fatalf("while its handler runs the message records %d deliveries; want 0, as it came", n)
+	}
 	h.await(OutcomeSucceeded)
 }
 

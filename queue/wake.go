@@ -195,28 +195,28 @@ func (c *Consumer) untilDue(stop <-chan struct{}, hctx context.Context, d *deliv
 		return true, false
 	}
 	shortened := false
+	// The cut records this delivery (Dequeues), as every other hand-back
+	// does: should the hold be lost (the cut's answer lost, the message
+	// handed out again, this worker stopping), the next delivery does not
+	// count it as a crash (the crash guard; sweep seed 150965: a task of
+	// one attempt set aside as "delivered 3 times" around its due time,
+	// its handler never run). The extension at the due time writes the
+	// text back as it came, so that a handler which then crashes its
+	// worker is counted as before.
+	text := d.m.Text // as it came
 	if early < c.o.VisibilityTimeout-time.Second {
-		// The cut records this delivery (Dequeues), as every other
-		// hand-back does: should the hold be lost (the cut's answer lost,
-		// the message handed out again, this worker stopping), the next
-		// delivery does not count it as a crash (the crash guard; sweep
-		// seed 150965: a task of one attempt set aside as "delivered 3
-		// times" around its due time, its handler never run).
-		env := d.env
-		env.Dequeues = d.m.DequeueCount
-		text, terr := encodeSized(env)
+		held := d.env
+		held.Dequeues = d.m.DequeueCount
+		cut, terr := encodeSized(held)
 		if terr != nil {
-			text = d.m.Text
+			cut = d.m.Text
 		}
 		ctx, cancel := c.opCtx(hctx)
-		m, err := c.work.Update(ctx, d.m, text, early)
+		m, err := c.work.Update(ctx, d.m, cut, early)
 		cancel()
 		switch {
 		case err == nil:
 			d.m, shortened = m, true
-			if terr == nil {
-				d.env = env
-			}
 		case errors.Is(err, ErrMessageGone):
 			return false, true
 		}
@@ -240,7 +240,7 @@ func (c *Consumer) untilDue(stop <-chan struct{}, hctx context.Context, d *deliv
 	if shortened {
 		ctx, cancel := c.opCtx(hctx)
 		at := c.clk.Now()
-		m, err := c.work.Update(ctx, d.m, d.m.Text, c.o.VisibilityTimeout)
+		m, err := c.work.Update(ctx, d.m, text, c.o.VisibilityTimeout)
 		cancel()
 		switch {
 		case err == nil:
