@@ -216,7 +216,11 @@ func (c *Consumer) untilDue(stop <-chan struct{}, hctx context.Context, d *deliv
 		cancel()
 		switch {
 		case err == nil:
+			// d.m.Text stays as it came: every later rewrite of this
+			// delivery (the extension, a heartbeat, a fallback) writes
+			// it, not the cut's record.
 			d.m, shortened = m, true
+			d.m.Text = text
 		case errors.Is(err, ErrMessageGone):
 			return false, true
 		}

@@ -2114,8 +2114,23 @@ func (c *checker) recordedDeathLocked(t *ti, by time.Time) (time.Time, bool) {
 // service handed out again, counts as a delivery; seed 150469), or
 // whether it was scheduled at all is not known.
 func (c *checker) mayDie(t *ti) bool {
-	return t.spec.Behaviour.Fail != 0 || c.anyTroubled(t) || t.ambiguous ||
-		slices.ContainsFunc(c.noShows[t.id], func(at time.Time) bool { return !at.Before(t.tried) })
+	return t.spec.Behaviour.Fail != 0 || c.anyTroubled(t) || t.ambiguous || c.noShowBeforeDeathLocked(t)
+}
+
+// noShowBeforeDeathLocked reports whether a delivery of t's message came
+// to nothing for a fault's sake (noShows) after t was tried, before its
+// death was recorded and before it was replaced, and the death is the
+// crash guard's as far as its dead letters tell (their reasons are read
+// at the end; none yet, or none left, tells nothing).
+func (c *checker) noShowBeforeDeathLocked(t *ti) bool {
+	died, dead := c.recordedLocked(t, leasecron.RunDead, c.w.now(), false)
+	if !slices.ContainsFunc(c.noShows[t.id], func(at time.Time) bool {
+		return !at.Before(t.tried) && (!dead || at.Before(died)) && (t.superseded.IsZero() || at.Before(t.superseded))
+	}) {
+		return false
+	}
+	why := c.deadWhy[t.id]
+	return len(why) == 0 || slices.ContainsFunc(why, func(w string) bool { return strings.Contains(w, "without an outcome being recorded") })
 }
 
 // recordedLocked returns when the run record of t was first committed in
