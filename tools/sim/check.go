@@ -3541,8 +3541,25 @@ func (c *checker) retryBudget() {
 		if t.spec.Recurrence != "" || t.ambiguous || c.runsTroubled(t) || c.requeuedAny(t) {
 			continue
 		}
-		if fails, n := t.fails()-c.remadeFails(t), t.maxAttempts()*(1+c.racedVersionsLocked(t)); fails > n {
-			c.violate(InvAtLeastOnce, "%s (scheduling %d) failed %d attempts, more than the %d it is allowed (%s)", t.id, t.inc, fails, n, t.spec)
+		remade, n := c.remadeFails(t), t.maxAttempts()
+		if c.racedVersionsLocked(t) == 0 {
+			if fails := t.fails() - remade; fails > n {
+				c.violate(InvAtLeastOnce, "%s (scheduling %d) failed %d attempts, more than the %d it is allowed (%s)", t.id, t.inc, fails, n, t.spec)
+			}
+			continue
+		}
+		// Versions that raced a change each have a budget of their own
+		// (racedVersionsLocked): each version's failures are held to it.
+		byDue := map[time.Time]int{}
+		for _, r := range t.starts {
+			if r.outcome == "fail" {
+				byDue[r.due.Truncate(time.Millisecond)]++
+			}
+		}
+		for due, fails := range byDue {
+			if fails-remade > n {
+				c.violate(InvAtLeastOnce, "%s (scheduling %d) failed %d attempts of its version due %s, more than the %d it is allowed (%s)", t.id, t.inc, fails-remade, due.Format(time.RFC3339Nano), n, t.spec)
+			}
 		}
 	}
 }
