@@ -340,10 +340,11 @@ type checker struct {
 	hiddenUntil map[string]time.Time
 	// noShows: when deliveries of a run's message (by task id) came to
 	// nothing for a fault's sake: a dequeue whose answer never reached its
-	// worker (lost, or the worker killed meanwhile), or one made while the
-	// queue service hands messages out twice (its holder's receipt then
-	// goes stale). Each raises the message's dequeue count, which the
-	// crash guard counts (seed 150469).
+	// worker (lost, answered 500 after it was served, or the worker killed
+	// meanwhile: unseen), or a message the queue service handed out and
+	// left visible (its holder's receipt then goes stale: handedTwice).
+	// Each raises the message's dequeue count, which the crash guard
+	// counts (seed 150469).
 	noShows map[string][]time.Time
 	// rowWrites: the commits of a task's schedule rows, by id.
 	rowWrites map[string][]rowWrite
@@ -1130,6 +1131,14 @@ func (c *checker) unseen(ids []string, visibility time.Duration) {
 		if until.After(c.hiddenUntil[id]) {
 			c.hiddenUntil[id] = until
 		}
+	}
+	c.noShowsLocked(ids, now)
+}
+
+// noShowsLocked records deliveries of runs (by task id) at now that came
+// to nothing (noShows).
+func (c *checker) noShowsLocked(ids []string, now time.Time) {
+	for _, id := range ids {
 		c.noShows[id] = append(c.noShows[id], now)
 	}
 }
@@ -1141,10 +1150,7 @@ func (c *checker) unseen(ids []string, visibility time.Duration) {
 func (c *checker) handedTwice(ids []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.w.now()
-	for _, id := range ids {
-		c.noShows[id] = append(c.noShows[id], now)
-	}
+	c.noShowsLocked(ids, c.w.now())
 }
 
 // hiddenUntilLocked returns until when a dequeue nobody saw hid the
@@ -2123,6 +2129,9 @@ func (c *checker) mayDie(t *ti) bool {
 // crash guard's as far as its dead letters tell (their reasons are read
 // at the end; none yet, or none left, tells nothing).
 func (c *checker) noShowBeforeDeathLocked(t *ti) bool {
+	if len(c.noShows[t.id]) == 0 {
+		return false // (mayDie is asked at every recorded death: no scan)
+	}
 	died, dead := c.recordedLocked(t, leasecron.RunDead, c.w.now(), false)
 	if !slices.ContainsFunc(c.noShows[t.id], func(at time.Time) bool {
 		return !at.Before(t.tried) && (!dead || at.Before(died)) && (t.superseded.IsZero() || at.Before(t.superseded))
