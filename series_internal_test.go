@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -1044,6 +1045,105 @@ func TestCancelThatCannotMarkTheRunSaysSo(t *testing.T) {
 	if st, err := c.Status(ctx, "job"); err != nil || st.State() != string(RunCancelled) {
 		t.Fatalf("the task after the second cancel: %q, %v; want cancelled", st.State(), err)
 	}
+}
+
+// A cancel whose delete failed without saying whether it committed, and
+// whose look for the task afterwards failed too, marks the task's run
+// cancelled and says it may be done in part: the task may be gone from
+// the schedule, and the mover may have sent it early and confirmed it,
+// so only the mark stops it (issue 38, sweep seed 151245: the cancel
+// answered its lookup's error alone, and the task, removed, stayed
+// recorded queued for good). Whether the delete committed or not, the
+// task does not run, and a cancel tried again finishes the job.
+func TestACancelThatCannotTellWhetherItRemovedTheTaskMarksItsRun(t *testing.T) {
+	for _, committed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("delete committed %v", committed), func(t *testing.T) {
+			ctx := context.Background()
+			var tr *blindAfterDelete
+			c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+				tr = &blindAfterDelete{next: next, id: "job", send: committed}
+				return tr
+			})
+			due := time.Now().Add(2 * time.Second).UTC().Truncate(time.Second)
+			if _, err := c.Schedule(ctx, Item{ID: "job", Type: "t", Due: due}, nil); err != nil {
+				t.Fatal(err)
+			}
+			// The mover sent it early and confirmed it on its run.
+			if ok := c.runs.Confirm(ctx, []runs.Mark{{ID: "job", Meta: runs.Meta{Type: "t", Due: due, Token: "0123456789ab"}}}); !ok[0] {
+				t.Fatal("the early-sent task was not confirmed")
+			}
+			tr.armed.Store(true)
+			res, err := c.Cancel(ctx, "job")
+			tr.armed.Store(false)
+			if !tr.blind.Load() || tr.refused.Load() == 0 {
+				t.Fatalf("delete sent %v, reads refused %d: the test does not reach the case", tr.blind.Load(), tr.refused.Load())
+			}
+			if !errors.Is(err, ErrIncomplete) || !res.Removed || !strings.Contains(err.Error(), "marked cancelled, so it does not run") {
+				t.Fatalf("the cancel: %+v, %v; want removed, and an error wrapping ErrIncomplete that says the run is marked", res, err)
+			}
+			if st, err := c.Status(ctx, "job"); err != nil || st.State() != string(RunCancelled) {
+				t.Fatalf("the task after the cancel: %q, %v; want cancelled", st.State(), err)
+			}
+			if _, err := c.Get(ctx, "job"); committed != errors.Is(err, ErrNotFound) {
+				t.Fatalf("the task's row after its delete (committed %v): %v", committed, err)
+			}
+			// (A cancel of a run already cancelled succeeds.)
+			if res, err := c.Cancel(ctx, "job"); err != nil || res.Removed == committed {
+				t.Fatalf("the cancel tried again: %+v, %v; want the row removed if it was left, and success", res, err)
+			}
+			if st, err := c.Status(ctx, "job"); err != nil || st.State() != string(RunCancelled) {
+				t.Fatalf("the task after the second cancel: %q, %v; want cancelled", st.State(), err)
+			}
+		})
+	}
+}
+
+// blindAfterDelete is a transport that, armed, answers the first delete
+// naming id with a lost connection (sent, and so committed, only with
+// send), and from then on fails that delete's retries, unsent, and every
+// read of the schedule naming id (the run records are read as ever).
+type blindAfterDelete struct {
+	next    policy.Transporter
+	id      string
+	send    bool
+	armed   atomic.Bool
+	blind   atomic.Bool
+	refused atomic.Int32
+}
+
+func (b *blindAfterDelete) Do(req *http.Request) (*http.Response, error) {
+	if !b.armed.Load() {
+		return b.next.Do(req)
+	}
+	if req.Method == http.MethodGet {
+		if u, err := url.QueryUnescape(req.URL.String()); err == nil && b.blind.Load() && strings.Contains(u, b.id) && !strings.Contains(u, "Runs") {
+			b.refused.Add(1)
+			return nil, errors.New("connection reset by peer")
+		}
+		return b.next.Do(req)
+	}
+	ok, err := writeMatches(req, contains("DELETE", b.id))
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		ok, err = writeMatches(req, func(text string) bool { return !strings.Contains(text, "Runs") })
+		if err != nil {
+			return nil, err
+		}
+	}
+	if ok && b.blind.Load() {
+		return nil, errors.New("connection reset by peer") // its retries, never sent
+	}
+	if ok && b.blind.CompareAndSwap(false, true) {
+		if b.send {
+			if resp, err := b.next.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		return nil, errors.New("connection reset by peer")
+	}
+	return b.next.Do(req)
 }
 
 // runBulkDisable runs a bulk disable of the series of typ as its worker

@@ -82,9 +82,19 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 		}
 		steps.First = func(ctx context.Context, row Item) error { return c.cancelWaitedFor(ctx, row, true) }
 	}
-	it, _, err := c.sched.CancelReport(ctx, id, steps)
+	it, unsure, err := c.sched.CancelReport(ctx, id, steps)
 	var refused error // the id's row is another task's: the listed one may have been moved
+	// lookedFor: the delete of the one-off task's row may have committed
+	// and the look that would tell failed (schedule.CancelReport). It is
+	// taken as removed, so that its run is marked cancelled, and the
+	// answer says the cancel may be done in part (issue 38, sweep seed
+	// 151245: the task, gone from the schedule, stayed recorded queued).
+	var lookedFor error
 	switch {
+	case err != nil && unsure && it.Recurrence == "" && c.runs != nil && !errors.Is(err, ErrNotFound):
+		lookedFor = err
+		res.Removed = true
+		c.tellLateWaiters(ctx, it)
 	case err == nil:
 		res.Removed = true
 		c.tellLateWaiters(ctx, it)
@@ -194,6 +204,9 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 			return res, fmt.Errorf("cancel %s: %w: the task is removed from the schedule, but its run record could not be marked cancelled, and if it was being moved to the queue as it was cancelled it may still run once; cancel it again (an answer of not found then means nothing was left to stop): %w", id, ErrIncomplete, rerr)
 		}
 		c.o.Logger.Warn("run record not marked cancelled", "task_id", id, "err", rerr)
+	}
+	if lookedFor != nil {
+		return res, fmt.Errorf("cancel %s: %w: its run record is marked cancelled, so it does not run, but its row may still be listed pending until it is moved; cancel it again to remove it: %w", id, ErrIncomplete, lookedFor)
 	}
 	if occErr != nil {
 		occErr = fmt.Errorf("cancel %s: %w: the series is cancelled, but an occurrence already moved to the queue may still run once (`leasecron runs --series %s --state queued`, or `--state snoozed`, lists it; cancel it by its id): %w", id, ErrIncomplete, id, occErr)

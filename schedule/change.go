@@ -163,7 +163,9 @@ func (c *Client) release(ctx context.Context, id string, row table.Entity, wrote
 // 1164: a cancel answered "not found" and its task, cancelled, was taken
 // for lost) — but the mover may have moved the row instead, so the caller
 // checks the run (a run of its due time that already finished means the
-// task ran), and a large payload's blob is left to its retention.
+// task ran), and a large payload's blob is left to its retention. When
+// looking the task up again fails, the cancel answers that error with
+// unsure set and the row it tried to delete: the task may be removed.
 func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps) (it Item, unsure bool, err error) {
 	var lastErr error
 	// wrote is the ETag the hold of the row left it with (holdForCancel),
@@ -184,6 +186,25 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 		if err != nil {
 			if tried != nil && errors.Is(err, ErrNotFound) {
 				return readItem(*tried), true, nil
+			}
+			if tried != nil {
+				// Our delete may have committed, and the look that would
+				// tell failed: tried again while tries are left, else the
+				// row is returned with the error, for the caller to treat
+				// the task as perhaps removed (issue 38, sweep seed
+				// 151245: the delete committed, the scan that followed
+				// failed, and cancel answered a plain lookup error that
+				// left the task, gone from the schedule, recorded queued
+				// for good).
+				if storage.IsTransient(err) && try < retries {
+					lastErr = err
+					continue
+				}
+				err = fmt.Errorf("cancel %s: its delete failed without saying whether it committed, and looking the task up again failed: %w", id, err)
+				if told {
+					err = toldErr(err, time.Time{})
+				}
+				return readItem(*tried), true, err
 			}
 			if orphan != nil && errors.Is(err, ErrNotFound) && !indexing(*orphan, c.opts.Clock.Now()) {
 				// Tidy a stale index row (not one whose row an AddMany

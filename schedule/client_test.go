@@ -589,6 +589,61 @@ func TestCancelIsIdempotentAfterALostAnswer(t *testing.T) {
 	}
 }
 
+// A cancel whose delete failed without saying whether it committed looks
+// the task up again to tell; when that look fails too, it is tried again
+// while tries are left, and after the last the cancel answers the error
+// with the row it tried to delete and unsure set, for its caller to treat
+// the task as perhaps removed (issue 38, sweep seed 151245: the delete
+// committed, the scan after it failed, and the error alone went back, so
+// the task's run was never marked and stayed recorded queued).
+func TestACancelWhoseLookAfterALostDeleteFailsSaysItMayHaveRemoved(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fails int // scans failing after the lost delete
+		err   bool
+	}{
+		{"the look fails once", 1, false},
+		{"the look fails every time", 1000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, mt, _ := newMemClient(t, Options{})
+			fs := &failingScans{Table: mt}
+			lt := &lostAnswer{Table: fs, lose: func(ops []table.Op) bool { return ops[0].Kind == table.Delete },
+				between: func([]table.Op) { fs.left = tc.fails }}
+			c.t = lt
+			if _, err := c.Add(ctx(t), Item{ID: "gone", Type: "mail", Due: t0.Add(time.Hour)}, AddOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			it, unsure, err := c.CancelReport(ctx(t), "gone", CancelSteps{})
+			if !lt.lost || fs.failed == 0 {
+				t.Fatalf("the delete's answer lost %v, scans failed %d; want both", lt.lost, fs.failed)
+			}
+			if !unsure || it.ID != "gone" || it.Type != "mail" || (err != nil) != tc.err {
+				t.Fatalf("cancel: %+v, unsure %v, %v; want the row tried, unsure, error %v", it, unsure, err, tc.err)
+			}
+			if tc.err && (errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "without saying whether it committed")) {
+				t.Fatalf("cancel: %v; want an error saying the delete may have committed", err)
+			}
+		})
+	}
+}
+
+// failingScans is a table whose scans for rows without an id index fail,
+// left times, with a connection error.
+type failingScans struct {
+	table.Table
+	left, failed int
+}
+
+func (f *failingScans) Query(ctx context.Context, q table.Query) (table.Page, error) {
+	if f.left > 0 && q.To == IndexPrefix {
+		f.left--
+		f.failed++
+		return table.Page{}, errors.New("read tcp: connection reset by peer")
+	}
+	return f.Table.Query(ctx, q)
+}
+
 // movedFirst is a table on which the first delete transaction finds its
 // rows removed by another writer just before it: refused, as changed.
 type movedFirst struct {
