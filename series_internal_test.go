@@ -1098,6 +1098,42 @@ func TestACancelThatCannotTellWhetherItRemovedTheTaskMarksItsRun(t *testing.T) {
 	}
 }
 
+// The same cancel of a task waiting for its parents does not mark its
+// run: the task has not been sent, and were its row still standing, its
+// release would move it to a due time the mark does not name, and it
+// would run (a review of row 247). The error goes back, and a cancel
+// tried again removes the task.
+func TestACancelInDoubtOfAWaitingTaskLeavesItToACancelTriedAgain(t *testing.T) {
+	ctx := context.Background()
+	var tr *blindAfterDelete
+	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter {
+		tr = &blindAfterDelete{next: next, id: "job"}
+		return tr
+	})
+	due := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	if _, err := c.Schedule(ctx, Item{ID: "par", Type: "t", Due: due}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Schedule(ctx, Item{ID: "job", Type: "t", Due: due, After: []string{"par"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tr.armed.Store(true)
+	res, err := c.Cancel(ctx, "job")
+	tr.armed.Store(false)
+	if !tr.blind.Load() || tr.refused.Load() == 0 {
+		t.Fatalf("delete sent %v, reads refused %d: the test does not reach the case", tr.blind.Load(), tr.refused.Load())
+	}
+	if err == nil || errors.Is(err, ErrIncomplete) || res.Removed || !strings.Contains(err.Error(), "without saying whether it committed") {
+		t.Fatalf("the cancel: %+v, %v; want an error saying the delete may have committed, nothing marked", res, err)
+	}
+	if it, err := c.Get(ctx, "job"); err != nil || !it.Waiting {
+		t.Fatalf("the waiting task after the cancel: %+v, %v; want it still waiting", it, err)
+	}
+	if res, err := c.Cancel(ctx, "job"); err != nil || !res.Removed {
+		t.Fatalf("the cancel tried again: %+v, %v; want the task removed", res, err)
+	}
+}
+
 // blindAfterDelete is a transport that, armed, answers the first delete
 // naming id with a lost connection (sent, and so committed, only with
 // send), and from then on fails that delete's retries, unsent, and every

@@ -91,7 +91,10 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 	// 151245: the task, gone from the schedule, stayed recorded queued).
 	var lookedFor error
 	switch {
-	case err != nil && unsure && it.Recurrence == "" && c.runs != nil && !errors.Is(err, ErrNotFound):
+	case err != nil && unsure && it.Recurrence == "" && !it.Waiting && c.runs != nil && !errors.Is(err, ErrNotFound):
+		// (A task waiting for its parents has not been sent, and its
+		// release would move a row left standing to a due time the mark
+		// does not name: it is left to a cancel tried again.)
 		lookedFor = err
 		res.Removed = true
 		c.tellLateWaiters(ctx, it)
@@ -201,7 +204,11 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 			// 8379: the mark failed, cancel answered success, and the task
 			// ran five seconds later). A cancel tried again finds the row
 			// gone and marks the run.
-			return res, fmt.Errorf("cancel %s: %w: the task is removed from the schedule, but its run record could not be marked cancelled, and if it was being moved to the queue as it was cancelled it may still run once; cancel it again (an answer of not found then means nothing was left to stop): %w", id, ErrIncomplete, rerr)
+			removed := "is removed from the schedule"
+			if lookedFor != nil {
+				removed = "may be removed from the schedule (" + lookedFor.Error() + ")"
+			}
+			return res, fmt.Errorf("cancel %s: %w: the task %s, but its run record could not be marked cancelled, and if it was being moved to the queue as it was cancelled it may still run once; cancel it again (an answer of not found then means nothing was left to stop): %w", id, ErrIncomplete, removed, rerr)
 		}
 		c.o.Logger.Warn("run record not marked cancelled", "task_id", id, "err", rerr)
 	}

@@ -202,7 +202,7 @@ func (c *Client) CancelReport(ctx context.Context, id string, steps CancelSteps)
 				}
 				err = fmt.Errorf("cancel %s: its delete failed without saying whether it committed, and looking the task up again failed: %w", id, err)
 				if told {
-					err = toldErr(err, time.Time{})
+					err = toldErr(err, readItem(*tried).CancellingUntil)
 				}
 				return readItem(*tried), true, err
 			}
