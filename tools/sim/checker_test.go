@@ -3395,3 +3395,39 @@ func TestTheQuietPhaseWaitsOnlyForWhatCouldStillEnd(t *testing.T) {
 		}
 	})
 }
+
+// A cancel whose delete was in doubt and whose look afterwards failed
+// marks the run and answers ErrIncomplete saying the task does not run
+// (README, cancel; row 247): a start after it breaks the promise, as
+// after a cancel that answered success. One that answered ErrIncomplete
+// because the mark failed promises nothing of the kind.
+func TestACancelThatMarkedARunInDoubtStopsIt(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		violation bool
+	}{
+		{"marked in doubt", fmt.Errorf("cancel t9: %w: %s, but its row may still be listed pending", leasecron.ErrIncomplete, markedInDoubt), true},
+		{"the mark failed", fmt.Errorf("cancel t9: %w: the task is removed from the schedule, but its run record could not be marked cancelled", leasecron.ErrIncomplete), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				x := c.newTI(TaskSpec{ID: "t9", Type: "plain"}, nil, nil)
+				due := w.now().Add(time.Minute)
+				c.scheduled(x, w.now(), leasecron.Item{ID: "t9", Due: due}, nil)
+				time.Sleep(time.Second)
+				issued := w.now()
+				aim := c.cancelIssued("t9", issued)
+				time.Sleep(2 * time.Second)
+				c.cancelled(aim, "t9", issued, leasecron.CancelResult{ID: "t9", Removed: true}, tc.err, nil)
+				time.Sleep(time.Until(due) + time.Second)
+				got := violationsOf(c, func() { c.checkStartLocked(x, okNow(w, x, "t9", due)) })
+				got = slices.DeleteFunc(got, func(v string) bool { return !strings.Contains(v, "after a cancel returned") })
+				if (len(got) > 0) != tc.violation {
+					t.Errorf("violations %q; want one: %v", got, tc.violation)
+				}
+			})
+		})
+	}
+}
