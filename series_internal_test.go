@@ -1015,6 +1015,20 @@ func TestParentWithAReplacementQueuedBesideItsRunHasNotEnded(t *testing.T) {
 	}
 }
 
+// jobSentEarly schedules the one-off task "job", due in two seconds, and
+// confirms its run queued as a traffic-cop pass that sent it early does.
+func jobSentEarly(t *testing.T, c *Client) {
+	t.Helper()
+	ctx := context.Background()
+	due := time.Now().Add(2 * time.Second).UTC().Truncate(time.Second)
+	if _, err := c.Schedule(ctx, Item{ID: "job", Type: "t", Due: due}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok := c.runs.Confirm(ctx, []runs.Mark{{ID: "job", Meta: runs.Meta{Type: "t", Due: due, Token: "0123456789ab"}}}); !ok[0] {
+		t.Fatal("the early-sent task was not confirmed")
+	}
+}
+
 // A cancel that removes a one-off task's row but cannot mark its run
 // cancelled says so (ErrIncomplete) instead of answering success: the
 // mover may have sent the task early and confirmed it as the cancel
@@ -1026,13 +1040,7 @@ func TestCancelThatCannotMarkTheRunSaysSo(t *testing.T) {
 	// The run record's write fails (its read, before the row goes, works).
 	tr := &failWrites{match: contains("r~job")}
 	c := memClientThrough(t, func(next policy.Transporter) policy.Transporter { tr.next = next; return tr })
-	due := time.Now().Add(2 * time.Second).UTC().Truncate(time.Second)
-	if _, err := c.Schedule(ctx, Item{ID: "job", Type: "t", Due: due}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if ok := c.runs.Confirm(ctx, []runs.Mark{{ID: "job", Meta: runs.Meta{Type: "t", Due: due, Token: "0123456789ab"}}}); !ok[0] {
-		t.Fatal("the early-sent task was not confirmed")
-	}
+	jobSentEarly(t, c)
 	tr.armed.Store(true)
 	res, err := c.Cancel(ctx, "job")
 	if !errors.Is(err, ErrIncomplete) || !res.Removed || !strings.Contains(err.Error(), "may still run once") {
@@ -1064,14 +1072,7 @@ func TestACancelThatCannotTellWhetherItRemovedTheTaskMarksItsRun(t *testing.T) {
 				tr = &blindAfterDelete{next: next, id: "job", send: committed}
 				return tr
 			})
-			due := time.Now().Add(2 * time.Second).UTC().Truncate(time.Second)
-			if _, err := c.Schedule(ctx, Item{ID: "job", Type: "t", Due: due}, nil); err != nil {
-				t.Fatal(err)
-			}
-			// The mover sent it early and confirmed it on its run.
-			if ok := c.runs.Confirm(ctx, []runs.Mark{{ID: "job", Meta: runs.Meta{Type: "t", Due: due, Token: "0123456789ab"}}}); !ok[0] {
-				t.Fatal("the early-sent task was not confirmed")
-			}
+			jobSentEarly(t, c)
 			tr.armed.Store(true)
 			res, err := c.Cancel(ctx, "job")
 			tr.armed.Store(false)
