@@ -2730,6 +2730,18 @@ func (c *checker) retimed(id string, issued time.Time, it leasecron.Item, err er
 		if prev := c.replacingLocked(t); prev != nil {
 			targets = append(targets, prev)
 		}
+	} else if !t.spec.Replace && !t.accepted {
+		// A plain schedule of an id still pending is refused, its error
+		// (or no answer yet) saying nothing of which: the change may have
+		// moved the earlier scheduling, still pending, instead (sweep
+		// seed 153605, row 248: a run-now answered after a schedule of a
+		// reused id had failed in its lookup; the line of a file it had
+		// moved ran at its old due time and at now).
+		if prev := c.replacingLocked(t); prev != nil {
+			if _, ended := prev.finalEnd(); !ended {
+				targets = append(targets, prev)
+			}
+		}
 	}
 	for _, t := range targets {
 		// An error may hide a change that was made: it counts as a

@@ -1499,6 +1499,50 @@ func TestAChangeAppliesToTheSchedulingIssuedBeforeIt(t *testing.T) {
 	})
 }
 
+// A change of an id issued after a plain schedule of it that answered an
+// error (or has not answered) may have moved the earlier scheduling, still
+// pending: that schedule was refused if the id was (sweep seed 153605, row
+// 248: a run-now after a failed schedule of a reused id; the line of a
+// file it moved ran at its old due time and at now, which raced the
+// change, as README allows). An earlier scheduling that had ended is not
+// moved.
+func TestAChangeAfterAFailedScheduleMayMoveTheEarlierScheduling(t *testing.T) {
+	for _, ended := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			w, c := newTestChecker()
+			first := c.newTI(TaskSpec{ID: "t5", Type: "plain"}, nil, nil)
+			oldDue := w.now().Add(2 * time.Second)
+			c.scheduled(first, w.now(), leasecron.Item{ID: "t5", Due: oldDue}, nil)
+			if ended {
+				addAttempt(w, first, 1, w.now(), "ok")
+			}
+			time.Sleep(time.Second)
+			again := c.newTI(TaskSpec{ID: "t5", Type: "plain"}, nil, nil)
+			c.scheduled(again, w.now(), leasecron.Item{}, errors.New("add t5: read id index: connection reset by peer"))
+			issued := w.now()
+			c.retimed("t5", issued, leasecron.Item{ID: "t5", Due: w.now()}, nil)
+			if got := len(first.retimes) == 1; got != !ended {
+				t.Errorf("earlier scheduling ended %v: %d retimes of it; want one: %v", ended, len(first.retimes), !ended)
+			}
+			if ended {
+				return
+			}
+			if !first.due.Equal(issued) {
+				t.Errorf("the earlier scheduling's due is %s; want the run-now's %s", c.at(first.due), c.at(issued))
+			}
+			// Its old version, read by a pass before the change, runs at
+			// its old due time beside the new one: no rerun.
+			time.Sleep(time.Until(oldDue))
+			first.starts = append(first.starts, okNow(w, first, "t5", oldDue))
+			got := violationsOf(c, func() { c.checkStartLocked(first, okNow(w, first, "t5", issued)) })
+			got = slices.DeleteFunc(got, func(v string) bool { return !strings.Contains(v, "after it succeeded") })
+			if len(got) > 0 {
+				t.Errorf("violations %q; want none", got)
+			}
+		})
+	}
+}
+
 // A child --after-any an id scheduled again, issued before the new
 // scheduling's row was written, may have found the id's earlier run ended
 // and started at once (seed 68039: the new schedule was held 5 s by
