@@ -1534,8 +1534,7 @@ func TestAChangeAfterAFailedScheduleMayMoveTheEarlierScheduling(t *testing.T) {
 			// its old due time beside the new one: no rerun.
 			time.Sleep(time.Until(oldDue))
 			first.starts = append(first.starts, okNow(w, first, "t5", oldDue))
-			got := violationsOf(c, func() { c.checkStartLocked(first, okNow(w, first, "t5", issued)) })
-			got = slices.DeleteFunc(got, func(v string) bool { return !strings.Contains(v, "after it succeeded") })
+			got := startViolations(c, first, issued, "after it succeeded")
 			if len(got) > 0 {
 				t.Errorf("violations %q; want none", got)
 			}
@@ -2009,6 +2008,13 @@ func TestTheSchedulingAChildWaitsFor(t *testing.T) {
 	})
 }
 
+// startViolations checks a start of t's run (its id), of due, now, and
+// returns the violations it finds whose text holds word.
+func startViolations(c *checker, t *ti, due time.Time, word string) []string {
+	got := violationsOf(c, func() { c.checkStartLocked(t, okNow(c.w, t, t.id, due)) })
+	return slices.DeleteFunc(got, func(v string) bool { return !strings.Contains(v, word) })
+}
+
 // okNow is a first attempt of t's run runID, due at due, that started and
 // succeeded now on w1.
 func okNow(w *World, t *ti, runID string, due time.Time) *runEv {
@@ -2196,8 +2202,7 @@ func TestACancelMayHaveMarkedTheRunOfAnUnansweredScheduling(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 				c.scheduled(first, firstIssued, leasecron.Item{ID: "t7", Due: firstIssued}, nil)
 				time.Sleep(time.Minute)
-				got := violationsOf(c, func() { c.checkStartLocked(replace, okNow(w, replace, "t7", replace.due)) })
-				got = slices.DeleteFunc(got, func(v string) bool { return !strings.Contains(v, "after a cancel returned") })
+				got := startViolations(c, replace, replace.due, "after a cancel returned")
 				if (len(got) > 0) != tc.violation {
 					t.Errorf("violations %q; want one: %v", got, tc.violation)
 				}
@@ -2394,8 +2399,7 @@ func TestAScheduleWrittenAgainAfterACancelItOverlappedMayRun(t *testing.T) {
 					commit(false)
 				}
 				time.Sleep(time.Until(due) + time.Second)
-				got := violationsOf(c, func() { c.checkStartLocked(x, okNow(w, x, "t222", due)) })
-				got = slices.DeleteFunc(got, func(v string) bool { return !strings.Contains(v, "after a cancel returned") })
+				got := startViolations(c, x, due, "after a cancel returned")
 				if (len(got) > 0) != tc.violation {
 					t.Errorf("violations %q; want one: %v", got, tc.violation)
 				}
@@ -3466,8 +3470,7 @@ func TestACancelThatMarkedARunInDoubtStopsIt(t *testing.T) {
 				time.Sleep(2 * time.Second)
 				c.cancelled(aim, "t9", issued, leasecron.CancelResult{ID: "t9", Removed: true}, tc.err, nil)
 				time.Sleep(time.Until(due) + time.Second)
-				got := violationsOf(c, func() { c.checkStartLocked(x, okNow(w, x, "t9", due)) })
-				got = slices.DeleteFunc(got, func(v string) bool { return !strings.Contains(v, "after a cancel returned") })
+				got := startViolations(c, x, due, "after a cancel returned")
 				if (len(got) > 0) != tc.violation {
 					t.Errorf("violations %q; want one: %v", got, tc.violation)
 				}
