@@ -2072,8 +2072,14 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 	// type at 4 min 54 s was taken for its end; a scheduling of its id
 	// that succeeded in between was then taken for the end its --after
 	// child waited for, and the child's cancel for a violation).
+	// A cancel counts from the instant it was issued: it tells the batch
+	// and the children before it answers, and the storage requests in
+	// between take no virtual time, so what it released may start in
+	// that instant (row 249, seed 156200: a cancel issued late, its
+	// client's operations held up behind a worker's restart, and the
+	// callback it released started in the instant it was issued).
 	at, how := time.Time{}, ""
-	if x, ok := c.cancelledBy(t, by); ok {
+	if x, ok := c.cancelledBy(t, by.Add(time.Nanosecond)); ok {
 		at, how = x, "cancelled"
 	}
 	if x, ok := c.doomedBy(t); ok && (at.IsZero() || x.Before(at)) {
@@ -2085,7 +2091,7 @@ func (c *checker) endedFor(t *ti, any bool, by time.Time) (time.Time, string) {
 	if at, ok := c.rolledBackLocked(t, by); ok {
 		return at, "cancelled by its file's roll-back"
 	}
-	if !t.cancelling.IsZero() && t.cancelling.Before(by) {
+	if !t.cancelling.IsZero() && !t.cancelling.After(by) {
 		// A cancel under way may have taken effect already (seed 1330:
 		// the callback of a batch whose member's cancel had counted it,
 		// answered seven seconds later).

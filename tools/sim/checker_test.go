@@ -3013,6 +3013,42 @@ func TestACallbackStartedInTheInstantItsMembersCancelReturned(t *testing.T) {
 	})
 }
 
+// A batch member cancelled before it was moved ends for its batch in the
+// instant its cancel is issued, whether the cancel has answered by the
+// callback's start or not: the cancel tells the batch before it answers,
+// and storage takes no virtual time (row 249, seed 156200: the cancel
+// issued, the callback started and the cancel answered in one instant).
+func TestACallbackStartedInTheInstantItsWaitingMembersCancelWasIssued(t *testing.T) {
+	for _, answered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("answered %v", answered), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w, c := newTestChecker()
+				b, member := batchOfOne(c, "slow")
+				c.scheduled(member, w.now(), leasecron.Item{ID: "m", Due: w.now().Add(time.Hour), Batch: "b1"}, nil)
+				time.Sleep(20 * time.Second)
+				now := w.now()
+				c.mu.Lock()
+				if end, how := c.memberEnd(b, member, now); !end.IsZero() {
+					t.Errorf("a waiting member no cancel reached is taken for ended at %s (%s)", c.at(end), how)
+				}
+				c.mu.Unlock()
+				aim := c.cancelIssued("m", now)
+				if answered {
+					c.cancelled(aim, "m", now, leasecron.CancelResult{Removed: true}, nil, nil)
+				}
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				if end, how := c.memberEnd(b, member, now); end.IsZero() || now.Before(end) {
+					t.Errorf("a member whose cancel was issued in the instant the callback started ended at %s (%s); want by then", c.at(end), how)
+				}
+				if end, _ := c.memberEnd(b, member, now.Add(-time.Millisecond)); !end.IsZero() {
+					t.Errorf("the member is taken for ended at %s, before its cancel was issued", c.at(end))
+				}
+			})
+		})
+	}
+}
+
 // A line of a file answered "not written: the batch was rolled back"
 // never runs (README "Nothing half-applied"), but where README allows it:
 // a line reported moved, or maybe written, or due within two minutes of
