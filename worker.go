@@ -633,14 +633,20 @@ func (w *Worker) newMover(shards []string, gen int64, early time.Duration, annou
 		SetAside:      w.queue,
 		Depth:         w.queue.Depth,
 		Visible:       w.queue.Visible,
+		Counts:        w.queue.Counts,
 		PayloadStore:  w.payloads,
 		Clock:         w.o.Clock,
 		Logger:        w.log,
 		OnMoved:       func(_ context.Context, envs []queue.Envelope) { w.metrics.MoverBatch(len(envs)) },
 	}
 	w.mu.Lock()
-	consumer := w.consumer
+	consumer, owner := w.consumer, w.owner
 	w.mu.Unlock()
+	if owner != nil && w.sharded() {
+		// The other shards' owners send early into the same queues: their
+		// rows say how many of the queue's messages only wait.
+		mo.Peers = owner.Shards
+	}
 	// A message waiting in the queue for its due time: this worker's
 	// consumer looks for it then, and the standbys hear of it with the
 	// next note (announced at once rather than at the next renewal).

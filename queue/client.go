@@ -620,6 +620,28 @@ func (c *Client) Visible(ctx context.Context, n int) (count int, exact bool, err
 	return count, true, nil
 }
 
+// Counts reports whether env's message, sent by this client, would go to
+// a queue Depth counts: a message another mover sent early is in this
+// client's depth only then (a route this client neither drains nor has
+// sent to is counted by nobody here). A route that is not valid goes
+// nowhere and is not counted.
+func (c *Client) Counts(env Envelope) bool {
+	if c.open == nil {
+		return true // one work queue for every route
+	}
+	r := c.Route(env)
+	if r.Validate() != nil {
+		return false
+	}
+	names := QueueNames(RouteBase(c.base, r), c.n)
+	for _, q := range c.depthQueues() {
+		if slices.Contains(names, q.Name()) {
+			return true
+		}
+	}
+	return false
+}
+
 // depthQueues returns the queues Depth counts.
 func (c *Client) depthQueues() []MessageQueue {
 	qs, ok := c.work.(*Queues)

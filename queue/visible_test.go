@@ -69,3 +69,40 @@ func TestVisibleCountsEveryQueue(t *testing.T) {
 		t.Errorf("Visible over a failing peek = %d, %v, %v; want the first queue's 2, not exact, and the error naming %s", count, exact, err, mems[1].Name())
 	}
 }
+
+// Counts says whether a message another mover sends goes to a queue this
+// client's Depth counts: the default level of the queues it drains, and
+// every route it has sent to. A held-back mover leaves another shard's
+// early messages out of its depth only then (row 188 of
+// docs/simulator.md).
+func TestCountsIsWhatDepthCounts(t *testing.T) {
+	ctx := context.Background()
+	c, _, _ := routedClient(t, ClientOptions{Queues: 2, Consume: []string{"default", "bulk"}, Routes: map[string]Route{"mail": {Queue: "bulk", Priority: PriorityLow}}})
+	for _, tc := range []struct {
+		env  Envelope
+		want bool
+	}{
+		{env: Envelope{Type: "x"}, want: true},
+		{env: Envelope{Type: "x", Queue: "bulk"}, want: true},
+		{env: Envelope{Type: "x", Queue: "other"}, want: false}, // drained by nobody here
+		{env: Envelope{Type: "x", Priority: PriorityHigh}, want: false},
+		{env: Envelope{Type: "mail"}, want: false},         // bulk at low: not sent to yet
+		{env: Envelope{Type: "x", Queue: "Bad!"}, want: false}, // no such route
+	} {
+		if got := c.Counts(tc.env); got != tc.want {
+			t.Errorf("Counts(%+v) = %v before any send; want %v", tc.env, got, tc.want)
+		}
+	}
+	// Once this client has sent to a route, Depth counts its queues.
+	for _, env := range []Envelope{{ID: "a", Type: "mail"}, {ID: "b", Type: "x", Priority: PriorityHigh}} {
+		if err := c.Enqueue(ctx, env, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !c.Counts(env) {
+			t.Errorf("Counts(%+v) = false after a send to its route; want true", env)
+		}
+	}
+	if n, err := c.Depth(ctx); err != nil || n != 2 {
+		t.Errorf("Depth = %d, %v; want the 2 sent", n, err)
+	}
+}

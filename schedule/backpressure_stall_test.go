@@ -264,3 +264,120 @@ func TestAQueueOfMessagesPutBackStaysBounded(t *testing.T) {
 		t.Errorf("the queue holds %d messages, all put back, after 30 passes; want 1 to %d", n, 2*maxDepth)
 	}
 }
+
+// A held-back mover leaves out of the depth the messages the other
+// shards' movers sent early, read from their rows' marks (Peers): in a
+// fleet whose other shards keep more messages waiting early than
+// MaxDepth (a series' occurrences, tasks due within the early window),
+// a shard's owner held back would otherwise stay held back for as long
+// as they keep coming (issue 38, row 188: sim seed 113833, eight shards
+// and a max_depth of 3). Messages that go to a queue the depth does not
+// count, and those already due (visible: backlog), are not left out.
+func TestAHeldBackMoverLeavesOutThePeersEarlySends(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		peers       bool
+		counts      func(queue.Envelope) bool
+		wantHolding bool
+	}{
+		{name: "peers read", peers: true},
+		{name: "no peers", wantHolding: true},
+		{name: "their queue not counted", peers: true, counts: func(queue.Envelope) bool { return false }, wantHolding: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shards := []string{"00", "01"}
+			c, mt, fc := newMemClient(t, Options{Shards: shards})
+			peerQ, q := &fakeQueue{}, &fakeQueue{}
+			newM := func(shard string, o MoverOptions) *Mover {
+				o.Shards, o.Generation, o.Clock, o.Logger = []string{shard}, func() int64 { return 1 }, fc, quiet
+				o.MoverSettings.PollEvery, o.MoverSettings.Early = time.Second, time.Minute
+				if o.Enqueuer == nil {
+					o.Enqueuer, o.SetAside = q, q
+				}
+				m, err := newMover(mt, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := m.takeFence(ctx(t), shard, 1); err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			id := func(shard, prefix string, i int) string {
+				for j := 0; ; j++ {
+					if s := fmt.Sprintf("%s%d-%d", prefix, i, j); c.ShardOf(s) == shard {
+						return s
+					}
+				}
+			}
+			// The peer's shard: six one-off tasks due within the early
+			// window and a series every 10 s, sent early by its mover.
+			for i := range 6 {
+				if _, err := c.Add(ctx(t), Item{ID: id("00", "o", i), Due: t0.Add(time.Duration(20+i) * time.Second)}, AddOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := c.Add(ctx(t), Item{ID: id("00", "s", 0), Due: t0.Add(5 * time.Second), Recurrence: "@every 10s"}, AddOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			peer := newM("00", MoverOptions{Enqueuer: peerQ, SetAside: peerQ})
+			if _, err := peer.pass(ctx(t), 1); err != nil {
+				t.Fatal(err)
+			}
+			early := len(peerQ.ids())
+			if early < 10 {
+				t.Fatalf("the peer sent %d early; want its six tasks and the series' occurrences", early)
+			}
+			// This mover's shard: tasks due now, behind a hold-back; the
+			// queue holds the peer's early messages and nothing visible.
+			for i := range 2 {
+				if _, err := c.Add(ctx(t), Item{ID: id("01", "d", i), Due: t0}, AddOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			o := MoverOptions{
+				MoverSettings: MoverSettings{MaxDepth: 3, ResumeBelow: 1},
+				Depth:         func(context.Context) (int, error) { return len(peerQ.ids()) + len(q.ids()), nil },
+				Visible:       func(context.Context, int) (int, bool, error) { return 0, true, nil },
+				Counts:        tc.counts,
+			}
+			if tc.peers {
+				o.Peers = func() []string { return shards }
+			}
+			m := newM("01", o)
+			m.stats.HoldingBack = true
+			if _, err := m.pass(ctx(t), 1); err != nil {
+				t.Fatal(err)
+			}
+			sent := len(q.ids())
+			if tc.wantHolding && (sent > 0 || !m.Stats().HoldingBack) {
+				t.Errorf("sent %d, holding back %v, with %d of the peer's messages waiting early; want it held back", sent, m.Stats().HoldingBack, early)
+			}
+			if !tc.wantHolding && (sent == 0 || m.Stats().HoldingBack) {
+				t.Errorf("sent %d, holding back %v, with only the peer's %d early messages in the queue; want it resumed", sent, m.Stats().HoldingBack, early)
+			}
+			if !tc.peers {
+				return
+			}
+			if n := m.waitingOfPeers(t); tc.counts == nil && n != early {
+				t.Errorf("read %d of the peer's messages as waiting early; it sent %d early", n, early)
+			}
+			// Once the peer's messages are due they are visible backlog:
+			// its rows, due, no longer leave them out.
+			fc.Advance(2 * time.Minute)
+			if n := m.waitingOfPeers(t); n != 0 {
+				t.Errorf("read %d of the peer's messages as waiting early once all were due; want 0", n)
+			}
+		})
+	}
+}
+
+// waitingOfPeers is what m reads of its peers' early sends now.
+func (m *Mover) waitingOfPeers(t *testing.T) int {
+	t.Helper()
+	n, err := m.peersWaiting(ctx(t), m.o.Clock.Now(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -70,10 +70,11 @@ type MoverSettings struct {
 	// sends at most MaxDepth − depth messages, so the queue does not grow
 	// past MaxDepth through the mover alone. With Visible set, a depth at
 	// which the mover would hold back (or stay held back) is counted
-	// again when few messages are visible: up to MaxDepth invisible ones
-	// (sent early by anyone, another shard's owner too, being worked on,
-	// or put back for later) do not count, so the queue may hold up to
-	// about twice MaxDepth.
+	// again when few messages are visible: those the other shards' movers
+	// sent early (Peers) and up to MaxDepth more invisible ones (being
+	// worked on, or put back for later) do not count, so the queue may
+	// hold up to about twice MaxDepth besides the messages waiting for
+	// their due time.
 	MaxDepth int
 	// ResumeBelow resumes moving once the depth is below it. Default
 	// MaxDepth/2 (at least 1).
@@ -111,6 +112,17 @@ type MoverOptions struct {
 	// the depth would hold moving back. Nil: the depth alone decides. A
 	// failed or inexact answer leaves the depth as it is.
 	Visible func(ctx context.Context, n int) (count int, exact bool, err error)
+	// Peers, when set, returns every shard of the fleet (a sharded
+	// worker's shard map): when the depth would hold moving back and few
+	// messages are visible, the rows of those this mover does not move
+	// are read for the messages their movers sent early, which wait for
+	// their due time and are no backlog either (one query a shard). Nil:
+	// only this mover's own early sends are known.
+	Peers func() []string
+	// Counts reports whether a message goes to a queue Depth counts
+	// (queue.Client's Counts): another mover's early message is left out
+	// of the depth only then. Nil: every queue counts.
+	Counts func(queue.Envelope) bool
 	// BeforeSend, when set, is called with the envelopes of each batch of
 	// due rows before they are sent, and returns for each whether it was
 	// recorded (leasecron's worker marks their runs queued in one table

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -54,6 +56,7 @@ type Owner struct {
 	mu    sync.Mutex
 	moves map[string]*move
 	rr    string // the shard the last round-robin look went to
+	all   []string // every shard of the map as last read
 	// counts is when each shard count was first read from the map.
 	counts   map[int]time.Time
 	pointing map[string]bool // shards whose pointers are being written
@@ -91,6 +94,10 @@ func (o *Owner) Run(ctx context.Context) error {
 			if o.OnRead != nil {
 				o.OnRead(m)
 			}
+			all := slices.Sorted(maps.Keys(m.Shards))
+			o.mu.Lock()
+			o.all = all
+			o.mu.Unlock()
 			o.apply(ctx, m)
 			o.look()
 			o.point(ctx, m)
@@ -106,6 +113,15 @@ func (o *Owner) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// Shards returns every shard of the map as last read (nil before the
+// first read), in order: the shards whose rows may hold tasks, whoever
+// moves them.
+func (o *Owner) Shards() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.all)
 }
 
 // Owned returns the shards this owner moves now, in order.
