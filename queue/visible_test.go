@@ -86,7 +86,7 @@ func TestCountsIsWhatDepthCounts(t *testing.T) {
 		{env: Envelope{Type: "x", Queue: "bulk"}, want: true},
 		{env: Envelope{Type: "x", Queue: "other"}, want: false}, // drained by nobody here
 		{env: Envelope{Type: "x", Priority: PriorityHigh}, want: false},
-		{env: Envelope{Type: "mail"}, want: false},         // bulk at low: not sent to yet
+		{env: Envelope{Type: "mail"}, want: false},             // bulk at low: not sent to yet
 		{env: Envelope{Type: "x", Queue: "Bad!"}, want: false}, // no such route
 	} {
 		if got := c.Counts(tc.env); got != tc.want {

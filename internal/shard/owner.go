@@ -55,7 +55,7 @@ type Owner struct {
 
 	mu    sync.Mutex
 	moves map[string]*move
-	rr    string // the shard the last round-robin look went to
+	rr    string   // the shard the last round-robin look went to
 	all   []string // every shard of the map as last read
 	// counts is when each shard count was first read from the map.
 	counts   map[int]time.Time
