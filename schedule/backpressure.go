@@ -88,9 +88,9 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, r
 		m.o.Logger.Info("holding back; the queue is deep", "depth", depth, "max_depth", m.o.MaxDepth, "shards", m.o.Shards, "generation", gen)
 	case was && depth < m.o.ResumeBelow:
 		m.stats.HoldingBack = false
-		m.o.Logger.Info("resuming", "depth", depth, "resume_below", m.o.ResumeBelow, "invisible_discounted", discounted, "shards", m.o.Shards, "generation", gen)
+		m.o.Logger.Info("resuming", "depth", depth, "resume_below", m.o.ResumeBelow, "invisible_discounted", discounted, "peers_early", peers, "shards", m.o.Shards, "generation", gen)
 	case was:
-		m.o.Logger.Debug("still holding back", "depth", depth, "resume_below", m.o.ResumeBelow, "shards", m.o.Shards)
+		m.o.Logger.Debug("still holding back", "depth", depth, "resume_below", m.o.ResumeBelow, "peers_early", peers, "shards", m.o.Shards)
 	}
 	// Backlog once they come due, though: more go early only while those
 	// waiting (the other shards' too, when read) leave room for them, so
@@ -106,13 +106,19 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, r
 
 // peersWaiting counts, up to need, the messages the movers of the other
 // shards (Peers) sent early that still wait, invisible, for their due
-// time in a queue Depth counts: read from those shards' rows due within
-// the early window that carry a mark (PropSent: a one-off's message; a
-// series' occurrences from its row's due time to PropSentUntil). One
-// query a shard, asked only when the depth would hold this mover back
-// and few messages are visible. What it misses (a message whose row has
-// been retired or changed since, a peer's longer early window) counts as
-// backlog, as before. On an error it returns what it counted.
+// time in a queue Depth counts: read from those shards' rows that carry
+// a mark (PropSent: a one-off's message; a series' occurrences from its
+// row's due time to PropSentUntil), due from an early window ago (a
+// held-back peer's series row falls behind while its occurrences sent
+// early still wait) to an early window ahead. It is asked only when the
+// depth would hold this mover back and more than MaxDepth messages are
+// invisible, and reads a shard again only after peerReadEvery (the due
+// times read are kept, and those passed since drop out): a query a shard
+// (at most peerPages pages) every few seconds while the queue is deep.
+// What it misses counts as backlog, as before: a message whose row was
+// retired (due within the retire window), changed or cancelled since, or
+// that a peer with a longer early window sent further ahead. On an error
+// it returns what it counted.
 func (m *Mover) peersWaiting(ctx context.Context, now time.Time, need int) (int, error) {
 	n := 0
 	for _, s := range m.o.Peers() {
@@ -122,49 +128,106 @@ func (m *Mover) peersWaiting(ctx context.Context, now time.Time, need int) (int,
 		if slices.Contains(m.o.Shards, s) {
 			continue
 		}
-		q := table.Query{Partition: s, From: dueBound(now), To: dueBound(now.Add(m.o.Early)),
-			Where: []table.Cond{{Prop: PropSent, Op: table.Gt, Value: ""}}}
-		for {
-			q.Top = min(need-n, table.MaxPage)
-			page, err := m.t.Query(ctx, q)
+		m.mu.Lock()
+		read, ok := m.peerDues[s]
+		m.mu.Unlock()
+		if !ok || now.Sub(read.at) >= peerReadEvery(m.o.PollEvery) || now.Before(read.at) {
+			dues, err := m.readPeer(ctx, s, now)
 			if err != nil {
-				return n, fmt.Errorf("early sends of shard %s: %w", s, err)
+				return n, err
 			}
-			for _, e := range page.Entities {
-				n += m.waitingOf(e, now)
+			read = peerRead{at: now, dues: dues}
+			m.mu.Lock()
+			if m.peerDues == nil {
+				m.peerDues = map[string]peerRead{}
 			}
-			if page.Continuation == "" || n >= need {
-				break
+			m.peerDues[s] = read
+			m.mu.Unlock()
+		}
+		for _, due := range read.dues {
+			if due.After(now) {
+				n++
 			}
-			q.Continuation = page.Continuation
 		}
 	}
 	return n, nil
 }
 
-// waitingOf is how many messages row e, read from another shard, says
-// its mover sent early that are not due yet and go to a queue Depth
-// counts.
-func (m *Mover) waitingOf(e table.Entity, now time.Time) int {
+// peerRead is what peersWaiting read of a shard: when, and the due times
+// of the messages its rows said were sent early.
+type peerRead struct {
+	at   time.Time
+	dues []time.Time
+}
+
+// peerReadEvery is how long peersWaiting keeps a shard's read: a poll, and
+// at least peerReadMin.
+func peerReadEvery(poll time.Duration) time.Duration { return max(poll, peerReadMin) }
+
+// peerReadMin bounds how often a held-back mover reads another shard's
+// early sends.
+const peerReadMin = 5 * time.Second
+
+// peerPages bounds the pages of a shard one read takes: messages past
+// them count as backlog.
+const peerPages = 2
+
+// peerProps are the properties a read of a peer's early sends needs:
+// parseRow's required ones, the marks, and what routes a message.
+var peerProps = []string{PropID, PropMessage, PropPayloadBlob, PropType, PropRecurrence, PropTZ,
+	PropSent, PropSentUntil, PropQueue, PropFairKey, PropPriority}
+
+// readPeer reads the due times of the messages shard's rows say were sent
+// early and still wait (as of now), in a queue Depth counts.
+func (m *Mover) readPeer(ctx context.Context, shard string, now time.Time) ([]time.Time, error) {
+	q := table.Query{Partition: shard, From: dueBound(now.Add(-m.o.Early)), To: dueBound(now.Add(m.o.Early)),
+		Where: []table.Cond{{Prop: PropSent, Op: table.Gt, Value: ""}}, Select: peerProps}
+	var dues []time.Time
+	for range peerPages {
+		page, err := m.t.Query(ctx, q)
+		if err != nil {
+			return dues, fmt.Errorf("early sends of shard %s: %w", shard, err)
+		}
+		for _, e := range page.Entities {
+			dues = m.waitingOf(e, now, dues)
+		}
+		if page.Continuation == "" {
+			break
+		}
+		q.Continuation = page.Continuation
+	}
+	return dues, nil
+}
+
+// waitingOf appends to dues the due times of the messages row e, read
+// from another shard, says its mover sent early that are not due yet and
+// go to a queue Depth counts.
+func (m *Mover) waitingOf(e table.Entity, now time.Time, dues []time.Time) []time.Time {
 	r, err := parseRow(e)
 	if err != nil || r.sent == "" {
-		return 0
+		return dues
 	}
 	it := r.item
 	env := queue.Envelope{Type: it.Type, Queue: it.Queue, Priority: it.Priority, FairKey: it.FairKey, Payload: it.Payload, PayloadBlob: it.PayloadBlob}
+	if env.PayloadBlob == "" && jsonLen(env.Payload) > m.o.InlineLimit {
+		// Sent with its payload in a blob (sendAll): routed without it.
+		env.Payload, env.PayloadBlob = "", "(a blob)"
+	}
 	if m.o.Counts != nil && !m.o.Counts(env) {
-		return 0
+		return dues
 	}
 	if r.rec.IsZero() {
 		if it.Due.After(now) {
-			return 1
+			dues = append(dues, it.Due)
 		}
-		return 0
+		return dues
 	}
-	n := 0
-	for occ, i := it.Due, 0; !occ.After(r.sentUntil) && i < m.o.MaxOccurrences; i++ {
+	// Every occurrence from the row's due time to the last sent early (a
+	// pass may send MaxOccurrences more than were already): bounded, a
+	// series ahead by more is read as that many.
+	for occ, i := it.Due, 0; !occ.After(r.sentUntil) && i < maxPeerOccurrences; i++ {
 		if occ.After(now) {
-			n++
+			dues = append(dues, occ)
 		}
 		next, err := r.rec.Next(occ, occ)
 		if err != nil || !next.After(occ) {
@@ -172,5 +235,9 @@ func (m *Mover) waitingOf(e table.Entity, now time.Time) int {
 		}
 		occ = next
 	}
-	return n
+	return dues
 }
+
+// maxPeerOccurrences bounds the occurrences of one series a read of a
+// peer's early sends counts.
+const maxPeerOccurrences = 1000

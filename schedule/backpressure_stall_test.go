@@ -288,13 +288,13 @@ func TestAHeldBackMoverLeavesOutThePeersEarlySends(t *testing.T) {
 			shards := []string{"00", "01"}
 			c, mt, fc := newMemClient(t, Options{Shards: shards})
 			peerQ, q := &fakeQueue{}, &fakeQueue{}
-			newM := func(shard string, o MoverOptions) *Mover {
+			newM := func(shard string, tt table.Table, o MoverOptions) *Mover {
 				o.Shards, o.Generation, o.Clock, o.Logger = []string{shard}, func() int64 { return 1 }, fc, quiet
 				o.MoverSettings.PollEvery, o.MoverSettings.Early = time.Second, time.Minute
 				if o.Enqueuer == nil {
 					o.Enqueuer, o.SetAside = q, q
 				}
-				m, err := newMover(mt, o)
+				m, err := newMover(tt, o)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -317,14 +317,25 @@ func TestAHeldBackMoverLeavesOutThePeersEarlySends(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// Two series: one whose row stays (its first occurrence sent
+			// early) and one due now, whose row moves on to its next
+			// occurrence with the mark of those sent early.
 			if _, err := c.Add(ctx(t), Item{ID: id("00", "s", 0), Due: t0.Add(5 * time.Second), Recurrence: "@every 10s"}, AddOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			peer := newM("00", MoverOptions{Enqueuer: peerQ, SetAside: peerQ})
+			if _, err := c.Add(ctx(t), Item{ID: id("00", "s", 1), Due: t0, Recurrence: "@every 15s"}, AddOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			peer := newM("00", mt, MoverOptions{Enqueuer: peerQ, SetAside: peerQ})
 			if _, err := peer.pass(ctx(t), 1); err != nil {
 				t.Fatal(err)
 			}
-			early := len(peerQ.ids())
+			early := 0 // the peer's messages due after now
+			for _, m := range peerQ.sent {
+				if m.env.Due.After(t0) {
+					early++
+				}
+			}
 			if early < 10 {
 				t.Fatalf("the peer sent %d early; want its six tasks and the series' occurrences", early)
 			}
@@ -335,6 +346,12 @@ func TestAHeldBackMoverLeavesOutThePeersEarlySends(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// And one due within the early window: the peer's early
+			// messages leave no room to send it ahead (it goes when due).
+			ahead := id("01", "a", 0)
+			if _, err := c.Add(ctx(t), Item{ID: ahead, Due: t0.Add(40 * time.Second)}, AddOptions{}); err != nil {
+				t.Fatal(err)
+			}
 			o := MoverOptions{
 				MoverSettings: MoverSettings{MaxDepth: 3, ResumeBelow: 1},
 				Depth:         func(context.Context) (int, error) { return len(peerQ.ids()) + len(q.ids()), nil },
@@ -344,10 +361,14 @@ func TestAHeldBackMoverLeavesOutThePeersEarlySends(t *testing.T) {
 			if tc.peers {
 				o.Peers = func() []string { return shards }
 			}
-			m := newM("01", o)
+			counting := &queryCount{Table: mt}
+			m := newM("01", counting, o)
 			m.stats.HoldingBack = true
 			if _, err := m.pass(ctx(t), 1); err != nil {
 				t.Fatal(err)
+			}
+			if _, ok := q.byID(ahead); ok {
+				t.Errorf("%s was sent ahead of its due time with the peer's %d early messages waiting and room for %d; want it left for later", ahead, early, 3)
 			}
 			sent := len(q.ids())
 			if tc.wantHolding && (sent > 0 || !m.Stats().HoldingBack) {
@@ -361,6 +382,27 @@ func TestAHeldBackMoverLeavesOutThePeersEarlySends(t *testing.T) {
 			}
 			if n := m.waitingOfPeers(t); tc.counts == nil && n != early {
 				t.Errorf("read %d of the peer's messages as waiting early; it sent %d early", n, early)
+			}
+			// A second look within a poll reads nothing again.
+			before := counting.queries.Load()
+			m.waitingOfPeers(t)
+			if n := counting.queries.Load() - before; n != 0 {
+				t.Errorf("read the peer's shard %d more times within a poll; want its read kept", n)
+			}
+			// The peer, held back, does not move its rows: those fallen
+			// due still say which of their messages wait.
+			fc.Advance(20 * time.Second)
+			left := 0
+			for _, m := range peerQ.sent {
+				if m.env.Due.After(fc.Now()) {
+					left++
+				}
+			}
+			if n := m.waitingOfPeers(t); tc.counts == nil && n != left {
+				t.Errorf("read %d of the peer's messages as waiting early 20 s on, its rows unmoved; %d wait", n, left)
+			}
+			if n := counting.queries.Load() - before; n != 1 {
+				t.Errorf("read the peer's shard %d times after a poll; want once", n)
 			}
 			// Once the peer's messages are due they are visible backlog:
 			// its rows, due, no longer leave them out.
@@ -380,4 +422,15 @@ func (m *Mover) waitingOfPeers(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// queryCount is a table that counts its queries.
+type queryCount struct {
+	table.Table
+	queries atomic.Int64
+}
+
+func (c *queryCount) Query(ctx context.Context, q table.Query) (table.Page, error) {
+	c.queries.Add(1)
+	return c.Table.Query(ctx, q)
 }

@@ -51,6 +51,9 @@ type Mover struct {
 	// waiting are the runs known to be in the queue only to wait for
 	// their due time (run id → due), for backpressure.
 	waiting map[string]time.Time
+	// peerDues are the other shards' early sends as last read (shard →
+	// read), for backpressure (peersWaiting).
+	peerDues map[string]peerRead
 	// lastPass is when the previous completed pass of the current term
 	// started (zero at the start of a term).
 	lastPass time.Time

@@ -113,11 +113,12 @@ type MoverOptions struct {
 	// failed or inexact answer leaves the depth as it is.
 	Visible func(ctx context.Context, n int) (count int, exact bool, err error)
 	// Peers, when set, returns every shard of the fleet (a sharded
-	// worker's shard map): when the depth would hold moving back and few
-	// messages are visible, the rows of those this mover does not move
-	// are read for the messages their movers sent early, which wait for
-	// their due time and are no backlog either (one query a shard). Nil:
-	// only this mover's own early sends are known.
+	// worker's shard map): when the depth would hold moving back and more
+	// than MaxDepth messages are invisible, the rows of those this mover
+	// does not move are read for the messages their movers sent early,
+	// which wait for their due time and are no backlog either (a query
+	// or two a shard, each shard read again after a poll, at least 5 s).
+	// Nil: only this mover's own early sends are known.
 	Peers func() []string
 	// Counts reports whether a message goes to a queue Depth counts
 	// (queue.Client's Counts): another mover's early message is left out
