@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -85,11 +86,19 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, r
 	switch {
 	case !was && depth >= m.o.MaxDepth:
 		m.stats.HoldingBack = true
+		m.holdReads = 0
 		m.o.Logger.Info("holding back; the queue is deep", "depth", depth, "max_depth", m.o.MaxDepth, "shards", m.o.Shards, "generation", gen)
 	case was && depth < m.o.ResumeBelow:
 		m.stats.HoldingBack = false
+		if m.holdReads == 0 {
+			// Drained within one wait: the consumers outpace MaxDepth a
+			// wait, so the next hold reads the depth sooner.
+			m.holdEvery = max(m.holdEveryMin(), m.holdWait()/2)
+		}
 		m.o.Logger.Info("resuming", "depth", depth, "resume_below", m.o.ResumeBelow, "invisible_discounted", discounted, "peers_early", peers, "shards", m.o.Shards, "generation", gen)
 	case was:
+		m.holdReads++
+		m.holdEvery = min(m.o.PollEvery, 2*m.holdWait())
 		m.o.Logger.Debug("still holding back", "depth", depth, "resume_below", m.o.ResumeBelow, "peers_early", peers, "shards", m.o.Shards)
 	}
 	// Backlog once they come due, though: more go early only while those
@@ -103,6 +112,19 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, r
 	}
 	return m.stats.HoldingBack, room{rows: rows, early: early, known: true}, nil
 }
+
+// holdWait is how long a held-back mover waits to read the depth again
+// (Mover.holdEvery).
+func (m *Mover) holdWait() time.Duration { return cmp.Or(m.holdEvery, m.o.PollEvery) }
+
+// holdEveryMin is the shortest holdEvery: an eighth of the poll, so that a
+// mover whose consumers keep up moves up to eight times MaxDepth a poll,
+// at one depth read (a request a queue) each.
+func (m *Mover) holdEveryMin() time.Duration { return m.o.PollEvery / holdSpeedup }
+
+// holdSpeedup bounds how much more often than its poll a held-back mover
+// reads the depth.
+const holdSpeedup = 8
 
 // peersWaiting counts, up to need, the messages the movers of the other
 // shards (Peers) sent early that still wait, invisible, for their due

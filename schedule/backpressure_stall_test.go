@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -433,4 +434,101 @@ type queryCount struct {
 func (c *queryCount) Query(ctx context.Context, q table.Query) (table.Page, error) {
 	c.queries.Add(1)
 	return c.Table.Query(ctx, q)
+}
+
+// A held-back mover whose consumers drain the queue within one wait reads
+// the depth again sooner, down to an eighth of its poll, and back at its
+// poll once the queue stays deep: backpressure bounds the queue's depth,
+// not the fleet's throughput (issue 38, sim seed 5577: max_depth 3 held a
+// shard's backlog of hundreds to 3 tasks every 5 s with its consumers
+// idle, and the backlog outlived the run).
+func TestAHeldBackMoverReadsSoonerWhileItsConsumersKeepUp(t *testing.T) {
+	const poll, rows = 8 * time.Second, 60
+	var mu sync.Mutex
+	var q *fakeQueue
+	consumed, stalled := 0, false
+	depth := func(context.Context) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(q.ids()) - consumed, nil
+	}
+	type wait struct {
+		held bool
+		d    time.Duration
+	}
+	var waits []wait
+	done := make(chan struct{})
+	var e *moverEnv
+	e = newMoverEnv(t, 1, MoverOptions{
+		MoverSettings: MoverSettings{PollEvery: poll, MaxDepth: 3, ResumeBelow: 1},
+		Depth:         depth,
+		Pace: func(ctx context.Context, r PassReport) error {
+			d, _ := depth(ctx)
+			mu.Lock()
+			if d > 3 {
+				t.Errorf("the queue is %d deep (max_depth 3)", d)
+			}
+			if !stalled {
+				consumed = len(q.ids()) // consumers that keep up
+			}
+			waits = append(waits, wait{r.HeldBack, r.Wait})
+			n := len(waits)
+			mu.Unlock()
+			if len(q.ids()) == rows/2 && !stalled {
+				mu.Lock()
+				stalled = true // then stop consuming
+				mu.Unlock()
+			}
+			if n == 200 {
+				close(done)
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			e.fc.Advance(r.Wait)
+			return nil
+		},
+	})
+	q = e.q
+	for i := range rows {
+		_ = e.mt.PutRaw("00", mustKey(t0.Add(-time.Hour+time.Duration(i)*time.Second), fmt.Sprintf("r%03d", i)), map[string]any{"Message": ""})
+	}
+	cancel, _ := runMover(t, e.m)
+	defer cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the mover did not pass 200 times")
+	}
+	cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	// While the consumers keep up, the waits halve to a second: the
+	// queue's first half took 10 holds and 8+4+2+1×7 = 21 s of waiting
+	// rather than 80 s.
+	if len(waits) < 16 {
+		t.Fatalf("%d passes", len(waits))
+	}
+	var spent time.Duration
+	for j, w := range []time.Duration{8, 4, 2, 1, 1, 1, 1, 1, 1, 1} {
+		if !waits[j].held || waits[j].d != w*time.Second {
+			t.Fatalf("held-back waits while the consumers keep up: %v; want 8 s, 4 s, 2 s, then 1 s, held back", waits[:10])
+		}
+		spent += waits[j].d
+	}
+	if spent != 21*time.Second {
+		t.Fatalf("the first half took %v of waiting; want 21s", spent)
+	}
+	// Then the queue stays deep: the pass that filled it waits a second
+	// (nothing said yet that they stopped), and the reads that find it
+	// deep double the wait back to the poll, where it stays.
+	for j, w := range []time.Duration{1, 2, 4, 8, 8} {
+		if got := waits[10+j]; !got.held || got.d != w*time.Second {
+			t.Fatalf("held-back waits once the queue stays deep: %v; want 1 s, 2 s, 4 s, 8 s, 8 s", waits[10:15])
+		}
+	}
+	for j := 15; j < len(waits); j++ {
+		if waits[j].d != poll {
+			t.Fatalf("wait %d is %v with the queue deep; want the poll", j, waits[j].d)
+		}
+	}
 }

@@ -75,6 +75,18 @@ type Mover struct {
 	// held some waits for retrySoon rather than going again at once
 	// against the storage that failed them.
 	held int
+	// holdEvery is how long a mover held back waits before it reads the
+	// depth again: PollEvery, halved (to holdEveryMin) each time the
+	// queue drained within one such wait of a pass filling it, doubled
+	// back each read that finds it still deep (holdBack). The consumers
+	// then drain faster than MaxDepth a poll, and backpressure is to bound
+	// the queue's depth, not the fleet's throughput (issue 38: sim seed
+	// 5577, max_depth 3, was held to 3 tasks every 5 s with its consumers
+	// idle). 0: PollEvery.
+	holdEvery time.Duration
+	// holdReads counts the depth reads since the mover last began to
+	// hold back that found the queue still deep.
+	holdReads int
 }
 
 // NewMover returns a Mover of the schedule c reads and writes. Its
@@ -200,6 +212,9 @@ func (m *Mover) Run(ctx context.Context) error {
 			m.mu.Lock()
 			if soon := m.retrySoon; soon > 0 && soon < wait {
 				wait = soon
+			}
+			if e := m.holdEvery; m.stats.HoldingBack && e > 0 && e < wait {
+				wait = e
 			}
 			m.mu.Unlock()
 		}

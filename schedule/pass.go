@@ -136,6 +136,7 @@ func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 		m.mu.Lock()
 		if !m.stats.HoldingBack {
 			m.stats.HoldingBack = true
+			m.holdReads = 0
 			m.o.Logger.Info("holding back; this pass filled the queue", "max_depth", m.o.MaxDepth, "shards", m.o.Shards, "generation", gen)
 		}
 		m.mu.Unlock()
