@@ -81,6 +81,13 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, r
 		// that cannot read the depth do not pile up early messages.
 		m.stats.Errors++
 		m.o.Logger.Warn("queue depth unknown", "err", err)
+		if m.stats.HoldingBack {
+			// Held back, it reads again after its poll, not sooner: a
+			// failing probe says nothing of the consumers, and a busy
+			// account is not pressed harder (a review).
+			m.holdReads++
+			m.holdEvery = m.o.PollEvery
+		}
 		return m.stats.HoldingBack, room{rows: table.MaxOps, early: max(0, min(table.MaxOps, m.o.MaxDepth)-waiting)}, nil
 	}
 	switch {
@@ -114,12 +121,12 @@ func (m *Mover) holdBack(ctx context.Context, now time.Time, gen int64) (bool, r
 }
 
 // holdWait is how long a held-back mover waits to read the depth again
-// (Mover.holdEvery).
+// (Mover.holdEvery). The caller holds m.mu.
 func (m *Mover) holdWait() time.Duration { return cmp.Or(m.holdEvery, m.o.PollEvery) }
 
 // holdEveryMin is the shortest holdEvery: an eighth of the poll, so that a
 // mover whose consumers keep up moves up to eight times MaxDepth a poll,
-// at one depth read (a request a queue) each.
+// at one depth read (a request a queue) each. The caller holds m.mu.
 func (m *Mover) holdEveryMin() time.Duration { return m.o.PollEvery / holdSpeedup }
 
 // holdSpeedup bounds how much more often than its poll a held-back mover

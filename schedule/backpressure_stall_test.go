@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -438,48 +439,55 @@ func (c *queryCount) Query(ctx context.Context, q table.Query) (table.Page, erro
 
 // A held-back mover whose consumers drain the queue within one wait reads
 // the depth again sooner, down to an eighth of its poll, and back at its
-// poll once the queue stays deep: backpressure bounds the queue's depth,
-// not the fleet's throughput (issue 38, sim seed 5577: max_depth 3 held a
-// shard's backlog of hundreds to 3 tasks every 5 s with its consumers
-// idle, and the backlog outlived the run).
+// poll once the queue stays deep or its depth cannot be read: backpressure
+// bounds the queue's depth, not the fleet's throughput (issue 38, sim
+// seed 5577: max_depth 3 held a shard's backlog of hundreds to 3 tasks
+// every 5 s with its consumers idle, and the backlog outlived the run).
 func TestAHeldBackMoverReadsSoonerWhileItsConsumersKeepUp(t *testing.T) {
-	const poll, rows = 8 * time.Second, 60
+	const poll, rows, passes = 8 * time.Second, 200, 40
 	var mu sync.Mutex
 	var q *fakeQueue
-	consumed, stalled := 0, false
-	depth := func(context.Context) (int, error) {
+	consumed, n := 0, 0 // n: the passes reported
+	queued := func() int {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(q.ids()) - consumed, nil
+		return len(q.ids()) - consumed
 	}
-	type wait struct {
-		held bool
-		d    time.Duration
+	unreadable := errors.New("the account is busy")
+	depth := func(context.Context) (int, error) {
+		mu.Lock()
+		phase := n / 10
+		mu.Unlock()
+		if phase == 3 {
+			return 0, unreadable
+		}
+		return queued(), nil
 	}
-	var waits []wait
+	var waits []time.Duration
 	done := make(chan struct{})
 	var e *moverEnv
 	e = newMoverEnv(t, 1, MoverOptions{
 		MoverSettings: MoverSettings{PollEvery: poll, MaxDepth: 3, ResumeBelow: 1},
 		Depth:         depth,
 		Pace: func(ctx context.Context, r PassReport) error {
-			d, _ := depth(ctx)
-			mu.Lock()
-			if d > 3 {
+			if d := queued(); d > 3 {
 				t.Errorf("the queue is %d deep (max_depth 3)", d)
 			}
-			if !stalled {
-				consumed = len(q.ids()) // consumers that keep up
+			if !r.HeldBack {
+				t.Errorf("pass %d not held back", len(waits))
 			}
-			waits = append(waits, wait{r.HeldBack, r.Wait})
-			n := len(waits)
+			waits = append(waits, r.Wait)
+			mu.Lock()
+			// Ten passes each: consumers that keep up, consumers that
+			// stopped, consumers that keep up again, a depth that cannot
+			// be read.
+			if phase := n / 10; phase != 1 {
+				consumed = len(q.ids())
+			}
+			n++
+			last := n == passes
 			mu.Unlock()
-			if len(q.ids()) == rows/2 && !stalled {
-				mu.Lock()
-				stalled = true // then stop consuming
-				mu.Unlock()
-			}
-			if n == 200 {
+			if last {
 				close(done)
 				<-ctx.Done()
 				return ctx.Err()
@@ -497,38 +505,34 @@ func TestAHeldBackMoverReadsSoonerWhileItsConsumersKeepUp(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatal("the mover did not pass 200 times")
+		t.Fatalf("the mover did not pass %d times", passes)
 	}
 	cancel()
-	mu.Lock()
-	defer mu.Unlock()
-	// While the consumers keep up, the waits halve to a second: the
-	// queue's first half took 10 holds and 8+4+2+1×7 = 21 s of waiting
-	// rather than 80 s.
-	if len(waits) < 16 {
-		t.Fatalf("%d passes", len(waits))
-	}
-	var spent time.Duration
-	for j, w := range []time.Duration{8, 4, 2, 1, 1, 1, 1, 1, 1, 1} {
-		if !waits[j].held || waits[j].d != w*time.Second {
-			t.Fatalf("held-back waits while the consumers keep up: %v; want 8 s, 4 s, 2 s, then 1 s, held back", waits[:10])
-		}
-		spent += waits[j].d
-	}
-	if spent != 21*time.Second {
-		t.Fatalf("the first half took %v of waiting; want 21s", spent)
-	}
-	// Then the queue stays deep: the pass that filled it waits a second
-	// (nothing said yet that they stopped), and the reads that find it
-	// deep double the wait back to the poll, where it stays.
-	for j, w := range []time.Duration{1, 2, 4, 8, 8} {
-		if got := waits[10+j]; !got.held || got.d != w*time.Second {
-			t.Fatalf("held-back waits once the queue stays deep: %v; want 1 s, 2 s, 4 s, 8 s, 8 s", waits[10:15])
-		}
-	}
-	for j := 15; j < len(waits); j++ {
-		if waits[j].d != poll {
-			t.Fatalf("wait %d is %v with the queue deep; want the poll", j, waits[j].d)
+	s := time.Second
+	for i, phase := range []struct {
+		what string
+		want []time.Duration
+	}{{
+		// 8+4+2+1×7 = 21 s for ten fills rather than 80 s.
+		what: "while the consumers keep up",
+		want: []time.Duration{8 * s, 4 * s, 2 * s, s, s, s, s, s, s, s},
+	}, {
+		// The pass that filled the queue waits a second (nothing said
+		// yet that they stopped); each read that finds it deep doubles
+		// the wait back to the poll, where it stays.
+		what: "once the consumers stop",
+		want: []time.Duration{s, 2 * s, 4 * s, 8 * s, 8 * s, 8 * s, 8 * s, 8 * s, 8 * s, 8 * s},
+	}, {
+		// The queue drained after a wait of a whole poll: it takes a
+		// hold that ends at its first read to halve the wait again.
+		what: "once they keep up again",
+		want: []time.Duration{8 * s, 8 * s, 4 * s, 2 * s, s, s, s, s, s, s},
+	}, {
+		what: "while the depth cannot be read",
+		want: []time.Duration{8 * s, 8 * s, 8 * s, 8 * s, 8 * s, 8 * s, 8 * s, 8 * s, 8 * s, 8 * s},
+	}} {
+		if got := waits[10*i : 10*i+10]; !slices.Equal(got, phase.want) {
+			t.Errorf("held-back waits %s: %v; want %v", phase.what, got, phase.want)
 		}
 	}
 }

@@ -80,7 +80,7 @@ type send struct {
 // pass that fills the queue to MaxDepth starts holding back, and moving
 // resumes below ResumeBelow. When the depth is unknown (the probe failed)
 // a pass sends at most one batch's worth (MaxOps messages), and the next
-// waits its poll.
+// waits its poll. Held back, the next pass comes after Mover.holdEvery.
 func (m *Mover) pass(ctx context.Context, gen int64) (full bool, err error) {
 	now := m.o.Clock.Now()
 	m.mu.Lock()
