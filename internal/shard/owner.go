@@ -53,10 +53,15 @@ type Owner struct {
 	// OnRead, if set, is given every map read.
 	OnRead func(Map)
 
+	// all is every shard of the map as last read: apart from mu, since
+	// a mover reads it (Shards) while apply, holding mu, waits for a
+	// mover to stop (issue 38, sim seed 161778: a held-back mover read
+	// it as its shard was taken away, and the two waited on each other).
+	all atomic.Pointer[[]string]
+
 	mu    sync.Mutex
 	moves map[string]*move
-	rr    string   // the shard the last round-robin look went to
-	all   []string // every shard of the map as last read
+	rr    string // the shard the last round-robin look went to
 	// counts is when each shard count was first read from the map.
 	counts   map[int]time.Time
 	pointing map[string]bool // shards whose pointers are being written
@@ -95,9 +100,7 @@ func (o *Owner) Run(ctx context.Context) error {
 				o.OnRead(m)
 			}
 			all := slices.Sorted(maps.Keys(m.Shards))
-			o.mu.Lock()
-			o.all = all
-			o.mu.Unlock()
+			o.all.Store(&all)
 			o.apply(ctx, m)
 			o.look()
 			o.point(ctx, m)
@@ -117,11 +120,14 @@ func (o *Owner) Run(ctx context.Context) error {
 
 // Shards returns every shard of the map as last read (nil before the
 // first read), in order: the shards whose rows may hold tasks, whoever
-// moves them.
+// moves them. It never waits for the owner: a mover may call it while
+// the owner waits for that mover to stop.
 func (o *Owner) Shards() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.all)
+	all := o.all.Load()
+	if all == nil {
+		return nil
+	}
+	return slices.Clone(*all)
 }
 
 // Owned returns the shards this owner moves now, in order.

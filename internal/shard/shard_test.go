@@ -567,3 +567,45 @@ func TestOpenRowsStandBeforeTheMapNamesThem(t *testing.T) {
 	}
 	open("the cycle after an earlier release's change", 9)
 }
+
+// A mover may read the map's shards (Owner.Shards: a held-back mover
+// counting the other shards' early sends) while its owner, taking the
+// shard away, waits for it to stop: the read must not wait for the owner
+// (issue 38, sim seed 161778: the two waited on each other for good).
+func TestAMoverReadsTheShardsWhileItsOwnerStopsIt(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clk := clock.NewFake(t0)
+	read := make(chan []string, 1)
+	var o *Owner
+	o = &Owner{T: table.NewMemory("ScheduledItems", clk), Member: "a", Cycle: time.Second, Clock: clk, Logger: slog.New(slog.DiscardHandler),
+		NextDue: func(context.Context, string) (time.Time, bool, error) { return time.Time{}, false, nil },
+		Move: func(ctx context.Context, shard string, epoch int64, _ func(context.Context, bool, time.Duration) error) error {
+			<-ctx.Done()
+			read <- o.Shards() // as a pass under way does before it sees its context ended
+			return nil
+		}}
+	all := []string{"00", "01"}
+	o.all.Store(&all)
+	o.moves = map[string]*move{}
+	o.apply(ctx, Map{Shards: map[string]Assignment{"00": {Owner: "a", Epoch: 1}, "01": {Owner: "b", Epoch: 1}}})
+	if got := o.Owned(); !slices.Equal(got, []string{"00"}) {
+		t.Fatalf("owns %v; want [00]", got)
+	}
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		o.apply(ctx, Map{Shards: map[string]Assignment{"00": {Owner: "b", Epoch: 2}, "01": {Owner: "b", Epoch: 1}}})
+	}()
+	select {
+	case <-applied:
+	case <-time.After(10 * time.Second):
+		t.Fatal("taking the shard away waits for its mover, which waits to read the shards")
+	}
+	if got := <-read; !slices.Equal(got, all) {
+		t.Fatalf("the mover read %v; want %v", got, all)
+	}
+	if got := o.Owned(); len(got) != 0 {
+		t.Fatalf("still owns %v", got)
+	}
+}
