@@ -801,9 +801,30 @@ func (b *batch) resolveItems(ctx context.Context, ch chunk) (chunk, error) {
 	for _, i := range ch.items {
 		it := b.res[i].Item
 		got, own, err := b.readRow(ctx, it)
+		if errors.Is(err, storage.ErrNotFound) {
+			gone, gerr := b.landedAndGone(ctx, ch.shard, it)
+			switch {
+			case gerr != nil:
+				return ch, gerr
+			case gone:
+				// Its write committed (the answer lost) and the row was
+				// taken away since: cancelled, told of a parent's end,
+				// moved. Writing it again would bring back a task a cancel
+				// has answered for, with nothing left to tell it its
+				// parents' ends (issue 38, sim seed 161494: a child
+				// cancelled with its parent came back and waited for
+				// good).
+				b.mu.Lock()
+				b.written[i] = true
+				b.res[i].Item.ETag = ""
+				b.res[i].Item.SendingUntil = time.Time{} // nothing to send
+				b.mu.Unlock()
+			default:
+				rest.items = append(rest.items, i)
+			}
+			continue
+		}
 		switch {
-		case errors.Is(err, storage.ErrNotFound):
-			rest.items = append(rest.items, i)
 		case own:
 			b.mu.Lock()
 			b.written[i] = true
@@ -820,6 +841,25 @@ func (b *batch) resolveItems(ctx context.Context, ch chunk) (chunk, error) {
 		}
 	}
 	return rest, nil
+}
+
+// landedAndGone reports whether it's item row, missing when a retry of its
+// transaction met another row of the chunk, was written by this call and
+// removed since: its id index row, which this call wrote before the item
+// rows and nothing else takes away while it says the item row is on its
+// way (IndexingHold), is gone or names another row. An item row is
+// removed with its index row.
+func (b *batch) landedAndGone(ctx context.Context, shard string, it Item) (bool, error) {
+	idx, err := b.c.t.Get(ctx, shard, indexKey(it.ID))
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("read the id index of %s: %w", it.ID, err)
+	}
+	rk, _, _ := idx.Props.StrictString(PropItem)
+	_, token := indexMark(idx)
+	return rk != it.RowKey || token != b.token, nil
 }
 
 // undoTimeout bounds the clean-up after a failed batch or change

@@ -1278,3 +1278,41 @@ func TestARollBackTakesBackAWaitingLineBeforeItsParent(t *testing.T) {
 		t.Fatalf("%d rows left; want everything taken back", n)
 	}
 }
+
+// A batch whose item transaction committed with its answer lost does not
+// write again a row taken away before the retry (a cancel, a parent's
+// end told to a child): the retry meets the rows still there and takes
+// them for its own, and the missing ones were its own too, as their id
+// index rows, gone, say (issue 38, sim seed 161494: a child cancelled
+// with its parent in that moment was written again and waited for good).
+func TestAddManyDoesNotWriteAgainARowCancelledAfterItsLostAnswer(t *testing.T) {
+	mt := table.NewMemory("", nil)
+	lt := &lostAnswer{Table: mt, lose: itemInsert}
+	c, err := newClient(lt, Options{Clock: clock.NewFake(t0), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lt.between = func([]table.Op) {
+		if _, err := c.Cancel(ctx(t), "la0003"); err != nil {
+			t.Errorf("cancel between the lost answer and the retry: %v", err)
+		}
+	}
+	res, err := c.AddMany(ctx(t), batchItems(10, "la"), AddManyOptions{})
+	if err != nil || !lt.lost {
+		t.Fatalf("AddMany after a lost answer: %v (lost %v)", err, lt.lost)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("res[%d] = %+v; want written", i, r)
+		}
+	}
+	if got, err := c.Get(ctx(t), "la0003"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("la0003, cancelled after its write, is back: %+v, %v", got, err)
+	}
+	if rows := len(itemKeys(mt)); rows != 9 {
+		t.Fatalf("%d item rows; want the 9 not cancelled", rows)
+	}
+	if got, err := c.Get(ctx(t), "la0004"); err != nil || got.ETag == "" {
+		t.Fatalf("la0004: %+v, %v; want it pending", got, err)
+	}
+}
