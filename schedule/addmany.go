@@ -162,6 +162,10 @@ type batch struct {
 	mu      sync.Mutex
 	indexed map[int]bool // index row written
 	written map[int]bool // item row written
+	// gone are the written items whose row was taken away before the
+	// retry of its lost-answer transaction met the others
+	// (resolveItems): nothing at their keys is this call's to take back.
+	gone map[int]bool
 	// maybe are the items whose item row's write failed without saying
 	// whether it committed (a lost answer, a timeout, or the read that
 	// was to tell failing): the row may be there.
@@ -218,7 +222,7 @@ func (b *batch) validate(items []Item, tp string) {
 		}
 		b.res[i] = AddResult{Item: p}
 	}
-	b.indexed, b.written, b.blobs, b.maybe = map[int]bool{}, map[int]bool{}, map[int]bool{}, map[int]bool{}
+	b.indexed, b.written, b.blobs, b.maybe, b.gone = map[int]bool{}, map[int]bool{}, map[int]bool{}, map[int]bool{}, map[int]bool{}
 	b.indexMaybe, b.indexETags, b.token = map[int]bool{}, map[int]string{}, newToken()
 	b.marked = map[int]bool{}
 }
@@ -798,34 +802,51 @@ func (b *batch) resolveIndex(ctx context.Context, ch chunk) (chunk, error) {
 // rows and was refused whole).
 func (b *batch) resolveItems(ctx context.Context, ch chunk) (chunk, error) {
 	rest := chunk{shard: ch.shard}
-	for _, i := range ch.items {
-		it := b.res[i].Item
-		got, own, err := b.readRow(ctx, it)
-		if errors.Is(err, storage.ErrNotFound) {
-			gone, gerr := b.landedAndGone(ctx, ch.shard, it)
-			switch {
-			case gerr != nil:
-				return ch, gerr
-			case gone:
-				// Its write committed (the answer lost) and the row was
-				// taken away since: cancelled, told of a parent's end,
-				// moved. Writing it again would bring back a task a cancel
-				// has answered for, with nothing left to tell it its
-				// parents' ends (issue 38, sim seed 161494: a child
-				// cancelled with its parent came back and waited for
-				// good).
-				b.mu.Lock()
-				b.written[i] = true
-				b.res[i].Item.ETag = ""
-				b.res[i].Item.SendingUntil = time.Time{} // nothing to send
-				b.mu.Unlock()
-			default:
-				rest.items = append(rest.items, i)
-			}
-			continue
-		}
+	type read struct {
+		got      table.Entity
+		own      bool
+		notFound bool
+	}
+	reads := make([]read, len(ch.items))
+	committed := false // a row of the chunk is its own: the transaction committed
+	for k, i := range ch.items {
+		got, own, err := b.readRow(ctx, b.res[i].Item)
 		switch {
-		case own:
+		case errors.Is(err, storage.ErrNotFound):
+			reads[k].notFound = true
+		case err != nil:
+			return ch, fmt.Errorf("read %s: %w", b.res[i].Item.ID, err)
+		}
+		reads[k].got, reads[k].own = got, own
+		committed = committed || own
+	}
+	for k, i := range ch.items {
+		it, got := b.res[i].Item, reads[k].got
+		switch {
+		case reads[k].notFound && committed:
+			gone, err := b.landedAndGone(ctx, ch.shard, it)
+			if err != nil {
+				return ch, err
+			}
+			if !gone {
+				rest.items = append(rest.items, i)
+				continue
+			}
+			// The transaction committed (its answer lost; a transaction
+			// is all or nothing, and another row of it is here), and this
+			// row was taken away since: cancelled, told of a parent's
+			// end, moved. Writing it again would bring back a task a
+			// cancel has answered for, with nothing left to tell it its
+			// parents' ends (issue 38, sim seed 161494: a child
+			// cancelled with its parent came back and waited for good).
+			b.mu.Lock()
+			b.written[i], b.gone[i] = true, true
+			b.res[i].Item.ETag = ""
+			b.res[i].Item.SendingUntil = time.Time{} // nothing to send
+			b.mu.Unlock()
+		case reads[k].notFound:
+			rest.items = append(rest.items, i)
+		case reads[k].own:
 			b.mu.Lock()
 			b.written[i] = true
 			b.res[i].Item.ETag = got.ETag
@@ -834,21 +855,18 @@ func (b *batch) resolveItems(ctx context.Context, ch chunk) (chunk, error) {
 			b.marked[i] = got.Props.Bool(PropWaiters)
 			adoptSending(&b.res[i].Item, got.Props)
 			b.mu.Unlock()
-		case err == nil:
-			b.fail(i, fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano)))
 		default:
-			return ch, fmt.Errorf("read %s: %w", it.ID, err)
+			b.fail(i, fmt.Errorf("%w: task %s (due %s)", ErrAlreadyScheduled, it.ID, it.Due.Format(time.RFC3339Nano)))
 		}
 	}
 	return rest, nil
 }
 
-// landedAndGone reports whether it's item row, missing when a retry of its
-// transaction met another row of the chunk, was written by this call and
-// removed since: its id index row, which this call wrote before the item
-// rows and nothing else takes away while it says the item row is on its
-// way (IndexingHold), is gone or names another row. An item row is
-// removed with its index row.
+// landedAndGone reports whether it's item row, missing although its
+// transaction committed, was taken away since: its id index row, which
+// this call wrote before the item rows, is gone, names another row (moved
+// within the schedule) or carries another call's token (an item row is
+// removed with its index row).
 func (b *batch) landedAndGone(ctx context.Context, shard string, it Item) (bool, error) {
 	idx, err := b.c.t.Get(ctx, shard, indexKey(it.ID))
 	switch {
@@ -898,6 +916,10 @@ func (b *batch) undo(ctx context.Context, rows bool, keep func(i int) bool) {
 			continue
 		}
 		switch {
+		case rows && b.gone[i] && b.o.WaitedFor == nil:
+			// Taken away before the batch met it again, and without run
+			// records nothing says what it became: whatever stands at its
+			// key now is not this call's, and stays.
 		case rows && b.written[i] && (b.res[i].Item.ETag == "" || b.marked[i]) && b.o.WaitedFor != nil:
 			unknown = append(unknown, i) // whether it is marked is read
 		case rows && b.written[i]:
