@@ -1437,6 +1437,16 @@ func (s *Store) cancelPending(ctx context.Context, id string, m Meta, only bool)
 			// the mover): its end stands.
 			return Run{}, false, fmt.Errorf("%w: run %s is %s", ErrAlreadyFinished, id, cur.State)
 		}
+		if cur != nil && cur.State.Finished() && otherDue(cur, m) && cur.CancelledDue.has(m.Due) {
+			// m's cancel is recorded already, kept by the record of a
+			// later scheduling that took it over and has ended: the id
+			// was scheduled again after m's row went, and that run's end
+			// stands (issue 38, sim seed 162586: a cancel whose delete
+			// answered late marked again, and a replace that had run and
+			// succeeded in between read as cancelled). A late message of
+			// m's due time is refused by CancelledDue.
+			return Run{}, false, nil
+		}
 		next := successor(cur, id, Cancelled)
 		next.Finished = now
 		fillMeta(&next, m)

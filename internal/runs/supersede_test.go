@@ -2641,3 +2641,34 @@ func claimAndSucceed(ctx context.Context, t *testing.T, s *Store, id, worker str
 		t.Fatal(err)
 	}
 }
+
+// A cancel marks its scheduling's record again once its row's delete has
+// answered (the row may have been moved meanwhile): when the id was
+// scheduled again after the row went and that run has ended, the second
+// mark leaves its record as it is, m's cancel being noted in it already
+// (issue 38, sim seed 162586: a replace that ran and succeeded while the
+// cancel's delete answered late read as cancelled).
+func TestMemCancelPendingAgainLeavesALaterSchedulingsEnd(t *testing.T) {
+	ctx := context.Background()
+	e := memEnv(t)
+	y := Meta{Type: "rated", Due: e.now().Add(2 * time.Minute).Truncate(time.Second)}
+	if _, err := e.s.CancelPending(ctx, "t6", y); err != nil { // the cancel's first mark
+		t.Fatal(err)
+	}
+	z := Meta{Type: "limited", Due: e.now().Truncate(time.Second)}
+	if _, err := e.s.Claim(ctx, "t6", "w4", 1, e.now().Add(time.Minute), z); err != nil {
+		t.Fatalf("the replacement's claim: %v", err)
+	}
+	if err := e.s.Finish(ctx, "t6", Succeeded, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.CancelPending(ctx, "t6", y); err != nil { // its mark after the delete
+		t.Fatalf("the second mark: %v", err)
+	}
+	if r := e.mustState(t, "t6", Succeeded); !r.Due.Equal(z.Due) {
+		t.Fatalf("record due %v; want the replacement's %v", r.Due, z.Due)
+	}
+	if _, err := e.s.Claim(ctx, "t6", "w1", 1, e.now().Add(time.Minute), y); !errors.Is(err, ErrCancelled) {
+		t.Fatalf("a late message of the cancelled scheduling: %v; want ErrCancelled", err)
+	}
+}
