@@ -1423,8 +1423,21 @@ func (c *checker) endedBeforeLocked(t *ti, at time.Time) bool {
 // workflows).
 func (c *checker) inheritLocked(old, t *ti) {
 	if b := old.batch; b != nil {
+		i := slices.Index(b.members, old)
+		if i >= 0 && old.cancelUnderWay(t.returned) {
+			// A cancel of the member was under way: it may have counted
+			// the member's end before the replace wrote, and what
+			// replaced it is then a task of its own (README: a member
+			// that has already ended was counted), or it held the
+			// replacement too and removed it (sim seed 162586, row 253:
+			// the callback ran as the replacement began). The batch may
+			// hear of either one's end.
+			c.batchAltLocked(old, t)
+			c.reparentLocked(old, t)
+			return
+		}
 		t.batch = b
-		if i := slices.Index(b.members, old); i >= 0 {
+		if i >= 0 {
 			b.members[i] = t
 			// The schedulings that may have taken old's place before t did
 			// (a replace answered while old's batch was under way: seed
@@ -1438,6 +1451,12 @@ func (c *checker) inheritLocked(old, t *ti) {
 			c.batchAltLocked(old, t) // old took a member's place
 		}
 	}
+	c.reparentLocked(old, t)
+}
+
+// reparentLocked makes the tasks waiting for old wait for t, its
+// replacement.
+func (c *checker) reparentLocked(old, t *ti) {
 	for _, o := range c.tis {
 		for i, p := range o.parents {
 			if p == old {

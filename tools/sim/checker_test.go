@@ -89,6 +89,41 @@ func TestReplacingAMemberUnderWayTakesItsPlace(t *testing.T) {
 	})
 }
 
+// A member whose cancel is under way as a replace of its id answers may
+// have been counted ended already: its replacement stays beside it, not in
+// its place, and the batch's callback may start on the cancel (sim seed
+// 162586, row 253: the cancel counted the member cancelled and completed
+// the batch; the replace, meeting no row, wrote a task of its own, which
+// began as the callback ran).
+func TestAReplaceOfAMemberBeingCancelledDoesNotTakeItsPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		b := c.newBatch("b8")
+		m := c.newTI(TaskSpec{ID: "t6", Type: "rated"}, nil, nil)
+		m.batch = b
+		b.members = append(b.members, m)
+		c.scheduled(m, w.now(), leasecron.Item{ID: "t6", Due: w.now().Add(3 * time.Minute)}, nil)
+		time.Sleep(time.Minute)
+		issued := w.now()
+		c.cancelIssued("t6", issued)
+		time.Sleep(600 * time.Millisecond)
+		r := c.newTI(TaskSpec{ID: "t6", Type: "limited", Replace: true}, nil, nil)
+		c.scheduled(r, w.now(), leasecron.Item{ID: "t6", Due: w.now().Add(1300 * time.Millisecond)}, nil)
+		time.Sleep(time.Second)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(b.members) != 1 || b.members[0] != m {
+			t.Fatalf("the member being cancelled was replaced in its batch by %d", b.members[0].inc)
+		}
+		if alts := b.alt[m]; len(alts) != 1 || alts[0] != r {
+			t.Fatalf("the replacement is not beside the member: %d alternatives", len(alts))
+		}
+		if end, how := c.memberEnd(b, m, w.now()); !end.Equal(issued) || how != howBeingCancelled {
+			t.Fatalf("the member ended at %s (%s); want %s, %s", c.at(end), how, c.at(issued), howBeingCancelled)
+		}
+	})
+}
+
 // The checker learns from the run records' commits when a run was
 // claimed: a run claimed before a disable has started, though its handler
 // begins later (seed 14895); one claimed and given back, or put back for
