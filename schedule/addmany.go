@@ -862,7 +862,7 @@ func (b *batch) resolveItems(ctx context.Context, ch chunk) (chunk, error) {
 	return rest, nil
 }
 
-// landedAndGone reports whether it's item row, missing although its
+// landedAndGone reports whether the item row of it, missing although its
 // transaction committed, was taken away since: its id index row, which
 // this call wrote before the item rows, is gone, names another row (moved
 // within the schedule) or carries another call's token (an item row is
