@@ -238,7 +238,7 @@ func (m *Mover) waitingOf(e table.Entity, now time.Time, dues []time.Time) []tim
 	}
 	it := r.item
 	env := queue.Envelope{Type: it.Type, Queue: it.Queue, Priority: it.Priority, FairKey: it.FairKey, Payload: it.Payload, PayloadBlob: it.PayloadBlob}
-	if env.PayloadBlob == "" && jsonLen(env.Payload) > m.o.InlineLimit {
+	if m.inBlob(env) {
 		// Sent with its payload in a blob (sendAll): routed without it.
 		env.Payload, env.PayloadBlob = "", "(a blob)"
 	}
@@ -265,6 +265,12 @@ func (m *Mover) waitingOf(e table.Entity, now time.Time, dues []time.Time) []tim
 		occ = next
 	}
 	return dues
+}
+
+// inBlob reports whether env's payload, inline now, goes in a blob when
+// the mover sends it: it is over InlineLimit.
+func (m *Mover) inBlob(env queue.Envelope) bool {
+	return env.PayloadBlob == "" && jsonLen(env.Payload) > m.o.InlineLimit
 }
 
 // maxPeerOccurrences bounds the occurrences of one series a read of a

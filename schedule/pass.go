@@ -420,7 +420,7 @@ func (m *Mover) sendAll(ctx context.Context, now time.Time, p *plan) bool {
 			return false
 		}
 		env := s.env
-		if env.PayloadBlob == "" && jsonLen(env.Payload) > m.o.InlineLimit {
+		if m.inBlob(env) {
 			if p.blob == "" {
 				// Deterministic name: a retry overwrites instead of leaking.
 				ref, err := m.o.PayloadStore.Put(ctx, payload.Prefix+p.id+"-"+strconv.FormatInt(Ticks(p.due), 10), []byte(env.Payload))
