@@ -398,6 +398,16 @@ func (l *lostAnswer) Submit(ctx context.Context, ops []table.Op) ([]string, erro
 	return l.Table.Submit(ctx, ops)
 }
 
+// clientOver returns a client of the schedule in tb, on a fake clock.
+func clientOver(t *testing.T, tb table.Table) *Client {
+	t.Helper()
+	c, err := newClient(tb, Options{Clock: clock.NewFake(t0), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // itemInsert matches a transaction that inserts item rows.
 func itemInsert(ops []table.Op) bool {
 	return ops[0].Kind == table.Insert && !strings.HasPrefix(ops[0].RowKey, "id~")
@@ -409,10 +419,7 @@ func itemInsert(ops []table.Op) bool {
 func TestAddManyTakesItsOwnRowsAfterALostAnswer(t *testing.T) {
 	mt := table.NewMemory("", nil)
 	lt := &lostAnswer{Table: mt, lose: itemInsert}
-	c, err := newClient(lt, Options{Clock: clock.NewFake(t0), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := clientOver(t, lt)
 	items := batchItems(10, "la")
 	res, err := c.AddMany(ctx(t), items, AddManyOptions{})
 	if err != nil || !lt.lost {
@@ -458,10 +465,7 @@ func TestAddTakesItsOwnRowMarkedByAWorkflowAfterALostAnswer(t *testing.T) {
 					t.Error(err)
 				}
 			}}
-			c, err := newClient(lt, Options{Clock: clock.NewFake(t0), Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := clientOver(t, lt)
 			it, err := c.Add(ctx(t), tc.it, AddOptions{})
 			if err != nil || !lt.lost {
 				t.Fatalf("Add after a lost answer and a mark of %v: %v (lost %v); want it taken for its own", tc.mark, err, lt.lost)
@@ -518,10 +522,7 @@ func TestAddManyRollsBackRowsWhoseWriteIsUnknown(t *testing.T) {
 		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) {
 			mt := table.NewMemory("", nil)
 			lt := &lostThenUnreadable{Table: mt}
-			c, err := newClient(lt, Options{Clock: clock.NewFake(t0), Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := clientOver(t, lt)
 			items := batchItems(10, "lu")
 			for i := range items {
 				items[i].Due = t0.Add(time.Hour)
@@ -1288,10 +1289,7 @@ func TestARollBackTakesBackAWaitingLineBeforeItsParent(t *testing.T) {
 func TestAddManyDoesNotWriteAgainARowCancelledAfterItsLostAnswer(t *testing.T) {
 	mt := table.NewMemory("", nil)
 	lt := &lostAnswer{Table: mt, lose: itemInsert}
-	c, err := newClient(lt, Options{Clock: clock.NewFake(t0), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := clientOver(t, lt)
 	lt.between = func([]table.Op) {
 		if _, err := c.Cancel(ctx(t), "la0003"); err != nil {
 			t.Errorf("cancel between the lost answer and the retry: %v", err)
@@ -1342,10 +1340,7 @@ func TestAddManyWritesARowItsRefusedTransactionLeftOut(t *testing.T) {
 	mt := table.NewMemory("", nil)
 	items := batchItems(2, "lb")
 	bt := &beforeItems{Table: mt}
-	c, err := newClient(bt, Options{Clock: clock.NewFake(t0), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := clientOver(t, bt)
 	bt.hook = func() {
 		ops := []table.Op{
 			{Kind: table.Delete, PartitionKey: "00", RowKey: indexKey("lb0000")},
