@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -1555,5 +1556,173 @@ func cancelOfARawSeriesRemovesTheRowItsRetryForked(t *testing.T, noRuns bool) {
 	}
 	if st, err := c.Status(ctx, "once"); err != nil || st.Pending == nil || st.Pending.Recurrence != "" {
 		t.Fatalf("the one-off row of an id whose series was cancelled: %+v, %v; want it pending", st.Pending, err)
+	}
+}
+
+// A cancel of a moved batch member or callback whose telling fails — the
+// read of what waits for it, or of its batch — sends what it could not
+// tell in a message of its own, which a worker tells: the run's own
+// message, found stale once the id is scheduled again, never would
+// (issue 38, row 254: a member cancelled while it waited for its retry;
+// reading what waited for it failed, the id was scheduled again, and the
+// batch's callback never ran). A callback's end is not counted for its
+// batch, even when the cancel could not read which of the two the run
+// was.
+func TestACancelWhoseTellingFailsSendsTheEndInAMessageOfItsOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name, fail string
+		callback   bool
+	}{
+		{"waiters-unread", "%27~d%27", false},
+		{"batch-unread", "~cbx", false},
+		{"callback-batch-unread", "~cbx", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			ms := memstore.New(memstore.Options{})
+			tr := &failWhile{next: ms.Transport(), match: tc.fail}
+			c, err := NewClient(ClientOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: tr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			later := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+			if _, err := c.ScheduleMany(ctx, []Item{{ID: "m1", Type: "t", Due: later}}, ScheduleManyOptions{Batch: "bx", OnComplete: &Item{ID: "done", Type: "t", Due: later}}); err != nil {
+				t.Fatal(err)
+			}
+			id := "m1"
+			if tc.callback {
+				// The member succeeded: the batch completes and its
+				// callback is released.
+				if _, err := c.runs.EndMember(ctx, "bx", "m1", runs.Succeeded); err != nil {
+					t.Fatal(err)
+				}
+				b, err := c.runs.GetBatch(ctx, "bx")
+				if err != nil || !b.Complete() {
+					t.Fatalf("batch: %+v, %v; want it complete", b, err)
+				}
+				if err := c.completeBatch(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+				id = "done"
+			}
+			// A task waits for it.
+			if _, err := c.Schedule(ctx, Item{ID: "kid", Type: "t", Due: later, After: []string{id}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			// Moved (its row gone), claimed, and waiting for its retry.
+			if _, err := c.sched.Cancel(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.runs.Claim(ctx, id, "w1", 1, time.Now().Add(time.Minute), runs.Meta{Type: "t", Due: later, Batch: "bx"}); err != nil {
+				t.Fatal(err)
+			}
+			before, err := c.runs.GetBatch(ctx, "bx")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.armed.Store(true)
+			res, err := c.Cancel(ctx, id)
+			tr.armed.Store(false)
+			if err != nil || !res.Marked {
+				t.Fatalf("cancel of the moved task: %+v, %v", res, err)
+			}
+			if tr.failed.Load() == 0 {
+				t.Fatalf("no request matching %q failed: the telling was not tested", tc.fail)
+			}
+			want := before.BatchCounts
+			if !tc.callback {
+				want.Cancelled++
+			}
+			kidWaits := func() bool {
+				t.Helper()
+				it, err := c.sched.Get(ctx, "kid")
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					t.Fatal(err)
+				}
+				return err == nil && it.Waiting
+			}
+			// What failed is still to be told; the rest is told.
+			b, err := c.runs.GetBatch(ctx, "bx")
+			if err != nil || (b.BatchCounts == want) == (tc.fail == "~cbx" && !tc.callback) {
+				t.Fatalf("batch after the cancel whose telling failed: %+v, %v (%s failing)", b, err, tc.name)
+			}
+			if kidWaits() != (tc.fail == "%27~d%27") {
+				t.Fatalf("the child after the cancel whose telling failed: waiting %v (%s failing)", kidWaits(), tc.name)
+			}
+			// The id scheduled again and moved: its record is the new
+			// task's, and the old message would be found stale.
+			if ok := c.runs.MarkQueued(ctx, []runs.Mark{{ID: id, Meta: runs.Meta{Type: "t", Due: later.Add(time.Minute)}}}); !ok[0] {
+				t.Fatal("the new scheduling's mark failed")
+			}
+
+			w, err := NewWorker(WorkerOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()},
+				Logger: slog.New(slog.DiscardHandler), Consumer: queue.ConsumerSettings{PollMax: 200 * time.Millisecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ran atomic.Int32
+			w.Handle("t", func(context.Context, leasecrontype.Task) error { ran.Add(1); return nil })
+			wctx, stop := context.WithTimeout(ctx, 30*time.Second)
+			defer stop()
+			done := make(chan error, 1)
+			go func() { done <- w.Run(wctx) }()
+			defer func() { stop(); <-done }()
+			for {
+				n, err := c.queue.Depth(wctx)
+				if err == nil && n == 0 {
+					break
+				}
+				select {
+				case err := <-done:
+					done <- err
+					t.Fatalf("the worker stopped: %v", err)
+				default:
+				}
+				if wctx.Err() != nil {
+					t.Fatalf("the end's message was not told: depth %d, %v", n, err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if b, err := c.runs.GetBatch(ctx, "bx"); err != nil || b.BatchCounts != want || !b.Complete() {
+				t.Fatalf("batch once the worker told the end: %+v, %v; want counts %+v, complete", b, err, want)
+			}
+			if kidWaits() {
+				t.Fatal("the child still waits once the worker told the end; want it cancelled")
+			}
+			if st, err := c.Status(ctx, "kid"); err != nil || st.State() != string(RunCancelled) {
+				t.Fatalf("the child: %q, %v; want cancelled", st.State(), err)
+			}
+			if ran.Load() != 0 {
+				t.Fatalf("the handler ran %d times; the end's message runs nothing", ran.Load())
+			}
+		})
+	}
+}
+
+// A carried end (Envelope.Ended) whose run record is gone — retention
+// removed it while the message waited — is told from what it carries:
+// asked of the record, the message came back for good (a review of issue
+// 38's row 254 fix).
+func TestACarriedEndWhoseRecordIsGoneIsTold(t *testing.T) {
+	ctx := context.Background()
+	c := memClient(t)
+	later := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	if _, err := c.ScheduleMany(ctx, []Item{{ID: "m1", Type: "t", Due: later}}, ScheduleManyOptions{Batch: "bg", OnComplete: &Item{ID: "done", Type: "t", Due: later}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.runs.Get(ctx, "m1"); !errors.Is(err, runs.ErrNotFound) {
+		t.Fatalf("the member's record: %v; want none", err)
+	}
+	env := queue.Envelope{ID: "m1", Type: "t", Due: later, Batch: "bg", Ended: RunCancelled, EndOnly: true}
+	if err := c.taskEnded(ctx, env, RunCancelled); err != nil {
+		t.Fatalf("the carried end without a record: %v; want it told", err)
+	}
+	if b, err := c.runs.GetBatch(ctx, "bg"); err != nil || b.Cancelled != 1 || !b.Complete() {
+		t.Fatalf("batch: %+v, %v; want it complete with one cancelled", b, err)
+	}
+	// An end not carried is still read from the record.
+	env.Ended, env.EndOnly = "", false
+	if err := c.taskEnded(ctx, env, RunCancelled); !errors.Is(err, runs.ErrNotFound) {
+		t.Fatalf("an end not carried, without a record: %v; want ErrNotFound", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/retry"
 	"github.com/leasecron/leasecron/internal/runs"
+	"github.com/leasecron/leasecron/queue"
 	"github.com/leasecron/leasecron/schedule"
 )
 
@@ -231,35 +232,84 @@ func (c *Client) cancel(ctx context.Context, id string, only *cancelOnly) (Cance
 // been scheduled again and its record be the new task's, and the batch
 // and children never heard of this end (issue 38, seed 1123: a batch's
 // callback waited for good). Both are counted once per task, so the
-// worker's own report later changes nothing. A failure is logged: the
-// worker's report remains.
+// worker's own report later changes nothing. What cannot be told here
+// goes in a message of its own (sendEnded).
 func (c *Client) cancelledFlow(ctx context.Context, r runs.Run) {
 	if r.ID == "" {
 		return // none
 	}
-	member := false
+	var failed []error
+	// What is still to be told: what waits for the id, and the batch
+	// (when the batch could not be read, whether the run is its member
+	// or its callback is the worker's to find out).
+	var waiters, batch bool
 	if r.Batch != "" {
 		// A callback carries its batch too; only a member counts.
-		b, err := c.runs.GetBatch(ctx, r.Batch)
-		member = err == nil && b.Callback != r.ID
-		if err != nil && !errors.Is(err, runs.ErrNoBatch) {
-			c.o.Logger.Warn("reading the batch of a cancelled task failed; its worker counts it when its handler returns", "task_id", r.ID, "batch", r.Batch, "err", err)
+		switch b, err := c.runs.GetBatch(ctx, r.Batch); {
+		case err == nil && b.Callback != r.ID:
+			if err := c.memberEnded(ctx, r.Batch, r.ID, RunCancelled); err != nil {
+				failed, batch = append(failed, err), true
+			}
+		case err != nil && !errors.Is(err, runs.ErrNoBatch):
+			failed, batch = append(failed, fmt.Errorf("read batch %s: %w", r.Batch, err)), true
 		}
 	}
-	waiters := true
-	if !r.EndOfID(c.o.Clock.Now()) {
+	if r.EndOfID(c.o.Clock.Now()) {
+		if err := c.parentEnded(ctx, r.ID, RunCancelled); err != nil {
+			failed, waiters = append(failed, err), true
+		}
+	} else {
 		// Another scheduling of the id moved beside this run is still to
 		// start (a bulk cancel leaves those): what waits for the id waits
 		// for that one, through the traffic cop's watch, as a worker's
-		// end does.
-		if err := c.runs.WatchParents(ctx, []string{r.ID}); err != nil {
-			c.o.Logger.Warn("watching the id of a cancelled task failed; its worker tells what waits for it", "task_id", r.ID, "err", err)
+		// end does. (Not a telling in a message: by the time it came,
+		// that scheduling may have the record, and the telling would end
+		// the id for what waits for it.)
+		sctx, cancel := settleContext(ctx)
+		err := retry.Transient(sctx, retry.Policy{Clock: c.o.Clock}, func(ctx context.Context) error {
+			return c.runs.WatchParents(ctx, []string{r.ID})
+		})
+		cancel()
+		if err != nil {
+			c.o.Logger.Warn("watching the id of a cancelled task failed; its worker has it watched when its message comes back", "task_id", r.ID, "err", err)
 		}
-		waiters = false
 	}
-	if err := c.tellEnded(ctx, r.ID, waiters, r.Batch, member, RunCancelled); err != nil {
-		c.o.Logger.Warn("telling the batch and the tasks waiting for a cancelled task failed; its worker tells them when its handler returns", "task_id", r.ID, "batch", r.Batch, "err", err)
+	if waiters || batch {
+		c.sendEnded(ctx, r, waiters, batch, RunCancelled, errors.Join(failed...))
 	}
+}
+
+// sendEnded sends the end st of the run r, which the tasks waiting for
+// its id (waiters) or its batch (batch) could not be told (cause), in a
+// message of its own that only tells them (queue.Envelope.EndOnly), to the
+// queue its type is routed to: whichever worker receives it tells them,
+// trying again until that succeeds. Left to the run's own message instead,
+// the end was lost when the id was scheduled again before that message
+// came back: an early-sent message is then found stale against the new
+// row and acknowledged untold (issue 38, row 254: a member cancelled while
+// it waited for its retry; the batch's callback never ran). When it is
+// not known whether the run is its batch's member or its callback, the
+// worker reads the batch first (taskEnded). The send is tried again
+// through faults that pass, whether or not the caller has gone; one that
+// fails all the same is logged: the run's own message is then all that is
+// left to tell them.
+func (c *Client) sendEnded(ctx context.Context, r runs.Run, waiters, batch bool, st RunState, cause error) {
+	env := queue.Envelope{ID: r.ID, Type: r.Type, Due: r.Due, Waiters: waiters, Ended: st, EndOnly: true}
+	if batch {
+		env.Batch = r.Batch
+	}
+	ctx, cancel := settleContext(ctx)
+	defer cancel()
+	err := retry.Transient(ctx, retry.Policy{Clock: c.o.Clock}, func(ctx context.Context) error {
+		return c.queue.Enqueue(ctx, env, 0)
+	})
+	if err != nil {
+		c.o.Logger.Warn("telling the batch and the tasks waiting for a cancelled task failed, and so did sending its end in a message of its own; its worker tells them when its message comes back, unless the id has been scheduled again by then",
+			"task_id", r.ID, "batch", r.Batch, "err", errors.Join(cause, err))
+		return
+	}
+	c.o.Logger.Info("telling the batch and the tasks waiting for a cancelled task failed; its end goes to them in a message of its own",
+		"task_id", r.ID, "batch", r.Batch, "err", cause)
 }
 
 // Reschedule moves a pending task to a new due time atomically.

@@ -491,10 +491,17 @@ func (c *Client) currentOrWatched(ctx context.Context, env queue.Envelope) (bool
 // the message reappears — except a death requeued since (see below).
 func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, st leasecrontype.RunState) error {
 	r, err := c.runs.Get(ctx, env.ID)
-	if err != nil {
+	gone := env.Ended != "" && (errors.Is(err, runs.ErrNotFound) || errors.Is(err, runs.ErrExpired))
+	if err != nil && !gone {
 		return err
 	}
 	switch {
+	case gone:
+		// A carried end whose record is gone (retention removed it while
+		// the message waited): what it carries is all there is to tell;
+		// asked of the record again, the message would come back for
+		// good.
+		r.State = st
 	case !env.Due.IsZero() && !r.OfDue(env.Due):
 		// The record is already another scheduling's: this run ended
 		// before (it was cancelled while its handler ran, and the id was
@@ -541,6 +548,17 @@ func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, st leasecron
 		}
 	}
 	if env.Batch != "" && env.Completed == nil {
+		if env.EndOnly {
+			// A cancel's message of its own (Client.sendEnded) may not
+			// know whether its run is the batch's member or its callback,
+			// and a callback's end is not counted.
+			switch b, err := c.runs.GetBatch(ctx, env.Batch); {
+			case err == nil && b.Callback == env.ID:
+				return nil
+			case err != nil && !errors.Is(err, runs.ErrNoBatch):
+				return err
+			}
+		}
 		return c.memberEnded(ctx, env.Batch, env.ID, r.State)
 	}
 	return nil
