@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -716,6 +718,54 @@ func unshardedFinds(t *testing.T, f *shardedFleet, ids []string) {
 	}
 }
 
+// runRecordCosts checks README's costs of the run records of f's tasks ids
+// (all ended), in requests to the run-records table, on a client of its
+// own whose first use is left out: `status` is one point read, and a page
+// of `runs` one query per partition (parts of them).
+func runRecordCosts(t *testing.T, f *shardedFleet, ids []string, parts int) {
+	t.Helper()
+	ctx := context.Background()
+	var n atomic.Int64
+	st := f.st
+	st.Transport = countRequests{next: http.DefaultClient, to: "/" + f.names.RunsTable, n: &n}
+	c, err := leasecron.NewClient(leasecron.ClientOptions{Storage: st, Names: f.names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Status(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	n.Store(0)
+	if s, err := c.Status(ctx, ids[1]); err != nil || s.Run == nil || n.Load() != 1 {
+		t.Fatalf("status of %s: %+v, %v, in %d requests to the run records; want its run in one point read", ids[1], s.Run, err, n.Load())
+	}
+	n.Store(0)
+	if page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 100}); err != nil || len(page.Runs) != len(ids) || n.Load() != int64(parts) {
+		t.Fatalf("a page of runs: %d runs, %v, in %d requests; want %d runs in one query per partition, %d", len(page.Runs), err, n.Load(), len(ids), parts)
+	}
+}
+
+// countRequests counts the requests whose URL path, past the account,
+// begins with to (a table's name) and goes on with "(" or "?" or ends.
+type countRequests struct {
+	next interface {
+		Do(*http.Request) (*http.Response, error)
+	}
+	to string
+	n  *atomic.Int64
+}
+
+func (c countRequests) Do(req *http.Request) (*http.Response, error) {
+	p := req.URL.Path
+	if i := strings.Index(p[1:], "/"); i >= 0 {
+		p = p[i+1:] // the account's segment (Azurite's path-style URLs)
+	}
+	if rest, ok := strings.CutPrefix(p, c.to); ok && (rest == "" || rest[0] == '(' || rest[0] == '?') {
+		c.n.Add(1)
+	}
+	return c.next.Do(req)
+}
+
 // TestRunRecordsSizedForTheFleetFromTheStart (issue 41): on a fresh
 // account the first worker records, before it creates the run-records
 // table, eight partitions per work queue, so a fleet of four queues
@@ -760,6 +810,7 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		if page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 100}); err != nil || len(page.Runs) != len(ids) {
 			t.Fatalf("listing: %d runs, %v; want %d", len(page.Runs), err, len(ids))
 		}
+		runRecordCosts(t, f, ids, 32)
 		unshardedFinds(t, f, ids)
 	})
 	t.Run("a client first", func(t *testing.T) {
@@ -793,6 +844,7 @@ func TestRunRecordsSizedForTheFleetFromTheStart(t *testing.T) {
 		if page, err := c.Runs(ctx, leasecron.RunQuery{Limit: 100}); err != nil || len(page.Runs) != len(ids) {
 			t.Fatalf("listing: %d runs, %v; want %d", len(page.Runs), err, len(ids))
 		}
+		runRecordCosts(t, f, ids, 4)
 	})
 	t.Run("table made by an earlier release", func(t *testing.T) {
 		f, c := fourQueues(t, 2)
