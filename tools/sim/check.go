@@ -3959,8 +3959,15 @@ func (c *checker) deferredBadEnd(t, pt, p *ti) (time.Time, bool) {
 		if a == p || a.id == "" || !bad || !end.After(pEnd) {
 			continue
 		}
+		// Or, p watched, one whose row was pending when t began waiting:
+		// t's schedule marked that row, and t waits for its run, not for
+		// p's (row 255, seed 163441: a running parent replaced, a child
+		// scheduled after the replace answered, the run succeeded, and
+		// the replacement was cancelled before its move).
+		pendingThen := a.accepted && !a.returned.IsZero() && !a.returned.After(t.issued) && !c.movedLocked(a.id, a.due, a.issued, t.issued)
 		if c.movedLocked(a.id, a.due, a.issued, pEnd) ||
-			watched && a.accepted && !a.returned.After(pEnd) && c.movedLocked(a.id, a.due, pEnd, c.w.now()) {
+			watched && a.accepted && !a.returned.After(pEnd) && c.movedLocked(a.id, a.due, pEnd, c.w.now()) ||
+			watched && pendingThen {
 			return end, true
 		}
 	}

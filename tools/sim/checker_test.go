@@ -398,6 +398,40 @@ func TestAWatchedParentsEndDefersToItsPendingSuccessor(t *testing.T) {
 	})
 }
 
+// A child that began waiting while its parent's id had a row pending —
+// a replacement of a parent whose run was still going — waits for that
+// row's run: the earlier run's success does not release it, and the
+// replacement's cancel before its move cancels it (row 255, seed 163441:
+// the checker took the earlier run's success for the child's release).
+func TestAChildWaitsForTheRowPendingWhenItBeganWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		w1 := &proc{w: w, name: "w1"}
+		first := c.newTI(TaskSpec{ID: "p", Type: "plain"}, nil, nil)
+		c.scheduled(first, w.now(), leasecron.Item{ID: "p", Due: w.now()}, nil)
+		c.moved["p"] = append(c.moved["p"], movedRow{at: w.now(), due: first.due})
+		run := &runEv{ti: first, runID: "p", due: first.due, attempt: 1, proc: w1, start: w.now()}
+		first.starts = append(first.starts, run)
+		time.Sleep(10 * time.Second)
+		repl := c.newTI(TaskSpec{ID: "p", Type: "plain", Replace: true}, nil, nil)
+		c.scheduled(repl, w.now(), leasecron.Item{ID: "p", Due: w.now().Add(2 * time.Minute)}, nil)
+		time.Sleep(5 * time.Second)
+		child := c.newTI(TaskSpec{ID: "c", Type: "plain", After: []string{"p"}}, nil, nil)
+		c.scheduled(child, w.now(), leasecron.Item{ID: "c", Due: w.now()}, nil)
+		time.Sleep(time.Second)
+		run.end, run.outcome = w.now(), "ok"
+		time.Sleep(time.Minute)
+		aimed := c.cancelIssued("p", w.now())
+		c.cancelled(aimed, "p", w.now(), leasecron.CancelResult{Removed: true}, nil, nil)
+		time.Sleep(time.Minute)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.parentFailed(child) {
+			t.Error("the child that began waiting while its parent's replacement was pending is taken for released by the earlier run's success, though the replacement was cancelled before its move")
+		}
+	})
+}
+
 // A schedule whose answer came late may have been written long before
 // it: a unique task is taken for scheduled over another's key only when
 // that one held the key from the schedule's start to its answer (seed
