@@ -1567,7 +1567,8 @@ func cancelOfARawSeriesRemovesTheRowItsRetryForked(t *testing.T, noRuns bool) {
 // reading what waited for it failed, the id was scheduled again, and the
 // batch's callback never ran). A callback's end is not counted for its
 // batch, even when the cancel could not read which of the two the run
-// was.
+// was, and a task that began waiting for the id after the cancel, for
+// the id's next scheduling, is not told.
 func TestACancelWhoseTellingFailsSendsTheEndInAMessageOfItsOwn(t *testing.T) {
 	for _, tc := range []struct {
 		name, fail string
@@ -1654,6 +1655,11 @@ func TestACancelWhoseTellingFailsSendsTheEndInAMessageOfItsOwn(t *testing.T) {
 			if ok := c.runs.MarkQueued(ctx, []runs.Mark{{ID: id, Meta: runs.Meta{Type: "t", Due: later.Add(time.Minute)}}}); !ok[0] {
 				t.Fatal("the new scheduling's mark failed")
 			}
+			// A task that begins waiting for the id now waits for the new
+			// scheduling: the cancel's end, told late, leaves it alone.
+			if _, err := c.Schedule(ctx, Item{ID: "kid2", Type: "t", Due: later, After: []string{id}}, nil); err != nil {
+				t.Fatal(err)
+			}
 
 			w, err := NewWorker(WorkerOptions{Storage: Storage{ConnectionString: ms.ConnectionString(), Transport: ms.Transport()},
 				Logger: slog.New(slog.DiscardHandler), Consumer: queue.ConsumerSettings{PollMax: 200 * time.Millisecond}})
@@ -1691,6 +1697,9 @@ func TestACancelWhoseTellingFailsSendsTheEndInAMessageOfItsOwn(t *testing.T) {
 			}
 			if st, err := c.Status(ctx, "kid"); err != nil || st.State() != string(RunCancelled) {
 				t.Fatalf("the child: %q, %v; want cancelled", st.State(), err)
+			}
+			if it, err := c.sched.Get(ctx, "kid2"); err != nil || !it.Waiting {
+				t.Fatalf("the child that began waiting after the cancel: %+v, %v; want it waiting for the new scheduling", it, err)
 			}
 			if ran.Load() != 0 {
 				t.Fatalf("the handler ran %d times; the end's message runs nothing", ran.Load())

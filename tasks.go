@@ -294,7 +294,7 @@ func (c *Client) cancelledFlow(ctx context.Context, r runs.Run) {
 // fails all the same is logged: the run's own message is then all that is
 // left to tell them.
 func (c *Client) sendEnded(ctx context.Context, r runs.Run, waiters, batch bool, st RunState, cause error) {
-	env := queue.Envelope{ID: r.ID, Type: r.Type, Due: r.Due, Waiters: waiters, Ended: st, EndOnly: true}
+	env := queue.Envelope{ID: r.ID, Type: r.Type, Due: r.Due, Waiters: waiters, Ended: st, EndOnly: true, EndedAt: c.o.Clock.Now().UTC()}
 	if batch {
 		env.Batch = r.Batch
 	}

@@ -543,7 +543,7 @@ func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, st leasecron
 		env.Waiters = false
 	}
 	if env.Waiters {
-		if err := c.parentEnded(ctx, env.ID, r.State); err != nil {
+		if err := c.parentEndedBy(ctx, env.ID, r.State, env.EndedAt); err != nil {
 			return err
 		}
 	}
@@ -569,7 +569,15 @@ func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, st leasecron
 // traffic cop, which watches the parent from then on and applies its end
 // once the row is there.
 func (c *Client) parentEnded(ctx context.Context, parent string, st RunState) error {
-	notYet, err := c.applyParentEnd(ctx, parent, st)
+	return c.parentEndedBy(ctx, parent, st, time.Time{})
+}
+
+// parentEndedBy is parentEnded for the tasks that began waiting for parent
+// by the time by (zero: whenever): a cancel's end told late, in a message
+// of its own (Client.sendEnded), leaves alone the tasks that began waiting
+// after the cancel, for a later scheduling of the id (README, workflows).
+func (c *Client) parentEndedBy(ctx context.Context, parent string, st RunState, by time.Time) error {
+	notYet, err := c.applyParentEndBy(ctx, parent, st, by)
 	if err != nil || !notYet {
 		return err
 	}
@@ -579,9 +587,18 @@ func (c *Client) parentEnded(ctx context.Context, parent string, st RunState) er
 // applyParentEnd is parentEnded without the watch: it reports whether a
 // child's row was not written yet.
 func (c *Client) applyParentEnd(ctx context.Context, parent string, st RunState) (notYet bool, err error) {
+	return c.applyParentEndBy(ctx, parent, st, time.Time{})
+}
+
+// applyParentEndBy is applyParentEnd for the dependencies written by the
+// time by (zero: all).
+func (c *Client) applyParentEndBy(ctx context.Context, parent string, st RunState, by time.Time) (notYet bool, err error) {
 	deps, err := c.runs.Dependents(ctx, parent)
 	if err != nil {
 		return false, err
+	}
+	if !by.IsZero() {
+		deps = slices.DeleteFunc(deps, func(d runs.Dependent) bool { return d.Created.After(by) })
 	}
 	if len(deps) > 0 {
 		failpoint.Hit("parent-ended")

@@ -150,6 +150,12 @@ type Envelope struct {
 	// the run's message names too. A worker of an earlier release takes
 	// it for one more delivery of the run.
 	EndOnly bool `json:"end_only,omitempty"`
+	// EndedAt, on a cancel's message of its own (EndOnly), is when the
+	// cancel sent it: a task that began waiting for the id after then
+	// waits for a later scheduling of it and is not told (its dependency
+	// written later, by its writer's clock). A worker of an earlier
+	// release ignores it.
+	EndedAt time.Time `json:"ended_at,omitzero"`
 }
 
 // Ends reports whether the end of e's run matters beyond its own record:
