@@ -315,6 +315,12 @@ type checker struct {
 	// afterLater are the starts whose parent was a line of a file that
 	// had not answered yet: checked at the end (finalAfter).
 	afterLater []afterCheck
+	// retiming counts, by id, the reschedules and run-nows under way
+	// (retimeIssued, retimed); rerunLater are the starts made while one
+	// was, whose check against an earlier success waits for its answer:
+	// checked at the end (finalRerun).
+	retiming   map[string]int
+	rerunLater []*runEv
 	// ownFile, while finalAfter checks a child its file's roll-back took
 	// back whole, is that file: its roll-back ends none of its lines for
 	// that child (rolledBackLocked).
@@ -1914,6 +1920,46 @@ func (c *checker) checkParentLocked(t *ti, ev *runEv, pt *ti) {
 	}
 }
 
+// checkRerunLocked checks that t's start ev is no second run of a run
+// that succeeded, but in the documented windows.
+func (c *checker) checkRerunLocked(t *ti, ev *runEv) {
+	for _, o := range t.starts {
+		if o.runID == ev.runID && o.outcome == "ok" && !o.end.After(ev.start) && o != ev && !c.troubled(o.proc, o.start, o.end.Add(45*time.Second)) &&
+			!(!sameDue(o.due, ev.due) && (c.racedMoveLocked(t, o.due) || c.racedMoveLocked(t, ev.due) ||
+				c.lateWriteLocked(t, o.due) || c.lateWriteLocked(t, ev.due))) {
+			// (Two versions of a rescheduled task, one moved as the
+			// reschedule changed its row, may each run once: seed 1043.
+			// So may the version the task's own schedule wrote again:
+			// seed 13477.)
+			c.violate(InvNoRerun, "%s started on %s (attempt %d) after it succeeded on %s at %s, which was neither killed, frozen nor struck by a fault then",
+				ev.runID, ev.proc.id, ev.attempt, o.proc.id, c.at(o.end))
+			break
+		}
+	}
+}
+
+// retimeIssued records a reschedule or run-now of id under way (retimed
+// records its answer).
+func (c *checker) retimeIssued(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retiming == nil {
+		c.retiming = map[string]int{}
+	}
+	c.retiming[id]++
+}
+
+// finalRerun makes the checks of starts against an earlier success that
+// waited for a change of the id under way to answer (row 256, seed
+// 164153: a reschedule issued while the task's message for now was on
+// its way answered 9 s later; the old version ran, then the new one, and
+// the check at the second start knew nothing of the change yet).
+func (c *checker) finalRerun() {
+	for _, ev := range c.rerunLater {
+		c.checkRerunLocked(ev.ti, ev)
+	}
+}
+
 // finalAfter makes the parent checks that waited for their parent's file
 // to answer. A child of the same file that the roll-back took back whole
 // is not released by that roll-back's end of its parent: the roll-back
@@ -1983,19 +2029,13 @@ func (c *checker) checkStartLocked(t *ti, ev *runEv) {
 				ev.runID, ev.proc.id, ev.due.Format(time.RFC3339Nano), c.at(r.returned))
 		}
 	}
-	// Run again after it succeeded?
-	for _, o := range t.starts {
-		if o.runID == ev.runID && o.outcome == "ok" && !c.troubled(o.proc, o.start, o.end.Add(45*time.Second)) &&
-			!(!sameDue(o.due, ev.due) && (c.racedMoveLocked(t, o.due) || c.racedMoveLocked(t, ev.due) ||
-				c.lateWriteLocked(t, o.due) || c.lateWriteLocked(t, ev.due))) {
-			// (Two versions of a rescheduled task, one moved as the
-			// reschedule changed its row, may each run once: seed 1043.
-			// So may the version the task's own schedule wrote again:
-			// seed 13477.)
-			c.violate(InvNoRerun, "%s started on %s (attempt %d) after it succeeded on %s at %s, which was neither killed, frozen nor struck by a fault then",
-				ev.runID, ev.proc.id, ev.attempt, o.proc.id, c.at(o.end))
-			break
-		}
+	// Run again after it succeeded? (With a change of the id under way,
+	// whether it raced the earlier version's move is known only once it
+	// answers: row 256.)
+	if c.retiming[t.id] > 0 {
+		c.rerunLater = append(c.rerunLater, ev)
+	} else {
+		c.checkRerunLocked(t, ev)
 	}
 	// Parents.
 	for _, pt := range t.parents {
@@ -2741,6 +2781,9 @@ func (c *checker) cancelled(t *ti, id string, issued time.Time, res leasecron.Ca
 func (c *checker) retimed(id string, issued time.Time, it leasecron.Item, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.retiming[id] > 0 {
+		c.retiming[id]--
+	}
 	t := c.latestAtLocked(id, issued)
 	if t == nil {
 		return
@@ -3300,6 +3343,7 @@ func (c *checker) final() []Violation {
 	c.finalBadRows()
 	c.finalWindows()
 	c.finalAfter()
+	c.finalRerun()
 	c.finalLimits()
 	c.finalBatches()
 	c.finalBulk()

@@ -3583,3 +3583,55 @@ func TestACancelThatMarkedARunInDoubtStopsIt(t *testing.T) {
 		})
 	}
 }
+
+// A start of a rescheduled task's new version after its old version
+// succeeded, while the reschedule was still under way, is checked once
+// the reschedule has answered: a change that answers with the old version
+// due by then raced its move, and each version may run once (row 256,
+// seed 164153: the reschedule answered 9 s after both runs, and the check
+// at the second start knew nothing of it). A start after the new version
+// itself succeeded is still a run again.
+func TestARunOfTheNewVersionBesideARescheduleUnderWayWaitsForItsAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, c := newTestChecker()
+		p := &proc{w: w, name: "w1", id: "w1-1", clock: &procClock{w: w, epoch: w.now()}}
+		x := c.newTI(TaskSpec{ID: "t2", Type: "plain"}, nil, nil)
+		c.scheduled(x, w.now(), leasecron.Item{ID: "t2", Due: w.now().Add(1500 * time.Millisecond)}, nil)
+		old := x.due
+		time.Sleep(time.Second)
+		issued := w.now()
+		c.retimeIssued("t2")
+		time.Sleep(time.Second)
+		run := func(due time.Time) {
+			ev := c.started(p, leasecron.Task{ID: "t2", Due: due, Attempt: 1}, payload{Inc: x.inc})
+			time.Sleep(time.Second)
+			c.ended(ev, "ok")
+			time.Sleep(time.Second)
+		}
+		reruns := func() []string {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			var got []string
+			for _, v := range c.violations {
+				if v.Invariant == InvNoRerun {
+					got = append(got, v.Detail)
+				}
+			}
+			return got
+		}
+		run(old)
+		run(issued)
+		if got := reruns(); len(got) != 0 {
+			t.Fatalf("while the reschedule is under way: %q; want nothing yet", got)
+		}
+		time.Sleep(5 * time.Second)
+		c.retimed("t2", issued, leasecron.Item{ID: "t2", Due: issued}, nil)
+		run(issued) // the new version again, after its own success
+		c.mu.Lock()
+		c.finalRerun()
+		c.mu.Unlock()
+		if got := reruns(); len(got) != 1 || !strings.Contains(got[0], "attempt 1) after it succeeded") {
+			t.Errorf("runs again: %q; want only the new version's second run", got)
+		}
+	})
+}

@@ -54,11 +54,13 @@ func (w *World) userOp(c *proc, op *Op) {
 		}
 	case OpReschedule:
 		issued := w.now()
+		chk.retimeIssued(chk.RealID(op.Task))
 		it, err := cl.Reschedule(ctx, chk.RealID(op.Task), c.clock.Now().Add(op.Dur))
 		w.answer(op, "", err)
 		chk.retimed(chk.RealID(op.Task), issued, it, err)
 	case OpRunNow:
 		issued := w.now()
+		chk.retimeIssued(chk.RealID(op.Task))
 		it, err := cl.RunNow(ctx, chk.RealID(op.Task))
 		w.answer(op, "", err)
 		chk.retimed(chk.RealID(op.Task), issued, it, err)
