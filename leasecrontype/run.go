@@ -117,6 +117,11 @@ type Run struct {
 	After []string
 	// Updated is the service's last-modified time of the record.
 	Updated time.Time
+	// Version names the record as it was read (its entity's ETag): a
+	// claim refused with ErrRunUnconfirmed returns the record's, which
+	// the claim made once the task's row is checked passes back
+	// (RunMeta.RowCheckedOver). Empty when unknown.
+	Version string
 }
 
 // OfDue reports whether r may be the record of the scheduling of its id

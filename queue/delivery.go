@@ -747,6 +747,7 @@ func (c *Consumer) claimAs(hctx context.Context, d *delivery, m leasecrontype.Ru
 		c.settle(d, OutcomeCancelled)
 		return false
 	case errors.Is(err, leasecrontype.ErrRunUnconfirmed) && check:
+		m.RowCheckedOver = r.Version
 		return c.claimUnconfirmed(hctx, d, m)
 	case errors.Is(err, leasecrontype.ErrRunUnconfirmed):
 		c.dropBehind(hctx, d)
@@ -991,7 +992,7 @@ func (c *Consumer) claimUnconfirmed(hctx context.Context, d *delivery, m leasecr
 		m.Token, m.RowChecked = "", true // the row still stands for it: claim as any other
 		d.rowChecked = true
 	} else {
-		m.RowGone = true // an end the record keeps for its due time is its own
+		m.RowGone, m.RowCheckedOver = true, "" // an end the record keeps for its due time is its own
 	}
 	return c.claimAs(hctx, d, m, false)
 }

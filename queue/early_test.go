@@ -86,3 +86,39 @@ func TestEarlySentMessagesAreCheckedAgainstTheirTask(t *testing.T) {
 		t.Fatalf("ran %d, %d messages left", got.n(), len(h.work.all()))
 	}
 }
+
+// A cancel that removes an early-sent task's row just after the worker
+// read it, and marks its run before the worker's claim, stops the task:
+// the claim after the row check passes back the record it was refused
+// over, which the cancel changed (issue 38, row 257, sweep seed 164747:
+// the task ran after its cancel returned).
+func TestACancelBetweenTheRowCheckAndTheClaimStopsTheTask(t *testing.T) {
+	h := newHarness(t, ConsumerOptions{})
+	rm := runs.NewMemory(h.clk)
+	h.c.o.Runs = rm
+	ctx := context.Background()
+	due := t0.Add(-time.Minute)
+	// An earlier scheduling of the id is in the queue: this one's
+	// confirmation is refused, and its row decides.
+	if ok := rm.ConfirmSent(ctx, []runs.Mark{{ID: "t10", Meta: runs.Meta{Type: "other", Due: due.Add(-time.Minute), Token: "first"}}}); !ok[0] {
+		t.Fatal("the first scheduling's send was not recorded")
+	}
+	h.c.o.Current = func(ctx context.Context, env Envelope) (bool, error) {
+		// The row stood as it was read; the cancel deletes it and marks
+		// the run before the claim.
+		if _, err := rm.CancelPending(ctx, env.ID, runs.Meta{Type: env.Type, Due: env.Due}); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	var got calls
+	h.c.Handle("t", func(_ context.Context, task leasecrontype.Task) error { got.add(task, h.clk.Now()); return nil })
+	h.enqueue(Envelope{ID: "t10", Type: "t", Due: due, Token: "second", Row: "00/x"})
+	h.start()
+	if o := h.next().outcome; o != OutcomeCancelled {
+		t.Fatalf("outcome %s; want cancelled", o)
+	}
+	if got.n() != 0 {
+		t.Fatalf("the handler ran %d times after the cancel", got.n())
+	}
+}

@@ -95,6 +95,16 @@ func parseDues(s string) dues {
 // acknowledged as stale before: either way it does not run).
 func endedScheduling(cur *Run, m Meta) error {
 	early := m.Token != ""
+	if cur != nil && m.RowChecked && m.RowCheckedOver != "" && cur.ETag != m.RowCheckedOver && otherDue(cur, m) && cur.CancelledDue.has(m.Due) {
+		// The record changed since the claim before the row check, and
+		// notes a cancel of this due time: one that came between the row
+		// check and this claim, the row deleted just after it was read
+		// (issue 38, row 257: the task ran after its cancel returned). A
+		// new scheduling of the very due time written after that cancel
+		// is refused too when the record changed meanwhile (README: it is
+		// taken for the cancelled task).
+		return ErrCancelled
+	}
 	if cur == nil || m.RowChecked || !otherDue(cur, m) || early && !m.RowGone {
 		return nil
 	}

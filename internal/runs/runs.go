@@ -331,7 +331,13 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 		return *cur, err
 	}
 	if unconfirmed(cur, m) {
-		return newRun(id, ""), ErrUnconfirmed
+		// The record's version, which the claim after the row check
+		// passes back (Meta.RowCheckedOver).
+		r := newRun(id, "")
+		if cur != nil {
+			r.Version = cur.ETag
+		}
+		return r, ErrUnconfirmed
 	}
 	if requeuedFor(cur, m) {
 		// A message of the run from before its death (a row sent again

@@ -2672,3 +2672,56 @@ func TestMemCancelPendingAgainLeavesALaterSchedulingsEnd(t *testing.T) {
 		t.Fatalf("a late message of the cancelled scheduling: %v; want ErrCancelled", err)
 	}
 }
+
+// A delivery of a scheduling sent by its client while an earlier
+// scheduling of the id was in the queue (its confirmation refused) checks
+// its row, which stands, and claims again without its token; a cancel
+// that deleted that row just after the check and marked the record
+// before the claim refuses it: the record changed since the refused
+// claim read it, and notes the cancel of this due time (issue 38, row
+// 257, sweep seed 164747: the task ran after its cancel returned). With
+// the record unchanged since, the row check decides, as for a new
+// scheduling of a cancelled due time.
+func TestMemARowCheckedClaimAfterTheCancelsMarkIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cancel bool
+		want   error
+	}{
+		{"the cancel between the row check and the claim", true, ErrCancelled},
+		{"no cancel", false, ErrClaimedElsewhere},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := memEnv(t)
+			s := e.s
+			d1 := e.now().Truncate(time.Second)
+			lease := func() time.Time { return e.now().Add(time.Minute) }
+			first := Meta{Type: "a", Due: d1, Token: "t1"}
+			if ok := s.ConfirmSent(ctx, []Mark{{ID: "id", Meta: first}}); !ok[0] {
+				t.Fatal("the first scheduling's send was not recorded")
+			}
+			e.advance(25 * time.Second)
+			d2 := e.now().Truncate(time.Second)
+			second := Meta{Type: "b", Due: d2, Token: "t2"}
+			if ok := s.ConfirmSent(ctx, []Mark{{ID: "id", Meta: second}}); ok[0] {
+				t.Fatal("the second scheduling's confirmation was recorded beside the first run in the queue")
+			}
+			r, err := s.Claim(ctx, "id", "w1", 1, lease(), second)
+			if !errors.Is(err, ErrUnconfirmed) || r.Version == "" {
+				t.Fatalf("the second's claim with its token: %+v, %v; want ErrUnconfirmed with the record's version", r, err)
+			}
+			// The row checked: it stands. Then the cancel.
+			if tc.cancel {
+				if _, err := s.CancelPending(ctx, "id", Meta{Type: "b", Due: d2}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checked := second
+			checked.Token, checked.RowChecked, checked.RowCheckedOver = "", true, r.Version
+			if _, err := s.Claim(ctx, "id", "w1", 1, lease(), checked); !errors.Is(err, tc.want) {
+				t.Fatalf("the row-checked claim: %v; want %v", err, tc.want)
+			}
+		})
+	}
+}
