@@ -117,10 +117,11 @@ type Run struct {
 	After []string
 	// Updated is the service's last-modified time of the record.
 	Updated time.Time
-	// Version names the record as it was read (its entity's ETag): a
-	// claim refused with ErrRunUnconfirmed returns the record's, which
-	// the claim made once the task's row is checked passes back
-	// (RunMeta.RowCheckedOver). Empty when unknown.
+	// Version is set on a claim's refusal with ErrRunUnconfirmed only: the
+	// version of the record the claim met (its entity's ETag, or "none"
+	// when there was no record), which the claim made once the task's row
+	// is checked passes back (RunMeta.RowCheckedOver). Empty elsewhere,
+	// and when the recorder leaves the row check alone to decide.
 	Version string
 }
 

@@ -33,11 +33,11 @@ type RunMeta struct {
 	// another scheduling of the id is not its own.
 	RowChecked bool
 	// RowCheckedOver is, with RowChecked, the Version of the record the
-	// claim before the row check was refused over (ErrRunUnconfirmed):
-	// a record changed since may note a cancel that came between the row
-	// check and this claim — one that removed the row just after it was
-	// read — and a cancel it notes for this due time then refuses the
-	// claim (issue 38, row 257). Empty: the row check alone decides.
+	// claim before the row check was refused over (ErrRunUnconfirmed): a
+	// record changed since (or written since, after "none") that notes a
+	// cancel of this due time noted it after that claim — the cancel
+	// removed the row just after it was read — and refuses the claim
+	// (issue 38, row 257). Empty: the row check alone decides.
 	RowCheckedOver string
 	// RowGone reports that the task's schedule row was read for this
 	// delivery and no longer stands for it — gone, or carrying another

@@ -319,6 +319,11 @@ func withdrawnPlaceholder(cur *Run, m Meta) bool {
 // stored is t as the table keeps it: UTC, to the 100 ns tick.
 func stored(t time.Time) time.Time { return t.UTC().Truncate(100 * time.Nanosecond) }
 
+// noRecord is the Version a claim refused unconfirmed returns when the
+// id has no record: any record found at the claim after the row check
+// is then one written since.
+const noRecord = "none"
+
 // decideClaim computes the record a claim writes and its outcome, given the
 // current record (nil when there is none). On ErrAlreadySucceeded the
 // returned record counts the duplicate and is written; on ErrCancelled and
@@ -332,9 +337,14 @@ func decideClaim(cur *Run, id, worker string, attempt int, leaseUntil time.Time,
 	}
 	if unconfirmed(cur, m) {
 		// The record's version, which the claim after the row check
-		// passes back (Meta.RowCheckedOver).
+		// passes back (Meta.RowCheckedOver): "none" without a record, and
+		// nothing when the record notes a cancel of this due time already
+		// (a new scheduling of a cancelled due time: its row decides).
 		r := newRun(id, "")
-		if cur != nil {
+		switch {
+		case cur == nil:
+			r.Version = noRecord
+		case !cur.CancelledDue.has(stored(m.Due)):
 			r.Version = cur.ETag
 		}
 		return r, ErrUnconfirmed

@@ -2725,3 +2725,66 @@ func TestMemARowCheckedClaimAfterTheCancelsMarkIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// The two edges of row 257's refusal (a helper's review): a first claim
+// that met no record counts any record found at the row-checked claim as
+// written since, so a cancel it notes refuses the claim; and a due time
+// the record noted cancelled already at the first claim is a new
+// scheduling of a cancelled due time, which its row decides, however the
+// record changed between the two claims.
+func TestMemARowCheckedClaimsRefusalEdges(t *testing.T) {
+	ctx := context.Background()
+	t.Run("no record at the first claim", func(t *testing.T) {
+		e := memEnv(t)
+		s := e.s
+		lease := func() time.Time { return e.now().Add(time.Minute) }
+		d1 := e.now().Truncate(time.Second)
+		e.advance(25 * time.Second)
+		d2 := e.now().Truncate(time.Second)
+		second := Meta{Type: "b", Due: d2, Token: "t2"}
+		r, err := s.Claim(ctx, "id", "w2", 1, lease(), second)
+		if !errors.Is(err, ErrUnconfirmed) || r.Version != noRecord {
+			t.Fatalf("the token claim without a record: %+v, %v; want ErrUnconfirmed, version %q", r, err, noRecord)
+		}
+		// The earlier scheduling's run begins, and the cancel reaches it
+		// and notes d2.
+		if _, err := s.Claim(ctx, "id", "w1", 1, lease(), Meta{Type: "a", Due: d1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CancelPending(ctx, "id", Meta{Type: "b", Due: d2}); err != nil {
+			t.Fatal(err)
+		}
+		checked := second
+		checked.Token, checked.RowChecked, checked.RowCheckedOver = "", true, r.Version
+		if _, err := s.Claim(ctx, "id", "w2", 1, lease(), checked); !errors.Is(err, ErrCancelled) {
+			t.Fatalf("the row-checked claim: %v; want ErrCancelled", err)
+		}
+	})
+	t.Run("a due time cancelled before the first claim", func(t *testing.T) {
+		e := memEnv(t)
+		s := e.s
+		lease := func() time.Time { return e.now().Add(time.Minute) }
+		d1 := e.now().Truncate(time.Second)
+		if _, err := s.Claim(ctx, "id", "w1", 1, lease(), Meta{Type: "a", Due: d1}); err != nil {
+			t.Fatal(err)
+		}
+		e.advance(25 * time.Second)
+		d2 := e.now().Truncate(time.Second)
+		if _, err := s.CancelPending(ctx, "id", Meta{Type: "b", Due: d2}); err != nil {
+			t.Fatal(err)
+		}
+		// Scheduled again for that very due time, sent by its client.
+		second := Meta{Type: "b", Due: d2, Token: "t2"}
+		r, err := s.Claim(ctx, "id", "w2", 1, lease(), second)
+		if !errors.Is(err, ErrUnconfirmed) || r.Version != "" {
+			t.Fatalf("the token claim: %+v, %v; want ErrUnconfirmed without a version", r, err)
+		}
+		// No version to compare: however the record changes before the
+		// row-checked claim, its row decides.
+		checked := second
+		checked.Token, checked.RowChecked, checked.RowCheckedOver = "", true, r.Version
+		if _, err := s.Claim(ctx, "id", "w2", 1, lease(), checked); errors.Is(err, ErrCancelled) {
+			t.Fatalf("the row-checked claim of a new scheduling of a cancelled due time: %v; want its row to decide", err)
+		}
+	})
+}
