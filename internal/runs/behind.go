@@ -100,9 +100,9 @@ func endedScheduling(cur *Run, m Meta) error {
 		// notes a cancel of this due time: one that came between the row
 		// check and this claim, the row deleted just after it was read
 		// (issue 38, row 257: the task ran after its cancel returned). A
-		// new scheduling of the very due time written after that cancel
-		// is refused too when the record changed meanwhile (README: it is
-		// taken for the cancelled task).
+		// record that noted the cancel already at that claim returned no
+		// version: a new scheduling of a cancelled due time, which its
+		// row decides.
 		return ErrCancelled
 	}
 	if cur == nil || m.RowChecked || !otherDue(cur, m) || early && !m.RowGone {
