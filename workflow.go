@@ -491,7 +491,7 @@ func (c *Client) currentOrWatched(ctx context.Context, env queue.Envelope) (bool
 // the message reappears — except a death requeued since (see below).
 func (c *Client) taskEnded(ctx context.Context, env queue.Envelope, st leasecrontype.RunState) error {
 	r, err := c.runs.Get(ctx, env.ID)
-	gone := env.Ended != "" && (errors.Is(err, runs.ErrNotFound) || errors.Is(err, runs.ErrExpired))
+	gone := env.Ended != "" && errors.Is(err, runs.ErrNotFound) // (runs.ErrExpired matches it too)
 	if err != nil && !gone {
 		return err
 	}
